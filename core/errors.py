@@ -1,0 +1,72 @@
+"""Errors raised by the engine.
+
+Named after what went wrong, in the style of ``huggingface_hub.errors``: every error carries the input it
+is about (a file name, a template name, a field) so a message can say *which* input failed and *why*.
+All derive from :class:`ChatTemplateExplorerError`, so a caller (CLI, app) can catch one base class and
+show ``str(err)`` to the user instead of a traceback.
+"""
+
+from __future__ import annotations
+
+
+class ChatTemplateExplorerError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class TemplateLoadError(ChatTemplateExplorerError):
+    """A template source could not be read: missing file, empty file, binary data, no template in a
+    ``tokenizer_config.json`` / ``chat_template.json`` / ``.gguf``, unknown variant name.
+
+    Attributes: ``source`` (str, the path or repo id), ``reason`` (str).
+    """
+
+    def __init__(self, source: str, reason: str):
+        self.source = source
+        self.reason = reason
+        super().__init__(f"cannot load chat template from {source!r}: {reason}")
+
+
+class TemplateSyntaxError(ChatTemplateExplorerError):
+    """The template source is not valid Jinja. ``lineno`` is 1-based or None."""
+
+    def __init__(self, name: str, message: str, lineno: int | None = None):
+        self.name = name
+        self.message = message
+        self.lineno = lineno
+        where = f" (line {lineno})" if lineno else ""
+        super().__init__(f"template {name!r} has a Jinja syntax error{where}: {message}")
+
+
+class TemplateRenderError(ChatTemplateExplorerError):
+    """Rendering raised: ``raise_exception`` in the template, an undefined value, a sandbox refusal…"""
+
+    def __init__(self, name: str, message: str):
+        self.name = name
+        self.message = message
+        super().__init__(f"template {name!r} failed to render: {message}")
+
+
+class TemplateSecurityError(TemplateRenderError):
+    """The sandbox refused an operation (access to internals, unsafe callables)."""
+
+
+class RenderLimitError(TemplateRenderError):
+    """A render exceeded a resource limit (time, output size, loop iterations, recursion)."""
+
+
+class AnalysisError(ChatTemplateExplorerError):
+    """The differential analysis could not run at all (e.g. every probe failed)."""
+
+    def __init__(self, name: str, message: str):
+        self.name = name
+        self.message = message
+        super().__init__(f"cannot analyse template {name!r}: {message}")
+
+
+class RequestError(ChatTemplateExplorerError, ValueError):
+    """A chat request (messages, tools, tool_choice, …) is malformed. ``field`` names the bad part."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"invalid request field {field!r}: {message}")

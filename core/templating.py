@@ -1,0 +1,321 @@
+"""Sandboxed Jinja rendering, configured as transformers' ``apply_chat_template`` configures it.
+
+* jinja2 ``ImmutableSandboxedEnvironment`` with ``trim_blocks``, ``lstrip_blocks``, ``loopcontrols`` and the
+  ``{% generation %}`` block tag (transformers' assistant-mask extension; here it only renders its body);
+* globals ``raise_exception(msg)`` and ``strftime_now(fmt)`` (the clock can be pinned for tests);
+* transformers' ``tojson`` (``ensure_ascii=False``, ``indent``, ``separators``, ``sort_keys``);
+* resource limits: a per-render deadline and output-size cap, and a bounded ``range``.
+
+Compiled templates are cached by source text (an LRU in memory), so re-rendering the same template with
+other inputs, as the analysis and the explorer do constantly, never recompiles.
+
+Errors: :class:`~core.errors.TemplateSyntaxError` at compile time, :class:`~core.errors.TemplateRenderError`
+(and its subclasses for sandbox refusals and exceeded limits) at render time.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import jinja2
+import jinja2.ext
+import jinja2.nodes
+import jinja2.sandbox
+
+from .errors import RenderLimitError, TemplateRenderError, TemplateSecurityError, TemplateSyntaxError
+
+
+@dataclass(frozen=True)
+class RenderLimits:
+    """Resource limits for one render.
+
+    ``timeout_s`` (seconds of wall time), ``max_output_chars`` (characters of rendered text, also the cap on
+    any single string a template builds), ``max_range`` (items one ``range()`` call may produce).
+    """
+
+    timeout_s: float = 2.0
+    max_output_chars: int = 1_000_000
+    max_range: int = 100_000
+
+
+DEFAULT_LIMITS = RenderLimits()
+
+
+class _TemplateRaised(Exception):
+    """Raised by the template's own ``raise_exception`` call."""
+
+
+class GenerationBlockExtension(jinja2.ext.Extension):
+    """``{% generation %}…{% endgeneration %}``: renders the body unchanged (transformers' AssistantTracker
+    marks assistant tokens with it; rendering is what matters here)."""
+
+    tags = {"generation"}
+
+    def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.Scope(body, lineno=lineno)
+
+
+class _Deadline:
+    """Per-render budget, checked from the sandbox hooks the template cannot avoid calling."""
+
+    __slots__ = ("limits", "until")
+
+    def __init__(self, limits: RenderLimits):
+        self.limits = limits
+        self.until = time.monotonic() + limits.timeout_s
+
+    def check(self) -> None:
+        if time.monotonic() > self.until:
+            raise RenderLimitError("<render>", f"render took longer than {self.limits.timeout_s:g} s")
+
+
+class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
+    """Immutable sandbox whose attribute access, calls and arithmetic check the active render budget."""
+
+    intercepted_binops = frozenset(["*", "**", "+"])
+    _deadline: _Deadline | None = None
+
+    def _tick(self) -> None:
+        d = self._deadline
+        if d is not None:
+            d.check()
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        self._tick()
+        return super().getattr(obj, attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        self._tick()
+        return super().getitem(obj, argument)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+        __self._tick()
+        return super().call(__context, __obj, *args, **kwargs)
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        self._tick()
+        limit = self._deadline.limits.max_output_chars if self._deadline else DEFAULT_LIMITS.max_output_chars
+        if operator == "*" and isinstance(right, int) and isinstance(left, (str, list)):
+            if len(left) * right > limit:
+                raise RenderLimitError("<render>", f"string/list repetition beyond {limit} items")
+        if operator == "**" and isinstance(right, (int, float)) and abs(right) > 1000:
+            raise RenderLimitError("<render>", "exponent too large")
+        result = super().call_binop(context, operator, left, right)
+        if isinstance(result, (str, list)) and len(result) > limit:
+            raise RenderLimitError("<render>", f"value larger than {limit} characters")
+        return result
+
+
+def _tojson(value: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
+            sort_keys: bool = False) -> str:
+    # transformers' override: no HTML escaping, keys in insertion order unless asked.
+    if separators is not None:
+        separators = tuple(separators)
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                      sort_keys=sort_keys)
+
+
+def _raise_exception(message: Any = "") -> None:
+    raise _TemplateRaised(str(message))
+
+
+@dataclass
+class Clock:
+    """Source of ``strftime_now``; ``fixed`` pins the date (tests and reproducible renders)."""
+
+    fixed: _dt.datetime | None = None
+
+    def now(self) -> _dt.datetime:
+        return self.fixed or _dt.datetime.now()
+
+
+_clock = Clock()
+
+
+def pin_clock(when: _dt.datetime | None) -> None:
+    """Pin (or with ``None`` unpin) the date every template's ``strftime_now`` sees."""
+    _clock.fixed = when
+
+
+def _strftime_now(fmt: str) -> str:
+    return _clock.now().strftime(fmt)
+
+
+def _make_environment() -> _LimitedSandbox:
+    env = _LimitedSandbox(
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[GenerationBlockExtension, jinja2.ext.loopcontrols],
+    )
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    return env
+
+
+_ENV = _make_environment()
+
+
+def normalize_source(source: str) -> str:
+    """Source as llama.cpp's lexer sees it: CRLF and lone CR become LF, one trailing ``\\n`` removed.
+    All substring tests (workarounds, handler detection) use this form."""
+    s = source.replace("\r\n", "\n").replace("\r", "\n")
+    return s[:-1] if s.endswith("\n") else s
+
+
+@functools.lru_cache(maxsize=512)
+def _compile(source: str, name: str) -> jinja2.Template:
+    try:
+        return _ENV.from_string(source)
+    except jinja2.TemplateSyntaxError as e:
+        raise TemplateSyntaxError(name, e.message or str(e), e.lineno) from None
+    except RecursionError:
+        raise TemplateSyntaxError(name, "template nests too deeply to compile") from None
+
+
+def source_digest(source: str) -> str:
+    """Short stable id of a template source (sha256 prefix, 16 hex chars)."""
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+@dataclass
+class ChatTemplate:
+    """A compiled chat template: ``render(context)`` → text.
+
+    ``source`` is the Jinja text, ``name`` a label used in error messages (file name, repo id).
+    Construction compiles (cached by source) and raises :class:`TemplateSyntaxError` on bad Jinja.
+    """
+
+    source: str
+    name: str = "<template>"
+    limits: RenderLimits = field(default=DEFAULT_LIMITS)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, str):
+            raise TypeError(f"template source must be str, got {type(self.source).__name__}")
+        self._compiled = _compile(self.source, self.name)
+
+    @property
+    def normalized_source(self) -> str:
+        """See :func:`normalize_source`."""
+        return normalize_source(self.source)
+
+    def render(self, context: dict[str, Any]) -> str:
+        """Render with ``context`` as the template globals. Returns the text.
+
+        Raises :class:`TemplateRenderError` (template raised, undefined value misuse, type errors),
+        :class:`TemplateSecurityError` (sandbox refusal) or :class:`RenderLimitError`.
+        """
+        deadline = _Deadline(self.limits)
+        ctx = dict(context)
+        ctx.setdefault("range", _bounded_range(deadline))
+        previous = _ENV._deadline
+        _ENV._deadline = deadline
+        try:
+            out: list[str] = []
+            size = 0
+            for chunk in self._compiled.generate(ctx):
+                size += len(chunk)
+                if size > self.limits.max_output_chars:
+                    raise RenderLimitError(self.name, f"output longer than {self.limits.max_output_chars} characters")
+                out.append(chunk)
+                deadline.check()
+            return "".join(out)
+        except RenderLimitError as e:
+            raise RenderLimitError(self.name, e.message) from None
+        except _TemplateRaised as e:
+            raise TemplateRenderError(self.name, f"raise_exception: {e}") from None
+        except jinja2.exceptions.SecurityError as e:
+            raise TemplateSecurityError(self.name, f"sandbox refused: {e}") from None
+        except RecursionError:
+            raise RenderLimitError(self.name, "recursion too deep") from None
+        except MemoryError:
+            raise RenderLimitError(self.name, "out of memory") from None
+        except TemplateRenderError:
+            raise
+        except Exception as e:  # any other template-level failure: undefined, TypeError, …
+            raise TemplateRenderError(self.name, f"{type(e).__name__}: {e}") from None
+        finally:
+            _ENV._deadline = previous
+
+
+def _bounded_range(deadline: _Deadline) -> Callable[..., Any]:
+    def _range(*args: int) -> Any:
+        r = range(*args)
+        if len(r) > deadline.limits.max_range:
+            raise RenderLimitError("<render>", f"range() of {len(r)} items exceeds {deadline.limits.max_range}")
+
+        def gen() -> Any:
+            for i, x in enumerate(r):
+                if i & 255 == 0:
+                    deadline.check()
+                yield x
+
+        return _RangeView(r, gen)
+
+    return _range
+
+
+class _RangeView:
+    """What ``range()`` returns inside templates: iterable (with deadline checks), ``len``-able and
+    indexable like a real range, so ``range(n)|list`` and ``range(n)[0]`` keep working."""
+
+    __slots__ = ("_r", "_gen")
+
+    def __init__(self, r: range, gen: Callable[[], Any]):
+        self._r = r
+        self._gen = gen
+
+    def __iter__(self) -> Any:
+        return self._gen()
+
+    def __len__(self) -> int:
+        return len(self._r)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._r[i]
+
+    def __reversed__(self) -> Any:
+        return reversed(self._r)
+
+    def __contains__(self, x: Any) -> bool:
+        return x in self._r
+
+
+def apply_template(
+    template: ChatTemplate,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = False,
+    enable_thinking: bool = True,
+    extra_context: dict[str, Any] | None = None,
+    bos_token: str = "",
+    eos_token: str = "",
+) -> str:
+    """Render the way llama.cpp's analysis does (analysis notes §2): globals in this order —
+    ``messages``, ``bos_token``/``eos_token``, ``enable_thinking``, ``tools`` only when non-empty,
+    each ``extra_context`` key, and ``add_generation_prompt`` **only when true** (otherwise undefined).
+
+    Raises what :meth:`ChatTemplate.render` raises.
+    """
+    ctx: dict[str, Any] = {
+        "messages": messages,
+        "bos_token": bos_token,
+        "eos_token": eos_token,
+        "enable_thinking": enable_thinking,
+    }
+    if tools:
+        ctx["tools"] = tools
+    if extra_context:
+        ctx.update(extra_context)
+    if add_generation_prompt:
+        ctx["add_generation_prompt"] = True
+    return template.render(ctx)

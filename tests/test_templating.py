@@ -1,0 +1,62 @@
+"""Rendering matches transformers' configuration and llama.cpp's prompts on real templates."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.errors import RenderLimitError, TemplateRenderError, TemplateSyntaxError
+from core.templating import ChatTemplate, apply_template
+
+from .conftest import SHARED, template_source
+
+
+def test_renders_reference_prompts_byte_for_byte(reference_analysis):
+    tools = json.loads((SHARED / "tools" / "oracle" / "tools.json").read_text())
+    same = total = 0
+    for name, row in reference_analysis.items():
+        if "apply" not in row:
+            continue
+        total += 1
+        try:
+            out = apply_template(ChatTemplate(template_source(name), name),
+                                 [{"role": "user", "content": "Hello"}], tools, add_generation_prompt=True)
+        except Exception:
+            continue
+        same += out == row["apply"]["prompt"]
+    assert total > 300
+    assert same / total >= 0.95, f"{same}/{total} prompts identical"
+
+
+def test_tojson_is_transformers_style():
+    t = ChatTemplate("{{ x | tojson }}|{{ x | tojson(indent=2) }}")
+    assert t.render({"x": {"b": "é<", "a": 1}}) == '{"b": "é<", "a": 1}|{\n  "b": "é<",\n  "a": 1\n}'
+
+
+def test_generation_block_renders_body():
+    t = ChatTemplate("{% generation %}hi{% endgeneration %}!")
+    assert t.render({}) == "hi!"
+
+
+def test_add_generation_prompt_is_undefined_when_false():
+    t = ChatTemplate("{{ 'set' if add_generation_prompt is defined else 'undef' }}")
+    assert apply_template(t, [], add_generation_prompt=False) == "undef"
+    assert apply_template(t, [], add_generation_prompt=True) == "set"
+
+
+def test_raise_exception_becomes_render_error():
+    t = ChatTemplate("{{ raise_exception('no system role') }}", name="strict.jinja")
+    with pytest.raises(TemplateRenderError, match="strict.jinja.*no system role"):
+        t.render({})
+
+
+def test_syntax_error_names_template_and_line():
+    with pytest.raises(TemplateSyntaxError, match=r"bad.jinja.*line 2"):
+        ChatTemplate("ok\n{% if %}", name="bad.jinja")
+
+
+def test_nested_range_loop_hits_time_limit():
+    t = ChatTemplate("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
+    with pytest.raises(RenderLimitError, match="longer than"):
+        t.render({})
