@@ -1,0 +1,164 @@
+"""OpenAI-shaped assistant messages and streaming deltas.
+
+``AssistantMessage`` is what every parser returns; ``to_openai()`` gives the JSON object of
+``reference/cases.jsonl``'s ``expect`` (keys ``content`` / ``reasoning_content`` / ``tool_calls`` only when
+non-empty, ``arguments`` as a JSON string). ``compute_deltas(prev, new)`` turns two successive parses into
+OpenAI delta chunks, as llama.cpp's ``common_chat_msg_diff`` does (parser notes §5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ToolCall:
+    """One tool call. ``arguments`` is a JSON text (possibly partial while streaming); ``id`` may be ""."""
+
+    name: str = ""
+    arguments: str = ""
+    id: str = ""
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name, "arguments": self.arguments}, "id": self.id}
+
+
+@dataclass
+class AssistantMessage:
+    """A parsed assistant turn: ``content`` and ``reasoning_content`` (str, "" when absent) and tool calls."""
+
+    content: str = ""
+    reasoning_content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    role: str = "assistant"
+
+    def to_openai(self) -> dict[str, Any]:
+        """OpenAI message dict; empty fields are omitted (``content`` is kept, possibly "", when there is
+        nothing else)."""
+        out: dict[str, Any] = {"role": self.role}
+        if self.content or not (self.reasoning_content or self.tool_calls):
+            out["content"] = self.content
+        if self.reasoning_content:
+            out["reasoning_content"] = self.reasoning_content
+        if self.tool_calls:
+            out["tool_calls"] = [tc.to_openai() for tc in self.tool_calls]
+        return out
+
+    @classmethod
+    def from_openai(cls, data: dict[str, Any]) -> "AssistantMessage":
+        """Inverse of :meth:`to_openai`; ``arguments`` given as an object are dumped to JSON text."""
+        import json
+
+        calls = []
+        for tc in data.get("tool_calls") or []:
+            fn = tc.get("function") or {}
+            args = fn.get("arguments", "")
+            if not isinstance(args, str):
+                args = json.dumps(args, ensure_ascii=False)
+            calls.append(ToolCall(name=fn.get("name", ""), arguments=args, id=tc.get("id") or ""))
+        return cls(content=data.get("content") or "", reasoning_content=data.get("reasoning_content") or "",
+                   tool_calls=calls, role=data.get("role", "assistant"))
+
+    def copy(self) -> "AssistantMessage":
+        return AssistantMessage(self.content, self.reasoning_content,
+                                [ToolCall(t.name, t.arguments, t.id) for t in self.tool_calls], self.role)
+
+
+@dataclass
+class ToolCallDelta:
+    """Streaming fragment of one tool call; ``index`` is its position in ``tool_calls``."""
+
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+    def to_openai(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"index": self.index}
+        if self.id:
+            out["id"] = self.id
+            out["type"] = "function"
+        fn: dict[str, Any] = {}
+        if self.name:
+            fn["name"] = self.name
+        fn["arguments"] = self.arguments
+        out["function"] = fn
+        return out
+
+
+@dataclass
+class MessageDelta:
+    """One OpenAI ``delta`` chunk: at most one of the three parts is set."""
+
+    content: str = ""
+    reasoning_content: str = ""
+    tool_call: ToolCallDelta | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.reasoning_content:
+            out["reasoning_content"] = self.reasoning_content
+        if self.content:
+            out["content"] = self.content
+        if self.tool_call is not None:
+            out["tool_calls"] = [self.tool_call.to_openai()]
+        return out
+
+
+class StreamRetractionError(ValueError):
+    """A newer parse does not extend the previous one (text already emitted would be taken back)."""
+
+
+def compute_deltas(prev: AssistantMessage, new: AssistantMessage) -> list[MessageDelta]:
+    """Deltas that turn ``prev`` into ``new``: reasoning, then content, then tool-call fragments.
+
+    Raises :class:`StreamRetractionError` if ``new`` does not extend ``prev`` (a field shrank or changed
+    before its end, a tool call disappeared, a name or id changed). Follows llama.cpp
+    ``common_chat_msg_diff::compute_diffs``.
+    """
+    out: list[MessageDelta] = []
+    if new.reasoning_content != prev.reasoning_content:
+        if not new.reasoning_content.startswith(prev.reasoning_content):
+            raise StreamRetractionError("reasoning_content was rewritten")
+        out.append(MessageDelta(reasoning_content=new.reasoning_content[len(prev.reasoning_content):]))
+    if new.content != prev.content:
+        if not new.content.startswith(prev.content):
+            raise StreamRetractionError("content was rewritten")
+        out.append(MessageDelta(content=new.content[len(prev.content):]))
+    if len(new.tool_calls) < len(prev.tool_calls):
+        raise StreamRetractionError("a tool call disappeared")
+    for i, call in enumerate(new.tool_calls):
+        if i < len(prev.tool_calls):
+            old = prev.tool_calls[i]
+            if old.name != call.name and old.name:
+                raise StreamRetractionError(f"tool call {i} changed its name")
+            if old.id and old.id != call.id:
+                raise StreamRetractionError(f"tool call {i} changed its id")
+            if not call.arguments.startswith(old.arguments):
+                raise StreamRetractionError(f"tool call {i} arguments were rewritten")
+            name = call.name if not old.name else ""
+            call_id = call.id if not old.id else ""
+            args = call.arguments[len(old.arguments):]
+            if name or call_id or args:
+                out.append(MessageDelta(tool_call=ToolCallDelta(i, call_id, name, args)))
+        else:
+            out.append(MessageDelta(tool_call=ToolCallDelta(i, call.id, call.name, call.arguments)))
+    return out
+
+
+def apply_deltas(msg: AssistantMessage, deltas: list[MessageDelta]) -> AssistantMessage:
+    """Accumulate ``deltas`` onto a copy of ``msg`` (what a streaming client does)."""
+    out = msg.copy()
+    for d in deltas:
+        out.reasoning_content += d.reasoning_content
+        out.content += d.content
+        if d.tool_call is not None:
+            tc = d.tool_call
+            while len(out.tool_calls) <= tc.index:
+                out.tool_calls.append(ToolCall())
+            call = out.tool_calls[tc.index]
+            call.name += tc.name
+            call.id += tc.id
+            call.arguments += tc.arguments
+    return out

@@ -1,0 +1,154 @@
+"""A chat request: what the parser generator needs to know besides the template analysis.
+
+Field names and values follow OpenAI / llama.cpp and ``reference/cases.jsonl``: ``messages``, ``tools``,
+``tool_choice`` (auto / required / none), ``parallel_tool_calls``, ``reasoning_format``
+(none / auto / deepseek / deepseek-legacy), ``enable_thinking``, ``add_generation_prompt``,
+``continue_final_message`` (None / auto / reasoning / content), ``json_schema`` (response format),
+``chat_template_kwargs``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import RequestError
+
+
+class ToolChoice(str, enum.Enum):
+    AUTO = "auto"
+    REQUIRED = "required"
+    NONE = "none"
+
+
+class ReasoningFormat(str, enum.Enum):
+    NONE = "none"
+    AUTO = "auto"
+    DEEPSEEK = "deepseek"
+    DEEPSEEK_LEGACY = "deepseek-legacy"
+
+
+class Continuation(str, enum.Enum):
+    NONE = "none"
+    AUTO = "auto"
+    REASONING = "reasoning"
+    CONTENT = "content"
+
+
+def _enum(cls: type[enum.Enum], value: Any, name: str) -> Any:
+    if isinstance(value, cls):
+        return value
+    if value is None and cls is Continuation:
+        return Continuation.NONE
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in cls)  # type: ignore[attr-defined]
+        raise RequestError(name, f"unknown value {value!r} (allowed: {allowed})") from None
+
+
+@dataclass
+class ChatRequest:
+    """Inputs of one request. Build with :meth:`from_dict` to get validation.
+
+    ``messages``/``tools`` are OpenAI-shaped lists of dicts (``tools`` may be empty).
+    """
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    tool_choice: ToolChoice = ToolChoice.AUTO
+    parallel_tool_calls: bool = False
+    reasoning_format: ReasoningFormat = ReasoningFormat.AUTO
+    enable_thinking: bool = True
+    add_generation_prompt: bool = True
+    continue_final_message: Continuation = Continuation.NONE
+    json_schema: dict[str, Any] | None = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ChatRequest":
+        """Build and validate from a dict shaped like a ``reference/cases.jsonl`` row (extra keys such as
+        ``id``/``input``/``expect`` are ignored). Raises :class:`~core.errors.RequestError` naming the field."""
+        if not isinstance(data, dict):
+            raise RequestError("request", f"expected a JSON object, got {type(data).__name__}")
+        messages = data.get("messages") or []
+        tools = data.get("tools") or []
+        if not isinstance(messages, list):
+            raise RequestError("messages", "must be a list of message objects")
+        if not isinstance(tools, list):
+            raise RequestError("tools", "must be a list of tool objects")
+        for i, m in enumerate(messages):
+            validate_message(m, f"messages[{i}]")
+        for i, t in enumerate(tools):
+            validate_tool(t, f"tools[{i}]")
+        schema = data.get("json_schema")
+        if schema is not None and not isinstance(schema, dict):
+            raise RequestError("json_schema", "must be a JSON object (a JSON schema) or null")
+        kwargs = data.get("chat_template_kwargs") or {}
+        if not isinstance(kwargs, dict):
+            raise RequestError("chat_template_kwargs", "must be a JSON object")
+        return cls(
+            messages=messages,
+            tools=tools,
+            tool_choice=_enum(ToolChoice, data.get("tool_choice", "auto") or "auto", "tool_choice"),
+            parallel_tool_calls=bool(data.get("parallel_tool_calls", False)),
+            reasoning_format=_enum(ReasoningFormat, data.get("reasoning_format", "auto") or "auto",
+                                   "reasoning_format"),
+            enable_thinking=bool(data.get("enable_thinking", True)),
+            add_generation_prompt=bool(data.get("add_generation_prompt", True)),
+            continue_final_message=_enum(Continuation, data.get("continue_final_message"),
+                                         "continue_final_message"),
+            json_schema=schema,
+            chat_template_kwargs=kwargs,
+        )
+
+    def tool_names(self) -> list[str]:
+        """Function names of ``tools``, in order."""
+        return [t["function"]["name"] for t in self.tools]
+
+
+_ROLES = {"system", "developer", "user", "assistant", "tool"}
+
+
+def validate_message(m: Any, where: str) -> None:
+    """Check one OpenAI message; raises :class:`RequestError` naming ``where`` (e.g. ``messages[2]``)."""
+    import json
+
+    if not isinstance(m, dict):
+        raise RequestError(where, "must be an object with 'role' and 'content'")
+    role = m.get("role")
+    if role is None:
+        raise RequestError(where, "missing 'role'")
+    if role not in _ROLES:
+        raise RequestError(f"{where}.role", f"unknown role {role!r} (allowed: {', '.join(sorted(_ROLES))})")
+    content = m.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise RequestError(f"{where}.content", "must be a string, a list of content parts, or null")
+    for j, tc in enumerate(m.get("tool_calls") or []):
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise RequestError(f"{where}.tool_calls[{j}]", "needs function.name")
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            try:
+                json.loads(args)
+            except json.JSONDecodeError as e:
+                raise RequestError(f"{where}.tool_calls[{j}].function.arguments",
+                                   f"is not valid JSON: {e.msg} at char {e.pos}") from None
+        elif args is not None and not isinstance(args, dict):
+            raise RequestError(f"{where}.tool_calls[{j}].function.arguments", "must be a JSON string or object")
+
+
+def validate_tool(t: Any, where: str) -> None:
+    """Check one OpenAI tool definition (``{"type": "function", "function": {name, parameters}}``)."""
+    if not isinstance(t, dict) or not isinstance(t.get("function"), dict):
+        raise RequestError(where, "must be {'type': 'function', 'function': {...}}")
+    fn = t["function"]
+    if not isinstance(fn.get("name"), str) or not fn["name"]:
+        raise RequestError(f"{where}.function.name", "missing or empty")
+    params = fn.get("parameters")
+    if params is None:
+        raise RequestError(f"{where}.function.parameters", "missing (use {'type': 'object', 'properties': {}})")
+    if not isinstance(params, dict):
+        raise RequestError(f"{where}.function.parameters", "must be a JSON schema object")
