@@ -1,0 +1,304 @@
+"""String and diff helpers of the differential analysis.
+
+Ports the semantics of llama.cpp's ``common/chat-auto-parser-helpers.cpp`` (analysis notes §4):
+
+* :func:`segmentize_markers` splits text into TEXT and MARKER segments (``<…>`` / ``[…]``);
+* :func:`calculate_diff_split` splits two renders into a shared ``prefix``/``suffix`` and the differing
+  ``left``/``right`` middles, matching whole segments first and refining by characters only between
+  TEXT boundaries (so a marker such as ``<|im_end|>`` is never cut in half);
+* :func:`until_common_prefix` / :func:`after_common_suffix`;
+* :func:`compare_variants` renders a base variant and a modified copy and diffs them.
+
+"Whitespace" is always the C-locale ``isspace`` set (`` \\t\\n\\v\\f\\r``), never Unicode spaces.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+WS = " \t\n\v\f\r"
+"""The C-locale ``isspace`` characters."""
+
+
+def trim(s: str) -> str:
+    """Strip C-locale whitespace from both ends."""
+    return s.strip(WS)
+
+
+def trim_leading(s: str) -> str:
+    """Strip C-locale whitespace from the left end."""
+    return s.lstrip(WS)
+
+
+def trim_trailing(s: str) -> str:
+    """Strip C-locale whitespace from the right end ("" for an all-whitespace string)."""
+    return s.rstrip(WS)
+
+
+def is_space(c: str) -> bool:
+    """True for one C-locale whitespace character."""
+    return len(c) == 1 and c in WS
+
+
+class SegmentKind(str, enum.Enum):
+    """Kind of a :class:`Segment`."""
+
+    TEXT = "TEXT"
+    MARKER = "MARKER"
+
+
+class Segment(NamedTuple):
+    """One piece of segmented text: ``kind`` (TEXT or MARKER) and its ``value`` (markers keep their brackets)."""
+
+    kind: SegmentKind
+    value: str
+
+
+_CLOSER = {"<": ">", "[": "]"}
+
+
+def segmentize_markers(text: str) -> list[Segment]:
+    """Split ``text`` into TEXT and MARKER segments, left to right.
+
+    Outside a marker, ``<`` or ``[`` opens one; inside, only the matching closer (``>`` / ``]``) ends it, so
+    nested openers are part of the marker. An unterminated marker is TEXT, which can leave two adjacent TEXT
+    segments (``"test<tag"`` → TEXT ``test``, TEXT ``<tag``). Follows llama.cpp ``segmentize_markers``.
+    """
+    out: list[Segment] = []
+    n = len(text)
+    border = 0
+    pos = 0
+    while pos < n:
+        # next opener
+        lt = text.find("<", pos)
+        sq = text.find("[", pos)
+        if lt < 0 and sq < 0:
+            break
+        start = lt if sq < 0 or (0 <= lt < sq) else sq
+        closer = _CLOSER[text[start]]
+        end = text.find(closer, start + 1)
+        if start > border:
+            out.append(Segment(SegmentKind.TEXT, text[border:start]))
+        border = start
+        if end < 0:
+            break
+        out.append(Segment(SegmentKind.MARKER, text[start:end + 1]))
+        border = end + 1
+        pos = end + 1
+    if border < n:
+        out.append(Segment(SegmentKind.TEXT, text[border:]))
+    return out
+
+
+def prune_whitespace_segments(segments: list[Segment]) -> list[Segment]:
+    """Drop segments whose value is empty after trimming whitespace."""
+    return [s for s in segments if trim(s.value)]
+
+
+@dataclass(frozen=True)
+class DiffSplit:
+    """Result of :func:`calculate_diff_split`: ``a == prefix + left + suffix`` and ``b == prefix + right +
+    suffix`` (up to the degenerate cases documented there)."""
+
+    prefix: str = ""
+    suffix: str = ""
+    left: str = ""
+    right: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"prefix": self.prefix, "left": self.left, "right": self.right, "suffix": self.suffix}
+
+
+def _common_prefix_len(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _common_suffix_len(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    la, lb = len(a), len(b)
+    while i < n and a[la - 1 - i] == b[lb - 1 - i]:
+        i += 1
+    return i
+
+
+def common_prefix(a: str, b: str) -> str:
+    """Longest common (character) prefix of two strings."""
+    return a[:_common_prefix_len(a, b)]
+
+
+def calculate_diff_split(left: str, right: str) -> DiffSplit:
+    """Split two renders into shared prefix/suffix and differing middles.
+
+    Matches segment sequences from both ends at once (markers are atomic), then refines character by
+    character only where both boundary segments are TEXT. Two fix-ups: identical inputs give
+    ``prefix = left``; when ``left`` is a prefix of ``right`` the split is forced to
+    ``prefix = left, right = the rest``. Follows llama.cpp ``calculate_diff_split`` exactly (analysis notes §4).
+    """
+    ls = segmentize_markers(left)
+    rs = segmentize_markers(right)
+    if not ls:
+        return DiffSplit(right=right)
+    if not rs:
+        return DiffSplit(left=left)
+
+    a, b = 0, len(ls) - 1
+    c, d = 0, len(rs) - 1
+    pre: list[str] = []
+    suf: list[str] = []  # collected in reverse
+    lfc = rfc = False
+    while a != b and c != d:
+        moved = False
+        if ls[a] == rs[c]:
+            pre.append(ls[a].value)
+            a += 1
+            c += 1
+            moved = True
+        if ls[b] == rs[d]:
+            suf.append(ls[b].value)
+            if a != b:
+                b -= 1
+            else:
+                lfc = True
+            if c != d:
+                d -= 1
+            else:
+                rfc = True
+            moved = True
+        if not moved:
+            break
+
+    if a == b and c != d:
+        if ls[a] == rs[d]:
+            suf.append(rs[d].value)
+            d -= 1
+            lfc = True
+        elif ls[a] == rs[c]:
+            pre.append(rs[c].value)
+            c += 1
+            lfc = True
+    elif c == d and a != b:
+        if ls[b] == rs[c]:
+            suf.append(ls[b].value)
+            b -= 1
+            rfc = True
+        elif ls[a] == rs[c]:
+            pre.append(ls[a].value)
+            a += 1
+            rfc = True
+    elif a == b and c == d and ls[a] == rs[c] and ls[a].kind == SegmentKind.MARKER:
+        pre.append(rs[c].value)
+        lfc = rfc = True
+
+    text_suffix_ok = ls[b].kind == SegmentKind.TEXT and rs[d].kind == SegmentKind.TEXT
+    text_prefix_ok = ls[a].kind == SegmentKind.TEXT and rs[c].kind == SegmentKind.TEXT
+    rem_l = "".join(s.value for s in ls[a:(b if lfc else b + 1)])
+    rem_r = "".join(s.value for s in rs[c:(d if rfc else d + 1)])
+    sl = _common_suffix_len(rem_l, rem_r) if text_suffix_ok else 0
+    pl = _common_prefix_len(rem_l[:len(rem_l) - sl], rem_r[:len(rem_r) - sl]) if text_prefix_ok else 0
+
+    prefix = "".join(pre) + rem_l[:pl]
+    suffix = rem_l[len(rem_l) - sl:] + "".join(reversed(suf))
+    d_left = rem_l[pl:len(rem_l) - sl]
+    d_right = rem_r[pl:len(rem_r) - sl]
+    if d_left == "" and d_right == "":
+        prefix, suffix = left, ""
+    if d_left == "" and d_right != "" and right.startswith(left):
+        prefix, suffix, d_right = left, "", right[len(left):]
+    return DiffSplit(prefix=prefix, suffix=suffix, left=d_left, right=d_right)
+
+
+def until_common_prefix(full: str, left: str, right: str) -> str:
+    """Text of ``full`` before the first occurrence of the common prefix of ``left`` and ``right``;
+    "" when they share no prefix or it does not occur in ``full``."""
+    p = common_prefix(left, right)
+    if not p:
+        return ""
+    pos = full.find(p)
+    return "" if pos < 0 else full[:pos]
+
+
+def after_common_suffix(full: str, left: str, right: str) -> str:
+    """Text of ``full`` after the last occurrence of the common suffix of ``left`` and ``right``;
+    "" when they share no suffix or it does not occur in ``full``."""
+    n = _common_suffix_len(left, right)
+    if n == 0:
+        return ""
+    s = left[len(left) - n:]
+    pos = full.rfind(s)
+    return "" if pos < 0 else full[pos + n:]
+
+
+@dataclass
+class RenderParams:
+    """Inputs of one render of the analysis (llama.cpp ``template_params``).
+
+    ``messages`` (OpenAI-shaped list), ``tools`` (list or None; passed only when non-empty),
+    ``add_generation_prompt`` (set only when true), ``enable_thinking`` (also written into the extra
+    context, as llama.cpp does), ``extra_context`` (dict or None).
+    """
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    add_generation_prompt: bool = False
+    enable_thinking: bool = True
+    extra_context: dict[str, Any] | None = None
+
+    def copy(self) -> "RenderParams":
+        return copy.deepcopy(self)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "messages": self.messages,
+            "tools": self.tools,
+            "add_generation_prompt": self.add_generation_prompt,
+            "enable_thinking": self.enable_thinking,
+        }
+        if self.extra_context:
+            d["extra_context"] = self.extra_context
+        return d
+
+
+@dataclass
+class VariantComparison:
+    """Result of :func:`compare_variants`: the diff split of the two renders and both renders."""
+
+    diff: DiffSplit
+    output_a: str
+    output_b: str
+
+
+def compare_variants(
+    template: Any,
+    params: RenderParams,
+    modifier: Callable[[RenderParams], None] | None,
+    render: Callable[[RenderParams], str] | None = None,
+) -> VariantComparison:
+    """Render ``params`` (A) and a deep copy changed by ``modifier`` (B), and diff them.
+
+    ``render`` (optional) renders one :class:`RenderParams`; by default it is
+    :func:`core.templating.apply_template` on ``template`` with the analysis conventions (§2).
+    Raises the render's :class:`~core.errors.TemplateRenderError` when either side fails (llama.cpp returns
+    "no result" there; callers treat the exception as that). Follows llama.cpp ``compare_variants``.
+    """
+    b = params.copy()
+    if modifier is not None:
+        modifier(b)
+    if render is None:
+        from .templating import apply_template
+
+        def render(p: RenderParams) -> str:
+            ctx = dict(p.extra_context or {})
+            ctx["enable_thinking"] = p.enable_thinking
+            return apply_template(template, p.messages, p.tools, p.add_generation_prompt, p.enable_thinking,
+                                  extra_context=ctx)
+    out_a = render(params)
+    out_b = render(b)
+    return VariantComparison(calculate_diff_split(out_a, out_b), out_a, out_b)
