@@ -23,7 +23,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import re
+
 import jinja2
+import jinja2.compiler
 import jinja2.ext
 import jinja2.nodes
 import jinja2.sandbox
@@ -77,19 +80,56 @@ class _Deadline:
             raise RenderLimitError("<render>", f"render took longer than {self.limits.timeout_s:g} s")
 
 
+class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
+    """Compiles ``a ~ b`` to a size-checked join, so string doubling in a loop stops at the output cap
+    instead of exhausting memory (jinja2 otherwise calls ``str_join`` directly)."""
+
+    def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
+        self.write("environment.checked_concat((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+# printf-style widths large enough to build a huge string from a tiny template ("%*s", "%9999999s").
+_HUGE_PERCENT_WIDTH = re.compile(r"%[-+ #0]*(\*|\d{7,})")
+
+
 class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     """Immutable sandbox whose attribute access, calls and arithmetic check the active render budget."""
 
-    intercepted_binops = frozenset(["*", "**", "+"])
+    code_generator_class = _LimitedCodeGenerator
+    intercepted_binops = frozenset(["*", "**", "+", "%"])
     _deadline: _Deadline | None = None
+
+    def _limit(self) -> int:
+        return self._deadline.limits.max_output_chars if self._deadline else DEFAULT_LIMITS.max_output_chars
+
+    def checked_concat(self, parts: Any) -> str:
+        self._tick()
+        out = "".join(map(str, parts))
+        if len(out) > self._limit():
+            raise RenderLimitError("<render>", f"string longer than {self._limit()} characters")
+        return out
 
     def _tick(self) -> None:
         d = self._deadline
         if d is not None:
             d.check()
 
+    def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
+        # jinja2 returns a silent Undefined for a refused attribute; refuse loudly instead, so a payload
+        # never renders as "" and the user sees what the template tried to do.
+        raise jinja2.exceptions.SecurityError(
+            f"access to attribute {attribute!r} of {type(obj).__name__!r} object is not allowed")
+
     def getattr(self, obj: Any, attribute: str) -> Any:
         self._tick()
+        if isinstance(attribute, str) and attribute.startswith("__"):
+            # No chat template needs dunder attributes; refusing them all (even missing ones) makes every
+            # introspection attempt fail loudly instead of rendering as an empty Undefined.
+            raise jinja2.exceptions.SecurityError(f"access to attribute {attribute!r} is not allowed")
         return super().getattr(obj, attribute)
 
     def getitem(self, obj: Any, argument: Any) -> Any:
@@ -98,14 +138,22 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         __self._tick()
+        if isinstance(getattr(__obj, "__self__", None), str):
+            # str methods that pad (center, ljust, rjust, zfill, expandtabs) can allocate from one int
+            limit = __self._limit()
+            if any(isinstance(a, int) and a > limit for a in (*args, *kwargs.values())):
+                raise RenderLimitError("<render>", f"string method argument above {limit}")
         return super().call(__context, __obj, *args, **kwargs)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         self._tick()
-        limit = self._deadline.limits.max_output_chars if self._deadline else DEFAULT_LIMITS.max_output_chars
-        if operator == "*" and isinstance(right, int) and isinstance(left, (str, list)):
-            if len(left) * right > limit:
+        limit = self._limit()
+        if operator == "*":
+            seq, n = (left, right) if isinstance(right, int) else (right, left)
+            if isinstance(seq, (str, list)) and isinstance(n, int) and len(seq) * n > limit:
                 raise RenderLimitError("<render>", f"string/list repetition beyond {limit} items")
+        if operator == "%" and isinstance(left, str) and _HUGE_PERCENT_WIDTH.search(left):
+            raise RenderLimitError("<render>", "printf-style width too large")
         if operator == "**" and isinstance(right, (int, float)) and abs(right) > 1000:
             raise RenderLimitError("<render>", "exponent too large")
         result = super().call_binop(context, operator, left, right)
@@ -121,6 +169,36 @@ def _tojson(value: Any, ensure_ascii: bool = False, indent: Any = None, separato
         separators = tuple(separators)
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
                       sort_keys=sort_keys)
+
+
+def _width_checked(filter_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a padding/width filter so a huge width argument is refused before allocating."""
+
+    @functools.wraps(filter_fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        limit = _ENV._limit()
+        if any(isinstance(a, int) and not isinstance(a, bool) and a > limit for a in (*args[1:], *kwargs.values())):
+            raise RenderLimitError("<render>", f"filter width above {limit}")
+        return filter_fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _size_checked(filter_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a filter so a string or list result larger than the output cap stops the render (``join``
+    or ``replace`` in a loop can otherwise double a string until memory runs out)."""
+
+    @functools.wraps(filter_fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = filter_fn(*args, **kwargs)
+        if isinstance(result, (str, list)):
+            limit = _ENV._limit()
+            if len(result) > limit:
+                raise RenderLimitError("<render>", f"filter result longer than {limit}")
+        _ENV._tick()
+        return result
+
+    return wrapper
 
 
 def _raise_exception(message: Any = "") -> None:
@@ -156,6 +234,10 @@ def _make_environment() -> _LimitedSandbox:
         extensions=[GenerationBlockExtension, jinja2.ext.loopcontrols],
     )
     env.filters["tojson"] = _tojson
+    for name in ("center", "indent", "wordwrap", "truncate"):
+        env.filters[name] = _width_checked(env.filters[name])
+    for name, fn in list(env.filters.items()):
+        env.filters[name] = _size_checked(fn)
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     return env
@@ -241,6 +323,10 @@ class ChatTemplate:
             raise RenderLimitError(self.name, "out of memory") from None
         except TemplateRenderError:
             raise
+        except TypeError as e:
+            if "no loader" in str(e):
+                raise TemplateSecurityError(self.name, "templates may not import, include or extend other templates") from None
+            raise TemplateRenderError(self.name, f"TypeError: {e}") from None
         except Exception as e:  # any other template-level failure: undefined, TypeError, …
             raise TemplateRenderError(self.name, f"{type(e).__name__}: {e}") from None
         finally:
@@ -254,9 +340,8 @@ def _bounded_range(deadline: _Deadline) -> Callable[..., Any]:
             raise RenderLimitError("<render>", f"range() of {len(r)} items exceeds {deadline.limits.max_range}")
 
         def gen() -> Any:
-            for i, x in enumerate(r):
-                if i & 255 == 0:
-                    deadline.check()
+            for x in r:
+                deadline.check()
                 yield x
 
         return _RangeView(r, gen)
