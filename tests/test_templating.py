@@ -9,7 +9,7 @@ import pytest
 from core.errors import RenderLimitError, TemplateRenderError, TemplateSyntaxError
 from core.templating import ChatTemplate, apply_template
 
-from .conftest import SHARED, template_source
+from .conftest import ROOT, SHARED, template_source
 
 
 def test_renders_reference_prompts_byte_for_byte(reference_analysis):
@@ -60,3 +60,15 @@ def test_nested_range_loop_hits_time_limit():
     t = ChatTemplate("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
     with pytest.raises(RenderLimitError, match="longer than"):
         t.render({})
+
+
+def test_compiled_code_survives_restart(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("CTE_CACHE_DIR", str(tmp_path))
+    prog = "from core.templating import ChatTemplate; print(ChatTemplate('{{ 1 + 2 }}x').render({}))"
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True, cwd=ROOT)
+        assert out.stdout.strip() == "3x"
+    assert len(list((tmp_path / "jinja").glob("*.bin"))) == 1
