@@ -1,0 +1,62 @@
+"""Syntax-highlighted source views (pygments), for Jinja templates and GBNF grammars.
+
+Pygments escapes every token it emits, so template text is shown as text; styles are inline
+(``noclasses=True``) so no stylesheet is needed. GBNF has no pygments lexer, so a small one is defined here
+(display only: it colours rule names, strings, character classes and operators).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexer import RegexLexer
+from pygments.lexers import get_lexer_by_name
+from pygments.token import Comment, Keyword, Name, Operator, Punctuation, String, Text, Whitespace
+
+BOX = ("font-size:0.82rem;border:1px solid #e2e8f0;border-radius:6px;overflow:auto;background:#f8f8f8;"
+       "padding:4px 8px")
+
+
+class GbnfLexer(RegexLexer):
+    """GBNF (llama.cpp grammar) lexer for display: ``name ::= alternatives``."""
+
+    name = "GBNF"
+    aliases = ["gbnf"]
+    tokens = {
+        "root": [
+            (r"#.*?$", Comment.Single),
+            (r"^[A-Za-z0-9_-]+(?=\s*::=)", Name.Function),
+            (r"::=", Keyword),
+            (r'"(\\.|[^"\\])*"', String),
+            (r"\[(\\.|[^\]\\])*\]", String.Regex),
+            (r"[A-Za-z0-9_-]+", Name.Variable),
+            (r"\{[0-9,\s]*\}", Operator),
+            (r"[|*+?]", Operator),
+            (r"[()]", Punctuation),
+            (r"\s+", Whitespace),
+            (r".", Text),
+        ]
+    }
+
+
+def highlighted_html(source: str, language: str = "jinja", *, max_height: str = "32rem",
+                     line_numbers: bool = True) -> str:
+    """HTML of ``source`` highlighted with pygments (``language``: ``"jinja"``, ``"gbnf"``, ``"json"``, …).
+    Every token is escaped by pygments' formatter."""
+    lexer = GbnfLexer() if language == "gbnf" else get_lexer_by_name(language)
+    fmt = HtmlFormatter(noclasses=True, style="friendly", linenos="inline" if line_numbers else False,
+                        nobackground=True)
+    body = highlight(source, lexer, fmt)
+    return f'<div class="cte-code" style="{BOX};max-height:{max_height}">{body}</div>'
+
+
+def show_code(source: str, language: str = "jinja", **kw: Any) -> None:
+    """Render :func:`highlighted_html` with ``st.html`` (an empty source shows an info line)."""
+    import streamlit as st
+
+    if not source:
+        st.caption("(empty)")
+        return
+    st.html(highlighted_html(source, language, **kw))
