@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import jinja2
+import jinja2.nodes
+import jinja2.sandbox
 import jinja2.utils
 
 from .. import templating as _templating
@@ -94,19 +96,28 @@ class UsageRecorder:
         return op in self.stats(value).ops
 
     def mark(self, value: Any, op: str | None = None, deep: bool = False) -> None:
+        """Mark ``value`` used (adding ``op`` to its ops). ``deep`` also marks every tracked value inside
+        it, looking through untracked containers too (``dict(a=tracked)|tojson`` marks ``tracked``)."""
         st = self._stats.get(id(value))
-        if st is None:
-            return
-        st.used = True
-        if op:
-            st.ops.add(op)
+        if st is not None:
+            st.used = True
+            if op:
+                st.ops.add(op)
         if deep:
-            if isinstance(value, dict):
-                for v in dict.values(value):
-                    self.mark(v, deep=True)
-            elif isinstance(value, list):
-                for v in list.__iter__(value):
-                    self.mark(v, deep=True)
+            self._mark_deep(value, 0)
+
+    def _mark_deep(self, value: Any, depth: int) -> None:
+        if depth > 50:
+            return
+        st = self._stats.get(id(value))
+        if st is not None:
+            st.used = True
+        if isinstance(value, dict):
+            for v in dict.values(value):
+                self._mark_deep(v, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for v in value if type(value) is tuple else list.__iter__(value):
+                self._mark_deep(v, depth + 1)
 
 
 _state = threading.local()
@@ -146,24 +157,16 @@ def _is_tracked(value: Any) -> bool:
 
 
 class TrackedDict(dict):
-    """A ``dict`` that records ``for`` iteration (op ``object_access``). Member access is recorded by the
-    tracking environment. Behaves as a plain dict otherwise (``tojson``, ``is mapping``, ``in``)."""
+    """A ``dict`` whose usage is recorded (member access and ``for`` loops are seen by the tracking
+    environment). Behaves exactly as a plain dict (``tojson``, ``is mapping``, ``in``, printing)."""
 
     __slots__ = ()
-
-    def __iter__(self) -> Iterator[Any]:
-        _touch(self, "object_access")
-        return dict.__iter__(self)
 
 
 class TrackedList(list):
-    """A ``list`` that records ``for`` iteration (op ``array_access``)."""
+    """A ``list`` whose usage is recorded by the tracking environment; otherwise a plain list."""
 
     __slots__ = ()
-
-    def __iter__(self) -> Iterator[Any]:
-        _touch(self, "array_access")
-        return list.__iter__(self)
 
 
 def _str_hook(name: str, op: str | None = None) -> Callable[..., Any]:
@@ -179,7 +182,7 @@ def _str_hook(name: str, op: str | None = None) -> Callable[..., Any]:
 
 class TrackedStr(str):
     """A ``str`` that records being read at Python level: printed (``str()``), compared, concatenated,
-    formatted, searched, or iterated (op ``array_access``, as llama.cpp records a ``for`` over a string)."""
+    formatted or searched. Otherwise a plain string (``is string``, ``tojson``, methods)."""
 
     __slots__ = ()
 
@@ -196,7 +199,6 @@ class TrackedStr(str):
     __rmul__ = _str_hook("__rmul__")
     __mod__ = _str_hook("__mod__")
     __contains__ = _str_hook("__contains__")
-    __iter__ = _str_hook("__iter__", "array_access")
 
     def __radd__(self, other: Any) -> Any:
         _touch(self)
@@ -246,6 +248,50 @@ def _wrap_filter(name: str, fn: Callable[..., Any], op_prefix: str = "") -> Call
         if inspect.isgenerator(result):
             return _suppressed_gen(result)
         return result
+
+    return wrapper
+
+
+# tests known to llama.cpp's engine (value.cpp global builtins ``test_is_*``)
+_LLAMA_TESTS = frozenset({
+    "boolean", "callable", "odd", "even", "false", "true", "divisibleby", "string", "integer", "float",
+    "number", "iterable", "sequence", "mapping", "lower", "upper", "none", "defined", "undefined", "eq",
+    "equalto", "ge", "gt", "greaterthan", "lt", "lessthan", "ne", "in", "test", "sameas", "escaped", "filter",
+})
+
+# list methods llama.cpp's engine lets a template call although they mutate (value.cpp array builtins)
+_LLAMA_MUTATORS = frozenset({"append", "pop"})
+
+_FOR_FILTER = "ct_for_iterable"
+
+
+def _for_iterable(value: Any) -> Any:
+    """Applied to every ``for`` loop's iterable in probe renders: records the loop on a tracked value
+    (op ``array_access``, or ``object_access`` for a mapping; recorded before the type check, as
+    llama.cpp does) and refuses strings and scalars as llama.cpp's engine does ("Expected iterable or
+    object type in for loop"). Undefined iterates as empty."""
+    rec = _active()
+    if rec is not None:
+        rec.mark(value, "array_access")
+        if isinstance(value, dict):
+            rec.mark(value, "object_access")
+    if isinstance(value, jinja2.Undefined):
+        return ()
+    if isinstance(value, str) or value is None or isinstance(value, (int, float)):
+        raise TypeError(f"Expected iterable or object type in for loop: got {type(value).__name__}")
+    return value
+
+
+def _selectattr_check(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """llama.cpp reads ``x | selectattr(a, b)`` (two arguments) as the test ``a`` with argument ``b`` and
+    fails when ``a`` is no test name; reproduce that failure, keep jinja2's behaviour otherwise."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # args: (context, value, *filter_args)
+        if len(args) == 4 and not kwargs and isinstance(args[2], str) and args[2] not in _LLAMA_TESTS:
+            raise jinja2.exceptions.TemplateRuntimeError(f"{name}: unknown test {args[2]!r}")
+        return fn(*args, **kwargs)
 
     return wrapper
 
@@ -300,8 +346,32 @@ def _tracking_env() -> jinja2.Environment:
                     return super().call(__context, __obj, *args, **kwargs)
             return super().call(__context, __obj, *args, **kwargs)
 
+        def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+            if isinstance(obj, list) and attr in _LLAMA_MUTATORS:
+                return jinja2.sandbox.SandboxedEnvironment.is_safe_attribute(self, obj, attr, value)
+            return super().is_safe_attribute(obj, attr, value)
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            # llama.cpp: ``str + none/undefined`` treats the missing side as "", and ``str + x``
+            # concatenates x's string form; jinja2 would raise.
+            if operator == "+" and (isinstance(left, str) != isinstance(right, str)):
+                other = right if isinstance(left, str) else left
+                if not isinstance(other, (list, tuple, dict)):
+                    text = "" if other is None or isinstance(other, jinja2.Undefined) else str(other)
+                    left, right = (left, text) if isinstance(left, str) else (text, right)
+            return super().call_binop(context, operator, left, right)
+
+        def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
+            tree = super()._parse(source, name, filename)
+            for node in tree.find_all(jinja2.nodes.For):
+                node.iter = jinja2.nodes.Filter(node.iter, _FOR_FILTER, [], [], None, None, lineno=node.lineno)
+            return tree
+
     env.__class__ = _TrackingSandbox
     env.filters = {k: _wrap_filter(k, f) for k, f in env.filters.items()}
+    for k in ("selectattr", "rejectattr"):
+        env.filters[k] = _selectattr_check(k, env.filters[k])
+    env.filters[_FOR_FILTER] = _for_iterable
     env.tests = {k: _wrap_filter(k, f, "test_is_") for k, f in env.tests.items()}
     return env
 
