@@ -1,0 +1,239 @@
+"""``python -m core parse | grammar | conform``: the parser half of the command line.
+
+``core/cli.py`` calls :func:`register` with its ``argparse`` sub-parsers.
+
+* ``parse FILE --request REQ.json [--stream] [--chunk N] [--partial]``: model output on stdin → the OpenAI
+  assistant message as JSON; with ``--stream`` one delta chunk per line (feeding ``--chunk`` characters at a
+  time, default 1) and the final message last.
+* ``grammar FILE --request REQ.json [--json]``: the GBNF grammar, then the lazy flag, the triggers, preserved
+  tokens and additional stops (as comments, or one JSON object with ``--json``).
+* ``conform CASES.jsonl --templates DIR``: one JSON line per case of ``reference/cases.jsonl``:
+  ``{"id", "message": {...}, "deltas": [...]}`` (deltas from feeding the input one character at a time, the
+  last step parsed with the case's ``is_partial``), or ``{"id", "error": "..."}``.
+
+Every failure prints a one-line error naming the input (exit status 2) instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Iterable
+
+from ..errors import ChatTemplateExplorerError, RequestError, TemplateLoadError
+from ..templating import ChatTemplate
+from .request import ChatRequest
+
+
+# ------------------------------------------------------------------------------------------------ loading
+
+
+def load_chat_template(spec: str, variant: str | None = None) -> ChatTemplate:
+    """A template from a path or Hub id: H-B's ``core.sources.load_template`` when available, else a plain
+    ``.jinja`` file. Raises :class:`TemplateLoadError`."""
+    try:
+        from ..sources import load_template  # type: ignore[attr-defined]
+    except ImportError:
+        load_template = None
+    if load_template is not None:
+        return load_template(spec, variant).template()
+    if not os.path.isfile(spec):
+        raise TemplateLoadError(spec, "no such file")
+    try:
+        with open(spec, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise TemplateLoadError(spec, str(e)) from None
+    if not text.strip():
+        raise TemplateLoadError(spec, "file is empty")
+    return ChatTemplate(text, os.path.basename(spec))
+
+
+def load_request(path: str | None) -> ChatRequest:
+    """A :class:`ChatRequest` from a JSON file (``None`` → one user message "Hello", no tools). Raises
+    :class:`RequestError` naming the file."""
+    if path is None:
+        return ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hello"}]})
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise RequestError(path, f"cannot read: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise RequestError(path, f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    return ChatRequest.from_dict(data)
+
+
+# ------------------------------------------------------------------------------------------------ conformance
+
+
+class TemplateDir:
+    """Templates of a directory by file name, compiled once."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self._cache: dict[str, ChatTemplate] = {}
+
+    def get(self, name: str) -> ChatTemplate:
+        if name not in self._cache:
+            path = os.path.join(self.directory, name)
+            if not os.path.isfile(path):
+                raise TemplateLoadError(path, "no such template file")
+            with open(path, encoding="utf-8") as f:
+                self._cache[name] = ChatTemplate(f.read(), name)
+        return self._cache[name]
+
+
+def run_case(case: dict[str, Any], templates: TemplateDir) -> dict[str, Any]:
+    """Run one ``cases.jsonl`` row: build the parser, parse the input once (``message``) and stream it one
+    character at a time (``deltas``, OpenAI delta objects). Never raises: failures become ``error``."""
+    from .pipeline import build_chat_parser
+    from .stream import StreamingParser
+
+    out: dict[str, Any] = {"id": case.get("id")}
+    try:
+        template = templates.get(case["template"])
+        request = ChatRequest.from_dict(case)
+        bundle = build_chat_parser(template, request)
+        text = case.get("input", "")
+        partial = bool(case.get("is_partial"))
+        out["message"] = bundle.parser.parse(text, partial).to_openai()
+        sp = StreamingParser(bundle.parser)
+        deltas = []
+        for ch in text:
+            deltas.extend(sp.feed(ch))
+        deltas.extend(sp.finish(partial))
+        out["deltas"] = [d.to_openai() for d in deltas]
+    except ChatTemplateExplorerError as e:
+        out["error"] = str(e)
+    except Exception as e:  # keep the run going; report the cause
+        out["error"] = f"{type(e).__name__}: {e}"
+    return out
+
+
+def iter_cases(path: str) -> Iterable[dict[str, Any]]:
+    """Rows of a JSONL file; raises :class:`RequestError` naming the file and line on bad JSON."""
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as e:
+                raise RequestError(f"{path}:{n}", f"not valid JSON: {e.msg}") from None
+
+
+# ------------------------------------------------------------------------------------------------ commands
+
+
+def _cmd_parse(args: argparse.Namespace) -> int:
+    from .pipeline import build_chat_parser
+    from .stream import StreamingParser
+
+    template = load_chat_template(args.file, args.variant)
+    request = load_request(args.request)
+    bundle = build_chat_parser(template, request)
+    output = sys.stdin.read()
+    if args.stream:
+        if args.chunk < 1:
+            raise RequestError("--chunk", "must be >= 1")
+        sp = StreamingParser(bundle.parser)
+        for i in range(0, len(output), args.chunk):
+            for d in sp.feed(output[i:i + args.chunk]):
+                print(json.dumps(d.to_openai(), ensure_ascii=False))
+        for d in sp.finish(args.partial):
+            print(json.dumps(d.to_openai(), ensure_ascii=False))
+        print(json.dumps(sp.message.to_openai(), ensure_ascii=False))
+    else:
+        msg = bundle.parser.parse(output, args.partial)
+        print(json.dumps(msg.to_openai(), ensure_ascii=False, indent=None if args.compact else 2))
+    return 0
+
+
+def _cmd_grammar(args: argparse.Namespace) -> int:
+    from .pipeline import build_chat_parser
+
+    template = load_chat_template(args.file, args.variant)
+    request = load_request(args.request)
+    bundle = build_chat_parser(template, request)
+    p = bundle.parser
+    triggers = [t.to_json() if hasattr(t, "to_json") else t for t in (p.grammar_triggers or [])]
+    if args.json:
+        print(json.dumps({"grammar": p.grammar, "grammar_lazy": p.grammar_lazy, "grammar_triggers": triggers,
+                          "preserved_tokens": p.preserved_tokens, "additional_stops": p.additional_stops,
+                          "generation_prompt": bundle.generation_prompt, "format": bundle.format},
+                         ensure_ascii=False, indent=2))
+        return 0
+    print(p.grammar if p.grammar else "# no grammar for this request")
+    print(f"# lazy: {str(bool(p.grammar_lazy)).lower()}")
+    for t in triggers:
+        print(f"# trigger {t.get('type')}: {json.dumps(t.get('value'), ensure_ascii=False)}")
+    if p.preserved_tokens:
+        print("# preserved tokens: " + json.dumps(p.preserved_tokens, ensure_ascii=False))
+    if p.additional_stops:
+        print("# additional stops: " + json.dumps(p.additional_stops, ensure_ascii=False))
+    return 0
+
+
+def _cmd_conform(args: argparse.Namespace) -> int:
+    templates = TemplateDir(args.templates)
+    if not os.path.isdir(args.templates):
+        raise TemplateLoadError(args.templates, "not a directory")
+    for case in iter_cases(args.cases):
+        print(json.dumps(run_case(case, templates), ensure_ascii=False), flush=True)
+    return 0
+
+
+def _guard(fn: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except ChatTemplateExplorerError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except OSError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    run.__doc__ = fn.__doc__
+    return run
+
+
+def register(subparsers: Any) -> None:
+    """Add ``parse``, ``grammar`` and ``conform`` to an ``argparse`` sub-parsers object. Each sets
+    ``func`` (args -> exit status)."""
+    p = subparsers.add_parser("parse", help="parse model output (stdin) into an OpenAI assistant message")
+    p.add_argument("file", help="template: .jinja, tokenizer_config.json, chat_template.json, .gguf or Hub id")
+    p.add_argument("--request", help="request JSON (messages, tools, tool_choice, reasoning_format, …)")
+    p.add_argument("--variant", help="named template variant (e.g. tool_use)")
+    p.add_argument("--stream", action="store_true", help="print delta chunks, one JSON object per line")
+    p.add_argument("--chunk", type=int, default=1, help="characters fed per streaming step (default 1)")
+    p.add_argument("--partial", action="store_true", help="the output was cut off mid-generation")
+    p.add_argument("--compact", action="store_true", help="print the message on one line")
+    p.set_defaults(func=_guard(_cmd_parse))
+
+    g = subparsers.add_parser("grammar", help="print the GBNF grammar and triggers for a request")
+    g.add_argument("file")
+    g.add_argument("--request")
+    g.add_argument("--variant")
+    g.add_argument("--json", action="store_true", help="one JSON object instead of GBNF text")
+    g.set_defaults(func=_guard(_cmd_grammar))
+
+    c = subparsers.add_parser("conform", help="run reference cases (cases.jsonl format), one JSON line each")
+    c.add_argument("cases")
+    c.add_argument("--templates", required=True, help="directory holding the cases' template files")
+    c.set_defaults(func=_guard(_cmd_conform))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (``python -m core.chat.cli_commands``) for when ``core/cli.py`` is not there."""
+    ap = argparse.ArgumentParser(prog="python -m core")
+    sub = ap.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = ap.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

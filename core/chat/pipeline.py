@@ -1,0 +1,181 @@
+"""From a template and a request to a ready parser: llama.cpp ``common_chat_templates_apply_jinja``.
+
+:func:`build_chat_parser` prepares the request (:mod:`core.chat.prompt`), routes the template — a special
+handler (:mod:`core.chat.handlers`, llama.cpp's detection order) or the auto-parser (``core.analysis.analyze``
++ ``core.chat.generator.generate_parser``) — and returns a :class:`ChatParserBundle` with the parser, the
+prompt and the generation prompt. Analyses are cached per template source.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import AnalysisError, ChatTemplateExplorerError
+from ..templating import ChatTemplate, normalize_source
+from . import handlers as _handlers
+from .base import ChatOutputParser
+from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request,
+                     render_prompt)
+from .request import ChatRequest
+
+try:  # H-A's router; the registry below gives the same answer when it is missing
+    from ..analysis.routing import Route, detect_route  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on what has landed
+    Route = None  # type: ignore[assignment]
+    detect_route = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class LocalRoute:
+    """Fallback route type with H-A's ``Route`` fields: ``kind`` ("autoparser" | "specialized"), ``handler``."""
+
+    kind: str
+    handler: str | None = None
+
+
+def route_for(source: str) -> Any:
+    """The route llama.cpp takes for a template source (analysis notes §14): H-A's ``detect_route`` when
+    available, else this package's handler registry."""
+    src = normalize_source(source)
+    if detect_route is not None:
+        return detect_route(src)
+    fam = _handlers.detect_family(src)
+    return LocalRoute("specialized", fam.name) if fam else LocalRoute("autoparser", None)
+
+
+@dataclass
+class ChatParserBundle:
+    """What :func:`build_chat_parser` returns.
+
+    ``parser``: the :class:`~core.chat.base.ChatOutputParser` (``parse(output, is_partial)``);
+    ``prompt``: the rendered prompt the model continues (with a continuation's prefill appended);
+    ``generation_prompt``: the text prepended to the model output at parse time;
+    ``route``: the route taken (``kind``, ``handler``); ``format``: readable format name
+    (``"peg-native"`` for the auto-parser, ``"<family>"`` for a handler);
+    ``report``: the analysis report when the auto-parser ran (else ``None``); ``prepared``: the prepared
+    request; ``notes``: remarks such as a missing handler module that made the pipeline fall back.
+    """
+
+    parser: ChatOutputParser
+    prompt: str
+    generation_prompt: str
+    route: Any
+    format: str
+    report: Any = None
+    prepared: PreparedRequest | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+_CACHE_SIZE = 64
+_analysis_cache: "OrderedDict[str, Any]" = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def cached_analysis(template: ChatTemplate) -> Any:
+    """``core.analysis.analyze(template)``, memoised per template source (LRU of 64). Raises
+    :class:`AnalysisError` when the analysis engine is unavailable or fails."""
+    key = template.source
+    with _cache_lock:
+        if key in _analysis_cache:
+            _analysis_cache.move_to_end(key)
+            return _analysis_cache[key]
+    try:
+        from ..analysis import analyze  # type: ignore[attr-defined]
+    except ImportError as e:
+        raise AnalysisError(template.name, f"analysis engine unavailable ({e})") from None
+    report = analyze(template)
+    with _cache_lock:
+        _analysis_cache[key] = report
+        while len(_analysis_cache) > _CACHE_SIZE:
+            _analysis_cache.popitem(last=False)
+    return report
+
+
+def clear_cache() -> None:
+    """Forget cached analyses."""
+    with _cache_lock:
+        _analysis_cache.clear()
+
+
+def _report_caps(report: Any) -> Any:
+    analysis = getattr(report, "analysis", None)
+    return getattr(analysis, "caps", None)
+
+
+def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: Any = None,
+                      force_autoparser: bool = False) -> ChatParserBundle:
+    """Prepare ``request`` for ``template`` and build the parser llama.cpp would use.
+
+    ``report``: an existing :class:`AnalysisReport` (e.g. with the explorer's overrides) — used for the
+    auto-parser and for caps; when omitted the analysis runs (cached per source) only if the auto-parser is
+    needed. ``force_autoparser``: skip special handlers (to compare the generic path with a handler).
+
+    Raises :class:`~core.errors.RequestError` (bad request), :class:`~core.errors.TemplateRenderError`
+    (the template fails on these messages) or :class:`AnalysisError` ("Unable to generate parser for this
+    template", as llama.cpp) when the auto-parser cannot be built.
+    """
+    route = route_for(template.source)
+    notes: list[str] = []
+    caps = _report_caps(report)
+    prep = prepare_request(template, request, caps=caps)
+    gp = generation_prompt(prep)
+
+    if route.kind == "specialized" and not force_autoparser:
+        fam = _handlers.family_by_name(route.handler)
+        parser = None
+        if fam is None:
+            notes.append(f"no handler module known for route {route.handler!r}; using the auto-parser")
+        else:
+            parser = _handlers.build_handler(fam, template, request, gp, report, prepared=prep)
+            if parser is None:
+                err = _handlers.IMPORT_ERRORS.get(fam.module)
+                notes.append(f"handler {fam.name} is not available ({err or 'module missing'}); "
+                             "using the auto-parser")
+        if parser is not None:
+            prompt = getattr(parser, "prompt", None)
+            if not isinstance(prompt, str):
+                prompt = render_prompt(prep)
+                if prep.has_continuation:
+                    prompt += parser.generation_prompt
+            return ChatParserBundle(parser=parser, prompt=prompt, generation_prompt=parser.generation_prompt,
+                                    route=route, format=fam.name, report=report, prepared=prep, notes=notes)
+
+    # ---- auto-parser
+    try:
+        if report is None:
+            report = cached_analysis(template)
+            if caps is None and _report_caps(report) is not None and _report_caps(report) != prep.caps:
+                prep = prepare_request(template, request, caps=_report_caps(report))
+                gp = generation_prompt(prep)
+        from .generator import generate_parser  # type: ignore[attr-defined]
+    except ImportError as e:
+        raise AnalysisError(template.name, f"Unable to generate parser for this template: parser generator "
+                                           f"unavailable ({e})") from None
+    analysis = report.analysis
+    try:
+        parser = generate_parser(analysis, request, gp)
+    except ChatTemplateExplorerError:
+        raise
+    except Exception as e:
+        raise AnalysisError(template.name, "Unable to generate parser for this template. Automatic parser "
+                                           f"generation failed: {type(e).__name__}: {e}") from None
+    prompt = render_prompt(prep)
+    if prep.has_continuation:
+        cont_gp = continuation_generation_prompt(gp, prep, analysis.reasoning.start, analysis.reasoning.end)
+        if getattr(parser, "generation_prompt", gp) == gp and cont_gp != gp:
+            parser.generation_prompt = cont_gp
+        prompt += parser.generation_prompt
+    return ChatParserBundle(parser=parser, prompt=prompt, generation_prompt=parser.generation_prompt,
+                            route=route if route.kind == "autoparser" else _autoroute(route), format="peg-native",
+                            report=report, prepared=prep, notes=notes)
+
+
+def _autoroute(route: Any) -> Any:
+    # a specialised template that fell back (or was forced) to the auto-parser
+    try:
+        return type(route)(kind="autoparser", handler=None)  # type: ignore[call-arg]
+    except Exception:
+        return LocalRoute("autoparser", None)
