@@ -223,16 +223,6 @@ class TrackedStr(str):
 _DEEP_FILTERS = frozenset({"tojson", "string"})
 
 
-def _suppressed_gen(gen: Iterator[Any]) -> Iterator[Any]:
-    while True:
-        with _Suppressed():
-            try:
-                item = next(gen)
-            except StopIteration:
-                return
-        yield item
-
-
 def _wrap_filter(name: str, fn: Callable[..., Any], op_prefix: str = "") -> Callable[..., Any]:
     idx = 1 if jinja2.utils._PassArg.from_obj(fn) is not None else 0
     op = op_prefix + name
@@ -245,8 +235,9 @@ def _wrap_filter(name: str, fn: Callable[..., Any], op_prefix: str = "") -> Call
             rec.mark(args[idx], op, deep=deep)
         with _Suppressed():
             result = fn(*args, **kwargs)
-        if inspect.isgenerator(result):
-            return _suppressed_gen(result)
+            if inspect.isgenerator(result):
+                # llama.cpp's map/select/... return arrays (``|tojson`` works on them)
+                result = list(result)
         return result
 
     return wrapper
@@ -356,9 +347,8 @@ def _tracking_env() -> jinja2.Environment:
             # concatenates x's string form; jinja2 would raise.
             if operator == "+" and (isinstance(left, str) != isinstance(right, str)):
                 other = right if isinstance(left, str) else left
-                if not isinstance(other, (list, tuple, dict)):
-                    text = "" if other is None or isinstance(other, jinja2.Undefined) else str(other)
-                    left, right = (left, text) if isinstance(left, str) else (text, right)
+                text = "" if other is None or isinstance(other, jinja2.Undefined) else str(other)
+                left, right = (left, text) if isinstance(left, str) else (text, right)
             return super().call_binop(context, operator, left, right)
 
         def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
