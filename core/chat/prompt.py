@@ -389,16 +389,26 @@ def _render_context(prep: PreparedRequest, additional_context: Mapping[str, Any]
     return ctx
 
 
-def render_prompt(prep: PreparedRequest, *, add_generation_prompt: bool | None = None,
+def render_prompt(prep: "PreparedRequest | ChatTemplate", request: ChatRequest | None = None, *,
+                  add_generation_prompt: bool | None = None,
                   messages_override: list[dict[str, Any]] | None = None,
                   tools_override: list[dict[str, Any]] | None = None,
-                  additional_context: Mapping[str, Any] | None = None) -> str:
+                  additional_context: Mapping[str, Any] | None = None,
+                  messages: list[dict[str, Any]] | None = None) -> str:
     """Render the prepared request (llama.cpp ``common_chat_template_direct_apply_impl``).
 
     ``add_generation_prompt`` defaults to the prepared value (off for continuations). Overrides replace the
-    messages / tools / add context keys, as handlers that rewrite messages need. Raises
-    :class:`~core.errors.TemplateRenderError` when the template fails.
+    messages / tools / add context keys, as handlers that rewrite messages need. Also callable as
+    ``render_prompt(template, request, add_generation_prompt=…, messages=…)``: the request is prepared first
+    (``messages`` then replaces the prepared messages). Raises :class:`~core.errors.TemplateRenderError` when
+    the template fails.
     """
+    if isinstance(prep, ChatTemplate):
+        if request is None:
+            raise TypeError("render_prompt(template, request): request is required")
+        prep = prepare_request(prep, request)
+    if messages is not None and messages_override is None:
+        messages_override = messages
     agp = prep.add_generation_prompt if add_generation_prompt is None else add_generation_prompt
     msgs = messages_override if messages_override is not None else prep.messages
     tools = tools_override if tools_override is not None else prep.tools
