@@ -1,0 +1,39 @@
+"""Sidebar shown on every page: the current template and a quick switch between bundled examples."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from .. import state
+from .text import md
+
+
+def _pick_bundled() -> None:
+    name = st.session_state.get("in_quick_bundled")
+    if name:
+        try:
+            state.set_current(state.load_bundled(name))
+        except Exception as e:  # noqa: BLE001 - shown on the next run
+            st.session_state["sidebar_error"] = e
+
+
+def render() -> None:
+    """Draw the sidebar: current template (name, origin, variant) and the bundled-example picker."""
+    with st.sidebar:
+        try:
+            tpl = state.current()
+        except Exception as e:  # noqa: BLE001
+            state.show_error(e)
+            return
+        st.markdown("**Current template**")
+        st.markdown(md(tpl.name))
+        st.caption(md(f"{tpl.origin} · variant {tpl.variant} · {len(tpl.source)} chars"))
+        names = state.bundled_names()
+        want = tpl.name if tpl.origin == "bundled" and tpl.name in names else None
+        if st.session_state.get("in_quick_bundled") != want:
+            st.session_state["in_quick_bundled"] = want  # follow template changes made on other pages
+        st.selectbox("Bundled examples", names, key="in_quick_bundled", on_change=_pick_bundled,
+                     placeholder="Pick an example…")
+        err = st.session_state.pop("sidebar_error", None)
+        if err is not None:
+            state.show_error(err)

@@ -1,0 +1,4 @@
+import streamlit as st
+
+st.title("Corpus")
+st.info("Coming soon.")

@@ -1,0 +1,4 @@
+import streamlit as st
+
+st.title("Overrides")
+st.info("Coming soon.")

@@ -1,0 +1,80 @@
+"""Overview: the template source, caps, the three modes, every marker, the generation prompt, preserved
+tokens and the route llama.cpp would take (auto-parser, workaround, special handler)."""
+
+import pandas as pd
+import streamlit as st
+
+from explorer import state
+from explorer.components import marker_table as mt
+from explorer.components.code_view import show_code
+from explorer.components.diff_view import show_text
+from explorer.components.text import md
+
+st.title("Overview")
+tpl = state.attempt(state.current)
+if tpl is None:
+    st.stop()
+st.markdown(f"**{md(tpl.name)}** · {md(tpl.origin)}" + (f" · variant {md(tpl.variant)}" if tpl.variant else ""))
+
+route = state.attempt(state.route, tpl)
+rep = state.attempt(state.report, tpl)
+
+if route is not None:
+    if getattr(route, "kind", "") == "specialized":
+        st.info(md(f"Route: special handler “{route.handler}”. llama.cpp parses this family with a hand-written "
+                   "handler; the differential analysis below is still computed and shown."))
+    else:
+        st.success(md("Route: auto-parser (the analysis below builds the parser)."))
+
+tab_analysis, tab_source = st.tabs(["Analysis", "Template source"])
+
+with tab_source:
+    if len(tpl.variants) > 1:
+        st.caption(md(f"Variants: {', '.join(tpl.variants)}; showing {tpl.variant}"))
+    show_code(tpl.source, "jinja")
+
+with tab_analysis:
+    if rep is None:
+        st.stop()
+    a = rep.analysis
+    if rep.workarounds_applied:
+        st.warning(md("Workarounds applied: " + ", ".join(rep.workarounds_applied)))
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Reasoning", a.reasoning.mode.value)
+    c2.metric("Content", a.content.mode.value)
+    c3.metric("Tool calls", a.tools.format.mode.value)
+
+    found_by: dict[str, list[str]] = {}
+    for cmp in getattr(rep, "comparisons", []) or []:
+        for path in (cmp.found or {}):
+            found_by.setdefault(path, []).append(cmp.id)
+
+    left, right = st.columns([3, 2])
+    with left:
+        st.subheader("Markers")
+        markers = mt.markers_frame(a, found_by=found_by)
+        if markers.empty:
+            st.caption("No markers: the analysis found no special text around reasoning, content or tool calls.")
+        else:
+            st.dataframe(markers, hide_index=True, width="stretch")
+        with st.expander("Other fields (JSON keys, flags)"):
+            st.dataframe(mt.flags_frame(a), hide_index=True, width="stretch")
+    with right:
+        st.subheader("Capabilities")
+        st.dataframe(mt.caps_frame(a.caps), hide_index=True, width="stretch")
+
+    st.subheader("Generation prompt")
+    st.caption("Text the template appends for the assistant turn (user “Hello”, one tool, thinking on); "
+               "the parser reads it before the model output.")
+    show_text(rep.generation_prompt, max_height="8rem")
+
+    st.subheader("Preserved tokens")
+    st.dataframe(pd.DataFrame({"token": list(a.preserved_tokens)}), hide_index=True, width="content")
+    if a.additional_stops:
+        st.caption(md("Additional stops: " + ", ".join(a.additional_stops)))
+
+    failures = getattr(rep, "probe_failures", None) or []
+    if failures:
+        with st.expander(f"{len(failures)} probe render(s) failed"):
+            for f in failures:
+                st.warning(md(f))

@@ -1,0 +1,4 @@
+import streamlit as st
+
+st.title("Playground")
+st.info("Coming soon.")

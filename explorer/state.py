@@ -1,0 +1,368 @@
+"""Session state and cached engine calls of the explorer.
+
+Everything the pages show comes from ``core.*``; this module only decides *when* to call it and keeps the
+results:
+
+* the **current template** lives in ``st.session_state["template"]`` as a :class:`CurrentTemplate` (plain
+  data: name, source text, all variants, origin), so switching pages or variants never re-fetches;
+* the **analysis** is cached per ``(source, name)`` with ``st.cache_resource`` (shared by all sessions), and
+  per ``(source, name, disabled workarounds, overrides)`` through ``core.analysis.reapply`` (no renders);
+* **parsers** are cached per ``(analysis key, request)`` via ``core.chat.pipeline.build_chat_parser``;
+* **user input** widgets use keys starting with ``in_``; :func:`keep_inputs` re-assigns them on every run so
+  Streamlit does not drop them when their page is not shown (nothing the user typed is lost);
+* per-template **overrides** (``{field path: value}``) and disabled workarounds are kept by template digest.
+
+Errors from the engine are :class:`core.errors.ChatTemplateExplorerError`; :func:`show_error` displays their
+message (escaped) with ``st.error`` and never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, TypeVar
+
+import streamlit as st
+from streamlit.errors import StreamlitAPIException
+
+from core.errors import ChatTemplateExplorerError
+from core.templating import ChatTemplate, source_digest
+
+from .components.text import md
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ASSETS = ROOT / "assets"
+BUNDLED_DIR = ASSETS / "templates"
+SAMPLES_DIR = ASSETS / "samples"
+SHARED_TEMPLATES = ROOT.parent / "shared" / "templates"
+DEFAULT_BUNDLED = "chatml-think-tools.jinja"
+INPUT_PREFIX = "in_"
+
+T = TypeVar("T")
+
+
+class EngineMissing(ChatTemplateExplorerError):
+    """A part of the engine the page needs has not landed (import failed)."""
+
+    def __init__(self, what: str, err: Exception):
+        super().__init__(f"{what} is not available in this build ({type(err).__name__}: {err})")
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+
+
+def keep_inputs() -> None:
+    """Re-assign every ``in_*`` session value so Streamlit keeps widget values of pages not shown this run
+    (Streamlit drops the state of widgets that were not rendered)."""
+    for key in list(st.session_state.keys()):
+        if isinstance(key, str) and key.startswith(INPUT_PREFIX):
+            try:
+                st.session_state[key] = st.session_state[key]
+            except StreamlitAPIException:  # buttons, uploaders: not settable, nothing to keep
+                pass
+
+
+def default(key: str, value: Any) -> Any:
+    """Set ``st.session_state[key]`` to ``value`` unless present; return the current value."""
+    if key not in st.session_state:
+        st.session_state[key] = value
+    return st.session_state[key]
+
+
+def show_error(err: BaseException, prefix: str = "") -> None:
+    """``st.error`` with the error's message (escaped, never a traceback). Unexpected exceptions show their
+    type and message too."""
+    if isinstance(err, ChatTemplateExplorerError):
+        msg = str(err)
+    else:
+        msg = f"{type(err).__name__}: {err}"
+    st.error(md(f"{prefix}{msg}"))
+
+
+def attempt(fn: Callable[..., T], *args: Any, prefix: str = "", **kw: Any) -> T | None:
+    """Call ``fn``; on any exception show it with :func:`show_error` and return ``None``."""
+    try:
+        return fn(*args, **kw)
+    except Exception as e:  # noqa: BLE001 - the UI must show every failure as a message
+        show_error(e, prefix)
+        return None
+
+
+# ------------------------------------------------------------------------------------------------ template
+
+
+@dataclass
+class CurrentTemplate:
+    """The template the explorer works on: ``name``, ``source`` (selected variant's text), ``variants``
+    (variant name → text), ``variant``, ``origin`` (file | json | gguf | hub | bundled | string | upload),
+    ``path`` (file path or repo id, for display), ``revision`` (Hub)."""
+
+    name: str
+    source: str
+    variants: dict[str, str] = field(default_factory=dict)
+    variant: str = "default"
+    origin: str = "string"
+    path: str | None = None
+    revision: str | None = None
+
+    @property
+    def digest(self) -> str:
+        return source_digest(self.source)
+
+    def template(self) -> ChatTemplate:
+        """Compiled template (raises :class:`core.errors.TemplateSyntaxError`)."""
+        return ChatTemplate(self.source, self.name)
+
+    def with_variant(self, variant: str) -> "CurrentTemplate":
+        return CurrentTemplate(self.name.split(":")[0] + ("" if variant == "default" else f":{variant}"),
+                               self.variants[variant], self.variants, variant, self.origin, self.path,
+                               self.revision)
+
+
+def from_loaded(loaded: Any, origin: str | None = None) -> CurrentTemplate:
+    """A :class:`CurrentTemplate` from ``core.sources.LoadedTemplate``."""
+    return CurrentTemplate(name=loaded.name, source=loaded.source, variants=dict(loaded.variants or {}),
+                           variant=loaded.variant or "default", origin=origin or loaded.origin,
+                           path=loaded.path, revision=getattr(loaded, "revision", None))
+
+
+def load_spec(spec: str, variant: str | None = None, *, revision: str | None = None,
+              origin: str | None = None) -> CurrentTemplate:
+    """Load a template with ``core.sources.load_template`` (path, JSON, GGUF or Hub repo id).
+    Raises :class:`core.errors.TemplateLoadError` (and its Hub subclasses) with a clear message."""
+    try:
+        from core.sources import load_template
+    except ImportError as e:
+        p = pathlib.Path(spec)
+        if p.suffix == ".jinja" and p.is_file():  # until core.sources lands: plain .jinja files only
+            text = p.read_text(encoding="utf-8")
+            return CurrentTemplate(p.name, text, {"default": text}, "default",
+                                   origin or "file", str(p))
+        raise EngineMissing("core.sources.load_template", e) from None
+    kw: dict[str, Any] = {}
+    if revision:
+        kw["revision"] = revision
+    return from_loaded(load_template(spec, variant, **kw), origin)
+
+
+def bundled_names() -> list[str]:
+    """File names of the bundled example templates (assets/templates/*.jinja), sorted."""
+    return sorted(p.name for p in BUNDLED_DIR.glob("*.jinja"))
+
+
+def load_bundled(name: str) -> CurrentTemplate:
+    """A bundled example by file name."""
+    return load_spec(str(BUNDLED_DIR / name), origin="bundled")
+
+
+def current() -> CurrentTemplate:
+    """The current template; the first time, the default bundled example (works offline)."""
+    cur = st.session_state.get("template")
+    if cur is None:
+        cur = load_bundled(DEFAULT_BUNDLED)
+        st.session_state["template"] = cur
+    return cur
+
+
+def set_current(tpl: CurrentTemplate) -> None:
+    """Make ``tpl`` the current template (other state is kept per template digest)."""
+    st.session_state["template"] = tpl
+    st.session_state.pop("parse_result", None)
+
+
+# ------------------------------------------------------------------------------------------------ analysis
+
+
+def _analysis_api() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    try:
+        from core.analysis import analyze, reapply
+    except ImportError as e:
+        raise EngineMissing("The analysis engine (core.analysis.analyze / reapply)", e) from None
+    return analyze, reapply
+
+
+@st.cache_resource(max_entries=48, show_spinner="Analysing the template…")
+def _base_report(source: str, name: str) -> Any:
+    analyze, _ = _analysis_api()
+    return analyze(ChatTemplate(source, name))
+
+
+@st.cache_resource(max_entries=96, show_spinner=False)
+def _report(source: str, name: str, disabled: tuple[str, ...], overrides_json: str) -> Any:
+    base = _base_report(source, name)
+    overrides = json.loads(overrides_json)
+    if not disabled and not overrides:
+        return base
+    _, reapply = _analysis_api()
+    return reapply(base, disabled_workarounds=disabled, overrides=overrides or None)
+
+
+def overrides_for(tpl: CurrentTemplate) -> dict[str, Any]:
+    """This template's overrides (field path → value), mutable, kept in the session."""
+    return st.session_state.setdefault("overrides", {}).setdefault(tpl.digest, {})
+
+
+def disabled_for(tpl: CurrentTemplate) -> list[str]:
+    """This template's switched-off workaround names, mutable, kept in the session."""
+    return st.session_state.setdefault("disabled_workarounds", {}).setdefault(tpl.digest, [])
+
+
+def _key(tpl: CurrentTemplate, disabled: list[str] | None, overrides: dict[str, Any] | None
+         ) -> tuple[str, str, tuple[str, ...], str]:
+    d = tuple(sorted(disabled_for(tpl) if disabled is None else disabled))
+    o = overrides_for(tpl) if overrides is None else overrides
+    return tpl.source, tpl.name, d, json.dumps(o, sort_keys=True, ensure_ascii=False)
+
+
+def automatic_report(tpl: CurrentTemplate | None = None) -> Any:
+    """``core.analysis.analyze`` of the template, no overrides, all workarounds on (cached)."""
+    tpl = tpl or current()
+    return _base_report(tpl.source, tpl.name)
+
+
+def report(tpl: CurrentTemplate | None = None, *, disabled: list[str] | None = None,
+           overrides: dict[str, Any] | None = None) -> Any:
+    """The analysis report with this session's (or the given) disabled workarounds and overrides applied
+    through ``core.analysis.reapply`` (cached). Raises the engine's errors."""
+    tpl = tpl or current()
+    return _report(*_key(tpl, disabled, overrides))
+
+
+def route(tpl: CurrentTemplate | None = None) -> Any:
+    """The route llama.cpp takes for the template (``kind``, ``handler``)."""
+    tpl = tpl or current()
+    try:
+        from core.analysis.routing import detect_route
+    except ImportError:
+        try:
+            from core.chat.pipeline import route_for
+        except ImportError as e:
+            raise EngineMissing("Route detection (core.analysis.routing)", e) from None
+        return route_for(tpl.source)
+    from core.templating import normalize_source
+
+    return detect_route(normalize_source(tpl.source))
+
+
+# ------------------------------------------------------------------------------------------------ request
+
+
+def default_tools() -> list[dict[str, Any]]:
+    """The sample tool list (assets/samples/tools.json)."""
+    return json.loads((SAMPLES_DIR / "tools.json").read_text(encoding="utf-8"))
+
+
+def sample_output(tpl: CurrentTemplate) -> str:
+    """The bundled sample model output for a bundled template, else ""."""
+    p = SAMPLES_DIR / (pathlib.Path(tpl.name.split(":")[0]).stem + ".txt")
+    return p.read_text(encoding="utf-8") if tpl.origin == "bundled" and p.is_file() else ""
+
+
+def request_dict() -> dict[str, Any]:
+    """The request settings of the playground (shared with the grammar and overrides pages) as a
+    ``reference/cases.jsonl``-shaped dict. Raises :class:`core.errors.RequestError` for bad JSON."""
+    from core.errors import RequestError
+
+    def parse_json(key: str, what: str, fallback: str) -> Any:
+        text = st.session_state.get(key, fallback)
+        try:
+            return json.loads(text) if text.strip() else None
+        except json.JSONDecodeError as e:
+            raise RequestError(what, f"is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+
+    tools = parse_json("in_tools", "tools", json.dumps(default_tools(), indent=2))
+    messages = parse_json("in_messages", "messages", json.dumps(DEFAULT_MESSAGES, indent=2))
+    return {
+        "messages": messages or [],
+        "tools": tools or None,
+        "tool_choice": st.session_state.get("in_tool_choice", "auto"),
+        "parallel_tool_calls": bool(st.session_state.get("in_parallel", False)),
+        "reasoning_format": st.session_state.get("in_reasoning_format", "auto"),
+        "enable_thinking": bool(st.session_state.get("in_enable_thinking", True)),
+        "add_generation_prompt": True,
+    }
+
+
+DEFAULT_MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def _request_api() -> tuple[Any, Any]:
+    try:
+        from core.chat.pipeline import build_chat_parser
+        from core.chat.request import ChatRequest
+    except ImportError as e:
+        raise EngineMissing("The parser pipeline (core.chat.pipeline.build_chat_parser)", e) from None
+    return build_chat_parser, ChatRequest
+
+
+@st.cache_resource(max_entries=64, show_spinner="Building the parser…")
+def _bundle(source: str, name: str, disabled: tuple[str, ...], overrides_json: str, request_json: str) -> Any:
+    build_chat_parser, ChatRequest = _request_api()
+    req = ChatRequest.from_dict(json.loads(request_json))
+    rep = _report(source, name, disabled, overrides_json)
+    return build_chat_parser(ChatTemplate(source, name), req, report=rep)
+
+
+def parser_bundle(tpl: CurrentTemplate | None = None, request: dict[str, Any] | None = None, *,
+                  disabled: list[str] | None = None, overrides: dict[str, Any] | None = None) -> Any:
+    """``build_chat_parser`` for the template and request (default: the playground settings), with the
+    session's overrides (cached). Returns a ``ChatParserBundle`` (parser, prompt, generation_prompt, route,
+    format). Raises the engine's errors."""
+    tpl = tpl or current()
+    request = request_dict() if request is None else request
+    from core.chat.request import ChatRequest
+
+    ChatRequest.from_dict(request)  # validate before caching (clear RequestError)
+    return _bundle(*_key(tpl, disabled, overrides), json.dumps(request, sort_keys=True, ensure_ascii=False))
+
+
+# ------------------------------------------------------------------------------------------------ samples
+
+
+def rendered_sample(tpl: CurrentTemplate, request: dict[str, Any], message: dict[str, Any]) -> str:
+    """What a model following the template would write for ``message`` (an assistant message): the render of
+    the conversation + ``message`` after its common prefix with the render that ends with the generation
+    prompt, minus the template's end-of-turn text (found by rendering a sentinel answer). Uses
+    ``core.chat.prompt`` for the renders. Raises render/request errors.
+    """
+    from core.chat.prompt import longest_common_prefix, prepare_request, render_prompt
+    from core.chat.request import ChatRequest
+
+    template = tpl.template()
+    base = ChatRequest.from_dict(request)
+    prep = prepare_request(template, base)
+    with_gp = render_prompt(prep, add_generation_prompt=True)
+
+    def render_with(msg: dict[str, Any]) -> str:
+        req = ChatRequest.from_dict({**request, "messages": [*request["messages"], msg]})
+        return render_prompt(prepare_request(template, req, caps=prep.caps), add_generation_prompt=False)
+
+    full = render_with(message)
+    out = full[longest_common_prefix(full, with_gp):]
+    sentinel = "Z_SAMPLE_END_Z"
+    probe = render_with({"role": "assistant", "content": sentinel})
+    i = probe.rfind(sentinel)
+    if i >= 0:
+        end = probe[i + len(sentinel):]
+        if end and out.endswith(end):
+            out = out[: len(out) - len(end)]
+    return out
+
+
+def sample_message(tools: list[dict[str, Any]] | None, *, reasoning: bool = True, content: bool = True,
+                   calls: int = 1) -> dict[str, Any]:
+    """An assistant message to render as a sample: reasoning, content and ``calls`` tool calls of the first
+    tool (arguments filled from its schema: strings "Paris", integers 2, numbers 1.5, booleans true)."""
+    msg: dict[str, Any] = {"role": "assistant", "content": "Here is what I found." if content else ""}
+    if reasoning:
+        msg["reasoning_content"] = "The user asked a question; I will answer it."
+    if tools and calls:
+        fn = tools[0].get("function", {})
+        props = (fn.get("parameters") or {}).get("properties") or {}
+        fill = {"string": "Paris", "integer": 2, "number": 1.5, "boolean": True, "array": [], "object": {}}
+        args = {k: fill.get((v or {}).get("type"), "x") for k, v in props.items()}
+        msg["tool_calls"] = [{"id": f"call_{i + 1}", "type": "function",
+                              "function": {"name": fn.get("name", "tool"), "arguments": args}}
+                             for i in range(calls)]
+    return msg
