@@ -1,0 +1,1058 @@
+"""Shared machinery for the hand-written special-format handlers (H-F's families).
+
+llama.cpp routes some template families to hand-written parsers (``common/parsers/*.cpp``) instead of the
+auto-parser. Each of our handler modules re-implements one of them in plain Python on top of the pieces here:
+
+* :class:`Scanner`: a cursor over ``generation_prompt + model_output`` with llama.cpp's PEG partial-input
+  semantics — a literal cut at the end of the input raises :class:`Incomplete` (llama.cpp NEED_MORE_INPUT),
+  text that does not fit raises :class:`Mismatch` (FAIL), and :meth:`Scanner.until` stops *before* a
+  delimiter prefix at the end of the input, so a marker cut mid-way is never emitted as content.
+* :class:`MessageBuilder`: builds the :class:`~core.chat.message.AssistantMessage` the way llama.cpp's
+  ``common_chat_peg_mapper`` does (arguments ``"{"`` as soon as a tool name is complete, tagged arguments
+  turned into compact JSON, missing braces closed at the end of a call), with marks for backtracking.
+* value scanners: JSON (:func:`scan_json`), Python-or-JSON literals (:func:`scan_python_or_json`, LFM2) and
+  :func:`normalize_python_to_json` (llama.cpp ``normalize_quotes_to_json``).
+* :class:`Schema`: the bits of a tool parameter schema the handlers consult (``may_be_string``,
+  ``value_types``, object properties, array items, ``anyOf``), after llama.cpp ``json-schema.cpp``.
+* :class:`HandlerParser`: the :class:`~core.chat.base.ChatOutputParser` every handler returns.
+* generation-prompt helpers for continuation (``continue_final_message``), which each llama.cpp handler
+  rebuilds itself.
+
+Streaming contract kept by every handler: successive parses of growing prefixes never take back text — content
+and reasoning only grow, a tool call appears once its name is complete (and never changes name or id), and
+its arguments only grow. Parsing never raises: text that does not fit the format (where llama.cpp would
+throw) is returned as content after whatever was recognised before it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from ..base import GrammarTrigger, TriggerType
+from ..message import AssistantMessage, ToolCall
+from ..request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
+
+# --------------------------------------------------------------------------------------------------------------
+# Parse outcomes
+# --------------------------------------------------------------------------------------------------------------
+
+
+class Incomplete(Exception):
+    """The input ended while a construct could still match (llama.cpp NEED_MORE_INPUT).
+
+    ``end`` is how far the partial construct reaches (used for partial values, e.g. JSON arguments)."""
+
+    def __init__(self, end: int = -1):
+        super().__init__(end)
+        self.end = end
+
+
+class Mismatch(Exception):
+    """The text at ``pos`` does not fit the format (llama.cpp FAIL)."""
+
+    def __init__(self, pos: int = -1, why: str = ""):
+        super().__init__(pos, why)
+        self.pos = pos
+        self.why = why
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Scanner
+# --------------------------------------------------------------------------------------------------------------
+
+_SPACE_RE = re.compile(r"[ \t\n\v\f\r]*")
+
+
+class Scanner:
+    """A cursor over ``text`` with llama.cpp's lenient PEG semantics (parser notes §1.2–1.3).
+
+    Positions are character offsets into ``text``. Methods advance ``pos`` only on success.
+    """
+
+    __slots__ = ("text", "pos", "n")
+
+    def __init__(self, text: str, pos: int = 0):
+        self.text = text
+        self.pos = pos
+        self.n = len(text)
+
+    # -- primitives ------------------------------------------------------------------------------------------
+    def at_end(self) -> bool:
+        return self.pos >= self.n
+
+    def rest(self) -> str:
+        return self.text[self.pos:]
+
+    def check(self, lit: str) -> int:
+        """1 if ``lit`` is at the cursor, -1 if the input ends inside a prefix of it (incl. at the very end),
+        0 if it does not match. ``""`` always matches."""
+        if self.text.startswith(lit, self.pos):
+            return 1
+        left = self.n - self.pos
+        if left < len(lit) and lit.startswith(self.text[self.pos:]):
+            return -1
+        return 0
+
+    def expect(self, lit: str) -> None:
+        """Consume ``lit`` (llama.cpp ``literal``): :class:`Incomplete` if cut, :class:`Mismatch` if absent."""
+        r = self.check(lit)
+        if r == 1:
+            self.pos += len(lit)
+        elif r == -1:
+            raise Incomplete(self.n)
+        else:
+            raise Mismatch(self.pos, f"expected {lit!r}")
+
+    def optional(self, lit: str) -> bool:
+        """``optional(literal)``: at the very end of the input it succeeds empty (the repetition never starts);
+        a cut prefix of ``lit`` raises :class:`Incomplete`; otherwise consume ``lit`` if present."""
+        if self.pos >= self.n:
+            return False
+        r = self.check(lit)
+        if r == 1:
+            self.pos += len(lit)
+            return True
+        if r == -1:
+            raise Incomplete(self.n)
+        return False
+
+    def peek(self, lit: str) -> bool:
+        """``peek(literal)``: True/False without consuming; :class:`Incomplete` if the input ends inside it."""
+        r = self.check(lit)
+        if r == -1:
+            raise Incomplete(self.n)
+        return r == 1
+
+    def space(self) -> str:
+        """``space()``: zero or more ASCII whitespace characters; never incomplete."""
+        m = _SPACE_RE.match(self.text, self.pos)
+        s = m.group(0)
+        self.pos = m.end()
+        return s
+
+    def find_stop(self, delims: Sequence[str]) -> tuple[int, bool]:
+        """Where ``until(delims)`` stops: the earliest position where a delimiter starts, or where the rest of
+        the input is a proper prefix of one (a marker cut at the end). Returns ``(position, found)``;
+        ``found`` is False when no delimiter (even partial) occurs, i.e. the stop is the end of input."""
+        text, pos, n = self.text, self.pos, self.n
+        best = n
+        found = False
+        for d in delims:
+            if not d:
+                continue
+            i = text.find(d, pos)
+            if i != -1 and i < best:
+                best, found = i, True
+        # a delimiter cut off at the end of the input
+        for d in delims:
+            k = min(len(d) - 1, n - pos)
+            while k > 0:
+                start = n - k
+                if start >= best:
+                    break
+                if text.endswith(d[:k]):
+                    best, found = start, True
+                    break
+                k -= 1
+        return best, found
+
+    def until(self, *delims: str) -> str:
+        """``until_one_of(delims)`` (``rest()`` when no delimiters): consume and return the text before the
+        first delimiter or before a delimiter prefix ending the input. Never raises."""
+        stop, _ = self.find_stop(delims) if delims else (self.n, False)
+        s = self.text[self.pos:stop]
+        self.pos = stop
+        return s
+
+    def choose_literal(self, options: Iterable[str]) -> str:
+        """The longest of ``options`` present at the cursor (tool names: ``get`` vs ``get_time``).
+
+        Raises :class:`Incomplete` when the input ends inside one of them, or right after a complete one that
+        a longer option would extend (the name is not yet decided); :class:`Mismatch` when none fits."""
+        best = None
+        pending = False
+        for opt in options:
+            r = self.check(opt)
+            if r == 1:
+                if best is None or len(opt) > len(best):
+                    best = opt
+            elif r == -1:
+                pending = True
+        if pending:
+            raise Incomplete(self.n)
+        if best is None:
+            raise Mismatch(self.pos, "no known name here")
+        return best
+
+
+# --------------------------------------------------------------------------------------------------------------
+# JSON helpers
+# --------------------------------------------------------------------------------------------------------------
+
+
+def escape_json_inner(s: str) -> str:
+    """``s`` JSON-escaped without the surrounding quotes (llama.cpp ``escape_json_string_inner``)."""
+    return json.dumps(s, ensure_ascii=False)[1:-1]
+
+
+def json_brace_depth(s: str) -> int:
+    """Unclosed ``{`` in ``s`` outside double-quoted strings (llama.cpp mapper ``json_brace_depth``)."""
+    depth = 0
+    in_str = False
+    esc = False
+    for c in s:
+        if esc:
+            esc = False
+            continue
+        if c == "\\" and in_str:
+            esc = True
+            continue
+        if c == '"':
+            in_str = not in_str
+            continue
+        if not in_str:
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+    return depth
+
+
+_NUM_RE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_NUM_PREFIX_RE = re.compile(r"-?(?:0|[1-9][0-9]*)?(?:\.[0-9]*)?(?:[eE][+-]?[0-9]*)?\Z")
+_NUM_CONT = frozenset("0123456789.eE+-")
+_STR_BODY = {
+    '"': re.compile(r'(?:[^"\\]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*'),
+    "'": re.compile(r"(?:[^'\\]|\\(?:['\\/bfnrt]|u[0-9a-fA-F]{4}))*"),
+}
+_ESC_PREFIX_RE = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?\Z")
+
+
+def scan_number(text: str, pos: int) -> int:
+    """End of a JSON number at ``pos`` (llama.cpp ``json_number`` with its lookahead): :class:`Incomplete` when
+    the number reaches the end of the input (it may still grow), :class:`Mismatch` when absent or followed by a
+    character that could extend it."""
+    n = len(text)
+    m = _NUM_RE.match(text, pos)
+    if m is None or m.end() == pos:
+        if _NUM_PREFIX_RE.match(text, pos) and n > pos:
+            raise Incomplete(n)
+        raise Mismatch(pos, "expected a number")
+    end = m.end()
+    if end >= n:
+        raise Incomplete(n)
+    if text[end] in _NUM_CONT:
+        # a cut exponent or fraction ("1e", "1.") is still a prefix of a number
+        if _NUM_PREFIX_RE.match(text, pos):
+            raise Incomplete(n)
+        raise Mismatch(end, "malformed number")
+    return end
+
+
+def scan_quoted(text: str, pos: int, quote: str) -> int:
+    """End (after the closing quote) of a quoted string at ``pos`` with JSON escapes (llama.cpp
+    ``string_content``). Cut inside: :class:`Incomplete` whose ``end`` stops before a dangling escape."""
+    n = len(text)
+    if pos >= n:
+        raise Incomplete(n)
+    if text[pos] != quote:
+        raise Mismatch(pos, f"expected {quote}")
+    m = _STR_BODY[quote].match(text, pos + 1)
+    end = m.end()
+    if end >= n:
+        raise Incomplete(n)
+    if text[end] == quote:
+        return end + 1
+    # a backslash whose escape is cut by the end of the input, or an invalid escape
+    if _ESC_PREFIX_RE.match(text, end):
+        raise Incomplete(end)
+    raise Mismatch(end, "invalid escape in string")
+
+
+def scan_literal(text: str, pos: int, lit: str) -> int:
+    if text.startswith(lit, pos):
+        return pos + len(lit)
+    rest = text[pos:]
+    if len(rest) < len(lit) and lit.startswith(rest):
+        raise Incomplete(len(text))
+    raise Mismatch(pos, f"expected {lit!r}")
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    return _SPACE_RE.match(text, pos).end()
+
+
+def scan_json(text: str, pos: int) -> int:
+    """End of the JSON value at ``pos`` (llama.cpp ``json()``; no leading whitespace). Raises
+    :class:`Incomplete` (``end`` = how far the partial value reaches) or :class:`Mismatch`."""
+    n = len(text)
+    if pos >= n:
+        raise Incomplete(n)
+    c = text[pos]
+    if c == "{":
+        p = _skip_ws(text, pos + 1)
+        if p >= n:
+            raise Incomplete(n)
+        if text[p] == "}":
+            return p + 1
+        while True:
+            p = scan_quoted(text, p, '"')
+            p = _skip_ws(text, p)
+            p = scan_literal(text, p, ":")
+            p = _skip_ws(text, p)
+            p = scan_json(text, p)
+            p = _skip_ws(text, p)
+            if p >= n:
+                raise Incomplete(n)
+            if text[p] == "}":
+                return p + 1
+            p = scan_literal(text, p, ",")
+            p = _skip_ws(text, p)
+    if c == "[":
+        p = _skip_ws(text, pos + 1)
+        if p >= n:
+            raise Incomplete(n)
+        if text[p] == "]":
+            return p + 1
+        while True:
+            p = scan_json(text, p)
+            p = _skip_ws(text, p)
+            if p >= n:
+                raise Incomplete(n)
+            if text[p] == "]":
+                return p + 1
+            p = scan_literal(text, p, ",")
+            p = _skip_ws(text, p)
+    if c == '"':
+        return scan_quoted(text, pos, '"')
+    if c == "-" or c.isdigit():
+        return scan_number(text, pos)
+    for lit in ("true", "false", "null"):
+        if lit[0] == c:
+            return scan_literal(text, pos, lit)
+    raise Mismatch(pos, "expected a JSON value")
+
+
+def scan_python_or_json(text: str, pos: int) -> int:
+    """End of a Python-or-JSON literal at ``pos`` (llama.cpp ``python_or_json_value``, used by LFM2): dicts
+    (quoted keys, ``ws , ws`` separators), lists (``, ws`` separators), ``'…'`` / ``"…"`` strings, numbers,
+    ``True False None true false null``; containers swallow trailing whitespace."""
+    n = len(text)
+    if pos >= n:
+        raise Incomplete(n)
+    c = text[pos]
+    if c == "{":
+        p = _skip_ws(text, pos + 1)
+        if p >= n:
+            raise Incomplete(n)
+        if text[p] == "}":
+            return _skip_ws(text, p + 1)
+        while True:
+            if p >= n:
+                raise Incomplete(n)
+            if text[p] not in "\"'":
+                raise Mismatch(p, "expected a quoted key")
+            p = scan_quoted(text, p, text[p])
+            p = _skip_ws(text, p)
+            p = scan_literal(text, p, ":")
+            p = _skip_ws(text, p)
+            p = scan_python_or_json(text, p)
+            p = _skip_ws(text, p)
+            if p >= n:
+                raise Incomplete(n)
+            if text[p] == "}":
+                return _skip_ws(text, p + 1)
+            p = scan_literal(text, p, ",")
+            p = _skip_ws(text, p)
+    if c == "[":
+        p = _skip_ws(text, pos + 1)
+        if p >= n:
+            raise Incomplete(n)
+        if text[p] == "]":
+            return _skip_ws(text, p + 1)
+        while True:
+            p = scan_python_or_json(text, p)
+            if p >= n:
+                raise Incomplete(n)
+            if text[p] == ",":
+                p = _skip_ws(text, p + 1)
+                continue
+            p = _skip_ws(text, p)
+            if p >= n:
+                raise Incomplete(n)
+            if text[p] == "]":
+                return _skip_ws(text, p + 1)
+            raise Mismatch(p, "expected , or ]")
+    if c in "\"'":
+        return scan_quoted(text, pos, c)
+    if c == "-" or c.isdigit():
+        return scan_number(text, pos)
+    for lit in ("True", "False", "None", "true", "false", "null"):
+        if lit[0] == c:
+            return scan_literal(text, pos, lit)
+    raise Mismatch(pos, "expected a value")
+
+
+def _is_word(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+def normalize_python_to_json(s: str) -> str:
+    """Python-literal text to JSON text (llama.cpp ``normalize_quotes_to_json``): single-quoted strings become
+    double-quoted, bare ``True``/``False``/``None`` (and their prefixes, so partial text stays monotonic)
+    become ``true``/``false``/``null``; everything else is copied. Valid JSON passes through unchanged."""
+    out: list[str] = []
+    in_single = in_double = False
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\" and i + 1 < n:
+            nxt = s[i + 1]
+            if in_single:
+                if nxt == "'":
+                    out.append("'")
+                elif nxt == '"':
+                    out.append('\\"')
+                else:
+                    out.append(c + nxt)
+                i += 2
+                continue
+            if in_double:
+                out.append(c + nxt)
+                i += 2
+                continue
+            out.append(c)
+            i += 1
+            continue
+        if c == '"':
+            if in_single:
+                out.append('\\"')
+            else:
+                in_double = not in_double
+                out.append(c)
+        elif c == "'":
+            if in_double:
+                out.append(c)
+            elif in_single:
+                in_single = False
+                out.append('"')
+            else:
+                in_single = True
+                out.append('"')
+        elif not in_single and not in_double and c in "TFN" and (i == 0 or not _is_word(s[i - 1])):
+            j = i
+            while j < n and _is_word(s[j]):
+                j += 1
+            tok = s[i:j]
+            for py, js in (("True", "true"), ("False", "false"), ("None", "null")):
+                if py.startswith(tok):
+                    out.append(js[: len(tok)])
+                    i = j
+                    break
+            else:
+                out.append(c)
+                i += 1
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Message building (llama.cpp common_chat_peg_mapper semantics)
+# --------------------------------------------------------------------------------------------------------------
+
+
+class _Call:
+    __slots__ = ("call", "arg_count", "quote_open")
+
+    def __init__(self, call: ToolCall):
+        self.call = call
+        self.arg_count = 0
+        self.quote_open = False
+
+    def clone(self) -> "_Call":
+        c = _Call(ToolCall(self.call.name, self.call.arguments, self.call.id))
+        c.arg_count = self.arg_count
+        c.quote_open = self.quote_open
+        return c
+
+
+class MessageBuilder:
+    """Accumulates content, reasoning and tool calls the way llama.cpp's generic mapper does.
+
+    * :meth:`open_call` — name complete: the call is visible with arguments ``"{"`` (or ``args`` if given);
+    * tagged arguments: :meth:`arg_name` (``"key":`` with a comma after the first), :meth:`arg_string`
+      (quoted and escaped; the closing quote only when complete), :meth:`arg_raw` (Python→JSON normalised);
+    * :meth:`set_args` — verbatim JSON arguments (JSON-native formats);
+    * :meth:`close_call` — closes a pending quote and every unclosed brace.
+
+    :meth:`mark` / :meth:`reset` undo what an alternative that failed had added.
+    """
+
+    def __init__(self, drop_blank_reasoning: bool = True):
+        self.content = ""
+        self.reasoning = ""
+        self.calls: list[_Call] = []
+        self.drop_blank_reasoning = drop_blank_reasoning
+
+    # -- backtracking ----------------------------------------------------------------------------------------
+    def mark(self) -> tuple[int, int, list[_Call]]:
+        return (len(self.content), len(self.reasoning), [c.clone() for c in self.calls])
+
+    def reset(self, mark: tuple[int, int, list[_Call]]) -> None:
+        self.content = self.content[: mark[0]]
+        self.reasoning = self.reasoning[: mark[1]]
+        self.calls = [c.clone() for c in mark[2]]
+
+    # -- text ------------------------------------------------------------------------------------------------
+    def add_content(self, s: str) -> None:
+        self.content += s
+
+    def add_reasoning(self, s: str) -> None:
+        self.reasoning += s
+
+    # -- tool calls ------------------------------------------------------------------------------------------
+    @property
+    def current(self) -> _Call:
+        return self.calls[-1]
+
+    def open_call(self, name: str, call_id: str = "", args: str = "{") -> None:
+        self.calls.append(_Call(ToolCall(name=name, arguments=args, id=call_id)))
+
+    def set_args(self, text: str) -> None:
+        """Verbatim JSON arguments (mapper ``tool-args`` starting with ``{``; trailing whitespace trimmed)."""
+        t = text.rstrip(" \t\n\r\v\f")
+        if t.startswith("{"):
+            self.current.call.arguments = t
+
+    def append_args(self, s: str) -> None:
+        self.current.call.arguments += s
+
+    def arg_name(self, name: str) -> None:
+        c = self.current
+        c.call.arguments += ("," if c.arg_count else "") + json.dumps(name, ensure_ascii=False) + ":"
+        c.arg_count += 1
+        c.quote_open = False
+
+    def arg_string(self, value: str, closed: bool) -> None:
+        c = self.current
+        if not c.quote_open:
+            c.call.arguments += '"'
+            c.quote_open = True
+        c.call.arguments += escape_json_inner(value)
+        if closed:
+            c.call.arguments += '"'
+            c.quote_open = False
+
+    def arg_raw(self, value: str) -> None:
+        if value:
+            self.current.call.arguments += normalize_python_to_json(value)
+
+    def close_call(self) -> None:
+        c = self.current
+        if c.quote_open:
+            c.call.arguments += '"'
+            c.quote_open = False
+        c.call.arguments += "}" * max(0, json_brace_depth(c.call.arguments))
+
+    # -- result ----------------------------------------------------------------------------------------------
+    def result(self) -> AssistantMessage:
+        reasoning = self.reasoning
+        if self.drop_blank_reasoning and reasoning and not reasoning.strip(" \n\r\t"):
+            reasoning = ""
+        calls = []
+        for c in self.calls:
+            call = ToolCall(c.call.name, c.call.arguments, c.call.id)
+            if c.quote_open and call.arguments:
+                call.arguments += '"'
+            calls.append(call)
+        return AssistantMessage(content=self.content, reasoning_content=reasoning, tool_calls=calls)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# JSON schema (the subset the handlers consult; after llama.cpp json-schema.cpp)
+# --------------------------------------------------------------------------------------------------------------
+
+TYPES = ("null", "boolean", "number", "integer", "string", "array", "object")
+
+
+class Schema:
+    """A view of one JSON-schema node. ``kind`` is one of ``any ref anyOf allOf const enum null boolean number
+    integer string array tuple object``; refs (``#/…``) resolve against the root document."""
+
+    def __init__(self, node: Any, root: Any = None):
+        self.node = node if isinstance(node, dict) else {}
+        self.root = root if root is not None else self.node
+
+    def _child(self, node: Any) -> "Schema":
+        return Schema(node, self.root)
+
+    @property
+    def kind(self) -> str:
+        s = self.node
+        if "$ref" in s:
+            return "ref"
+        if "oneOf" in s or "anyOf" in s:
+            return "anyOf"
+        t = s.get("type")
+        if isinstance(t, list):
+            return "anyOf"
+        if "const" in s:
+            return "const"
+        if "enum" in s:
+            return "enum"
+        has_props = "properties" in s or ("additionalProperties" in s and s["additionalProperties"] is not True)
+        if t is None:
+            if has_props:
+                return "object"
+            if "allOf" in s:
+                return "allOf"
+            if "items" in s or "prefixItems" in s:
+                return "tuple" if isinstance(s.get("items", s.get("prefixItems")), list) else "array"
+            if any(k in s for k in ("pattern", "minLength", "maxLength", "format")):
+                return "string"
+            return "any"
+        if t == "object":
+            return "allOf" if (not has_props and "allOf" in s) else "object"
+        if t == "string":
+            return "allOf" if "allOf" in s else "string"
+        if t == "array":
+            return "tuple" if isinstance(s.get("items", s.get("prefixItems")), list) else "array"
+        if t in ("integer", "number", "boolean", "null"):
+            return t
+        return "any"
+
+    def target(self) -> "Schema | None":
+        ref = self.node.get("$ref")
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            return None
+        cur: Any = self.root
+        for tok in ref[2:].split("/"):
+            if isinstance(cur, dict) and tok in cur:
+                cur = cur[tok]
+            elif isinstance(cur, list) and tok.isdigit() and int(tok) < len(cur):
+                cur = cur[int(tok)]
+            else:
+                return None
+        return self._child(cur)
+
+    def alternatives(self) -> list["Schema"]:
+        s = self.node
+        if "oneOf" in s or "anyOf" in s:
+            alts = s.get("oneOf", s.get("anyOf"))
+            return [self._child(a) for a in alts] if isinstance(alts, list) else []
+        t = s.get("type")
+        if isinstance(t, list):
+            return [self._child({**s, "type": x}) for x in t]
+        if "allOf" in s and isinstance(s["allOf"], list):
+            return [self._child(a) for a in s["allOf"]]
+        return []
+
+    def properties(self) -> list[tuple[str, "Schema", bool]]:
+        """``(name, schema, required)`` in schema order (objects only)."""
+        props = self.node.get("properties")
+        if not isinstance(props, dict):
+            return []
+        req = self.node.get("required")
+        required = set(req) if isinstance(req, list) else set()
+        return [(k, self._child(v), k in required) for k, v in props.items()]
+
+    def items(self) -> "Schema":
+        it = self.node.get("items", self.node.get("prefixItems"))
+        return self._child(it if isinstance(it, dict) else {})
+
+    def value_types(self, _seen: frozenset = frozenset()) -> set[str]:
+        """The JSON types a matching value can have (``number`` implies ``integer`` too)."""
+        k = self.kind
+        if k == "any":
+            return set(TYPES)
+        if k in ("null", "boolean", "integer", "string", "object"):
+            return {k}
+        if k == "number":
+            return {"number", "integer"}
+        if k in ("array", "tuple"):
+            return {"array"}
+        if k == "const":
+            return {_json_type(self.node["const"])}
+        if k == "enum":
+            vals = self.node["enum"] if isinstance(self.node["enum"], list) else []
+            return {_json_type(v) for v in vals}
+        if k == "ref":
+            t = self.target()
+            key = self.node.get("$ref")
+            if t is None or key in _seen:
+                return set()
+            return t.value_types(_seen | {key})
+        if k == "anyOf":
+            out: set[str] = set()
+            for a in self.alternatives():
+                out |= a.value_types(_seen)
+            return out
+        if k == "allOf":
+            out = set(TYPES)
+            for a in self.alternatives():
+                out &= a.value_types(_seen)
+            return out
+        return set()
+
+    def may_be_string(self, _seen: frozenset = frozenset()) -> bool:
+        """Whether a matching value may be a string through any branch (llama.cpp ``may_be_string``)."""
+        k = self.kind
+        if k == "string":
+            return True
+        if k == "const":
+            return isinstance(self.node["const"], str)
+        if k == "enum":
+            vals = self.node["enum"] if isinstance(self.node["enum"], list) else []
+            return any(isinstance(v, str) for v in vals)
+        if k == "ref":
+            t = self.target()
+            key = self.node.get("$ref")
+            if t is None or key in _seen:
+                return False
+            return t.may_be_string(_seen | {key})
+        if k == "anyOf":
+            return any(a.may_be_string(_seen) for a in self.alternatives())
+        if k == "allOf":
+            any_string = False
+            for a in self.alternatives():
+                if a.kind == "any":
+                    continue
+                if not a.may_be_string(_seen):
+                    return False
+                any_string = True
+            return any_string
+        return False
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+@dataclass
+class ToolSpec:
+    """One function tool of the request: ``name``, ``parameters`` (a JSON schema object, ``{"type": "object",
+    "properties": {}}`` when absent or empty, as llama.cpp ``common_chat_tool_parameters``)."""
+
+    name: str
+    parameters: dict[str, Any]
+
+    @property
+    def schema(self) -> Schema:
+        return Schema(self.parameters)
+
+    def params(self) -> list[tuple[str, Schema, bool]]:
+        """``(name, schema, required)`` of the top-level parameters, in schema order."""
+        return self.schema.properties() if self.schema.kind == "object" else []
+
+
+def function_tools(tools: Iterable[dict[str, Any]] | None) -> list[ToolSpec]:
+    """The function tools of an OpenAI ``tools`` list (others skipped, as llama.cpp ``foreach_function``)."""
+    out = []
+    for t in tools or []:
+        if not isinstance(t, dict) or t.get("type") != "function" or not isinstance(t.get("function"), dict):
+            continue
+        fn = t["function"]
+        params = fn.get("parameters")
+        if not isinstance(params, dict) or not params:
+            params = {"type": "object", "properties": {}}
+        out.append(ToolSpec(str(fn.get("name", "")), params))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Request helpers
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RequestView:
+    """What the handlers read from a :class:`ChatRequest`, resolved as llama.cpp's request path does."""
+
+    tools: list[ToolSpec]
+    tool_choice: ToolChoice
+    parallel: bool
+    extract_reasoning: bool
+    enable_thinking: bool
+    json_schema: dict[str, Any] | None
+    continuation: Continuation  # NONE, REASONING or CONTENT (AUTO resolved)
+    continue_msg: dict[str, Any] | None
+
+    @property
+    def has_tools(self) -> bool:
+        return bool(self.tools)
+
+    @property
+    def tools_active(self) -> bool:
+        """Tools given and ``tool_choice`` is not none."""
+        return bool(self.tools) and self.tool_choice != ToolChoice.NONE
+
+    @property
+    def required(self) -> bool:
+        return self.tool_choice == ToolChoice.REQUIRED
+
+    @property
+    def has_schema(self) -> bool:
+        return isinstance(self.json_schema, dict)
+
+    @property
+    def has_continuation(self) -> bool:
+        return self.continuation != Continuation.NONE
+
+    def continue_reasoning(self) -> str:
+        m = self.continue_msg or {}
+        r = m.get("reasoning_content")
+        return r if isinstance(r, str) else ""
+
+    def continue_content(self) -> str:
+        return render_content((self.continue_msg or {}).get("content"))
+
+
+def render_content(content: Any) -> str:
+    """A message's content as text: a string as is, typed parts concatenated (llama.cpp ``render_content``)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def request_view(request: ChatRequest) -> RequestView:
+    """Resolve the request the way llama.cpp's ``common_chat_templates_apply_jinja`` does before calling a
+    handler: ``enable_thinking`` overridable by ``chat_template_kwargs``; continuation AUTO → REASONING when
+    the last message has reasoning and no content, else CONTENT."""
+    cont = request.continue_final_message
+    msg = request.messages[-1] if (cont != Continuation.NONE and request.messages) else None
+    if cont == Continuation.AUTO:
+        cont = Continuation.CONTENT
+        if msg is not None:
+            r = msg.get("reasoning_content")
+            c = msg.get("content")
+            if isinstance(r, str) and r and not c:
+                cont = Continuation.REASONING
+    enable_thinking = request.enable_thinking
+    kw = request.chat_template_kwargs or {}
+    if "enable_thinking" in kw:
+        v = kw["enable_thinking"]
+        if isinstance(v, str):
+            try:
+                v = json.loads(v)
+            except ValueError:
+                pass
+        enable_thinking = bool(v)
+    return RequestView(
+        tools=function_tools(request.tools),
+        tool_choice=request.tool_choice,
+        parallel=request.parallel_tool_calls,
+        extract_reasoning=request.reasoning_format != ReasoningFormat.NONE,
+        enable_thinking=enable_thinking,
+        json_schema=request.json_schema if isinstance(request.json_schema, dict) else None,
+        continuation=cont,
+        continue_msg=msg,
+    )
+
+
+def render_prompt(template: Any, request: ChatRequest, *, add_generation_prompt: bool,
+                  messages: list[dict[str, Any]] | None = None) -> str:
+    """Render ``template`` for ``request`` (its messages, or ``messages``), for the few handlers that look at the
+    rendered prompt (Gemma 4). Uses the request path's renderer when available (``core.chat.prompt``),
+    else renders directly with :func:`core.templating.apply_template`. Returns "" if rendering fails."""
+    msgs = request.messages if messages is None else messages
+    try:
+        from .. import prompt as _prompt  # type: ignore[attr-defined]
+
+        fn = getattr(_prompt, "render_prompt", None)
+        if callable(fn):
+            return fn(template, request, add_generation_prompt=add_generation_prompt, messages=msgs)
+    except Exception:  # noqa: BLE001 - fall back to the plain render
+        pass
+    from ...templating import apply_template
+
+    view = request_view(request)
+    extra = dict(request.chat_template_kwargs or {})
+    try:
+        return apply_template(template, msgs, request.tools or None, add_generation_prompt,
+                              view.enable_thinking, extra)
+    except Exception:  # noqa: BLE001 - a handler must not fail on a template that cannot render this
+        return ""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The parser object
+# --------------------------------------------------------------------------------------------------------------
+
+ParseBody = Callable[[Scanner, MessageBuilder], None]
+
+
+@dataclass
+class HandlerParser:
+    """A special handler's parser: implements :class:`core.chat.base.ChatOutputParser`.
+
+    ``parse(output, is_partial)`` parses ``generation_prompt + output`` with ``body`` (which fills a
+    :class:`MessageBuilder` and may raise :class:`Incomplete` or :class:`Mismatch`). An :class:`Incomplete`
+    ends the parse with what was recognised (llama.cpp lenient parsing, also on the final parse). A
+    :class:`Mismatch` escaping the body (llama.cpp would throw) keeps what was recognised before the failing
+    position and returns the text from there on as content, so parsing never raises.
+
+    Besides the protocol fields: ``name`` (handler), ``format`` (llama.cpp format name), ``prompt_suffix``
+    (text llama.cpp's handler appends to the rendered prompt: the rebuilt generation prompt for a continuation,
+    or Gemma 4's model-turn opener), ``supports_thinking``, ``thinking_start_tag``, ``thinking_end_tags``,
+    ``message_delimiters`` (role → marker), ``description`` (readable PEG, for the app).
+    """
+
+    name: str
+    body: ParseBody
+    generation_prompt: str = ""
+    grammar: str | None = None
+    grammar_lazy: bool = False
+    grammar_triggers: list[GrammarTrigger] = field(default_factory=list)
+    preserved_tokens: list[str] = field(default_factory=list)
+    additional_stops: list[str] = field(default_factory=list)
+    format: str = "peg-native"
+    prompt_suffix: str = ""
+    supports_thinking: bool = True
+    thinking_start_tag: str = ""
+    thinking_end_tags: list[str] = field(default_factory=list)
+    message_delimiters: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+    drop_blank_reasoning: bool = True
+
+    def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
+        """Parse model ``output`` (text after the prompt). Never raises; see the class docstring."""
+        if not isinstance(output, str):
+            output = "" if output is None else str(output)
+        text = self.generation_prompt + output
+        sc = Scanner(text)
+        b = MessageBuilder(self.drop_blank_reasoning)
+        try:
+            self.body(sc, b)
+        except Incomplete:
+            pass
+        except Mismatch:
+            # keep what was recognised; the unparsed rest (never the generation prompt) becomes content
+            start = max(sc.pos, len(self.generation_prompt))
+            b.add_content(text[start:])
+        except RecursionError:
+            b = MessageBuilder(self.drop_blank_reasoning)
+            b.add_content(output)
+        return b.result()
+
+    def describe(self) -> str:
+        head = f"{self.name} handler (hand-written, after llama.cpp common/parsers)"
+        return head + ("\n" + self.description if self.description else "")
+
+
+def word_trigger(value: str) -> GrammarTrigger:
+    return GrammarTrigger(TriggerType.WORD, value)
+
+
+def pattern_trigger(value: str) -> GrammarTrigger:
+    return GrammarTrigger(TriggerType.PATTERN, value)
+
+
+def tagged_value_kind(schema: Schema) -> str:
+    """How XML-ish formats (MiniCPM5, Muse Glimmer) read a parameter value: ``"string"`` (raw text) when the
+    schema may be a string, else ``"json"``."""
+    return "string" if schema.may_be_string() else "json"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reference-case checking (tests and quick experiments)
+# --------------------------------------------------------------------------------------------------------------
+
+
+def simple_generation_prompt(template: Any, request: ChatRequest) -> str:
+    """The generation prompt computed the plain way (llama.cpp since #23089): render the request's messages
+    (without the continued last message) with and without ``add_generation_prompt`` and return what follows
+    their character-level common prefix. Rendering errors propagate."""
+    from ...templating import apply_template
+
+    view = request_view(request)
+    msgs = request.messages[:-1] if view.has_continuation else request.messages
+    extra = dict(request.chat_template_kwargs or {})
+    tools = request.tools or None
+    a = apply_template(template, msgs, tools, False, view.enable_thinking, extra)
+    b = apply_template(template, msgs, tools, True, view.enable_thinking, extra)
+    i = 0
+    m = min(len(a), len(b))
+    while i < m and a[i] == b[i]:
+        i += 1
+    return b[i:]
+
+
+def _norm_args(a: Any) -> str:
+    if isinstance(a, (dict, list)):
+        return json.dumps(a, sort_keys=True)
+    try:
+        return json.dumps(json.loads(a), sort_keys=True)
+    except (TypeError, ValueError):
+        return ""
+
+
+def compare_messages(expect: dict[str, Any], got: dict[str, Any]) -> str | None:
+    """None when ``got`` matches ``expect`` as reference/README.md compares them (content and reasoning after
+    stripping, same tool calls with names, JSON-equal arguments, ids where the expected id is non-empty);
+    otherwise a one-line reason."""
+    for k in ("content", "reasoning_content"):
+        e = (expect.get(k) or "").strip()
+        g = (got.get(k) or "").strip()
+        if e != g:
+            return f"{k}: expected {e[:80]!r} got {g[:80]!r}"
+    et = expect.get("tool_calls") or []
+    gt = got.get("tool_calls") or []
+    if len(et) != len(gt):
+        return f"tool_calls: expected {len(et)} got {len(gt)}"
+    for e, g in zip(et, gt):
+        ef, gf = e.get("function", {}), g.get("function") or {}
+        if ef.get("name") != gf.get("name"):
+            return f"tool name: expected {ef.get('name')!r} got {gf.get('name')!r}"
+        if _norm_args(ef.get("arguments", "")) != _norm_args(gf.get("arguments", "")):
+            return f"arguments: expected {ef.get('arguments')!r} got {gf.get('arguments')!r}"
+        if e.get("id") and e.get("id") != g.get("id"):
+            return f"id: expected {e.get('id')!r} got {g.get('id')!r}"
+    return None
+
+
+def check_reference_case(handler: Any, template: Any, case: dict[str, Any]) -> str | None:
+    """Run one ``reference/cases.jsonl`` row through ``handler`` (a handler module): the final parse and the
+    accumulated deltas of parsing every prefix of ``input`` (partial) must both match ``expect``, and no
+    successive parse may take back emitted text. Returns None on success, else the reason."""
+    from ..message import AssistantMessage, StreamRetractionError, apply_deltas, compute_deltas
+
+    request = ChatRequest.from_dict(case)
+    gp = simple_generation_prompt(template, request)
+    parser = handler.build(template, request, gp, None)
+    text = case["input"]
+    final = parser.parse(text, bool(case.get("is_partial")))
+    why = compare_messages(case["expect"], final.to_openai())
+    if why:
+        return "final " + why
+    prev = AssistantMessage()
+    acc = AssistantMessage()
+    for i in range(1, len(text) + 1):
+        partial = i < len(text) or bool(case.get("is_partial"))
+        cur = parser.parse(text[:i], partial)
+        try:
+            acc = apply_deltas(acc, compute_deltas(prev, cur))
+        except StreamRetractionError as e:
+            return f"stream at {i}: {e} (prev={prev.to_openai()} cur={cur.to_openai()})"
+        prev = cur
+    why = compare_messages(case["expect"], acc.to_openai())
+    return ("stream " + why) if why else None

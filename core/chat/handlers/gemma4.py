@@ -1,0 +1,417 @@
+"""Gemma 4 handler (llama.cpp ``common/parsers/gemma4.cpp`` + ``common_chat_peg_gemma4_mapper``).
+
+Output shape (after the generation prompt ``<|turn>model\\n``)::
+
+    [<|channel>thought\\n REASONING <channel|>] CONTENT [<|tool_call>call:NAME{k:v,…}<tool_call|>]…
+
+Tool arguments use Gemma's own literal syntax — bare keys, strings delimited by ``<|"|>``, JSON numbers,
+``true``/``false``/``null``, nested ``{…}`` and ``[…]`` — and are converted to compact JSON. Stray
+``<|channel>`` tokens before a thought block and a trailing empty ``<|channel>thought\\n<channel|>`` or lone
+``<channel|>`` are tolerated as llama.cpp does; text after the tool calls is ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...templating import ChatTemplate
+from ..request import ChatRequest, Continuation
+from . import _common as C
+from ._common import Incomplete, Mismatch, Scanner
+
+NAME = "gemma4"
+
+TURN = "<|turn>model\n"
+CHANNEL = "<|channel>"
+THOUGHT = "<|channel>thought"
+CHANNEL_END = "<channel|>"
+CALL = "<|tool_call>"
+CALL_OPEN = "<|tool_call>call:"
+CALL_END = "<tool_call|>"
+STR = '<|"|>'
+
+
+def detect(normalized_source: str) -> bool:
+    """llama.cpp: the source contains ``'<|tool_call>call:'`` (with the quotes)."""
+    return "'<|tool_call>call:'" in normalized_source
+
+
+def is_outdated_template(normalized_source: str) -> bool:
+    """Older Gemma 4 templates (without ``{#- OpenAI Chat Completions:``) need tool responses folded into the
+    assistant turn before rendering; see :func:`prepare_messages`."""
+    return "{#- OpenAI Chat Completions:" not in normalized_source
+
+
+def prepare_messages(messages: list[dict[str, Any]], normalized_source: str) -> list[dict[str, Any]]:
+    """Request-side message rewrite llama.cpp applies for outdated Gemma 4 templates
+    (``workaround::convert_tool_responses_gemma4``): each ``assistant(tool_calls) → tool… → [assistant(content)]``
+    run becomes one assistant message with ``tool_calls``, ``tool_responses`` ([{name, response}], the response
+    JSON-decoded when possible) and the following content / the first message's reasoning. Other templates:
+    messages returned unchanged."""
+    if not is_outdated_template(normalized_source):
+        return messages
+    import json
+
+    out: list[dict[str, Any]] = []
+    i = 0
+    while i < len(messages):
+        msg = messages[i]
+        calls = msg.get("tool_calls") if isinstance(msg, dict) else None
+        if not (isinstance(msg, dict) and msg.get("role") == "assistant" and isinstance(calls, list) and calls):
+            out.append(msg)
+            i += 1
+            continue
+        reasoning = msg.get("reasoning_content") if isinstance(msg.get("reasoning_content"), str) else None
+        tool_calls = list(calls)
+        responses: list[dict[str, Any]] = []
+        i += 1
+        while i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") == "tool":
+            cur = messages[i]
+            response: Any = None
+            if "content" in cur:
+                content = cur["content"]
+                if isinstance(content, str):
+                    try:
+                        response = json.loads(content)
+                    except ValueError:
+                        response = content
+                else:
+                    response = content
+            name = ""
+            idx = len(responses)
+            if idx < len(tool_calls) and isinstance(tool_calls[idx], dict):
+                name = (tool_calls[idx].get("function") or {}).get("name", "") or ""
+            if not name:
+                name = cur.get("tool_call_id", "") or ""
+            responses.append({"name": name, "response": response})
+            i += 1
+        content: Any = None
+        if i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") == "assistant":
+            nxt = messages[i]
+            has_calls = isinstance(nxt.get("tool_calls"), list) and bool(nxt.get("tool_calls"))
+            c = nxt.get("content")
+            if not has_calls and ((isinstance(c, str) and c) or (isinstance(c, list) and c)):
+                content = c
+                i += 1
+        merged: dict[str, Any] = {"role": "assistant", "tool_calls": tool_calls}
+        if responses:
+            merged["tool_responses"] = responses
+        if content is not None:
+            merged["content"] = content
+        if reasoning is not None:
+            merged["reasoning_content"] = reasoning
+        out.append(merged)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Gemma literal values → JSON (common_chat_peg_gemma4_mapper)
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _g4_value(text: str, pos: int) -> tuple[str, int, bool]:
+    """Parse one Gemma value at ``pos``. Returns ``(json_text, end, done)``; ``done`` False means the input
+    ended inside it and ``json_text`` is the growing partial conversion. Raises :class:`Mismatch`."""
+    n = len(text)
+    if pos >= n:
+        return "", n, False
+    if text.startswith(STR, pos) or (n - pos < len(STR) and STR.startswith(text[pos:])):
+        if not text.startswith(STR, pos):
+            return "", n, False
+        sc = Scanner(text, pos + len(STR))
+        body = sc.until(STR)
+        if sc.check(STR) == 1:
+            return '"' + C.escape_json_inner(body) + '"', sc.pos + len(STR), True
+        return '"' + C.escape_json_inner(body), n, False
+    c = text[pos]
+    if c == "{":
+        return _g4_container(text, pos, "{", "}", True)
+    if c == "[":
+        return _g4_container(text, pos, "[", "]", False)
+    if c == "-" or c.isdigit():
+        try:
+            end = C.scan_number(text, pos)
+            return text[pos:end], end, True
+        except Incomplete:
+            return text[pos:], n, False
+    for lit in ("true", "false", "null"):
+        if lit[0] == c:
+            try:
+                end = C.scan_literal(text, pos, lit)
+                return lit, end, True
+            except Incomplete:
+                return text[pos:], n, False
+    raise Mismatch(pos, "expected a Gemma 4 value")
+
+
+def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool) -> tuple[str, int, bool]:
+    n = len(text)
+    parts: list[str] = []
+
+    def partial() -> tuple[str, int, bool]:
+        return open_ + ",".join(parts), n, False
+
+    p = C._skip_ws(text, pos + 1)
+    if p >= n:
+        return partial()
+    if text[p] == close:
+        return open_ + close, p + 1, True
+    while True:
+        if is_dict:
+            # key: [^:}]+ then ':' (the key streams as it grows)
+            j = p
+            while j < n and text[j] not in ":}":
+                j += 1
+            if j == p:
+                if j >= n:
+                    return partial()
+                raise Mismatch(p, "expected a key")
+            key = text[p:j]
+            if j >= n:
+                parts.append('"' + C.escape_json_inner(key))
+                return partial()
+            if text[j] != ":":
+                raise Mismatch(j, "expected ':'")
+            p = C._skip_ws(text, j + 1)
+            val, p, done = _g4_value(text, p)
+            parts.append('"' + C.escape_json_inner(key) + '":' + val)
+        else:
+            val, p, done = _g4_value(text, p)
+            parts.append(val)
+        if not done:
+            return partial()
+        if p >= n:
+            return partial()
+        if text[p] == ",":
+            p = C._skip_ws(text, p + 1)
+            if p >= n:
+                parts.append("")
+                return partial()
+            continue
+        p = C._skip_ws(text, p)
+        if p >= n:
+            return partial()
+        if text[p] == close:
+            return open_ + ",".join(parts) + close, p + 1, True
+        raise Mismatch(p, f"expected ',' or {close!r}")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Parser
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _make_body(view: C.RequestView):
+    tool_names = [t.name for t in view.tools]
+    extract = view.extract_reasoning
+
+    def thought_block(sc: Scanner, b: C.MessageBuilder) -> None:
+        start = sc.pos
+        if extract:
+            sc.expect(THOUGHT)
+            sc.space()
+            b.add_reasoning(sc.until(CHANNEL_END))
+            sc.expect(CHANNEL_END)
+            return
+        try:
+            sc.expect(THOUGHT)
+            sc.space()
+            sc.until(CHANNEL_END)
+            sc.expect(CHANNEL_END)
+        except Incomplete:
+            b.add_content(sc.text[start:])
+            raise
+        b.add_content(sc.text[start:sc.pos])
+
+    def thought(sc: Scanner, b: C.MessageBuilder) -> None:
+        # (peek(<|channel>) empty-channels thought) | !<|channel>
+        if not sc.peek(CHANNEL):
+            return
+        while sc.pos < sc.n:
+            r = sc.check(CHANNEL)
+            if r == -1:
+                raise Incomplete(sc.n)
+            if r == 0:
+                break
+            after = sc.pos + len(CHANNEL)
+            r2 = Scanner(sc.text, after).check("thought")
+            if r2 == -1:
+                raise Incomplete(sc.n)
+            if r2 == 1:
+                break
+            sc.pos = after
+        thought_block(sc, b)
+
+    def message(sc: Scanner, b: C.MessageBuilder, stops: tuple[str, ...]) -> bool:
+        """One ``thought content`` round; False when it consumed nothing."""
+        start = sc.pos
+        thought(sc, b)
+        b.add_content(sc.until(*stops))
+        return sc.pos > start
+
+    def messages(sc: Scanner, b: C.MessageBuilder, stops: tuple[str, ...]) -> None:
+        """``message*``: rounds until one fails or consumes nothing."""
+        while sc.pos < sc.n:
+            save, mark = sc.pos, b.mark()
+            try:
+                if not message(sc, b, stops):
+                    break
+            except Mismatch:
+                sc.pos = save
+                b.reset(mark)
+                break
+
+    def tool_call(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(CALL_OPEN)
+        name = sc.choose_literal(tool_names)
+        sc.pos += len(name)
+        if not sc.peek("{"):
+            raise Mismatch(sc.pos, "expected '{'")
+        js, end, done = _g4_value(sc.text, sc.pos)
+        b.open_call(name, args=js)
+        if not done:
+            raise Incomplete(sc.n)
+        sc.pos = end
+        sc.expect(CALL_END)
+
+    def tool_calls(sc: Scanner, b: C.MessageBuilder) -> None:
+        lo = 1 if view.required else 0
+        hi = None if view.parallel else 1
+        count = 0
+        while (hi is None or count < hi) and sc.pos < sc.n:
+            save, mark = sc.pos, b.mark()
+            try:
+                tool_call(sc, b)
+            except Mismatch:
+                sc.pos = save
+                b.reset(mark)
+                break
+            count += 1
+        if count < lo:
+            if sc.pos >= sc.n:
+                raise Incomplete(sc.n)
+            raise Mismatch(sc.pos, "a tool call is required")
+
+    def body(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.optional(TURN)
+        if view.has_schema:
+            if sc.pos < sc.n:
+                save, mark = sc.pos, b.mark()
+                try:
+                    thought(sc, b)
+                except Mismatch:
+                    sc.pos = save
+                    b.reset(mark)
+            sc.expect("```json")
+            sc.space()
+            start = sc.pos
+            try:
+                end = C.scan_json(sc.text, sc.pos)
+            except Incomplete as e:
+                b.add_content(sc.text[start:e.end])
+                raise
+            b.add_content(sc.text[start:end])
+            sc.pos = end
+            sc.space()
+            sc.expect("```")
+            return
+        if view.tools_active:
+            if view.required:
+                thought(sc, b)
+                tool_calls(sc, b)
+                return
+            messages(sc, b, (CHANNEL, CHANNEL_END, CALL))
+            sc.until(CALL)  # anything left before the first call is dropped, as llama.cpp does
+            tool_calls(sc, b)
+            return
+        # one_or_more(message): at least one round, then stop at the first unmatched <channel|>
+        if sc.pos >= sc.n:
+            raise Incomplete(sc.n)
+        messages(sc, b, (CHANNEL, CHANNEL_END))
+
+    return body
+
+
+def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None) -> C.HandlerParser:
+    """Gemma 4 parser, prompt additions and grammar for ``request`` (llama.cpp
+    ``common_chat_params_init_gemma4``). ``generation_prompt`` is the request path's (LCP of the renders
+    without / with ``add_generation_prompt``); a continuation rebuilds it from the continued message."""
+    view = C.request_view(request)
+    src = template.normalized_source if hasattr(template, "normalized_source") else ""
+    gp = generation_prompt
+    suffix = ""
+    if view.has_continuation:
+        prompt = C.render_prompt(template, request, add_generation_prompt=False,
+                                 messages=prepare_messages(request.messages[:-1], src))
+        gp = TURN if prompt.endswith("<turn|>\n") else ""
+        gp += "<|channel>thought\n" + view.continue_reasoning()
+        if view.continuation == Continuation.CONTENT:
+            gp += CHANNEL_END + view.continue_content()
+        suffix = gp
+    elif request.add_generation_prompt:
+        prompt = C.render_prompt(template, request, add_generation_prompt=True,
+                                 messages=prepare_messages(request.messages, src))
+        if prompt.endswith("<turn|>\n"):
+            # the template did not open the model turn (content + tool call history): open it here
+            gp = TURN
+            suffix = TURN
+
+    include_grammar = view.has_schema or view.tools_active
+    grammar = None
+    lazy = False
+    triggers: list = []
+    if include_grammar:
+        lazy = not (view.has_schema or view.required)
+        grammar = _grammar(view, lazy)
+        triggers = [C.word_trigger(CALL)]
+
+    return C.HandlerParser(
+        name=NAME,
+        body=_make_body(view),
+        generation_prompt=gp,
+        grammar=grammar,
+        grammar_lazy=lazy,
+        grammar_triggers=triggers,
+        preserved_tokens=["<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|turn>"],
+        format="peg-gemma4",
+        prompt_suffix=suffix,
+        thinking_start_tag="<|channel>thought",
+        thinking_end_tags=["<channel|>"],
+        message_delimiters={"user": "<|turn>user", "assistant": "<|turn>model"},
+        description=_describe(view),
+        drop_blank_reasoning=False,
+    )
+
+
+def _grammar(view: C.RequestView, lazy: bool) -> str | None:
+    return None
+
+
+def _describe(view: C.RequestView) -> str:
+    thought = ('thought  <- "<|channel>thought" space reasoning(until("<channel|>")) "<channel|>"'
+               if view.extract_reasoning else
+               'thought  <- content("<|channel>thought" space until("<channel|>") "<channel|>")')
+    lines = [
+        'start    <- "<|turn>model\\n"?',
+        thought,
+        'thought? <- &"<|channel>" ("<|channel>" !"thought")* thought | !"<|channel>"',
+    ]
+    if view.has_schema:
+        lines.append('root     <- start thought? "```json" space content(json<schema>) space "```"')
+    elif view.tools_active:
+        names = " | ".join(f'"{t.name}"' for t in view.tools)
+        rep = "+" if view.parallel else ""
+        lines += [
+            "value    <- '<|\"|>' until('<|\"|>') '<|\"|>' | dict | array | number | true | false | null",
+            "dict     <- '{' space ('}' | key ':' space value (',' space key ':' space value)* space '}')",
+            f'call     <- "<|tool_call>call:" tool-name({names}) &"{{" tool-args(dict) "<tool_call|>"',
+        ]
+        if view.required:
+            lines.append(f"root     <- start thought? call{rep or ''}{'' if view.parallel else ''}")
+        else:
+            lines.append('message  <- thought? content(until("<|channel>" | "<channel|>" | "<|tool_call>"))')
+            lines.append(f'root     <- start message* until("<|tool_call>") call{"*" if view.parallel else "?"}')
+    else:
+        lines.append('message  <- thought? content(until("<|channel>" | "<channel|>"))')
+        lines.append("root     <- start message+")
+    return "\n".join(lines)
