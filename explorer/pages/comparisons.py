@@ -1,4 +1,77 @@
+"""Comparisons: every A-versus-B render of the analysis (R1…T7, A1/A2, role markers, generation prompt)
+side by side — the inputs of both variants, both renders, the diff split coloured prefix / left / right /
+suffix with whitespace and special tokens visible — and the fields each comparison set."""
+
+import pandas as pd
 import streamlit as st
 
+from explorer import state
+from explorer.components.diff_view import parts_html, show_diff, show_text
+from explorer.components.text import literal, md
+
 st.title("Comparisons")
-st.info("Coming soon.")
+tpl = state.attempt(state.current)
+rep = state.attempt(state.report, tpl) if tpl is not None else None
+if rep is None:
+    st.stop()
+st.markdown(f"**{md(tpl.name)}** · {len(rep.comparisons)} comparisons")
+
+comparisons = list(rep.comparisons)
+ids = [c.id for c in comparisons]
+c1, c2, c3 = st.columns([2, 2, 1])
+state.default("in_cmp_focus", "All")
+if st.session_state["in_cmp_focus"] not in ["All", *ids]:
+    st.session_state["in_cmp_focus"] = "All"
+focus = c1.selectbox("Show", ["All", *ids], key="in_cmp_focus")
+only_found = c2.toggle("Only comparisons that set a field", key="in_cmp_only_found")
+full = c3.toggle("Whole renders in diffs", key="in_cmp_full",
+                 help="Show the shared prefix and suffix in full instead of their nearest 400 characters.")
+
+overview = pd.DataFrame([{
+    "id": c.id, "title": c.title, "status": "error" if c.error else ("ok" if c.diff is not None else "skipped"),
+    "fields set": ", ".join(c.found or {}),
+} for c in comparisons], columns=["id", "title", "status", "fields set"])
+with st.expander("Summary table", expanded=focus == "All"):
+    st.dataframe(overview, hide_index=True, width="stretch")
+
+for c in comparisons:
+    if focus != "All" and c.id != focus:
+        continue
+    if only_found and not c.found:
+        continue
+    status = " — render failed" if c.error else ""
+    with st.expander(md(f"{c.id}: {c.title}{status}"), expanded=focus == c.id):
+        if c.error:
+            st.warning(md(c.error))
+        if c.found:
+            st.markdown("**Fields this comparison set**")
+            st.dataframe(pd.DataFrame([{"field": k, "value": literal(v) if isinstance(v, str) else str(v)}
+                                       for k, v in c.found.items()]), hide_index=True, width="stretch")
+        else:
+            st.caption("This comparison set no field.")
+        for note in getattr(c, "notes", None) or []:
+            st.caption(md(note))
+        tab_diff, tab_renders, tab_inputs = st.tabs(["Diff split", "Renders A | B", "Inputs A | B"])
+        with tab_diff:
+            if c.diff is None:
+                st.caption("No diff: a render failed.")
+            else:
+                show_diff(c.diff, context=None if full else 400)
+                with st.popover("The four parts"):
+                    st.html(parts_html(c.diff))
+        with tab_renders:
+            a, b = st.columns(2)
+            with a:
+                st.markdown("**A**")
+                show_text(c.output_a)
+            with b:
+                st.markdown("**B**")
+                show_text(c.output_b)
+        with tab_inputs:
+            a, b = st.columns(2)
+            with a:
+                st.markdown("**A**")
+                st.json(c.inputs_a, expanded=False)
+            with b:
+                st.markdown("**B**")
+                st.json(c.inputs_b, expanded=False)

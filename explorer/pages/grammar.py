@@ -1,4 +1,54 @@
+"""Grammar: the GBNF grammar of the parser built for the current template and the playground's request
+settings, highlighted, with its lazy triggers, preserved tokens and a download button."""
+
+import pandas as pd
 import streamlit as st
 
+from explorer import state
+from explorer.components.code_view import show_code
+from explorer.components.text import md
+
 st.title("Grammar")
-st.info("Coming soon.")
+tpl = state.attempt(state.current)
+if tpl is None:
+    st.stop()
+st.markdown(f"**{md(tpl.name)}**")
+st.caption("Built for the request settings of the Playground (tools, tool_choice, parallel calls, reasoning).")
+
+request = state.attempt(state.request_dict)
+bundle = state.attempt(state.parser_bundle, tpl, request) if request is not None else None
+if bundle is None:
+    st.stop()
+parser = bundle.parser
+
+c1, c2, c3 = st.columns(3)
+c1.metric("Grammar", "present" if parser.grammar else "none")
+c2.metric("Lazy", "yes" if parser.grammar_lazy else "no")
+c3.metric("Triggers", len(parser.grammar_triggers or []))
+
+if parser.grammar:
+    show_code(parser.grammar, "gbnf", max_height="36rem")
+    stem = tpl.name.split(":")[0].rsplit(".", 1)[0] or "template"
+    st.download_button("Download grammar (.gbnf)", parser.grammar, file_name=f"{stem}.gbnf", mime="text/plain")
+else:
+    st.info("No grammar for this request: llama.cpp builds one when tools are given with a tool format and "
+            "tool_choice is auto (with a trigger) or required, or when a JSON schema is set.")
+
+st.subheader("Triggers")
+trig = pd.DataFrame([{"type": getattr(t.type, "value", str(t.type)), "value": t.value}
+                     for t in parser.grammar_triggers or []], columns=["type", "value"])
+st.dataframe(trig, hide_index=True, width="stretch")
+
+left, right = st.columns(2)
+with left:
+    st.subheader("Preserved tokens")
+    st.dataframe(pd.DataFrame({"token": list(parser.preserved_tokens or [])}), hide_index=True, width="stretch")
+with right:
+    st.subheader("Additional stops")
+    st.dataframe(pd.DataFrame({"stop": list(parser.additional_stops or [])}), hide_index=True, width="stretch")
+
+with st.expander("Parser structure (PEG)"):
+    try:
+        st.code(parser.describe(), language=None)
+    except Exception as e:  # noqa: BLE001
+        state.show_error(e)

@@ -1,4 +1,150 @@
+"""Playground: parse a model output with the parser built for the current template and request settings,
+one-shot and as a streaming replay (a slider over token steps: deltas so far and the partial message).
+
+The output can be pasted or generated from the template itself (an assistant message with reasoning,
+content and tool calls, rendered). Settings (tools JSON, tool_choice, parallel calls, reasoning_format,
+enable_thinking) are shared with the Grammar and Overrides pages."""
+
+import json
+import re
+
 import streamlit as st
 
+from explorer import state
+from explorer.components.diff_view import show_text
+from explorer.components.text import md
+
 st.title("Playground")
-st.info("Coming soon.")
+tpl = state.attempt(state.current)
+if tpl is None:
+    st.stop()
+
+# ---- inputs (all in session state: nothing typed is lost when switching pages or templates)
+state.default("in_tools", json.dumps(state.default_tools(), indent=2, ensure_ascii=False))
+state.default("in_messages", json.dumps(state.DEFAULT_MESSAGES, indent=2, ensure_ascii=False))
+state.default("in_tool_choice", "auto")
+state.default("in_parallel", False)
+state.default("in_reasoning_format", "auto")
+state.default("in_enable_thinking", True)
+state.default("in_partial", False)
+state.default("in_output", "")
+
+# A new template gets its bundled sample, unless the user wrote something of their own.
+if st.session_state.get("output_owner") != tpl.digest:
+    current_text = st.session_state.get("in_output", "")
+    if not current_text.strip() or current_text == st.session_state.get("output_autofilled"):
+        sample = state.sample_output(tpl)
+        st.session_state["in_output"] = sample
+        st.session_state["output_autofilled"] = sample
+    st.session_state["output_owner"] = tpl.digest
+
+
+def _generate_sample() -> None:
+    try:
+        req = state.request_dict()
+        msg = state.sample_message(req.get("tools"), reasoning=st.session_state.get("in_gen_reasoning", True),
+                                   content=st.session_state.get("in_gen_content", True),
+                                   calls=int(st.session_state.get("in_gen_calls", 1)))
+        text = state.rendered_sample(state.current(), req, msg)
+        st.session_state["in_output"] = text
+        st.session_state["output_autofilled"] = text
+    except Exception as e:  # noqa: BLE001 - shown below
+        st.session_state["playground_error"] = e
+
+
+settings, main = st.columns([1, 2], gap="large")
+with settings:
+    st.subheader("Request")
+    st.selectbox("tool_choice", ["auto", "required", "none"], key="in_tool_choice")
+    st.selectbox("reasoning_format", ["auto", "none", "deepseek", "deepseek-legacy"], key="in_reasoning_format")
+    st.toggle("parallel_tool_calls", key="in_parallel")
+    st.toggle("enable_thinking", key="in_enable_thinking")
+    st.text_area("tools (JSON list, OpenAI shape; empty = no tools)", key="in_tools", height=220)
+    with st.expander("messages (JSON)"):
+        st.text_area("messages", key="in_messages", height=160, label_visibility="collapsed")
+    with st.expander("Generate a sample from the template", expanded=False):
+        st.checkbox("with reasoning", value=True, key="in_gen_reasoning")
+        st.checkbox("with content", value=True, key="in_gen_content")
+        st.number_input("tool calls", min_value=0, max_value=4, value=1, key="in_gen_calls")
+        st.button("Render a sample output", on_click=_generate_sample,
+                  help="Renders an assistant message with the template and keeps what follows the generation "
+                       "prompt, without the end-of-turn text.")
+
+err = st.session_state.pop("playground_error", None)
+
+with main:
+    st.subheader("Model output")
+    if err is not None:
+        state.show_error(err, "Could not render a sample: ")
+    st.text_area("Text the model generated after the prompt", key="in_output", height=200)
+    st.checkbox("output is cut off (partial)", key="in_partial")
+
+    request = state.attempt(state.request_dict)
+    bundle = state.attempt(state.parser_bundle, tpl, request) if request is not None else None
+    if bundle is None:
+        st.stop()
+
+    route_txt = (f"special handler {bundle.route.handler}" if getattr(bundle.route, "kind", "") == "specialized"
+                 else "auto-parser")
+    st.caption(md(f"Parser: {route_txt} · format {bundle.format}"))
+    for note in getattr(bundle, "notes", None) or []:
+        st.warning(md(note))
+
+    output = st.session_state.get("in_output", "")
+    try:
+        msg = bundle.parser.parse(output, bool(st.session_state.get("in_partial")))
+    except Exception as e:  # noqa: BLE001 - parsers should not raise; show it if one does
+        state.show_error(e, "The parser raised: ")
+        st.stop()
+
+    tab_msg, tab_stream, tab_prompt = st.tabs(["Parsed message", "Streaming replay", "Prompt"])
+    with tab_msg:
+        st.json(msg.to_openai(), expanded=True)
+        if msg.reasoning_content:
+            st.markdown("**reasoning_content**")
+            show_text(msg.reasoning_content, max_height="10rem")
+        if msg.content:
+            st.markdown("**content**")
+            show_text(msg.content, max_height="10rem")
+
+    with tab_prompt:
+        st.markdown("**Generation prompt** (prepended to the output when parsing)")
+        show_text(bundle.generation_prompt, max_height="6rem")
+        st.markdown("**Full prompt**")
+        show_text(bundle.prompt)
+
+    with tab_stream:
+        from core.chat.stream import StreamingParser
+
+        # Pseudo-tokens for the replay: special tokens (<…>, […], <｜…｜>) whole, then words, spaces, symbols.
+        pieces = re.findall(r"<[^<>\s]{1,64}>|\[[A-Z_/]{1,32}\]|\s+|\w+|.", output, flags=re.S)
+        if len(pieces) > 1500:  # keep the replay responsive: merge into at most ~1500 steps
+            k = -(-len(pieces) // 1500)
+            pieces = ["".join(pieces[i:i + k]) for i in range(0, len(pieces), k)]
+        if not pieces:
+            st.caption("Nothing to replay: the output is empty.")
+        else:
+            sp = StreamingParser(bundle.parser)
+            steps = []
+            for p in pieces:
+                steps.append((p, sp.feed(p), sp.message))
+            steps.append(("(finish)", sp.finish(bool(st.session_state.get("in_partial"))), sp.message))
+            n = len(steps)
+            if st.session_state.get("in_stream_step", 0) > n:
+                st.session_state["in_stream_step"] = n
+            state.default("in_stream_step", n)
+            step = st.slider("Step (tokens fed)", 1, n, key="in_stream_step") if n > 1 else 1
+            fed = "".join(p for p, _, _ in steps[:step] if p != "(finish)")
+            deltas = [d.to_openai() for _, ds, _ in steps[:step] for d in ds]
+            st.caption(md(f"Step {step} of {n}: token {steps[step - 1][0]!r}; {len(deltas)} deltas so far"
+                          + (f"; {sp.held_back} steps held back (would have retracted text)" if sp.held_back
+                             else "")))
+            st.markdown("**Text fed so far**")
+            show_text(fed, max_height="8rem")
+            c1, c2 = st.columns(2)
+            with c1:
+                st.markdown("**Deltas so far**")
+                st.json(deltas, expanded=False)
+            with c2:
+                st.markdown("**Partial message**")
+                st.json(steps[step - 1][2].to_openai(), expanded=True)
