@@ -1,0 +1,259 @@
+"""The differential analysis of a chat template: ``analyze`` → :class:`AnalysisReport`; ``reapply``.
+
+Order (llama.cpp ``autoparser::analyze_template``, analysis notes §7): capabilities, reasoning (R1–R3),
+content (C1), tools (T1–T7, when the template supports tool calls), assistant and user start markers,
+preserved tokens, then the workarounds in list order; finally the caller's field overrides. The report
+keeps every comparison (inputs, both renders, diff split, the fields it set) so the app and the CLI can
+show how each marker was found, plus the result before workarounds (``raw``) so :func:`reapply` can
+re-run workarounds and overrides without rendering anything.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable
+
+from ..errors import AnalysisError
+from ..templating import ChatTemplate
+from .content import analyze_content
+from .generation_prompt import common_prefix_len, request_extra_context
+from .preserved import MARKER_FIELDS, collect_preserved_tokens
+from .reasoning import analyze_reasoning
+from .result import (
+    CallIdPosition,
+    Caps,
+    ContentMode,
+    ReasoningMode,
+    TemplateAnalysis,
+    ToolFormat,
+    ToolsAnalysis,
+)
+from .roles import detect_assistant_start, detect_user_start
+from .routing import Route, detect_route
+from .session import Comparison, ProbeSession
+from .tools import analyze_tools
+from .workarounds import WORKAROUNDS_BY_NAME, apply_workarounds
+
+try:  # capability probes (helper module); the fallback keeps the analysis usable without it
+    from .caps import normalize_messages, probe_caps
+except ImportError:  # pragma: no cover - only while caps.py does not exist
+    def probe_caps(template: ChatTemplate) -> Caps:
+        return Caps()
+
+    def normalize_messages(messages: list[dict[str, Any]], caps: Caps) -> list[dict[str, Any]]:
+        return messages
+
+
+REFERENCE_TOOLS: list[dict[str, Any]] = [{
+    "type": "function",
+    "function": {
+        "name": "special_function",
+        "description": "I need an arg",
+        "parameters": {"type": "object",
+                       "properties": {"arg1": {"type": "integer", "description": "The arg."}},
+                       "required": ["arg1"]},
+    },
+}]
+"""The one tool of the reference's request (``tools/oracle/tools.json``), used for the report's generation
+prompt."""
+
+REFERENCE_MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "Hello"}]
+
+
+@dataclass
+class AnalysisReport:
+    """Everything one analysis found and how.
+
+    ``analysis`` (final: after workarounds and overrides), ``raw`` (before workarounds and overrides, with
+    the preserved tokens collected), ``comparisons`` (every :class:`Comparison`, in run order),
+    ``workarounds_applied`` (names that fired), ``workaround_effects`` (name → fields set),
+    ``overrides`` (the field overrides applied), ``disabled_workarounds``, ``probe_failures`` ("id: error"
+    strings; a failed probe degrades only its part), ``generation_prompt`` (reference input: user "Hello"
+    + one tool, add_generation_prompt and enable_thinking on), ``route``, ``template_name``,
+    ``source`` (normalised source, for workaround triggers), ``render_count`` (renders actually executed),
+    ``elapsed_ms``.
+    """
+
+    analysis: TemplateAnalysis
+    raw: TemplateAnalysis
+    comparisons: list[Comparison]
+    workarounds_applied: list[str]
+    probe_failures: list[str]
+    generation_prompt: str
+    route: Route
+    template_name: str
+    workaround_effects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    disabled_workarounds: list[str] = field(default_factory=list)
+    source: str = ""
+    render_count: int = 0
+    elapsed_ms: float = 0.0
+
+    def comparison(self, id_: str) -> Comparison | None:
+        """The comparison with this id, or None."""
+        return next((c for c in self.comparisons if c.id == id_), None)
+
+    def to_json(self, *, comparisons: bool = True) -> dict[str, Any]:
+        """``{"template", "route", "analysis", "generation_prompt", "workarounds_applied", …}``; the
+        ``analysis`` object has the reference's field names."""
+        d: dict[str, Any] = {
+            "template": self.template_name,
+            "route": self.route.kind,
+            "handler": self.route.handler,
+            "analysis": self.analysis.to_json(),
+            "generation_prompt": self.generation_prompt,
+            "workarounds_applied": list(self.workarounds_applied),
+            "workaround_effects": self.workaround_effects,
+            "overrides": self.overrides,
+            "probe_failures": list(self.probe_failures),
+        }
+        if comparisons:
+            d["comparisons"] = [c.to_json() for c in self.comparisons]
+        return d
+
+
+def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
+            overrides: dict[str, Any] | None = None, caps: Caps | None = None,
+            with_generation_prompt: bool = True) -> AnalysisReport:
+    """Analyse ``template`` by differential rendering.
+
+    ``disabled_workarounds``: workaround names not to apply; ``overrides``: dotted field paths of
+    ``TemplateAnalysis.to_json()`` → value (e.g. ``{"reasoning.start": "<think>"}``); ``caps``: use these
+    capabilities instead of probing (for experiments). Raises :class:`~core.errors.AnalysisError` when
+    every probe render fails, or for an unknown override path / workaround name / bad enum value.
+    """
+    t0 = time.perf_counter()
+    disabled = list(disabled_workarounds or ())
+    _check_workaround_names(template.name, disabled)
+    route = detect_route(template.source)
+    failures: list[str] = []
+    if caps is None:
+        try:
+            caps = probe_caps(template)
+        except Exception as e:  # probes swallow render errors; anything else must not abort the analysis
+            failures.append(f"caps: capability probes failed ({e}); defaults used")
+            caps = Caps()
+    s = ProbeSession(template, caps, normalize_messages)
+
+    reasoning = analyze_reasoning(s, caps.supports_tool_calls)
+    content = analyze_content(s, reasoning)
+    tools = analyze_tools(s, caps, reasoning) if caps.supports_tool_calls else ToolsAnalysis()
+    assistant_start = detect_assistant_start(s, reasoning)
+    user_start = detect_user_start(s)
+
+    raw = TemplateAnalysis(caps=copy.deepcopy(caps), user_start=user_start, assistant_start=assistant_start,
+                           reasoning=reasoning, content=content, tools=tools)
+    raw.preserved_tokens = collect_preserved_tokens(raw)
+
+    if not any(c.ok for c in s.comparisons):
+        first = s.failures[0] if s.failures else "no probe ran"
+        raise AnalysisError(template.name, f"the template fails to render every probe (first: {first})")
+
+    gp = ""
+    if with_generation_prompt:
+        gp = _generation_prompt(s, caps)
+    report = AnalysisReport(
+        analysis=raw, raw=raw, comparisons=s.comparisons, workarounds_applied=[],
+        probe_failures=failures + s.failures, generation_prompt=gp, route=route, template_name=template.name,
+        source=template.normalized_source, render_count=s.render_count,
+    )
+    report = reapply(report, disabled_workarounds=disabled, overrides=overrides)
+    report.elapsed_ms = (time.perf_counter() - t0) * 1000
+    return report
+
+
+def _generation_prompt(s: ProbeSession, caps: Caps) -> str:
+    """Generation prompt for the reference request, rendered through the session (recorded as the
+    ``generation_prompt`` comparison)."""
+    from ..diff import RenderParams
+
+    msgs = copy.deepcopy(REFERENCE_MESSAGES)
+    extra = request_extra_context()
+    a = RenderParams(msgs, tools=copy.deepcopy(REFERENCE_TOOLS), add_generation_prompt=False,
+                     extra_context=extra)
+    b = RenderParams(copy.deepcopy(msgs), tools=copy.deepcopy(REFERENCE_TOOLS), add_generation_prompt=True,
+                     extra_context=dict(extra))
+    cmp = s.compare("generation_prompt", "What does add_generation_prompt append? The reference request "
+                    "(user 'Hello' + one tool) without vs with it.", a, b)
+    if not cmp.ok:
+        return ""
+    gp = cmp.output_b[common_prefix_len(cmp.output_a, cmp.output_b):]
+    cmp.found["generation_prompt"] = gp
+    return gp
+
+
+def _check_workaround_names(name: str, disabled: Iterable[str]) -> None:
+    unknown = sorted(set(disabled) - set(WORKAROUNDS_BY_NAME))
+    if unknown:
+        raise AnalysisError(name, f"unknown workaround name(s) {', '.join(unknown)}; known: "
+                                  f"{', '.join(WORKAROUNDS_BY_NAME)}")
+
+
+def reapply(report: AnalysisReport, *, disabled_workarounds: Iterable[str] = (),
+            overrides: dict[str, Any] | None = None) -> AnalysisReport:
+    """A new report with the workarounds (minus ``disabled_workarounds``) and ``overrides`` re-applied to
+    ``report.raw``. Renders nothing (cheap; the explorer calls it on every edit).
+
+    Overrides are dotted paths of ``TemplateAnalysis.to_json()``; when an override changes a marker and
+    ``preserved_tokens`` is not overridden itself, the trimmed new marker is added to the preserved tokens.
+    Raises :class:`~core.errors.AnalysisError` naming an unknown path, a value of the wrong type, a bad enum
+    value or an unknown workaround name.
+    """
+    disabled = list(disabled_workarounds or ())
+    _check_workaround_names(report.template_name, disabled)
+    final = report.raw.copy()
+    fired = apply_workarounds(report.source, final, disabled)
+    final.analysis_complete = True
+    overrides = dict(overrides or {})
+    if overrides:
+        final = apply_overrides(report.template_name, final, overrides)
+    return replace(report, analysis=final, workarounds_applied=[n for n, _ in fired],
+                   workaround_effects={n: eff for n, eff in fired}, overrides=overrides,
+                   disabled_workarounds=disabled)
+
+
+_ENUM_PATHS = {"reasoning.mode": ReasoningMode, "content.mode": ContentMode, "tools.format.mode": ToolFormat,
+               "tools.call_id.pos": CallIdPosition}
+
+
+def apply_overrides(name: str, analysis: TemplateAnalysis, overrides: dict[str, Any]) -> TemplateAnalysis:
+    """Return a copy of ``analysis`` with ``overrides`` (dotted path → value) applied; see :func:`reapply`."""
+    data = analysis.to_json()
+    for path, value in overrides.items():
+        parts = path.split(".")
+        node: Any = data
+        for p in parts[:-1]:
+            if not isinstance(node, dict) or p not in node or not isinstance(node[p], dict):
+                raise AnalysisError(name, f"unknown override path {path!r}")
+            node = node[p]
+        leaf = parts[-1]
+        if not isinstance(node, dict) or leaf not in node or isinstance(node[leaf], dict):
+            raise AnalysisError(name, f"unknown override path {path!r}")
+        old = node[leaf]
+        if isinstance(old, bool):
+            if not isinstance(value, bool):
+                raise AnalysisError(name, f"override {path!r} needs true/false, got {value!r}")
+        elif isinstance(old, str):
+            if not isinstance(value, str):
+                raise AnalysisError(name, f"override {path!r} needs a string, got {value!r}")
+        elif isinstance(old, list):
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                raise AnalysisError(name, f"override {path!r} needs a list of strings, got {value!r}")
+            value = list(value)
+        enum_cls = _ENUM_PATHS.get(path)
+        if enum_cls is not None and value not in {m.value for m in enum_cls}:
+            raise AnalysisError(name, f"override {path!r}: {value!r} is not one of "
+                                      f"{', '.join(m.value for m in enum_cls)}")
+        node[leaf] = value
+    out = TemplateAnalysis.from_json(data)
+    if "preserved_tokens" not in overrides:
+        from ..diff import trim
+
+        for path in overrides:
+            if path in MARKER_FIELDS:
+                tok = trim(overrides[path])
+                if tok and tok not in out.preserved_tokens:
+                    out.preserved_tokens.append(tok)
+    return out

@@ -1,0 +1,43 @@
+"""The generation prompt: what ``add_generation_prompt`` appends (analysis notes §14).
+
+Follows llama.cpp ``common_chat_template_generation_prompt``: render the same inputs without and with
+``add_generation_prompt``; the generation prompt is the second render after their character-level longest
+common prefix ("" when the template ignores the flag; everything from the first difference when the flag
+changes something earlier).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from ..templating import ChatTemplate, apply_template
+
+
+def request_extra_context(now: _dt.datetime | None = None) -> dict[str, str]:
+    """The extra context llama.cpp's request path adds: ``datetime`` ("%b %d %Y") and ``date_string``
+    ("%d %b %Y")."""
+    now = now or _dt.datetime.now()
+    return {"datetime": now.strftime("%b %d %Y"), "date_string": now.strftime("%d %b %Y")}
+
+
+def common_prefix_len(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def generation_prompt(template: ChatTemplate, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                      enable_thinking: bool = True, extra_context: dict[str, Any] | None = None,
+                      bos_token: str = "", eos_token: str = "") -> str:
+    """Tail that ``add_generation_prompt`` adds to the render of ``messages`` (already normalised for the
+    template's caps) with ``tools``.
+
+    Raises :class:`~core.errors.TemplateRenderError` when either render fails.
+    """
+    kw = dict(extra_context=extra_context, bos_token=bos_token, eos_token=eos_token)
+    without = apply_template(template, messages, tools, False, enable_thinking, **kw)
+    with_gp = apply_template(template, messages, tools, True, enable_thinking, **kw)
+    return with_gp[common_prefix_len(without, with_gp):]

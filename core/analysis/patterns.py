@@ -1,0 +1,372 @@
+"""The strict mini-PEG the analysis uses to pick markers out of renders (analysis notes §5).
+
+A port of the few primitives of llama.cpp's ``peg-parser.cpp`` that ``chat-diff-analyzer.cpp`` uses, in
+strict (non-lenient) mode, so every parse either succeeds or fails:
+
+* ``lit(s)`` exact text; ``ANY`` one character; ``END`` end of input; ``SPACE`` zero or more C-locale
+  whitespace characters; ``REST`` everything left;
+* ``until(*delims)`` consumes up to the first position where a delimiter matches fully, or where the rest
+  of the input is a non-empty proper prefix of a delimiter (llama.cpp's trie "partial match"); it always
+  succeeds and never consumes the delimiter;
+* ``MARKER`` = ``<`` … ``>`` or ``[`` … ``]``;
+* ``a + b`` sequence, ``a | b`` ordered choice, ``neg(x)`` negative lookahead, ``opt(x)``, ``star(x)``
+  (greedy, never backtracks, stops at end of input or on an empty match), ``tag(name, x)`` capture.
+
+Captures: only those on the successful path survive; when a name is captured more than once, the last in
+pre-order wins; a missing tag reads as "".
+
+Drivers: :func:`parse_and_extract` (from position 0, need not consume everything) and
+:func:`parse_anywhere` (first start position 0..len-1 that succeeds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+_WS = frozenset(" \t\n\v\f\r")
+
+Caps = list  # list of (name, text) pairs, pre-order
+
+
+class Pattern:
+    """A PEG expression. ``match(s, pos, caps)`` returns the end position or -1; a failing match leaves
+    ``caps`` as it found it."""
+
+    __slots__ = ()
+
+    def match(self, s: str, pos: int, caps: Caps) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __add__(self, other: "Pattern | str") -> "Pattern":
+        return Seq(self, _p(other))
+
+    def __radd__(self, other: str) -> "Pattern":
+        return Seq(_p(other), self)
+
+    def __or__(self, other: "Pattern | str") -> "Pattern":
+        return Choice(self, _p(other))
+
+    def __lshift__(self, other: "Pattern | str") -> "Pattern":
+        """``a << b`` is ``a SPACE b``."""
+        return Seq(self, SPACE, _p(other))
+
+
+def _p(x: "Pattern | str") -> Pattern:
+    return Lit(x) if isinstance(x, str) else x
+
+
+class Lit(Pattern):
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def match(self, s: str, pos: int, caps: Caps) -> int:
+        return pos + len(self.text) if s.startswith(self.text, pos) else -1
+
+    def __repr__(self) -> str:
+        return f"lit({self.text!r})"
+
+
+class _Any(Pattern):
+    __slots__ = ()
+
+    def match(self, s: str, pos: int, caps: Caps) -> int:
+        return pos + 1 if pos < len(s) else -1
+
+    def __repr__(self) -> str:
+        return "any"
+
+
+class _End(Pattern):
+    __slots__ = ()
+
+    def match(self, s: str, pos: int, caps: Caps) -> int:
+        return pos if pos >= len(s) else -1
+
+    def __repr__(self) -> str:
+        return "end"
+
+
+class _Space(Pattern):
+    __slots__ = ()
+
+    def match(self, s: str, pos: int, caps: Caps) -> int:
+        n = len(s)
+        while pos < n and s[pos] in _WS:
+            pos += 1
+        return pos
+
+    def __repr__(self) -> str:
+        return "space"
+
+
+class _Rest(Pattern):
+    __slots__ = ()
+
+    def match(self, s: str, pos: int, caps: Caps) -> int:
+        return max(pos, len(s))
+
+    def __repr__(self) -> str:
+        return "rest"
+
+
+class _Marker(Pattern):
+    """``lit("<") until(">") lit(">")`` or ``lit("[") until("]") lit("]")``."""
+
+    __slots__ = ()
+
+    def match(self, s: str, pos: int, caps: Caps) -> int:
+        if pos >= len(s):
+            return -1
+        c = s[pos]
+        if c == "<":
+            e = s.find(">", pos + 1)
+        elif c == "[":
+            e = s.find("]", pos + 1)
+        else:
+            return -1
+        return e + 1 if e >= 0 else -1
+
+    def __repr__(self) -> str:
+        return "marker"
+
+
+class Until(Pattern):
+    __slots__ = ("delims", "maxlen")
+
+    def __init__(self, *delims: str):
+        self.delims = tuple(d for d in delims if d)
+        self.maxlen = max((len(d) for d in self.delims), default=0)
+
+    def match(self, s: str, pos: int, caps: Caps) -> int:
+        return until_stop(s, pos, self.delims, self.maxlen)
+
+    def __repr__(self) -> str:
+        return f"until{self.delims!r}"
+
+
+def until_stop(s: str, pos: int, delims: tuple[str, ...], maxlen: int) -> int:
+    """Where ``until(*delims)`` starting at ``pos`` stops (see module doc)."""
+    n = len(s)
+    if pos >= n or not delims:
+        return max(pos, n)
+    stop = n
+    for d in delims:
+        i = s.find(d, pos)
+        if 0 <= i < stop:
+            stop = i
+    # partial match: the rest of the input is a proper non-empty prefix of a delimiter
+    first = max(pos, n - maxlen + 1)
+    for p in range(first, min(stop, n)):
+        rest = s[p:]
+        for d in delims:
+            if len(d) > len(rest) and d.startswith(rest):
+                return p
+    return stop
+
+
+class Seq(Pattern):
+    __slots__ = ("items",)
+
+    def __init__(self, *items: Pattern):
+        flat: list[Pattern] = []
+        for it in items:
+            if isinstance(it, Seq):
+                flat.extend(it.items)
+            else:
+                flat.append(it)
+        self.items = tuple(flat)
+
+    def match(self, s: str, pos: int, caps: Caps) -> int:
+        n0 = len(caps)
+        for it in self.items:
+            pos = it.match(s, pos, caps)
+            if pos < 0:
+                del caps[n0:]
+                return -1
+        return pos
+
+    def __repr__(self) -> str:
+        return "(" + " ".join(map(repr, self.items)) + ")"
+
+
+class Choice(Pattern):
+    __slots__ = ("alts",)
+
+    def __init__(self, *alts: Pattern):
+        flat: list[Pattern] = []
+        for a in alts:
+            if isinstance(a, Choice):
+                flat.extend(a.alts)
+            else:
+                flat.append(a)
+        self.alts = tuple(flat)
+
+    def match(self, s: str, pos: int, caps: Caps) -> int:
+        for a in self.alts:
+            e = a.match(s, pos, caps)
+            if e >= 0:
+                return e
+        return -1
+
+    def __repr__(self) -> str:
+        return "(" + " | ".join(map(repr, self.alts)) + ")"
+
+
+class Not(Pattern):
+    __slots__ = ("child",)
+
+    def __init__(self, child: Pattern):
+        self.child = child
+
+    def match(self, s: str, pos: int, caps: Caps) -> int:
+        return -1 if self.child.match(s, pos, []) >= 0 else pos
+
+    def __repr__(self) -> str:
+        return f"!{self.child!r}"
+
+
+class Opt(Pattern):
+    __slots__ = ("child",)
+
+    def __init__(self, child: Pattern):
+        self.child = child
+
+    def match(self, s: str, pos: int, caps: Caps) -> int:
+        e = self.child.match(s, pos, caps)
+        return e if e >= 0 else pos
+
+    def __repr__(self) -> str:
+        return f"{self.child!r}?"
+
+
+class Star(Pattern):
+    __slots__ = ("child",)
+
+    def __init__(self, child: Pattern):
+        self.child = child
+
+    def match(self, s: str, pos: int, caps: Caps) -> int:
+        n = len(s)
+        child = self.child
+        while pos < n:
+            n0 = len(caps)
+            e = child.match(s, pos, caps)
+            if e < 0:
+                break
+            if e == pos:
+                del caps[n0:]
+                break
+            pos = e
+        return pos
+
+    def __repr__(self) -> str:
+        return f"{self.child!r}*"
+
+
+class Tag(Pattern):
+    __slots__ = ("name", "child")
+
+    def __init__(self, name: str, child: Pattern):
+        self.name = name
+        self.child = child
+
+    def match(self, s: str, pos: int, caps: Caps) -> int:
+        i = len(caps)
+        caps.append(None)
+        e = self.child.match(s, pos, caps)
+        if e < 0:
+            del caps[i:]
+            return -1
+        caps[i] = (self.name, s[pos:e])
+        return e
+
+    def __repr__(self) -> str:
+        return f"{self.name}:{self.child!r}"
+
+
+ANY = _Any()
+END = _End()
+SPACE = _Space()
+REST = _Rest()
+MARKER = _Marker()
+
+
+def lit(s: str) -> Pattern:
+    return Lit(s)
+
+
+def until(*delims: str) -> Pattern:
+    return Until(*delims)
+
+
+def seq(*items: "Pattern | str") -> Pattern:
+    return Seq(*(_p(i) for i in items))
+
+
+def choice(*alts: "Pattern | str") -> Pattern:
+    return Choice(*(_p(a) for a in alts))
+
+
+def neg(x: "Pattern | str") -> Pattern:
+    return Not(_p(x))
+
+
+def opt(x: "Pattern | str") -> Pattern:
+    return Opt(_p(x))
+
+
+def star(x: "Pattern | str") -> Pattern:
+    return Star(_p(x))
+
+
+def tag(name: str, x: "Pattern | str") -> Pattern:
+    return Tag(name, _p(x))
+
+
+# ``LASTM`` = the last marker plus any non-marker tail up to the end of input.
+LAST_MARKER = MARKER + star(neg(MARKER) + ANY) + END
+
+
+@dataclass
+class Match:
+    """Outcome of a parse: ``ok`` and the captured ``tags`` (empty on failure). ``tags.get(name, "")``."""
+
+    ok: bool
+    tags: dict[str, str] = field(default_factory=dict)
+    start: int = 0
+    end: int = -1
+
+    def __getitem__(self, name: str) -> str:
+        return self.tags.get(name, "")
+
+
+def _tags(caps: Caps) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for c in caps:
+        if c is not None:
+            out[c[0]] = c[1]
+    return out
+
+
+def parse_and_extract(p: Pattern, s: str) -> Match:
+    """Parse ``s`` with ``p`` from position 0 (llama.cpp ``parse_and_extract``, strict mode)."""
+    caps: Caps = []
+    e = p.match(s, 0, caps)
+    if e < 0:
+        return Match(False)
+    return Match(True, _tags(caps), 0, e)
+
+
+def parse_anywhere(p: Pattern, s: str) -> Match:
+    """First success of ``p`` starting at 0, 1, …, len(s)-1 (one try at 0 for empty input); failure with no
+    tags otherwise (llama.cpp ``parse_anywhere_and_extract``)."""
+    if not s:
+        return parse_and_extract(p, s)
+    for i in range(len(s)):
+        caps: Caps = []
+        e = p.match(s, i, caps)
+        if e >= 0:
+            return Match(True, _tags(caps), i, e)
+    return Match(False)

@@ -1,0 +1,124 @@
+"""Phase 1 — how reasoning is marked (analysis notes §8; llama.cpp ``analyze_reasoning``).
+
+* R1 ``compare_reasoning_presence``: an assistant turn without vs with ``reasoning_content``;
+* R2 ``compare_thinking_enabled``: the generation prompt with ``enable_thinking`` false vs true;
+* R3 ``compare_reasoning_scope`` (only when the template supports tool calls): reasoning on a content turn
+  vs on a tool-call turn — reasoning shown only with tool calls is ``TOOLS_ONLY``.
+"""
+
+from __future__ import annotations
+
+from ..diff import RenderParams, SegmentKind, prune_whitespace_segments, segmentize_markers, trim
+from . import probes as P
+from .patterns import MARKER, REST, SPACE, lit, opt, parse_anywhere, tag
+from .result import ReasoningAnalysis, ReasoningMode
+from .session import ProbeSession
+
+_R1_WRAPPED = tag("pre", MARKER + SPACE) + lit(P.THINKING_CONTENT) + tag("post", SPACE + MARKER + SPACE) + REST
+_R1_DELIM = lit(P.THINKING_CONTENT) + SPACE + opt(tag("post", MARKER + SPACE) + REST)
+_R3_WRAPPED = tag("pre", MARKER + SPACE) + lit(P.THINKING_CONTENT) + SPACE + tag("post", MARKER + SPACE)
+_R3_DELIM = lit(P.THINKING_CONTENT) + SPACE + opt(tag("post", MARKER + SPACE))
+
+
+def analyze_reasoning(s: ProbeSession, supports_tool_calls: bool) -> ReasoningAnalysis:
+    """Run R1, R2 and (if ``supports_tool_calls``) R3; return the reasoning markers."""
+    r = ReasoningAnalysis()
+    _r1(s, r)
+    _r2(s, r)
+    if supports_tool_calls:
+        _r3(s, r)
+    return r
+
+
+def _set(cmp, r: ReasoningAnalysis, **kw) -> None:
+    for k, v in kw.items():
+        setattr(r, k, v)
+        cmp.found[f"reasoning.{k}"] = v.value if isinstance(v, ReasoningMode) else v
+
+
+def _r1(s: ProbeSession, r: ReasoningAnalysis) -> None:
+    a = RenderParams([P.user(), P.assistant()])
+    b = RenderParams([P.user(), P.assistant(reasoning=P.THINKING_CONTENT)])
+    cmp = s.compare("R1", "Is reasoning_content rendered? An answer without vs with reasoning.", a, b)
+    if not cmp.ok:
+        return
+    d = cmp.diff
+    if not d.right or P.THINKING_CONTENT not in d.right:
+        cmp.notes.append("reasoning text does not appear in the diff: the template drops reasoning_content")
+        return
+    m = parse_anywhere(_R1_WRAPPED, cmp.output_b)
+    if not m.ok:
+        m = parse_anywhere(_R1_DELIM, cmp.output_b)
+    if m.ok:
+        if m["pre"] and m["post"]:
+            _set(cmp, r, mode=ReasoningMode.TAG_BASED, start=m["pre"], end=m["post"])
+        elif m["post"]:
+            _set(cmp, r, mode=ReasoningMode.TAG_BASED, end=m["post"])
+
+
+def _r2(s: ProbeSession, r: ReasoningAnalysis) -> None:
+    a = RenderParams([P.user()], add_generation_prompt=True, enable_thinking=False)
+    b = RenderParams([P.user()], add_generation_prompt=True, enable_thinking=True)
+    cmp = s.compare("R2", "Does enable_thinking change the generation prompt? Thinking off vs on.", a, b)
+    if not cmp.ok:
+        return
+    d = cmp.diff
+    lt, rt = trim(d.left), trim(d.right)
+    out_a, out_b = cmp.output_a, cmp.output_b
+    if not lt and d.right:
+        # thinking adds text at the end (e.g. an opening <think>)
+        if rt and out_b.endswith(rt) and not r.start:
+            _set(cmp, r, start=d.right, mode=ReasoningMode.TAG_BASED)
+    elif not rt and d.left:
+        # thinking off adds text (e.g. an empty <think></think>)
+        if lt and out_a.endswith(lt) and not r.end:
+            seg = prune_whitespace_segments(segmentize_markers(out_a))
+            if len(seg) >= 2 and seg[-1].value == lt and seg[-2].kind == SegmentKind.MARKER:
+                _set(cmp, r, start=seg[-2].value)
+            _set(cmp, r, end=d.left, mode=ReasoningMode.TAG_BASED)
+    elif lt and rt:
+        # both sides differ (e.g. a changed system prompt): anchor on the tail of one render
+        for base, ext in ((out_b, out_a), (out_a, out_b)):
+            n = min(len(base), 64)
+            anchor = base[len(base) - n:]
+            pos = ext.rfind(anchor)
+            if pos < 0 or pos + n >= len(ext):
+                continue
+            extra = trim(ext[pos + n:])
+            if not extra:
+                continue
+            seg = prune_whitespace_segments(segmentize_markers(extra))
+            if len(seg) == 2 and seg[0].kind == SegmentKind.MARKER and seg[1].kind == SegmentKind.MARKER:
+                if not r.start:
+                    _set(cmp, r, start=seg[0].value)
+                if not r.end:
+                    _set(cmp, r, end=seg[1].value)
+                _set(cmp, r, mode=ReasoningMode.TAG_BASED)
+                break
+    if r.mode == ReasoningMode.NONE and not r.start and r.end:
+        _set(cmp, r, mode=ReasoningMode.TAG_BASED)
+
+
+def _r3(s: ProbeSession, r: ReasoningAnalysis) -> None:
+    tools = P.tools()
+    a = RenderParams([P.user(), P.assistant(reasoning=P.THINKING_CONTENT)], tools=tools)
+    b = RenderParams([P.user(), P.assistant(None, reasoning=P.THINKING_CONTENT, tool_calls=[
+        P.call(P.FUN_FIRST, {P.ARG_FIRST: "VVVV", P.ARG_SECOND: "XXXX"})])], tools=tools)
+    cmp = s.compare("R3", "Is reasoning shown only on tool-call turns? Reasoning with an answer vs with a call.",
+                    a, b)
+    if not cmp.ok:
+        return
+    in_a = P.THINKING_CONTENT in cmp.output_a
+    in_b = P.THINKING_CONTENT in cmp.output_b
+    if in_a or not in_b:
+        return
+    _set(cmp, r, mode=ReasoningMode.TOOLS_ONLY)
+    m = parse_anywhere(_R3_WRAPPED, cmp.output_b)
+    if m.ok:
+        _set(cmp, r, start=m["pre"], end=m["post"])
+        return
+    m = parse_anywhere(_R3_DELIM, cmp.output_b)
+    if m.ok:
+        _set(cmp, r, end=m["post"])
+    else:
+        _set(cmp, r, mode=ReasoningMode.NONE)

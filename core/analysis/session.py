@@ -1,0 +1,179 @@
+"""One analysis run's rendering session: memoized renders and the recorded comparisons.
+
+Every comparison of the analysis goes through :meth:`ProbeSession.compare`, which renders both variants
+(each distinct input once per session — the same inputs recur across comparisons), diffs them with
+:func:`core.diff.calculate_diff_split` and records a :class:`Comparison` (inputs, both renders, the diff
+split, the fields it set, or the render error). A render error never propagates: it degrades that
+comparison only (llama.cpp's ``compare_variants`` returning "no result").
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..diff import DiffSplit, RenderParams, calculate_diff_split
+from ..errors import ChatTemplateExplorerError
+from ..templating import ChatTemplate, apply_template
+from .result import Caps
+
+
+@dataclass
+class Comparison:
+    """One A-versus-B render comparison of the analysis, kept so the app and CLI can show how each marker
+    was found.
+
+    ``id`` (e.g. ``"R1"``, ``"T3-close"``), ``title`` (a sentence), ``inputs_a`` / ``inputs_b`` (dict:
+    messages, tools, add_generation_prompt, enable_thinking — messages as rendered, i.e. after content
+    normalisation), ``output_a`` / ``output_b`` (renders, "" when failed), ``diff`` (None when a render
+    failed), ``error`` (the render error or None), ``found`` (analysis field path → value this comparison
+    set, e.g. ``{"reasoning.start": "<think>"}``), ``notes`` (free-text remarks of the step).
+    """
+
+    id: str
+    title: str
+    inputs_a: dict[str, Any]
+    inputs_b: dict[str, Any]
+    output_a: str = ""
+    output_b: str = ""
+    diff: DiffSplit | None = None
+    error: str | None = None
+    found: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.diff is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "inputs_a": self.inputs_a,
+            "inputs_b": self.inputs_b,
+            "output_a": self.output_a,
+            "output_b": self.output_b,
+            "diff": self.diff.to_json() if self.diff else None,
+            "error": self.error,
+            "found": self.found,
+            "notes": self.notes,
+        }
+
+
+class _RenderFailure:
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+
+def _identity(messages: list[dict[str, Any]], caps: Caps) -> list[dict[str, Any]]:
+    return messages
+
+
+# Renders shared across sessions of the same template source (bounded): a second analysis of a template
+# (the explorer re-running, a warm benchmark) renders nothing.
+_GLOBAL_CACHE: "OrderedDict[tuple[str, str], Any]" = OrderedDict()
+_GLOBAL_CACHE_MAX = 4096
+
+
+def clear_render_cache() -> None:
+    """Forget every memoized render (tests, benchmarks of cold analysis)."""
+    _GLOBAL_CACHE.clear()
+
+
+class ProbeSession:
+    """Renders probe inputs for one template with the analysis conventions (analysis notes §2).
+
+    ``normalize(messages, caps)`` converts content shapes to what the template accepts (caps module).
+    ``bos_token``/``eos_token`` default to "" as in the reference.
+    """
+
+    def __init__(self, template: ChatTemplate, caps: Caps,
+                 normalize: Callable[[list[dict[str, Any]], Caps], list[dict[str, Any]]] | None = None,
+                 bos_token: str = "", eos_token: str = "", use_global_cache: bool = True):
+        self.template = template
+        self.caps = caps
+        self.normalize = normalize or _identity
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        self.comparisons: list[Comparison] = []
+        self.failures: list[str] = []
+        self.render_count = 0
+        self._cache: dict[str, Any] = {}
+        self._use_global = use_global_cache
+        self._src = template.name + "\x00" + template.source + "\x00" + bos_token + "\x00" + eos_token
+
+    def inputs_of(self, p: RenderParams) -> dict[str, Any]:
+        """The render inputs as given to the template (messages normalised)."""
+        d = {
+            "messages": self.normalize(p.messages, self.caps),
+            "tools": p.tools or None,
+            "add_generation_prompt": p.add_generation_prompt,
+            "enable_thinking": p.enable_thinking,
+        }
+        if p.extra_context:
+            d["extra_context"] = p.extra_context
+        return d
+
+    def render_inputs(self, inputs: dict[str, Any]) -> str:
+        """Render an ``inputs_of`` dict (memoized). Raises the render error (also memoized)."""
+        key = json.dumps(inputs, ensure_ascii=False, default=repr)
+        hit = self._cache.get(key)
+        if hit is None and self._use_global:
+            hit = _GLOBAL_CACHE.get((self._src, key))
+            if hit is not None:
+                _GLOBAL_CACHE.move_to_end((self._src, key))
+                self._cache[key] = hit
+        if hit is None:
+            try:
+                ctx = dict(inputs.get("extra_context") or {})
+                ctx["enable_thinking"] = inputs["enable_thinking"]
+                hit = apply_template(self.template, inputs["messages"], inputs["tools"],
+                                     inputs["add_generation_prompt"], inputs["enable_thinking"],
+                                     extra_context=ctx, bos_token=self.bos_token, eos_token=self.eos_token)
+            except ChatTemplateExplorerError as e:
+                hit = _RenderFailure(e)
+            except Exception as e:  # a template-level bug we did not classify: still only this probe fails
+                hit = _RenderFailure(e)
+            self.render_count += 1
+            self._cache[key] = hit
+            if self._use_global:
+                _GLOBAL_CACHE[(self._src, key)] = hit
+                if len(_GLOBAL_CACHE) > _GLOBAL_CACHE_MAX:
+                    _GLOBAL_CACHE.popitem(last=False)
+        if isinstance(hit, _RenderFailure):
+            raise hit.error
+        return hit
+
+    def render(self, p: RenderParams) -> str:
+        """Render one :class:`RenderParams` (memoized). Raises the render error."""
+        return self.render_inputs(self.inputs_of(p))
+
+    def compare(self, id_: str, title: str, a: RenderParams, b: RenderParams) -> Comparison:
+        """Render A and B, diff them, record and return the :class:`Comparison` (``diff`` None and
+        ``error`` set when a render failed; the failure is also listed in ``failures``)."""
+        ia, ib = self.inputs_of(a), self.inputs_of(b)
+        cmp = Comparison(id_, title, ia, ib)
+        self.comparisons.append(cmp)
+        try:
+            cmp.output_a = self.render_inputs(ia)
+        except Exception as e:
+            cmp.error = f"variant A failed to render: {_msg(e)}"
+        if cmp.error is None:
+            try:
+                cmp.output_b = self.render_inputs(ib)
+            except Exception as e:
+                cmp.error = f"variant B failed to render: {_msg(e)}"
+        if cmp.error is None:
+            cmp.diff = calculate_diff_split(cmp.output_a, cmp.output_b)
+        else:
+            self.failures.append(f"{id_}: {cmp.error}")
+        return cmp
+
+
+def _msg(e: Exception) -> str:
+    m = getattr(e, "message", None)
+    return m if isinstance(m, str) and m else str(e)

@@ -1,0 +1,417 @@
+"""Command line: ``python -m core`` / ``chat-template-explorer``.
+
+* ``analyze FILE [--json] [--variant V] [--full] [--disable-workaround NAME]… [--override PATH=VALUE]…``
+  prints a readable report (route, caps, modes, markers, role markers, preserved tokens, generation
+  prompt, workarounds, then every comparison's prefix / left / right / suffix with whitespace made visible:
+  ``␣`` space, ``↵`` newline, ``→`` tab); ``--json`` prints the report as JSON.
+* ``analyze --batch DIR --jsonl [--workers N] [--timeout S]`` prints one JSON line per template file of DIR
+  (sorted by name): ``{"template", "route", "analysis", "generation_prompt", …}`` or
+  ``{"template", "error"}``. Each template runs in a worker process with a time limit, so a bad or hanging
+  template never stops the batch (``--workers 0`` runs in-process, without the time limit).
+* ``workarounds`` lists the workaround rules (name, trigger, effect).
+* ``parse`` / ``grammar`` / ``conform`` come from :mod:`core.chat.cli_commands` when present.
+
+Errors print one line naming the input and the cause (exit status 2), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+from multiprocessing.connection import wait as mp_wait
+from typing import Any, Iterable
+
+from .errors import ChatTemplateExplorerError, TemplateLoadError
+from .templating import ChatTemplate
+
+TEMPLATE_SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
+
+
+# ------------------------------------------------------------------------------------------------ loading
+
+def load(spec: str, variant: str | None = None) -> ChatTemplate:
+    """Load a template: :func:`core.sources.load_template` when that module exists, otherwise a plain
+    text file (minimal fallback). Raises :class:`~core.errors.TemplateLoadError` /
+    :class:`~core.errors.TemplateSyntaxError` naming the file."""
+    try:
+        from .sources import load_template  # type: ignore[attr-defined]
+    except ImportError:
+        load_template = None
+    if load_template is not None:
+        return load_template(spec, variant).template()
+    if not os.path.isfile(spec):
+        raise TemplateLoadError(spec, "no such file")
+    with open(spec, "rb") as f:
+        data = f.read()
+    if spec.endswith(".gguf"):
+        raise TemplateLoadError(spec, "reading .gguf files needs core.sources")
+    if not data.strip():
+        raise TemplateLoadError(spec, "the file is empty")
+    if b"\x00" in data:
+        raise TemplateLoadError(spec, "binary file (contains NUL bytes), not a template")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TemplateLoadError(spec, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    return ChatTemplate(text, os.path.basename(spec))
+
+
+# ------------------------------------------------------------------------------------------------ display
+
+_VISIBLE = {" ": "␣", "\n": "↵", "\t": "→", "\r": "␍", "\v": "␋", "\f": "␌"}
+
+
+def visible(s: str) -> str:
+    """Whitespace made visible (``␣`` ``↵`` ``→`` …), other control characters as ``\\xNN``; special tokens
+    and all other text as is."""
+    out = []
+    for ch in s:
+        if ch in _VISIBLE:
+            out.append(_VISIBLE[ch])
+        elif ord(ch) < 32 or ord(ch) == 127:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _q(s: str) -> str:
+    return "«" + visible(s) + "»"
+
+
+def _clip_head(s: str, n: int) -> str:
+    return s if len(s) <= n else "…" + s[-n:]
+
+
+def _clip_tail(s: str, n: int) -> str:
+    return s if len(s) <= n else s[:n] + "…"
+
+
+def format_report(report: Any, *, full: bool = False, comparisons: bool = True) -> str:
+    """Readable text of an :class:`~core.analysis.AnalysisReport`."""
+    a = report.analysis
+    L: list[str] = []
+    route = report.route.kind + (f" ({report.route.handler})" if report.route.handler else "")
+    L.append(f"Template: {report.template_name}")
+    L.append(f"Route: {route}")
+    caps = a.caps
+    L.append("Caps: " + ", ".join(f"{k.removeprefix('supports_')}={'yes' if v else 'no'}"
+                                  for k, v in vars(caps).items()))
+    r, c, t = a.reasoning, a.content, a.tools
+    L.append(f"Reasoning: {r.mode.value}  start {_q(r.start)}  end {_q(r.end)}")
+    L.append(f"Content: {c.mode.value}  start {_q(c.start)}  end {_q(c.end)}")
+    f = t.format
+    L.append(f"Tools: {f.mode.value}")
+    if f.mode.value != "NONE":
+        L.append(f"  section: {_q(f.section_start)} … {_q(f.section_end)}")
+        L.append(f"  per call: {_q(f.per_call_start)} … {_q(f.per_call_end)}")
+        if f.mode.value == "JSON_NATIVE":
+            L.append(f"  JSON: fun_name_is_key={f.fun_name_is_key} tools_array_wrapped={f.tools_array_wrapped} "
+                     f"function_field={f.function_field!r} name_field={f.name_field!r} args_field={f.args_field!r} "
+                     f"id_field={f.id_field!r} gen_id_field={f.gen_id_field!r} order={f.parameter_order}")
+        fn, ar, ci = t.function, t.arguments, t.call_id
+        L.append(f"  function: name_prefix {_q(fn.name_prefix)} name_suffix {_q(fn.name_suffix)} "
+                 f"args_separator {_q(fn.args_separator)} close {_q(fn.close)}")
+        L.append(f"  arguments: name {_q(ar.name_prefix)} … {_q(ar.name_suffix)}  value {_q(ar.value_prefix)} … "
+                 f"{_q(ar.value_suffix)}  separator {_q(ar.separator)}")
+        L.append(f"  call id: {ci.pos.value}  prefix {_q(ci.prefix)}  suffix {_q(ci.suffix)}")
+    L.append(f"Roles: user_start {_q(a.user_start)}  assistant_start {_q(a.assistant_start)}")
+    L.append("Preserved tokens: " + (", ".join(_q(x) for x in a.preserved_tokens) or "(none)"))
+    if a.additional_stops:
+        L.append("Additional stops: " + ", ".join(_q(x) for x in a.additional_stops))
+    L.append(f"Generation prompt: {_q(report.generation_prompt)}")
+    if report.workarounds_applied:
+        L.append("Workarounds applied:")
+        for name in report.workarounds_applied:
+            eff = report.workaround_effects.get(name, {})
+            L.append(f"  {name}: " + ", ".join(f"{k}={v!r}" for k, v in eff.items()))
+    if report.overrides:
+        L.append("Overrides: " + ", ".join(f"{k}={v!r}" for k, v in report.overrides.items()))
+    if report.probe_failures:
+        L.append("Probe failures:")
+        L.extend(f"  {x}" for x in report.probe_failures)
+    if comparisons:
+        L.append("")
+        L.append("Comparisons (prefix / left = A only / right = B only / suffix):")
+        n = 10**9 if full else 160
+        for cmp in report.comparisons:
+            L.append(f"[{cmp.id}] {cmp.title}")
+            if cmp.error:
+                L.append(f"    error:  {cmp.error}")
+            else:
+                d = cmp.diff
+                L.append(f"    prefix: {visible(_clip_head(d.prefix, n))}")
+                L.append(f"    left:   {visible(d.left)}")
+                L.append(f"    right:  {visible(d.right)}")
+                L.append(f"    suffix: {visible(_clip_tail(d.suffix, n))}")
+            for k, v in cmp.found.items():
+                L.append(f"    found:  {k} = {_q(v) if isinstance(v, str) else v}")
+            for note in cmp.notes:
+                L.append(f"    note:   {note}")
+        if not full:
+            L.append("(long prefixes/suffixes are clipped; --full shows them whole)")
+    return "\n".join(L)
+
+
+# ------------------------------------------------------------------------------------------------ analyze
+
+def _parse_overrides(items: Iterable[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for it in items or ():
+        if "=" not in it:
+            raise ChatTemplateExplorerError(f"--override {it!r}: expected PATH=VALUE")
+        k, v = it.split("=", 1)
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+def analyze_one(path: str, variant: str | None = None, caps_json: dict[str, Any] | None = None,
+                disabled: Iterable[str] = (), overrides: dict[str, Any] | None = None) -> Any:
+    """Load and analyse one template file; returns the :class:`~core.analysis.AnalysisReport`."""
+    from .analysis import analyze
+    from .analysis.result import Caps
+
+    tmpl = load(path, variant)
+    caps = Caps(**caps_json) if caps_json else None
+    return analyze(tmpl, caps=caps, disabled_workarounds=disabled, overrides=overrides)
+
+
+def _batch_row(path: str, caps_json: dict[str, Any] | None) -> dict[str, Any]:
+    name = os.path.basename(path)
+    try:
+        rep = analyze_one(path, caps_json=caps_json)
+        return {"template": name, "route": rep.route.kind, "analysis": rep.analysis.to_json(),
+                "generation_prompt": rep.generation_prompt, "workarounds_applied": rep.workarounds_applied,
+                "probe_failures": rep.probe_failures}
+    except ChatTemplateExplorerError as e:
+        return {"template": name, "error": str(e)}
+    except RecursionError:
+        return {"template": name, "error": f"cannot analyse template {name!r}: recursion too deep"}
+    except Exception as e:  # never stop the batch; name the template and the cause
+        return {"template": name, "error": f"cannot analyse template {name!r}: internal error "
+                                           f"{type(e).__name__}: {e}"}
+
+
+def _worker(conn: Any) -> None:
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        path, caps_json = task
+        conn.send(_batch_row(path, caps_json))
+
+
+class _Slot:
+    def __init__(self, ctx: Any):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+        self.task: tuple[int, str] | None = None
+        self.deadline = 0.0
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+            self.proc.join(1)
+        except Exception:
+            pass
+        self.conn.close()
+
+
+def run_batch(paths: list[str], workers: int = 2, timeout: float = 120.0,
+              caps_by_name: dict[str, dict[str, Any]] | None = None, out: Any = None) -> int:
+    """Analyse ``paths``; write one JSON line per template to ``out`` (stdout) in input order.
+
+    ``workers`` processes (0: in-process, no time limit); a template taking longer than ``timeout``
+    seconds gets an error row and its worker is replaced. Returns the number of error rows.
+    """
+    out = out or sys.stdout
+    caps_by_name = caps_by_name or {}
+    results: dict[int, dict[str, Any]] = {}
+    next_out = 0
+    errors = 0
+
+    def flush() -> None:
+        nonlocal next_out, errors
+        while next_out in results:
+            row = results.pop(next_out)
+            errors += "error" in row
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            next_out += 1
+        out.flush()
+
+    if workers <= 0:
+        for i, p in enumerate(paths):
+            results[i] = _batch_row(p, caps_by_name.get(os.path.basename(p)))
+            flush()
+        return errors
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+    slots = [_Slot(ctx) for _ in range(min(workers, max(1, len(paths))))]
+    pending = list(enumerate(paths))
+    pending.reverse()
+    try:
+        while pending or any(s.task for s in slots):
+            for s in slots:
+                if s.task is None and pending:
+                    i, p = pending.pop()
+                    s.task = (i, p)
+                    s.deadline = time.monotonic() + timeout
+                    s.conn.send((p, caps_by_name.get(os.path.basename(p))))
+            busy = [s for s in slots if s.task]
+            wait_for = max(0.0, min(s.deadline for s in busy) - time.monotonic())
+            ready = mp_wait([s.conn for s in busy], timeout=wait_for)
+            now = time.monotonic()
+            for k, s in enumerate(slots):
+                if s.task is None:
+                    continue
+                i, p = s.task
+                name = os.path.basename(p)
+                if s.conn in ready:
+                    try:
+                        results[i] = s.conn.recv()
+                    except (EOFError, OSError):
+                        results[i] = {"template": name,
+                                      "error": f"cannot analyse template {name!r}: the worker process died"}
+                        s.kill()
+                        slots[k] = _Slot(ctx)
+                        continue
+                    s.task = None
+                elif now >= s.deadline:
+                    results[i] = {"template": name, "error": f"cannot analyse template {name!r}: no result "
+                                                             f"within {timeout:g} s (time limit)"}
+                    s.kill()
+                    slots[k] = _Slot(ctx)
+            flush()
+    finally:
+        for s in slots:
+            try:
+                s.conn.send(None)
+            except Exception:
+                pass
+            s.kill()
+    flush()
+    return errors
+
+
+def _list_template_files(d: str) -> list[str]:
+    if not os.path.isdir(d):
+        raise TemplateLoadError(d, "not a directory")
+    names = sorted(n for n in os.listdir(d) if n.endswith(TEMPLATE_SUFFIXES) and os.path.isfile(os.path.join(d, n)))
+    return [os.path.join(d, n) for n in names]
+
+
+def _load_caps_reference(path: str) -> dict[str, dict[str, Any]]:
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                if "analysis" in r:
+                    out[r["template"]] = r["analysis"]["caps"]
+    return out
+
+
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    caps_ref = _load_caps_reference(args.caps_from) if args.caps_from else {}
+    if args.batch:
+        paths = _list_template_files(args.batch)
+        run_batch(paths, workers=args.workers, timeout=args.timeout, caps_by_name=caps_ref)
+        return 0
+    if not args.file:
+        raise ChatTemplateExplorerError("analyze needs FILE or --batch DIR")
+    rep = analyze_one(args.file, args.variant, caps_ref.get(os.path.basename(args.file)),
+                      disabled=args.disable_workaround or (), overrides=_parse_overrides(args.override))
+    if args.json:
+        print(json.dumps(rep.to_json(comparisons=not args.no_comparisons), ensure_ascii=False, indent=2))
+    else:
+        print(format_report(rep, full=args.full, comparisons=not args.no_comparisons))
+    return 0
+
+
+def _cmd_workarounds(args: argparse.Namespace) -> int:
+    from .analysis.workarounds import WORKAROUNDS
+
+    if args.json:
+        print(json.dumps([w.to_json() for w in WORKAROUNDS], ensure_ascii=False, indent=2))
+        return 0
+    for w in WORKAROUNDS:
+        print(f"{w.name}: {w.title}")
+        print(f"    trigger: {w.trigger_text}")
+        eff = [f"{p}={v.value if hasattr(v, 'value') else v!r}" for p, v in w.sets]
+        eff += [f"trim {p}" for p in w.trims]
+        if w.replace_tokens is not None:
+            eff.append(f"preserved_tokens := {list(w.replace_tokens)}")
+        if w.append_tokens:
+            eff.append(f"preserved_tokens += {list(w.append_tokens)}")
+        if w.append_stops:
+            eff.append(f"additional_stops += {list(w.append_stops)}")
+        print(f"    effect:  {'; '.join(eff)}")
+    return 0
+
+
+def _guard(fn: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except ChatTemplateExplorerError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except (OSError, UnicodeDecodeError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:
+            return 0
+
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m core",
+                                 description="Chat Template Explorer: analyse chat templates, parse model output.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("analyze", help="differential analysis of a template (or a directory with --batch)")
+    a.add_argument("file", nargs="?", help=".jinja, tokenizer_config.json, chat_template.json, .gguf or Hub id")
+    a.add_argument("--variant", help="named template variant (e.g. tool_use)")
+    a.add_argument("--json", action="store_true", help="print the report as JSON")
+    a.add_argument("--full", action="store_true", help="do not clip long prefixes/suffixes")
+    a.add_argument("--no-comparisons", action="store_true", help="leave out the comparisons")
+    a.add_argument("--disable-workaround", action="append", metavar="NAME", help="switch a workaround off")
+    a.add_argument("--override", action="append", metavar="PATH=VALUE",
+                   help="set an analysis field, e.g. reasoning.start='<think>' (VALUE may be JSON)")
+    a.add_argument("--batch", metavar="DIR", help="analyse every template file of DIR, one JSON line each")
+    a.add_argument("--jsonl", action="store_true", help="(with --batch) JSON lines output (the default)")
+    a.add_argument("--workers", type=int, default=2, help="(with --batch) worker processes (0: in-process)")
+    a.add_argument("--timeout", type=float, default=120.0, help="(with --batch) seconds per template")
+    a.add_argument("--caps-from", metavar="ANALYSIS.jsonl", help=argparse.SUPPRESS)  # debugging aid
+    a.set_defaults(func=_guard(_cmd_analyze))
+    w = sub.add_parser("workarounds", help="list the workaround rules")
+    w.add_argument("--json", action="store_true")
+    w.set_defaults(func=_guard(_cmd_workarounds))
+    try:
+        from .chat import cli_commands
+    except ImportError:
+        cli_commands = None
+    if cli_commands is not None and hasattr(cli_commands, "register"):
+        cli_commands.register(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m core`` and the ``chat-template-explorer`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
