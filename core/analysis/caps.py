@@ -32,7 +32,9 @@ from typing import Any, Callable, Iterator
 import jinja2
 import jinja2.nodes
 import jinja2.sandbox
+import jinja2.runtime
 import jinja2.utils
+import jinja2.visitor
 
 from .. import templating as _templating
 from ..templating import ChatTemplate
@@ -40,6 +42,8 @@ from .result import Caps
 
 __all__ = [
     "Caps",
+    "CapsProbe",
+    "CapsReport",
     "ProbeResult",
     "TrackedDict",
     "TrackedList",
@@ -47,6 +51,7 @@ __all__ = [
     "UsageRecorder",
     "normalize_messages",
     "probe_caps",
+    "probe_caps_report",
     "render_tracked",
 ]
 
@@ -273,15 +278,87 @@ def _for_iterable(value: Any) -> Any:
     return value
 
 
-def _selectattr_check(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """llama.cpp reads ``x | selectattr(a, b)`` (two arguments) as the test ``a`` with argument ``b`` and
-    fails when ``a`` is no test name; reproduce that failure, keep jinja2's behaviour otherwise."""
+_IN_FILTER = "ct_contains"
+
+
+def _contains(item: Any, container: Any) -> bool:
+    """``item in container`` as llama.cpp's engine evaluates it: ``x in undefined`` is False, and an
+    undefined ``item`` is an error ("Cannot perform operation in on undefined values")."""
+    if isinstance(container, jinja2.Undefined):
+        return False
+    if isinstance(item, jinja2.Undefined):
+        raise jinja2.exceptions.TemplateRuntimeError("cannot perform operation 'in' on an undefined value")
+    return item in container
+
+
+class _ProbeRewriter(jinja2.visitor.NodeTransformer):
+    """Rewrites a parsed template for probe renders: every ``for`` iterable goes through
+    :func:`_for_iterable`, every single ``a in b`` / ``a not in b`` through :func:`_contains`."""
+
+    def visit_For(self, node: jinja2.nodes.For) -> jinja2.nodes.Node:
+        self.generic_visit(node)
+        node.iter = jinja2.nodes.Filter(node.iter, _FOR_FILTER, [], [], None, None, lineno=node.lineno)
+        return node
+
+    def visit_Compare(self, node: jinja2.nodes.Compare) -> jinja2.nodes.Node:
+        self.generic_visit(node)
+        if len(node.ops) == 1 and node.ops[0].op in ("in", "notin"):
+            call = jinja2.nodes.Filter(node.expr, _IN_FILTER, [node.ops[0].expr], [], None, None,
+                                       lineno=node.lineno)
+            return jinja2.nodes.Not(call, lineno=node.lineno) if node.ops[0].op == "notin" else call
+        return node
+
+
+def _two_arg_selectattr(v: Any, *a: Any, **kw: Any) -> str | None:
+    # llama.cpp reads ``x | selectattr(a, b)`` as the test ``a`` with argument ``b``
+    if len(a) == 2 and not kw and isinstance(a[0], str) and a[0] not in _LLAMA_TESTS:
+        return f"unknown test {a[0]!r}"
+    return None
+
+
+def _map_filter_mapping(v: Any, *a: Any, **kw: Any) -> str | None:
+    return "filter-mapping not implemented" if a else None
+
+
+def _unique_array(v: Any, *a: Any, **kw: Any) -> str | None:
+    return "unique not implemented" if isinstance(v, (list, tuple)) else None
+
+
+def _join_non_array(v: Any, *a: Any, **kw: Any) -> str | None:
+    return "join of a string or mapping not implemented" if isinstance(v, (str, dict)) else None
+
+
+def _tojson_sort_keys(v: Any, *a: Any, **kw: Any) -> str | None:
+    sort = kw.get("sort_keys", a[3] if len(a) > 3 else False)
+    return "sort_keys=true not implemented" if sort else None
+
+
+def _replace_count(v: Any, *a: Any, **kw: Any) -> str | None:
+    return "replace with count not implemented" if len(a) > 2 or "count" in kw else None
+
+
+# Filter uses llama.cpp's engine refuses (value.cpp raises or "not implemented"), so a probe that
+# reaches them fails there; jinja2 would render. Checked before the filter runs in probe renders.
+_LLAMA_REFUSALS: dict[str, Callable[..., str | None]] = {
+    "selectattr": _two_arg_selectattr,
+    "rejectattr": _two_arg_selectattr,
+    "map": _map_filter_mapping,
+    "unique": _unique_array,
+    "join": _join_non_array,
+    "tojson": _tojson_sort_keys,
+    "replace": _replace_count,
+}
+
+
+def _llama_refusal(name: str, fn: Callable[..., Any], check: Callable[..., str | None]) -> Callable[..., Any]:
+    idx = 1 if jinja2.utils._PassArg.from_obj(fn) is not None else 0
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        # args: (context, value, *filter_args)
-        if len(args) == 4 and not kwargs and isinstance(args[2], str) and args[2] not in _LLAMA_TESTS:
-            raise jinja2.exceptions.TemplateRuntimeError(f"{name}: unknown test {args[2]!r}")
+        if len(args) > idx:
+            problem = check(*args[idx:], **kwargs)
+            if problem:
+                raise jinja2.exceptions.TemplateRuntimeError(f"{name}: {problem}")
         return fn(*args, **kwargs)
 
     return wrapper
@@ -295,6 +372,27 @@ def _property_op(obj: Any, key: Any) -> str:
     if isinstance(key, (int, bool)):
         return "array_access"
     return "object_access"
+
+
+def _llama_macro_binding(env: Any, macro: jinja2.runtime.Macro, args: tuple[Any, ...],
+                         kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Arguments as llama.cpp binds them to a macro: with N arguments given (positional plus keyword),
+    each of the first N parameters takes the keyword of its name or else the positional argument at its
+    index (undefined if there is none); only parameters from index N on get their defaults. So
+    ``m(x, flag=True)`` for ``m(a, b=none, flag=false)`` binds ``b`` to undefined and ``flag`` to false."""
+    names = list(macro.arguments)
+    if len(args) > len(names) or not kwargs:
+        return args, kwargs
+    total = len(args) + len(kwargs)
+    bound: dict[str, Any] = {k: v for k, v in kwargs.items() if k not in names}
+    for i, name in enumerate(names[:total]):
+        if name in kwargs:
+            bound[name] = kwargs[name]
+        elif i < len(args):
+            bound[name] = args[i]
+        else:
+            bound[name] = env.undefined(name=name)
+    return (), bound
 
 
 @functools.lru_cache(maxsize=1)
@@ -332,7 +430,9 @@ def _tracking_env() -> jinja2.Environment:
             return result
 
         def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
-            if _is_tracked(getattr(__obj, "__self__", None)):
+            if isinstance(__obj, jinja2.runtime.Macro):
+                args, kwargs = _llama_macro_binding(__self, __obj, args, kwargs)
+            elif _is_tracked(getattr(__obj, "__self__", None)):
                 with _Suppressed():
                     return super().call(__context, __obj, *args, **kwargs)
             return super().call(__context, __obj, *args, **kwargs)
@@ -352,16 +452,15 @@ def _tracking_env() -> jinja2.Environment:
             return super().call_binop(context, operator, left, right)
 
         def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
-            tree = super()._parse(source, name, filename)
-            for node in tree.find_all(jinja2.nodes.For):
-                node.iter = jinja2.nodes.Filter(node.iter, _FOR_FILTER, [], [], None, None, lineno=node.lineno)
-            return tree
+            return _ProbeRewriter().visit(super()._parse(source, name, filename))
 
     env.__class__ = _TrackingSandbox
     env.filters = {k: _wrap_filter(k, f) for k, f in env.filters.items()}
-    for k in ("selectattr", "rejectattr"):
-        env.filters[k] = _selectattr_check(k, env.filters[k])
+    for k, check in _LLAMA_REFUSALS.items():
+        if k in env.filters:
+            env.filters[k] = _llama_refusal(k, env.filters[k], check)
     env.filters[_FOR_FILTER] = _for_iterable
+    env.filters[_IN_FILTER] = _contains
     env.tests = {k: _wrap_filter(k, f, "test_is_") for k, f in env.tests.items()}
     return env
 
@@ -461,83 +560,174 @@ def _base_context(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
     }
 
 
-def probe_caps(template: ChatTemplate) -> Caps:
-    """Probe a template's capabilities by instrumented renders, as llama.cpp's ``caps_get`` does
-    (analysis notes §3; probes in upstream order: typed content, system role, tools with object arguments,
-    tools with string arguments, parallel calls, preserve reasoning, reasoning effort).
+@dataclass
+class CapsProbe:
+    """One capability probe, kept for display: ``id`` (e.g. ``"system_role"``), ``title`` (a sentence),
+    ``inputs`` (the plain globals rendered: messages, tools, extra variables), ``success``, ``output``,
+    ``error``, ``observed`` (what the probe read from the usage records, e.g.
+    ``{"messages[0].content used": False}``) and ``changed`` (flags this probe set, name -> value)."""
 
-    Every probe renders with globals ``messages``, ``tools`` (``[]`` when the probe has none),
-    ``bos_token=""``, ``eos_token=""``, ``add_generation_prompt=True`` plus probe-specific variables.
-    Template errors are swallowed (a failed probe clears or leaves flags as upstream does), so this never
-    raises for a template that compiled. Returns a :class:`core.analysis.result.Caps`.
+    id: str
+    title: str
+    inputs: dict[str, Any]
+    success: bool
+    output: str
+    error: str | None
+    observed: dict[str, Any] = field(default_factory=dict)
+    changed: dict[str, bool] = field(default_factory=dict)
+
+
+@dataclass
+class CapsReport:
+    """:func:`probe_caps_report` result: the final ``caps`` and every ``probes`` entry in run order."""
+
+    caps: Caps
+    probes: list[CapsProbe]
+
+
+class _Runner:
+    """Runs the probes of one template; after a probe hits a render *time* limit the remaining probes are
+    not rendered (they count as failed), so a pathological template costs one time budget, not seven."""
+
+    def __init__(self, template: ChatTemplate) -> None:
+        self.template = template
+        self.timed_out: str | None = None
+        self.probes: list[CapsProbe] = []
+
+    def run(self, pid: str, title: str, context: dict[str, Any], **kw: Any) -> tuple[ProbeResult, CapsProbe]:
+        inputs = copy.deepcopy({k: v for k, v in context.items() if k not in ("bos_token", "eos_token")})
+        if self.timed_out:
+            rec = UsageRecorder()
+            res = ProbeResult(False, "", f"skipped: an earlier probe hit the time limit ({self.timed_out})",
+                              rec, _wrapped_copy(rec, context, kw))
+        else:
+            res = render_tracked(self.template, context, **kw)
+            if not res.success and res.error and "longer than" in res.error:
+                self.timed_out = res.error
+        probe = CapsProbe(pid, title, inputs, res.success, res.output, res.error)
+        self.probes.append(probe)
+        return res, probe
+
+
+def _wrapped_copy(rec: UsageRecorder, context: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:
+    ctx = dict(context)
+    for k in kw.get("tracked_keys", ("messages", "tools")):
+        if k in ctx:
+            ctx[k] = rec.wrap(ctx[k])
+    for alias, key in (kw.get("aliases") or {}).items():
+        ctx[alias] = ctx[key]
+    return ctx
+
+
+def _set(caps: Caps, probe: CapsProbe, flag: str, value: bool) -> None:
+    if getattr(caps, flag) != value:
+        probe.changed[flag] = value
+    setattr(caps, flag, value)
+
+
+def probe_caps_report(template: ChatTemplate) -> CapsReport:
+    """Probe a template's capabilities by instrumented renders, as llama.cpp's ``caps_get`` does
+    (``common/jinja/caps.cpp``; analysis notes §3), and keep every probe for display.
+
+    Probes in upstream order: typed content (plus a second typed-content probe with ``content: []`` when
+    the template tested ``content is string``), system role, one tool call with object arguments, one
+    with string arguments (only if object arguments were not seen), two parallel calls, preserved
+    reasoning, reasoning effort. Each renders with globals ``messages``, ``tools`` (``[]`` when the probe
+    has none), ``bos_token=""``, ``eos_token=""``, ``add_generation_prompt=True`` and probe-specific
+    variables. Template errors are swallowed (a failed probe clears flags or infers nothing, as upstream),
+    so this never raises for a template that compiled.
     """
     caps = Caps()
+    run = _Runner(template)
+    rec_has = UsageRecorder.has_op
 
     # 1. typed content
-    r = render_tracked(template, _base_context([{"role": "user", "content": STRING_MARKER}], None))
+    r, p = run.run("typed_content", "Is string content rendered, or is content read as a list of parts?",
+                   _base_context([{"role": "user", "content": STRING_MARKER}], None))
     content = r.context["messages"][0]["content"]
-    checks_for_string = r.recorder.has_op(content, "test_is_string")
-    used_as_array = r.recorder.has_op(content, "selectattr") or r.recorder.has_op(content, "array_access")
+    checks_for_string = rec_has(r.recorder, content, "test_is_string")
+    used_as_array = rec_has(r.recorder, content, "selectattr") or rec_has(r.recorder, content, "array_access")
+    p.observed = {"messages[0].content ops": sorted(r.recorder.stats(content).ops),
+                  "marker in output": STRING_MARKER in r.output}
     if used_as_array:
-        caps.supports_typed_content = True
+        _set(caps, p, "supports_typed_content", True)
     if not r.success:
-        caps.supports_string_content = False
+        _set(caps, p, "supports_string_content", False)
     elif used_as_array and STRING_MARKER not in r.output:
-        caps.supports_string_content = False
+        _set(caps, p, "supports_string_content", False)
 
     if checks_for_string:
-        r = render_tracked(template, _base_context([{"role": "user", "content": []}], None))
+        r, p = run.run("typed_content_list", "The template tests `content is string`: is list content read?",
+                       _base_context([{"role": "user", "content": []}], None))
         content = r.context["messages"][0]["content"]
-        used_as_array = r.recorder.has_op(content, "selectattr") or r.recorder.has_op(content, "array_access")
+        used_as_array = rec_has(r.recorder, content, "selectattr") or rec_has(r.recorder, content, "array_access")
+        p.observed = {"messages[0].content ops": sorted(r.recorder.stats(content).ops)}
         if used_as_array and r.success:
-            caps.supports_typed_content = True
+            _set(caps, p, "supports_typed_content", True)
 
     # 2. system role
-    r = render_tracked(template, _base_context([
+    r, p = run.run("system_role", "Is the system message's content read?", _base_context([
         {"role": "system", "content": "System message"},
         {"role": "user", "content": "User message"},
     ], None))
-    if not r.recorder.used(r.context["messages"][0]["content"]):
-        caps.supports_system_role = False
+    used = r.recorder.used(r.context["messages"][0]["content"])
+    p.observed = {"messages[0].content used": used}
+    if not used:
+        _set(caps, p, "supports_system_role", False)
 
     # 3. one tool call, object arguments
-    r = render_tracked(template, _base_context(
-        _tool_conversation([_tool_call("call00001", {"arg": "value"})]), _probe_tools()))
+    r, p = run.run("tool_call_object_args", "One tool call with object arguments: are tools, calls and "
+                   "argument values read?",
+                   _base_context(_tool_conversation([_tool_call("call00001", {"arg": "value"})]), _probe_tools()))
     if r.success:
         msgs, tools = r.context["messages"], r.context["tools"]
-        if not r.recorder.used(tools[0]["function"]["name"]):
-            caps.supports_tools = False
         tool_calls = msgs[1]["tool_calls"]
+        p.observed = {
+            "tools[0].function.name used": r.recorder.used(tools[0]["function"]["name"]),
+            "messages[1].tool_calls used": r.recorder.used(tool_calls),
+            "messages[1].tool_calls[0].function.arguments.arg used":
+                r.recorder.used(tool_calls[0]["function"]["arguments"]["arg"]),
+        }
+        if not r.recorder.used(tools[0]["function"]["name"]):
+            _set(caps, p, "supports_tools", False)
         if not r.recorder.used(tool_calls):
-            caps.supports_tool_calls = False
+            _set(caps, p, "supports_tool_calls", False)
         elif r.recorder.used(tool_calls[0]["function"]["arguments"]["arg"]):
-            caps.supports_object_arguments = True
+            _set(caps, p, "supports_object_arguments", True)
 
     # 4. one tool call, string arguments
     if not caps.supports_object_arguments:
-        r = render_tracked(template, _base_context(
-            _tool_conversation([_tool_call("call00001", '{"arg": "value"}')]), _probe_tools()))
+        r, p = run.run("tool_call_string_args", "One tool call with arguments as a JSON string: does it render, "
+                       "are tools and calls read?",
+                       _base_context(_tool_conversation([_tool_call("call00001", '{"arg": "value"}')]),
+                                     _probe_tools()))
         if not r.success:
-            caps.supports_tool_calls = False
-            caps.supports_tools = False
+            _set(caps, p, "supports_tool_calls", False)
+            _set(caps, p, "supports_tools", False)
         else:
             msgs, tools = r.context["messages"], r.context["tools"]
+            p.observed = {"tools[0].function.name used": r.recorder.used(tools[0]["function"]["name"]),
+                          "messages[1].tool_calls used": r.recorder.used(msgs[1]["tool_calls"])}
             if not r.recorder.used(tools[0]["function"]["name"]):
-                caps.supports_tools = False
+                _set(caps, p, "supports_tools", False)
             if not r.recorder.used(msgs[1]["tool_calls"]):
-                caps.supports_tool_calls = False
+                _set(caps, p, "supports_tool_calls", False)
 
     # 5. parallel tool calls
     args: Any = {"arg": "value"} if caps.supports_object_arguments else '{"arg": "value"}'
-    r = render_tracked(template, _base_context(
-        _tool_conversation([_tool_call("call00001", args), _tool_call("call00002", copy.deepcopy(args))]),
-        _probe_tools()))
+    r, p = run.run("parallel_tool_calls", "Two tool calls in one message: is the second call read?",
+                   _base_context(_tool_conversation([_tool_call("call00001", args),
+                                                     _tool_call("call00002", copy.deepcopy(args))]),
+                                 _probe_tools()))
     if not r.success:
-        caps.supports_parallel_tool_calls = False
-    elif not r.recorder.used(r.context["messages"][1]["tool_calls"][1]["function"]):
-        caps.supports_parallel_tool_calls = False
+        _set(caps, p, "supports_parallel_tool_calls", False)
+    else:
+        used = r.recorder.used(r.context["messages"][1]["tool_calls"][1]["function"])
+        p.observed = {"messages[1].tool_calls[1].function used": used}
+        if not used:
+            _set(caps, p, "supports_parallel_tool_calls", False)
 
-    # 6. preserve reasoning (judged on the output only)
+    # 6. preserve reasoning (judged on the output only: a test on reasoning_content is not enough)
     ctx = _base_context([
         {"role": "user", "content": "User message"},
         {"role": "assistant", "content": "Assistant message", "reasoning_content": REASONING_PLACEHOLDER},
@@ -547,17 +737,27 @@ def probe_caps(template: ChatTemplate) -> Caps:
     ], None)
     ctx.update(enable_thinking=True, preserve_thinking=True, clear_thinking=False,
                truncate_history_thinking=False, drop_thinking=False)
-    r = render_tracked(template, ctx)
+    r, p = run.run("preserve_reasoning", "Is reasoning of an earlier assistant turn rendered?", ctx)
+    p.observed = {"placeholder in output": REASONING_PLACEHOLDER in r.output}
     if REASONING_PLACEHOLDER in r.output:
-        caps.supports_preserve_reasoning = True
+        _set(caps, p, "supports_preserve_reasoning", True)
 
     # 7. reasoning effort: reasoning_effort and reasoning_strength are bound to one shared value
     ctx = _base_context([{"role": "user", "content": "User message"}], None)
     ctx.update(enable_thinking=True, reasoning_effort="low")
-    r = render_tracked(template, ctx, tracked_keys=("messages", "tools", "reasoning_effort"),
-                       aliases={"reasoning_strength": "reasoning_effort"})
-    caps.supports_reasoning_effort = r.recorder.used(r.context["reasoning_effort"])
-    return caps
+    r, p = run.run("reasoning_effort", "Is `reasoning_effort` (or `reasoning_strength`) read?", ctx,
+                   tracked_keys=("messages", "tools", "reasoning_effort"),
+                   aliases={"reasoning_strength": "reasoning_effort"})
+    used = r.recorder.used(r.context["reasoning_effort"])
+    p.observed = {"reasoning_effort used": used}
+    _set(caps, p, "supports_reasoning_effort", used)
+    return CapsReport(caps, run.probes)
+
+
+def probe_caps(template: ChatTemplate) -> Caps:
+    """The capabilities of ``template`` (a :class:`core.analysis.result.Caps`), probed as llama.cpp's
+    ``caps_get`` does; see :func:`probe_caps_report` for the probes. Never raises for a compiled template."""
+    return probe_caps_report(template).caps
 
 
 # ---------------------------------------------------------------------------------------------------------

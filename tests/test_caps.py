@@ -1,0 +1,327 @@
+"""Capability probes (core.analysis.caps): agreement with llama.cpp on the corpus, the usage-recording
+inputs, the llama.cpp engine behaviours the probes reproduce, and message normalisation."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from core.analysis.caps import (
+    CapsReport,
+    TrackedDict,
+    TrackedList,
+    TrackedStr,
+    normalize_messages,
+    probe_caps,
+    probe_caps_report,
+    render_tracked,
+)
+from core.analysis.result import Caps
+from core.templating import ChatTemplate
+
+from .conftest import TEMPLATES, template_source
+
+FLAGS = [f.name for f in dataclasses.fields(Caps)]
+REQUIRED_AGREEMENT = 0.95
+
+
+# ------------------------------------------------------------------------------------------------------
+# corpus agreement
+# ------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def caps_comparison(reference_analysis):
+    """(number of templates, {flag: [(template, reference, ours), ...] mismatches})."""
+    mismatches: dict[str, list[tuple[str, bool, bool]]] = {f: [] for f in FLAGS}
+    total = 0
+    for name, row in sorted(reference_analysis.items()):
+        if "analysis" not in row:
+            continue  # llama.cpp itself failed on this template
+        ref = row["analysis"]["caps"]
+        ours = dataclasses.asdict(probe_caps(ChatTemplate(template_source(name), name)))
+        total += 1
+        for flag in FLAGS:
+            if ours[flag] != ref[flag]:
+                mismatches[flag].append((name, ref[flag], ours[flag]))
+    return total, mismatches
+
+
+def test_corpus_is_present(caps_comparison):
+    total, _ = caps_comparison
+    assert total >= 340, f"expected the reference's ~347 analysed templates under {TEMPLATES}, got {total}"
+
+
+@pytest.mark.parametrize("flag", FLAGS)
+def test_caps_agree_with_llama_cpp(caps_comparison, flag):
+    total, mismatches = caps_comparison
+    bad = mismatches[flag]
+    rate = 1 - len(bad) / total
+    print(f"{flag}: {total - len(bad)}/{total} agree ({rate:.1%})")
+    listing = "\n".join(f"  {n}: reference={r} ours={o}" for n, r, o in bad)
+    assert rate >= REQUIRED_AGREEMENT, f"{flag} agrees on {rate:.1%} < {REQUIRED_AGREEMENT:.0%}:\n{listing}"
+
+
+def test_known_templates_caps():
+    """Spot checks with distinct outcomes (values from reference/analysis.jsonl)."""
+    qwen = probe_caps(ChatTemplate(template_source("Qwen3-Coder.jinja")))
+    assert qwen.supports_tool_calls and qwen.supports_object_arguments and qwen.supports_system_role
+    # for-loop over string content fails in llama.cpp's engine: typed only
+    vision = probe_caps(ChatTemplate(template_source("gguf-ollama-llama3.2-vision-90b.jinja")))
+    assert vision.supports_typed_content and not vision.supports_string_content
+    assert not vision.supports_tool_calls
+
+
+# ------------------------------------------------------------------------------------------------------
+# instrumented values behave as plain values
+# ------------------------------------------------------------------------------------------------------
+
+PLAIN_BEHAVIOUR = (
+    "{{ m.content }}|{{ m.content is string }}|{{ m is mapping }}|{{ 'content' in m }}|{{ 'x' in m.content }}"
+    "|{{ m | tojson }}|{{ m.content | upper }}|{{ m.content + '!' }}|{{ '<' ~ m.content ~ '>' }}"
+    "|{{ m.content == 'hix' }}|{{ m.content[0] }}|{{ m.content.startswith('h') }}|{{ parts | length }}"
+    "|{{ parts[1] }}|{% for p in parts %}{{ p }},{% endfor %}|{{ m.items() | list | length }}"
+    "|{{ parts | join('-') }}|{{ '%s' % m.content }}|{{ m.get('role') }}|{{ m.content * 2 }}"
+)
+
+
+def test_tracked_values_render_exactly_as_plain_values():
+    tmpl = ChatTemplate(PLAIN_BEHAVIOUR, "plain")
+    ctx = {"m": {"role": "user", "content": "hix"}, "parts": ["a", "b", "c"]}
+    plain = tmpl.render(ctx)
+    tracked = render_tracked(tmpl, ctx, tracked_keys=("m", "parts"))
+    assert tracked.success, tracked.error
+    assert tracked.output == plain
+    assert plain.startswith("hix|True|True|True|True|{\"role\": \"user\", \"content\": \"hix\"}|HIX|hix!|<hix>")
+    assert isinstance(tracked.context["m"], TrackedDict)
+    assert isinstance(tracked.context["parts"], TrackedList)
+    assert isinstance(tracked.context["m"]["content"], TrackedStr)
+
+
+def test_tracked_values_are_json_and_equal_to_plain():
+    ctx = {"m": {"a": ["x", {"b": "y"}]}}
+    r = render_tracked(ChatTemplate("{{ m.a[1].b }}"), ctx, tracked_keys=("m",))
+    assert r.output == "y"
+    assert json.dumps(r.context["m"]) == json.dumps(ctx["m"])
+    assert r.context["m"] == ctx["m"]
+
+
+# ------------------------------------------------------------------------------------------------------
+# usage recording (llama.cpp runtime.cpp statistics)
+# ------------------------------------------------------------------------------------------------------
+
+
+def _usage(src: str, messages, **extra):
+    r = render_tracked(ChatTemplate(src), {"messages": messages, **extra})
+    return r, r.context["messages"]
+
+
+def test_member_access_marks_value_used():
+    r, msgs = _usage("{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}{% endif %}{% endfor %}",
+                     [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])
+    assert r.output == "U"
+    assert not r.recorder.used(msgs[0]["content"])
+    assert r.recorder.used(msgs[1]["content"])
+    assert "array_access" in r.recorder.stats(msgs).ops
+
+
+def test_tests_and_filters_record_their_name():
+    r, msgs = _usage("{% if messages[0].content is string %}{{ messages[0].content | trim }}{% endif %}",
+                     [{"role": "user", "content": " x "}])
+    ops = r.recorder.stats(msgs[0]["content"]).ops
+    assert {"test_is_string", "trim"} <= ops
+    assert "array_access" in r.recorder.stats(msgs).ops  # messages[0]
+
+
+def test_tojson_marks_all_descendants_but_printing_does_not():
+    msgs = [{"role": "user", "content": "c", "extra": {"deep": "d"}}]
+    r, m = _usage("{{ messages[0] | tojson }}", msgs)
+    assert r.recorder.used(m[0]["extra"]["deep"])
+    r, m = _usage("{{ messages[0] }}", msgs)
+    assert not r.recorder.used(m[0]["extra"]["deep"])
+
+
+def test_tojson_through_a_template_built_dict_marks_the_input():
+    r, m = _usage("{{ dict(x=messages[0].extra) | tojson }}", [{"role": "user", "extra": {"deep": "d"}}])
+    assert r.recorder.used(m[0]["extra"]["deep"])
+
+
+def test_get_method_does_not_mark_the_result():
+    r, m = _usage("{% if messages[0].get('tool_calls') %}yes{% endif %}",
+                  [{"role": "assistant", "tool_calls": [{"id": "1"}]}])
+    assert r.output == "yes"
+    assert not r.recorder.used(m[0]["tool_calls"])
+    assert "get" in r.recorder.stats(m[0]).ops
+
+
+def test_loop_variable_printed_marks_value():
+    r, m = _usage("{% for k, v in messages[0].args.items() %}{{ k }}={{ v }}{% endfor %}",
+                  [{"args": {"arg": "value"}}])
+    assert r.output == "arg=value"
+    assert r.recorder.used(m[0]["args"]["arg"])
+
+
+def test_selectattr_over_content_counts_as_list_use():
+    r, m = _usage("{{ messages[0].content | selectattr('type', 'equalto', 'text') | list | length }}",
+                  [{"role": "user", "content": "abc"}])
+    assert "selectattr" in r.recorder.stats(m[0]["content"]).ops
+
+
+# ------------------------------------------------------------------------------------------------------
+# llama.cpp engine behaviours the probes reproduce
+# ------------------------------------------------------------------------------------------------------
+
+
+def test_for_over_a_string_fails_after_recording_array_access():
+    r, m = _usage("{% for c in messages[0].content %}{{ c }}{% endfor %}", [{"content": "abc"}])
+    assert not r.success and "Expected iterable" in r.error
+    assert "array_access" in r.recorder.stats(m[0]["content"]).ops
+
+
+def test_string_plus_none_concatenates():
+    r, _ = _usage("{{ 'a' + none + 'b' + undefined_name }}", [])
+    assert r.success and r.output == "ab"
+
+
+def test_list_append_is_allowed_in_probes_only():
+    src = "{% set ns = namespace(ids=[]) %}{% set _ = ns.ids.append('x') %}{{ ns.ids | length }}"
+    r, _ = _usage(src, [])
+    assert r.success and r.output == "1"
+    with pytest.raises(Exception):
+        ChatTemplate(src).render({"messages": []})
+
+
+def test_two_argument_selectattr_and_filter_mapping_fail_as_in_llama_cpp():
+    r, _ = _usage("{{ messages | selectattr('tool_calls', 'undefined') | list }}", [{"role": "user"}])
+    assert not r.success and "unknown test" in r.error
+    r, _ = _usage("{{ messages | map(attribute='role') | map('upper') | join }}", [{"role": "user"}])
+    assert not r.success and "filter-mapping" in r.error
+    r, _ = _usage("{{ messages | selectattr('role', 'equalto', 'user') | map(attribute='role') | join }}",
+                  [{"role": "user"}])
+    assert r.success and r.output == "user"
+
+
+def test_map_result_is_a_list_so_tojson_works():
+    r, _ = _usage("{{ messages | map(attribute='role') | tojson }}", [{"role": "user"}])
+    assert r.success and r.output == '["user"]'
+
+
+def test_macro_arguments_bound_like_llama_cpp():
+    src = ("{% macro m(a, b=none, flag=false) %}{{ b is defined }}/{{ flag }}{% endmacro %}"
+           "{{ m(1, flag=true) }}")
+    r, _ = _usage(src, [])
+    assert r.output == "False/False"
+    assert ChatTemplate(src).render({}) == "True/True"
+
+
+def test_in_with_undefined_left_side_fails():
+    r, _ = _usage("{{ nothing in messages }}", [])
+    assert not r.success
+    r, _ = _usage("{{ 'x' in nothing }}|{{ 'x' not in nothing }}", [])
+    assert r.success and r.output == "False|True"
+
+
+# ------------------------------------------------------------------------------------------------------
+# probe logic on small templates
+# ------------------------------------------------------------------------------------------------------
+
+
+def test_template_ignoring_system_and_tools():
+    caps = probe_caps(ChatTemplate(
+        "{% for m in messages %}{% if m.role == 'user' %}[U]{{ m.content }}{% endif %}{% endfor %}"))
+    assert caps.supports_system_role is False
+    assert caps.supports_tools is False and caps.supports_tool_calls is False
+    assert caps.supports_string_content is True and caps.supports_typed_content is False
+
+
+def test_chatml_with_tools_and_object_arguments():
+    src = (
+        "{% if tools %}{% for t in tools %}{{ t | tojson }}{% endfor %}{% endif %}"
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+        "{% if m.tool_calls %}{% for tc in m.tool_calls %}<tool_call>{{ tc.function.name }}"
+        "{{ tc.function.arguments | tojson }}</tool_call>{% endfor %}{% endif %}"
+        "{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}"
+        "<|im_end|>\n{% endfor %}{% if reasoning_effort %}effort={{ reasoning_effort }}{% endif %}")
+    report = probe_caps_report(ChatTemplate(src))
+    assert isinstance(report, CapsReport)
+    c = report.caps
+    assert (c.supports_tools, c.supports_tool_calls, c.supports_object_arguments,
+            c.supports_parallel_tool_calls, c.supports_system_role, c.supports_preserve_reasoning,
+            c.supports_reasoning_effort) == (True, True, True, True, True, True, True)
+    ids = [p.id for p in report.probes]
+    assert ids == ["typed_content", "system_role", "tool_call_object_args", "parallel_tool_calls",
+                   "preserve_reasoning", "reasoning_effort"]
+    obj = report.probes[2]
+    assert obj.observed["messages[1].tool_calls[0].function.arguments.arg used"] is True
+    assert obj.changed == {"supports_object_arguments": True}
+    assert obj.inputs["messages"][1]["tool_calls"][0]["id"] == "call00001"
+
+
+def test_typed_only_template():
+    src = ("{% for m in messages %}{% for p in m.content %}{% if p.type == 'text' %}{{ p.text }}{% endif %}"
+           "{% endfor %}{% endfor %}")
+    caps = probe_caps(ChatTemplate(src))
+    assert caps.supports_typed_content is True
+    assert caps.supports_string_content is False
+
+
+def test_template_that_checks_for_string_gets_second_probe():
+    src = ("{% for m in messages %}{% if m.content is string %}{{ m.content }}{% else %}"
+           "{% for p in m.content %}{{ p.text }}{% endfor %}{% endif %}{% endfor %}")
+    report = probe_caps_report(ChatTemplate(src))
+    assert report.caps.supports_string_content and report.caps.supports_typed_content
+    assert report.probes[1].id == "typed_content_list"
+
+
+def test_template_raising_on_every_probe():
+    caps = probe_caps(ChatTemplate("{{ raise_exception('no') }}"))
+    assert (caps.supports_string_content, caps.supports_tools, caps.supports_tool_calls,
+            caps.supports_parallel_tool_calls) == (False, False, False, False)
+
+
+def test_time_limit_stops_remaining_probes():
+    report = probe_caps_report(ChatTemplate(
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "slow"))
+    assert not report.probes[0].success
+    assert all(p.error and p.error.startswith("skipped") for p in report.probes[1:])
+
+
+# ------------------------------------------------------------------------------------------------------
+# normalize_messages (analysis notes §2)
+# ------------------------------------------------------------------------------------------------------
+
+STRING_ONLY = Caps(supports_string_content=True, supports_typed_content=False)
+TYPED_ONLY = Caps(supports_string_content=False, supports_typed_content=True)
+BOTH = Caps(supports_string_content=True, supports_typed_content=True)
+
+
+def test_normalize_string_only_joins_text_parts():
+    msgs = [{"role": "user", "content": [
+        {"type": "text", "text": "a"}, {"type": "image_url", "image_url": {}}, {"type": "text", "text": "b"},
+        {"type": "media_marker", "text": "<M>"}, {"type": "text", "text": "c"}]}]
+    out = normalize_messages(msgs, STRING_ONLY)
+    assert out[0]["content"] == "a\nb<M>c"
+    assert isinstance(msgs[0]["content"], list)  # input untouched
+
+
+def test_normalize_string_only_first_empty_text_adds_no_newline():
+    out = normalize_messages([{"role": "user", "content": [{"type": "text", "text": ""},
+                                                            {"type": "text", "text": "x"}]}], STRING_ONLY)
+    assert out[0]["content"] == "x"
+
+
+def test_normalize_typed_only_wraps_strings():
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None},
+            {"role": "user", "content": ""}]
+    out = normalize_messages(msgs, TYPED_ONLY)
+    assert out[0]["content"] == [{"type": "text", "text": "hi"}]
+    assert out[1]["content"] is None
+    assert out[2]["content"] == [{"type": "text", "text": ""}]
+    assert msgs[0]["content"] == "hi"
+
+
+def test_normalize_both_is_unchanged():
+    msgs = [{"role": "user", "content": "hi"}, {"role": "user", "content": [{"type": "text", "text": "x"}]}]
+    assert normalize_messages(msgs, BOTH) == msgs
