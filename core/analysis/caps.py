@@ -17,7 +17,15 @@ iterates it with ``for`` (op ``array_access`` / ``object_access``) or passes it 
   tests record their name on their input, and whose method calls on tracked values run unrecorded (as in
   llama.cpp, where a builtin's internals do not count as template reads).
 
-Public API: :func:`probe_caps` and :func:`normalize_messages`.
+Whether a probe *renders at all* decides several flags, so probe renders also follow llama.cpp's engine
+where it differs from jinja2 on real templates (measured on the corpus): ``for`` over a string fails;
+``str + none`` / ``str + undefined`` concatenate ""; ``list.append`` / ``pop`` work; ``map`` / ``select``
+return lists; ``selectattr(attr, test)`` with two arguments, ``map('filter')``, ``unique``, ``tojson
+(sort_keys=true)`` fail; macro arguments bind positionally as llama.cpp binds them; ``undefined in x``
+fails. Only probe renders change; :mod:`core.templating` renders as transformers does.
+
+Public API: :func:`probe_caps`, :func:`probe_caps_report` (every probe kept for display),
+:func:`normalize_messages`, and :func:`render_tracked` (one instrumented render).
 """
 
 from __future__ import annotations
