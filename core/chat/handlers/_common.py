@@ -869,29 +869,64 @@ def request_view(request: ChatRequest) -> RequestView:
     )
 
 
-def render_prompt(template: Any, request: ChatRequest, *, add_generation_prompt: bool,
-                  messages: list[dict[str, Any]] | None = None) -> str:
-    """Render ``template`` for ``request`` (its messages, or ``messages``), for the few handlers that look at the
-    rendered prompt (Gemma 4). Uses the request path's renderer when available (``core.chat.prompt``),
-    else renders directly with :func:`core.templating.apply_template`. Returns "" if rendering fails."""
-    msgs = request.messages if messages is None else messages
-    try:
-        from .. import prompt as _prompt  # type: ignore[attr-defined]
+class PromptContext:
+    """Renders the request for handlers that need the prompt itself (llama.cpp handlers call
+    ``common_chat_template_direct_apply_impl`` / ``…generation_prompt_impl``, sometimes with rewritten messages).
 
-        fn = getattr(_prompt, "render_prompt", None)
-        if callable(fn):
-            return fn(template, request, add_generation_prompt=add_generation_prompt, messages=msgs)
-    except Exception:  # noqa: BLE001 - fall back to the plain render
-        pass
-    from ...templating import apply_template
+    Uses the request path's :class:`core.chat.prompt.PreparedRequest` (``prepared``, or prepared here) so the
+    messages are normalised exactly as for the real prompt; if that is unavailable it renders the raw messages
+    with :func:`core.templating.apply_template`. ``messages`` are the messages to render (a continued last
+    message removed). Rendering failures give "" (a handler must not fail because of them).
+    """
 
-    view = request_view(request)
-    extra = dict(request.chat_template_kwargs or {})
-    try:
-        return apply_template(template, msgs, request.tools or None, add_generation_prompt,
-                              view.enable_thinking, extra)
-    except Exception:  # noqa: BLE001 - a handler must not fail on a template that cannot render this
-        return ""
+    def __init__(self, template: Any, request: ChatRequest, prepared: Any = None):
+        self.template = template
+        self.request = request
+        self.prep = prepared
+        self._prompt_mod: Any = None
+        try:
+            from .. import prompt as _prompt
+
+            self._prompt_mod = _prompt
+            if self.prep is None:
+                self.prep = _prompt.prepare_request(template, request)
+        except Exception:  # noqa: BLE001 - request path unavailable or failing: plain rendering below
+            self.prep = None
+        if self.prep is not None:
+            self.messages: list[dict[str, Any]] = list(self.prep.messages)
+        else:
+            view = request_view(request)
+            self.messages = list(request.messages[:-1] if view.has_continuation else request.messages)
+
+    def render(self, add_generation_prompt: bool, messages: list[dict[str, Any]] | None = None) -> str:
+        msgs = self.messages if messages is None else messages
+        try:
+            if self.prep is not None:
+                return self._prompt_mod.render_prompt(self.prep, add_generation_prompt=add_generation_prompt,
+                                                      messages_override=msgs)
+            from ...templating import apply_template
+
+            view = request_view(self.request)
+            return apply_template(self.template, msgs, self.request.tools or None, add_generation_prompt,
+                                  view.enable_thinking, dict(self.request.chat_template_kwargs or {}))
+        except Exception:  # noqa: BLE001
+            return ""
+
+    def generation_prompt(self, messages: list[dict[str, Any]] | None = None) -> str:
+        """LCP rule: the render with ``add_generation_prompt`` after its common prefix with the render without."""
+        a = self.render(False, messages)
+        b = self.render(True, messages)
+        i = 0
+        m = min(len(a), len(b))
+        while i < m and a[i] == b[i]:
+            i += 1
+        return b[i:]
+
+    @property
+    def add_generation_prompt(self) -> bool:
+        if self.prep is not None:
+            return bool(self.prep.add_generation_prompt)
+        return self.request.add_generation_prompt and request_view(self.request).continuation == Continuation.NONE
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -911,10 +946,10 @@ class HandlerParser:
     :class:`Mismatch` escaping the body (llama.cpp would throw) keeps what was recognised before the failing
     position and returns the text from there on as content, so parsing never raises.
 
-    Besides the protocol fields: ``name`` (handler), ``format`` (llama.cpp format name), ``prompt_suffix``
-    (text llama.cpp's handler appends to the rendered prompt: the rebuilt generation prompt for a continuation,
-    or Gemma 4's model-turn opener), ``supports_thinking``, ``thinking_start_tag``, ``thinking_end_tags``,
-    ``message_delimiters`` (role → marker), ``description`` (readable PEG, for the app).
+    Besides the protocol fields: ``name`` (handler), ``format`` (llama.cpp format name), ``supports_thinking``, ``thinking_start_tag``, ``thinking_end_tags``,
+    ``message_delimiters`` (role → marker), ``description`` (readable PEG, for the app), ``prompt`` (the full
+    prompt when the handler renders it differently from the request path — rewritten messages or an appended
+    suffix — else None and the request path renders it, appending ``generation_prompt`` for a continuation).
     """
 
     name: str
@@ -926,13 +961,13 @@ class HandlerParser:
     preserved_tokens: list[str] = field(default_factory=list)
     additional_stops: list[str] = field(default_factory=list)
     format: str = "peg-native"
-    prompt_suffix: str = ""
     supports_thinking: bool = True
     thinking_start_tag: str = ""
     thinking_end_tags: list[str] = field(default_factory=list)
     message_delimiters: dict[str, str] = field(default_factory=dict)
     description: str = ""
     drop_blank_reasoning: bool = True
+    prompt: str | None = None
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
         """Parse model ``output`` (text after the prompt). Never raises; see the class docstring."""

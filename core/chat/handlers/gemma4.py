@@ -332,29 +332,35 @@ def _make_body(view: C.RequestView):
     return body
 
 
-def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None) -> C.HandlerParser:
-    """Gemma 4 parser, prompt additions and grammar for ``request`` (llama.cpp
-    ``common_chat_params_init_gemma4``). ``generation_prompt`` is the request path's (LCP of the renders
-    without / with ``add_generation_prompt``); a continuation rebuilds it from the continued message."""
+def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
+          prepared: Any = None) -> C.HandlerParser:
+    """Gemma 4 parser, prompt and grammar for ``request`` (llama.cpp ``common_chat_params_init_gemma4``).
+
+    ``generation_prompt`` is the request path's (LCP of the renders without / with ``add_generation_prompt``);
+    ``prepared`` the request path's prepared request, if any. When the rendered prompt ends with ``<turn|>\n``
+    (the template did not open the model turn) ``<|turn>model\n`` is appended and becomes the generation
+    prompt; a continuation rebuilds the generation prompt from the continued message."""
     view = C.request_view(request)
-    src = template.normalized_source if hasattr(template, "normalized_source") else ""
+    src = template.normalized_source
+    ctx = C.PromptContext(template, request, prepared)
+    msgs = prepare_messages(ctx.messages, src)
     gp = generation_prompt
-    suffix = ""
+    prompt: str | None = None
     if view.has_continuation:
-        prompt = C.render_prompt(template, request, add_generation_prompt=False,
-                                 messages=prepare_messages(request.messages[:-1], src))
-        gp = TURN if prompt.endswith("<turn|>\n") else ""
+        base = ctx.render(False, msgs)
+        gp = TURN if base.endswith("<turn|>\n") else ""
         gp += "<|channel>thought\n" + view.continue_reasoning()
         if view.continuation == Continuation.CONTENT:
             gp += CHANNEL_END + view.continue_content()
-        suffix = gp
-    elif request.add_generation_prompt:
-        prompt = C.render_prompt(template, request, add_generation_prompt=True,
-                                 messages=prepare_messages(request.messages, src))
+        prompt = base + gp
+    elif ctx.add_generation_prompt:
+        prompt = ctx.render(True, msgs)
         if prompt.endswith("<turn|>\n"):
-            # the template did not open the model turn (content + tool call history): open it here
+            # the template did not open the model turn (content + tool-call history): open it here
             gp = TURN
-            suffix = TURN
+            prompt += TURN
+    else:
+        prompt = ctx.render(False, msgs)
 
     include_grammar = view.has_schema or view.tools_active
     grammar = None
@@ -374,7 +380,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         grammar_triggers=triggers,
         preserved_tokens=["<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|turn>"],
         format="peg-gemma4",
-        prompt_suffix=suffix,
+        prompt=prompt or None,
         thinking_start_tag="<|channel>thought",
         thinking_end_tags=["<channel|>"],
         message_delimiters={"user": "<|turn>user", "assistant": "<|turn>model"},

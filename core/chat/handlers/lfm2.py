@@ -1,0 +1,219 @@
+"""LFM2 / LFM2.5 handler (llama.cpp ``common/parsers/lfm2.cpp``, ``python_style_tool_calls``).
+
+Output shape (after the generation prompt ``<|im_start|>assistant\\n``)::
+
+    [<think> REASONING </think>] CONTENT [<|tool_call_start|>[name(arg=value, …), …]<|tool_call_end|>]
+
+Arguments are Python-style literals (``"…"``/``'…'`` strings, numbers, ``True``/``False``/``None`` and the JSON
+spellings, dicts and lists) converted to JSON; string-typed parameters take a quoted string. Tool names may
+contain dots (``Calendar.create_event``). LFM2 templates mark the tool list with ``<|tool_list_start|>`` /
+``<|tool_list_end|>`` (kept as preserved tokens); LFM2.5 templates write a plain ``List of tools: [``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...templating import ChatTemplate
+from ..request import ChatRequest, Continuation
+from . import _common as C
+from ._common import Incomplete, Mismatch, Scanner
+
+NAME = "lfm2"
+
+GEN_PROMPT = "<|im_start|>assistant\n"
+THINK_START = "<think>"
+THINK_END = "</think>"
+CALL_START = "<|tool_call_start|>"
+CALL_END = "<|tool_call_end|>"
+LIST_START = "<|tool_list_start|>"
+LIST_END = "<|tool_list_end|>"
+
+
+def is_lfm2(normalized_source: str) -> bool:
+    """LFM2 proper: the tool list is wrapped in ``<|tool_list_start|>`` … ``<|tool_list_end|>``."""
+    return LIST_START in normalized_source and LIST_END in normalized_source
+
+
+def is_lfm25(normalized_source: str) -> bool:
+    """LFM2.5: ``List of tools: [`` without the tool-list tokens."""
+    return "List of tools: [" in normalized_source and LIST_START not in normalized_source
+
+
+def detect(normalized_source: str) -> bool:
+    """llama.cpp detects LFM2 and LFM2.5 separately (both handled here); see :func:`is_lfm2`, :func:`is_lfm25`."""
+    return is_lfm2(normalized_source) or is_lfm25(normalized_source)
+
+
+def prepare_messages(messages: list[dict[str, Any]], normalized_source: str = "") -> list[dict[str, Any]]:
+    """Copy each message's ``reasoning_content`` into the ``thinking`` field the template reads."""
+    out = []
+    for m in messages:
+        if isinstance(m, dict) and isinstance(m.get("reasoning_content"), str):
+            m = {**m, "thinking": m["reasoning_content"]}
+        out.append(m)
+    return out
+
+
+def _make_body(view: C.RequestView, extract: bool):
+    tools = {t.name: t for t in view.tools}
+    names = list(tools)
+
+    def value(sc: Scanner, b: C.MessageBuilder, string_typed: bool) -> None:
+        start = sc.pos
+        try:
+            if string_typed:
+                if sc.pos >= sc.n:
+                    raise Incomplete(sc.n)
+                q = sc.text[sc.pos]
+                if q not in "\"'":
+                    raise Mismatch(sc.pos, "expected a quoted string")
+                end = C.scan_quoted(sc.text, sc.pos, q)
+            else:
+                end = C.scan_python_or_json(sc.text, sc.pos)
+        except Incomplete as e:
+            b.arg_raw(sc.text[start:max(start, e.end)])
+            raise
+        b.arg_raw(sc.text[start:end])
+        sc.pos = end
+
+    def call(sc: Scanner, b: C.MessageBuilder) -> None:
+        name = sc.choose_literal(names)
+        sc.pos += len(name)
+        sc.expect("(")
+        b.open_call(name)
+        sc.space()
+        params = {p: s for p, s, _ in tools[name].params()}
+        if params and sc.peek(")") is False:
+            while True:
+                arg = sc.choose_literal(params)
+                sc.pos += len(arg)
+                sc.expect("=")
+                b.arg_name(arg)
+                schema = params[arg]
+                value(sc, b, schema.node.get("type") == "string")
+                if sc.pos < sc.n and sc.text[sc.pos] == ",":
+                    sc.pos += 1
+                    sc.space()
+                    continue
+                break
+        sc.space()
+        sc.expect(")")
+        b.close_call()
+
+    def tool_calls(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(CALL_START)
+        sc.expect("[")
+        sc.space()
+        call(sc, b)
+        if view.parallel:
+            while sc.pos < sc.n and sc.check(",") != 0:
+                sc.expect(",")
+                sc.space()
+                call(sc, b)
+        sc.space()
+        sc.expect("]")
+        sc.expect(CALL_END)
+
+    def body(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(GEN_PROMPT)
+        if extract and sc.pos < sc.n:
+            save, mark = sc.pos, b.mark()
+            try:
+                sc.expect(THINK_START)
+                b.add_reasoning(sc.until(THINK_END))
+                sc.expect(THINK_END)
+            except Mismatch:
+                sc.pos = save
+                b.reset(mark)
+        if not view.tools_active:
+            if view.has_schema:
+                start = sc.pos
+                try:
+                    end = C.scan_json(sc.text, sc.pos)
+                except Incomplete as e:
+                    b.add_content(sc.text[start:e.end])
+                    raise
+                b.add_content(sc.text[start:end])
+                sc.pos = end
+            else:
+                b.add_content(sc.until())
+            if sc.pos < sc.n:
+                raise Mismatch(sc.pos, "text after the response")
+            return
+        b.add_content(sc.until(CALL_START))
+        tool_calls(sc, b)
+        if sc.pos < sc.n:
+            raise Mismatch(sc.pos, "text after the tool calls")
+
+    return body
+
+
+def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
+          prepared: Any = None) -> C.HandlerParser:
+    """LFM2 / LFM2.5 parser, prompt and grammar (llama.cpp ``common_chat_params_init_lfm2``). Reasoning is
+    extracted when ``reasoning_format`` is not none and the template knows ``<think>``; the prompt is rendered
+    with each message's reasoning copied to ``thinking``; a continuation reopens ``<think>``."""
+    view = C.request_view(request)
+    src = template.normalized_source
+    tool_list_tokens = is_lfm2(src)
+    extract = view.extract_reasoning and THINK_START in template.source
+    ctx = C.PromptContext(template, request, prepared)
+    msgs = prepare_messages(ctx.messages)
+    prompt = ctx.render(ctx.add_generation_prompt, msgs)
+    gp = generation_prompt
+    if view.has_continuation:
+        gp = GEN_PROMPT + THINK_START + view.continue_reasoning()
+        if view.continuation == Continuation.CONTENT:
+            gp += THINK_END + view.continue_content()
+        prompt += gp
+
+    preserved = [CALL_START, CALL_END, THINK_START, THINK_END]
+    if tool_list_tokens:
+        preserved += [LIST_START, LIST_END]
+
+    include_grammar = view.has_schema or view.tools_active
+    lazy = False
+    grammar = None
+    triggers = []
+    if include_grammar:
+        lazy = not (view.has_schema or (view.tools_active and view.required))
+        grammar = _grammar(view, extract, lazy)
+        triggers = [C.word_trigger(CALL_START)]
+
+    return C.HandlerParser(
+        name=NAME,
+        body=_make_body(view, extract),
+        generation_prompt=gp,
+        grammar=grammar,
+        grammar_lazy=lazy,
+        grammar_triggers=triggers,
+        preserved_tokens=preserved,
+        thinking_start_tag=THINK_START,
+        thinking_end_tags=[THINK_END],
+        description=_describe(view, extract),
+        prompt=prompt or None,
+    )
+
+
+def _grammar(view: C.RequestView, extract: bool, lazy: bool) -> str | None:
+    return None
+
+
+def _describe(view: C.RequestView, extract: bool) -> str:
+    lines = ['root      <- "<|im_start|>assistant\\n" reasoning? BODY end']
+    if extract:
+        lines.append('reasoning <- "<think>" reasoning(until("</think>")) "</think>"')
+    if view.tools_active:
+        names = " | ".join(f'"{t.name}"' for t in view.tools)
+        lines += [
+            'BODY      <- content(until("<|tool_call_start|>")) "<|tool_call_start|>" "[" space call'
+            + (' ("," space call)*' if view.parallel else "") + ' space "]" "<|tool_call_end|>"',
+            f'call      <- tool-name({names}) "(" space (arg ("," space arg)*)? space ")"',
+            "arg       <- NAME '=' python-or-json-value   (string parameters: a quoted string)",
+        ]
+    elif view.has_schema:
+        lines.append("BODY      <- content(json<schema>)")
+    else:
+        lines.append("BODY      <- content(rest)")
+    return "\n".join(lines)

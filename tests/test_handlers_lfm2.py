@@ -1,0 +1,31 @@
+"""LFM2 / LFM2.5 special handler against llama.cpp's reference cases (final message + char-by-char streaming)."""
+
+from __future__ import annotations
+
+from core.chat.handlers import _common as C
+from core.chat.handlers import lfm2
+from core.templating import ChatTemplate
+
+from .conftest import template_source
+
+TEMPLATES = ["LFM2-8B-A1B.jinja", "LFM2.5-Instruct.jinja", "LFM2.5-8B-A1B.jinja"]
+
+
+def test_detect():
+    assert lfm2.is_lfm2(ChatTemplate(template_source("LFM2-8B-A1B.jinja")).normalized_source)
+    for name in TEMPLATES[1:]:
+        src = ChatTemplate(template_source(name)).normalized_source
+        assert lfm2.is_lfm25(src) and not lfm2.is_lfm2(src)
+    assert not lfm2.detect(ChatTemplate(template_source("Qwen3-Coder.jinja")).normalized_source)
+
+
+def test_reference_cases(reference_cases):
+    cases = [c for c in reference_cases if c["template"] in TEMPLATES]
+    fails = []
+    for case in cases:
+        tmpl = ChatTemplate(template_source(case["template"]), case["template"])
+        why = C.check_reference_case(lfm2, tmpl, case)
+        if why:
+            fails.append(f"{case['id']}: {why}")
+    assert len(cases) == 55
+    assert not fails, "\n".join(fails)
