@@ -26,6 +26,56 @@ class TemplateLoadError(ChatTemplateExplorerError):
         super().__init__(f"cannot load chat template from {source!r}: {reason}")
 
 
+class TemplateTooLargeError(TemplateLoadError):
+    """A file, upload or template text is above the size limit (``size`` and ``limit`` in bytes)."""
+
+    def __init__(self, source: str, size: int, limit: int, what: str = "file"):
+        self.size = size
+        self.limit = limit
+        super().__init__(source, f"the {what} is {_human_bytes(size)}, above the limit of {_human_bytes(limit)}; "
+                                 "chat templates are kilobytes, so check that this is the right file "
+                                 "(or raise the limit with max_bytes)")
+
+
+class VariantNotFoundError(TemplateLoadError):
+    """The requested named template (variant) does not exist; ``available`` lists the names that do."""
+
+    def __init__(self, source: str, variant: str, available: list[str]):
+        self.variant = variant
+        self.available = list(available)
+        names = ", ".join(repr(a) for a in available) or "none"
+        super().__init__(source, f"there is no chat template variant {variant!r}; available: {names}")
+
+
+class HubError(TemplateLoadError):
+    """Base class of Hugging Face Hub failures while fetching a template (``source`` is the repo id)."""
+
+
+class HubOfflineError(HubError):
+    """The repo's template files are not in the local HF cache and the Hub cannot be reached (offline mode
+    ``HF_HUB_OFFLINE=1``, or no network)."""
+
+
+class HubNotFoundError(HubError):
+    """The repository, the revision, or every template file in it does not exist on the Hub."""
+
+
+class HubGatedError(HubError):
+    """The repository is gated or private (HTTP 401/403): a token with access is needed."""
+
+
+class HubTimeoutError(HubError):
+    """The Hub did not answer in time."""
+
+
+def _human_bytes(n: int) -> str:
+    if n >= 1024 * 1024:
+        return f"{n / (1024 * 1024):.1f} MB"
+    if n >= 1024:
+        return f"{n / 1024:.1f} KB"
+    return f"{n} bytes"
+
+
 class TemplateSyntaxError(ChatTemplateExplorerError):
     """The template source is not valid Jinja. ``lineno`` is 1-based or None."""
 
