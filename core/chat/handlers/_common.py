@@ -553,6 +553,13 @@ class MessageBuilder:
         if value:
             self.current.call.arguments += normalize_python_to_json(value)
 
+    def arg_close(self) -> None:
+        """End of one tagged argument: close a pending string quote (mapper ``tool-arg-close``)."""
+        c = self.current
+        if c.quote_open:
+            c.call.arguments += '"'
+            c.quote_open = False
+
     def close_call(self) -> None:
         c = self.current
         if c.quote_open:
@@ -565,13 +572,79 @@ class MessageBuilder:
         reasoning = self.reasoning
         if self.drop_blank_reasoning and reasoning and not reasoning.strip(" \n\r\t"):
             reasoning = ""
-        calls = []
-        for c in self.calls:
-            call = ToolCall(c.call.name, c.call.arguments, c.call.id)
-            if c.quote_open and call.arguments:
-                call.arguments += '"'
-            calls.append(call)
+        # a string value still open stays open (llama.cpp closes quotes only for calls not yet named), so
+        # successive partial parses only ever append to the arguments
+        calls = [ToolCall(c.call.name, c.call.arguments, c.call.id) for c in self.calls]
         return AssistantMessage(content=self.content, reasoning_content=reasoning, tool_calls=calls)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Tagged argument values (XML-ish formats: Ling 3, MiniCPM5, Muse Glimmer, MiniMax-M3 leaves)
+# --------------------------------------------------------------------------------------------------------------
+
+
+def json_arg_value(sc: Scanner, b: "MessageBuilder", close: str) -> None:
+    """``tool_arg_json_value(json) tool_arg_close(close)``: a JSON value (appended as it streams), then
+    ``close``."""
+    start = sc.pos
+    try:
+        end = scan_json(sc.text, start)
+    except Incomplete as e:
+        b.arg_raw(sc.text[start:max(start, e.end)])
+        raise
+    b.arg_raw(sc.text[start:end])
+    sc.pos = end
+    sc.expect(close)
+    b.arg_close()
+
+
+def string_arg_value(sc: Scanner, b: "MessageBuilder", close: str) -> None:
+    """``tool_arg_string_value(until(close)) tool_arg_close(close)``: raw text up to ``close`` as a JSON
+    string (streams; the closing quote comes with ``close``)."""
+    b.arg_string(sc.until(close), closed=False)
+    sc.expect(close)
+    b.arg_close()
+
+
+def json_or_string_arg_value(sc: Scanner, b: "MessageBuilder", close: str) -> None:
+    """``atomic(json close) | string``: typed when the text is a JSON value immediately followed by ``close``,
+    else raw text as a string. Nothing is emitted while the JSON reading is still possible."""
+    start = sc.pos
+    try:
+        end = scan_json(sc.text, start)
+        r = Scanner(sc.text, end).check(close)
+        if r == -1:
+            raise Incomplete(sc.n)
+        if r == 1:
+            b.arg_raw(sc.text[start:end])
+            sc.pos = end + len(close)
+            b.arg_close()
+            return
+    except Mismatch:
+        pass
+    string_arg_value(sc, b, close)
+
+
+def cdata_or_string_arg_value(sc: Scanner, b: "MessageBuilder", close: str) -> None:
+    """MiniCPM5 strings: ``<![CDATA[ text ]]> close`` (only the inner text) or raw text up to ``close``."""
+    cdata = "<![CDATA["
+    r = sc.check(cdata)
+    if r == -1:
+        raise Incomplete(sc.n)
+    if r == 1:
+        save, mark = sc.pos, b.mark()
+        try:
+            sc.pos += len(cdata)
+            b.arg_string(sc.until("]]>"), closed=False)
+            sc.expect("]]>")
+            sc.expect(close)
+            b.arg_close()
+            return
+        except Mismatch:
+            sc.pos = save
+            b.reset(mark)
+            raise
+    string_arg_value(sc, b, close)
 
 
 # --------------------------------------------------------------------------------------------------------------

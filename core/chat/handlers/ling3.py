@@ -1,0 +1,204 @@
+"""Ling 3.0 / Bailing V3 handler (llama.cpp ``common/parsers/ling3.cpp``).
+
+Output shape (the generation prompt ``<role>ASSISTANT</role>\\n<think>`` opens the think block; with thinking
+off it is ``…<think></think>``)::
+
+    REASONING [</think>] CONTENT <tool_call>NAME
+    <arg_key>K</arg_key>
+    <arg_value>V</arg_value>
+    </tool_call> … [TEXT] [<|role_end|>]
+
+While the think block is open, reasoning also ends at a ``<tool_call>`` (the model may call a tool before
+closing it). String parameters are raw text; other types are JSON; a parameter that may be either is JSON
+when the text is a JSON value directly followed by ``</arg_value>``, else a string. ``<|role_end|>`` is an
+additional stop string and is consumed if it arrives as text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...templating import ChatTemplate
+from ..request import ChatRequest, Continuation
+from . import _common as C
+from ._common import Incomplete, Mismatch, Scanner
+
+NAME = "ling3"
+
+ROLE = "<role>ASSISTANT</role>"
+THINK_START = "<think>"
+THINK_END = "</think>"
+CALL_START = "<tool_call>"
+CALL_END = "</tool_call>"
+ARG_KEY = "<arg_key>"
+ARG_KEY_END = "</arg_key>"
+ARG_VAL = "<arg_value>"
+ARG_VAL_END = "</arg_value>"
+ROLE_END = "<|role_end|>"
+
+
+def detect(normalized_source: str) -> bool:
+    """llama.cpp: ``<role>ASSISTANT</role>`` and ``<arg_key>`` in the source."""
+    return ROLE in normalized_source and ARG_KEY in normalized_source
+
+
+def value_mode(schema: C.Schema) -> str:
+    """``json`` (no string type), ``string`` (only strings) or ``mixed`` (JSON first, else string)."""
+    types = schema.value_types()
+    if "string" not in types:
+        return "json"
+    if types == {"string"}:
+        return "string"
+    return "mixed"
+
+
+def _make_body(view: C.RequestView, think_open: bool):
+    tools = {t.name: t for t in view.tools}
+    names = list(tools)
+    body_end = (THINK_END, CALL_START) if think_open else (THINK_END,)
+
+    def tool_call(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(CALL_START)
+        name = sc.choose_literal(names)
+        sc.pos += len(name)
+        sc.space()
+        b.open_call(name)
+        params = {p: value_mode(s) for p, s, _ in tools[name].params()}
+        while True:
+            save = sc.pos
+            sc.space()
+            r = sc.check(ARG_KEY)
+            if r == -1:
+                raise Incomplete(sc.n)
+            if r == 0 or not params:
+                sc.pos = save
+                break
+            sc.pos += len(ARG_KEY)
+            key = sc.choose_literal(params)
+            sc.pos += len(key)
+            sc.expect(ARG_KEY_END)
+            b.arg_name(key)
+            sc.space()
+            sc.expect(ARG_VAL)
+            mode = params[key]
+            if mode == "json":
+                C.json_arg_value(sc, b, ARG_VAL_END)
+            elif mode == "string":
+                C.string_arg_value(sc, b, ARG_VAL_END)
+            else:
+                C.json_or_string_arg_value(sc, b, ARG_VAL_END)
+        sc.space()
+        sc.expect(CALL_END)
+        b.close_call()
+
+    def tail(sc: Scanner, b: C.MessageBuilder) -> None:
+        if sc.pos < sc.n:
+            b.add_content(sc.until(ROLE_END))
+        sc.optional(ROLE_END)
+
+    def tools_section(sc: Scanner, b: C.MessageBuilder) -> None:
+        tool_call(sc, b)
+        if view.parallel:
+            while sc.pos < sc.n:
+                save, mark = sc.pos, b.mark()
+                try:
+                    sc.space()
+                    tool_call(sc, b)
+                except Mismatch:
+                    sc.pos = save
+                    b.reset(mark)
+                    break
+        sc.space()
+        tail(sc, b)
+
+    def body(sc: Scanner, b: C.MessageBuilder) -> None:
+        if sc.optional(ROLE):
+            sc.space()
+        if sc.pos < sc.n:
+            sc.optional(THINK_START)
+            text = sc.until(*body_end)
+            (b.add_reasoning if view.extract_reasoning else b.add_content)(text)
+            sc.optional(THINK_END)
+        if view.tools_active:
+            if sc.pos < sc.n:
+                b.add_content(sc.until(CALL_START))
+            if view.required:
+                tools_section(sc, b)
+            elif sc.pos < sc.n:
+                save, mark = sc.pos, b.mark()
+                try:
+                    tools_section(sc, b)
+                except Mismatch:
+                    sc.pos = save
+                    b.reset(mark)
+        tail(sc, b)
+        if sc.pos < sc.n:
+            raise Mismatch(sc.pos, "text after the end of the turn")
+
+    return body
+
+
+def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
+          prepared: Any = None) -> C.HandlerParser:
+    """Ling 3 parser and grammar (llama.cpp ``common_chat_params_init_ling3``). The think block counts as open
+    when the generation prompt's last ``<think>`` is not closed (or for a reasoning continuation)."""
+    view = C.request_view(request)
+    gp = generation_prompt
+    if view.has_continuation:
+        gp = ROLE + "\n" + THINK_START + view.continue_reasoning()
+        if view.continuation == Continuation.CONTENT:
+            gp += THINK_END + view.continue_content()
+        think_open = view.continuation != Continuation.CONTENT
+    else:
+        last_open, last_close = gp.rfind(THINK_START), gp.rfind(THINK_END)
+        think_open = last_open != -1 and (last_close == -1 or last_open > last_close)
+
+    grammar, lazy, triggers = None, False, []
+    if view.tools_active:
+        lazy = not view.required
+        grammar = _grammar(view, think_open, lazy)
+        triggers = [C.word_trigger(CALL_START)]
+
+    return C.HandlerParser(
+        name=NAME,
+        body=_make_body(view, think_open),
+        generation_prompt=gp,
+        grammar=grammar,
+        grammar_lazy=lazy,
+        grammar_triggers=triggers,
+        preserved_tokens=[THINK_START, THINK_END, CALL_START, CALL_END, ARG_KEY, ARG_KEY_END, ARG_VAL,
+                          ARG_VAL_END, ROLE_END],
+        additional_stops=[ROLE_END],
+        thinking_start_tag=THINK_START,
+        thinking_end_tags=[THINK_END, CALL_START],
+        message_delimiters={"assistant": ROLE, "user": "<role>HUMAN</role>", "tool": "<role>OBSERVATION</role>",
+                            "system": "<role>SYSTEM</role>"},
+        description=_describe(view, think_open),
+    )
+
+
+def _grammar(view: C.RequestView, think_open: bool, lazy: bool) -> str | None:
+    return None
+
+
+def _describe(view: C.RequestView, think_open: bool) -> str:
+    stop = '"</think>" | "<tool_call>"' if think_open else '"</think>"'
+    kind = "reasoning" if view.extract_reasoning else "content"
+    lines = [
+        'opener    <- ("<role>ASSISTANT</role>" space?)?',
+        f'think     <- ("<think>"? {kind}(until({stop})) "</think>"?)?',
+        'tail      <- content(until("<|role_end|>"))? "<|role_end|>"?',
+    ]
+    if view.tools_active:
+        lines += [
+            'call      <- "<tool_call>" tool-name space? (space? "<arg_key>" NAME "</arg_key>" space? "<arg_value>" '
+            'VALUE "</arg_value>")* space? "</tool_call>"',
+            "             (required arguments in any order, then optional ones; VALUE: raw text for strings, JSON "
+            "otherwise, JSON-or-text for unions)",
+            'tools     <- call' + (" (space call)*" if view.parallel else "") + " space tail",
+            "root      <- opener think content(until(\"<tool_call>\"))? tools"
+            + ("" if view.required else "?") + " tail end",
+        ]
+    else:
+        lines.append("root      <- opener think tail end")
+    return "\n".join(lines)
