@@ -1,0 +1,531 @@
+"""Running a built :class:`~core.peg.builder.Arena` on a text: results, AST nodes, incremental cache.
+
+Semantics follow llama.cpp ``common/peg-parser.cpp`` (parser notes §1.2-1.3), on Python ``str`` (positions are
+code point indices, not bytes):
+
+* a result is ``FAIL``, ``SUCCESS`` or ``NEED_MORE_INPUT`` (NMI) with an end position and the AST nodes made at
+  that level; in *lenient* mode (the default, as llama.cpp's chat parse always is) a primitive that runs off the
+  end of the input while it could still match returns NMI, and NMI short-circuits sequences, choices and
+  repetitions;
+* ``until`` stops before a delimiter prefix cut off at the end of the input, so a marker being streamed is
+  never emitted as content;
+* rule and tag nodes are created on NMI too (``partial=True``); ``atomic`` drops them.
+
+Speed: every node is compiled once per arena into a Python closure; ``until`` uses ``str.find`` / one regex
+search, ``space``/``chars``/string bodies use ``re``, JSON uses the scanners of :mod:`core.peg.scanners`.
+
+Incremental parsing: pass the same :class:`ParseCache` to successive parses of a growing text (a stream).
+Results of rules and tags that never looked at the end of the input are memoized by (node, position) and reused
+while the new text extends the old one; ``until`` remembers how far it has already searched. Anything that
+touched the end of the input is recomputed, so cached and uncached parses give identical results.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Any as _AnyT, Callable, Iterator
+
+from . import nodes as N
+from .scanners import FAIL, NMI, OK, scan_json_value, scan_string_content
+
+_SPACE = re.compile(r"[ \t\n\v\f\r]*")
+_EMPTY: tuple = ()
+
+
+class ResultType(enum.IntEnum):
+    """Outcome of a parse (llama.cpp ``common_peg_parse_result_type``)."""
+
+    FAIL = 0
+    SUCCESS = 1
+    NEED_MORE_INPUT = 2
+
+
+class AstNode:
+    """One node of the parse tree: a rule (``rule`` set) or a tag (``tag`` set) over ``[start, end)``.
+
+    ``partial`` is true when the node's parser needed more input. ``children`` are the nodes made inside.
+    Nodes hold positions only; :meth:`text` slices the parsed input.
+    """
+
+    __slots__ = ("rule", "tag", "start", "end", "children", "partial")
+
+    def __init__(self, rule: str, tag: str, start: int, end: int, children: tuple, partial: bool):
+        self.rule = rule
+        self.tag = tag
+        self.start = start
+        self.end = end
+        self.children = children
+        self.partial = partial
+
+    def text(self, source: str) -> str:
+        return source[self.start:self.end]
+
+    def __repr__(self) -> str:
+        what = f"rule={self.rule!r}" if self.rule else f"tag={self.tag!r}"
+        return f"AstNode({what}, {self.start}:{self.end}{', partial' if self.partial else ''})"
+
+
+@dataclass
+class ParseResult:
+    """Result of :func:`parse`: type, ``[start, end)``, the top-level AST nodes and the parsed text."""
+
+    type: ResultType
+    start: int
+    end: int
+    nodes: tuple
+    text: str
+
+    @property
+    def success(self) -> bool:
+        return self.type == ResultType.SUCCESS
+
+    @property
+    def need_more_input(self) -> bool:
+        return self.type == ResultType.NEED_MORE_INPUT
+
+    @property
+    def fail(self) -> bool:
+        return self.type == ResultType.FAIL
+
+    def visit(self) -> Iterator[AstNode]:
+        """All AST nodes, pre-order (a node, then its children in order)."""
+        stack = list(reversed(self.nodes))
+        while stack:
+            node = stack.pop()
+            yield node
+            if node.children:
+                stack.extend(reversed(node.children))
+
+    def tags(self) -> dict[str, str]:
+        """``{tag: text}`` of every tagged node; the last one of a tag wins (llama.cpp tag-based mapper)."""
+        out: dict[str, str] = {}
+        for node in self.visit():
+            if node.tag:
+                out[node.tag] = node.text(self.text)
+        return out
+
+
+class ParseCache:
+    """Memo shared by successive parses of a growing text (see module doc).
+
+    Valid only for one arena, entry point and lenient flag; reset automatically when the text is not an
+    extension of the previous one.
+    """
+
+    __slots__ = ("text", "memo", "hints", "key")
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.memo: dict = {}
+        self.hints: dict = {}
+        self.key: tuple = ()
+
+    def prepare(self, text: str, key: tuple) -> None:
+        if key != self.key or not text.startswith(self.text):
+            self.memo = {}
+            self.hints = {}
+            self.key = key
+        self.text = text
+
+    def reset(self) -> None:
+        self.text = ""
+        self.memo = {}
+        self.hints = {}
+        self.key = ()
+
+
+class _Ctx:
+    __slots__ = ("text", "n", "lenient", "eof", "memo", "hints")
+
+    def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
+        self.text = text
+        self.n = len(text)
+        self.lenient = lenient
+        self.eof = False
+        self.memo = memo
+        self.hints = hints
+
+
+Fn = Callable[[_Ctx, int], tuple]
+
+
+def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entry: str | None = None,
+          cache: ParseCache | None = None) -> ParseResult:
+    """Run the arena's root (or the named ``entry``) on ``text`` from ``start``.
+
+    ``lenient`` (default): the text may be a prefix of a longer one (streaming); llama.cpp's chat parse is
+    always lenient. ``cache``: reuse work across parses of a growing text. Raises
+    :class:`~core.peg.builder.PegError` for an unknown entry; never raises on the text itself.
+    """
+    pid = arena.entry_id(entry)
+    fns = _compiled(arena)
+    if cache is not None:
+        cache.prepare(text, (id(arena), pid, lenient, start))
+        ctx = _Ctx(text, lenient, cache.memo, cache.hints)
+    else:
+        ctx = _Ctx(text, lenient, None, None)
+    st, end, nodes = fns[pid](ctx, start)
+    return ParseResult(ResultType(st), start, end, tuple(nodes), text)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# compilation
+
+def _compiled(arena: _AnyT) -> list[Fn]:
+    fns = arena._compiled
+    if fns is None:
+        fns = _Compiler(arena).run()
+        arena._compiled = fns
+    return fns
+
+
+class _Compiler:
+    def __init__(self, arena: _AnyT):
+        self.arena = arena
+        self.fns: list[Fn | None] = [None] * len(arena.nodes)
+        self.in_progress: set[int] = set()
+
+    def run(self) -> list[Fn]:
+        for pid in range(len(self.arena.nodes)):
+            self.get(pid)
+        return self.fns  # type: ignore[return-value]
+
+    def get(self, pid: int) -> Fn:
+        fn = self.fns[pid]
+        if fn is not None:
+            return fn
+        if pid in self.in_progress:
+            fns = self.fns
+
+            def forward(ctx: _Ctx, pos: int, _pid: int = pid) -> tuple:
+                return fns[_pid](ctx, pos)  # type: ignore[misc]
+            return forward
+        self.in_progress.add(pid)
+        fn = self.make(self.arena.nodes[pid])
+        self.in_progress.discard(pid)
+        self.fns[pid] = fn
+        return fn
+
+    def make(self, node: N.Node) -> Fn:  # noqa: C901 - one branch per combinator
+        if isinstance(node, N.Epsilon):
+            return lambda ctx, pos: (OK, pos, _EMPTY)
+        if isinstance(node, N.Start):
+            return lambda ctx, pos: (OK if pos == 0 else FAIL, pos, _EMPTY)
+        if isinstance(node, N.End):
+            return _make_end()
+        if isinstance(node, N.Literal):
+            return _make_literal(node.text)
+        if isinstance(node, N.Sequence):
+            return _make_sequence([self.get(c) for c in node.items])
+        if isinstance(node, N.Choice):
+            return _make_choice([self.get(c) for c in node.items])
+        if isinstance(node, N.Repeat):
+            return _make_repeat(self.get(node.child), node.min, node.max)
+        if isinstance(node, N.And):
+            child = self.get(node.child)
+            return lambda ctx, pos: (child(ctx, pos)[0], pos, _EMPTY)
+        if isinstance(node, N.Not):
+            return _make_not(self.get(node.child))
+        if isinstance(node, N.Any):
+            return _make_any()
+        if isinstance(node, N.Space):
+            return _make_space()
+        if isinstance(node, N.Chars):
+            return _make_chars(node)
+        if isinstance(node, N.StringContent):
+            return _make_string_content(node.delimiter)
+        if isinstance(node, N.Until):
+            return _make_until(node.id, node.delimiters)
+        if isinstance(node, (N.Schema, N.Gbnf, N.Ac)):
+            return self.get(node.child)
+        if isinstance(node, N.Rule):
+            if node.native:
+                body = _make_native(node.native)
+            else:
+                body = self.get(node.child)
+            return _make_node(node.id, body, node.name, "")
+        if isinstance(node, N.Ref):
+            return self.get(self.arena.rule_id(node.name))
+        if isinstance(node, N.Atomic):
+            return _make_atomic(self.get(node.child))
+        if isinstance(node, N.Tag):
+            return _make_node(node.id, self.get(node.child), "", node.tag)
+        raise TypeError(f"unknown parser node {type(node).__name__}")
+
+
+def _make_end() -> Fn:
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        if pos >= ctx.n:
+            ctx.eof = True
+            return OK, pos, _EMPTY
+        return FAIL, pos, _EMPTY
+    return f
+
+
+def _make_literal(lit: str) -> Fn:
+    size = len(lit)
+
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        text = ctx.text
+        if text.startswith(lit, pos):
+            return OK, pos + size, _EMPTY
+        n = ctx.n
+        if n - pos < size and lit.startswith(text[pos:]):
+            ctx.eof = True
+            return (NMI, n, _EMPTY) if ctx.lenient else (FAIL, pos, _EMPTY)
+        return FAIL, pos, _EMPTY
+    return f
+
+
+def _make_sequence(children: list[Fn]) -> Fn:
+    if not children:
+        return lambda ctx, pos: (OK, pos, _EMPTY)
+
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        nodes: tuple = _EMPTY
+        start = pos
+        for child in children:
+            st, end, ns = child(ctx, pos)
+            if st == FAIL:
+                return FAIL, end if end > start else start, _EMPTY
+            if ns:
+                nodes = nodes + ns if nodes else ns
+            if st == NMI:
+                return NMI, end, nodes
+            pos = end
+        return OK, pos, nodes
+    return f
+
+
+def _make_choice(children: list[Fn]) -> Fn:
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        for child in children:
+            r = child(ctx, pos)
+            if r[0] != FAIL:
+                return r
+        return FAIL, pos, _EMPTY
+    return f
+
+
+def _make_repeat(child: Fn, lo: int, hi: int) -> Fn:
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        start = pos
+        n = ctx.n
+        count = 0
+        nodes: list | None = None
+        while hi == -1 or count < hi:
+            if pos >= n:
+                ctx.eof = True
+                break
+            st, end, ns = child(ctx, pos)
+            if st == OK:
+                if end == pos:
+                    break
+                if ns:
+                    if nodes is None:
+                        nodes = list(ns)
+                    else:
+                        nodes.extend(ns)
+                pos = end
+                count += 1
+                continue
+            if st == NMI:
+                if ns:
+                    if nodes is None:
+                        nodes = list(ns)
+                    else:
+                        nodes.extend(ns)
+                return NMI, end, tuple(nodes) if nodes else _EMPTY
+            break
+        out = tuple(nodes) if nodes else _EMPTY
+        if count < lo:
+            if pos >= n and ctx.lenient:
+                return NMI, pos, out
+            return FAIL, start, _EMPTY
+        return OK, pos, out
+    return f
+
+
+def _make_not(child: Fn) -> Fn:
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        st = child(ctx, pos)[0]
+        if st == OK:
+            return FAIL, pos, _EMPTY
+        if st == NMI:
+            return NMI, pos, _EMPTY
+        return OK, pos, _EMPTY
+    return f
+
+
+def _make_any() -> Fn:
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        if pos < ctx.n:
+            return OK, pos + 1, _EMPTY
+        ctx.eof = True
+        return (NMI, pos, _EMPTY) if ctx.lenient else (FAIL, pos, _EMPTY)
+    return f
+
+
+def _make_space() -> Fn:
+    match = _SPACE.match
+
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        end = match(ctx.text, pos).end()  # type: ignore[union-attr]
+        if end >= ctx.n:
+            ctx.eof = True
+        return OK, end, _EMPTY
+    return f
+
+
+def _class_regex(ranges: list[tuple[int, int]], negated: bool) -> str:
+    parts = []
+    for a, b in ranges:
+        if a > b:
+            continue
+        if a == b:
+            parts.append(re.escape(chr(a)))
+        else:
+            parts.append(re.escape(chr(a)) + "-" + re.escape(chr(b)))
+    body = "".join(parts)
+    if not body:
+        return r"[\s\S]" if negated else r"(?!)"
+    return f"[{'^' if negated else ''}{body}]"
+
+
+def _make_chars(node: N.Chars) -> Fn:
+    lo, hi = node.min, node.max
+    quant = "{0,}" if hi == -1 else "{0,%d}" % hi
+    match = re.compile(_class_regex(node.ranges, node.negated) + quant, re.S).match
+
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        end = match(ctx.text, pos).end()  # type: ignore[union-attr]
+        count = end - pos
+        n = ctx.n
+        if end >= n and (hi == -1 or count < hi):
+            ctx.eof = True
+        if count < lo:
+            if end >= n and ctx.lenient:
+                return NMI, end, _EMPTY
+            return FAIL, pos, _EMPTY
+        return OK, end, _EMPTY
+    return f
+
+
+def _make_string_content(delim: str) -> Fn:
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        st, end, touched = scan_string_content(ctx.text, pos, ctx.n, ctx.lenient, delim)
+        if touched:
+            ctx.eof = True
+        return st, end, _EMPTY
+    return f
+
+
+def _make_native(kind: str) -> Fn:
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        st, end, touched = scan_json_value(ctx.text, pos, ctx.n, ctx.lenient, kind)
+        if touched:
+            ctx.eof = True
+        return st, end, _EMPTY
+    return f
+
+
+def _partial_start(text: str, lo: int, n: int, delims: list[str]) -> int:
+    """Smallest p >= lo such that ``text[p:]`` is a proper prefix of some delimiter, or -1."""
+    for p in range(lo, n):
+        rem = text[p:]
+        for d in delims:
+            if len(d) > len(rem) and d.startswith(rem):
+                return p
+    return -1
+
+
+def _make_until(pid: int, delimiters: list[str]) -> Fn:
+    delims = [d for d in delimiters if d]
+    if not delims:
+        def rest(ctx: _Ctx, pos: int) -> tuple:
+            ctx.eof = True
+            n = ctx.n
+            if ctx.lenient:
+                return NMI, n if n > pos else pos, _EMPTY
+            return OK, n if n > pos else pos, _EMPTY
+        return rest
+
+    maxlen = max(len(d) for d in delims)
+    if len(delims) == 1:
+        d0 = delims[0]
+
+        def find(text: str, frm: int) -> int:
+            return text.find(d0, frm)
+    else:
+        search = re.compile("|".join(re.escape(d) for d in sorted(delims, key=len, reverse=True))).search
+
+        def find(text: str, frm: int) -> int:
+            m = search(text, frm)
+            return m.start() if m else -1
+
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        text = ctx.text
+        n = ctx.n
+        hints = ctx.hints
+        frm = pos
+        if hints is not None:
+            h = hints.get((pid, pos))
+            if h is not None and h > frm:
+                frm = h
+        idx = find(text, frm)
+        tail = n - maxlen + 1
+        if tail < pos:
+            tail = pos
+        if idx != -1:
+            if idx >= tail:
+                p = _partial_start(text, tail, idx, delims)
+                if p != -1:
+                    ctx.eof = True
+                    return OK, p, _EMPTY
+            return OK, idx, _EMPTY
+        ctx.eof = True
+        if hints is not None and tail > frm:
+            hints[(pid, pos)] = tail
+        p = _partial_start(text, tail, n, delims)
+        if p != -1:
+            return OK, p, _EMPTY
+        return (NMI, n, _EMPTY) if ctx.lenient else (OK, n, _EMPTY)
+    return f
+
+
+def _make_atomic(child: Fn) -> Fn:
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        r = child(ctx, pos)
+        if r[0] == NMI and r[2]:
+            return NMI, r[1], _EMPTY
+        return r
+    return f
+
+
+def _make_node(pid: int, child: Fn, rule: str, tag: str) -> Fn:
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        memo = ctx.memo
+        if memo is None:
+            st, end, ns = child(ctx, pos)
+            if st == FAIL:
+                return FAIL, end, _EMPTY
+            return st, end, (AstNode(rule, tag, pos, end, ns, st == NMI),)
+        key = (pid, pos)
+        r = memo.get(key)
+        if r is not None:
+            return r
+        saved = ctx.eof
+        ctx.eof = False
+        st, end, ns = child(ctx, pos)
+        if st == FAIL:
+            r = (FAIL, end, _EMPTY)
+        else:
+            r = (st, end, (AstNode(rule, tag, pos, end, ns, st == NMI),))
+        if ctx.eof:
+            return r
+        memo[key] = r
+        ctx.eof = saved
+        return r
+    return f
