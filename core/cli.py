@@ -173,23 +173,33 @@ def _parse_overrides(items: Iterable[str]) -> dict[str, Any]:
 
 
 def analyze_one(path: str, variant: str | None = None, caps_json: dict[str, Any] | None = None,
-                disabled: Iterable[str] = (), overrides: dict[str, Any] | None = None) -> Any:
-    """Load and analyse one template file; returns the :class:`~core.analysis.AnalysisReport`."""
+                disabled: Iterable[str] = (), overrides: dict[str, Any] | None = None,
+                strict: bool = False) -> Any:
+    """Load and analyse one template file; returns the :class:`~core.analysis.AnalysisReport`
+    (``strict``: a template that fails every probe raises :class:`~core.errors.AnalysisError`)."""
     from .analysis import analyze
     from .analysis.result import Caps
 
     tmpl = load(path, variant)
     caps = Caps(**caps_json) if caps_json else None
-    return analyze(tmpl, caps=caps, disabled_workarounds=disabled, overrides=overrides)
+    return analyze(tmpl, caps=caps, disabled_workarounds=disabled, overrides=overrides, strict=strict)
 
 
 def _batch_row(path: str, caps_json: dict[str, Any] | None) -> dict[str, Any]:
     name = os.path.basename(path)
     try:
         rep = analyze_one(path, caps_json=caps_json)
-        return {"template": name, "route": rep.route.kind, "analysis": rep.analysis.to_json(),
-                "generation_prompt": rep.generation_prompt, "workarounds_applied": rep.workarounds_applied,
-                "probe_failures": rep.probe_failures}
+        row: dict[str, Any] = {"template": name, "route": rep.route.kind, "analysis": rep.analysis.to_json()}
+        if rep.generation_prompt_error is None:
+            row["generation_prompt"] = rep.generation_prompt
+        else:  # as llama.cpp, whose request path fails there: no generation prompt
+            row["generation_prompt_error"] = rep.generation_prompt_error
+        if rep.all_probes_failed:
+            row["warning"] = (f"template {name!r} fails to render every probe; the analysis is the default one "
+                              f"(first failure: {rep.probe_failures[0] if rep.probe_failures else '?'})")
+        row["workarounds_applied"] = rep.workarounds_applied
+        row["probe_failures"] = rep.probe_failures
+        return row
     except ChatTemplateExplorerError as e:
         return {"template": name, "error": str(e)}
     except RecursionError:
@@ -332,7 +342,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     if not args.file:
         raise ChatTemplateExplorerError("analyze needs FILE or --batch DIR")
     rep = analyze_one(args.file, args.variant, caps_ref.get(os.path.basename(args.file)),
-                      disabled=args.disable_workaround or (), overrides=_parse_overrides(args.override))
+                      disabled=args.disable_workaround or (), overrides=_parse_overrides(args.override),
+                      strict=True)
     if args.json:
         print(json.dumps(rep.to_json(comparisons=not args.no_comparisons), ensure_ascii=False, indent=2))
     else:

@@ -71,7 +71,9 @@ class AnalysisReport:
     ``workarounds_applied`` (names that fired), ``workaround_effects`` (name → fields set),
     ``overrides`` (the field overrides applied), ``disabled_workarounds``, ``probe_failures`` ("id: error"
     strings; a failed probe degrades only its part), ``generation_prompt`` (reference input: user "Hello"
-    + one tool, add_generation_prompt and enable_thinking on), ``route``, ``template_name``,
+    + one tool, add_generation_prompt and enable_thinking on; "" with ``generation_prompt_error`` set when
+    that render fails), ``all_probes_failed`` (no probe rendered: the analysis is the default one),
+    ``route``, ``template_name``,
     ``source`` (normalised source, for workaround triggers), ``render_count`` (renders actually executed),
     ``elapsed_ms``.
     """
@@ -88,6 +90,8 @@ class AnalysisReport:
     overrides: dict[str, Any] = field(default_factory=dict)
     disabled_workarounds: list[str] = field(default_factory=list)
     source: str = ""
+    generation_prompt_error: str | None = None
+    all_probes_failed: bool = False
     render_count: int = 0
     elapsed_ms: float = 0.0
 
@@ -104,6 +108,8 @@ class AnalysisReport:
             "handler": self.route.handler,
             "analysis": self.analysis.to_json(),
             "generation_prompt": self.generation_prompt,
+            "generation_prompt_error": self.generation_prompt_error,
+            "all_probes_failed": self.all_probes_failed,
             "workarounds_applied": list(self.workarounds_applied),
             "workaround_effects": self.workaround_effects,
             "overrides": self.overrides,
@@ -116,13 +122,15 @@ class AnalysisReport:
 
 def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
             overrides: dict[str, Any] | None = None, caps: Caps | None = None,
-            with_generation_prompt: bool = True) -> AnalysisReport:
+            with_generation_prompt: bool = True, strict: bool = False) -> AnalysisReport:
     """Analyse ``template`` by differential rendering.
 
     ``disabled_workarounds``: workaround names not to apply; ``overrides``: dotted field paths of
     ``TemplateAnalysis.to_json()`` → value (e.g. ``{"reasoning.start": "<think>"}``); ``caps``: use these
-    capabilities instead of probing (for experiments). Raises :class:`~core.errors.AnalysisError` when
-    every probe render fails, or for an unknown override path / workaround name / bad enum value.
+    capabilities instead of probing (for experiments). When every probe render fails the result is the
+    default analysis (as llama.cpp's) with ``all_probes_failed`` set — or, with ``strict``, an
+    :class:`~core.errors.AnalysisError`. Raises ``AnalysisError`` for an unknown override path / workaround
+    name / bad enum value.
     """
     t0 = time.perf_counter()
     disabled = list(disabled_workarounds or ())
@@ -147,24 +155,26 @@ def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
                            reasoning=reasoning, content=content, tools=tools)
     raw.preserved_tokens = collect_preserved_tokens(raw)
 
-    if not any(c.ok for c in s.comparisons):
+    all_failed = not any(c.ok for c in s.comparisons)
+    if all_failed and strict:
         first = s.failures[0] if s.failures else "no probe ran"
         raise AnalysisError(template.name, f"the template fails to render every probe (first: {first})")
 
-    gp = ""
+    gp, gp_error = "", None
     if with_generation_prompt:
-        gp = _generation_prompt(s, caps)
+        gp, gp_error = _generation_prompt(s)
     report = AnalysisReport(
         analysis=raw, raw=raw, comparisons=s.comparisons, workarounds_applied=[],
         probe_failures=failures + s.failures, generation_prompt=gp, route=route, template_name=template.name,
-        source=template.normalized_source, render_count=s.render_count,
+        source=template.normalized_source, render_count=s.render_count, generation_prompt_error=gp_error,
+        all_probes_failed=all_failed,
     )
     report = reapply(report, disabled_workarounds=disabled, overrides=overrides)
     report.elapsed_ms = (time.perf_counter() - t0) * 1000
     return report
 
 
-def _generation_prompt(s: ProbeSession, caps: Caps) -> str:
+def _generation_prompt(s: ProbeSession) -> tuple[str, str | None]:
     """Generation prompt for the reference request, rendered through the session (recorded as the
     ``generation_prompt`` comparison)."""
     from ..diff import RenderParams
@@ -178,10 +188,10 @@ def _generation_prompt(s: ProbeSession, caps: Caps) -> str:
     cmp = s.compare("generation_prompt", "What does add_generation_prompt append? The reference request "
                     "(user 'Hello' + one tool) without vs with it.", a, b)
     if not cmp.ok:
-        return ""
+        return "", cmp.error
     gp = cmp.output_b[common_prefix_len(cmp.output_a, cmp.output_b):]
     cmp.found["generation_prompt"] = gp
-    return gp
+    return gp, None
 
 
 def _check_workaround_names(name: str, disabled: Iterable[str]) -> None:

@@ -19,6 +19,8 @@ from ..errors import ChatTemplateExplorerError
 from ..templating import ChatTemplate, apply_template
 from .result import Caps
 
+from . import engine as _engine
+
 
 @dataclass
 class Comparison:
@@ -93,7 +95,8 @@ class ProbeSession:
 
     def __init__(self, template: ChatTemplate, caps: Caps,
                  normalize: Callable[[list[dict[str, Any]], Caps], list[dict[str, Any]]] | None = None,
-                 bos_token: str = "", eos_token: str = "", use_global_cache: bool = True):
+                 bos_token: str = "", eos_token: str = "", use_global_cache: bool = True,
+                 engine: str = "llama"):
         self.template = template
         self.caps = caps
         self.normalize = normalize or _identity
@@ -104,7 +107,8 @@ class ProbeSession:
         self.render_count = 0
         self._cache: dict[str, Any] = {}
         self._use_global = use_global_cache
-        self._src = template.name + "\x00" + template.source + "\x00" + bos_token + "\x00" + eos_token
+        self.engine = engine
+        self._src = engine + "\x00" + template.name + "\x00" + template.source + "\x00" + bos_token + "\x00" + eos_token
 
     def inputs_of(self, p: RenderParams) -> dict[str, Any]:
         """The render inputs as given to the template (messages normalised)."""
@@ -128,16 +132,7 @@ class ProbeSession:
                 _GLOBAL_CACHE.move_to_end((self._src, key))
                 self._cache[key] = hit
         if hit is None:
-            try:
-                ctx = dict(inputs.get("extra_context") or {})
-                ctx["enable_thinking"] = inputs["enable_thinking"]
-                hit = apply_template(self.template, inputs["messages"], inputs["tools"],
-                                     inputs["add_generation_prompt"], inputs["enable_thinking"],
-                                     extra_context=ctx, bos_token=self.bos_token, eos_token=self.eos_token)
-            except ChatTemplateExplorerError as e:
-                hit = _RenderFailure(e)
-            except Exception as e:  # a template-level bug we did not classify: still only this probe fails
-                hit = _RenderFailure(e)
+            hit = self._render_uncached(inputs)
             self.render_count += 1
             self._cache[key] = hit
             if self._use_global:
@@ -147,6 +142,30 @@ class ProbeSession:
         if isinstance(hit, _RenderFailure):
             raise hit.error
         return hit
+
+    def _render_uncached(self, inputs: dict[str, Any]) -> Any:
+        ctx = dict(inputs.get("extra_context") or {})
+        ctx["enable_thinking"] = inputs["enable_thinking"]
+        if self.engine == "llama":
+            full: dict[str, Any] = {"messages": inputs["messages"], "bos_token": self.bos_token,
+                                    "eos_token": self.eos_token, "enable_thinking": inputs["enable_thinking"]}
+            if inputs["tools"]:
+                full["tools"] = inputs["tools"]
+            full.update(ctx)
+            if inputs["add_generation_prompt"]:
+                full["add_generation_prompt"] = True
+            try:
+                return _engine.render(self.template, full)
+            except Exception as e:
+                return _RenderFailure(e)
+        try:
+            return apply_template(self.template, inputs["messages"], inputs["tools"],
+                                  inputs["add_generation_prompt"], inputs["enable_thinking"],
+                                  extra_context=ctx, bos_token=self.bos_token, eos_token=self.eos_token)
+        except ChatTemplateExplorerError as e:
+            return _RenderFailure(e)
+        except Exception as e:  # a template-level bug we did not classify: still only this probe fails
+            return _RenderFailure(e)
 
     def render(self, p: RenderParams) -> str:
         """Render one :class:`RenderParams` (memoized). Raises the render error."""

@@ -1,0 +1,103 @@
+"""Rendering as llama.cpp's Jinja engine does, for the analysis probes.
+
+The reference analyses were produced by llama.cpp's own Jinja engine, which differs from jinja2 on a few
+constructs real templates use — and a differing render changes the diff, so the analysis must render the
+way llama.cpp does. The capability module (:mod:`core.analysis.caps`) already carries an environment that
+emulates that engine for its probes (``str + x`` concatenates x's string form and ``str + none`` treats
+the none as "", ``map``/``select`` give lists, llama.cpp's macro argument binding, ``in`` on undefined,
+filters llama.cpp refuses). This module reuses it — without usage tracking — and adds two filters:
+
+* ``safe`` is a no-op (jinja2 returns ``Markup``, which then HTML-escapes every string added to it);
+* ``format`` only fills ``{}`` placeholders (``"%s" | format(x)`` stays ``"%s"``; any other ``{`` fails).
+
+:func:`render` raises :class:`~core.errors.TemplateRenderError`; if the caps module is unavailable it
+falls back to the project's standard (transformers-like) rendering.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any
+
+import jinja2
+
+from ..errors import ChatTemplateExplorerError, TemplateRenderError
+from ..templating import ChatTemplate
+
+try:
+    from . import caps as _caps
+except ImportError:  # pragma: no cover
+    _caps = None
+
+
+def _safe(value: Any) -> Any:
+    return value
+
+
+def _llama_format(value: Any, *args: Any, **kwargs: Any) -> str:
+    if not isinstance(value, str):
+        raise jinja2.exceptions.TemplateRuntimeError("format() first argument must be a string")
+    out: list[str] = []
+    i = 0
+    k = 0
+    n = len(value)
+    while i < n:
+        c = value[i]
+        if c != "{":
+            out.append(c)
+            i += 1
+            continue
+        if i + 1 >= n or value[i + 1] != "}":
+            raise jinja2.exceptions.TemplateRuntimeError("format() only supports simple '{}' placeholders")
+        if k >= len(args):
+            raise jinja2.exceptions.TemplateRuntimeError("format(): not enough arguments")
+        a = args[k]
+        out.append("" if a is None or isinstance(a, jinja2.Undefined) else str(a))
+        k += 1
+        i += 2
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=1)
+def _env() -> Any:
+    base = _caps._tracking_env()  # type: ignore[union-attr]
+    env = base.overlay()
+    env.filters = dict(base.filters)
+    env.filters["safe"] = _safe
+    env.filters["format"] = _llama_format
+    return env
+
+
+@functools.lru_cache(maxsize=256)
+def _compile(source: str) -> jinja2.Template:
+    return _env().from_string(source)
+
+
+def available() -> bool:
+    """True when the llama.cpp-compatible environment can be built."""
+    if _caps is None or not hasattr(_caps, "_tracking_env"):
+        return False
+    try:
+        _env()
+        return True
+    except Exception:
+        return False
+
+
+def render(template: ChatTemplate, context: dict[str, Any]) -> str:
+    """Render ``template`` with ``context`` as globals the way llama.cpp's engine would (within the
+    template's render limits). Raises :class:`TemplateRenderError` (or a subclass) when it fails."""
+    if not available():
+        return template.render(context)
+    probe = copy.copy(template)
+    try:
+        probe._compiled = _compile(template.source)
+    except jinja2.TemplateSyntaxError as e:
+        raise TemplateRenderError(template.name, f"syntax error: {e}") from None
+    try:
+        return probe.render(context)
+    except ChatTemplateExplorerError:
+        raise
+    except Exception as e:  # pragma: no cover - ChatTemplate.render already classifies
+        raise TemplateRenderError(template.name, f"{type(e).__name__}: {e}") from None
