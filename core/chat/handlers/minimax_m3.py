@@ -1,0 +1,295 @@
+"""MiniMax-M3 handler (llama.cpp ``common/parsers/minimax-m3.cpp`` + ``common_chat_peg_minimax_m3_mapper``).
+
+Every tool tag carries the namespace token ``]<]minimax[>[`` (written ``NS`` below)::
+
+    [<mm:think> REASONING </mm:think> | </mm:think>] CONTENT
+    NS<tool_call>
+    NS<invoke name="NAME">NS<param>VALUE NS</param>…NS</invoke>
+    NS</tool_call>
+
+Values are written as the template's ``to_xml`` macro writes them: strings raw, numbers and booleans as JSON
+text, objects as nested ``NS<key>…NS</key>`` elements and arrays as ``NS<item>…NS</item>`` elements, so the
+parameter schema decides how each value is read (a union tries its alternatives in order; a union that may be
+a string is read as a string). The arguments are rebuilt as JSON from that structure.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...templating import ChatTemplate
+from ..request import ChatRequest, Continuation
+from . import _common as C
+from ._common import Incomplete, Mismatch, Scanner
+
+NAME = "minimax_m3"
+
+NS = "]<]minimax[>["
+THINK_START = "<mm:think>"
+THINK_END = "</mm:think>"
+FC_START = NS + "<tool_call>"
+FC_END = NS + "</tool_call>"
+INVOKE_END = NS + "</invoke>"
+
+
+def detect(normalized_source: str) -> bool:
+    """llama.cpp: ``]<]minimax[>[``, ``<tool_call>`` and ``<invoke name=`` in the source."""
+    return NS in normalized_source and "<tool_call>" in normalized_source and "<invoke name=" in normalized_source
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Schema-driven XML values → JSON. Each reader returns (json_text, done); done False = the input ended inside
+# (json_text is the partial conversion, containers left open). Mismatch when the text does not fit.
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _value(sc: Scanner, schema: C.Schema, close: str, depth: int = 0) -> tuple[str, bool]:
+    if depth > 64:
+        raise Mismatch(sc.pos, "schema nests too deeply")
+    if schema.kind == "ref":
+        target = schema.target()
+        if target is not None:
+            return _value(sc, target, close, depth + 1)
+    if schema.may_be_string():
+        text = sc.until(close)
+        if sc.check(close) == 1:
+            sc.pos += len(close)
+            return '"' + C.escape_json_inner(text) + '"', True
+        return '"' + C.escape_json_inner(text), False
+    kind = schema.kind
+    if kind == "anyOf":
+        save = sc.pos
+        for alt in schema.alternatives():
+            try:
+                return _value(sc, alt, close, depth + 1)
+            except Mismatch:
+                sc.pos = save
+        raise Mismatch(sc.pos, "no alternative of the union fits")
+    if kind == "object" and schema.properties():
+        members, done = _members(sc, schema, depth + 1)
+        if not done:
+            return "{" + ",".join(members), False
+        sc.space()
+        return _close(sc, "{" + ",".join(members), "}", close)
+    if kind == "array":
+        items: list[str] = []
+        item_close = NS + "</item>"
+        while True:
+            save = sc.pos
+            sc.space()
+            r = sc.check(NS + "<item>")
+            if r == -1:
+                return "[" + ",".join(items), False
+            if r == 0:
+                sc.pos = save
+                break
+            sc.pos += len(NS + "<item>")
+            v, done = _value(sc, schema.items(), item_close, depth + 1)
+            items.append(v)
+            if not done:
+                return "[" + ",".join(items), False
+        sc.space()
+        return _close(sc, "[" + ",".join(items), "]", close)
+    start = sc.pos
+    try:
+        end = C.scan_json(sc.text, start)
+    except Incomplete as e:
+        return sc.text[start:max(start, e.end)], False
+    sc.pos = end
+    return _close(sc, sc.text[start:end], "", close)
+
+
+def _close(sc: Scanner, json_text: str, bracket: str, close: str) -> tuple[str, bool]:
+    r = sc.check(close)
+    if r == 1:
+        sc.pos += len(close)
+        return json_text + bracket, True
+    if r == -1:
+        return json_text, False
+    raise Mismatch(sc.pos, f"expected {close!r}")
+
+
+def _members(sc: Scanner, schema: C.Schema, depth: int) -> tuple[list[str], bool]:
+    """Object members ``NS<key>value NS</key>`` in any order (llama.cpp: required ones in schema order, then
+    optional ones in any order). Returns the JSON members and whether the input still continues."""
+    props = {name: s for name, s, _ in schema.properties()}
+    opens = {NS + "<" + name + ">": name for name in props}
+    members: list[str] = []
+    while True:
+        save = sc.pos
+        sc.space()
+        if sc.pos >= sc.n:
+            return members, False
+        try:
+            tag = sc.choose_literal(opens)
+        except Incomplete:
+            return members, False
+        except Mismatch:
+            sc.pos = save
+            return members, True
+        sc.pos += len(tag)
+        name = opens[tag]
+        v, done = _value(sc, props[name], NS + "</" + name + ">", depth)
+        members.append(json.dumps(name, ensure_ascii=False) + ":" + v)
+        if not done:
+            return members, False
+
+
+def _make_body(view: C.RequestView, gen_literal: str):
+    tools = {t.name: t for t in view.tools}
+    opens = {NS + '<invoke name="' + name + '">': name for name in tools}
+
+    def reasoning(sc: Scanner, b: C.MessageBuilder) -> None:
+        if sc.pos >= sc.n:
+            return
+        r = sc.check(THINK_START)
+        if r == -1:
+            raise Incomplete(sc.n)
+        if r == 1:
+            sc.pos += len(THINK_START)
+            if view.enable_thinking:
+                sc.space()
+                b.add_reasoning(sc.until(THINK_END))
+            else:
+                sc.until(THINK_END)  # a think block while thinking is off is dropped
+            sc.expect(THINK_END)
+            return
+        sc.optional(THINK_END)
+
+    def invoke(sc: Scanner, b: C.MessageBuilder) -> None:
+        tag = sc.choose_literal(opens)
+        sc.pos += len(tag)
+        name = opens[tag]
+        b.open_call(name)
+        spec = tools[name]
+        sc.space()
+        if spec.schema.kind == "object":
+            members, more = _members(sc, spec.schema, 0)
+        else:
+            members, more = [], True
+        b.current.call.arguments = "{" + ",".join(members)
+        if not more:
+            raise Incomplete(sc.n)
+        sc.space()
+        sc.expect(INVOKE_END)
+        b.current.call.arguments += "}"
+
+    def tool_calls(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(FC_START)
+        sc.space()
+        invoke(sc, b)
+        if view.parallel:
+            while True:
+                save = sc.pos
+                sc.space()
+                r = sc.check(NS + "<invoke")
+                if r == -1:
+                    raise Incomplete(sc.n)
+                if r == 0:
+                    sc.pos = save
+                    break
+                invoke(sc, b)
+        sc.space()
+        sc.expect(FC_END)
+
+    def body(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(gen_literal)
+        if view.extract_reasoning:
+            reasoning(sc, b)
+        if view.has_schema:
+            sc.expect("```json")
+            sc.space()
+            start = sc.pos
+            try:
+                end = C.scan_json(sc.text, start)
+            except Incomplete as e:
+                b.add_content(sc.text[start:e.end])
+                raise
+            b.add_content(sc.text[start:end])
+            sc.pos = end
+            sc.space()
+            sc.expect("```")
+        elif not view.tools_active:
+            b.add_content(sc.until())
+        else:
+            b.add_content(sc.until(FC_START))
+            if view.required or sc.pos < sc.n:
+                save, mark = sc.pos, b.mark()
+                try:
+                    tool_calls(sc, b)
+                except Mismatch:
+                    if view.required:
+                        raise
+                    sc.pos = save
+                    b.reset(mark)
+        if sc.pos < sc.n:
+            raise Mismatch(sc.pos, "text after the tool calls")
+
+    return body
+
+
+def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
+          prepared: Any = None) -> C.HandlerParser:
+    """MiniMax-M3 parser and grammar (llama.cpp ``common_chat_params_init_minimax_m3``). The parse starts with
+    the generation prompt up to its first ``<mm:think>``; a continuation appends ``<mm:think>`` + the continued
+    reasoning (+ ``</mm:think>`` + content)."""
+    view = C.request_view(request)
+    gen = generation_prompt
+    cut = gen.find(THINK_START)
+    gen_literal = gen if cut == -1 else gen[:cut]
+    gp = gen
+    if view.has_continuation:
+        gp = gen + THINK_START + view.continue_reasoning()
+        if view.continuation == Continuation.CONTENT:
+            gp += THINK_END + view.continue_content()
+
+    include_grammar = view.has_schema or view.tools_active
+    grammar, lazy, triggers = None, False, []
+    if include_grammar:
+        lazy = not (view.has_schema or (view.tools_active and view.required))
+        grammar = _grammar(view, gen_literal, lazy)
+        triggers = [C.word_trigger(FC_START)]
+
+    return C.HandlerParser(
+        name=NAME,
+        body=_make_body(view, gen_literal),
+        generation_prompt=gp,
+        grammar=grammar,
+        grammar_lazy=lazy,
+        grammar_triggers=triggers,
+        preserved_tokens=[NS, "<tool_call>", "</tool_call>", THINK_START, THINK_END],
+        format="peg-minimax-m3",
+        thinking_start_tag=THINK_START,
+        thinking_end_tags=[THINK_END],
+        message_delimiters={"assistant": "]~b]ai", "user": "]~b]user", "tool": "]~b]tool",
+                            "system": "]~b]system"},
+        description=_describe(view, gen_literal),
+        drop_blank_reasoning=False,
+    )
+
+
+def _grammar(view: C.RequestView, gen_literal: str, lazy: bool) -> str | None:
+    return None
+
+
+def _describe(view: C.RequestView, gen_literal: str) -> str:
+    lines = [f"root      <- {json.dumps(gen_literal)} reasoning? BODY end"]
+    if view.extract_reasoning:
+        what = "reasoning(until(\"</mm:think>\"))" if view.enable_thinking else "until(\"</mm:think>\") (dropped)"
+        lines.append(f'reasoning <- "<mm:think>" space {what} "</mm:think>" | "</mm:think>"')
+    if view.has_schema:
+        lines.append('BODY      <- "```json" space content(json<schema>) space "```"')
+    elif view.tools_active:
+        lines += [
+            'BODY      <- content(until(NS "<tool_call>")) (NS "<tool_call>" space invoke'
+            + (" (space invoke)*" if view.parallel else "") + ' space NS "</tool_call>")'
+            + ("" if view.required else "?"),
+            'invoke    <- NS "<invoke name=\\"" tool-name "\\">" space member* space NS "</invoke>"',
+            'member    <- NS "<" KEY ">" VALUE NS "</" KEY ">"     (VALUE by schema: string text | JSON | '
+            'member* object | (NS "<item>" VALUE NS "</item>")* array)',
+            f"NS        = {json.dumps(NS)}",
+        ]
+    else:
+        lines.append("BODY      <- content(rest)")
+    return "\n".join(lines)
