@@ -1,0 +1,163 @@
+"""Kimi K2 / K2 Thinking handler (llama.cpp ``common/parsers/kimi-k2.cpp``).
+
+Output shape (after ``<|im_assistant|>assistant<|im_middle|>``)::
+
+    [<think> REASONING [</think>]] CONTENT
+    [<|tool_calls_section_begin|>]
+    <|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{JSON}[<|tool_call_end|>] …
+    [<|tool_calls_section_end|>]
+
+The call id is the whole ``functions.NAME:IDX``. Reasoning also ends at a tool-call marker (the model may call
+a tool without closing its think block). Arguments are the model's JSON, verbatim.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...templating import ChatTemplate
+from ..request import ChatRequest, Continuation
+from . import _common as C
+from ._common import Incomplete, Mismatch, Scanner
+
+NAME = "kimi_k2"
+
+SECTION_BEGIN = "<|tool_calls_section_begin|>"
+SECTION_END = "<|tool_calls_section_end|>"
+CALL_BEGIN = "<|tool_call_begin|>"
+ARGS_BEGIN = "<|tool_call_argument_begin|>"
+CALL_END = "<|tool_call_end|>"
+THINK_START = "<think>"
+THINK_END = "</think>"
+GEN_PROMPT = "<|im_assistant|>assistant<|im_middle|>"
+
+
+def detect(normalized_source: str) -> bool:
+    """llama.cpp: ``<|tool_calls_section_begin|>`` and ``<|tool_call_begin|>`` in the source."""
+    return SECTION_BEGIN in normalized_source and CALL_BEGIN in normalized_source
+
+
+def _make_body(view: C.RequestView):
+    names = [t.name for t in view.tools]
+    opens = {"functions." + n: n for n in names}
+
+    def call(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(CALL_BEGIN)
+        id_start = sc.pos
+        head = sc.choose_literal(opens)
+        sc.pos += len(head)
+        sc.expect(":")
+        digits_start = sc.pos
+        while sc.pos < sc.n and sc.text[sc.pos].isdigit() and sc.text[sc.pos].isascii():
+            sc.pos += 1
+        if sc.pos == digits_start:
+            if sc.pos >= sc.n:
+                raise Incomplete(sc.n)
+            raise Mismatch(sc.pos, "expected the call index")
+        call_id = sc.text[id_start:sc.pos]
+        sc.expect(ARGS_BEGIN)
+        b.open_call(opens[head], call_id=call_id)
+        start = sc.pos
+        try:
+            end = C.scan_json(sc.text, start)
+        except Incomplete as e:
+            b.set_args(sc.text[start:max(start, e.end)])
+            raise
+        b.set_args(sc.text[start:end])
+        sc.pos = end
+        sc.optional(CALL_END)
+        b.close_call()
+
+    def tool_calls(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.optional(SECTION_BEGIN)
+        lo = 1 if view.required else 0
+        hi = None if view.parallel else 1
+        count = 0
+        while (hi is None or count < hi) and sc.pos < sc.n:
+            save, mark = sc.pos, b.mark()
+            try:
+                call(sc, b)
+            except Mismatch:
+                sc.pos = save
+                b.reset(mark)
+                break
+            count += 1
+        if count < lo:
+            if sc.pos >= sc.n:
+                raise Incomplete(sc.n)
+            raise Mismatch(sc.pos, "a tool call is required")
+        sc.optional(SECTION_END)
+
+    def body(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(GEN_PROMPT)
+        if view.extract_reasoning and sc.pos < sc.n:
+            r = sc.check(THINK_START)
+            if r == -1:
+                raise Incomplete(sc.n)
+            if r == 1:
+                sc.pos += len(THINK_START)
+                b.add_reasoning(sc.until(THINK_END, SECTION_BEGIN, CALL_BEGIN))
+                sc.optional(THINK_END)
+        if not view.tools_active:
+            b.add_content(sc.until())
+            return
+        b.add_content(sc.until(SECTION_BEGIN, CALL_BEGIN))
+        tool_calls(sc, b)
+        if sc.pos < sc.n:
+            raise Mismatch(sc.pos, "text after the tool calls")
+
+    return body
+
+
+def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
+          prepared: Any = None) -> C.HandlerParser:
+    """Kimi K2 parser and grammar (llama.cpp ``common_chat_params_init_kimi_k2``); a continuation reopens
+    ``<think>`` after the assistant header."""
+    view = C.request_view(request)
+    gp = generation_prompt
+    if view.has_continuation:
+        gp = GEN_PROMPT + THINK_START + view.continue_reasoning()
+        if view.continuation == Continuation.CONTENT:
+            gp += THINK_END + view.continue_content()
+
+    grammar, lazy, triggers = None, False, []
+    if view.tools_active:
+        lazy = view.tool_choice.value == "auto"
+        grammar = _grammar(view, lazy)
+        triggers = [C.word_trigger(CALL_BEGIN)]
+
+    return C.HandlerParser(
+        name=NAME,
+        body=_make_body(view),
+        generation_prompt=gp,
+        grammar=grammar,
+        grammar_lazy=lazy,
+        grammar_triggers=triggers,
+        preserved_tokens=[SECTION_BEGIN, SECTION_END, CALL_BEGIN, ARGS_BEGIN, CALL_END, THINK_START, THINK_END],
+        thinking_start_tag=THINK_START,
+        thinking_end_tags=[THINK_END],
+        description=_describe(view),
+    )
+
+
+def _grammar(view: C.RequestView, lazy: bool) -> str | None:
+    return None
+
+
+def _describe(view: C.RequestView) -> str:
+    lines = ['root      <- "<|im_assistant|>assistant<|im_middle|>" reasoning? BODY end']
+    if view.extract_reasoning:
+        lines.append('reasoning <- "<think>" reasoning(until("</think>" | "<|tool_calls_section_begin|>" | '
+                     '"<|tool_call_begin|>")) "</think>"?')
+    if view.tools_active:
+        rep = {(False, False): "?", (False, True): "*", (True, False): "", (True, True): "+"}[
+            (view.required, view.parallel)]
+        lines += [
+            'BODY      <- content(until("<|tool_calls_section_begin|>" | "<|tool_call_begin|>")) '
+            f'"<|tool_calls_section_begin|>"? call{rep} "<|tool_calls_section_end|>"?',
+            'call      <- "<|tool_call_begin|>" tool-id("functions." tool-name ":" [0-9]+) '
+            '"<|tool_call_argument_begin|>" tool-args(json<schema>) "<|tool_call_end|>"?',
+        ]
+    else:
+        lines.append("BODY      <- content(rest)")
+    return "\n".join(lines)

@@ -1,0 +1,193 @@
+"""Kimi K3 handler (llama.cpp ``common/parsers/kimi-k3.cpp``).
+
+Sections are XTML tags ``<|open|>TAG attrs<|sep|>`` … ``<|close|>TAG<|sep|>``; the generation prompt opens
+the message and its think section::
+
+    REASONING <|close|>think<|sep|>
+    <|open|>response<|sep|> CONTENT <|close|>response<|sep|>
+    <|open|>tools<|sep|>
+      <|open|>call tool="NAME" index="N"<|sep|>
+        <|open|>argument key="K" type="T"<|sep|>VALUE<|close|>argument<|sep|> …
+      <|close|>call<|sep|> …
+    <|close|>tools<|sep|>
+    <|close|>message<|sep|><|end_of_msg|>
+
+The value's JSON type comes from the tool schema (a parameter without a string ``type`` counts as a string),
+not from the ``type`` attribute. Missing closers are tolerated where llama.cpp tolerates them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...templating import ChatTemplate
+from ..request import ChatRequest, Continuation
+from . import _common as C
+from ._common import Incomplete, Mismatch, Scanner
+
+NAME = "kimi_k3"
+
+SEP = "<|sep|>"
+MSG_START = '<|open|>message role="assistant"<|sep|>'
+THINK_START = "<|open|>think<|sep|>"
+THINK_END = "<|close|>think<|sep|>"
+RESP_START = "<|open|>response<|sep|>"
+RESP_END = "<|close|>response<|sep|>"
+TOOLS_START = "<|open|>tools<|sep|>"
+TOOLS_END = "<|close|>tools<|sep|>"
+CALL_START = '<|open|>call tool="'
+CALL_END = "<|close|>call<|sep|>"
+ARG_START = '<|open|>argument key="'
+ARG_END = "<|close|>argument<|sep|>"
+MSG_END = "<|close|>message<|sep|>"
+EOM = "<|end_of_msg|>"
+
+
+def detect(normalized_source: str) -> bool:
+    """llama.cpp: ``<|open|>``, ``<|close|>`` and ``<|end_of_msg|>`` in the source."""
+    return all(t in normalized_source for t in ("<|open|>", "<|close|>", EOM))
+
+
+def _param_is_string(schema: C.Schema) -> bool:
+    t = schema.node.get("type")
+    return not isinstance(t, str) or t == "string"
+
+
+def _make_body(view: C.RequestView):
+    tools = {t.name: t for t in view.tools}
+
+    def argument(sc: Scanner, b: C.MessageBuilder, params: dict[str, bool]) -> None:
+        sc.expect(ARG_START)
+        key = sc.choose_literal(params)
+        sc.pos += len(key)
+        sc.expect('"')
+        sc.until(SEP)
+        sc.expect(SEP)
+        b.arg_name(key)
+        text = sc.until(ARG_END)
+        if params[key]:
+            b.arg_string(text, closed=False)
+        else:
+            b.arg_raw(text)
+        sc.expect(ARG_END)
+        b.arg_close()
+
+    def call(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(CALL_START)
+        name = sc.choose_literal(tools)
+        sc.pos += len(name)
+        sc.expect('"')
+        sc.until(SEP)
+        sc.expect(SEP)
+        b.open_call(name)
+        params = {p: _param_is_string(s) for p, s, _ in tools[name].params()}
+        while params and sc.pos < sc.n:
+            r = sc.check(ARG_START)
+            if r == -1:
+                raise Incomplete(sc.n)
+            if r == 0:
+                break
+            argument(sc, b, params)
+        sc.expect(CALL_END)
+        b.close_call()
+
+    def tools_section(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(TOOLS_START)
+        call(sc, b)
+        while sc.pos < sc.n:
+            r = sc.check(CALL_START)
+            if r == -1:
+                raise Incomplete(sc.n)
+            if r == 0:
+                break
+            call(sc, b)
+        sc.expect(TOOLS_END)
+        sc.optional(MSG_END)
+        sc.optional(EOM)
+
+    def body(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.optional(MSG_START)
+        if sc.pos < sc.n:
+            sc.optional(THINK_START)
+            text = sc.until(THINK_END, RESP_START)
+            (b.add_reasoning if view.extract_reasoning else b.add_content)(text)
+            sc.optional(THINK_END)
+        sc.optional(RESP_START)
+        b.add_content(sc.until(RESP_END, TOOLS_START, MSG_END))
+        sc.optional(RESP_END)
+        if view.tools_active:
+            if view.required:
+                tools_section(sc, b)
+            elif sc.pos < sc.n:
+                save, mark = sc.pos, b.mark()
+                try:
+                    tools_section(sc, b)
+                except Mismatch:
+                    sc.pos = save
+                    b.reset(mark)
+        sc.optional(MSG_END)
+        sc.optional(EOM)
+        if sc.pos < sc.n:
+            raise Mismatch(sc.pos, "text after the end of the message")
+
+    return body
+
+
+def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
+          prepared: Any = None) -> C.HandlerParser:
+    """Kimi K3 parser and grammar (llama.cpp ``common_chat_params_init_kimi_k3``); a continuation reopens the
+    message and think section (and the response section for CONTENT)."""
+    view = C.request_view(request)
+    gp = generation_prompt
+    if view.has_continuation:
+        gp = MSG_START + THINK_START + view.continue_reasoning()
+        if view.continuation == Continuation.CONTENT:
+            gp += THINK_END + RESP_START + view.continue_content()
+
+    grammar, lazy, triggers = None, False, []
+    if view.tools_active:
+        lazy = not view.required
+        grammar = _grammar(view, lazy)
+        triggers = [C.word_trigger(TOOLS_START)]
+
+    return C.HandlerParser(
+        name=NAME,
+        body=_make_body(view),
+        generation_prompt=gp,
+        grammar=grammar,
+        grammar_lazy=lazy,
+        grammar_triggers=triggers,
+        preserved_tokens=["<|open|>", "<|close|>", SEP, EOM],
+        thinking_start_tag=THINK_START,
+        thinking_end_tags=[THINK_END],
+        message_delimiters={"assistant": MSG_START, "user": '<|open|>message role="user"<|sep|>',
+                            "tool": '<|open|>message role="tool"', "system": '<|open|>message role="system"'},
+        description=_describe(view),
+    )
+
+
+def _grammar(view: C.RequestView, lazy: bool) -> str | None:
+    return None
+
+
+def _describe(view: C.RequestView) -> str:
+    kind = "reasoning" if view.extract_reasoning else "content"
+    lines = [
+        'start     <- "<|open|>message role=\\"assistant\\"<|sep|>"?',
+        f'think     <- ("<|open|>think<|sep|>"? {kind}(until("<|close|>think<|sep|>" | "<|open|>response<|sep|>")) '
+        '"<|close|>think<|sep|>"?)?',
+        'response  <- "<|open|>response<|sep|>"? content(until("<|close|>response<|sep|>" | "<|open|>tools<|sep|>" | '
+        '"<|close|>message<|sep|>")) "<|close|>response<|sep|>"?',
+        'trailer   <- "<|close|>message<|sep|>"? "<|end_of_msg|>"?',
+    ]
+    if view.tools_active:
+        lines += [
+            'tools     <- "<|open|>tools<|sep|>" call+ "<|close|>tools<|sep|>" trailer',
+            'call      <- "<|open|>call tool=\\"" tool-name "\\"" until("<|sep|>") "<|sep|>" arg* "<|close|>call<|sep|>"',
+            'arg       <- "<|open|>argument key=\\"" NAME "\\"" until("<|sep|>") "<|sep|>" VALUE(until('
+            '"<|close|>argument<|sep|>")) "<|close|>argument<|sep|>"',
+            "root      <- start think response tools" + ("" if view.required else "?") + " trailer end",
+        ]
+    else:
+        lines.append("root      <- start think response trailer end")
+    return "\n".join(lines)
