@@ -58,7 +58,7 @@ def diff_html(diff: Any, *, label_a: str = "A", label_b: str = "B", context: int
     def row(label: str, kind: str, middle: str) -> str:
         mid = _part(kind, middle) if middle else (
             f'<span data-part="{kind}" style="background:{COLOURS[kind][0]};color:#94a3b8">∅</span>')
-        return (f'<div style="{BOX_STYLE}"><b style="color:#334155">{html_text(label)}</b>&nbsp; '
+        return (f'<div style="{BOX_STYLE}"><strong style="color:#334155">{html_text(label)}</strong>&nbsp; '
                 f"{_elided(cut_p)}{_part('prefix', prefix)}{mid}{_part('suffix', suffix)}{_elided(cut_s)}</div>")
 
     legend = ('<div style="font-size:0.8rem;color:#475569">'
@@ -73,7 +73,7 @@ def parts_html(diff: Any) -> str:
     rows = []
     for kind in ("prefix", "left", "right", "suffix"):
         text = getattr(diff, kind)
-        rows.append(f'<tr><td style="padding:2px 8px;vertical-align:top"><b>{kind}</b><br>'
+        rows.append(f'<tr><td style="padding:2px 8px;vertical-align:top"><strong>{kind}</strong><br>'
                     f'<span style="color:#64748b;font-size:0.75rem">{len(text)} chars</span></td>'
                     f'<td style="padding:2px 8px"><div style="{BOX_STYLE};max-height:14rem;overflow:auto">'
                     f'{_part(kind, text) if text else "∅"}</div></td></tr>')

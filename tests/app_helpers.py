@@ -1,0 +1,80 @@
+"""Helpers for the explorer's AppTest tests (streamlit.testing.v1)."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+from streamlit.testing.v1 import AppTest
+
+from .conftest import ROOT, TEMPLATES
+
+APP = str(ROOT / "app.py")
+TIMEOUT = 120
+
+
+def unmd(s: str) -> str:
+    """Undo the explorer's Markdown escaping (backslash before punctuation, hard line breaks)."""
+    return re.sub(r"\\(.)", r"\1", s.replace("  \n", "\n"))
+
+
+def start() -> AppTest:
+    """A fresh app, first run done (the default bundled template loaded)."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def use_file(at: AppTest, path: pathlib.Path | str) -> AppTest:
+    """Make a template file the current one, as the Sources page does for a local file."""
+    from explorer import state
+
+    at.session_state["template"] = state.load_spec(str(path), origin="file")
+    return at
+
+
+def use_corpus(at: AppTest, name: str) -> AppTest:
+    return use_file(at, TEMPLATES / name)
+
+
+def page(at: AppTest, name: str) -> AppTest:
+    """Switch to ``explorer/pages/<name>.py`` and run."""
+    at.switch_page(f"explorer/pages/{name}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def errors(at: AppTest) -> list[str]:
+    return [unmd(e.value) for e in at.error]
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def frame_with(at: AppTest, column: str):
+    """The first dataframe shown that has ``column``."""
+    for df in at.dataframe:
+        if column in df.value.columns:
+            return df.value
+    raise AssertionError(f"no dataframe with column {column!r}")
+
+
+def html_bodies(at: AppTest) -> list[str]:
+    return [h.value for h in at.html]
+
+
+_GLYPHS = {"·": " ", "→": "\t", "↵": "", "␍": "\r", "␋": "\v", "␌": "\f"}
+
+
+def html_texts(at: AppTest) -> list[str]:
+    """The text each ``st.html`` element displays: whitespace glyphs turned back into whitespace, tags
+    removed, entities decoded (so a test can look for a render or marker as the user reads it)."""
+    import html as _html
+
+    out = []
+    for body in html_bodies(at):
+        body = re.sub(r'<span style="opacity:0.45">(.)</span>', lambda m: _GLYPHS.get(m.group(1), m.group(1)), body)
+        out.append(_html.unescape(re.sub(r"<[^>]+>", "", body)))
+    return out

@@ -1,0 +1,57 @@
+"""Corpus page: analyse a folder of real templates, filter by format / modes / caps, open one."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from .app_helpers import errors, frame_with, metrics, page, start, unmd
+from .conftest import TEMPLATES
+
+pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
+
+PICK = ["Qwen-Qwen3-0.6B.jinja", "ByteDance-Seed-OSS.jinja", "meta-llama-Llama-3.2-3B-Instruct.jinja",
+        "Qwen3-Coder.jinja", "hfjs-fireworks-ai-firefunction-v1.jinja", "chujiezheng-vicuna.jinja"]
+
+
+@pytest.fixture
+def folder(tmp_path):
+    for name in PICK:
+        shutil.copy(TEMPLATES / name, tmp_path / name)
+    (tmp_path / "notes.txt").write_text("not a template")
+    (tmp_path / "broken.jinja").write_text("{% for m in messages %}no end")
+    return tmp_path
+
+
+def test_corpus_table_filters_and_click_through(folder, reference_analysis):
+    at = page(start(), "corpus")
+    assert at.text_input(key="in_corpus_folder").value == str(TEMPLATES)  # default: the shared corpus
+    at.text_input(key="in_corpus_folder").input(str(folder)).run()
+    [b for b in at.button if b.label.startswith("Analyse")][0].click().run()
+    assert not at.exception
+    assert metrics(at) == {"Templates": "7", "Analysed": "6", "Errors": "1", "Special handler": "1"}
+    table = frame_with(at, "reasoning").set_index("template")
+    for name in PICK:
+        ref = reference_analysis[name]
+        if "analysis" not in ref or table.loc[name, "error"]:
+            continue
+        assert table.loc[name, "tools"] == ref["analysis"]["tools"]["format"]["mode"], name
+        assert table.loc[name, "reasoning"] == ref["analysis"]["reasoning"]["mode"], name
+        assert table.loc[name, "route"] == ref["route"], name
+    assert "syntax error" in table.loc["broken.jinja", "error"]
+
+    at.multiselect(key="in_corpus_tools").select("TAG_WITH_TAGGED").run()
+    assert set(frame_with(at, "reasoning")["template"]) == {"ByteDance-Seed-OSS.jinja", "Qwen3-Coder.jinja"}
+    at.multiselect(key="in_corpus_route").select("autoparser").run()
+    assert list(frame_with(at, "reasoning")["template"]) == ["ByteDance-Seed-OSS.jinja"]
+    at.multiselect(key="in_corpus_tools").unselect("TAG_WITH_TAGGED").run()
+    at.multiselect(key="in_corpus_caps").select("supports_tools").run()
+    shown = set(frame_with(at, "reasoning")["template"])
+    assert "chujiezheng-vicuna.jinja" not in shown and "Qwen-Qwen3-0.6B.jinja" in shown
+
+    at.selectbox(key="in_corpus_open").select("Qwen-Qwen3-0.6B.jinja").run()
+    [b for b in at.button if b.label == "Open in Overview"][0].click().run()
+    assert not errors(at)
+    assert "Qwen-Qwen3-0.6B.jinja" in unmd(at.markdown[0].value)
+    assert metrics(at)["Reasoning"] == "TAG_BASED"

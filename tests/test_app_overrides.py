@@ -1,0 +1,75 @@
+"""Overrides page on real templates: workaround switches, mode edits, JSON import/export; every change goes
+through reapply and shows as a diff from the automatic analysis."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .app_helpers import errors, frame_with, metrics, page, start, unmd, use_corpus
+from .conftest import TEMPLATES
+
+pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
+
+
+def _diff(at):
+    for df in at.dataframe:
+        if {"automatic", "now"} <= set(df.value.columns):
+            return df.value.set_index("field")
+    return None
+
+
+def _click(at, label):
+    [b for b in at.button if b.label == label][0].click().run()
+    assert not at.exception, at.exception
+
+
+def test_workaround_switch_changes_the_analysis():
+    at = page(use_corpus(start(), "Qwen-QwQ-32B.jinja"), "overview")
+    assert metrics(at)["Reasoning"] == "TAG_BASED"
+    assert any("old-qwen-deepseek-thinking" in unmd(w.value) for w in at.warning)
+    at = page(at, "overrides")
+    key = [t.key for t in at.toggle if "old-qwen-deepseek-thinking" in unmd(t.label)][0]
+    assert at.toggle(key=key).value is True
+    at.toggle(key=key).set_value(False).run()
+    assert not errors(at) or all("generator" in e for e in errors(at))
+    diff = _diff(at)
+    assert diff is not None and diff.loc["reasoning.mode", "automatic"] == '"TAG_BASED"'
+    assert diff.loc["reasoning.mode", "now"] == '"NONE"'
+    at = page(at, "overview")
+    assert metrics(at)["Reasoning"] == "NONE"  # the whole explorer follows the switch
+
+
+def test_import_mode_edit_and_invalid_path():
+    at = page(use_corpus(start(), "Qwen-Qwen3-0.6B.jinja"), "overrides")
+    assert _diff(at) is None
+    at.text_area(key="in_ov_import").input(json.dumps(
+        {"overrides": {"reasoning.start": "<reason>\n", "tools.format.mode": "TAG_WITH_JSON"}})).run()
+    _click(at, "Apply imported JSON")
+    assert any("Imported 2 override(s)" in s.value for s in at.success)
+    diff = _diff(at)
+    assert diff.loc["reasoning.start", "now"] == '"<reason>\\n"'
+    assert diff.loc["tools.format.mode", "now"] == '"TAG_WITH_JSON"'
+    assert "<reason>" in json.loads(diff.loc["preserved_tokens", "now"])
+    mode_key = [s.key for s in at.selectbox if s.label == "tools.format.mode"][0]
+    assert at.selectbox(key=mode_key).value == "TAG_WITH_JSON"
+    # a mode edit back to the automatic value removes that override
+    at.selectbox(key=mode_key).select("JSON_NATIVE").run()
+    diff = _diff(at)
+    assert "tools.format.mode" not in diff.index and "reasoning.start" in diff.index
+    markers = frame_with(at, "overridden").set_index("field")
+    assert bool(markers.loc["reasoning.start", "overridden"]) is True
+    # an unknown path is refused with a message naming it; the earlier overrides stay
+    at.text_area(key="in_ov_import").input('{"overrides": {"reasoning.bogus": "x"}}').run()
+    _click(at, "Apply imported JSON")
+    assert any("unknown override path 'reasoning.bogus'" in e for e in errors(at))
+    assert at.text_area(key="in_ov_import").value == '{"overrides": {"reasoning.bogus": "x"}}'
+    assert "reasoning.start" in _diff(at).index
+    at = page(at, "overview")
+    shown = frame_with(at, "found by").set_index("field")["value"]
+    assert json.loads(shown["reasoning.start"]) == "<reason>\n"
+    # reset
+    at = page(at, "overrides")
+    _click(at, "Reset all overrides")
+    assert _diff(at) is None

@@ -1,0 +1,67 @@
+"""Overview page on real corpus templates: modes, markers, caps, generation prompt, preserved tokens and route
+shown match the reference analysis (../shared/reference/analysis.jsonl)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .app_helpers import errors, frame_with, html_bodies, html_texts, metrics, page, start, unmd, use_corpus
+from .conftest import TEMPLATES
+
+pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
+
+
+def test_default_is_a_bundled_example_offline():
+    at = page(start(), "overview")
+    assert not errors(at)
+    assert metrics(at) == {"Reasoning": "TAG_BASED", "Content": "PLAIN", "Tool calls": "JSON_NATIVE"}
+    assert "chatml-think-tools.jinja" in unmd(at.markdown[0].value)
+
+
+@pytest.mark.parametrize("name", ["Qwen-Qwen3-0.6B.jinja", "deepseek-ai-DeepSeek-V3.1.jinja",
+                                  "ByteDance-Seed-OSS.jinja"])
+def test_modes_and_markers_match_reference(name, reference_analysis):
+    ref = reference_analysis[name]["analysis"]
+    at = page(use_corpus(start(), name), "overview")
+    assert not errors(at)
+    assert metrics(at) == {"Reasoning": ref["reasoning"]["mode"], "Content": ref["content"]["mode"],
+                           "Tool calls": ref["tools"]["format"]["mode"]}
+    markers = frame_with(at, "found by")
+    shown = {row["field"]: json.loads(row["value"]) for _, row in markers.iterrows()}
+    assert shown["reasoning.start"] == ref["reasoning"]["start"]
+    assert shown["reasoning.end"] == ref["reasoning"]["end"]
+    assert shown["user_start"] == ref["user_start"]
+    assert shown["assistant_start"] == ref["assistant_start"]
+    fmt = ref["tools"]["format"]
+    for key in ("section_start", "per_call_start"):
+        if fmt[key]:
+            assert shown[f"tools.format.{key}"] == fmt[key]
+    # marker rows say which comparison found them (a reasoning comparison for the reasoning markers)
+    by = markers.set_index("field")["found by"]
+    assert set(by["reasoning.start"].split(", ")) & {"R1", "R2", "R3"}
+    assert by["assistant_start"] == "assistant_start"
+    tokens = list(frame_with(at, "token")["token"])
+    assert tokens == ref["preserved_tokens"]
+    caps = frame_with(at, "capability").set_index("capability")["supported"].to_dict()
+    assert caps["tool_calls"] == ref["caps"]["supports_tool_calls"]
+    assert caps["parallel_tool_calls"] == ref["caps"]["supports_parallel_tool_calls"]
+    gp = reference_analysis[name]["apply"]["generation_prompt"]
+    assert gp and any(gp in text for text in html_texts(at))
+    assert any("Route: auto-parser" in unmd(s.value) for s in at.success)
+
+
+def test_special_handler_route_is_named():
+    at = page(use_corpus(start(), "Qwen3-Coder.jinja"), "overview")
+    info = " ".join(unmd(i.value) for i in at.info)
+    assert "special handler" in info and "qwen3-coder" in info.lower()
+    assert metrics(at)["Tool calls"] == "TAG_WITH_TAGGED"
+
+
+def test_source_is_highlighted_and_escaped():
+    at = page(use_corpus(start(), "Qwen-Qwen3-0.6B.jinja"), "overview")
+    code = [b for b in html_bodies(at) if 'class="cte-code"' in b]
+    assert code, "the template source is shown"
+    # the source contains <tools></tools> and <tool_call>: shown escaped, never as tags
+    assert "&lt;tool_call&gt;" in code[0] and "<tool_call>" not in code[0]
