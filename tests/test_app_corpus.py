@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from .app_helpers import errors, frame_with, metrics, page, start, unmd
+from .test_app_helpers import errors, frame_with, metrics, page, start, unmd
 from .conftest import TEMPLATES
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")

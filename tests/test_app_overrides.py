@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from .app_helpers import errors, frame_with, metrics, page, start, unmd, use_corpus
+from .test_app_helpers import errors, frame_with, metrics, page, start, unmd, use_corpus
 from .conftest import TEMPLATES
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")

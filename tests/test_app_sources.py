@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from .app_helpers import errors, html_bodies, html_texts, metrics, page, start, unmd
+from .test_app_helpers import errors, html_bodies, html_texts, metrics, page, start, unmd
 from .conftest import TEMPLATES
 
 

@@ -1,4 +1,4 @@
-"""Helpers for the explorer's AppTest tests (streamlit.testing.v1)."""
+"""Helpers for the explorer's AppTest tests (streamlit.testing.v1); no tests here."""
 
 from __future__ import annotations
 
