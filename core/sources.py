@@ -462,6 +462,18 @@ def _map_hub_error(repo: str, revision: str | None, exc: BaseException) -> Excep
     return None
 
 
+def _cached_as_missing(repo_id: str, filename: str, cache: str | None, revision: str | None) -> bool:
+    """True when the HF cache records that ``filename`` does not exist in the repo (its ``.no_exist``
+    markers), so an offline lookup can say "no template" rather than "not cached"."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(repo_id, filename, cache_dir=cache, revision=revision)
+    except Exception:
+        return False
+    return found is not None and not isinstance(found, str)
+
+
 def _offline_error(repo: str, revision: str | None, offline: bool, cache: str | None) -> HubOfflineError:
     what = repo if not revision else f"{repo}@{revision}"
     where = cache or "the default HF cache (~/.cache/huggingface/hub)"
@@ -501,7 +513,10 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
             mapped = _map_hub_error(repo_id, revision, e)
             if isinstance(mapped, HubTimeoutError):
                 raise mapped from None
-            unreachable = True
+            if _cached_as_missing(repo_id, fname, cache, revision):
+                missing.append(fname)
+            else:
+                unreachable = True
             continue
         except hf_errors.EntryNotFoundError:
             missing.append(fname)

@@ -1,0 +1,460 @@
+"""Template sources (core.sources): files written to tmp_path, real GGUF files (gguf.GGUFWriter), a real
+Hugging Face cache folder in huggingface_hub's layout read with HF_HUB_OFFLINE=1, and Hub error mapping.
+No network: every Hub test runs offline or with hf_hub_download replaced by a function that raises."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+
+import gguf
+import pytest
+
+from core import sources
+from core.errors import (
+    HubGatedError,
+    HubNotFoundError,
+    HubOfflineError,
+    HubTimeoutError,
+    TemplateLoadError,
+    TemplateTooLargeError,
+    VariantNotFoundError,
+)
+from core.sources import LoadedTemplate, list_bundled, load_bytes, load_string, load_template
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+TOOL_USE = "{% if tools %}TOOLS{% endif %}" + CHATML
+
+
+def _render(loaded: LoadedTemplate) -> str:
+    return loaded.template().render({"messages": [{"role": "user", "content": "hi"}],
+                                     "add_generation_prompt": True})
+
+
+# ------------------------------------------------------------------------------------------------------
+# strings and text files
+# ------------------------------------------------------------------------------------------------------
+
+
+def test_load_string():
+    t = load_string(CHATML, "pasted")
+    assert (t.name, t.origin, t.variant, t.path) == ("pasted", "string", "default", None)
+    assert t.variants == {"default": CHATML}
+    assert _render(t) == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_load_jinja_file(tmp_path):
+    f = tmp_path / "model.jinja"
+    f.write_text(CHATML, encoding="utf-8")
+    t = load_template(str(f))
+    assert (t.name, t.origin, t.source, t.path) == ("model.jinja", "file", CHATML, str(f))
+    assert load_template(f).source == CHATML  # PathLike too
+
+
+def test_jinja_file_with_bom_and_unicode(tmp_path):
+    f = tmp_path / "u.jinja"
+    f.write_bytes("\ufeff<｜User｜>{{ messages[0].content }}".encode("utf-8"))
+    assert load_template(str(f)).source == "<｜User｜>{{ messages[0].content }}"
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(TemplateLoadError, match="file not found") as e:
+        load_template(str(tmp_path / "nope.jinja"))
+    assert "nope.jinja" in str(e.value)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "is empty"),
+    (b"  \n\t\n", "only whitespace"),
+    (b"{{ x }}\x00\x01\x02", "binary"),
+    (b"{{ x }} \xff\xfe caf\xe9", "not UTF-8"),
+])
+def test_bad_text_files(tmp_path, content, message):
+    f = tmp_path / "bad.jinja"
+    f.write_bytes(content)
+    with pytest.raises(TemplateLoadError, match=message) as e:
+        load_template(str(f))
+    assert "bad.jinja" in str(e.value)
+
+
+def test_size_limit(tmp_path):
+    f = tmp_path / "big.jinja"
+    f.write_text("x" * 5000, encoding="utf-8")
+    with pytest.raises(TemplateTooLargeError, match="above the limit") as e:
+        load_template(str(f), max_bytes=4096)
+    assert e.value.size == 5000 and e.value.limit == 4096
+    assert isinstance(e.value, TemplateLoadError)
+    assert load_template(str(f), max_bytes=None).source == "x" * 5000
+    assert sources.DEFAULT_MAX_BYTES == 2 * 1024 * 1024
+
+
+def test_upload_bytes_and_limits():
+    t = load_bytes(CHATML.encode(), "up.jinja")
+    assert (t.name, t.origin, t.source, t.path) == ("up.jinja", "file", CHATML, None)
+    with pytest.raises(TemplateTooLargeError):
+        load_bytes(b"x" * 100, "up.jinja", max_bytes=10)
+    with pytest.raises(TemplateLoadError, match="binary"):
+        load_bytes(b"\x00\x01", "up.jinja")
+    j = load_bytes(json.dumps({"chat_template": CHATML}).encode(), "tokenizer_config.json")
+    assert (j.origin, j.source) == ("json", CHATML)
+
+
+# ------------------------------------------------------------------------------------------------------
+# JSON
+# ------------------------------------------------------------------------------------------------------
+
+
+def test_tokenizer_config_single_template(tmp_path):
+    f = tmp_path / "tokenizer_config.json"
+    f.write_text(json.dumps({"bos_token": "<s>", "chat_template": CHATML, "model_max_length": 4096}))
+    t = load_template(str(f))
+    assert (t.origin, t.variant, t.source, t.name) == ("json", "default", CHATML, "tokenizer_config.json")
+
+
+def test_named_templates_and_variant_selection(tmp_path):
+    f = tmp_path / "tokenizer_config.json"
+    f.write_text(json.dumps({"chat_template": [{"name": "default", "template": CHATML},
+                                               {"name": "tool_use", "template": TOOL_USE}]}))
+    t = load_template(str(f))
+    assert list(t.variants) == ["default", "tool_use"]
+    assert t.variant == "default" and t.source == CHATML
+    tu = load_template(str(f), "tool_use")
+    assert (tu.variant, tu.source, tu.name) == ("tool_use", TOOL_USE, "tokenizer_config.json:tool_use")
+    assert t.with_variant("tool_use").source == TOOL_USE
+    with pytest.raises(VariantNotFoundError) as e:
+        load_template(str(f), "rag")
+    assert "'default', 'tool_use'" in str(e.value) and e.value.available == ["default", "tool_use"]
+
+
+def test_only_named_templates_selects_first(tmp_path):
+    f = tmp_path / "chat_template.json"
+    f.write_text(json.dumps({"chat_template": [{"name": "tool_use", "template": TOOL_USE}]}))
+    assert load_template(str(f)).variant == "tool_use"
+
+
+def test_chat_template_json(tmp_path):
+    f = tmp_path / "chat_template.json"
+    f.write_text(json.dumps({"chat_template": CHATML}))
+    assert load_template(str(f)).source == CHATML
+
+
+@pytest.mark.parametrize("payload, message", [
+    ({"bos_token": "<s>", "eos_token": "</s>"}, 'no "chat_template" field'),
+    ({"chat_template": None}, "null"),
+    ({"chat_template": 42}, "expected a string or a list"),
+    ({"chat_template": ""}, "is empty"),
+    ({"chat_template": [{"name": "x"}]}, "not an object with"),
+    ({"chat_template": []}, "empty list"),
+    ([1, 2], "not an object with"),
+    ("just a string", "not an object"),
+])
+def test_json_without_usable_template(tmp_path, payload, message):
+    f = tmp_path / "tokenizer_config.json"
+    f.write_text(json.dumps(payload))
+    with pytest.raises(TemplateLoadError, match=message) as e:
+        load_template(str(f))
+    assert "tokenizer_config.json" in str(e.value)
+
+
+def test_invalid_json(tmp_path):
+    f = tmp_path / "tokenizer_config.json"
+    f.write_text('{"chat_template": "abc",,}')
+    with pytest.raises(TemplateLoadError, match=r"not valid JSON: .*line 1"):
+        load_template(str(f))
+
+
+# ------------------------------------------------------------------------------------------------------
+# GGUF (real files written with gguf.GGUFWriter)
+# ------------------------------------------------------------------------------------------------------
+
+
+def _write_gguf(path: pathlib.Path, chat_template=None) -> pathlib.Path:
+    w = gguf.GGUFWriter(str(path), arch="llama")
+    w.add_name("test-model")
+    w.add_context_length(4096)
+    if chat_template is not None:
+        w.add_chat_template(chat_template)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_gguf_with_template(tmp_path):
+    f = _write_gguf(tmp_path / "model.gguf", CHATML)
+    t = load_template(str(f))
+    assert (t.origin, t.source, t.variant, t.name) == ("gguf", CHATML, "default", "model.gguf")
+    assert _render(t).startswith("<|im_start|>user\nhi")
+
+
+def test_gguf_named_variant(tmp_path):
+    f = _write_gguf(tmp_path / "model.gguf", [{"name": "default", "template": CHATML},
+                                              {"name": "tool_use", "template": TOOL_USE}])
+    t = load_template(str(f))
+    assert t.variants == {"default": CHATML, "tool_use": TOOL_USE}
+    assert load_template(str(f), "tool_use").source == TOOL_USE
+    with pytest.raises(VariantNotFoundError, match="'default', 'tool_use'"):
+        load_template(str(f), "rag")
+
+
+def test_gguf_without_template(tmp_path):
+    f = _write_gguf(tmp_path / "notemplate.gguf")
+    with pytest.raises(TemplateLoadError, match="no chat template") as e:
+        load_template(str(f))
+    assert "notemplate.gguf" in str(e.value)
+
+
+def test_gguf_detected_by_magic_and_from_upload(tmp_path):
+    f = _write_gguf(tmp_path / "weights.bin", CHATML)
+    assert load_template(str(f)).origin == "gguf"
+    t = load_bytes(f.read_bytes(), "uploaded.gguf")
+    assert (t.name, t.source, t.origin) == ("uploaded.gguf", CHATML, "gguf")
+
+
+def test_not_a_gguf(tmp_path):
+    f = tmp_path / "fake.gguf"
+    f.write_bytes(b"NOPE" + b"\x00" * 64)
+    with pytest.raises(TemplateLoadError, match="not a GGUF file"):
+        load_template(str(f))
+    g = tmp_path / "truncated.gguf"
+    g.write_bytes(_write_gguf(tmp_path / "full.gguf", CHATML).read_bytes()[:40])
+    with pytest.raises(TemplateLoadError, match="GGUF"):
+        load_template(str(g))
+
+
+# ------------------------------------------------------------------------------------------------------
+# local folder and bundled examples
+# ------------------------------------------------------------------------------------------------------
+
+
+def test_local_model_folder(tmp_path):
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": TOOL_USE}))
+    t = load_template(str(tmp_path))
+    assert (t.origin, t.source) == ("folder", TOOL_USE)
+    (tmp_path / "chat_template.jinja").write_text(CHATML)
+    (tmp_path / "additional_chat_templates").mkdir()
+    (tmp_path / "additional_chat_templates" / "tool_use.jinja").write_text(TOOL_USE)
+    t = load_template(str(tmp_path))
+    assert t.source == CHATML and t.variants["tool_use"] == TOOL_USE
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(TemplateLoadError, match="none of chat_template.jinja"):
+        load_template(str(empty))
+
+
+def test_list_bundled_reads_assets(tmp_path):
+    (tmp_path / "a.jinja").write_text(CHATML)
+    (tmp_path / "b.jinja").write_text(TOOL_USE)
+    (tmp_path / "README.md").write_text("not a template")
+    got = list_bundled(tmp_path)
+    assert [(t.name, t.origin) for t in got] == [("a.jinja", "bundled"), ("b.jinja", "bundled")]
+    assert list_bundled(tmp_path / "missing") == []
+    real = list_bundled()
+    if sources.BUNDLED_DIR.is_dir():
+        assert {t.name for t in real} == {p.name for p in sources.BUNDLED_DIR.glob("*.jinja")}
+        assert all(t.origin == "bundled" and t.source.strip() for t in real)
+
+
+def test_spec_neither_path_nor_repo():
+    with pytest.raises(TemplateLoadError, match="not a Hub repo id"):
+        load_template("definitely-not-a-file.jinja")
+    with pytest.raises(TemplateLoadError, match="no template given"):
+        load_template("")
+
+
+# ------------------------------------------------------------------------------------------------------
+# Hugging Face Hub: a real cache folder, offline
+# ------------------------------------------------------------------------------------------------------
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _cache_file(repo_dir: pathlib.Path, filename: str, content: bytes, commit: str = COMMIT) -> None:
+    """Place ``filename`` in the cache as huggingface_hub does: blob by hash, snapshot symlink to it."""
+    blob = hashlib.sha256(content).hexdigest()
+    (repo_dir / "blobs").mkdir(parents=True, exist_ok=True)
+    (repo_dir / "blobs" / blob).write_bytes(content)
+    snap = repo_dir / "snapshots" / commit / filename
+    snap.parent.mkdir(parents=True, exist_ok=True)
+    depth = len(pathlib.PurePosixPath(filename).parts) + 1
+    snap.symlink_to(pathlib.Path(*([".."] * depth), "blobs", blob))
+
+
+def _make_repo_cache(cache: pathlib.Path, repo_id: str, files: dict[str, bytes], ref: str = "main",
+                     commit: str = COMMIT) -> pathlib.Path:
+    repo_dir = cache / ("models--" + repo_id.replace("/", "--"))
+    (repo_dir / "refs").mkdir(parents=True, exist_ok=True)
+    (repo_dir / "refs" / ref).write_text(commit)
+    for name, content in files.items():
+        _cache_file(repo_dir, name, content, commit)
+    return repo_dir
+
+
+@pytest.fixture
+def hf_cache(tmp_path, monkeypatch):
+    home = tmp_path / "hf_home"
+    cache = home / "hub"
+    cache.mkdir(parents=True)
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    return cache
+
+
+def test_hub_offline_from_cache_chat_template_jinja(hf_cache):
+    _make_repo_cache(hf_cache, "acme/chat-model", {
+        "chat_template.jinja": CHATML.encode(),
+        "additional_chat_templates/tool_use.jinja": TOOL_USE.encode(),
+        "config.json": b"{}",
+    })
+    t = load_template("acme/chat-model")
+    assert (t.name, t.origin, t.source, t.variant) == ("acme/chat-model", "hub", CHATML, "default")
+    assert t.variants == {"default": CHATML, "tool_use": TOOL_USE}
+    assert t.path.startswith(str(hf_cache)) and t.path.endswith("chat_template.jinja")
+    assert load_template("acme/chat-model", "tool_use").name == "acme/chat-model:tool_use"
+    assert _render(t).endswith("<|im_start|>assistant\n")
+
+
+def test_hub_offline_falls_back_to_tokenizer_config(hf_cache):
+    _make_repo_cache(hf_cache, "acme/old-model", {
+        "tokenizer_config.json": json.dumps({"chat_template": [
+            {"name": "default", "template": CHATML}, {"name": "tool_use", "template": TOOL_USE}]}).encode(),
+    })
+    t = load_template("acme/old-model", "tool_use")
+    assert (t.source, t.origin, t.path.endswith("tokenizer_config.json")) == (TOOL_USE, "hub", True)
+
+
+def test_hub_revision_and_url_forms(hf_cache):
+    _make_repo_cache(hf_cache, "acme/chat-model", {"chat_template.json": json.dumps({"chat_template": CHATML}).encode()},
+                     ref="v1.0")
+    assert load_template("acme/chat-model", revision="v1.0").revision == "v1.0"
+    assert load_template("acme/chat-model@v1.0").source == CHATML
+    assert load_template("https://huggingface.co/acme/chat-model/tree/v1.0").source == CHATML
+    assert load_template("acme/chat-model", revision=COMMIT).source == CHATML
+
+
+def test_hub_offline_not_cached(hf_cache):
+    with pytest.raises(HubOfflineError) as e:
+        load_template("acme/never-downloaded")
+    msg = str(e.value)
+    assert "acme/never-downloaded" in msg and "HF_HUB_OFFLINE" in msg and "cache" in msg
+    assert isinstance(e.value, TemplateLoadError)
+
+
+def test_hub_cached_repo_without_template(hf_cache):
+    repo = _make_repo_cache(hf_cache, "acme/base-model", {"config.json": b"{}"})
+    for name in sources.HUB_TEMPLATE_FILES:  # the cache's record of files the Hub said do not exist
+        marker = repo / ".no_exist" / COMMIT / name
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    with pytest.raises(HubNotFoundError, match="has no chat template") as e:
+        load_template("acme/base-model")
+    assert "acme/base-model" in str(e.value)
+
+
+def test_hub_bad_cached_file_names_repo_file(hf_cache):
+    _make_repo_cache(hf_cache, "acme/broken", {"tokenizer_config.json": b"{not json"})
+    with pytest.raises(TemplateLoadError, match="acme/broken/tokenizer_config.json.*not valid JSON"):
+        load_template("acme/broken")
+
+
+# ------------------------------------------------------------------------------------------------------
+# Hub error mapping (hf_hub_download replaced: no network)
+# ------------------------------------------------------------------------------------------------------
+
+
+class _Resp:
+    def __init__(self, status: int):
+        self.status_code = status
+        self.headers: dict[str, str] = {}
+        self.request = None
+        self.url = "https://huggingface.co/x"
+
+    def json(self):
+        return {}
+
+    @property
+    def text(self):
+        return ""
+
+
+def _hub_raising(monkeypatch, exc: Exception):
+    import huggingface_hub
+
+    def fake(*a, **kw):
+        raise exc
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake)
+
+
+def _http_error(cls, status: int):
+    try:
+        return cls("boom", response=_Resp(status))
+    except Exception:  # constructor details differ across huggingface_hub versions
+        err = cls.__new__(cls)
+        Exception.__init__(err, "boom")
+        err.response = _Resp(status)
+        return err
+
+
+@pytest.mark.parametrize("cls_name, status, expected, words", [
+    ("GatedRepoError", 403, HubGatedError, ["gated", "HF_TOKEN"]),
+    ("RepositoryNotFoundError", 401, HubNotFoundError, ["not found", "private", "HF_TOKEN"]),
+    ("RevisionNotFoundError", 404, HubNotFoundError, ["revision"]),
+    ("HfHubHTTPError", 403, HubGatedError, ["HTTP 403", "hf auth login"]),
+])
+def test_hub_http_errors(monkeypatch, cls_name, status, expected, words):
+    from huggingface_hub import errors as hf_errors
+
+    _hub_raising(monkeypatch, _http_error(getattr(hf_errors, cls_name), status))
+    with pytest.raises(expected) as e:
+        load_template("acme/secret", revision="dev" if cls_name == "RevisionNotFoundError" else None)
+    for w in words:
+        assert w in str(e.value)
+    assert "acme/secret" in str(e.value)
+
+
+def test_hub_timeout(monkeypatch):
+    from huggingface_hub import errors as hf_errors
+
+    class ReadTimeout(Exception):
+        pass
+
+    err = hf_errors.LocalEntryNotFoundError("could not reach the Hub")
+    err.__cause__ = ReadTimeout("timed out")
+    _hub_raising(monkeypatch, err)
+    with pytest.raises(HubTimeoutError, match="did not answer in time"):
+        load_template("acme/slow")
+
+
+def test_hub_unreachable(monkeypatch):
+    from huggingface_hub import errors as hf_errors
+
+    err = hf_errors.LocalEntryNotFoundError("could not reach the Hub")
+    err.__cause__ = ConnectionError("connection refused")
+    _hub_raising(monkeypatch, err)
+    with pytest.raises(HubOfflineError, match="cannot be reached"):
+        load_template("acme/far-away")
+
+
+def test_hub_token_passed_but_never_shown(monkeypatch):
+    import huggingface_hub
+    from huggingface_hub import errors as hf_errors
+
+    seen = []
+
+    def fake(repo_id, filename, **kw):
+        seen.append(kw.get("token"))
+        raise _http_error(hf_errors.HfHubHTTPError, 401)
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake)
+    with pytest.raises(HubGatedError) as e:
+        load_template("acme/secret", token="hf_SECRET123")
+    assert seen == ["hf_SECRET123"]
+    assert "hf_SECRET123" not in str(e.value)
