@@ -60,6 +60,7 @@ __all__ = [
     "normalize_messages",
     "probe_caps",
     "probe_caps_report",
+    "probe_environment",
     "render_tracked",
 ]
 
@@ -471,6 +472,13 @@ def _tracking_env() -> jinja2.Environment:
     env.filters[_IN_FILTER] = _contains
     env.tests = {k: _wrap_filter(k, f, "test_is_") for k, f in env.tests.items()}
     return env
+
+
+def probe_environment() -> jinja2.Environment:
+    """The probe environment: the project's sandbox configuration plus the llama.cpp engine behaviours
+    listed in the module docstring (and usage recording, active only inside :func:`render_tracked`).
+    Shared, cached; callers that change filters must ``overlay()`` it first."""
+    return _tracking_env()
 
 
 @functools.lru_cache(maxsize=256)
