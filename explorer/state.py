@@ -146,6 +146,18 @@ def load_spec(spec: str, variant: str | None = None, *, revision: str | None = N
     return from_loaded(load_template(spec, variant, **kw), origin)
 
 
+def load_upload(data: bytes, filename: str, **limits: Any) -> CurrentTemplate:
+    """An uploaded file's bytes through ``core.sources.load_bytes`` (format from the name / GGUF magic);
+    ``limits``: ``max_bytes`` / ``max_json_bytes`` / ``max_gguf_bytes``."""
+    try:
+        from core.sources import load_bytes
+    except ImportError as e:
+        raise EngineMissing("core.sources.load_bytes", e) from None
+    tpl = from_loaded(load_bytes(data, filename, **limits), "upload")
+    tpl.path = filename
+    return tpl
+
+
 def bundled_names() -> list[str]:
     """File names of the bundled example templates (assets/templates/*.jinja), sorted."""
     return sorted(p.name for p in BUNDLED_DIR.glob("*.jinja"))

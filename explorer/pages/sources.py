@@ -3,9 +3,7 @@
 Loading goes through ``core.sources.load_template``; its errors (offline, not found, gated, timeout, no
 template in the file…) are shown as messages."""
 
-import os
 import pathlib
-import tempfile
 
 import streamlit as st
 
@@ -15,6 +13,7 @@ from explorer.components.text import md
 MAX_TEXT_UPLOAD = 5 * 1024 * 1024       # .jinja / .json: templates are kilobytes; 5 MB is generous
 MAX_GGUF_UPLOAD = 200 * 1024 * 1024     # .gguf: Streamlit's own default upload cap
 TEMPLATE_SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
+MODEL_FOLDER_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
 
 st.title("Sources")
 
@@ -61,7 +60,8 @@ elif kind == "Hugging Face Hub":
                 _use(tpl)
 
 elif kind == "Upload a file":
-    up = st.file_uploader("Template file", type=["jinja", "j2", "json", "gguf"], key="upload_file")
+    up = st.file_uploader("Template file (.jinja, tokenizer_config.json / chat_template.json, .gguf)",
+                          type=["jinja", "j2", "json", "gguf"], key="upload_file")
     if up is not None:
         suffix = pathlib.Path(up.name).suffix.lower()
         limit = MAX_GGUF_UPLOAD if suffix == ".gguf" else MAX_TEXT_UPLOAD
@@ -69,16 +69,8 @@ elif kind == "Upload a file":
             st.error(md(f"{up.name} is {up.size / 1e6:.1f} MB; the limit for {suffix} files is "
                         f"{limit / 1e6:.0f} MB."))
         elif st.button("Load this file", type="primary"):
-            fd, tmp = tempfile.mkstemp(suffix=suffix)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(up.getbuffer())
-                tpl = state.attempt(state.load_spec, tmp, origin="upload")
-            finally:
-                os.unlink(tmp)
+            tpl = state.attempt(state.load_upload, up.getvalue(), up.name, max_gguf_bytes=MAX_GGUF_UPLOAD)
             if tpl:
-                tpl.name = up.name if tpl.variant in ("", "default") else f"{up.name}:{tpl.variant}"
-                tpl.path = up.name
                 _use(tpl)
 
 elif kind == "Local folder":
@@ -88,9 +80,11 @@ elif kind == "Local folder":
     if not folder.is_dir():
         st.error(md(f"{folder} is not a folder."))
     else:
-        files = sorted(p.name for p in folder.iterdir() if p.suffix.lower() in TEMPLATE_SUFFIXES and p.is_file())
+        files = sorted(p.name for p in folder.iterdir()
+                       if (p.is_file() and p.suffix.lower() in TEMPLATE_SUFFIXES)
+                       or (p.is_dir() and any((p / f).is_file() for f in MODEL_FOLDER_FILES)))
         if not files:
-            st.warning(md(f"No .jinja / .json / .gguf files in {folder}."))
+            st.warning(md(f"No .jinja / .json / .gguf files or model folders in {folder}."))
         else:
             if st.session_state.get("in_folder_file") not in files:
                 st.session_state["in_folder_file"] = files[0]
