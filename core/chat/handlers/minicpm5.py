@@ -1,0 +1,157 @@
+"""MiniCPM5 handler (llama.cpp ``common/parsers/minicpm5.cpp``).
+
+Output shape (after ``<|im_start|>assistant\\n``; the generation prompt opens ``<think>``, or writes an empty
+think block when thinking is off)::
+
+    <think> REASONING </think> CONTENT
+    <function name="NAME"><param name="K">VALUE</param>…</function> …
+
+String parameters are raw text up to ``</param>``, or the inside of ``<![CDATA[…]]>`` (so a value may
+contain ``</param>``); other parameters are JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...templating import ChatTemplate
+from ..request import ChatRequest, Continuation
+from . import _common as C
+from ._common import Incomplete, Mismatch, Scanner
+
+NAME = "minicpm5"
+
+GEN_PROMPT = "<|im_start|>assistant\n"
+THINK_START = "<think>"
+THINK_END = "</think>"
+FUNC = "<function"
+FUNC_END = "</function>"
+PARAM_END = "</param>"
+
+
+def detect(normalized_source: str) -> bool:
+    """llama.cpp: ``Tool usage guidelines:``, ``<function name="`` and ``<param name="`` in the source."""
+    return all(t in normalized_source for t in ("Tool usage guidelines:", '<function name="', '<param name="'))
+
+
+def _make_body(view: C.RequestView):
+    tools = {t.name: t for t in view.tools}
+    opens = {'<function name="' + n + '">': n for n in tools}
+
+    def call(sc: Scanner, b: C.MessageBuilder) -> None:
+        tag = sc.choose_literal(opens)
+        sc.pos += len(tag)
+        name = opens[tag]
+        b.open_call(name)
+        params = {'<param name="' + p + '">': (p, C.tagged_value_kind(s)) for p, s, _ in tools[name].params()}
+        sc.space()
+        while params and sc.pos < sc.n:
+            try:
+                ptag = sc.choose_literal(params)
+            except Mismatch:
+                break
+            sc.pos += len(ptag)
+            key, kind = params[ptag]
+            b.arg_name(key)
+            if kind == "string":
+                C.cdata_or_string_arg_value(sc, b, PARAM_END)
+            else:
+                C.json_arg_value(sc, b, PARAM_END)
+            sc.space()
+        sc.space()
+        sc.expect(FUNC_END)
+        b.close_call()
+
+    def body(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(GEN_PROMPT)
+        if view.extract_reasoning:
+            sc.expect(THINK_START)
+            sc.space()
+            b.add_reasoning(sc.until(THINK_END))
+            sc.space()
+            sc.expect(THINK_END)
+            sc.space()
+        if view.has_schema:
+            start = sc.pos
+            try:
+                end = C.scan_json(sc.text, start)
+            except Incomplete as e:
+                b.add_content(sc.text[start:e.end])
+                raise
+            b.add_content(sc.text[start:end])
+            return
+        if not view.tools_active:
+            b.add_content(sc.until())
+            return
+        b.add_content(sc.until(FUNC))
+        call(sc, b)
+        sc.space()
+        while view.parallel and sc.pos < sc.n:
+            save, mark = sc.pos, b.mark()
+            try:
+                call(sc, b)
+            except Mismatch:
+                sc.pos = save
+                b.reset(mark)
+                break
+            sc.space()
+        if sc.pos < sc.n:
+            raise Mismatch(sc.pos, "text after the tool calls")
+
+    return body
+
+
+def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
+          prepared: Any = None) -> C.HandlerParser:
+    """MiniCPM5 parser and grammar (llama.cpp ``common_chat_params_init_minicpm5``); a continuation reopens
+    ``<think>\\n`` (and closes it with ``\\n</think>\\n\\n`` for CONTENT)."""
+    view = C.request_view(request)
+    gp = generation_prompt
+    if view.has_continuation:
+        gp = GEN_PROMPT + THINK_START + "\n" + view.continue_reasoning()
+        if view.continuation == Continuation.CONTENT:
+            gp += "\n" + THINK_END + "\n\n" + view.continue_content()
+
+    include_grammar = view.has_schema or view.tools_active
+    grammar, lazy, triggers = None, False, []
+    if include_grammar:
+        lazy = not (view.has_schema or (view.tools_active and view.required))
+        grammar = _grammar(view, lazy)
+        triggers = [C.word_trigger(FUNC)]
+
+    return C.HandlerParser(
+        name=NAME,
+        body=_make_body(view),
+        generation_prompt=gp,
+        grammar=grammar,
+        grammar_lazy=lazy,
+        grammar_triggers=triggers,
+        preserved_tokens=[FUNC, "<param", FUNC_END, PARAM_END, THINK_START, THINK_END],
+        thinking_start_tag=THINK_START,
+        thinking_end_tags=[THINK_END],
+        message_delimiters={"assistant": "<|im_start|>assistant", "tool": "<|im_start|>user\n<tool_response>",
+                            "user": "<|im_start|>user", "system": "<|im_start|>system"},
+        description=_describe(view),
+    )
+
+
+def _grammar(view: C.RequestView, lazy: bool) -> str | None:
+    return None
+
+
+def _describe(view: C.RequestView) -> str:
+    lines = ['root      <- "<|im_start|>assistant\\n" reasoning BODY']
+    lines.append('reasoning <- "<think>" space reasoning(until("</think>")) space "</think>" space'
+                 if view.extract_reasoning else "reasoning <- ''")
+    if view.has_schema:
+        lines.append("BODY      <- content(json<schema>)")
+    elif view.tools_active:
+        lines += [
+            'BODY      <- content(until("<function")) (call space)' + ("+" if view.parallel else "") + " end",
+            'call      <- "<function name=\\"" tool-name "\\">" space (param space)* space "</function>"',
+            'param     <- "<param name=\\"" NAME "\\">" VALUE "</param>"    (VALUE: "<![CDATA[" text "]]>" | text '
+            "for strings, JSON otherwise)",
+        ]
+    else:
+        lines.append("BODY      <- content(rest) end")
+    return "\n".join(lines)

@@ -1,0 +1,234 @@
+"""Muse Glimmer handler (llama.cpp ``common/parsers/muse-glimmer.cpp``).
+
+An assistant turn is one or more messages ``<|start|>assistant to=RECIPIENT<|message|>BODY<|eom|>`` (the last
+one ends with ``<|eot|>``); the generation prompt is just ``<|start|>assistant``::
+
+    to=self   → chain of thought (reasoning), ends with <|eom|>
+    to=user   → the answer (content); " to=user" may be omitted
+    to=TOOL   → <atem:function_calls><atem:invoke name="NAME">
+                  <atem:parameter name="K">VALUE</atem:parameter>…
+                </atem:invoke></atem:function_calls>
+
+String parameters are raw text, others JSON. Calls may follow the answer after ``<|eom|>``. Text after the
+last recognised message is ignored, as llama.cpp does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...templating import ChatTemplate
+from ..request import ChatRequest, Continuation
+from . import _common as C
+from ._common import Incomplete, Mismatch, Scanner
+
+NAME = "muse_glimmer"
+
+START = "<|start|>assistant"
+MESSAGE = "<|message|>"
+EOM = "<|eom|>"
+EOT = "<|eot|>"
+SELF = " to=self<|message|>"
+TO_USER = " to=user"
+FCALLS = "<atem:function_calls>"
+FCALLS_END = "</atem:function_calls>"
+INVOKE_END = "</atem:invoke>"
+PARAM_END = "</atem:parameter>"
+TRIGGER_PATTERN = "(?:^|<\\|start\\|>assistant)( to=(?!self<\\|message\\|>)(?!user<\\|message\\|>)[^<]*?<\\|message\\|>)"
+
+
+def detect(normalized_source: str) -> bool:
+    """llama.cpp: ``<atem:function_calls>`` and ``<|eom|>`` in the source."""
+    return FCALLS in normalized_source and EOM in normalized_source
+
+
+def _make_body(view: C.RequestView, include_grammar: bool):
+    tools = {t.name: t for t in view.tools}
+    opens = {'<atem:invoke name="' + n + '">': n for n in tools}
+    extract = view.extract_reasoning
+
+    def analyses(sc: Scanner, b: C.MessageBuilder) -> None:
+        """``(start analysis)*`` — chain-of-thought messages addressed to ``self``."""
+        while sc.pos < sc.n:
+            save, mark = sc.pos, b.mark()
+            try:
+                sc.expect(START)
+                sc.expect(SELF)
+                (b.add_reasoning if extract else b.add_content)(sc.until(EOM))
+                sc.expect(EOM)
+            except Mismatch:
+                sc.pos = save
+                b.reset(mark)
+                return
+
+    def final(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.optional(TO_USER)
+        sc.expect(MESSAGE)
+        b.add_content(sc.until(EOT, EOM))
+
+    def call(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(" to=")
+        sc.until(MESSAGE)
+        sc.expect(MESSAGE + FCALLS)
+        sc.space()
+        tag = sc.choose_literal(opens)
+        sc.pos += len(tag)
+        sc.space()
+        name = opens[tag]
+        b.open_call(name)
+        sc.space()
+        params = {'<atem:parameter name="' + p + '">': (p, C.tagged_value_kind(s))
+                  for p, s, _ in tools[name].params()}
+        while params and sc.pos < sc.n:
+            try:
+                ptag = sc.choose_literal(params)
+            except Mismatch:
+                break
+            sc.pos += len(ptag)
+            key, kind = params[ptag]
+            b.arg_name(key)
+            if kind == "string":
+                C.string_arg_value(sc, b, PARAM_END)
+            else:
+                C.json_arg_value(sc, b, PARAM_END)
+            sc.space()
+        sc.space()
+        sc.expect(INVOKE_END)
+        sc.space()
+        sc.expect(FCALLS_END)
+        b.close_call()
+
+    def calls(sc: Scanner, b: C.MessageBuilder) -> None:
+        call(sc, b)
+        while view.parallel and sc.pos < sc.n:
+            save, mark = sc.pos, b.mark()
+            try:
+                sc.expect(EOM)
+                sc.expect(START)
+                call(sc, b)
+            except Mismatch:
+                sc.pos = save
+                b.reset(mark)
+                return
+
+    def body(sc: Scanner, b: C.MessageBuilder) -> None:
+        if not extract and not include_grammar:
+            sc.expect(START)
+            b.add_content(sc.until())
+            return
+        analyses(sc, b)
+        sc.expect(START)
+        if view.has_schema:
+            sc.optional(TO_USER)
+            sc.expect(MESSAGE)
+            fenced = sc.check("```json")
+            if fenced == -1:
+                raise Incomplete(sc.n)
+            if fenced == 1:
+                sc.pos += len("```json")
+                sc.space()
+            start = sc.pos
+            try:
+                end = C.scan_json(sc.text, start)
+            except Incomplete as e:
+                b.add_content(sc.text[start:e.end])
+                raise
+            b.add_content(sc.text[start:end])
+            sc.pos = end
+            if fenced == 1:
+                sc.space()
+                sc.expect("```")
+            return
+        if view.tools_active:
+            if view.required:
+                calls(sc, b)
+                return
+            save, mark = sc.pos, b.mark()
+            try:
+                calls(sc, b)
+                return
+            except Mismatch:
+                sc.pos = save
+                b.reset(mark)
+            final(sc, b)
+            if sc.pos < sc.n:
+                save, mark = sc.pos, b.mark()
+                try:
+                    sc.expect(EOM)
+                    sc.expect(START)
+                    calls(sc, b)
+                except Mismatch:
+                    sc.pos = save
+                    b.reset(mark)
+            return
+        final(sc, b)
+
+    return body
+
+
+def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
+          prepared: Any = None) -> C.HandlerParser:
+    """Muse Glimmer parser and grammar (llama.cpp ``common_chat_params_init_muse_glimmer``). The generation
+    prompt is always ``<|start|>assistant``; a continuation reopens the ``to=self`` message (and for CONTENT
+    closes it and opens the ``to=user`` one)."""
+    view = C.request_view(request)
+    gp = START
+    if view.has_continuation:
+        gp = START + SELF + view.continue_reasoning()
+        if view.continuation == Continuation.CONTENT:
+            gp += EOM + START + TO_USER + MESSAGE + view.continue_content()
+
+    include_grammar = view.has_schema or view.tools_active
+    grammar, lazy, triggers = None, False, []
+    if include_grammar:
+        lazy = not (view.has_schema or (view.tools_active and view.required))
+        grammar = _grammar(view, lazy)
+        triggers = [C.pattern_trigger(TRIGGER_PATTERN)]
+
+    return C.HandlerParser(
+        name=NAME,
+        body=_make_body(view, include_grammar),
+        generation_prompt=gp,
+        grammar=grammar,
+        grammar_lazy=lazy,
+        grammar_triggers=triggers,
+        preserved_tokens=["<|start|>", MESSAGE, EOM, EOT, FCALLS, "<atem:invoke", "<atem:parameter", PARAM_END,
+                          INVOKE_END, FCALLS_END],
+        message_delimiters={"assistant": START, "user": "<|start|>user", "system": "<|start|>system",
+                            "tool": "<|start|>tool"},
+        description=_describe(view, include_grammar),
+    )
+
+
+def _grammar(view: C.RequestView, lazy: bool) -> str | None:
+    return None
+
+
+def _describe(view: C.RequestView, include_grammar: bool) -> str:
+    if not view.extract_reasoning and not include_grammar:
+        return 'root      <- "<|start|>assistant" content(rest)'
+    kind = "reasoning" if view.extract_reasoning else "content"
+    lines = [
+        'start     <- "<|start|>assistant"',
+        f'analysis  <- " to=self<|message|>" {kind}(until("<|eom|>")) "<|eom|>"',
+        'final     <- " to=user"? "<|message|>" content(until("<|eot|>" | "<|eom|>"))',
+    ]
+    if view.has_schema:
+        lines.append('root      <- (start analysis)* start " to=user"? "<|message|>" ("```json" space '
+                     'content(json<schema>) space "```" | content(json<schema>))')
+    elif view.tools_active:
+        lines += [
+            'call      <- " to=" until("<|message|>") "<|message|><atem:function_calls>" space '
+            '"<atem:invoke name=\\"" tool-name "\\">" space param* space "</atem:invoke>" space '
+            '"</atem:function_calls>"',
+            'param     <- "<atem:parameter name=\\"" NAME "\\">" VALUE "</atem:parameter>" space   (VALUE: text for '
+            "strings, JSON otherwise)",
+            "calls     <- call" + (' ("<|eom|>" start call)*' if view.parallel else ""),
+        ]
+        if view.required:
+            lines.append("root      <- (start analysis)* start calls")
+        else:
+            lines.append('root      <- (start analysis)* start (calls | final ("<|eom|>" start calls)?)')
+    else:
+        lines.append("root      <- (start analysis)* start final")
+    return "\n".join(lines)

@@ -1,0 +1,29 @@
+"""Muse Glimmer special handler against llama.cpp's reference cases (final message + char-by-char streaming)."""
+
+from __future__ import annotations
+
+from core.chat.handlers import _common as C
+from core.chat.handlers import muse_glimmer
+from core.templating import ChatTemplate
+
+from .conftest import template_source
+
+TEMPLATES = ['muse-glimmer.jinja', 'vllm-tool_chat_template_muse_glimmer.jinja']
+
+
+def test_detect():
+    for name in TEMPLATES:
+        assert muse_glimmer.detect(ChatTemplate(template_source(name)).normalized_source), name
+    assert not muse_glimmer.detect(ChatTemplate(template_source('Qwen3-Coder.jinja')).normalized_source)
+
+
+def test_reference_cases(reference_cases):
+    cases = [c for c in reference_cases if c["template"] in TEMPLATES]
+    fails = []
+    for case in cases:
+        tmpl = ChatTemplate(template_source(case["template"]), case["template"])
+        why = C.check_reference_case(muse_glimmer, tmpl, case)
+        if why:
+            fails.append(f"{case['id']}: {why}")
+    assert len(cases) == 7  # all on muse-glimmer.jinja
+    assert not fails, "\n".join(fails)
