@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
@@ -139,7 +140,7 @@ def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
     failures: list[str] = []
     if caps is None:
         try:
-            caps = probe_caps(template)
+            caps = _probe_caps_cached(template)
         except Exception as e:  # probes swallow render errors; anything else must not abort the analysis
             failures.append(f"caps: capability probes failed ({e}); defaults used")
             caps = Caps()
@@ -172,6 +173,23 @@ def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
     report = reapply(report, disabled_workarounds=disabled, overrides=overrides)
     report.elapsed_ms = (time.perf_counter() - t0) * 1000
     return report
+
+
+_CAPS_CACHE: "OrderedDict[str, Caps]" = OrderedDict()
+
+
+def _probe_caps_cached(template: ChatTemplate) -> Caps:
+    """``probe_caps`` memoized by template source (bounded): capabilities depend on the source only."""
+    key = template.source
+    hit = _CAPS_CACHE.get(key)
+    if hit is None:
+        hit = probe_caps(template)
+        _CAPS_CACHE[key] = hit
+        if len(_CAPS_CACHE) > 256:
+            _CAPS_CACHE.popitem(last=False)
+    else:
+        _CAPS_CACHE.move_to_end(key)
+    return copy.deepcopy(hit)
 
 
 def _generation_prompt(s: ProbeSession) -> tuple[str, str | None]:

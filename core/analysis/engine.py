@@ -94,7 +94,7 @@ class LlamaUndefined(jinja2.ChainableUndefined):
 
 @functools.lru_cache(maxsize=1)
 def _env() -> Any:
-    base = _caps._tracking_env()  # type: ignore[union-attr]
+    base = _caps.probe_environment()  # type: ignore[union-attr]
     env = base.overlay()
     env.filters = dict(base.filters)
     env.filters["safe"] = _safe
@@ -110,7 +110,7 @@ def _compile(source: str) -> jinja2.Template:
 
 def available() -> bool:
     """True when the llama.cpp-compatible environment can be built."""
-    if _caps is None or not hasattr(_caps, "_tracking_env"):
+    if _caps is None or not hasattr(_caps, "probe_environment"):
         return False
     try:
         _env()
