@@ -1,0 +1,236 @@
+"""Cohere2 MoE / North Code handler (llama.cpp ``common/parsers/cohere2moe.cpp``).
+
+The assistant turn is fully marker-wrapped; the generation prompt ends inside the thinking block::
+
+    <|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_THINKING|> REASONING <|END_THINKING|>
+    ( <|START_TEXT|> CONTENT <|END_TEXT|>
+    | <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "NAME", "parameters": {…}}, …]<|END_ACTION|> )
+    <|END_OF_TURN_TOKEN|>
+
+Content and tool calls are mutually exclusive. The call id is the ``tool_call_id`` value; arguments are the
+model's JSON, verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...templating import ChatTemplate
+from ..request import ChatRequest, Continuation
+from . import _common as C
+from ._common import Incomplete, Mismatch, Scanner
+
+NAME = "cohere2moe"
+
+TURN_START = "<|START_OF_TURN_TOKEN|>"
+TURN_END = "<|END_OF_TURN_TOKEN|>"
+CHATBOT = "<|CHATBOT_TOKEN|>"
+USER = "<|USER_TOKEN|>"
+SYSTEM = "<|SYSTEM_TOKEN|>"
+THINK_START = "<|START_THINKING|>"
+THINK_END = "<|END_THINKING|>"
+TEXT_START = "<|START_TEXT|>"
+TEXT_END = "<|END_TEXT|>"
+ACTION_START = "<|START_ACTION|>"
+ACTION_END = "<|END_ACTION|>"
+RESULT_START = "<|START_TOOL_RESULT|>"
+RESULT_END = "<|END_TOOL_RESULT|>"
+GEN_PREFIX = TURN_START + CHATBOT
+
+
+def detect(normalized_source: str) -> bool:
+    """llama.cpp: ``<|START_TEXT|>`` and ``<|START_ACTION|>`` in the source (older Command-R templates use
+    ``<|START_RESPONSE|>`` instead)."""
+    return TEXT_START in normalized_source and ACTION_START in normalized_source
+
+
+def _make_body(view: C.RequestView):
+    names = [t.name for t in view.tools]
+    name_opens = {json.dumps(n, ensure_ascii=False): n for n in names}
+
+    def key(sc: Scanner, k: str) -> None:
+        sc.expect(f'"{k}"')
+        sc.space()
+        sc.expect(":")
+        sc.space()
+
+    def call(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect("{")
+        sc.space()
+        call_id = ""
+        r = sc.check('"tool_call_id"')
+        if r == -1:
+            raise Incomplete(sc.n)
+        if r == 1:
+            key(sc, "tool_call_id")
+            start = sc.pos
+            if sc.pos < sc.n and sc.text[sc.pos] == '"':
+                end = C.scan_quoted(sc.text, start, '"')
+                call_id = json.loads(sc.text[start:end])
+            else:
+                end = C.scan_number(sc.text, start)
+                call_id = sc.text[start:end]
+            sc.pos = end
+            sc.space()
+            sc.expect(",")
+            sc.space()
+        key(sc, "tool_name")
+        quoted = sc.choose_literal(name_opens)
+        sc.pos += len(quoted)
+        b.open_call(name_opens[quoted], call_id=call_id)
+        sc.space()
+        sc.expect(",")
+        sc.space()
+        key(sc, "parameters")
+        start = sc.pos
+        try:
+            end = C.scan_json(sc.text, start)
+        except Incomplete as e:
+            b.set_args(sc.text[start:max(start, e.end)])
+            raise
+        b.set_args(sc.text[start:end])
+        sc.pos = end
+        sc.space()
+        sc.expect("}")
+        b.close_call()
+
+    def tool_calls(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(ACTION_START)
+        sc.space()
+        sc.expect("[")
+        sc.space()
+        call(sc, b)
+        while view.parallel:
+            save = sc.pos
+            sc.space()
+            r = sc.check(",")
+            if r == -1:
+                raise Incomplete(sc.n)
+            if r == 0:
+                sc.pos = save
+                break
+            sc.pos += 1
+            sc.space()
+            call(sc, b)
+        sc.space()
+        sc.expect("]")
+        sc.space()
+        sc.expect(ACTION_END)
+
+    def text_content(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(TEXT_START)
+        if view.has_schema:
+            start = sc.pos
+            try:
+                end = C.scan_json(sc.text, start)
+            except Incomplete as e:
+                b.add_content(sc.text[start:e.end])
+                raise
+            b.add_content(sc.text[start:end])
+            sc.pos = end
+        else:
+            b.add_content(sc.until(TEXT_END))
+        sc.optional(TEXT_END)
+
+    def body(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(GEN_PREFIX)
+        if sc.pos < sc.n:
+            r = sc.check(THINK_START)
+            if r == -1:
+                raise Incomplete(sc.n)
+            if r == 1:
+                start = sc.pos
+                sc.pos += len(THINK_START)
+                if view.extract_reasoning:
+                    b.add_reasoning(sc.until(THINK_END, TEXT_START, ACTION_START))
+                    sc.optional(THINK_END)
+                else:
+                    try:
+                        sc.until(THINK_END, TEXT_START, ACTION_START)
+                        sc.optional(THINK_END)
+                    except Incomplete:
+                        b.add_content(sc.text[start:])
+                        raise
+                    b.add_content(sc.text[start:sc.pos])
+        if view.tools_active:
+            if view.required:
+                tool_calls(sc, b)
+            else:
+                r = sc.check(ACTION_START)
+                if r == -1:
+                    raise Incomplete(sc.n)
+                if r == 1:
+                    tool_calls(sc, b)
+                else:
+                    text_content(sc, b)
+        else:
+            text_content(sc, b)
+        sc.optional(TURN_END)
+        if sc.pos < sc.n:
+            raise Mismatch(sc.pos, "text after the end of the turn")
+
+    return body
+
+
+def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
+          prepared: Any = None) -> C.HandlerParser:
+    """Cohere2 MoE parser and grammar (llama.cpp ``common_chat_params_init_cohere2moe``); a continuation
+    reopens the thinking block (and for CONTENT closes it and opens ``<|START_TEXT|>``)."""
+    view = C.request_view(request)
+    gp = generation_prompt
+    if view.has_continuation:
+        gp = GEN_PREFIX + THINK_START + view.continue_reasoning()
+        if view.continuation == Continuation.CONTENT:
+            gp += THINK_END + TEXT_START + view.continue_content()
+
+    include_grammar = view.has_schema or view.tools_active
+    grammar, lazy, triggers = None, False, []
+    if include_grammar:
+        lazy = not view.has_schema and view.tool_choice.value == "auto"
+        grammar = _grammar(view, lazy)
+        triggers = [C.word_trigger(ACTION_START)]
+
+    return C.HandlerParser(
+        name=NAME,
+        body=_make_body(view),
+        generation_prompt=gp,
+        grammar=grammar,
+        grammar_lazy=lazy,
+        grammar_triggers=triggers,
+        preserved_tokens=[TURN_START, TURN_END, CHATBOT, USER, SYSTEM, THINK_START, THINK_END, TEXT_START,
+                          TEXT_END, ACTION_START, ACTION_END, RESULT_START, RESULT_END],
+        thinking_start_tag=THINK_START,
+        thinking_end_tags=[THINK_END],
+        message_delimiters={"assistant": GEN_PREFIX, "user": TURN_START + USER,
+                            "tool": TURN_START + SYSTEM + RESULT_START, "system": TURN_START + SYSTEM},
+        description=_describe(view),
+    )
+
+
+def _grammar(view: C.RequestView, lazy: bool) -> str | None:
+    return None
+
+
+def _describe(view: C.RequestView) -> str:
+    think = ('reasoning <- ("<|START_THINKING|>" reasoning(until("<|END_THINKING|>" | "<|START_TEXT|>" | '
+             '"<|START_ACTION|>")) "<|END_THINKING|>"?)?') if view.extract_reasoning else (
+        'reasoning <- content("<|START_THINKING|>" until(…) "<|END_THINKING|>"?)?')
+    lines = [
+        'root      <- "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>" reasoning BODY "<|END_OF_TURN_TOKEN|>"? end',
+        think,
+        'text      <- "<|START_TEXT|>" content(' + ("json<schema>" if view.has_schema else 'until("<|END_TEXT|>")')
+        + ') "<|END_TEXT|>"?',
+    ]
+    if view.tools_active:
+        lines += [
+            'actions   <- "<|START_ACTION|>" space "[" space call' + (' (space "," space call)*' if view.parallel
+                                                                      else "") + ' space "]" space "<|END_ACTION|>"',
+            'call      <- "{" space "\\"tool_call_id\\"" space ":" space tool-id(string | number) space "," space '
+            '"\\"tool_name\\"" space ":" space "\\"" tool-name "\\"" space "," space "\\"parameters\\"" space ":" '
+            'space tool-args(json<schema>) space "}"',
+            "BODY      <- actions" + ("" if view.required else " | text"),
+        ]
+    else:
+        lines.append("BODY      <- text")
+    return "\n".join(lines)
