@@ -216,6 +216,12 @@ def test_macro_arguments_bound_like_llama_cpp():
     assert ChatTemplate(src).render({}) == "True/True"
 
 
+def test_call_block_caller_is_not_counted_as_an_argument():
+    src = "{% macro m(a=1) %}{{ a }}{{ caller() }}{% endmacro %}{% call m() %}x{% endcall %}"
+    r, _ = _usage(src, [])
+    assert r.success and r.output == "1x"
+
+
 def test_in_with_undefined_left_side_fails():
     r, _ = _usage("{{ nothing in messages }}", [])
     assert not r.success

@@ -390,13 +390,14 @@ def _llama_macro_binding(env: Any, macro: jinja2.runtime.Macro, args: tuple[Any,
     index (undefined if there is none); only parameters from index N on get their defaults. So
     ``m(x, flag=True)`` for ``m(a, b=none, flag=false)`` binds ``b`` to undefined and ``flag`` to false."""
     names = list(macro.arguments)
-    if len(args) > len(names) or not kwargs:
+    given = {k: v for k, v in kwargs.items() if k != "caller"}  # a {% call %} block's caller is no argument
+    if len(args) > len(names) or not given:
         return args, kwargs
-    total = len(args) + len(kwargs)
+    total = len(args) + len(given)
     bound: dict[str, Any] = {k: v for k, v in kwargs.items() if k not in names}
     for i, name in enumerate(names[:total]):
-        if name in kwargs:
-            bound[name] = kwargs[name]
+        if name in given:
+            bound[name] = given[name]
         elif i < len(args):
             bound[name] = args[i]
         else:
