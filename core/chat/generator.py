@@ -1,0 +1,505 @@
+"""Template analysis + request -> chat parser and grammar (llama.cpp ``chat-auto-parser-generator.cpp``).
+
+``generate_parser(analysis, request, generation_prompt)`` builds, as the reference does (parser notes §3):
+
+* root = ``prefix(generation_prompt, trim(reasoning.start)) << body`` (``+`` for pure content): the part of the
+  generation prompt before the reasoning start tag is consumed as an untagged literal, the rest (a prefilled
+  ``<think>`` or a whole ``<think></think>``) is left to the reasoning parser - so a forced-open block makes
+  the output up to ``</think>`` reasoning, and an opened-and-closed one yields empty (dropped) reasoning;
+* reasoning = ``optional(optspace(start) reasoning(until(end)) optspace(end))`` when extracting
+  (``reasoning_format != none`` and a reasoning mode), else nothing (tags flow into content);
+* body = response format (``json_schema``: optional ```` ```json ```` fence around a schema-typed JSON value),
+  else tool calls (tools given, ``tool_choice != none``, template supports tool calls) in the analysed format
+  (JSON_NATIVE / TAG_WITH_JSON / TAG_WITH_TAGGED; optional unless ``required``; repeated when
+  ``parallel_tool_calls``), else content (plain, or between the always-wrapped content markers);
+  every body ends with ``end()``;
+* tools with an undetected format: ``eps`` after the prefix (the reference then returns an empty message and
+  its server falls back to the raw text; here :meth:`GeneratedParser.parse` returns that text as content);
+* grammar: included for a response format, or for tools with ``tool_choice`` ``required``, or ``auto`` with a
+  trigger marker (section start, else per-call start); lazy for ``auto`` (root = trigger rules, WORD triggers).
+
+Continuation (``continue_final_message``): the parser is built from ``generation_prompt`` (which must be
+rendered *without* the continued message); the parse-time prefix (:attr:`GeneratedParser.generation_prompt`)
+is rebuilt as the reference does: the prompt cut before ``reasoning.start`` + ``reasoning.start`` + the
+message's reasoning, and for content continuation + ``reasoning.end`` + its content. The parse therefore
+includes the prefilled text.
+
+Robustness (beyond the reference, which throws): when the main parse fails, the parse is retried with the
+trailing unparsed text as content (``recover-trailing``: e.g. text after the last tool call, or a tool call
+naming an unknown tool), then with everything after the reasoning as content (``recover-content``); if even
+that fails the raw output is the content. ``parse`` never raises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..analysis.result import CallIdPosition, ReasoningMode, TemplateAnalysis, ToolFormat
+from ..grammar.converter import GrammarBuilder
+from ..grammar.json_schema import ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters
+from ..peg import Arena, ParseCache, ParseResult
+from ..peg.builder import P
+from ..peg.chat import ChatBuilder, function_tools
+from .base import GrammarTrigger, TriggerType
+from .mapper import map_parse
+from .message import AssistantMessage
+from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
+
+_WS = " \t\n\v\f\r"
+RECOVER_TRAILING = "recover-trailing"
+RECOVER_CONTENT = "recover-content"
+
+
+def trim_ws(s: str) -> str:
+    """``s`` without leading/trailing C-locale whitespace."""
+    return s.strip(_WS)
+
+
+@dataclass
+class ParserState:
+    """Per-stream memo for :meth:`GeneratedParser.parse` (one :class:`~core.peg.ParseCache` per entry point).
+
+    Pass the same state to successive parses of a growing output; it resets itself when the text is not an
+    extension of the previous one.
+    """
+
+    caches: dict[str | None, ParseCache] = field(default_factory=dict)
+    last_entry: str | None = None
+
+    def cache(self, entry: str | None) -> ParseCache:
+        c = self.caches.get(entry)
+        if c is None:
+            c = self.caches[entry] = ParseCache()
+        return c
+
+
+@dataclass
+class GeneratedParser:
+    """A generated chat-output parser with its grammar (implements :class:`core.chat.base.ChatOutputParser`).
+
+    ``generation_prompt``: the text prepended to the model output before parsing (for a continuation, the
+    rebuilt one with the prefilled text; a request pipeline appends it to the prompt).
+    ``parser_generation_prompt``: the generation prompt the parser was built from.
+    ``grammar`` is GBNF or ``None``; ``grammar_triggers`` are WORD triggers of a lazy grammar.
+    ``notes`` lists degradations (undetected tool format, schema parts the grammar could not express).
+    """
+
+    arena: Arena
+    generation_prompt: str
+    parser_generation_prompt: str
+    grammar: str | None = None
+    grammar_lazy: bool = False
+    grammar_triggers: list[GrammarTrigger] = field(default_factory=list)
+    preserved_tokens: list[str] = field(default_factory=list)
+    additional_stops: list[str] = field(default_factory=list)
+    format: str = "peg-native"
+    supports_thinking: bool = False
+    thinking_start_tag: str = ""
+    thinking_end_tags: list[str] = field(default_factory=list)
+    eps_fallback: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def parse(self, output: str, is_partial: bool = False, *, state: ParserState | None = None) -> AssistantMessage:
+        """Parse model ``output`` (text after the prompt) into an assistant message; never raises.
+
+        The parse is always lenient (a marker cut at the end is not content, an unterminated block keeps its
+        text), as the reference's is; ``is_partial`` is accepted for the protocol and does not change the
+        result. ``state``: reuse work across successive prefixes of one stream.
+        """
+        return self.parse_detailed(output, state=state)[0]
+
+    def parse_detailed(self, output: str, *, state: ParserState | None = None
+                       ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
+        """Like :meth:`parse`, also returning the PEG result used and its entry point
+        (``None`` = main root, ``"recover-trailing"``, ``"recover-content"``; result ``None`` = raw text)."""
+        text = self.generation_prompt + output
+        entries: list[str | None] = [RECOVER_CONTENT] if self.eps_fallback else [None, RECOVER_TRAILING,
+                                                                                   RECOVER_CONTENT]
+        for entry in entries:
+            if entry is not None and entry not in self.arena.entries:
+                continue
+            try:
+                cache = state.cache(entry) if state is not None else None
+                r = self.arena.parse(text, lenient=True, entry=entry, cache=cache)
+            except RecursionError:
+                continue
+            if not r.fail:
+                if state is not None:
+                    state.last_entry = entry
+                return map_parse(r), r, entry
+        return AssistantMessage(content=output), None, "raw"
+
+    def describe(self) -> str:
+        """Readable PEG of the parser (rules, then the root)."""
+        head = []
+        if self.eps_fallback:
+            head.append("# tool format not detected: the parser stops after the prefix (eps);"
+                        " parse() returns the output as content")
+        return "\n".join(head + [self.arena.describe()])
+
+    def to_json(self) -> dict[str, Any]:
+        """Grammar-related fields with llama.cpp ``common_chat_params`` names (trigger type 1 = word)."""
+        codes = {TriggerType.TOKEN: 0, TriggerType.WORD: 1, TriggerType.PATTERN: 2, TriggerType.PATTERN_FULL: 3}
+        return {
+            "format": self.format,
+            "generation_prompt": self.generation_prompt,
+            "grammar": self.grammar or "",
+            "grammar_lazy": self.grammar_lazy,
+            "grammar_triggers": [{"type": codes[t.type], "value": t.value} for t in self.grammar_triggers],
+            "supports_thinking": self.supports_thinking,
+            "thinking_start_tag": self.thinking_start_tag,
+            "thinking_end_tags": list(self.thinking_end_tags),
+            "preserved_tokens": list(self.preserved_tokens),
+            "additional_stops": list(self.additional_stops),
+        }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+def _render_content(msg: dict, delimiter: str = "\n\n") -> str:
+    content = msg.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return delimiter.join(p.get("text", "") for p in content
+                              if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def continuation_prompt(analysis: TemplateAnalysis, request: ChatRequest, generation_prompt: str) -> str:
+    """The parse-time prefix for ``continue_final_message`` (parser notes §3.2); ``generation_prompt``
+    unchanged when there is nothing to continue."""
+    mode = request.continue_final_message
+    if mode == Continuation.NONE or not request.messages:
+        return generation_prompt
+    msg = request.messages[-1]
+    if not (msg.get("content") or msg.get("reasoning_content") or msg.get("tool_calls") or msg.get("name")
+            or msg.get("tool_call_id")):
+        return generation_prompt
+    reasoning = msg.get("reasoning_content") or ""
+    if not isinstance(reasoning, str):
+        reasoning = ""
+    if mode == Continuation.AUTO:
+        has_content = bool(msg.get("content"))
+        mode = Continuation.REASONING if (reasoning and not has_content) else Continuation.CONTENT
+    gp = generation_prompt
+    start = analysis.reasoning.start
+    if start:
+        i = gp.find(start)
+        gp = (gp if i < 0 else gp[:i]) + start + reasoning
+        if mode == Continuation.CONTENT:
+            gp += analysis.reasoning.end
+    if mode == Continuation.CONTENT:
+        gp += _render_content(msg)
+    return gp
+
+
+class _Gen:
+    """Builds the parser for one (analysis, request) pair; mirrors the reference's build functions."""
+
+    def __init__(self, analysis: TemplateAnalysis, request: ChatRequest):
+        self.a = analysis
+        self.req = request
+        self.p = ChatBuilder()
+        self.extracting = (request.reasoning_format != ReasoningFormat.NONE
+                           and analysis.reasoning.mode != ReasoningMode.NONE)
+        self.notes: list[str] = []
+        # Node ids name the until/ac automata in the GBNF; the placeholder eps/choice nodes below are created
+        # where the reference creates them, so that the ids (hence the grammar text) match its output.
+        self.p.eps()
+        self.reasoning = self.reasoning_parser()
+
+    # -- reasoning / content --------------------------------------------------------------------------------
+    def reasoning_parser(self) -> P:
+        p, r = self.p, self.a.reasoning
+        if not self.extracting:
+            return p.eps()
+        if r.mode in (ReasoningMode.TAG_BASED, ReasoningMode.TOOLS_ONLY) and r.end:
+            end = trim_ws(r.end)
+            if r.start:
+                return p.optional(p.optspace(r.start) + p.reasoning(p.until(end)) + p.optspace(r.end))
+            return p.optional(p.reasoning(p.until(end)) + p.optspace(r.end))
+        return p.eps()
+
+    def content_pre(self) -> P:
+        """The content body without its final ``end()``."""
+        p, c = self.p, self.a.content
+        if c.is_always_wrapped():
+            if self.extracting:
+                return self.reasoning + c.start + p.content(p.until(c.end)) + c.end
+            return p.content(p.until(c.start)) + c.start + p.content(p.until(c.end)) + c.end
+        return self.reasoning + p.content(p.rest())
+
+    def optional_wrapped(self) -> P:
+        p, c = self.p, self.a.content
+        if c.is_always_wrapped():
+            return p.optional(c.start + p.content(p.until(c.end)) + c.end)
+        return p.eps()
+
+    # -- tools ----------------------------------------------------------------------------------------------
+    def tools_pre(self) -> P | None:
+        mode = self.a.tools.format.mode
+        if mode == ToolFormat.JSON_NATIVE:
+            return self.json_native()
+        if mode == ToolFormat.TAG_WITH_JSON:
+            return self.tag_json()
+        if mode == ToolFormat.TAG_WITH_TAGGED:
+            return self.tag_tagged()
+        return None
+
+    def json_native(self) -> P:
+        p, f = self.p, self.a.tools.format
+        req = self.req
+        name_field, args_field = f.name_field, f.args_field
+        if f.function_field and f.function_field != "function" and "." not in name_field:
+            name_field = f.function_field + "." + name_field
+            args_field = f.function_field + "." + args_field
+        force = req.tool_choice == ToolChoice.REQUIRED
+        kw = dict(name_key=name_field, args_key=args_field, array_wrapped=f.tools_array_wrapped,
+                  function_is_key=f.fun_name_is_key, call_id_key=f.id_field, gen_call_id_key=f.gen_id_field,
+                  parameters_order=f.parameter_order, accept_openai_wrapper=f.openai_wrapper_trigger)
+        if not f.section_start and f.per_call_start:
+            single = p.standard_json_tools(f.per_call_start, f.per_call_end, req.tools, req.parallel_tool_calls,
+                                           force, **kw)
+            tools = p.trigger_rule("tool-calls", p.one_or_more(single + p.space()))
+        else:
+            tools = p.standard_json_tools(f.section_start, f.section_end, req.tools, req.parallel_tool_calls,
+                                          force, **kw)
+        if self.a.content.is_always_wrapped():
+            return self.reasoning + self.optional_wrapped() + tools
+        tool_start = f.section_start or f.per_call_start or "{"
+        return self.reasoning + p.optional(p.content(p.until(tool_start))) + tools
+
+    def func_parser(self, name: str, call_id: P, have_call_id: bool, args: P, atomic_peek: P | None) -> P:
+        p, fn, f = self.p, self.a.tools.function, self.a.tools.format
+        open_ = p.tool_open(fn.name_prefix + p.tool_name(p.literal(name)) + fn.name_suffix)
+        if fn.args_separator:
+            open_ = open_ + p.space() + p.literal(fn.args_separator)
+        matched_atomic = True
+        if fn.name_suffix:
+            body = open_ + call_id + p.space() + args
+        elif have_call_id:
+            body = p.atomic(open_ + call_id) + p.space() + args
+        elif atomic_peek is not None:
+            body = p.atomic(open_ + call_id + p.space() + atomic_peek) + args
+        else:
+            body = open_ + call_id + p.space() + args
+            matched_atomic = False
+        if fn.close:
+            body = body + p.space() + p.tool_close(p.literal(fn.close))
+        elif f.per_call_end:
+            if self.a.tools.arguments.tolerate_intertag_whitespace:
+                peek = p.peek(p.space() + p.literal(f.per_call_end))
+            else:
+                peek = p.peek(p.literal(f.per_call_end))
+            body = body + p.tool_close(peek)
+        else:
+            body = body + p.tool_close(p.space())
+        if not matched_atomic:
+            body = p.atomic(body)
+        return body
+
+    def call_id_section(self, inside_suffix: bool) -> tuple[P, bool]:
+        p, cid, args = self.p, self.a.tools.call_id, self.a.tools.arguments
+        eps = p.eps()
+        if cid.pos == CallIdPosition.BETWEEN_FUNC_AND_ARGS and cid.prefix and (cid.suffix or args.start):
+            if cid.suffix:
+                if inside_suffix:
+                    return p.optional(cid.prefix + p.tool_id(p.until(cid.suffix)) + cid.suffix), True
+                return p.optional(cid.prefix + p.tool_id(p.until(cid.suffix))) + cid.suffix, True
+            return p.optional(cid.prefix + p.tool_id(p.until(args.start))), True
+        return eps, False
+
+    def _trigger_content(self) -> tuple[str, P]:
+        p, f = self.p, self.a.tools.format
+        trigger = f.section_start or f.per_call_start
+        return trigger, (p.until(trigger) if trigger else p.eps())
+
+    def tag_json(self) -> P:
+        p, f, args_a = self.p, self.a.tools.format, self.a.tools.arguments
+        req = self.req
+        p.choice()
+        choices: list[P] = []
+        for fn in function_tools(req.tools):
+            name = fn["name"]
+            call_id, have_id = self.call_id_section(inside_suffix=False)
+            args = p.tool_args(p.schema(p.json(), f"tool-{name}-schema", tool_parameters(fn)))
+            if args_a.start:
+                args = p.literal(args_a.start) + args
+            if args_a.end:
+                args = args + p.literal(args_a.end)
+            peek = p.peek(p.literal(args_a.start)) if args_a.start else None
+            choices.append(p.rule(f"tool-{name}", self.func_parser(name, call_id, have_id, args, peek)))
+        choice = p.choice(*choices)
+        if f.per_call_start:
+            wrapped = f.per_call_start + choice + f.per_call_end
+            if req.parallel_tool_calls:
+                calls = p.trigger_rule("tool-call", wrapped + p.zero_or_more(p.space() + wrapped))
+            else:
+                calls = p.trigger_rule("tool-call", wrapped)
+            if f.section_start:
+                calls = p.trigger_rule("tool-calls", p.literal(f.section_start) + p.space() + calls + p.space()
+                                       + (p.end() if not f.section_end else p.literal(f.section_end)))
+        else:
+            if req.parallel_tool_calls:
+                calls = p.trigger_rule("tool-call", f.section_start + choice + p.zero_or_more(", " + choice)
+                                       + f.section_end)
+            else:
+                calls = p.trigger_rule("tool-call", f.section_start + choice + f.section_end)
+        if req.tool_choice != ToolChoice.REQUIRED:
+            calls = p.optional(calls)
+        _, before = self._trigger_content()
+        return self.reasoning + p.optional(p.content(before)) + calls
+
+    def tag_tagged(self) -> P:
+        p, f, a = self.p, self.a.tools.format, self.a.tools.arguments
+        req = self.req
+        until_suffix = p.rule("until-suffix", p.until(a.value_suffix))
+        p.choice()
+        choices: list[P] = []
+        for fn in function_tools(req.tools):
+            name = fn["name"]
+            params = tool_parameters(fn)
+            root = schema_from_json_lenient(params)
+            required: list[P] = []
+            optional: list[P] = []
+            props = root.properties if isinstance(root, ObjectSchema) else []
+            for prop in props:
+                if may_be_string(prop.schema):
+                    value = p.tool_arg_string_value(until_suffix) + p.tool_arg_close(p.literal(a.value_suffix))
+                    if a.value_suffix:
+                        value = p.ac(value, a.value_suffix)
+                else:
+                    value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{name}-arg-{prop.name}-schema",
+                                                            prop.schema))
+                             + p.tool_arg_close(p.literal(a.value_suffix)))
+                arg = p.tool_arg(p.tool_arg_open(a.name_prefix + p.tool_arg_name(p.literal(prop.name))
+                                                 + a.name_suffix) + a.value_prefix + value)
+                named = p.rule(f"tool-{name}-arg-{prop.name}", arg)
+                (required if prop.required else optional).append(named)
+            seq = p.eps()
+            for i, r in enumerate(required):
+                if i > 0:
+                    seq = seq + p.space()
+                seq = seq + r
+            if optional:
+                seq = seq + p.repeat(p.space() + p.choice(*optional), 0, -1)
+            if a.start:
+                seq = p.literal(a.start) + seq
+            if a.end:
+                seq = seq + p.literal(a.end)
+            call_id, have_id = self.call_id_section(inside_suffix=True)
+            peek = p.peek(p.literal(a.name_prefix)) if (a.name_prefix and required) else None
+            choices.append(p.rule(f"tool-{name}", self.func_parser(name, call_id, have_id, seq, peek)))
+        choice = p.choice(*choices)
+        if f.per_call_start:
+            wrapped = f.per_call_start + p.space() + choice + p.space() + f.per_call_end
+            if req.parallel_tool_calls:
+                calls = p.trigger_rule("tool-call", wrapped + p.zero_or_more(p.space() + wrapped) + p.space())
+            else:
+                calls = p.trigger_rule("tool-call", wrapped + p.space())
+            if f.section_start:
+                calls = p.trigger_rule("tool-calls", p.literal(f.section_start) + p.space() + calls + p.space()
+                                       + (p.end() if not f.section_end else p.literal(f.section_end) + p.space()))
+        else:
+            if req.parallel_tool_calls:
+                calls = p.trigger_rule("tool-call", f.section_start + p.space() + choice
+                                       + p.zero_or_more(", " + choice) + p.space() + f.section_end)
+            else:
+                calls = p.trigger_rule("tool-call", f.section_start + p.space() + choice + p.space()
+                                       + f.section_end)
+        if req.tool_choice != ToolChoice.REQUIRED:
+            calls = p.optional(calls)
+        _, before = self._trigger_content()
+        return self.reasoning + p.optional(p.content(before)) + calls
+
+    # -- top level ------------------------------------------------------------------------------------------
+    def build(self, generation_prompt: str) -> tuple[Arena, bool]:
+        p, a, req = self.p, self.a, self.req
+        has_tools = bool(req.tools)
+        has_rf = isinstance(req.json_schema, dict) and bool(req.json_schema)
+        pure_content = a.reasoning.mode == ReasoningMode.NONE
+        eps_fallback = False
+        p.eps()
+        if has_rf:
+            rf = p.rule("response-format", p.content(p.schema(p.json(), "response-format-schema", req.json_schema)))
+            pre = self.reasoning + p.space() + p.choice(p.literal("```json") + p.space() + rf + p.space() + "```",
+                                                        p.space() + rf + p.space())
+            pure_content = False
+        elif has_tools and req.tool_choice != ToolChoice.NONE and a.caps.supports_tool_calls:
+            pre = self.tools_pre()
+            pure_content = False
+            if pre is None:
+                eps_fallback = True
+                self.notes.append("the template seems to support tool calls but its tool format was not "
+                                  "detected: tool calls will not be parsed")
+        else:
+            pre = self.content_pre()
+        prefix = p.prefix(generation_prompt, trim_ws(a.reasoning.start))
+        if pre is None:
+            root = prefix << p.eps()
+        else:
+            body = pre + p.end()
+            root = prefix + body if pure_content else prefix << body
+        entries: dict[str, P] = {RECOVER_CONTENT: prefix + self.reasoning + p.content(p.rest())}
+        if pre is not None:
+            entries[RECOVER_TRAILING] = prefix + pre + p.content(p.rest()) if pure_content \
+                else prefix << (pre + p.content(p.rest()))
+        return p.build(root, entries), eps_fallback
+
+
+def _grammar(arena: Arena, lazy: bool, notes: list[str]) -> str:
+    gb = GrammarBuilder()
+    text = arena.to_gbnf(lazy=lazy, builder=gb)
+    for e in gb.errors:
+        notes.append("grammar: " + e)
+    for w in gb.warnings:
+        notes.append("grammar: " + w)
+    return text
+
+
+def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation_prompt: str) -> GeneratedParser:
+    """Build the chat parser and grammar for ``request`` from a template ``analysis``.
+
+    ``generation_prompt``: what the template adds for the assistant turn (render with minus without
+    ``add_generation_prompt``, for the request's messages - without the continued message when
+    ``continue_final_message`` is set). The parser prepends it (or the continuation prefix) to the output.
+    Follows llama.cpp ``peg_generator::generate_parser`` / ``autoparser::build_parser``; never raises for a
+    valid analysis and request (schema parts the grammar cannot express are noted in ``notes``).
+    """
+    gen = _Gen(analysis, request)
+    arena, eps_fallback = gen.build(generation_prompt)
+    out = GeneratedParser(
+        arena=arena,
+        generation_prompt=continuation_prompt(analysis, request, generation_prompt),
+        parser_generation_prompt=generation_prompt,
+        preserved_tokens=list(analysis.preserved_tokens),
+        additional_stops=list(analysis.additional_stops),
+        eps_fallback=eps_fallback,
+        notes=gen.notes,
+    )
+    r = analysis.reasoning
+    out.supports_thinking = r.mode != ReasoningMode.NONE
+    if out.supports_thinking:
+        out.thinking_start_tag = trim_ws(r.start)
+        end = trim_ws(r.end)
+        out.thinking_end_tags = [end] if end else []
+    f = analysis.tools.format
+    has_tools = f.mode != ToolFormat.NONE and bool(request.tools)
+    trigger = f.section_start or f.per_call_start
+    has_rf = isinstance(request.json_schema, dict) and bool(request.json_schema)
+    include = has_rf or (has_tools and ((request.tool_choice == ToolChoice.AUTO and bool(trigger))
+                                        or request.tool_choice == ToolChoice.REQUIRED))
+    if include:
+        out.grammar_lazy = not has_rf and request.tool_choice == ToolChoice.AUTO
+        out.grammar = _grammar(arena, out.grammar_lazy, out.notes)
+        if out.grammar_lazy:
+            out.grammar_triggers = [GrammarTrigger(TriggerType.WORD, trigger)]
+            if f.openai_wrapper_trigger:
+                out.grammar_triggers.append(GrammarTrigger(TriggerType.WORD, '{"type": "function",'))
+    return out
+
+
+__all__ = ["GeneratedParser", "ParserState", "generate_parser", "continuation_prompt", "trim_ws",
+           "RECOVER_TRAILING", "RECOVER_CONTENT"]

@@ -1,0 +1,277 @@
+"""From a chat parse tree to an OpenAI assistant message (llama.cpp ``common_chat_peg_mapper``, notes §2.2).
+
+:func:`map_parse` walks the AST pre-order and reacts to the chat tags of :mod:`core.peg.chat`:
+
+* ``reasoning`` / ``content`` text is concatenated (several blocks allowed); whitespace-only reasoning (e.g. a
+  ``<think>\\n\\n</think>`` prefill) is dropped at the end;
+* ``tool-open`` starts a pending call; ``tool-name`` names it and makes it visible (arguments start as ``{``
+  unless arguments were already buffered); ``tool-id`` sets the id (surrounding quotes removed);
+* ``tool-args`` whose text starts with ``{`` (JSON formats) becomes the arguments verbatim;
+* tagged arguments are assembled as compact JSON: ``tool-arg-name`` adds ``"key":`` (with ``,`` between),
+  ``tool-arg-string-value`` adds a JSON-escaped string (the schema declared a string), ``tool-arg-value`` adds
+  the value text as JSON (Python-style ``'x'``/``True``/``None`` normalized), ``tool-arg-close`` closes an open
+  string, ``tool-close`` closes open strings and braces;
+* a call that never got a name is discarded.
+
+Arguments therefore only grow as the input grows (streaming monotonicity). Tool-call ids stay "" unless the
+format carries them (llama.cpp leaves them empty too; the server fills random ones).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Iterable
+
+from ..peg import chat as T
+from ..peg.engine import AstNode, ParseResult
+from .message import AssistantMessage, ToolCall
+
+_WS = " \t\n\v\f\r"
+_WORD = re.compile(r"[A-Za-z0-9_]*")
+_PY_LITERAL_HINT = re.compile(r"(?<![A-Za-z0-9_])[TFN]")
+_PY_LITERALS = (("True", "true"), ("False", "false"), ("None", "null"))
+
+
+def _rstrip(s: str) -> str:
+    return s.rstrip(_WS)
+
+
+def _trim_key(s: str) -> str:
+    if s and s[0] in _WS:
+        s = s[1:]
+    return s.rstrip(_WS)
+
+
+def escape_json_inner(s: str) -> str:
+    """``s`` JSON-escaped, without the surrounding quotes."""
+    return json.dumps(s, ensure_ascii=False)[1:-1]
+
+
+def normalize_python_value(text: str) -> str:
+    """Python-style literal text -> JSON text: single-quoted strings become double-quoted (escapes handled),
+    and outside strings ``True``/``False``/``None`` (or a prefix of one, for streaming) become
+    ``true``/``false``/``null``. Everything else is copied (llama.cpp ``normalize_quotes_to_json``)."""
+    if "'" not in text and not _PY_LITERAL_HINT.search(text):
+        return text
+    out: list[str] = []
+    in_single = in_double = False
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n:
+            nxt = text[i + 1]
+            if in_single:
+                if nxt == "'":
+                    out.append("'")
+                elif nxt == '"':
+                    out.append('\\"')
+                else:
+                    out.append(c + nxt)
+                i += 2
+                continue
+            if in_double:
+                out.append(c + nxt)
+                i += 2
+                continue
+            out.append(c)
+            i += 1
+            continue
+        if c == '"':
+            if in_single:
+                out.append('\\"')
+            else:
+                in_double = not in_double
+                out.append(c)
+        elif c == "'":
+            if in_double:
+                out.append(c)
+            else:
+                in_single = not in_single
+                out.append('"')
+        elif (not in_single and not in_double and c in "TFN"
+              and (i == 0 or not (text[i - 1].isascii() and (text[i - 1].isalnum() or text[i - 1] == "_")))):
+            token = _WORD.match(text, i).group(0)  # type: ignore[union-attr]
+            k = len(token)
+            for py, js in _PY_LITERALS:
+                if py[:k] == token:
+                    out.append(js[:k])
+                    i += k
+                    break
+            else:
+                out.append(c)
+                i += 1
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def json_brace_depth(s: str) -> int:
+    """``{`` minus ``}`` outside double-quoted strings (backslash escapes honoured)."""
+    depth = 0
+    in_string = escaped = False
+    for c in s:
+        if escaped:
+            escaped = False
+            continue
+        if c == "\\" and in_string:
+            escaped = True
+            continue
+        if c == '"':
+            in_string = not in_string
+            continue
+        if not in_string:
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+    return depth
+
+
+class ChatMapper:
+    """One mapping run (fresh state per parse). Use :func:`map_parse` unless you need to map in steps."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.msg = AssistantMessage()
+        self.pending: ToolCall | None = None
+        self.current: ToolCall | None = None
+        self.arg_count = 0
+        self.quote_pending = False
+        self.args_buffer = ""
+
+    # the arguments destination: the named current call, else the buffer
+    def _target_get(self) -> str:
+        cur = self.current
+        return cur.arguments if (cur is not None and cur.name) else self.args_buffer
+
+    def _target_set(self, value: str) -> None:
+        cur = self.current
+        if cur is not None and cur.name:
+            cur.arguments = value
+        else:
+            self.args_buffer = value
+
+    def map_nodes(self, nodes: Iterable[AstNode]) -> None:
+        stack = list(reversed(list(nodes)))
+        while stack:
+            node = stack.pop()
+            if node.tag:
+                self.map(node)
+            if node.children:
+                stack.extend(reversed(node.children))
+
+    def map(self, node: AstNode) -> None:  # noqa: C901 - one branch per tag
+        tag = node.tag
+        src = self.source
+        if tag == T.REASONING:
+            self.msg.reasoning_content += src[node.start:node.end]
+        elif tag == T.CONTENT:
+            self.msg.content += src[node.start:node.end]
+        elif tag == T.TOOL_OPEN:
+            self.pending = ToolCall()
+            self.current = self.pending
+            self.arg_count = 0
+            self.args_buffer = ""
+            self.quote_pending = False
+        elif tag == T.TOOL_ID:
+            if self.current is not None:
+                text = _rstrip(src[node.start:node.end])
+                if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+                    text = text[1:-1]
+                self.current.id = text
+        elif tag == T.TOOL_NAME:
+            cur = self.current
+            if cur is not None:
+                cur.name = _rstrip(src[node.start:node.end])
+                if self.args_buffer:
+                    cur.arguments = self.args_buffer
+                    self.args_buffer = ""
+                elif not cur.arguments:
+                    cur.arguments = "{"
+                if self.pending is not None:
+                    self.msg.tool_calls.append(self.pending)
+                    self.current = self.pending
+                    self.pending = None
+        elif tag == T.TOOL_ARGS:
+            if self.current is not None:
+                text = _rstrip(src[node.start:node.end])
+                if text.startswith("{"):
+                    self._target_set(text)
+        elif tag == T.TOOL_ARG_OPEN:
+            self.quote_pending = False
+        elif tag == T.TOOL_ARG_NAME:
+            if self.current is not None:
+                entry = ("," if self.arg_count > 0 else "") + json.dumps(_trim_key(src[node.start:node.end]),
+                                                                          ensure_ascii=False) + ":"
+                self.arg_count += 1
+                target = self._target_get() or "{"
+                self._target_set(target + entry)
+        elif tag == T.TOOL_ARG_VALUE or tag == T.TOOL_ARG_STRING_VALUE:
+            if self.current is not None:
+                value = src[node.start:node.end]
+                add = ""
+                if tag == T.TOOL_ARG_STRING_VALUE:
+                    if not value:
+                        add = '"'
+                        self.quote_pending = True
+                    else:
+                        if not self.quote_pending:
+                            add = '"'
+                            self.quote_pending = True
+                        add += escape_json_inner(value)
+                elif value:
+                    add = normalize_python_value(value)
+                if add:
+                    self._target_set(self._target_get() + add)
+        elif tag == T.TOOL_ARG_CLOSE:
+            if self.current is not None and self.quote_pending:
+                self._target_set(self._target_get() + '"')
+                self.quote_pending = False
+        elif tag == T.TOOL_CLOSE:
+            cur = self.current
+            if cur is not None:
+                if not cur.name and self.args_buffer:
+                    cur.arguments = self.args_buffer
+                    self.args_buffer = ""
+                if self.quote_pending:
+                    cur.arguments += '"'
+                    self.quote_pending = False
+                depth = json_brace_depth(cur.arguments)
+                if depth > 0:
+                    cur.arguments += "}" * depth
+                if self.pending is not None:
+                    if cur.name:
+                        self.msg.tool_calls.append(self.pending)
+                    self.pending = None
+
+    def finish(self) -> AssistantMessage:
+        p = self.pending
+        if p is not None and p.name:
+            if self.args_buffer:
+                p.arguments = self.args_buffer
+            if self.quote_pending and p.arguments:
+                p.arguments += '"'
+            self.msg.tool_calls.append(p)
+            self.pending = None
+        r = self.msg.reasoning_content
+        if r and not r.strip(" \n\r\t"):
+            self.msg.reasoning_content = ""
+        return self.msg
+
+
+def map_parse(result: ParseResult) -> AssistantMessage:
+    """The assistant message for a chat parse result (any type; a FAIL result has no nodes)."""
+    m = ChatMapper(result.text)
+    m.map_nodes(result.nodes)
+    return m.finish()
+
+
+def map_nodes(nodes: Iterable[AstNode], source: str) -> AssistantMessage:
+    """Like :func:`map_parse` for a node list over ``source``."""
+    m = ChatMapper(source)
+    m.map_nodes(nodes)
+    return m.finish()

@@ -1,0 +1,375 @@
+"""The chat vocabulary on top of the PEG builder (llama.cpp ``common_chat_peg_builder``, parser notes §2.1-2.3).
+
+Tags read by the mapper (:mod:`core.chat.mapper`): ``reasoning``, ``content``, ``tool-open``, ``tool-close``,
+``tool-id``, ``tool-name``, ``tool-args``, ``tool-arg-open``, ``tool-arg-close``, ``tool-arg-name``,
+``tool-arg-value``, ``tool-arg-string-value`` (plus the grouping tags ``tool``, ``tool-arg``,
+``reasoning-block``). The open/close/id/name tags are *atomic*: they produce no node until their text is
+complete, so a half-streamed tool name is never reported.
+
+Helpers: ``prefix``, ``optspace``, ``tag_with_safe_content``, ``permute``, ``standard_json_tools`` (the three JSON
+tool-call layouts), ``standard_constructed_tools`` (a tagged legacy layout) and ``python_style_tool_calls``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..grammar.json_schema import tool_parameters
+from .builder import Builder, P, Parseable
+
+REASONING_BLOCK = "reasoning-block"
+REASONING = "reasoning"
+CONTENT = "content"
+TOOL = "tool"
+TOOL_OPEN = "tool-open"
+TOOL_CLOSE = "tool-close"
+TOOL_ID = "tool-id"
+TOOL_NAME = "tool-name"
+TOOL_ARGS = "tool-args"
+TOOL_ARG = "tool-arg"
+TOOL_ARG_OPEN = "tool-arg-open"
+TOOL_ARG_CLOSE = "tool-arg-close"
+TOOL_ARG_NAME = "tool-arg-name"
+TOOL_ARG_VALUE = "tool-arg-value"
+TOOL_ARG_STRING_VALUE = "tool-arg-string-value"
+
+MAX_PERMUTE = 6
+
+
+def function_tools(tools: Any) -> list[dict]:
+    """The ``function`` objects of OpenAI tools that have ``type == "function"`` (others are skipped)."""
+    out = []
+    for t in tools or []:
+        if isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("function"), dict):
+            out.append(t["function"])
+    return out
+
+
+def _split_key(key: str) -> tuple[str, str]:
+    if "." not in key:
+        return "", key
+    a, b = key.split(".", 1)
+    return a, b
+
+
+class ChatBuilder(Builder):
+    """:class:`~core.peg.builder.Builder` plus the chat tags and tool-call helpers."""
+
+    # -- tags -----------------------------------------------------------------------------------------------
+    def reasoning_block(self, p: Parseable) -> P:
+        return self.tag(REASONING_BLOCK, p)
+
+    def reasoning(self, p: Parseable) -> P:
+        return self.tag(REASONING, p)
+
+    def content(self, p: Parseable) -> P:
+        return self.tag(CONTENT, p)
+
+    def tool(self, p: Parseable) -> P:
+        return self.tag(TOOL, p)
+
+    def tool_open(self, p: Parseable) -> P:
+        return self.atomic(self.tag(TOOL_OPEN, p))
+
+    def tool_close(self, p: Parseable) -> P:
+        return self.atomic(self.tag(TOOL_CLOSE, p))
+
+    def tool_id(self, p: Parseable) -> P:
+        return self.atomic(self.tag(TOOL_ID, p))
+
+    def tool_name(self, p: Parseable) -> P:
+        return self.atomic(self.tag(TOOL_NAME, p))
+
+    def tool_args(self, p: Parseable) -> P:
+        return self.tag(TOOL_ARGS, p)
+
+    def tool_arg(self, p: Parseable) -> P:
+        return self.tag(TOOL_ARG, p)
+
+    def tool_arg_open(self, p: Parseable) -> P:
+        return self.atomic(self.tag(TOOL_ARG_OPEN, p))
+
+    def tool_arg_close(self, p: Parseable) -> P:
+        return self.atomic(self.tag(TOOL_ARG_CLOSE, p))
+
+    def tool_arg_name(self, p: Parseable) -> P:
+        return self.atomic(self.tag(TOOL_ARG_NAME, p))
+
+    def tool_arg_value(self, p: Parseable) -> P:
+        return self.tag(TOOL_ARG_VALUE, p)
+
+    tool_arg_json_value = tool_arg_value
+
+    def tool_arg_string_value(self, p: Parseable) -> P:
+        return self.tag(TOOL_ARG_STRING_VALUE, p)
+
+    # -- helpers --------------------------------------------------------------------------------------------
+    def prefix(self, s: str, delimiter: str = "") -> P:
+        """``s`` up to the first ``delimiter`` (all of ``s`` if absent or no delimiter); ``eps`` for empty ``s``."""
+        if not s:
+            return self.eps()
+        if not delimiter:
+            return self.literal(s)
+        i = s.find(delimiter)
+        return self.literal(s if i < 0 else s[:i])
+
+    def optspace(self, tag: str) -> P:
+        """``tag`` with each leading and trailing whitespace character optional."""
+        i = 0
+        while i < len(tag) and tag[i].isspace() and tag[i] in " \t\n\v\f\r":
+            i += 1
+        j = len(tag)
+        while j > i and tag[j - 1] in " \t\n\v\f\r":
+            j -= 1
+        if i == len(tag):
+            j = len(tag)
+        p = self.eps()
+        for c in tag[:i]:
+            p = p + self.optional(c)
+        p = p + self.literal(tag[i:j])
+        for c in tag[j:]:
+            p = p + self.optional(c)
+        return p
+
+    def tag_with_safe_content(self, tag_name: str, marker: str, p: Parseable) -> P:
+        """``(p | rule(tag_name, content(!marker . until(marker))))*``; with no marker, one character at a time."""
+        if not marker:
+            return self.zero_or_more(self.choice(p, self.rule(tag_name, self.content(self.any()))))
+        chunk = self.rule(tag_name, self.content(self.negate(marker) + self.any() + self.until(marker)))
+        return self.zero_or_more(self.choice(p, chunk))
+
+    def permute(self, rule_prefix: str, parsers: list[Parseable]) -> P:
+        """Every parser exactly once, in any order (up to ``MAX_PERMUTE``; beyond that, in the given order)."""
+        if not parsers:
+            return self.eps()
+        hs = [self.lift(x) for x in parsers]
+        if len(hs) == 1 or len(hs) > MAX_PERMUTE:
+            return self.seq(*hs)
+        cache: dict[int, P] = {}
+
+        def remaining_of(mask: int) -> P:
+            if mask == 0:
+                return self.eps()
+            if mask in cache:
+                return cache[mask]
+            alts = [hs[i] + remaining_of(mask & ~(1 << i)) for i in range(len(hs)) if mask & (1 << i)]
+            r = self.rule(f"{rule_prefix}-{mask}", self.choice(*alts))
+            cache[mask] = r
+            return r
+
+        return remaining_of((1 << len(hs)) - 1)
+
+    # -- JSON tool calls ------------------------------------------------------------------------------------
+    def _id_field(self, key: str, allow_number: bool = True) -> P:
+        ws = self.space
+        value = '"' + self.tool_id(self.string_content('"')) + '"'
+        if allow_number:
+            value = self.choice(value, self.tool_id(self.json_number()))
+        return self.atomic('"' + key + '"' + ws() + ":" + ws() + value)
+
+    def _json_tools_function_is_key(self, funcs: list[dict], args_key: str, eff_args_key: str, call_id_key: str,
+                                    gen_id_key: str) -> P:
+        ws = self.space
+        choices = []
+        for fn in funcs:
+            name = fn["name"]
+            params = tool_parameters(fn)
+            inner: list[P] = []
+            if call_id_key:
+                idp = self.atomic('"' + call_id_key + '"' + ws() + ":" + ws() + '"'
+                                  + self.tool_id(self.string_content('"')) + '"')
+                inner.append(self.optional(idp + ws() + self.optional("," + ws())))
+            if gen_id_key:
+                inner.append(self.optional(self._id_field(gen_id_key) + ws() + self.optional("," + ws())))
+            schema_args = self.tool_args(self.schema(self.json(), f"tool-{name}-schema", params))
+            if not args_key:
+                inner.append(schema_args)
+            else:
+                inner.append('"' + eff_args_key + '"' + ws() + ":" + ws() + schema_args)
+            if not args_key and len(inner) == 1:
+                inner_obj = inner[0]
+            else:
+                inner_obj = self.literal("{") + ws()
+                for i, f in enumerate(inner):
+                    inner_obj = inner_obj + f
+                    if i < len(inner) - 1:
+                        inner_obj = inner_obj + ws()
+                inner_obj = inner_obj + ws() + "}"
+            body = self.tool(self.tool_open("{") + ws() + '"' + self.tool_name(self.literal(name)) + '"' + ws()
+                             + ":" + ws() + inner_obj + ws() + self.tool_close("}"))
+            choices.append(self.rule(f"tool-{name}", body))
+        return self.choice(*choices)
+
+    def _json_tools_nested(self, funcs: list[dict], name_key: str, args_key: str, call_id_key: str,
+                           gen_id_key: str) -> P:
+        ws = self.space
+        name_spec, args_spec = _split_key(name_key), _split_key(args_key)
+        nested_prefix = name_spec[0] or args_spec[0]
+        nested_name = name_spec[1] if name_spec[0] else name_key
+        nested_args = args_spec[1] if args_spec[0] else args_key
+        choices = []
+        for fn in funcs:
+            name = fn["name"]
+            params = tool_parameters(fn)
+            n_part = '"' + nested_name + '"' + ws() + ":" + ws() + self.atomic('"' + self.tool_name(self.literal(name))
+                                                                              + '"')
+            a_part = '"' + nested_args + '"' + ws() + ":" + ws() + self.tool_args(
+                self.schema(self.json(), f"tool-{name}-schema", params))
+            nested_obj = "{" + ws() + n_part + ws() + "," + ws() + a_part + ws() + "}"
+            body = self.tool_open("{") + ws()
+            if call_id_key and not _split_key(call_id_key)[0]:
+                idp = self.atomic('"' + call_id_key + '"' + ws() + ":" + ws() + '"'
+                                  + self.tool_id(self.string_content('"')) + '"')
+                body = body + self.optional(idp + ws() + "," + ws())
+            if gen_id_key and not _split_key(gen_id_key)[0]:
+                body = body + self.optional(self._id_field(gen_id_key) + ws() + "," + ws())
+            body = body + ('"' + nested_prefix + '"') + ws() + ":" + ws() + nested_obj + ws() + self.tool_close("}")
+            choices.append(self.rule(f"tool-{name}", self.tool(body)))
+        return self.choice(*choices)
+
+    def _json_tools_flat(self, funcs: list[dict], name_key: str, args_key: str, call_id_key: str, gen_id_key: str,
+                         order: list[str], openai_wrapper: bool) -> P:
+        ws = self.space
+        choices = []
+        for fn in funcs:
+            name = fn["name"]
+            params = tool_parameters(fn)
+            fields: list[tuple[P, str]] = [
+                (self.literal('"' + name_key + '"') + ws() + ":" + ws()
+                 + self.atomic('"' + self.tool_name(self.literal(name)) + '"'), name_key),
+                (self.literal('"' + args_key + '"') + ws() + ":" + ws()
+                 + self.tool_args(self.schema(self.json(), f"tool-{name}-schema", params)), args_key),
+            ]
+            if call_id_key:
+                fields.append((self.optional(self._id_field(call_id_key)), call_id_key))
+            if gen_id_key:
+                fields.append((self.optional(self._id_field(gen_id_key)), gen_id_key))
+
+            def rank(key: str) -> int:
+                return order.index(key) if key in order else len(order)
+
+            fields.sort(key=lambda f: rank(f[1]))
+            body = self.tool_open("{") + ws()
+            if openai_wrapper:
+                body = body + self.optional(self.literal('"type"') + ws() + ":" + ws() + '"function"' + ws() + ","
+                                            + ws())
+            for i, (f, _) in enumerate(fields):
+                body = body + f
+                if i < len(fields) - 1:
+                    body = body + ws() + "," + ws()
+            body = body + ws() + self.tool_close("}")
+            choices.append(self.rule(f"tool-{name}", self.tool(body)))
+        return self.choice(*choices)
+
+    def standard_json_tools(self, section_start: str, section_end: str, tools: Any, parallel: bool, force: bool,
+                            name_key: str = "", args_key: str = "", array_wrapped: bool = False,
+                            function_is_key: bool = False, call_id_key: str = "", gen_call_id_key: str = "",
+                            parameters_order: Iterable[str] = (), accept_openai_wrapper: bool = False) -> P:
+        """JSON tool calls between ``section_start`` and ``section_end`` (parser notes §3.6.1).
+
+        Layouts: ``function_is_key`` (``{"name": {...args}}``), nested keys (``function.name``), or flat keys
+        (fields ordered by ``parameters_order``). ``parallel``: ``, call`` repetitions; ``array_wrapped``:
+        ``[ ... ]``; ``force``: the section is required (else optional). Registers the trigger rule
+        ``tool-call``. No function tools: ``eps``.
+        """
+        funcs = function_tools(tools)
+        if not funcs:
+            return self.eps()
+        eff_name = name_key or "name"
+        eff_args = args_key or "arguments"
+        if function_is_key:
+            calls = self._json_tools_function_is_key(funcs, args_key, eff_args, call_id_key, gen_call_id_key)
+        elif _split_key(eff_name)[0] or _split_key(eff_args)[0]:
+            calls = self._json_tools_nested(funcs, eff_name, eff_args, call_id_key, gen_call_id_key)
+        else:
+            calls = self._json_tools_flat(funcs, eff_name, eff_args, call_id_key, gen_call_id_key,
+                                          list(parameters_order), accept_openai_wrapper)
+        tool_calls = calls
+        if parallel:
+            tool_calls = tool_calls + self.zero_or_more(self.space() + "," + self.space() + calls)
+        if array_wrapped:
+            tool_calls = self.literal("[") + self.space() + tool_calls + self.space() + "]"
+        section = self.trigger_rule("tool-call", self.literal(section_start) + self.space() + tool_calls
+                                    + self.space() + self.literal(section_end))
+        return section if force else self.optional(section)
+
+    def standard_constructed_tools(self, markers: dict[str, str], tools: Any, parallel: bool, force: bool) -> P:
+        """Tagged legacy layout ``<tool_call><function=NAME><param=K>V</param>...</function></tool_call>``
+        (marker keys and defaults as llama.cpp); argument values are untyped text."""
+        funcs = function_tools(tools)
+        if not funcs:
+            return self.eps()
+        m = {"tool_call_start_marker": "<tool_call>", "tool_call_end_marker": "</tool_call>",
+             "function_opener": "<function=", "function_name_suffix": ">", "function_closer": "</function>",
+             "parameter_key_prefix": "<param=", "parameter_key_suffix": ">", "parameter_closer": "</param>"}
+        m.update(markers or {})
+        choices = []
+        for fn in funcs:
+            name = fn["name"]
+            params = tool_parameters(fn)
+            props = params.get("properties") if isinstance(params, dict) else None
+            args = self.eps()
+            if isinstance(props, dict) and props:
+                arg_choices = []
+                for pname in props:
+                    arg_name = self.choice(self.literal(pname), self.literal('"' + pname + '"'),
+                                           self.literal("'" + pname + "'"))
+                    arg_choices.append(self.tool_arg(
+                        self.tool_arg_open(m["parameter_key_prefix"]) + self.tool_arg_name(arg_name)
+                        + m["parameter_key_suffix"] + self.tool_arg_value(self.until(m["parameter_closer"]))
+                        + self.tool_arg_close(m["parameter_closer"])))
+                args = self.zero_or_more(self.choice(*arg_choices) + self.space())
+            body = self.tool(self.tool_open(m["function_opener"] + self.tool_name(self.literal(name))
+                                            + m["function_name_suffix"]) + self.space() + self.tool_args(args)
+                             + self.space() + self.tool_close(m["function_closer"]))
+            choices.append(self.rule(f"tool-{name}", body))
+        one = self.choice(*choices)
+        calls = self.one_or_more(one + self.space()) if parallel else one + self.space()
+        section = self.trigger_rule("tool-call", self.literal(m["tool_call_start_marker"]) + self.space() + calls
+                                    + self.literal(m["tool_call_end_marker"]))
+        return section if force else self.optional(section)
+
+    def python_or_json_value(self) -> P:
+        """Python values plus JSON ``true``/``false``/``null``."""
+        return self.rule("python-or-json-value", lambda: self.choice(self.python_value(), self.json_bool(),
+                                                                     self.json_null()))
+
+    def python_style_tool_calls(self, tools: Any, parallel: bool, allow_json_literals: bool = False) -> P:
+        """``[name(arg="v", n=1), ...]`` (LFM2-like); string-typed args are quoted literals."""
+        funcs = function_tools(tools)
+        choices = []
+        for fn in funcs:
+            name = fn["name"]
+            params = tool_parameters(fn)
+            props = params.get("properties") if isinstance(params, dict) else None
+            args = self.eps()
+            if isinstance(props, dict) and props:
+                arg_choices = []
+                for pname, pdef in props.items():
+                    is_string = isinstance(pdef, dict) and pdef.get("type") == "string"
+                    if is_string:
+                        value = self.tool_arg_value(self.choice('"' + self.string_content('"') + '"',
+                                                                "'" + self.string_content("'") + "'"))
+                    else:
+                        value = self.tool_arg_value(self.python_or_json_value() if allow_json_literals
+                                                    else self.python_value())
+                    arg_choices.append(self.tool_arg(self.tool_arg_open(self.tool_arg_name(self.literal(pname)) + "=")
+                                                     + value + self.tool_arg_close(self.eps())))
+                any_arg = self.choice(*arg_choices)
+                args = any_arg + self.zero_or_more("," + self.space() + any_arg)
+            body = self.tool(self.tool_open(self.tool_name(self.literal(name)) + "(") + self.space()
+                             + self.tool_args(args) + self.space() + self.tool_close(")"))
+            choices.append(self.rule(f"tool-{name}", body))
+        one = self.choice(*choices)
+        if parallel:
+            return "[" + self.space() + one + self.zero_or_more("," + self.space() + one) + self.space() + "]"
+        return "[" + self.space() + one + self.space() + "]"
+
+
+def build_chat_peg_parser(fn: Any, entries: dict[str, Any] | None = None) -> Any:
+    """``ChatBuilder()``, root = ``fn(builder)``, build (optional extra entry points from the same builder:
+    ``entries`` maps names to callables ``builder -> parser``)."""
+    b = ChatBuilder()
+    root = fn(b)
+    extra = {k: f(b) for k, f in (entries or {}).items()}
+    return b.build(root, extra)
