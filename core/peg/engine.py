@@ -431,14 +431,21 @@ def _make_native(kind: str) -> Fn:
     return f
 
 
-def _partial_start(text: str, lo: int, n: int, delims: list[str]) -> int:
-    """Smallest p >= lo such that ``text[p:]`` is a proper prefix of some delimiter, or -1."""
-    for p in range(lo, n):
-        rem = text[p:]
-        for d in delims:
-            if len(d) > len(rem) and d.startswith(rem):
-                return p
-    return -1
+def _partial_regex(delims: list[str]) -> Callable[[str, int], _AnyT] | None:
+    """``search(text, pos)`` for the leftmost position from which the rest of ``text`` is a proper prefix of
+    some delimiter (``None`` when every delimiter is one character long)."""
+    alts = []
+    for d in delims:
+        s = d[:-1]
+        if not s:
+            continue
+        rx = re.escape(s[-1])
+        for ch in reversed(s[:-1]):
+            rx = re.escape(ch) + "(?:" + rx + ")?"
+        alts.append(rx)
+    if not alts:
+        return None
+    return re.compile("(?:" + "|".join(alts) + r")\Z", re.S).search
 
 
 def _make_until(pid: int, delimiters: list[str]) -> Fn:
@@ -453,6 +460,13 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
         return rest
 
     maxlen = max(len(d) for d in delims)
+    partial = _partial_regex(delims)
+
+    def partial_start(text: str, lo: int, hi: int) -> int:
+        if partial is None or lo >= hi:
+            return -1
+        m = partial(text, lo)
+        return m.start() if (m is not None and m.start() < hi) else -1
     if len(delims) == 1:
         d0 = delims[0]
 
@@ -480,7 +494,7 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
             tail = pos
         if idx != -1:
             if idx >= tail:
-                p = _partial_start(text, tail, idx, delims)
+                p = partial_start(text, tail, idx)
                 if p != -1:
                     ctx.eof = True
                     return OK, p, _EMPTY
@@ -488,7 +502,7 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
         ctx.eof = True
         if hints is not None and tail > frm:
             hints[(pid, pos)] = tail
-        p = _partial_start(text, tail, n, delims)
+        p = partial_start(text, tail, n)
         if p != -1:
             return OK, p, _EMPTY
         return (NMI, n, _EMPTY) if ctx.lenient else (OK, n, _EMPTY)
