@@ -1,0 +1,184 @@
+"""Shared pieces of the PEG-built special handlers (H-D's families: Qwen3-Coder, GPT-OSS, Ministral 3,
+DeepSeek V3.2/V4, Functionary v3.2, GigaChat V3).
+
+Those llama.cpp handlers (``common/parsers/*.cpp``) are parser *builders*: they compose the same chat PEG
+vocabulary the auto-parser uses. So they are rebuilt here on :class:`core.peg.chat.ChatBuilder`, and the result
+is a :class:`HandlerParser` — the generator's :class:`~core.chat.generator.GeneratedParser` (same mapper,
+same lenient parse of ``generation_prompt + output``, same incremental streaming state, same GBNF emission)
+plus the handler's name and its rendered prompt.
+
+Helpers: :func:`prepared_for` (the request path's prepared request), :func:`foreach_function` /
+:func:`foreach_parameter` (llama.cpp ``parsers.cpp``), :func:`value_types` (llama.cpp
+``common_chat_schema::value_types``), :func:`make_grammar`, :func:`has_response_format`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...grammar import json_schema as S
+from ...grammar.converter import GrammarBuilder
+from ...peg import Arena
+from ...peg.chat import function_tools
+from ..base import GrammarTrigger, TriggerType
+from ..generator import GeneratedParser
+from ..prompt import PreparedRequest, prepare_request
+
+ALL_TYPES = frozenset({"null", "boolean", "number", "integer", "string", "array", "object"})
+
+
+def prepared_for(template: Any, request: Any, prepared: PreparedRequest | None) -> PreparedRequest:
+    """``prepared`` if given (the pipeline passes it), else the request prepared for ``template``."""
+    return prepared if prepared is not None else prepare_request(template, request)
+
+
+def foreach_function(tools: Any) -> list[dict]:
+    """The function objects of the request's tools (non-function tools skipped, as llama.cpp
+    ``foreach_function``)."""
+    return function_tools(tools)
+
+
+def function_parameters_schema(function: dict) -> dict:
+    """``function.parameters``, or ``{"type": "object", "properties": {}}`` when absent/null/empty (llama.cpp
+    ``common_chat_tool_parameters``)."""
+    return S.tool_parameters(function)
+
+
+def foreach_parameter(function: dict) -> list[tuple[str, S.SchemaNode, bool]]:
+    """``(name, schema node, required)`` of the function's top-level parameters in schema order; none when the
+    parameters schema is not an object (llama.cpp ``foreach_parameter``)."""
+    root = S.schema_from_json_lenient(function_parameters_schema(function))
+    if not isinstance(root, S.ObjectSchema):
+        return []
+    return [(p.name, p.schema, p.required) for p in root.properties]
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def value_types(node: S.SchemaNode | None, _visiting: set[int] | None = None) -> frozenset[str]:
+    """JSON types a value of ``node`` may have (llama.cpp ``value_types``): ``number`` implies ``integer``,
+    ``anyOf`` unions, ``allOf`` intersects, a ``$ref`` cycle contributes nothing, "any" is every type."""
+    if node is None:
+        return frozenset()
+    visiting = _visiting if _visiting is not None else set()
+    if isinstance(node, S.NullSchema):
+        return frozenset({"null"})
+    if isinstance(node, S.BooleanSchema):
+        return frozenset({"boolean"})
+    if isinstance(node, S.NumberSchema):
+        return frozenset({"number", "integer"})
+    if isinstance(node, S.IntegerSchema):
+        return frozenset({"integer"})
+    if isinstance(node, S.StringSchema):
+        return frozenset({"string"})
+    if isinstance(node, (S.ArraySchema, S.TupleSchema)):
+        return frozenset({"array"})
+    if isinstance(node, S.ObjectSchema):
+        return frozenset({"object"})
+    if isinstance(node, S.ConstSchema):
+        return frozenset({_json_type(node.value)})
+    if isinstance(node, S.EnumSchema):
+        return frozenset(_json_type(v) for v in node.values)
+    if isinstance(node, S.RefSchema):
+        t = node.target
+        if t is None or id(t) in visiting:
+            return frozenset()
+        visiting.add(id(t))
+        try:
+            return value_types(t, visiting)
+        finally:
+            visiting.discard(id(t))
+    if isinstance(node, S.AnyOf):
+        out: frozenset[str] = frozenset()
+        for c in node.children:
+            out |= value_types(c, visiting)
+        return out
+    if isinstance(node, S.AllOf):
+        acc = ALL_TYPES
+        for c in node.children:
+            acc &= value_types(c, visiting)
+        return acc
+    return ALL_TYPES  # any
+
+
+def has_response_format(request: Any, *, allow_empty: bool = False) -> bool:
+    """The request carries a JSON-schema response format (an object; empty objects count only with
+    ``allow_empty``, as GPT-OSS and DeepSeek test ``is_object()`` alone)."""
+    s = getattr(request, "json_schema", None)
+    return isinstance(s, dict) and (allow_empty or bool(s))
+
+
+def make_grammar(arena: Arena, lazy: bool, notes: list[str] | None = None) -> str:
+    """GBNF of ``arena`` (lazy: only the trigger rules); schema conversion problems are appended to
+    ``notes``."""
+    gb = GrammarBuilder()
+    text = arena.to_gbnf(lazy=lazy, builder=gb)
+    if notes is not None:
+        notes.extend("grammar: " + e for e in gb.errors)
+        notes.extend("grammar: " + w for w in gb.warnings)
+    return text
+
+
+def word(value: str) -> GrammarTrigger:
+    return GrammarTrigger(TriggerType.WORD, value)
+
+
+def pattern(value: str) -> GrammarTrigger:
+    return GrammarTrigger(TriggerType.PATTERN, value)
+
+
+@dataclass
+class HandlerParser(GeneratedParser):
+    """A special handler's parser: a :class:`GeneratedParser` plus ``name`` (the handler), ``prompt`` (the
+    prompt the handler renders, continuation prefill included) and ``message_delimiters`` (role -> marker
+    list, for the app). ``describe()`` names the handler before the readable PEG."""
+
+    name: str = ""
+    prompt: str | None = None
+    message_delimiters: list[tuple[str, str]] = field(default_factory=list)
+
+    def describe(self) -> str:
+        return f"# special handler: {self.name} (llama.cpp common/parsers)\n" + self.arena.describe()
+
+
+def make_parser(name: str, arena: Arena, *, generation_prompt: str, parser_generation_prompt: str | None = None,
+                prompt: str | None = None, grammar: str | None = None, grammar_lazy: bool = False,
+                grammar_triggers: list[GrammarTrigger] | None = None, preserved_tokens: list[str] | None = None,
+                additional_stops: list[str] | None = None, supports_thinking: bool = False,
+                thinking_start_tag: str = "", thinking_end_tags: list[str] | None = None,
+                message_delimiters: list[tuple[str, str]] | None = None,
+                notes: list[str] | None = None) -> HandlerParser:
+    """Assemble a :class:`HandlerParser` (``format`` is ``"peg-native"`` as llama.cpp reports)."""
+    return HandlerParser(
+        arena=arena,
+        generation_prompt=generation_prompt,
+        parser_generation_prompt=generation_prompt if parser_generation_prompt is None else parser_generation_prompt,
+        grammar=grammar,
+        grammar_lazy=grammar_lazy,
+        grammar_triggers=list(grammar_triggers or []),
+        preserved_tokens=list(preserved_tokens or []),
+        additional_stops=list(additional_stops or []),
+        format="peg-native",
+        supports_thinking=supports_thinking,
+        thinking_start_tag=thinking_start_tag,
+        thinking_end_tags=list(thinking_end_tags or []),
+        notes=list(notes or []),
+        name=name,
+        prompt=prompt,
+        message_delimiters=list(message_delimiters or []),
+    )

@@ -1,0 +1,150 @@
+"""Qwen3-Coder XML tool calls — also Qwen3.5, Nemotron 3 Nano and StepFun 3.5 Flash (llama.cpp
+``common/parsers/qwen3-coder.cpp``).
+
+Output shape (after the ``<|im_start|>assistant\\n`` generation prefix)::
+
+    [<think> reasoning </think>] content
+    <tool_call>\\n<function=NAME>\\n<parameter=KEY>\\nVALUE\\n</parameter>\\n ... </function>\\n</tool_call>
+
+* Thinking templates (source contains ``<think>``): reasoning is ``<think>`` + space + text up to
+  ``</think>`` or ``<tool_call>`` (a tool call also ends reasoning); Qwen3-Coder itself (no ``<think>``) may
+  omit the first ``<tool_call>`` — a complete ``<function=NAME>`` for a known tool also starts the calls.
+* Parameters: required ones in any order (``permute``, up to 6), then optional ones in any order. A value
+  whose schema cannot be a string is JSON; a string-only value is raw text up to ``\\n</parameter>\\n``; a
+  value that may be a string or something else is tried as JSON first (``{"a": 1}``, ``42``, ``null``) and
+  falls back to raw text (``{not valid json``).
+* No ``end()`` after the calls: trailing text after the last call is ignored, as the reference does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...peg.chat import build_chat_peg_parser
+from ..request import Continuation, ReasoningFormat, ToolChoice
+from ._peg_handler import (foreach_function, foreach_parameter, has_response_format, make_grammar, make_parser,
+                           prepared_for, value_types, word)
+from ..prompt import render_prompt
+
+NAME = "qwen3-coder"
+GEN_PREFIX = "<|im_start|>assistant\n"
+PARAM_CLOSE = "\n</parameter>\n"
+
+
+def detect(src: str) -> bool:
+    """``<tool_call>``, ``<function=`` and ``<parameter=`` present, and not the no-newline variant
+    (``'<tool_call><function=' ~ tool_call.name ~ '>'``)."""
+    return (all(n in src for n in ("<tool_call>", "<function=", "<parameter="))
+            and "'<tool_call><function=' ~ tool_call.name ~ '>'" not in src)
+
+
+def build(template: Any, request: Any, generation_prompt: str, report: Any = None, *, prepared: Any = None):
+    """Parser, grammar and prompt for a Qwen3-Coder-family template (see module doc). ``generation_prompt``:
+    the request path's generation prompt (rebuilt here for a continuation)."""
+    prep = prepared_for(template, request, prepared)
+    prompt = render_prompt(prep)
+    gp = generation_prompt
+    supports_reasoning = "<think>" in template.source
+    is_qwen3_coder = not supports_reasoning
+    preserved = ["<tool_call>", "</tool_call>"] + (["<think>", "</think>"] if supports_reasoning else [])
+
+    tools = foreach_function(request.tools)
+    has_tools = bool(request.tools)
+    tools_active = has_tools and request.tool_choice != ToolChoice.NONE
+    has_rf = has_response_format(request)
+    extract = request.reasoning_format != ReasoningFormat.NONE
+    include_grammar = has_rf or tools_active
+
+    if prep.has_continuation:
+        gp = GEN_PREFIX
+        if supports_reasoning:
+            gp += "<think>\n" + prep.continue_reasoning
+            if prep.continuation == Continuation.CONTENT:
+                gp += "\n</think>\n\n"
+        if prep.continuation == Continuation.CONTENT:
+            gp += prep.continue_content
+        prompt += gp
+
+    tool_call_starts = ["<tool_call>"]
+    if is_qwen3_coder:
+        tool_call_starts += [f"<function={fn['name']}>" for fn in tools]
+
+    def root(p):
+        prefix = p.literal(GEN_PREFIX)
+        reasoning = p.eps()
+        if supports_reasoning and extract:
+            reasoning = p.optional("<think>" + p.space()
+                                   + p.reasoning(p.until_one_of(["</think>", "<tool_call>"]))
+                                   + p.choice(p.literal("</think>"), p.peek(p.literal("<tool_call>"))))
+        if has_rf:
+            return prefix + (reasoning << p.content(p.schema(p.json(), "response-format", request.json_schema)))
+        if tools_active:
+            arg_close = p.tool_arg_close(p.literal(PARAM_CLOSE))
+            arg_string = p.rule("xml-arg-string",
+                                p.ac(p.tool_arg_string_value(p.until(PARAM_CLOSE)) + arg_close, PARAM_CLOSE))
+            choices = []
+            for fn in tools:
+                name = fn["name"]
+                required, optional = [], []
+                for pname, pschema, is_req in foreach_parameter(fn):
+                    rule_name = f"tool-{name}-arg-{pname}"
+                    arg_open = p.tool_arg_open("<parameter=" + p.tool_arg_name(p.literal(pname)) + ">\n")
+                    types = value_types(pschema)
+                    if "string" not in types:
+                        value = p.tool_arg_json_value(p.schema(p.json(), rule_name + "-schema", pschema)) + arg_close
+                    elif types == {"string"}:
+                        value = arg_string
+                    else:
+                        alts = []
+                        if "object" in types:
+                            alts.append(p.json_object())
+                        if "array" in types:
+                            alts.append(p.json_array())
+                        if "number" in types or "integer" in types:
+                            alts.append(p.json_number())
+                        if "boolean" in types:
+                            alts.append(p.json_bool())
+                        if "null" in types:
+                            alts.append(p.json_null())
+                        json_value = p.choice(*alts)
+                        value = p.gbnf(p.choice(p.atomic(p.tool_arg_json_value(json_value) + arg_close), arg_string),
+                                       "xml-arg-string")
+                    arg_rule = p.rule(rule_name, p.tool_arg(arg_open + value))
+                    (required if is_req else optional).append(arg_rule)
+                args = p.permute(f"tool-{name}-args", required)
+                if optional:
+                    args = args + p.zero_or_more(p.choice(*optional))
+                func = p.tool(p.tool_open("<function=" + p.tool_name(p.literal(name)) + ">\n")
+                              + p.tool_args(args) + p.tool_close(p.literal("</function>\n")))
+                choices.append(p.rule(f"tool-{name}", func))
+            tool_choice = p.choice(*choices)
+            min_calls = 1 if request.tool_choice == ToolChoice.REQUIRED else 0
+            body = tool_choice + "</tool_call>" + p.space()
+            tool_call = p.rule("tool-call", "<tool_call>\n" + body)
+            first = (p.rule("tool-call-first", p.optional(p.literal("<tool_call>\n")) + body)
+                     if is_qwen3_coder else tool_call)
+            calls = first + p.zero_or_more(tool_call) if request.parallel_tool_calls else first
+            tool_calls = p.trigger_rule("tool-call-root", p.repeat(calls, min_calls, 1))
+            return prefix + (reasoning << p.content(p.until_one_of(tool_call_starts)) << tool_calls)
+        return prefix + (reasoning << p.content(p.rest()))
+
+    arena = build_chat_peg_parser(root)
+    notes: list[str] = []
+    grammar, lazy, triggers = None, False, []
+    if include_grammar:
+        lazy = has_tools and request.tool_choice == ToolChoice.AUTO
+        grammar = make_grammar(arena, lazy, notes)
+        if lazy:
+            triggers = [word(s) for s in tool_call_starts]
+    return make_parser(
+        NAME, arena, generation_prompt=gp, parser_generation_prompt=generation_prompt, prompt=prompt,
+        grammar=grammar, grammar_lazy=lazy, grammar_triggers=triggers, preserved_tokens=preserved,
+        supports_thinking=supports_reasoning, thinking_start_tag="<think>" if supports_reasoning else "",
+        thinking_end_tags=["\n</think>", "</think>", "<tool_call>"] if supports_reasoning else [],
+        message_delimiters=[("assistant", "<|im_start|>assistant"), ("tool", "<|im_start|>user\n<tool_response>"),
+                            ("tool", "<|im_start|>tool_response"), ("user", "<|im_start|>user"),
+                            ("system", "<|im_start|>system")],
+        notes=notes)
+
+
+__all__ = ["NAME", "detect", "build"]
