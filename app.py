@@ -9,17 +9,17 @@ import streamlit as st
 from explorer import state
 from explorer.components import sidebar
 
-st.set_page_config(page_title="Chat Template Explorer", page_icon="🧭", layout="wide")
+st.set_page_config(page_title="Chat Template Explorer", page_icon=":material/explore:", layout="wide")
 state.keep_inputs()
 
 PAGES = [
-    st.Page("explorer/pages/overview.py", title="Overview", icon="🔎", default=True),
-    st.Page("explorer/pages/sources.py", title="Sources", icon="📂"),
-    st.Page("explorer/pages/comparisons.py", title="Comparisons", icon="↔️"),
-    st.Page("explorer/pages/overrides.py", title="Overrides", icon="🛠️"),
-    st.Page("explorer/pages/playground.py", title="Playground", icon="▶️"),
-    st.Page("explorer/pages/grammar.py", title="Grammar", icon="📜"),
-    st.Page("explorer/pages/corpus.py", title="Corpus", icon="📚"),
+    st.Page("explorer/pages/overview.py", title="Overview", icon=":material/search:", default=True),
+    st.Page("explorer/pages/sources.py", title="Sources", icon=":material/folder_open:"),
+    st.Page("explorer/pages/comparisons.py", title="Comparisons", icon=":material/compare_arrows:"),
+    st.Page("explorer/pages/overrides.py", title="Overrides", icon=":material/tune:"),
+    st.Page("explorer/pages/playground.py", title="Playground", icon=":material/play_arrow:"),
+    st.Page("explorer/pages/grammar.py", title="Grammar", icon=":material/account_tree:"),
+    st.Page("explorer/pages/corpus.py", title="Corpus", icon=":material/table_view:"),
 ]
 
 nav = st.navigation(PAGES)

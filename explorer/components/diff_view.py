@@ -26,7 +26,7 @@ BOX_STYLE = ("font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;f
 def _part(kind: str, text: str) -> str:
     bg, fg = COLOURS[kind]
     return (f'<span data-part="{kind}" title="{kind}" style="background:{bg};color:{fg}">'
-            f"{tokens_html(text)}</span>")
+            f"{tokens_html(text, fill=kind in ('prefix', 'suffix'))}</span>")
 
 
 def _clip_prefix(prefix: str, context: int | None) -> tuple[str, int]:

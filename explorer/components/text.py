@@ -37,8 +37,8 @@ def literal(text: str) -> str:
 # Visible forms of whitespace inside HTML views: a faint glyph, then (for newlines) the real break.
 _WS_GLYPHS = {" ": "·", "\t": "→", "\n": "↵", "\r": "␍", "\v": "␋", "\f": "␌"}
 GLYPH_STYLE = "opacity:0.45"
-MARKER_STYLE = ("border:1px solid #94a3b8;border-radius:3px;padding:0 1px;color:#1e3a8a;"
-                "background:rgba(191,219,254,0.45)")
+MARKER_STYLE = "border:1px solid #94a3b8;border-radius:3px;padding:0 1px;color:#1e3a8a"
+MARKER_FILL = ";background:rgba(191,219,254,0.45)"
 
 
 def visible_html(text: str) -> str:
@@ -58,16 +58,17 @@ def visible_html(text: str) -> str:
     return "".join(out)
 
 
-def tokens_html(text: str) -> str:
+def tokens_html(text: str, *, fill: bool = True) -> str:
     """:func:`visible_html` with special tokens boxed: the text is split into markers (``<…>`` / ``[…]``)
-    and plain text with :func:`core.diff.segmentize_markers` (the analysis' own notion of a marker)."""
+    and plain text with :func:`core.diff.segmentize_markers` (the analysis' own notion of a marker).
+    ``fill=False`` leaves the box transparent (inside coloured diff parts)."""
     from core.diff import SegmentKind, segmentize_markers
 
     parts: list[str] = []
     for seg in segmentize_markers(text):
         body = visible_html(seg.value)
         if seg.kind == SegmentKind.MARKER:
-            parts.append(f'<span style="{MARKER_STYLE}">{body}</span>')
+            parts.append(f'<span style="{MARKER_STYLE}{MARKER_FILL if fill else ""}">{body}</span>')
         else:
             parts.append(body)
     return "".join(parts)

@@ -24,7 +24,7 @@ if st.session_state["in_cmp_focus"] not in ["All", *ids]:
     st.session_state["in_cmp_focus"] = "All"
 focus = c1.selectbox("Show", ["All", *ids], key="in_cmp_focus")
 only_found = c2.toggle("Only comparisons that set a field", key="in_cmp_only_found")
-full = c3.toggle("Whole renders in diffs", key="in_cmp_full",
+full = c3.toggle("Whole renders", key="in_cmp_full",
                  help="Show the shared prefix and suffix in full instead of their nearest 400 characters.")
 
 overview = pd.DataFrame([{

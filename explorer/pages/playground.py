@@ -63,9 +63,12 @@ with settings:
     with st.expander("messages (JSON)"):
         st.text_area("messages", key="in_messages", height=160, label_visibility="collapsed")
     with st.expander("Generate a sample from the template", expanded=False):
-        st.checkbox("with reasoning", value=True, key="in_gen_reasoning")
-        st.checkbox("with content", value=True, key="in_gen_content")
-        st.number_input("tool calls", min_value=0, max_value=4, value=1, key="in_gen_calls")
+        state.default("in_gen_reasoning", True)
+        state.default("in_gen_content", True)
+        state.default("in_gen_calls", 1)
+        st.checkbox("with reasoning", key="in_gen_reasoning")
+        st.checkbox("with content", key="in_gen_content")
+        st.number_input("tool calls", min_value=0, max_value=4, key="in_gen_calls")
         st.button("Render a sample output", on_click=_generate_sample,
                   help="Renders an assistant message with the template and keeps what follows the generation "
                        "prompt, without the end-of-turn text.")

@@ -27,7 +27,7 @@ def _use(tpl: state.CurrentTemplate) -> None:
 loaded = st.session_state.pop("sources_loaded", None)
 if loaded:
     st.success(md(f"Loaded {loaded}."))
-    st.page_link("explorer/pages/overview.py", label="Open the overview", icon="🔎")
+    st.page_link("explorer/pages/overview.py", label="Open the overview", icon=":material/search:")
 
 kind = st.radio("Where is the template?", ["Bundled examples", "Hugging Face Hub", "Upload a file", "Local folder",
                                            "Paste text"], key="in_source_kind", horizontal=True)

@@ -1,0 +1,167 @@
+"""Real-browser test of the explorer: Playwright drives Debian's chromium against ``streamlit run app.py``.
+
+Loads the app, checks the overview of the default (bundled) template, picks another bundled template in the
+sidebar, opens the Playground, parses the template's sample output and a typed output, checks the parsed
+message on the page, and checks that template text with HTML is displayed as text. Screenshots go to
+``tests/artifacts/`` (git-ignored). Skipped only when /usr/bin/chromium is missing (``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = ROOT / "tests" / "artifacts"
+CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: apt-get install chromium)")
+    port = _free_port()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    log = open(ARTIFACTS / "streamlit.log", "w") if ARTIFACTS.mkdir(parents=True, exist_ok=True) is None else None
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None:
+                pytest.fail(f"streamlit exited with {proc.returncode}; see {ARTIFACTS / 'streamlit.log'}")
+            if time.monotonic() > deadline:
+                pytest.fail("streamlit did not become healthy within 90 s")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _wait_idle(page, timeout: float = 60_000) -> None:
+    """Wait until Streamlit has finished the current script run (no running indicator)."""
+    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " || !document.querySelector('[data-testid=\"stStatusWidget\"]').innerText.includes('Running')",
+        timeout=timeout)
+    page.wait_for_timeout(300)
+
+
+def _shot(page, name: str) -> None:
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def _pick(page, label: str, option: str) -> None:
+    """Choose ``option`` in the Streamlit selectbox labelled ``label``."""
+    box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first
+    box.locator("input").first.click()
+    page.get_by_role("option", name=option, exact=True).click()
+    _wait_idle(page)
+
+
+def test_load_pick_template_parse(app_url, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(app_url, wait_until="networkidle")
+    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
+    _wait_idle(page)
+    metrics = page.locator('[data-testid="stMetric"]')
+    metrics.first.wait_for(timeout=60_000)
+    text = " ".join(metrics.all_inner_texts())
+    assert "TAG_BASED" in text and "JSON_NATIVE" in text, text
+    _shot(page, "01-overview-default")
+
+    # pick another bundled template in the sidebar
+    _pick(page, "Bundled examples", "xml-function-tags.jinja")
+    page.get_by_text("TAG_WITH_TAGGED").first.wait_for(timeout=60_000)
+    _shot(page, "02-overview-xml")
+
+    # the playground parses the template's sample output
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Playground").click()
+    page.get_by_role("heading", name="Playground").wait_for(timeout=60_000)
+    _wait_idle(page)
+    result = page.locator('[data-testid="stJson"]').first
+    result.wait_for(timeout=60_000)
+    shown = result.inner_text()
+    assert "get_weather" in shown and "Paris" in shown, shown
+    _shot(page, "03-playground-sample")
+
+    # type an output of our own and parse it
+    area = page.locator('[data-testid="stTextArea"]').filter(has_text="Text the model generated").locator("textarea")
+    area.fill("Checking.\n<tool_use>\n<function=get_weather>\n<parameter=city>\nLyon <b>&amp;</b>\n"
+              "</parameter>\n</function>\n</tool_use>")
+    area.press("Control+Enter")
+    _wait_idle(page)
+    page.get_by_text("Lyon <b>&amp;</b>", exact=False).first.wait_for(timeout=60_000)
+    shown = page.locator('[data-testid="stJson"]').first.inner_text()
+    assert "Lyon <b>&amp;</b>" in shown and "Checking." in shown, shown
+    assert page.locator('[data-testid="stJson"] b').count() == 0  # the HTML in the output stayed text
+    _shot(page, "04-playground-typed")
+
+    # streaming replay tab
+    page.get_by_role("tab", name="Streaming replay").click()
+    page.get_by_text("Partial message").wait_for(timeout=30_000)
+    _shot(page, "05-playground-stream")
+
+    # comparisons page draws the coloured diff split
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Comparisons").click()
+    page.get_by_role("heading", name="Comparisons").wait_for(timeout=60_000)
+    _wait_idle(page)
+    _pick(page, "Show", "T1")
+    diff = page.locator(".cte-diff").first
+    diff.wait_for(timeout=30_000)
+    diff.scroll_into_view_if_needed()
+    _shot(page, "06-comparisons")
+    diff.screenshot(path=str(ARTIFACTS / "07-diff-split.png"))
+    right = diff.locator('[data-part="right"]').first.inner_text()
+    assert "<tool_use>" in right and "FFF_FIRST_FUN_F" in right, right  # markers shown as text
+    assert diff.locator("tool_use").count() == 0
+    assert not errors, errors
+    page.close()
