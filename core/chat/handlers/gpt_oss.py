@@ -1,0 +1,134 @@
+"""GPT-OSS harmony channels (llama.cpp ``common/parsers/gpt-oss.cpp``).
+
+Output shape: messages ``<|start|>assistant<|channel|>CHANNEL<|message|>TEXT<|end|>`` — ``analysis`` is
+reasoning, ``commentary`` without a recipient is a preamble (content), ``final`` is the answer (content, to
+the end). A tool call names its recipient ``to=functions.NAME`` in the role header or after the channel,
+optionally with ``<|constrain|>json``, and its JSON arguments follow ``<|message|>``. Calls to other
+recipients (``to=python``, ``to=container.exec``) are consumed and dropped. The generation prompt is
+``<|start|>assistant``, so the model output starts at the channel.
+
+Request side: ``reasoning_content`` of history messages is passed to the template as ``thinking`` (and the
+content of an assistant message with tool calls is dropped), as the template expects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...peg.chat import build_chat_peg_parser
+from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
+from ..request import Continuation, ReasoningFormat, ToolChoice
+from ._peg_handler import (foreach_function, function_parameters_schema, has_response_format, make_grammar,
+                           make_parser, pattern, prepared_for)
+
+NAME = "gpt-oss"
+
+
+def detect(src: str) -> bool:
+    """``<|channel|>`` in the source."""
+    return "<|channel|>" in src
+
+
+def adjust_messages(messages: list[dict]) -> list[dict]:
+    """Copy ``reasoning_content`` to ``thinking``; drop ``content`` of such a message when it has tool calls."""
+    out = []
+    for m in messages:
+        m = dict(m)
+        if isinstance(m.get("reasoning_content"), str):
+            m["thinking"] = m["reasoning_content"]
+            if isinstance(m.get("tool_calls"), list) and m["tool_calls"]:
+                m.pop("content", None)
+        out.append(m)
+    return out
+
+
+def build(template: Any, request: Any, generation_prompt: str, report: Any = None, *, prepared: Any = None):
+    """Parser, grammar and prompt for a GPT-OSS template (see module doc)."""
+    prep = prepared_for(template, request, prepared)
+    msgs = adjust_messages(prep.messages)
+    prompt = render_prompt(prep, messages_override=msgs)
+    if not prep.add_generation_prompt:
+        # the reference swaps the last <|return|> for <|end|> when not adding a generation prompt (inference)
+        i = prompt.rfind("<|return|>")
+        if i >= 0:
+            prompt = prompt[:i] + "<|end|>" + prompt[i + len("<|return|>"):]
+    gp = compute_generation_prompt(prep, messages_override=msgs)
+    parser_gp = gp
+    if prep.has_continuation:
+        gp = "<|start|>assistant<|channel|>analysis<|message|>" + prep.continue_reasoning
+        if prep.continuation == Continuation.CONTENT:
+            gp += "<|end|><|start|>assistant<|channel|>final<|message|>" + prep.continue_content
+        prompt += gp
+
+    has_tools = bool(request.tools)
+    has_rf = has_response_format(request, allow_empty=True)
+    tools_active = has_tools and request.tool_choice != ToolChoice.NONE
+    include_grammar = has_rf or tools_active
+    extract = request.reasoning_format != ReasoningFormat.NONE
+    tools = foreach_function(request.tools)
+
+    def root(p):
+        start = p.rule("start", p.literal("<|start|>assistant"))
+        end = p.rule("end", p.literal("<|end|>"))
+        content = p.rule("message-content", p.until("<|end|>"))
+        channel = p.literal("<|channel|>") + p.choice(p.literal("commentary"), p.literal("analysis"))
+        constrain_type = p.chars("[A-Za-z0-9_-]", 1, -1)
+        stray = p.optional(p.literal("<|channel|>commentary") + p.optional(p.literal(" to=assistant")))
+        start_analysis = stray + p.literal("<|channel|>analysis<|message|>")
+        if extract:
+            p.rule("analysis", start_analysis + p.reasoning(content) + end)
+        else:
+            p.rule("analysis", p.content(start_analysis + content + end))
+        analysis = p.ref("analysis")
+        preamble = p.rule("preamble", p.literal("<|channel|>commentary<|message|>") + p.content(content) + end)
+        final_msg = p.rule("final", stray + p.literal("<|channel|>final<|message|>") + p.content(content))
+        unsolicited = p.rule("unsolicited", p.atomic(p.optional(channel) + p.literal(" to=") + content + end))
+        any_msg = p.rule("any", p.choice(preamble, analysis))
+
+        if has_rf:
+            constraint = p.optional(p.space() + p.optional(p.literal("<|constrain|>")) + constrain_type)
+            response_format = p.rule("response-format", p.literal("<|channel|>final") + constraint
+                                     + p.literal("<|message|>")
+                                     + p.content(p.schema(p.json(), "response-format-schema", request.json_schema)))
+            return p.zero_or_more(start + analysis) + start + response_format
+
+        if tools_active:
+            choices = []
+            for fn in tools:
+                name = fn["name"]
+                params = function_parameters_schema(fn)
+                func_name = p.literal(" to=functions.") + p.tool_name(p.literal(name))
+                constraint = p.optional(p.space() + p.optional(p.literal("<|constrain|>")) + constrain_type)
+                args = p.tool_args(p.schema(p.json(), f"tool-{name}-schema", params))
+                in_role = p.tool(p.tool_open(func_name + channel + constraint + p.literal("<|message|>")) + args)
+                in_channel = p.tool(p.tool_open(channel + func_name + constraint + p.literal("<|message|>")) + args)
+                choices.append(p.rule(f"tool-{name}", p.choice(in_role, in_channel)))
+            tool_call = p.trigger_rule("tool-call", p.choice(*choices))
+            if request.tool_choice == ToolChoice.REQUIRED:
+                return p.zero_or_more(start + any_msg) + start + tool_call
+            return p.zero_or_more(start + any_msg) + start + p.choice(tool_call, final_msg)
+
+        return p.zero_or_more(start + any_msg) + start + p.choice(final_msg, unsolicited)
+
+    arena = build_chat_peg_parser(root)
+    notes: list[str] = []
+    grammar, lazy, triggers = None, False, []
+    if include_grammar:
+        lazy = not (has_rf or (has_tools and request.tool_choice == ToolChoice.REQUIRED))
+        grammar = make_grammar(arena, lazy, notes)
+        triggers = [pattern(r"^\s+to$"),
+                    pattern(r"^<\|channel\|>(?:commentary|analysis)\s+to=functions$"),
+                    pattern(r"<\|start\|>assistant(\s+to)"),
+                    pattern(r"<\|start\|>assistant(<\|channel\|>(?:commentary|analysis)\s+to)")]
+    return make_parser(
+        NAME, arena, generation_prompt=gp, parser_generation_prompt=parser_gp, prompt=prompt, grammar=grammar,
+        grammar_lazy=lazy, grammar_triggers=triggers,
+        preserved_tokens=["<|channel|>", "<|constrain|>", "<|message|>", "<|start|>", "<|end|>"],
+        supports_thinking=True, thinking_start_tag="<|channel|>analysis<|message|>", thinking_end_tags=["<|end|>"],
+        message_delimiters=[("assistant", "<|start|>assistant"), ("user", "<|start|>user"),
+                            ("system", "<|start|>developer"), ("system", "<|start|>system"),
+                            ("tool", "<|start|>functions")],
+        notes=notes)
+
+
+__all__ = ["NAME", "detect", "build", "adjust_messages"]
