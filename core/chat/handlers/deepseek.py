@@ -1,0 +1,198 @@
+"""DeepSeek V3.2 / V4 DSML tool calls (llama.cpp ``common/parsers/deepseek.cpp``).
+
+Output shape (after the ``<｜Assistant｜>`` generation prefix)::
+
+    [<think>]reasoning</think> content
+    <｜DSML｜tool_calls>            (V3.2: function_calls)
+    <｜DSML｜invoke name="NAME">
+    <｜DSML｜parameter name="KEY" string="true|false">VALUE</｜DSML｜parameter>
+    </｜DSML｜invoke>
+    </｜DSML｜tool_calls>
+
+* ``string="true"`` parameters (the schema may be a string) are raw text, others JSON; required parameters
+  in schema order, then optional ones in any order.
+* With thinking on, reasoning may also end directly at the tool-call block (``\\n\\n<｜DSML｜tool_calls>``);
+  with thinking off (reasoning extraction on) the prefilled empty block (V3.2 ``<think></think>``, V4 a bare
+  ``</think>``) is consumed.
+* Request side (V4): consecutive tool results are reordered by the call order of the preceding assistant
+  message; a response format is passed to the template as ``response_format``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...peg.chat import build_chat_peg_parser
+from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
+from ..request import Continuation, ReasoningFormat, ToolChoice
+from ._peg_handler import (foreach_function, foreach_parameter, has_response_format, make_grammar, make_parser,
+                           prepared_for, word)
+from ...grammar.json_schema import may_be_string
+
+NAME = "deepseek-v3.2"
+DSML = "｜DSML｜"
+THINK_START = "<think>"
+THINK_END = "</think>"
+GEN_PROMPT = "<｜Assistant｜>"
+TC_SEPARATOR = "\n\n"
+
+
+def detect(src: str) -> bool:
+    """``dsml_token`` and ``DSML`` and (``function_calls`` or ``tool_calls``) in the source."""
+    return "dsml_token" in src and "DSML" in src and ("function_calls" in src or "tool_calls" in src)
+
+
+def sort_tool_results(messages: list[dict]) -> list[dict]:
+    """DeepSeek V4: inside each run of user/tool messages, tool results are reordered (stable) by the index of
+    their ``tool_call_id`` in the preceding assistant message's calls (unknown ids first, as index 0)."""
+    out = [dict(m) for m in messages]
+    order: dict[str, int] = {}
+    i = 0
+    while i < len(out):
+        role = out[i].get("role", "")
+        calls = out[i].get("tool_calls")
+        if role == "assistant" and isinstance(calls, list) and calls:
+            order = {}
+            for k, c in enumerate(calls):
+                cid = c.get("id", "") if isinstance(c, dict) else ""
+                if cid:
+                    order[cid] = k
+            i += 1
+            continue
+        if role not in ("user", "tool"):
+            i += 1
+            continue
+        positions = []
+        j = i
+        while j < len(out):
+            r = out[j].get("role", "")
+            if r == "tool":
+                positions.append(j)
+            elif r != "user":
+                break
+            j += 1
+        if len(positions) > 1 and order:
+            results = sorted((out[k] for k in positions), key=lambda m: order.get(m.get("tool_call_id", ""), 0))
+            for k, m in zip(positions, results):
+                out[k] = m
+        i = j
+    return out
+
+
+def build(template: Any, request: Any, generation_prompt: str, report: Any = None, *, prepared: Any = None):
+    """Parser, grammar and prompt for a DeepSeek V3.2 / V4 template (see module doc)."""
+    prep = prepared_for(template, request, prepared)
+    is_v4 = "function_calls" not in template.source
+    msgs = sort_tool_results(prep.messages) if is_v4 else None
+    has_tools = bool(request.tools)
+    has_rf = has_response_format(request, allow_empty=True)
+    extract = request.reasoning_format != ReasoningFormat.NONE
+    include_grammar = has_rf or (has_tools and request.tool_choice != ToolChoice.NONE)
+    extra = {"response_format": request.json_schema} if (is_v4 and has_rf) else None
+
+    tc_block = "tool_calls" if is_v4 else "function_calls"
+    fc_start = "<" + DSML + tc_block + ">"
+    fc_end = "</" + DSML + tc_block + ">"
+    invoke_start = "<" + DSML + "invoke"
+    invoke_end = "</" + DSML + "invoke>"
+    param_start = "<" + DSML + "parameter"
+    param_end = "</" + DSML + "parameter>"
+
+    prompt = render_prompt(prep, messages_override=msgs, additional_context=extra)
+    gp = compute_generation_prompt(prep, messages_override=msgs, additional_context=extra)
+    parser_gp = gp
+    if prep.has_continuation:
+        if is_v4 and not prep.continue_reasoning:
+            gp = GEN_PROMPT + THINK_END
+            if prep.continuation == Continuation.CONTENT:
+                gp += prep.continue_content
+        else:
+            gp = GEN_PROMPT + THINK_START + prep.continue_reasoning
+            if prep.continuation == Continuation.CONTENT:
+                gp += THINK_END + prep.continue_content
+        prompt += gp
+
+    require_tools = request.tool_choice == ToolChoice.REQUIRED
+    has_tool_calls = has_tools and request.tool_choice != ToolChoice.NONE
+    tools = foreach_function(request.tools) if has_tool_calls else []
+
+    def root(p):
+        prefix = p.literal(GEN_PROMPT)
+        end = p.end()
+        choices = []
+        for fn in tools:
+            name = fn["name"]
+            required, optional = [], []
+            for pname, pschema, is_req in foreach_parameter(fn):
+                is_string = may_be_string(pschema)
+                value = (p.tool_arg_string_value(p.until(param_end)) if is_string else
+                         p.tool_arg_json_value(p.schema(p.json(), f"tool-{name}-arg-{pname}-schema", pschema)))
+                arg = p.tool_arg(
+                    p.tool_arg_open(p.literal(param_start + ' name="') + p.tool_arg_name(p.literal(pname))
+                                    + p.literal('" string="' + ("true" if is_string else "false") + '">'))
+                    + value + p.tool_arg_close(p.literal(param_end)))
+                named = p.rule(f"tool-{name}-arg-{pname}", arg)
+                (required if is_req else optional).append(named)
+            args = p.eps()
+            for i, r in enumerate(required):
+                if i > 0:
+                    args = args + p.space()
+                args = args + r
+            if optional:
+                args = args + p.repeat(p.space() + p.choice(*optional), 0, -1)
+            func = p.tool(p.tool_open(p.literal(invoke_start + ' name="') + p.tool_name(p.literal(name))
+                                      + p.literal('">\n'))
+                          + args + p.space() + p.tool_close(p.literal(invoke_end)))
+            choices.append(p.rule(f"tool-{name}", func))
+        tool_choice = p.choice(*choices)
+        if request.parallel_tool_calls:
+            tool_calls = p.trigger_rule("tool-call", p.literal(fc_start) + p.space() + tool_choice
+                                        + p.zero_or_more(p.space() + tool_choice) + p.space() + p.literal(fc_end))
+        else:
+            tool_calls = p.trigger_rule("tool-call", p.literal(fc_start) + p.space() + tool_choice + p.space()
+                                        + p.literal(fc_end))
+        obligatory = tool_calls
+        if not require_tools:
+            tool_calls = p.optional(tool_calls)
+
+        reasoning = p.eps()
+        reasoning_with_tc = p.eps()
+        allow_reasoning_with_tc = False
+        if extract and prep.enable_thinking:
+            reasoning = p.optional(THINK_START + p.reasoning(p.until(THINK_END)) + THINK_END)
+            reasoning_with_tc = (THINK_START + p.reasoning(p.until_one_of([TC_SEPARATOR + fc_start, fc_start,
+                                                                           THINK_END]))
+                                 + p.space() + obligatory)
+            allow_reasoning_with_tc = True
+        elif extract:
+            reasoning = (p.optional(p.literal(THINK_END)) if is_v4 else
+                         p.optional(p.literal(THINK_START) + p.until(THINK_END) + p.literal(THINK_END)))
+
+        if has_rf:
+            response_format = p.rule("response-format", p.literal("```json") + p.space()
+                                     + p.content(p.schema(p.json(), "response-format-schema", request.json_schema))
+                                     + p.space() + p.literal("```"))
+            return prefix + reasoning + response_format + end
+        if not has_tool_calls:
+            return prefix + reasoning + p.content(p.rest()) + end
+        content_before = (p.negate(p.literal(THINK_START))
+                          + p.content(p.until_one_of([TC_SEPARATOR + fc_start, fc_start])) + p.space())
+        if allow_reasoning_with_tc:
+            return prefix + p.choice(reasoning_with_tc, reasoning + content_before + tool_calls) + end
+        return prefix + reasoning + content_before + tool_calls + end
+
+    arena = build_chat_peg_parser(root)
+    notes: list[str] = []
+    grammar, lazy, triggers = None, False, []
+    if include_grammar:
+        lazy = has_tools and not require_tools
+        grammar = make_grammar(arena, lazy, notes)
+        triggers = [word(fc_start)]
+    return make_parser(
+        NAME, arena, generation_prompt=gp, parser_generation_prompt=parser_gp, prompt=prompt, grammar=grammar,
+        grammar_lazy=lazy, grammar_triggers=triggers, preserved_tokens=[DSML, THINK_START, THINK_END],
+        supports_thinking=True, thinking_start_tag=THINK_START, thinking_end_tags=[THINK_END, fc_start],
+        message_delimiters=[("assistant", GEN_PROMPT), ("user", "<｜User｜>")], notes=notes)
+
+
+__all__ = ["NAME", "detect", "build", "sort_tool_results"]
