@@ -78,3 +78,10 @@ def html_texts(at: AppTest) -> list[str]:
         body = re.sub(r'<span style="opacity:0.45">(.)</span>', lambda m: _GLYPHS.get(m.group(1), m.group(1)), body)
         out.append(_html.unescape(re.sub(r"<[^>]+>", "", body)))
     return out
+
+
+REF_TOOLS = [{"type": "function", "function": {
+    "name": "special_function", "description": "I need an arg",
+    "parameters": {"type": "object", "properties": {"arg1": {"type": "integer", "description": "The arg."}},
+                   "required": ["arg1"]}}}]
+"""The one tool of reference/analysis.jsonl's ``apply`` request."""
