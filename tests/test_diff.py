@@ -179,3 +179,26 @@ def test_compare_variants_identity_and_failure():
     bad = ChatTemplate("{{ raise_exception('no') }}")
     with pytest.raises(TemplateRenderError):
         compare_variants(bad, RenderParams(messages=[]), None)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_TEXT = st.text(alphabet="ab <>[]/\n|", max_size=24)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXT, _TEXT)
+def test_diff_split_reassembles_both_inputs(a, b):
+    d = calculate_diff_split(a, b)
+    assert d.prefix + d.left + d.suffix == a
+    assert d.prefix + d.right + d.suffix == b
+
+
+@settings(max_examples=200, deadline=None)
+@given(_TEXT)
+def test_segments_concatenate_to_the_text(text):
+    segs = segmentize_markers(text)
+    assert "".join(s.value for s in segs) == text
+    for s in segs:
+        if s.kind == SegmentKind.MARKER:
+            assert s.value[0] in "<[" and s.value[-1] == {"<": ">", "[": "]"}[s.value[0]]

@@ -12,6 +12,7 @@ import datetime as _dt
 from typing import Any
 
 from ..templating import ChatTemplate, apply_template
+from . import engine as _engine
 
 
 def request_extra_context(now: _dt.datetime | None = None) -> dict[str, str]:
@@ -31,13 +32,26 @@ def common_prefix_len(a: str, b: str) -> int:
 
 def generation_prompt(template: ChatTemplate, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                       enable_thinking: bool = True, extra_context: dict[str, Any] | None = None,
-                      bos_token: str = "", eos_token: str = "") -> str:
+                      bos_token: str = "", eos_token: str = "", llama_engine: bool = True) -> str:
     """Tail that ``add_generation_prompt`` adds to the render of ``messages`` (already normalised for the
-    template's caps) with ``tools``.
+    template's caps) with ``tools``. Renders as llama.cpp's engine does (:mod:`core.analysis.engine`),
+    or, with ``llama_engine=False``, with the project's transformers-like rendering.
 
     Raises :class:`~core.errors.TemplateRenderError` when either render fails.
     """
-    kw = dict(extra_context=extra_context, bos_token=bos_token, eos_token=eos_token)
-    without = apply_template(template, messages, tools, False, enable_thinking, **kw)
-    with_gp = apply_template(template, messages, tools, True, enable_thinking, **kw)
+    def render(agp: bool) -> str:
+        if not llama_engine:
+            return apply_template(template, messages, tools, agp, enable_thinking, extra_context=extra_context,
+                                  bos_token=bos_token, eos_token=eos_token)
+        ctx: dict[str, Any] = {"messages": messages, "bos_token": bos_token, "eos_token": eos_token,
+                               "enable_thinking": enable_thinking}
+        if tools:
+            ctx["tools"] = tools
+        ctx.update(extra_context or {})
+        if agp:
+            ctx["add_generation_prompt"] = True
+        return _engine.render(template, ctx)
+
+    without = render(False)
+    with_gp = render(True)
     return with_gp[common_prefix_len(without, with_gp):]
