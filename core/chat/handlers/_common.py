@@ -1003,6 +1003,43 @@ class PromptContext:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Grammars: each handler describes llama.cpp's PEG structure with core.peg's ChatBuilder and emits its GBNF
+# --------------------------------------------------------------------------------------------------------------
+
+
+def peg_grammar(build_root: Callable[[Any], Any], lazy: bool) -> tuple[str | None, str]:
+    """GBNF of the parser ``build_root(builder)`` returns (a :class:`core.peg.chat.ChatBuilder` root), lazy or
+    not (llama.cpp ``build_grammar`` over the handler's parser). Returns ``(grammar, error)``: on any failure
+    the grammar is None and ``error`` says why (the handler still parses)."""
+    try:
+        from ...peg.chat import build_chat_peg_parser
+
+        arena = build_chat_peg_parser(build_root)
+        return arena.to_gbnf(lazy=lazy), ""
+    except Exception as e:  # noqa: BLE001 - a grammar problem must not break parsing
+        return None, f"{type(e).__name__}: {e}"
+
+
+def schema_node(schema: Any) -> Any:
+    """core.grammar's parsed schema node for a JSON-schema dict (unsupported parts become "any")."""
+    from ...grammar.json_schema import schema_from_json_lenient
+
+    return schema_from_json_lenient(schema)
+
+
+def param_nodes(spec: "ToolSpec") -> list[tuple[str, Any, bool, "Schema"]]:
+    """``(name, schema node for the grammar, required, Schema view)`` of a tool's top-level parameters (llama.cpp
+    ``foreach_parameter``: nothing unless the parameters schema is an object)."""
+    root = schema_node(spec.parameters)
+    views = {n: (s, r) for n, s, r in spec.params()}
+    out = []
+    for prop in getattr(root, "properties", None) or []:
+        view, _ = views.get(prop.name, (Schema({}), False))
+        out.append((prop.name, prop.schema, bool(prop.required), view))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
 # The parser object
 # --------------------------------------------------------------------------------------------------------------
 
@@ -1022,7 +1059,8 @@ class HandlerParser:
     Besides the protocol fields: ``name`` (handler), ``format`` (llama.cpp format name), ``supports_thinking``, ``thinking_start_tag``, ``thinking_end_tags``,
     ``message_delimiters`` (role → marker), ``description`` (readable PEG, for the app), ``prompt`` (the full
     prompt when the handler renders it differently from the request path — rewritten messages or an appended
-    suffix — else None and the request path renders it, appending ``generation_prompt`` for a continuation).
+    suffix — else None and the request path renders it, appending ``generation_prompt`` for a continuation),
+    ``grammar_error`` (why ``grammar`` is None although one was due, else "").
     """
 
     name: str
@@ -1041,6 +1079,7 @@ class HandlerParser:
     description: str = ""
     drop_blank_reasoning: bool = True
     prompt: str | None = None
+    grammar_error: str = ""
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
         """Parse model ``output`` (text after the prompt). Never raises; see the class docstring."""
@@ -1164,3 +1203,18 @@ def check_reference_case(handler: Any, template: Any, case: dict[str, Any]) -> s
         prev = cur
     why = compare_messages(case["expect"], acc.to_openai())
     return ("stream " + why) if why else None
+
+
+def normalize_gbnf(grammar: str) -> list[str]:
+    """Grammar lines with the auto-numbered ``until-N`` helper rules renumbered by first appearance, so two
+    grammars that differ only in those ids compare equal (tests against llama.cpp's grammars)."""
+    ids: dict[str, str] = {}
+
+    def ren(m: "re.Match[str]") -> str:
+        key = m.group(1)
+        if key not in ids:
+            ids[key] = str(len(ids))
+        return "until-" + ids[key]
+
+    lines = [re.sub(r"until-(\d+)(?!\d)", ren, ln) for ln in grammar.strip().splitlines()]
+    return sorted(lines)

@@ -185,10 +185,10 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
             gp += THINK_END + TEXT_START + view.continue_content()
 
     include_grammar = view.has_schema or view.tools_active
-    grammar, lazy, triggers = None, False, []
+    grammar, grammar_error, lazy, triggers = None, "", False, []
     if include_grammar:
         lazy = not view.has_schema and view.tool_choice.value == "auto"
-        grammar = _grammar(view, lazy)
+        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view), lazy)
         triggers = [C.word_trigger(ACTION_START)]
 
     return C.HandlerParser(
@@ -198,6 +198,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         grammar=grammar,
         grammar_lazy=lazy,
         grammar_triggers=triggers,
+        grammar_error=grammar_error,
         preserved_tokens=[TURN_START, TURN_END, CHATBOT, USER, SYSTEM, THINK_START, THINK_END, TEXT_START,
                           TEXT_END, ACTION_START, ACTION_END, RESULT_START, RESULT_END],
         thinking_start_tag=THINK_START,
@@ -208,8 +209,29 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     )
 
 
-def _grammar(view: C.RequestView, lazy: bool) -> str | None:
-    return None
+def _peg_root(p: Any, view: C.RequestView) -> Any:
+    """llama.cpp's Cohere2 MoE parser structure (core.peg ChatBuilder), used for the grammar."""
+    stops = [THINK_END, TEXT_START, ACTION_START]
+    if view.extract_reasoning:
+        reasoning = p.optional(p.literal(THINK_START) + p.reasoning(p.until_one_of(stops))
+                               + p.optional(p.literal(THINK_END)))
+    else:
+        reasoning = p.optional(p.content(p.literal(THINK_START) + p.until_one_of(stops)
+                                         + p.optional(p.literal(THINK_END))))
+    if view.has_schema:
+        text = (p.literal(TEXT_START) + p.content(p.schema(p.json(), "response-format-schema", view.json_schema))
+                + p.optional(p.literal(TEXT_END)))
+    else:
+        text = p.literal(TEXT_START) + p.content(p.until(TEXT_END)) + p.optional(p.literal(TEXT_END))
+    gen = p.literal(GEN_PREFIX)
+    if not view.tools_active:
+        return gen + reasoning + text + p.optional(p.literal(TURN_END)) + p.end()
+    calls = p.standard_json_tools(ACTION_START, ACTION_END, [{"type": "function", "function": {
+        "name": t.name, "parameters": t.parameters}} for t in view.tools], view.parallel, True,
+        name_key="tool_name", args_key="parameters", array_wrapped=True, function_is_key=False, call_id_key="",
+        gen_call_id_key="tool_call_id", parameters_order=["tool_call_id", "tool_name", "parameters"])
+    body = calls if view.required else p.choice(calls, text)
+    return gen + reasoning + body + p.optional(p.literal(TURN_END)) + p.end()
 
 
 def _describe(view: C.RequestView) -> str:

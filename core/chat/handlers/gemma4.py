@@ -363,12 +363,10 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         prompt = ctx.render(False, msgs)
 
     include_grammar = view.has_schema or view.tools_active
-    grammar = None
-    lazy = False
-    triggers: list = []
+    grammar, grammar_error, lazy, triggers = None, "", False, []
     if include_grammar:
         lazy = not (view.has_schema or view.required)
-        grammar = _grammar(view, lazy)
+        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view), lazy)
         triggers = [C.word_trigger(CALL)]
 
     return C.HandlerParser(
@@ -378,6 +376,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         grammar=grammar,
         grammar_lazy=lazy,
         grammar_triggers=triggers,
+        grammar_error=grammar_error,
         preserved_tokens=["<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|turn>"],
         format="peg-gemma4",
         prompt=prompt or None,
@@ -389,8 +388,61 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     )
 
 
-def _grammar(view: C.RequestView, lazy: bool) -> str | None:
-    return None
+def _peg_root(p: Any, view: C.RequestView) -> Any:
+    """llama.cpp's Gemma 4 parser structure (core.peg ChatBuilder), used for the grammar."""
+    start = p.rule("start", p.optional(p.literal(TURN)))
+    if view.extract_reasoning:
+        p.rule("thought", p.literal(THOUGHT) + p.space() + p.reasoning(p.until(CHANNEL_END)) + p.literal(CHANNEL_END))
+    else:
+        p.rule("thought", p.content(p.literal(THOUGHT) + p.space() + p.until(CHANNEL_END) + p.literal(CHANNEL_END)))
+    empty_channels = p.gbnf(p.zero_or_more(p.literal(CHANNEL) + p.negate(p.literal("thought"))), "")
+    thought = (p.peek(p.literal(CHANNEL)) + empty_channels + p.ref("thought")) | p.negate(p.literal(CHANNEL))
+
+    if view.has_schema:
+        response = (p.literal("```json") << p.content(p.schema(p.json(), "response-format-schema", view.json_schema))
+                    << p.literal("```"))
+        return start + p.optional(thought) + response
+
+    if view.tools_active:
+        p.rule("gemma4-string-content", p.until(STR))
+        p.rule("gemma4-string", p.literal(STR) + p.ref("gemma4-string-content") + p.literal(STR))
+        p.rule("gemma4-bool", p.json_bool())
+        p.rule("gemma4-null", p.json_null())
+        p.rule("gemma4-number", p.json_number())
+        p.rule("gemma4-dict-key", p.rule("gemma4-dict-key-name", p.chars("[^:}]", 1, -1)) + p.literal(":"))
+        p.rule("gemma4-dict-kv", p.ref("gemma4-dict-key") + p.space() + p.ref("gemma4-value"))
+
+        def dict_body() -> Any:
+            member = p.ref("gemma4-dict-kv")
+            members = p.seq(member, p.zero_or_more(p.seq(p.literal(","), p.space(), member)))
+            return p.seq(p.literal("{"), p.space(),
+                         p.choice(p.literal("}"), p.seq(members, p.space(), p.literal("}"))))
+
+        def array_body() -> Any:
+            value = p.ref("gemma4-value")
+            elements = p.seq(value, p.zero_or_more(p.seq(p.literal(","), p.space(), value)))
+            return p.seq(p.literal("["), p.space(),
+                         p.choice(p.literal("]"), p.seq(elements, p.space(), p.literal("]"))))
+
+        p.rule("gemma4-dict", dict_body)
+        p.rule("gemma4-array", array_body)
+        p.rule("gemma4-value", lambda: p.choice(p.ref("gemma4-string"), p.ref("gemma4-dict"), p.ref("gemma4-array"),
+                                                p.ref("gemma4-number"), p.ref("gemma4-bool"), p.ref("gemma4-null")))
+        choices = [p.rule("tool-" + t.name, p.tool(p.seq(
+            p.tool_open(p.tool_name(p.literal(t.name)) + p.peek(p.literal("{"))),
+            p.tool_args(p.ref("gemma4-dict"))))) for t in view.tools]
+        tool_call = p.trigger_rule("tool-call", p.repeat(CALL_OPEN + p.choice(*choices) + CALL_END,
+                                                          1 if view.required else 0, -1 if view.parallel else 1))
+        if view.required:
+            return start + thought + tool_call
+        scan = p.rule("scan-to-toolcall", p.until(CALL))
+        content = p.rule("content", p.content(p.until_one_of([CHANNEL, CHANNEL_END, CALL])))
+        message = p.rule("message", thought + content)
+        return start + p.zero_or_more(message) + scan + tool_call
+
+    content = p.rule("content", p.content(p.until_one_of([CHANNEL, CHANNEL_END])))
+    message = p.rule("message", thought + content)
+    return start + p.one_or_more(message)
 
 
 def _describe(view: C.RequestView) -> str:

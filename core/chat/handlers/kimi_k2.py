@@ -120,10 +120,10 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         if view.continuation == Continuation.CONTENT:
             gp += THINK_END + view.continue_content()
 
-    grammar, lazy, triggers = None, False, []
+    grammar, grammar_error, lazy, triggers = None, "", False, []
     if view.tools_active:
         lazy = view.tool_choice.value == "auto"
-        grammar = _grammar(view, lazy)
+        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view), lazy)
         triggers = [C.word_trigger(CALL_BEGIN)]
 
     return C.HandlerParser(
@@ -133,6 +133,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         grammar=grammar,
         grammar_lazy=lazy,
         grammar_triggers=triggers,
+        grammar_error=grammar_error,
         preserved_tokens=[SECTION_BEGIN, SECTION_END, CALL_BEGIN, ARGS_BEGIN, CALL_END, THINK_START, THINK_END],
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
@@ -140,8 +141,27 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     )
 
 
-def _grammar(view: C.RequestView, lazy: bool) -> str | None:
-    return None
+def _peg_root(p: Any, view: C.RequestView) -> Any:
+    """llama.cpp's Kimi K2 parser structure (core.peg ChatBuilder), used for the grammar."""
+    reasoning = p.eps()
+    if view.extract_reasoning:
+        reasoning = p.optional(THINK_START + p.reasoning(p.until_one_of([THINK_END, SECTION_BEGIN, CALL_BEGIN]))
+                               + p.optional(p.literal(THINK_END)))
+    gen = p.literal(GEN_PROMPT)
+    if not view.tools_active:
+        return gen + reasoning + p.content(p.rest()) + p.end()
+    choices = []
+    for spec in view.tools:
+        tool_id = p.tool_id(p.literal("functions.") + p.tool_name(p.literal(spec.name)) + p.literal(":")
+                            + p.chars("[0-9]", 1, -1))
+        call = p.tool(p.tool_open(tool_id + p.literal(ARGS_BEGIN))
+                      + p.tool_args(p.schema(p.json(), f"tool-{spec.name}-schema", spec.parameters))
+                      + p.tool_close(p.optional(p.literal(CALL_END))))
+        choices.append(p.rule("tool-" + spec.name, call))
+    calls = p.rule("tool-calls", p.optional(p.literal(SECTION_BEGIN)) + p.trigger_rule(
+        "tool-call", p.repeat(CALL_BEGIN + p.choice(*choices), 1 if view.required else 0, -1 if view.parallel else 1)
+        + p.optional(p.literal(SECTION_END))))
+    return gen + reasoning + p.content(p.until_one_of([SECTION_BEGIN, CALL_BEGIN])) + calls + p.end()
 
 
 def _describe(view: C.RequestView) -> str:

@@ -144,10 +144,10 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         if view.continuation == Continuation.CONTENT:
             gp += THINK_END + RESP_START + view.continue_content()
 
-    grammar, lazy, triggers = None, False, []
+    grammar, grammar_error, lazy, triggers = None, "", False, []
     if view.tools_active:
         lazy = not view.required
-        grammar = _grammar(view, lazy)
+        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view), lazy)
         triggers = [C.word_trigger(TOOLS_START)]
 
     return C.HandlerParser(
@@ -157,6 +157,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         grammar=grammar,
         grammar_lazy=lazy,
         grammar_triggers=triggers,
+        grammar_error=grammar_error,
         preserved_tokens=["<|open|>", "<|close|>", SEP, EOM],
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
@@ -166,8 +167,39 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     )
 
 
-def _grammar(view: C.RequestView, lazy: bool) -> str | None:
-    return None
+def _peg_root(p: Any, view: C.RequestView) -> Any:
+    """llama.cpp's Kimi K3 parser structure (core.peg ChatBuilder), used for the grammar."""
+    start = p.optional(p.literal(MSG_START))
+    stops = [THINK_END, RESP_START]
+    think_body = p.reasoning(p.until_one_of(stops)) if view.extract_reasoning else p.content(p.until_one_of(stops))
+    reasoning = p.optional(p.optional(p.literal(THINK_START)) + think_body + p.optional(p.literal(THINK_END)))
+    response = (p.optional(p.literal(RESP_START)) + p.content(p.until_one_of([RESP_END, TOOLS_START, MSG_END]))
+                + p.optional(p.literal(RESP_END)))
+    trailer = p.optional(p.literal(MSG_END)) + p.optional(p.literal(EOM))
+    if not view.tools_active:
+        return start + reasoning + response + trailer + p.end()
+    choices = []
+    for spec in view.tools:
+        props = spec.parameters.get("properties") if isinstance(spec.parameters, dict) else None
+        args = p.eps()
+        if isinstance(props, dict) and props:
+            arg_choices = []
+            for key, pdef in props.items():
+                is_string = not (isinstance(pdef, dict) and isinstance(pdef.get("type"), str)) or pdef["type"] == "string"
+                value = (p.tool_arg_string_value(p.until(ARG_END)) if is_string
+                         else p.tool_arg_value(p.until(ARG_END)))
+                arg_choices.append(p.rule(f"kimi-k3-arg-{spec.name}-{key}", p.tool_arg(
+                    p.tool_arg_open(p.literal(ARG_START)) + p.tool_arg_name(p.literal(key)) + p.literal('"')
+                    + p.until(SEP) + p.literal(SEP) + value + p.tool_arg_close(p.literal(ARG_END)))))
+            args = p.zero_or_more(p.choice(*arg_choices))
+        call = p.tool(p.tool_open(p.literal(CALL_START) + p.tool_name(p.literal(spec.name)) + p.literal('"')
+                                  + p.until(SEP) + p.literal(SEP)) + p.tool_args(args)
+                      + p.tool_close(p.literal(CALL_END)))
+        choices.append(p.rule(f"kimi-k3-tool-{spec.name}", call))
+    section = p.trigger_rule("kimi-k3-tool-call", p.literal(TOOLS_START) + p.one_or_more(p.choice(*choices))
+                             + p.literal(TOOLS_END) + p.optional(p.literal(MSG_END)) + p.optional(p.literal(EOM)))
+    tools = section if view.required else p.optional(section)
+    return start + reasoning + response + tools + trailer + p.end()
 
 
 def _describe(view: C.RequestView) -> str:

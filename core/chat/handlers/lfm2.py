@@ -173,12 +173,10 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         preserved += [LIST_START, LIST_END]
 
     include_grammar = view.has_schema or view.tools_active
-    lazy = False
-    grammar = None
-    triggers = []
+    grammar, grammar_error, lazy, triggers = None, "", False, []
     if include_grammar:
         lazy = not (view.has_schema or (view.tools_active and view.required))
-        grammar = _grammar(view, extract, lazy)
+        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view, extract), lazy)
         triggers = [C.word_trigger(CALL_START)]
 
     return C.HandlerParser(
@@ -188,6 +186,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         grammar=grammar,
         grammar_lazy=lazy,
         grammar_triggers=triggers,
+        grammar_error=grammar_error,
         preserved_tokens=preserved,
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
@@ -196,8 +195,63 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     )
 
 
-def _grammar(view: C.RequestView, extract: bool, lazy: bool) -> str | None:
-    return None
+def _python_or_json_value(p: Any) -> Any:
+    """llama.cpp ``python_or_json_value``: Python literals whose leaves also take JSON ``true/false/null``, at
+    every depth (dict members ``ws , ws``, list items ``, ws``, containers followed by ``ws``)."""
+
+    def body() -> Any:
+        value = _python_or_json_value(p)
+        member = p.seq(p.python_string(), p.space(), p.literal(":"), p.space(), value)
+        members = p.seq(member, p.zero_or_more(p.seq(p.space(), p.literal(","), p.space(), member)))
+        dct = p.rule("python-or-json-dict", lambda: p.seq(
+            p.literal("{"), p.space(), p.choice(p.literal("}"), p.seq(members, p.space(), p.literal("}"))), p.space()))
+        elements = p.seq(value, p.zero_or_more(p.seq(p.literal(","), p.space(), value)))
+        arr = p.rule("python-or-json-array", lambda: p.seq(
+            p.literal("["), p.space(), p.choice(p.literal("]"), p.seq(elements, p.space(), p.literal("]"))), p.space()))
+        return p.choice(dct, arr, p.python_string(), p.json_number(), p.python_bool(), p.python_null(),
+                        p.json_bool(), p.json_null())
+
+    return p.rule("python-or-json-value", body)
+
+
+def _python_style_calls(p: Any, view: C.RequestView) -> Any:
+    """llama.cpp ``python_style_tool_calls(tools, parallel, allow_json_literals=true)``."""
+    choices = []
+    for spec in view.tools:
+        args = p.eps()
+        props = spec.parameters.get("properties") if isinstance(spec.parameters, dict) else None
+        if isinstance(props, dict) and props:
+            arg_choices = []
+            for pname, pdef in props.items():
+                if isinstance(pdef, dict) and pdef.get("type") == "string":
+                    value = p.tool_arg_value(p.choice(p.literal('"') + p.string_content('"') + p.literal('"'),
+                                                      p.literal("'") + p.string_content("'") + p.literal("'")))
+                else:
+                    value = p.tool_arg_value(_python_or_json_value(p))
+                arg_choices.append(p.tool_arg(p.tool_arg_open(p.tool_arg_name(p.literal(pname)) + p.literal("="))
+                                              + value + p.tool_arg_close(p.eps())))
+            one_arg = p.choice(*arg_choices)
+            args = one_arg + p.zero_or_more("," + p.space() + one_arg)
+        body = p.tool(p.tool_open(p.tool_name(p.literal(spec.name)) + p.literal("(")) + p.space() + p.tool_args(args)
+                      + p.space() + p.tool_close(p.literal(")")))
+        choices.append(p.rule("tool-" + spec.name, body))
+    one = p.choice(*choices)
+    if view.parallel:
+        return "[" + p.space() + one + p.zero_or_more("," + p.space() + one) + p.space() + "]"
+    return "[" + p.space() + one + p.space() + "]"
+
+
+def _peg_root(p: Any, view: C.RequestView, extract: bool) -> Any:
+    """llama.cpp's LFM2 parser structure (core.peg ChatBuilder), used for the grammar."""
+    gen = p.literal(GEN_PROMPT)
+    reasoning = p.optional(THINK_START + p.reasoning(p.until(THINK_END)) + THINK_END) if extract else p.eps()
+    if not view.tools_active:
+        if view.has_schema:
+            return gen + reasoning + p.content(p.schema(p.json(), "response-format-schema", view.json_schema)) + p.end()
+        return gen + reasoning + p.content(p.rest()) + p.end()
+    calls = p.rule("tool-calls", p.trigger_rule("tool-call", p.literal(CALL_START) + _python_style_calls(p, view)
+                                                 + p.literal(CALL_END)))
+    return gen + reasoning + p.content(p.until(CALL_START)) + calls + p.end()
 
 
 def _describe(view: C.RequestView, extract: bool) -> str:

@@ -153,10 +153,10 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         last_open, last_close = gp.rfind(THINK_START), gp.rfind(THINK_END)
         think_open = last_open != -1 and (last_close == -1 or last_open > last_close)
 
-    grammar, lazy, triggers = None, False, []
+    grammar, grammar_error, lazy, triggers = None, "", False, []
     if view.tools_active:
         lazy = not view.required
-        grammar = _grammar(view, think_open, lazy)
+        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view, think_open), lazy)
         triggers = [C.word_trigger(CALL_START)]
 
     return C.HandlerParser(
@@ -166,6 +166,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         grammar=grammar,
         grammar_lazy=lazy,
         grammar_triggers=triggers,
+        grammar_error=grammar_error,
         preserved_tokens=[THINK_START, THINK_END, CALL_START, CALL_END, ARG_KEY, ARG_KEY_END, ARG_VAL,
                           ARG_VAL_END, ROLE_END],
         additional_stops=[ROLE_END],
@@ -177,8 +178,48 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     )
 
 
-def _grammar(view: C.RequestView, think_open: bool, lazy: bool) -> str | None:
-    return None
+def _peg_root(p: Any, view: C.RequestView, think_open: bool) -> Any:
+    """llama.cpp's Ling 3 parser structure (core.peg ChatBuilder), used for the grammar."""
+    opener = p.optional(p.literal(ROLE) + p.optional(p.space()))
+    body_end = p.until_one_of([THINK_END, CALL_START]) if think_open else p.until_one_of([THINK_END])
+    think_body = p.reasoning(body_end) if view.extract_reasoning else p.content(body_end)
+    reasoning = p.optional(p.optional(p.literal(THINK_START)) + think_body + p.optional(p.literal(THINK_END)))
+    content = p.optional(p.content(p.until_one_of([CALL_START])))
+    tail = p.optional(p.content(p.until(ROLE_END))) + p.optional(p.literal(ROLE_END))
+    if not view.tools_active:
+        return opener + reasoning + tail + p.end()
+
+    arg_close = p.tool_arg_close(p.literal(ARG_VAL_END))
+    arg_string = p.rule("ling3-arg-string", p.tool_arg_string_value(p.until(ARG_VAL_END)) + arg_close)
+    choices = []
+    for spec in view.tools:
+        required, optional = [], []
+        for pname, node, is_required, sview in C.param_nodes(spec):
+            rule_name = f"ling3-arg-{spec.name}-{pname}"
+            mode = value_mode(sview)
+            if mode == "json":
+                value = p.tool_arg_json_value(p.schema(p.json(), rule_name + "-schema", node)) + arg_close
+            elif mode == "string":
+                value = arg_string
+            else:
+                value = p.gbnf(p.atomic(p.tool_arg_json_value(p.schema(p.json(), rule_name + "-schema", node))
+                                        + arg_close) | arg_string, "ling3-arg-string")
+            arg = p.rule(rule_name, p.optional(p.space()) + p.tool_arg(
+                p.tool_arg_open(p.literal(ARG_KEY) + p.tool_arg_name(p.literal(pname)) + p.literal(ARG_KEY_END))
+                + p.optional(p.space()) + p.literal(ARG_VAL) + value))
+            (required if is_required else optional).append(arg)
+        args = p.permute(f"ling3-{spec.name}-args", required)
+        if optional:
+            args = args + p.zero_or_more(p.choice(*optional))
+        call = p.tool(p.tool_open(p.literal(CALL_START) + p.tool_name(p.literal(spec.name)) + p.optional(p.space()))
+                      + p.tool_args(args) + p.tool_close(p.optional(p.space()) + p.literal(CALL_END)))
+        choices.append(p.rule(f"ling3-tool-{spec.name}", call))
+    one = p.choice(*choices)
+    calls = one + p.zero_or_more(p.space() + one) if view.parallel else one
+    section = p.trigger_rule("ling3-tool-call", calls + p.space() + p.optional(p.content(p.until(ROLE_END)))
+                             + p.optional(p.literal(ROLE_END)))
+    tools = section if view.required else p.optional(section)
+    return opener + reasoning + content + tools + tail + p.end()
 
 
 def _describe(view: C.RequestView, think_open: bool) -> str:

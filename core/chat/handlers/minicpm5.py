@@ -113,10 +113,10 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
             gp += "\n" + THINK_END + "\n\n" + view.continue_content()
 
     include_grammar = view.has_schema or view.tools_active
-    grammar, lazy, triggers = None, False, []
+    grammar, grammar_error, lazy, triggers = None, "", False, []
     if include_grammar:
         lazy = not (view.has_schema or (view.tools_active and view.required))
-        grammar = _grammar(view, lazy)
+        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view), lazy)
         triggers = [C.word_trigger(FUNC)]
 
     return C.HandlerParser(
@@ -126,6 +126,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         grammar=grammar,
         grammar_lazy=lazy,
         grammar_triggers=triggers,
+        grammar_error=grammar_error,
         preserved_tokens=[FUNC, "<param", FUNC_END, PARAM_END, THINK_START, THINK_END],
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
@@ -135,8 +136,36 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     )
 
 
-def _grammar(view: C.RequestView, lazy: bool) -> str | None:
-    return None
+def _peg_root(p: Any, view: C.RequestView) -> Any:
+    """llama.cpp's MiniCPM5 parser structure (core.peg ChatBuilder), used for the grammar."""
+    gen = p.literal(GEN_PROMPT)
+    reasoning = p.eps()
+    if view.extract_reasoning:
+        reasoning = (THINK_START << p.reasoning(p.until(THINK_END)) << THINK_END) + p.space()
+    if view.has_schema:
+        return gen + reasoning + p.content(p.schema(p.json(), "response-format", view.json_schema))
+    if not view.tools_active:
+        return gen + reasoning + p.content(p.rest()) + p.end()
+    close = lambda: p.tool_arg_close(p.literal(PARAM_END))  # noqa: E731
+    string_value = p.choice(
+        p.literal("<![CDATA[") + p.ac(p.tool_arg_string_value(p.until("]]>")) + p.literal("]]>"), "]]>") + close(),
+        p.negate(p.literal("<![CDATA[")) + p.ac(p.tool_arg_string_value(p.until(PARAM_END)) + close(), PARAM_END))
+    choices = []
+    for spec in view.tools:
+        arg_rules = []
+        for pname, node, _, sview in C.param_nodes(spec):
+            if sview.may_be_string():
+                value = string_value
+            else:
+                value = p.tool_arg_json_value(p.schema(p.json(), f"tool-{spec.name}-arg-{pname}-schema", node)) + close()
+            arg_rules.append(p.tool_arg(p.tool_arg_open(p.literal('<param name="') + p.tool_arg_name(p.literal(pname))
+                                                        + p.literal('">')) + value))
+        args = p.zero_or_more(p.choice(*arg_rules) + p.space()) if arg_rules else p.eps()
+        call = p.tool(p.tool_open(p.literal('<function name="') + p.tool_name(p.literal(spec.name)) + p.literal('">'))
+                      << p.tool_args(args) << p.tool_close(p.literal(FUNC_END)))
+        choices.append(p.rule("tool-" + spec.name, call))
+    calls = p.trigger_rule("tool-call", p.repeat(p.choice(*choices) + p.space(), 1, -1 if view.parallel else 1))
+    return gen + reasoning + p.content(p.until(FUNC)) + calls + p.end()
 
 
 def _describe(view: C.RequestView) -> str:

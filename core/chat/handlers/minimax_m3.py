@@ -245,10 +245,10 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
             gp += THINK_END + view.continue_content()
 
     include_grammar = view.has_schema or view.tools_active
-    grammar, lazy, triggers = None, False, []
+    grammar, grammar_error, lazy, triggers = None, "", False, []
     if include_grammar:
         lazy = not (view.has_schema or (view.tools_active and view.required))
-        grammar = _grammar(view, gen_literal, lazy)
+        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view, gen_literal), lazy)
         triggers = [C.word_trigger(FC_START)]
 
     return C.HandlerParser(
@@ -258,6 +258,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         grammar=grammar,
         grammar_lazy=lazy,
         grammar_triggers=triggers,
+        grammar_error=grammar_error,
         preserved_tokens=[NS, "<tool_call>", "</tool_call>", THINK_START, THINK_END],
         format="peg-minimax-m3",
         thinking_start_tag=THINK_START,
@@ -269,8 +270,81 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     )
 
 
-def _grammar(view: C.RequestView, gen_literal: str, lazy: bool) -> str | None:
-    return None
+def _peg_root(p: Any, view: C.RequestView, gen_literal: str) -> Any:
+    """llama.cpp's MiniMax-M3 parser structure (core.peg ChatBuilder), used for the grammar."""
+    from ...grammar import json_schema as JS
+
+    gen = p.literal(gen_literal) if gen_literal else p.eps()
+    reasoning = p.eps()
+    if view.extract_reasoning:
+        if view.enable_thinking:
+            block = (p.literal(THINK_START) + p.space()
+                     + p.ac(p.reasoning(p.until(THINK_END)) + p.literal(THINK_END), THINK_END))
+        else:
+            block = p.literal(THINK_START) + p.ac(p.until(THINK_END) + p.literal(THINK_END), THINK_END)
+        reasoning = p.optional(p.choice(block, p.literal(THINK_END)))
+    if view.has_schema:
+        response = p.rule("response-format", p.literal("```json") + p.space() + p.content(
+            p.schema(p.json(), "response-format-schema", view.json_schema)) + p.space() + p.literal("```"))
+        return gen + reasoning + response + p.end()
+    if not view.tools_active:
+        return gen + reasoning + p.content(p.rest()) + p.end()
+
+    def resolve(node: Any) -> Any:
+        seen = 0
+        while isinstance(node, JS.RefSchema) and node.target is not None and seen < 32:
+            node, seen = node.target, seen + 1
+        return node
+
+    def element(tag: str, node: Any, rule_name: str) -> Any:
+        close = NS + "</" + tag + ">"
+        return p.rule(rule_name, p.tool_arg(p.tool_arg_open(p.literal(NS + "<") + p.tool_arg_name(p.literal(tag))
+                                                            + p.literal(">")) + value_of(node, rule_name, close)))
+
+    def value_of(node: Any, rule_name: str, close: str) -> Any:
+        close_tag = p.tool_arg_close(p.literal(close))
+        if JS.may_be_string(node):
+            return p.ac(p.tool_arg_string_value(p.until(close)) + close_tag, close)
+        target = resolve(node)
+        if isinstance(target, JS.AnyOf):
+            return p.choice(*[value_of(alt, f"{rule_name}-{i}", close) for i, alt in enumerate(target.children)])
+        if isinstance(target, JS.ObjectSchema) and target.properties:
+            return p.tag("tool-arg-object", members_of(target, rule_name)) + p.space() + close_tag
+        if isinstance(target, JS.ArraySchema):
+            item = p.rule(rule_name + "-item", p.tag("tool-arg-item", p.literal(NS + "<item>") + value_of(
+                target.items, rule_name + "-item", NS + "</item>")))
+            return p.tag("tool-arg-array", p.repeat(p.space() + item, 0, -1)) + p.space() + close_tag
+        return p.tool_arg_json_value(p.schema(p.json(), rule_name + "-schema", node)) + close_tag
+
+    def members_of(obj: Any, prefix: str) -> Any:
+        required, optional = [], []
+        for prop in obj.properties:
+            el = element(prop.name, prop.schema, prefix + "-" + prop.name)
+            (required if prop.required else optional).append(el)
+        members = p.eps()
+        for i, el in enumerate(required):
+            members = members + p.space() + el if i > 0 else members + el
+        if optional:
+            members = members + p.repeat(p.space() + p.choice(*optional), 0, -1)
+        return members
+
+    choices = []
+    for spec in view.tools:
+        root = resolve(C.schema_node(spec.parameters))
+        body = members_of(root, "tool-" + spec.name + "-arg") if isinstance(root, JS.ObjectSchema) else p.eps()
+        call = p.tool(p.tool_open(p.literal(NS + '<invoke name="') + p.tool_name(p.literal(spec.name))
+                                  + p.literal('">')) + p.space() + body + p.space()
+                      + p.tool_close(p.literal(INVOKE_END)))
+        choices.append(p.rule("tool-" + spec.name, call))
+    one = p.choice(*choices)
+    if view.parallel:
+        calls = p.trigger_rule("tool-call", p.literal(FC_START) + p.space() + one + p.zero_or_more(p.space() + one)
+                               + p.space() + p.literal(FC_END))
+    else:
+        calls = p.trigger_rule("tool-call", p.literal(FC_START) + p.space() + one + p.space() + p.literal(FC_END))
+    if not view.required:
+        calls = p.optional(calls)
+    return gen + reasoning + p.content(p.until(FC_START)) + calls + p.end()
 
 
 def _describe(view: C.RequestView, gen_literal: str) -> str:

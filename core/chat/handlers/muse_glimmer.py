@@ -179,10 +179,10 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
             gp += EOM + START + TO_USER + MESSAGE + view.continue_content()
 
     include_grammar = view.has_schema or view.tools_active
-    grammar, lazy, triggers = None, False, []
+    grammar, grammar_error, lazy, triggers = None, "", False, []
     if include_grammar:
         lazy = not (view.has_schema or (view.tools_active and view.required))
-        grammar = _grammar(view, lazy)
+        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view), lazy)
         triggers = [C.pattern_trigger(TRIGGER_PATTERN)]
 
     return C.HandlerParser(
@@ -192,6 +192,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         grammar=grammar,
         grammar_lazy=lazy,
         grammar_triggers=triggers,
+        grammar_error=grammar_error,
         preserved_tokens=["<|start|>", MESSAGE, EOM, EOT, FCALLS, "<atem:invoke", "<atem:parameter", PARAM_END,
                           INVOKE_END, FCALLS_END],
         message_delimiters={"assistant": START, "user": "<|start|>user", "system": "<|start|>system",
@@ -200,8 +201,51 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     )
 
 
-def _grammar(view: C.RequestView, lazy: bool) -> str | None:
-    return None
+def _peg_root(p: Any, view: C.RequestView) -> Any:
+    """llama.cpp's Muse Glimmer parser structure (core.peg ChatBuilder), used for the grammar."""
+    start = p.rule("start", p.literal(START))
+    if view.extract_reasoning:
+        p.rule("analysis", p.literal(SELF) + p.reasoning(p.until(EOM)) + p.literal(EOM))
+    else:
+        p.rule("analysis", p.literal(SELF) + p.content(p.until(EOM)) + p.literal(EOM))
+    analysis = p.ref("analysis")
+    recipient = p.optional(p.literal(TO_USER))
+    final = p.rule("final", recipient + p.literal(MESSAGE) + p.content(p.until_one_of([EOT, EOM])))
+    if view.has_schema:
+        response_json = p.content(p.schema(p.json(), "response-format-schema", view.json_schema))
+        response = p.rule("response-format", recipient + p.literal(MESSAGE) + (
+            (p.literal("```json") + p.space() + response_json + p.space() + p.literal("```")) | response_json))
+        return p.zero_or_more(start + analysis) + start + response
+    if not view.tools_active:
+        return p.zero_or_more(start + analysis) + start + final
+    string_value = p.ac(p.tool_arg_string_value(p.until(PARAM_END)) + p.tool_arg_close(p.literal(PARAM_END)),
+                        PARAM_END)
+    choices = []
+    for spec in view.tools:
+        arg_rules = []
+        for pname, node, _, sview in C.param_nodes(spec):
+            if sview.may_be_string():
+                value = string_value
+            else:
+                value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{spec.name}-arg-{pname}-schema", node))
+                         + p.tool_arg_close(p.literal(PARAM_END)))
+            arg_rules.append(p.tool_arg(p.tool_arg_open(p.literal('<atem:parameter name="')
+                                                        + p.tool_arg_name(p.literal(pname)) + p.literal('">'))
+                                        + value))
+        args = p.zero_or_more(p.choice(*arg_rules) + p.space()) if arg_rules else p.eps()
+        call = p.tool(p.tool_open(p.literal(" to=") + p.until(MESSAGE) + p.literal(MESSAGE + FCALLS) + p.space()
+                                  + p.literal('<atem:invoke name="') + p.tool_name(p.literal(spec.name))
+                                  + p.literal('">') + p.space())
+                      << p.tool_args(args)
+                      << p.tool_close(p.literal(INVOKE_END) + p.space() + p.literal(FCALLS_END)))
+        choices.append(p.rule("tool-" + spec.name, call))
+    one = p.choice(*choices)
+    calls = (p.trigger_rule("tool-call", one + p.zero_or_more(p.literal(EOM) + start + one)) if view.parallel
+             else p.trigger_rule("tool-call", one))
+    if view.required:
+        return p.zero_or_more(start + analysis) + start + calls
+    trailing = p.optional(p.literal(EOM) + start + calls)
+    return p.zero_or_more(start + analysis) + start + (calls | (final + trailing))
 
 
 def _describe(view: C.RequestView, include_grammar: bool) -> str:
