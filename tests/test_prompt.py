@@ -138,8 +138,8 @@ def test_extra_context_dates_and_kwargs_override_enable_thinking():
     pin_clock(dt.datetime(2025, 3, 7, 12, 0))
     try:
         prep = prepare_request(_tmpl(src, "ctx"), _req(chat_template_kwargs={"enable_thinking": False,
-                                                                            "flag": [1, 2]}), caps=Caps())
-        assert render_prompt(prep) == "07 Mar 2025|Mar 07 2025|False|[1, 2]"
+                                                                            "flag": "on"}), caps=Caps())
+        assert render_prompt(prep) == "07 Mar 2025|Mar 07 2025|False|on"
     finally:
         pin_clock(None)
 
@@ -174,8 +174,8 @@ def _reference_rows():
 
 def test_generation_prompt_and_prompt_match_reference_apply():
     """Every template llama.cpp applied: our generation prompt equals reference ``apply.generation_prompt``
-    (user "Hello", the one reference tool, caps as the reference found them). Renders that jinja2 cannot do
-    (llama.cpp's engine is more lenient) are skipped and counted."""
+    (user "Hello", the one reference tool, caps as the reference found them), rendering as llama.cpp's engine
+    does; the prompt too, except templates that print the current time."""
     tools = json.loads((SHARED / "tools" / "oracle" / "tools.json").read_text())
     gp_ok = prompt_ok = total = 0
     render_fail, mismatches = [], []
@@ -196,6 +196,6 @@ def test_generation_prompt_and_prompt_match_reference_apply():
         if gp != row["apply"]["generation_prompt"]:
             mismatches.append(row["template"])
     assert not mismatches, mismatches
-    assert len(render_fail) <= 6, render_fail
-    assert gp_ok >= total - 6
-    assert prompt_ok >= total - 10  # date-printing templates and jinja2 HTML escaping differ
+    assert not render_fail, render_fail
+    assert gp_ok == total
+    assert prompt_ok >= total - 1  # vllm hunyuan prints the wall-clock time

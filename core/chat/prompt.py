@@ -261,7 +261,9 @@ class PreparedRequest:
     removed). ``tools``: canonical tools or ``None``. ``continue_msg``: the popped message (canonical form) or
     ``None``. ``continuation``: resolved (never AUTO when a message was popped). ``extra_context``: dict of
     extra template globals. ``request``: the original request; ``template``: the chosen template; ``caps``:
-    the template's caps.
+    the template's caps. ``llama_engine``: render as llama.cpp's Jinja engine does (``core.analysis.engine``,
+    more lenient than jinja2 on undefined values, ``tojson`` of generators, ``str + none``…) when available;
+    False renders as transformers does (:func:`core.templating.apply_template`).
     """
 
     request: ChatRequest
@@ -274,6 +276,7 @@ class PreparedRequest:
     extra_context: dict[str, Any] = field(default_factory=dict)
     continuation: Continuation = Continuation.NONE
     continue_msg: dict[str, Any] | None = None
+    llama_engine: bool = True
 
     @property
     def has_continuation(self) -> bool:
@@ -412,9 +415,33 @@ def render_prompt(prep: "PreparedRequest | ChatTemplate", request: ChatRequest |
     agp = prep.add_generation_prompt if add_generation_prompt is None else add_generation_prompt
     msgs = messages_override if messages_override is not None else prep.messages
     tools = tools_override if tools_override is not None else prep.tools
-    return apply_template(prep.template, copy.deepcopy(msgs), copy.deepcopy(tools) if tools else None,
-                          add_generation_prompt=agp, enable_thinking=prep.enable_thinking,
-                          extra_context=_render_context(prep, additional_context))
+    extra = _render_context(prep, additional_context)
+    msgs = copy.deepcopy(msgs)
+    tools = copy.deepcopy(tools) if tools else None
+    engine = _llama_engine() if prep.llama_engine else None
+    if engine is None:
+        return apply_template(prep.template, msgs, tools, add_generation_prompt=agp,
+                              enable_thinking=prep.enable_thinking, extra_context=extra)
+    # same globals, same order as core.templating.apply_template (analysis notes §2)
+    ctx: dict[str, Any] = {"messages": msgs, "bos_token": "", "eos_token": "", "enable_thinking": prep.enable_thinking}
+    if tools:
+        ctx["tools"] = tools
+    ctx.update(extra)
+    if agp:
+        ctx["add_generation_prompt"] = True
+    return engine.render(prep.template, ctx)
+
+
+def _llama_engine() -> Any:
+    """H-A's llama.cpp-compatible renderer (``core.analysis.engine``) when importable and usable, else None."""
+    try:
+        from ..analysis import engine  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    try:
+        return engine if engine.available() else None
+    except Exception:
+        return None
 
 
 def longest_common_prefix(a: str, b: str) -> int:
