@@ -4,28 +4,33 @@ Follows llama.cpp ``common/jinja/caps.cpp`` (``caps_get``) and the usage statist
 (``common/jinja/runtime.cpp`` / ``value.cpp``, analysis notes §3): every probe renders the template with
 fixture inputs whose values *record how the template uses them*, then reads those records.
 
-llama.cpp's engine marks a value "used" when the template evaluates it, reads a member or an index of it
-(container and result both), calls a filter / method / test on it (the name goes into the value's ``ops``),
-iterates it with ``for`` (op ``array_access`` / ``object_access``) or passes it to ``tojson`` / ``string``
-(which mark every descendant). jinja2 has no such hook, so this module reproduces it with:
+llama.cpp's engine marks a value "used" when the template evaluates an identifier bound to it, reads a
+member or an index of it (container and result both), calls a filter / method / test on it (the name goes
+into the value's ``ops``), iterates it with ``for`` (op ``array_access`` / ``object_access``) or passes it
+to ``tojson`` / ``string`` (which mark every descendant). jinja2 has no such hook, so this module
+reproduces it with:
 
 * input values wrapped in :class:`TrackedDict` / :class:`TrackedList` / :class:`TrackedStr` — subclasses of
-  the plain types, so rendering, ``tojson``, ``is string`` / ``is mapping``, ``in`` and printing behave
-  exactly as with plain values; they only record ``for`` iteration and Python-level reads of strings;
+  the plain types with their own identity, so rendering, ``tojson``, ``is string`` / ``is mapping``,
+  ``in`` and printing behave exactly as with plain values;
 * a tracking copy of the project's sandbox environment (same class, filters, tests and globals as
   :mod:`core.templating`) whose ``getattr`` / ``getitem`` record member and index access, whose filters and
-  tests record their name on their input, and whose method calls on tracked values run unrecorded (as in
-  llama.cpp, where a builtin's internals do not count as template reads).
+  tests record their name on their input, whose method calls on tracked values run unrecorded (as in
+  llama.cpp, where a builtin's internals do not count as template reads), and whose parsed templates are
+  rewritten so that every variable read and every ``for`` iterable passes through a recording function.
 
-Whether a probe *renders at all* decides several flags, so probe renders also follow llama.cpp's engine
-where it differs from jinja2 on real templates (measured on the corpus): ``for`` over a string fails;
-``str + none`` / ``str + undefined`` concatenate ""; ``list.append`` / ``pop`` work; ``map`` / ``select``
-return lists; ``selectattr(attr, test)`` with two arguments, ``map('filter')``, ``unique``, ``tojson
-(sort_keys=true)`` fail; macro arguments bind positionally as llama.cpp binds them; ``undefined in x``
-fails. Only probe renders change; :mod:`core.templating` renders as transformers does.
+Whether a probe *renders at all*, and what it prints, decides several flags, so probe renders also follow
+llama.cpp's engine where it differs from jinja2 (each case found on the corpus or checked against a build
+of llama.cpp's engine): ``for`` over a string fails; ``str + none`` / ``str + undefined`` concatenate "";
+``str + x`` concatenates x's text; ``list.append`` / ``pop`` work; ``map`` / ``select`` return lists;
+``selectattr(attr, test)`` with two arguments, ``map('filter')``, ``unique``, ``tojson(sort_keys=true)``
+fail; macro arguments bind positionally as llama.cpp binds them; ``undefined in x`` fails; members of an
+undefined value are undefined; ``{{ mapping }}`` / ``{{ none }}`` print nothing and ``{{ list }}`` prints
+its items' text. Only probe renders change; :mod:`core.templating` renders as transformers does.
 
 Public API: :func:`probe_caps`, :func:`probe_caps_report` (every probe kept for display),
-:func:`normalize_messages`, and :func:`render_tracked` (one instrumented render).
+:func:`normalize_messages`, :func:`render_tracked` (one instrumented render) and
+:func:`probe_environment`.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import functools
 import inspect
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import jinja2
 import jinja2.nodes
@@ -160,12 +165,6 @@ class _Suppressed:
             self.rec.suppressed -= 1
 
 
-def _touch(value: Any, op: str | None = None) -> None:
-    rec = _active()
-    if rec is not None:
-        rec.mark(value, op)
-
-
 def _is_tracked(value: Any) -> bool:
     return isinstance(value, (TrackedDict, TrackedList, TrackedStr))
 
@@ -183,50 +182,11 @@ class TrackedList(list):
     __slots__ = ()
 
 
-def _str_hook(name: str, op: str | None = None) -> Callable[..., Any]:
-    base = getattr(str, name)
-
-    def method(self: str, *args: Any) -> Any:
-        _touch(self, op)
-        return base(self, *args)
-
-    method.__name__ = name
-    return method
-
-
 class TrackedStr(str):
-    """A ``str`` that records being read at Python level: printed (``str()``), compared, concatenated,
-    formatted or searched. Otherwise a plain string (``is string``, ``tojson``, methods)."""
+    """A ``str`` with its own identity, so its usage can be recorded; otherwise a plain string
+    (``is string``, ``tojson``, methods, printing, comparison)."""
 
     __slots__ = ()
-
-    __str__ = _str_hook("__str__")
-    __format__ = _str_hook("__format__")
-    __eq__ = _str_hook("__eq__")
-    __ne__ = _str_hook("__ne__")
-    __lt__ = _str_hook("__lt__")
-    __le__ = _str_hook("__le__")
-    __gt__ = _str_hook("__gt__")
-    __ge__ = _str_hook("__ge__")
-    __add__ = _str_hook("__add__")
-    __mul__ = _str_hook("__mul__")
-    __rmul__ = _str_hook("__rmul__")
-    __mod__ = _str_hook("__mod__")
-    __contains__ = _str_hook("__contains__")
-
-    def __radd__(self, other: Any) -> Any:
-        _touch(self)
-        if isinstance(other, str):
-            return str.__add__(other, str.__str__(self))
-        return NotImplemented
-
-    def __rmod__(self, other: Any) -> Any:
-        _touch(self)
-        if isinstance(other, str):
-            return str.__mod__(other, str.__str__(self))
-        return NotImplemented
-
-    __hash__ = str.__hash__
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -300,9 +260,27 @@ def _contains(item: Any, container: Any) -> bool:
     return item in container
 
 
+_IDENT_FILTER = "ct_identifier"
+
+
+def _identifier(value: Any) -> Any:
+    """Applied to every variable read in probe renders: llama.cpp marks a value used whenever an identifier
+    bound to it is evaluated (``{% set c = m.get('x') %}{% if c %}`` uses ``x``'s value)."""
+    rec = _active()
+    if rec is not None:
+        rec.mark(value)
+    return value
+
+
 class _ProbeRewriter(jinja2.visitor.NodeTransformer):
-    """Rewrites a parsed template for probe renders: every ``for`` iterable goes through
-    :func:`_for_iterable`, every single ``a in b`` / ``a not in b`` through :func:`_contains`."""
+    """Rewrites a parsed template for probe renders: every variable read goes through :func:`_identifier`,
+    every ``for`` iterable through :func:`_for_iterable`, every single ``a in b`` / ``a not in b`` through
+    :func:`_contains`."""
+
+    def visit_Name(self, node: jinja2.nodes.Name) -> jinja2.nodes.Node:
+        if node.ctx != "load":
+            return node
+        return jinja2.nodes.Filter(node, _IDENT_FILTER, [], [], None, None, lineno=node.lineno)
 
     def visit_For(self, node: jinja2.nodes.For) -> jinja2.nodes.Node:
         self.generic_visit(node)
@@ -471,20 +449,70 @@ def _tracking_env() -> jinja2.Environment:
             env.filters[k] = _llama_refusal(k, env.filters[k], check)
     env.filters[_FOR_FILTER] = _for_iterable
     env.filters[_IN_FILTER] = _contains
+    env.filters[_IDENT_FILTER] = _identifier
     env.tests = {k: _wrap_filter(k, f, "test_is_") for k, f in env.tests.items()}
     return env
+
+
+# Methods llama.cpp gives an undefined value (value.cpp ``value_undefined_t::get_builtins``): each returns
+# an empty value of its kind; None stands for "undefined".
+_UNDEFINED_BUILTINS: dict[str, Any] = {
+    "capitalize": "", "first": None, "items": (), "join": "", "last": None, "length": 0, "list": (),
+    "lower": "", "map": (), "max": None, "min": None, "reject": (), "rejectattr": (), "replace": "",
+    "reverse": (), "safe": "", "select": (), "selectattr": (), "sort": (), "string": "", "strip": "",
+    "sum": 0, "title": "", "truncate": "", "unique": (), "upper": "", "wordcount": 0, "default": None,
+}
+
+
+class _ProbeUndefined(jinja2.ChainableUndefined):
+    """Undefined as llama.cpp's engine treats it: a member or item of an undefined value is undefined (no
+    error), and its builtin methods return empty values."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name[:2] == "__":
+            raise AttributeError(name)
+        if name in _UNDEFINED_BUILTINS:
+            empty = _UNDEFINED_BUILTINS[name]
+
+            def method(*args: Any, **kwargs: Any) -> Any:
+                return _ProbeUndefined(name=name) if empty is None else (
+                    [] if empty == () else empty)
+
+            return method
+        return self
+
+
+def _finalize(value: Any) -> Any:
+    """What ``{{ value }}`` prints in llama.cpp's engine: strings and numbers as text, a list as its items'
+    text concatenated, and nothing at all for a mapping, none or undefined."""
+    if isinstance(value, str):
+        return value
+    if value is None or isinstance(value, (jinja2.Undefined, dict)):
+        return ""
+    if isinstance(value, (list, tuple)):
+        return "".join(str(_finalize(v)) for v in value if isinstance(v, (str, int, float, list, tuple)))
+    return value
+
+
+@functools.lru_cache(maxsize=1)
+def _probe_env() -> jinja2.Environment:
+    """The environment probe renders compile with: :func:`_tracking_env` plus llama.cpp's undefined values
+    and output of non-strings."""
+    return _tracking_env().overlay(undefined=_ProbeUndefined, finalize=_finalize)
 
 
 def probe_environment() -> jinja2.Environment:
     """The probe environment: the project's sandbox configuration plus the llama.cpp engine behaviours
     listed in the module docstring (and usage recording, active only inside :func:`render_tracked`).
     Shared, cached; callers that change filters must ``overlay()`` it first."""
-    return _tracking_env()
+    return _probe_env()
 
 
 @functools.lru_cache(maxsize=256)
 def _compile_tracking(source: str) -> jinja2.Template:
-    return _tracking_env().from_string(source)
+    return _probe_env().from_string(source)
 
 
 @dataclass
