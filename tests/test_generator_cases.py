@@ -1,0 +1,124 @@
+"""The generated parser on llama.cpp's own test cases (reference/cases.jsonl), for every template the reference
+routes to the auto-parser.
+
+Each case's parser is built from the reference analysis, the case request and the case's generation prompt
+(rendered with the request path of :mod:`core.chat.prompt`; the reference's one-tool generation prompt when this
+renderer cannot render the template). A case passes when the final parse and the accumulated streaming deltas
+(every prefix parsed as partial) both equal ``expect`` as reference/README.md compares them, and no partial
+parse ever takes back text it already emitted.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from core.analysis.result import TemplateAnalysis
+from core.chat.generator import GeneratedParser, ParserState, generate_parser
+from core.chat.message import AssistantMessage, apply_deltas, compute_deltas
+from core.chat.request import ChatRequest
+from core.templating import ChatTemplate
+
+from .conftest import TEMPLATES
+
+MIN_PASS_RATE = 0.99
+
+
+def case_generation_prompt(case: dict, row: dict, analysis: TemplateAnalysis, request: ChatRequest) -> str:
+    """Generation prompt of ``case`` (request path), falling back to the reference's when rendering fails."""
+    try:
+        from core.chat.prompt import generation_prompt, prepare_request
+
+        template = ChatTemplate((TEMPLATES / case["template"]).read_text(encoding="utf-8"), case["template"])
+        return generation_prompt(prepare_request(template, request, caps=analysis.caps))
+    except Exception:  # noqa: BLE001 - templates jinja2 renders differently from llama.cpp
+        return row["apply"]["generation_prompt"]
+
+
+def case_parser(case: dict, row: dict, **overrides: Any) -> GeneratedParser:
+    """The generated parser for a reference case (``overrides`` replace request fields)."""
+    analysis = TemplateAnalysis.from_json(row["analysis"])
+    request = ChatRequest.from_dict({**case, **overrides})
+    return generate_parser(analysis, request, case_generation_prompt(case, row, analysis, request))
+
+
+def _norm_args(a: Any) -> str:
+    try:
+        return json.dumps(json.loads(a), sort_keys=True)
+    except (TypeError, ValueError):
+        return ""
+
+
+def message_mismatch(expect: dict, got: dict) -> str | None:
+    """The reference comparison (reference/README.md); ``None`` when equal."""
+    for key in ("content", "reasoning_content"):
+        e, g = (expect.get(key) or "").strip(), (got.get(key) or "").strip()
+        if e != g:
+            return f"{key}: expected {e[:60]!r}, got {g[:60]!r}"
+    et, gt = expect.get("tool_calls") or [], got.get("tool_calls") or []
+    if len(et) != len(gt):
+        return f"tool_calls: expected {len(et)}, got {len(gt)}"
+    for i, (e, g) in enumerate(zip(et, gt)):
+        if e["function"]["name"] != g["function"]["name"]:
+            return f"tool_calls[{i}].name: expected {e['function']['name']!r}, got {g['function']['name']!r}"
+        if _norm_args(e["function"]["arguments"]) != _norm_args(g["function"]["arguments"]):
+            return f"tool_calls[{i}].arguments: expected {e['function']['arguments']!r}, " \
+                   f"got {g['function']['arguments']!r}"
+        if e.get("id") and e.get("id") != g.get("id"):
+            return f"tool_calls[{i}].id: expected {e.get('id')!r}, got {g.get('id')!r}"
+    return None
+
+
+def check_case(case: dict, parser: GeneratedParser) -> str | None:
+    """``None`` when the case passes, else why it fails (final parse, then streaming)."""
+    text = case["input"]
+    final = parser.parse(text, case["is_partial"]).to_openai()
+    why = message_mismatch(case["expect"], final)
+    if why:
+        return "final " + why
+    prev = acc = AssistantMessage()
+    state = ParserState()
+    for i in range(1, len(text) + 1):
+        cur = parser.parse(text[:i], True, state=state)
+        try:
+            acc = apply_deltas(acc, compute_deltas(prev, cur))
+        except ValueError as e:
+            return f"stream: prefix of {i} chars takes back text ({e})"
+        if acc.to_openai() != cur.to_openai():
+            return f"stream: accumulated deltas differ from the parse after {i} chars"
+        prev = cur
+    why = message_mismatch(case["expect"], acc.to_openai())
+    return "stream " + why if why else None
+
+
+def autoparser_cases(reference_analysis: dict, reference_cases: list) -> list[tuple[dict, dict]]:
+    return [(c, reference_analysis[c["template"]]) for c in reference_cases
+            if reference_analysis.get(c["template"], {}).get("route") == "autoparser"]
+
+
+def test_autoparser_cases_pass(reference_analysis, reference_cases):
+    cases = autoparser_cases(reference_analysis, reference_cases)
+    assert len(cases) == 102
+    failures = []
+    for case, row in cases:
+        why = check_case(case, case_parser(case, row))
+        if why:
+            failures.append(f"{case['id']} [{case['template']}]: {why}")
+    rate = 1 - len(failures) / len(cases)
+    print(f"auto-parser reference cases: {len(cases) - len(failures)}/{len(cases)} pass")
+    assert rate >= MIN_PASS_RATE, "failing cases:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("case_id", ["ref-0049", "ref-0187", "ref-0303", "ref-0095", "ref-0402"])
+def test_selected_cases_individually(reference_analysis, reference_cases, case_id):
+    case = next(c for c in reference_cases if c["id"] == case_id)
+    assert check_case(case, case_parser(case, reference_analysis[case["template"]])) is None
+
+
+def test_a_broken_parser_is_detected(reference_analysis, reference_cases):
+    """The checker itself catches a wrong message (so the rate above means something)."""
+    case = next(c for c in reference_cases if c["id"] == "ref-0187")
+    parser = case_parser(case, reference_analysis[case["template"]], parallel_tool_calls=False)
+    assert check_case(case, parser) is not None
