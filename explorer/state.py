@@ -107,6 +107,16 @@ class CurrentTemplate:
     revision: str | None = None
 
     @property
+    def file_stem(self) -> str:
+        """A safe file-name stem for downloads: the name without variant and extension, other characters than
+        letters, digits, ``.``, ``_``, ``-`` replaced by ``_`` (``org/model`` → ``org_model``)."""
+        import re
+
+        base = self.name.split(":")[0]
+        base = base.rsplit(".", 1)[0] if base.endswith((".jinja", ".j2", ".json", ".gguf")) else base
+        return re.sub(r"[^\w.-]+", "_", base).strip("._") or "template"
+
+    @property
     def digest(self) -> str:
         return source_digest(self.source)
 

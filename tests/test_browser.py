@@ -165,3 +165,47 @@ def test_load_pick_template_parse(app_url, browser):
     assert diff.locator("tool_use").count() == 0
     assert not errors, errors
     page.close()
+
+
+def test_other_pages_render(app_url, browser):
+    """Overview source tab, Overrides, Grammar and Corpus pages draw in a real browser (screenshots)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(app_url, wait_until="networkidle")
+    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
+    _wait_idle(page)
+    page.get_by_role("tab", name="Template source").click()
+    code = page.locator(".cte-code").first
+    code.wait_for(timeout=30_000)
+    assert "<|im_start|>" in code.inner_text()
+    _shot(page, "10-overview-source")
+
+    def open_page(title: str) -> None:
+        page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).click()
+        page.get_by_role("heading", name=title).wait_for(timeout=60_000)
+        _wait_idle(page)
+
+    open_page("Overrides")
+    page.get_by_text("Difference from the automatic analysis").wait_for(timeout=30_000)
+    _shot(page, "11-overrides")
+
+    open_page("Grammar")
+    gbnf = page.locator(".cte-code").first
+    gbnf.wait_for(timeout=30_000)
+    assert "root ::=" in gbnf.inner_text() and "<tool_call>" in gbnf.inner_text()
+    _shot(page, "12-grammar")
+
+    open_page("Corpus")
+    folder = page.locator('[data-testid="stTextInput"]').filter(has_text="Folder of templates").locator("input")
+    folder.fill(str(ROOT / "assets" / "templates"))
+    folder.press("Enter")
+    _wait_idle(page)
+    page.get_by_role("button", name="Analyse 6 templates").click()
+    page.get_by_text("Select a row to open it.", exact=False).wait_for(timeout=120_000)
+    _wait_idle(page, timeout=120_000)
+    _shot(page, "13-corpus")
+    table = page.locator('[data-testid="stDataFrame"]').first
+    assert table.is_visible()
+    assert not errors, errors
+    page.close()

@@ -6,7 +6,7 @@ import streamlit as st
 
 from explorer import state
 from explorer.components.code_view import show_code
-from explorer.components.text import md
+from explorer.components.text import literal, md
 
 st.title("Grammar")
 tpl = state.attempt(state.current)
@@ -28,14 +28,15 @@ c3.metric("Triggers", len(parser.grammar_triggers or []))
 
 if parser.grammar:
     show_code(parser.grammar, "gbnf", max_height="36rem")
-    stem = tpl.name.split(":")[0].rsplit(".", 1)[0] or "template"
-    st.download_button("Download grammar (.gbnf)", parser.grammar, file_name=f"{stem}.gbnf", mime="text/plain")
+    st.download_button("Download grammar (.gbnf)", parser.grammar, file_name=f"{tpl.file_stem}.gbnf",
+                       mime="text/plain")
 else:
     st.info("No grammar for this request: llama.cpp builds one when tools are given with a tool format and "
             "tool_choice is auto (with a trigger) or required, or when a JSON schema is set.")
 
 st.subheader("Triggers")
-trig = pd.DataFrame([{"type": getattr(t.type, "value", str(t.type)), "value": t.value}
+st.caption("Values as JSON strings, so whitespace shows (\\n is a newline).")
+trig = pd.DataFrame([{"type": getattr(t.type, "value", str(t.type)), "value": literal(t.value)}
                      for t in parser.grammar_triggers or []], columns=["type", "value"])
 st.dataframe(trig, hide_index=True, width="stretch")
 

@@ -206,7 +206,7 @@ export = {"template": tpl.name, "template_digest": D, "disabled_workarounds": li
 c1, c2 = st.columns(2)
 with c1:
     st.download_button("Export overrides (JSON)", json.dumps(export, indent=2, ensure_ascii=False),
-                       file_name=f"{tpl.name.split(':')[0].rsplit('.', 1)[0]}.overrides.json",
+                       file_name=f"{tpl.file_stem}.overrides.json",
                        mime="application/json")
     st.button("Reset all overrides", on_click=_reset_all)
 with c2:
