@@ -12,8 +12,8 @@ from core.chat.cli_commands import TemplateDir, run_case
 
 from .conftest import REFERENCE, TEMPLATES
 
-# Pass rate achieved (both the final message and the accumulated deltas); raise it as failures get fixed.
-MIN_PASS_RATE = float(os.environ.get("CONFORMANCE_MIN_RATE", "0.0"))
+# Pass rate achieved (both the final message and the accumulated deltas): 354/354 when this was written.
+MIN_PASS_RATE = float(os.environ.get("CONFORMANCE_MIN_RATE", "1.0"))
 
 
 def _norm_args(a):

@@ -12,16 +12,38 @@ message, emit the diffs — parser notes §5.5) and returns the deltas. Guarante
 * ``finish()`` parses the whole text as final and emits what is left.
 
 Resuming: if the parser offers ``session()`` (an object with ``parse(text, is_partial) -> AssistantMessage``
-that may reuse work from earlier calls on a prefix of ``text``), every step goes through one session, so an
-engine with incremental parsing makes streaming linear instead of quadratic. Otherwise each step re-parses the
-whole prefix. A cheap skip also avoids re-parsing when a feed adds no text.
+that may reuse work from earlier calls on a prefix of ``text``), or incremental state (``new_state()``, or a
+``state`` keyword on ``parse`` as :class:`core.chat.generator.GeneratedParser` has: the PEG engine then memoizes
+every rule result that did not look at the end of the input and remembers how far each ``until`` searched),
+every step goes through it, so only the unstable tail is re-parsed. Otherwise each step re-parses the whole
+prefix. A feed that adds no text does not parse at all.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 from .message import AssistantMessage, MessageDelta, StreamRetractionError, ToolCallDelta, compute_deltas
+
+
+def _new_state(parser: Any) -> Any:
+    """A fresh incremental-parse state for ``parser``, or None. Parsers announce support either with
+    ``new_state()`` or with a ``state`` keyword on ``parse`` (the generator's :class:`ParserState`)."""
+    factory = getattr(parser, "new_state", None)
+    if callable(factory):
+        return factory()
+    try:
+        params = inspect.signature(parser.parse).parameters
+    except (TypeError, ValueError):
+        return None
+    if "state" not in params:
+        return None
+    try:
+        from .generator import ParserState  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return ParserState()
 
 
 def _parse_fn(parser: Any) -> Callable[[str, bool], AssistantMessage]:
@@ -33,6 +55,16 @@ def _parse_fn(parser: Any) -> Callable[[str, bool], AssistantMessage]:
             session = None
         if session is not None and callable(getattr(session, "parse", None)):
             return session.parse
+    try:
+        state = _new_state(parser)
+    except Exception:
+        state = None
+    if state is not None:
+        parse = parser.parse
+
+        def parse_with_state(text: str, is_partial: bool) -> AssistantMessage:
+            return parse(text, is_partial, state=state)
+        return parse_with_state
     return parser.parse
 
 
