@@ -122,7 +122,7 @@ class GeneratedParser:
             try:
                 cache = state.cache(entry) if state is not None else None
                 r = self.arena.parse(text, lenient=True, entry=entry, cache=cache)
-            except RecursionError:
+            except (RecursionError, MemoryError):  # absurdly deep nesting: try the next, simpler entry
                 continue
             if not r.fail:
                 if state is not None:
