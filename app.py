@@ -4,6 +4,8 @@ Run: ``streamlit run app.py``. Pages live in ``explorer/pages/``; state and cach
 ``explorer/state.py``. Works offline: the bundled examples in ``assets/templates/`` are the default.
 """
 
+import logging
+
 import streamlit as st
 
 from explorer import state
@@ -24,4 +26,8 @@ PAGES = [
 
 nav = st.navigation(PAGES)
 sidebar.render()
-nav.run()
+try:
+    nav.run()
+except Exception as e:  # noqa: BLE001 - a failing page shows a message, never a traceback (logged for us)
+    logging.getLogger("explorer").exception("page failed")
+    state.show_error(e, "This page failed: ")

@@ -114,3 +114,18 @@ def test_output_with_html_shown_as_text():
     assert any("<script>alert(1)</script>" in t for t in html_texts(at))
     assert all("<script" not in m.value for m in at.markdown)
     assert "Parser: auto-parser" in unmd(at.caption[0].value)
+
+
+def test_typed_output_survives_template_and_page_switches():
+    at = page(start(), "playground")
+    assert at.text_area(key="in_output").value.startswith("The user wants the weather")  # bundled sample
+    # an untouched sample follows the template
+    at.selectbox(key="in_quick_bundled").select("xml-function-tags.jinja").run()
+    assert at.text_area(key="in_output").value.startswith("Let me check.\n<tool_use>")
+    # text the user typed stays, across templates and pages
+    at.text_area(key="in_output").input("my own output").run()
+    at.selectbox(key="in_quick_bundled").select("plain-chat.jinja").run()
+    assert at.text_area(key="in_output").value == "my own output"
+    at = page(page(at, "grammar"), "playground")
+    assert at.text_area(key="in_output").value == "my own output"
+    assert json.loads(at.json[0].value)["content"] == "my own output"

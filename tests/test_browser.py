@@ -209,3 +209,37 @@ def test_other_pages_render(app_url, browser):
     assert table.is_visible()
     assert not errors, errors
     page.close()
+
+
+def test_upload_tokenizer_config_with_variants(app_url, browser, tmp_path):
+    """Upload a tokenizer_config.json holding two named templates; pick the tool_use variant."""
+    import json
+
+    chatml = (ROOT / "assets" / "templates" / "chatml-think-tools.jinja").read_text(encoding="utf-8")
+    plain = (ROOT / "assets" / "templates" / "plain-chat.jinja").read_text(encoding="utf-8")
+    cfg = tmp_path / "tokenizer_config.json"
+    cfg.write_text(json.dumps({"chat_template": [{"name": "default", "template": plain},
+                                                 {"name": "tool_use", "template": chatml}]}), encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(app_url, wait_until="networkidle")
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Sources").click()
+    page.get_by_role("heading", name="Sources").wait_for(timeout=60_000)
+    page.get_by_text("Upload a file").click()
+    _wait_idle(page)
+    page.locator('input[type="file"]').set_input_files(str(cfg))
+    page.get_by_role("button", name="Load this file").click()
+    page.get_by_text("Loaded tokenizer_config.json", exact=False).wait_for(timeout=60_000)
+    _wait_idle(page)
+    _pick(page, "Variant", "tool_use")
+    _shot(page, "20-upload-variants")
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Overview").click()
+    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
+    _wait_idle(page)
+    page.get_by_text("tokenizer_config.json:tool_use", exact=False).first.wait_for(timeout=30_000)
+    text = " ".join(page.locator('[data-testid="stMetric"]').all_inner_texts())
+    assert "TAG_BASED" in text and "JSON_NATIVE" in text, text
+    _shot(page, "21-upload-overview")
+    assert not errors, errors
+    page.close()
