@@ -13,7 +13,7 @@ replaces the list after earlier rules may have appended to it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..diff import trim
