@@ -222,6 +222,22 @@ def test_call_block_caller_is_not_counted_as_an_argument():
     assert r.success and r.output == "1x"
 
 
+def test_builtins_llama_cpp_lacks_for_a_type_fail():
+    r, _ = _usage("{{ messages[0].content | first }}", [{"content": "abc"}])
+    assert not r.success and "filter 'first'" in r.error
+    r, _ = _usage("{{ messages[0].content.find('b') }}", [{"content": "abc"}])  # str.find: no llama builtin
+    assert not r.success
+    r, _ = _usage("{{ messages[0].copy }}|{{ messages[0].content.upper() }}|{{ 5 | upper }}",
+                  [{"content": "abc", "copy": "kept"}])
+    assert r.success and r.output == "kept|ABC|5"
+
+
+def test_undefined_members_chain_and_non_strings_print_like_llama_cpp():
+    r, _ = _usage("[{{ messages[3].content.text }}][{{ messages[0] }}][{{ none }}][{{ ['a', ['b', 1]] }}]",
+                  [{"content": "abc"}])
+    assert r.success and r.output == "[][][][ab1]"
+
+
 def test_in_with_undefined_left_side_fails():
     r, _ = _usage("{{ nothing in messages }}", [])
     assert not r.success

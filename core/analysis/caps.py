@@ -351,6 +351,66 @@ def _llama_refusal(name: str, fn: Callable[..., Any], check: Callable[..., str |
     return wrapper
 
 
+# Builtins (filters and methods) llama.cpp's engine has per input type (value.cpp ``*_t::get_builtins``);
+# anything else fails there ("Unknown (built-in) filter"), or is undefined when read as a member.
+_LLAMA_BUILTINS: dict[str, frozenset[str]] = {
+    "int": frozenset("abs default float int safe string tojson".split()),
+    "float": frozenset("abs default float int safe string tojson".split()),
+    "bool": frozenset("default float int safe string tojson".split()),
+    "string": frozenset("capitalize default endswith float format indent int join length lower lstrip replace "
+                        "rsplit rstrip safe slice split startswith string strip title tojson upper".split()),
+    "array": frozenset("append default first join last length list map max min pop reject rejectattr reverse "
+                       "select selectattr slice sort string tojson unique".split()),
+    "object": frozenset("dictsort get items join keys length string tojson values".split()),
+    "none": frozenset("default items map reject rejectattr safe select selectattr string tojson unique".split()),
+    "undefined": frozenset("capitalize default first items join last length list lower map max min reject "
+                           "rejectattr replace reverse safe select selectattr sort string strip sum title "
+                           "truncate unique upper wordcount".split()),
+}
+_FILTER_ALIASES = {"count": "length", "d": "default", "e": "escape", "trim": "strip"}
+# filters llama.cpp applies to the string form of a non-string input
+_STRING_COERCED = frozenset("capitalize lower replace strip title upper wordcount".split())
+
+
+def _llama_type(value: Any) -> str | None:
+    if isinstance(value, jinja2.Undefined):
+        return "undefined"
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return None  # namespaces, loop objects, ranges…: not checked
+
+
+def _llama_filter_check(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Refuse a filter llama.cpp's engine does not have for the input's type."""
+    idx = 1 if jinja2.utils._PassArg.from_obj(fn) is not None else 0
+    llama_name = _FILTER_ALIASES.get(name, name)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > idx:
+            kind = _llama_type(args[idx])
+            if kind not in (None, "undefined", "string") and llama_name in _STRING_COERCED:
+                kind = "string"
+            if kind is not None and llama_name not in _LLAMA_BUILTINS[kind]:
+                raise jinja2.exceptions.TemplateRuntimeError(
+                    f"unknown (built-in) filter {name!r} for a {kind} value")
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
 def _property_op(obj: Any, key: Any) -> str:
     if isinstance(obj, dict):
         return "object_access"
@@ -401,7 +461,16 @@ def _tracking_env() -> jinja2.Environment:
             pass
 
         def getattr(self, obj: Any, attribute: str) -> Any:
-            result = super().getattr(obj, attribute)
+            kind = _llama_type(obj)
+            if (kind in ("string", "array", "object") and isinstance(attribute, str)
+                    and hasattr(type(obj), attribute) and attribute not in _LLAMA_BUILTINS[kind]):
+                # a Python method llama.cpp lacks: a mapping's key of that name, else undefined
+                if kind == "object" and attribute in obj:
+                    result = dict.__getitem__(obj, attribute)
+                else:
+                    result = self.undefined(obj=obj, name=attribute)
+            else:
+                result = super().getattr(obj, attribute)
             rec = _active()
             if rec is not None and _is_tracked(obj):
                 is_method = isinstance(attribute, str) and hasattr(type(obj), attribute)
@@ -443,7 +512,9 @@ def _tracking_env() -> jinja2.Environment:
             return _ProbeRewriter().visit(super()._parse(source, name, filename))
 
     env.__class__ = _TrackingSandbox
-    env.filters = {k: _wrap_filter(k, f) for k, f in env.filters.items()}
+    env.filters = {k: _wrap_filter(k, _llama_filter_check(k, f)) for k, f in env.filters.items()}
+    for k in ("lipsum", "cycler", "joiner"):  # jinja2 globals llama.cpp's engine does not have
+        env.globals.pop(k, None)
     for k, check in _LLAMA_REFUSALS.items():
         if k in env.filters:
             env.filters[k] = _llama_refusal(k, env.filters[k], check)
