@@ -40,7 +40,8 @@ def app_url():
         pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: apt-get install chromium)")
     port = _free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    log = open(ARTIFACTS / "streamlit.log", "w") if ARTIFACTS.mkdir(parents=True, exist_ok=True) is None else None
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log = open(ARTIFACTS / "streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
@@ -73,6 +74,8 @@ def app_url():
 
 @pytest.fixture(scope="module")
 def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -242,4 +245,54 @@ def test_upload_tokenizer_config_with_variants(app_url, browser, tmp_path):
     assert "TAG_BASED" in text and "JSON_NATIVE" in text, text
     _shot(page, "21-upload-overview")
     assert not errors, errors
+    page.close()
+
+
+HOSTILE = """{#- <script>alert('template')</script> <img src=x onerror=alert(1)> -#}
+{%- for m in messages -%}<script>{{ m.role }}</script><b>{{ m.content }}</b>{% endfor -%}
+{%- if add_generation_prompt -%}<iframe src="javascript:alert(2)"></iframe>{%- endif -%}"""
+
+
+def test_hostile_template_is_text_in_the_browser(app_url, browser):
+    """A pasted template full of HTML/JS: shown as text everywhere, no element or dialog created from it."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(app_url, wait_until="networkidle")
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Sources").click()
+    page.get_by_role("heading", name="Sources").wait_for(timeout=60_000)
+    page.get_by_text("Paste text").click()
+    _wait_idle(page)
+    name = page.locator('[data-testid="stTextInput"]').filter(has_text="Name").locator("input")
+    name.fill("<img src=x onerror=alert(3)>.jinja")
+    name.press("Enter")
+    area = page.locator('[data-testid="stTextArea"]').filter(has_text="Jinja template").locator("textarea")
+    area.fill(HOSTILE)
+    area.press("Control+Enter")
+    _wait_idle(page)
+    page.get_by_role("button", name="Use this text").click()
+    page.get_by_text("Loaded", exact=False).first.wait_for(timeout=60_000)
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Overview").click()
+    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
+    _wait_idle(page)
+    page.get_by_text("<img src=x onerror=alert(3)>.jinja").first.wait_for(timeout=30_000)
+    page.get_by_role("tab", name="Template source").click()
+    code = page.locator(".cte-code").first
+    code.wait_for(timeout=30_000)
+    assert "<script>alert('template')</script>" in code.inner_text()
+    _shot(page, "30-hostile-source")
+    main = page.locator('[data-testid="stMain"]')
+    assert main.locator("script, iframe, img[src='x']").count() == 0
+    assert main.locator("b").filter(has_text="U_USER_MSG").count() == 0
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Comparisons").click()
+    page.get_by_role("heading", name="Comparisons").wait_for(timeout=60_000)
+    _wait_idle(page)
+    _pick(page, "Show", "generation_prompt")
+    diff = page.locator(".cte-diff").first
+    diff.wait_for(timeout=30_000)
+    assert '<iframe src="javascript:alert(2)"></iframe>' in diff.inner_text().replace("·", " ")
+    diff.scroll_into_view_if_needed()
+    _shot(page, "31-hostile-diff")
+    assert main.locator("script, iframe, img[src='x']").count() == 0
+    assert not dialogs, dialogs
     page.close()
