@@ -315,7 +315,9 @@ def test_time_limit_stops_remaining_probes():
 # ------------------------------------------------------------------------------------------------------
 
 # Expected caps were produced by llama.cpp's own engine (common/jinja, built from the vendored source that
-# made the reference) for each snippet; flags as bits, in sorted flag order: ['supports_object_arguments', 'supports_parallel_tool_calls', 'supports_preserve_reasoning', 'supports_reasoning_effort', 'supports_string_content', 'supports_system_role', 'supports_tool_calls', 'supports_tools', 'supports_typed_content']
+# made the reference) for each snippet; flags as bits, in sorted flag order (object_arguments,
+# parallel_tool_calls, preserve_reasoning, reasoning_effort, string_content, system_role, tool_calls, tools,
+# typed_content).
 LLAMA_CPP_SNIPPETS = [
     ('{{ messages[0].content }}',
      '000011000'),
