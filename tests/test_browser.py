@@ -9,7 +9,6 @@ message on the page, and checks that template text with HTML is displayed as tex
 from __future__ import annotations
 
 import os
-import pathlib
 import socket
 import subprocess
 import sys
