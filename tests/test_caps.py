@@ -193,6 +193,20 @@ def test_list_append_is_allowed_in_probes_only():
         ChatTemplate(src).render({"messages": []})
 
 
+def test_probe_renders_keep_the_sandbox_and_bound_append(tmp_path):
+    canary = tmp_path / "canary"
+    for payload in ["{{ ''.__class__.__mro__[1].__subclasses__() }}",
+                    "{{ messages[0].content.__class__ }}",
+                    "{{ messages.__class__.__base__ }}",
+                    "{{ cycler.__init__.__globals__ }}",
+                    "{{ lipsum.__globals__['os'].system('touch " + str(canary) + "') }}"]:
+        r, _ = _usage(payload, [{"content": "x"}])
+        assert not r.success, payload
+    assert not canary.exists()
+    r, _ = _usage("{% set l = [1] %}{% for x in l %}{% set _ = l.append(1) %}{% endfor %}", [])
+    assert not r.success and "append" in r.error
+
+
 def test_two_argument_selectattr_and_filter_mapping_fail_as_in_llama_cpp():
     r, _ = _usage("{{ messages | selectattr('tool_calls', 'undefined') | list }}", [{"role": "user"}])
     assert not r.success and "unknown test" in r.error

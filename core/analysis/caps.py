@@ -50,6 +50,7 @@ import jinja2.utils
 import jinja2.visitor
 
 from .. import templating as _templating
+from ..errors import RenderLimitError
 from ..templating import ChatTemplate
 from .result import Caps
 
@@ -226,6 +227,8 @@ _LLAMA_TESTS = frozenset({
 
 # list methods llama.cpp's engine lets a template call although they mutate (value.cpp array builtins)
 _LLAMA_MUTATORS = frozenset({"append", "pop"})
+# bound on a list a template grows with append() (a loop appending to the list it walks never ends)
+_MAX_LIST_ITEMS = 100_000
 
 _FOR_FILTER = "ct_for_iterable"
 
@@ -463,6 +466,7 @@ def _tracking_env() -> jinja2.Environment:
         def getattr(self, obj: Any, attribute: str) -> Any:
             kind = _llama_type(obj)
             if (kind in ("string", "array", "object") and isinstance(attribute, str)
+                    and not attribute.startswith("_")  # internals: the sandbox refuses them loudly
                     and hasattr(type(obj), attribute) and attribute not in _LLAMA_BUILTINS[kind]):
                 # a Python method llama.cpp lacks: a mapping's key of that name, else undefined
                 if kind == "object" and attribute in obj:
@@ -487,9 +491,13 @@ def _tracking_env() -> jinja2.Environment:
             return result
 
         def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+            owner = getattr(__obj, "__self__", None)
+            if (isinstance(owner, list) and getattr(__obj, "__name__", "") == "append"
+                    and len(owner) >= _MAX_LIST_ITEMS):
+                raise RenderLimitError("<render>", f"list grown beyond {_MAX_LIST_ITEMS} items by append()")
             if isinstance(__obj, jinja2.runtime.Macro):
                 args, kwargs = _llama_macro_binding(__self, __obj, args, kwargs)
-            elif _is_tracked(getattr(__obj, "__self__", None)):
+            elif _is_tracked(owner):
                 with _Suppressed():
                     return super().call(__context, __obj, *args, **kwargs)
             return super().call(__context, __obj, *args, **kwargs)
