@@ -72,12 +72,13 @@ class Scanner:
     Positions are character offsets into ``text``. Methods advance ``pos`` only on success.
     """
 
-    __slots__ = ("text", "pos", "n")
+    __slots__ = ("text", "pos", "n", "memo")
 
-    def __init__(self, text: str, pos: int = 0):
+    def __init__(self, text: str, pos: int = 0, memo: dict | None = None):
         self.text = text
         self.pos = pos
         self.n = len(text)
+        self.memo = memo  # completed values by (kind, position), valid while the text only grows
 
     # -- primitives ------------------------------------------------------------------------------------------
     def at_end(self) -> bool:
@@ -285,47 +286,58 @@ def _skip_ws(text: str, pos: int) -> int:
     return _SPACE_RE.match(text, pos).end()
 
 
-def scan_json(text: str, pos: int) -> int:
+def scan_json(text: str, pos: int, memo: dict | None = None) -> int:
     """End of the JSON value at ``pos`` (llama.cpp ``json()``; no leading whitespace). Raises
-    :class:`Incomplete` (``end`` = how far the partial value reaches) or :class:`Mismatch`."""
+    :class:`Incomplete` (``end`` = how far the partial value reaches) or :class:`Mismatch`. ``memo`` caches the
+    ends of complete values (nested ones too) for parses of longer texts with the same beginning."""
+    if memo is not None:
+        hit = memo.get(("json", pos))
+        if hit is not None:
+            return hit
+    end = _scan_json(text, pos, memo)
+    if memo is not None:
+        memo[("json", pos)] = end
+    return end
+
+
+def _scan_json(text: str, pos: int, memo: dict | None) -> int:
     n = len(text)
     if pos >= n:
         raise Incomplete(n)
     c = text[pos]
-    if c == "{":
-        p = _skip_ws(text, pos + 1)
-        if p >= n:
-            raise Incomplete(n)
-        if text[p] == "}":
-            return p + 1
+    if c == "{" or c == "[":
+        close = "}" if c == "{" else "]"
+
+        def member(p: int) -> int:
+            if c == "{":
+                p = scan_quoted(text, p, '"')
+                p = _skip_ws(text, p)
+                p = scan_literal(text, p, ":")
+                p = _skip_ws(text, p)
+            return scan_json(text, p, memo)
+
+        key = ("jc", pos)
+        p = memo.get(key) if memo is not None else None  # resume after the last complete member
+        if p is None:
+            p = _skip_ws(text, pos + 1)
+            if p >= n:
+                raise Incomplete(n)
+            if text[p] == close:
+                return p + 1
+            p = member(p)
+            if memo is not None:
+                memo[key] = p
         while True:
-            p = scan_quoted(text, p, '"')
-            p = _skip_ws(text, p)
-            p = scan_literal(text, p, ":")
-            p = _skip_ws(text, p)
-            p = scan_json(text, p)
             p = _skip_ws(text, p)
             if p >= n:
                 raise Incomplete(n)
-            if text[p] == "}":
+            if text[p] == close:
                 return p + 1
             p = scan_literal(text, p, ",")
             p = _skip_ws(text, p)
-    if c == "[":
-        p = _skip_ws(text, pos + 1)
-        if p >= n:
-            raise Incomplete(n)
-        if text[p] == "]":
-            return p + 1
-        while True:
-            p = scan_json(text, p)
-            p = _skip_ws(text, p)
-            if p >= n:
-                raise Incomplete(n)
-            if text[p] == "]":
-                return p + 1
-            p = scan_literal(text, p, ",")
-            p = _skip_ws(text, p)
+            p = member(p)
+            if memo is not None:
+                memo[key] = p
     if c == '"':
         return scan_quoted(text, pos, '"')
     if c == "-" or c.isdigit():
@@ -336,10 +348,21 @@ def scan_json(text: str, pos: int) -> int:
     raise Mismatch(pos, "expected a JSON value")
 
 
-def scan_python_or_json(text: str, pos: int) -> int:
+def scan_python_or_json(text: str, pos: int, memo: dict | None = None) -> int:
     """End of a Python-or-JSON literal at ``pos`` (llama.cpp ``python_or_json_value``, used by LFM2): dicts
     (quoted keys, ``ws , ws`` separators), lists (``, ws`` separators), ``'…'`` / ``"…"`` strings, numbers,
-    ``True False None true false null``; containers swallow trailing whitespace."""
+    ``True False None true false null``; containers swallow trailing whitespace. ``memo`` as :func:`scan_json`."""
+    if memo is not None:
+        hit = memo.get(("py", pos))
+        if hit is not None:
+            return hit
+    end = _scan_python_or_json(text, pos, memo)
+    if memo is not None:
+        memo[("py", pos)] = end
+    return end
+
+
+def _scan_python_or_json(text: str, pos: int, memo: dict | None) -> int:
     n = len(text)
     if pos >= n:
         raise Incomplete(n)
@@ -359,7 +382,7 @@ def scan_python_or_json(text: str, pos: int) -> int:
             p = _skip_ws(text, p)
             p = scan_literal(text, p, ":")
             p = _skip_ws(text, p)
-            p = scan_python_or_json(text, p)
+            p = scan_python_or_json(text, p, memo)
             p = _skip_ws(text, p)
             if p >= n:
                 raise Incomplete(n)
@@ -374,7 +397,7 @@ def scan_python_or_json(text: str, pos: int) -> int:
         if text[p] == "]":
             return _skip_ws(text, p + 1)
         while True:
-            p = scan_python_or_json(text, p)
+            p = scan_python_or_json(text, p, memo)
             if p >= n:
                 raise Incomplete(n)
             if text[p] == ",":
@@ -405,27 +428,51 @@ def normalize_python_to_json(s: str) -> str:
     double-quoted, bare ``True``/``False``/``None`` (and their prefixes, so partial text stays monotonic)
     become ``true``/``false``/``null``; everything else is copied. Valid JSON passes through unchanged."""
     out: list[str] = []
-    in_single = in_double = False
-    i, n = 0, len(s)
+    _normalize_run(s, 0, False, False, out)
+    return "".join(out)
+
+
+def normalize_python_to_json_cached(s: str, memo: dict | None, key: Any) -> str:
+    """:func:`normalize_python_to_json` for a text that only grows between calls with the same ``key`` (a
+    streamed value): resumes from the checkpoint kept in ``memo`` instead of starting over."""
+    if memo is None:
+        return normalize_python_to_json(s)
+    ck = memo.get(("norm", key))
+    if ck is not None and ck[0] <= len(s) and s.startswith(ck[4]):
+        i, in_single, in_double, prefix, _ = ck
+        out = [prefix]
+    else:
+        i, in_single, in_double, out = 0, False, False, []
+    si, ss, sd, nparts = _normalize_run(s, i, in_single, in_double, out)
+    memo[("norm", key)] = (si, ss, sd, "".join(out[:nparts]), s[:si])
+    return "".join(out)
+
+
+_PLAIN_IN_STRING = re.compile(r"""[^\\'"]+""")
+_PLAIN_OUTSIDE = re.compile(r"""[^\\'"TFN]+""")
+
+
+def _normalize_run(s: str, i: int, in_single: bool, in_double: bool, out: list[str]) -> tuple[int, bool, bool, int]:
+    """Normalise ``s[i:]`` from the given string state, appending to ``out``. Returns a checkpoint
+    ``(index, in_single, in_double, len(out))`` from which a longer text with the same beginning can resume (the
+    start of the last step that did not depend on where the text ends)."""
+    n = len(s)
+    safe = (i, in_single, in_double, len(out))
     while i < n:
+        if i == 0 or not _is_word(s[i - 1]):
+            safe = (i, in_single, in_double, len(out))
         c = s[i]
         if c == "\\" and i + 1 < n:
             nxt = s[i + 1]
             if in_single:
-                if nxt == "'":
-                    out.append("'")
-                elif nxt == '"':
-                    out.append('\\"')
-                else:
-                    out.append(c + nxt)
+                out.append("'" if nxt == "'" else '\\"' if nxt == '"' else c + nxt)
                 i += 2
-                continue
-            if in_double:
+            elif in_double:
                 out.append(c + nxt)
                 i += 2
-                continue
-            out.append(c)
-            i += 1
+            else:
+                out.append(c)
+                i += 1
             continue
         if c == '"':
             if in_single:
@@ -433,16 +480,17 @@ def normalize_python_to_json(s: str) -> str:
             else:
                 in_double = not in_double
                 out.append(c)
-        elif c == "'":
+            i += 1
+            continue
+        if c == "'":
             if in_double:
                 out.append(c)
-            elif in_single:
-                in_single = False
-                out.append('"')
             else:
-                in_single = True
+                in_single = not in_single
                 out.append('"')
-        elif not in_single and not in_double and c in "TFN" and (i == 0 or not _is_word(s[i - 1])):
+            i += 1
+            continue
+        if not in_single and not in_double and c in "TFN" and (i == 0 or not _is_word(s[i - 1])):
             j = i
             while j < n and _is_word(s[j]):
                 j += 1
@@ -456,10 +504,11 @@ def normalize_python_to_json(s: str) -> str:
                 out.append(c)
                 i += 1
             continue
-        else:
-            out.append(c)
-        i += 1
-    return "".join(out)
+        m = (_PLAIN_IN_STRING if (in_single or in_double) else _PLAIN_OUTSIDE).match(s, i)
+        j = m.end() if m else i + 1
+        out.append(s[i:j])
+        i = j
+    return safe
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -549,9 +598,16 @@ class MessageBuilder:
             c.call.arguments += '"'
             c.quote_open = False
 
-    def arg_raw(self, value: str) -> None:
+    def arg_raw(self, value: str, memo: dict | None = None, key: Any = None) -> None:
+        """A typed value's text, Python literals normalised to JSON (``memo``/``key``: resume the normalisation
+        of a value that grows across streamed parses)."""
         if value:
-            self.current.call.arguments += normalize_python_to_json(value)
+            self.current.call.arguments += (normalize_python_to_json_cached(value, memo, key) if memo is not None
+                                            else normalize_python_to_json(value))
+
+    def arg_json(self, value: str) -> None:
+        """A value already read as JSON (or a prefix of JSON): appended as is (normalising it changes nothing)."""
+        self.current.call.arguments += value
 
     def arg_close(self) -> None:
         """End of one tagged argument: close a pending string quote (mapper ``tool-arg-close``)."""
@@ -588,11 +644,11 @@ def json_arg_value(sc: Scanner, b: "MessageBuilder", close: str) -> None:
     ``close``."""
     start = sc.pos
     try:
-        end = scan_json(sc.text, start)
+        end = scan_json(sc.text, start, sc.memo)
     except Incomplete as e:
-        b.arg_raw(sc.text[start:max(start, e.end)])
+        b.arg_json(sc.text[start:max(start, e.end)])
         raise
-    b.arg_raw(sc.text[start:end])
+    b.arg_json(sc.text[start:end])
     sc.pos = end
     sc.expect(close)
     b.arg_close()
@@ -611,12 +667,12 @@ def json_or_string_arg_value(sc: Scanner, b: "MessageBuilder", close: str) -> No
     else raw text as a string. Nothing is emitted while the JSON reading is still possible."""
     start = sc.pos
     try:
-        end = scan_json(sc.text, start)
+        end = scan_json(sc.text, start, sc.memo)
         r = Scanner(sc.text, end).check(close)
         if r == -1:
             raise Incomplete(sc.n)
         if r == 1:
-            b.arg_raw(sc.text[start:end])
+            b.arg_json(sc.text[start:end])
             sc.pos = end + len(close)
             b.arg_close()
             return
@@ -1083,10 +1139,18 @@ class HandlerParser:
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
         """Parse model ``output`` (text after the prompt). Never raises; see the class docstring."""
+        return self._parse(output, is_partial, None)
+
+    def session(self) -> "HandlerSession":
+        """A parsing session for streaming (used by :class:`core.chat.stream.StreamingParser`): parses of
+        growing prefixes reuse the complete values found by earlier parses."""
+        return HandlerSession(self)
+
+    def _parse(self, output: str, is_partial: bool, memo: dict | None) -> AssistantMessage:
         if not isinstance(output, str):
             output = "" if output is None else str(output)
         text = self.generation_prompt + output
-        sc = Scanner(text)
+        sc = Scanner(text, 0, memo)
         b = MessageBuilder(self.drop_blank_reasoning)
         try:
             self.body(sc, b)
@@ -1104,6 +1168,24 @@ class HandlerParser:
     def describe(self) -> str:
         head = f"{self.name} handler (hand-written, after llama.cpp common/parsers)"
         return head + ("\n" + self.description if self.description else "")
+
+
+class HandlerSession:
+    """Incremental parsing for a stream: ``parse(output, is_partial)`` as :meth:`HandlerParser.parse`, but while
+    each ``output`` extends the previous one, the ends of complete JSON / Python / Gemma values found earlier are
+    reused instead of re-scanned (a value complete in a prefix is the same value in any longer text), which
+    keeps streaming of large arguments close to linear. Another text resets the cache."""
+
+    def __init__(self, parser: HandlerParser):
+        self.parser = parser
+        self._text = ""
+        self._memo: dict = {}
+
+    def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
+        if not isinstance(output, str) or not output.startswith(self._text):
+            self._memo = {}
+        self._text = output if isinstance(output, str) else ""
+        return self.parser._parse(output, is_partial, self._memo)
 
 
 def word_trigger(value: str) -> GrammarTrigger:
@@ -1179,8 +1261,9 @@ def compare_messages(expect: dict[str, Any], got: dict[str, Any]) -> str | None:
 
 def check_reference_case(handler: Any, template: Any, case: dict[str, Any]) -> str | None:
     """Run one ``reference/cases.jsonl`` row through ``handler`` (a handler module): the final parse and the
-    accumulated deltas of parsing every prefix of ``input`` (partial) must both match ``expect``, and no
-    successive parse may take back emitted text. Returns None on success, else the reason."""
+    accumulated deltas of parsing every prefix of ``input`` (partial, through one :class:`HandlerSession`, each
+    step also checked against a one-shot parse) must both match ``expect``, and no successive parse may take
+    back emitted text. Returns None on success, else the reason."""
     from ..message import AssistantMessage, StreamRetractionError, apply_deltas, compute_deltas
 
     request = ChatRequest.from_dict(case)
@@ -1193,9 +1276,12 @@ def check_reference_case(handler: Any, template: Any, case: dict[str, Any]) -> s
         return "final " + why
     prev = AssistantMessage()
     acc = AssistantMessage()
+    session = parser.session()
     for i in range(1, len(text) + 1):
         partial = i < len(text) or bool(case.get("is_partial"))
-        cur = parser.parse(text[:i], partial)
+        cur = session.parse(text[:i], partial)
+        if cur != parser.parse(text[:i], partial):
+            return f"stream at {i}: the incremental session disagrees with a one-shot parse"
         try:
             acc = apply_deltas(acc, compute_deltas(prev, cur))
         except StreamRetractionError as e:

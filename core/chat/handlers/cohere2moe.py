@@ -85,7 +85,7 @@ def _make_body(view: C.RequestView):
         key(sc, "parameters")
         start = sc.pos
         try:
-            end = C.scan_json(sc.text, start)
+            end = C.scan_json(sc.text, start, sc.memo)
         except Incomplete as e:
             b.set_args(sc.text[start:max(start, e.end)])
             raise
@@ -123,7 +123,7 @@ def _make_body(view: C.RequestView):
         if view.has_schema:
             start = sc.pos
             try:
-                end = C.scan_json(sc.text, start)
+                end = C.scan_json(sc.text, start, sc.memo)
             except Incomplete as e:
                 b.add_content(sc.text[start:e.end])
                 raise

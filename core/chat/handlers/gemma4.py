@@ -109,9 +109,21 @@ def prepare_messages(messages: list[dict[str, Any]], normalized_source: str) -> 
 # ------------------------------------------------------------------------------------------------------------
 
 
-def _g4_value(text: str, pos: int) -> tuple[str, int, bool]:
+def _g4_value(text: str, pos: int, memo: dict | None = None) -> tuple[str, int, bool]:
     """Parse one Gemma value at ``pos``. Returns ``(json_text, end, done)``; ``done`` False means the input
-    ended inside it and ``json_text`` is the growing partial conversion. Raises :class:`Mismatch`."""
+    ended inside it and ``json_text`` is the growing partial conversion. Raises :class:`Mismatch`. ``memo``
+    caches complete values by position (see :class:`~._common.HandlerSession`)."""
+    if memo is not None:
+        hit = memo.get(("g4", pos))
+        if hit is not None:
+            return hit
+    out = _g4_value_uncached(text, pos, memo)
+    if memo is not None and out[2]:
+        memo[("g4", pos)] = out
+    return out
+
+
+def _g4_value_uncached(text: str, pos: int, memo: dict | None) -> tuple[str, int, bool]:
     n = len(text)
     if pos >= n:
         return "", n, False
@@ -125,9 +137,9 @@ def _g4_value(text: str, pos: int) -> tuple[str, int, bool]:
         return '"' + C.escape_json_inner(body), n, False
     c = text[pos]
     if c == "{":
-        return _g4_container(text, pos, "{", "}", True)
+        return _g4_container(text, pos, "{", "}", True, memo)
     if c == "[":
-        return _g4_container(text, pos, "[", "]", False)
+        return _g4_container(text, pos, "[", "]", False, memo)
     if c == "-" or c.isdigit():
         try:
             end = C.scan_number(text, pos)
@@ -144,7 +156,8 @@ def _g4_value(text: str, pos: int) -> tuple[str, int, bool]:
     raise Mismatch(pos, "expected a Gemma 4 value")
 
 
-def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool) -> tuple[str, int, bool]:
+def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool,
+                  memo: dict | None) -> tuple[str, int, bool]:
     n = len(text)
     parts: list[str] = []
 
@@ -173,10 +186,10 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool) ->
             if text[j] != ":":
                 raise Mismatch(j, "expected ':'")
             p = C._skip_ws(text, j + 1)
-            val, p, done = _g4_value(text, p)
+            val, p, done = _g4_value(text, p, memo)
             parts.append('"' + C.escape_json_inner(key) + '":' + val)
         else:
-            val, p, done = _g4_value(text, p)
+            val, p, done = _g4_value(text, p, memo)
             parts.append(val)
         if not done:
             return partial()
@@ -267,7 +280,7 @@ def _make_body(view: C.RequestView):
         sc.pos += len(name)
         if not sc.peek("{"):
             raise Mismatch(sc.pos, "expected '{'")
-        js, end, done = _g4_value(sc.text, sc.pos)
+        js, end, done = _g4_value(sc.text, sc.pos, sc.memo)
         b.open_call(name, args=js)
         if not done:
             raise Incomplete(sc.n)
@@ -306,7 +319,7 @@ def _make_body(view: C.RequestView):
             sc.space()
             start = sc.pos
             try:
-                end = C.scan_json(sc.text, sc.pos)
+                end = C.scan_json(sc.text, sc.pos, sc.memo)
             except Incomplete as e:
                 b.add_content(sc.text[start:e.end])
                 raise

@@ -59,7 +59,7 @@ def _make_body(view: C.RequestView):
         b.open_call(opens[head], call_id=call_id)
         start = sc.pos
         try:
-            end = C.scan_json(sc.text, start)
+            end = C.scan_json(sc.text, start, sc.memo)
         except Incomplete as e:
             b.set_args(sc.text[start:max(start, e.end)])
             raise

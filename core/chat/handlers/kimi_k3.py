@@ -64,11 +64,12 @@ def _make_body(view: C.RequestView):
         sc.until(SEP)
         sc.expect(SEP)
         b.arg_name(key)
+        start = sc.pos
         text = sc.until(ARG_END)
         if params[key]:
             b.arg_string(text, closed=False)
         else:
-            b.arg_raw(text)
+            b.arg_raw(text, sc.memo, start)
         sc.expect(ARG_END)
         b.arg_close()
 

@@ -70,11 +70,11 @@ def _make_body(view: C.RequestView, extract: bool):
                     raise Mismatch(sc.pos, "expected a quoted string")
                 end = C.scan_quoted(sc.text, sc.pos, q)
             else:
-                end = C.scan_python_or_json(sc.text, sc.pos)
+                end = C.scan_python_or_json(sc.text, sc.pos, sc.memo)
         except Incomplete as e:
-            b.arg_raw(sc.text[start:max(start, e.end)])
+            b.arg_raw(sc.text[start:max(start, e.end)], sc.memo, start)
             raise
-        b.arg_raw(sc.text[start:end])
+        b.arg_raw(sc.text[start:end], sc.memo, start)
         sc.pos = end
 
     def call(sc: Scanner, b: C.MessageBuilder) -> None:
@@ -130,7 +130,7 @@ def _make_body(view: C.RequestView, extract: bool):
             if view.has_schema:
                 start = sc.pos
                 try:
-                    end = C.scan_json(sc.text, sc.pos)
+                    end = C.scan_json(sc.text, sc.pos, sc.memo)
                 except Incomplete as e:
                     b.add_content(sc.text[start:e.end])
                     raise

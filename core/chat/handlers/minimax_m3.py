@@ -93,7 +93,7 @@ def _value(sc: Scanner, schema: C.Schema, close: str, depth: int = 0) -> tuple[s
         return _close(sc, "[" + ",".join(items), "]", close)
     start = sc.pos
     try:
-        end = C.scan_json(sc.text, start)
+        end = C.scan_json(sc.text, start, sc.memo)
     except Incomplete as e:
         return sc.text[start:max(start, e.end)], False
     sc.pos = end
@@ -202,7 +202,7 @@ def _make_body(view: C.RequestView, gen_literal: str):
             sc.space()
             start = sc.pos
             try:
-                end = C.scan_json(sc.text, start)
+                end = C.scan_json(sc.text, start, sc.memo)
             except Incomplete as e:
                 b.add_content(sc.text[start:e.end])
                 raise

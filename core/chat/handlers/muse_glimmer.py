@@ -129,7 +129,7 @@ def _make_body(view: C.RequestView, include_grammar: bool):
                 sc.space()
             start = sc.pos
             try:
-                end = C.scan_json(sc.text, start)
+                end = C.scan_json(sc.text, start, sc.memo)
             except Incomplete as e:
                 b.add_content(sc.text[start:e.end])
                 raise
