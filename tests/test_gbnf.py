@@ -231,3 +231,25 @@ def test_reference_case_grammars_accept_their_output(reference_analysis, referen
                 failures.append(f"{case['id']} {over}: {problems or why or 'no trigger in output'}")
     assert checked >= 70
     assert not failures, "\n".join(failures)
+
+
+def test_every_reference_analysis_gives_a_valid_grammar(reference_analysis):
+    """Sweep: for each analysis in the corpus (both routes), the non-lazy grammar of a two-tool request with a
+    string argument under a regex pattern is well-formed GBNF for llguidance, and parsing odd outputs never
+    raises."""
+    tools = ONE_TOOL + [{"type": "function", "function": {"name": "python", "parameters": {
+        "type": "object", "properties": {"code": {"type": "string", "pattern": "^[a-z]+$"}}, "required": ["code"]}}}]
+    request = ChatRequest.from_dict({"messages": [{"role": "user", "content": "hi"}], "tools": tools,
+                                     "tool_choice": "required", "parallel_tool_calls": True})
+    count = 0
+    for name, row in sorted(reference_analysis.items()):
+        if "analysis" not in row:
+            continue
+        parser = generate_parser(TemplateAnalysis.from_json(row["analysis"]), request,
+                                 row.get("apply", {}).get("generation_prompt", ""))
+        for out in ("hello", '{"name": "python", "arguments": {"code": "ab"}}', "<tool_call>", "</think>x"):
+            parser.parse(out)
+        if parser.grammar:
+            count += 1
+            assert gbnf_problems(parser.grammar) == [], name
+    assert count >= 150

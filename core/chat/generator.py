@@ -100,6 +100,10 @@ class GeneratedParser:
     eps_fallback: bool = False
     notes: list[str] = field(default_factory=list)
 
+    def new_state(self) -> ParserState:
+        """A fresh per-stream state for :meth:`parse` (``state=``)."""
+        return ParserState()
+
     def parse(self, output: str, is_partial: bool = False, *, state: ParserState | None = None) -> AssistantMessage:
         """Parse model ``output`` (text after the prompt) into an assistant message; never raises.
 
