@@ -84,3 +84,12 @@ def test_garbage_becomes_content():
     msg = p.parse("x<|END_THINKING|><|START_ACTION|>not json<|END_ACTION|>")
     assert msg.reasoning_content == "x"
     assert "not json" in msg.content
+
+
+def test_mutated_outputs_never_raise():
+    tmpl = ChatTemplate(template_source(TEMPLATE), TEMPLATE)
+    out = ('Need the tool.<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "special_function", '
+           '"parameters": {"arg1": 1}}]<|END_ACTION|><|END_OF_TURN_TOKEN|>')
+    case = {"id": "synthetic", "messages": [{"role": "user", "content": "Hello"}], "tools": [TOOL],
+            "parallel_tool_calls": True, "input": out}
+    assert C.fuzz_problems(cohere2moe, tmpl, case, trials=30) == []

@@ -27,3 +27,14 @@ def test_reference_cases(reference_cases):
             fails.append(f"{case['id']}: {why}")
     assert len(cases) == 7  # all on muse-glimmer.jinja
     assert not fails, "\n".join(fails)
+
+
+def test_garbage_never_raises(reference_cases):
+    """Mutated outputs (deleted characters, stray markers and punctuation, any cut) never make parsing raise,
+    and the streaming session agrees with one-shot parses."""
+    problems = []
+    for case in reference_cases:
+        if case["template"] in TEMPLATES:
+            tmpl = ChatTemplate(template_source(case["template"]), case["template"])
+            problems += C.fuzz_problems(muse_glimmer, tmpl, case, trials=4)
+    assert not problems, "\n".join(problems[:10])

@@ -1304,3 +1304,42 @@ def normalize_gbnf(grammar: str) -> list[str]:
 
     lines = [re.sub(r"until-(\d+)(?!\d)", ren, ln) for ln in grammar.strip().splitlines()]
     return sorted(lines)
+
+
+_FUZZ_PIECES = ['"', "'", "{", "}", "[", "]", ",", ":", "=", "(", ")", "\\", " ", "\n", "x", "1", "<", ">", "|"]
+
+
+def fuzz_problems(handler: Any, template: Any, case: dict[str, Any], *, trials: int = 10, seed: int = 0) -> list[str]:
+    """Robustness check on mutations of a reference case's ``input`` (characters deleted, markers seen in the
+    input or punctuation inserted, text cut): every prefix must parse without raising, and the streaming
+    session must agree with one-shot parses. Returns the problems found (empty when fine). Retractions on
+    malformed text are allowed (llama.cpp's parsers do the same; the stream layer holds them back)."""
+    import random
+
+    rng = random.Random(f"{seed}:{case.get('id')}")
+    request = ChatRequest.from_dict(case)
+    parser = handler.build(template, request, simple_generation_prompt(template, request), None)
+    markers = re.findall(r"<[^<>\s]{1,40}>|\]<\]minimax\[>\[|<\|\"\|>", case["input"]) or ["<"]
+    problems: list[str] = []
+    for _ in range(trials):
+        s = case["input"]
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randint(0, len(s))
+            op = rng.random()
+            if op < 0.3:
+                s = s[:i] + s[i + rng.randint(1, 6):]
+            elif op < 0.6:
+                s = s[:i] + rng.choice(markers) + s[i:]
+            else:
+                s = s[:i] + rng.choice(_FUZZ_PIECES) + s[i:]
+        session = parser.session()
+        try:
+            for k in range(1, len(s) + 1):
+                partial = k < len(s)
+                a = session.parse(s[:k], partial)
+                if a != parser.parse(s[:k], partial):
+                    problems.append(f"session disagrees at {k} on {s!r}")
+                    break
+        except Exception as e:  # noqa: BLE001 - the point of the check
+            problems.append(f"{type(e).__name__}: {e} on {s!r}")
+    return problems
