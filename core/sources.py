@@ -517,12 +517,14 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
                 missing.append(fname)
             else:
                 unreachable = True
+                # huggingface_hub's own offline flag (read at its import) also counts as offline mode
+                offline = offline or any(isinstance(x, hf_errors.OfflineModeIsEnabled) for x in _chain(e))
             continue
         except hf_errors.EntryNotFoundError:
             missing.append(fname)
             continue
         except hf_errors.OfflineModeIsEnabled:
-            unreachable = True
+            unreachable = offline = True
             continue
         except Exception as e:  # HTTP errors, timeouts, invalid id
             mapped = _map_hub_error(repo_id, revision, e)
