@@ -6,10 +6,11 @@ Build with :class:`Builder` (or :class:`~core.peg.chat.ChatBuilder` for the chat
 """
 
 from .builder import Arena, Builder, P, PegError, build_peg_parser
+from .chat import ChatBuilder, build_chat_peg_parser
 from .engine import AstNode, ParseCache, ParseResult, ResultType, parse
 from .nodes import sanitize_rule_name
 
 __all__ = [
-    "Arena", "Builder", "P", "PegError", "build_peg_parser",
+    "Arena", "Builder", "P", "PegError", "build_peg_parser", "ChatBuilder", "build_chat_peg_parser",
     "AstNode", "ParseCache", "ParseResult", "ResultType", "parse", "sanitize_rule_name",
 ]

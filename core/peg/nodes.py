@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any as _AnyT
 
 _INVALID_RULE_CHARS = re.compile(r"[^a-zA-Z0-9-]+")
 
@@ -162,7 +162,7 @@ class Schema(Node):
 
     child: int = -1
     name: str = ""
-    schema: Any = None
+    schema: _AnyT = None
     raw: bool = False
 
     def children(self) -> list[int]:
