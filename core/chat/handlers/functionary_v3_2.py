@@ -3,6 +3,10 @@
 Output shape: the generation prompt ends with ``>>>``, so the model writes a recipient first —
 ``all\\n`` followed by content, or ``NAME\\n`` followed by the JSON arguments of a call; further messages
 start with ``>>>`` again (``>>>NAME\\n{json}``).
+
+Deviation from the reference (which cannot parse these and then fails the whole parse): the ``>>>`` that
+separates content from a following call, and parallel calls from each other, is consumed. The lazy grammar is
+unchanged for single-call requests.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
     tools = foreach_function(request.tools)
 
     def root(p):
-        content_until_tool = p.literal("all\n") + p.content(p.until(">>>"))
+        content_until_tool = p.literal("all\n") + p.content(p.until(">>>")) + p.literal(">>>")
         content_until_end = p.literal("all\n") + p.content(p.rest())
         prefix = p.literal(PREFIX)
         if not tools_active:
@@ -50,7 +54,10 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 + p.tool_args(p.schema(p.json(), f"tool-{name}-schema", schema)))))
         tool_choice = p.choice(*choices)
         content_only = content_until_end
-        tools_only = p.trigger_rule("tools", p.one_or_more(tool_choice))
+        if request.parallel_tool_calls:
+            tools_only = p.trigger_rule("tools", tool_choice + p.zero_or_more(p.literal(">>>") + tool_choice))
+        else:
+            tools_only = p.trigger_rule("tools", p.one_or_more(tool_choice))
         content_and_tools = content_until_tool + tools_only
         if request.tool_choice == ToolChoice.REQUIRED:
             if request.parallel_tool_calls:

@@ -1,0 +1,63 @@
+"""DeepSeek V3.2 / V4 DSML handler: tool result ordering, thinking on/off prefills, typed parameters."""
+
+from __future__ import annotations
+
+from core.chat.handlers import deepseek
+
+from .test_handlers_golden import SPECIAL, args, bundle, stream_check, stream_robust
+
+V4 = "deepseek-ai-DeepSeek-V4.jinja"
+V32 = "deepseek-ai-DeepSeek-V3.2.jinja"
+MIXED = {"type": "function", "function": {"name": "mixed", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string"}, "days": {"type": "integer"}, "opt": {"type": "boolean"}},
+    "required": ["city", "days"]}}}
+
+
+def _call(block: str) -> str:
+    return (f'<｜DSML｜{block}>\n<｜DSML｜invoke name="mixed">\n'
+            '<｜DSML｜parameter name="city" string="true">Paris "FR"</｜DSML｜parameter>\n'
+            '<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n'
+            '<｜DSML｜parameter name="opt" string="false">true</｜DSML｜parameter>\n'
+            f'</｜DSML｜invoke>\n</｜DSML｜{block}>')
+
+
+def test_sort_tool_results_follows_call_order():
+    msgs = [{"role": "assistant", "content": "", "tool_calls": [{"id": "a"}, {"id": "b"}]},
+            {"role": "tool", "content": "B", "tool_call_id": "b"},
+            {"role": "tool", "content": "A", "tool_call_id": "a"},
+            {"role": "user", "content": "next"}]
+    out = deepseek.sort_tool_results(msgs)
+    assert [m["content"] for m in out] == ["", "A", "B", "next"]
+
+
+def test_v4_typed_parameters_stream():
+    b = bundle(V4, tools=[MIXED], reasoning_format="deepseek")
+    msg = stream_check(b.parser, "Plan</think>" + _call("tool_calls"))
+    assert msg.reasoning_content == "Plan"
+    assert args(msg) == {"city": 'Paris "FR"', "days": 3, "opt": True}
+
+
+def test_v32_block_name_and_thinking_off_prefill():
+    b = bundle(V32, tools=[MIXED], enable_thinking=False)
+    assert b.parser.grammar_triggers[0].value == "<｜DSML｜function_calls>"
+    msg = stream_check(b.parser, "Hi.\n\n" + _call("function_calls"))
+    assert msg.content == "Hi." and msg.tool_calls[0].name == "mixed"
+
+
+def test_v4_thinking_off_generation_prompt():
+    b = bundle(V4, enable_thinking=False)
+    assert b.generation_prompt.endswith("</think>")
+    assert stream_check(b.parser, "Hello").content == "Hello"
+
+
+def test_v4_response_format_reaches_template():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    b = bundle(V4, json_schema=schema)
+    assert '"a"' in b.prompt and "Response Format" in b.prompt
+    msg = b.parser.parse('ok</think>```json\n{"a": 1}\n```')
+    assert msg.content == '{"a": 1}'
+
+
+def test_garbage_never_retracts():
+    b = bundle(V4, tools=[SPECIAL], reasoning_format="deepseek")
+    stream_robust(b.parser, 'x</think><｜DSML｜tool_calls>\n<｜DSML｜invoke name="nope">\n</｜DSML｜invoke>')
