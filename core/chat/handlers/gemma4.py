@@ -7,7 +7,8 @@ Output shape (after the generation prompt ``<|turn>model\\n``)::
 Tool arguments use Gemma's own literal syntax — bare keys, strings delimited by ``<|"|>``, JSON numbers,
 ``true``/``false``/``null``, nested ``{…}`` and ``[…]`` — and are converted to compact JSON. Stray
 ``<|channel>`` tokens before a thought block and a trailing empty ``<|channel>thought\\n<channel|>`` or lone
-``<channel|>`` are tolerated as llama.cpp does; text after the tool calls is ignored.
+``<channel|>`` are tolerated as llama.cpp does. Text after the tool calls (the templates render a turn's final
+answer there) is kept as content up to ``<|tool_response>`` / ``<turn|>``, where llama.cpp drops it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ CALL = "<|tool_call>"
 CALL_OPEN = "<|tool_call>call:"
 CALL_END = "<tool_call|>"
 STR = '<|"|>'
+TOOL_RESPONSE = "<|tool_response>"
+TURN_END = "<turn|>"
 
 
 def detect(normalized_source: str) -> bool:
@@ -332,10 +335,14 @@ def _make_body(view: C.RequestView):
             if view.required:
                 thought(sc, b)
                 tool_calls(sc, b)
-                return
-            messages(sc, b, (CHANNEL, CHANNEL_END, CALL))
-            sc.until(CALL)  # anything left before the first call is dropped, as llama.cpp does
-            tool_calls(sc, b)
+            else:
+                messages(sc, b, (CHANNEL, CHANNEL_END, CALL))
+                sc.until(CALL)  # anything left before the first call is dropped, as llama.cpp does
+                tool_calls(sc, b)
+            if b.calls:
+                # extension (llama.cpp ignores text after the calls): the templates render a final answer
+                # after the calls of a turn, so keep it as content, up to Gemma's end-of-turn tokens
+                messages(sc, b, (CHANNEL, CHANNEL_END, CALL, TOOL_RESPONSE, TURN_END))
             return
         # one_or_more(message): at least one round, then stop at the first unmatched <channel|>
         if sc.pos >= sc.n:
