@@ -10,7 +10,9 @@ Every tool tag carries the namespace token ``]<]minimax[>[`` (written ``NS`` bel
 Values are written as the template's ``to_xml`` macro writes them: strings raw, numbers and booleans as JSON
 text, objects as nested ``NS<key>…NS</key>`` elements and arrays as ``NS<item>…NS</item>`` elements, so the
 parameter schema decides how each value is read (a union tries its alternatives in order; a union that may be
-a string is read as a string). The arguments are rebuilt as JSON from that structure.
+a string is read as a string). The arguments are rebuilt as JSON from that structure. One deliberate difference
+from llama.cpp: a ``$ref`` is followed (llama.cpp reads a referenced object or array as one JSON value, while the
+template writes it as nested elements).
 """
 
 from __future__ import annotations
