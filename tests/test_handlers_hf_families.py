@@ -234,3 +234,50 @@ def test_round_trip(reference_analysis):
     assert not unexpected, "\n".join(unexpected)
     assert {n for n, _ in failed} == set(TEMPLATE_LIMITED)
     assert len(passed) >= 15
+
+
+RECURSIVE_TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+    "a": {"type": "object"},
+    "b": {"anyOf": [{"type": "integer"}, {"type": "array", "items": {"type": "object", "properties": {
+        "x": {"$ref": "#/properties/b"}}}}]}}, "required": ["a"]}}}
+EXTREME_OUTPUTS = ["", "\x00\ud800", "[" * 3000, "{" * 3000 + "a", "<|tool_call>call:f{a:" + "[" * 3000,
+                   "<|tool_call_start|>[f(a=" + "[" * 3000,
+                   "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>"
+                   + '{"a":' * 2000,
+                   ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="f">'
+                   + "]<]minimax[>[<b>]<]minimax[>[<item>]<]minimax[>[<x>" * 200,
+                   "<tool_call>f<arg_key>a</arg_key><arg_value>" + "{" * 3000, "x" * 100_000]
+
+
+def test_extreme_inputs_and_recursive_schemas(reference_analysis):
+    """Deep nesting, huge text, invalid characters and a recursive ``$ref`` schema: grammars still build and
+    parsing never raises (recursion too deep falls back to the text as content)."""
+    seen = set()
+    for name, module in _routed(reference_analysis):
+        if module in seen:
+            continue
+        seen.add(module)
+        mod = importlib.import_module(f"core.chat.handlers.{module}")
+        tmpl = ChatTemplate(template_source(name), name)
+        for choice in ("auto", "required"):
+            req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "hi"}], "tools": [RECURSIVE_TOOL],
+                                         "tool_choice": choice, "parallel_tool_calls": True})
+            p = mod.build(tmpl, req, "", None)
+            assert p.grammar, (module, p.grammar_error)
+            for out in EXTREME_OUTPUTS:
+                for partial in (False, True):
+                    assert isinstance(p.parse(out, partial).content, str)
+    assert seen == set(MODULES)
+
+
+def test_minimax_follows_a_ref_once_per_path():
+    from core.chat.handlers import minimax_m3
+
+    tmpl = ChatTemplate(template_source("MiniMax-M3.jinja"), "MiniMax-M3.jinja")
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "hi"}], "tools": [RECURSIVE_TOOL]})
+    p = minimax_m3.build(tmpl, req, "]~b]ai\n", None)
+    ns = "]<]minimax[>["
+    out = (f'</mm:think>{ns}<tool_call>\n{ns}<invoke name="f">{ns}<a>{{"k": 1}}{ns}</a>{ns}<b>{ns}<item>{ns}<x>'
+           f"{ns}<item>{ns}<x>5{ns}</x>{ns}</item>{ns}</x>{ns}</item>{ns}</b>{ns}</invoke>\n{ns}</tool_call>")
+    calls = p.parse(out).tool_calls
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [("f", {"a": {"k": 1}, "b": [{"x": [{"x": 5}]}]})]

@@ -11,8 +11,8 @@ Values are written as the template's ``to_xml`` macro writes them: strings raw, 
 text, objects as nested ``NS<key>…NS</key>`` elements and arrays as ``NS<item>…NS</item>`` elements, so the
 parameter schema decides how each value is read (a union tries its alternatives in order; a union that may be
 a string is read as a string). The arguments are rebuilt as JSON from that structure. One deliberate difference
-from llama.cpp: a ``$ref`` is followed (llama.cpp reads a referenced object or array as one JSON value, while the
-template writes it as nested elements).
+from llama.cpp: a ``$ref`` is followed once per path (llama.cpp reads a referenced object or array as one JSON
+value, while the template writes it as nested elements); a recursive reference is read as a JSON value.
 """
 
 from __future__ import annotations
@@ -46,13 +46,16 @@ def detect(normalized_source: str) -> bool:
 # ------------------------------------------------------------------------------------------------------------
 
 
-def _value(sc: Scanner, schema: C.Schema, close: str, depth: int = 0) -> tuple[str, bool]:
+def _value(sc: Scanner, schema: C.Schema, close: str, depth: int = 0,
+           refs: frozenset = frozenset()) -> tuple[str, bool]:
     if depth > 64:
         raise Mismatch(sc.pos, "schema nests too deeply")
     if schema.kind == "ref":
+        # a $ref is expanded once per path; a recursive one is read as a JSON value below
+        ref = schema.node.get("$ref")
         target = schema.target()
-        if target is not None:
-            return _value(sc, target, close, depth + 1)
+        if target is not None and ref not in refs:
+            return _value(sc, target, close, depth + 1, refs | {ref})
     if schema.may_be_string():
         text = sc.until(close)
         if sc.check(close) == 1:
@@ -64,12 +67,12 @@ def _value(sc: Scanner, schema: C.Schema, close: str, depth: int = 0) -> tuple[s
         save = sc.pos
         for alt in schema.alternatives():
             try:
-                return _value(sc, alt, close, depth + 1)
+                return _value(sc, alt, close, depth + 1, refs)
             except Mismatch:
                 sc.pos = save
         raise Mismatch(sc.pos, "no alternative of the union fits")
     if kind == "object" and schema.properties():
-        members, done = _members(sc, schema, depth + 1)
+        members, done = _members(sc, schema, depth + 1, refs)
         if not done:
             return "{" + ",".join(members), False
         sc.space()
@@ -87,7 +90,7 @@ def _value(sc: Scanner, schema: C.Schema, close: str, depth: int = 0) -> tuple[s
                 sc.pos = save
                 break
             sc.pos += len(NS + "<item>")
-            v, done = _value(sc, schema.items(), item_close, depth + 1)
+            v, done = _value(sc, schema.items(), item_close, depth + 1, refs)
             items.append(v)
             if not done:
                 return "[" + ",".join(items), False
@@ -112,7 +115,7 @@ def _close(sc: Scanner, json_text: str, bracket: str, close: str) -> tuple[str, 
     raise Mismatch(sc.pos, f"expected {close!r}")
 
 
-def _members(sc: Scanner, schema: C.Schema, depth: int) -> tuple[list[str], bool]:
+def _members(sc: Scanner, schema: C.Schema, depth: int, refs: frozenset = frozenset()) -> tuple[list[str], bool]:
     """Object members ``NS<key>value NS</key>`` in any order (llama.cpp: required ones in schema order, then
     optional ones in any order). Returns the JSON members and whether the input still continues."""
     props = {name: s for name, s, _ in schema.properties()}
@@ -132,7 +135,7 @@ def _members(sc: Scanner, schema: C.Schema, depth: int) -> tuple[list[str], bool
             return members, True
         sc.pos += len(tag)
         name = opens[tag]
-        v, done = _value(sc, props[name], NS + "</" + name + ">", depth)
+        v, done = _value(sc, props[name], NS + "</" + name + ">", depth, refs)
         members.append(json.dumps(name, ensure_ascii=False) + ":" + v)
         if not done:
             return members, False
@@ -292,36 +295,37 @@ def _peg_root(p: Any, view: C.RequestView, gen_literal: str) -> Any:
     if not view.tools_active:
         return gen + reasoning + p.content(p.rest()) + p.end()
 
-    def resolve(node: Any) -> Any:
-        seen = 0
-        while isinstance(node, JS.RefSchema) and node.target is not None and seen < 32:
-            node, seen = node.target, seen + 1
-        return node
+    def resolve(node: Any, refs: frozenset) -> tuple[Any, frozenset]:
+        # a $ref is expanded once per path (as the parser does); a recursive one stays a JSON value
+        while isinstance(node, JS.RefSchema) and node.target is not None and node.ref not in refs:
+            refs = refs | {node.ref}
+            node = node.target
+        return node, refs
 
-    def element(tag: str, node: Any, rule_name: str) -> Any:
+    def element(tag: str, node: Any, rule_name: str, refs: frozenset) -> Any:
         close = NS + "</" + tag + ">"
         return p.rule(rule_name, p.tool_arg(p.tool_arg_open(p.literal(NS + "<") + p.tool_arg_name(p.literal(tag))
-                                                            + p.literal(">")) + value_of(node, rule_name, close)))
+                                                            + p.literal(">")) + value_of(node, rule_name, close, refs)))
 
-    def value_of(node: Any, rule_name: str, close: str) -> Any:
+    def value_of(node: Any, rule_name: str, close: str, refs: frozenset) -> Any:
         close_tag = p.tool_arg_close(p.literal(close))
         if JS.may_be_string(node):
             return p.ac(p.tool_arg_string_value(p.until(close)) + close_tag, close)
-        target = resolve(node)
+        target, refs = resolve(node, refs)
         if isinstance(target, JS.AnyOf):
-            return p.choice(*[value_of(alt, f"{rule_name}-{i}", close) for i, alt in enumerate(target.children)])
+            return p.choice(*[value_of(alt, f"{rule_name}-{i}", close, refs) for i, alt in enumerate(target.children)])
         if isinstance(target, JS.ObjectSchema) and target.properties:
-            return p.tag("tool-arg-object", members_of(target, rule_name)) + p.space() + close_tag
+            return p.tag("tool-arg-object", members_of(target, rule_name, refs)) + p.space() + close_tag
         if isinstance(target, JS.ArraySchema):
             item = p.rule(rule_name + "-item", p.tag("tool-arg-item", p.literal(NS + "<item>") + value_of(
-                target.items, rule_name + "-item", NS + "</item>")))
+                target.items, rule_name + "-item", NS + "</item>", refs)))
             return p.tag("tool-arg-array", p.repeat(p.space() + item, 0, -1)) + p.space() + close_tag
         return p.tool_arg_json_value(p.schema(p.json(), rule_name + "-schema", node)) + close_tag
 
-    def members_of(obj: Any, prefix: str) -> Any:
+    def members_of(obj: Any, prefix: str, refs: frozenset = frozenset()) -> Any:
         required, optional = [], []
         for prop in obj.properties:
-            el = element(prop.name, prop.schema, prefix + "-" + prop.name)
+            el = element(prop.name, prop.schema, prefix + "-" + prop.name, refs)
             (required if prop.required else optional).append(el)
         members = p.eps()
         for i, el in enumerate(required):
@@ -332,8 +336,8 @@ def _peg_root(p: Any, view: C.RequestView, gen_literal: str) -> Any:
 
     choices = []
     for spec in view.tools:
-        root = resolve(C.schema_node(spec.parameters))
-        body = members_of(root, "tool-" + spec.name + "-arg") if isinstance(root, JS.ObjectSchema) else p.eps()
+        root, refs = resolve(C.schema_node(spec.parameters), frozenset())
+        body = members_of(root, "tool-" + spec.name + "-arg", refs) if isinstance(root, JS.ObjectSchema) else p.eps()
         call = p.tool(p.tool_open(p.literal(NS + '<invoke name="') + p.tool_name(p.literal(spec.name))
                                   + p.literal('">')) + p.space() + body + p.space()
                       + p.tool_close(p.literal(INVOKE_END)))
