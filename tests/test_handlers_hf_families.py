@@ -281,3 +281,16 @@ def test_minimax_follows_a_ref_once_per_path():
            f"{ns}<item>{ns}<x>5{ns}</x>{ns}</item>{ns}</x>{ns}</item>{ns}</b>{ns}</invoke>\n{ns}</tool_call>")
     calls = p.parse(out).tool_calls
     assert [(c.name, json.loads(c.arguments)) for c in calls] == [("f", {"a": {"k": 1}, "b": [{"x": [{"x": 5}]}]})]
+
+
+@pytest.mark.parametrize("fmt", ["auto", "none"])
+def test_describe_shows_the_format(reference_analysis, fmt):
+    for name, module in _routed(reference_analysis):
+        mod = importlib.import_module(f"core.chat.handlers.{module}")
+        tmpl = ChatTemplate(template_source(name), name)
+        for tools in ([], [TOOL]):
+            req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "hi"}], "tools": tools,
+                                         "reasoning_format": fmt})
+            text = mod.build(tmpl, req, "", None).describe()
+            assert "root <-" in text, (name, text)
+            assert ("tool-special-function" in text) == bool(tools), (name, text)

@@ -1116,7 +1116,8 @@ class HandlerParser:
     ``message_delimiters`` (role → marker), ``description`` (readable PEG, for the app), ``prompt`` (the full
     prompt when the handler renders it differently from the request path — rewritten messages or an appended
     suffix — else None and the request path renders it, appending ``generation_prompt`` for a continuation),
-    ``grammar_error`` (why ``grammar`` is None although one was due, else "").
+    ``grammar_error`` (why ``grammar`` is None although one was due, else ""), ``peg`` (builds llama.cpp's
+    parser structure for this request with a :class:`core.peg.chat.ChatBuilder`; used by :meth:`describe`).
     """
 
     name: str
@@ -1136,6 +1137,7 @@ class HandlerParser:
     drop_blank_reasoning: bool = True
     prompt: str | None = None
     grammar_error: str = ""
+    peg: Callable[[Any], Any] | None = None
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
         """Parse model ``output`` (text after the prompt). Never raises; see the class docstring."""
@@ -1166,8 +1168,18 @@ class HandlerParser:
         return b.result()
 
     def describe(self) -> str:
-        head = f"{self.name} handler (hand-written, after llama.cpp common/parsers)"
-        return head + ("\n" + self.description if self.description else "")
+        """Readable PEG of the format: llama.cpp's parser structure for this request (the hand-written parser
+        follows it), or ``description`` when that cannot be built."""
+        head = f"{self.name} special handler (hand-written parser following llama.cpp common/parsers)"
+        text = self.description
+        if self.peg is not None:
+            try:
+                from ...peg.chat import build_chat_peg_parser
+
+                text = build_chat_peg_parser(self.peg).describe()
+            except Exception:  # noqa: BLE001 - describing must not fail
+                pass
+        return head + ("\n" + text if text else "")
 
 
 class HandlerSession:

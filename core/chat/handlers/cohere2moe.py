@@ -205,7 +205,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         thinking_end_tags=[THINK_END],
         message_delimiters={"assistant": GEN_PREFIX, "user": TURN_START + USER,
                             "tool": TURN_START + SYSTEM + RESULT_START, "system": TURN_START + SYSTEM},
-        description=_describe(view),
+        peg=lambda p: _peg_root(p, view),
     )
 
 
@@ -232,27 +232,3 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
         gen_call_id_key="tool_call_id", parameters_order=["tool_call_id", "tool_name", "parameters"])
     body = calls if view.required else p.choice(calls, text)
     return gen + reasoning + body + p.optional(p.literal(TURN_END)) + p.end()
-
-
-def _describe(view: C.RequestView) -> str:
-    think = ('reasoning <- ("<|START_THINKING|>" reasoning(until("<|END_THINKING|>" | "<|START_TEXT|>" | '
-             '"<|START_ACTION|>")) "<|END_THINKING|>"?)?') if view.extract_reasoning else (
-        'reasoning <- content("<|START_THINKING|>" until(…) "<|END_THINKING|>"?)?')
-    lines = [
-        'root      <- "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>" reasoning BODY "<|END_OF_TURN_TOKEN|>"? end',
-        think,
-        'text      <- "<|START_TEXT|>" content(' + ("json<schema>" if view.has_schema else 'until("<|END_TEXT|>")')
-        + ') "<|END_TEXT|>"?',
-    ]
-    if view.tools_active:
-        lines += [
-            'actions   <- "<|START_ACTION|>" space "[" space call' + (' (space "," space call)*' if view.parallel
-                                                                      else "") + ' space "]" space "<|END_ACTION|>"',
-            'call      <- "{" space "\\"tool_call_id\\"" space ":" space tool-id(string | number) space "," space '
-            '"\\"tool_name\\"" space ":" space "\\"" tool-name "\\"" space "," space "\\"parameters\\"" space ":" '
-            'space tool-args(json<schema>) space "}"',
-            "BODY      <- actions" + ("" if view.required else " | text"),
-        ]
-    else:
-        lines.append("BODY      <- text")
-    return "\n".join(lines)

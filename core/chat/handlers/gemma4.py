@@ -403,7 +403,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         thinking_start_tag="<|channel>thought",
         thinking_end_tags=["<channel|>"],
         message_delimiters={"user": "<|turn>user", "assistant": "<|turn>model"},
-        description=_describe(view),
+        peg=lambda p: _peg_root(p, view),
         drop_blank_reasoning=False,
     )
 
@@ -463,33 +463,3 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
     content = p.rule("content", p.content(p.until_one_of([CHANNEL, CHANNEL_END])))
     message = p.rule("message", thought + content)
     return start + p.one_or_more(message)
-
-
-def _describe(view: C.RequestView) -> str:
-    thought = ('thought  <- "<|channel>thought" space reasoning(until("<channel|>")) "<channel|>"'
-               if view.extract_reasoning else
-               'thought  <- content("<|channel>thought" space until("<channel|>") "<channel|>")')
-    lines = [
-        'start    <- "<|turn>model\\n"?',
-        thought,
-        'thought? <- &"<|channel>" ("<|channel>" !"thought")* thought | !"<|channel>"',
-    ]
-    if view.has_schema:
-        lines.append('root     <- start thought? "```json" space content(json<schema>) space "```"')
-    elif view.tools_active:
-        names = " | ".join(f'"{t.name}"' for t in view.tools)
-        rep = "+" if view.parallel else ""
-        lines += [
-            "value    <- '<|\"|>' until('<|\"|>') '<|\"|>' | dict | array | number | true | false | null",
-            "dict     <- '{' space ('}' | key ':' space value (',' space key ':' space value)* space '}')",
-            f'call     <- "<|tool_call>call:" tool-name({names}) &"{{" tool-args(dict) "<tool_call|>"',
-        ]
-        if view.required:
-            lines.append(f"root     <- start thought? call{rep or ''}{'' if view.parallel else ''}")
-        else:
-            lines.append('message  <- thought? content(until("<|channel>" | "<channel|>" | "<|tool_call>"))')
-            lines.append(f'root     <- start message* until("<|tool_call>") call{"*" if view.parallel else "?"}')
-    else:
-        lines.append('message  <- thought? content(until("<|channel>" | "<channel|>"))')
-        lines.append("root     <- start message+")
-    return "\n".join(lines)

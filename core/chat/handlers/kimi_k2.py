@@ -137,7 +137,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         preserved_tokens=[SECTION_BEGIN, SECTION_END, CALL_BEGIN, ARGS_BEGIN, CALL_END, THINK_START, THINK_END],
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
-        description=_describe(view),
+        peg=lambda p: _peg_root(p, view),
     )
 
 
@@ -162,22 +162,3 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
         "tool-call", p.repeat(CALL_BEGIN + p.choice(*choices), 1 if view.required else 0, -1 if view.parallel else 1)
         + p.optional(p.literal(SECTION_END))))
     return gen + reasoning + p.content(p.until_one_of([SECTION_BEGIN, CALL_BEGIN])) + calls + p.end()
-
-
-def _describe(view: C.RequestView) -> str:
-    lines = ['root      <- "<|im_assistant|>assistant<|im_middle|>" reasoning? BODY end']
-    if view.extract_reasoning:
-        lines.append('reasoning <- "<think>" reasoning(until("</think>" | "<|tool_calls_section_begin|>" | '
-                     '"<|tool_call_begin|>")) "</think>"?')
-    if view.tools_active:
-        rep = {(False, False): "?", (False, True): "*", (True, False): "", (True, True): "+"}[
-            (view.required, view.parallel)]
-        lines += [
-            'BODY      <- content(until("<|tool_calls_section_begin|>" | "<|tool_call_begin|>")) '
-            f'"<|tool_calls_section_begin|>"? call{rep} "<|tool_calls_section_end|>"?',
-            'call      <- "<|tool_call_begin|>" tool-id("functions." tool-name ":" [0-9]+) '
-            '"<|tool_call_argument_begin|>" tool-args(json<schema>) "<|tool_call_end|>"?',
-        ]
-    else:
-        lines.append("BODY      <- content(rest)")
-    return "\n".join(lines)

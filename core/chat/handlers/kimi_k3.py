@@ -164,7 +164,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         thinking_end_tags=[THINK_END],
         message_delimiters={"assistant": MSG_START, "user": '<|open|>message role="user"<|sep|>',
                             "tool": '<|open|>message role="tool"', "system": '<|open|>message role="system"'},
-        description=_describe(view),
+        peg=lambda p: _peg_root(p, view),
     )
 
 
@@ -201,26 +201,3 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
                              + p.literal(TOOLS_END) + p.optional(p.literal(MSG_END)) + p.optional(p.literal(EOM)))
     tools = section if view.required else p.optional(section)
     return start + reasoning + response + tools + trailer + p.end()
-
-
-def _describe(view: C.RequestView) -> str:
-    kind = "reasoning" if view.extract_reasoning else "content"
-    lines = [
-        'start     <- "<|open|>message role=\\"assistant\\"<|sep|>"?',
-        f'think     <- ("<|open|>think<|sep|>"? {kind}(until("<|close|>think<|sep|>" | "<|open|>response<|sep|>")) '
-        '"<|close|>think<|sep|>"?)?',
-        'response  <- "<|open|>response<|sep|>"? content(until("<|close|>response<|sep|>" | "<|open|>tools<|sep|>" | '
-        '"<|close|>message<|sep|>")) "<|close|>response<|sep|>"?',
-        'trailer   <- "<|close|>message<|sep|>"? "<|end_of_msg|>"?',
-    ]
-    if view.tools_active:
-        lines += [
-            'tools     <- "<|open|>tools<|sep|>" call+ "<|close|>tools<|sep|>" trailer',
-            'call      <- "<|open|>call tool=\\"" tool-name "\\"" until("<|sep|>") "<|sep|>" arg* "<|close|>call<|sep|>"',
-            'arg       <- "<|open|>argument key=\\"" NAME "\\"" until("<|sep|>") "<|sep|>" VALUE(until('
-            '"<|close|>argument<|sep|>")) "<|close|>argument<|sep|>"',
-            "root      <- start think response tools" + ("" if view.required else "?") + " trailer end",
-        ]
-    else:
-        lines.append("root      <- start think response trailer end")
-    return "\n".join(lines)

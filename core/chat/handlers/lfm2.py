@@ -190,7 +190,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         preserved_tokens=preserved,
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
-        description=_describe(view, extract),
+        peg=lambda p: _peg_root(p, view, extract),
         prompt=prompt or None,
     )
 
@@ -252,22 +252,3 @@ def _peg_root(p: Any, view: C.RequestView, extract: bool) -> Any:
     calls = p.rule("tool-calls", p.trigger_rule("tool-call", p.literal(CALL_START) + _python_style_calls(p, view)
                                                  + p.literal(CALL_END)))
     return gen + reasoning + p.content(p.until(CALL_START)) + calls + p.end()
-
-
-def _describe(view: C.RequestView, extract: bool) -> str:
-    lines = ['root      <- "<|im_start|>assistant\\n" reasoning? BODY end']
-    if extract:
-        lines.append('reasoning <- "<think>" reasoning(until("</think>")) "</think>"')
-    if view.tools_active:
-        names = " | ".join(f'"{t.name}"' for t in view.tools)
-        lines += [
-            'BODY      <- content(until("<|tool_call_start|>")) "<|tool_call_start|>" "[" space call'
-            + (' ("," space call)*' if view.parallel else "") + ' space "]" "<|tool_call_end|>"',
-            f'call      <- tool-name({names}) "(" space (arg ("," space arg)*)? space ")"',
-            "arg       <- NAME '=' python-or-json-value   (string parameters: a quoted string)",
-        ]
-    elif view.has_schema:
-        lines.append("BODY      <- content(json<schema>)")
-    else:
-        lines.append("BODY      <- content(rest)")
-    return "\n".join(lines)

@@ -174,7 +174,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         thinking_end_tags=[THINK_END, CALL_START],
         message_delimiters={"assistant": ROLE, "user": "<role>HUMAN</role>", "tool": "<role>OBSERVATION</role>",
                             "system": "<role>SYSTEM</role>"},
-        description=_describe(view, think_open),
+        peg=lambda p: _peg_root(p, view, think_open),
     )
 
 
@@ -220,26 +220,3 @@ def _peg_root(p: Any, view: C.RequestView, think_open: bool) -> Any:
                              + p.optional(p.literal(ROLE_END)))
     tools = section if view.required else p.optional(section)
     return opener + reasoning + content + tools + tail + p.end()
-
-
-def _describe(view: C.RequestView, think_open: bool) -> str:
-    stop = '"</think>" | "<tool_call>"' if think_open else '"</think>"'
-    kind = "reasoning" if view.extract_reasoning else "content"
-    lines = [
-        'opener    <- ("<role>ASSISTANT</role>" space?)?',
-        f'think     <- ("<think>"? {kind}(until({stop})) "</think>"?)?',
-        'tail      <- content(until("<|role_end|>"))? "<|role_end|>"?',
-    ]
-    if view.tools_active:
-        lines += [
-            'call      <- "<tool_call>" tool-name space? (space? "<arg_key>" NAME "</arg_key>" space? "<arg_value>" '
-            'VALUE "</arg_value>")* space? "</tool_call>"',
-            "             (required arguments in any order, then optional ones; VALUE: raw text for strings, JSON "
-            "otherwise, JSON-or-text for unions)",
-            'tools     <- call' + (" (space call)*" if view.parallel else "") + " space tail",
-            "root      <- opener think content(until(\"<tool_call>\"))? tools"
-            + ("" if view.required else "?") + " tail end",
-        ]
-    else:
-        lines.append("root      <- opener think tail end")
-    return "\n".join(lines)

@@ -132,7 +132,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         thinking_end_tags=[THINK_END],
         message_delimiters={"assistant": "<|im_start|>assistant", "tool": "<|im_start|>user\n<tool_response>",
                             "user": "<|im_start|>user", "system": "<|im_start|>system"},
-        description=_describe(view),
+        peg=lambda p: _peg_root(p, view),
     )
 
 
@@ -166,21 +166,3 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
         choices.append(p.rule("tool-" + spec.name, call))
     calls = p.trigger_rule("tool-call", p.repeat(p.choice(*choices) + p.space(), 1, -1 if view.parallel else 1))
     return gen + reasoning + p.content(p.until(FUNC)) + calls + p.end()
-
-
-def _describe(view: C.RequestView) -> str:
-    lines = ['root      <- "<|im_start|>assistant\\n" reasoning BODY']
-    lines.append('reasoning <- "<think>" space reasoning(until("</think>")) space "</think>" space'
-                 if view.extract_reasoning else "reasoning <- ''")
-    if view.has_schema:
-        lines.append("BODY      <- content(json<schema>)")
-    elif view.tools_active:
-        lines += [
-            'BODY      <- content(until("<function")) (call space)' + ("+" if view.parallel else "") + " end",
-            'call      <- "<function name=\\"" tool-name "\\">" space (param space)* space "</function>"',
-            'param     <- "<param name=\\"" NAME "\\">" VALUE "</param>"    (VALUE: "<![CDATA[" text "]]>" | text '
-            "for strings, JSON otherwise)",
-        ]
-    else:
-        lines.append("BODY      <- content(rest) end")
-    return "\n".join(lines)

@@ -270,7 +270,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         thinking_end_tags=[THINK_END],
         message_delimiters={"assistant": "]~b]ai", "user": "]~b]user", "tool": "]~b]tool",
                             "system": "]~b]system"},
-        description=_describe(view, gen_literal),
+        peg=lambda p: _peg_root(p, view, gen_literal),
         drop_blank_reasoning=False,
     )
 
@@ -351,25 +351,3 @@ def _peg_root(p: Any, view: C.RequestView, gen_literal: str) -> Any:
     if not view.required:
         calls = p.optional(calls)
     return gen + reasoning + p.content(p.until(FC_START)) + calls + p.end()
-
-
-def _describe(view: C.RequestView, gen_literal: str) -> str:
-    lines = [f"root      <- {json.dumps(gen_literal)} reasoning? BODY end"]
-    if view.extract_reasoning:
-        what = "reasoning(until(\"</mm:think>\"))" if view.enable_thinking else "until(\"</mm:think>\") (dropped)"
-        lines.append(f'reasoning <- "<mm:think>" space {what} "</mm:think>" | "</mm:think>"')
-    if view.has_schema:
-        lines.append('BODY      <- "```json" space content(json<schema>) space "```"')
-    elif view.tools_active:
-        lines += [
-            'BODY      <- content(until(NS "<tool_call>")) (NS "<tool_call>" space invoke'
-            + (" (space invoke)*" if view.parallel else "") + ' space NS "</tool_call>")'
-            + ("" if view.required else "?"),
-            'invoke    <- NS "<invoke name=\\"" tool-name "\\">" space member* space NS "</invoke>"',
-            'member    <- NS "<" KEY ">" VALUE NS "</" KEY ">"     (VALUE by schema: string text | JSON | '
-            'member* object | (NS "<item>" VALUE NS "</item>")* array)',
-            f"NS        = {json.dumps(NS)}",
-        ]
-    else:
-        lines.append("BODY      <- content(rest)")
-    return "\n".join(lines)

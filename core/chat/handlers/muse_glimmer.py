@@ -197,13 +197,15 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
                           INVOKE_END, FCALLS_END],
         message_delimiters={"assistant": START, "user": "<|start|>user", "system": "<|start|>system",
                             "tool": "<|start|>tool"},
-        description=_describe(view, include_grammar),
+        peg=lambda p: _peg_root(p, view),
     )
 
 
 def _peg_root(p: Any, view: C.RequestView) -> Any:
     """llama.cpp's Muse Glimmer parser structure (core.peg ChatBuilder), used for the grammar."""
     start = p.rule("start", p.literal(START))
+    if not view.extract_reasoning and not (view.has_schema or view.tools_active):
+        return start + p.content(p.rest())
     if view.extract_reasoning:
         p.rule("analysis", p.literal(SELF) + p.reasoning(p.until(EOM)) + p.literal(EOM))
     else:
@@ -246,33 +248,3 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
         return p.zero_or_more(start + analysis) + start + calls
     trailing = p.optional(p.literal(EOM) + start + calls)
     return p.zero_or_more(start + analysis) + start + (calls | (final + trailing))
-
-
-def _describe(view: C.RequestView, include_grammar: bool) -> str:
-    if not view.extract_reasoning and not include_grammar:
-        return 'root      <- "<|start|>assistant" content(rest)'
-    kind = "reasoning" if view.extract_reasoning else "content"
-    lines = [
-        'start     <- "<|start|>assistant"',
-        f'analysis  <- " to=self<|message|>" {kind}(until("<|eom|>")) "<|eom|>"',
-        'final     <- " to=user"? "<|message|>" content(until("<|eot|>" | "<|eom|>"))',
-    ]
-    if view.has_schema:
-        lines.append('root      <- (start analysis)* start " to=user"? "<|message|>" ("```json" space '
-                     'content(json<schema>) space "```" | content(json<schema>))')
-    elif view.tools_active:
-        lines += [
-            'call      <- " to=" until("<|message|>") "<|message|><atem:function_calls>" space '
-            '"<atem:invoke name=\\"" tool-name "\\">" space param* space "</atem:invoke>" space '
-            '"</atem:function_calls>"',
-            'param     <- "<atem:parameter name=\\"" NAME "\\">" VALUE "</atem:parameter>" space   (VALUE: text for '
-            "strings, JSON otherwise)",
-            "calls     <- call" + (' ("<|eom|>" start call)*' if view.parallel else ""),
-        ]
-        if view.required:
-            lines.append("root      <- (start analysis)* start calls")
-        else:
-            lines.append('root      <- (start analysis)* start (calls | final ("<|eom|>" start calls)?)')
-    else:
-        lines.append("root      <- (start analysis)* start final")
-    return "\n".join(lines)
