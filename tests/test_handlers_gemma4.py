@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 from core.chat.handlers import _common as C
 from core.chat.handlers import gemma4
-from core.chat.request import ChatRequest
 from core.templating import ChatTemplate
 
 from .conftest import template_source
