@@ -14,14 +14,21 @@ auto-parser. Each of our handler modules re-implements one of them in plain Pyth
   :func:`normalize_python_to_json` (llama.cpp ``normalize_quotes_to_json``).
 * :class:`Schema`: the bits of a tool parameter schema the handlers consult (``may_be_string``,
   ``value_types``, object properties, array items, ``anyOf``), after llama.cpp ``json-schema.cpp``.
-* :class:`HandlerParser`: the :class:`~core.chat.base.ChatOutputParser` every handler returns.
-* generation-prompt helpers for continuation (``continue_final_message``), which each llama.cpp handler
-  rebuilds itself.
+* :class:`RequestView` / :func:`request_view` (the request as llama.cpp's handlers see it, continuation
+  resolved) and :class:`PromptContext` (renders through the request path's prepared request, for handlers that
+  rewrite messages or look at the prompt).
+* :class:`HandlerParser`: the :class:`~core.chat.base.ChatOutputParser` every handler returns, with
+  :class:`HandlerSession` for incremental streaming (complete values memoised across growing prefixes).
+* grammars: :func:`peg_grammar` emits GBNF from llama.cpp's parser structure, which each handler describes with
+  core.peg's ChatBuilder (the same structure gives :meth:`HandlerParser.describe`).
+* checks used by the tests: :func:`check_reference_case`, :func:`compare_messages`, :func:`fuzz_problems`,
+  :func:`normalize_gbnf`, :func:`simple_generation_prompt`.
 
-Streaming contract kept by every handler: successive parses of growing prefixes never take back text — content
+Streaming contract for well-formed output: successive parses of growing prefixes never take back text — content
 and reasoning only grow, a tool call appears once its name is complete (and never changes name or id), and
-its arguments only grow. Parsing never raises: text that does not fit the format (where llama.cpp would
-throw) is returned as content after whatever was recognised before it.
+its arguments only grow. Parsing never raises: text that does not fit the format (where llama.cpp would throw)
+is returned as content after whatever was recognised before it; on such malformed text a later parse may drop
+a call shown earlier, as llama.cpp's parsers do (the stream layer holds those steps back).
 """
 
 from __future__ import annotations
@@ -81,12 +88,6 @@ class Scanner:
         self.memo = memo  # completed values by (kind, position), valid while the text only grows
 
     # -- primitives ------------------------------------------------------------------------------------------
-    def at_end(self) -> bool:
-        return self.pos >= self.n
-
-    def rest(self) -> str:
-        return self.text[self.pos:]
-
     def check(self, lit: str) -> int:
         """1 if ``lit`` is at the cursor, -1 if the input ends inside a prefix of it (incl. at the very end),
         0 if it does not match. ``""`` always matches."""
@@ -579,9 +580,6 @@ class MessageBuilder:
         if t.startswith("{"):
             self.current.call.arguments = t
 
-    def append_args(self, s: str) -> None:
-        self.current.call.arguments += s
-
     def arg_name(self, name: str) -> None:
         c = self.current
         c.call.arguments += ("," if c.arg_count else "") + json.dumps(name, ensure_ascii=False) + ":"
@@ -1040,16 +1038,6 @@ class PromptContext:
                                   view.enable_thinking, dict(self.request.chat_template_kwargs or {}))
         except Exception:  # noqa: BLE001
             return ""
-
-    def generation_prompt(self, messages: list[dict[str, Any]] | None = None) -> str:
-        """LCP rule: the render with ``add_generation_prompt`` after its common prefix with the render without."""
-        a = self.render(False, messages)
-        b = self.render(True, messages)
-        i = 0
-        m = min(len(a), len(b))
-        while i < m and a[i] == b[i]:
-            i += 1
-        return b[i:]
 
     @property
     def add_generation_prompt(self) -> bool:
