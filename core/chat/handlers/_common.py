@@ -632,6 +632,44 @@ class MessageBuilder:
         return AssistantMessage(content=self.content, reasoning_content=reasoning, tool_calls=calls)
 
 
+def attempt(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], *args: Any) -> bool:
+    """One PEG alternative: run ``fn(sc, b, *args)``; on :class:`Mismatch` restore the cursor and what was
+    built, and return False. :class:`Incomplete` propagates (the input ended inside: the parse stops there)."""
+    save, mark = sc.pos, b.mark()
+    try:
+        fn(sc, b, *args)
+        return True
+    except Mismatch:
+        sc.pos = save
+        b.reset(mark)
+        return False
+
+
+def optional(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], *args: Any) -> bool:
+    """``optional(fn)``: at the very end of the input it is not tried (llama.cpp repetition), else
+    :func:`attempt`."""
+    return sc.pos < sc.n and attempt(sc, b, fn, *args)
+
+
+def repeat(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], lo: int = 0, hi: int | None = None) -> int:
+    """``fn{lo,hi}`` (``hi`` None: unbounded) with llama.cpp's repetition rules: stop at the end of the input, at
+    the first rolled-back :class:`Mismatch` or after an iteration that consumed nothing; fewer than ``lo``
+    raises :class:`Incomplete` at the end of the input, else :class:`Mismatch`. Returns the count."""
+    count = 0
+    while (hi is None or count < hi) and sc.pos < sc.n:
+        before = sc.pos
+        if not attempt(sc, b, fn):
+            break
+        if sc.pos == before:
+            break
+        count += 1
+    if count < lo:
+        if sc.pos >= sc.n:
+            raise Incomplete(sc.n)
+        raise Mismatch(sc.pos, f"expected at least {lo}")
+    return count
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Tagged argument values (XML-ish formats: Ling 3, MiniCPM5, Muse Glimmer, MiniMax-M3 leaves)
 # --------------------------------------------------------------------------------------------------------------

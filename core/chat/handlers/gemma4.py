@@ -267,15 +267,7 @@ def _make_body(view: C.RequestView):
 
     def messages(sc: Scanner, b: C.MessageBuilder, stops: tuple[str, ...]) -> None:
         """``message*``: rounds until one fails or consumes nothing."""
-        while sc.pos < sc.n:
-            save, mark = sc.pos, b.mark()
-            try:
-                if not message(sc, b, stops):
-                    break
-            except Mismatch:
-                sc.pos = save
-                b.reset(mark)
-                break
+        C.repeat(sc, b, lambda sc, b: message(sc, b, stops))
 
     def tool_call(sc: Scanner, b: C.MessageBuilder) -> None:
         sc.expect(CALL_OPEN)
@@ -291,33 +283,12 @@ def _make_body(view: C.RequestView):
         sc.expect(CALL_END)
 
     def tool_calls(sc: Scanner, b: C.MessageBuilder) -> None:
-        lo = 1 if view.required else 0
-        hi = None if view.parallel else 1
-        count = 0
-        while (hi is None or count < hi) and sc.pos < sc.n:
-            save, mark = sc.pos, b.mark()
-            try:
-                tool_call(sc, b)
-            except Mismatch:
-                sc.pos = save
-                b.reset(mark)
-                break
-            count += 1
-        if count < lo:
-            if sc.pos >= sc.n:
-                raise Incomplete(sc.n)
-            raise Mismatch(sc.pos, "a tool call is required")
+        C.repeat(sc, b, tool_call, 1 if view.required else 0, None if view.parallel else 1)
 
     def body(sc: Scanner, b: C.MessageBuilder) -> None:
         sc.optional(TURN)
         if view.has_schema:
-            if sc.pos < sc.n:
-                save, mark = sc.pos, b.mark()
-                try:
-                    thought(sc, b)
-                except Mismatch:
-                    sc.pos = save
-                    b.reset(mark)
+            C.optional(sc, b, thought)
             sc.expect("```json")
             sc.space()
             start = sc.pos

@@ -70,22 +70,7 @@ def _make_body(view: C.RequestView):
 
     def tool_calls(sc: Scanner, b: C.MessageBuilder) -> None:
         sc.optional(SECTION_BEGIN)
-        lo = 1 if view.required else 0
-        hi = None if view.parallel else 1
-        count = 0
-        while (hi is None or count < hi) and sc.pos < sc.n:
-            save, mark = sc.pos, b.mark()
-            try:
-                call(sc, b)
-            except Mismatch:
-                sc.pos = save
-                b.reset(mark)
-                break
-            count += 1
-        if count < lo:
-            if sc.pos >= sc.n:
-                raise Incomplete(sc.n)
-            raise Mismatch(sc.pos, "a tool call is required")
+        C.repeat(sc, b, call, 1 if view.required else 0, None if view.parallel else 1)
         sc.optional(SECTION_END)
 
     def body(sc: Scanner, b: C.MessageBuilder) -> None:

@@ -119,13 +119,8 @@ def _make_body(view: C.RequestView):
         if view.tools_active:
             if view.required:
                 tools_section(sc, b)
-            elif sc.pos < sc.n:
-                save, mark = sc.pos, b.mark()
-                try:
-                    tools_section(sc, b)
-                except Mismatch:
-                    sc.pos = save
-                    b.reset(mark)
+            else:
+                C.optional(sc, b, tools_section)
         sc.optional(MSG_END)
         sc.optional(EOM)
         if sc.pos < sc.n:

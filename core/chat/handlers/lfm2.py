@@ -84,7 +84,7 @@ def _make_body(view: C.RequestView, extract: bool):
         b.open_call(name)
         sc.space()
         params = {p: s for p, s, _ in tools[name].params()}
-        if params and sc.peek(")") is False:
+        if params and not sc.peek(")"):
             while True:
                 arg = sc.choose_literal(params)
                 sc.pos += len(arg)
@@ -115,17 +115,15 @@ def _make_body(view: C.RequestView, extract: bool):
         sc.expect("]")
         sc.expect(CALL_END)
 
+    def reasoning(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(THINK_START)
+        b.add_reasoning(sc.until(THINK_END))
+        sc.expect(THINK_END)
+
     def body(sc: Scanner, b: C.MessageBuilder) -> None:
         sc.expect(GEN_PROMPT)
-        if extract and sc.pos < sc.n:
-            save, mark = sc.pos, b.mark()
-            try:
-                sc.expect(THINK_START)
-                b.add_reasoning(sc.until(THINK_END))
-                sc.expect(THINK_END)
-            except Mismatch:
-                sc.pos = save
-                b.reset(mark)
+        if extract:
+            C.optional(sc, b, reasoning)
         if not view.tools_active:
             if view.has_schema:
                 start = sc.pos

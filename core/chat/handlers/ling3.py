@@ -96,18 +96,14 @@ def _make_body(view: C.RequestView, think_open: bool):
             b.add_content(sc.until(ROLE_END))
         sc.optional(ROLE_END)
 
+    def spaced_tool_call(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.space()
+        tool_call(sc, b)
+
     def tools_section(sc: Scanner, b: C.MessageBuilder) -> None:
         tool_call(sc, b)
         if view.parallel:
-            while sc.pos < sc.n:
-                save, mark = sc.pos, b.mark()
-                try:
-                    sc.space()
-                    tool_call(sc, b)
-                except Mismatch:
-                    sc.pos = save
-                    b.reset(mark)
-                    break
+            C.repeat(sc, b, spaced_tool_call)
         sc.space()
         tail(sc, b)
 
@@ -124,13 +120,8 @@ def _make_body(view: C.RequestView, think_open: bool):
                 b.add_content(sc.until(CALL_START))
             if view.required:
                 tools_section(sc, b)
-            elif sc.pos < sc.n:
-                save, mark = sc.pos, b.mark()
-                try:
-                    tools_section(sc, b)
-                except Mismatch:
-                    sc.pos = save
-                    b.reset(mark)
+            else:
+                C.optional(sc, b, tools_section)
         tail(sc, b)
         if sc.pos < sc.n:
             raise Mismatch(sc.pos, "text after the end of the turn")

@@ -62,6 +62,10 @@ def _make_body(view: C.RequestView):
         sc.expect(FUNC_END)
         b.close_call()
 
+    def call_and_space(sc: Scanner, b: C.MessageBuilder) -> None:
+        call(sc, b)
+        sc.space()
+
     def body(sc: Scanner, b: C.MessageBuilder) -> None:
         sc.expect(GEN_PROMPT)
         if view.extract_reasoning:
@@ -84,17 +88,7 @@ def _make_body(view: C.RequestView):
             b.add_content(sc.until())
             return
         b.add_content(sc.until(FUNC))
-        call(sc, b)
-        sc.space()
-        while view.parallel and sc.pos < sc.n:
-            save, mark = sc.pos, b.mark()
-            try:
-                call(sc, b)
-            except Mismatch:
-                sc.pos = save
-                b.reset(mark)
-                break
-            sc.space()
+        C.repeat(sc, b, call_and_space, 1, None if view.parallel else 1)
         if sc.pos < sc.n:
             raise Mismatch(sc.pos, "text after the tool calls")
 

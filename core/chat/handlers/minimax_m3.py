@@ -219,15 +219,10 @@ def _make_body(view: C.RequestView, gen_literal: str):
             b.add_content(sc.until())
         else:
             b.add_content(sc.until(FC_START))
-            if view.required or sc.pos < sc.n:
-                save, mark = sc.pos, b.mark()
-                try:
-                    tool_calls(sc, b)
-                except Mismatch:
-                    if view.required:
-                        raise
-                    sc.pos = save
-                    b.reset(mark)
+            if view.required:
+                tool_calls(sc, b)
+            else:
+                C.optional(sc, b, tool_calls)
         if sc.pos < sc.n:
             raise Mismatch(sc.pos, "text after the tool calls")
 

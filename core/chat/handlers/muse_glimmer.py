@@ -49,17 +49,13 @@ def _make_body(view: C.RequestView, include_grammar: bool):
 
     def analyses(sc: Scanner, b: C.MessageBuilder) -> None:
         """``(start analysis)*`` — chain-of-thought messages addressed to ``self``."""
-        while sc.pos < sc.n:
-            save, mark = sc.pos, b.mark()
-            try:
-                sc.expect(START)
-                sc.expect(SELF)
-                (b.add_reasoning if extract else b.add_content)(sc.until(EOM))
-                sc.expect(EOM)
-            except Mismatch:
-                sc.pos = save
-                b.reset(mark)
-                return
+        def analysis(sc: Scanner, b: C.MessageBuilder) -> None:
+            sc.expect(START)
+            sc.expect(SELF)
+            (b.add_reasoning if extract else b.add_content)(sc.until(EOM))
+            sc.expect(EOM)
+
+        C.repeat(sc, b, analysis)
 
     def final(sc: Scanner, b: C.MessageBuilder) -> None:
         sc.optional(TO_USER)
@@ -98,18 +94,21 @@ def _make_body(view: C.RequestView, include_grammar: bool):
         sc.expect(FCALLS_END)
         b.close_call()
 
+    def next_call(sc: Scanner, b: C.MessageBuilder) -> None:
+        sc.expect(EOM)
+        sc.expect(START)
+        call(sc, b)
+
     def calls(sc: Scanner, b: C.MessageBuilder) -> None:
         call(sc, b)
-        while view.parallel and sc.pos < sc.n:
-            save, mark = sc.pos, b.mark()
-            try:
-                sc.expect(EOM)
-                sc.expect(START)
-                call(sc, b)
-            except Mismatch:
-                sc.pos = save
-                b.reset(mark)
-                return
+        if view.parallel:
+            C.repeat(sc, b, next_call)
+
+    def trailing_calls(sc: Scanner, b: C.MessageBuilder) -> None:
+        """``<|eom|> start calls`` after the answer."""
+        next_call(sc, b)
+        if view.parallel:
+            C.repeat(sc, b, next_call)
 
     def body(sc: Scanner, b: C.MessageBuilder) -> None:
         if not extract and not include_grammar:
@@ -143,23 +142,10 @@ def _make_body(view: C.RequestView, include_grammar: bool):
             if view.required:
                 calls(sc, b)
                 return
-            save, mark = sc.pos, b.mark()
-            try:
-                calls(sc, b)
+            if C.attempt(sc, b, calls):
                 return
-            except Mismatch:
-                sc.pos = save
-                b.reset(mark)
             final(sc, b)
-            if sc.pos < sc.n:
-                save, mark = sc.pos, b.mark()
-                try:
-                    sc.expect(EOM)
-                    sc.expect(START)
-                    calls(sc, b)
-                except Mismatch:
-                    sc.pos = save
-                    b.reset(mark)
+            C.optional(sc, b, trailing_calls)
             return
         final(sc, b)
 
