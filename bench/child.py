@@ -1,0 +1,117 @@
+"""Measurements that need a fresh process: ``python -m bench.child MODE [options]`` prints one JSON object.
+
+Modes:
+
+* ``p1-cold``: analyse every template of ``--templates`` once (each source new to this process: ChatTemplate
+  construction = compile, caps probes and every render included) and report per-template wall times in ms,
+  plus ``rss_mb`` (peak resident set of the process) and ``baseline_rss_mb`` (after imports and a warm-up
+  analysis of a tiny template that is not in the corpus, so one-time environment set-up is not charged to
+  the first template). The disk cache is whatever ``$CTE_CACHE_DIR`` holds: empty for "cold, empty disk
+  cache", populated by an earlier run for "cold process, warm disk cache".
+* ``p1-mem``: the same loop under ``tracemalloc``; reports ``peak_mb`` (peak of Python allocations during
+  the loop, caches included) — a separate run because tracing slows everything down.
+
+The templates are given as ``--templates DIR`` and ``--limit N`` (first N files in name order).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import resource
+import sys
+import time
+from typing import Any
+
+WARMUP_TEMPLATE = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>{% endfor %}"
+                   "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def template_files(directory: str, limit: int | None = None) -> list[pathlib.Path]:
+    """The ``*.jinja`` files of ``directory`` in name order (the first ``limit`` when given). Raises
+    ``FileNotFoundError`` naming the directory when it has none."""
+    files = sorted(pathlib.Path(directory).glob("*.jinja"))
+    if not files:
+        raise FileNotFoundError(f"no *.jinja templates in {directory}")
+    return files[:limit] if limit else files
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _analyze_one(name: str, source: str) -> str | None:
+    from core.analysis import analyze
+    from core.templating import ChatTemplate
+
+    try:
+        analyze(ChatTemplate(source, name))
+        return None
+    except Exception as e:  # a template that fails to load is reported, not timed
+        return f"{type(e).__name__}: {e}"
+
+
+def p1_cold(files: list[pathlib.Path], trace: bool = False) -> dict[str, Any]:
+    sources = [(f.name, f.read_text(encoding="utf-8")) for f in files]
+    t_import = time.perf_counter()
+    import core.analysis  # noqa: F401
+    import core.templating  # noqa: F401
+    import_s = time.perf_counter() - t_import
+    _analyze_one("<warm-up>", WARMUP_TEMPLATE)
+    baseline = _rss_mb()
+    if trace:
+        import tracemalloc
+
+        tracemalloc.start()
+    times: dict[str, float] = {}
+    errors: dict[str, str] = {}
+    for name, src in sources:
+        t0 = time.perf_counter()
+        err = _analyze_one(name, src)
+        dt = (time.perf_counter() - t0) * 1000
+        if err is None:
+            times[name] = dt
+        else:
+            errors[name] = err
+    out: dict[str, Any] = {"times_ms": times, "errors": errors, "rss_mb": _rss_mb(), "baseline_rss_mb": baseline,
+                           "import_s": import_s}
+    if trace:
+        import tracemalloc
+
+        out["peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+    return out
+
+
+def batch_task(item: tuple[str, str]) -> tuple[str, float, str | None]:
+    """One P5 task (runs in a worker process): analyse the template ``(name, path)``; returns
+    ``(name, ms, error or None)``."""
+    name, path = item
+    src = pathlib.Path(path).read_text(encoding="utf-8")
+    t0 = time.perf_counter()
+    err = _analyze_one(name, src)
+    return name, (time.perf_counter() - t0) * 1000, err
+
+
+def batch_init() -> None:
+    """Worker initialiser: import the engine before the clock of the first task starts."""
+    import core.analysis  # noqa: F401
+    import core.templating  # noqa: F401
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.child")
+    ap.add_argument("mode", choices=["p1-cold", "p1-mem"])
+    ap.add_argument("--templates", required=True)
+    ap.add_argument("--limit", type=int, default=None)
+    args = ap.parse_args(argv)
+    files = template_files(args.templates, args.limit)
+    result = p1_cold(files, trace=args.mode == "p1-mem")
+    json.dump(result, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

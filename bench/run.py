@@ -1,0 +1,490 @@
+"""``python -m bench``: run the benchmarks and print the table (see :mod:`bench` for what is measured).
+
+Options: ``--quick`` (one run per figure, fewer steps), ``--repeats N``, ``--only P1,P2,P3,P5``,
+``--templates DIR`` (default ``../shared/templates``), ``--limit N`` (first N templates for P1/P5),
+``--batch N`` (P5 analyses, default 1000), ``--workers N`` (default 2), ``--sizes 2,8,32`` (P3, KB),
+``--parse-kb 45`` (P2 output size), ``--json FILE`` (raw results). Progress goes to stderr, the table to
+stdout. Exit status 0 when every figure was measured (targets missed are shown, not failures), 2 on bad
+options or missing inputs.
+
+The disk cache of compiled templates lives in a temporary ``CTE_CACHE_DIR`` per run (removed at the end),
+so the user's own cache is neither used nor touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import itertools
+import json
+import os
+import pathlib
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from .stats import Spread, Summary, median
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DEFAULT_TEMPLATES = ROOT.parent / "shared" / "templates"
+
+P2_TEMPLATES = [  # (tool format, template file)
+    ("JSON_NATIVE", "Reka-Edge.jinja"),
+    ("TAG_WITH_JSON", "deepseek-ai-DeepSeek-V3.1.jinja"),
+    ("TAG_WITH_TAGGED", "GLM-4.6.jinja"),
+]
+P3_CALLS = {2: 2, 8: 4, 32: 6}  # tool calls in the streamed output, by size in KB
+
+
+@dataclass
+class Row:
+    """One line of the table: ``id``, ``figure`` (what), ``value`` (formatted median [spread]), ``detail``,
+    ``mem`` (peak memory), ``target`` (text), ``ok`` (True/False, None = no target)."""
+
+    id: str
+    figure: str
+    value: str
+    detail: str = ""
+    mem: str = ""
+    target: str = ""
+    ok: bool | None = None
+
+
+@dataclass
+class Bench:
+    """Options and collected results of one benchmark run."""
+
+    templates: pathlib.Path
+    repeats: int
+    quick: bool
+    limit: int | None
+    batch: int
+    workers: int
+    sizes: list[int]
+    parse_kb: int
+    rows: list[Row] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    tmp: pathlib.Path = field(default_factory=lambda: pathlib.Path(tempfile.mkdtemp(prefix="cte-bench-")))
+
+    def log(self, msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------------------------------- helpers
+
+
+def _ms(x: float) -> str:
+    return f"{x:.2f} ms" if x < 100 else f"{x:.0f} ms"
+
+
+def _mb(x: float) -> str:
+    return f"{x:.1f} MB"
+
+
+def _spread(values: list[float], unit: str = " ms", digits: int = 2) -> str:
+    return Spread.of(values).fmt(digits, unit)
+
+
+def progress(done: int, total: int, label: str, t0: float) -> None:
+    """Draw a progress bar on stderr (``label [#####.....] done/total  elapsed``)."""
+    width = 30
+    filled = int(width * done / max(1, total))
+    bar = "#" * filled + "." * (width - filled)
+    end = "\n" if done >= total else ""
+    sys.stderr.write(f"\r{label} [{bar}] {done}/{total}  {time.perf_counter() - t0:5.1f} s{end}")
+    sys.stderr.flush()
+
+
+def _child(b: Bench, mode: str, cache_dir: pathlib.Path) -> dict[str, Any]:
+    env = dict(os.environ, CTE_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT))
+    env.pop("CTE_NO_DISK_CACHE", None)
+    cmd = [sys.executable, "-m", "bench.child", mode, "--templates", str(b.templates)]
+    if b.limit:
+        cmd += ["--limit", str(b.limit)]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench.child {mode} failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout)
+
+
+# ---------------------------------------------------------------------------------------------------------- P1
+
+
+def bench_p1(b: Bench) -> None:
+    """P1: analysis time per template, cold (fresh processes) and warm (in this process)."""
+    empty_runs, warm_disk_runs = [], []
+    warm_dir = b.tmp / "p1-disk-cache"
+    for r in range(b.repeats):
+        d = warm_dir if r == 0 else b.tmp / f"p1-empty-{r}"
+        b.log(f"P1 cold, empty disk cache: run {r + 1}/{b.repeats} (fresh process)")
+        empty_runs.append(_child(b, "p1-cold", d))
+        if d != warm_dir:
+            shutil.rmtree(d, ignore_errors=True)
+    for r in range(b.repeats):
+        b.log(f"P1 cold process, warm disk cache: run {r + 1}/{b.repeats} (fresh process)")
+        warm_disk_runs.append(_child(b, "p1-cold", warm_dir))
+    b.log("P1 memory: tracemalloc over the corpus (fresh process, warm disk cache)")
+    mem = _child(b, "p1-mem", warm_dir)
+    b.raw["p1_cold_empty"] = empty_runs
+    b.raw["p1_cold_warm_disk"] = warm_disk_runs
+    b.raw["p1_mem"] = {k: v for k, v in mem.items() if k != "times_ms"}
+    errors = empty_runs[0]["errors"]
+    if errors:
+        b.notes.append(f"P1: {len(errors)} template(s) fail to load and are not timed: "
+                       + ", ".join(sorted(errors)[:5]) + (" …" if len(errors) > 5 else ""))
+    n = len(empty_runs[0]["times_ms"])
+
+    def cold_row(id_: str, what: str, runs: list[dict[str, Any]]) -> Row:
+        sums = [Summary.of(list(run["times_ms"].values())) for run in runs]
+        med = [s.median for s in sums]
+        detail = (f"p90 {_spread([s.p90 for s in sums])}, max {_spread([s.max for s in sums], digits=0)}; "
+                  f"{n} templates")
+        rss = max(run["rss_mb"] for run in runs)
+        return Row(id_, what, _spread(med), detail, f"RSS {_mb(rss)}", "median ≤ 10 ms",
+                   Spread.of(med).value <= 10)
+
+    b.rows.append(cold_row("P1-cold-empty", "analysis per template, cold: fresh process, empty disk cache "
+                           "(compile included)", empty_runs))
+    b.rows.append(cold_row("P1-cold-disk", "analysis per template, cold process, warm disk cache (source "
+                           "new to the process)", warm_disk_runs))
+    b.rows.append(Row("P1-mem", "analysis memory: tracemalloc peak over the whole corpus in one process",
+                      _mb(mem["peak_mb"]), f"RSS {_mb(mem['baseline_rss_mb'])} idle → {_mb(mem['rss_mb'])} "
+                      f"after (traced run)", _mb(mem["peak_mb"]), "≤ 50 MB", mem["peak_mb"] <= 50))
+    _p1_warm(b)
+
+
+_OVERRIDES: list[Callable[[int], dict[str, Any]]] = [
+    lambda i: {"reasoning.start": f"<think{i}>"},
+    lambda i: {"content.start": f"<answer{i}>", "content.end": f"</answer{i}>"},
+    lambda i: {"tools.format.per_call_start": f"<call{i}>"},
+    lambda i: {"reasoning.mode": "TAG_BASED", "reasoning.end": f"</think{i}>"},
+]
+
+
+def _p1_warm(b: Bench) -> None:
+    """Warm: each template analysed once (not timed), then re-analysed with new overrides ``k`` times:
+    ``reapply`` (no renders) and a full ``analyze()`` (renders memoized)."""
+    import tracemalloc
+
+    from core.analysis import analyze, reapply
+    from core.templating import ChatTemplate
+
+    from .child import template_files
+
+    files = template_files(str(b.templates), b.limit)
+    loaded = []
+    t0 = time.perf_counter()
+    for i, f in enumerate(files):
+        try:
+            t = ChatTemplate(f.read_text(encoding="utf-8"), f.name)
+            loaded.append((t, analyze(t)))
+        except Exception:
+            pass
+        progress(i + 1, len(files), "P1 warm: first analyses", t0)
+    k = 3 if b.quick else 8
+    re_runs: list[Summary] = []
+    an_runs: list[Summary] = []
+    for r in range(b.repeats):
+        re_t, an_t = [], []
+        t0 = time.perf_counter()
+        for j, (t, rep) in enumerate(loaded):
+            one_re, one_an = [], []
+            for i in range(k):
+                ov = _OVERRIDES[i % len(_OVERRIDES)](r * 100 + i)
+                s = time.perf_counter()
+                reapply(rep, overrides=ov)
+                one_re.append((time.perf_counter() - s) * 1000)
+                s = time.perf_counter()
+                analyze(t, overrides=ov)
+                one_an.append((time.perf_counter() - s) * 1000)
+            re_t.append(median(one_re))
+            an_t.append(median(one_an))
+            progress(j + 1, len(loaded), f"P1 warm: run {r + 1}/{b.repeats}", t0)
+        re_runs.append(Summary.of(re_t))
+        an_runs.append(Summary.of(an_t))
+    # memory: peak of one warm call (max over templates), traced separately
+    peak_re = peak_an = 0.0
+    tracemalloc.start()
+    for t, rep in loaded:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        reapply(rep, overrides=_OVERRIDES[0](7))
+        peak_re = max(peak_re, (tracemalloc.get_traced_memory()[1] - base) / 2**20)
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        analyze(t, overrides=_OVERRIDES[0](7))
+        peak_an = max(peak_an, (tracemalloc.get_traced_memory()[1] - base) / 2**20)
+    tracemalloc.stop()
+    b.raw["p1_warm_reapply"] = [asdict(s) for s in re_runs]
+    b.raw["p1_warm_analyze"] = [asdict(s) for s in an_runs]
+
+    def warm_row(id_: str, what: str, runs: list[Summary], peak: float) -> Row:
+        med = Spread.of([s.median for s in runs])
+        p90 = Spread.of([s.p90 for s in runs])
+        detail = (f"p90 {p90.fmt(2, ' ms')}, max {_spread([s.max for s in runs], digits=1)}; "
+                  f"{len(loaded)} templates × {k} edits")
+        return Row(id_, what, med.fmt(3, " ms"), detail, f"{_mb(peak)} per call", "median ≤ 3 ms, p90 ≤ 15 ms",
+                   med.value <= 3 and p90.value <= 15)
+
+    b.rows.append(warm_row("P1-warm-reapply", "warm: new overrides on an analysed template "
+                           "(core.analysis.reapply, the explorer's edit path)", re_runs, peak_re))
+    b.rows.append(warm_row("P1-warm-analyze", "warm: full analyze() re-run with new overrides "
+                           "(renders memoized)", an_runs, peak_an))
+
+
+# ---------------------------------------------------------------------------------------------------------- P2
+
+
+def _time_call(fn: Callable[[], Any], min_time: float) -> float:
+    """Seconds per call of ``fn``: repeated until ``min_time`` seconds have passed (at least 3 calls)."""
+    n = 0
+    t0 = time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        dt = time.perf_counter() - t0
+        if n >= 3 and dt >= min_time:
+            return dt / n
+
+
+def _p2_samples(b: Bench, target_bytes: int, calls_for: Callable[[int], int]) -> list[tuple[str, Any]]:
+    from core.templating import ChatTemplate
+
+    from .outputs import SampleError, fit_output
+
+    out = []
+    for fmt, name in P2_TEMPLATES:
+        path = b.templates / name
+        if not path.is_file():
+            b.notes.append(f"P2/P3: {name} ({fmt}) not found in {b.templates}; skipped")
+            continue
+        try:
+            t = ChatTemplate(path.read_text(encoding="utf-8"), name)
+            out.append((fmt, fit_output(t, target_bytes, calls_for(target_bytes))))
+        except SampleError as e:
+            b.notes.append(f"P2/P3: no usable sample for {name}: {e}")
+    return out
+
+
+def bench_p2(b: Bench) -> None:
+    """P2: full-parse throughput on a long output per tool format."""
+    import tracemalloc
+
+    size = b.parse_kb * 1024
+    b.log(f"P2: building ~{b.parse_kb} KB outputs")
+    min_time = 0.2 if b.quick else 0.5
+    for fmt, s in _p2_samples(b, size, lambda _: 6):
+        parser = s.bundle.parser
+        runs = [s.size_bytes / _time_call(lambda: parser.parse(s.output), min_time) / 1e6
+                for _ in range(b.repeats)]
+        tracemalloc.start()
+        parser.parse(s.output)
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        b.raw.setdefault("p2", []).append({"format": fmt, "template": s.template, "bytes": s.size_bytes,
+                                           "mb_per_s": runs, "peak_mb": peak, "sample": s.note})
+        sp = Spread.of(runs)
+        b.rows.append(Row(f"P2-{fmt}", f"full parse, {fmt} ({s.template}): reasoning + content + "
+                          f"{len(s.expected.tool_calls)} tool calls", sp.fmt(1, " MB/s"),
+                          f"{s.size_bytes / 1024:.1f} KB in {_ms(s.size_bytes / sp.value / 1e3)}",
+                          _mb(peak), "≥ 20 MB/s", sp.value >= 20))
+
+
+# ---------------------------------------------------------------------------------------------------------- P3
+
+
+def bench_p3(b: Bench) -> None:
+    """P3: streaming in ~4-character steps vs one full parse, per size."""
+    from core.chat.stream import StreamingParser
+
+    import tracemalloc
+
+    step = 4
+    for kb in b.sizes:
+        b.log(f"P3: {kb} KB outputs")
+        for fmt, s in _p2_samples(b, kb * 1024, lambda n: P3_CALLS.get(n // 1024, 4)):
+            parser, text = s.bundle.parser, s.output
+            full = parser.parse(text)
+            ratios, streams, parses = [], [], []
+            mismatch, held = False, 0
+            for _ in range(b.repeats):
+                t_parse = _time_call(lambda: parser.parse(text), 0.05 if b.quick else 0.2)
+                t0 = time.perf_counter()
+                sp = StreamingParser(parser)
+                for i in range(0, len(text), step):
+                    sp.feed(text[i:i + step])
+                sp.finish()
+                t_stream = time.perf_counter() - t0
+                mismatch |= sp.message.to_openai() != full.to_openai()
+                held = max(held, sp.held_back)
+                ratios.append(t_stream / t_parse)
+                streams.append(t_stream * 1000)
+                parses.append(t_parse * 1000)
+            tracemalloc.start()
+            sp = StreamingParser(parser)
+            for i in range(0, len(text), step):
+                sp.feed(text[i:i + step])
+            sp.finish()
+            peak = tracemalloc.get_traced_memory()[1] / 2**20
+            tracemalloc.stop()
+            steps = (len(text) + step - 1) // step
+            b.raw.setdefault("p3", []).append({"format": fmt, "template": s.template, "kb": kb,
+                                               "bytes": s.size_bytes, "steps": steps, "ratio": ratios,
+                                               "stream_ms": streams, "parse_ms": parses,
+                                               "stream_equals_parse": not mismatch, "held_back": held})
+            if mismatch:
+                b.notes.append(f"P3: {s.template} {kb} KB: the streamed message differs from the full parse "
+                               f"({held} steps held back)")
+            sp_ratio = Spread.of(ratios)
+            per_step_us = median(streams) * 1000 / steps
+            b.rows.append(Row(f"P3-{kb}KB-{fmt}", f"stream {kb} KB in {step}-char steps / one full parse, "
+                              f"{fmt} ({s.template})", sp_ratio.fmt(1, "×"),
+                              f"stream {_spread(streams, digits=1)} ({steps} steps, {per_step_us:.1f} µs/step), "
+                              f"parse {_spread(parses, digits=3)}" + (", STREAM ≠ PARSE" if mismatch else ""),
+                              _mb(peak), "≤ 3×", sp_ratio.value <= 3))
+
+
+# ---------------------------------------------------------------------------------------------------------- P5
+
+
+def bench_p5(b: Bench) -> None:
+    """P5: wall time of ``batch`` analyses (templates cycled) on ``workers`` fresh worker processes."""
+    import multiprocessing as mp
+
+    from .child import batch_init, batch_task, template_files
+
+    files = template_files(str(b.templates), b.limit)
+    items = [(f.name, str(f)) for f in itertools.islice(itertools.cycle(files), b.batch)]
+    ctx = mp.get_context("spawn")  # fresh interpreters: nothing inherited from this (warm) process
+    warm_dir = b.tmp / "p1-disk-cache"
+    modes = [("warm", warm_dir)] + ([] if b.quick else [("empty", None)])
+    for mode, cache in modes:
+        walls, rss = [], []
+        for r in range(b.repeats):
+            d = cache or b.tmp / f"p5-empty-{r}"
+            old = os.environ.get("CTE_CACHE_DIR")
+            os.environ["CTE_CACHE_DIR"] = str(d)
+            try:
+                t0 = time.perf_counter()
+                times: list[float] = []
+                errors = 0
+                with ctx.Pool(b.workers, initializer=batch_init) as pool:
+                    for i, (_, ms, err) in enumerate(pool.imap_unordered(batch_task, items, chunksize=4)):
+                        times.append(ms)
+                        errors += err is not None
+                        if i % 10 == 9 or i + 1 == len(items):
+                            progress(i + 1, len(items), f"P5 batch ({mode} disk cache) {r + 1}/{b.repeats}", t0)
+                walls.append(time.perf_counter() - t0)
+            finally:
+                if old is None:
+                    os.environ.pop("CTE_CACHE_DIR", None)
+                else:
+                    os.environ["CTE_CACHE_DIR"] = old
+                if cache is None:
+                    shutil.rmtree(d, ignore_errors=True)
+            b.raw.setdefault(f"p5_{mode}", []).append({"wall_s": walls[-1], "task_ms_median": median(times),
+                                                       "errors": errors})
+        sp = Spread.of(walls)
+        what = ("warm disk cache (filled by P1)" if mode == "warm" else "empty disk cache per run")
+        b.rows.append(Row(f"P5-{mode}", f"corpus batch: {len(items)} analyses ({len(files)} templates cycled) "
+                          f"on {b.workers} fresh worker processes, {what}", sp.fmt(2, " s"),
+                          f"{len(items) / sp.value:.0f} analyses/s incl. worker start-up",
+                          "", "≤ 10 s", sp.value <= 10))
+
+
+# ------------------------------------------------------------------------------------------------------- table
+
+
+def render_table(b: Bench) -> str:
+    """The results as a Markdown table plus notes (the form the README records)."""
+    head = ["ID", "Figure", "Median [min–max over runs]", "Detail", "Peak memory", "Target", "OK"]
+    lines = [
+        f"Chat Template Explorer benchmarks — {_dt.datetime.now().strftime('%Y-%m-%d %H:%M')}, "
+        f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{b.repeats} run(s) per figure{' (--quick)' if b.quick else ''}",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" for _ in head) + "|",
+    ]
+    for r in b.rows:
+        ok = "" if r.ok is None else ("yes" if r.ok else "NO")
+        lines.append("| " + " | ".join([r.id, r.figure, r.value, r.detail, r.mem, r.target, ok]) + " |")
+    if b.notes:
+        lines.append("")
+        lines.extend(f"- {n}" for n in b.notes)
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m bench", description="Chat Template Explorer benchmarks "
+                                 "(P1 analysis, P2 parse, P3 streaming, P5 corpus batch).")
+    ap.add_argument("--quick", action="store_true", help="one run per figure, fewer steps")
+    ap.add_argument("--repeats", type=int, default=None, help="runs per figure (default 3; 1 with --quick)")
+    ap.add_argument("--only", default="P1,P2,P3,P5", help="comma-separated parts to run (default all)")
+    ap.add_argument("--templates", default=str(DEFAULT_TEMPLATES), help="directory of *.jinja templates")
+    ap.add_argument("--limit", type=int, default=None, help="use only the first N templates (P1, P5)")
+    ap.add_argument("--batch", type=int, default=1000, help="P5: analyses in the batch (default 1000)")
+    ap.add_argument("--workers", type=int, default=2, help="P5: worker processes (default 2)")
+    ap.add_argument("--sizes", default="2,8,32", help="P3: output sizes in KB (default 2,8,32)")
+    ap.add_argument("--parse-kb", type=int, default=45, help="P2: output size in KB (default 45)")
+    ap.add_argument("--json", metavar="FILE", help="also write the raw results as JSON")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    parts = {p.strip().upper() for p in args.only.split(",") if p.strip()}
+    unknown = parts - {"P1", "P2", "P3", "P5"}
+    templates = pathlib.Path(args.templates)
+    try:
+        sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    except ValueError:
+        sizes = []
+    problems = []
+    if unknown:
+        problems.append(f"--only: unknown part(s) {', '.join(sorted(unknown))} (known: P1, P2, P3, P5)")
+    if not templates.is_dir() or not any(templates.glob("*.jinja")):
+        problems.append(f"--templates: {templates} is not a directory of *.jinja templates")
+    if not sizes or any(s <= 0 for s in sizes):
+        problems.append(f"--sizes: {args.sizes!r} is not a list of positive KB sizes like 2,8,32")
+    for opt in ("repeats", "limit", "batch", "workers", "parse_kb"):
+        v = getattr(args, opt)
+        if v is not None and v < 1:
+            problems.append(f"--{opt.replace('_', '-')}: must be >= 1, got {v}")
+    if problems:
+        for p in problems:
+            print(f"python -m bench: {p}", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(ROOT))
+    repeats = args.repeats or (1 if args.quick else 3)
+    b = Bench(templates=templates, repeats=repeats, quick=args.quick, limit=args.limit, batch=args.batch,
+              workers=args.workers, sizes=sizes, parse_kb=args.parse_kb)
+    os.environ["CTE_CACHE_DIR"] = str(b.tmp / "parent-disk-cache")
+    t0 = time.perf_counter()
+    try:
+        if "P1" in parts:
+            bench_p1(b)
+        if "P2" in parts:
+            bench_p2(b)
+        if "P3" in parts:
+            bench_p3(b)
+        if "P5" in parts:
+            if "P1" not in parts:  # fill the warm disk cache P5 starts from
+                b.log("P5: filling the disk cache (one fresh process)")
+                _child(b, "p1-cold", b.tmp / "p1-disk-cache")
+            bench_p5(b)
+    finally:
+        shutil.rmtree(b.tmp, ignore_errors=True)
+    b.notes.append(f"total bench time {time.perf_counter() - t0:.0f} s")
+    table = render_table(b)
+    print(table)
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps({"rows": [asdict(r) for r in b.rows], "raw": b.raw,
+                                                       "notes": b.notes}, indent=1), encoding="utf-8")
+    return 0
