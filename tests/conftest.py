@@ -33,3 +33,43 @@ def reference_cases() -> list[dict]:
 def template_source(name: str) -> str:
     """Source text of a corpus template in ../shared/templates."""
     return (TEMPLATES / name).read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# fuzz budget (tests/test_fuzz_parsers.py): `pytest --fuzz-examples N` or the environment variable
+# CTE_FUZZ_EXAMPLES=N raises the number of hypothesis examples per fuzz test from its small default.
+
+_FUZZ_EXAMPLES: int | None = None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fuzz-examples", type=int, default=None, metavar="N",
+                     help="hypothesis examples per parser fuzz test (default: small; env CTE_FUZZ_EXAMPLES)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _FUZZ_EXAMPLES
+    value = config.getoption("--fuzz-examples", default=None)
+    if value is not None:
+        if value < 1:
+            raise pytest.UsageError(f"--fuzz-examples must be >= 1, got {value}")
+        _FUZZ_EXAMPLES = value
+
+
+def fuzz_examples(default: int) -> int:
+    """Hypothesis examples per fuzz test: ``--fuzz-examples N``, else ``$CTE_FUZZ_EXAMPLES``, else ``default``.
+    Raises ``pytest.UsageError`` when the environment variable is not a positive integer."""
+    import os
+
+    if _FUZZ_EXAMPLES is not None:
+        return _FUZZ_EXAMPLES
+    env = os.environ.get("CTE_FUZZ_EXAMPLES", "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise pytest.UsageError(f"CTE_FUZZ_EXAMPLES must be an integer, got {env!r}") from None
+        if n < 1:
+            raise pytest.UsageError(f"CTE_FUZZ_EXAMPLES must be >= 1, got {n}")
+        return n
+    return default
