@@ -11,12 +11,17 @@ message, emit the diffs — parser notes §5.5) and returns the deltas. Guarante
   step was held back;
 * ``finish()`` parses the whole text as final and emits what is left.
 
-Resuming: if the parser offers ``session()`` (an object with ``parse(text, is_partial) -> AssistantMessage``
-that may reuse work from earlier calls on a prefix of ``text``), or incremental state (``new_state()``, or a
-``state`` keyword on ``parse`` as :class:`core.chat.generator.GeneratedParser` has: the PEG engine then memoizes
-every rule result that did not look at the end of the input and remembers how far each ``until`` searched),
-every step goes through it, so only the unstable tail is re-parsed. Otherwise each step re-parses the whole
-prefix. A feed that adds no text does not parse at all.
+Resuming instead of re-parsing everything per token:
+
+* parsers built on :mod:`core.peg` (the generator's :class:`~core.chat.generator.GeneratedParser` and the PEG
+  special handlers) stream through a :class:`PegStreamSession`: the engine's :class:`~core.peg.ParseCache`
+  memoizes every rule/tag result that did not look at the end of the input and remembers how far each
+  ``until`` searched, and :class:`IncrementalMapper` re-maps only the part of the parse tree after the longest
+  unchanged prefix (memoized nodes are the very same objects from one parse to the next); deltas are computed
+  from the last tool call on, as llama.cpp's ``compute_diffs`` does;
+* a parser with ``session()`` (an object with ``parse(text, is_partial)``) or incremental state
+  (``new_state()`` / a ``state`` keyword on ``parse``) is driven through it;
+* otherwise each step re-parses the whole prefix. A feed that adds no text does not parse at all.
 """
 
 from __future__ import annotations
@@ -24,7 +29,443 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-from .message import AssistantMessage, MessageDelta, StreamRetractionError, ToolCallDelta, compute_deltas
+from .message import AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta, compute_deltas
+
+# --------------------------------------------------------------------------------------------------------------
+# incremental mapping of chat parse trees
+
+
+# Tags whose mapping action does not depend on the node's own text (pure grouping); anything else, including
+# unknown tags, is treated as text-dependent.
+_GROUPING_TAGS = frozenset({"", "tool", "tool-arg", "reasoning-block"})
+
+
+class IncrementalMapper:
+    """Maps successive parse trees of a growing text to messages, reusing work on the unchanged prefix.
+
+    Wraps :class:`core.chat.mapper.ChatMapper` (same actions, same result as ``map_parse``). The pre-order walk
+    of the previous tree is logged with a snapshot of the mapper state before each node. On the next tree the
+    walk runs in *agreement* mode — a node that is the very same object as the logged one (a memoized subtree)
+    is skipped whole, a re-created node with the same rule, tag and start (and, for text-dependent tags, the
+    same end) is entered — until the first difference; the mapper state is restored to that point and mapping
+    resumes there. Snapshots are O(1): strings are immutable and only the last / pending tool call can still
+    change. Raises nothing; :meth:`map` returns a fresh :class:`AssistantMessage` each time.
+    """
+
+    def __init__(self) -> None:
+        from .mapper import ChatMapper
+
+        self._Mapper = ChatMapper
+        self.m: Any = None
+        self.log: list[list[Any]] = []   # [node, key, snapshot_before, end_index]
+        self.idx_of: dict[int, int] = {}  # id(node in log) -> its log index
+        self.prev_nodes: tuple = ()
+        self.final: tuple | None = None
+        self.source = ""
+
+    @staticmethod
+    def usable() -> bool:
+        """Whether the installed mapper exposes the state this class snapshots."""
+        try:
+            from .mapper import ChatMapper
+        except ImportError:
+            return False
+        m = ChatMapper("")
+        return all(hasattr(m, a) for a in ("msg", "pending", "current", "arg_count", "quote_pending",
+                                           "args_buffer", "source", "map", "finish"))
+
+    def current_is_last_named(self) -> bool:
+        """After :meth:`map`: the call being written is the last call of the message and has a name."""
+        m = self.m
+        if m is None or not m.msg.tool_calls:
+            return False
+        last = m.msg.tool_calls[-1]
+        return m.current is last and bool(last.name) and m.pending is None
+
+    def reset(self) -> None:
+        self.m = None
+        self.log = []
+        self.idx_of = {}
+        self.prev_nodes = ()
+        self.final = None
+
+    # -- snapshots -----------------------------------------------------------------------------------------------
+    def _snap(self) -> tuple:
+        m = self.m
+        calls = m.msg.tool_calls
+        last = calls[-1] if calls else None
+        cur = m.current
+        if cur is None:
+            kind, orphan = 0, None
+        elif cur is m.pending:
+            kind, orphan = 1, None
+        elif cur is last:
+            kind, orphan = 2, None
+        else:
+            kind, orphan = 3, (cur.name, cur.arguments, cur.id)
+        pend = m.pending
+        return (m.msg.content, m.msg.reasoning_content, len(calls),
+                (last.name, last.arguments, last.id) if last is not None else None,
+                (pend.name, pend.arguments, pend.id) if pend is not None else None,
+                kind, orphan, m.arg_count, m.quote_pending, m.args_buffer)
+
+    def _restore(self, s: tuple) -> None:
+        (content, reasoning, n, last, pend, kind, orphan, arg_count, quote, buf) = s
+        m = self.m
+        m.msg.content = content
+        m.msg.reasoning_content = reasoning
+        calls = m.msg.tool_calls
+        del calls[n:]
+        if last is not None:
+            calls[-1] = ToolCall(*last)   # a fresh object: earlier messages may share the old one
+        m.pending = ToolCall(*pend) if pend is not None else None
+        m.current = (None, m.pending, calls[-1] if calls else None,
+                     ToolCall(*orphan) if orphan is not None else None)[kind]
+        m.arg_count = arg_count
+        m.quote_pending = quote
+        m.args_buffer = buf
+
+    # -- walking -------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _key(node: Any) -> tuple:
+        tag = node.tag
+        return (node.rule, tag, node.start, None if tag in _GROUPING_TAGS else node.end)
+
+    def _skip_prefix(self, ch: tuple, och: tuple, after_all: int) -> tuple[int, int] | None:
+        """(m, log position after the first m children) for the longest run of children of the new node that
+        are the very same objects as the old node's (C-speed slice comparison; identity is checked first), or
+        None when there is none. ``after_all``: the log position after all old children."""
+        c = min(len(ch), len(och))
+        if c == 0:
+            return None
+        if ch[:c] == och[:c]:
+            m = c
+        elif c > 1 and ch[:c - 1] == och[:c - 1]:
+            m = c - 1
+        else:
+            m = 0
+            while m < c and ch[m] is och[m]:
+                m += 1
+        if m == 0:
+            return None
+        if m == len(och):
+            return m, after_all
+        j = self.idx_of.get(id(och[m]))
+        if j is None or self.log[j][0] is not och[m]:
+            return None
+        return m, j
+
+    def _truncate(self, k: int) -> None:
+        idx_of = self.idx_of
+        for e in self.log[k:]:
+            if idx_of.get(id(e[0])) is not None:
+                del idx_of[id(e[0])]
+        del self.log[k:]
+
+    def map(self, nodes: tuple, source: str) -> AssistantMessage:
+        """The message for a parse tree (top-level ``nodes``) over ``source``."""
+        if self.m is None:
+            self.m = self._Mapper(source)
+        self.m.source = source
+        self.source = source
+        log = self.log
+        nlog = len(log)
+        idx_of = self.idx_of
+        key = self._key
+        # the walk stack holds nodes, and ints = "the subtree of log entry i ends here"
+        k = 0
+        agree = nlog > 0
+        stack: list[Any]
+        skip = self._skip_prefix(nodes, self.prev_nodes, nlog) if agree else None
+        if skip is not None:
+            m, k = skip
+            stack = list(reversed(nodes[m:]))
+        else:
+            stack = list(reversed(nodes))
+        self.prev_nodes = nodes
+        while stack and agree:
+            item = stack.pop()
+            if item.__class__ is int:
+                log[item][3] = k
+                continue
+            if k >= nlog:        # the tree grew past the old one: state after the old tree, then map the rest
+                stack.append(item)
+                self._restore(self.final)
+                agree = False
+                break
+            entry = log[k]
+            old = entry[0]
+            if item is old:      # memoized subtree: same nodes, same actions
+                k = entry[3]
+                continue
+            if key(item) == entry[1]:
+                idx_of.pop(id(old), None)
+                entry[0] = item
+                idx_of[id(item)] = k
+                stack.append(k)
+                ch = item.children
+                if ch:
+                    skip = self._skip_prefix(ch, old.children, entry[3])
+                    if skip is not None:
+                        m, k = skip
+                        stack.extend(reversed(ch[m:]))
+                        continue
+                    stack.extend(reversed(ch))
+                k += 1
+                continue
+            stack.append(item)   # first difference: back to the state before it
+            self._restore(entry[2])
+            self._truncate(k)
+            agree = False
+        if agree:
+            if k >= nlog:
+                self._restore(self.final)
+                return self._result()
+            self._restore(log[k][2])    # the tree shrank
+            self._truncate(k)
+        elif nlog == 0:
+            self.m = self._Mapper(source)
+            self.m.source = source
+        m_ = self.m
+        snap = self._snap
+        while stack:
+            item = stack.pop()
+            if item.__class__ is int:
+                log[item][3] = len(log)
+                continue
+            idx = len(log)
+            log.append([item, key(item), snap(), 0])
+            idx_of[id(item)] = idx
+            if item.tag:
+                m_.map(item)
+            stack.append(idx)
+            if item.children:
+                stack.extend(reversed(item.children))
+        self.final = snap()
+        return self._result()
+
+    def _result(self) -> AssistantMessage:
+        """``ChatMapper.finish()`` on a copy of the state (the live state must stay reusable)."""
+        s = self._snap()
+        msg = self.m.finish()
+        out = AssistantMessage(msg.content, msg.reasoning_content,
+                               [ToolCall(t.name, t.arguments, t.id) for t in msg.tool_calls[-1:]], msg.role)
+        if len(msg.tool_calls) > 1:
+            out.tool_calls = msg.tool_calls[:-1] + out.tool_calls
+        self._restore(s)
+        return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# sessions
+
+
+class PegStreamSession:
+    """Incremental parsing for a parser built on :mod:`core.peg` (has ``arena`` and ``generation_prompt``).
+
+    Mirrors :meth:`core.chat.generator.GeneratedParser.parse_detailed`: the main root, then the recovery
+    entries, else the raw output as content; each entry keeps its own :class:`~core.peg.ParseCache`, and the
+    mapping of the entry in use is incremental.
+    """
+
+    def __init__(self, parser: Any):
+        from ..peg import ParseCache
+
+        self.parser = parser
+        self._ParseCache = ParseCache
+        self.caches: dict[Any, Any] = {}
+        self.mappers: dict[Any, IncrementalMapper] = {}
+        try:
+            from .generator import RECOVER_CONTENT, RECOVER_TRAILING
+        except ImportError:  # pragma: no cover
+            RECOVER_CONTENT, RECOVER_TRAILING = "recover-content", "recover-trailing"
+        self.entries: list[Any] = ([RECOVER_CONTENT] if getattr(parser, "eps_fallback", False)
+                                   else [None, RECOVER_TRAILING, RECOVER_CONTENT])
+        self.open_region: OpenRegion | None = None
+        self._json_scan: tuple | None = None
+
+    @staticmethod
+    def supports(parser: Any) -> bool:
+        """Arena-based parser with the standard mapper (not special formats with their own mappers)."""
+        arena = getattr(parser, "arena", None)
+        return (arena is not None and hasattr(arena, "parse") and isinstance(getattr(parser, "generation_prompt", None), str)
+                and getattr(parser, "mapper", None) is None and IncrementalMapper.usable())
+
+    def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
+        text = self.parser.generation_prompt + output
+        arena = self.parser.arena
+        self.open_region = None
+        for entry in self.entries:
+            if entry is not None and entry not in arena.entries:
+                continue
+            cache = self.caches.get(entry)
+            if cache is None:
+                cache = self.caches[entry] = self._ParseCache()
+            try:
+                r = arena.parse(text, lenient=True, entry=entry, cache=cache)
+            except (RecursionError, MemoryError):
+                continue
+            if not r.fail:
+                mapper = self.mappers.get(entry)
+                if mapper is None:
+                    mapper = self.mappers[entry] = IncrementalMapper()
+                msg = mapper.map(r.nodes, text)
+                if entry is None and r.need_more_input:
+                    self.open_region = self._open_region(r, len(text), mapper, msg)
+                return msg
+        return AssistantMessage(content=output)
+
+    # -- fast path: text that only extends an open ``until`` region ------------------------------------------
+    def _tag_delimiters(self) -> dict[str, tuple[str, ...] | None]:
+        """For each tag of the arena: the union of the delimiters of the ``until`` parsers it wraps (through
+        rules, atomics, schema/gbnf/ac wrappers), or None when some node with that tag wraps anything else."""
+        cached = getattr(self, "_tag_delims", None)
+        if cached is not None:
+            return cached
+        from ..peg import nodes as N
+
+        arena = self.parser.arena
+        out: dict[str, Any] = {}
+        for node in arena.nodes:
+            if not isinstance(node, N.Tag):
+                continue
+            child = arena.nodes[node.child] if node.child >= 0 else None
+            for _ in range(32):
+                if isinstance(child, N.Rule) and not child.native:
+                    child = arena.nodes[child.child]
+                elif isinstance(child, (N.Atomic, N.Schema, N.Gbnf, N.Ac)):
+                    child = arena.nodes[child.child]
+                else:
+                    break
+            prev = out.get(node.tag, ())
+            if isinstance(child, N.Until) and prev is not None:
+                out[node.tag] = tuple(dict.fromkeys(prev + tuple(d for d in child.delimiters if d)))
+            else:
+                out[node.tag] = None
+        self._tag_delims = out
+        return out
+
+    def _open_region(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage) -> "OpenRegion | None":
+        """The open region of a NEED_MORE_INPUT parse that more text can only extend, or None.
+
+        The parse stopped inside an ``until`` that reached the end of the input (nothing was found, not even a
+        cut delimiter); everything before it did not look at the end (or the parse would have stopped there).
+        So appended text that contains no delimiter and does not end in a cut one leaves the tree as it is, with
+        that region (and its ancestors) longer: the message changes by the appended text in one field."""
+        if not r.nodes:
+            return None
+        path = [r.nodes[-1]]
+        while path[-1].partial and path[-1].children and path[-1].children[-1].partial:
+            path.append(path[-1].children[-1])
+        if not path[-1].partial:
+            return None
+        action = None
+        for i in range(len(path) - 1, -1, -1):
+            if path[i].tag not in _GROUPING_TAGS:
+                action = i
+                break
+        if action is None:
+            return None
+        node = path[action]
+        if any(x.tag for x in path[action + 1:]):
+            return None
+        src = r.text
+        for x in path[:action]:     # ancestors: grouping, or tool-args whose text does not start a JSON object
+            if x.tag in _GROUPING_TAGS:
+                continue
+            if x.tag == "tool-args" and not src[x.start:x.end].lstrip(" \t\n\v\f\r").startswith("{"):
+                continue
+            return None
+        if node.end != n or node.start >= n:
+            return None
+        if node.tag == "tool-args":
+            return self._open_json_string(src, node, mapper)
+        delims = self._tag_delimiters().get(node.tag)
+        if delims is None:
+            return None
+        tag = node.tag
+        if tag == "content":
+            field = "content"
+        elif tag == "reasoning":
+            if not msg.reasoning_content:      # whitespace-only reasoning is dropped: not a plain append
+                return None
+            field = "reasoning_content"
+        elif tag == "tool-arg-string-value":
+            if not mapper.current_is_last_named():
+                return None
+            field = "arguments"
+        else:
+            return None
+        return OpenRegion(field, delims)
+
+    def _open_json_string(self, src: str, node: Any, mapper: "IncrementalMapper") -> "OpenRegion | None":
+        """Fast path inside verbatim JSON arguments: the parse stopped inside a JSON string (no escape pending),
+        so text without ``"`` or ``\\`` extends the arguments verbatim (trailing whitespace is held back, as the
+        mapper right-strips the arguments). The string state is scanned incrementally per arguments node."""
+        if not mapper.current_is_last_named():
+            return None
+        text = src[node.start:node.end]
+        if not text.lstrip(_WS).startswith("{"):
+            return None
+        st = self._json_scan
+        if st is None or st[0] != node.start or st[1] > node.end:
+            st = (node.start, node.start, False, False)
+        _, pos, in_str, esc = st
+        i, end = pos, node.end
+        while i < end:
+            c = src[i]
+            if esc:
+                esc = False
+            elif in_str:
+                if c == "\\":
+                    esc = True
+                elif c == '"':
+                    in_str = False
+            elif c == '"':
+                in_str = True
+            i += 1
+        self._json_scan = (node.start, end, in_str, esc)
+        if not in_str or esc:
+            return None
+        region = OpenRegion("json-arguments", ())
+        stripped = text.rstrip(_WS)
+        region.ws_tail = text[len(stripped):]
+        return region
+
+
+_WS = " \t\n\v\f\r"
+
+
+class OpenRegion:
+    """Fast-path description of an open ``until`` region: the message ``field`` it feeds ("content",
+    "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
+
+    __slots__ = ("field", "delims", "keep", "search", "ws_tail")
+
+    def __init__(self, field: str, delims: tuple[str, ...]):
+        import re
+
+        self.ws_tail = ""
+        self.field = field
+        self.delims = delims
+        self.keep = max((len(d) for d in delims), default=1) - 1
+        self.search = re.compile("|".join(re.escape(d) for d in delims)).search if delims else None
+
+    def extends(self, window: str) -> bool:
+        """True when ``window`` (the last ``keep`` characters already parsed + new text) contains no delimiter
+        and does not end with a cut one."""
+        if self.search is None:
+            return True
+        if self.search(window):
+            return False
+        for d in self.delims:
+            first = d[0]
+            i = window.find(first, max(0, len(window) - len(d) + 1))
+            while i != -1:
+                if d.startswith(window[i:]):
+                    return False
+                i = window.find(first, i + 1)
+        return True
 
 
 def _new_state(parser: Any) -> Any:
@@ -46,7 +487,9 @@ def _new_state(parser: Any) -> Any:
     return ParserState()
 
 
-def _parse_fn(parser: Any) -> Callable[[str, bool], AssistantMessage]:
+def _parse_fn(parser: Any, incremental: bool = True) -> Callable[[str, bool], AssistantMessage]:
+    if not incremental:
+        return parser.parse
     session_factory = getattr(parser, "session", None)
     if callable(session_factory):
         try:
@@ -55,6 +498,11 @@ def _parse_fn(parser: Any) -> Callable[[str, bool], AssistantMessage]:
             session = None
         if session is not None and callable(getattr(session, "parse", None)):
             return session.parse
+    try:
+        if PegStreamSession.supports(parser):
+            return PegStreamSession(parser).parse
+    except Exception:
+        pass
     try:
         state = _new_state(parser)
     except Exception:
@@ -73,6 +521,53 @@ def _safe_parse(parse: Callable[[str, bool], AssistantMessage], text: str, is_pa
         return parse(text, is_partial)
     except Exception:  # parsers must not raise; if one does, the step is held back
         return None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# deltas
+
+
+def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list[MessageDelta]:
+    """Deltas from ``prev`` to ``new`` (as :func:`core.chat.message.compute_deltas`), checking tool calls only
+    from the last previously seen one on (llama.cpp ``compute_diffs`` diffs only that one; earlier calls are only
+    checked for equality, which is an identity check when the mapper shares them). Raises :class:`StreamRetractionError` when ``new`` does not extend ``prev``."""
+    out: list[MessageDelta] = []
+    pr, nr = prev.reasoning_content, new.reasoning_content
+    if nr is not pr and nr != pr:
+        if not nr.startswith(pr):
+            raise StreamRetractionError("reasoning_content was rewritten")
+        out.append(MessageDelta(reasoning_content=nr[len(pr):]))
+    pc, nc = prev.content, new.content
+    if nc is not pc and nc != pc:
+        if not nc.startswith(pc):
+            raise StreamRetractionError("content was rewritten")
+        out.append(MessageDelta(content=nc[len(pc):]))
+    pcalls, ncalls = prev.tool_calls, new.tool_calls
+    if len(ncalls) < len(pcalls):
+        raise StreamRetractionError("a tool call disappeared")
+    start = len(pcalls) - 1 if pcalls else 0
+    if start > 0 and ncalls[:start] != pcalls[:start]:   # identity first: C-speed when the calls are shared
+        raise StreamRetractionError("an earlier tool call changed")
+    for i in range(start, len(ncalls)):
+        call = ncalls[i]
+        if i < len(pcalls):
+            old = pcalls[i]
+            if old is call:
+                continue
+            if old.name != call.name and old.name:
+                raise StreamRetractionError(f"tool call {i} changed its name")
+            if old.id and old.id != call.id:
+                raise StreamRetractionError(f"tool call {i} changed its id")
+            if not call.arguments.startswith(old.arguments):
+                raise StreamRetractionError(f"tool call {i} arguments were rewritten")
+            name = call.name if not old.name else ""
+            call_id = call.id if not old.id else ""
+            args = call.arguments[len(old.arguments):]
+            if name or call_id or args:
+                out.append(MessageDelta(tool_call=ToolCallDelta(i, call_id, name, args)))
+        else:
+            out.append(MessageDelta(tool_call=ToolCallDelta(i, call.id, call.name, call.arguments)))
+    return out
 
 
 def lenient_deltas(prev: AssistantMessage, new: AssistantMessage) -> list[MessageDelta]:
@@ -97,6 +592,10 @@ def lenient_deltas(prev: AssistantMessage, new: AssistantMessage) -> list[Messag
     return out
 
 
+# --------------------------------------------------------------------------------------------------------------
+# the streaming parser
+
+
 class StreamingParser:
     """Stateful streaming wrapper around a chat output parser.
 
@@ -104,12 +603,21 @@ class StreamingParser:
     ``finish(is_partial=False) -> list[MessageDelta]`` parses everything as the final output (pass
     ``is_partial=True`` when the output was cut off) and returns the remaining deltas. ``message`` is the
     message the emitted deltas add up to; ``text`` the output fed so far; ``held_back`` counts steps whose
-    parse would have retracted emitted text. Never raises on any input text.
+    parse would have retracted emitted text; ``final_mismatch`` is set when even the final parse does not
+    extend what was emitted (the format itself took something back, where llama.cpp would raise "Invalid
+    diff"). ``incremental=False`` forces a full re-parse per step (the reference behaviour, for comparison).
+    Never raises on any input text.
     """
 
-    def __init__(self, parser: Any):
+    def __init__(self, parser: Any, *, incremental: bool = True):
         self.parser = parser
-        self._parse = _parse_fn(parser)
+        self._parse = _parse_fn(parser, incremental)
+        owner = getattr(self._parse, "__self__", None)
+        self._session = owner if isinstance(owner, PegStreamSession) else None
+        self._region: OpenRegion | None = None
+        self._tail = ""
+        self._appended: list[str] = []    # fast-path text not yet folded into self._emitted
+        self.fast_steps = 0
         self._chunks: list[str] = []
         self._text = ""
         self._dirty = False
@@ -130,15 +638,74 @@ class StreamingParser:
     @property
     def message(self) -> AssistantMessage:
         """The message the emitted deltas accumulate to (a copy)."""
+        self._fold()
         return self._emitted.copy()
 
+    def _fold(self) -> None:
+        """Fold the fast-path appends into the emitted message."""
+        if not self._appended:
+            return
+        add = "".join(self._appended)
+        self._appended = []
+        e = self._emitted
+        field = self._region.field if self._region is not None else self._fold_field
+        if field == "content":
+            e.content += add
+        elif field == "reasoning_content":
+            e.reasoning_content += add
+        else:
+            calls = list(e.tool_calls)
+            last = calls[-1]
+            calls[-1] = ToolCall(last.name, last.arguments + add, last.id)
+            e.tool_calls = calls
+
+    def _fast(self, text: str) -> list[MessageDelta] | None:
+        """Deltas for ``text`` if it only extends the open region of the last parse, else None."""
+        region = self._region
+        if region is None:
+            return None
+        if region.field == "json-arguments":
+            if '"' in text or "\\" in text:
+                return None
+            self.fast_steps += 1
+            stripped = text.rstrip(_WS)
+            if not stripped:
+                region.ws_tail += text
+                return []
+            add = region.ws_tail + stripped
+            region.ws_tail = text[len(stripped):]
+            self._appended.append(add)
+            return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
+        window = self._tail + text
+        if not region.extends(window):
+            return None
+        if region.keep:
+            self._tail = window[-region.keep:]
+        self.fast_steps += 1
+        field = region.field
+        if field == "content":
+            self._appended.append(text)
+            return [MessageDelta(content=text)]
+        if field == "reasoning_content":
+            self._appended.append(text)
+            return [MessageDelta(reasoning_content=text)]
+        from .mapper import escape_json_inner
+
+        add = escape_json_inner(text)
+        self._appended.append(add)
+        return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
+
     def _step(self, is_partial: bool) -> list[MessageDelta]:
+        if self._appended:
+            self._fold_field = self._region.field if self._region is not None else None
+            self._fold()
+        self._region = None
         new = _safe_parse(self._parse, self.text, is_partial)
         if new is None:
             self.held_back += 1
             return []
         try:
-            deltas = compute_deltas(self._emitted, new)
+            deltas = stream_deltas_between(self._emitted, new)
         except StreamRetractionError:
             if is_partial:
                 self.held_back += 1
@@ -148,6 +715,11 @@ class StreamingParser:
             self._emitted = _accumulate(self._emitted, deltas)
             return deltas
         self._emitted = new
+        if is_partial and self._session is not None:
+            region = self._session.open_region
+            if region is not None:
+                self._region = region
+                self._tail = self.text[-region.keep:] if region.keep else ""
         return deltas
 
     def feed(self, text: str) -> list[MessageDelta]:
@@ -158,6 +730,9 @@ class StreamingParser:
             return []
         self._chunks.append(text)
         self._dirty = True
+        fast = self._fast(text)
+        if fast is not None:
+            return fast
         return self._step(True)
 
     def finish(self, is_partial: bool = False) -> list[MessageDelta]:
@@ -166,7 +741,9 @@ class StreamingParser:
         if self._finished:
             return []
         self._finished = True
-        return self._step(is_partial)
+        out = self._step(is_partial)
+        self._fold()
+        return out
 
 
 def _accumulate(msg: AssistantMessage, deltas: list[MessageDelta]) -> AssistantMessage:

@@ -1,0 +1,106 @@
+"""Incremental streaming (PegStreamSession, IncrementalMapper, the open-region fast path) gives exactly what a
+full re-parse of every prefix gives: on every reference case fed one character at a time, and on random
+splits of synthetic outputs for several formats."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.chat.cli_commands import TemplateDir
+from core.chat.message import AssistantMessage, apply_deltas
+from core.chat.pipeline import build_chat_parser
+from core.chat.request import ChatRequest
+from core.chat.stream import IncrementalMapper, PegStreamSession, StreamingParser
+
+from .conftest import TEMPLATES
+from .test_handlers_golden import SPECIAL, bundle
+
+RUN = {"type": "function", "function": {"name": "run", "parameters": {"type": "object", "properties": {
+    "command": {"type": "string"}, "n": {"type": "integer"}}, "required": ["command"]}}}
+
+
+def _check_stream(parser, pieces: list[str], is_partial: bool = False) -> StreamingParser:
+    sp = StreamingParser(parser)
+    acc = AssistantMessage()
+    text = ""
+    for piece in pieces:
+        text += piece
+        acc = apply_deltas(acc, sp.feed(piece))
+        if sp.held_back == 0:
+            assert acc == parser.parse(text, True), f"after {text!r}"
+    acc = apply_deltas(acc, sp.finish(is_partial))
+    if not sp.final_mismatch:
+        assert acc == parser.parse(text, is_partial)
+    return sp
+
+
+def test_reference_cases_match_full_reparse_at_every_step(reference_cases):
+    templates = TemplateDir(str(TEMPLATES))
+    incremental = peg_built = fast = 0
+    for case in reference_cases:
+        b = build_chat_parser(templates.get(case["template"]), ChatRequest.from_dict(case))
+        sp = _check_stream(b.parser, list(case["input"]), bool(case["is_partial"]))
+        assert sp.held_back == 0 and not sp.final_mismatch, case["id"]
+        peg_built += PegStreamSession.supports(b.parser)
+        incremental += isinstance(getattr(sp._parse, "__self__", None), PegStreamSession)
+        fast += sp.fast_steps
+    assert incremental == peg_built >= 190   # every PEG-built parser streams incrementally
+    assert fast > 1000                       # and many characters take the fast path
+
+
+def test_incremental_mapper_availability():
+    assert IncrementalMapper.usable()
+    p = bundle("Qwen3.5-4B.jinja", tools=[SPECIAL]).parser
+    assert PegStreamSession.supports(p)
+
+
+def test_fast_path_covers_long_content_and_json_strings():
+    p = bundle("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", tools=[RUN]).parser
+    body = "word " * 400
+    text = body + '<tool_call>\n{"name": "run", "arguments": {"command": "' + "x y " * 200 + '"}}</tool_call>'
+    pieces = [text[i:i + 4] for i in range(0, len(text), 4)]
+    sp = _check_stream(p, pieces)
+    assert sp.fast_steps > 0.8 * len(pieces)
+    assert json.loads(sp.message.tool_calls[0].arguments)["command"] == "x y " * 200
+
+
+FRAGMENTS = {
+    "Qwen3.5-4B.jinja": ["I think", " more", "\n</think>\n\n", "Answer ", "text. ", "<tool_call>\n",
+                         "<function=run>\n", "<parameter=command>\n", "ls -la", "\n</parameter>\n", "<parameter=n>\n",
+                         "3", "</function>\n", "</tool_call>", "\n", "<", "</"],
+    "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja": [
+        "Hello ", "world. ", "<tool_call>\n", '{"name": "run", ', '"arguments": ', '{"command": "', "ls -la ",
+        '\\"q\\"', '", "n": 2}', "}", "</tool_call>", "  ", "<", "{"],
+    "GLM-4.6.jinja": ["Hi. ", "<tool_call>", "run", "\n", "<arg_key>", "command", "</arg_key>", "\n", "<arg_value>",
+                      "ls", " -la", "</arg_value>", "\n", "</tool_call>", "<", "</"],
+    "openai-gpt-oss-120b.jinja": ["<|channel|>analysis<|message|>", "plan", " it", "<|end|>", "<|start|>assistant",
+                                  "<|channel|>final<|message|>", "Done ", "now", "<|channel|>commentary to=functions.run",
+                                  " <|constrain|>json", "<|message|>", '{"command": "ls"}', "<|"],
+    "deepseek-ai-DeepSeek-V4.jinja": ["plan", "</think>", "Text ", "\n\n", "<｜DSML｜tool_calls>\n",
+                                      '<｜DSML｜invoke name="run">\n',
+                                      '<｜DSML｜parameter name="command" string="true">', "ls -la",
+                                      "</｜DSML｜parameter>\n", "</｜DSML｜invoke>\n", "</｜DSML｜tool_calls>", "<"],
+}
+_BUNDLES: dict = {}
+
+
+def _parser(name: str):
+    if name not in _BUNDLES:
+        _BUNDLES[name] = bundle(name, tools=[RUN], parallel_tool_calls=True, reasoning_format="deepseek").parser
+    return _BUNDLES[name]
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data(), name=st.sampled_from(sorted(FRAGMENTS)))
+def test_random_splits_match_full_reparse(data, name):
+    frags = data.draw(st.lists(st.sampled_from(FRAGMENTS[name]), max_size=14))
+    text = "".join(frags)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=12)))
+    pieces, last = [], 0
+    for c in cuts + [len(text)]:
+        pieces.append(text[last:c])
+        last = c
+    _check_stream(_parser(name), [p for p in pieces if p])
