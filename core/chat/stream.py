@@ -440,7 +440,7 @@ class OpenRegion:
     """Fast-path description of an open ``until`` region: the message ``field`` it feeds ("content",
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
-    __slots__ = ("field", "delims", "keep", "search", "ws_tail")
+    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
         import re
@@ -450,11 +450,17 @@ class OpenRegion:
         self.delims = delims
         self.keep = max((len(d) for d in delims), default=1) - 1
         self.search = re.compile("|".join(re.escape(d) for d in delims)).search if delims else None
+        self.firsts = tuple(dict.fromkeys(d[0] for d in delims))
 
     def extends(self, window: str) -> bool:
         """True when ``window`` (the last ``keep`` characters already parsed + new text) contains no delimiter
         and does not end with a cut one."""
         if self.search is None:
+            return True
+        for f in self.firsts:       # common case: no delimiter can even start in the window
+            if f in window:
+                break
+        else:
             return True
         if self.search(window):
             return False
