@@ -36,6 +36,17 @@ class Continuation(str, enum.Enum):
     CONTENT = "content"
 
 
+def _flag(data: dict[str, Any], name: str, default: bool) -> bool:
+    """A boolean field: missing or null -> ``default``; anything but true/false -> :class:`RequestError`
+    (``"false"`` must not silently mean True)."""
+    value = data.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise RequestError(name, f"must be true or false, got {value!r}")
+    return value
+
+
 def _enum(cls: type[enum.Enum], value: Any, name: str) -> Any:
     if isinstance(value, cls):
         return value
@@ -92,11 +103,11 @@ class ChatRequest:
             messages=messages,
             tools=tools,
             tool_choice=_enum(ToolChoice, data.get("tool_choice", "auto") or "auto", "tool_choice"),
-            parallel_tool_calls=bool(data.get("parallel_tool_calls", False)),
+            parallel_tool_calls=_flag(data, "parallel_tool_calls", False),
             reasoning_format=_enum(ReasoningFormat, data.get("reasoning_format", "auto") or "auto",
                                    "reasoning_format"),
-            enable_thinking=bool(data.get("enable_thinking", True)),
-            add_generation_prompt=bool(data.get("add_generation_prompt", True)),
+            enable_thinking=_flag(data, "enable_thinking", True),
+            add_generation_prompt=_flag(data, "add_generation_prompt", True),
             continue_final_message=_enum(Continuation, data.get("continue_final_message"),
                                          "continue_final_message"),
             json_schema=schema,
@@ -125,7 +136,10 @@ def validate_message(m: Any, where: str) -> None:
     content = m.get("content")
     if content is not None and not isinstance(content, (str, list)):
         raise RequestError(f"{where}.content", "must be a string, a list of content parts, or null")
-    for j, tc in enumerate(m.get("tool_calls") or []):
+    calls = m.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        raise RequestError(f"{where}.tool_calls", "must be a list of tool calls or null")
+    for j, tc in enumerate(calls or []):
         fn = tc.get("function") if isinstance(tc, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
             raise RequestError(f"{where}.tool_calls[{j}]", "needs function.name")
@@ -144,6 +158,8 @@ def validate_tool(t: Any, where: str) -> None:
     """Check one OpenAI tool definition (``{"type": "function", "function": {name, parameters}}``)."""
     if not isinstance(t, dict) or not isinstance(t.get("function"), dict):
         raise RequestError(where, "must be {'type': 'function', 'function': {...}}")
+    if t.get("type", "function") != "function":  # llama.cpp: "Unsupported tool type"
+        raise RequestError(f"{where}.type", f"unsupported tool type {t.get('type')!r} (only 'function')")
     fn = t["function"]
     if not isinstance(fn.get("name"), str) or not fn["name"]:
         raise RequestError(f"{where}.function.name", "missing or empty")
