@@ -117,3 +117,17 @@ def test_force_autoparser_and_report_reuse():
     again = pipeline.build_chat_parser(template("Qwen3.5-4B.jinja"), ChatRequest.from_dict(
         {"messages": [{"role": "user", "content": "x"}]}), report=g.report, force_autoparser=True)
     assert again.report is g.report     # a given report is used as is (the explorer passes its overrides')
+
+
+def test_tool_use_variant_chosen_for_tool_requests(tmp_path, request_file, capsys, monkeypatch):
+    cfg = tmp_path / "tokenizer_config.json"
+    cfg.write_text(json.dumps({"chat_template": [
+        {"name": "default", "template": "{% for m in messages %}{{ m.content }}{% endfor %}DEFAULT"},
+        {"name": "tool_use", "template": "{% for m in messages %}{{ m.content }}{% endfor %}TOOLS"
+                                         "{% if add_generation_prompt %}<gen>{% endif %}"}]}))
+    code, out, _ = _run(["grammar", str(cfg), "--request", request_file, "--json"], capsys, monkeypatch)
+    assert code == 0 and json.loads(out)["generation_prompt"] == "<gen>"
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"messages": [{"role": "user", "content": "Hi"}]}))
+    code, out, _ = _run(["grammar", str(cfg), "--request", str(plain), "--json"], capsys, monkeypatch)
+    assert code == 0 and json.loads(out)["generation_prompt"] == ""

@@ -30,15 +30,23 @@ from .request import ChatRequest
 # ------------------------------------------------------------------------------------------------ loading
 
 
-def load_chat_template(spec: str, variant: str | None = None) -> ChatTemplate:
+def load_chat_template(spec: str, variant: str | None = None, request: ChatRequest | None = None) -> ChatTemplate:
     """A template from a path or Hub id: H-B's ``core.sources.load_template`` when available, else a plain
-    ``.jinja`` file. Raises :class:`TemplateLoadError`."""
+    ``.jinja`` file. Without an explicit ``variant``, the variant llama.cpp would use for ``request`` (the
+    ``tool_use`` template when the request has tools and the source has one). Raises :class:`TemplateLoadError`."""
     try:
         from ..sources import load_template  # type: ignore[attr-defined]
     except ImportError:
         load_template = None
     if load_template is not None:
-        return load_template(spec, variant).template()
+        loaded = load_template(spec, variant)
+        if variant is None and request is not None:
+            from .prompt import choose_variant
+
+            wanted = choose_variant(loaded.variants, request)
+            if wanted != loaded.variant and wanted in loaded.variants:
+                loaded = loaded.with_variant(wanted)
+        return loaded.template()
     if not os.path.isfile(spec):
         raise TemplateLoadError(spec, "no such file")
     try:
@@ -63,6 +71,10 @@ def load_request(path: str | None) -> ChatRequest:
         raise RequestError(path, f"cannot read: {e.strerror or e}") from None
     except json.JSONDecodeError as e:
         raise RequestError(path, f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except UnicodeDecodeError as e:
+        raise RequestError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except RecursionError:
+        raise RequestError(path, "JSON nested too deeply") from None
     return ChatRequest.from_dict(data)
 
 
@@ -114,15 +126,22 @@ def run_case(case: dict[str, Any], templates: TemplateDir) -> dict[str, Any]:
 
 
 def iter_cases(path: str) -> Iterable[dict[str, Any]]:
-    """Rows of a JSONL file; raises :class:`RequestError` naming the file and line on bad JSON."""
-    with open(path, encoding="utf-8") as f:
+    """Rows of a JSONL file; raises :class:`RequestError` naming the file and line on bad JSON, text that is
+    not UTF-8, or JSON nested too deeply."""
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
+                line.encode("utf-8")
+            except UnicodeEncodeError:
+                raise RequestError(f"{path}:{n}", "not UTF-8 text") from None
+            try:
                 yield json.loads(line)
             except json.JSONDecodeError as e:
                 raise RequestError(f"{path}:{n}", f"not valid JSON: {e.msg}") from None
+            except RecursionError:
+                raise RequestError(f"{path}:{n}", "JSON nested too deeply") from None
 
 
 # ------------------------------------------------------------------------------------------------ commands
@@ -132,8 +151,8 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     from .pipeline import build_chat_parser
     from .stream import StreamingParser
 
-    template = load_chat_template(args.file, args.variant)
     request = load_request(args.request)
+    template = load_chat_template(args.file, args.variant, request)
     bundle = build_chat_parser(template, request)
     output = sys.stdin.read()
     if args.stream:
@@ -155,8 +174,8 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 def _cmd_grammar(args: argparse.Namespace) -> int:
     from .pipeline import build_chat_parser
 
-    template = load_chat_template(args.file, args.variant)
     request = load_request(args.request)
+    template = load_chat_template(args.file, args.variant, request)
     bundle = build_chat_parser(template, request)
     p = bundle.parser
     triggers = [t.to_json() if hasattr(t, "to_json") else t for t in (p.grammar_triggers or [])]
@@ -196,6 +215,12 @@ def _guard(fn: Any) -> Any:
         except OSError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+        except (RecursionError, MemoryError) as e:
+            print(f"error: input too large or nested too deeply ({type(e).__name__})", file=sys.stderr)
+            return 2
+        except Exception as e:  # last resort: one line, never a traceback (the cause is named for a bug report)
+            print(f"error: internal error in {getattr(args, 'command', 'command')}: {type(e).__name__}: {e}", file=sys.stderr)
+            return 3
     run.__doc__ = fn.__doc__
     return run
 
