@@ -47,6 +47,28 @@ def _flag(data: dict[str, Any], name: str, default: bool) -> bool:
     return value
 
 
+#: deepest nesting (objects/arrays) accepted in a tool's parameters or the response-format schema; deeper
+#: schemas would exhaust the recursion of the schema-to-grammar conversion.
+MAX_SCHEMA_DEPTH = 200
+
+
+def _check_depth(value: Any, name: str, limit: int = MAX_SCHEMA_DEPTH) -> None:
+    """Raise :class:`RequestError` naming ``name`` when ``value`` nests dicts/lists deeper than ``limit``
+    (iterative: safe on any depth)."""
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            children = v.values()
+        elif isinstance(v, list):
+            children = v
+        else:
+            continue
+        if d > limit:
+            raise RequestError(name, f"nested too deeply (more than {limit} levels)")
+        stack.extend((c, d + 1) for c in children)
+
+
 def _enum(cls: type[enum.Enum], value: Any, name: str) -> Any:
     if isinstance(value, cls):
         return value
@@ -96,6 +118,8 @@ class ChatRequest:
         schema = data.get("json_schema")
         if schema is not None and not isinstance(schema, dict):
             raise RequestError("json_schema", "must be a JSON object (a JSON schema) or null")
+        if schema is not None:
+            _check_depth(schema, "json_schema")
         kwargs = data.get("chat_template_kwargs") or {}
         if not isinstance(kwargs, dict):
             raise RequestError("chat_template_kwargs", "must be a JSON object")
@@ -168,3 +192,4 @@ def validate_tool(t: Any, where: str) -> None:
         raise RequestError(f"{where}.function.parameters", "missing (use {'type': 'object', 'properties': {}})")
     if not isinstance(params, dict):
         raise RequestError(f"{where}.function.parameters", "must be a JSON schema object")
+    _check_depth(params, f"{where}.function.parameters")
