@@ -309,7 +309,13 @@ class PegStreamSession:
                 mapper = self.mappers.get(entry)
                 if mapper is None:
                     mapper = self.mappers[entry] = IncrementalMapper()
-                msg = mapper.map(r.nodes, text)
+                try:
+                    msg = mapper.map(r.nodes, text)
+                except Exception:  # never leave a half-updated mapping behind: start over, map this tree fully
+                    mapper.reset()
+                    from .mapper import map_parse
+
+                    return map_parse(r)
                 if entry is None and r.need_more_input:
                     self.open_region = self._open_region(r, len(text), mapper, msg)
                 return msg
