@@ -10,7 +10,7 @@ from collections import Counter
 
 from core.chat.cli_commands import TemplateDir, run_case
 
-from .conftest import REFERENCE, TEMPLATES
+from .conftest import TEMPLATES
 
 # Pass rate achieved (both the final message and the accumulated deltas): 354/354 when this was written.
 MIN_PASS_RATE = float(os.environ.get("CONFORMANCE_MIN_RATE", "1.0"))

@@ -29,7 +29,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-from .message import AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta, compute_deltas
+from .message import AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta
 
 # --------------------------------------------------------------------------------------------------------------
 # incremental mapping of chat parse trees
