@@ -343,33 +343,13 @@ def parser_bundle(tpl: CurrentTemplate | None = None, request: dict[str, Any] | 
 
 
 def rendered_sample(tpl: CurrentTemplate, request: dict[str, Any], message: dict[str, Any]) -> str:
-    """What a model following the template would write for ``message`` (an assistant message): the render of
-    the conversation + ``message`` after its common prefix with the render that ends with the generation
-    prompt, minus the template's end-of-turn text (found by rendering a sentinel answer). Uses
-    ``core.chat.prompt`` for the renders. Raises render/request errors.
-    """
-    from core.chat.prompt import longest_common_prefix, prepare_request, render_prompt
-    from core.chat.request import ChatRequest
+    """What a model following the template would write for ``message`` (an assistant message) after the
+    conversation of ``request``: :func:`core.chat.roundtrip.sample_output` — the render with ``message``
+    appended, after the render that ends with the generation prompt, minus the end-of-turn text the template
+    writes (derived from renders). Raises render/request errors."""
+    from core.chat.roundtrip import sample_output
 
-    template = tpl.template()
-    base = ChatRequest.from_dict(request)
-    prep = prepare_request(template, base)
-    with_gp = render_prompt(prep, add_generation_prompt=True)
-
-    def render_with(msg: dict[str, Any]) -> str:
-        req = ChatRequest.from_dict({**request, "messages": [*request["messages"], msg]})
-        return render_prompt(prepare_request(template, req, caps=prep.caps), add_generation_prompt=False)
-
-    full = render_with(message)
-    out = full[longest_common_prefix(full, with_gp):]
-    sentinel = "Z_SAMPLE_END_Z"
-    probe = render_with({"role": "assistant", "content": sentinel})
-    i = probe.rfind(sentinel)
-    if i >= 0:
-        end = probe[i + len(sentinel):]
-        if end and out.endswith(end):
-            out = out[: len(out) - len(end)]
-    return out
+    return sample_output(tpl.template(), request, message)
 
 
 def sample_message(tools: list[dict[str, Any]] | None, *, reasoning: bool = True, content: bool = True,
