@@ -416,6 +416,12 @@ def build_parser() -> argparse.ArgumentParser:
         cli_commands = None
     if cli_commands is not None and hasattr(cli_commands, "register"):
         cli_commands.register(sub)
+    try:  # `roundtrip` (core.chat.roundtrip, H-I)
+        from .chat import roundtrip as _roundtrip
+    except ImportError:
+        _roundtrip = None
+    if _roundtrip is not None:
+        _roundtrip.register(sub)
     return ap
 
 

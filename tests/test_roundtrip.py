@@ -176,3 +176,20 @@ def test_result_json_and_bad_message():
 
     with pytest.raises(RequestError):
         RT.round_trip(_tmpl("Qwen-Qwen2.5-7B-Instruct.jinja"), tools=[{"type": "function", "function": {"name": "x"}}])
+
+
+def test_cli_roundtrip(capsys, tmp_path):
+    from core.cli import main
+
+    path = str(TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja")
+    assert main(["roundtrip", path, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "pass" and out["parsed"]["tool_calls"][0]["function"]["name"] == "get_weather"
+    (tmp_path / "a.jinja").write_text(template_source("mistral-common-v3.jinja"), encoding="utf-8")
+    (tmp_path / "b.jinja").write_text("{{ messages[0].content }}", encoding="utf-8")  # no tool calls: skipped
+    assert main(["roundtrip", "--batch", str(tmp_path)]) == 0
+    cap = capsys.readouterr()
+    rows = [json.loads(line) for line in cap.out.splitlines()]
+    assert [r["template"] for r in rows] == ["a.jinja"] and rows[0]["status"] == "template_limited"
+    assert "1 templates skipped" in cap.err
+    assert main(["roundtrip", str(tmp_path / "missing.jinja")]) == 2

@@ -763,3 +763,58 @@ def corpus_round_trip(directory: str | os.PathLike, *, pattern: str = "*.jinja",
             continue
         results.append(round_trip(template, report=el.report))
     return CorpusRoundTrip(results, skipped)
+
+
+# ------------------------------------------------------------------------------------------------ command line
+
+
+def _cmd_roundtrip(args: Any) -> int:
+    import sys
+
+    from ..errors import TemplateLoadError
+
+    if args.batch:
+        d = pathlib.Path(args.batch)
+        if not d.is_dir():
+            raise TemplateLoadError(str(d), "not a directory")
+        corpus = corpus_round_trip(d)
+        for r in corpus.results:
+            print(json.dumps(r.to_json(), ensure_ascii=False))
+        print(corpus.summary(), file=sys.stderr)
+        return 0
+    if not args.file:
+        raise ChatTemplateExplorerError("roundtrip needs FILE or --batch DIR")
+    from .cli_commands import load_chat_template
+
+    template = load_chat_template(args.file, args.variant, ChatRequest.from_dict(round_trip_request()))
+    result = round_trip(template)
+    if args.json:
+        print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+    else:
+        print(f"{result.template}: {result.status.value} ({result.route}, variant {result.variant})")
+        if result.why:
+            print(f"  why: {result.why}")
+        for n in result.notes:
+            print(f"  note: {n}")
+        print("  output:")
+        for line in result.rendered_output.splitlines() or [""]:
+            print(f"    {line}")
+        if result.reduced is not None:
+            print(f"  reduced message: {result.reduced.status.value}"
+                  + (f" ({result.reduced.why})" if result.reduced.why else ""))
+    return 0 if result.status in (RoundTripStatus.PASS, RoundTripStatus.TEMPLATE_LIMITED) else 1
+
+
+def register(subparsers: Any) -> None:
+    """Add ``roundtrip FILE [--json] [--variant V]`` / ``roundtrip --batch DIR`` (JSON lines, summary on stderr)
+    to an ``argparse`` sub-parsers object (called by ``core/cli.py``). Exit status: 0 pass or template-limited,
+    1 parser failure, 2 bad input."""
+    from .cli_commands import _guard
+
+    r = subparsers.add_parser("roundtrip", help="render an assistant message with the template and parse it back")
+    r.add_argument("file", nargs="?", help="template: .jinja, tokenizer_config.json, chat_template.json, .gguf or "
+                                           "Hub id")
+    r.add_argument("--variant", help="named template variant (e.g. tool_use)")
+    r.add_argument("--json", action="store_true", help="print the result as JSON")
+    r.add_argument("--batch", metavar="DIR", help="every tool-capable template of DIR (*.jinja), one JSON line each")
+    r.set_defaults(func=_guard(_cmd_roundtrip))
