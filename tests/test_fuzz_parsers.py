@@ -14,11 +14,16 @@ Inputs:
 
 Properties checked for each input:
 1. ``parse(text, is_partial)`` never raises, for both values of ``is_partial``, and returns well-formed
-   strings / tool calls;
-2. streaming never takes text back: the parse of every prefix fed (as partial) extends the previous one,
-   so :class:`~core.chat.stream.StreamingParser` never has to hold a step back;
-3. any split into deltas gives the same final message as the one-shot parse, and the same as feeding one
-   character at a time; the deltas add up to that message.
+   strings / tool calls; streaming (random split, and one character at a time) never raises either;
+2. streaming never takes text back: every step's deltas only append, and add up to the streamed message;
+3. any split gives the same final message as the one-shot parse, and the same as feeding one character at a
+   time — whenever the stream could end on the final parse (see below).
+
+Strict streaming (``strict=True``, or ``CTE_FUZZ_STRICT=1`` for every test): no partial parse of a longer
+prefix may retract what a shorter one gave (``StreamingParser`` never has to hold a step back) and the final
+parse extends the stream. Reference-case inputs and the explicit regressions are checked strictly; for random,
+truncated and mutated text an incident is counted and recorded in ``tests/artifacts/fuzz_incidents.jsonl``
+(known causes: ``REGRESSIONS`` below, xfail until the parsers change).
 
 Budget: ``fuzz_examples(default)`` per test (``--fuzz-examples N`` or ``CTE_FUZZ_EXAMPLES=N``).
 Counts of examples run are written to ``tests/artifacts/fuzz_counts.json`` at the end of the module.
@@ -368,7 +373,7 @@ def check_output(parser: Any, text: str, cuts: list[int], is_partial: bool, *, s
                         f"streamed message {run.sp.message.to_openai()}")
         if incident:
             COUNTS["incidents"] += 1
-            if len(INCIDENTS) < 400:
+            if len(INCIDENTS) < 2000:
                 INCIDENTS.append({"where": where, "text": text, "is_partial": is_partial, "cuts": sorted(set(cuts)),
                                   "incident": incident})
             assert not (strict or STRICT), incident
@@ -428,7 +433,7 @@ def test_random_text(template_name: str, with_tools: bool, data: st.DataObject) 
     cuts = data.draw(_cuts(len(text)), label="cuts")
     is_partial = data.draw(st.booleans(), label="is_partial")
     COUNTS["random_text"] += 1
-    check_output(subj.parser, text, cuts, is_partial, where=subj.id)
+    check_output(subj.parser, text, cuts, is_partial, where=subj.id + "|random")
 
 
 @pytest.mark.parametrize("template_name, with_tools", SUBJECT_PARAMS)
@@ -445,9 +450,9 @@ def test_truncated_valid_output(template_name: str, with_tools: bool, data: st.D
     text = valid[:cut]
     cuts = data.draw(_cuts(len(text)), label="cuts")
     COUNTS["truncations"] += 1
-    check_output(subj.parser, text, cuts, True, where=subj.id)
+    check_output(subj.parser, text, cuts, True, where=subj.id + "|truncated")
     check_output(subj.parser, valid, data.draw(_cuts(len(valid)), label="cuts_full"), False, char_by_char=False,
-                 where=subj.id)
+                 where=subj.id + "|truncated")
 
 
 @pytest.mark.parametrize("template_name, with_tools", SUBJECT_PARAMS)
@@ -462,7 +467,7 @@ def test_mutated_valid_output(template_name: str, with_tools: bool, data: st.Dat
     cuts = data.draw(_cuts(len(text)), label="cuts")
     is_partial = data.draw(st.booleans(), label="is_partial")
     COUNTS["mutations"] += 1
-    check_output(subj.parser, text, cuts, is_partial, where=subj.id)
+    check_output(subj.parser, text, cuts, is_partial, where=subj.id + "|mutated")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -501,16 +506,86 @@ def test_reference_case_inputs_cut_and_split(data: st.DataObject) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# explicit regressions found by the fuzzer (template, request tools?, input, is_partial)
+# explicit regressions found by the fuzzer (minimised). Each input is checked strictly, fed one character at a
+# time: no partial parse may take back what an earlier one gave, and the stream must end on the one-shot parse.
 
-REGRESSIONS: list[tuple[str, bool, str, bool]] = [
+_FALLBACK = ("a partial parse that cannot continue a started tool call falls back to plain content, taking back "
+             "the call already streamed (llama.cpp maps the partial AST of a failed partial parse instead)")
+_LOSES = "as above, and the final parse drops the text from the call on (content '')"
+
+#: (template, request has tools, model output, why it fails today — None when it passes)
+REGRESSIONS: list[tuple[str, bool, str, str | None]] = [
+    ("GLM-4.6.jinja", True, "<tool_call>special_function\nv", _FALLBACK),
+    ("Apertus-8B-Instruct.jinja", True, '<|tools_prefix|>[{"special_function<', _FALLBACK),
+    ("Qwen-QwQ-32B.llamacpp-edit.jinja", True, '</think><tool_call>\n{"name":"special_function","x', _FALLBACK),
+    ("Reka-Edge.jinja", True, '</think><tool_call>\n{"name":"special_function"s', _FALLBACK),
+    ("meta-llama-Llama-3.1-8B-Instruct.jinja", True, '{"name":"special_function"<', _FALLBACK),
+    ("Mistral-Small-3.2-24B-Instruct-2506.jinja", True, '[TOOL_CALLS]special_function[CALL_ID][ARGS]{""_', _FALLBACK),
+    ("ByteDance-Seed-OSS.jinja", True,
+     "<seed:tool_call>\n<function=special_function>\n<parameter=arg1>1</paramx", _FALLBACK),
+    ("meetkai-functionary-medium-v3.1.llamacpp-edit.jinja", True, '<function=special_function>{"arg1": 1}<<',
+     _FALLBACK),
+    ("upstage-Solar-Open-100B.jinja", True, "<|tool_calls|><|tool_call:begin|>call00001<|tool_call:name|>"
+     'special_function<|tool_call:args|>{"arg1":1}2', _FALLBACK),
+    ("CohereForAI-c4ai-command-r7b-12-2024-tool_use.llamacpp-edit.jinja", True,
+     '<|START_THINKING|><|END_THINKING|><|START_ACTION|>[{"tool_call_id":"","tool_name":"special_function"<',
+     _FALLBACK),
+    ("MiniMax-M2.jinja", True, '</think><minimax:tool_call>\n<invoke name="special_function">\nh', _FALLBACK),
+    ("Qwen3-Coder.jinja", True, "<function=special_function>\nd", _LOSES),
+    ("mistralai-Ministral-3-14B-Reasoning-2512.jinja", True, '[TOOL_CALLS]get_weather[ARGS]{""/', _LOSES),
+    ("deepseek-ai-DeepSeek-V3.2.jinja", True,
+     '<｜DSML｜function_calls><｜DSML｜invoke name="special_function">\ng', _FALLBACK),
+    ("meetkai-functionary-medium-v3.2.jinja", True, "all\n>>>get_weather\n ", _FALLBACK),
+    ("openai-gpt-oss-120b.jinja", True, "<|channel|>analysis<|message|>u<|end|>i",
+     "text after <|end|> that does not start a new message turns the streamed reasoning into content"),
+    ("inclusionai-ling-3.0-flash.jinja", True, "<tool_call>special_function]", _FALLBACK),
+    ("openbmb-MiniCPM5-1B.jinja", True, '</think><function name="special_function">e', _FALLBACK),
+    ("Kimi-K3.jinja", True, '<|open|>response<|sep|><|open|>tools<|sep|><|open|>call tool="special_function"<|sep|>'
+     '<|open|>argument key="arg1"<|sep|><|close|>argument<|sep|><|close|>call<|sep|><|open|>cc', _FALLBACK),
+    ("MiniMax-M3.jinja", True, ']<]minimax[>[<tool_call>]<]minimax[>[<invoke name="special_function">]<]minimax[>['
+     '<arg1>1]<]minimax[>[</arg1>]<]minimax[>[</invoke>]<]minimax[>[<invoke name="get_weathee', _FALLBACK),
+    ("inclusionai-ling-3.0-flash.jinja", False, "<th",
+     "forced-open reasoning: '<t' is streamed as content, '<th' turns everything into reasoning"),
+    # streaming a rendered (valid) assistant turn: parallel calls as the template writes them
+    ("MiniMax-M2.jinja", True, 'I think.\n</think>\n\nHi\n<minimax:tool_call>\n<invoke name="special_function">\n<parameter name="arg1">1'
+     '</parameter>\n</invoke>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n</invoke>\n'
+     "</minimax:tool_call>",
+     "the template separates parallel calls with a newline, the parser (as llama.cpp's) only with ', ': the "
+     "second call turns everything into content"),
+    ("upstage-Solar-Open-100B.jinja", True, '<|tool_calls|><|tool_call:begin|>call00001<|tool_call:name|>'
+     'special_function<|tool_call:args|>{"arg1": 1}<|tool_call:end|><|tool_call:begin|>call00002<|tool_call:name|>'
+     'get_weather<|tool_call:args|>{"city": "Paris"}<|tool_call:end|><|calls|>',
+     "the second call's id (which the template renders) is not expected: everything becomes content"),
+    # passing examples kept as guards
+    ("Qwen3-Coder.jinja", True, "Hi <tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n"
+     "</function>\n</tool_call>", None),
+    ("GLM-4.6.jinja", True, "<think>a < b</think>x<tool_call>special_function\n<arg_key>arg1</arg_key>\n"
+     "<arg_value>1</arg_value>\n</tool_call>", None),
 ]
 
 
-@pytest.mark.parametrize("template_name, with_tools, text, is_partial", REGRESSIONS)
+@pytest.mark.parametrize("template_name, with_tools, text, is_partial", [
+    pytest.param(t, w, x, True, marks=[pytest.mark.xfail(reason=why, strict=False)] if why else [],
+                 id=f"{t.removesuffix('.jinja')}-{i}") for i, (t, w, x, why) in enumerate(REGRESSIONS)])
 def test_fuzz_regressions(template_name: str, with_tools: bool, text: str, is_partial: bool) -> None:
     subj = subject_for(template_name, with_tools)
-    check_output(subj.parser, text, list(range(1, len(text))), is_partial)
+    check_output(subj.parser, text, [], is_partial, strict=True, where=f"{subj.id}|regression")
+
+
+@pytest.mark.parametrize("template_name, text", [
+    pytest.param("Qwen3-Coder.jinja", "Hello <tool_call>\n<function=special_function>\noops, not a parameter",
+                 marks=pytest.mark.xfail(reason="the PEG root has no end anchor (as llama.cpp's): the lenient parse "
+                                                "stops after the content and the rest is dropped", strict=False)),
+    pytest.param("mistralai-Ministral-3-14B-Reasoning-2512.jinja", 'Hello [TOOL_CALLS]get_weather[ARGS]{"" oops',
+                 marks=pytest.mark.xfail(reason="as Qwen3-Coder: the text after the content is dropped",
+                                         strict=False)),
+    ("GLM-4.6.jinja", "Hello <tool_call>special_function\noops, not a parameter"),
+    ("openai-gpt-oss-120b.jinja", "<|channel|>final<|message|>Hello <|start|>oops"),
+])
+def test_final_parse_keeps_unparsed_text(template_name: str, text: str) -> None:
+    """A final parse never silently drops model output: text that does not parse ends up as content."""
+    msg = subject_for(template_name, True).parser.parse(text, False)
+    assert "oops" in msg.content + msg.reasoning_content, msg.to_openai()
 
 
 def test_subjects_cover_every_route() -> None:
