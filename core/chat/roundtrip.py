@@ -434,7 +434,9 @@ def missing_parts(message: dict[str, Any], output: str) -> list[str]:
         fn = tc.get("function") or {}
         name = fn.get("name", "")
         if name not in output:
-            miss.append(f"tool call {name}")
+            cid = tc.get("id") or ""
+            miss.append(f"tool call {name}" + (f" (the template writes the call id {cid!r} instead)"
+                                                 if cid and cid in output else ""))
             continue
         args = fn.get("arguments")
         if isinstance(args, str):
