@@ -257,8 +257,9 @@ def normalize_source(source: str) -> str:
     return s[:-1] if s.endswith("\n") else s
 
 
-# Bump when the code generator or environment changes what compiled code looks like.
-_CODEGEN_VERSION = "1"
+# Bump when the code generator or environment changes what compiled code looks like (edits of this file are
+# picked up automatically: its digest is part of every cache key).
+_CODEGEN_VERSION = "2"
 
 
 def _disk_cache_dir() -> pathlib.Path | None:
@@ -271,32 +272,68 @@ def _disk_cache_dir() -> pathlib.Path | None:
     return pathlib.Path(base) / "jinja"
 
 
-def _cache_key(source: str) -> str:
-    tag = f"{_CODEGEN_VERSION}|{jinja2.__version__}|{sys.version_info[:2]}|".encode()
+@functools.lru_cache(maxsize=None)
+def module_digest(path: str) -> str:
+    """sha256 prefix of a source file's bytes ("" if unreadable): part of compiled-code cache keys, so editing
+    a module that shapes code generation (this one, an AST rewriter) invalidates what it compiled."""
+    try:
+        return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return ""
+
+
+def _cache_key(source: str, env_tag: str = "") -> str:
+    tag = (f"{_CODEGEN_VERSION}|{jinja2.__version__}|{sys.version_info[:2]}|{module_digest(__file__)}|"
+           f"{env_tag}|").encode()
     return hashlib.sha256(tag + source.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _load_compiled(source: str) -> jinja2.Template:
-    """Compile ``source``, reusing Python code marshalled to the disk cache by an earlier process (jinja2's own
-    compile costs milliseconds per template; loading marshalled code is ~10x cheaper)."""
+_CODE_MEMO: "dict[tuple[str, str], Any]" = {}
+_CODE_MEMO_MAX = 1024
+
+
+def compiled_code(env: jinja2.Environment, source: str, env_tag: str = "") -> Any:
+    """Python code object of ``source`` compiled by ``env`` (jinja2 ``Environment.compile``), memoized in
+    memory and in the disk cache (see :func:`_disk_cache_dir`) under ``env_tag`` — a string naming the
+    environment's code-generation configuration (and a digest of any module that customises parsing or code
+    generation). Loading marshalled code is ~10x cheaper than jinja2's compile (lexing, parsing, code
+    generation, Python ``compile``). Raises ``jinja2.TemplateSyntaxError`` (and ``RecursionError``) as
+    ``env.compile`` does; failures are not cached."""
+    key = (env_tag, source)
+    code = _CODE_MEMO.get(key)
+    if code is not None:
+        return code
     directory = _disk_cache_dir()
-    path = directory / (_cache_key(source) + ".bin") if directory else None
+    path = directory / (_cache_key(source, env_tag) + ".bin") if directory else None
     if path is not None:
         try:
             code = marshal.loads(path.read_bytes())
-            return _ENV.template_class.from_code(_ENV, code, _ENV.make_globals(None), None)
         except (OSError, ValueError, EOFError, TypeError):
-            pass
-    code = _ENV.compile(source)
-    if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(marshal.dumps(code))
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only or full cache only costs speed
-    return _ENV.template_class.from_code(_ENV, code, _ENV.make_globals(None), None)
+            code = None
+    if code is None:
+        code = env.compile(source)
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_bytes(marshal.dumps(code))
+                os.replace(tmp, path)
+            except OSError:
+                pass  # a read-only or full cache only costs speed
+    if len(_CODE_MEMO) >= _CODE_MEMO_MAX:
+        _CODE_MEMO.pop(next(iter(_CODE_MEMO)))
+    _CODE_MEMO[key] = code
+    return code
+
+
+def template_from_code(env: jinja2.Environment, code: Any) -> jinja2.Template:
+    """A jinja2 ``Template`` of ``env`` running ``code`` (from :func:`compiled_code`)."""
+    return env.template_class.from_code(env, code, env.make_globals(None), None)
+
+
+def _load_compiled(source: str) -> jinja2.Template:
+    """Compile ``source`` with the project environment, through :func:`compiled_code`'s caches."""
+    return template_from_code(_ENV, compiled_code(_ENV, source))
 
 
 @functools.lru_cache(maxsize=512)

@@ -589,9 +589,23 @@ def probe_environment() -> jinja2.Environment:
     return _probe_env()
 
 
-@functools.lru_cache(maxsize=256)
+def probe_code_tag() -> str:
+    """Cache tag of code compiled by :func:`probe_environment` (its AST rewriter lives in this module, so the
+    module's digest is part of it): see :func:`core.templating.compiled_code`."""
+    return "probe|" + _templating.module_digest(__file__)
+
+
+def probe_code(source: str) -> Any:
+    """Python code of ``source`` compiled by the probe environment, through the in-memory and disk caches
+    of compiled templates. The llama.cpp-compatible renderer (:mod:`core.analysis.engine`, an overlay of
+    this environment with the same code generation) runs the same code. Raises jinja2's
+    ``TemplateSyntaxError`` for bad Jinja."""
+    return _templating.compiled_code(_probe_env(), source, probe_code_tag())
+
+
+@functools.lru_cache(maxsize=512)
 def _compile_tracking(source: str) -> jinja2.Template:
-    return _probe_env().from_string(source)
+    return _templating.template_from_code(_probe_env(), probe_code(source))
 
 
 @dataclass

@@ -103,9 +103,14 @@ def _env() -> Any:
     return env
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=512)
 def _compile(source: str) -> jinja2.Template:
-    return _env().from_string(source)
+    # The environment is an overlay of the probe environment that changes only runtime objects (filters,
+    # the undefined type), so the probe environment's compiled code (disk-cached) runs here unchanged;
+    # tests/test_compile_cache.py checks the generated code is identical.
+    from ..templating import template_from_code
+
+    return template_from_code(_env(), _caps.probe_code(source))  # type: ignore[union-attr]
 
 
 def available() -> bool:

@@ -1,0 +1,81 @@
+"""The compiled-template caches (core.templating.compiled_code): disk round trip, keys per environment,
+failures not cached, and the analysis renderer running the probe environment's code unchanged."""
+
+from __future__ import annotations
+
+import jinja2
+import pytest
+
+from core import templating
+from core.analysis import caps, engine
+from core.templating import ChatTemplate, compiled_code, template_from_code
+
+from .conftest import template_source
+
+SAMPLE = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}{% if not loop.last %}\n{% endif %}"
+          "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("CTE_NO_DISK_CACHE", raising=False)
+    monkeypatch.setattr(templating, "_CODE_MEMO", {})
+    return tmp_path / "jinja"
+
+
+def test_disk_round_trip_gives_code_that_renders_the_same(fresh_cache):
+    src = SAMPLE + "{# round trip #}"
+    code = compiled_code(templating._ENV, src)
+    files = list(fresh_cache.glob("*.bin"))
+    assert len(files) == 1
+    templating._CODE_MEMO.clear()  # as a new process would: only the disk copy is left
+    again = compiled_code(templating._ENV, src)
+    assert again is not code and again == code
+    ctx = {"messages": [{"role": "user", "content": " hi "}, {"role": "assistant", "content": "yo"}],
+           "add_generation_prompt": True}
+    assert template_from_code(templating._ENV, again).render(ctx) == "<|user|>hi<|assistant|>yo<|assistant|>"
+
+
+def test_each_environment_tag_has_its_own_entry(fresh_cache):
+    src = SAMPLE + "{# tags #}"
+    compiled_code(templating._ENV, src)
+    caps.probe_code(src)
+    assert len(list(fresh_cache.glob("*.bin"))) == 2
+    assert caps.probe_code_tag().startswith("probe|") and len(caps.probe_code_tag()) > len("probe|")
+
+
+def test_a_corrupt_cache_file_is_recompiled(fresh_cache):
+    src = SAMPLE + "{# corrupt #}"
+    compiled_code(templating._ENV, src)
+    (path,) = fresh_cache.glob("*.bin")
+    path.write_bytes(b"not marshal data")
+    templating._CODE_MEMO.clear()
+    code = compiled_code(templating._ENV, src)
+    assert template_from_code(templating._ENV, code).render({"messages": []}) == ""
+
+
+def test_syntax_errors_are_raised_and_not_cached(fresh_cache):
+    with pytest.raises(jinja2.TemplateSyntaxError):
+        compiled_code(templating._ENV, "{% for x in %}")
+    assert not list(fresh_cache.glob("*.bin"))
+    assert ("", "{% for x in %}") not in templating._CODE_MEMO
+
+
+@pytest.mark.parametrize("name", ["Qwen-Qwen2.5-7B-Instruct.jinja", "GLM-4.6.jinja", "Reka-Edge.jinja",
+                                  "deepseek-ai-DeepSeek-V3.1.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja"])
+def test_engine_environment_generates_the_probe_environments_code(name):
+    # engine._compile runs caps.probe_code(); that is only right while both environments generate the same
+    # Python source for a template.
+    src = template_source(name)
+    assert engine._env().compile(src, raw=True) == caps.probe_environment().compile(src, raw=True)
+
+
+def test_engine_renders_with_shared_code_like_a_fresh_compile(fresh_cache):
+    src = template_source("Qwen-Qwen2.5-7B-Instruct.jinja")
+    t = ChatTemplate(src, "qwen")
+    ctx = {"messages": [{"role": "user", "content": "Hello"}], "bos_token": "", "eos_token": "",
+           "add_generation_prompt": True}
+    fresh = engine._env().from_string(src).render(dict(ctx))
+    assert engine.render(t, dict(ctx)) == fresh
+    assert fresh.endswith("<|im_start|>assistant\n")
