@@ -103,14 +103,36 @@ def _env() -> Any:
     return env
 
 
+@functools.lru_cache(maxsize=1)
+def _own_names() -> tuple[str, ...]:
+    """Filter and test names whose function differs from the probe environment's (``safe``, ``format``)."""
+    base = _caps.probe_environment()  # type: ignore[union-attr]
+    env = _env()
+    names = {k for k, f in env.filters.items() if base.filters.get(k) is not f}
+    names |= {k for k, f in env.tests.items() if base.tests.get(k) is not f}
+    return tuple(sorted(names))
+
+
+def _code_tag() -> str:
+    from ..templating import module_digest
+
+    return f"llama|{module_digest(__file__)}|{_caps.probe_code_tag()}"  # type: ignore[union-attr]
+
+
 @functools.lru_cache(maxsize=512)
 def _compile(source: str) -> jinja2.Template:
-    # The environment is an overlay of the probe environment that changes only runtime objects (filters,
-    # the undefined type), so the probe environment's compiled code (disk-cached) runs here unchanged;
-    # tests/test_compile_cache.py checks the generated code is identical.
-    from ..templating import template_from_code
+    # This environment is an overlay of the probe environment that changes only runtime objects (two
+    # filters, the undefined type). Code generation differs only where jinja2's optimizer folds a constant
+    # through one of those filters (``"…" | safe`` becomes a Markup constant), so a source that never names
+    # them runs the probe environment's compiled code (shared, disk-cached); others get their own entry.
+    from ..templating import compiled_code, template_from_code
 
-    return template_from_code(_env(), _caps.probe_code(source))  # type: ignore[union-attr]
+    env = _env()
+    if any(name in source for name in _own_names()):
+        code = compiled_code(env, source, _code_tag())
+    else:
+        code = _caps.probe_code(source)  # type: ignore[union-attr]
+    return template_from_code(env, code)
 
 
 def available() -> bool:
