@@ -315,6 +315,15 @@ class _Gen:
             return p.optional(cid.prefix + p.tool_id(p.until(args.start))), True
         return eps, False
 
+    def call_separator(self) -> P:
+        """Between parallel calls that have no per-call markers: the reference's ``", "``, or whitespace
+        (divergence: templates such as MiniMax-M2 write consecutive ``<invoke …>`` blocks separated by the
+        newline their close marker ends with; with only ``", "`` the second call made the whole section
+        unparsable and every call fell back to content — found by the round-trip test,
+        ``core.chat.roundtrip``)."""
+        p = self.p
+        return p.choice(p.literal(", "), p.space())
+
     def _trigger_content(self) -> tuple[str, P]:
         p, f = self.p, self.a.tools.format
         trigger = f.section_start or f.per_call_start
@@ -347,8 +356,8 @@ class _Gen:
                                        + (p.end() if not f.section_end else p.literal(f.section_end)))
         else:
             if req.parallel_tool_calls:
-                calls = p.trigger_rule("tool-call", f.section_start + choice + p.zero_or_more(", " + choice)
-                                       + f.section_end)
+                calls = p.trigger_rule("tool-call", f.section_start + choice
+                                       + p.zero_or_more(self.call_separator() + choice) + f.section_end)
             else:
                 calls = p.trigger_rule("tool-call", f.section_start + choice + f.section_end)
         if req.tool_choice != ToolChoice.REQUIRED:
@@ -409,7 +418,8 @@ class _Gen:
         else:
             if req.parallel_tool_calls:
                 calls = p.trigger_rule("tool-call", f.section_start + p.space() + choice
-                                       + p.zero_or_more(", " + choice) + p.space() + f.section_end)
+                                       + p.zero_or_more(self.call_separator() + choice) + p.space()
+                                       + f.section_end)
             else:
                 calls = p.trigger_rule("tool-call", f.section_start + p.space() + choice + p.space()
                                        + f.section_end)
