@@ -18,8 +18,45 @@ from .conftest import TEMPLATES, template_source
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
 
 # Floors at the figures reached (see README, "Round trip"); raise them when the parser improves.
-MIN_RATE = 0.52               # passes / every eligible template
-MIN_RATE_REPRESENTABLE = 0.76  # passes / eligible templates that can represent the message
+MIN_RATE = 0.54                # passes / every eligible template (93/171)
+MIN_RATE_REPRESENTABLE = 0.80  # passes / eligible templates that can represent the message (93/116)
+
+# Parser failures understood so far, by cause (a template failing for a cause not listed here fails the test).
+_ANALYSIS_AS_LLAMA_CPP = "the analysis (identical to llama.cpp's) mis-reads the format"
+KNOWN_PARSER_FAILURES = {
+    # analysis renders call arguments as objects; these templates concatenate them (Python dict text), so the
+    # markers it finds contain argument text and never match the JSON arguments of a real request
+    "hfjs-deepseek-ai-DeepSeek-R1.jinja": _ANALYSIS_AS_LLAMA_CPP,
+    "xinference-deepseek-prover-v2.jinja": _ANALYSIS_AS_LLAMA_CPP,
+    "xinference-deepseek-r1-0528-qwen3.jinja": _ANALYSIS_AS_LLAMA_CPP,
+    "gguf-ollama-deepseek-v3.1-latest.jinja": _ANALYSIS_AS_LLAMA_CPP,
+    # section start "</think>" + padding found by the analysis (the template pads turns with spaces)
+    "vllm-tool_chat_template_deepseekv31.jinja": _ANALYSIS_AS_LLAMA_CPP,
+    "xinference-DeepSeek-V3.2-Exp.jinja": _ANALYSIS_AS_LLAMA_CPP,
+    "xinference-DeepSeek-V3.2.jinja": _ANALYSIS_AS_LLAMA_CPP,
+    "xinference-Deepseek-V3.1.jinja": _ANALYSIS_AS_LLAMA_CPP,
+    "gguf-ollama-llama4-latest.jinja": _ANALYSIS_AS_LLAMA_CPP,          # content inside <|python_start|>
+    "vllm-tool_chat_template_llama4_json.jinja": _ANALYSIS_AS_LLAMA_CPP,  # header taken for a section start
+    "hfjs-LiquidAI-LFM2.5-VL-450M.jinja": _ANALYSIS_AS_LLAMA_CPP,       # pythonic calls
+    "hfjs-openbmb-MiniCPM3-4B.jinja": _ANALYSIS_AS_LLAMA_CPP,           # pythonic calls in a code block
+    "hfjs-meetkai-functionary-medium-v2.2.jinja": _ANALYSIS_AS_LLAMA_CPP,
+    "fireworks-ai-llama-3-firefunction-v2.jinja": "llama.cpp's analysis fails on it; ours finds no markers",
+    # the parser is llama.cpp's: content before the array is read up to the first "{" (the "[" is eaten)
+    "gguf-ollama-cogito-3b.jinja": "JSON array without section marker after content",
+    # llama.cpp's structure: wrapped content must be closed before the tool calls; this turn never closes it
+    "CohereForAI-c4ai-command-r-plus-tool_use.jinja": "content before Action: is not wrapped",
+    "hfjs-CohereForAI-c4ai-command-r-v01-JSON-Schema.jinja": "content before Action: is not wrapped",
+    # the generation prompt adds "Here are my reasoning steps:" which the reasoning then starts with
+    "Apriel-1.6-15b-Thinker-fixed.jinja": "generation-prompt preamble kept in the reasoning (as llama.cpp)",
+    # the nested object argument is printed as a Python dict ({'time': '19:30', ...}); JSON is expected
+    "ByteDance-Seed-OSS.jinja": "object argument in Python syntax",
+    "xinference-seed-oss.jinja": "object argument in Python syntax",
+    "gguf-ollama-qwen3-coder-30b.jinja": "object argument in Python syntax",
+    # a tool-call turn ends with <|eom_id|>, a text turn with <|eot_id|>: renders cannot tell the former from a
+    # closing marker, so it stays at the end of the sample output
+    "meetkai-functionary-medium-v3.1.jinja": "end of a tool-call turn (<|eom_id|>) not derivable from renders",
+    "meetkai-functionary-medium-v3.1.llamacpp-edit.jinja": "end of a tool-call turn (<|eom_id|>) not derivable",
+}
 
 
 def _tmpl(name: str) -> ChatTemplate:
@@ -41,6 +78,11 @@ def test_corpus_rate(corpus):
     assert corpus.eligible >= 160, corpus.eligible  # 167 tool-capable in reference/analysis.jsonl + 4 llama.cpp fails on
     assert corpus.rate >= MIN_RATE, corpus.summary() + "\nfailures:\n" + _listing(corpus.failed)
     assert corpus.rate_representable >= MIN_RATE_REPRESENTABLE, corpus.summary() + "\n" + _listing(corpus.failed)
+
+
+def test_no_unexplained_parser_failures(corpus):
+    unexplained = [r for r in corpus.failed if r.template not in KNOWN_PARSER_FAILURES]
+    assert not unexplained, "parser failures with no known cause:\n" + _listing(unexplained)
 
 
 def test_population_is_tool_capable_templates(corpus, reference_analysis):
