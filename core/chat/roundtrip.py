@@ -5,11 +5,12 @@ does the parser built for that template give back the same message?* (issue 3, "
 
 * :func:`sample_output` — the text a model following the template would generate for an assistant message:
   the render of the conversation with the message appended, after the render that ends with the generation
-  prompt, minus the template's end-of-turn text (see :func:`end_of_turn`).
+  prompt, minus the template's end-of-turn text (see :func:`end_of_turn_candidates`).
 * :func:`round_trip` — build the parser (:func:`core.chat.pipeline.build_chat_parser`, the request below), parse
   :func:`sample_output`, compare with the message as ``reference/README.md`` compares messages, and classify
   the outcome (:class:`RoundTripStatus`): a pass, a parser failure, or a template that cannot represent the
   message (it raises on it, or drops a part of it — reported apart, with the reason, never as a pass).
+  Figures are always given both ways: passes over every eligible template, and over the representable ones.
 * :func:`corpus_round_trip` — the same over a directory of templates, keeping only the tool-capable templates
   the analysis handles (:func:`eligibility`).
 
