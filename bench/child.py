@@ -84,14 +84,14 @@ def p1_cold(files: list[pathlib.Path], trace: bool = False) -> dict[str, Any]:
     return out
 
 
-def batch_task(item: tuple[str, str]) -> tuple[str, float, str | None]:
+def batch_task(item: tuple[str, str]) -> tuple[str, float, str | None, float]:
     """One P5 task (runs in a worker process): analyse the template ``(name, path)``; returns
-    ``(name, ms, error or None)``."""
+    ``(name, ms, error or None, peak RSS of the worker in MB)``."""
     name, path = item
     src = pathlib.Path(path).read_text(encoding="utf-8")
     t0 = time.perf_counter()
     err = _analyze_one(name, src)
-    return name, (time.perf_counter() - t0) * 1000, err
+    return name, (time.perf_counter() - t0) * 1000, err, _rss_mb()
 
 
 def batch_init() -> None:
