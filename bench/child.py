@@ -38,6 +38,16 @@ def template_files(directory: str, limit: int | None = None) -> list[pathlib.Pat
 
 
 def _rss_mb() -> float:
+    """Peak resident set of this process in MB: ``VmHWM`` of /proc/self/status (per address space, so a
+    process started by fork+exec does not inherit its parent's peak, as ``ru_maxrss`` does on Linux), else
+    ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 

@@ -485,6 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     b = Bench(templates=templates, repeats=repeats, quick=args.quick, limit=args.limit, batch=args.batch,
               workers=args.workers, sizes=sizes, parse_kb=args.parse_kb)
     os.environ["CTE_CACHE_DIR"] = str(b.tmp / "parent-disk-cache")
+    if os.environ.pop("CTE_NO_DISK_CACHE", None) is not None:
+        b.notes.append("CTE_NO_DISK_CACHE was set: ignored (the bench measures with and without a disk cache)")
     t0 = time.perf_counter()
     try:
         if "P1" in parts:
