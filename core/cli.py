@@ -98,6 +98,10 @@ def format_report(report: Any, *, full: bool = False, comparisons: bool = True) 
     route = report.route.kind + (f" ({report.route.handler})" if report.route.handler else "")
     L.append(f"Template: {report.template_name}")
     L.append(f"Route: {route}")
+    fidelity = getattr(report, "fidelity", "llama.cpp")
+    L.append(f"Fidelity: {fidelity}" + ("" if fidelity != "improved" else
+                                        "  improvements applied: " + (", ".join(report.improvements_applied)
+                                                                      or "(none)")))
     caps = a.caps
     L.append("Caps: " + ", ".join(f"{k.removeprefix('supports_')}={'yes' if v else 'no'}"
                                   for k, v in vars(caps).items()))
@@ -129,6 +133,8 @@ def format_report(report: Any, *, full: bool = False, comparisons: bool = True) 
         for name in report.workarounds_applied:
             eff = report.workaround_effects.get(name, {})
             L.append(f"  {name}: " + ", ".join(f"{k}={v!r}" for k, v in eff.items()))
+    for name, remarks in (getattr(report, "improvement_notes", None) or {}).items():
+        L.append(f"Improvement {name}: " + "; ".join(remarks))
     if report.overrides:
         L.append("Overrides: " + ", ".join(f"{k}={v!r}" for k, v in report.overrides.items()))
     if report.probe_failures:
@@ -174,21 +180,24 @@ def _parse_overrides(items: Iterable[str]) -> dict[str, Any]:
 
 def analyze_one(path: str, variant: str | None = None, caps_json: dict[str, Any] | None = None,
                 disabled: Iterable[str] = (), overrides: dict[str, Any] | None = None,
-                strict: bool = False) -> Any:
+                strict: bool = False, fidelity: str = "llama.cpp",
+                disabled_improvements: Iterable[str] = ()) -> Any:
     """Load and analyse one template file; returns the :class:`~core.analysis.AnalysisReport`
-    (``strict``: a template that fails every probe raises :class:`~core.errors.AnalysisError`)."""
+    (``strict``: a template that fails every probe raises :class:`~core.errors.AnalysisError`;
+    ``fidelity``: ``"llama.cpp"`` or ``"improved"``, see :mod:`core.analysis.fidelity`)."""
     from .analysis import analyze
     from .analysis.result import Caps
 
     tmpl = load(path, variant)
     caps = Caps(**caps_json) if caps_json else None
-    return analyze(tmpl, caps=caps, disabled_workarounds=disabled, overrides=overrides, strict=strict)
+    return analyze(tmpl, caps=caps, disabled_workarounds=disabled, overrides=overrides, strict=strict,
+                   fidelity=fidelity, disabled_improvements=disabled_improvements)
 
 
-def _batch_row(path: str, caps_json: dict[str, Any] | None) -> dict[str, Any]:
+def _batch_row(path: str, caps_json: dict[str, Any] | None, fidelity: str = "llama.cpp") -> dict[str, Any]:
     name = os.path.basename(path)
     try:
-        rep = analyze_one(path, caps_json=caps_json)
+        rep = analyze_one(path, caps_json=caps_json, fidelity=fidelity)
         row: dict[str, Any] = {"template": name, "route": rep.route.kind, "analysis": rep.analysis.to_json()}
         if rep.generation_prompt_error is None:
             row["generation_prompt"] = rep.generation_prompt
@@ -199,6 +208,9 @@ def _batch_row(path: str, caps_json: dict[str, Any] | None) -> dict[str, Any]:
                               f"(first failure: {rep.probe_failures[0] if rep.probe_failures else '?'})")
         row["workarounds_applied"] = rep.workarounds_applied
         row["probe_failures"] = rep.probe_failures
+        row["fidelity"] = rep.fidelity
+        if rep.improvements_applied:
+            row["improvements_applied"] = rep.improvements_applied
         return row
     except ChatTemplateExplorerError as e:
         return {"template": name, "error": str(e)}
@@ -217,8 +229,8 @@ def _worker(conn: Any) -> None:
             return
         if task is None:
             return
-        path, caps_json = task
-        conn.send(_batch_row(path, caps_json))
+        path, caps_json, fidelity = task
+        conn.send(_batch_row(path, caps_json, fidelity))
 
 
 class _Slot:
@@ -240,8 +252,10 @@ class _Slot:
 
 
 def run_batch(paths: list[str], workers: int = 2, timeout: float = 120.0,
-              caps_by_name: dict[str, dict[str, Any]] | None = None, out: Any = None) -> int:
+              caps_by_name: dict[str, dict[str, Any]] | None = None, out: Any = None,
+              fidelity: str = "llama.cpp") -> int:
     """Analyse ``paths``; write one JSON line per template to ``out`` (stdout) in input order.
+    ``fidelity``: ``"llama.cpp"`` (default) or ``"improved"`` (:mod:`core.analysis.fidelity`).
 
     ``workers`` processes (0: in-process, no time limit); a template taking longer than ``timeout``
     seconds gets an error row and its worker is replaced. Returns the number of error rows.
@@ -263,7 +277,7 @@ def run_batch(paths: list[str], workers: int = 2, timeout: float = 120.0,
 
     if workers <= 0:
         for i, p in enumerate(paths):
-            results[i] = _batch_row(p, caps_by_name.get(os.path.basename(p)))
+            results[i] = _batch_row(p, caps_by_name.get(os.path.basename(p)), fidelity)
             flush()
         return errors
 
@@ -278,7 +292,7 @@ def run_batch(paths: list[str], workers: int = 2, timeout: float = 120.0,
                     i, p = pending.pop()
                     s.task = (i, p)
                     s.deadline = time.monotonic() + timeout
-                    s.conn.send((p, caps_by_name.get(os.path.basename(p))))
+                    s.conn.send((p, caps_by_name.get(os.path.basename(p)), fidelity))
             busy = [s for s in slots if s.task]
             wait_for = max(0.0, min(s.deadline for s in busy) - time.monotonic())
             ready = mp_wait([s.conn for s in busy], timeout=wait_for)
@@ -335,15 +349,18 @@ def _load_caps_reference(path: str) -> dict[str, dict[str, Any]]:
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
     caps_ref = _load_caps_reference(args.caps_from) if args.caps_from else {}
+    fidelity = "improved" if args.improved else "llama.cpp"
+    if args.disable_improvement and not args.improved:
+        raise ChatTemplateExplorerError("--disable-improvement needs --improved")
     if args.batch:
         paths = _list_template_files(args.batch)
-        run_batch(paths, workers=args.workers, timeout=args.timeout, caps_by_name=caps_ref)
+        run_batch(paths, workers=args.workers, timeout=args.timeout, caps_by_name=caps_ref, fidelity=fidelity)
         return 0
     if not args.file:
         raise ChatTemplateExplorerError("analyze needs FILE or --batch DIR")
     rep = analyze_one(args.file, args.variant, caps_ref.get(os.path.basename(args.file)),
                       disabled=args.disable_workaround or (), overrides=_parse_overrides(args.override),
-                      strict=True)
+                      strict=True, fidelity=fidelity, disabled_improvements=args.disable_improvement or ())
     if args.json:
         print(json.dumps(rep.to_json(comparisons=not args.no_comparisons), ensure_ascii=False, indent=2))
     else:
@@ -352,13 +369,15 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def _cmd_workarounds(args: argparse.Namespace) -> int:
+    from .analysis.fidelity import IMPROVEMENTS
     from .analysis.workarounds import WORKAROUNDS
 
     if args.json:
         print(json.dumps([w.to_json() for w in WORKAROUNDS], ensure_ascii=False, indent=2))
         return 0
     for w in WORKAROUNDS:
-        print(f"{w.name}: {w.title}")
+        origin = "" if w.origin == "llama.cpp" else f"  [origin {w.origin}: only with --improved]"
+        print(f"{w.name}: {w.title}{origin}")
         print(f"    trigger: {w.trigger_text}")
         eff = [f"{p}={v.value if hasattr(v, 'value') else v!r}" for p, v in w.sets]
         eff += [f"trim {p}" for p in w.trims]
@@ -369,6 +388,9 @@ def _cmd_workarounds(args: argparse.Namespace) -> int:
         if w.append_stops:
             eff.append(f"additional_stops += {list(w.append_stops)}")
         print(f"    effect:  {'; '.join(eff)}")
+    print("\ngeneric improvements (only with --improved; switch one off with --disable-improvement NAME):")
+    for i in IMPROVEMENTS:
+        print(f"{i.name}: {i.title} [{i.stage}]")
     return 0
 
 
@@ -379,11 +401,11 @@ def _guard(fn: Any) -> Any:
         except ChatTemplateExplorerError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+        except BrokenPipeError:  # an OSError: let main() end quietly (`… | head`)
+            raise
         except (OSError, UnicodeDecodeError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        except BrokenPipeError:
-            return 0
 
     return run
 
@@ -406,8 +428,13 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--workers", type=int, default=2, help="(with --batch) worker processes (0: in-process)")
     a.add_argument("--timeout", type=float, default=120.0, help="(with --batch) seconds per template")
     a.add_argument("--caps-from", metavar="ANALYSIS.jsonl", help=argparse.SUPPRESS)  # debugging aid
+    a.add_argument("--improved", action="store_true",
+                   help="improved fidelity: apply the explorer's improvements over llama.cpp (default: llama.cpp's "
+                        "analysis, as the reference data)")
+    a.add_argument("--disable-improvement", action="append", metavar="NAME",
+                   help="(with --improved) switch a generic improvement off")
     a.set_defaults(func=_guard(_cmd_analyze))
-    w = sub.add_parser("workarounds", help="list the workaround rules")
+    w = sub.add_parser("workarounds", help="list the workaround rules and the generic improvements")
     w.add_argument("--json", action="store_true")
     w.set_defaults(func=_guard(_cmd_workarounds))
     try:
@@ -429,6 +456,16 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m core`` and the ``chat-template-explorer`` console script."""
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        # the reader went away (`python -m core … | head`): stop quietly, as other Unix tools do. Point stdout
+        # at /dev/null so the interpreter's final flush does not report the broken pipe either.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
     except KeyboardInterrupt:
         return 130

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 from ..errors import AnalysisError
 from ..templating import ChatTemplate
 from .content import analyze_content
+from .fidelity import DEFAULT_FIDELITY, IMPROVEMENTS, Fidelity, enabled_improvements, resolve_fidelity
 from .generation_prompt import common_prefix_len, request_extra_context
 from .preserved import MARKER_FIELDS, collect_preserved_tokens
 from .reasoning import analyze_reasoning
@@ -76,7 +77,9 @@ class AnalysisReport:
     that render fails), ``all_probes_failed`` (no probe rendered: the analysis is the default one),
     ``route``, ``template_name``,
     ``source`` (normalised source, for workaround triggers), ``render_count`` (renders actually executed),
-    ``elapsed_ms``.
+    ``elapsed_ms``; ``fidelity`` (``"llama.cpp"``, the default, or ``"improved"`` — see
+    :mod:`core.analysis.fidelity`), ``improvements`` (the improvements in force: none at llama.cpp fidelity),
+    ``improvements_applied`` (those that changed something) with ``improvement_notes`` (name → remarks).
     """
 
     analysis: TemplateAnalysis
@@ -95,6 +98,15 @@ class AnalysisReport:
     all_probes_failed: bool = False
     render_count: int = 0
     elapsed_ms: float = 0.0
+    fidelity: str = DEFAULT_FIDELITY.value
+    improvements: list[str] = field(default_factory=list)
+    improvements_applied: list[str] = field(default_factory=list)
+    improvement_notes: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def improved(self) -> bool:
+        """True when the report was made at ``improved`` fidelity."""
+        return self.fidelity == Fidelity.IMPROVED.value
 
     def comparison(self, id_: str) -> Comparison | None:
         """The comparison with this id, or None."""
@@ -115,6 +127,10 @@ class AnalysisReport:
             "workaround_effects": self.workaround_effects,
             "overrides": self.overrides,
             "probe_failures": list(self.probe_failures),
+            "fidelity": self.fidelity,
+            "improvements": list(self.improvements),
+            "improvements_applied": list(self.improvements_applied),
+            "improvement_notes": {k: list(v) for k, v in self.improvement_notes.items()},
         }
         if comparisons:
             d["comparisons"] = [c.to_json() for c in self.comparisons]
@@ -123,8 +139,14 @@ class AnalysisReport:
 
 def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
             overrides: dict[str, Any] | None = None, caps: Caps | None = None,
-            with_generation_prompt: bool = True, strict: bool = False) -> AnalysisReport:
+            with_generation_prompt: bool = True, strict: bool = False,
+            fidelity: Fidelity | str = DEFAULT_FIDELITY,
+            disabled_improvements: Iterable[str] = ()) -> AnalysisReport:
     """Analyse ``template`` by differential rendering.
+
+    ``fidelity``: ``"llama.cpp"`` (default) reproduces llama.cpp's analysis; ``"improved"`` applies the
+    generic improvements of :data:`core.analysis.fidelity.IMPROVEMENTS` (minus ``disabled_improvements``)
+    and the workarounds of origin ``"explorer"`` as well (:mod:`core.analysis.fidelity`).
 
     ``disabled_workarounds``: workaround names not to apply; ``overrides``: dotted field paths of
     ``TemplateAnalysis.to_json()`` → value (e.g. ``{"reasoning.start": "<think>"}``); ``caps``: use these
@@ -136,6 +158,8 @@ def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
     t0 = time.perf_counter()
     disabled = list(disabled_workarounds or ())
     _check_workaround_names(template.name, disabled)
+    fid = resolve_fidelity(fidelity, template.name)
+    improvements = enabled_improvements(fid, disabled_improvements, template.name)
     route = detect_route(template.source)
     failures: list[str] = []
     if caps is None:
@@ -144,7 +168,7 @@ def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
         except Exception as e:  # probes swallow render errors; anything else must not abort the analysis
             failures.append(f"caps: capability probes failed ({e}); defaults used")
             caps = Caps()
-    s = ProbeSession(template, caps, normalize_messages)
+    s = ProbeSession(template, caps, normalize_messages, improvements=improvements)
 
     reasoning = analyze_reasoning(s, caps.supports_tool_calls)
     content = analyze_content(s, reasoning)
@@ -168,7 +192,10 @@ def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
         analysis=raw, raw=raw, comparisons=s.comparisons, workarounds_applied=[],
         probe_failures=failures + s.failures, generation_prompt=gp, route=route, template_name=template.name,
         source=template.normalized_source, render_count=s.render_count, generation_prompt_error=gp_error,
-        all_probes_failed=all_failed,
+        all_probes_failed=all_failed, fidelity=fid.value,
+        improvements=[i.name for i in IMPROVEMENTS if i.name in improvements],
+        improvements_applied=[i.name for i in IMPROVEMENTS if i.name in s.improvement_notes],
+        improvement_notes={k: list(v) for k, v in s.improvement_notes.items()},
     )
     report = reapply(report, disabled_workarounds=disabled, overrides=overrides)
     report.elapsed_ms = (time.perf_counter() - t0) * 1000
@@ -222,7 +249,8 @@ def _check_workaround_names(name: str, disabled: Iterable[str]) -> None:
 def reapply(report: AnalysisReport, *, disabled_workarounds: Iterable[str] = (),
             overrides: dict[str, Any] | None = None) -> AnalysisReport:
     """A new report with the workarounds (minus ``disabled_workarounds``) and ``overrides`` re-applied to
-    ``report.raw``. Renders nothing (cheap; the explorer calls it on every edit).
+    ``report.raw``. Renders nothing (cheap; the explorer calls it on every edit). The report's fidelity
+    decides which workarounds may apply (those of origin ``"explorer"`` only at ``"improved"``).
 
     Overrides are dotted paths of ``TemplateAnalysis.to_json()``; when an override changes a marker and
     ``preserved_tokens`` is not overridden itself, the trimmed new marker is added to the preserved tokens.
@@ -232,7 +260,7 @@ def reapply(report: AnalysisReport, *, disabled_workarounds: Iterable[str] = (),
     disabled = list(disabled_workarounds or ())
     _check_workaround_names(report.template_name, disabled)
     final = report.raw.copy()
-    fired = apply_workarounds(report.source, final, disabled)
+    fired = apply_workarounds(report.source, final, disabled, fidelity=report.fidelity)
     final.analysis_complete = True
     overrides = dict(overrides or {})
     if overrides:

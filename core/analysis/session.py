@@ -17,6 +17,7 @@ from typing import Any, Callable
 from ..diff import DiffSplit, RenderParams, calculate_diff_split
 from ..errors import ChatTemplateExplorerError
 from ..templating import ChatTemplate, apply_template
+from .fidelity import STRING_ARGUMENT_PROBES, stringify_call_arguments
 from .result import Caps
 
 from . import engine as _engine
@@ -90,15 +91,19 @@ class ProbeSession:
     """Renders probe inputs for one template with the analysis conventions (analysis notes §2).
 
     ``normalize(messages, caps)`` converts content shapes to what the template accepts (caps module).
-    ``bos_token``/``eos_token`` default to "" as in the reference.
+    ``bos_token``/``eos_token`` default to "" as in the reference. ``improvements``: names of the
+    :mod:`core.analysis.fidelity` improvements in force (empty at llama.cpp fidelity, the default); the
+    steps read it, and record in ``improvement_notes`` (name → remarks) the ones that changed something.
     """
 
     def __init__(self, template: ChatTemplate, caps: Caps,
                  normalize: Callable[[list[dict[str, Any]], Caps], list[dict[str, Any]]] | None = None,
                  bos_token: str = "", eos_token: str = "", use_global_cache: bool = True,
-                 engine: str = "llama"):
+                 engine: str = "llama", improvements: frozenset[str] = frozenset()):
         self.template = template
         self.caps = caps
+        self.improvements = frozenset(improvements)
+        self.improvement_notes: dict[str, list[str]] = {}
         self.normalize = normalize or _identity
         self.bos_token = bos_token
         self.eos_token = eos_token
@@ -110,10 +115,27 @@ class ProbeSession:
         self.engine = engine
         self._src = engine + "\x00" + template.name + "\x00" + template.source + "\x00" + bos_token + "\x00" + eos_token
 
+    def note_improvement(self, name: str, remark: str) -> None:
+        """Record that improvement ``name`` changed something (``remark`` says what; duplicates dropped)."""
+        notes = self.improvement_notes.setdefault(name, [])
+        if remark not in notes:
+            notes.append(remark)
+
+    def _messages_for(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        msgs = self.normalize(messages, self.caps)
+        if STRING_ARGUMENT_PROBES in self.improvements and not self.caps.supports_object_arguments:
+            msgs, changed = stringify_call_arguments(msgs)
+            if changed:
+                self.note_improvement(STRING_ARGUMENT_PROBES, "tool-call probes rendered with arguments as JSON "
+                                                              "text (the template does not read object arguments)")
+        return msgs
+
     def inputs_of(self, p: RenderParams) -> dict[str, Any]:
-        """The render inputs as given to the template (messages normalised)."""
+        """The render inputs as given to the template (messages normalised; with the
+        ``string-argument-probes`` improvement, call arguments as JSON text when the template does not read
+        object arguments)."""
         d = {
-            "messages": self.normalize(p.messages, self.caps),
+            "messages": self._messages_for(p.messages),
             "tools": p.tools or None,
             "add_generation_prompt": p.add_generation_prompt,
             "enable_thinking": p.enable_thinking,

@@ -44,6 +44,7 @@ from .result import (
     ToolFormat,
     ToolsAnalysis,
 )
+from .fidelity import MARKER_WHITESPACE_ALIGNMENT
 from .session import Comparison, ProbeSession
 
 _NOT_MARKER_CHAR = neg(MARKER) + ANY
@@ -97,6 +98,14 @@ def _t1(s: ProbeSession, t: ToolsAnalysis, reasoning: ReasoningAnalysis, paralle
     if not hay:
         cmp.notes.append("the tool call is not rendered: no tool-call format")
         return
+    if MARKER_WHITESPACE_ALIGNMENT in s.improvements:
+        aligned = align_padded_markers(cmp.diff.left, hay)
+        if aligned is not None:
+            skipped, hay = aligned
+            remark = (f"T1: {skipped.strip()!r} starts both turns with different padding: taken as common text, "
+                      "not as part of the tool-call format")
+            cmp.notes.append(remark)
+            s.note_improvement(MARKER_WHITESPACE_ALIGNMENT, remark)
     f = t.format
     if parse_anywhere(_in_json_pattern(P.FUN_FIRST), hay).ok:
         mode = ToolFormat.JSON_NATIVE
@@ -135,6 +144,40 @@ def _t1(s: ProbeSession, t: ToolsAnalysis, reasoning: ReasoningAnalysis, paralle
     f.per_call_end = trim(f.per_call_end)
     cmp.found["tools.format.section_end"] = f.section_end
     cmp.found["tools.format.per_call_end"] = f.per_call_end
+
+
+_WS = " \t\n\r\v\f"
+
+
+def align_padded_markers(left: str, right: str) -> tuple[str, str] | None:
+    """Improvement ``marker-whitespace-alignment``: the two sides of a diff may start with the same text that
+    only whitespace makes different (the character diff stopped inside padding). Walk both sides while their
+    non-whitespace characters agree; when that common run covers at least one whole marker of ``right``,
+    return ``(the text of right up to the end of the last such marker, the rest of right without leading
+    whitespace)``; else None."""
+    from ..diff import SegmentKind, segmentize_markers
+
+    i = j = 0
+    nl, nr = len(left), len(right)
+    while True:
+        while i < nl and left[i] in _WS:
+            i += 1
+        while j < nr and right[j] in _WS:
+            j += 1
+        if i >= nl or j >= nr or left[i] != right[j]:
+            break
+        i += 1
+        j += 1
+    cut = 0
+    pos = 0
+    for seg in segmentize_markers(right[:j]):
+        pos += len(seg.value)
+        if seg.kind == SegmentKind.MARKER:
+            cut = pos
+    if cut == 0:
+        return None
+    rest = right[cut:].lstrip(_WS)
+    return right[:len(right) - len(rest)], rest
 
 
 def _json_native(cmp: Comparison, t: ToolsAnalysis, clean: str) -> None:

@@ -9,6 +9,10 @@ switch any off by name, and override fields afterwards (see :func:`core.analysis
 
 They run in list order, after the preserved tokens were collected (the order matters: Nemotron v2
 replaces the list after earlier rules may have appended to it).
+
+Each rule has an ``origin``: ``"llama.cpp"`` (llama.cpp has the same patch; applied at every fidelity) or
+``"explorer"`` (a per-template fix of this project, applied only at ``"improved"`` fidelity — see
+:mod:`core.analysis.fidelity`; the generic improvements there are preferred over such rules).
 """
 
 from __future__ import annotations
@@ -18,6 +22,14 @@ from typing import Any, Callable
 
 from ..diff import trim
 from .result import ContentMode, ReasoningMode, TemplateAnalysis, ToolFormat
+
+
+ORIGIN_LLAMA_CPP = "llama.cpp"
+ORIGIN_EXPLORER = "explorer"
+
+
+def _fidelity_value(fidelity: Any) -> str:
+    return getattr(fidelity, "value", fidelity) or "llama.cpp"
 
 
 def _set_path(a: TemplateAnalysis, path: str, value: Any) -> None:
@@ -44,7 +56,9 @@ class Workaround:
     contain), ``condition`` (optional predicate on the analysis, with ``condition_text`` describing it),
     ``sets`` (field path → value), ``trims`` (field paths whose values are whitespace-trimmed),
     ``append_tokens`` (added to ``preserved_tokens``), ``replace_tokens`` (replaces ``preserved_tokens``
-    when not None; applied before ``append_tokens``), ``append_stops`` (added to ``additional_stops``).
+    when not None; applied before ``append_tokens``), ``append_stops`` (added to ``additional_stops``),
+    ``origin`` (:data:`ORIGIN_LLAMA_CPP` — llama.cpp has it, always applied — or :data:`ORIGIN_EXPLORER` —
+    this project's, applied only at ``"improved"`` fidelity).
     """
 
     name: str
@@ -59,6 +73,11 @@ class Workaround:
     append_tokens: tuple[str, ...] = ()
     replace_tokens: tuple[str, ...] | None = None
     append_stops: tuple[str, ...] = ()
+    origin: str = "llama.cpp"
+
+    def active_at(self, fidelity: Any) -> bool:
+        """Whether the rule may apply at ``fidelity`` (llama.cpp rules always; explorer rules at improved)."""
+        return self.origin == ORIGIN_LLAMA_CPP or _fidelity_value(fidelity) == "improved"
 
     @property
     def trigger_text(self) -> str:
@@ -105,6 +124,7 @@ class Workaround:
             "trims": list(self.trims), "append_tokens": list(self.append_tokens),
             "replace_tokens": None if self.replace_tokens is None else list(self.replace_tokens),
             "append_stops": list(self.append_stops),
+            "origin": self.origin,
         }
 
 
@@ -241,11 +261,14 @@ WORKAROUNDS_BY_NAME: dict[str, Workaround] = {w.name: w for w in WORKAROUNDS}
 
 
 def apply_workarounds(source: str, analysis: TemplateAnalysis, disabled: Any = (),
-                      rules: list[Workaround] | None = None) -> list[tuple[str, dict[str, Any]]]:
+                      rules: list[Workaround] | None = None,
+                      fidelity: Any = "llama.cpp") -> list[tuple[str, dict[str, Any]]]:
     """Apply every enabled rule that triggers, in order, to ``analysis`` (in place).
 
-    ``source`` is the normalised template source. Returns ``[(name, fields set), …]`` for the rules that
-    fired. An unknown name in ``disabled`` raises ``ValueError`` naming it (and listing the known ones).
+    ``source`` is the normalised template source; ``fidelity`` (``"llama.cpp"`` default, or
+    ``"improved"``) decides whether rules of origin ``"explorer"`` may apply. Returns
+    ``[(name, fields set), …]`` for the rules that fired. An unknown name in ``disabled`` raises
+    ``ValueError`` naming it (and listing the known ones).
     """
     disabled = set(disabled or ())
     unknown = disabled - set(WORKAROUNDS_BY_NAME)
@@ -254,7 +277,7 @@ def apply_workarounds(source: str, analysis: TemplateAnalysis, disabled: Any = (
                          f"known: {', '.join(WORKAROUNDS_BY_NAME)}")
     fired: list[tuple[str, dict[str, Any]]] = []
     for w in rules if rules is not None else WORKAROUNDS:
-        if w.name in disabled:
+        if w.name in disabled or not w.active_at(fidelity):
             continue
         if w.applies(source, analysis):
             fired.append((w.name, w.apply(analysis)))

@@ -98,9 +98,10 @@ class TemplateDir:
         return self._cache[name]
 
 
-def run_case(case: dict[str, Any], templates: TemplateDir) -> dict[str, Any]:
+def run_case(case: dict[str, Any], templates: TemplateDir, fidelity: str = "llama.cpp") -> dict[str, Any]:
     """Run one ``cases.jsonl`` row: build the parser, parse the input once (``message``) and stream it one
-    character at a time (``deltas``, OpenAI delta objects). Never raises: failures become ``error``."""
+    character at a time (``deltas``, OpenAI delta objects). Never raises: failures become ``error``.
+    ``fidelity``: ``"llama.cpp"`` (default) or ``"improved"`` (:mod:`core.analysis.fidelity`)."""
     from .pipeline import build_chat_parser
     from .stream import StreamingParser
 
@@ -108,7 +109,7 @@ def run_case(case: dict[str, Any], templates: TemplateDir) -> dict[str, Any]:
     try:
         template = templates.get(case["template"])
         request = ChatRequest.from_dict(case)
-        bundle = build_chat_parser(template, request)
+        bundle = build_chat_parser(template, request, fidelity=fidelity)
         text = case.get("input", "")
         partial = bool(case.get("is_partial"))
         out["message"] = bundle.parser.parse(text, partial).to_openai()
@@ -147,13 +148,17 @@ def iter_cases(path: str) -> Iterable[dict[str, Any]]:
 # ------------------------------------------------------------------------------------------------ commands
 
 
+def _fidelity(args: argparse.Namespace) -> str:
+    return "improved" if getattr(args, "improved", False) else "llama.cpp"
+
+
 def _cmd_parse(args: argparse.Namespace) -> int:
     from .pipeline import build_chat_parser
     from .stream import StreamingParser
 
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)
-    bundle = build_chat_parser(template, request)
+    bundle = build_chat_parser(template, request, fidelity=_fidelity(args))
     output = sys.stdin.read()
     if args.stream:
         if args.chunk < 1:
@@ -176,7 +181,7 @@ def _cmd_grammar(args: argparse.Namespace) -> int:
 
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)
-    bundle = build_chat_parser(template, request)
+    bundle = build_chat_parser(template, request, fidelity=_fidelity(args))
     p = bundle.parser
     triggers = [t.to_json() if hasattr(t, "to_json") else t for t in (p.grammar_triggers or [])]
     if args.json:
@@ -201,7 +206,7 @@ def _cmd_conform(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.templates):
         raise TemplateLoadError(args.templates, "not a directory")
     for case in iter_cases(args.cases):
-        print(json.dumps(run_case(case, templates), ensure_ascii=False), flush=True)
+        print(json.dumps(run_case(case, templates, _fidelity(args)), ensure_ascii=False), flush=True)
     return 0
 
 
@@ -237,17 +242,21 @@ def register(subparsers: Any) -> None:
     p.add_argument("--partial", action="store_true", help="the output was cut off mid-generation")
     p.add_argument("--compact", action="store_true", help="print the message on one line")
     p.set_defaults(func=_guard(_cmd_parse))
+    improved_help = "improved fidelity: the explorer's improvements over llama.cpp (default: llama.cpp's behaviour)"
+    p.add_argument("--improved", action="store_true", help=improved_help)
 
     g = subparsers.add_parser("grammar", help="print the GBNF grammar and triggers for a request")
     g.add_argument("file")
     g.add_argument("--request")
     g.add_argument("--variant")
     g.add_argument("--json", action="store_true", help="one JSON object instead of GBNF text")
+    g.add_argument("--improved", action="store_true", help=improved_help)
     g.set_defaults(func=_guard(_cmd_grammar))
 
     c = subparsers.add_parser("conform", help="run reference cases (cases.jsonl format), one JSON line each")
     c.add_argument("cases")
     c.add_argument("--templates", required=True, help="directory holding the cases' template files")
+    c.add_argument("--improved", action="store_true", help=improved_help)
     c.set_defaults(func=_guard(_cmd_conform))
 
 

@@ -202,10 +202,10 @@ def continuation_prompt(analysis: TemplateAnalysis, request: ChatRequest, genera
 class _Gen:
     """Builds the parser for one (analysis, request) pair; mirrors the reference's build functions."""
 
-    def __init__(self, analysis: TemplateAnalysis, request: ChatRequest):
+    def __init__(self, analysis: TemplateAnalysis, request: ChatRequest, python_literal_values: bool | None = None):
         self.a = analysis
         self.req = request
-        self.p = ChatBuilder()
+        self.p = ChatBuilder(python_literal_values=python_literal_values)
         self.extracting = (request.reasoning_format != ReasoningFormat.NONE
                            and analysis.reasoning.mode != ReasoningMode.NONE)
         self.notes: list[str] = []
@@ -473,8 +473,13 @@ def _grammar(arena: Arena, lazy: bool, notes: list[str]) -> str:
     return text
 
 
-def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation_prompt: str) -> GeneratedParser:
+def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation_prompt: str, *,
+                    python_literal_values: bool | None = None) -> GeneratedParser:
     """Build the chat parser and grammar for ``request`` from a template ``analysis``.
+
+    ``python_literal_values`` (beyond llama.cpp; the improvement ``python-literal-values`` of
+    :mod:`core.analysis.fidelity`): non-string tagged argument values may also be Python literals;
+    ``None`` takes the setting of :func:`core.peg.chat.builder_options` (default off).
 
     ``generation_prompt``: what the template adds for the assistant turn (render with minus without
     ``add_generation_prompt``, for the request's messages - without the continued message when
@@ -482,7 +487,7 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     Follows llama.cpp ``peg_generator::generate_parser`` / ``autoparser::build_parser``; never raises for a
     valid analysis and request (schema parts the grammar cannot express are noted in ``notes``).
     """
-    gen = _Gen(analysis, request)
+    gen = _Gen(analysis, request, python_literal_values)
     arena, eps_fallback = gen.build(generation_prompt)
     out = GeneratedParser(
         arena=arena,

@@ -3,7 +3,11 @@
 :func:`build_chat_parser` prepares the request (:mod:`core.chat.prompt`), routes the template — a special
 handler (:mod:`core.chat.handlers`, llama.cpp's detection order) or the auto-parser (``core.analysis.analyze``
 + ``core.chat.generator.generate_parser``) — and returns a :class:`ChatParserBundle` with the parser, the
-prompt and the generation prompt. Analyses are cached per template source.
+prompt and the generation prompt. Analyses are cached per template source and fidelity.
+
+``fidelity`` (:mod:`core.analysis.fidelity`): ``"llama.cpp"`` (default) builds what llama.cpp builds;
+``"improved"`` analyses with the explorer's improvements and builds parsers with its parser-stage
+improvements (e.g. Python-literal argument values), for the auto-parser and the special handlers alike.
 """
 
 from __future__ import annotations
@@ -70,14 +74,34 @@ class ChatParserBundle:
 
 
 _CACHE_SIZE = 64
-_analysis_cache: "OrderedDict[str, Any]" = OrderedDict()
+_analysis_cache: "OrderedDict[tuple[str, str], Any]" = OrderedDict()
+
+
+def _fidelity(fidelity: Any, where: str) -> str:
+    from ..analysis.fidelity import resolve_fidelity
+
+    return resolve_fidelity(fidelity, where).value
+
+
+def _parser_improvements(fidelity: str, report: Any) -> frozenset[str]:
+    """The improvements in force for the parser: the report's own list when it was made at improved
+    fidelity (the explorer may have switched some off), else every improvement of ``fidelity``."""
+    from ..analysis.fidelity import enabled_improvements
+
+    if fidelity != "improved":
+        return frozenset()
+    if report is not None and getattr(report, "fidelity", None) == "improved":
+        return frozenset(getattr(report, "improvements", ()) or ())
+    return enabled_improvements(fidelity)
 _cache_lock = threading.Lock()
 
 
-def cached_analysis(template: ChatTemplate) -> Any:
-    """``core.analysis.analyze(template)``, memoised per template source (LRU of 64). Raises
-    :class:`AnalysisError` when the analysis engine is unavailable or fails."""
-    key = template.source
+def cached_analysis(template: ChatTemplate, fidelity: Any = "llama.cpp") -> Any:
+    """``core.analysis.analyze(template, fidelity=fidelity)``, memoised per template source and fidelity (LRU
+    of 64). Raises :class:`AnalysisError` when the analysis engine is unavailable or fails, or for an unknown
+    fidelity."""
+    fid = _fidelity(fidelity, template.name)
+    key = (template.source, fid)
     with _cache_lock:
         if key in _analysis_cache:
             _analysis_cache.move_to_end(key)
@@ -86,7 +110,7 @@ def cached_analysis(template: ChatTemplate) -> Any:
         from ..analysis import analyze  # type: ignore[attr-defined]
     except ImportError as e:
         raise AnalysisError(template.name, f"analysis engine unavailable ({e})") from None
-    report = analyze(template)
+    report = analyze(template, fidelity=fid)
     with _cache_lock:
         _analysis_cache[key] = report
         while len(_analysis_cache) > _CACHE_SIZE:
@@ -106,17 +130,34 @@ def _report_caps(report: Any) -> Any:
 
 
 def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: Any = None,
-                      force_autoparser: bool = False) -> ChatParserBundle:
+                      force_autoparser: bool = False, fidelity: Any = None) -> ChatParserBundle:
     """Prepare ``request`` for ``template`` and build the parser llama.cpp would use.
 
     ``report``: an existing :class:`AnalysisReport` (e.g. with the explorer's overrides) — used for the
-    auto-parser and for caps; when omitted the analysis runs (cached per source) only if the auto-parser is
-    needed. ``force_autoparser``: skip special handlers (to compare the generic path with a handler).
+    auto-parser and for caps; when omitted the analysis runs (cached per source and fidelity) only if the
+    auto-parser is needed. ``force_autoparser``: skip special handlers (to compare the generic path with a
+    handler). ``fidelity``: ``"llama.cpp"`` or ``"improved"`` (:mod:`core.analysis.fidelity`); ``None`` (the
+    default) takes the given report's fidelity, else ``"llama.cpp"``. With ``"improved"`` the parser-stage
+    improvements apply to the auto-parser and to the special handlers.
 
     Raises :class:`~core.errors.RequestError` (bad request), :class:`~core.errors.TemplateRenderError`
     (the template fails on these messages) or :class:`AnalysisError` ("Unable to generate parser for this
     template", as llama.cpp) when the auto-parser cannot be built.
     """
+    if fidelity is None:
+        fidelity = getattr(report, "fidelity", None) or "llama.cpp"
+    fid = _fidelity(fidelity, template.name)
+    from ..analysis.fidelity import JSON_CALL_SEPARATORS, PYTHON_LITERAL_VALUES
+    from ..peg.chat import builder_options
+
+    active = _parser_improvements(fid, report)
+    with builder_options(python_literal_values=PYTHON_LITERAL_VALUES in active,
+                         whitespace_call_separators=JSON_CALL_SEPARATORS in active):
+        return _build(template, request, report, force_autoparser, fid)
+
+
+def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_autoparser: bool,
+           fid: str) -> ChatParserBundle:
     route = route_for(template.source)
     notes: list[str] = []
     caps = _report_caps(report)
@@ -146,7 +187,7 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
     # ---- auto-parser
     try:
         if report is None:
-            report = cached_analysis(template)
+            report = cached_analysis(template, fid)
             if caps is None and _report_caps(report) is not None and _report_caps(report) != prep.caps:
                 prep = prepare_request(template, request, caps=_report_caps(report))
                 gp = generation_prompt(prep)

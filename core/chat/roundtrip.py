@@ -575,7 +575,7 @@ def _parse_and_compare(name: str, bundle: Any, sample: SampleOutput, msg: dict[s
 
 def round_trip(template: ChatTemplate, message: dict[str, Any] | None = None,
                tools: list[dict[str, Any]] | None = None, *, messages: list[dict[str, Any]] | None = None,
-               report: Any = None, reduce: bool = True) -> RoundTripResult:
+               report: Any = None, reduce: bool = True, fidelity: Any = None) -> RoundTripResult:
     """Render ``message`` (default :func:`round_trip_message`) with ``template``, parse it back with the parser
     :func:`~core.chat.pipeline.build_chat_parser` builds for :func:`round_trip_request` (``tools``, default
     :data:`ROUND_TRIP_TOOLS`; ``messages`` before the assistant turn), and compare (:func:`compare_messages`).
@@ -591,7 +591,9 @@ def round_trip(template: ChatTemplate, message: dict[str, Any] | None = None,
     content, the reasoning, a call or a string argument value, or cannot be lined up with the prompt
     (:attr:`Alignment.CONVERSATION_DIFFERS`); then, with ``reduce``, the message reduced to what the template
     renders is tried too (``result.reduced``, informative). Otherwise ``PASS`` / ``PARSER_MISMATCH`` /
-    ``PARSER_ERROR``. ``report``: an analysis report (e.g. with overrides) for the parser.
+    ``PARSER_ERROR``. ``report``: an analysis report (e.g. with overrides) for the parser. ``fidelity``:
+    ``"llama.cpp"`` or ``"improved"`` (:mod:`core.analysis.fidelity`), passed to
+    :func:`~core.chat.pipeline.build_chat_parser` (``None``: the report's, else llama.cpp).
 
     Never raises for template or parser failures (they become the status); raises
     :class:`~core.errors.RequestError` for a malformed ``message`` / ``tools``.
@@ -602,9 +604,11 @@ def round_trip(template: ChatTemplate, message: dict[str, Any] | None = None,
     request = ChatRequest.from_dict(round_trip_request(tools, messages))
     name = template.name
     notes: list[str] = []
+    if fidelity is None:
+        fidelity = getattr(report, "fidelity", None) or "llama.cpp"
 
     try:
-        bundle = build_chat_parser(template, request, report=report)
+        bundle = build_chat_parser(template, request, report=report, fidelity=fidelity)
     except ChatTemplateExplorerError as e:
         return RoundTripResult(name, RoundTripStatus.PARSER_ERROR, "", None, expected_message(msg, ""),
                                f"parser not built: {e}", notes=notes)
@@ -612,7 +616,7 @@ def round_trip(template: ChatTemplate, message: dict[str, Any] | None = None,
     rep = report if report is not None else bundle.report
     if rep is None:
         try:
-            rep = cached_analysis(template)
+            rep = cached_analysis(template, fidelity)
         except ChatTemplateExplorerError:
             rep = None
 
@@ -622,12 +626,13 @@ def round_trip(template: ChatTemplate, message: dict[str, Any] | None = None,
                               variant, route, sample.alignment.value if sample else "", notes)
         smaller = _reduce(m, why) if reduce else None
         if smaller is not None:
-            res.reduced = round_trip(template, smaller, tools, messages=messages, report=report, reduce=False)
+            res.reduced = round_trip(template, smaller, tools, messages=messages, report=report, reduce=False,
+                                     fidelity=fidelity)
             if res.reduced.status == RoundTripStatus.TEMPLATE_LIMITED:
                 again = _reduce(smaller, res.reduced.why or "")
                 if again is not None:
                     res.reduced = round_trip(template, again, tools, messages=messages, report=report,
-                                             reduce=False)
+                                             reduce=False, fidelity=fidelity)
         return res
 
     variant = "full"
@@ -680,16 +685,16 @@ class Eligibility:
     report: Any = None
 
 
-def eligibility(template: ChatTemplate) -> Eligibility:
+def eligibility(template: ChatTemplate, fidelity: Any = "llama.cpp") -> Eligibility:
     """Is ``template`` tool-capable and handled by the analysis? Tool-capable: the caps probe says it renders
     tool calls (``caps.supports_tool_calls``) and either a special handler serves it or the analysis found a
-    tool-call format (``tools.format.mode`` not NONE). Handled: the analysis (cached per source) does not
-    raise. Never raises."""
+    tool-call format (``tools.format.mode`` not NONE). Handled: the analysis (cached per source and
+    ``fidelity``) does not raise. Never raises."""
     from .pipeline import cached_analysis, route_for
 
     try:
         route = route_for(template.source)
-        report = cached_analysis(template)
+        report = cached_analysis(template, fidelity)
     except Exception as e:  # noqa: BLE001 - classification, not failure
         return Eligibility(False, f"analysis fails: {type(e).__name__}: {e}")
     analysis = report.analysis
@@ -711,6 +716,7 @@ class CorpusRoundTrip:
 
     results: list[RoundTripResult]
     skipped: dict[str, str]
+    fidelity: str = "llama.cpp"
 
     @property
     def eligible(self) -> int:
@@ -743,13 +749,18 @@ class CorpusRoundTrip:
         return (f"round trip: {len(self.passed)}/{self.eligible} tool-capable templates pass "
                 f"({self.rate:.1%}); {len(self.limited)} cannot represent the message; "
                 f"{len(self.failed)} parser failures; {len(self.passed)}/{self.eligible - len(self.limited)} "
-                f"of the representable ({self.rate_representable:.1%}); {len(self.skipped)} templates skipped")
+                f"of the representable ({self.rate_representable:.1%}); {len(self.skipped)} templates skipped; "
+                f"{self.fidelity} fidelity")
 
 
 def corpus_round_trip(directory: str | os.PathLike, *, pattern: str = "*.jinja",
-                      names: Iterable[str] | None = None) -> CorpusRoundTrip:
+                      names: Iterable[str] | None = None, fidelity: Any = "llama.cpp") -> CorpusRoundTrip:
     """:func:`round_trip` for every template file in ``directory`` (``pattern``; or only ``names``) that
-    :func:`eligibility` admits. Files that cannot be read or compiled are skipped with the reason."""
+    :func:`eligibility` admits, at ``fidelity`` (``"llama.cpp"`` default, or ``"improved"``). Files that
+    cannot be read or compiled are skipped with the reason."""
+    from ..analysis.fidelity import resolve_fidelity
+
+    fid = resolve_fidelity(fidelity, str(directory)).value
     d = pathlib.Path(directory)
     files = [d / n for n in names] if names is not None else sorted(d.glob(pattern))
     results: list[RoundTripResult] = []
@@ -760,12 +771,12 @@ def corpus_round_trip(directory: str | os.PathLike, *, pattern: str = "*.jinja",
         except (OSError, UnicodeDecodeError, ChatTemplateExplorerError) as e:
             skipped[path.name] = f"cannot load: {e}"
             continue
-        el = eligibility(template)
+        el = eligibility(template, fid)
         if not el.eligible:
             skipped[path.name] = el.reason
             continue
-        results.append(round_trip(template, report=el.report))
-    return CorpusRoundTrip(results, skipped)
+        results.append(round_trip(template, report=el.report, fidelity=fid))
+    return CorpusRoundTrip(results, skipped, fid)
 
 
 # ------------------------------------------------------------------------------------------------ command line
@@ -776,11 +787,12 @@ def _cmd_roundtrip(args: Any) -> int:
 
     from ..errors import TemplateLoadError
 
+    fidelity = "improved" if getattr(args, "improved", False) else "llama.cpp"
     if args.batch:
         d = pathlib.Path(args.batch)
         if not d.is_dir():
             raise TemplateLoadError(str(d), "not a directory")
-        corpus = corpus_round_trip(d)
+        corpus = corpus_round_trip(d, fidelity=fidelity)
         for r in corpus.results:
             print(json.dumps(r.to_json(), ensure_ascii=False))
         print(corpus.summary(), file=sys.stderr)
@@ -790,7 +802,7 @@ def _cmd_roundtrip(args: Any) -> int:
     from .cli_commands import load_chat_template
 
     template = load_chat_template(args.file, args.variant, ChatRequest.from_dict(round_trip_request()))
-    result = round_trip(template)
+    result = round_trip(template, fidelity=fidelity)
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:
@@ -820,4 +832,6 @@ def register(subparsers: Any) -> None:
     r.add_argument("--variant", help="named template variant (e.g. tool_use)")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     r.add_argument("--batch", metavar="DIR", help="every tool-capable template of DIR (*.jinja), one JSON line each")
+    r.add_argument("--improved", action="store_true",
+                   help="improved fidelity: the explorer's improvements over llama.cpp (default: llama.cpp's)")
     r.set_defaults(func=_guard(_cmd_roundtrip))

@@ -8,11 +8,20 @@ complete, so a half-streamed tool name is never reported.
 
 Helpers: ``prefix``, ``optspace``, ``tag_with_safe_content``, ``permute``, ``standard_json_tools`` (the three JSON
 tool-call layouts), ``standard_constructed_tools`` (a tagged legacy layout) and ``python_style_tool_calls``.
+
+Options beyond llama.cpp (off by default; :func:`builder_options` switches them on for the builders created in
+its scope, which is how ``fidelity="improved"`` reaches the generator and the special handlers):
+``python_literal_values`` — :meth:`ChatBuilder.tool_arg_json_value` also accepts a Python literal
+(:meth:`ChatBuilder.python_literal`) after the JSON it was given (improvement ``python-literal-values``);
+``whitespace_call_separators`` — parallel JSON tool calls (:meth:`ChatBuilder.standard_json_tools`) may be
+separated by whitespace alone as well as by ``,`` (improvement ``json-call-separators``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import contextlib
+import contextvars
+from typing import Any, Iterable, Iterator
 
 from ..grammar.json_schema import tool_parameters
 from .builder import Builder, P, Parseable
@@ -35,6 +44,25 @@ TOOL_ARG_STRING_VALUE = "tool-arg-string-value"
 
 MAX_PERMUTE = 6
 
+_OPTIONS: contextvars.ContextVar[dict[str, bool]] = contextvars.ContextVar("chat_builder_options", default={})
+BUILDER_OPTIONS = ("python_literal_values", "whitespace_call_separators")
+"""Names of the :class:`ChatBuilder` options (see the module doc)."""
+
+
+@contextlib.contextmanager
+def builder_options(**options: bool) -> Iterator[None]:
+    """Within the ``with`` block, new :class:`ChatBuilder` instances get ``options`` (names from
+    :data:`BUILDER_OPTIONS`; an unknown name raises ``TypeError``). Context-local (threads and async tasks
+    do not see each other's options)."""
+    unknown = sorted(set(options) - set(BUILDER_OPTIONS))
+    if unknown:
+        raise TypeError(f"unknown chat builder option(s) {', '.join(unknown)}; known: {', '.join(BUILDER_OPTIONS)}")
+    token = _OPTIONS.set({**_OPTIONS.get(), **options})
+    try:
+        yield
+    finally:
+        _OPTIONS.reset(token)
+
 
 def function_tools(tools: Any) -> list[dict]:
     """The ``function`` objects of OpenAI tools that have ``type == "function"`` (others are skipped)."""
@@ -53,7 +81,20 @@ def _split_key(key: str) -> tuple[str, str]:
 
 
 class ChatBuilder(Builder):
-    """:class:`~core.peg.builder.Builder` plus the chat tags and tool-call helpers."""
+    """:class:`~core.peg.builder.Builder` plus the chat tags and tool-call helpers.
+
+    ``python_literal_values`` / ``whitespace_call_separators``: see the module doc; ``None`` takes the
+    value set by :func:`builder_options` (default False, llama.cpp's behaviour).
+    """
+
+    def __init__(self, *, python_literal_values: bool | None = None,
+                 whitespace_call_separators: bool | None = None) -> None:
+        super().__init__()
+        opts = _OPTIONS.get()
+        self.python_literal_values = bool(opts.get("python_literal_values", False)
+                                          if python_literal_values is None else python_literal_values)
+        self.whitespace_call_separators = bool(opts.get("whitespace_call_separators", False)
+                                               if whitespace_call_separators is None else whitespace_call_separators)
 
     # -- tags -----------------------------------------------------------------------------------------------
     def reasoning_block(self, p: Parseable) -> P:
@@ -98,7 +139,31 @@ class ChatBuilder(Builder):
     def tool_arg_value(self, p: Parseable) -> P:
         return self.tag(TOOL_ARG_VALUE, p)
 
-    tool_arg_json_value = tool_arg_value
+    def tool_arg_json_value(self, p: Parseable) -> P:
+        """``tool-arg-value`` around a JSON value parser ``p``; with ``python_literal_values``, a Python literal
+        (:meth:`python_literal`) is accepted where ``p`` fails (the mapper turns it into JSON text)."""
+        if self.python_literal_values:
+            p = self.choice(p, self.python_literal())
+        return self.tag(TOOL_ARG_VALUE, p)
+
+    def python_literal(self) -> P:
+        """A Python literal as Jinja prints a value decoded from JSON: dict ``{'k': v, ...}``, list ``[...]``,
+        quoted string (single or double), number, ``True`` / ``False`` / ``None`` (JSON ``true`` / ``false`` /
+        ``null`` too, for mixed output). Whitespace only inside brackets and around ``,`` / ``:`` — never
+        after the value, so a delimiter that starts with whitespace still matches."""
+        def body() -> P:
+            ws = self.space()
+            v = self.ref("python-literal")
+            member = self.seq(self.python_string(), ws, ":", ws, v)
+
+            def items(opener: str, item: Parseable, closer: str) -> P:
+                more = self.zero_or_more(self.seq(ws, ",", ws, item))
+                return self.seq(opener, ws, self.choice(closer, self.seq(item, more, ws, closer)))
+
+            return self.choice(items("{", member, "}"), items("[", v, "]"),
+                               self.python_string(), self.json_number(),
+                               self.choice("True", "False", "None", "true", "false", "null"))
+        return self.rule("python-literal", body)
 
     def tool_arg_string_value(self, p: Parseable) -> P:
         return self.tag(TOOL_ARG_STRING_VALUE, p)
@@ -270,7 +335,8 @@ class ChatBuilder(Builder):
         Layouts: ``function_is_key`` (``{"name": {...args}}``), nested keys (``function.name``), or flat keys
         (fields ordered by ``parameters_order``). ``parallel``: ``, call`` repetitions; ``array_wrapped``:
         ``[ ... ]``; ``force``: the section is required (else optional). Registers the trigger rule
-        ``tool-call``. No function tools: ``eps``.
+        ``tool-call``. No function tools: ``eps``. With ``whitespace_call_separators`` the ``,`` between
+        parallel calls is optional.
         """
         funcs = function_tools(tools)
         if not funcs:
@@ -286,7 +352,11 @@ class ChatBuilder(Builder):
                                           list(parameters_order), accept_openai_wrapper)
         tool_calls = calls
         if parallel:
-            tool_calls = tool_calls + self.zero_or_more(self.space() + "," + self.space() + calls)
+            if self.whitespace_call_separators:
+                sep = self.space() + self.optional(",") + self.space()
+            else:
+                sep = self.space() + "," + self.space()
+            tool_calls = tool_calls + self.zero_or_more(sep + calls)
         if array_wrapped:
             tool_calls = self.literal("[") + self.space() + tool_calls + self.space() + "]"
         section = self.trigger_rule("tool-call", self.literal(section_start) + self.space() + tool_calls

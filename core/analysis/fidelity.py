@@ -1,0 +1,173 @@
+"""Fidelity: reproduce llama.cpp exactly, or apply the explorer's improvements on top of it.
+
+The analysis, the parser generator and the request pipeline take ``fidelity``:
+
+* ``"llama.cpp"`` (:attr:`Fidelity.LLAMA_CPP`, the default everywhere): the behaviour of the reference
+  implementation, measured by ``reference/analysis.jsonl`` and ``reference/cases.jsonl``. Nothing in this
+  module changes anything at this fidelity.
+* ``"improved"`` (:attr:`Fidelity.IMPROVED`): the generic improvements listed in :data:`IMPROVEMENTS` apply
+  (each can still be switched off by name), and so do the workarounds whose ``origin`` is ``"explorer"``
+  (:mod:`core.analysis.workarounds`).
+
+Improvements are general mechanisms — they name no template — and each says where it acts (``stage``):
+``"probes"`` (what the analysis renders), ``"analysis"`` (how a comparison is read) or ``"parser"`` (what
+the generated parser accepts). An :class:`~core.analysis.AnalysisReport` records the fidelity it was made
+with, the improvements enabled and the ones that changed something (``improvements_applied``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ..errors import AnalysisError
+
+
+class Fidelity(str, enum.Enum):
+    """Which behaviour to follow: ``LLAMA_CPP`` (reference, default) or ``IMPROVED`` (explorer improvements)."""
+
+    LLAMA_CPP = "llama.cpp"
+    IMPROVED = "improved"
+
+
+DEFAULT_FIDELITY = Fidelity.LLAMA_CPP
+
+
+@dataclass(frozen=True)
+class Improvement:
+    """One generic improvement over llama.cpp, applied only at :attr:`Fidelity.IMPROVED`.
+
+    ``name`` (stable id, used to switch it off), ``title``, ``stage`` (``"probes"`` | ``"analysis"`` |
+    ``"parser"``), ``description`` (what it does and why it is right), ``example`` (a corpus template it
+    helps, for the reader; never a trigger).
+    """
+
+    name: str
+    title: str
+    stage: str
+    description: str
+    example: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "title": self.title, "stage": self.stage, "description": self.description,
+                "example": self.example}
+
+
+STRING_ARGUMENT_PROBES = "string-argument-probes"
+MARKER_WHITESPACE_ALIGNMENT = "marker-whitespace-alignment"
+PYTHON_LITERAL_VALUES = "python-literal-values"
+JSON_CALL_SEPARATORS = "json-call-separators"
+
+IMPROVEMENTS: list[Improvement] = [
+    Improvement(
+        name=STRING_ARGUMENT_PROBES,
+        title="Tool-call probes send arguments the way requests do",
+        stage="probes",
+        description="When the capability probes find that the template does not read object arguments "
+                    "(caps.supports_object_arguments is false), the request path sends call arguments as JSON "
+                    "text, so the tool-call probes do too (compact JSON, as the request path dumps them). "
+                    "llama.cpp's analysis sends objects, which such templates print as Python dict text "
+                    "({'a': 'x'}); the markers it then finds contain argument text and never match a real "
+                    "request's output.",
+        example="hfjs-deepseek-ai-DeepSeek-R1.jinja"),
+    Improvement(
+        name=MARKER_WHITESPACE_ALIGNMENT,
+        title="Markers padded with different whitespace are common text",
+        stage="analysis",
+        description="When the answer turn and the tool-call turn both start with the same marker but pad it "
+                    "with different whitespace, the character diff stops inside the padding and the marker "
+                    "lands in the tool-call side (a section start such as '</think>' plus spaces). The diff of "
+                    "the tool-call comparison (T1) is moved past markers both sides start with, whitespace "
+                    "ignored, and the whitespace left at the start of the tool-call side is dropped.",
+        example="xinference-Deepseek-V3.1.jinja"),
+    Improvement(
+        name=PYTHON_LITERAL_VALUES,
+        title="Tagged argument values in Python literal syntax",
+        stage="parser",
+        description="A non-string argument value of a tagged format (and of the special handlers' tagged "
+                    "formats) is also accepted as a Python literal ({'a': 'x', 'n': True}, ['x'], None), "
+                    "which templates that print a nested object with Jinja's default conversion show the model. "
+                    "The value is converted to JSON text by the existing quote/literal normalisation (never "
+                    "evaluated); JSON is tried first, so JSON values parse as before.",
+        example="ByteDance-Seed-OSS.jinja"),
+    Improvement(
+        name=JSON_CALL_SEPARATORS,
+        title="Parallel JSON calls separated by whitespace",
+        stage="parser",
+        description="Parallel JSON tool calls may follow each other with only whitespace between them as well "
+                    "as with ',' (llama.cpp requires the comma). Templates that write each call as its own "
+                    "object print them back to back ({...}{...} or one per line); the second call must still "
+                    "be a complete call of a known tool, so no content is taken for a call by accident.",
+        example="vllm-tool_chat_template_llama4_json.jinja"),
+]
+"""Every generic improvement, in the order they act."""
+
+IMPROVEMENTS_BY_NAME: dict[str, Improvement] = {i.name: i for i in IMPROVEMENTS}
+
+
+def resolve_fidelity(value: "Fidelity | str | None", where: str = "fidelity") -> Fidelity:
+    """``value`` as a :class:`Fidelity` (``None`` → the default, ``"llama.cpp"``). Raises
+    :class:`~core.errors.AnalysisError` naming ``where`` for an unknown value."""
+    if value is None:
+        return DEFAULT_FIDELITY
+    if isinstance(value, Fidelity):
+        return value
+    for f in Fidelity:
+        if value == f.value or (isinstance(value, str) and value.lower() in (f.value, f.name.lower())):
+            return f
+    raise AnalysisError(where, f"unknown fidelity {value!r}; known: {', '.join(f.value for f in Fidelity)}")
+
+
+def enabled_improvements(fidelity: "Fidelity | str | None", disabled: Iterable[str] = (),
+                         where: str = "fidelity") -> frozenset[str]:
+    """Names of the improvements that apply: none at ``llama.cpp`` fidelity, every one not in ``disabled``
+    at ``improved``. Raises :class:`~core.errors.AnalysisError` for an unknown fidelity or improvement name."""
+    f = resolve_fidelity(fidelity, where)
+    disabled = set(disabled or ())
+    unknown = sorted(disabled - set(IMPROVEMENTS_BY_NAME))
+    if unknown:
+        raise AnalysisError(where, f"unknown improvement name(s) {', '.join(unknown)}; known: "
+                                   f"{', '.join(IMPROVEMENTS_BY_NAME)}")
+    if f is Fidelity.LLAMA_CPP:
+        return frozenset()
+    return frozenset(i.name for i in IMPROVEMENTS if i.name not in disabled)
+
+
+
+
+# ------------------------------------------------------------------------------------------------ mechanisms
+
+def stringify_call_arguments(messages: list[Any]) -> tuple[list[Any], bool]:
+    """``messages`` with every tool call's object ``arguments`` replaced by compact JSON text (the request
+    path's ``json.dumps(..., separators=(",", ":"))``, non-ASCII kept); returns ``(messages, changed)``.
+    New dicts where something changes; the input is never modified (improvement
+    :data:`STRING_ARGUMENT_PROBES`)."""
+    import json
+
+    out: list[Any] = []
+    changed = False
+    for m in messages:
+        calls = m.get("tool_calls") if isinstance(m, dict) else None
+        if not calls:
+            out.append(m)
+            continue
+        new_calls = []
+        for tc in calls:
+            fn = tc.get("function") if isinstance(tc, dict) else None
+            if isinstance(fn, dict) and "arguments" in fn and not isinstance(fn["arguments"], str):
+                fn = dict(fn)
+                fn["arguments"] = json.dumps(fn["arguments"], ensure_ascii=False, separators=(",", ":"))
+                tc = dict(tc)
+                tc["function"] = fn
+                changed = True
+            new_calls.append(tc)
+        m = dict(m)
+        m["tool_calls"] = new_calls
+        out.append(m)
+    return out, changed
+
+
+__all__ = ["DEFAULT_FIDELITY", "Fidelity", "IMPROVEMENTS", "IMPROVEMENTS_BY_NAME", "Improvement",
+           "JSON_CALL_SEPARATORS", "MARKER_WHITESPACE_ALIGNMENT", "PYTHON_LITERAL_VALUES",
+           "STRING_ARGUMENT_PROBES", "enabled_improvements", "resolve_fidelity", "stringify_call_arguments"]
