@@ -69,8 +69,15 @@ def test_engine_shares_the_probe_code_only_for_sources_without_its_own_filters()
              "meta-llama-Llama-3.1-8B-Instruct.jinja", "Apertus-8B-Instruct.jinja", "Kimi-K3.jinja"]
     for name in names:
         src = template_source(name)
-        if not any(n in src for n in engine._own_names()):
+        if not engine._own_use().search(src):
             assert engine._env().compile(src, raw=True) == caps.probe_environment().compile(src, raw=True), name
+
+
+def test_only_filter_or_test_syntax_counts_as_using_safe_or_format():
+    use = engine._own_use().search
+    assert not use("Answer in the format you like; {{ messages[0].content }} stays safe")
+    assert use("{{ x | safe }}") and use("{{ '%s'|format(x) }}") and use("{% filter safe %}x{% endfilter %}")
+    assert use("{{ x|trim|\n  format(y) }}") and not use("{{ x | safety }}")
 
 
 def test_constant_folded_safe_is_not_shared_between_environments():

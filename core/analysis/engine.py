@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from typing import Any
 
 import jinja2
@@ -113,6 +114,14 @@ def _own_names() -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+@functools.lru_cache(maxsize=1)
+def _own_use() -> "re.Pattern[str]":
+    """Where a source may apply one of :func:`_own_names`: after ``|`` (filter), ``filter`` (filter block)
+    or ``is`` / ``is not`` (test) — the only syntax that makes a Filter/Test node jinja2 could fold."""
+    names = "|".join(re.escape(n) for n in _own_names()) or "(?!)"
+    return re.compile(r"(?:\||\bfilter\b|\bis\b(?:\s+not\b)?)\s*(?:" + names + r")\b")
+
+
 def _code_tag() -> str:
     from ..templating import module_digest
 
@@ -128,7 +137,7 @@ def _compile(source: str) -> jinja2.Template:
     from ..templating import compiled_code, template_from_code
 
     env = _env()
-    if any(name in source for name in _own_names()):
+    if _own_use().search(source):
         code = compiled_code(env, source, _code_tag())
     else:
         code = _caps.probe_code(source)  # type: ignore[union-attr]
