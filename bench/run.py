@@ -420,13 +420,24 @@ def bench_p5(b: Bench) -> None:
 # ------------------------------------------------------------------------------------------------------- table
 
 
+def _load(b: Bench) -> str:
+    """1-minute load average at the start and the end of the run (other processes sharing the cores make the
+    timings noisier and slower)."""
+    try:
+        end = os.getloadavg()[0]
+    except OSError:
+        return "n/a"
+    start = b.raw.get("loadavg_start")
+    return f"{start:.1f} → {end:.1f}" if isinstance(start, float) else f"{end:.1f}"
+
+
 def render_table(b: Bench) -> str:
     """The results as a Markdown table plus notes (the form the README records)."""
     head = ["ID", "Figure", "Median [min–max over runs]", "Detail", "Peak memory", "Target", "OK"]
     lines = [
         f"Chat Template Explorer benchmarks — {_dt.datetime.now().strftime('%Y-%m-%d %H:%M')}, "
         f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{b.repeats} run(s) per figure{' (--quick)' if b.quick else ''}",
+        f"{b.repeats} run(s) per figure{' (--quick)' if b.quick else ''}, load average {_load(b)}",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "|".join("---" for _ in head) + "|",
@@ -488,6 +499,10 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.pop("CTE_NO_DISK_CACHE", None) is not None:
         b.notes.append("CTE_NO_DISK_CACHE was set: ignored (the bench measures with and without a disk cache)")
     t0 = time.perf_counter()
+    try:
+        b.raw["loadavg_start"] = os.getloadavg()[0]
+    except OSError:
+        pass
     try:
         if "P1" in parts:
             bench_p1(b)

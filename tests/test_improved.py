@@ -247,6 +247,52 @@ def test_json_calls_separated_by_whitespace():
     assert JSON_CALL_SEPARATORS in rep.improvements
 
 
+def _parse(name: str, output: str, fidelity: str, **request) -> dict:
+    req = ChatRequest.from_dict({**RT.round_trip_request(), **request})
+    return build_chat_parser(_tmpl(name), req, fidelity=fidelity).parser.parse(output).to_openai()
+
+
+def test_json_array_start_without_section_marker():
+    out = 'Sure [see below].[{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "call00001"}]'
+    msg = _parse("gguf-ollama-cogito-3b.jinja", out.replace(" [see below]", ""), "improved")
+    assert msg["content"].strip() == "Sure." and msg["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert not _parse("gguf-ollama-cogito-3b.jinja", out.replace(" [see below]", ""), "llama.cpp").get("tool_calls")
+    # a '[' in the content: the call is not found there, the text stays content (never dropped)
+    msg = _parse("gguf-ollama-cogito-3b.jinja", out, "improved")
+    assert msg["content"].startswith("Sure [see below]")
+
+
+def test_open_content_before_calls_command_r():
+    name = "CohereForAI-c4ai-command-r-plus-tool_use.jinja"
+    out = ('I will look it up.\nAction:\n```json\n[\n    {\n        "tool_name": "get_weather",\n'
+           '        "parameters": {"city": "Paris"}\n    }\n]```')
+    msg = _parse(name, out, "improved")
+    assert msg["content"].strip() == "I will look it up."
+    assert [c["function"]["name"] for c in msg["tool_calls"]] == ["get_weather"]
+    assert not _parse(name, out, "llama.cpp").get("tool_calls")
+    # content only, closed by the end-of-turn marker
+    assert _parse(name, "Hello.<|END_OF_TURN_TOKEN|>", "improved")["content"].strip() == "Hello."
+    t = _tmpl(name)
+    parser = build_chat_parser(t, ChatRequest.from_dict(RT.round_trip_request()), fidelity="improved").parser
+    assert any("open-content-before-calls" in n for n in parser.notes)
+
+
+def test_generation_prompt_preamble_is_not_reasoning():
+    from core.chat.generator import reasoning_preamble
+
+    name = "Apriel-1.6-15b-Thinker-fixed.jinja"
+    out = "I think.\n[BEGIN FINAL RESPONSE]\nHello."
+    msg = _parse(name, out, "improved")
+    assert (msg["reasoning_content"].strip(), msg["content"].strip()) == ("I think.", "Hello.")
+    assert _parse(name, out, "llama.cpp")["reasoning_content"].startswith("Here are my reasoning steps:")
+    rep = analyze(_tmpl(name))
+    assert reasoning_preamble(rep.analysis, rep.generation_prompt) == "Here are my reasoning steps:"
+    # a generation prompt that closes reasoning (or writes nothing after the start) has no preamble
+    qwen = analyze(_tmpl("Qwen-Qwen3-0.6B.jinja")).analysis
+    assert reasoning_preamble(qwen, "<|im_start|>assistant\n<think>\n\n</think>\n\n") == ""
+    assert reasoning_preamble(qwen, "<|im_start|>assistant\n<think>\n") == ""
+
+
 # ---------------------------------------------------------------------------------------------- reference figures
 
 

@@ -58,6 +58,12 @@ STRING_ARGUMENT_PROBES = "string-argument-probes"
 MARKER_WHITESPACE_ALIGNMENT = "marker-whitespace-alignment"
 PYTHON_LITERAL_VALUES = "python-literal-values"
 JSON_CALL_SEPARATORS = "json-call-separators"
+JSON_ARRAY_START = "json-array-start"
+OPEN_CONTENT_BEFORE_CALLS = "open-content-before-calls"
+GENERATION_PROMPT_PREAMBLE = "generation-prompt-preamble"
+PARSER_IMPROVEMENTS = (PYTHON_LITERAL_VALUES, JSON_CALL_SEPARATORS, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
+                       GENERATION_PROMPT_PREAMBLE)
+"""The improvements that act on the generated parser (stage ``"parser"``)."""
 
 IMPROVEMENTS: list[Improvement] = [
     Improvement(
@@ -100,6 +106,34 @@ IMPROVEMENTS: list[Improvement] = [
                     "object print them back to back ({...}{...} or one per line); the second call must still "
                     "be a complete call of a known tool, so no content is taken for a call by accident.",
         example="vllm-tool_chat_template_llama4_json.jinja"),
+    Improvement(
+        name=JSON_ARRAY_START,
+        title="A JSON call array without section marker starts at '['",
+        stage="parser",
+        description="When JSON tool calls are wrapped in an array and no section or per-call marker precedes them, "
+                    "the content before the calls ends at '[' — llama.cpp ends it at '{', so the array's '[' "
+                    "stays in the content and the calls no longer parse.",
+        example="gguf-ollama-cogito-3b.jinja"),
+    Improvement(
+        name=OPEN_CONTENT_BEFORE_CALLS,
+        title="Content opened by the generation prompt ends at the tool calls",
+        stage="parser",
+        description="For always-wrapped content whose start marker the generation prompt already writes "
+                    "(Command R's <|CHATBOT_TOKEN|>), the model's content has no start marker and, in a turn "
+                    "with tool calls, no end marker either: it runs until the tool-call section. The content "
+                    "before JSON tool calls is read up to the content end marker or the section start, "
+                    "whichever comes first. llama.cpp expects start marker, content and end marker before the "
+                    "calls, so the calls are not recognised.",
+        example="CohereForAI-c4ai-command-r-plus-tool_use.jinja"),
+    Improvement(
+        name=GENERATION_PROMPT_PREAMBLE,
+        title="Generation-prompt text after the reasoning start is not reasoning",
+        stage="parser",
+        description="When the generation prompt opens reasoning and then writes text of its own (Apriel 1.6: "
+                    "'Here are my reasoning steps:'), that text is the template's, not the model's: it is "
+                    "skipped instead of being returned as the start of reasoning_content (the template does not "
+                    "write it back when it renders reasoning_content in history).",
+        example="Apriel-1.6-15b-Thinker-fixed.jinja"),
 ]
 """Every generic improvement, in the order they act."""
 
@@ -169,5 +203,5 @@ def stringify_call_arguments(messages: list[Any]) -> tuple[list[Any], bool]:
 
 
 __all__ = ["DEFAULT_FIDELITY", "Fidelity", "IMPROVEMENTS", "IMPROVEMENTS_BY_NAME", "Improvement",
-           "JSON_CALL_SEPARATORS", "MARKER_WHITESPACE_ALIGNMENT", "PYTHON_LITERAL_VALUES",
-           "STRING_ARGUMENT_PROBES", "enabled_improvements", "resolve_fidelity", "stringify_call_arguments"]
+           "GENERATION_PROMPT_PREAMBLE", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS", "MARKER_WHITESPACE_ALIGNMENT",
+           "OPEN_CONTENT_BEFORE_CALLS", "PARSER_IMPROVEMENTS", "PYTHON_LITERAL_VALUES", "STRING_ARGUMENT_PROBES", "enabled_improvements", "resolve_fidelity", "stringify_call_arguments"]

@@ -35,6 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..analysis.fidelity import (GENERATION_PROMPT_PREAMBLE, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
+                                 PYTHON_LITERAL_VALUES)
 from ..analysis.result import CallIdPosition, ReasoningMode, TemplateAnalysis, ToolFormat
 from ..grammar.converter import GrammarBuilder
 from ..grammar.json_schema import ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters
@@ -202,10 +204,14 @@ def continuation_prompt(analysis: TemplateAnalysis, request: ChatRequest, genera
 class _Gen:
     """Builds the parser for one (analysis, request) pair; mirrors the reference's build functions."""
 
-    def __init__(self, analysis: TemplateAnalysis, request: ChatRequest, python_literal_values: bool | None = None):
+    def __init__(self, analysis: TemplateAnalysis, request: ChatRequest, improvements: frozenset[str] = frozenset(),
+                 reasoning_preamble: str = "", generation_prompt: str = ""):
         self.a = analysis
         self.req = request
-        self.p = ChatBuilder(python_literal_values=python_literal_values)
+        self.improvements = improvements
+        self.reasoning_preamble = reasoning_preamble
+        self.generation_prompt = generation_prompt
+        self.p = ChatBuilder(python_literal_values=True if PYTHON_LITERAL_VALUES in improvements else None)
         self.extracting = (request.reasoning_format != ReasoningFormat.NONE
                            and analysis.reasoning.mode != ReasoningMode.NONE)
         self.notes: list[str] = []
@@ -222,7 +228,12 @@ class _Gen:
         if r.mode in (ReasoningMode.TAG_BASED, ReasoningMode.TOOLS_ONLY) and r.end:
             end = trim_ws(r.end)
             if r.start:
-                return p.optional(p.optspace(r.start) + p.reasoning(p.until(end)) + p.optspace(r.end))
+                start = p.optspace(r.start)
+                if self.reasoning_preamble:  # improvement generation-prompt-preamble
+                    start = start + p.optional(p.literal(self.reasoning_preamble) + p.space())
+                    self.notes.append(f"improvement {GENERATION_PROMPT_PREAMBLE}: {self.reasoning_preamble!r} "
+                                      "after the reasoning start is the template's, not reasoning")
+                return p.optional(start + p.reasoning(p.until(end)) + p.optspace(r.end))
             return p.optional(p.reasoning(p.until(end)) + p.optspace(r.end))
         return p.eps()
 
@@ -271,9 +282,30 @@ class _Gen:
             tools = p.standard_json_tools(f.section_start, f.section_end, req.tools, req.parallel_tool_calls,
                                           force, **kw)
         if self.a.content.is_always_wrapped():
+            opened = self.open_content_before_calls(f.section_start or f.per_call_start)
+            if opened is not None:
+                return self.reasoning + opened + tools
             return self.reasoning + self.optional_wrapped() + tools
         tool_start = f.section_start or f.per_call_start or "{"
+        if not f.section_start and not f.per_call_start and f.tools_array_wrapped \
+                and JSON_ARRAY_START in self.improvements:
+            tool_start = "["
+            self.notes.append(f"improvement {JSON_ARRAY_START}: the content before the call array ends at '['")
         return self.reasoning + p.optional(p.content(p.until(tool_start))) + tools
+
+    def open_content_before_calls(self, tool_start: str) -> P | None:
+        """Improvement ``open-content-before-calls``: wrapped content that the generation prompt already opened
+        (it ends with ``content.start``) is written without its start marker and may end where the tool calls
+        start instead of at ``content.end``; None when the improvement is off or does not apply."""
+        p, c = self.p, self.a.content
+        start = trim_ws(c.start)
+        if OPEN_CONTENT_BEFORE_CALLS not in self.improvements or not tool_start or not start \
+                or not self.generation_prompt.rstrip(_WS).endswith(start):
+            return None
+        stops = [d for d in (trim_ws(c.end), tool_start) if d]
+        self.notes.append(f"improvement {OPEN_CONTENT_BEFORE_CALLS}: the generation prompt opens the content; it "
+                          f"ends at {' or '.join(repr(s) for s in stops)}")
+        return p.optional(p.content(p.until_one_of(stops)) + p.optional(p.literal(trim_ws(c.end))))
 
     def func_parser(self, name: str, call_id: P, have_call_id: bool, args: P, atomic_peek: P | None) -> P:
         p, fn, f = self.p, self.a.tools.function, self.a.tools.format
@@ -473,13 +505,31 @@ def _grammar(arena: Arena, lazy: bool, notes: list[str]) -> str:
     return text
 
 
+def reasoning_preamble(analysis: TemplateAnalysis, generation_prompt: str) -> str:
+    """The text the generation prompt writes after the reasoning start marker (trimmed), "" when there is
+    none or when the generation prompt also closes reasoning. Such text is the template's (e.g. Apriel's
+    ``Here are my reasoning steps:``), not the model's reasoning (improvement ``generation-prompt-preamble``)."""
+    r = analysis.reasoning
+    start, end = trim_ws(r.start), trim_ws(r.end)
+    if not start:
+        return ""
+    i = generation_prompt.find(start)
+    if i < 0:
+        return ""
+    after = generation_prompt[i + len(start):]
+    if end and end in after:
+        return ""
+    return trim_ws(after)
+
+
 def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation_prompt: str, *,
-                    python_literal_values: bool | None = None) -> GeneratedParser:
+                    improvements: Any = ()) -> GeneratedParser:
     """Build the chat parser and grammar for ``request`` from a template ``analysis``.
 
-    ``python_literal_values`` (beyond llama.cpp; the improvement ``python-literal-values`` of
-    :mod:`core.analysis.fidelity`): non-string tagged argument values may also be Python literals;
-    ``None`` takes the setting of :func:`core.peg.chat.builder_options` (default off).
+    ``improvements``: names of the parser-stage improvements of :mod:`core.analysis.fidelity` to apply
+    (beyond llama.cpp; default none): ``python-literal-values`` (also taken from
+    :func:`core.peg.chat.builder_options`), ``json-array-start``, ``open-content-before-calls``,
+    ``generation-prompt-preamble``.
 
     ``generation_prompt``: what the template adds for the assistant turn (render with minus without
     ``add_generation_prompt``, for the request's messages - without the continued message when
@@ -487,7 +537,11 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     Follows llama.cpp ``peg_generator::generate_parser`` / ``autoparser::build_parser``; never raises for a
     valid analysis and request (schema parts the grammar cannot express are noted in ``notes``).
     """
-    gen = _Gen(analysis, request, python_literal_values)
+    active = frozenset(improvements or ())
+    preamble = ""
+    if GENERATION_PROMPT_PREAMBLE in active and request.reasoning_format != ReasoningFormat.NONE:
+        preamble = reasoning_preamble(analysis, generation_prompt)
+    gen = _Gen(analysis, request, active, preamble, generation_prompt)
     arena, eps_fallback = gen.build(generation_prompt)
     out = GeneratedParser(
         arena=arena,

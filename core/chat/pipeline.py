@@ -153,11 +153,11 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
     active = _parser_improvements(fid, report)
     with builder_options(python_literal_values=PYTHON_LITERAL_VALUES in active,
                          whitespace_call_separators=JSON_CALL_SEPARATORS in active):
-        return _build(template, request, report, force_autoparser, fid)
+        return _build(template, request, report, force_autoparser, fid, active)
 
 
 def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_autoparser: bool,
-           fid: str) -> ChatParserBundle:
+           fid: str, improvements: frozenset[str] = frozenset()) -> ChatParserBundle:
     route = route_for(template.source)
     notes: list[str] = []
     caps = _report_caps(report)
@@ -197,7 +197,7 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
                                            f"unavailable ({e})") from None
     analysis = report.analysis
     try:
-        parser = generate_parser(analysis, request, gp)
+        parser = generate_parser(analysis, request, gp, improvements=improvements)
     except ChatTemplateExplorerError:
         raise
     except Exception as e:
