@@ -23,7 +23,6 @@ _WS = re.compile(r"[ \t\n\v\f\r]*")
 _DIGITS = re.compile(r"[0-9]*")
 _HEX = frozenset("0123456789abcdefABCDEF")
 _NUMBER_CONT = frozenset("0123456789.eE+-")
-_MAX_DEPTH = 400
 
 
 def _reject_constant(name: str) -> None:
@@ -126,14 +125,14 @@ def _ws(text: str, pos: int) -> int:
     return _WS.match(text, pos).end()  # type: ignore[union-attr]
 
 
-def _slow_value(text: str, pos: int, n: int, lenient: bool, depth: int) -> tuple[int, int, bool]:
+def _scalar(text: str, pos: int, n: int, lenient: bool) -> tuple[int, int, bool]:
+    """A JSON value that is not a container (string, number, ``true``/``false``/``null``) at ``pos``; a
+    container start gives ``(OK, pos, False)`` with nothing consumed — the caller opens it."""
     if pos >= n:
         return (NMI, n, True) if lenient else (FAIL, pos, True)
     c = text[pos]
-    if c == "{":
-        return _slow_container(text, pos, n, lenient, depth, True)
-    if c == "[":
-        return _slow_container(text, pos, n, lenient, depth, False)
+    if c == "{" or c == "[":
+        return OK, pos, False
     if c == '"':
         return scan_string(text, pos, n, lenient)
     if c == "-" or "0" <= c <= "9":
@@ -147,44 +146,100 @@ def _slow_value(text: str, pos: int, n: int, lenient: bool, depth: int) -> tuple
     return FAIL, pos, False
 
 
-def _slow_container(text: str, pos: int, n: int, lenient: bool, depth: int,
-                    is_object: bool) -> tuple[int, int, bool]:
-    """``{ ws ( } | member (ws , ws member)* ws } )`` or the array equivalent, with PEG partial semantics."""
-    if depth > _MAX_DEPTH:
-        return FAIL, pos, False
-    eof = (NMI, n, True) if lenient else (FAIL, pos, True)
-    close = "}" if is_object else "]"
-    i = _ws(text, pos + 1)
-    if i >= n:
-        return eof
-    if text[i] == close:
-        return OK, i + 1, False
+def _slow_value(text: str, pos: int, n: int, lenient: bool) -> tuple[int, int, bool]:
+    """A JSON value at ``pos`` with PEG partial semantics, containers
+    ``{ ws ( } | member (ws , ws member)* ws } )`` / ``[ ... ]`` at any depth (an explicit stack, no recursion:
+    a value nested 10,000 levels deep is still a value).
+
+    Results as the recursive grammar gives them: a value cut off by the end of lenient input is NMI (end =
+    where the innermost part stopped); a failure inside a container fails the outermost one at its start
+    (touched = not lenient); a container that fails on its own (bad separator, missing ``:``) fails at its
+    start (touched False), or when cut off in strict mode at its start (touched True)."""
+    stack: list[tuple[bool, int]] = []      # open containers: (is_object, start)
+    i = pos
+
+    def inner(r: tuple[int, int, bool]) -> tuple[int, int, bool]:
+        # a non-OK result of something inside the open containers, as the outermost one reports it
+        if r[0] == NMI:
+            return NMI, r[1], True
+        return FAIL, stack[0][1], not lenient
+
+    def own(r: tuple[int, int, bool]) -> tuple[int, int, bool]:
+        # the innermost open container ended with a non-OK result of its own
+        stack.pop()
+        return r if not stack else inner(r)
+
+    def eof(start: int) -> tuple[int, int, bool]:
+        return (NMI, n, True) if lenient else (FAIL, start, True)
+
     while True:
-        if is_object:
-            st, e, _ = scan_string(text, i, n, lenient)
-            if st != OK:
-                return (st, e, True) if st == NMI else (FAIL, pos, not lenient)
-            i = _ws(text, e)
-            if i >= n:
-                return eof
-            if text[i] != ":":
-                return FAIL, pos, False
-            i = _ws(text, i + 1)
-        st, e, _ = _slow_value(text, i, n, lenient, depth + 1)
-        if st != OK:
-            return (st, e, True) if st == NMI else (FAIL, pos, not lenient)
-        i = e
-        if i >= n:
-            return eof
-        j = _ws(text, i)
-        if j >= n:
-            return eof
-        if text[j] == ",":
-            i = _ws(text, j + 1)
-            continue
-        if text[j] == close:
-            return OK, j + 1, False
-        return FAIL, pos, False
+        # a value starts at i
+        r = _scalar(text, i, n, lenient)
+        if r[0] != OK:
+            return inner(r) if stack else r
+        if r[1] == i:                   # a container opens
+            is_object = text[i] == "{"
+            close = "}" if is_object else "]"
+            stack.append((is_object, i))
+            j = _ws(text, i + 1)
+            if j >= n:
+                return own(eof(i))
+            if text[j] == close:
+                r = (OK, j + 1, False)
+                stack.pop()
+            else:
+                if is_object:
+                    k = _key(text, j, n, lenient)
+                    if k[0] != OK:
+                        return own(k) if k[0] == NMI else inner(k)
+                    j = k[1]
+                    if j < 0:
+                        return own(eof(i)) if j == -1 else own((FAIL, i, False))
+                i = j
+                continue
+        # a complete value ending at r[1]: continue the containers that hold it
+        while stack:
+            is_object, start = stack[-1]
+            close = "}" if is_object else "]"
+            e = r[1]
+            if e >= n:
+                return own(eof(start))
+            j = _ws(text, e)
+            if j >= n:
+                return own(eof(start))
+            if text[j] == ",":
+                j = _ws(text, j + 1)
+                if is_object:
+                    k = _key(text, j, n, lenient)
+                    if k[0] != OK:
+                        return own(k) if k[0] == NMI else inner(k)
+                    j = k[1]
+                    if j < 0:
+                        return own(eof(start)) if j == -1 else own((FAIL, start, False))
+                i = j
+                break
+            if text[j] == close:
+                stack.pop()
+                r = (OK, j + 1, False)
+                continue
+            return own((FAIL, start, False))
+        else:
+            return r
+
+
+def _key(text: str, j: int, n: int, lenient: bool) -> tuple[int, int, bool]:
+    """An object member's ``"key" ws : ws`` at ``j``: ``(OK, value position, False)``; ``(OK, -1, _)`` when
+    the input ends after the key, ``(OK, -2, _)`` when the ``:`` is missing; the string's own NMI / FAIL
+    otherwise."""
+    st, e, t = scan_string(text, j, n, lenient)
+    if st != OK:
+        return st, e, t
+    k = _ws(text, e)
+    if k >= n:
+        return OK, -1, True
+    if text[k] != ":":
+        return OK, -2, False
+    return OK, _ws(text, k + 1), False
 
 
 def scan_json_value(text: str, pos: int, n: int, lenient: bool, kind: str = "json-value") -> tuple[int, int, bool]:
@@ -209,4 +264,4 @@ def scan_json_value(text: str, pos: int, n: int, lenient: bool, kind: str = "jso
                 pass
     elif kind in ("json-object", "json-array"):
         return (NMI, n, True) if lenient else (FAIL, pos, True)
-    return _slow_value(text, pos, n, lenient, 0)
+    return _slow_value(text, pos, n, lenient)
