@@ -8,7 +8,9 @@ code point indices, not bytes):
   end of the input while it could still match returns NMI, and NMI short-circuits sequences, choices and
   repetitions;
 * ``until`` stops before a delimiter prefix cut off at the end of the input, so a marker being streamed is
-  never emitted as content;
+  never emitted as content; in lenient mode it then reports NMI (divergence: llama.cpp reports success
+  there, so a later parser may take the cut marker as text — ``<t`` content while ``<th`` is reasoning — and
+  the next character takes it back; waiting keeps successive partial parses prefix-consistent);
 * rule and tag nodes are created on NMI too (``partial=True``); ``atomic`` drops them.
 
 Speed: every node is compiled once per arena into a Python closure; ``until`` uses ``str.find`` / one regex
@@ -69,13 +71,20 @@ class AstNode:
 
 @dataclass
 class ParseResult:
-    """Result of :func:`parse`: type, ``[start, end)``, the top-level AST nodes and the parsed text."""
+    """Result of :func:`parse`: type, ``[start, end)``, the top-level AST nodes and the parsed text.
+
+    ``switched``: somewhere in the parse an alternative (of a choice or a repetition) failed after it had
+    made non-empty tagged nodes that were not inside an ``atomic`` — so a shorter prefix of the text, on
+    which that alternative was still alive, may have been mapped differently (the streaming layer checks
+    that the message still extends that prefix's).
+    """
 
     type: ResultType
     start: int
     end: int
     nodes: tuple
     text: str
+    switched: bool = False
 
     @property
     def success(self) -> bool:
@@ -137,7 +146,7 @@ class ParseCache:
 
 
 class _Ctx:
-    __slots__ = ("text", "n", "lenient", "eof", "memo", "hints")
+    __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switched")
 
     def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
         self.text = text
@@ -146,6 +155,8 @@ class _Ctx:
         self.eof = False
         self.memo = memo
         self.hints = hints
+        self.made = 0           # non-empty tagged nodes made so far (outside atomics that dropped them)
+        self.switched = False   # see ParseResult.switched
 
 
 Fn = Callable[[_Ctx, int], tuple]
@@ -167,7 +178,7 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
     else:
         ctx = _Ctx(text, lenient, None, None)
     st, end, nodes = fns[pid](ctx, start)
-    return ParseResult(ResultType(st), start, end, tuple(nodes), text)
+    return ParseResult(ResultType(st), start, end, tuple(nodes), text, ctx.switched)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -224,8 +235,7 @@ class _Compiler:
         if isinstance(node, N.Repeat):
             return _make_repeat(self.get(node.child), node.min, node.max)
         if isinstance(node, N.And):
-            child = self.get(node.child)
-            return lambda ctx, pos: (child(ctx, pos)[0], pos, _EMPTY)
+            return _make_and(self.get(node.child))
         if isinstance(node, N.Not):
             return _make_not(self.get(node.child))
         if isinstance(node, N.Any):
@@ -302,9 +312,12 @@ def _make_sequence(children: list[Fn]) -> Fn:
 def _make_choice(children: list[Fn]) -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
         for child in children:
+            made = ctx.made
             r = child(ctx, pos)
             if r[0] != FAIL:
                 return r
+            if ctx.made != made:
+                ctx.switched = True
         return FAIL, pos, _EMPTY
     return f
 
@@ -319,6 +332,7 @@ def _make_repeat(child: Fn, lo: int, hi: int) -> Fn:
             if pos >= n:
                 ctx.eof = True
                 break
+            made = ctx.made
             st, end, ns = child(ctx, pos)
             if st == OK:
                 if end == pos:
@@ -338,6 +352,8 @@ def _make_repeat(child: Fn, lo: int, hi: int) -> Fn:
                     else:
                         nodes.extend(ns)
                 return NMI, end, tuple(nodes) if nodes else _EMPTY
+            if ctx.made != made:
+                ctx.switched = True
             break
         out = tuple(nodes) if nodes else _EMPTY
         if count < lo:
@@ -348,9 +364,22 @@ def _make_repeat(child: Fn, lo: int, hi: int) -> Fn:
     return f
 
 
+def _lookahead(child: Fn, ctx: _Ctx, pos: int) -> int:
+    """Run a lookahead's child: its status; what it made or switched does not count (its nodes are
+    dropped)."""
+    made, switched = ctx.made, ctx.switched
+    st = child(ctx, pos)[0]
+    ctx.made, ctx.switched = made, switched
+    return st
+
+
+def _make_and(child: Fn) -> Fn:
+    return lambda ctx, pos: (_lookahead(child, ctx, pos), pos, _EMPTY)
+
+
 def _make_not(child: Fn) -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
-        st = child(ctx, pos)[0]
+        st = _lookahead(child, ctx, pos)
         if st == OK:
             return FAIL, pos, _EMPTY
         if st == NMI:
@@ -497,23 +526,26 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
                 p = partial_start(text, tail, idx)
                 if p != -1:
                     ctx.eof = True
-                    return OK, p, _EMPTY
+                    return (NMI if ctx.lenient else OK), p, _EMPTY
             return OK, idx, _EMPTY
         ctx.eof = True
         if hints is not None and tail > frm:
             hints[(pid, pos)] = tail
         p = partial_start(text, tail, n)
         if p != -1:
-            return OK, p, _EMPTY
+            return (NMI if ctx.lenient else OK), p, _EMPTY
         return (NMI, n, _EMPTY) if ctx.lenient else (OK, n, _EMPTY)
     return f
 
 
 def _make_atomic(child: Fn) -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
+        made = ctx.made
         r = child(ctx, pos)
-        if r[0] == NMI and r[2]:
-            return NMI, r[1], _EMPTY
+        if r[0] != OK:
+            ctx.made = made     # nodes of an unfinished atomic are never shown
+            if r[0] == NMI and r[2]:
+                return NMI, r[1], _EMPTY
         return r
     return f
 
@@ -525,21 +557,39 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str) -> Fn:
             st, end, ns = child(ctx, pos)
             if st == FAIL:
                 return FAIL, end, _EMPTY
+            if tag and end > pos:
+                ctx.made += 1
             return st, end, (AstNode(rule, tag, pos, end, ns, st == NMI),)
         key = (pid, pos)
         r = memo.get(key)
         if r is not None:
+            # replay what the memoized subtree did to the switch bookkeeping
+            made = memo.get((pid, pos, 1))
+            if made:
+                ctx.made += made
+            if (pid, pos, 2) in memo:
+                ctx.switched = True
             return r
         saved = ctx.eof
         ctx.eof = False
+        made0, switched0 = ctx.made, ctx.switched
+        ctx.switched = False
         st, end, ns = child(ctx, pos)
         if st == FAIL:
             r = (FAIL, end, _EMPTY)
         else:
+            if tag and end > pos:
+                ctx.made += 1
             r = (st, end, (AstNode(rule, tag, pos, end, ns, st == NMI),))
+        switched = ctx.switched
+        ctx.switched = switched or switched0
         if ctx.eof:
             return r
         memo[key] = r
+        if ctx.made != made0:
+            memo[(pid, pos, 1)] = ctx.made - made0
+        if switched:
+            memo[(pid, pos, 2)] = True
         ctx.eof = saved
         return r
     return f
