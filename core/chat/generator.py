@@ -24,16 +24,21 @@ is rebuilt as the reference does: the prompt cut before ``reasoning.start`` + ``
 message's reasoning, and for content continuation + ``reasoning.end`` + its content. The parse therefore
 includes the prefilled text.
 
-Robustness (beyond the reference, which throws): when the main parse fails, the parse is retried with the
-trailing unparsed text as content (``recover-trailing``: e.g. text after the last tool call, or a tool call
-naming an unknown tool), then with everything after the reasoning as content (``recover-content``); if even
-that fails the raw output is the content. ``parse`` never raises.
+Robustness (beyond the reference, which throws): when the main parse fails (or, for a root without an end
+anchor, stops before the end of the text), the parse is retried with the trailing unparsed text as content
+(``recover-trailing``: e.g. text after the last tool call, or a tool call naming an unknown tool), then as the
+main parse plus the unparsed rest as content, then with everything after the reasoning as content
+(``recover-content``); if even that fails the raw output is the content — a final parse never drops text.
+A *partial* parse must moreover be prefix-consistent (never take back what a shorter prefix showed): its
+recovered message is used only if it extends the message of the longest prefix that does parse
+(:func:`partial_view`), else that message is the answer — e.g. a tool call already streamed stays when
+garbage follows it. ``parse`` never raises.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..analysis.fidelity import (GENERATION_PROMPT_PREAMBLE, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
                                  PYTHON_LITERAL_VALUES)
@@ -51,6 +56,14 @@ from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 _WS = " \t\n\v\f\r"
 RECOVER_TRAILING = "recover-trailing"
 RECOVER_CONTENT = "recover-content"
+MAIN_REST = "main+rest"
+PARTIAL_PREFIX = "partial-prefix"
+
+
+def covers(r: ParseResult, text: str) -> bool:
+    """The parse accounts for the whole ``text``: it needs more input, or succeeded up to the end (a root
+    without an end anchor may succeed earlier and leave text unparsed)."""
+    return r.need_more_input or (r.success and r.end >= len(text))
 
 
 def trim_ws(s: str) -> str:
@@ -58,9 +71,120 @@ def trim_ws(s: str) -> str:
     return s.strip(_WS)
 
 
+def message_extends(old: AssistantMessage, new: AssistantMessage) -> bool:
+    """Whether ``new`` continues ``old`` the way a stream may: reasoning and content only grow, no tool call
+    disappears, a named call keeps its name and id, arguments only grow (the rules of
+    :func:`core.chat.stream.stream_deltas_between`)."""
+    if not new.reasoning_content.startswith(old.reasoning_content) or not new.content.startswith(old.content):
+        return False
+    if len(new.tool_calls) < len(old.tool_calls):
+        return False
+    for a, b in zip(old.tool_calls, new.tool_calls):
+        if a is b:
+            continue
+        if (a.name and a.name != b.name) or (a.id and a.id != b.id) or not b.arguments.startswith(a.arguments):
+            return False
+    return True
+
+
+def longest_good_prefix(is_good: Callable[[int], bool], lo: int, hi: int, lo_good: bool = False) -> int:
+    """The largest ``k`` in ``[lo, hi)`` with ``is_good(k)`` (``hi`` itself is known bad), or -1.
+
+    Gallops back from ``hi - 1`` (1, 2, 4, ... characters) to the first good length, then bisects the gap
+    above it: O(log(hi - lo)) probes, exact when goodness is monotone (a bad text stays bad when it grows),
+    and biased towards the end of the text otherwise — so it finds the boundary a stream fed piece by piece
+    finds. ``lo_good``: ``is_good(lo)`` is known to be true (not probed again).
+    """
+    if hi <= lo:
+        return -1
+    bad = hi
+    step = 1
+    good = -1
+    while True:
+        k = hi - step
+        if k <= lo:
+            if lo_good or is_good(lo):
+                good = lo
+            break
+        if is_good(k):
+            good = k
+            break
+        bad = k
+        step *= 2
+    if good < 0:
+        return -1
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if is_good(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
+
+
+@dataclass
+class FallbackMemo:
+    """Per-stream memo of :func:`partial_view`: ``text`` (the last text looked at), ``good`` (the length of
+    the longest text known to parse, a prefix of ``text``; -1 none), and for a ``text`` that did not parse,
+    ``k`` (its longest parsing prefix, -1 none/unknown) with ``view`` (the message of that prefix)."""
+
+    text: str = ""
+    good: int = -1
+    k: int = -1
+    view: Any = None
+    searched: bool = False
+
+    def note_good(self, text: str) -> None:
+        self.text = text
+        self.good = len(text)
+        self.k = -1
+        self.view = None
+        self.searched = False
+
+
+def partial_view(text: str, floor: int, view_of: Callable[[int], AssistantMessage | None],
+                 memo: FallbackMemo | None = None) -> AssistantMessage | None:
+    """The prefix-consistent view of a partial ``text`` that does not parse: the message of its longest prefix
+    (at least ``floor`` characters, e.g. the generation prompt) that does (``view_of(k)`` -> message, or None
+    when ``text[:k]`` does not parse). None when no such prefix exists.
+
+    Rationale: a partial parse must never take back what a shorter prefix showed; when the text goes on in a
+    way the format cannot continue (garbage after a started tool call, a value beyond the parser's reach),
+    the best partial answer is the last one that was valid (llama.cpp instead maps what the failed parse
+    recognised). ``memo`` (one per stream) makes successive calls O(1) parses: the search starts at the last
+    text that parsed, and a failing text that extends a failing one has the same longest prefix.
+    """
+    views: dict[int, AssistantMessage] = {}
+
+    def is_good(k: int) -> bool:
+        v = view_of(k)
+        if v is None:
+            return False
+        views[k] = v
+        return True
+
+    lo, lo_good = floor, False
+    if memo is not None and text.startswith(memo.text) and memo.text:
+        if memo.searched:
+            memo.text = text
+            return memo.view
+        if floor <= memo.good <= len(text):
+            lo, lo_good = memo.good, True
+    k = longest_good_prefix(is_good, lo, len(text), lo_good)
+    view = None
+    if k >= 0:
+        view = views.get(k)
+        if view is None:
+            view = view_of(k)
+    if memo is not None:
+        memo.text, memo.k, memo.view, memo.searched = text, k, view, True
+    return view
+
+
 @dataclass
 class ParserState:
-    """Per-stream memo for :meth:`GeneratedParser.parse` (one :class:`~core.peg.ParseCache` per entry point).
+    """Per-stream memo for :meth:`GeneratedParser.parse` (one :class:`~core.peg.ParseCache` per entry point,
+    and the :class:`FallbackMemo` of the partial view).
 
     Pass the same state to successive parses of a growing output; it resets itself when the text is not an
     extension of the previous one.
@@ -68,6 +192,7 @@ class ParserState:
 
     caches: dict[str | None, ParseCache] = field(default_factory=dict)
     last_entry: str | None = None
+    fallback: FallbackMemo = field(default_factory=FallbackMemo)
 
     def cache(self, entry: str | None) -> ParseCache:
         c = self.caches.get(entry)
@@ -110,30 +235,92 @@ class GeneratedParser:
         """Parse model ``output`` (text after the prompt) into an assistant message; never raises.
 
         The parse is always lenient (a marker cut at the end is not content, an unterminated block keeps its
-        text), as the reference's is; ``is_partial`` is accepted for the protocol and does not change the
-        result. ``state``: reuse work across successive prefixes of one stream.
+        text), as the reference's is. When the output does not fit the format, a final parse keeps every
+        character (the unparsed rest becomes content, see :meth:`parse_detailed`), and a partial parse
+        (``is_partial``) gives a prefix-consistent view: the recovered message if it extends the message of
+        the longest prefix that does parse, else that message (a call already streamed is never taken back).
+        ``state``: reuse work across successive prefixes of one stream.
         """
-        return self.parse_detailed(output, state=state)[0]
+        return self.parse_detailed(output, state=state, is_partial=is_partial)[0]
 
-    def parse_detailed(self, output: str, *, state: ParserState | None = None
+    def _run(self, entry: str | None, text: str, state: ParserState | None) -> ParseResult | None:
+        """The lenient parse of ``text`` from ``entry``; None on absurd nesting (RecursionError/MemoryError)."""
+        try:
+            cache = state.cache(entry) if state is not None else None
+            return self.arena.parse(text, lenient=True, entry=entry, cache=cache)
+        except (RecursionError, MemoryError):
+            return None
+
+    def parse_detailed(self, output: str, *, state: ParserState | None = None, is_partial: bool = False
                        ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
-        """Like :meth:`parse`, also returning the PEG result used and its entry point
-        (``None`` = main root, ``"recover-trailing"``, ``"recover-content"``; result ``None`` = raw text)."""
+        """Like :meth:`parse`, also returning the PEG result used and its entry point: ``None`` = main root,
+        ``"recover-trailing"``, ``"recover-content"``, ``"main+rest"`` (the main root stopped before the end
+        of the text: its message plus the rest as content), ``"partial-prefix"`` (the partial view of the
+        longest parsing prefix; the result is that prefix's), or ``"raw"`` (result ``None``, the output as
+        content).
+
+        Order: the main root when it covers the whole text (success up to the end, or need-more-input); else
+        ``recover-trailing`` (the body, then the rest as content), the main root's message plus the unparsed
+        rest, ``recover-content`` (everything after the reasoning as content), the raw output — so a final
+        parse never drops text. For ``is_partial`` that recovered message — or the main root's, when it
+        covers the text but an alternative that had shown something was abandoned on the way
+        (``ParseResult.switched``: a shorter prefix may have shown it) — is returned only when it extends the
+        partial view (:func:`partial_view`: the message of the longest prefix that parses without such a
+        switch), else the view."""
         text = self.generation_prompt + output
-        entries: list[str | None] = [RECOVER_CONTENT] if self.eps_fallback else [None, RECOVER_TRAILING,
-                                                                                   RECOVER_CONTENT]
-        for entry in entries:
-            if entry is not None and entry not in self.arena.entries:
-                continue
-            try:
-                cache = state.cache(entry) if state is not None else None
-                r = self.arena.parse(text, lenient=True, entry=entry, cache=cache)
-            except (RecursionError, MemoryError):  # absurdly deep nesting: try the next, simpler entry
-                continue
-            if not r.fail:
-                if state is not None:
-                    state.last_entry = entry
-                return map_parse(r), r, entry
+        if self.eps_fallback:
+            r = self._run(RECOVER_CONTENT, text, state) if RECOVER_CONTENT in self.arena.entries else None
+            if r is not None and not r.fail:
+                return map_parse(r), r, RECOVER_CONTENT
+            return AssistantMessage(content=output), None, "raw"
+        main = self._run(None, text, state)
+        covered = main is not None and covers(main, text)
+        if covered and not (is_partial and main.switched):
+            if state is not None:
+                state.last_entry = None
+                state.fallback.note_good(text)
+            return map_parse(main), main, None
+        if covered:
+            out = (map_parse(main), main, None)
+            if state is not None:
+                state.last_entry = None
+        else:
+            out = self._recover(text, output, main, state)
+        if is_partial and main is not None:
+            def view_of(k: int) -> AssistantMessage | None:
+                r = self._run(None, text[:k], None)
+                if r is None or not covers(r, text[:k]) or r.switched:
+                    return None
+                return map_parse(r)
+            view = partial_view(text, len(self.generation_prompt), view_of,
+                                state.fallback if state is not None else None)
+            if view is not None and not message_extends(view, out[0]):
+                return view, None, PARTIAL_PREFIX
+        return out
+
+    def _recover(self, text: str, output: str, main: ParseResult | None, state: ParserState | None
+                 ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
+        """The recovered message of a text the main root does not cover (see :meth:`parse_detailed`)."""
+        tried_main = False
+        for entry in (RECOVER_TRAILING, MAIN_REST, RECOVER_CONTENT):
+            if entry == MAIN_REST:
+                if main is None or main.fail or tried_main:
+                    continue
+                tried_main = True
+                msg = map_parse(main)
+                rest = text[max(main.end, len(self.generation_prompt)):]
+                msg.content += rest
+                r = main
+            else:
+                if entry not in self.arena.entries:
+                    continue
+                r = self._run(entry, text, state)
+                if r is None or r.fail:
+                    continue
+                msg = map_parse(r)
+            if state is not None:
+                state.last_entry = entry
+            return msg, r, entry
         return AssistantMessage(content=output), None, "raw"
 
     def describe(self) -> str:
@@ -574,5 +761,6 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     return out
 
 
-__all__ = ["GeneratedParser", "ParserState", "generate_parser", "continuation_prompt", "trim_ws",
-           "RECOVER_TRAILING", "RECOVER_CONTENT"]
+__all__ = ["GeneratedParser", "ParserState", "FallbackMemo", "generate_parser", "continuation_prompt", "trim_ws",
+           "covers", "message_extends", "longest_good_prefix", "partial_view",
+           "RECOVER_TRAILING", "RECOVER_CONTENT", "MAIN_REST", "PARTIAL_PREFIX"]

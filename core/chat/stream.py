@@ -263,9 +263,11 @@ class IncrementalMapper:
 class PegStreamSession:
     """Incremental parsing for a parser built on :mod:`core.peg` (has ``arena`` and ``generation_prompt``).
 
-    Mirrors :meth:`core.chat.generator.GeneratedParser.parse_detailed`: the main root, then the recovery
-    entries, else the raw output as content; each entry keeps its own :class:`~core.peg.ParseCache`, and the
-    mapping of the entry in use is incremental.
+    Mirrors :meth:`core.chat.generator.GeneratedParser.parse_detailed`: the main root when it covers the text,
+    else the recovery (entries, the main root plus the rest as content, the raw output as content) — for a
+    partial parse only when it extends the prefix-consistent view (:func:`core.chat.generator.partial_view`,
+    memoized per stream); each entry keeps its own :class:`~core.peg.ParseCache`, and the mapping of the
+    entry in use is incremental.
     """
 
     def __init__(self, parser: Any):
@@ -279,10 +281,16 @@ class PegStreamSession:
             from .generator import RECOVER_CONTENT, RECOVER_TRAILING
         except ImportError:  # pragma: no cover
             RECOVER_CONTENT, RECOVER_TRAILING = "recover-content", "recover-trailing"
+        from .generator import MAIN_REST
+
         self.entries: list[Any] = ([RECOVER_CONTENT] if getattr(parser, "eps_fallback", False)
-                                   else [None, RECOVER_TRAILING, RECOVER_CONTENT])
+                                   else [None, RECOVER_TRAILING, MAIN_REST, RECOVER_CONTENT])
+        self.recovery = [e for e in self.entries if e is not None]
         self.open_region: OpenRegion | None = None
         self._json_scan: tuple | None = None
+        from .generator import FallbackMemo
+
+        self.memo = FallbackMemo()
 
     @staticmethod
     def supports(parser: Any) -> bool:
@@ -291,35 +299,74 @@ class PegStreamSession:
         return (arena is not None and hasattr(arena, "parse") and isinstance(getattr(parser, "generation_prompt", None), str)
                 and getattr(parser, "mapper", None) is None and IncrementalMapper.usable())
 
-    def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
-        text = self.parser.generation_prompt + output
-        arena = self.parser.arena
-        self.open_region = None
-        for entry in self.entries:
-            if entry is not None and entry not in arena.entries:
-                continue
-            cache = self.caches.get(entry)
-            if cache is None:
-                cache = self.caches[entry] = self._ParseCache()
-            try:
-                r = arena.parse(text, lenient=True, entry=entry, cache=cache)
-            except (RecursionError, MemoryError):
-                continue
-            if not r.fail:
-                mapper = self.mappers.get(entry)
-                if mapper is None:
-                    mapper = self.mappers[entry] = IncrementalMapper()
-                try:
-                    msg = mapper.map(r.nodes, text)
-                except Exception:  # never leave a half-updated mapping behind: start over, map this tree fully
-                    mapper.reset()
-                    from .mapper import map_parse
+    def _run(self, entry: Any, text: str) -> Any:
+        cache = self.caches.get(entry)
+        if cache is None:
+            cache = self.caches[entry] = self._ParseCache()
+        try:
+            return self.parser.arena.parse(text, lenient=True, entry=entry, cache=cache)
+        except (RecursionError, MemoryError):
+            return None
 
-                    return map_parse(r)
-                if entry is None and r.need_more_input:
-                    self.open_region = self._open_region(r, len(text), mapper, msg)
-                return msg
-        return AssistantMessage(content=output)
+    def _map(self, entry: Any, r: Any, text: str) -> tuple[AssistantMessage, "IncrementalMapper | None"]:
+        mapper = self.mappers.get(entry)
+        if mapper is None:
+            mapper = self.mappers[entry] = IncrementalMapper()
+        try:
+            return mapper.map(r.nodes, text), mapper
+        except Exception:  # never leave a half-updated mapping behind: start over, map this tree fully
+            mapper.reset()
+            from .mapper import map_parse
+
+            return map_parse(r), None
+
+    def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
+        from .generator import MAIN_REST, covers, message_extends, partial_view
+        from .mapper import map_parse
+
+        parser = self.parser
+        gp = parser.generation_prompt
+        text = gp + output
+        arena = parser.arena
+        self.open_region = None
+        main = None
+        out = None
+        if self.entries[0] is None:
+            main = self._run(None, text)
+            if main is not None and covers(main, text):
+                msg, mapper = self._map(None, main, text)
+                if not (is_partial and main.switched):
+                    self.memo.note_good(text)
+                    if main.need_more_input and mapper is not None:
+                        self.open_region = self._open_region(main, len(text), mapper, msg)
+                    return msg
+                out = msg
+        for entry in self.recovery if out is None else ():
+            if entry == MAIN_REST:
+                if main is not None and main.success:
+                    out = map_parse(main)   # the main root stopped early: its message, then the rest as content
+                    out.content += text[max(main.end, len(gp)):]
+                    break
+                continue
+            if entry not in arena.entries:
+                continue
+            r = self._run(entry, text)
+            if r is not None and not r.fail:
+                out = self._map(entry, r, text)[0]
+                break
+        if out is None:
+            out = AssistantMessage(content=output)
+        if is_partial and main is not None:
+            def view_of(k: int) -> AssistantMessage | None:
+                try:
+                    r = arena.parse(text[:k], lenient=True)
+                except (RecursionError, MemoryError):
+                    return None
+                return map_parse(r) if covers(r, text[:k]) and not r.switched else None
+            view = partial_view(text, len(gp), view_of, self.memo)
+            if view is not None and not message_extends(view, out):
+                return view
+        return out
 
     # -- fast path: text that only extends an open ``until`` region ------------------------------------------
     def _tag_delimiters(self) -> dict[str, tuple[str, ...] | None]:

@@ -79,13 +79,15 @@ class Scanner:
     Positions are character offsets into ``text``. Methods advance ``pos`` only on success.
     """
 
-    __slots__ = ("text", "pos", "n", "memo")
+    __slots__ = ("text", "pos", "n", "memo", "switched")
 
     def __init__(self, text: str, pos: int = 0, memo: dict | None = None):
         self.text = text
         self.pos = pos
         self.n = len(text)
         self.memo = memo  # completed values by (kind, position), valid while the text only grows
+        # an alternative that had added to the message failed and was rolled back (see :func:`attempt`)
+        self.switched = False
 
     # -- primitives ------------------------------------------------------------------------------------------
     def check(self, lit: str) -> int:
@@ -139,9 +141,14 @@ class Scanner:
         """Where ``until(delims)`` stops: the earliest position where a delimiter starts, or where the rest of
         the input is a proper prefix of one (a marker cut at the end). Returns ``(position, found)``;
         ``found`` is False when no delimiter (even partial) occurs, i.e. the stop is the end of input."""
+        best, found, _ = self._find_stop(delims)
+        return best, found
+
+    def _find_stop(self, delims: Sequence[str]) -> tuple[int, bool, bool]:
+        """:meth:`find_stop` plus whether the stop is a delimiter cut off at the end of the input."""
         text, pos, n = self.text, self.pos, self.n
         best = n
-        found = False
+        found = cut = False
         for d in delims:
             if not d:
                 continue
@@ -156,17 +163,28 @@ class Scanner:
                 if start >= best:
                     break
                 if text.endswith(d[:k]):
-                    best, found = start, True
+                    best, found, cut = start, True, True
                     break
                 k -= 1
-        return best, found
+        return best, found, cut
 
     def until(self, *delims: str) -> str:
         """``until_one_of(delims)`` (``rest()`` when no delimiters): consume and return the text before the
-        first delimiter or before a delimiter prefix ending the input. Never raises."""
-        stop, _ = self.find_stop(delims) if delims else (self.n, False)
+        first delimiter or before a delimiter prefix ending the input. Never raises.
+
+        When it stops before a cut delimiter, the input is treated as ending there (the cut text is pending:
+        it may become the delimiter or more of this text), so no later step takes it as something else — e.g.
+        ``<t`` (a prefix of ``<tool_call>``) is neither reasoning nor content until the next character decides
+        (divergence from llama.cpp, whose ``until`` succeeds there; see :mod:`core.peg.engine`)."""
+        if delims:
+            stop, _, cut = self._find_stop(delims)
+        else:
+            stop, cut = self.n, False
         s = self.text[self.pos:stop]
         self.pos = stop
+        if cut:
+            self.text = self.text[:stop]
+            self.n = stop
         return s
 
     def choose_literal(self, options: Iterable[str]) -> str:
@@ -549,6 +567,7 @@ class MessageBuilder:
         self.reasoning = ""
         self.calls: list[_Call] = []
         self.drop_blank_reasoning = drop_blank_reasoning
+        self.version = 0  # bumped by every change to the message (:func:`attempt` tells what a failure undid)
 
     # -- backtracking ----------------------------------------------------------------------------------------
     def mark(self) -> tuple[int, int, list[_Call]]:
@@ -561,10 +580,14 @@ class MessageBuilder:
 
     # -- text ------------------------------------------------------------------------------------------------
     def add_content(self, s: str) -> None:
-        self.content += s
+        if s:
+            self.content += s
+            self.version += 1
 
     def add_reasoning(self, s: str) -> None:
-        self.reasoning += s
+        if s:
+            self.reasoning += s
+            self.version += 1
 
     # -- tool calls ------------------------------------------------------------------------------------------
     @property
@@ -573,18 +596,21 @@ class MessageBuilder:
 
     def open_call(self, name: str, call_id: str = "", args: str = "{") -> None:
         self.calls.append(_Call(ToolCall(name=name, arguments=args, id=call_id)))
+        self.version += 1
 
     def set_args(self, text: str) -> None:
         """Verbatim JSON arguments (mapper ``tool-args`` starting with ``{``; trailing whitespace trimmed)."""
         t = text.rstrip(" \t\n\r\v\f")
         if t.startswith("{"):
             self.current.call.arguments = t
+            self.version += 1
 
     def arg_name(self, name: str) -> None:
         c = self.current
         c.call.arguments += ("," if c.arg_count else "") + json.dumps(name, ensure_ascii=False) + ":"
         c.arg_count += 1
         c.quote_open = False
+        self.version += 1
 
     def arg_string(self, value: str, closed: bool) -> None:
         c = self.current
@@ -595,6 +621,7 @@ class MessageBuilder:
         if closed:
             c.call.arguments += '"'
             c.quote_open = False
+        self.version += 1
 
     def arg_raw(self, value: str, memo: dict | None = None, key: Any = None) -> None:
         """A typed value's text, Python literals normalised to JSON (``memo``/``key``: resume the normalisation
@@ -602,10 +629,13 @@ class MessageBuilder:
         if value:
             self.current.call.arguments += (normalize_python_to_json_cached(value, memo, key) if memo is not None
                                             else normalize_python_to_json(value))
+            self.version += 1
 
     def arg_json(self, value: str) -> None:
         """A value already read as JSON (or a prefix of JSON): appended as is (normalising it changes nothing)."""
-        self.current.call.arguments += value
+        if value:
+            self.current.call.arguments += value
+            self.version += 1
 
     def arg_close(self) -> None:
         """End of one tagged argument: close a pending string quote (mapper ``tool-arg-close``)."""
@@ -613,6 +643,7 @@ class MessageBuilder:
         if c.quote_open:
             c.call.arguments += '"'
             c.quote_open = False
+            self.version += 1
 
     def close_call(self) -> None:
         c = self.current
@@ -620,6 +651,7 @@ class MessageBuilder:
             c.call.arguments += '"'
             c.quote_open = False
         c.call.arguments += "}" * max(0, json_brace_depth(c.call.arguments))
+        self.version += 1
 
     # -- result ----------------------------------------------------------------------------------------------
     def result(self) -> AssistantMessage:
@@ -635,12 +667,15 @@ class MessageBuilder:
 def attempt(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], *args: Any) -> bool:
     """One PEG alternative: run ``fn(sc, b, *args)``; on :class:`Mismatch` restore the cursor and what was
     built, and return False. :class:`Incomplete` propagates (the input ended inside: the parse stops there)."""
-    save, mark = sc.pos, b.mark()
+    save, mark, text, n, version = sc.pos, b.mark(), sc.text, sc.n, b.version
     try:
         fn(sc, b, *args)
         return True
     except Mismatch:
-        sc.pos = save
+        sc.pos, sc.text, sc.n = save, text, n
+        if b.version != version:
+            # the alternative had shown something before it failed: a shorter prefix may have shown it
+            sc.switched = True
         b.reset(mark)
         return False
 
@@ -1136,7 +1171,11 @@ class HandlerParser:
     :class:`MessageBuilder` and may raise :class:`Incomplete` or :class:`Mismatch`). An :class:`Incomplete`
     ends the parse with what was recognised (llama.cpp lenient parsing, also on the final parse). A
     :class:`Mismatch` escaping the body (llama.cpp would throw) keeps what was recognised before the failing
-    position and returns the text from there on as content, so parsing never raises.
+    position and returns the text from there on as content, so parsing never raises; for a partial parse that
+    message — or the body's own, when it abandoned an alternative that had shown something (a shorter prefix
+    may have shown it) — is used only if it extends the message of the longest prefix the body accepts
+    without such a switch (:func:`core.chat.generator.partial_view`), else that message (a call already
+    streamed is not taken back).
 
     Besides the protocol fields: ``name`` (handler), ``format`` (llama.cpp format name), ``supports_thinking``, ``thinking_start_tag``, ``thinking_end_tags``,
     ``message_delimiters`` (role → marker), ``description`` (readable PEG, for the app), ``prompt`` (the full
@@ -1174,10 +1213,9 @@ class HandlerParser:
         growing prefixes reuse the complete values found by earlier parses."""
         return HandlerSession(self)
 
-    def _parse(self, output: str, is_partial: bool, memo: dict | None) -> AssistantMessage:
-        if not isinstance(output, str):
-            output = "" if output is None else str(output)
-        text = self.generation_prompt + output
+    def _run(self, text: str, memo: dict | None) -> tuple[AssistantMessage | None, "Scanner", "MessageBuilder"]:
+        """Run the body on ``text``: (message, scanner, builder); message None on :class:`Mismatch`.
+        RecursionError propagates."""
         sc = Scanner(text, 0, memo)
         b = MessageBuilder(self.drop_blank_reasoning)
         try:
@@ -1185,13 +1223,45 @@ class HandlerParser:
         except Incomplete:
             pass
         except Mismatch:
-            # keep what was recognised; the unparsed rest (never the generation prompt) becomes content
-            start = max(sc.pos, len(self.generation_prompt))
-            b.add_content(text[start:])
+            return None, sc, b
+        return b.result(), sc, b
+
+    def _run_view(self, text: str) -> AssistantMessage | None:
+        """The message of ``text`` when the body accepts it without abandoning an alternative that had
+        shown something (see :func:`attempt`), else None."""
+        try:
+            msg, sc, _ = self._run(text, None)
         except RecursionError:
-            b = MessageBuilder(self.drop_blank_reasoning)
-            b.add_content(output)
-        return b.result()
+            return None
+        return None if sc.switched else msg
+
+    def _parse(self, output: str, is_partial: bool, memo: dict | None,
+               fallback: Any = None) -> AssistantMessage:
+        if not isinstance(output, str):
+            output = "" if output is None else str(output)
+        text = self.generation_prompt + output
+        try:
+            msg, sc, b = self._run(text, memo)
+        except RecursionError:
+            return AssistantMessage(content=output)
+        if msg is not None and not (is_partial and sc.switched):
+            if fallback is not None:
+                fallback.note_good(text)
+            return msg
+        if msg is not None:
+            out = msg
+        else:
+            # keep what was recognised; the unparsed rest (never the generation prompt) becomes content
+            b.add_content(text[max(sc.pos, len(self.generation_prompt)):])
+            out = b.result()
+        if is_partial:
+            # a partial parse must not take back what a shorter prefix showed (e.g. a call already streamed)
+            from ..generator import message_extends, partial_view
+
+            view = partial_view(text, len(self.generation_prompt), lambda k: self._run_view(text[:k]), fallback)
+            if view is not None and not message_extends(view, out):
+                return view
+        return out
 
     def describe(self) -> str:
         """Readable PEG of the format: llama.cpp's parser structure for this request (the hand-written parser
@@ -1215,15 +1285,18 @@ class HandlerSession:
     keeps streaming of large arguments close to linear. Another text resets the cache."""
 
     def __init__(self, parser: HandlerParser):
+        from ..generator import FallbackMemo
+
         self.parser = parser
         self._text = ""
         self._memo: dict = {}
+        self._fallback = FallbackMemo()
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
         if not isinstance(output, str) or not output.startswith(self._text):
             self._memo = {}
         self._text = output if isinstance(output, str) else ""
-        return self.parser._parse(output, is_partial, self._memo)
+        return self.parser._parse(output, is_partial, self._memo, self._fallback)
 
 
 def word_trigger(value: str) -> GrammarTrigger:
