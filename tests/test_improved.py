@@ -48,6 +48,9 @@ IMPROVED_ANALYSIS_DIFFERS = {
     "xinference-DeepSeek-V3.2.jinja": _PADDING,
     "xinference-Deepseek-V3.1.jinja": _PADDING,
     "vllm-tool_chat_template_llama4_json.jinja": _PADDING,
+    # name(arg="v") calls: PYTHONIC instead of tagged markers made of the probe call's text
+    "hfjs-LiquidAI-LFM2.5-VL-450M.jinja": "pythonic-calls",
+    "hfjs-openbmb-MiniCPM3-4B.jinja": "pythonic-calls",
 }
 """Templates whose improved analysis differs from llama.cpp's (reference/analysis.jsonl), with the reason."""
 
@@ -291,6 +294,52 @@ def test_generation_prompt_preamble_is_not_reasoning():
     qwen = analyze(_tmpl("Qwen-Qwen3-0.6B.jinja")).analysis
     assert reasoning_preamble(qwen, "<|im_start|>assistant\n<think>\n\n</think>\n\n") == ""
     assert reasoning_preamble(qwen, "<|im_start|>assistant\n<think>\n") == ""
+
+
+@pytest.mark.parametrize("text, call", [
+    ('x[FFF_FIRST_FUN_F(AA_ARG_FST_AA="XXXX", BB_ARG_SND_BB="Y)Y")]y',
+     'FFF_FIRST_FUN_F(AA_ARG_FST_AA="XXXX", BB_ARG_SND_BB="Y)Y")'),
+    ("FFF_FIRST_FUN_F( AA_ARG_FST_AA = 'XXXX', n={'a': (1)}) tail",
+     "FFF_FIRST_FUN_F( AA_ARG_FST_AA = 'XXXX', n={'a': (1)})"),
+    ('FFF_FIRST_FUN_F(AA_ARG_FST_AA="XXXX"', None),          # not closed
+    ('{"name": "FFF_FIRST_FUN_F", "AA_ARG_FST_AA": "XXXX"}', None),
+])
+def test_find_pythonic_call(text, call):
+    from core.analysis.tools import find_pythonic_call
+
+    span = find_pythonic_call(text)
+    assert (text[span[0]:span[1]] if span else None) == call
+
+
+@pytest.mark.parametrize("name, section", [
+    ("hfjs-LiquidAI-LFM2.5-VL-450M.jinja", ("<|tool_call_start|>", "<|tool_call_end|>", True)),
+    ("hfjs-openbmb-MiniCPM3-4B.jinja", ("<|tool_call_start|>\n```python", "```\n<|tool_call_end|>", False)),
+])
+def test_pythonic_calls(name, section):
+    rep = analyze(_tmpl(name), fidelity="improved")
+    f = rep.analysis.tools.format
+    assert f.mode == ToolFormat.PYTHONIC and rep.improvements_applied == ["pythonic-calls"]
+    assert (f.section_start, f.section_end, f.tools_array_wrapped) == section
+    assert analyze(_tmpl(name)).analysis.tools.format.mode == ToolFormat.TAG_WITH_TAGGED  # llama.cpp
+    start, end, wrapped = section
+    calls = ("get_weather(city='Paris', days=3), book_table(restaurant=\"Chez \\\"N\\\"\", guests=4, "
+             "options={'time': '19:30', 'vip': True})")
+    out = f"{start}\n{'[' if wrapped else ''}{calls}{']' if wrapped else ''}\n{end}\nDone."
+    req = ChatRequest.from_dict(RT.round_trip_request())
+    parser = build_chat_parser(_tmpl(name), req, fidelity="improved").parser
+    msg = parser.parse(out).to_openai()
+    assert msg["content"].strip() == "Done."
+    assert [json.loads(c["function"]["arguments"]) for c in msg["tool_calls"]] == [
+        {"city": "Paris", "days": 3},
+        {"restaurant": 'Chez "N"', "guests": 4, "options": {"time": "19:30", "vip": True}}]
+    sp = StreamingParser(parser)
+    for ch in out:
+        sp.feed(ch)
+    sp.finish()
+    assert sp.message.to_openai() == msg
+    from .test_gbnf_validator import gbnf_problems
+
+    assert parser.grammar and gbnf_problems(parser.grammar) == []
 
 
 # ---------------------------------------------------------------------------------------------- reference figures

@@ -56,6 +56,7 @@ class Improvement:
 
 STRING_ARGUMENT_PROBES = "string-argument-probes"
 MARKER_WHITESPACE_ALIGNMENT = "marker-whitespace-alignment"
+PYTHONIC_CALLS = "pythonic-calls"
 PYTHON_LITERAL_VALUES = "python-literal-values"
 JSON_CALL_SEPARATORS = "json-call-separators"
 JSON_ARRAY_START = "json-array-start"
@@ -87,6 +88,17 @@ IMPROVEMENTS: list[Improvement] = [
                     "the tool-call comparison (T1) is moved past markers both sides start with, whitespace "
                     "ignored, and the whitespace left at the start of the tool-call side is dropped.",
         example="xinference-Deepseek-V3.1.jinja"),
+    Improvement(
+        name=PYTHONIC_CALLS,
+        title="Python-style calls: name(arg=value, ...)",
+        stage="analysis",
+        description="When the tool-call turn writes the probe call as a Python call — the function name, '(', "
+                    "then the first argument as name=quoted value — the format is PYTHONIC: the section markers "
+                    "are the text around the call ('[' and ']' around it mean a call list), and the parser reads "
+                    "calls as name(arg=value, ...) with Python-literal values, separated by ',' or whitespace, "
+                    "optionally followed by content. llama.cpp reads these templates as tagged arguments, with "
+                    "markers that contain the probe's argument text, so no real call parses.",
+        example="hfjs-LiquidAI-LFM2.5-VL-450M.jinja"),
     Improvement(
         name=PYTHON_LITERAL_VALUES,
         title="Tagged argument values in Python literal syntax",
@@ -204,4 +216,5 @@ def stringify_call_arguments(messages: list[Any]) -> tuple[list[Any], bool]:
 
 __all__ = ["DEFAULT_FIDELITY", "Fidelity", "IMPROVEMENTS", "IMPROVEMENTS_BY_NAME", "Improvement",
            "GENERATION_PROMPT_PREAMBLE", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS", "MARKER_WHITESPACE_ALIGNMENT",
-           "OPEN_CONTENT_BEFORE_CALLS", "PARSER_IMPROVEMENTS", "PYTHON_LITERAL_VALUES", "STRING_ARGUMENT_PROBES", "enabled_improvements", "resolve_fidelity", "stringify_call_arguments"]
+           "OPEN_CONTENT_BEFORE_CALLS", "PARSER_IMPROVEMENTS", "PYTHONIC_CALLS", "PYTHON_LITERAL_VALUES",
+           "STRING_ARGUMENT_PROBES", "enabled_improvements", "resolve_fidelity", "stringify_call_arguments"]

@@ -33,12 +33,15 @@ class ContentMode(str, enum.Enum):
 
 
 class ToolFormat(str, enum.Enum):
-    """How tool calls are written."""
+    """How tool calls are written. ``PYTHONIC`` (``name(arg="v", n=1)`` calls) is found only at ``improved``
+    fidelity (:mod:`core.analysis.fidelity`, improvement ``pythonic-calls``); llama.cpp reads such templates
+    as ``TAG_WITH_TAGGED``."""
 
     NONE = "NONE"
     JSON_NATIVE = "JSON_NATIVE"
     TAG_WITH_JSON = "TAG_WITH_JSON"
     TAG_WITH_TAGGED = "TAG_WITH_TAGGED"
+    PYTHONIC = "PYTHONIC"
 
 
 class CallIdPosition(str, enum.Enum):

@@ -124,10 +124,7 @@ class ProbeSession:
     def _messages_for(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         msgs = self.normalize(messages, self.caps)
         if STRING_ARGUMENT_PROBES in self.improvements and not self.caps.supports_object_arguments:
-            msgs, changed = stringify_call_arguments(msgs)
-            if changed:
-                self.note_improvement(STRING_ARGUMENT_PROBES, "tool-call probes rendered with arguments as JSON "
-                                                              "text (the template does not read object arguments)")
+            msgs, _ = stringify_call_arguments(msgs)  # recorded by T1 when the template prints that text
         return msgs
 
     def inputs_of(self, p: RenderParams) -> dict[str, Any]:

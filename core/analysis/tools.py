@@ -17,6 +17,7 @@ run. Exceptions of upstream (a JSON parse error in T1) are reported as probe fai
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ..diff import RenderParams, calculate_diff_split, trim, trim_leading, until_common_prefix
@@ -44,7 +45,7 @@ from .result import (
     ToolFormat,
     ToolsAnalysis,
 )
-from .fidelity import MARKER_WHITESPACE_ALIGNMENT
+from .fidelity import MARKER_WHITESPACE_ALIGNMENT, PYTHONIC_CALLS, STRING_ARGUMENT_PROBES
 from .session import Comparison, ProbeSession
 
 _NOT_MARKER_CHAR = neg(MARKER) + ANY
@@ -70,7 +71,7 @@ def analyze_tools(s: ProbeSession, caps: Caps, reasoning: ReasoningAnalysis) -> 
     """Run T1–T7 (as the format requires) and return the tool-call analysis."""
     t = ToolsAnalysis()
     _t1(s, t, reasoning, caps.supports_parallel_tool_calls)
-    if t.format.mode not in (ToolFormat.NONE, ToolFormat.JSON_NATIVE):
+    if t.format.mode not in (ToolFormat.NONE, ToolFormat.JSON_NATIVE, ToolFormat.PYTHONIC):
         if caps.supports_parallel_tool_calls:
             _t2(s, t)
         _t3(s, t)
@@ -98,6 +99,12 @@ def _t1(s: ProbeSession, t: ToolsAnalysis, reasoning: ReasoningAnalysis, paralle
     if not hay:
         cmp.notes.append("the tool call is not rendered: no tool-call format")
         return
+    if STRING_ARGUMENT_PROBES in s.improvements and not s.caps.supports_object_arguments \
+            and _dump(P.first_call()["function"]["arguments"]) in hay:
+        remark = ("T1: the template prints the call arguments as given: probes send them as JSON text, as requests "
+                  "do (llama.cpp sends objects, printed as Python dict text)")
+        cmp.notes.append(remark)
+        s.note_improvement(STRING_ARGUMENT_PROBES, remark)
     if MARKER_WHITESPACE_ALIGNMENT in s.improvements:
         aligned = align_padded_markers(cmp.diff.left, hay)
         if aligned is not None:
@@ -116,6 +123,12 @@ def _t1(s: ProbeSession, t: ToolsAnalysis, reasoning: ReasoningAnalysis, paralle
     else:
         mode = ToolFormat.TAG_WITH_TAGGED
         cmp.notes.append("neither the name nor the arguments are JSON strings: tagged arguments")
+        if PYTHONIC_CALLS in s.improvements:
+            span = find_pythonic_call(hay)
+            if span is not None:
+                _pythonic(cmp, t, hay, span)
+                s.note_improvement(PYTHONIC_CALLS, cmp.notes[-1])
+                return
     _set(cmp, f, "tools.format", mode=mode)
 
     clean = hay
@@ -178,6 +191,50 @@ def align_padded_markers(left: str, right: str) -> tuple[str, str] | None:
         return None
     rest = right[cut:].lstrip(_WS)
     return right[:len(right) - len(rest)], rest
+
+
+_PY_CALL = re.compile(re.escape(P.FUN_FIRST) + r"\(\s*" + re.escape(P.ARG_FIRST) + r"\s*=\s*(['\"])XXXX\1")
+
+
+def find_pythonic_call(text: str) -> tuple[int, int] | None:
+    """Improvement ``pythonic-calls``: the span ``(start, end)`` of the probe call written as a Python call
+    (``FFF_FIRST_FUN_F(AA_ARG_FST_AA="XXXX", ...)``, either quote) in ``text``, up to its closing parenthesis
+    (parentheses inside quoted strings ignored); None when there is none or it is not closed."""
+    m = _PY_CALL.search(text)
+    if m is None:
+        return None
+    depth = 0
+    quote = ""
+    i = m.start() + len(P.FUN_FIRST)
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return m.start(), i + 1
+        i += 1
+    return None
+
+
+def _pythonic(cmp: Comparison, t: ToolsAnalysis, hay: str, span: tuple[int, int]) -> None:
+    f = t.format
+    before, after = hay[:span[0]].rstrip(_WS), hay[span[1]:].lstrip(_WS)
+    wrapped = before.endswith("[") and after.startswith("]")
+    if wrapped:
+        before, after = before[:-1], after[1:]
+    _set(cmp, f, "tools.format", mode=ToolFormat.PYTHONIC, section_start=trim(before), section_end=trim(after),
+         tools_array_wrapped=wrapped)
+    cmp.notes.append(f"the call is written as a Python call{' in a list' if wrapped else ''} between "
+                     f"{f.section_start!r} and {f.section_end!r}: PYTHONIC")
 
 
 def _json_native(cmp: Comparison, t: ToolsAnalysis, clean: str) -> None:

@@ -448,7 +448,22 @@ class _Gen:
             return self.tag_json()
         if mode == ToolFormat.TAG_WITH_TAGGED:
             return self.tag_tagged()
+        if mode == ToolFormat.PYTHONIC:
+            return self.pythonic()
         return None
+
+    def pythonic(self) -> P:
+        """The explorer's PYTHONIC format (improved fidelity only): optional content up to the section start,
+        the section (``section_start`` calls ``section_end``; optional unless tool_choice is required), then
+        optional content — templates of this format write the content after the calls."""
+        p, f, req = self.p, self.a.tools.format, self.req
+        calls = p.pythonic_tool_calls(req.tools, req.parallel_tool_calls, f.tools_array_wrapped)
+        section = p.trigger_rule("tool-call", p.literal(f.section_start) + p.space() + calls + p.space()
+                                 + p.literal(f.section_end))
+        if req.tool_choice != ToolChoice.REQUIRED:
+            section = p.optional(section)
+        before = p.until(f.section_start) if f.section_start else p.eps()
+        return self.reasoning + p.optional(p.content(before)) + section + p.optional(p.content(p.rest()))
 
     def json_native(self) -> P:
         p, f = self.p, self.a.tools.format

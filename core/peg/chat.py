@@ -399,6 +399,41 @@ class ChatBuilder(Builder):
                                     + self.literal(m["tool_call_end_marker"]))
         return section if force else self.optional(section)
 
+    def pythonic_tool_calls(self, tools: Any, parallel: bool, array_wrapped: bool) -> P:
+        """Python-style calls ``name(arg="v", n=1, obj={'k': 'v'})`` (the explorer's ``PYTHONIC`` format, see
+        :mod:`core.analysis.fidelity`): arguments in any order, string-typed ones a quoted string (either
+        quote), the others a :meth:`python_literal`; parallel calls separated by ``,`` and/or whitespace;
+        ``array_wrapped``: the calls are inside ``[`` … ``]``. Values are mapped to JSON by the mapper's
+        quote/literal normalisation."""
+        funcs = function_tools(tools)
+        if not funcs:
+            return self.eps()
+        ws = self.space
+        choices = []
+        for fn in funcs:
+            name = fn["name"]
+            params = tool_parameters(fn)
+            props = params.get("properties") if isinstance(params, dict) else None
+            args = self.eps()
+            if isinstance(props, dict) and props:
+                arg_choices = []
+                for pname, pdef in props.items():
+                    is_string = isinstance(pdef, dict) and pdef.get("type") == "string"
+                    value = self.tool_arg_value(self.python_string() if is_string else self.python_literal())
+                    arg_choices.append(self.rule(f"tool-{name}-arg-{pname}", self.tool_arg(
+                        self.tool_arg_open(self.tool_arg_name(self.literal(pname)) + ws() + "=" + ws())
+                        + value + self.tool_arg_close(self.eps()))))
+                one_arg = self.choice(*arg_choices)
+                args = self.optional(one_arg + self.zero_or_more(ws() + "," + ws() + one_arg))
+            body = self.tool(self.tool_open(self.tool_name(self.literal(name)) + "(") + ws() + self.tool_args(args)
+                             + ws() + self.optional(",") + ws() + self.tool_close(")"))
+            choices.append(self.rule(f"tool-{name}", body))
+        one = self.choice(*choices)
+        calls = one + self.zero_or_more(ws() + self.optional(",") + ws() + one) if parallel else one
+        if array_wrapped:
+            calls = self.literal("[") + ws() + calls + ws() + "]"
+        return calls
+
     def python_or_json_value(self) -> P:
         """Python values plus JSON ``true``/``false``/``null``."""
         return self.rule("python-or-json-value", lambda: self.choice(self.python_value(), self.json_bool(),
