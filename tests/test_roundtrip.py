@@ -120,6 +120,26 @@ def test_improved_never_loses_a_pass(corpus, corpus_improved):
         [r for r in corpus_improved.results if r.template in {x.template for x in lost}])
 
 
+def test_improved_passes_stream_to_the_same_message(corpus_improved):
+    """Every improved pass, fed one character at a time, accumulates to the one-shot parse (the improvements
+    keep the streaming invariants)."""
+    from core.chat.pipeline import build_chat_parser
+    from core.chat.request import ChatRequest
+    from core.chat.stream import StreamingParser
+
+    request = ChatRequest.from_dict(RT.round_trip_request())
+    bad = []
+    for r in corpus_improved.passed:
+        parser = build_chat_parser(_tmpl(r.template), request, fidelity="improved").parser
+        sp = StreamingParser(parser)
+        for ch in r.rendered_output:
+            sp.feed(ch)
+        sp.finish()
+        if sp.message.to_openai() != r.parsed:
+            bad.append(r.template)
+    assert len(corpus_improved.passed) >= 112 and not bad, bad
+
+
 def test_improved_parser_failures_are_known(corpus_improved):
     unexplained = [r for r in corpus_improved.failed if r.template not in KNOWN_PARSER_FAILURES_IMPROVED]
     assert not unexplained, "parser failures with no known cause (improved):\n" + _listing(unexplained)
