@@ -29,10 +29,11 @@ anchor, stops before the end of the text), the parse is retried with the trailin
 (``recover-trailing``: e.g. text after the last tool call, or a tool call naming an unknown tool), then as the
 main parse plus the unparsed rest as content, then with everything after the reasoning as content
 (``recover-content``); if even that fails the raw output is the content — a final parse never drops text.
-A *partial* parse must moreover be prefix-consistent (never take back what a shorter prefix showed): its
-recovered message is used only if it extends the message of the longest prefix that does parse
-(:func:`partial_view`), else that message is the answer — e.g. a tool call already streamed stays when
-garbage follows it. ``parse`` never raises.
+A *partial* parse must moreover be prefix-consistent (never take back what a shorter prefix showed): when
+the text does not parse, or its parse abandoned an alternative that had shown something (an ordered choice
+falling to a later alternative), its message is used only if it extends the view of the prefix where that
+cause was not there yet, else that view is the answer (:func:`consistent_view`) — e.g. a tool call already
+streamed stays when garbage follows it. ``parse`` never raises.
 """
 
 from __future__ import annotations
@@ -123,68 +124,136 @@ def longest_good_prefix(is_good: Callable[[int], bool], lo: int, hi: int, lo_goo
 
 
 @dataclass
-class FallbackMemo:
-    """Per-stream memo of :func:`partial_view`: ``text`` (the last text looked at), ``good`` (the length of
-    the longest text known to parse, a prefix of ``text``; -1 none), and for a ``text`` that did not parse,
-    ``k`` (its longest parsing prefix, -1 none/unknown) with ``view`` (the message of that prefix)."""
+class Probe:
+    """What :func:`consistent_view` needs to know about one prefix of the text: ``message`` (the main parse's
+    message when it covers the prefix, else None), ``switches`` (:attr:`core.peg.ParseResult.switches`, or
+    the hand-written handlers' equivalent) and ``recover`` (computes the message a final parse would give,
+    for a prefix that does not parse)."""
 
-    text: str = ""
-    good: int = -1
-    k: int = -1
-    view: Any = None
-    searched: bool = False
+    message: AssistantMessage | None
+    switches: frozenset
+    recover: Callable[[], AssistantMessage]
 
-    def note_good(self, text: str) -> None:
+
+_MAX_VIEW_DEPTH = 12
+
+
+class ViewMemo:
+    """Per-stream memo of :func:`consistent_view` (valid while each text extends the previous one; resets
+    itself otherwise): the views of the shorter prefixes it looked at, where the causes of a bad text (a
+    failure, a set of switches) began, and what the previous text was like (a lower bound for the searches).
+    With it, successive parses of a stream cost O(1) extra parses, not O(log n)."""
+
+    __slots__ = ("text", "views", "deaths", "last_len", "last_covers", "last_switches")
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.views: dict[int, AssistantMessage] = {}
+        self.deaths: dict[Any, int] = {}
+        self.last_len = -1
+        self.last_covers = False
+        self.last_switches: frozenset = frozenset()
+
+    def sync(self, text: str) -> None:
+        """Start a step on ``text`` (forget everything when it does not extend the previous text)."""
+        if not text.startswith(self.text):
+            self.views = {}
+            self.deaths = {}
+            self.last_len = -1
+            self.last_covers = False
+            self.last_switches = frozenset()
         self.text = text
-        self.good = len(text)
-        self.k = -1
-        self.view = None
-        self.searched = False
+
+    def note(self, text: str, covered: bool, switches: frozenset) -> None:
+        """Record the outcome of the main parse of ``text`` (the step's text)."""
+        self.sync(text)
+        self.last_len = len(text)
+        self.last_covers = covered
+        self.last_switches = switches
 
 
-def partial_view(text: str, floor: int, view_of: Callable[[int], AssistantMessage | None],
-                 memo: FallbackMemo | None = None) -> AssistantMessage | None:
-    """The prefix-consistent view of a partial ``text`` that does not parse: the message of its longest prefix
-    (at least ``floor`` characters, e.g. the generation prompt) that does (``view_of(k)`` -> message, or None
-    when ``text[:k]`` does not parse). None when no such prefix exists.
+def consistent_view(text: str, floor: int, probe: Callable[[int], Probe], top: Probe,
+                    memo: ViewMemo | None = None) -> AssistantMessage:
+    """The prefix-consistent message of a partial ``text`` (``top``: the probe of the whole text; ``probe(k)``
+    parses ``text[:k]``; prefixes shorter than ``floor``, the generation prompt, are never looked at).
 
-    Rationale: a partial parse must never take back what a shorter prefix showed; when the text goes on in a
-    way the format cannot continue (garbage after a started tool call, a value beyond the parser's reach),
-    the best partial answer is the last one that was valid (llama.cpp instead maps what the failed parse
-    recognised). ``memo`` (one per stream) makes successive calls O(1) parses: the search starts at the last
-    text that parsed, and a failing text that extends a failing one has the same longest prefix.
+    A text is *clean* when its main parse covers it and abandoned no alternative that had shown something;
+    then its message is the answer. Otherwise there is a shorter prefix on which the cause was not there yet
+    — the longest prefix that parses (for a failure) or on which one of the abandoned alternatives was still
+    alive (for switches) — found with :func:`longest_good_prefix`; its view (recursively) is what a stream
+    may already have shown. The text's own candidate (its recovered message when it does not parse, else its
+    message) is the answer when it extends that view, else the view: a partial parse never takes back what a
+    shorter prefix showed, yet text that merely continues it (an unknown tool name read as content, a string
+    that first looked like JSON) still streams. Depth is bounded (``_MAX_VIEW_DEPTH`` causes).
+
+    Rationale: llama.cpp maps what a failed partial parse recognised and lets an ordered choice fall to a later
+    alternative, both of which may take back streamed text (the server then fails the diff).
     """
-    views: dict[int, AssistantMessage] = {}
+    n = len(text)
+    probes: dict[int, Probe] = {n: top}
 
-    def is_good(k: int) -> bool:
-        v = view_of(k)
-        if v is None:
-            return False
-        views[k] = v
-        return True
+    def get(k: int) -> Probe:
+        pr = probes.get(k)
+        if pr is None:
+            pr = probes[k] = probe(k)
+        return pr
 
-    lo, lo_good = floor, False
-    if memo is not None and text.startswith(memo.text) and memo.text:
-        if memo.searched:
-            memo.text = text
-            return memo.view
-        if floor <= memo.good <= len(text):
-            lo, lo_good = memo.good, True
-    k = longest_good_prefix(is_good, lo, len(text), lo_good)
-    view = None
-    if k >= 0:
-        view = views.get(k)
-        if view is None:
-            view = view_of(k)
     if memo is not None:
-        memo.text, memo.k, memo.view, memo.searched = text, k, view, True
-    return view
+        memo.sync(text)
+    chain: list[tuple[int, AssistantMessage]] = []
+    base: AssistantMessage | None = None
+    k = n
+    while True:
+        if k < n and memo is not None and k in memo.views:
+            base = memo.views[k]
+            break
+        pr = get(k)
+        if pr.message is not None and not pr.switches:
+            base = pr.message
+            break
+        if len(chain) >= _MAX_VIEW_DEPTH:
+            base = pr.message if pr.message is not None else pr.recover()
+            break
+        if pr.message is None:
+            key: Any = ("fail",)
+            cand = pr.recover()
+
+            def good(m: int) -> bool:
+                return get(m).message is not None
+            lo_good = memo is not None and k == n and memo.last_covers and floor <= memo.last_len < k
+        else:
+            switches = pr.switches
+            key = ("switch", switches)
+            cand = pr.message
+
+            def good(m: int, switches: frozenset = switches) -> bool:
+                return not switches <= get(m).switches
+            lo_good = (memo is not None and k == n and floor <= memo.last_len < k
+                       and not switches <= memo.last_switches)
+        chain.append((k, cand))
+        d = memo.deaths.get(key) if memo is not None else None
+        if d is None or not (floor <= d < k):
+            lo = memo.last_len if lo_good and memo is not None else floor
+            d = longest_good_prefix(good, lo, k, lo_good)
+            if memo is not None and d >= 0:
+                memo.deaths[key] = d
+        if d < 0:
+            break
+        k = d
+    ref = base
+    for kk, cand in reversed(chain):
+        if ref is None or message_extends(ref, cand):
+            ref = cand
+        if memo is not None and kk < n:
+            memo.views[kk] = ref
+    assert ref is not None
+    return ref
 
 
 @dataclass
 class ParserState:
     """Per-stream memo for :meth:`GeneratedParser.parse` (one :class:`~core.peg.ParseCache` per entry point,
-    and the :class:`FallbackMemo` of the partial view).
+    and the :class:`ViewMemo` of the partial view).
 
     Pass the same state to successive parses of a growing output; it resets itself when the text is not an
     extension of the previous one.
@@ -192,7 +261,7 @@ class ParserState:
 
     caches: dict[str | None, ParseCache] = field(default_factory=dict)
     last_entry: str | None = None
-    fallback: FallbackMemo = field(default_factory=FallbackMemo)
+    view: ViewMemo = field(default_factory=ViewMemo)
 
     def cache(self, entry: str | None) -> ParseCache:
         c = self.caches.get(entry)
@@ -265,8 +334,7 @@ class GeneratedParser:
         parse never drops text. For ``is_partial`` that recovered message — or the main root's, when it
         covers the text but an alternative that had shown something was abandoned on the way
         (``ParseResult.switched``: a shorter prefix may have shown it) — is returned only when it extends the
-        partial view (:func:`partial_view`: the message of the longest prefix that parses without such a
-        switch), else the view."""
+        view of the prefix where the cause was not there yet (:func:`consistent_view`), else that view."""
         text = self.generation_prompt + output
         if self.eps_fallback:
             r = self._run(RECOVER_CONTENT, text, state) if RECOVER_CONTENT in self.arena.entries else None
@@ -278,25 +346,37 @@ class GeneratedParser:
         if covered and not (is_partial and main.switched):
             if state is not None:
                 state.last_entry = None
-                state.fallback.note_good(text)
+                if is_partial:
+                    state.view.note(text, True, frozenset())
             return map_parse(main), main, None
-        if covered:
-            out = (map_parse(main), main, None)
-            if state is not None:
-                state.last_entry = None
-        else:
-            out = self._recover(text, output, main, state)
-        if is_partial and main is not None:
-            def view_of(k: int) -> AssistantMessage | None:
-                r = self._run(None, text[:k], None)
-                if r is None or not covers(r, text[:k]) or r.switched:
-                    return None
-                return map_parse(r)
-            view = partial_view(text, len(self.generation_prompt), view_of,
-                                state.fallback if state is not None else None)
-            if view is not None and not message_extends(view, out[0]):
-                return view, None, PARTIAL_PREFIX
-        return out
+        if not is_partial or main is None:
+            return (map_parse(main), main, None) if covered else self._recover(text, output, main, state)
+        gp_len = len(self.generation_prompt)
+        recovered: list = []
+
+        def recover_top() -> AssistantMessage:
+            recovered.append(self._recover(text, output, main, state))
+            return recovered[-1][0]
+        top = Probe(map_parse(main) if covered else None, main.switches, recover_top)
+
+        def probe(k: int) -> Probe:
+            t = text[:k]
+            r = self._run(None, t, None)
+            if r is None:
+                return Probe(None, frozenset(), lambda: AssistantMessage(content=t[gp_len:]))
+            return Probe(map_parse(r) if covers(r, t) else None, r.switches,
+                         lambda: self._recover(t, t[gp_len:], r, None)[0])
+        memo = state.view if state is not None else None
+        msg = consistent_view(text, gp_len, probe, top, memo)
+        if memo is not None:
+            memo.note(text, covered, main.switches)
+        if state is not None:
+            state.last_entry = None
+        if msg is top.message:
+            return msg, main, None
+        if recovered and msg is recovered[-1][0]:
+            return recovered[-1]
+        return msg, None, PARTIAL_PREFIX
 
     def _recover(self, text: str, output: str, main: ParseResult | None, state: ParserState | None
                  ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
@@ -776,6 +856,6 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     return out
 
 
-__all__ = ["GeneratedParser", "ParserState", "FallbackMemo", "generate_parser", "continuation_prompt", "trim_ws",
-           "covers", "message_extends", "longest_good_prefix", "partial_view",
+__all__ = ["GeneratedParser", "ParserState", "ViewMemo", "Probe", "generate_parser", "continuation_prompt",
+           "trim_ws", "covers", "message_extends", "longest_good_prefix", "consistent_view",
            "RECOVER_TRAILING", "RECOVER_CONTENT", "MAIN_REST", "PARTIAL_PREFIX"]

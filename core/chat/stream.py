@@ -265,7 +265,7 @@ class PegStreamSession:
 
     Mirrors :meth:`core.chat.generator.GeneratedParser.parse_detailed`: the main root when it covers the text,
     else the recovery (entries, the main root plus the rest as content, the raw output as content) — for a
-    partial parse only when it extends the prefix-consistent view (:func:`core.chat.generator.partial_view`,
+    partial parse only when it extends the prefix-consistent view (:func:`core.chat.generator.consistent_view`,
     memoized per stream); each entry keeps its own :class:`~core.peg.ParseCache`, and the mapping of the
     entry in use is incremental.
     """
@@ -288,9 +288,9 @@ class PegStreamSession:
         self.recovery = [e for e in self.entries if e is not None]
         self.open_region: OpenRegion | None = None
         self._json_scan: tuple | None = None
-        from .generator import FallbackMemo
+        from .generator import ViewMemo
 
-        self.memo = FallbackMemo()
+        self.memo = ViewMemo()
 
     @staticmethod
     def supports(parser: Any) -> bool:
@@ -321,52 +321,66 @@ class PegStreamSession:
             return map_parse(r), None
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
-        from .generator import MAIN_REST, covers, message_extends, partial_view
+        from .generator import Probe, consistent_view, covers
         from .mapper import map_parse
 
         parser = self.parser
         gp = parser.generation_prompt
         text = gp + output
-        arena = parser.arena
         self.open_region = None
         main = None
-        out = None
+        covered: AssistantMessage | None = None
         if self.entries[0] is None:
             main = self._run(None, text)
             if main is not None and covers(main, text):
                 msg, mapper = self._map(None, main, text)
                 if not (is_partial and main.switched):
-                    self.memo.note_good(text)
+                    if is_partial:
+                        self.memo.note(text, True, frozenset())
                     if main.need_more_input and mapper is not None:
                         self.open_region = self._open_region(main, len(text), mapper, msg)
                     return msg
-                out = msg
-        for entry in self.recovery if out is None else ():
+                covered = msg
+        if not is_partial or main is None:
+            return covered if covered is not None else self._recover(text, output, main)
+        gp_len = len(gp)
+        arena = parser.arena
+        recover = getattr(parser, "_recover", None)
+
+        def probe(k: int) -> Probe:
+            t = text[:k]
+            try:
+                r = arena.parse(t, lenient=True)
+            except (RecursionError, MemoryError):
+                return Probe(None, frozenset(), lambda: AssistantMessage(content=t[gp_len:]))
+            return Probe(map_parse(r) if covers(r, t) else None, r.switches,
+                         (lambda: recover(t, t[gp_len:], r, None)[0]) if recover is not None
+                         else (lambda: AssistantMessage(content=t[gp_len:])))
+        top = Probe(covered, main.switches, lambda: self._recover(text, output, main))
+        msg = consistent_view(text, gp_len, probe, top, self.memo)
+        self.memo.note(text, covered is not None, main.switches)
+        return msg
+
+    def _recover(self, text: str, output: str, main: Any) -> AssistantMessage:
+        """The recovered message of a text the main root does not cover (as the parser's ``_recover``, with
+        this session's caches and incremental mapping)."""
+        from .generator import MAIN_REST
+        from .mapper import map_parse
+
+        arena = self.parser.arena
+        for entry in self.recovery:
             if entry == MAIN_REST:
                 if main is not None and main.success:
                     out = map_parse(main)   # the main root stopped early: its message, then the rest as content
-                    out.content += text[max(main.end, len(gp)):]
-                    break
+                    out.content += text[max(main.end, len(self.parser.generation_prompt)):]
+                    return out
                 continue
             if entry not in arena.entries:
                 continue
             r = self._run(entry, text)
             if r is not None and not r.fail:
-                out = self._map(entry, r, text)[0]
-                break
-        if out is None:
-            out = AssistantMessage(content=output)
-        if is_partial and main is not None:
-            def view_of(k: int) -> AssistantMessage | None:
-                try:
-                    r = arena.parse(text[:k], lenient=True)
-                except (RecursionError, MemoryError):
-                    return None
-                return map_parse(r) if covers(r, text[:k]) and not r.switched else None
-            view = partial_view(text, len(gp), view_of, self.memo)
-            if view is not None and not message_extends(view, out):
-                return view
-        return out
+                return self._map(entry, r, text)[0]
+        return AssistantMessage(content=output)
 
     # -- fast path: text that only extends an open ``until`` region ------------------------------------------
     def _tag_delimiters(self) -> dict[str, tuple[str, ...] | None]:

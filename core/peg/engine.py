@@ -73,10 +73,10 @@ class AstNode:
 class ParseResult:
     """Result of :func:`parse`: type, ``[start, end)``, the top-level AST nodes and the parsed text.
 
-    ``switched``: somewhere in the parse an alternative (of a choice or a repetition) failed after it had
-    made non-empty tagged nodes that were not inside an ``atomic`` — so a shorter prefix of the text, on
-    which that alternative was still alive, may have been mapped differently (the streaming layer checks
-    that the message still extends that prefix's).
+    ``switches``: the alternatives (of a choice or a repetition) that failed after they had made non-empty
+    tagged nodes outside any ``atomic``, as ``(node id, position, alternative index)`` — on a shorter prefix
+    of the text, where such an alternative was still alive, the message may have been different (the
+    streaming layer checks that the message still extends that prefix's). ``switched``: there is one.
     """
 
     type: ResultType
@@ -84,7 +84,11 @@ class ParseResult:
     end: int
     nodes: tuple
     text: str
-    switched: bool = False
+    switches: frozenset = frozenset()
+
+    @property
+    def switched(self) -> bool:
+        return bool(self.switches)
 
     @property
     def success(self) -> bool:
@@ -146,7 +150,7 @@ class ParseCache:
 
 
 class _Ctx:
-    __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switched")
+    __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switches")
 
     def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
         self.text = text
@@ -155,8 +159,8 @@ class _Ctx:
         self.eof = False
         self.memo = memo
         self.hints = hints
-        self.made = 0           # non-empty tagged nodes made so far (outside atomics that dropped them)
-        self.switched = False   # see ParseResult.switched
+        self.made = 0                       # non-empty tagged nodes made so far (outside unfinished atomics)
+        self.switches: list[tuple] = []     # see ParseResult.switches
 
 
 Fn = Callable[[_Ctx, int], tuple]
@@ -178,7 +182,7 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
     else:
         ctx = _Ctx(text, lenient, None, None)
     st, end, nodes = fns[pid](ctx, start)
-    return ParseResult(ResultType(st), start, end, tuple(nodes), text, ctx.switched)
+    return ParseResult(ResultType(st), start, end, tuple(nodes), text, frozenset(ctx.switches))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -231,9 +235,9 @@ class _Compiler:
         if isinstance(node, N.Sequence):
             return _make_sequence([self.get(c) for c in node.items])
         if isinstance(node, N.Choice):
-            return _make_choice([self.get(c) for c in node.items])
+            return _make_choice(node.id, [self.get(c) for c in node.items])
         if isinstance(node, N.Repeat):
-            return _make_repeat(self.get(node.child), node.min, node.max)
+            return _make_repeat(node.id, self.get(node.child), node.min, node.max)
         if isinstance(node, N.And):
             return _make_and(self.get(node.child))
         if isinstance(node, N.Not):
@@ -309,20 +313,20 @@ def _make_sequence(children: list[Fn]) -> Fn:
     return f
 
 
-def _make_choice(children: list[Fn]) -> Fn:
+def _make_choice(pid: int, children: list[Fn]) -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
-        for child in children:
+        for i, child in enumerate(children):
             made = ctx.made
             r = child(ctx, pos)
             if r[0] != FAIL:
                 return r
             if ctx.made != made:
-                ctx.switched = True
+                ctx.switches.append((pid, pos, i))
         return FAIL, pos, _EMPTY
     return f
 
 
-def _make_repeat(child: Fn, lo: int, hi: int) -> Fn:
+def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
         start = pos
         n = ctx.n
@@ -353,7 +357,7 @@ def _make_repeat(child: Fn, lo: int, hi: int) -> Fn:
                         nodes.extend(ns)
                 return NMI, end, tuple(nodes) if nodes else _EMPTY
             if ctx.made != made:
-                ctx.switched = True
+                ctx.switches.append((pid, pos, -1))
             break
         out = tuple(nodes) if nodes else _EMPTY
         if count < lo:
@@ -367,9 +371,10 @@ def _make_repeat(child: Fn, lo: int, hi: int) -> Fn:
 def _lookahead(child: Fn, ctx: _Ctx, pos: int) -> int:
     """Run a lookahead's child: its status; what it made or switched does not count (its nodes are
     dropped)."""
-    made, switched = ctx.made, ctx.switched
+    made, switches = ctx.made, len(ctx.switches)
     st = child(ctx, pos)[0]
-    ctx.made, ctx.switched = made, switched
+    ctx.made = made
+    del ctx.switches[switches:]
     return st
 
 
@@ -540,8 +545,10 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
 
 def _make_atomic(child: Fn) -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
-        made = ctx.made
+        made, switches = ctx.made, len(ctx.switches)
         r = child(ctx, pos)
+        # inside an atomic nothing was shown before it finished: its switches are harmless
+        del ctx.switches[switches:]
         if r[0] != OK:
             ctx.made = made     # nodes of an unfinished atomic are never shown
             if r[0] == NMI and r[2]:
@@ -567,13 +574,13 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str) -> Fn:
             made = memo.get((pid, pos, 1))
             if made:
                 ctx.made += made
-            if (pid, pos, 2) in memo:
-                ctx.switched = True
+            sw = memo.get((pid, pos, 2))
+            if sw:
+                ctx.switches.extend(sw)
             return r
         saved = ctx.eof
         ctx.eof = False
-        made0, switched0 = ctx.made, ctx.switched
-        ctx.switched = False
+        made0, switches0 = ctx.made, len(ctx.switches)
         st, end, ns = child(ctx, pos)
         if st == FAIL:
             r = (FAIL, end, _EMPTY)
@@ -581,15 +588,13 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str) -> Fn:
             if tag and end > pos:
                 ctx.made += 1
             r = (st, end, (AstNode(rule, tag, pos, end, ns, st == NMI),))
-        switched = ctx.switched
-        ctx.switched = switched or switched0
         if ctx.eof:
             return r
         memo[key] = r
         if ctx.made != made0:
             memo[(pid, pos, 1)] = ctx.made - made0
-        if switched:
-            memo[(pid, pos, 2)] = True
+        if len(ctx.switches) != switches0:
+            memo[(pid, pos, 2)] = tuple(ctx.switches[switches0:])
         ctx.eof = saved
         return r
     return f

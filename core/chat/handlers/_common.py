@@ -79,15 +79,15 @@ class Scanner:
     Positions are character offsets into ``text``. Methods advance ``pos`` only on success.
     """
 
-    __slots__ = ("text", "pos", "n", "memo", "switched")
+    __slots__ = ("text", "pos", "n", "memo", "switches")
 
     def __init__(self, text: str, pos: int = 0, memo: dict | None = None):
         self.text = text
         self.pos = pos
         self.n = len(text)
         self.memo = memo  # completed values by (kind, position), valid while the text only grows
-        # an alternative that had added to the message failed and was rolled back (see :func:`attempt`)
-        self.switched = False
+        # alternatives that got somewhere, failed and were rolled back (see attempt): (code id, position)
+        self.switches: list[tuple[int, int]] = []
 
     # -- primitives ------------------------------------------------------------------------------------------
     def check(self, lit: str) -> int:
@@ -665,17 +665,22 @@ class MessageBuilder:
 
 
 def attempt(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], *args: Any) -> bool:
-    """One PEG alternative: run ``fn(sc, b, *args)``; on :class:`Mismatch` restore the cursor and what was
-    built, and return False. :class:`Incomplete` propagates (the input ended inside: the parse stops there)."""
+    """One PEG alternative: run ``fn(sc, b, *args)``; on :class:`Mismatch` restore the cursor (and the input
+    a cut delimiter had shortened) and what was built, and return False — noting in ``sc.switches`` an
+    alternative that had added to the message or got past its first position (on a shorter prefix it was
+    alive and may have shown something). :class:`Incomplete` propagates (the input ended inside: the parse
+    stops there)."""
     save, mark, text, n, version = sc.pos, b.mark(), sc.text, sc.n, b.version
     try:
         fn(sc, b, *args)
         return True
-    except Mismatch:
+    except Mismatch as e:
+        failed_at = max(sc.pos, e.pos)
         sc.pos, sc.text, sc.n = save, text, n
-        if b.version != version:
-            # the alternative had shown something before it failed: a shorter prefix may have shown it
-            sc.switched = True
+        if b.version != version or failed_at > save:
+            # the alternative had got somewhere before it failed: a shorter prefix, on which it was still
+            # alive, may have shown something of it (see core.chat.generator.consistent_view)
+            sc.switches.append((id(getattr(fn, "__code__", fn)), save))   # the same for every parse
         b.reset(mark)
         return False
 
@@ -1173,9 +1178,9 @@ class HandlerParser:
     :class:`Mismatch` escaping the body (llama.cpp would throw) keeps what was recognised before the failing
     position and returns the text from there on as content, so parsing never raises; for a partial parse that
     message — or the body's own, when it abandoned an alternative that had shown something (a shorter prefix
-    may have shown it) — is used only if it extends the message of the longest prefix the body accepts
-    without such a switch (:func:`core.chat.generator.partial_view`), else that message (a call already
-    streamed is not taken back).
+    may have shown it) — is used only if it extends the view of the prefix where that cause was not there
+    yet (:func:`core.chat.generator.consistent_view`), else that view (a call already streamed is not taken
+    back).
 
     Besides the protocol fields: ``name`` (handler), ``format`` (llama.cpp format name), ``supports_thinking``, ``thinking_start_tag``, ``thinking_end_tags``,
     ``message_delimiters`` (role → marker), ``description`` (readable PEG, for the app), ``prompt`` (the full
@@ -1226,17 +1231,26 @@ class HandlerParser:
             return None, sc, b
         return b.result(), sc, b
 
-    def _run_view(self, text: str) -> AssistantMessage | None:
-        """The message of ``text`` when the body accepts it without abandoning an alternative that had
-        shown something (see :func:`attempt`), else None."""
-        try:
-            msg, sc, _ = self._run(text, None)
-        except RecursionError:
-            return None
-        return None if sc.switched else msg
+    def _probe(self, text: str) -> Any:
+        """:class:`core.chat.generator.Probe` of ``text`` (a prefix of the stream's text; no memo)."""
+        from ..generator import Probe
 
-    def _parse(self, output: str, is_partial: bool, memo: dict | None,
-               fallback: Any = None) -> AssistantMessage:
+        gp_len = len(self.generation_prompt)
+        try:
+            msg, sc, b = self._run(text, None)
+        except RecursionError:
+            return Probe(None, frozenset(), lambda: AssistantMessage(content=text[gp_len:]))
+        return Probe(msg, frozenset(sc.switches), lambda: self._recovered(text, sc, b))
+
+    def _recovered(self, text: str, sc: "Scanner", b: "MessageBuilder") -> AssistantMessage:
+        """After a :class:`Mismatch`: what was recognised, then the unparsed rest (never the generation
+        prompt) as content."""
+        rest = text[max(sc.pos, len(self.generation_prompt)):]
+        msg = b.result()
+        msg.content += rest
+        return msg
+
+    def _parse(self, output: str, is_partial: bool, memo: dict | None, view_memo: Any = None) -> AssistantMessage:
         if not isinstance(output, str):
             output = "" if output is None else str(output)
         text = self.generation_prompt + output
@@ -1244,23 +1258,20 @@ class HandlerParser:
             msg, sc, b = self._run(text, memo)
         except RecursionError:
             return AssistantMessage(content=output)
-        if msg is not None and not (is_partial and sc.switched):
-            if fallback is not None:
-                fallback.note_good(text)
+        if msg is not None and not (is_partial and sc.switches):
+            if view_memo is not None and is_partial:
+                view_memo.note(text, True, frozenset())
             return msg
-        if msg is not None:
-            out = msg
-        else:
-            # keep what was recognised; the unparsed rest (never the generation prompt) becomes content
-            b.add_content(text[max(sc.pos, len(self.generation_prompt)):])
-            out = b.result()
-        if is_partial:
-            # a partial parse must not take back what a shorter prefix showed (e.g. a call already streamed)
-            from ..generator import message_extends, partial_view
+        if not is_partial:
+            return msg if msg is not None else self._recovered(text, sc, b)
+        # a partial parse must not take back what a shorter prefix showed (e.g. a call already streamed)
+        from ..generator import Probe, consistent_view
 
-            view = partial_view(text, len(self.generation_prompt), lambda k: self._run_view(text[:k]), fallback)
-            if view is not None and not message_extends(view, out):
-                return view
+        switches = frozenset(sc.switches)
+        top = Probe(msg, switches, lambda: self._recovered(text, sc, b))
+        out = consistent_view(text, len(self.generation_prompt), lambda k: self._probe(text[:k]), top, view_memo)
+        if view_memo is not None:
+            view_memo.note(text, msg is not None, switches)
         return out
 
     def describe(self) -> str:
@@ -1285,18 +1296,18 @@ class HandlerSession:
     keeps streaming of large arguments close to linear. Another text resets the cache."""
 
     def __init__(self, parser: HandlerParser):
-        from ..generator import FallbackMemo
+        from ..generator import ViewMemo
 
         self.parser = parser
         self._text = ""
         self._memo: dict = {}
-        self._fallback = FallbackMemo()
+        self._view = ViewMemo()
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
         if not isinstance(output, str) or not output.startswith(self._text):
             self._memo = {}
         self._text = output if isinstance(output, str) else ""
-        return self.parser._parse(output, is_partial, self._memo, self._fallback)
+        return self.parser._parse(output, is_partial, self._memo, self._view)
 
 
 def word_trigger(value: str) -> GrammarTrigger:
