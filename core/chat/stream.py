@@ -330,6 +330,7 @@ class PegStreamSession:
         self.open_region = None
         main = None
         covered: AssistantMessage | None = None
+        mapper = None
         if self.entries[0] is None:
             main = self._run(None, text)
             if main is not None and covers(main, text):
@@ -359,6 +360,9 @@ class PegStreamSession:
         top = Probe(covered, main.switches, lambda: self._recover(text, output, main))
         msg = consistent_view(text, gp_len, probe, top, self.memo)
         self.memo.note(text, covered is not None, main.switches)
+        if msg is covered and main.need_more_input and mapper is not None:
+            # the text's own message is the view: text that only extends its open region keeps it so
+            self.open_region = self._open_region(main, len(text), mapper, msg)
         return msg
 
     def _recover(self, text: str, output: str, main: Any) -> AssistantMessage:

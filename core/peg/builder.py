@@ -74,6 +74,9 @@ class Arena:
         self.root: int = -1
         self.entries: dict[str, int] = {}
         self._compiled: _AnyT = None
+        # tags whose nodes show nothing by themselves (grouping / opening): not counted as visible progress
+        # when an alternative is abandoned (engine ParseResult.switches); set by the chat builder
+        self.quiet_tags: frozenset[str] = frozenset()
 
     def add(self, node: N.Node) -> int:
         node.id = len(self.nodes)

@@ -41,6 +41,8 @@ TOOL_ARG_CLOSE = "tool-arg-close"
 TOOL_ARG_NAME = "tool-arg-name"
 TOOL_ARG_VALUE = "tool-arg-value"
 TOOL_ARG_STRING_VALUE = "tool-arg-string-value"
+#: tags that show nothing in the message by themselves (grouping, or a call/argument not yet named)
+QUIET_TAGS = frozenset({REASONING_BLOCK, TOOL, TOOL_OPEN, TOOL_ARG, TOOL_ARG_OPEN})
 
 MAX_PERMUTE = 6
 
@@ -90,6 +92,7 @@ class ChatBuilder(Builder):
     def __init__(self, *, python_literal_values: bool | None = None,
                  whitespace_call_separators: bool | None = None) -> None:
         super().__init__()
+        self.arena.quiet_tags = QUIET_TAGS
         opts = _OPTIONS.get()
         self.python_literal_values = bool(opts.get("python_literal_values", False)
                                           if python_literal_values is None else python_literal_values)

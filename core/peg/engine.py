@@ -265,7 +265,8 @@ class _Compiler:
         if isinstance(node, N.Atomic):
             return _make_atomic(self.get(node.child))
         if isinstance(node, N.Tag):
-            return _make_node(node.id, self.get(node.child), "", node.tag)
+            return _make_node(node.id, self.get(node.child), "", node.tag,
+                              node.tag not in getattr(self.arena, "quiet_tags", ()))
         raise TypeError(f"unknown parser node {type(node).__name__}")
 
 
@@ -557,14 +558,16 @@ def _make_atomic(child: Fn) -> Fn:
     return f
 
 
-def _make_node(pid: int, child: Fn, rule: str, tag: str) -> Fn:
+def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) -> Fn:
+    """A rule or tag node (``shows``: a non-empty node of this tag counts as visible progress, see
+    ``ParseResult.switches``)."""
     def f(ctx: _Ctx, pos: int) -> tuple:
         memo = ctx.memo
         if memo is None:
             st, end, ns = child(ctx, pos)
             if st == FAIL:
                 return FAIL, end, _EMPTY
-            if tag and end > pos:
+            if shows and end > pos:
                 ctx.made += 1
             return st, end, (AstNode(rule, tag, pos, end, ns, st == NMI),)
         key = (pid, pos)
@@ -585,7 +588,7 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str) -> Fn:
         if st == FAIL:
             r = (FAIL, end, _EMPTY)
         else:
-            if tag and end > pos:
+            if shows and end > pos:
                 ctx.made += 1
             r = (st, end, (AstNode(rule, tag, pos, end, ns, st == NMI),))
         if ctx.eof:
