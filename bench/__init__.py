@@ -2,8 +2,8 @@
 
 One command prints the whole table::
 
-    python -m bench            # full run (~2-4 min on 2 cores)
-    python -m bench --quick    # one repeat, fewer steps (~1 min)
+    python -m bench            # full run, 3 runs per figure (~2.5-3.5 min on 2 cores)
+    python -m bench --quick    # one run per figure, no empty-cache P5 (~1 min)
 
 Figures (each: median over repeated runs, with the spread min–max over those runs, and peak memory):
 
