@@ -346,6 +346,24 @@ def _compile(source: str, name: str) -> jinja2.Template:
         raise TemplateSyntaxError(name, "template nests too deeply to compile") from None
 
 
+@functools.lru_cache(maxsize=1024)
+def _check_syntax(source: str, name: str) -> None:
+    """Raise :class:`TemplateSyntaxError` if ``source`` does not parse. Skipped when compiled code for it is
+    already memoized or on disk (it parsed before). Errors found only by code generation (an unknown filter)
+    surface at the first render, as the same error class."""
+    if ("", source) in _CODE_MEMO:
+        return
+    directory = _disk_cache_dir()
+    if directory is not None and (directory / (_cache_key(source) + ".bin")).exists():
+        return
+    try:
+        _ENV.parse(source)
+    except jinja2.TemplateSyntaxError as e:
+        raise TemplateSyntaxError(name, e.message or str(e), e.lineno) from None
+    except RecursionError:
+        raise TemplateSyntaxError(name, "template nests too deeply to parse") from None
+
+
 def source_digest(source: str) -> str:
     """Short stable id of a template source (sha256 prefix, 16 hex chars)."""
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
@@ -366,7 +384,20 @@ class ChatTemplate:
     def __post_init__(self) -> None:
         if not isinstance(self.source, str):
             raise TypeError(f"template source must be str, got {type(self.source).__name__}")
-        self._compiled = _compile(self.source, self.name)
+        _check_syntax(self.source, self.name)
+
+    @property
+    def _compiled(self) -> jinja2.Template:
+        # Compiled on first render: the analysis renders through its own environments, so compiling here too
+        # would double the cold cost of every new template (a parse is a third of a compile).
+        compiled = self.__dict__.get("_compiled_template")
+        if compiled is None:
+            compiled = self.__dict__["_compiled_template"] = _compile(self.source, self.name)
+        return compiled
+
+    @_compiled.setter
+    def _compiled(self, value: jinja2.Template) -> None:
+        self.__dict__["_compiled_template"] = value
 
     @property
     def normalized_source(self) -> str:
@@ -377,8 +408,10 @@ class ChatTemplate:
         """Render with ``context`` as the template globals. Returns the text.
 
         Raises :class:`TemplateRenderError` (template raised, undefined value misuse, type errors),
-        :class:`TemplateSecurityError` (sandbox refusal) or :class:`RenderLimitError`.
+        :class:`TemplateSecurityError` (sandbox refusal) or :class:`RenderLimitError`; on the first render
+        :class:`TemplateSyntaxError` for errors only code generation finds (an unknown filter).
         """
+        compiled = self._compiled  # may raise TemplateSyntaxError (first render compiles)
         deadline = _Deadline(self.limits)
         ctx = dict(context)
         ctx.setdefault("range", _bounded_range(deadline))
@@ -387,7 +420,7 @@ class ChatTemplate:
         try:
             out: list[str] = []
             size = 0
-            for chunk in self._compiled.generate(ctx):
+            for chunk in compiled.generate(ctx):
                 size += len(chunk)
                 if size > self.limits.max_output_chars:
                     raise RenderLimitError(self.name, f"output longer than {self.limits.max_output_chars} characters")
