@@ -109,26 +109,15 @@ def normalize_python_value(text: str) -> str:
     return "".join(out)
 
 
+# a double-quoted JSON string, possibly cut off at the end of the text (then it runs to the end)
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.S)
+
+
 def json_brace_depth(s: str) -> int:
-    """``{`` minus ``}`` outside double-quoted strings (backslash escapes honoured)."""
-    depth = 0
-    in_string = escaped = False
-    for c in s:
-        if escaped:
-            escaped = False
-            continue
-        if c == "\\" and in_string:
-            escaped = True
-            continue
-        if c == '"':
-            in_string = not in_string
-            continue
-        if not in_string:
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-    return depth
+    """``{`` minus ``}`` outside double-quoted strings (backslash escapes honoured), as llama.cpp's mapper
+    counts them. Strings are cut out with one regex: a per-character Python loop here was half a full parse."""
+    outside = _JSON_STRING.sub("", s)
+    return outside.count("{") - outside.count("}")
 
 
 class ChatMapper:

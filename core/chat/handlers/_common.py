@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from ..base import GrammarTrigger, TriggerType
+from ..mapper import json_brace_depth  # noqa: F401  (re-exported for the handlers)
 from ..message import AssistantMessage, ToolCall
 from ..request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
@@ -216,29 +217,6 @@ class Scanner:
 def escape_json_inner(s: str) -> str:
     """``s`` JSON-escaped without the surrounding quotes (llama.cpp ``escape_json_string_inner``)."""
     return json.dumps(s, ensure_ascii=False)[1:-1]
-
-
-def json_brace_depth(s: str) -> int:
-    """Unclosed ``{`` in ``s`` outside double-quoted strings (llama.cpp mapper ``json_brace_depth``)."""
-    depth = 0
-    in_str = False
-    esc = False
-    for c in s:
-        if esc:
-            esc = False
-            continue
-        if c == "\\" and in_str:
-            esc = True
-            continue
-        if c == '"':
-            in_str = not in_str
-            continue
-        if not in_str:
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-    return depth
 
 
 _NUM_RE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
