@@ -234,6 +234,8 @@ def scan_number(text: str, pos: int) -> int:
     the number reaches the end of the input (it may still grow), :class:`Mismatch` when absent or followed by a
     character that could extend it."""
     n = len(text)
+    if pos >= n:
+        raise Incomplete(n)   # a number may still start here
     m = _NUM_RE.match(text, pos)
     if m is None or m.end() == pos:
         if _NUM_PREFIX_RE.match(text, pos) and n > pos:
