@@ -58,6 +58,7 @@ _WS = " \t\n\v\f\r"
 RECOVER_TRAILING = "recover-trailing"
 RECOVER_CONTENT = "recover-content"
 MAIN_REST = "main+rest"
+PREFIX_REST = "prefix+rest"
 PARTIAL_PREFIX = "partial-prefix"
 
 
@@ -121,6 +122,38 @@ def longest_good_prefix(is_good: Callable[[int], bool], lo: int, hi: int, lo_goo
         else:
             bad = mid
     return good
+
+
+_TEXT_TAGS = frozenset({"content", "reasoning"})
+
+
+def clean_prefix_rest(text: str, floor: int, run: Callable[[str], ParseResult | None]
+                      ) -> tuple[AssistantMessage, ParseResult] | None:
+    """For a text the main root fails on: the message of its longest prefix that parses (``run(prefix)``, the
+    main root), if nothing but text was left unfinished there (no tagged node other than content / reasoning
+    needs more input: the prefix does not end inside a tool call), with the rest of the text appended as
+    content; else None. ``floor``: prefixes shorter than this (the generation prompt) are not considered.
+    O(log n) parses.
+
+    E.g. GPT-OSS ``<|channel|>analysis<|message|>u<|end|>i``: reasoning ``u``, content ``i`` — instead of the
+    whole text as content (the reference throws)."""
+    results: dict[int, ParseResult] = {}
+
+    def good(k: int) -> bool:
+        r = run(text[:k])
+        if r is None or not covers(r, text[:k]):
+            return False
+        results[k] = r
+        return True
+    k = longest_good_prefix(good, floor, len(text))
+    if k < 0:
+        return None
+    r = results.get(k)
+    if r is None or any(node.partial and node.tag and node.tag not in _TEXT_TAGS for node in r.visit()):
+        return None
+    msg = map_parse(r)
+    msg.content += text[k:]
+    return msg, r
 
 
 @dataclass
@@ -324,13 +357,14 @@ class GeneratedParser:
                        ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
         """Like :meth:`parse`, also returning the PEG result used and its entry point: ``None`` = main root,
         ``"recover-trailing"``, ``"recover-content"``, ``"main+rest"`` (the main root stopped before the end
-        of the text: its message plus the rest as content), ``"partial-prefix"`` (the partial view of the
+        of the text: its message plus the rest as content), ``"prefix+rest"`` (:func:`clean_prefix_rest`),
+        ``"partial-prefix"`` (the partial view of the
         longest parsing prefix; the result is that prefix's), or ``"raw"`` (result ``None``, the output as
         content).
 
         Order: the main root when it covers the whole text (success up to the end, or need-more-input); else
         ``recover-trailing`` (the body, then the rest as content), the main root's message plus the unparsed
-        rest, ``recover-content`` (everything after the reasoning as content), the raw output — so a final
+        rest, the longest prefix that parses completely plus the rest, ``recover-content`` (everything after the reasoning as content), the raw output — so a final
         parse never drops text. For ``is_partial`` that recovered message — or the main root's, when it
         covers the text but an alternative that had shown something was abandoned on the way
         (``ParseResult.switched``: a shorter prefix may have shown it) — is returned only when it extends the
@@ -382,7 +416,7 @@ class GeneratedParser:
                  ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
         """The recovered message of a text the main root does not cover (see :meth:`parse_detailed`)."""
         tried_main = False
-        for entry in (RECOVER_TRAILING, MAIN_REST, RECOVER_CONTENT):
+        for entry in (RECOVER_TRAILING, MAIN_REST, PREFIX_REST, RECOVER_CONTENT):
             if entry == MAIN_REST:
                 if main is None or main.fail or tried_main:
                     continue
@@ -391,6 +425,13 @@ class GeneratedParser:
                 rest = text[max(main.end, len(self.generation_prompt)):]
                 msg.content += rest
                 r = main
+            elif entry == PREFIX_REST:
+                if main is None or not main.fail:
+                    continue
+                found = clean_prefix_rest(text, len(self.generation_prompt), lambda t: self._run(None, t, None))
+                if found is None:
+                    continue
+                msg, r = found
             else:
                 if entry not in self.arena.entries:
                     continue
@@ -857,5 +898,5 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
 
 
 __all__ = ["GeneratedParser", "ParserState", "ViewMemo", "Probe", "generate_parser", "continuation_prompt",
-           "trim_ws", "covers", "message_extends", "longest_good_prefix", "consistent_view",
-           "RECOVER_TRAILING", "RECOVER_CONTENT", "MAIN_REST", "PARTIAL_PREFIX"]
+           "trim_ws", "covers", "message_extends", "longest_good_prefix", "consistent_view", "clean_prefix_rest",
+           "RECOVER_TRAILING", "RECOVER_CONTENT", "MAIN_REST", "PREFIX_REST", "PARTIAL_PREFIX"]

@@ -281,10 +281,10 @@ class PegStreamSession:
             from .generator import RECOVER_CONTENT, RECOVER_TRAILING
         except ImportError:  # pragma: no cover
             RECOVER_CONTENT, RECOVER_TRAILING = "recover-content", "recover-trailing"
-        from .generator import MAIN_REST
+        from .generator import MAIN_REST, PREFIX_REST
 
         self.entries: list[Any] = ([RECOVER_CONTENT] if getattr(parser, "eps_fallback", False)
-                                   else [None, RECOVER_TRAILING, MAIN_REST, RECOVER_CONTENT])
+                                   else [None, RECOVER_TRAILING, MAIN_REST, PREFIX_REST, RECOVER_CONTENT])
         self.recovery = [e for e in self.entries if e is not None]
         self.open_region: OpenRegion | None = None
         self._json_scan: tuple | None = None
@@ -368,7 +368,7 @@ class PegStreamSession:
     def _recover(self, text: str, output: str, main: Any) -> AssistantMessage:
         """The recovered message of a text the main root does not cover (as the parser's ``_recover``, with
         this session's caches and incremental mapping)."""
-        from .generator import MAIN_REST
+        from .generator import MAIN_REST, PREFIX_REST, clean_prefix_rest
         from .mapper import map_parse
 
         arena = self.parser.arena
@@ -378,6 +378,17 @@ class PegStreamSession:
                     out = map_parse(main)   # the main root stopped early: its message, then the rest as content
                     out.content += text[max(main.end, len(self.parser.generation_prompt)):]
                     return out
+                continue
+            if entry == PREFIX_REST:
+                if main is not None and main.fail:
+                    def run(t: str) -> Any:
+                        try:
+                            return arena.parse(t, lenient=True)
+                        except (RecursionError, MemoryError):
+                            return None
+                    found = clean_prefix_rest(text, len(self.parser.generation_prompt), run)
+                    if found is not None:
+                        return found[0]
                 continue
             if entry not in arena.entries:
                 continue
