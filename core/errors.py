@@ -120,3 +120,16 @@ class RequestError(ChatTemplateExplorerError, ValueError):
         self.field = field
         self.message = message
         super().__init__(f"invalid request field {field!r}: {message}")
+
+
+class RequestFileError(RequestError):
+    """A request or cases file cannot be used: unreadable, not UTF-8, not JSON, or one of its fields is bad.
+    ``path`` is the file (``file:line`` for a JSON-lines row); ``field`` the bad field (the path when the
+    file as a whole is bad), ``kind`` what the file is (``"request file"``, ``"cases file"``)."""
+
+    def __init__(self, path: str, message: str, field: str | None = None, kind: str = "request file"):
+        self.path = path
+        self.field = field or path
+        self.message = message
+        where = f"{kind} {path!r}" + (f", field {field!r}" if field else "")
+        ChatTemplateExplorerError.__init__(self, f"{where}: {message}")

@@ -19,10 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Any, Iterable
 
-from ..errors import ChatTemplateExplorerError, RequestError, TemplateLoadError
+from ..errors import ChatTemplateExplorerError, RequestError, RequestFileError, TemplateLoadError
 from ..templating import ChatTemplate
 from .request import ChatRequest
 
@@ -61,21 +62,37 @@ def load_chat_template(spec: str, variant: str | None = None, request: ChatReque
 
 def load_request(path: str | None) -> ChatRequest:
     """A :class:`ChatRequest` from a JSON file (``None`` → one user message "Hello", no tools). Raises
-    :class:`RequestError` naming the file."""
+    :class:`RequestFileError` naming the file (and the bad field)."""
     if path is None:
         return ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hello"}]})
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except OSError as e:
-        raise RequestError(path, f"cannot read: {e.strerror or e}") from None
+        raise RequestFileError(path, f"cannot read: {e.strerror or e}") from None
     except json.JSONDecodeError as e:
-        raise RequestError(path, f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        raise RequestFileError(path, f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except UnicodeDecodeError as e:
-        raise RequestError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise RequestFileError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
     except RecursionError:
-        raise RequestError(path, "JSON nested too deeply") from None
-    return ChatRequest.from_dict(data)
+        raise RequestFileError(path, "JSON nested too deeply") from None
+    try:
+        return ChatRequest.from_dict(data)
+    except RequestError as e:
+        raise RequestFileError(path, e.message, field=e.field) from None
+
+
+def read_model_output(stream: Any = None) -> str:
+    """Model output from ``stream`` (stdin): UTF-8, each run of invalid bytes replaced by one U+FFFD as
+    llama.cpp sanitizes undecodable text (stdin's surrogateescape would pass the raw bytes through to the JSON
+    we print, which is then not UTF-8). A text stream without ``buffer`` is read as it is."""
+    stream = stream or sys.stdin
+    buffer = getattr(stream, "buffer", None)
+    text = stream.read() if buffer is None else buffer.read().decode("utf-8", "surrogateescape")
+    return _INVALID_RUN.sub("\ufffd", text)
+
+
+_INVALID_RUN = re.compile("[\udc80-\udcff]+")
 
 
 # ------------------------------------------------------------------------------------------------ conformance
@@ -107,6 +124,8 @@ def run_case(case: dict[str, Any], templates: TemplateDir, fidelity: str = "llam
 
     out: dict[str, Any] = {"id": case.get("id")}
     try:
+        if not isinstance(case.get("template"), str):
+            raise RequestError("template", "missing: each case names its template file")
         template = templates.get(case["template"])
         request = ChatRequest.from_dict(case)
         bundle = build_chat_parser(template, request, fidelity=fidelity)
@@ -136,13 +155,17 @@ def iter_cases(path: str) -> Iterable[dict[str, Any]]:
             try:
                 line.encode("utf-8")
             except UnicodeEncodeError:
-                raise RequestError(f"{path}:{n}", "not UTF-8 text") from None
+                raise RequestFileError(f"{path}:{n}", "not UTF-8 text", kind="cases file") from None
             try:
-                yield json.loads(line)
+                row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise RequestError(f"{path}:{n}", f"not valid JSON: {e.msg}") from None
+                raise RequestFileError(f"{path}:{n}", f"not valid JSON: {e.msg}", kind="cases file") from None
             except RecursionError:
-                raise RequestError(f"{path}:{n}", "JSON nested too deeply") from None
+                raise RequestFileError(f"{path}:{n}", "JSON nested too deeply", kind="cases file") from None
+            if not isinstance(row, dict):
+                raise RequestFileError(f"{path}:{n}", f"expected a JSON object, got {type(row).__name__}",
+                                       kind="cases file")
+            yield row
 
 
 # ------------------------------------------------------------------------------------------------ commands
@@ -159,10 +182,10 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)
     bundle = build_chat_parser(template, request, fidelity=_fidelity(args))
-    output = sys.stdin.read()
+    output = read_model_output()
     if args.stream:
         if args.chunk < 1:
-            raise RequestError("--chunk", "must be >= 1")
+            raise ChatTemplateExplorerError(f"--chunk must be >= 1 (got {args.chunk})")
         sp = StreamingParser(bundle.parser)
         for i in range(0, len(output), args.chunk):
             for d in sp.feed(output[i:i + args.chunk]):
@@ -215,8 +238,13 @@ def _guard(fn: Any) -> Any:
         try:
             return fn(args)
         except ChatTemplateExplorerError as e:
+            request_path = getattr(args, "request", None)
+            if request_path and isinstance(e, RequestError) and not isinstance(e, RequestFileError):
+                e = RequestFileError(request_path, e.message, field=e.field)  # found late, e.g. a content part
             print(f"error: {e}", file=sys.stderr)
             return 2
+        except BrokenPipeError:  # an OSError: core.cli.main ends quietly (`… | head`)
+            raise
         except OSError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -1,0 +1,113 @@
+"""The command line as a first-time user drives it: output piped into ``head``, model output that is not UTF-8,
+bad request and cases files. Each failure is one line on stderr naming the file (and field), never a traceback;
+a closed pipe is not a failure at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from .conftest import ROOT, TEMPLATES
+
+QWEN3 = str(TEMPLATES / "Qwen-Qwen3-0.6B.jinja")
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def _run(args: list[str], stdin: bytes = b"Hello") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "core", *args], input=stdin, capture_output=True, cwd=ROOT,
+                          env=_env(), timeout=120)
+
+
+def _one_line_error(proc: subprocess.CompletedProcess, *names: str) -> str:
+    err = proc.stderr.decode("utf-8").strip()
+    assert proc.returncode != 0 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    for name in names:
+        assert name in err, f"{name!r} not in {err!r}"
+    return err
+
+
+@pytest.fixture(scope="module")
+def many_templates(tmp_path_factory: Any) -> str:
+    d = tmp_path_factory.mktemp("many")
+    for i in range(60):  # ~3 KB of JSON each: more than a pipe holds
+        (d / f"t{i:02d}.jinja").write_text((TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text(encoding="utf-8"))
+    return str(d)
+
+
+@pytest.mark.parametrize("command", ["analyze-batch", "parse-stream"])
+@pytest.mark.parametrize("unbuffered", ["1", ""], ids=["unbuffered", "buffered"])
+def test_output_piped_into_head_is_quiet(command: str, unbuffered: str, many_templates: str) -> None:
+    """`python -m core … | head -1`: the reader closes the pipe early (the output is larger than a pipe holds,
+    so the writer does see it closed); no 'Broken pipe' error, exit 0."""
+    args = {"analyze-batch": ["analyze", "--batch", many_templates, "--workers", "0"],
+            "parse-stream": ["parse", QWEN3, "--stream"]}[command]
+    env = dict(_env(), PYTHONUNBUFFERED=unbuffered)
+    feed = command == "parse-stream"
+    proc = subprocess.Popen([sys.executable, "-m", "core", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.PIPE if feed else subprocess.DEVNULL, cwd=ROOT, env=env)
+    assert proc.stdout and proc.stderr
+    if feed:
+        assert proc.stdin
+        proc.stdin.write(("<think>" + "thinking " * 20_000 + "</think>answer").encode())
+        proc.stdin.close()
+    assert proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, err
+    assert err == ""
+
+
+def test_invalid_utf8_on_stdin_gives_valid_json() -> None:
+    """Undecodable bytes become one U+FFFD per run (as llama.cpp sanitizes them), so what we print is UTF-8
+    JSON; the streamed deltas add up to the final message."""
+    raw = b"Hi \xff\xfe there \xe2\x82"
+    proc = _run(["parse", QWEN3, "--compact"], raw)
+    assert proc.returncode == 0, proc.stderr
+    msg = json.loads(proc.stdout.decode("utf-8"))  # strict: raises on raw 0xff bytes
+    assert msg["content"] == "Hi \ufffd there \ufffd"
+    proc = _run(["parse", QWEN3, "--stream"], raw)
+    lines = [json.loads(line) for line in proc.stdout.decode("utf-8").splitlines()]
+    assert "".join(d.get("content", "") for d in lines[:-1]) == lines[-1]["content"] == msg["content"]
+
+
+def _write(tmp_path: Any, name: str, body: Any) -> str:
+    p = tmp_path / name
+    p.write_text(body if isinstance(body, str) else json.dumps(body), encoding="utf-8")
+    return str(p)
+
+
+def test_request_file_errors_name_file_and_field(tmp_path: Any) -> None:
+    bad_field = _write(tmp_path, "fields.json", {"messages": "hi"})
+    err = _one_line_error(_run(["parse", QWEN3, "--request", bad_field]), bad_field, "'messages'")
+    assert "request file" in err
+    # a bad content part is only found when the request is prepared for the template: still names the file
+    part = _write(tmp_path, "part.json", {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})
+    for cmd in ("parse", "grammar"):
+        _one_line_error(_run([cmd, QWEN3, "--request", part]), part, "messages[0].content[0].type")
+    not_object = _write(tmp_path, "list.json", [1, 2])
+    _one_line_error(_run(["grammar", QWEN3, "--request", not_object]), not_object, "JSON object")
+    not_json = _write(tmp_path, "bad.json", "{")
+    err = _one_line_error(_run(["parse", QWEN3, "--request", not_json]), not_json, "not valid JSON")
+    assert "request field" not in err  # a file is not a field
+
+
+def test_chunk_error_names_the_option() -> None:
+    err = _one_line_error(_run(["parse", QWEN3, "--stream", "--chunk", "-3"]), "--chunk", "-3")
+    assert "request" not in err
+
+
+def test_conform_rows_that_are_not_cases(tmp_path: Any) -> None:
+    cases = _write(tmp_path, "cases.jsonl", json.dumps({"id": "no-template", "input": "x"}) + "\n[1, 2]\n")
+    proc = _run(["conform", cases, "--templates", str(TEMPLATES)])
+    row = json.loads(proc.stdout.decode().splitlines()[0])
+    assert row["id"] == "no-template" and "template" in row["error"] and "KeyError" not in row["error"]
+    err = _one_line_error(proc, f"{cases}:2", "JSON object")
+    assert "internal error" not in err
