@@ -559,6 +559,13 @@ REGRESSIONS: list[tuple[str, bool, str, str | None]] = [
     # ^ streams consistently (the first call stays); the second call itself is not parsed: llama.cpp's analysis
     #   puts the first call's id into function.name_prefix ("call00001<|tool_call:name|>"), so a final parse
     #   of this output is content
+    # text after complete calls: the calls stay (the text was taken as reasoning / plain content before)
+    ("deepseek-ai-DeepSeek-V3.2.jinja", True, 'I think.</think>Hi\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke '
+     'name="special_function">\n<｜DSML｜parameter name="arg1" string="false">1</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+     "</｜DSML｜function_calls><", None),
+    ("meetkai-functionary-medium-v3.2.jinja", True, 'all\nHi>>>special_function\n{"arg1": 1}<', None),
+    ("meetkai-functionary-medium-v3.2.jinja", True,
+     'special_function\n{"arg1": 1}>>>get_weather\n{"city": "Paris"}<|eot_id|>', None),
     # passing examples kept as guards
     ("Qwen3-Coder.jinja", True, "Hi <tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n"
      "</function>\n</tool_call>", None),

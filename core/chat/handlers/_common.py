@@ -1200,7 +1200,9 @@ class HandlerParser:
 
     def _run(self, text: str, memo: dict | None) -> tuple[AssistantMessage | None, "Scanner", "MessageBuilder"]:
         """Run the body on ``text``: (message, scanner, builder); message None on :class:`Mismatch`.
-        RecursionError propagates."""
+        RecursionError propagates. (A body may finish before the end of the text — Gemma 4 and Muse Glimmer
+        ignore what follows, as llama.cpp does, e.g. an end-of-turn marker the reference cases expect
+        dropped.)"""
         sc = Scanner(text, 0, memo)
         b = MessageBuilder(self.drop_blank_reasoning)
         try:
