@@ -458,3 +458,35 @@ def test_hub_token_passed_but_never_shown(monkeypatch):
         load_template("acme/secret", token="hf_SECRET123")
     assert seen == ["hf_SECRET123"]
     assert "hf_SECRET123" not in str(e.value)
+
+
+def test_hub_unreachable_is_asked_once_then_the_cache(monkeypatch, tmp_path):
+    """No network: huggingface_hub spends ~25 s of retries on a file, so after the first unreachable file the
+    others are looked up in the cache only (a cached tokenizer_config.json still loads)."""
+    import huggingface_hub
+    from huggingface_hub import errors as hf_errors
+
+    cached = tmp_path / "tokenizer_config.json"
+    cached.write_text(json.dumps({"chat_template": "{{ messages[0].content }}"}), encoding="utf-8")
+    networked = []
+
+    def fake(repo_id, filename, **kw):
+        if not kw.get("local_files_only"):
+            networked.append(filename)
+            err = hf_errors.LocalEntryNotFoundError("could not reach the Hub")
+            err.__cause__ = ConnectionError("Name or service not known")
+            raise err
+        if filename == "tokenizer_config.json" and cached.exists():
+            return str(cached)
+        raise hf_errors.LocalEntryNotFoundError("not in the cache")
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake)
+    loaded = load_template("acme/cached-config")
+    assert networked == ["chat_template.jinja"]
+    assert "messages[0].content" in loaded.source
+    cached.unlink()
+    networked.clear()
+    with pytest.raises(HubOfflineError, match="cannot be reached"):
+        load_template("acme/cached-config")
+    assert networked == ["chat_template.jinja"]
