@@ -122,9 +122,15 @@ def test_json_scanner_has_no_depth_limit():
     # roots without an end anchor: the rest of the text becomes content
     ("Qwen3-Coder.jinja", "Hi <tool_call>\n<function=special_function>\noops",
      {"content": "Hi <tool_call>\n<function=special_function>\noops"}),
-    # the longest prefix that parses (not inside a call), then the rest as content
+    # the longest prefix that parses (not inside a call), then the rest as content; GPT-OSS's grammar still
+    # expects a final message after <|end|>, so the rest starts where the reasoning was complete
     ("openai-gpt-oss-120b.jinja", "<|channel|>analysis<|message|>u<|end|>i",
-     {"reasoning_content": "u", "content": "i"}),
+     {"reasoning_content": "u", "content": "<|end|>i"}),
+    # a half call is not reported: it becomes content with the rest
+    ("Cohere2MoE.jinja", '<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "special_function", '
+     '"parameters": {"arg1": 1}}, {"tool_call_id": "1", "tool_name": "get_weather", "parameters": {"city" x}}]',
+     {"content": '}, {"tool_call_id": "1", "tool_name": "get_weather", "parameters": {"city" x}}]',
+      "calls": [("special_function", '{"arg1": 1}')]}),
     ("meetkai-functionary-medium-v3.2.jinja", 'special_function\n{"arg1": 1}<|eot_id|>',
      {"content": "<|eot_id|>", "calls": [("special_function", '{"arg1": 1}')]}),
 ])

@@ -28,7 +28,9 @@ Robustness (beyond the reference, which throws): when the main parse fails (or, 
 anchor, stops before the end of the text), the parse is retried with the trailing unparsed text as content
 (``recover-trailing``: e.g. text after the last tool call, or a tool call naming an unknown tool), then as the
 main parse plus the unparsed rest as content, then with everything after the reasoning as content
-(``recover-content``); if even that fails the raw output is the content — a final parse never drops text.
+(``recover-content``), then (special handlers' arenas, which have no recovery entries) as the longest prefix
+that parses plus the rest as content (:func:`prefix_rest`); if even that fails the raw output is the content
+— a final parse never drops text.
 A *partial* parse must moreover be prefix-consistent (never take back what a shorter prefix showed): when
 the text does not parse, or its parse abandoned an alternative that had shown something (an ordered choice
 falling to a later alternative), its message is used only if it extends the view of the prefix where that
@@ -38,6 +40,7 @@ streamed stays when garbage follows it. ``parse`` never raises.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -51,7 +54,7 @@ from ..peg.builder import P
 from ..peg.chat import ChatBuilder, function_tools
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
-from .message import AssistantMessage
+from .message import AssistantMessage, ToolCall
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
@@ -124,36 +127,81 @@ def longest_good_prefix(is_good: Callable[[int], bool], lo: int, hi: int, lo_goo
     return good
 
 
-_TEXT_TAGS = frozenset({"content", "reasoning"})
+def _finished(call: ToolCall) -> bool:
+    """The call's arguments are a complete JSON object (the call did not stop half-way)."""
+    try:
+        return isinstance(json.loads(call.arguments), dict)
+    except ValueError:
+        return False
 
 
-def clean_prefix_rest(text: str, floor: int, run: Callable[[str], ParseResult | None]
-                      ) -> tuple[AssistantMessage, ParseResult] | None:
-    """For a text the main root fails on: the message of its longest prefix that parses (``run(prefix)``, the
-    main root), if nothing but text was left unfinished there (no tagged node other than content / reasoning
-    needs more input: the prefix does not end inside a tool call), with the rest of the text appended as
-    content; else None. ``floor``: prefixes shorter than this (the generation prompt) are not considered.
-    O(log n) parses.
+def covering_message(arena: Arena, text: str) -> tuple[AssistantMessage | None, bool]:
+    """The root's message for ``text`` when its lenient parse covers it (else None), and whether a strict
+    (non-lenient) parse accepts the whole text — nothing pending at its end (see :func:`prefix_rest`)."""
+    try:
+        r = arena.parse(text, lenient=True)
+        if not covers(r, text):
+            return None, False
+        strict = arena.parse(text, lenient=False)
+    except (RecursionError, MemoryError):
+        return None, False
+    return map_parse(r), strict.success and strict.end >= len(text)
 
-    E.g. GPT-OSS ``<|channel|>analysis<|message|>u<|end|>i``: reasoning ``u``, content ``i`` — instead of the
+
+def prefix_rest(text: str, floor: int, at: Callable[[int], tuple[AssistantMessage | None, bool]],
+                memo: "ViewMemo | None" = None) -> AssistantMessage | None:
+    """Final-parse recovery for a text the main parse fails on: the message of its longest prefix that parses,
+    with the rest of the text appended as content; None when no prefix parses.
+
+    ``at(k)`` -> ``(message of text[:k] when it parses, else None; clean)`` where ``clean`` says that nothing
+    at the end of ``text[:k]`` is pending (a strict parse accepts it: no cut marker, no half name). Prefixes
+    shorter than ``floor`` (the generation prompt) are not considered. When the prefix's last tool call is
+    unfinished (arguments not a complete JSON object), the prefix moves back to before that call (a half
+    call is not reported as a call); when the prefix is not clean, the rest starts where its message was
+    first reached (pending text is never dropped — at worst a marker the parse had consumed shows as content).
+    O(log n) parses; with a stream's ``memo``, O(1) once the failure point is known (it does not move while
+    the text grows).
+
+    E.g. GPT-OSS ``<|channel|>analysis<|message|>u<|end|>i``: reasoning ``u``, content ``i``, instead of the
     whole text as content (the reference throws)."""
-    results: dict[int, ParseResult] = {}
+    n = len(text)
+    cache: dict[int, tuple[AssistantMessage | None, bool]] = memo.messages if memo is not None else {}
 
-    def good(k: int) -> bool:
-        r = run(text[:k])
-        if r is None or not covers(r, text[:k]):
-            return False
-        results[k] = r
-        return True
-    k = longest_good_prefix(good, floor, len(text))
-    if k < 0:
+    def get(k: int) -> tuple[AssistantMessage | None, bool]:
+        if k not in cache:
+            cache[k] = at(k)
+        return cache[k]
+
+    def search(key: Any, good: Callable[[int], bool], lo: int, hi: int) -> int:
+        d = memo.deaths.get(key) if memo is not None else None
+        if d is None or not (lo <= d < hi):
+            d = longest_good_prefix(good, lo, hi)
+            if memo is not None and d >= 0:
+                memo.deaths[key] = d
+        return d
+
+    d = search(("fail",), lambda k: get(k)[0] is not None, floor, n)
+    if d < 0:
         return None
-    r = results.get(k)
-    if r is None or any(node.partial and node.tag and node.tag not in _TEXT_TAGS for node in r.visit()):
+    msg, clean = get(d)
+    if msg is None:
         return None
-    msg = map_parse(r)
-    msg.content += text[k:]
-    return msg, r
+    if msg.tool_calls and not _finished(msg.tool_calls[-1]):
+        calls = len(msg.tool_calls)
+        d = search(("unfinished", d), lambda k: get(k)[0] is not None and len(get(k)[0].tool_calls) < calls,
+                   floor, d)
+        if d < 0:
+            return None
+        msg, clean = get(d)
+        if msg is None or (msg.tool_calls and not _finished(msg.tool_calls[-1])):
+            return None
+    if not clean:
+        target = msg
+        before = search(("reached", d), lambda k: get(k)[0] != target, floor, d)
+        d = before + 1 if before >= 0 else floor
+    out = msg.copy()
+    out.content += text[d:]
+    return out
 
 
 @dataclass
@@ -177,12 +225,13 @@ class ViewMemo:
     failure, a set of switches) began, and what the previous text was like (a lower bound for the searches).
     With it, successive parses of a stream cost O(1) extra parses, not O(log n)."""
 
-    __slots__ = ("text", "views", "deaths", "last_len", "last_covers", "last_switches")
+    __slots__ = ("text", "views", "deaths", "messages", "last_len", "last_covers", "last_switches")
 
     def __init__(self) -> None:
         self.text = ""
         self.views: dict[int, AssistantMessage] = {}
         self.deaths: dict[Any, int] = {}
+        self.messages: dict[int, AssistantMessage | None] = {}   # prefix_rest's messages of prefixes
         self.last_len = -1
         self.last_covers = False
         self.last_switches: frozenset = frozenset()
@@ -192,6 +241,7 @@ class ViewMemo:
         if not text.startswith(self.text):
             self.views = {}
             self.deaths = {}
+            self.messages = {}
             self.last_len = -1
             self.last_covers = False
             self.last_switches = frozenset()
@@ -357,14 +407,15 @@ class GeneratedParser:
                        ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
         """Like :meth:`parse`, also returning the PEG result used and its entry point: ``None`` = main root,
         ``"recover-trailing"``, ``"recover-content"``, ``"main+rest"`` (the main root stopped before the end
-        of the text: its message plus the rest as content), ``"prefix+rest"`` (:func:`clean_prefix_rest`),
+        of the text: its message plus the rest as content), ``"prefix+rest"`` (:func:`prefix_rest`),
         ``"partial-prefix"`` (the partial view of the
         longest parsing prefix; the result is that prefix's), or ``"raw"`` (result ``None``, the output as
         content).
 
         Order: the main root when it covers the whole text (success up to the end, or need-more-input); else
         ``recover-trailing`` (the body, then the rest as content), the main root's message plus the unparsed
-        rest, the longest prefix that parses completely plus the rest, ``recover-content`` (everything after the reasoning as content), the raw output — so a final
+        rest, ``recover-content``, the longest prefix that parses plus the rest (for special handlers, whose
+        arenas have no recovery entries) (everything after the reasoning as content), the raw output — so a final
         parse never drops text. For ``is_partial`` that recovered message — or the main root's, when it
         covers the text but an alternative that had shown something was abandoned on the way
         (``ParseResult.switched``: a shorter prefix may have shown it) — is returned only when it extends the
@@ -389,7 +440,7 @@ class GeneratedParser:
         recovered: list = []
 
         def recover_top() -> AssistantMessage:
-            recovered.append(self._recover(text, output, main, state))
+            recovered.append(self._recover(text, output, main, state, True))
             return recovered[-1][0]
         top = Probe(map_parse(main) if covered else None, main.switches, recover_top)
 
@@ -412,11 +463,17 @@ class GeneratedParser:
             return recovered[-1]
         return msg, None, PARTIAL_PREFIX
 
-    def _recover(self, text: str, output: str, main: ParseResult | None, state: ParserState | None
-                 ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
-        """The recovered message of a text the main root does not cover (see :meth:`parse_detailed`)."""
+    def _covering(self, text: str) -> tuple[AssistantMessage | None, bool]:
+        """:func:`prefix_rest`'s ``at``: the main root's message for ``text`` when it covers it (else None),
+        and whether a strict parse accepts ``text`` whole (nothing pending at its end). No cache."""
+        return covering_message(self.arena, text)
+
+    def _recover(self, text: str, output: str, main: ParseResult | None, state: ParserState | None,
+                 partial: bool = False) -> tuple[AssistantMessage, ParseResult | None, str | None]:
+        """The recovered message of a text the main root does not cover (see :meth:`parse_detailed`);
+        ``partial``: a step of the stream ``state`` belongs to (its memo may be used)."""
         tried_main = False
-        for entry in (RECOVER_TRAILING, MAIN_REST, PREFIX_REST, RECOVER_CONTENT):
+        for entry in (RECOVER_TRAILING, MAIN_REST, RECOVER_CONTENT, PREFIX_REST):
             if entry == MAIN_REST:
                 if main is None or main.fail or tried_main:
                     continue
@@ -428,10 +485,11 @@ class GeneratedParser:
             elif entry == PREFIX_REST:
                 if main is None or not main.fail:
                     continue
-                found = clean_prefix_rest(text, len(self.generation_prompt), lambda t: self._run(None, t, None))
+                found = prefix_rest(text, len(self.generation_prompt), lambda k: self._covering(text[:k]),
+                                    state.view if (state is not None and partial) else None)
                 if found is None:
                     continue
-                msg, r = found
+                msg, r = found, None
             else:
                 if entry not in self.arena.entries:
                     continue
@@ -898,5 +956,6 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
 
 
 __all__ = ["GeneratedParser", "ParserState", "ViewMemo", "Probe", "generate_parser", "continuation_prompt",
-           "trim_ws", "covers", "message_extends", "longest_good_prefix", "consistent_view", "clean_prefix_rest",
+           "trim_ws", "covers", "message_extends", "longest_good_prefix", "consistent_view", "prefix_rest",
+           "covering_message",
            "RECOVER_TRAILING", "RECOVER_CONTENT", "MAIN_REST", "PREFIX_REST", "PARTIAL_PREFIX"]

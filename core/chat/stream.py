@@ -284,7 +284,7 @@ class PegStreamSession:
         from .generator import MAIN_REST, PREFIX_REST
 
         self.entries: list[Any] = ([RECOVER_CONTENT] if getattr(parser, "eps_fallback", False)
-                                   else [None, RECOVER_TRAILING, MAIN_REST, PREFIX_REST, RECOVER_CONTENT])
+                                   else [None, RECOVER_TRAILING, MAIN_REST, RECOVER_CONTENT, PREFIX_REST])
         self.recovery = [e for e in self.entries if e is not None]
         self.open_region: OpenRegion | None = None
         self._json_scan: tuple | None = None
@@ -368,7 +368,7 @@ class PegStreamSession:
     def _recover(self, text: str, output: str, main: Any) -> AssistantMessage:
         """The recovered message of a text the main root does not cover (as the parser's ``_recover``, with
         this session's caches and incremental mapping)."""
-        from .generator import MAIN_REST, PREFIX_REST, clean_prefix_rest
+        from .generator import MAIN_REST, PREFIX_REST, covering_message, prefix_rest
         from .mapper import map_parse
 
         arena = self.parser.arena
@@ -381,14 +381,11 @@ class PegStreamSession:
                 continue
             if entry == PREFIX_REST:
                 if main is not None and main.fail:
-                    def run(t: str) -> Any:
-                        try:
-                            return arena.parse(t, lenient=True)
-                        except (RecursionError, MemoryError):
-                            return None
-                    found = clean_prefix_rest(text, len(self.parser.generation_prompt), run)
+                    self.memo.sync(text)
+                    found = prefix_rest(text, len(self.parser.generation_prompt),
+                                        lambda k: covering_message(arena, text[:k]), self.memo)
                     if found is not None:
-                        return found[0]
+                        return found
                 continue
             if entry not in arena.entries:
                 continue

@@ -1213,6 +1213,19 @@ class HandlerParser:
             return None, sc, b
         return b.result(), sc, b
 
+    def _run_clean(self, text: str) -> tuple[AssistantMessage | None, bool]:
+        """The body's message for ``text`` (None on :class:`Mismatch`) and whether it finished without
+        :class:`Incomplete` and without a cut delimiter (nothing pending at the end)."""
+        sc = Scanner(text, 0, None)
+        b = MessageBuilder(self.drop_blank_reasoning)
+        try:
+            self.body(sc, b)
+        except Incomplete:
+            return b.result(), False
+        except Mismatch:
+            return None, False
+        return b.result(), sc.n == len(text)
+
     def _probe(self, text: str) -> Any:
         """:class:`core.chat.generator.Probe` of ``text`` (a prefix of the stream's text; no memo)."""
         from ..generator import Probe
@@ -1224,9 +1237,21 @@ class HandlerParser:
             return Probe(None, frozenset(), lambda: AssistantMessage(content=text[gp_len:]))
         return Probe(msg, frozenset(sc.switches), lambda: self._recovered(text, sc, b))
 
-    def _recovered(self, text: str, sc: "Scanner", b: "MessageBuilder") -> AssistantMessage:
-        """After a :class:`Mismatch`: what was recognised, then the unparsed rest (never the generation
-        prompt) as content."""
+    def _recovered(self, text: str, sc: "Scanner", b: "MessageBuilder", memo: Any = None) -> AssistantMessage:
+        """After a :class:`Mismatch`: the message of the longest prefix the body accepts (before an
+        unfinished last call), then the rest as content (:func:`core.chat.generator.prefix_rest`, ``memo`` a
+        stream's :class:`~core.chat.generator.ViewMemo`); failing that, what was recognised, then the
+        unparsed rest (never the generation prompt) as content."""
+        from ..generator import prefix_rest
+
+        def at(k: int) -> tuple[AssistantMessage | None, bool]:
+            try:
+                return self._run_clean(text[:k])
+            except RecursionError:
+                return None, False
+        found = prefix_rest(text, len(self.generation_prompt), at, memo)
+        if found is not None:
+            return found
         rest = text[max(sc.pos, len(self.generation_prompt)):]
         msg = b.result()
         msg.content += rest
@@ -1245,12 +1270,16 @@ class HandlerParser:
                 view_memo.note(text, True, frozenset())
             return msg
         if not is_partial:
-            return msg if msg is not None else self._recovered(text, sc, b)
+            if msg is not None:
+                return msg
+            if view_memo is not None:
+                view_memo.sync(text)
+            return self._recovered(text, sc, b, view_memo)
         # a partial parse must not take back what a shorter prefix showed (e.g. a call already streamed)
         from ..generator import Probe, consistent_view
 
         switches = frozenset(sc.switches)
-        top = Probe(msg, switches, lambda: self._recovered(text, sc, b))
+        top = Probe(msg, switches, lambda: self._recovered(text, sc, b, view_memo))
         out = consistent_view(text, len(self.generation_prompt), lambda k: self._probe(text[:k]), top, view_memo)
         if view_memo is not None:
             view_memo.note(text, msg is not None, switches)
