@@ -129,3 +129,20 @@ def test_typed_output_survives_template_and_page_switches():
     at = page(page(at, "grammar"), "playground")
     assert at.text_area(key="in_output").value == "my own output"
     assert json.loads(at.json[0].value)["content"] == "my own output"
+
+
+def test_replay_starts_at_the_end_for_a_new_output():
+    """The slider's step belongs to one output: a changed output (or template) shows its final step, not the old
+    step number (which showed a stale half-way message)."""
+    at = page(start(), "playground")
+    slider = at.slider(key="in_stream_step")
+    slider.set_value(2).run()
+    assert at.slider(key="in_stream_step").value == 2
+    at.session_state["in_output"] = at.session_state["in_output"] + "\nAnd some more words at the end of it."
+    at.run()
+    slider = at.slider(key="in_stream_step")
+    assert slider.value == slider.max > 2
+    final = json.loads(at.json[2].value)
+    assert final["content"].endswith("at the end of it.")
+    slider.set_value(3).run()  # moving the slider on the same output keeps the chosen step
+    assert at.slider(key="in_stream_step").value == 3

@@ -5,6 +5,7 @@ The output can be pasted or generated from the template itself (an assistant mes
 content and tool calls, rendered). Settings (tools JSON, tool_choice, parallel calls, reasoning_format,
 enable_thinking) are shared with the Grammar and Overrides pages."""
 
+import hashlib
 import json
 import re
 
@@ -133,6 +134,13 @@ with main:
                 steps.append((p, sp.feed(p), sp.message))
             steps.append(("(finish)", sp.finish(bool(st.session_state.get("in_partial"))), sp.message))
             n = len(steps)
+            # a new output, template or request starts the replay at its end (the slider kept the old step, so
+            # a changed output showed a stale half-way state that looked like a parser bug)
+            replay_of = hashlib.sha256(repr((tpl.digest, output, st.session_state.get("in_partial"), request))
+                                       .encode("utf-8", "surrogatepass")).hexdigest()
+            if st.session_state.get("stream_replay_of") != replay_of:
+                st.session_state["stream_replay_of"] = replay_of
+                st.session_state["in_stream_step"] = n
             if st.session_state.get("in_stream_step", 0) > n:
                 st.session_state["in_stream_step"] = n
             state.default("in_stream_step", n)
