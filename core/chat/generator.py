@@ -329,8 +329,7 @@ def consistent_view(text: str, floor: int, probe: Callable[[int], Probe], top: P
             ref = cand
         if memo is not None and kk < n:
             memo.views[kk] = ref
-    assert ref is not None
-    return ref
+    return ref if ref is not None else AssistantMessage()
 
 
 @dataclass
@@ -389,8 +388,9 @@ class GeneratedParser:
         The parse is always lenient (a marker cut at the end is not content, an unterminated block keeps its
         text), as the reference's is. When the output does not fit the format, a final parse keeps every
         character (the unparsed rest becomes content, see :meth:`parse_detailed`), and a partial parse
-        (``is_partial``) gives a prefix-consistent view: the recovered message if it extends the message of
-        the longest prefix that does parse, else that message (a call already streamed is never taken back).
+        (``is_partial``) gives a prefix-consistent view (:func:`consistent_view`: a call already streamed is
+        never taken back, neither by text that does not parse nor by an ordered choice falling to a later
+        alternative).
         ``state``: reuse work across successive prefixes of one stream.
         """
         return self.parse_detailed(output, state=state, is_partial=is_partial)[0]
