@@ -24,6 +24,22 @@ def folder(tmp_path):
     return tmp_path
 
 
+def test_template_failing_every_probe_is_flagged(tmp_path):
+    """Its row holds the default analysis: the warning column and a message say so, and 'Errors only' lists it."""
+    shutil.copy(TEMPLATES / "Qwen-Qwen3-0.6B.jinja", tmp_path / "Qwen-Qwen3-0.6B.jinja")
+    (tmp_path / "raises.jinja").write_text("{{ raise_exception('not for probes') }}")
+    at = page(start(), "corpus")
+    at.text_input(key="in_corpus_folder").input(str(tmp_path)).run()
+    [b for b in at.button if b.label.startswith("Analyse")][0].click().run()
+    table = frame_with(at, "reasoning").set_index("template")
+    assert "fails every probe" in table.loc["raises.jinja", "warning"]
+    assert "not for probes" in table.loc["raises.jinja", "warning"]
+    assert not table.loc["Qwen-Qwen3-0.6B.jinja", "warning"]
+    assert any("fail every probe" in unmd(w.value) for w in at.warning)
+    at.toggle(key="in_corpus_errors").set_value(True).run()
+    assert list(frame_with(at, "reasoning")["template"]) == ["raises.jinja"]
+
+
 def test_corpus_table_filters_and_click_through(folder, reference_analysis):
     at = page(start(), "corpus")
     assert at.text_input(key="in_corpus_folder").value == str(TEMPLATES)  # default: the shared corpus

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from .test_app_helpers import errors, frame_with, html_bodies, html_texts, metrics, page, start, unmd, use_corpus
+from .test_app_helpers import (errors, frame_with, html_bodies, html_texts, metrics, page, start, unmd, use_corpus,
+                               use_file)
 from .conftest import TEMPLATES
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
@@ -65,3 +66,15 @@ def test_source_is_highlighted_and_escaped():
     assert code, "the template source is shown"
     # the source contains <tools></tools> and <tool_call>: shown escaped, never as tags
     assert "&lt;tool_call&gt;" in code[0] and "<tool_call>" not in code[0]
+
+
+def test_template_failing_every_probe_says_so(tmp_path):
+    """A template that raises on every probe gets the default analysis (as llama.cpp's); the page must say so at
+    the top instead of showing NONE / PLAIN / NONE as if it were this template's analysis."""
+    bad = tmp_path / "strict.jinja"
+    bad.write_text("{{ raise_exception('Only user/assistant roles supported!') }}", encoding="utf-8")
+    at = page(use_file(start(), bad), "overview")
+    shown = " ".join(errors(at))
+    assert "every probe" in shown and "Only user/assistant roles supported!" in shown
+    at = page(use_corpus(start(), "Qwen-Qwen3-0.6B.jinja"), "overview")
+    assert not errors(at)

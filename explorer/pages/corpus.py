@@ -15,7 +15,7 @@ SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
 CAPS = [f"supports_{c}" for c in ("tools", "tool_calls", "parallel_tool_calls", "system_role", "object_arguments",
                                   "typed_content", "string_content", "preserve_reasoning", "reasoning_effort")]
 COLUMNS = ["template", "route", "handler", "reasoning", "content", "tools", "reasoning_start", "reasoning_end",
-           "tool_start", "workarounds", *CAPS, "analysis_ms", "error"]
+           "tool_start", "workarounds", *CAPS, "analysis_ms", "warning", "error"]
 
 
 @st.cache_data(max_entries=4096, show_spinner=False)
@@ -34,7 +34,10 @@ def corpus_row(path: str, size: int, mtime: float) -> dict:
                    content=a.content.mode.value, tools=a.tools.format.mode.value,
                    reasoning_start=a.reasoning.start, reasoning_end=a.reasoning.end,
                    tool_start=a.tools.format.section_start or a.tools.format.per_call_start,
-                   workarounds=", ".join(rep.workarounds_applied), error="")
+                   workarounds=", ".join(rep.workarounds_applied), error="",
+                   warning="" if not rep.all_probes_failed else  # the analysis above is the default one
+                   "fails every probe render: default analysis (first: "
+                   f"{rep.probe_failures[0] if rep.probe_failures else '?'})")
         for c in CAPS:
             row[c] = bool(getattr(a.caps, c))
     except Exception as e:  # noqa: BLE001 - one bad template must not stop the corpus
@@ -81,6 +84,10 @@ c1.metric("Templates", len(df))
 c2.metric("Analysed", len(ok))
 c3.metric("Errors", int((df["error"] != "").sum()))
 c4.metric("Special handler", int((df["route"] == "specialized").sum()))
+failing = int((df["warning"].fillna("") != "").sum())
+if failing:
+    st.warning(f"{failing} template(s) fail every probe render: their rows show the default analysis (see the "
+               "warning column; 'Errors only' lists them too).")
 
 # ---- filters
 f1, f2, f3, f4 = st.columns(4)
@@ -111,7 +118,7 @@ for c in sel_caps:
 if search:
     view = view[view["template"].str.contains(search, case=False, regex=False)]
 if only_errors:
-    view = view[view["error"] != ""]
+    view = view[(view["error"] != "") | (view["warning"].fillna("") != "")]
 
 st.caption(f"{len(view)} of {len(df)} templates shown. Select a row to open it.")
 event = st.dataframe(view, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",

@@ -25,6 +25,10 @@ if route is not None:
                    "handler; the differential analysis below is still computed and shown."))
     else:
         st.success(md("Route: auto-parser (the analysis below builds the parser)."))
+if rep is not None and getattr(rep, "all_probes_failed", False):
+    first = (getattr(rep, "probe_failures", None) or ["?"])[0]
+    st.error(md("The template failed to render every probe, so the analysis below is only the default one (as "
+                f"llama.cpp's): it tells nothing about this template. First failure: {first}"))
 
 tab_analysis, tab_source = st.tabs(["Analysis", "Template source"])
 
