@@ -4,49 +4,16 @@ where the expected id is not empty). Asserts the pass rate and lists the failure
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 
 from core.chat.cli_commands import TemplateDir, run_case
 
 from .conftest import TEMPLATES
+from .handler_checks import compare_messages as message_mismatch  # noqa: F401  (also used by test_improved)
 
 # Pass rate achieved (both the final message and the accumulated deltas): 354/354 when this was written.
 MIN_PASS_RATE = float(os.environ.get("CONFORMANCE_MIN_RATE", "1.0"))
-
-
-def _norm_args(a):
-    if isinstance(a, (dict, list)):
-        return json.dumps(a, sort_keys=True)
-    try:
-        return json.dumps(json.loads(a), sort_keys=True)
-    except (TypeError, ValueError):
-        return ""
-
-
-def message_mismatch(exp: dict, got: dict | None) -> str | None:
-    """None when ``got`` matches ``exp`` under the reference comparison, else the first difference."""
-    if not isinstance(got, dict):
-        return "no message"
-    for k in ("content", "reasoning_content"):
-        e = (exp.get(k) or "").strip()
-        g = got.get(k) or ""
-        g = g.strip() if isinstance(g, str) else json.dumps(g)
-        if e != g:
-            return f"{k}: expected {e[:60]!r} got {g[:60]!r}"
-    et, gt = exp.get("tool_calls") or [], got.get("tool_calls") or []
-    if len(et) != len(gt):
-        return f"tool_calls: expected {len(et)} got {len(gt)}"
-    for e, g in zip(et, gt):
-        ef, gf = e.get("function", {}), g.get("function") or {}
-        if ef.get("name") != gf.get("name"):
-            return f"tool name: expected {ef.get('name')!r} got {gf.get('name')!r}"
-        if _norm_args(ef.get("arguments", "")) != _norm_args(gf.get("arguments", "")):
-            return f"arguments: expected {ef.get('arguments')!r} got {gf.get('arguments')!r}"
-        if e.get("id") and e.get("id") != g.get("id"):
-            return f"id: expected {e.get('id')!r} got {g.get('id')!r}"
-    return None
 
 
 def accumulate(deltas: list[dict]) -> dict:

@@ -10,7 +10,6 @@ parse ever takes back text it already emitted.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from core.chat.request import ChatRequest
 from core.templating import ChatTemplate
 
 from .conftest import TEMPLATES
+from .handler_checks import compare_messages
 
 MIN_PASS_RATE = 0.99
 
@@ -44,38 +44,11 @@ def case_parser(case: dict, row: dict, **overrides: Any) -> GeneratedParser:
     return generate_parser(analysis, request, case_generation_prompt(case, row, analysis, request))
 
 
-def _norm_args(a: Any) -> str:
-    try:
-        return json.dumps(json.loads(a), sort_keys=True)
-    except (TypeError, ValueError):
-        return ""
-
-
-def message_mismatch(expect: dict, got: dict) -> str | None:
-    """The reference comparison (reference/README.md); ``None`` when equal."""
-    for key in ("content", "reasoning_content"):
-        e, g = (expect.get(key) or "").strip(), (got.get(key) or "").strip()
-        if e != g:
-            return f"{key}: expected {e[:60]!r}, got {g[:60]!r}"
-    et, gt = expect.get("tool_calls") or [], got.get("tool_calls") or []
-    if len(et) != len(gt):
-        return f"tool_calls: expected {len(et)}, got {len(gt)}"
-    for i, (e, g) in enumerate(zip(et, gt)):
-        if e["function"]["name"] != g["function"]["name"]:
-            return f"tool_calls[{i}].name: expected {e['function']['name']!r}, got {g['function']['name']!r}"
-        if _norm_args(e["function"]["arguments"]) != _norm_args(g["function"]["arguments"]):
-            return f"tool_calls[{i}].arguments: expected {e['function']['arguments']!r}, " \
-                   f"got {g['function']['arguments']!r}"
-        if e.get("id") and e.get("id") != g.get("id"):
-            return f"tool_calls[{i}].id: expected {e.get('id')!r}, got {g.get('id')!r}"
-    return None
-
-
 def check_case(case: dict, parser: GeneratedParser) -> str | None:
     """``None`` when the case passes, else why it fails (final parse, then streaming)."""
     text = case["input"]
     final = parser.parse(text, case["is_partial"]).to_openai()
-    why = message_mismatch(case["expect"], final)
+    why = compare_messages(case["expect"], final)
     if why:
         return "final " + why
     prev = acc = AssistantMessage()
@@ -89,7 +62,7 @@ def check_case(case: dict, parser: GeneratedParser) -> str | None:
         if acc.to_openai() != cur.to_openai():
             return f"stream: accumulated deltas differ from the parse after {i} chars"
         prev = cur
-    why = message_mismatch(case["expect"], acc.to_openai())
+    why = compare_messages(case["expect"], acc.to_openai())
     return "stream " + why if why else None
 
 

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from core.chat.handlers import _common as C
 from core.chat.handlers import cohere2moe
 from core.chat.message import AssistantMessage, apply_deltas, compute_deltas
 from core.chat.request import ChatRequest
 from core.templating import ChatTemplate
 
 from .conftest import template_source
+from . import handler_checks as C
 
 TEMPLATE = "Cohere2MoE.jinja"
 TOOL = {"type": "function", "function": {"name": "special_function", "parameters": {

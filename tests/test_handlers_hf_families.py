@@ -16,11 +16,11 @@ import json
 
 import pytest
 
-from core.chat.handlers import _common as C
 from core.chat.request import ChatRequest
 from core.templating import ChatTemplate
 
 from .conftest import TEMPLATES, template_source
+from . import handler_checks as C
 
 MODULES = ["gemma4", "lfm2", "ling3", "minimax_m3", "kimi_k2", "kimi_k3", "minicpm5", "muse_glimmer", "cohere2moe"]
 TOOL = {"type": "function", "function": {"name": "special_function", "description": "I'm special", "parameters": {

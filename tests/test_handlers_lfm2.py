@@ -1,8 +1,8 @@
-"""LFM2 / LFM2.5 special handler against llama.cpp's reference cases (final message + char-by-char streaming)."""
+"""LFM2 / LFM2.5 special handler: which template is which generation. The reference cases and the fuzz check
+run in test_handlers_families.py."""
 
 from __future__ import annotations
 
-from core.chat.handlers import _common as C
 from core.chat.handlers import lfm2
 from core.templating import ChatTemplate
 
@@ -17,26 +17,3 @@ def test_detect():
         src = ChatTemplate(template_source(name)).normalized_source
         assert lfm2.is_lfm25(src) and not lfm2.is_lfm2(src)
     assert not lfm2.detect(ChatTemplate(template_source("Qwen3-Coder.jinja")).normalized_source)
-
-
-def test_reference_cases(reference_cases):
-    cases = [c for c in reference_cases if c["template"] in TEMPLATES]
-    fails = []
-    for case in cases:
-        tmpl = ChatTemplate(template_source(case["template"]), case["template"])
-        why = C.check_reference_case(lfm2, tmpl, case)
-        if why:
-            fails.append(f"{case['id']}: {why}")
-    assert len(cases) == 55
-    assert not fails, "\n".join(fails)
-
-
-def test_garbage_never_raises(reference_cases):
-    """Mutated outputs (deleted characters, stray markers and punctuation, any cut) never make parsing raise,
-    and the streaming session agrees with one-shot parses."""
-    problems = []
-    for case in reference_cases:
-        if case["template"] in TEMPLATES:
-            tmpl = ChatTemplate(template_source(case["template"]), case["template"])
-            problems += C.fuzz_problems(lfm2, tmpl, case, trials=4)
-    assert not problems, "\n".join(problems[:10])
