@@ -111,3 +111,9 @@ def test_conform_rows_that_are_not_cases(tmp_path: Any) -> None:
     assert row["id"] == "no-template" and "template" in row["error"] and "KeyError" not in row["error"]
     err = _one_line_error(proc, f"{cases}:2", "JSON object")
     assert "internal error" not in err
+
+
+def test_conform_cases_file_missing(tmp_path: Any) -> None:
+    missing = str(tmp_path / "nope.jsonl")
+    err = _one_line_error(_run(["conform", missing, "--templates", str(TEMPLATES)]), missing, "cases file")
+    assert "Errno" not in err

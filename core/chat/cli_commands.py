@@ -147,8 +147,12 @@ def run_case(case: dict[str, Any], templates: TemplateDir, fidelity: str = "llam
 
 def iter_cases(path: str) -> Iterable[dict[str, Any]]:
     """Rows of a JSONL file; raises :class:`RequestError` naming the file and line on bad JSON, text that is
-    not UTF-8, or JSON nested too deeply."""
-    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+    not UTF-8, or JSON nested too deeply, or naming the file when it cannot be read."""
+    try:
+        f = open(path, encoding="utf-8", errors="surrogateescape")
+    except OSError as e:
+        raise RequestFileError(path, f"cannot read: {e.strerror or e}", kind="cases file") from None
+    with f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
