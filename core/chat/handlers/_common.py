@@ -862,10 +862,10 @@ class Schema:
         if k in ("array", "tuple"):
             return {"array"}
         if k == "const":
-            return {_json_type(self.node["const"])}
+            return {json_type(self.node["const"])}
         if k == "enum":
             vals = self.node["enum"] if isinstance(self.node["enum"], list) else []
-            return {_json_type(v) for v in vals}
+            return {json_type(v) for v in vals}
         if k == "ref":
             t = self.target()
             key = self.node.get("$ref")
@@ -914,7 +914,9 @@ class Schema:
         return False
 
 
-def _json_type(v: Any) -> str:
+def json_type(v: Any) -> str:
+    """The JSON type name of a decoded JSON value (``null``, ``boolean``, ``integer``, ``number``, ``string``,
+    ``array``, ``object``), as llama.cpp's schema helpers name a ``const`` / ``enum`` value's type."""
     if v is None:
         return "null"
     if isinstance(v, bool):
@@ -1119,6 +1121,20 @@ def peg_grammar(build_root: Callable[[Any], Any], lazy: bool) -> tuple[str | Non
         return arena.to_gbnf(lazy=lazy), ""
     except Exception as e:  # noqa: BLE001 - a grammar problem must not break parsing
         return None, f"{type(e).__name__}: {e}"
+
+
+def grammar_fields(peg: Callable[[Any], Any], *, include: bool, lazy: bool,
+                   trigger: GrammarTrigger) -> dict[str, Any]:
+    """The grammar keyword arguments of a :class:`HandlerParser` (``grammar``, ``grammar_lazy``,
+    ``grammar_triggers``, ``grammar_error``, ``peg``) for the handlers whose llama.cpp builder emits a grammar
+    only when ``include`` (tools active and/or a response schema): then the GBNF of ``peg`` (see
+    :func:`peg_grammar`), lazy or not, with the one ``trigger``; otherwise no grammar, not lazy, no trigger.
+    ``peg`` is kept either way (it also serves :meth:`HandlerParser.describe`)."""
+    if not include:
+        return {"grammar": None, "grammar_lazy": False, "grammar_triggers": [], "grammar_error": "", "peg": peg}
+    grammar, error = peg_grammar(peg, lazy)
+    return {"grammar": grammar, "grammar_lazy": lazy, "grammar_triggers": [trigger], "grammar_error": error,
+            "peg": peg}
 
 
 def schema_node(schema: Any) -> Any:

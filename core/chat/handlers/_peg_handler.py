@@ -9,7 +9,8 @@ plus the handler's name and its rendered prompt.
 
 Helpers: :func:`prepared_for` (the request path's prepared request), :func:`foreach_function` /
 :func:`foreach_parameter` (llama.cpp ``parsers.cpp``), :func:`value_types` (llama.cpp
-``common_chat_schema::value_types``), :func:`make_grammar`, :func:`has_response_format`.
+``common_chat_schema::value_types``), :func:`make_grammar`, :func:`has_response_format`; ``word`` / ``pattern``
+(grammar triggers) are ``_common``'s :func:`word_trigger` / :func:`pattern_trigger`.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from ...grammar import json_schema as S
 from ...grammar.converter import GrammarBuilder
 from ...peg import Arena
 from ...peg.chat import function_tools
-from ..base import GrammarTrigger, TriggerType
+from ..base import GrammarTrigger
 from ..generator import GeneratedParser
 from ..prompt import PreparedRequest, prepare_request
+from ._common import json_type
+from ._common import pattern_trigger as pattern  # noqa: F401  (the handlers' trigger helpers)
+from ._common import word_trigger as word  # noqa: F401
 
 ALL_TYPES = frozenset({"null", "boolean", "number", "integer", "string", "array", "object"})
 
@@ -54,22 +58,6 @@ def foreach_parameter(function: dict) -> list[tuple[str, S.SchemaNode, bool]]:
     return [(p.name, p.schema, p.required) for p in root.properties]
 
 
-def _json_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object"
-
-
 def value_types(node: S.SchemaNode | None, _visiting: set[int] | None = None) -> frozenset[str]:
     """JSON types a value of ``node`` may have (llama.cpp ``value_types``): ``number`` implies ``integer``,
     ``anyOf`` unions, ``allOf`` intersects, a ``$ref`` cycle contributes nothing, "any" is every type."""
@@ -91,9 +79,9 @@ def value_types(node: S.SchemaNode | None, _visiting: set[int] | None = None) ->
     if isinstance(node, S.ObjectSchema):
         return frozenset({"object"})
     if isinstance(node, S.ConstSchema):
-        return frozenset({_json_type(node.value)})
+        return frozenset({json_type(node.value)})
     if isinstance(node, S.EnumSchema):
-        return frozenset(_json_type(v) for v in node.values)
+        return frozenset(json_type(v) for v in node.values)
     if isinstance(node, S.RefSchema):
         t = node.target
         if t is None or id(t) in visiting:
@@ -132,14 +120,6 @@ def make_grammar(arena: Arena, lazy: bool, notes: list[str] | None = None) -> st
         notes.extend("grammar: " + e for e in gb.errors)
         notes.extend("grammar: " + w for w in gb.warnings)
     return text
-
-
-def word(value: str) -> GrammarTrigger:
-    return GrammarTrigger(TriggerType.WORD, value)
-
-
-def pattern(value: str) -> GrammarTrigger:
-    return GrammarTrigger(TriggerType.PATTERN, value)
 
 
 @dataclass

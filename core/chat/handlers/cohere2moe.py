@@ -185,27 +185,19 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
             gp += THINK_END + TEXT_START + view.continue_content()
 
     include_grammar = view.has_schema or view.tools_active
-    grammar, grammar_error, lazy, triggers = None, "", False, []
-    if include_grammar:
-        lazy = not view.has_schema and view.tool_choice.value == "auto"
-        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view), lazy)
-        triggers = [C.word_trigger(ACTION_START)]
-
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view),
         generation_prompt=gp,
-        grammar=grammar,
-        grammar_lazy=lazy,
-        grammar_triggers=triggers,
-        grammar_error=grammar_error,
         preserved_tokens=[TURN_START, TURN_END, CHATBOT, USER, SYSTEM, THINK_START, THINK_END, TEXT_START,
                           TEXT_END, ACTION_START, ACTION_END, RESULT_START, RESULT_END],
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
         message_delimiters={"assistant": GEN_PREFIX, "user": TURN_START + USER,
                             "tool": TURN_START + SYSTEM + RESULT_START, "system": TURN_START + SYSTEM},
-        peg=lambda p: _peg_root(p, view),
+        **C.grammar_fields(lambda p: _peg_root(p, view), include=include_grammar,
+                           lazy=not view.has_schema and view.tool_choice.value == "auto",
+                           trigger=C.word_trigger(ACTION_START)),
     )
 
 

@@ -354,28 +354,19 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         prompt = ctx.render(False, msgs)
 
     include_grammar = view.has_schema or view.tools_active
-    grammar, grammar_error, lazy, triggers = None, "", False, []
-    if include_grammar:
-        lazy = not (view.has_schema or view.required)
-        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view), lazy)
-        triggers = [C.word_trigger(CALL)]
-
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view),
         generation_prompt=gp,
-        grammar=grammar,
-        grammar_lazy=lazy,
-        grammar_triggers=triggers,
-        grammar_error=grammar_error,
         preserved_tokens=["<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|turn>"],
         format="peg-gemma4",
         prompt=prompt or None,
         thinking_start_tag="<|channel>thought",
         thinking_end_tags=["<channel|>"],
         message_delimiters={"user": "<|turn>user", "assistant": "<|turn>model"},
-        peg=lambda p: _peg_root(p, view),
         drop_blank_reasoning=False,
+        **C.grammar_fields(lambda p: _peg_root(p, view), include=include_grammar,
+                           lazy=not (view.has_schema or view.required), trigger=C.word_trigger(CALL)),
     )
 
 

@@ -105,24 +105,15 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         if view.continuation == Continuation.CONTENT:
             gp += THINK_END + view.continue_content()
 
-    grammar, grammar_error, lazy, triggers = None, "", False, []
-    if view.tools_active:
-        lazy = view.tool_choice.value == "auto"
-        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view), lazy)
-        triggers = [C.word_trigger(CALL_BEGIN)]
-
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view),
         generation_prompt=gp,
-        grammar=grammar,
-        grammar_lazy=lazy,
-        grammar_triggers=triggers,
-        grammar_error=grammar_error,
         preserved_tokens=[SECTION_BEGIN, SECTION_END, CALL_BEGIN, ARGS_BEGIN, CALL_END, THINK_START, THINK_END],
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
-        peg=lambda p: _peg_root(p, view),
+        **C.grammar_fields(lambda p: _peg_root(p, view), include=view.tools_active,
+                           lazy=view.tool_choice.value == "auto", trigger=C.word_trigger(CALL_BEGIN)),
     )
 
 

@@ -140,26 +140,17 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         if view.continuation == Continuation.CONTENT:
             gp += THINK_END + RESP_START + view.continue_content()
 
-    grammar, grammar_error, lazy, triggers = None, "", False, []
-    if view.tools_active:
-        lazy = not view.required
-        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view), lazy)
-        triggers = [C.word_trigger(TOOLS_START)]
-
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view),
         generation_prompt=gp,
-        grammar=grammar,
-        grammar_lazy=lazy,
-        grammar_triggers=triggers,
-        grammar_error=grammar_error,
         preserved_tokens=["<|open|>", "<|close|>", SEP, EOM],
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
         message_delimiters={"assistant": MSG_START, "user": '<|open|>message role="user"<|sep|>',
                             "tool": '<|open|>message role="tool"', "system": '<|open|>message role="system"'},
-        peg=lambda p: _peg_root(p, view),
+        **C.grammar_fields(lambda p: _peg_root(p, view), include=view.tools_active,
+                           lazy=not view.required, trigger=C.word_trigger(TOOLS_START)),
     )
 
 

@@ -171,25 +171,17 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         preserved += [LIST_START, LIST_END]
 
     include_grammar = view.has_schema or view.tools_active
-    grammar, grammar_error, lazy, triggers = None, "", False, []
-    if include_grammar:
-        lazy = not (view.has_schema or (view.tools_active and view.required))
-        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view, extract), lazy)
-        triggers = [C.word_trigger(CALL_START)]
-
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view, extract),
         generation_prompt=gp,
-        grammar=grammar,
-        grammar_lazy=lazy,
-        grammar_triggers=triggers,
-        grammar_error=grammar_error,
         preserved_tokens=preserved,
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
-        peg=lambda p: _peg_root(p, view, extract),
         prompt=prompt or None,
+        **C.grammar_fields(lambda p: _peg_root(p, view, extract), include=include_grammar,
+                           lazy=not (view.has_schema or (view.tools_active and view.required)),
+                           trigger=C.word_trigger(CALL_START)),
     )
 
 

@@ -144,20 +144,10 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         last_open, last_close = gp.rfind(THINK_START), gp.rfind(THINK_END)
         think_open = last_open != -1 and (last_close == -1 or last_open > last_close)
 
-    grammar, grammar_error, lazy, triggers = None, "", False, []
-    if view.tools_active:
-        lazy = not view.required
-        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view, think_open), lazy)
-        triggers = [C.word_trigger(CALL_START)]
-
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view, think_open),
         generation_prompt=gp,
-        grammar=grammar,
-        grammar_lazy=lazy,
-        grammar_triggers=triggers,
-        grammar_error=grammar_error,
         preserved_tokens=[THINK_START, THINK_END, CALL_START, CALL_END, ARG_KEY, ARG_KEY_END, ARG_VAL,
                           ARG_VAL_END, ROLE_END],
         additional_stops=[ROLE_END],
@@ -165,7 +155,8 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         thinking_end_tags=[THINK_END, CALL_START],
         message_delimiters={"assistant": ROLE, "user": "<role>HUMAN</role>", "tool": "<role>OBSERVATION</role>",
                             "system": "<role>SYSTEM</role>"},
-        peg=lambda p: _peg_root(p, view, think_open),
+        **C.grammar_fields(lambda p: _peg_root(p, view, think_open), include=view.tools_active,
+                           lazy=not view.required, trigger=C.word_trigger(CALL_START)),
     )
 
 

@@ -107,26 +107,18 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
             gp += "\n" + THINK_END + "\n\n" + view.continue_content()
 
     include_grammar = view.has_schema or view.tools_active
-    grammar, grammar_error, lazy, triggers = None, "", False, []
-    if include_grammar:
-        lazy = not (view.has_schema or (view.tools_active and view.required))
-        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view), lazy)
-        triggers = [C.word_trigger(FUNC)]
-
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view),
         generation_prompt=gp,
-        grammar=grammar,
-        grammar_lazy=lazy,
-        grammar_triggers=triggers,
-        grammar_error=grammar_error,
         preserved_tokens=[FUNC, "<param", FUNC_END, PARAM_END, THINK_START, THINK_END],
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
         message_delimiters={"assistant": "<|im_start|>assistant", "tool": "<|im_start|>user\n<tool_response>",
                             "user": "<|im_start|>user", "system": "<|im_start|>system"},
-        peg=lambda p: _peg_root(p, view),
+        **C.grammar_fields(lambda p: _peg_root(p, view), include=include_grammar,
+                           lazy=not (view.has_schema or (view.tools_active and view.required)),
+                           trigger=C.word_trigger(FUNC)),
     )
 
 

@@ -245,28 +245,20 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
             gp += THINK_END + view.continue_content()
 
     include_grammar = view.has_schema or view.tools_active
-    grammar, grammar_error, lazy, triggers = None, "", False, []
-    if include_grammar:
-        lazy = not (view.has_schema or (view.tools_active and view.required))
-        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view, gen_literal), lazy)
-        triggers = [C.word_trigger(FC_START)]
-
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view, gen_literal),
         generation_prompt=gp,
-        grammar=grammar,
-        grammar_lazy=lazy,
-        grammar_triggers=triggers,
-        grammar_error=grammar_error,
         preserved_tokens=[NS, "<tool_call>", "</tool_call>", THINK_START, THINK_END],
         format="peg-minimax-m3",
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
         message_delimiters={"assistant": "]~b]ai", "user": "]~b]user", "tool": "]~b]tool",
                             "system": "]~b]system"},
-        peg=lambda p: _peg_root(p, view, gen_literal),
         drop_blank_reasoning=False,
+        **C.grammar_fields(lambda p: _peg_root(p, view, gen_literal), include=include_grammar,
+                           lazy=not (view.has_schema or (view.tools_active and view.required)),
+                           trigger=C.word_trigger(FC_START)),
     )
 
 

@@ -165,25 +165,17 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
             gp += EOM + START + TO_USER + MESSAGE + view.continue_content()
 
     include_grammar = view.has_schema or view.tools_active
-    grammar, grammar_error, lazy, triggers = None, "", False, []
-    if include_grammar:
-        lazy = not (view.has_schema or (view.tools_active and view.required))
-        grammar, grammar_error = C.peg_grammar(lambda p: _peg_root(p, view), lazy)
-        triggers = [C.pattern_trigger(TRIGGER_PATTERN)]
-
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view, include_grammar),
         generation_prompt=gp,
-        grammar=grammar,
-        grammar_lazy=lazy,
-        grammar_triggers=triggers,
-        grammar_error=grammar_error,
         preserved_tokens=["<|start|>", MESSAGE, EOM, EOT, FCALLS, "<atem:invoke", "<atem:parameter", PARAM_END,
                           INVOKE_END, FCALLS_END],
         message_delimiters={"assistant": START, "user": "<|start|>user", "system": "<|start|>system",
                             "tool": "<|start|>tool"},
-        peg=lambda p: _peg_root(p, view),
+        **C.grammar_fields(lambda p: _peg_root(p, view), include=include_grammar,
+                           lazy=not (view.has_schema or (view.tools_active and view.required)),
+                           trigger=C.pattern_trigger(TRIGGER_PATTERN)),
     )
 
 
