@@ -694,17 +694,26 @@ def repeat(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], lo: int = 0
 # --------------------------------------------------------------------------------------------------------------
 
 
-def json_arg_value(sc: Scanner, b: "MessageBuilder", close: str) -> None:
-    """``tool_arg_json_value(json) tool_arg_close(close)``: a JSON value (appended as it streams), then
-    ``close``."""
+def streamed_json_value(sc: Scanner, emit: Callable[[str], None]) -> int:
+    """The JSON value at ``sc.pos`` (:func:`scan_json`, the scanner's memo) handed to ``emit`` as far as it
+    goes: when the input ends inside it, ``emit(partial text)`` and :class:`Incomplete` is re-raised; else
+    ``emit(value text)`` and its end is returned (``sc.pos`` is left for the caller to move). :class:`Mismatch`
+    propagates with nothing emitted. Serves JSON arguments (``set_args`` / ``arg_json``) and JSON content
+    (response-format output, ``add_content``)."""
     start = sc.pos
     try:
         end = scan_json(sc.text, start, sc.memo)
     except Incomplete as e:
-        b.arg_json(sc.text[start:max(start, e.end)])
+        emit(sc.text[start:max(start, e.end)])
         raise
-    b.arg_json(sc.text[start:end])
-    sc.pos = end
+    emit(sc.text[start:end])
+    return end
+
+
+def json_arg_value(sc: Scanner, b: "MessageBuilder", close: str) -> None:
+    """``tool_arg_json_value(json) tool_arg_close(close)``: a JSON value (appended as it streams), then
+    ``close``."""
+    sc.pos = streamed_json_value(sc, b.arg_json)
     sc.expect(close)
     b.arg_close()
 

@@ -83,14 +83,7 @@ def _make_body(view: C.RequestView):
         sc.expect(",")
         sc.space()
         key(sc, "parameters")
-        start = sc.pos
-        try:
-            end = C.scan_json(sc.text, start, sc.memo)
-        except Incomplete as e:
-            b.set_args(sc.text[start:max(start, e.end)])
-            raise
-        b.set_args(sc.text[start:end])
-        sc.pos = end
+        sc.pos = C.streamed_json_value(sc, b.set_args)
         sc.space()
         sc.expect("}")
         b.close_call()
@@ -121,14 +114,7 @@ def _make_body(view: C.RequestView):
     def text_content(sc: Scanner, b: C.MessageBuilder) -> None:
         sc.expect(TEXT_START)
         if view.has_schema:
-            start = sc.pos
-            try:
-                end = C.scan_json(sc.text, start, sc.memo)
-            except Incomplete as e:
-                b.add_content(sc.text[start:e.end])
-                raise
-            b.add_content(sc.text[start:end])
-            sc.pos = end
+            sc.pos = C.streamed_json_value(sc, b.add_content)
         else:
             b.add_content(sc.until(TEXT_END))
         sc.optional(TEXT_END)

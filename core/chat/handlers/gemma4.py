@@ -291,14 +291,7 @@ def _make_body(view: C.RequestView):
             C.optional(sc, b, thought)
             sc.expect("```json")
             sc.space()
-            start = sc.pos
-            try:
-                end = C.scan_json(sc.text, sc.pos, sc.memo)
-            except Incomplete as e:
-                b.add_content(sc.text[start:e.end])
-                raise
-            b.add_content(sc.text[start:end])
-            sc.pos = end
+            sc.pos = C.streamed_json_value(sc, b.add_content)
             sc.space()
             sc.expect("```")
             return

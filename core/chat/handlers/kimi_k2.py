@@ -57,14 +57,7 @@ def _make_body(view: C.RequestView):
         call_id = sc.text[id_start:sc.pos]
         sc.expect(ARGS_BEGIN)
         b.open_call(opens[head], call_id=call_id)
-        start = sc.pos
-        try:
-            end = C.scan_json(sc.text, start, sc.memo)
-        except Incomplete as e:
-            b.set_args(sc.text[start:max(start, e.end)])
-            raise
-        b.set_args(sc.text[start:end])
-        sc.pos = end
+        sc.pos = C.streamed_json_value(sc, b.set_args)
         sc.optional(CALL_END)
         b.close_call()
 

@@ -17,7 +17,7 @@ from typing import Any
 from ...templating import ChatTemplate
 from ..request import ChatRequest, Continuation
 from . import _common as C
-from ._common import Incomplete, Mismatch, Scanner
+from ._common import Mismatch, Scanner
 
 NAME = "minicpm5"
 
@@ -76,13 +76,7 @@ def _make_body(view: C.RequestView):
             sc.expect(THINK_END)
             sc.space()
         if view.has_schema:
-            start = sc.pos
-            try:
-                end = C.scan_json(sc.text, start, sc.memo)
-            except Incomplete as e:
-                b.add_content(sc.text[start:e.end])
-                raise
-            b.add_content(sc.text[start:end])
+            C.streamed_json_value(sc, b.add_content)
             return
         if not view.tools_active:
             b.add_content(sc.until())

@@ -205,14 +205,7 @@ def _make_body(view: C.RequestView, gen_literal: str):
         if view.has_schema:
             sc.expect("```json")
             sc.space()
-            start = sc.pos
-            try:
-                end = C.scan_json(sc.text, start, sc.memo)
-            except Incomplete as e:
-                b.add_content(sc.text[start:e.end])
-                raise
-            b.add_content(sc.text[start:end])
-            sc.pos = end
+            sc.pos = C.streamed_json_value(sc, b.add_content)
             sc.space()
             sc.expect("```")
         elif not view.tools_active:

@@ -126,14 +126,7 @@ def _make_body(view: C.RequestView, include_grammar: bool):
             if fenced == 1:
                 sc.pos += len("```json")
                 sc.space()
-            start = sc.pos
-            try:
-                end = C.scan_json(sc.text, start, sc.memo)
-            except Incomplete as e:
-                b.add_content(sc.text[start:e.end])
-                raise
-            b.add_content(sc.text[start:end])
-            sc.pos = end
+            sc.pos = C.streamed_json_value(sc, b.add_content)
             if fenced == 1:
                 sc.space()
                 sc.expect("```")
