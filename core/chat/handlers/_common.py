@@ -726,6 +726,28 @@ def string_arg_value(sc: Scanner, b: "MessageBuilder", close: str) -> None:
     b.arg_close()
 
 
+def tagged_args(sc: Scanner, b: "MessageBuilder", params: dict[str, tuple[str, str]], close: str,
+                string_value: Callable[[Scanner, "MessageBuilder", str], None]) -> None:
+    """Tagged parameters in any order (MiniCPM5 ``<param name="k">``, Muse Glimmer ``<atem:parameter
+    name="k">``): ``params`` maps each opening tag to ``(name, kind)`` (kind from :func:`tagged_value_kind`);
+    after a tag, a ``"string"`` value is read by ``string_value(sc, b, close)``, any other by
+    :func:`json_arg_value`, then whitespace. Stops (nothing consumed) at text that opens no parameter, at the
+    end of the input, or at once when ``params`` is empty; :class:`Incomplete` propagates."""
+    while params and sc.pos < sc.n:
+        try:
+            ptag = sc.choose_literal(params)
+        except Mismatch:
+            break
+        sc.pos += len(ptag)
+        key, kind = params[ptag]
+        b.arg_name(key)
+        if kind == "string":
+            string_value(sc, b, close)
+        else:
+            json_arg_value(sc, b, close)
+        sc.space()
+
+
 def json_or_string_arg_value(sc: Scanner, b: "MessageBuilder", close: str) -> None:
     """``atomic(json close) | string``: typed when the text is a JSON value immediately followed by ``close``,
     else raw text as a string. Nothing is emitted while the JSON reading is still possible."""

@@ -45,19 +45,7 @@ def _make_body(view: C.RequestView):
         b.open_call(name)
         params = {'<param name="' + p + '">': (p, C.tagged_value_kind(s)) for p, s, _ in tools[name].params()}
         sc.space()
-        while params and sc.pos < sc.n:
-            try:
-                ptag = sc.choose_literal(params)
-            except Mismatch:
-                break
-            sc.pos += len(ptag)
-            key, kind = params[ptag]
-            b.arg_name(key)
-            if kind == "string":
-                C.cdata_or_string_arg_value(sc, b, PARAM_END)
-            else:
-                C.json_arg_value(sc, b, PARAM_END)
-            sc.space()
+        C.tagged_args(sc, b, params, PARAM_END, C.cdata_or_string_arg_value)
         sc.space()
         sc.expect(FUNC_END)
         b.close_call()

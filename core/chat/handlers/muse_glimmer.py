@@ -20,7 +20,7 @@ from typing import Any
 from ...templating import ChatTemplate
 from ..request import ChatRequest, Continuation
 from . import _common as C
-from ._common import Incomplete, Mismatch, Scanner
+from ._common import Incomplete, Scanner
 
 NAME = "muse_glimmer"
 
@@ -75,19 +75,7 @@ def _make_body(view: C.RequestView, include_grammar: bool):
         sc.space()
         params = {'<atem:parameter name="' + p + '">': (p, C.tagged_value_kind(s))
                   for p, s, _ in tools[name].params()}
-        while params and sc.pos < sc.n:
-            try:
-                ptag = sc.choose_literal(params)
-            except Mismatch:
-                break
-            sc.pos += len(ptag)
-            key, kind = params[ptag]
-            b.arg_name(key)
-            if kind == "string":
-                C.string_arg_value(sc, b, PARAM_END)
-            else:
-                C.json_arg_value(sc, b, PARAM_END)
-            sc.space()
+        C.tagged_args(sc, b, params, PARAM_END, C.string_arg_value)
         sc.space()
         sc.expect(INVOKE_END)
         sc.space()
