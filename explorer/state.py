@@ -156,6 +156,13 @@ def load_spec(spec: str, variant: str | None = None, *, revision: str | None = N
     return from_loaded(load_template(spec, variant, **kw), origin)
 
 
+def is_repo_id(spec: str) -> bool:
+    """True if ``spec`` has the shape of a Hub repo id (``org/name``, ``org/name@rev``, a huggingface.co URL)."""
+    from core.sources import is_repo_id as _is_repo_id
+
+    return _is_repo_id(spec)
+
+
 def load_upload(data: bytes, filename: str, **limits: Any) -> CurrentTemplate:
     """An uploaded file's bytes through ``core.sources.load_bytes`` (format from the name / GGUF magic);
     ``limits``: ``max_bytes`` / ``max_json_bytes`` / ``max_gguf_bytes``."""

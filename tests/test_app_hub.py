@@ -76,3 +76,13 @@ def test_hub_offline_not_cached_is_a_clear_message(offline_cache):
     assert "acme/never-downloaded" in errs[0] and "offline" in errs[0].lower()
     assert at.text_input(key="in_hub_repo").value == "acme/never-downloaded"  # the input is kept
     assert "hf_" not in errs[0].lower().replace("hf_hub_offline", "")       # no token material shown
+
+
+@pytest.mark.parametrize("typed", ["not a repo id", "a/b/c/d", "/etc/hostname", "assets/templates/plain-chat.jinja"])
+def test_hub_field_takes_repo_ids_only(offline_cache, typed):
+    """What is typed in the Hub field is a repo id: a wrong shape is named as such (it said 'file not found'),
+    and a local path is not loaded from the server's disk under the 'hub' label."""
+    at = _fetch(typed)
+    errs = errors(at)
+    assert len(errs) == 1 and "not a Hub repository id" in errs[0] and typed in errs[0]
+    assert not at.success

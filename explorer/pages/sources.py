@@ -52,6 +52,9 @@ elif kind == "Hugging Face Hub":
         repo = (st.session_state.get("in_hub_repo") or "").strip()
         if not repo:
             st.error("Enter a repository id such as org/model.")
+        elif not state.is_repo_id(repo):  # not a path either: local files are the Upload / Local folder options
+            st.error(md(f"{repo!r} is not a Hub repository id: expected org/name (letters, digits, '-', '_', '.'), "
+                        "org/name@revision or a huggingface.co URL."))
         else:
             rev = (st.session_state.get("in_hub_revision") or "").strip() or None
             with st.spinner("Fetching from the Hub…"):
