@@ -130,21 +130,32 @@ def compute_deltas(prev: AssistantMessage, new: AssistantMessage) -> list[Messag
         raise StreamRetractionError("a tool call disappeared")
     for i, call in enumerate(new.tool_calls):
         if i < len(prev.tool_calls):
-            old = prev.tool_calls[i]
-            if old.name != call.name and old.name:
-                raise StreamRetractionError(f"tool call {i} changed its name")
-            if old.id and old.id != call.id:
-                raise StreamRetractionError(f"tool call {i} changed its id")
-            if not call.arguments.startswith(old.arguments):
-                raise StreamRetractionError(f"tool call {i} arguments were rewritten")
-            name = call.name if not old.name else ""
-            call_id = call.id if not old.id else ""
-            args = call.arguments[len(old.arguments):]
-            if name or call_id or args:
-                out.append(MessageDelta(tool_call=ToolCallDelta(i, call_id, name, args)))
+            delta = tool_call_delta(i, prev.tool_calls[i], call)
+            if delta is not None:
+                out.append(delta)
         else:
             out.append(MessageDelta(tool_call=ToolCallDelta(i, call.id, call.name, call.arguments)))
     return out
+
+
+def tool_call_delta(i: int, old: ToolCall, call: ToolCall) -> MessageDelta | None:
+    """The delta that extends tool call ``i`` from ``old`` (seen before) to ``call``: the name and the id only
+    where ``old`` had none, the new argument text; None when nothing is new. Raises
+    :class:`StreamRetractionError` if ``call`` does not extend ``old`` (name or id changed, arguments
+    rewritten). Part of llama.cpp ``common_chat_msg_diff::compute_diffs``; used by :func:`compute_deltas` and
+    :func:`core.chat.stream.stream_deltas_between`."""
+    if old.name != call.name and old.name:
+        raise StreamRetractionError(f"tool call {i} changed its name")
+    if old.id and old.id != call.id:
+        raise StreamRetractionError(f"tool call {i} changed its id")
+    if not call.arguments.startswith(old.arguments):
+        raise StreamRetractionError(f"tool call {i} arguments were rewritten")
+    name = call.name if not old.name else ""
+    call_id = call.id if not old.id else ""
+    args = call.arguments[len(old.arguments):]
+    if name or call_id or args:
+        return MessageDelta(tool_call=ToolCallDelta(i, call_id, name, args))
+    return None
 
 
 def apply_deltas(msg: AssistantMessage, deltas: list[MessageDelta]) -> AssistantMessage:

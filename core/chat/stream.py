@@ -29,7 +29,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-from .message import AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta
+from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta,
+                      tool_call_delta)
 
 # --------------------------------------------------------------------------------------------------------------
 # incremental mapping of chat parse trees
@@ -639,17 +640,9 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
             old = pcalls[i]
             if old is call:
                 continue
-            if old.name != call.name and old.name:
-                raise StreamRetractionError(f"tool call {i} changed its name")
-            if old.id and old.id != call.id:
-                raise StreamRetractionError(f"tool call {i} changed its id")
-            if not call.arguments.startswith(old.arguments):
-                raise StreamRetractionError(f"tool call {i} arguments were rewritten")
-            name = call.name if not old.name else ""
-            call_id = call.id if not old.id else ""
-            args = call.arguments[len(old.arguments):]
-            if name or call_id or args:
-                out.append(MessageDelta(tool_call=ToolCallDelta(i, call_id, name, args)))
+            delta = tool_call_delta(i, old, call)
+            if delta is not None:
+                out.append(delta)
         else:
             out.append(MessageDelta(tool_call=ToolCallDelta(i, call.id, call.name, call.arguments)))
     return out
