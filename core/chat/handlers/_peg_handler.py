@@ -9,8 +9,8 @@ plus the handler's name and its rendered prompt.
 
 Helpers: :func:`prepared_for` (the request path's prepared request), :func:`foreach_function` /
 :func:`foreach_parameter` (llama.cpp ``parsers.cpp``), :func:`value_types` (llama.cpp
-``common_chat_schema::value_types``), :func:`make_grammar`, :func:`has_response_format`; ``word`` / ``pattern``
-(grammar triggers) are ``_common``'s :func:`word_trigger` / :func:`pattern_trigger`.
+``common_chat_schema::value_types``), :func:`make_grammar`, :func:`grammar_for`, :func:`has_response_format`;
+``word`` / ``pattern`` (grammar triggers) are ``_common``'s :func:`word_trigger` / :func:`pattern_trigger`.
 """
 
 from __future__ import annotations
@@ -120,6 +120,16 @@ def make_grammar(arena: Arena, lazy: bool, notes: list[str] | None = None) -> st
         notes.extend("grammar: " + e for e in gb.errors)
         notes.extend("grammar: " + w for w in gb.warnings)
     return text
+
+
+def grammar_for(arena: Arena, notes: list[str], *, include: bool, lazy: bool,
+                triggers: list[GrammarTrigger]) -> tuple[str | None, bool, list[GrammarTrigger]]:
+    """``(grammar, grammar_lazy, grammar_triggers)`` for :func:`make_parser`: when ``include`` (the handler's
+    llama.cpp builder emits a grammar: tools active, a response format…), the GBNF of ``arena`` (lazy or not,
+    :func:`make_grammar`, problems appended to ``notes``) with ``triggers``; otherwise ``(None, False, [])``."""
+    if not include:
+        return None, False, []
+    return make_grammar(arena, lazy, notes), lazy, triggers
 
 
 @dataclass

@@ -25,7 +25,7 @@ from typing import Any
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
 from ..request import Continuation, ReasoningFormat, ToolChoice
-from ._peg_handler import (foreach_function, foreach_parameter, has_response_format, make_grammar, make_parser,
+from ._peg_handler import (foreach_function, foreach_parameter, grammar_for, has_response_format, make_parser,
                            prepared_for, word)
 from ...grammar.json_schema import may_be_string
 
@@ -183,11 +183,8 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
 
     arena = build_chat_peg_parser(root)
     notes: list[str] = []
-    grammar, lazy, triggers = None, False, []
-    if include_grammar:
-        lazy = has_tools and not require_tools
-        grammar = make_grammar(arena, lazy, notes)
-        triggers = [word(fc_start)]
+    grammar, lazy, triggers = grammar_for(arena, notes, include=include_grammar,
+                                          lazy=has_tools and not require_tools, triggers=[word(fc_start)])
     return make_parser(
         NAME, arena, generation_prompt=gp, parser_generation_prompt=parser_gp, prompt=prompt, grammar=grammar,
         grammar_lazy=lazy, grammar_triggers=triggers, preserved_tokens=[DSML, THINK_START, THINK_END],

@@ -16,7 +16,7 @@ from typing import Any
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import render_prompt
 from ..request import ToolChoice
-from ._peg_handler import foreach_function, function_parameters_schema, make_grammar, make_parser, pattern, prepared_for
+from ._peg_handler import foreach_function, function_parameters_schema, grammar_for, make_parser, pattern, prepared_for
 
 NAME = "functionary-v3.2"
 PREFIX = "<|start_header_id|>assistant<|end_header_id|>\n\n>>>"
@@ -72,11 +72,8 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
 
     arena = build_chat_peg_parser(root)
     notes: list[str] = []
-    grammar, lazy, triggers = None, False, []
-    if tools_active:
-        lazy = request.tool_choice == ToolChoice.AUTO
-        grammar = make_grammar(arena, lazy, notes)
-        triggers = [pattern(">>>(?!all)")]
+    grammar, lazy, triggers = grammar_for(arena, notes, include=tools_active,
+                                          lazy=request.tool_choice == ToolChoice.AUTO, triggers=[pattern(">>>(?!all)")])
     return make_parser(NAME, arena, generation_prompt=gp, parser_generation_prompt=generation_prompt, prompt=prompt,
                        grammar=grammar, grammar_lazy=lazy, grammar_triggers=triggers, preserved_tokens=[">>>all"],
                        notes=notes)

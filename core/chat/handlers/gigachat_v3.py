@@ -12,7 +12,7 @@ from typing import Any
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import render_prompt
 from ..request import ToolChoice
-from ._peg_handler import function_parameters_schema, make_grammar, make_parser, prepared_for, word
+from ._peg_handler import function_parameters_schema, grammar_for, make_parser, prepared_for, word
 
 NAME = "gigachat-v3"
 PREFIX = "assistant<|role_sep|>\n"
@@ -58,11 +58,8 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
 
     arena = build_chat_peg_parser(root)
     notes: list[str] = []
-    grammar, lazy, triggers = None, False, []
-    if tools_active:
-        lazy = request.tool_choice == ToolChoice.AUTO
-        grammar = make_grammar(arena, lazy, notes)
-        triggers = [word(TOOL_CALL_START)]
+    grammar, lazy, triggers = grammar_for(arena, notes, include=tools_active,
+                                          lazy=request.tool_choice == ToolChoice.AUTO, triggers=[word(TOOL_CALL_START)])
     return make_parser(NAME, arena, generation_prompt=gp, parser_generation_prompt=generation_prompt, prompt=prompt,
                        grammar=grammar, grammar_lazy=lazy, grammar_triggers=triggers,
                        preserved_tokens=["<|message_sep|>\n\n", "<|role_sep|>\n"], notes=notes)

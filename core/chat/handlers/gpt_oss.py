@@ -18,7 +18,7 @@ from typing import Any
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
 from ..request import Continuation, ReasoningFormat, ToolChoice
-from ._peg_handler import (foreach_function, function_parameters_schema, has_response_format, make_grammar,
+from ._peg_handler import (foreach_function, function_parameters_schema, grammar_for, has_response_format,
                            make_parser, pattern, prepared_for)
 
 NAME = "gpt-oss"
@@ -112,14 +112,13 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
 
     arena = build_chat_peg_parser(root)
     notes: list[str] = []
-    grammar, lazy, triggers = None, False, []
-    if include_grammar:
-        lazy = not (has_rf or (has_tools and request.tool_choice == ToolChoice.REQUIRED))
-        grammar = make_grammar(arena, lazy, notes)
-        triggers = [pattern(r"^\s+to$"),
-                    pattern(r"^<\|channel\|>(?:commentary|analysis)\s+to=functions$"),
-                    pattern(r"<\|start\|>assistant(\s+to)"),
-                    pattern(r"<\|start\|>assistant(<\|channel\|>(?:commentary|analysis)\s+to)")]
+    grammar, lazy, triggers = grammar_for(
+        arena, notes, include=include_grammar,
+        lazy=not (has_rf or (has_tools and request.tool_choice == ToolChoice.REQUIRED)),
+        triggers=[pattern(r"^\s+to$"),
+                  pattern(r"^<\|channel\|>(?:commentary|analysis)\s+to=functions$"),
+                  pattern(r"<\|start\|>assistant(\s+to)"),
+                  pattern(r"<\|start\|>assistant(<\|channel\|>(?:commentary|analysis)\s+to)")])
     return make_parser(
         NAME, arena, generation_prompt=gp, parser_generation_prompt=parser_gp, prompt=prompt, grammar=grammar,
         grammar_lazy=lazy, grammar_triggers=triggers,

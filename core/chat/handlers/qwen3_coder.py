@@ -22,7 +22,7 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..request import Continuation, ReasoningFormat, ToolChoice
-from ._peg_handler import (foreach_function, foreach_parameter, has_response_format, make_grammar, make_parser,
+from ._peg_handler import (foreach_function, foreach_parameter, grammar_for, has_response_format, make_parser,
                            prepared_for, value_types, word)
 from ..prompt import render_prompt
 
@@ -130,12 +130,9 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
 
     arena = build_chat_peg_parser(root)
     notes: list[str] = []
-    grammar, lazy, triggers = None, False, []
-    if include_grammar:
-        lazy = has_tools and request.tool_choice == ToolChoice.AUTO
-        grammar = make_grammar(arena, lazy, notes)
-        if lazy:
-            triggers = [word(s) for s in tool_call_starts]
+    lazy = has_tools and request.tool_choice == ToolChoice.AUTO
+    grammar, lazy, triggers = grammar_for(arena, notes, include=include_grammar, lazy=lazy,
+                                          triggers=[word(s) for s in tool_call_starts] if lazy else [])
     return make_parser(
         NAME, arena, generation_prompt=gp, parser_generation_prompt=generation_prompt, prompt=prompt,
         grammar=grammar, grammar_lazy=lazy, grammar_triggers=triggers, preserved_tokens=preserved,
