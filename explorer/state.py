@@ -211,15 +211,25 @@ def _analysis_api() -> tuple[Callable[..., Any], Callable[..., Any]]:
     return analyze, reapply
 
 
+FIDELITIES = ("llama.cpp", "improved")
+
+
+def fidelity() -> str:
+    """The session's analysis fidelity: ``"llama.cpp"`` (default: exactly llama.cpp's analysis) or
+    ``"improved"`` (the engine's named improvements beyond llama.cpp)."""
+    value = st.session_state.get("fidelity", FIDELITIES[0])
+    return value if value in FIDELITIES else FIDELITIES[0]
+
+
 @st.cache_resource(max_entries=48, show_spinner="Analysing the template…")
-def _base_report(source: str, name: str) -> Any:
+def _base_report(source: str, name: str, fidelity: str = FIDELITIES[0]) -> Any:
     analyze, _ = _analysis_api()
-    return analyze(ChatTemplate(source, name))
+    return analyze(ChatTemplate(source, name), fidelity=fidelity)
 
 
 @st.cache_resource(max_entries=96, show_spinner=False)
-def _report(source: str, name: str, disabled: tuple[str, ...], overrides_json: str) -> Any:
-    base = _base_report(source, name)
+def _report(source: str, name: str, fidelity: str, disabled: tuple[str, ...], overrides_json: str) -> Any:
+    base = _base_report(source, name, fidelity)
     overrides = json.loads(overrides_json)
     if not disabled and not overrides:
         return base
@@ -238,16 +248,16 @@ def disabled_for(tpl: CurrentTemplate) -> list[str]:
 
 
 def _key(tpl: CurrentTemplate, disabled: list[str] | None, overrides: dict[str, Any] | None
-         ) -> tuple[str, str, tuple[str, ...], str]:
+         ) -> tuple[str, str, str, tuple[str, ...], str]:
     d = tuple(sorted(disabled_for(tpl) if disabled is None else disabled))
     o = overrides_for(tpl) if overrides is None else overrides
-    return tpl.source, tpl.name, d, json.dumps(o, sort_keys=True, ensure_ascii=False)
+    return tpl.source, tpl.name, fidelity(), d, json.dumps(o, sort_keys=True, ensure_ascii=False)
 
 
 def automatic_report(tpl: CurrentTemplate | None = None) -> Any:
     """``core.analysis.analyze`` of the template, no overrides, all workarounds on (cached)."""
     tpl = tpl or current()
-    return _base_report(tpl.source, tpl.name)
+    return _base_report(tpl.source, tpl.name, fidelity())
 
 
 def report(tpl: CurrentTemplate | None = None, *, disabled: list[str] | None = None,
@@ -326,10 +336,11 @@ def _request_api() -> tuple[Any, Any]:
 
 
 @st.cache_resource(max_entries=64, show_spinner="Building the parser…")
-def _bundle(source: str, name: str, disabled: tuple[str, ...], overrides_json: str, request_json: str) -> Any:
+def _bundle(source: str, name: str, fidelity: str, disabled: tuple[str, ...], overrides_json: str,
+            request_json: str) -> Any:
     build_chat_parser, ChatRequest = _request_api()
     req = ChatRequest.from_dict(json.loads(request_json))
-    rep = _report(source, name, disabled, overrides_json)
+    rep = _report(source, name, fidelity, disabled, overrides_json)
     return build_chat_parser(ChatTemplate(source, name), req, report=rep)
 
 

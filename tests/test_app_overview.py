@@ -78,3 +78,18 @@ def test_template_failing_every_probe_says_so(tmp_path):
     assert "every probe" in shown and "Only user/assistant roles supported!" in shown
     at = page(use_corpus(start(), "Qwen-Qwen3-0.6B.jinja"), "overview")
     assert not errors(at)
+
+
+
+def test_improved_fidelity_switch_changes_the_analysis():
+    """DeepSeek R1 prints call arguments as text: llama.cpp's probes (objects) find markers holding argument
+    text; the improved fidelity probes with text, says which improvement changed the analysis, and the markers
+    change with it."""
+    at = page(use_corpus(start(), "hfjs-deepseek-ai-DeepSeek-R1.jinja"), "overview")
+    assert not any("Fidelity" in unmd(i.value) for i in at.info)
+    before = frame_with(at, "field").copy()
+    at.sidebar.radio(key="fidelity").set_value("improved").run()
+    assert not at.exception, at.exception
+    infos = [unmd(i.value) for i in at.info]
+    assert any("string-argument-probes" in i for i in infos), infos
+    assert not before.equals(frame_with(at, "field"))

@@ -34,6 +34,10 @@ def render() -> None:
             st.session_state["in_quick_bundled"] = want  # follow template changes made on other pages
         st.selectbox("Bundled examples", names, key="in_quick_bundled", on_change=_pick_bundled,
                      placeholder="Pick an example…")
+        st.radio("Analysis fidelity", state.FIDELITIES, key="fidelity", horizontal=True,
+                 help="llama.cpp: exactly what llama.cpp's auto-parser finds (the reference). improved: this "
+                      "tool's named improvements beyond llama.cpp (e.g. templates that print arguments as text, "
+                      "pythonic calls); parser and grammar follow.")
         err = st.session_state.pop("sidebar_error", None)
         if err is not None:
             state.show_error(err)

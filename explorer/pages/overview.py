@@ -43,6 +43,11 @@ with tab_analysis:
     a = rep.analysis
     if rep.workarounds_applied:
         st.warning(md("Workarounds applied: " + ", ".join(rep.workarounds_applied)))
+    if getattr(rep, "fidelity", "llama.cpp") != "llama.cpp":
+        applied = list(getattr(rep, "improvements_applied", []) or [])
+        st.info(md("Fidelity “improved”: " + (("improvements that changed this analysis or its parser: "
+                                                 + ", ".join(applied)) if applied
+                                                else "no improvement changes this template's analysis.")))
     c1, c2, c3 = st.columns(3)
     c1.metric("Reasoning", a.reasoning.mode.value)
     c2.metric("Content", a.content.mode.value)
