@@ -7,10 +7,10 @@ import pathlib
 
 import streamlit as st
 
+from core.sources import DEFAULT_MAX_BYTES, DEFAULT_MAX_JSON_BYTES
 from explorer import state
 from explorer.components.text import md
 
-MAX_TEXT_UPLOAD = 5 * 1024 * 1024       # .jinja / .json: templates are kilobytes; 5 MB is generous
 MAX_GGUF_UPLOAD = 200 * 1024 * 1024     # .gguf: Streamlit's own default upload cap
 TEMPLATE_SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
 MODEL_FOLDER_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
@@ -67,7 +67,8 @@ elif kind == "Upload a file":
                           type=["jinja", "j2", "json", "gguf"], key="upload_file")
     if up is not None:
         suffix = pathlib.Path(up.name).suffix.lower()
-        limit = MAX_GGUF_UPLOAD if suffix == ".gguf" else MAX_TEXT_UPLOAD
+        # the engine's own limits, so the page never accepts a file the engine then refuses
+        limit = {".gguf": MAX_GGUF_UPLOAD, ".json": DEFAULT_MAX_JSON_BYTES}.get(suffix, DEFAULT_MAX_BYTES)
         if up.size > limit:
             st.error(md(f"{up.name} is {up.size / 1e6:.1f} MB; the limit for {suffix} files is "
                         f"{limit / 1e6:.0f} MB."))
