@@ -1041,6 +1041,14 @@ class RequestView:
     def continue_content(self) -> str:
         return render_content((self.continue_msg or {}).get("content"))
 
+    def prefill(self, reasoning_open: str, content_open: str) -> str:
+        """The generation prompt of a continuation as the handlers rebuild it: ``reasoning_open`` + the continued
+        reasoning, then, when the content is continued, ``content_open`` + the continued content."""
+        gp = reasoning_open + self.continue_reasoning()
+        if self.continuation == Continuation.CONTENT:
+            gp += content_open + self.continue_content()
+        return gp
+
 
 def render_content(content: Any) -> str:
     """A message's content as text: a string as is, typed parts concatenated (llama.cpp ``render_content``)."""

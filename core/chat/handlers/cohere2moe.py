@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from ...templating import ChatTemplate
-from ..request import ChatRequest, Continuation
+from ..request import ChatRequest
 from . import _common as C
 from ._common import Incomplete, Mismatch, Scanner
 
@@ -166,9 +166,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     view = C.request_view(request)
     gp = generation_prompt
     if view.has_continuation:
-        gp = GEN_PREFIX + THINK_START + view.continue_reasoning()
-        if view.continuation == Continuation.CONTENT:
-            gp += THINK_END + TEXT_START + view.continue_content()
+        gp = view.prefill(GEN_PREFIX + THINK_START, THINK_END + TEXT_START)
 
     include_grammar = view.has_schema or view.tools_active
     return C.HandlerParser(

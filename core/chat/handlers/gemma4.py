@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...templating import ChatTemplate
-from ..request import ChatRequest, Continuation
+from ..request import ChatRequest
 from . import _common as C
 from ._common import Incomplete, Mismatch, Scanner
 
@@ -333,9 +333,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     if view.has_continuation:
         base = ctx.render(False, msgs)
         gp = TURN if base.endswith("<turn|>\n") else ""
-        gp += "<|channel>thought\n" + view.continue_reasoning()
-        if view.continuation == Continuation.CONTENT:
-            gp += CHANNEL_END + view.continue_content()
+        gp += view.prefill("<|channel>thought\n", CHANNEL_END)
         prompt = base + gp
     elif ctx.add_generation_prompt:
         prompt = ctx.render(True, msgs)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...templating import ChatTemplate
-from ..request import ChatRequest, Continuation
+from ..request import ChatRequest
 from . import _common as C
 from ._common import Incomplete, Mismatch, Scanner
 
@@ -94,9 +94,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     view = C.request_view(request)
     gp = generation_prompt
     if view.has_continuation:
-        gp = GEN_PROMPT + THINK_START + view.continue_reasoning()
-        if view.continuation == Continuation.CONTENT:
-            gp += THINK_END + view.continue_content()
+        gp = view.prefill(GEN_PROMPT + THINK_START, THINK_END)
 
     return C.HandlerParser(
         name=NAME,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...templating import ChatTemplate
-from ..request import ChatRequest, Continuation
+from ..request import ChatRequest
 from . import _common as C
 from ._common import Incomplete, Mismatch, Scanner
 
@@ -136,9 +136,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     view = C.request_view(request)
     gp = generation_prompt
     if view.has_continuation:
-        gp = MSG_START + THINK_START + view.continue_reasoning()
-        if view.continuation == Continuation.CONTENT:
-            gp += THINK_END + RESP_START + view.continue_content()
+        gp = view.prefill(MSG_START + THINK_START, THINK_END + RESP_START)
 
     return C.HandlerParser(
         name=NAME,

@@ -136,9 +136,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     view = C.request_view(request)
     gp = generation_prompt
     if view.has_continuation:
-        gp = ROLE + "\n" + THINK_START + view.continue_reasoning()
-        if view.continuation == Continuation.CONTENT:
-            gp += THINK_END + view.continue_content()
+        gp = view.prefill(ROLE + "\n" + THINK_START, THINK_END)
         think_open = view.continuation != Continuation.CONTENT
     else:
         last_open, last_close = gp.rfind(THINK_START), gp.rfind(THINK_END)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...templating import ChatTemplate
-from ..request import ChatRequest, Continuation
+from ..request import ChatRequest
 from . import _common as C
 from ._common import Mismatch, Scanner
 
@@ -84,9 +84,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     view = C.request_view(request)
     gp = generation_prompt
     if view.has_continuation:
-        gp = GEN_PROMPT + THINK_START + "\n" + view.continue_reasoning()
-        if view.continuation == Continuation.CONTENT:
-            gp += "\n" + THINK_END + "\n\n" + view.continue_content()
+        gp = view.prefill(GEN_PROMPT + THINK_START + "\n", "\n" + THINK_END + "\n\n")
 
     include_grammar = view.has_schema or view.tools_active
     return C.HandlerParser(

@@ -21,7 +21,7 @@ import json
 from typing import Any
 
 from ...templating import ChatTemplate
-from ..request import ChatRequest, Continuation
+from ..request import ChatRequest
 from . import _common as C
 from ._common import Incomplete, Mismatch, Scanner
 
@@ -233,9 +233,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     gen_literal = gen if cut == -1 else gen[:cut]
     gp = gen
     if view.has_continuation:
-        gp = gen + THINK_START + view.continue_reasoning()
-        if view.continuation == Continuation.CONTENT:
-            gp += THINK_END + view.continue_content()
+        gp = view.prefill(gen + THINK_START, THINK_END)
 
     include_grammar = view.has_schema or view.tools_active
     return C.HandlerParser(
