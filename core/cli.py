@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import multiprocessing as mp
 import os
 import sys
@@ -455,6 +456,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m core`` and the ``chat-template-explorer`` console script."""
     args = build_parser().parse_args(argv)
+    # huggingface_hub logs every connection retry as a multi-line warning; the CLI reports the outcome in one
+    # line (HubOfflineError, HubTimeoutError …), so only its errors are shown.
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     try:
         status = int(args.func(args) or 0)
         sys.stdout.flush()
