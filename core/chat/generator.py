@@ -804,13 +804,7 @@ class _Gen:
                                                  + a.name_suffix) + a.value_prefix + value)
                 named = p.rule(f"tool-{name}-arg-{prop.name}", arg)
                 (required if prop.required else optional).append(named)
-            seq = p.eps()
-            for i, r in enumerate(required):
-                if i > 0:
-                    seq = seq + p.space()
-                seq = seq + r
-            if optional:
-                seq = seq + p.repeat(p.space() + p.choice(*optional), 0, -1)
+            seq = p.required_then_optional(required, optional)
             if a.start:
                 seq = p.literal(a.start) + seq
             if a.end:

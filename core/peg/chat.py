@@ -227,6 +227,19 @@ class ChatBuilder(Builder):
 
         return remaining_of((1 << len(hs)) - 1)
 
+    def required_then_optional(self, required: list[Parseable], optional: list[Parseable]) -> P:
+        """Tool arguments as llama.cpp's tagged-argument builders lay them out: the ``required`` ones in the
+        given order with whitespace between them, then any of the ``optional`` ones (each after whitespace), any
+        number of times. Serves the auto-parser's tagged arguments and the DeepSeek / MiniMax-M3 handlers."""
+        seq = self.eps()
+        for i, r in enumerate(required):
+            if i > 0:
+                seq = seq + self.space()
+            seq = seq + r
+        if optional:
+            seq = seq + self.repeat(self.space() + self.choice(*optional), 0, -1)
+        return seq
+
     # -- JSON tool calls ------------------------------------------------------------------------------------
     def _id_field(self, key: str, allow_number: bool = True) -> P:
         ws = self.space

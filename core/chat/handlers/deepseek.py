@@ -133,13 +133,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                     + value + p.tool_arg_close(p.literal(param_end)))
                 named = p.rule(f"tool-{name}-arg-{pname}", arg)
                 (required if is_req else optional).append(named)
-            args = p.eps()
-            for i, r in enumerate(required):
-                if i > 0:
-                    args = args + p.space()
-                args = args + r
-            if optional:
-                args = args + p.repeat(p.space() + p.choice(*optional), 0, -1)
+            args = p.required_then_optional(required, optional)
             func = p.tool(p.tool_open(p.literal(invoke_start + ' name="') + p.tool_name(p.literal(name))
                                       + p.literal('">\n'))
                           + args + p.space() + p.tool_close(p.literal(invoke_end)))

@@ -305,12 +305,7 @@ def _peg_root(p: Any, view: C.RequestView, gen_literal: str) -> Any:
         for prop in obj.properties:
             el = element(prop.name, prop.schema, prefix + "-" + prop.name, refs)
             (required if prop.required else optional).append(el)
-        members = p.eps()
-        for i, el in enumerate(required):
-            members = members + p.space() + el if i > 0 else members + el
-        if optional:
-            members = members + p.repeat(p.space() + p.choice(*optional), 0, -1)
-        return members
+        return p.required_then_optional(required, optional)
 
     choices = []
     for spec in view.tools:
