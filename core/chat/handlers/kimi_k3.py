@@ -56,13 +56,19 @@ def _param_is_string(schema: C.Schema) -> bool:
 def _make_body(view: C.RequestView):
     tools = {t.name: t for t in view.tools}
 
-    def argument(sc: Scanner, b: C.MessageBuilder, params: dict[str, bool]) -> None:
-        sc.expect(ARG_START)
-        key = sc.choose_literal(params)
-        sc.pos += len(key)
+    def header(sc: Scanner, opener: str, names: dict) -> str:
+        """``opener`` (ending in an opening quote), one of ``names``, the closing quote and the rest of the header
+        up to ``<|sep|>``; returns the name."""
+        sc.expect(opener)
+        name = sc.choose_literal(names)
+        sc.pos += len(name)
         sc.expect('"')
         sc.until(SEP)
         sc.expect(SEP)
+        return name
+
+    def argument(sc: Scanner, b: C.MessageBuilder, params: dict[str, bool]) -> None:
+        key = header(sc, ARG_START, params)
         b.arg_name(key)
         start = sc.pos
         text = sc.until(ARG_END)
@@ -74,12 +80,7 @@ def _make_body(view: C.RequestView):
         b.arg_close()
 
     def call(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect(CALL_START)
-        name = sc.choose_literal(tools)
-        sc.pos += len(name)
-        sc.expect('"')
-        sc.until(SEP)
-        sc.expect(SEP)
+        name = header(sc, CALL_START, tools)
         b.open_call(name)
         params = {p: _param_is_string(s) for p, s, _ in tools[name].params()}
         while params and sc.pos < sc.n:
