@@ -79,11 +79,13 @@ class Arena:
         self.quiet_tags: frozenset[str] = frozenset()
 
     def add(self, node: N.Node) -> int:
+        """Append ``node``, set its ``id`` to its index and return that id (``int``)."""
         node.id = len(self.nodes)
         self.nodes.append(node)
         return node.id
 
     def get(self, pid: int) -> N.Node:
+        """The node with id ``pid``; raises ``IndexError`` if there is none."""
         return self.nodes[pid]
 
     def rule_id(self, name: str) -> int:
@@ -114,11 +116,16 @@ class Arena:
         return describe(self, entry)
 
     def describe_node(self, pid: int) -> str:
+        """One node as a readable expression, two levels deep (see :func:`core.peg.describe.describe_expr`)."""
         from .describe import describe_expr
 
         return describe_expr(self, pid, depth=2)
 
     def entry_id(self, entry: str | None) -> int:
+        """Node id to start parsing from: the root when ``entry`` is None, else the named entry point.
+
+        Raises :class:`PegError` when no root is set or ``entry`` is unknown (the message lists the known entries).
+        """
         if entry is None:
             if self.root < 0:
                 raise PegError("no root parser set")
@@ -152,6 +159,7 @@ class Builder:
         raise PegError(f"cannot use {type(p).__name__} as a parser (expected a parser handle or a string)")
 
     def node(self, p: P) -> N.Node:
+        """The arena node behind handle ``p``."""
         return self.arena.get(p.id)
 
     # -- primitives -----------------------------------------------------------------------------------------
@@ -206,12 +214,15 @@ class Builder:
         return self._add(N.Repeat(child=self.lift(p).id, min=min, max=max))
 
     def optional(self, p: Parseable) -> P:
+        """``p?``: ``repeat(p, 0, 1)``."""
         return self.repeat(p, 0, 1)
 
     def zero_or_more(self, p: Parseable) -> P:
+        """``p*``: ``repeat(p, 0, -1)``."""
         return self.repeat(p, 0, -1)
 
     def one_or_more(self, p: Parseable) -> P:
+        """``p+``: ``repeat(p, 1, -1)``."""
         return self.repeat(p, 1, -1)
 
     def peek(self, p: Parseable) -> P:
@@ -236,6 +247,7 @@ class Builder:
         return self._add(N.Chars(pattern=classes, ranges=ranges, negated=negated, min=min, max=max))
 
     def one(self, classes: str) -> P:
+        """Exactly one character of the class ``classes`` (``chars(classes, 1, 1)``)."""
         return self.chars(classes, 1, 1)
 
     def until(self, delimiter: str) -> P:
@@ -340,12 +352,20 @@ class Builder:
                                  lambda: self.seq('"', self.string_content('"'), '"'))
 
     def json_bool(self) -> P:
+        """Rule ``json-bool``: ``true`` | ``false``; follows llama.cpp ``common_peg_parser_builder::json_bool``."""
         return self.rule("json-bool", lambda: self.choice("true", "false"))
 
     def json_null(self) -> P:
+        """Rule ``json-null``: the literal ``null``; follows llama.cpp ``common_peg_parser_builder::json_null``."""
         return self.rule("json-null", lambda: self.literal("null"))
 
     def json_object(self) -> P:
+        """Rule ``json-object``: ``{`` ws (``}`` | member (ws ``,`` ws member)* ws ``}``),
+        member = json-string ws ``:`` ws json-value.
+
+        Run by the engine's native ``json-object`` scanner;
+        follows llama.cpp ``common_peg_parser_builder::json_object``.
+        """
         def body() -> P:
             ws = self.space()
             member = self.seq(self.json_string(), ws, ":", ws, self.json())
@@ -354,6 +374,10 @@ class Builder:
         return self._native_rule("json-object", "json-object", body)
 
     def json_array(self) -> P:
+        """Rule ``json-array``: ``[`` ws (``]`` | value (ws ``,`` ws value)* ws ``]``).
+
+        Run by the engine's native ``json-array`` scanner; follows llama.cpp ``common_peg_parser_builder::json_array``.
+        """
         def body() -> P:
             ws = self.space()
             elements = self.seq(self.json(), self.zero_or_more(self.seq(ws, ",", ws, self.json())))
@@ -373,26 +397,35 @@ class Builder:
 
     # -- Python-style values (LFM2-like formats; plain combinators) -----------------------------------------
     def double_quoted_string(self) -> P:
+        """Rule ``double-quoted-string``: ``"`` string content ``"``; follows llama.cpp ``double_quoted_string``."""
         return self.rule("double-quoted-string", lambda: self.seq('"', self.string_content('"'), '"'))
 
     def single_quoted_string(self) -> P:
+        """Rule ``single-quoted-string``: ``'`` string content ``'``; follows llama.cpp ``single_quoted_string``."""
         return self.rule("single-quoted-string", lambda: self.seq("'", self.string_content("'"), "'"))
 
     def quoted_string(self) -> P:
+        """Rule ``quoted-string``: double- or single-quoted string; follows llama.cpp ``quoted_string``."""
         return self.rule("quoted-string", lambda: self.choice(self.double_quoted_string(),
                                                               self.single_quoted_string()))
 
     def python_string(self) -> P:
+        """Rule ``python-string``: double- or single-quoted string; follows llama.cpp ``python_string``."""
         return self.rule("python-string", lambda: self.choice(self.double_quoted_string(),
                                                               self.single_quoted_string()))
 
     def python_bool(self) -> P:
+        """Rule ``python-bool``: ``True`` | ``False``; follows llama.cpp ``python_bool``."""
         return self.rule("python-bool", lambda: self.choice("True", "False"))
 
     def python_null(self) -> P:
+        """Rule ``python-none``: the literal ``None``; follows llama.cpp ``python_null``."""
         return self.rule("python-none", lambda: self.literal("None"))
 
     def python_dict(self) -> P:
+        """Rule ``python-dict``: ``{`` ws (``}`` | member (ws ``,`` ws member)* ws ``}``) ws, member =
+        python-string ws ``:`` ws python-value; follows llama.cpp ``python_dict``.
+        """
         def body() -> P:
             ws = self.space()
             member = self.seq(self.python_string(), ws, ":", ws, self.python_value())
@@ -401,6 +434,9 @@ class Builder:
         return self.rule("python-dict", body)
 
     def python_array(self) -> P:
+        """Rule ``python-array``: ``[`` ws (``]`` | value (``,`` ws value)* ws ``]``) ws (no whitespace before a
+        ``,``); follows llama.cpp ``python_array``.
+        """
         def body() -> P:
             ws = self.space()
             elements = self.seq(self.python_value(), self.zero_or_more(self.seq(",", ws, self.python_value())))
@@ -408,6 +444,9 @@ class Builder:
         return self.rule("python-array", body)
 
     def python_value(self) -> P:
+        """Rule ``python-value``: dict | array | python-string | json-number | ``True``/``False`` | ``None``;
+        follows llama.cpp ``python_value``.
+        """
         return self.rule("python-value", lambda: self.choice(
             self.python_dict(), self.python_array(), self.python_string(), self.json_number(),
             self.python_bool(), self.python_null()))

@@ -101,45 +101,77 @@ class ChatBuilder(Builder):
 
     # -- tags -----------------------------------------------------------------------------------------------
     def reasoning_block(self, p: Parseable) -> P:
+        """``p`` tagged ``reasoning-block`` (:data:`REASONING_BLOCK`);
+        follows llama.cpp ``common_chat_peg_builder::reasoning_block``.
+        """
         return self.tag(REASONING_BLOCK, p)
 
     def reasoning(self, p: Parseable) -> P:
+        """``p`` tagged ``reasoning`` (:data:`REASONING`); follows llama.cpp ``common_chat_peg_builder::reasoning``."""
         return self.tag(REASONING, p)
 
     def content(self, p: Parseable) -> P:
+        """``p`` tagged ``content`` (:data:`CONTENT`); follows llama.cpp ``common_chat_peg_builder::content``."""
         return self.tag(CONTENT, p)
 
     def tool(self, p: Parseable) -> P:
+        """``p`` tagged ``tool`` (:data:`TOOL`); follows llama.cpp ``common_chat_peg_builder::tool``."""
         return self.tag(TOOL, p)
 
     def tool_open(self, p: Parseable) -> P:
+        """``p`` tagged ``tool-open``, wrapped in ``atomic`` (no AST node while half-matched);
+        follows llama.cpp ``common_chat_peg_builder::tool_open``.
+        """
         return self.atomic(self.tag(TOOL_OPEN, p))
 
     def tool_close(self, p: Parseable) -> P:
+        """``p`` tagged ``tool-close``, wrapped in ``atomic`` (no AST node while half-matched);
+        follows llama.cpp ``common_chat_peg_builder::tool_close``.
+        """
         return self.atomic(self.tag(TOOL_CLOSE, p))
 
     def tool_id(self, p: Parseable) -> P:
+        """``p`` tagged ``tool-id``, wrapped in ``atomic`` (no AST node while half-matched);
+        follows llama.cpp ``common_chat_peg_builder::tool_id``.
+        """
         return self.atomic(self.tag(TOOL_ID, p))
 
     def tool_name(self, p: Parseable) -> P:
+        """``p`` tagged ``tool-name``, wrapped in ``atomic`` (no AST node while half-matched);
+        follows llama.cpp ``common_chat_peg_builder::tool_name``.
+        """
         return self.atomic(self.tag(TOOL_NAME, p))
 
     def tool_args(self, p: Parseable) -> P:
+        """``p`` tagged ``tool-args`` (:data:`TOOL_ARGS`); follows llama.cpp ``common_chat_peg_builder::tool_args``."""
         return self.tag(TOOL_ARGS, p)
 
     def tool_arg(self, p: Parseable) -> P:
+        """``p`` tagged ``tool-arg`` (:data:`TOOL_ARG`); follows llama.cpp ``common_chat_peg_builder::tool_arg``."""
         return self.tag(TOOL_ARG, p)
 
     def tool_arg_open(self, p: Parseable) -> P:
+        """``p`` tagged ``tool-arg-open``, wrapped in ``atomic`` (no AST node while half-matched);
+        follows llama.cpp ``common_chat_peg_builder::tool_arg_open``.
+        """
         return self.atomic(self.tag(TOOL_ARG_OPEN, p))
 
     def tool_arg_close(self, p: Parseable) -> P:
+        """``p`` tagged ``tool-arg-close``, wrapped in ``atomic`` (no AST node while half-matched);
+        follows llama.cpp ``common_chat_peg_builder::tool_arg_close``.
+        """
         return self.atomic(self.tag(TOOL_ARG_CLOSE, p))
 
     def tool_arg_name(self, p: Parseable) -> P:
+        """``p`` tagged ``tool-arg-name``, wrapped in ``atomic`` (no AST node while half-matched);
+        follows llama.cpp ``common_chat_peg_builder::tool_arg_name``.
+        """
         return self.atomic(self.tag(TOOL_ARG_NAME, p))
 
     def tool_arg_value(self, p: Parseable) -> P:
+        """``p`` tagged ``tool-arg-value`` (:data:`TOOL_ARG_VALUE`);
+        follows llama.cpp ``common_chat_peg_builder::tool_arg_value``.
+        """
         return self.tag(TOOL_ARG_VALUE, p)
 
     def tool_arg_json_value(self, p: Parseable) -> P:
@@ -169,6 +201,9 @@ class ChatBuilder(Builder):
         return self.rule("python-literal", body)
 
     def tool_arg_string_value(self, p: Parseable) -> P:
+        """``p`` tagged ``tool-arg-string-value`` (:data:`TOOL_ARG_STRING_VALUE`);
+        follows llama.cpp ``common_chat_peg_builder::tool_arg_string_value``.
+        """
         return self.tag(TOOL_ARG_STRING_VALUE, p)
 
     # -- helpers --------------------------------------------------------------------------------------------

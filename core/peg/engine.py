@@ -62,6 +62,7 @@ class AstNode:
         self.partial = partial
 
     def text(self, source: str) -> str:
+        """The node's matched text, ``source[start:end]`` (``source`` is the whole parsed text)."""
         return source[self.start:self.end]
 
     def __repr__(self) -> str:
@@ -88,18 +89,22 @@ class ParseResult:
 
     @property
     def switched(self) -> bool:
+        """True if some alternative was abandoned after making visible tagged nodes (``switches`` non-empty)."""
         return bool(self.switches)
 
     @property
     def success(self) -> bool:
+        """True if the result type is SUCCESS."""
         return self.type == ResultType.SUCCESS
 
     @property
     def need_more_input(self) -> bool:
+        """True if the result type is NEED_MORE_INPUT (lenient parse stopped at the end of a partial text)."""
         return self.type == ResultType.NEED_MORE_INPUT
 
     @property
     def fail(self) -> bool:
+        """True if the result type is FAIL."""
         return self.type == ResultType.FAIL
 
     def visit(self) -> Iterator[AstNode]:
@@ -136,6 +141,11 @@ class ParseCache:
         self.key: tuple = ()
 
     def prepare(self, text: str, key: tuple) -> None:
+        """Get ready to parse ``text`` with settings ``key`` (arena / entry / lenient tuple).
+
+        Keeps the memo and hints when ``key`` is unchanged and ``text`` extends the previously parsed text;
+        otherwise clears them. Raises nothing.
+        """
         if key != self.key or not text.startswith(self.text):
             self.memo = {}
             self.hints = {}
@@ -143,6 +153,7 @@ class ParseCache:
         self.text = text
 
     def reset(self) -> None:
+        """Forget the text, memo, hints and key (the next ``prepare`` starts from scratch)."""
         self.text = ""
         self.memo = {}
         self.hints = {}

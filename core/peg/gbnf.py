@@ -95,9 +95,14 @@ class AhoCorasick:
         self.alphabet = sorted({ch for node in self.children for ch in node})
 
     def terminal(self, s: int) -> bool:
+        """True if state ``s`` ends (as itself or by its failure links) at one of the words."""
         return self.match[s] >= 0
 
     def next(self, s: int, ch: str) -> int:
+        """Automaton state reached from state ``s`` on character ``ch``.
+
+        Follows failure links until a state has a ``ch`` edge; ``0`` (the root) if none has.
+        """
         while s and ch not in self.children[s]:
             s = self.fail[s]
         return self.children[s].get(ch, 0)

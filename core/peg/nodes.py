@@ -31,9 +31,11 @@ class Node:
     id: int = -1
 
     def children(self) -> list[int]:
+        """Ids of the child nodes in the arena (``list[int]``); ``[]`` for a leaf."""
         return []
 
     def kind(self) -> str:
+        """Lower-case class name (e.g. ``"sequence"``), used by ``describe`` and the engine's dispatch."""
         return type(self).__name__.lower()
 
 
@@ -66,6 +68,7 @@ class Sequence(Node):
     items: list[int] = field(default_factory=list)
 
     def children(self) -> list[int]:
+        """The items' node ids, in order (``list[int]``)."""
         return self.items
 
 
@@ -76,6 +79,7 @@ class Choice(Node):
     items: list[int] = field(default_factory=list)
 
     def children(self) -> list[int]:
+        """The alternatives' node ids, in order of trial (``list[int]``)."""
         return self.items
 
 
@@ -88,6 +92,7 @@ class Repeat(Node):
     max: int = -1
 
     def children(self) -> list[int]:
+        """``[child]``: the one wrapped node id."""
         return [self.child]
 
 
@@ -98,6 +103,7 @@ class And(Node):
     child: int = -1
 
     def children(self) -> list[int]:
+        """``[child]``: the one wrapped node id."""
         return [self.child]
 
 
@@ -108,6 +114,7 @@ class Not(Node):
     child: int = -1
 
     def children(self) -> list[int]:
+        """``[child]``: the one wrapped node id."""
         return [self.child]
 
 
@@ -166,6 +173,7 @@ class Schema(Node):
     raw: bool = False
 
     def children(self) -> list[int]:
+        """``[child]``: the one wrapped node id."""
         return [self.child]
 
 
@@ -184,6 +192,7 @@ class Rule(Node):
     native: str | None = None
 
     def children(self) -> list[int]:
+        """``[child]``: the one wrapped node id."""
         return [self.child]
 
 
@@ -201,6 +210,7 @@ class Atomic(Node):
     child: int = -1
 
     def children(self) -> list[int]:
+        """``[child]``: the one wrapped node id."""
         return [self.child]
 
 
@@ -212,6 +222,7 @@ class Tag(Node):
     tag: str = ""
 
     def children(self) -> list[int]:
+        """``[child]``: the one wrapped node id."""
         return [self.child]
 
 
@@ -223,6 +234,7 @@ class Gbnf(Node):
     grammar: str = ""
 
     def children(self) -> list[int]:
+        """``[child]``: the one wrapped node id."""
         return [self.child]
 
 
@@ -234,6 +246,7 @@ class Ac(Node):
     delimiters: list[str] = field(default_factory=list)
 
     def children(self) -> list[int]:
+        """``[child]``: the one wrapped node id."""
         return [self.child]
 
 
