@@ -35,6 +35,7 @@ class SchemaNode:
 
 @dataclass(eq=False)
 class AnySchema(SchemaNode):
+    """Any JSON value (``{}``, ``true``, or an unsupported part read leniently); llama.cpp kind ``any``."""
     kind = "any"
 
 
@@ -49,40 +50,50 @@ class RefSchema(SchemaNode):
 
 @dataclass(eq=False)
 class AnyOf(SchemaNode):
+    """One of ``children`` (from ``oneOf`` / ``anyOf``, or a ``type`` array expanded one schema per type).
+
+    Follows llama.cpp ``common/json-schema.cpp`` (``oneOf`` is treated like ``anyOf``).
+    """
     children: list[SchemaNode] = field(default_factory=list)
     kind = "anyOf"
 
 
 @dataclass(eq=False)
 class AllOf(SchemaNode):
+    """``allOf``: every one of ``children`` (schema order); used for untyped, object or string schemas."""
     children: list[SchemaNode] = field(default_factory=list)
     kind = "allOf"
 
 
 @dataclass(eq=False)
 class ConstSchema(SchemaNode):
+    """``const``: exactly ``value`` (any JSON value, as decoded)."""
     value: Any = None
     kind = "const"
 
 
 @dataclass(eq=False)
 class EnumSchema(SchemaNode):
+    """``enum``: one of ``values`` (a non-empty list of JSON values, schema order)."""
     values: list[Any] = field(default_factory=list)
     kind = "enum"
 
 
 @dataclass(eq=False)
 class NullSchema(SchemaNode):
+    """``type: null``: the JSON ``null``."""
     kind = "null"
 
 
 @dataclass(eq=False)
 class BooleanSchema(SchemaNode):
+    """``type: boolean``: ``true`` or ``false``."""
     kind = "boolean"
 
 
 @dataclass(eq=False)
 class NumberSchema(SchemaNode):
+    """``type: number``: any JSON number (bounds are not kept)."""
     kind = "number"
 
 
@@ -108,6 +119,10 @@ class StringSchema(SchemaNode):
 
 @dataclass(eq=False)
 class ArraySchema(SchemaNode):
+    """``type: array`` with one ``items`` schema (default any) and ``minItems``..``maxItems``.
+
+    ``max_items == -1`` means unbounded; a list-valued ``items`` / ``prefixItems`` is a :class:`TupleSchema`.
+    """
     items: SchemaNode = field(default_factory=AnySchema)
     min_items: int = 0
     max_items: int = -1
@@ -116,12 +131,14 @@ class ArraySchema(SchemaNode):
 
 @dataclass(eq=False)
 class TupleSchema(SchemaNode):
+    """A fixed-length array (``items`` / ``prefixItems`` given as a list): one schema per position."""
     items: list[SchemaNode] = field(default_factory=list)
     kind = "tuple"
 
 
 @dataclass(eq=False)
 class Property:
+    """One object property: its ``name``, value ``schema`` and whether it is in ``required``."""
     name: str
     schema: SchemaNode
     required: bool = False
