@@ -30,6 +30,7 @@ class GrammarTrigger:
     value: str
 
     def to_json(self) -> dict[str, str]:
+        """``{"type": "word" | "pattern" | "pattern_full", "value": str}`` (reference field names)."""
         return {"type": self.type.value, "value": self.value}
 
 
@@ -49,6 +50,10 @@ class ChatOutputParser(Protocol):
     additional_stops: list[str]
     generation_prompt: str
 
-    def parse(self, output: str, is_partial: bool = False) -> AssistantMessage: ...
+    def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
+        """Parse model ``output`` into an :class:`AssistantMessage`; never raises (see the class doc)."""
+        ...
 
-    def describe(self) -> str: ...
+    def describe(self) -> str:
+        """Readable description of the parser (PEG rules or the handler's name), for display."""
+        ...

@@ -106,6 +106,11 @@ class TemplateDir:
         self._cache: dict[str, ChatTemplate] = {}
 
     def get(self, name: str) -> ChatTemplate:
+        """The compiled template in file ``name`` of the directory (compiled once, then cached).
+
+        Raises :class:`TemplateLoadError` (naming the path) when there is no such file, and
+        :class:`TemplateSyntaxError` when its Jinja does not compile.
+        """
         if name not in self._cache:
             path = os.path.join(self.directory, name)
             if not os.path.isfile(path):

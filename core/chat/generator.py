@@ -346,6 +346,8 @@ class ParserState:
     view: ViewMemo = field(default_factory=ViewMemo)
 
     def cache(self, entry: str | None) -> ParseCache:
+        """This stream's :class:`~core.peg.ParseCache` for entry point ``entry`` (``None`` = main root), made on
+        first use."""
         c = self.caches.get(entry)
         if c is None:
             c = self.caches[entry] = ParseCache()

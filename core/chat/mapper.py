@@ -145,6 +145,7 @@ class ChatMapper:
             self.args_buffer = value
 
     def map_nodes(self, nodes: Iterable[AstNode]) -> None:
+        """Map every tagged node of ``nodes`` and their descendants, in pre-order (document order)."""
         stack = list(reversed(list(nodes)))
         while stack:
             node = stack.pop()
@@ -154,6 +155,14 @@ class ChatMapper:
                 stack.extend(reversed(node.children))
 
     def map(self, node: AstNode) -> None:  # noqa: C901 - one branch per tag
+        """Apply one tagged AST node to the message being built; untagged or unknown tags change nothing.
+
+        reasoning / content text is appended; ``tool-open`` starts a pending call, ``tool-name`` makes it visible
+        (arguments ``"{"`` or what was buffered), ``tool-args`` sets JSON arguments, ``tool-arg-name`` /
+        ``tool-arg-value`` / ``tool-arg-string-value`` / ``tool-arg-close`` append one tagged argument as JSON,
+        ``tool-close`` closes a pending quote and the unclosed braces. Follows llama.cpp
+        ``common_chat_peg_mapper::map``.
+        """
         tag = node.tag
         src = self.source
         if tag == T.REASONING:
@@ -238,6 +247,10 @@ class ChatMapper:
                     self.pending = None
 
     def finish(self) -> AssistantMessage:
+        """The finished :class:`AssistantMessage`: a named pending call is appended (buffered arguments and a
+        pending quote completed); reasoning that is only whitespace becomes "". End of llama.cpp
+        ``common_chat_peg_mapper::from_ast``.
+        """
         p = self.pending
         if p is not None and p.name:
             if self.args_buffer:

@@ -21,6 +21,7 @@ class ToolCall:
     id: str = ""
 
     def to_openai(self) -> dict[str, Any]:
+        """OpenAI ``tool_calls`` entry: ``{"type": "function", "function": {"name", "arguments"}, "id"}``."""
         return {"type": "function", "function": {"name": self.name, "arguments": self.arguments}, "id": self.id}
 
 
@@ -61,6 +62,7 @@ class AssistantMessage:
                    tool_calls=calls, role=data.get("role", "assistant"))
 
     def copy(self) -> "AssistantMessage":
+        """A deep copy (the tool calls are copied too)."""
         return AssistantMessage(self.content, self.reasoning_content,
                                 [ToolCall(t.name, t.arguments, t.id) for t in self.tool_calls], self.role)
 
@@ -75,6 +77,10 @@ class ToolCallDelta:
     arguments: str = ""
 
     def to_openai(self) -> dict[str, Any]:
+        """OpenAI streaming ``tool_calls`` entry: ``{"index", "id"?, "type"?, "function": {"name"?, "arguments"}}``.
+
+        ``id`` / ``type`` only when the id is set, ``name`` only when set; ``arguments`` always (maybe "").
+        """
         out: dict[str, Any] = {"index": self.index}
         if self.id:
             out["id"] = self.id
@@ -96,6 +102,9 @@ class MessageDelta:
     tool_call: ToolCallDelta | None = None
 
     def to_openai(self) -> dict[str, Any]:
+        """OpenAI ``delta`` dict with only the non-empty parts: ``reasoning_content``, ``content``,
+        ``tool_calls`` (a one-element list); the OpenAI streaming chunk shape.
+        """
         out: dict[str, Any] = {}
         if self.reasoning_content:
             out["reasoning_content"] = self.reasoning_content

@@ -285,14 +285,17 @@ class PreparedRequest:
 
     @property
     def has_tools(self) -> bool:
+        """True if the request has tools (after preparation)."""
         return bool(self.tools)
 
     @property
     def continue_reasoning(self) -> str:
+        """``reasoning_content`` of the continued message ("" if none)."""
         return (self.continue_msg or {}).get("reasoning_content", "") or ""
 
     @property
     def continue_content(self) -> str:
+        """Content of the continued message as text (:func:`message_text`; "" if none)."""
         return message_text(self.continue_msg)
 
 

@@ -17,12 +17,18 @@ from ..errors import RequestError
 
 
 class ToolChoice(str, enum.Enum):
+    """OpenAI ``tool_choice``: ``auto`` (the model may call tools), ``required`` (it must call one),
+    ``none`` (the parser reads no tool calls and the grammar allows none).
+    """
     AUTO = "auto"
     REQUIRED = "required"
     NONE = "none"
 
 
 class ReasoningFormat(str, enum.Enum):
+    """llama.cpp ``reasoning_format``: ``none`` keeps reasoning in the content; ``auto`` / ``deepseek`` /
+    ``deepseek-legacy`` extract it into ``reasoning_content`` (the parsers only distinguish none from the rest).
+    """
     NONE = "none"
     AUTO = "auto"
     DEEPSEEK = "deepseek"
@@ -30,6 +36,9 @@ class ReasoningFormat(str, enum.Enum):
 
 
 class Continuation(str, enum.Enum):
+    """``continue_final_message``: ``none``; ``reasoning`` / ``content`` continue the last message's reasoning or
+    content; ``auto`` resolves to ``reasoning`` when that message has reasoning and no content, else ``content``.
+    """
     NONE = "none"
     AUTO = "auto"
     REASONING = "reasoning"

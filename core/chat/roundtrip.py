@@ -145,6 +145,7 @@ class SampleOutput:
 
     @property
     def prompt_is_prefix(self) -> bool:
+        """True if the prompt is a prefix of the full render (exactly, or ignoring whitespace)."""
         return self.alignment in (Alignment.PREFIX, Alignment.PREFIX_IGNORING_WHITESPACE)
 
 
@@ -500,6 +501,7 @@ class RoundTripResult:
 
     @property
     def ok(self) -> bool:
+        """True if the status is PASS."""
         return self.status == RoundTripStatus.PASS
 
     @property
@@ -720,27 +722,33 @@ class CorpusRoundTrip:
 
     @property
     def eligible(self) -> int:
+        """Number of eligible templates (one result each)."""
         return len(self.results)
 
     @property
     def passed(self) -> list[RoundTripResult]:
+        """Results with status PASS."""
         return [r for r in self.results if r.ok]
 
     @property
     def limited(self) -> list[RoundTripResult]:
+        """Results with status TEMPLATE_LIMITED (the template cannot represent the message)."""
         return [r for r in self.results if r.status == RoundTripStatus.TEMPLATE_LIMITED]
 
     @property
     def failed(self) -> list[RoundTripResult]:
+        """Results with status PARSER_MISMATCH or PARSER_ERROR."""
         return [r for r in self.results
                 if r.status in (RoundTripStatus.PARSER_MISMATCH, RoundTripStatus.PARSER_ERROR)]
 
     @property
     def rate(self) -> float:
+        """passed / eligible, as a fraction in [0, 1] (0.0 when nothing is eligible)."""
         return len(self.passed) / self.eligible if self.eligible else 0.0
 
     @property
     def rate_representable(self) -> float:
+        """passed / (eligible - limited), as a fraction in [0, 1] (0.0 when that is 0)."""
         n = self.eligible - len(self.limited)
         return len(self.passed) / n if n else 0.0
 

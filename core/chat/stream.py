@@ -84,6 +84,7 @@ class IncrementalMapper:
         return m.current is last and bool(last.name) and m.pending is None
 
     def reset(self) -> None:
+        """Drop all mapping state; the next :meth:`map` maps its tree from scratch."""
         self.m = None
         self.log = []
         self.idx_of = {}
@@ -322,6 +323,12 @@ class PegStreamSession:
             return map_parse(r), None
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
+        """Message for ``output`` (model text, without the generation prompt), reusing this stream's state.
+
+        Same result as the parser's own ``parse(output, is_partial)``: the main root when it covers the text,
+        else the recovery entries; for a partial text, the prefix-consistent view. Never raises on arbitrary
+        text (a failed parse falls back to content).
+        """
         from .generator import Probe, consistent_view, covers
         from .mapper import map_parse
 

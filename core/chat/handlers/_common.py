@@ -272,6 +272,10 @@ def scan_quoted(text: str, pos: int, quote: str) -> int:
 
 
 def scan_literal(text: str, pos: int, lit: str) -> int:
+    """End of the literal ``lit`` at ``pos`` (``pos + len(lit)``).
+
+    Raises :class:`Incomplete` when the text ends inside a prefix of ``lit``, :class:`Mismatch` otherwise.
+    """
     if text.startswith(lit, pos):
         return pos + len(lit)
     rest = text[pos:]
@@ -550,20 +554,24 @@ class MessageBuilder:
 
     # -- backtracking ----------------------------------------------------------------------------------------
     def mark(self) -> tuple[int, int, list[_Call]]:
+        """A snapshot for :meth:`reset`: ``(len(content), len(reasoning), copies of the calls)``."""
         return (len(self.content), len(self.reasoning), [c.clone() for c in self.calls])
 
     def reset(self, mark: tuple[int, int, list[_Call]]) -> None:
+        """Return to the snapshot ``mark`` (from :meth:`mark`): truncate content / reasoning, restore the calls."""
         self.content = self.content[: mark[0]]
         self.reasoning = self.reasoning[: mark[1]]
         self.calls = [c.clone() for c in mark[2]]
 
     # -- text ------------------------------------------------------------------------------------------------
     def add_content(self, s: str) -> None:
+        """Append ``s`` to the content (nothing for "")."""
         if s:
             self.content += s
             self.version += 1
 
     def add_reasoning(self, s: str) -> None:
+        """Append ``s`` to the reasoning (nothing for "")."""
         if s:
             self.reasoning += s
             self.version += 1
@@ -571,9 +579,11 @@ class MessageBuilder:
     # -- tool calls ------------------------------------------------------------------------------------------
     @property
     def current(self) -> _Call:
+        """The last opened call; ``IndexError`` if none is open."""
         return self.calls[-1]
 
     def open_call(self, name: str, call_id: str = "", args: str = "{") -> None:
+        """Start a visible call named ``name`` with arguments ``args`` (default ``"{"``) and id ``call_id``."""
         self.calls.append(_Call(ToolCall(name=name, arguments=args, id=call_id)))
         self.version += 1
 
@@ -585,6 +595,9 @@ class MessageBuilder:
             self.version += 1
 
     def arg_name(self, name: str) -> None:
+        """Append ``"name":`` (JSON-quoted, with a ``,`` before every key but the first) to the current
+        call's arguments (llama.cpp mapper ``tool-arg-name``).
+        """
         c = self.current
         c.call.arguments += ("," if c.arg_count else "") + json.dumps(name, ensure_ascii=False) + ":"
         c.arg_count += 1
@@ -592,6 +605,9 @@ class MessageBuilder:
         self.version += 1
 
     def arg_string(self, value: str, closed: bool) -> None:
+        """Append the string value ``value`` JSON-escaped, opening the quote if needed; ``closed`` adds the
+        closing quote (llama.cpp mapper ``tool-arg-string-value``).
+        """
         c = self.current
         if not c.quote_open:
             c.call.arguments += '"'
@@ -625,6 +641,7 @@ class MessageBuilder:
             self.version += 1
 
     def close_call(self) -> None:
+        """Close the current call: a pending quote, then one ``}`` per unclosed brace (llama.cpp ``tool-close``)."""
         c = self.current
         if c.quote_open:
             c.call.arguments += '"'
@@ -634,6 +651,9 @@ class MessageBuilder:
 
     # -- result ----------------------------------------------------------------------------------------------
     def result(self) -> AssistantMessage:
+        """The message so far as an :class:`AssistantMessage` (copies of the calls); whitespace-only
+        reasoning becomes "" when ``drop_blank_reasoning``. An open string value stays open.
+        """
         reasoning = self.reasoning
         if self.drop_blank_reasoning and reasoning and not reasoning.strip(" \n\r\t"):
             reasoning = ""
@@ -809,6 +829,9 @@ class Schema:
 
     @property
     def kind(self) -> str:
+        """Schema kind (``str``): ``any ref anyOf allOf const enum null boolean number integer string array
+        tuple object``, by the keyword precedence of llama.cpp ``common/json-schema.cpp``.
+        """
         s = self.node
         if "$ref" in s:
             return "ref"
@@ -843,6 +866,7 @@ class Schema:
         return "any"
 
     def target(self) -> "Schema | None":
+        """The schema a local ``$ref`` (``#/a/b``) points at; ``None`` if no ``$ref``, not local or unresolvable."""
         ref = self.node.get("$ref")
         if not isinstance(ref, str) or not ref.startswith("#/"):
             return None
@@ -857,6 +881,9 @@ class Schema:
         return self._child(cur)
 
     def alternatives(self) -> list["Schema"]:
+        """The branches: ``oneOf`` / ``anyOf`` entries, one schema per type of a ``type`` list, or the ``allOf``
+        entries; ``[]`` when none.
+        """
         s = self.node
         if "oneOf" in s or "anyOf" in s:
             alts = s.get("oneOf", s.get("anyOf"))
@@ -878,6 +905,7 @@ class Schema:
         return [(k, self._child(v), k in required) for k, v in props.items()]
 
     def items(self) -> "Schema":
+        """The ``items`` (else ``prefixItems``) schema when it is an object; an any-schema otherwise."""
         it = self.node.get("items", self.node.get("prefixItems"))
         return self._child(it if isinstance(it, dict) else {})
 
@@ -973,6 +1001,7 @@ class ToolSpec:
 
     @property
     def schema(self) -> Schema:
+        """``parameters`` as a :class:`Schema` (root = the parameters)."""
         return Schema(self.parameters)
 
     def params(self) -> list[tuple[str, Schema, bool]]:
@@ -1014,6 +1043,7 @@ class RequestView:
 
     @property
     def has_tools(self) -> bool:
+        """True if the request has function tools."""
         return bool(self.tools)
 
     @property
@@ -1023,22 +1053,27 @@ class RequestView:
 
     @property
     def required(self) -> bool:
+        """True if ``tool_choice`` is ``required``."""
         return self.tool_choice == ToolChoice.REQUIRED
 
     @property
     def has_schema(self) -> bool:
+        """True if a response-format JSON schema (a dict) is given."""
         return isinstance(self.json_schema, dict)
 
     @property
     def has_continuation(self) -> bool:
+        """True if the final message is continued (``continuation`` is not NONE)."""
         return self.continuation != Continuation.NONE
 
     def continue_reasoning(self) -> str:
+        """``reasoning_content`` of the continued message ("" if none or not a string)."""
         m = self.continue_msg or {}
         r = m.get("reasoning_content")
         return r if isinstance(r, str) else ""
 
     def continue_content(self) -> str:
+        """Content of the continued message as text (:func:`render_content`; "" if none)."""
         return render_content((self.continue_msg or {}).get("content"))
 
     def prefill(self, reasoning_open: str, content_open: str) -> str:
@@ -1124,6 +1159,9 @@ class PromptContext:
             self.messages = list(request.messages[:-1] if view.has_continuation else request.messages)
 
     def render(self, add_generation_prompt: bool, messages: list[dict[str, Any]] | None = None) -> str:
+        """The prompt for ``messages`` (default: the context's ``messages``), with or without the generation
+        prompt; "" if rendering fails (llama.cpp ``common_chat_template_direct_apply_impl``).
+        """
         msgs = self.messages if messages is None else messages
         try:
             if self.prep is not None:
@@ -1139,6 +1177,7 @@ class PromptContext:
 
     @property
     def add_generation_prompt(self) -> bool:
+        """Whether the real prompt ends with the generation prompt (False when the final message is continued)."""
         if self.prep is not None:
             return bool(self.prep.add_generation_prompt)
         return self.request.add_generation_prompt and request_view(self.request).continuation == Continuation.NONE
@@ -1369,6 +1408,9 @@ class HandlerSession:
         self._view = ViewMemo()
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
+        """Message for ``output`` as :meth:`HandlerParser.parse`, reusing value ends found in the previous
+        (shorter) text of the stream; never raises on arbitrary text.
+        """
         if not isinstance(output, str) or not output.startswith(self._text):
             self._memo = {}
         self._text = output if isinstance(output, str) else ""
@@ -1376,10 +1418,12 @@ class HandlerSession:
 
 
 def word_trigger(value: str) -> GrammarTrigger:
+    """A ``word`` grammar trigger on ``value`` (the literal text)."""
     return GrammarTrigger(TriggerType.WORD, value)
 
 
 def pattern_trigger(value: str) -> GrammarTrigger:
+    """A ``pattern`` grammar trigger on ``value`` (a regex)."""
     return GrammarTrigger(TriggerType.PATTERN, value)
 
 

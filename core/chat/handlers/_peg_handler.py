@@ -143,6 +143,7 @@ class HandlerParser(GeneratedParser):
     message_delimiters: list[tuple[str, str]] = field(default_factory=list)
 
     def describe(self) -> str:
+        """A ``# special handler: <name>`` header line, then the arena's readable PEG (:meth:`Arena.describe`)."""
         return f"# special handler: {self.name} (llama.cpp common/parsers)\n" + self.arena.describe()
 
 
