@@ -412,6 +412,9 @@ def _guard(fn: Any) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m core`` argument parser: ``analyze`` and ``workarounds``, plus the subcommands of
+    :mod:`core.chat.cli_commands` and :mod:`core.chat.roundtrip` when they import.
+    """
     ap = argparse.ArgumentParser(prog="python -m core",
                                  description="Chat Template Explorer: analyse chat templates, parse model output.")
     sub = ap.add_subparsers(dest="command", required=True)

@@ -109,6 +109,7 @@ class DiffSplit:
     right: str = ""
 
     def to_json(self) -> dict[str, str]:
+        """``{"prefix", "left", "right", "suffix"}`` (all ``str``)."""
         return {"prefix": self.prefix, "left": self.left, "right": self.right, "suffix": self.suffix}
 
 
@@ -252,9 +253,13 @@ class RenderParams:
     extra_context: dict[str, Any] | None = None
 
     def copy(self) -> "RenderParams":
+        """A deep copy (messages and tools included)."""
         return copy.deepcopy(self)
 
     def to_json(self) -> dict[str, Any]:
+        """``{"messages", "tools", "add_generation_prompt", "enable_thinking"}`` plus ``extra_context`` when
+        non-empty.
+        """
         d: dict[str, Any] = {
             "messages": self.messages,
             "tools": self.tools,

@@ -65,6 +65,7 @@ class GenerationBlockExtension(jinja2.ext.Extension):
     tags = {"generation"}
 
     def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.Node:
+        """Parse ``{% generation %}`` … ``{% endgeneration %}`` into a scope node rendering the body as is."""
         lineno = next(parser.stream).lineno
         body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
         return jinja2.nodes.Scope(body, lineno=lineno)
@@ -216,6 +217,7 @@ class Clock:
     fixed: _dt.datetime | None = None
 
     def now(self) -> _dt.datetime:
+        """The pinned ``fixed`` datetime, else the current local time (naive ``datetime``)."""
         return self.fixed or _dt.datetime.now()
 
 

@@ -110,9 +110,11 @@ class UsageRecorder:
         return self._stats.get(id(value)) or ValueStats()
 
     def used(self, value: Any) -> bool:
+        """True if the template read the tracked ``value`` during the render."""
         return self.stats(value).used
 
     def has_op(self, value: Any, op: str) -> bool:
+        """True if operation ``op`` (e.g. a filter or method name) was applied to the tracked ``value``."""
         return op in self.stats(value).ops
 
     def mark(self, value: Any, op: str | None = None, deep: bool = False) -> None:

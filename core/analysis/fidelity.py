@@ -50,6 +50,7 @@ class Improvement:
     example: str = ""
 
     def to_json(self) -> dict[str, Any]:
+        """``{"name", "title", "stage", "description", "example"}``."""
         return {"name": self.name, "title": self.title, "stage": self.stage, "description": self.description,
                 "example": self.example}
 

@@ -35,6 +35,9 @@ class Pattern:
     __slots__ = ()
 
     def match(self, s: str, pos: int, caps: Caps) -> int:  # pragma: no cover - abstract
+        """End position (``int``) of a match of this pattern at ``pos`` in ``s``, or -1; captures are appended to
+        ``caps``, which a failure leaves unchanged. Raises ``NotImplementedError`` on the base class.
+        """
         raise NotImplementedError
 
     def __add__(self, other: "Pattern | str") -> "Pattern":
@@ -56,12 +59,14 @@ def _p(x: "Pattern | str") -> Pattern:
 
 
 class Lit(Pattern):
+    """Exact text (``lit(s)``)."""
     __slots__ = ("text",)
 
     def __init__(self, text: str):
         self.text = text
 
     def match(self, s: str, pos: int, caps: Caps) -> int:
+        """``pos + len(text)`` if ``s`` has ``text`` at ``pos``, else -1."""
         return pos + len(self.text) if s.startswith(self.text, pos) else -1
 
     def __repr__(self) -> str:
@@ -133,6 +138,9 @@ class _Marker(Pattern):
 
 
 class Until(Pattern):
+    """``until(*delims)``: consumes up to the first full or end-of-input partial delimiter match (see the
+    module doc); empty delimiters are dropped; never fails.
+    """
     __slots__ = ("delims", "maxlen")
 
     def __init__(self, *delims: str):
@@ -140,6 +148,7 @@ class Until(Pattern):
         self.maxlen = max((len(d) for d in self.delims), default=0)
 
     def match(self, s: str, pos: int, caps: Caps) -> int:
+        """Where the scan from ``pos`` stops (:func:`until_stop`); never -1."""
         return until_stop(s, pos, self.delims, self.maxlen)
 
     def __repr__(self) -> str:
@@ -167,6 +176,7 @@ def until_stop(s: str, pos: int, delims: tuple[str, ...], maxlen: int) -> int:
 
 
 class Seq(Pattern):
+    """Sequence ``a + b``: every item in order."""
     __slots__ = ("items",)
 
     def __init__(self, *items: Pattern):
@@ -179,6 +189,7 @@ class Seq(Pattern):
         self.items = tuple(flat)
 
     def match(self, s: str, pos: int, caps: Caps) -> int:
+        """End after all items, or -1 (captures of a failed sequence removed)."""
         n0 = len(caps)
         for it in self.items:
             pos = it.match(s, pos, caps)
@@ -192,6 +203,7 @@ class Seq(Pattern):
 
 
 class Choice(Pattern):
+    """Ordered choice ``a | b``: the first alternative that matches."""
     __slots__ = ("alts",)
 
     def __init__(self, *alts: Pattern):
@@ -204,6 +216,7 @@ class Choice(Pattern):
         self.alts = tuple(flat)
 
     def match(self, s: str, pos: int, caps: Caps) -> int:
+        """End of the first alternative that matches, or -1."""
         for a in self.alts:
             e = a.match(s, pos, caps)
             if e >= 0:
@@ -215,12 +228,14 @@ class Choice(Pattern):
 
 
 class Not(Pattern):
+    """Negative lookahead ``neg(x)``: zero width, succeeds where ``x`` does not match."""
     __slots__ = ("child",)
 
     def __init__(self, child: Pattern):
         self.child = child
 
     def match(self, s: str, pos: int, caps: Caps) -> int:
+        """``pos`` if the child fails at ``pos`` (its captures discarded), else -1."""
         return -1 if self.child.match(s, pos, []) >= 0 else pos
 
     def __repr__(self) -> str:
@@ -228,12 +243,14 @@ class Not(Pattern):
 
 
 class Opt(Pattern):
+    """Optional ``opt(x)``: the child or nothing."""
     __slots__ = ("child",)
 
     def __init__(self, child: Pattern):
         self.child = child
 
     def match(self, s: str, pos: int, caps: Caps) -> int:
+        """End of the child if it matches, else ``pos``; never -1."""
         e = self.child.match(s, pos, caps)
         return e if e >= 0 else pos
 
@@ -242,12 +259,14 @@ class Opt(Pattern):
 
 
 class Star(Pattern):
+    """Greedy ``star(x)``: the child zero or more times, no backtracking."""
     __slots__ = ("child",)
 
     def __init__(self, child: Pattern):
         self.child = child
 
     def match(self, s: str, pos: int, caps: Caps) -> int:
+        """Position after the last child match; stops on a failure, an empty match or end of input; never -1."""
         n = len(s)
         child = self.child
         while pos < n:
@@ -266,6 +285,7 @@ class Star(Pattern):
 
 
 class Tag(Pattern):
+    """Capture ``tag(name, x)``: records ``(name, matched text)`` in pre-order."""
     __slots__ = ("name", "child")
 
     def __init__(self, name: str, child: Pattern):
@@ -273,6 +293,9 @@ class Tag(Pattern):
         self.child = child
 
     def match(self, s: str, pos: int, caps: Caps) -> int:
+        """End of the child or -1; on success ``(name, s[pos:end])`` is placed before the child's own
+        captures.
+        """
         i = len(caps)
         caps.append(None)
         e = self.child.match(s, pos, caps)
@@ -294,34 +317,42 @@ MARKER = _Marker()
 
 
 def lit(s: str) -> Pattern:
+    """Pattern for the exact text ``s``."""
     return Lit(s)
 
 
 def until(*delims: str) -> Pattern:
+    """Pattern consuming up to the first of ``delims`` (partial match at the end counts); see the module doc."""
     return Until(*delims)
 
 
 def seq(*items: "Pattern | str") -> Pattern:
+    """Sequence of ``items`` (strings become literals)."""
     return Seq(*(_p(i) for i in items))
 
 
 def choice(*alts: "Pattern | str") -> Pattern:
+    """Ordered choice of ``alts`` (strings become literals)."""
     return Choice(*(_p(a) for a in alts))
 
 
 def neg(x: "Pattern | str") -> Pattern:
+    """Negative lookahead of ``x``."""
     return Not(_p(x))
 
 
 def opt(x: "Pattern | str") -> Pattern:
+    """``x`` or nothing."""
     return Opt(_p(x))
 
 
 def star(x: "Pattern | str") -> Pattern:
+    """``x`` zero or more times, greedy."""
     return Star(_p(x))
 
 
 def tag(name: str, x: "Pattern | str") -> Pattern:
+    """``x`` with its matched text captured as ``name``."""
     return Tag(name, _p(x))
 
 

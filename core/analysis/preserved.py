@@ -19,6 +19,7 @@ MARKER_FIELDS = (
 
 
 def get_path(obj: object, path: str) -> object:
+    """The value at dotted attribute ``path`` (``"tools.format.section_start"``); ``AttributeError`` if absent."""
     for part in path.split("."):
         obj = getattr(obj, part)
     return obj

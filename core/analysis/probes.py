@@ -51,34 +51,54 @@ def call(name: str, args: dict[str, Any], id_: str = CALL_ID_001) -> dict[str, A
 
 
 def zero_args() -> dict[str, Any]:
+    """Call of ``FUN_FIRST`` with ``{}`` arguments, id ``CALL_ID_001`` (llama.cpp ``first_tool_call_zero_args``)."""
     return call(FUN_FIRST, {}, CALL_ID_001)
 
 
 def one_arg() -> dict[str, Any]:
+    """Call of ``FUN_FIRST`` with ``{ARG_FIRST: "XXXX"}``, id ``CALL_ID_001`` (llama.cpp
+    ``first_tool_call_one_arg``).
+    """
     return call(FUN_FIRST, {ARG_FIRST: "XXXX"}, CALL_ID_001)
 
 
 def one_arg_other_val() -> dict[str, Any]:
+    """Call of ``FUN_FIRST`` with ``{ARG_FIRST: "YYYY"}``, id ``CALL_ID_001`` (llama.cpp
+    ``first_tool_call_one_arg_other_val``).
+    """
     return call(FUN_FIRST, {ARG_FIRST: "YYYY"}, CALL_ID_001)
 
 
 def other_arg() -> dict[str, Any]:
+    """Call of ``FUN_FIRST`` with ``{ARG_SECOND: "YYYY"}``, id ``CALL_ID_001`` (llama.cpp
+    ``first_tool_call_other_arg``).
+    """
     return call(FUN_FIRST, {ARG_SECOND: "YYYY"}, CALL_ID_001)
 
 
 def first_call() -> dict[str, Any]:
+    """Call of ``FUN_FIRST`` with both arguments (``XXXX``, ``YYYY``), id ``CALL_ID_001`` (llama.cpp
+    ``first_tool_call``).
+    """
     return call(FUN_FIRST, {ARG_FIRST: "XXXX", ARG_SECOND: "YYYY"}, CALL_ID_001)
 
 
 def second_call() -> dict[str, Any]:
+    """Call of ``FUN_SECOND`` with both arguments (``XXXX``, ``YYYY``), id ``CALL_ID_002`` (llama.cpp
+    ``second_tool_call``).
+    """
     return call(FUN_SECOND, {ARG_FIRST: "XXXX", ARG_SECOND: "YYYY"}, CALL_ID_002)
 
 
 def first_call_alt_id() -> dict[str, Any]:
+    """Call of ``FUN_FIRST`` with both arguments, id ``CALL_ID_999`` (llama.cpp
+    ``first_tool_call_alt_id``).
+    """
     return call(FUN_FIRST, {ARG_FIRST: "XXXX", ARG_SECOND: "YYYY"}, CALL_ID_999)
 
 
 def user(content: str = USER_MSG) -> dict[str, Any]:
+    """A user message ``{"role": "user", "content": content}`` (default ``USER_MSG``)."""
     return {"role": "user", "content": content}
 
 

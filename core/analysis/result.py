@@ -87,6 +87,9 @@ class ContentAnalysis:
     requires_nonnull_content: bool = False
 
     def is_always_wrapped(self) -> bool:
+        """True if mode is ALWAYS_WRAPPED and both markers are non-empty (llama.cpp
+        ``analyze_content::is_always_wrapped``).
+        """
         return self.mode == ContentMode.ALWAYS_WRAPPED and bool(self.start) and bool(self.end)
 
 

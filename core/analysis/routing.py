@@ -21,6 +21,7 @@ class Route:
     handler: str | None = None
 
     def to_json(self) -> dict[str, str | None]:
+        """``{"kind": str, "handler": str | None}``."""
         return {"kind": self.kind, "handler": self.handler}
 
 

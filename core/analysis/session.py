@@ -48,9 +48,11 @@ class Comparison:
 
     @property
     def ok(self) -> bool:
+        """True if both renders succeeded (``diff`` is set)."""
         return self.diff is not None
 
     def to_json(self) -> dict[str, Any]:
+        """JSON dict with the field names above; ``diff`` as :meth:`DiffSplit.to_json` or None."""
         return {
             "id": self.id,
             "title": self.title,

@@ -117,6 +117,10 @@ class Workaround:
         return changed
 
     def to_json(self) -> dict[str, Any]:
+        """JSON dict of the rule: ``name``, ``title``, ``description``, ``trigger``, ``sets`` (path -> value,
+        enums as their value), ``trims``, ``append_tokens``, ``replace_tokens`` (list or None), ``append_stops``,
+        ``origin``.
+        """
         return {
             "name": self.name, "title": self.title, "description": self.description,
             "trigger": self.trigger_text,
