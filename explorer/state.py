@@ -118,6 +118,7 @@ class CurrentTemplate:
 
     @property
     def digest(self) -> str:
+        """Short stable id of the source: 16 hex chars of its sha256 (:func:`core.templating.source_digest`)."""
         return source_digest(self.source)
 
     def template(self) -> ChatTemplate:
@@ -125,6 +126,10 @@ class CurrentTemplate:
         return ChatTemplate(self.source, self.name)
 
     def with_variant(self, variant: str) -> "CurrentTemplate":
+        """The same template switched to ``variant`` (name ``base`` or ``base:variant``, source of that variant).
+
+        Raises ``KeyError`` when ``variant`` is not in ``variants``.
+        """
         return CurrentTemplate(self.name.split(":")[0] + ("" if variant == "default" else f":{variant}"),
                                self.variants[variant], self.variants, variant, self.origin, self.path,
                                self.revision)
