@@ -63,6 +63,12 @@ def _analyze_one(name: str, source: str) -> str | None:
 
 
 def p1_cold(files: list[pathlib.Path], trace: bool = False) -> dict[str, Any]:
+    """The ``p1-cold`` measurement over ``files``; with ``trace`` the ``p1-mem`` one (see the module doc).
+
+    Returns ``{"times_ms": {name: ms}, "errors": {name: "Type: message"}, "rss_mb", "baseline_rss_mb",
+    "import_s"}`` plus ``"peak_mb"`` with ``trace`` (MB = 2**20 bytes; ``import_s`` in seconds). A template
+    that fails to analyse is reported in ``errors``, not raised; unreadable files raise ``OSError``.
+    """
     sources = [(f.name, f.read_text(encoding="utf-8")) for f in files]
     t_import = time.perf_counter()
     import core.analysis  # noqa: F401
@@ -111,6 +117,9 @@ def batch_init() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m bench.child MODE --templates DIR [--limit N]``: prints the result as JSON
+    on stdout and returns 0. Raises ``FileNotFoundError`` when ``DIR`` has no templates.
+    """
     ap = argparse.ArgumentParser(prog="python -m bench.child")
     ap.add_argument("mode", choices=["p1-cold", "p1-mem"])
     ap.add_argument("--templates", required=True)

@@ -77,6 +77,7 @@ class Sample:
 
     @property
     def size_bytes(self) -> int:
+        """Size of ``output`` in bytes (UTF-8)."""
         return len(self.output.encode("utf-8"))
 
 

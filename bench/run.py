@@ -73,6 +73,7 @@ class Bench:
     tmp: pathlib.Path = field(default_factory=lambda: pathlib.Path(tempfile.mkdtemp(prefix="cte-bench-")))
 
     def log(self, msg: str) -> None:
+        """Print ``msg`` to stderr (progress lines; stdout keeps the table)."""
         print(msg, file=sys.stderr, flush=True)
 
 
@@ -452,6 +453,7 @@ def render_table(b: Bench) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The ``python -m bench`` options (see each option's help); ``SystemExit`` on bad syntax (argparse)."""
     ap = argparse.ArgumentParser(prog="python -m bench", description="Chat Template Explorer benchmarks "
                                  "(P1 analysis, P2 parse, P3 streaming, P5 corpus batch).")
     ap.add_argument("--quick", action="store_true", help="one run per figure, fewer steps")
@@ -468,6 +470,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m bench``: runs the selected parts, prints the table (and writes ``--json``).
+
+    Returns 0, or 2 after printing every bad option (unknown part, templates directory, sizes, values < 1).
+    """
     args = parse_args(argv)
     parts = {p.strip().upper() for p in args.only.split(",") if p.strip()}
     unknown = parts - {"P1", "P2", "P3", "P5"}

@@ -35,6 +35,9 @@ class Summary:
 
     @classmethod
     def of(cls, values: Sequence[float]) -> "Summary":
+        """Summary of ``values`` (times in whatever unit the caller measured). Raises ``ValueError`` on an
+        empty sequence.
+        """
         return cls(median(values), quantile(values, 0.9), max(values), len(values))
 
 
@@ -49,6 +52,9 @@ class Spread:
 
     @classmethod
     def of(cls, values: Iterable[float]) -> "Spread":
+        """Spread of ``values`` (one per run): median, min, max, count. Raises ``ValueError`` on an empty
+        iterable.
+        """
         v = list(values)
         return cls(median(v), min(v), max(v), len(v))
 
