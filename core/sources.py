@@ -131,6 +131,24 @@ def _decode(source: str, data: bytes, what: str = "file") -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
+def json_kind(value: Any) -> str:
+    """A plain-words name of a parsed JSON value's kind, with its article, for messages: ``"a number"``,
+    ``"a string"``, ``"true/false"``, ``"null"``, ``"a list"``, ``"an object"`` (never a Python type name)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
 def _check_size(source: str, size: int, limit: int | None, what: str = "file") -> None:
     if limit is not None and size > limit:
         raise TemplateTooLargeError(source, size, limit, what)
@@ -138,7 +156,7 @@ def _check_size(source: str, size: int, limit: int | None, what: str = "file") -
 
 def _check_template_text(source: str, name: str, text: Any, limit: int | None) -> str:
     if not isinstance(text, str):
-        raise TemplateLoadError(source, f"chat template {name!r} is a {type(text).__name__}, not a string")
+        raise TemplateLoadError(source, f"chat template {name!r} must be a string, got {json_kind(text)}")
     if not text.strip():
         raise TemplateLoadError(source, f"chat template {name!r} is empty")
     if "\x00" in text:
@@ -170,7 +188,7 @@ def load_string(text: str, name: str = "<string>", *, max_bytes: int | None = DE
     """A template given as text (pasted). Raises :class:`TemplateLoadError` if it is empty, contains NUL
     characters or is larger than ``max_bytes``."""
     if not isinstance(text, str):
-        raise TemplateLoadError(name, f"expected template text, got {type(text).__name__}")
+        raise TemplateLoadError(name, f"expected template text, got {json_kind(text)}")
     text = _check_template_text(name, "default", text, max_bytes)
     return _select(name, {"default": text}, None, "string", None)
 
@@ -190,8 +208,8 @@ def parse_template_json(source: str, data: Any, *, max_bytes: int | None = DEFAU
         keys = ", ".join(list(data)[:12]) or "none"
         raise TemplateLoadError(source, f"the JSON has no \"chat_template\" field (its keys: {keys})")
     else:
-        raise TemplateLoadError(source, f"the JSON is a {type(data).__name__}, not an object with a "
-                                        "\"chat_template\" field")
+        raise TemplateLoadError(source, f"the JSON must be an object with a \"chat_template\" field, got "
+                                        f"{json_kind(data)}")
     if value is None:
         raise TemplateLoadError(source, "\"chat_template\" is null: this tokenizer has no chat template")
     variants: dict[str, str] = {}
@@ -210,8 +228,8 @@ def parse_template_json(source: str, data: Any, *, max_bytes: int | None = DEFAU
         for vname, tmpl in value.items():
             variants[str(vname)] = _check_template_text(source, str(vname), tmpl, max_bytes)
     else:
-        raise TemplateLoadError(source, f"\"chat_template\" is a {type(value).__name__}, expected a string or a "
-                                        "list of named templates")
+        raise TemplateLoadError(source, f"\"chat_template\" must be a string or a list of {{name, template}}, "
+                                        f"got {json_kind(value)}")
     if not variants:
         raise TemplateLoadError(source, "\"chat_template\" is an empty list")
     return variants
@@ -221,7 +239,7 @@ def _json_variants(source: str, text: str, max_bytes: int | None) -> dict[str, s
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise TemplateLoadError(source, f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+        raise TemplateLoadError(source, f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:
         raise TemplateLoadError(source, "not valid JSON: nested too deeply") from None
     return parse_template_json(source, data, max_bytes=max_bytes)

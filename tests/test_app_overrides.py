@@ -92,3 +92,20 @@ def test_edit_rebuilds_parser_and_grammar_at_once():
     assert grammar and '"<call>' in grammar[0] and "<tool_call>" not in grammar[0]
     # shown as a diff from the automatic analysis
     assert _diff(at).loc["tools.format.per_call_start", "now"] == '"<call>\\n"'
+
+
+@pytest.mark.parametrize("text, message", [
+    ("nope", "the imported text is not valid JSON: Expecting value at line 1 column 1"),
+    ("[1, 2]", 'the imported JSON must be a JSON object with "overrides" and/or "disabled_workarounds", got a list'),
+    ('{"overrides": 5}', 'the imported JSON "overrides" must be an object, got a number'),
+    ('{"disabled_workarounds": "x"}', 'the imported JSON "disabled_workarounds" must be a list, got a string'),
+])
+def test_import_errors_are_plain_messages(text, message):
+    """Review finding: import errors showed 'ValueError: import: Expecting value…' (a Python type name)."""
+    at = page(use_corpus(start(), "Qwen-Qwen3-0.6B.jinja"), "overrides")
+    at.text_area(key="in_ov_import").input(text).run()
+    _click(at, "Apply imported JSON")
+    shown = errors(at)
+    assert any(message in e for e in shown), shown
+    assert not any("Error:" in e or "import:" in e for e in shown), shown
+    assert at.text_area(key="in_ov_import").value == text

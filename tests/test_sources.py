@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import pathlib
 
 import gguf
@@ -143,12 +144,12 @@ def test_chat_template_json(tmp_path):
 @pytest.mark.parametrize("payload, message", [
     ({"bos_token": "<s>", "eos_token": "</s>"}, 'no "chat_template" field'),
     ({"chat_template": None}, "null"),
-    ({"chat_template": 42}, "expected a string or a list"),
+    ({"chat_template": 42}, r"must be a string or a list of \{name, template\}, got a number"),
     ({"chat_template": ""}, "is empty"),
     ({"chat_template": [{"name": "x"}]}, "not an object with"),
     ({"chat_template": []}, "empty list"),
     ([1, 2], "not an object with"),
-    ("just a string", "not an object"),
+    ("just a string", 'must be an object with a "chat_template" field, got a string'),
 ])
 def test_json_without_usable_template(tmp_path, payload, message):
     f = tmp_path / "tokenizer_config.json"
@@ -158,10 +159,23 @@ def test_json_without_usable_template(tmp_path, payload, message):
     assert "tokenizer_config.json" in str(e.value)
 
 
+@pytest.mark.parametrize("payload, kind", [
+    ({"chat_template": 5}, "got a number"), ({"chat_template": True}, "got true/false"),
+    ({"chat_template": {"tool_use": 7}}, "got a number"), ({"chat_template": [{"template": ["x"]}]}, "got a list"),
+])
+def test_wrong_kind_named_in_plain_words(tmp_path, payload, kind):
+    """Review finding: '"chat_template" is a int' leaked a Python type name; the kind is said in JSON terms."""
+    f = tmp_path / "tokenizer_config.json"
+    f.write_text(json.dumps(payload))
+    with pytest.raises(TemplateLoadError, match=kind) as e:
+        load_template(str(f))
+    assert not re.search(r"\b(int|bool|dict|str|NoneType)\b", str(e.value)), str(e.value)
+
+
 def test_invalid_json(tmp_path):
     f = tmp_path / "tokenizer_config.json"
     f.write_text('{"chat_template": "abc",,}')
-    with pytest.raises(TemplateLoadError, match=r"not valid JSON: .*line 1"):
+    with pytest.raises(TemplateLoadError, match=r"not valid JSON: Expecting .* at line 1 column 25$"):
         load_template(str(f))
 
 

@@ -7,6 +7,8 @@ import json
 import pandas as pd
 import streamlit as st
 
+from core.errors import ChatTemplateExplorerError
+from core.sources import json_kind
 from explorer import state
 from explorer.components import marker_table as mt
 from explorer.components.code_view import show_code
@@ -106,14 +108,24 @@ def _reset_all() -> None:
 def _import(text: str) -> None:
     try:
         data = json.loads(text)
-        if not isinstance(data, dict):
-            raise ValueError("expected a JSON object with 'overrides' and/or 'disabled_workarounds'")
+    except json.JSONDecodeError as e:
+        st.session_state[f"ov_error_{D}"] = ChatTemplateExplorerError(
+            f"the imported text is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}")
+        return
+    problem = None
+    if not isinstance(data, dict):
+        problem = ("must be a JSON object with \"overrides\" and/or \"disabled_workarounds\", got "
+                   f"{json_kind(data)}")
+        ov, dis = {}, []
+    else:
         ov = data.get("overrides", {}) if ("overrides" in data or "disabled_workarounds" in data) else data
         dis = data.get("disabled_workarounds", [])
-        if not isinstance(ov, dict) or not isinstance(dis, list):
-            raise ValueError("'overrides' must be an object and 'disabled_workarounds' a list")
-    except (json.JSONDecodeError, ValueError) as e:
-        st.session_state[f"ov_error_{D}"] = ValueError(f"import: {e}")
+        if not isinstance(ov, dict):
+            problem = f"\"overrides\" must be an object, got {json_kind(ov)}"
+        elif not isinstance(dis, list):
+            problem = f"\"disabled_workarounds\" must be a list, got {json_kind(dis)}"
+    if problem is not None:
+        st.session_state[f"ov_error_{D}"] = ChatTemplateExplorerError(f"the imported JSON {problem}")
         return
     if _commit([str(x) for x in dis], ov):
         st.session_state[f"ov_imported_{D}"] = len(ov)
