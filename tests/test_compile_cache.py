@@ -100,3 +100,12 @@ def test_engine_renders_with_shared_code_like_a_fresh_compile(fresh_cache):
     fresh = engine._env().from_string(src).render(dict(ctx))
     assert engine.render(t, dict(ctx)) == fresh
     assert fresh.endswith("<|im_start|>assistant\n")
+
+
+def test_engine_inherits_llama_undefined_and_finalize_from_the_probe_environment():
+    # one definition of llama.cpp's undefined values / printing serves both renderers
+    env, base = engine._env(), caps.probe_environment()
+    assert env.undefined is caps.LlamaUndefined is base.undefined
+    assert env.finalize is base.finalize
+    src = "{{ x.a.b }}|{{ x.join(',') }}|{{ x.length() }}|{{ x.items() | list | length }}|{{ {'k': 1} }}|{{ ['a', 1] }}"
+    assert env.from_string(src).render({}) == base.from_string(src).render({}) == "||0|0||a1"

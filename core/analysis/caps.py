@@ -58,6 +58,7 @@ __all__ = [
     "Caps",
     "CapsProbe",
     "CapsReport",
+    "LlamaUndefined",
     "ProbeResult",
     "TrackedDict",
     "TrackedList",
@@ -536,7 +537,8 @@ def _tracking_env() -> jinja2.Environment:
 
 
 # Methods llama.cpp gives an undefined value (value.cpp ``value_undefined_t::get_builtins``): each returns
-# an empty value of its kind; None stands for "undefined".
+# an empty value of its kind; None stands for "undefined". (``default`` is llama.cpp's ``default_value``,
+# which returns its argument; here ``undefined.default(x)`` stays undefined — no corpus template uses it.)
 _UNDEFINED_BUILTINS: dict[str, Any] = {
     "capitalize": "", "first": None, "items": (), "join": "", "last": None, "length": 0, "list": (),
     "lower": "", "map": (), "max": None, "min": None, "reject": (), "rejectattr": (), "replace": "",
@@ -545,9 +547,15 @@ _UNDEFINED_BUILTINS: dict[str, Any] = {
 }
 
 
-class _ProbeUndefined(jinja2.ChainableUndefined):
+class LlamaUndefined(jinja2.ChainableUndefined):
     """Undefined as llama.cpp's engine treats it: a member or item of an undefined value is undefined (no
-    error), and its builtin methods return empty values."""
+    error), and its builtin methods (``items()``, ``join()``, ``default()``, …; table
+    :data:`_UNDEFINED_BUILTINS`) return empty values instead of failing.
+
+    The single definition of llama.cpp's undefined values in the project: the probe environment uses it,
+    and the llama.cpp-compatible renderer (:mod:`core.analysis.engine`, an overlay of that environment)
+    inherits it together with :func:`_finalize`. Runtime-only: the undefined type does not shape the code
+    jinja2 generates, so it is not part of any compiled-code cache key."""
 
     __slots__ = ()
 
@@ -558,7 +566,7 @@ class _ProbeUndefined(jinja2.ChainableUndefined):
             empty = _UNDEFINED_BUILTINS[name]
 
             def method(*args: Any, **kwargs: Any) -> Any:
-                return _ProbeUndefined(name=name) if empty is None else (
+                return LlamaUndefined(name=name) if empty is None else (
                     [] if empty == () else empty)
 
             return method
@@ -567,7 +575,9 @@ class _ProbeUndefined(jinja2.ChainableUndefined):
 
 def _finalize(value: Any) -> Any:
     """What ``{{ value }}`` prints in llama.cpp's engine: strings and numbers as text, a list as its items'
-    text concatenated, and nothing at all for a mapping, none or undefined."""
+    text concatenated, and nothing at all for a mapping, none or undefined. Shared with
+    :mod:`core.analysis.engine` (inherited through ``overlay()``). Unlike the undefined type, ``finalize``
+    shapes code generation, so it must stay in this module, whose digest is in :func:`probe_code_tag`."""
     if isinstance(value, str):
         return value
     if value is None or isinstance(value, (jinja2.Undefined, dict)):
@@ -581,7 +591,7 @@ def _finalize(value: Any) -> Any:
 def _probe_env() -> jinja2.Environment:
     """The environment probe renders compile with: :func:`_tracking_env` plus llama.cpp's undefined values
     and output of non-strings."""
-    return _tracking_env().overlay(undefined=_ProbeUndefined, finalize=_finalize)
+    return _tracking_env().overlay(undefined=LlamaUndefined, finalize=_finalize)
 
 
 def probe_environment() -> jinja2.Environment:

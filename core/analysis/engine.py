@@ -5,12 +5,16 @@ constructs real templates use — and a differing render changes the diff, so th
 way llama.cpp does. The capability module (:mod:`core.analysis.caps`) already carries an environment that
 emulates that engine for its probes (``str + x`` concatenates x's string form and ``str + none`` treats
 the none as "", ``map``/``select`` give lists, llama.cpp's macro argument binding, ``in`` on undefined,
-filters llama.cpp refuses). This module reuses it — without usage tracking — and adds two filters:
+filters llama.cpp refuses, and llama.cpp's undefined values and printing). This module reuses it — as an
+``overlay()``, so usage tracking stays inactive outside probe renders — and adds two filters:
 
 * ``safe`` is a no-op (jinja2 returns ``Markup``, which then HTML-escapes every string added to it);
-* ``format`` only fills ``{}`` placeholders (``"%s" | format(x)`` stays ``"%s"``; any other ``{`` fails);
-* an undefined value is chainable (``x.a.b`` of an undefined ``x`` is undefined) and its builtin methods
-  (``items()``, ``join()``, …) return empty values.
+* ``format`` only fills ``{}`` placeholders (``"%s" | format(x)`` stays ``"%s"``; any other ``{`` fails).
+
+llama.cpp's undefined handling — an undefined value is chainable (``x.a.b`` of an undefined ``x`` is
+undefined) and its builtin methods (``items()``, ``join()``, …) return empty values — and its printing of
+non-strings (``{{ mapping }}`` / ``{{ none }}`` print nothing) are defined once, in
+:class:`core.analysis.caps.LlamaUndefined` and ``caps._finalize``, and inherited through the overlay.
 
 :func:`render` raises :class:`~core.errors.TemplateRenderError`; if the caps module is unavailable it
 falls back to the project's standard (transformers-like) rendering.
@@ -62,37 +66,6 @@ def _llama_format(value: Any, *args: Any, **kwargs: Any) -> str:
     return "".join(out)
 
 
-# Methods llama.cpp's engine gives an undefined value (value.cpp ``value_undefined_t::get_builtins``):
-# each returns an empty value of its kind ("" / [] / 0 / undefined).
-_UNDEFINED_METHODS: dict[str, Any] = {
-    "capitalize": "", "first": None, "items": [], "join": "", "last": None, "length": 0, "list": [],
-    "lower": "", "map": [], "max": None, "min": None, "reject": [], "rejectattr": [], "replace": "",
-    "reverse": [], "safe": "", "select": [], "selectattr": [], "sort": [], "string": "", "strip": "",
-    "sum": 0, "title": "", "truncate": "", "unique": [], "upper": "", "wordcount": 0,
-}
-
-
-class LlamaUndefined(jinja2.ChainableUndefined):
-    """Undefined as llama.cpp's engine treats it: members and items of an undefined value are undefined,
-    and its builtin methods (``items()``, ``join()``, …) return empty values instead of failing."""
-
-    __slots__ = ()
-
-    def __getattr__(self, name: str) -> Any:
-        if name[:2] == "__":
-            raise AttributeError(name)
-        if name in _UNDEFINED_METHODS:
-            empty = _UNDEFINED_METHODS[name]
-
-            def method(*args: Any, **kwargs: Any) -> Any:
-                if empty is None:
-                    return LlamaUndefined(name=name)
-                return copy.copy(empty)
-
-            return method
-        return self
-
-
 @functools.lru_cache(maxsize=1)
 def _env() -> Any:
     base = _caps.probe_environment()  # type: ignore[union-attr]
@@ -100,7 +73,7 @@ def _env() -> Any:
     env.filters = dict(base.filters)
     env.filters["safe"] = _safe
     env.filters["format"] = _llama_format
-    env.undefined = LlamaUndefined
+    # undefined type and finalize: inherited from the probe environment (caps.LlamaUndefined, caps._finalize)
     return env
 
 
