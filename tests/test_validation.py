@@ -370,3 +370,43 @@ def test_huge_output_cli(tmp_path: Any) -> None:
     proc = _run(["parse", HANDLER, "--compact"], stdin=text)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["content"] == text
+
+
+def _ref_tool(prop: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    params = {"type": "object", "properties": {"q": prop}, "required": ["q"], **extra}
+    return {"type": "function", "function": {"name": "lookup", "description": "x", "parameters": params}}
+
+
+@pytest.mark.parametrize("prop, needle", [
+    ({"$ref": "#/definitions/nowhere"}, "cannot resolve $ref #/definitions/nowhere"),
+    ({"anyOf": [{"type": "string"}, {"$ref": "#/$defs/gone"}]}, "cannot resolve $ref #/$defs/gone"),
+    ({"$ref": "https://example.com/s.json"}, "unsupported $ref https://example.com/s.json"),
+    ({"$ref": 5}, "$ref must be a string"),
+])
+def test_unresolvable_ref_is_a_request_error(prop: dict[str, Any], needle: str) -> None:
+    """Review finding: an unresolvable ``$ref`` became ``ref-nowhere ::= value`` (any value) while llama.cpp's
+    schema reader (common/json-schema.cpp resolve_ref) throws and the request fails. The error names the tool,
+    the field and the ref."""
+    with pytest.raises(RequestError) as info:
+        ChatRequest.from_dict(_req(tools=[TOOL, _ref_tool(prop)]))
+    assert info.value.field == "tools[1].function.parameters"
+    assert "tool 'lookup'" in str(info.value) and needle in str(info.value)
+    with pytest.raises(RequestError) as info:
+        ChatRequest.from_dict(_req(json_schema={"type": "object", "properties": {"q": prop}}))
+    assert info.value.field == "json_schema" and needle in str(info.value)
+
+
+def test_resolvable_and_cyclic_refs_still_accepted() -> None:
+    good = _ref_tool({"$ref": "#/$defs/node"}, **{"$defs": {"node": {
+        "type": "object", "properties": {"next": {"$ref": "#/$defs/node"}, "v": {"type": "integer"}}}}})
+    req = ChatRequest.from_dict(_req(tools=[good]))
+    assert req.tool_names() == ["lookup"]
+
+
+@pytest.mark.parametrize("template", [AUTO, str(TEMPLATES / "Qwen-Qwen3-0.6B.jinja"), HANDLER])
+def test_unresolvable_ref_grammar_cli(tmp_path, template: str) -> None:
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps(_req(tools=[_ref_tool({"$ref": "#/definitions/nowhere"})])), encoding="utf-8")
+    err = _assert_clean_error(_run(["grammar", template, "--request", str(path)]),
+                              "tools[0].function.parameters", "'lookup'", "#/definitions/nowhere")
+    assert err.startswith("error: ") and "ref-definitions-nowhere" not in err

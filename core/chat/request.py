@@ -78,6 +78,16 @@ def _check_depth(value: Any, name: str, limit: int = MAX_SCHEMA_DEPTH) -> None:
         stack.extend((c, d + 1) for c in children)
 
 
+def _check_refs(schema: dict[str, Any], name: str, prefix: str = "") -> None:
+    """Raise :class:`RequestError` when a ``$ref`` in ``schema`` does not resolve (llama.cpp's schema reader
+    throws on it, so the request fails there; it must not become "any value" here)."""
+    from ..grammar.json_schema import check_refs  # local: keeps request importable without the grammar part
+
+    problem = check_refs(schema)
+    if problem is not None:
+        raise RequestError(name, f"{prefix}{problem}")
+
+
 def _enum(cls: type[enum.Enum], value: Any, name: str) -> Any:
     if isinstance(value, cls):
         return value
@@ -129,6 +139,7 @@ class ChatRequest:
             raise RequestError("json_schema", "must be a JSON object (a JSON schema) or null")
         if schema is not None:
             _check_depth(schema, "json_schema")
+            _check_refs(schema, "json_schema")
         kwargs = data.get("chat_template_kwargs") or {}
         if not isinstance(kwargs, dict):
             raise RequestError("chat_template_kwargs", "must be a JSON object")
@@ -202,3 +213,4 @@ def validate_tool(t: Any, where: str) -> None:
     if not isinstance(params, dict):
         raise RequestError(f"{where}.function.parameters", "must be a JSON schema object")
     _check_depth(params, f"{where}.function.parameters")
+    _check_refs(params, f"{where}.function.parameters", f"tool {fn['name']!r}: ")

@@ -165,9 +165,10 @@ _UUID_FORMATS = {"uuid", "uuid1", "uuid2", "uuid3", "uuid4", "uuid5"}
 
 
 class _Builder:
-    def __init__(self, root: Any, lenient: bool):
+    def __init__(self, root: Any, lenient: bool, strict_refs: bool = False):
         self.root = root
         self.lenient = lenient
+        self.strict_refs = strict_refs  # lenient elsewhere, but a bad $ref raises (llama.cpp fails those too)
         self.refs: dict[str, SchemaNode | None] = {}
         self.pending: list[RefSchema] = []
 
@@ -213,17 +214,23 @@ class _Builder:
                 raise SchemaError(f"JSON schema error at {path}: cannot resolve $ref {ref}, {sel} not found")
         return target
 
+    def _fail_ref(self, path: str, msg: str) -> SchemaNode:
+        if self.strict_refs:
+            raise SchemaError(f"JSON schema error at {path}: {msg}")
+        return self.fail(path, msg)
+
     def build_ref(self, value: Any, path: str) -> SchemaNode:
         if not isinstance(value, str):
-            return self.fail(path, "$ref must be a string")
+            return self._fail_ref(path, "$ref must be a string")
         if not value.startswith("#/"):
-            return self.fail(path, f"unsupported $ref {value}, only references into the same document are supported")
+            return self._fail_ref(path, f"unsupported $ref {value}, only references into the same document are "
+                                        "supported")
         if value not in self.refs:
             self.refs[value] = None
             try:
                 target = self._resolve(value, path)
             except SchemaError:
-                if not self.lenient:
+                if not self.lenient or self.strict_refs:
                     raise
                 target = {}
             self.refs[value] = self.build(target, value)
@@ -397,6 +404,25 @@ def schema_from_json_lenient(schema: Any) -> SchemaNode:
         return _Builder(schema, lenient=True).document().root
     except (SchemaError, RecursionError):
         return AnySchema()
+
+
+def check_refs(schema: Any) -> str | None:
+    """The first bad ``$ref`` in ``schema`` (a JSON-schema dict) as a message, or ``None`` when every ``$ref``
+    resolves. Walks the schema as :func:`schema_from_json_lenient` reads it (other unsupported parts are still
+    accepted) and reports a ``$ref`` that is not a string, not local (``#/…``) or names nothing, e.g.
+    ``"JSON schema error at #/properties/q: cannot resolve $ref #/definitions/nowhere, definitions not found"``.
+    Follows llama.cpp ``common/json-schema.cpp`` (``build_ref`` / ``resolve_ref`` throw, so the request fails)
+    instead of reading the value as "any value". Never raises (a schema nested too deeply returns ``None``;
+    request validation limits depth first)."""
+    if not isinstance(schema, dict):
+        return None
+    try:
+        _Builder(schema, lenient=True, strict_refs=True).document()
+    except SchemaError as e:
+        return str(e)
+    except RecursionError:
+        return None
+    return None
 
 
 def may_be_string(node: SchemaNode | None, _visiting: set[int] | None = None) -> bool:
