@@ -93,3 +93,17 @@ def test_improved_fidelity_switch_changes_the_analysis():
     infos = [unmd(i.value) for i in at.info]
     assert any("string-argument-probes" in i for i in infos), infos
     assert not before.equals(frame_with(at, "field"))
+
+
+def test_markers_table_has_fixed_column_widths_that_fit():
+    """Review finding: at a 1400 px browser the Markers table (beside Capabilities, auto-sized columns) cut off
+    "trimmed" and "found by". It is now full width with fixed widths summing to at most 900 px (the main block is
+    ~940 px wide there; tests/test_browser.py checks the real layout)."""
+    at = page(start(), "overview")
+    df = [d for d in at.dataframe if "found by" in d.value.columns][0]
+    config = json.loads(df.proto.columns)
+    cols = ["field", "value", "trimmed", "found by"]
+    assert list(df.value.columns) == cols
+    widths = [config[c]["width"] for c in cols]
+    assert all(isinstance(w, int) and w >= 150 for w in widths), widths
+    assert sum(widths) <= 900, widths

@@ -119,6 +119,16 @@ def test_load_pick_template_parse(app_url, browser):
     text = " ".join(metrics.all_inner_texts())
     assert "TAG_BASED" in text and "JSON_NATIVE" in text, text
     _shot(page, "01-overview-default")
+    # every Markers column is visible at 1400 px: the grid does not scroll sideways (review finding: "trimmed"
+    # and "found by" were cut off beside Capabilities) and spans the main block
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    heads = grid.locator('[role="columnheader"]').all_inner_texts()
+    assert heads == ["field", "value", "trimmed", "found by"], heads
+    scroll = grid.evaluate("e => { const s = e.querySelector('.dvn-scroller');"
+                           " return s ? [s.scrollWidth, s.clientWidth] : null }")
+    assert scroll is not None and scroll[0] <= scroll[1], scroll
+    main = page.locator('[data-testid="stMainBlockContainer"]').first.bounding_box()
+    assert grid.bounding_box()["width"] >= 0.75 * main["width"], (grid.bounding_box(), main)
 
     # pick another bundled template in the sidebar
     _pick(page, "Bundled examples", "xml-function-tags.jinja")

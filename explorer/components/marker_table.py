@@ -85,6 +85,17 @@ def markers_frame(analysis: Any, *, found_by: Mapping[str, Iterable[str]] | None
     return pd.DataFrame(rows, columns=cols)
 
 
+def marker_column_config(frame: pd.DataFrame) -> dict[str, Any]:
+    """``st.dataframe`` ``column_config`` for a :func:`markers_frame`: text columns with fixed widths in pixels
+    (900 in all), so every column stays visible without horizontal scrolling in the full-width table of a
+    1400 px browser (auto-sized columns followed the longest value and pushed ``trimmed`` / ``found by`` out).
+    A longer value is cut with an ellipsis in its cell. Only columns present in ``frame`` are configured."""
+    import streamlit as st
+
+    widths = {"field": 210, "value": 300, "trimmed": 220, "found by": 170}
+    return {c: st.column_config.TextColumn(c, width=w) for c, w in widths.items() if c in frame.columns}
+
+
 def flags_frame(analysis: Any) -> pd.DataFrame:
     """JSON key names, boolean and list fields (``name_field``, ``fun_name_is_key``, ``parameter_order``,
     …) as ``field`` / ``value``."""

@@ -58,16 +58,18 @@ with tab_analysis:
         for path in (cmp.found or {}):
             found_by.setdefault(path, []).append(cmp.id)
 
+    # the markers table gets the full width (beside Capabilities its "trimmed" / "found by" columns were cut
+    # off at 1400 px); the other fields and the capabilities share the row below
+    st.subheader("Markers")
+    markers = mt.markers_frame(a, found_by=found_by)
+    if markers.empty:
+        st.caption("No markers: the analysis found no special text around reasoning, content or tool calls.")
+    else:
+        st.dataframe(markers, hide_index=True, width="stretch", column_config=mt.marker_column_config(markers))
     left, right = st.columns([3, 2])
     with left:
-        st.subheader("Markers")
-        markers = mt.markers_frame(a, found_by=found_by)
-        if markers.empty:
-            st.caption("No markers: the analysis found no special text around reasoning, content or tool calls.")
-        else:
-            st.dataframe(markers, hide_index=True, width="stretch")
-        with st.expander("Other fields (JSON keys, flags)"):
-            st.dataframe(mt.flags_frame(a), hide_index=True, width="stretch")
+        st.subheader("Other fields")
+        st.dataframe(mt.flags_frame(a), hide_index=True, width="stretch")
     with right:
         st.subheader("Capabilities")
         st.dataframe(mt.caps_frame(a.caps), hide_index=True, width="stretch")
