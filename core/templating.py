@@ -15,6 +15,7 @@ Errors: :class:`~core.errors.TemplateSyntaxError` at compile time, :class:`~core
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import hashlib
@@ -25,7 +26,7 @@ import pathlib
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import re
 
@@ -224,9 +225,27 @@ class Clock:
 _clock = Clock()
 
 
-def pin_clock(when: _dt.datetime | None) -> None:
-    """Pin (or with ``None`` unpin) the date every template's ``strftime_now`` sees."""
-    _clock.fixed = when
+def pin_clock(when: _dt.datetime | None) -> _dt.datetime | None:
+    """Pin (or with ``None`` unpin) the date every template's ``strftime_now`` and the request path's
+    ``datetime`` / ``date_string`` see. Returns the previous pin (``None`` when the clock was live), so a caller
+    can restore it; :func:`pinned_clock` does that for a block."""
+    previous, _clock.fixed = _clock.fixed, when
+    return previous
+
+
+@contextlib.contextmanager
+def pinned_clock(when: _dt.datetime | None) -> Iterator[None]:
+    """Context manager: the clock pinned to ``when`` inside the block, the previous pin restored after it."""
+    previous = pin_clock(when)
+    try:
+        yield
+    finally:
+        pin_clock(previous)
+
+
+def now() -> _dt.datetime:
+    """What templates see as "now": the pinned datetime if any (tests, reproducible renders), else local time."""
+    return _clock.now()
 
 
 def _strftime_now(fmt: str) -> str:

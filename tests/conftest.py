@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import pathlib
 
 import pytest
 
+from core.templating import pinned_clock
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 TEMPLATES = SHARED / "templates"
 REFERENCE = SHARED / "reference"
+
+# The moment llama.cpp rendered ../shared/reference (read off the Hunyuan prompt in analysis.jsonl, which prints
+# "2026-11-30 01:57:31 星期一"). Every test sees this clock, so templates that print today's date render as the
+# reference did on any day the suite runs.
+REFERENCE_CLOCK = dt.datetime(2026, 11, 30, 1, 57, 31)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _reference_clock():
+    """Pin ``strftime_now`` and the request path's date context to :data:`REFERENCE_CLOCK` for the session."""
+    with pinned_clock(REFERENCE_CLOCK):
+        yield
 
 
 def _jsonl(path: pathlib.Path) -> list[dict]:

@@ -72,3 +72,35 @@ def test_compiled_code_survives_restart(tmp_path, monkeypatch):
         out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True, cwd=ROOT)
         assert out.stdout.strip() == "3x"
     assert len(list((tmp_path / "jinja").glob("*.bin"))) == 1
+
+
+def test_date_printing_templates_match_reference_whatever_the_wall_clock(reference_analysis, monkeypatch):
+    """The reference was rendered on 2026-11-30; with the wall clock moved to another day the pinned clock still
+    reproduces it, and with the pin lifted the same template prints the moved day (so the pin is what matters)."""
+    import datetime as dt
+
+    import core.templating as templating
+    from core.templating import pinned_clock
+
+    from .conftest import REFERENCE_CLOCK
+
+    class _MovedDatetime(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2031, 5, 17, 9, 30, 0)
+
+    class _MovedModule:
+        datetime = _MovedDatetime
+
+    monkeypatch.setattr(templating, "_dt", _MovedModule)
+    tools = json.loads((SHARED / "tools" / "oracle" / "tools.json").read_text())
+    name = "meta-llama-Llama-3.2-3B-Instruct.jinja"
+    tmpl = ChatTemplate(template_source(name), name)
+    msgs = [{"role": "user", "content": "Hello"}]
+    with pinned_clock(REFERENCE_CLOCK):
+        pinned = apply_template(tmpl, msgs, tools, add_generation_prompt=True)
+    with pinned_clock(None):
+        live = apply_template(tmpl, msgs, tools, add_generation_prompt=True)
+    assert "Today Date: 30 Nov 2026" in pinned
+    assert pinned == reference_analysis[name]["apply"]["prompt"]
+    assert "Today Date: 17 May 2031" in live

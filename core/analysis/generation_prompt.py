@@ -11,14 +11,15 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
+from .. import templating as _templating
 from ..templating import ChatTemplate, apply_template
 from . import engine as _engine
 
 
 def request_extra_context(now: _dt.datetime | None = None) -> dict[str, str]:
     """The extra context llama.cpp's request path adds: ``datetime`` ("%b %d %Y") and ``date_string``
-    ("%d %b %Y")."""
-    now = now or _dt.datetime.now()
+    ("%d %b %Y"), from ``now`` or else the templating clock (:func:`core.templating.now`, pinnable)."""
+    now = now or _templating.now()
     return {"datetime": now.strftime("%b %d %Y"), "date_string": now.strftime("%d %b %Y")}
 
 

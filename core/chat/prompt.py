@@ -33,7 +33,9 @@ from typing import Any, Mapping
 
 from ..analysis.result import Caps
 from ..errors import RequestError
+from ..analysis.generation_prompt import request_extra_context
 from ..templating import ChatTemplate, apply_template
+from ..templating import now as templating_now
 from .request import ChatRequest, Continuation
 
 STEPFUN_TRIM_TRIGGER = "You have access to the following functions in JSONSchema format"
@@ -233,18 +235,14 @@ def message_is_empty(msg: dict[str, Any] | None) -> bool:
 
 
 def default_now() -> _dt.datetime:
-    """The clock the request path uses (the templating clock, so ``pin_clock`` pins it too)."""
-    from .. import templating
-
-    clock = getattr(templating, "_clock", None)
-    return clock.now() if clock is not None else _dt.datetime.now()
+    """The clock the request path uses: :func:`core.templating.now` (so ``pin_clock`` pins it too)."""
+    return templating_now()
 
 
 def extra_context(request: ChatRequest, now: _dt.datetime | None = None) -> dict[str, Any]:
     """``datetime`` / ``date_string`` plus ``chat_template_kwargs`` (later keys win), as llama.cpp
     ``common_chat_extra_context`` + kwargs."""
-    now = now or default_now()
-    ctx: dict[str, Any] = {"datetime": now.strftime("%b %d %Y"), "date_string": now.strftime("%d %b %Y")}
+    ctx: dict[str, Any] = dict(request_extra_context(now or default_now()))
     for k, v in (request.chat_template_kwargs or {}).items():
         ctx[k] = v
     return ctx
