@@ -86,13 +86,16 @@ def browser():
 
 
 def _wait_idle(page, timeout: float = 60_000) -> None:
-    """Wait until Streamlit has finished the current script run (no running indicator)."""
-    page.wait_for_timeout(300)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-        " || !document.querySelector('[data-testid=\"stStatusWidget\"]').innerText.includes('Running')",
-        timeout=timeout)
-    page.wait_for_timeout(300)
+    """Wait until Streamlit has finished the current script run. Reads the app root's own run state
+    (``data-test-script-state``: ``running`` / ``rerunRequested`` while a run is under way, ``notRunning`` after);
+    the status widget's wording changes between Streamlit versions ("Running…", "Stop"), the attribute does not.
+    It must read ``notRunning`` twice, 250 ms apart, so a rerun requested by the last click is waited for too."""
+    js = ("() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
+          " return !!a && a.getAttribute('data-test-script-state') === 'notRunning'; }")
+    page.wait_for_timeout(150)
+    page.wait_for_function(js, timeout=timeout)
+    page.wait_for_timeout(250)
+    page.wait_for_function(js, timeout=timeout)
 
 
 def _shot(page, name: str) -> None:
@@ -122,6 +125,7 @@ def test_load_pick_template_parse(app_url, browser):
     # every Markers column is visible at 1400 px: the grid does not scroll sideways (review finding: "trimmed"
     # and "found by" were cut off beside Capabilities) and spans the main block
     grid = page.locator('[data-testid="stDataFrame"]').first
+    grid.locator('[role="columnheader"]').first.wait_for(state="attached", timeout=60_000)  # mounts after metrics
     heads = grid.locator('[role="columnheader"]').all_inner_texts()
     assert heads == ["field", "value", "trimmed", "found by"], heads
     scroll = grid.evaluate("e => { const s = e.querySelector('.dvn-scroller');"
