@@ -24,6 +24,7 @@ import marshal
 import os
 import pathlib
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -35,6 +36,8 @@ import jinja2.compiler
 import jinja2.ext
 import jinja2.nodes
 import jinja2.sandbox
+import jinja2.utils
+import jinja2.visitor
 
 from .errors import RenderLimitError, TemplateRenderError, TemplateSecurityError, TemplateSyntaxError
 
@@ -44,12 +47,15 @@ class RenderLimits:
     """Resource limits for one render.
 
     ``timeout_s`` (seconds of wall time), ``max_output_chars`` (characters of rendered text, also the cap on
-    any single string a template builds), ``max_range`` (items one ``range()`` call may produce).
+    any single string, list or printed value a template builds — checked on the projected size, before the
+    allocation), ``max_range`` (items one ``range()`` call may produce, also the cap on ``slice``/``batch``
+    counts), ``max_int_bits`` (bit length of any integer arithmetic result, checked before the arithmetic).
     """
 
     timeout_s: float = 2.0
     max_output_chars: int = 1_000_000
     max_range: int = 100_000
+    max_int_bits: int = 16_384
 
 
 DEFAULT_LIMITS = RenderLimits()
@@ -72,18 +78,158 @@ class GenerationBlockExtension(jinja2.ext.Extension):
         return jinja2.nodes.Scope(body, lineno=lineno)
 
 
-class _Deadline:
-    """Per-render budget, checked from the sandbox hooks the template cannot avoid calling."""
+#: Largest template source compiled, in characters (27x the largest of the 351 real templates, 18.7 KB):
+#: jinja2's lexer and parser cannot be interrupted, so their cost is bounded by the input size instead.
+MAX_SOURCE_CHARS = int(os.environ.get("CTE_MAX_SOURCE_CHARS") or 500_000)
 
-    __slots__ = ("limits", "until")
+_local = threading.local()
+
+
+class _Deadline:
+    """Per-render budget, checked from the sandbox hooks the template cannot avoid calling (attribute and
+    item access, calls, arithmetic, filters, every ``for`` iteration). Ends at the render's ``timeout_s`` or,
+    inside :func:`analysis_budget`, at the end of the whole analysis' budget, whichever comes first."""
+
+    __slots__ = ("limits", "until", "budget")
 
     def __init__(self, limits: RenderLimits):
         self.limits = limits
         self.until = time.monotonic() + limits.timeout_s
+        self.budget = getattr(_local, "budget", None)
+        if self.budget is not None and self.budget.until < self.until:
+            self.until = self.budget.until
+        else:
+            self.budget = None
 
     def check(self) -> None:
         if time.monotonic() > self.until:
-            raise RenderLimitError("<render>", f"render took longer than {self.limits.timeout_s:g} s")
+            if self.budget is not None:
+                self.budget.exceeded = True
+                raise RenderLimitError("<render>", self.budget.message())
+            raise RenderLimitError("<render>", f"render took longer than {self.limits.timeout_s:g} s "
+                                               "(limit: render time)")
+
+
+@dataclass
+class Budget:
+    """Wall-clock budget of a whole analysis (every render of it). ``seconds`` given, ``until`` the
+    ``time.monotonic()`` it ends at, ``exceeded`` set once a render was stopped by it."""
+
+    seconds: float
+    until: float
+    exceeded: bool = False
+
+    def message(self) -> str:
+        """The one-line reason naming the limit."""
+        return (f"analysis took longer than its budget of {self.seconds:g} s (limit: analysis budget; "
+                "set CTE_ANALYSIS_BUDGET_S or --budget)")
+
+    def check(self) -> None:
+        """Raise :class:`RenderLimitError` (and mark ``exceeded``) if the budget is spent."""
+        if time.monotonic() > self.until:
+            self.exceeded = True
+            raise RenderLimitError("<analysis>", self.message())
+
+
+@contextlib.contextmanager
+def analysis_budget(seconds: float | None) -> Iterator[Budget | None]:
+    """Context manager: every render on this thread inside the block ends by ``seconds`` from now (None: no
+    budget). Nested budgets keep the earlier end. Yields the :class:`Budget` (its ``exceeded`` tells whether
+    a render was stopped by it)."""
+    previous = getattr(_local, "budget", None)
+    if seconds is None:
+        yield previous
+        return
+    budget = Budget(seconds, time.monotonic() + seconds)
+    if previous is not None and previous.until < budget.until:
+        budget = previous
+    _local.budget = budget
+    try:
+        yield budget
+    finally:
+        _local.budget = previous
+
+
+def _limit_error(what: str, limit: Any, name: str) -> RenderLimitError:
+    return RenderLimitError("<render>", f"{what} above {limit} (limit: {name})")
+
+
+def projected_text_size(value: Any, limit: int, indent: int = 0) -> int:
+    """Lower bound of ``len(str(value))`` / ``len(json.dumps(value, indent=indent))`` computed without
+    building it: strings count their length, numbers their digits, containers their items plus separators
+    (and ``indent`` spaces per nesting level and item). Stops as soon as the count passes ``limit`` (each
+    visited item adds at least one, so the walk is O(limit) even for a list that contains itself or a list
+    repeated a million times) and returns a value ``> limit`` then."""
+    total = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, str):
+            total += len(v) + 2
+        elif isinstance(v, bool) or v is None:
+            total += 4
+        elif isinstance(v, int):
+            total += v.bit_length() * 3 // 10 + 1
+        elif isinstance(v, dict):
+            total += 2
+            for k, item in dict.items(v):
+                total += 2 + (depth + 1) * indent
+                stack.append((k, depth + 1))
+                stack.append((item, depth + 1))
+                if total > limit or len(stack) > limit:
+                    return limit + 1
+        elif isinstance(v, (list, tuple)):
+            total += 2
+            for item in (v if type(v) is tuple else list.__iter__(v)):
+                total += 2 + (depth + 1) * indent
+                stack.append((item, depth + 1))
+                if total > limit or len(stack) > limit:
+                    return limit + 1
+        else:
+            total += 1
+        if total > limit:
+            return limit + 1
+    return total
+
+
+class _CheckedLoop:
+    """What every ``for`` loop iterates: the template's iterable, with the render deadline checked on each
+    item (a ``for`` over a list, a sliced range or a ``slice`` result would otherwise never check it).
+    ``len`` passes through so ``loop.length`` behaves as before."""
+
+    __slots__ = ("_it",)
+
+    def __init__(self, it: Any):
+        self._it = it
+
+    def __iter__(self) -> Any:
+        env = _ENV
+        for x in self._it:
+            env._tick()
+            yield x
+
+    def __len__(self) -> int:
+        return len(self._it)
+
+
+LOOP_FILTER = "ct_checked_loop"
+"""Name of the filter every ``for`` iterable is wrapped in (by :class:`_LoopRewriter`)."""
+
+
+class _LoopRewriter(jinja2.visitor.NodeTransformer):
+    """Wraps every ``for`` loop's iterable in :data:`LOOP_FILTER` (the outermost wrapper, so the loop
+    checks the deadline whatever other rewriters apply inside it)."""
+
+    def visit_For(self, node: jinja2.nodes.For) -> jinja2.nodes.Node:
+        self.generic_visit(node)
+        node.iter = jinja2.nodes.Filter(node.iter, LOOP_FILTER, [], [], None, None, lineno=node.lineno)
+        return node
+
+
+def rewrite_loops(tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
+    """Apply :class:`_LoopRewriter` to a parsed template (environments with their own ``_parse`` rewriting
+    call this last)."""
+    return _LoopRewriter().visit(tree)
 
 
 class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
@@ -98,25 +244,78 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
         self.write("))")
 
 
-# printf-style widths large enough to build a huge string from a tiny template ("%*s", "%9999999s").
-_HUGE_PERCENT_WIDTH = re.compile(r"%[-+ #0]*(\*|\d{7,})")
+_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\*|\d*)(?:\.(\*|\d*))?")
+
+
+def _check_percent(fmt: str, limit: int) -> None:
+    """Refuse a printf-style format whose width or precision (``%9999999s``, ``%.9999999d``,
+    ``%(a)9999999s``, ``%*s``) could build a string above ``limit`` — before formatting."""
+    for m in _PERCENT_SPEC.finditer(fmt):
+        for g in m.groups():
+            if g == "*" or (g and int(g) > limit):
+                raise _limit_error("printf-style width/precision", limit, "output size")
+
+
+def _check_format_spec(fmt: str, limit: int, depth: int = 0) -> None:
+    """Refuse a ``str.format`` string whose field widths/precisions exceed ``limit`` (``{:>999999999}``)."""
+    import string as _string
+
+    try:
+        fields = list(_string.Formatter().parse(fmt))
+    except ValueError:
+        return  # str.format raises its own error
+    for _lit, _name, spec, _conv in fields:
+        if spec:
+            if any(int(d) > limit for d in re.findall(r"\d+", spec)):
+                raise _limit_error("format width/precision", limit, "output size")
+            if "{" in spec and depth < 2:
+                _check_format_spec(spec, limit, depth + 1)
+
+
+def _check_args_size(args: Any, limit: int) -> None:
+    for a in args:
+        if isinstance(a, (list, tuple, dict)) and projected_text_size(a, limit) > limit:
+            raise _limit_error("printed argument size", limit, "output size")
 
 
 class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
-    """Immutable sandbox whose attribute access, calls and arithmetic check the active render budget."""
+    """Immutable sandbox whose attribute access, calls, arithmetic, filters and loops check the active
+    render budget, and whose operations that can build a large value check its projected size first."""
 
     code_generator_class = _LimitedCodeGenerator
     intercepted_binops = frozenset(["*", "**", "+", "%"])
-    _deadline: _Deadline | None = None
+
+    # per thread: the app renders on several threads at once
+    @property
+    def _deadline(self) -> _Deadline | None:
+        return getattr(_local, "deadline", None)
+
+    @_deadline.setter
+    def _deadline(self, value: _Deadline | None) -> None:
+        _local.deadline = value
+
+    def _limits(self) -> RenderLimits:
+        d = self._deadline
+        return d.limits if d else DEFAULT_LIMITS
 
     def _limit(self) -> int:
-        return self._deadline.limits.max_output_chars if self._deadline else DEFAULT_LIMITS.max_output_chars
+        return self._limits().max_output_chars
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
+        return rewrite_loops(self._rewrite_tree(super()._parse(source, name, filename)))
+
+    def _rewrite_tree(self, tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
+        """Hook for subclasses rewriting the parsed template; the loop checks are added after it."""
+        return tree
 
     def checked_concat(self, parts: Any) -> str:
         self._tick()
+        limit = self._limit()
+        if sum(projected_text_size(p, limit) if not isinstance(p, str) else len(p) for p in parts) > limit:
+            raise _limit_error("string length", limit, "output size")
         out = "".join(map(str, parts))
-        if len(out) > self._limit():
-            raise RenderLimitError("<render>", f"string longer than {self._limit()} characters")
+        if len(out) > limit:
+            raise _limit_error("string length", limit, "output size")
         return out
 
     def _tick(self) -> None:
@@ -132,6 +331,9 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         self._tick()
+        if isinstance(obj, str) and attribute in ("format", "format_map"):
+            # the sandbox hands back its own wrapper of str.format (no __self__ for call() to see)
+            _check_format_spec(obj, self._limit())
         if isinstance(attribute, str) and attribute.startswith("__"):
             # No chat template needs dunder attributes; refusing them all (even missing ones) makes every
             # introspection attempt fail loudly instead of rendering as an empty Undefined.
@@ -144,28 +346,83 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         __self._tick()
-        if isinstance(getattr(__obj, "__self__", None), str):
-            # str methods that pad (center, ljust, rjust, zfill, expandtabs) can allocate from one int
-            limit = __self._limit()
-            if any(isinstance(a, int) and a > limit for a in (*args, *kwargs.values())):
-                raise RenderLimitError("<render>", f"string method argument above {limit}")
+        owner = getattr(__obj, "__self__", None)
+        if owner is None:  # the sandbox's wrapper of str.format keeps the bound method as __wrapped__
+            owner = getattr(getattr(__obj, "__wrapped__", None), "__self__", None)
+        if isinstance(owner, str):
+            _check_str_method(owner, getattr(__obj, "__name__", ""), args, kwargs, __self._limit())
         return super().call(__context, __obj, *args, **kwargs)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         self._tick()
-        limit = self._limit()
+        limits = self._limits()
+        limit = limits.max_output_chars
         if operator == "*":
             seq, n = (left, right) if isinstance(right, int) else (right, left)
-            if isinstance(seq, (str, list)) and isinstance(n, int) and len(seq) * n > limit:
-                raise RenderLimitError("<render>", f"string/list repetition beyond {limit} items")
-        if operator == "%" and isinstance(left, str) and _HUGE_PERCENT_WIDTH.search(left):
-            raise RenderLimitError("<render>", "printf-style width too large")
-        if operator == "**" and isinstance(right, (int, float)) and abs(right) > 1000:
-            raise RenderLimitError("<render>", "exponent too large")
+            if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > limit:
+                raise _limit_error("string/list repetition size", limit, "output size")
+            if (isinstance(left, int) and isinstance(right, int)
+                    and left.bit_length() + right.bit_length() > limits.max_int_bits):
+                raise _limit_error("integer product bit length", limits.max_int_bits, "integer size")
+        if operator == "%" and isinstance(left, str):
+            _check_percent(left, limit)
+            _check_args_size(right if isinstance(right, tuple) else (right,), limit)
+        if operator == "**" and isinstance(right, (int, float)):
+            if abs(right) > 1000:
+                raise _limit_error("exponent", 1000, "integer size")
+            if (isinstance(left, int) and isinstance(right, int) and right > 0
+                    and left.bit_length() * right > limits.max_int_bits):
+                raise _limit_error("integer power bit length", limits.max_int_bits, "integer size")
+        if operator == "+" and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+            if len(left) + len(right) > limit:
+                raise _limit_error("value size", limit, "output size")
         result = super().call_binop(context, operator, left, right)
         if isinstance(result, (str, list)) and len(result) > limit:
-            raise RenderLimitError("<render>", f"value larger than {limit} characters")
+            raise _limit_error("value size", limit, "output size")
         return result
+
+
+def _check_str_method(owner: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], limit: int) -> None:
+    """Projected size of a ``str`` method's result, refused above ``limit`` before the call: padding widths
+    (center, ljust, rjust, zfill), ``expandtabs``, ``replace``, ``join``, ``format``/``format_map``."""
+    values = (*args, *kwargs.values())
+    if any(isinstance(a, int) and not isinstance(a, bool) and a > limit for a in values):
+        raise _limit_error("string method argument", limit, "output size")
+    projected = 0
+    if name == "expandtabs":
+        size = args[0] if args and isinstance(args[0], int) else kwargs.get("tabsize", 8)
+        if isinstance(size, int):
+            projected = len(owner) + owner.count("\t") * max(size, 0)
+    elif name == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+        projected = _projected_replace(owner, args[0], args[1], args[2] if len(args) > 2 else -1)
+    elif name == "join" and args:
+        projected = _projected_join(owner, args[0], limit)
+    elif name in ("format", "format_map"):
+        _check_format_spec(owner, limit)
+        _check_args_size((*args, *kwargs.values()), limit)
+    if projected > limit:
+        raise _limit_error(f"str.{name} result size", limit, "output size")
+
+
+def _projected_replace(s: str, old: str, new: str, count: Any = -1) -> int:
+    n = (len(s) + 1) if old == "" else s.count(old)
+    if isinstance(count, int) and count >= 0:
+        n = min(n, count)
+    return len(s) + n * (len(new) - len(old))
+
+
+def _projected_join(sep: str, items: Any, limit: int) -> int:
+    if not isinstance(items, (list, tuple, dict, str, _RangeView, range)):
+        return 0
+    n = len(items)
+    total = len(sep) * max(n - 1, 0)
+    if total > limit:
+        return total
+    for x in (items if not isinstance(items, dict) else list(items)):
+        total += len(x) if isinstance(x, str) else projected_text_size(x, limit)
+        if total > limit:
+            break
+    return total
 
 
 def _tojson(value: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
@@ -173,6 +430,14 @@ def _tojson(value: Any, ensure_ascii: bool = False, indent: Any = None, separato
     # transformers' override: no HTML escaping, keys in insertion order unless asked.
     if separators is not None:
         separators = tuple(separators)
+    limit = _ENV._limit()
+    if isinstance(indent, int) and not isinstance(indent, bool) and indent > limit:
+        raise _limit_error("tojson indent", limit, "output size")
+    if isinstance(indent, str) and len(indent) > limit:
+        raise _limit_error("tojson indent", limit, "output size")
+    step = indent if isinstance(indent, int) else len(indent) if isinstance(indent, str) else 0
+    if projected_text_size(value, limit, max(step, 0)) > limit:
+        raise _limit_error("tojson result size", limit, "output size")
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
                       sort_keys=sort_keys)
 
@@ -184,27 +449,75 @@ def _width_checked(filter_fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         limit = _ENV._limit()
         if any(isinstance(a, int) and not isinstance(a, bool) and a > limit for a in (*args[1:], *kwargs.values())):
-            raise RenderLimitError("<render>", f"filter width above {limit}")
+            raise _limit_error("filter width", limit, "output size")
         return filter_fn(*args, **kwargs)
 
     return wrapper
 
 
-def _size_checked(filter_fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a filter so a string or list result larger than the output cap stops the render (``join``
-    or ``replace`` in a loop can otherwise double a string until memory runs out)."""
+def _projected_filter_size(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], limit: int) -> int:
+    """Projected result size of the filters that can amplify their input (0 when not one of them)."""
+    value = args[0] if args else None
+    rest = args[1:]
+    if name == "indent" and isinstance(value, str):
+        width = rest[0] if rest else kwargs.get("width", 4)
+        w = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
+        return len(value) + (value.count("\n") + 1) * max(w, 0)
+    if name == "replace" and isinstance(value, str) and len(rest) >= 2:
+        old, new = str(rest[0]), str(rest[1])
+        return _projected_replace(value, old, new, rest[2] if len(rest) > 2 else kwargs.get("count", -1))
+    if name == "join":
+        sep = rest[0] if rest and isinstance(rest[0], str) else kwargs.get("d", "")
+        return _projected_join(sep if isinstance(sep, str) else "", value, limit)
+    if name in ("string", "format", "e", "escape", "forceescape", "safe"):
+        size = projected_text_size(value, limit) if not isinstance(value, str) else len(value)
+        if name == "format" and isinstance(value, str):
+            _check_percent(value, limit)
+            _check_args_size((*rest, *kwargs.values()), limit)
+        return size
+    if name in ("slice", "batch"):
+        n = rest[0] if rest else kwargs.get("slices", kwargs.get("linecount", 0))
+        if isinstance(n, int) and n > _ENV._limits().max_range:
+            raise _limit_error(f"{name} count", _ENV._limits().max_range, "range size")
+    if name == "sum":
+        start = rest[1] if len(rest) > 1 else kwargs.get("start", 0)
+        if isinstance(start, (list, tuple, str)):
+            return projected_text_size(value, limit)
+    return 0
+
+
+def _size_checked(name: str, filter_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a filter so a result larger than the output cap stops the render: refused from its projected
+    size before the call for the filters that amplify (:func:`_projected_filter_size`), checked after it for
+    every other string or list result (``join`` or ``replace`` in a loop can otherwise double a string until
+    memory runs out)."""
+
+    # filters marked pass_context / pass_eval_context / pass_environment (jinja2's async-capable ones, e.g.
+    # join, sum, slice) get that object before the value
+    skip = 1 if jinja2.utils._PassArg.from_obj(filter_fn) is not None else 0
 
     @functools.wraps(filter_fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        result = filter_fn(*args, **kwargs)
-        if isinstance(result, (str, list)):
-            limit = _ENV._limit()
-            if len(result) > limit:
-                raise RenderLimitError("<render>", f"filter result longer than {limit}")
         _ENV._tick()
+        limit = _ENV._limit()
+        if _projected_filter_size(name, args[skip:], kwargs, limit) > limit:
+            raise _limit_error(f"{name} filter result size", limit, "output size")
+        result = filter_fn(*args, **kwargs)
+        if isinstance(result, (str, list)) and len(result) > limit:
+            raise _limit_error(f"{name} filter result size", limit, "output size")
         return result
 
     return wrapper
+
+
+def _checked_print(value: Any) -> Any:
+    """``finalize`` of the project environment: a printed list or mapping is refused from its projected text
+    size before ``str()`` builds it (``{{ [big_list] * 1000 }}``); the value itself is returned unchanged."""
+    if isinstance(value, (list, tuple, dict)):
+        limit = _ENV._limit()
+        if projected_text_size(value, limit) > limit:
+            raise _limit_error("printed value size", limit, "output size")
+    return value
 
 
 def _raise_exception(message: Any = "") -> None:
@@ -257,12 +570,14 @@ def _make_environment() -> _LimitedSandbox:
         trim_blocks=True,
         lstrip_blocks=True,
         extensions=[GenerationBlockExtension, jinja2.ext.loopcontrols],
+        finalize=_checked_print,
     )
     env.filters["tojson"] = _tojson
     for name in ("center", "indent", "wordwrap", "truncate"):
         env.filters[name] = _width_checked(env.filters[name])
     for name, fn in list(env.filters.items()):
-        env.filters[name] = _size_checked(fn)
+        env.filters[name] = _size_checked(name, fn)
+    env.filters[LOOP_FILTER] = _CheckedLoop
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     return env
@@ -280,7 +595,7 @@ def normalize_source(source: str) -> str:
 
 # Bump when the code generator or environment changes what compiled code looks like (edits of this file are
 # picked up automatically: its digest is part of every cache key).
-_CODEGEN_VERSION = "2"
+_CODEGEN_VERSION = "3"
 
 
 def _disk_cache_dir() -> pathlib.Path | None:
@@ -474,39 +789,39 @@ def _bounded_range(deadline: _Deadline) -> Callable[..., Any]:
     def _range(*args: int) -> Any:
         r = range(*args)
         if len(r) > deadline.limits.max_range:
-            raise RenderLimitError("<render>", f"range() of {len(r)} items exceeds {deadline.limits.max_range}")
-
-        def gen() -> Any:
-            for x in r:
-                deadline.check()
-                yield x
-
-        return _RangeView(r, gen)
+            raise _limit_error(f"range() of {len(r)} items:", deadline.limits.max_range, "range size")
+        return _RangeView(r, deadline)
 
     return _range
 
 
 class _RangeView:
     """What ``range()`` returns inside templates: iterable (with deadline checks), ``len``-able and
-    indexable like a real range, so ``range(n)|list`` and ``range(n)[0]`` keep working."""
+    indexable like a real range, so ``range(n)|list`` and ``range(n)[0]`` keep working; a slice of it is
+    again a checked view (``range(n)[:]`` would otherwise be a plain Python range)."""
 
-    __slots__ = ("_r", "_gen")
+    __slots__ = ("_r", "_deadline")
 
-    def __init__(self, r: range, gen: Callable[[], Any]):
+    def __init__(self, r: range, deadline: _Deadline):
         self._r = r
-        self._gen = gen
+        self._deadline = deadline
 
     def __iter__(self) -> Any:
-        return self._gen()
+        check = self._deadline.check
+        for x in self._r:
+            check()
+            yield x
 
     def __len__(self) -> int:
         return len(self._r)
 
     def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return _RangeView(self._r[i], self._deadline)
         return self._r[i]
 
     def __reversed__(self) -> Any:
-        return reversed(self._r)
+        return iter(_RangeView(self._r[::-1], self._deadline))
 
     def __contains__(self, x: Any) -> bool:
         return x in self._r

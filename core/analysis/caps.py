@@ -127,20 +127,25 @@ class UsageRecorder:
             if op:
                 st.ops.add(op)
         if deep:
-            self._mark_deep(value, 0)
+            self._mark_deep(value)
 
-    def _mark_deep(self, value: Any, depth: int) -> None:
-        if depth > 50:
-            return
-        st = self._stats.get(id(value))
-        if st is not None:
-            st.used = True
-        if isinstance(value, dict):
-            for v in dict.values(value):
-                self._mark_deep(v, depth + 1)
-        elif isinstance(value, (list, tuple)):
-            for v in value if type(value) is tuple else list.__iter__(value):
-                self._mark_deep(v, depth + 1)
+    def _mark_deep(self, value: Any) -> None:
+        # Iterative, each container visited once (a list holding itself twice made the recursive walk
+        # exponential), depth-bounded, with the render deadline checked as it goes.
+        seen: set[int] = set()
+        stack = [(value, 0)]
+        tick = _templating._ENV._tick
+        while stack:
+            v, depth = stack.pop()
+            st = self._stats.get(id(v))
+            if st is not None:
+                st.used = True
+            if depth >= 50 or not isinstance(v, (dict, list, tuple)) or id(v) in seen:
+                continue
+            seen.add(id(v))
+            tick()
+            items = dict.values(v) if isinstance(v, dict) else v if type(v) is tuple else list.__iter__(v)
+            stack.extend((x, depth + 1) for x in items)
 
 
 _state = threading.local()
@@ -519,8 +524,8 @@ def _tracking_env() -> jinja2.Environment:
                 left, right = (left, text) if isinstance(left, str) else (text, right)
             return super().call_binop(context, operator, left, right)
 
-        def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
-            return _ProbeRewriter().visit(super()._parse(source, name, filename))
+        def _rewrite_tree(self, tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
+            return _ProbeRewriter().visit(tree)
 
     env.__class__ = _TrackingSandbox
     env.filters = {k: _wrap_filter(k, _llama_filter_check(k, f)) for k, f in env.filters.items()}
@@ -530,6 +535,7 @@ def _tracking_env() -> jinja2.Environment:
         if k in env.filters:
             env.filters[k] = _llama_refusal(k, env.filters[k], check)
     env.filters[_FOR_FILTER] = _for_iterable
+    env.filters[_templating.LOOP_FILTER] = _templating._CheckedLoop
     env.filters[_IN_FILTER] = _contains
     env.filters[_IDENT_FILTER] = _identifier
     env.tests = {k: _wrap_filter(k, f, "test_is_") for k, f in env.tests.items()}
@@ -583,6 +589,9 @@ def _finalize(value: Any) -> Any:
     if value is None or isinstance(value, (jinja2.Undefined, dict)):
         return ""
     if isinstance(value, (list, tuple)):
+        limit = _templating._ENV._limit()
+        if _templating.projected_text_size(value, limit) > limit:
+            raise RenderLimitError("<render>", f"printed value size above {limit} (limit: output size)")
         return "".join(str(_finalize(v)) for v in value if isinstance(v, (str, int, float, list, tuple)))
     return value
 
