@@ -34,6 +34,7 @@ import re
 import jinja2
 import jinja2.compiler
 import jinja2.ext
+import jinja2.lexer
 import jinja2.nodes
 import jinja2.sandbox
 import jinja2.utils
@@ -78,9 +79,22 @@ class GenerationBlockExtension(jinja2.ext.Extension):
         return jinja2.nodes.Scope(body, lineno=lineno)
 
 
-#: Largest template source compiled, in characters (27x the largest of the 351 real templates, 18.7 KB):
-#: jinja2's lexer and parser cannot be interrupted, so their cost is bounded by the input size instead.
-MAX_SOURCE_CHARS = int(os.environ.get("CTE_MAX_SOURCE_CHARS") or 500_000)
+#: Largest template source compiled, in characters (10x the largest of the 351 real templates, 18.7 KB);
+#: ``$CTE_MAX_SOURCE_CHARS`` changes it.
+MAX_SOURCE_CHARS = int(os.environ.get("CTE_MAX_SOURCE_CHARS") or 200_000)
+#: Seconds of wall time lexing and parsing one template may take (``$CTE_COMPILE_TIMEOUT_S``).
+COMPILE_TIMEOUT_S = float(os.environ.get("CTE_COMPILE_TIMEOUT_S") or 2.0)
+#: Bytes the compiled-code disk cache may hold; the oldest files are removed beyond it (``$CTE_CACHE_MAX_BYTES``).
+DISK_CACHE_MAX_BYTES = int(os.environ.get("CTE_CACHE_MAX_BYTES") or 256 * 1024 * 1024)
+#: Sources longer than this are compiled but not written to the disk cache (compiled code is ~40x the source).
+DISK_CACHE_MAX_SOURCE = 100_000
+
+
+def check_source_size(name: str, source: str) -> None:
+    """Raise :class:`RenderLimitError` naming the limit if ``source`` is above :data:`MAX_SOURCE_CHARS`."""
+    if len(source) > MAX_SOURCE_CHARS:
+        raise RenderLimitError(name, f"template source of {len(source)} characters is above {MAX_SOURCE_CHARS} "
+                                     "(limit: compile size; set CTE_MAX_SOURCE_CHARS)")
 
 _local = threading.local()
 
@@ -122,7 +136,7 @@ class Budget:
     def message(self) -> str:
         """The one-line reason naming the limit."""
         return (f"analysis took longer than its budget of {self.seconds:g} s (limit: analysis budget; "
-                "set CTE_ANALYSIS_BUDGET_S or --budget)")
+                "set CTE_ANALYSIS_BUDGET_S or analyze(budget_s=...))")
 
     def check(self) -> None:
         """Raise :class:`RenderLimitError` (and mark ``exceeded``) if the budget is spent."""
@@ -236,6 +250,20 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
     """Compiles ``a ~ b`` to a size-checked join, so string doubling in a loop stops at the output cap
     instead of exhausting memory (jinja2 otherwise calls ``str_join`` directly)."""
 
+    _until: float = 0.0
+    _visits: int = 0
+
+    def visit(self, node: jinja2.nodes.Node, *args: Any, **kwargs: Any) -> Any:
+        # code generation, like parsing, is bounded by the compile time limit
+        self._visits += 1
+        if not self._visits & 255:
+            if not self._until:
+                self._until = time.monotonic() + COMPILE_TIMEOUT_S
+            elif time.monotonic() > self._until:
+                raise RenderLimitError(self.name or "<template>", f"compiling took longer than {COMPILE_TIMEOUT_S:g} s "
+                                                                  "(limit: compile time; set CTE_COMPILE_TIMEOUT_S)")
+        return super().visit(node, *args, **kwargs)
+
     def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
         self.write("environment.checked_concat((")
         for arg in node.nodes:
@@ -307,6 +335,23 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     def _rewrite_tree(self, tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
         """Hook for subclasses rewriting the parsed template; the loop checks are added after it."""
         return tree
+
+    def _tokenize(self, source: str, name: str | None, filename: str | None = None,
+                  state: str | None = None) -> jinja2.lexer.TokenStream:
+        # Lexing and parsing are pure Python driven by this token stream: checking the clock as tokens are
+        # consumed bounds the whole parse (code generation and Python's compile are linear in its result).
+        check_source_size(name or "<template>", source)
+        stream = super()._tokenize(source, name, filename, state)
+        until = time.monotonic() + COMPILE_TIMEOUT_S
+
+        def timed() -> Iterator[jinja2.lexer.Token]:
+            for i, tok in enumerate(stream):
+                if not i & 255 and time.monotonic() > until:
+                    raise RenderLimitError(name or "<template>", f"compiling took longer than {COMPILE_TIMEOUT_S:g} s "
+                                                                 "(limit: compile time; set CTE_COMPILE_TIMEOUT_S)")
+                yield tok
+
+        return jinja2.lexer.TokenStream(timed(), name, filename)
 
     def checked_concat(self, parts: Any) -> str:
         self._tick()
@@ -648,18 +693,61 @@ def compiled_code(env: jinja2.Environment, source: str, env_tag: str = "") -> An
             code = None
     if code is None:
         code = env.compile(source)
-        if path is not None:
+        if path is not None and len(source) <= DISK_CACHE_MAX_SOURCE:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_bytes(marshal.dumps(code))
                 os.replace(tmp, path)
+                _note_disk_write(path.parent)
             except OSError:
                 pass  # a read-only or full cache only costs speed
     if len(_CODE_MEMO) >= _CODE_MEMO_MAX:
         _CODE_MEMO.pop(next(iter(_CODE_MEMO)))
     _CODE_MEMO[key] = code
     return code
+
+
+_disk_writes = 0
+
+
+def _note_disk_write(directory: pathlib.Path) -> None:
+    """Prune the disk cache on the first write of the process and every 32nd after it."""
+    global _disk_writes
+    if _disk_writes % 32 == 0:
+        prune_disk_cache(directory, DISK_CACHE_MAX_BYTES)
+    _disk_writes += 1
+
+
+def prune_disk_cache(directory: pathlib.Path | None = None, max_bytes: int | None = None) -> int:
+    """Delete the least recently written compiled-code files of ``directory`` (default: the disk cache)
+    until its ``*.bin`` files take at most ``max_bytes`` (default :data:`DISK_CACHE_MAX_BYTES`), and
+    leftover ``*.tmp`` files older than an hour. Returns the number of files removed; never raises."""
+    directory = directory or _disk_cache_dir()
+    limit = DISK_CACHE_MAX_BYTES if max_bytes is None else max_bytes
+    if directory is None:
+        return 0
+    removed = 0
+    try:
+        entries = []
+        now = time.time()
+        for e in os.scandir(directory):
+            st = e.stat()
+            if e.name.endswith(".tmp") and now - st.st_mtime > 3600:
+                os.unlink(e.path)
+                removed += 1
+            elif e.name.endswith(".bin"):
+                entries.append((st.st_mtime, st.st_size, e.path))
+        total = sum(size for _, size, _ in entries)
+        for _, size, p in sorted(entries):
+            if total <= limit:
+                break
+            os.unlink(p)
+            total -= size
+            removed += 1
+    except OSError:
+        pass
+    return removed
 
 
 def template_from_code(env: jinja2.Environment, code: Any) -> jinja2.Template:
@@ -693,7 +781,7 @@ def _check_syntax(source: str, name: str) -> None:
     if directory is not None and (directory / (_cache_key(source) + ".bin")).exists():
         return
     try:
-        _ENV.parse(source)
+        _ENV.parse(source, name)
     except jinja2.TemplateSyntaxError as e:
         raise TemplateSyntaxError(name, e.message or str(e), e.lineno) from None
     except RecursionError:
@@ -720,6 +808,7 @@ class ChatTemplate:
     def __post_init__(self) -> None:
         if not isinstance(self.source, str):
             raise TypeError(f"template source must be str, got {type(self.source).__name__}")
+        check_source_size(self.name, self.source)
         _check_syntax(self.source, self.name)
 
     @property

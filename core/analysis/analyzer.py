@@ -11,13 +11,14 @@ re-run workarounds and overrides without rendering anything.
 from __future__ import annotations
 
 import copy
+import os
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from ..errors import AnalysisError
-from ..templating import ChatTemplate
+from ..templating import ChatTemplate, analysis_budget
 from .content import analyze_content
 from .fidelity import DEFAULT_FIDELITY, IMPROVEMENTS, Fidelity, enabled_improvements, resolve_fidelity
 from .generation_prompt import common_prefix_len, request_extra_context
@@ -141,8 +142,14 @@ def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
             overrides: dict[str, Any] | None = None, caps: Caps | None = None,
             with_generation_prompt: bool = True, strict: bool = False,
             fidelity: Fidelity | str = DEFAULT_FIDELITY,
-            disabled_improvements: Iterable[str] = ()) -> AnalysisReport:
+            disabled_improvements: Iterable[str] = (),
+            budget_s: float | None = None) -> AnalysisReport:
     """Analyse ``template`` by differential rendering.
+
+    ``budget_s``: wall-clock seconds for the whole analysis (every render of it; default
+    :func:`default_budget_s`, i.e. ``$CTE_ANALYSIS_BUDGET_S`` or :data:`DEFAULT_ANALYSIS_BUDGET_S`; ``0`` or
+    a negative value: no budget). When it runs out the analysis stops and raises
+    :class:`~core.errors.AnalysisError` naming the limit (nothing of the cut analysis is cached).
 
     ``fidelity``: ``"llama.cpp"`` (default) reproduces llama.cpp's analysis; ``"improved"`` applies the
     generic improvements of :data:`core.analysis.fidelity.IMPROVEMENTS` (minus ``disabled_improvements``)
@@ -155,6 +162,36 @@ def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
     :class:`~core.errors.AnalysisError`. Raises ``AnalysisError`` for an unknown override path / workaround
     name / bad enum value.
     """
+    budget = default_budget_s() if budget_s is None else budget_s
+    with analysis_budget(budget if budget > 0 else None) as b:
+        report = _analyze(template, disabled_workarounds, overrides, caps, with_generation_prompt, strict,
+                          fidelity, disabled_improvements)
+    if b is not None and b.exceeded:
+        _CAPS_CACHE.pop(template.source, None)
+        raise AnalysisError(template.name, b.message())
+    return report
+
+
+DEFAULT_ANALYSIS_BUDGET_S = 5.0
+"""Default wall-clock budget of one analysis, in seconds (the slowest of the 351 real templates takes
+in 0.7 s cold on the 2-core development machine; see README "Limits")."""
+
+
+def default_budget_s() -> float:
+    """``$CTE_ANALYSIS_BUDGET_S`` if set (a number of seconds; ``0``: no budget), else
+    :data:`DEFAULT_ANALYSIS_BUDGET_S`. Raises :class:`AnalysisError` for a value that is not a number."""
+    raw = os.environ.get("CTE_ANALYSIS_BUDGET_S")
+    if not raw:
+        return DEFAULT_ANALYSIS_BUDGET_S
+    try:
+        return float(raw)
+    except ValueError:
+        raise AnalysisError("<settings>", f"CTE_ANALYSIS_BUDGET_S={raw!r} is not a number of seconds") from None
+
+
+def _analyze(template: ChatTemplate, disabled_workarounds: Iterable[str], overrides: dict[str, Any] | None,
+             caps: Caps | None, with_generation_prompt: bool, strict: bool, fidelity: Fidelity | str,
+             disabled_improvements: Iterable[str]) -> AnalysisReport:
     t0 = time.perf_counter()
     disabled = list(disabled_workarounds or ())
     _check_workaround_names(template.name, disabled)

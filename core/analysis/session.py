@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..diff import DiffSplit, RenderParams, calculate_diff_split
-from ..errors import ChatTemplateExplorerError
+from ..errors import ChatTemplateExplorerError, RenderLimitError, TemplateRenderError
 from ..templating import ChatTemplate, apply_template
 from .fidelity import STRING_ARGUMENT_PROBES, stringify_call_arguments
 from .result import Caps
@@ -68,10 +68,26 @@ class Comparison:
 
 
 class _RenderFailure:
-    __slots__ = ("error",)
+    """A memoized render failure as plain data (error class, template name, message): holding the exception
+    itself would keep its traceback and ``__context__`` chain — every frame and variable of the failed render
+    — alive for as long as the memo lives. ``error`` builds a fresh, chain-free exception each time."""
+
+    __slots__ = ("cls", "name", "message")
 
     def __init__(self, error: Exception):
-        self.error = error
+        if isinstance(error, TemplateRenderError):
+            self.cls: type[TemplateRenderError] = type(error)
+            self.name, self.message = error.name, error.message
+        else:
+            self.cls, self.name = TemplateRenderError, "<template>"
+            self.message = f"{type(error).__name__}: {_msg(error)}"
+
+    @property
+    def error(self) -> TemplateRenderError:
+        return self.cls(self.name, self.message)
+
+    def size(self) -> int:
+        return len(self.message)
 
 
 def _identity(messages: list[dict[str, Any]], caps: Caps) -> list[dict[str, Any]]:
@@ -80,13 +96,34 @@ def _identity(messages: list[dict[str, Any]], caps: Caps) -> list[dict[str, Any]
 
 # Renders shared across sessions of the same template source (bounded): a second analysis of a template
 # (the explorer re-running, a warm benchmark) renders nothing.
+# Holds plain data only (render text, or a _RenderFailure's strings), bounded in entries and in characters
+# (renders of up to the 1M-character output cap would otherwise let 4,096 entries hold gigabytes).
 _GLOBAL_CACHE: "OrderedDict[tuple[str, str], Any]" = OrderedDict()
 _GLOBAL_CACHE_MAX = 4096
+_GLOBAL_CACHE_MAX_CHARS = 32_000_000
+_global_chars = 0
+
+
+def _entry_chars(key: tuple[str, str], value: Any) -> int:
+    return len(key[1]) + (len(value) if isinstance(value, str) else value.size())
+
+
+def _global_put(key: tuple[str, str], value: Any) -> None:
+    global _global_chars
+    if key in _GLOBAL_CACHE:
+        return
+    _GLOBAL_CACHE[key] = value
+    _global_chars += _entry_chars(key, value)
+    while _GLOBAL_CACHE and (len(_GLOBAL_CACHE) > _GLOBAL_CACHE_MAX or _global_chars > _GLOBAL_CACHE_MAX_CHARS):
+        k, v = _GLOBAL_CACHE.popitem(last=False)
+        _global_chars -= _entry_chars(k, v)
 
 
 def clear_render_cache() -> None:
     """Forget every memoized render (tests, benchmarks of cold analysis)."""
+    global _global_chars
     _GLOBAL_CACHE.clear()
+    _global_chars = 0
 
 
 class ProbeSession:
@@ -156,10 +193,9 @@ class ProbeSession:
             hit = self._render_uncached(inputs)
             self.render_count += 1
             self._cache[key] = hit
-            if self._use_global:
-                _GLOBAL_CACHE[(self._src, key)] = hit
-                if len(_GLOBAL_CACHE) > _GLOBAL_CACHE_MAX:
-                    _GLOBAL_CACHE.popitem(last=False)
+            if self._use_global and not (isinstance(hit, _RenderFailure) and issubclass(hit.cls, RenderLimitError)
+                                         and "analysis budget" in hit.message):
+                _global_put((self._src, key), hit)  # a render cut by the analysis budget may pass next time
         if isinstance(hit, _RenderFailure):
             raise hit.error
         return hit
