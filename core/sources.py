@@ -75,6 +75,7 @@ HUB_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_co
 _ADDITIONAL_DIR = "additional_chat_templates"
 
 _GGUF_MAGIC = b"GGUF"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _GGUF_KEY = "tokenizer.chat_template"
 
 
@@ -161,6 +162,10 @@ def _check_template_text(source: str, name: str, text: Any, limit: int | None) -
         raise TemplateLoadError(source, f"chat template {name!r} is empty")
     if "\x00" in text:
         raise TemplateLoadError(source, f"chat template {name!r} contains NUL characters")
+    lone = _LONE_SURROGATE.search(text)
+    if lone:
+        raise TemplateLoadError(source, f"chat template {name!r} contains a lone surrogate "
+                                        f"U+{ord(lone.group()):04X} at character {lone.start()}: not valid Unicode text")
     _check_size(source, len(text.encode("utf-8", "surrogatepass")), limit, f"chat template {name!r}")
     return text
 
@@ -246,29 +251,19 @@ def _json_variants(source: str, text: str, max_bytes: int | None) -> dict[str, s
 
 
 def _gguf_variants(source: str, path: str, max_bytes: int | None) -> dict[str, str]:
-    """Named templates in a GGUF file's metadata (``tokenizer.chat_template[.<name>]``)."""
+    """Named templates in a GGUF file's metadata (``tokenizer.chat_template[.<name>]``), read with the bounded
+    reader of :mod:`core.gguf_meta` (only those keys; bounded time and memory whatever the header claims)."""
+    from .gguf_meta import GGUFError, read_chat_templates
+
     try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
+        found = read_chat_templates(path, max_template_bytes=max_bytes if max_bytes is not None else 1 << 40)
+    except GGUFError as e:
+        raise TemplateLoadError(source, str(e)) from None
     except OSError as e:
         raise TemplateLoadError(source, f"cannot read the file: {e.strerror or e}") from None
-    if magic != _GGUF_MAGIC:
-        raise TemplateLoadError(source, "not a GGUF file (it does not start with the GGUF magic bytes)")
-    try:
-        import gguf  # imported here: numpy-backed, only needed for .gguf files
-
-        reader = gguf.GGUFReader(path, "r")
-    except Exception as e:  # truncated or corrupt file: ValueError, IndexError, struct errors…
-        raise TemplateLoadError(source, f"cannot read the GGUF metadata ({type(e).__name__}: {e})") from None
     variants: dict[str, str] = {}
-    for key, fld in reader.fields.items():
-        if key != _GGUF_KEY and not key.startswith(_GGUF_KEY + "."):
-            continue
+    for key, raw in found.templates.items():
         vname = "default" if key == _GGUF_KEY else key[len(_GGUF_KEY) + 1:]
-        try:
-            raw = bytes(fld.parts[fld.data[0]])
-        except (IndexError, TypeError):
-            raise TemplateLoadError(source, f"GGUF key {key!r} is not a string") from None
         text = _decode(source, raw, f"GGUF value {key!r}")
         variants[vname] = _check_template_text(source, vname, text, max_bytes)
     if not variants:

@@ -108,11 +108,16 @@ class TemplateDir:
     def get(self, name: str) -> ChatTemplate:
         """The compiled template in file ``name`` of the directory (compiled once, then cached).
 
-        Raises :class:`TemplateLoadError` (naming the path) when there is no such file, and
+        Raises :class:`TemplateLoadError` (naming the path) when there is no such file or ``name`` would
+        leave the directory (an absolute path, ``..``, a symlink pointing out), and
         :class:`TemplateSyntaxError` when its Jinja does not compile.
         """
         if name not in self._cache:
             path = os.path.join(self.directory, name)
+            root = os.path.realpath(self.directory)
+            if os.path.isabs(name) or os.path.commonpath([root, os.path.realpath(path)]) != root:
+                raise TemplateLoadError(name, f"the case's template is outside --templates {self.directory!r}; "
+                                              "a case may only name a file of that directory")
             if not os.path.isfile(path):
                 raise TemplateLoadError(path, "no such template file")
             with open(path, encoding="utf-8") as f:

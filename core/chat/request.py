@@ -59,16 +59,24 @@ def _flag(data: dict[str, Any], name: str, default: bool) -> bool:
 #: deepest nesting (objects/arrays) accepted in a tool's parameters or the response-format schema; deeper
 #: schemas would exhaust the recursion of the schema-to-grammar conversion.
 MAX_SCHEMA_DEPTH = 200
+#: most properties one object schema may list: the grammar of an object's optional properties (llama.cpp's
+#: converter chains each to the rest) grows with the square of their count and recurses once per property.
+MAX_SCHEMA_PROPERTIES = 500
 
 
 def _check_depth(value: Any, name: str, limit: int = MAX_SCHEMA_DEPTH) -> None:
     """Raise :class:`RequestError` naming ``name`` when ``value`` nests dicts/lists deeper than ``limit``
-    (iterative: safe on any depth)."""
+    or an object schema lists more than :data:`MAX_SCHEMA_PROPERTIES` properties (iterative: safe on any
+    depth)."""
     stack = [(value, 1)]
     while stack:
         v, d = stack.pop()
         if isinstance(v, dict):
             children = v.values()
+            props = v.get("properties")
+            if isinstance(props, dict) and len(props) > MAX_SCHEMA_PROPERTIES:
+                raise RequestError(name, f"an object schema lists {len(props)} properties, more than the "
+                                         f"{MAX_SCHEMA_PROPERTIES} supported (limit: schema properties)")
         elif isinstance(v, list):
             children = v
         else:
