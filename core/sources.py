@@ -615,8 +615,8 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
             raise
         variants = dict(loaded.variants)
         if fname == "chat_template.jinja":
-            extra = _hub_additional(repo_id, revision, token, cache, offline, pathlib.Path(path).parent,
-                                    max_bytes, etag_timeout)
+            extra = _hub_additional(repo_id, revision, token, cache, offline or unreachable,
+                                    pathlib.Path(path).parent, max_bytes, etag_timeout)
             variants.update({k: v for k, v in extra.items() if k not in variants})
         return _select(repo_id, variants, variant, "hub", str(path), revision)
     if unreachable:

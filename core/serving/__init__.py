@@ -82,7 +82,8 @@ class BusyError(ChatTemplateExplorerError):
     def __init__(self, kind: "WorkKind", limit: int, waited: float):
         self.kind = kind
         self.limit = limit
-        super().__init__(f"the server is busy: {limit} {kind.value}{'s' if limit != 1 else ''} already running "
+        noun = kind.value if limit == 1 else {WorkKind.ANALYSIS: "analyses"}.get(kind, kind.value + "s")
+        super().__init__(f"the server is busy: {limit} {noun} already running "
                          f"(the demo's limit; waited {waited:g} s); try again in a moment")
 
 
