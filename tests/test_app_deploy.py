@@ -94,7 +94,7 @@ def test_demo_caps_pastes_and_text_boxes(demo, monkeypatch):
     at = page(at, "overrides")
     assert at.text_area(key="in_ov_import").max_chars == 256 * 1024
     monkeypatch.setenv("CTE_DEMO", "0")
-    assert page(start(), "playground").text_area(key="in_output").max_chars is None  # local mode: the engine's limits
+    assert not page(start(), "playground").text_area(key="in_output").max_chars  # local mode: no cap (proto 0)
 
 
 def test_demo_paste_over_the_cap_in_bytes_is_refused(demo):
