@@ -11,8 +11,8 @@ time (``python -m core serve`` sets them from its flags):
   ``HF_TOKEN`` for a repo a visitor names.
 
 A typed path is resolved first (``~``, ``..`` and every symlink, as :func:`os.path.realpath` does) and accepted
-only when the result lies inside one of the resolved roots; nothing outside is even ``stat``-ed, so a refusal
-says nothing about what exists there. All functions here are pure apart from reading the file system and the
+only when the result lies inside one of the resolved roots. Outside them nothing is opened or listed, and a
+refusal names only the text as typed, so it says nothing about what exists there. All functions here are pure apart from reading the file system and the
 process-wide work slots.
 """
 

@@ -2,7 +2,7 @@
 
 ``serve [--allow-root DIR]… [--demo] [--port N] [--address HOST]`` checks the roots, puts them in
 ``CTE_ALLOW_ROOTS`` / ``CTE_DEMO`` (see :mod:`core.serving`) and runs ``streamlit run app.py`` from the project
-root, so the shipped ``.streamlit/config.toml`` applies. Bad flags: one line on stderr, exit status 2.
+root (in place of this process), so the shipped ``.streamlit/config.toml`` applies. Bad flags: one line on stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import subprocess
 import sys
 from typing import Any
 
@@ -50,10 +49,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     roots = env["CTE_ALLOW_ROOTS"]
     print(f"serving on http://{args.address}:{args.port} · {'demo mode' if args.demo else 'local mode'} · "
           f"server folders: {roots or 'none (upload, Hub and bundled examples only)'}", file=sys.stderr)
-    try:
-        return subprocess.call(cmd, env=env, cwd=ROOT)
-    except KeyboardInterrupt:
-        return 130
+    sys.stderr.flush()
+    os.chdir(ROOT)
+    os.execve(cmd[0], cmd, env)  # streamlit takes this process over: signals (Ctrl-C, a service manager) reach it
+    return 0  # not reached
 
 
 def register(subparsers: Any) -> None:
