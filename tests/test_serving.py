@@ -59,6 +59,35 @@ def test_confine_resolves_before_checking(tree):
         confine("  ", roots)
 
 
+_AUDIT: dict[str, list] = {"on": [], "seen": []}
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _AUDIT["on"] and event in ("open", "os.listdir", "os.scandir") and args and args[0] is not None:
+        _AUDIT["seen"].append((event, os.fsdecode(args[0]) if isinstance(args[0], (str, bytes)) else str(args[0])))
+
+
+def test_nothing_outside_the_roots_is_opened_or_listed(tree):
+    """Python's audit events (every open, listdir, scandir) while the checks run: none touches ``out/``."""
+    root, out, twin = tree
+    if not _AUDIT.get("hooked"):
+        sys.addaudithook(_audit)  # cannot be removed: it records only while _AUDIT["on"] is set
+        _AUDIT["hooked"] = [True]
+    _AUDIT["on"].append(True)
+    try:
+        for bad in [str(out), f"{root}/../out", str(root / "link.jinja"), str(root / "outdir"), str(twin)]:
+            with pytest.raises(PathNotAllowedError):
+                confine(bad, (root,))
+        confined_entries(root, (root,), (".jinja", ".json"))
+        with pytest.raises(PathNotAllowedError):
+            confined_template_path(str(root / "leaky"), (root,))
+    finally:
+        _AUDIT["on"].clear()
+    seen, _AUDIT["seen"] = _AUDIT["seen"], []
+    assert any(path == str(root) for _, path in seen)  # the recorder works: the allowed folder was listed
+    assert not [x for x in seen if x[1].startswith((str(out), str(twin)))], seen
+
+
 def test_no_roots_means_no_server_path(tree):
     root, _, _ = tree
     with pytest.raises(PathNotAllowedError, match="reading server folders is off.*--allow-root"):
