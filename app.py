@@ -11,7 +11,8 @@ import streamlit as st
 from explorer import state
 from explorer.components import sidebar
 
-st.set_page_config(page_title="Chat Template Explorer", page_icon=":material/explore:", layout="wide")
+# the icon is our own file, served by this server: a :material/…: page icon is fetched from fonts.gstatic.com
+st.set_page_config(page_title="Chat Template Explorer", page_icon=str(state.ASSETS / "icon.png"), layout="wide")
 state.keep_inputs()
 
 PAGES = [

@@ -453,6 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
         _roundtrip = None
     if _roundtrip is not None:
         _roundtrip.register(sub)
+    from .serving import cli as _serving_cli  # `serve`: the app with the operator's serving policy
+
+    _serving_cli.register(sub)
     return ap
 
 

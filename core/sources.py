@@ -56,6 +56,7 @@ __all__ = [
     "load_file",
     "load_folder",
     "load_hub",
+    "load_hub_spec",
     "load_string",
     "load_template",
     "parse_template_json",
@@ -424,6 +425,56 @@ def _hub_cache_dir() -> str | None:
     return None
 
 
+#: Seconds the reachability check before a Hub download may take (see :func:`_hub_reachable`).
+HUB_CONNECT_TIMEOUT = 1.0
+
+
+def _hub_probe_target() -> tuple[str, int] | None:
+    """``(host, port)`` a Hub request would connect to first: the HTTPS proxy when one applies to the endpoint
+    (``HTTPS_PROXY`` etc., as urllib reads them), else the endpoint (``HF_ENDPOINT``, default huggingface.co)."""
+    import urllib.parse
+    import urllib.request
+
+    endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    if not endpoint.hostname:
+        return None
+    scheme = endpoint.scheme or "https"
+    proxy = urllib.request.getproxies().get(scheme)
+    if proxy and not urllib.request.proxy_bypass(endpoint.hostname):
+        p = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        if p.hostname:
+            return p.hostname, p.port or (443 if p.scheme == "https" else 80)
+    return endpoint.hostname, endpoint.port or (443 if scheme == "https" else 80)
+
+
+def _hub_reachable(timeout: float = HUB_CONNECT_TIMEOUT) -> bool:
+    """True if a TCP connection to the Hub (or its proxy) opens within ``timeout`` seconds, name lookup included.
+
+    huggingface_hub retries a failing connection five times with backoff (about 25 s per file, printing "Retrying
+    in 8s" each time); one bounded check first lets an offline machine fail at once and read its cache instead.
+    The lookup runs in a daemon thread because ``getaddrinfo`` has no timeout of its own.
+    """
+    import socket
+    import threading
+
+    target = _hub_probe_target()
+    if target is None:
+        return True  # an endpoint we cannot parse: let huggingface_hub report it
+    ok: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection(target, timeout=timeout):
+                ok.append(True)
+        except OSError:
+            pass
+
+    t = threading.Thread(target=probe, name="hub-probe", daemon=True)
+    t.start()
+    t.join(timeout)
+    return bool(ok)
+
+
 def _chain(exc: BaseException) -> list[BaseException]:
     out: list[BaseException] = []
     seen: set[int] = set()
@@ -500,11 +551,15 @@ def _offline_error(repo: str, revision: str | None, offline: bool, cache: str | 
 
 def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None = None,
              token: str | bool | None = None, max_bytes: int | None = DEFAULT_MAX_BYTES,
-             max_json_bytes: int | None = DEFAULT_MAX_JSON_BYTES, etag_timeout: float = 10.0) -> LoadedTemplate:
+             max_json_bytes: int | None = DEFAULT_MAX_JSON_BYTES, etag_timeout: float = 10.0,
+             connect_timeout: float = HUB_CONNECT_TIMEOUT) -> LoadedTemplate:
     """Fetch a repo's chat template: the first of ``chat_template.jinja`` (plus
     ``additional_chat_templates/*.jinja``), ``chat_template.json``, ``tokenizer_config.json`` that exists,
     via ``huggingface_hub.hf_hub_download`` (standard cache; ``HF_HUB_CACHE`` / ``HF_HOME`` respected;
-    with ``HF_HUB_OFFLINE=1`` only the cache is read). ``token``: None uses ``HF_TOKEN`` or the stored login.
+    with ``HF_HUB_OFFLINE=1`` only the cache is read). ``token``: None uses ``HF_TOKEN`` or the stored login,
+    ``False`` sends no token (the public demo: the repo id comes from a visitor, the token is the operator's).
+    When the Hub (or the HTTPS proxy) does not accept a connection within ``connect_timeout`` seconds, only the
+    cache is read, so an offline machine answers in about that time rather than after minutes of retries.
 
     Raises :class:`HubOfflineError` (offline / unreachable and not cached), :class:`HubNotFoundError` (repo,
     revision, or no template file), :class:`HubGatedError` (401/403), :class:`HubTimeoutError`, plus the
@@ -516,7 +571,8 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
     offline = _hub_offline()
     cache = _hub_cache_dir()
     what = repo_id if not revision else f"{repo_id}@{revision}"
-    unreachable = False
+    # no network: read the cache only, at once, instead of huggingface_hub's ~25 s of retries per file
+    unreachable = not offline and not _hub_reachable(connect_timeout)
     missing: list[str] = []
     for fname in HUB_TEMPLATE_FILES:
         try:
@@ -554,8 +610,8 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
             raise
         variants = dict(loaded.variants)
         if fname == "chat_template.jinja":
-            extra = _hub_additional(repo_id, revision, token, cache, offline, pathlib.Path(path).parent,
-                                    max_bytes, etag_timeout)
+            extra = _hub_additional(repo_id, revision, token, cache, offline or unreachable,
+                                    pathlib.Path(path).parent, max_bytes, etag_timeout)
             variants.update({k: v for k, v in extra.items() if k not in variants})
         return _select(repo_id, variants, variant, "hub", str(path), revision)
     if unreachable:
@@ -614,12 +670,29 @@ def load_template(spec: str | os.PathLike[str], variant: str | None = None, *, r
         raise TemplateLoadError(str(spec), "no template given (expected a file path or a Hub repo id)")
     if os.path.exists(spec):
         return load_file(spec, variant, max_bytes=max_bytes, max_json_bytes=max_json_bytes)
-    repo = _parse_repo_spec(spec)
-    if repo is not None:
-        repo_id, rev = repo
-        return load_hub(repo_id, variant, revision=revision or rev, token=token, max_bytes=max_bytes,
-                        max_json_bytes=max_json_bytes)
+    if _parse_repo_spec(spec) is not None:
+        return load_hub_spec(spec, variant, revision=revision, token=token, max_bytes=max_bytes,
+                             max_json_bytes=max_json_bytes)
     raise TemplateLoadError(spec, "file not found (and it is not a Hub repo id such as org/name)")
+
+
+def load_hub_spec(spec: str, variant: str | None = None, *, revision: str | None = None,
+                  token: str | bool | None = None, max_bytes: int | None = DEFAULT_MAX_BYTES,
+                  max_json_bytes: int | None = DEFAULT_MAX_JSON_BYTES) -> LoadedTemplate:
+    """Load from the Hub only: ``spec`` is ``org/name``, ``org/name@revision``, ``hf://org/name`` or a
+    huggingface.co URL, and is never tried as a local path (unlike :func:`load_template`), so text typed into a
+    Hub field cannot read a server file such as ``core/cli.py``. ``revision`` overrides the ``@`` part;
+    ``token`` as in :func:`load_hub` (``False``: send none).
+
+    Raises :class:`TemplateLoadError` when ``spec`` is not a repo id, else the errors of :func:`load_hub`.
+    """
+    repo = _parse_repo_spec(spec) if isinstance(spec, str) else None
+    if repo is None:
+        raise TemplateLoadError(str(spec), "not a Hub repository id: expected org/name (letters, digits, '-', '_', "
+                                           "'.'), org/name@revision or a huggingface.co URL")
+    repo_id, rev = repo
+    return load_hub(repo_id, variant, revision=revision or rev, token=token, max_bytes=max_bytes,
+                    max_json_bytes=max_json_bytes)
 
 
 def list_bundled(directory: str | os.PathLike[str] | None = None) -> list[LoadedTemplate]:

@@ -228,8 +228,11 @@ def fidelity() -> str:
 
 @st.cache_resource(max_entries=48, show_spinner="Analysing the template…")
 def _base_report(source: str, name: str, fidelity: str = FIDELITIES[0]) -> Any:
+    from core.serving import WorkKind, policy_or_closed, work_slot
+
     analyze, _ = _analysis_api()
-    return analyze(ChatTemplate(source, name), fidelity=fidelity)
+    with work_slot(WorkKind.ANALYSIS, policy_or_closed()[0].limits):  # demo mode: bounded analyses per server
+        return analyze(ChatTemplate(source, name), fidelity=fidelity)
 
 
 @st.cache_resource(max_entries=96, show_spinner=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -13,6 +14,12 @@ pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templa
 
 PICK = ["Qwen-Qwen3-0.6B.jinja", "ByteDance-Seed-OSS.jinja", "meta-llama-Llama-3.2-3B-Instruct.jinja",
         "Qwen3-Coder.jinja", "hfjs-fireworks-ai-firefunction-v1.jinja", "chujiezheng-vicuna.jinja"]
+
+
+@pytest.fixture(autouse=True)
+def allowed_folders(tmp_path, monkeypatch):
+    """The operator allows the shared corpus and the test's own folder (server folders are off by default)."""
+    monkeypatch.setenv("CTE_ALLOW_ROOTS", f"{TEMPLATES}{os.pathsep}{tmp_path}")
 
 
 @pytest.fixture

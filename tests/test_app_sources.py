@@ -38,7 +38,8 @@ def test_sidebar_quick_switch_between_bundled():
 
 
 @pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
-def test_local_folder_lists_and_loads_real_templates():
+def test_local_folder_lists_and_loads_real_templates(monkeypatch):
+    monkeypatch.setenv("CTE_ALLOW_ROOTS", str(TEMPLATES))  # server folders are off unless the operator allows some
     at = page(start(), "sources")
     at.radio(key="in_source_kind").set_value("Local folder").run()
     assert at.text_input(key="in_folder").value == str(TEMPLATES)
@@ -50,7 +51,8 @@ def test_local_folder_lists_and_loads_real_templates():
     assert metrics(at) == {"Reasoning": "NONE", "Content": "PLAIN", "Tool calls": "JSON_NATIVE"}
 
 
-def test_missing_folder_is_a_message_not_a_traceback(tmp_path):
+def test_missing_folder_is_a_message_not_a_traceback(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTE_ALLOW_ROOTS", str(tmp_path))
     at = page(start(), "sources")
     at.radio(key="in_source_kind").set_value("Local folder").run()
     at.text_input(key="in_folder").input(str(tmp_path / "nope")).run()

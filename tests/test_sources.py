@@ -396,13 +396,22 @@ class _Resp:
         return ""
 
 
+def _online(monkeypatch):
+    """The Hub's reachability check answers "reachable" whatever this machine's network: the fakes below play
+    the Hub, so these tests never depend on the network."""
+    import core.sources
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(core.sources, "_hub_reachable", lambda timeout=None: True)
+
+
 def _hub_raising(monkeypatch, exc: Exception):
     import huggingface_hub
 
     def fake(*a, **kw):
         raise exc
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    _online(monkeypatch)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake)
 
 
@@ -466,7 +475,7 @@ def test_hub_token_passed_but_never_shown(monkeypatch):
         seen.append(kw.get("token"))
         raise _http_error(hf_errors.HfHubHTTPError, 401)
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    _online(monkeypatch)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake)
     with pytest.raises(HubGatedError) as e:
         load_template("acme/secret", token="hf_SECRET123")
@@ -494,7 +503,7 @@ def test_hub_unreachable_is_asked_once_then_the_cache(monkeypatch, tmp_path):
             return str(cached)
         raise hf_errors.LocalEntryNotFoundError("not in the cache")
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    _online(monkeypatch)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake)
     loaded = load_template("acme/cached-config")
     assert networked == ["chat_template.jinja"]

@@ -8,7 +8,9 @@ import time
 import pandas as pd
 import streamlit as st
 
+from core.serving import BusyError, WorkKind, confined_template_path, work_slot
 from explorer import state
+from explorer.components import serving
 from explorer.components.text import md
 
 SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
@@ -40,6 +42,8 @@ def corpus_row(path: str, size: int, mtime: float) -> dict:
                    f"{rep.probe_failures[0] if rep.probe_failures else '?'})")
         for c in CAPS:
             row[c] = bool(getattr(a.caps, c))
+    except BusyError:  # the server is busy, not the template: never cached as the row's error
+        raise
     except Exception as e:  # noqa: BLE001 - one bad template must not stop the corpus
         row["error"] = str(e) if hasattr(e, "args") else repr(e)
     row["analysis_ms"] = round((time.perf_counter() - t0) * 1000, 1)
@@ -47,29 +51,35 @@ def corpus_row(path: str, size: int, mtime: float) -> dict:
 
 
 st.title("Corpus")
-state.default("in_corpus_folder", str(state.SHARED_TEMPLATES if state.SHARED_TEMPLATES.is_dir()
-                                      else state.BUNDLED_DIR))
-st.text_input("Folder of templates", key="in_corpus_folder")
-folder = pathlib.Path(st.session_state["in_corpus_folder"]).expanduser()
-files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES) if folder.is_dir() else []
-if not folder.is_dir():
-    st.error(md(f"{folder} is not a folder."))
-    st.stop()
+policy = serving.policy()
+if policy.server_paths:  # a folder the visitor types, confined to the operator's roots (core.serving)
+    picked = serving.folder_input("Folder of templates", "in_corpus_folder", SUFFIXES)
+    if picked is None:
+        st.stop()
+    folder, files = picked[0], [p for p in picked[1] if p.suffix.lower() in SUFFIXES]
+else:  # server folders are off: the bundled examples only
+    folder = state.BUNDLED_DIR
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
+    st.caption("The bundled examples (reading server folders is off; see the README's \"Deploying the demo\").")
 if not files:
     st.warning(md(f"No .jinja / .json / .gguf files in {folder}."))
     st.stop()
 
 result = st.session_state.get("corpus_result")
 if st.button(f"Analyse {len(files)} templates", type="primary"):
-    bar = st.progress(0.0, text="Starting…")
-    rows = []
-    for i, p in enumerate(files):
-        bar.progress(i / len(files), text=md(f"{i}/{len(files)} · {p.name}"))
-        stat = p.stat()
-        rows.append(corpus_row(str(p), stat.st_size, stat.st_mtime))
-    bar.progress(1.0, text=f"Done: {len(files)} templates")
-    result = {"folder": str(folder), "rows": rows}
-    st.session_state["corpus_result"] = result
+    try:
+        with work_slot(WorkKind.CORPUS, policy.limits):  # demo mode: one corpus run per server at a time
+            bar = st.progress(0.0, text="Starting…")
+            rows = []
+            for i, p in enumerate(files):
+                bar.progress(i / len(files), text=md(f"{i}/{len(files)} · {p.name}"))
+                stat = p.stat()
+                rows.append(corpus_row(str(p), stat.st_size, stat.st_mtime))
+            bar.progress(1.0, text=f"Done: {len(files)} templates")
+        result = {"folder": str(folder), "rows": rows}
+        st.session_state["corpus_result"] = result
+    except BusyError as e:
+        st.error(md(str(e)))
 
 if not result:
     st.caption("Press the button to analyse the folder.")
@@ -142,8 +152,10 @@ if names:
     o1, o2 = st.columns([3, 1])
     o1.selectbox("Template", names, key="in_corpus_open")
     if o2.button("Open in Overview", type="primary"):
-        tpl = state.attempt(state.load_spec, str(pathlib.Path(result["folder"]) / st.session_state["in_corpus_open"]),
-                            origin="file")
+        chosen = str(pathlib.Path(result["folder"]) / st.session_state["in_corpus_open"])
+        tpl = state.attempt(lambda: state.load_spec(chosen if not policy.server_paths
+                                                    else str(confined_template_path(chosen, policy.roots)),
+                                                    origin="file"))
         if tpl:
             state.set_current(tpl)
             st.switch_page("explorer/pages/overview.py")

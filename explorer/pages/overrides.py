@@ -11,6 +11,7 @@ from core.errors import ChatTemplateExplorerError
 from core.sources import json_kind
 from explorer import state
 from explorer.components import marker_table as mt
+from explorer.components import serving
 from explorer.components.code_view import show_code
 from explorer.components.text import literal, md
 
@@ -223,6 +224,7 @@ with c1:
     st.button("Reset all overrides", on_click=_reset_all)
 with c2:
     st.text_area("Import overrides (JSON)", key="in_ov_import", height=120,
+                 max_chars=serving.policy().limits.max_text_chars,
                  placeholder='{"overrides": {"reasoning.start": "<think>"}, "disabled_workarounds": []}')
     st.button("Apply imported JSON", on_click=lambda: _import(st.session_state.get("in_ov_import", "")))
 

@@ -12,6 +12,7 @@ import re
 import streamlit as st
 
 from explorer import state
+from explorer.components import serving
 from explorer.components.diff_view import show_text
 from explorer.components.text import md
 
@@ -60,9 +61,11 @@ with settings:
     st.selectbox("reasoning_format", ["auto", "none", "deepseek", "deepseek-legacy"], key="in_reasoning_format")
     st.toggle("parallel_tool_calls", key="in_parallel")
     st.toggle("enable_thinking", key="in_enable_thinking")
-    st.text_area("tools (JSON list, OpenAI shape; empty = no tools)", key="in_tools", height=220)
+    st.text_area("tools (JSON list, OpenAI shape; empty = no tools)", key="in_tools", height=220,
+                 max_chars=serving.policy().limits.max_text_chars)
     with st.expander("messages (JSON)"):
-        st.text_area("messages", key="in_messages", height=160, label_visibility="collapsed")
+        st.text_area("messages", key="in_messages", height=160, label_visibility="collapsed",
+                     max_chars=serving.policy().limits.max_text_chars)
     with st.expander("Generate a sample from the template", expanded=False):
         state.default("in_gen_reasoning", True)
         state.default("in_gen_content", True)
@@ -80,7 +83,8 @@ with main:
     st.subheader("Model output")
     if err is not None:
         state.show_error(err, "Could not render a sample: ")
-    st.text_area("Text the model generated after the prompt", key="in_output", height=200)
+    st.text_area("Text the model generated after the prompt", key="in_output", height=200,
+                 max_chars=serving.policy().limits.max_text_chars)  # demo mode caps pastes
     st.checkbox("output is cut off (partial)", key="in_partial")
 
     request = state.attempt(state.request_dict)

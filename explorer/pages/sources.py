@@ -1,19 +1,39 @@
 """Sources: pick the template to explore — bundled examples (offline default), a Hugging Face Hub repo
-(+ revision, named variants), an uploaded .jinja / .json / .gguf, a file in a local folder, or pasted text.
-Loading goes through ``core.sources.load_template``; its errors (offline, not found, gated, timeout, no
-template in the file…) are shown as messages."""
+(+ revision, named variants), an uploaded .jinja / .json / .gguf, pasted text, and — only when the operator
+allows server folders (``python -m core serve --allow-root DIR``) — a file in one of those folders.
+Loading goes through ``core.sources``; its errors (offline, not found, gated, timeout, no template in the
+file…) are shown as messages. Server paths go through :mod:`explorer.components.serving` (confined to the
+allowed roots); the demo mode's caps and Hub token rule come from :mod:`core.serving`."""
 
 import pathlib
 
 import streamlit as st
 
+from core.serving import confined_template_path
 from core.sources import DEFAULT_MAX_BYTES, DEFAULT_MAX_JSON_BYTES
 from explorer import state
+from explorer.components import serving
 from explorer.components.text import md
 
 MAX_GGUF_UPLOAD = 200 * 1024 * 1024     # .gguf: Streamlit's own default upload cap
 TEMPLATE_SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
-MODEL_FOLDER_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
+LOCAL_FOLDER = "Local folder"
+
+policy = serving.policy()
+limits = policy.limits
+
+
+def _cap(engine: int, demo: int | None) -> int:
+    return engine if demo is None else min(engine, demo)
+
+
+# the engine's own limits, lowered by the demo mode and by the server's upload cap (.streamlit/config.toml), so
+# the page never accepts a file that is then refused
+_server_cap = int(st.get_option("server.maxUploadSize")) * 1024 * 1024
+UPLOAD_LIMITS = {".gguf": min(_cap(MAX_GGUF_UPLOAD, limits.max_gguf_upload), _server_cap),
+                 ".json": min(_cap(DEFAULT_MAX_JSON_BYTES, limits.max_json_upload), _server_cap)}
+TEXT_LIMIT = min(_cap(DEFAULT_MAX_BYTES, limits.max_template_upload), _server_cap)
+PASTE_LIMIT = _cap(DEFAULT_MAX_BYTES, limits.max_paste_bytes)
 
 st.title("Sources")
 
@@ -29,8 +49,12 @@ if loaded:
     st.success(md(f"Loaded {loaded}."))
     st.page_link("explorer/pages/overview.py", label="Open the overview", icon=":material/search:")
 
-kind = st.radio("Where is the template?", ["Bundled examples", "Hugging Face Hub", "Upload a file", "Local folder",
-                                           "Paste text"], key="in_source_kind", horizontal=True)
+kinds = ["Bundled examples", "Hugging Face Hub", "Upload a file", "Paste text"]
+if policy.server_paths:  # off unless the operator names folders: visitors must not read the server's files
+    kinds.insert(3, LOCAL_FOLDER)
+if st.session_state.get("in_source_kind") not in kinds:
+    st.session_state["in_source_kind"] = kinds[0]
+kind = st.radio("Where is the template?", kinds, key="in_source_kind", horizontal=True)
 
 if kind == "Bundled examples":
     names = state.bundled_names()
@@ -45,48 +69,44 @@ if kind == "Bundled examples":
 elif kind == "Hugging Face Hub":
     st.text_input("Repository id", key="in_hub_repo", placeholder="org/model")
     st.text_input("Revision (branch, tag or commit; empty = main)", key="in_hub_revision")
-    st.caption("Reads chat_template.jinja, chat_template.json or tokenizer_config.json. The token comes from "
-               "HF_TOKEN or your `huggingface-cli login` and is never shown. Downloads go to the usual HF cache; "
-               "with HF_HUB_OFFLINE=1 only cached files are used.")
+    st.caption("Reads chat_template.jinja, chat_template.json or tokenizer_config.json. "
+               + ("The token comes from HF_TOKEN or your `huggingface-cli login` and is never shown. "
+                  if policy.send_hub_token else "Public repositories only (demo mode: no token is sent). ")
+               + "Downloads go to the usual HF cache; with HF_HUB_OFFLINE=1 or no network only cached files are "
+                 "used.")
     if st.button("Fetch", type="primary"):
         repo = (st.session_state.get("in_hub_repo") or "").strip()
         if not repo:
             st.error("Enter a repository id such as org/model.")
-        elif not state.is_repo_id(repo):  # not a path either: local files are the Upload / Local folder options
-            st.error(md(f"{repo!r} is not a Hub repository id: expected org/name (letters, digits, '-', '_', '.'), "
-                        "org/name@revision or a huggingface.co URL."))
         else:
+            from core.sources import load_hub_spec  # never reads a local path, whatever the text
+
             rev = (st.session_state.get("in_hub_revision") or "").strip() or None
             with st.spinner("Fetching from the Hub…"):
-                tpl = state.attempt(state.load_spec, repo, revision=rev, origin="hub")
-            if tpl:
-                _use(tpl)
+                loaded = state.attempt(load_hub_spec, repo, revision=rev, token=policy.hub_token)
+            if loaded:
+                _use(state.from_loaded(loaded, "hub"))
 
 elif kind == "Upload a file":
     up = st.file_uploader("Template file (.jinja, tokenizer_config.json / chat_template.json, .gguf)",
                           type=["jinja", "j2", "json", "gguf"], key="upload_file")
     if up is not None:
         suffix = pathlib.Path(up.name).suffix.lower()
-        # the engine's own limits, so the page never accepts a file the engine then refuses
-        limit = {".gguf": MAX_GGUF_UPLOAD, ".json": DEFAULT_MAX_JSON_BYTES}.get(suffix, DEFAULT_MAX_BYTES)
+        limit = UPLOAD_LIMITS.get(suffix, TEXT_LIMIT)
         if up.size > limit:
             st.error(md(f"{up.name} is {up.size / 1e6:.1f} MB; the limit for {suffix} files is "
-                        f"{limit / 1e6:.0f} MB."))
+                        f"{limit / 1e6:.2g} MB{' in this demo' if limits.max_gguf_upload else ''}."))
         elif st.button("Load this file", type="primary"):
-            tpl = state.attempt(state.load_upload, up.getvalue(), up.name, max_gguf_bytes=MAX_GGUF_UPLOAD)
+            tpl = state.attempt(state.load_upload, up.getvalue(), up.name, max_bytes=TEXT_LIMIT,
+                                max_json_bytes=UPLOAD_LIMITS[".json"], max_gguf_bytes=UPLOAD_LIMITS[".gguf"])
             if tpl:
                 _use(tpl)
 
-elif kind == "Local folder":
-    state.default("in_folder", str(state.SHARED_TEMPLATES if state.SHARED_TEMPLATES.is_dir() else state.BUNDLED_DIR))
-    st.text_input("Folder", key="in_folder")
-    folder = pathlib.Path(st.session_state["in_folder"]).expanduser()
-    if not folder.is_dir():
-        st.error(md(f"{folder} is not a folder."))
-    else:
-        files = sorted(p.name for p in folder.iterdir()
-                       if (p.is_file() and p.suffix.lower() in TEMPLATE_SUFFIXES)
-                       or (p.is_dir() and any((p / f).is_file() for f in MODEL_FOLDER_FILES)))
+elif kind == LOCAL_FOLDER:
+    picked = serving.folder_input("Folder", "in_folder", TEMPLATE_SUFFIXES)
+    if picked is not None:
+        folder, entries = picked
+        files = [p.name for p in entries]
         if not files:
             st.warning(md(f"No .jinja / .json / .gguf files or model folders in {folder}."))
         else:
@@ -94,18 +114,25 @@ elif kind == "Local folder":
                 st.session_state["in_folder_file"] = files[0]
             st.selectbox(f"Template ({len(files)} files)", files, key="in_folder_file")
             if st.button("Load", type="primary"):
-                tpl = state.attempt(state.load_spec, str(folder / st.session_state["in_folder_file"]), origin="file")
-                if tpl:
-                    _use(tpl)
+                from core.sources import load_file
+
+                chosen = str(folder / st.session_state["in_folder_file"])
+                loaded = state.attempt(lambda: load_file(confined_template_path(chosen, policy.roots)))
+                if loaded:
+                    _use(state.from_loaded(loaded, "file"))
 
 else:  # Paste text
     st.text_input("Name", key="in_paste_name", placeholder="my-template.jinja")
-    st.text_area("Jinja template", key="in_paste_text", height=260)
+    st.text_area("Jinja template", key="in_paste_text", height=260, max_chars=PASTE_LIMIT)
     if st.button("Use this text", type="primary"):
         text = st.session_state.get("in_paste_text") or ""
         name = (st.session_state.get("in_paste_name") or "").strip() or "pasted.jinja"
+        size = len(text.encode("utf-8", "surrogatepass"))
         if not text.strip():
             st.error("The template text is empty.")
+        elif size > PASTE_LIMIT:
+            st.error(f"The template text is {size / 1024:.0f} KB; the limit for pasted text is "
+                     f"{PASTE_LIMIT / 1024:.0f} KB{' in this demo' if limits.max_paste_bytes else ''}.")
         else:
             def _compile() -> state.CurrentTemplate:
                 tpl = state.CurrentTemplate(name, text, {"default": text}, "default", "string", None)

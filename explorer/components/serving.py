@@ -1,0 +1,47 @@
+"""The operator's serving policy in the app (:mod:`core.serving`): :func:`policy` for the demo mode's caps, and
+:func:`folder_input`, the one way a page takes a server path from the browser (Sources → Local folder, Corpus),
+confined to the allowed roots, so the rule is the same everywhere."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Sequence
+
+import streamlit as st
+
+from core.serving import PathNotAllowedError, ServingPolicy, confine, confined_entries, policy_or_closed
+
+from .text import md
+
+
+def policy() -> ServingPolicy:
+    """The operator's serving policy (``CTE_ALLOW_ROOTS`` / ``CTE_DEMO``); wrong settings give the closed policy
+    (the sidebar shows why). Pages cap text boxes with ``policy().limits.max_text_chars`` (None = no cap)."""
+    return policy_or_closed()[0]
+
+
+def folder_input(label: str, key: str, suffixes: Sequence[str]) -> tuple[pathlib.Path, list[pathlib.Path]] | None:
+    """A text input for a server folder (default: the first allowed root) and the template entries in it.
+
+    Returns ``(resolved folder, entries)`` with the entries of :func:`core.serving.confined_entries`, or None after
+    showing one message when server paths are off, the path is outside the allowed roots (symlinks and ``..``
+    resolved first), not a folder, or cannot be listed. Never call it without ``policy().server_paths``.
+    """
+    pol = policy()
+    if key not in st.session_state:
+        st.session_state[key] = str(pol.roots[0]) if pol.roots else ""
+    st.text_input(label, key=key, help="Allowed folders: " + ", ".join(str(r) for r in pol.roots))
+    typed = st.session_state[key]
+    try:
+        resolved = confine(typed, pol.roots)
+    except PathNotAllowedError as e:
+        st.error(md(str(e)))
+        return None
+    if not resolved.is_dir():
+        st.error(md(f"{typed} is not a folder."))
+        return None
+    try:
+        return resolved, confined_entries(resolved, pol.roots, suffixes)
+    except OSError as e:
+        st.error(md(f"{typed} cannot be listed: {e.strerror or e}."))
+        return None
