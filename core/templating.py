@@ -34,6 +34,7 @@ import jinja2
 import jinja2.compiler
 import jinja2.ext
 import jinja2.nodes
+import jinja2.optimizer
 import jinja2.sandbox
 
 from .errors import RenderLimitError, TemplateRenderError, TemplateSecurityError, TemplateSyntaxError
@@ -86,9 +87,38 @@ class _Deadline:
             raise RenderLimitError("<render>", f"render took longer than {self.limits.timeout_s:g} s")
 
 
+class _OnceOptimizer(jinja2.optimizer.Optimizer):
+    """jinja2's constant folder, run once per expression node instead of once per nesting level.
+
+    jinja2's code generator re-runs the optimizer on every expression it visits, and each run walks the
+    whole subtree: O(size × depth) per expression, which the probe rewriter's extra filter nodes deepen.
+    Folding works bottom-up and is deterministic for a given node and evaluation context, so a subtree the
+    optimizer has already visited is a fixed point: skipping it generates the very same code, faster."""
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        # (id(node), autoescape) -> node; the node is kept so its id cannot be reused during this compile
+        self._done: dict[tuple[int, Any], Any] = {}
+
+    def visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
+        autoescape = getattr(args[0], "autoescape", None) if args else None
+        if (id(node), autoescape) in self._done:
+            return node
+        result = super().visit(node, *args, **kwargs)
+        self._done[(id(node), autoescape)] = node
+        self._done[(id(result), autoescape)] = result
+        return result
+
+
 class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
     """Compiles ``a ~ b`` to a size-checked join, so string doubling in a loop stops at the output cap
-    instead of exhausting memory (jinja2 otherwise calls ``str_join`` directly)."""
+    instead of exhausting memory (jinja2 otherwise calls ``str_join`` directly); folds constants once per
+    node (:class:`_OnceOptimizer`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.optimizer is not None:
+            self.optimizer = _OnceOptimizer(self.environment)
 
     def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
         self.write("environment.checked_concat((")
@@ -108,6 +138,15 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     code_generator_class = _LimitedCodeGenerator
     intercepted_binops = frozenset(["*", "**", "+", "%"])
     _deadline: _Deadline | None = None
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
+        # The tree _check_syntax parsed, handed to the first compile of the same source by any environment
+        # that parses alike (same lexer and extensions), so a new template is lexed and parsed once, not
+        # twice. Taken, not shared: code generation and the probe rewriter change the tree in place.
+        node = _PARSED.pop(source, None)
+        if node is not None and _parses_alike(self):
+            return node
+        return super()._parse(source, name, filename)
 
     def _limit(self) -> int:
         return self._deadline.limits.max_output_chars if self._deadline else DEFAULT_LIMITS.max_output_chars
@@ -166,6 +205,18 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         if isinstance(result, (str, list)) and len(result) > limit:
             raise RenderLimitError("<render>", f"value larger than {limit} characters")
         return result
+
+
+# source -> parsed tree awaiting its compile (see _LimitedSandbox._parse); a few entries, as a template is
+# compiled right after it is checked.
+_PARSED: "dict[str, jinja2.nodes.Template]" = {}
+_PARSED_MAX = 8
+
+
+def _parses_alike(env: jinja2.Environment) -> bool:
+    """True when ``env`` lexes and parses exactly as the project environment (same lexer settings, whose
+    Lexer jinja2 shares, and the same extensions), so a tree or a parse verdict of one holds for the other."""
+    return env.lexer is _ENV.lexer and env.extensions.keys() == _ENV.extensions.keys()
 
 
 def _tojson(value: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
@@ -339,12 +390,21 @@ def compiled_code(env: jinja2.Environment, source: str, env_tag: str = "") -> An
                 tmp = path.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_bytes(marshal.dumps(code))
                 os.replace(tmp, path)
+                if _parses_alike(env):  # lets _check_syntax of a later process skip its parse
+                    _syntax_marker(directory, source).touch()
             except OSError:
                 pass  # a read-only or full cache only costs speed
     if len(_CODE_MEMO) >= _CODE_MEMO_MAX:
         _CODE_MEMO.pop(next(iter(_CODE_MEMO)))
     _CODE_MEMO[key] = code
     return code
+
+
+def _syntax_marker(directory: pathlib.Path, source: str) -> pathlib.Path:
+    """Empty file whose presence says ``source`` parsed in an environment that parses alike: the analysis
+    only compiles with its probe environment, whose entries :func:`_check_syntax` cannot name without
+    importing the analysis."""
+    return directory / (_cache_key(source, "parsed") + ".ok")
 
 
 def template_from_code(env: jinja2.Environment, code: Any) -> jinja2.Template:
@@ -370,19 +430,24 @@ def _compile(source: str, name: str) -> jinja2.Template:
 @functools.lru_cache(maxsize=1024)
 def _check_syntax(source: str, name: str) -> None:
     """Raise :class:`TemplateSyntaxError` if ``source`` does not parse. Skipped when compiled code for it is
-    already memoized or on disk (it parsed before). Errors found only by code generation (an unknown filter)
+    already memoized or on disk (it parsed before); otherwise the tree is kept for the first compile (one
+    parse per template, see ``_LimitedSandbox._parse``). Errors found only by code generation (an unknown filter)
     surface at the first render, as the same error class."""
     if ("", source) in _CODE_MEMO:
         return
     directory = _disk_cache_dir()
-    if directory is not None and (directory / (_cache_key(source) + ".bin")).exists():
+    if directory is not None and (_syntax_marker(directory, source).exists()
+                                  or (directory / (_cache_key(source) + ".bin")).exists()):
         return
     try:
-        _ENV.parse(source)
+        node = _ENV.parse(source)
     except jinja2.TemplateSyntaxError as e:
         raise TemplateSyntaxError(name, e.message or str(e), e.lineno) from None
     except RecursionError:
         raise TemplateSyntaxError(name, "template nests too deeply to parse") from None
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[source] = node
 
 
 def source_digest(source: str) -> str:
