@@ -10,13 +10,13 @@ comparison only (llama.cpp's ``compare_variants`` returning "no result").
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..diff import DiffSplit, RenderParams, calculate_diff_split
 from ..errors import ChatTemplateExplorerError
-from ..templating import ChatTemplate, apply_template
+from ..memo import MISSING, BoundedMemo
+from ..templating import ChatTemplate, apply_template, source_digest
 from .fidelity import STRING_ARGUMENT_PROBES, stringify_call_arguments
 from .result import Caps
 
@@ -68,20 +68,31 @@ class Comparison:
 
 
 class _RenderFailure:
-    __slots__ = ("error",)
+    """A memoized failed render: its message only (plain data; the exception would keep the render's
+    variables alive through its traceback and context)."""
+
+    __slots__ = ("message",)
 
     def __init__(self, error: Exception):
-        self.error = error
+        self.message = _msg(error)
+
+
+class _MemoizedRenderError(Exception):
+    """Raised again for a memoized failed render; ``message`` is the original error's message."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
 
 
 def _identity(messages: list[dict[str, Any]], caps: Caps) -> list[dict[str, Any]]:
     return messages
 
 
-# Renders shared across sessions of the same template source (bounded): a second analysis of a template
-# (the explorer re-running, a warm benchmark) renders nothing.
-_GLOBAL_CACHE: "OrderedDict[tuple[str, str], Any]" = OrderedDict()
-_GLOBAL_CACHE_MAX = 4096
+# Renders shared across sessions of the same template source: a second analysis of a template (the explorer
+# re-running, a warm benchmark, a batch cycling through a corpus: ~21 renders of ~2 KB per template) renders
+# nothing. Sized for several passes over the 351-template corpus.
+_GLOBAL_CACHE = BoundedMemo("renders", max_entries=32_768, max_bytes=128 * 2**20)
 
 
 def clear_render_cache() -> None:
@@ -115,7 +126,9 @@ class ProbeSession:
         self._cache: dict[str, Any] = {}
         self._use_global = use_global_cache
         self.engine = engine
-        self._src = engine + "\x00" + template.name + "\x00" + template.source + "\x00" + bos_token + "\x00" + eos_token
+        # memo key of everything a render depends on besides its inputs (a digest: the source can be large)
+        self._src = source_digest(engine + "\x00" + template.name + "\x00" + template.source + "\x00" + bos_token
+                                  + "\x00" + eos_token)
 
     def note_improvement(self, name: str, remark: str) -> None:
         """Record that improvement ``name`` changed something (``remark`` says what; duplicates dropped)."""
@@ -149,19 +162,19 @@ class ProbeSession:
         hit = self._cache.get(key)
         if hit is None and self._use_global:
             hit = _GLOBAL_CACHE.get((self._src, key))
-            if hit is not None:
-                _GLOBAL_CACHE.move_to_end((self._src, key))
+            if hit is MISSING:
+                hit = None
+            else:
                 self._cache[key] = hit
         if hit is None:
             hit = self._render_uncached(inputs)
             self.render_count += 1
             self._cache[key] = hit
             if self._use_global:
-                _GLOBAL_CACHE[(self._src, key)] = hit
-                if len(_GLOBAL_CACHE) > _GLOBAL_CACHE_MAX:
-                    _GLOBAL_CACHE.popitem(last=False)
+                size = len(key) + (len(hit) if isinstance(hit, str) else len(hit.message)) + 200
+                _GLOBAL_CACHE.put((self._src, key), hit, size)
         if isinstance(hit, _RenderFailure):
-            raise hit.error
+            raise _MemoizedRenderError(hit.message)
         return hit
 
     def _render_uncached(self, inputs: dict[str, Any]) -> Any:
