@@ -19,11 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import multiprocessing as mp
 import os
 import sys
 import time
-from multiprocessing.connection import wait as mp_wait
 from typing import Any, Iterable
 
 from .errors import ChatTemplateExplorerError, TemplateLoadError
@@ -281,6 +279,9 @@ def run_batch(paths: list[str], workers: int = 2, timeout: float = 120.0,
             results[i] = _batch_row(p, caps_by_name.get(os.path.basename(p)), fidelity)
             flush()
         return errors
+
+    import multiprocessing as mp  # only the batch needs it (~5 ms of every CLI start otherwise)
+    from multiprocessing.connection import wait as mp_wait
 
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
     slots = [_Slot(ctx) for _ in range(min(workers, max(1, len(paths))))]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any as _AnyT, Callable, Iterator
 
 from . import nodes as N
-from .scanners import FAIL, NMI, OK, scan_json_value, scan_string_content
+from .scanners import FAIL, NMI, OK, scan_json_value, scan_string_content, string_body_regex
 
 _SPACE = re.compile(r"[ \t\n\v\f\r]*")
 _EMPTY: tuple = ()
@@ -260,7 +260,7 @@ class _Compiler:
         if isinstance(node, N.Chars):
             return _make_chars(node)
         if isinstance(node, N.StringContent):
-            return _make_string_content(node.delimiter)
+            return _make_string_content(node.id, node.delimiter)
         if isinstance(node, N.Until):
             return _make_until(node.id, node.delimiters)
         if isinstance(node, (N.Schema, N.Gbnf, N.Ac)):
@@ -459,9 +459,22 @@ def _make_chars(node: N.Chars) -> Fn:
     return f
 
 
-def _make_string_content(delim: str) -> Fn:
+def _make_string_content(pid: int, delim: str) -> Fn:
+    body = string_body_regex(delim).match
+
     def f(ctx: _Ctx, pos: int) -> tuple:
-        st, end, touched = scan_string_content(ctx.text, pos, ctx.n, ctx.lenient, delim)
+        hints = ctx.hints
+        if hints is None:
+            st, end, touched = scan_string_content(ctx.text, pos, ctx.n, ctx.lenient, delim)
+        else:
+            # Streaming: resume the body scan where the previous parse of this string stopped at the end of
+            # its text (a boundary between whole characters and escapes, so scanning on from there ends
+            # exactly where a scan from ``pos`` would) instead of re-reading the whole open string per feed.
+            frm = hints.get((pid, pos), pos)
+            stop = body(ctx.text, frm).end()  # type: ignore[union-attr]
+            st, end, touched = scan_string_content(ctx.text, pos, ctx.n, ctx.lenient, delim, stop)
+            if touched:
+                hints[(pid, pos)] = stop
         if touched:
             ctx.eof = True
         return st, end, _EMPTY

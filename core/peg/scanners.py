@@ -44,9 +44,11 @@ def string_body_regex(delim: str) -> re.Pattern[str]:
     return rx
 
 
-def scan_string_content(text: str, pos: int, n: int, lenient: bool, delim: str = '"') -> tuple[int, int, bool]:
-    """String body from ``pos`` up to (not including) the closing ``delim``."""
-    e = string_body_regex(delim).match(text, pos).end()  # type: ignore[union-attr]
+def scan_string_content(text: str, pos: int, n: int, lenient: bool, delim: str = '"',
+                        stop: int = -1) -> tuple[int, int, bool]:
+    """String body from ``pos`` up to (not including) the closing ``delim``. ``stop``: where
+    :func:`string_body_regex` stops matching from ``pos``, when the caller already knows it."""
+    e = stop if stop >= 0 else string_body_regex(delim).match(text, pos).end()  # type: ignore[union-attr]
     if e >= n:
         return (NMI, n, True) if lenient else (FAIL, pos, True)
     if text[e] == delim:
