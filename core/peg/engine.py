@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any as _AnyT, Callable, Iterator
 
 from . import nodes as N
-from .scanners import FAIL, NMI, OK, scan_json_value, scan_string_content, string_body_regex
+from .scanners import (FAIL, NMI, OK, scan_json_value, scan_json_value_resumable, scan_string_content,
+                       string_body_regex)
 
 _SPACE = re.compile(r"[ \t\n\v\f\r]*")
 _EMPTY: tuple = ()
@@ -267,7 +268,7 @@ class _Compiler:
             return self.get(node.child)
         if isinstance(node, N.Rule):
             if node.native:
-                body = _make_native(node.native)
+                body = _make_native(node.id, node.native)
             else:
                 body = self.get(node.child)
             return _make_node(node.id, body, node.name, "")
@@ -481,9 +482,13 @@ def _make_string_content(pid: int, delim: str) -> Fn:
     return f
 
 
-def _make_native(kind: str) -> Fn:
+def _make_native(pid: int, kind: str) -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
-        st, end, touched = scan_json_value(ctx.text, pos, ctx.n, ctx.lenient, kind)
+        if ctx.hints is None:
+            st, end, touched = scan_json_value(ctx.text, pos, ctx.n, ctx.lenient, kind)
+        else:
+            st, end, touched = scan_json_value_resumable(ctx.text, pos, ctx.n, ctx.lenient, kind, ctx.hints,
+                                                         (pid, pos))
         if touched:
             ctx.eof = True
         return st, end, _EMPTY
