@@ -345,12 +345,39 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
         n = ctx.n
         count = 0
         nodes: list | None = None
+        hints = ctx.hints
+        if hints is not None:
+            # Streaming: resume after the items an earlier parse of this repetition (same rule and position,
+            # a shorter prefix of the text) matched without looking at the end of the input — they match the
+            # same way now — replaying what they did to the switch bookkeeping, as a memoized node does. Per
+            # feed this costs the items still open, not every item since the start (repeated tool calls).
+            key = (pid, pos, "repeat")
+            h = hints.get(key)
+            made0, sw0 = ctx.made, len(ctx.switches)
+            if h is not None:
+                count, pos, prefix, made_d, sw = h
+                if prefix:
+                    nodes = list(prefix)
+                ctx.made += made_d
+                if sw:
+                    ctx.switches.extend(sw)
+            stable = (count, pos, len(nodes) if nodes else 0, ctx.made, len(ctx.switches))
+            resumed = count
+        r = None
         while hi == -1 or count < hi:
             if pos >= n:
                 ctx.eof = True
                 break
             made = ctx.made
-            st, end, ns = child(ctx, pos)
+            if hints is not None:
+                saved_eof = ctx.eof
+                ctx.eof = False
+                st, end, ns = child(ctx, pos)
+                touched = ctx.eof
+                ctx.eof = saved_eof or touched
+            else:
+                st, end, ns = child(ctx, pos)
+                touched = True
             if st == OK:
                 if end == pos:
                     break
@@ -361,6 +388,8 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                         nodes.extend(ns)
                 pos = end
                 count += 1
+                if not touched and stable[0] == count - 1:
+                    stable = (count, pos, len(nodes) if nodes else 0, ctx.made, len(ctx.switches))
                 continue
             if st == NMI:
                 if ns:
@@ -368,10 +397,16 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                         nodes = list(ns)
                     else:
                         nodes.extend(ns)
-                return NMI, end, tuple(nodes) if nodes else _EMPTY
+                r = (NMI, end, tuple(nodes) if nodes else _EMPTY)
+                break
             if ctx.made != made:
                 ctx.switches.append((pid, pos, -1))
             break
+        if hints is not None and stable[0] > resumed:
+            c, p, k, m, w = stable
+            hints[key] = (c, p, tuple(nodes[:k]) if k else _EMPTY, m - made0, tuple(ctx.switches[sw0:w]))
+        if r is not None:
+            return r
         out = tuple(nodes) if nodes else _EMPTY
         if count < lo:
             if pos >= n and ctx.lenient:
