@@ -109,21 +109,28 @@ class FeedCosts:
     stream_equals_parse: bool
 
 
-def feed_costs(parser: Any, output: str) -> FeedCosts:
+def feed_costs(parser: Any, output: str, budget_s: float | None = None) -> FeedCosts:
     """Stream ``output`` through :class:`core.chat.stream.StreamingParser` one character per feed; thread CPU
-    time per feed (``finish`` not counted); checks the streamed message against ``parser.parse(output)``."""
+    time per feed (``finish`` not counted). ``budget_s``: stop feeding once the feeds have cost this much CPU
+    (``feeds`` then says how many were made). Checks the streamed message of the text fed against
+    ``parser.parse`` of that text."""
     from core.chat.stream import StreamingParser
 
     sp = StreamingParser(parser)
     clock = time.thread_time
     costs = []
+    spent = 0.0
     for ch in output:
         t0 = clock()
         sp.feed(ch)
-        costs.append(clock() - t0)
+        dt = clock() - t0
+        costs.append(dt)
+        spent += dt
+        if budget_s is not None and spent > budget_s:
+            break
     sp.finish()
-    same = sp.message.to_openai() == parser.parse(output).to_openai()
+    same = sp.message.to_openai() == parser.parse(output[:len(costs)]).to_openai()
     costs.sort()
     k = len(costs)
-    return FeedCosts(costs[k // 2] * 1e6, costs[min(k - 1, int(k * 0.99))] * 1e6, costs[-1] * 1e6, sum(costs), k,
+    return FeedCosts(costs[k // 2] * 1e6, costs[min(k - 1, int(k * 0.99))] * 1e6, costs[-1] * 1e6, spent, k,
                      same)

@@ -265,14 +265,23 @@ def run_batch(paths: list[str], workers: int = 2, timeout: float = 120.0,
     next_out = 0
     errors = 0
 
+    bar = None
+    if sys.stderr.isatty():  # a terminal watches: show progress (never in logs or pipes)
+        from .progress import ProgressBar
+
+        bar = ProgressBar(len(paths), "analyze --batch")
+
     def flush() -> None:
         nonlocal next_out, errors
+        before = next_out
         while next_out in results:
             row = results.pop(next_out)
             errors += "error" in row
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
             next_out += 1
         out.flush()
+        if bar is not None and next_out != before:
+            bar.update(next_out)
 
     if workers <= 0:
         for i, p in enumerate(paths):
