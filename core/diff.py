@@ -19,6 +19,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
+from .memo import MISSING, BoundedMemo
+
 WS = " \t\n\v\f\r"
 """The C-locale ``isspace`` characters."""
 
@@ -135,6 +137,10 @@ def common_prefix(a: str, b: str) -> str:
     return a[:_common_prefix_len(a, b)]
 
 
+# The analysis diffs the same pairs of (memoized) renders on every re-analysis of a template.
+_DIFF_MEMO = BoundedMemo("diffs", max_entries=32_768, max_bytes=128 * 2**20)
+
+
 def calculate_diff_split(left: str, right: str) -> DiffSplit:
     """Split two renders into shared prefix/suffix and differing middles.
 
@@ -142,7 +148,17 @@ def calculate_diff_split(left: str, right: str) -> DiffSplit:
     character only where both boundary segments are TEXT. Two fix-ups: identical inputs give
     ``prefix = left``; when ``left`` is a prefix of ``right`` the split is forced to
     ``prefix = left, right = the rest``. Follows llama.cpp ``calculate_diff_split`` exactly (analysis notes §4).
+    Memoized (bounded, :mod:`core.memo`; a :class:`DiffSplit` is frozen, so the memoized one is returned).
     """
+    key = (left, right)
+    hit = _DIFF_MEMO.get(key)
+    if hit is MISSING:
+        hit = _calculate_diff_split(left, right)
+        _DIFF_MEMO.put(key, hit, 2 * (len(left) + len(right)) + 200)
+    return hit
+
+
+def _calculate_diff_split(left: str, right: str) -> DiffSplit:
     ls = segmentize_markers(left)
     rs = segmentize_markers(right)
     if not ls:

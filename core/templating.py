@@ -36,6 +36,7 @@ import jinja2.compiler
 import jinja2.ext
 import jinja2.lexer
 import jinja2.nodes
+import jinja2.optimizer
 import jinja2.sandbox
 import jinja2.utils
 import jinja2.visitor
@@ -246,9 +247,38 @@ def rewrite_loops(tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
     return _LoopRewriter().visit(tree)
 
 
+class _OnceOptimizer(jinja2.optimizer.Optimizer):
+    """jinja2's constant folder, run once per expression node instead of once per nesting level.
+
+    jinja2's code generator re-runs the optimizer on every expression it visits, and each run walks the
+    whole subtree: O(size × depth) per expression, which the probe rewriter's extra filter nodes deepen.
+    Folding works bottom-up and is deterministic for a given node and evaluation context, so a subtree the
+    optimizer has already visited is a fixed point: skipping it generates the very same code, faster."""
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        # (id(node), autoescape) -> node; the node is kept so its id cannot be reused during this compile
+        self._done: dict[tuple[int, Any], Any] = {}
+
+    def visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
+        autoescape = getattr(args[0], "autoescape", None) if args else None
+        if (id(node), autoescape) in self._done:
+            return node
+        result = super().visit(node, *args, **kwargs)
+        self._done[(id(node), autoescape)] = node
+        self._done[(id(result), autoescape)] = result
+        return result
+
+
 class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
     """Compiles ``a ~ b`` to a size-checked join, so string doubling in a loop stops at the output cap
-    instead of exhausting memory (jinja2 otherwise calls ``str_join`` directly)."""
+    instead of exhausting memory (jinja2 otherwise calls ``str_join`` directly); folds constants once per
+    node (:class:`_OnceOptimizer`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.optimizer is not None:
+            self.optimizer = _OnceOptimizer(self.environment)
 
     _until: float = 0.0
     _visits: int = 0
@@ -330,7 +360,17 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         return self._limits().max_output_chars
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
-        return rewrite_loops(self._rewrite_tree(super()._parse(source, name, filename)))
+        # The raw tree _check_syntax parsed is handed to the first compile of the same source by any environment
+        # that parses alike (same lexer and extensions), so a new template is lexed and parsed once, not
+        # twice. Taken, not shared: code generation and the rewriters change the tree in place.
+        node = _PARSED.pop(source, None)
+        if node is None or not _parses_alike(self):
+            node = super()._parse(source, name, filename)
+        return rewrite_loops(self._rewrite_tree(node))
+
+    def parse_raw(self, source: str, name: str | None = None) -> jinja2.nodes.Template:
+        """The template's tree as jinja2 parses it (time-limited lexing), before any rewriting."""
+        return super()._parse(source, name, None)
 
     def _rewrite_tree(self, tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
         """Hook for subclasses rewriting the parsed template; the loop checks are added after it."""
@@ -468,6 +508,18 @@ def _projected_join(sep: str, items: Any, limit: int) -> int:
         if total > limit:
             break
     return total
+
+
+# source -> parsed tree awaiting its compile (see _LimitedSandbox._parse); a few entries, as a template is
+# compiled right after it is checked.
+_PARSED: "dict[str, jinja2.nodes.Template]" = {}
+_PARSED_MAX = 8
+
+
+def _parses_alike(env: jinja2.Environment) -> bool:
+    """True when ``env`` lexes and parses exactly as the project environment (same lexer settings, whose
+    Lexer jinja2 shares, and the same extensions), so a tree or a parse verdict of one holds for the other."""
+    return env.lexer is _ENV.lexer and env.extensions.keys() == _ENV.extensions.keys()
 
 
 def _tojson(value: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
@@ -700,6 +752,8 @@ def compiled_code(env: jinja2.Environment, source: str, env_tag: str = "") -> An
                 tmp.write_bytes(marshal.dumps(code))
                 os.replace(tmp, path)
                 _note_disk_write(path.parent)
+                if _parses_alike(env):  # lets _check_syntax of a later process skip its parse
+                    _syntax_marker(directory, source).touch()
             except OSError:
                 pass  # a read-only or full cache only costs speed
     if len(_CODE_MEMO) >= _CODE_MEMO_MAX:
@@ -721,7 +775,7 @@ def _note_disk_write(directory: pathlib.Path) -> None:
 
 def prune_disk_cache(directory: pathlib.Path | None = None, max_bytes: int | None = None) -> int:
     """Delete the least recently written compiled-code files of ``directory`` (default: the disk cache)
-    until its ``*.bin`` files take at most ``max_bytes`` (default :data:`DISK_CACHE_MAX_BYTES`), and
+    until its ``*.bin`` files (and ``*.ok`` syntax markers, a 4 KiB block each) take at most ``max_bytes`` (default :data:`DISK_CACHE_MAX_BYTES`), and
     leftover ``*.tmp`` files older than an hour. Returns the number of files removed; never raises."""
     directory = directory or _disk_cache_dir()
     limit = DISK_CACHE_MAX_BYTES if max_bytes is None else max_bytes
@@ -738,6 +792,8 @@ def prune_disk_cache(directory: pathlib.Path | None = None, max_bytes: int | Non
                 removed += 1
             elif e.name.endswith(".bin"):
                 entries.append((st.st_mtime, st.st_size, e.path))
+            elif e.name.endswith(".ok"):  # empty syntax markers: counted at a block each so they are pruned too
+                entries.append((st.st_mtime, 4096, e.path))
         total = sum(size for _, size, _ in entries)
         for _, size, p in sorted(entries):
             if total <= limit:
@@ -748,6 +804,13 @@ def prune_disk_cache(directory: pathlib.Path | None = None, max_bytes: int | Non
     except OSError:
         pass
     return removed
+
+
+def _syntax_marker(directory: pathlib.Path, source: str) -> pathlib.Path:
+    """Empty file whose presence says ``source`` parsed in an environment that parses alike: the analysis
+    only compiles with its probe environment, whose entries :func:`_check_syntax` cannot name without
+    importing the analysis."""
+    return directory / (_cache_key(source, "parsed") + ".ok")
 
 
 def template_from_code(env: jinja2.Environment, code: Any) -> jinja2.Template:
@@ -773,19 +836,24 @@ def _compile(source: str, name: str) -> jinja2.Template:
 @functools.lru_cache(maxsize=1024)
 def _check_syntax(source: str, name: str) -> None:
     """Raise :class:`TemplateSyntaxError` if ``source`` does not parse. Skipped when compiled code for it is
-    already memoized or on disk (it parsed before). Errors found only by code generation (an unknown filter)
+    already memoized or on disk (it parsed before); otherwise the tree is kept for the first compile (one
+    parse per template, see ``_LimitedSandbox._parse``). Errors found only by code generation (an unknown filter)
     surface at the first render, as the same error class."""
     if ("", source) in _CODE_MEMO:
         return
     directory = _disk_cache_dir()
-    if directory is not None and (directory / (_cache_key(source) + ".bin")).exists():
+    if directory is not None and (_syntax_marker(directory, source).exists()
+                                  or (directory / (_cache_key(source) + ".bin")).exists()):
         return
     try:
-        _ENV.parse(source, name)
+        node = _ENV.parse_raw(source, name)
     except jinja2.TemplateSyntaxError as e:
         raise TemplateSyntaxError(name, e.message or str(e), e.lineno) from None
     except RecursionError:
         raise TemplateSyntaxError(name, "template nests too deeply to parse") from None
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[source] = node
 
 
 def source_digest(source: str) -> str:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import copy
 import os
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from ..errors import AnalysisError
-from ..templating import ChatTemplate, analysis_budget
+from ..memo import MISSING, BoundedMemo
+from ..templating import ChatTemplate, analysis_budget, source_digest
 from .content import analyze_content
 from .fidelity import DEFAULT_FIDELITY, IMPROVEMENTS, Fidelity, enabled_improvements, resolve_fidelity
 from .generation_prompt import common_prefix_len, request_extra_context
@@ -239,20 +239,16 @@ def _analyze(template: ChatTemplate, disabled_workarounds: Iterable[str], overri
     return report
 
 
-_CAPS_CACHE: "OrderedDict[str, Caps]" = OrderedDict()
+_CAPS_CACHE = BoundedMemo("caps", max_entries=8192, max_bytes=16 * 2**20)
 
 
 def _probe_caps_cached(template: ChatTemplate) -> Caps:
     """``probe_caps`` memoized by template source (bounded): capabilities depend on the source only."""
-    key = template.source
+    key = source_digest(template.source)
     hit = _CAPS_CACHE.get(key)
-    if hit is None:
+    if hit is MISSING:
         hit = probe_caps(template)
-        _CAPS_CACHE[key] = hit
-        if len(_CAPS_CACHE) > 256:
-            _CAPS_CACHE.popitem(last=False)
-    else:
-        _CAPS_CACHE.move_to_end(key)
+        _CAPS_CACHE.put(key, hit, 512)
     return copy.deepcopy(hit)
 
 

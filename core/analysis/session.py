@@ -10,13 +10,13 @@ comparison only (llama.cpp's ``compare_variants`` returning "no result").
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..diff import DiffSplit, RenderParams, calculate_diff_split
 from ..errors import ChatTemplateExplorerError, RenderLimitError, TemplateRenderError
-from ..templating import ChatTemplate, apply_template
+from ..memo import MISSING, BoundedMemo
+from ..templating import ChatTemplate, apply_template, source_digest
 from .fidelity import STRING_ARGUMENT_PROBES, stringify_call_arguments
 from .result import Caps
 
@@ -94,36 +94,16 @@ def _identity(messages: list[dict[str, Any]], caps: Caps) -> list[dict[str, Any]
     return messages
 
 
-# Renders shared across sessions of the same template source (bounded): a second analysis of a template
-# (the explorer re-running, a warm benchmark) renders nothing.
-# Holds plain data only (render text, or a _RenderFailure's strings), bounded in entries and in characters
-# (renders of up to the 1M-character output cap would otherwise let 4,096 entries hold gigabytes).
-_GLOBAL_CACHE: "OrderedDict[tuple[str, str], Any]" = OrderedDict()
-_GLOBAL_CACHE_MAX = 4096
-_GLOBAL_CACHE_MAX_CHARS = 32_000_000
-_global_chars = 0
-
-
-def _entry_chars(key: tuple[str, str], value: Any) -> int:
-    return len(key[1]) + (len(value) if isinstance(value, str) else value.size())
-
-
-def _global_put(key: tuple[str, str], value: Any) -> None:
-    global _global_chars
-    if key in _GLOBAL_CACHE:
-        return
-    _GLOBAL_CACHE[key] = value
-    _global_chars += _entry_chars(key, value)
-    while _GLOBAL_CACHE and (len(_GLOBAL_CACHE) > _GLOBAL_CACHE_MAX or _global_chars > _GLOBAL_CACHE_MAX_CHARS):
-        k, v = _GLOBAL_CACHE.popitem(last=False)
-        _global_chars -= _entry_chars(k, v)
+# Renders shared across sessions of the same template source: a second analysis of a template (the explorer
+# re-running, a warm benchmark, a batch cycling through a corpus: ~21 renders of ~2 KB per template) renders
+# nothing. Sized for several passes over the 351-template corpus; plain data only (render text, or a
+# _RenderFailure's strings), bounded in entries and in bytes.
+_GLOBAL_CACHE = BoundedMemo("renders", max_entries=32_768, max_bytes=128 * 2**20)
 
 
 def clear_render_cache() -> None:
     """Forget every memoized render (tests, benchmarks of cold analysis)."""
-    global _global_chars
     _GLOBAL_CACHE.clear()
-    _global_chars = 0
 
 
 class ProbeSession:
@@ -152,7 +132,9 @@ class ProbeSession:
         self._cache: dict[str, Any] = {}
         self._use_global = use_global_cache
         self.engine = engine
-        self._src = engine + "\x00" + template.name + "\x00" + template.source + "\x00" + bos_token + "\x00" + eos_token
+        # memo key of everything a render depends on besides its inputs (a digest: the source can be large)
+        self._src = source_digest(engine + "\x00" + template.name + "\x00" + template.source + "\x00" + bos_token
+                                  + "\x00" + eos_token)
 
     def note_improvement(self, name: str, remark: str) -> None:
         """Record that improvement ``name`` changed something (``remark`` says what; duplicates dropped)."""
@@ -186,8 +168,9 @@ class ProbeSession:
         hit = self._cache.get(key)
         if hit is None and self._use_global:
             hit = _GLOBAL_CACHE.get((self._src, key))
-            if hit is not None:
-                _GLOBAL_CACHE.move_to_end((self._src, key))
+            if hit is MISSING:
+                hit = None
+            else:
                 self._cache[key] = hit
         if hit is None:
             hit = self._render_uncached(inputs)
@@ -195,7 +178,9 @@ class ProbeSession:
             self._cache[key] = hit
             if self._use_global and not (isinstance(hit, _RenderFailure) and issubclass(hit.cls, RenderLimitError)
                                          and "analysis budget" in hit.message):
-                _global_put((self._src, key), hit)  # a render cut by the analysis budget may pass next time
+                # a render cut by the analysis budget may pass next time, so it is not shared
+                size = len(key) + (len(hit) if isinstance(hit, str) else hit.size()) + 200
+                _GLOBAL_CACHE.put((self._src, key), hit, size)
         if isinstance(hit, _RenderFailure):
             raise hit.error
         return hit

@@ -521,23 +521,59 @@ class PegStreamSession:
 
 
 _WS = " \t\n\v\f\r"
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 class OpenRegion:
     """Fast-path description of an open ``until`` region: the message ``field`` it feeds ("content",
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
-    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts")
+    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
         import re
 
         self.ws_tail = ""
+        self.escape = ""    # json-arguments: an escape sequence begun but not complete (held back)
         self.field = field
         self.delims = delims
         self.keep = max((len(d) for d in delims), default=1) - 1
         self.search = re.compile("|".join(re.escape(d) for d in delims)).search if delims else None
         self.firsts = tuple(dict.fromkeys(d[0] for d in delims))
+
+    def extend_json_string(self, text: str) -> str | None:
+        """json-arguments region (the parse stopped inside a JSON string of verbatim arguments): the text
+        ``text`` adds to the arguments, or None when it may end the string or break it (a ``"``, an invalid
+        escape), which only a parse can tell. As the parser reports it: a cut escape (``\\``, ``\\u12``)
+        ends the arguments before it until it is complete, and trailing whitespace is held back (the
+        mapper right-strips the arguments). State changes only when the text is accepted."""
+        out: list[str] = []
+        ws, esc = self.ws_tail, self.escape
+        for c in text:
+            if esc:
+                esc += c
+                if len(esc) == 2:
+                    if c == "u":
+                        continue
+                    if c not in '"\\/bfnrt':
+                        return None
+                elif c not in _HEX:
+                    return None
+                elif len(esc) < 6:
+                    continue
+                out.append(ws + esc)
+                ws = esc = ""
+            elif c == "\\":
+                esc = c
+            elif c == '"':
+                return None
+            elif c in _WS:
+                ws += c
+            else:
+                out.append(ws + c)
+                ws = ""
+        self.ws_tail, self.escape = ws, esc
+        return "".join(out)
 
     def extends(self, window: str) -> bool:
         """True when ``window`` (the last ``keep`` characters already parsed + new text) contains no delimiter
@@ -750,15 +786,21 @@ class StreamingParser:
         if region is None:
             return None
         if region.field == "json-arguments":
-            if '"' in text or "\\" in text:
-                return None
-            self.fast_steps += 1
-            stripped = text.rstrip(_WS)
-            if not stripped:
-                region.ws_tail += text
-                return []
-            add = region.ws_tail + stripped
-            region.ws_tail = text[len(stripped):]
+            if '"' in text or "\\" in text or region.escape:
+                add = region.extend_json_string(text)
+                if add is None:
+                    return None
+                self.fast_steps += 1
+                if not add:
+                    return []
+            else:
+                self.fast_steps += 1
+                stripped = text.rstrip(_WS)
+                if not stripped:
+                    region.ws_tail += text
+                    return []
+                add = region.ws_tail + stripped
+                region.ws_tail = text[len(stripped):]
             self._appended.append(add)
             return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
         window = self._tail + text

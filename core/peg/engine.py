@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any as _AnyT, Callable, Iterator
 
 from . import nodes as N
-from .scanners import FAIL, NMI, OK, scan_json_value, scan_string_content
+from .scanners import (FAIL, NMI, OK, scan_json_value, scan_json_value_resumable, scan_string_content,
+                       string_body_regex)
 
 _SPACE = re.compile(r"[ \t\n\v\f\r]*")
 _EMPTY: tuple = ()
@@ -260,14 +261,14 @@ class _Compiler:
         if isinstance(node, N.Chars):
             return _make_chars(node)
         if isinstance(node, N.StringContent):
-            return _make_string_content(node.delimiter)
+            return _make_string_content(node.id, node.delimiter)
         if isinstance(node, N.Until):
             return _make_until(node.id, node.delimiters)
         if isinstance(node, (N.Schema, N.Gbnf, N.Ac)):
             return self.get(node.child)
         if isinstance(node, N.Rule):
             if node.native:
-                body = _make_native(node.native)
+                body = _make_native(node.id, node.native)
             else:
                 body = self.get(node.child)
             return _make_node(node.id, body, node.name, "")
@@ -344,12 +345,39 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
         n = ctx.n
         count = 0
         nodes: list | None = None
+        hints = ctx.hints
+        if hints is not None:
+            # Streaming: resume after the items an earlier parse of this repetition (same rule and position,
+            # a shorter prefix of the text) matched without looking at the end of the input — they match the
+            # same way now — replaying what they did to the switch bookkeeping, as a memoized node does. Per
+            # feed this costs the items still open, not every item since the start (repeated tool calls).
+            key = (pid, pos, "repeat")
+            h = hints.get(key)
+            made0, sw0 = ctx.made, len(ctx.switches)
+            if h is not None:
+                count, pos, prefix, made_d, sw = h
+                if prefix:
+                    nodes = list(prefix)
+                ctx.made += made_d
+                if sw:
+                    ctx.switches.extend(sw)
+            stable = (count, pos, len(nodes) if nodes else 0, ctx.made, len(ctx.switches))
+            resumed = count
+        r = None
         while hi == -1 or count < hi:
             if pos >= n:
                 ctx.eof = True
                 break
             made = ctx.made
-            st, end, ns = child(ctx, pos)
+            if hints is not None:
+                saved_eof = ctx.eof
+                ctx.eof = False
+                st, end, ns = child(ctx, pos)
+                touched = ctx.eof
+                ctx.eof = saved_eof or touched
+            else:
+                st, end, ns = child(ctx, pos)
+                touched = True
             if st == OK:
                 if end == pos:
                     break
@@ -360,6 +388,8 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                         nodes.extend(ns)
                 pos = end
                 count += 1
+                if not touched and stable[0] == count - 1:
+                    stable = (count, pos, len(nodes) if nodes else 0, ctx.made, len(ctx.switches))
                 continue
             if st == NMI:
                 if ns:
@@ -367,10 +397,16 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                         nodes = list(ns)
                     else:
                         nodes.extend(ns)
-                return NMI, end, tuple(nodes) if nodes else _EMPTY
+                r = (NMI, end, tuple(nodes) if nodes else _EMPTY)
+                break
             if ctx.made != made:
                 ctx.switches.append((pid, pos, -1))
             break
+        if hints is not None and stable[0] > resumed:
+            c, p, k, m, w = stable
+            hints[key] = (c, p, tuple(nodes[:k]) if k else _EMPTY, m - made0, tuple(ctx.switches[sw0:w]))
+        if r is not None:
+            return r
         out = tuple(nodes) if nodes else _EMPTY
         if count < lo:
             if pos >= n and ctx.lenient:
@@ -459,18 +495,35 @@ def _make_chars(node: N.Chars) -> Fn:
     return f
 
 
-def _make_string_content(delim: str) -> Fn:
+def _make_string_content(pid: int, delim: str) -> Fn:
+    body = string_body_regex(delim).match
+
     def f(ctx: _Ctx, pos: int) -> tuple:
-        st, end, touched = scan_string_content(ctx.text, pos, ctx.n, ctx.lenient, delim)
+        hints = ctx.hints
+        if hints is None:
+            st, end, touched = scan_string_content(ctx.text, pos, ctx.n, ctx.lenient, delim)
+        else:
+            # Streaming: resume the body scan where the previous parse of this string stopped at the end of
+            # its text (a boundary between whole characters and escapes, so scanning on from there ends
+            # exactly where a scan from ``pos`` would) instead of re-reading the whole open string per feed.
+            frm = hints.get((pid, pos), pos)
+            stop = body(ctx.text, frm).end()  # type: ignore[union-attr]
+            st, end, touched = scan_string_content(ctx.text, pos, ctx.n, ctx.lenient, delim, stop)
+            if touched:
+                hints[(pid, pos)] = stop
         if touched:
             ctx.eof = True
         return st, end, _EMPTY
     return f
 
 
-def _make_native(kind: str) -> Fn:
+def _make_native(pid: int, kind: str) -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
-        st, end, touched = scan_json_value(ctx.text, pos, ctx.n, ctx.lenient, kind)
+        if ctx.hints is None:
+            st, end, touched = scan_json_value(ctx.text, pos, ctx.n, ctx.lenient, kind)
+        else:
+            st, end, touched = scan_json_value_resumable(ctx.text, pos, ctx.n, ctx.lenient, kind, ctx.hints,
+                                                         (pid, pos))
         if touched:
             ctx.eof = True
         return st, end, _EMPTY

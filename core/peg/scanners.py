@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 FAIL, OK, NMI = 0, 1, 2
 
@@ -44,9 +45,14 @@ def string_body_regex(delim: str) -> re.Pattern[str]:
     return rx
 
 
-def scan_string_content(text: str, pos: int, n: int, lenient: bool, delim: str = '"') -> tuple[int, int, bool]:
-    """String body from ``pos`` up to (not including) the closing ``delim``."""
-    e = string_body_regex(delim).match(text, pos).end()  # type: ignore[union-attr]
+_STRING_BODY_QUOTE = string_body_regex('"').match
+
+
+def scan_string_content(text: str, pos: int, n: int, lenient: bool, delim: str = '"',
+                        stop: int = -1) -> tuple[int, int, bool]:
+    """String body from ``pos`` up to (not including) the closing ``delim``. ``stop``: where
+    :func:`string_body_regex` stops matching from ``pos``, when the caller already knows it."""
+    e = stop if stop >= 0 else string_body_regex(delim).match(text, pos).end()  # type: ignore[union-attr]
     if e >= n:
         return (NMI, n, True) if lenient else (FAIL, pos, True)
     if text[e] == delim:
@@ -146,7 +152,8 @@ def _scalar(text: str, pos: int, n: int, lenient: bool) -> tuple[int, int, bool]
     return FAIL, pos, False
 
 
-def _slow_value(text: str, pos: int, n: int, lenient: bool) -> tuple[int, int, bool]:
+def _slow_value(text: str, pos: int, n: int, lenient: bool, resume: tuple | None = None,
+                checkpoint: list | None = None) -> tuple[int, int, bool]:
     """A JSON value at ``pos`` with PEG partial semantics, containers
     ``{ ws ( } | member (ws , ws member)* ws } )`` / ``[ ... ]`` at any depth (an explicit stack, no recursion:
     a value nested 10,000 levels deep is still a value).
@@ -154,75 +161,96 @@ def _slow_value(text: str, pos: int, n: int, lenient: bool) -> tuple[int, int, b
     Results as the recursive grammar gives them: a value cut off by the end of lenient input is NMI (end =
     where the innermost part stopped); a failure inside a container fails the outermost one at its start
     (touched = not lenient); a container that fails on its own (bad separator, missing ``:``) fails at its
-    start (touched False), or when cut off in strict mode at its start (touched True)."""
-    stack: list[tuple[bool, int]] = []      # open containers: (is_object, start)
+    start (touched False), or when cut off in strict mode at its start (touched True).
+
+    Streaming (:func:`scan_json_value_resumable`): ``checkpoint`` (a 3-item list) receives the state at the
+    start of the last value scanned — its position, the open containers, and for a string value where its
+    body scan stopped — and ``resume`` (such a state from a scan of a shorter prefix of the same text from the
+    same ``pos``) starts there. The scan is a left-to-right automaton whose steps before that value never
+    looked at the end of the input, so resuming ends exactly where a scan from ``pos`` would."""
+    stack: tuple | None = None              # open containers, innermost first: (is_object, start, outer)
     i = pos
+    sfrm = -1
+    if resume is not None:
+        i, stack, sfrm = resume
 
     def inner(r: tuple[int, int, bool]) -> tuple[int, int, bool]:
-        # a non-OK result of something inside the open containers, as the outermost one reports it
+        # a non-OK result of something inside the open containers, as the outermost one (at pos) reports it
         if r[0] == NMI:
             return NMI, r[1], True
-        return FAIL, stack[0][1], not lenient
+        return FAIL, pos, not lenient
 
-    def own(r: tuple[int, int, bool]) -> tuple[int, int, bool]:
-        # the innermost open container ended with a non-OK result of its own
-        stack.pop()
-        return r if not stack else inner(r)
+    def own(r: tuple[int, int, bool], outer: tuple | None) -> tuple[int, int, bool]:
+        # the innermost open container (whose enclosing containers are ``outer``) ended with a non-OK result
+        return r if outer is None else inner(r)
 
     def eof(start: int) -> tuple[int, int, bool]:
         return (NMI, n, True) if lenient else (FAIL, start, True)
 
     while True:
         # a value starts at i
-        r = _scalar(text, i, n, lenient)
+        if checkpoint is not None and i < n:  # at the end, i itself may still move (whitespace before it)
+            checkpoint[0] = i
+            checkpoint[1] = stack
+            checkpoint[2] = -1
+        if i < n and text[i] == '"':
+            stop = _STRING_BODY_QUOTE(text, sfrm if sfrm > i else i + 1).end()  # type: ignore[union-attr]
+            if checkpoint is not None:  # i < n here
+                checkpoint[2] = stop
+            st, e, t = scan_string_content(text, i + 1, n, lenient, '"', stop)
+            r = (OK, e + 1, False) if st == OK else (st, e, t)
+        else:
+            r = _scalar(text, i, n, lenient)
+        sfrm = -1
         if r[0] != OK:
-            return inner(r) if stack else r
+            return inner(r) if stack is not None else r
         if r[1] == i:                   # a container opens
             is_object = text[i] == "{"
             close = "}" if is_object else "]"
-            stack.append((is_object, i))
+            outer = stack
+            stack = (is_object, i, outer)
             j = _ws(text, i + 1)
             if j >= n:
-                return own(eof(i))
+                return own(eof(i), outer)
             if text[j] == close:
                 r = (OK, j + 1, False)
-                stack.pop()
+                stack = outer
             else:
                 if is_object:
                     k = _key(text, j, n, lenient)
                     if k[0] != OK:
-                        return own(k) if k[0] == NMI else inner(k)
+                        return own(k, outer) if k[0] == NMI else inner(k)
                     j = k[1]
                     if j < 0:
-                        return own(eof(i)) if j == -1 else own((FAIL, i, False))
+                        return own(eof(i), outer) if j == -1 else own((FAIL, i, False), outer)
                 i = j
                 continue
         # a complete value ending at r[1]: continue the containers that hold it
-        while stack:
-            is_object, start = stack[-1]
+        while stack is not None:
+            is_object, start, outer = stack
             close = "}" if is_object else "]"
             e = r[1]
             if e >= n:
-                return own(eof(start))
+                return own(eof(start), outer)
             j = _ws(text, e)
             if j >= n:
-                return own(eof(start))
+                return own(eof(start), outer)
             if text[j] == ",":
                 j = _ws(text, j + 1)
                 if is_object:
                     k = _key(text, j, n, lenient)
                     if k[0] != OK:
-                        return own(k) if k[0] == NMI else inner(k)
+                        return own(k, outer) if k[0] == NMI else inner(k)
                     j = k[1]
                     if j < 0:
-                        return own(eof(start)) if j == -1 else own((FAIL, start, False))
+                        return own(eof(start), outer) if j == -1 else own((FAIL, start, False), outer)
                 i = j
                 break
             if text[j] == close:
-                stack.pop()
+                stack = outer
                 r = (OK, j + 1, False)
                 continue
-            return own((FAIL, start, False))
+            return own((FAIL, start, False), outer)
         else:
             return r
 
@@ -265,3 +293,24 @@ def scan_json_value(text: str, pos: int, n: int, lenient: bool, kind: str = "jso
     elif kind in ("json-object", "json-array"):
         return (NMI, n, True) if lenient else (FAIL, pos, True)
     return _slow_value(text, pos, n, lenient)
+
+
+def scan_json_value_resumable(text: str, pos: int, n: int, lenient: bool, kind: str, hints: dict,
+                              key: Any) -> tuple[int, int, bool]:
+    """:func:`scan_json_value` for a text that grows between calls (streaming), same results: a container
+    cut off by the end of the text is scanned on from the checkpoint its previous scan left in
+    ``hints[key]`` (see :func:`_slow_value`) instead of from ``pos``, so each feed costs the new text, not
+    the whole open value. The C decoder (which cannot resume) runs only once the value is complete — it
+    accepts only complete values, which the slow path also accepts with the same end."""
+    if kind not in ("json-value", "json-object", "json-array") or pos >= n or text[pos] not in "{[":
+        return scan_json_value(text, pos, n, lenient, kind)
+    if (kind == "json-object" and text[pos] != "{") or (kind == "json-array" and text[pos] != "["):
+        return FAIL, pos, False
+    checkpoint: list = [pos, None, -1]
+    r = _slow_value(text, pos, n, lenient, hints.get(key), checkpoint)
+    if r[0] == OK:
+        hints.pop(key, None)
+        return scan_json_value(text, pos, n, lenient, kind)
+    if r[2]:
+        hints[key] = tuple(checkpoint)
+    return r

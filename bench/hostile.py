@@ -1,0 +1,136 @@
+"""Hostile model outputs for the streaming cost benchmark (P6; issue 16 point 8).
+
+Each output is an assistant turn rendered through the template (as :mod:`bench.outputs` does), so it is what a
+model following the template would produce — only the payload is adversarial:
+
+* ``escapes``: one tool call whose string argument is dense with JSON escapes (``\\n``, ``\\"``, ``\\\\``);
+* ``brackets``: one tool call whose arguments hold a run of ``[`` in a string and arrays nested 64 deep;
+* ``calls``: many short tool calls in a row;
+* ``lt``: content that is a flood of ``<``;
+* ``plain``: plain prose content.
+
+A kind the template cannot render (one call at most, no tools) is skipped with a note, never faked.
+:func:`feed_costs` feeds an output one character at a time and measures each feed in CPU time of the calling
+thread (``time.thread_time``), so other processes on a shared machine do not inflate the tail.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from core.chat.pipeline import build_chat_parser
+from core.chat.request import ChatRequest
+from core.templating import ChatTemplate
+
+from .outputs import _assistant, _request, _turn_text
+
+KINDS = ("escapes", "brackets", "calls", "lt", "plain")
+
+# (route label, template file): the formats issue 16 names, plus the P2/P3 formats
+ROUTES = [
+    ("Qwen3 (Hermes-style JSON in tags)", "Qwen-Qwen3-0.6B.jinja"),
+    ("Hermes 2 Pro", "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja"),
+    ("Llama 3.1 (bare JSON)", "meta-llama-Llama-3.1-8B-Instruct.jinja"),
+    ("Mistral Small 3.2 ([TOOL_CALLS])", "Mistral-Small-3.2-24B-Instruct-2506.jinja"),
+    ("GPT-OSS (harmony)", "openai-gpt-oss-120b.jinja"),
+    ("Kimi-K2", "Kimi-K2-Instruct.jinja"),
+    ("DeepSeek V3.1", "deepseek-ai-DeepSeek-V3.1.jinja"),
+    ("GLM-4.6 (tagged arguments)", "GLM-4.6.jinja"),
+    ("Reka Edge (JSON native)", "Reka-Edge.jinja"),
+]
+
+
+def _nested(depth: int) -> Any:
+    v: Any = ["x"]
+    for _ in range(depth - 1):
+        v = [v]
+    return v
+
+
+def _turn(kind: str, n: int) -> dict[str, Any]:
+    turn = _payload(kind, n)
+    for i, call in enumerate(turn["tool_calls"]):
+        call["id"] = f"c{i:08d}"  # 9 alphanumerics: Mistral's templates refuse other call ids
+    return turn
+
+
+def _payload(kind: str, n: int) -> dict[str, Any]:
+    if kind == "escapes":
+        return _assistant("", "", [("search_notes", {"query": ('a\n"\\' * (n // 3 + 1))[:n]})])
+    if kind == "brackets":
+        return _assistant("", "", [("search_notes", {"query": "[" * n, "limit": _nested(64)})])
+    if kind == "calls":
+        return _assistant("", "", [("get_weather", {"city": "paris"}) for _ in range(max(2, n // 40))])
+    if kind == "lt":
+        return _assistant("", "<" * n, [])
+    return _assistant("", ("plain words about the weather in paris " * (n // 38 + 1))[:n], [])
+
+
+@dataclass
+class HostileSample:
+    """One hostile output: ``route`` label, ``template`` file, ``kind`` (see :data:`KINDS`), ``output`` text."""
+
+    route: str
+    template: str
+    kind: str
+    output: str
+    parser: Any
+
+
+def hostile_samples(template: ChatTemplate, route: str, n_chars: int,
+                    kinds: tuple[str, ...] = KINDS) -> tuple[list[HostileSample], list[str]]:
+    """The hostile outputs of ``template`` with a payload of about ``n_chars`` characters each (the output is
+    a little longer: markers, JSON quoting). Returns (samples, notes on the kinds skipped and why)."""
+    messages = [{"role": "user", "content": "Plan my trip to Paris."}]
+    bundle = build_chat_parser(template, ChatRequest.from_dict(_request(messages)))
+    samples, notes = [], []
+    for kind in kinds:
+        try:
+            out = _turn_text(template, messages, _turn(kind, n_chars))
+        except Exception as e:  # the template refuses this shape (e.g. "only single tool-calls")
+            notes.append(f"{template.name} {kind}: not renderable ({str(e)[:80]})")
+            continue
+        samples.append(HostileSample(route, template.name, kind, out, bundle.parser))
+    return samples, notes
+
+
+@dataclass
+class FeedCosts:
+    """Per-feed CPU cost of streaming one output 1 character per feed: ``p50_us``, ``p99_us``, ``max_us``,
+    ``total_s``, ``feeds``, ``stream_equals_parse`` (accumulated deltas equal the one-shot parse)."""
+
+    p50_us: float
+    p99_us: float
+    max_us: float
+    total_s: float
+    feeds: int
+    stream_equals_parse: bool
+
+
+def feed_costs(parser: Any, output: str, budget_s: float | None = None) -> FeedCosts:
+    """Stream ``output`` through :class:`core.chat.stream.StreamingParser` one character per feed; thread CPU
+    time per feed (``finish`` not counted). ``budget_s``: stop feeding once the feeds have cost this much CPU
+    (``feeds`` then says how many were made). Checks the streamed message of the text fed against
+    ``parser.parse`` of that text."""
+    from core.chat.stream import StreamingParser
+
+    sp = StreamingParser(parser)
+    clock = time.thread_time
+    costs = []
+    spent = 0.0
+    for ch in output:
+        t0 = clock()
+        sp.feed(ch)
+        dt = clock() - t0
+        costs.append(dt)
+        spent += dt
+        if budget_s is not None and spent > budget_s:
+            break
+    sp.finish()
+    same = sp.message.to_openai() == parser.parse(output[:len(costs)]).to_openai()
+    costs.sort()
+    k = len(costs)
+    return FeedCosts(costs[k // 2] * 1e6, costs[min(k - 1, int(k * 0.99))] * 1e6, costs[-1] * 1e6, spent, k,
+                     same)

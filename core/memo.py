@@ -1,0 +1,113 @@
+"""Bounded memos of plain data, shared by the analysis stages (renders, capability probes, diffs, pattern
+matches).
+
+A :class:`BoundedMemo` is an LRU mapping bounded both by its number of entries and by an estimate of the
+bytes its keys and values hold (``str`` length for text, the caller's estimate otherwise), so a corpus pass
+fits while one huge template cannot grow the process without bound. Only plain data goes in (strings,
+tuples, frozen dataclasses, numbers): never an exception object or a render context, which would keep a
+render's variables alive.
+
+Every memo registers itself by name; :func:`memo_stats` reports them all and :func:`clear_memos` empties
+them (benchmarks of cold analysis, tests that compare cached with uncached results).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Hashable
+
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True)
+class MemoStats:
+    """One memo's counters: ``name``, ``entries``, ``bytes`` (estimated), ``max_entries``, ``max_bytes``,
+    ``hits``, ``misses``, ``evictions``."""
+
+    name: str
+    entries: int
+    bytes: int
+    max_entries: int
+    max_bytes: int
+    hits: int
+    misses: int
+    evictions: int
+
+
+class BoundedMemo:
+    """LRU memo bounded by ``max_entries`` entries and ``max_bytes`` estimated bytes (keys and values).
+
+    ``get(key)`` returns the value or :data:`MISSING`; ``put(key, value, nbytes)`` stores it (``nbytes``: the
+    caller's size estimate; an entry larger than ``max_bytes / 4`` is not stored, so one huge render cannot
+    evict a whole corpus). Not thread-safe beyond what single dict operations guarantee: a race can only cost
+    a recomputation, never a wrong value.
+    """
+
+    __slots__ = ("name", "max_entries", "max_bytes", "_data", "_bytes", "hits", "misses", "evictions")
+
+    def __init__(self, name: str, max_entries: int, max_bytes: int):
+        if max_entries < 1 or max_bytes < 1:
+            raise ValueError(f"memo {name!r}: max_entries and max_bytes must be >= 1")
+        self.name = name
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._data: "OrderedDict[Hashable, tuple[Any, int]]" = OrderedDict()
+        self._bytes = 0
+        self.hits = self.misses = self.evictions = 0
+        _REGISTRY[name] = self
+
+    def get(self, key: Hashable) -> Any:
+        """The value stored under ``key`` (now the most recently used), else :data:`MISSING`."""
+        hit = self._data.get(key)
+        if hit is None:
+            self.misses += 1
+            return _MISSING
+        self._data.move_to_end(key)
+        self.hits += 1
+        return hit[0]
+
+    def put(self, key: Hashable, value: Any, nbytes: int) -> None:
+        """Store ``value`` under ``key`` (``nbytes``: estimated size of key and value), evicting the least
+        recently used entries while a bound is exceeded."""
+        if nbytes > self.max_bytes // 4:
+            return
+        old = self._data.pop(key, None)
+        if old is not None:
+            self._bytes -= old[1]
+        self._data[key] = (value, nbytes)
+        self._bytes += nbytes
+        while len(self._data) > self.max_entries or self._bytes > self.max_bytes:
+            _, (_, n) = self._data.popitem(last=False)
+            self._bytes -= n
+            self.evictions += 1
+
+    def clear(self) -> None:
+        """Forget every entry (the counters stay)."""
+        self._data.clear()
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def stats(self) -> MemoStats:
+        """The current :class:`MemoStats`."""
+        return MemoStats(self.name, len(self._data), self._bytes, self.max_entries, self.max_bytes,
+                         self.hits, self.misses, self.evictions)
+
+
+MISSING = _MISSING
+"""What :meth:`BoundedMemo.get` returns for an absent key (``None`` is a storable value)."""
+
+_REGISTRY: dict[str, BoundedMemo] = {}
+
+
+def memo_stats() -> list[MemoStats]:
+    """Counters of every memo created so far, by name."""
+    return [m.stats() for _, m in sorted(_REGISTRY.items())]
+
+
+def clear_memos() -> None:
+    """Empty every registered memo (the analysis then renders, probes and diffs everything again)."""
+    for m in _REGISTRY.values():
+        m.clear()
