@@ -394,8 +394,18 @@ class GeneratedParser:
         never taken back, neither by text that does not parse nor by an ordered choice falling to a later
         alternative).
         ``state``: reuse work across successive prefixes of one stream.
+        Without ``state`` the result is settled by :func:`core.chat.repairs.settle` (a final parse extends the
+        partial view of the same output; a call cut off at the end is reported in ``.repairs``).
         """
-        return self.parse_detailed(output, state=state, is_partial=is_partial)[0]
+        msg, r, entry = self.parse_detailed(output, state=state, is_partial=is_partial)
+        if state is not None:     # a step of a stream: StreamingParser.finish() settles with a one-shot parse
+            return msg
+        from .repairs import settle
+
+        if is_partial:
+            return settle(self, output, msg, True, view=msg)
+        clean = entry is None and r is not None and not r.switched   # the partial view is this very parse
+        return settle(self, output, msg, False, view=msg if clean else None)
 
     def _run(self, entry: str | None, text: str, state: ParserState | None) -> ParseResult | None:
         """The lenient parse of ``text`` from ``entry``; None on absurd nesting (RecursionError/MemoryError)."""

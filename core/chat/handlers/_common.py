@@ -1283,8 +1283,12 @@ class HandlerParser:
     peg: Callable[[Any], Any] | None = None
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
-        """Parse model ``output`` (text after the prompt). Never raises; see the class docstring."""
-        return self._parse(output, is_partial, None)
+        """Parse model ``output`` (text after the prompt). Never raises; see the class docstring. Settled by
+        :func:`core.chat.repairs.settle` (final parse extends the partial view; cut calls reported)."""
+        from ..repairs import settle
+
+        msg = self._parse(output, is_partial, None)
+        return settle(self, output, msg, is_partial, view=msg if is_partial else None)
 
     def session(self) -> "HandlerSession":
         """A parsing session for streaming (used by :class:`core.chat.stream.StreamingParser`): parses of
