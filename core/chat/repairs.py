@@ -84,6 +84,12 @@ class FiredRepair:
 
 STREAM_CONSISTENT_FINAL = "stream-consistent-final"
 TRUNCATED_CALL = "truncated-call"
+ARGUMENTS_KEY_ALIAS = "arguments-key-alias"
+JSON_FIELD_ORDER = "json-field-order"
+DOUBLE_ENCODED_ARGUMENTS = "double-encoded-arguments"
+FENCED_CALLS = "fenced-calls"
+UNMARKED_CALLS = "unmarked-calls"
+TAG_WHITESPACE = "tag-whitespace"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -108,10 +114,72 @@ REPAIRS: list[Repair] = [
                 "is_partial it stays (as llama.cpp returns it) and is reported too.",
         example='<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par',
         source="OpenAI finish_reason 'length'; llama.cpp returns '{\"city\": \"Par' as arguments"),
+    Repair(
+        name=ARGUMENTS_KEY_ALIAS,
+        title="'parameters' for 'arguments' (and back) in a JSON call",
+        stage=RepairStage.TOLERANCE,
+        accepts="A flat JSON call whose arguments key is the other common spelling: 'parameters' where the "
+                "template renders 'arguments' (Hermes/Qwen), 'arguments' where it renders 'parameters' (Llama "
+                "3.x). The model's own tool instructions often name the other key.",
+        example='<tool_call>{"name": "write_file", "parameters": {"path": "a.txt", "content": "hello"}}</tool_call>',
+        source="https://github.com/ahwurm/localharness/issues/104, "
+               "https://github.com/ollama/ollama/issues/13519"),
+    Repair(
+        name=JSON_FIELD_ORDER,
+        title="'arguments' before 'name' in a JSON call",
+        stage=RepairStage.TOLERANCE,
+        accepts="A flat JSON call with its two fields in the other order ({\"arguments\": {...}, \"name\": ...}); "
+                "the arguments stream once the name is known.",
+        example='{"arguments": {"city": "Paris"}, "name": "get_weather"}',
+        source="llama.cpp's flat JSON layout fixes the order rendered by the template"),
+    Repair(
+        name=DOUBLE_ENCODED_ARGUMENTS,
+        title="Arguments written as a JSON string holding the object",
+        stage=RepairStage.TOLERANCE,
+        accepts="JSON arguments that are a string whose text is the arguments object "
+                "(\"{\\\"todos\\\": [...]}\"); llama.cpp's mapper ignores the string and returns {} (silent "
+                "data loss). The string is decoded once it is complete.",
+        example='<|tool_call_argument_begin|>"{\\"todos\\": []}"<|tool_call_end|>',
+        source="https://github.com/MoonshotAI/Kimi-K2/issues/26"),
+    Repair(
+        name=FENCED_CALLS,
+        title="JSON calls inside a Markdown code fence at the start of the answer",
+        stage=RepairStage.TOLERANCE,
+        accepts="An answer that starts with ```json (or ```) and the template's JSON call(s) — without the "
+                "template's call markers — then ```; text after the fence stays content.",
+        example='```json\n{"name": "get_weather", "arguments": {"location": "Paris"}}\n```',
+        source="https://github.com/ardanlabs/kronk/pull/950, https://github.com/ollama/ollama/issues/13519"),
+    Repair(
+        name=UNMARKED_CALLS,
+        title="JSON calls without the template's call markers at the start of the answer",
+        stage=RepairStage.TOLERANCE,
+        accepts="An answer that starts with the template's JSON call object(s) of a known tool but not with the "
+                "section / per-call marker the template renders (<tool_call>); text after them stays content. "
+                "Only at the start, so JSON quoted in an answer is never taken for a call.",
+        example='{"name": "terminal", "arguments": {"command": "free -m"}}\nI will execute this command...',
+        source="https://github.com/pyrate-llama/hermes-ui/issues/6"),
+    Repair(
+        name=TAG_WHITESPACE,
+        title="Spaces or no line breaks around XML-style call tags",
+        stage=RepairStage.TOLERANCE,
+        accepts="Qwen3-Coder-style calls (<tool_call>/<function=…>/<parameter=…>) whose tags are separated by "
+                "spaces or by nothing instead of the template's line breaks; a string value loses the "
+                "whitespace next to its tags.",
+        example="<tool_call> <function=f> <parameter=q> text </parameter> </function> </tool_call>",
+        source="https://github.com/openclaw/openclaw/issues/61838, https://github.com/waybarrios/vllm-mlx/issues/63"),
 ]
 """Every repair rule, in the order they act."""
 
 REPAIRS_BY_NAME: dict[str, Repair] = {r.name: r for r in REPAIRS}
+
+
+def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:
+    """The :class:`FiredRepair` entries of the ``repair:NAME`` nodes in a PEG parse ``result``
+    (:func:`core.peg.chat.fired_repairs`), spans shifted by ``offset`` (the generation prompt's length) so
+    they index ``output``."""
+    from ..peg.chat import fired_repairs
+
+    return [FiredRepair(name, s, e, text=output[s:e]) for name, s, e in fired_repairs(result.nodes, offset)]
 
 
 def enabled_repairs(fidelity: Any = "llama.cpp", disabled: Iterable[str] = ()) -> frozenset[str]:
