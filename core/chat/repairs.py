@@ -90,6 +90,7 @@ DOUBLE_ENCODED_ARGUMENTS = "double-encoded-arguments"
 FENCED_CALLS = "fenced-calls"
 UNMARKED_CALLS = "unmarked-calls"
 TAG_WHITESPACE = "tag-whitespace"
+TRAILING_STOP_TOKEN = "trailing-stop-token"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -167,6 +168,14 @@ REPAIRS: list[Repair] = [
                 "whitespace next to its tags.",
         example="<tool_call> <function=f> <parameter=q> text </parameter> </function> </tool_call>",
         source="https://github.com/openclaw/openclaw/issues/61838, https://github.com/waybarrios/vllm-mlx/issues/63"),
+    Repair(
+        name=TRAILING_STOP_TOKEN,
+        title="The stop token after a GPT-OSS call kept in the output",
+        stage=RepairStage.TOLERANCE,
+        accepts="<|call|> right after a GPT-OSS tool call: the token a server stops generation at, present when "
+                "the output was logged or relayed without stripping it; it is not content.",
+        example='<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": 1}<|call|>',
+        source="https://github.com/waybarrios/vllm-mlx/pull/562"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -180,6 +189,20 @@ def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:
     from ..peg.chat import fired_repairs
 
     return [FiredRepair(name, s, e, text=output[s:e]) for name, s, e in fired_repairs(result.nodes, offset)]
+
+
+def from_spans(entries: Iterable[Any], offset: int, output: str) -> list[FiredRepair]:
+    """:class:`FiredRepair` entries from ``(name, start, end)`` spans of the parsed text (generation prompt
+    included, ``offset`` its length); entries that already are :class:`FiredRepair` are kept."""
+    out = []
+    for e in entries:
+        if isinstance(e, FiredRepair):
+            out.append(e)
+        else:
+            name, s, t = e
+            s, t = max(s - offset, 0), max(t - offset, 0)
+            out.append(FiredRepair(name, s, t, text=output[s:t]))
+    return out
 
 
 def enabled_repairs(fidelity: Any = "llama.cpp", disabled: Iterable[str] = ()) -> frozenset[str]:

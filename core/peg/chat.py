@@ -72,6 +72,12 @@ def builder_options(**options: Any) -> Iterator[None]:
         _OPTIONS.reset(token)
 
 
+def current_repairs() -> frozenset[str]:
+    """The ``repairs`` option of the enclosing :func:`builder_options` (for hand-written handlers that capture
+    it when they are built)."""
+    return frozenset(_OPTIONS.get().get("repairs", ()))
+
+
 def fired_repairs(nodes: Iterable[Any], offset: int = 0) -> list[tuple[str, int, int]]:
     """``(name, start, end)`` of every ``repair:NAME`` node in the parse tree ``nodes`` (pre-order), with
     positions shifted by ``-offset`` (the generation prompt's length, so spans index the model output)."""
@@ -121,6 +127,20 @@ class ChatBuilder(Builder):
                                                if whitespace_call_separators is None else whitespace_call_separators)
         self.repairs: frozenset[str] = frozenset(opts.get("repairs", ()) if repairs is None else repairs)
         self.last_json_calls: P | None = None
+
+    def json_tool_args(self, name: str, params: Any, leading_ws: bool = False) -> P:
+        """A call's JSON arguments (``tool-args`` over the schema-typed JSON value of rule
+        ``tool-NAME-schema``); with repair ``double-encoded-arguments`` also a JSON string holding them
+        (:meth:`tool_args_encoded`), with ``leading_ws`` and repair ``tag-whitespace`` also whitespace
+        before them."""
+        args = self.tool_args(self.schema(self.json(), f"tool-{name}-schema", params))
+        if "double-encoded-arguments" in self.repairs:
+            # the string alternative first: json() would also take the string (and map it to nothing)
+            args = self.choice(self.repair("double-encoded-arguments", self.tool_args_encoded(self.json_string())),
+                               args)
+        if leading_ws and "tag-whitespace" in self.repairs:
+            args = self.optional(self.repair("tag-whitespace", self.chars("[ \t\r\n]", 1, -1))) + args
+        return args
 
     def flexible(self, text: str, name: str = "tag-whitespace") -> P:
         """``text`` (a marker with line breaks), or — when repair ``name`` is on — the same marker with any
@@ -401,11 +421,7 @@ class ChatBuilder(Builder):
         for fn in funcs:
             name = fn["name"]
             params = tool_parameters(fn)
-            args_value = self.tool_args(self.schema(self.json(), f"tool-{name}-schema", params))
-            if "double-encoded-arguments" in self.repairs:
-                # the string alternative first: json() would also take the string (and map it to nothing)
-                args_value = self.choice(self.repair("double-encoded-arguments",
-                                                     self.tool_args_encoded(self.json_string())), args_value)
+            args_value = self.json_tool_args(name, params)
             args_name = self.literal('"' + args_key + '"')
             alias = {"arguments": "parameters", "parameters": "arguments"}.get(args_key)
             if alias and "arguments-key-alias" in self.repairs:
