@@ -453,6 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
         _roundtrip = None
     if _roundtrip is not None:
         _roundtrip.register(sub)
+    from .chat import repairs_cli  # `repairs` (issue 10): repair rules, drift suite
+    repairs_cli.register(sub)
     return ap
 
 

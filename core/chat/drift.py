@@ -88,9 +88,11 @@ def load_cases(paths: Iterable[str]) -> list[DriftCase]:
     return out
 
 
-def run_case(case: DriftCase, templates_dir: str, fidelity: str = "llama.cpp") -> DriftResult:
-    """Parse ``case.output`` for its template and request at ``fidelity`` (see the module doc). Raises the
-    project's errors for a missing template or a bad request."""
+def run_case(case: DriftCase, templates_dir: str, fidelity: str = "llama.cpp",
+             disabled_repairs: Iterable[str] = ()) -> DriftResult:
+    """Parse ``case.output`` for its template and request at ``fidelity`` (see the module doc), with the
+    tolerance repairs ``disabled_repairs`` switched off. Raises ``OSError`` for a missing template and the
+    project's errors for a bad request."""
     from ..templating import ChatTemplate
     from .pipeline import build_chat_parser
     from .repairs import is_json_object, settled
@@ -101,7 +103,8 @@ def run_case(case: DriftCase, templates_dir: str, fidelity: str = "llama.cpp") -
     path = os.path.join(templates_dir, case.template)
     with open(path, encoding="utf-8") as f:
         template = ChatTemplate(f.read(), case.template)
-    bundle = build_chat_parser(template, ChatRequest.from_dict(case.request), fidelity=fidelity)
+    bundle = build_chat_parser(template, ChatRequest.from_dict(case.request), fidelity=fidelity,
+                               disabled_repairs=tuple(disabled_repairs))
     one = bundle.parser.parse(case.output, False)
     got = one.to_openai()
     fired = [r.name for r in one.repairs]

@@ -34,7 +34,12 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .message import AssistantMessage, ToolCall
+from ..errors import ChatTemplateExplorerError
+from .message import AssistantMessage
+
+
+class UnknownRepairError(ChatTemplateExplorerError, ValueError):
+    """A repair name (``--disable-repair``, ``disabled_repairs``) that :data:`REPAIRS` does not define."""
 
 
 class RepairStage(str, enum.Enum):
@@ -207,14 +212,15 @@ def from_spans(entries: Iterable[Any], offset: int, output: str) -> list[FiredRe
 
 def enabled_repairs(fidelity: Any = "llama.cpp", disabled: Iterable[str] = ()) -> frozenset[str]:
     """Names of the repairs in force: the contract rules at every fidelity, the tolerance rules at ``improved``,
-    minus ``disabled`` (contract rules cannot be switched off). Raises ``ValueError`` naming an unknown repair."""
+    minus ``disabled`` (contract rules cannot be switched off). Raises :class:`UnknownRepairError` (a
+    ``ValueError``) naming an unknown repair, :class:`~core.errors.AnalysisError` an unknown fidelity."""
     from ..analysis.fidelity import resolve_fidelity
 
     fid = resolve_fidelity(fidelity).value
     off = set(disabled)
     unknown = sorted(off - set(REPAIRS_BY_NAME))
     if unknown:
-        raise ValueError(f"unknown repair {unknown[0]!r}; known: {', '.join(REPAIRS_BY_NAME)}")
+        raise UnknownRepairError(f"unknown repair {unknown[0]!r}; known: {', '.join(REPAIRS_BY_NAME)}")
     return frozenset(r.name for r in REPAIRS
                      if r.stage is RepairStage.CONTRACT or (fid == "improved" and r.name not in off))
 
@@ -227,19 +233,22 @@ def is_json_object(text: str) -> bool:
         return False
 
 
-def _tail_span(output: str, final: AssistantMessage, view: AssistantMessage, name: str) -> int:
+def _tail_span(parser: Any, output: str, final: AssistantMessage, view: AssistantMessage, name: str) -> int:
     """Where the raw text of the last (cut or rejected) call starts in ``output``: the text the final parse
-    put into content beyond the view when it is the end of the output, else the last mention of the call's
-    name (its opener precedes it, so the span may start a few characters late), else 0."""
+    put into content beyond the view when it is the end of the output; else the last call opener (a word of
+    the parser's lazy-grammar triggers) before the last mention of the call's name, else that mention;
+    else 0."""
     if final.content.startswith(view.content):
         extra = final.content[len(view.content):]
         if extra and output.endswith(extra):
             return len(output) - len(extra)
-    if name:
-        i = output.rfind(name)
-        if i >= 0:
-            return i
-    return 0
+    at = output.rfind(name) if name else -1
+    if at < 0:
+        return 0
+    words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
+             if getattr(getattr(t, "type", None), "value", "") == "word"]
+    opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
+    return opener if opener >= 0 else at
 
 
 def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
@@ -264,7 +273,7 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
     if not message_extends(view, final):
         out = view.copy()
         calls = out.tool_calls
-        start = _tail_span(output, final, view, calls[-1].name if calls else "")
+        start = _tail_span(parser, output, final, view, calls[-1].name if calls else "")
         out.repairs = list(final.repairs) + [FiredRepair(STREAM_CONSISTENT_FINAL, start, len(output),
                                                          text=output[start:])]
     calls = out.tool_calls
@@ -272,7 +281,7 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
         last = calls[-1]
         if out is final:
             out = final.copy()
-        start = _tail_span(output, final, view, last.name)
+        start = _tail_span(parser, output, final, view, last.name)
         if not is_partial:
             out.tool_calls = out.tool_calls[:-1]
         out.repairs = [r for r in out.repairs if r.name != STREAM_CONSISTENT_FINAL] + [
@@ -305,5 +314,5 @@ def list_text() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-__all__ = ["FiredRepair", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
+__all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
