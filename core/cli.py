@@ -466,6 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .serving import cli as _serving_cli  # `serve`: the app with the operator's serving policy
 
     _serving_cli.register(sub)
+    from .chat import repairs_cli  # `repairs` (issue 10): repair rules, drift suite
+    repairs_cli.register(sub)
     return ap
 
 

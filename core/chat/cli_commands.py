@@ -195,7 +195,8 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)
-    bundle = build_chat_parser(template, request, fidelity=_fidelity(args))
+    bundle = build_chat_parser(template, request, fidelity=_fidelity(args),
+                               disabled_repairs=tuple(getattr(args, "disable_repair", None) or ()))
     output = read_model_output()
     if args.stream:
         if args.chunk < 1:
@@ -206,11 +207,19 @@ def _cmd_parse(args: argparse.Namespace) -> int:
                 print(json.dumps(d.to_openai(), ensure_ascii=False))
         for d in sp.finish(args.partial):
             print(json.dumps(d.to_openai(), ensure_ascii=False))
-        print(json.dumps(sp.message.to_openai(), ensure_ascii=False))
+        print(json.dumps(_with_repairs(sp.message), ensure_ascii=False))
     else:
         msg = bundle.parser.parse(output, args.partial)
-        print(json.dumps(msg.to_openai(), ensure_ascii=False, indent=None if args.compact else 2))
+        print(json.dumps(_with_repairs(msg), ensure_ascii=False, indent=None if args.compact else 2))
     return 0
+
+
+def _with_repairs(msg: Any) -> dict[str, Any]:
+    """The OpenAI message, plus ``"repairs"`` (core.chat.repairs.FiredRepair as JSON) when any acted."""
+    out = msg.to_openai()
+    if msg.repairs:
+        out["repairs"] = [r.to_json() for r in msg.repairs]
+    return out
 
 
 def _cmd_grammar(args: argparse.Namespace) -> int:
@@ -286,6 +295,8 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_guard(_cmd_parse))
     improved_help = "improved fidelity: the explorer's improvements over llama.cpp (default: llama.cpp's behaviour)"
     p.add_argument("--improved", action="store_true", help=improved_help)
+    p.add_argument("--disable-repair", action="append", metavar="NAME",
+                   help="(with --improved) switch a tolerance repair off (python -m core repairs lists them)")
 
     g = subparsers.add_parser("grammar", help="print the GBNF grammar and triggers for a request")
     g.add_argument("file")

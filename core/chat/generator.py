@@ -394,8 +394,23 @@ class GeneratedParser:
         never taken back, neither by text that does not parse nor by an ordered choice falling to a later
         alternative).
         ``state``: reuse work across successive prefixes of one stream.
+        Without ``state`` the result is settled by :func:`core.chat.repairs.settle` (a final parse extends the
+        partial view of the same output; a call cut off at the end is reported in ``.repairs``).
         """
-        return self.parse_detailed(output, state=state, is_partial=is_partial)[0]
+        msg, r, entry = self.parse_detailed(output, state=state, is_partial=is_partial)
+        if state is not None:     # a step of a stream: StreamingParser.finish() settles with a one-shot parse
+            return msg
+        from .repairs import grammar_repairs, settle
+
+        if r is not None and entry != RECOVER_CONTENT:
+            fired = grammar_repairs(r, len(self.generation_prompt), output)
+            if fired:
+                msg = msg.copy()
+                msg.repairs = msg.repairs + fired
+        if is_partial:
+            return settle(self, output, msg, True, view=msg)
+        clean = entry is None and r is not None and not r.switched   # the partial view is this very parse
+        return settle(self, output, msg, False, view=msg if clean else None)
 
     def _run(self, entry: str | None, text: str, state: ParserState | None) -> ParseResult | None:
         """The lenient parse of ``text`` from ``entry``; None on absurd nesting (RecursionError/MemoryError)."""
@@ -674,7 +689,31 @@ class _Gen:
                 and JSON_ARRAY_START in self.improvements:
             tool_start = "["
             self.notes.append(f"improvement {JSON_ARRAY_START}: the content before the call array ends at '['")
-        return self.reasoning + p.optional(p.content(p.until(tool_start))) + tools
+        if "tag-whitespace" in p.repairs and trim_ws(tool_start):
+            tool_start = trim_ws(tool_start)   # the marker may come without its line break (p.flexible)
+        body = p.optional(p.content(p.until(tool_start))) + tools
+        unmarked = self.unmarked_calls(bool(f.section_start or f.per_call_start))
+        if unmarked is not None:
+            body = p.choice(unmarked, body)
+        return self.reasoning + body
+
+    def unmarked_calls(self, has_markers: bool) -> P | None:
+        """Repairs ``fenced-calls`` / ``unmarked-calls`` (:mod:`core.chat.repairs`): the JSON calls at the very
+        start of the answer inside a Markdown code fence, or (when the format has call markers) without their
+        markers, then optional content. None when neither repair is on or there are no calls to reuse."""
+        p = self.p
+        calls = p.last_json_calls
+        if calls is None:
+            return None
+        alts: list[P] = []
+        if "fenced-calls" in p.repairs:
+            fence = p.literal("```") + p.optional(p.choice(p.literal("json"), p.literal("tool_call"))) + p.space()
+            alts.append(p.repair("fenced-calls", fence + calls + p.space() + "```"))
+        if "unmarked-calls" in p.repairs and has_markers:
+            alts.append(p.repair("unmarked-calls", calls))
+        if not alts:
+            return None
+        return p.space() + p.choice(*alts) + p.optional(p.content(p.rest()))
 
     def open_content_before_calls(self, tool_start: str) -> P | None:
         """Improvement ``open-content-before-calls``: wrapped content that the generation prompt already opened

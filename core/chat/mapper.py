@@ -199,6 +199,16 @@ class ChatMapper:
                 text = _rstrip(src[node.start:node.end])
                 if text.startswith("{"):
                     self._target_set(text)
+        elif tag == T.TOOL_ARGS_ENCODED:
+            # repair double-encoded-arguments: a complete JSON string holding an object is the arguments
+            if self.current is not None:
+                try:
+                    inner = json.loads(src[node.start:node.end])
+                    ok = isinstance(inner, str) and isinstance(json.loads(inner), dict)
+                except ValueError:
+                    ok = False
+                if ok:
+                    self._target_set(inner.strip(_WS))
         elif tag == T.TOOL_ARG_OPEN:
             self.quote_pending = False
         elif tag == T.TOOL_ARG_NAME:

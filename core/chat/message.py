@@ -27,12 +27,16 @@ class ToolCall:
 
 @dataclass
 class AssistantMessage:
-    """A parsed assistant turn: ``content`` and ``reasoning_content`` (str, "" when absent) and tool calls."""
+    """A parsed assistant turn: ``content`` and ``reasoning_content`` (str, "" when absent) and tool calls;
+    ``repairs`` lists the :class:`core.chat.repairs.FiredRepair` that settled it (empty for a clean parse)."""
 
     content: str = ""
     reasoning_content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     role: str = "assistant"
+    # core.chat.repairs.FiredRepair entries: which repairs settled this parse, and where; not an OpenAI field
+    # and not part of equality (a message is the same message however it was reached)
+    repairs: list[Any] = field(default_factory=list, compare=False)
 
     def to_openai(self) -> dict[str, Any]:
         """OpenAI message dict; empty fields are omitted (``content`` is kept, possibly "", when there is
@@ -64,7 +68,8 @@ class AssistantMessage:
     def copy(self) -> "AssistantMessage":
         """A deep copy (the tool calls are copied too)."""
         return AssistantMessage(self.content, self.reasoning_content,
-                                [ToolCall(t.name, t.arguments, t.id) for t in self.tool_calls], self.role)
+                                [ToolCall(t.name, t.arguments, t.id) for t in self.tool_calls], self.role,
+                                list(self.repairs))
 
 
 @dataclass

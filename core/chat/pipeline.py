@@ -130,7 +130,8 @@ def _report_caps(report: Any) -> Any:
 
 
 def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: Any = None,
-                      force_autoparser: bool = False, fidelity: Any = None) -> ChatParserBundle:
+                      force_autoparser: bool = False, fidelity: Any = None,
+                      disabled_repairs: Any = ()) -> ChatParserBundle:
     """Prepare ``request`` for ``template`` and build the parser llama.cpp would use.
 
     ``report``: an existing :class:`AnalysisReport` (e.g. with the explorer's overrides) — used for the
@@ -138,7 +139,8 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
     auto-parser is needed. ``force_autoparser``: skip special handlers (to compare the generic path with a
     handler). ``fidelity``: ``"llama.cpp"`` or ``"improved"`` (:mod:`core.analysis.fidelity`); ``None`` (the
     default) takes the given report's fidelity, else ``"llama.cpp"``. With ``"improved"`` the parser-stage
-    improvements apply to the auto-parser and to the special handlers.
+    improvements apply to the auto-parser and to the special handlers, and so do the tolerance repairs of
+    :mod:`core.chat.repairs` (``disabled_repairs``: names switched off; an unknown name raises ``ValueError``).
 
     Raises :class:`~core.errors.RequestError` (bad request), :class:`~core.errors.TemplateRenderError`
     (the template fails on these messages) or :class:`AnalysisError` ("Unable to generate parser for this
@@ -150,9 +152,12 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
     from ..analysis.fidelity import JSON_CALL_SEPARATORS, PYTHON_LITERAL_VALUES
     from ..peg.chat import builder_options
 
+    from .repairs import enabled_repairs
+
     active = _parser_improvements(fid, report)
     with builder_options(python_literal_values=PYTHON_LITERAL_VALUES in active,
-                         whitespace_call_separators=JSON_CALL_SEPARATORS in active):
+                         whitespace_call_separators=JSON_CALL_SEPARATORS in active,
+                         repairs=enabled_repairs(fid, disabled_repairs)):
         return _build(template, request, report, force_autoparser, fid, active)
 
 

@@ -726,7 +726,9 @@ class StreamingParser:
     message the emitted deltas add up to; ``text`` the output fed so far; ``held_back`` counts steps whose
     parse would have retracted emitted text; ``final_mismatch`` is set when even the final parse does not
     extend what was emitted (the format itself took something back, where llama.cpp would raise "Invalid
-    diff"). ``incremental=False`` forces a full re-parse per step (the reference behaviour, for comparison).
+    diff"). ``repairs``: after ``finish()``, the repairs of the final (one-shot) parse
+    (:class:`core.chat.repairs.FiredRepair`; a ``truncated-call`` there names a call whose fragments may already
+    have been streamed — it stays in :attr:`message`, see :func:`core.chat.repairs.settled`). ``incremental=False`` forces a full re-parse per step (the reference behaviour, for comparison).
     Never raises on any input text.
     """
 
@@ -746,6 +748,7 @@ class StreamingParser:
         self._finished = False
         self.held_back = 0
         self.final_mismatch = False
+        self.repairs: list[Any] = []
 
     @property
     def text(self) -> str:
@@ -868,9 +871,31 @@ class StreamingParser:
         if self._finished:
             return []
         self._finished = True
-        out = self._step(is_partial)
-        self._fold()
-        return out
+        if self._appended:
+            self._fold_field = self._region.field if self._region is not None else None
+            self._fold()
+        self._region = None
+        # the final message *is* the one-shot parse (settled against the partial view by core.chat.repairs),
+        # so the accumulated deltas equal it; a truncated call already streamed is kept, not taken back
+        final = _safe_parse(self.parser.parse, self.text, is_partial)
+        if final is None:
+            return self._step(is_partial)
+        self.repairs = list(final.repairs)
+        target = final
+        extra = self._emitted.tool_calls[len(final.tool_calls):]
+        if extra and any(r.name == "truncated-call" for r in final.repairs):
+            target = final.copy()
+            target.tool_calls = target.tool_calls + [ToolCall(t.name, t.arguments, t.id) for t in extra]
+        try:
+            deltas = stream_deltas_between(self._emitted, target)
+        except StreamRetractionError:
+            deltas = lenient_deltas(self._emitted, target)
+            self.final_mismatch = True
+            self._emitted = _accumulate(self._emitted, deltas)
+            self._emitted.repairs = list(final.repairs)
+            return deltas
+        self._emitted = target.copy()
+        return deltas
 
 
 def _accumulate(msg: AssistantMessage, deltas: list[MessageDelta]) -> AssistantMessage:

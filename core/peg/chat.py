@@ -14,7 +14,11 @@ its scope, which is how ``fidelity="improved"`` reaches the generator and the sp
 ``python_literal_values`` — :meth:`ChatBuilder.tool_arg_json_value` also accepts a Python literal
 (:meth:`ChatBuilder.python_literal`) after the JSON it was given (improvement ``python-literal-values``);
 ``whitespace_call_separators`` — parallel JSON tool calls (:meth:`ChatBuilder.standard_json_tools`) may be
-separated by whitespace alone as well as by ``,`` (improvement ``json-call-separators``).
+separated by whitespace alone as well as by ``,`` (improvement ``json-call-separators``);
+``repairs`` — the names of the :mod:`core.chat.repairs` rules that act in the grammar (a frozenset; empty
+at ``llama.cpp`` fidelity): ``arguments-key-alias`` and ``json-field-order`` in the flat JSON call layout,
+``double-encoded-arguments`` for JSON arguments; each accepted variant is wrapped in a quiet ``repair:NAME``
+tag (:meth:`ChatBuilder.repair`) so the parse can report where it acted.
 """
 
 from __future__ import annotations
@@ -41,18 +45,20 @@ TOOL_ARG_CLOSE = "tool-arg-close"
 TOOL_ARG_NAME = "tool-arg-name"
 TOOL_ARG_VALUE = "tool-arg-value"
 TOOL_ARG_STRING_VALUE = "tool-arg-string-value"
+TOOL_ARGS_ENCODED = "tool-args-encoded"
 #: tags that show nothing in the message by themselves (grouping, or a call/argument not yet named)
 QUIET_TAGS = frozenset({REASONING_BLOCK, TOOL, TOOL_OPEN, TOOL_ARG, TOOL_ARG_OPEN})
 
 MAX_PERMUTE = 6
 
-_OPTIONS: contextvars.ContextVar[dict[str, bool]] = contextvars.ContextVar("chat_builder_options", default={})
-BUILDER_OPTIONS = ("python_literal_values", "whitespace_call_separators")
+_OPTIONS: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("chat_builder_options", default={})
+BUILDER_OPTIONS = ("python_literal_values", "whitespace_call_separators", "repairs")
+REPAIR_TAG_PREFIX = "repair:"
 """Names of the :class:`ChatBuilder` options (see the module doc)."""
 
 
 @contextlib.contextmanager
-def builder_options(**options: bool) -> Iterator[None]:
+def builder_options(**options: Any) -> Iterator[None]:
     """Within the ``with`` block, new :class:`ChatBuilder` instances get ``options`` (names from
     :data:`BUILDER_OPTIONS`; an unknown name raises ``TypeError``). Context-local (threads and async tasks
     do not see each other's options)."""
@@ -64,6 +70,27 @@ def builder_options(**options: bool) -> Iterator[None]:
         yield
     finally:
         _OPTIONS.reset(token)
+
+
+def current_repairs() -> frozenset[str]:
+    """The ``repairs`` option of the enclosing :func:`builder_options` (for hand-written handlers that capture
+    it when they are built)."""
+    return frozenset(_OPTIONS.get().get("repairs", ()))
+
+
+def fired_repairs(nodes: Iterable[Any], offset: int = 0) -> list[tuple[str, int, int]]:
+    """``(name, start, end)`` of every ``repair:NAME`` node in the parse tree ``nodes`` (pre-order), with
+    positions shifted by ``-offset`` (the generation prompt's length, so spans index the model output)."""
+    out: list[tuple[str, int, int]] = []
+    stack = list(reversed(list(nodes)))
+    while stack:
+        node = stack.pop()
+        tag = node.tag
+        if tag and tag.startswith(REPAIR_TAG_PREFIX):
+            out.append((tag[len(REPAIR_TAG_PREFIX):], max(node.start - offset, 0), max(node.end - offset, 0)))
+        if node.children:
+            stack.extend(reversed(node.children))
+    return out
 
 
 def function_tools(tools: Any) -> list[dict]:
@@ -90,7 +117,7 @@ class ChatBuilder(Builder):
     """
 
     def __init__(self, *, python_literal_values: bool | None = None,
-                 whitespace_call_separators: bool | None = None) -> None:
+                 whitespace_call_separators: bool | None = None, repairs: Iterable[str] | None = None) -> None:
         super().__init__()
         self.arena.quiet_tags = QUIET_TAGS
         opts = _OPTIONS.get()
@@ -98,6 +125,44 @@ class ChatBuilder(Builder):
                                           if python_literal_values is None else python_literal_values)
         self.whitespace_call_separators = bool(opts.get("whitespace_call_separators", False)
                                                if whitespace_call_separators is None else whitespace_call_separators)
+        self.repairs: frozenset[str] = frozenset(opts.get("repairs", ()) if repairs is None else repairs)
+        self.last_json_calls: P | None = None
+
+    def json_tool_args(self, name: str, params: Any, leading_ws: bool = False) -> P:
+        """A call's JSON arguments (``tool-args`` over the schema-typed JSON value of rule
+        ``tool-NAME-schema``); with repair ``double-encoded-arguments`` also a JSON string holding them
+        (:meth:`tool_args_encoded`), with ``leading_ws`` and repair ``tag-whitespace`` also whitespace
+        before them."""
+        args = self.tool_args(self.schema(self.json(), f"tool-{name}-schema", params))
+        if "double-encoded-arguments" in self.repairs:
+            # the string alternative first: json() would also take the string (and map it to nothing)
+            args = self.choice(self.repair("double-encoded-arguments", self.tool_args_encoded(self.json_string())),
+                               args)
+        if leading_ws and "tag-whitespace" in self.repairs:
+            args = self.optional(self.repair("tag-whitespace", self.chars("[ \t\r\n]", 1, -1))) + args
+        return args
+
+    def flexible(self, text: str, name: str = "tag-whitespace") -> P:
+        """``text`` (a marker with line breaks), or — when repair ``name`` is on — the same marker with any
+        whitespace (or none) where it has line breaks, the variant tagged ``repair:NAME``. The exact text is
+        tried first, so output that follows the template parses as before."""
+        exact = self.literal(text)
+        pieces = [x for x in text.split("\n") if x]
+        if name not in self.repairs or "\n" not in text or not pieces:
+            return exact
+        loose = self.space() if text.startswith("\n") else self.eps()
+        for i, piece in enumerate(pieces):
+            loose = loose + (self.space() if i else self.eps()) + self.literal(piece)
+        if text.endswith("\n"):
+            loose = loose + self.space()
+        return self.choice(exact, self.repair(name, loose))
+
+    def repair(self, name: str, p: Parseable) -> P:
+        """``p`` tagged ``repair:NAME``: a variant accepted by repair ``name`` (:mod:`core.chat.repairs`). The
+        tag is quiet (shows nothing by itself; the mapper ignores it); :func:`fired_repairs` finds it."""
+        tag = REPAIR_TAG_PREFIX + name
+        self.arena.quiet_tags = self.arena.quiet_tags | {tag}
+        return self.tag(tag, p)
 
     # -- tags -----------------------------------------------------------------------------------------------
     def reasoning_block(self, p: Parseable) -> P:
@@ -145,6 +210,12 @@ class ChatBuilder(Builder):
     def tool_args(self, p: Parseable) -> P:
         """``p`` tagged ``tool-args`` (:data:`TOOL_ARGS`); follows llama.cpp ``common_chat_peg_builder::tool_args``."""
         return self.tag(TOOL_ARGS, p)
+
+    def tool_args_encoded(self, p: Parseable) -> P:
+        """``p`` (a JSON string) tagged ``tool-args-encoded`` (:data:`TOOL_ARGS_ENCODED`): arguments written as a
+        JSON string holding the object (repair ``double-encoded-arguments``); the mapper decodes it once it is
+        complete."""
+        return self.tag(TOOL_ARGS_ENCODED, p)
 
     def tool_arg(self, p: Parseable) -> P:
         """``p`` tagged ``tool-arg`` (:data:`TOOL_ARG`); follows llama.cpp ``common_chat_peg_builder::tool_arg``."""
@@ -350,11 +421,15 @@ class ChatBuilder(Builder):
         for fn in funcs:
             name = fn["name"]
             params = tool_parameters(fn)
+            args_value = self.json_tool_args(name, params)
+            args_name = self.literal('"' + args_key + '"')
+            alias = {"arguments": "parameters", "parameters": "arguments"}.get(args_key)
+            if alias and "arguments-key-alias" in self.repairs:
+                args_name = self.choice(args_name, self.repair("arguments-key-alias", self.literal('"' + alias + '"')))
             fields: list[tuple[P, str]] = [
                 (self.literal('"' + name_key + '"') + ws() + ":" + ws()
                  + self.atomic('"' + self.tool_name(self.literal(name)) + '"'), name_key),
-                (self.literal('"' + args_key + '"') + ws() + ":" + ws()
-                 + self.tool_args(self.schema(self.json(), f"tool-{name}-schema", params)), args_key),
+                (args_name + ws() + ":" + ws() + args_value, args_key),
             ]
             if call_id_key:
                 fields.append((self.optional(self._id_field(call_id_key)), call_id_key))
@@ -369,11 +444,16 @@ class ChatBuilder(Builder):
             if openai_wrapper:
                 body = body + self.optional(self.literal('"type"') + ws() + ":" + ws() + '"function"' + ws() + ","
                                             + ws())
-            for i, (f, _) in enumerate(fields):
-                body = body + f
-                if i < len(fields) - 1:
-                    body = body + ws() + "," + ws()
-            body = body + ws() + self.tool_close("}")
+
+            def joined(items: list[P]) -> P:
+                out = items[0]
+                for f in items[1:]:
+                    out = out + ws() + "," + ws() + f
+                return out
+            in_order = joined([f for f, _ in fields])
+            if "json-field-order" in self.repairs and len(fields) == 2:
+                in_order = self.choice(in_order, self.repair("json-field-order", joined([fields[1][0], fields[0][0]])))
+            body = body + in_order + ws() + self.tool_close("}")
             choices.append(self.rule(f"tool-{name}", self.tool(body)))
         return self.choice(*choices)
 
@@ -410,8 +490,9 @@ class ChatBuilder(Builder):
             tool_calls = tool_calls + self.zero_or_more(sep + calls)
         if array_wrapped:
             tool_calls = self.literal("[") + self.space() + tool_calls + self.space() + "]"
-        section = self.trigger_rule("tool-call", self.literal(section_start) + self.space() + tool_calls
-                                    + self.space() + self.literal(section_end))
+        self.last_json_calls = tool_calls   # the calls without their section markers (repair unmarked-calls)
+        section = self.trigger_rule("tool-call", self.flexible(section_start) + self.space() + tool_calls
+                                    + self.space() + self.flexible(section_end))
         return section if force else self.optional(section)
 
     def standard_constructed_tools(self, markers: dict[str, str], tools: Any, parallel: bool, force: bool) -> P:

@@ -107,6 +107,9 @@ with main:
 
     tab_msg, tab_stream, tab_prompt = st.tabs(["Parsed message", "Streaming replay", "Prompt"])
     with tab_msg:
+        # issue 10: a rescued parse says so (core.chat.repairs.FiredRepair: rule name, span of the output)
+        for r in getattr(msg, "repairs", None) or []:
+            st.badge(f"repair {r.name} [{r.start}, {r.end})", icon=":material/build:", color="orange")
         st.json(msg.to_openai(), expanded=True)
         if msg.reasoning_content:
             st.markdown("**reasoning_content**")

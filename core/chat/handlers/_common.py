@@ -551,6 +551,7 @@ class MessageBuilder:
         self.calls: list[_Call] = []
         self.drop_blank_reasoning = drop_blank_reasoning
         self.version = 0  # bumped by every change to the message (:func:`attempt` tells what a failure undid)
+        self.fired: list[tuple[str, int, int]] = []  # repairs that acted: (name, start, end) in the parsed text
 
     # -- backtracking ----------------------------------------------------------------------------------------
     def mark(self) -> tuple[int, int, list[_Call]]:
@@ -660,7 +661,8 @@ class MessageBuilder:
         # a string value still open stays open (llama.cpp closes quotes only for calls not yet named), so
         # successive partial parses only ever append to the arguments
         calls = [ToolCall(c.call.name, c.call.arguments, c.call.id) for c in self.calls]
-        return AssistantMessage(content=self.content, reasoning_content=reasoning, tool_calls=calls)
+        return AssistantMessage(content=self.content, reasoning_content=reasoning, tool_calls=calls,
+                                repairs=list(self.fired))
 
 
 def attempt(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], *args: Any) -> bool:
@@ -712,6 +714,26 @@ def repeat(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], lo: int = 0
 # --------------------------------------------------------------------------------------------------------------
 # Tagged argument values (XML-ish formats: Ling 3, MiniCPM5, Muse Glimmer, MiniMax-M3 leaves)
 # --------------------------------------------------------------------------------------------------------------
+
+
+def json_arguments(sc: Scanner, b: "MessageBuilder", repairs: frozenset[str] = frozenset()) -> int:
+    """A call's JSON arguments at ``sc.pos`` (:func:`streamed_json_value` into ``b.set_args``); with repair
+    ``double-encoded-arguments`` a JSON string holding the object is decoded once complete (nothing is shown
+    while it streams). Returns the end of the value."""
+    if "double-encoded-arguments" not in repairs or not sc.text.startswith('"', sc.pos):
+        return streamed_json_value(sc, b.set_args)
+    start = sc.pos
+
+    def emit(text: str) -> None:
+        try:
+            inner = json.loads(text)
+            ok = isinstance(inner, str) and isinstance(json.loads(inner), dict)
+        except ValueError:
+            return
+        if ok:
+            b.set_args(inner.strip())
+            b.fired.append(("double-encoded-arguments", start, start + len(text)))
+    return streamed_json_value(sc, emit)
 
 
 def streamed_json_value(sc: Scanner, emit: Callable[[str], None]) -> int:
@@ -1283,8 +1305,15 @@ class HandlerParser:
     peg: Callable[[Any], Any] | None = None
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
-        """Parse model ``output`` (text after the prompt). Never raises; see the class docstring."""
-        return self._parse(output, is_partial, None)
+        """Parse model ``output`` (text after the prompt). Never raises; see the class docstring. Settled by
+        :func:`core.chat.repairs.settle` (final parse extends the partial view; cut calls reported)."""
+        from ..repairs import from_spans, settle
+
+        msg = self._parse(output, is_partial, None)
+        if msg.repairs:
+            msg = msg.copy()
+            msg.repairs = from_spans(msg.repairs, len(self.generation_prompt), output)
+        return settle(self, output, msg, is_partial, view=msg if is_partial else None)
 
     def session(self) -> "HandlerSession":
         """A parsing session for streaming (used by :class:`core.chat.stream.StreamingParser`): parses of

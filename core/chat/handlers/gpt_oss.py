@@ -99,11 +99,13 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 params = function_parameters_schema(fn)
                 func_name = p.literal(" to=functions.") + p.tool_name(p.literal(name))
                 constraint = p.optional(p.space() + p.optional(p.literal("<|constrain|>")) + constrain_type)
-                args = p.tool_args(p.schema(p.json(), f"tool-{name}-schema", params))
+                args = p.json_tool_args(name, params, leading_ws=True)
                 in_role = p.tool(p.tool_open(func_name + channel + constraint + p.literal("<|message|>")) + args)
                 in_channel = p.tool(p.tool_open(channel + func_name + constraint + p.literal("<|message|>")) + args)
                 choices.append(p.rule(f"tool-{name}", p.choice(in_role, in_channel)))
             tool_call = p.trigger_rule("tool-call", p.choice(*choices))
+            if "trailing-stop-token" in p.repairs:   # <|call|> ends the generation; a logged output keeps it
+                tool_call = tool_call + p.optional(p.repair("trailing-stop-token", p.literal("<|call|>")))
             if request.tool_choice == ToolChoice.REQUIRED:
                 return p.zero_or_more(start + any_msg) + start + tool_call
             return p.zero_or_more(start + any_msg) + start + p.choice(tool_call, final_msg)

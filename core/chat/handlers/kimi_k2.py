@@ -18,6 +18,7 @@ from typing import Any
 from ...templating import ChatTemplate
 from ..request import ChatRequest
 from . import _common as C
+from ...peg.chat import current_repairs
 from ._common import Incomplete, Mismatch, Scanner
 
 NAME = "kimi_k2"
@@ -37,7 +38,7 @@ def detect(normalized_source: str) -> bool:
     return SECTION_BEGIN in normalized_source and CALL_BEGIN in normalized_source
 
 
-def _make_body(view: C.RequestView):
+def _make_body(view: C.RequestView, repairs: frozenset[str] = frozenset()):
     names = [t.name for t in view.tools]
     opens = {"functions." + n: n for n in names}
 
@@ -57,7 +58,7 @@ def _make_body(view: C.RequestView):
         call_id = sc.text[id_start:sc.pos]
         sc.expect(ARGS_BEGIN)
         b.open_call(opens[head], call_id=call_id)
-        sc.pos = C.streamed_json_value(sc, b.set_args)
+        sc.pos = C.json_arguments(sc, b, repairs)
         sc.optional(CALL_END)
         b.close_call()
 
@@ -98,7 +99,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
 
     return C.HandlerParser(
         name=NAME,
-        body=_make_body(view),
+        body=_make_body(view, current_repairs()),
         generation_prompt=gp,
         preserved_tokens=[SECTION_BEGIN, SECTION_END, CALL_BEGIN, ARGS_BEGIN, CALL_END, THINK_START, THINK_END],
         thinking_start_tag=THINK_START,
@@ -122,7 +123,7 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
         tool_id = p.tool_id(p.literal("functions.") + p.tool_name(p.literal(spec.name)) + p.literal(":")
                             + p.chars("[0-9]", 1, -1))
         call = p.tool(p.tool_open(tool_id + p.literal(ARGS_BEGIN))
-                      + p.tool_args(p.schema(p.json(), f"tool-{spec.name}-schema", spec.parameters))
+                      + p.json_tool_args(spec.name, spec.parameters)
                       + p.tool_close(p.optional(p.literal(CALL_END))))
         choices.append(p.rule("tool-" + spec.name, call))
     calls = p.rule("tool-calls", p.optional(p.literal(SECTION_BEGIN)) + p.trigger_rule(

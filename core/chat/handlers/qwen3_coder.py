@@ -79,16 +79,18 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         if has_rf:
             return prefix + (reasoning << p.content(p.schema(p.json(), "response-format", request.json_schema)))
         if tools_active:
-            arg_close = p.tool_arg_close(p.literal(PARAM_CLOSE))
+            arg_close = p.tool_arg_close(p.flexible(PARAM_CLOSE))
+            # repair tag-whitespace: a value may also end at " </parameter>" / "</parameter>"
+            ends = [PARAM_CLOSE, " </parameter>", "</parameter>"] if "tag-whitespace" in p.repairs else [PARAM_CLOSE]
             arg_string = p.rule("xml-arg-string",
-                                p.ac(p.tool_arg_string_value(p.until(PARAM_CLOSE)) + arg_close, PARAM_CLOSE))
+                                p.ac(p.tool_arg_string_value(p.until_one_of(ends)) + arg_close, PARAM_CLOSE))
             choices = []
             for fn in tools:
                 name = fn["name"]
                 required, optional = [], []
                 for pname, pschema, is_req in foreach_parameter(fn):
                     rule_name = f"tool-{name}-arg-{pname}"
-                    arg_open = p.tool_arg_open("<parameter=" + p.tool_arg_name(p.literal(pname)) + ">\n")
+                    arg_open = p.tool_arg_open("<parameter=" + p.tool_arg_name(p.literal(pname)) + p.flexible(">\n"))
                     types = value_types(pschema)
                     if "string" not in types:
                         value = p.tool_arg_json_value(p.schema(p.json(), rule_name + "-schema", pschema)) + arg_close
@@ -114,14 +116,14 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 args = p.permute(f"tool-{name}-args", required)
                 if optional:
                     args = args + p.zero_or_more(p.choice(*optional))
-                func = p.tool(p.tool_open("<function=" + p.tool_name(p.literal(name)) + ">\n")
-                              + p.tool_args(args) + p.tool_close(p.literal("</function>\n")))
+                func = p.tool(p.tool_open("<function=" + p.tool_name(p.literal(name)) + p.flexible(">\n"))
+                              + p.tool_args(args) + p.tool_close(p.flexible("</function>\n")))
                 choices.append(p.rule(f"tool-{name}", func))
             tool_choice = p.choice(*choices)
             min_calls = 1 if request.tool_choice == ToolChoice.REQUIRED else 0
             body = tool_choice + "</tool_call>" + p.space()
-            tool_call = p.rule("tool-call", "<tool_call>\n" + body)
-            first = (p.rule("tool-call-first", p.optional(p.literal("<tool_call>\n")) + body)
+            tool_call = p.rule("tool-call", p.flexible("<tool_call>\n") + body)
+            first = (p.rule("tool-call-first", p.optional(p.flexible("<tool_call>\n")) + body)
                      if is_qwen3_coder else tool_call)
             calls = first + p.zero_or_more(tool_call) if request.parallel_tool_calls else first
             tool_calls = p.trigger_rule("tool-call-root", p.repeat(calls, min_calls, 1))

@@ -1,0 +1,318 @@
+"""Repairs: how a final parse of real model output is settled, as data (like :mod:`core.analysis.workarounds`).
+
+Two kinds of rule live here:
+
+* **contract** rules (:attr:`RepairStage.CONTRACT`) hold at *every* fidelity, because they are what the streaming
+  contract and the OpenAI message shape promise, not a tolerance beyond llama.cpp:
+
+  - ``stream-consistent-final`` — the final parse extends what a stream of the same output showed. llama.cpp's
+    partial parse accepts a call whose final parse it then rejects (a required parameter missing, a value that
+    does not fit its declared type, a JSON call without a rendered field); its stream then holds a call *and*
+    the call's raw markup in ``content``. Here the final parse of an output is compared with the partial view of
+    the same output (what :class:`~core.chat.stream.StreamingParser` had emitted); when the final parse does
+    not extend that view, the view is the answer.
+  - ``truncated-call`` — a final parse never returns tool-call ``arguments`` that are not a JSON object. A call
+    cut off by the end of the output (a length-limited generation) is removed from ``tool_calls`` and reported
+    here with its name and its raw text; it is never merged into ``content``. With ``is_partial`` (the caller
+    says the output was cut) the call stays as llama.cpp returns it, and the note is added all the same.
+
+* **tolerance** rules (:attr:`RepairStage.TOLERANCE`) accept output a user would call valid that llama.cpp
+  rejects; on at ``improved`` fidelity only, each switchable.
+
+A repaired message carries :class:`FiredRepair` entries (``AssistantMessage.repairs``): the rule's name and the
+character span ``[start, end)`` of the raw model output (without the generation prompt) it acted on. The CLI
+prints them beside the OpenAI fields (``"repairs"``), the Playground shows a badge. The stream and the one-shot
+parse tell the same story: :meth:`core.chat.stream.StreamingParser.finish` returns the one-shot parse's repairs
+too, and a truncated call whose fragments were already streamed stays in the accumulated deltas (deltas are
+never taken back, as with OpenAI's ``finish_reason: "length"``) — :func:`settled` drops it again.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ..errors import ChatTemplateExplorerError
+from .message import AssistantMessage
+
+
+class UnknownRepairError(ChatTemplateExplorerError, ValueError):
+    """A repair name (``--disable-repair``, ``disabled_repairs``) that :data:`REPAIRS` does not define."""
+
+
+class RepairStage(str, enum.Enum):
+    """``CONTRACT``: holds at every fidelity (a guarantee of the API); ``TOLERANCE``: ``improved`` only."""
+
+    CONTRACT = "contract"
+    TOLERANCE = "tolerance"
+
+
+@dataclass(frozen=True)
+class Repair:
+    """One named repair rule: ``name`` (stable id, used to switch it off), ``title``, ``stage``, ``accepts``
+    (what output it accepts that would otherwise be rejected or mangled), ``example`` (a raw output it
+    repairs), ``source`` (where the behaviour comes from: the bug reports or API that motivate it)."""
+
+    name: str
+    title: str
+    stage: RepairStage
+    accepts: str
+    example: str
+    source: str
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"name", "title", "stage", "accepts", "example", "source"}``."""
+        return {"name": self.name, "title": self.title, "stage": self.stage.value, "accepts": self.accepts,
+                "example": self.example, "source": self.source}
+
+
+@dataclass(frozen=True)
+class FiredRepair:
+    """A repair that acted on one parse: ``name`` (a :data:`REPAIRS` name), ``start`` / ``end`` (character span
+    ``[start, end)`` of the raw model output, generation prompt excluded, it acted on), ``detail`` (for
+    ``truncated-call`` the tool name), ``text`` (the raw text of the span, kept for the report).
+
+    Meant to be merged with other span labels (the explain view): a plain record, ordered by ``start``."""
+
+    name: str
+    start: int
+    end: int
+    detail: str = ""
+    text: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"name", "start", "end", "detail", "text"}``."""
+        return {"name": self.name, "start": self.start, "end": self.end, "detail": self.detail, "text": self.text}
+
+
+STREAM_CONSISTENT_FINAL = "stream-consistent-final"
+TRUNCATED_CALL = "truncated-call"
+ARGUMENTS_KEY_ALIAS = "arguments-key-alias"
+JSON_FIELD_ORDER = "json-field-order"
+DOUBLE_ENCODED_ARGUMENTS = "double-encoded-arguments"
+FENCED_CALLS = "fenced-calls"
+UNMARKED_CALLS = "unmarked-calls"
+TAG_WHITESPACE = "tag-whitespace"
+TRAILING_STOP_TOKEN = "trailing-stop-token"
+
+REPAIRS: list[Repair] = [
+    Repair(
+        name=STREAM_CONSISTENT_FINAL,
+        title="The final parse extends what the stream showed",
+        stage=RepairStage.CONTRACT,
+        accepts="An output whose partial parse shows a tool call (name and argument fragments) that the final "
+                "parse rejects: a required parameter missing, a tagged value that does not fit the declared "
+                "type (an integer parameter given \"2026-01-15\"), a JSON call without a field the template "
+                "renders. The call stays a call (its arguments are what the stream showed) instead of turning "
+                "into content after its fragments were streamed.",
+        example='<tool_call>\n<function=get_weather>\n<parameter=days>\n2026-01-15\n</parameter>\n</function>\n'
+                '</tool_call>   (days declared integer)',
+        source="llama.cpp server: 'Invalid diff' / a stream holding both a call and its markup; "
+               "streaming contract of this project (accumulated deltas = one-shot parse)"),
+    Repair(
+        name=TRUNCATED_CALL,
+        title="A call cut off by the end of the output is reported, not returned",
+        stage=RepairStage.CONTRACT,
+        accepts="An output that ends inside a tool call (max_tokens reached). The complete calls stay in "
+                "tool_calls, the cut one is removed from them and reported with its name and raw text; with "
+                "is_partial it stays (as llama.cpp returns it) and is reported too.",
+        example='<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par',
+        source="OpenAI finish_reason 'length'; llama.cpp returns '{\"city\": \"Par' as arguments"),
+    Repair(
+        name=ARGUMENTS_KEY_ALIAS,
+        title="'parameters' for 'arguments' (and back) in a JSON call",
+        stage=RepairStage.TOLERANCE,
+        accepts="A flat JSON call whose arguments key is the other common spelling: 'parameters' where the "
+                "template renders 'arguments' (Hermes/Qwen), 'arguments' where it renders 'parameters' (Llama "
+                "3.x). The model's own tool instructions often name the other key.",
+        example='<tool_call>{"name": "write_file", "parameters": {"path": "a.txt", "content": "hello"}}</tool_call>',
+        source="https://github.com/ahwurm/localharness/issues/104, "
+               "https://github.com/ollama/ollama/issues/13519"),
+    Repair(
+        name=JSON_FIELD_ORDER,
+        title="'arguments' before 'name' in a JSON call",
+        stage=RepairStage.TOLERANCE,
+        accepts="A flat JSON call with its two fields in the other order ({\"arguments\": {...}, \"name\": ...}); "
+                "the arguments stream once the name is known.",
+        example='{"arguments": {"city": "Paris"}, "name": "get_weather"}',
+        source="llama.cpp's flat JSON layout fixes the order rendered by the template"),
+    Repair(
+        name=DOUBLE_ENCODED_ARGUMENTS,
+        title="Arguments written as a JSON string holding the object",
+        stage=RepairStage.TOLERANCE,
+        accepts="JSON arguments that are a string whose text is the arguments object "
+                "(\"{\\\"todos\\\": [...]}\"); llama.cpp's mapper ignores the string and returns {} (silent "
+                "data loss). The string is decoded once it is complete.",
+        example='<|tool_call_argument_begin|>"{\\"todos\\": []}"<|tool_call_end|>',
+        source="https://github.com/MoonshotAI/Kimi-K2/issues/26"),
+    Repair(
+        name=FENCED_CALLS,
+        title="JSON calls inside a Markdown code fence at the start of the answer",
+        stage=RepairStage.TOLERANCE,
+        accepts="An answer that starts with ```json (or ```) and the template's JSON call(s) — without the "
+                "template's call markers — then ```; text after the fence stays content.",
+        example='```json\n{"name": "get_weather", "arguments": {"location": "Paris"}}\n```',
+        source="https://github.com/ardanlabs/kronk/pull/950, https://github.com/ollama/ollama/issues/13519"),
+    Repair(
+        name=UNMARKED_CALLS,
+        title="JSON calls without the template's call markers at the start of the answer",
+        stage=RepairStage.TOLERANCE,
+        accepts="An answer that starts with the template's JSON call object(s) of a known tool but not with the "
+                "section / per-call marker the template renders (<tool_call>); text after them stays content. "
+                "Only at the start, so JSON quoted in an answer is never taken for a call.",
+        example='{"name": "terminal", "arguments": {"command": "free -m"}}\nI will execute this command...',
+        source="https://github.com/pyrate-llama/hermes-ui/issues/6"),
+    Repair(
+        name=TAG_WHITESPACE,
+        title="Spaces or no line breaks around XML-style call tags",
+        stage=RepairStage.TOLERANCE,
+        accepts="Qwen3-Coder-style calls (<tool_call>/<function=…>/<parameter=…>) whose tags are separated by "
+                "spaces or by nothing instead of the template's line breaks; a string value loses the "
+                "whitespace next to its tags.",
+        example="<tool_call> <function=f> <parameter=q> text </parameter> </function> </tool_call>",
+        source="https://github.com/openclaw/openclaw/issues/61838, https://github.com/waybarrios/vllm-mlx/issues/63"),
+    Repair(
+        name=TRAILING_STOP_TOKEN,
+        title="The stop token after a GPT-OSS call kept in the output",
+        stage=RepairStage.TOLERANCE,
+        accepts="<|call|> right after a GPT-OSS tool call: the token a server stops generation at, present when "
+                "the output was logged or relayed without stripping it; it is not content.",
+        example='<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": 1}<|call|>',
+        source="https://github.com/waybarrios/vllm-mlx/pull/562"),
+]
+"""Every repair rule, in the order they act."""
+
+REPAIRS_BY_NAME: dict[str, Repair] = {r.name: r for r in REPAIRS}
+
+
+def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:
+    """The :class:`FiredRepair` entries of the ``repair:NAME`` nodes in a PEG parse ``result``
+    (:func:`core.peg.chat.fired_repairs`), spans shifted by ``offset`` (the generation prompt's length) so
+    they index ``output``."""
+    from ..peg.chat import fired_repairs
+
+    return [FiredRepair(name, s, e, text=output[s:e]) for name, s, e in fired_repairs(result.nodes, offset)]
+
+
+def from_spans(entries: Iterable[Any], offset: int, output: str) -> list[FiredRepair]:
+    """:class:`FiredRepair` entries from ``(name, start, end)`` spans of the parsed text (generation prompt
+    included, ``offset`` its length); entries that already are :class:`FiredRepair` are kept."""
+    out = []
+    for e in entries:
+        if isinstance(e, FiredRepair):
+            out.append(e)
+        else:
+            name, s, t = e
+            s, t = max(s - offset, 0), max(t - offset, 0)
+            out.append(FiredRepair(name, s, t, text=output[s:t]))
+    return out
+
+
+def enabled_repairs(fidelity: Any = "llama.cpp", disabled: Iterable[str] = ()) -> frozenset[str]:
+    """Names of the repairs in force: the contract rules at every fidelity, the tolerance rules at ``improved``,
+    minus ``disabled`` (contract rules cannot be switched off). Raises :class:`UnknownRepairError` (a
+    ``ValueError``) naming an unknown repair, :class:`~core.errors.AnalysisError` an unknown fidelity."""
+    from ..analysis.fidelity import resolve_fidelity
+
+    fid = resolve_fidelity(fidelity).value
+    off = set(disabled)
+    unknown = sorted(off - set(REPAIRS_BY_NAME))
+    if unknown:
+        raise UnknownRepairError(f"unknown repair {unknown[0]!r}; known: {', '.join(REPAIRS_BY_NAME)}")
+    return frozenset(r.name for r in REPAIRS
+                     if r.stage is RepairStage.CONTRACT or (fid == "improved" and r.name not in off))
+
+
+def is_json_object(text: str) -> bool:
+    """Whether ``text`` is a complete JSON object (a call's arguments may be returned as they are)."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+def _tail_span(parser: Any, output: str, final: AssistantMessage, view: AssistantMessage, name: str) -> int:
+    """Where the raw text of the last (cut or rejected) call starts in ``output``: the text the final parse
+    put into content beyond the view when it is the end of the output; else the last call opener (a word of
+    the parser's lazy-grammar triggers) before the last mention of the call's name, else that mention;
+    else 0."""
+    if final.content.startswith(view.content):
+        extra = final.content[len(view.content):]
+        if extra and output.endswith(extra):
+            return len(output) - len(extra)
+    at = output.rfind(name) if name else -1
+    if at < 0:
+        return 0
+    words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
+             if getattr(getattr(t, "type", None), "value", "") == "word"]
+    opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
+    return opener if opener >= 0 else at
+
+
+def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
+           view: AssistantMessage | None = None) -> AssistantMessage:
+    """The message a final parse returns: ``final`` (the parser's own final parse of ``output``) settled
+    against the partial view of the same output (``parser.parse(output, True)``, what a stream shows).
+
+    * ``final`` extends the view (the usual case): ``final``;
+    * else the view (``stream-consistent-final``), so the final message extends what was streamed;
+    * then a last call whose arguments are not a JSON object is removed and reported (``truncated-call``),
+      unless ``is_partial`` (then only reported).
+
+    ``view``: the partial view when the caller already has it (a clean parse is its own view; with
+    ``is_partial`` ``final`` is the view). Never raises; the repairs that acted are in ``.repairs``. ``final``
+    is not modified.
+    """
+    from .generator import message_extends
+
+    if view is None:
+        view = parser.parse(output, True)
+    out = final
+    if not message_extends(view, final):
+        out = view.copy()
+        calls = out.tool_calls
+        start = _tail_span(parser, output, final, view, calls[-1].name if calls else "")
+        out.repairs = list(final.repairs) + [FiredRepair(STREAM_CONSISTENT_FINAL, start, len(output),
+                                                         text=output[start:])]
+    calls = out.tool_calls
+    if calls and not is_json_object(calls[-1].arguments):
+        last = calls[-1]
+        if out is final:
+            out = final.copy()
+        start = _tail_span(parser, output, final, view, last.name)
+        if not is_partial:
+            out.tool_calls = out.tool_calls[:-1]
+        out.repairs = [r for r in out.repairs if r.name != STREAM_CONSISTENT_FINAL] + [
+            FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:])]
+    return out
+
+
+def settled(streamed: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
+    """What a client that accumulated a stream's deltas keeps once ``final`` (the one-shot parse, or
+    ``finish()``'s report) says the last call was cut: ``streamed`` without the tool calls beyond ``final``'s
+    (a truncated call whose fragments were streamed). Without a ``truncated-call`` repair, ``streamed``."""
+    if not any(r.name == TRUNCATED_CALL for r in final.repairs):
+        return streamed
+    out = streamed.copy()
+    out.tool_calls = out.tool_calls[:len(final.tool_calls)]
+    return out
+
+
+def list_text() -> str:
+    """The repairs as readable text (``python -m core repairs``)."""
+    lines = []
+    for r in REPAIRS:
+        at = "every fidelity" if r.stage is RepairStage.CONTRACT else "improved fidelity"
+        lines.append(f"{r.name}  [{r.stage.value}; {at}]")
+        lines.append(f"  {r.title}")
+        lines.append(f"  accepts: {r.accepts}")
+        lines.append(f"  example: {json.dumps(r.example, ensure_ascii=False)}")
+        lines.append(f"  source:  {r.source}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+__all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
+           "TRUNCATED_CALL", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
