@@ -594,6 +594,12 @@ class MessageBuilder:
             self.current.call.arguments = t
             self.version += 1
 
+    def converted_args(self, text: str, start: int, end: int) -> None:
+        """Arguments the handler converted from its own syntax, ``text`` (JSON, maybe still open), read from
+        ``[start, end)`` of the parsed text; the positions are for :mod:`core.explain` (which records them)."""
+        self.current.call.arguments = text
+        self.version += 1
+
     def arg_name(self, name: str) -> None:
         """Append ``"name":`` (JSON-quoted, with a ``,`` before every key but the first) to the current
         call's arguments (llama.cpp mapper ``tool-arg-name``).
