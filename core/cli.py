@@ -453,6 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
         _roundtrip = None
     if _roundtrip is not None:
         _roundtrip.register(sub)
+    from .explain import cli as _explain_cli  # `explain` (issue 11); heavy imports inside its command
+    _explain_cli.register(sub)
     return ap
 
 

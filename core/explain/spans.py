@@ -174,7 +174,8 @@ def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) 
             value = True
         elif tag.startswith(MARKER_TAG) and not in_value:
             name = tag[len(MARKER_TAG):]
-            label = SpanLabel.GENERATION_PROMPT if name == "generation_prompt" else SpanLabel.MARKER
+            in_gp = name == "generation_prompt" or (not name and node.end <= gp_len)
+            label = SpanLabel.GENERATION_PROMPT if in_gp else SpanLabel.MARKER
             _paint(paint, node.start, node.end, (label, name, -1, ""))
         if node.children:
             stack.extend((c, value) for c in reversed(node.children))
