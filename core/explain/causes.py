@@ -10,11 +10,24 @@ from typing import Any
 
 from ..chat.request import ChatRequest, ToolChoice
 from .explain import _TOKEN, Cause, Finding, _Setup, _visible, message_of
+from .spans import SpanLabel
 from .trace_routes import ParseTrace
 
 _WS = " \t\n\v\f\r"
 _IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
 _CALL_WORDS = ("tool_call", "tool_calls", "function", "tools")
+
+
+_CONTROL_SHAPE = re.compile(r"<\|[^<>]*\|>|<｜[^<>]*｜>|\[[A-Z_]+\]|<\|[a-z_]+>|<[a-z_]+\|>")
+
+
+def is_special_token(marker: str, preserved: list[str]) -> bool:
+    """``marker`` (trimmed) is one of the parser's preserved tokens *and* has a control token's shape
+    (``<|…|>``, ``<｜…｜>``, ``[TOOL_CALLS]``, Gemma's ``<|tool_call>``): decoders drop such tokens unless told
+    to keep them (``skip_special_tokens``). XML-like tags such as Qwen's ``<tool_call>`` are added tokens that
+    decode as text."""
+    m = marker.strip(_WS)
+    return m in preserved and bool(_CONTROL_SHAPE.fullmatch(m))
 
 
 def _q(s: str) -> str:
@@ -53,8 +66,7 @@ def tool_openers(setup: _Setup) -> list[str]:
         v = getattr(t, "value", "")
         if getattr(t, "type", None) is not None and t.type.value.startswith("pattern"):
             v = re.split(r"[\\(\[.*+?{|^$]", v.lstrip("^"), maxsplit=1)[0]
-        v = v.strip(_WS)
-        if v and v not in out:
+        if v.strip(_WS) and v not in out:
             out.append(v)
     return out
 
@@ -94,7 +106,7 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
              "a format the renders did not show") if says else
             "the template's text does not mention tool calls: it gives the model no format to follow"]))
     openers = tool_openers(setup) if (not active or not msg.tool_calls) else []
-    seen_openers = [o for o in openers if o in output]
+    seen_openers = [o.strip(_WS) for o in openers if o.strip(_WS) in output]
     if not active and seen_openers:
         why = "has no tools" if not req.tools else "has tool_choice none"
         out.append(Finding(Cause.TOOLS_NOT_REQUESTED, [
@@ -107,7 +119,8 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
     gp_tail = gp.rstrip(_WS)
     opened = bool(r_start) and gp_tail.endswith(r_start)
     closed = bool(r_start and r_ends) and any(gp_tail.endswith(e) for e in r_ends) and r_start in gp
-    leak = [m for m in [r_start] + r_ends if m and m in msg.content]
+    parsed_content = "".join(sp.text for sp in tr.spans if sp.label == SpanLabel.CONTENT)
+    leak = [m for m in [r_start] + r_ends if m and m in parsed_content]
     if leak or (opened and tr.truncated_at >= 0 and not msg.content and msg.reasoning_content
                 and not msg.tool_calls):
         ev = []
@@ -186,19 +199,24 @@ def _stop_findings(ex: Any, names: list[str], preserved: list[str], output: str,
     if arg_rules or any(p.endswith("-schema") for p in st.path):
         return [Finding(Cause.SCHEMA_MISMATCH, [where, "the parser reads arguments by the tool's schema: the "
                                                 "argument here is not one the schema declares, or not of its type"])]
-    if any("tool-id" in p for p in st.path):
-        return [Finding(Cause.WRONG_CALL_ID, [where])]
+    fmt = analysis.tools.format if analysis is not None else None
+    id_keys = [k for k in ((fmt.id_field, fmt.gen_id_field) if fmt is not None else ()) if k]
+    if any("tool-id" in p for p in st.path) or (id_keys and "`,`" in st.expected and
+                                                 any(p.startswith("tool") for p in st.path)):
+        return [Finding(Cause.WRONG_CALL_ID, [where, "the template's calls carry a call id"
+                                              + (f" (JSON key {_q(id_keys[0])})" if id_keys else "")
+                                              + "; the model's call does not have it in the template's shape"])]
     if lits and found.startswith('"') and all(x.startswith('"') for x in lits):
         key = re.match(r'"[^"]*"', found)
         return [Finding(Cause.OTHER_JSON_SHAPE, [where, f"the model wrote the key {_q(key.group(0) if key else found[:20])}"
                                                  f" where the template's calls have {' or '.join(_q(x) for x in lits)}"])]
     tok = _TOKEN.match(found)
     if tok and tok.group(0) not in lits:
-        stripped = [x for x in lits if x.strip(_WS) in preserved]
+        stripped = [x for x in lits if is_special_token(x, preserved)]
         return [Finding(Cause.OTHER_MARKER, [where, f"the model wrote {_q(tok.group(0))} where the template's format "
                                              f"has {' or '.join(_q(x) for x in lits) or 'something else'}"
                                              + (" (a special token)" if stripped else "")])]
-    if lits and all(x.strip(_WS) in preserved for x in lits if x.strip(_WS)) and \
+    if lits and all(is_special_token(x, preserved) for x in lits if x.strip(_WS)) and \
             not any(p in output for p in preserved):
         return [Finding(Cause.SPECIAL_TOKENS_STRIPPED, [where, "the expected marker is a special token and the "
                                                         "output holds none of the template's special tokens "
@@ -215,7 +233,7 @@ def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], opene
         return []
     pos = content.find(hits[0])
     toks = [m for m in _TOKEN.finditer(content[:pos]) if m.group(0).strip("<>/|[]=") not in names]
-    other = [o for o in openers if o in content]
+    other = [o for o in openers if o.strip(_WS) in content]
     if toks and not other:
         t = toks[-1].group(0)
         return [Finding(Cause.OTHER_MARKER, [
@@ -228,21 +246,35 @@ def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], opene
     idx = output.find(content[start:start + 40]) if content[start:start + 40] else -1
     if idx < 0:
         return []
-    fixed = output[:idx] + opener + ("\n" if opener.endswith(">") and not content[start:].startswith("\n") else "")\
-        + output[idx:]
-    try:
-        m, clean = message_of(setup, fixed)
-    except Exception:  # noqa: BLE001
+    from .explain import _stop_point, _trace
+
+    got = None
+    for ins in dict.fromkeys((opener, opener.strip(_WS))):
+        fixed = output[:idx] + ins + output[idx:]
+        try:
+            _b, ftr = _trace(setup, fixed)
+        except Exception:  # noqa: BLE001 - a candidate that does not build proves nothing
+            continue
+        inside = ftr.stop - ftr.gp_len >= idx + len(ins)
+        if ftr.message.tool_calls or inside:
+            got = (ftr, ins)
+            break
+    if got is None:
         return []
-    if not m.tool_calls:
-        fixed = output[:idx] + opener + output[idx:]
-        m, clean = message_of(setup, fixed)
-    if not m.tool_calls:
-        return []
-    stripped = opener in preserved and not any(p in output for p in preserved if p)
+    ftr, ins = got
+    m, clean = ftr.message, ftr.entry == "main" and ftr.stop < 0
+    opener = opener.strip(_WS)
+    stripped = is_special_token(opener, preserved) and not any(p in output for p in preserved if p)
     cause = Cause.SPECIAL_TOKENS_STRIPPED if stripped else Cause.MISSING_OPENER
-    ev = [f"the content calls {_q(hits[0])} without the opener {_q(opener)}; with {_q(opener)} inserted at output "
-          f"position {idx} the output parses {'clean ' if clean else ''}into {len(m.tool_calls)} tool call(s)"]
+    if m.tool_calls:
+        ev = [f"the content calls {_q(hits[0])} without the opener {_q(opener)}; with {_q(opener)} inserted at "
+              f"output position {idx} the output parses {'clean ' if clean else ''}into {len(m.tool_calls)} tool "
+              "call(s)"]
+    else:
+        sp = _stop_point(ftr.text, ftr.gp_len, ftr.stop, ftr.furthest.expected, ftr.furthest.path)
+        ev = [f"the content calls {_q(hits[0])} without the opener {_q(opener)}; with {_q(opener)} inserted at "
+              f"output position {idx} the parser reads the call up to position {sp.output_pos - len(ins)}, where "
+              f"it {sp.words()}"]
     if stripped:
         ev.append(f"{_q(opener)} is a special token and the output holds none of the template's special tokens "
                   f"({', '.join(_q(p) for p in preserved[:6])}): they were dropped when the tokens were "

@@ -62,10 +62,13 @@ def trace_peg(parser: Any, output: str, report: Any = None) -> ParseTrace:
             tr.stop = max(main.furthest.pos, r.end if not r.fail else gp, gp)
             tr.furthest = main.furthest
         else:
-            strict = traced_parse(arena, text, labels=labels, lenient=False)
-            if not (strict.result.success and strict.result.end >= len(text)):
+            open_path = _open_structures(r.nodes)
+            if open_path:
+                # the output ends inside a call or a reasoning block: what a strict parse wanted there
+                strict = traced_parse(arena, text, labels=labels, lenient=False)
+                exp = strict.furthest.expected if strict.furthest.pos >= len(text) else []
                 tr.truncated_at = len(text)
-                tr.truncated_expect = strict.furthest
+                tr.truncated_expect = FurthestFailure(len(text), exp, open_path)
     if entry is None:
         tr.spans = spans_from_ast(main.result.nodes, text, gp, len(text))
     elif entry in (RECOVER_TRAILING, RECOVER_CONTENT):
@@ -88,6 +91,27 @@ def trace_peg(parser: Any, output: str, report: Any = None) -> ParseTrace:
     else:
         tr.spans = _raw_spans(text, gp)
     return tr
+
+
+_OPEN_TAGS = frozenset({T.TOOL, T.TOOL_OPEN, T.TOOL_NAME, T.TOOL_ID, T.TOOL_ARGS, T.TOOL_ARG, T.TOOL_ARG_OPEN,
+                        T.TOOL_ARG_NAME, T.TOOL_ARG_VALUE, T.TOOL_ARG_STRING_VALUE, T.REASONING_BLOCK,
+                        T.REASONING})
+
+
+def _open_structures(nodes: Any) -> tuple[str, ...]:
+    """Rule names / tags of the AST nodes still open at the end of the text (``partial``), outermost first,
+    when one of them is a tool call or a reasoning block (an open content run is not a cut-off output)."""
+    path: list[str] = []
+    hit = False
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if not node.partial:
+            continue
+        path.append(node.rule or node.tag)
+        hit = hit or node.tag in _OPEN_TAGS or node.rule.startswith("tool")
+        stack = list(node.children)
+    return tuple(path) if hit else ()
 
 
 def _peg_message(arena: Any, text: str) -> AssistantMessage | None:
@@ -276,7 +300,8 @@ def trace_handler(parser: Any, output: str) -> ParseTrace:
             tr.entry = "main+ignored"
             tr.spans = [replace(s, label=SpanLabel.IGNORED) if s.label == SpanLabel.UNPARSED else s
                         for s in tr.spans]
-        if isinstance(err, Incomplete):
+        if isinstance(err, Incomplete) and (msg.tool_calls or msg.reasoning_content
+                                            or not msg.content.endswith(text[max(gp, sc.pos):])):
             tr.truncated_at = len(text)
             tr.truncated_expect = FurthestFailure(len(text), [], _frames(err))
         return tr
