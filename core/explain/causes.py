@@ -121,11 +121,14 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
     closed = bool(r_start and r_ends) and any(gp_tail.endswith(e) for e in r_ends) and r_start in gp
     parsed_content = "".join(sp.text for sp in tr.spans if sp.label == SpanLabel.CONTENT)
     leak = [m for m in [r_start] + r_ends if m and m in parsed_content]
-    if leak or (opened and tr.truncated_at >= 0 and not msg.content and msg.reasoning_content
+    reopened = opened and msg.reasoning_content.lstrip(_WS).startswith(r_start)
+    if leak or reopened or (opened and tr.truncated_at >= 0 and not msg.content and msg.reasoning_content
                 and not msg.tool_calls):
         ev = []
         if leak:
             ev.append(f"the content holds the reasoning marker {_q(leak[0])}")
+        if reopened:
+            ev.append(f"the output opens the reasoning again with {_q(r_start)}: the marker is now reasoning text")
         if opened:
             ev.append(f"the generation prompt ends with {_q(r_start)}: it opens the reasoning block "
                       f"(enable_thinking={str(req.enable_thinking).lower()}), so the output must not open it again")

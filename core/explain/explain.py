@@ -107,7 +107,8 @@ class Explanation:
     ``text`` = ``generation_prompt + output``; spans index it. ``entry``: the parse that made the message
     (``main`` = the format accounted for everything). ``clean``: main entry, not truncated. ``consistency``:
     ``""`` when the spans cover the text once and rebuild the message, else what is wrong (a bug of ours).
-    ``other``: the message at the other fidelity when it differs.
+    ``other``: the message at the other fidelity when it differs. ``found_by``: for each analysis field a
+    marker span matched, the comparison of the analysis that found it (``"T1: title"``).
     """
 
     template: str
@@ -127,6 +128,7 @@ class Explanation:
     other: dict[str, Any] | None = None
     consistency: str = ""
     notes: list[str] = field(default_factory=list)
+    found_by: dict[str, str] = field(default_factory=dict)
 
     @property
     def clean(self) -> bool:
@@ -146,7 +148,8 @@ class Explanation:
                 "stop": self.stop.to_json() if self.stop else None,
                 "truncated": self.truncated.to_json() if self.truncated else None,
                 "findings": [f.to_json() for f in self.findings], "fixes": [f.to_json() for f in self.fixes],
-                "other_fidelity_message": self.other, "consistency": self.consistency, "notes": self.notes}
+                "other_fidelity_message": self.other, "consistency": self.consistency, "notes": self.notes,
+                "found_by": self.found_by}
 
 
 def _visible(s: str) -> str:
@@ -179,17 +182,18 @@ class _Setup:
     request: ChatRequest
     fidelity: str
     overrides: dict[str, Any]
-    bundle: Any = None
+    disabled: tuple[str, ...] = ()
 
 
 def _build(setup: _Setup) -> Any:
     from ..chat.pipeline import build_chat_parser, cached_analysis
 
     report = None
-    if setup.overrides:
+    if setup.overrides or setup.disabled:
         from ..analysis import reapply
 
-        report = reapply(cached_analysis(setup.template, setup.fidelity), overrides=setup.overrides)
+        report = reapply(cached_analysis(setup.template, setup.fidelity), overrides=setup.overrides or None,
+                         disabled_workarounds=setup.disabled)
     return build_chat_parser(setup.template, setup.request, report=report, fidelity=setup.fidelity)
 
 
@@ -203,19 +207,22 @@ def _clean(tr: ParseTrace) -> bool:
 
 
 def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str = "llama.cpp",
-            overrides: dict[str, Any] | None = None, fixes: bool = True) -> Explanation:
-    """Explain how ``template``'s parser (for ``request``, at ``fidelity``, with analysis ``overrides``) parses
+            overrides: dict[str, Any] | None = None, disabled_workarounds: tuple[str, ...] = (),
+            fixes: bool = True) -> Explanation:
+    """Explain how ``template``'s parser (for ``request``, at ``fidelity``, with analysis ``overrides`` and
+    ``disabled_workarounds`` as on the Overrides page) parses
     ``output``: labelled spans, the stop point, the causes with evidence and (``fixes``) the candidate changes
     that re-parse clean. Raises what :func:`core.chat.pipeline.build_chat_parser` raises for a bad request or
     template (``RequestError``, ``TemplateRenderError``, ``AnalysisError``, each one line); never raises on
     the output."""
-    setup = _Setup(template, request, fidelity, dict(overrides or {}))
+    setup = _Setup(template, request, fidelity, dict(overrides or {}), tuple(disabled_workarounds or ()))
     bundle, tr = _trace(setup, output)
     route = bundle.format if bundle.format != "peg-native" else "auto-parser"
     ex = Explanation(template=getattr(template, "name", "template"), route=route, fidelity=fidelity,
                      request=_request_json(request), output=output, generation_prompt=tr.text[:tr.gp_len],
                      text=tr.text, entry=tr.entry, message=tr.message.to_openai(), spans=tr.spans,
                      notes=list(getattr(bundle.parser, "notes", []) or []) + list(bundle.notes))
+    ex.found_by = _found_by(bundle.report, tr.spans)
     cover = check_cover(tr.spans, tr.text)
     rebuilt = rebuild_message(tr.spans, getattr(bundle.parser, "drop_blank_reasoning", True))
     if cover or not same_message(rebuilt, tr.message):
@@ -233,6 +240,23 @@ def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str =
 
         ex.fixes = candidate_fixes(setup, bundle, tr, ex)
     return ex
+
+
+def _found_by(report: Any, spans: list[Span]) -> dict[str, str]:
+    """Field path -> ``"<comparison id>: <title>"`` of the comparison that set it, for the marker spans."""
+    comps = getattr(report, "comparisons", None) or []
+    out: dict[str, str] = {}
+    for s in spans:
+        if s.label != SpanLabel.MARKER or not s.field:
+            continue
+        for path in s.field.split(" / "):
+            if path in out:
+                continue
+            for c in comps:
+                if path in (getattr(c, "found", None) or {}):
+                    out[path] = f"{c.id}: {c.title}"
+                    break
+    return out
 
 
 def _request_json(request: ChatRequest) -> dict[str, Any]:

@@ -176,6 +176,8 @@ def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) 
             name = tag[len(MARKER_TAG):]
             in_gp = name == "generation_prompt" or (not name and node.end <= gp_len)
             label = SpanLabel.GENERATION_PROMPT if in_gp else SpanLabel.MARKER
+            if label == SpanLabel.MARKER and not text[node.start:node.end].strip(_WS):
+                label, name = SpanLabel.WHITESPACE, ""   # an optional newline around a marker
             _paint(paint, node.start, node.end, (label, name, -1, ""))
         if node.children:
             stack.extend((c, value) for c in reversed(node.children))
