@@ -159,8 +159,8 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
         out.extend(_stop_findings(ex, names, preserved, output, analysis))
 
     # -- tool calls left in the content (clean parse)
-    if active and not msg.tool_calls and msg.content:
-        out.extend(_content_calls(setup, ex, msg.content, names, openers, preserved, output))
+    if active and not msg.tool_calls and msg.content and ex.stop is None:
+        out.extend(_content_calls(setup, ex, msg.content, names, openers, preserved, output, analysis))
 
     # -- arguments vs schema
     if active and msg.tool_calls:
@@ -228,7 +228,7 @@ def _stop_findings(ex: Any, names: list[str], preserved: list[str], output: str,
 
 
 def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], openers: list[str],
-                   preserved: list[str], output: str) -> list[Finding]:
+                   preserved: list[str], output: str, analysis: Any) -> list[Finding]:
     """A clean parse without tool calls although the content looks like one: which marker is missing or
     different (checked by re-parsing with the template's opener inserted)."""
     hits = [n for n in names if re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", content)]
@@ -237,6 +237,9 @@ def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], opene
     pos = content.find(hits[0])
     toks = [m for m in _TOKEN.finditer(content[:pos]) if m.group(0).strip("<>/|[]=") not in names]
     other = [o for o in openers if o.strip(_WS) in content]
+    loose = [o for o in other if o not in content]
+    if loose:
+        return _loose_opener(setup, ex, loose[0], hits[0], analysis)
     if toks and not other:
         t = toks[-1].group(0)
         return [Finding(Cause.OTHER_MARKER, [
@@ -283,6 +286,44 @@ def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], opene
                   f"({', '.join(_q(p) for p in preserved[:6])}): they were dropped when the tokens were "
                   "detokenized (llama.cpp keeps them only when they are in the parser's preserved tokens)")
     return [Finding(cause, ev)]
+
+
+def opener_path(analysis: Any) -> str:
+    """The analysis field that starts a tool call: the per-call start, else the section start, else the
+    function-name prefix (``""`` when none is set)."""
+    f = analysis.tools.format
+    return ("tools.format.per_call_start" if f.per_call_start else "tools.format.section_start" if f.section_start
+            else "tools.function.name_prefix" if analysis.tools.function.name_prefix else "")
+
+
+def _loose_opener(setup: _Setup, ex: Any, opener: str, name: str, analysis: Any) -> list[Finding]:
+    """The content holds the opener without the whitespace the template writes around it (llama.cpp matches
+    it byte for byte): checked by re-parsing with the opener field trimmed; what that parse then meets is
+    reported as well (a model drifting in one place often drifts in another)."""
+    from .explain import _stop_point, _trace
+
+    ev = [f"the content calls {_q(name)} after {_q(opener.strip(_WS))}, but the template's opener is {_q(opener)}: "
+          "the parser matches it byte for byte, whitespace included"]
+    out = [Finding(Cause.OTHER_MARKER, ev)]
+    path = opener_path(analysis) if analysis is not None else ""
+    if not path:
+        return out
+    trimmed = replace(setup, overrides={**setup.overrides, path: opener.strip(_WS)})
+    try:
+        _b, tr = _trace(trimmed, ex.output)
+    except Exception:  # noqa: BLE001 - the check is evidence, not a requirement
+        return out
+    out[0].overrides = {path: opener.strip(_WS)}
+    if tr.stop >= 0:
+        sp = _stop_point(tr.text, tr.gp_len, tr.stop, tr.furthest.expected, tr.furthest.path)
+        ev.append(f"with {path} = {_q(opener.strip(_WS))} the parser reads on into the call and stops: {sp.words()}")
+        sub = type("Sub", (), {"stop": sp, "text": tr.text})()
+        for f in _stop_findings(sub, tool_names(setup.request), [], ex.output, analysis):
+            f.evidence = [f"after {path} = {_q(opener.strip(_WS))}: " + e for e in f.evidence]
+            out.append(f)
+    elif tr.message.tool_calls:
+        ev.append(f"with {path} = {_q(opener.strip(_WS))} the output parses into {len(tr.message.tool_calls)} call(s)")
+    return out
 
 
 def _call_start(content: str, pos: int) -> int:

@@ -42,10 +42,12 @@ class Cause(str, enum.Enum):
 
 @dataclass
 class Finding:
-    """One cause with its evidence (sentences a maintainer can check)."""
+    """One cause with its evidence (sentences a maintainer can check); ``overrides``: analysis overrides the
+    classification already re-parsed with (the fixes try them, together with their own)."""
 
     cause: Cause
     evidence: list[str] = field(default_factory=list)
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """``{"cause": value, "name": enum name, "evidence": [...]}``."""

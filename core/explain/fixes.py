@@ -39,6 +39,11 @@ def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list
         flip = not req.enable_thinking
         cands.append((FixKind.REQUEST, f"set enable_thinking to {str(flip).lower()}", {"request": {"enable_thinking": flip}},
                       replace(setup, request=replace(req, enable_thinking=flip))))
+    if Cause.REASONING_PREFILL in causes and req.reasoning_format.value == "none":
+        fmt = type(req.reasoning_format)("auto")
+        cands.append((FixKind.REQUEST, "set reasoning_format to auto (extract the reasoning)",
+                      {"request": {"reasoning_format": "auto"}},
+                      replace(setup, request=replace(req, reasoning_format=fmt))))
     if Cause.TOOLS_NOT_REQUESTED in causes or Cause.UNKNOWN_TOOL in causes:
         names = _called_names(ex, req)
         for n in names[:6]:
@@ -48,7 +53,24 @@ def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list
                           {"request": {"tools": tools, "tool_choice": choice.value}},
                           replace(setup, request=replace(req, tools=tools, tool_choice=choice))))
     if bundle.format == "peg-native" and bundle.report is not None:
-        for change in _override_candidates(setup, bundle, tr, ex, causes):
+        base = {}
+        for f in ex.findings:
+            base.update(f.overrides)
+        changes = _override_candidates(bundle.report.analysis, ex.stop, ex.text, tr.message, causes)
+        if base:
+            # the classification re-parsed with these already: add what that parse then met
+            from .explain import _stop_point, _trace
+
+            changes.insert(0, dict(base))
+            try:
+                b2, tr2 = _trace(replace(setup, overrides={**setup.overrides, **base}), ex.output)
+                if tr2.stop >= 0:
+                    sp = _stop_point(tr2.text, tr2.gp_len, tr2.stop, tr2.furthest.expected, tr2.furthest.path)
+                    for c in _override_candidates(b2.report.analysis, sp, tr2.text, tr2.message, causes):
+                        changes.insert(1, {**base, **c})
+            except Exception:  # noqa: BLE001 - a candidate that does not build is simply not offered
+                pass
+        for change in changes:
             desc = "override " + ", ".join(f"{k} = {v!r}" for k, v in change.items())
             cands.append((FixKind.OVERRIDE, desc, {"overrides": change},
                           replace(setup, overrides={**setup.overrides, **change})))
@@ -62,12 +84,21 @@ def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list
         new = m.to_openai()
         if not clean or new == cur or len(m.tool_calls) < len(tr.message.tool_calls):
             continue
+        if kind == FixKind.REQUEST and "tools" not in change["request"] and _leaks(bundle, m):
+            continue    # a reasoning setting that leaves reasoning markers in the content fixes nothing
         key = repr(new)
         if key in seen:
             continue
         seen.add(key)
         out.append(Fix(kind, desc, change, new))
     return out
+
+
+def _leaks(bundle: Any, m: Any) -> bool:
+    from .causes import reasoning_markers
+
+    start, ends = reasoning_markers(bundle)
+    return any(x and x in m.content for x in [start] + ends)
 
 
 def _called_names(ex: Any, req: Any) -> list[str]:
@@ -92,18 +123,16 @@ def _called_names(ex: Any, req: Any) -> list[str]:
     return out
 
 
-def _override_candidates(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any, causes: set) -> list[dict[str, str]]:
+def _override_candidates(a: Any, st: Any, text: str, message: Any, causes: set) -> list[dict[str, str]]:
     """Overrides ({analysis field path: new value}) to try: the field whose marker was expected at the stop point set to the
     marker the model wrote there; the JSON key fields set to the key it wrote; the tool-call opener (and its
     closer) set to a marker-like token the content holds before a tool name."""
     from .spans import marker_labels
 
-    a = bundle.report.analysis
     labels = marker_labels(a.to_json())
     out: list[dict[str, str]] = []
-    st = ex.stop
     if st is not None:
-        found = ex.text[st.pos:]
+        found = text[st.pos:]
         tok = _TOKEN.match(found)
         key = re.match(r'"([^"]{1,40})"', found)
         for e in st.expected:
@@ -120,7 +149,7 @@ def _override_candidates(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any, ca
                     lead = cur[:len(cur) - len(cur.lstrip(_WS))]
                     trail = cur[len(cur.rstrip(_WS)):]
                     out.append({path: lead + tok.group(0) + trail})
-    if Cause.OTHER_MARKER in causes and not tr.message.tool_calls:
+    if Cause.OTHER_MARKER in causes and not message.tool_calls:
         f = a.tools.format
         opener_path = ("tools.format.per_call_start" if f.per_call_start else
                        "tools.format.section_start" if f.section_start else
@@ -130,11 +159,11 @@ def _override_candidates(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any, ca
         if opener_path:
             cur_open = _field_value(a, opener_path)
             trail = cur_open[len(cur_open.rstrip(_WS)):]
-            for t in list(dict.fromkeys(m.group(0) for m in _TOKEN.finditer(tr.message.content)))[:6]:
+            for t in list(dict.fromkeys(m.group(0) for m in _TOKEN.finditer(message.content)))[:6]:
                 if t.startswith("</"):
                     continue
                 close = "</" + t[1:] if t.startswith("<") and not t.startswith("<|") else ""
-                if closer_path and close and close in tr.message.content:
+                if closer_path and close and close in message.content:
                     out.append({opener_path: t + trail, closer_path: close})
                 out.append({opener_path: t + trail})
     uniq: list[dict[str, str]] = []
