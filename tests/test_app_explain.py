@@ -93,7 +93,8 @@ def test_reproducer_downloads():
     case = json.loads(codes[0])
     assert case["template"] == "Qwen-Qwen2.5-7B-Instruct.jinja" and case["input"] == DRIFT
     assert "def test_" in codes[1] and "run_case(CASE" in codes[1]
-    assert 'peg_tester("models/templates/Qwen-Qwen2.5-7B-Instruct.jinja")' in codes[2] and ".run();" in codes[2]
+    assert 'peg_tester("models/templates/Qwen-Qwen2.5-7B-Instruct.jinja", detailed_debug)' in codes[2]
+    assert ".tools({ get_weather_tool })" in codes[2] and codes[2].rstrip().endswith(".run();\n}")
 
 
 def test_clean_parse_has_nothing_to_explain():

@@ -38,32 +38,30 @@ def _cpp_str(s: str) -> str:
 
 
 def peg_tester_snippet(ex: Any) -> str:
-    """A block in the shape of the ``peg_tester`` cases of llama.cpp ``tests/test-chat.cpp`` (its fluent test
-    builder: ``tst.test(input).reasoning_format(…).tools({…}).parallel_tool_calls(…).enable_thinking(…)
-    .expect(msg).run()``); the expected message is the one the current parser gives — edit it to the
-    message you expected. Tools are referenced as ``<name>_tool`` variables to define next to it."""
+    """A block in the shape of the ``peg_tester`` cases of llama.cpp ``tests/test-chat.cpp``:
+    ``auto tst = peg_tester("models/templates/<file>", detailed_debug); tst.test(input).tools({…})
+    .enable_thinking(…).reasoning_format(…).expect_reasoning(…).expect_content(…).expect_tool_calls({…}).run();``.
+    The expectations are the message the current parser gives — edit them to the message you expected. Tools
+    are referenced as ``<name>_tool`` variables, as that file names its tools."""
     req = ex.request
     msg = ex.message
-    out = ["{", f"    common_chat_msg expected;", '    expected.role = "assistant";']
-    if msg.get("content"):
-        out.append(f"    expected.content = {_cpp_str(msg['content'])};")
-    if msg.get("reasoning_content"):
-        out.append(f"    expected.reasoning_content = {_cpp_str(msg['reasoning_content'])};")
-    for tc in msg.get("tool_calls") or []:
-        f = tc["function"]
-        out.append(f"    expected.tool_calls.push_back({{ {_cpp_str(f['name'])}, {_cpp_str(f['arguments'])}, "
-                   f"{_cpp_str(tc.get('id', ''))} }});")
-    out.append(f'    auto tst = peg_tester("models/templates/{ex.template}");')
-    out.append(f"    tst.test({_cpp_str(ex.output)})")
-    fmt = (req.get("reasoning_format") or "auto").upper().replace("-", "_")
-    out.append(f"        .reasoning_format(COMMON_REASONING_FORMAT_{fmt})")
+    out = ["{", f'    auto tst = peg_tester("models/templates/{ex.template}", detailed_debug);',
+           f"    tst.test({_cpp_str(ex.output)})"]
     if req.get("tools"):
         names = [t["function"]["name"] for t in req["tools"] if isinstance(t, dict) and "function" in t]
         out.append(f"        .tools({{ {', '.join(n + '_tool' for n in names)} }})")
     if req.get("parallel_tool_calls"):
         out.append("        .parallel_tool_calls(true)")
     out.append(f"        .enable_thinking({str(bool(req.get('enable_thinking', True))).lower()})")
-    out.append("        .expect(expected)")
+    fmt = (req.get("reasoning_format") or "auto").upper().replace("-", "_")
+    out.append(f"        .reasoning_format(COMMON_REASONING_FORMAT_{fmt})")
+    if msg.get("reasoning_content"):
+        out.append(f"        .expect_reasoning({_cpp_str(msg['reasoning_content'])})")
+    out.append(f"        .expect_content({_cpp_str(msg.get('content') or '')})")
+    if msg.get("tool_calls"):
+        calls = ", ".join(f"{{ {_cpp_str(tc['function']['name'])}, {_cpp_str(tc['function']['arguments'])}, "
+                          f"{_cpp_str(tc.get('id') or '') if tc.get('id') else '{}'} }}" for tc in msg["tool_calls"])
+        out.append(f"        .expect_tool_calls({{ {calls} }})")
     out.append("        .run();")
     out.append("}")
     return "\n".join(out) + "\n"
