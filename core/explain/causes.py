@@ -193,6 +193,13 @@ def _stop_findings(ex: Any, names: list[str], preserved: list[str], output: str,
     where = f"at output position {st.output_pos} (in {path or 'the top level'}): {st.words()}"
     lits = [e.strip("`") for e in st.expected if e.startswith("`")]
     ident = _IDENT.match(found)
+    if "a name the request declares" in st.expected and ident:
+        got = ident.group(0)
+        if re.match(r"functions[._]", got):
+            return [Finding(Cause.WRONG_CALL_ID, [where, f"the call id {_q(got)} carries the tool name, but not in the "
+                                                  "template's id shape (functions.NAME:N)"])]
+        return [Finding(Cause.UNKNOWN_TOOL, [where, f"the model called {_q(got)}; the request offers "
+                                             + ", ".join(_q(n) for n in names)])]
     if names and any(x in names for x in lits):
         got = ident.group(0) if ident else found[:20]
         if got not in names:

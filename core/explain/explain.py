@@ -167,7 +167,7 @@ def _stop_point(text: str, gp: int, pos: int, expected: list, path: tuple) -> St
         if w not in words:
             words.append(w)
     found = text[pos:pos + 40]
-    m = _TOKEN.match(found) or re.match(r'"[^"\n]{0,38}"', found)
+    m = _TOKEN.match(found) or re.match(r'"[^"\n]{0,38}"', found) or re.match(r"[\w.:\-]{2,40}", found)
     if m:
         found = m.group(0)
     elif "\n" in found[1:]:

@@ -273,7 +273,7 @@ def _events_to_spans(events: list, text: str, gp: int, consumed: int, calls: lis
 
 def trace_handler(parser: Any, output: str) -> ParseTrace:
     """Replay a hand-written handler's final parse of ``output`` with its builder calls recorded."""
-    from ..chat.handlers._common import Incomplete, MessageBuilder, Mismatch, Scanner
+    from ..chat.handlers._common import MISMATCH_TRACE, Incomplete, MessageBuilder, Mismatch, Scanner
 
     msg = parser.parse(output)
     text = parser.generation_prompt + output
@@ -290,7 +290,12 @@ def trace_handler(parser: Any, output: str) -> ParseTrace:
             return sc, b, None, e
         return sc, b, b._b.result(), None
 
-    sc, b, m, err = run(text)
+    mismatches: list = []
+    token = MISMATCH_TRACE.set(mismatches)
+    try:
+        sc, b, m, err = run(text)
+    finally:
+        MISMATCH_TRACE.reset(token)
     tr = ParseTrace(text, gp, msg, MAIN, [])
     if m is not None and same_message(m, msg):
         tr.spans = _events_to_spans(b.events, text, gp, len(text) if err is not None else max(sc.pos, gp),
@@ -307,8 +312,8 @@ def trace_handler(parser: Any, output: str) -> ParseTrace:
         return tr
     assert err is not None or m is not None
     if isinstance(err, Mismatch):
-        tr.stop = max(sc.pos, err.pos, gp)
-        tr.furthest = FurthestFailure(tr.stop, _why(err.why), _frames(err))
+        tr.furthest = _furthest_mismatch(mismatches, max(sc.pos, err.pos), err)
+        tr.stop = max(tr.furthest.pos, gp)
     tr.entry = PREFIX_REST
 
     def message_at(t: str) -> AssistantMessage | None:
@@ -324,6 +329,21 @@ def trace_handler(parser: Any, output: str) -> ParseTrace:
     return tr
 
 
+def _furthest_mismatch(mismatches: list, pos: int, err: Any) -> FurthestFailure:
+    """The furthest of the mismatches the body made (alternatives that failed and were rolled back
+    included): position, what was expected there, the handler functions it was in."""
+    far = max([m[0] for m in mismatches] + [pos])
+    expected: list[Expectation] = []
+    path: tuple[str, ...] = ()
+    for p, why, frames in mismatches:
+        if p == far:
+            for e in _why(why):
+                if e not in expected:
+                    expected.append(e)
+            path = path or frames
+    return FurthestFailure(far, expected or _why(err.why), path or _frames(err))
+
+
 def _why(why: str) -> list[Expectation]:
     if why.startswith("expected ") and len(why) > 10 and why[9] in "'\"":
         import ast
@@ -332,6 +352,8 @@ def _why(why: str) -> list[Expectation]:
             return [Expectation("literal", ast.literal_eval(why[9:]))]
         except (ValueError, SyntaxError):
             pass
+    if why == "no known name here":
+        return [Expectation("phrase", "a name the request declares")]
     return [Expectation("phrase", why or "something else")]
 
 
