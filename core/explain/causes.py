@@ -107,12 +107,18 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
             "the template's text does not mention tool calls: it gives the model no format to follow"]))
     openers = tool_openers(setup) if (not active or not msg.tool_calls) else []
     seen_openers = [o.strip(_WS) for o in openers if o.strip(_WS) in output]
-    if not active and seen_openers:
+    if not active:
         why = "has no tools" if not req.tools else "has tool_choice none"
-        out.append(Finding(Cause.TOOLS_NOT_REQUESTED, [
-            f"the output contains {_q(seen_openers[0])}, which starts a tool call in this template's format, "
-            f"at output position {output.find(seen_openers[0])}",
-            f"the request {why}, so the parser reads no tool calls: the call stays in content"]))
+        if seen_openers:
+            out.append(Finding(Cause.TOOLS_NOT_REQUESTED, [
+                f"the output contains {_q(seen_openers[0])}, which starts a tool call in this template's format, "
+                f"at output position {output.find(seen_openers[0])}",
+                f"the request {why}, so the parser reads no tool calls: the call stays in content"]))
+        else:
+            probe = _call_without_tools(setup, ex)
+            if probe:
+                out.append(Finding(Cause.TOOLS_NOT_REQUESTED, [
+                    probe, f"the request {why}, so the parser reads no tool calls: the call stays in content"]))
 
     # -- reasoning prefill
     r_start, r_ends = reasoning_markers(bundle)
@@ -184,6 +190,27 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
     if not out and not ex.clean:
         out.append(Finding(Cause.DRIFT, [ex.stop.words() if ex.stop else "the parse needed a recovery"]))
     return out
+
+
+def _call_without_tools(setup: _Setup, ex: Any) -> str:
+    """Evidence that the output is a tool call in the template's own format although the request offers no
+    tools: re-parsed with the called name offered as a tool, the parser reads a call (or reads into one);
+    ``""`` when it does not."""
+    from .explain import _trace
+    from .fixes import _called_names, _tool
+
+    for name in _called_names(ex, setup.request)[:4]:
+        req = replace(setup.request, tools=[_tool(name)], tool_choice=ToolChoice.AUTO)
+        try:
+            _b, tr = _trace(replace(setup, request=req), ex.output)
+        except Exception:  # noqa: BLE001 - evidence only
+            continue
+        at = ex.output.find(name)
+        if tr.message.tool_calls or (at >= 0 and tr.stop - tr.gp_len > at):
+            how = (f"parses into a call of {_q(name)}" if tr.message.tool_calls
+                   else f"reads into a call of {_q(name)} (up to output position {tr.stop - tr.gp_len})")
+            return f"offered a tool named {_q(name)}, the parser {how}: the output is a tool call in this template's format"
+    return ""
 
 
 def _stop_findings(ex: Any, names: list[str], preserved: list[str], output: str, analysis: Any) -> list[Finding]:
