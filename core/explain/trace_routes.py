@@ -3,6 +3,7 @@ hand-written handlers (scanner + message builder). Both replay the parse the par
 
 from __future__ import annotations
 
+import re
 import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -16,6 +17,9 @@ from .spans import Span, SpanLabel, marker_labels, relabel_unparsed, same_messag
 
 MAIN = "main"
 RAW = "raw"
+# control-token-shaped markers (<|x|>, <x|>, <|x>, [X]): a handler that stops before one of these at the end of
+# the output dropped an end-of-turn marker, not text
+_IGNORABLE = re.compile(r"<\|[^<>\s]{0,40}\|>|<[A-Za-z_]{1,40}\|>|<\|[A-Za-z_]{1,40}>|\[[A-Z_]{2,30}\]")
 
 
 @dataclass
@@ -303,6 +307,11 @@ def trace_handler(parser: Any, output: str) -> ParseTrace:
         if sc.pos < len(text) and err is None:
             # the body finished early and the handler ignores the rest (as llama.cpp does)
             tr.entry = "main+ignored"
+            if _IGNORABLE.sub("", text[sc.pos:]).strip():
+                # more than an end-of-turn marker was dropped: that is where the format stopped
+                tr.furthest = _furthest_mismatch(mismatches, sc.pos, None) if mismatches else FurthestFailure(
+                    sc.pos, [Expectation("end", "")], ())
+                tr.stop = max(tr.furthest.pos, gp)
             tr.spans = [replace(s, label=SpanLabel.IGNORED) if s.label == SpanLabel.UNPARSED else s
                         for s in tr.spans]
         if isinstance(err, Incomplete) and (msg.tool_calls or msg.reasoning_content
@@ -341,6 +350,8 @@ def _furthest_mismatch(mismatches: list, pos: int, err: Any) -> FurthestFailure:
                 if e not in expected:
                     expected.append(e)
             path = path or frames
+    if err is None:
+        return FurthestFailure(far, expected, path)
     return FurthestFailure(far, expected or _why(err.why), path or _frames(err))
 
 
