@@ -96,6 +96,10 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
     preserved = list(getattr(bundle.parser, "preserved_tokens", []) or [])
 
     # -- no tool format / tools not in the request
+    if active and auto and analysis is not None and not analysis.caps.supports_tool_calls:
+        out.append(Finding(Cause.NO_TOOL_FORMAT, [
+            "the template's renders show no tool calls (caps.supports_tool_calls = false): the parser reads none, "
+            "whatever the output holds"]))
     if active and auto and getattr(bundle.parser, "eps_fallback", False):
         src = getattr(setup.template, "source", "") or ""
         says = [w for w in _CALL_WORDS if w in src]
@@ -295,12 +299,12 @@ def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], opene
             _b, ftr = _trace(setup, fixed)
         except Exception:  # noqa: BLE001 - a candidate that does not build proves nothing
             continue
-        inside = ftr.stop - ftr.gp_len >= idx + len(ins)
+        inside = ftr.stop - ftr.gp_len > idx + len(ins)
         if ftr.message.tool_calls or inside:
             got = (ftr, ins)
             break
     if got is None:
-        return []
+        return _json_call_in_content(content, hits[0], analysis)
     ftr, ins = got
     m, clean = ftr.message, ftr.entry == "main" and ftr.stop < 0
     opener = opener.strip(_WS)
@@ -320,6 +324,56 @@ def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], opene
                   f"({', '.join(_q(p) for p in preserved[:6])}): they were dropped when the tokens were "
                   "detokenized (llama.cpp keeps them only when they are in the parser's preserved tokens)")
     return [Finding(cause, ev)]
+
+
+def _find_call(value: Any, name: str, path: str = "", depth: int = 0) -> str | None:
+    """The JSON path of the object inside ``value`` that names the tool ``name`` (``None`` if none)."""
+    if depth > 4:
+        return None
+    if isinstance(value, dict):
+        if name in [v for v in value.values() if isinstance(v, str)]:
+            return path or "(top level)"
+        for k, v in value.items():
+            found = _find_call(v, name, f"{path}.{k}" if path else k, depth + 1)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value[:8]):
+            found = _find_call(v, name, f"{path}[{i}]", depth + 1)
+            if found:
+                return found
+    return None
+
+
+def _json_call_in_content(content: str, name: str, analysis: Any) -> list[Finding]:
+    """The content holds the call as a JSON value of another shape than the template's: where in it the call
+    sits and which keys it uses, against the analysis' JSON fields."""
+    dec = json.JSONDecoder()
+    for i, ch in enumerate(content):
+        if ch not in "{[":
+            continue
+        try:
+            value, _end = dec.raw_decode(content, i)
+        except ValueError:
+            continue
+        path = _find_call(value, name)
+        if path is None:
+            continue
+        keys = ""
+        node: Any = value
+        for part in re.findall(r"[^.\[\]]+|\[\d+\]", path if path != "(top level)" else ""):
+            node = node[int(part[1:-1])] if part.startswith("[") else node[part]
+        if isinstance(node, dict):
+            keys = ", ".join(_q(json.dumps(k)) for k in node)
+        want = ""
+        if analysis is not None:
+            f = analysis.tools.format
+            want = (f"; the template writes {_q(f.section_start or f.per_call_start or '')} then "
+                    f"{{{json.dumps(f.name_field or 'name')}: …, {json.dumps(f.args_field or 'arguments')}: …}}")
+        return [Finding(Cause.OTHER_JSON_SHAPE, [
+            f"the content holds the call of {_q(name)} as JSON at {_q(path)} with the keys {keys}{want}"])]
+        break
+    return []
 
 
 def opener_path(analysis: Any) -> str:
