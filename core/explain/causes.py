@@ -251,6 +251,14 @@ def _stop_findings(ex: Any, names: list[str], preserved: list[str], output: str,
         key = re.match(r'"[^"]*"', found)
         return [Finding(Cause.OTHER_JSON_SHAPE, [where, f"the model wrote the key {_q(key.group(0) if key else found[:20])}"
                                                  f" where the template's calls have {' or '.join(_q(x) for x in lits)}"])]
+    if preserved and not any(p in output for p in preserved):
+        for lit in lits:
+            residue = _CONTROL_SHAPE.sub("", lit).strip(_WS)
+            if residue and residue != lit.strip(_WS) and found.startswith(residue):
+                return [Finding(Cause.SPECIAL_TOKENS_STRIPPED, [
+                    where, f"the output has {_q(residue)} where the format has {_q(lit)}: the special tokens around "
+                    f"it are missing, and the output holds none of the template's special tokens "
+                    f"({', '.join(_q(p) for p in preserved[:6])}) — they were dropped when the tokens were decoded"])]
     tok = _TOKEN.match(found)
     if tok and tok.group(0) not in lits:
         stripped = [x for x in lits if is_special_token(x, preserved)]
