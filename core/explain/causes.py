@@ -165,7 +165,16 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
             "the parse accepts it only as the prefix of a longer output (llama.cpp keeps the partial result)"]))
 
     # -- where the main parse stopped
-    if ex.stop is not None:
+    if ex.stop is not None and msg.tool_calls and not req.parallel_tool_calls:
+        found = ex.text[ex.stop.pos:]
+        again = [o.strip(_WS) for o in tool_openers(setup) if o.strip(_WS) and found.startswith(o.strip(_WS))]
+        if again:
+            out.append(Finding(Cause.PARALLEL_NOT_REQUESTED, [
+                f"at output position {ex.stop.output_pos} a second tool call starts ({_q(again[0])}) after "
+                f"{len(msg.tool_calls)} parsed call(s)",
+                "the request has parallel_tool_calls = false, so the format allows one call: the rest stays in "
+                "content"]))
+    if ex.stop is not None and not any(f.cause == Cause.PARALLEL_NOT_REQUESTED for f in out):
         out.extend(_stop_findings(ex, names, preserved, output, analysis))
 
     # -- tool calls left in the content (clean parse)

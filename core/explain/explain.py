@@ -36,6 +36,7 @@ class Cause(str, enum.Enum):
     SPECIAL_TOKENS_STRIPPED = "special tokens stripped"
     NO_TOOL_FORMAT = "no tool format found"
     TOOLS_NOT_REQUESTED = "tool call without tools in the request"
+    PARALLEL_NOT_REQUESTED = "second tool call without parallel_tool_calls"
     FIDELITY_DIFFERS = "llama.cpp and improved fidelity differ"
     DRIFT = "drift from the template format"
 

@@ -44,6 +44,9 @@ def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list
         cands.append((FixKind.REQUEST, "set reasoning_format to auto (extract the reasoning)",
                       {"request": {"reasoning_format": "auto"}},
                       replace(setup, request=replace(req, reasoning_format=fmt))))
+    if Cause.PARALLEL_NOT_REQUESTED in causes:
+        cands.append((FixKind.REQUEST, "set parallel_tool_calls to true", {"request": {"parallel_tool_calls": True}},
+                      replace(setup, request=replace(req, parallel_tool_calls=True))))
     if Cause.TOOLS_NOT_REQUESTED in causes or Cause.UNKNOWN_TOOL in causes:
         names = _called_names(ex, req)
         for n in names[:6]:

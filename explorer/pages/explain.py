@@ -47,6 +47,8 @@ def _apply_fix(fix: dict) -> None:
             st.session_state["in_tools"] = json.dumps(req["tools"], indent=2, ensure_ascii=False)
         if "tool_choice" in req:
             st.session_state["in_tool_choice"] = req["tool_choice"]
+        if "parallel_tool_calls" in req:
+            st.session_state["in_parallel"] = bool(req["parallel_tool_calls"])
         if "reasoning_format" in req:
             st.session_state["in_reasoning_format"] = req["reasoning_format"]
 
