@@ -21,6 +21,7 @@ PAGES = [
     st.Page("explorer/pages/comparisons.py", title="Comparisons", icon=":material/compare_arrows:"),
     st.Page("explorer/pages/overrides.py", title="Overrides", icon=":material/tune:"),
     st.Page("explorer/pages/playground.py", title="Playground", icon=":material/play_arrow:"),
+    st.Page("explorer/pages/explain.py", title="Explain", icon=":material/troubleshoot:"),
     st.Page("explorer/pages/grammar.py", title="Grammar", icon=":material/account_tree:"),
     st.Page("explorer/pages/corpus.py", title="Corpus", icon=":material/table_view:"),
 ]

@@ -468,6 +468,8 @@ def build_parser() -> argparse.ArgumentParser:
     _serving_cli.register(sub)
     from .chat import repairs_cli  # `repairs` (issue 10): repair rules, drift suite
     repairs_cli.register(sub)
+    from .explain import cli as _explain_cli  # `explain` (issue 11); heavy imports inside its command
+    _explain_cli.register(sub)
     return ap
 
 

@@ -32,6 +32,9 @@ a call shown earlier, as llama.cpp's parsers do (the stream layer holds those st
 
 from __future__ import annotations
 
+import contextvars
+import traceback
+
 import json
 import re
 from dataclasses import dataclass, field
@@ -57,6 +60,11 @@ class Incomplete(Exception):
         self.end = end
 
 
+# While set (by core.explain), every Mismatch made records (pos, why, handler functions on the stack): the
+# furthest one is where the parse got furthest, as the PEG engine's traced run reports it. Off by default.
+MISMATCH_TRACE: contextvars.ContextVar[list | None] = contextvars.ContextVar("handler_mismatch_trace", default=None)
+
+
 class Mismatch(Exception):
     """The text at ``pos`` does not fit the format (llama.cpp FAIL)."""
 
@@ -64,6 +72,11 @@ class Mismatch(Exception):
         super().__init__(pos, why)
         self.pos = pos
         self.why = why
+        trace = MISMATCH_TRACE.get()
+        if trace is not None:
+            frames = tuple(f.name for f in traceback.extract_stack(limit=16)[:-1]
+                           if "handlers" in f.filename and not f.filename.endswith("_common.py"))
+            trace.append((pos, why, frames))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -594,6 +607,12 @@ class MessageBuilder:
         if t.startswith("{"):
             self.current.call.arguments = t
             self.version += 1
+
+    def converted_args(self, text: str, start: int, end: int) -> None:
+        """Arguments the handler converted from its own syntax, ``text`` (JSON, maybe still open), read from
+        ``[start, end)`` of the parsed text; the positions are for :mod:`core.explain` (which records them)."""
+        self.current.call.arguments = text
+        self.version += 1
 
     def arg_name(self, name: str) -> None:
         """Append ``"name":`` (JSON-quoted, with a ``,`` before every key but the first) to the current

@@ -169,11 +169,12 @@ def _make_body(view: C.RequestView, gen_literal: str):
         b.open_call(name)
         spec = tools[name]
         sc.space()
+        start = sc.pos
         if spec.schema.kind == "object":
             members, more = _members(sc, spec.schema, 0)
         else:
             members, more = [], True
-        b.current.call.arguments = "{" + ",".join(members)
+        b.converted_args("{" + ",".join(members), start, sc.pos)
         if not more:
             raise Incomplete(sc.n)
         sc.space()

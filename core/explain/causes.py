@@ -1,0 +1,480 @@
+"""Why a parse went as it did: :func:`classify` names causes (:class:`~core.explain.explain.Cause`) with the
+evidence for each, from the trace of the parse, the analysis / handler, the request and the output."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from typing import Any
+
+from ..chat.request import ChatRequest, ToolChoice
+from .explain import _TOKEN, Cause, Finding, _Setup, _visible, message_of
+from .spans import SpanLabel
+from .trace_routes import ParseTrace
+
+_WS = " \t\n\v\f\r"
+_IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
+_CALL_WORDS = ("tool_call", "tool_calls", "function", "tools")
+
+
+_CONTROL_SHAPE = re.compile(r"<\|[^<>]*\|>|<｜[^<>]*｜>|\[[A-Z_]+\]|<\|[a-z_]+>|<[a-z_]+\|>")
+
+
+def is_special_token(marker: str, preserved: list[str]) -> bool:
+    """``marker`` (trimmed) is one of the parser's preserved tokens *and* has a control token's shape
+    (``<|…|>``, ``<｜…｜>``, ``[TOOL_CALLS]``, Gemma's ``<|tool_call>``): decoders drop such tokens unless told
+    to keep them (``skip_special_tokens``). XML-like tags such as Qwen's ``<tool_call>`` are added tokens that
+    decode as text."""
+    m = marker.strip(_WS)
+    return m in preserved and bool(_CONTROL_SHAPE.fullmatch(m))
+
+
+def _q(s: str) -> str:
+    return "`" + _visible(s) + "`"
+
+
+def tools_active(req: ChatRequest) -> bool:
+    """The request offers tools and ``tool_choice`` is not ``none``."""
+    return bool(req.tools) and req.tool_choice != ToolChoice.NONE
+
+
+def tool_names(req: ChatRequest) -> list[str]:
+    """Names of the request's function tools."""
+    return [t["function"]["name"] for t in req.tools or [] if isinstance(t, dict) and isinstance(t.get("function"), dict)
+            and isinstance(t["function"].get("name"), str)]
+
+
+_DUMMY = {"type": "function", "function": {"name": "explain_probe_tool",
+                                           "parameters": {"type": "object", "properties": {}}}}
+
+
+def tool_openers(setup: _Setup) -> list[str]:
+    """The words that start a tool call in this template's format: the lazy grammar's word triggers (and the
+    literal head of pattern triggers) of a parser built for a one-tool request — the same markers llama.cpp
+    would trigger the grammar on. ``[]`` when the format has none."""
+    from .explain import _build
+
+    req = setup.request
+    probe = replace(req, tools=list(req.tools or []) or [_DUMMY], tool_choice=ToolChoice.AUTO)
+    try:
+        bundle = _build(replace(setup, request=probe))
+    except Exception:  # noqa: BLE001 - a template that cannot build with tools simply has no opener
+        return []
+    out: list[str] = []
+    for t in getattr(bundle.parser, "grammar_triggers", []) or []:
+        v = getattr(t, "value", "")
+        if getattr(t, "type", None) is not None and t.type.value.startswith("pattern"):
+            v = re.split(r"[\\(\[.*+?{|^$]", v.lstrip("^"), maxsplit=1)[0]
+        if v.strip(_WS) and v not in out:
+            out.append(v)
+    return out
+
+
+def reasoning_markers(bundle: Any) -> tuple[str, list[str]]:
+    """(reasoning start, [reasoning ends]) of the analysis or the handler, trimmed."""
+    rep = getattr(bundle, "report", None)
+    if rep is not None and bundle.format == "peg-native":
+        r = rep.analysis.reasoning
+        return r.start.strip(_WS), [r.end.strip(_WS)] if r.end.strip(_WS) else []
+    p = bundle.parser
+    return (getattr(p, "thinking_start_tag", "") or "").strip(_WS), \
+        [e.strip(_WS) for e in getattr(p, "thinking_end_tags", []) or [] if e.strip(_WS)]
+
+
+def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding]:  # noqa: C901
+    """The causes of this parse, most specific first; ``[]`` for a clean parse with nothing suspicious."""
+    req = setup.request
+    out: list[Finding] = []
+    msg = tr.message
+    output = ex.output
+    gp = ex.generation_prompt
+    names = tool_names(req)
+    active = tools_active(req)
+    auto = bundle.format == "peg-native"
+    analysis = bundle.report.analysis if (auto and bundle.report is not None) else None
+    preserved = list(getattr(bundle.parser, "preserved_tokens", []) or [])
+
+    # -- no tool format / tools not in the request
+    if active and auto and analysis is not None and not analysis.caps.supports_tool_calls:
+        out.append(Finding(Cause.NO_TOOL_FORMAT, [
+            "the template's renders show no tool calls (caps.supports_tool_calls = false): the parser reads none, "
+            "whatever the output holds"]))
+    if active and auto and getattr(bundle.parser, "eps_fallback", False):
+        src = getattr(setup.template, "source", "") or ""
+        says = [w for w in _CALL_WORDS if w in src]
+        out.append(Finding(Cause.NO_TOOL_FORMAT, [
+            "the analysis found no tool-call format (tools.format.mode = "
+            f"{analysis.tools.format.mode.value if analysis else 'NONE'}); the parser returns the output as content",
+            ("the template's text mentions " + ", ".join(_q(w) for w in says) + " — its instructions may describe "
+             "a format the renders did not show") if says else
+            "the template's text does not mention tool calls: it gives the model no format to follow"]))
+    openers = tool_openers(setup) if (not active or not msg.tool_calls) else []
+    seen_openers = [o.strip(_WS) for o in openers if o.strip(_WS) in output]
+    if not active:
+        why = "has no tools" if not req.tools else "has tool_choice none"
+        if seen_openers:
+            out.append(Finding(Cause.TOOLS_NOT_REQUESTED, [
+                f"the output contains {_q(seen_openers[0])}, which starts a tool call in this template's format, "
+                f"at output position {output.find(seen_openers[0])}",
+                f"the request {why}, so the parser reads no tool calls: the call stays in content"]))
+        else:
+            probe = _call_without_tools(setup, ex)
+            if probe:
+                out.append(Finding(Cause.TOOLS_NOT_REQUESTED, [
+                    probe, f"the request {why}, so the parser reads no tool calls: the call stays in content"]))
+
+    # -- reasoning prefill
+    r_start, r_ends = reasoning_markers(bundle)
+    gp_tail = gp.rstrip(_WS)
+    opened = bool(r_start) and gp_tail.endswith(r_start)
+    closed = bool(r_start and r_ends) and any(gp_tail.endswith(e) for e in r_ends) and r_start in gp
+    parsed_content = "".join(sp.text for sp in tr.spans if sp.label == SpanLabel.CONTENT)
+    leak = [m for m in [r_start] + r_ends if m and m in parsed_content]
+    reopened = opened and msg.reasoning_content.lstrip(_WS).startswith(r_start)
+    if leak or reopened or (opened and tr.truncated_at >= 0 and not msg.content and msg.reasoning_content
+                and not msg.tool_calls):
+        ev = []
+        if leak:
+            ev.append(f"the content holds the reasoning marker {_q(leak[0])}")
+        if reopened:
+            ev.append(f"the output opens the reasoning again with {_q(r_start)}: the marker is now reasoning text")
+        if opened:
+            ev.append(f"the generation prompt ends with {_q(r_start)}: it opens the reasoning block "
+                      f"(enable_thinking={str(req.enable_thinking).lower()}), so the output must not open it again")
+            if not any(e in output for e in r_ends):
+                ev.append(f"the output never closes the reasoning ({' or '.join(_q(e) for e in r_ends)}): all of it "
+                          "is reasoning")
+        elif closed:
+            ev.append(f"the generation prompt opens and closes the reasoning block (enable_thinking="
+                      f"{str(req.enable_thinking).lower()}): reasoning the model still writes is content")
+        elif r_start and r_start in output:
+            ev.append(f"the output opens reasoning with {_q(r_start)} while reasoning is not being extracted here "
+                      f"(reasoning_format={req.reasoning_format.value}, enable_thinking="
+                      f"{str(req.enable_thinking).lower()})")
+        out.append(Finding(Cause.REASONING_PREFILL, ev))
+
+    # -- truncated
+    if tr.truncated_at >= 0 and ex.truncated is not None and not any(f.cause == Cause.REASONING_PREFILL and
+                                                                     not msg.content for f in out):
+        t = ex.truncated
+        where = " > ".join(p for p in t.path if p) or "the format"
+        out.append(Finding(Cause.TRUNCATED, [
+            f"the output ends inside {where}" + (f"; a complete output would continue with {' or '.join(t.expected)}"
+                                                  if t.expected else ""),
+            "the parse accepts it only as the prefix of a longer output (llama.cpp keeps the partial result)"]))
+
+    # -- where the main parse stopped
+    if ex.stop is not None and msg.tool_calls and not req.parallel_tool_calls:
+        found = ex.text[ex.stop.pos:]
+        again = [o.strip(_WS) for o in tool_openers(setup) if o.strip(_WS) and found.startswith(o.strip(_WS))]
+        if again:
+            out.append(Finding(Cause.PARALLEL_NOT_REQUESTED, [
+                f"at output position {ex.stop.output_pos} a second tool call starts ({_q(again[0])}) after "
+                f"{len(msg.tool_calls)} parsed call(s)",
+                "the request has parallel_tool_calls = false, so the format allows one call: the rest stays in "
+                "content"]))
+    if ex.stop is not None and not any(f.cause == Cause.PARALLEL_NOT_REQUESTED for f in out):
+        out.extend(_stop_findings(ex, names, preserved, output, analysis))
+
+    # -- tool calls left in the content (clean parse)
+    if active and not msg.tool_calls and msg.content and ex.stop is None:
+        out.extend(_content_calls(setup, ex, msg.content, names, openers, preserved, output, analysis))
+
+    # -- arguments vs schema
+    if active and msg.tool_calls:
+        ev = _schema_evidence(req, msg)
+        if ev:
+            out.append(Finding(Cause.SCHEMA_MISMATCH, ev))
+
+    # -- fidelity
+    other = "improved" if setup.fidelity == "llama.cpp" else "llama.cpp"
+    try:
+        om, oclean = message_of(replace(setup, fidelity=other), output)
+    except Exception:  # noqa: BLE001 - the other fidelity may not build; that is not this parse's problem
+        om = None
+    if om is not None and om.to_openai() != msg.to_openai():
+        ex.other = om.to_openai()
+        out.append(Finding(Cause.FIDELITY_DIFFERS, [
+            f"at {other} fidelity the parse is {'clean' if oclean else 'not clean'} and gives a different message "
+            f"({len(om.tool_calls)} tool call(s), content {len(om.content)} chars, reasoning "
+            f"{len(om.reasoning_content)} chars; here {len(msg.tool_calls)}, {len(msg.content)}, "
+            f"{len(msg.reasoning_content)})"]))
+    if not out and not ex.clean:
+        out.append(Finding(Cause.DRIFT, [ex.stop.words() if ex.stop else "the parse needed a recovery"]))
+    return out
+
+
+def _call_without_tools(setup: _Setup, ex: Any) -> str:
+    """Evidence that the output is a tool call in the template's own format although the request offers no
+    tools: re-parsed with the called name offered as a tool, the parser reads a call (or reads into one);
+    ``""`` when it does not."""
+    from .explain import _trace
+    from .fixes import _called_names, _tool
+
+    for name in _called_names(ex, setup.request)[:4]:
+        req = replace(setup.request, tools=[_tool(name)], tool_choice=ToolChoice.AUTO)
+        try:
+            _b, tr = _trace(replace(setup, request=req), ex.output)
+        except Exception:  # noqa: BLE001 - evidence only
+            continue
+        at = ex.output.find(name)
+        if tr.message.tool_calls or (at >= 0 and tr.stop - tr.gp_len > at):
+            how = (f"parses into a call of {_q(name)}" if tr.message.tool_calls
+                   else f"reads into a call of {_q(name)} (up to output position {tr.stop - tr.gp_len})")
+            return f"offered a tool named {_q(name)}, the parser {how}: the output is a tool call in this template's format"
+    return ""
+
+
+def _stop_findings(ex: Any, names: list[str], preserved: list[str], output: str, analysis: Any) -> list[Finding]:
+    st = ex.stop
+    found = ex.text[st.pos:]
+    path = " > ".join(p for p in st.path if p)
+    where = f"at output position {st.output_pos} (in {path or 'the top level'}): {st.words()}"
+    lits = [e.strip("`") for e in st.expected if e.startswith("`")]
+    ident = _IDENT.match(found)
+    if "a name the request declares" in st.expected and ident:
+        got = ident.group(0)
+        if re.match(r"functions[._]", got):
+            return [Finding(Cause.WRONG_CALL_ID, [where, f"the call id {_q(got)} carries the tool name, but not in the "
+                                                  "template's id shape (functions.NAME:N)"])]
+        return [Finding(Cause.UNKNOWN_TOOL, [where, f"the model called {_q(got)}; the request offers "
+                                             + ", ".join(_q(n) for n in names)])]
+    if names and any(x in names for x in lits):
+        got = ident.group(0) if ident else found[:20]
+        if got not in names:
+            return [Finding(Cause.UNKNOWN_TOOL, [where, f"the model called {_q(got)}; the request offers "
+                                                 + ", ".join(_q(n) for n in names)])]
+    arg_rules = [p for p in st.path if "-arg-" in p]
+    if arg_rules or any(p.endswith("-schema") for p in st.path):
+        return [Finding(Cause.SCHEMA_MISMATCH, [where, "the parser reads arguments by the tool's schema: the "
+                                                "argument here is not one the schema declares, or not of its type"])]
+    fmt = analysis.tools.format if analysis is not None else None
+    id_keys = [k for k in ((fmt.id_field, fmt.gen_id_field) if fmt is not None else ()) if k]
+    if any("tool-id" in p for p in st.path) or (id_keys and "`,`" in st.expected and
+                                                 any(p.startswith("tool") for p in st.path)):
+        return [Finding(Cause.WRONG_CALL_ID, [where, "the template's calls carry a call id"
+                                              + (f" (JSON key {_q(id_keys[0])})" if id_keys else "")
+                                              + "; the model's call does not have it in the template's shape"])]
+    if lits and found.startswith('"') and all(x.startswith('"') for x in lits):
+        key = re.match(r'"[^"]*"', found)
+        return [Finding(Cause.OTHER_JSON_SHAPE, [where, f"the model wrote the key {_q(key.group(0) if key else found[:20])}"
+                                                 f" where the template's calls have {' or '.join(_q(x) for x in lits)}"])]
+    if preserved and not any(p in output for p in preserved):
+        for lit in lits:
+            residue = _CONTROL_SHAPE.sub("", lit).strip(_WS)
+            if residue and residue != lit.strip(_WS) and found.startswith(residue):
+                return [Finding(Cause.SPECIAL_TOKENS_STRIPPED, [
+                    where, f"the output has {_q(residue)} where the format has {_q(lit)}: the special tokens around "
+                    f"it are missing, and the output holds none of the template's special tokens "
+                    f"({', '.join(_q(p) for p in preserved[:6])}) — they were dropped when the tokens were decoded"])]
+    tok = _TOKEN.match(found)
+    if tok and tok.group(0) not in lits:
+        stripped = [x for x in lits if is_special_token(x, preserved)]
+        return [Finding(Cause.OTHER_MARKER, [where, f"the model wrote {_q(tok.group(0))} where the template's format "
+                                             f"has {' or '.join(_q(x) for x in lits) or 'something else'}"
+                                             + (" (a special token)" if stripped else "")])]
+    if lits and all(is_special_token(x, preserved) for x in lits if x.strip(_WS)) and \
+            not any(p in output for p in preserved):
+        return [Finding(Cause.SPECIAL_TOKENS_STRIPPED, [where, "the expected marker is a special token and the "
+                                                        "output holds none of the template's special tokens "
+                                                        f"({', '.join(_q(p) for p in preserved[:6])})"])]
+    return [Finding(Cause.DRIFT, [where])]
+
+
+def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], openers: list[str],
+                   preserved: list[str], output: str, analysis: Any) -> list[Finding]:
+    """A clean parse without tool calls although the content looks like one: which marker is missing or
+    different (checked by re-parsing with the template's opener inserted)."""
+    hits = [n for n in names if re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", content)]
+    if not hits:
+        return []
+    pos = content.find(hits[0])
+    toks = [m for m in _TOKEN.finditer(content[:pos]) if m.group(0).strip("<>/|[]=") not in names]
+    other = [o for o in openers if o.strip(_WS) in content]
+    loose = [o for o in other if o not in content]
+    if loose:
+        return _loose_opener(setup, ex, loose[0], hits[0], analysis)
+    if toks and not other:
+        t = toks[-1].group(0)
+        return [Finding(Cause.OTHER_MARKER, [
+            f"the content calls {_q(hits[0])} after {_q(t)}; the template's tool calls start with "
+            + (" or ".join(_q(o) for o in openers) or "a marker the analysis did not find")])]
+    if not openers:
+        return []
+    opener = openers[0]
+    start = _call_start(content, pos)
+    idx = output.find(content[start:start + 40]) if content[start:start + 40] else -1
+    if idx < 0:
+        return []
+    from .explain import _stop_point, _trace
+
+    got = None
+    for ins in dict.fromkeys((opener, opener.strip(_WS))):
+        fixed = output[:idx] + ins + output[idx:]
+        try:
+            _b, ftr = _trace(setup, fixed)
+        except Exception:  # noqa: BLE001 - a candidate that does not build proves nothing
+            continue
+        inside = ftr.stop - ftr.gp_len > idx + len(ins)
+        if ftr.message.tool_calls or inside:
+            got = (ftr, ins)
+            break
+    if got is None:
+        return _json_call_in_content(content, hits[0], analysis)
+    ftr, ins = got
+    m, clean = ftr.message, ftr.entry == "main" and ftr.stop < 0
+    opener = opener.strip(_WS)
+    stripped = is_special_token(opener, preserved) and not any(p in output for p in preserved if p)
+    cause = Cause.SPECIAL_TOKENS_STRIPPED if stripped else Cause.MISSING_OPENER
+    if m.tool_calls:
+        ev = [f"the content calls {_q(hits[0])} without the opener {_q(opener)}; with {_q(opener)} inserted at "
+              f"output position {idx} the output parses {'clean ' if clean else ''}into {len(m.tool_calls)} tool "
+              "call(s)"]
+    else:
+        sp = _stop_point(ftr.text, ftr.gp_len, ftr.stop, ftr.furthest.expected, ftr.furthest.path)
+        ev = [f"the content calls {_q(hits[0])} without the opener {_q(opener)}; with {_q(opener)} inserted at "
+              f"output position {idx} the parser reads the call up to position {sp.output_pos - len(ins)}, where "
+              f"it {sp.words()}"]
+    if stripped:
+        ev.append(f"{_q(opener)} is a special token and the output holds none of the template's special tokens "
+                  f"({', '.join(_q(p) for p in preserved[:6])}): they were dropped when the tokens were "
+                  "detokenized (llama.cpp keeps them only when they are in the parser's preserved tokens)")
+    return [Finding(cause, ev)]
+
+
+def _find_call(value: Any, name: str, path: str = "", depth: int = 0) -> str | None:
+    """The JSON path of the object inside ``value`` that names the tool ``name`` (``None`` if none)."""
+    if depth > 4:
+        return None
+    if isinstance(value, dict):
+        if name in [v for v in value.values() if isinstance(v, str)]:
+            return path or "(top level)"
+        for k, v in value.items():
+            found = _find_call(v, name, f"{path}.{k}" if path else k, depth + 1)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value[:8]):
+            found = _find_call(v, name, f"{path}[{i}]", depth + 1)
+            if found:
+                return found
+    return None
+
+
+def _json_call_in_content(content: str, name: str, analysis: Any) -> list[Finding]:
+    """The content holds the call as a JSON value of another shape than the template's: where in it the call
+    sits and which keys it uses, against the analysis' JSON fields."""
+    dec = json.JSONDecoder()
+    for i, ch in enumerate(content):
+        if ch not in "{[":
+            continue
+        try:
+            value, _end = dec.raw_decode(content, i)
+        except ValueError:
+            continue
+        path = _find_call(value, name)
+        if path is None:
+            continue
+        keys = ""
+        node: Any = value
+        for part in re.findall(r"[^.\[\]]+|\[\d+\]", path if path != "(top level)" else ""):
+            node = node[int(part[1:-1])] if part.startswith("[") else node[part]
+        if isinstance(node, dict):
+            keys = ", ".join(_q(json.dumps(k)) for k in node)
+        want = ""
+        if analysis is not None:
+            f = analysis.tools.format
+            want = (f"; the template writes {_q(f.section_start or f.per_call_start or '')} then "
+                    f"{{{json.dumps(f.name_field or 'name')}: …, {json.dumps(f.args_field or 'arguments')}: …}}")
+        return [Finding(Cause.OTHER_JSON_SHAPE, [
+            f"the content holds the call of {_q(name)} as JSON at {_q(path)} with the keys {keys}{want}"])]
+        break
+    return []
+
+
+def opener_path(analysis: Any) -> str:
+    """The analysis field that starts a tool call: the per-call start, else the section start, else the
+    function-name prefix (``""`` when none is set)."""
+    f = analysis.tools.format
+    return ("tools.format.per_call_start" if f.per_call_start else "tools.format.section_start" if f.section_start
+            else "tools.function.name_prefix" if analysis.tools.function.name_prefix else "")
+
+
+def _loose_opener(setup: _Setup, ex: Any, opener: str, name: str, analysis: Any) -> list[Finding]:
+    """The content holds the opener without the whitespace the template writes around it (llama.cpp matches
+    it byte for byte): checked by re-parsing with the opener field trimmed; what that parse then meets is
+    reported as well (a model drifting in one place often drifts in another)."""
+    from .explain import _stop_point, _trace
+
+    ev = [f"the content calls {_q(name)} after {_q(opener.strip(_WS))}, but the template's opener is {_q(opener)}: "
+          "the parser matches it byte for byte, whitespace included"]
+    out = [Finding(Cause.OTHER_MARKER, ev)]
+    path = opener_path(analysis) if analysis is not None else ""
+    if not path:
+        return out
+    trimmed = replace(setup, overrides={**setup.overrides, path: opener.strip(_WS)})
+    try:
+        _b, tr = _trace(trimmed, ex.output)
+    except Exception:  # noqa: BLE001 - the check is evidence, not a requirement
+        return out
+    out[0].overrides = {path: opener.strip(_WS)}
+    if tr.stop >= 0:
+        sp = _stop_point(tr.text, tr.gp_len, tr.stop, tr.furthest.expected, tr.furthest.path)
+        ev.append(f"with {path} = {_q(opener.strip(_WS))} the parser reads on into the call and stops: {sp.words()}")
+        sub = type("Sub", (), {"stop": sp, "text": tr.text})()
+        for f in _stop_findings(sub, tool_names(setup.request), [], ex.output, analysis):
+            f.evidence = [f"after {path} = {_q(opener.strip(_WS))}: " + e for e in f.evidence]
+            out.append(f)
+    elif tr.message.tool_calls:
+        ev.append(f"with {path} = {_q(opener.strip(_WS))} the output parses into {len(tr.message.tool_calls)} call(s)")
+    return out
+
+
+def _call_start(content: str, pos: int) -> int:
+    """Where the call around a tool name at ``pos`` starts: the ``{`` or ``[`` that opens the JSON around it,
+    else the start of the line."""
+    brace = max(content.rfind("{", 0, pos), content.rfind("[", 0, pos))
+    line = content.rfind("\n", 0, pos) + 1
+    if brace >= line or (brace >= 0 and not content[brace:pos].count("\n")):
+        # the outermost brace on the way back
+        j = brace
+        while j > 0 and content[j - 1] in "{[ \t\n" and content[j - 1] not in "\n":
+            j -= 1
+        return j if content[j] in "{[" else brace
+    return line
+
+
+def _schema_evidence(req: ChatRequest, msg: Any) -> list[str]:
+    ev: list[str] = []
+    tools = {t["function"]["name"]: t["function"] for t in req.tools or []
+             if isinstance(t, dict) and isinstance(t.get("function"), dict)}
+    for i, call in enumerate(msg.tool_calls):
+        fn = tools.get(call.name)
+        if fn is None:
+            continue
+        try:
+            args = json.loads(call.arguments)
+        except ValueError:
+            ev.append(f"call {i} ({_q(call.name)}): the arguments are not valid JSON: {_q(call.arguments[:60])}")
+            continue
+        schema = fn.get("parameters") or {}
+        if not isinstance(args, dict) or not isinstance(schema, dict):
+            continue
+        props = schema.get("properties") or {}
+        for r in schema.get("required") or []:
+            if r not in args:
+                ev.append(f"call {i} ({_q(call.name)}): required argument {_q(r)} is missing")
+        for k, v in args.items():
+            if props and k not in props and schema.get("additionalProperties") is False:
+                ev.append(f"call {i} ({_q(call.name)}): argument {_q(k)} is not in the schema")
+            t = (props.get(k) or {}).get("type") if isinstance(props.get(k), dict) else None
+            if isinstance(t, str) and not _type_ok(v, t):
+                ev.append(f"call {i} ({_q(call.name)}): argument {_q(k)} is {type(v).__name__}, the schema says {t}")
+    return ev
+
+
+def _type_ok(v: Any, t: str) -> bool:
+    return {"string": isinstance(v, str), "integer": isinstance(v, int) and not isinstance(v, bool),
+            "number": isinstance(v, (int, float)) and not isinstance(v, bool), "boolean": isinstance(v, bool),
+            "object": isinstance(v, dict), "array": isinstance(v, list), "null": v is None}.get(t, True)

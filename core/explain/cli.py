@@ -1,0 +1,86 @@
+"""``python -m core explain TEMPLATE --request REQ.json < OUTPUT``: the span view, the stop point, the causes
+and the checked fixes of one parse, as text or ``--json``; ``--reproducer`` prints the three reproducers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+_COLOURS = {"reasoning": "35", "content": "0", "tool name": "1;36", "call id": "36", "arguments": "33",
+            "argument name": "1;33", "argument value": "33", "marker": "7", "whitespace": "2",
+            "generation prompt": "2;37", "unparsed": "1;31", "ignored": "2;31"}
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from ..chat.cli_commands import load_chat_template, load_request, read_model_output
+    from ..cli import visible
+    from ..errors import ChatTemplateExplorerError
+    from .explain import explain
+    from .reproducer import case_line, peg_tester_snippet, pytest_test
+
+    overrides: dict[str, Any] = {}
+    for item in args.override or []:
+        if "=" not in item:
+            raise ChatTemplateExplorerError(f"--override {item!r}: expected PATH=VALUE")
+        k, v = item.split("=", 1)
+        overrides[k] = v
+    request = load_request(args.request)
+    template = load_chat_template(args.file, args.variant, request)
+    output = read_model_output()
+    ex = explain(template, request, output, fidelity="improved" if args.improved else "llama.cpp",
+                 overrides=overrides)
+    if args.json:
+        data = ex.to_json()
+        data["reproducer"] = {"case": json.loads(case_line(ex)), "pytest": pytest_test(ex),
+                              "peg_tester": peg_tester_snippet(ex)}
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return 0
+    print(f"template {ex.template} · route {ex.route} · fidelity {ex.fidelity} · parse "
+          f"{'clean' if ex.clean else ex.entry}")
+    print("\nspans (text of generation prompt + output; [label field] «text»):")
+    for s in ex.spans:
+        tag = s.display_label + (f" {s.field}" if s.field and not s.field.startswith("{") else "") \
+            + (f" #{s.call}" if s.call >= 0 else "") + (" (prompt)" if s.in_prompt else "")
+        print(f"  {s.start:>5}-{s.end:<5} [{tag}] «{visible(s.text)}»")
+    if ex.stop:
+        print(f"\nstopped at output position {ex.stop.output_pos} ({' > '.join(ex.stop.path) or 'top level'}): "
+              f"{ex.stop.words()}")
+    if ex.truncated:
+        print(f"\ntruncated: {ex.truncated.words()} ({' > '.join(ex.truncated.path) or 'top level'})")
+    print("\nmessage: " + json.dumps(ex.message, ensure_ascii=False))
+    for f in ex.findings:
+        print(f"\ncause: {f.cause.value}")
+        for e in f.evidence:
+            print(f"  - {e}")
+    if ex.other is not None:
+        print("\nother fidelity message: " + json.dumps(ex.other, ensure_ascii=False))
+    for fx in ex.fixes:
+        print(f"\nfix ({fx.kind.value}, re-parsed clean): {fx.description}")
+        print("  gives: " + json.dumps(fx.message, ensure_ascii=False))
+    if not ex.fixes and not ex.clean:
+        print("\nno candidate change parses this output clean")
+    if ex.consistency:
+        print(f"\nWARNING (a bug of this tool): {ex.consistency}")
+    if args.reproducer:
+        print("\n# cases.jsonl line\n" + case_line(ex))
+        print("\n# pytest\n" + pytest_test(ex))
+        print("# llama.cpp tests/test-chat.cpp\n" + peg_tester_snippet(ex))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``explain`` verb to an ``argparse`` sub-parsers object (sets ``func``)."""
+    from ..chat.cli_commands import _guard
+
+    p = subparsers.add_parser("explain", help="explain a parse of model output (stdin): spans, stop point, "
+                                              "cause, checked fixes, reproducer")
+    p.add_argument("file", help="template: .jinja, tokenizer_config.json, chat_template.json, .gguf or Hub id")
+    p.add_argument("--request", help="request JSON (messages, tools, tool_choice, enable_thinking, …)")
+    p.add_argument("--variant", help="named template variant (e.g. tool_use)")
+    p.add_argument("--override", action="append", metavar="PATH=VALUE", help="analysis override (repeatable)")
+    p.add_argument("--improved", action="store_true", help="improved fidelity (default: llama.cpp's behaviour)")
+    p.add_argument("--json", action="store_true", help="one JSON object (with the reproducers)")
+    p.add_argument("--reproducer", action="store_true", help="also print the cases.jsonl line, pytest test and "
+                                                             "peg_tester snippet")
+    p.set_defaults(func=_guard(_cmd_explain))

@@ -1,0 +1,357 @@
+"""Where every character went: labelled spans over ``generation_prompt + output``, and the message they rebuild.
+
+Spans come from the parse that made the message:
+
+* PEG routes (the auto-parser and the PEG special handlers): the AST of a traced run
+  (:func:`core.peg.trace.traced_parse`) of the same arena and entry point the parser used — chat tags give
+  reasoning / content / tool name / call id / argument name and value, matched literals give markers (labelled
+  with the analysis field whose value they are), the rest of what the parse consumed is whitespace;
+* hand-written special handlers: the :class:`~core.chat.handlers._common.MessageBuilder` calls of the same body
+  run (:class:`EventBuilder`), each placed at the scanner position where it was made.
+
+Text the parse did not consume but the final parse kept as content (llama.cpp would have thrown) is
+``unparsed``. :func:`rebuild_message` rebuilds the OpenAI message from the spans alone; the tests check it
+equals the parser's message. :func:`attach_repairs` lays fired repairs (name, ``[start, end)`` of the raw
+output) over the spans for the ``repaired: NAME`` label.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable
+
+from ..chat.mapper import normalize_python_value
+from ..chat.message import AssistantMessage, ToolCall
+from ..peg import chat as T
+from ..peg.trace import MARKER_TAG
+
+_WS = " \t\n\v\f\r"
+
+
+class SpanLabel(str, enum.Enum):
+    """What a run of characters became (the legend of the span view)."""
+
+    GENERATION_PROMPT = "generation prompt"
+    REASONING = "reasoning"
+    CONTENT = "content"
+    TOOL_NAME = "tool name"
+    CALL_ID = "call id"
+    ARGUMENTS = "arguments"          # a JSON arguments object taken verbatim
+    ARGUMENT_NAME = "argument name"
+    ARGUMENT_VALUE = "argument value"
+    MARKER = "marker"
+    WHITESPACE = "whitespace"
+    UNPARSED = "unparsed"            # not consumed by the format; the final parse kept it as content
+    IGNORED = "ignored"              # after the end of the format; the parser drops it (as llama.cpp does)
+
+
+#: labels whose text is part of the message
+MESSAGE_LABELS = frozenset({SpanLabel.REASONING, SpanLabel.CONTENT, SpanLabel.TOOL_NAME, SpanLabel.CALL_ID,
+                            SpanLabel.ARGUMENTS, SpanLabel.ARGUMENT_NAME, SpanLabel.ARGUMENT_VALUE,
+                            SpanLabel.UNPARSED})
+
+
+@dataclass
+class Span:
+    """``text[start:end]`` (code points into ``generation_prompt + output``) became ``label``.
+
+    ``field``: for a marker, the analysis field it matched (``tools.format.per_call_start``) or ``""`` for a
+    literal of the format that is no analysis field (a handler's, or JSON punctuation); for the other labels
+    the chat tag or builder call it came from. ``call``: tool-call index (-1 outside calls). ``kind``: for an
+    argument value, ``"string"`` or ``"json"``. ``in_prompt``: inside the generation prompt prefix.
+    ``repair``: the name of a repair that fired over this span (:func:`attach_repairs`), else ``""``.
+    """
+
+    start: int
+    end: int
+    label: SpanLabel
+    text: str
+    field: str = ""
+    call: int = -1
+    kind: str = ""
+    in_prompt: bool = False
+    repair: str = ""
+
+    @property
+    def display_label(self) -> str:
+        """``repaired: NAME`` when a repair fired here, else the label's value."""
+        return f"repaired: {self.repair}" if self.repair else self.label.value
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (``label`` as its value; empty optional fields omitted)."""
+        out: dict[str, Any] = {"start": self.start, "end": self.end, "label": self.label.value, "text": self.text}
+        if self.field:
+            out["field"] = self.field
+        if self.call >= 0:
+            out["call"] = self.call
+        if self.kind:
+            out["kind"] = self.kind
+        if self.in_prompt:
+            out["in_prompt"] = True
+        if self.repair:
+            out["repair"] = self.repair
+        return out
+
+
+_TAG_LABELS = {
+    T.REASONING: (SpanLabel.REASONING, ""),
+    T.CONTENT: (SpanLabel.CONTENT, ""),
+    T.TOOL_NAME: (SpanLabel.TOOL_NAME, ""),
+    T.TOOL_ID: (SpanLabel.CALL_ID, ""),
+    T.TOOL_ARGS: (SpanLabel.ARGUMENTS, ""),
+    T.TOOL_ARG_NAME: (SpanLabel.ARGUMENT_NAME, ""),
+    T.TOOL_ARG_VALUE: (SpanLabel.ARGUMENT_VALUE, "json"),
+    T.TOOL_ARG_STRING_VALUE: (SpanLabel.ARGUMENT_VALUE, "string"),
+}
+
+
+def marker_labels(analysis_json: dict[str, Any] | None, generation_prompt_prefix: str = "") -> dict[str, str]:
+    """Literal text -> analysis field name, for :func:`core.peg.trace.traced_parse`.
+
+    Every non-empty string field under ``reasoning``, ``content`` and ``tools`` of the analysis (field names of
+    ``reference/analysis.jsonl``) maps its value, its whitespace-trimmed value and (for JSON key fields) the
+    quoted key; fields with the same value are joined with `` / ``. ``generation_prompt_prefix`` (the part of
+    the generation prompt the parser consumes as one literal) maps to ``generation_prompt``.
+    """
+    out: dict[str, list[str]] = {}
+
+    def add(text: str, name: str) -> None:
+        if text and name not in out.setdefault(text, []):
+            out[text].append(name)
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{path}.{k}" if path else k)
+        elif isinstance(node, str) and node and path.split(".")[-1] != "mode":
+            add(node, path)
+            add(node.strip(_WS), path)
+            if path.endswith("_field"):
+                add(json.dumps(node), path)
+                for part in node.split("."):
+                    add(json.dumps(part), path)
+
+    for key in ("reasoning", "content", "tools"):
+        walk((analysis_json or {}).get(key), key)
+    labels = {k: " / ".join(v) for k, v in out.items()}
+    if generation_prompt_prefix:
+        labels[generation_prompt_prefix] = "generation_prompt"
+    return labels
+
+
+def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) -> list[Span]:
+    """Spans of ``text`` from a traced chat AST (:func:`core.peg.trace.traced_parse`).
+
+    A chat tag paints its range with its label; a marker node paints a marker unless it lies inside a tag
+    whose text is message text (a tool name literal is the name, not a marker); deeper nodes paint over
+    shallower. Unpainted characters before ``consumed`` (where the parse that made the message stopped) are
+    whitespace, or ``marker`` if not blank; from ``consumed`` on they are ``unparsed``. Tool-call indexes
+    follow the mapper: a call counts from its ``tool-open`` and only once named.
+    """
+    n = len(text)
+    paint: list[tuple | None] = [None] * n
+    named = 0
+    cur = -1
+    pending = False
+    stack: list[tuple[Any, bool]] = [(node, False) for node in reversed(list(nodes))]
+    while stack:
+        node, in_value = stack.pop()
+        tag = node.tag
+        if tag == T.TOOL_OPEN:
+            cur, pending = named, True
+        if tag == T.TOOL_NAME and pending:
+            named += 1
+            pending = False
+        value = in_value
+        if tag == T.TOOL_ARGS and not text[node.start:node.end].startswith("{"):
+            pass    # tagged arguments inside: the mapper ignores this text, its children carry the values
+        elif tag in _TAG_LABELS and not in_value:
+            label, kind = _TAG_LABELS[tag]
+            call = cur if label not in (SpanLabel.REASONING, SpanLabel.CONTENT) else -1
+            _paint(paint, node.start, node.end, (label, "", call, kind))
+            value = True
+        elif tag.startswith(MARKER_TAG) and not in_value:
+            name = tag[len(MARKER_TAG):]
+            in_gp = name == "generation_prompt" or (not name and node.end <= gp_len)
+            label = SpanLabel.GENERATION_PROMPT if in_gp else SpanLabel.MARKER
+            if label == SpanLabel.MARKER and not text[node.start:node.end].strip(_WS):
+                label, name = SpanLabel.WHITESPACE, ""   # an optional newline around a marker
+            _paint(paint, node.start, node.end, (label, name, -1, ""))
+        if node.children:
+            stack.extend((c, value) for c in reversed(node.children))
+    return _runs(text, paint, gp_len, consumed)
+
+
+def _paint(paint: list, start: int, end: int, value: tuple) -> None:
+    if end > start:
+        paint[start:end] = [value] * (end - start)
+
+
+def _runs(text: str, paint: list, gp_len: int, consumed: int) -> list[Span]:
+    spans: list[Span] = []
+    i, n = 0, len(text)
+    while i < n:
+        v = paint[i]
+        j = i + 1
+        while j < n and paint[j] == v and (j != gp_len) and (j != consumed or v is not None):
+            j += 1
+        if v is None:
+            chunk = text[i:j]
+            if i >= consumed:
+                v = (SpanLabel.UNPARSED, "", -1, "")
+            elif i < gp_len:
+                v = (SpanLabel.GENERATION_PROMPT, "", -1, "")
+            elif not chunk.strip(_WS):
+                v = (SpanLabel.WHITESPACE, "", -1, "")
+            else:
+                v = (SpanLabel.MARKER, "", -1, "")
+        label, name, call, kind = v
+        spans.append(Span(i, j, label, text[i:j], name, call, kind, in_prompt=i < gp_len))
+        i = j
+    return _merge(spans)
+
+
+def _merge(spans: list[Span]) -> list[Span]:
+    out: list[Span] = []
+    for s in spans:
+        p = out[-1] if out else None
+        if (p is not None and p.end == s.start and p.label == s.label and p.field == s.field and p.call == s.call
+                and p.kind == s.kind and p.in_prompt == s.in_prompt
+                and s.label in (SpanLabel.WHITESPACE, SpanLabel.UNPARSED, SpanLabel.GENERATION_PROMPT)):
+            out[-1] = replace(p, end=s.end, text=p.text + s.text)
+        else:
+            out.append(s)
+    return out
+
+
+def relabel_unparsed(spans: list[Span], stop: int) -> list[Span]:
+    """Content spans at or after ``stop`` become ``unparsed`` (a recovery entry point took the rest of the text
+    as content: it is content in the message, but the format did not account for it); a span across ``stop``
+    is split."""
+    out: list[Span] = []
+    for s in spans:
+        if s.label == SpanLabel.CONTENT and s.end > stop:
+            if s.start < stop:
+                out.append(replace(s, end=stop, text=s.text[:stop - s.start]))
+                s = replace(s, start=stop, text=s.text[stop - s.start:])
+            s = replace(s, label=SpanLabel.UNPARSED)
+        out.append(s)
+    return _merge(out)
+
+
+def attach_repairs(spans: list[Span], fired: Iterable[tuple[str, tuple[int, int]]], offset: int) -> list[Span]:
+    """Lay fired repairs over ``spans``: each ``(name, (start, end))`` — a range of the raw *output*, as the
+    repairs of improved fidelity report them on the parsed message — is shifted by ``offset`` (the generation
+    prompt's length) and every span it overlaps is split so the overlapping part carries ``repair=name``
+    (shown as ``repaired: NAME``); labels are kept, so :func:`rebuild_message` is unaffected."""
+    out = list(spans)
+    for name, (a, b) in fired:
+        a, b = a + offset, b + offset
+        nxt: list[Span] = []
+        for s in out:
+            if s.end <= a or s.start >= b or b <= a:
+                nxt.append(s)
+                continue
+            lo, hi = max(s.start, a), min(s.end, b)
+            if s.start < lo:
+                nxt.append(replace(s, end=lo, text=s.text[:lo - s.start]))
+            nxt.append(replace(s, start=lo, end=hi, text=s.text[lo - s.start:hi - s.start], repair=name))
+            if hi < s.end:
+                nxt.append(replace(s, start=hi, text=s.text[hi - s.start:]))
+        out = nxt
+    return out
+
+
+def check_cover(spans: list[Span], text: str) -> str:
+    """``""`` when ``spans`` cover ``text`` exactly once, in order, each with its own text; else what is wrong."""
+    pos = 0
+    for s in spans:
+        if s.start != pos:
+            return f"gap or overlap at {pos} (next span starts at {s.start})"
+        if s.end <= s.start:
+            return f"empty span at {s.start}"
+        if text[s.start:s.end] != s.text:
+            return f"span text differs at {s.start}"
+        pos = s.end
+    return "" if pos == len(text) else f"spans end at {pos}, text at {len(text)}"
+
+
+def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> AssistantMessage:
+    """The assistant message the labelled spans stand for, from the spans alone: content = content and
+    unparsed text, reasoning = reasoning text (whitespace-only dropped), one call per call index with a tool
+    name (name and id trimmed as the mapper does, a JSON ``arguments`` span verbatim, else the argument names
+    and values assembled into a JSON object)."""
+    msg = AssistantMessage()
+    calls: dict[int, dict[str, Any]] = {}
+    for s in spans:
+        if s.label in (SpanLabel.CONTENT, SpanLabel.UNPARSED):
+            msg.content += s.text
+        elif s.label == SpanLabel.REASONING:
+            msg.reasoning_content += s.text
+        elif s.call >= 0 and s.label in MESSAGE_LABELS:
+            c = calls.setdefault(s.call, {"name": "", "id": "", "args": None, "pairs": []})
+            if s.label == SpanLabel.TOOL_NAME:
+                c["name"] += s.text
+            elif s.label == SpanLabel.CALL_ID:
+                # a handler that reads the id around the name (Kimi: functions.NAME:0) records it as the field
+                if s.field:
+                    c["id"] = s.field
+                else:
+                    c["id"] += s.text
+            elif s.label == SpanLabel.ARGUMENTS:
+                # a handler that converts its own argument syntax records the JSON it made as the field
+                c["args"] = (c["args"] or "") + (s.field if s.field.startswith("{") else s.text)
+            elif s.label == SpanLabel.ARGUMENT_NAME:
+                c["pairs"].append([s.text, None, ""])
+            elif s.label == SpanLabel.ARGUMENT_VALUE and c["pairs"]:
+                pair = c["pairs"][-1]
+                pair[1] = (pair[1] or "") + s.text
+                pair[2] = s.kind
+    if drop_blank_reasoning and not msg.reasoning_content.strip(" \n\r\t"):
+        msg.reasoning_content = ""
+    for i in sorted(calls):
+        c = calls[i]
+        name = c["name"].rstrip(_WS)
+        if not name:
+            continue
+        cid = c["id"].rstrip(_WS)
+        if len(cid) >= 2 and cid[0] == '"' and cid[-1] == '"':
+            cid = cid[1:-1]
+        if c["args"] is not None and c["args"].lstrip(_WS).startswith("{"):
+            args = c["args"].rstrip(_WS)
+        else:
+            parts = []
+            for k, v, kind in c["pairs"]:
+                key = json.dumps(k.strip(_WS), ensure_ascii=False)
+                if kind == "string":
+                    parts.append(f"{key}:{json.dumps(v or '', ensure_ascii=False)}")
+                elif v is not None:
+                    parts.append(f"{key}:{normalize_python_value(v)}")
+                else:
+                    parts.append(f"{key}:")
+            args = "{" + ",".join(parts) + "}"
+        msg.tool_calls.append(ToolCall(name=name, arguments=args, id=cid))
+    return msg
+
+
+def same_message(a: AssistantMessage, b: AssistantMessage) -> bool:
+    """Equal as ``reference/README.md`` compares messages: content, reasoning, and per call name, id and the
+    arguments as parsed JSON; when either does not parse (a call cut off by the end of the output, which the
+    parser leaves unclosed), one must be a prefix of the other."""
+    if a.content != b.content or a.reasoning_content != b.reasoning_content:
+        return False
+    if len(a.tool_calls) != len(b.tool_calls):
+        return False
+    for x, y in zip(a.tool_calls, b.tool_calls):
+        if x.name != y.name or x.id != y.id:
+            return False
+        try:
+            if json.loads(x.arguments) != json.loads(y.arguments):
+                return False
+        except ValueError:
+            # a call cut off by the end of the output: its arguments are a prefix of the closed ones
+            if not (x.arguments.startswith(y.arguments) or y.arguments.startswith(x.arguments)):
+                return False
+    return True

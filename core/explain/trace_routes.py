@@ -1,0 +1,386 @@
+"""Spans and stop point of one parse, per route kind: PEG parsers (auto-parser and PEG handlers) and the
+hand-written handlers (scanner + message builder). Both replay the parse the parser itself chose."""
+
+from __future__ import annotations
+
+import re
+import traceback
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..chat.generator import (MAIN_REST, PREFIX_REST, RECOVER_CONTENT, RECOVER_TRAILING, covers,
+                              trim_ws)
+from ..chat.message import AssistantMessage
+from ..peg import chat as T
+from ..peg.trace import Expectation, FurthestFailure, traced_parse
+from .spans import Span, SpanLabel, marker_labels, relabel_unparsed, same_message, spans_from_ast
+
+MAIN = "main"
+RAW = "raw"
+# control-token-shaped markers (<|x|>, <x|>, <|x>, [X]): a handler that stops before one of these at the end of
+# the output dropped an end-of-turn marker, not text
+_IGNORABLE = re.compile(r"<\|[^<>\s]{0,40}\|>|<[A-Za-z_]{1,40}\|>|<\|[A-Za-z_]{1,40}>|\[[A-Z_]{2,30}\]")
+
+
+@dataclass
+class ParseTrace:
+    """What one parse did: the message, the entry point that produced it (``main``, ``recover-trailing``,
+    ``recover-content``, ``main+rest``, ``prefix+rest``, ``raw``), the spans, and where the main parse stopped.
+
+    ``stop``: position in ``text`` where the main (strict-as-llama.cpp) parse could go no further, -1 when it
+    accounts for the whole text; ``furthest``: the furthest failure of that parse (expected, rule path);
+    ``truncated_at``: -1, or the end of the text when the text is accepted only as a prefix (lenient parse
+    covers it, strict does not) — ``truncated_expect`` is what a strict parse wanted there.
+    """
+
+    text: str
+    gp_len: int
+    message: AssistantMessage
+    entry: str
+    spans: list[Span]
+    stop: int = -1
+    furthest: FurthestFailure = field(default_factory=FurthestFailure)
+    truncated_at: int = -1
+    truncated_expect: FurthestFailure = field(default_factory=FurthestFailure)
+
+
+def _labels(parser: Any, report: Any) -> dict[str, str]:
+    analysis = getattr(report, "analysis", None)
+    if analysis is None or getattr(parser, "name", None):   # handlers: their literals are their own
+        return {}
+    return marker_labels(analysis.to_json())
+
+
+def trace_peg(parser: Any, output: str, report: Any = None) -> ParseTrace:
+    """Replay a PEG parser's final parse of ``output`` (see :meth:`GeneratedParser.parse_detailed`) traced."""
+    msg, _res, entry = parser.parse_detailed(output)
+    text = parser.generation_prompt + output
+    gp = len(parser.generation_prompt)
+    labels = _labels(parser, report)
+    arena = parser.arena
+    main = traced_parse(arena, text, labels=labels) if not parser.eps_fallback else None
+    tr = ParseTrace(text, gp, msg, entry or MAIN, [])
+    if main is not None:
+        r = main.result
+        if not covers(r, text):
+            tr.stop = max(main.furthest.pos, r.end if not r.fail else gp, gp)
+            tr.furthest = main.furthest
+        else:
+            open_path = _open_structures(r.nodes)
+            if open_path:
+                # the output ends inside a call or a reasoning block: what a strict parse wanted there
+                strict = traced_parse(arena, text, labels=labels, lenient=False)
+                exp = strict.furthest.expected if strict.furthest.pos >= len(text) else []
+                tr.truncated_at = len(text)
+                tr.truncated_expect = FurthestFailure(len(text), exp, open_path)
+    if entry is None:
+        tr.spans = spans_from_ast(main.result.nodes, text, gp, len(text))
+    elif entry in (RECOVER_TRAILING, RECOVER_CONTENT):
+        rec = traced_parse(arena, text, labels=labels, entry=entry).result
+        spans = spans_from_ast(rec.nodes, text, gp, len(text))
+        last = rec.nodes[-1] if rec.nodes else None
+        cut = tr.stop if tr.stop >= 0 else len(text)
+        if entry == RECOVER_TRAILING and last is not None and last.tag == T.CONTENT and last.end == len(text):
+            cut = last.start
+        tr.spans = relabel_unparsed(spans, max(cut, gp))
+    elif entry == MAIN_REST:
+        tr.spans = spans_from_ast(main.result.nodes, text, gp, max(main.result.end, gp))
+    elif entry == PREFIX_REST:
+        d = _prefix_cut(text, gp, msg, lambda t: _peg_message(arena, t))
+        if d is None:
+            tr.spans = _raw_spans(text, gp)
+        else:
+            pre = traced_parse(arena, text[:d], labels=labels).result
+            tr.spans = spans_from_ast(pre.nodes, text[:d], gp, d) + _raw_spans(text[d:], 0, offset=d)
+    else:
+        tr.spans = _raw_spans(text, gp)
+    return tr
+
+
+_OPEN_TAGS = frozenset({T.TOOL, T.TOOL_OPEN, T.TOOL_NAME, T.TOOL_ID, T.TOOL_ARGS, T.TOOL_ARG, T.TOOL_ARG_OPEN,
+                        T.TOOL_ARG_NAME, T.TOOL_ARG_VALUE, T.TOOL_ARG_STRING_VALUE, T.REASONING_BLOCK,
+                        T.REASONING})
+
+
+def _open_structures(nodes: Any) -> tuple[str, ...]:
+    """Rule names / tags of the AST nodes still open at the end of the text (``partial``), outermost first,
+    when one of them is a tool call or a reasoning block (an open content run is not a cut-off output)."""
+    path: list[str] = []
+    hit = False
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if not node.partial:
+            continue
+        path.append(node.rule or node.tag)
+        hit = hit or node.tag in _OPEN_TAGS or node.rule.startswith("tool")
+        stack = list(node.children)
+    return tuple(path) if hit else ()
+
+
+def _peg_message(arena: Any, text: str) -> AssistantMessage | None:
+    from ..chat.mapper import map_parse
+
+    r = arena.parse(text, lenient=True)
+    return map_parse(r) if covers(r, text) else None
+
+
+def _prefix_cut(text: str, gp: int, msg: AssistantMessage, message_at: Any) -> int | None:
+    """The ``d`` of :func:`core.chat.generator.prefix_rest`: the longest prefix ``text[:d]`` whose message plus
+    ``text[d:]`` as content is ``msg`` (tried from the longest rest the content allows)."""
+    n = len(text)
+    lo = max(gp, n - len(msg.content))
+    for d in range(lo, n + 1):
+        rest = text[d:]
+        if not msg.content.endswith(rest):
+            continue
+        m = message_at(text[:d])
+        if m is None:
+            continue
+        m = m.copy()
+        m.content += rest
+        if same_message(m, msg):
+            return d
+    return None
+
+
+def _raw_spans(text: str, gp: int, offset: int = 0) -> list[Span]:
+    out = []
+    if gp:
+        out.append(Span(offset, offset + gp, SpanLabel.GENERATION_PROMPT, text[:gp], in_prompt=True))
+    if len(text) > gp:
+        out.append(Span(offset + gp, offset + len(text), SpanLabel.UNPARSED, text[gp:]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- handlers
+
+
+class _EventBuilder:
+    """Wraps a handler's :class:`MessageBuilder`: records each call that adds message text with the scanner
+    position, and forgets the calls an alternative that failed had made (``mark`` / ``reset``)."""
+
+    def __init__(self, builder: Any, scanner: Any):
+        self._b = builder
+        self._sc = scanner
+        self.events: list[tuple] = []   # (method, value, scanner pos, call index[, end])
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._b, name)
+        if name == "converted_args":
+            def conv(text: str, start: int, end: int) -> None:
+                attr(text, start, end)
+                self.events.append(("converted_span", text, start, len(self._b.calls) - 1, end))
+            return conv
+        if name in ("add_content", "add_reasoning", "open_call", "set_args", "arg_name", "arg_string",
+                    "arg_raw", "arg_json"):
+            def call(value: Any = "", *args: Any, **kw: Any) -> Any:
+                out = attr(value, *args, **kw)
+                self.events.append((name, value if isinstance(value, str) else "", self._sc.pos,
+                                    len(self._b.calls) - 1))
+                converted = kw.get("args", args[1] if len(args) > 1 else "{")
+                if name == "open_call" and converted not in ("", "{"):
+                    # the handler converted its own argument syntax: the raw arguments start at the cursor
+                    self.events.append(("converted_args", converted, self._sc.pos, len(self._b.calls) - 1))
+                if name == "open_call" and kw.get("call_id"):
+                    # before the name: an id that contains the name (Kimi's functions.NAME:0) is painted first
+                    self.events.insert(len(self.events) - 1 - (converted not in ("", "{")),
+                                       ("call_id", kw["call_id"], self._sc.pos, len(self._b.calls) - 1))
+                return out
+            return call
+        if name == "mark":
+            return lambda: (attr(), len(self.events))
+        if name == "reset":
+            def reset(mark: Any) -> None:
+                attr(mark[0])
+                del self.events[mark[1]:]
+            return reset
+        return attr
+
+
+_EVENT_LABELS = {
+    "add_content": (SpanLabel.CONTENT, ""), "add_reasoning": (SpanLabel.REASONING, ""),
+    "open_call": (SpanLabel.TOOL_NAME, ""), "set_args": (SpanLabel.ARGUMENTS, ""),
+    "arg_name": (SpanLabel.ARGUMENT_NAME, ""), "arg_string": (SpanLabel.ARGUMENT_VALUE, "string"),
+    "arg_raw": (SpanLabel.ARGUMENT_VALUE, "json"), "arg_json": (SpanLabel.ARGUMENT_VALUE, "json"),
+    "call_id": (SpanLabel.CALL_ID, ""), "converted_args": (SpanLabel.ARGUMENTS, ""),
+    "converted_span": (SpanLabel.ARGUMENTS, ""),
+}
+
+
+def _braced_end(text: str, pos: int) -> int:
+    """End of the ``{…}`` group starting at ``pos`` (brace depth, double-quoted strings skipped); the end of the
+    text when it does not close."""
+    depth, i, n, quote = 0, pos, len(text), False
+    while i < n:
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                quote = False
+        elif c == '"':
+            quote = True
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return n
+
+
+def _events_to_spans(events: list, text: str, gp: int, consumed: int, calls: list | None = None) -> list[Span]:
+    """Place each builder call's value at the scanner position of the call: the value starts at the cursor
+    (a JSON value handed over before the cursor moves) or ends at it (text handed over after ``until``);
+    otherwise the nearest occurrence before the cursor after the previous placed span. Values not found in the
+    text (a name the handler mapped) get no span; what remains is markers / whitespace / unparsed."""
+    paint: list = [None] * len(text)
+    floor = 0
+    for name, value, pos, call, *more in events:
+        if not value:
+            continue
+        label, kind = _EVENT_LABELS[name]
+        if name == "converted_span":
+            final = calls[call].call.arguments if calls and 0 <= call < len(calls) else value
+            paint[pos:more[0]] = [(label, final, call, "")] * (more[0] - pos)
+            floor = max(floor, more[0])
+            continue
+        if name == "call_id":
+            a = text.rfind(value, floor, max(pos, floor + len(value)))
+            if a >= 0:
+                paint[a:a + len(value)] = [(label, value, call, "")] * len(value)
+            continue
+        if name == "converted_args":
+            if not text.startswith("{", pos):
+                continue
+            end = _braced_end(text, pos)
+            paint[pos:end] = [(label, value, call, "")] * (end - pos)
+            floor = end
+            continue
+        if text.startswith(value, pos):
+            a = pos
+        elif pos - len(value) >= floor and text[pos - len(value):pos] == value:
+            a = pos - len(value)
+        else:
+            a = text.rfind(value, floor, max(pos, floor + len(value)))
+            if a < 0:
+                continue
+        call_ix = call if label not in (SpanLabel.CONTENT, SpanLabel.REASONING) else -1
+        paint[a:a + len(value)] = [(label, name, call_ix, kind)] * len(value)
+        floor = a + len(value)
+    from .spans import _runs
+
+    return _runs(text, paint, gp, consumed)
+
+
+def trace_handler(parser: Any, output: str) -> ParseTrace:
+    """Replay a hand-written handler's final parse of ``output`` with its builder calls recorded."""
+    from ..chat.handlers._common import MISMATCH_TRACE, Incomplete, MessageBuilder, Mismatch, Scanner
+
+    msg = parser.parse(output)
+    text = parser.generation_prompt + output
+    gp = len(parser.generation_prompt)
+
+    def run(t: str) -> tuple[Any, Any, Any, BaseException | None]:
+        sc = Scanner(t, 0, None)
+        b = _EventBuilder(MessageBuilder(parser.drop_blank_reasoning), sc)
+        try:
+            parser.body(sc, b)
+        except Incomplete as e:
+            return sc, b, b._b.result(), e
+        except Mismatch as e:
+            return sc, b, None, e
+        return sc, b, b._b.result(), None
+
+    mismatches: list = []
+    token = MISMATCH_TRACE.set(mismatches)
+    try:
+        sc, b, m, err = run(text)
+    finally:
+        MISMATCH_TRACE.reset(token)
+    tr = ParseTrace(text, gp, msg, MAIN, [])
+    if m is not None and same_message(m, msg):
+        tr.spans = _events_to_spans(b.events, text, gp, len(text) if err is not None else max(sc.pos, gp),
+                                    b._b.calls)
+        if sc.pos < len(text) and err is None:
+            # the body finished early and the handler ignores the rest (as llama.cpp does)
+            tr.entry = "main+ignored"
+            if _IGNORABLE.sub("", text[sc.pos:]).strip():
+                # more than an end-of-turn marker was dropped: that is where the format stopped
+                tr.furthest = _furthest_mismatch(mismatches, sc.pos, None) if mismatches else FurthestFailure(
+                    sc.pos, [Expectation("end", "")], ())
+                tr.stop = max(tr.furthest.pos, gp)
+            tr.spans = [replace(s, label=SpanLabel.IGNORED) if s.label == SpanLabel.UNPARSED else s
+                        for s in tr.spans]
+        if isinstance(err, Incomplete) and (msg.tool_calls or msg.reasoning_content
+                                            or not msg.content.endswith(text[max(gp, sc.pos):])):
+            tr.truncated_at = len(text)
+            tr.truncated_expect = FurthestFailure(len(text), [], _frames(err))
+        return tr
+    assert err is not None or m is not None
+    if isinstance(err, Mismatch):
+        tr.furthest = _furthest_mismatch(mismatches, max(sc.pos, err.pos), err)
+        tr.stop = max(tr.furthest.pos, gp)
+    tr.entry = PREFIX_REST
+
+    def message_at(t: str) -> AssistantMessage | None:
+        _sc, _b, mm, e = run(t)
+        return mm if not isinstance(e, Mismatch) else None
+    d = _prefix_cut(text, gp, msg, message_at)
+    if d is None:
+        tr.entry = RAW
+        tr.spans = _raw_spans(text, gp)
+        return tr
+    _sc, pb, _m, _e = run(text[:d])
+    tr.spans = _events_to_spans(pb.events, text[:d], gp, d, pb._b.calls) + _raw_spans(text[d:], 0, offset=d)
+    return tr
+
+
+def _furthest_mismatch(mismatches: list, pos: int, err: Any) -> FurthestFailure:
+    """The furthest of the mismatches the body made (alternatives that failed and were rolled back
+    included): position, what was expected there, the handler functions it was in."""
+    far = max([m[0] for m in mismatches] + [pos])
+    expected: list[Expectation] = []
+    path: tuple[str, ...] = ()
+    for p, why, frames in mismatches:
+        if p == far:
+            for e in _why(why):
+                if e not in expected:
+                    expected.append(e)
+            path = path or frames
+    if err is None:
+        return FurthestFailure(far, expected, path)
+    return FurthestFailure(far, expected or _why(err.why), path or _frames(err))
+
+
+def _why(why: str) -> list[Expectation]:
+    if why.startswith("expected ") and len(why) > 10 and why[9] in "'\"":
+        import ast
+
+        try:
+            return [Expectation("literal", ast.literal_eval(why[9:]))]
+        except (ValueError, SyntaxError):
+            pass
+    if why == "no known name here":
+        return [Expectation("phrase", "a name the request declares")]
+    return [Expectation("phrase", why or "something else")]
+
+
+def _frames(err: BaseException) -> tuple[str, ...]:
+    names = []
+    for fr in traceback.extract_tb(err.__traceback__):
+        if "/handlers/" in fr.filename.replace("\\", "/") and not fr.filename.endswith("_common.py"):
+            names.append(fr.name)
+    return tuple(names)
+
+
+def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
+    """:func:`trace_peg` for PEG parsers (they have an ``arena``), else :func:`trace_handler`."""
+    if hasattr(parser, "arena"):
+        return trace_peg(parser, output, report)
+    return trace_handler(parser, output)
+
+
+__all__ = ["ParseTrace", "trace_parse", "trace_peg", "trace_handler", "trim_ws"]

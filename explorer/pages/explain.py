@@ -1,0 +1,208 @@
+"""Explain: where every character of a model output went, where the parse stopped, why, and a fix that was
+re-parsed before it is offered (``core.explain``). The output and request settings are the Playground's; the
+analysis overrides, disabled workarounds and fidelity are the session's. One click applies a fix (an override
+lands on the Overrides page, a request change in the Playground settings, a fidelity in the sidebar)."""
+
+import html
+import json
+
+import streamlit as st
+
+from explorer import state
+from explorer.components.text import md, visible_html
+
+st.title("Explain")
+tpl = state.attempt(state.current)
+if tpl is None:
+    st.stop()
+
+state.default("in_output", state.sample_output(tpl))
+
+# colours of the span view: background per label; markers are boxed
+COLOURS = {
+    "generation prompt": "#e5e7eb", "reasoning": "#ede9fe", "content": "#ffffff", "tool name": "#bbf7d0",
+    "call id": "#a7f3d0", "arguments": "#fef3c7", "argument name": "#fde68a", "argument value": "#fef9c3",
+    "marker": "#dbeafe", "whitespace": "#f8fafc", "unparsed": "#fecaca", "ignored": "#fee2e2",
+}
+
+
+def _apply_fix(fix: dict) -> None:
+    """One click: put the fix's change where the explorer keeps it, and go where it shows."""
+    change = fix["change"]
+    st.session_state["explain_applied"] = fix["description"]
+    if "overrides" in change:
+        ov = state.overrides_for(tpl)
+        ov.update(change["overrides"])
+        # provenance for the Overrides page: which explanation proposed these overrides
+        st.session_state[f"ov_provenance_{tpl.digest}"] = {"source": "explain", "fix": fix["description"],
+                                                           "fields": sorted(change["overrides"])}
+        st.session_state["explain_goto"] = "explorer/pages/overrides.py"
+    elif "fidelity" in change:
+        st.session_state["fidelity"] = change["fidelity"]
+    elif "request" in change:
+        req = change["request"]
+        if "enable_thinking" in req:
+            st.session_state["in_enable_thinking"] = bool(req["enable_thinking"])
+        if "tools" in req:
+            st.session_state["in_tools"] = json.dumps(req["tools"], indent=2, ensure_ascii=False)
+        if "tool_choice" in req:
+            st.session_state["in_tool_choice"] = req["tool_choice"]
+        if "parallel_tool_calls" in req:
+            st.session_state["in_parallel"] = bool(req["parallel_tool_calls"])
+        if "reasoning_format" in req:
+            st.session_state["in_reasoning_format"] = req["reasoning_format"]
+
+
+goto = st.session_state.pop("explain_goto", None)
+if goto:
+    st.switch_page(goto)
+
+st.text_area("Model output (shared with the Playground)", key="in_output", height=160)
+request = state.attempt(state.request_dict)
+if request is None:
+    st.stop()
+with st.expander("Request (edit it on the Playground)"):
+    st.json(request)
+
+
+@st.cache_data(max_entries=32, show_spinner="Explaining the parse…")
+def _explain(source: str, name: str, request_json: str, output: str, fidelity: str, overrides_json: str,
+             disabled: tuple) -> dict:
+    from core.chat.request import ChatRequest
+    from core.explain.explain import explain
+    from core.explain.reproducer import case_line, peg_tester_snippet, pytest_test
+    from core.templating import ChatTemplate
+
+    ex = explain(ChatTemplate(source, name), ChatRequest.from_dict(json.loads(request_json)), output,
+                 fidelity=fidelity, overrides=json.loads(overrides_json), disabled_workarounds=disabled)
+    data = ex.to_json()
+    data["reproducer"] = {"case": case_line(ex), "pytest": pytest_test(ex), "peg_tester": peg_tester_snippet(ex)}
+    return data
+
+
+ex = state.attempt(_explain, tpl.source, tpl.name, json.dumps(request, sort_keys=True, ensure_ascii=False),
+                   st.session_state.get("in_output", ""), state.fidelity(),
+                   json.dumps(state.overrides_for(tpl), sort_keys=True), tuple(state.disabled_for(tpl)))
+if ex is None:
+    st.stop()
+
+applied = st.session_state.pop("explain_applied", None)
+if applied:
+    st.success(md(f"Applied: {applied}"))
+
+verdict = "clean" if ex["clean"] else f"recovered ({ex['entry']})"
+st.markdown(md(f"Route {ex['route']} · fidelity {ex['fidelity']} · parse {verdict}"))
+if ex["consistency"]:
+    st.error(md(f"The spans do not account for the message (a bug of this tool): {ex['consistency']}"))
+
+# ---------------------------------------------------------------- span view
+
+
+def _title(sp: dict) -> str:
+    parts = [sp["label"]]
+    if sp.get("field") and not sp["field"].startswith("{"):
+        parts.append(sp["field"])
+        for path in sp["field"].split(" / "):
+            if path in ex["found_by"]:
+                parts.append("found by " + ex["found_by"][path])
+    if sp.get("call") is not None:
+        parts.append(f"tool call #{sp['call']}")
+    if sp.get("repair"):
+        parts.append(f"repaired: {sp['repair']}")
+    if sp.get("in_prompt"):
+        parts.append("in the generation prompt")
+    return " · ".join(parts)
+
+
+def _span_html(sp: dict) -> str:
+    style = f"background:{COLOURS.get(sp['label'], '#fff')}"
+    if sp["label"] == "marker" or sp["label"] == "generation prompt":
+        style += ";border:1px solid #64748b;border-radius:3px;padding:0 1px"
+    if sp["label"] in ("unparsed", "ignored"):
+        style += ";text-decoration:underline wavy #dc2626"
+    return (f'<span class="cte-span" data-label="{html.escape(sp["label"])}" style="{style}" '
+            f'title="{html.escape(_title(sp), quote=True)}">{visible_html(sp["text"])}</span>')
+
+
+def _stop_html(stop: dict, kind: str) -> str:
+    return (f'<span class="cte-stop" data-kind="{kind}" style="color:#fff;background:#dc2626;border-radius:3px;'
+            f'padding:0 3px;font-weight:bold" title="{html.escape(stop["words"], quote=True)}">'
+            f'{"stopped here" if kind == "stop" else "cut off here"}</span>')
+
+
+body = []
+stop = ex["stop"]
+for sp in ex["spans"]:
+    if stop is not None and sp["start"] <= stop["pos"] < sp["end"]:
+        cut = stop["pos"] - sp["start"]
+        if cut:
+            body.append(_span_html({**sp, "text": sp["text"][:cut]}))
+        body.append(_stop_html(stop, "stop"))
+        body.append(_span_html({**sp, "text": sp["text"][cut:]}))
+        continue
+    body.append(_span_html(sp))
+if stop is not None and stop["pos"] >= len(ex["generation_prompt"] + ex.get("output", "")) and \
+        not any(sp["start"] <= stop["pos"] < sp["end"] for sp in ex["spans"]):
+    body.append(_stop_html(stop, "stop"))
+if ex["truncated"] is not None:
+    body.append(_stop_html(ex["truncated"], "truncated"))
+legend = "".join(f'<span style="background:{c};border:1px solid #cbd5e1;padding:0 4px;margin-right:4px">'
+                 f'{html.escape(k)}</span>' for k, c in COLOURS.items())
+st.subheader("Where every character went")
+st.html(f'<div class="cte-legend" style="font-size:0.8em;margin-bottom:6px">{legend}</div>'
+        f'<pre class="cte-spans" style="white-space:pre-wrap;font-size:0.9em;line-height:1.6">{"".join(body)}</pre>')
+st.caption("Hover a span for its label, the analysis field a marker matched and the comparison that found it.")
+
+if stop is not None:
+    st.subheader("Where it stopped")
+    st.error(md(f"At output position {stop['output_pos']} ({' > '.join(stop['path']) or 'top level'}): "
+                f"{stop['words']}"))
+if ex["truncated"] is not None:
+    st.warning(md(f"The output ends inside {' > '.join(ex['truncated']['path'])}: {ex['truncated']['words']}"))
+
+# ---------------------------------------------------------------- why
+
+st.subheader("Why")
+if not ex["findings"]:
+    st.caption("Nothing to explain: the format accounts for every character.")
+for f in ex["findings"]:
+    st.markdown(f"**{md(f['cause'])}**")
+    for e in f["evidence"]:
+        st.markdown("- " + md(e))
+if ex["other_fidelity_message"] is not None:
+    left, right = st.columns(2)
+    with left:
+        st.caption(md(f"{ex['fidelity']} fidelity"))
+        st.json(ex["message"])
+    with right:
+        st.caption("the other fidelity")
+        st.json(ex["other_fidelity_message"])
+else:
+    with st.expander("Parsed message"):
+        st.json(ex["message"])
+
+# ---------------------------------------------------------------- fixes
+
+st.subheader("Fixes that re-parse clean")
+if not ex["fixes"]:
+    st.caption("No candidate change (fidelity, analysis override, request setting) parses this output clean.")
+for i, fx in enumerate(ex["fixes"]):
+    st.markdown(md(f"{fx['kind']}: {fx['description']}"))
+    st.json(fx["message"], expanded=False)
+    st.button("Apply", key=f"explain_fix_{i}", on_click=_apply_fix, args=(fx,))
+
+# ---------------------------------------------------------------- reproducer
+
+st.subheader("Reproducer")
+rep = ex["reproducer"]
+c1, c2, c3 = st.columns(3)
+c1.download_button("cases.jsonl line", rep["case"] + "\n", file_name="explain_case.jsonl",
+                   mime="application/json", key="explain_dl_case")
+c2.download_button("pytest test", rep["pytest"], file_name="test_explain_case.py", mime="text/x-python",
+                   key="explain_dl_pytest")
+c3.download_button("peg_tester snippet", rep["peg_tester"], file_name="peg_tester_case.cpp", mime="text/x-c++src",
+                   key="explain_dl_cpp")
+with st.expander("Show the reproducers"):
+    st.code(rep["case"], language="json")
+    st.code(rep["pytest"], language="python")
+    st.code(rep["peg_tester"], language="cpp")

@@ -1,0 +1,105 @@
+"""Explain page (AppTest): the span view, the stop point, a one-click fix that lands on the Overrides page, and
+the reproducer downloads — on a corpus template with a real drift (``"parameters"`` instead of
+``"arguments"``, tests/data/explain_cases.jsonl) and on a clean parse."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+
+import pytest
+
+from .conftest import TEMPLATES
+from .test_app_helpers import html_bodies, page, start, unmd, use_corpus
+
+pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
+
+TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+DRIFT = 'Sure.\n<tool_call>\n{"name": "get_weather", "parameters": {"city": "Paris"}}\n</tool_call>'
+
+
+def _explain(output: str):
+    at = use_corpus(start(), "Qwen-Qwen2.5-7B-Instruct.jinja")
+    at.session_state["in_tools"] = json.dumps([TOOL])
+    at.session_state["in_output"] = output
+    return page(at, "explain")
+
+
+class _Spans(HTMLParser):
+    """(label, displayed text) of each span of the span view (whitespace glyphs kept as shown)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out: list[list[str]] = []
+        self.depth = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "span" and a.get("class") == "cte-span":
+            self.out.append([a["data-label"], ""])
+            self.depth = 1
+        elif tag == "span" and self.depth:
+            self.depth += 1
+
+    def handle_endtag(self, tag):
+        if tag == "span" and self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data):
+        if self.depth and self.out:
+            self.out[-1][1] += data
+
+
+def _labels(at) -> list[tuple[str, str]]:
+    body = next(b for b in html_bodies(at) if "cte-spans" in b)
+    p = _Spans()
+    p.feed(body)
+    return [(lab, text) for lab, text in p.out]
+
+
+def test_span_view_stop_point_and_cause():
+    at = _explain(DRIFT)
+    body = next(b for b in html_bodies(at) if "cte-spans" in b)
+    labels = [lab for lab, _ in _labels(at)]
+    assert labels[0] == "generation prompt" and "content" in labels and "unparsed" in labels
+    assert 'class="cte-stop"' in body and "found `&quot;parameters&quot;`" in body
+    errs = [unmd(e.value) for e in at.error]
+    assert any('expected `"arguments"`; found `"parameters"`' in e for e in errs), errs
+    texts = [unmd(m.value) for m in at.markdown]
+    assert "**drift: other JSON shape**" in texts
+
+
+def test_one_click_fix_applies_the_override_on_the_overrides_page():
+    at = _explain(DRIFT)
+    fix = [unmd(m.value) for m in at.markdown if "override tools.format.args_field" in unmd(m.value)]
+    assert fix == ["override: override tools.format.args_field = 'parameters'"]
+    at.button(key="explain_fix_0").click().run()
+    assert not at.exception, at.exception
+    assert "Overrides" in [t.value for t in at.title]
+    ov = [v for v in at.session_state["overrides"].values() if v]
+    assert ov == [{"tools.format.args_field": "parameters"}]
+    # back on the Explain page the same output now parses clean into the call
+    at = page(at, "explain")
+    assert "Route auto-parser · fidelity llama.cpp · parse clean" in [unmd(m.value) for m in at.markdown]
+    assert [lab for lab, _ in _labels(at)].count("tool name") == 1
+
+
+def test_reproducer_downloads():
+    at = _explain(DRIFT)
+    buttons = {b.label: b for b in at.get("download_button")}
+    assert set(buttons) == {"cases.jsonl line", "pytest test", "peg_tester snippet"}
+    codes = [c.value for c in at.code]
+    case = json.loads(codes[0])
+    assert case["template"] == "Qwen-Qwen2.5-7B-Instruct.jinja" and case["input"] == DRIFT
+    assert "def test_" in codes[1] and "run_case(CASE" in codes[1]
+    assert 'peg_tester("models/templates/Qwen-Qwen2.5-7B-Instruct.jinja", detailed_debug)' in codes[2]
+    assert ".tools({ get_weather_tool })" in codes[2] and codes[2].rstrip().endswith(".run();\n}")
+
+
+def test_clean_parse_has_nothing_to_explain():
+    at = _explain('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>')
+    labels = _labels(at)
+    assert ("tool name", "get_weather") in labels
+    assert not [e for e in at.error]
+    assert "Nothing to explain: the format accounts for every character." in [unmd(c.value) for c in at.caption]

@@ -1,0 +1,79 @@
+"""Real-browser test of the Explain page (Playwright + Debian's chromium, the launch helpers of
+tests/test_browser.py): the span view with labelled, boxed markers and a hover title naming the analysis field
+and the comparison that found it; the stop point; the one-click fix landing on the Overrides page; the
+reproducer download. Screenshots go to ``tests/artifacts/explain-*.png``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .test_browser import ARTIFACTS, _shot, _wait_idle, app_url, browser  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.browser
+
+DRIFT = ('The user wants the weather.\n</think>\nLet me check.\n<tool_call>\n'
+         '{"name": "get_weather", "parameters": {"city": "Paris"}}\n</tool_call>')
+
+
+def _open_explain(page) -> None:
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Explain").click()
+    page.get_by_role("heading", name="Explain").wait_for(timeout=60_000)
+    _wait_idle(page)
+
+
+def test_explain_span_view_stop_fix_and_reproducer(app_url, browser):  # noqa: F811 - fixtures
+    page = browser.new_page(viewport={"width": 1400, "height": 1100}, accept_downloads=True)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(app_url, wait_until="networkidle")
+    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
+    _wait_idle(page)
+    _open_explain(page)
+
+    area = page.locator('[data-testid="stTextArea"]').filter(has_text="Model output").locator("textarea")
+    area.fill(DRIFT)
+    area.press("Control+Enter")
+    _wait_idle(page)
+
+    # span view: every label drawn, markers boxed, the hover title names the field and its comparison
+    view = page.locator("pre.cte-spans")
+    view.wait_for(timeout=60_000)
+    labels = view.locator(".cte-span").evaluate_all("els => els.map(e => e.dataset.label)")
+    assert labels[0] == "generation prompt" and {"reasoning", "marker", "content", "unparsed"} <= set(labels), labels
+    end = view.locator('.cte-span[data-label="marker"]').filter(has_text="</think>").first
+    assert "reasoning.end" in end.get_attribute("title") and "found by" in end.get_attribute("title")
+    assert "border" in end.get_attribute("style")
+    end.hover()
+    # the stop point sits in the text and is spelled out below it
+    stop = view.locator(".cte-stop")
+    assert stop.count() == 1 and 'found `"parameters"`' in stop.get_attribute("title")
+    page.get_by_text('expected `"arguments"`; found `"parameters"`').first.wait_for(timeout=30_000)
+    view.scroll_into_view_if_needed()
+    _shot(page, "explain-01-spans-and-stop")
+    view.screenshot(path=str(ARTIFACTS / "explain-02-span-view.png"))
+
+    # reproducer download: the case line as cases.jsonl has it
+    with page.expect_download(timeout=30_000) as dl:
+        page.get_by_role("button", name="cases.jsonl line").click()
+    case = json.loads(open(dl.value.path(), encoding="utf-8").read())
+    assert case["input"] == DRIFT and case["template"] == "chatml-think-tools.jinja", case
+    assert case["expect"]["content"].endswith("</tool_call>")   # the current parser's answer, to edit
+
+    # one click applies the checked fix on the Overrides page
+    page.get_by_text("override tools.format.args_field = 'parameters'").first.wait_for(timeout=30_000)
+    page.get_by_role("button", name="Apply").first.click()
+    page.get_by_role("heading", name="Overrides").wait_for(timeout=60_000)
+    _wait_idle(page)
+    page.get_by_text("1 override(s)").first.wait_for(timeout=30_000)
+    _shot(page, "explain-03-fix-applied-on-overrides")
+
+    # back on Explain, the same output now parses clean into the call
+    _open_explain(page)
+    page.get_by_text("parse clean").first.wait_for(timeout=60_000)
+    names = page.locator('pre.cte-spans .cte-span[data-label="tool name"]').all_inner_texts()
+    assert names == ["get_weather"], names
+    _shot(page, "explain-04-clean-after-fix")
+    assert not errors, errors
+    page.close()
