@@ -453,6 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
         _roundtrip = None
     if _roundtrip is not None:
         _roundtrip.register(sub)
+    from .lint import cli as _lint_cli  # heavy imports happen inside the command
+
+    _lint_cli.register(sub)
     return ap
 
 
