@@ -151,7 +151,7 @@ def check_render_matrix(ctx: LintContext) -> list[Finding]:
         out.append(Finding(
             f"render/{shape.id}", Kind.RENDER, _raise_severity(shape, ctx.caps),
             f"raises on {shape.title}", _RAISE_HINT[shape.needs],
-            {"error": visible(r.error), "messages": visible(json.dumps(shape.messages, ensure_ascii=False))},
+            {"error": visible(r.error, spaces=False), "messages": visible(json.dumps(shape.messages, ensure_ascii=False))},
             {"shape": shape.id, "needs": shape.needs.value}))
     return out
 
@@ -185,7 +185,7 @@ def _divergence_cause(ctx: LintContext, shape: Shape, tr: Render, ll: Render) ->
     a, b = tr.text[pos:pos + 40], ll.text[pos:pos + 40]
     if a.startswith("None") or b.startswith("None"):
         return "none-printing", "jinja2 prints a none value as `None`, llama.cpp prints nothing"
-    if "&lt;" in a or "&#39;" in a or "&amp;" in a or "&gt;" in a:
+    if any(e in a for e in ("&lt;", "&gt;", "&#39;", "&#34;", "&quot;", "&amp;")):
         return "safe", "`| safe` makes jinja2 HTML-escape the strings added to it; llama.cpp's safe is a no-op"
     if re.match(r"\s*\{['\"]|\s*\[['\"{]", a) or re.match(r"\s*\{['\"]|\s*\[['\"{]", b):
         return "mapping-printing", "a mapping or list is printed differently (Python repr in jinja2)"
@@ -224,7 +224,8 @@ def check_divergence(ctx: LintContext) -> list[Finding]:
             f.data["shapes"].append(shape.id)
             continue
         if tr.error or ll.error:
-            ev = {"transformers": visible(tr.error or tr.text), "llama.cpp": visible(ll.error or ll.text)}
+            ev = {"transformers": visible(tr.error, spaces=False) if tr.error else visible(tr.text),
+                  "llama.cpp": visible(ll.error, spaces=False) if ll.error else visible(ll.text)}
             data: dict[str, Any] = {"shapes": [shape.id]}
         else:
             pos = _common_prefix_len(tr.text, ll.text)
@@ -372,7 +373,7 @@ def check_roundtrip(ctx: LintContext) -> list[Finding]:
         status = res.status.value
         cause = _cause_key(status, res.why or "")
         parser_side = status in ("parser_mismatch", "parser_error")
-        ev = {"why": visible(res.why or "", None), "rendered output": visible(res.rendered_output)}
+        ev = {"why": visible(res.why or "", None, spaces=False), "rendered output": visible(res.rendered_output)}
         if res.parsed is not None:
             ev["parsed"] = visible(json.dumps(res.parsed, ensure_ascii=False))
             ev["expected"] = visible(json.dumps(res.expected, ensure_ascii=False))
@@ -433,7 +434,7 @@ def check_probes(ctx: LintContext) -> list[Finding]:
             ("the template rejects a shape the analysis uses (" + ", ".join(fixes) + ") and accepts it once "
              "fixed: accept it too" if recovered else
              "the template rejects this probe input; the analysis part it serves is degraded"),
-            {"error": visible(cmp.error), "probe": visible(cmp.title),
+            {"error": visible(cmp.error, spaces=False), "probe": visible(cmp.title, spaces=False),
              "retry": ("with " + ", ".join(fixes) + ": " + ("renders" if recovered else "still raises"))
              if fixes else "no safe retry for this input"},
             {"probe": cmp.id, "recovered": recovered, "fixes": fixes}))
@@ -455,7 +456,7 @@ def check_probes(ctx: LintContext) -> list[Finding]:
             f"probe/{pid}", Kind.PROBE, Severity.WARNING, f"analysis probe {pid} failed: {_one_line(failure)}",
             "improved fidelity recovers it (string-argument-probes)" if recovered else
             "the analysis part this probe serves is degraded",
-            {"error": visible(failure), "retry": "improved fidelity: " + ("recovers" if recovered else "no")},
+            {"error": visible(failure, spaces=False), "retry": "improved fidelity: " + ("recovers" if recovered else "no")},
             {"probe": pid, "recovered": recovered}))
     return out
 
@@ -514,6 +515,19 @@ def check_markers(ctx: LintContext) -> list[Finding]:
     return out
 
 
+_PLACEHOLDER = re.compile(r"^<[a-z]+(-[a-z]+)+>$")  # "<tool-call-id>", "<function-name>": a slot, not a marker
+
+
+def _wraps_definitions(text: str, tag: str) -> bool:
+    """``tag`` opens a block (its closing form follows) that holds the tool definitions."""
+    close = tag.replace("<|", "<|/", 1) if tag.startswith("<|") else tag.replace("<", "</", 1)
+    i = text.find(tag)
+    if i >= 0 and "Current weather for a city" in text[i:i + len(tag) + 120]:
+        return True  # the definitions follow the tag directly
+    j = text.find(close, i + len(tag))
+    return i >= 0 and j > i and "get_weather" in text[i:j] and "Current weather for a city" in text[i:j]
+
+
 def _instruction_tags(ctx: LintContext) -> list[Finding]:
     by_id = {s.id: s for s in ctx.shapes}
     with_tools = ctx.shape_render(by_id["tools-user"])
@@ -529,7 +543,8 @@ def _instruction_tags(ctx: LintContext) -> list[Finding]:
         low = tag.lower()
         # only call markers ("<tool_call>", "[TOOL_CALLS]"): tool-definition wrappers and placeholders such as
         # "<function-name>" are not a call format
-        if tag in base or "call" not in low or low.startswith(("</", "<|/", "[/")):
+        if tag in base or "call" not in low or low.startswith(("</", "<|/", "[/")) or _PLACEHOLDER.match(tag) \
+                or _wraps_definitions(with_tools.text, tag):
             continue
         if call_text.count(tag) > with_tools.text.count(tag):
             continue

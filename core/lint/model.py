@@ -135,14 +135,16 @@ def suppress(findings: Iterable[Finding], patterns: Iterable[str]) -> tuple[list
 _WS = {" ": "␣", "\n": "↵", "\t": "→", "\r": "␍", "\v": "␋", "\f": "␌"}
 
 
-def visible(s: str, limit: int | None = 400) -> str:
+def visible(s: str, limit: int | None = 400, *, spaces: bool = True) -> str:
     """``s`` with whitespace made visible (``␣`` ``↵`` ``→``), control characters as ``\\xNN`` and invisible or
     bidirectional-control characters (format category Cf: zero-width spaces, BOM, LRE/RLO/isolates) as
     ``⟨U+XXXX⟩``, so template text never reorders or hides what is shown. Clipped to ``limit`` characters
-    with ``…`` (None: no clip)."""
+    with ``…`` (None: no clip). ``spaces=False`` leaves plain spaces as they are (for messages and reasons)."""
     out = []
     for ch in s:
-        if ch in _WS:
+        if ch == " " and not spaces:
+            out.append(ch)
+        elif ch in _WS:
             out.append(_WS[ch])
         elif ord(ch) < 32 or ord(ch) == 127:
             out.append(f"\\x{ord(ch):02x}")
