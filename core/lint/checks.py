@@ -580,14 +580,11 @@ def _generation_block(ctx: LintContext) -> list[Finding]:
     after = text[i + len(_GEN_E):]
     nxt = after.find("Bye")
     tail = after[:nxt] if nxt >= 0 else after[:40]
-    # the tags written before the first user text open turns; a tag after the block that comes before the next
-    # turn's opening is this turn's end, outside the mask
-    openers = set(_TAG.findall(text[:max(0, text.find("Hi"))]))
-    tags = []
-    for tag in _TAG.findall(tail):
-        if tag in openers:
-            break
-        tags.append(tag)
+    # the first tag after the block ends the assistant turn when the same tag ends the user turn too (it is an
+    # end-of-turn marker, not the next turn's opening)
+    tags = _TAG.findall(tail)[:1]
+    after_user = text[text.find("Hi") + 2:].lstrip()
+    tags = [t for t in tags if after_user.startswith(t)]
     if not tags:
         return []
     return [Finding(
