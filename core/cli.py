@@ -456,6 +456,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .lint import cli as _lint_cli  # heavy imports happen inside the command
 
     _lint_cli.register(sub)
+    from .compare import cli as _compare_cli
+
+    _compare_cli.register(sub)
     return ap
 
 
