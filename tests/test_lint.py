@@ -201,3 +201,15 @@ def test_cli_lint(capsys, tmp_path):
     assert [r["template"] for r in rows] == ["a.jinja", "b.jinja", "bad.jinja"] and rows[0]["findings"] == []
     assert rows[2]["error"].startswith("cannot load:")  # a batch never stops on a bad file
     assert "| render |" in cap.err
+
+
+def test_error_location_line_and_column():
+    from core.lint.locate import check_source
+
+    t, loc = check_source("{% for m in messages %}\n{{ m.content }\n{% endfor %}")
+    assert t is None and (loc.kind, loc.line, loc.column) == ("syntax", 2, 14)
+    assert loc.excerpt.splitlines()[2] == "  |              ^"
+    t, loc = check_source("{% for m in messages %}\n  {{ m.content.nope() }}\n{% endfor %}")
+    assert t is not None and (loc.kind, loc.line, loc.column) == ("render", 2, 16)
+    assert loc.headline().startswith("Render error at line 2, column 16: UndefinedError")
+    assert check_source("{{ messages[0].content }}") [1] is None

@@ -33,9 +33,11 @@ _QUOTED = re.compile(r"'([^']{1,40})'")
 
 
 def _column(line_text: str, message: str) -> int | None:
-    """The column of the token a jinja2 message quotes (``unexpected '}'``, ``unknown tag 'x'``) in the line."""
-    for tok in _QUOTED.findall(message):
-        i = line_text.find(tok)
+    """The column of the token a jinja2 message quotes (``unexpected '}'``, ``got '-'``, ``unknown tag 'x'``) in
+    the line: the last quoted token found, at its last occurrence (the parser stops at the offending token, so
+    it is the rightmost candidate)."""
+    for tok in reversed(_QUOTED.findall(message)):
+        i = line_text.rfind(tok)
         if i >= 0:
             return i + 1
     if "end of template" in message or "end of print statement" in message:
