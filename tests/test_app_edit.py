@@ -39,7 +39,7 @@ def test_edit_syntax_error_keeps_analysis_then_marker_change_changes_parser(cach
     at.text_area(key="in_edit_source").input(broken).run()
     _button(at, "Analyse").click().run()
     errs = errors(at)
-    assert errs and errs[0].startswith("Syntax error at line 7, column 15"), errs
+    assert errs and errs[0].startswith("Syntax error at line 7, column 14"), errs
     assert any("7 | {%- endmacro -%" in c.value for c in at.code)
     assert at.session_state["template"].origin == "bundled"
     assert frame_with(at, "field").set_index("field").loc["tools.format.per_call_start", "trimmed"] == "<tool_call>"
