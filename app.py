@@ -24,6 +24,9 @@ PAGES = [
     st.Page("explorer/pages/explain.py", title="Explain", icon=":material/troubleshoot:"),
     st.Page("explorer/pages/grammar.py", title="Grammar", icon=":material/account_tree:"),
     st.Page("explorer/pages/corpus.py", title="Corpus", icon=":material/table_view:"),
+    st.Page("explorer/pages/edit.py", title="Edit", icon=":material/edit:"),
+    st.Page("explorer/pages/lint.py", title="Lint", icon=":material/rule:"),
+    st.Page("explorer/pages/compare.py", title="Compare", icon=":material/difference:"),
 ]
 
 nav = st.navigation(PAGES)

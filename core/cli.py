@@ -470,6 +470,12 @@ def build_parser() -> argparse.ArgumentParser:
     repairs_cli.register(sub)
     from .explain import cli as _explain_cli  # `explain` (issue 11); heavy imports inside its command
     _explain_cli.register(sub)
+    from .lint import cli as _lint_cli  # heavy imports happen inside the command
+
+    _lint_cli.register(sub)
+    from .compare import cli as _compare_cli
+
+    _compare_cli.register(sub)
     return ap
 
 

@@ -95,7 +95,8 @@ def attempt(fn: Callable[..., T], *args: Any, prefix: str = "", **kw: Any) -> T 
 @dataclass
 class CurrentTemplate:
     """The template the explorer works on: ``name``, ``source`` (selected variant's text), ``variants``
-    (variant name → text), ``variant``, ``origin`` (file | json | gguf | hub | bundled | string | upload),
+    (variant name → text), ``variant``, ``origin`` (file | json | gguf | hub | bundled | string | upload |
+    edited: the source as changed in the Edit page, ``path`` / ``revision`` still those of the loaded one),
     ``path`` (file path or repo id, for display), ``revision`` (Hub)."""
 
     name: str
@@ -190,12 +191,25 @@ def load_bundled(name: str) -> CurrentTemplate:
     return load_spec(str(BUNDLED_DIR / name), origin="bundled")
 
 
+def from_edit(base: CurrentTemplate | None, source: str, name: str | None = None) -> CurrentTemplate:
+    """The source kind ``edited``: ``source`` as edited from ``base`` (the loaded template; None when restored
+    from a link), keeping its name, variant, path and revision."""
+    if base is None:
+        return CurrentTemplate(name or "edited.jinja", source, {"default": source}, "default", "edited")
+    return CurrentTemplate(name or base.name, source, {base.variant: source}, base.variant, "edited", base.path,
+                           base.revision)
+
+
 def current() -> CurrentTemplate:
-    """The current template; the first time, the default bundled example (works offline)."""
+    """The current template; the first time, the one the URL names (explorer.urlstate), else the default
+    bundled example (works offline). The URL follows the current template."""
+    from . import urlstate
+
     cur = st.session_state.get("template")
     if cur is None:
-        cur = load_bundled(DEFAULT_BUNDLED)
+        cur = urlstate.restore() or load_bundled(DEFAULT_BUNDLED)
         st.session_state["template"] = cur
+    urlstate.sync(cur)
     return cur
 
 

@@ -1,6 +1,7 @@
 """Corpus: analyse every template of a folder (../shared/templates when present, else the bundled
 examples) with a progress bar; a table filterable by format, modes and caps; click through to a template;
-CSV export. Rows are cached per file (path, size, mtime), so a second run is instant."""
+CSV export. Rows are cached per file (path, size, mtime), so a second run is instant. "Lint" adds the lint
+columns (core.lint on two worker processes, with its own progress bar)."""
 
 import pathlib
 import time
@@ -11,6 +12,7 @@ import streamlit as st
 from core.serving import BusyError, WorkKind, confined_template_path, work_slot
 from explorer import state
 from explorer.components import serving
+from explorer.components.lint_view import corpus_lint
 from explorer.components.text import md
 
 SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
@@ -87,6 +89,16 @@ if not result:
 if result["folder"] != str(folder):
     st.caption(md(f"Showing the last run, on {result['folder']}."))
 
+if st.button(f"Lint {len(files)} templates"):
+    lint_bar = st.progress(0.0, text="Lint: starting…")
+    lint_rows = corpus_lint([str(p) for p in files], state.fidelity(),
+                            lambda frac, text: lint_bar.progress(frac, text=md(text)))
+    st.session_state["corpus_lint"] = {"folder": result["folder"], "rows": lint_rows}
+linted = st.session_state.get("corpus_lint")
+if linted and linted["folder"] == result["folder"]:
+    LINT_COLUMNS = ["lint_errors", "lint_warnings", "lint_info", "lint_kinds", "lint_ids"]
+    result = {**result, "rows": [{**r, **linted["rows"].get(r["template"], {})} for r in result["rows"]]}
+    COLUMNS = [*COLUMNS[:-2], *LINT_COLUMNS, *COLUMNS[-2:]]
 df = pd.DataFrame(result["rows"], columns=COLUMNS)
 ok = df[df["error"] == ""]
 c1, c2, c3, c4 = st.columns(4)

@@ -1,0 +1,95 @@
+"""``python -m core lint``: lint one template, or a directory with ``--batch``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from .model import SEVERITY_ORDER, Severity, visible
+
+
+def _bar(done: int, total: int, name: str) -> None:
+    width = 30
+    fill = width * done // max(1, total)
+    sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {name[:40]:<40}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def format_lint(report: Any) -> str:
+    """Readable text of a :class:`~core.lint.model.LintReport`: one block per finding (severity, id, title,
+    evidence with whitespace visible, hint)."""
+    L = [f"Template: {report.template}  ({report.shapes} conversation shapes, {len(report.shapes_raising)} raise; "
+         f"{len(report.findings)} findings" + (f", {len(report.suppressed)} suppressed" if report.suppressed else "")
+         + ")"]
+    if report.error:
+        L.append(f"note: {visible(report.error)}")
+    for f in report.findings:
+        L.append(f"{f.severity.value.upper():7} {f.id}: {f.title}")
+        for k, v in f.evidence.items():
+            L.append(f"    {k}: {v}")
+        L.append(f"    hint: {f.hint}")
+    return "\n".join(L)
+
+
+def _cmd_lint(args: Any) -> int:
+    from ..errors import ChatTemplateExplorerError
+
+    fidelity = "improved" if args.improved else "llama.cpp"
+    suppressed = tuple(args.suppress or ())
+    fail_on = Severity(args.fail_on) if args.fail_on != "never" else None
+    if args.batch:
+        from .corpus import lint_corpus, summary_markdown, template_files
+
+        paths = template_files(args.batch)
+        show = args.progress or (args.progress is None and sys.stderr.isatty())
+        reports = lint_corpus(paths, workers=args.workers, fidelity=fidelity, suppressed=suppressed,
+                              progress=_bar if show else None)
+        if args.markdown:
+            print(summary_markdown(reports))
+        else:
+            for r in reports:
+                print(json.dumps(r.to_json(), ensure_ascii=False))
+            print(summary_markdown(reports), file=sys.stderr)
+        return 0
+    if not args.file:
+        raise ChatTemplateExplorerError("lint needs TEMPLATE or --batch DIR")
+    from ..cli import load
+    from . import lint
+
+    report = lint(load(args.file, args.variant), fidelity=fidelity, suppressed=suppressed)
+    if args.json:
+        print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+    else:
+        print(format_lint(report))
+    worst = report.worst()
+    if fail_on is not None and worst is not None and SEVERITY_ORDER[worst] <= SEVERITY_ORDER[fail_on]:
+        return 1
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``lint TEMPLATE [--json] [--suppress ID]… [--fail-on S]`` and ``lint --batch DIR [--markdown]`` to an
+    ``argparse`` sub-parsers object. Exit status: 1 when a finding at or above ``--fail-on`` (default error)
+    remains after suppression, 0 otherwise, 2 on bad input."""
+    from ..cli import _guard
+
+    p = subparsers.add_parser("lint", help="lint a template: render matrix, round trip, prefix stability, "
+                                           "renderer divergence, probes, markers, dates")
+    p.add_argument("file", nargs="?", help="template: .jinja, tokenizer_config.json, chat_template.json, .gguf or "
+                                           "Hub id")
+    p.add_argument("--variant", help="named template variant (e.g. tool_use)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--suppress", action="append", metavar="ID",
+                   help="leave out findings with this id (shell pattern, e.g. 'render/typed-*'); repeatable")
+    p.add_argument("--fail-on", choices=["error", "warning", "info", "never"], default="error",
+                   help="exit 1 when a finding this severe or worse remains (default: error)")
+    p.add_argument("--improved", action="store_true", help="improved fidelity for the analysis and parser")
+    p.add_argument("--batch", metavar="DIR", help="lint every *.jinja of DIR: one JSON line each, table on stderr")
+    p.add_argument("--markdown", action="store_true", help="(with --batch) print only the table by finding kind")
+    p.add_argument("--workers", type=int, default=2, help="(with --batch) worker processes (default 2)")
+    p.add_argument("--progress", action="store_true", default=None,
+                   help="(with --batch) progress bar on stderr (default: when stderr is a terminal)")
+    p.set_defaults(func=_guard(_cmd_lint))

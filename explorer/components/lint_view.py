@@ -1,0 +1,106 @@
+"""Display of lint findings and template comparisons (results of core.lint / core.compare), as text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import pandas as pd
+import streamlit as st
+
+from .text import md
+
+SEVERITY_ICON = {"error": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
+
+
+def findings_frame(report: Any) -> pd.DataFrame:
+    """One row per finding: severity, id, title, hint."""
+    return pd.DataFrame([{"severity": f.severity.value, "id": f.id, "title": f.title, "hint": f.hint}
+                         for f in report.findings], columns=["severity", "id", "title", "hint"])
+
+
+def show_findings(report: Any, *, key: str = "lint") -> None:
+    """Metrics by kind, the findings table and each finding's evidence (plain text, whitespace visible)."""
+    kinds = report.by_kind()
+    cols = st.columns(len(kinds))
+    for c, (k, n) in zip(cols, kinds.items()):
+        c.metric(k, n)
+    if report.error:
+        st.warning(md(report.error))
+    if not report.findings:
+        st.success(f"No findings ({report.shapes} conversation shapes rendered).")
+        return
+    st.dataframe(findings_frame(report), hide_index=True, width="stretch", key=f"{key}_table")
+    for f in report.findings:
+        with st.expander(f"{f.severity.value} · {f.id}", icon=SEVERITY_ICON.get(f.severity.value)):
+            st.markdown(md(f.title))
+            for name, text in f.evidence.items():
+                st.caption(md(name))
+                st.code(text, language=None, wrap_lines=True)
+            st.caption(md("Hint: " + f.hint))
+
+
+def corpus_lint(paths: list[str], fidelity: str, progress: Callable[[float, str], None]) -> dict[str, dict[str, Any]]:
+    """Lint ``paths`` on two worker processes (:func:`core.lint.corpus.lint_corpus`); template name → row of
+    lint columns (``lint_errors``, ``lint_warnings``, ``lint_info``, ``lint_kinds``, ``lint_ids``).
+    ``progress(fraction, text)`` is called as templates finish."""
+    from core.lint.corpus import lint_corpus
+
+    reports = lint_corpus(paths, workers=2, fidelity=fidelity,
+                          progress=lambda done, total, name: progress(done / total, f"Lint {done}/{total} · {name}"))
+    out = {}
+    for r in reports:
+        sev = [f.severity.value for f in r.findings]
+        out[r.template] = {"lint_errors": sev.count("error"), "lint_warnings": sev.count("warning"),
+                           "lint_info": sev.count("info"),
+                           "lint_kinds": ", ".join(k for k, n in r.by_kind().items() if n),
+                           "lint_ids": " ".join(f.id for f in r.findings)}
+    return out
+
+
+def show_comparison(c: Any) -> None:
+    """A :class:`core.compare.TemplateComparison`: verdict, fields, render diffs, lint delta, parses."""
+    from core.diff import DiffSplit
+
+    from .diff_view import show_diff
+
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("Parser changes", "yes" if c.parser_changes else "no")
+    m2.metric("Analysis fields", len(c.fields))
+    m3.metric("Renders differ", len(c.renders))
+    m4.metric("Lint +/−", f"+{len(c.lint_added)} / −{len(c.lint_removed)}")
+    if c.identical:
+        st.info("The two templates are identical.")
+    st.subheader("Analysis fields that differ")
+    if c.fields:
+        st.dataframe(pd.DataFrame([{"field": f.path, "A": json.dumps(f.a, ensure_ascii=False),
+                                    "B": json.dumps(f.b, ensure_ascii=False),
+                                    "changes the parser": "yes" if f.parser else "no (order only)"}
+                                   for f in c.fields]), hide_index=True, width="stretch", key="compare_fields")
+    else:
+        st.caption("None.")
+    st.subheader("Comparisons whose renders differ")
+    for r in c.renders:
+        with st.expander(f"{r.id}: {r.title}"):
+            for side, split, err in (("A", r.a, r.error_a), ("B", r.b, r.error_b)):
+                st.caption(side)
+                if split is None:
+                    st.code(err or "", language=None)
+                else:
+                    show_diff(DiffSplit(**split))
+    if not c.renders:
+        st.caption("None.")
+    st.subheader("Lint findings")
+    st.markdown(md("Added in B: " + (", ".join(c.lint_added) or "none")))
+    st.markdown(md("Removed in B: " + (", ".join(c.lint_removed) or "none")))
+    st.subheader("The same outputs, parsed by both")
+    for p in c.parses:
+        label = (f"output of {p.source.value.upper()} ({p.message} message, thinking "
+                 f"{'on' if p.enable_thinking else 'off'}) · " + ("same" if p.same else "DIFFERENT"))
+        with st.expander(label, expanded=not p.same):
+            st.code(p.output, language=None, wrap_lines=True)
+            a, b = st.columns(2)
+            a.caption("parsed by A")
+            a.json(p.parsed_a)
+            b.caption("parsed by B")
+            b.json(p.parsed_b)

@@ -1,0 +1,51 @@
+"""Compare: the current template (A) against another (B) — the loaded source before editing, a bundled
+example, a file, a Hub revision or pasted text: analysis fields that differ, comparisons whose renders differ,
+lint findings added and removed, and the same outputs parsed by both (core.compare)."""
+
+import streamlit as st
+
+from explorer import state
+from explorer.components.lint_view import show_comparison
+from explorer.components.text import md
+
+
+@st.cache_resource(max_entries=16, show_spinner="Comparing…")
+def _compare(src_a: str, name_a: str, src_b: str, name_b: str, fidelity: str, with_lint: bool):
+    from core.compare import compare_templates
+    from core.templating import ChatTemplate
+
+    return compare_templates(ChatTemplate(src_a, name_a), ChatTemplate(src_b, name_b), fidelity=fidelity,
+                             with_lint=with_lint)
+
+
+st.title("Compare")
+tpl = state.current()
+st.caption(md(f"A: {tpl.name} ({tpl.origin})"))
+base = st.session_state.get("edit_base")
+kinds = (["Loaded source (before editing)"] if tpl.origin == "edited" and base is not None else []) + \
+    ["Bundled example", "File or Hub id", "Pasted text"]
+if st.session_state.get("in_compare_kind") not in kinds:
+    st.session_state["in_compare_kind"] = kinds[0]
+kind = st.radio("B", kinds, key="in_compare_kind", horizontal=True)
+other = None
+if kind.startswith("Loaded"):
+    other = base
+elif kind == "Bundled example":
+    name = st.selectbox("Bundled example", state.bundled_names(), key="in_compare_bundled")
+    other = state.attempt(state.load_bundled, name) if name else None
+elif kind == "File or Hub id":
+    c1, c2 = st.columns([3, 1])
+    spec = c1.text_input("Path or Hub repo id", key="in_compare_spec")
+    rev = c2.text_input("Revision (Hub)", key="in_compare_rev")
+    if spec.strip():
+        other = state.attempt(state.load_spec, spec.strip(), revision=rev.strip() or None)
+else:
+    text = st.text_area("Template source B", key="in_compare_text", height=200)
+    if text.strip():
+        other = state.from_edit(None, text, "pasted.jinja")
+with_lint = st.toggle("Include lint findings", value=True, key="in_compare_lint")
+if other is not None:
+    st.caption(md(f"B: {other.name} ({other.origin})"))
+    result = state.attempt(_compare, tpl.source, tpl.name, other.source, other.name, state.fidelity(), with_lint)
+    if result is not None:
+        show_comparison(result)

@@ -1,0 +1,33 @@
+"""Lint: every finding of core.lint for the current template (render matrix, round trip, prefix stability,
+renderer divergence, probes, markers, dates), with evidence and hints; suppress ids; JSON download."""
+
+import json
+
+import streamlit as st
+
+from explorer import state
+from explorer.components.lint_view import show_findings
+from explorer.components.text import md
+
+
+@st.cache_resource(max_entries=32, show_spinner="Linting the template…")
+def _lint(source: str, name: str, fidelity: str, suppressed: tuple[str, ...]):
+    from core.lint import lint
+    from core.templating import ChatTemplate
+
+    return lint(ChatTemplate(source, name), fidelity=fidelity, suppressed=suppressed)
+
+
+st.title("Lint")
+tpl = state.current()
+st.caption(md(f"{tpl.name} · {tpl.origin} · fidelity {state.fidelity()}"))
+st.text_input("Suppress ids (space-separated shell patterns, e.g. render/typed-* prefix/history)",
+              key="in_lint_suppress")
+patterns = tuple(st.session_state.get("in_lint_suppress", "").split())
+report = state.attempt(_lint, tpl.source, tpl.name, state.fidelity(), patterns)
+if report is not None:
+    if report.suppressed:
+        st.caption(md(f"{len(report.suppressed)} suppressed: " + ", ".join(report.suppressed)))
+    show_findings(report)
+    st.download_button("Download findings (JSON)", json.dumps(report.to_json(), ensure_ascii=False, indent=2),
+                       file_name=f"{tpl.file_stem}.lint.json", mime="application/json")
