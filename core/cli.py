@@ -453,6 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
         _roundtrip = None
     if _roundtrip is not None:
         _roundtrip.register(sub)
+    from .export import cli as _export_cli  # `export`, `suite` (issue 13); heavy imports inside the commands
+
+    _export_cli.register(sub)
     return ap
 
 
