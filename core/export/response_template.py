@@ -97,12 +97,19 @@ def _name_re(suffix: str) -> str:
 
 # ------------------------------------------------------------------------------------------------ mapping
 
-def _anchor(gp: str, reasoning_start: str) -> str:
+def _anchor(gp: str, reasoning_start: str, prompt: str = "") -> str:
     """The start anchor: the generation prompt up to a reasoning opener it carries (the opener must stay in
     the text the parser sees, so an opened ``<think>`` opens the reasoning region)."""
     rs = reasoning_start.strip()
     if rs and rs in gp:
         gp = gp[: gp.rindex(rs)]
+    if not gp.strip() and prompt:
+        from ..diff import segmentize_markers
+
+        segs = [seg.value for seg in segmentize_markers(prompt.rstrip())]
+        last = segs[-1].strip() if segs else ""
+        if last and not last.isalnum() and any(c in last for c in "[]<>|"):
+            return last  # the turn opener is empty (Mistral): the prompt's last marker ([/INST]) ends the user turn
     if not gp.strip():
         raise NotExpressible("the generation prompt is empty: no start_anchor can find where the assistant turn "
                              "starts in the prompt")
@@ -233,8 +240,9 @@ def _tool_field(a: Any, notes: list[str]) -> dict[str, Any] | None:
                 opener += _lit(fn.args_separator)
             close = post_id + _closer(f, fn.close, next_open=_next_open(f, fn))
             if not close.replace(_WS, ""):
-                raise NotExpressible("TAG_WITH_JSON calls without a closing marker: the JSON region would run to "
-                                     "the end of the output")
+                # no closer (Mistral's [TOOL_CALLS]name[ARGS]{…}): a call ends where the next one opens, or at the end
+                close = f"(?={_WS}{_next_open(f, fn)})|\\Z"
+                notes.append("tool_calls: no closing marker; a call ends at the next call's opener or the end")
             return {"open_pattern": opener, "close_pattern": close, "repeats": True, "content": "json",
                     "transform": transform}
         args = a.tools.arguments
@@ -266,7 +274,7 @@ def _tool_field(a: Any, notes: list[str]) -> dict[str, Any] | None:
 
 
 def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavour.TRANSFORMERS,
-                 notes: list[str] | None = None) -> dict[str, Any]:
+                 notes: list[str] | None = None, prompt: str = "") -> dict[str, Any]:
     """The response_template for a :class:`~core.analysis.result.TemplateAnalysis` and the generation prompt
     of the request the model is served with. Raises :class:`NotExpressible` (message: the reason) when the
     format cannot carry the template."""
@@ -282,7 +290,7 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
     if tools is not None:
         fields["tool_calls"] = tools
     fields["content"] = _content_field(analysis)
-    anchor = _anchor(generation_prompt, analysis.reasoning.start)
+    anchor = _anchor(generation_prompt, analysis.reasoning.start, prompt)
     return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, "start_anchor": anchor, "fields": fields}
 
 
@@ -348,7 +356,7 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
             res.notes.append(f"special handler {route.handler}: format written from the handler")
             res.response_template = special
         else:
-            res.response_template = map_analysis(analysis, res.generation_prompt, flavour, res.notes)
+            res.response_template = map_analysis(analysis, res.generation_prompt, flavour, res.notes, bundle.prompt)
             if route.kind == "specialized":
                 res.notes.append(f"special handler {route.handler}: exported from the analysis; verification "
                                  "compares with the handler's parses")
