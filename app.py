@@ -22,6 +22,7 @@ PAGES = [
     st.Page("explorer/pages/playground.py", title="Playground", icon=":material/play_arrow:"),
     st.Page("explorer/pages/grammar.py", title="Grammar", icon=":material/account_tree:"),
     st.Page("explorer/pages/corpus.py", title="Corpus", icon=":material/table_view:"),
+    st.Page("explorer/pages/export.py", title="Export", icon=":material/ios_share:"),
 ]
 
 nav = st.navigation(PAGES)
