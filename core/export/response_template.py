@@ -97,23 +97,33 @@ def _name_re(suffix: str) -> str:
 
 # ------------------------------------------------------------------------------------------------ mapping
 
-def _anchor(gp: str, reasoning_start: str, prompt: str = "") -> str:
-    """The start anchor: the generation prompt up to a reasoning opener it carries (the opener must stay in
-    the text the parser sees, so an opened ``<think>`` opens the reasoning region)."""
-    rs = reasoning_start.strip()
-    if rs and rs in gp:
-        gp = gp[: gp.rindex(rs)]
-    if not gp.strip() and prompt:
+def _anchor(gp: str, analysis: Any, prompt: str = "") -> dict[str, Any]:
+    """The start anchor, as ``start_anchor_pattern``: the generation prompt without outer whitespace, cut before
+    a reasoning or content opener it carries (the opener must stay in the text the parser sees, so an opened
+    ``<think>`` opens the reasoning region), then optionally the reasoning end (a generation prompt that closes
+    reasoning when thinking is off, ``…<|Bot|></think>``, must not leave the closer as content). Where the
+    generation prompt is empty (Mistral), the prompt's last marker (``[/INST]``)."""
+    cut = len(gp)
+    for m in (analysis.reasoning.start, analysis.reasoning.end):
+        m = m.strip()
+        if m and m in gp:
+            cut = min(cut, gp.index(m))
+    base = gp[:cut].strip()
+    if not base and prompt:
         from ..diff import segmentize_markers
 
         segs = [seg.value for seg in segmentize_markers(prompt.rstrip())]
         last = segs[-1].strip() if segs else ""
         if last and not last.isalnum() and any(c in last for c in "[]<>|"):
-            return last  # the turn opener is empty (Mistral): the prompt's last marker ([/INST]) ends the user turn
-    if not gp.strip():
+            base = last
+    if not base:
         raise NotExpressible("the generation prompt is empty: no start_anchor can find where the assistant turn "
                              "starts in the prompt")
-    return gp
+    pattern = re.escape(base)
+    end = analysis.reasoning.end.strip()
+    if end and analysis.reasoning.mode.value != "NONE":
+        pattern += f"(?:{_WS}{re.escape(end)})?"
+    return {"start_anchor_pattern": pattern}
 
 
 def _reasoning_field(a: Any) -> dict[str, Any] | None:
@@ -135,7 +145,8 @@ def _content_field(a: Any) -> dict[str, Any]:
     if mode == "PLAIN":
         return {"content": "text"}
     if mode == "ALWAYS_WRAPPED" and a.content.start.strip() and a.content.end.strip():
-        return {"open": a.content.start.strip(), "close": a.content.end.strip(), "content": "text"}
+        # the opener may come from the generation prompt and again from the model (Command R): take both
+        return {"open_pattern": f"(?:{_lit(a.content.start)})+", "close": a.content.end.strip(), "content": "text"}
     raise NotExpressible(f"content mode {mode} (markers {a.content.start!r}/{a.content.end!r}): content is "
                          "wrapped only beside reasoning, and a field is either opened by a marker or implicit, "
                          "not both")
@@ -190,8 +201,8 @@ def _json_call_transform(a: Any, prefix: str = "content.") -> dict[str, Any]:
     base = f"{prefix}{f.function_field}." if nested else prefix
     out: dict[str, Any] = {"type": "function", "function": {"name": "{" + base + f.name_field + "}",
                                                              "arguments": "{" + base + f.args_field + "}"}}
-    if f.id_field:
-        out["id"] = "{" + prefix + f.id_field + "}"
+    if f.id_field or f.gen_id_field:
+        out["id"] = "{" + prefix + (f.id_field or f.gen_id_field) + "}"
     return out
 
 
@@ -208,11 +219,20 @@ def _tool_field(a: Any, notes: list[str]) -> dict[str, Any] | None:
     if mode == "JSON_NATIVE":
         if pre_id or mid_id or post_id:
             raise NotExpressible("JSON calls with the call id outside the JSON object")
+        if f.per_call_start.strip() and f.tools_array_wrapped:
+            notes.append("tool_calls: one region per call marker holding a JSON array, mapped call by call")
+            if not (f.per_call_end.strip() or f.section_end.strip()):
+                raise NotExpressible("a JSON array of calls without a closing marker")
+            return {"open_pattern": _opener(f), "close_pattern": _closer(f), "content": "json",
+                    "transform_each": True, "transform": _json_call_transform(a, "")}
         if f.per_call_start.strip():
             notes.append("tool_calls: one region per call, opened by per_call_start (section start optional)")
-            return {"open_pattern": _opener(f), "close_pattern": _closer(f, next_open=_lit(f.per_call_start)),
-                    "repeats": True,
-                    "content": "json", "transform": _json_call_transform(a)}
+            close = _closer(f, next_open=_lit(f.per_call_start))
+            if not close.replace(_WS, ""):
+                close = f"(?={_lit(f.per_call_start)})"
+                notes.append("tool_calls: no closing marker; a call ends at the next call's opener or the end")
+            return {"open_pattern": _opener(f), "close_pattern": close,
+                    "repeats": True, "content": "json", "transform": _json_call_transform(a)}
         if f.section_start.strip() and f.tools_array_wrapped:
             notes.append("tool_calls: one region for the section, a JSON array mapped call by call")
             out: dict[str, Any] = {"open_pattern": _WS + _lit(f.section_start), "content": "json",
@@ -223,6 +243,9 @@ def _tool_field(a: Any, notes: list[str]) -> dict[str, Any] | None:
         if f.section_start.strip() or f.tools_array_wrapped:
             raise NotExpressible("JSON calls in a section without per-call markers and not written as one JSON "
                                  "array: consecutive objects cannot be split into regions")
+        if a.caps.supports_parallel_tool_calls:
+            raise NotExpressible("bare JSON calls without any marker and parallel calls allowed: consecutive "
+                                 "objects cannot be split into regions")
         notes.append("tool_calls: a bare JSON object at the start of the output (no marker); one call")
         return {"open_pattern": r"\A\s*(?=\{\s*\"" + re.escape(f.name_field) + r"\"\s*:)", "content": "json",
                 "repeats": True, "transform": _json_call_transform(a)}
@@ -238,10 +261,12 @@ def _tool_field(a: Any, notes: list[str]) -> dict[str, Any] | None:
         if mode == "TAG_WITH_JSON":
             if fn.args_separator.strip():
                 opener += _lit(fn.args_separator)
+            elif not (fn.name_suffix.strip() or mid_id):
+                opener += r"[^{]*?(?=\{)"  # a marker the analysis did not name ([ARGS]) before the JSON arguments
             close = post_id + _closer(f, fn.close, next_open=_next_open(f, fn))
             if not close.replace(_WS, ""):
                 # no closer (Mistral's [TOOL_CALLS]name[ARGS]{…}): a call ends where the next one opens, or at the end
-                close = f"(?={_WS}{_next_open(f, fn)})|\\Z"
+                close = f"(?={_WS}{_next_open(f, fn)})"
                 notes.append("tool_calls: no closing marker; a call ends at the next call's opener or the end")
             return {"open_pattern": opener, "close_pattern": close, "repeats": True, "content": "json",
                     "transform": transform}
@@ -289,9 +314,16 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
     tools = _tool_field(analysis, notes)
     if tools is not None:
         fields["tool_calls"] = tools
-    fields["content"] = _content_field(analysis)
-    anchor = _anchor(generation_prompt, analysis.reasoning.start, prompt)
-    return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, "start_anchor": anchor, "fields": fields}
+    c_start = analysis.content.start.strip()
+    if c_start and c_start in generation_prompt and analysis.content.end.strip():
+        # the generation prompt opens the content wrapper (Command R): the whole turn is content up to its end
+        # marker, tool calls included, so content is the implicit region and the opener stays in the anchor
+        fields["content"] = {"close": analysis.content.end.strip(), "content": "text"}
+        notes.append(f"the generation prompt opens content ({c_start!r}): content is the implicit region")
+    else:
+        fields["content"] = _content_field(analysis)
+    return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(generation_prompt, analysis, prompt),
+            "fields": fields}
 
 
 # Special handlers whose format the generic analysis does not describe, written down from the format the handler
@@ -317,8 +349,8 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour) -> dict[str
                                 "transform": {"type": "function", "function": {"name": "{name}",
                                                                                "arguments": "{arguments}"}}}
         fields["content"] = {"content": "text"}
-        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"},
-                "start_anchor": _anchor(gp, "<think>"), "fields": fields}
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis),
+                "fields": fields}
     return None
 
 
