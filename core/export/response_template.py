@@ -339,16 +339,26 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour) -> dict[str
                 r"functions\.(?P<name>", r"(?P<id>functions\.(?P<name>").replace(r":\d+", r":\d+)", 1)
             call["transform"]["id"] = "{id}"
         return rt
-    if handler == "lfm2":
-        fields: dict[str, Any] = {}
-        if analysis.reasoning.mode.value != "NONE" and analysis.reasoning.end.strip():
-            fields[think] = {"open": analysis.reasoning.start.strip() or "<think>",
-                             "close": analysis.reasoning.end.strip(), "content": "text"}
-        fields["tool_calls"] = {"open_pattern": r"\s*<\|tool_call_start\|>", "close_pattern": r"<\|tool_call_end\|>\s*",
-                                "content": "python-call-list", "transform_each": True,
-                                "transform": {"type": "function", "function": {"name": "{name}",
-                                                                               "arguments": "{arguments}"}}}
-        fields["content"] = {"content": "text"}
+    if handler in ("lfm2", "lfm2.5"):
+        # core/chat/handlers/lfm2.py: [<think>…</think>] content [<|tool_call_start|>[name(arg=value), …]<|tool_call_end|>]
+        fields: dict[str, Any] = {
+            think: {"open": "<think>", "close": "</think>", "content": "text"},
+            "tool_calls": {"open_pattern": r"\s*<\|tool_call_start\|>", "close_pattern": r"<\|tool_call_end\|>\s*",
+                           "content": "python-call-list", "transform_each": True,
+                           "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}}},
+            "content": {"content": "text"}}
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis),
+                "fields": fields}
+    if handler == "gemma4":
+        # core/chat/handlers/gemma4.py: [<|channel>thought\n…<channel|>] content [<|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>]…
+        fields = {
+            think: {"open": "<|channel>thought", "close": "<channel|>", "content": "text"},
+            "tool_calls": {"open_pattern": r"\s*<\|tool_call>call:(?P<name>[A-Za-z0-9_.-]+)", "close_pattern": r"<tool_call\|>\s*",
+                           "repeats": True, "content": "json",
+                           "content_args": {"unquoted_keys": True, "string_delims": [['<|"|>', '<|"|>']]},
+                           "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+            # the turn ends at <turn|> / <|tool_response>; a stray <channel|> is dropped, as the handler does
+            "content": {"close_pattern": r"\s*(?:<channel\|>|<turn\|>|<\|tool_response>)", "content": "text"}}
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis),
                 "fields": fields}
     return None
