@@ -89,6 +89,11 @@ def _digits(escaped: str) -> str:
     return re.sub(r"\d+", r"\\d+", escaped)
 
 
+def _ws_opt(ws: str) -> str:
+    """The exact whitespace of a marker's edge, optional ("" when none)."""
+    return f"(?:{re.escape(ws)})?" if ws else ""
+
+
 def _name_re(suffix: str) -> str:
     """The function-name group: up to the suffix's first non-space character, never across whitespace or a
     tag bracket."""
@@ -275,10 +280,17 @@ def _tool_field(a: Any, notes: list[str]) -> dict[str, Any] | None:
             raise NotExpressible("tagged arguments without a name opener and a value closer")
         if args.start.strip():
             opener += _lit(args.start)
-        key = re.escape(args.name_prefix.strip()) + r"(?P<key>[^<>\n]+?)" + \
-            (_WS + re.escape(args.name_suffix.strip()) if args.name_suffix.strip() else r"(?=\s)")
-        value = _WS + (re.escape(args.value_prefix.strip()) if args.value_prefix.strip() else "") + \
-            r"(?P<value>.*?)" + _WS + re.escape(args.value_suffix.strip())
+        # a value keeps its own whitespace: only the markers' whitespace (Qwen3-Coder's "\n" on each side) is
+        # taken off, as llama.cpp does ("#include\n" stays "#include\n")
+        key = re.escape(args.name_prefix.strip()) + r"(?P<key>[^<>\n\"]+?)"
+        key += _WS + re.escape(args.name_suffix.strip()) if args.name_suffix.strip() else ""
+        if not (args.name_suffix.strip() or args.value_prefix.strip()):
+            key += r"(?=\s)"
+        v_pre = args.value_prefix if args.value_prefix.strip() else args.name_suffix
+        v_suf = args.value_suffix
+        value = (_WS + re.escape(args.value_prefix.strip()) if args.value_prefix.strip() else "")
+        value += _ws_opt(v_pre[len(v_pre.rstrip()):]) + r"(?P<value>.*?)" + _ws_opt(v_suf[: len(v_suf) - len(v_suf.lstrip())])
+        value += re.escape(v_suf.strip())
         close = _closer(f, args.end, fn.close, next_open=_next_open(f, fn))
         if not close.replace(_WS, ""):
             raise NotExpressible("TAG_WITH_TAGGED calls without a closing marker")
@@ -328,11 +340,28 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
 
 # Special handlers whose format the generic analysis does not describe, written down from the format the handler
 # parses (core/chat/handlers/); each is proven by verify like every other export.
-def _special(handler: str, analysis: Any, gp: str, flavour: Flavour) -> dict[str, Any] | None:
+def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str = "") -> dict[str, Any] | None:
     think = REASONING_FIELD[flavour]
+    if handler == "qwen3-coder":
+        # core/chat/handlers/qwen3_coder.py: a tool call ends reasoning even without </think> (Qwen3.5 opens
+        # <think> in the generation prompt and models may call a tool straight away)
+        rt = map_analysis(analysis, gp, flavour, prompt=prompt)
+        fields = rt["fields"]
+        if think in fields and "tool_calls" in fields:
+            end = fields[think].pop("close")
+            fields[think]["close_pattern"] = f"{re.escape(end)}|(?={_WS}<tool_call>)"
+        return rt
+    if handler == "ministral-3":
+        # core/chat/handlers/ministral3.py: optional [THINK]…[/THINK] before the content and calls
+        rt = map_analysis(analysis, gp, flavour, prompt=prompt)
+        rt["fields"] = {think: {"open": "[THINK]", "close": "[/THINK]", "content": "text"}, **rt["fields"]}
+        return rt
     if handler == "kimi-k2":
-        # the call id is the whole "functions.NAME:IDX" the model writes (the handler keeps it as the id)
-        rt = map_analysis(analysis, gp, flavour)
+        # the call id is the whole "functions.NAME:IDX" the model writes (the handler keeps it as the id);
+        # core/chat/handlers/kimi_k2.py reads an optional <think>…</think> first
+        rt = map_analysis(analysis, gp, flavour, prompt=prompt)
+        if think not in rt["fields"]:
+            rt["fields"] = {think: {"open": "<think>", "close": "</think>", "content": "text"}, **rt["fields"]}
         call = rt["fields"].get("tool_calls")
         if call is not None:
             call["open_pattern"] = call["open_pattern"].replace(
@@ -347,7 +376,7 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour) -> dict[str
                            "content": "python-call-list", "transform_each": True,
                            "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}}},
             "content": {"content": "text"}}
-        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis),
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
                 "fields": fields}
     if handler == "gemma4":
         # core/chat/handlers/gemma4.py: [<|channel>thought\n…<channel|>] content [<|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>]…
@@ -359,7 +388,7 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour) -> dict[str
                            "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
             # the turn ends at <turn|> / <|tool_response>; a stray <channel|> is dropped, as the handler does
             "content": {"close_pattern": r"\s*(?:<channel\|>|<turn\|>|<\|tool_response>)", "content": "text"}}
-        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis),
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
                 "fields": fields}
     return None
 
@@ -392,7 +421,7 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
     res.generation_prompt = bundle.generation_prompt or _generation_prompt(bundle)
     analysis = report.analysis
     try:
-        special = _special(route.handler, analysis, res.generation_prompt, flavour) \
+        special = _special(route.handler, analysis, res.generation_prompt, flavour, bundle.prompt) \
             if route.kind == "specialized" else None
         if special is not None:
             res.notes.append(f"special handler {route.handler}: format written from the handler")

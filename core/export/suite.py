@@ -115,11 +115,28 @@ def _truncated_second_call(row: dict[str, Any]) -> tuple[str, dict[str, Any]] | 
     return text[:cut], exp
 
 
+def _forced_reasoning(template: Any, analysis: Any, tools: list[dict[str, Any]], fidelity: str) -> bool:
+    """The suite request's generation prompt ends with the reasoning start marker (forced-open reasoning)."""
+    from ..chat.pipeline import build_chat_parser
+    from ..chat.request import ChatRequest
+    from ..chat.roundtrip import round_trip_request
+
+    start = analysis.reasoning.start.strip()
+    if analysis.reasoning.mode.value == "NONE" or not start:
+        return False
+    try:
+        gp = build_chat_parser(template, ChatRequest.from_dict(round_trip_request(tools)),
+                               fidelity=fidelity).generation_prompt
+    except Exception:  # noqa: BLE001 - the round trips report the failure
+        return False
+    return gp.rstrip().endswith(start)
+
+
 def generate_suite(template: Any, *, fidelity: str = "llama.cpp") -> Suite:
     """The suite for ``template`` (a :class:`~core.templating.ChatTemplate`) at ``fidelity``. Never raises for
     template failures (a case the template cannot render lands in ``skipped``)."""
     from ..chat.pipeline import cached_analysis
-    from ..chat.roundtrip import ROUND_TRIP_TOOLS, RoundTripStatus, round_trip
+    from ..chat.roundtrip import REASONING_TEXT, ROUND_TRIP_TOOLS, RoundTripStatus, round_trip
     from ..errors import ChatTemplateExplorerError
 
     tools = copy.deepcopy(ROUND_TRIP_TOOLS) + copy.deepcopy(SUITE_TOOLS)
@@ -130,8 +147,12 @@ def generate_suite(template: Any, *, fidelity: str = "llama.cpp") -> Suite:
         suite.skipped["*"] = f"analysis fails: {e}"
         return suite
     has_tools = analysis.caps.supports_tool_calls
+    forced = _forced_reasoning(template, analysis, tools, fidelity)
     rows: dict[str, dict[str, Any]] = {}
     for name, msg in suite_messages(analysis).items():
+        if forced and not msg.get("reasoning_content"):
+            # the generation prompt opens reasoning: a model always writes reasoning and its end marker first
+            msg = {**msg, "reasoning_content": REASONING_TEXT}
         if msg.get("tool_calls") and not has_tools:
             suite.skipped[name] = "the template does not render tool calls"
             continue
