@@ -23,18 +23,27 @@ class CorpusExport:
         return [r for r in self.rows if r["exportable"]]
 
     @property
+    def unverified(self) -> list[dict[str, Any]]:
+        """Rows that export but where no check could run (the template represents none of the suite's messages
+        and has no reference case) — neither proven nor disproven."""
+        return [r for r in self.exported if not r.get("agree") and not r.get("disagree")
+                and not r.get("marker_in_string")]
+
+    @property
     def agreeing(self) -> list[dict[str, Any]]:
         """Rows of templates that export and whose verification agrees on every check."""
         return [r for r in self.exported if r.get("agrees")]
 
     def summary(self) -> str:
         """One line of figures."""
-        n, e, a = len(self.rows), len(self.exported), len(self.agreeing)
+        n, e, a, u = len(self.rows), len(self.exported), len(self.agreeing), len(self.unverified)
         checks = sum(r.get("agree", 0) for r in self.exported)
         trunc = sum(r.get("truncated_unsupported", 0) for r in self.exported)
         marker = sum(r.get("marker_in_string", 0) for r in self.exported)
         return (f"export ({self.fidelity}, {self.flavour}): {n} tool-capable templates; {e} export; {a}/{e} "
-                f"({(a / e if e else 0):.1%}) agree with transformers on every case; {n - e} cannot be exported; "
+                f"({(a / e if e else 0):.1%}) agree with transformers on every case ({a}/{e - u} = "
+                f"{(a / (e - u) if e - u else 0):.1%} of those with a case to check; {u} unverifiable); "
+                f"{n - e} cannot be exported; "
                 f"{checks} checks agree; {trunc} truncated outputs transformers cannot parse; {marker} marker-in-"
                 f"string limits")
 

@@ -115,12 +115,12 @@ def _anchor(gp: str, analysis: Any, prompt: str = "") -> dict[str, Any]:
             cut = min(cut, gp.index(m))
     base = gp[:cut].strip()
     if not base and prompt:
-        from ..diff import segmentize_markers
+        from ..diff import SegmentKind, segmentize_markers
 
-        segs = [seg.value for seg in segmentize_markers(prompt.rstrip())]
-        last = segs[-1].strip() if segs else ""
-        if last and not last.isalnum() and any(c in last for c in "[]<>|"):
-            base = last
+        segs = segmentize_markers(prompt.rstrip())
+        last = max((i for i, seg in enumerate(segs) if seg.kind == SegmentKind.MARKER), default=-1)
+        if last >= 0 and len(segs) - last <= 2:  # the last marker and the text after it ("<|extra_0|>助手：")
+            base = "".join(seg.value for seg in segs[last:]).strip()
     if not base:
         raise NotExpressible("the generation prompt is empty: no start_anchor can find where the assistant turn "
                              "starts in the prompt")
@@ -378,6 +378,25 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
             "content": {"content": "text"}}
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
                 "fields": fields}
+    if handler == "deepseek-v3.2":
+        # core/chat/handlers/deepseek.py (DSML): <｜DSML｜tool_calls> (V3.2: function_calls) around
+        # <｜DSML｜invoke name="NAME"><｜DSML｜parameter name="KEY" string="true|false">VALUE</｜DSML｜parameter>…;
+        # string="false" values are JSON, which tools= typing reproduces from the schema; reasoning may end at
+        # the call block without </think>
+        block = r"<｜DSML｜(?:tool_calls|function_calls)>"
+        fields = {
+            think: {"open": "<think>", "close_pattern": rf"</think>|(?={_WS}{block})", "content": "text"},
+            "tool_calls": {
+                "open_pattern": rf"{_WS}(?:{block}{_WS})?<｜DSML｜invoke name=\"(?P<name>[^\"]+)\">{_WS}",
+                "close_pattern": rf"{_WS}</｜DSML｜invoke>(?:{_WS}</｜DSML｜(?:tool_calls|function_calls)>{_WS}"
+                                 rf"|(?={_WS}<｜DSML｜invoke)|\Z)",
+                "repeats": True, "content": "xml-inline",
+                "content_args": {"tag_pattern": r'<｜DSML｜parameter name="(?P<key>[^"]+)"(?: string="(?:true|false)")?>'
+                                                r"(?P<value>.*?)</｜DSML｜parameter>"},
+                "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+            "content": {"content": "text"}}
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
+                "fields": fields}
     if handler == "gemma4":
         # core/chat/handlers/gemma4.py: [<|channel>thought\n…<channel|>] content [<|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>]…
         fields = {
@@ -391,6 +410,32 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
                 "fields": fields}
     return None
+
+
+_SPECIAL_HANDLERS = ("lfm2", "lfm2.5", "gemma4", "kimi-k2", "ministral-3", "qwen3-coder", "deepseek-v3.2")
+_REFUSED_HANDLERS = {
+    "gpt-oss": "special handler gpt-oss (harmony channels: <|channel|>analysis / commentary to=functions.NAME / "
+               "final): the function name sits in a channel header that also routes content, and a region's "
+               "field is fixed by its opener, so one opener cannot send text to content or to a call",
+    "muse-glimmer": "special handler muse-glimmer (harmony-like channels, 'to=user' / 'to=functions.NAME' "
+                    "headers): the header decides the field, which a response_template region cannot",
+}
+
+
+def _probe_text_in_markers(analysis: Any) -> str:
+    """A probe needle (:mod:`core.analysis.probes`) found inside a marker of the analysis, else ""."""
+    from ..analysis import probes
+
+    needles = [probes.FUN_FIRST, probes.FUN_SECOND, probes.ARG_FIRST, probes.ARG_SECOND, "XXXX", "YYYY"]
+    t = analysis.tools
+    markers = [t.format.section_start, t.format.section_end, t.format.per_call_start, t.format.per_call_end,
+               *vars(t.function).values(), *(v for v in vars(t.arguments).values() if isinstance(v, str)),
+               analysis.reasoning.start, analysis.reasoning.end, analysis.content.start, analysis.content.end]
+    for m in markers:
+        for n in needles:
+            if isinstance(m, str) and n in m:
+                return m
+    return ""
 
 
 def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
@@ -420,6 +465,14 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
         return res
     res.generation_prompt = bundle.generation_prompt or _generation_prompt(bundle)
     analysis = report.analysis
+    leaked = _probe_text_in_markers(analysis)
+    if leaked and not (route.kind == "specialized" and route.handler in _SPECIAL_HANDLERS):
+        res.reasons.append(f"the analysis's markers contain probe text ({leaked[:60]!r}…): the differential analysis "
+                           "(llama.cpp's too) did not isolate this template's markers")
+        return res
+    if route.kind == "specialized" and route.handler in _REFUSED_HANDLERS:
+        res.reasons.append(_REFUSED_HANDLERS[route.handler])
+        return res
     try:
         special = _special(route.handler, analysis, res.generation_prompt, flavour, bundle.prompt) \
             if route.kind == "specialized" else None
