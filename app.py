@@ -27,6 +27,7 @@ PAGES = [
     st.Page("explorer/pages/edit.py", title="Edit", icon=":material/edit:"),
     st.Page("explorer/pages/lint.py", title="Lint", icon=":material/rule:"),
     st.Page("explorer/pages/compare.py", title="Compare", icon=":material/difference:"),
+    st.Page("explorer/pages/export.py", title="Export", icon=":material/ios_share:"),
 ]
 
 nav = st.navigation(PAGES)

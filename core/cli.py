@@ -476,6 +476,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .compare import cli as _compare_cli
 
     _compare_cli.register(sub)
+    from .export import cli as _export_cli  # `export`, `suite` (issue 13); heavy imports inside the commands
+
+    _export_cli.register(sub)
     return ap
 
 

@@ -19,7 +19,7 @@ SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
 CAPS = [f"supports_{c}" for c in ("tools", "tool_calls", "parallel_tool_calls", "system_role", "object_arguments",
                                   "typed_content", "string_content", "preserve_reasoning", "reasoning_effort")]
 COLUMNS = ["template", "route", "handler", "reasoning", "content", "tools", "reasoning_start", "reasoning_end",
-           "tool_start", "workarounds", *CAPS, "analysis_ms", "warning", "error"]
+           "tool_start", "workarounds", "response_template", *CAPS, "analysis_ms", "warning", "error"]
 
 
 @st.cache_data(max_entries=4096, show_spinner=False)
@@ -44,6 +44,10 @@ def corpus_row(path: str, size: int, mtime: float) -> dict:
                    f"{rep.probe_failures[0] if rep.probe_failures else '?'})")
         for c in CAPS:
             row[c] = bool(getattr(a.caps, c))
+        from core.export.response_template import export_response_template  # whether/why it exports (issue 13)
+
+        ex = export_response_template(tpl.template(), fidelity=state.fidelity())
+        row["response_template"] = "exportable" if ex.exportable else "no: " + "; ".join(ex.reasons)
     except BusyError:  # the server is busy, not the template: never cached as the row's error
         raise
     except Exception as e:  # noqa: BLE001 - one bad template must not stop the corpus

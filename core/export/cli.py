@@ -1,0 +1,112 @@
+"""``python -m core export`` and ``python -m core suite`` (registered by :func:`register`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+FORMATS = ("response-template", "tokenizer-config", "gbnf")
+
+
+def _load(spec: str) -> Any:
+    from ..chat.cli_commands import load_chat_template
+    from ..chat.request import ChatRequest
+    from ..chat.roundtrip import round_trip_request
+
+    return load_chat_template(spec, None, ChatRequest.from_dict(round_trip_request()))
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from ..errors import ChatTemplateExplorerError
+    from .corpus import corpus_export
+    from .response_template import export_response_template
+    from .tokenizer_config import merge_tokenizer_config
+
+    fidelity = "improved" if args.improved else "llama.cpp"
+    if args.batch:
+        if not os.path.isdir(args.batch):
+            raise ChatTemplateExplorerError(f"{args.batch}: not a directory")
+        result = corpus_export(args.batch, fidelity=fidelity, flavour=args.flavour, cases=args.cases,
+                               progress=sys.stderr if args.progress else None)
+        for row in result.rows:
+            print(json.dumps(row, ensure_ascii=False))
+        print(result.summary(), file=sys.stderr)
+        return 0
+    if not args.file:
+        raise ChatTemplateExplorerError("export needs TEMPLATE or --batch DIR")
+    template = _load(args.file)
+    if args.format == "gbnf":
+        from .gbnf import export_gbnf
+
+        print(export_gbnf(template, fidelity=fidelity))
+        return 0
+    res = export_response_template(template, fidelity=fidelity, flavour=args.flavour)
+    if not res.exportable:
+        print(f"error: {template.name}: cannot be exported as a response_template: {'; '.join(res.reasons)}",
+              file=sys.stderr)
+        return 1
+    if args.verify:
+        from .verify import reference_cases, verify
+
+        v = verify(res.response_template, template, fidelity=fidelity,
+                   cases=reference_cases(args.cases, template.name) if args.cases else ())
+        print(f"verification: {v.count_summary()}", file=sys.stderr)
+        if not v.agrees:
+            d = v.first_disagreement
+            print(f"error: {template.name}: transformers disagrees with our parser on {d.source if d else '?'}: "
+                  f"{d.why if d else 'no check agreed'}; not exported", file=sys.stderr)
+            return 1
+    if args.format == "tokenizer-config":
+        base = None
+        if args.tokenizer_config:
+            with open(args.tokenizer_config, encoding="utf-8") as f:
+                base = json.load(f)
+        print(json.dumps(merge_tokenizer_config(base, res.response_template), ensure_ascii=False, indent=2))
+    else:
+        print(json.dumps(res.response_template, ensure_ascii=False, indent=2))
+    return 0
+
+
+def _cmd_suite(args: argparse.Namespace) -> int:
+    from .suite import generate_suite, write_suite
+
+    fidelity = "improved" if args.improved else "llama.cpp"
+    template = _load(args.file)
+    suite = generate_suite(template, fidelity=fidelity)
+    paths = write_suite(suite, template, args.output, flavour=args.flavour)
+    for name, why in suite.skipped.items():
+        print(f"skipped {name}: {why}", file=sys.stderr)
+    print(f"{len(suite.cases)} cases written to {paths['cases']}; run: python3 -m pytest -q {paths['test']}",
+          file=sys.stderr)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``export`` and ``suite`` to an ``argparse`` sub-parsers object."""
+    from ..chat.cli_commands import _guard
+
+    e = subparsers.add_parser("export", help="export the analysis as a response_template, tokenizer_config.json "
+                                             "or GBNF (verified by transformers with --verify)")
+    e.add_argument("file", nargs="?", help="template: .jinja, tokenizer_config.json, chat_template.json, .gguf or Hub id")
+    e.add_argument("--format", choices=FORMATS, default="response-template")
+    e.add_argument("--for", dest="flavour", choices=("transformers", "vllm"), default="transformers",
+                   help="field names for transformers (reasoning_content) or vLLM (thinking)")
+    e.add_argument("--tokenizer-config", help="with --format tokenizer-config: the file to merge into")
+    e.add_argument("--verify", action="store_true",
+                   help="refuse to print unless transformers' parse_response agrees with our parser")
+    e.add_argument("--cases", default=None, help="reference cases (cases.jsonl) also fed to the verification")
+    e.add_argument("--batch", metavar="DIR", help="export and verify every template of DIR; one JSON line each, "
+                                                  "figures on stderr")
+    e.add_argument("--progress", action="store_true", help="with --batch: one line per template on stderr")
+    e.add_argument("--improved", action="store_true", help="improved fidelity (default: llama.cpp's)")
+    e.set_defaults(func=_guard(_cmd_export))
+
+    s = subparsers.add_parser("suite", help="write a conformance suite (cases.jsonl + pytest file) for a template")
+    s.add_argument("file")
+    s.add_argument("-o", "--output", required=True, help="directory to write into (created)")
+    s.add_argument("--for", dest="flavour", choices=("transformers", "vllm"), default="transformers")
+    s.add_argument("--improved", action="store_true", help="improved fidelity (default: llama.cpp's)")
+    s.set_defaults(func=_guard(_cmd_suite))

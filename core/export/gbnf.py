@@ -1,0 +1,25 @@
+"""The GBNF grammar, lazy flag, triggers and preserved tokens we already build, as one export."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def export_gbnf(template: Any, *, fidelity: str = "llama.cpp") -> str:
+    """The grammar for the round-trip request (tools, tool_choice auto) as GBNF text, followed by ``#`` lines for
+    the lazy flag, triggers and preserved tokens (the form of ``python -m core grammar``). Raises the
+    pipeline's errors (:class:`~core.errors.ChatTemplateExplorerError`)."""
+    import json
+
+    from ..chat.pipeline import build_chat_parser
+    from ..chat.request import ChatRequest
+    from ..chat.roundtrip import round_trip_request
+
+    p = build_chat_parser(template, ChatRequest.from_dict(round_trip_request()), fidelity=fidelity).parser
+    lines = [p.grammar or "# no grammar for this request", f"# lazy: {str(bool(p.grammar_lazy)).lower()}"]
+    for t in p.grammar_triggers or []:
+        t = t.to_json() if hasattr(t, "to_json") else t
+        lines.append(f"# trigger {t.get('type')}: {json.dumps(t.get('value'), ensure_ascii=False)}")
+    if p.preserved_tokens:
+        lines.append("# preserved tokens: " + json.dumps(p.preserved_tokens, ensure_ascii=False))
+    return "\n".join(lines)

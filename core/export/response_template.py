@@ -1,0 +1,494 @@
+"""Analysis → ``response_template`` (version 1), the declarative output format transformers (≥ 5.13) reads from
+``tokenizer_config.json`` and vLLM serves with ``--tool-call-parser response_template``.
+
+The format, as read from transformers' ``utils/chat_parsing/response_templates.py`` and ``response_parser.py``
+(5.24): a ``start_anchor`` (literal or list) or ``start_anchor_pattern`` cuts the prompt after its last match;
+``fields`` are regions, each opened by ``open``/``open_pattern`` (one field may have neither: the implicit
+region, active outside every other) and closed by ``close``/``close_pattern`` (none: the end of the output);
+only one region is open at a time; a region's text goes through a ``content`` parser (``text``, ``json``,
+``xml-inline`` with a ``tag_pattern`` holding ``key``/``value`` groups, ``python-call-list``); ``transform``
+restructures it with whole-string ``{placeholder}``s over ``content`` and the delimiters' named groups;
+``repeats`` appends one value per region, ``transform_each`` maps a list. ``tools=`` at parse time casts
+``xml-inline`` strings by the tool's JSON schema.
+
+vLLM's ``response_template`` parser (``vllm/parser/response_template_parser.py``) accepts only the fields
+``thinking``, ``content`` and ``tool_calls``, only ``role`` in ``defaults``, and ``thinking``/``content`` must be
+plain ``text`` without ``transform`` or ``join``.
+
+What the format cannot carry is refused (:attr:`ExportResult.reasons`), never approximated; whatever is
+exported is then checked by transformers itself (:mod:`core.export.verify`).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+FORMAT_VERSION = 1
+
+
+class Flavour(str, enum.Enum):
+    """Whose field names: transformers' (``reasoning_content``) or vLLM's (``thinking``)."""
+
+    TRANSFORMERS = "transformers"
+    VLLM = "vllm"
+
+
+REASONING_FIELD = {Flavour.TRANSFORMERS: "reasoning_content", Flavour.VLLM: "thinking"}
+
+
+@dataclass
+class ExportResult:
+    """One export: ``response_template`` (the dict, or None when the format cannot express the template),
+    ``reasons`` (why not, one line each; empty when exported), ``notes`` (what the mapping decided and from
+    which analysis field), ``route`` (``autoparser`` or ``specialized:<handler>``), ``generation_prompt`` (of
+    the default request), ``fidelity``, ``flavour``."""
+
+    template: str
+    flavour: Flavour
+    fidelity: str
+    route: str
+    generation_prompt: str
+    response_template: dict[str, Any] | None
+    reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exportable(self) -> bool:
+        """True when a response_template was produced."""
+        return self.response_template is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON."""
+        return {"template": self.template, "flavour": self.flavour.value, "fidelity": self.fidelity,
+                "route": self.route, "exportable": self.exportable, "reasons": list(self.reasons),
+                "notes": list(self.notes), "generation_prompt": self.generation_prompt,
+                "response_template": self.response_template}
+
+
+class NotExpressible(Exception):
+    """Raised inside the mapping when the format cannot carry a part of the template; the message is the reason."""
+
+
+# ------------------------------------------------------------------------------------------------ regex pieces
+
+_WS = r"\s*"
+
+
+def _lit(marker: str) -> str:
+    """A marker as a regex, outer whitespace made optional (renders and models differ in it; the comparison
+    strips it anyway); "" for an empty or all-space marker."""
+    core = marker.strip()
+    return _WS + _digits(re.escape(core)) + _WS if core else _WS
+
+
+def _digits(escaped: str) -> str:
+    # an index the template printed (Kimi's ":0") is a counter, not a constant
+    return re.sub(r"\d+", r"\\d+", escaped)
+
+
+def _ws_opt(ws: str) -> str:
+    """The exact whitespace of a marker's edge, optional ("" when none)."""
+    return f"(?:{re.escape(ws)})?" if ws else ""
+
+
+def _name_re(suffix: str) -> str:
+    """The function-name group: up to the suffix's first non-space character, never across whitespace or a
+    tag bracket."""
+    return r"(?P<name>[^\s<>\"'{}()\[\]]+?)" if suffix.strip() else r"(?P<name>[^\s<>\"'{}()\[\]]+)"
+
+
+# ------------------------------------------------------------------------------------------------ mapping
+
+def _anchor(gp: str, analysis: Any, prompt: str = "") -> dict[str, Any]:
+    """The start anchor, as ``start_anchor_pattern``: the generation prompt without outer whitespace, cut before
+    a reasoning or content opener it carries (the opener must stay in the text the parser sees, so an opened
+    ``<think>`` opens the reasoning region), then optionally the reasoning end (a generation prompt that closes
+    reasoning when thinking is off, ``…<|Bot|></think>``, must not leave the closer as content). Where the
+    generation prompt is empty (Mistral), the prompt's last marker (``[/INST]``)."""
+    cut = len(gp)
+    for m in (analysis.reasoning.start, analysis.reasoning.end):
+        m = m.strip()
+        if m and m in gp:
+            cut = min(cut, gp.index(m))
+    base = gp[:cut].strip()
+    if not base and prompt:
+        from ..diff import SegmentKind, segmentize_markers
+
+        segs = segmentize_markers(prompt.rstrip())
+        last = max((i for i, seg in enumerate(segs) if seg.kind == SegmentKind.MARKER), default=-1)
+        if last >= 0 and len(segs) - last <= 2:  # the last marker and the text after it ("<|extra_0|>助手：")
+            base = "".join(seg.value for seg in segs[last:]).strip()
+    if not base:
+        raise NotExpressible("the generation prompt is empty: no start_anchor can find where the assistant turn "
+                             "starts in the prompt")
+    pattern = re.escape(base)
+    end = analysis.reasoning.end.strip()
+    if end and analysis.reasoning.mode.value != "NONE":
+        pattern += f"(?:{_WS}{re.escape(end)})?"
+    return {"start_anchor_pattern": pattern}
+
+
+def _reasoning_field(a: Any) -> dict[str, Any] | None:
+    mode = a.reasoning.mode.value
+    if mode == "NONE":
+        return None
+    start, end = a.reasoning.start.strip(), a.reasoning.end.strip()
+    if not end:
+        raise NotExpressible(f"reasoning ({mode}) has no end marker: a region needs a close the parser can see")
+    if not start:
+        raise NotExpressible(f"reasoning ({mode}) has no start marker (delimiter style: text before "
+                             f"{end!r} is reasoning only once that marker arrives); a region must be opened by "
+                             "a marker or be the one implicit region, which content already is")
+    return {"open": start, "close": end, "content": "text"}
+
+
+def _content_field(a: Any) -> dict[str, Any]:
+    mode = a.content.mode.value
+    if mode == "PLAIN":
+        return {"content": "text"}
+    if mode == "ALWAYS_WRAPPED" and a.content.start.strip() and a.content.end.strip():
+        # the opener may come from the generation prompt and again from the model (Command R): take both
+        return {"open_pattern": f"(?:{_lit(a.content.start)})+", "close": a.content.end.strip(), "content": "text"}
+    raise NotExpressible(f"content mode {mode} (markers {a.content.start!r}/{a.content.end!r}): content is "
+                         "wrapped only beside reasoning, and a field is either opened by a marker or implicit, "
+                         "not both")
+
+
+def _call_id_parts(a: Any) -> tuple[str, str, str]:
+    """Regex pieces for the call id: (before the name prefix, between name and arguments, after arguments)."""
+    cid = a.tools.call_id
+    pos = cid.pos.value
+    if pos == "NONE":
+        return "", "", ""
+    if not cid.suffix.strip() and pos != "POST_ARGS":
+        raise NotExpressible(f"call id at {pos} has no closing marker: where the id ends cannot be matched")
+    grp = _WS + re.escape(cid.prefix.strip()) + r"(?P<id>.+?)" + re.escape(cid.suffix.strip()) + _WS \
+        if cid.suffix.strip() else _WS + re.escape(cid.prefix.strip()) + r"(?P<id>\S+?)" + _WS
+    return (grp, "", "") if pos == "PRE_FUNC_NAME" else ("", grp, "") if pos == "BETWEEN_FUNC_AND_ARGS" \
+        else ("", "", grp)
+
+
+def _opener(f: Any, optional_call_start: bool = False) -> str:
+    """Section start (optional: it precedes only the first call) and per-call start (optional too when a
+    function-name marker follows: llama.cpp's parsers accept a call whose wrapper the model left out)."""
+    sec = f"(?:{_lit(f.section_start)})?" if f.section_start.strip() else ""
+    call = _lit(f.per_call_start) if f.per_call_start.strip() else ""
+    if call and optional_call_start:
+        call = f"(?:{call})?"
+    return _WS + sec + call
+
+
+def _closer(f: Any, *inner: str, next_open: str = "") -> str:
+    """Inner closers, the per-call end, then the section end — which follows only the last call, so it is
+    required unless the next call's opener follows (a lookahead, not consumed) or the output ends. An optional
+    tail would be committed early by transformers' streaming (a complete match not at the buffer edge is final),
+    leaving the tail as content."""
+    tail = "".join(_lit(m) for m in inner if m.strip())
+    if f.per_call_end.strip():
+        tail += _lit(f.per_call_end)
+    if f.section_end.strip():
+        ahead = f"|(?={_WS}{next_open})" if next_open else ""
+        tail += f"(?:{_lit(f.section_end)}{ahead}|\\Z)"
+    return tail
+
+
+def _next_open(f: Any, fn: Any) -> str:
+    return _lit(f.per_call_start) if f.per_call_start.strip() else _digits(re.escape(fn.name_prefix.strip()))
+
+
+def _json_call_transform(a: Any, prefix: str = "content.") -> dict[str, Any]:
+    f = a.tools.format
+    order = list(f.parameter_order or [])
+    nested = f.function_field and f.function_field in order and f.name_field not in order
+    base = f"{prefix}{f.function_field}." if nested else prefix
+    out: dict[str, Any] = {"type": "function", "function": {"name": "{" + base + f.name_field + "}",
+                                                             "arguments": "{" + base + f.args_field + "}"}}
+    if f.id_field or f.gen_id_field:
+        out["id"] = "{" + prefix + (f.id_field or f.gen_id_field) + "}"
+    return out
+
+
+def _tool_field(a: Any, notes: list[str]) -> dict[str, Any] | None:
+    f = a.tools.format
+    mode = f.mode.value
+    if mode == "NONE":
+        return None
+    if f.fun_name_is_key:
+        raise NotExpressible("JSON calls keyed by the function name ({\"NAME\": {args}}): a transform can only "
+                             "read fixed keys, not turn a key into the name")
+    pre_id, mid_id, post_id = _call_id_parts(a)
+    fn = a.tools.function
+    if mode == "JSON_NATIVE":
+        if pre_id or mid_id or post_id:
+            raise NotExpressible("JSON calls with the call id outside the JSON object")
+        if f.per_call_start.strip() and f.tools_array_wrapped:
+            notes.append("tool_calls: one region per call marker holding a JSON array, mapped call by call")
+            if not (f.per_call_end.strip() or f.section_end.strip()):
+                raise NotExpressible("a JSON array of calls without a closing marker")
+            return {"open_pattern": _opener(f), "close_pattern": _closer(f), "content": "json",
+                    "transform_each": True, "transform": _json_call_transform(a, "")}
+        if f.per_call_start.strip():
+            notes.append("tool_calls: one region per call, opened by per_call_start (section start optional)")
+            close = _closer(f, next_open=_lit(f.per_call_start))
+            if not close.replace(_WS, ""):
+                close = f"(?={_lit(f.per_call_start)})"
+                notes.append("tool_calls: no closing marker; a call ends at the next call's opener or the end")
+            return {"open_pattern": _opener(f), "close_pattern": close,
+                    "repeats": True, "content": "json", "transform": _json_call_transform(a)}
+        if f.section_start.strip() and f.tools_array_wrapped:
+            notes.append("tool_calls: one region for the section, a JSON array mapped call by call")
+            out: dict[str, Any] = {"open_pattern": _WS + _lit(f.section_start), "content": "json",
+                                   "transform_each": True, "transform": _json_call_transform(a, "")}
+            if f.section_end.strip():
+                out["close_pattern"] = _lit(f.section_end)
+            return out
+        if f.section_start.strip() or f.tools_array_wrapped:
+            raise NotExpressible("JSON calls in a section without per-call markers and not written as one JSON "
+                                 "array: consecutive objects cannot be split into regions")
+        if a.caps.supports_parallel_tool_calls:
+            raise NotExpressible("bare JSON calls without any marker and parallel calls allowed: consecutive "
+                                 "objects cannot be split into regions")
+        notes.append("tool_calls: a bare JSON object at the start of the output (no marker); one call")
+        return {"open_pattern": r"\A\s*(?=\{\s*\"" + re.escape(f.name_field) + r"\"\s*:)", "content": "json",
+                "repeats": True, "transform": _json_call_transform(a)}
+    if mode in ("TAG_WITH_JSON", "TAG_WITH_TAGGED"):
+        name_start = _opener(f, bool(fn.name_prefix.strip())) + pre_id + (_WS + _digits(re.escape(fn.name_prefix.strip())) if fn.name_prefix.strip() else "")
+        if not (f.per_call_start.strip() or fn.name_prefix.strip()):
+            raise NotExpressible(f"{mode} calls without a per-call or function-name opening marker")
+        opener = name_start + _name_re(fn.name_suffix) + (_lit(fn.name_suffix) if fn.name_suffix.strip() else _WS)
+        opener += mid_id
+        transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
+        if pre_id or mid_id or post_id:
+            transform["id"] = "{id}"
+        if mode == "TAG_WITH_JSON":
+            if fn.args_separator.strip():
+                opener += _lit(fn.args_separator)
+            elif not (fn.name_suffix.strip() or mid_id):
+                opener += r"[^{]*?(?=\{)"  # a marker the analysis did not name ([ARGS]) before the JSON arguments
+            close = post_id + _closer(f, fn.close, next_open=_next_open(f, fn))
+            if not close.replace(_WS, ""):
+                # no closer (Mistral's [TOOL_CALLS]name[ARGS]{…}): a call ends where the next one opens, or at the end
+                close = f"(?={_WS}{_next_open(f, fn)})"
+                notes.append("tool_calls: no closing marker; a call ends at the next call's opener or the end")
+            return {"open_pattern": opener, "close_pattern": close, "repeats": True, "content": "json",
+                    "transform": transform}
+        args = a.tools.arguments
+        if not (args.name_prefix.strip() and args.value_suffix.strip()):
+            raise NotExpressible("tagged arguments without a name opener and a value closer")
+        if args.start.strip():
+            opener += _lit(args.start)
+        # a value keeps its own whitespace: only the markers' whitespace (Qwen3-Coder's "\n" on each side) is
+        # taken off, as llama.cpp does ("#include\n" stays "#include\n")
+        key = re.escape(args.name_prefix.strip()) + r"(?P<key>[^<>\n\"]+?)"
+        key += _WS + re.escape(args.name_suffix.strip()) if args.name_suffix.strip() else ""
+        if not (args.name_suffix.strip() or args.value_prefix.strip()):
+            key += r"(?=\s)"
+        v_pre = args.value_prefix if args.value_prefix.strip() else args.name_suffix
+        v_suf = args.value_suffix
+        value = (_WS + re.escape(args.value_prefix.strip()) if args.value_prefix.strip() else "")
+        value += _ws_opt(v_pre[len(v_pre.rstrip()):]) + r"(?P<value>.*?)" + _ws_opt(v_suf[: len(v_suf) - len(v_suf.lstrip())])
+        value += re.escape(v_suf.strip())
+        close = _closer(f, args.end, fn.close, next_open=_next_open(f, fn))
+        if not close.replace(_WS, ""):
+            raise NotExpressible("TAG_WITH_TAGGED calls without a closing marker")
+        notes.append("tool_calls: xml-inline arguments; values are strings, typed by the tools' JSON schema "
+                     "(pass tools= to parse_response)")
+        return {"open_pattern": opener, "close_pattern": close, "repeats": True, "content": "xml-inline",
+                "content_args": {"tag_pattern": key + value}, "transform": transform}
+    if mode == "PYTHONIC":
+        if f.section_start.strip():
+            out = {"open_pattern": _WS + _lit(f.section_start), "content": "python-call-list",
+                   "transform_each": True, "transform": {"type": "function", "function": {
+                       "name": "{name}", "arguments": "{arguments}"}}}
+            if f.section_end.strip():
+                out["close_pattern"] = _lit(f.section_end)
+            return out
+        raise NotExpressible("python-style calls without a section marker")
+    raise NotExpressible(f"tool format {mode} has no response_template counterpart")
+
+
+def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavour.TRANSFORMERS,
+                 notes: list[str] | None = None, prompt: str = "") -> dict[str, Any]:
+    """The response_template for a :class:`~core.analysis.result.TemplateAnalysis` and the generation prompt
+    of the request the model is served with. Raises :class:`NotExpressible` (message: the reason) when the
+    format cannot carry the template."""
+    notes = notes if notes is not None else []
+    fields: dict[str, Any] = {}
+    reasoning = _reasoning_field(analysis)
+    if reasoning is not None:
+        fields[REASONING_FIELD[flavour]] = reasoning
+        if analysis.reasoning.start.strip() and analysis.reasoning.start.strip() in generation_prompt:
+            notes.append(f"the generation prompt opens reasoning ({analysis.reasoning.start.strip()!r}): it is "
+                         "left after the start_anchor, so the prefix opens the reasoning region")
+    tools = _tool_field(analysis, notes)
+    if tools is not None:
+        fields["tool_calls"] = tools
+    c_start = analysis.content.start.strip()
+    if c_start and c_start in generation_prompt and analysis.content.end.strip():
+        # the generation prompt opens the content wrapper (Command R): the whole turn is content up to its end
+        # marker, tool calls included, so content is the implicit region and the opener stays in the anchor
+        fields["content"] = {"close": analysis.content.end.strip(), "content": "text"}
+        notes.append(f"the generation prompt opens content ({c_start!r}): content is the implicit region")
+    else:
+        fields["content"] = _content_field(analysis)
+    return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(generation_prompt, analysis, prompt),
+            "fields": fields}
+
+
+# Special handlers whose format the generic analysis does not describe, written down from the format the handler
+# parses (core/chat/handlers/); each is proven by verify like every other export.
+def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str = "") -> dict[str, Any] | None:
+    think = REASONING_FIELD[flavour]
+    if handler == "qwen3-coder":
+        # core/chat/handlers/qwen3_coder.py: a tool call ends reasoning even without </think> (Qwen3.5 opens
+        # <think> in the generation prompt and models may call a tool straight away)
+        rt = map_analysis(analysis, gp, flavour, prompt=prompt)
+        fields = rt["fields"]
+        if think in fields and "tool_calls" in fields:
+            end = fields[think].pop("close")
+            fields[think]["close_pattern"] = f"{re.escape(end)}|(?={_WS}<tool_call>)"
+        return rt
+    if handler == "ministral-3":
+        # core/chat/handlers/ministral3.py: optional [THINK]…[/THINK] before the content and calls
+        rt = map_analysis(analysis, gp, flavour, prompt=prompt)
+        rt["fields"] = {think: {"open": "[THINK]", "close": "[/THINK]", "content": "text"}, **rt["fields"]}
+        return rt
+    if handler == "kimi-k2":
+        # the call id is the whole "functions.NAME:IDX" the model writes (the handler keeps it as the id);
+        # core/chat/handlers/kimi_k2.py reads an optional <think>…</think> first
+        rt = map_analysis(analysis, gp, flavour, prompt=prompt)
+        if think not in rt["fields"]:
+            rt["fields"] = {think: {"open": "<think>", "close": "</think>", "content": "text"}, **rt["fields"]}
+        call = rt["fields"].get("tool_calls")
+        if call is not None:
+            call["open_pattern"] = call["open_pattern"].replace(
+                r"functions\.(?P<name>", r"(?P<id>functions\.(?P<name>").replace(r":\d+", r":\d+)", 1)
+            call["transform"]["id"] = "{id}"
+        return rt
+    if handler in ("lfm2", "lfm2.5"):
+        # core/chat/handlers/lfm2.py: [<think>…</think>] content [<|tool_call_start|>[name(arg=value), …]<|tool_call_end|>]
+        fields: dict[str, Any] = {
+            think: {"open": "<think>", "close": "</think>", "content": "text"},
+            "tool_calls": {"open_pattern": r"\s*<\|tool_call_start\|>", "close_pattern": r"<\|tool_call_end\|>\s*",
+                           "content": "python-call-list", "transform_each": True,
+                           "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}}},
+            "content": {"content": "text"}}
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
+                "fields": fields}
+    if handler == "deepseek-v3.2":
+        # core/chat/handlers/deepseek.py (DSML): <｜DSML｜tool_calls> (V3.2: function_calls) around
+        # <｜DSML｜invoke name="NAME"><｜DSML｜parameter name="KEY" string="true|false">VALUE</｜DSML｜parameter>…;
+        # string="false" values are JSON, which tools= typing reproduces from the schema; reasoning may end at
+        # the call block without </think>
+        block = r"<｜DSML｜(?:tool_calls|function_calls)>"
+        fields = {
+            think: {"open": "<think>", "close_pattern": rf"</think>|(?={_WS}{block})", "content": "text"},
+            "tool_calls": {
+                "open_pattern": rf"{_WS}(?:{block}{_WS})?<｜DSML｜invoke name=\"(?P<name>[^\"]+)\">{_WS}",
+                "close_pattern": rf"{_WS}</｜DSML｜invoke>(?:{_WS}</｜DSML｜(?:tool_calls|function_calls)>{_WS}"
+                                 rf"|(?={_WS}<｜DSML｜invoke)|\Z)",
+                "repeats": True, "content": "xml-inline",
+                "content_args": {"tag_pattern": r'<｜DSML｜parameter name="(?P<key>[^"]+)"(?: string="(?:true|false)")?>'
+                                                r"(?P<value>.*?)</｜DSML｜parameter>"},
+                "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+            "content": {"content": "text"}}
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
+                "fields": fields}
+    if handler == "gemma4":
+        # core/chat/handlers/gemma4.py: [<|channel>thought\n…<channel|>] content [<|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>]…
+        fields = {
+            think: {"open": "<|channel>thought", "close": "<channel|>", "content": "text"},
+            "tool_calls": {"open_pattern": r"\s*<\|tool_call>call:(?P<name>[A-Za-z0-9_.-]+)", "close_pattern": r"<tool_call\|>\s*",
+                           "repeats": True, "content": "json",
+                           "content_args": {"unquoted_keys": True, "string_delims": [['<|"|>', '<|"|>']]},
+                           "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+            # the turn ends at <turn|> / <|tool_response>; a stray <channel|> is dropped, as the handler does
+            "content": {"close_pattern": r"\s*(?:<channel\|>|<turn\|>|<\|tool_response>)", "content": "text"}}
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
+                "fields": fields}
+    return None
+
+
+_SPECIAL_HANDLERS = ("lfm2", "lfm2.5", "gemma4", "kimi-k2", "ministral-3", "qwen3-coder", "deepseek-v3.2")
+_REFUSED_HANDLERS = {
+    "gpt-oss": "special handler gpt-oss (harmony channels: <|channel|>analysis / commentary to=functions.NAME / "
+               "final): the function name sits in a channel header that also routes content, and a region's "
+               "field is fixed by its opener, so one opener cannot send text to content or to a call",
+    "muse-glimmer": "special handler muse-glimmer (harmony-like channels, 'to=user' / 'to=functions.NAME' "
+                    "headers): the header decides the field, which a response_template region cannot",
+}
+
+
+def _probe_text_in_markers(analysis: Any) -> str:
+    """A probe needle (:mod:`core.analysis.probes`) found inside a marker of the analysis, else ""."""
+    from ..analysis import probes
+
+    needles = [probes.FUN_FIRST, probes.FUN_SECOND, probes.ARG_FIRST, probes.ARG_SECOND, "XXXX", "YYYY"]
+    t = analysis.tools
+    markers = [t.format.section_start, t.format.section_end, t.format.per_call_start, t.format.per_call_end,
+               *vars(t.function).values(), *(v for v in vars(t.arguments).values() if isinstance(v, str)),
+               analysis.reasoning.start, analysis.reasoning.end, analysis.content.start, analysis.content.end]
+    for m in markers:
+        for n in needles:
+            if isinstance(m, str) and n in m:
+                return m
+    return ""
+
+
+def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
+                             flavour: Flavour | str = Flavour.TRANSFORMERS) -> ExportResult:
+    """Export ``template`` (a :class:`~core.templating.ChatTemplate`) as a response_template at ``fidelity``
+    (``"llama.cpp"`` or ``"improved"``: the analysis the parser is built from) for ``flavour``.
+
+    The generation prompt is that of the round-trip request (:func:`core.chat.roundtrip.round_trip_request`:
+    tools, ``enable_thinking`` true). Never raises for template problems: they become ``reasons``; raises
+    ``ValueError`` for an unknown flavour or fidelity."""
+    from ..chat.pipeline import build_chat_parser, cached_analysis, route_for
+    from ..chat.request import ChatRequest
+    from ..chat.roundtrip import round_trip_request
+    from ..errors import ChatTemplateExplorerError
+
+    flavour = Flavour(flavour)
+    if fidelity not in ("llama.cpp", "improved"):
+        raise ValueError(f"fidelity: unknown value {fidelity!r} (llama.cpp or improved)")
+    route = route_for(template.source)
+    route_name = f"specialized:{route.handler}" if route.kind == "specialized" else "autoparser"
+    res = ExportResult(template.name, flavour, fidelity, route_name, "", None)
+    try:
+        report = cached_analysis(template, fidelity)
+        bundle = build_chat_parser(template, ChatRequest.from_dict(round_trip_request()), fidelity=fidelity)
+    except ChatTemplateExplorerError as e:
+        res.reasons.append(f"the analysis or the parser fails: {e}")
+        return res
+    res.generation_prompt = bundle.generation_prompt or _generation_prompt(bundle)
+    analysis = report.analysis
+    leaked = _probe_text_in_markers(analysis)
+    if leaked and not (route.kind == "specialized" and route.handler in _SPECIAL_HANDLERS):
+        res.reasons.append(f"the analysis's markers contain probe text ({leaked[:60]!r}…): the differential analysis "
+                           "(llama.cpp's too) did not isolate this template's markers")
+        return res
+    if route.kind == "specialized" and route.handler in _REFUSED_HANDLERS:
+        res.reasons.append(_REFUSED_HANDLERS[route.handler])
+        return res
+    try:
+        special = _special(route.handler, analysis, res.generation_prompt, flavour, bundle.prompt) \
+            if route.kind == "specialized" else None
+        if special is not None:
+            res.notes.append(f"special handler {route.handler}: format written from the handler")
+            res.response_template = special
+        else:
+            res.response_template = map_analysis(analysis, res.generation_prompt, flavour, res.notes, bundle.prompt)
+            if route.kind == "specialized":
+                res.notes.append(f"special handler {route.handler}: exported from the analysis; verification "
+                                 "compares with the handler's parses")
+    except NotExpressible as e:
+        res.reasons.append(str(e))
+    return res
+
+
+def _generation_prompt(bundle: Any) -> str:
+    prepared = getattr(bundle, "prepared", None)
+    return getattr(prepared, "generation_prompt", "") or ""

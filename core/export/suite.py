@@ -1,0 +1,324 @@
+"""A conformance suite per template: the cases a reviewer checks by hand, rendered from the template itself.
+
+Each case is an assistant message (plain content, reasoning + content, one call, parallel calls, a call after
+text, empty / nested / unicode arguments, the template's own call marker inside an argument string) rendered by
+the template after the round-trip conversation (:func:`core.chat.roundtrip.round_trip`, which cuts the model
+output from the renders and drops the end-of-turn text), plus two truncations of those outputs (inside the
+reasoning, inside the second call's arguments). A case the template cannot represent (it drops or refuses a
+part of the message) is not written; :attr:`Suite.skipped` says why.
+
+Rows have the fields of ``../shared/reference/cases.jsonl`` (``expect`` is the message itself, call ids kept
+where the output holds them; a truncated second call's arguments are unparsable JSON, which the reference
+comparison counts as equal to any unparsable text).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+SUITE_TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "function": {
+        "name": "get_time", "description": "Current time (optionally in a time zone)",
+        "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}, "required": []}}},
+]
+"""Added to :data:`core.chat.roundtrip.ROUND_TRIP_TOOLS`: a tool without required arguments (empty calls)."""
+
+UNICODE_CITY = "São Paulo — 東京 🌧"
+
+
+@dataclass
+class Suite:
+    """A generated suite: ``cases`` (rows in ``cases.jsonl`` form), ``skipped`` (case name → why the template
+    cannot represent it), ``template`` (file name), ``fidelity``."""
+
+    template: str
+    fidelity: str
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def to_jsonl(self) -> str:
+        """The cases, one JSON object per line."""
+        return "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in self.cases)
+
+
+def _call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def _marker(analysis: Any) -> str:
+    """The template's own text that ends a call (the marker a naive parser would stop at), else ``</think>``."""
+    f, fn = analysis.tools.format, analysis.tools.function
+    for m in (f.per_call_end, fn.close, f.section_end, analysis.reasoning.end):
+        if m and m.strip():
+            return m.strip()
+    return "</tool_call>"
+
+
+def suite_messages(analysis: Any = None) -> dict[str, dict[str, Any]]:
+    """Name → assistant message (OpenAI shape, arguments as objects) of every rendered suite case."""
+    from ..chat.roundtrip import CONTENT_TEXT, REASONING_TEXT
+
+    weather = _call("call00001", "get_weather", {"city": "Paris", "days": 3})
+    booking = _call("call00002", "book_table", {"restaurant": "Chez Nous", "guests": 4,
+                                                "options": {"time": "19:30", "table": 12}})
+    marker = _marker(analysis) if analysis is not None else "</tool_call>"
+    a = "assistant"
+    return {
+        "plain_content": {"role": a, "content": "Paris is sunny today, 21 °C."},
+        "reasoning_and_content": {"role": a, "reasoning_content": REASONING_TEXT, "content": "It is sunny."},
+        "one_call": {"role": a, "content": "", "tool_calls": [weather]},
+        "parallel_calls": {"role": a, "content": "", "tool_calls": [weather, booking]},
+        "call_after_text": {"role": a, "content": CONTENT_TEXT, "tool_calls": [weather]},
+        "empty_arguments": {"role": a, "content": "", "tool_calls": [_call("call00003", "get_time", {})]},
+        "nested_arguments": {"role": a, "content": "", "tool_calls": [booking]},
+        "unicode_arguments": {"role": a, "content": "", "tool_calls": [
+            _call("call00004", "get_weather", {"city": UNICODE_CITY, "days": 1})]},
+        "marker_in_argument": {"role": a, "content": "", "tool_calls": [
+            _call("call00005", "get_time", {"tz": f"UTC {marker} Paris"})]},
+    }
+
+
+def _row(template: str, name: str, tools: list[dict[str, Any]], text: str, expect: dict[str, Any],
+         partial: bool = False) -> dict[str, Any]:
+    from ..chat.roundtrip import USER_MESSAGE
+
+    return {"id": f"suite-{name}", "template": template,
+            "messages": [{"role": "user", "content": USER_MESSAGE}], "tools": copy.deepcopy(tools),
+            "tool_choice": "auto", "parallel_tool_calls": True, "reasoning_format": "auto",
+            "enable_thinking": True, "add_generation_prompt": True, "continue_final_message": None,
+            "json_schema": None, "input": text, "is_partial": partial, "expect": expect}
+
+
+def _truncated_reasoning(row: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    reasoning = row["expect"].get("reasoning_content") or ""
+    text = row["input"]
+    i = text.find(reasoning) if reasoning else -1
+    if i < 0:
+        return None
+    cut = i + len(reasoning) // 2
+    return text[:cut], {"role": "assistant", "content": "", "reasoning_content": text[i:cut]}
+
+
+def _truncated_second_call(row: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    calls = row["expect"].get("tool_calls") or []
+    text = row["input"]
+    i = text.find("Chez Nous")
+    if len(calls) != 2 or i < 0 or text.find("Paris") > i:
+        return None
+    cut = i + len("Chez N")
+    exp = copy.deepcopy(row["expect"])
+    exp["tool_calls"][1]["function"]["arguments"] = '{"restaurant": "Chez N'  # unparsable: any partial matches
+    exp["tool_calls"][1]["id"] = ""
+    return text[:cut], exp
+
+
+def _forced_reasoning(template: Any, analysis: Any, tools: list[dict[str, Any]], fidelity: str) -> bool:
+    """The suite request's generation prompt ends with the reasoning start marker (forced-open reasoning)."""
+    from ..chat.pipeline import build_chat_parser
+    from ..chat.request import ChatRequest
+    from ..chat.roundtrip import round_trip_request
+
+    start = analysis.reasoning.start.strip()
+    if analysis.reasoning.mode.value == "NONE" or not start:
+        return False
+    try:
+        gp = build_chat_parser(template, ChatRequest.from_dict(round_trip_request(tools)),
+                               fidelity=fidelity).generation_prompt
+    except Exception:  # noqa: BLE001 - the round trips report the failure
+        return False
+    return gp.rstrip().endswith(start)
+
+
+def generate_suite(template: Any, *, fidelity: str = "llama.cpp") -> Suite:
+    """The suite for ``template`` (a :class:`~core.templating.ChatTemplate`) at ``fidelity``. Never raises for
+    template failures (a case the template cannot render lands in ``skipped``)."""
+    from ..chat.pipeline import cached_analysis
+    from ..chat.roundtrip import REASONING_TEXT, ROUND_TRIP_TOOLS, RoundTripStatus, round_trip
+    from ..errors import ChatTemplateExplorerError
+
+    tools = copy.deepcopy(ROUND_TRIP_TOOLS) + copy.deepcopy(SUITE_TOOLS)
+    suite = Suite(template.name, fidelity)
+    try:
+        analysis = cached_analysis(template, fidelity).analysis
+    except ChatTemplateExplorerError as e:
+        suite.skipped["*"] = f"analysis fails: {e}"
+        return suite
+    has_tools = analysis.caps.supports_tool_calls
+    forced = _forced_reasoning(template, analysis, tools, fidelity)
+    rows: dict[str, dict[str, Any]] = {}
+    for name, msg in suite_messages(analysis).items():
+        if forced and not msg.get("reasoning_content"):
+            # the generation prompt opens reasoning: a model always writes reasoning and its end marker first
+            msg = {**msg, "reasoning_content": REASONING_TEXT}
+        if msg.get("tool_calls") and not has_tools:
+            suite.skipped[name] = "the template does not render tool calls"
+            continue
+        r = round_trip(template, msg, tools, reduce=False, fidelity=fidelity)
+        if r.status == RoundTripStatus.TEMPLATE_LIMITED or r.status == RoundTripStatus.PARSER_ERROR:
+            suite.skipped[name] = f"{r.status.value}: {r.why}"
+            continue
+        if name == "reasoning_and_content" and r.variant != "full":
+            suite.skipped[name] = "the template has no place for reasoning here: " + "; ".join(r.notes)
+            continue
+        rows[name] = _row(template.name, name, tools, r.rendered_output, r.expected)
+    for name, base, cut in (("truncated_in_reasoning", "reasoning_and_content", _truncated_reasoning),
+                            ("truncated_in_second_call", "parallel_calls", _truncated_second_call)):
+        got = cut(rows[base]) if base in rows else None
+        if got is None:
+            suite.skipped[name] = f"no {base} case to cut" if base not in rows else "the output cannot be cut there"
+            continue
+        rows[name] = _row(template.name, name, tools, got[0], got[1], partial=True)
+    suite.cases = list(rows.values())
+    return suite
+
+
+def check_suite_ours(suite: Suite, template: Any) -> dict[str, str | None]:
+    """Run every suite case through our parser (one-shot and one character at a time, as ``conform`` does);
+    case id → None (pass) or the first difference."""
+    from ..chat.cli_commands import run_case
+    from ..chat.roundtrip import compare_messages
+
+    class _One:
+        def get(self, name: str) -> Any:
+            return template
+
+    out: dict[str, str | None] = {}
+    for case in suite.cases:
+        res = run_case(case, _One(), suite.fidelity)  # type: ignore[arg-type]
+        if res.get("error"):
+            out[case["id"]] = f"error: {res['error']}"
+            continue
+        why = compare_messages(case["expect"], res["message"]) or \
+            compare_messages(case["expect"], accumulate_deltas(res["deltas"]))
+        out[case["id"]] = why
+    return out
+
+
+def accumulate_deltas(deltas: list[dict[str, Any]]) -> dict[str, Any]:
+    """OpenAI delta objects accumulated the way a client does (``reference/README.md``'s streaming rule)."""
+    m: dict[str, Any] = {"role": "assistant", "content": "", "reasoning_content": "", "tool_calls": []}
+    for d in deltas:
+        for k in ("content", "reasoning_content"):
+            if isinstance(d.get(k), str):
+                m[k] += d[k]
+        for tc in d.get("tool_calls") or []:
+            i = tc.get("index", 0)
+            while len(m["tool_calls"]) <= i:
+                m["tool_calls"].append({"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+            t = m["tool_calls"][i]
+            t["id"] = tc.get("id") or t["id"]
+            f = tc.get("function") or {}
+            t["function"]["name"] = f.get("name") or t["function"]["name"]
+            if isinstance(f.get("arguments"), str):
+                t["function"]["arguments"] += f["arguments"]
+    return m
+
+
+_TEST_FILE = '''"""Conformance suite for {name}, generated by `python -m core suite` (Chat Template Explorer).
+
+Runs cases.jsonl beside this file against
+  * our parser (SUITE_BACKEND=ours, the default when the `core` package is importable), or
+  * transformers' parse_response with response_template.json (SUITE_BACKEND=transformers; transformers >= 5.13).
+Messages are compared as llama.cpp's reference compares them: content / reasoning_content after stripping
+outer whitespace, the same tool calls (name, arguments as JSON, id where the expected id is not empty); a
+truncated call's unparsable arguments equal any unparsable text.
+"""
+import json
+import os
+import pathlib
+
+import pytest
+
+HERE = pathlib.Path(__file__).parent
+CASES = [json.loads(line) for line in (HERE / "cases.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+TEMPLATE = (HERE / "template.jinja").read_text(encoding="utf-8")
+PROMPTS = json.loads((HERE / "prompts.json").read_text(encoding="utf-8"))
+BACKEND = os.environ.get("SUITE_BACKEND", "ours")
+FIDELITY = {fidelity!r}
+
+
+def _args(a):
+    if isinstance(a, str):
+        try:
+            return json.loads(a)
+        except ValueError:
+            return "<unparsable>"
+    return a
+
+
+def same(expected, got):
+    for k in ("content", "reasoning_content"):
+        assert (expected.get(k) or "").strip() == (got.get(k) or "").strip(), k
+    et, gt = expected.get("tool_calls") or [], got.get("tool_calls") or []
+    assert len(et) == len(gt), "number of tool calls"
+    for e, g in zip(et, gt):
+        assert e["function"]["name"] == g["function"]["name"]
+        assert _args(e["function"]["arguments"]) == _args(g["function"]["arguments"])
+        if e.get("id"):
+            assert e["id"] == g.get("id")
+
+
+def parse_ours(case):
+    core_pipeline = pytest.importorskip("core.chat.pipeline")
+    from core.chat.request import ChatRequest
+    from core.templating import ChatTemplate
+
+    bundle = core_pipeline.build_chat_parser(ChatTemplate(TEMPLATE, {name!r}), ChatRequest.from_dict(case),
+                                             fidelity=FIDELITY)
+    return bundle.parser.parse(case["input"], bool(case["is_partial"])).to_openai()
+
+
+def parse_transformers(case):
+    chat_parsing = pytest.importorskip("transformers.utils.chat_parsing")
+    if case["is_partial"]:
+        pytest.skip("transformers parses a region only once it closes (truncated output)")
+    rt = json.loads((HERE / "response_template.json").read_text(encoding="utf-8"))
+    msg = chat_parsing.parse_response(case["input"], rt, prefix=PROMPTS[case["id"]], tools=case["tools"])
+    if "thinking" in msg:
+        msg["reasoning_content"] = msg.pop("thinking")
+    return msg
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_case(case):
+    if BACKEND == "transformers" and not (HERE / "response_template.json").exists():
+        pytest.skip("no response_template.json: the template cannot be exported")
+    got = parse_transformers(case) if BACKEND == "transformers" else parse_ours(case)
+    same(case["expect"], got)
+'''
+
+
+def write_suite(suite: Suite, template: Any, directory: str, *, flavour: str = "transformers") -> dict[str, str]:
+    """Write ``cases.jsonl``, ``template.jinja`` (the template text, so the suite runs anywhere),
+    ``prompts.json`` (case id → the prompt, the ``prefix`` transformers needs), ``response_template.json``
+    (when the template exports), ``skipped.json`` and ``test_suite.py`` into ``directory`` (created). Returns
+    the paths by kind. Raises ``OSError`` when the directory cannot be written."""
+    import os
+
+    from ..chat.pipeline import build_chat_parser
+    from ..chat.request import ChatRequest
+    from .response_template import export_response_template
+
+    os.makedirs(directory, exist_ok=True)
+    paths = {k: os.path.join(directory, f) for k, f in (
+        ("cases", "cases.jsonl"), ("template", "template.jinja"), ("prompts", "prompts.json"),
+        ("response_template", "response_template.json"), ("skipped", "skipped.json"), ("test", "test_suite.py"))}
+    prompts = {c["id"]: build_chat_parser(template, ChatRequest.from_dict(c), fidelity=suite.fidelity).prompt
+               for c in suite.cases}
+    res = export_response_template(template, fidelity=suite.fidelity, flavour=flavour)
+    files = {"cases": suite.to_jsonl(), "template": template.source,
+             "prompts": json.dumps(prompts, ensure_ascii=False, indent=1),
+             "skipped": json.dumps({**suite.skipped, **({"response_template": res.reasons} if res.reasons else {})},
+                                   ensure_ascii=False, indent=1),
+             "test": _TEST_FILE.format(name=template.name, fidelity=suite.fidelity)}
+    if res.exportable:
+        files["response_template"] = json.dumps(res.response_template, ensure_ascii=False, indent=2)
+    elif os.path.exists(paths["response_template"]):
+        os.remove(paths["response_template"])
+    for kind, text in files.items():
+        with open(paths[kind], "w", encoding="utf-8") as f:
+            f.write(text)
+    return paths

@@ -1,0 +1,79 @@
+"""Export: the current template's response_template (transformers or vLLM field names), the verification by
+transformers' own parser beside it, tokenizer_config.json with it merged in, and the GBNF + triggers; copy
+(the code block's copy button) and download. Only calls core.export."""
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from core.templating import ChatTemplate
+from explorer import state
+from explorer.components.text import literal, md
+
+
+@st.cache_data(max_entries=32, show_spinner="Exporting…")
+def _export(source: str, name: str, fidelity: str, flavour: str) -> dict:
+    from core.export.response_template import export_response_template
+
+    return export_response_template(ChatTemplate(source, name), fidelity=fidelity, flavour=flavour).to_json()
+
+
+@st.cache_data(max_entries=32, show_spinner="Verifying with transformers…")
+def _verify(source: str, name: str, fidelity: str, rt_json: str) -> dict:
+    from core.export.verify import verify
+
+    return verify(json.loads(rt_json), ChatTemplate(source, name), fidelity=fidelity).to_json()
+
+
+st.title("Export")
+tpl = state.attempt(state.current)
+if tpl is None:
+    st.stop()
+st.markdown(f"**{md(tpl.name)}**")
+flavour = st.radio("For", ["transformers", "vllm"], horizontal=True, key="in_export_flavour",
+                   help="transformers names the reasoning field reasoning_content; vLLM's response_template "
+                        "parser accepts only thinking, content and tool_calls")
+fid = state.fidelity()
+res = state.attempt(_export, tpl.source, tpl.name, fid, flavour)
+if res is None:
+    st.stop()
+if not res["exportable"]:
+    st.error(md("This template cannot be exported as a response_template: " + "; ".join(res["reasons"])))
+else:
+    rt = res["response_template"]
+    text = json.dumps(rt, ensure_ascii=False, indent=2)
+    left, right = st.columns([3, 2])
+    with left:
+        st.subheader("response_template")
+        st.code(text, language="json")
+        st.download_button("Download response_template.json", text, file_name="response_template.json",
+                           mime="application/json")
+        cfg = json.dumps({"response_template": rt}, ensure_ascii=False, indent=2)
+        st.download_button("Download tokenizer_config.json (merge)", cfg, file_name="tokenizer_config.json",
+                           mime="application/json",
+                           help="python -m core export T --format tokenizer-config --tokenizer-config FILE "
+                                "merges into an existing file")
+        for n in res["notes"]:
+            st.caption(md(n))
+    with right:
+        st.subheader("Verification by transformers")
+        from core.export.verify import transformers_available
+
+        if not transformers_available():
+            st.info("Install transformers >= 5.13 to verify (pip install 'transformers>=5.13'; no torch needed).")
+        else:
+            v = state.attempt(_verify, tpl.source, tpl.name, fid, json.dumps(rt))
+            if v is not None:
+                st.metric("Agrees with our parser on every check", "yes" if v["agrees"] else "no")
+                st.dataframe(pd.DataFrame([{"case": c["source"], "status": c["status"],
+                                            "why": literal(c["why"]) if c["why"] else ""} for c in v["checks"]]),
+                             hide_index=True, use_container_width=True)
+
+st.subheader("GBNF grammar and triggers")
+from core.export.gbnf import export_gbnf  # noqa: E402
+
+gbnf = state.attempt(export_gbnf, ChatTemplate(tpl.source, tpl.name), fidelity=fid)
+if gbnf is not None:
+    st.code(gbnf, language=None)
+    st.download_button("Download grammar (.gbnf)", gbnf, file_name="grammar.gbnf", mime="text/plain")

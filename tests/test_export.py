@@ -1,0 +1,124 @@
+"""Issue 13: response_template export proven by transformers' parser; the per-template conformance suite.
+
+A representative subset (the full-corpus figure comes from `python -m core export --batch`, in the README)."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from core.export.response_template import Flavour, export_response_template
+from core.export.suite import check_suite_ours, generate_suite, write_suite
+from core.export.tokenizer_config import merge_tokenizer_config
+from core.export.verify import CheckStatus, reference_cases, transformers_available, verify
+from core.templating import ChatTemplate
+
+SHARED = pathlib.Path(__file__).resolve().parents[1].parent / "shared"
+TEMPLATES = SHARED / "templates"
+CASES = SHARED / "reference" / "cases.jsonl"
+pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates not present")
+needs_transformers = pytest.mark.skipif(not transformers_available(), reason="transformers >= 5.13 not installed")
+
+
+def load(name):
+    return ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name)
+
+
+# one per family / format: JSON_NATIVE (Qwen3, Hermes, Llama 3.1, Mistral), TAG_WITH_TAGGED (Qwen3-Coder, GLM),
+# TAG_WITH_JSON + call ids (Kimi K2), forced-open reasoning (DeepSeek R1 distill)
+AGREEING = ["Qwen-Qwen3-0.6B.jinja", "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja",
+            "meta-llama-Llama-3.1-8B-Instruct.jinja", "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+            "Qwen3-Coder.jinja", "GLM-4.6.jinja", "Kimi-K2-Instruct.jinja"]
+
+
+@needs_transformers
+@pytest.mark.parametrize("name", AGREEING)
+def test_export_agrees_with_transformers(name):
+    t = load(name)
+    res = export_response_template(t)
+    assert res.exportable, res.reasons
+    v = verify(res.response_template, t, cases=reference_cases(str(CASES), name))
+    assert v.agrees, v.first_disagreement.to_json() if v.first_disagreement else v.count_summary()
+    assert v.count(CheckStatus.AGREE) >= 5
+
+
+def test_qwen3_maps_markers_and_anchor():
+    rt = export_response_template(load("Qwen-Qwen3-0.6B.jinja")).response_template
+    assert rt["start_anchor"] == "<|im_start|>assistant\n"
+    assert rt["fields"]["reasoning_content"] == {"open": "<think>", "close": "</think>", "content": "text"}
+    assert rt["fields"]["tool_calls"]["content"] == "json"
+    assert rt["fields"]["tool_calls"]["transform"]["function"]["arguments"] == "{content.arguments}"
+
+
+def test_vllm_flavour_uses_thinking_and_only_its_fields():
+    rt = export_response_template(load("Qwen-Qwen3-0.6B.jinja"), flavour=Flavour.VLLM).response_template
+    assert set(rt["fields"]) <= {"thinking", "content", "tool_calls"} and "thinking" in rt["fields"]
+    assert set(rt["defaults"]) == {"role"}
+
+
+def test_kimi_call_id_is_captured():
+    rt = export_response_template(load("Kimi-K2-Instruct.jinja")).response_template
+    assert "(?P<id>" in rt["fields"]["tool_calls"]["open_pattern"]
+    assert rt["fields"]["tool_calls"]["transform"]["id"] == "{id}"
+
+
+def test_unexpressible_template_gives_reason_not_template():
+    res = export_response_template(load("openai-gpt-oss-120b.jinja"))
+    assert res.response_template is None
+    assert res.reasons and "opening marker" in res.reasons[0]
+
+
+@needs_transformers
+def test_forced_open_reasoning_prefix_opens_the_region():
+    name = "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.llamacpp-edit.jinja"
+    t = load(name)
+    res = export_response_template(t)
+    assert res.generation_prompt.endswith("<think>\n")
+    from transformers.utils.chat_parsing import parse_response
+
+    msg = parse_response("Let me think.\n</think>\n\nHi!", res.response_template,
+                         prefix="<｜User｜>Hello" + res.generation_prompt)
+    assert msg["reasoning_content"] == "Let me think." and msg["content"] == "Hi!"
+
+
+def test_suite_cases_pass_with_our_parser():
+    t = load("Qwen-Qwen3-0.6B.jinja")
+    suite = generate_suite(t)
+    ids = {c["id"] for c in suite.cases}
+    assert {"suite-plain_content", "suite-parallel_calls", "suite-marker_in_argument",
+            "suite-truncated_in_reasoning", "suite-truncated_in_second_call"} <= ids
+    assert all(why is None for why in check_suite_ours(suite, t).values())
+
+
+def test_suite_skips_what_the_template_cannot_represent():
+    suite = generate_suite(load("meta-llama-Llama-3.1-8B-Instruct.jinja"))
+    assert "parallel_calls" in suite.skipped and "single tool-calls" in suite.skipped["parallel_calls"]
+
+
+def test_written_suite_runs_green_from_a_clean_directory(tmp_path):
+    t = load("Qwen3-Coder.jinja")
+    paths = write_suite(generate_suite(t), t, str(tmp_path / "suite"))
+    rows = [json.loads(line) for line in open(paths["cases"], encoding="utf-8")]
+    assert rows and all(set(r) >= {"id", "template", "messages", "tools", "input", "is_partial", "expect"} for r in rows)
+    root = pathlib.Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_suite.py"],
+                       cwd=tmp_path / "suite", capture_output=True, text=True, timeout=120,
+                       env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert p.returncode == 0, p.stdout[-800:]
+    assert f"{len(rows)} passed" in p.stdout
+
+
+def test_tokenizer_config_merge_keeps_other_keys():
+    out = merge_tokenizer_config({"eos_token": "<|im_end|>", "response_template": {"old": 1}}, {"version": 1})
+    assert out == {"eos_token": "<|im_end|>", "response_template": {"version": 1}}
+    with pytest.raises(ValueError, match="tokenizer_config"):
+        merge_tokenizer_config([], {"version": 1})
+
+
+def test_cli_refuses_unexportable_with_one_line():
+    p = subprocess.run([sys.executable, "-m", "core", "export", str(TEMPLATES / "openai-gpt-oss-120b.jinja")],
+                       capture_output=True, text=True, timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr.strip().splitlines()[-1].startswith("error: openai-gpt-oss-120b.jinja: cannot be exported")
