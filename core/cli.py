@@ -362,6 +362,10 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     rep = analyze_one(args.file, args.variant, caps_ref.get(os.path.basename(args.file)),
                       disabled=args.disable_workaround or (), overrides=_parse_overrides(args.override),
                       strict=True, fidelity=fidelity, disabled_improvements=args.disable_improvement or ())
+    from .analysis.provenance import ineffective_edits
+
+    for edit in ineffective_edits(rep):
+        print(f"note: {edit.message()}", file=sys.stderr)
     if args.json:
         print(json.dumps(rep.to_json(comparisons=not args.no_comparisons), ensure_ascii=False, indent=2))
     else:
