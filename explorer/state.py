@@ -391,3 +391,67 @@ def sample_message(tools: list[dict[str, Any]] | None, *, reasoning: bool = True
                               "function": {"name": fn.get("name", "tool"), "arguments": args}}
                              for i in range(calls)]
     return msg
+
+
+# ------------------------------------------------------------------------------------------------ parses
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _parsed(source: str, name: str, fidelity: str, disabled: tuple[str, ...], overrides_json: str,
+            request_json: str, output: str, partial: bool) -> dict[str, Any]:
+    bundle = _bundle(source, name, fidelity, disabled, overrides_json, request_json)
+    return bundle.parser.parse(output, partial).to_openai()
+
+
+def parsed_message(tpl: CurrentTemplate, request: dict[str, Any], output: str, partial: bool) -> dict[str, Any]:
+    """The OpenAI message the parser for ``tpl`` / ``request`` (session overrides applied) makes of
+    ``output``; cached per (template, overrides, request, output), so a redraw never parses again."""
+    parser_bundle(tpl, request)  # validates the request, builds (or reuses) the parser
+    return _parsed(*_key(tpl, None, None), json.dumps(request, sort_keys=True, ensure_ascii=False), output,
+                   partial)
+
+
+REPLAY_STEPS = 1500  # at most this many replay steps (pieces are merged beyond it)
+
+
+@dataclass
+class Replay:
+    """A streaming replay: ``pieces`` (text fed per step; the last step is the finish, piece ""),
+    ``deltas`` (OpenAI delta dicts emitted per step) and ``held_back`` (steps whose parse would have taken
+    text back)."""
+
+    pieces: list[str]
+    deltas: list[list[dict[str, Any]]]
+    held_back: int = 0
+
+
+def replay_pieces(output: str, limit: int = REPLAY_STEPS) -> list[str]:
+    """Pseudo-tokens for the replay: special tokens (``<…>``, ``[…]``) whole, then words, spaces, symbols;
+    merged into at most ``limit`` pieces."""
+    import re
+
+    pieces = re.findall(r"<[^<>\s]{1,64}>|\[[A-Z_/]{1,32}\]|\s+|\w+|.", output, flags=re.S)
+    if len(pieces) > limit:
+        k = -(-len(pieces) // limit)
+        pieces = ["".join(pieces[i:i + k]) for i in range(0, len(pieces), k)]
+    return pieces
+
+
+@st.cache_data(max_entries=8, show_spinner="Streaming the output through the parser…")
+def _replay(source: str, name: str, fidelity: str, disabled: tuple[str, ...], overrides_json: str,
+            request_json: str, output: str, partial: bool) -> Replay:
+    from core.chat.stream import StreamingParser
+
+    bundle = _bundle(source, name, fidelity, disabled, overrides_json, request_json)
+    sp = StreamingParser(bundle.parser)
+    pieces = replay_pieces(output)
+    deltas = [[d.to_openai() for d in sp.feed(p)] for p in pieces]
+    deltas.append([d.to_openai() for d in sp.finish(partial)])
+    return Replay(pieces + [""], deltas, getattr(sp, "held_back", 0))
+
+
+def replay(tpl: CurrentTemplate, request: dict[str, Any], output: str, partial: bool) -> Replay:
+    """The streaming replay of ``output`` (see :class:`Replay`), cached like :func:`parsed_message`."""
+    parser_bundle(tpl, request)
+    return _replay(*_key(tpl, None, None), json.dumps(request, sort_keys=True, ensure_ascii=False), output,
+                   partial)

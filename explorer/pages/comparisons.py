@@ -7,14 +7,18 @@ import streamlit as st
 
 from explorer import state
 from explorer.components.diff_view import parts_html, show_diff, show_text
-from explorer.components.text import literal, md
+from explorer.components.marker_table import known_markers
+from explorer.components.provenance import banner
+from explorer.components.text import literal, md, visible_json
 
 st.title("Comparisons")
 tpl = state.attempt(state.current)
 rep = state.attempt(state.report, tpl) if tpl is not None else None
 if rep is None:
     st.stop()
+banner(tpl, rep)
 st.markdown(f"**{md(tpl.name)}** · {len(rep.comparisons)} comparisons")
+markers = known_markers(rep.analysis)
 
 comparisons = list(rep.comparisons)
 ids = [c.id for c in comparisons]
@@ -56,22 +60,22 @@ for c in comparisons:
             if c.diff is None:
                 st.caption("No diff: a render failed.")
             else:
-                show_diff(c.diff, context=None if full else 400)
+                show_diff(c.diff, context=None if full else 400, markers=markers)
                 with st.popover("The four parts"):
-                    st.html(parts_html(c.diff))
+                    st.html(parts_html(c.diff, markers))
         with tab_renders:
             a, b = st.columns(2)
             with a:
                 st.markdown("**A**")
-                show_text(c.output_a)
+                show_text(c.output_a, markers=markers)
             with b:
                 st.markdown("**B**")
-                show_text(c.output_b)
+                show_text(c.output_b, markers=markers)
         with tab_inputs:
             a, b = st.columns(2)
             with a:
                 st.markdown("**A**")
-                st.json(c.inputs_a, expanded=False)
+                st.json(visible_json(c.inputs_a), expanded=False)
             with b:
                 st.markdown("**B**")
-                st.json(c.inputs_b, expanded=False)
+                st.json(visible_json(c.inputs_b), expanded=False)
