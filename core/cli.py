@@ -457,6 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
         _roundtrip = None
     if _roundtrip is not None:
         _roundtrip.register(sub)
+    from .corpus import cli as _corpus_cli
+
+    _corpus_cli.register(sub)
     return ap
 
 

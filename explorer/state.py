@@ -170,13 +170,15 @@ def is_repo_id(spec: str) -> bool:
 
 def load_upload(data: bytes, filename: str, **limits: Any) -> CurrentTemplate:
     """An uploaded file's bytes through ``core.sources.load_bytes`` (format from the name / GGUF magic);
-    ``limits``: ``max_bytes`` / ``max_json_bytes`` / ``max_gguf_bytes``."""
+    ``limits``: ``max_bytes`` / ``max_json_bytes`` / ``max_gguf_bytes``. Raises the load error, or
+    :class:`core.errors.TemplateSyntaxError` (with the line) when the template does not compile."""
     try:
         from core.sources import load_bytes
     except ImportError as e:
         raise EngineMissing("core.sources.load_bytes", e) from None
     tpl = from_loaded(load_bytes(data, filename, **limits), "upload")
     tpl.path = filename
+    tpl.template()  # a Jinja syntax error is refused here (as Paste does), so it never replaces the current one
     return tpl
 
 
