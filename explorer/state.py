@@ -228,15 +228,33 @@ def fidelity() -> str:
     return value if value in FIDELITIES else FIDELITIES[0]
 
 
+@dataclass(frozen=True)
+class Failed:
+    """A cached engine failure: the same inputs fail the same way, so a template that hits the render time
+    limit costs its wait once, not on every page that asks for its analysis or parser."""
+
+    error: BaseException
+
+
+def unwrap(value: Any) -> Any:
+    """``value``, or raise the error a cached :class:`Failed` holds."""
+    if isinstance(value, Failed):
+        raise value.error
+    return value
+
+
 @st.cache_resource(max_entries=48, show_spinner="Analysing the template…")
 def _base_report(source: str, name: str, fidelity: str = FIDELITIES[0]) -> Any:
     analyze, _ = _analysis_api()
-    return analyze(ChatTemplate(source, name), fidelity=fidelity)
+    try:
+        return analyze(ChatTemplate(source, name), fidelity=fidelity)
+    except ChatTemplateExplorerError as e:
+        return Failed(e)
 
 
 @st.cache_resource(max_entries=96, show_spinner=False)
 def _report(source: str, name: str, fidelity: str, disabled: tuple[str, ...], overrides_json: str) -> Any:
-    base = _base_report(source, name, fidelity)
+    base = unwrap(_base_report(source, name, fidelity))
     overrides = json.loads(overrides_json)
     if not disabled and not overrides:
         return base
@@ -264,7 +282,7 @@ def _key(tpl: CurrentTemplate, disabled: list[str] | None, overrides: dict[str, 
 def automatic_report(tpl: CurrentTemplate | None = None) -> Any:
     """``core.analysis.analyze`` of the template, no overrides, all workarounds on (cached)."""
     tpl = tpl or current()
-    return _base_report(tpl.source, tpl.name, fidelity())
+    return unwrap(_base_report(tpl.source, tpl.name, fidelity()))
 
 
 def report(tpl: CurrentTemplate | None = None, *, disabled: list[str] | None = None,
@@ -348,7 +366,10 @@ def _bundle(source: str, name: str, fidelity: str, disabled: tuple[str, ...], ov
     build_chat_parser, ChatRequest = _request_api()
     req = ChatRequest.from_dict(json.loads(request_json))
     rep = _report(source, name, fidelity, disabled, overrides_json)
-    return build_chat_parser(ChatTemplate(source, name), req, report=rep)
+    try:
+        return build_chat_parser(ChatTemplate(source, name), req, report=rep)
+    except ChatTemplateExplorerError as e:  # e.g. the prompt render hit the time limit: fail once
+        return Failed(e)
 
 
 def parser_bundle(tpl: CurrentTemplate | None = None, request: dict[str, Any] | None = None, *,
@@ -361,7 +382,8 @@ def parser_bundle(tpl: CurrentTemplate | None = None, request: dict[str, Any] | 
     from core.chat.request import ChatRequest
 
     ChatRequest.from_dict(request)  # validate before caching (clear RequestError)
-    return _bundle(*_key(tpl, disabled, overrides), json.dumps(request, sort_keys=True, ensure_ascii=False))
+    return unwrap(_bundle(*_key(tpl, disabled, overrides),
+                          json.dumps(request, sort_keys=True, ensure_ascii=False)))
 
 
 # ------------------------------------------------------------------------------------------------ samples
@@ -401,7 +423,7 @@ def sample_message(tools: list[dict[str, Any]] | None, *, reasoning: bool = True
 @st.cache_data(max_entries=16, show_spinner=False)
 def _parsed(source: str, name: str, fidelity: str, disabled: tuple[str, ...], overrides_json: str,
             request_json: str, output: str, partial: bool) -> dict[str, Any]:
-    bundle = _bundle(source, name, fidelity, disabled, overrides_json, request_json)
+    bundle = unwrap(_bundle(source, name, fidelity, disabled, overrides_json, request_json))
     return bundle.parser.parse(output, partial).to_openai()
 
 
@@ -444,7 +466,7 @@ def _replay(source: str, name: str, fidelity: str, disabled: tuple[str, ...], ov
             request_json: str, output: str, partial: bool) -> Replay:
     from core.chat.stream import StreamingParser
 
-    bundle = _bundle(source, name, fidelity, disabled, overrides_json, request_json)
+    bundle = unwrap(_bundle(source, name, fidelity, disabled, overrides_json, request_json))
     sp = StreamingParser(bundle.parser)
     pieces = replay_pieces(output)
     deltas = [[d.to_openai() for d in sp.feed(p)] for p in pieces]
