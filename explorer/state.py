@@ -420,7 +420,9 @@ def sample_message(tools: list[dict[str, Any]] | None, *, reasoning: bool = True
 # ------------------------------------------------------------------------------------------------ parses
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+# cache_resource, not cache_data: results are read-only here, and copying a 1 MB parse on every redraw
+# (cache_data pickles) was most of a redraw's time
+@st.cache_resource(max_entries=16, show_spinner=False)
 def _parsed(source: str, name: str, fidelity: str, disabled: tuple[str, ...], overrides_json: str,
             request_json: str, output: str, partial: bool) -> dict[str, Any]:
     bundle = unwrap(_bundle(source, name, fidelity, disabled, overrides_json, request_json))
@@ -461,7 +463,7 @@ def replay_pieces(output: str, limit: int = REPLAY_STEPS) -> list[str]:
     return pieces
 
 
-@st.cache_data(max_entries=8, show_spinner="Streaming the output through the parser…")
+@st.cache_resource(max_entries=8, show_spinner="Streaming the output through the parser…")
 def _replay(source: str, name: str, fidelity: str, disabled: tuple[str, ...], overrides_json: str,
             request_json: str, output: str, partial: bool) -> Replay:
     from core.chat.stream import StreamingParser

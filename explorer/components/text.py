@@ -20,17 +20,24 @@ from typing import Any
 _MD_SPECIAL = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
 
 
-def _invisible_class() -> str:
+def _invisible_class(keep: str = "") -> str:
     import unicodedata
 
     planes = [*range(0x10000), *range(0x10000, 0x20000), *range(0xE0000, 0xE1000)]
-    chars = [chr(c) for c in planes if unicodedata.category(chr(c)) in ("Cc", "Cf", "Zl", "Zp")]
-    return "[" + "".join(re.escape(c) for c in chars) + "]"
+    ranges: list[list[int]] = []
+    for c in planes:
+        if unicodedata.category(chr(c)) in ("Cc", "Cf", "Zl", "Zp") and chr(c) not in keep:
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1][1] = c
+            else:
+                ranges.append([c, c])
+    # ranges, not one escape per character: the regex scans 4-5x faster
+    return "[" + "".join(f"\\U{a:08x}" + (f"-\\U{b:08x}" if b > a else "") for a, b in ranges) + "]"
 
 
 # Tab and newline are laid out by every view (and made visible by visible_html); the rest is escaped.
 INVISIBLE = re.compile(_invisible_class())
-_INVISIBLE_NO_WS = re.compile(f"(?![\t\n]){INVISIBLE.pattern}")
+_INVISIBLE_NO_WS = re.compile(_invisible_class(keep="\t\n"))
 
 
 def escape_code(ch: str) -> str:

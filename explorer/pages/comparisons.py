@@ -55,6 +55,13 @@ for c in comparisons:
             st.caption("This comparison set no field.")
         for note in getattr(c, "notes", None) or []:
             st.caption(md(note))
+        if focus == "All":
+            # the list view draws only the diff split: both renders and inputs of ~30 comparisons made this
+            # page the slowest to switch to (seconds in the browser); one comparison at a time shows them all
+            if c.diff is not None:
+                show_diff(c.diff, context=None if full else 400, markers=markers)
+            st.caption(md(f"Pick {c.id} under Show for both renders, both inputs and the four parts."))
+            continue
         tab_diff, tab_renders, tab_inputs = st.tabs(["Diff split", "Renders A | B", "Inputs A | B"])
         with tab_diff:
             if c.diff is None:

@@ -5,7 +5,6 @@ The output can be pasted or generated from the template itself (an assistant mes
 content and tool calls, rendered). Settings (tools JSON, tool_choice, parallel calls, reasoning_format,
 enable_thinking) are shared with the Grammar and Overrides pages."""
 
-import hashlib
 import json
 
 import streamlit as st
@@ -70,8 +69,8 @@ def replay_view(output: str, partial: bool, markers: list[str]) -> None:
     n = len(rp.pieces)
     # a new output, template or request starts the replay at its end (the slider kept the old step, so a
     # changed output showed a stale half-way state that looked like a parser bug)
-    replay_of = hashlib.sha256(repr((tpl.digest, output, partial, request)).encode("utf-8", "surrogatepass")
-                               ).hexdigest()
+    # hash() of the session's own string objects is cached by Python: no re-hashing of a 1 MB output per redraw
+    replay_of = hash((tpl.digest, output, partial, json.dumps(request, sort_keys=True)))
     if st.session_state.get("stream_replay_of") != replay_of:
         st.session_state["stream_replay_of"] = replay_of
         st.session_state["in_stream_step"] = n
