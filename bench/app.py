@@ -12,7 +12,13 @@ bounds of the click → result time). Measured warm (every page visited once fir
 * ``time-limit template`` — a template whose every render hits the render time limit: the first Overview,
   then every other page (the failed or degraded analysis is cached, so only the first visit waits).
 
-Usage: ``python -m bench.app [--runs N] [--template PATH] [--json FILE] [--skip-slow]``.
+With ``--browser`` the same actions are timed in Debian's chromium against ``streamlit run app.py``
+(:mod:`bench.browser`): click → the new content is shown and Streamlit's run state is idle again, which
+includes the websocket round trip and the browser's drawing (default bundled template; the figures then carry
+the machine's load much more than the AppTest ones).
+
+Usage: ``python -m bench.app [--runs N] [--template PATH] [--json FILE] [--skip-slow] [--skip-big]
+[--browser]``.
 """
 
 from __future__ import annotations
@@ -127,11 +133,75 @@ def bench_slow_template() -> dict[str, Any]:
             "time-limit template: each page after": _stats(others)}
 
 
+def bench_browser(runs: int) -> dict[str, Any]:
+    """Click → shown-and-idle times in chromium: first load, page switches, Playground re-parse, replay steps."""
+    from playwright.sync_api import sync_playwright
+
+    from .browser import CHROME_ARGS, CHROMIUM, IDLE_JS, PAGE_IDLE_JS, serve, wait_idle
+
+    titles = {"overview": "Overview", "comparisons": "Comparisons", "overrides": "Overrides",
+              "playground": "Playground", "grammar": "Grammar"}
+    out: dict[str, Any] = {}
+    with serve() as url, sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
+        page = b.new_page(viewport={"width": 1400, "height": 1000})
+
+        def shown(title: str) -> None:
+            page.wait_for_function(PAGE_IDLE_JS, arg=title, timeout=120_000)
+
+        def go(title: str) -> None:
+            page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).click()
+            page.wait_for_timeout(30)  # let the click start the run before the idle check
+            shown(title)
+
+        out["browser: first load"] = _stats([_timed(lambda: (page.goto(url), shown("Overview")))])
+        for t in titles.values():
+            go(t)
+        per: dict[str, list[float]] = {t: [] for t in titles.values()}
+        for _ in range(runs):
+            for t in titles.values():
+                per[t].append(_timed(lambda: go(t)))
+        out.update({f"browser: page switch: {t.lower()}": _stats(v) for t, v in per.items()})
+        out["browser: page switch: all pages"] = _stats([x for v in per.values() for x in v])
+
+        go("Playground")
+        area = page.locator('[data-testid="stTextArea"]').filter(has_text="Text the model generated").locator("textarea")
+        reparse = []
+        for i in range(runs):
+            text = ("Plan.\n</think>\n\nChecking.\n<tool_call>\n"
+                    f'{{"name": "get_weather", "arguments": {{"city": "Paris", "days": {1000 + i}}}}}\n</tool_call>')
+
+            def reparse_once() -> None:
+                area.fill(text)
+                area.press("Control+Enter")
+                page.locator('[data-testid="stJson"]').filter(has_text=f"{1000 + i}").first.wait_for(timeout=60_000)
+                shown("Playground")
+            reparse.append(_timed(reparse_once))
+        out["browser: playground re-parse"] = _stats(reparse)
+
+        page.get_by_role("tab", name="Streaming replay").click()
+        wait_idle(page)
+        thumb = page.locator('[data-testid="stSlider"] input[type="range"]').first
+        thumb.focus()
+        steps = []
+        for _ in range(runs):
+            want = int(thumb.evaluate("e => e.value")) - 1
+
+            def step_once() -> None:
+                page.keyboard.press("ArrowLeft")
+                page.get_by_text(f"Step {want} of", exact=False).first.wait_for(timeout=60_000)
+                page.wait_for_function(IDLE_JS, timeout=60_000)
+            steps.append(_timed(step_once))
+        out["browser: replay step"] = _stats(steps)
+        b.close()
+    return out
+
+
 def render(results: dict[str, Any]) -> str:
     """A Markdown table: figure, median, p90, max, runs, target verdict."""
     lines = ["| figure | median | p90 | max | runs | ≤ 0.3 s |", "|---|---|---|---|---|---|"]
     for k, v in results.items():
-        if k.startswith("time-limit template: first") or k.endswith("first run (parse + replay)"):
+        if k.startswith("time-limit template: first") or k.endswith(("first run (parse + replay)", "first load")):
             verdict = "(once)"
         else:
             verdict = "✓" if v["median_s"] <= TARGET_S else "✗"
@@ -149,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
                          "Qwen-QwQ-32B.jinja, else the bundled default)")
     ap.add_argument("--skip-slow", action="store_true", help="leave out the time-limit template (~20 s)")
     ap.add_argument("--skip-big", action="store_true", help="leave out the 1 MB paste")
+    ap.add_argument("--browser", action="store_true",
+                    help="also time the actions in chromium against streamlit run app.py (needs /usr/bin/chromium)")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = ap.parse_args(argv)
     if args.runs < 1:
@@ -168,8 +240,12 @@ def main(argv: list[str] | None = None) -> int:
         results.update(bench_big_paste(args.template, max(3, args.runs // 3)))
     if not args.skip_slow:
         results.update(bench_slow_template())
+    if args.browser:
+        results.update(bench_browser(args.runs))
     print(render(results))
-    print(f"\n(AppTest script-run times, {time.perf_counter() - t0:.0f} s in all; template "
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"\n(AppTest script-run times{'; browser: click to shown and idle' if args.browser else ''}; "
+          f"{time.perf_counter() - t0:.0f} s in all, load average {load:.1f}; template "
           f"{pathlib.Path(args.template).name if args.template else 'bundled default'})")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")

@@ -9,66 +9,29 @@ message on the page, and checks that template text with HTML is displayed as tex
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
+
+from bench.browser import CHROME_ARGS, CHROMIUM, serve, wait_idle
 
 from .conftest import ROOT
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "tests" / "artifacts"
-CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def app_url():
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: apt-get install chromium)")
-    port = _free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    log = open(ARTIFACTS / "streamlit.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None:
-                pytest.fail(f"streamlit exited with {proc.returncode}; see {ARTIFACTS / 'streamlit.log'}")
-            if time.monotonic() > deadline:
-                pytest.fail("streamlit did not become healthy within 90 s")
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
+    with open(ARTIFACTS / "streamlit.log", "w") as log:
         try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+            with serve(log) as url:
+                yield url
+        except RuntimeError as e:
+            pytest.fail(f"{e}; see {ARTIFACTS / 'streamlit.log'}")
 
 
 @pytest.fixture(scope="module")
@@ -85,17 +48,7 @@ def browser():
             b.close()
 
 
-def _wait_idle(page, timeout: float = 60_000) -> None:
-    """Wait until Streamlit has finished the current script run. Reads the app root's own run state
-    (``data-test-script-state``: ``running`` / ``rerunRequested`` while a run is under way, ``notRunning`` after);
-    the status widget's wording changes between Streamlit versions ("Running…", "Stop"), the attribute does not.
-    It must read ``notRunning`` twice, 250 ms apart, so a rerun requested by the last click is waited for too."""
-    js = ("() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
-          " return !!a && a.getAttribute('data-test-script-state') === 'notRunning'; }")
-    page.wait_for_timeout(150)
-    page.wait_for_function(js, timeout=timeout)
-    page.wait_for_timeout(250)
-    page.wait_for_function(js, timeout=timeout)
+_wait_idle = wait_idle  # Streamlit's run state, read twice 250 ms apart (bench/browser.py)
 
 
 def _shot(page, name: str) -> None:
