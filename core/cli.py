@@ -372,6 +372,10 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     rep = analyze_one(args.file, args.variant, caps_ref.get(os.path.basename(args.file)),
                       disabled=args.disable_workaround or (), overrides=_parse_overrides(args.override),
                       strict=True, fidelity=fidelity, disabled_improvements=args.disable_improvement or ())
+    from .analysis.provenance import ineffective_edits
+
+    for edit in ineffective_edits(rep):
+        print(f"note: {edit.message()}", file=sys.stderr)
     if args.json:
         print(json.dumps(rep.to_json(comparisons=not args.no_comparisons), ensure_ascii=False, indent=2))
     else:
@@ -479,6 +483,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .export import cli as _export_cli  # `export`, `suite` (issue 13); heavy imports inside the commands
 
     _export_cli.register(sub)
+    from .corpus import cli as _corpus_cli
+
+    _corpus_cli.register(sub)
     return ap
 
 

@@ -171,13 +171,15 @@ def is_repo_id(spec: str) -> bool:
 
 def load_upload(data: bytes, filename: str, **limits: Any) -> CurrentTemplate:
     """An uploaded file's bytes through ``core.sources.load_bytes`` (format from the name / GGUF magic);
-    ``limits``: ``max_bytes`` / ``max_json_bytes`` / ``max_gguf_bytes``."""
+    ``limits``: ``max_bytes`` / ``max_json_bytes`` / ``max_gguf_bytes``. Raises the load error, or
+    :class:`core.errors.TemplateSyntaxError` (with the line) when the template does not compile."""
     try:
         from core.sources import load_bytes
     except ImportError as e:
         raise EngineMissing("core.sources.load_bytes", e) from None
     tpl = from_loaded(load_bytes(data, filename, **limits), "upload")
     tpl.path = filename
+    tpl.template()  # a Jinja syntax error is refused here (as Paste does), so it never replaces the current one
     return tpl
 
 
@@ -240,18 +242,41 @@ def fidelity() -> str:
     return value if value in FIDELITIES else FIDELITIES[0]
 
 
+@dataclass(frozen=True)
+class Failed:
+    """A cached engine failure: the same inputs fail the same way, so a template that hits the render time
+    limit costs its wait once, not on every page that asks for its analysis or parser."""
+
+    error: BaseException
+
+    def __post_init__(self) -> None:
+        # the traceback and the exception chain would keep the failed render's frames and context alive in the cache
+        self.error.__traceback__ = None
+        self.error.__context__ = self.error.__cause__ = None
+
+
+def unwrap(value: Any) -> Any:
+    """``value``, or raise the error a cached :class:`Failed` holds."""
+    if isinstance(value, Failed):
+        raise value.error
+    return value
+
+
 @st.cache_resource(max_entries=48, show_spinner="Analysing the template…")
 def _base_report(source: str, name: str, fidelity: str = FIDELITIES[0]) -> Any:
     from core.serving import WorkKind, policy_or_closed, work_slot
 
     analyze, _ = _analysis_api()
     with work_slot(WorkKind.ANALYSIS, policy_or_closed()[0].limits):  # demo mode: bounded analyses per server
-        return analyze(ChatTemplate(source, name), fidelity=fidelity)
+        try:
+            return analyze(ChatTemplate(source, name), fidelity=fidelity)
+        except ChatTemplateExplorerError as e:  # cached: a busy server (BusyError, above) is not
+            return Failed(e)
 
 
 @st.cache_resource(max_entries=96, show_spinner=False)
 def _report(source: str, name: str, fidelity: str, disabled: tuple[str, ...], overrides_json: str) -> Any:
-    base = _base_report(source, name, fidelity)
+    base = unwrap(_base_report(source, name, fidelity))
     overrides = json.loads(overrides_json)
     if not disabled and not overrides:
         return base
@@ -279,7 +304,7 @@ def _key(tpl: CurrentTemplate, disabled: list[str] | None, overrides: dict[str, 
 def automatic_report(tpl: CurrentTemplate | None = None) -> Any:
     """``core.analysis.analyze`` of the template, no overrides, all workarounds on (cached)."""
     tpl = tpl or current()
-    return _base_report(tpl.source, tpl.name, fidelity())
+    return unwrap(_base_report(tpl.source, tpl.name, fidelity()))
 
 
 def report(tpl: CurrentTemplate | None = None, *, disabled: list[str] | None = None,
@@ -363,7 +388,10 @@ def _bundle(source: str, name: str, fidelity: str, disabled: tuple[str, ...], ov
     build_chat_parser, ChatRequest = _request_api()
     req = ChatRequest.from_dict(json.loads(request_json))
     rep = _report(source, name, fidelity, disabled, overrides_json)
-    return build_chat_parser(ChatTemplate(source, name), req, report=rep)
+    try:
+        return build_chat_parser(ChatTemplate(source, name), req, report=rep)
+    except ChatTemplateExplorerError as e:  # e.g. the prompt render hit the time limit: fail once
+        return Failed(e)
 
 
 def parser_bundle(tpl: CurrentTemplate | None = None, request: dict[str, Any] | None = None, *,
@@ -376,7 +404,8 @@ def parser_bundle(tpl: CurrentTemplate | None = None, request: dict[str, Any] | 
     from core.chat.request import ChatRequest
 
     ChatRequest.from_dict(request)  # validate before caching (clear RequestError)
-    return _bundle(*_key(tpl, disabled, overrides), json.dumps(request, sort_keys=True, ensure_ascii=False))
+    return unwrap(_bundle(*_key(tpl, disabled, overrides),
+                          json.dumps(request, sort_keys=True, ensure_ascii=False)))
 
 
 # ------------------------------------------------------------------------------------------------ samples
@@ -408,3 +437,81 @@ def sample_message(tools: list[dict[str, Any]] | None, *, reasoning: bool = True
                               "function": {"name": fn.get("name", "tool"), "arguments": args}}
                              for i in range(calls)]
     return msg
+
+
+# ------------------------------------------------------------------------------------------------ parses
+
+
+# cache_resource, not cache_data: results are read-only here, and copying a 1 MB parse on every redraw
+# (cache_data pickles) was most of a redraw's time
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _parsed(source: str, name: str, fidelity: str, disabled: tuple[str, ...], overrides_json: str,
+            request_json: str, output: str, partial: bool) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    bundle = unwrap(_bundle(source, name, fidelity, disabled, overrides_json, request_json))
+    msg = bundle.parser.parse(output, partial)
+    return msg.to_openai(), tuple(getattr(msg, "repairs", None) or ())
+
+
+def _parse_result(tpl: CurrentTemplate, request: dict[str, Any], output: str,
+                  partial: bool) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    parser_bundle(tpl, request)  # validates the request, builds (or reuses) the parser
+    return _parsed(*_key(tpl, None, None), json.dumps(request, sort_keys=True, ensure_ascii=False), output,
+                   partial)
+
+
+def parsed_message(tpl: CurrentTemplate, request: dict[str, Any], output: str, partial: bool) -> dict[str, Any]:
+    """The OpenAI message the parser for ``tpl`` / ``request`` (session overrides applied) makes of
+    ``output``; cached per (template, overrides, request, output), so a redraw never parses again."""
+    return _parse_result(tpl, request, output, partial)[0]
+
+
+def parsed_repairs(tpl: CurrentTemplate, request: dict[str, Any], output: str, partial: bool) -> tuple[Any, ...]:
+    """The :class:`core.chat.repairs.FiredRepair` entries of the same (cached) parse as :func:`parsed_message`:
+    which repairs settled it and where; empty for a clean parse."""
+    return _parse_result(tpl, request, output, partial)[1]
+
+
+REPLAY_STEPS = 1500  # at most this many replay steps (pieces are merged beyond it)
+
+
+@dataclass
+class Replay:
+    """A streaming replay: ``pieces`` (text fed per step; the last step is the finish, piece ""),
+    ``deltas`` (OpenAI delta dicts emitted per step) and ``held_back`` (steps whose parse would have taken
+    text back)."""
+
+    pieces: list[str]
+    deltas: list[list[dict[str, Any]]]
+    held_back: int = 0
+
+
+def replay_pieces(output: str, limit: int = REPLAY_STEPS) -> list[str]:
+    """Pseudo-tokens for the replay: special tokens (``<…>``, ``[…]``) whole, then words, spaces, symbols;
+    merged into at most ``limit`` pieces."""
+    import re
+
+    pieces = re.findall(r"<[^<>\s]{1,64}>|\[[A-Z_/]{1,32}\]|\s+|\w+|.", output, flags=re.S)
+    if len(pieces) > limit:
+        k = -(-len(pieces) // limit)
+        pieces = ["".join(pieces[i:i + k]) for i in range(0, len(pieces), k)]
+    return pieces
+
+
+@st.cache_resource(max_entries=8, show_spinner="Streaming the output through the parser…")
+def _replay(source: str, name: str, fidelity: str, disabled: tuple[str, ...], overrides_json: str,
+            request_json: str, output: str, partial: bool) -> Replay:
+    from core.chat.stream import StreamingParser
+
+    bundle = unwrap(_bundle(source, name, fidelity, disabled, overrides_json, request_json))
+    sp = StreamingParser(bundle.parser)
+    pieces = replay_pieces(output)
+    deltas = [[d.to_openai() for d in sp.feed(p)] for p in pieces]
+    deltas.append([d.to_openai() for d in sp.finish(partial)])
+    return Replay(pieces + [""], deltas, getattr(sp, "held_back", 0))
+
+
+def replay(tpl: CurrentTemplate, request: dict[str, Any], output: str, partial: bool) -> Replay:
+    """The streaming replay of ``output`` (see :class:`Replay`), cached like :func:`parsed_message`."""
+    parser_bundle(tpl, request)
+    return _replay(*_key(tpl, None, None), json.dumps(request, sort_keys=True, ensure_ascii=False), output,
+                   partial)

@@ -39,9 +39,11 @@ def test_template_failing_every_probe_is_flagged(tmp_path):
     at.text_input(key="in_corpus_folder").input(str(tmp_path)).run()
     [b for b in at.button if b.label.startswith("Analyse")][0].click().run()
     table = frame_with(at, "reasoning").set_index("template")
-    assert "fails every probe" in table.loc["raises.jinja", "warning"]
-    assert "not for probes" in table.loc["raises.jinja", "warning"]
-    assert not table.loc["Qwen-Qwen3-0.6B.jinja", "warning"]
+    # the reason is in the "problem" column, second after the name (it was cut off at the table's far right)
+    assert list(table.reset_index().columns[:2]) == ["template", "problem"]
+    assert "fails every probe" in table.loc["raises.jinja", "problem"]
+    assert "not for probes" in table.loc["raises.jinja", "problem"]
+    assert not table.loc["Qwen-Qwen3-0.6B.jinja", "problem"]
     assert any("fail every probe" in unmd(w.value) for w in at.warning)
     at.toggle(key="in_corpus_errors").set_value(True).run()
     assert list(frame_with(at, "reasoning")["template"]) == ["raises.jinja"]
@@ -53,16 +55,26 @@ def test_corpus_table_filters_and_click_through(folder, reference_analysis):
     at.text_input(key="in_corpus_folder").input(str(folder)).run()
     [b for b in at.button if b.label.startswith("Analyse")][0].click().run()
     assert not at.exception
-    assert metrics(at) == {"Templates": "7", "Analysed": "6", "Errors": "1", "Special handler": "1"}
+    assert metrics(at) == {"Templates": "7", "Analysed": "6", "Errors": "1", "Auto-parser": "5",
+                           "Special handler": "1", "Fail every probe": "1"}
+    # the page's figures are core.corpus_counts' (the function the README's figures come from)
+    from core.corpus import corpus_counts, corpus_row, template_files
+
+    counts = corpus_counts(corpus_row(p) for p in template_files(folder))
+    assert metrics(at) == {"Templates": str(counts.templates), "Analysed": str(counts.analysed),
+                           "Errors": str(counts.errors), "Auto-parser": str(counts.autoparser),
+                           "Special handler": str(counts.specialized),
+                           "Fail every probe": str(counts.all_probes_failed)}
+    assert any(unmd(c.value) == "Special handlers: qwen3-coder 1" for c in at.caption)
     table = frame_with(at, "reasoning").set_index("template")
     for name in PICK:
         ref = reference_analysis[name]
-        if "analysis" not in ref or table.loc[name, "error"]:
+        if "analysis" not in ref or not table.loc[name, "route"]:
             continue
         assert table.loc[name, "tools"] == ref["analysis"]["tools"]["format"]["mode"], name
         assert table.loc[name, "reasoning"] == ref["analysis"]["reasoning"]["mode"], name
         assert table.loc[name, "route"] == ref["route"], name
-    assert "syntax error" in table.loc["broken.jinja", "error"]
+    assert "syntax error" in table.loc["broken.jinja", "problem"]
 
     at.multiselect(key="in_corpus_tools").select("TAG_WITH_TAGGED").run()
     assert set(frame_with(at, "reasoning")["template"]) == {"ByteDance-Seed-OSS.jinja", "Qwen3-Coder.jinja"}

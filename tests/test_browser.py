@@ -10,73 +10,38 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
+
+from bench.browser import CHROME_ARGS, CHROMIUM, serve, wait_idle
 
 from .conftest import ROOT
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "tests" / "artifacts"
-CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager
-def streamlit_server(env: dict[str, str], log_name: str = "streamlit.log", extra_args: tuple[str, ...] = ()):
-    """``streamlit run app.py`` on a free local port with ``env``; yields its URL once ``/_stcore/health`` answers
+def streamlit_server(env: dict[str, str] | None = None, log_name: str = "streamlit.log",
+                     extra_args: tuple[str, ...] = ()):
+    """``streamlit run app.py`` on a free local port (:func:`bench.browser.serve`; ``env`` replaces its default
+    offline environment); yields its URL once ``/_stcore/health`` answers
     (fails the test after 90 s or when it exits), stops it afterwards. Output goes to ``tests/artifacts/<log_name>``."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: apt-get install chromium)")
-    port = _free_port()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    log = open(ARTIFACTS / log_name, "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.fileWatcherType", "none", *extra_args],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None:
-                pytest.fail(f"streamlit exited with {proc.returncode}; see {ARTIFACTS / log_name}")
-            if time.monotonic() > deadline:
-                pytest.fail("streamlit did not become healthy within 90 s")
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
+    with open(ARTIFACTS / log_name, "w") as log:
         try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+            with serve(log, env=env, extra_args=extra_args) as url:
+                yield url
+        except RuntimeError as e:
+            pytest.fail(f"{e}; see {ARTIFACTS / log_name}")
 
 
 @pytest.fixture(scope="module")
 def app_url():
-    env = dict(os.environ, HF_HUB_OFFLINE="1", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    with streamlit_server(env, extra_args=("--browser.gatherUsageStats", "false")) as url:
+    with streamlit_server() as url:
         yield url
 
 
@@ -94,17 +59,7 @@ def browser():
             b.close()
 
 
-def _wait_idle(page, timeout: float = 60_000) -> None:
-    """Wait until Streamlit has finished the current script run. Reads the app root's own run state
-    (``data-test-script-state``: ``running`` / ``rerunRequested`` while a run is under way, ``notRunning`` after);
-    the status widget's wording changes between Streamlit versions ("Running…", "Stop"), the attribute does not.
-    It must read ``notRunning`` twice, 250 ms apart, so a rerun requested by the last click is waited for too."""
-    js = ("() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
-          " return !!a && a.getAttribute('data-test-script-state') === 'notRunning'; }")
-    page.wait_for_timeout(150)
-    page.wait_for_function(js, timeout=timeout)
-    page.wait_for_timeout(250)
-    page.wait_for_function(js, timeout=timeout)
+_wait_idle = wait_idle  # Streamlit's run state, read twice 250 ms apart (bench/browser.py)
 
 
 def _shot(page, name: str) -> None:
@@ -314,4 +269,78 @@ def test_hostile_template_is_text_in_the_browser(app_url, browser):
     _shot(page, "31-hostile-diff")
     assert main.locator("script, iframe, img[src='x']").count() == 0
     assert not dialogs, dialogs
+    page.close()
+
+
+def _open(page, title: str) -> None:
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).click()
+    page.get_by_role("heading", name=title).wait_for(timeout=60_000)
+    _wait_idle(page)
+
+
+def test_overrides_provenance_bidi_and_corpus_columns(app_url, browser):
+    """What the user sees on the Overrides and Corpus pages (issue 9): an imported override is announced on
+    every page and marked "override" in the Overview's markers; a U+202E in model output is shown as an escape,
+    not applied; the Corpus table shows the problem, route, handler and tools columns without scrolling."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(app_url, wait_until="networkidle")
+    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
+    _wait_idle(page)
+
+    _open(page, "Overrides")
+    area = page.locator('[data-testid="stTextArea"]').filter(has_text="Import overrides").locator("textarea")
+    area.fill('{"overrides": {"reasoning.start": "<thought>"}}')
+    area.press("Control+Enter")
+    _wait_idle(page)
+    page.get_by_role("button", name="Apply imported JSON").click()
+    _wait_idle(page)
+    banner = page.locator('[data-testid="stAlert"]').filter(has_text="Overrides active")
+    banner.first.wait_for(timeout=30_000)
+    assert "reasoning.start = '<thought>'" in banner.first.inner_text()
+    page.get_by_text("Imported 1 override(s)").wait_for(timeout=30_000)
+    _shot(page, "40-overrides-imported")
+
+    _open(page, "Overview")
+    page.locator('[data-testid="stAlert"]').filter(has_text="Overrides active").first.wait_for(timeout=30_000)
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    grid.locator('[role="columnheader"]').first.wait_for(state="attached", timeout=60_000)
+    cells = grid.locator('[role="gridcell"]').all_inner_texts()
+    row = cells[cells.index("reasoning.start"):cells.index("reasoning.start") + 4]
+    assert row[1] == '"<thought>"' and row[3] == "override", row
+    _shot(page, "41-overview-override")
+
+    _open(page, "Playground")
+    out = page.locator('[data-testid="stTextArea"]').filter(has_text="Text the model generated").locator("textarea")
+    out.fill("plan</think>Hello \u202eworld")
+    out.press("Control+Enter")
+    _wait_idle(page)
+    page.get_by_text("\\u202eworld", exact=False).first.wait_for(timeout=30_000)
+    shown = page.locator('[data-testid="stJson"]').first.inner_text()
+    assert "\\u202eworld" in shown and "\u202e" not in shown, shown
+    assert "\u202e" not in page.locator('[data-testid="stMain"]').inner_text()
+    _shot(page, "42-playground-bidi")
+
+    _open(page, "Corpus")
+    folder = page.locator('[data-testid="stTextInput"]').filter(has_text="Folder of templates").locator("input")
+    folder.fill(str(ROOT / "assets" / "templates"))
+    folder.press("Enter")
+    _wait_idle(page)
+    page.get_by_role("button", name="Analyse 6 templates").click()
+    page.get_by_text("Select a row to open it.", exact=False).wait_for(timeout=120_000)
+    _wait_idle(page, timeout=120_000)
+    table = page.locator('[data-testid="stDataFrame"]').first
+    table.locator('[role="columnheader"]').first.wait_for(state="attached", timeout=60_000)
+    heads = table.locator('[role="columnheader"]').all_inner_texts()
+    assert heads[:6] == ["template", "problem", "route", "handler", "tools", "reasoning"], heads
+    box, main = table.bounding_box(), page.locator('[data-testid="stMainBlockContainer"]').first.bounding_box()
+    # the canvas grid draws columns left to right at their configured widths (explorer/pages/corpus.py): the
+    # first five (template 280, problem 160, route 90, handler 110, tools 130 px) fit in the visible width
+    assert box["width"] >= 280 + 160 + 90 + 110 + 130, box
+    assert box["height"] >= 6 * 35 and box["width"] >= 0.75 * main["width"], box
+    cells = table.locator('[role="gridcell"]').all_inner_texts()
+    assert "qwen3-coder" not in cells and "chatml-think-tools.jinja" in cells
+    _shot(page, "43-corpus-columns")
+    assert not errors, errors
     page.close()

@@ -7,9 +7,11 @@
   time, default 1) and the final message last.
 * ``grammar FILE --request REQ.json [--json]``: the GBNF grammar, then the lazy flag, the triggers, preserved
   tokens and additional stops (as comments, or one JSON object with ``--json``).
-* ``conform CASES.jsonl --templates DIR``: one JSON line per case of ``reference/cases.jsonl``:
-  ``{"id", "message": {...}, "deltas": [...]}`` (deltas from feeding the input one character at a time, the
-  last step parsed with the case's ``is_partial``), or ``{"id", "error": "..."}``.
+* ``conform CASES.jsonl --templates DIR [--min RATE] [--summary-only] [--quiet]``: one JSON line per case of
+  ``reference/cases.jsonl`` on stdout: ``{"id", "message": {...}, "deltas": [...]}`` (deltas from feeding the
+  input one character at a time, the last step parsed with the case's ``is_partial``), or
+  ``{"id", "error": "..."}``; then the score against each case's ``expect`` on stderr
+  (:mod:`core.chat.conformance`); exit status 1 when the pass rate is below ``--min``.
 
 Every failure prints a one-line error naming the input (exit status 2) instead of a traceback.
 """
@@ -248,11 +250,26 @@ def _cmd_grammar(args: argparse.Namespace) -> int:
 
 
 def _cmd_conform(args: argparse.Namespace) -> int:
+    from .conformance import ConformSummary, parse_rate, score_case
+
+    try:
+        minimum = None if args.min is None else parse_rate(args.min)
+    except ValueError as e:
+        raise ChatTemplateExplorerError(str(e)) from None
     templates = TemplateDir(args.templates)
     if not os.path.isdir(args.templates):
         raise TemplateLoadError(args.templates, "not a directory")
+    summary = ConformSummary()
     for case in iter_cases(args.cases):
-        print(json.dumps(run_case(case, templates, _fidelity(args)), ensure_ascii=False), flush=True)
+        result = run_case(case, templates, _fidelity(args))
+        summary.add(score_case(case, result))
+        if not args.summary_only:
+            print(json.dumps(result, ensure_ascii=False), flush=True)
+    if not args.quiet:
+        print("\n".join(summary.lines(args.show)), file=sys.stderr)
+    if minimum is not None and summary.rate < minimum:
+        print(f"conform: pass rate {100 * summary.rate:.1f}% is below --min {100 * minimum:g}%", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -306,9 +323,14 @@ def register(subparsers: Any) -> None:
     g.add_argument("--improved", action="store_true", help=improved_help)
     g.set_defaults(func=_guard(_cmd_grammar))
 
-    c = subparsers.add_parser("conform", help="run reference cases (cases.jsonl format), one JSON line each")
+    c = subparsers.add_parser("conform", help="run reference cases (cases.jsonl format): one JSON line each on "
+                                              "stdout, the score on stderr")
     c.add_argument("cases")
     c.add_argument("--templates", required=True, help="directory holding the cases' template files")
+    c.add_argument("--min", metavar="RATE", help="exit 1 when fewer cases pass (0.95, 95%%)")
+    c.add_argument("--summary-only", action="store_true", help="print only the score, not the JSON lines")
+    c.add_argument("--quiet", action="store_true", help="no score on stderr (only the JSON lines)")
+    c.add_argument("--show", type=int, default=8, metavar="N", help="failing cases listed in the score (default 8)")
     c.add_argument("--improved", action="store_true", help=improved_help)
     c.set_defaults(func=_guard(_cmd_conform))
 

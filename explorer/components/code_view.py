@@ -45,6 +45,9 @@ def highlighted_html(source: str, language: str = "jinja", *, max_height: str = 
                      line_numbers: bool = True) -> str:
     """HTML of ``source`` highlighted with pygments (``language``: ``"jinja"``, ``"gbnf"``, ``"json"``, …).
     Every token is escaped by pygments' formatter."""
+    from .text import visible_text
+
+    source = visible_text(source)  # a bidi override in a template must not reorder the lines shown
     lexer = GbnfLexer() if language == "gbnf" else get_lexer_by_name(language)
     fmt = HtmlFormatter(noclasses=True, style="friendly", linenos="inline" if line_numbers else False,
                         nobackground=True)

@@ -23,10 +23,10 @@ BOX_STYLE = ("font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;f
              "border:1px solid #e2e8f0;border-radius:6px;padding:6px 8px;margin:4px 0")
 
 
-def _part(kind: str, text: str) -> str:
+def _part(kind: str, text: str, markers: Any = None) -> str:
     bg, fg = COLOURS[kind]
     return (f'<span data-part="{kind}" title="{kind}" style="background:{bg};color:{fg}">'
-            f"{tokens_html(text, fill=kind in ('prefix', 'suffix'))}</span>")
+            f"{tokens_html(text, fill=kind in ('prefix', 'suffix'), markers=markers)}</span>")
 
 
 def _clip_prefix(prefix: str, context: int | None) -> tuple[str, int]:
@@ -45,30 +45,33 @@ def _elided(n: int) -> str:
     return f'<span style="color:#94a3b8;font-style:italic">… {n} more characters …</span>' if n else ""
 
 
-def diff_html(diff: Any, *, label_a: str = "A", label_b: str = "B", context: int | None = 400) -> str:
+def diff_html(diff: Any, *, label_a: str = "A", label_b: str = "B", context: int | None = 400,
+              markers: Any = None) -> str:
     """HTML for a diff split: row A = prefix + left + suffix, row B = prefix + right + suffix.
 
     ``diff`` has ``prefix``, ``left``, ``right``, ``suffix`` (str) — a :class:`core.diff.DiffSplit`.
     ``context`` limits how much of the shared prefix (its end) and suffix (its start) is shown; ``None``
-    shows everything. Empty differing parts are shown as ``∅`` so "nothing here" is visible.
+    shows everything. Empty differing parts are shown as ``∅`` so "nothing here" is visible. ``markers``:
+    the strings boxed as markers (see :func:`explorer.components.text.tokens_html`).
     """
     prefix, cut_p = _clip_prefix(diff.prefix, context)
     suffix, cut_s = _clip_suffix(diff.suffix, context)
 
     def row(label: str, kind: str, middle: str) -> str:
-        mid = _part(kind, middle) if middle else (
+        mid = _part(kind, middle, markers) if middle else (
             f'<span data-part="{kind}" style="background:{COLOURS[kind][0]};color:#94a3b8">∅</span>')
         return (f'<div style="{BOX_STYLE}"><strong style="color:#334155">{html_text(label)}</strong>&nbsp; '
-                f"{_elided(cut_p)}{_part('prefix', prefix)}{mid}{_part('suffix', suffix)}{_elided(cut_s)}</div>")
+                f"{_elided(cut_p)}{_part('prefix', prefix, markers)}{mid}{_part('suffix', suffix, markers)}"
+                f"{_elided(cut_s)}</div>")
 
     legend = ('<div style="font-size:0.8rem;color:#475569">'
               + " ".join(f'<span style="background:{COLOURS[k][0]};color:{COLOURS[k][1]};padding:0 4px;'
                          f'border-radius:3px">{k}</span>' for k in ("prefix", "left", "right", "suffix"))
-              + ' &nbsp;· space ↵ newline → tab; boxed = special token</div>')
+              + ' &nbsp;· space ↵ newline → tab; boxed = marker of the analysis or preserved token</div>')
     return f'<div class="cte-diff">{legend}{row(label_a, "left", diff.left)}{row(label_b, "right", diff.right)}</div>'
 
 
-def parts_html(diff: Any) -> str:
+def parts_html(diff: Any, markers: Any = None) -> str:
     """HTML table of the four parts of a diff split, one row each, whitespace visible."""
     rows = []
     for kind in ("prefix", "left", "right", "suffix"):
@@ -76,14 +79,27 @@ def parts_html(diff: Any) -> str:
         rows.append(f'<tr><td style="padding:2px 8px;vertical-align:top"><strong>{kind}</strong><br>'
                     f'<span style="color:#64748b;font-size:0.75rem">{len(text)} chars</span></td>'
                     f'<td style="padding:2px 8px"><div style="{BOX_STYLE};max-height:14rem;overflow:auto">'
-                    f'{_part(kind, text) if text else "∅"}</div></td></tr>')
+                    f'{_part(kind, text, markers) if text else "∅"}</div></td></tr>')
     return f'<table class="cte-parts" style="width:100%;border-collapse:collapse">{"".join(rows)}</table>'
 
 
-def text_html(text: str, *, max_height: str = "22rem") -> str:
-    """A whole text (a render, a model output) in a scrollable box with whitespace and tokens visible."""
-    return (f'<div class="cte-text" style="{BOX_STYLE};max-height:{max_height};overflow:auto">'
-            f"{tokens_html(text) if text else '<i>(empty)</i>'}</div>")
+WINDOW = 20_000  # characters of a long text drawn at once (drawing is per character; 1 MB froze the tab)
+
+
+def text_html(text: str, *, max_height: str = "22rem", markers: Any = None, start: int = 0,
+              window: int = WINDOW) -> str:
+    """A text (a render, a model output) in a scrollable box with whitespace visible and ``markers`` boxed.
+    Only ``window`` characters from ``start`` are drawn; a note says which part of how many is shown."""
+    if not text:
+        return f'<div class="cte-text" style="{BOX_STYLE}"><i>(empty)</i></div>'
+    start = max(0, min(start, len(text) - 1))
+    part = text[start:start + window]
+    note = ""
+    if len(part) < len(text):
+        note = (f'<div style="color:#64748b;font-size:0.8rem">characters {start + 1:,}–{start + len(part):,} '
+                f"of {len(text):,}</div>")
+    return (f'{note}<div class="cte-text" style="{BOX_STYLE};max-height:{max_height};overflow:auto">'
+            f"{tokens_html(part, markers=markers)}</div>")
 
 
 def show_diff(diff: Any, **kw: Any) -> None:
@@ -93,8 +109,16 @@ def show_diff(diff: Any, **kw: Any) -> None:
     st.html(diff_html(diff, **kw))
 
 
-def show_text(text: str, **kw: Any) -> None:
-    """Render :func:`text_html` with ``st.html``."""
+def show_text(text: str, *, key: str | None = None, **kw: Any) -> None:
+    """Render :func:`text_html` with ``st.html``. A text longer than the window gets a slider (widget
+    ``key``, required then) choosing which window is drawn."""
     import streamlit as st
 
+    window = kw.get("window", WINDOW)
+    if key is not None and len(text) > window:
+        starts = list(range(0, len(text), window))
+        if st.session_state.get(key) not in starts:
+            st.session_state[key] = 0
+        kw["start"] = st.select_slider("Part shown", starts, key=key,
+                                       format_func=lambda s: f"{s + 1:,}–{min(s + window, len(text)):,}")
     st.html(text_html(text, **kw))

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from .text import literal
+from .text import literal, visible_text
 
 # Enum-valued fields and their enum types (for select boxes in the overrides editor).
 MODE_FIELDS: dict[str, str] = {
@@ -60,10 +60,35 @@ def marker_paths(analysis: Any) -> list[str]:
             and p not in JSON_KEY_FIELDS]
 
 
+def known_markers(analysis: Any, extra: Iterable[str] = ()) -> list[str]:
+    """The strings a display boxes as markers: every non-empty marker field of ``analysis`` without its
+    surrounding whitespace, its ``preserved_tokens`` and ``extra`` (e.g. a parser's preserved tokens)."""
+    fields = analysis_fields(analysis)
+    found = [fields[p].strip(" \t\n\v\f\r") for p in marker_paths(analysis)]
+    found += list(getattr(analysis, "preserved_tokens", None) or []) + list(extra)
+    return sorted({m for m in found if m})
+
+
 def modes_frame(analysis: Any) -> pd.DataFrame:
     """One row per mode: ``field``, ``mode``."""
     f = analysis_fields(analysis)
     return pd.DataFrame([{"field": p, "mode": f.get(p, "")} for p in MODE_FIELDS])
+
+
+def found_by_map(report: Any) -> dict[str, list[str]]:
+    """Field path → where its value comes from: ``override`` for the user's overrides, ``workaround NAME``
+    for fields a workaround set, else the ids of the comparisons that found it. One source for the Overview
+    table and anything else that says "found by"."""
+    out: dict[str, list[str]] = {}
+    for cmp in getattr(report, "comparisons", None) or []:
+        for path in (cmp.found or {}):
+            out.setdefault(path, []).append(cmp.id)
+    for name, effects in (getattr(report, "workaround_effects", None) or {}).items():
+        for path in effects:
+            out[path] = [f"workaround {name}"]
+    for path in getattr(report, "overrides", None) or {}:
+        out[path] = ["override"]
+    return out
 
 
 def markers_frame(analysis: Any, *, found_by: Mapping[str, Iterable[str]] | None = None,
@@ -77,7 +102,7 @@ def markers_frame(analysis: Any, *, found_by: Mapping[str, Iterable[str]] | None
         value = analysis_fields(analysis)[path]
         if not value and not include_empty:
             continue
-        row = {"field": path, "value": literal(value), "trimmed": value.strip(" \t\n\v\f\r")}
+        row = {"field": path, "value": literal(value), "trimmed": visible_text(value.strip(" \t\n\v\f\r"))}
         if found_by is not None:
             row["found by"] = ", ".join(found_by.get(path, ()))
         rows.append(row)

@@ -4,6 +4,10 @@ Streamlit renders ``st.markdown`` / ``st.error`` / ``st.caption`` / ``st.info`` 
 emphasis, ``:red[...]`` colour directives, ``$`` maths). Template and model text must never reach those
 functions raw: :func:`md` backslash-escapes every ASCII punctuation character (CommonMark allows it for all
 of them), so the text shows literally. :func:`html_text` escapes for HTML built by hand.
+
+Invisible characters (controls, bidi overrides and isolates such as U+202E, zero-width characters, BOM, line
+and paragraph separators — Unicode categories Cc, Cf, Zl, Zp) are shown as escapes (``\\u202e``) by every helper
+here: a U+202E in model output would otherwise reverse the displayed text and JSON after it.
 """
 
 from __future__ import annotations
@@ -16,10 +20,56 @@ from typing import Any
 _MD_SPECIAL = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
 
 
+def _invisible_class(keep: str = "") -> str:
+    import unicodedata
+
+    planes = [*range(0x10000), *range(0x10000, 0x20000), *range(0xE0000, 0xE1000)]
+    ranges: list[list[int]] = []
+    for c in planes:
+        if unicodedata.category(chr(c)) in ("Cc", "Cf", "Zl", "Zp") and chr(c) not in keep:
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1][1] = c
+            else:
+                ranges.append([c, c])
+    # ranges, not one escape per character: the regex scans 4-5x faster
+    return "[" + "".join(f"\\U{a:08x}" + (f"-\\U{b:08x}" if b > a else "") for a, b in ranges) + "]"
+
+
+# Tab and newline are laid out by every view (and made visible by visible_html); the rest is escaped.
+INVISIBLE = re.compile(_invisible_class())
+_INVISIBLE_NO_WS = re.compile(_invisible_class(keep="\t\n"))
+
+
+def escape_code(ch: str) -> str:
+    """``\\xNN`` / ``\\uNNNN`` / ``\\UNNNNNNNN`` for one character (Python escape syntax)."""
+    o = ord(ch)
+    return f"\\x{o:02x}" if o < 0x100 else (f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
+
+
+def visible_text(text: Any) -> str:
+    """``text`` with every invisible character except tab and newline replaced by its escape
+    (:func:`escape_code`): for plain-text displays (table cells, code blocks, JSON viewers)."""
+    return _INVISIBLE_NO_WS.sub(lambda m: escape_code(m.group()), str(text))
+
+
+def visible_json(value: Any, clip: int | None = None) -> Any:
+    """A copy of a JSON value with :func:`visible_text` applied to every string (keys too), for ``st.json``;
+    strings longer than ``clip`` characters are cut there with a note of how many characters follow."""
+    if isinstance(value, str):
+        if clip is not None and len(value) > clip:
+            return visible_text(value[:clip]) + f" … ({len(value) - clip:,} more characters)"
+        return visible_text(value)
+    if isinstance(value, dict):
+        return {visible_text(k): visible_json(v, clip) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [visible_json(v, clip) for v in value]
+    return value
+
+
 def md(text: Any) -> str:
-    """``text`` as a Markdown string that displays literally (every ASCII punctuation backslash-escaped,
-    newlines kept as hard line breaks)."""
-    s = _MD_SPECIAL.sub(r"\\\1", str(text))
+    """``text`` as a Markdown string that displays literally (invisible characters escaped, every ASCII
+    punctuation backslash-escaped, newlines kept as hard line breaks)."""
+    s = _MD_SPECIAL.sub(r"\\\1", visible_text(str(text)).replace("\t", "\\x09"))
     return s.replace("\n", "  \n")
 
 
@@ -29,9 +79,10 @@ def html_text(text: Any) -> str:
 
 
 def literal(text: str) -> str:
-    """A string as a JSON literal (``"<think>\\n"``): whitespace and control characters visible, for tables
-    and captions. Non-ASCII characters (e.g. ``｜``) are kept as they are."""
-    return json.dumps(text, ensure_ascii=False)
+    """A string as a JSON literal (``"<think>\\n"``): whitespace and invisible characters as JSON escapes
+    (``\\u202e``), for tables and captions. Other non-ASCII characters (e.g. ``｜``) are kept as they are."""
+    return INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) < 0x10000
+                         else json.dumps(m.group()).strip('"'), json.dumps(text, ensure_ascii=False))
 
 
 # Visible forms of whitespace inside HTML views: a faint glyph, then (for newlines) the real break.
@@ -41,34 +92,58 @@ MARKER_STYLE = "border:1px solid #94a3b8;border-radius:3px;padding:0 1px;color:#
 MARKER_FILL = ";background:rgba(191,219,254,0.45)"
 
 
+def _visible_char(m: "re.Match[str]") -> str:
+    ch = m.group()
+    g = _WS_GLYPHS.get(ch)
+    if g is not None:
+        return f'<span style="{GLYPH_STYLE}">{g}</span>' + ("\n" if ch == "\n" else "")
+    return f'<span style="{GLYPH_STYLE}">{escape_code(ch)}</span>'
+
+
+_VISIBLE_HTML = re.compile(f"[ \\t\\n\\r\\v\\f]|{INVISIBLE.pattern}")
+
+
 def visible_html(text: str) -> str:
     """Escaped HTML of ``text`` with whitespace made visible: each space, tab, CR, VT, FF becomes a faint
     glyph (``·`` ``→`` ``␍`` ``␋`` ``␌``), a newline becomes ``↵`` followed by the real line break; other
-    control characters show as ``\\xNN``. Every piece of ``text`` goes through :func:`html.escape`."""
-    out: list[str] = []
-    for ch in text:
-        g = _WS_GLYPHS.get(ch)
-        if g is not None:
-            tail = "\n" if ch == "\n" else ""
-            out.append(f'<span style="{GLYPH_STYLE}">{g}</span>{tail}')
-        elif ord(ch) < 32 or ord(ch) == 127:
-            out.append(f'<span style="{GLYPH_STYLE}">\\x{ord(ch):02x}</span>')
-        else:
-            out.append(html.escape(ch, quote=True))
-    return "".join(out)
+    invisible characters (controls, bidi, zero-width) show as escapes (``\\x1b``, ``\\u202e``). Every piece of
+    ``text`` goes through :func:`html.escape`."""
+    return _VISIBLE_HTML.sub(_visible_char, html.escape(text, quote=True))
 
 
-def tokens_html(text: str, *, fill: bool = True) -> str:
-    """:func:`visible_html` with special tokens boxed: the text is split into markers (``<…>`` / ``[…]``)
-    and plain text with :func:`core.diff.segmentize_markers` (the analysis' own notion of a marker).
-    ``fill=False`` leaves the box transparent (inside coloured diff parts)."""
+TOKEN_STYLE = "white-space:nowrap"  # a special token is never broken across lines
+
+
+def _marker_regex(markers: Any) -> "re.Pattern[str] | None":
+    ms = sorted({m for m in markers or () if m}, key=len, reverse=True)
+    return re.compile("|".join(re.escape(m) for m in ms)) if ms else None
+
+
+def tokens_html(text: str, *, fill: bool = True, markers: Any = None) -> str:
+    """:func:`visible_html` with the real markers boxed and special tokens kept whole.
+
+    ``markers``: the strings to box — the analysis' markers and preserved tokens
+    (:func:`explorer.components.marker_table.known_markers`); ``None`` boxes nothing. Other special-token
+    shapes (``<…>`` / ``[…]`` per :func:`core.diff.segmentize_markers`) are not boxed (``"required": []``
+    is not a token) but, like boxed markers, never wrap inside. ``fill=False`` leaves the box transparent
+    (inside coloured diff parts)."""
     from core.diff import SegmentKind, segmentize_markers
 
+    box = f"{MARKER_STYLE}{MARKER_FILL if fill else ''};{TOKEN_STYLE}"
+    rx = _marker_regex(markers)
+    pieces = [(False, text)] if rx is None else []
+    if rx is not None:
+        pos = 0
+        for m in rx.finditer(text):
+            pieces += [(False, text[pos:m.start()]), (True, m.group())]
+            pos = m.end()
+        pieces.append((False, text[pos:]))
     parts: list[str] = []
-    for seg in segmentize_markers(text):
-        body = visible_html(seg.value)
-        if seg.kind == SegmentKind.MARKER:
-            parts.append(f'<span style="{MARKER_STYLE}{MARKER_FILL if fill else ""}">{body}</span>')
-        else:
-            parts.append(body)
+    for is_marker, piece in pieces:
+        if is_marker:
+            parts.append(f'<span data-marker="1" style="{box}">{visible_html(piece)}</span>')
+            continue
+        for seg in segmentize_markers(piece) if piece else ():
+            body = visible_html(seg.value)
+            parts.append(f'<span style="{TOKEN_STYLE}">{body}</span>' if seg.kind == SegmentKind.MARKER else body)
     return "".join(parts)

@@ -7,14 +7,18 @@ import streamlit as st
 
 from explorer import state
 from explorer.components.diff_view import parts_html, show_diff, show_text
-from explorer.components.text import literal, md
+from explorer.components.marker_table import known_markers
+from explorer.components.provenance import banner
+from explorer.components.text import literal, md, visible_json
 
 st.title("Comparisons")
 tpl = state.attempt(state.current)
 rep = state.attempt(state.report, tpl) if tpl is not None else None
 if rep is None:
     st.stop()
+banner(tpl, rep)
 st.markdown(f"**{md(tpl.name)}** · {len(rep.comparisons)} comparisons")
+markers = known_markers(rep.analysis)
 
 comparisons = list(rep.comparisons)
 ids = [c.id for c in comparisons]
@@ -51,27 +55,34 @@ for c in comparisons:
             st.caption("This comparison set no field.")
         for note in getattr(c, "notes", None) or []:
             st.caption(md(note))
+        if focus == "All":
+            # the list view draws only the diff split: both renders and inputs of ~30 comparisons made this
+            # page the slowest to switch to (seconds in the browser); one comparison at a time shows them all
+            if c.diff is not None:
+                show_diff(c.diff, context=None if full else 400, markers=markers)
+            st.caption(md(f"Pick {c.id} under Show for both renders, both inputs and the four parts."))
+            continue
         tab_diff, tab_renders, tab_inputs = st.tabs(["Diff split", "Renders A | B", "Inputs A | B"])
         with tab_diff:
             if c.diff is None:
                 st.caption("No diff: a render failed.")
             else:
-                show_diff(c.diff, context=None if full else 400)
+                show_diff(c.diff, context=None if full else 400, markers=markers)
                 with st.popover("The four parts"):
-                    st.html(parts_html(c.diff))
+                    st.html(parts_html(c.diff, markers))
         with tab_renders:
             a, b = st.columns(2)
             with a:
                 st.markdown("**A**")
-                show_text(c.output_a)
+                show_text(c.output_a, markers=markers)
             with b:
                 st.markdown("**B**")
-                show_text(c.output_b)
+                show_text(c.output_b, markers=markers)
         with tab_inputs:
             a, b = st.columns(2)
             with a:
                 st.markdown("**A**")
-                st.json(c.inputs_a, expanded=False)
+                st.json(visible_json(c.inputs_a), expanded=False)
             with b:
                 st.markdown("**B**")
-                st.json(c.inputs_b, expanded=False)
+                st.json(visible_json(c.inputs_b), expanded=False)

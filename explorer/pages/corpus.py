@@ -4,56 +4,23 @@ CSV export. Rows are cached per file (path, size, mtime), so a second run is ins
 columns (core.lint on two worker processes, with its own progress bar)."""
 
 import pathlib
-import time
 
 import pandas as pd
 import streamlit as st
 
+import core.corpus as core_corpus
+from core.corpus import CAPS, COLUMNS, SUFFIXES
 from core.serving import BusyError, WorkKind, confined_template_path, work_slot
 from explorer import state
 from explorer.components import serving
 from explorer.components.lint_view import corpus_lint
-from explorer.components.text import md
-
-SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
-CAPS = [f"supports_{c}" for c in ("tools", "tool_calls", "parallel_tool_calls", "system_role", "object_arguments",
-                                  "typed_content", "string_content", "preserve_reasoning", "reasoning_effort")]
-COLUMNS = ["template", "route", "handler", "reasoning", "content", "tools", "reasoning_start", "reasoning_end",
-           "tool_start", "workarounds", "response_template", *CAPS, "analysis_ms", "warning", "error"]
+from explorer.components.text import md, visible_text
 
 
 @st.cache_data(max_entries=4096, show_spinner=False)
-def corpus_row(path: str, size: int, mtime: float) -> dict:
-    """One table row for a template file (``size``/``mtime`` key the cache). Never raises: errors go in
-    the ``error`` column."""
-    name = pathlib.Path(path).name
-    row = {c: None for c in COLUMNS}
-    row["template"] = name
-    t0 = time.perf_counter()
-    try:
-        tpl = state.load_spec(path, origin="file")
-        rep = state.automatic_report(tpl)
-        a = rep.analysis
-        row.update(route=rep.route.kind, handler=rep.route.handler or "", reasoning=a.reasoning.mode.value,
-                   content=a.content.mode.value, tools=a.tools.format.mode.value,
-                   reasoning_start=a.reasoning.start, reasoning_end=a.reasoning.end,
-                   tool_start=a.tools.format.section_start or a.tools.format.per_call_start,
-                   workarounds=", ".join(rep.workarounds_applied), error="",
-                   warning="" if not rep.all_probes_failed else  # the analysis above is the default one
-                   "fails every probe render: default analysis (first: "
-                   f"{rep.probe_failures[0] if rep.probe_failures else '?'})")
-        for c in CAPS:
-            row[c] = bool(getattr(a.caps, c))
-        from core.export.response_template import export_response_template  # whether/why it exports (issue 13)
-
-        ex = export_response_template(tpl.template(), fidelity=state.fidelity())
-        row["response_template"] = "exportable" if ex.exportable else "no: " + "; ".join(ex.reasons)
-    except BusyError:  # the server is busy, not the template: never cached as the row's error
-        raise
-    except Exception as e:  # noqa: BLE001 - one bad template must not stop the corpus
-        row["error"] = str(e) if hasattr(e, "args") else repr(e)
-    row["analysis_ms"] = round((time.perf_counter() - t0) * 1000, 1)
-    return row
+def corpus_row(path: str, size: int, mtime: float, fidelity: str = "llama.cpp") -> dict:
+    """:func:`core.corpus.corpus_row` cached per file (``size``/``mtime`` key the cache) and fidelity."""
+    return core_corpus.corpus_row(path, fidelity)
 
 
 st.title("Corpus")
@@ -80,7 +47,7 @@ if st.button(f"Analyse {len(files)} templates", type="primary"):
             for i, p in enumerate(files):
                 bar.progress(i / len(files), text=md(f"{i}/{len(files)} · {p.name}"))
                 stat = p.stat()
-                rows.append(corpus_row(str(p), stat.st_size, stat.st_mtime))
+                rows.append(corpus_row(str(p), stat.st_size, stat.st_mtime, state.fidelity()))
             bar.progress(1.0, text=f"Done: {len(files)} templates")
         result = {"folder": str(folder), "rows": rows}
         st.session_state["corpus_result"] = result
@@ -104,16 +71,19 @@ if linted and linted["folder"] == result["folder"]:
     result = {**result, "rows": [{**r, **linted["rows"].get(r["template"], {})} for r in result["rows"]]}
     COLUMNS = [*COLUMNS[:-2], *LINT_COLUMNS, *COLUMNS[-2:]]
 df = pd.DataFrame(result["rows"], columns=COLUMNS)
-ok = df[df["error"] == ""]
-c1, c2, c3, c4 = st.columns(4)
-c1.metric("Templates", len(df))
-c2.metric("Analysed", len(ok))
-c3.metric("Errors", int((df["error"] != "").sum()))
-c4.metric("Special handler", int((df["route"] == "specialized").sum()))
-failing = int((df["warning"].fillna("") != "").sum())
-if failing:
-    st.warning(f"{failing} template(s) fail every probe render: their rows show the default analysis (see the "
-               "warning column; 'Errors only' lists them too).")
+counts = core_corpus.corpus_counts(result["rows"])  # the README's figures come from the same function
+c1, c2, c3, c4, c5, c6 = st.columns(6)
+c1.metric("Templates", counts.templates)
+c2.metric("Analysed", counts.analysed)
+c3.metric("Errors", counts.errors)
+c4.metric("Auto-parser", counts.autoparser)
+c5.metric("Special handler", counts.specialized)
+c6.metric("Fail every probe", counts.all_probes_failed)
+if counts.handlers:
+    st.caption(md("Special handlers: " + ", ".join(f"{h} {n}" for h, n in counts.handlers.items())))
+if counts.all_probes_failed:
+    st.warning(f"{counts.all_probes_failed} template(s) fail every probe render: their rows show the default "
+               "analysis (the reason is in the problem column; 'Errors only' lists them too).")
 
 # ---- filters
 f1, f2, f3, f4 = st.columns(4)
@@ -147,8 +117,19 @@ if only_errors:
     view = view[(view["error"] != "") | (view["warning"].fillna("") != "")]
 
 st.caption(f"{len(view)} of {len(df)} templates shown. Select a row to open it.")
-event = st.dataframe(view, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
-                     key="corpus_table")
+# the reason a row failed comes right after its name (at 1400 px the last columns were cut off), then what
+# identifies the format; caps and the marker texts follow. Text from templates is shown with invisible
+# characters escaped.
+shown = view.assign(problem=(view["error"].fillna("") + view["warning"].fillna("")).map(visible_text))
+for c in ("reasoning_start", "reasoning_end", "tool_start"):
+    shown[c] = shown[c].map(lambda v: None if v is None else visible_text(v))
+order = ["template", "problem", "route", "handler", "tools", "reasoning", "content", "workarounds",
+         "reasoning_start", "reasoning_end", "tool_start", *CAPS, "analysis_ms"]
+widths = {"template": 280, "problem": 320 if only_errors else 160, "route": 90, "handler": 110, "tools": 130,
+          "reasoning": 100, "content": 170, "workarounds": 120}
+event = st.dataframe(shown[order], hide_index=True, width="stretch", height=min(38 + 35 * len(shown), 740),
+                     on_select="rerun", selection_mode="single-row", key="corpus_table",
+                     column_config={c: st.column_config.TextColumn(c, width=w) for c, w in widths.items()})
 st.download_button("Download CSV", view.to_csv(index=False), file_name="corpus-analysis.csv", mime="text/csv")
 
 # ---- click through

@@ -6,12 +6,14 @@ import streamlit as st
 
 from explorer import state
 from explorer.components.code_view import show_code
-from explorer.components.text import literal, md
+from explorer.components.provenance import banner
+from explorer.components.text import literal, md, visible_text
 
 st.title("Grammar")
 tpl = state.attempt(state.current)
 if tpl is None:
     st.stop()
+banner(tpl)
 st.markdown(f"**{md(tpl.name)}**")
 st.caption("Built for the request settings of the Playground (tools, tool_choice, parallel calls, reasoning).")
 
@@ -43,13 +45,13 @@ st.dataframe(trig, hide_index=True, width="stretch")
 left, right = st.columns(2)
 with left:
     st.subheader("Preserved tokens")
-    st.dataframe(pd.DataFrame({"token": list(parser.preserved_tokens or [])}), hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame({"token": [visible_text(t) for t in parser.preserved_tokens or []]}), hide_index=True, width="stretch")
 with right:
     st.subheader("Additional stops")
-    st.dataframe(pd.DataFrame({"stop": list(parser.additional_stops or [])}), hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame({"stop": [literal(t) for t in parser.additional_stops or []]}), hide_index=True, width="stretch")
 
 with st.expander("Parser structure (PEG)"):
     try:
-        st.code(parser.describe(), language=None)
+        st.code(visible_text(parser.describe()), language=None)
     except Exception as e:  # noqa: BLE001
         state.show_error(e)

@@ -13,7 +13,8 @@ from explorer import state
 from explorer.components import marker_table as mt
 from explorer.components import serving
 from explorer.components.code_view import show_code
-from explorer.components.text import literal, md
+from explorer.components.provenance import banner
+from explorer.components.text import literal, md, visible_json
 
 st.title("Overrides")
 tpl = state.attempt(state.current)
@@ -106,7 +107,10 @@ def _reset_all() -> None:
     _reset_widgets()
 
 
-def _import(text: str) -> None:
+def _import(text: str, confirmed: bool = False) -> None:
+    """Apply exported overrides; a file made for another template (its ``template_digest`` differs) is held
+    until the user confirms (``confirmed``)."""
+    st.session_state.pop(f"ov_pending_{D}", None)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -128,6 +132,10 @@ def _import(text: str) -> None:
     if problem is not None:
         st.session_state[f"ov_error_{D}"] = ChatTemplateExplorerError(f"the imported JSON {problem}")
         return
+    made_for = data.get("template_digest")
+    if not confirmed and isinstance(made_for, str) and made_for != D:
+        st.session_state[f"ov_pending_{D}"] = (text, str(data.get("template", "?")), made_for)
+        return
     if _commit([str(x) for x in dis], ov):
         st.session_state[f"ov_imported_{D}"] = len(ov)
     _reset_widgets()
@@ -139,7 +147,18 @@ if err is not None:
 n_imp = st.session_state.pop(f"ov_imported_{D}", None)
 if n_imp is not None:
     st.success(f"Imported {n_imp} override(s).")
+pending = st.session_state.get(f"ov_pending_{D}")
+if pending is not None:
+    p_text, p_name, p_digest = pending
+    st.warning(md(f"These overrides were exported for another template ({p_name}, digest {p_digest}); the "
+                  f"current one is {tpl.name} (digest {D}). Markers of one template rarely fit another. "
+                  "Import them anyway?"))
+    b1, b2 = st.columns(2)
+    b1.button("Import anyway", key="ov_import_anyway", on_click=_import, args=(p_text, True))
+    b2.button("Cancel import", key="ov_import_cancel",
+              on_click=lambda: st.session_state.pop(f"ov_pending_{D}", None))
 
+banner(tpl)
 st.markdown(f"**{md(tpl.name)}** · {len(overrides)} override(s) · {len(disabled)} workaround(s) off")
 rt = state.attempt(state.route, tpl)
 if rt is not None and getattr(rt, "kind", "") == "specialized":
@@ -238,7 +257,7 @@ if bundle is not None:
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Playground output parsed**")
-        st.json(msg.to_openai())
+        st.json(visible_json(msg.to_openai(), clip=2000))
     with c2:
         st.markdown("**Grammar**")
         if bundle.parser.grammar:

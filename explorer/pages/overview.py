@@ -8,7 +8,8 @@ from explorer import state
 from explorer.components import marker_table as mt
 from explorer.components.code_view import show_code
 from explorer.components.diff_view import show_text
-from explorer.components.text import md
+from explorer.components.provenance import banner
+from explorer.components.text import md, visible_text
 
 st.title("Overview")
 tpl = state.attempt(state.current)
@@ -16,8 +17,9 @@ if tpl is None:
     st.stop()
 st.markdown(f"**{md(tpl.name)}** · {md(tpl.origin)}" + (f" · variant {md(tpl.variant)}" if tpl.variant else ""))
 
-route = state.attempt(state.route, tpl)
 rep = state.attempt(state.report, tpl)
+route = state.attempt(state.route, tpl) if rep is not None else None  # no route shown above a failed analysis
+banner(tpl, rep)
 
 if route is not None:
     if getattr(route, "kind", "") == "specialized":
@@ -43,20 +45,13 @@ with tab_analysis:
     a = rep.analysis
     if rep.workarounds_applied:
         st.warning(md("Workarounds applied: " + ", ".join(rep.workarounds_applied)))
-    if getattr(rep, "fidelity", "llama.cpp") != "llama.cpp":
-        applied = list(getattr(rep, "improvements_applied", []) or [])
-        st.info(md("Fidelity “improved”: " + (("improvements that changed this analysis or its parser: "
-                                                 + ", ".join(applied)) if applied
-                                                else "no improvement changes this template's analysis.")))
     c1, c2, c3 = st.columns(3)
     c1.metric("Reasoning", a.reasoning.mode.value)
     c2.metric("Content", a.content.mode.value)
     c3.metric("Tool calls", a.tools.format.mode.value)
 
-    found_by: dict[str, list[str]] = {}
-    for cmp in getattr(rep, "comparisons", []) or []:
-        for path in (cmp.found or {}):
-            found_by.setdefault(path, []).append(cmp.id)
+    found_by = mt.found_by_map(rep)
+    markers_shown = mt.known_markers(a)
 
     # the markers table gets the full width (beside Capabilities its "trimmed" / "found by" columns were cut
     # off at 1400 px); the other fields and the capabilities share the row below
@@ -77,10 +72,11 @@ with tab_analysis:
     st.subheader("Generation prompt")
     st.caption("Text the template appends for the assistant turn (user “Hello”, one tool, thinking on); "
                "the parser reads it before the model output.")
-    show_text(rep.generation_prompt, max_height="8rem")
+    show_text(rep.generation_prompt, max_height="8rem", markers=markers_shown)
 
     st.subheader("Preserved tokens")
-    st.dataframe(pd.DataFrame({"token": list(a.preserved_tokens)}), hide_index=True, width="content")
+    st.dataframe(pd.DataFrame({"token": [visible_text(t) for t in a.preserved_tokens]}), hide_index=True,
+                 width="content")
     if a.additional_stops:
         st.caption(md("Additional stops: " + ", ".join(a.additional_stops)))
 

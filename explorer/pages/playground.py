@@ -5,21 +5,25 @@ The output can be pasted or generated from the template itself (an assistant mes
 content and tool calls, rendered). Settings (tools JSON, tool_choice, parallel calls, reasoning_format,
 enable_thinking) are shared with the Grammar and Overrides pages."""
 
-import hashlib
 import json
-import re
 
 import streamlit as st
 
 from explorer import state
+from explorer.components import marker_table as mt
 from explorer.components import serving
-from explorer.components.diff_view import show_text
-from explorer.components.text import md
+from explorer.components.diff_view import WINDOW, show_text
+from explorer.components.provenance import banner
+from explorer.components.text import md, visible_json
+
+CLIP = 2000  # characters of a string shown in a JSON view (the whole text is in the windowed view below it)
+DELTAS_SHOWN = 200
 
 st.title("Playground")
 tpl = state.attempt(state.current)
 if tpl is None:
     st.stop()
+banner(tpl)
 
 # ---- inputs (all in session state: nothing typed is lost when switching pages or templates)
 state.default("in_tools", json.dumps(state.default_tools(), indent=2, ensure_ascii=False))
@@ -52,6 +56,44 @@ def _generate_sample() -> None:
         st.session_state["output_autofilled"] = text
     except Exception as e:  # noqa: BLE001 - shown below
         st.session_state["playground_error"] = e
+
+
+@st.fragment
+def replay_view(output: str, partial: bool, markers: list[str]) -> None:
+    """The streaming replay (a fragment: moving the slider redraws only this part). The deltas of every step
+    come from one cached streaming run (:func:`explorer.state.replay`); the partial message at a step is
+    what its deltas add up to."""
+    from core.chat.conformance import accumulate_deltas
+
+    request = state.request_dict()
+    rp = state.replay(tpl, request, output, partial)
+    n = len(rp.pieces)
+    # a new output, template or request starts the replay at its end (the slider kept the old step, so a
+    # changed output showed a stale half-way state that looked like a parser bug)
+    # hash() of the session's own string objects is cached by Python: no re-hashing of a 1 MB output per redraw
+    replay_of = hash((tpl.digest, output, partial, json.dumps(request, sort_keys=True)))
+    if st.session_state.get("stream_replay_of") != replay_of:
+        st.session_state["stream_replay_of"] = replay_of
+        st.session_state["in_stream_step"] = n
+    if st.session_state.get("in_stream_step", 0) > n:
+        st.session_state["in_stream_step"] = n
+    state.default("in_stream_step", n)
+    step = st.slider("Step (tokens fed)", 1, n, key="in_stream_step") if n > 1 else 1
+    fed = "".join(rp.pieces[:step])
+    deltas = [d for ds in rp.deltas[:step] for d in ds]
+    token = rp.pieces[step - 1] if step < n else "(finish)"
+    st.caption(md(f"Step {step} of {n}: token {token[:80]!r}; {len(deltas)} deltas so far"
+                  + (f"; {rp.held_back} steps held back (would have retracted text)" if rp.held_back else "")))
+    st.markdown("**Text fed so far**" + (" (its end)" if len(fed) > WINDOW else ""))
+    show_text(fed, max_height="8rem", markers=markers, start=max(0, len(fed) - WINDOW))
+    partial_msg = {k: v for k, v in accumulate_deltas(deltas).items() if v}
+    c1, c2 = st.columns(2)
+    with c1:
+        st.markdown("**Deltas so far**" + (f" (the last {DELTAS_SHOWN})" if len(deltas) > DELTAS_SHOWN else ""))
+        st.json(visible_json(deltas[-DELTAS_SHOWN:], clip=CLIP), expanded=False)
+    with c2:
+        st.markdown("**Partial message**")
+        st.json(visible_json(partial_msg, clip=CLIP), expanded=True)
 
 
 settings, main = st.columns([1, 2], gap="large")
@@ -99,70 +141,36 @@ with main:
         st.warning(md(note))
 
     output = st.session_state.get("in_output", "")
+    partial = bool(st.session_state.get("in_partial"))
+    if not output:
+        st.info("Nothing to parse: paste what the model generated after the prompt, or render a sample from "
+                "the template (left).")
+        st.stop()
     try:
-        msg = bundle.parser.parse(output, bool(st.session_state.get("in_partial")))
+        msg = state.parsed_message(tpl, request, output, partial)
+        repairs_fired = state.parsed_repairs(tpl, request, output, partial)
     except Exception as e:  # noqa: BLE001 - parsers should not raise; show it if one does
         state.show_error(e, "The parser raised: ")
         st.stop()
+    markers = mt.known_markers(bundle.report.analysis if getattr(bundle, "report", None) is not None else {},
+                               bundle.parser.preserved_tokens or ())
 
     tab_msg, tab_stream, tab_prompt = st.tabs(["Parsed message", "Streaming replay", "Prompt"])
     with tab_msg:
         # issue 10: a rescued parse says so (core.chat.repairs.FiredRepair: rule name, span of the output)
-        for r in getattr(msg, "repairs", None) or []:
+        for r in repairs_fired:
             st.badge(f"repair {r.name} [{r.start}, {r.end})", icon=":material/build:", color="orange")
-        st.json(msg.to_openai(), expanded=True)
-        if msg.reasoning_content:
-            st.markdown("**reasoning_content**")
-            show_text(msg.reasoning_content, max_height="10rem")
-        if msg.content:
-            st.markdown("**content**")
-            show_text(msg.content, max_height="10rem")
+        st.json(visible_json(msg, clip=CLIP), expanded=True)
+        for field in ("reasoning_content", "content"):
+            if msg.get(field):
+                st.markdown(f"**{field}**")
+                show_text(msg[field], max_height="10rem", markers=markers, key=f"in_pg_window_{field}")
 
     with tab_prompt:
         st.markdown("**Generation prompt** (prepended to the output when parsing)")
-        show_text(bundle.generation_prompt, max_height="6rem")
+        show_text(bundle.generation_prompt, max_height="6rem", markers=markers)
         st.markdown("**Full prompt**")
-        show_text(bundle.prompt)
+        show_text(bundle.prompt, markers=markers, key="in_pg_window_prompt")
 
     with tab_stream:
-        from core.chat.stream import StreamingParser
-
-        # Pseudo-tokens for the replay: special tokens (<…>, […], <｜…｜>) whole, then words, spaces, symbols.
-        pieces = re.findall(r"<[^<>\s]{1,64}>|\[[A-Z_/]{1,32}\]|\s+|\w+|.", output, flags=re.S)
-        if len(pieces) > 1500:  # keep the replay responsive: merge into at most ~1500 steps
-            k = -(-len(pieces) // 1500)
-            pieces = ["".join(pieces[i:i + k]) for i in range(0, len(pieces), k)]
-        if not pieces:
-            st.caption("Nothing to replay: the output is empty.")
-        else:
-            sp = StreamingParser(bundle.parser)
-            steps = []
-            for p in pieces:
-                steps.append((p, sp.feed(p), sp.message))
-            steps.append(("(finish)", sp.finish(bool(st.session_state.get("in_partial"))), sp.message))
-            n = len(steps)
-            # a new output, template or request starts the replay at its end (the slider kept the old step, so
-            # a changed output showed a stale half-way state that looked like a parser bug)
-            replay_of = hashlib.sha256(repr((tpl.digest, output, st.session_state.get("in_partial"), request))
-                                       .encode("utf-8", "surrogatepass")).hexdigest()
-            if st.session_state.get("stream_replay_of") != replay_of:
-                st.session_state["stream_replay_of"] = replay_of
-                st.session_state["in_stream_step"] = n
-            if st.session_state.get("in_stream_step", 0) > n:
-                st.session_state["in_stream_step"] = n
-            state.default("in_stream_step", n)
-            step = st.slider("Step (tokens fed)", 1, n, key="in_stream_step") if n > 1 else 1
-            fed = "".join(p for p, _, _ in steps[:step] if p != "(finish)")
-            deltas = [d.to_openai() for _, ds, _ in steps[:step] for d in ds]
-            st.caption(md(f"Step {step} of {n}: token {steps[step - 1][0]!r}; {len(deltas)} deltas so far"
-                          + (f"; {sp.held_back} steps held back (would have retracted text)" if sp.held_back
-                             else "")))
-            st.markdown("**Text fed so far**")
-            show_text(fed, max_height="8rem")
-            c1, c2 = st.columns(2)
-            with c1:
-                st.markdown("**Deltas so far**")
-                st.json(deltas, expanded=False)
-            with c2:
-                st.markdown("**Partial message**")
-                st.json(steps[step - 1][2].to_openai(), expanded=True)
+        replay_view(output, partial, markers)

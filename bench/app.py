@@ -1,0 +1,256 @@
+"""``python -m bench.app``: how fast the explorer answers, driven through Streamlit's AppTest.
+
+Each figure is the time of one script run of ``app.py`` after a user action — what Streamlit executes on the
+server before the browser can draw (websocket and browser drawing are not included, so these are lower
+bounds of the click → result time). Measured warm (every page visited once first), median and p90 over
+``--runs`` repetitions, against the issue-9 target of 0.3 s:
+
+* ``page switch`` — each per-template page (Overview, Comparisons, Overrides, Playground, Grammar);
+* ``playground re-parse`` — a new model output typed into the Playground (a parse that was never cached);
+* ``replay step`` — moving the streaming-replay slider;
+* ``1 MB paste`` — a 1 MB output: the first run (parse + replay), then a redraw and a replay step;
+* ``time-limit template`` — a template whose every render hits the render time limit: the first Overview,
+  then every other page (the failed or degraded analysis is cached, so only the first visit waits).
+
+With ``--browser`` the same actions are timed in Debian's chromium against ``streamlit run app.py``
+(:mod:`bench.browser`): click → the new content is shown and Streamlit's run state is idle again, which
+includes the websocket round trip and the browser's drawing (default bundled template; the figures then carry
+the machine's load much more than the AppTest ones).
+
+Usage: ``python -m bench.app [--runs N] [--template PATH] [--json FILE] [--skip-slow] [--skip-big]
+[--browser]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+PAGES = ["overview", "comparisons", "overrides", "playground", "grammar"]
+TARGET_S = 0.3
+DEFAULT_TEMPLATE = ROOT.parent / "shared" / "templates" / "Qwen-QwQ-32B.jinja"
+SLOW_TEMPLATE = ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+                 "{{ messages[0].content }}")  # tests/data/pathological_templates.json: nested_range_loops
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    vs = sorted(values)
+    return {"median_s": statistics.median(vs), "p90_s": vs[min(len(vs) - 1, int(0.9 * len(vs)))],
+            "max_s": vs[-1], "n": len(vs)}
+
+
+def _ok(at: Any) -> Any:
+    if at.exception:
+        raise RuntimeError(f"the app raised: {at.exception}")
+    return at
+
+
+def _switch(at: Any, page: str) -> Any:
+    return _ok(at.switch_page(f"explorer/pages/{page}.py").run())
+
+
+def _app(template: str | None = None, source: str | None = None) -> Any:
+    from streamlit.testing.v1 import AppTest
+
+    from explorer import state
+
+    at = AppTest.from_file(APP, default_timeout=300)
+    _ok(at.run())
+    if template:
+        at.session_state["template"] = state.load_spec(template, origin="file")
+    if source is not None:
+        at.session_state["template"] = state.CurrentTemplate("slow.jinja", source, {"default": source})
+    return at
+
+
+def bench_pages(template: str, runs: int) -> dict[str, Any]:
+    """Warm page switches, per page and over all."""
+    at = _app(template)
+    for p in PAGES:
+        _switch(at, p)
+    per: dict[str, list[float]] = {p: [] for p in PAGES}
+    for _ in range(runs):
+        for p in PAGES:
+            per[p].append(_timed(lambda: _switch(at, p)))
+    out = {f"page switch: {p}": _stats(v) for p, v in per.items()}
+    out["page switch: all pages"] = _stats([x for v in per.values() for x in v])
+    return out
+
+
+def bench_playground(template: str, runs: int) -> dict[str, Any]:
+    """Re-parse with a new output each time, then replay-slider steps."""
+    at = _app(template)
+    _switch(at, "playground")
+    base = ("The user wants the weather.\n</think>\n\nLet me check.\n<tool_call>\n"
+            '{"name": "get_weather", "arguments": {"city": "Paris", "days": %d}}\n</tool_call>')
+    reparse = []
+    for i in range(runs):
+        text = base % i
+        reparse.append(_timed(lambda: _ok(at.text_area(key="in_output").input(text).run())))
+    n = len(at.slider(key="in_stream_step").options) if hasattr(at.slider(key="in_stream_step"), "options") else 0
+    hi = int(at.slider(key="in_stream_step").max) if n == 0 else n
+    steps = []
+    for i in range(runs):
+        k = 1 + (i * 7) % hi
+        steps.append(_timed(lambda: _ok(at.slider(key="in_stream_step").set_value(k).run())))
+    return {"playground re-parse": _stats(reparse), "replay step": _stats(steps)}
+
+
+def bench_big_paste(template: str, runs: int, size: int = 1_000_000) -> dict[str, Any]:
+    """A ~1 MB output: the first run, then redraws and replay steps (cached parse and replay)."""
+    at = _app(template)
+    _switch(at, "playground")
+    unit = "Paris is mild in spring; the forecast says sun. " * 20 + "\n"
+    big = "I should look this up.\n</think>\n\n" + unit * (size // len(unit) + 1)
+    first = _timed(lambda: _ok(at.text_area(key="in_output").input(big).run()))
+    redraw = [_timed(lambda: _ok(at.run())) for _ in range(runs)]
+    hi = int(at.slider(key="in_stream_step").max)
+    steps = [_timed(lambda: _ok(at.slider(key="in_stream_step").set_value(1 + (i * 97) % hi).run()))
+             for i in range(runs)]
+    return {"1 MB paste: first run (parse + replay)": _stats([first]), "1 MB paste: redraw": _stats(redraw),
+            "1 MB paste: replay step": _stats(steps)}
+
+
+def bench_slow_template() -> dict[str, Any]:
+    """A template whose renders hit the time limit: the first Overview, then the other pages."""
+    at = _app(source=SLOW_TEMPLATE)
+    first = _timed(lambda: _switch(at, "overview"))
+    others = [_timed(lambda: _switch(at, p)) for p in PAGES[1:] + PAGES[:1]]
+    return {"time-limit template: first Overview": _stats([first]),
+            "time-limit template: each page after": _stats(others)}
+
+
+def bench_browser(runs: int) -> dict[str, Any]:
+    """Click → shown-and-idle times in chromium: first load, page switches, Playground re-parse, replay steps."""
+    from playwright.sync_api import sync_playwright
+
+    from .browser import CHROME_ARGS, CHROMIUM, IDLE_JS, PAGE_IDLE_JS, serve, wait_idle
+
+    titles = {"overview": "Overview", "comparisons": "Comparisons", "overrides": "Overrides",
+              "playground": "Playground", "grammar": "Grammar"}
+    out: dict[str, Any] = {}
+    with serve() as url, sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
+        page = b.new_page(viewport={"width": 1400, "height": 1000})
+
+        def shown(title: str) -> None:
+            page.wait_for_function(PAGE_IDLE_JS, arg=title, timeout=120_000)
+
+        def go(title: str) -> None:
+            page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).click()
+            page.wait_for_timeout(30)  # let the click start the run before the idle check
+            shown(title)
+
+        out["browser: first load"] = _stats([_timed(lambda: (page.goto(url), shown("Overview")))])
+        for t in titles.values():
+            go(t)
+        per: dict[str, list[float]] = {t: [] for t in titles.values()}
+        for _ in range(runs):
+            for t in titles.values():
+                per[t].append(_timed(lambda: go(t)))
+        out.update({f"browser: page switch: {t.lower()}": _stats(v) for t, v in per.items()})
+        out["browser: page switch: all pages"] = _stats([x for v in per.values() for x in v])
+
+        go("Playground")
+        area = page.locator('[data-testid="stTextArea"]').filter(has_text="Text the model generated").locator("textarea")
+        reparse = []
+        for i in range(runs):
+            text = ("Plan.\n</think>\n\nChecking.\n<tool_call>\n"
+                    f'{{"name": "get_weather", "arguments": {{"city": "Paris", "days": {1000 + i}}}}}\n</tool_call>')
+
+            def reparse_once() -> None:
+                area.fill(text)
+                area.press("Control+Enter")
+                page.locator('[data-testid="stJson"]').filter(has_text=f"{1000 + i}").first.wait_for(timeout=60_000)
+                shown("Playground")
+            reparse.append(_timed(reparse_once))
+        out["browser: playground re-parse"] = _stats(reparse)
+
+        page.get_by_role("tab", name="Streaming replay").click()
+        wait_idle(page)
+        thumb = page.locator('[data-testid="stSlider"] input[type="range"]').first
+        thumb.focus()
+        steps = []
+        for _ in range(runs):
+            want = int(thumb.evaluate("e => e.value")) - 1
+
+            def step_once() -> None:
+                page.keyboard.press("ArrowLeft")
+                page.get_by_text(f"Step {want} of", exact=False).first.wait_for(timeout=60_000)
+                page.wait_for_function(IDLE_JS, timeout=60_000)
+            steps.append(_timed(step_once))
+        out["browser: replay step"] = _stats(steps)
+        b.close()
+    return out
+
+
+def render(results: dict[str, Any]) -> str:
+    """A Markdown table: figure, median, p90, max, runs, target verdict."""
+    lines = ["| figure | median | p90 | max | runs | ≤ 0.3 s |", "|---|---|---|---|---|---|"]
+    for k, v in results.items():
+        if k.startswith("time-limit template: first") or k.endswith(("first run (parse + replay)", "first load")):
+            verdict = "(once)"
+        else:
+            verdict = "✓" if v["median_s"] <= TARGET_S else "✗"
+        lines.append(f"| {k} | {v['median_s'] * 1000:.0f} ms | {v['p90_s'] * 1000:.0f} ms | "
+                     f"{v['max_s'] * 1000:.0f} ms | {v['n']} | {verdict} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the app benchmarks, print the table (and write ``--json``)."""
+    ap = argparse.ArgumentParser(prog="python -m bench.app", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=9, help="repetitions per figure (default 9)")
+    ap.add_argument("--template", default=str(DEFAULT_TEMPLATE) if DEFAULT_TEMPLATE.is_file() else None,
+                    help="template for the page and playground figures (default: ../shared/templates/"
+                         "Qwen-QwQ-32B.jinja, else the bundled default)")
+    ap.add_argument("--skip-slow", action="store_true", help="leave out the time-limit template (~20 s)")
+    ap.add_argument("--skip-big", action="store_true", help="leave out the 1 MB paste")
+    ap.add_argument("--browser", action="store_true",
+                    help="also time the actions in chromium against streamlit run app.py (needs /usr/bin/chromium)")
+    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = ap.parse_args(argv)
+    if args.runs < 1:
+        print("error: --runs must be >= 1", file=sys.stderr)
+        return 2
+    import logging
+    import os
+
+    sys.path.insert(0, str(ROOT))
+    os.chdir(ROOT)
+    logging.getLogger("streamlit").setLevel(logging.ERROR)
+    results: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    results.update(bench_pages(args.template, args.runs))
+    results.update(bench_playground(args.template, args.runs))
+    if not args.skip_big:
+        results.update(bench_big_paste(args.template, max(3, args.runs // 3)))
+    if not args.skip_slow:
+        results.update(bench_slow_template())
+    if args.browser:
+        results.update(bench_browser(args.runs))
+    print(render(results))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"\n(AppTest script-run times{'; browser: click to shown and idle' if args.browser else ''}; "
+          f"{time.perf_counter() - t0:.0f} s in all, load average {load:.1f}; template "
+          f"{pathlib.Path(args.template).name if args.template else 'bundled default'})")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

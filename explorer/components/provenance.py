@@ -1,0 +1,53 @@
+"""The banner every per-template page shows when the analysis is not the automatic llama.cpp one: the user's
+overrides, switched-off workarounds, the ``improved`` fidelity (and which improvements fired), and edits that
+change nothing (:func:`core.analysis.provenance.ineffective_edits`)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from .text import md, visible_text
+
+
+def provenance_lines(overrides: Mapping[str, Any], disabled: Iterable[str], fidelity: str,
+                     improvements: Iterable[str] = ()) -> list[str]:
+    """Plain-text lines of the banner (empty when the analysis is the automatic ``llama.cpp`` one)."""
+    lines = []
+    if overrides:
+        shown = ", ".join(f"{p} = {visible_text(repr(v))}" for p, v in list(overrides.items())[:4])
+        more = f" and {len(overrides) - 4} more" if len(overrides) > 4 else ""
+        lines.append(f"Overrides active ({len(overrides)}): {shown}{more}. Fields marked “override” are yours, "
+                     "not found by a comparison.")
+    disabled = list(disabled)
+    if disabled:
+        lines.append(f"Workarounds switched off ({len(disabled)}): {', '.join(disabled)}.")
+    if fidelity != "llama.cpp":
+        imp = list(improvements)
+        lines.append(f"Fidelity “{fidelity}”: " + (f"improvements applied: {', '.join(imp)}." if imp else
+                                                   "no improvement changes this template's analysis."))
+    return lines
+
+
+def banner(tpl: Any, report: Any = None) -> None:
+    """Draw the banner for the current template (``report``: its analysis report when the page has it)."""
+    import streamlit as st
+
+    from .. import state
+
+    overrides, disabled = state.overrides_for(tpl), state.disabled_for(tpl)
+    fid = state.fidelity()
+    if not overrides and not disabled and fid == "llama.cpp":
+        return
+    if report is None:
+        try:
+            report = state.report(tpl)
+        except Exception:  # noqa: BLE001 - the page itself shows the analysis error
+            report = None
+    lines = provenance_lines(overrides, disabled, fid, getattr(report, "improvements_applied", None) or ())
+    notes = []
+    if report is not None:
+        from core.analysis.provenance import ineffective_edits
+
+        notes = [e.message() for e in ineffective_edits(report)]
+    body = "  \n".join(md(x) for x in lines + notes)
+    st.warning(body, icon=":material/edit_note:") if overrides or disabled else st.info(body)
