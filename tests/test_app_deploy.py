@@ -77,6 +77,7 @@ def test_demo_hub_sends_no_token(demo, monkeypatch):
     monkeypatch.setattr(core.sources, "load_hub_spec", fake)
     at = _hub_fetch(page(start(), "sources"), "visitor/repo")
     assert seen["spec"] == "visitor/repo" and seen["token"] is False
+    assert seen["max_json_bytes"] == 8 * 1024 * 1024 and seen["max_bytes"] == 256 * 1024  # capped as uploads
     assert any("Public repositories only" in unmd(c.value) for c in at.caption)
     monkeypatch.setenv("CTE_DEMO", "0")
     _hub_fetch(page(start(), "sources"), "visitor/repo")

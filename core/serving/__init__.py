@@ -11,9 +11,9 @@ time (``python -m core serve`` sets them from its flags):
   ``HF_TOKEN`` for a repo a visitor names.
 
 A typed path is resolved first (``~``, ``..`` and every symlink, as :func:`os.path.realpath` does) and accepted
-only when the result lies inside one of the resolved roots. Outside them nothing is opened or listed, and a
-refusal names only the text as typed, so it says nothing about what exists there. All functions here are pure apart from reading the file system and the
-process-wide work slots.
+only when the result lies inside one of the resolved roots. Outside them nothing is opened or listed, and a refusal
+names only the text as typed, so it says nothing about what exists there. All functions here are pure apart from
+reading the file system and the process-wide work slots.
 """
 
 from __future__ import annotations

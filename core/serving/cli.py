@@ -2,7 +2,8 @@
 
 ``serve [--allow-root DIR]… [--demo] [--port N] [--address HOST]`` checks the roots, puts them in
 ``CTE_ALLOW_ROOTS`` / ``CTE_DEMO`` (see :mod:`core.serving`) and runs ``streamlit run app.py`` from the project
-root (in place of this process), so the shipped ``.streamlit/config.toml`` applies. Bad flags: one line on stderr, exit status 2.
+root (in place of this process), so the shipped ``.streamlit/config.toml`` applies. Bad flags: one line on stderr,
+exit status 2.
 """
 
 from __future__ import annotations

@@ -83,7 +83,8 @@ elif kind == "Hugging Face Hub":
 
             rev = (st.session_state.get("in_hub_revision") or "").strip() or None
             with st.spinner("Fetching from the Hub…"):
-                loaded = state.attempt(load_hub_spec, repo, revision=rev, token=policy.hub_token)
+                loaded = state.attempt(load_hub_spec, repo, revision=rev, token=policy.hub_token, max_bytes=TEXT_LIMIT,
+                                       max_json_bytes=UPLOAD_LIMITS[".json"])  # a Hub file is capped as an upload
             if loaded:
                 _use(state.from_loaded(loaded, "hub"))
 
