@@ -21,6 +21,9 @@ def corpus_row(path: str, size: int, mtime: float, fidelity: str = "llama.cpp") 
 
 
 st.title("Corpus")
+if state.fidelity() != "llama.cpp":
+    st.info(md(f"Fidelity “{state.fidelity()}”: rows are analysed with this tool's improvements beyond llama.cpp "
+               "(the README's figures are at llama.cpp fidelity)."))
 state.default("in_corpus_folder", str(state.SHARED_TEMPLATES if state.SHARED_TEMPLATES.is_dir()
                                       else state.BUNDLED_DIR))
 st.text_input("Folder of templates", key="in_corpus_folder")
