@@ -74,13 +74,19 @@ def _pick(page, label: str, option: str) -> None:
     _wait_idle(page)
 
 
-def test_load_pick_template_parse(app_url, browser):
+def _start(browser, app_url):
+    """A 1400×1000 page on the app's Overview (run finished), and the list its page errors are collected in."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(app_url, wait_until="networkidle")
     page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
     _wait_idle(page)
+    return page, errors
+
+
+def test_load_pick_template_parse(app_url, browser):
+    page, errors = _start(browser, app_url)
     metrics = page.locator('[data-testid="stMetric"]')
     metrics.first.wait_for(timeout=60_000)
     text = " ".join(metrics.all_inner_texts())
@@ -147,40 +153,43 @@ def test_load_pick_template_parse(app_url, browser):
     page.close()
 
 
+def _open(page, title: str) -> None:
+    """Click ``title`` in the page navigation and wait for that page's finished run."""
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).click()
+    page.get_by_role("heading", name=title).wait_for(timeout=60_000)
+    _wait_idle(page)
+
+
+def _analyse_bundled(page) -> None:
+    """On the Corpus page: server folders are off by default (core.serving), so there is no folder input and the
+    page analyses the bundled examples (assets/templates); wait for the table."""
+    assert page.locator('[data-testid="stTextInput"]').filter(has_text="Folder of templates").count() == 0
+    page.get_by_role("button", name="Analyse 6 templates").click()
+    page.get_by_text("Select a row to open it.", exact=False).wait_for(timeout=120_000)
+    _wait_idle(page, timeout=120_000)
+
+
 def test_other_pages_render(app_url, browser):
     """Overview source tab, Overrides, Grammar and Corpus pages draw in a real browser (screenshots)."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(app_url, wait_until="networkidle")
-    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
-    _wait_idle(page)
+    page, errors = _start(browser, app_url)
     page.get_by_role("tab", name="Template source").click()
     code = page.locator(".cte-code").first
     code.wait_for(timeout=30_000)
     assert "<|im_start|>" in code.inner_text()
     _shot(page, "10-overview-source")
 
-    def open_page(title: str) -> None:
-        page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).click()
-        page.get_by_role("heading", name=title).wait_for(timeout=60_000)
-        _wait_idle(page)
-
-    open_page("Overrides")
+    _open(page, "Overrides")
     page.get_by_text("Difference from the automatic analysis").wait_for(timeout=30_000)
     _shot(page, "11-overrides")
 
-    open_page("Grammar")
+    _open(page, "Grammar")
     gbnf = page.locator(".cte-code").first
     gbnf.wait_for(timeout=30_000)
     assert "root ::=" in gbnf.inner_text() and "<tool_call>" in gbnf.inner_text()
     _shot(page, "12-grammar")
 
-    open_page("Corpus")  # server folders are off by default: the Corpus page analyses the bundled examples
-    assert page.locator('[data-testid="stTextInput"]').filter(has_text="Folder of templates").count() == 0
-    page.get_by_role("button", name="Analyse 6 templates").click()
-    page.get_by_text("Select a row to open it.", exact=False).wait_for(timeout=120_000)
-    _wait_idle(page, timeout=120_000)
+    _open(page, "Corpus")
+    _analyse_bundled(page)
     _shot(page, "13-corpus")
     table = page.locator('[data-testid="stDataFrame"]').first
     assert table.is_visible()
@@ -272,22 +281,11 @@ def test_hostile_template_is_text_in_the_browser(app_url, browser):
     page.close()
 
 
-def _open(page, title: str) -> None:
-    page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).click()
-    page.get_by_role("heading", name=title).wait_for(timeout=60_000)
-    _wait_idle(page)
-
-
 def test_overrides_provenance_bidi_and_corpus_columns(app_url, browser):
     """What the user sees on the Overrides and Corpus pages (issue 9): an imported override is announced on
     every page and marked "override" in the Overview's markers; a U+202E in model output is shown as an escape,
     not applied; the Corpus table shows the problem, route, handler and tools columns without scrolling."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(app_url, wait_until="networkidle")
-    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
-    _wait_idle(page)
+    page, errors = _start(browser, app_url)
 
     _open(page, "Overrides")
     area = page.locator('[data-testid="stTextArea"]').filter(has_text="Import overrides").locator("textarea")
@@ -323,13 +321,7 @@ def test_overrides_provenance_bidi_and_corpus_columns(app_url, browser):
     _shot(page, "42-playground-bidi")
 
     _open(page, "Corpus")
-    folder = page.locator('[data-testid="stTextInput"]').filter(has_text="Folder of templates").locator("input")
-    folder.fill(str(ROOT / "assets" / "templates"))
-    folder.press("Enter")
-    _wait_idle(page)
-    page.get_by_role("button", name="Analyse 6 templates").click()
-    page.get_by_text("Select a row to open it.", exact=False).wait_for(timeout=120_000)
-    _wait_idle(page, timeout=120_000)
+    _analyse_bundled(page)
     table = page.locator('[data-testid="stDataFrame"]').first
     table.locator('[role="columnheader"]').first.wait_for(state="attached", timeout=60_000)
     heads = table.locator('[role="columnheader"]').all_inner_texts()

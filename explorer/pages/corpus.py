@@ -24,6 +24,9 @@ def corpus_row(path: str, size: int, mtime: float, fidelity: str = "llama.cpp") 
 
 
 st.title("Corpus")
+if state.fidelity() != "llama.cpp":
+    st.info(md(f"Fidelity “{state.fidelity()}”: rows are analysed with this tool's improvements beyond llama.cpp "
+               "(the README's figures are at llama.cpp fidelity)."))
 policy = serving.policy()
 if policy.server_paths:  # a folder the visitor types, confined to the operator's roots (core.serving)
     picked = serving.folder_input("Folder of templates", "in_corpus_folder", SUFFIXES)
