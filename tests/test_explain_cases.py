@@ -62,14 +62,6 @@ def test_named_cause_matches_the_report(case):
             assert fx.message != ex.message
 
 
-def test_rate_over_the_suite_is_complete():
-    hits = 0
-    for c in CASES:
-        ex = explain(_template(c["template"]), ChatRequest.from_dict(c), c["input"], fixes=False)
-        hits += cause_matches(c["cause"], ex.causes)
-    assert hits == len(CASES)
-
-
 def test_stop_point_in_words_and_rule_path():
     c = next(c for c in CASES if c["id"] == "vllm-11786")
     ex = explain(_template(c["template"]), ChatRequest.from_dict(c), c["input"], fixes=False)
