@@ -128,3 +128,23 @@ def test_repairs_attach_without_changing_the_message() -> None:
     hit = [s for s in spans if s.repair]
     assert [s.text for s in hit] == ["Paris"] and hit[0].display_label == "repaired: example-repair"
     assert same_message(rebuild_message(spans), tr.message)
+
+
+def test_explain_lays_fired_repairs_over_the_spans(monkeypatch):
+    """When the parsed message carries fired repairs ((name, [start, end) of the output), as issue 10's repairs
+    will), explain shows them as ``repaired: NAME`` without changing the labels or the message."""
+    from core.explain import trace_routes
+    from core.explain.explain import explain
+
+    out = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    real = trace_routes.trace_parse
+
+    def with_repair(parser, output, report=None):
+        tr = real(parser, output, report)
+        tr.message.repairs = [("quote-keys", (output.index("Paris"), output.index("Paris") + 5))]
+        return tr
+    monkeypatch.setattr("core.explain.explain.trace_parse", with_repair)
+    req = ChatRequest.from_dict({"messages": [USER], "tools": TOOLS})
+    ex = explain(_template("Qwen-Qwen2.5-7B-Instruct.jinja"), req, out, fixes=False)
+    assert [s.display_label for s in ex.spans if s.repair] == ["repaired: quote-keys"]
+    assert not ex.consistency
