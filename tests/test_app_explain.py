@@ -118,3 +118,10 @@ def test_streaming_replay_marks_new_and_held_back_text():
     p.feed(body)
     assert p.out[-1][0] == "held back" and p.out[-1][1].startswith("<too")
     assert any("step 1 of" in unmd(c.value) and "held back" in unmd(c.value) for c in at.caption)
+
+
+def test_invisible_and_bidi_characters_are_shown_not_applied():
+    at = _explain("Hi \u202eevil <b>x</b>")
+    body = next(b for b in html_bodies(at) if "cte-spans" in b)
+    assert "\u202e" not in body and "⟨U+202E⟩" in body
+    assert "<b>x</b>" not in body and "&lt;b&gt;x&lt;/b&gt;" in body

@@ -156,9 +156,21 @@ class Explanation:
 
 
 def _visible(s: str) -> str:
+    """Whitespace and control characters visible (``core.cli.visible``), and invisible format characters
+    (bidi overrides, zero-width, BOM, soft hyphen: Unicode category Cf) shown as ``⟨U+XXXX⟩``."""
     from ..cli import visible
 
-    return visible(s)
+    return visible(show_invisible(s))
+
+
+def show_invisible(s: str) -> str:
+    """``s`` with every Unicode format character (category Cf: bidi controls, zero-width characters, BOM, soft
+    hyphen) replaced by ``⟨U+XXXX⟩``, so text from templates and models cannot hide or reorder what is shown."""
+    import unicodedata
+
+    if s.isascii():
+        return s
+    return "".join(f"⟨U+{ord(ch):04X}⟩" if unicodedata.category(ch) == "Cf" else ch for ch in s)
 
 
 def _stop_point(text: str, gp: int, pos: int, expected: list, path: tuple) -> StopPoint:

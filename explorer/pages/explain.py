@@ -9,6 +9,7 @@ import json
 import streamlit as st
 
 from explorer import state
+from core.explain.explain import show_invisible
 from explorer.components.text import md, visible_html
 
 st.title("Explain")
@@ -122,7 +123,8 @@ def _span_html(sp: dict) -> str:
     if sp["label"] in ("unparsed", "ignored"):
         style += ";text-decoration:underline wavy #dc2626"
     return (f'<span class="cte-span" data-label="{html.escape(sp["label"])}" style="{style}" '
-            f'title="{html.escape(_title(sp), quote=True)}">{visible_html(sp["text"])}</span>')
+            f'title="{html.escape(show_invisible(_title(sp)), quote=True)}">{visible_html(show_invisible(sp["text"]))}'
+            '</span>')
 
 
 def _stop_html(stop: dict, kind: str) -> str:
