@@ -125,3 +125,13 @@ def test_invisible_and_bidi_characters_are_shown_not_applied():
     body = next(b for b in html_bodies(at) if "cte-spans" in b)
     assert "\u202e" not in body and "⟨U+202E⟩" in body
     assert "<b>x</b>" not in body and "&lt;b&gt;x&lt;/b&gt;" in body
+
+
+def test_replay_step_follows_a_shorter_output():
+    at = _explain(DRIFT)
+    at.session_state["in_explain_chunk"] = 4
+    at = page(at, "explain")
+    at.session_state["in_explain_step"] = 20
+    at.session_state["in_output"] = "Hi"
+    at = page(at, "explain")
+    assert not at.exception and at.session_state["in_explain_step"] == 1

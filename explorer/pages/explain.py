@@ -195,7 +195,11 @@ with st.expander("Streaming replay (the same view, step by step)"):
                           json.dumps(state.overrides_for(tpl), sort_keys=True), tuple(state.disabled_for(tpl)),
                           int(st.session_state.get("in_explain_chunk", 8)))
     if steps:
-        k = st.slider("step", 1, len(steps), len(steps), key="in_explain_step") if len(steps) > 1 else 1
+        # a new output may have fewer steps than the slider's remembered position
+        if int(st.session_state.get("in_explain_step", len(steps))) > len(steps):
+            st.session_state["in_explain_step"] = len(steps)
+        state.default("in_explain_step", len(steps))
+        k = st.slider("step", 1, len(steps), key="in_explain_step") if len(steps) > 1 else 1
         step = steps[k - 1]
         a, b = step["new"]
         parts = []
