@@ -103,3 +103,35 @@ def test_clean_parse_has_nothing_to_explain():
     assert ("tool name", "get_weather") in labels
     assert not [e for e in at.error]
     assert "Nothing to explain: the format accounts for every character." in [unmd(c.value) for c in at.caption]
+
+
+def test_streaming_replay_marks_new_and_held_back_text():
+    at = use_corpus(start(), "Qwen-Qwen2.5-7B-Instruct.jinja")
+    at.session_state["in_tools"] = json.dumps([TOOL])
+    at.session_state["in_output"] = DRIFT
+    at.session_state["in_explain_chunk"] = 10
+    at.session_state["in_explain_step"] = 1
+    at = page(at, "explain")
+    body = next(b for b in html_bodies(at) if "cte-stream" in b)
+    assert 'data-label="held back"' in body and 'class="cte-new"' in body   # "<too" of "<tool_call>" waits
+    p = _Spans()
+    p.feed(body)
+    assert p.out[-1][0] == "held back" and p.out[-1][1].startswith("<too")
+    assert any("step 1 of" in unmd(c.value) and "held back" in unmd(c.value) for c in at.caption)
+
+
+def test_invisible_and_bidi_characters_are_shown_not_applied():
+    at = _explain("Hi \u202eevil <b>x</b>")
+    body = next(b for b in html_bodies(at) if "cte-spans" in b)
+    assert "\u202e" not in body and "⟨U+202E⟩" in body
+    assert "<b>x</b>" not in body and "&lt;b&gt;x&lt;/b&gt;" in body
+
+
+def test_replay_step_follows_a_shorter_output():
+    at = _explain(DRIFT)
+    at.session_state["in_explain_chunk"] = 4
+    at = page(at, "explain")
+    at.session_state["in_explain_step"] = 20
+    at.session_state["in_output"] = "Hi"
+    at = page(at, "explain")
+    assert not at.exception and at.session_state["in_explain_step"] == 1

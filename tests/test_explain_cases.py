@@ -40,7 +40,7 @@ def cause_matches(expected: str, named: list[str]) -> bool:
 
 
 def test_the_suite_is_real_and_varied():
-    assert len(CASES) == len({c["id"] for c in CASES}) >= 17
+    assert len(CASES) == len({c["id"] for c in CASES}) >= 19
     assert all(c["source"].startswith("https://github.com/") and c["input"] and c["maintainers_cause"] for c in CASES)
     assert {c["cause"] for c in CASES} >= {"SPECIAL_TOKENS_STRIPPED", "MISSING_OPENER", "OTHER_JSON_SHAPE", "DRIFT",
                                           "REASONING_PREFILL", "WRONG_CALL_ID", "TOOLS_NOT_REQUESTED", "UNKNOWN_TOOL",
@@ -60,14 +60,6 @@ def test_named_cause_matches_the_report(case):
             [f.to_json() for f in ex.fixes]
         for fx in ex.fixes:    # every fix offered was re-parsed clean with its change applied
             assert fx.message != ex.message
-
-
-def test_rate_over_the_suite_is_complete():
-    hits = 0
-    for c in CASES:
-        ex = explain(_template(c["template"]), ChatRequest.from_dict(c), c["input"], fixes=False)
-        hits += cause_matches(c["cause"], ex.causes)
-    assert hits == len(CASES)
 
 
 def test_stop_point_in_words_and_rule_path():

@@ -316,7 +316,8 @@ def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], opene
             _b, ftr = _trace(setup, fixed)
         except Exception:  # noqa: BLE001 - a candidate that does not build proves nothing
             continue
-        inside = ftr.stop - ftr.gp_len > idx + len(ins)
+        at_name = output.find(hits[0], idx)
+        inside = ftr.stop - ftr.gp_len > max(idx + len(ins), at_name + len(ins))   # read past the tool name
         if ftr.message.tool_calls or inside:
             got = (ftr, ins)
             break

@@ -14,9 +14,9 @@ _COLOURS = {"reasoning": "35", "content": "0", "tool name": "1;36", "call id": "
 
 def _cmd_explain(args: argparse.Namespace) -> int:
     from ..chat.cli_commands import load_chat_template, load_request, read_model_output
-    from ..cli import visible
     from ..errors import ChatTemplateExplorerError
-    from .explain import explain
+    from .explain import _visible as visible
+    from .explain import explain, show_invisible
     from .reproducer import case_line, peg_tester_snippet, pytest_test
 
     overrides: dict[str, Any] = {}
@@ -48,16 +48,16 @@ def _cmd_explain(args: argparse.Namespace) -> int:
               f"{ex.stop.words()}")
     if ex.truncated:
         print(f"\ntruncated: {ex.truncated.words()} ({' > '.join(ex.truncated.path) or 'top level'})")
-    print("\nmessage: " + json.dumps(ex.message, ensure_ascii=False))
+    print("\nmessage: " + show_invisible(json.dumps(ex.message, ensure_ascii=False)))
     for f in ex.findings:
         print(f"\ncause: {f.cause.value}")
         for e in f.evidence:
-            print(f"  - {e}")
+            print(f"  - {show_invisible(e)}")
     if ex.other is not None:
-        print("\nother fidelity message: " + json.dumps(ex.other, ensure_ascii=False))
+        print("\nother fidelity message: " + show_invisible(json.dumps(ex.other, ensure_ascii=False)))
     for fx in ex.fixes:
         print(f"\nfix ({fx.kind.value}, re-parsed clean): {fx.description}")
-        print("  gives: " + json.dumps(fx.message, ensure_ascii=False))
+        print("  gives: " + show_invisible(json.dumps(fx.message, ensure_ascii=False)))
     if not ex.fixes and not ex.clean:
         print("\nno candidate change parses this output clean")
     if ex.consistency:

@@ -156,9 +156,21 @@ class Explanation:
 
 
 def _visible(s: str) -> str:
+    """Whitespace and control characters visible (``core.cli.visible``), and invisible format characters
+    (bidi overrides, zero-width, BOM, soft hyphen: Unicode category Cf) shown as ``⟨U+XXXX⟩``."""
     from ..cli import visible
 
-    return visible(s)
+    return visible(show_invisible(s))
+
+
+def show_invisible(s: str) -> str:
+    """``s`` with every Unicode format character (category Cf: bidi controls, zero-width characters, BOM, soft
+    hyphen) replaced by ``⟨U+XXXX⟩``, so text from templates and models cannot hide or reorder what is shown."""
+    import unicodedata
+
+    if s.isascii():
+        return s
+    return "".join(f"⟨U+{ord(ch):04X}⟩" if unicodedata.category(ch) == "Cf" else ch for ch in s)
 
 
 def _stop_point(text: str, gp: int, pos: int, expected: list, path: tuple) -> StopPoint:
@@ -225,9 +237,15 @@ def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str =
                      request=_request_json(request), output=output, generation_prompt=tr.text[:tr.gp_len],
                      text=tr.text, entry=tr.entry, message=tr.message.to_openai(), spans=tr.spans,
                      notes=list(getattr(bundle.parser, "notes", []) or []) + list(bundle.notes))
+    # repairs of improved fidelity (issue 10) expose (name, [start, end) of the output) on the parsed message
+    fired = getattr(tr.message, "repairs", None) or []
+    if fired:
+        from .spans import attach_repairs
+
+        ex.spans = attach_repairs(ex.spans, [(n, tuple(r)) for n, r in fired], tr.gp_len)
     ex.found_by = _found_by(bundle.report, tr.spans)
-    cover = check_cover(tr.spans, tr.text)
-    rebuilt = rebuild_message(tr.spans, getattr(bundle.parser, "drop_blank_reasoning", True))
+    cover = check_cover(ex.spans, tr.text)
+    rebuilt = rebuild_message(ex.spans, getattr(bundle.parser, "drop_blank_reasoning", True))
     if cover or not same_message(rebuilt, tr.message):
         ex.consistency = cover or "the labelled spans do not rebuild the message"
     if tr.stop >= 0:

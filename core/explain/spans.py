@@ -45,6 +45,7 @@ class SpanLabel(str, enum.Enum):
     WHITESPACE = "whitespace"
     UNPARSED = "unparsed"            # not consumed by the format; the final parse kept it as content
     IGNORED = "ignored"              # after the end of the format; the parser drops it (as llama.cpp does)
+    HELD_BACK = "held back"          # streaming: the end of a prefix that may still become a marker
 
 
 #: labels whose text is part of the message

@@ -376,6 +376,59 @@ def _frames(err: BaseException) -> tuple[str, ...]:
     return tuple(names)
 
 
+@dataclass
+class StreamStep:
+    """One step of a streaming replay: the output prefix ``[0, end)``, the text this step added
+    (``[new_start, end)`` of the output) and the spans of the partial parse of the prefix, where the text the
+    parser holds back (a possible marker prefix, an unfinished name) is labelled ``held back``."""
+
+    end: int
+    new_start: int
+    spans: list[Span]
+
+
+def stream_steps(parser: Any, output: str, chunk: int = 8, report: Any = None) -> list[StreamStep]:
+    """The streaming replay of ``output`` in steps of ``chunk`` characters: per step the spans of the lenient
+    parse of the prefix so far (PEG: the traced run of the main root; handlers: the builder calls of the body),
+    with the text the parse has not yet accounted for marked ``held back``. Raises ``ValueError`` for
+    ``chunk < 1``."""
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1 (got {chunk})")
+    gp = len(parser.generation_prompt)
+    steps: list[StreamStep] = []
+    for end in list(range(chunk, len(output), chunk)) + [len(output)]:
+        text = parser.generation_prompt + output[:end]
+        if hasattr(parser, "arena") and not parser.eps_fallback:
+            r = traced_parse(parser.arena, text, labels=_labels(parser, report)).result
+            consumed = r.end if (r.need_more_input or r.success) else gp
+            spans = spans_from_ast(r.nodes, text, gp, max(consumed, gp))
+        elif hasattr(parser, "arena"):
+            spans = _raw_spans(text, gp)
+        else:
+            spans = _handler_prefix_spans(parser, text, gp)
+        spans = [replace(s, label=SpanLabel.HELD_BACK) if s.label == SpanLabel.UNPARSED else s for s in spans]
+        if spans and spans[-1].label == SpanLabel.MARKER and not spans[-1].field and spans[-1].end == len(text):
+            # consumed by no node yet: a marker or name still being written
+            spans[-1] = replace(spans[-1], label=SpanLabel.HELD_BACK)
+        steps.append(StreamStep(end, steps[-1].end if steps else 0, spans))
+    return steps
+
+
+def _handler_prefix_spans(parser: Any, text: str, gp: int) -> list[Span]:
+    from ..chat.handlers._common import Incomplete, MessageBuilder, Mismatch, Scanner
+
+    sc = Scanner(text, 0, None)
+    b = _EventBuilder(MessageBuilder(parser.drop_blank_reasoning), sc)
+    try:
+        parser.body(sc, b)
+        consumed = len(text)
+    except Incomplete:
+        consumed = max(sc.pos, gp)
+    except Mismatch:
+        consumed = max(sc.pos, gp)
+    return _events_to_spans(b.events, text, gp, consumed, b._b.calls)
+
+
 def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
     """:func:`trace_peg` for PEG parsers (they have an ``arena``), else :func:`trace_handler`."""
     if hasattr(parser, "arena"):
@@ -383,4 +436,4 @@ def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
     return trace_handler(parser, output)
 
 
-__all__ = ["ParseTrace", "trace_parse", "trace_peg", "trace_handler", "trim_ws"]
+__all__ = ["ParseTrace", "StreamStep", "stream_steps", "trace_parse", "trace_peg", "trace_handler", "trim_ws"]

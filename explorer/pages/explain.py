@@ -9,6 +9,7 @@ import json
 import streamlit as st
 
 from explorer import state
+from core.explain.explain import show_invisible
 from explorer.components.text import md, visible_html
 
 st.title("Explain")
@@ -23,6 +24,7 @@ COLOURS = {
     "generation prompt": "#e5e7eb", "reasoning": "#ede9fe", "content": "#ffffff", "tool name": "#bbf7d0",
     "call id": "#a7f3d0", "arguments": "#fef3c7", "argument name": "#fde68a", "argument value": "#fef9c3",
     "marker": "#dbeafe", "whitespace": "#f8fafc", "unparsed": "#fecaca", "ignored": "#fee2e2",
+    "held back": "#e9d5ff",
 }
 
 
@@ -121,7 +123,8 @@ def _span_html(sp: dict) -> str:
     if sp["label"] in ("unparsed", "ignored"):
         style += ";text-decoration:underline wavy #dc2626"
     return (f'<span class="cte-span" data-label="{html.escape(sp["label"])}" style="{style}" '
-            f'title="{html.escape(_title(sp), quote=True)}">{visible_html(sp["text"])}</span>')
+            f'title="{html.escape(show_invisible(_title(sp)), quote=True)}">{visible_html(show_invisible(sp["text"]))}'
+            '</span>')
 
 
 def _stop_html(stop: dict, kind: str) -> str:
@@ -159,6 +162,60 @@ if stop is not None:
                 f"{stop['words']}"))
 if ex["truncated"] is not None:
     st.warning(md(f"The output ends inside {' > '.join(ex['truncated']['path'])}: {ex['truncated']['words']}"))
+
+# ---------------------------------------------------------------- streaming replay
+
+
+@st.cache_data(max_entries=16, show_spinner="Replaying the stream…")
+def _replay(source: str, name: str, request_json: str, output: str, fidelity: str, overrides_json: str,
+            disabled: tuple, chunk: int) -> list[dict]:
+    from core.analysis import reapply
+    from core.chat.pipeline import build_chat_parser, cached_analysis
+    from core.chat.request import ChatRequest
+    from core.explain.trace_routes import stream_steps
+    from core.templating import ChatTemplate
+
+    tpl_ = ChatTemplate(source, name)
+    overrides = json.loads(overrides_json)
+    report = None
+    if overrides or disabled:
+        report = reapply(cached_analysis(tpl_, fidelity), overrides=overrides or None, disabled_workarounds=disabled)
+    bundle = build_chat_parser(tpl_, ChatRequest.from_dict(json.loads(request_json)), report=report,
+                               fidelity=fidelity)
+    gp = len(bundle.parser.generation_prompt)
+    return [{"end": s.end, "new": [gp + s.new_start, gp + s.end], "spans": [x.to_json() for x in s.spans]}
+            for s in stream_steps(bundle.parser, output, chunk, bundle.report)]
+
+
+with st.expander("Streaming replay (the same view, step by step)"):
+    state.default("in_explain_chunk", 8)
+    st.number_input("characters per step", min_value=1, max_value=256, key="in_explain_chunk")
+    steps = state.attempt(_replay, tpl.source, tpl.name, json.dumps(request, sort_keys=True, ensure_ascii=False),
+                          st.session_state.get("in_output", ""), state.fidelity(),
+                          json.dumps(state.overrides_for(tpl), sort_keys=True), tuple(state.disabled_for(tpl)),
+                          int(st.session_state.get("in_explain_chunk", 8)))
+    if steps:
+        # a new output may have fewer steps than the slider's remembered position
+        if int(st.session_state.get("in_explain_step", len(steps))) > len(steps):
+            st.session_state["in_explain_step"] = len(steps)
+        state.default("in_explain_step", len(steps))
+        k = st.slider("step", 1, len(steps), key="in_explain_step") if len(steps) > 1 else 1
+        step = steps[k - 1]
+        a, b = step["new"]
+        parts = []
+        for sp in step["spans"]:
+            for lo, hi, new in ((sp["start"], min(sp["end"], a), False), (max(sp["start"], a), min(sp["end"], b), True)):
+                if hi > lo:
+                    piece = {**sp, "text": sp["text"][lo - sp["start"]:hi - sp["start"]]}
+                    html_piece = _span_html(piece)
+                    if new:
+                        html_piece = f'<span class="cte-new" style="outline:2px solid #f59e0b">{html_piece}</span>'
+                    parts.append(html_piece)
+        held = "".join(sp["text"] for sp in step["spans"] if sp["label"] == "held back")
+        st.html(f'<pre class="cte-stream" style="white-space:pre-wrap;font-size:0.9em;line-height:1.6">'
+                f'{"".join(parts)}</pre>')
+        st.caption(md(f"step {k} of {len(steps)}: output characters {step['new'][0] - len(ex['generation_prompt'])}"
+                      f"–{step['end']} new (outlined)" + (f"; {len(held)} held back" if held else "")))
 
 # ---------------------------------------------------------------- why
 
