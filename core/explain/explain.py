@@ -242,7 +242,7 @@ def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str =
     if fired:
         from .spans import attach_repairs
 
-        ex.spans = attach_repairs(ex.spans, [(n, tuple(r)) for n, r in fired], tr.gp_len)
+        ex.spans = attach_repairs(ex.spans, [_repair_range(r) for r in fired], tr.gp_len)
     ex.found_by = _found_by(bundle.report, tr.spans)
     cover = check_cover(ex.spans, tr.text)
     rebuilt = rebuild_message(ex.spans, getattr(bundle.parser, "drop_blank_reasoning", True))
@@ -301,3 +301,12 @@ def message_of(setup: _Setup, output: str) -> tuple[AssistantMessage, bool]:
 def dumps(ex: Explanation) -> str:
     """``ex`` as indented JSON."""
     return json.dumps(ex.to_json(), ensure_ascii=False, indent=2)
+
+
+def _repair_range(fired: Any) -> tuple[str, tuple[int, int]]:
+    """``(name, (start, end))`` of a fired repair: a :class:`core.chat.repairs.FiredRepair` (``name``, ``start``,
+    ``end`` of the raw output) or already such a pair."""
+    if hasattr(fired, "name") and hasattr(fired, "start"):
+        return fired.name, (fired.start, fired.end)
+    name, rng = fired
+    return name, tuple(rng)
