@@ -368,6 +368,14 @@ def check_roundtrip(ctx: LintContext) -> list[Finding]:
             continue
         res = round_trip(ctx.template, msg, None if needs_tools else [], report=ctx.report, reduce=False,
                          fidelity=ctx.fidelity)
+        ids = [c.get("id") for c in msg.get("tool_calls") or [] if c.get("id")]
+        if ids and res.rendered_output and not any(i in res.rendered_output for i in ids):
+            out.append(Finding(
+                f"roundtrip/{mid}/drops-ids", Kind.ROUNDTRIP, Severity.INFO,
+                f"the template does not render the call ids of the {mid} message",
+                "render each call's id (tool results refer to it); without it the parser makes up new ids",
+                {"ids": ", ".join(ids), "rendered output": visible(res.rendered_output)},
+                {"message": mid, "status": res.status.value, "why": None}))
         if res.ok:
             continue
         status = res.status.value
