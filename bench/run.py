@@ -1,6 +1,6 @@
 """``python -m bench``: run the benchmarks and print the table (see :mod:`bench` for what is measured).
 
-Options: ``--quick`` (one run per figure, fewer steps), ``--repeats N``, ``--only P1,P2,P3,P5``,
+Options: ``--quick`` (one run per figure, fewer steps), ``--repeats N``, ``--only P1,P2,P3,P5`` (``P6``: lint, opt-in),
 ``--templates DIR`` (default ``../shared/templates``), ``--limit N`` (first N templates for P1/P5),
 ``--batch N`` (P5 analyses, default 1000), ``--workers N`` (default 2), ``--sizes 2,8,32`` (P3, KB),
 ``--parse-kb 45`` (P2 output size), ``--json FILE`` (raw results). Progress goes to stderr, the table to
@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = parse_args(argv)
     parts = {p.strip().upper() for p in args.only.split(",") if p.strip()}
-    unknown = parts - {"P1", "P2", "P3", "P5"}
+    unknown = parts - {"P1", "P2", "P3", "P5", "P6"}
     templates = pathlib.Path(args.templates)
     try:
         sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
@@ -484,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes = []
     problems = []
     if unknown:
-        problems.append(f"--only: unknown part(s) {', '.join(sorted(unknown))} (known: P1, P2, P3, P5)")
+        problems.append(f"--only: unknown part(s) {', '.join(sorted(unknown))} (known: P1, P2, P3, P5, P6)")
     if not templates.is_dir() or not any(templates.glob("*.jinja")):
         problems.append(f"--templates: {templates} is not a directory of *.jinja templates")
     if not sizes or any(s <= 0 for s in sizes):
@@ -521,6 +521,10 @@ def main(argv: list[str] | None = None) -> int:
                 b.log("P5: filling the disk cache (one fresh process)")
                 _child(b, "p1-cold", b.tmp / "p1-disk-cache")
             bench_p5(b)
+        if "P6" in parts:  # opt-in (issue 12): lint of the corpus
+            from .lint import bench_p6
+
+            bench_p6(b, ROOT, Row, progress)
     finally:
         shutil.rmtree(b.tmp, ignore_errors=True)
     b.notes.append(f"total bench time {time.perf_counter() - t0:.0f} s")
