@@ -151,7 +151,8 @@ def check_render_matrix(ctx: LintContext) -> list[Finding]:
         out.append(Finding(
             f"render/{shape.id}", Kind.RENDER, _raise_severity(shape, ctx.caps),
             f"raises on {shape.title}", _RAISE_HINT[shape.needs],
-            {"error": visible(r.error, spaces=False), "messages": visible(json.dumps(shape.messages, ensure_ascii=False))},
+            {"error": visible(r.error, spaces=False),
+             "messages": visible(json.dumps(shape.messages, ensure_ascii=False))},
             {"shape": shape.id, "needs": shape.needs.value}))
     return out
 
@@ -464,7 +465,8 @@ def check_probes(ctx: LintContext) -> list[Finding]:
             f"probe/{pid}", Kind.PROBE, Severity.WARNING, f"analysis probe {pid} failed: {_one_line(failure)}",
             "improved fidelity recovers it (string-argument-probes)" if recovered else
             "the analysis part this probe serves is degraded",
-            {"error": visible(failure, spaces=False), "retry": "improved fidelity: " + ("recovers" if recovered else "no")},
+            {"error": visible(failure, spaces=False),
+             "retry": "improved fidelity: " + ("recovers" if recovered else "no")},
             {"probe": pid, "recovered": recovered}))
     return out
 
