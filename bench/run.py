@@ -1,11 +1,11 @@
 """``python -m bench``: run the benchmarks and print the table (see :mod:`bench` for what is measured).
 
-Options: ``--quick`` (one run per figure, fewer steps), ``--repeats N``, ``--only P1,P2,P3,P5`` (``P6``, the
-corpus lint, only when named), ``--templates DIR`` (default ``../shared/templates``), ``--limit N`` (first N
-templates for P1/P5/P6), ``--batch N`` (P5 analyses, default 1000), ``--workers N`` (default 2), ``--sizes
-2,8,32`` (P3, KB), ``--parse-kb 45`` (P2 output size), ``--json FILE`` (raw results). Progress goes to stderr, the table to
-stdout. Exit status 0 when every figure was measured (targets missed are shown, not failures), 2 on bad
-options or missing inputs.
+Options: ``--quick`` (one run per figure, fewer steps), ``--repeats N``, ``--only P1,P2,P3,P5`` (``P6``, the corpus
+lint, only when named), ``--templates DIR`` (default ``../shared/templates``), ``--limit N`` (first N templates for
+P1/P5/P6), ``--batch N`` (P5 analyses, default 1000), ``--workers N`` (default 2), ``--sizes 2,8,32`` (P3, KB),
+``--parse-kb 45`` (P2 output size), ``--json FILE`` (raw results). Progress goes to stderr, the table to stdout.
+Exit status 0 when every figure was measured (targets missed are shown, not failures), 2 on bad options or missing
+inputs.
 
 The disk cache of compiled templates lives in a temporary ``CTE_CACHE_DIR`` per run (removed at the end),
 so the user's own cache is neither used nor touched.
