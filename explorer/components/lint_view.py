@@ -55,7 +55,7 @@ def corpus_lint(paths: list[str], fidelity: str, progress: Callable[[float, str]
     ``progress(fraction, text)`` is called as templates finish."""
     from core.lint.corpus import lint_corpus
 
-    reports = lint_corpus(paths, workers=2, fidelity=fidelity,
+    reports = lint_corpus(paths, workers=2, fidelity=fidelity, start_method="spawn",  # the server has threads
                           progress=lambda done, total, name: progress(done / total, f"Lint {done}/{total} · {name}"))
     out = {}
     for r in reports:
