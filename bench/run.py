@@ -1,7 +1,7 @@
 """``python -m bench``: run the benchmarks and print the table (see :mod:`bench` for what is measured).
 
 Options: ``--quick`` (one run per figure, the first 40 templates, a 200-analysis batch, 3 routes in P6: ≤ 60 s),
-``--repeats N``, ``--only P1,P2,P3,P4,P5,P6``, ``--templates DIR`` (default ``../shared/templates``),
+``--repeats N``, ``--only P1,P2,P3,P4,P5,P6`` (``P7``, the corpus lint, only when named), ``--templates DIR`` (default ``../shared/templates``),
 ``--limit N`` (first N templates for P1/P4/P5), ``--batch N`` (P5 analyses, default 1000), ``--workers N``
 (default 2), ``--sizes 8,128`` (P3, KB), ``--stream-chars 20000,160000`` (P6), ``--parse-kb 45`` (P2 output
 size), ``--oracle PATH`` (llama.cpp's oracle binary, default ``$CTE_LLAMA_ORACLE``: P1 side by side with
@@ -714,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = parse_args(argv)
     parts = {p.strip().upper() for p in args.only.split(",") if p.strip()}
-    unknown = parts - {"P1", "P2", "P3", "P4", "P5", "P6"}
+    unknown = parts - {"P1", "P2", "P3", "P4", "P5", "P6", "P7"}
     templates = pathlib.Path(args.templates)
     sizes_text = args.sizes or ("8" if args.quick else "8,128")
     chars_text = args.stream_chars or ("20000" if args.quick else "20000,160000")
@@ -728,7 +728,7 @@ def main(argv: list[str] | None = None) -> int:
         stream_chars = []
     problems = []
     if unknown:
-        problems.append(f"--only: unknown part(s) {', '.join(sorted(unknown))} (known: P1, P2, P3, P4, P5, P6)")
+        problems.append(f"--only: unknown part(s) {', '.join(sorted(unknown))} (known: P1, P2, P3, P4, P5, P6, P7)")
     if not stream_chars or any(c <= 0 for c in stream_chars):
         problems.append(f"--stream-chars: {chars_text!r} is not a list of positive sizes like 20000,160000")
     if args.oracle and not (os.path.isfile(args.oracle) and os.access(args.oracle, os.X_OK)):
@@ -782,6 +782,10 @@ def main(argv: list[str] | None = None) -> int:
             bench_p5(b)
         if "P6" in parts:
             bench_p6(b)
+        if "P7" in parts:  # opt-in (issue 12): lint of the corpus
+            from .lint import bench_lint
+
+            bench_lint(b, ROOT, Row, progress)
     finally:
         if b.oracle is not None:
             b.oracle.close()

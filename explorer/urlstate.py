@@ -64,7 +64,7 @@ def source_param(tpl: Any) -> str:
     if tpl.origin == "hub" and tpl.path:
         return f"hub:{tpl.path}" + (f"@{tpl.revision}" if tpl.revision else "") + \
             (f"#{tpl.variant}" if tpl.variant and tpl.variant != "default" else "")
-    if tpl.origin == "file" and tpl.path:
+    if tpl.origin in ("file", "json", "gguf") and tpl.path and os.path.isfile(tpl.path):
         return f"file:{tpl.path}" + (f"#{tpl.variant}" if tpl.variant and tpl.variant != "default" else "")
     return f"text:{save_text(tpl.source)}"
 

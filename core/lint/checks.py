@@ -151,7 +151,8 @@ def check_render_matrix(ctx: LintContext) -> list[Finding]:
         out.append(Finding(
             f"render/{shape.id}", Kind.RENDER, _raise_severity(shape, ctx.caps),
             f"raises on {shape.title}", _RAISE_HINT[shape.needs],
-            {"error": visible(r.error, spaces=False), "messages": visible(json.dumps(shape.messages, ensure_ascii=False))},
+            {"error": visible(r.error, spaces=False),
+             "messages": visible(json.dumps(shape.messages, ensure_ascii=False))},
             {"shape": shape.id, "needs": shape.needs.value}))
     return out
 
@@ -368,6 +369,14 @@ def check_roundtrip(ctx: LintContext) -> list[Finding]:
             continue
         res = round_trip(ctx.template, msg, None if needs_tools else [], report=ctx.report, reduce=False,
                          fidelity=ctx.fidelity)
+        ids = [c.get("id") for c in msg.get("tool_calls") or [] if c.get("id")]
+        if ids and res.rendered_output and not any(i in res.rendered_output for i in ids):
+            out.append(Finding(
+                f"roundtrip/{mid}/drops-ids", Kind.ROUNDTRIP, Severity.INFO,
+                f"the template does not render the call ids of the {mid} message",
+                "render each call's id (tool results refer to it); without it the parser makes up new ids",
+                {"ids": ", ".join(ids), "rendered output": visible(res.rendered_output)},
+                {"message": mid, "status": res.status.value, "why": None}))
         if res.ok:
             continue
         status = res.status.value
@@ -456,7 +465,8 @@ def check_probes(ctx: LintContext) -> list[Finding]:
             f"probe/{pid}", Kind.PROBE, Severity.WARNING, f"analysis probe {pid} failed: {_one_line(failure)}",
             "improved fidelity recovers it (string-argument-probes)" if recovered else
             "the analysis part this probe serves is degraded",
-            {"error": visible(failure, spaces=False), "retry": "improved fidelity: " + ("recovers" if recovered else "no")},
+            {"error": visible(failure, spaces=False),
+             "retry": "improved fidelity: " + ("recovers" if recovered else "no")},
             {"probe": pid, "recovered": recovered}))
     return out
 

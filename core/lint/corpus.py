@@ -49,9 +49,11 @@ def template_files(directory: str | os.PathLike, pattern: str = "*.jinja") -> li
 
 
 def lint_corpus(paths: Iterable[str], *, workers: int = 2, fidelity: str = "llama.cpp",
-                suppressed: Iterable[str] = (), progress: ProgressFn | None = None) -> list[LintReport]:
-    """:func:`lint_file` for every path, on ``workers`` forked processes (0 or 1: in this process), in input
-    order. ``progress`` is called as templates finish."""
+                suppressed: Iterable[str] = (), progress: ProgressFn | None = None,
+                start_method: str = "fork") -> list[LintReport]:
+    """:func:`lint_file` for every path, on ``workers`` processes (0 or 1: in this process), in input order.
+    ``progress`` is called as templates finish. ``start_method``: ``"fork"`` (the CLI: workers inherit the
+    imports) or ``"spawn"`` (a multi-threaded host such as the Streamlit server, where forking is unsafe)."""
     paths = list(paths)
     sup = tuple(suppressed)
     out: list[LintReport | None] = [None] * len(paths)
@@ -65,7 +67,7 @@ def lint_corpus(paths: Iterable[str], *, workers: int = 2, fidelity: str = "llam
             if progress:
                 progress(done, len(paths), out[i].template)
         return [r for r in out if r is not None]
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+    ctx = mp.get_context(start_method if start_method in mp.get_all_start_methods() else None)
     with ctx.Pool(workers) as pool:
         for i, row in pool.imap_unordered(_task, tasks, chunksize=2):
             out[i] = LintReport.from_json(row)

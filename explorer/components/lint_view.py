@@ -10,6 +10,15 @@ import streamlit as st
 
 from .text import md
 
+
+def shown_text(value: Any) -> str:
+    """JSON text of ``value`` with invisible / bidi characters and control characters made visible (plain spaces
+    and line breaks kept, so it reads as JSON)."""
+    from core.lint.model import visible
+
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
+    return "\n".join(visible(line, None, spaces=False) for line in text.split("\n"))
+
 SEVERITY_ICON = {"error": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 
 
@@ -46,7 +55,7 @@ def corpus_lint(paths: list[str], fidelity: str, progress: Callable[[float, str]
     ``progress(fraction, text)`` is called as templates finish."""
     from core.lint.corpus import lint_corpus
 
-    reports = lint_corpus(paths, workers=2, fidelity=fidelity,
+    reports = lint_corpus(paths, workers=2, fidelity=fidelity, start_method="spawn",  # the server has threads
                           progress=lambda done, total, name: progress(done / total, f"Lint {done}/{total} · {name}"))
     out = {}
     for r in reports:
@@ -73,8 +82,8 @@ def show_comparison(c: Any) -> None:
         st.info("The two templates are identical.")
     st.subheader("Analysis fields that differ")
     if c.fields:
-        st.dataframe(pd.DataFrame([{"field": f.path, "A": json.dumps(f.a, ensure_ascii=False),
-                                    "B": json.dumps(f.b, ensure_ascii=False),
+        st.dataframe(pd.DataFrame([{"field": f.path, "A": shown_text(json.dumps(f.a, ensure_ascii=False)),
+                                    "B": shown_text(json.dumps(f.b, ensure_ascii=False)),
                                     "changes the parser": "yes" if f.parser else "no (order only)"}
                                    for f in c.fields]), hide_index=True, width="stretch", key="compare_fields")
     else:
@@ -85,7 +94,7 @@ def show_comparison(c: Any) -> None:
             for side, split, err in (("A", r.a, r.error_a), ("B", r.b, r.error_b)):
                 st.caption(side)
                 if split is None:
-                    st.code(err or "", language=None)
+                    st.code(shown_text(err or ""), language=None)
                 else:
                     show_diff(DiffSplit(**split))
     if not c.renders:
@@ -98,9 +107,9 @@ def show_comparison(c: Any) -> None:
         label = (f"output of {p.source.value.upper()} ({p.message} message, thinking "
                  f"{'on' if p.enable_thinking else 'off'}) · " + ("same" if p.same else "DIFFERENT"))
         with st.expander(label, expanded=not p.same):
-            st.code(p.output, language=None, wrap_lines=True)
+            st.code(shown_text(p.output), language=None, wrap_lines=True)
             a, b = st.columns(2)
             a.caption("parsed by A")
-            a.json(p.parsed_a)
+            a.code(shown_text(p.parsed_a), language="json", wrap_lines=True)
             b.caption("parsed by B")
-            b.json(p.parsed_b)
+            b.code(shown_text(p.parsed_b), language="json", wrap_lines=True)

@@ -9,6 +9,7 @@ import difflib
 import streamlit as st
 
 from explorer import state, urlstate
+from explorer.components.lint_view import shown_text as shown
 from explorer.components.marker_table import markers_frame
 from explorer.components.text import md
 
@@ -78,7 +79,7 @@ loc = st.session_state.get("edit_error")
 if loc is not None:
     st.error(md(loc.headline()))
     if loc.excerpt:
-        st.code(loc.excerpt, language=None)
+        st.code(shown(loc.excerpt), language=None)
     st.warning("The analysis below (and on every page) is still that of the last good source.")
 
 rep = state.attempt(state.report, tpl)
@@ -101,6 +102,6 @@ if rep is not None:
 with st.expander("Diff against the loaded source", expanded=text != base.source):
     diff = "".join(difflib.unified_diff(base.source.splitlines(True), text.splitlines(True),
                                         fromfile=f"loaded/{base.name}", tofile=f"edited/{base.name}"))
-    st.code(diff or "(no changes)", language="diff")
+    st.code(shown(diff) or "(no changes)", language="diff")
 with st.expander("Source with line numbers"):
-    st.code(text, language=None, line_numbers=True)
+    st.code(shown(text), language=None, line_numbers=True)

@@ -11,11 +11,11 @@ from explorer.components.text import md
 
 
 @st.cache_resource(max_entries=32, show_spinner="Linting the template…")
-def _lint(source: str, name: str, fidelity: str, suppressed: tuple[str, ...]):
+def _lint(source: str, name: str, fidelity: str, suppressed: tuple[str, ...], overrides_key: str, _report):
     from core.lint import lint
     from core.templating import ChatTemplate
 
-    return lint(ChatTemplate(source, name), fidelity=fidelity, suppressed=suppressed)
+    return lint(ChatTemplate(source, name), fidelity=fidelity, suppressed=suppressed, report=_report)
 
 
 st.title("Lint")
@@ -24,7 +24,10 @@ st.caption(md(f"{tpl.name} · {tpl.origin} · fidelity {state.fidelity()}"))
 st.text_input("Suppress ids (space-separated shell patterns, e.g. render/typed-* prefix/history)",
               key="in_lint_suppress")
 patterns = tuple(st.session_state.get("in_lint_suppress", "").split())
-report = state.attempt(_lint, tpl.source, tpl.name, state.fidelity(), patterns)
+analysis = state.attempt(state.report, tpl)  # with the session's overrides and workaround switches
+overrides_key = json.dumps([state.overrides_for(tpl), sorted(state.disabled_for(tpl))], sort_keys=True)
+report = state.attempt(_lint, tpl.source, tpl.name, state.fidelity(), patterns, overrides_key, analysis) \
+    if analysis is not None else None
 if report is not None:
     if report.suppressed:
         st.caption(md(f"{len(report.suppressed)} suppressed: " + ", ".join(report.suppressed)))
