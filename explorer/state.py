@@ -228,8 +228,10 @@ def fidelity() -> str:
 
 @st.cache_resource(max_entries=48, show_spinner="Analysing the template…")
 def _base_report(source: str, name: str, fidelity: str = FIDELITIES[0]) -> Any:
-    analyze, _ = _analysis_api()
-    return analyze(ChatTemplate(source, name), fidelity=fidelity)
+    _analysis_api()
+    from core.analysis.isolated import analyze_isolated  # a worker process: a runaway cannot hold the server
+
+    return analyze_isolated(source, name, fidelity=fidelity)
 
 
 @st.cache_resource(max_entries=96, show_spinner=False)
