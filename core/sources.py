@@ -258,7 +258,8 @@ def _gguf_variants(source: str, path: str, max_bytes: int | None) -> dict[str, s
     try:
         found = read_chat_templates(path, max_template_bytes=max_bytes if max_bytes is not None else 1 << 40)
     except GGUFError as e:
-        raise TemplateLoadError(source, str(e)) from None
+        msg = str(e)
+        raise TemplateLoadError(source, msg if "GGUF" in msg else f"cannot read the GGUF metadata: {msg}") from None
     except OSError as e:
         raise TemplateLoadError(source, f"cannot read the file: {e.strerror or e}") from None
     variants: dict[str, str] = {}
@@ -504,7 +505,9 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
     """Fetch a repo's chat template: the first of ``chat_template.jinja`` (plus
     ``additional_chat_templates/*.jinja``), ``chat_template.json``, ``tokenizer_config.json`` that exists,
     via ``huggingface_hub.hf_hub_download`` (standard cache; ``HF_HUB_CACHE`` / ``HF_HOME`` respected;
-    with ``HF_HUB_OFFLINE=1`` only the cache is read). ``token``: None uses ``HF_TOKEN`` or the stored login.
+    with ``HF_HUB_OFFLINE=1`` only the cache is read). ``token``: None uses ``HF_TOKEN`` or the stored login —
+unless ``CTE_HUB_ANONYMOUS=1`` is set, which makes None mean ``False``; ``False`` sends no token at all (a
+public demo must not send the operator's token for any repo a visitor names); a string is that token.
 
     Raises :class:`HubOfflineError` (offline / unreachable and not cached), :class:`HubNotFoundError` (repo,
     revision, or no template file), :class:`HubGatedError` (401/403), :class:`HubTimeoutError`, plus the
@@ -513,6 +516,8 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
     from huggingface_hub import hf_hub_download
     from huggingface_hub import errors as hf_errors
 
+    if token is None and _env_true("CTE_HUB_ANONYMOUS"):
+        token = False
     offline = _hub_offline()
     cache = _hub_cache_dir()
     what = repo_id if not revision else f"{repo_id}@{revision}"
