@@ -4,7 +4,7 @@ cannot take the machine down:
 
     python -m tests.bomb_runner tests/data/bombs [MEMORY_MB]
 
-Each bomb is analysed with ``analyze(..., strict=True)`` under short limits (0.5 s per render, 1 s for the
+Each bomb is analysed with ``analyze(..., strict=True)`` under short limits (0.3 s per render, 0.6 s for the
 analysis) and rendered once with the plain renderer (``ChatTemplate.render``), so every one must end in
 errors; the line records the seconds each took and the error messages. The summary gives the resident memory after a warm-up analysis, after all
 bombs (garbage collected), and the peak.
@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
     from core.analysis import analyze
     from core.templating import ChatTemplate, RenderLimits
 
-    limits = RenderLimits(timeout_s=0.5)
+    limits = RenderLimits(timeout_s=0.3)
     normal = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}" \
              "{% if add_generation_prompt %}<|assistant|>{% endif %}"
     analyze(ChatTemplate(normal, "warm-up"))
@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
         source = path.read_text(encoding="utf-8")
         t0 = time.perf_counter()
         try:
-            analyze(ChatTemplate(source, path.name, limits=limits), budget_s=1.0, strict=True)
+            analyze(ChatTemplate(source, path.name, limits=limits), budget_s=0.6, strict=True)
             error = None
         except MemoryError:
             error = "MemoryError"
