@@ -97,6 +97,7 @@ def check_source_size(name: str, source: str) -> None:
                                      "(limit: compile size; set CTE_MAX_SOURCE_CHARS)")
 
 _local = threading.local()
+_monotonic = time.monotonic
 
 
 class _Deadline:
@@ -247,9 +248,14 @@ class _CheckedLoop:
         self._it = it
 
     def __iter__(self) -> Any:
-        env = _ENV
-        for x in self._it:
-            env._tick()
+        d = _ENV._deadline
+        if d is None:
+            yield from self._it
+            return
+        check = d.check
+        for i, x in enumerate(self._it):
+            if not i & 7:  # every 8th item: an empty iteration costs far less than reading the clock
+                check()
             yield x
 
     def __len__(self) -> int:
@@ -394,8 +400,9 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         return out
 
     def _tick(self) -> None:
-        d = self._deadline
-        if d is not None:
+        # the hottest function of a render (every attribute, item, call, operator, filter): no property hops
+        d = getattr(_local, "deadline", None)
+        if d is not None and _monotonic() > d.until:
             d.check()
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
