@@ -98,13 +98,18 @@ def analyze_isolated(source: str, name: str = "<template>", *, timeout_s: float 
     """:func:`core.analysis.analyze` of ``ChatTemplate(source, name)`` in a worker process limited to
     ``timeout_s`` seconds of wall time (default :data:`DEFAULT_TIMEOUT_S`) and ``memory_mb`` MB of address
     space (default :data:`DEFAULT_MEMORY_MB`). ``analyze_kwargs`` go to ``analyze`` (``fidelity``,
-    ``budget_s``, …; plain data only). Returns the :class:`~core.analysis.AnalysisReport`.
+    ``budget_s`` — default: this process's :func:`~core.analysis.analyzer.default_budget_s` —, …; plain data
+    only). Returns the :class:`~core.analysis.AnalysisReport`.
 
     Raises what ``analyze`` raises (rebuilt in this process: the same error class and message), or
     :class:`~core.errors.AnalysisError` naming the limit when the worker was killed at ``timeout_s``, ran out
     of memory, or died."""
+    from .analyzer import default_budget_s
+
     timeout = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
     memory = DEFAULT_MEMORY_MB if memory_mb is None else memory_mb
+    # the caller's budget setting, not the one the long-lived forkserver saw when it started
+    analyze_kwargs.setdefault("budget_s", default_budget_s())
     ctx = _context()
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_worker, args=(send, source, name, analyze_kwargs, memory), daemon=True)
