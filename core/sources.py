@@ -15,8 +15,8 @@ Formats (as transformers and llama.cpp store templates):
   ``{"name": …, "template": …}`` (transformers' named templates, e.g. ``default`` and ``tool_use``);
   a mapping ``{name: template}`` is accepted too;
 * ``.gguf``: the string ``tokenizer.chat_template`` plus ``tokenizer.chat_template.<name>`` for named ones
-  (gguf-py's ``add_chat_template``), read with the ``gguf`` package (memory-mapped, so model files of any
-  size work);
+  (gguf-py's ``add_chat_template``), read by :mod:`core.gguf_meta` (only those keys, memory-mapped, every
+  header claim checked against the file: bounded time and memory for model files of any size);
 * Hub repo: ``chat_template.jinja`` (plus ``additional_chat_templates/<name>.jinja``), else
   ``chat_template.json``, else ``tokenizer_config.json`` — fetched with ``hf_hub_download`` so the standard
   HF cache is used. The token comes from ``token=`` or, as huggingface_hub does, ``HF_TOKEN`` / the stored
