@@ -15,8 +15,8 @@ Formats (as transformers and llama.cpp store templates):
   ``{"name": …, "template": …}`` (transformers' named templates, e.g. ``default`` and ``tool_use``);
   a mapping ``{name: template}`` is accepted too;
 * ``.gguf``: the string ``tokenizer.chat_template`` plus ``tokenizer.chat_template.<name>`` for named ones
-  (gguf-py's ``add_chat_template``), read with the ``gguf`` package (memory-mapped, so model files of any
-  size work);
+  (gguf-py's ``add_chat_template``), read by :mod:`core.gguf_meta` (only those keys, memory-mapped, every
+  header claim checked against the file: bounded time and memory for model files of any size);
 * Hub repo: ``chat_template.jinja`` (plus ``additional_chat_templates/<name>.jinja``), else
   ``chat_template.json``, else ``tokenizer_config.json`` — fetched with ``hf_hub_download`` so the standard
   HF cache is used. The token comes from ``token=`` or, as huggingface_hub does, ``HF_TOKEN`` / the stored
@@ -259,7 +259,8 @@ def _gguf_variants(source: str, path: str, max_bytes: int | None) -> dict[str, s
     try:
         found = read_chat_templates(path, max_template_bytes=max_bytes if max_bytes is not None else 1 << 40)
     except GGUFError as e:
-        raise TemplateLoadError(source, str(e)) from None
+        msg = str(e)
+        raise TemplateLoadError(source, msg if "GGUF" in msg else f"cannot read the GGUF metadata: {msg}") from None
     except OSError as e:
         raise TemplateLoadError(source, f"cannot read the file: {e.strerror or e}") from None
     variants: dict[str, str] = {}
@@ -556,8 +557,9 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
     """Fetch a repo's chat template: the first of ``chat_template.jinja`` (plus
     ``additional_chat_templates/*.jinja``), ``chat_template.json``, ``tokenizer_config.json`` that exists,
     via ``huggingface_hub.hf_hub_download`` (standard cache; ``HF_HUB_CACHE`` / ``HF_HOME`` respected;
-    with ``HF_HUB_OFFLINE=1`` only the cache is read). ``token``: None uses ``HF_TOKEN`` or the stored login,
-    ``False`` sends no token (the public demo: the repo id comes from a visitor, the token is the operator's).
+    with ``HF_HUB_OFFLINE=1`` only the cache is read). ``token``: None uses ``HF_TOKEN`` or the stored login —
+    unless ``CTE_HUB_ANONYMOUS=1`` is set, which makes None mean ``False``; ``False`` sends no token at all (a
+    public demo must not send the operator's token for any repo a visitor names); a string is that token.
     When the Hub (or the HTTPS proxy) does not accept a connection within ``connect_timeout`` seconds, only the
     cache is read, so an offline machine answers in about that time rather than after minutes of retries.
 
@@ -568,6 +570,8 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
     from huggingface_hub import hf_hub_download
     from huggingface_hub import errors as hf_errors
 
+    if token is None and _env_true("CTE_HUB_ANONYMOUS"):
+        token = False
     offline = _hub_offline()
     cache = _hub_cache_dir()
     what = repo_id if not revision else f"{repo_id}@{revision}"

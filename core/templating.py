@@ -98,6 +98,7 @@ def check_source_size(name: str, source: str) -> None:
                                      "(limit: compile size; set CTE_MAX_SOURCE_CHARS)")
 
 _local = threading.local()
+_monotonic = time.monotonic
 
 
 class _Deadline:
@@ -169,42 +170,72 @@ def _limit_error(what: str, limit: Any, name: str) -> RenderLimitError:
     return RenderLimitError("<render>", f"{what} above {limit} (limit: {name})")
 
 
+_END = object()
+
+
+def _leaf_size(v: Any) -> int | None:
+    """Printed size of a scalar (None for a container)."""
+    if isinstance(v, str):
+        return len(v) + 2
+    if isinstance(v, bool) or v is None:
+        return 4
+    if isinstance(v, int):
+        return v.bit_length() * 3 // 10 + 1
+    if isinstance(v, (dict, list, tuple)):
+        return None
+    return 1
+
+
+def _children(v: Any) -> Iterator[Any]:
+    if isinstance(v, dict):
+        return (x for kv in dict.items(v) for x in kv)
+    return iter(v) if type(v) is tuple else list.__iter__(v)
+
+
 def projected_text_size(value: Any, limit: int, indent: int = 0) -> int:
     """Lower bound of ``len(str(value))`` / ``len(json.dumps(value, indent=indent))`` computed without
     building it: strings count their length, numbers their digits, containers their items plus separators
-    (and ``indent`` spaces per nesting level and item). Stops as soon as the count passes ``limit`` (each
-    visited item adds at least one, so the walk is O(limit) even for a list that contains itself or a list
-    repeated a million times) and returns a value ``> limit`` then."""
-    total = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, str):
-            total += len(v) + 2
-        elif isinstance(v, bool) or v is None:
-            total += 4
-        elif isinstance(v, int):
-            total += v.bit_length() * 3 // 10 + 1
-        elif isinstance(v, dict):
-            total += 2
-            for k, item in dict.items(v):
-                total += 2 + (depth + 1) * indent
-                stack.append((k, depth + 1))
-                stack.append((item, depth + 1))
-                if total > limit or len(stack) > limit:
+    (and ``indent`` characters per nesting level and item). A container met again is counted from a memo
+    (``[big] * 1000`` costs one walk of ``big``); one that contains itself is treated as endless. Returns a
+    value ``> limit`` as soon as the count passes ``limit``, so the walk is O(limit) at worst."""
+    first = _leaf_size(value)
+    if first is not None:
+        return first if first <= limit else limit + 1
+    memo: dict[int, int] = {}
+    active = {id(value)}
+    frames: list[list[Any]] = [[value, 0, _children(value), 2]]
+    grand = 2
+    while frames:
+        f = frames[-1]
+        child = next(f[2], _END)
+        if child is _END:
+            frames.pop()
+            active.discard(id(f[0]))
+            memo[id(f[0])] = f[3]
+            if frames:
+                frames[-1][3] += f[3]
+            continue
+        step = 2 + (f[1] + 1) * indent
+        size = _leaf_size(child)
+        if size is None:
+            cid = id(child)
+            if cid in active:
+                return limit + 1  # a container holding itself prints without end
+            if cid in memo:
+                size = memo[cid]
+            else:
+                active.add(cid)
+                f[3] += step
+                grand += step + 2
+                frames.append([child, f[1] + 1, _children(child), 2])
+                if grand > limit:
                     return limit + 1
-        elif isinstance(v, (list, tuple)):
-            total += 2
-            for item in (v if type(v) is tuple else list.__iter__(v)):
-                total += 2 + (depth + 1) * indent
-                stack.append((item, depth + 1))
-                if total > limit or len(stack) > limit:
-                    return limit + 1
-        else:
-            total += 1
-        if total > limit:
+                continue
+        f[3] += step + size
+        grand += step + size
+        if grand > limit:
             return limit + 1
-    return total
+    return grand
 
 
 class _CheckedLoop:
@@ -218,9 +249,14 @@ class _CheckedLoop:
         self._it = it
 
     def __iter__(self) -> Any:
-        env = _ENV
-        for x in self._it:
-            env._tick()
+        d = _ENV._deadline
+        if d is None:
+            yield from self._it
+            return
+        check = d.check
+        for i, x in enumerate(self._it):
+            if not i & 7:  # every 8th item: an empty iteration costs far less than reading the clock
+                check()
             yield x
 
     def __len__(self) -> int:
@@ -404,8 +440,9 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         return out
 
     def _tick(self) -> None:
-        d = self._deadline
-        if d is not None:
+        # the hottest function of a render (every attribute, item, call, operator, filter): no property hops
+        d = getattr(_local, "deadline", None)
+        if d is not None and _monotonic() > d.until:
             d.check()
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
@@ -916,7 +953,8 @@ class ChatTemplate:
             for chunk in compiled.generate(ctx):
                 size += len(chunk)
                 if size > self.limits.max_output_chars:
-                    raise RenderLimitError(self.name, f"output longer than {self.limits.max_output_chars} characters")
+                    raise RenderLimitError(self.name, f"output longer than {self.limits.max_output_chars} characters "
+                                                      "(limit: output size)")
                 out.append(chunk)
                 deadline.check()
             return "".join(out)
@@ -927,9 +965,9 @@ class ChatTemplate:
         except jinja2.exceptions.SecurityError as e:
             raise TemplateSecurityError(self.name, f"sandbox refused: {e}") from None
         except RecursionError:
-            raise RenderLimitError(self.name, "recursion too deep") from None
+            raise RenderLimitError(self.name, "recursion too deep (limit: recursion depth)") from None
         except MemoryError:
-            raise RenderLimitError(self.name, "out of memory") from None
+            raise RenderLimitError(self.name, "out of memory (limit: memory)") from None
         except TemplateRenderError:
             raise
         except TypeError as e:

@@ -264,12 +264,13 @@ def unwrap(value: Any) -> Any:
 
 @st.cache_resource(max_entries=48, show_spinner="Analysing the template…")
 def _base_report(source: str, name: str, fidelity: str = FIDELITIES[0]) -> Any:
+    from core.analysis.isolated import analyze_isolated  # a worker process: a runaway cannot hold the server
     from core.serving import WorkKind, policy_or_closed, work_slot
 
-    analyze, _ = _analysis_api()
+    _analysis_api()
     with work_slot(WorkKind.ANALYSIS, policy_or_closed()[0].limits):  # demo mode: bounded analyses per server
         try:
-            return analyze(ChatTemplate(source, name), fidelity=fidelity)
+            return analyze_isolated(source, name, fidelity=fidelity)
         except ChatTemplateExplorerError as e:  # cached: a busy server (BusyError, above) is not
             return Failed(e)
 

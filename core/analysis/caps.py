@@ -502,7 +502,8 @@ def _tracking_env() -> jinja2.Environment:
             owner = getattr(__obj, "__self__", None)
             if (isinstance(owner, list) and getattr(__obj, "__name__", "") == "append"
                     and len(owner) >= _MAX_LIST_ITEMS):
-                raise RenderLimitError("<render>", f"list grown beyond {_MAX_LIST_ITEMS} items by append()")
+                raise RenderLimitError("<render>", f"list grown beyond {_MAX_LIST_ITEMS} items by append() "
+                                                      "(limit: list size)")
             if isinstance(__obj, jinja2.runtime.Macro):
                 args, kwargs = _llama_macro_binding(__self, __obj, args, kwargs)
             elif _is_tracked(owner):

@@ -1,0 +1,320 @@
+"""Resource limits that hold (issue 16): the resource-bomb corpus under a hard memory cap, the checks made
+before arithmetic and allocation, the analysis budget, compile limits, the render memo holding plain data,
+the bounded GGUF reader (real files written with gguf.GGUFWriter and hostile ones crafted byte by byte),
+the isolated analysis, and the smaller items (lone surrogates, huge schemas, conform paths, Hub token)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import struct
+import subprocess
+import sys
+
+import gguf
+import pytest
+
+from core import templating
+from core.analysis import analyze
+from core.analysis import session as session_mod
+from core.analysis.caps import UsageRecorder
+from core.chat.cli_commands import TemplateDir
+from core.chat.request import ChatRequest
+from core.errors import AnalysisError, RenderLimitError, RequestError, TemplateLoadError
+from core.sources import load_file, load_hub, load_string, parse_template_json
+from core.templating import ChatTemplate, RenderLimits, projected_text_size
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BOMBS = ROOT / "tests" / "data" / "bombs"
+MEMORY_MB = 500
+
+
+# ------------------------------------------------------------------------------------------------ bomb corpus
+
+
+def _expected(path: pathlib.Path) -> list[str]:
+    head = path.read_text(encoding="utf-8").splitlines()[0]
+    assert head.startswith("{#- attacks: ") and " expect: " in head, path.name
+    return head.split(" expect: ")[1].split(" -#}")[0].split("|")
+
+
+@pytest.fixture(scope="module")
+def bomb_results() -> tuple[list[dict], dict]:
+    """The corpus run once in a subprocess with RLIMIT_AS at 500 MB (tests/bomb_runner.py)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "tests.bomb_runner", str(BOMBS), str(MEMORY_MB)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return [r for r in rows if "bomb" in r], next(r for r in rows if r.get("summary"))
+
+
+def test_bomb_corpus_size():
+    bombs = sorted(BOMBS.glob("*.jinja"))
+    assert len(bombs) >= 40
+    for b in bombs:  # each a small file saying what it attacks and which limit must stop it
+        assert b.stat().st_size < 400 and _expected(b)
+
+
+def test_every_bomb_ends_fast_with_a_one_line_error_naming_its_limit(bomb_results):
+    rows, _ = bomb_results
+    assert len(rows) == len(list(BOMBS.glob("*.jinja")))
+    for r in rows:
+        expected = _expected(BOMBS / r["bomb"])
+        assert r["seconds"] <= 5 and r["render_seconds"] <= 5, r
+        errors = [e for e in (r["error"], r["render_error"]) if e]
+        assert errors and all("\n" not in e and "MemoryError" not in e for e in errors), r
+        assert any(f"limit: {name}" in e for e in errors for name in expected), (r, expected)
+
+
+def test_bombs_stay_under_the_memory_cap_and_memory_is_given_back(bomb_results):
+    _, summary = bomb_results
+    assert summary["rss_peak_mb"] <= MEMORY_MB
+    # before: ~670 MB retained per analysis of one 90-byte template; now only bounded caches of plain data
+    assert summary["rss_end_mb"] - summary["rss_start_mb"] <= 64, summary
+
+
+# ------------------------------------------------------------------------------------------------ sandbox
+
+
+@pytest.mark.parametrize("source, limit", [
+    ("{{ ((10**1000)**1000)**100 > 0 }}", "integer size"),
+    ("{{ (10**999) * (10**999) * (10**999) * (10**999) * (10**999) > 0 }}", "integer size"),
+    ("{{ '{:>999999999}'.format(1) }}", "output size"),
+    ("{{ '%(a)999999999s' % {'a': 1} }}", "output size"),
+    ("{{ 'ab'|replace('', 'x' * 600000) }}", "output size"),
+    ("{{ range(10)|slice(1000000000)|list }}", "range size"),
+])
+def test_checked_before_the_work(source, limit):
+    with pytest.raises(RenderLimitError, match=f"limit: {limit}"):
+        ChatTemplate(source).render({})
+
+
+def test_normal_values_render_as_before():
+    src = ("{{ '{:>5}'.format(1) }}|{{ '%05.1f' % 2.5 }}|{{ [1, 2]|tojson(indent=2) }}|{{ 'a\nb'|indent(2) }}|"
+           "{{ (2 ** 10) * 3 }}|{% for x in range(5)[1:3] %}{{ loop.index }}/{{ loop.length }}{% endfor %}|"
+           "{{ ['a', 'b']|join(', ') }}|{{ 'x,y'.replace(',', ';') }}|{{ [1, [2]] }}")
+    assert ChatTemplate(src).render({}) == "    1|002.5|[\n  1,\n  2\n]|a\n  b|3072|1/22/2|a, b|x;y|[1, [2]]"
+
+
+def test_projected_size_is_bounded_on_repeats_and_cycles():
+    big = list(range(50_000))
+    assert projected_text_size([big] * 1000, 1_000_000) == 1_000_001
+    a: list = []
+    a.append(a)
+    assert projected_text_size(a, 100) == 101
+    assert projected_text_size({"k": ["ab", 12]}, 100) >= len(json.dumps({"k": ["ab", 12]}))
+
+
+def test_caps_deep_walk_visits_each_container_once():
+    a: list = [1]
+    a.append(a)
+    a.append(a)
+    nested = a
+    for _ in range(40):  # each level holds the previous one twice: 2**40 paths
+        nested = [nested, nested]
+    rec = UsageRecorder()
+    wrapped = rec.wrap({"x": "y"})
+    nested.append(wrapped)
+    rec.mark(nested, deep=True)
+    assert rec.used(wrapped)
+
+
+# ------------------------------------------------------------------------------------------------ analysis
+
+
+LOOP_BOMB = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"
+
+
+def test_analysis_budget_stops_the_whole_analysis():
+    with pytest.raises(AnalysisError, match="limit: analysis budget"):
+        analyze(ChatTemplate(LOOP_BOMB, "loops.jinja", limits=RenderLimits(timeout_s=0.2)), budget_s=0.5)
+
+
+def test_analysis_budget_setting(monkeypatch):
+    monkeypatch.setenv("CTE_ANALYSIS_BUDGET_S", "soon")
+    with pytest.raises(AnalysisError, match="CTE_ANALYSIS_BUDGET_S='soon' is not a number"):
+        analyze(ChatTemplate("{{ messages[0].content }}"))
+    monkeypatch.setenv("CTE_ANALYSIS_BUDGET_S", "0")  # no budget
+    report = analyze(ChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}"))
+    assert report.analysis.content.mode.value == "PLAIN"
+
+
+def test_render_memo_holds_plain_data_only():
+    session_mod.clear_render_cache()
+    analyze(ChatTemplate("{{ raise_exception('no ' ~ messages|length) }}", "raises.jinja"))
+    failures = [v for v in session_mod._GLOBAL_CACHE.values() if not isinstance(v, str)]
+    assert failures
+    for f in failures:
+        assert all(isinstance(getattr(f, a), (str, type)) for a in f.__slots__)
+        err = f.error
+        assert "raise_exception: no" in str(err) and err.__context__ is None and err.__traceback__ is None
+
+
+def test_compile_size_limit():
+    with pytest.raises(RenderLimitError, match="limit: compile size"):
+        ChatTemplate("{{ 1 }}" * (templating.MAX_SOURCE_CHARS // 7 + 1))
+
+
+def test_compile_time_limit(monkeypatch):
+    monkeypatch.setattr(templating, "COMPILE_TIMEOUT_S", 0.0)
+    with pytest.raises(RenderLimitError, match="limit: compile time"):
+        ChatTemplate("{{ a }}" * 2000 + "{# compile-time test #}")
+
+
+def test_disk_cache_is_pruned_oldest_first(tmp_path):
+    for i in range(5):
+        f = tmp_path / f"{i}.bin"
+        f.write_bytes(b"x" * 1000)
+        os.utime(f, (1_000_000 + i, 1_000_000 + i))
+    (tmp_path / "old.123.tmp").write_bytes(b"x")
+    os.utime(tmp_path / "old.123.tmp", (1_000_000, 1_000_000))
+    assert templating.prune_disk_cache(tmp_path, 2500) == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["3.bin", "4.bin"]
+
+
+def test_isolated_analysis_is_killed_at_its_limit_with_a_clear_error():
+    from core.analysis.isolated import analyze_isolated
+
+    import threading
+
+    source = (ROOT.parent / "shared" / "templates" / "Qwen-QwQ-32B.jinja").read_text(encoding="utf-8")
+    analyze_isolated("{{ messages }}", "warm-up.jinja")  # start the forkserver
+    outcome: list[BaseException] = []
+
+    def visitor() -> None:  # one session's runaway template, without any in-process budget
+        try:
+            analyze_isolated(LOOP_BOMB, "loops.jinja", timeout_s=6, budget_s=0)
+        except BaseException as e:  # noqa: BLE001
+            outcome.append(e)
+
+    runaway = threading.Thread(target=visitor)
+    runaway.start()
+    # another session meanwhile: its analysis completes while the runaway is still running
+    report = analyze_isolated(source, "Qwen-QwQ-32B.jinja")
+    still_running = runaway.is_alive()
+    runaway.join(30)
+    assert still_running and not runaway.is_alive()
+    assert report.analysis.to_json() == analyze(ChatTemplate(source, "Qwen-QwQ-32B.jinja")).analysis.to_json()
+    assert isinstance(outcome[0], AnalysisError)
+    assert "stopped after 6 s (limit: isolated analysis time" in str(outcome[0])
+    with pytest.raises(Exception, match="Jinja syntax error"):
+        analyze_isolated("{% if %}", "bad.jinja")
+
+
+# ------------------------------------------------------------------------------------------------ GGUF
+
+
+def _gguf_str(s: bytes) -> bytes:
+    return struct.pack("<Q", len(s)) + s
+
+
+def _gguf(kvs: list[bytes], kv_count: int | None = None) -> bytes:
+    """A GGUF v3 header (no tensors) with the given encoded key/value pairs."""
+    return b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs) if kv_count is None else kv_count) + b"".join(kvs)
+
+
+def _kv_str(key: str, value: bytes) -> bytes:
+    return _gguf_str(key.encode()) + struct.pack("<I", 8) + _gguf_str(value)
+
+
+TEMPLATE = b"{% for m in messages %}{{ m.content }}{% endfor %}"
+
+
+def test_gguf_real_file_with_a_large_vocabulary(tmp_path):
+    path = tmp_path / "model.gguf"
+    w = gguf.GGUFWriter(str(path), arch="llama")
+    w.add_token_list([f"tok{i}" for i in range(100_000)])
+    w.add_token_scores([0.0] * 100_000)
+    w.add_chat_template([{"name": "default", "template": TEMPLATE.decode()},
+                         {"name": "tool_use", "template": "{{ tools }}"}])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    t = load_file(path)
+    assert (t.source, list(t.variants)) == (TEMPLATE.decode(), ["default", "tool_use"])
+
+
+@pytest.mark.parametrize("data, message", [
+    (_gguf([_kv_str("a", b"x")], kv_count=2**60), "claims 1152921504606846976 metadata pairs"),
+    (_gguf([_gguf_str(b"tokens") + struct.pack("<IIQ", 9, 8, 2**40)]), "claims 1099511627776 elements"),
+    (_gguf([_gguf_str(b"scores") + struct.pack("<IIQ", 9, 6, 2**62)]), "claims 4611686018427387904 elements"),
+    (_gguf([_gguf_str(b"name") + struct.pack("<IQ", 8, 2**50)]), "claims a string of 1125899906842624 bytes"),
+    (_gguf([struct.pack("<Q", 2**40)]), "the header claims 1 metadata pairs, more than the file can hold"),
+    (_gguf([struct.pack("<Q", 2**40)]) + b"\0" * 16, "claims a string of 1099511627776 bytes"),
+    (_gguf([_gguf_str(b"tokenizer.chat_template") + struct.pack("<II", 4, 7)]),
+     "'tokenizer.chat_template' is a uint32, not a string"),
+    (_gguf([_gguf_str(b"tokenizer.chat_template") + struct.pack("<IIQ", 9, 8, 1) + _gguf_str(b"{{ x }}")]),
+     "'tokenizer.chat_template' is an array of string, not a string"),
+    (_gguf([_gguf_str(b"deep") + struct.pack("<I", 9) + struct.pack("<IQ", 9, 1) * 6]),
+     "nests arrays more than 4 deep"),
+    (_gguf([_kv_str("x", b"y")])[:-1], "left in the file"),
+    (b"GGUF" + struct.pack("<IQQ", 1, 0, 0), "version 1 is not supported"),
+])
+def test_hostile_gguf_headers_fail_fast_with_a_clear_error(tmp_path, data, message):
+    path = tmp_path / "hostile.gguf"
+    path.write_bytes(data)
+    with pytest.raises(TemplateLoadError) as e:
+        load_file(path)
+    assert message in str(e.value) and "hostile.gguf" in str(e.value)
+
+
+def test_gguf_reads_only_template_keys(tmp_path):
+    path = tmp_path / "m.gguf"
+    path.write_bytes(_gguf([_kv_str("general.name", b"m"), _kv_str("tokenizer.chat_template", TEMPLATE),
+                            _kv_str("tokenizer.chat_template.rag", b"{{ documents }}")]))
+    t = load_file(path)
+    assert list(t.variants) == ["default", "rag"] and t.source == TEMPLATE.decode()
+
+
+# ------------------------------------------------------------------------------------------------ point 9
+
+
+def test_lone_surrogate_is_a_clear_load_error():
+    with pytest.raises(TemplateLoadError, match=r"lone surrogate U\+D800 at character 2"):
+        parse_template_json("cfg.json", {"chat_template": "ab\ud800"})
+    with pytest.raises(TemplateLoadError, match="lone surrogate"):
+        load_string("{{ x }}\udfff")
+
+
+def test_schema_with_thousands_of_properties_is_a_request_error():
+    props = {f"p{i}": {"type": "string"} for i in range(3000)}
+    with pytest.raises(RequestError, match=r"'json_schema'.*3000 properties.*limit: schema properties"):
+        ChatRequest.from_dict({"messages": [{"role": "user", "content": "hi"}],
+                               "json_schema": {"type": "object", "properties": props}})
+
+
+def test_conform_refuses_templates_outside_the_directory(tmp_path):
+    inner = tmp_path / "templates"
+    inner.mkdir()
+    (inner / "ok.jinja").write_text("{{ messages }}")
+    (tmp_path / "secret.jinja").write_text("{{ secret }}")
+    d = TemplateDir(str(inner))
+    assert d.get("ok.jinja").source == "{{ messages }}"
+    for name in ("../secret.jinja", str(tmp_path / "secret.jinja"), "sub/../../secret.jinja"):
+        with pytest.raises(TemplateLoadError, match="outside --templates"):
+            d.get(name)
+
+
+def test_hub_can_load_without_the_operators_token(monkeypatch):
+    import huggingface_hub
+
+    seen = []
+
+    def fake_download(repo_id, filename, **kw):
+        seen.append(kw.get("token"))
+        raise huggingface_hub.errors.EntryNotFoundError("no such file")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    monkeypatch.setenv("HF_TOKEN", "hf_operator_secret")
+    monkeypatch.setenv("CTE_HUB_ANONYMOUS", "1")
+    with pytest.raises(TemplateLoadError):
+        load_hub("someone/model")
+    assert seen and all(t is False for t in seen)
+    seen.clear()
+    monkeypatch.delenv("CTE_HUB_ANONYMOUS")
+    with pytest.raises(TemplateLoadError):
+        load_hub("someone/model", token=False)
+    assert seen and all(t is False for t in seen)
