@@ -19,7 +19,7 @@ from core.analysis.caps import (
     render_tracked,
 )
 from core.analysis.result import Caps
-from core.templating import ChatTemplate
+from core.templating import ChatTemplate, RenderLimits
 
 from .conftest import TEMPLATES, template_source
 
@@ -203,8 +203,10 @@ def test_probe_renders_keep_the_sandbox_and_bound_append(tmp_path):
         r, _ = _usage(payload, [{"content": "x"}])
         assert not r.success, payload
     assert not canary.exists()
-    r, _ = _usage("{% set l = [1] %}{% for x in l %}{% set _ = l.append(1) %}{% endfor %}", [])
-    assert not r.success and "append" in r.error
+    # a generous render time limit, so the append bound (not the clock of a loaded machine) is what stops it
+    r = render_tracked(ChatTemplate("{% set l = [1] %}{% for x in l %}{% set _ = l.append(1) %}{% endfor %}",
+                                    limits=RenderLimits(timeout_s=120)), {"messages": []})
+    assert not r.success and "append" in r.error and "limit: list size" in r.error
 
 
 def test_two_argument_selectattr_and_filter_mapping_fail_as_in_llama_cpp():
