@@ -496,9 +496,25 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
             if route.kind == "specialized":
                 res.notes.append(f"special handler {route.handler}: exported from the analysis; verification "
                                  "compares with the handler's parses")
+        if flavour == Flavour.VLLM and res.response_template is not None:
+            vllm_limits(res.response_template)
     except NotExpressible as e:
         res.reasons.append(str(e))
+        res.response_template = None
     return res
+
+
+def vllm_limits(rt: dict[str, Any]) -> None:
+    """Raise :class:`NotExpressible` when ``rt`` breaks what vLLM's response_template parser accepts
+    (``validate_response_template_for_serving``): fields only ``thinking``/``content``/``tool_calls``, defaults
+    only ``role``, and ``thinking``/``content`` plain ``text`` without ``transform`` or ``join``."""
+    extra = (set(rt["fields"]) - {"thinking", "content", "tool_calls"}) | (set(rt.get("defaults", {})) - {"role"})
+    if extra:
+        raise NotExpressible(f"vLLM accepts only the fields thinking, content, tool_calls (found {sorted(extra)})")
+    for name in ("thinking", "content"):
+        f = rt["fields"].get(name)
+        if f is not None and (f.get("content", "text") != "text" or "transform" in f or "join" in f):
+            raise NotExpressible(f"vLLM streams {name} only as plain text (no transform or join)")
 
 
 def _generation_prompt(bundle: Any) -> str:
