@@ -122,3 +122,13 @@ def test_cli_refuses_unexportable_with_one_line():
                        capture_output=True, text=True, timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
     assert p.returncode == 1 and p.stdout == ""
     assert p.stderr.strip().splitlines()[-1].startswith("error: openai-gpt-oss-120b.jinja: cannot be exported")
+
+
+def test_cli_bad_tokenizer_config_is_one_line(tmp_path):
+    bad = tmp_path / "tokenizer_config.json"
+    bad.write_text("[1]", encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "core", "export", str(TEMPLATES / "Qwen3-Coder.jinja"), "--format",
+                        "tokenizer-config", "--tokenizer-config", str(bad)], capture_output=True, text=True,
+                       timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip().splitlines()[-1] == f"error: {bad}: tokenizer_config: expected a JSON object, got list"

@@ -62,9 +62,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.format == "tokenizer-config":
         base = None
         if args.tokenizer_config:
-            with open(args.tokenizer_config, encoding="utf-8") as f:
-                base = json.load(f)
-        print(json.dumps(merge_tokenizer_config(base, res.response_template), ensure_ascii=False, indent=2))
+            try:
+                with open(args.tokenizer_config, encoding="utf-8") as f:
+                    base = json.load(f)
+                merged = merge_tokenizer_config(base, res.response_template)
+            except (OSError, UnicodeDecodeError, ValueError) as e:
+                msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
+                raise ChatTemplateExplorerError(f"{args.tokenizer_config}: {msg}") from None
+        else:
+            merged = merge_tokenizer_config(None, res.response_template)
+        print(json.dumps(merged, ensure_ascii=False, indent=2))
     else:
         print(json.dumps(res.response_template, ensure_ascii=False, indent=2))
     return 0
