@@ -94,6 +94,8 @@ def _without_stop_token(text: str, analysis: Any, expect: dict[str, Any]) -> str
     if not segs or segs[-1].kind != SegmentKind.MARKER:
         return text
     last = segs[-1].value
+    if not (last.startswith("<|") and last.endswith("|>")):  # special tokens only: "[…]" may be a JSON array
+        return text
     t = analysis.tools
     known = [t.format.section_start, t.format.section_end, t.format.per_call_start, t.format.per_call_end,
              *(v for v in vars(t.function).values() if isinstance(v, str)),
