@@ -326,6 +326,11 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
     of the request the model is served with. Raises :class:`NotExpressible` (message: the reason) when the
     format cannot carry the template."""
     notes = notes if notes is not None else []
+    from ..chat.roundtrip import USER_MESSAGE
+
+    if USER_MESSAGE in generation_prompt:
+        raise NotExpressible("the generation prompt found for this template holds the conversation itself (it "
+                             "writes the tools after the messages): there is no fixed text to anchor on")
     fields: dict[str, Any] = {}
     reasoning = _reasoning_field(analysis)
     if reasoning is not None:
