@@ -46,7 +46,7 @@ def test_export_agrees_with_transformers(name):
 
 def test_qwen3_maps_markers_and_anchor():
     rt = export_response_template(load("Qwen-Qwen3-0.6B.jinja")).response_template
-    assert rt["start_anchor"] == "<|im_start|>assistant\n"
+    assert rt["start_anchor_pattern"] == r"<\|im_start\|>assistant(?:\s*</think>)?"
     assert rt["fields"]["reasoning_content"] == {"open": "<think>", "close": "</think>", "content": "text"}
     assert rt["fields"]["tool_calls"]["content"] == "json"
     assert rt["fields"]["tool_calls"]["transform"]["function"]["arguments"] == "{content.arguments}"
@@ -67,7 +67,7 @@ def test_kimi_call_id_is_captured():
 def test_unexpressible_template_gives_reason_not_template():
     res = export_response_template(load("openai-gpt-oss-120b.jinja"))
     assert res.response_template is None
-    assert res.reasons and "opening marker" in res.reasons[0]
+    assert res.reasons and "harmony" in res.reasons[0]
 
 
 @needs_transformers
@@ -122,3 +122,13 @@ def test_cli_refuses_unexportable_with_one_line():
                        capture_output=True, text=True, timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
     assert p.returncode == 1 and p.stdout == ""
     assert p.stderr.strip().splitlines()[-1].startswith("error: openai-gpt-oss-120b.jinja: cannot be exported")
+
+
+def test_cli_bad_tokenizer_config_is_one_line(tmp_path):
+    bad = tmp_path / "tokenizer_config.json"
+    bad.write_text("[1]", encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "core", "export", str(TEMPLATES / "Qwen3-Coder.jinja"), "--format",
+                        "tokenizer-config", "--tokenizer-config", str(bad)], capture_output=True, text=True,
+                       timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip().splitlines()[-1] == f"error: {bad}: tokenizer_config: expected a JSON object, got list"

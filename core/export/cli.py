@@ -62,18 +62,40 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.format == "tokenizer-config":
         base = None
         if args.tokenizer_config:
-            with open(args.tokenizer_config, encoding="utf-8") as f:
-                base = json.load(f)
-        print(json.dumps(merge_tokenizer_config(base, res.response_template), ensure_ascii=False, indent=2))
+            try:
+                with open(args.tokenizer_config, encoding="utf-8") as f:
+                    base = json.load(f)
+                merged = merge_tokenizer_config(base, res.response_template)
+            except (OSError, UnicodeDecodeError, ValueError) as e:
+                msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
+                raise ChatTemplateExplorerError(f"{args.tokenizer_config}: {msg}") from None
+        else:
+            merged = merge_tokenizer_config(None, res.response_template)
+        print(json.dumps(merged, ensure_ascii=False, indent=2))
     else:
         print(json.dumps(res.response_template, ensure_ascii=False, indent=2))
     return 0
 
 
 def _cmd_suite(args: argparse.Namespace) -> int:
-    from .suite import generate_suite, write_suite
+    from ..errors import ChatTemplateExplorerError
+    from .suite import generate_suite, suite_batch, write_suite
 
     fidelity = "improved" if args.improved else "llama.cpp"
+    if args.batch:
+        if not os.path.isdir(args.batch):
+            raise ChatTemplateExplorerError(f"{args.batch}: not a directory")
+        rows = suite_batch(args.batch, fidelity=fidelity)
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False))
+        green = sum(not r["failed"] for r in rows)
+        cases = sum(r["cases"] for r in rows)
+        failed = sum(len(r["failed"]) for r in rows)
+        print(f"suite ({fidelity}): {green}/{len(rows)} tool-capable templates pass their whole suite with our "
+              f"parser; {cases - failed}/{cases} cases pass", file=sys.stderr)
+        return 0
+    if not args.file or not args.output:
+        raise ChatTemplateExplorerError("suite needs TEMPLATE -o DIR, or --batch DIR")
     template = _load(args.file)
     suite = generate_suite(template, fidelity=fidelity)
     paths = write_suite(suite, template, args.output, flavour=args.flavour)
@@ -105,8 +127,10 @@ def register(subparsers: Any) -> None:
     e.set_defaults(func=_guard(_cmd_export))
 
     s = subparsers.add_parser("suite", help="write a conformance suite (cases.jsonl + pytest file) for a template")
-    s.add_argument("file")
-    s.add_argument("-o", "--output", required=True, help="directory to write into (created)")
+    s.add_argument("file", nargs="?")
+    s.add_argument("-o", "--output", help="directory to write into (created)")
+    s.add_argument("--batch", metavar="DIR", help="generate and run the suite of every tool-capable template of DIR "
+                                                  "with our parser; one JSON line each, figures on stderr")
     s.add_argument("--for", dest="flavour", choices=("transformers", "vllm"), default="transformers")
     s.add_argument("--improved", action="store_true", help="improved fidelity (default: llama.cpp's)")
     s.set_defaults(func=_guard(_cmd_suite))

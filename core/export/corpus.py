@@ -13,14 +13,21 @@ class CorpusExport:
     agrees, first disagreement), ``skipped`` (not tool-capable, with the reason), ``fidelity``, ``flavour``."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
+    """Every verified template; ``tool_capable`` False marks a template outside the tool-capable population
+    that has reference cases (verified too, not counted in the figures)."""
     skipped: dict[str, str] = field(default_factory=dict)
     fidelity: str = "llama.cpp"
     flavour: str = "transformers"
 
     @property
+    def population(self) -> list[dict[str, Any]]:
+        """Rows of the tool-capable templates (:func:`core.chat.roundtrip.eligibility`)."""
+        return [r for r in self.rows if r.get("tool_capable", True)]
+
+    @property
     def exported(self) -> list[dict[str, Any]]:
-        """Rows of templates that export."""
-        return [r for r in self.rows if r["exportable"]]
+        """Rows of tool-capable templates that export."""
+        return [r for r in self.population if r["exportable"]]
 
     @property
     def unverified(self) -> list[dict[str, Any]]:
@@ -36,7 +43,7 @@ class CorpusExport:
 
     def summary(self) -> str:
         """One line of figures."""
-        n, e, a, u = len(self.rows), len(self.exported), len(self.agreeing), len(self.unverified)
+        n, e, a, u = len(self.population), len(self.exported), len(self.agreeing), len(self.unverified)
         checks = sum(r.get("agree", 0) for r in self.exported)
         trunc = sum(r.get("truncated_unsupported", 0) for r in self.exported)
         marker = sum(r.get("marker_in_string", 0) for r in self.exported)
@@ -53,7 +60,8 @@ def corpus_export(directory: str, *, fidelity: str = "llama.cpp", flavour: str =
                   progress: TextIO | None = None) -> CorpusExport:
     """Export every tool-capable template (:func:`core.chat.roundtrip.eligibility`) of ``directory``
     (``*.jinja``, or only ``names``) and verify each export with transformers on its reference ``cases`` (a
-    ``cases.jsonl`` path) and its generated suite. Never raises for a template; needs transformers."""
+    ``cases.jsonl`` path) and its generated suite; templates outside that population that have reference cases
+    are verified too (``tool_capable`` False). Never raises for a template; needs transformers."""
     from ..chat.roundtrip import eligibility
     from ..templating import ChatTemplate
     from .response_template import export_response_template
@@ -69,12 +77,13 @@ def corpus_export(directory: str, *, fidelity: str = "llama.cpp", flavour: str =
             out.skipped[path.name] = f"cannot load: {e}"
             continue
         el = eligibility(template, fidelity)
-        if not el.eligible:
+        extra = not el.eligible and bool(cases) and bool(reference_cases(cases, path.name))
+        if not el.eligible and not extra:
             out.skipped[path.name] = el.reason
             continue
         res = export_response_template(template, fidelity=fidelity, flavour=flavour)
         row: dict[str, Any] = {"template": path.name, "route": res.route, "exportable": res.exportable,
-                               "reasons": res.reasons}
+                               "reasons": res.reasons, "tool_capable": not extra}
         if res.exportable:
             try:
                 v = verify(res.response_template, template, fidelity=fidelity,

@@ -94,6 +94,9 @@ def _ws_opt(ws: str) -> str:
     return f"(?:{re.escape(ws)})?" if ws else ""
 
 
+_CALL_ID = "call00001"  # core.analysis.probes.CALL_ID_001, the id the call-id probes render
+
+
 def _name_re(suffix: str) -> str:
     """The function-name group: up to the suffix's first non-space character, never across whitespace or a
     tag bracket."""
@@ -196,7 +199,9 @@ def _closer(f: Any, *inner: str, next_open: str = "") -> str:
 
 
 def _next_open(f: Any, fn: Any) -> str:
-    return _lit(f.per_call_start) if f.per_call_start.strip() else _digits(re.escape(fn.name_prefix.strip()))
+    """What starts the next call: the per-call start or the function-name prefix (either may come first)."""
+    alts = [re.escape(m.strip()) for m in (f.per_call_start, fn.name_prefix) if m.strip()]
+    return _WS + "(?:" + "|".join(_digits(a) for a in alts) + ")" if len(alts) > 1 else _WS + (alts[0] if alts else "")
 
 
 def _json_call_transform(a: Any, prefix: str = "content.") -> dict[str, Any]:
@@ -255,7 +260,12 @@ def _tool_field(a: Any, notes: list[str]) -> dict[str, Any] | None:
         return {"open_pattern": r"\A\s*(?=\{\s*\"" + re.escape(f.name_field) + r"\"\s*:)", "content": "json",
                 "repeats": True, "transform": _json_call_transform(a)}
     if mode in ("TAG_WITH_JSON", "TAG_WITH_TAGGED"):
-        name_start = _opener(f, bool(fn.name_prefix.strip())) + pre_id + (_WS + _digits(re.escape(fn.name_prefix.strip())) if fn.name_prefix.strip() else "")
+        name_prefix = _digits(re.escape(fn.name_prefix.strip())) if fn.name_prefix.strip() else ""
+        if _CALL_ID in fn.name_prefix and not pre_id:
+            # the analysis left the call id inside the name prefix (Solar Open: "call00001<|tool_call:name|>")
+            name_prefix = name_prefix.replace(_digits(re.escape(_CALL_ID)), r"(?P<id>[^\s<>]+?)")
+            pre_id = " "  # marks the transform as carrying an id; the group sits in the name prefix
+        name_start = _opener(f, bool(fn.name_prefix.strip())) + pre_id.strip() + (_WS + name_prefix if name_prefix else "")
         if not (f.per_call_start.strip() or fn.name_prefix.strip()):
             raise NotExpressible(f"{mode} calls without a per-call or function-name opening marker")
         opener = name_start + _name_re(fn.name_suffix) + (_lit(fn.name_suffix) if fn.name_suffix.strip() else _WS)
@@ -316,6 +326,11 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
     of the request the model is served with. Raises :class:`NotExpressible` (message: the reason) when the
     format cannot carry the template."""
     notes = notes if notes is not None else []
+    from ..chat.roundtrip import USER_MESSAGE
+
+    if USER_MESSAGE in generation_prompt:
+        raise NotExpressible("the generation prompt found for this template holds the conversation itself (it "
+                             "writes the tools after the messages): there is no fixed text to anchor on")
     fields: dict[str, Any] = {}
     reasoning = _reasoning_field(analysis)
     if reasoning is not None:
@@ -342,14 +357,16 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
 # parses (core/chat/handlers/); each is proven by verify like every other export.
 def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str = "") -> dict[str, Any] | None:
     think = REASONING_FIELD[flavour]
-    if handler == "qwen3-coder":
-        # core/chat/handlers/qwen3_coder.py: a tool call ends reasoning even without </think> (Qwen3.5 opens
-        # <think> in the generation prompt and models may call a tool straight away)
+    if handler in ("qwen3-coder", "ling3"):
+        # core/chat/handlers/qwen3_coder.py, ling3.py: a tool call ends reasoning even without </think> (Qwen3.5
+        # opens <think> in the generation prompt and models may call a tool straight away)
         rt = map_analysis(analysis, gp, flavour, prompt=prompt)
         fields = rt["fields"]
         if think in fields and "tool_calls" in fields:
             end = fields[think].pop("close")
             fields[think]["close_pattern"] = f"{re.escape(end)}|(?={_WS}<tool_call>)"
+        if handler == "ling3":  # the handler ends the turn at <|role_end|> when the model writes it
+            fields["content"] = {"close_pattern": r"\s*<\|role_end\|>", "content": "text"}
         return rt
     if handler == "ministral-3":
         # core/chat/handlers/ministral3.py: optional [THINK]…[/THINK] before the content and calls
@@ -412,7 +429,7 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
     return None
 
 
-_SPECIAL_HANDLERS = ("lfm2", "lfm2.5", "gemma4", "kimi-k2", "ministral-3", "qwen3-coder", "deepseek-v3.2")
+_SPECIAL_HANDLERS = ("lfm2", "lfm2.5", "gemma4", "kimi-k2", "ministral-3", "qwen3-coder", "ling3", "deepseek-v3.2")
 _REFUSED_HANDLERS = {
     "gpt-oss": "special handler gpt-oss (harmony channels: <|channel|>analysis / commentary to=functions.NAME / "
                "final): the function name sits in a channel header that also routes content, and a region's "
@@ -484,9 +501,25 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
             if route.kind == "specialized":
                 res.notes.append(f"special handler {route.handler}: exported from the analysis; verification "
                                  "compares with the handler's parses")
+        if flavour == Flavour.VLLM and res.response_template is not None:
+            vllm_limits(res.response_template)
     except NotExpressible as e:
         res.reasons.append(str(e))
+        res.response_template = None
     return res
+
+
+def vllm_limits(rt: dict[str, Any]) -> None:
+    """Raise :class:`NotExpressible` when ``rt`` breaks what vLLM's response_template parser accepts
+    (``validate_response_template_for_serving``): fields only ``thinking``/``content``/``tool_calls``, defaults
+    only ``role``, and ``thinking``/``content`` plain ``text`` without ``transform`` or ``join``."""
+    extra = (set(rt["fields"]) - {"thinking", "content", "tool_calls"}) | (set(rt.get("defaults", {})) - {"role"})
+    if extra:
+        raise NotExpressible(f"vLLM accepts only the fields thinking, content, tool_calls (found {sorted(extra)})")
+    for name in ("thinking", "content"):
+        f = rt["fields"].get(name)
+        if f is not None and (f.get("content", "text") != "text" or "transform" in f or "join" in f):
+            raise NotExpressible(f"vLLM streams {name} only as plain text (no transform or join)")
 
 
 def _generation_prompt(bundle: Any) -> str:

@@ -81,6 +81,30 @@ def suite_messages(analysis: Any = None) -> dict[str, dict[str, Any]]:
     }
 
 
+def _without_stop_token(text: str, analysis: Any, expect: dict[str, Any]) -> str:
+    """``text`` without a trailing special token that ends a tool-call turn (Llama 3.1's ``<|eom_id|>``,
+    gpt-oss's ``<|call|>``): the round trip removes the end of a content turn, found from renders, but a turn that
+    ends with calls may end with another token, at which generation stops — a model never writes it. Only a
+    final marker that no marker of the analysis contains is removed."""
+    from ..diff import SegmentKind, segmentize_markers
+
+    if not expect.get("tool_calls"):
+        return text
+    segs = segmentize_markers(text.rstrip())
+    if not segs or segs[-1].kind != SegmentKind.MARKER:
+        return text
+    last = segs[-1].value
+    if not (last.startswith("<|") and last.endswith("|>")):  # special tokens only: "[…]" may be a JSON array
+        return text
+    t = analysis.tools
+    known = [t.format.section_start, t.format.section_end, t.format.per_call_start, t.format.per_call_end,
+             *(v for v in vars(t.function).values() if isinstance(v, str)),
+             *(v for v in vars(t.arguments).values() if isinstance(v, str)), t.call_id.prefix, t.call_id.suffix]
+    if any(last in m for m in known if m):
+        return text
+    return text.rstrip()[: len(text.rstrip()) - len(last)]
+
+
 def _row(template: str, name: str, tools: list[dict[str, Any]], text: str, expect: dict[str, Any],
          partial: bool = False) -> dict[str, Any]:
     from ..chat.roundtrip import USER_MESSAGE
@@ -163,7 +187,8 @@ def generate_suite(template: Any, *, fidelity: str = "llama.cpp") -> Suite:
         if name == "reasoning_and_content" and r.variant != "full":
             suite.skipped[name] = "the template has no place for reasoning here: " + "; ".join(r.notes)
             continue
-        rows[name] = _row(template.name, name, tools, r.rendered_output, r.expected)
+        rows[name] = _row(template.name, name, tools, _without_stop_token(r.rendered_output, analysis, r.expected),
+                          r.expected)
     for name, base, cut in (("truncated_in_reasoning", "reasoning_and_content", _truncated_reasoning),
                             ("truncated_in_second_call", "parallel_calls", _truncated_second_call)):
         got = cut(rows[base]) if base in rows else None
@@ -322,3 +347,26 @@ def write_suite(suite: Suite, template: Any, directory: str, *, flavour: str = "
         with open(paths[kind], "w", encoding="utf-8") as f:
             f.write(text)
     return paths
+
+
+def suite_batch(directory: str, *, fidelity: str = "llama.cpp") -> list[dict[str, Any]]:
+    """For every tool-capable template of ``directory`` (``*.jinja``; :func:`core.chat.roundtrip.eligibility`):
+    generate its suite and run it with our parser. Rows: ``template``, ``cases``, ``failed`` (case id → first
+    difference), ``skipped`` (case name → reason). Never raises for a template."""
+    import pathlib
+
+    from ..chat.roundtrip import eligibility
+    from ..templating import ChatTemplate
+
+    rows = []
+    for path in sorted(pathlib.Path(directory).glob("*.jinja")):
+        try:
+            template = ChatTemplate(path.read_text(encoding="utf-8"), path.name)
+        except Exception:  # noqa: BLE001 - unreadable files are not part of the population
+            continue
+        if not eligibility(template, fidelity).eligible:
+            continue
+        suite = generate_suite(template, fidelity=fidelity)
+        failed = {k: v for k, v in check_suite_ours(suite, template).items() if v}
+        rows.append({"template": path.name, "cases": len(suite.cases), "failed": failed, "skipped": suite.skipped})
+    return rows

@@ -1,0 +1,30 @@
+"""Export page: the response_template beside transformers' verification table; the reason when it cannot."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.export.verify import transformers_available
+
+from .conftest import TEMPLATES
+from .test_app_helpers import errors, frame_with, metrics, page, start, use_corpus
+
+pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
+
+
+@pytest.mark.skipif(not transformers_available(), reason="transformers >= 5.13 not installed")
+def test_export_page_shows_template_and_verification():
+    at = page(use_corpus(start(), "Qwen-Qwen3-0.6B.jinja"), "export")
+    assert not errors(at)
+    rt = json.loads(at.code[0].value)
+    assert rt["fields"]["reasoning_content"]["open"] == "<think>"
+    assert metrics(at)["Agrees with our parser on every check"] == "yes"
+    table = frame_with(at, "status")
+    assert "suite:parallel_calls" in list(table["case"]) and "agree" in set(table["status"])
+
+
+def test_export_page_says_why_not():
+    at = page(use_corpus(start(), "openai-gpt-oss-120b.jinja"), "export")
+    assert any("cannot be exported" in e and "harmony" in e for e in errors(at))
