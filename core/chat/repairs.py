@@ -232,6 +232,11 @@ def is_json_object(text: str) -> bool:
         return isinstance(json.loads(text), dict)
     except ValueError:
         return False
+    except RecursionError:   # nested deeper than json.loads goes: the braces must balance and close it
+        from .mapper import json_brace_depth
+
+        t = text.strip()
+        return t.startswith("{") and t.endswith("}") and json_brace_depth(t) == 0
 
 
 def _tail_span(parser: Any, output: str, final: AssistantMessage, view: AssistantMessage, name: str) -> int:
