@@ -119,18 +119,18 @@ def test_json_scanner_has_no_depth_limit():
 # parsers
 
 @pytest.mark.parametrize("template, text, expect", [
-    # roots without an end anchor: the rest of the text becomes content
+    # a call the stream already showed, whose arguments never became JSON: not content, but reported with its
+    # raw text (core.chat.repairs truncated-call; the final parse extends the stream)
     ("Qwen3-Coder.jinja", "Hi <tool_call>\n<function=special_function>\noops",
-     {"content": "Hi <tool_call>\n<function=special_function>\noops"}),
+     {"content": "Hi ", "reported": "<tool_call>\n<function=special_function>\noops"}),
     # the longest prefix that parses (not inside a call), then the rest as content; GPT-OSS's grammar still
     # expects a final message after <|end|>, so the rest starts where the reasoning was complete
     ("openai-gpt-oss-120b.jinja", "<|channel|>analysis<|message|>u<|end|>i",
      {"reasoning_content": "u", "content": "<|end|>i"}),
-    # a half call is not reported: it becomes content with the rest
+    # a half call is not returned: complete calls stay, the half one is reported (truncated-call)
     ("Cohere2MoE.jinja", '<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "special_function", '
      '"parameters": {"arg1": 1}}, {"tool_call_id": "1", "tool_name": "get_weather", "parameters": {"city" x}}]',
-     {"content": '}, {"tool_call_id": "1", "tool_name": "get_weather", "parameters": {"city" x}}]',
-      "calls": [("special_function", '{"arg1": 1}')]}),
+     {"calls": [("special_function", '{"arg1": 1}')], "reported": "get_weather"}),
     ("meetkai-functionary-medium-v3.2.jinja", 'special_function\n{"arg1": 1}<|eot_id|>',
      {"content": "<|eot_id|>", "calls": [("special_function", '{"arg1": 1}')]}),
 ])
@@ -139,6 +139,9 @@ def test_final_parse_keeps_every_character(template, text, expect):
     assert msg.content == expect.get("content", "")
     assert msg.reasoning_content == expect.get("reasoning_content", "")
     assert [(c.name, c.arguments) for c in msg.tool_calls] == expect.get("calls", [])
+    if "reported" in expect:   # every character is in the message or in the repair that reports it
+        assert [r.name for r in msg.repairs] == ["truncated-call"]
+        assert expect["reported"] in msg.repairs[0].text
 
 
 @pytest.mark.parametrize("template, text, shown", [
@@ -149,7 +152,7 @@ def test_final_parse_keeps_every_character(template, text, expect):
     ("google-gemma-4-31B-it.jinja", "<|channel>thought\nok<channel|><|tool_call>call:special_function{ar}",
      "special_function"),
 ])
-def test_partial_parse_keeps_a_streamed_call_and_the_final_parse_makes_it_content(template, text, shown):
+def test_partial_parse_keeps_a_streamed_call_and_the_final_parse_reports_it(template, text, shown):
     parser = subject_for(template, True).parser
     partial = parser.parse(text, True)
     assert [c.name for c in partial.tool_calls] == [shown]
@@ -160,7 +163,10 @@ def test_partial_parse_keeps_a_streamed_call_and_the_final_parse_makes_it_conten
         # llama.cpp does — reference cases expect a trailing <channel|> / <|eot|> dropped
         assert final.reasoning_content == "ok" and final.content == ""
     else:
-        assert "special_function" in final.content + final.reasoning_content
+        # the unfinished call is reported (core.chat.repairs truncated-call), not turned into content, so the
+        # final parse extends what the stream showed
+        assert [(r.name, r.detail) for r in final.repairs] == [("truncated-call", shown)]
+        assert text.endswith(final.repairs[0].text)
 
 
 def test_forced_open_reasoning_does_not_flip_on_a_cut_marker():

@@ -402,7 +402,7 @@ class GeneratedParser:
             return msg
         from .repairs import grammar_repairs, settle
 
-        if r is not None and entry != RECOVER_CONTENT:
+        if r is not None and entry != RECOVER_CONTENT and self._has_repair_tags():
             fired = grammar_repairs(r, len(self.generation_prompt), output)
             if fired:
                 msg = msg.copy()
@@ -411,6 +411,12 @@ class GeneratedParser:
             return settle(self, output, msg, True, view=msg)
         clean = entry is None and r is not None and not r.switched   # the partial view is this very parse
         return settle(self, output, msg, False, view=msg if clean else None)
+
+    def _has_repair_tags(self) -> bool:
+        """Whether the arena has ``repair:NAME`` nodes (built with tolerance repairs on): only then is the
+        parse tree searched for the repairs that acted."""
+        tags = getattr(self.arena, "quiet_tags", ())
+        return any(t.startswith("repair:") for t in tags)
 
     def _run(self, entry: str | None, text: str, state: ParserState | None) -> ParseResult | None:
         """The lenient parse of ``text`` from ``entry``; None on absurd nesting (RecursionError/MemoryError)."""

@@ -113,11 +113,12 @@ REPAIRS: list[Repair] = [
                "streaming contract of this project (accumulated deltas = one-shot parse)"),
     Repair(
         name=TRUNCATED_CALL,
-        title="A call cut off by the end of the output is reported, not returned",
+        title="A call cut off (or left unfinished) is reported, not returned",
         stage=RepairStage.CONTRACT,
-        accepts="An output that ends inside a tool call (max_tokens reached). The complete calls stay in "
-                "tool_calls, the cut one is removed from them and reported with its name and raw text; with "
-                "is_partial it stays (as llama.cpp returns it) and is reported too.",
+        accepts="An output that ends inside a tool call (max_tokens reached), or whose last call the stream "
+                "showed but whose arguments never became a JSON object. The complete calls stay in "
+                "tool_calls, that one is removed from them and reported with its name and raw text (never "
+                "merged into content); with is_partial it stays (as llama.cpp returns it) and is reported too.",
         example='<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par',
         source="OpenAI finish_reason 'length'; llama.cpp returns '{\"city\": \"Par' as arguments"),
     Repair(
@@ -231,6 +232,11 @@ def is_json_object(text: str) -> bool:
         return isinstance(json.loads(text), dict)
     except ValueError:
         return False
+    except RecursionError:   # nested deeper than json.loads goes: the braces must balance and close it
+        from .mapper import json_brace_depth
+
+        t = text.strip()
+        return t.startswith("{") and t.endswith("}") and json_brace_depth(t) == 0
 
 
 def _tail_span(parser: Any, output: str, final: AssistantMessage, view: AssistantMessage, name: str) -> int:

@@ -333,6 +333,9 @@ class PegStreamSession:
         from .mapper import map_parse
 
         parser = self.parser
+        if not is_partial:   # the final parse is the one-shot parse (settled by core.chat.repairs)
+            self.open_region = None
+            return parser.parse(output, False)
         gp = parser.generation_prompt
         text = gp + output
         self.open_region = None

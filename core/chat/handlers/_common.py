@@ -1459,6 +1459,8 @@ class HandlerSession:
         """Message for ``output`` as :meth:`HandlerParser.parse`, reusing value ends found in the previous
         (shorter) text of the stream; never raises on arbitrary text.
         """
+        if not is_partial:   # the final parse is the one-shot parse (settled by core.chat.repairs)
+            return self.parser.parse(output, False)
         if not isinstance(output, str) or not output.startswith(self._text):
             self._memo = {}
         self._text = output if isinstance(output, str) else ""
