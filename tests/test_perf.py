@@ -202,3 +202,25 @@ def test_progress_bar_prints_lines_without_carriage_returns_off_a_terminal():
     tty = io.StringIO()
     ProgressBar(2, "t", tty, tty=True).update(2)
     assert tty.getvalue().startswith("\rt [") and tty.getvalue().endswith("\n")
+
+
+def test_bounded_memo_stays_consistent_under_threads():
+    import threading
+
+    m = BoundedMemo("test-memo-threads", max_entries=50, max_bytes=10_000)
+
+    def work(k: int) -> None:
+        for i in range(3000):
+            key = (k * 7 + i) % 120
+            if m.get(key) is MISSING:
+                m.put(key, str(key), 30)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    st = m.stats()
+    assert st.entries == len(m._data) <= 50
+    assert st.bytes == 30 * st.entries
+    assert st.hits + st.misses == 12_000
