@@ -185,8 +185,36 @@ def test_streaming_hostile_outputs_same_deltas_as_full_reparse(hostile_qwen3, ki
         runs.append(([repr(d) for d in deltas], sp.message.to_openai(), sp.fast_steps))
     assert runs[0][:2] == runs[1][:2]
     assert runs[0][1] == s.parser.parse(s.output).to_openai()
-    if kind == "escapes":  # the escape-dense arguments stay on the fast path
+    if kind in ("escapes", "lt"):  # escape-dense arguments and `<` floods stay on the fast path
         assert runs[0][2] > len(s.output) // 2
+
+
+# content full of near-misses of the markers of several formats (cut delimiters that turn out to be text)
+_NEAR = ("x <tool_cal y <| <|chan <|channel|x <think z <tool_call <</ </tool_call <|im_end|x [TOOL_CALLS x "
+         "[TOOL_ <|tool_calls_section_begin| \n< \n<< ") * 4
+
+
+@pytest.mark.parametrize("name", ["Qwen-Qwen3-0.6B.jinja", "openai-gpt-oss-120b.jinja", "GLM-4.6.jinja"])
+def test_streaming_near_miss_markers_same_deltas_as_full_reparse(name):
+    from bench.outputs import _assistant, _request, _turn_text
+    from core.chat.pipeline import build_chat_parser
+    from core.chat.request import ChatRequest
+
+    t = ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name)
+    messages = [{"role": "user", "content": "Plan my trip to Paris."}]
+    parser = build_chat_parser(t, ChatRequest.from_dict(_request(messages))).parser
+    out = _turn_text(t, messages, _assistant("", "hello " + _NEAR, []))
+    for step in (1, 3):
+        runs = []
+        for incremental in (True, False):
+            sp = StreamingParser(parser, incremental=incremental)
+            deltas = []
+            for i in range(0, len(out), step):
+                deltas.extend(sp.feed(out[i:i + step]))
+            deltas.extend(sp.finish())
+            runs.append(([repr(d) for d in deltas], sp.message.to_openai()))
+        assert runs[0] == runs[1], (name, step)
+        assert runs[0][1] == parser.parse(out).to_openai()
 
 
 def test_progress_bar_prints_lines_without_carriage_returns_off_a_terminal():
