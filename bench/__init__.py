@@ -2,8 +2,8 @@
 
 One command prints the whole table::
 
-    python -m bench            # full run, 3 runs per figure (~15-25 min on 2 quiet cores: P5's empty-cache
-                               # batches and P6 at 160k characters dominate)
+    python -m bench            # full run, 3 runs per figure (an estimated 15-20 min on 2 quiet cores: P5's
+                               # empty-cache batches and P6 at 160k characters dominate)
     python -m bench --quick    # one run per figure on a subset (≤ 60 s)
 
 Figures (each: median over repeated runs, with the spread min–max over those runs, and peak memory); with

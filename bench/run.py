@@ -218,8 +218,9 @@ def bench_p1(b: Bench) -> None:
     def cold_row(id_: str, what: str, runs: list[dict[str, Any]], factor: float) -> Row:
         sums = [Summary.of(list(run["times_ms"].values())) for run in runs]
         med = [s.median for s in sums]
+        cpu = Spread.of([median(list(run["cpu_ms"].values())) for run in runs])
         detail = (f"p90 {_spread([s.p90 for s in sums])}, max {_spread([s.max for s in sums], digits=0)}; "
-                  f"{n} templates")
+                  f"CPU median {cpu.fmt(2, ' ms')}; {n} templates")
         rss = max(run["rss_mb"] for run in runs)
         target, ok = _vs_llama(b, Spread.of(med).value, files, factor)
         return Row(id_, what, _spread(med), detail, f"RSS {_mb(rss)}", target, ok)
@@ -331,8 +332,10 @@ def _p1_warm(b: Bench) -> None:
                               "(memos as a long-running server has them)", cycle_runs)):
         med = Spread.of([s.median for s in runs])
         target, ok = _vs_llama(b, med.value, files, 1.0)
+        cpu = (f"; CPU median {b.raw['p1_warm_cleared_cpu_ms_median']:.2f} ms" if id_ == "P1-warm-cleared" else "")
         b.rows.append(Row(id_, what, med.fmt(2, " ms"), f"p90 {_spread([s.p90 for s in runs])}, max "
-                          f"{_spread([s.max for s in runs], digits=1)}; {len(loaded)} templates", "", target, ok))
+                          f"{_spread([s.max for s in runs], digits=1)}{cpu}; {len(loaded)} templates", "", target,
+                          ok))
 
 
 def _p1_warm_memos(b: Bench, templates: list[Any]) -> tuple[list[Summary], list[Summary]]:
@@ -343,14 +346,17 @@ def _p1_warm_memos(b: Bench, templates: list[Any]) -> tuple[list[Summary], list[
 
     cleared: list[Summary] = []
     cycle: list[Summary] = []
+    cpu: list[float] = []
     for r in range(b.repeats):
         times = []
         t0 = time.perf_counter()
         for j, t in enumerate(templates):
             clear_memos()
             s = time.perf_counter()
+            c = time.thread_time()
             analyze(t)
             times.append((time.perf_counter() - s) * 1000)
+            cpu.append((time.thread_time() - c) * 1000)
             progress(j + 1, len(templates), f"P1 warm, memos cleared: run {r + 1}/{b.repeats}", t0)
         cleared.append(Summary.of(times))
         for t in templates:  # fill the memos again (not timed)
@@ -364,6 +370,7 @@ def _p1_warm_memos(b: Bench, templates: list[Any]) -> tuple[list[Summary], list[
             progress(j + 1, len(templates), f"P1 warm, corpus cycling: run {r + 1}/{b.repeats}", t0)
         cycle.append(Summary.of(times))
     b.raw["p1_warm_cleared"] = [asdict(s) for s in cleared]
+    b.raw["p1_warm_cleared_cpu_ms_median"] = median(cpu)
     b.raw["p1_warm_cycle"] = [asdict(s) for s in cycle]
     return cleared, cycle
 

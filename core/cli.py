@@ -7,7 +7,8 @@
 * ``analyze --batch DIR --jsonl [--workers N] [--timeout S]`` prints one JSON line per template file of DIR
   (sorted by name): ``{"template", "route", "analysis", "generation_prompt", …}`` or
   ``{"template", "error"}``. Each template runs in a worker process with a time limit, so a bad or hanging
-  template never stops the batch (``--workers 0`` runs in-process, without the time limit).
+  template never stops the batch (``--workers 0`` runs in-process, without the time limit). On a terminal,
+  stderr shows a progress bar (:mod:`core.progress`).
 * ``workarounds`` lists the workaround rules (name, trigger, effect).
 * ``parse`` / ``grammar`` / ``conform`` come from :mod:`core.chat.cli_commands` when present.
 

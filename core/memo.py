@@ -13,6 +13,7 @@ them (benchmarks of cold analysis, tests that compare cached with uncached resul
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Hashable
@@ -40,11 +41,11 @@ class BoundedMemo:
 
     ``get(key)`` returns the value or :data:`MISSING`; ``put(key, value, nbytes)`` stores it (``nbytes``: the
     caller's size estimate; an entry larger than ``max_bytes / 4`` is not stored, so one huge render cannot
-    evict a whole corpus). Not thread-safe beyond what single dict operations guarantee: a race can only cost
-    a recomputation, never a wrong value.
+    evict a whole corpus). Thread-safe (the app serves sessions from several threads): one lock per memo, held
+    only for the dictionary operations, never while a value is computed.
     """
 
-    __slots__ = ("name", "max_entries", "max_bytes", "_data", "_bytes", "hits", "misses", "evictions")
+    __slots__ = ("name", "max_entries", "max_bytes", "_data", "_bytes", "hits", "misses", "evictions", "_lock")
 
     def __init__(self, name: str, max_entries: int, max_bytes: int):
         if max_entries < 1 or max_bytes < 1:
@@ -55,32 +56,35 @@ class BoundedMemo:
         self._data: "OrderedDict[Hashable, tuple[Any, int]]" = OrderedDict()
         self._bytes = 0
         self.hits = self.misses = self.evictions = 0
+        self._lock = threading.Lock()
         _REGISTRY[name] = self
 
     def get(self, key: Hashable) -> Any:
         """The value stored under ``key`` (now the most recently used), else :data:`MISSING`."""
-        hit = self._data.get(key)
-        if hit is None:
-            self.misses += 1
-            return _MISSING
-        self._data.move_to_end(key)
-        self.hits += 1
-        return hit[0]
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is None:
+                self.misses += 1
+                return _MISSING
+            self._data.move_to_end(key)
+            self.hits += 1
+            return hit[0]
 
     def put(self, key: Hashable, value: Any, nbytes: int) -> None:
         """Store ``value`` under ``key`` (``nbytes``: estimated size of key and value), evicting the least
         recently used entries while a bound is exceeded."""
         if nbytes > self.max_bytes // 4:
             return
-        old = self._data.pop(key, None)
-        if old is not None:
-            self._bytes -= old[1]
-        self._data[key] = (value, nbytes)
-        self._bytes += nbytes
-        while len(self._data) > self.max_entries or self._bytes > self.max_bytes:
-            _, (_, n) = self._data.popitem(last=False)
-            self._bytes -= n
-            self.evictions += 1
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._data[key] = (value, nbytes)
+            self._bytes += nbytes
+            while len(self._data) > self.max_entries or self._bytes > self.max_bytes:
+                _, (_, n) = self._data.popitem(last=False)
+                self._bytes -= n
+                self.evictions += 1
 
     def discard(self, key: Hashable) -> None:
         """Forget the entry under ``key``, if any."""
@@ -94,8 +98,9 @@ class BoundedMemo:
 
     def clear(self) -> None:
         """Forget every entry (the counters stay)."""
-        self._data.clear()
-        self._bytes = 0
+        with self._lock:
+            self._data.clear()
+            self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._data)

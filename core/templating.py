@@ -551,6 +551,7 @@ def _projected_join(sep: str, items: Any, limit: int) -> int:
 # compiled right after it is checked.
 _PARSED: "dict[str, jinja2.nodes.Template]" = {}
 _PARSED_MAX = 8
+_PARSED_MAX_CHARS = 500_000
 
 
 def _parses_alike(env: jinja2.Environment) -> bool:
@@ -888,8 +889,10 @@ def _check_syntax(source: str, name: str) -> None:
         raise TemplateSyntaxError(name, e.message or str(e), e.lineno) from None
     except RecursionError:
         raise TemplateSyntaxError(name, "template nests too deeply to parse") from None
+    if len(source) > _PARSED_MAX_CHARS:  # a huge tree is not kept waiting: its compile parses again
+        return
     if len(_PARSED) >= _PARSED_MAX:
-        _PARSED.pop(next(iter(_PARSED)))
+        _PARSED.pop(next(iter(_PARSED)), None)
     _PARSED[source] = node
 
 

@@ -416,6 +416,7 @@ class PegStreamSession:
 
         arena = self.parser.arena
         out: dict[str, Any] = {}
+        exact: dict[str, set] = {}
         for node in arena.nodes:
             if not isinstance(node, N.Tag):
                 continue
@@ -430,9 +431,15 @@ class PegStreamSession:
             prev = out.get(node.tag, ())
             if isinstance(child, N.Until) and prev is not None:
                 out[node.tag] = tuple(dict.fromkeys(prev + tuple(d for d in child.delimiters if d)))
+                own = frozenset(d for d in child.delimiters if d)
+                if own:  # an until without delimiters takes the rest: it never stops before a cut one
+                    exact.setdefault(node.tag, set()).add(own)
             else:
                 out[node.tag] = None
         self._tag_delims = out
+        # tags all of whose until parsers that can stop at a delimiter stop at the same ones: where a cut
+        # delimiter is held back depends on the very set of the until that stopped, which the union may exceed
+        self._tag_exact = {t for t, sets in exact.items() if len(sets) == 1 and out.get(t) is not None}
         return out
 
     def _open_region(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage) -> "OpenRegion | None":
@@ -466,7 +473,14 @@ class PegStreamSession:
             if x.tag == "tool-args" and not src[x.start:x.end].lstrip(" \t\n\v\f\r").startswith("{"):
                 continue
             return None
-        if node.end != n or node.start >= n:
+        held = ""
+        if node.end != n:
+            # the region stopped before a cut delimiter at the very end (``<`` of ``<tool_call>``): more text
+            # either completes it (a parse decides) or shows it was text — then the region just grew
+            held = src[node.end:n]
+            if node.tag not in ("content", "reasoning") or node.end <= node.start:
+                return None
+        if node.start >= n:
             return None
         if node.tag == "tool-args":
             return self._open_json_string(src, node, mapper)
@@ -486,7 +500,12 @@ class PegStreamSession:
             field = "arguments"
         else:
             return None
-        return OpenRegion(field, delims)
+        region = OpenRegion(field, delims)
+        if held:
+            if tag not in self._tag_exact or not any(len(d) > len(held) and d.startswith(held) for d in delims):
+                return None
+            region.held = held
+        return region
 
     def _open_json_string(self, src: str, node: Any, mapper: "IncrementalMapper") -> "OpenRegion | None":
         """Fast path inside verbatim JSON arguments: the parse stopped inside a JSON string (no escape pending),
@@ -531,11 +550,12 @@ class OpenRegion:
     """Fast-path description of an open ``until`` region: the message ``field`` it feeds ("content",
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
-    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape")
+    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
         import re
 
+        self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
         self.ws_tail = ""
         self.escape = ""    # json-arguments: an escape sequence begun but not complete (held back)
         self.field = field
@@ -577,6 +597,23 @@ class OpenRegion:
                 ws = ""
         self.ws_tail, self.escape = ws, esc
         return "".join(out)
+
+    def extend_held(self, text: str) -> str | None:
+        """Region stopped before a cut delimiter (``held``): the text ``held + text`` adds to the field, or None
+        when it holds a whole delimiter (only a parse can tell what follows). As the parser's ``until`` does,
+        the new cut delimiter — the leftmost position from which the rest is a proper prefix of a delimiter —
+        is held back. (No delimiter can start before ``held``: that start would have been the cut one.)"""
+        w = self.held + text
+        if self.search is not None and self.search(w):
+            return None
+        cut = len(w)
+        for i in range(max(0, len(w) - self.keep), len(w)):
+            rest = w[i:]
+            if any(len(d) > len(rest) and d.startswith(rest) for d in self.delims):
+                cut = i
+                break
+        self.held = w[cut:]
+        return w[:cut]
 
     def extends(self, window: str) -> bool:
         """True when ``window`` (the last ``keep`` characters already parsed + new text) contains no delimiter
@@ -809,13 +846,24 @@ class StreamingParser:
                 region.ws_tail = text[len(stripped):]
             self._appended.append(add)
             return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
+        field = region.field
+        if region.held and field in ("content", "reasoning_content"):
+            add = region.extend_held(text)
+            if add is None:
+                return None
+            self.fast_steps += 1
+            if not add:
+                return []
+            self._appended.append(add)
+            if region.keep:
+                self._tail = (self._tail + text)[-region.keep:]
+            return [MessageDelta(content=add)] if field == "content" else [MessageDelta(reasoning_content=add)]
         window = self._tail + text
         if not region.extends(window):
             return None
         if region.keep:
             self._tail = window[-region.keep:]
         self.fast_steps += 1
-        field = region.field
         if field == "content":
             self._appended.append(text)
             return [MessageDelta(content=text)]

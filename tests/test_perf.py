@@ -1,0 +1,254 @@
+"""Speed-ups that must not change a single byte (issue 14, issue 16 point 8): the analysis with and without every
+cache, the compiled code of the once-per-node optimizer, one parse per template, the bounded memos, the
+resumable JSON scan and the streaming fast paths. No timing here: speed is measured in ``bench/``."""
+
+from __future__ import annotations
+
+import io
+import json
+import marshal
+import random
+
+import jinja2
+import pytest
+
+from core import templating
+from core.analysis import analyze, caps, engine
+from core.chat.stream import StreamingParser
+from core.memo import BoundedMemo, MISSING, clear_memos
+from core.peg.scanners import scan_json_value, scan_json_value_resumable
+from core.progress import ProgressBar
+from core.templating import ChatTemplate
+
+from .conftest import TEMPLATES
+
+
+def _sources() -> list[tuple[str, str]]:
+    return [(p.name, p.read_text(encoding="utf-8")) for p in sorted(TEMPLATES.glob("*.jinja"))]
+
+
+def _forget_compiled() -> None:
+    """Drop every in-process cache of compiled templates (the disk cache stays as the environment says)."""
+    templating._CODE_MEMO.clear()
+    templating._PARSED.clear()
+    templating._check_syntax.cache_clear()
+    templating._compile.cache_clear()
+    caps._compile_tracking.cache_clear()
+    engine._compile.cache_clear()
+    clear_memos()
+
+
+def _analyses(sources: list[tuple[str, str]]) -> dict[str, str]:
+    out = {}
+    for name, src in sources:
+        try:
+            rep = analyze(ChatTemplate(src, name))
+            out[name] = json.dumps([rep.to_json(), rep.generation_prompt, rep.probe_failures], sort_keys=True,
+                                   default=str)
+        except Exception as e:  # a template that does not load must fail the same way every time
+            out[name] = f"{type(e).__name__}: {e}"
+    return out
+
+
+def test_analyses_identical_uncached_disk_cached_and_memoized_on_all_templates(tmp_path, monkeypatch):
+    sources = _sources()
+    assert len(sources) == 351
+    monkeypatch.setenv("CTE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("CTE_NO_DISK_CACHE", raising=False)
+    _forget_compiled()
+    try:
+        uncached = _analyses(sources)      # compiled from source (one parse each), every render done
+        assert any((tmp_path / "jinja").glob("*.ok")) and any((tmp_path / "jinja").glob("*.bin"))
+        _forget_compiled()
+        from_disk = _analyses(sources)     # a fresh process's view: code and syntax verdicts from disk
+        memoized = _analyses(sources)      # renders, caps and diffs from the memos
+    finally:
+        _forget_compiled()
+    assert from_disk == uncached
+    assert memoized == uncached
+
+
+def test_once_optimizer_generates_the_same_code_as_jinja2():
+    env = caps.probe_environment()
+    once = templating._LimitedCodeGenerator.__init__
+    plain = jinja2.compiler.CodeGenerator.__init__
+    for name, src in _sources()[::18]:
+        codes = []
+        for init in (plain, once):
+            templating._LimitedCodeGenerator.__init__ = init
+            try:
+                codes.append(marshal.dumps(env.compile(src)))
+            except jinja2.TemplateSyntaxError as e:
+                codes.append(str(e).encode())
+            finally:
+                templating._LimitedCodeGenerator.__init__ = once
+        assert codes[0] == codes[1], name
+
+
+def test_a_new_template_is_parsed_once(monkeypatch, tmp_path):
+    monkeypatch.setenv("CTE_CACHE_DIR", str(tmp_path))
+    _forget_compiled()
+    calls = []
+    real = jinja2.parser.Parser.parse
+
+    def counting(self):
+        calls.append(1)
+        return real(self)
+
+    monkeypatch.setattr(jinja2.parser.Parser, "parse", counting)
+    src = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}{# parse-once #}"
+    analyze(ChatTemplate(src, "once.jinja"))
+    assert len(calls) == 1
+    # a later process finds the syntax verdict on disk: constructing the template parses nothing
+    _forget_compiled()
+    calls.clear()
+    ChatTemplate(src, "once.jinja")
+    assert calls == []
+    _forget_compiled()
+
+
+def test_bounded_memo_evicts_by_entries_and_bytes():
+    m = BoundedMemo("test-memo", max_entries=3, max_bytes=100)
+    for i in range(5):
+        m.put(i, str(i), 10)
+    assert len(m) == 3 and m.get(0) is MISSING and m.get(4) == "4"
+    m.put("big", "x", 26)   # more than max_bytes / 4: not stored
+    assert m.get("big") is MISSING
+    for i in range(3):
+        m.put(("b", i), "y", 24)
+    assert m.stats().bytes <= 100 and m.stats().evictions >= 4
+    with pytest.raises(ValueError, match="test-memo2"):
+        BoundedMemo("test-memo2", 0, 10)
+
+
+def test_failed_renders_are_memoized_as_plain_text():
+    from core.analysis import session
+
+    src = "{{ raise_exception('no probes here') }}"
+    rep = analyze(ChatTemplate(src, "raises.jinja"))
+    assert rep.all_probes_failed
+    stored = [v for v, _ in session._GLOBAL_CACHE._data.values() if isinstance(v, session._RenderFailure)]
+    assert stored and all(type(f.message) is str and "no probes here" in f.message for f in stored)
+    again = analyze(ChatTemplate(src, "raises.jinja"))
+    assert again.probe_failures == rep.probe_failures
+
+
+def _random_json(rng: random.Random, depth: int = 0):
+    c = rng.random()
+    if depth > 4 or c < 0.3:
+        return rng.choice([1, -2.5e3, 'q"\\\n\u1234', True, None, "", "[{", 0])
+    if c < 0.65:
+        return [_random_json(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {f"k{i}": _random_json(rng, depth + 1) for i in range(rng.randint(0, 3))}
+
+
+def test_resumable_json_scan_equals_the_plain_scan_on_every_prefix():
+    rng = random.Random(14)
+    docs = ['{"a" :\t\v 1 }', "[ 1 , 2 ]x", '["\\u12', '{"x":"\\q"}', "[1,]", '{"a" 1}']
+    for _ in range(120):
+        d = json.dumps(_random_json(rng), indent=rng.choice([None, 1]), ensure_ascii=rng.random() < 0.5)
+        if rng.random() < 0.3:  # some broken documents too
+            k = rng.randrange(len(d))
+            d = d[:k] + rng.choice(' ,:]}"\\x\v') + d[k:]
+        docs.append(d)
+    checked = 0
+    for d in docs:
+        for lenient in (True, False):
+            hints: dict = {}
+            for k in range(1, len(d) + 1):
+                t = d[:k]
+                want = scan_json_value(t, 0, k, lenient, "json-value")
+                assert scan_json_value_resumable(t, 0, k, lenient, "json-value", hints, (1, 0)) == want, (t, lenient)
+                checked += 1
+    assert checked > 10_000
+
+
+@pytest.fixture(scope="module")
+def hostile_qwen3():
+    from bench.hostile import hostile_samples
+
+    src = (TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text(encoding="utf-8")
+    samples, _ = hostile_samples(ChatTemplate(src, "Qwen-Qwen3-0.6B.jinja"), "Qwen3", 300)
+    return {s.kind: s for s in samples}
+
+
+@pytest.mark.parametrize("kind", ["escapes", "brackets", "calls", "lt", "plain"])
+def test_streaming_hostile_outputs_same_deltas_as_full_reparse(hostile_qwen3, kind):
+    s = hostile_qwen3[kind]
+    runs = []
+    for incremental in (True, False):
+        sp = StreamingParser(s.parser, incremental=incremental)
+        deltas = []
+        for ch in s.output:
+            deltas.extend(sp.feed(ch))
+        deltas.extend(sp.finish())
+        runs.append(([repr(d) for d in deltas], sp.message.to_openai(), sp.fast_steps))
+    assert runs[0][:2] == runs[1][:2]
+    assert runs[0][1] == s.parser.parse(s.output).to_openai()
+    if kind in ("escapes", "lt"):  # escape-dense arguments and `<` floods stay on the fast path
+        assert runs[0][2] > len(s.output) // 2
+
+
+# content full of near-misses of the markers of several formats (cut delimiters that turn out to be text)
+_NEAR = ("x <tool_cal y <| <|chan <|channel|x <think z <tool_call <</ </tool_call <|im_end|x [TOOL_CALLS x "
+         "[TOOL_ <|tool_calls_section_begin| \n< \n<< ") * 4
+
+
+@pytest.mark.parametrize("name", ["Qwen-Qwen3-0.6B.jinja", "openai-gpt-oss-120b.jinja", "GLM-4.6.jinja"])
+def test_streaming_near_miss_markers_same_deltas_as_full_reparse(name):
+    from bench.outputs import _assistant, _request, _turn_text
+    from core.chat.pipeline import build_chat_parser
+    from core.chat.request import ChatRequest
+
+    t = ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name)
+    messages = [{"role": "user", "content": "Plan my trip to Paris."}]
+    parser = build_chat_parser(t, ChatRequest.from_dict(_request(messages))).parser
+    out = _turn_text(t, messages, _assistant("", "hello " + _NEAR, []))
+    for step in (1, 3):
+        runs = []
+        for incremental in (True, False):
+            sp = StreamingParser(parser, incremental=incremental)
+            deltas = []
+            for i in range(0, len(out), step):
+                deltas.extend(sp.feed(out[i:i + step]))
+            deltas.extend(sp.finish())
+            runs.append(([repr(d) for d in deltas], sp.message.to_openai()))
+        assert runs[0] == runs[1], (name, step)
+        assert runs[0][1] == parser.parse(out).to_openai()
+
+
+def test_progress_bar_prints_lines_without_carriage_returns_off_a_terminal():
+    out = io.StringIO()
+    bar = ProgressBar(40, "batch", out)
+    for i in range(41):
+        bar.update(i)
+    bar.update(40)
+    lines = out.getvalue().splitlines()
+    assert "\r" not in out.getvalue()
+    assert lines[0].startswith("batch: 0/40 (0 %)") and lines[-1].startswith("batch: 40/40 (100 %)")
+    assert len(lines) == 11
+    tty = io.StringIO()
+    ProgressBar(2, "t", tty, tty=True).update(2)
+    assert tty.getvalue().startswith("\rt [") and tty.getvalue().endswith("\n")
+
+
+def test_bounded_memo_stays_consistent_under_threads():
+    import threading
+
+    m = BoundedMemo("test-memo-threads", max_entries=50, max_bytes=10_000)
+
+    def work(k: int) -> None:
+        for i in range(3000):
+            key = (k * 7 + i) % 120
+            if m.get(key) is MISSING:
+                m.put(key, str(key), 30)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    st = m.stats()
+    assert st.entries == len(m._data) <= 50
+    assert st.bytes == 30 * st.entries
+    assert st.hits + st.misses == 12_000
