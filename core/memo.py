@@ -88,13 +88,15 @@ class BoundedMemo:
 
     def discard(self, key: Hashable) -> None:
         """Forget the entry under ``key``, if any."""
-        old = self._data.pop(key, None)
-        if old is not None:
-            self._bytes -= old[1]
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
 
     def values(self) -> list[Any]:
         """The stored values, least recently used first (a snapshot)."""
-        return [v for v, _ in self._data.values()]
+        with self._lock:
+            return [v for v, _ in self._data.values()]
 
     def clear(self) -> None:
         """Forget every entry (the counters stay)."""
