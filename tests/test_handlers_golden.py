@@ -11,6 +11,7 @@ import pytest
 
 from core.chat.message import AssistantMessage, apply_deltas
 from core.chat.pipeline import build_chat_parser
+from core.chat.repairs import settled
 from core.chat.request import ChatRequest
 from core.chat.stream import StreamingParser
 from core.chat.handlers import detect_family
@@ -69,8 +70,11 @@ def stream_robust(parser, text: str) -> None:
         assert len(new.tool_calls) >= len(acc.tool_calls)
         acc = new
     acc = apply_deltas(acc, sp.finish())
+    one = parser.parse(text)
     if not sp.final_mismatch:
-        assert acc == parser.parse(text)
+        # the streaming contract (core.chat.repairs): a call cut off at the end whose fragments were already
+        # streamed is reported as truncated-call by both, and the client drops it (deltas are never taken back)
+        assert settled(acc, one) == one
     assert acc == sp.message
 
 
