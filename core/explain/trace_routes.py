@@ -276,10 +276,11 @@ def _events_to_spans(events: list, text: str, gp: int, consumed: int, calls: lis
 
 
 def trace_handler(parser: Any, output: str) -> ParseTrace:
-    """Replay a hand-written handler's final parse of ``output`` with its builder calls recorded."""
+    """Replay a hand-written handler's final parse of ``output`` (before it is settled, see :func:`trace_parse`)
+    with its builder calls recorded."""
     from ..chat.handlers._common import MISMATCH_TRACE, Incomplete, MessageBuilder, Mismatch, Scanner
 
-    msg = parser.parse(output)
+    msg = _raw_message(parser, output)
     text = parser.generation_prompt + output
     gp = len(parser.generation_prompt)
 
@@ -429,11 +430,75 @@ def _handler_prefix_spans(parser: Any, text: str, gp: int) -> list[Span]:
     return _events_to_spans(b.events, text, gp, consumed, b._b.calls)
 
 
-def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
-    """:func:`trace_peg` for PEG parsers (they have an ``arena``), else :func:`trace_handler`."""
+def _trace_raw(parser: Any, output: str, report: Any = None) -> ParseTrace:
+    """:func:`trace_peg` for PEG parsers (they have an ``arena``), else :func:`trace_handler`: the spans of the
+    parser's own final parse, before :func:`core.chat.repairs.settle` (``message`` is that parse's)."""
     if hasattr(parser, "arena"):
         return trace_peg(parser, output, report)
     return trace_handler(parser, output)
+
+
+def _raw_message(parser: Any, output: str) -> AssistantMessage:
+    """The parser's final parse of ``output`` before it is settled (what :func:`_trace_raw` replays)."""
+    if hasattr(parser, "arena"):
+        return parser.parse_detailed(output)[0]
+    return parser._parse(output, False, None)
+
+
+def _without_truncated(msg: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
+    """``msg`` as :func:`core.chat.repairs.settle` leaves it when ``final`` reports a ``truncated-call``
+    (the last call removed; a final parse is never ``is_partial``)."""
+    from ..chat.repairs import TRUNCATED_CALL
+
+    if not msg.tool_calls or not any(r.name == TRUNCATED_CALL for r in final.repairs):
+        return msg
+    out = msg.copy()
+    out.tool_calls = out.tool_calls[:-1]
+    return out
+
+
+def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) -> ParseTrace | None:
+    """The trace of the partial view a settled final parse fell back to (``stream-consistent-final``): the
+    view is the message of the longest output prefix whose final parse shows it (the prefixes a stream was
+    fed); that prefix is replayed and the rest of the output is ``ignored`` (not in the message). None when no
+    prefix gives the view."""
+    view = parser.parse(output, True)
+    if not same_message(_without_truncated(view, final), final):
+        return None
+    gp = len(parser.generation_prompt)
+    for d in range(len(output), -1, -1):
+        if not same_message(_raw_message(parser, output[:d]), view):
+            continue
+        tr = _trace_raw(parser, output[:d], report)
+        if d == len(output):
+            return tr
+        text = parser.generation_prompt + output
+        tr.spans = list(tr.spans) + [Span(gp + d, len(text), SpanLabel.IGNORED, output[d:])]
+        tr.text = text
+        return tr
+    return None
+
+
+def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
+    """The trace of ``parser.parse(output)`` as the parser returns it: its final parse replayed (PEG:
+    :func:`trace_peg`, hand-written handlers: :func:`trace_handler`) and settled as
+    :func:`core.chat.repairs.settle` settles it — when the final parse does not extend the partial view
+    (``stream-consistent-final``) the spans are the view's (its prefix replayed, the rest ``ignored``), a call
+    cut off at the end (``truncated-call``) keeps its spans but is left out of the message — with the fired
+    repairs laid over the spans (``repaired: NAME``, :func:`core.explain.spans.attach_repairs`). ``message``
+    is the settled message; ``stop`` / ``truncated_at`` stay those of the parse of the whole output."""
+    from .spans import attach_repairs
+
+    final = parser.parse(output)
+    tr = _trace_raw(parser, output, report)
+    if not same_message(_without_truncated(tr.message, final), final):
+        view = _trace_view(parser, output, report, final)
+        if view is not None:
+            tr.spans, tr.entry = view.spans, view.entry
+    tr.message = final
+    if final.repairs:
+        tr.spans = attach_repairs(tr.spans, [(r.name, (r.start, r.end)) for r in final.repairs], tr.gp_len)
+    return tr
 
 
 __all__ = ["ParseTrace", "StreamStep", "stream_steps", "trace_parse", "trace_peg", "trace_handler", "trim_ws"]
