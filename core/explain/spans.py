@@ -23,12 +23,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from ..chat.mapper import normalize_python_value
-from ..chat.repairs import TRUNCATED_CALL
+from ..chat.repairs import STREAM_CONSISTENT_FINAL, TRUNCATED_CALL
 from ..chat.message import AssistantMessage, ToolCall
 from ..peg import chat as T
 from ..peg.trace import MARKER_TAG
 
 _WS = " \t\n\v\f\r"
+#: repairs of core.chat.repairs.settle that leave text out of the message: unparsed text under them is not content
+_SETTLING = frozenset({STREAM_CONSISTENT_FINAL, TRUNCATED_CALL})
 
 
 class SpanLabel(str, enum.Enum):
@@ -286,10 +288,13 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
     unparsed text, reasoning = reasoning text (whitespace-only dropped), one call per call index with a tool
     name (name and id trimmed as the mapper does, a JSON ``arguments`` span verbatim, else the argument names
     and values assembled into a JSON object). A ``truncated-call`` repair over the spans
-    (:func:`attach_repairs`) leaves the last call out, as :func:`core.chat.repairs.settle` does."""
+    (:func:`attach_repairs`) leaves the last call out, and unparsed text under it or under
+    ``stream-consistent-final`` is not content, as :func:`core.chat.repairs.settle` does."""
     msg = AssistantMessage()
     calls: dict[int, dict[str, Any]] = {}
     for s in spans:
+        if s.label == SpanLabel.UNPARSED and s.repair in _SETTLING:
+            continue    # the settled message left this text out (the partial view's rest, a cut call)
         if s.label in (SpanLabel.CONTENT, SpanLabel.UNPARSED):
             msg.content += s.text
         elif s.label == SpanLabel.REASONING:

@@ -460,8 +460,8 @@ def _without_truncated(msg: AssistantMessage, final: AssistantMessage) -> Assist
 def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) -> ParseTrace | None:
     """The trace of the partial view a settled final parse fell back to (``stream-consistent-final``): the
     view is the message of the longest output prefix whose final parse shows it (the prefixes a stream was
-    fed); that prefix is replayed and the rest of the output is ``ignored`` (not in the message). None when no
-    prefix gives the view."""
+    fed); that prefix is replayed and the rest of the output is ``unparsed`` under the repair (not in the
+    message), entry ``partial-prefix``. None when no prefix gives the view."""
     view = parser.parse(output, True)
     if not same_message(_without_truncated(view, final), final):
         return None
@@ -472,9 +472,15 @@ def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) 
         tr = _trace_raw(parser, output[:d], report)
         if d == len(output):
             return tr
+        from ..chat.generator import PARTIAL_PREFIX
+        from ..chat.repairs import STREAM_CONSISTENT_FINAL
+
+        # the format did not account for the rest, and the settled message leaves it out (rebuild_message
+        # skips unparsed text a settling repair took)
         text = parser.generation_prompt + output
-        tr.spans = list(tr.spans) + [Span(gp + d, len(text), SpanLabel.IGNORED, output[d:])]
-        tr.text = text
+        tr.spans = list(tr.spans) + [Span(gp + d, len(text), SpanLabel.UNPARSED, output[d:],
+                                          repair=STREAM_CONSISTENT_FINAL)]
+        tr.text, tr.entry = text, PARTIAL_PREFIX
         return tr
     return None
 
@@ -483,7 +489,7 @@ def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
     """The trace of ``parser.parse(output)`` as the parser returns it: its final parse replayed (PEG:
     :func:`trace_peg`, hand-written handlers: :func:`trace_handler`) and settled as
     :func:`core.chat.repairs.settle` settles it — when the final parse does not extend the partial view
-    (``stream-consistent-final``) the spans are the view's (its prefix replayed, the rest ``ignored``), a call
+    (``stream-consistent-final``) the spans are the view's (its prefix replayed, the rest ``unparsed``), a call
     cut off at the end (``truncated-call``) keeps its spans but is left out of the message — with the fired
     repairs laid over the spans (``repaired: NAME``, :func:`core.explain.spans.attach_repairs`). ``message``
     is the settled message; ``stop`` / ``truncated_at`` stay those of the parse of the whole output."""
