@@ -29,8 +29,6 @@ from ..peg import chat as T
 from ..peg.trace import MARKER_TAG
 
 _WS = " \t\n\v\f\r"
-#: repairs of core.chat.repairs.settle that leave text out of the message: unparsed text under them is not content
-_SETTLING = frozenset({STREAM_CONSISTENT_FINAL, TRUNCATED_CALL})
 
 
 class SpanLabel(str, enum.Enum):
@@ -288,13 +286,14 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
     unparsed text, reasoning = reasoning text (whitespace-only dropped), one call per call index with a tool
     name (name and id trimmed as the mapper does, a JSON ``arguments`` span verbatim, else the argument names
     and values assembled into a JSON object). A ``truncated-call`` repair over the spans
-    (:func:`attach_repairs`) leaves the last call out, and unparsed text under it or under
-    ``stream-consistent-final`` is not content, as :func:`core.chat.repairs.settle` does."""
+    (:func:`attach_repairs`) leaves the last call out, and unparsed text whose ``field`` is
+    ``stream-consistent-final`` (the rest after the partial view's prefix) is not content, as
+    :func:`core.chat.repairs.settle` does."""
     msg = AssistantMessage()
     calls: dict[int, dict[str, Any]] = {}
     for s in spans:
-        if s.label == SpanLabel.UNPARSED and s.repair in _SETTLING:
-            continue    # the settled message left this text out (the partial view's rest, a cut call)
+        if s.label == SpanLabel.UNPARSED and s.field == STREAM_CONSISTENT_FINAL:
+            continue    # the settled message is the partial view of a prefix: it left this rest out
         if s.label in (SpanLabel.CONTENT, SpanLabel.UNPARSED):
             msg.content += s.text
         elif s.label == SpanLabel.REASONING:

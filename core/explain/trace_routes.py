@@ -476,10 +476,10 @@ def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) 
         from ..chat.repairs import STREAM_CONSISTENT_FINAL
 
         # the format did not account for the rest, and the settled message leaves it out (rebuild_message
-        # skips unparsed text a settling repair took)
+        # skips unparsed text whose field names this repair; attach_repairs may relabel its repair)
         text = parser.generation_prompt + output
         tr.spans = list(tr.spans) + [Span(gp + d, len(text), SpanLabel.UNPARSED, output[d:],
-                                          repair=STREAM_CONSISTENT_FINAL)]
+                                          field=STREAM_CONSISTENT_FINAL, repair=STREAM_CONSISTENT_FINAL)]
         tr.text, tr.entry = text, PARTIAL_PREFIX
         return tr
     return None
