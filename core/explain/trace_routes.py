@@ -180,8 +180,12 @@ class _EventBuilder:
                                     len(self._b.calls) - 1))
                 converted = kw.get("args", args[1] if len(args) > 1 else "{")
                 if name == "open_call" and converted not in ("", "{"):
-                    # the handler converted its own argument syntax: the raw arguments start at the cursor
-                    self.events.append(("converted_args", converted, self._sc.pos, len(self._b.calls) - 1))
+                    # the handler converted its own argument syntax: the raw arguments start at the cursor and
+                    # end where the handler next expects a literal (its closer), if it gets that far
+                    self.events.append(("converted_args", converted, self._sc.pos, len(self._b.calls) - 1, -1))
+                    if hasattr(self._sc, "on_expect"):
+                        ix = len(self.events) - 1
+                        self._sc.on_expect = lambda pos: self._close_converted(ix, pos)
                 if name == "open_call" and kw.get("call_id"):
                     # before the name: an id that contains the name (Kimi's functions.NAME:0) is painted first
                     self.events.insert(len(self.events) - 1 - (converted not in ("", "{")),
@@ -196,6 +200,31 @@ class _EventBuilder:
                 del self.events[mark[1]:]
             return reset
         return attr
+
+
+    def _close_converted(self, ix: int, pos: int) -> None:
+        if ix < len(self.events) and self.events[ix][0] == "converted_args":
+            self.events[ix] = self.events[ix][:4] + (pos,)
+        self._sc.on_expect = None
+
+
+def _scanner(text: str) -> Any:
+    """A handler :class:`Scanner` over ``text`` that reports the position of each ``expect`` to ``on_expect``
+    (set by :class:`_EventBuilder` while converted arguments wait for their end)."""
+    from ..chat.handlers._common import Scanner
+
+    class _TracingScanner(Scanner):
+        __slots__ = ("on_expect",)
+
+        def expect(self, lit: str) -> None:
+            hook = self.on_expect
+            if hook is not None:
+                hook(self.pos)
+            super().expect(lit)
+
+    sc = _TracingScanner(text, 0, None)
+    sc.on_expect = None
+    return sc
 
 
 _EVENT_LABELS = {
@@ -256,6 +285,8 @@ def _events_to_spans(events: list, text: str, gp: int, consumed: int, calls: lis
             if not text.startswith("{", pos):
                 continue
             end = _braced_end(text, pos)
+            if more and pos < more[0] < end:
+                end = more[0]    # the handler's closer came first (its values need not balance braces)
             paint[pos:end] = [(label, value, call, "")] * (end - pos)
             floor = end
             continue
@@ -278,14 +309,14 @@ def _events_to_spans(events: list, text: str, gp: int, consumed: int, calls: lis
 def trace_handler(parser: Any, output: str) -> ParseTrace:
     """Replay a hand-written handler's final parse of ``output`` (before it is settled, see :func:`trace_parse`)
     with its builder calls recorded."""
-    from ..chat.handlers._common import MISMATCH_TRACE, Incomplete, MessageBuilder, Mismatch, Scanner
+    from ..chat.handlers._common import MISMATCH_TRACE, Incomplete, MessageBuilder, Mismatch
 
     msg = _raw_message(parser, output)
     text = parser.generation_prompt + output
     gp = len(parser.generation_prompt)
 
     def run(t: str) -> tuple[Any, Any, Any, BaseException | None]:
-        sc = Scanner(t, 0, None)
+        sc = _scanner(t)
         b = _EventBuilder(MessageBuilder(parser.drop_blank_reasoning), sc)
         try:
             parser.body(sc, b)
@@ -416,9 +447,9 @@ def stream_steps(parser: Any, output: str, chunk: int = 8, report: Any = None) -
 
 
 def _handler_prefix_spans(parser: Any, text: str, gp: int) -> list[Span]:
-    from ..chat.handlers._common import Incomplete, MessageBuilder, Mismatch, Scanner
+    from ..chat.handlers._common import Incomplete, MessageBuilder, Mismatch
 
-    sc = Scanner(text, 0, None)
+    sc = _scanner(text)
     b = _EventBuilder(MessageBuilder(parser.drop_blank_reasoning), sc)
     try:
         parser.body(sc, b)
