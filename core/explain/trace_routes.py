@@ -488,6 +488,10 @@ def _without_truncated(msg: AssistantMessage, final: AssistantMessage) -> Assist
     return out
 
 
+_VIEW_SCAN = 2000
+"""At most this many output prefixes are tried one by one for the partial view (:func:`_trace_view`)."""
+
+
 def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) -> ParseTrace | None:
     """The trace of the partial view a settled final parse fell back to (``stream-consistent-final``): the
     view is the message of the longest output prefix whose final parse shows it (the prefixes a stream was
@@ -496,8 +500,16 @@ def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) 
     view = parser.parse(output, True)
     if not same_message(_without_truncated(view, final), final):
         return None
+    from ..chat.generator import longest_good_prefix, message_extends
+
     gp = len(parser.generation_prompt)
-    for d in range(len(output), -1, -1):
+    n = len(output)
+    # the stream's prefixes: the longest whose final parse the view extends (galloping back from the end, as
+    # the partial parse searched), then, if that one does not give the view itself, every shorter one (bounded)
+    best = longest_good_prefix(lambda k: message_extends(_raw_message(parser, output[:k]), view), 0, n, True)
+    tried = [best] if best >= 0 else []
+    tried += [d for d in range(n, max(-1, n - _VIEW_SCAN - 1), -1) if d != best]
+    for d in tried:
         if not same_message(_raw_message(parser, output[:d]), view):
             continue
         tr = _trace_raw(parser, output[:d], report)
