@@ -129,7 +129,9 @@ def test_compare_page_r7b_revisions():
 
 
 @pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
-def test_corpus_lint_columns(tmp_path):
+def test_corpus_lint_columns(tmp_path, monkeypatch):
+    # the Corpus page reads a typed folder only inside the operator's roots (server folders are off by default)
+    monkeypatch.setenv("CTE_ALLOW_ROOTS", str(tmp_path))
     for name in ["gguf-ollama-llama3-8b.jinja", "vllm-tool_chat_template_functiongemma.jinja", "Qwen-QwQ-32B.jinja",
                  "mistral-common-v3.jinja"]:
         shutil.copy(TEMPLATES / name, tmp_path / name)

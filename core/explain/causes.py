@@ -193,7 +193,16 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
         om, oclean = message_of(replace(setup, fidelity=other), output)
     except Exception:  # noqa: BLE001 - the other fidelity may not build; that is not this parse's problem
         om = None
-    if om is not None and om.to_openai() != msg.to_openai():
+    tolerated = _tolerance_repairs(om) if om is not None else []
+    if om is not None and om.to_openai() != msg.to_openai() and tolerated and out:
+        # the other fidelity reads the call only because a repair tolerates the drift found above: that is
+        # evidence for the drift (what the repair accepts), not a cause of its own
+        ex.other = om.to_openai()
+        out[-1].evidence.append(
+            f"at {other} fidelity the repair {', '.join(tolerated)} accepts this drift: the parse is "
+            f"{'clean' if oclean else 'not clean'} ({len(om.tool_calls)} tool call(s), content {len(om.content)} "
+            f"chars; `python -m core repairs` lists what each repair accepts)")
+    elif om is not None and om.to_openai() != msg.to_openai():
         ex.other = om.to_openai()
         out.append(Finding(Cause.FIDELITY_DIFFERS, [
             f"at {other} fidelity the parse is {'clean' if oclean else 'not clean'} and gives a different message "
@@ -203,6 +212,15 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
     if not out and not ex.clean:
         out.append(Finding(Cause.DRIFT, [ex.stop.words() if ex.stop else "the parse needed a recovery"]))
     return out
+
+
+def _tolerance_repairs(m: Any) -> list[str]:
+    """Names of the tolerance repairs (improved fidelity only, :mod:`core.chat.repairs`) that settled ``m``."""
+    from ..chat.repairs import REPAIRS_BY_NAME, RepairStage
+
+    names = [getattr(r, "name", "") for r in getattr(m, "repairs", None) or []]
+    return list(dict.fromkeys(n for n in names
+                              if n in REPAIRS_BY_NAME and REPAIRS_BY_NAME[n].stage is RepairStage.TOLERANCE))
 
 
 def _call_without_tools(setup: _Setup, ex: Any) -> str:

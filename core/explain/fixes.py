@@ -24,7 +24,8 @@ def _tool(name: str) -> dict[str, Any]:
 def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Fix]:  # noqa: C901
     """Candidate changes for this explanation, each re-parsed; only those giving a clean parse whose message
     differs from the current one (more tool calls, or reasoning/content split differently) are returned,
-    at most one per change."""
+    at most one per message; changes whose re-parse needed a repair (:mod:`core.chat.repairs`, named in the
+    description) come after those that fit the format."""
     if ex.clean and not ex.findings:
         return []
     cur = tr.message.to_openai()
@@ -77,8 +78,7 @@ def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list
             desc = "override " + ", ".join(f"{k} = {v!r}" for k, v in change.items())
             cands.append((FixKind.OVERRIDE, desc, {"overrides": change},
                           replace(setup, overrides={**setup.overrides, **change})))
-    out: list[Fix] = []
-    seen: set[str] = set()
+    parsed: list[tuple[bool, Fix]] = []
     for kind, desc, change, s in cands[:MAX_CANDIDATES]:
         try:
             m, clean = message_of(s, ex.output)
@@ -89,11 +89,21 @@ def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list
             continue
         if kind == FixKind.REQUEST and "tools" not in change["request"] and _leaks(bundle, m):
             continue    # a reasoning setting that leaves reasoning markers in the content fixes nothing
-        key = repr(new)
+        fired = list(dict.fromkeys(getattr(r, "name", "") for r in m.repairs))
+        if fired:
+            desc += " (repaired: " + ", ".join(fired) + ")"
+        parsed.append((bool(fired), Fix(kind, desc, change, new)))
+    # a change whose re-parse fits the format comes before one that parses only because a repair of improved
+    # fidelity (core.chat.repairs) tolerated the drift; of changes giving the same message the first is kept
+    parsed.sort(key=lambda p: p[0])
+    out: list[Fix] = []
+    seen: set[str] = set()
+    for _repaired, fix in parsed:
+        key = repr(fix.message)
         if key in seen:
             continue
         seen.add(key)
-        out.append(Fix(kind, desc, change, new))
+        out.append(fix)
     return out
 
 

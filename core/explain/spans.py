@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from ..chat.mapper import normalize_python_value
+from ..chat.repairs import STREAM_CONSISTENT_FINAL, TRUNCATED_CALL
 from ..chat.message import AssistantMessage, ToolCall
 from ..peg import chat as T
 from ..peg.trace import MARKER_TAG
@@ -246,7 +247,8 @@ def attach_repairs(spans: list[Span], fired: Iterable[tuple[str, tuple[int, int]
     """Lay fired repairs over ``spans``: each ``(name, (start, end))`` — a range of the raw *output*, as the
     repairs of improved fidelity report them on the parsed message — is shifted by ``offset`` (the generation
     prompt's length) and every span it overlaps is split so the overlapping part carries ``repair=name``
-    (shown as ``repaired: NAME``); labels are kept, so :func:`rebuild_message` is unaffected."""
+    (shown as ``repaired: NAME``); labels are kept, so :func:`rebuild_message` is unaffected — except by
+    ``truncated-call``, which leaves the call it covers out of the message as the parser does."""
     out = list(spans)
     for name, (a, b) in fired:
         a, b = a + offset, b + offset
@@ -283,10 +285,15 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
     """The assistant message the labelled spans stand for, from the spans alone: content = content and
     unparsed text, reasoning = reasoning text (whitespace-only dropped), one call per call index with a tool
     name (name and id trimmed as the mapper does, a JSON ``arguments`` span verbatim, else the argument names
-    and values assembled into a JSON object)."""
+    and values assembled into a JSON object). A ``truncated-call`` repair over the spans
+    (:func:`attach_repairs`) leaves the last call out, and unparsed text whose ``field`` is
+    ``stream-consistent-final`` (the rest after the partial view's prefix) is not content, as
+    :func:`core.chat.repairs.settle` does."""
     msg = AssistantMessage()
     calls: dict[int, dict[str, Any]] = {}
     for s in spans:
+        if s.label == SpanLabel.UNPARSED and s.field == STREAM_CONSISTENT_FINAL:
+            continue    # the settled message is the partial view of a prefix: it left this rest out
         if s.label in (SpanLabel.CONTENT, SpanLabel.UNPARSED):
             msg.content += s.text
         elif s.label == SpanLabel.REASONING:
@@ -312,6 +319,11 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
                 pair[2] = s.kind
     if drop_blank_reasoning and not msg.reasoning_content.strip(" \n\r\t"):
         msg.reasoning_content = ""
+    if any(s.repair == TRUNCATED_CALL for s in spans):
+        # core.chat.repairs.settle removes the last call of a final parse when it was cut off by the end
+        named = [i for i in sorted(calls) if calls[i]["name"].rstrip(_WS)]
+        if named:
+            del calls[named[-1]]
     for i in sorted(calls):
         c = calls[i]
         name = c["name"].rstrip(_WS)

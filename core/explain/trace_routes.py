@@ -180,8 +180,12 @@ class _EventBuilder:
                                     len(self._b.calls) - 1))
                 converted = kw.get("args", args[1] if len(args) > 1 else "{")
                 if name == "open_call" and converted not in ("", "{"):
-                    # the handler converted its own argument syntax: the raw arguments start at the cursor
-                    self.events.append(("converted_args", converted, self._sc.pos, len(self._b.calls) - 1))
+                    # the handler converted its own argument syntax: the raw arguments start at the cursor and
+                    # end where the handler next expects a literal (its closer), if it gets that far
+                    self.events.append(("converted_args", converted, self._sc.pos, len(self._b.calls) - 1, -1))
+                    if hasattr(self._sc, "on_expect"):
+                        ix = len(self.events) - 1
+                        self._sc.on_expect = lambda pos: self._close_converted(ix, pos)
                 if name == "open_call" and kw.get("call_id"):
                     # before the name: an id that contains the name (Kimi's functions.NAME:0) is painted first
                     self.events.insert(len(self.events) - 1 - (converted not in ("", "{")),
@@ -196,6 +200,31 @@ class _EventBuilder:
                 del self.events[mark[1]:]
             return reset
         return attr
+
+
+    def _close_converted(self, ix: int, pos: int) -> None:
+        if ix < len(self.events) and self.events[ix][0] == "converted_args":
+            self.events[ix] = self.events[ix][:4] + (pos,)
+        self._sc.on_expect = None
+
+
+def _scanner(text: str) -> Any:
+    """A handler :class:`Scanner` over ``text`` that reports the position of each ``expect`` to ``on_expect``
+    (set by :class:`_EventBuilder` while converted arguments wait for their end)."""
+    from ..chat.handlers._common import Scanner
+
+    class _TracingScanner(Scanner):
+        __slots__ = ("on_expect",)
+
+        def expect(self, lit: str) -> None:
+            hook = self.on_expect
+            if hook is not None:
+                hook(self.pos)
+            super().expect(lit)
+
+    sc = _TracingScanner(text, 0, None)
+    sc.on_expect = None
+    return sc
 
 
 _EVENT_LABELS = {
@@ -256,6 +285,8 @@ def _events_to_spans(events: list, text: str, gp: int, consumed: int, calls: lis
             if not text.startswith("{", pos):
                 continue
             end = _braced_end(text, pos)
+            if more and pos < more[0] < end:
+                end = more[0]    # the handler's closer came first (its values need not balance braces)
             paint[pos:end] = [(label, value, call, "")] * (end - pos)
             floor = end
             continue
@@ -276,15 +307,16 @@ def _events_to_spans(events: list, text: str, gp: int, consumed: int, calls: lis
 
 
 def trace_handler(parser: Any, output: str) -> ParseTrace:
-    """Replay a hand-written handler's final parse of ``output`` with its builder calls recorded."""
-    from ..chat.handlers._common import MISMATCH_TRACE, Incomplete, MessageBuilder, Mismatch, Scanner
+    """Replay a hand-written handler's final parse of ``output`` (before it is settled, see :func:`trace_parse`)
+    with its builder calls recorded."""
+    from ..chat.handlers._common import MISMATCH_TRACE, Incomplete, MessageBuilder, Mismatch
 
-    msg = parser.parse(output)
+    msg = _raw_message(parser, output)
     text = parser.generation_prompt + output
     gp = len(parser.generation_prompt)
 
     def run(t: str) -> tuple[Any, Any, Any, BaseException | None]:
-        sc = Scanner(t, 0, None)
+        sc = _scanner(t)
         b = _EventBuilder(MessageBuilder(parser.drop_blank_reasoning), sc)
         try:
             parser.body(sc, b)
@@ -415,9 +447,9 @@ def stream_steps(parser: Any, output: str, chunk: int = 8, report: Any = None) -
 
 
 def _handler_prefix_spans(parser: Any, text: str, gp: int) -> list[Span]:
-    from ..chat.handlers._common import Incomplete, MessageBuilder, Mismatch, Scanner
+    from ..chat.handlers._common import Incomplete, MessageBuilder, Mismatch
 
-    sc = Scanner(text, 0, None)
+    sc = _scanner(text)
     b = _EventBuilder(MessageBuilder(parser.drop_blank_reasoning), sc)
     try:
         parser.body(sc, b)
@@ -429,11 +461,93 @@ def _handler_prefix_spans(parser: Any, text: str, gp: int) -> list[Span]:
     return _events_to_spans(b.events, text, gp, consumed, b._b.calls)
 
 
-def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
-    """:func:`trace_peg` for PEG parsers (they have an ``arena``), else :func:`trace_handler`."""
+def _trace_raw(parser: Any, output: str, report: Any = None) -> ParseTrace:
+    """:func:`trace_peg` for PEG parsers (they have an ``arena``), else :func:`trace_handler`: the spans of the
+    parser's own final parse, before :func:`core.chat.repairs.settle` (``message`` is that parse's)."""
     if hasattr(parser, "arena"):
         return trace_peg(parser, output, report)
     return trace_handler(parser, output)
+
+
+def _raw_message(parser: Any, output: str) -> AssistantMessage:
+    """The parser's final parse of ``output`` before it is settled (what :func:`_trace_raw` replays)."""
+    if hasattr(parser, "arena"):
+        return parser.parse_detailed(output)[0]
+    return parser._parse(output, False, None)
+
+
+def _without_truncated(msg: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
+    """``msg`` as :func:`core.chat.repairs.settle` leaves it when ``final`` reports a ``truncated-call``
+    (the last call removed; a final parse is never ``is_partial``)."""
+    from ..chat.repairs import TRUNCATED_CALL
+
+    if not msg.tool_calls or not any(r.name == TRUNCATED_CALL for r in final.repairs):
+        return msg
+    out = msg.copy()
+    out.tool_calls = out.tool_calls[:-1]
+    return out
+
+
+_VIEW_SCAN = 2000
+"""At most this many output prefixes are tried one by one for the partial view (:func:`_trace_view`)."""
+
+
+def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) -> ParseTrace | None:
+    """The trace of the partial view a settled final parse fell back to (``stream-consistent-final``): the
+    view is the message of the longest output prefix whose final parse shows it (the prefixes a stream was
+    fed); that prefix is replayed and the rest of the output is ``unparsed`` under the repair (not in the
+    message), entry ``partial-prefix``. None when no prefix gives the view."""
+    view = parser.parse(output, True)
+    if not same_message(_without_truncated(view, final), final):
+        return None
+    from ..chat.generator import longest_good_prefix, message_extends
+
+    gp = len(parser.generation_prompt)
+    n = len(output)
+    # the stream's prefixes: the longest whose final parse the view extends (galloping back from the end, as
+    # the partial parse searched), then, if that one does not give the view itself, every shorter one (bounded)
+    best = longest_good_prefix(lambda k: message_extends(_raw_message(parser, output[:k]), view), 0, n, True)
+    tried = [best] if best >= 0 else []
+    tried += [d for d in range(n, max(-1, n - _VIEW_SCAN - 1), -1) if d != best]
+    for d in tried:
+        if not same_message(_raw_message(parser, output[:d]), view):
+            continue
+        tr = _trace_raw(parser, output[:d], report)
+        if d == len(output):
+            return tr
+        from ..chat.generator import PARTIAL_PREFIX
+        from ..chat.repairs import STREAM_CONSISTENT_FINAL
+
+        # the format did not account for the rest, and the settled message leaves it out (rebuild_message
+        # skips unparsed text whose field names this repair; attach_repairs may relabel its repair)
+        text = parser.generation_prompt + output
+        tr.spans = list(tr.spans) + [Span(gp + d, len(text), SpanLabel.UNPARSED, output[d:],
+                                          field=STREAM_CONSISTENT_FINAL, repair=STREAM_CONSISTENT_FINAL)]
+        tr.text, tr.entry = text, PARTIAL_PREFIX
+        return tr
+    return None
+
+
+def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
+    """The trace of ``parser.parse(output)`` as the parser returns it: its final parse replayed (PEG:
+    :func:`trace_peg`, hand-written handlers: :func:`trace_handler`) and settled as
+    :func:`core.chat.repairs.settle` settles it — when the final parse does not extend the partial view
+    (``stream-consistent-final``) the spans are the view's (its prefix replayed, the rest ``unparsed``), a call
+    cut off at the end (``truncated-call``) keeps its spans but is left out of the message — with the fired
+    repairs laid over the spans (``repaired: NAME``, :func:`core.explain.spans.attach_repairs`). ``message``
+    is the settled message; ``stop`` / ``truncated_at`` stay those of the parse of the whole output."""
+    from .spans import attach_repairs
+
+    final = parser.parse(output)
+    tr = _trace_raw(parser, output, report)
+    if not same_message(_without_truncated(tr.message, final), final):
+        view = _trace_view(parser, output, report, final)
+        if view is not None:
+            tr.spans, tr.entry = view.spans, view.entry
+    tr.message = final
+    if final.repairs:
+        tr.spans = attach_repairs(tr.spans, [(r.name, (r.start, r.end)) for r in final.repairs], tr.gp_len)
+    return tr
 
 
 __all__ = ["ParseTrace", "StreamStep", "stream_steps", "trace_parse", "trace_peg", "trace_handler", "trim_ws"]

@@ -69,11 +69,12 @@ if st.button(f"Lint {len(files)} templates"):
                             lambda frac, text: lint_bar.progress(frac, text=md(text)))
     st.session_state["corpus_lint"] = {"folder": result["folder"], "rows": lint_rows}
 linted = st.session_state.get("corpus_lint")
+# core.corpus rows (keys COLUMNS) plus, once linted, the lint columns; the table shows them after the markers
+lint_columns: list[str] = []
 if linted and linted["folder"] == result["folder"]:
-    LINT_COLUMNS = ["lint_errors", "lint_warnings", "lint_info", "lint_kinds", "lint_ids"]
+    lint_columns = ["lint_errors", "lint_warnings", "lint_info", "lint_kinds", "lint_ids"]
     result = {**result, "rows": [{**r, **linted["rows"].get(r["template"], {})} for r in result["rows"]]}
-    COLUMNS = [*COLUMNS[:-2], *LINT_COLUMNS, *COLUMNS[-2:]]
-df = pd.DataFrame(result["rows"], columns=COLUMNS)
+df = pd.DataFrame(result["rows"], columns=[*COLUMNS, *lint_columns])
 counts = core_corpus.corpus_counts(result["rows"])  # the README's figures come from the same function
 c1, c2, c3, c4, c5, c6 = st.columns(6)
 c1.metric("Templates", counts.templates)
@@ -127,7 +128,7 @@ shown = view.assign(problem=(view["error"].fillna("") + view["warning"].fillna("
 for c in ("reasoning_start", "reasoning_end", "tool_start"):
     shown[c] = shown[c].map(lambda v: None if v is None else visible_text(v))
 order = ["template", "problem", "route", "handler", "tools", "reasoning", "content", "workarounds",
-         "reasoning_start", "reasoning_end", "tool_start", *CAPS, "analysis_ms"]
+         "reasoning_start", "reasoning_end", "tool_start", *lint_columns, *CAPS, "analysis_ms"]
 widths = {"template": 280, "problem": 320 if only_errors else 160, "route": 90, "handler": 110, "tools": 130,
           "reasoning": 100, "content": 170, "workarounds": 120}
 event = st.dataframe(shown[order], hide_index=True, width="stretch", height=min(38 + 35 * len(shown), 740),
