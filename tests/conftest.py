@@ -64,6 +64,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     global _FUZZ_EXAMPLES
+    # Property tests draw the same examples on every run (a red CI must mean a change broke something, not an
+    # unlucky draw); CTE_FUZZ_RANDOM=1 draws new ones, for bug hunting.
+    import os
+
+    from hypothesis import settings as _hsettings
+
+    _hsettings.register_profile("deterministic", derandomize=True, database=None)
+    _hsettings.register_profile("random")
+    _hsettings.load_profile("random" if os.environ.get("CTE_FUZZ_RANDOM") == "1" else "deterministic")
     value = config.getoption("--fuzz-examples", default=None)
     if value is not None:
         if value < 1:

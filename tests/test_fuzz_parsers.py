@@ -421,7 +421,7 @@ def _mutated(subj: Subject) -> st.SearchStrategy[str]:
     return build()
 
 
-FUZZ = settings(max_examples=fuzz_examples(6), deadline=None, derandomize=False, print_blob=True,
+FUZZ = settings(max_examples=fuzz_examples(6), deadline=None, print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.filter_too_much])
 
