@@ -31,6 +31,7 @@ def test_bench_quick_tiny_input_prints_every_row(tmp_path):
     expected += ["P4-cli", "P5-warm"]
     expected += ["P6-200-Qwen-Qwen3-0", "P6-200-NousResearch-Hermes-2-Pr", "P6-200-meta-llama-Llama-3"]
     assert ids == expected
+    assert "the full run (no --quick" in table and "minutes" in table  # --quick says what the full run costs
     for line in rows:
         cells = [c.strip() for c in line.split("|")[1:-1]]
         assert len(cells) == 7
