@@ -29,7 +29,7 @@ pytestmark = pytest.mark.browser
 # analysis budget the analysis goes on probe after probe until the worker is killed
 RUNAWAY = ("{%- for i in range(100000) -%}{%- for j in range(100000) -%}{{ '' }}{%- endfor -%}{%- endfor -%}"
            "{{ messages[0].content }}")
-ISOLATED_TIMEOUT_S = 12
+ISOLATED_TIMEOUT_S = 15
 RUNNING_JS = ("() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
               " return !!a && a.getAttribute('data-test-script-state') === 'running'; }")
 
