@@ -19,6 +19,7 @@ message (escaped) with ``st.error`` and never a traceback.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
@@ -262,6 +263,17 @@ def unwrap(value: Any) -> Any:
     return value
 
 
+APP_ANALYSIS_BUDGET_S = 2.5
+
+
+def app_analysis_budget() -> float | None:
+    """Seconds one analysis may take in the app: :data:`APP_ANALYSIS_BUDGET_S` (a template that hits the render
+    time limit costs a visitor at most this, once: the failure is cached), unless the operator set
+    ``CTE_ANALYSIS_BUDGET_S`` (then ``None``: the analyzer reads it). The slowest real corpus template analyses in
+    under 1 s cold."""
+    return None if os.environ.get("CTE_ANALYSIS_BUDGET_S", "").strip() else APP_ANALYSIS_BUDGET_S
+
+
 @st.cache_resource(max_entries=48, show_spinner="Analysing the template…")
 def _base_report(source: str, name: str, fidelity: str = FIDELITIES[0]) -> Any:
     from core.analysis.isolated import analyze_isolated  # a worker process: a runaway cannot hold the server
@@ -270,7 +282,7 @@ def _base_report(source: str, name: str, fidelity: str = FIDELITIES[0]) -> Any:
     _analysis_api()
     with work_slot(WorkKind.ANALYSIS, policy_or_closed()[0].limits):  # demo mode: bounded analyses per server
         try:
-            return analyze_isolated(source, name, fidelity=fidelity)
+            return analyze_isolated(source, name, fidelity=fidelity, budget_s=app_analysis_budget())
         except ChatTemplateExplorerError as e:  # cached: a busy server (BusyError, above) is not
             return Failed(e)
 

@@ -126,3 +126,14 @@ def test_upload_with_a_syntax_error_is_refused():
     with pytest.raises(TemplateSyntaxError, match="line 1"):
         state.load_upload(b"{% if messages %}never closed", "broken.jinja")
     assert state.load_upload(b"{{ messages[0].content }}", "ok.jinja").name == "ok.jinja"
+
+
+def test_app_analysis_budget_is_short_unless_the_operator_sets_one(monkeypatch):
+    """A template that hits the render time limit costs a visitor ≤ 3 s once (issue 9): the app's analyses get a
+    2.5 s budget; an operator's CTE_ANALYSIS_BUDGET_S wins (None: the analyzer reads the variable)."""
+    from explorer import state
+
+    monkeypatch.delenv("CTE_ANALYSIS_BUDGET_S", raising=False)
+    assert state.app_analysis_budget() == 2.5
+    monkeypatch.setenv("CTE_ANALYSIS_BUDGET_S", "10")
+    assert state.app_analysis_budget() is None
