@@ -340,7 +340,7 @@ def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], opene
             got = (ftr, ins)
             break
     if got is None:
-        return _json_call_in_content(content, hits[0], analysis)
+        return _json_call_in_content(content, hits[0], analysis) or _python_call_in_content(content, hits[0], opener)
     ftr, ins = got
     m, clean = ftr.message, ftr.entry == "main" and ftr.stop < 0
     opener = opener.strip(_WS)
@@ -410,6 +410,18 @@ def _json_call_in_content(content: str, name: str, analysis: Any) -> list[Findin
             f"the content holds the call of {_q(name)} as JSON at {_q(path)} with the keys {keys}{want}"])]
         break
     return []
+
+
+def _python_call_in_content(content: str, name: str, opener: str) -> list[Finding]:
+    """The content holds the call in Python call syntax (``name(key=value, …)``), as pythonic-format models
+    write it, where the template's format starts with ``opener``: drift the opener re-parse cannot fix."""
+    m = re.search(r"(?<![\w.])" + re.escape(name) + r"\(\s*(?:\)|[A-Za-z_]\w*\s*=)", content)
+    if m is None:
+        return []
+    call = content[m.start():].split("\n", 1)[0]
+    return [Finding(Cause.DRIFT, [
+        f"the content calls {_q(name)} in Python call syntax ({_q(call[:60])}); the template's tool calls start "
+        f"with {_q(opener.strip(_WS))}, so the parser reads none"])]
 
 
 def opener_path(analysis: Any) -> str:
