@@ -39,7 +39,7 @@ def test_imported_override_is_marked_override_on_every_page():
     assert by["reasoning.start"] == "override"              # was "R1…" as if a comparison had found it
     assert by["reasoning.end"] != "override"
     assert "Overrides active (1)" in _banner(at)
-    for name in ("comparisons", "playground", "grammar"):
+    for name in ("comparisons", "playground", "grammar", "sources"):
         assert "reasoning.start = '<thought>'" in _banner(page(at, name)), name
 
 

@@ -12,6 +12,7 @@ import streamlit as st
 from core.serving import confined_template_path
 from core.sources import DEFAULT_MAX_BYTES, DEFAULT_MAX_JSON_BYTES
 from explorer import state
+from explorer.components.provenance import banner
 from explorer.components import serving
 from explorer.components.text import md
 
@@ -148,6 +149,7 @@ st.divider()
 cur = state.attempt(state.current)
 if cur is not None:
     st.markdown(f"Current: **{md(cur.name)}** ({md(cur.origin)})")
+    banner(cur)  # overrides, switched-off workarounds or improved fidelity in force for it
     if len(cur.variants) > 1:
         names = list(cur.variants)
         owner = f"{cur.origin}|{cur.path}|{'|'.join(names)}"
