@@ -136,3 +136,78 @@ def restore() -> Any:
         except json.JSONDecodeError:
             pass
     return tpl
+
+
+# ------------------------------------------------------------------------------------ Explain permalink
+
+#: the Explain page's request and model output, inline: ``x`` = base64url (no padding) of zlib-compressed
+#: JSON ``{"r": request, "o": output}``; longer than this many characters and no link is made (the page offers
+#: the reproducer download instead) — browsers and proxies cut URLs of a few kilobytes
+EXPLAIN_PARAM = "x"
+EXPLAIN_MAX_CHARS = 4000
+
+
+def encode_explain(request: dict[str, Any], output: str) -> str:
+    """The ``x`` value for ``request`` (a :func:`explorer.state.request_dict`) and ``output``."""
+    import base64
+    import zlib
+
+    raw = json.dumps({"r": request, "o": output}, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return base64.urlsafe_b64encode(zlib.compress(raw.encode("utf-8"), 9)).decode("ascii").rstrip("=")
+
+
+def decode_explain(value: str) -> tuple[dict[str, Any], str] | None:
+    """``(request, output)`` of an ``x`` value, or None when it is not one (a damaged or foreign link)."""
+    import base64
+    import binascii
+    import zlib
+
+    try:
+        raw = zlib.decompress(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)), bufsize=1 << 16)
+        data = json.loads(raw.decode("utf-8"))
+    except (binascii.Error, zlib.error, ValueError, UnicodeDecodeError):
+        return None
+    if not (isinstance(data, dict) and isinstance(data.get("r"), dict) and isinstance(data.get("o"), str)):
+        return None
+    return data["r"], data["o"]
+
+
+def restore_explain() -> bool:
+    """Put the request and output an ``x`` parameter names into the Playground's settings (once per value, so
+    later edits stay); True when it did."""
+    value = st.query_params.get(EXPLAIN_PARAM)
+    if not value or st.session_state.get("_explain_restored") == value:
+        return False
+    st.session_state["_explain_restored"] = value
+    got = decode_explain(value)
+    if got is None:
+        st.session_state["sidebar_error"] = ValueError("the link's explain state (x=…) cannot be read")
+        return False
+    req, output = got
+    ss = st.session_state
+    ss["in_output"] = output
+    ss["in_messages"] = json.dumps(req.get("messages") or [], indent=2, ensure_ascii=False)
+    ss["in_tools"] = json.dumps(req["tools"], indent=2, ensure_ascii=False) if req.get("tools") else ""
+    ss["in_tool_choice"] = req.get("tool_choice") or "auto"
+    ss["in_parallel"] = bool(req.get("parallel_tool_calls"))
+    ss["in_reasoning_format"] = req.get("reasoning_format") or "auto"
+    ss["in_enable_thinking"] = bool(req.get("enable_thinking", True))
+    return True
+
+
+def explain_permalink(request: dict[str, Any], output: str) -> tuple[str, int]:
+    """Write ``x`` for this request and output into the URL and return ``(full URL, encoded length)``; when the
+    encoded state is longer than :data:`EXPLAIN_MAX_CHARS`, ``x`` is removed and the URL is ``""``."""
+    from urllib.parse import urlencode
+
+    value = encode_explain(request, output)
+    qp = st.query_params
+    if len(value) > EXPLAIN_MAX_CHARS:
+        if EXPLAIN_PARAM in qp:
+            del qp[EXPLAIN_PARAM]
+        return "", len(value)
+    if qp.get(EXPLAIN_PARAM) != value:
+        qp[EXPLAIN_PARAM] = value
+    st.session_state["_explain_restored"] = value     # this session's own link: nothing to restore
+    base = (getattr(st.context, "url", None) or "").split("?")[0] or "http://localhost:8501/explain"
+    return base + "?" + urlencode(qp.to_dict()), len(value)

@@ -135,3 +135,62 @@ def test_replay_step_follows_a_shorter_output():
     at.session_state["in_output"] = "Hi"
     at = page(at, "explain")
     assert not at.exception and at.session_state["in_explain_step"] == 1
+
+
+def _permalink(at) -> str:
+    """The URL the Permalink section shows (the last code block of the page)."""
+    assert "Permalink" in [h.value for h in at.subheader]
+    return at.code[-1].value
+
+
+def test_permalink_reopens_the_same_explanation(tmp_path, monkeypatch):
+    from urllib.parse import parse_qsl, urlsplit
+
+    from .test_app_edit import start_with
+
+    monkeypatch.setenv("CTE_CACHE_DIR", str(tmp_path / "cache"))
+    at = use_corpus(start(), "Qwen-Qwen2.5-7B-Instruct.jinja")
+    at.session_state["in_tools"] = json.dumps([TOOL])
+    at.session_state["in_messages"] = json.dumps([{"role": "user", "content": "Weather in Paris?"}])
+    at.session_state["in_output"] = DRIFT
+    at = page(at, "explain")
+    link = _permalink(at)
+    parts = urlsplit(link)
+    assert parts.path.endswith("/explain")
+    params = dict(parse_qsl(parts.query))
+    assert params["src"].startswith("file:") and params["src"].endswith("Qwen-Qwen2.5-7B-Instruct.jinja")
+    assert set(params) == {"src", "x"}
+    before = (_labels(at), [unmd(e.value) for e in at.error], [unmd(m.value) for m in at.markdown])
+
+    again = page(start_with(params), "explain")      # a new session opened from the link
+    assert again.session_state["in_output"] == DRIFT
+    assert json.loads(again.session_state["in_tools"]) == [TOOL]
+    assert json.loads(again.session_state["in_messages"]) == [{"role": "user", "content": "Weather in Paris?"}]
+    assert (_labels(again), [unmd(e.value) for e in again.error], [unmd(m.value) for m in again.markdown]) == before
+    assert 'expected `"arguments"`; found `"parameters"`' in " ".join(before[1])
+    assert _permalink(again) == link
+    # an edit after opening the link is kept (the link is restored once, not on every rerun)
+    again.session_state["in_output"] = "Hi"
+    again = page(again, "explain")
+    assert again.session_state["in_output"] == "Hi" and _permalink(again) != link
+
+
+def test_permalink_too_large_offers_the_reproducer():
+    # 4000 CJK characters in a scrambled order: they do not compress below the link limit
+    big = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(4000))
+    at = _explain(big)
+    assert "Permalink" in [h.value for h in at.subheader]
+    warn = [unmd(w.value) for w in at.warning]
+    assert any("too large for a link" in w and "download the reproducer" in w for w in warn), warn
+    assert "x" not in at.query_params
+    assert not any(c.value.startswith("http") for c in at.code)
+
+
+def test_permalink_state_round_trips_and_rejects_damage():
+    from explorer.urlstate import decode_explain, encode_explain
+
+    req = {"messages": [{"role": "user", "content": "é ✓"}], "tools": [TOOL], "tool_choice": "auto"}
+    value = encode_explain(req, DRIFT)
+    assert set(value) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    assert decode_explain(value) == (req, DRIFT)
+    assert decode_explain(value[:-5]) is None and decode_explain("not-a-link") is None

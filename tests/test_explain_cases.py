@@ -62,6 +62,30 @@ def test_named_cause_matches_the_report(case):
             assert fx.message != ex.message
 
 
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_improved_fidelity_labels_come_from_the_same_parse(case):
+    """At improved fidelity too (repairs fire: double-encoded arguments, fenced calls, …) the spans cover the
+    text once and rebuild the very message the parser returned."""
+    ex = explain(_template(case["template"]), ChatRequest.from_dict(case), case["input"], fidelity="improved",
+                 fixes=False)
+    assert not ex.consistency, ex.consistency
+    assert not check_cover(ex.spans, ex.text)
+    assert same_message(rebuild_message(ex.spans), AssistantMessage.from_openai(ex.message))
+
+
+def test_double_encoded_arguments_span_carries_the_decoded_json():
+    """Kimi K2 writes the arguments as a JSON-encoded string (MoonshotAI/Kimi-K2#26): at improved fidelity the
+    raw string is one ``arguments`` span marked ``repaired: double-encoded-arguments`` whose field is the
+    object the handler put in the message."""
+    c = next(c for c in CASES if c["id"] == "kimi-k2-26")
+    ex = explain(_template(c["template"]), ChatRequest.from_dict(c), c["input"], fidelity="improved", fixes=False)
+    args = [s for s in ex.spans if s.label.value == "arguments"]
+    assert len(args) == 1 and args[0].repair == "double-encoded-arguments"
+    assert args[0].text.startswith('"{\\"todos\\": [') and args[0].text.endswith('}]}"')
+    assert json.loads(args[0].field) == json.loads(ex.message["tool_calls"][0]["function"]["arguments"])
+    assert json.loads(ex.message["tool_calls"][0]["function"]["arguments"])["todos"][0]["id"] == "transform-analysis"
+
+
 def test_stop_point_in_words_and_rule_path():
     c = next(c for c in CASES if c["id"] == "vllm-11786")
     ex = explain(_template(c["template"]), ChatRequest.from_dict(c), c["input"], fixes=False)

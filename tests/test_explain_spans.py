@@ -148,3 +148,28 @@ def test_explain_lays_fired_repairs_over_the_spans(monkeypatch):
     ex = explain(_template("Qwen-Qwen2.5-7B-Instruct.jinja"), req, out, fixes=False)
     assert [s.display_label for s in ex.spans if s.repair] == ["repaired: quote-keys"]
     assert not ex.consistency
+
+
+@pytest.mark.parametrize("template_name", ["Qwen-Qwen2.5-7B-Instruct.jinja", "Kimi-K2-Instruct.jinja"])
+def test_double_encoded_arguments_span_on_peg_and_handler_routes(template_name: str) -> None:
+    """Arguments written as a JSON string (repair ``double-encoded-arguments``, improved fidelity): on the PEG
+    route (Qwen 2.5, ``tool-args-encoded`` node) and a hand-written handler (Kimi K2, ``set_args`` of the decoded
+    object) the raw string is one ``arguments`` span whose field is the object in the message, and the spans
+    rebuild the message. A constructed output (the span mechanics); the real one is kimi-k2-26 in
+    tests/data/explain_cases.jsonl."""
+    from core.explain.explain import explain
+
+    encoded = json.dumps(json.dumps({"city": "Paris"}))
+    output = {"Qwen-Qwen2.5-7B-Instruct.jinja": '<tool_call>\n{"name": "get_weather", "arguments": ' + encoded
+              + '}\n</tool_call>',
+              "Kimi-K2-Instruct.jinja": "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+              "<|tool_call_argument_begin|>" + encoded + "<|tool_call_end|><|tool_calls_section_end|>"}[template_name]
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "hi"}], "tools": [tool]})
+    ex = explain(_template(template_name), req, output, fidelity="improved", fixes=False)
+    assert not ex.consistency, ex.consistency
+    assert json.loads(ex.message["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris"}
+    args = [s for s in ex.spans if s.label == SpanLabel.ARGUMENTS]
+    assert [(s.text, s.repair, json.loads(s.field)) for s in args] == [
+        (encoded, "double-encoded-arguments", {"city": "Paris"})]

@@ -169,6 +169,13 @@ def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) 
         value = in_value
         if tag == T.TOOL_ARGS and not text[node.start:node.end].startswith("{"):
             pass    # tagged arguments inside: the mapper ignores this text, its children carry the values
+        elif tag == T.TOOL_ARGS_ENCODED and not in_value:
+            # repair double-encoded-arguments: the raw JSON string is the arguments; the field carries the
+            # object the mapper decoded from it (nothing when it does not decode: the mapper sets nothing)
+            inner = _decoded_args(text[node.start:node.end])
+            if inner:
+                _paint(paint, node.start, node.end, (SpanLabel.ARGUMENTS, inner, cur, ""))
+                value = True
         elif tag in _TAG_LABELS and not in_value:
             label, kind = _TAG_LABELS[tag]
             call = cur if label not in (SpanLabel.REASONING, SpanLabel.CONTENT) else -1
@@ -184,6 +191,16 @@ def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) 
         if node.children:
             stack.extend((c, value) for c in reversed(node.children))
     return _runs(text, paint, gp_len, consumed)
+
+
+def _decoded_args(raw: str) -> str:
+    """The JSON object a JSON string ``raw`` holds, as the mapper takes it (``T.TOOL_ARGS_ENCODED``), or ``""``."""
+    try:
+        inner = json.loads(raw)
+        ok = isinstance(inner, str) and isinstance(json.loads(inner), dict)
+    except ValueError:
+        return ""
+    return inner.strip(_WS) if ok else ""
 
 
 def _paint(paint: list, start: int, end: int, value: tuple) -> None:

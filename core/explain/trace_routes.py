@@ -260,11 +260,32 @@ def _braced_end(text: str, pos: int) -> int:
     return n
 
 
-def _events_to_spans(events: list, text: str, gp: int, consumed: int, calls: list | None = None) -> list[Span]:
+def _repaired_args(events: list, text: str, fired: list | None) -> list:
+    """``events`` with each ``set_args`` whose value a repair made (``double-encoded-arguments``: the handler
+    hands over the decoded object, which is not in the text) turned into a ``converted_span`` over the raw range
+    the repair acted on, so the span carries the JSON the same parse put in the message. A repair range
+    ``(name, start, end)`` of the builder's ``fired`` list matches the ``set_args`` made at ``start``."""
+    if not fired:
+        return events
+    ranges = {start: end for _name, start, end in fired}
+    out = []
+    for ev in events:
+        name, value, pos, call, *_more = ev
+        if name == "set_args" and value and ranges.get(pos, pos) > pos and not text.startswith(value, pos):
+            ev = ("converted_span", value, pos, call, ranges[pos])
+        out.append(ev)
+    return out
+
+
+def _events_to_spans(events: list, text: str, gp: int, consumed: int, calls: list | None = None,
+                     fired: list | None = None) -> list[Span]:
     """Place each builder call's value at the scanner position of the call: the value starts at the cursor
     (a JSON value handed over before the cursor moves) or ends at it (text handed over after ``until``);
     otherwise the nearest occurrence before the cursor after the previous placed span. Values not found in the
-    text (a name the handler mapped) get no span; what remains is markers / whitespace / unparsed."""
+    text (a name the handler mapped) get no span; what remains is markers / whitespace / unparsed. Arguments a
+    repair in ``fired`` (the builder's ``(name, start, end)`` list) made cover the raw range it acted on
+    (:func:`_repaired_args`)."""
+    events = _repaired_args(events, text, fired)
     paint: list = [None] * len(text)
     floor = 0
     for name, value, pos, call, *more in events:
@@ -335,7 +356,7 @@ def trace_handler(parser: Any, output: str) -> ParseTrace:
     tr = ParseTrace(text, gp, msg, MAIN, [])
     if m is not None and same_message(m, msg):
         tr.spans = _events_to_spans(b.events, text, gp, len(text) if err is not None else max(sc.pos, gp),
-                                    b._b.calls)
+                                    b._b.calls, b._b.fired)
         if sc.pos < len(text) and err is None:
             # the body finished early and the handler ignores the rest (as llama.cpp does)
             tr.entry = "main+ignored"
@@ -366,7 +387,8 @@ def trace_handler(parser: Any, output: str) -> ParseTrace:
         tr.spans = _raw_spans(text, gp)
         return tr
     _sc, pb, _m, _e = run(text[:d])
-    tr.spans = _events_to_spans(pb.events, text[:d], gp, d, pb._b.calls) + _raw_spans(text[d:], 0, offset=d)
+    tr.spans = (_events_to_spans(pb.events, text[:d], gp, d, pb._b.calls, pb._b.fired)
+                + _raw_spans(text[d:], 0, offset=d))
     return tr
 
 

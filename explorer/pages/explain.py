@@ -1,14 +1,15 @@
 """Explain: where every character of a model output went, where the parse stopped, why, and a fix that was
 re-parsed before it is offered (``core.explain``). The output and request settings are the Playground's; the
 analysis overrides, disabled workarounds and fidelity are the session's. One click applies a fix (an override
-lands on the Overrides page, a request change in the Playground settings, a fidelity in the sidebar)."""
+lands on the Overrides page, a request change in the Playground settings, a fidelity in the sidebar). A
+Permalink (``x`` in the query string, see ``explorer.urlstate``) reopens the same explanation."""
 
 import html
 import json
 
 import streamlit as st
 
-from explorer import state
+from explorer import state, urlstate
 from core.explain.explain import show_invisible
 from explorer.components.text import md, visible_html
 
@@ -17,6 +18,7 @@ tpl = state.attempt(state.current)
 if tpl is None:
     st.stop()
 
+urlstate.restore_explain()      # a permalink (x=…) puts its request and output back first
 state.default("in_output", state.sample_output(tpl))
 
 # colours of the span view: background per label; markers are boxed
@@ -263,3 +265,16 @@ with st.expander("Show the reproducers"):
     st.code(rep["case"], language="json")
     st.code(rep["pytest"], language="python")
     st.code(rep["peg_tester"], language="cpp")
+
+# ---------------------------------------------------------------- permalink
+# template, fidelity and overrides are in the URL already (urlstate.sync); x adds the request and the output, so
+# the link reopens this very explanation
+
+st.subheader("Permalink")
+link, size = urlstate.explain_permalink(request, st.session_state.get("in_output", ""))
+if link:
+    st.code(link, language=None, wrap_lines=True)
+    st.caption("Copy this link: it reopens this explanation (template, fidelity, overrides, request, output).")
+else:
+    st.warning(md(f"The request and output are too large for a link ({size} characters encoded, at most "
+                  f"{urlstate.EXPLAIN_MAX_CHARS}): download the reproducer above (cases.jsonl line) instead."))
