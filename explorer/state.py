@@ -190,8 +190,38 @@ def bundled_names() -> list[str]:
 
 
 def load_bundled(name: str) -> CurrentTemplate:
-    """A bundled example by file name."""
+    """A bundled example by file name. Raises :class:`core.errors.TemplateLoadError` when ``name`` is not one of
+    :func:`bundled_names` (a link's ``bundled:../../etc/passwd`` must not read a server file)."""
+    names = bundled_names()
+    if name not in names:
+        from core.errors import TemplateLoadError
+
+        raise TemplateLoadError(name, "not one of the bundled examples (" + ", ".join(names) + ")")
     return load_spec(str(BUNDLED_DIR / name), origin="bundled")
+
+
+def load_visitor_hub(spec: str, variant: str | None = None, revision: str | None = None) -> CurrentTemplate:
+    """A Hub repository a visitor names (a link, the Compare page): Hub only, never a server path
+    (:func:`core.sources.load_hub_spec`), with the operator's token only when the serving policy sends it.
+    Raises :class:`core.errors.TemplateLoadError` (not a repo id) and the Hub errors."""
+    from core.serving import policy_or_closed
+    from core.sources import load_hub_spec
+
+    policy = policy_or_closed()[0]
+    return from_loaded(load_hub_spec(spec, variant, revision=revision, token=policy.hub_token), "hub")
+
+
+def load_visitor_path(path_text: str, variant: str | None = None) -> CurrentTemplate:
+    """A server path a visitor types or links: refused unless the operator allowed folders (``serve
+    --allow-root`` / ``CTE_ALLOW_ROOTS``), and then only inside them, symlinks and ``..`` resolved first (the
+    rule of the Sources and Corpus folder inputs, :func:`core.serving.confined_template_path`).
+    Raises :class:`core.serving.PathNotAllowedError`."""
+    from core.serving import PathNotAllowedError, confined_template_path, policy_or_closed
+
+    policy = policy_or_closed()[0]
+    if not policy.server_paths:
+        raise PathNotAllowedError(path_text, "reading server files is off on this server")
+    return load_spec(str(confined_template_path(path_text, policy.roots)), variant, origin="file")
 
 
 def from_edit(base: CurrentTemplate | None, source: str, name: str | None = None) -> CurrentTemplate:
@@ -369,6 +399,8 @@ def request_dict() -> dict[str, Any]:
             return json.loads(text) if text.strip() else None
         except json.JSONDecodeError as e:
             raise RequestError(what, f"is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+        except RecursionError:
+            raise RequestError(what, "nests too deeply to read as JSON") from None
 
     tools = parse_json("in_tools", "tools", json.dumps(default_tools(), indent=2))
     messages = parse_json("in_messages", "messages", json.dumps(DEFAULT_MESSAGES, indent=2))

@@ -98,6 +98,8 @@ def sync(tpl: Any) -> None:
 def restore() -> Any:
     """The :class:`~explorer.state.CurrentTemplate` the URL names (fidelity and overrides put back into the
     session), or None when the URL names none or it cannot be loaded (a clear error is kept for the sidebar)."""
+    from core.errors import TemplateLoadError
+
     from . import state
 
     qp = st.query_params
@@ -108,20 +110,20 @@ def restore() -> Any:
     try:
         if kind == "bundled":
             tpl = state.load_bundled(rest)
-        elif kind == "hub":
+        elif kind == "hub":  # Hub only: never read as a server path
             rest, _, variant = rest.partition("#")
             repo, _, rev = rest.partition("@")
-            tpl = state.load_spec(repo, variant or None, revision=rev or None, origin="hub")
-        elif kind == "file":
+            tpl = state.load_visitor_hub(repo, variant or None, revision=rev or None)
+        elif kind == "file":  # the serving policy's rule: off by default, else inside the allowed folders
             path, _, variant = rest.partition("#")
-            tpl = state.load_spec(path, variant or None, origin="file")
+            tpl = state.load_visitor_path(path, variant or None)
         elif kind == "text":
             text = load_text(rest)
             if text is None:
-                raise ValueError(f"the URL names edited text {rest!r} that this server does not keep")
+                raise TemplateLoadError(f"text:{rest}", "this link names edited text that this server does not keep")
             tpl = state.from_edit(None, text, qp.get("name") or f"edited-{rest[:8]}.jinja")
         else:
-            raise ValueError(f"the URL's src {src!r} is not bundled:, hub:, file: or text:")
+            raise TemplateLoadError(src, "a link's src must start with bundled:, hub:, file: or text:")
     except Exception as e:  # noqa: BLE001 - a stale link shows a message and the default template
         st.session_state["sidebar_error"] = e
         return None

@@ -34,11 +34,19 @@ elif kind == "Bundled example":
     name = st.selectbox("Bundled example", state.bundled_names(), key="in_compare_bundled")
     other = state.attempt(state.load_bundled, name) if name else None
 elif kind == "File or Hub id":
+    from core.serving import policy_or_closed
+
+    server_paths = policy_or_closed()[0].server_paths  # a server path only where the operator allows folders
     c1, c2 = st.columns([3, 1])
-    spec = c1.text_input("Path or Hub repo id", key="in_compare_spec")
+    spec = c1.text_input("Server path (allowed folders) or Hub repo id" if server_paths else "Hub repo id",
+                         key="in_compare_spec")
     rev = c2.text_input("Revision (Hub)", key="in_compare_rev")
-    if spec.strip():
-        other = state.attempt(state.load_spec, spec.strip(), revision=rev.strip() or None)
+    spec = spec.strip()
+    if spec:
+        if state.is_repo_id(spec) or not server_paths:
+            other = state.attempt(state.load_visitor_hub, spec, revision=rev.strip() or None)
+        else:
+            other = state.attempt(state.load_visitor_path, spec)
 else:
     text = st.text_area("Template source B", key="in_compare_text", height=200)
     if text.strip():

@@ -117,6 +117,10 @@ def _import(text: str, confirmed: bool = False) -> None:
         st.session_state[f"ov_error_{D}"] = ChatTemplateExplorerError(
             f"the imported text is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}")
         return
+    except RecursionError:  # e.g. 5,000 nested brackets: Python's decoder gives up, the page must not
+        st.session_state[f"ov_error_{D}"] = ChatTemplateExplorerError(
+            "the imported text nests too deeply to read as JSON")
+        return
     problem = None
     if not isinstance(data, dict):
         problem = ("must be a JSON object with \"overrides\" and/or \"disabled_workarounds\", got "
