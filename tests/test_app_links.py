@@ -3,6 +3,7 @@
 and none at all by default. Found by a fresh-eyes pass: ``/edit?src=file:/etc/passwd`` showed the file."""
 
 from __future__ import annotations
+
 import os
 
 import pytest
