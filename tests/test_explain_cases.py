@@ -123,6 +123,14 @@ def test_reproducers_round_trip(tmp_path):
         fn()
     finally:
         os.chdir(cwd)
+    # with the template's source embedded the test runs from any directory (a template outside ../shared)
+    ns = {}
+    exec(compile(pytest_test(ex, source=_template(c["template"]).source), "embedded_test.py", "exec"), ns)
+    os.chdir(tmp_path)
+    try:
+        next(v for k, v in ns.items() if k.startswith("test_"))()
+    finally:
+        os.chdir(cwd)
     snippet = peg_tester_snippet(ex)
     assert snippet.startswith("{\n    auto tst = peg_tester(\"models/templates/Qwen-Qwen3-0.6B.jinja\", detailed_debug);")
     assert ".tools({ repeat_string_tool })" in snippet and snippet.rstrip().endswith(".run();\n}")

@@ -32,7 +32,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
                  overrides=overrides)
     if args.json:
         data = ex.to_json()
-        data["reproducer"] = {"case": json.loads(case_line(ex)), "pytest": pytest_test(ex),
+        data["reproducer"] = {"case": json.loads(case_line(ex)), "pytest": pytest_test(ex, source=template.source),
                               "peg_tester": peg_tester_snippet(ex)}
         print(json.dumps(data, ensure_ascii=False, indent=2))
         return 0
@@ -64,7 +64,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         print(f"\nWARNING (a bug of this tool): {ex.consistency}")
     if args.reproducer:
         print("\n# cases.jsonl line\n" + case_line(ex))
-        print("\n# pytest\n" + pytest_test(ex))
+        print("\n# pytest\n" + pytest_test(ex, source=template.source))
         print("# llama.cpp tests/test-chat.cpp\n" + peg_tester_snippet(ex))
     return 0
 

@@ -16,17 +16,26 @@ def case_line(ex: Any, case_id: str = "explain-0000") -> str:
     return json.dumps(row, ensure_ascii=False)
 
 
-def pytest_test(ex: Any, case_id: str = "explain-0000") -> str:
-    """A pytest test for this project that parses the output and compares the message (reference rules)."""
+def pytest_test(ex: Any, case_id: str = "explain-0000", source: str | None = None) -> str:
+    """A pytest test for this project that parses the output and compares the message (reference rules).
+    With ``source`` (the template text) the test carries the template itself and runs from any directory;
+    without it the template is read from ``../shared/templates`` by name."""
     name = "".join(c if c.isalnum() else "_" for c in f"test_{ex.template}_{case_id}").lower()
     case = pprint.pformat(json.loads(case_line(ex, case_id)), width=100, sort_dicts=False)
-    return f'''from core.chat.cli_commands import TemplateDir, run_case
-
+    if source is None:
+        head = "from core.chat.cli_commands import TemplateDir, run_case\n"
+        templates = 'TemplateDir("../shared/templates")'
+    else:
+        head = ("from core.chat.cli_commands import run_case\nfrom core.templating import ChatTemplate\n\n"
+                f"SOURCE = {source!r}\n\n\nclass _Template:\n    def get(self, name):\n"
+                "        return ChatTemplate(SOURCE, name)\n")
+        templates = "_Template()"
+    return f'''{head}
 CASE = {case}
 
 
 def {name}():
-    templates = TemplateDir("../shared/templates")
+    templates = {templates}
     out = run_case(CASE, templates, fidelity={ex.fidelity!r})
     assert "error" not in out, out.get("error")
     assert out["message"] == CASE["expect"]

@@ -80,7 +80,7 @@ def _explain(source: str, name: str, request_json: str, output: str, fidelity: s
     ex = explain(ChatTemplate(source, name), ChatRequest.from_dict(json.loads(request_json)), output,
                  fidelity=fidelity, overrides=json.loads(overrides_json), disabled_workarounds=disabled)
     data = ex.to_json()
-    data["reproducer"] = {"case": case_line(ex), "pytest": pytest_test(ex), "peg_tester": peg_tester_snippet(ex)}
+    data["reproducer"] = {"case": case_line(ex), "pytest": pytest_test(ex, source=source), "peg_tester": peg_tester_snippet(ex)}
     return data
 
 
