@@ -53,11 +53,15 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
         v = verify(res.response_template, template, fidelity=fidelity,
                    cases=reference_cases(args.cases, template.name) if args.cases else ())
-        print(f"verification: {v.count_summary()}", file=sys.stderr)
+        print(f"verification: {v.count_summary() or 'nothing checked'}", file=sys.stderr)
         if not v.agrees:
             d = v.first_disagreement
-            print(f"error: {template.name}: transformers disagrees with our parser on {d.source if d else '?'}: "
-                  f"{d.why if d else 'no check agreed'}; not exported", file=sys.stderr)
+            if d is None:
+                print(f"error: {template.name}: nothing to verify it on (no reference case for this template, and "
+                      "no round-trip message the template renders and parses back); not exported", file=sys.stderr)
+            else:
+                print(f"error: {template.name}: transformers disagrees with our parser on {d.source}: {d.why}; "
+                      "not exported", file=sys.stderr)
             return 1
     if args.format == "tokenizer-config":
         base = None
