@@ -57,7 +57,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         if not v.agrees:
             d = v.first_disagreement
             if d is None:
-                print(f"error: {template.name}: nothing to verify it on (no reference case for this template, and "
+                print(f"error: {template.name}: no check could be run (no usable reference case for this template, and "
                       "no round-trip message the template renders and parses back); not exported", file=sys.stderr)
             else:
                 print(f"error: {template.name}: transformers disagrees with our parser on {d.source}: {d.why}; "
