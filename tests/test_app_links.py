@@ -85,3 +85,19 @@ def test_deeply_nested_override_import_is_a_message_not_a_crash(server):
     [b for b in at.button if b.label == "Apply imported JSON"][0].click().run()
     assert not at.exception, at.exception
     assert any("nests too deeply" in e for e in errors(at)), errors(at)
+
+
+def test_corpus_opens_a_bundled_example_by_name_not_by_server_path(server):
+    """With server folders off the Corpus page lists the bundled examples; opening one must link it as
+    ``bundled:NAME`` (a second pass saw ``src=file:/abs/install/path/…`` in the URL, telling visitors where the app
+    is installed)."""
+    at = page(start(), "corpus")
+    [b for b in at.button if b.label.startswith("Analyse ")][0].click().run()
+    at.selectbox(key="in_corpus_open").select("xml-function-tags.jinja").run()
+    [b for b in at.button if b.label == "Open in Overview"][0].click().run()
+    assert not at.exception and not errors(at)
+    cur = at.session_state["template"]
+    assert cur.name == "xml-function-tags.jinja" and cur.origin == "bundled"
+    src = at.query_params["src"]
+    src = src[0] if isinstance(src, list) else src
+    assert src == "bundled:xml-function-tags.jinja"

@@ -10,7 +10,7 @@ import streamlit as st
 
 import core.corpus as core_corpus
 from core.corpus import CAPS, COLUMNS, SUFFIXES
-from core.serving import BusyError, WorkKind, confined_template_path, work_slot
+from core.serving import BusyError, WorkKind, work_slot
 from explorer import state
 from explorer.components import serving
 from explorer.components.lint_view import corpus_lint
@@ -154,9 +154,10 @@ if names:
     o1.selectbox("Template", names, key="in_corpus_open")
     if o2.button("Open in Overview", type="primary"):
         chosen = str(pathlib.Path(result["folder"]) / st.session_state["in_corpus_open"])
-        tpl = state.attempt(lambda: state.load_spec(chosen if not policy.server_paths
-                                                    else str(confined_template_path(chosen, policy.roots)),
-                                                    origin="file"))
+        if not policy.server_paths:  # the bundled examples: loaded by name, so a link says bundled:NAME, not a path
+            tpl = state.attempt(state.load_bundled, st.session_state["in_corpus_open"])
+        else:
+            tpl = state.attempt(state.load_visitor_path, chosen)
         if tpl:
             state.set_current(tpl)
             st.switch_page("explorer/pages/overview.py")
