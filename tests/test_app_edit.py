@@ -116,7 +116,8 @@ def test_lint_page_and_suppression():
 
 
 @pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
-def test_compare_page_r7b_revisions():
+def test_compare_page_r7b_revisions(monkeypatch):
+    monkeypatch.setenv("CTE_ALLOW_ROOTS", str(TEMPLATES))  # a server path in Compare needs an allowed folder
     at = use_corpus(start(), "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja")
     page(at, "compare")
     at.radio(key="in_compare_kind").set_value("File or Hub id").run()

@@ -149,6 +149,7 @@ def test_permalink_reopens_the_same_explanation(tmp_path, monkeypatch):
     from .test_app_edit import start_with
 
     monkeypatch.setenv("CTE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CTE_ALLOW_ROOTS", str(TEMPLATES))  # a file: link reopens only inside an allowed folder
     at = use_corpus(start(), "Qwen-Qwen2.5-7B-Instruct.jinja")
     at.session_state["in_tools"] = json.dumps([TOOL])
     at.session_state["in_messages"] = json.dumps([{"role": "user", "content": "Weather in Paris?"}])
