@@ -85,6 +85,20 @@ def _start(browser, app_url):
     return page, errors
 
 
+def paste_template(page, name: str, source: str) -> None:
+    """On the Sources page: choose "Paste text", type ``name`` and ``source``, press "Use this text"."""
+    page.get_by_text("Paste text").click()
+    _wait_idle(page)
+    box = page.locator('[data-testid="stTextInput"]').filter(has_text="Name").locator("input")
+    box.fill(name)
+    box.press("Enter")
+    area = page.locator('[data-testid="stTextArea"]').filter(has_text="Jinja template").locator("textarea")
+    area.fill(source)
+    area.press("Control+Enter")
+    _wait_idle(page)
+    page.get_by_role("button", name="Use this text").click()
+
+
 def test_load_pick_template_parse(app_url, browser):
     page, errors = _start(browser, app_url)
     metrics = page.locator('[data-testid="stMetric"]')
@@ -244,16 +258,7 @@ def test_hostile_template_is_text_in_the_browser(app_url, browser):
     page.goto(app_url, wait_until="networkidle")
     page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Sources").click()
     page.get_by_role("heading", name="Sources").wait_for(timeout=60_000)
-    page.get_by_text("Paste text").click()
-    _wait_idle(page)
-    name = page.locator('[data-testid="stTextInput"]').filter(has_text="Name").locator("input")
-    name.fill("<img src=x onerror=alert(3)>.jinja")
-    name.press("Enter")
-    area = page.locator('[data-testid="stTextArea"]').filter(has_text="Jinja template").locator("textarea")
-    area.fill(HOSTILE)
-    area.press("Control+Enter")
-    _wait_idle(page)
-    page.get_by_role("button", name="Use this text").click()
+    paste_template(page, "<img src=x onerror=alert(3)>.jinja", HOSTILE)
     page.get_by_text("Loaded", exact=False).first.wait_for(timeout=60_000)
     page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Overview").click()
     page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)

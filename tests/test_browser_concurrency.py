@@ -21,7 +21,8 @@ import pytest
 
 from bench.browser import CHROME_ARGS, IDLE_JS
 
-from .test_browser import ARTIFACTS, _shot, _wait_idle, browser, streamlit_server  # noqa: F401 - fixture
+from .test_browser import (ARTIFACTS, _shot, _wait_idle, browser, paste_template,  # noqa: F401 - fixture
+                           streamlit_server)
 
 pytestmark = pytest.mark.browser
 
@@ -52,16 +53,7 @@ def test_runaway_in_one_session_leaves_another_responsive(browser):  # noqa: F81
             a.goto(f"{url}/sources", wait_until="networkidle")
             a.get_by_role("heading", name="Sources").wait_for(timeout=30_000)
             _wait_idle(a)
-            a.get_by_text("Paste text").click()
-            _wait_idle(a)
-            name = a.locator('[data-testid="stTextInput"]').filter(has_text="Name").locator("input")
-            name.fill("runaway.jinja")
-            name.press("Enter")
-            area = a.locator('[data-testid="stTextArea"]').filter(has_text="Jinja template").locator("textarea")
-            area.fill(RUNAWAY)
-            area.press("Control+Enter")
-            _wait_idle(a)
-            a.get_by_role("button", name="Use this text").click()
+            paste_template(a, "runaway.jinja", RUNAWAY)
             a.get_by_text("Loaded runaway.jinja", exact=False).first.wait_for(timeout=30_000)
             _wait_idle(a)
             # open the Overview: the analysis starts and A's script run stays "running" until the worker stops

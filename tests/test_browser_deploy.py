@@ -16,7 +16,7 @@ import urllib.parse
 import pytest
 
 from .conftest import ROOT
-from .test_browser import _shot, _wait_idle, browser, streamlit_server  # noqa: F401 - browser: a fixture
+from .test_browser import _shot, _start, _wait_idle, browser, streamlit_server  # noqa: F401 - browser: a fixture
 
 pytestmark = pytest.mark.browser
 
@@ -90,12 +90,7 @@ def _type_folder(page, label: str, text: str) -> None:
 
 def test_server_paths_confined_to_the_allowed_folder(demo_url, browser, planted):  # noqa: F811
     allowed, outside = planted
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(demo_url, wait_until="networkidle")
-    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
-    _wait_idle(page)
+    page, errors = _start(browser, demo_url)
     _open(page, "Sources")
     page.get_by_text("Local folder").click()
     _wait_idle(page)
