@@ -155,8 +155,8 @@ def read_call_format(text: str) -> InstructionFormat | None:
         closer = _marker_after(text[end:])
         if closer and not closer.startswith("</") and closer != _closing_tag(opener):
             closer = ""
-        lo = max(0, len(before) - len(opener) - 40)
-        evidence = " ".join(text[lo:min(len(text), end + len(closer) + 20)].split())
+        spelled = (opener + " " if opener else "") + ("[" if array else "") + text[start:end]
+        evidence = " ".join((spelled + (" " + closer if closer else "")).split())
         return InstructionFormat(opener, closer, "name", args_key, array, evidence)
     m = _LIST_PHRASE.search(text)
     if m is not None:
