@@ -260,5 +260,30 @@ def example_call(fmt: Any, name: str, arguments: dict[str, Any]) -> str:
     return f"{start}{obj}{end}"
 
 
+def comparison_label(cmp_id: str) -> str:
+    """What a "found by" column says for a field set by comparison ``cmp_id``: :data:`FOUND_BY_LABEL` for I1,
+    else the id itself."""
+    return FOUND_BY_LABEL if cmp_id == "I1" else cmp_id
+
+
+def inferred_summary(report: Any) -> str | None:
+    """One line for the Overview when the report's tool format was read from the tool instructions (else None):
+    where it comes from and a call written in it. ``report``: an :class:`~core.analysis.AnalysisReport`."""
+    analysis = getattr(report, "analysis", None)
+    tools = getattr(analysis, "tools", None)
+    if tools is None or tools.inferred_from != INFERRED_FROM_INSTRUCTIONS:
+        return None
+    cmp = report.comparison("I1") if hasattr(report, "comparison") else None
+    spelled = ""
+    if cmp is not None:
+        fmt = read_call_format(cmp.diff.right) if cmp.diff is not None else None
+        spelled = f" ({fmt.evidence})" if fmt is not None else ""
+    return ("Tool-call format inferred from instructions (comparison I1, improvement instruction-call-format): the "
+            f"template never renders a call in history, but its tool instructions spell one{spelled}. The parser "
+            f"reads calls written as {example_call(tools.format, 'get_weather', {'city': 'Paris'})}; the end "
+            "marker is optional and text after the calls is content. llama.cpp finds no tool format here.")
+
+
 __all__ = ["FOUND_BY_LABEL", "INFERRED_FROM_INSTRUCTIONS", "InstructionFormat", "analyze_instructions",
-           "apply_format", "example_call", "format_for_request", "read_call_format", "system_text"]
+           "apply_format", "comparison_label", "example_call", "format_for_request", "inferred_summary",
+           "read_call_format", "system_text"]
