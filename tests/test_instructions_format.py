@@ -83,6 +83,13 @@ def test_read_call_format_reads_nothing(text):
     assert read_call_format(text) is None
 
 
+def test_read_call_format_on_hostile_text():
+    # a request's system message can be anything: unclosed example objects repeated, or the example far down
+    assert read_call_format('{"name": x, "arguments": {' * 20000) is None
+    fmt = read_call_format("x" * 100000 + " " + AGENT_LINE)
+    assert fmt is not None and fmt.opener == "<function_call>"
+
+
 @pytest.mark.parametrize("name", sorted(FIRES_ON))
 def test_fires_on_corpus_template_and_parses_back(name):
     rep = analyze(_tmpl(name), fidelity="improved")

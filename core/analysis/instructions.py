@@ -66,12 +66,19 @@ _LIST_PHRASE = re.compile(r"(<[^<>\s]{1,40}>)\s+followed\s+by\s+(?:an?\s+)?JSON\
 _PROBE_NAMES = (P.FUN_FIRST, P.FUN_SECOND)
 
 
+_MAX_CANDIDATES = 64
+_MAX_EXAMPLE = 4000
+# bounds for request-time text (a system message of any size): candidates tried, characters of one example
+
+
 def _balanced_end(text: str, i: int) -> int:
-    """Index just past the ``{...}`` that starts at ``text[i]`` (strings respected), or -1."""
+    """Index just past the ``{...}`` that starts at ``text[i]`` (strings respected), or -1 (also when it is
+    longer than an example call can be)."""
     depth = 0
     in_str = False
     k = i
-    while k < len(text):
+    stop = min(len(text), i + _MAX_EXAMPLE)
+    while k < stop:
         c = text[k]
         if in_str:
             if c == "\\":
@@ -93,9 +100,11 @@ def _balanced_end(text: str, i: int) -> int:
 def _find_shape(text: str) -> tuple[int, int, str] | None:
     """``(start, end, args_key)`` of the first example call ``{"name": X, "arguments"|"parameters": Y}`` in
     ``text`` whose name is a placeholder (not a probe tool's name: tool definitions are not examples)."""
-    for m in _SHAPE_START.finditer(text):
+    for n, m in enumerate(_SHAPE_START.finditer(text)):
+        if n >= _MAX_CANDIDATES:
+            break
         pos = m.end()
-        name_end = text.find(",", pos)
+        name_end = text.find(",", pos, pos + 200)
         if name_end < 0 or "\n" in text[pos:name_end] or "{" in text[pos:name_end]:
             continue
         if any(n in text[pos:name_end] for n in _PROBE_NAMES):
@@ -109,7 +118,7 @@ def _find_shape(text: str) -> tuple[int, int, str] | None:
             if end < 0:
                 continue
             k = end
-        close = text.find("}", k)
+        close = text.find("}", k, k + _MAX_EXAMPLE)
         if close < 0 or "\n" in text[k:close] and text[k:close].strip():
             continue
         return m.start(), close + 1, a.group(1)
