@@ -173,3 +173,15 @@ def test_request_system_message_spells_the_format():
     assert format_for_request(qwen, req.messages) is None
     assert format_for_request(analyze(_tmpl(name), fidelity="improved").analysis,
                               [{"role": "user", "content": AGENT_LINE}]) is None  # only a system message counts
+
+
+def test_cli_says_where_the_format_comes_from(capsys):
+    from core.cli import main
+
+    path = str(TEMPLATES / "hfjs-MadeAgents-Hammer2.1.jinja")
+    assert main(["analyze", path, "--improved", "--no-comparisons"]) == 0
+    assert "Tools: JSON_NATIVE  (inferred from instructions: comparison I1)" in capsys.readouterr().out
+    assert main(["analyze", path, "--no-comparisons"]) == 0
+    assert "Tools: NONE\n" in capsys.readouterr().out
+    assert main(["analyze", path, "--improved", "--json", "--no-comparisons"]) == 0
+    assert json.loads(capsys.readouterr().out)["analysis"]["tools"]["inferred_from"] == "instructions"
