@@ -167,8 +167,11 @@ def test_request_system_message_spells_the_format():
     # the closing tag is optional (the prompt names none)
     msg = b.parser.parse(out.replace("</function_call>", "")).to_openai()
     assert msg["tool_calls"] and msg["content"] == "##ANSWER##"
-    # llama.cpp fidelity: all content; a template with a rendered format ignores the system message
+    # llama.cpp fidelity, or the improvement switched off: all content
     assert not build_chat_parser(_tmpl(name), req).parser.parse(out).to_openai().get("tool_calls")
+    off = analyze(_tmpl(name), fidelity="improved", disabled_improvements=[INSTRUCTION_CALL_FORMAT])
+    assert not build_chat_parser(_tmpl(name), req, report=off).parser.parse(out).to_openai().get("tool_calls")
+    # a template with a rendered format ignores the system message
     qwen = analyze(_tmpl("Qwen-Qwen3-0.6B.jinja"), fidelity="improved").analysis
     assert format_for_request(qwen, req.messages) is None
     assert format_for_request(analyze(_tmpl(name), fidelity="improved").analysis,
