@@ -472,6 +472,23 @@ def _tracking_env() -> jinja2.Environment:
             pass
 
         def getattr(self, obj: Any, attribute: str) -> Any:
+            tp = type(obj)
+            if ((tp is TrackedDict or tp is dict) and type(attribute) is str and attribute[:1] != "_"
+                    and not hasattr(tp, attribute)):
+                # A mapping's key read as a member (``message.role``), the commonest access of a render.
+                # Same result as the general path below (tick, key or undefined, usage marks), without
+                # the sandbox first raising and catching an AttributeError for the missing attribute.
+                self._tick()
+                try:
+                    result = obj[attribute]
+                except KeyError:
+                    result = self.undefined(obj=obj, name=attribute)
+                if tp is TrackedDict:
+                    rec = _active()
+                    if rec is not None:
+                        rec.mark(obj, "object_access")
+                        rec.mark(result)
+                return result
             kind = _llama_type(obj)
             if (kind in ("string", "array", "object") and isinstance(attribute, str)
                     and not attribute.startswith("_")  # internals: the sandbox refuses them loudly
