@@ -73,10 +73,15 @@ def segmentize_markers(text: str) -> list[Segment]:
     n = len(text)
     border = 0
     pos = 0
+    # next "<" and "[" at or after pos, each searched again only once passed (-1 stays -1): one scan of the
+    # text instead of one per marker
+    lt = text.find("<")
+    sq = text.find("[")
     while pos < n:
-        # next opener
-        lt = text.find("<", pos)
-        sq = text.find("[", pos)
+        if 0 <= lt < pos:
+            lt = text.find("<", pos)
+        if 0 <= sq < pos:
+            sq = text.find("[", pos)
         if lt < 0 and sq < 0:
             break
         start = lt if sq < 0 or (0 <= lt < sq) else sq

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import copy
 import functools
-import inspect
 import threading
+from types import GeneratorType as _GeneratorType
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -213,13 +213,21 @@ def _wrap_filter(name: str, fn: Callable[..., Any], op_prefix: str = "") -> Call
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        rec = _active()
-        if rec is not None and len(args) > idx:
-            rec.mark(args[idx], op, deep=deep)
-        with _Suppressed():
+        # _active() and _Suppressed inlined: this runs for every filter and test of a probe render
+        rec = getattr(_state, "recorder", None)
+        if rec is None:
             result = fn(*args, **kwargs)
-            if inspect.isgenerator(result):
-                # llama.cpp's map/select/... return arrays (``|tojson`` works on them)
+        else:
+            if not rec.suppressed and len(args) > idx:
+                rec.mark(args[idx], op, deep=deep)
+            rec.suppressed += 1
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                rec.suppressed -= 1
+        if type(result) is _GeneratorType:
+            # llama.cpp's map/select/... return arrays (``|tojson`` works on them)
+            with _Suppressed():
                 result = list(result)
         return result
 
