@@ -8,7 +8,7 @@ One command prints the whole table::
 
 Figures (each: median over repeated runs, with the spread min–max over those runs, and peak memory); with
 ``--oracle`` (llama.cpp's oracle binary, ``../shared/tools/oracle``) the analysis figures are compared with
-llama.cpp's own analysis timed in the same run:
+llama.cpp's own analysis, and P2 with llama.cpp's own parse of the same output, timed in the same run:
 
 * **P1** analysis time per template over ``../shared/templates`` (median / p90 / max): cold with an empty
   disk cache (fresh process, fresh ``CTE_CACHE_DIR``: compile included), cold process with a warm disk cache

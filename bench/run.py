@@ -5,7 +5,8 @@ Options: ``--quick`` (one run per figure, the first 40 templates, a 200-analysis
 ``--limit N`` (first N templates for P1/P4/P5), ``--batch N`` (P5 analyses, default 1000), ``--workers N``
 (default 2), ``--sizes 8,128`` (P3, KB), ``--stream-chars 20000,160000`` (P6), ``--parse-kb 45`` (P2 output
 size), ``--oracle PATH`` (llama.cpp's oracle binary, default ``$CTE_LLAMA_ORACLE``: P1 side by side with
-llama.cpp's analysis timed in the same run; without it our figures are printed alone), ``--json FILE`` (raw
+llama.cpp's analysis timed in the same run, each template's time the median of ``--repeats`` oracle calls,
+and P2 with the oracle's ``parse`` of the same sample; without it our figures are printed alone), ``--json FILE`` (raw
 results). Progress goes to stderr (a bar on a terminal, a line per 10 % otherwise), the table to stdout; the
 notes end with the total bench time. Exit status 0 when every figure was measured (targets missed are shown, not failures), 2 on bad
 options or missing inputs.
@@ -761,7 +762,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="P6: hostile payload sizes in characters (default 20000,160000; 20000 with --quick)")
     ap.add_argument("--oracle", default=os.environ.get(ORACLE_ENV),
                     help=f"llama.cpp's oracle binary (default ${ORACLE_ENV}); when given, P1 is compared with "
-                         "llama.cpp's analysis timed in the same run")
+                         "llama.cpp's analysis and P2 with its parse, timed in the same run")
     ap.add_argument("--parse-kb", type=int, default=45, help="P2: output size in KB (default 45)")
     ap.add_argument("--json", metavar="FILE", help="also write the raw results as JSON")
     return ap.parse_args(argv)
