@@ -360,6 +360,8 @@ def _p1_warm(b: Bench) -> None:
         b.rows.append(Row(id_, what, med.fmt(2, " ms"), f"p90 {_spread([s.p90 for s in runs])}, max "
                           f"{_spread([s.max for s in runs], digits=1)}{cpu}; {len(loaded)} templates", "", target,
                           ok))
+    if b.raw.get("p1_warm_cleared_paired"):
+        _paired_row(b, b.raw["p1_warm_cleared_paired"])
 
 
 def _p1_warm_memos(b: Bench, templates: list[Any]) -> tuple[list[Summary], list[Summary]]:
@@ -370,6 +372,7 @@ def _p1_warm_memos(b: Bench, templates: list[Any]) -> tuple[list[Summary], list[
 
     cleared: list[Summary] = []
     cycle: list[Summary] = []
+    paired: dict[str, list[tuple[float, float]]] = {}
     cpu: list[float] = []
     for r in range(b.repeats):
         times = []
@@ -381,6 +384,10 @@ def _p1_warm_memos(b: Bench, templates: list[Any]) -> tuple[list[Summary], list[
             analyze(t)
             times.append((time.perf_counter() - s) * 1000)
             cpu.append((time.thread_time() - c) * 1000)
+            if b.oracle is not None:  # llama.cpp on the same template right after: the same moment's load
+                theirs = b.oracle.analyze_ms(b.templates / t.name)
+                if theirs is not None:
+                    paired.setdefault(t.name, []).append((times[-1], theirs))
             progress(j + 1, len(templates), f"P1 warm, memos cleared: run {r + 1}/{b.repeats}", t0)
         cleared.append(Summary.of(times))
         for t in templates:  # fill the memos again (not timed)
@@ -396,7 +403,24 @@ def _p1_warm_memos(b: Bench, templates: list[Any]) -> tuple[list[Summary], list[
     b.raw["p1_warm_cleared"] = [asdict(s) for s in cleared]
     b.raw["p1_warm_cleared_cpu_ms_median"] = median(cpu)
     b.raw["p1_warm_cycle"] = [asdict(s) for s in cycle]
+    if paired:
+        b.raw["p1_warm_cleared_paired"] = paired
     return cleared, cycle
+
+
+def _paired_row(b: Bench, paired: dict[str, list[tuple[float, float]]]) -> None:
+    """Row of the warm, memos-cleared analyses each followed at once by llama.cpp's analysis of the same
+    template (oracle): both sides see the same moment's load, which the separately timed rows cannot promise
+    on a shared machine. Ratio of the two medians, and the median of the per-template ratios."""
+    ours = [median([o for o, _ in v]) for v in paired.values()]
+    theirs = [median([t for _, t in v]) for v in paired.values()]
+    per = [median([o / max(t, 1e-3) for o, t in v]) for v in paired.values()]
+    mo, mt = median(ours), median(theirs)
+    b.rows.append(Row("P1-warm-cleared-paired", "warm, memos cleared, each analysis timed back to back with "
+                      "llama.cpp's analysis of the same template (oracle)", _ms(mo),
+                      f"llama.cpp median {_ms(mt)}; median per-template ratio {median(per):.2f}×, "
+                      f"p90 {sorted(per)[int(len(per) * 0.9)]:.2f}×; {len(paired)} templates", "",
+                      f"≤ 1× llama.cpp {mt:.2f} ms (ratio {mo / mt:.2f}×)", mo <= mt))
 
 
 # ---------------------------------------------------------------------------------------------------------- P2
