@@ -776,7 +776,8 @@ class StreamingParser:
         self.parser = parser
         self._parse = _parse_fn(parser, incremental)
         owner = getattr(self._parse, "__self__", None)
-        self._session = owner if isinstance(owner, PegStreamSession) else None
+        # sessions that report an open region after each partial parse (PEG-built parsers, special handlers)
+        self._session = owner if hasattr(owner, "open_region") else None
         self._region: OpenRegion | None = None
         self._tail = ""
         self._appended: list[str] = []    # fast-path text not yet folded into self._emitted
