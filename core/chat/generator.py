@@ -228,7 +228,7 @@ class ViewMemo:
     __slots__ = ("text", "views", "deaths", "messages", "last_len", "last_covers", "last_switches")
 
     def __init__(self) -> None:
-        self.text = ""
+        self.text: str | None = ""
         self.views: dict[int, AssistantMessage] = {}
         self.deaths: dict[Any, int] = {}
         self.messages: dict[int, AssistantMessage | None] = {}   # prefix_rest's messages of prefixes
@@ -236,8 +236,16 @@ class ViewMemo:
         self.last_covers = False
         self.last_switches: frozenset = frozenset()
 
+    def trust(self) -> None:
+        """From now on the owner vouches that each text extends the previous one (a stream that only appends,
+        and makes a new memo otherwise): :meth:`sync` then compares nothing and the memo keeps no reference to
+        the text (which lets the owner grow it in place)."""
+        self.text = None
+
     def sync(self, text: str) -> None:
         """Start a step on ``text`` (forget everything when it does not extend the previous text)."""
+        if self.text is None:   # trusted (see trust)
+            return
         if not text.startswith(self.text):
             self.views = {}
             self.deaths = {}

@@ -715,7 +715,13 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
     if len(ncalls) < len(pcalls):
         raise StreamRetractionError("a tool call disappeared")
     start = len(pcalls) - 1 if pcalls else 0
-    if start > 0 and ncalls[:start] != pcalls[:start]:   # identity first: C-speed when the calls are shared
+    # calls both messages share from one append-only list of settled calls (``shared_calls``, set by the
+    # handlers' repetition memo) are the same objects: only the calls after them are compared
+    same = 0
+    ps, ns = getattr(prev, "shared_calls", None), getattr(new, "shared_calls", None)
+    if ps is not None and ns is not None and ps[0] is ns[0]:
+        same = min(ps[1], ns[1], start)
+    if start > same and ncalls[same:start] != pcalls[same:start]:   # identity first: C-speed when shared
         raise StreamRetractionError("an earlier tool call changed")
     for i in range(start, len(ncalls)):
         call = ncalls[i]
@@ -778,6 +784,9 @@ class StreamingParser:
         owner = getattr(self._parse, "__self__", None)
         # sessions that report an open region after each partial parse (PEG-built parsers, special handlers)
         self._session = owner if hasattr(owner, "open_region") else None
+        # a session that takes the appended text alone (no re-joined text per step): what it has not seen yet
+        self._appender = getattr(owner, "parse_appended", None) if self._session is not None else None
+        self._unseen: list[str] = []
         self._region: OpenRegion | None = None
         self._tail = ""
         self._appended: list[str] = []    # fast-path text not yet folded into self._emitted
@@ -882,7 +891,12 @@ class StreamingParser:
             self._fold_field = self._region.field if self._region is not None else None
             self._fold()
         self._region = None
-        new = _safe_parse(self._parse, self.text, is_partial)
+        if self._appender is not None and is_partial:
+            added = "".join(self._unseen)
+            self._unseen = []
+            new = _safe_parse(self._appender, added, True)
+        else:
+            new = _safe_parse(self._parse, self.text, is_partial)
         if new is None:
             self.held_back += 1
             return []
@@ -901,7 +915,12 @@ class StreamingParser:
             region = self._session.open_region
             if region is not None:
                 self._region = region
-                self._tail = self.text[-region.keep:] if region.keep else ""
+                if not region.keep:
+                    self._tail = ""
+                elif self._appender is not None:
+                    self._tail = self._session.tail(region.keep)
+                else:
+                    self._tail = self.text[-region.keep:]
         return deltas
 
     def feed(self, text: str) -> list[MessageDelta]:
@@ -912,6 +931,8 @@ class StreamingParser:
             return []
         self._chunks.append(text)
         self._dirty = True
+        if self._appender is not None:
+            self._unseen.append(text)
         fast = self._fast(text)
         if fast is not None:
             return fast

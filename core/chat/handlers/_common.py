@@ -624,6 +624,9 @@ class MessageBuilder:
         # the last text added to a field: (field, text, version after) — the session's fast path checks that
         # the parse ended right after it
         self.last_add: tuple | None = None
+        # calls replayed from a repetition memo: (index of the first, the memo's calls, their frozen ToolCalls,
+        # how many) — result() copies that block of ToolCalls in one slice
+        self.frozen_span: tuple | None = None
 
     # -- backtracking ----------------------------------------------------------------------------------------
     def mark(self) -> tuple:
@@ -751,10 +754,36 @@ class MessageBuilder:
             reasoning = ""
         # a string value still open stays open (llama.cpp closes quotes only for calls not yet named), so
         # successive partial parses only ever append to the arguments
-        calls = [c.frozen if c.frozen is not None else ToolCall(c.call.name, c.call.arguments, c.call.id)
-                 for c in self.calls]
-        return AssistantMessage(content=self.content, reasoning_content=reasoning, tool_calls=calls,
-                                repairs=list(self.fired))
+        calls = self._tool_calls()
+        msg = AssistantMessage(content=self.content, reasoning_content=reasoning, tool_calls=calls,
+                               repairs=list(self.fired))
+        span = self.frozen_span
+        if span is not None and span[0] == 0 and len(calls) >= span[3] and calls[span[3] - 1] is span[2][span[3] - 1]:
+            # the first calls are the memo's settled ones (an append-only list): see stream_deltas_between
+            msg.shared_calls = (span[2], span[3])
+        return msg
+
+    def _tool_calls(self) -> list[ToolCall]:
+        """ToolCalls of :attr:`calls`: the frozen ones shared, the others copied."""
+        calls = self.calls
+        span = self.frozen_span
+        if span is not None:
+            i0, mcalls, tcs, m = span
+            end = i0 + m
+            if m and len(calls) >= end and calls[i0] is mcalls[0] and calls[end - 1] is mcalls[m - 1]:
+                # only the last call is ever replaced (current / reset): both ends in place = the block is
+                out = tcs[:m] if m < len(tcs) else list(tcs)
+                if i0:
+                    out[0:0] = _copies(calls[:i0])
+                if end < len(calls):
+                    out.extend(_copies(calls[end:]))
+                return out
+        return _copies(calls)
+
+
+def _copies(calls: list[_Call]) -> list[ToolCall]:
+    return [c.frozen if c.frozen is not None else ToolCall(c.call.name, c.call.arguments, c.call.id)
+            for c in calls]
 
 
 def attempt(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], *args: Any) -> bool:
@@ -792,7 +821,7 @@ class _RepeatMemo:
     records (end position, calls, content and reasoning added, switches, fired repairs) let a parse replay
     any number of them at once; the calls are frozen (:attr:`_Call.frozen`), so every message shares them."""
 
-    __slots__ = ("pre", "ends", "fars", "calls", "content", "reasoning", "switches", "fired", "n_calls",
+    __slots__ = ("pre", "ends", "fars", "calls", "tcs", "content", "reasoning", "switches", "fired", "n_calls",
                  "n_content", "n_reasoning", "n_switches", "n_fired", "open")
 
     def __init__(self, sc: Scanner, b: "MessageBuilder"):
@@ -800,6 +829,7 @@ class _RepeatMemo:
         self.ends: list[int] = []
         self.fars: list[int] = []          # how far the iterations so far looked (cumulative maximum)
         self.calls: list[_Call] = []
+        self.tcs: list[ToolCall] = []       # their frozen ToolCalls
         self.content = self.reasoning = ""
         self.switches: list = []
         self.fired: list = []
@@ -824,7 +854,11 @@ class _RepeatMemo:
         k = len(self.ends) if hi is None else min(len(self.ends), hi)
         if k == 0 or self.ends[k - 1] >= sc.n:
             return 0
-        b.calls.extend(self.calls[:self.n_calls[k - 1]] if k < len(self.ends) else self.calls)
+        m = self.n_calls[k - 1]
+        if m:
+            if b.frozen_span is None:
+                b.frozen_span = (len(b.calls), self.calls, self.tcs, m)
+            b.calls.extend(self.calls[:m] if m < len(self.calls) else self.calls)
         if self.n_content[k - 1]:
             b.content += self.content[:self.n_content[k - 1]]
         if self.n_reasoning[k - 1]:
@@ -854,6 +888,7 @@ class _RepeatMemo:
         for c in b.calls[nc:]:
             c.frozen = ToolCall(c.call.name, c.call.arguments, c.call.id)
             self.calls.append(c)
+            self.tcs.append(c.frozen)
         self.content += b.content[lc:]
         self.reasoning += b.reasoning[lr:]
         self.switches.extend(sc.switches[ns:])
@@ -1582,14 +1617,15 @@ class HandlerParser:
         return msg
 
     def _parse(self, output: str, is_partial: bool, memo: dict | None, view_memo: Any = None,
-               clean: list | None = None) -> AssistantMessage:
-        if not isinstance(output, str):
-            output = "" if output is None else str(output)
-        text = self.generation_prompt + output
+               clean: list | None = None, text: str | None = None) -> AssistantMessage:
+        if text is None:   # else ``text`` is generation_prompt + output, built by the caller (output unused)
+            if not isinstance(output, str):
+                output = "" if output is None else str(output)
+            text = self.generation_prompt + output
         try:
             msg, sc, b = self._run(text, memo)
         except RecursionError:
-            return AssistantMessage(content=output)
+            return AssistantMessage(content=text[len(self.generation_prompt):])
         if msg is not None and not (is_partial and sc.switches):
             if view_memo is not None and is_partial:
                 view_memo.note(text, True, frozenset())
@@ -1637,9 +1673,11 @@ class HandlerSession:
         from ..generator import ViewMemo
 
         self.parser = parser
-        self._text = ""
+        self._text: str | None = ""   # the previous output (None: it is _full without the generation prompt)
+        self._full = parser.generation_prompt   # generation_prompt + the output, kept by parse_appended
         self._memo: dict = {}
         self._view = ViewMemo()
+        self._view.trust()   # this session checks that texts extend (parse) or is told so (parse_appended)
         # after a partial parse: the open region more text may only extend (see _open_region), else None
         self.open_region: Any = None
         self._json_scan: tuple | None = None
@@ -1651,12 +1689,37 @@ class HandlerSession:
         self.open_region = None
         if not is_partial:   # the final parse is the one-shot parse (settled by core.chat.repairs)
             return self.parser.parse(output, False)
-        if not isinstance(output, str) or not output.startswith(self._text):
+        prev = self._text if self._text is not None else self._full[len(self.parser.generation_prompt):]
+        if not isinstance(output, str) or not output.startswith(prev):
+            from ..generator import ViewMemo
+
             self._memo = {}
             self._json_scan = None
+            self._view = ViewMemo()
+            self._view.trust()
         self._text = output if isinstance(output, str) else ""
+        self._full = self.parser.generation_prompt + self._text
+        return self._parse_full(self._full)
+
+    def parse_appended(self, added: str, is_partial: bool = True) -> AssistantMessage:
+        """:meth:`parse` of the previous output followed by ``added`` (the caller vouches the text only grew:
+        :class:`core.chat.stream.StreamingParser`), without comparing or re-joining the whole text."""
+        full, self._full = self._full, ""
+        full += added     # in place when nothing else holds the text (a local: CPython's concatenation)
+        self._full = full
+        self._text = None
+        self.open_region = None
+        if not is_partial:
+            return self.parser.parse(full[len(self.parser.generation_prompt):], False)
+        return self._parse_full(full)
+
+    def tail(self, k: int) -> str:
+        """The last ``k`` characters of the output so far (``k`` > 0)."""
+        return self._full[max(len(self.parser.generation_prompt), len(self._full) - k):]
+
+    def _parse_full(self, full: str) -> AssistantMessage:
         clean: list = []
-        msg = self.parser._parse(output, is_partial, self._memo, self._view, clean)
+        msg = self.parser._parse(None, True, self._memo, self._view, clean, text=full)
         if clean:
             try:
                 self.open_region = self._open_region(*clean)
