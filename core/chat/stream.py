@@ -293,6 +293,8 @@ class PegStreamSession:
         from .generator import ViewMemo
 
         self.memo = ViewMemo()
+        self.memo.trust()    # this session checks that texts extend (parse) or is told so (parse_appended)
+        self._full: str | None = None    # generation prompt + the output of the last parse
 
     @staticmethod
     def supports(parser: Any) -> bool:
@@ -336,8 +338,40 @@ class PegStreamSession:
         if not is_partial:   # the final parse is the one-shot parse (settled by core.chat.repairs)
             self.open_region = None
             return parser.parse(output, False)
+        text = parser.generation_prompt + output
+        if self._full is not None and not text.startswith(self._full):
+            from .generator import ViewMemo
+
+            self.memo = ViewMemo()
+            self.memo.trust()
+        self._full = text
+        return self._parse_text(text, output)
+
+    def parse_appended(self, added: str, is_partial: bool = True) -> AssistantMessage:
+        """:meth:`parse` of the previous output followed by ``added`` (the caller vouches that the text only
+        grew: :class:`StreamingParser`), without comparing the whole text with the previous one."""
+        text = (self._full if self._full is not None else self.parser.generation_prompt) + added
+        self._full = text
+        if not is_partial:
+            self.open_region = None
+            return self.parser.parse(text[len(self.parser.generation_prompt):], False)
+        for cache in self.caches.values():
+            cache.vouch(text)
+        return self._parse_text(text, None)
+
+    def tail(self, k: int) -> str:
+        """The last ``k`` characters of the output so far (``k`` > 0)."""
+        full = self._full or ""
+        return full[max(len(self.parser.generation_prompt), len(full) - k):]
+
+    def _parse_text(self, text: str, output: str | None) -> AssistantMessage:
+        """The partial parse of ``text`` (generation prompt + ``output``; None: sliced when needed)."""
+        from .generator import Probe, consistent_view, covers
+        from .mapper import map_parse
+
+        is_partial = True
+        parser = self.parser
         gp = parser.generation_prompt
-        text = gp + output
         self.open_region = None
         main = None
         covered: AssistantMessage | None = None
@@ -376,7 +410,7 @@ class PegStreamSession:
             self.open_region = self._open_region(main, len(text), mapper, msg)
         return msg
 
-    def _recover(self, text: str, output: str, main: Any) -> AssistantMessage:
+    def _recover(self, text: str, output: str | None, main: Any) -> AssistantMessage:
         """The recovered message of a text the main root does not cover (as the parser's ``_recover``, with
         this session's caches and incremental mapping)."""
         from .generator import MAIN_REST, PREFIX_REST, covering_message, prefix_rest
@@ -403,7 +437,7 @@ class PegStreamSession:
             r = self._run(entry, text)
             if r is not None and not r.fail:
                 return self._map(entry, r, text)[0]
-        return AssistantMessage(content=output)
+        return AssistantMessage(content=output if output is not None else text[len(self.parser.generation_prompt):])
 
     # -- fast path: text that only extends an open ``until`` region ------------------------------------------
     def _tag_delimiters(self) -> dict[str, tuple[str, ...] | None]:

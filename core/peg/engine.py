@@ -147,10 +147,15 @@ class ParseCache:
         Keeps the memo and hints when ``key`` is unchanged and ``text`` extends the previously parsed text;
         otherwise clears them. Raises nothing.
         """
-        if key != self.key or not text.startswith(self.text):
+        if key != self.key or (text is not self.text and not text.startswith(self.text)):
             self.memo = {}
             self.hints = {}
             self.key = key
+        self.text = text
+
+    def vouch(self, text: str) -> None:
+        """The caller vouches that ``text`` extends the text parsed so far (a stream appends): the next
+        ``prepare`` of this very object skips the comparison."""
         self.text = text
 
     def reset(self) -> None:
