@@ -200,6 +200,8 @@ def test_streaming_hostile_outputs_same_deltas_as_full_reparse(name, kind):
     assert runs[0][1] == s.parser.parse(s.output).to_openai()
     if kind in ("escapes", "lt"):  # escape-dense arguments and `<` floods stay on the fast path
         assert runs[0][2] > len(s.output) // 2
+    if kind == "calls" and not name.startswith("Kimi"):  # markers being streamed: a pending literal
+        assert runs[0][2] > len(s.output) // 2
 
 
 # content full of near-misses of the markers of several formats (cut delimiters that turn out to be text)

@@ -27,6 +27,7 @@ Resuming instead of re-parsing everything per token:
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any, Callable
 
 from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta,
@@ -39,6 +40,8 @@ from .message import (AssistantMessage, MessageDelta, StreamRetractionError, Too
 # Tags whose mapping action does not depend on the node's own text (pure grouping); anything else, including
 # unknown tags, is treated as text-dependent.
 _GROUPING_TAGS = frozenset({"", "tool", "tool-arg", "reasoning-block"})
+# tags whose mapping does not read the node's text at all (only that the node is there)
+_TEXTLESS_TAGS = _GROUPING_TAGS | {"tool-open", "tool-close", "tool-arg-open", "tool-arg-close"}
 
 
 class IncrementalMapper:
@@ -384,7 +387,8 @@ class PegStreamSession:
                     if is_partial:
                         self.memo.note(text, True, frozenset())
                     if main.need_more_input and mapper is not None:
-                        self.open_region = self._open_region(main, len(text), mapper, msg)
+                        self.open_region = (self._open_region(main, len(text), mapper, msg)
+                                            or self._pending_literal(main, len(text)))
                     return msg
                 covered = msg
         if not is_partial or main is None:
@@ -541,6 +545,25 @@ class PegStreamSession:
             region.held = held
         return region
 
+    @staticmethod
+    def _pending_literal(r: Any, n: int) -> "OpenRegion | None":
+        """The parse needed more input only because the text ends inside a literal (``r.pending``: nothing
+        else looked at the end, see :class:`core.peg.engine.ParseResult`), and every node still open reads
+        no text when mapped: text that keeps the rest a proper prefix of that literal changes nothing in
+        the message (a marker being streamed, ``<tool_ca``). A region "pending" with that rest held."""
+        pend = r.pending
+        if pend is None or not r.nodes:
+            return None
+        node = r.nodes[-1]
+        while node is not None and node.partial:
+            if node.tag not in _TEXTLESS_TAGS:
+                return None
+            node = node.children[-1] if node.children else None
+        region = OpenRegion("pending", ())
+        region.held = r.text[pend[0]:n]
+        region.lit = pend[1]
+        return region
+
     def _open_json_string(self, src: str, node: Any, mapper: "IncrementalMapper") -> "OpenRegion | None":
         """Fast path inside verbatim JSON arguments: the parse stopped inside a JSON string (no escape pending),
         so text without ``"`` or ``\\`` extends the arguments verbatim (trailing whitespace is held back, as the
@@ -577,6 +600,7 @@ class PegStreamSession:
 
 
 _WS = " \t\n\v\f\r"
+_JSON_ESCAPED = re.compile(r'[\x00-\x1f\\"]')
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -584,12 +608,13 @@ class OpenRegion:
     """Fast-path description of an open ``until`` region: the message ``field`` it feeds ("content",
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
-    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held")
+    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
         import re
 
         self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
+        self.lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
         self.ws_tail = ""
         self.escape = ""    # json-arguments: an escape sequence begun but not complete (held back)
         self.field = field
@@ -872,6 +897,13 @@ class StreamingParser:
         region = self._region
         if region is None:
             return None
+        if region.field == "pending":
+            w = region.held + text
+            if len(w) < len(region.lit) and region.lit.startswith(w):
+                region.held = w
+                self.fast_steps += 1
+                return []
+            return None
         if region.field == "json-arguments":
             if '"' in text or "\\" in text or region.escape:
                 add = region.extend_json_string(text)
@@ -914,9 +946,12 @@ class StreamingParser:
         if field == "reasoning_content":
             self._appended.append(text)
             return [MessageDelta(reasoning_content=text)]
-        from .mapper import escape_json_inner
+        if _JSON_ESCAPED.search(text) is None:   # what escape_json_inner changes (json's own escape set)
+            add = text
+        else:
+            from .mapper import escape_json_inner
 
-        add = escape_json_inner(text)
+            add = escape_json_inner(text)
         self._appended.append(add)
         return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
 

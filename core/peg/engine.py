@@ -87,6 +87,10 @@ class ParseResult:
     nodes: tuple
     text: str
     switches: frozenset = frozenset()
+    # (position, literal) when the parse needed more input only because the text ends inside that literal
+    # and nothing else looked at the end: appending text that keeps the rest a proper prefix of it gives
+    # the same parse (the same nodes, those ending at the end of the text longer)
+    pending: tuple | None = None
 
     @property
     def switched(self) -> bool:
@@ -167,7 +171,7 @@ class ParseCache:
 
 
 class _Ctx:
-    __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switches")
+    __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switches", "ends", "cut")
 
     def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
         self.text = text
@@ -178,6 +182,8 @@ class _Ctx:
         self.hints = hints
         self.made = 0                       # non-empty tagged nodes made so far (outside unfinished atomics)
         self.switches: list[tuple] = []     # see ParseResult.switches
+        self.ends = 0                       # how many times a parser looked at the end of the input
+        self.cut: tuple | None = None       # (position, literal) of the last literal cut by the end
 
 
 Fn = Callable[[_Ctx, int], tuple]
@@ -199,7 +205,8 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
     else:
         ctx = _Ctx(text, lenient, None, None)
     st, end, nodes = fns[pid](ctx, start)
-    return ParseResult(ResultType(st), start, end, tuple(nodes), text, frozenset(ctx.switches))
+    pending = ctx.cut if st == NMI and ctx.ends == 1 else None
+    return ParseResult(ResultType(st), start, end, tuple(nodes), text, frozenset(ctx.switches), pending)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -291,6 +298,7 @@ def _make_end() -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
         if pos >= ctx.n:
             ctx.eof = True
+            ctx.ends += 1
             return OK, pos, _EMPTY
         return FAIL, pos, _EMPTY
     return f
@@ -306,6 +314,8 @@ def _make_literal(lit: str) -> Fn:
         n = ctx.n
         if n - pos < size and lit.startswith(text[pos:]):
             ctx.eof = True
+            ctx.ends += 1
+            ctx.cut = (pos, lit)
             return (NMI, n, _EMPTY) if ctx.lenient else (FAIL, pos, _EMPTY)
         return FAIL, pos, _EMPTY
     return f
@@ -372,6 +382,7 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
         while hi == -1 or count < hi:
             if pos >= n:
                 ctx.eof = True
+                ctx.ends += 1
                 break
             made = ctx.made
             if hints is not None:
@@ -451,6 +462,7 @@ def _make_any() -> Fn:
         if pos < ctx.n:
             return OK, pos + 1, _EMPTY
         ctx.eof = True
+        ctx.ends += 1
         return (NMI, pos, _EMPTY) if ctx.lenient else (FAIL, pos, _EMPTY)
     return f
 
@@ -462,6 +474,7 @@ def _make_space() -> Fn:
         end = match(ctx.text, pos).end()  # type: ignore[union-attr]
         if end >= ctx.n:
             ctx.eof = True
+            ctx.ends += 1
         return OK, end, _EMPTY
     return f
 
@@ -492,6 +505,7 @@ def _make_chars(node: N.Chars) -> Fn:
         n = ctx.n
         if end >= n and (hi == -1 or count < hi):
             ctx.eof = True
+            ctx.ends += 1
         if count < lo:
             if end >= n and ctx.lenient:
                 return NMI, end, _EMPTY
@@ -518,6 +532,7 @@ def _make_string_content(pid: int, delim: str) -> Fn:
                 hints[(pid, pos)] = stop
         if touched:
             ctx.eof = True
+            ctx.ends += 1
         return st, end, _EMPTY
     return f
 
@@ -531,6 +546,7 @@ def _make_native(pid: int, kind: str) -> Fn:
                                                          (pid, pos))
         if touched:
             ctx.eof = True
+            ctx.ends += 1
         return st, end, _EMPTY
     return f
 
@@ -557,6 +573,7 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
     if not delims:
         def rest(ctx: _Ctx, pos: int) -> tuple:
             ctx.eof = True
+            ctx.ends += 1
             n = ctx.n
             if ctx.lenient:
                 return NMI, n if n > pos else pos, _EMPTY
@@ -601,9 +618,11 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
                 p = partial_start(text, tail, idx)
                 if p != -1:
                     ctx.eof = True
+                    ctx.ends += 1
                     return (NMI if ctx.lenient else OK), p, _EMPTY
             return OK, idx, _EMPTY
         ctx.eof = True
+        ctx.ends += 1
         if hints is not None and tail > frm:
             hints[(pid, pos)] = tail
         p = partial_start(text, tail, n)
