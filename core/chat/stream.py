@@ -410,8 +410,10 @@ class PegStreamSession:
         msg = consistent_view(text, gp_len, probe, top, self.memo)
         self.memo.note(text, covered is not None, main.switches)
         if msg is covered and main.need_more_input and mapper is not None:
-            # the text's own message is the view: text that only extends its open region keeps it so
-            self.open_region = self._open_region(main, len(text), mapper, msg)
+            # the text's own message is the view: text that only extends its open region keeps it so (the
+            # switches, before the region, stay the same)
+            self.open_region = (self._open_region(main, len(text), mapper, msg)
+                                or self._pending_literal(main, len(text)))
         return msg
 
     def _recover(self, text: str, output: str | None, main: Any) -> AssistantMessage:

@@ -35,6 +35,7 @@ from .scanners import (FAIL, NMI, OK, scan_json_value, scan_json_value_resumable
 
 _SPACE = re.compile(r"[ \t\n\v\f\r]*")
 _EMPTY: tuple = ()
+_WS_CHARS = frozenset(" \t\n\v\f\r")
 
 
 class ResultType(enum.IntEnum):
@@ -88,8 +89,9 @@ class ParseResult:
     text: str
     switches: frozenset = frozenset()
     # (position, literal) when the parse needed more input only because the text ends inside that literal
-    # and nothing else looked at the end: appending text that keeps the rest a proper prefix of it gives
-    # the same parse (the same nodes, those ending at the end of the text longer)
+    # and nothing else looked at the end (but whitespace runs that stopped there, when the literal starts
+    # with another character): appending text that keeps the rest a proper prefix of it gives the same
+    # parse (the same nodes, those ending at the end of the text longer)
     pending: tuple | None = None
 
     @property
@@ -171,7 +173,8 @@ class ParseCache:
 
 
 class _Ctx:
-    __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switches", "ends", "cut")
+    __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switches", "ends", "cut",
+                 "spaces")
 
     def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
         self.text = text
@@ -184,6 +187,7 @@ class _Ctx:
         self.switches: list[tuple] = []     # see ParseResult.switches
         self.ends = 0                       # how many times a parser looked at the end of the input
         self.cut: tuple | None = None       # (position, literal) of the last literal cut by the end
+        self.spaces = 0                     # of the looks at the end: whitespace runs that reached it
 
 
 Fn = Callable[[_Ctx, int], tuple]
@@ -205,7 +209,14 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
     else:
         ctx = _Ctx(text, lenient, None, None)
     st, end, nodes = fns[pid](ctx, start)
-    pending = ctx.cut if st == NMI and ctx.ends == 1 else None
+    pending = None
+    if st == NMI and ctx.cut is not None:
+        if ctx.ends == 1:
+            pending = ctx.cut
+        elif ctx.ends == ctx.spaces + 1 and ctx.cut[0] == ctx.n and ctx.cut[1][:1] not in _WS_CHARS:
+            # whitespace that ran to the end, then the literal: a non-space first character of the literal
+            # ends those runs where they ended
+            pending = ctx.cut
     return ParseResult(ResultType(st), start, end, tuple(nodes), text, frozenset(ctx.switches), pending)
 
 
@@ -475,6 +486,7 @@ def _make_space() -> Fn:
         if end >= ctx.n:
             ctx.eof = True
             ctx.ends += 1
+            ctx.spaces += 1
         return OK, end, _EMPTY
     return f
 
