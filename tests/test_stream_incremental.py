@@ -104,3 +104,22 @@ def test_random_splits_match_full_reparse(data, name):
         pieces.append(text[last:c])
         last = c
     _check_stream(_parser(name), [p for p in pieces if p])
+
+
+def test_sessions_reset_on_a_text_that_does_not_extend_the_previous_one():
+    # parse_appended trusts the stream; parse() checks, and a rewritten text starts over (both session kinds)
+    from bench.hostile import hostile_samples
+    from core.templating import ChatTemplate
+
+    for name in ("Qwen-Qwen3-0.6B.jinja", "Kimi-K2-Instruct.jinja"):
+        src = (TEMPLATES / name).read_text(encoding="utf-8")
+        s = {x.kind: x for x in hostile_samples(ChatTemplate(src, name), name, 300)[0]}["calls"]
+        session = s.parser.session() if callable(getattr(s.parser, "session", None)) else PegStreamSession(s.parser)
+        out = s.output
+        half = len(out) // 2
+        session.parse(out[:half], True)
+        session.parse_appended(out[half:half + 40], True)
+        assert session.parse_appended("", True) == s.parser.parse(out[:half + 40], True)
+        other = out[:half - 60] + "x" * 10     # not an extension: caches and view memo start over
+        assert session.parse(other, True) == s.parser.parse(other, True)
+        assert session.parse_appended(out[half - 50:half], True) == s.parser.parse(other + out[half - 50:half], True)
