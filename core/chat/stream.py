@@ -143,9 +143,10 @@ class IncrementalMapper:
         c = min(len(ch), len(och))
         if c == 0:
             return None
-        if ch[:c] == och[:c]:
+        # the last of the shared children is checked first: each failed slice comparison copies both prefixes
+        if ch[c - 1] is och[c - 1] and ch[:c] == och[:c]:
             m = c
-        elif c > 1 and ch[:c - 1] == och[:c - 1]:
+        elif c > 1 and ch[c - 2] is och[c - 2] and ch[:c - 1] == och[:c - 1]:
             m = c - 1
         else:
             m = 0
