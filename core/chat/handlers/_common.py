@@ -914,7 +914,7 @@ def repeat(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], lo: int = 0
     of a longer text replays them at once instead of re-running them (:class:`_RepeatMemo`)."""
     count = 0
     memo = None
-    if resumable and sc.memo is not None and type(b) is MessageBuilder:
+    if resumable and sc.memo is not None and sc.pos < sc.n and type(b) is MessageBuilder:
         key = ("repeat", id(fn), sc.pos)
         memo = sc.memo.get(key)
         if memo is None or not memo.matches(sc, b):
