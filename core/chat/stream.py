@@ -348,6 +348,7 @@ class PegStreamSession:
 
             self.memo = ViewMemo()
             self.memo.trust()
+            self._json_scan = None   # the string state scanned in the old text
         self._full = text
         return self._parse_text(text, output)
 
