@@ -1750,7 +1750,9 @@ class HandlerSession:
                 return None
             return self._open_json_string(js[0], added)
         u = sc.last_until
-        if u is None or u[4] != added or not (u[1] == sc.pos == sc.n):
+        # the very string the until returned (a fresh slice: one-character strings are shared by CPython, so
+        # they do not tell which until they came from)
+        if u is None or u[4] is not added or len(added) < 2 or not (u[1] == sc.pos == sc.n):
             return None
         start, stop, delims, cut, _ = u
         if not cut and stop != len(text):
