@@ -96,6 +96,11 @@ FENCED_CALLS = "fenced-calls"
 UNMARKED_CALLS = "unmarked-calls"
 TAG_WHITESPACE = "tag-whitespace"
 TRAILING_STOP_TOKEN = "trailing-stop-token"
+REPEATED_TURN_HEADER = "repeated-turn-header"
+MISSING_CLOSING_TAGS = "missing-closing-tags"
+MISTYPED_VALUE_AS_STRING = "mistyped-value-as-string"
+JSON_CALL_IN_TAGS = "json-call-in-tags"
+CALLS_INSIDE_SECTION_MARKERS = "calls-inside-section-markers"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -182,6 +187,62 @@ REPAIRS: list[Repair] = [
                 "the output was logged or relayed without stripping it; it is not content.",
         example='<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": 1}<|call|>',
         source="https://github.com/waybarrios/vllm-mlx/pull/562"),
+    Repair(
+        name=REPEATED_TURN_HEADER,
+        title="The assistant turn header the generation prompt wrote, repeated by the model",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output that starts with the assistant turn header the generation prompt already ends with "
+                "(the generation prompt up to its reasoning start marker, trailing whitespace dropped), then "
+                "optional whitespace: the header is skipped and the rest parsed as usual. Only at the very "
+                "start and only once; while the output is still a prefix of the header, a stream shows nothing. "
+                "Acts on the text before the grammar (for every parser, auto-parser and special handlers).",
+        example='<|start|>assistant<|channel|>commentary to=functions.f<|constrain|>json<|message|>{"a": 1}   '
+                '(generation prompt <|start|>assistant)',
+        source="https://github.com/lmstudio-ai/lmstudio-bug-tracker/issues/942 (GPT-OSS); the same in Solar "
+               "Open, Functionary v2.2, Hunyuan and KAT-V1 reports"),
+    Repair(
+        name=MISSING_CLOSING_TAGS,
+        title="Closing tags left out in a Qwen3-Coder XML call",
+        stage=RepairStage.TOLERANCE,
+        accepts="A Qwen3-Coder-style call (<tool_call><function=…><parameter=…>) whose </parameter> after a "
+                "JSON-typed value (number, boolean, object, …) and/or </function> is missing: the value ends "
+                "where (after whitespace) </function>, </tool_call> or the next <parameter= starts, the "
+                "function where </tool_call> starts. String values still end at their </parameter> only "
+                "(their text may hold any tag).",
+        example="<tool_call>\n<function=square_the_number>\n<parameter=input_num>\n1024\n\n\n</tool_call>",
+        source="https://github.com/vllm-project/vllm/issues/21571"),
+    Repair(
+        name=MISTYPED_VALUE_AS_STRING,
+        title="A tagged argument value that does not fit its declared type, kept as a string",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the XML-tagged argument layouts (Qwen3-Coder <parameter=…>, GLM <arg_key>/<arg_value>), a "
+                "value of a parameter declared number / integer / boolean / null whose text is not such a JSON "
+                "value (\"2026-01-15\" for an integer, \"yes\" for a boolean): the call is returned with the "
+                "value as a JSON string instead of being rejected. A scalar-typed value shows in a stream once "
+                "its closing tag is there (the parse cannot know its type earlier).",
+        example="<tool_call>\n<function=get_weather>\n<parameter=days>\n2026-01-15\n</parameter>\n</function>\n"
+                "</tool_call>   (days declared integer)",
+        source="https://github.com/ml-explore/mlx-lm/pull/1330, https://github.com/ml-explore/mlx-lm/pull/1310 "
+               "(Qwen3-Coder: the raw string rather than a dropped call); https://github.com/antirez/ds4/pull/571 "
+               "(GLM: a value that does not match its declared type stays a string)"),
+    Repair(
+        name=JSON_CALL_IN_TAGS,
+        title="A Hermes JSON call inside <tool_call> where the template renders XML tags",
+        stage=RepairStage.TOLERANCE,
+        accepts="Qwen3-Coder-family output (<tool_call><function=…><parameter=…>) whose call is written the "
+                "Qwen2.5/Hermes way: <tool_call>{\"name\": …, \"arguments\": {…}}</tool_call> ('parameters' "
+                "also taken for 'arguments'), for a known tool.",
+        example='<tool_call>\n{"name": "square_the_number", "arguments": {"input_num": 1024}}\n</tool_call>',
+        source="https://github.com/gpustack/gpustack/issues/2660"),
+    Repair(
+        name=CALLS_INSIDE_SECTION_MARKERS,
+        title="JSON calls between the two markers the template writes before them",
+        stage=RepairStage.TOLERANCE,
+        accepts="A JSON tool-call format whose section start is two adjacent markers and that has no section "
+                "end (Llama 4: <|python_start|><|python_end|>{…}): the calls written between the two markers "
+                "(<|python_start|>{…}<|python_end|>). Derived from the analysed section markers, not per family.",
+        example='<|python_start|>{"name": "brave_web_search", "parameters": {"query": "latest news"}}<|python_end|>',
+        source="https://github.com/vllm-project/vllm/issues/16214"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -321,4 +382,5 @@ def list_text() -> str:
 
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
-           "TRUNCATED_CALL", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "TRUNCATED_CALL", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
+           "CALLS_INSIDE_SECTION_MARKERS", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

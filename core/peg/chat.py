@@ -414,8 +414,18 @@ class ChatBuilder(Builder):
             choices.append(self.rule(f"tool-{name}", self.tool(body)))
         return self.choice(*choices)
 
+    def flat_json_call(self, tools: Any, name_key: str = "name", args_key: str = "arguments",
+                       rule_prefix: str = "json-tool-") -> P:
+        """One flat JSON call ``{"NAME_KEY": "name", "ARGS_KEY": {...}}`` of a known function tool (a choice over
+        ``tools``), each in a rule ``RULE_PREFIX + name`` (so a format with its own ``tool-NAME`` rules can use
+        it beside them). The flat-layout repairs in force apply. ``eps`` when there are no function tools."""
+        funcs = function_tools(tools)
+        if not funcs:
+            return self.eps()
+        return self._json_tools_flat(funcs, name_key, args_key, "", "", [name_key, args_key], False, rule_prefix)
+
     def _json_tools_flat(self, funcs: list[dict], name_key: str, args_key: str, call_id_key: str, gen_id_key: str,
-                         order: list[str], openai_wrapper: bool) -> P:
+                         order: list[str], openai_wrapper: bool, rule_prefix: str = "tool-") -> P:
         ws = self.space
         choices = []
         for fn in funcs:
@@ -454,7 +464,7 @@ class ChatBuilder(Builder):
             if "json-field-order" in self.repairs and len(fields) == 2:
                 in_order = self.choice(in_order, self.repair("json-field-order", joined([fields[1][0], fields[0][0]])))
             body = body + in_order + ws() + self.tool_close("}")
-            choices.append(self.rule(f"tool-{name}", self.tool(body)))
+            choices.append(self.rule(f"{rule_prefix}{name}", self.tool(body)))
         return self.choice(*choices)
 
     def standard_json_tools(self, section_start: str, section_end: str, tools: Any, parallel: bool, force: bool,
