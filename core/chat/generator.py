@@ -51,7 +51,7 @@ from ..grammar.converter import GrammarBuilder
 from ..grammar.json_schema import ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters
 from ..peg import Arena, ParseCache, ParseResult
 from ..peg.builder import P
-from ..peg.chat import ChatBuilder, function_tools
+from ..peg.chat import ChatBuilder, function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall
@@ -697,6 +697,9 @@ class _Gen:
             self.notes.append(f"improvement {JSON_ARRAY_START}: the content before the call array ends at '['")
         if "tag-whitespace" in p.repairs and trim_ws(tool_start):
             tool_start = trim_ws(tool_start)   # the marker may come without its line break (p.flexible)
+        pair = split_marker_pair(f.section_start) if not f.section_end else None
+        if pair and "calls-inside-section-markers" in p.repairs:
+            tool_start = pair[0]               # the calls may follow the first marker alone
         body = p.optional(p.content(p.until(tool_start))) + tools
         unmarked = self.unmarked_calls(bool(f.section_start or f.per_call_start))
         if unmarked is not None:

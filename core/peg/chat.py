@@ -24,6 +24,7 @@ tag (:meth:`ChatBuilder.repair`) so the parse can report where it acted.
 from __future__ import annotations
 
 import contextlib
+import re
 import contextvars
 from typing import Any, Iterable, Iterator
 
@@ -107,6 +108,13 @@ def _split_key(key: str) -> tuple[str, str]:
         return "", key
     a, b = key.split(".", 1)
     return a, b
+
+
+def split_marker_pair(marker: str) -> tuple[str, str] | None:
+    """``(first, second)`` when ``marker`` (trimmed) is two adjacent tags ``<…><…>`` (Llama 4's section start
+    ``<|python_start|><|python_end|>``), else None. Used by repair ``calls-inside-section-markers``."""
+    m = re.fullmatch(r"\s*(<[^<>\s]+>)\s*(<[^<>\s]+>)\s*", marker or "")
+    return (m.group(1), m.group(2)) if m else None
 
 
 class ChatBuilder(Builder):
@@ -501,8 +509,13 @@ class ChatBuilder(Builder):
         if array_wrapped:
             tool_calls = self.literal("[") + self.space() + tool_calls + self.space() + "]"
         self.last_json_calls = tool_calls   # the calls without their section markers (repair unmarked-calls)
-        section = self.trigger_rule("tool-call", self.flexible(section_start) + self.space() + tool_calls
-                                    + self.space() + self.flexible(section_end))
+        body = self.flexible(section_start) + self.space() + tool_calls + self.space() + self.flexible(section_end)
+        pair = split_marker_pair(section_start) if not section_end else None
+        if pair and "calls-inside-section-markers" in self.repairs:
+            # repair calls-inside-section-markers: the calls between the two markers of the section start
+            body = self.choice(body, self.repair("calls-inside-section-markers", self.literal(pair[0]) + self.space()
+                                                 + tool_calls + self.space() + self.literal(pair[1])))
+        section = self.trigger_rule("tool-call", body)
         return section if force else self.optional(section)
 
     def standard_constructed_tools(self, markers: dict[str, str], tools: Any, parallel: bool, force: bool) -> P:
