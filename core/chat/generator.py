@@ -63,6 +63,7 @@ RECOVER_CONTENT = "recover-content"
 MAIN_REST = "main+rest"
 PREFIX_REST = "prefix+rest"
 PARTIAL_PREFIX = "partial-prefix"
+PENDING_HEADER = "pending-header"   # a partial output that is still a prefix of a repeated turn header
 
 
 def covers(r: ParseResult, text: str) -> bool:
@@ -379,6 +380,24 @@ class GeneratedParser:
     thinking_end_tags: list[str] = field(default_factory=list)
     eps_fallback: bool = False
     notes: list[str] = field(default_factory=list)
+    turn_header: str = ""
+
+    def header_cut(self, output: str, is_partial: bool = False) -> int | None:
+        """Repair ``repeated-turn-header`` (on when ``turn_header`` is set, see
+        :func:`core.chat.repairs.turn_header`): how many leading characters of ``output`` are the assistant
+        turn header repeated (with the whitespace after it) — 0 when it does not start with it, ``None`` for a
+        partial ``output`` that is still a proper prefix of the header (nothing to show yet)."""
+        h = self.turn_header
+        if not h or not output:
+            return 0
+        if output.startswith(h):
+            k = len(h)
+            while k < len(output) and output[k] in _WS:
+                k += 1
+            return k
+        if is_partial and h.startswith(output):
+            return None
+        return 0
 
     def new_state(self) -> ParserState:
         """A fresh per-stream state for :meth:`parse` (``state=``)."""
@@ -400,13 +419,17 @@ class GeneratedParser:
         msg, r, entry = self.parse_detailed(output, state=state, is_partial=is_partial)
         if state is not None:     # a step of a stream: StreamingParser.finish() settles with a one-shot parse
             return msg
-        from .repairs import grammar_repairs, settle
+        from .repairs import REPEATED_TURN_HEADER, FiredRepair, grammar_repairs, settle
 
+        cut = self.header_cut(output, is_partial) or 0
         if r is not None and entry != RECOVER_CONTENT and self._has_repair_tags():
-            fired = grammar_repairs(r, len(self.generation_prompt), output)
+            fired = grammar_repairs(r, len(self.generation_prompt) - cut, output)
             if fired:
                 msg = msg.copy()
                 msg.repairs = msg.repairs + fired
+        if cut:
+            msg = msg.copy()
+            msg.repairs = [FiredRepair(REPEATED_TURN_HEADER, 0, cut, text=output[:cut])] + msg.repairs
         if is_partial:
             return settle(self, output, msg, True, view=msg)
         clean = entry is None and r is not None and not r.switched   # the partial view is this very parse
@@ -432,8 +455,10 @@ class GeneratedParser:
         ``"recover-trailing"``, ``"recover-content"``, ``"main+rest"`` (the main root stopped before the end
         of the text: its message plus the rest as content), ``"prefix+rest"`` (:func:`prefix_rest`),
         ``"partial-prefix"`` (the partial view of the
-        longest parsing prefix; the result is that prefix's), or ``"raw"`` (result ``None``, the output as
-        content).
+        longest parsing prefix; the result is that prefix's), ``"raw"`` (result ``None``, the output as
+        content), or ``"pending-header"`` (partial: the output is still a proper prefix of the repeated turn
+        header, an empty message; repair ``repeated-turn-header`` strips a complete one first, see
+        :meth:`header_cut`).
 
         Order: the main root when it covers the whole text (success up to the end, or need-more-input); else
         ``recover-trailing`` (the body, then the rest as content), the main root's message plus the unparsed
@@ -443,6 +468,10 @@ class GeneratedParser:
         covers the text but an alternative that had shown something was abandoned on the way
         (``ParseResult.switched``: a shorter prefix may have shown it) — is returned only when it extends the
         view of the prefix where the cause was not there yet (:func:`consistent_view`), else that view."""
+        cut = self.header_cut(output, is_partial)
+        if cut is None:
+            return AssistantMessage(), None, PENDING_HEADER
+        output = output[cut:]
         text = self.generation_prompt + output
         if self.eps_fallback:
             r = self._run(RECOVER_CONTENT, text, state) if RECOVER_CONTENT in self.arena.entries else None
@@ -1002,4 +1031,4 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
 __all__ = ["GeneratedParser", "ParserState", "ViewMemo", "Probe", "generate_parser", "continuation_prompt",
            "trim_ws", "covers", "message_extends", "longest_good_prefix", "consistent_view", "prefix_rest",
            "covering_message",
-           "RECOVER_TRAILING", "RECOVER_CONTENT", "MAIN_REST", "PREFIX_REST", "PARTIAL_PREFIX"]
+           "RECOVER_TRAILING", "RECOVER_CONTENT", "MAIN_REST", "PREFIX_REST", "PARTIAL_PREFIX", "PENDING_HEADER"]

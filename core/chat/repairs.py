@@ -287,6 +287,19 @@ def enabled_repairs(fidelity: Any = "llama.cpp", disabled: Iterable[str] = ()) -
                      if r.stage is RepairStage.CONTRACT or (fid == "improved" and r.name not in off))
 
 
+def turn_header(generation_prompt: str, thinking_start_tag: str = "") -> str:
+    """The assistant turn header a generation prompt writes, as repair ``repeated-turn-header`` looks for it at
+    the start of the output: ``generation_prompt`` up to ``thinking_start_tag`` (when it holds it), trailing
+    whitespace dropped; "" when nothing is left or it has no marker character (``<``, ``[``, ``|``), so plain
+    words are never taken for a header. ``"<|start|>assistant"`` -> itself; ``"<|im_start|>assistant\n<think>\n"``
+    with ``"<think>"`` -> ``"<|im_start|>assistant"``."""
+    gp = generation_prompt or ""
+    if thinking_start_tag and thinking_start_tag in gp:
+        gp = gp[:gp.index(thinking_start_tag)]
+    gp = gp.rstrip(" \t\r\n")
+    return gp if gp.strip() and any(c in gp for c in "<[|") else ""
+
+
 def is_json_object(text: str) -> bool:
     """Whether ``text`` is a complete JSON object (a call's arguments may be returned as they are)."""
     try:
@@ -383,4 +396,4 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALLS_INSIDE_SECTION_MARKERS", "turn_header", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

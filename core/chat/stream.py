@@ -336,9 +336,13 @@ class PegStreamSession:
         if not is_partial:   # the final parse is the one-shot parse (settled by core.chat.repairs)
             self.open_region = None
             return parser.parse(output, False)
+        self.open_region = None
+        cut = parser.header_cut(output, True) if hasattr(parser, "header_cut") else 0
+        if cut is None:      # still a prefix of a repeated turn header: nothing to show yet
+            return AssistantMessage()
+        output = output[cut:]
         gp = parser.generation_prompt
         text = gp + output
-        self.open_region = None
         main = None
         covered: AssistantMessage | None = None
         mapper = None
