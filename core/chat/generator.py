@@ -861,6 +861,7 @@ class _Gen:
         p, f, a = self.p, self.a.tools.format, self.a.tools.arguments
         req = self.req
         until_suffix = p.rule("until-suffix", p.until(a.value_suffix))
+        mistyped = "mistyped-value-as-string" in p.repairs
         p.choice()
         choices: list[P] = []
         for fn in function_tools(req.tools):
@@ -879,6 +880,12 @@ class _Gen:
                     value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{name}-arg-{prop.name}-schema",
                                                             prop.schema))
                              + p.tool_arg_close(p.literal(a.value_suffix)))
+                    if mistyped and a.value_suffix and _scalar_only(prop.schema):
+                        # repair mistyped-value-as-string: the whole typed value (atomic: its type is known
+                        # at its end), else the text up to the value suffix as a string
+                        as_string = p.ac(p.tool_arg_string_value(until_suffix)
+                                         + p.tool_arg_close(p.literal(a.value_suffix)), a.value_suffix)
+                        value = p.choice(p.atomic(value), p.repair("mistyped-value-as-string", as_string))
                 arg = p.tool_arg(p.tool_arg_open(a.name_prefix + p.tool_arg_name(p.literal(prop.name))
                                                  + a.name_suffix) + a.value_prefix + value)
                 named = p.rule(f"tool-{name}-arg-{prop.name}", arg)
@@ -947,6 +954,15 @@ class _Gen:
             entries[RECOVER_TRAILING] = prefix + pre + p.content(p.rest()) if pure_content \
                 else prefix << (pre + p.content(p.rest()))
         return p.build(root, entries), eps_fallback
+
+
+def _scalar_only(schema: Any) -> bool:
+    """Whether a value of ``schema`` can only be a number / integer / boolean / null (repair
+    ``mistyped-value-as-string`` takes other text for such a parameter as a string)."""
+    from .handlers._peg_handler import value_types
+
+    types = value_types(schema)
+    return bool(types) and types <= {"number", "integer", "boolean", "null"}
 
 
 def _grammar(arena: Arena, lazy: bool, notes: list[str]) -> str:
