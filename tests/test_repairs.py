@@ -143,6 +143,60 @@ def test_cut_call_is_reported_not_returned(fidelity):
     assert parser.parse("<think>\nok\n</think>\n\n" + first).repairs == []
 
 
+def _days_parser(template: str, fidelity: str, disabled: tuple[str, ...] = ()) -> Any:
+    props = {"city": {"type": "string"}, "days": {"type": "integer"}}
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Weather?"}],
+                                 "chat_template_kwargs": {"enable_thinking": False},
+                                 "tools": [{"type": "function", "function": {
+                                     "name": "get_weather", "parameters": {"type": "object", "properties": props,
+                                                                           "required": ["city", "days"]}}}]})
+    return build_chat_parser(_tmpl(template), req, fidelity=fidelity, disabled_repairs=disabled).parser
+
+
+# the value of mlx-lm PR 1330 / 1310 (an integer parameter given a date), in each template's own layout
+MISTYPED = {
+    "Qwen3-Coder.jinja": "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                         "<parameter=days>\n{}\n</parameter>\n</function>\n</tool_call>",
+    "GLM-4.7-Flash.jinja": "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value>"
+                           "<arg_key>days</arg_key><arg_value>{}</arg_value></tool_call>",
+}
+
+
+@pytest.mark.parametrize("template", sorted(MISTYPED))
+def test_mistyped_value_is_kept_as_a_string(template):
+    text = MISTYPED[template].format("2026-01-15")
+    one = check_contract(_days_parser(template, "improved"), text, list(range(1, len(text))), template)
+    assert [json.loads(c.arguments) for c in one.tool_calls] == [{"city": "Paris", "days": "2026-01-15"}]
+    (r,) = [x for x in one.repairs if x.name == "mistyped-value-as-string"]
+    assert "2026-01-15" in r.text
+    # a value of the declared type is unchanged, and nothing is reported
+    good = _days_parser(template, "improved").parse(MISTYPED[template].format("3"))
+    assert [json.loads(c.arguments) for c in good.tool_calls] == [{"city": "Paris", "days": 3}] and not good.repairs
+    # llama.cpp, or the repair switched off: no call
+    for parser in (_days_parser(template, "llama.cpp"),
+                   _days_parser(template, "improved", ("mistyped-value-as-string",))):
+        assert parser.parse(text).tool_calls == []
+
+
+def test_repeated_turn_header_is_skipped_and_streams_nothing_until_known():
+    """GPT-OSS: the output repeats the generation prompt's <|start|>assistant (lmstudio-bug-tracker 942)."""
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hi"}],
+                                 "tools": [{"type": "function", "function": {
+                                     "name": "f", "parameters": {"type": "object",
+                                                                 "properties": {"a": {"type": "integer"}}}}}]})
+    parser = build_chat_parser(_tmpl("openai-gpt-oss-120b.jinja"), req, fidelity="improved").parser
+    head = "<|start|>assistant"
+    text = head + '<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": 1}'
+    one = check_contract(parser, text, list(range(1, len(text))), "gpt-oss")
+    assert [(c.name, json.loads(c.arguments)) for c in one.tool_calls] == [("f", {"a": 1})]
+    assert [(r.name, r.start, r.end) for r in one.repairs] == [("repeated-turn-header", 0, len(head))]
+    for k in range(1, len(head)):          # a prefix of the header shows nothing while streaming
+        assert parser.parse(head[:k], True).to_openai() == {"role": "assistant", "content": ""}
+    off = build_chat_parser(_tmpl("openai-gpt-oss-120b.jinja"), req, fidelity="improved",
+                            disabled_repairs=("repeated-turn-header",)).parser
+    assert off.parse(text).tool_calls == [] and off.parse(text).content.startswith(head)
+
+
 def test_fired_repair_is_a_plain_mergeable_record():
     r = FiredRepair("fenced-calls", 0, 3, text="```")
     assert r.to_json() == {"name": "fenced-calls", "start": 0, "end": 3, "detail": "", "text": "```"}
