@@ -331,8 +331,20 @@ def test_drift_suite(fidelity):
     passed = sum(r.ok for r in results)
     print(f"drift suite at {fidelity}: {passed}/{len(results)}")
     assert passed == SUITE_PASS[fidelity], [(r.case.id, r.reason) for r in results if not r.ok]
-    if fidelity == "improved":  # more right than llama.cpp's parser on real drift (issue 10's 90 % is not met yet)
-        assert passed >= 2 * SUITE_PASS["llama.cpp"]
+    if fidelity == "improved":  # more right than llama.cpp's parser on real drift, and issue 10's 90 %
+        assert passed >= 2 * SUITE_PASS["llama.cpp"] and passed >= 0.9 * len(results)
+
+
+def test_readme_shows_the_cli_suite_tables():
+    """The README's drift tables (rate per fidelity, each repair with the cases it fired on / needs it) are
+    what ``python -m core repairs --suite tests/data/drift --markdown`` prints, and every rule is listed."""
+    from core.chat.repairs_cli import suite_figures, suite_markdown
+
+    figures = suite_figures([str(DRIFT)], str(TEMPLATES))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for table in suite_markdown(figures).strip().split("\n\n"):
+        assert table in readme, f"README is stale; regenerate with --markdown:\n{table}"
+    assert all(f"| `{r.name}` |" in readme for r in REPAIRS)
 
 
 def test_no_repair_makes_a_correct_parse_worse(reference_cases, monkeypatch):
