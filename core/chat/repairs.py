@@ -198,8 +198,10 @@ REPAIRS: list[Repair] = [
                 "Acts on the text before the grammar (for every parser, auto-parser and special handlers).",
         example='<|start|>assistant<|channel|>commentary to=functions.f<|constrain|>json<|message|>{"a": 1}   '
                 '(generation prompt <|start|>assistant)',
-        source="https://github.com/lmstudio-ai/lmstudio-bug-tracker/issues/942 (GPT-OSS); the same in Solar "
-               "Open, Functionary v2.2, Hunyuan and KAT-V1 reports"),
+        source="https://github.com/lmstudio-ai/lmstudio-bug-tracker/issues/942 (GPT-OSS). The header is read "
+               "off the generation prompt, so the rule covers every template whose generation prompt writes one "
+               "(ChatML <|im_start|>assistant, Functionary v2.2 <|from|>assistant\\n<|recipient|>, Hunyuan, "
+               "KAT-V1, Llama 4), not only GPT-OSS"),
     Repair(
         name=MISSING_CLOSING_TAGS,
         title="Closing tags left out in a Qwen3-Coder XML call",
