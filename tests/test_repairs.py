@@ -178,6 +178,18 @@ def test_mistyped_value_is_kept_as_a_string(template):
         assert parser.parse(text).tool_calls == []
 
 
+def test_grammar_asks_for_the_template_format_not_the_repairs():
+    """Tolerance repairs widen what the parser reads, not what a grammar lets the model write: the improved
+    grammar of a Qwen3-Coder request keeps the integer parameter typed and its closing tags required, and has
+    no Hermes JSON call; the parser still takes those drifts."""
+    g = _days_parser("Qwen3-Coder.jinja", "improved").grammar
+    days = next(line for line in g.splitlines() if line.startswith("tool-get-weather-arg-days ::="))
+    assert "xml-arg-string" not in days and '"\\n</parameter>\\n"' in days, days
+    assert "json-tool-get-weather" not in g and '"</function>\\n")' in g
+    text = MISTYPED["Qwen3-Coder.jinja"].format("2026-01-15")
+    assert _days_parser("Qwen3-Coder.jinja", "improved").parse(text).tool_calls
+
+
 def test_repeated_turn_header_is_skipped_and_streams_nothing_until_known():
     """GPT-OSS: the output repeats the generation prompt's <|start|>assistant (lmstudio-bug-tracker 942)."""
     req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hi"}],

@@ -142,7 +142,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             if "json-call-in-tags" in p.repairs:
                 # repair json-call-in-tags: the Hermes JSON call inside <tool_call> (tried after the XML one)
                 json_call = p.repair("json-call-in-tags", p.literal("<tool_call>") + p.space()
-                                     + p.flat_json_call(request.tools) + p.space() + "</tool_call>") + p.space()
+                                     + p.flat_json_call(request.tools) + p.space() + "</tool_call>" + p.space())
                 xml_call = p.choice(xml_call, json_call)
                 first_call = p.choice(p.optional(p.flexible("<tool_call>\n")) + body, json_call)
             else:
