@@ -387,17 +387,9 @@ class GeneratedParser:
         :func:`core.chat.repairs.turn_header`): how many leading characters of ``output`` are the assistant
         turn header repeated (with the whitespace after it) — 0 when it does not start with it, ``None`` for a
         partial ``output`` that is still a proper prefix of the header (nothing to show yet)."""
-        h = self.turn_header
-        if not h or not output:
-            return 0
-        if output.startswith(h):
-            k = len(h)
-            while k < len(output) and output[k] in _WS:
-                k += 1
-            return k
-        if is_partial and h.startswith(output):
-            return None
-        return 0
+        from .repairs import header_cut
+
+        return header_cut(self.turn_header, output, is_partial)
 
     def new_state(self) -> ParserState:
         """A fresh per-stream state for :meth:`parse` (``state=``)."""

@@ -163,7 +163,8 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
     if REPEATED_TURN_HEADER in repairs and not bundle.prepared.has_continuation \
             and hasattr(bundle.parser, "turn_header"):
         parser = bundle.parser
-        parser.turn_header = turn_header(parser.parser_generation_prompt, parser.thinking_start_tag)
+        gp = getattr(parser, "parser_generation_prompt", None) or parser.generation_prompt
+        parser.turn_header = turn_header(gp, getattr(parser, "thinking_start_tag", ""))
     return bundle
 
 

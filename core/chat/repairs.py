@@ -302,6 +302,23 @@ def turn_header(generation_prompt: str, thinking_start_tag: str = "") -> str:
     return gp if gp.strip() and any(c in gp for c in "<[|") else ""
 
 
+def header_cut(header: str, output: str, is_partial: bool = False) -> int | None:
+    """Repair ``repeated-turn-header``: how many leading characters of ``output`` are the turn ``header``
+    (:func:`turn_header`) repeated, with the whitespace after it — 0 when it does not start with it (or there
+    is no header), ``None`` for a partial ``output`` that is still a proper prefix of the header (nothing to show
+    yet)."""
+    if not header or not output:
+        return 0
+    if output.startswith(header):
+        k = len(header)
+        while k < len(output) and output[k] in " \t\n\v\f\r":
+            k += 1
+        return k
+    if is_partial and header.startswith(output):
+        return None
+    return 0
+
+
 def is_json_object(text: str) -> bool:
     """Whether ``text`` is a complete JSON object (a call's arguments may be returned as they are)."""
     try:
@@ -398,4 +415,4 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "turn_header", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALLS_INSIDE_SECTION_MARKERS", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

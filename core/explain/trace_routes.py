@@ -58,7 +58,14 @@ def trace_peg(parser: Any, output: str, report: Any = None) -> ParseTrace:
     cut = parser.header_cut(output) if hasattr(parser, "header_cut") else 0
     if not cut:
         return _trace_peg(parser, output, report)
-    tr = _trace_peg(parser, output[cut:], report, parser.parse_detailed(output))
+    return _after_header(_trace_peg(parser, output[cut:], report, parser.parse_detailed(output)), parser, output,
+                         cut)
+
+
+def _after_header(tr: ParseTrace, parser: Any, output: str, cut: int) -> ParseTrace:
+    """The trace ``tr`` of ``output[cut:]`` (the output without the turn header it repeats, repair
+    ``repeated-turn-header``) as a trace of ``output``: positions after the generation prompt shifted by
+    ``cut``, the header one marker span."""
     gp = tr.gp_len
 
     def at(pos: int) -> int:
@@ -356,6 +363,9 @@ def trace_handler(parser: Any, output: str) -> ParseTrace:
     with its builder calls recorded."""
     from ..chat.handlers._common import MISMATCH_TRACE, Incomplete, MessageBuilder, Mismatch
 
+    cut = parser.header_cut(output) if hasattr(parser, "header_cut") else 0
+    if cut:
+        return _after_header(trace_handler(parser, output[cut:]), parser, output, cut)
     msg = _raw_message(parser, output)
     text = parser.generation_prompt + output
     gp = len(parser.generation_prompt)

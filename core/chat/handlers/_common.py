@@ -1322,16 +1322,28 @@ class HandlerParser:
     prompt: str | None = None
     grammar_error: str = ""
     peg: Callable[[Any], Any] | None = None
+    turn_header: str = ""
+
+    def header_cut(self, output: str, is_partial: bool = False) -> int | None:
+        """Repair ``repeated-turn-header`` (on when ``turn_header`` is set): see
+        :func:`core.chat.repairs.header_cut`."""
+        from ..repairs import header_cut
+
+        return header_cut(self.turn_header, output, is_partial)
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
         """Parse model ``output`` (text after the prompt). Never raises; see the class docstring. Settled by
         :func:`core.chat.repairs.settle` (final parse extends the partial view; cut calls reported)."""
-        from ..repairs import from_spans, settle
+        from ..repairs import REPEATED_TURN_HEADER, FiredRepair, from_spans, settle
 
         msg = self._parse(output, is_partial, None)
+        cut = (self.header_cut(output, is_partial) or 0) if isinstance(output, str) else 0
         if msg.repairs:
             msg = msg.copy()
-            msg.repairs = from_spans(msg.repairs, len(self.generation_prompt), output)
+            msg.repairs = from_spans(msg.repairs, len(self.generation_prompt) - cut, output)
+        if cut:
+            msg = msg.copy()
+            msg.repairs = [FiredRepair(REPEATED_TURN_HEADER, 0, cut, text=output[:cut])] + msg.repairs
         return settle(self, output, msg, is_partial, view=msg if is_partial else None)
 
     def session(self) -> "HandlerSession":
@@ -1401,6 +1413,10 @@ class HandlerParser:
     def _parse(self, output: str, is_partial: bool, memo: dict | None, view_memo: Any = None) -> AssistantMessage:
         if not isinstance(output, str):
             output = "" if output is None else str(output)
+        cut = self.header_cut(output, is_partial)
+        if cut is None:      # still a prefix of a repeated turn header: nothing to show yet
+            return AssistantMessage()
+        output = output[cut:]
         text = self.generation_prompt + output
         try:
             msg, sc, b = self._run(text, memo)
