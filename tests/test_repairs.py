@@ -178,6 +178,24 @@ def test_mistyped_value_is_kept_as_a_string(template):
         assert parser.parse(text).tool_calls == []
 
 
+def test_repeated_turn_header_on_a_hand_written_handler():
+    """The header is read off the generation prompt, so the rule also holds on a hand-written handler (Kimi K2):
+    skipped, reported, stream = one-shot; a constructed output (the report is GPT-OSS's, above)."""
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hi"}],
+                                 "tools": [{"type": "function", "function": {
+                                     "name": "f", "parameters": {"type": "object",
+                                                                 "properties": {"a": {"type": "integer"}}}}}]})
+    parser = build_chat_parser(_tmpl("Kimi-K2-Instruct.jinja"), req, fidelity="improved").parser
+    head = parser.generation_prompt
+    assert head == "<|im_assistant|>assistant<|im_middle|>" and parser.turn_header == head
+    text = head + ("Sure.<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>"
+                   '{"a": 1}<|tool_call_end|><|tool_calls_section_end|>')
+    one = check_contract(parser, text, list(range(1, len(text))), "kimi-k2")
+    assert one.content == "Sure." and [json.loads(c.arguments) for c in one.tool_calls] == [{"a": 1}]
+    assert [(r.name, r.start, r.end) for r in one.repairs] == [("repeated-turn-header", 0, len(head))]
+    assert build_chat_parser(_tmpl("Kimi-K2-Instruct.jinja"), req).parser.parse(text).content.startswith(head)
+
+
 def test_grammar_asks_for_the_template_format_not_the_repairs():
     """Tolerance repairs widen what the parser reads, not what a grammar lets the model write: the improved
     grammar of a Qwen3-Coder request keeps the integer parameter typed and its closing tags required, and has
