@@ -71,14 +71,26 @@ def default(key: str, value: Any) -> Any:
     return st.session_state[key]
 
 
+def for_visitor(msg: str) -> str:
+    """``msg`` as a visitor of a public demo should read it: the operator-only hint of the analysis budget error
+    (an environment variable of the server) becomes "a limit set by the server's operator". Unchanged when the app
+    runs locally (the user is the operator)."""
+    from core.serving import Mode, policy_or_closed
+    from core.templating import BUDGET_HINT
+
+    if policy_or_closed()[0].mode is Mode.DEMO:
+        return msg.replace(BUDGET_HINT, "a limit set by the server's operator")
+    return msg
+
+
 def show_error(err: BaseException, prefix: str = "") -> None:
-    """``st.error`` with the error's message (escaped, never a traceback). Unexpected exceptions show their
-    type and message too."""
+    """``st.error`` with the error's message (escaped, never a traceback; operator hints replaced for demo
+    visitors, :func:`for_visitor`). Unexpected exceptions show their type and message too."""
     if isinstance(err, ChatTemplateExplorerError):
         msg = str(err)
     else:
         msg = f"{type(err).__name__}: {err}"
-    st.error(md(f"{prefix}{msg}"))
+    st.error(md(for_visitor(f"{prefix}{msg}")))
 
 
 def attempt(fn: Callable[..., T], *args: Any, prefix: str = "", **kw: Any) -> T | None:
@@ -393,8 +405,15 @@ def request_dict() -> dict[str, Any]:
     ``reference/cases.jsonl``-shaped dict. Raises :class:`core.errors.RequestError` for bad JSON."""
     from core.errors import RequestError
 
+    from core.serving import policy_or_closed
+
+    cap = policy_or_closed()[0].limits.max_text_chars
+
     def parse_json(key: str, what: str, fallback: str) -> Any:
         text = st.session_state.get(key, fallback)
+        if cap is not None and len(text) > cap:
+            raise RequestError(what, f"is {len(text):,} characters, over this server's {cap:,}-character cap "
+                                     "(limit: paste size)")
         try:
             return json.loads(text) if text.strip() else None
         except json.JSONDecodeError as e:

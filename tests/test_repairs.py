@@ -37,7 +37,7 @@ DRIFT = ROOT / "tests" / "data" / "drift"
 FIDELITIES = ("llama.cpp", "improved")
 
 # Measured on the suite (41 cases); README "Repairs" shows the same figures.
-SUITE_PASS = {"llama.cpp": 17, "improved": 40}
+SUITE_PASS = {"llama.cpp": 17, "improved": 41}
 
 
 def _tmpl(name: str) -> ChatTemplate:

@@ -44,8 +44,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..analysis.fidelity import (GENERATION_PROMPT_PREAMBLE, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
-                                 PYTHON_LITERAL_VALUES)
+from ..analysis.fidelity import (GENERATION_PROMPT_PREAMBLE, INSTRUCTION_CALL_FORMAT, JSON_ARRAY_START,
+                                 OPEN_CONTENT_BEFORE_CALLS, PYTHON_LITERAL_VALUES)
+from ..analysis.instructions import INFERRED_FROM_INSTRUCTIONS
 from ..analysis.result import CallIdPosition, ReasoningMode, TemplateAnalysis, ToolFormat
 from ..grammar.converter import GrammarBuilder
 from ..grammar.json_schema import ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters
@@ -625,6 +626,9 @@ class _Gen:
         self.extracting = (request.reasoning_format != ReasoningFormat.NONE
                            and analysis.reasoning.mode != ReasoningMode.NONE)
         self.notes: list[str] = []
+        # improvement instruction-call-format: the format was read from the tool instructions, not from a call
+        # the template renders (core.analysis.instructions)
+        self.inferred = analysis.tools.inferred_from == INFERRED_FROM_INSTRUCTIONS
         # Node ids name the until/ac automata in the GBNF; the placeholder eps/choice nodes below are created
         # where the reference creates them, so that the ids (hence the grammar text) match its output.
         self.p.eps()
@@ -699,6 +703,8 @@ class _Gen:
         kw = dict(name_key=name_field, args_key=args_field, array_wrapped=f.tools_array_wrapped,
                   function_is_key=f.fun_name_is_key, call_id_key=f.id_field, gen_call_id_key=f.gen_id_field,
                   parameters_order=f.parameter_order, accept_openai_wrapper=f.openai_wrapper_trigger)
+        if self.inferred:
+            kw["optional_end"] = True
         if not f.section_start and f.per_call_start:
             single = p.standard_json_tools(f.per_call_start, f.per_call_end, req.tools, req.parallel_tool_calls,
                                            force, **kw)
@@ -722,6 +728,11 @@ class _Gen:
         if pair and "calls-inside-section-markers" in p.repairs:
             tool_start = pair[0]               # the calls may follow the first marker alone
         body = p.optional(p.content(p.until(tool_start))) + tools
+        if self.inferred:
+            # instructions say how a call starts, not that the answer ends with it: text after the calls is content
+            body = body + p.optional(p.content(p.rest()))
+            self.notes.append(f"improvement {INSTRUCTION_CALL_FORMAT}: the tool-call format was read from the tool "
+                              "instructions; its end marker is optional and content may follow the calls")
         unmarked = self.unmarked_calls(bool(f.section_start or f.per_call_start))
         if unmarked is not None:
             body = p.choice(unmarked, body)
@@ -926,7 +937,8 @@ class _Gen:
             pre = self.reasoning + p.space() + p.choice(p.literal("```json") + p.space() + rf + p.space() + "```",
                                                         p.space() + rf + p.space())
             pure_content = False
-        elif has_tools and req.tool_choice != ToolChoice.NONE and a.caps.supports_tool_calls:
+        elif has_tools and req.tool_choice != ToolChoice.NONE and (a.caps.supports_tool_calls
+                                                                   or self.inferred):
             pre = self.tools_pre()
             pure_content = False
             if pre is None:

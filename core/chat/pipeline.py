@@ -207,6 +207,9 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     except ImportError as e:
         raise AnalysisError(template.name, f"Unable to generate parser for this template: parser generator "
                                            f"unavailable ({e})") from None
+    report, from_request = _request_instructions(report, request, improvements)
+    if from_request:
+        notes.append(from_request)
     analysis = report.analysis
     try:
         parser = generate_parser(analysis, request, gp, improvements=improvements)
@@ -224,6 +227,27 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     return ChatParserBundle(parser=parser, prompt=prompt, generation_prompt=parser.generation_prompt,
                             route=route if route.kind == "autoparser" else _autoroute(route), format="peg-native",
                             report=report, prepared=prep, notes=notes)
+
+
+def _request_instructions(report: Any, request: ChatRequest, improvements: frozenset[str]) -> tuple[Any, str]:
+    """Improvement ``instruction-call-format``, request-time half: when the template renders no tool call and the
+    request's system message spells a JSON call format (an agent's own prompt), ``(a copy of report with that
+    format, a note)``; else ``(report, "")`` (:func:`core.analysis.instructions.format_for_request`)."""
+    from dataclasses import replace
+
+    from ..analysis.fidelity import INSTRUCTION_CALL_FORMAT
+    from ..analysis.instructions import format_for_request
+
+    if INSTRUCTION_CALL_FORMAT not in improvements or not request.tools:
+        return report, ""
+    analysis = format_for_request(report.analysis, request.messages)
+    if analysis is None:
+        return report, ""
+    f = analysis.tools.format
+    note = (f"improvement {INSTRUCTION_CALL_FORMAT}: the request's system message spells the tool-call format "
+            f"(opener {f.section_start or f.per_call_start or '(none)'!r}, arguments key {f.args_field!r}"
+            f"{', a JSON list' if f.tools_array_wrapped else ''}); the parser reads calls in it")
+    return replace(report, analysis=analysis), note
 
 
 def _autoroute(route: Any) -> Any:

@@ -478,14 +478,16 @@ class ChatBuilder(Builder):
     def standard_json_tools(self, section_start: str, section_end: str, tools: Any, parallel: bool, force: bool,
                             name_key: str = "", args_key: str = "", array_wrapped: bool = False,
                             function_is_key: bool = False, call_id_key: str = "", gen_call_id_key: str = "",
-                            parameters_order: Iterable[str] = (), accept_openai_wrapper: bool = False) -> P:
+                            parameters_order: Iterable[str] = (), accept_openai_wrapper: bool = False,
+                            optional_end: bool = False) -> P:
         """JSON tool calls between ``section_start`` and ``section_end`` (parser notes §3.6.1).
 
         Layouts: ``function_is_key`` (``{"name": {...args}}``), nested keys (``function.name``), or flat keys
         (fields ordered by ``parameters_order``). ``parallel``: ``, call`` repetitions; ``array_wrapped``:
         ``[ ... ]``; ``force``: the section is required (else optional). Registers the trigger rule
         ``tool-call``. No function tools: ``eps``. With ``whitespace_call_separators`` the ``,`` between
-        parallel calls is optional.
+        parallel calls is optional. ``optional_end``: ``section_end`` may be missing (a format read from
+        instructions, improvement ``instruction-call-format``).
         """
         funcs = function_tools(tools)
         if not funcs:
@@ -509,7 +511,10 @@ class ChatBuilder(Builder):
         if array_wrapped:
             tool_calls = self.literal("[") + self.space() + tool_calls + self.space() + "]"
         self.last_json_calls = tool_calls   # the calls without their section markers (repair unmarked-calls)
-        body = self.flexible(section_start) + self.space() + tool_calls + self.space() + self.flexible(section_end)
+        end = self.flexible(section_end)
+        if optional_end and section_end:
+            end = self.optional(end)
+        body = self.flexible(section_start) + self.space() + tool_calls + self.space() + end
         pair = split_marker_pair(section_start) if not section_end else None
         if pair and "calls-inside-section-markers" in self.repairs:
             # repair calls-inside-section-markers: the calls between the two markers of the section start

@@ -217,6 +217,9 @@ class _Emitter:
             g = self.gbnf(n.child)
             if not g:
                 return ""
+            inner = self.effective(n.child)
+            if n.min == 0 and isinstance(inner, N.Until) and not [d for d in inner.delimiters if d]:
+                return g  # optional(rest()): ".*" already matches nothing; ".*?" reads as a lazy star to a reader
             if isinstance(self.effective(n.child), (N.Choice, N.Sequence)):
                 g = "(" + g + ")"
             return g + _quantifier(n.min, n.max)
