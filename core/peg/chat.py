@@ -17,8 +17,9 @@ its scope, which is how ``fidelity="improved"`` reaches the generator and the sp
 separated by whitespace alone as well as by ``,`` (improvement ``json-call-separators``);
 ``repairs`` — the names of the :mod:`core.chat.repairs` rules that act in the grammar (a frozenset; empty
 at ``llama.cpp`` fidelity): ``arguments-key-alias`` and ``json-field-order`` in the flat JSON call layout,
-``double-encoded-arguments`` for JSON arguments; each accepted variant is wrapped in a quiet ``repair:NAME``
-tag (:meth:`ChatBuilder.repair`) so the parse can report where it acted.
+``double-encoded-arguments`` for JSON arguments, ``calls-inside-section-markers`` for a section start of two
+markers (:func:`split_marker_pair`); each accepted variant is wrapped in a quiet ``repair:NAME``
+tag (:meth:`ChatBuilder.repair`) so the parse can report where it acted (and the GBNF leaves it out).
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ Output shape (after the ``<|im_start|>assistant\\n`` generation prefix)::
   value that may be a string or something else is tried as JSON first (``{"a": 1}``, ``42``, ``null``) and
   falls back to raw text (``{not valid json``).
 * No ``end()`` after the calls: trailing text after the last call is ignored, as the reference does.
+* Improved fidelity (tolerance repairs of :mod:`core.chat.repairs`, each a ``repair:NAME`` variant tried after
+  the template's form): ``tag-whitespace``, ``missing-closing-tags`` (``</parameter>`` after a JSON-typed value
+  / ``</function>`` left out), ``mistyped-value-as-string`` (a scalar-typed value that is no such JSON, kept as
+  text) and ``json-call-in-tags`` (a Hermes JSON call inside ``<tool_call>``).
 """
 
 from __future__ import annotations
