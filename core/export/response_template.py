@@ -37,6 +37,8 @@ class Flavour(str, enum.Enum):
 
 
 REASONING_FIELD = {Flavour.TRANSFORMERS: "reasoning_content", Flavour.VLLM: "thinking"}
+REPEATED_OPENER_FIELD = "repeated_opener"
+"""An always-empty field that swallows a content opener the generation prompt wrote and the model repeats."""
 
 
 @dataclass
@@ -347,6 +349,13 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
         # marker, tool calls included, so content is the implicit region and the opener stays in the anchor
         fields["content"] = {"close": analysis.content.end.strip(), "content": "text"}
         notes.append(f"the generation prompt opens content ({c_start!r}): content is the implicit region")
+        if flavour == Flavour.TRANSFORMERS:
+            # a model may write the opener again (Command R+ reference case ref-0340: "<|CHATBOT_TOKEN|>Hello…");
+            # an extra field opened by it at the very start of the output and closed at once swallows it (its
+            # value is empty, so transformers leaves it out of the message); vLLM accepts no extra field
+            fields[REPEATED_OPENER_FIELD] = {"open_pattern": r"\A\s*" + re.escape(c_start), "close_pattern": "",
+                                             "content": "text"}
+            notes.append(f"{REPEATED_OPENER_FIELD}: an opener {c_start!r} the model repeats at the start is dropped")
     else:
         fields["content"] = _content_field(analysis)
     return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(generation_prompt, analysis, prompt),
