@@ -119,6 +119,13 @@ def _anchor(gp: str, analysis: Any, prompt: str = "") -> dict[str, Any]:
         if m and m in gp:
             cut = min(cut, gp.index(m))
     base = gp[:cut].strip()
+    start = analysis.reasoning.start.strip()
+    if not base and start and gp.strip().startswith(start) and _after_opener(gp, analysis):
+        # the generation prompt opens reasoning and writes more text after the opener (Apriel 1.6:
+        # "<|begin_assistant|>\nHere are my reasoning steps:\n"): anchoring on the prompt's last marker would
+        # consume the opener, so the anchor is a lookahead just before the whole generation prompt; the
+        # reasoning field's opener takes the text after it (_reasoning_field)
+        return {"start_anchor_pattern": f"(?={re.escape(gp.strip())})"}
     if not base and prompt:
         from ..diff import SegmentKind, segmentize_markers
 
@@ -136,7 +143,19 @@ def _anchor(gp: str, analysis: Any, prompt: str = "") -> dict[str, Any]:
     return {"start_anchor_pattern": pattern}
 
 
-def _reasoning_field(a: Any) -> dict[str, Any] | None:
+def _after_opener(gp: str, a: Any) -> str:
+    """The generation prompt's text after its reasoning opener, up to the reasoning end (stripped; "" when the
+    generation prompt does not open reasoning or writes nothing after the opener)."""
+    start, end = a.reasoning.start.strip(), a.reasoning.end.strip()
+    if not start or start not in gp:
+        return ""
+    rest = gp[gp.index(start) + len(start):]
+    if end and end in rest:
+        rest = rest[:rest.index(end)]
+    return rest.strip()
+
+
+def _reasoning_field(a: Any, gp: str = "") -> dict[str, Any] | None:
     mode = a.reasoning.mode.value
     if mode == "NONE":
         return None
@@ -147,6 +166,11 @@ def _reasoning_field(a: Any) -> dict[str, Any] | None:
         raise NotExpressible(f"reasoning ({mode}) has no start marker (delimiter style: text before "
                              f"{end!r} is reasoning only once that marker arrives); a region must be opened by "
                              "a marker or be the one implicit region, which content already is")
+    rest = _after_opener(gp, a)
+    if rest and gp.strip().startswith(start):
+        # the anchor stops before the opener (see _anchor): the opener and the prompt's text after it open
+        # the region, so that text is not read as reasoning
+        return {"open_pattern": f"{re.escape(start)}(?:{_WS}{re.escape(rest)})?", "close": end, "content": "text"}
     return {"open": start, "close": end, "content": "text"}
 
 
@@ -334,7 +358,7 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
         raise NotExpressible("the generation prompt found for this template holds the conversation itself (it "
                              "writes the tools after the messages): there is no fixed text to anchor on")
     fields: dict[str, Any] = {}
-    reasoning = _reasoning_field(analysis)
+    reasoning = _reasoning_field(analysis, generation_prompt)
     if reasoning is not None:
         fields[REASONING_FIELD[flavour]] = reasoning
         if analysis.reasoning.start.strip() and analysis.reasoning.start.strip() in generation_prompt:

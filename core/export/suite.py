@@ -140,7 +140,8 @@ def _truncated_second_call(row: dict[str, Any]) -> tuple[str, dict[str, Any]] | 
 
 
 def _forced_reasoning(template: Any, analysis: Any, tools: list[dict[str, Any]], fidelity: str) -> bool:
-    """The suite request's generation prompt ends with the reasoning start marker (forced-open reasoning)."""
+    """The suite request's generation prompt opens reasoning (holds the reasoning start marker and no end marker
+    after it): forced-open reasoning."""
     from ..chat.pipeline import build_chat_parser
     from ..chat.request import ChatRequest
     from ..chat.roundtrip import round_trip_request
@@ -153,7 +154,11 @@ def _forced_reasoning(template: Any, analysis: Any, tools: list[dict[str, Any]],
                                fidelity=fidelity).generation_prompt
     except Exception:  # noqa: BLE001 - the round trips report the failure
         return False
-    return gp.rstrip().endswith(start)
+    if start not in gp:
+        return False
+    # opened and not closed again; text may follow the opener (Apriel 1.6: "…\nHere are my reasoning steps:\n")
+    end = analysis.reasoning.end.strip()
+    return not (end and end in gp[gp.rindex(start) + len(start):])
 
 
 def generate_suite(template: Any, *, fidelity: str = "llama.cpp") -> Suite:
