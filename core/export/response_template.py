@@ -242,7 +242,12 @@ def _json_call_transform(a: Any, prefix: str = "content.") -> dict[str, Any]:
     return out
 
 
-def _tool_field(a: Any, notes: list[str]) -> dict[str, Any] | None:
+PYTHON_LITERAL_VALUE_PARSER = {"name": "json", "args": {"string_delims": [["'", "'"]], "allow_non_json": True,
+                                                       "strip": False}}
+"""xml-inline ``value_parser`` for a template that renders object values as Python literals (Seed-OSS)."""
+
+
+def _tool_field(a: Any, notes: list[str], python_literals: bool = False) -> dict[str, Any] | None:
     f = a.tools.format
     mode = f.mode.value
     if mode == "NONE":
@@ -332,8 +337,17 @@ def _tool_field(a: Any, notes: list[str]) -> dict[str, Any] | None:
             raise NotExpressible("TAG_WITH_TAGGED calls without a closing marker")
         notes.append("tool_calls: xml-inline arguments; values are strings, typed by the tools' JSON schema "
                      "(pass tools= to parse_response)")
+        content_args: dict[str, Any] = {"tag_pattern": key + value}
+        if python_literals:
+            # the template writes object/array values with Jinja's `string` filter, i.e. as Python literals
+            # ({'time': '19:30'}), which the schema typing (json.loads) cannot read: each value goes through
+            # the json parser with ' as a second string delimiter; a value that is not JSON stays the raw text
+            content_args["value_parser"] = PYTHON_LITERAL_VALUE_PARSER
+            notes.append("tool_calls: the template writes object values as Python literals; values are read as "
+                         "JSON with ' string delimiters (a JSON-looking string value such as \"12\" is then a "
+                         "number)")
         return {"open_pattern": opener, "close_pattern": close, "repeats": True, "content": "xml-inline",
-                "content_args": {"tag_pattern": key + value}, "transform": transform}
+                "content_args": content_args, "transform": transform}
     if mode == "PYTHONIC":
         if f.section_start.strip():
             out = {"open_pattern": _WS + _lit(f.section_start), "content": "python-call-list",
@@ -347,10 +361,12 @@ def _tool_field(a: Any, notes: list[str]) -> dict[str, Any] | None:
 
 
 def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavour.TRANSFORMERS,
-                 notes: list[str] | None = None, prompt: str = "") -> dict[str, Any]:
+                 notes: list[str] | None = None, prompt: str = "", *,
+                 python_literals: bool = False) -> dict[str, Any]:
     """The response_template for a :class:`~core.analysis.result.TemplateAnalysis` and the generation prompt
-    of the request the model is served with. Raises :class:`NotExpressible` (message: the reason) when the
-    format cannot carry the template."""
+    of the request the model is served with. ``python_literals``: the template renders object-valued tagged
+    arguments as Python literals (:func:`renders_python_literals`). Raises :class:`NotExpressible` (message:
+    the reason) when the format cannot carry the template."""
     notes = notes if notes is not None else []
     from ..chat.roundtrip import USER_MESSAGE
 
@@ -364,7 +380,7 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
         if analysis.reasoning.start.strip() and analysis.reasoning.start.strip() in generation_prompt:
             notes.append(f"the generation prompt opens reasoning ({analysis.reasoning.start.strip()!r}): it is "
                          "left after the start_anchor, so the prefix opens the reasoning region")
-    tools = _tool_field(analysis, notes)
+    tools = _tool_field(analysis, notes, python_literals)
     if tools is not None:
         fields["tool_calls"] = tools
     c_start = analysis.content.start.strip()
@@ -388,12 +404,13 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
 
 # Special handlers whose format the generic analysis does not describe, written down from the format the handler
 # parses (core/chat/handlers/); each is proven by verify like every other export.
-def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str = "") -> dict[str, Any] | None:
+def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str = "",
+             python_literals: bool = False) -> dict[str, Any] | None:
     think = REASONING_FIELD[flavour]
     if handler in ("qwen3-coder", "ling3"):
         # core/chat/handlers/qwen3_coder.py, ling3.py: a tool call ends reasoning even without </think> (Qwen3.5
         # opens <think> in the generation prompt and models may call a tool straight away)
-        rt = map_analysis(analysis, gp, flavour, prompt=prompt)
+        rt = map_analysis(analysis, gp, flavour, prompt=prompt, python_literals=python_literals)
         fields = rt["fields"]
         if think in fields and "tool_calls" in fields:
             end = fields[think].pop("close")
@@ -523,14 +540,16 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
     if route.kind == "specialized" and route.handler in _REFUSED_HANDLERS:
         res.reasons.append(_REFUSED_HANDLERS[route.handler])
         return res
+    literals = analysis.tools.format.mode.value == "TAG_WITH_TAGGED" and renders_python_literals(template)
     try:
-        special = _special(route.handler, analysis, res.generation_prompt, flavour, bundle.prompt) \
+        special = _special(route.handler, analysis, res.generation_prompt, flavour, bundle.prompt, literals) \
             if route.kind == "specialized" else None
         if special is not None:
             res.notes.append(f"special handler {route.handler}: format written from the handler")
             res.response_template = special
         else:
-            res.response_template = map_analysis(analysis, res.generation_prompt, flavour, res.notes, bundle.prompt)
+            res.response_template = map_analysis(analysis, res.generation_prompt, flavour, res.notes, bundle.prompt,
+                                                 python_literals=literals)
             if route.kind == "specialized":
                 res.notes.append(f"special handler {route.handler}: exported from the analysis; verification "
                                  "compares with the handler's parses")
@@ -540,6 +559,25 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
         res.reasons.append(str(e))
         res.response_template = None
     return res
+
+
+def renders_python_literals(template: Any) -> bool:
+    """True when ``template`` writes an object-valued call argument as a Python literal (``{'time': '19:30'}``,
+    Jinja's ``string`` filter, as Seed-OSS does) rather than JSON: found by rendering the round trip's
+    ``book_table`` call, whose ``options`` argument is an object. False when the template cannot render it."""
+    from ..chat.roundtrip import round_trip_message, round_trip_request, sample_output
+
+    msg = round_trip_message(reasoning=False)
+    calls = [c for c in msg.get("tool_calls") or [] if isinstance(c["function"].get("arguments"), dict)
+             and isinstance(c["function"]["arguments"].get("options"), dict)]
+    if not calls:
+        return False
+    msg = {**msg, "content": "", "tool_calls": calls[:1]}
+    try:
+        out = sample_output(template, round_trip_request(), msg)
+    except Exception:  # noqa: BLE001 - a template that cannot render the call has nothing to tell
+        return False
+    return str(calls[0]["function"]["arguments"]["options"]) in out
 
 
 def vllm_limits(rt: dict[str, Any]) -> None:
