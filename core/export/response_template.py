@@ -349,6 +349,9 @@ def _tool_field(a: Any, notes: list[str], python_literals: bool = False) -> dict
         return {"open_pattern": opener, "close_pattern": close, "repeats": True, "content": "xml-inline",
                 "content_args": content_args, "transform": transform}
     if mode == "PYTHONIC":
+        if not f.tools_array_wrapped:
+            raise NotExpressible("python-style calls not written as a call list ([name(...)]): transformers' "
+                                 "python-call-list reads only a bracketed list")
         if f.section_start.strip():
             out = {"open_pattern": _WS + _lit(f.section_start), "content": "python-call-list",
                    "transform_each": True, "transform": {"type": "function", "function": {
@@ -356,7 +359,13 @@ def _tool_field(a: Any, notes: list[str], python_literals: bool = False) -> dict
             if f.section_end.strip():
                 out["close_pattern"] = _lit(f.section_end)
             return out
-        raise NotExpressible("python-style calls without a section marker")
+        # a bare call list ([get_weather(city='Paris')], vLLM's Llama 3.2/4 pythonic): the region opens just
+        # before the '[' of a call list at the start of the output (zero-width, so python-call-list sees the
+        # brackets) and runs to the end of the output
+        notes.append("tool_calls: a bare Python call list at the start of the output, read to the end")
+        return {"open_pattern": r"\A\s*(?=\[\s*[A-Za-z_][\w.-]*\()", "content": "python-call-list",
+                "transform_each": True, "transform": {"type": "function", "function": {
+                    "name": "{name}", "arguments": "{arguments}"}}}
     raise NotExpressible(f"tool format {mode} has no response_template counterpart")
 
 
