@@ -352,6 +352,9 @@ def parse_transformers(case):
     chat_parsing = pytest.importorskip("transformers.utils.chat_parsing")
     if case["is_partial"]:
         pytest.skip("transformers parses a region only once it closes (truncated output)")
+    if case["id"] == "suite-marker_in_argument":
+        pytest.skip("a response_template finds regions by their delimiters alone: the template's own closing "
+                    "marker inside an argument string ends the region early (a limit of the format)")
     rt = json.loads((HERE / "response_template.json").read_text(encoding="utf-8"))
     msg = chat_parsing.parse_response(case["input"], rt, prefix=PROMPTS[case["id"]], tools=case["tools"])
     if "thinking" in msg:
