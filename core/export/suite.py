@@ -149,7 +149,7 @@ def _synthesized_reasoning(template: Any, analysis: Any, msg: dict[str, Any], to
     """For a template whose generation prompt opens reasoning that its rendered turns drop (QwQ, DeepSeek V3.1,
     MiniCPM-V 4.5): the output a model writes after the prompt's opener — the round trip's reasoning text, the
     reasoning end marker, then the turn the template renders for ``msg`` without reasoning. Returns (output,
-    expected message), or None when the turn cannot be lined up with the prompt."""
+    expected message), or None when the turn cannot be lined up with the prompt or holds an end of turn."""
     from ..chat.prompt import generation_prompt, prepare_request, render_prompt
     from ..chat.request import ChatRequest
     from ..chat.roundtrip import (REASONING_TEXT, _with_messages, end_of_turn_candidates, expected_message,
@@ -172,6 +172,10 @@ def _synthesized_reasoning(template: Any, analysis: Any, msg: dict[str, Any], to
     if not full.startswith(before):
         return None
     turn = strip_end_of_turn(full[len(before):], eot)
+    if any(e.strip() and e.strip() in turn for e in eot):
+        # an end of turn inside: the template writes this message as several turns (DeepSeek R1 distills put
+        # the calls and the content in two assistant blocks), which no single model output is
+        return None
     if turn.lstrip().startswith(start):  # the template renders an empty reasoning block: fill it
         rest = turn.lstrip()[len(start):]
         if not rest.lstrip().startswith(end):
