@@ -97,9 +97,10 @@ IMPROVEMENTS: list[Improvement] = [
                     "then the first argument as name=quoted value (or name=%s: a template that formats values "
                     "with Jinja's format filter, which the engine, like llama.cpp's, leaves as '%s') — the format "
                     "is PYTHONIC: the section markers are the text around the call ('[' and ']' around it mean "
-                    "a call list), and the parser reads calls as name(arg=value, ...) with Python-literal values, separated by ',' or whitespace, "
-                    "optionally followed by content. llama.cpp reads these templates as tagged arguments, with "
-                    "markers that contain the probe's argument text, so no real call parses.",
+                    "a call list), and the parser reads calls as name(arg=value, ...) with Python-literal "
+                    "values, separated by ',' or whitespace, optionally followed by content. llama.cpp reads "
+                    "these templates as tagged arguments, with markers that contain the probe's argument text, "
+                    "so no real call parses.",
         example="hfjs-LiquidAI-LFM2.5-VL-450M.jinja"),
     Improvement(
         name=PYTHON_LITERAL_VALUES,
