@@ -193,6 +193,7 @@ def _fidelity(args: argparse.Namespace) -> str:
 
 def _cmd_parse(args: argparse.Namespace) -> int:
     from .pipeline import build_chat_parser
+    from .repairs import settled
     from .stream import StreamingParser
 
     request = load_request(args.request)
@@ -209,7 +210,9 @@ def _cmd_parse(args: argparse.Namespace) -> int:
                 print(json.dumps(d.to_openai(), ensure_ascii=False))
         for d in sp.finish(args.partial):
             print(json.dumps(d.to_openai(), ensure_ascii=False))
-        print(json.dumps(_with_repairs(sp.message), ensure_ascii=False))
+        # the message a client keeps: a cut call whose fragments were streamed is dropped (truncated-call)
+        msg = sp.message if sp.final is None else settled(sp.message, sp.final)
+        print(json.dumps(_with_repairs(msg), ensure_ascii=False))
     else:
         msg = bundle.parser.parse(output, args.partial)
         print(json.dumps(_with_repairs(msg), ensure_ascii=False, indent=None if args.compact else 2))

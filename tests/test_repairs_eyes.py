@@ -1,0 +1,52 @@
+"""Fresh-eyes findings on issue 10 (repairs), each with the reproducer it came from."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from core.chat.pipeline import build_chat_parser
+from core.chat.request import ChatRequest
+from core.templating import ChatTemplate
+
+from .conftest import ROOT, TEMPLATES
+
+pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+    "required": ["city"]}}}
+REQUEST = {"messages": [{"role": "user", "content": "weather?"}], "tools": [WEATHER]}
+
+
+def _parser(template: str, fidelity: str = "llama.cpp"):
+    tmpl = ChatTemplate((TEMPLATES / template).read_text(encoding="utf-8"), template)
+    return build_chat_parser(tmpl, ChatRequest.from_dict(REQUEST), fidelity=fidelity).parser
+
+
+def test_cli_stream_prints_the_settled_message(tmp_path):
+    """`parse --stream` on an output cut inside a call: the last line (the message) used to be the raw
+    accumulation of the deltas, with the cut call's arguments '{"city":"Par' — a final message with arguments
+    that are not a JSON object. It is now the message a client keeps (core.chat.repairs.settled): the call
+    dropped and reported as truncated-call, as the one-shot parse says. With --partial the call stays."""
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps(REQUEST), encoding="utf-8")
+    out = "Hi\n<tool_call>\n<function=get_weather>\n<parameter=city>\nPar"
+    base = [sys.executable, "-m", "core", "parse", str(TEMPLATES / "Qwen3-Coder.jinja"), "--request", str(req)]
+
+    def last(*extra):
+        proc = subprocess.run(base + list(extra), input=out.encode(), capture_output=True, cwd=ROOT, check=True,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+        return json.loads(proc.stdout.decode().splitlines()[-1])
+
+    one = last("--compact")
+    streamed = last("--stream", "--chunk", "7")
+    assert "tool_calls" not in streamed and streamed["content"] == "Hi\n"
+    assert [r["name"] for r in streamed["repairs"]] == ["truncated-call"]
+    assert streamed == json.loads(json.dumps(one))
+    kept = last("--stream", "--chunk", "7", "--partial")
+    assert [c["function"]["arguments"] for c in kept["tool_calls"]] == ['{"city":"Par']
