@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templa
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
     "required": ["city"]}}}
-REQUEST = {"messages": [{"role": "user", "content": "weather?"}], "tools": [WEATHER]}
+REQUEST = {"messages": [{"role": "user", "content": "weather?"}], "tools": [WEATHER], "parallel_tool_calls": True}
 
 
 def _parser(template: str, fidelity: str = "llama.cpp"):
@@ -50,3 +50,22 @@ def test_cli_stream_prints_the_settled_message(tmp_path):
     assert streamed == json.loads(json.dumps(one))
     kept = last("--stream", "--chunk", "7", "--partial")
     assert [c["function"]["arguments"] for c in kept["tool_calls"]] == ['{"city":"Par']
+
+
+@pytest.mark.parametrize("template, output, start", [
+    # Llama 4 (unmarked-calls): the call object starts the output
+    ("gguf-ollama-llama4-latest.jinja", '{"name": "get_weather", "parameters": {"city": "Pa', 0),
+    # Qwen2.5 (unmarked-calls): a complete call, then the cut one
+    ("Qwen-Qwen2.5-7B-Instruct.jinja",
+     '{"name": "get_weather", "arguments": {"city": "Paris"}}\n{"name": "get_weather", "arguments": {"city": "Ro', 56),
+    # Qwen2.5 (fenced-calls): the object after the fence
+    ("Qwen-Qwen2.5-7B-Instruct.jinja", '```json\n{"name": "get_weather", "arguments": {"city": "Pa', 8),
+])
+def test_truncated_unmarked_call_span_starts_at_its_object(template, output, start):
+    """A JSON call cut off without the template's markers: the truncated-call span used to start at the
+    tool's name (10: 'get_weather", "parameters": …'), so the reported raw text was not the call's. It starts
+    at the call's '{' now."""
+    msg = _parser(template, "improved").parse(output)
+    (cut,) = [r for r in msg.repairs if r.name == "truncated-call"]
+    assert (cut.start, cut.end, cut.detail) == (start, len(output), "get_weather")
+    assert cut.text == output[start:] and cut.text.startswith('{"name"')

@@ -335,8 +335,8 @@ def is_json_object(text: str) -> bool:
 def _tail_span(parser: Any, output: str, final: AssistantMessage, view: AssistantMessage, name: str) -> int:
     """Where the raw text of the last (cut or rejected) call starts in ``output``: the text the final parse
     put into content beyond the view when it is the end of the output; else the last call opener (a word of
-    the parser's lazy-grammar triggers) before the last mention of the call's name, else that mention;
-    else 0."""
+    the parser's lazy-grammar triggers) before the last mention of the call's name, else the ``{`` of the JSON
+    object holding that mention (an unmarked or fenced call), else that mention; else 0."""
     if final.content.startswith(view.content):
         extra = final.content[len(view.content):]
         if extra and output.endswith(extra):
@@ -347,7 +347,11 @@ def _tail_span(parser: Any, output: str, final: AssistantMessage, view: Assistan
     words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
              if getattr(getattr(t, "type", None), "value", "") == "word"]
     opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
-    return opener if opener >= 0 else at
+    if opener >= 0:
+        return opener
+    # a JSON call without the template's markers (unmarked-calls, fenced-calls): the object around the name
+    brace = output.rfind("{", 0, at)
+    return brace if brace >= 0 and "}" not in output[brace:at] else at
 
 
 def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
