@@ -69,3 +69,29 @@ def test_truncated_unmarked_call_span_starts_at_its_object(template, output, sta
     (cut,) = [r for r in msg.repairs if r.name == "truncated-call"]
     assert (cut.start, cut.end, cut.detail) == (start, len(output), "get_weather")
     assert cut.text == output[start:] and cut.text.startswith('{"name"')
+
+
+def test_stream_consistent_final_example_fires_it():
+    """The rule's documented example used to be a Qwen3-Coder call with an integer parameter given
+    "2026-01-15": that output is settled by truncated-call (the call dropped), never by stream-consistent-final
+    (the stream stops inside the value, so what it showed is not a JSON object). The example is now the suite's
+    Mistral v0.3 case (mlx-lm issue 1374), which fires the rule at both fidelities; the old one is what the
+    text now says it is."""
+    from core.chat.repairs import REPAIRS_BY_NAME
+
+    rule = REPAIRS_BY_NAME["stream-consistent-final"]
+    output = rule.example.split("   ")[0]
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hi"}], "tools": [
+        {"type": "function", "function": {"name": "calculator", "parameters": {
+            "type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}}]})
+    name = "hfjs-mistralai-Mistral-7B-Instruct-v0.3-JSON-Schema.jinja"
+    tmpl = ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name)
+    for fidelity in ("llama.cpp", "improved"):
+        msg = build_chat_parser(tmpl, req, fidelity=fidelity).parser.parse(output)
+        assert [r.name for r in msg.repairs] == ["stream-consistent-final"]
+        assert [json.loads(c.arguments) for c in msg.tool_calls] == [{"expression": "2+3"}]
+    old = ("<tool_call>\n<function=get_weather>\n<parameter=days>\n2026-01-15\n</parameter>\n</function>\n"
+           "</tool_call>")
+    msg = _parser("Qwen3-Coder.jinja").parse(old)
+    assert [r.name for r in msg.repairs] == ["truncated-call"] and not msg.tool_calls
+    assert "truncated-call settles the call instead" in rule.accepts

@@ -107,15 +107,17 @@ REPAIRS: list[Repair] = [
         name=STREAM_CONSISTENT_FINAL,
         title="The final parse extends what the stream showed",
         stage=RepairStage.CONTRACT,
-        accepts="An output whose partial parse shows a tool call (name and argument fragments) that the final "
-                "parse rejects: a required parameter missing, a tagged value that does not fit the declared "
-                "type (an integer parameter given \"2026-01-15\"), a JSON call without a field the template "
-                "renders. The call stays a call (its arguments are what the stream showed) instead of turning "
-                "into content after its fragments were streamed.",
-        example='<tool_call>\n<function=get_weather>\n<parameter=days>\n2026-01-15\n</parameter>\n</function>\n'
-                '</tool_call>   (days declared integer)',
+        accepts="An output whose partial parse shows a tool call that the final parse rejects: a JSON call "
+                "without a field the template renders (Mistral v0.3's call id), a call the final grammar does "
+                "not close. The call stays a call (its arguments are what the stream showed) instead of turning "
+                "into content after its fragments were streamed. When the arguments the stream showed are not a "
+                "JSON object (a tagged value that does not fit its declared type, a required parameter missing: "
+                "the stream stops inside the value), truncated-call settles the call instead.",
+        example='[TOOL_CALLS] [{"name": "calculator", "arguments": {"expression": "2+3"}}]   '
+                '(Mistral v0.3 template, whose calls carry an id)',
         source="llama.cpp server: 'Invalid diff' / a stream holding both a call and its markup; "
-               "streaming contract of this project (accumulated deltas = one-shot parse)"),
+               "streaming contract of this project (accumulated deltas = one-shot parse); the example: "
+               "https://github.com/ml-explore/mlx-lm/issues/1374"),
     Repair(
         name=TRUNCATED_CALL,
         title="A call cut off (or left unfinished) is reported, not returned",
