@@ -95,3 +95,26 @@ def test_stream_consistent_final_example_fires_it():
     msg = _parser("Qwen3-Coder.jinja").parse(old)
     assert [r.name for r in msg.repairs] == ["truncated-call"] and not msg.tool_calls
     assert "truncated-call settles the call instead" in rule.accepts
+
+
+def test_disable_repair_that_switches_nothing_off_says_so(tmp_path):
+    """`parse --improved --disable-repair truncated-call` (a contract rule) and `parse --disable-repair
+    tag-whitespace` without --improved were accepted silently and changed nothing; each now says so on stderr
+    (as an override that changes nothing does), the message is unchanged, the exit status 0."""
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps(REQUEST), encoding="utf-8")
+    base = [sys.executable, "-m", "core", "parse", str(TEMPLATES / "Qwen3-Coder.jinja"), "--request", str(req),
+            "--compact"]
+
+    def run(*extra):
+        return subprocess.run(base + list(extra), input=b"Hi", capture_output=True, cwd=ROOT, check=True,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+
+    p = run("--improved", "--disable-repair", "truncated-call", "--disable-repair", "tag-whitespace")
+    assert p.stderr.decode().splitlines() == [
+        "note: --disable-repair truncated-call changes nothing: a contract repair holds at every fidelity"]
+    p = run("--disable-repair", "tag-whitespace")
+    assert p.stderr.decode().splitlines() == [
+        "note: --disable-repair tag-whitespace changes nothing: tolerance repairs are off at llama.cpp fidelity "
+        "(add --improved)"]
+    assert json.loads(p.stdout) == {"role": "assistant", "content": "Hi"}
