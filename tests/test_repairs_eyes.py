@@ -118,3 +118,23 @@ def test_disable_repair_that_switches_nothing_off_says_so(tmp_path):
         "note: --disable-repair tag-whitespace changes nothing: tolerance repairs are off at llama.cpp fidelity "
         "(add --improved)"]
     assert json.loads(p.stdout) == {"role": "assistant", "content": "Hi"}
+
+
+def test_playground_replay_finish_drops_the_cut_call():
+    """Playground, output cut inside a call: "Parsed message" had no call (truncated-call badge), but the
+    streaming replay's last step (the finish) still showed the call with arguments '{"city":"Par'. At the finish
+    the replay's message is now what a client keeps (the call dropped, = the parsed message) and a caption
+    names the cut call; with "output is cut off" the call stays."""
+    from .test_app_helpers import page, start, unmd, use_corpus
+
+    at = use_corpus(start(), "Qwen3-Coder.jinja")
+    at.session_state["in_tools"] = json.dumps([WEATHER])
+    at.session_state["in_output"] = "Hi\n<tool_call>\n<function=get_weather>\n<parameter=city>\nPar"
+    at = page(at, "playground")
+    parsed, at_finish = json.loads(at.json[0].value), json.loads(at.json[2].value)
+    assert parsed == at_finish == {"role": "assistant", "content": "Hi\n"}
+    assert any("the last call (get_weather) was cut off" in unmd(c.value) for c in at.caption)
+    at.session_state["in_partial"] = True
+    at.run()
+    at_finish = json.loads(at.json[2].value)
+    assert [c["function"]["arguments"] for c in at_finish["tool_calls"]] == ['{"city":"Par']
