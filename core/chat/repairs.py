@@ -107,15 +107,17 @@ REPAIRS: list[Repair] = [
         name=STREAM_CONSISTENT_FINAL,
         title="The final parse extends what the stream showed",
         stage=RepairStage.CONTRACT,
-        accepts="An output whose partial parse shows a tool call (name and argument fragments) that the final "
-                "parse rejects: a required parameter missing, a tagged value that does not fit the declared "
-                "type (an integer parameter given \"2026-01-15\"), a JSON call without a field the template "
-                "renders. The call stays a call (its arguments are what the stream showed) instead of turning "
-                "into content after its fragments were streamed.",
-        example='<tool_call>\n<function=get_weather>\n<parameter=days>\n2026-01-15\n</parameter>\n</function>\n'
-                '</tool_call>   (days declared integer)',
+        accepts="An output whose partial parse shows a tool call that the final parse rejects: a JSON call "
+                "without a field the template renders (Mistral v0.3's call id), a call the final grammar does "
+                "not close. The call stays a call (its arguments are what the stream showed) instead of turning "
+                "into content after its fragments were streamed. When the arguments the stream showed are not a "
+                "JSON object (a tagged value that does not fit its declared type, a required parameter missing: "
+                "the stream stops inside the value), truncated-call settles the call instead.",
+        example='[TOOL_CALLS] [{"name": "calculator", "arguments": {"expression": "2+3"}}]   '
+                '(Mistral v0.3 template, whose calls carry an id)',
         source="llama.cpp server: 'Invalid diff' / a stream holding both a call and its markup; "
-               "streaming contract of this project (accumulated deltas = one-shot parse)"),
+               "streaming contract of this project (accumulated deltas = one-shot parse); the example: "
+               "https://github.com/ml-explore/mlx-lm/issues/1374"),
     Repair(
         name=TRUNCATED_CALL,
         title="A call cut off (or left unfinished) is reported, not returned",
@@ -335,8 +337,8 @@ def is_json_object(text: str) -> bool:
 def _tail_span(parser: Any, output: str, final: AssistantMessage, view: AssistantMessage, name: str) -> int:
     """Where the raw text of the last (cut or rejected) call starts in ``output``: the text the final parse
     put into content beyond the view when it is the end of the output; else the last call opener (a word of
-    the parser's lazy-grammar triggers) before the last mention of the call's name, else that mention;
-    else 0."""
+    the parser's lazy-grammar triggers) before the last mention of the call's name, else the ``{`` of the JSON
+    object holding that mention (an unmarked or fenced call), else that mention; else 0."""
     if final.content.startswith(view.content):
         extra = final.content[len(view.content):]
         if extra and output.endswith(extra):
@@ -347,7 +349,11 @@ def _tail_span(parser: Any, output: str, final: AssistantMessage, view: Assistan
     words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
              if getattr(getattr(t, "type", None), "value", "") == "word"]
     opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
-    return opener if opener >= 0 else at
+    if opener >= 0:
+        return opener
+    # a JSON call without the template's markers (unmarked-calls, fenced-calls): the object around the name
+    brace = output.rfind("{", 0, at)
+    return brace if brace >= 0 and "}" not in output[brace:at] else at
 
 
 def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,

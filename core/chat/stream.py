@@ -772,7 +772,8 @@ class StreamingParser:
     extend what was emitted (the format itself took something back, where llama.cpp would raise "Invalid
     diff"). ``repairs``: after ``finish()``, the repairs of the final (one-shot) parse
     (:class:`core.chat.repairs.FiredRepair`; a ``truncated-call`` there names a call whose fragments may already
-    have been streamed — it stays in :attr:`message`, see :func:`core.chat.repairs.settled`). ``incremental=False`` forces a full re-parse per step (the reference behaviour, for comparison).
+    have been streamed — it stays in :attr:`message`, see :func:`core.chat.repairs.settled`); ``final``: after
+    ``finish()``, that one-shot parse (``settled(message, final)`` is what a client keeps), else ``None``. ``incremental=False`` forces a full re-parse per step (the reference behaviour, for comparison).
     Never raises on any input text.
     """
 
@@ -793,6 +794,7 @@ class StreamingParser:
         self.held_back = 0
         self.final_mismatch = False
         self.repairs: list[Any] = []
+        self.final: AssistantMessage | None = None
 
     @property
     def text(self) -> str:
@@ -936,6 +938,7 @@ class StreamingParser:
         if final is None:
             return self._step(is_partial)
         self.repairs = list(final.repairs)
+        self.final = final
         target = final
         extra = self._emitted.tool_calls[len(final.tool_calls):]
         if extra and any(r.name == "truncated-call" for r in final.repairs):

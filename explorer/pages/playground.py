@@ -87,6 +87,18 @@ def replay_view(output: str, partial: bool, markers: list[str]) -> None:
     st.markdown("**Text fed so far**" + (" (its end)" if len(fed) > WINDOW else ""))
     show_text(fed, max_height="8rem", markers=markers, start=max(0, len(fed) - WINDOW))
     partial_msg = {k: v for k, v in accumulate_deltas(deltas).items() if v}
+    if step == n and rp.truncated:
+        # issue 10: the deltas of a call cut off at the end are not taken back; the finish reports it and a
+        # client drops it (core.chat.repairs.settled), so the message at the finish is the parsed message
+        kept = rp.truncated[-1][1]
+        if len(partial_msg.get("tool_calls") or []) > kept:
+            partial_msg["tool_calls"] = partial_msg["tool_calls"][:kept]
+            if not partial_msg["tool_calls"]:
+                del partial_msg["tool_calls"]
+        names = ", ".join(name or "?" for name, _ in rp.truncated)
+        st.caption(md(f"Finish: the last call ({names}) was cut off (repair truncated-call); its streamed deltas "
+                      "stay, a client drops the call" + (" — kept, the output is marked cut off" if partial else "")
+                      + "."))
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Deltas so far**" + (f" (the last {DELTAS_SHOWN})" if len(deltas) > DELTAS_SHOWN else ""))
