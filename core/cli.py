@@ -109,7 +109,8 @@ def format_report(report: Any, *, full: bool = False, comparisons: bool = True) 
     L.append(f"Reasoning: {r.mode.value}  start {_q(r.start)}  end {_q(r.end)}")
     L.append(f"Content: {c.mode.value}  start {_q(c.start)}  end {_q(c.end)}")
     f = t.format
-    L.append(f"Tools: {f.mode.value}")
+    L.append(f"Tools: {f.mode.value}" + ("  (inferred from instructions: comparison I1)"
+                                         if a.tools.inferred_from else ""))
     if f.mode.value != "NONE":
         L.append(f"  section: {_q(f.section_start)} … {_q(f.section_end)}")
         L.append(f"  per call: {_q(f.per_call_start)} … {_q(f.per_call_end)}")

@@ -126,6 +126,11 @@ class _Deadline:
                                                "(limit: render time)")
 
 
+BUDGET_HINT = "set CTE_ANALYSIS_BUDGET_S or analyze(budget_s=...)"
+"""How to change the analysis budget, as the budget error says it (an operator's setting: the app replaces it for
+visitors of a public demo, :func:`explorer.state.for_visitor`)."""
+
+
 @dataclass
 class Budget:
     """Wall-clock budget of a whole analysis (every render of it). ``seconds`` given, ``until`` the
@@ -138,7 +143,7 @@ class Budget:
     def message(self) -> str:
         """The one-line reason naming the limit."""
         return (f"analysis took longer than its budget of {self.seconds:g} s (limit: analysis budget; "
-                "set CTE_ANALYSIS_BUDGET_S or analyze(budget_s=...))")
+                f"{BUDGET_HINT})")
 
     def check(self) -> None:
         """Raise :class:`RenderLimitError` (and mark ``exceeded``) if the budget is spent."""

@@ -71,14 +71,26 @@ def default(key: str, value: Any) -> Any:
     return st.session_state[key]
 
 
+def for_visitor(msg: str) -> str:
+    """``msg`` as a visitor of a public demo should read it: the operator-only hint of the analysis budget error
+    (an environment variable of the server) becomes "a limit set by the server's operator". Unchanged when the app
+    runs locally (the user is the operator)."""
+    from core.serving import Mode, policy_or_closed
+    from core.templating import BUDGET_HINT
+
+    if policy_or_closed()[0].mode is Mode.DEMO:
+        return msg.replace(BUDGET_HINT, "a limit set by the server's operator")
+    return msg
+
+
 def show_error(err: BaseException, prefix: str = "") -> None:
-    """``st.error`` with the error's message (escaped, never a traceback). Unexpected exceptions show their
-    type and message too."""
+    """``st.error`` with the error's message (escaped, never a traceback; operator hints replaced for demo
+    visitors, :func:`for_visitor`). Unexpected exceptions show their type and message too."""
     if isinstance(err, ChatTemplateExplorerError):
         msg = str(err)
     else:
         msg = f"{type(err).__name__}: {err}"
-    st.error(md(f"{prefix}{msg}"))
+    st.error(md(for_visitor(f"{prefix}{msg}")))
 
 
 def attempt(fn: Callable[..., T], *args: Any, prefix: str = "", **kw: Any) -> T | None:
@@ -393,8 +405,15 @@ def request_dict() -> dict[str, Any]:
     ``reference/cases.jsonl``-shaped dict. Raises :class:`core.errors.RequestError` for bad JSON."""
     from core.errors import RequestError
 
+    from core.serving import policy_or_closed
+
+    cap = policy_or_closed()[0].limits.max_text_chars
+
     def parse_json(key: str, what: str, fallback: str) -> Any:
         text = st.session_state.get(key, fallback)
+        if cap is not None and len(text) > cap:
+            raise RequestError(what, f"is {len(text):,} characters, over this server's {cap:,}-character cap "
+                                     "(limit: paste size)")
         try:
             return json.loads(text) if text.strip() else None
         except json.JSONDecodeError as e:
@@ -522,12 +541,15 @@ REPLAY_STEPS = 1500  # at most this many replay steps (pieces are merged beyond 
 @dataclass
 class Replay:
     """A streaming replay: ``pieces`` (text fed per step; the last step is the finish, piece ""),
-    ``deltas`` (OpenAI delta dicts emitted per step) and ``held_back`` (steps whose parse would have taken
-    text back)."""
+    ``deltas`` (OpenAI delta dicts emitted per step), ``held_back`` (steps whose parse would have taken
+    text back) and ``truncated`` (after the finish: the ``truncated-call`` repairs of the one-shot parse, as
+    ``(tool name, calls kept)``; a client drops the streamed calls beyond ``calls kept``,
+    :func:`core.chat.repairs.settled`)."""
 
     pieces: list[str]
     deltas: list[list[dict[str, Any]]]
     held_back: int = 0
+    truncated: list[tuple[str, int]] = field(default_factory=list)
 
 
 def replay_pieces(output: str, limit: int = REPLAY_STEPS) -> list[str]:
@@ -552,7 +574,10 @@ def _replay(source: str, name: str, fidelity: str, disabled: tuple[str, ...], ov
     pieces = replay_pieces(output)
     deltas = [[d.to_openai() for d in sp.feed(p)] for p in pieces]
     deltas.append([d.to_openai() for d in sp.finish(partial)])
-    return Replay(pieces + [""], deltas, getattr(sp, "held_back", 0))
+    final = getattr(sp, "final", None)
+    truncated = [(r.detail, len(final.tool_calls)) for r in getattr(sp, "repairs", [])
+                 if r.name == "truncated-call"] if final is not None else []
+    return Replay(pieces + [""], deltas, getattr(sp, "held_back", 0), truncated)
 
 
 def replay(tpl: CurrentTemplate, request: dict[str, Any], output: str, partial: bool) -> Replay:

@@ -84,26 +84,70 @@ def test_demo_hub_sends_no_token(demo, monkeypatch):
     assert seen["token"] is None  # local mode: huggingface_hub's usual token lookup
 
 
+CAP = 256 * 1024
+
+
 def test_demo_caps_pastes_and_text_boxes(demo, monkeypatch):
+    # the browser takes up to 4x the cap (Streamlit's max_chars), so a too-long paste arrives and is refused with
+    # a message instead of being cut or dropped silently
     at = page(start(), "sources")
     at.radio(key="in_source_kind").set_value("Paste text").run()
-    # the browser stops typing/pasting at max_chars and the server keeps only that many (Streamlit's serde)
-    assert at.text_area(key="in_paste_text").max_chars == 256 * 1024
+    assert at.text_area(key="in_paste_text").max_chars == 4 * CAP
     at = page(at, "playground")
-    assert at.text_area(key="in_output").max_chars == 256 * 1024
-    assert at.text_area(key="in_tools").max_chars == 256 * 1024
+    assert at.text_area(key="in_output").max_chars == 4 * CAP
+    assert at.text_area(key="in_tools").max_chars == 4 * CAP
     at = page(at, "overrides")
-    assert at.text_area(key="in_ov_import").max_chars == 256 * 1024
+    assert at.text_area(key="in_ov_import").max_chars == 4 * CAP
     monkeypatch.setenv("CTE_DEMO", "0")
     assert not page(start(), "playground").text_area(key="in_output").max_chars  # local mode: no cap (proto 0)
 
 
-def test_demo_paste_over_the_cap_in_bytes_is_refused(demo):
+def test_demo_paste_over_the_cap_in_bytes_is_refused_and_kept(demo):
     at = page(start(), "sources")
     at.radio(key="in_source_kind").set_value("Paste text").run()
-    at.text_area(key="in_paste_text").input("é" * (200 * 1024)).run()  # 200 K characters, 400 KB of UTF-8
-    [b for b in at.button if b.label == "Use this text"][0].click().run()
-    assert errors(at) == ["The template text is 400 KB; the limit for pasted text is 256 KB in this demo."]
+    text = "é" * (200 * 1024)  # 200 K characters, 400 KB of UTF-8
+    at.text_area(key="in_paste_text").input(text).run()
+    assert errors(at) == ["The template text is 409,600 bytes, over this server's 262,144-byte cap (limit: paste "
+                          "size). It is kept in the box but not used; shorten it to go on."]
+    assert [b for b in at.button if b.label == "Use this text"][0].disabled
+    assert at.text_area(key="in_paste_text").value == text  # nothing the user typed is lost
+
+
+def test_demo_playground_output_over_the_cap_is_refused_and_kept(demo):
+    at = page(start(), "playground")
+    text = "x" * (CAP + 1)
+    at.text_area(key="in_output").input(text).run()
+    assert "The model output is 262,145 characters, over this server's 262,144-character cap (limit: paste size). "\
+           "It is kept in the box but not used; shorten it to go on." in errors(at)
+    assert at.text_area(key="in_output").value == text
+    assert not at.json  # nothing parsed
+
+
+def test_demo_over_cap_tools_are_refused_by_the_request(demo):
+    at = page(start(), "grammar")  # the grammar page reads the Playground's tools through state.request_dict
+    at.session_state["in_tools"] = "[" + " " * CAP + "]"
+    at.run()
+    assert any("invalid request field 'tools': is 262,146 characters, over this server's 262,144-character cap "
+               "(limit: paste size)" in e for e in errors(at))
+
+
+def test_demo_budget_error_names_no_operator_setting(demo):
+    from explorer.state import for_visitor
+    from core.templating import Budget
+
+    msg = Budget(2.5, 0.0).message()
+    assert "CTE_ANALYSIS_BUDGET_S" in msg
+    assert for_visitor(msg) == ("analysis took longer than its budget of 2.5 s (limit: analysis budget; a limit "
+                                "set by the server's operator)")
+
+
+def test_local_budget_error_keeps_the_setting(monkeypatch):
+    from explorer.state import for_visitor
+    from core.templating import Budget
+
+    monkeypatch.setenv("CTE_DEMO", "0")
+    msg = Budget(5, 0.0).message()
+    assert for_visitor(msg) == msg and "set CTE_ANALYSIS_BUDGET_S" in msg
 
 
 def _hold(kind: WorkKind, limits, entered: threading.Event, release: threading.Event) -> threading.Thread:

@@ -95,6 +95,22 @@ def test_improved_fidelity_switch_changes_the_analysis():
     assert not before.equals(frame_with(at, "field"))
 
 
+def test_format_inferred_from_instructions_is_marked():
+    """Granite 3.2 never renders a call; at improved fidelity its tool format is read from the tool instructions
+    (improvement instruction-call-format): an info line says so and the markers say "inferred from instructions
+    (I1)"; at llama.cpp fidelity there is no tool format."""
+    at = page(use_corpus(start(), "gguf-ollama-granite3.2-8b.jinja"), "overview")
+    assert metrics(at)["Tool calls"] == "NONE"
+    assert not any("inferred from instructions" in unmd(i.value) for i in at.info)
+    at.sidebar.radio(key="fidelity").set_value("improved").run()
+    assert not errors(at) and not at.exception
+    assert metrics(at)["Tool calls"] == "JSON_NATIVE"
+    infos = " ".join(unmd(i.value) for i in at.info)
+    assert "inferred from instructions" in infos and '<|tool_call|>[{"name": "get_weather"' in infos
+    by = frame_with(at, "found by").set_index("field")["found by"]
+    assert by["tools.format.section_start"] == "inferred from instructions (I1)"
+
+
 def test_markers_table_has_fixed_column_widths_that_fit():
     """Review finding: at a 1400 px browser the Markers table (beside Capabilities, auto-sized columns) cut off
     "trimmed" and "found by". It is now full width with fixed widths summing to at most 900 px (the main block is

@@ -258,3 +258,16 @@ def test_prefix_acceptance_and_malformed_grammar():
     assert gbnf_accepts(r'root ::= "hello" " world"', "hello wo", complete=False)[0]
     assert not gbnf_accepts(r'root ::= "hello" " world"', "hello wo")[0]
     assert gbnf_problems('root ::= undefined-rule "x"')
+
+
+def test_optional_rest_is_a_plain_star():
+    """``optional(content(rest()))`` (content after the calls, improved fidelity) is ``.*``: ``.*?`` read as a lazy
+    star, or as an optional star, by different GBNF readers."""
+    from core.peg.chat import ChatBuilder
+
+    p = ChatBuilder()
+    root = p.literal("<c>") + p.optional(p.content(p.rest()))
+    grammar = p.build(root).to_gbnf()
+    assert ".*?" not in grammar and '"<c>" .*' in grammar, grammar
+    assert gbnf_problems(grammar) == []
+    assert gbnf_accepts(grammar, "<c>")[0] and gbnf_accepts(grammar, "<c> then text")[0]

@@ -37,7 +37,7 @@ DRIFT = ROOT / "tests" / "data" / "drift"
 FIDELITIES = ("llama.cpp", "improved")
 
 # Measured on the suite (41 cases); README "Repairs" shows the same figures.
-SUITE_PASS = {"llama.cpp": 17, "improved": 36}
+SUITE_PASS = {"llama.cpp": 17, "improved": 41}
 
 
 def _tmpl(name: str) -> ChatTemplate:
@@ -141,6 +141,90 @@ def test_cut_call_is_reported_not_returned(fidelity):
     assert part.tool_calls[-1].arguments == '{"city": "Par' and part.repairs[0].name == TRUNCATED_CALL
     # a clean parse has no repairs
     assert parser.parse("<think>\nok\n</think>\n\n" + first).repairs == []
+
+
+def _days_parser(template: str, fidelity: str, disabled: tuple[str, ...] = ()) -> Any:
+    props = {"city": {"type": "string"}, "days": {"type": "integer"}}
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Weather?"}],
+                                 "chat_template_kwargs": {"enable_thinking": False},
+                                 "tools": [{"type": "function", "function": {
+                                     "name": "get_weather", "parameters": {"type": "object", "properties": props,
+                                                                           "required": ["city", "days"]}}}]})
+    return build_chat_parser(_tmpl(template), req, fidelity=fidelity, disabled_repairs=disabled).parser
+
+
+# the value of mlx-lm PR 1330 / 1310 (an integer parameter given a date), in each template's own layout
+MISTYPED = {
+    "Qwen3-Coder.jinja": "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                         "<parameter=days>\n{}\n</parameter>\n</function>\n</tool_call>",
+    "GLM-4.7-Flash.jinja": "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value>"
+                           "<arg_key>days</arg_key><arg_value>{}</arg_value></tool_call>",
+}
+
+
+@pytest.mark.parametrize("template", sorted(MISTYPED))
+def test_mistyped_value_is_kept_as_a_string(template):
+    text = MISTYPED[template].format("2026-01-15")
+    one = check_contract(_days_parser(template, "improved"), text, list(range(1, len(text))), template)
+    assert [json.loads(c.arguments) for c in one.tool_calls] == [{"city": "Paris", "days": "2026-01-15"}]
+    (r,) = [x for x in one.repairs if x.name == "mistyped-value-as-string"]
+    assert "2026-01-15" in r.text
+    # a value of the declared type is unchanged, and nothing is reported
+    good = _days_parser(template, "improved").parse(MISTYPED[template].format("3"))
+    assert [json.loads(c.arguments) for c in good.tool_calls] == [{"city": "Paris", "days": 3}] and not good.repairs
+    # llama.cpp, or the repair switched off: no call
+    for parser in (_days_parser(template, "llama.cpp"),
+                   _days_parser(template, "improved", ("mistyped-value-as-string",))):
+        assert parser.parse(text).tool_calls == []
+
+
+def test_repeated_turn_header_on_a_hand_written_handler():
+    """The header is read off the generation prompt, so the rule also holds on a hand-written handler (Kimi K2):
+    skipped, reported, stream = one-shot; a constructed output (the report is GPT-OSS's, above)."""
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hi"}],
+                                 "tools": [{"type": "function", "function": {
+                                     "name": "f", "parameters": {"type": "object",
+                                                                 "properties": {"a": {"type": "integer"}}}}}]})
+    parser = build_chat_parser(_tmpl("Kimi-K2-Instruct.jinja"), req, fidelity="improved").parser
+    head = parser.generation_prompt
+    assert head == "<|im_assistant|>assistant<|im_middle|>" and parser.turn_header == head
+    text = head + ("Sure.<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>"
+                   '{"a": 1}<|tool_call_end|><|tool_calls_section_end|>')
+    one = check_contract(parser, text, list(range(1, len(text))), "kimi-k2")
+    assert one.content == "Sure." and [json.loads(c.arguments) for c in one.tool_calls] == [{"a": 1}]
+    assert [(r.name, r.start, r.end) for r in one.repairs] == [("repeated-turn-header", 0, len(head))]
+    assert build_chat_parser(_tmpl("Kimi-K2-Instruct.jinja"), req).parser.parse(text).content.startswith(head)
+
+
+def test_grammar_asks_for_the_template_format_not_the_repairs():
+    """Tolerance repairs widen what the parser reads, not what a grammar lets the model write: the improved
+    grammar of a Qwen3-Coder request keeps the integer parameter typed and its closing tags required, and has
+    no Hermes JSON call; the parser still takes those drifts."""
+    g = _days_parser("Qwen3-Coder.jinja", "improved").grammar
+    days = next(line for line in g.splitlines() if line.startswith("tool-get-weather-arg-days ::="))
+    assert "xml-arg-string" not in days and '"\\n</parameter>\\n"' in days, days
+    assert "json-tool-get-weather" not in g and '"</function>\\n")' in g
+    text = MISTYPED["Qwen3-Coder.jinja"].format("2026-01-15")
+    assert _days_parser("Qwen3-Coder.jinja", "improved").parse(text).tool_calls
+
+
+def test_repeated_turn_header_is_skipped_and_streams_nothing_until_known():
+    """GPT-OSS: the output repeats the generation prompt's <|start|>assistant (lmstudio-bug-tracker 942)."""
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hi"}],
+                                 "tools": [{"type": "function", "function": {
+                                     "name": "f", "parameters": {"type": "object",
+                                                                 "properties": {"a": {"type": "integer"}}}}}]})
+    parser = build_chat_parser(_tmpl("openai-gpt-oss-120b.jinja"), req, fidelity="improved").parser
+    head = "<|start|>assistant"
+    text = head + '<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": 1}'
+    one = check_contract(parser, text, list(range(1, len(text))), "gpt-oss")
+    assert [(c.name, json.loads(c.arguments)) for c in one.tool_calls] == [("f", {"a": 1})]
+    assert [(r.name, r.start, r.end) for r in one.repairs] == [("repeated-turn-header", 0, len(head))]
+    for k in range(1, len(head)):          # a prefix of the header shows nothing while streaming
+        assert parser.parse(head[:k], True).to_openai() == {"role": "assistant", "content": ""}
+    off = build_chat_parser(_tmpl("openai-gpt-oss-120b.jinja"), req, fidelity="improved",
+                            disabled_repairs=("repeated-turn-header",)).parser
+    assert off.parse(text).tool_calls == [] and off.parse(text).content.startswith(head)
 
 
 def test_fired_repair_is_a_plain_mergeable_record():
@@ -277,8 +361,20 @@ def test_drift_suite(fidelity):
     passed = sum(r.ok for r in results)
     print(f"drift suite at {fidelity}: {passed}/{len(results)}")
     assert passed == SUITE_PASS[fidelity], [(r.case.id, r.reason) for r in results if not r.ok]
-    if fidelity == "improved":  # more right than llama.cpp's parser on real drift (issue 10's 90 % is not met yet)
-        assert passed >= 2 * SUITE_PASS["llama.cpp"]
+    if fidelity == "improved":  # more right than llama.cpp's parser on real drift, and issue 10's 90 %
+        assert passed >= 2 * SUITE_PASS["llama.cpp"] and passed >= 0.9 * len(results)
+
+
+def test_readme_shows_the_cli_suite_tables():
+    """The README's drift tables (rate per fidelity, each repair with the cases it fired on / needs it) are
+    what ``python -m core repairs --suite tests/data/drift --markdown`` prints, and every rule is listed."""
+    from core.chat.repairs_cli import suite_figures, suite_markdown
+
+    figures = suite_figures([str(DRIFT)], str(TEMPLATES))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for table in suite_markdown(figures).strip().split("\n\n"):
+        assert table in readme, f"README is stale; regenerate with --markdown:\n{table}"
+    assert all(f"| `{r.name}` |" in readme for r in REPAIRS)
 
 
 def test_no_repair_makes_a_correct_parse_worse(reference_cases, monkeypatch):

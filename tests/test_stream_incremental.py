@@ -123,3 +123,25 @@ def test_sessions_reset_on_a_text_that_does_not_extend_the_previous_one():
         other = out[:half - 60] + "x" * 10     # not an extension: caches and view memo start over
         assert session.parse(other, True) == s.parser.parse(other, True)
         assert session.parse_appended(out[half - 50:half], True) == s.parser.parse(other + out[half - 50:half], True)
+
+
+def test_streamed_repeated_turn_header_with_whitespace_matches_full_reparse():
+    # repair repeated-turn-header: the cut grows with the whitespace after the header, then the parsed text
+    # only grows — the appended-text sessions (PEG and handler) give what a full re-parse per feed gives
+    req = {"messages": [{"role": "user", "content": "Hi"}], "tools": [RUN]}
+    for name, body in (("openai-gpt-oss-120b.jinja",
+                        '<|channel|>commentary to=functions.run <|constrain|>json<|message|>{"command": "ls"}'),
+                       ("Kimi-K2-Instruct.jinja", "Sure.<|tool_calls_section_begin|><|tool_call_begin|>functions.run:0"
+                                                  '<|tool_call_argument_begin|>{"command": "ls"}<|tool_call_end|>')):
+        parser = build_chat_parser(TemplateDir(str(TEMPLATES)).get(name), ChatRequest.from_dict(req),
+                                   fidelity="improved").parser
+        head = parser.turn_header
+        assert head
+        text = head + " \n\n" + body
+        runs = []
+        for incremental in (True, False):
+            sp = StreamingParser(parser, incremental=incremental)
+            deltas = [repr(d) for ch in text for d in sp.feed(ch)] + [repr(d) for d in sp.finish()]
+            runs.append((deltas, sp.message.to_openai()))
+        assert runs[0] == runs[1], name
+        assert runs[0][1] == parser.parse(text).to_openai() and runs[0][1].get("tool_calls"), name

@@ -20,7 +20,9 @@ from ..errors import AnalysisError
 from ..memo import MISSING, BoundedMemo
 from ..templating import ChatTemplate, analysis_budget, source_digest
 from .content import analyze_content
-from .fidelity import DEFAULT_FIDELITY, IMPROVEMENTS, Fidelity, enabled_improvements, resolve_fidelity
+from .fidelity import (DEFAULT_FIDELITY, IMPROVEMENTS, INSTRUCTION_CALL_FORMAT, Fidelity, enabled_improvements,
+                       resolve_fidelity)
+from .instructions import analyze_instructions
 from .generation_prompt import common_prefix_len, request_extra_context
 from .preserved import MARKER_FIELDS, collect_preserved_tokens
 from .reasoning import analyze_reasoning
@@ -210,6 +212,8 @@ def _analyze(template: ChatTemplate, disabled_workarounds: Iterable[str], overri
     reasoning = analyze_reasoning(s, caps.supports_tool_calls)
     content = analyze_content(s, reasoning)
     tools = analyze_tools(s, caps, reasoning) if caps.supports_tool_calls else ToolsAnalysis()
+    if INSTRUCTION_CALL_FORMAT in improvements and tools.format.mode == ToolFormat.NONE:
+        analyze_instructions(s, tools)
     assistant_start = detect_assistant_start(s, reasoning)
     user_start = detect_user_start(s)
 

@@ -63,6 +63,7 @@ JSON_CALL_SEPARATORS = "json-call-separators"
 JSON_ARRAY_START = "json-array-start"
 OPEN_CONTENT_BEFORE_CALLS = "open-content-before-calls"
 GENERATION_PROMPT_PREAMBLE = "generation-prompt-preamble"
+INSTRUCTION_CALL_FORMAT = "instruction-call-format"
 PARSER_IMPROVEMENTS = (PYTHON_LITERAL_VALUES, JSON_CALL_SEPARATORS, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
                        GENERATION_PROMPT_PREAMBLE)
 """The improvements that act on the generated parser (stage ``"parser"``)."""
@@ -94,12 +95,28 @@ IMPROVEMENTS: list[Improvement] = [
         title="Python-style calls: name(arg=value, ...)",
         stage="analysis",
         description="When the tool-call turn writes the probe call as a Python call — the function name, '(', "
-                    "then the first argument as name=quoted value — the format is PYTHONIC: the section markers "
-                    "are the text around the call ('[' and ']' around it mean a call list), and the parser reads "
-                    "calls as name(arg=value, ...) with Python-literal values, separated by ',' or whitespace, "
-                    "optionally followed by content. llama.cpp reads these templates as tagged arguments, with "
-                    "markers that contain the probe's argument text, so no real call parses.",
+                    "then the first argument as name=quoted value (or name=%s: a template that formats values "
+                    "with Jinja's format filter, which the engine, like llama.cpp's, leaves as '%s') — the format "
+                    "is PYTHONIC: the section markers are the text around the call ('[' and ']' around it mean "
+                    "a call list), and the parser reads calls as name(arg=value, ...) with Python-literal "
+                    "values, separated by ',' or whitespace, optionally followed by content. llama.cpp reads "
+                    "these templates as tagged arguments, with markers that contain the probe's argument text, "
+                    "so no real call parses.",
         example="hfjs-LiquidAI-LFM2.5-VL-450M.jinja"),
+    Improvement(
+        name=INSTRUCTION_CALL_FORMAT,
+        title="Tool format read from the tool instructions when no call is ever rendered",
+        stage="analysis",
+        description="When the analysis finds no tool-call format (the template never renders a call in "
+                    "history, so there is nothing to diff) but the instructions it writes when tools are given "
+                    "spell a JSON call format — an opener marker and a {\"name\": …, \"arguments\"|"
+                    "\"parameters\": …} example, or '<MARKER> followed by a JSON list' — comparison I1 (a user "
+                    "message without vs with tools) reads them and fills tools.format (JSON_NATIVE, markers, "
+                    "keys, list wrapping), marked tools.inferred_from = \"instructions\". A request whose own "
+                    "system message spells a format (an agent's prompt) is read the same way. The parser accepts "
+                    "an XML-style opener's closing tag when the instructions name none, and content after the "
+                    "calls. llama.cpp reports no format for these templates and every call stays in content.",
+        example="gguf-ollama-granite3.2-8b.jinja"),
     Improvement(
         name=PYTHON_LITERAL_VALUES,
         title="Tagged argument values in Python literal syntax",
@@ -216,6 +233,6 @@ def stringify_call_arguments(messages: list[Any]) -> tuple[list[Any], bool]:
 
 
 __all__ = ["DEFAULT_FIDELITY", "Fidelity", "IMPROVEMENTS", "IMPROVEMENTS_BY_NAME", "Improvement",
-           "GENERATION_PROMPT_PREAMBLE", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS", "MARKER_WHITESPACE_ALIGNMENT",
+           "GENERATION_PROMPT_PREAMBLE", "INSTRUCTION_CALL_FORMAT", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS", "MARKER_WHITESPACE_ALIGNMENT",
            "OPEN_CONTENT_BEFORE_CALLS", "PARSER_IMPROVEMENTS", "PYTHONIC_CALLS", "PYTHON_LITERAL_VALUES",
            "STRING_ARGUMENT_PROBES", "enabled_improvements", "resolve_fidelity", "stringify_call_arguments"]

@@ -148,12 +148,16 @@ class ToolCallIdAnalysis:
 
 @dataclass
 class ToolsAnalysis:
-    """Everything about tool calls."""
+    """Everything about tool calls. ``inferred_from``: "" when the format was found by diffing rendered calls
+    (always, at llama.cpp fidelity), ``"instructions"`` when it was read from the tool instructions the template
+    or the request writes (improvement ``instruction-call-format``, :mod:`core.analysis.instructions`); only
+    a non-empty value is written by ``to_json()``."""
 
     format: ToolFormatAnalysis = field(default_factory=ToolFormatAnalysis)
     function: ToolFunctionAnalysis = field(default_factory=ToolFunctionAnalysis)
     arguments: ToolArgumentsAnalysis = field(default_factory=ToolArgumentsAnalysis)
     call_id: ToolCallIdAnalysis = field(default_factory=ToolCallIdAnalysis)
+    inferred_from: str = ""
 
 
 # Keys the reference does not print; emitted by to_json() but never required by from_json().
@@ -178,8 +182,12 @@ class TemplateAnalysis:
     analysis_complete: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        """Plain-JSON dict with the reference's field names; enums become their names."""
-        return _to_plain(self)
+        """Plain-JSON dict with the reference's field names; enums become their names. ``tools.inferred_from``
+        appears only when set (llama.cpp fidelity output keeps the reference's shape)."""
+        out = _to_plain(self)
+        if not out["tools"].get("inferred_from"):
+            out["tools"].pop("inferred_from", None)
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TemplateAnalysis":

@@ -44,14 +44,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..analysis.fidelity import (GENERATION_PROMPT_PREAMBLE, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
-                                 PYTHON_LITERAL_VALUES)
+from ..analysis.fidelity import (GENERATION_PROMPT_PREAMBLE, INSTRUCTION_CALL_FORMAT, JSON_ARRAY_START,
+                                 OPEN_CONTENT_BEFORE_CALLS, PYTHON_LITERAL_VALUES)
+from ..analysis.instructions import INFERRED_FROM_INSTRUCTIONS
 from ..analysis.result import CallIdPosition, ReasoningMode, TemplateAnalysis, ToolFormat
 from ..grammar.converter import GrammarBuilder
 from ..grammar.json_schema import ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters
 from ..peg import Arena, ParseCache, ParseResult
 from ..peg.builder import P
-from ..peg.chat import ChatBuilder, function_tools
+from ..peg.chat import ChatBuilder, function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall
@@ -63,6 +64,7 @@ RECOVER_CONTENT = "recover-content"
 MAIN_REST = "main+rest"
 PREFIX_REST = "prefix+rest"
 PARTIAL_PREFIX = "partial-prefix"
+PENDING_HEADER = "pending-header"   # a partial output that is still a prefix of a repeated turn header
 
 
 def covers(r: ParseResult, text: str) -> bool:
@@ -387,6 +389,16 @@ class GeneratedParser:
     thinking_end_tags: list[str] = field(default_factory=list)
     eps_fallback: bool = False
     notes: list[str] = field(default_factory=list)
+    turn_header: str = ""
+
+    def header_cut(self, output: str, is_partial: bool = False) -> int | None:
+        """Repair ``repeated-turn-header`` (on when ``turn_header`` is set, see
+        :func:`core.chat.repairs.turn_header`): how many leading characters of ``output`` are the assistant
+        turn header repeated (with the whitespace after it) — 0 when it does not start with it, ``None`` for a
+        partial ``output`` that is still a proper prefix of the header (nothing to show yet)."""
+        from .repairs import header_cut
+
+        return header_cut(self.turn_header, output, is_partial)
 
     def new_state(self) -> ParserState:
         """A fresh per-stream state for :meth:`parse` (``state=``)."""
@@ -408,13 +420,17 @@ class GeneratedParser:
         msg, r, entry = self.parse_detailed(output, state=state, is_partial=is_partial)
         if state is not None:     # a step of a stream: StreamingParser.finish() settles with a one-shot parse
             return msg
-        from .repairs import grammar_repairs, settle
+        from .repairs import REPEATED_TURN_HEADER, FiredRepair, grammar_repairs, settle
 
+        cut = self.header_cut(output, is_partial) or 0
         if r is not None and entry != RECOVER_CONTENT and self._has_repair_tags():
-            fired = grammar_repairs(r, len(self.generation_prompt), output)
+            fired = grammar_repairs(r, len(self.generation_prompt) - cut, output)
             if fired:
                 msg = msg.copy()
                 msg.repairs = msg.repairs + fired
+        if cut:
+            msg = msg.copy()
+            msg.repairs = [FiredRepair(REPEATED_TURN_HEADER, 0, cut, text=output[:cut])] + msg.repairs
         if is_partial:
             return settle(self, output, msg, True, view=msg)
         clean = entry is None and r is not None and not r.switched   # the partial view is this very parse
@@ -440,8 +456,10 @@ class GeneratedParser:
         ``"recover-trailing"``, ``"recover-content"``, ``"main+rest"`` (the main root stopped before the end
         of the text: its message plus the rest as content), ``"prefix+rest"`` (:func:`prefix_rest`),
         ``"partial-prefix"`` (the partial view of the
-        longest parsing prefix; the result is that prefix's), or ``"raw"`` (result ``None``, the output as
-        content).
+        longest parsing prefix; the result is that prefix's), ``"raw"`` (result ``None``, the output as
+        content), or ``"pending-header"`` (partial: the output is still a proper prefix of the repeated turn
+        header, an empty message; repair ``repeated-turn-header`` strips a complete one first, see
+        :meth:`header_cut`).
 
         Order: the main root when it covers the whole text (success up to the end, or need-more-input); else
         ``recover-trailing`` (the body, then the rest as content), the main root's message plus the unparsed
@@ -451,6 +469,10 @@ class GeneratedParser:
         covers the text but an alternative that had shown something was abandoned on the way
         (``ParseResult.switched``: a shorter prefix may have shown it) — is returned only when it extends the
         view of the prefix where the cause was not there yet (:func:`consistent_view`), else that view."""
+        cut = self.header_cut(output, is_partial)
+        if cut is None:
+            return AssistantMessage(), None, PENDING_HEADER
+        output = output[cut:]
         text = self.generation_prompt + output
         if self.eps_fallback:
             r = self._run(RECOVER_CONTENT, text, state) if RECOVER_CONTENT in self.arena.entries else None
@@ -612,6 +634,9 @@ class _Gen:
         self.extracting = (request.reasoning_format != ReasoningFormat.NONE
                            and analysis.reasoning.mode != ReasoningMode.NONE)
         self.notes: list[str] = []
+        # improvement instruction-call-format: the format was read from the tool instructions, not from a call
+        # the template renders (core.analysis.instructions)
+        self.inferred = analysis.tools.inferred_from == INFERRED_FROM_INSTRUCTIONS
         # Node ids name the until/ac automata in the GBNF; the placeholder eps/choice nodes below are created
         # where the reference creates them, so that the ids (hence the grammar text) match its output.
         self.p.eps()
@@ -686,6 +711,8 @@ class _Gen:
         kw = dict(name_key=name_field, args_key=args_field, array_wrapped=f.tools_array_wrapped,
                   function_is_key=f.fun_name_is_key, call_id_key=f.id_field, gen_call_id_key=f.gen_id_field,
                   parameters_order=f.parameter_order, accept_openai_wrapper=f.openai_wrapper_trigger)
+        if self.inferred:
+            kw["optional_end"] = True
         if not f.section_start and f.per_call_start:
             single = p.standard_json_tools(f.per_call_start, f.per_call_end, req.tools, req.parallel_tool_calls,
                                            force, **kw)
@@ -705,7 +732,15 @@ class _Gen:
             self.notes.append(f"improvement {JSON_ARRAY_START}: the content before the call array ends at '['")
         if "tag-whitespace" in p.repairs and trim_ws(tool_start):
             tool_start = trim_ws(tool_start)   # the marker may come without its line break (p.flexible)
+        pair = split_marker_pair(f.section_start) if not f.section_end else None
+        if pair and "calls-inside-section-markers" in p.repairs:
+            tool_start = pair[0]               # the calls may follow the first marker alone
         body = p.optional(p.content(p.until(tool_start))) + tools
+        if self.inferred:
+            # instructions say how a call starts, not that the answer ends with it: text after the calls is content
+            body = body + p.optional(p.content(p.rest()))
+            self.notes.append(f"improvement {INSTRUCTION_CALL_FORMAT}: the tool-call format was read from the tool "
+                              "instructions; its end marker is optional and content may follow the calls")
         unmarked = self.unmarked_calls(bool(f.section_start or f.per_call_start))
         if unmarked is not None:
             body = p.choice(unmarked, body)
@@ -837,6 +872,7 @@ class _Gen:
         p, f, a = self.p, self.a.tools.format, self.a.tools.arguments
         req = self.req
         until_suffix = p.rule("until-suffix", p.until(a.value_suffix))
+        mistyped = "mistyped-value-as-string" in p.repairs
         p.choice()
         choices: list[P] = []
         for fn in function_tools(req.tools):
@@ -855,6 +891,12 @@ class _Gen:
                     value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{name}-arg-{prop.name}-schema",
                                                             prop.schema))
                              + p.tool_arg_close(p.literal(a.value_suffix)))
+                    if mistyped and a.value_suffix and _scalar_only(prop.schema):
+                        # repair mistyped-value-as-string: the whole typed value (atomic: its type is known
+                        # at its end), else the text up to the value suffix as a string
+                        as_string = p.ac(p.tool_arg_string_value(until_suffix)
+                                         + p.tool_arg_close(p.literal(a.value_suffix)), a.value_suffix)
+                        value = p.choice(p.atomic(value), p.repair("mistyped-value-as-string", as_string))
                 arg = p.tool_arg(p.tool_arg_open(a.name_prefix + p.tool_arg_name(p.literal(prop.name))
                                                  + a.name_suffix) + a.value_prefix + value)
                 named = p.rule(f"tool-{name}-arg-{prop.name}", arg)
@@ -903,7 +945,8 @@ class _Gen:
             pre = self.reasoning + p.space() + p.choice(p.literal("```json") + p.space() + rf + p.space() + "```",
                                                         p.space() + rf + p.space())
             pure_content = False
-        elif has_tools and req.tool_choice != ToolChoice.NONE and a.caps.supports_tool_calls:
+        elif has_tools and req.tool_choice != ToolChoice.NONE and (a.caps.supports_tool_calls
+                                                                   or self.inferred):
             pre = self.tools_pre()
             pure_content = False
             if pre is None:
@@ -923,6 +966,15 @@ class _Gen:
             entries[RECOVER_TRAILING] = prefix + pre + p.content(p.rest()) if pure_content \
                 else prefix << (pre + p.content(p.rest()))
         return p.build(root, entries), eps_fallback
+
+
+def _scalar_only(schema: Any) -> bool:
+    """Whether a value of ``schema`` can only be a number / integer / boolean / null (repair
+    ``mistyped-value-as-string`` takes other text for such a parameter as a string)."""
+    from .handlers._peg_handler import value_types
+
+    types = value_types(schema)
+    return bool(types) and types <= {"number", "integer", "boolean", "null"}
 
 
 def _grammar(arena: Arena, lazy: bool, notes: list[str]) -> str:
@@ -1007,4 +1059,4 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
 __all__ = ["GeneratedParser", "ParserState", "ViewMemo", "Probe", "generate_parser", "continuation_prompt",
            "trim_ws", "covers", "message_extends", "longest_good_prefix", "consistent_view", "prefix_rest",
            "covering_message",
-           "RECOVER_TRAILING", "RECOVER_CONTENT", "MAIN_REST", "PREFIX_REST", "PARTIAL_PREFIX"]
+           "RECOVER_TRAILING", "RECOVER_CONTENT", "MAIN_REST", "PREFIX_REST", "PARTIAL_PREFIX", "PENDING_HEADER"]

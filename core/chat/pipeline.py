@@ -152,13 +152,20 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
     from ..analysis.fidelity import JSON_CALL_SEPARATORS, PYTHON_LITERAL_VALUES
     from ..peg.chat import builder_options
 
-    from .repairs import enabled_repairs
+    from .repairs import REPEATED_TURN_HEADER, enabled_repairs, turn_header
 
     active = _parser_improvements(fid, report)
+    repairs = enabled_repairs(fid, disabled_repairs)
     with builder_options(python_literal_values=PYTHON_LITERAL_VALUES in active,
                          whitespace_call_separators=JSON_CALL_SEPARATORS in active,
-                         repairs=enabled_repairs(fid, disabled_repairs)):
-        return _build(template, request, report, force_autoparser, fid, active)
+                         repairs=repairs):
+        bundle = _build(template, request, report, force_autoparser, fid, active)
+    if REPEATED_TURN_HEADER in repairs and not bundle.prepared.has_continuation \
+            and hasattr(bundle.parser, "turn_header"):
+        parser = bundle.parser
+        gp = getattr(parser, "parser_generation_prompt", None) or parser.generation_prompt
+        parser.turn_header = turn_header(gp, getattr(parser, "thinking_start_tag", ""))
+    return bundle
 
 
 def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_autoparser: bool,
@@ -200,6 +207,9 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     except ImportError as e:
         raise AnalysisError(template.name, f"Unable to generate parser for this template: parser generator "
                                            f"unavailable ({e})") from None
+    report, from_request = _request_instructions(report, request, improvements)
+    if from_request:
+        notes.append(from_request)
     analysis = report.analysis
     try:
         parser = generate_parser(analysis, request, gp, improvements=improvements)
@@ -217,6 +227,27 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     return ChatParserBundle(parser=parser, prompt=prompt, generation_prompt=parser.generation_prompt,
                             route=route if route.kind == "autoparser" else _autoroute(route), format="peg-native",
                             report=report, prepared=prep, notes=notes)
+
+
+def _request_instructions(report: Any, request: ChatRequest, improvements: frozenset[str]) -> tuple[Any, str]:
+    """Improvement ``instruction-call-format``, request-time half: when the template renders no tool call and the
+    request's system message spells a JSON call format (an agent's own prompt), ``(a copy of report with that
+    format, a note)``; else ``(report, "")`` (:func:`core.analysis.instructions.format_for_request`)."""
+    from dataclasses import replace
+
+    from ..analysis.fidelity import INSTRUCTION_CALL_FORMAT
+    from ..analysis.instructions import format_for_request
+
+    if INSTRUCTION_CALL_FORMAT not in improvements or not request.tools:
+        return report, ""
+    analysis = format_for_request(report.analysis, request.messages)
+    if analysis is None:
+        return report, ""
+    f = analysis.tools.format
+    note = (f"improvement {INSTRUCTION_CALL_FORMAT}: the request's system message spells the tool-call format "
+            f"(opener {f.section_start or f.per_call_start or '(none)'!r}, arguments key {f.args_field!r}"
+            f"{', a JSON list' if f.tools_array_wrapped else ''}); the parser reads calls in it")
+    return replace(report, analysis=analysis), note
 
 
 def _autoroute(route: Any) -> Any:

@@ -96,21 +96,28 @@ FENCED_CALLS = "fenced-calls"
 UNMARKED_CALLS = "unmarked-calls"
 TAG_WHITESPACE = "tag-whitespace"
 TRAILING_STOP_TOKEN = "trailing-stop-token"
+REPEATED_TURN_HEADER = "repeated-turn-header"
+MISSING_CLOSING_TAGS = "missing-closing-tags"
+MISTYPED_VALUE_AS_STRING = "mistyped-value-as-string"
+JSON_CALL_IN_TAGS = "json-call-in-tags"
+CALLS_INSIDE_SECTION_MARKERS = "calls-inside-section-markers"
 
 REPAIRS: list[Repair] = [
     Repair(
         name=STREAM_CONSISTENT_FINAL,
         title="The final parse extends what the stream showed",
         stage=RepairStage.CONTRACT,
-        accepts="An output whose partial parse shows a tool call (name and argument fragments) that the final "
-                "parse rejects: a required parameter missing, a tagged value that does not fit the declared "
-                "type (an integer parameter given \"2026-01-15\"), a JSON call without a field the template "
-                "renders. The call stays a call (its arguments are what the stream showed) instead of turning "
-                "into content after its fragments were streamed.",
-        example='<tool_call>\n<function=get_weather>\n<parameter=days>\n2026-01-15\n</parameter>\n</function>\n'
-                '</tool_call>   (days declared integer)',
+        accepts="An output whose partial parse shows a tool call that the final parse rejects: a JSON call "
+                "without a field the template renders (Mistral v0.3's call id), a call the final grammar does "
+                "not close. The call stays a call (its arguments are what the stream showed) instead of turning "
+                "into content after its fragments were streamed. When the arguments the stream showed are not a "
+                "JSON object (a tagged value that does not fit its declared type, a required parameter missing: "
+                "the stream stops inside the value), truncated-call settles the call instead.",
+        example='[TOOL_CALLS] [{"name": "calculator", "arguments": {"expression": "2+3"}}]   '
+                '(Mistral v0.3 template, whose calls carry an id)',
         source="llama.cpp server: 'Invalid diff' / a stream holding both a call and its markup; "
-               "streaming contract of this project (accumulated deltas = one-shot parse)"),
+               "streaming contract of this project (accumulated deltas = one-shot parse); the example: "
+               "https://github.com/ml-explore/mlx-lm/issues/1374"),
     Repair(
         name=TRUNCATED_CALL,
         title="A call cut off (or left unfinished) is reported, not returned",
@@ -182,6 +189,64 @@ REPAIRS: list[Repair] = [
                 "the output was logged or relayed without stripping it; it is not content.",
         example='<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": 1}<|call|>',
         source="https://github.com/waybarrios/vllm-mlx/pull/562"),
+    Repair(
+        name=REPEATED_TURN_HEADER,
+        title="The assistant turn header the generation prompt wrote, repeated by the model",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output that starts with the assistant turn header the generation prompt already ends with "
+                "(the generation prompt up to its reasoning start marker, trailing whitespace dropped), then "
+                "optional whitespace: the header is skipped and the rest parsed as usual. Only at the very "
+                "start and only once; while the output is still a prefix of the header, a stream shows nothing. "
+                "Acts on the text before the grammar (for every parser, auto-parser and special handlers).",
+        example='<|start|>assistant<|channel|>commentary to=functions.f<|constrain|>json<|message|>{"a": 1}   '
+                '(generation prompt <|start|>assistant)',
+        source="https://github.com/lmstudio-ai/lmstudio-bug-tracker/issues/942 (GPT-OSS). The header is read "
+               "off the generation prompt, so the rule covers every template whose generation prompt writes one "
+               "(ChatML <|im_start|>assistant, Functionary v2.2 <|from|>assistant\\n<|recipient|>, Hunyuan, "
+               "KAT-V1, Llama 4), not only GPT-OSS"),
+    Repair(
+        name=MISSING_CLOSING_TAGS,
+        title="Closing tags left out in a Qwen3-Coder XML call",
+        stage=RepairStage.TOLERANCE,
+        accepts="A Qwen3-Coder-style call (<tool_call><function=…><parameter=…>) whose </parameter> after a "
+                "JSON-typed value (number, boolean, object, …) and/or </function> is missing: the value ends "
+                "where (after whitespace) </function>, </tool_call> or the next <parameter= starts, the "
+                "function where </tool_call> starts. String values still end at their </parameter> only "
+                "(their text may hold any tag).",
+        example="<tool_call>\n<function=square_the_number>\n<parameter=input_num>\n1024\n\n\n</tool_call>",
+        source="https://github.com/vllm-project/vllm/issues/21571"),
+    Repair(
+        name=MISTYPED_VALUE_AS_STRING,
+        title="A tagged argument value that does not fit its declared type, kept as a string",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the XML-tagged argument layouts (Qwen3-Coder <parameter=…>, GLM <arg_key>/<arg_value>), a "
+                "value of a parameter declared number / integer / boolean / null whose text is not such a JSON "
+                "value (\"2026-01-15\" for an integer, \"yes\" for a boolean): the call is returned with the "
+                "value as a JSON string instead of being rejected. A scalar-typed value shows in a stream once "
+                "its closing tag is there (the parse cannot know its type earlier).",
+        example="<tool_call>\n<function=get_weather>\n<parameter=days>\n2026-01-15\n</parameter>\n</function>\n"
+                "</tool_call>   (days declared integer)",
+        source="https://github.com/ml-explore/mlx-lm/pull/1330, https://github.com/ml-explore/mlx-lm/pull/1310 "
+               "(Qwen3-Coder: the raw string rather than a dropped call); https://github.com/antirez/ds4/pull/571 "
+               "(GLM: a value that does not match its declared type stays a string)"),
+    Repair(
+        name=JSON_CALL_IN_TAGS,
+        title="A Hermes JSON call inside <tool_call> where the template renders XML tags",
+        stage=RepairStage.TOLERANCE,
+        accepts="Qwen3-Coder-family output (<tool_call><function=…><parameter=…>) whose call is written the "
+                "Qwen2.5/Hermes way: <tool_call>{\"name\": …, \"arguments\": {…}}</tool_call> ('parameters' "
+                "also taken for 'arguments'), for a known tool.",
+        example='<tool_call>\n{"name": "square_the_number", "arguments": {"input_num": 1024}}\n</tool_call>',
+        source="https://github.com/gpustack/gpustack/issues/2660"),
+    Repair(
+        name=CALLS_INSIDE_SECTION_MARKERS,
+        title="JSON calls between the two markers the template writes before them",
+        stage=RepairStage.TOLERANCE,
+        accepts="A JSON tool-call format whose section start is two adjacent markers and that has no section "
+                "end (Llama 4: <|python_start|><|python_end|>{…}): the calls written between the two markers "
+                "(<|python_start|>{…}<|python_end|>). Derived from the analysed section markers, not per family.",
+        example='<|python_start|>{"name": "brave_web_search", "parameters": {"query": "latest news"}}<|python_end|>',
+        source="https://github.com/vllm-project/vllm/issues/16214"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -226,6 +291,36 @@ def enabled_repairs(fidelity: Any = "llama.cpp", disabled: Iterable[str] = ()) -
                      if r.stage is RepairStage.CONTRACT or (fid == "improved" and r.name not in off))
 
 
+def turn_header(generation_prompt: str, thinking_start_tag: str = "") -> str:
+    """The assistant turn header a generation prompt writes, as repair ``repeated-turn-header`` looks for it at
+    the start of the output: ``generation_prompt`` up to ``thinking_start_tag`` (when it holds it), trailing
+    whitespace dropped; "" when nothing is left or it has no marker character (``<``, ``[``, ``|``), so plain
+    words are never taken for a header. ``"<|start|>assistant"`` -> itself; ``"<|im_start|>assistant\n<think>\n"``
+    with ``"<think>"`` -> ``"<|im_start|>assistant"``."""
+    gp = generation_prompt or ""
+    if thinking_start_tag and thinking_start_tag in gp:
+        gp = gp[:gp.index(thinking_start_tag)]
+    gp = gp.rstrip(" \t\r\n")
+    return gp if gp.strip() and any(c in gp for c in "<[|") else ""
+
+
+def header_cut(header: str, output: str, is_partial: bool = False) -> int | None:
+    """Repair ``repeated-turn-header``: how many leading characters of ``output`` are the turn ``header``
+    (:func:`turn_header`) repeated, with the whitespace after it — 0 when it does not start with it (or there
+    is no header), ``None`` for a partial ``output`` that is still a proper prefix of the header (nothing to show
+    yet)."""
+    if not header or not output:
+        return 0
+    if output.startswith(header):
+        k = len(header)
+        while k < len(output) and output[k] in " \t\n\v\f\r":
+            k += 1
+        return k
+    if is_partial and header.startswith(output):
+        return None
+    return 0
+
+
 def is_json_object(text: str) -> bool:
     """Whether ``text`` is a complete JSON object (a call's arguments may be returned as they are)."""
     try:
@@ -242,8 +337,8 @@ def is_json_object(text: str) -> bool:
 def _tail_span(parser: Any, output: str, final: AssistantMessage, view: AssistantMessage, name: str) -> int:
     """Where the raw text of the last (cut or rejected) call starts in ``output``: the text the final parse
     put into content beyond the view when it is the end of the output; else the last call opener (a word of
-    the parser's lazy-grammar triggers) before the last mention of the call's name, else that mention;
-    else 0."""
+    the parser's lazy-grammar triggers) before the last mention of the call's name, else the ``{`` of the JSON
+    object holding that mention (an unmarked or fenced call), else that mention; else 0."""
     if final.content.startswith(view.content):
         extra = final.content[len(view.content):]
         if extra and output.endswith(extra):
@@ -254,7 +349,11 @@ def _tail_span(parser: Any, output: str, final: AssistantMessage, view: Assistan
     words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
              if getattr(getattr(t, "type", None), "value", "") == "word"]
     opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
-    return opener if opener >= 0 else at
+    if opener >= 0:
+        return opener
+    # a JSON call without the template's markers (unmarked-calls, fenced-calls): the object around the name
+    brace = output.rfind("{", 0, at)
+    return brace if brace >= 0 and "}" not in output[brace:at] else at
 
 
 def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
@@ -321,4 +420,5 @@ def list_text() -> str:
 
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
-           "TRUNCATED_CALL", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "TRUNCATED_CALL", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
+           "CALLS_INSIDE_SECTION_MARKERS", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

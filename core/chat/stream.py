@@ -266,6 +266,40 @@ class IncrementalMapper:
 # sessions
 
 
+class TurnHeaderCut:
+    """Repair ``repeated-turn-header`` (:func:`core.chat.repairs.header_cut`) for a stream that only appends:
+    the parsed output is the model's output without a repeated assistant turn header and the whitespace after
+    it. While the output may still be (or still grow) that header, it is kept here (a few characters); once a
+    character after it decides the cut, appended text is appended to the parsed output unchanged."""
+
+    __slots__ = ("fn", "head", "cut", "prefix")
+
+    def __init__(self, parser: Any):
+        self.fn = getattr(parser, "header_cut", None)
+        self.head = ""                                # the output while the cut is undecided
+        self.cut: int | None = None if callable(self.fn) else 0
+        self.prefix = ""                              # what was cut
+
+    def append(self, added: str) -> str | None:
+        """What ``added`` adds to the parsed output (possibly ""), or None while the whole output is still a
+        proper prefix of the header (nothing to show yet)."""
+        if self.cut is not None:
+            return added
+        head = self.head + added
+        self.head = head
+        cut = self.fn(head, True)
+        if cut is None:
+            return None
+        if cut < len(head):   # a character after the header (and its whitespace), or no header at all
+            self.cut, self.prefix, self.head = cut, head[:cut], ""
+            return head[cut:]
+        return ""             # the header and whitespace so far: the parsed output is still empty
+
+    def raw(self, parsed: str) -> str:
+        """The model's output, given the parsed output ``parsed``."""
+        return self.prefix + parsed if self.cut is not None else self.head
+
+
 class PegStreamSession:
     """Incremental parsing for a parser built on :mod:`core.peg` (has ``arena`` and ``generation_prompt``).
 
@@ -298,7 +332,8 @@ class PegStreamSession:
 
         self.memo = ViewMemo()
         self.memo.trust()    # this session checks that texts extend (parse) or is told so (parse_appended)
-        self._full: str | None = None    # generation prompt + the output of the last parse
+        self._full: str | None = None    # generation prompt + the output of the last parse (after the cut)
+        self._cutter = TurnHeaderCut(parser)
 
     @staticmethod
     def supports(parser: Any) -> bool:
@@ -342,7 +377,13 @@ class PegStreamSession:
         if not is_partial:   # the final parse is the one-shot parse (settled by core.chat.repairs)
             self.open_region = None
             return parser.parse(output, False)
-        text = parser.generation_prompt + output
+        self.open_region = None
+        cutter = TurnHeaderCut(parser)
+        eff = cutter.append(output)
+        if eff is None:      # still a prefix of a repeated turn header: nothing to show yet
+            return AssistantMessage()
+        self._cutter = cutter
+        text = parser.generation_prompt + eff
         if self._full is not None and not text.startswith(self._full):
             from .generator import ViewMemo
 
@@ -350,16 +391,21 @@ class PegStreamSession:
             self.memo.trust()
             self._json_scan = None   # the string state scanned in the old text
         self._full = text
-        return self._parse_text(text, output)
+        return self._parse_text(text, eff)
 
     def parse_appended(self, added: str, is_partial: bool = True) -> AssistantMessage:
         """:meth:`parse` of the previous output followed by ``added`` (the caller vouches that the text only
         grew: :class:`StreamingParser`), without comparing the whole text with the previous one."""
-        text = (self._full if self._full is not None else self.parser.generation_prompt) + added
-        self._full = text
+        self.open_region = None
+        gp = self.parser.generation_prompt
+        eff = self._cutter.append(added)
+        if eff is not None:
+            self._full = (self._full if self._full is not None else gp) + eff
         if not is_partial:
-            self.open_region = None
-            return self.parser.parse(text[len(self.parser.generation_prompt):], False)
+            return self.parser.parse(self._cutter.raw((self._full or gp)[len(gp):]), False)
+        if eff is None:      # still a prefix of a repeated turn header: nothing to show yet
+            return AssistantMessage()
+        text = self._full
         for cache in self.caches.values():
             cache.vouch(text)
         return self._parse_text(text, None)
@@ -370,7 +416,8 @@ class PegStreamSession:
         return full[max(len(self.parser.generation_prompt), len(full) - k):]
 
     def _parse_text(self, text: str, output: str | None) -> AssistantMessage:
-        """The partial parse of ``text`` (generation prompt + ``output``; None: sliced when needed)."""
+        """The partial parse of ``text`` (generation prompt + ``output``, the output after a repeated turn
+        header; None: sliced when needed)."""
         from .generator import Probe, consistent_view, covers
         from .mapper import map_parse
 
@@ -837,7 +884,8 @@ class StreamingParser:
     extend what was emitted (the format itself took something back, where llama.cpp would raise "Invalid
     diff"). ``repairs``: after ``finish()``, the repairs of the final (one-shot) parse
     (:class:`core.chat.repairs.FiredRepair`; a ``truncated-call`` there names a call whose fragments may already
-    have been streamed — it stays in :attr:`message`, see :func:`core.chat.repairs.settled`). ``incremental=False`` forces a full re-parse per step (the reference behaviour, for comparison).
+    have been streamed — it stays in :attr:`message`, see :func:`core.chat.repairs.settled`); ``final``: after
+    ``finish()``, that one-shot parse (``settled(message, final)`` is what a client keeps), else ``None``. ``incremental=False`` forces a full re-parse per step (the reference behaviour, for comparison).
     Never raises on any input text.
     """
 
@@ -862,6 +910,7 @@ class StreamingParser:
         self.held_back = 0
         self.final_mismatch = False
         self.repairs: list[Any] = []
+        self.final: AssistantMessage | None = None
 
     @property
     def text(self) -> str:
@@ -1027,6 +1076,7 @@ class StreamingParser:
         if final is None:
             return self._step(is_partial)
         self.repairs = list(final.repairs)
+        self.final = final
         target = final
         extra = self._emitted.tool_calls[len(final.tool_calls):]
         if extra and any(r.name == "truncated-call" for r in final.repairs):

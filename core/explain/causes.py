@@ -96,7 +96,8 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
     preserved = list(getattr(bundle.parser, "preserved_tokens", []) or [])
 
     # -- no tool format / tools not in the request
-    if active and auto and analysis is not None and not analysis.caps.supports_tool_calls:
+    if active and auto and analysis is not None and not analysis.caps.supports_tool_calls \
+            and not analysis.tools.inferred_from:  # a format read from the instructions is parsed (improved)
         out.append(Finding(Cause.NO_TOOL_FORMAT, [
             "the template's renders show no tool calls (caps.supports_tool_calls = false): the parser reads none, "
             "whatever the output holds"]))

@@ -77,12 +77,15 @@ def modes_frame(analysis: Any) -> pd.DataFrame:
 
 def found_by_map(report: Any) -> dict[str, list[str]]:
     """Field path → where its value comes from: ``override`` for the user's overrides, ``workaround NAME``
-    for fields a workaround set, else the ids of the comparisons that found it. One source for the Overview
+    for fields a workaround set, else the ids of the comparisons that found it (I1: "inferred from
+    instructions (I1)"). One source for the Overview
     table and anything else that says "found by"."""
+    from core.analysis.instructions import comparison_label
+
     out: dict[str, list[str]] = {}
     for cmp in getattr(report, "comparisons", None) or []:
         for path in (cmp.found or {}):
-            out.setdefault(path, []).append(cmp.id)
+            out.setdefault(path, []).append(comparison_label(cmp.id))
     for name, effects in (getattr(report, "workaround_effects", None) or {}).items():
         for path in effects:
             out[path] = [f"workaround {name}"]

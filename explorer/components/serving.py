@@ -20,6 +20,38 @@ def policy() -> ServingPolicy:
     return policy_or_closed()[0]
 
 
+OVERSHOOT = 4
+"""A capped box takes up to this many times its cap, so a paste that is too long arrives and is refused with a
+message instead of being cut or dropped by the browser without a word (Streamlit's ``max_chars``)."""
+
+
+def text_over_cap(text: str, cap: int | None, what: str, unit: str = "characters") -> str | None:
+    """The one-line refusal for ``text`` longer than ``cap`` (``unit`` "characters" or "bytes", UTF-8), naming
+    the box and the limit; None when it fits or there is no cap."""
+    if cap is None:
+        return None
+    size = len(text.encode("utf-8", "surrogatepass")) if unit == "bytes" else len(text)
+    if size <= cap:
+        return None
+    return (f"The {what} is {size:,} {unit}, over this server's {cap:,}-{unit[:-1]} cap (limit: paste size). "
+            "It is kept in the box but not used; shorten it to go on.")
+
+
+def capped_text_area(label: str, key: str, cap: int | None, what: str, unit: str = "characters",
+                     **kwargs) -> bool:
+    """A ``st.text_area`` capped at ``cap`` that never loses a paste: the browser accepts up to
+    :data:`OVERSHOOT` × ``cap`` and an over-long text shows :func:`text_over_cap`'s error under the box.
+
+    Returns True when the text fits (the caller may use it), False when it is over the cap."""
+    limit = None if cap is None else cap * OVERSHOOT
+    st.text_area(label, key=key, max_chars=limit, **kwargs)
+    problem = text_over_cap(st.session_state.get(key) or "", cap, what, unit)
+    if problem:
+        st.error(md(problem))
+        return False
+    return True
+
+
 def folder_input(label: str, key: str, suffixes: Sequence[str]) -> tuple[pathlib.Path, list[pathlib.Path]] | None:
     """A text input for a server folder (default: the first allowed root) and the template entries in it.
 

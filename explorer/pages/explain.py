@@ -10,6 +10,7 @@ import json
 import streamlit as st
 
 from explorer import state, urlstate
+from explorer.components import serving
 from core.explain.explain import show_invisible
 from explorer.components.text import md, visible_html
 
@@ -61,9 +62,10 @@ goto = st.session_state.pop("explain_goto", None)
 if goto:
     st.switch_page(goto)
 
-st.text_area("Model output (shared with the Playground)", key="in_output", height=160)
+fits = serving.capped_text_area("Model output (shared with the Playground)", "in_output",
+                                serving.policy().limits.max_text_chars, "model output", height=160)
 request = state.attempt(state.request_dict)
-if request is None:
+if request is None or not fits:
     st.stop()
 with st.expander("Request (edit it on the Playground)"):
     st.json(request)

@@ -246,10 +246,11 @@ with c1:
                        mime="application/json")
     st.button("Reset all overrides", on_click=_reset_all)
 with c2:
-    st.text_area("Import overrides (JSON)", key="in_ov_import", height=120,
-                 max_chars=serving.policy().limits.max_text_chars,
-                 placeholder='{"overrides": {"reasoning.start": "<think>"}, "disabled_workarounds": []}')
-    st.button("Apply imported JSON", on_click=lambda: _import(st.session_state.get("in_ov_import", "")))
+    fits = serving.capped_text_area(
+        "Import overrides (JSON)", "in_ov_import", serving.policy().limits.max_text_chars, "overrides JSON",
+        height=120, placeholder='{"overrides": {"reasoning.start": "<think>"}, "disabled_workarounds": []}')
+    st.button("Apply imported JSON", disabled=not fits,
+              on_click=lambda: _import(st.session_state.get("in_ov_import", "")))
 
 # ---------------------------------------------------------------- rebuilt parser and grammar
 st.subheader("Parser and grammar with these settings")

@@ -4,6 +4,7 @@ tokens and the route llama.cpp would take (auto-parser, workaround, special hand
 import pandas as pd
 import streamlit as st
 
+from core.analysis.instructions import inferred_summary
 from explorer import state
 from explorer.components import marker_table as mt
 from explorer.components.code_view import show_code
@@ -45,6 +46,9 @@ with tab_analysis:
     a = rep.analysis
     if rep.workarounds_applied:
         st.warning(md("Workarounds applied: " + ", ".join(rep.workarounds_applied)))
+    inferred = inferred_summary(rep)
+    if inferred:
+        st.info(md(inferred), icon=":material/info:")
     c1, c2, c3 = st.columns(3)
     c1.metric("Reasoning", a.reasoning.mode.value)
     c2.metric("Content", a.content.mode.value)

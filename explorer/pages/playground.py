@@ -87,6 +87,18 @@ def replay_view(output: str, partial: bool, markers: list[str]) -> None:
     st.markdown("**Text fed so far**" + (" (its end)" if len(fed) > WINDOW else ""))
     show_text(fed, max_height="8rem", markers=markers, start=max(0, len(fed) - WINDOW))
     partial_msg = {k: v for k, v in accumulate_deltas(deltas).items() if v}
+    if step == n and rp.truncated:
+        # issue 10: the deltas of a call cut off at the end are not taken back; the finish reports it and a
+        # client drops it (core.chat.repairs.settled), so the message at the finish is the parsed message
+        kept = rp.truncated[-1][1]
+        if len(partial_msg.get("tool_calls") or []) > kept:
+            partial_msg["tool_calls"] = partial_msg["tool_calls"][:kept]
+            if not partial_msg["tool_calls"]:
+                del partial_msg["tool_calls"]
+        names = ", ".join(name or "?" for name, _ in rp.truncated)
+        st.caption(md(f"Finish: the last call ({names}) was cut off (repair truncated-call); its streamed deltas "
+                      "stay, a client drops the call" + (" — kept, the output is marked cut off" if partial else "")
+                      + "."))
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Deltas so far**" + (f" (the last {DELTAS_SHOWN})" if len(deltas) > DELTAS_SHOWN else ""))
@@ -103,11 +115,13 @@ with settings:
     st.selectbox("reasoning_format", ["auto", "none", "deepseek", "deepseek-legacy"], key="in_reasoning_format")
     st.toggle("parallel_tool_calls", key="in_parallel")
     st.toggle("enable_thinking", key="in_enable_thinking")
-    st.text_area("tools (JSON list, OpenAI shape; empty = no tools)", key="in_tools", height=220,
-                 max_chars=serving.policy().limits.max_text_chars)
-    with st.expander("messages (JSON)"):
-        st.text_area("messages", key="in_messages", height=160, label_visibility="collapsed",
-                     max_chars=serving.policy().limits.max_text_chars)
+    cap = serving.policy().limits.max_text_chars  # demo mode caps pastes
+    fits = serving.capped_text_area("tools (JSON list, OpenAI shape; empty = no tools)", "in_tools", cap,
+                                    "tools JSON", height=220)
+    with st.expander("messages (JSON)", expanded=not serving.text_over_cap(
+            st.session_state.get("in_messages") or "", cap, "messages JSON") is None):
+        fits &= serving.capped_text_area("messages", "in_messages", cap, "messages JSON", height=160,
+                                         label_visibility="collapsed")
     with st.expander("Generate a sample from the template", expanded=False):
         state.default("in_gen_reasoning", True)
         state.default("in_gen_content", True)
@@ -125,9 +139,11 @@ with main:
     st.subheader("Model output")
     if err is not None:
         state.show_error(err, "Could not render a sample: ")
-    st.text_area("Text the model generated after the prompt", key="in_output", height=200,
-                 max_chars=serving.policy().limits.max_text_chars)  # demo mode caps pastes
+    fits &= serving.capped_text_area("Text the model generated after the prompt", "in_output", cap, "model output",
+                                     height=200)
     st.checkbox("output is cut off (partial)", key="in_partial")
+    if not fits:
+        st.stop()  # what was typed stays in its box; nothing over the cap is parsed
 
     request = state.attempt(state.request_dict)
     bundle = state.attempt(state.parser_bundle, tpl, request) if request is not None else None

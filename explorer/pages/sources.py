@@ -125,8 +125,9 @@ elif kind == LOCAL_FOLDER:
 
 else:  # Paste text
     st.text_input("Name", key="in_paste_name", placeholder="my-template.jinja")
-    st.text_area("Jinja template", key="in_paste_text", height=260, max_chars=PASTE_LIMIT)
-    if st.button("Use this text", type="primary"):
+    fits = serving.capped_text_area("Jinja template", "in_paste_text", PASTE_LIMIT, "template text", "bytes",
+                                    height=260)
+    if st.button("Use this text", type="primary", disabled=not fits):
         text = st.session_state.get("in_paste_text") or ""
         name = (st.session_state.get("in_paste_name") or "").strip() or "pasted.jinja"
         size = len(text.encode("utf-8", "surrogatepass"))

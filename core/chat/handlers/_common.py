@@ -1540,16 +1540,28 @@ class HandlerParser:
     prompt: str | None = None
     grammar_error: str = ""
     peg: Callable[[Any], Any] | None = None
+    turn_header: str = ""
+
+    def header_cut(self, output: str, is_partial: bool = False) -> int | None:
+        """Repair ``repeated-turn-header`` (on when ``turn_header`` is set): see
+        :func:`core.chat.repairs.header_cut`."""
+        from ..repairs import header_cut
+
+        return header_cut(self.turn_header, output, is_partial)
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
         """Parse model ``output`` (text after the prompt). Never raises; see the class docstring. Settled by
         :func:`core.chat.repairs.settle` (final parse extends the partial view; cut calls reported)."""
-        from ..repairs import from_spans, settle
+        from ..repairs import REPEATED_TURN_HEADER, FiredRepair, from_spans, settle
 
         msg = self._parse(output, is_partial, None)
+        cut = (self.header_cut(output, is_partial) or 0) if isinstance(output, str) else 0
         if msg.repairs:
             msg = msg.copy()
-            msg.repairs = from_spans(msg.repairs, len(self.generation_prompt), output)
+            msg.repairs = from_spans(msg.repairs, len(self.generation_prompt) - cut, output)
+        if cut:
+            msg = msg.copy()
+            msg.repairs = [FiredRepair(REPEATED_TURN_HEADER, 0, cut, text=output[:cut])] + msg.repairs
         return settle(self, output, msg, is_partial, view=msg if is_partial else None)
 
     def session(self) -> "HandlerSession":
@@ -1618,9 +1630,13 @@ class HandlerParser:
 
     def _parse(self, output: str, is_partial: bool, memo: dict | None, view_memo: Any = None,
                clean: list | None = None, text: str | None = None) -> AssistantMessage:
-        if text is None:   # else ``text`` is generation_prompt + output, built by the caller (output unused)
+        if text is None:   # else ``text`` is generation_prompt + output after the cut, built by the caller
             if not isinstance(output, str):
                 output = "" if output is None else str(output)
+            cut = self.header_cut(output, is_partial)
+            if cut is None:      # still a prefix of a repeated turn header: nothing to show yet
+                return AssistantMessage()
+            output = output[cut:]
             text = self.generation_prompt + output
         try:
             msg, sc, b = self._run(text, memo)
@@ -1672,9 +1688,11 @@ class HandlerSession:
     def __init__(self, parser: HandlerParser):
         from ..generator import ViewMemo
 
+        from ..stream import TurnHeaderCut
+
         self.parser = parser
-        self._text: str | None = ""   # the previous output (None: it is _full without the generation prompt)
-        self._full = parser.generation_prompt   # generation_prompt + the output, kept by parse_appended
+        self._full = parser.generation_prompt   # generation_prompt + the output (after a repeated header)
+        self._cutter = TurnHeaderCut(parser)
         self._memo: dict = {}
         self._view = ViewMemo()
         self._view.trust()   # this session checks that texts extend (parse) or is told so (parse_appended)
@@ -1686,32 +1704,44 @@ class HandlerSession:
         """Message for ``output`` as :meth:`HandlerParser.parse`, reusing value ends found in the previous
         (shorter) text of the stream; never raises on arbitrary text.
         """
+        from ..stream import TurnHeaderCut
+
         self.open_region = None
         if not is_partial:   # the final parse is the one-shot parse (settled by core.chat.repairs)
             return self.parser.parse(output, False)
-        prev = self._text if self._text is not None else self._full[len(self.parser.generation_prompt):]
-        if not isinstance(output, str) or not output.startswith(prev):
+        if not isinstance(output, str):
+            output = "" if output is None else str(output)
+        cutter = TurnHeaderCut(self.parser)
+        eff = cutter.append(output)
+        if eff is None:      # still a prefix of a repeated turn header: nothing to show yet
+            return AssistantMessage()
+        self._cutter = cutter
+        full = self.parser.generation_prompt + eff
+        if not full.startswith(self._full):
             from ..generator import ViewMemo
 
             self._memo = {}
             self._json_scan = None
             self._view = ViewMemo()
             self._view.trust()
-        self._text = output if isinstance(output, str) else ""
-        self._full = self.parser.generation_prompt + self._text
-        return self._parse_full(self._full)
+        self._full = full
+        return self._parse_full(full)
 
     def parse_appended(self, added: str, is_partial: bool = True) -> AssistantMessage:
         """:meth:`parse` of the previous output followed by ``added`` (the caller vouches the text only grew:
         :class:`core.chat.stream.StreamingParser`), without comparing or re-joining the whole text."""
-        full, self._full = self._full, ""
-        full += added     # in place when nothing else holds the text (a local: CPython's concatenation)
-        self._full = full
-        self._text = None
         self.open_region = None
+        eff = self._cutter.append(added)
+        if eff is not None:
+            full, self._full = self._full, ""
+            full += eff     # in place when nothing else holds the text (a local: CPython's concatenation)
+            self._full = full
+        gp = self.parser.generation_prompt
         if not is_partial:
-            return self.parser.parse(full[len(self.parser.generation_prompt):], False)
-        return self._parse_full(full)
+            return self.parser.parse(self._cutter.raw(self._full[len(gp):]), False)
+        if eff is None:      # still a prefix of a repeated turn header: nothing to show yet
+            return AssistantMessage()
+        return self._parse_full(self._full)
 
     def tail(self, k: int) -> str:
         """The last ``k`` characters of the output so far (``k`` > 0)."""
