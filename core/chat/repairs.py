@@ -101,6 +101,7 @@ MISSING_CLOSING_TAGS = "missing-closing-tags"
 MISTYPED_VALUE_AS_STRING = "mistyped-value-as-string"
 JSON_CALL_IN_TAGS = "json-call-in-tags"
 CALLS_INSIDE_SECTION_MARKERS = "calls-inside-section-markers"
+ARGUMENT_ORDER = "argument-order"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -247,6 +248,22 @@ REPAIRS: list[Repair] = [
                 "(<|python_start|>{…}<|python_end|>). Derived from the analysed section markers, not per family.",
         example='<|python_start|>{"name": "brave_web_search", "parameters": {"query": "latest news"}}<|python_end|>',
         source="https://github.com/vllm-project/vllm/issues/16214"),
+    Repair(
+        name=ARGUMENT_ORDER,
+        title="Tagged arguments written in another order than the template's",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the XML-tagged argument layouts (Qwen3-Coder <parameter=…>, GLM <arg_key>/<arg_value>, any "
+                "auto-parsed tagged layout), a call whose declared parameters come in any order: an optional "
+                "one before a required one, required ones out of their declared order. Each parameter at most "
+                "once, every required one present; up to 6 parameters per tool (more: the template's order "
+                "only). llama.cpp rejects such a complete call (required first, in order).",
+        example="<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n<parameter=city>\n"
+                "Paris\n</parameter>\n</function>\n</tool_call>   (city required, days optional)",
+        source="https://github.com/ggml-org/llama.cpp/issues/24351 (closed wontfix: Qwen3.6, an optional "
+               "parameter before a required one fails the parse), https://github.com/ggml-org/llama.cpp/issues/27363, "
+               "https://github.com/ggml-org/llama.cpp/pull/24516 (Qwen3 grep with path before the required "
+               "pattern), https://github.com/ggml-org/llama.cpp/pull/26472, "
+               "https://github.com/ggml-org/llama.cpp/pull/20171"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -274,6 +291,40 @@ def from_spans(entries: Iterable[Any], offset: int, output: str) -> list[FiredRe
             s, t = max(s - offset, 0), max(t - offset, 0)
             out.append(FiredRepair(name, s, t, text=output[s:t]))
     return out
+
+
+def any_order_args(p: Any, rule_prefix: str, required: list[Any], optional: list[Any],
+                   sep: Any = None) -> Any:
+    """Repair ``argument-order``: the tagged arguments of one tool in any order — every parser of ``required``
+    exactly once, of ``optional`` at most once, ``sep`` (a parser, e.g. whitespace; none when ``None``) between
+    two of them — as a ``repair:argument-order`` node of builder ``p`` (a
+    :class:`core.peg.chat.ChatPegBuilder`). One rule per set of parameters already written (``rule_prefix``
+    + ``-`` + bit mask). ``None`` when the template's own layout already accepts every such order (no optional
+    parameter and at most one required, or only optional ones) or there are more than ``MAX_PERMUTE``
+    parameters (the rule count doubles per parameter)."""
+    from ..peg.chat import MAX_PERMUTE
+
+    hs = [p.lift(x) for x in list(required) + list(optional)]
+    n_req = len(required)
+    if not hs or len(hs) > MAX_PERMUTE or (n_req <= 1 and not optional) or n_req == 0:
+        return None
+    need = (1 << n_req) - 1
+    cache: dict[int, Any] = {}
+
+    def after(mask: int) -> Any:
+        if mask in cache:
+            return cache[mask]
+        alts = []
+        for i, h in enumerate(hs):
+            if not mask & (1 << i):
+                alts.append((h if mask == 0 or sep is None else sep + h) + after(mask | (1 << i)))
+        if mask & need == need:
+            alts.append(p.eps())
+        r = p.rule(f"{rule_prefix}-{mask}", p.choice(*alts))
+        cache[mask] = r
+        return r
+
+    return p.repair(ARGUMENT_ORDER, after(0))
 
 
 def enabled_repairs(fidelity: Any = "llama.cpp", disabled: Iterable[str] = ()) -> frozenset[str]:
@@ -421,4 +472,4 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
