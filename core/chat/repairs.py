@@ -72,7 +72,8 @@ class Repair:
 class FiredRepair:
     """A repair that acted on one parse: ``name`` (a :data:`REPAIRS` name), ``start`` / ``end`` (character span
     ``[start, end)`` of the raw model output, generation prompt excluded, it acted on), ``detail`` (for
-    ``truncated-call`` the tool name), ``text`` (the raw text of the span, kept for the report).
+    ``truncated-call`` the tool name), ``text`` (the raw text of the span, kept for the report), ``why`` (for
+    ``truncated-call``: :data:`WHY_CUT` or :data:`WHY_REJECTED`; "" for the other rules).
 
     Meant to be merged with other span labels (the explain view): a plain record, ordered by ``start``."""
 
@@ -81,10 +82,20 @@ class FiredRepair:
     end: int
     detail: str = ""
     text: str = ""
+    why: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        """``{"name", "start", "end", "detail", "text"}``."""
-        return {"name": self.name, "start": self.start, "end": self.end, "detail": self.detail, "text": self.text}
+        """``{"name", "start", "end", "detail", "text", "why"}``."""
+        return {"name": self.name, "start": self.start, "end": self.end, "detail": self.detail, "text": self.text,
+                "why": self.why}
+
+
+WHY_CUT = "cut"
+"""``truncated-call``'s ``why`` when the output ends inside the call (the parser waits for more: max_tokens)."""
+WHY_REJECTED = "rejected"
+"""``truncated-call``'s ``why`` when the call's text already does not fit the tools (a required parameter
+missing, a value not of its declared type, parameters out of the template's order at llama.cpp fidelity), however
+the output goes on — a complete call the parser rejected, not a cut."""
 
 
 STREAM_CONSISTENT_FINAL = "stream-consistent-final"
@@ -441,8 +452,23 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
         if not is_partial:
             out.tool_calls = out.tool_calls[:-1]
         out.repairs = [r for r in out.repairs if r.name != STREAM_CONSISTENT_FINAL] + [
-            FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:])]
+            FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:], _why_unfinished(parser, output))]
     return out
+
+
+def _why_unfinished(parser: Any, output: str) -> str:
+    """``truncated-call``'s ``why``: :data:`WHY_CUT` when the partial parse of ``output`` reaches its end (the
+    main root covers the text: the parser waits for more), :data:`WHY_REJECTED` when it stopped before (the view
+    is the longest prefix that parses, :meth:`core.chat.generator.GeneratedParser.parse_detailed`). A parser
+    without ``parse_detailed`` (the hand-written non-PEG handlers): :data:`WHY_CUT`."""
+    detailed = getattr(parser, "parse_detailed", None)
+    if detailed is None:
+        return WHY_CUT
+    try:
+        entry = detailed(output, is_partial=True)[2]
+    except Exception:   # the record is a diagnosis; a failure here must not break the parse
+        return WHY_CUT
+    return WHY_CUT if entry is None else WHY_REJECTED
 
 
 def settled(streamed: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
@@ -472,4 +498,4 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
