@@ -84,6 +84,9 @@ def _cmd_repairs(args: argparse.Namespace) -> int:
     from .repairs import REPAIRS, list_text
 
     if not args.suite:
+        if args.markdown:
+            print("error: --markdown needs --suite (the tables are the drift suite's figures)", file=sys.stderr)
+            return 2
         if args.json:
             print(json.dumps([r.to_json() for r in REPAIRS], ensure_ascii=False, indent=2))
         else:
