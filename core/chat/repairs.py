@@ -14,7 +14,9 @@ Two kinds of rule live here:
   - ``truncated-call`` — a final parse never returns tool-call ``arguments`` that are not a JSON object. A call
     cut off by the end of the output (a length-limited generation) is removed from ``tool_calls`` and reported
     here with its name and its raw text; it is never merged into ``content``. With ``is_partial`` (the caller
-    says the output was cut) the call stays as llama.cpp returns it, and the note is added all the same.
+    says the output was cut) the call stays as llama.cpp returns it, and the note is added all the same. A
+    complete call the final parse rejects (a required parameter missing, a mistyped value) ends the same way;
+    the record's ``why`` (``"cut"`` / ``"rejected"``) tells the two apart.
 
 * **tolerance** rules (:attr:`RepairStage.TOLERANCE`) accept output a user would call valid that llama.cpp
   rejects; on at ``improved`` fidelity only, each switchable.
@@ -137,7 +139,9 @@ REPAIRS: list[Repair] = [
         accepts="An output that ends inside a tool call (max_tokens reached), or whose last call the stream "
                 "showed but whose arguments never became a JSON object. The complete calls stay in "
                 "tool_calls, that one is removed from them and reported with its name and raw text (never "
-                "merged into content); with is_partial it stays (as llama.cpp returns it) and is reported too.",
+                "merged into content); with is_partial it stays (as llama.cpp returns it) and is reported too. "
+                "The record's why says which: 'cut' (the output ends inside the call) or 'rejected' (a complete "
+                "call that does not fit the tools: a required parameter missing, a mistyped value).",
         example='<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par',
         source="OpenAI finish_reason 'length'; llama.cpp returns '{\"city\": \"Par' as arguments"),
     Repair(
