@@ -275,7 +275,8 @@ REPAIRS: list[Repair] = [
         example="<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n<parameter=city>\n"
                 "Paris\n</parameter>\n</function>\n</tool_call>   (city required, days optional)",
         source="https://github.com/ggml-org/llama.cpp/issues/24351 (closed wontfix: Qwen3.6, an optional "
-               "parameter before a required one fails the parse), https://github.com/ggml-org/llama.cpp/issues/27363, "
+               "parameter before a required one fails the parse), https://github.com/ggml-org/llama.cpp/issues/27363 "
+               "(Qwen3-Coder calls silently dropped), "
                "https://github.com/ggml-org/llama.cpp/pull/24516 (Qwen3 grep with path before the required "
                "pattern), https://github.com/ggml-org/llama.cpp/pull/26472, "
                "https://github.com/ggml-org/llama.cpp/pull/20171"),
