@@ -268,7 +268,7 @@ REPAIRS: list[Repair] = [
         title="Tagged arguments written in another order than the template's",
         stage=RepairStage.TOLERANCE,
         accepts="In the XML-tagged argument layouts (Qwen3-Coder <parameter=…>, GLM <arg_key>/<arg_value>, any "
-                "auto-parsed tagged layout), a call whose declared parameters come in any order: an optional "
+                "auto-parsed tagged layout, DeepSeek's DSML <parameter name=…>), a call whose declared parameters come in any order: an optional "
                 "one before a required one, required ones out of their declared order. Each parameter at most "
                 "once, every required one present; up to 6 parameters per tool (more: the template's order "
                 "only). llama.cpp rejects such a complete call (required first, in order).",
