@@ -129,7 +129,7 @@ def test_cut_call_is_reported_not_returned(fidelity):
     assert [json.loads(c.arguments) for c in one.tool_calls] == [{"city": "Paris"}]
     assert "tool_call" not in one.content                       # never merged into content
     (r,) = one.repairs
-    assert (r.name, r.detail, r.text, r.end) == (TRUNCATED_CALL, "get_weather", cut, len(text))
+    assert (r.name, r.detail, r.text, r.end, r.why) == (TRUNCATED_CALL, "get_weather", cut, len(text), "cut")
     assert text[r.start:r.end] == cut
     # the stream already showed the cut call's fragments: finish() reports the same truncation, keeps them
     sp = stream(parser, text, list(range(1, len(text))))
@@ -176,6 +176,106 @@ def test_mistyped_value_is_kept_as_a_string(template):
     for parser in (_days_parser(template, "llama.cpp"),
                    _days_parser(template, "improved", ("mistyped-value-as-string",))):
         assert parser.parse(text).tool_calls == []
+
+
+# get_weather(city: string required, days: integer, metric: boolean) — the shape of llama.cpp #24351 (an
+# optional parameter before a required one), in each template's own layout; constructed outputs
+_ORDER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                                     "metric": {"type": "boolean"}}, "required": ["city"]}}}
+ORDER_LAYOUT = {
+    "Qwen3-Coder.jinja": ("<tool_call>\n<function=get_weather>\n{}</function>\n</tool_call>",
+                          "<parameter={}>\n{}\n</parameter>\n"),
+    "GLM-4.6.jinja": ("<tool_call>get_weather\n{}</tool_call>", "<arg_key>{}</arg_key>\n<arg_value>{}</arg_value>\n"),
+}
+
+
+def _order_parser(template: str, fidelity: str, disabled: tuple[str, ...] = (), tools: Any = None) -> Any:
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Weather?"}],
+                                 "tools": tools or [_ORDER_TOOL]})
+    return build_chat_parser(_tmpl(template), req, fidelity=fidelity, disabled_repairs=disabled).parser
+
+
+def _order_call(template: str, *args: tuple[str, str]) -> tuple[str, str]:
+    """The call with ``args`` (name, raw value) in the given order, and the text of its arguments."""
+    call, arg = ORDER_LAYOUT[template]
+    body = "".join(arg.format(k, v) for k, v in args)
+    return call.format(body), body
+
+
+@pytest.mark.parametrize("template", sorted(ORDER_LAYOUT))
+def test_argument_order_accepts_any_order_of_the_declared_parameters(template):
+    text, body = _order_call(template, ("days", "3"), ("metric", "true"), ("city", "Paris"))
+    one = check_contract(_order_parser(template, "improved"), text, list(range(1, len(text))), template)
+    assert [(c.name, json.loads(c.arguments)) for c in one.tool_calls] == [
+        ("get_weather", {"days": 3, "metric": True, "city": "Paris"})]
+    (r,) = one.repairs
+    assert (r.name, text[r.start:r.end]) == ("argument-order", body)
+    # the template's order is no repair
+    good, _ = _order_call(template, ("city", "Paris"), ("days", "3"))
+    assert _order_parser(template, "improved").parse(good).repairs == []
+    # llama.cpp, or the repair switched off: the complete call is rejected, and reported as such
+    for parser in (_order_parser(template, "llama.cpp"), _order_parser(template, "improved", ("argument-order",))):
+        out = parser.parse(text)
+        assert out.tool_calls == [] and [(x.name, x.why) for x in out.repairs] == [(TRUNCATED_CALL, "rejected")]
+
+
+@pytest.mark.parametrize("template", sorted(ORDER_LAYOUT))
+def test_argument_order_still_needs_every_required_parameter_once(template):
+    parser = _order_parser(template, "improved")
+    for args in ((("days", "3"),),                                        # city missing
+                 (("days", "3"), ("city", "Paris"), ("days", "4"))):      # days twice
+        text, _ = _order_call(template, *args)
+        out = check_contract(parser, text, list(range(1, len(text), 7)), template)
+        assert out.tool_calls == [] and [(x.name, x.why) for x in out.repairs if x.name == TRUNCATED_CALL] == [
+            (TRUNCATED_CALL, "rejected")]
+
+
+def test_argument_order_two_required_parameters_out_of_order_glm():
+    """GLM (auto-parser): required parameters are taken in their declared order only; the repair takes any."""
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city", "days"]}}}
+    text, _ = _order_call("GLM-4.6.jinja", ("days", "3"), ("city", "Paris"))
+    one = check_contract(_order_parser("GLM-4.6.jinja", "improved", tools=[tool]), text,
+                         list(range(1, len(text))), "glm")
+    assert [json.loads(c.arguments) for c in one.tool_calls] == [{"days": 3, "city": "Paris"}]
+    assert [r.name for r in one.repairs] == ["argument-order"]
+    assert _order_parser("GLM-4.6.jinja", "llama.cpp", tools=[tool]).parse(text).tool_calls == []
+
+
+@pytest.mark.parametrize("template", sorted(ORDER_LAYOUT))
+def test_argument_order_is_left_out_of_the_grammar(template):
+    """The grammar asks for the template's order: the same rules (at most a pair of parentheses more around
+    the arguments, where the repair's choice keeps only the template's alternative) and no any-order rule."""
+    improved = _order_parser(template, "improved").grammar
+    without = _order_parser(template, "improved", ("argument-order",)).grammar
+    assert "any-order" not in improved and improved.count("\n") == without.count("\n")
+    assert improved.replace("(", "").replace(")", "") == without.replace("(", "").replace(")", "")
+
+
+@pytest.mark.parametrize("fidelity", FIDELITIES)
+def test_truncated_call_says_whether_the_call_was_cut_or_rejected(fidelity):
+    parser = _order_parser("Qwen3-Coder.jinja", fidelity)
+    full, _ = _order_call("Qwen3-Coder.jinja", ("city", "Paris"), ("days", "3"))
+    cut = full[:full.index("Paris") + 3]
+    (r,) = parser.parse(cut).repairs
+    assert (r.name, r.why, r.detail) == (TRUNCATED_CALL, "cut", "get_weather")
+    mistyped, _ = _order_call("Qwen3-Coder.jinja", ("city", "Paris"), ("days", "soon"))
+    if fidelity == "llama.cpp":     # at improved mistyped-value-as-string keeps the call
+        (r,) = parser.parse(mistyped).repairs
+        assert (r.name, r.why) == (TRUNCATED_CALL, "rejected") and r.to_json()["why"] == "rejected"
+    # the stream's finish tells the same
+    sp = stream(parser, cut, list(range(1, len(cut))))
+    assert [(x.name, x.why) for x in sp.repairs] == [(TRUNCATED_CALL, "cut")]
+
+
+def test_cli_markdown_needs_suite(capsys):
+    from core.cli import main
+
+    assert main(["repairs", "--markdown"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "--suite" in captured.err
 
 
 def test_repeated_turn_header_on_a_hand_written_handler():
@@ -229,7 +329,7 @@ def test_repeated_turn_header_is_skipped_and_streams_nothing_until_known():
 
 def test_fired_repair_is_a_plain_mergeable_record():
     r = FiredRepair("fenced-calls", 0, 3, text="```")
-    assert r.to_json() == {"name": "fenced-calls", "start": 0, "end": 3, "detail": "", "text": "```"}
+    assert r.to_json() == {"name": "fenced-calls", "start": 0, "end": 3, "detail": "", "text": "```", "why": ""}
     # repairs are not part of message equality (a message is the same however it was reached)
     assert AssistantMessage("x", repairs=[r]) == AssistantMessage("x")
     assert AssistantMessage("x", repairs=[r]).copy().repairs == [r]

@@ -138,3 +138,18 @@ def test_playground_replay_finish_drops_the_cut_call():
     at.run()
     at_finish = json.loads(at.json[2].value)
     assert [c["function"]["arguments"] for c in at_finish["tool_calls"]] == ['{"city":"Par']
+
+
+def test_playground_names_a_rejected_call_apart_from_a_cut_one():
+    """A complete call that does not fit the tools (here days before the required city, at llama.cpp fidelity)
+    is settled by truncated-call too; the finish caption and the badge say it was rejected, not cut off."""
+    from .test_app_helpers import page, start, unmd, use_corpus
+
+    at = use_corpus(start(), "Qwen3-Coder.jinja")
+    at.session_state["in_tools"] = json.dumps([WEATHER])
+    at.session_state["in_output"] = ("<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n"
+                                     "<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>")
+    at = page(at, "playground")
+    captions = [unmd(c.value) for c in at.caption]
+    assert any("the last call (get_weather) was rejected" in c for c in captions), captions
+    assert not any("was cut off" in c for c in captions)

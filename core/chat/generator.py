@@ -902,6 +902,12 @@ class _Gen:
                 named = p.rule(f"tool-{name}-arg-{prop.name}", arg)
                 (required if prop.required else optional).append(named)
             seq = p.required_then_optional(required, optional)
+            if "argument-order" in p.repairs:
+                from .repairs import any_order_args   # repair argument-order: any order, tried after
+
+                any_order = any_order_args(p, f"tool-{name}-any-order", required, optional, p.space())
+                if any_order is not None:
+                    seq = p.choice(seq, any_order)
             if a.start:
                 seq = p.literal(a.start) + seq
             if a.end:

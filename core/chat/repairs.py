@@ -14,7 +14,9 @@ Two kinds of rule live here:
   - ``truncated-call`` — a final parse never returns tool-call ``arguments`` that are not a JSON object. A call
     cut off by the end of the output (a length-limited generation) is removed from ``tool_calls`` and reported
     here with its name and its raw text; it is never merged into ``content``. With ``is_partial`` (the caller
-    says the output was cut) the call stays as llama.cpp returns it, and the note is added all the same.
+    says the output was cut) the call stays as llama.cpp returns it, and the note is added all the same. A
+    complete call the final parse rejects (a required parameter missing, a mistyped value) ends the same way;
+    the record's ``why`` (``"cut"`` / ``"rejected"``) tells the two apart.
 
 * **tolerance** rules (:attr:`RepairStage.TOLERANCE`) accept output a user would call valid that llama.cpp
   rejects; on at ``improved`` fidelity only, each switchable.
@@ -72,7 +74,8 @@ class Repair:
 class FiredRepair:
     """A repair that acted on one parse: ``name`` (a :data:`REPAIRS` name), ``start`` / ``end`` (character span
     ``[start, end)`` of the raw model output, generation prompt excluded, it acted on), ``detail`` (for
-    ``truncated-call`` the tool name), ``text`` (the raw text of the span, kept for the report).
+    ``truncated-call`` the tool name), ``text`` (the raw text of the span, kept for the report), ``why`` (for
+    ``truncated-call``: :data:`WHY_CUT` or :data:`WHY_REJECTED`; "" for the other rules).
 
     Meant to be merged with other span labels (the explain view): a plain record, ordered by ``start``."""
 
@@ -81,10 +84,20 @@ class FiredRepair:
     end: int
     detail: str = ""
     text: str = ""
+    why: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        """``{"name", "start", "end", "detail", "text"}``."""
-        return {"name": self.name, "start": self.start, "end": self.end, "detail": self.detail, "text": self.text}
+        """``{"name", "start", "end", "detail", "text", "why"}``."""
+        return {"name": self.name, "start": self.start, "end": self.end, "detail": self.detail, "text": self.text,
+                "why": self.why}
+
+
+WHY_CUT = "cut"
+"""``truncated-call``'s ``why`` when the output ends inside the call (the parser waits for more: max_tokens)."""
+WHY_REJECTED = "rejected"
+"""``truncated-call``'s ``why`` when the call's text already does not fit the tools (a required parameter
+missing, a value not of its declared type, parameters out of the template's order at llama.cpp fidelity), however
+the output goes on — a complete call the parser rejected, not a cut."""
 
 
 STREAM_CONSISTENT_FINAL = "stream-consistent-final"
@@ -101,6 +114,7 @@ MISSING_CLOSING_TAGS = "missing-closing-tags"
 MISTYPED_VALUE_AS_STRING = "mistyped-value-as-string"
 JSON_CALL_IN_TAGS = "json-call-in-tags"
 CALLS_INSIDE_SECTION_MARKERS = "calls-inside-section-markers"
+ARGUMENT_ORDER = "argument-order"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -125,7 +139,9 @@ REPAIRS: list[Repair] = [
         accepts="An output that ends inside a tool call (max_tokens reached), or whose last call the stream "
                 "showed but whose arguments never became a JSON object. The complete calls stay in "
                 "tool_calls, that one is removed from them and reported with its name and raw text (never "
-                "merged into content); with is_partial it stays (as llama.cpp returns it) and is reported too.",
+                "merged into content); with is_partial it stays (as llama.cpp returns it) and is reported too. "
+                "The record's why says which: 'cut' (the output ends inside the call) or 'rejected' (a complete "
+                "call that does not fit the tools: a required parameter missing, a mistyped value).",
         example='<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par',
         source="OpenAI finish_reason 'length'; llama.cpp returns '{\"city\": \"Par' as arguments"),
     Repair(
@@ -247,6 +263,23 @@ REPAIRS: list[Repair] = [
                 "(<|python_start|>{…}<|python_end|>). Derived from the analysed section markers, not per family.",
         example='<|python_start|>{"name": "brave_web_search", "parameters": {"query": "latest news"}}<|python_end|>',
         source="https://github.com/vllm-project/vllm/issues/16214"),
+    Repair(
+        name=ARGUMENT_ORDER,
+        title="Tagged arguments written in another order than the template's",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the XML-tagged argument layouts (Qwen3-Coder <parameter=…>, GLM <arg_key>/<arg_value>, any "
+                "auto-parsed tagged layout, DeepSeek's DSML <parameter name=…>), a call whose declared parameters come in any order: an optional "
+                "one before a required one, required ones out of their declared order. Each parameter at most "
+                "once, every required one present; up to 6 parameters per tool (more: the template's order "
+                "only). llama.cpp rejects such a complete call (required first, in order).",
+        example="<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n<parameter=city>\n"
+                "Paris\n</parameter>\n</function>\n</tool_call>   (city required, days optional)",
+        source="https://github.com/ggml-org/llama.cpp/issues/24351 (closed wontfix: Qwen3.6, an optional "
+               "parameter before a required one fails the parse), https://github.com/ggml-org/llama.cpp/issues/27363 "
+               "(Qwen3-Coder calls silently dropped), "
+               "https://github.com/ggml-org/llama.cpp/pull/24516 (Qwen3 grep with path before the required "
+               "pattern), https://github.com/ggml-org/llama.cpp/pull/26472, "
+               "https://github.com/ggml-org/llama.cpp/pull/20171"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -274,6 +307,40 @@ def from_spans(entries: Iterable[Any], offset: int, output: str) -> list[FiredRe
             s, t = max(s - offset, 0), max(t - offset, 0)
             out.append(FiredRepair(name, s, t, text=output[s:t]))
     return out
+
+
+def any_order_args(p: Any, rule_prefix: str, required: list[Any], optional: list[Any],
+                   sep: Any = None) -> Any:
+    """Repair ``argument-order``: the tagged arguments of one tool in any order — every parser of ``required``
+    exactly once, of ``optional`` at most once, ``sep`` (a parser, e.g. whitespace; none when ``None``) between
+    two of them — as a ``repair:argument-order`` node of builder ``p`` (a
+    :class:`core.peg.chat.ChatPegBuilder`). One rule per set of parameters already written (``rule_prefix``
+    + ``-`` + bit mask). ``None`` when the template's own layout already accepts every such order (no optional
+    parameter and at most one required, or only optional ones) or there are more than ``MAX_PERMUTE``
+    parameters (the rule count doubles per parameter)."""
+    from ..peg.chat import MAX_PERMUTE
+
+    hs = [p.lift(x) for x in list(required) + list(optional)]
+    n_req = len(required)
+    if not hs or len(hs) > MAX_PERMUTE or (n_req <= 1 and not optional) or n_req == 0:
+        return None
+    need = (1 << n_req) - 1
+    cache: dict[int, Any] = {}
+
+    def after(mask: int) -> Any:
+        if mask in cache:
+            return cache[mask]
+        alts = []
+        for i, h in enumerate(hs):
+            if not mask & (1 << i):
+                alts.append((h if mask == 0 or sep is None else sep + h) + after(mask | (1 << i)))
+        if mask & need == need:
+            alts.append(p.eps())
+        r = p.rule(f"{rule_prefix}-{mask}", p.choice(*alts))
+        cache[mask] = r
+        return r
+
+    return p.repair(ARGUMENT_ORDER, after(0))
 
 
 def enabled_repairs(fidelity: Any = "llama.cpp", disabled: Iterable[str] = ()) -> frozenset[str]:
@@ -390,8 +457,23 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
         if not is_partial:
             out.tool_calls = out.tool_calls[:-1]
         out.repairs = [r for r in out.repairs if r.name != STREAM_CONSISTENT_FINAL] + [
-            FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:])]
+            FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:], _why_unfinished(parser, output))]
     return out
+
+
+def _why_unfinished(parser: Any, output: str) -> str:
+    """``truncated-call``'s ``why``: :data:`WHY_CUT` when the partial parse of ``output`` reaches its end (the
+    main root covers the text: the parser waits for more), :data:`WHY_REJECTED` when it stopped before (the view
+    is the longest prefix that parses, :meth:`core.chat.generator.GeneratedParser.parse_detailed`). A parser
+    without ``parse_detailed`` (the hand-written non-PEG handlers): :data:`WHY_CUT`."""
+    detailed = getattr(parser, "parse_detailed", None)
+    if detailed is None:
+        return WHY_CUT
+    try:
+        entry = detailed(output, is_partial=True)[2]
+    except Exception:   # the record is a diagnosis; a failure here must not break the parse
+        return WHY_CUT
+    return WHY_CUT if entry is None else WHY_REJECTED
 
 
 def settled(streamed: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
@@ -421,4 +503,4 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

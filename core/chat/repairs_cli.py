@@ -5,7 +5,8 @@
 * ``repairs --suite DIR_OR_JSONL … --templates DIR [--json]`` — run the drift suite
   (:mod:`core.chat.drift`) at both fidelities: pass rate, stream = one-shot, and for each repair how many
   cases it fired on (and how many of those need it: the case fails at improved fidelity with that repair
-  switched off); ``--markdown`` prints those figures as the README's tables.
+  switched off); ``--markdown`` prints those figures as the README's tables (without ``--suite`` it is an
+  error: one line on stderr, exit status 2).
 
 Bad input (a missing file, a malformed case) is one line on stderr naming it, exit status 2.
 """
@@ -84,6 +85,9 @@ def _cmd_repairs(args: argparse.Namespace) -> int:
     from .repairs import REPAIRS, list_text
 
     if not args.suite:
+        if args.markdown:
+            print("error: --markdown needs --suite (the tables are the drift suite's figures)", file=sys.stderr)
+            return 2
         if args.json:
             print(json.dumps([r.to_json() for r in REPAIRS], ensure_ascii=False, indent=2))
         else:

@@ -95,8 +95,10 @@ def replay_view(output: str, partial: bool, markers: list[str]) -> None:
             partial_msg["tool_calls"] = partial_msg["tool_calls"][:kept]
             if not partial_msg["tool_calls"]:
                 del partial_msg["tool_calls"]
-        names = ", ".join(name or "?" for name, _ in rp.truncated)
-        st.caption(md(f"Finish: the last call ({names}) was cut off (repair truncated-call); its streamed deltas "
+        names = ", ".join(name or "?" for name, _, _ in rp.truncated)
+        how = ("was rejected: complete, but it does not fit the tools"
+               if all(why == "rejected" for _, _, why in rp.truncated) else "was cut off")
+        st.caption(md(f"Finish: the last call ({names}) {how} (repair truncated-call); its streamed deltas "
                       "stay, a client drops the call" + (" — kept, the output is marked cut off" if partial else "")
                       + "."))
     c1, c2 = st.columns(2)
@@ -175,7 +177,8 @@ with main:
     with tab_msg:
         # issue 10: a rescued parse says so (core.chat.repairs.FiredRepair: rule name, span of the output)
         for r in repairs_fired:
-            st.badge(f"repair {r.name} [{r.start}, {r.end})", icon=":material/build:", color="orange")
+            why = f" ({r.why})" if getattr(r, "why", "") else ""   # truncated-call: cut / rejected
+            st.badge(f"repair {r.name}{why} [{r.start}, {r.end})", icon=":material/build:", color="orange")
         st.json(visible_json(msg, clip=CLIP), expanded=True)
         for field in ("reasoning_content", "content"):
             if msg.get(field):

@@ -17,7 +17,8 @@ Output shape (after the ``<|im_start|>assistant\\n`` generation prefix)::
 * Improved fidelity (tolerance repairs of :mod:`core.chat.repairs`, each a ``repair:NAME`` variant tried after
   the template's form): ``tag-whitespace``, ``missing-closing-tags`` (``</parameter>`` after a JSON-typed value
   / ``</function>`` left out), ``mistyped-value-as-string`` (a scalar-typed value that is no such JSON, kept as
-  text) and ``json-call-in-tags`` (a Hermes JSON call inside ``<tool_call>``).
+  text), ``json-call-in-tags`` (a Hermes JSON call inside ``<tool_call>``) and ``argument-order`` (an optional
+  parameter before a required one).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function, foreach_parameter, grammar_for, has_response_format, make_parser,
                            prepared_for, value_types, word)
 from ..prompt import render_prompt
+from ..repairs import any_order_args
 
 NAME = "qwen3-coder"
 GEN_PREFIX = "<|im_start|>assistant\n"
@@ -136,6 +138,11 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 args = p.permute(f"tool-{name}-args", required)
                 if optional:
                     args = args + p.zero_or_more(p.choice(*optional))
+                    if "argument-order" in p.repairs:
+                        # repair argument-order: an optional parameter before a required one (tried after)
+                        any_order = any_order_args(p, f"tool-{name}-any-order", required, optional)
+                        if any_order is not None:
+                            args = p.choice(args, any_order)
                 func = p.tool(p.tool_open("<function=" + p.tool_name(p.literal(name)) + p.flexible(">\n"))
                               + p.tool_args(args) + p.tool_close(func_close))
                 choices.append(p.rule(f"tool-{name}", func))
