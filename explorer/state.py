@@ -541,12 +541,15 @@ REPLAY_STEPS = 1500  # at most this many replay steps (pieces are merged beyond 
 @dataclass
 class Replay:
     """A streaming replay: ``pieces`` (text fed per step; the last step is the finish, piece ""),
-    ``deltas`` (OpenAI delta dicts emitted per step) and ``held_back`` (steps whose parse would have taken
-    text back)."""
+    ``deltas`` (OpenAI delta dicts emitted per step), ``held_back`` (steps whose parse would have taken
+    text back) and ``truncated`` (after the finish: the ``truncated-call`` repairs of the one-shot parse, as
+    ``(tool name, calls kept, why)``, why "cut" or "rejected"; a client drops the streamed calls beyond ``calls kept``,
+    :func:`core.chat.repairs.settled`)."""
 
     pieces: list[str]
     deltas: list[list[dict[str, Any]]]
     held_back: int = 0
+    truncated: list[tuple[str, int, str]] = field(default_factory=list)
 
 
 def replay_pieces(output: str, limit: int = REPLAY_STEPS) -> list[str]:
@@ -571,7 +574,10 @@ def _replay(source: str, name: str, fidelity: str, disabled: tuple[str, ...], ov
     pieces = replay_pieces(output)
     deltas = [[d.to_openai() for d in sp.feed(p)] for p in pieces]
     deltas.append([d.to_openai() for d in sp.finish(partial)])
-    return Replay(pieces + [""], deltas, getattr(sp, "held_back", 0))
+    final = getattr(sp, "final", None)
+    truncated = [(r.detail, len(final.tool_calls), r.why) for r in getattr(sp, "repairs", [])
+                 if r.name == "truncated-call"] if final is not None else []
+    return Replay(pieces + [""], deltas, getattr(sp, "held_back", 0), truncated)
 
 
 def replay(tpl: CurrentTemplate, request: dict[str, Any], output: str, partial: bool) -> Replay:

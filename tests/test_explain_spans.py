@@ -173,3 +173,23 @@ def test_double_encoded_arguments_span_on_peg_and_handler_routes(template_name: 
     args = [s for s in ex.spans if s.label == SpanLabel.ARGUMENTS]
     assert [(s.text, s.repair, json.loads(s.field)) for s in args] == [
         (encoded, "double-encoded-arguments", {"city": "Paris"})]
+
+
+def test_repeated_turn_header_is_a_repaired_marker_span() -> None:
+    """GPT-OSS output that repeats the generation prompt's ``<|start|>assistant`` (repair
+    ``repeated-turn-header``, improved fidelity; lmstudio-bug-tracker 942): the header is one marker span
+    carrying the repair, the trace goes on after it (no stop at the header), and the spans rebuild the message."""
+    from core.explain.explain import explain
+
+    head = "<|start|>assistant"
+    output = head + '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}'
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "hi"}], "tools": [tool]})
+    ex = explain(_template("openai-gpt-oss-120b.jinja"), req, output, fidelity="improved", fixes=False)
+    assert not ex.consistency, ex.consistency
+    assert json.loads(ex.message["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris"}
+    gp = len(ex.generation_prompt)
+    (hs,) = [s for s in ex.spans if s.repair == "repeated-turn-header"]
+    assert (hs.start, hs.end, hs.text, hs.label) == (gp, gp + len(head), head, SpanLabel.MARKER)
+    assert ex.stop is None, ex.stop

@@ -30,7 +30,11 @@ def load(name):
 # TAG_WITH_JSON + call ids (Kimi K2), forced-open reasoning (DeepSeek R1 distill)
 AGREEING = ["Qwen-Qwen3-0.6B.jinja", "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja",
             "meta-llama-Llama-3.1-8B-Instruct.jinja", "mistralai-Mistral-Nemo-Instruct-2407.jinja",
-            "Qwen3-Coder.jinja", "GLM-4.6.jinja", "Kimi-K2-Instruct.jinja"]
+            "Qwen3-Coder.jinja", "GLM-4.6.jinja", "Kimi-K2-Instruct.jinja",
+            # a repeated content opener (ref-0340), text after the reasoning opener, synthesized reasoning,
+            # Python-literal object values
+            "CohereForAI-c4ai-command-r-plus-tool_use.jinja", "Apriel-1.6-15b-Thinker-fixed.jinja",
+            "Qwen-QwQ-32B.jinja", "ByteDance-Seed-OSS.jinja"]
 
 
 @needs_transformers
@@ -64,6 +68,48 @@ def test_kimi_call_id_is_captured():
     assert rt["fields"]["tool_calls"]["transform"]["id"] == "{id}"
 
 
+def test_repeated_opener_field_only_for_transformers():
+    t = load("CohereForAI-c4ai-command-r-plus-tool_use.jinja")
+    rt = export_response_template(t).response_template
+    assert rt["fields"]["repeated_opener"] == {"open_pattern": r"\A\s*<\|CHATBOT_TOKEN\|>", "close_pattern": "",
+                                              "content": "text"}
+    vllm = export_response_template(t, flavour=Flavour.VLLM)
+    assert vllm.exportable and "repeated_opener" not in vllm.response_template["fields"]
+
+
+@needs_transformers
+def test_repeated_opener_is_dropped_from_the_message():
+    from transformers.utils.chat_parsing import parse_response
+
+    res = export_response_template(load("CohereForAI-c4ai-command-r-plus-tool_use.jinja"))
+    msg = parse_response("<|CHATBOT_TOKEN|>Hello!<|END_OF_TURN_TOKEN|>", res.response_template,
+                         prefix="x" + res.generation_prompt)
+    assert msg == {"role": "assistant", "content": "Hello!"}
+
+
+def test_text_after_the_reasoning_opener_is_part_of_the_opener():
+    rt = export_response_template(load("Apriel-1.6-15b-Thinker-fixed.jinja")).response_template
+    assert rt["start_anchor_pattern"].startswith("(?=<\\|begin_assistant\\|>")
+    assert rt["fields"]["reasoning_content"]["open_pattern"] == \
+        r"<\|begin_assistant\|>(?:\s*Here\ are\ my\ reasoning\ steps:)?"
+
+
+def test_python_literal_values_get_a_value_parser():
+    seed = export_response_template(load("ByteDance-Seed-OSS.jinja")).response_template
+    assert seed["fields"]["tool_calls"]["content_args"]["value_parser"]["args"]["string_delims"] == [["'", "'"]]
+    coder = export_response_template(load("Qwen3-Coder.jinja")).response_template  # JSON object values
+    assert "value_parser" not in coder["fields"]["tool_calls"]["content_args"]
+
+
+def test_pythonic_call_lists_export_at_improved():
+    rt = export_response_template(load("vllm-tool_chat_template_llama3.2_pythonic.jinja"),
+                                  fidelity="improved").response_template
+    assert rt["fields"]["tool_calls"]["content"] == "python-call-list"
+    assert "probe text" in export_response_template(load("vllm-tool_chat_template_llama3.2_pythonic.jinja")).reasons[0]
+    res = export_response_template(load("hfjs-openbmb-MiniCPM3-4B.jinja"), fidelity="improved")
+    assert not res.exportable and "bracketed list" in res.reasons[0]
+
+
 def test_unexpressible_template_gives_reason_not_template():
     res = export_response_template(load("openai-gpt-oss-120b.jinja"))
     assert res.response_template is None
@@ -92,6 +138,16 @@ def test_suite_cases_pass_with_our_parser():
     assert all(why is None for why in check_suite_ours(suite, t).values())
 
 
+def test_suite_synthesizes_reasoning_a_template_drops():
+    t = load("Qwen-QwQ-32B.jinja")
+    suite = generate_suite(t)
+    plain = next(c for c in suite.cases if c["id"] == "suite-plain_content")
+    assert plain["note"].startswith("reasoning synthesized")
+    assert plain["input"].endswith("</think>\n\nParis is sunny today, 21 °C.")
+    assert plain["expect"]["reasoning_content"] and len(suite.cases) == 11
+    assert all(why is None for why in check_suite_ours(suite, t).values())
+
+
 def test_suite_skips_what_the_template_cannot_represent():
     suite = generate_suite(load("meta-llama-Llama-3.1-8B-Instruct.jinja"))
     assert "parallel_calls" in suite.skipped and "single tool-calls" in suite.skipped["parallel_calls"]
@@ -108,6 +164,22 @@ def test_written_suite_runs_green_from_a_clean_directory(tmp_path):
                        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
     assert p.returncode == 0, p.stdout[-800:]
     assert f"{len(rows)} passed" in p.stdout
+    if transformers_available():  # truncated outputs and the marker inside a string are skipped, the rest agrees
+        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "test_suite.py"],
+                           cwd=tmp_path / "suite", capture_output=True, text=True, timeout=120,
+                           env={"SUITE_BACKEND": "transformers", "PATH": "/usr/bin:/bin"})
+        assert p.returncode == 0, p.stdout[-800:]
+        skipped = sum(r["is_partial"] or r["id"] == "suite-marker_in_argument" for r in rows)
+        assert skipped == 2 and f"{len(rows) - skipped} passed, {skipped} skipped" in p.stdout
+        assert "limit of the format" in p.stdout
+
+
+@needs_transformers
+def test_verify_does_not_print_the_no_torch_notice():
+    p = subprocess.run([sys.executable, "-m", "core", "export", str(TEMPLATES / "Qwen-Qwen3-0.6B.jinja"), "--verify"],
+                       capture_output=True, text=True, timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert p.returncode == 0 and p.stderr.startswith("verification: agree")
+    assert "PyTorch" not in p.stderr
 
 
 def test_tokenizer_config_merge_keeps_other_keys():

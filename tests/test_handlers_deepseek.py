@@ -61,3 +61,26 @@ def test_v4_response_format_reaches_template():
 def test_garbage_never_retracts():
     b = bundle(V4, tools=[SPECIAL], reasoning_format="deepseek")
     stream_robust(b.parser, 'x</think><｜DSML｜tool_calls>\n<｜DSML｜invoke name="nope">\n</｜DSML｜invoke>')
+
+
+def test_v4_parameters_out_of_order_at_improved_fidelity():
+    """Repair argument-order (llama.cpp #24351 / PR #24516, the same drift in DSML): the optional parameter
+    first and the required ones swapped; llama.cpp rejects the complete call, improved takes it and reports it."""
+    from core.chat.pipeline import build_chat_parser
+    from core.chat.request import ChatRequest
+
+    from .test_handlers_golden import template
+
+    text = ('<｜DSML｜tool_calls>\n<｜DSML｜invoke name="mixed">\n'
+            '<｜DSML｜parameter name="opt" string="false">true</｜DSML｜parameter>\n'
+            '<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n'
+            '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
+            '</｜DSML｜invoke>\n</｜DSML｜tool_calls>')
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hello"}], "tools": [MIXED]})
+    improved = build_chat_parser(template(V4), req, fidelity="improved").parser
+    msg = stream_check(improved, text)
+    assert args(msg) == {"opt": True, "days": 3, "city": "Paris"}
+    (r,) = msg.repairs
+    assert r.name == "argument-order" and text[r.start:r.end].startswith('<｜DSML｜parameter name="opt"')
+    plain = build_chat_parser(template(V4), req).parser.parse(text)
+    assert plain.tool_calls == [] and [(x.name, x.why) for x in plain.repairs] == [("truncated-call", "rejected")]

@@ -51,6 +51,10 @@ IMPROVED_ANALYSIS_DIFFERS = {
     # name(arg="v") calls: PYTHONIC instead of tagged markers made of the probe call's text
     "hfjs-LiquidAI-LFM2.5-VL-450M.jinja": "pythonic-calls",
     "hfjs-openbmb-MiniCPM3-4B.jinja": "pythonic-calls",
+    # name(arg=%s) calls: the value formatted by Jinja's format filter, which the engine leaves as "%s"
+    "vllm-tool_chat_template_llama3.2_pythonic.jinja": "pythonic-calls",
+    "vllm-tool_chat_template_llama4_pythonic.jinja": "pythonic-calls",
+    "vllm-tool_chat_template_toolace.jinja": "pythonic-calls",
     # no call is ever rendered: the JSON call format is read from the tool instructions (comparison I1)
     **{name: "instruction-call-format" for name in (
         "gguf-ollama-granite3.1-moe-1b.jinja", "gguf-ollama-granite3.2-8b.jinja", "gguf-ollama-granite3.3-2b.jinja",
@@ -307,6 +311,9 @@ def test_generation_prompt_preamble_is_not_reasoning():
      'FFF_FIRST_FUN_F(AA_ARG_FST_AA="XXXX", BB_ARG_SND_BB="Y)Y")'),
     ("FFF_FIRST_FUN_F( AA_ARG_FST_AA = 'XXXX', n={'a': (1)}) tail",
      "FFF_FIRST_FUN_F( AA_ARG_FST_AA = 'XXXX', n={'a': (1)})"),
+    ("[FFF_FIRST_FUN_F(AA_ARG_FST_AA=%s, BB_ARG_SND_BB=%s)]", "FFF_FIRST_FUN_F(AA_ARG_FST_AA=%s, BB_ARG_SND_BB=%s)"),
+    ('FFF_FIRST_FUN_F(AA_ARG_FST_AA="%s")', 'FFF_FIRST_FUN_F(AA_ARG_FST_AA="%s")'),  # unapplied format filter
+    ("FFF_FIRST_FUN_F(AA_ARG_FST_AA=%d)", None),
     ('FFF_FIRST_FUN_F(AA_ARG_FST_AA="XXXX"', None),          # not closed
     ('{"name": "FFF_FIRST_FUN_F", "AA_ARG_FST_AA": "XXXX"}', None),
 ])
@@ -320,6 +327,7 @@ def test_find_pythonic_call(text, call):
 @pytest.mark.parametrize("name, section", [
     ("hfjs-LiquidAI-LFM2.5-VL-450M.jinja", ("<|tool_call_start|>", "<|tool_call_end|>", True)),
     ("hfjs-openbmb-MiniCPM3-4B.jinja", ("<|tool_call_start|>\n```python", "```\n<|tool_call_end|>", False)),
+    ("vllm-tool_chat_template_llama3.2_pythonic.jinja", ("", "", True)),
 ])
 def test_pythonic_calls(name, section):
     rep = analyze(_tmpl(name), fidelity="improved")
@@ -345,7 +353,8 @@ def test_pythonic_calls(name, section):
     assert sp.message.to_openai() == msg
     from .test_gbnf_validator import gbnf_problems
 
-    assert parser.grammar and gbnf_problems(parser.grammar) == []
+    if start:  # a bare call list has no trigger marker: no lazy grammar is built for it
+        assert parser.grammar and gbnf_problems(parser.grammar) == []
 
 
 # ---------------------------------------------------------------------------------------------- reference figures
@@ -363,7 +372,7 @@ def improved_results(reference_analysis):
 
 
 def test_reference_agreement_under_improved(improved_results):
-    """273/297 when written: the 24 templates of IMPROVED_ANALYSIS_DIFFERS differ on purpose."""
+    """270/297 when written: the 27 templates of IMPROVED_ANALYSIS_DIFFERS differ on purpose."""
     differ = {}
     for name, (row, rep) in improved_results.items():
         ours = rep.analysis.to_json()

@@ -37,7 +37,7 @@ DRIFT = ROOT / "tests" / "data" / "drift"
 FIDELITIES = ("llama.cpp", "improved")
 
 # Measured on the suite (41 cases); README "Repairs" shows the same figures.
-SUITE_PASS = {"llama.cpp": 17, "improved": 37}
+SUITE_PASS = {"llama.cpp": 17, "improved": 41}
 
 
 def _tmpl(name: str) -> ChatTemplate:
@@ -129,7 +129,7 @@ def test_cut_call_is_reported_not_returned(fidelity):
     assert [json.loads(c.arguments) for c in one.tool_calls] == [{"city": "Paris"}]
     assert "tool_call" not in one.content                       # never merged into content
     (r,) = one.repairs
-    assert (r.name, r.detail, r.text, r.end) == (TRUNCATED_CALL, "get_weather", cut, len(text))
+    assert (r.name, r.detail, r.text, r.end, r.why) == (TRUNCATED_CALL, "get_weather", cut, len(text), "cut")
     assert text[r.start:r.end] == cut
     # the stream already showed the cut call's fragments: finish() reports the same truncation, keeps them
     sp = stream(parser, text, list(range(1, len(text))))
@@ -143,9 +143,193 @@ def test_cut_call_is_reported_not_returned(fidelity):
     assert parser.parse("<think>\nok\n</think>\n\n" + first).repairs == []
 
 
+def _days_parser(template: str, fidelity: str, disabled: tuple[str, ...] = ()) -> Any:
+    props = {"city": {"type": "string"}, "days": {"type": "integer"}}
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Weather?"}],
+                                 "chat_template_kwargs": {"enable_thinking": False},
+                                 "tools": [{"type": "function", "function": {
+                                     "name": "get_weather", "parameters": {"type": "object", "properties": props,
+                                                                           "required": ["city", "days"]}}}]})
+    return build_chat_parser(_tmpl(template), req, fidelity=fidelity, disabled_repairs=disabled).parser
+
+
+# the value of mlx-lm PR 1330 / 1310 (an integer parameter given a date), in each template's own layout
+MISTYPED = {
+    "Qwen3-Coder.jinja": "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                         "<parameter=days>\n{}\n</parameter>\n</function>\n</tool_call>",
+    "GLM-4.7-Flash.jinja": "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value>"
+                           "<arg_key>days</arg_key><arg_value>{}</arg_value></tool_call>",
+}
+
+
+@pytest.mark.parametrize("template", sorted(MISTYPED))
+def test_mistyped_value_is_kept_as_a_string(template):
+    text = MISTYPED[template].format("2026-01-15")
+    one = check_contract(_days_parser(template, "improved"), text, list(range(1, len(text))), template)
+    assert [json.loads(c.arguments) for c in one.tool_calls] == [{"city": "Paris", "days": "2026-01-15"}]
+    (r,) = [x for x in one.repairs if x.name == "mistyped-value-as-string"]
+    assert "2026-01-15" in r.text
+    # a value of the declared type is unchanged, and nothing is reported
+    good = _days_parser(template, "improved").parse(MISTYPED[template].format("3"))
+    assert [json.loads(c.arguments) for c in good.tool_calls] == [{"city": "Paris", "days": 3}] and not good.repairs
+    # llama.cpp, or the repair switched off: no call
+    for parser in (_days_parser(template, "llama.cpp"),
+                   _days_parser(template, "improved", ("mistyped-value-as-string",))):
+        assert parser.parse(text).tool_calls == []
+
+
+# get_weather(city: string required, days: integer, metric: boolean) — the shape of llama.cpp #24351 (an
+# optional parameter before a required one), in each template's own layout; constructed outputs
+_ORDER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                                     "metric": {"type": "boolean"}}, "required": ["city"]}}}
+ORDER_LAYOUT = {
+    "Qwen3-Coder.jinja": ("<tool_call>\n<function=get_weather>\n{}</function>\n</tool_call>",
+                          "<parameter={}>\n{}\n</parameter>\n"),
+    "GLM-4.6.jinja": ("<tool_call>get_weather\n{}</tool_call>", "<arg_key>{}</arg_key>\n<arg_value>{}</arg_value>\n"),
+}
+
+
+def _order_parser(template: str, fidelity: str, disabled: tuple[str, ...] = (), tools: Any = None) -> Any:
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Weather?"}],
+                                 "tools": tools or [_ORDER_TOOL]})
+    return build_chat_parser(_tmpl(template), req, fidelity=fidelity, disabled_repairs=disabled).parser
+
+
+def _order_call(template: str, *args: tuple[str, str]) -> tuple[str, str]:
+    """The call with ``args`` (name, raw value) in the given order, and the text of its arguments."""
+    call, arg = ORDER_LAYOUT[template]
+    body = "".join(arg.format(k, v) for k, v in args)
+    return call.format(body), body
+
+
+@pytest.mark.parametrize("template", sorted(ORDER_LAYOUT))
+def test_argument_order_accepts_any_order_of_the_declared_parameters(template):
+    text, body = _order_call(template, ("days", "3"), ("metric", "true"), ("city", "Paris"))
+    one = check_contract(_order_parser(template, "improved"), text, list(range(1, len(text))), template)
+    assert [(c.name, json.loads(c.arguments)) for c in one.tool_calls] == [
+        ("get_weather", {"days": 3, "metric": True, "city": "Paris"})]
+    (r,) = one.repairs
+    assert (r.name, text[r.start:r.end]) == ("argument-order", body)
+    # the template's order is no repair
+    good, _ = _order_call(template, ("city", "Paris"), ("days", "3"))
+    assert _order_parser(template, "improved").parse(good).repairs == []
+    # llama.cpp, or the repair switched off: the complete call is rejected, and reported as such
+    for parser in (_order_parser(template, "llama.cpp"), _order_parser(template, "improved", ("argument-order",))):
+        out = parser.parse(text)
+        assert out.tool_calls == [] and [(x.name, x.why) for x in out.repairs] == [(TRUNCATED_CALL, "rejected")]
+
+
+@pytest.mark.parametrize("template", sorted(ORDER_LAYOUT))
+def test_argument_order_still_needs_every_required_parameter_once(template):
+    parser = _order_parser(template, "improved")
+    for args in ((("days", "3"),),                                        # city missing
+                 (("days", "3"), ("city", "Paris"), ("days", "4"))):      # days twice
+        text, _ = _order_call(template, *args)
+        out = check_contract(parser, text, list(range(1, len(text), 7)), template)
+        assert out.tool_calls == [] and [(x.name, x.why) for x in out.repairs if x.name == TRUNCATED_CALL] == [
+            (TRUNCATED_CALL, "rejected")]
+
+
+def test_argument_order_two_required_parameters_out_of_order_glm():
+    """GLM (auto-parser): required parameters are taken in their declared order only; the repair takes any."""
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city", "days"]}}}
+    text, _ = _order_call("GLM-4.6.jinja", ("days", "3"), ("city", "Paris"))
+    one = check_contract(_order_parser("GLM-4.6.jinja", "improved", tools=[tool]), text,
+                         list(range(1, len(text))), "glm")
+    assert [json.loads(c.arguments) for c in one.tool_calls] == [{"days": 3, "city": "Paris"}]
+    assert [r.name for r in one.repairs] == ["argument-order"]
+    assert _order_parser("GLM-4.6.jinja", "llama.cpp", tools=[tool]).parse(text).tool_calls == []
+
+
+@pytest.mark.parametrize("template", sorted(ORDER_LAYOUT))
+def test_argument_order_is_left_out_of_the_grammar(template):
+    """The grammar asks for the template's order: the same rules (at most a pair of parentheses more around
+    the arguments, where the repair's choice keeps only the template's alternative) and no any-order rule."""
+    improved = _order_parser(template, "improved").grammar
+    without = _order_parser(template, "improved", ("argument-order",)).grammar
+    assert "any-order" not in improved and improved.count("\n") == without.count("\n")
+    assert improved.replace("(", "").replace(")", "") == without.replace("(", "").replace(")", "")
+
+
+@pytest.mark.parametrize("fidelity", FIDELITIES)
+def test_truncated_call_says_whether_the_call_was_cut_or_rejected(fidelity):
+    parser = _order_parser("Qwen3-Coder.jinja", fidelity)
+    full, _ = _order_call("Qwen3-Coder.jinja", ("city", "Paris"), ("days", "3"))
+    cut = full[:full.index("Paris") + 3]
+    (r,) = parser.parse(cut).repairs
+    assert (r.name, r.why, r.detail) == (TRUNCATED_CALL, "cut", "get_weather")
+    mistyped, _ = _order_call("Qwen3-Coder.jinja", ("city", "Paris"), ("days", "soon"))
+    if fidelity == "llama.cpp":     # at improved mistyped-value-as-string keeps the call
+        (r,) = parser.parse(mistyped).repairs
+        assert (r.name, r.why) == (TRUNCATED_CALL, "rejected") and r.to_json()["why"] == "rejected"
+    # the stream's finish tells the same
+    sp = stream(parser, cut, list(range(1, len(cut))))
+    assert [(x.name, x.why) for x in sp.repairs] == [(TRUNCATED_CALL, "cut")]
+
+
+def test_cli_markdown_needs_suite(capsys):
+    from core.cli import main
+
+    assert main(["repairs", "--markdown"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "--suite" in captured.err
+
+
+def test_repeated_turn_header_on_a_hand_written_handler():
+    """The header is read off the generation prompt, so the rule also holds on a hand-written handler (Kimi K2):
+    skipped, reported, stream = one-shot; a constructed output (the report is GPT-OSS's, above)."""
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hi"}],
+                                 "tools": [{"type": "function", "function": {
+                                     "name": "f", "parameters": {"type": "object",
+                                                                 "properties": {"a": {"type": "integer"}}}}}]})
+    parser = build_chat_parser(_tmpl("Kimi-K2-Instruct.jinja"), req, fidelity="improved").parser
+    head = parser.generation_prompt
+    assert head == "<|im_assistant|>assistant<|im_middle|>" and parser.turn_header == head
+    text = head + ("Sure.<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>"
+                   '{"a": 1}<|tool_call_end|><|tool_calls_section_end|>')
+    one = check_contract(parser, text, list(range(1, len(text))), "kimi-k2")
+    assert one.content == "Sure." and [json.loads(c.arguments) for c in one.tool_calls] == [{"a": 1}]
+    assert [(r.name, r.start, r.end) for r in one.repairs] == [("repeated-turn-header", 0, len(head))]
+    assert build_chat_parser(_tmpl("Kimi-K2-Instruct.jinja"), req).parser.parse(text).content.startswith(head)
+
+
+def test_grammar_asks_for_the_template_format_not_the_repairs():
+    """Tolerance repairs widen what the parser reads, not what a grammar lets the model write: the improved
+    grammar of a Qwen3-Coder request keeps the integer parameter typed and its closing tags required, and has
+    no Hermes JSON call; the parser still takes those drifts."""
+    g = _days_parser("Qwen3-Coder.jinja", "improved").grammar
+    days = next(line for line in g.splitlines() if line.startswith("tool-get-weather-arg-days ::="))
+    assert "xml-arg-string" not in days and '"\\n</parameter>\\n"' in days, days
+    assert "json-tool-get-weather" not in g and '"</function>\\n")' in g
+    text = MISTYPED["Qwen3-Coder.jinja"].format("2026-01-15")
+    assert _days_parser("Qwen3-Coder.jinja", "improved").parse(text).tool_calls
+
+
+def test_repeated_turn_header_is_skipped_and_streams_nothing_until_known():
+    """GPT-OSS: the output repeats the generation prompt's <|start|>assistant (lmstudio-bug-tracker 942)."""
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hi"}],
+                                 "tools": [{"type": "function", "function": {
+                                     "name": "f", "parameters": {"type": "object",
+                                                                 "properties": {"a": {"type": "integer"}}}}}]})
+    parser = build_chat_parser(_tmpl("openai-gpt-oss-120b.jinja"), req, fidelity="improved").parser
+    head = "<|start|>assistant"
+    text = head + '<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": 1}'
+    one = check_contract(parser, text, list(range(1, len(text))), "gpt-oss")
+    assert [(c.name, json.loads(c.arguments)) for c in one.tool_calls] == [("f", {"a": 1})]
+    assert [(r.name, r.start, r.end) for r in one.repairs] == [("repeated-turn-header", 0, len(head))]
+    for k in range(1, len(head)):          # a prefix of the header shows nothing while streaming
+        assert parser.parse(head[:k], True).to_openai() == {"role": "assistant", "content": ""}
+    off = build_chat_parser(_tmpl("openai-gpt-oss-120b.jinja"), req, fidelity="improved",
+                            disabled_repairs=("repeated-turn-header",)).parser
+    assert off.parse(text).tool_calls == [] and off.parse(text).content.startswith(head)
+
+
 def test_fired_repair_is_a_plain_mergeable_record():
     r = FiredRepair("fenced-calls", 0, 3, text="```")
-    assert r.to_json() == {"name": "fenced-calls", "start": 0, "end": 3, "detail": "", "text": "```"}
+    assert r.to_json() == {"name": "fenced-calls", "start": 0, "end": 3, "detail": "", "text": "```", "why": ""}
     # repairs are not part of message equality (a message is the same however it was reached)
     assert AssistantMessage("x", repairs=[r]) == AssistantMessage("x")
     assert AssistantMessage("x", repairs=[r]).copy().repairs == [r]
@@ -277,8 +461,20 @@ def test_drift_suite(fidelity):
     passed = sum(r.ok for r in results)
     print(f"drift suite at {fidelity}: {passed}/{len(results)}")
     assert passed == SUITE_PASS[fidelity], [(r.case.id, r.reason) for r in results if not r.ok]
-    if fidelity == "improved":  # more right than llama.cpp's parser on real drift (issue 10 asks ≥ 90 %: 37/41)
-        assert passed >= 2 * SUITE_PASS["llama.cpp"]
+    if fidelity == "improved":  # more right than llama.cpp's parser on real drift, and issue 10's 90 %
+        assert passed >= 2 * SUITE_PASS["llama.cpp"] and passed >= 0.9 * len(results)
+
+
+def test_readme_shows_the_cli_suite_tables():
+    """The README's drift tables (rate per fidelity, each repair with the cases it fired on / needs it) are
+    what ``python -m core repairs --suite tests/data/drift --markdown`` prints, and every rule is listed."""
+    from core.chat.repairs_cli import suite_figures, suite_markdown
+
+    figures = suite_figures([str(DRIFT)], str(TEMPLATES))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for table in suite_markdown(figures).strip().split("\n\n"):
+        assert table in readme, f"README is stale; regenerate with --markdown:\n{table}"
+    assert all(f"| `{r.name}` |" in readme for r in REPAIRS)
 
 
 def test_no_repair_makes_a_correct_parse_worse(reference_cases, monkeypatch):

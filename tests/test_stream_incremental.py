@@ -104,3 +104,44 @@ def test_random_splits_match_full_reparse(data, name):
         pieces.append(text[last:c])
         last = c
     _check_stream(_parser(name), [p for p in pieces if p])
+
+
+def test_sessions_reset_on_a_text_that_does_not_extend_the_previous_one():
+    # parse_appended trusts the stream; parse() checks, and a rewritten text starts over (both session kinds)
+    from bench.hostile import hostile_samples
+    from core.templating import ChatTemplate
+
+    for name in ("Qwen-Qwen3-0.6B.jinja", "Kimi-K2-Instruct.jinja"):
+        src = (TEMPLATES / name).read_text(encoding="utf-8")
+        s = {x.kind: x for x in hostile_samples(ChatTemplate(src, name), name, 300)[0]}["calls"]
+        session = s.parser.session() if callable(getattr(s.parser, "session", None)) else PegStreamSession(s.parser)
+        out = s.output
+        half = len(out) // 2
+        session.parse(out[:half], True)
+        session.parse_appended(out[half:half + 40], True)
+        assert session.parse_appended("", True) == s.parser.parse(out[:half + 40], True)
+        other = out[:half - 60] + "x" * 10     # not an extension: caches and view memo start over
+        assert session.parse(other, True) == s.parser.parse(other, True)
+        assert session.parse_appended(out[half - 50:half], True) == s.parser.parse(other + out[half - 50:half], True)
+
+
+def test_streamed_repeated_turn_header_with_whitespace_matches_full_reparse():
+    # repair repeated-turn-header: the cut grows with the whitespace after the header, then the parsed text
+    # only grows — the appended-text sessions (PEG and handler) give what a full re-parse per feed gives
+    req = {"messages": [{"role": "user", "content": "Hi"}], "tools": [RUN]}
+    for name, body in (("openai-gpt-oss-120b.jinja",
+                        '<|channel|>commentary to=functions.run <|constrain|>json<|message|>{"command": "ls"}'),
+                       ("Kimi-K2-Instruct.jinja", "Sure.<|tool_calls_section_begin|><|tool_call_begin|>functions.run:0"
+                                                  '<|tool_call_argument_begin|>{"command": "ls"}<|tool_call_end|>')):
+        parser = build_chat_parser(TemplateDir(str(TEMPLATES)).get(name), ChatRequest.from_dict(req),
+                                   fidelity="improved").parser
+        head = parser.turn_header
+        assert head
+        text = head + " \n\n" + body
+        runs = []
+        for incremental in (True, False):
+            sp = StreamingParser(parser, incremental=incremental)
+            deltas = [repr(d) for ch in text for d in sp.feed(ch)] + [repr(d) for d in sp.finish()]
+            runs.append((deltas, sp.message.to_openai()))
+        assert runs[0] == runs[1], name
+        assert runs[0][1] == parser.parse(text).to_openai() and runs[0][1].get("tool_calls"), name

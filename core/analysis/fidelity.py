@@ -95,11 +95,13 @@ IMPROVEMENTS: list[Improvement] = [
         title="Python-style calls: name(arg=value, ...)",
         stage="analysis",
         description="When the tool-call turn writes the probe call as a Python call — the function name, '(', "
-                    "then the first argument as name=quoted value — the format is PYTHONIC: the section markers "
-                    "are the text around the call ('[' and ']' around it mean a call list), and the parser reads "
-                    "calls as name(arg=value, ...) with Python-literal values, separated by ',' or whitespace, "
-                    "optionally followed by content. llama.cpp reads these templates as tagged arguments, with "
-                    "markers that contain the probe's argument text, so no real call parses.",
+                    "then the first argument as name=quoted value (or name=%s: a template that formats values "
+                    "with Jinja's format filter, which the engine, like llama.cpp's, leaves as '%s') — the format "
+                    "is PYTHONIC: the section markers are the text around the call ('[' and ']' around it mean "
+                    "a call list), and the parser reads calls as name(arg=value, ...) with Python-literal "
+                    "values, separated by ',' or whitespace, optionally followed by content. llama.cpp reads "
+                    "these templates as tagged arguments, with markers that contain the probe's argument text, "
+                    "so no real call parses.",
         example="hfjs-LiquidAI-LFM2.5-VL-450M.jinja"),
     Improvement(
         name=INSTRUCTION_CALL_FORMAT,

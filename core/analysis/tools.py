@@ -193,12 +193,16 @@ def align_padded_markers(left: str, right: str) -> tuple[str, str] | None:
     return right[:len(right) - len(rest)], rest
 
 
-_PY_CALL = re.compile(re.escape(P.FUN_FIRST) + r"\(\s*" + re.escape(P.ARG_FIRST) + r"\s*=\s*(['\"])XXXX\1")
+# the value is the quoted probe value, or "%s" (optionally quoted) from a template that formats values with
+# `"%s" | format(v)`, a filter the engine (llama.cpp's too) leaves unapplied (vLLM's Llama 3.2/4 pythonic, ToolACE)
+_PY_CALL = re.compile(re.escape(P.FUN_FIRST) + r"\(\s*" + re.escape(P.ARG_FIRST)
+                      + r"\s*=\s*(?:(['\"])XXXX\1|(['\"]?)%s\2)")
 
 
 def find_pythonic_call(text: str) -> tuple[int, int] | None:
     """Improvement ``pythonic-calls``: the span ``(start, end)`` of the probe call written as a Python call
-    (``FFF_FIRST_FUN_F(AA_ARG_FST_AA="XXXX", ...)``, either quote) in ``text``, up to its closing parenthesis
+    (``FFF_FIRST_FUN_F(AA_ARG_FST_AA="XXXX", ...)``, either quote, or ``AA_ARG_FST_AA=%s`` from an unapplied
+    ``format`` filter) in ``text``, up to its closing parenthesis
     (parentheses inside quoted strings ignored); None when there is none or it is not closed."""
     m = _PY_CALL.search(text)
     if m is None:

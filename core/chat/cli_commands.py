@@ -193,12 +193,15 @@ def _fidelity(args: argparse.Namespace) -> str:
 
 def _cmd_parse(args: argparse.Namespace) -> int:
     from .pipeline import build_chat_parser
+    from .repairs import settled
     from .stream import StreamingParser
 
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)
     bundle = build_chat_parser(template, request, fidelity=_fidelity(args),
                                disabled_repairs=tuple(getattr(args, "disable_repair", None) or ()))
+    for note in _disable_repair_notes(getattr(args, "disable_repair", None) or (), _fidelity(args)):
+        print(f"note: {note}", file=sys.stderr)
     output = read_model_output()
     if args.stream:
         if args.chunk < 1:
@@ -209,11 +212,32 @@ def _cmd_parse(args: argparse.Namespace) -> int:
                 print(json.dumps(d.to_openai(), ensure_ascii=False))
         for d in sp.finish(args.partial):
             print(json.dumps(d.to_openai(), ensure_ascii=False))
-        print(json.dumps(_with_repairs(sp.message), ensure_ascii=False))
+        # the message a client keeps: a cut call whose fragments were streamed is dropped (truncated-call)
+        msg = sp.message if sp.final is None else settled(sp.message, sp.final)
+        print(json.dumps(_with_repairs(msg), ensure_ascii=False))
     else:
         msg = bundle.parser.parse(output, args.partial)
         print(json.dumps(_with_repairs(msg), ensure_ascii=False, indent=None if args.compact else 2))
     return 0
+
+
+def _disable_repair_notes(names: Any, fidelity: str) -> list[str]:
+    """One line per ``--disable-repair NAME`` that switches nothing off (as an override that changes nothing
+    says so): a contract repair (it holds at every fidelity), or any repair at llama.cpp fidelity (tolerance
+    repairs are off there). Unknown names are left to :func:`core.chat.repairs.enabled_repairs` (an error)."""
+    from .repairs import REPAIRS_BY_NAME, RepairStage
+
+    notes = []
+    for name in dict.fromkeys(names):
+        rule = REPAIRS_BY_NAME.get(name)
+        if rule is None:
+            continue
+        if rule.stage is RepairStage.CONTRACT:
+            notes.append(f"--disable-repair {name} changes nothing: a contract repair holds at every fidelity")
+        elif fidelity != "improved":
+            notes.append(f"--disable-repair {name} changes nothing: tolerance repairs are off at llama.cpp "
+                         "fidelity (add --improved)")
+    return notes
 
 
 def _with_repairs(msg: Any) -> dict[str, Any]:

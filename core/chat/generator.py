@@ -52,7 +52,7 @@ from ..grammar.converter import GrammarBuilder
 from ..grammar.json_schema import ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters
 from ..peg import Arena, ParseCache, ParseResult
 from ..peg.builder import P
-from ..peg.chat import ChatBuilder, function_tools
+from ..peg.chat import ChatBuilder, function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall
@@ -64,6 +64,7 @@ RECOVER_CONTENT = "recover-content"
 MAIN_REST = "main+rest"
 PREFIX_REST = "prefix+rest"
 PARTIAL_PREFIX = "partial-prefix"
+PENDING_HEADER = "pending-header"   # a partial output that is still a prefix of a repeated turn header
 
 
 def covers(r: ParseResult, text: str) -> bool:
@@ -229,7 +230,7 @@ class ViewMemo:
     __slots__ = ("text", "views", "deaths", "messages", "last_len", "last_covers", "last_switches")
 
     def __init__(self) -> None:
-        self.text = ""
+        self.text: str | None = ""
         self.views: dict[int, AssistantMessage] = {}
         self.deaths: dict[Any, int] = {}
         self.messages: dict[int, AssistantMessage | None] = {}   # prefix_rest's messages of prefixes
@@ -237,8 +238,16 @@ class ViewMemo:
         self.last_covers = False
         self.last_switches: frozenset = frozenset()
 
+    def trust(self) -> None:
+        """From now on the owner vouches that each text extends the previous one (a stream that only appends,
+        and makes a new memo otherwise): :meth:`sync` then compares nothing and the memo keeps no reference to
+        the text (which lets the owner grow it in place)."""
+        self.text = None
+
     def sync(self, text: str) -> None:
         """Start a step on ``text`` (forget everything when it does not extend the previous text)."""
+        if self.text is None:   # trusted (see trust)
+            return
         if not text.startswith(self.text):
             self.views = {}
             self.deaths = {}
@@ -380,6 +389,16 @@ class GeneratedParser:
     thinking_end_tags: list[str] = field(default_factory=list)
     eps_fallback: bool = False
     notes: list[str] = field(default_factory=list)
+    turn_header: str = ""
+
+    def header_cut(self, output: str, is_partial: bool = False) -> int | None:
+        """Repair ``repeated-turn-header`` (on when ``turn_header`` is set, see
+        :func:`core.chat.repairs.turn_header`): how many leading characters of ``output`` are the assistant
+        turn header repeated (with the whitespace after it) — 0 when it does not start with it, ``None`` for a
+        partial ``output`` that is still a proper prefix of the header (nothing to show yet)."""
+        from .repairs import header_cut
+
+        return header_cut(self.turn_header, output, is_partial)
 
     def new_state(self) -> ParserState:
         """A fresh per-stream state for :meth:`parse` (``state=``)."""
@@ -401,13 +420,17 @@ class GeneratedParser:
         msg, r, entry = self.parse_detailed(output, state=state, is_partial=is_partial)
         if state is not None:     # a step of a stream: StreamingParser.finish() settles with a one-shot parse
             return msg
-        from .repairs import grammar_repairs, settle
+        from .repairs import REPEATED_TURN_HEADER, FiredRepair, grammar_repairs, settle
 
+        cut = self.header_cut(output, is_partial) or 0
         if r is not None and entry != RECOVER_CONTENT and self._has_repair_tags():
-            fired = grammar_repairs(r, len(self.generation_prompt), output)
+            fired = grammar_repairs(r, len(self.generation_prompt) - cut, output)
             if fired:
                 msg = msg.copy()
                 msg.repairs = msg.repairs + fired
+        if cut:
+            msg = msg.copy()
+            msg.repairs = [FiredRepair(REPEATED_TURN_HEADER, 0, cut, text=output[:cut])] + msg.repairs
         if is_partial:
             return settle(self, output, msg, True, view=msg)
         clean = entry is None and r is not None and not r.switched   # the partial view is this very parse
@@ -433,8 +456,10 @@ class GeneratedParser:
         ``"recover-trailing"``, ``"recover-content"``, ``"main+rest"`` (the main root stopped before the end
         of the text: its message plus the rest as content), ``"prefix+rest"`` (:func:`prefix_rest`),
         ``"partial-prefix"`` (the partial view of the
-        longest parsing prefix; the result is that prefix's), or ``"raw"`` (result ``None``, the output as
-        content).
+        longest parsing prefix; the result is that prefix's), ``"raw"`` (result ``None``, the output as
+        content), or ``"pending-header"`` (partial: the output is still a proper prefix of the repeated turn
+        header, an empty message; repair ``repeated-turn-header`` strips a complete one first, see
+        :meth:`header_cut`).
 
         Order: the main root when it covers the whole text (success up to the end, or need-more-input); else
         ``recover-trailing`` (the body, then the rest as content), the main root's message plus the unparsed
@@ -444,6 +469,10 @@ class GeneratedParser:
         covers the text but an alternative that had shown something was abandoned on the way
         (``ParseResult.switched``: a shorter prefix may have shown it) — is returned only when it extends the
         view of the prefix where the cause was not there yet (:func:`consistent_view`), else that view."""
+        cut = self.header_cut(output, is_partial)
+        if cut is None:
+            return AssistantMessage(), None, PENDING_HEADER
+        output = output[cut:]
         text = self.generation_prompt + output
         if self.eps_fallback:
             r = self._run(RECOVER_CONTENT, text, state) if RECOVER_CONTENT in self.arena.entries else None
@@ -703,6 +732,9 @@ class _Gen:
             self.notes.append(f"improvement {JSON_ARRAY_START}: the content before the call array ends at '['")
         if "tag-whitespace" in p.repairs and trim_ws(tool_start):
             tool_start = trim_ws(tool_start)   # the marker may come without its line break (p.flexible)
+        pair = split_marker_pair(f.section_start) if not f.section_end else None
+        if pair and "calls-inside-section-markers" in p.repairs:
+            tool_start = pair[0]               # the calls may follow the first marker alone
         body = p.optional(p.content(p.until(tool_start))) + tools
         if self.inferred:
             # instructions say how a call starts, not that the answer ends with it: text after the calls is content
@@ -840,6 +872,7 @@ class _Gen:
         p, f, a = self.p, self.a.tools.format, self.a.tools.arguments
         req = self.req
         until_suffix = p.rule("until-suffix", p.until(a.value_suffix))
+        mistyped = "mistyped-value-as-string" in p.repairs
         p.choice()
         choices: list[P] = []
         for fn in function_tools(req.tools):
@@ -858,11 +891,23 @@ class _Gen:
                     value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{name}-arg-{prop.name}-schema",
                                                             prop.schema))
                              + p.tool_arg_close(p.literal(a.value_suffix)))
+                    if mistyped and a.value_suffix and _scalar_only(prop.schema):
+                        # repair mistyped-value-as-string: the whole typed value (atomic: its type is known
+                        # at its end), else the text up to the value suffix as a string
+                        as_string = p.ac(p.tool_arg_string_value(until_suffix)
+                                         + p.tool_arg_close(p.literal(a.value_suffix)), a.value_suffix)
+                        value = p.choice(p.atomic(value), p.repair("mistyped-value-as-string", as_string))
                 arg = p.tool_arg(p.tool_arg_open(a.name_prefix + p.tool_arg_name(p.literal(prop.name))
                                                  + a.name_suffix) + a.value_prefix + value)
                 named = p.rule(f"tool-{name}-arg-{prop.name}", arg)
                 (required if prop.required else optional).append(named)
             seq = p.required_then_optional(required, optional)
+            if "argument-order" in p.repairs:
+                from .repairs import any_order_args   # repair argument-order: any order, tried after
+
+                any_order = any_order_args(p, f"tool-{name}-any-order", required, optional, p.space())
+                if any_order is not None:
+                    seq = p.choice(seq, any_order)
             if a.start:
                 seq = p.literal(a.start) + seq
             if a.end:
@@ -927,6 +972,15 @@ class _Gen:
             entries[RECOVER_TRAILING] = prefix + pre + p.content(p.rest()) if pure_content \
                 else prefix << (pre + p.content(p.rest()))
         return p.build(root, entries), eps_fallback
+
+
+def _scalar_only(schema: Any) -> bool:
+    """Whether a value of ``schema`` can only be a number / integer / boolean / null (repair
+    ``mistyped-value-as-string`` takes other text for such a parameter as a string)."""
+    from .handlers._peg_handler import value_types
+
+    types = value_types(schema)
+    return bool(types) and types <= {"number", "integer", "boolean", "null"}
 
 
 def _grammar(arena: Arena, lazy: bool, notes: list[str]) -> str:
@@ -1011,4 +1065,4 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
 __all__ = ["GeneratedParser", "ParserState", "ViewMemo", "Probe", "generate_parser", "continuation_prompt",
            "trim_ws", "covers", "message_extends", "longest_good_prefix", "consistent_view", "prefix_rest",
            "covering_message",
-           "RECOVER_TRAILING", "RECOVER_CONTENT", "MAIN_REST", "PREFIX_REST", "PARTIAL_PREFIX"]
+           "RECOVER_TRAILING", "RECOVER_CONTENT", "MAIN_REST", "PREFIX_REST", "PARTIAL_PREFIX", "PENDING_HEADER"]

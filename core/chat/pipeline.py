@@ -152,13 +152,20 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
     from ..analysis.fidelity import JSON_CALL_SEPARATORS, PYTHON_LITERAL_VALUES
     from ..peg.chat import builder_options
 
-    from .repairs import enabled_repairs
+    from .repairs import REPEATED_TURN_HEADER, enabled_repairs, turn_header
 
     active = _parser_improvements(fid, report)
+    repairs = enabled_repairs(fid, disabled_repairs)
     with builder_options(python_literal_values=PYTHON_LITERAL_VALUES in active,
                          whitespace_call_separators=JSON_CALL_SEPARATORS in active,
-                         repairs=enabled_repairs(fid, disabled_repairs)):
-        return _build(template, request, report, force_autoparser, fid, active)
+                         repairs=repairs):
+        bundle = _build(template, request, report, force_autoparser, fid, active)
+    if REPEATED_TURN_HEADER in repairs and not bundle.prepared.has_continuation \
+            and hasattr(bundle.parser, "turn_header"):
+        parser = bundle.parser
+        gp = getattr(parser, "parser_generation_prompt", None) or parser.generation_prompt
+        parser.turn_header = turn_header(gp, getattr(parser, "thinking_start_tag", ""))
+    return bundle
 
 
 def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_autoparser: bool,

@@ -14,7 +14,9 @@ Two kinds of rule live here:
   - ``truncated-call`` — a final parse never returns tool-call ``arguments`` that are not a JSON object. A call
     cut off by the end of the output (a length-limited generation) is removed from ``tool_calls`` and reported
     here with its name and its raw text; it is never merged into ``content``. With ``is_partial`` (the caller
-    says the output was cut) the call stays as llama.cpp returns it, and the note is added all the same.
+    says the output was cut) the call stays as llama.cpp returns it, and the note is added all the same. A
+    complete call the final parse rejects (a required parameter missing, a mistyped value) ends the same way;
+    the record's ``why`` (``"cut"`` / ``"rejected"``) tells the two apart.
 
 * **tolerance** rules (:attr:`RepairStage.TOLERANCE`) accept output a user would call valid that llama.cpp
   rejects; on at ``improved`` fidelity only, each switchable.
@@ -72,7 +74,8 @@ class Repair:
 class FiredRepair:
     """A repair that acted on one parse: ``name`` (a :data:`REPAIRS` name), ``start`` / ``end`` (character span
     ``[start, end)`` of the raw model output, generation prompt excluded, it acted on), ``detail`` (for
-    ``truncated-call`` the tool name), ``text`` (the raw text of the span, kept for the report).
+    ``truncated-call`` the tool name), ``text`` (the raw text of the span, kept for the report), ``why`` (for
+    ``truncated-call``: :data:`WHY_CUT` or :data:`WHY_REJECTED`; "" for the other rules).
 
     Meant to be merged with other span labels (the explain view): a plain record, ordered by ``start``."""
 
@@ -81,10 +84,20 @@ class FiredRepair:
     end: int
     detail: str = ""
     text: str = ""
+    why: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        """``{"name", "start", "end", "detail", "text"}``."""
-        return {"name": self.name, "start": self.start, "end": self.end, "detail": self.detail, "text": self.text}
+        """``{"name", "start", "end", "detail", "text", "why"}``."""
+        return {"name": self.name, "start": self.start, "end": self.end, "detail": self.detail, "text": self.text,
+                "why": self.why}
+
+
+WHY_CUT = "cut"
+"""``truncated-call``'s ``why`` when the output ends inside the call (the parser waits for more: max_tokens)."""
+WHY_REJECTED = "rejected"
+"""``truncated-call``'s ``why`` when the call's text already does not fit the tools (a required parameter
+missing, a value not of its declared type, parameters out of the template's order at llama.cpp fidelity), however
+the output goes on — a complete call the parser rejected, not a cut."""
 
 
 STREAM_CONSISTENT_FINAL = "stream-consistent-final"
@@ -96,21 +109,29 @@ FENCED_CALLS = "fenced-calls"
 UNMARKED_CALLS = "unmarked-calls"
 TAG_WHITESPACE = "tag-whitespace"
 TRAILING_STOP_TOKEN = "trailing-stop-token"
+REPEATED_TURN_HEADER = "repeated-turn-header"
+MISSING_CLOSING_TAGS = "missing-closing-tags"
+MISTYPED_VALUE_AS_STRING = "mistyped-value-as-string"
+JSON_CALL_IN_TAGS = "json-call-in-tags"
+CALLS_INSIDE_SECTION_MARKERS = "calls-inside-section-markers"
+ARGUMENT_ORDER = "argument-order"
 
 REPAIRS: list[Repair] = [
     Repair(
         name=STREAM_CONSISTENT_FINAL,
         title="The final parse extends what the stream showed",
         stage=RepairStage.CONTRACT,
-        accepts="An output whose partial parse shows a tool call (name and argument fragments) that the final "
-                "parse rejects: a required parameter missing, a tagged value that does not fit the declared "
-                "type (an integer parameter given \"2026-01-15\"), a JSON call without a field the template "
-                "renders. The call stays a call (its arguments are what the stream showed) instead of turning "
-                "into content after its fragments were streamed.",
-        example='<tool_call>\n<function=get_weather>\n<parameter=days>\n2026-01-15\n</parameter>\n</function>\n'
-                '</tool_call>   (days declared integer)',
+        accepts="An output whose partial parse shows a tool call that the final parse rejects: a JSON call "
+                "without a field the template renders (Mistral v0.3's call id), a call the final grammar does "
+                "not close. The call stays a call (its arguments are what the stream showed) instead of turning "
+                "into content after its fragments were streamed. When the arguments the stream showed are not a "
+                "JSON object (a tagged value that does not fit its declared type, a required parameter missing: "
+                "the stream stops inside the value), truncated-call settles the call instead.",
+        example='[TOOL_CALLS] [{"name": "calculator", "arguments": {"expression": "2+3"}}]   '
+                '(Mistral v0.3 template, whose calls carry an id)',
         source="llama.cpp server: 'Invalid diff' / a stream holding both a call and its markup; "
-               "streaming contract of this project (accumulated deltas = one-shot parse)"),
+               "streaming contract of this project (accumulated deltas = one-shot parse); the example: "
+               "https://github.com/ml-explore/mlx-lm/issues/1374"),
     Repair(
         name=TRUNCATED_CALL,
         title="A call cut off (or left unfinished) is reported, not returned",
@@ -118,7 +139,9 @@ REPAIRS: list[Repair] = [
         accepts="An output that ends inside a tool call (max_tokens reached), or whose last call the stream "
                 "showed but whose arguments never became a JSON object. The complete calls stay in "
                 "tool_calls, that one is removed from them and reported with its name and raw text (never "
-                "merged into content); with is_partial it stays (as llama.cpp returns it) and is reported too.",
+                "merged into content); with is_partial it stays (as llama.cpp returns it) and is reported too. "
+                "The record's why says which: 'cut' (the output ends inside the call) or 'rejected' (a complete "
+                "call that does not fit the tools: a required parameter missing, a mistyped value).",
         example='<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par',
         source="OpenAI finish_reason 'length'; llama.cpp returns '{\"city\": \"Par' as arguments"),
     Repair(
@@ -182,6 +205,81 @@ REPAIRS: list[Repair] = [
                 "the output was logged or relayed without stripping it; it is not content.",
         example='<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": 1}<|call|>',
         source="https://github.com/waybarrios/vllm-mlx/pull/562"),
+    Repair(
+        name=REPEATED_TURN_HEADER,
+        title="The assistant turn header the generation prompt wrote, repeated by the model",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output that starts with the assistant turn header the generation prompt already ends with "
+                "(the generation prompt up to its reasoning start marker, trailing whitespace dropped), then "
+                "optional whitespace: the header is skipped and the rest parsed as usual. Only at the very "
+                "start and only once; while the output is still a prefix of the header, a stream shows nothing. "
+                "Acts on the text before the grammar (for every parser, auto-parser and special handlers).",
+        example='<|start|>assistant<|channel|>commentary to=functions.f<|constrain|>json<|message|>{"a": 1}   '
+                '(generation prompt <|start|>assistant)',
+        source="https://github.com/lmstudio-ai/lmstudio-bug-tracker/issues/942 (GPT-OSS). The header is read "
+               "off the generation prompt, so the rule covers every template whose generation prompt writes one "
+               "(ChatML <|im_start|>assistant, Functionary v2.2 <|from|>assistant\\n<|recipient|>, Hunyuan, "
+               "KAT-V1, Llama 4), not only GPT-OSS"),
+    Repair(
+        name=MISSING_CLOSING_TAGS,
+        title="Closing tags left out in a Qwen3-Coder XML call",
+        stage=RepairStage.TOLERANCE,
+        accepts="A Qwen3-Coder-style call (<tool_call><function=…><parameter=…>) whose </parameter> after a "
+                "JSON-typed value (number, boolean, object, …) and/or </function> is missing: the value ends "
+                "where (after whitespace) </function>, </tool_call> or the next <parameter= starts, the "
+                "function where </tool_call> starts. String values still end at their </parameter> only "
+                "(their text may hold any tag).",
+        example="<tool_call>\n<function=square_the_number>\n<parameter=input_num>\n1024\n\n\n</tool_call>",
+        source="https://github.com/vllm-project/vllm/issues/21571"),
+    Repair(
+        name=MISTYPED_VALUE_AS_STRING,
+        title="A tagged argument value that does not fit its declared type, kept as a string",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the XML-tagged argument layouts (Qwen3-Coder <parameter=…>, GLM <arg_key>/<arg_value>), a "
+                "value of a parameter declared number / integer / boolean / null whose text is not such a JSON "
+                "value (\"2026-01-15\" for an integer, \"yes\" for a boolean): the call is returned with the "
+                "value as a JSON string instead of being rejected. A scalar-typed value shows in a stream once "
+                "its closing tag is there (the parse cannot know its type earlier).",
+        example="<tool_call>\n<function=get_weather>\n<parameter=days>\n2026-01-15\n</parameter>\n</function>\n"
+                "</tool_call>   (days declared integer)",
+        source="https://github.com/ml-explore/mlx-lm/pull/1330, https://github.com/ml-explore/mlx-lm/pull/1310 "
+               "(Qwen3-Coder: the raw string rather than a dropped call); https://github.com/antirez/ds4/pull/571 "
+               "(GLM: a value that does not match its declared type stays a string)"),
+    Repair(
+        name=JSON_CALL_IN_TAGS,
+        title="A Hermes JSON call inside <tool_call> where the template renders XML tags",
+        stage=RepairStage.TOLERANCE,
+        accepts="Qwen3-Coder-family output (<tool_call><function=…><parameter=…>) whose call is written the "
+                "Qwen2.5/Hermes way: <tool_call>{\"name\": …, \"arguments\": {…}}</tool_call> ('parameters' "
+                "also taken for 'arguments'), for a known tool.",
+        example='<tool_call>\n{"name": "square_the_number", "arguments": {"input_num": 1024}}\n</tool_call>',
+        source="https://github.com/gpustack/gpustack/issues/2660"),
+    Repair(
+        name=CALLS_INSIDE_SECTION_MARKERS,
+        title="JSON calls between the two markers the template writes before them",
+        stage=RepairStage.TOLERANCE,
+        accepts="A JSON tool-call format whose section start is two adjacent markers and that has no section "
+                "end (Llama 4: <|python_start|><|python_end|>{…}): the calls written between the two markers "
+                "(<|python_start|>{…}<|python_end|>). Derived from the analysed section markers, not per family.",
+        example='<|python_start|>{"name": "brave_web_search", "parameters": {"query": "latest news"}}<|python_end|>',
+        source="https://github.com/vllm-project/vllm/issues/16214"),
+    Repair(
+        name=ARGUMENT_ORDER,
+        title="Tagged arguments written in another order than the template's",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the XML-tagged argument layouts (Qwen3-Coder <parameter=…>, GLM <arg_key>/<arg_value>, any "
+                "auto-parsed tagged layout, DeepSeek's DSML <parameter name=…>), a call whose declared parameters come in any order: an optional "
+                "one before a required one, required ones out of their declared order. Each parameter at most "
+                "once, every required one present; up to 6 parameters per tool (more: the template's order "
+                "only). llama.cpp rejects such a complete call (required first, in order).",
+        example="<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n<parameter=city>\n"
+                "Paris\n</parameter>\n</function>\n</tool_call>   (city required, days optional)",
+        source="https://github.com/ggml-org/llama.cpp/issues/24351 (closed wontfix: Qwen3.6, an optional "
+               "parameter before a required one fails the parse), https://github.com/ggml-org/llama.cpp/issues/27363 "
+               "(Qwen3-Coder calls silently dropped), "
+               "https://github.com/ggml-org/llama.cpp/pull/24516 (Qwen3 grep with path before the required "
+               "pattern), https://github.com/ggml-org/llama.cpp/pull/26472, "
+               "https://github.com/ggml-org/llama.cpp/pull/20171"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -211,6 +309,40 @@ def from_spans(entries: Iterable[Any], offset: int, output: str) -> list[FiredRe
     return out
 
 
+def any_order_args(p: Any, rule_prefix: str, required: list[Any], optional: list[Any],
+                   sep: Any = None) -> Any:
+    """Repair ``argument-order``: the tagged arguments of one tool in any order — every parser of ``required``
+    exactly once, of ``optional`` at most once, ``sep`` (a parser, e.g. whitespace; none when ``None``) between
+    two of them — as a ``repair:argument-order`` node of builder ``p`` (a
+    :class:`core.peg.chat.ChatPegBuilder`). One rule per set of parameters already written (``rule_prefix``
+    + ``-`` + bit mask). ``None`` when the template's own layout already accepts every such order (no optional
+    parameter and at most one required, or only optional ones) or there are more than ``MAX_PERMUTE``
+    parameters (the rule count doubles per parameter)."""
+    from ..peg.chat import MAX_PERMUTE
+
+    hs = [p.lift(x) for x in list(required) + list(optional)]
+    n_req = len(required)
+    if not hs or len(hs) > MAX_PERMUTE or (n_req <= 1 and not optional) or n_req == 0:
+        return None
+    need = (1 << n_req) - 1
+    cache: dict[int, Any] = {}
+
+    def after(mask: int) -> Any:
+        if mask in cache:
+            return cache[mask]
+        alts = []
+        for i, h in enumerate(hs):
+            if not mask & (1 << i):
+                alts.append((h if mask == 0 or sep is None else sep + h) + after(mask | (1 << i)))
+        if mask & need == need:
+            alts.append(p.eps())
+        r = p.rule(f"{rule_prefix}-{mask}", p.choice(*alts))
+        cache[mask] = r
+        return r
+
+    return p.repair(ARGUMENT_ORDER, after(0))
+
+
 def enabled_repairs(fidelity: Any = "llama.cpp", disabled: Iterable[str] = ()) -> frozenset[str]:
     """Names of the repairs in force: the contract rules at every fidelity, the tolerance rules at ``improved``,
     minus ``disabled`` (contract rules cannot be switched off). Raises :class:`UnknownRepairError` (a
@@ -224,6 +356,36 @@ def enabled_repairs(fidelity: Any = "llama.cpp", disabled: Iterable[str] = ()) -
         raise UnknownRepairError(f"unknown repair {unknown[0]!r}; known: {', '.join(REPAIRS_BY_NAME)}")
     return frozenset(r.name for r in REPAIRS
                      if r.stage is RepairStage.CONTRACT or (fid == "improved" and r.name not in off))
+
+
+def turn_header(generation_prompt: str, thinking_start_tag: str = "") -> str:
+    """The assistant turn header a generation prompt writes, as repair ``repeated-turn-header`` looks for it at
+    the start of the output: ``generation_prompt`` up to ``thinking_start_tag`` (when it holds it), trailing
+    whitespace dropped; "" when nothing is left or it has no marker character (``<``, ``[``, ``|``), so plain
+    words are never taken for a header. ``"<|start|>assistant"`` -> itself; ``"<|im_start|>assistant\n<think>\n"``
+    with ``"<think>"`` -> ``"<|im_start|>assistant"``."""
+    gp = generation_prompt or ""
+    if thinking_start_tag and thinking_start_tag in gp:
+        gp = gp[:gp.index(thinking_start_tag)]
+    gp = gp.rstrip(" \t\r\n")
+    return gp if gp.strip() and any(c in gp for c in "<[|") else ""
+
+
+def header_cut(header: str, output: str, is_partial: bool = False) -> int | None:
+    """Repair ``repeated-turn-header``: how many leading characters of ``output`` are the turn ``header``
+    (:func:`turn_header`) repeated, with the whitespace after it — 0 when it does not start with it (or there
+    is no header), ``None`` for a partial ``output`` that is still a proper prefix of the header (nothing to show
+    yet)."""
+    if not header or not output:
+        return 0
+    if output.startswith(header):
+        k = len(header)
+        while k < len(output) and output[k] in " \t\n\v\f\r":
+            k += 1
+        return k
+    if is_partial and header.startswith(output):
+        return None
+    return 0
 
 
 def is_json_object(text: str) -> bool:
@@ -242,8 +404,8 @@ def is_json_object(text: str) -> bool:
 def _tail_span(parser: Any, output: str, final: AssistantMessage, view: AssistantMessage, name: str) -> int:
     """Where the raw text of the last (cut or rejected) call starts in ``output``: the text the final parse
     put into content beyond the view when it is the end of the output; else the last call opener (a word of
-    the parser's lazy-grammar triggers) before the last mention of the call's name, else that mention;
-    else 0."""
+    the parser's lazy-grammar triggers) before the last mention of the call's name, else the ``{`` of the JSON
+    object holding that mention (an unmarked or fenced call), else that mention; else 0."""
     if final.content.startswith(view.content):
         extra = final.content[len(view.content):]
         if extra and output.endswith(extra):
@@ -254,7 +416,11 @@ def _tail_span(parser: Any, output: str, final: AssistantMessage, view: Assistan
     words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
              if getattr(getattr(t, "type", None), "value", "") == "word"]
     opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
-    return opener if opener >= 0 else at
+    if opener >= 0:
+        return opener
+    # a JSON call without the template's markers (unmarked-calls, fenced-calls): the object around the name
+    brace = output.rfind("{", 0, at)
+    return brace if brace >= 0 and "}" not in output[brace:at] else at
 
 
 def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
@@ -291,8 +457,23 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
         if not is_partial:
             out.tool_calls = out.tool_calls[:-1]
         out.repairs = [r for r in out.repairs if r.name != STREAM_CONSISTENT_FINAL] + [
-            FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:])]
+            FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:], _why_unfinished(parser, output))]
     return out
+
+
+def _why_unfinished(parser: Any, output: str) -> str:
+    """``truncated-call``'s ``why``: :data:`WHY_CUT` when the partial parse of ``output`` reaches its end (the
+    main root covers the text: the parser waits for more), :data:`WHY_REJECTED` when it stopped before (the view
+    is the longest prefix that parses, :meth:`core.chat.generator.GeneratedParser.parse_detailed`). A parser
+    without ``parse_detailed`` (the hand-written non-PEG handlers): :data:`WHY_CUT`."""
+    detailed = getattr(parser, "parse_detailed", None)
+    if detailed is None:
+        return WHY_CUT
+    try:
+        entry = detailed(output, is_partial=True)[2]
+    except Exception:   # the record is a diagnosis; a failure here must not break the parse
+        return WHY_CUT
+    return WHY_CUT if entry is None else WHY_REJECTED
 
 
 def settled(streamed: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
@@ -321,4 +502,5 @@ def list_text() -> str:
 
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
-           "TRUNCATED_CALL", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "TRUNCATED_CALL", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -5,7 +5,8 @@
 * ``repairs --suite DIR_OR_JSONL … --templates DIR [--json]`` — run the drift suite
   (:mod:`core.chat.drift`) at both fidelities: pass rate, stream = one-shot, and for each repair how many
   cases it fired on (and how many of those need it: the case fails at improved fidelity with that repair
-  switched off).
+  switched off); ``--markdown`` prints those figures as the README's tables (without ``--suite`` it is an
+  error: one line on stderr, exit status 2).
 
 Bad input (a missing file, a malformed case) is one line on stderr naming it, exit status 2.
 """
@@ -25,6 +26,8 @@ def register(subparsers: Any) -> None:
     r.add_argument("--suite", action="append", metavar="PATH",
                    help="drift cases (.jsonl file or directory of them); repeatable")
     r.add_argument("--templates", default="../shared/templates", help="directory of the cases' templates")
+    r.add_argument("--markdown", action="store_true",
+                   help="(with --suite) the README tables: rate per fidelity, then each repair with its counts")
     r.set_defaults(func=_cmd_repairs)
 
 
@@ -56,11 +59,35 @@ def suite_figures(paths: list[str], templates: str) -> dict[str, Any]:
     return out
 
 
+def suite_markdown(figures: dict[str, Any]) -> str:
+    """The README's two Markdown tables from :func:`suite_figures`: the suite at each fidelity (right
+    message, stream = one-shot, JSON-object arguments), then every repair of :data:`REPAIRS` (stage, title,
+    drift cases it fired on / needs it; "—" for contract rules, which cannot be switched off)."""
+    from .repairs import REPAIRS, RepairStage
+
+    n = figures["cases"]
+    lines = ["| fidelity | right message | stream = one-shot | JSON-object arguments |", "|---|---|---|---|"]
+    for fid, f in figures["fidelity"].items():
+        rate = f"{f['passed']}/{n} ({100 * f['passed'] / n:.1f} %)" if n else "0/0"
+        if fid == "improved":
+            rate = f"**{rate}**"
+        lines.append(f"| `{fid}` | {rate} | {f['stream_equal']}/{n} | {f['json_arguments']}/{n} |")
+    lines += ["", "| repair | stage | what it accepts | drift cases it fired on / needs it |", "|---|---|---|---|"]
+    for r in REPAIRS:
+        f = figures["repairs"].get(r.name, {"fired": 0, "needed": 0})
+        needed = "—" if r.stage is RepairStage.CONTRACT else str(f["needed"])
+        lines.append(f"| `{r.name}` | {r.stage.value} | {r.title.replace('|', '&#124;').replace('<', '&lt;')} | {f['fired']} / {needed} |")
+    return "\n".join(lines) + "\n"
+
+
 def _cmd_repairs(args: argparse.Namespace) -> int:
     from ..errors import ChatTemplateExplorerError
     from .repairs import REPAIRS, list_text
 
     if not args.suite:
+        if args.markdown:
+            print("error: --markdown needs --suite (the tables are the drift suite's figures)", file=sys.stderr)
+            return 2
         if args.json:
             print(json.dumps([r.to_json() for r in REPAIRS], ensure_ascii=False, indent=2))
         else:
@@ -73,6 +100,9 @@ def _cmd_repairs(args: argparse.Namespace) -> int:
         return 2
     if args.json:
         print(json.dumps(figures, ensure_ascii=False, indent=2))
+        return 0
+    if args.markdown:
+        print(suite_markdown(figures), end="")
         return 0
     n = figures["cases"]
     for fid, f in figures["fidelity"].items():

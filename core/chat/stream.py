@@ -27,6 +27,7 @@ Resuming instead of re-parsing everything per token:
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any, Callable
 
 from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta,
@@ -39,6 +40,8 @@ from .message import (AssistantMessage, MessageDelta, StreamRetractionError, Too
 # Tags whose mapping action does not depend on the node's own text (pure grouping); anything else, including
 # unknown tags, is treated as text-dependent.
 _GROUPING_TAGS = frozenset({"", "tool", "tool-arg", "reasoning-block"})
+# tags whose mapping does not read the node's text at all (only that the node is there)
+_TEXTLESS_TAGS = _GROUPING_TAGS | {"tool-open", "tool-close", "tool-arg-open", "tool-arg-close"}
 
 
 class IncrementalMapper:
@@ -140,9 +143,10 @@ class IncrementalMapper:
         c = min(len(ch), len(och))
         if c == 0:
             return None
-        if ch[:c] == och[:c]:
+        # the last of the shared children is checked first: each failed slice comparison copies both prefixes
+        if ch[c - 1] is och[c - 1] and ch[:c] == och[:c]:
             m = c
-        elif c > 1 and ch[:c - 1] == och[:c - 1]:
+        elif c > 1 and ch[c - 2] is och[c - 2] and ch[:c - 1] == och[:c - 1]:
             m = c - 1
         else:
             m = 0
@@ -262,6 +266,40 @@ class IncrementalMapper:
 # sessions
 
 
+class TurnHeaderCut:
+    """Repair ``repeated-turn-header`` (:func:`core.chat.repairs.header_cut`) for a stream that only appends:
+    the parsed output is the model's output without a repeated assistant turn header and the whitespace after
+    it. While the output may still be (or still grow) that header, it is kept here (a few characters); once a
+    character after it decides the cut, appended text is appended to the parsed output unchanged."""
+
+    __slots__ = ("fn", "head", "cut", "prefix")
+
+    def __init__(self, parser: Any):
+        self.fn = getattr(parser, "header_cut", None)
+        self.head = ""                                # the output while the cut is undecided
+        self.cut: int | None = None if callable(self.fn) else 0
+        self.prefix = ""                              # what was cut
+
+    def append(self, added: str) -> str | None:
+        """What ``added`` adds to the parsed output (possibly ""), or None while the whole output is still a
+        proper prefix of the header (nothing to show yet)."""
+        if self.cut is not None:
+            return added
+        head = self.head + added
+        self.head = head
+        cut = self.fn(head, True)
+        if cut is None:
+            return None
+        if cut < len(head):   # a character after the header (and its whitespace), or no header at all
+            self.cut, self.prefix, self.head = cut, head[:cut], ""
+            return head[cut:]
+        return ""             # the header and whitespace so far: the parsed output is still empty
+
+    def raw(self, parsed: str) -> str:
+        """The model's output, given the parsed output ``parsed``."""
+        return self.prefix + parsed if self.cut is not None else self.head
+
+
 class PegStreamSession:
     """Incremental parsing for a parser built on :mod:`core.peg` (has ``arena`` and ``generation_prompt``).
 
@@ -293,6 +331,9 @@ class PegStreamSession:
         from .generator import ViewMemo
 
         self.memo = ViewMemo()
+        self.memo.trust()    # this session checks that texts extend (parse) or is told so (parse_appended)
+        self._full: str | None = None    # generation prompt + the output of the last parse (after the cut)
+        self._cutter = TurnHeaderCut(parser)
 
     @staticmethod
     def supports(parser: Any) -> bool:
@@ -336,8 +377,53 @@ class PegStreamSession:
         if not is_partial:   # the final parse is the one-shot parse (settled by core.chat.repairs)
             self.open_region = None
             return parser.parse(output, False)
+        self.open_region = None
+        cutter = TurnHeaderCut(parser)
+        eff = cutter.append(output)
+        if eff is None:      # still a prefix of a repeated turn header: nothing to show yet
+            return AssistantMessage()
+        self._cutter = cutter
+        text = parser.generation_prompt + eff
+        if self._full is not None and not text.startswith(self._full):
+            from .generator import ViewMemo
+
+            self.memo = ViewMemo()
+            self.memo.trust()
+            self._json_scan = None   # the string state scanned in the old text
+        self._full = text
+        return self._parse_text(text, eff)
+
+    def parse_appended(self, added: str, is_partial: bool = True) -> AssistantMessage:
+        """:meth:`parse` of the previous output followed by ``added`` (the caller vouches that the text only
+        grew: :class:`StreamingParser`), without comparing the whole text with the previous one."""
+        self.open_region = None
+        gp = self.parser.generation_prompt
+        eff = self._cutter.append(added)
+        if eff is not None:
+            self._full = (self._full if self._full is not None else gp) + eff
+        if not is_partial:
+            return self.parser.parse(self._cutter.raw((self._full or gp)[len(gp):]), False)
+        if eff is None:      # still a prefix of a repeated turn header: nothing to show yet
+            return AssistantMessage()
+        text = self._full
+        for cache in self.caches.values():
+            cache.vouch(text)
+        return self._parse_text(text, None)
+
+    def tail(self, k: int) -> str:
+        """The last ``k`` characters of the output so far (``k`` > 0)."""
+        full = self._full or ""
+        return full[max(len(self.parser.generation_prompt), len(full) - k):]
+
+    def _parse_text(self, text: str, output: str | None) -> AssistantMessage:
+        """The partial parse of ``text`` (generation prompt + ``output``, the output after a repeated turn
+        header; None: sliced when needed)."""
+        from .generator import Probe, consistent_view, covers
+        from .mapper import map_parse
+
+        is_partial = True
+        parser = self.parser
         gp = parser.generation_prompt
-        text = gp + output
         self.open_region = None
         main = None
         covered: AssistantMessage | None = None
@@ -350,7 +436,8 @@ class PegStreamSession:
                     if is_partial:
                         self.memo.note(text, True, frozenset())
                     if main.need_more_input and mapper is not None:
-                        self.open_region = self._open_region(main, len(text), mapper, msg)
+                        self.open_region = (self._open_region(main, len(text), mapper, msg)
+                                            or self._pending_literal(main, len(text)))
                     return msg
                 covered = msg
         if not is_partial or main is None:
@@ -372,11 +459,13 @@ class PegStreamSession:
         msg = consistent_view(text, gp_len, probe, top, self.memo)
         self.memo.note(text, covered is not None, main.switches)
         if msg is covered and main.need_more_input and mapper is not None:
-            # the text's own message is the view: text that only extends its open region keeps it so
-            self.open_region = self._open_region(main, len(text), mapper, msg)
+            # the text's own message is the view: text that only extends its open region keeps it so (the
+            # switches, before the region, stay the same)
+            self.open_region = (self._open_region(main, len(text), mapper, msg)
+                                or self._pending_literal(main, len(text)))
         return msg
 
-    def _recover(self, text: str, output: str, main: Any) -> AssistantMessage:
+    def _recover(self, text: str, output: str | None, main: Any) -> AssistantMessage:
         """The recovered message of a text the main root does not cover (as the parser's ``_recover``, with
         this session's caches and incremental mapping)."""
         from .generator import MAIN_REST, PREFIX_REST, covering_message, prefix_rest
@@ -403,7 +492,7 @@ class PegStreamSession:
             r = self._run(entry, text)
             if r is not None and not r.fail:
                 return self._map(entry, r, text)[0]
-        return AssistantMessage(content=output)
+        return AssistantMessage(content=output if output is not None else text[len(self.parser.generation_prompt):])
 
     # -- fast path: text that only extends an open ``until`` region ------------------------------------------
     def _tag_delimiters(self) -> dict[str, tuple[str, ...] | None]:
@@ -507,6 +596,25 @@ class PegStreamSession:
             region.held = held
         return region
 
+    @staticmethod
+    def _pending_literal(r: Any, n: int) -> "OpenRegion | None":
+        """The parse needed more input only because the text ends inside a literal (``r.pending``: nothing
+        else looked at the end, see :class:`core.peg.engine.ParseResult`), and every node still open reads
+        no text when mapped: text that keeps the rest a proper prefix of that literal changes nothing in
+        the message (a marker being streamed, ``<tool_ca``). A region "pending" with that rest held."""
+        pend = r.pending
+        if pend is None or not r.nodes:
+            return None
+        node = r.nodes[-1]
+        while node is not None and node.partial:
+            if node.tag not in _TEXTLESS_TAGS:
+                return None
+            node = node.children[-1] if node.children else None
+        region = OpenRegion("pending", ())
+        region.held = r.text[pend[0]:n]
+        region.lit = pend[1]
+        return region
+
     def _open_json_string(self, src: str, node: Any, mapper: "IncrementalMapper") -> "OpenRegion | None":
         """Fast path inside verbatim JSON arguments: the parse stopped inside a JSON string (no escape pending),
         so text without ``"`` or ``\\`` extends the arguments verbatim (trailing whitespace is held back, as the
@@ -543,6 +651,7 @@ class PegStreamSession:
 
 
 _WS = " \t\n\v\f\r"
+_JSON_ESCAPED = re.compile(r'[\x00-\x1f\\"]')
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -550,12 +659,13 @@ class OpenRegion:
     """Fast-path description of an open ``until`` region: the message ``field`` it feeds ("content",
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
-    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held")
+    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
         import re
 
         self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
+        self.lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
         self.ws_tail = ""
         self.escape = ""    # json-arguments: an escape sequence begun but not complete (held back)
         self.field = field
@@ -715,7 +825,13 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
     if len(ncalls) < len(pcalls):
         raise StreamRetractionError("a tool call disappeared")
     start = len(pcalls) - 1 if pcalls else 0
-    if start > 0 and ncalls[:start] != pcalls[:start]:   # identity first: C-speed when the calls are shared
+    # calls both messages share from one append-only list of settled calls (``shared_calls``, set by the
+    # handlers' repetition memo) are the same objects: only the calls after them are compared
+    same = 0
+    ps, ns = getattr(prev, "shared_calls", None), getattr(new, "shared_calls", None)
+    if ps is not None and ns is not None and ps[0] is ns[0]:
+        same = min(ps[1], ns[1], start)
+    if start > same and ncalls[same:start] != pcalls[same:start]:   # identity first: C-speed when shared
         raise StreamRetractionError("an earlier tool call changed")
     for i in range(start, len(ncalls)):
         call = ncalls[i]
@@ -768,7 +884,8 @@ class StreamingParser:
     extend what was emitted (the format itself took something back, where llama.cpp would raise "Invalid
     diff"). ``repairs``: after ``finish()``, the repairs of the final (one-shot) parse
     (:class:`core.chat.repairs.FiredRepair`; a ``truncated-call`` there names a call whose fragments may already
-    have been streamed — it stays in :attr:`message`, see :func:`core.chat.repairs.settled`). ``incremental=False`` forces a full re-parse per step (the reference behaviour, for comparison).
+    have been streamed — it stays in :attr:`message`, see :func:`core.chat.repairs.settled`); ``final``: after
+    ``finish()``, that one-shot parse (``settled(message, final)`` is what a client keeps), else ``None``. ``incremental=False`` forces a full re-parse per step (the reference behaviour, for comparison).
     Never raises on any input text.
     """
 
@@ -776,7 +893,11 @@ class StreamingParser:
         self.parser = parser
         self._parse = _parse_fn(parser, incremental)
         owner = getattr(self._parse, "__self__", None)
-        self._session = owner if isinstance(owner, PegStreamSession) else None
+        # sessions that report an open region after each partial parse (PEG-built parsers, special handlers)
+        self._session = owner if hasattr(owner, "open_region") else None
+        # a session that takes the appended text alone (no re-joined text per step): what it has not seen yet
+        self._appender = getattr(owner, "parse_appended", None) if self._session is not None else None
+        self._unseen: list[str] = []
         self._region: OpenRegion | None = None
         self._tail = ""
         self._appended: list[str] = []    # fast-path text not yet folded into self._emitted
@@ -789,6 +910,7 @@ class StreamingParser:
         self.held_back = 0
         self.final_mismatch = False
         self.repairs: list[Any] = []
+        self.final: AssistantMessage | None = None
 
     @property
     def text(self) -> str:
@@ -827,6 +949,13 @@ class StreamingParser:
         """Deltas for ``text`` if it only extends the open region of the last parse, else None."""
         region = self._region
         if region is None:
+            return None
+        if region.field == "pending":
+            w = region.held + text
+            if len(w) < len(region.lit) and region.lit.startswith(w):
+                region.held = w
+                self.fast_steps += 1
+                return []
             return None
         if region.field == "json-arguments":
             if '"' in text or "\\" in text or region.escape:
@@ -870,9 +999,12 @@ class StreamingParser:
         if field == "reasoning_content":
             self._appended.append(text)
             return [MessageDelta(reasoning_content=text)]
-        from .mapper import escape_json_inner
+        if _JSON_ESCAPED.search(text) is None:   # what escape_json_inner changes (json's own escape set)
+            add = text
+        else:
+            from .mapper import escape_json_inner
 
-        add = escape_json_inner(text)
+            add = escape_json_inner(text)
         self._appended.append(add)
         return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
 
@@ -881,7 +1013,12 @@ class StreamingParser:
             self._fold_field = self._region.field if self._region is not None else None
             self._fold()
         self._region = None
-        new = _safe_parse(self._parse, self.text, is_partial)
+        if self._appender is not None and is_partial:
+            added = "".join(self._unseen)
+            self._unseen = []
+            new = _safe_parse(self._appender, added, True)
+        else:
+            new = _safe_parse(self._parse, self.text, is_partial)
         if new is None:
             self.held_back += 1
             return []
@@ -900,7 +1037,12 @@ class StreamingParser:
             region = self._session.open_region
             if region is not None:
                 self._region = region
-                self._tail = self.text[-region.keep:] if region.keep else ""
+                if not region.keep:
+                    self._tail = ""
+                elif self._appender is not None:
+                    self._tail = self._session.tail(region.keep)
+                else:
+                    self._tail = self.text[-region.keep:]
         return deltas
 
     def feed(self, text: str) -> list[MessageDelta]:
@@ -911,6 +1053,8 @@ class StreamingParser:
             return []
         self._chunks.append(text)
         self._dirty = True
+        if self._appender is not None:
+            self._unseen.append(text)
         fast = self._fast(text)
         if fast is not None:
             return fast
@@ -932,6 +1076,7 @@ class StreamingParser:
         if final is None:
             return self._step(is_partial)
         self.repairs = list(final.repairs)
+        self.final = final
         target = final
         extra = self._emitted.tool_calls[len(final.tool_calls):]
         if extra and any(r.name == "truncated-call" for r in final.repairs):

@@ -52,8 +52,39 @@ def _labels(parser: Any, report: Any) -> dict[str, str]:
 
 
 def trace_peg(parser: Any, output: str, report: Any = None) -> ParseTrace:
-    """Replay a PEG parser's final parse of ``output`` (see :meth:`GeneratedParser.parse_detailed`) traced."""
-    msg, _res, entry = parser.parse_detailed(output)
+    """Replay a PEG parser's final parse of ``output`` (see :meth:`GeneratedParser.parse_detailed`) traced.
+    A turn header the output repeats (repair ``repeated-turn-header``) is skipped as the parse skips it, and
+    shown as a marker span."""
+    cut = parser.header_cut(output) if hasattr(parser, "header_cut") else 0
+    if not cut:
+        return _trace_peg(parser, output, report)
+    return _after_header(_trace_peg(parser, output[cut:], report, parser.parse_detailed(output)), parser, output,
+                         cut)
+
+
+def _after_header(tr: ParseTrace, parser: Any, output: str, cut: int) -> ParseTrace:
+    """The trace ``tr`` of ``output[cut:]`` (the output without the turn header it repeats, repair
+    ``repeated-turn-header``) as a trace of ``output``: positions after the generation prompt shifted by
+    ``cut``, the header one marker span."""
+    gp = tr.gp_len
+
+    def at(pos: int) -> int:
+        return pos + cut if pos >= gp else pos
+    header = Span(gp, gp + cut, SpanLabel.MARKER, output[:cut])
+    spans = ([sp for sp in tr.spans if sp.end <= gp] + [header]
+             + [replace(sp, start=at(sp.start), end=at(sp.end)) for sp in tr.spans if sp.end > gp])
+    return replace(tr, text=parser.generation_prompt + output, spans=spans,
+                   stop=at(tr.stop) if tr.stop >= 0 else tr.stop,
+                   furthest=replace(tr.furthest, pos=at(tr.furthest.pos)) if tr.furthest.pos >= 0 else tr.furthest,
+                   truncated_at=at(tr.truncated_at) if tr.truncated_at >= 0 else tr.truncated_at,
+                   truncated_expect=(replace(tr.truncated_expect, pos=at(tr.truncated_expect.pos))
+                                     if tr.truncated_expect.pos >= 0 else tr.truncated_expect))
+
+
+def _trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None) -> ParseTrace:
+    """:func:`trace_peg` of an ``output`` without a repeated turn header; ``parsed``: the
+    ``parse_detailed`` result when the caller has it (of the output with its header)."""
+    msg, _res, entry = parsed if parsed is not None else parser.parse_detailed(output)
     text = parser.generation_prompt + output
     gp = len(parser.generation_prompt)
     labels = _labels(parser, report)
@@ -332,6 +363,9 @@ def trace_handler(parser: Any, output: str) -> ParseTrace:
     with its builder calls recorded."""
     from ..chat.handlers._common import MISMATCH_TRACE, Incomplete, MessageBuilder, Mismatch
 
+    cut = parser.header_cut(output) if hasattr(parser, "header_cut") else 0
+    if cut:
+        return _after_header(trace_handler(parser, output[cut:]), parser, output, cut)
     msg = _raw_message(parser, output)
     text = parser.generation_prompt + output
     gp = len(parser.generation_prompt)

@@ -37,6 +37,8 @@ class Flavour(str, enum.Enum):
 
 
 REASONING_FIELD = {Flavour.TRANSFORMERS: "reasoning_content", Flavour.VLLM: "thinking"}
+REPEATED_OPENER_FIELD = "repeated_opener"
+"""An always-empty field that swallows a content opener the generation prompt wrote and the model repeats."""
 
 
 @dataclass
@@ -117,6 +119,13 @@ def _anchor(gp: str, analysis: Any, prompt: str = "") -> dict[str, Any]:
         if m and m in gp:
             cut = min(cut, gp.index(m))
     base = gp[:cut].strip()
+    start = analysis.reasoning.start.strip()
+    if not base and start and gp.strip().startswith(start) and _after_opener(gp, analysis):
+        # the generation prompt opens reasoning and writes more text after the opener (Apriel 1.6:
+        # "<|begin_assistant|>\nHere are my reasoning steps:\n"): anchoring on the prompt's last marker would
+        # consume the opener, so the anchor is a lookahead just before the whole generation prompt; the
+        # reasoning field's opener takes the text after it (_reasoning_field)
+        return {"start_anchor_pattern": f"(?={re.escape(gp.strip())})"}
     if not base and prompt:
         from ..diff import SegmentKind, segmentize_markers
 
@@ -134,7 +143,19 @@ def _anchor(gp: str, analysis: Any, prompt: str = "") -> dict[str, Any]:
     return {"start_anchor_pattern": pattern}
 
 
-def _reasoning_field(a: Any) -> dict[str, Any] | None:
+def _after_opener(gp: str, a: Any) -> str:
+    """The generation prompt's text after its reasoning opener, up to the reasoning end (stripped; "" when the
+    generation prompt does not open reasoning or writes nothing after the opener)."""
+    start, end = a.reasoning.start.strip(), a.reasoning.end.strip()
+    if not start or start not in gp:
+        return ""
+    rest = gp[gp.index(start) + len(start):]
+    if end and end in rest:
+        rest = rest[:rest.index(end)]
+    return rest.strip()
+
+
+def _reasoning_field(a: Any, gp: str = "") -> dict[str, Any] | None:
     mode = a.reasoning.mode.value
     if mode == "NONE":
         return None
@@ -145,6 +166,11 @@ def _reasoning_field(a: Any) -> dict[str, Any] | None:
         raise NotExpressible(f"reasoning ({mode}) has no start marker (delimiter style: text before "
                              f"{end!r} is reasoning only once that marker arrives); a region must be opened by "
                              "a marker or be the one implicit region, which content already is")
+    rest = _after_opener(gp, a)
+    if rest and gp.strip().startswith(start):
+        # the anchor stops before the opener (see _anchor): the opener and the prompt's text after it open
+        # the region, so that text is not read as reasoning
+        return {"open_pattern": f"{re.escape(start)}(?:{_WS}{re.escape(rest)})?", "close": end, "content": "text"}
     return {"open": start, "close": end, "content": "text"}
 
 
@@ -216,7 +242,12 @@ def _json_call_transform(a: Any, prefix: str = "content.") -> dict[str, Any]:
     return out
 
 
-def _tool_field(a: Any, notes: list[str]) -> dict[str, Any] | None:
+PYTHON_LITERAL_VALUE_PARSER = {"name": "json", "args": {"string_delims": [["'", "'"]], "allow_non_json": True,
+                                                       "strip": False}}
+"""xml-inline ``value_parser`` for a template that renders object values as Python literals (Seed-OSS)."""
+
+
+def _tool_field(a: Any, notes: list[str], python_literals: bool = False) -> dict[str, Any] | None:
     f = a.tools.format
     mode = f.mode.value
     if mode == "NONE":
@@ -306,9 +337,21 @@ def _tool_field(a: Any, notes: list[str]) -> dict[str, Any] | None:
             raise NotExpressible("TAG_WITH_TAGGED calls without a closing marker")
         notes.append("tool_calls: xml-inline arguments; values are strings, typed by the tools' JSON schema "
                      "(pass tools= to parse_response)")
+        content_args: dict[str, Any] = {"tag_pattern": key + value}
+        if python_literals:
+            # the template writes object/array values with Jinja's `string` filter, i.e. as Python literals
+            # ({'time': '19:30'}), which the schema typing (json.loads) cannot read: each value goes through
+            # the json parser with ' as a second string delimiter; a value that is not JSON stays the raw text
+            content_args["value_parser"] = PYTHON_LITERAL_VALUE_PARSER
+            notes.append("tool_calls: the template writes object values as Python literals; values are read as "
+                         "JSON with ' string delimiters (a JSON-looking string value such as \"12\" is then a "
+                         "number)")
         return {"open_pattern": opener, "close_pattern": close, "repeats": True, "content": "xml-inline",
-                "content_args": {"tag_pattern": key + value}, "transform": transform}
+                "content_args": content_args, "transform": transform}
     if mode == "PYTHONIC":
+        if not f.tools_array_wrapped:
+            raise NotExpressible("python-style calls not written as a call list ([name(...)]): transformers' "
+                                 "python-call-list reads only a bracketed list")
         if f.section_start.strip():
             out = {"open_pattern": _WS + _lit(f.section_start), "content": "python-call-list",
                    "transform_each": True, "transform": {"type": "function", "function": {
@@ -316,15 +359,23 @@ def _tool_field(a: Any, notes: list[str]) -> dict[str, Any] | None:
             if f.section_end.strip():
                 out["close_pattern"] = _lit(f.section_end)
             return out
-        raise NotExpressible("python-style calls without a section marker")
+        # a bare call list ([get_weather(city='Paris')], vLLM's Llama 3.2/4 pythonic): the region opens just
+        # before the '[' of a call list at the start of the output (zero-width, so python-call-list sees the
+        # brackets) and runs to the end of the output
+        notes.append("tool_calls: a bare Python call list at the start of the output, read to the end")
+        return {"open_pattern": r"\A\s*(?=\[\s*[A-Za-z_][\w.-]*\()", "content": "python-call-list",
+                "transform_each": True, "transform": {"type": "function", "function": {
+                    "name": "{name}", "arguments": "{arguments}"}}}
     raise NotExpressible(f"tool format {mode} has no response_template counterpart")
 
 
 def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavour.TRANSFORMERS,
-                 notes: list[str] | None = None, prompt: str = "") -> dict[str, Any]:
+                 notes: list[str] | None = None, prompt: str = "", *,
+                 python_literals: bool = False) -> dict[str, Any]:
     """The response_template for a :class:`~core.analysis.result.TemplateAnalysis` and the generation prompt
-    of the request the model is served with. Raises :class:`NotExpressible` (message: the reason) when the
-    format cannot carry the template."""
+    of the request the model is served with. ``python_literals``: the template renders object-valued tagged
+    arguments as Python literals (:func:`renders_python_literals`). Raises :class:`NotExpressible` (message:
+    the reason) when the format cannot carry the template."""
     notes = notes if notes is not None else []
     from ..chat.roundtrip import USER_MESSAGE
 
@@ -332,13 +383,13 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
         raise NotExpressible("the generation prompt found for this template holds the conversation itself (it "
                              "writes the tools after the messages): there is no fixed text to anchor on")
     fields: dict[str, Any] = {}
-    reasoning = _reasoning_field(analysis)
+    reasoning = _reasoning_field(analysis, generation_prompt)
     if reasoning is not None:
         fields[REASONING_FIELD[flavour]] = reasoning
         if analysis.reasoning.start.strip() and analysis.reasoning.start.strip() in generation_prompt:
             notes.append(f"the generation prompt opens reasoning ({analysis.reasoning.start.strip()!r}): it is "
                          "left after the start_anchor, so the prefix opens the reasoning region")
-    tools = _tool_field(analysis, notes)
+    tools = _tool_field(analysis, notes, python_literals)
     if tools is not None:
         fields["tool_calls"] = tools
     c_start = analysis.content.start.strip()
@@ -347,6 +398,13 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
         # marker, tool calls included, so content is the implicit region and the opener stays in the anchor
         fields["content"] = {"close": analysis.content.end.strip(), "content": "text"}
         notes.append(f"the generation prompt opens content ({c_start!r}): content is the implicit region")
+        if flavour == Flavour.TRANSFORMERS:
+            # a model may write the opener again (Command R+ reference case ref-0340: "<|CHATBOT_TOKEN|>Hello…");
+            # an extra field opened by it at the very start of the output and closed at once swallows it (its
+            # value is empty, so transformers leaves it out of the message); vLLM accepts no extra field
+            fields[REPEATED_OPENER_FIELD] = {"open_pattern": r"\A\s*" + re.escape(c_start), "close_pattern": "",
+                                             "content": "text"}
+            notes.append(f"{REPEATED_OPENER_FIELD}: an opener {c_start!r} the model repeats at the start is dropped")
     else:
         fields["content"] = _content_field(analysis)
     return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(generation_prompt, analysis, prompt),
@@ -355,12 +413,13 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
 
 # Special handlers whose format the generic analysis does not describe, written down from the format the handler
 # parses (core/chat/handlers/); each is proven by verify like every other export.
-def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str = "") -> dict[str, Any] | None:
+def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str = "",
+             python_literals: bool = False) -> dict[str, Any] | None:
     think = REASONING_FIELD[flavour]
     if handler in ("qwen3-coder", "ling3"):
         # core/chat/handlers/qwen3_coder.py, ling3.py: a tool call ends reasoning even without </think> (Qwen3.5
         # opens <think> in the generation prompt and models may call a tool straight away)
-        rt = map_analysis(analysis, gp, flavour, prompt=prompt)
+        rt = map_analysis(analysis, gp, flavour, prompt=prompt, python_literals=python_literals)
         fields = rt["fields"]
         if think in fields and "tool_calls" in fields:
             end = fields[think].pop("close")
@@ -490,14 +549,16 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
     if route.kind == "specialized" and route.handler in _REFUSED_HANDLERS:
         res.reasons.append(_REFUSED_HANDLERS[route.handler])
         return res
+    literals = analysis.tools.format.mode.value == "TAG_WITH_TAGGED" and renders_python_literals(template)
     try:
-        special = _special(route.handler, analysis, res.generation_prompt, flavour, bundle.prompt) \
+        special = _special(route.handler, analysis, res.generation_prompt, flavour, bundle.prompt, literals) \
             if route.kind == "specialized" else None
         if special is not None:
             res.notes.append(f"special handler {route.handler}: format written from the handler")
             res.response_template = special
         else:
-            res.response_template = map_analysis(analysis, res.generation_prompt, flavour, res.notes, bundle.prompt)
+            res.response_template = map_analysis(analysis, res.generation_prompt, flavour, res.notes, bundle.prompt,
+                                                 python_literals=literals)
             if route.kind == "specialized":
                 res.notes.append(f"special handler {route.handler}: exported from the analysis; verification "
                                  "compares with the handler's parses")
@@ -507,6 +568,25 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
         res.reasons.append(str(e))
         res.response_template = None
     return res
+
+
+def renders_python_literals(template: Any) -> bool:
+    """True when ``template`` writes an object-valued call argument as a Python literal (``{'time': '19:30'}``,
+    Jinja's ``string`` filter, as Seed-OSS does) rather than JSON: found by rendering the round trip's
+    ``book_table`` call, whose ``options`` argument is an object. False when the template cannot render it."""
+    from ..chat.roundtrip import round_trip_message, round_trip_request, sample_output
+
+    msg = round_trip_message(reasoning=False)
+    calls = [c for c in msg.get("tool_calls") or [] if isinstance(c["function"].get("arguments"), dict)
+             and isinstance(c["function"]["arguments"].get("options"), dict)]
+    if not calls:
+        return False
+    msg = {**msg, "content": "", "tool_calls": calls[:1]}
+    try:
+        out = sample_output(template, round_trip_request(), msg)
+    except Exception:  # noqa: BLE001 - a template that cannot render the call has nothing to tell
+        return False
+    return str(calls[0]["function"]["arguments"]["options"]) in out
 
 
 def vllm_limits(rt: dict[str, Any]) -> None:

@@ -19,11 +19,13 @@ agreements and disagreements.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import enum
 import json
+import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 STREAM_CHUNK = 3
 """Characters per ``ResponseParser.feed`` in the streaming check."""
@@ -97,10 +99,32 @@ class Verification:
                 **{s.value: self.count(s) for s in CheckStatus}, "checks": [c.to_json() for c in self.checks]}
 
 
+class _NoTorchNotice(logging.Filter):
+    """Drops transformers' import-time "PyTorch was not found" notice: the verification uses only
+    ``utils.chat_parsing``, which needs no torch, so the notice is noise on the export's stderr."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "PyTorch was not found" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """While active, the ``transformers`` logger drops the no-torch notice (only that record; the filter is
+    removed on exit, so nothing else of the caller's logging changes)."""
+    log = logging.getLogger("transformers")
+    f = _NoTorchNotice()
+    log.addFilter(f)
+    try:
+        yield
+    finally:
+        log.removeFilter(f)
+
+
 def transformers_available() -> bool:
     """True when ``transformers.utils.chat_parsing`` (transformers ≥ 5.13) can be imported."""
     try:
-        from transformers.utils.chat_parsing import ResponseParser, parse_response  # noqa: F401
+        with _quiet_transformers():
+            from transformers.utils.chat_parsing import ResponseParser, parse_response  # noqa: F401
     except Exception:  # noqa: BLE001 - missing or too old: the verification is simply unavailable
         return False
     return True

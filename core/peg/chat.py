@@ -17,13 +17,15 @@ its scope, which is how ``fidelity="improved"`` reaches the generator and the sp
 separated by whitespace alone as well as by ``,`` (improvement ``json-call-separators``);
 ``repairs`` — the names of the :mod:`core.chat.repairs` rules that act in the grammar (a frozenset; empty
 at ``llama.cpp`` fidelity): ``arguments-key-alias`` and ``json-field-order`` in the flat JSON call layout,
-``double-encoded-arguments`` for JSON arguments; each accepted variant is wrapped in a quiet ``repair:NAME``
-tag (:meth:`ChatBuilder.repair`) so the parse can report where it acted.
+``double-encoded-arguments`` for JSON arguments, ``calls-inside-section-markers`` for a section start of two
+markers (:func:`split_marker_pair`); each accepted variant is wrapped in a quiet ``repair:NAME``
+tag (:meth:`ChatBuilder.repair`) so the parse can report where it acted (and the GBNF leaves it out).
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import contextvars
 from typing import Any, Iterable, Iterator
 
@@ -107,6 +109,13 @@ def _split_key(key: str) -> tuple[str, str]:
         return "", key
     a, b = key.split(".", 1)
     return a, b
+
+
+def split_marker_pair(marker: str) -> tuple[str, str] | None:
+    """``(first, second)`` when ``marker`` (trimmed) is two adjacent tags ``<…><…>`` (Llama 4's section start
+    ``<|python_start|><|python_end|>``), else None. Used by repair ``calls-inside-section-markers``."""
+    m = re.fullmatch(r"\s*(<[^<>\s]+>)\s*(<[^<>\s]+>)\s*", marker or "")
+    return (m.group(1), m.group(2)) if m else None
 
 
 class ChatBuilder(Builder):
@@ -414,8 +423,18 @@ class ChatBuilder(Builder):
             choices.append(self.rule(f"tool-{name}", self.tool(body)))
         return self.choice(*choices)
 
+    def flat_json_call(self, tools: Any, name_key: str = "name", args_key: str = "arguments",
+                       rule_prefix: str = "json-tool-") -> P:
+        """One flat JSON call ``{"NAME_KEY": "name", "ARGS_KEY": {...}}`` of a known function tool (a choice over
+        ``tools``), each in a rule ``RULE_PREFIX + name`` (so a format with its own ``tool-NAME`` rules can use
+        it beside them). The flat-layout repairs in force apply. ``eps`` when there are no function tools."""
+        funcs = function_tools(tools)
+        if not funcs:
+            return self.eps()
+        return self._json_tools_flat(funcs, name_key, args_key, "", "", [name_key, args_key], False, rule_prefix)
+
     def _json_tools_flat(self, funcs: list[dict], name_key: str, args_key: str, call_id_key: str, gen_id_key: str,
-                         order: list[str], openai_wrapper: bool) -> P:
+                         order: list[str], openai_wrapper: bool, rule_prefix: str = "tool-") -> P:
         ws = self.space
         choices = []
         for fn in funcs:
@@ -454,7 +473,7 @@ class ChatBuilder(Builder):
             if "json-field-order" in self.repairs and len(fields) == 2:
                 in_order = self.choice(in_order, self.repair("json-field-order", joined([fields[1][0], fields[0][0]])))
             body = body + in_order + ws() + self.tool_close("}")
-            choices.append(self.rule(f"tool-{name}", self.tool(body)))
+            choices.append(self.rule(f"{rule_prefix}{name}", self.tool(body)))
         return self.choice(*choices)
 
     def standard_json_tools(self, section_start: str, section_end: str, tools: Any, parallel: bool, force: bool,
@@ -496,8 +515,13 @@ class ChatBuilder(Builder):
         end = self.flexible(section_end)
         if optional_end and section_end:
             end = self.optional(end)
-        section = self.trigger_rule("tool-call", self.flexible(section_start) + self.space() + tool_calls
-                                    + self.space() + end)
+        body = self.flexible(section_start) + self.space() + tool_calls + self.space() + end
+        pair = split_marker_pair(section_start) if not section_end else None
+        if pair and "calls-inside-section-markers" in self.repairs:
+            # repair calls-inside-section-markers: the calls between the two markers of the section start
+            body = self.choice(body, self.repair("calls-inside-section-markers", self.literal(pair[0]) + self.space()
+                                                 + tool_calls + self.space() + self.literal(pair[1])))
+        section = self.trigger_rule("tool-call", body)
         return section if force else self.optional(section)
 
     def standard_constructed_tools(self, markers: dict[str, str], tools: Any, parallel: bool, force: bool) -> P:

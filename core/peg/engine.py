@@ -35,6 +35,7 @@ from .scanners import (FAIL, NMI, OK, scan_json_value, scan_json_value_resumable
 
 _SPACE = re.compile(r"[ \t\n\v\f\r]*")
 _EMPTY: tuple = ()
+_WS_CHARS = frozenset(" \t\n\v\f\r")
 
 
 class ResultType(enum.IntEnum):
@@ -87,6 +88,11 @@ class ParseResult:
     nodes: tuple
     text: str
     switches: frozenset = frozenset()
+    # (position, literal) when the parse needed more input only because the text ends inside that literal
+    # and nothing else looked at the end (but whitespace runs that stopped there, when the literal starts
+    # with another character): appending text that keeps the rest a proper prefix of it gives the same
+    # parse (the same nodes, those ending at the end of the text longer)
+    pending: tuple | None = None
 
     @property
     def switched(self) -> bool:
@@ -147,10 +153,15 @@ class ParseCache:
         Keeps the memo and hints when ``key`` is unchanged and ``text`` extends the previously parsed text;
         otherwise clears them. Raises nothing.
         """
-        if key != self.key or not text.startswith(self.text):
+        if key != self.key or (text is not self.text and not text.startswith(self.text)):
             self.memo = {}
             self.hints = {}
             self.key = key
+        self.text = text
+
+    def vouch(self, text: str) -> None:
+        """The caller vouches that ``text`` extends the text parsed so far (a stream appends): the next
+        ``prepare`` of this very object skips the comparison."""
         self.text = text
 
     def reset(self) -> None:
@@ -162,7 +173,8 @@ class ParseCache:
 
 
 class _Ctx:
-    __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switches")
+    __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switches", "ends", "cut",
+                 "spaces")
 
     def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
         self.text = text
@@ -173,6 +185,9 @@ class _Ctx:
         self.hints = hints
         self.made = 0                       # non-empty tagged nodes made so far (outside unfinished atomics)
         self.switches: list[tuple] = []     # see ParseResult.switches
+        self.ends = 0                       # how many times a parser looked at the end of the input
+        self.cut: tuple | None = None       # (position, literal) of the last literal cut by the end
+        self.spaces = 0                     # of the looks at the end: whitespace runs that reached it
 
 
 Fn = Callable[[_Ctx, int], tuple]
@@ -194,7 +209,15 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
     else:
         ctx = _Ctx(text, lenient, None, None)
     st, end, nodes = fns[pid](ctx, start)
-    return ParseResult(ResultType(st), start, end, tuple(nodes), text, frozenset(ctx.switches))
+    pending = None
+    if st == NMI and ctx.cut is not None:
+        if ctx.ends == 1:
+            pending = ctx.cut
+        elif ctx.ends == ctx.spaces + 1 and ctx.cut[0] == ctx.n and ctx.cut[1][:1] not in _WS_CHARS:
+            # whitespace that ran to the end, then the literal: a non-space first character of the literal
+            # ends those runs where they ended
+            pending = ctx.cut
+    return ParseResult(ResultType(st), start, end, tuple(nodes), text, frozenset(ctx.switches), pending)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -286,6 +309,7 @@ def _make_end() -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
         if pos >= ctx.n:
             ctx.eof = True
+            ctx.ends += 1
             return OK, pos, _EMPTY
         return FAIL, pos, _EMPTY
     return f
@@ -301,6 +325,8 @@ def _make_literal(lit: str) -> Fn:
         n = ctx.n
         if n - pos < size and lit.startswith(text[pos:]):
             ctx.eof = True
+            ctx.ends += 1
+            ctx.cut = (pos, lit)
             return (NMI, n, _EMPTY) if ctx.lenient else (FAIL, pos, _EMPTY)
         return FAIL, pos, _EMPTY
     return f
@@ -367,6 +393,7 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
         while hi == -1 or count < hi:
             if pos >= n:
                 ctx.eof = True
+                ctx.ends += 1
                 break
             made = ctx.made
             if hints is not None:
@@ -446,6 +473,7 @@ def _make_any() -> Fn:
         if pos < ctx.n:
             return OK, pos + 1, _EMPTY
         ctx.eof = True
+        ctx.ends += 1
         return (NMI, pos, _EMPTY) if ctx.lenient else (FAIL, pos, _EMPTY)
     return f
 
@@ -457,6 +485,8 @@ def _make_space() -> Fn:
         end = match(ctx.text, pos).end()  # type: ignore[union-attr]
         if end >= ctx.n:
             ctx.eof = True
+            ctx.ends += 1
+            ctx.spaces += 1
         return OK, end, _EMPTY
     return f
 
@@ -487,6 +517,7 @@ def _make_chars(node: N.Chars) -> Fn:
         n = ctx.n
         if end >= n and (hi == -1 or count < hi):
             ctx.eof = True
+            ctx.ends += 1
         if count < lo:
             if end >= n and ctx.lenient:
                 return NMI, end, _EMPTY
@@ -513,6 +544,7 @@ def _make_string_content(pid: int, delim: str) -> Fn:
                 hints[(pid, pos)] = stop
         if touched:
             ctx.eof = True
+            ctx.ends += 1
         return st, end, _EMPTY
     return f
 
@@ -526,6 +558,7 @@ def _make_native(pid: int, kind: str) -> Fn:
                                                          (pid, pos))
         if touched:
             ctx.eof = True
+            ctx.ends += 1
         return st, end, _EMPTY
     return f
 
@@ -552,6 +585,7 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
     if not delims:
         def rest(ctx: _Ctx, pos: int) -> tuple:
             ctx.eof = True
+            ctx.ends += 1
             n = ctx.n
             if ctx.lenient:
                 return NMI, n if n > pos else pos, _EMPTY
@@ -596,9 +630,11 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
                 p = partial_start(text, tail, idx)
                 if p != -1:
                     ctx.eof = True
+                    ctx.ends += 1
                     return (NMI if ctx.lenient else OK), p, _EMPTY
             return OK, idx, _EMPTY
         ctx.eof = True
+        ctx.ends += 1
         if hints is not None and tail > frm:
             hints[(pid, pos)] = tail
         p = partial_start(text, tail, n)

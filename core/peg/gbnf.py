@@ -184,6 +184,10 @@ class _Emitter:
             else:
                 return n
 
+    def is_repair(self, pid: int) -> bool:
+        """:func:`is_repair_variant` in this arena."""
+        return is_repair_variant(self.arena, pid)
+
     def gbnf(self, pid: int) -> str:  # noqa: C901 - one branch per combinator
         n = self.arena.nodes[pid]
         if isinstance(n, (N.Epsilon, N.Start, N.End, N.And, N.Not)):
@@ -202,7 +206,8 @@ class _Emitter:
             return " ".join(parts)
         if isinstance(n, N.Choice):
             parts = []
-            for c in n.items:
+            items = [c for c in n.items if not self.is_repair(c)]
+            for c in items or n.items:
                 g = self.gbnf(c)
                 if isinstance(self.effective(c), N.Choice):
                     g = "(" + g + ")"
@@ -249,8 +254,24 @@ class _Emitter:
         raise TypeError(f"unknown parser node {type(n).__name__}")
 
 
-def reachable_rules(arena: _AnyT, start: int) -> set[str]:
-    """Names of the rules reachable from node ``start`` (following children and references)."""
+def is_repair_variant(arena: _AnyT, pid: int) -> bool:
+    """Whether node ``pid`` is (under atomic / tag wrappers) a ``repair:NAME`` tag: a variant the parser
+    accepts for a tolerance repair (:mod:`core.chat.repairs`). Such an alternative of a choice is left out of
+    the grammar when another one remains — a grammar asks for the template's own format, the repairs only widen
+    what the parser reads."""
+    nodes = arena.nodes
+    while True:
+        n = nodes[pid]
+        if isinstance(n, N.Tag) and n.tag.startswith("repair:"):
+            return True
+        if not isinstance(n, (N.Tag, N.Atomic)):
+            return False
+        pid = n.child
+
+
+def reachable_rules(arena: _AnyT, start: int, skip_repairs: bool = False) -> set[str]:
+    """Names of the rules reachable from node ``start`` (following children and references; with
+    ``skip_repairs`` not into the repair alternatives of a choice, which the grammar leaves out)."""
     seen: set[str] = set()
     visited: set[int] = set()
     stack = [start]
@@ -265,6 +286,9 @@ def reachable_rules(arena: _AnyT, start: int) -> set[str]:
             seen.add(n.name)
         if isinstance(n, N.Ref):
             stack.append(arena.rule_id(n.name))
+        elif skip_repairs and isinstance(n, N.Choice):
+            kept = [c for c in n.items if not is_repair_variant(arena, c)]
+            stack.extend(kept or n.items)
         else:
             stack.extend(n.children())
     return seen
@@ -285,9 +309,9 @@ def build_grammar(arena: _AnyT, lazy: bool = False, builder: GrammarBuilder | No
             r = arena.nodes[rid]
             if isinstance(r, N.Rule) and r.trigger:
                 reach.add(name)
-                reach |= reachable_rules(arena, rid)
+                reach |= reachable_rules(arena, rid, skip_repairs=True)
     else:
-        reach = reachable_rules(arena, arena.root) if arena.root >= 0 else set()
+        reach = reachable_rules(arena, arena.root, skip_repairs=True) if arena.root >= 0 else set()
     for name, rid in rules.items():
         if name in reach:
             r = arena.nodes[rid]

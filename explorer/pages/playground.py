@@ -87,6 +87,20 @@ def replay_view(output: str, partial: bool, markers: list[str]) -> None:
     st.markdown("**Text fed so far**" + (" (its end)" if len(fed) > WINDOW else ""))
     show_text(fed, max_height="8rem", markers=markers, start=max(0, len(fed) - WINDOW))
     partial_msg = {k: v for k, v in accumulate_deltas(deltas).items() if v}
+    if step == n and rp.truncated:
+        # issue 10: the deltas of a call cut off at the end are not taken back; the finish reports it and a
+        # client drops it (core.chat.repairs.settled), so the message at the finish is the parsed message
+        kept = rp.truncated[-1][1]
+        if len(partial_msg.get("tool_calls") or []) > kept:
+            partial_msg["tool_calls"] = partial_msg["tool_calls"][:kept]
+            if not partial_msg["tool_calls"]:
+                del partial_msg["tool_calls"]
+        names = ", ".join(name or "?" for name, _, _ in rp.truncated)
+        how = ("was rejected: complete, but it does not fit the tools"
+               if all(why == "rejected" for _, _, why in rp.truncated) else "was cut off")
+        st.caption(md(f"Finish: the last call ({names}) {how} (repair truncated-call); its streamed deltas "
+                      "stay, a client drops the call" + (" — kept, the output is marked cut off" if partial else "")
+                      + "."))
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Deltas so far**" + (f" (the last {DELTAS_SHOWN})" if len(deltas) > DELTAS_SHOWN else ""))
@@ -163,7 +177,8 @@ with main:
     with tab_msg:
         # issue 10: a rescued parse says so (core.chat.repairs.FiredRepair: rule name, span of the output)
         for r in repairs_fired:
-            st.badge(f"repair {r.name} [{r.start}, {r.end})", icon=":material/build:", color="orange")
+            why = f" ({r.why})" if getattr(r, "why", "") else ""   # truncated-call: cut / rejected
+            st.badge(f"repair {r.name}{why} [{r.start}, {r.end})", icon=":material/build:", color="orange")
         st.json(visible_json(msg, clip=CLIP), expanded=True)
         for field in ("reasoning_content", "content"):
             if msg.get(field):

@@ -84,6 +84,7 @@ class Mismatch(Exception):
 # --------------------------------------------------------------------------------------------------------------
 
 _SPACE_RE = re.compile(r"[ \t\n\v\f\r]*")
+_STRING_STOP = re.compile(r'["\\]')
 
 
 class Scanner:
@@ -92,7 +93,7 @@ class Scanner:
     Positions are character offsets into ``text``. Methods advance ``pos`` only on success.
     """
 
-    __slots__ = ("text", "pos", "n", "memo", "switches")
+    __slots__ = ("text", "pos", "n", "memo", "switches", "far", "last_until", "last_json")
 
     def __init__(self, text: str, pos: int = 0, memo: dict | None = None):
         self.text = text
@@ -101,16 +102,33 @@ class Scanner:
         self.memo = memo  # completed values by (kind, position), valid while the text only grows
         # alternatives that got somewhere, failed and were rolled back (see attempt): (code id, position)
         self.switches: list[tuple[int, int]] = []
+        # how far the primitives looked: one past the last position examined, n + 1 once one saw the end of the
+        # input (an outcome that more text could change); :func:`repeat` reuses iterations that stayed below n
+        self.far = 0
+        # the last until() that returned text: (start, stop, delimiters, cut, text) — the session's fast path
+        self.last_until: tuple | None = None
+        # the last JSON value cut by the end of the input: (start, text handed to emit)
+        self.last_json: tuple | None = None
 
     # -- primitives ------------------------------------------------------------------------------------------
     def check(self, lit: str) -> int:
         """1 if ``lit`` is at the cursor, -1 if the input ends inside a prefix of it (incl. at the very end),
         0 if it does not match. ``""`` always matches."""
-        if self.text.startswith(lit, self.pos):
+        pos = self.pos
+        if self.text.startswith(lit, pos):
+            if pos + len(lit) > self.far:
+                self.far = pos + len(lit)
             return 1
-        left = self.n - self.pos
-        if left < len(lit) and lit.startswith(self.text[self.pos:]):
-            return -1
+        left = self.n - pos
+        if left < len(lit):
+            if lit.startswith(self.text[pos:]):
+                self.far = self.n + 1
+                return -1
+            if self.n > self.far:
+                self.far = self.n
+            return 0
+        if pos + len(lit) > self.far:
+            self.far = pos + len(lit)
         return 0
 
     def expect(self, lit: str) -> None:
@@ -127,6 +145,7 @@ class Scanner:
         """``optional(literal)``: at the very end of the input it succeeds empty (the repetition never starts);
         a cut prefix of ``lit`` raises :class:`Incomplete`; otherwise consume ``lit`` if present."""
         if self.pos >= self.n:
+            self.far = self.n + 1
             return False
         r = self.check(lit)
         if r == 1:
@@ -148,7 +167,26 @@ class Scanner:
         m = _SPACE_RE.match(self.text, self.pos)
         s = m.group(0)
         self.pos = m.end()
+        self._saw(self.pos + 1)
         return s
+
+    def match(self, pattern: "re.Pattern[str]") -> str:
+        """The text ``pattern`` matches at the cursor (consumed; "" when it does not match). Counts as looking
+        one character past the match (a pattern like ``[0-9]*`` stops at the first other character)."""
+        m = pattern.match(self.text, self.pos)
+        if m is None:
+            self._saw(self.pos + 1)
+            return ""
+        self.pos = m.end()
+        self._saw(self.pos + 1)
+        return m.group(0)
+
+    def _saw(self, end: int) -> None:
+        """Note that positions before ``end`` were examined (past the input: the end was seen)."""
+        if end > self.n:
+            self.far = self.n + 1
+        elif end > self.far:
+            self.far = end
 
     def find_stop(self, delims: Sequence[str]) -> tuple[int, bool]:
         """Where ``until(delims)`` stops: the earliest position where a delimiter starts, or where the rest of
@@ -189,12 +227,17 @@ class Scanner:
         it may become the delimiter or more of this text), so no later step takes it as something else — e.g.
         ``<t`` (a prefix of ``<tool_call>``) is neither reasoning nor content until the next character decides
         (divergence from llama.cpp, whose ``until`` succeeds there; see :mod:`core.peg.engine`)."""
+        start = self.pos
         if delims:
-            stop, _, cut = self._find_stop(delims)
+            stop, found, cut = self._find_stop(delims)
+            self._saw(stop + max(len(d) for d in delims) if found and not cut else self.n + 1)
         else:
             stop, cut = self.n, False
-        s = self.text[self.pos:stop]
+            self.far = self.n + 1
+        s = self.text[start:stop]
         self.pos = stop
+        if s:
+            self.last_until = (start, stop, delims, cut, s)
         if cut:
             self.text = self.text[:stop]
             self.n = stop
@@ -532,18 +575,30 @@ def _normalize_run(s: str, i: int, in_single: bool, in_double: bool, out: list[s
 
 
 class _Call:
-    __slots__ = ("call", "arg_count", "quote_open")
+    __slots__ = ("call", "arg_count", "quote_open", "frozen")
 
     def __init__(self, call: ToolCall):
         self.call = call
         self.arg_count = 0
         self.quote_open = False
+        # a ToolCall standing for this call once it is settled (replayed from a session memo): never mutated
+        # again, the same object in every message built from it (see MessageBuilder.current)
+        self.frozen: ToolCall | None = None
 
     def clone(self) -> "_Call":
         c = _Call(ToolCall(self.call.name, self.call.arguments, self.call.id))
         c.arg_count = self.arg_count
         c.quote_open = self.quote_open
         return c
+
+    def state(self) -> tuple:
+        return (self.call.name, self.call.arguments, self.call.id, self.arg_count, self.quote_open)
+
+
+def _call_from_state(st: tuple) -> _Call:
+    c = _Call(ToolCall(st[0], st[1], st[2]))
+    c.arg_count, c.quote_open = st[3], st[4]
+    return c
 
 
 class MessageBuilder:
@@ -555,7 +610,8 @@ class MessageBuilder:
     * :meth:`set_args` — verbatim JSON arguments (JSON-native formats);
     * :meth:`close_call` — closes a pending quote and every unclosed brace.
 
-    :meth:`mark` / :meth:`reset` undo what an alternative that failed had added.
+    :meth:`mark` / :meth:`reset` undo what an alternative that failed had added. Only the last call is ever
+    changed (through :attr:`current`), so a mark copies that one call, not all of them.
     """
 
     def __init__(self, drop_blank_reasoning: bool = True):
@@ -565,17 +621,30 @@ class MessageBuilder:
         self.drop_blank_reasoning = drop_blank_reasoning
         self.version = 0  # bumped by every change to the message (:func:`attempt` tells what a failure undid)
         self.fired: list[tuple[str, int, int]] = []  # repairs that acted: (name, start, end) in the parsed text
+        # the last text added to a field: (field, text, version after) — the session's fast path checks that
+        # the parse ended right after it
+        self.last_add: tuple | None = None
+        # calls replayed from a repetition memo: (index of the first, the memo's calls, their frozen ToolCalls,
+        # how many) — result() copies that block of ToolCalls in one slice
+        self.frozen_span: tuple | None = None
 
     # -- backtracking ----------------------------------------------------------------------------------------
-    def mark(self) -> tuple[int, int, list[_Call]]:
-        """A snapshot for :meth:`reset`: ``(len(content), len(reasoning), copies of the calls)``."""
-        return (len(self.content), len(self.reasoning), [c.clone() for c in self.calls])
+    def mark(self) -> tuple:
+        """A snapshot for :meth:`reset`: lengths of content, reasoning and calls, and the last call's state."""
+        calls = self.calls
+        last = calls[-1] if calls else None
+        return (len(self.content), len(self.reasoning), len(calls), last,
+                last.state() if last is not None else None)
 
-    def reset(self, mark: tuple[int, int, list[_Call]]) -> None:
+    def reset(self, mark: tuple) -> None:
         """Return to the snapshot ``mark`` (from :meth:`mark`): truncate content / reasoning, restore the calls."""
-        self.content = self.content[: mark[0]]
-        self.reasoning = self.reasoning[: mark[1]]
-        self.calls = [c.clone() for c in mark[2]]
+        lc, lr, n, last, state = mark
+        self.content = self.content[:lc]
+        self.reasoning = self.reasoning[:lr]
+        del self.calls[n:]
+        if last is not None and (self.calls[-1] is not last or last.state() != state):
+            self.calls[-1] = _call_from_state(state)
+        self.last_add = None
 
     # -- text ------------------------------------------------------------------------------------------------
     def add_content(self, s: str) -> None:
@@ -583,18 +652,23 @@ class MessageBuilder:
         if s:
             self.content += s
             self.version += 1
+            self.last_add = ("content", s, self.version)
 
     def add_reasoning(self, s: str) -> None:
         """Append ``s`` to the reasoning (nothing for "")."""
         if s:
             self.reasoning += s
             self.version += 1
+            self.last_add = ("reasoning_content", s, self.version)
 
     # -- tool calls ------------------------------------------------------------------------------------------
     @property
     def current(self) -> _Call:
-        """The last opened call; ``IndexError`` if none is open."""
-        return self.calls[-1]
+        """The last opened call (for changing it); ``IndexError`` if none is open."""
+        c = self.calls[-1]
+        if c.frozen is not None:     # settled calls are shared between parses: change a copy
+            c = self.calls[-1] = c.clone()
+        return c
 
     def open_call(self, name: str, call_id: str = "", args: str = "{") -> None:
         """Start a visible call named ``name`` with arguments ``args`` (default ``"{"``) and id ``call_id``."""
@@ -607,6 +681,7 @@ class MessageBuilder:
         if t.startswith("{"):
             self.current.call.arguments = t
             self.version += 1
+            self.last_add = ("arguments", text, self.version)
 
     def converted_args(self, text: str, start: int, end: int) -> None:
         """Arguments the handler converted from its own syntax, ``text`` (JSON, maybe still open), read from
@@ -679,9 +754,36 @@ class MessageBuilder:
             reasoning = ""
         # a string value still open stays open (llama.cpp closes quotes only for calls not yet named), so
         # successive partial parses only ever append to the arguments
-        calls = [ToolCall(c.call.name, c.call.arguments, c.call.id) for c in self.calls]
-        return AssistantMessage(content=self.content, reasoning_content=reasoning, tool_calls=calls,
-                                repairs=list(self.fired))
+        calls = self._tool_calls()
+        msg = AssistantMessage(content=self.content, reasoning_content=reasoning, tool_calls=calls,
+                               repairs=list(self.fired))
+        span = self.frozen_span
+        if span is not None and span[0] == 0 and len(calls) >= span[3] and calls[span[3] - 1] is span[2][span[3] - 1]:
+            # the first calls are the memo's settled ones (an append-only list): see stream_deltas_between
+            msg.shared_calls = (span[2], span[3])
+        return msg
+
+    def _tool_calls(self) -> list[ToolCall]:
+        """ToolCalls of :attr:`calls`: the frozen ones shared, the others copied."""
+        calls = self.calls
+        span = self.frozen_span
+        if span is not None:
+            i0, mcalls, tcs, m = span
+            end = i0 + m
+            if m and len(calls) >= end and calls[i0] is mcalls[0] and calls[end - 1] is mcalls[m - 1]:
+                # only the last call is ever replaced (current / reset): both ends in place = the block is
+                out = tcs[:m] if m < len(tcs) else list(tcs)
+                if i0:
+                    out[0:0] = _copies(calls[:i0])
+                if end < len(calls):
+                    out.extend(_copies(calls[end:]))
+                return out
+        return _copies(calls)
+
+
+def _copies(calls: list[_Call]) -> list[ToolCall]:
+    return [c.frozen if c.frozen is not None else ToolCall(c.call.name, c.call.arguments, c.call.id)
+            for c in calls]
 
 
 def attempt(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], *args: Any) -> bool:
@@ -711,15 +813,127 @@ def optional(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], *args: An
     return sc.pos < sc.n and attempt(sc, b, fn, *args)
 
 
-def repeat(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], lo: int = 0, hi: int | None = None) -> int:
+class _RepeatMemo:
+    """What the settled iterations of one repetition built (per streaming session, by repetition and start).
+
+    An iteration is settled when it succeeded, consumed text and looked only at positions before the end of
+    the input (:attr:`Scanner.far`): the same text followed by anything gives the same iteration. Cumulative
+    records (end position, calls, content and reasoning added, switches, fired repairs) let a parse replay
+    any number of them at once; the calls are frozen (:attr:`_Call.frozen`), so every message shares them."""
+
+    __slots__ = ("pre", "ends", "fars", "calls", "tcs", "content", "reasoning", "switches", "fired", "n_calls",
+                 "n_content", "n_reasoning", "n_switches", "n_fired", "open")
+
+    def __init__(self, sc: Scanner, b: "MessageBuilder"):
+        self.pre = self._pre(sc, b)
+        self.ends: list[int] = []
+        self.fars: list[int] = []          # how far the iterations so far looked (cumulative maximum)
+        self.calls: list[_Call] = []
+        self.tcs: list[ToolCall] = []       # their frozen ToolCalls
+        self.content = self.reasoning = ""
+        self.switches: list = []
+        self.fired: list = []
+        self.n_calls: list[int] = []       # cumulative counts after each iteration
+        self.n_content: list[int] = []
+        self.n_reasoning: list[int] = []
+        self.n_switches: list[int] = []
+        self.n_fired: list[int] = []
+        self.open = True                   # still recording (no unsettled iteration seen yet)
+
+    @staticmethod
+    def _pre(sc: Scanner, b: "MessageBuilder") -> tuple:
+        last = b.calls[-1] if b.calls else None
+        return (len(b.content), len(b.reasoning), len(b.calls), last.state() if last is not None else None,
+                len(b.fired))
+
+    def matches(self, sc: Scanner, b: "MessageBuilder") -> bool:
+        return self._pre(sc, b) == self.pre
+
+    def replay(self, sc: Scanner, b: "MessageBuilder", hi: int | None) -> int:
+        """Apply the remembered iterations (at most ``hi``) to ``sc`` / ``b``; returns how many."""
+        k = len(self.ends) if hi is None else min(len(self.ends), hi)
+        if k == 0 or self.ends[k - 1] >= sc.n:
+            return 0
+        m = self.n_calls[k - 1]
+        if m:
+            if b.frozen_span is None:
+                b.frozen_span = (len(b.calls), self.calls, self.tcs, m)
+            b.calls.extend(self.calls[:m] if m < len(self.calls) else self.calls)
+        if self.n_content[k - 1]:
+            b.content += self.content[:self.n_content[k - 1]]
+        if self.n_reasoning[k - 1]:
+            b.reasoning += self.reasoning[:self.n_reasoning[k - 1]]
+        if self.n_switches[k - 1]:
+            sc.switches.extend(self.switches[:self.n_switches[k - 1]])
+        if self.n_fired[k - 1]:
+            b.fired.extend(self.fired[:self.n_fired[k - 1]])
+        b.version += 1
+        b.last_add = None
+        sc.pos = self.ends[k - 1]
+        sc._saw(self.fars[k - 1])
+        return k
+
+    def watch(self, sc: Scanner, b: "MessageBuilder") -> tuple:
+        return (len(b.content), len(b.reasoning), len(b.calls), b.calls[-1] if b.calls else None,
+                b.calls[-1].state() if b.calls else None, len(sc.switches), len(b.fired))
+
+    def record(self, sc: Scanner, b: "MessageBuilder", watch: tuple, far: int, count: int, before: int) -> None:
+        """After an iteration from ``before`` that succeeded (``far``: how far it looked; ``count`` iterations
+        before it): remember it if it is settled, else stop recording for this parse."""
+        lc, lr, nc, last, state, ns, nf = watch
+        if (far > sc.n or sc.pos == before or count != len(self.ends) or len(b.calls) < nc
+                or (last is not None and (b.calls[nc - 1] is not last or last.state() != state))):
+            self.open = False
+            return
+        for c in b.calls[nc:]:
+            c.frozen = ToolCall(c.call.name, c.call.arguments, c.call.id)
+            self.calls.append(c)
+            self.tcs.append(c.frozen)
+        self.content += b.content[lc:]
+        self.reasoning += b.reasoning[lr:]
+        self.switches.extend(sc.switches[ns:])
+        self.fired.extend(b.fired[nf:])
+        self.ends.append(sc.pos)
+        self.fars.append(max(far, self.fars[-1]) if self.fars else far)
+        self.n_calls.append(len(self.calls))
+        self.n_content.append(len(self.content))
+        self.n_reasoning.append(len(self.reasoning))
+        self.n_switches.append(len(self.switches))
+        self.n_fired.append(len(self.fired))
+
+
+def repeat(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], lo: int = 0, hi: int | None = None,
+           resumable: bool = False) -> int:
     """``fn{lo,hi}`` (``hi`` None: unbounded) with llama.cpp's repetition rules: stop at the end of the input, at
     the first rolled-back :class:`Mismatch` or after an iteration that consumed nothing; fewer than ``lo``
-    raises :class:`Incomplete` at the end of the input, else :class:`Mismatch`. Returns the count."""
+    raises :class:`Incomplete` at the end of the input, else :class:`Mismatch`. Returns the count.
+
+    ``resumable``: ``fn`` reads the text only through the scanner's primitives (so :attr:`Scanner.far` says
+    how far it looked) and changes only calls it opens. Then, in a streaming session (``sc.memo``), the
+    iterations that did not look at the end of the input are remembered with what they built, and the parse
+    of a longer text replays them at once instead of re-running them (:class:`_RepeatMemo`)."""
     count = 0
+    memo = None
+    if resumable and sc.memo is not None and sc.pos < sc.n and type(b) is MessageBuilder:
+        key = ("repeat", id(fn), sc.pos)
+        memo = sc.memo.get(key)
+        if memo is None or not memo.matches(sc, b):
+            memo = sc.memo[key] = _RepeatMemo(sc, b)
+        count = memo.replay(sc, b, hi)
+        memo.open = count == len(memo.ends)
     while (hi is None or count < hi) and sc.pos < sc.n:
         before = sc.pos
+        tracking = memo is not None and memo.open
+        if tracking:
+            far0, sc.far = sc.far, 0
+            watch = memo.watch(sc, b)
         if not attempt(sc, b, fn):
+            if tracking:
+                sc.far = max(far0, sc.far)
             break
+        if tracking:
+            far, sc.far = sc.far, max(far0, sc.far)
+            memo.record(sc, b, watch, far, count, before)
         if sc.pos == before:
             break
         count += 1
@@ -765,8 +979,12 @@ def streamed_json_value(sc: Scanner, emit: Callable[[str], None]) -> int:
     try:
         end = scan_json(sc.text, start, sc.memo)
     except Incomplete as e:
-        emit(sc.text[start:max(start, e.end)])
+        sc.far = sc.n + 1
+        partial = sc.text[start:max(start, e.end)]
+        sc.last_json = (start, partial)
+        emit(partial)
         raise
+    sc._saw(end + 1)   # a number is known to end only by the character after it
     emit(sc.text[start:end])
     return end
 
@@ -1322,16 +1540,28 @@ class HandlerParser:
     prompt: str | None = None
     grammar_error: str = ""
     peg: Callable[[Any], Any] | None = None
+    turn_header: str = ""
+
+    def header_cut(self, output: str, is_partial: bool = False) -> int | None:
+        """Repair ``repeated-turn-header`` (on when ``turn_header`` is set): see
+        :func:`core.chat.repairs.header_cut`."""
+        from ..repairs import header_cut
+
+        return header_cut(self.turn_header, output, is_partial)
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
         """Parse model ``output`` (text after the prompt). Never raises; see the class docstring. Settled by
         :func:`core.chat.repairs.settle` (final parse extends the partial view; cut calls reported)."""
-        from ..repairs import from_spans, settle
+        from ..repairs import REPEATED_TURN_HEADER, FiredRepair, from_spans, settle
 
         msg = self._parse(output, is_partial, None)
+        cut = (self.header_cut(output, is_partial) or 0) if isinstance(output, str) else 0
         if msg.repairs:
             msg = msg.copy()
-            msg.repairs = from_spans(msg.repairs, len(self.generation_prompt), output)
+            msg.repairs = from_spans(msg.repairs, len(self.generation_prompt) - cut, output)
+        if cut:
+            msg = msg.copy()
+            msg.repairs = [FiredRepair(REPEATED_TURN_HEADER, 0, cut, text=output[:cut])] + msg.repairs
         return settle(self, output, msg, is_partial, view=msg if is_partial else None)
 
     def session(self) -> "HandlerSession":
@@ -1398,17 +1628,25 @@ class HandlerParser:
         msg.content += rest
         return msg
 
-    def _parse(self, output: str, is_partial: bool, memo: dict | None, view_memo: Any = None) -> AssistantMessage:
-        if not isinstance(output, str):
-            output = "" if output is None else str(output)
-        text = self.generation_prompt + output
+    def _parse(self, output: str, is_partial: bool, memo: dict | None, view_memo: Any = None,
+               clean: list | None = None, text: str | None = None) -> AssistantMessage:
+        if text is None:   # else ``text`` is generation_prompt + output after the cut, built by the caller
+            if not isinstance(output, str):
+                output = "" if output is None else str(output)
+            cut = self.header_cut(output, is_partial)
+            if cut is None:      # still a prefix of a repeated turn header: nothing to show yet
+                return AssistantMessage()
+            output = output[cut:]
+            text = self.generation_prompt + output
         try:
             msg, sc, b = self._run(text, memo)
         except RecursionError:
-            return AssistantMessage(content=output)
+            return AssistantMessage(content=text[len(self.generation_prompt):])
         if msg is not None and not (is_partial and sc.switches):
             if view_memo is not None and is_partial:
                 view_memo.note(text, True, frozenset())
+            if clean is not None:   # the body's own message is the answer: the session may look at its end
+                clean.extend((text, sc, b, msg))
             return msg
         if not is_partial:
             if msg is not None:
@@ -1450,21 +1688,152 @@ class HandlerSession:
     def __init__(self, parser: HandlerParser):
         from ..generator import ViewMemo
 
+        from ..stream import TurnHeaderCut
+
         self.parser = parser
-        self._text = ""
+        self._full = parser.generation_prompt   # generation_prompt + the output (after a repeated header)
+        self._cutter = TurnHeaderCut(parser)
         self._memo: dict = {}
         self._view = ViewMemo()
+        self._view.trust()   # this session checks that texts extend (parse) or is told so (parse_appended)
+        # after a partial parse: the open region more text may only extend (see _open_region), else None
+        self.open_region: Any = None
+        self._json_scan: tuple | None = None
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
         """Message for ``output`` as :meth:`HandlerParser.parse`, reusing value ends found in the previous
         (shorter) text of the stream; never raises on arbitrary text.
         """
+        from ..stream import TurnHeaderCut
+
+        self.open_region = None
         if not is_partial:   # the final parse is the one-shot parse (settled by core.chat.repairs)
             return self.parser.parse(output, False)
-        if not isinstance(output, str) or not output.startswith(self._text):
+        if not isinstance(output, str):
+            output = "" if output is None else str(output)
+        cutter = TurnHeaderCut(self.parser)
+        eff = cutter.append(output)
+        if eff is None:      # still a prefix of a repeated turn header: nothing to show yet
+            return AssistantMessage()
+        self._cutter = cutter
+        full = self.parser.generation_prompt + eff
+        if not full.startswith(self._full):
+            from ..generator import ViewMemo
+
             self._memo = {}
-        self._text = output if isinstance(output, str) else ""
-        return self.parser._parse(output, is_partial, self._memo, self._view)
+            self._json_scan = None
+            self._view = ViewMemo()
+            self._view.trust()
+        self._full = full
+        return self._parse_full(full)
+
+    def parse_appended(self, added: str, is_partial: bool = True) -> AssistantMessage:
+        """:meth:`parse` of the previous output followed by ``added`` (the caller vouches the text only grew:
+        :class:`core.chat.stream.StreamingParser`), without comparing or re-joining the whole text."""
+        self.open_region = None
+        eff = self._cutter.append(added)
+        if eff is not None:
+            full, self._full = self._full, ""
+            full += eff     # in place when nothing else holds the text (a local: CPython's concatenation)
+            self._full = full
+        gp = self.parser.generation_prompt
+        if not is_partial:
+            return self.parser.parse(self._cutter.raw(self._full[len(gp):]), False)
+        if eff is None:      # still a prefix of a repeated turn header: nothing to show yet
+            return AssistantMessage()
+        return self._parse_full(self._full)
+
+    def tail(self, k: int) -> str:
+        """The last ``k`` characters of the output so far (``k`` > 0)."""
+        return self._full[max(len(self.parser.generation_prompt), len(self._full) - k):]
+
+    def _parse_full(self, full: str) -> AssistantMessage:
+        clean: list = []
+        msg = self.parser._parse(None, True, self._memo, self._view, clean, text=full)
+        if clean:
+            try:
+                self.open_region = self._open_region(*clean)
+            except Exception:  # noqa: BLE001 - the fast path is an optimisation: without it every feed parses
+                self.open_region = None
+        return msg
+
+    def _open_region(self, text: str, sc: Scanner, b: MessageBuilder, msg: AssistantMessage) -> Any:
+        """The region of ``msg`` that appended text can only extend, or None (then the next feed parses).
+
+        * content / reasoning: the body's last step was an ``until`` that ran to the end of the input (or
+          stopped before a delimiter cut by it) and added its text to that field; nothing after it consumed
+          text or changed the message. Any text holding no delimiter (and not ending inside one) extends that
+          ``until`` the same way, and what follows it still sees only the end of the input.
+        * JSON arguments: the parse ended inside a string of a call's verbatim JSON arguments (no escape
+          pending) and nothing changed the message after :meth:`MessageBuilder.set_args` of them.
+
+        Shapes as :class:`core.chat.stream.OpenRegion` (the same fast path as PEG-built parsers)."""
+        from ..stream import OpenRegion
+
+        add = b.last_add
+        if add is None or add[2] != b.version:
+            return None
+        field, added = add[0], add[1]
+        if field == "arguments":
+            js = sc.last_json
+            if js is None or js[1] is not added or not b.calls or js[0] + len(added) != len(text):
+                return None
+            return self._open_json_string(js[0], added)
+        u = sc.last_until
+        # the very string the until returned (a fresh slice: one-character strings are shared by CPython, so
+        # they do not tell which until they came from)
+        if u is None or u[4] is not added or len(added) < 2 or not (u[1] == sc.pos == sc.n):
+            return None
+        start, stop, delims, cut, _ = u
+        if not cut and stop != len(text):
+            return None
+        value = msg.content if field == "content" else msg.reasoning_content
+        if not value.endswith(added) or (field == "reasoning_content" and not value.strip(" \n\r\t")):
+            return None
+        region = OpenRegion(field, tuple(d for d in delims if d))
+        if cut:
+            region.held = text[stop:]
+        return region
+
+    def _open_json_string(self, start: int, value: str) -> Any:
+        """JSON arguments ``value`` (from ``start``) cut inside a string: the fast-path region, or None. The
+        string state is scanned on from where the previous feed left it."""
+        from ..stream import OpenRegion, _WS
+
+        if not value.startswith("{"):
+            return None
+        st = self._json_scan
+        if st is None or st[0] != start or st[1] > len(value):
+            st = (start, 0, False, False)
+        _, i, in_str, esc = st
+        end = len(value)
+        while i < end:
+            if esc:
+                esc = False
+                i += 1
+                continue
+            if in_str:
+                j = _STRING_STOP.search(value, i)   # the next quote or backslash
+                if j is None:
+                    i = end
+                    break
+                i = j.start()
+                if value[i] == "\\":
+                    esc = True
+                else:
+                    in_str = False
+                i += 1
+                continue
+            if value[i] == '"':
+                in_str = True
+            i += 1
+        self._json_scan = (start, end, in_str, esc)
+        if not in_str or esc:
+            return None
+        region = OpenRegion("json-arguments", ())
+        stripped = value.rstrip(_WS)
+        region.ws_tail = value[len(stripped):]
+        return region
 
 
 def word_trigger(value: str) -> GrammarTrigger:

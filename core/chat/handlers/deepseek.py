@@ -24,6 +24,7 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
+from ..repairs import any_order_args
 from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function, foreach_parameter, grammar_for, has_response_format, make_parser,
                            prepared_for, word)
@@ -134,6 +135,11 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 named = p.rule(f"tool-{name}-arg-{pname}", arg)
                 (required if is_req else optional).append(named)
             args = p.required_then_optional(required, optional)
+            if "argument-order" in p.repairs:
+                # repair argument-order: the parameters in any order (tried after the template's)
+                any_order = any_order_args(p, f"tool-{name}-any-order", required, optional, p.space())
+                if any_order is not None:
+                    args = p.choice(args, any_order)
             func = p.tool(p.tool_open(p.literal(invoke_start + ' name="') + p.tool_name(p.literal(name))
                                       + p.literal('">\n'))
                           + args + p.space() + p.tool_close(p.literal(invoke_end)))

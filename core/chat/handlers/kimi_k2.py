@@ -13,6 +13,7 @@ a tool without closing its think block). Arguments are the model's JSON, verbati
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ...templating import ChatTemplate
@@ -31,6 +32,7 @@ CALL_END = "<|tool_call_end|>"
 THINK_START = "<think>"
 THINK_END = "</think>"
 GEN_PROMPT = "<|im_assistant|>assistant<|im_middle|>"
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def detect(normalized_source: str) -> bool:
@@ -48,10 +50,7 @@ def _make_body(view: C.RequestView, repairs: frozenset[str] = frozenset()):
         head = sc.choose_literal(opens)
         sc.pos += len(head)
         sc.expect(":")
-        digits_start = sc.pos
-        while sc.pos < sc.n and sc.text[sc.pos].isdigit() and sc.text[sc.pos].isascii():
-            sc.pos += 1
-        if sc.pos == digits_start:
+        if not sc.match(_DIGITS):
             if sc.pos >= sc.n:
                 raise Incomplete(sc.n)
             raise Mismatch(sc.pos, "expected the call index")
@@ -64,7 +63,7 @@ def _make_body(view: C.RequestView, repairs: frozenset[str] = frozenset()):
 
     def tool_calls(sc: Scanner, b: C.MessageBuilder) -> None:
         sc.optional(SECTION_BEGIN)
-        C.repeat(sc, b, call, 1 if view.required else 0, None if view.parallel else 1)
+        C.repeat(sc, b, call, 1 if view.required else 0, None if view.parallel else 1, resumable=True)
         sc.optional(SECTION_END)
 
     def body(sc: Scanner, b: C.MessageBuilder) -> None:

@@ -14,6 +14,11 @@ Output shape (after the ``<|im_start|>assistant\\n`` generation prefix)::
   value that may be a string or something else is tried as JSON first (``{"a": 1}``, ``42``, ``null``) and
   falls back to raw text (``{not valid json``).
 * No ``end()`` after the calls: trailing text after the last call is ignored, as the reference does.
+* Improved fidelity (tolerance repairs of :mod:`core.chat.repairs`, each a ``repair:NAME`` variant tried after
+  the template's form): ``tag-whitespace``, ``missing-closing-tags`` (``</parameter>`` after a JSON-typed value
+  / ``</function>`` left out), ``mistyped-value-as-string`` (a scalar-typed value that is no such JSON, kept as
+  text), ``json-call-in-tags`` (a Hermes JSON call inside ``<tool_call>``) and ``argument-order`` (an optional
+  parameter before a required one).
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function, foreach_parameter, grammar_for, has_response_format, make_parser,
                            prepared_for, value_types, word)
 from ..prompt import render_prompt
+from ..repairs import any_order_args
 
 NAME = "qwen3-coder"
 GEN_PREFIX = "<|im_start|>assistant\n"
 PARAM_CLOSE = "\n</parameter>\n"
+SCALAR_TYPES = frozenset({"number", "integer", "boolean", "null"})
 
 
 def detect(src: str) -> bool:
@@ -84,6 +91,17 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             ends = [PARAM_CLOSE, " </parameter>", "</parameter>"] if "tag-whitespace" in p.repairs else [PARAM_CLOSE]
             arg_string = p.rule("xml-arg-string",
                                 p.ac(p.tool_arg_string_value(p.until_one_of(ends)) + arg_close, PARAM_CLOSE))
+            # repair missing-closing-tags: a JSON-typed value (its end is known without the tag) may stop where
+            # the function, the call or the next parameter starts; a function where the call ends
+            typed_close = arg_close
+            func_close = p.flexible("</function>\n")
+            if "missing-closing-tags" in p.repairs:
+                nexts = p.choice(p.literal("</function>"), p.literal("</tool_call>"), p.literal("<parameter="))
+                typed_close = p.choice(arg_close, p.tool_arg_close(
+                    p.repair("missing-closing-tags", p.space() + p.peek(nexts))))
+                func_close = p.choice(func_close, p.repair("missing-closing-tags",
+                                                           p.space() + p.peek(p.literal("</tool_call>"))))
+            mistyped = "mistyped-value-as-string" in p.repairs
             choices = []
             for fn in tools:
                 name = fn["name"]
@@ -93,7 +111,11 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                     arg_open = p.tool_arg_open("<parameter=" + p.tool_arg_name(p.literal(pname)) + p.flexible(">\n"))
                     types = value_types(pschema)
                     if "string" not in types:
-                        value = p.tool_arg_json_value(p.schema(p.json(), rule_name + "-schema", pschema)) + arg_close
+                        value = p.tool_arg_json_value(p.schema(p.json(), rule_name + "-schema", pschema)) + typed_close
+                        if mistyped and types and types <= SCALAR_TYPES:
+                            # repair mistyped-value-as-string: whole typed value first (atomic: its type is
+                            # only known at its end), else the text as a string
+                            value = p.choice(p.atomic(value), p.repair("mistyped-value-as-string", arg_string))
                     elif types == {"string"}:
                         value = arg_string
                     else:
@@ -109,22 +131,35 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                         if "null" in types:
                             alts.append(p.json_null())
                         json_value = p.choice(*alts)
-                        value = p.gbnf(p.choice(p.atomic(p.tool_arg_json_value(json_value) + arg_close), arg_string),
+                        value = p.gbnf(p.choice(p.atomic(p.tool_arg_json_value(json_value) + typed_close), arg_string),
                                        "xml-arg-string")
                     arg_rule = p.rule(rule_name, p.tool_arg(arg_open + value))
                     (required if is_req else optional).append(arg_rule)
                 args = p.permute(f"tool-{name}-args", required)
                 if optional:
                     args = args + p.zero_or_more(p.choice(*optional))
+                    if "argument-order" in p.repairs:
+                        # repair argument-order: an optional parameter before a required one (tried after)
+                        any_order = any_order_args(p, f"tool-{name}-any-order", required, optional)
+                        if any_order is not None:
+                            args = p.choice(args, any_order)
                 func = p.tool(p.tool_open("<function=" + p.tool_name(p.literal(name)) + p.flexible(">\n"))
-                              + p.tool_args(args) + p.tool_close(p.flexible("</function>\n")))
+                              + p.tool_args(args) + p.tool_close(func_close))
                 choices.append(p.rule(f"tool-{name}", func))
             tool_choice = p.choice(*choices)
             min_calls = 1 if request.tool_choice == ToolChoice.REQUIRED else 0
             body = tool_choice + "</tool_call>" + p.space()
-            tool_call = p.rule("tool-call", p.flexible("<tool_call>\n") + body)
-            first = (p.rule("tool-call-first", p.optional(p.flexible("<tool_call>\n")) + body)
-                     if is_qwen3_coder else tool_call)
+            xml_call = p.flexible("<tool_call>\n") + body
+            if "json-call-in-tags" in p.repairs:
+                # repair json-call-in-tags: the Hermes JSON call inside <tool_call> (tried after the XML one)
+                json_call = p.repair("json-call-in-tags", p.literal("<tool_call>") + p.space()
+                                     + p.flat_json_call(request.tools) + p.space() + "</tool_call>" + p.space())
+                xml_call = p.choice(xml_call, json_call)
+                first_call = p.choice(p.optional(p.flexible("<tool_call>\n")) + body, json_call)
+            else:
+                first_call = p.optional(p.flexible("<tool_call>\n")) + body
+            tool_call = p.rule("tool-call", xml_call)
+            first = p.rule("tool-call-first", first_call) if is_qwen3_coder else tool_call
             calls = first + p.zero_or_more(tool_call) if request.parallel_tool_calls else first
             tool_calls = p.trigger_rule("tool-call-root", p.repeat(calls, min_calls, 1))
             return prefix + (reasoning << p.content(p.until_one_of(tool_call_starts)) << tool_calls)
