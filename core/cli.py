@@ -427,9 +427,15 @@ def _guard(fn: Any) -> Any:
     return run
 
 
-def build_parser() -> argparse.ArgumentParser:
+# subcommands defined in this module: ``main`` registers only these when one of them is asked for, so
+# ``python -m core analyze T`` does not import every other command's module (a fresh process's start-up)
+_OWN_COMMANDS = frozenset({"analyze", "workarounds"})
+
+
+def build_parser(own_only: bool = False) -> argparse.ArgumentParser:
     """The ``python -m core`` argument parser: ``analyze`` and ``workarounds``, plus the subcommands of
-    :mod:`core.chat.cli_commands` and :mod:`core.chat.roundtrip` when they import.
+    :mod:`core.chat.cli_commands`, :mod:`core.chat.roundtrip` and the other command modules when they import
+    (not with ``own_only``: then only this module's two commands).
     """
     ap = argparse.ArgumentParser(prog="python -m core",
                                  description="Chat Template Explorer: analyse chat templates, parse model output.")
@@ -457,6 +463,8 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("workarounds", help="list the workaround rules and the generic improvements")
     w.add_argument("--json", action="store_true")
     w.set_defaults(func=_guard(_cmd_workarounds))
+    if own_only:
+        return ap
     try:
         from .chat import cli_commands
     except ImportError:
@@ -493,7 +501,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m core`` and the ``chat-template-explorer`` console script."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(own_only=bool(argv) and argv[0] in _OWN_COMMANDS).parse_args(argv)
     # huggingface_hub logs every connection retry as a multi-line warning; the CLI reports the outcome in one
     # line (HubOfflineError, HubTimeoutError …), so only its errors are shown.
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)

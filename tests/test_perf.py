@@ -7,7 +7,10 @@ from __future__ import annotations
 import io
 import json
 import marshal
+import pathlib
 import random
+import subprocess
+import sys
 
 import jinja2
 import pytest
@@ -267,3 +270,13 @@ def test_bounded_memo_stays_consistent_under_threads():
     assert st.entries == len(m._data) <= 50
     assert st.bytes == 30 * st.entries
     assert st.hits + st.misses == 12_000
+
+
+def test_analyze_command_does_not_import_the_other_commands_modules():
+    # a fresh `python -m core analyze T` registers only cli.py's own commands (start-up time, issue 14)
+    code = ("import sys; from core.cli import main; main(['workarounds']); "
+            "print(sorted(m for m in ('core.chat.roundtrip', 'core.lint', 'core.serving', 'core.compare') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=pathlib.Path(__file__).resolve().parents[1], timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
