@@ -418,9 +418,7 @@ class PegStreamSession:
     def _parse_text(self, text: str, output: str | None) -> AssistantMessage:
         """The partial parse of ``text`` (generation prompt + ``output``, the output after a repeated turn
         header; None: sliced when needed)."""
-        from .generator import Probe, consistent_view, covers
-        from .mapper import map_parse
-
+        Probe, consistent_view, covers, map_parse = _generator_fns()
         is_partial = True
         parser = self.parser
         gp = parser.generation_prompt
@@ -648,6 +646,21 @@ class PegStreamSession:
         stripped = text.rstrip(_WS)
         region.ws_tail = text[len(stripped):]
         return region
+
+
+_GENERATOR_FNS: tuple | None = None
+
+
+def _generator_fns() -> tuple:
+    """(Probe, consistent_view, covers, map_parse), imported once: an import statement in a function costs a
+    few microseconds on every call, and :meth:`PegStreamSession._parse_text` runs on every slow feed."""
+    global _GENERATOR_FNS
+    if _GENERATOR_FNS is None:
+        from .generator import Probe, consistent_view, covers
+        from .mapper import map_parse
+
+        _GENERATOR_FNS = (Probe, consistent_view, covers, map_parse)
+    return _GENERATOR_FNS
 
 
 _WS = " \t\n\v\f\r"

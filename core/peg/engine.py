@@ -370,7 +370,8 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
         start = pos
         n = ctx.n
         count = 0
-        nodes: list | None = None
+        prefix: tuple = _EMPTY      # nodes of the items replayed from the hints (kept as one tuple: no copy)
+        nodes: list | None = None   # nodes of the items matched by this call
         hints = ctx.hints
         if hints is not None:
             # Streaming: resume after the items an earlier parse of this repetition (same rule and position,
@@ -382,12 +383,10 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
             made0, sw0 = ctx.made, len(ctx.switches)
             if h is not None:
                 count, pos, prefix, made_d, sw = h
-                if prefix:
-                    nodes = list(prefix)
                 ctx.made += made_d
                 if sw:
                     ctx.switches.extend(sw)
-            stable = (count, pos, len(nodes) if nodes else 0, ctx.made, len(ctx.switches))
+            stable = (count, pos, 0, ctx.made, len(ctx.switches))
             resumed = count
         r = None
         while hi == -1 or count < hi:
@@ -424,17 +423,17 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                         nodes = list(ns)
                     else:
                         nodes.extend(ns)
-                r = (NMI, end, tuple(nodes) if nodes else _EMPTY)
+                r = (NMI, end, prefix + tuple(nodes) if nodes else prefix)
                 break
             if ctx.made != made:
                 ctx.switches.append((pid, pos, -1))
             break
         if hints is not None and stable[0] > resumed:
             c, p, k, m, w = stable
-            hints[key] = (c, p, tuple(nodes[:k]) if k else _EMPTY, m - made0, tuple(ctx.switches[sw0:w]))
+            hints[key] = (c, p, prefix + tuple(nodes[:k]) if k else prefix, m - made0, tuple(ctx.switches[sw0:w]))
         if r is not None:
             return r
-        out = tuple(nodes) if nodes else _EMPTY
+        out = prefix + tuple(nodes) if nodes else prefix
         if count < lo:
             if pos >= n and ctx.lenient:
                 return NMI, pos, out
