@@ -251,15 +251,29 @@ class IncrementalMapper:
         return self._result()
 
     def _result(self) -> AssistantMessage:
-        """``ChatMapper.finish()`` on a copy of the state (the live state must stay reusable)."""
-        s = self._snap()
-        msg = self.m.finish()
-        out = AssistantMessage(msg.content, msg.reasoning_content,
-                               [ToolCall(t.name, t.arguments, t.id) for t in msg.tool_calls[-1:]], msg.role)
-        if len(msg.tool_calls) > 1:
-            out.tool_calls = msg.tool_calls[:-1] + out.tool_calls
-        self._restore(s)
-        return out
+        """What ``ChatMapper.finish()`` returns, computed without touching the live state (which must stay
+        reusable): a named pending call is appended with its buffered arguments and pending quote, reasoning
+        that is only whitespace becomes "". The last call is a fresh object (the live one may still change);
+        the earlier ones are shared. ``tests/test_stream_incremental.py`` checks it against ``map_parse``."""
+        m = self.m
+        msg = m.msg
+        calls = msg.tool_calls
+        p = m.pending
+        if p is not None and p.name:
+            args = m.args_buffer or p.arguments
+            if m.quote_pending and args:
+                args += '"'
+            out_calls = calls + [ToolCall(p.name, args, p.id)]
+        elif calls:
+            last = calls[-1]
+            out_calls = calls[:-1]
+            out_calls.append(ToolCall(last.name, last.arguments, last.id))
+        else:
+            out_calls = []
+        r = msg.reasoning_content
+        if r and not r.strip(" \n\r\t"):
+            r = ""
+        return AssistantMessage(msg.content, r, out_calls, msg.role)
 
 
 # --------------------------------------------------------------------------------------------------------------

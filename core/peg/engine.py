@@ -72,6 +72,10 @@ class AstNode:
         return f"AstNode({what}, {self.start}:{self.end}{', partial' if self.partial else ''})"
 
 
+_RESULT_TYPES = (ResultType.FAIL, ResultType.SUCCESS, ResultType.NEED_MORE_INPUT)   # by FAIL, OK, NMI
+_NO_SWITCHES: frozenset = frozenset()
+
+
 @dataclass
 class ParseResult:
     """Result of :func:`parse`: type, ``[start, end)``, the top-level AST nodes and the parsed text.
@@ -217,7 +221,8 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
             # whitespace that ran to the end, then the literal: a non-space first character of the literal
             # ends those runs where they ended
             pending = ctx.cut
-    return ParseResult(ResultType(st), start, end, tuple(nodes), text, frozenset(ctx.switches), pending)
+    return ParseResult(_RESULT_TYPES[st], start, end, tuple(nodes), text,
+                       frozenset(ctx.switches) if ctx.switches else _NO_SWITCHES, pending)
 
 
 # ---------------------------------------------------------------------------------------------------------------
