@@ -66,6 +66,11 @@ class IncrementalMapper:
         self.prev_nodes: tuple = ()
         self.final: tuple | None = None
         self.source = ""
+        # ``shared_calls`` of the messages made: (token, n) = the first n calls are live objects of the mapper
+        # that stay untouched while the token stays; a restore that cuts or replaces one of the calls
+        # published under the token starts a new one (see stream_deltas_between)
+        self._token = object()
+        self._published = 0
 
     @staticmethod
     def usable() -> bool:
@@ -93,6 +98,8 @@ class IncrementalMapper:
         self.idx_of = {}
         self.prev_nodes = ()
         self.final = None
+        self._token = object()
+        self._published = 0
 
     # -- snapshots -----------------------------------------------------------------------------------------------
     def _snap(self) -> tuple:
@@ -116,6 +123,9 @@ class IncrementalMapper:
 
     def _restore(self, s: tuple) -> None:
         (content, reasoning, n, last, pend, kind, orphan, arg_count, quote, buf) = s
+        if (n - 1 if last is not None else n) < self._published:   # a shared call is cut or replaced
+            self._token = object()
+            self._published = 0
         m = self.m
         m.msg.content = content
         m.msg.reasoning_content = reasoning
@@ -136,15 +146,20 @@ class IncrementalMapper:
         tag = node.tag
         return (node.rule, tag, node.start, None if tag in _GROUPING_TAGS else node.end)
 
-    def _skip_prefix(self, ch: tuple, och: tuple, after_all: int) -> tuple[int, int] | None:
+    def _skip_prefix(self, ch: tuple, och: tuple, after_all: int, lo: int = 0) -> tuple[int, int] | None:
         """(m, log position after the first m children) for the longest run of children of the new node that
         are the very same objects as the old node's (C-speed slice comparison; identity is checked first), or
-        None when there is none. ``after_all``: the log position after all old children."""
+        None when there is none. ``after_all``: the log position after all old children; ``lo``: the first
+        ``lo`` children are known to be shared (the engine's ``AstNode.base``), only the rest is read."""
         c = min(len(ch), len(och))
         if c == 0:
             return None
+        if lo:
+            m = lo
+            while m < c and ch[m] is och[m]:
+                m += 1
         # the last of the shared children is checked first: each failed slice comparison copies both prefixes
-        if ch[c - 1] is och[c - 1] and ch[:c] == och[:c]:
+        elif ch[c - 1] is och[c - 1] and ch[:c] == och[:c]:
             m = c
         elif c > 1 and ch[c - 2] is och[c - 2] and ch[:c - 1] == och[:c - 1]:
             m = c - 1
@@ -211,7 +226,16 @@ class IncrementalMapper:
                 stack.append(k)
                 ch = item.children
                 if ch:
-                    skip = self._skip_prefix(ch, old.children, entry[3])
+                    lo = 0
+                    nb = item.base
+                    if nb is not None:
+                        ob = old.base
+                        if ob is not None:
+                            if nb[0] is ob[0]:
+                                lo = len(nb[0])
+                            elif nb[1] is ob[0]:
+                                lo = len(ob[0])
+                    skip = self._skip_prefix(ch, old.children, entry[3], lo)
                     if skip is not None:
                         m, k = skip
                         stack.extend(reversed(ch[m:]))
@@ -232,6 +256,8 @@ class IncrementalMapper:
         elif nlog == 0:
             self.m = self._Mapper(source)
             self.m.source = source
+            self._token = object()
+            self._published = 0
         m_ = self.m
         snap = self._snap
         while stack:
@@ -273,7 +299,15 @@ class IncrementalMapper:
         r = msg.reasoning_content
         if r and not r.strip(" \n\r\t"):
             r = ""
-        return AssistantMessage(msg.content, r, out_calls, msg.role)
+        out = AssistantMessage(msg.content, r, out_calls, msg.role)
+        # the calls before the live last one are never changed again by mapping forward (only the last or
+        # the pending call is written to); _restore changes the token before cutting one of them
+        n = len(calls) - 1
+        if n > 0:
+            if n > self._published:
+                self._published = n
+            out.shared_calls = (self._token, n)
+        return out
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -50,10 +50,14 @@ class AstNode:
     """One node of the parse tree: a rule (``rule`` set) or a tag (``tag`` set) over ``[start, end)``.
 
     ``partial`` is true when the node's parser needed more input. ``children`` are the nodes made inside.
-    Nodes hold positions only; :meth:`text` slices the parsed input.
+    Nodes hold positions only; :meth:`text` slices the parsed input. ``base`` (streaming with a cache, else
+    None): ``(prefix, parent)`` when ``children`` begins with the items of a repetition replayed from the
+    cache — ``children[:len(prefix)]`` are the very objects of the tuple ``prefix``, and ``parent`` is the
+    prefix that one was grown from (its items start ``prefix``) or None — so a consumer comparing two trees
+    of a stream knows those children are shared without reading them (:class:`core.chat.stream.IncrementalMapper`).
     """
 
-    __slots__ = ("rule", "tag", "start", "end", "children", "partial")
+    __slots__ = ("rule", "tag", "start", "end", "children", "partial", "base")
 
     def __init__(self, rule: str, tag: str, start: int, end: int, children: tuple, partial: bool):
         self.rule = rule
@@ -62,6 +66,7 @@ class AstNode:
         self.end = end
         self.children = children
         self.partial = partial
+        self.base: tuple | None = None
 
     def text(self, source: str) -> str:
         """The node's matched text, ``source[start:end]`` (``source`` is the whole parsed text)."""
@@ -178,7 +183,7 @@ class ParseCache:
 
 class _Ctx:
     __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switches", "ends", "cut",
-                 "spaces")
+                 "spaces", "base")
 
     def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
         self.text = text
@@ -192,6 +197,7 @@ class _Ctx:
         self.ends = 0                       # how many times a parser looked at the end of the input
         self.cut: tuple | None = None       # (position, literal) of the last literal cut by the end
         self.spaces = 0                     # of the looks at the end: whitespace runs that reached it
+        self.base: tuple | None = None      # (nodes, (prefix, parent)) of the last resumed repetition
 
 
 Fn = Callable[[_Ctx, int], tuple]
@@ -386,8 +392,9 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
             key = (pid, pos, "repeat")
             h = hints.get(key)
             made0, sw0 = ctx.made, len(ctx.switches)
+            parent = None
             if h is not None:
-                count, pos, prefix, made_d, sw = h
+                count, pos, prefix, made_d, sw, parent = h
                 ctx.made += made_d
                 if sw:
                     ctx.switches.extend(sw)
@@ -429,16 +436,21 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                     else:
                         nodes.extend(ns)
                 r = (NMI, end, prefix + tuple(nodes) if nodes else prefix)
+                if prefix:
+                    ctx.base = (r[2], (prefix, parent))
                 break
             if ctx.made != made:
                 ctx.switches.append((pid, pos, -1))
             break
         if hints is not None and stable[0] > resumed:
             c, p, k, m, w = stable
-            hints[key] = (c, p, prefix + tuple(nodes[:k]) if k else prefix, m - made0, tuple(ctx.switches[sw0:w]))
+            hints[key] = (c, p, prefix + tuple(nodes[:k]) if k else prefix, m - made0, tuple(ctx.switches[sw0:w]),
+                          prefix or None)
         if r is not None:
             return r
         out = prefix + tuple(nodes) if nodes else prefix
+        if prefix:
+            ctx.base = (out, (prefix, parent))
         if count < lo:
             if pos >= n and ctx.lenient:
                 return NMI, pos, out
@@ -694,7 +706,11 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
         else:
             if shows and end > pos:
                 ctx.made += 1
-            r = (st, end, (AstNode(rule, tag, pos, end, ns, st == NMI),))
+            node = AstNode(rule, tag, pos, end, ns, st == NMI)
+            b = ctx.base
+            if b is not None and ns is b[0]:
+                node.base = b[1]
+            r = (st, end, (node,))
         if ctx.eof:
             return r
         memo[key] = r
