@@ -723,16 +723,17 @@ class OpenRegion:
     __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
-        import re
-
         self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
         self.lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
         self.ws_tail = ""
         self.escape = ""    # json-arguments: an escape sequence begun but not complete (held back)
         self.field = field
         self.delims = delims
-        self.keep = max((len(d) for d in delims), default=1) - 1
-        self.search = re.compile("|".join(re.escape(d) for d in delims)).search if delims else None
+        if not delims:       # "pending" and "json-arguments" regions (one per slow feed on tool calls)
+            self.keep, self.search, self.firsts = 0, None, ()
+            return
+        self.keep = max(len(d) for d in delims) - 1
+        self.search = re.compile("|".join(re.escape(d) for d in delims)).search
         self.firsts = tuple(dict.fromkeys(d[0] for d in delims))
 
     def extend_json_string(self, text: str) -> str | None:

@@ -279,7 +279,7 @@ class _Compiler:
         if isinstance(node, N.Literal):
             return _make_literal(node.text)
         if isinstance(node, N.Sequence):
-            return _make_sequence([self.get(c) for c in node.items])
+            return _make_sequence([self.get(c) for c in node.items], node.id)
         if isinstance(node, N.Choice):
             return _make_choice(node.id, [self.get(c) for c in node.items])
         if isinstance(node, N.Repeat):
@@ -343,7 +343,10 @@ def _make_literal(lit: str) -> Fn:
     return f
 
 
-def _make_sequence(children: list[Fn]) -> Fn:
+_RESUMABLE_SEQUENCE = 4   # sequences of at least this many items resume in a stream (see below)
+
+
+def _make_sequence(children: list[Fn], pid: int = -1) -> Fn:
     if not children:
         return lambda ctx, pos: (OK, pos, _EMPTY)
 
@@ -360,7 +363,55 @@ def _make_sequence(children: list[Fn]) -> Fn:
                 return NMI, end, nodes
             pos = end
         return OK, pos, nodes
-    return f
+
+    if len(children) < _RESUMABLE_SEQUENCE:
+        return f
+    count = len(children)
+
+    def resumable(ctx: _Ctx, pos: int) -> tuple:
+        # Streaming: as a repetition does, resume after the items an earlier parse of this sequence (same
+        # position, a shorter prefix of the text) matched without looking at the end of the input, replaying
+        # what they did to the switch bookkeeping: per feed inside a tool call, the items of its opening
+        # (``{``, ``"name"``, ``:`` ...) are not matched again.
+        hints = ctx.hints
+        if hints is None:
+            return f(ctx, pos)
+        key = (pid, pos, "seq")
+        h = hints.get(key)
+        made0, sw0 = ctx.made, len(ctx.switches)
+        start = pos
+        if h is not None:
+            i, pos, nodes, made_d, sw = h
+            ctx.made += made_d
+            if sw:
+                ctx.switches.extend(sw)
+        else:
+            i, nodes = 0, _EMPTY
+        settled = i
+        saved_eof = ctx.eof
+        ctx.eof = False
+        r = None
+        while i < count:
+            st, end, ns = children[i](ctx, pos)
+            if st == FAIL:
+                r = (FAIL, end if end > start else start, _EMPTY)
+                break
+            if ns:
+                nodes = nodes + ns if nodes else ns
+            if st == NMI:
+                r = (NMI, end, nodes)
+                break
+            pos = end
+            i += 1
+            if not ctx.eof and settled == i - 1:
+                settled = i
+                if i < count:
+                    hints[key] = (i, pos, nodes, ctx.made - made0, tuple(ctx.switches[sw0:]))
+        ctx.eof = saved_eof or ctx.eof
+        if r is not None:
+            return r
+        return OK, pos, nodes
+    return resumable
 
 
 def _make_choice(pid: int, children: list[Fn]) -> Fn:
