@@ -230,11 +230,18 @@ class IncrementalMapper:
                     nb = item.base
                     if nb is not None:
                         ob = old.base
-                        if ob is not None:
+                        if ob is not None and nb[2] == ob[2]:
+                            off = nb[2]
                             if nb[0] is ob[0]:
-                                lo = len(nb[0])
+                                lo = off + len(nb[0])
                             elif nb[1] is ob[0]:
-                                lo = len(ob[0])
+                                lo = off + len(ob[0])
+                            if lo and off:     # the children before the replayed ones, one by one
+                                och = old.children
+                                for j in range(off):
+                                    if ch[j] is not och[j]:
+                                        lo = 0
+                                        break
                     skip = self._skip_prefix(ch, old.children, entry[3], lo)
                     if skip is not None:
                         m, k = skip

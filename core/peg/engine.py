@@ -51,10 +51,11 @@ class AstNode:
 
     ``partial`` is true when the node's parser needed more input. ``children`` are the nodes made inside.
     Nodes hold positions only; :meth:`text` slices the parsed input. ``base`` (streaming with a cache, else
-    None): ``(prefix, parent)`` when ``children`` begins with the items of a repetition replayed from the
-    cache — ``children[:len(prefix)]`` are the very objects of the tuple ``prefix``, and ``parent`` is the
-    prefix that one was grown from (its items start ``prefix``) or None — so a consumer comparing two trees
-    of a stream knows those children are shared without reading them (:class:`core.chat.stream.IncrementalMapper`).
+    None): ``(prefix, parent, offset)`` when ``children`` holds the items of a repetition replayed from the
+    cache — ``children[offset:offset + len(prefix)]`` are the very objects of the tuple ``prefix``, and
+    ``parent`` is the prefix that one was grown from (its items start ``prefix``) or None — so a consumer
+    comparing two trees of a stream knows those children are shared without reading them
+    (:class:`core.chat.stream.IncrementalMapper`).
     """
 
     __slots__ = ("rule", "tag", "start", "end", "children", "partial", "base")
@@ -343,6 +344,19 @@ def _make_literal(lit: str) -> Fn:
     return f
 
 
+def _concat(ctx: _Ctx, nodes: tuple, ns: tuple) -> tuple:
+    """``nodes + ns``, keeping track of where a replayed repetition prefix (``ctx.base``) lands."""
+    out = nodes + ns
+    b = ctx.base
+    if b is not None:
+        if ns is b[0]:
+            p, parent, off = b[1]
+            ctx.base = (out, (p, parent, off + len(nodes)))
+        elif nodes is b[0]:
+            ctx.base = (out, b[1])
+    return out
+
+
 _RESUMABLE_SEQUENCE = 4   # sequences of at least this many items resume in a stream (see below)
 
 
@@ -358,7 +372,7 @@ def _make_sequence(children: list[Fn], pid: int = -1) -> Fn:
             if st == FAIL:
                 return FAIL, end if end > start else start, _EMPTY
             if ns:
-                nodes = nodes + ns if nodes else ns
+                nodes = _concat(ctx, nodes, ns) if nodes else ns
             if st == NMI:
                 return NMI, end, nodes
             pos = end
@@ -397,7 +411,7 @@ def _make_sequence(children: list[Fn], pid: int = -1) -> Fn:
                 r = (FAIL, end if end > start else start, _EMPTY)
                 break
             if ns:
-                nodes = nodes + ns if nodes else ns
+                nodes = _concat(ctx, nodes, ns) if nodes else ns
             if st == NMI:
                 r = (NMI, end, nodes)
                 break
@@ -488,7 +502,7 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                         nodes.extend(ns)
                 r = (NMI, end, prefix + tuple(nodes) if nodes else prefix)
                 if prefix:
-                    ctx.base = (r[2], (prefix, parent))
+                    ctx.base = (r[2], (prefix, parent, 0))
                 break
             if ctx.made != made:
                 ctx.switches.append((pid, pos, -1))
@@ -501,7 +515,7 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
             return r
         out = prefix + tuple(nodes) if nodes else prefix
         if prefix:
-            ctx.base = (out, (prefix, parent))
+            ctx.base = (out, (prefix, parent, 0))
         if count < lo:
             if pos >= n and ctx.lenient:
                 return NMI, pos, out
