@@ -489,8 +489,7 @@ class PegStreamSession:
                     if is_partial:
                         self.memo.note(text, True, frozenset())
                     if main.need_more_input and mapper is not None:
-                        self.open_region = (self._open_region(main, len(text), mapper, msg)
-                                            or self._pending_literal(main, len(text)))
+                        self.open_region = self._region_of(main, len(text), mapper, msg)
                     return msg
                 covered = msg
         if not is_partial or main is None:
@@ -514,8 +513,7 @@ class PegStreamSession:
         if msg is covered and main.need_more_input and mapper is not None:
             # the text's own message is the view: text that only extends its open region keeps it so (the
             # switches, before the region, stay the same)
-            self.open_region = (self._open_region(main, len(text), mapper, msg)
-                                or self._pending_literal(main, len(text)))
+            self.open_region = self._region_of(main, len(text), mapper, msg)
         return msg
 
     def _recover(self, text: str, output: str | None, main: Any) -> AssistantMessage:
@@ -583,6 +581,15 @@ class PegStreamSession:
         # delimiter is held back depends on the very set of the until that stopped, which the union may exceed
         self._tag_exact = {t for t, sets in exact.items() if len(sets) == 1 and out.get(t) is not None}
         return out
+
+    def _region_of(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage) -> "OpenRegion | None":
+        """The fast-path region of a NEED_MORE_INPUT parse: a pending literal, else an open region. A parse with
+        ``r.pending`` looked at the end only in that literal (and in whitespace runs), while an open region is an
+        ``until`` or a JSON string that looked at the end itself: the two never both apply, and the cheap check
+        of ``pending`` goes first (half of the parsing feeds of repeated tool calls end inside a literal)."""
+        if r.pending is not None:
+            return self._pending_literal(r, n)
+        return self._open_region(r, n, mapper, msg)
 
     def _open_region(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage) -> "OpenRegion | None":
         """The open region of a NEED_MORE_INPUT parse that more text can only extend, or None.
