@@ -259,3 +259,31 @@ def test_cached_parses_equal_fresh_parses(pieces):
     # a text that is not an extension resets the cache
     other = arena.parse("<call>fn {}</call>", cache=cache)
     assert other.type == S and [n.tag for n in other.visit() if n.tag == "tool-name"] == ["tool-name"]
+
+
+def test_streamed_repetition_names_its_replayed_items():
+    # AstNode.base: the node over a repetition resumed from the cache says which of its children are the
+    # very objects of the replayed prefix, so a stream's mapper need not compare them one by one
+    def grammar(p):
+        call = p.rule("call", p.tool_open("<call>") + p.tool_name(p.literal("fn")) + p.space()
+                      + p.tool_args(p.json()) + p.tool_close("</call>"))
+        return p.optional(p.content(p.until("<call>"))) + p.rule("calls", p.zero_or_more(call + p.space())) + p.end()
+
+    arena = build_chat_peg_parser(grammar)
+    text = "hi " + '<call>fn {"a": [1, "x"]}</call>\n' * 5
+    cache = ParseCache()
+    marked = 0
+    for i in range(1, len(text) + 1):
+        r = arena.parse(text[:i], cache=cache)
+        fresh = arena.parse(text[:i])
+        assert [(n.tag, n.rule, n.start, n.end, n.partial) for n in r.visit()] == \
+            [(n.tag, n.rule, n.start, n.end, n.partial) for n in fresh.visit()]
+        node = next((n for n in r.nodes if n.rule == "calls"), None)
+        if node is not None and node.base is not None:
+            prefix, parent, off = node.base
+            assert len(node.children) >= off + len(prefix) and prefix
+            assert all(a is b for a, b in zip(node.children[off:off + len(prefix)], prefix))
+            assert parent is None or prefix[:len(parent)] == parent
+            marked += 1
+    assert fresh.nodes[-1].base is None        # no cache, no mark
+    assert marked > len(text) // 2             # every parse after the first call resumes

@@ -145,3 +145,27 @@ def test_streamed_repeated_turn_header_with_whitespace_matches_full_reparse():
             runs.append((deltas, sp.message.to_openai()))
         assert runs[0] == runs[1], name
         assert runs[0][1] == parser.parse(text).to_openai() and runs[0][1].get("tool_calls"), name
+
+
+def test_mapper_messages_share_settled_calls():
+    # shared_calls on the incremental mapper's messages: two messages with the same token have their first
+    # min(n) calls as the very same objects, so stream_deltas_between does not compare them
+    parser = bundle("Qwen-Qwen3-0.6B.jinja", tools=[RUN]).parser
+    text = "".join('<tool_call>\n{"name": "run", "arguments": {"command": "ls %d"}}\n</tool_call>\n' % i
+                   for i in range(4))
+    session = PegStreamSession(parser)
+    prev = None
+    most = 0
+    for i, ch in enumerate(text):
+        msg = session.parse_appended(ch)
+        assert msg == parser.parse(text[:i + 1], True)
+        shared = getattr(msg, "shared_calls", None)
+        if shared is not None:
+            assert 0 < shared[1] < len(msg.tool_calls)
+            most = max(most, shared[1])
+            old = getattr(prev, "shared_calls", None)
+            if old is not None and old[0] is shared[0]:
+                k = min(old[1], shared[1])
+                assert all(a is b for a, b in zip(prev.tool_calls[:k], msg.tool_calls[:k]))
+        prev = msg
+    assert most == 3

@@ -66,6 +66,11 @@ class IncrementalMapper:
         self.prev_nodes: tuple = ()
         self.final: tuple | None = None
         self.source = ""
+        # ``shared_calls`` of the messages made: (token, n) = the first n calls are live objects of the mapper
+        # that stay untouched while the token stays; a restore that cuts or replaces one of the calls
+        # published under the token starts a new one (see stream_deltas_between)
+        self._token = object()
+        self._published = 0
 
     @staticmethod
     def usable() -> bool:
@@ -93,6 +98,8 @@ class IncrementalMapper:
         self.idx_of = {}
         self.prev_nodes = ()
         self.final = None
+        self._token = object()
+        self._published = 0
 
     # -- snapshots -----------------------------------------------------------------------------------------------
     def _snap(self) -> tuple:
@@ -116,6 +123,9 @@ class IncrementalMapper:
 
     def _restore(self, s: tuple) -> None:
         (content, reasoning, n, last, pend, kind, orphan, arg_count, quote, buf) = s
+        if (n - 1 if last is not None else n) < self._published:   # a shared call is cut or replaced
+            self._token = object()
+            self._published = 0
         m = self.m
         m.msg.content = content
         m.msg.reasoning_content = reasoning
@@ -136,15 +146,20 @@ class IncrementalMapper:
         tag = node.tag
         return (node.rule, tag, node.start, None if tag in _GROUPING_TAGS else node.end)
 
-    def _skip_prefix(self, ch: tuple, och: tuple, after_all: int) -> tuple[int, int] | None:
+    def _skip_prefix(self, ch: tuple, och: tuple, after_all: int, lo: int = 0) -> tuple[int, int] | None:
         """(m, log position after the first m children) for the longest run of children of the new node that
         are the very same objects as the old node's (C-speed slice comparison; identity is checked first), or
-        None when there is none. ``after_all``: the log position after all old children."""
+        None when there is none. ``after_all``: the log position after all old children; ``lo``: the first
+        ``lo`` children are known to be shared (the engine's ``AstNode.base``), only the rest is read."""
         c = min(len(ch), len(och))
         if c == 0:
             return None
+        if lo:
+            m = lo
+            while m < c and ch[m] is och[m]:
+                m += 1
         # the last of the shared children is checked first: each failed slice comparison copies both prefixes
-        if ch[c - 1] is och[c - 1] and ch[:c] == och[:c]:
+        elif ch[c - 1] is och[c - 1] and ch[:c] == och[:c]:
             m = c
         elif c > 1 and ch[c - 2] is och[c - 2] and ch[:c - 1] == och[:c - 1]:
             m = c - 1
@@ -211,7 +226,23 @@ class IncrementalMapper:
                 stack.append(k)
                 ch = item.children
                 if ch:
-                    skip = self._skip_prefix(ch, old.children, entry[3])
+                    lo = 0
+                    nb = item.base
+                    if nb is not None:
+                        ob = old.base
+                        if ob is not None and nb[2] == ob[2]:
+                            off = nb[2]
+                            if nb[0] is ob[0]:
+                                lo = off + len(nb[0])
+                            elif nb[1] is ob[0]:
+                                lo = off + len(ob[0])
+                            if lo and off:     # the children before the replayed ones, one by one
+                                och = old.children
+                                for j in range(off):
+                                    if ch[j] is not och[j]:
+                                        lo = 0
+                                        break
+                    skip = self._skip_prefix(ch, old.children, entry[3], lo)
                     if skip is not None:
                         m, k = skip
                         stack.extend(reversed(ch[m:]))
@@ -232,6 +263,8 @@ class IncrementalMapper:
         elif nlog == 0:
             self.m = self._Mapper(source)
             self.m.source = source
+            self._token = object()
+            self._published = 0
         m_ = self.m
         snap = self._snap
         while stack:
@@ -251,14 +284,36 @@ class IncrementalMapper:
         return self._result()
 
     def _result(self) -> AssistantMessage:
-        """``ChatMapper.finish()`` on a copy of the state (the live state must stay reusable)."""
-        s = self._snap()
-        msg = self.m.finish()
-        out = AssistantMessage(msg.content, msg.reasoning_content,
-                               [ToolCall(t.name, t.arguments, t.id) for t in msg.tool_calls[-1:]], msg.role)
-        if len(msg.tool_calls) > 1:
-            out.tool_calls = msg.tool_calls[:-1] + out.tool_calls
-        self._restore(s)
+        """What ``ChatMapper.finish()`` returns, computed without touching the live state (which must stay
+        reusable): a named pending call is appended with its buffered arguments and pending quote, reasoning
+        that is only whitespace becomes "". The last call is a fresh object (the live one may still change);
+        the earlier ones are shared. ``tests/test_stream_incremental.py`` checks it against ``map_parse``."""
+        m = self.m
+        msg = m.msg
+        calls = msg.tool_calls
+        p = m.pending
+        if p is not None and p.name:
+            args = m.args_buffer or p.arguments
+            if m.quote_pending and args:
+                args += '"'
+            out_calls = calls + [ToolCall(p.name, args, p.id)]
+        elif calls:
+            last = calls[-1]
+            out_calls = calls[:-1]
+            out_calls.append(ToolCall(last.name, last.arguments, last.id))
+        else:
+            out_calls = []
+        r = msg.reasoning_content
+        if r and not r.strip(" \n\r\t"):
+            r = ""
+        out = AssistantMessage(msg.content, r, out_calls, msg.role)
+        # the calls before the live last one are never changed again by mapping forward (only the last or
+        # the pending call is written to); _restore changes the token before cutting one of them
+        n = len(calls) - 1
+        if n > 0:
+            if n > self._published:
+                self._published = n
+            out.shared_calls = (self._token, n)
         return out
 
 
@@ -418,9 +473,7 @@ class PegStreamSession:
     def _parse_text(self, text: str, output: str | None) -> AssistantMessage:
         """The partial parse of ``text`` (generation prompt + ``output``, the output after a repeated turn
         header; None: sliced when needed)."""
-        from .generator import Probe, consistent_view, covers
-        from .mapper import map_parse
-
+        Probe, consistent_view, covers, map_parse = _generator_fns()
         is_partial = True
         parser = self.parser
         gp = parser.generation_prompt
@@ -436,8 +489,7 @@ class PegStreamSession:
                     if is_partial:
                         self.memo.note(text, True, frozenset())
                     if main.need_more_input and mapper is not None:
-                        self.open_region = (self._open_region(main, len(text), mapper, msg)
-                                            or self._pending_literal(main, len(text)))
+                        self.open_region = self._region_of(main, len(text), mapper, msg)
                     return msg
                 covered = msg
         if not is_partial or main is None:
@@ -461,8 +513,7 @@ class PegStreamSession:
         if msg is covered and main.need_more_input and mapper is not None:
             # the text's own message is the view: text that only extends its open region keeps it so (the
             # switches, before the region, stay the same)
-            self.open_region = (self._open_region(main, len(text), mapper, msg)
-                                or self._pending_literal(main, len(text)))
+            self.open_region = self._region_of(main, len(text), mapper, msg)
         return msg
 
     def _recover(self, text: str, output: str | None, main: Any) -> AssistantMessage:
@@ -530,6 +581,15 @@ class PegStreamSession:
         # delimiter is held back depends on the very set of the until that stopped, which the union may exceed
         self._tag_exact = {t for t, sets in exact.items() if len(sets) == 1 and out.get(t) is not None}
         return out
+
+    def _region_of(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage) -> "OpenRegion | None":
+        """The fast-path region of a NEED_MORE_INPUT parse: a pending literal, else an open region. A parse with
+        ``r.pending`` looked at the end only in that literal (and in whitespace runs), while an open region is an
+        ``until`` or a JSON string that looked at the end itself: the two never both apply, and the cheap check
+        of ``pending`` goes first (half of the parsing feeds of repeated tool calls end inside a literal)."""
+        if r.pending is not None:
+            return self._pending_literal(r, n)
+        return self._open_region(r, n, mapper, msg)
 
     def _open_region(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage) -> "OpenRegion | None":
         """The open region of a NEED_MORE_INPUT parse that more text can only extend, or None.
@@ -650,6 +710,21 @@ class PegStreamSession:
         return region
 
 
+_GENERATOR_FNS: tuple | None = None
+
+
+def _generator_fns() -> tuple:
+    """(Probe, consistent_view, covers, map_parse), imported once: an import statement in a function costs a
+    few microseconds on every call, and :meth:`PegStreamSession._parse_text` runs on every slow feed."""
+    global _GENERATOR_FNS
+    if _GENERATOR_FNS is None:
+        from .generator import Probe, consistent_view, covers
+        from .mapper import map_parse
+
+        _GENERATOR_FNS = (Probe, consistent_view, covers, map_parse)
+    return _GENERATOR_FNS
+
+
 _WS = " \t\n\v\f\r"
 _JSON_ESCAPED = re.compile(r'[\x00-\x1f\\"]')
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -662,16 +737,17 @@ class OpenRegion:
     __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
-        import re
-
         self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
         self.lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
         self.ws_tail = ""
         self.escape = ""    # json-arguments: an escape sequence begun but not complete (held back)
         self.field = field
         self.delims = delims
-        self.keep = max((len(d) for d in delims), default=1) - 1
-        self.search = re.compile("|".join(re.escape(d) for d in delims)).search if delims else None
+        if not delims:       # "pending" and "json-arguments" regions (one per slow feed on tool calls)
+            self.keep, self.search, self.firsts = 0, None, ()
+            return
+        self.keep = max(len(d) for d in delims) - 1
+        self.search = re.compile("|".join(re.escape(d) for d in delims)).search
         self.firsts = tuple(dict.fromkeys(d[0] for d in delims))
 
     def extend_json_string(self, text: str) -> str | None:

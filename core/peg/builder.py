@@ -20,6 +20,8 @@ from typing import Any as _AnyT, Callable, Iterable, Union
 from . import nodes as N
 from .nodes import sanitize_rule_name
 
+_engine_parse: Callable[..., _AnyT] | None = None
+
 
 class PegError(ValueError):
     """A parser could not be built (names the rule / combinator and the problem)."""
@@ -99,9 +101,10 @@ class Arena:
     def parse(self, text: str, *, lenient: bool = True, start: int = 0, entry: str | None = None,
               cache: _AnyT = None) -> _AnyT:
         """Parse ``text`` from ``start``; see :func:`core.peg.engine.parse`."""
-        from .engine import parse
-
-        return parse(self, text, lenient=lenient, start=start, entry=entry, cache=cache)
+        global _engine_parse
+        if _engine_parse is None:   # imported once (the engine imports this module); a stream parses per feed
+            from .engine import parse as _engine_parse
+        return _engine_parse(self, text, lenient=lenient, start=start, entry=entry, cache=cache)
 
     def to_gbnf(self, lazy: bool = False, builder: _AnyT = None) -> str:
         """GBNF text of the parser (lazy: only trigger rules); see :func:`core.peg.gbnf.build_grammar`."""

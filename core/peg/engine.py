@@ -50,10 +50,15 @@ class AstNode:
     """One node of the parse tree: a rule (``rule`` set) or a tag (``tag`` set) over ``[start, end)``.
 
     ``partial`` is true when the node's parser needed more input. ``children`` are the nodes made inside.
-    Nodes hold positions only; :meth:`text` slices the parsed input.
+    Nodes hold positions only; :meth:`text` slices the parsed input. ``base`` (streaming with a cache, else
+    None): ``(prefix, parent, offset)`` when ``children`` holds the items of a repetition replayed from the
+    cache — ``children[offset:offset + len(prefix)]`` are the very objects of the tuple ``prefix``, and
+    ``parent`` is the prefix that one was grown from (its items start ``prefix``) or None — so a consumer
+    comparing two trees of a stream knows those children are shared without reading them
+    (:class:`core.chat.stream.IncrementalMapper`).
     """
 
-    __slots__ = ("rule", "tag", "start", "end", "children", "partial")
+    __slots__ = ("rule", "tag", "start", "end", "children", "partial", "base")
 
     def __init__(self, rule: str, tag: str, start: int, end: int, children: tuple, partial: bool):
         self.rule = rule
@@ -62,6 +67,7 @@ class AstNode:
         self.end = end
         self.children = children
         self.partial = partial
+        self.base: tuple | None = None
 
     def text(self, source: str) -> str:
         """The node's matched text, ``source[start:end]`` (``source`` is the whole parsed text)."""
@@ -70,6 +76,10 @@ class AstNode:
     def __repr__(self) -> str:
         what = f"rule={self.rule!r}" if self.rule else f"tag={self.tag!r}"
         return f"AstNode({what}, {self.start}:{self.end}{', partial' if self.partial else ''})"
+
+
+_RESULT_TYPES = (ResultType.FAIL, ResultType.SUCCESS, ResultType.NEED_MORE_INPUT)   # by FAIL, OK, NMI
+_NO_SWITCHES: frozenset = frozenset()
 
 
 @dataclass
@@ -174,7 +184,7 @@ class ParseCache:
 
 class _Ctx:
     __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switches", "ends", "cut",
-                 "spaces")
+                 "spaces", "base")
 
     def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
         self.text = text
@@ -188,6 +198,7 @@ class _Ctx:
         self.ends = 0                       # how many times a parser looked at the end of the input
         self.cut: tuple | None = None       # (position, literal) of the last literal cut by the end
         self.spaces = 0                     # of the looks at the end: whitespace runs that reached it
+        self.base: tuple | None = None      # (nodes, (prefix, parent)) of the last resumed repetition
 
 
 Fn = Callable[[_Ctx, int], tuple]
@@ -217,7 +228,8 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
             # whitespace that ran to the end, then the literal: a non-space first character of the literal
             # ends those runs where they ended
             pending = ctx.cut
-    return ParseResult(ResultType(st), start, end, tuple(nodes), text, frozenset(ctx.switches), pending)
+    return ParseResult(_RESULT_TYPES[st], start, end, tuple(nodes), text,
+                       frozenset(ctx.switches) if ctx.switches else _NO_SWITCHES, pending)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -268,7 +280,7 @@ class _Compiler:
         if isinstance(node, N.Literal):
             return _make_literal(node.text)
         if isinstance(node, N.Sequence):
-            return _make_sequence([self.get(c) for c in node.items])
+            return _make_sequence([self.get(c) for c in node.items], node.id)
         if isinstance(node, N.Choice):
             return _make_choice(node.id, [self.get(c) for c in node.items])
         if isinstance(node, N.Repeat):
@@ -332,7 +344,23 @@ def _make_literal(lit: str) -> Fn:
     return f
 
 
-def _make_sequence(children: list[Fn]) -> Fn:
+def _concat(ctx: _Ctx, nodes: tuple, ns: tuple) -> tuple:
+    """``nodes + ns``, keeping track of where a replayed repetition prefix (``ctx.base``) lands."""
+    out = nodes + ns
+    b = ctx.base
+    if b is not None:
+        if ns is b[0]:
+            p, parent, off = b[1]
+            ctx.base = (out, (p, parent, off + len(nodes)))
+        elif nodes is b[0]:
+            ctx.base = (out, b[1])
+    return out
+
+
+_RESUMABLE_SEQUENCE = 4   # sequences of at least this many items resume in a stream (see below)
+
+
+def _make_sequence(children: list[Fn], pid: int = -1) -> Fn:
     if not children:
         return lambda ctx, pos: (OK, pos, _EMPTY)
 
@@ -344,12 +372,60 @@ def _make_sequence(children: list[Fn]) -> Fn:
             if st == FAIL:
                 return FAIL, end if end > start else start, _EMPTY
             if ns:
-                nodes = nodes + ns if nodes else ns
+                nodes = _concat(ctx, nodes, ns) if nodes else ns
             if st == NMI:
                 return NMI, end, nodes
             pos = end
         return OK, pos, nodes
-    return f
+
+    if len(children) < _RESUMABLE_SEQUENCE:
+        return f
+    count = len(children)
+
+    def resumable(ctx: _Ctx, pos: int) -> tuple:
+        # Streaming: as a repetition does, resume after the items an earlier parse of this sequence (same
+        # position, a shorter prefix of the text) matched without looking at the end of the input, replaying
+        # what they did to the switch bookkeeping: per feed inside a tool call, the items of its opening
+        # (``{``, ``"name"``, ``:`` ...) are not matched again.
+        hints = ctx.hints
+        if hints is None:
+            return f(ctx, pos)
+        key = (pid, pos, "seq")
+        h = hints.get(key)
+        made0, sw0 = ctx.made, len(ctx.switches)
+        start = pos
+        if h is not None:
+            i, pos, nodes, made_d, sw = h
+            ctx.made += made_d
+            if sw:
+                ctx.switches.extend(sw)
+        else:
+            i, nodes = 0, _EMPTY
+        settled = i
+        saved_eof = ctx.eof
+        ctx.eof = False
+        r = None
+        while i < count:
+            st, end, ns = children[i](ctx, pos)
+            if st == FAIL:
+                r = (FAIL, end if end > start else start, _EMPTY)
+                break
+            if ns:
+                nodes = _concat(ctx, nodes, ns) if nodes else ns
+            if st == NMI:
+                r = (NMI, end, nodes)
+                break
+            pos = end
+            i += 1
+            if not ctx.eof and settled == i - 1:
+                settled = i
+                if i < count:
+                    hints[key] = (i, pos, nodes, ctx.made - made0, tuple(ctx.switches[sw0:]))
+        ctx.eof = saved_eof or ctx.eof
+        if r is not None:
+            return r
+        return OK, pos, nodes
+    return resumable
 
 
 def _make_choice(pid: int, children: list[Fn]) -> Fn:
@@ -370,7 +446,8 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
         start = pos
         n = ctx.n
         count = 0
-        nodes: list | None = None
+        prefix: tuple = _EMPTY      # nodes of the items replayed from the hints (kept as one tuple: no copy)
+        nodes: list | None = None   # nodes of the items matched by this call
         hints = ctx.hints
         if hints is not None:
             # Streaming: resume after the items an earlier parse of this repetition (same rule and position,
@@ -380,14 +457,13 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
             key = (pid, pos, "repeat")
             h = hints.get(key)
             made0, sw0 = ctx.made, len(ctx.switches)
+            parent = None
             if h is not None:
-                count, pos, prefix, made_d, sw = h
-                if prefix:
-                    nodes = list(prefix)
+                count, pos, prefix, made_d, sw, parent = h
                 ctx.made += made_d
                 if sw:
                     ctx.switches.extend(sw)
-            stable = (count, pos, len(nodes) if nodes else 0, ctx.made, len(ctx.switches))
+            stable = (count, pos, 0, ctx.made, len(ctx.switches))
             resumed = count
         r = None
         while hi == -1 or count < hi:
@@ -424,17 +500,22 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                         nodes = list(ns)
                     else:
                         nodes.extend(ns)
-                r = (NMI, end, tuple(nodes) if nodes else _EMPTY)
+                r = (NMI, end, prefix + tuple(nodes) if nodes else prefix)
+                if prefix:
+                    ctx.base = (r[2], (prefix, parent, 0))
                 break
             if ctx.made != made:
                 ctx.switches.append((pid, pos, -1))
             break
         if hints is not None and stable[0] > resumed:
             c, p, k, m, w = stable
-            hints[key] = (c, p, tuple(nodes[:k]) if k else _EMPTY, m - made0, tuple(ctx.switches[sw0:w]))
+            hints[key] = (c, p, prefix + tuple(nodes[:k]) if k else prefix, m - made0, tuple(ctx.switches[sw0:w]),
+                          prefix or None)
         if r is not None:
             return r
-        out = tuple(nodes) if nodes else _EMPTY
+        out = prefix + tuple(nodes) if nodes else prefix
+        if prefix:
+            ctx.base = (out, (prefix, parent, 0))
         if count < lo:
             if pos >= n and ctx.lenient:
                 return NMI, pos, out
@@ -690,7 +771,11 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
         else:
             if shows and end > pos:
                 ctx.made += 1
-            r = (st, end, (AstNode(rule, tag, pos, end, ns, st == NMI),))
+            node = AstNode(rule, tag, pos, end, ns, st == NMI)
+            b = ctx.base
+            if b is not None and ns is b[0]:
+                node.base = b[1]
+            r = (st, end, (node,))
         if ctx.eof:
             return r
         memo[key] = r
