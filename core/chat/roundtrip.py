@@ -290,6 +290,23 @@ def _last_user_text(request: ChatRequest) -> str:
     return message_text(users[-1]).strip() if users else ""
 
 
+def _marker_start(text: str, i: int) -> int:
+    """``i``, or the start of the marker of ``text`` that ``i`` falls inside (``<`` of ``<tool_call>``): renders
+    that part inside the generation prompt may share a marker's first characters with it (KAT-V1's prompt ends
+    ``<judge>``, its rendered turn starts ``<tool_call>``), and a model writes the whole marker."""
+    from ..diff import SegmentKind, segmentize_markers
+
+    pos = 0
+    for seg in segmentize_markers(text):
+        end = pos + len(seg.value)
+        if seg.kind == SegmentKind.MARKER and pos < i < end:
+            return pos
+        if end >= i:
+            break
+        pos = end
+    return i
+
+
 def sample_output_details(template: ChatTemplate, request: ChatRequest | Mapping[str, Any],
                           message: dict[str, Any]) -> SampleOutput:
     """:func:`sample_output` with the intermediate renders (:class:`SampleOutput`).
@@ -316,7 +333,7 @@ def sample_output_details(template: ChatTemplate, request: ChatRequest | Mapping
     elif ws_end is not None:
         alignment, start = Alignment.PREFIX_IGNORING_WHITESPACE, ws_end
     elif i >= len(prompt) - len(gp) and not rest_has_user:
-        alignment, start = Alignment.PARTS_IN_GENERATION_PROMPT, i
+        alignment, start = Alignment.PARTS_IN_GENERATION_PROMPT, _marker_start(full, i)
     else:
         k = full.find(gp, max(0, i - len(gp))) if gp.strip() else -1
         if k >= 0:
