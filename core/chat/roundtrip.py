@@ -860,3 +860,61 @@ def register(subparsers: Any) -> None:
     r.add_argument("--improved", action="store_true",
                    help="improved fidelity: the explorer's improvements over llama.cpp (default: llama.cpp's)")
     r.set_defaults(func=_guard(_cmd_roundtrip))
+
+
+_HEADER_PROBES = ("Alpha answer one.", "Zulu reply two!")
+_content_header_cache: dict[tuple[str, str], str] = {}
+
+
+def content_turn_header(template: ChatTemplate, request: ChatRequest, analysis: Any) -> str:
+    """Improvement ``content-turn-header`` (:mod:`core.analysis.fidelity`): the text H the template writes
+    between the generation prompt and a plain answer, learned by rendering two answers that share no first
+    character after ``request``'s conversation: H is the common start of both outputs, whitespace after it
+    dropped. "" when a render does not extend the prompt, H is blank or does not end right before the answer,
+    the analysis has a content start marker (the parser already reads it), or H holds a reasoning or tool-call
+    marker. Hunyuan A13B (prompt ends ``<|extra_0|>``, turns render ``助手：`` + content) -> ``"助手："``.
+    Cached per template source and prompt; never raises."""
+    try:
+        prompt = render_prompt_for(template, request)
+    except Exception:  # noqa: BLE001 - no header when the template cannot render the request
+        return ""
+    key = (template.source, prompt)
+    if key not in _content_header_cache:
+        if len(_content_header_cache) > 256:
+            _content_header_cache.clear()
+        _content_header_cache[key] = _learn_content_header(template, request, analysis)
+    return _content_header_cache[key]
+
+
+def render_prompt_for(template: ChatTemplate, request: ChatRequest) -> str:
+    """The prompt the request renders (generation prompt included)."""
+    from .prompt import prepare_request, render_prompt
+
+    return render_prompt(prepare_request(template, request), add_generation_prompt=True)
+
+
+def _learn_content_header(template: ChatTemplate, request: ChatRequest, analysis: Any) -> str:
+    if analysis.content.start:
+        return ""
+    outs = []
+    for text in _HEADER_PROBES:
+        try:
+            d = sample_output_details(template, request, {"role": "assistant", "content": text})
+        except Exception:  # noqa: BLE001 - a template that raises has no learnable header
+            return ""
+        if not d.prompt_is_prefix:
+            return ""
+        outs.append((d.output, text))
+    (a, ta), (b, tb) = outs
+    k = 0
+    while k < min(len(a), len(b)) and a[k] == b[k]:
+        k += 1
+    header = a[:k].rstrip()
+    if not header.strip() or not a[len(header):].lstrip().startswith(ta) \
+            or not b[len(header):].lstrip().startswith(tb):
+        return ""
+    r, f = analysis.reasoning, analysis.tools.format
+    markers = [r.start, r.end, f.section_start, f.per_call_start, analysis.tools.function.name_prefix]
+    if any(m and m.strip() and m.strip() in header for m in markers):
+        return ""
+    return header
