@@ -224,7 +224,7 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     if CONTENT_TURN_HEADER in improvements and not prep.has_continuation and hasattr(parser, "content_header"):
         from .roundtrip import content_turn_header
 
-        parser.content_header = content_turn_header(template, request, analysis)
+        parser.content_header = content_turn_header(template, request, analysis, prompt)
         if parser.content_header:
             parser.notes.append(f"improvement {CONTENT_TURN_HEADER}: {parser.content_header!r} before a plain "
                                 "answer is the template's turn header; skipped when the output starts with it")

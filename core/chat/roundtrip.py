@@ -866,18 +866,20 @@ _HEADER_PROBES = ("Alpha answer one.", "Zulu reply two!")
 _content_header_cache: dict[tuple[str, str], str] = {}
 
 
-def content_turn_header(template: ChatTemplate, request: ChatRequest, analysis: Any) -> str:
+def content_turn_header(template: ChatTemplate, request: ChatRequest, analysis: Any, prompt: str | None = None) -> str:
     """Improvement ``content-turn-header`` (:mod:`core.analysis.fidelity`): the text H the template writes
     between the generation prompt and a plain answer, learned by rendering two answers that share no first
     character after ``request``'s conversation: H is the common start of both outputs, whitespace after it
     dropped. "" when a render does not extend the prompt, H is blank or does not end right before the answer,
     the analysis has a content start marker (the parser already reads it), or H holds a reasoning or tool-call
     marker. Hunyuan A13B (prompt ends ``<|extra_0|>``, turns render ``助手：`` + content) -> ``"助手："``.
-    Cached per template source and prompt; never raises."""
-    try:
-        prompt = render_prompt_for(template, request)
-    except Exception:  # noqa: BLE001 - no header when the template cannot render the request
-        return ""
+    Cached per template source and ``prompt`` (the request's rendered prompt; rendered when None); never
+    raises."""
+    if prompt is None:
+        try:
+            prompt = render_prompt_for(template, request)
+        except Exception:  # noqa: BLE001 - no header when the template cannot render the request
+            return ""
     key = (template.source, prompt)
     if key not in _content_header_cache:
         if len(_content_header_cache) > 256:
