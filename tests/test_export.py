@@ -204,3 +204,15 @@ def test_cli_bad_tokenizer_config_is_one_line(tmp_path):
                        timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.strip().splitlines()[-1] == f"error: {bad}: tokenizer_config: expected a JSON object, got list"
+
+
+def test_content_turn_header_exports_as_a_field_for_transformers_only():
+    # improvement content-turn-header: Hunyuan A13B's answers start with '助手：'
+    from core.export.response_template import CONTENT_HEADER_FIELD
+
+    t = load("vllm-tool_chat_template_hunyuan_a13b.jinja")
+    res = export_response_template(t, fidelity="improved")
+    assert res.response_template["fields"][CONTENT_HEADER_FIELD]["open_pattern"] == r"\A\s*助手："
+    assert CONTENT_HEADER_FIELD not in (export_response_template(t).response_template or {}).get("fields", {})
+    vllm = export_response_template(t, fidelity="improved", flavour="vllm")
+    assert vllm.response_template is None and "header" in vllm.reasons[0]

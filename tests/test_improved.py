@@ -306,6 +306,44 @@ def test_generation_prompt_preamble_is_not_reasoning():
     assert reasoning_preamble(qwen, "<|im_start|>assistant\n<think>\n") == ""
 
 
+def test_content_turn_header_is_skipped_hunyuan():
+    # Hunyuan A13B renders answers as '助手：' + content after a generation prompt ending '<|extra_0|>' (its tool
+    # instructions tell the model to start so); the call turn has no header.
+    name = "vllm-tool_chat_template_hunyuan_a13b.jinja"
+    req = ChatRequest.from_dict(RT.round_trip_request())
+    t = _tmpl(name)
+    assert RT.content_turn_header(t, req, cached_analysis(t, "improved").analysis) == "助手："
+    assert _parse(name, "助手：Paris is sunny.", "improved")["content"] == "Paris is sunny."
+    assert _parse(name, "助手：Paris is sunny.", "llama.cpp")["content"] == "助手：Paris is sunny."
+    # never required, and a call turn is untouched
+    assert _parse(name, "Paris is sunny.", "improved")["content"] == "Paris is sunny."
+    call = '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_calls>'
+    assert _parse(name, call, "improved")["tool_calls"][0]["function"]["name"] == "get_weather"
+    parser = build_chat_parser(t, req, fidelity="improved").parser
+    assert any("content-turn-header" in n for n in parser.notes)
+    # streamed one character at a time: the header's first character is never shown as content
+    sp = StreamingParser(parser)
+    shown = ""
+    for ch in "助手：Paris is sunny.":
+        for d in sp.feed(ch):
+            shown += d.content or ""
+        assert "助" not in shown
+    assert shown == "Paris is sunny."
+    sp.finish()
+    assert sp.message.to_openai()["content"] == "Paris is sunny."
+    # switched off by name: the header is content again
+    rep = analyze(t, fidelity="improved", disabled_improvements=["content-turn-header"])
+    off = build_chat_parser(t, req, report=rep).parser
+    assert off.content_header == "" and off.parse("助手：Hi.").to_openai()["content"] == "助手：Hi."
+
+
+def test_content_turn_header_not_learned_where_the_turn_has_none():
+    req = ChatRequest.from_dict(RT.round_trip_request())
+    for name in ("Qwen-Qwen2.5-7B-Instruct.jinja", "Qwen-Qwen3-0.6B.jinja"):
+        t = _tmpl(name)
+        assert RT.content_turn_header(t, req, cached_analysis(t, "improved").analysis) == ""
+
+
 @pytest.mark.parametrize("text, call", [
     ('x[FFF_FIRST_FUN_F(AA_ARG_FST_AA="XXXX", BB_ARG_SND_BB="Y)Y")]y',
      'FFF_FIRST_FUN_F(AA_ARG_FST_AA="XXXX", BB_ARG_SND_BB="Y)Y")'),

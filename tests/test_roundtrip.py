@@ -298,3 +298,15 @@ def test_cli_roundtrip(capsys, tmp_path):
     assert [r["template"] for r in rows] == ["a.jinja"] and rows[0]["status"] == "template_limited"
     assert "1 templates skipped" in cap.err
     assert main(["roundtrip", str(tmp_path / "missing.jinja")]) == 2
+
+
+def test_output_starts_at_a_marker_shared_with_the_generation_prompt():
+    # KAT-V1's generation prompt ends "<judge>\n", its rendered call turn starts "<tool_call>": the renders part
+    # after their common "<", and the model's output is the whole marker, not "tool_call>".
+    t = _tmpl("xinference-KAT-V1.jinja")
+    msg = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]}
+    d = RT.sample_output_details(t, RT.round_trip_request(), msg)
+    assert d.alignment == Alignment.PARTS_IN_GENERATION_PROMPT
+    assert d.output.startswith("<tool_call>\n{")
+    assert RT._marker_start("ab<tool_call>", 3) == 2 and RT._marker_start("ab<tool_call>", 2) == 2

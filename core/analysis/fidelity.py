@@ -64,8 +64,9 @@ JSON_ARRAY_START = "json-array-start"
 OPEN_CONTENT_BEFORE_CALLS = "open-content-before-calls"
 GENERATION_PROMPT_PREAMBLE = "generation-prompt-preamble"
 INSTRUCTION_CALL_FORMAT = "instruction-call-format"
+CONTENT_TURN_HEADER = "content-turn-header"
 PARSER_IMPROVEMENTS = (PYTHON_LITERAL_VALUES, JSON_CALL_SEPARATORS, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
-                       GENERATION_PROMPT_PREAMBLE)
+                       GENERATION_PROMPT_PREAMBLE, CONTENT_TURN_HEADER)
 """The improvements that act on the generated parser (stage ``"parser"``)."""
 
 IMPROVEMENTS: list[Improvement] = [
@@ -164,6 +165,19 @@ IMPROVEMENTS: list[Improvement] = [
                     "skipped instead of being returned as the start of reasoning_content (the template does not "
                     "write it back when it renders reasoning_content in history).",
         example="Apriel-1.6-15b-Thinker-fixed.jinja"),
+    Improvement(
+        name=CONTENT_TURN_HEADER,
+        title="A header the rendered answer turn writes after the generation prompt is not content",
+        stage="parser",
+        description="When the template renders two different plain answers (no reasoning, no calls) after the "
+                    "request's conversation and both renders continue the prompt with the same text H before "
+                    "the answer (Hunyuan A13B: '助手：', which its tool instructions also tell the model to "
+                    "start with), H is the template's turn header the generation prompt lacks: a model trained "
+                    "on those renders writes it. The parser skips H (and the whitespace after it) at the start "
+                    "of the output when it is there; H is never required. Learned per request from renders, "
+                    "for the auto-parser, when the analysis has no content start marker and H holds no "
+                    "reasoning or tool-call marker. llama.cpp returns H as the start of the content.",
+        example="vllm-tool_chat_template_hunyuan_a13b.jinja"),
 ]
 """Every generic improvement, in the order they act."""
 
@@ -232,7 +246,7 @@ def stringify_call_arguments(messages: list[Any]) -> tuple[list[Any], bool]:
     return out, changed
 
 
-__all__ = ["DEFAULT_FIDELITY", "Fidelity", "IMPROVEMENTS", "IMPROVEMENTS_BY_NAME", "Improvement",
+__all__ = ["CONTENT_TURN_HEADER", "DEFAULT_FIDELITY", "Fidelity", "IMPROVEMENTS", "IMPROVEMENTS_BY_NAME", "Improvement",
            "GENERATION_PROMPT_PREAMBLE", "INSTRUCTION_CALL_FORMAT", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS", "MARKER_WHITESPACE_ALIGNMENT",
            "OPEN_CONTENT_BEFORE_CALLS", "PARSER_IMPROVEMENTS", "PYTHONIC_CALLS", "PYTHON_LITERAL_VALUES",
            "STRING_ARGUMENT_PROBES", "enabled_improvements", "resolve_fidelity", "stringify_call_arguments"]

@@ -390,15 +390,21 @@ class GeneratedParser:
     eps_fallback: bool = False
     notes: list[str] = field(default_factory=list)
     turn_header: str = ""
+    content_header: str = ""
 
     def header_cut(self, output: str, is_partial: bool = False) -> int | None:
         """Repair ``repeated-turn-header`` (on when ``turn_header`` is set, see
         :func:`core.chat.repairs.turn_header`): how many leading characters of ``output`` are the assistant
         turn header repeated (with the whitespace after it) — 0 when it does not start with it, ``None`` for a
-        partial ``output`` that is still a proper prefix of the header (nothing to show yet)."""
+        partial ``output`` that is still a proper prefix of the header (nothing to show yet). Otherwise the
+        same for ``content_header`` (improvement ``content-turn-header``,
+        :func:`core.chat.roundtrip.content_turn_header`)."""
         from .repairs import header_cut
 
-        return header_cut(self.turn_header, output, is_partial)
+        cut = header_cut(self.turn_header, output, is_partial)
+        if cut == 0 and self.content_header:
+            cut = header_cut(self.content_header, output, is_partial)
+        return cut
 
     def new_state(self) -> ParserState:
         """A fresh per-stream state for :meth:`parse` (``state=``)."""
@@ -428,7 +434,7 @@ class GeneratedParser:
             if fired:
                 msg = msg.copy()
                 msg.repairs = msg.repairs + fired
-        if cut:
+        if cut and self.turn_header and output.startswith(self.turn_header):
             msg = msg.copy()
             msg.repairs = [FiredRepair(REPEATED_TURN_HEADER, 0, cut, text=output[:cut])] + msg.repairs
         if is_partial:

@@ -207,6 +207,8 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     except ImportError as e:
         raise AnalysisError(template.name, f"Unable to generate parser for this template: parser generator "
                                            f"unavailable ({e})") from None
+    from ..analysis.fidelity import CONTENT_TURN_HEADER
+
     report, from_request = _request_instructions(report, request, improvements)
     if from_request:
         notes.append(from_request)
@@ -219,6 +221,13 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
         raise AnalysisError(template.name, "Unable to generate parser for this template. Automatic parser "
                                            f"generation failed: {type(e).__name__}: {e}") from None
     prompt = render_prompt(prep)
+    if CONTENT_TURN_HEADER in improvements and not prep.has_continuation and hasattr(parser, "content_header"):
+        from .roundtrip import content_turn_header
+
+        parser.content_header = content_turn_header(template, request, analysis, prompt)
+        if parser.content_header:
+            parser.notes.append(f"improvement {CONTENT_TURN_HEADER}: {parser.content_header!r} before a plain "
+                                "answer is the template's turn header; skipped when the output starts with it")
     if prep.has_continuation:
         cont_gp = continuation_generation_prompt(gp, prep, analysis.reasoning.start, analysis.reasoning.end)
         if getattr(parser, "generation_prompt", gp) == gp and cont_gp != gp:

@@ -290,6 +290,23 @@ def _last_user_text(request: ChatRequest) -> str:
     return message_text(users[-1]).strip() if users else ""
 
 
+def _marker_start(text: str, i: int) -> int:
+    """``i``, or the start of the marker of ``text`` that ``i`` falls inside (``<`` of ``<tool_call>``): renders
+    that part inside the generation prompt may share a marker's first characters with it (KAT-V1's prompt ends
+    ``<judge>``, its rendered turn starts ``<tool_call>``), and a model writes the whole marker."""
+    from ..diff import SegmentKind, segmentize_markers
+
+    pos = 0
+    for seg in segmentize_markers(text):
+        end = pos + len(seg.value)
+        if seg.kind == SegmentKind.MARKER and pos < i < end:
+            return pos
+        if end >= i:
+            break
+        pos = end
+    return i
+
+
 def sample_output_details(template: ChatTemplate, request: ChatRequest | Mapping[str, Any],
                           message: dict[str, Any]) -> SampleOutput:
     """:func:`sample_output` with the intermediate renders (:class:`SampleOutput`).
@@ -316,7 +333,7 @@ def sample_output_details(template: ChatTemplate, request: ChatRequest | Mapping
     elif ws_end is not None:
         alignment, start = Alignment.PREFIX_IGNORING_WHITESPACE, ws_end
     elif i >= len(prompt) - len(gp) and not rest_has_user:
-        alignment, start = Alignment.PARTS_IN_GENERATION_PROMPT, i
+        alignment, start = Alignment.PARTS_IN_GENERATION_PROMPT, _marker_start(full, i)
     else:
         k = full.find(gp, max(0, i - len(gp))) if gp.strip() else -1
         if k >= 0:
@@ -843,3 +860,63 @@ def register(subparsers: Any) -> None:
     r.add_argument("--improved", action="store_true",
                    help="improved fidelity: the explorer's improvements over llama.cpp (default: llama.cpp's)")
     r.set_defaults(func=_guard(_cmd_roundtrip))
+
+
+_HEADER_PROBES = ("Alpha answer one.", "Zulu reply two!")
+_content_header_cache: dict[tuple[str, str], str] = {}
+
+
+def content_turn_header(template: ChatTemplate, request: ChatRequest, analysis: Any, prompt: str | None = None) -> str:
+    """Improvement ``content-turn-header`` (:mod:`core.analysis.fidelity`): the text H the template writes
+    between the generation prompt and a plain answer, learned by rendering two answers that share no first
+    character after ``request``'s conversation: H is the common start of both outputs, whitespace after it
+    dropped. "" when a render does not extend the prompt, H is blank or does not end right before the answer,
+    the analysis has a content start marker (the parser already reads it), or H holds a reasoning or tool-call
+    marker. Hunyuan A13B (prompt ends ``<|extra_0|>``, turns render ``助手：`` + content) -> ``"助手："``.
+    Cached per template source and ``prompt`` (the request's rendered prompt; rendered when None); never
+    raises."""
+    if prompt is None:
+        try:
+            prompt = render_prompt_for(template, request)
+        except Exception:  # noqa: BLE001 - no header when the template cannot render the request
+            return ""
+    key = (template.source, prompt)
+    if key not in _content_header_cache:
+        if len(_content_header_cache) > 256:
+            _content_header_cache.clear()
+        _content_header_cache[key] = _learn_content_header(template, request, analysis)
+    return _content_header_cache[key]
+
+
+def render_prompt_for(template: ChatTemplate, request: ChatRequest) -> str:
+    """The prompt the request renders (generation prompt included)."""
+    from .prompt import prepare_request, render_prompt
+
+    return render_prompt(prepare_request(template, request), add_generation_prompt=True)
+
+
+def _learn_content_header(template: ChatTemplate, request: ChatRequest, analysis: Any) -> str:
+    if analysis.content.start:
+        return ""
+    outs = []
+    for text in _HEADER_PROBES:
+        try:
+            d = sample_output_details(template, request, {"role": "assistant", "content": text})
+        except Exception:  # noqa: BLE001 - a template that raises has no learnable header
+            return ""
+        if not d.prompt_is_prefix:
+            return ""
+        outs.append((d.output, text))
+    (a, ta), (b, tb) = outs
+    k = 0
+    while k < min(len(a), len(b)) and a[k] == b[k]:
+        k += 1
+    header = a[:k].rstrip()
+    if not header.strip() or not a[len(header):].lstrip().startswith(ta) \
+            or not b[len(header):].lstrip().startswith(tb):
+        return ""
+    r, f = analysis.reasoning, analysis.tools.format
+    markers = [r.start, r.end, f.section_start, f.per_call_start, analysis.tools.function.name_prefix]
+    if any(m and m.strip() and m.strip() in header for m in markers):
+        return ""
+    return header

@@ -39,6 +39,8 @@ class Flavour(str, enum.Enum):
 REASONING_FIELD = {Flavour.TRANSFORMERS: "reasoning_content", Flavour.VLLM: "thinking"}
 REPEATED_OPENER_FIELD = "repeated_opener"
 """An always-empty field that swallows a content opener the generation prompt wrote and the model repeats."""
+CONTENT_HEADER_FIELD = "turn_header"
+"""An always-empty field that swallows the header a plain answer starts with (improvement content-turn-header)."""
 
 
 @dataclass
@@ -559,6 +561,9 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
         else:
             res.response_template = map_analysis(analysis, res.generation_prompt, flavour, res.notes, bundle.prompt,
                                                  python_literals=literals)
+            header = getattr(bundle.parser, "content_header", "")
+            if header:  # improvement content-turn-header
+                _content_header_field(res.response_template, header, flavour, res.notes)
             if route.kind == "specialized":
                 res.notes.append(f"special handler {route.handler}: exported from the analysis; verification "
                                  "compares with the handler's parses")
@@ -568,6 +573,23 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
         res.reasons.append(str(e))
         res.response_template = None
     return res
+
+
+def _content_header_field(rt: dict[str, Any], header: str, flavour: Flavour, notes: list[str]) -> None:
+    """Improvement ``content-turn-header``: the header a plain answer starts with (Hunyuan A13B's ``助手：``) is
+    swallowed, as the repeated opener is, by an extra field opened by it at the very start of the output and
+    closed at once (transformers leaves the empty value out of the message). The start anchor cannot take it:
+    transformers looks for the anchor in the prompt only. vLLM accepts no extra field: raises
+    :class:`NotExpressible`."""
+    if flavour != Flavour.TRANSFORMERS:
+        raise NotExpressible(f"the template's answers start with a header ({header!r}) the generation prompt lacks; "
+                             "vLLM's response_template accepts no field to drop it")
+    if REPEATED_OPENER_FIELD in rt["fields"]:
+        raise NotExpressible(f"a header ({header!r}) and a repeated opener at the start of the output: one "
+                             "start-of-output field only")
+    rt["fields"][CONTENT_HEADER_FIELD] = {"open_pattern": r"\A\s*" + re.escape(header), "close_pattern": "",
+                                          "content": "text"}
+    notes.append(f"{CONTENT_HEADER_FIELD}: the header {header!r} a plain answer starts with is dropped")
 
 
 def renders_python_literals(template: Any) -> bool:
