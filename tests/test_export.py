@@ -204,3 +204,19 @@ def test_cli_bad_tokenizer_config_is_one_line(tmp_path):
                        timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.strip().splitlines()[-1] == f"error: {bad}: tokenizer_config: expected a JSON object, got list"
+
+
+@pytest.mark.parametrize("content, why", [(None, "No such file or directory"),
+                                          ('{"id":\n', "line 1 is not JSON (Expecting value)"),
+                                          ("[1]\n", "line 1 is not a JSON object")])
+def test_cli_bad_cases_file_is_one_line(tmp_path, content, why):
+    # a missing --cases file was skipped silently (exit 0, no reference case checked); one that is not JSON
+    # ended in "internal error in export: JSONDecodeError"
+    cases = tmp_path / "cases.jsonl"
+    if content is not None:
+        cases.write_text(content, encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "core", "export", str(TEMPLATES / "Qwen3-Coder.jinja"), "--verify",
+                        "--cases", str(cases)], capture_output=True, text=True, timeout=120,
+                       cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip().splitlines()[-1].startswith(f"error: {cases}: {why}")
