@@ -220,3 +220,14 @@ def test_cli_bad_cases_file_is_one_line(tmp_path, content, why):
                        cwd=pathlib.Path(__file__).resolve().parents[1])
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.strip().splitlines()[-1].startswith(f"error: {cases}: {why}")
+
+
+def test_written_suite_refuses_an_unknown_backend(tmp_path):
+    # SUITE_BACKEND=bogus ran our parser and reported green; a backend that is not importable skipped every case
+    t = load("Qwen3-Coder.jinja")
+    write_suite(generate_suite(t), t, str(tmp_path / "suite"))
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_suite.py"],
+                       cwd=tmp_path / "suite", capture_output=True, text=True, timeout=120,
+                       env={"SUITE_BACKEND": "bogus", "PATH": "/usr/bin:/bin"})
+    assert p.returncode != 0 and "passed" not in p.stdout
+    assert "SUITE_BACKEND='bogus': expected 'ours' or 'transformers'" in p.stdout
