@@ -231,3 +231,15 @@ def test_written_suite_refuses_an_unknown_backend(tmp_path):
                        env={"SUITE_BACKEND": "bogus", "PATH": "/usr/bin:/bin"})
     assert p.returncode != 0 and "passed" not in p.stdout
     assert "SUITE_BACKEND='bogus': expected 'ours' or 'transformers'" in p.stdout
+
+
+def test_cli_tokenizer_config_without_its_format_is_an_error(tmp_path):
+    # the file was silently ignored and the bare response_template printed
+    base = tmp_path / "tokenizer_config.json"
+    base.write_text('{"eos_token": "<|im_end|>"}', encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "core", "export", str(TEMPLATES / "Qwen3-Coder.jinja"),
+                        "--tokenizer-config", str(base)], capture_output=True, text=True, timeout=120,
+                       cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip().splitlines()[-1] == ("error: --tokenizer-config is merged into only with --format "
+                                                 "tokenizer-config (got --format response-template)")

@@ -53,6 +53,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
     fidelity = "improved" if args.improved else "llama.cpp"
     if args.cases:
         _check_cases(args.cases)
+    if args.tokenizer_config and args.format != "tokenizer-config":
+        # it was ignored: the plain response_template came out, not the merged file the author asked for
+        raise ChatTemplateExplorerError(f"--tokenizer-config is merged into only with --format tokenizer-config "
+                                        f"(got --format {args.format})")
     if args.batch:
         if not os.path.isdir(args.batch):
             raise ChatTemplateExplorerError(f"{args.batch}: not a directory")
