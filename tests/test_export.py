@@ -243,3 +243,20 @@ def test_cli_tokenizer_config_without_its_format_is_an_error(tmp_path):
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.strip().splitlines()[-1] == ("error: --tokenizer-config is merged into only with --format "
                                                  "tokenizer-config (got --format response-template)")
+
+
+def test_gbnf_export_is_the_grammar_for_the_sample_request_and_says_so():
+    # the GBNF constrains calls to the sample request's tools; nothing said so, and additional stops were left out
+    from core.chat.pipeline import build_chat_parser
+    from core.chat.request import ChatRequest
+    from core.chat.roundtrip import round_trip_request
+    from core.export.gbnf import export_gbnf
+
+    t = load("Qwen-Qwen3-0.6B.jinja")
+    out = export_gbnf(t)
+    p = build_chat_parser(t, ChatRequest.from_dict(round_trip_request()), fidelity="llama.cpp").parser
+    assert out.startswith(p.grammar) and 'tool-get-weather ::=' in out
+    tail = out[len(p.grammar):].strip().splitlines()
+    assert tail[:2] == ["# lazy: true", '# trigger word: "<tool_call>\\n"']
+    assert tail[-1].startswith("# request: the explorer's sample tools (get_weather, book_table), tool_choice auto;")
+    assert "python -m core grammar TEMPLATE --request" in tail[-1]
