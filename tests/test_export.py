@@ -260,3 +260,21 @@ def test_gbnf_export_is_the_grammar_for_the_sample_request_and_says_so():
     assert tail[:2] == ["# lazy: true", '# trigger word: "<tool_call>\\n"']
     assert tail[-1].startswith("# request: the explorer's sample tools (get_weather, book_table), tool_choice auto;")
     assert "python -m core grammar TEMPLATE --request" in tail[-1]
+
+
+@needs_transformers
+def test_python_literal_booleans_stay_raw_text_in_transformers_and_the_export_says_so():
+    # a documented limit (README, export note): {'window': True} is not JSON even with ' delimiters
+    from transformers.utils.chat_parsing import parse_response
+
+    res = export_response_template(load("ByteDance-Seed-OSS.jinja"), fidelity="improved")
+    assert any("True, False or None" in n for n in res.notes)
+    tools = [{"type": "function", "function": {"name": "book", "parameters": {
+        "type": "object", "properties": {"options": {"type": "object"}}}}}]
+    out = ("<seed:tool_call>\n<function=book>\n<parameter=options>{}</parameter>\n</function>\n"
+           "</seed:tool_call>")
+    def args(value):
+        msg = parse_response(out.format(value), res.response_template, prefix="<seed:bos>assistant\n", tools=tools)
+        return msg["tool_calls"][0]["function"]["arguments"]["options"]
+    assert args("{'a': 1}") == {"a": 1}
+    assert args("{'window': True}") == "{'window': True}"

@@ -345,7 +345,8 @@ def _tool_field(a: Any, notes: list[str], python_literals: bool = False) -> dict
             content_args["value_parser"] = PYTHON_LITERAL_VALUE_PARSER
             notes.append("tool_calls: the template writes object values as Python literals; values are read as "
                          "JSON with ' string delimiters (a JSON-looking string value such as \"12\" is then a "
-                         "number)")
+                         "number; a value holding Python's True, False or None is not JSON and stays the raw text, "
+                         "where our parser reads it)")
         return {"open_pattern": opener, "close_pattern": close, "repeats": True, "content": "xml-inline",
                 "content_args": content_args, "transform": transform}
     if mode == "PYTHONIC":
