@@ -278,3 +278,22 @@ def test_python_literal_booleans_stay_raw_text_in_transformers_and_the_export_sa
         return msg["tool_calls"][0]["function"]["arguments"]["options"]
     assert args("{'a': 1}") == {"a": 1}
     assert args("{'window': True}") == "{'window': True}"
+
+
+@needs_transformers
+@pytest.mark.parametrize("name", ["Mistral-Small-3.2-24B-Instruct-2506.jinja", "mistral-common-v3.jinja"])
+def test_empty_generation_prompt_anchors_after_a_tool_result_too(name):
+    # the anchor was the last [/INST] only: after a tool result the prompt ends with [/TOOL_RESULTS], so the
+    # previous turn's call and the result were parsed as this message (transformers raised on the JSON region)
+    from transformers.utils.chat_parsing import parse_response
+
+    from core.export.response_template import _tool_result_prompt
+
+    t = load(name)
+    rt = export_response_template(t).response_template
+    prefix = _tool_result_prompt(t, "llama.cpp")
+    assert prefix.rstrip().endswith("[/TOOL_RESULTS]") and "[TOOL_CALLS]" in prefix
+    assert parse_response("It is sunny in Paris.", rt, prefix=prefix) == {"role": "assistant",
+                                                                          "content": "It is sunny in Paris."}
+    user_turn = parse_response("Hi.", rt, prefix="[INST]Hello[/INST]")
+    assert user_turn == {"role": "assistant", "content": "Hi."}

@@ -107,12 +107,13 @@ def _name_re(suffix: str) -> str:
 
 # ------------------------------------------------------------------------------------------------ mapping
 
-def _anchor(gp: str, analysis: Any, prompt: str = "") -> dict[str, Any]:
+def _anchor(gp: str, analysis: Any, prompt: str | tuple[str, ...] = "") -> dict[str, Any]:
     """The start anchor, as ``start_anchor_pattern``: the generation prompt without outer whitespace, cut before
     a reasoning or content opener it carries (the opener must stay in the text the parser sees, so an opened
     ``<think>`` opens the reasoning region), then optionally the reasoning end (a generation prompt that closes
     reasoning when thinking is off, ``…<|Bot|></think>``, must not leave the closer as content). Where the
-    generation prompt is empty (Mistral), the prompt's last marker (``[/INST]``)."""
+    generation prompt is empty (Mistral), the last marker of ``prompt`` — of each prompt when it is a tuple
+    (``[/INST]`` after a user turn, ``[/TOOL_RESULTS]`` after a tool result)."""
     cut = len(gp)
     for m in (analysis.reasoning.start, analysis.reasoning.end):
         m = m.strip()
@@ -126,21 +127,38 @@ def _anchor(gp: str, analysis: Any, prompt: str = "") -> dict[str, Any]:
         # consume the opener, so the anchor is a lookahead just before the whole generation prompt; the
         # reasoning field's opener takes the text after it (_reasoning_field)
         return {"start_anchor_pattern": f"(?={re.escape(gp.strip())})"}
+    pattern = re.escape(base)
     if not base and prompt:
-        from ..diff import SegmentKind, segmentize_markers
-
-        segs = segmentize_markers(prompt.rstrip())
-        last = max((i for i, seg in enumerate(segs) if seg.kind == SegmentKind.MARKER), default=-1)
-        if last >= 0 and len(segs) - last <= 2:  # the last marker and the text after it ("<|extra_0|>助手：")
-            base = "".join(seg.value for seg in segs[last:]).strip()
+        # one prompt, or several (the turn after a user message, the turn after a tool result — Mistral ends
+        # that one with [/TOOL_RESULTS], not [/INST]): the anchor matches each one's last marker
+        bases: list[str] = []
+        for p in (prompt,) if isinstance(prompt, str) else prompt:
+            b = _last_marker(p)
+            if b and b not in bases:
+                bases.append(b)
+        base = bases[0] if bases else ""
+        pattern = "|".join(re.escape(b) for b in bases)
+        if len(bases) > 1:
+            pattern = f"(?:{pattern})"
     if not base:
         raise NotExpressible("the generation prompt is empty: no start_anchor can find where the assistant turn "
                              "starts in the prompt")
-    pattern = re.escape(base)
     end = analysis.reasoning.end.strip()
     if end and analysis.reasoning.mode.value != "NONE":
         pattern += f"(?:{_WS}{re.escape(end)})?"
     return {"start_anchor_pattern": pattern}
+
+
+def _last_marker(prompt: str) -> str:
+    """The prompt's last marker and the text after it ("[/INST]", "<|extra_0|>助手："); "" when the prompt does
+    not end with a marker and at most one text segment."""
+    from ..diff import SegmentKind, segmentize_markers
+
+    segs = segmentize_markers(prompt.rstrip())
+    last = max((i for i, seg in enumerate(segs) if seg.kind == SegmentKind.MARKER), default=-1)
+    if last >= 0 and len(segs) - last <= 2:
+        return "".join(seg.value for seg in segs[last:]).strip()
+    return ""
 
 
 def _after_opener(gp: str, a: Any) -> str:
@@ -551,14 +569,20 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
         res.reasons.append(_REFUSED_HANDLERS[route.handler])
         return res
     literals = analysis.tools.format.mode.value == "TAG_WITH_TAGGED" and renders_python_literals(template)
+    prompt: str | tuple[str, ...] = bundle.prompt
+    if not res.generation_prompt.strip():
+        # the anchor is then the prompt's last marker, which differs when a tool result ends the prompt
+        after_tool = _tool_result_prompt(template, fidelity)
+        if after_tool:
+            prompt = (bundle.prompt, after_tool)
     try:
-        special = _special(route.handler, analysis, res.generation_prompt, flavour, bundle.prompt, literals) \
+        special = _special(route.handler, analysis, res.generation_prompt, flavour, prompt, literals) \
             if route.kind == "specialized" else None
         if special is not None:
             res.notes.append(f"special handler {route.handler}: format written from the handler")
             res.response_template = special
         else:
-            res.response_template = map_analysis(analysis, res.generation_prompt, flavour, res.notes, bundle.prompt,
+            res.response_template = map_analysis(analysis, res.generation_prompt, flavour, res.notes, prompt,
                                                  python_literals=literals)
             if route.kind == "specialized":
                 res.notes.append(f"special handler {route.handler}: exported from the analysis; verification "
@@ -569,6 +593,29 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
         res.reasons.append(str(e))
         res.response_template = None
     return res
+
+
+def _tool_result_prompt(template: Any, fidelity: str) -> str:
+    """The prompt for the turn after a tool result: the round trip's user message, its assistant message with
+    the two calls (no reasoning; empty content, else the round trip's), one tool result per call, generation
+    prompt. "" when the template cannot render it."""
+    from ..chat.pipeline import build_chat_parser
+    from ..chat.request import ChatRequest
+    from ..chat.roundtrip import round_trip_message, round_trip_request
+
+    msg = round_trip_message(reasoning=False)
+    results = [{"role": "tool", "tool_call_id": c["id"], "name": c["function"]["name"], "content": "done"}
+               for c in msg["tool_calls"]]
+    user = round_trip_request()["messages"]
+    # without content first: some templates refuse content beside tool calls (Mistral v3)
+    for assistant in ({**msg, "content": ""}, msg):
+        try:
+            bundle = build_chat_parser(template, ChatRequest.from_dict(round_trip_request(
+                messages=[*user, assistant, *results])), fidelity=fidelity)
+        except Exception:  # noqa: BLE001 - a template that cannot render tool turns keeps the user-turn anchor
+            continue
+        return bundle.prompt or ""
+    return ""
 
 
 def renders_python_literals(template: Any) -> bool:
