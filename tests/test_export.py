@@ -297,3 +297,22 @@ def test_empty_generation_prompt_anchors_after_a_tool_result_too(name):
                                                                           "content": "It is sunny in Paris."}
     user_turn = parse_response("Hi.", rt, prefix="[INST]Hello[/INST]")
     assert user_turn == {"role": "assistant", "content": "Hi."}
+
+
+@needs_transformers
+@pytest.mark.parametrize("name, output, expect", [
+    # Gemma 4 goes on in the model turn after <tool_response|> (no new <|turn>model); this one opens the thought
+    # channel there, which must stay for the parser
+    ("vllm-tool_chat_template_gemma4.jinja", "Checked.<channel|>It is sunny.",
+     {"role": "assistant", "reasoning_content": "Checked.", "content": "It is sunny."}),
+    # DeepSeek V3.2 ends the prompt after tool results with </function_results>\n\n<think>
+    ("deepseek-ai-DeepSeek-V3.2.jinja", "Checked.</think>It is sunny.",
+     {"role": "assistant", "reasoning_content": "Checked.", "content": "It is sunny."})])
+def test_anchor_after_a_tool_result_keeps_the_reasoning_opener(name, output, expect):
+    from transformers.utils.chat_parsing import parse_response
+
+    from core.export.response_template import _tool_result_prompt
+
+    t = load(name)
+    prefix = _tool_result_prompt(t, "llama.cpp")
+    assert parse_response(output, export_response_template(t).response_template, prefix=prefix) == expect

@@ -107,13 +107,15 @@ def _name_re(suffix: str) -> str:
 
 # ------------------------------------------------------------------------------------------------ mapping
 
-def _anchor(gp: str, analysis: Any, prompt: str | tuple[str, ...] = "") -> dict[str, Any]:
+def _anchor(gp: str, analysis: Any, prompt: str | tuple[str, ...] = "", opener: str = "") -> dict[str, Any]:
     """The start anchor, as ``start_anchor_pattern``: the generation prompt without outer whitespace, cut before
     a reasoning or content opener it carries (the opener must stay in the text the parser sees, so an opened
     ``<think>`` opens the reasoning region), then optionally the reasoning end (a generation prompt that closes
     reasoning when thinking is off, ``…<|Bot|></think>``, must not leave the closer as content). Where the
-    generation prompt is empty (Mistral), the last marker of ``prompt`` — of each prompt when it is a tuple
-    (``[/INST]`` after a user turn, ``[/TOOL_RESULTS]`` after a tool result)."""
+    generation prompt is empty (Mistral), the last marker of ``prompt``. ``prompt`` may be a tuple: the
+    user-turn prompt, then prompts that do not end with the generation prompt (after a tool result), whose last
+    markers the anchor also matches (``[/TOOL_RESULTS]``, ``<tool_response|>``), cut before a reasoning opener
+    they end with (the analysis's, or ``opener`` when a special handler's differs: Gemma 4 ``<|channel>thought``)."""
     cut = len(gp)
     for m in (analysis.reasoning.start, analysis.reasoning.end):
         m = m.strip()
@@ -127,22 +129,27 @@ def _anchor(gp: str, analysis: Any, prompt: str | tuple[str, ...] = "") -> dict[
         # consume the opener, so the anchor is a lookahead just before the whole generation prompt; the
         # reasoning field's opener takes the text after it (_reasoning_field)
         return {"start_anchor_pattern": f"(?={re.escape(gp.strip())})"}
-    pattern = re.escape(base)
-    if not base and prompt:
-        # one prompt, or several (the turn after a user message, the turn after a tool result — Mistral ends
-        # that one with [/TOOL_RESULTS], not [/INST]): the anchor matches each one's last marker
-        bases: list[str] = []
-        for p in (prompt,) if isinstance(prompt, str) else prompt:
-            b = _last_marker(p)
-            if b and b not in bases:
-                bases.append(b)
-        base = bases[0] if bases else ""
-        pattern = "|".join(re.escape(b) for b in bases)
-        if len(bases) > 1:
-            pattern = f"(?:{pattern})"
-    if not base:
+    # the prompts after which the model writes: the user-turn prompt (it ends with the generation prompt,
+    # unless that is empty) and others whose end differs — after a tool result Mistral ends with
+    # [/TOOL_RESULTS], Gemma 4 with <tool_response|> (the model goes on in the same turn), a DeepSeek R1
+    # distill with <｜tool▁outputs▁end｜>: the anchor also matches each one's last marker
+    bases: list[str] = [base] if base else []
+    for i, p in enumerate((prompt,) if isinstance(prompt, str) else prompt):
+        if not p or (base and i == 0):
+            continue
+        p = p.rstrip()
+        for m in (analysis.reasoning.end.strip(), start, opener):  # as the generation prompt: cut before an opener
+            if m and p.endswith(m):
+                p = p[:-len(m)].rstrip()
+        b = _last_marker(p)
+        if b and b not in bases:
+            bases.append(b)
+    if not bases:
         raise NotExpressible("the generation prompt is empty: no start_anchor can find where the assistant turn "
                              "starts in the prompt")
+    pattern = "|".join(re.escape(b) for b in bases)
+    if len(bases) > 1:
+        pattern = f"(?:{pattern})"
     end = analysis.reasoning.end.strip()
     if end and analysis.reasoning.mode.value != "NONE":
         pattern += f"(?:{_WS}{re.escape(end)})?"
@@ -502,7 +509,8 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
                            "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
             # the turn ends at <turn|> / <|tool_response>; a stray <channel|> is dropped, as the handler does
             "content": {"close_pattern": r"\s*(?:<channel\|>|<turn\|>|<\|tool_response>)", "content": "text"}}
-        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"},
+                **_anchor(gp, analysis, prompt, opener="<|channel>thought"),
                 "fields": fields}
     return None
 
@@ -570,11 +578,11 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
         return res
     literals = analysis.tools.format.mode.value == "TAG_WITH_TAGGED" and renders_python_literals(template)
     prompt: str | tuple[str, ...] = bundle.prompt
-    if not res.generation_prompt.strip():
-        # the anchor is then the prompt's last marker, which differs when a tool result ends the prompt
-        after_tool = _tool_result_prompt(template, fidelity)
-        if after_tool:
-            prompt = (bundle.prompt, after_tool)
+    gp = res.generation_prompt.strip()
+    after_tool = _tool_result_prompt(template, fidelity)
+    if after_tool and not (gp and after_tool.rstrip().endswith(gp)):
+        # after a tool result the prompt does not end with the generation prompt: anchor on its end too
+        prompt = (bundle.prompt, after_tool)
     try:
         special = _special(route.handler, analysis, res.generation_prompt, flavour, prompt, literals) \
             if route.kind == "specialized" else None
