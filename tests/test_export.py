@@ -316,3 +316,16 @@ def test_anchor_after_a_tool_result_keeps_the_reasoning_opener(name, output, exp
     t = load(name)
     prefix = _tool_result_prompt(t, "llama.cpp")
     assert parse_response(output, export_response_template(t).response_template, prefix=prefix) == expect
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--batch", "."], "export takes TEMPLATE or --batch DIR, not both"),
+    (["--format", "gbnf", "--verify"], "--format gbnf takes neither --verify nor --for"),
+    (["--format", "gbnf", "--for", "vllm"], "--format gbnf takes neither --verify nor --for")])
+def test_cli_options_that_would_be_ignored_are_errors(extra, message):
+    # the template was silently ignored beside --batch (the whole folder ran); --verify / --for beside gbnf did
+    # nothing
+    p = subprocess.run([sys.executable, "-m", "core", "export", str(TEMPLATES / "Qwen3-Coder.jinja"), *extra],
+                       capture_output=True, text=True, timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip().splitlines()[-1].startswith(f"error: {message}")

@@ -57,6 +57,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
         # it was ignored: the plain response_template came out, not the merged file the author asked for
         raise ChatTemplateExplorerError(f"--tokenizer-config is merged into only with --format tokenizer-config "
                                         f"(got --format {args.format})")
+    if args.batch and args.file:
+        raise ChatTemplateExplorerError("export takes TEMPLATE or --batch DIR, not both")
+    if args.format == "gbnf" and (args.verify or args.flavour != "transformers"):
+        raise ChatTemplateExplorerError("--format gbnf takes neither --verify nor --for (they concern the "
+                                        "response_template)")
     if args.batch:
         if not os.path.isdir(args.batch):
             raise ChatTemplateExplorerError(f"{args.batch}: not a directory")
