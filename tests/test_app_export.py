@@ -28,3 +28,14 @@ def test_export_page_shows_template_and_verification():
 def test_export_page_says_why_not():
     at = page(use_corpus(start(), "openai-gpt-oss-120b.jinja"), "export")
     assert any("cannot be exported" in e and "harmony" in e for e in errors(at))
+
+
+def test_app_uses_no_removed_streamlit_width_argument():
+    # use_container_width was deprecated for removal after 2025-12-31 (Streamlit logs a warning on every run of
+    # the Export page); width="stretch" is its replacement, as the other pages use
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    users = [p.name for p in [root / "app.py", *(root / "explorer").rglob("*.py")]
+             if "use_container_width" in p.read_text(encoding="utf-8")]
+    assert users == []

@@ -216,3 +216,128 @@ def test_content_turn_header_exports_as_a_field_for_transformers_only():
     assert CONTENT_HEADER_FIELD not in (export_response_template(t).response_template or {}).get("fields", {})
     vllm = export_response_template(t, fidelity="improved", flavour="vllm")
     assert vllm.response_template is None and "header" in vllm.reasons[0]
+
+
+@pytest.mark.parametrize("content, why", [(None, "No such file or directory"),
+                                          ('{"id":\n', "line 1 is not JSON (Expecting value)"),
+                                          ("[1]\n", "line 1 is not a JSON object")])
+def test_cli_bad_cases_file_is_one_line(tmp_path, content, why):
+    # a missing --cases file was skipped silently (exit 0, no reference case checked); one that is not JSON
+    # ended in "internal error in export: JSONDecodeError"
+    cases = tmp_path / "cases.jsonl"
+    if content is not None:
+        cases.write_text(content, encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "core", "export", str(TEMPLATES / "Qwen3-Coder.jinja"), "--verify",
+                        "--cases", str(cases)], capture_output=True, text=True, timeout=120,
+                       cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip().splitlines()[-1].startswith(f"error: {cases}: {why}")
+
+
+def test_written_suite_refuses_an_unknown_backend(tmp_path):
+    # SUITE_BACKEND=bogus ran our parser and reported green; a backend that is not importable skipped every case
+    t = load("Qwen3-Coder.jinja")
+    write_suite(generate_suite(t), t, str(tmp_path / "suite"))
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_suite.py"],
+                       cwd=tmp_path / "suite", capture_output=True, text=True, timeout=120,
+                       env={"SUITE_BACKEND": "bogus", "PATH": "/usr/bin:/bin"})
+    assert p.returncode != 0 and "passed" not in p.stdout
+    assert "SUITE_BACKEND='bogus': expected 'ours' or 'transformers'" in p.stdout
+
+
+def test_cli_tokenizer_config_without_its_format_is_an_error(tmp_path):
+    # the file was silently ignored and the bare response_template printed
+    base = tmp_path / "tokenizer_config.json"
+    base.write_text('{"eos_token": "<|im_end|>"}', encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "core", "export", str(TEMPLATES / "Qwen3-Coder.jinja"),
+                        "--tokenizer-config", str(base)], capture_output=True, text=True, timeout=120,
+                       cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip().splitlines()[-1] == ("error: --tokenizer-config is merged into only with --format "
+                                                 "tokenizer-config (got --format response-template)")
+
+
+def test_gbnf_export_is_the_grammar_for_the_sample_request_and_says_so():
+    # the GBNF constrains calls to the sample request's tools; nothing said so, and additional stops were left out
+    from core.chat.pipeline import build_chat_parser
+    from core.chat.request import ChatRequest
+    from core.chat.roundtrip import round_trip_request
+    from core.export.gbnf import export_gbnf
+
+    t = load("Qwen-Qwen3-0.6B.jinja")
+    out = export_gbnf(t)
+    p = build_chat_parser(t, ChatRequest.from_dict(round_trip_request()), fidelity="llama.cpp").parser
+    assert out.startswith(p.grammar) and 'tool-get-weather ::=' in out
+    tail = out[len(p.grammar):].strip().splitlines()
+    assert tail[:2] == ["# lazy: true", '# trigger word: "<tool_call>\\n"']
+    assert tail[-1].startswith("# request: the explorer's sample tools (get_weather, book_table), tool_choice auto;")
+    assert "python -m core grammar TEMPLATE --request" in tail[-1]
+
+
+@needs_transformers
+def test_python_literal_booleans_stay_raw_text_in_transformers_and_the_export_says_so():
+    # a documented limit (README, export note): {'window': True} is not JSON even with ' delimiters
+    from transformers.utils.chat_parsing import parse_response
+
+    res = export_response_template(load("ByteDance-Seed-OSS.jinja"), fidelity="improved")
+    assert any("True, False or None" in n for n in res.notes)
+    tools = [{"type": "function", "function": {"name": "book", "parameters": {
+        "type": "object", "properties": {"options": {"type": "object"}}}}}]
+    out = ("<seed:tool_call>\n<function=book>\n<parameter=options>{}</parameter>\n</function>\n"
+           "</seed:tool_call>")
+    def args(value):
+        msg = parse_response(out.format(value), res.response_template, prefix="<seed:bos>assistant\n", tools=tools)
+        return msg["tool_calls"][0]["function"]["arguments"]["options"]
+    assert args("{'a': 1}") == {"a": 1}
+    assert args("{'window': True}") == "{'window': True}"
+
+
+@needs_transformers
+@pytest.mark.parametrize("name", ["Mistral-Small-3.2-24B-Instruct-2506.jinja", "mistral-common-v3.jinja"])
+def test_empty_generation_prompt_anchors_after_a_tool_result_too(name):
+    # the anchor was the last [/INST] only: after a tool result the prompt ends with [/TOOL_RESULTS], so the
+    # previous turn's call and the result were parsed as this message (transformers raised on the JSON region)
+    from transformers.utils.chat_parsing import parse_response
+
+    from core.export.response_template import _tool_result_prompt
+
+    t = load(name)
+    rt = export_response_template(t).response_template
+    prefix = _tool_result_prompt(t, "llama.cpp")
+    assert prefix.rstrip().endswith("[/TOOL_RESULTS]") and "[TOOL_CALLS]" in prefix
+    assert parse_response("It is sunny in Paris.", rt, prefix=prefix) == {"role": "assistant",
+                                                                          "content": "It is sunny in Paris."}
+    user_turn = parse_response("Hi.", rt, prefix="[INST]Hello[/INST]")
+    assert user_turn == {"role": "assistant", "content": "Hi."}
+
+
+@needs_transformers
+@pytest.mark.parametrize("name, output, expect", [
+    # Gemma 4 goes on in the model turn after <tool_response|> (no new <|turn>model); this one opens the thought
+    # channel there, which must stay for the parser
+    ("vllm-tool_chat_template_gemma4.jinja", "Checked.<channel|>It is sunny.",
+     {"role": "assistant", "reasoning_content": "Checked.", "content": "It is sunny."}),
+    # DeepSeek V3.2 ends the prompt after tool results with </function_results>\n\n<think>
+    ("deepseek-ai-DeepSeek-V3.2.jinja", "Checked.</think>It is sunny.",
+     {"role": "assistant", "reasoning_content": "Checked.", "content": "It is sunny."})])
+def test_anchor_after_a_tool_result_keeps_the_reasoning_opener(name, output, expect):
+    from transformers.utils.chat_parsing import parse_response
+
+    from core.export.response_template import _tool_result_prompt
+
+    t = load(name)
+    prefix = _tool_result_prompt(t, "llama.cpp")
+    assert parse_response(output, export_response_template(t).response_template, prefix=prefix) == expect
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--batch", "."], "export takes TEMPLATE or --batch DIR, not both"),
+    (["--format", "gbnf", "--verify"], "--format gbnf takes neither --verify nor --for"),
+    (["--format", "gbnf", "--for", "vllm"], "--format gbnf takes neither --verify nor --for")])
+def test_cli_options_that_would_be_ignored_are_errors(extra, message):
+    # the template was silently ignored beside --batch (the whole folder ran); --verify / --for beside gbnf did
+    # nothing
+    p = subprocess.run([sys.executable, "-m", "core", "export", str(TEMPLATES / "Qwen3-Coder.jinja"), *extra],
+                       capture_output=True, text=True, timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip().splitlines()[-1].startswith(f"error: {message}")

@@ -19,6 +19,31 @@ def _load(spec: str) -> Any:
     return load_chat_template(spec, None, ChatRequest.from_dict(round_trip_request()))
 
 
+def _check_cases(path: str) -> None:
+    """Raise :class:`~core.errors.ChatTemplateExplorerError` (one line) unless ``path`` is a readable
+    ``cases.jsonl``: a missing file or a line that is not a JSON object would otherwise be skipped silently
+    (no reference case checked) or end in an internal error."""
+    from ..errors import ChatTemplateExplorerError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as e:
+                    raise ChatTemplateExplorerError(f"{path}: line {n} is not JSON ({e.msg}); --cases takes a "
+                                                    "cases.jsonl file, one JSON object a line") from None
+                if not isinstance(row, dict):
+                    raise ChatTemplateExplorerError(f"{path}: line {n} is not a JSON object; --cases takes a "
+                                                    "cases.jsonl file, one JSON object a line")
+    except OSError as e:
+        raise ChatTemplateExplorerError(f"{path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ChatTemplateExplorerError(f"{path}: not UTF-8 text ({e.reason})") from None
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     from ..errors import ChatTemplateExplorerError
     from .corpus import corpus_export
@@ -26,6 +51,17 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from .tokenizer_config import merge_tokenizer_config
 
     fidelity = "improved" if args.improved else "llama.cpp"
+    if args.cases:
+        _check_cases(args.cases)
+    if args.tokenizer_config and args.format != "tokenizer-config":
+        # it was ignored: the plain response_template came out, not the merged file the author asked for
+        raise ChatTemplateExplorerError(f"--tokenizer-config is merged into only with --format tokenizer-config "
+                                        f"(got --format {args.format})")
+    if args.batch and args.file:
+        raise ChatTemplateExplorerError("export takes TEMPLATE or --batch DIR, not both")
+    if args.format == "gbnf" and (args.verify or args.flavour != "transformers"):
+        raise ChatTemplateExplorerError("--format gbnf takes neither --verify nor --for (they concern the "
+                                        "response_template)")
     if args.batch:
         if not os.path.isdir(args.batch):
             raise ChatTemplateExplorerError(f"{args.batch}: not a directory")

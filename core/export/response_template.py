@@ -109,12 +109,15 @@ def _name_re(suffix: str) -> str:
 
 # ------------------------------------------------------------------------------------------------ mapping
 
-def _anchor(gp: str, analysis: Any, prompt: str = "") -> dict[str, Any]:
+def _anchor(gp: str, analysis: Any, prompt: str | tuple[str, ...] = "", opener: str = "") -> dict[str, Any]:
     """The start anchor, as ``start_anchor_pattern``: the generation prompt without outer whitespace, cut before
     a reasoning or content opener it carries (the opener must stay in the text the parser sees, so an opened
     ``<think>`` opens the reasoning region), then optionally the reasoning end (a generation prompt that closes
     reasoning when thinking is off, ``…<|Bot|></think>``, must not leave the closer as content). Where the
-    generation prompt is empty (Mistral), the prompt's last marker (``[/INST]``)."""
+    generation prompt is empty (Mistral), the last marker of ``prompt``. ``prompt`` may be a tuple: the
+    user-turn prompt, then prompts that do not end with the generation prompt (after a tool result), whose last
+    markers the anchor also matches (``[/TOOL_RESULTS]``, ``<tool_response|>``), cut before a reasoning opener
+    they end with (the analysis's, or ``opener`` when a special handler's differs: Gemma 4 ``<|channel>thought``)."""
     cut = len(gp)
     for m in (analysis.reasoning.start, analysis.reasoning.end):
         m = m.strip()
@@ -128,21 +131,43 @@ def _anchor(gp: str, analysis: Any, prompt: str = "") -> dict[str, Any]:
         # consume the opener, so the anchor is a lookahead just before the whole generation prompt; the
         # reasoning field's opener takes the text after it (_reasoning_field)
         return {"start_anchor_pattern": f"(?={re.escape(gp.strip())})"}
-    if not base and prompt:
-        from ..diff import SegmentKind, segmentize_markers
-
-        segs = segmentize_markers(prompt.rstrip())
-        last = max((i for i, seg in enumerate(segs) if seg.kind == SegmentKind.MARKER), default=-1)
-        if last >= 0 and len(segs) - last <= 2:  # the last marker and the text after it ("<|extra_0|>助手：")
-            base = "".join(seg.value for seg in segs[last:]).strip()
-    if not base:
+    # the prompts after which the model writes: the user-turn prompt (it ends with the generation prompt,
+    # unless that is empty) and others whose end differs — after a tool result Mistral ends with
+    # [/TOOL_RESULTS], Gemma 4 with <tool_response|> (the model goes on in the same turn), a DeepSeek R1
+    # distill with <｜tool▁outputs▁end｜>: the anchor also matches each one's last marker
+    bases: list[str] = [base] if base else []
+    for i, p in enumerate((prompt,) if isinstance(prompt, str) else prompt):
+        if not p or (base and i == 0):
+            continue
+        p = p.rstrip()
+        for m in (analysis.reasoning.end.strip(), start, opener):  # as the generation prompt: cut before an opener
+            if m and p.endswith(m):
+                p = p[:-len(m)].rstrip()
+        b = _last_marker(p)
+        if b and b not in bases:
+            bases.append(b)
+    if not bases:
         raise NotExpressible("the generation prompt is empty: no start_anchor can find where the assistant turn "
                              "starts in the prompt")
-    pattern = re.escape(base)
+    pattern = "|".join(re.escape(b) for b in bases)
+    if len(bases) > 1:
+        pattern = f"(?:{pattern})"
     end = analysis.reasoning.end.strip()
     if end and analysis.reasoning.mode.value != "NONE":
         pattern += f"(?:{_WS}{re.escape(end)})?"
     return {"start_anchor_pattern": pattern}
+
+
+def _last_marker(prompt: str) -> str:
+    """The prompt's last marker and the text after it ("[/INST]", "<|extra_0|>助手："); "" when the prompt does
+    not end with a marker and at most one text segment."""
+    from ..diff import SegmentKind, segmentize_markers
+
+    segs = segmentize_markers(prompt.rstrip())
+    last = max((i for i, seg in enumerate(segs) if seg.kind == SegmentKind.MARKER), default=-1)
+    if last >= 0 and len(segs) - last <= 2:
+        return "".join(seg.value for seg in segs[last:]).strip()
+    return ""
 
 
 def _after_opener(gp: str, a: Any) -> str:
@@ -347,7 +372,8 @@ def _tool_field(a: Any, notes: list[str], python_literals: bool = False) -> dict
             content_args["value_parser"] = PYTHON_LITERAL_VALUE_PARSER
             notes.append("tool_calls: the template writes object values as Python literals; values are read as "
                          "JSON with ' string delimiters (a JSON-looking string value such as \"12\" is then a "
-                         "number)")
+                         "number; a value holding Python's True, False or None is not JSON and stays the raw text, "
+                         "where our parser reads it)")
         return {"open_pattern": opener, "close_pattern": close, "repeats": True, "content": "xml-inline",
                 "content_args": content_args, "transform": transform}
     if mode == "PYTHONIC":
@@ -485,7 +511,8 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
                            "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
             # the turn ends at <turn|> / <|tool_response>; a stray <channel|> is dropped, as the handler does
             "content": {"close_pattern": r"\s*(?:<channel\|>|<turn\|>|<\|tool_response>)", "content": "text"}}
-        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"},
+                **_anchor(gp, analysis, prompt, opener="<|channel>thought"),
                 "fields": fields}
     return None
 
@@ -552,14 +579,20 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
         res.reasons.append(_REFUSED_HANDLERS[route.handler])
         return res
     literals = analysis.tools.format.mode.value == "TAG_WITH_TAGGED" and renders_python_literals(template)
+    prompt: str | tuple[str, ...] = bundle.prompt
+    gp = res.generation_prompt.strip()
+    after_tool = _tool_result_prompt(template, fidelity)
+    if after_tool and not (gp and after_tool.rstrip().endswith(gp)):
+        # after a tool result the prompt does not end with the generation prompt: anchor on its end too
+        prompt = (bundle.prompt, after_tool)
     try:
-        special = _special(route.handler, analysis, res.generation_prompt, flavour, bundle.prompt, literals) \
+        special = _special(route.handler, analysis, res.generation_prompt, flavour, prompt, literals) \
             if route.kind == "specialized" else None
         if special is not None:
             res.notes.append(f"special handler {route.handler}: format written from the handler")
             res.response_template = special
         else:
-            res.response_template = map_analysis(analysis, res.generation_prompt, flavour, res.notes, bundle.prompt,
+            res.response_template = map_analysis(analysis, res.generation_prompt, flavour, res.notes, prompt,
                                                  python_literals=literals)
             header = getattr(bundle.parser, "content_header", "")
             if header:  # improvement content-turn-header
@@ -590,6 +623,29 @@ def _content_header_field(rt: dict[str, Any], header: str, flavour: Flavour, not
     rt["fields"][CONTENT_HEADER_FIELD] = {"open_pattern": r"\A\s*" + re.escape(header), "close_pattern": "",
                                           "content": "text"}
     notes.append(f"{CONTENT_HEADER_FIELD}: the header {header!r} a plain answer starts with is dropped")
+
+
+def _tool_result_prompt(template: Any, fidelity: str) -> str:
+    """The prompt for the turn after a tool result: the round trip's user message, its assistant message with
+    the two calls (no reasoning; empty content, else the round trip's), one tool result per call, generation
+    prompt. "" when the template cannot render it."""
+    from ..chat.pipeline import build_chat_parser
+    from ..chat.request import ChatRequest
+    from ..chat.roundtrip import round_trip_message, round_trip_request
+
+    msg = round_trip_message(reasoning=False)
+    results = [{"role": "tool", "tool_call_id": c["id"], "name": c["function"]["name"], "content": "done"}
+               for c in msg["tool_calls"]]
+    user = round_trip_request()["messages"]
+    # without content first: some templates refuse content beside tool calls (Mistral v3)
+    for assistant in ({**msg, "content": ""}, msg):
+        try:
+            bundle = build_chat_parser(template, ChatRequest.from_dict(round_trip_request(
+                messages=[*user, assistant, *results])), fidelity=fidelity)
+        except Exception:  # noqa: BLE001 - a template that cannot render tool turns keeps the user-turn anchor
+            continue
+        return bundle.prompt or ""
+    return ""
 
 
 def renders_python_literals(template: Any) -> bool:

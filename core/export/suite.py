@@ -307,6 +307,7 @@ Messages are compared as llama.cpp's reference compares them: content / reasonin
 outer whitespace, the same tool calls (name, arguments as JSON, id where the expected id is not empty); a
 truncated call's unparsable arguments equal any unparsable text.
 """
+import importlib.util
 import json
 import os
 import pathlib
@@ -317,7 +318,23 @@ HERE = pathlib.Path(__file__).parent
 CASES = [json.loads(line) for line in (HERE / "cases.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
 TEMPLATE = (HERE / "template.jinja").read_text(encoding="utf-8")
 PROMPTS = json.loads((HERE / "prompts.json").read_text(encoding="utf-8"))
-BACKEND = os.environ.get("SUITE_BACKEND", "ours")
+
+
+def _importable(module):
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a parent package is missing
+        return False
+
+
+_NEEDS = {{"ours": ("core.chat.pipeline", "the Chat Template Explorer's `core` package (PYTHONPATH=its checkout)"),
+          "transformers": ("transformers.utils.chat_parsing", "transformers >= 5.13")}}
+BACKEND = os.environ.get("SUITE_BACKEND") or ("ours" if _importable("core.chat.pipeline") else "transformers")
+# an unknown or missing backend stops the run: skipping every case would report a suite that checked nothing as green
+if BACKEND not in _NEEDS:
+    pytest.exit(f"SUITE_BACKEND={{BACKEND!r}}: expected 'ours' or 'transformers'", returncode=4)
+if not _importable(_NEEDS[BACKEND][0]):
+    pytest.exit(f"SUITE_BACKEND={{BACKEND}} needs {{_NEEDS[BACKEND][1]}}, which is not importable", returncode=4)
 FIDELITY = {fidelity!r}
 
 
@@ -343,7 +360,7 @@ def same(expected, got):
 
 
 def parse_ours(case):
-    core_pipeline = pytest.importorskip("core.chat.pipeline")
+    from core.chat import pipeline as core_pipeline
     from core.chat.request import ChatRequest
     from core.templating import ChatTemplate
 
@@ -353,7 +370,7 @@ def parse_ours(case):
 
 
 def parse_transformers(case):
-    chat_parsing = pytest.importorskip("transformers.utils.chat_parsing")
+    from transformers.utils import chat_parsing
     if case["is_partial"]:
         pytest.skip("transformers parses a region only once it closes (truncated output)")
     if case["id"] == "suite-marker_in_argument":

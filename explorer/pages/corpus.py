@@ -128,7 +128,7 @@ shown = view.assign(problem=(view["error"].fillna("") + view["warning"].fillna("
 for c in ("reasoning_start", "reasoning_end", "tool_start"):
     shown[c] = shown[c].map(lambda v: None if v is None else visible_text(v))
 order = ["template", "problem", "route", "handler", "tools", "reasoning", "content", "workarounds",
-         "reasoning_start", "reasoning_end", "tool_start", *lint_columns, *CAPS, "analysis_ms"]
+         "reasoning_start", "reasoning_end", "tool_start", "response_template", *lint_columns, *CAPS, "analysis_ms"]
 widths = {"template": 280, "problem": 320 if only_errors else 160, "route": 90, "handler": 110, "tools": 130,
           "reasoning": 100, "content": 170, "workarounds": 120}
 event = st.dataframe(shown[order], hide_index=True, width="stretch", height=min(38 + 35 * len(shown), 740),

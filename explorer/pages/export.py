@@ -68,7 +68,7 @@ else:
                 st.metric("Agrees with our parser on every check", "yes" if v["agrees"] else "no")
                 st.dataframe(pd.DataFrame([{"case": c["source"], "status": c["status"],
                                             "why": literal(c["why"]) if c["why"] else ""} for c in v["checks"]]),
-                             hide_index=True, use_container_width=True)
+                             hide_index=True, width="stretch")
 
 st.subheader("GBNF grammar and triggers")
 from core.export.gbnf import export_gbnf  # noqa: E402
