@@ -193,7 +193,8 @@ CONTENT_AS_REASONING = ("the template writes content beside a call exactly as it
 def _content_written_as_reasoning(template: Any, msg: dict[str, Any], tools: list[dict[str, Any]]) -> bool:
     """True when ``msg`` (content beside tool calls, no reasoning) renders exactly as the same message whose
     content is given as reasoning instead (under ``reasoning_content`` and ``thinking``, the two names templates
-    read) — gpt-oss writes the text beside a call in its ``analysis`` channel, which is reasoning. The renders
+    read) and the text is in the render — gpt-oss writes the text beside a call in its ``analysis`` channel, which
+    is reasoning (a template that drops both is reported as dropping the content by the round trip). The renders
     are the template's own; the canonical request path keeps no ``thinking`` field, so the reasoning message is
     rendered directly. False when either render fails or the message has no content beside a call."""
     from ..chat.prompt import prepare_request, render_prompt
@@ -212,7 +213,7 @@ def _content_written_as_reasoning(template: Any, msg: dict[str, Any], tools: lis
                                      messages_override=[*prep.messages[:-1], last])
     except Exception:  # noqa: BLE001 - a render failure is the round trip's to report
         return False
-    return as_content == as_reasoning
+    return text in as_content and as_content == as_reasoning
 
 
 def _forced_reasoning(template: Any, analysis: Any, tools: list[dict[str, Any]], fidelity: str) -> bool:
