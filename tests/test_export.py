@@ -153,6 +153,18 @@ def test_suite_skips_what_the_template_cannot_represent():
     assert "parallel_calls" in suite.skipped and "single tool-calls" in suite.skipped["parallel_calls"]
 
 
+def test_suite_skips_content_a_template_writes_as_reasoning():
+    # gpt-oss renders the text beside a call in its analysis channel, exactly as it renders that text as reasoning
+    t = load("openai-gpt-oss-120b.jinja")
+    suite = generate_suite(t, fidelity="improved")
+    assert "writes content beside a call exactly as it writes the same text as reasoning" in \
+        suite.skipped["call_after_text"]
+    assert "suite-one_call" in {c["id"] for c in suite.cases}
+    assert all(why is None for why in check_suite_ours(suite, t).values())
+    # Qwen3 renders content beside a call outside <think>: the case stays
+    assert "call_after_text" not in generate_suite(load("Qwen-Qwen3-0.6B.jinja")).skipped
+
+
 def test_written_suite_runs_green_from_a_clean_directory(tmp_path):
     t = load("Qwen3-Coder.jinja")
     paths = write_suite(generate_suite(t), t, str(tmp_path / "suite"))

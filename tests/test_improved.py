@@ -465,3 +465,25 @@ def test_cli_improved(capsys):
     capsys.readouterr()
     assert main(["workarounds"]) == 0
     assert "python-literal-values" in capsys.readouterr().out
+
+
+def test_content_inside_section_start_llama4_ollama():
+    # Ollama's Llama 4 template writes a call turn as '<|python_start|>' + content + '<|python_end|>' + calls;
+    # the analysis learns '<|python_start|><|python_end|>' (empty content) as the section start.
+    name = "gguf-ollama-llama4-latest.jinja"
+    out = ('<|python_start|>Let me check.<|python_end|>'
+           '{"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}')
+    got = _parse(name, out, "improved")
+    assert got["content"] == "Let me check."
+    assert [c["function"]["name"] for c in got["tool_calls"]] == ["get_weather"]
+    assert json.loads(got["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris", "days": 3}
+    # an empty content still parses as before
+    empty = '<|python_start|><|python_end|>{"name": "get_weather", "parameters": {"city": "Rome"}}'
+    assert _parse(name, empty, "improved")["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert not _parse(name, out, "llama.cpp").get("tool_calls")
+    t = _tmpl(name)
+    req = ChatRequest.from_dict(RT.round_trip_request())
+    assert any("content-inside-section-start" in n for n in build_chat_parser(t, req, fidelity="improved").parser.notes)
+    rep = analyze(t, fidelity="improved", disabled_improvements=["content-inside-section-start"])
+    off = build_chat_parser(t, req, report=rep).parser.parse(out).to_openai()
+    assert not off.get("tool_calls")

@@ -65,8 +65,9 @@ OPEN_CONTENT_BEFORE_CALLS = "open-content-before-calls"
 GENERATION_PROMPT_PREAMBLE = "generation-prompt-preamble"
 INSTRUCTION_CALL_FORMAT = "instruction-call-format"
 CONTENT_TURN_HEADER = "content-turn-header"
+CONTENT_INSIDE_SECTION_START = "content-inside-section-start"
 PARSER_IMPROVEMENTS = (PYTHON_LITERAL_VALUES, JSON_CALL_SEPARATORS, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
-                       GENERATION_PROMPT_PREAMBLE, CONTENT_TURN_HEADER)
+                       GENERATION_PROMPT_PREAMBLE, CONTENT_TURN_HEADER, CONTENT_INSIDE_SECTION_START)
 """The improvements that act on the generated parser (stage ``"parser"``)."""
 
 IMPROVEMENTS: list[Improvement] = [
@@ -178,6 +179,18 @@ IMPROVEMENTS: list[Improvement] = [
                     "for the auto-parser, when the analysis has no content start marker and H holds no "
                     "reasoning or tool-call marker. llama.cpp returns H as the start of the content.",
         example="vllm-tool_chat_template_hunyuan_a13b.jinja"),
+    Improvement(
+        name=CONTENT_INSIDE_SECTION_START,
+        title="Content the template writes between the two markers of its tool-call section start",
+        stage="parser",
+        description="For JSON tool calls whose analysed section start is two adjacent markers with no section "
+                    "end (Llama 4: <|python_start|><|python_end|>, learned from a call turn with empty "
+                    "content), the template writes a call turn's content between the two markers and the calls "
+                    "after them: <|python_start|>Let me check.<|python_end|>{\"name\": …}. That text is read as "
+                    "content (after any content before the first marker) and the calls after the second marker "
+                    "as calls. Derived from the analysed markers, not per family. llama.cpp finds no section "
+                    "start there and returns the whole output as content.",
+        example="gguf-ollama-llama4-latest.jinja"),
 ]
 """Every generic improvement, in the order they act."""
 
@@ -246,7 +259,7 @@ def stringify_call_arguments(messages: list[Any]) -> tuple[list[Any], bool]:
     return out, changed
 
 
-__all__ = ["CONTENT_TURN_HEADER", "DEFAULT_FIDELITY", "Fidelity", "IMPROVEMENTS", "IMPROVEMENTS_BY_NAME", "Improvement",
+__all__ = ["CONTENT_INSIDE_SECTION_START", "CONTENT_TURN_HEADER", "DEFAULT_FIDELITY", "Fidelity", "IMPROVEMENTS", "IMPROVEMENTS_BY_NAME", "Improvement",
            "GENERATION_PROMPT_PREAMBLE", "INSTRUCTION_CALL_FORMAT", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS", "MARKER_WHITESPACE_ALIGNMENT",
            "OPEN_CONTENT_BEFORE_CALLS", "PARSER_IMPROVEMENTS", "PYTHONIC_CALLS", "PYTHON_LITERAL_VALUES",
            "STRING_ARGUMENT_PROBES", "enabled_improvements", "resolve_fidelity", "stringify_call_arguments"]

@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..analysis.fidelity import (GENERATION_PROMPT_PREAMBLE, INSTRUCTION_CALL_FORMAT, JSON_ARRAY_START,
-                                 OPEN_CONTENT_BEFORE_CALLS, PYTHON_LITERAL_VALUES)
+                                 OPEN_CONTENT_BEFORE_CALLS, PYTHON_LITERAL_VALUES,
+                                 CONTENT_INSIDE_SECTION_START)
 from ..analysis.instructions import INFERRED_FROM_INSTRUCTIONS
 from ..analysis.result import CallIdPosition, ReasoningMode, TemplateAnalysis, ToolFormat
 from ..grammar.converter import GrammarBuilder
@@ -719,6 +720,11 @@ class _Gen:
                   parameters_order=f.parameter_order, accept_openai_wrapper=f.openai_wrapper_trigger)
         if self.inferred:
             kw["optional_end"] = True
+        pair = split_marker_pair(f.section_start) if not f.section_end else None
+        if pair and CONTENT_INSIDE_SECTION_START in self.improvements:
+            kw["content_inside_pair"] = True
+            self.notes.append(f"improvement {CONTENT_INSIDE_SECTION_START}: content may sit between {pair[0]!r} and "
+                              f"{pair[1]!r} before the calls")
         if not f.section_start and f.per_call_start:
             single = p.standard_json_tools(f.per_call_start, f.per_call_end, req.tools, req.parallel_tool_calls,
                                            force, **kw)
@@ -738,9 +744,8 @@ class _Gen:
             self.notes.append(f"improvement {JSON_ARRAY_START}: the content before the call array ends at '['")
         if "tag-whitespace" in p.repairs and trim_ws(tool_start):
             tool_start = trim_ws(tool_start)   # the marker may come without its line break (p.flexible)
-        pair = split_marker_pair(f.section_start) if not f.section_end else None
-        if pair and "calls-inside-section-markers" in p.repairs:
-            tool_start = pair[0]               # the calls may follow the first marker alone
+        if pair and ("calls-inside-section-markers" in p.repairs or kw.get("content_inside_pair")):
+            tool_start = pair[0]               # the calls (or the content) may follow the first marker alone
         body = p.optional(p.content(p.until(tool_start))) + tools
         if self.inferred:
             # instructions say how a call starts, not that the answer ends with it: text after the calls is content

@@ -186,6 +186,36 @@ def _synthesized_reasoning(template: Any, analysis: Any, msg: dict[str, Any], to
     return output, expected_message({**plain, "reasoning_content": REASONING_TEXT}, output)
 
 
+CONTENT_AS_REASONING = ("the template writes content beside a call exactly as it writes the same text as reasoning "
+                        "(the two renders are equal), so no parser can read it back as content")
+
+
+def _content_written_as_reasoning(template: Any, msg: dict[str, Any], tools: list[dict[str, Any]]) -> bool:
+    """True when ``msg`` (content beside tool calls, no reasoning) renders exactly as the same message whose
+    content is given as reasoning instead (under ``reasoning_content`` and ``thinking``, the two names templates
+    read) and the text is in the render — gpt-oss writes the text beside a call in its ``analysis`` channel, which
+    is reasoning (a template that drops both is reported as dropping the content by the round trip). The renders
+    are the template's own; the canonical request path keeps no ``thinking`` field, so the reasoning message is
+    rendered directly. False when either render fails or the message has no content beside a call."""
+    from ..chat.prompt import prepare_request, render_prompt
+    from ..chat.request import ChatRequest
+    from ..chat.roundtrip import _with_messages, round_trip_request
+
+    text = msg.get("content")
+    if not (isinstance(text, str) and text.strip() and msg.get("tool_calls")) or msg.get("reasoning_content"):
+        return False
+    try:
+        req = ChatRequest.from_dict(round_trip_request(tools))
+        prep = prepare_request(template, _with_messages(req, msg))
+        as_content = render_prompt(prep, add_generation_prompt=False)
+        last = {**copy.deepcopy(prep.messages[-1]), "content": "", "reasoning_content": text, "thinking": text}
+        as_reasoning = render_prompt(prep, add_generation_prompt=False,
+                                     messages_override=[*prep.messages[:-1], last])
+    except Exception:  # noqa: BLE001 - a render failure is the round trip's to report
+        return False
+    return text in as_content and as_content == as_reasoning
+
+
 def _forced_reasoning(template: Any, analysis: Any, tools: list[dict[str, Any]], fidelity: str) -> bool:
     """The suite request's generation prompt opens reasoning (holds the reasoning start marker and no end marker
     after it): forced-open reasoning."""
@@ -231,6 +261,9 @@ def generate_suite(template: Any, *, fidelity: str = "llama.cpp") -> Suite:
             msg = {**msg, "reasoning_content": REASONING_TEXT}
         if msg.get("tool_calls") and not has_tools:
             suite.skipped[name] = "the template does not render tool calls"
+            continue
+        if _content_written_as_reasoning(template, msg, tools):
+            suite.skipped[name] = f"template_limited: {CONTENT_AS_REASONING}"
             continue
         r = round_trip(template, msg, tools, reduce=False, fidelity=fidelity)
         if forced and r.status == RoundTripStatus.TEMPLATE_LIMITED and r.why == "template drops reasoning" \

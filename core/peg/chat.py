@@ -480,7 +480,7 @@ class ChatBuilder(Builder):
                             name_key: str = "", args_key: str = "", array_wrapped: bool = False,
                             function_is_key: bool = False, call_id_key: str = "", gen_call_id_key: str = "",
                             parameters_order: Iterable[str] = (), accept_openai_wrapper: bool = False,
-                            optional_end: bool = False) -> P:
+                            optional_end: bool = False, content_inside_pair: bool = False) -> P:
         """JSON tool calls between ``section_start`` and ``section_end`` (parser notes §3.6.1).
 
         Layouts: ``function_is_key`` (``{"name": {...args}}``), nested keys (``function.name``), or flat keys
@@ -488,7 +488,9 @@ class ChatBuilder(Builder):
         ``[ ... ]``; ``force``: the section is required (else optional). Registers the trigger rule
         ``tool-call``. No function tools: ``eps``. With ``whitespace_call_separators`` the ``,`` between
         parallel calls is optional. ``optional_end``: ``section_end`` may be missing (a format read from
-        instructions, improvement ``instruction-call-format``).
+        instructions, improvement ``instruction-call-format``). ``content_inside_pair``: a section start of two
+        adjacent markers without a section end may hold the turn's content between its markers
+        (``<|python_start|>text<|python_end|>{…}``, improvement ``content-inside-section-start``).
         """
         funcs = function_tools(tools)
         if not funcs:
@@ -521,6 +523,10 @@ class ChatBuilder(Builder):
             # repair calls-inside-section-markers: the calls between the two markers of the section start
             body = self.choice(body, self.repair("calls-inside-section-markers", self.literal(pair[0]) + self.space()
                                                  + tool_calls + self.space() + self.literal(pair[1])))
+        if pair and content_inside_pair:
+            # improvement content-inside-section-start: the template writes the content between the two markers
+            body = self.choice(body, self.literal(pair[0]) + self.content(self.until(pair[1])) + self.literal(pair[1])
+                               + self.space() + tool_calls)
         section = self.trigger_rule("tool-call", body)
         return section if force else self.optional(section)
 
