@@ -71,13 +71,14 @@ _MAX_EXAMPLE = 4000
 # bounds for request-time text (a system message of any size): candidates tried, characters of one example
 
 
-def _balanced_end(text: str, i: int) -> int:
-    """Index just past the ``{...}`` that starts at ``text[i]`` (strings respected), or -1 (also when it is
-    longer than an example call can be)."""
+def braced_end(text: str, i: int, stop: int | None = None) -> int:
+    """Index just past the ``{...}`` group that starts at ``text[i]`` (brace depth; double-quoted strings with
+    backslash escapes skipped), or -1 when it does not close before ``stop`` (default: the end of ``text``).
+    Shared by the instruction reader and the explain traces."""
     depth = 0
     in_str = False
     k = i
-    stop = min(len(text), i + _MAX_EXAMPLE)
+    stop = len(text) if stop is None else min(len(text), stop)
     while k < stop:
         c = text[k]
         if in_str:
@@ -95,6 +96,12 @@ def _balanced_end(text: str, i: int) -> int:
                 return k + 1
         k += 1
     return -1
+
+
+def _balanced_end(text: str, i: int) -> int:
+    """Index just past the ``{...}`` that starts at ``text[i]``, or -1 (also when it is longer than an example
+    call can be)."""
+    return braced_end(text, i, i + _MAX_EXAMPLE)
 
 
 def _find_shape(text: str) -> tuple[int, int, str] | None:

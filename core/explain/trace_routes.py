@@ -10,6 +10,7 @@ from typing import Any
 
 from ..chat.generator import (MAIN_REST, PREFIX_REST, RECOVER_CONTENT, RECOVER_TRAILING, covers,
                               trim_ws)
+from ..analysis.instructions import braced_end
 from ..chat.message import AssistantMessage
 from ..peg import chat as T
 from ..peg.trace import Expectation, FurthestFailure, traced_parse
@@ -271,24 +272,8 @@ _EVENT_LABELS = {
 def _braced_end(text: str, pos: int) -> int:
     """End of the ``{…}`` group starting at ``pos`` (brace depth, double-quoted strings skipped); the end of the
     text when it does not close."""
-    depth, i, n, quote = 0, pos, len(text), False
-    while i < n:
-        c = text[i]
-        if quote:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                quote = False
-        elif c == '"':
-            quote = True
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return n
+    end = braced_end(text, pos)
+    return len(text) if end < 0 else end
 
 
 def _repaired_args(events: list, text: str, fired: list | None) -> list:
