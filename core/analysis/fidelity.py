@@ -66,8 +66,10 @@ GENERATION_PROMPT_PREAMBLE = "generation-prompt-preamble"
 INSTRUCTION_CALL_FORMAT = "instruction-call-format"
 CONTENT_TURN_HEADER = "content-turn-header"
 CONTENT_INSIDE_SECTION_START = "content-inside-section-start"
+GEMMA_CALL_SYNTAX = "gemma-call-syntax"
 PARSER_IMPROVEMENTS = (PYTHON_LITERAL_VALUES, JSON_CALL_SEPARATORS, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
-                       GENERATION_PROMPT_PREAMBLE, CONTENT_TURN_HEADER, CONTENT_INSIDE_SECTION_START)
+                       GENERATION_PROMPT_PREAMBLE, CONTENT_TURN_HEADER, CONTENT_INSIDE_SECTION_START,
+                       GEMMA_CALL_SYNTAX)
 """The improvements that act on the generated parser (stage ``"parser"``)."""
 
 IMPROVEMENTS: list[Improvement] = [
@@ -191,6 +193,21 @@ IMPROVEMENTS: list[Improvement] = [
                     "as calls. Derived from the analysed markers, not per family. llama.cpp finds no section "
                     "start there and returns the whole output as content.",
         example="gguf-ollama-llama4-latest.jinja"),
+    Improvement(
+        name=GEMMA_CALL_SYNTAX,
+        title="Gemma-style calls with the template's own markers",
+        stage="parser",
+        description="When a template the auto-parser would serve renders a tool call as "
+                    "<A>call:NAME{key:<S>value<S>,…}<B> — Gemma 4's call syntax, with single-token markers A "
+                    "(call start), S (string delimiter) and B (call end) of its own — the request is parsed by "
+                    "the Gemma 4 handler with those markers (learned from one render of a probe call, not from "
+                    "the file name). When the render writes a number between S too (FunctionGemma writes every "
+                    "value as {{ value }} between <escape>), a string value is converted to the type the tool's "
+                    "schema declares for its key ('3' → 3 for an integer), and a value streams once complete. "
+                    "Example: <start_function_call>call:get_weather{city:<escape>Paris<escape>,days:<escape>3"
+                    "<escape>}<end_function_call> → get_weather {\"city\": \"Paris\", \"days\": 3}. llama.cpp's "
+                    "analysis finds markers made of probe text and returns every call as content.",
+        example="vllm-tool_chat_template_functiongemma.jinja"),
 ]
 """Every generic improvement, in the order they act."""
 
@@ -260,6 +277,6 @@ def stringify_call_arguments(messages: list[Any]) -> tuple[list[Any], bool]:
 
 
 __all__ = ["CONTENT_INSIDE_SECTION_START", "CONTENT_TURN_HEADER", "DEFAULT_FIDELITY", "Fidelity", "IMPROVEMENTS", "IMPROVEMENTS_BY_NAME", "Improvement",
-           "GENERATION_PROMPT_PREAMBLE", "INSTRUCTION_CALL_FORMAT", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS", "MARKER_WHITESPACE_ALIGNMENT",
+           "GEMMA_CALL_SYNTAX", "GENERATION_PROMPT_PREAMBLE", "INSTRUCTION_CALL_FORMAT", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS", "MARKER_WHITESPACE_ALIGNMENT",
            "OPEN_CONTENT_BEFORE_CALLS", "PARSER_IMPROVEMENTS", "PYTHONIC_CALLS", "PYTHON_LITERAL_VALUES",
            "STRING_ARGUMENT_PROBES", "enabled_improvements", "resolve_fidelity", "stringify_call_arguments"]

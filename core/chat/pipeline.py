@@ -176,6 +176,23 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     prep = prepare_request(template, request, caps=caps)
     gp = generation_prompt(prep)
 
+    from ..analysis.fidelity import GEMMA_CALL_SYNTAX
+
+    if route.kind == "autoparser" and not force_autoparser and GEMMA_CALL_SYNTAX in improvements:
+        from .handlers import gemma4
+
+        syntax = gemma4.call_syntax_of(template)
+        if syntax is not None:
+            parser = gemma4.build_syntax(template, request, gp, syntax, prepared=prep)
+            notes.append(f"improvement {GEMMA_CALL_SYNTAX}: the template renders Gemma-style calls "
+                                f"{syntax.call_open}NAME{{key:{syntax.string}value{syntax.string}}}{syntax.call_end}"
+                                f"{'; string values typed by the tool schema' if syntax.quoted_values else ''}")
+            prompt = render_prompt(prep)
+            if prep.has_continuation:
+                prompt += parser.generation_prompt
+            return ChatParserBundle(parser=parser, prompt=prompt, generation_prompt=parser.generation_prompt,
+                                    route=route, format="gemma4", report=report, prepared=prep, notes=notes)
+
     if route.kind == "specialized" and not force_autoparser:
         fam = _handlers.family_by_name(route.handler)
         parser = None

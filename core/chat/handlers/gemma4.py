@@ -13,6 +13,9 @@ answer there) is kept as content up to ``<|tool_response>`` / ``<turn|>``, where
 
 from __future__ import annotations
 
+import re
+
+from dataclasses import dataclass
 from typing import Any
 
 from ...templating import ChatTemplate
@@ -32,6 +35,29 @@ CALL_END = "<tool_call|>"
 STR = '<|"|>'
 TOOL_RESPONSE = "<|tool_response>"
 TURN_END = "<turn|>"
+
+
+@dataclass(frozen=True)
+class CallSyntax:
+    """The markers of a Gemma-style call ``CALL_START call:NAME{key:STRING value STRING,…} CALL_END``.
+
+    ``call_start`` (``<|tool_call>``), ``call_end`` (``<tool_call|>``), ``string`` (the string delimiter,
+    ``<|"|>``); ``quoted_values``: the template writes every argument value as a string (FunctionGemma's
+    ``{{ value }}`` between ``<escape>``), so a string value is converted to the type the tool's schema declares
+    for that key (improvement ``gemma-call-syntax``). :data:`GEMMA4_SYNTAX` is llama.cpp's."""
+
+    call_start: str
+    call_end: str
+    string: str
+    quoted_values: bool = False
+
+    @property
+    def call_open(self) -> str:
+        """``call_start + "call:"``."""
+        return self.call_start + "call:"
+
+
+GEMMA4_SYNTAX = CallSyntax(CALL, CALL_END, STR)
 
 
 def detect(normalized_source: str) -> bool:
@@ -112,37 +138,42 @@ def prepare_messages(messages: list[dict[str, Any]], normalized_source: str) -> 
 # ------------------------------------------------------------------------------------------------------------
 
 
-def _g4_value(text: str, pos: int, memo: dict | None = None) -> tuple[str, int, bool]:
+def _g4_value(text: str, pos: int, memo: dict | None = None, string: str = STR,
+              types: dict[str, str] | None = None) -> tuple[str, int, bool]:
     """Parse one Gemma value at ``pos``. Returns ``(json_text, end, done)``; ``done`` False means the input
     ended inside it and ``json_text`` is the growing partial conversion. Raises :class:`Mismatch`. ``memo``
-    caches complete values by position (see :class:`~._common.HandlerSession`)."""
+    caches complete values by position (see :class:`~._common.HandlerSession`). ``string`` is the string
+    delimiter; ``types`` (key → JSON-schema type, only for a :attr:`CallSyntax.quoted_values` syntax's top-level
+    dict) converts string values to the declared type and streams a member only once it is complete."""
+    key = ("g4", pos, string, types is not None)
     if memo is not None:
-        hit = memo.get(("g4", pos))
+        hit = memo.get(key)
         if hit is not None:
             return hit
-    out = _g4_value_uncached(text, pos, memo)
+    out = _g4_value_uncached(text, pos, memo, string, types)
     if memo is not None and out[2]:
-        memo[("g4", pos)] = out
+        memo[key] = out
     return out
 
 
-def _g4_value_uncached(text: str, pos: int, memo: dict | None) -> tuple[str, int, bool]:
+def _g4_value_uncached(text: str, pos: int, memo: dict | None, string: str = STR,
+                       types: dict[str, str] | None = None) -> tuple[str, int, bool]:
     n = len(text)
     if pos >= n:
         return "", n, False
-    if text.startswith(STR, pos) or (n - pos < len(STR) and STR.startswith(text[pos:])):
-        if not text.startswith(STR, pos):
+    if text.startswith(string, pos) or (n - pos < len(string) and string.startswith(text[pos:])):
+        if not text.startswith(string, pos):
             return "", n, False
-        sc = Scanner(text, pos + len(STR))
-        body = sc.until(STR)
-        if sc.check(STR) == 1:
-            return '"' + C.escape_json_inner(body) + '"', sc.pos + len(STR), True
+        sc = Scanner(text, pos + len(string))
+        body = sc.until(string)
+        if sc.check(string) == 1:
+            return '"' + C.escape_json_inner(body) + '"', sc.pos + len(string), True
         return '"' + C.escape_json_inner(body), n, False
     c = text[pos]
     if c == "{":
-        return _g4_container(text, pos, "{", "}", True, memo)
+        return _g4_container(text, pos, "{", "}", True, memo, string, types)
     if c == "[":
-        return _g4_container(text, pos, "[", "]", False, memo)
+        return _g4_container(text, pos, "[", "]", False, memo, string)
     if c == "-" or c.isdigit():
         try:
             end = C.scan_number(text, pos)
@@ -160,7 +191,8 @@ def _g4_value_uncached(text: str, pos: int, memo: dict | None) -> tuple[str, int
 
 
 def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool,
-                  memo: dict | None) -> tuple[str, int, bool]:
+                  memo: dict | None, string: str = STR,
+                  types: dict[str, str] | None = None) -> tuple[str, int, bool]:
     n = len(text)
     parts: list[str] = []
 
@@ -184,15 +216,20 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool,
                 raise Mismatch(p, "expected a key")
             key = text[p:j]
             if j >= n:
-                parts.append('"' + C.escape_json_inner(key))
+                if types is None:
+                    parts.append('"' + C.escape_json_inner(key))
                 return partial()
             if text[j] != ":":
                 raise Mismatch(j, "expected ':'")
             p = C._skip_ws(text, j + 1)
-            val, p, done = _g4_value(text, p, memo)
+            val, p, done = _g4_value(text, p, memo, string)
+            if types is not None:
+                if not done:  # the type conversion needs the whole value: nothing of it streams before
+                    return partial()
+                val = typed_value(val, types.get(key, ""))
             parts.append('"' + C.escape_json_inner(key) + '":' + val)
         else:
-            val, p, done = _g4_value(text, p, memo)
+            val, p, done = _g4_value(text, p, memo, string)
             parts.append(val)
         if not done:
             return partial()
@@ -212,13 +249,53 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool,
         raise Mismatch(p, f"expected ',' or {close!r}")
 
 
+def typed_value(json_text: str, schema_type: Any) -> str:
+    """A complete JSON value ``json_text``; when it is a string and ``schema_type`` (a JSON-schema ``type``)
+    asks for another type that the string spells — ``"3"`` for ``integer``, ``"2.5"`` for ``number``,
+    ``"True"``/``"false"`` for ``boolean``, ``"None"``/``"null"`` for ``null``, JSON text for ``object`` /
+    ``array`` — that value as JSON text; otherwise ``json_text`` unchanged (improvement ``gemma-call-syntax``:
+    a template that writes ``{{ value }}`` between string delimiters turns every value into text)."""
+    import json
+
+    if not json_text.startswith('"') or not schema_type:
+        return json_text
+    types = schema_type if isinstance(schema_type, list) else [schema_type]
+    if "string" in types:
+        return json_text
+    try:
+        s = json.loads(json_text)
+    except ValueError:
+        return json_text
+    t = s.strip()
+    for ty in types:
+        if ty == "integer" and re.fullmatch(r"-?\d+", t):
+            return str(int(t))
+        if ty == "number" and re.fullmatch(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", t):
+            return t
+        if ty == "boolean" and t.lower() in ("true", "false"):
+            return t.lower()
+        if ty == "null" and t in ("None", "null"):
+            return "null"
+        if ty in ("object", "array"):
+            try:
+                v = json.loads(t)
+            except ValueError:
+                continue
+            if isinstance(v, dict if ty == "object" else list):
+                return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+    return json_text
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Parser
 # ------------------------------------------------------------------------------------------------------------
 
 
-def _make_body(view: C.RequestView):
+def _make_body(view: C.RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, turn: str = TURN):
     tool_names = [t.name for t in view.tools]
+    CALL, CALL_OPEN, CALL_END = syntax.call_start, syntax.call_open, syntax.call_end  # noqa: N806
+    types_of = {t.name: {k: v.get("type", "") for k, v in (t.parameters.get("properties") or {}).items()
+                         if isinstance(v, dict)} for t in view.tools} if syntax.quoted_values else {}
     extract = view.extract_reasoning
 
     def thought_block(sc: Scanner, b: C.MessageBuilder) -> None:
@@ -275,7 +352,8 @@ def _make_body(view: C.RequestView):
         sc.pos += len(name)
         if not sc.peek("{"):
             raise Mismatch(sc.pos, "expected '{'")
-        js, end, done = _g4_value(sc.text, sc.pos, sc.memo)
+        js, end, done = _g4_value(sc.text, sc.pos, sc.memo, syntax.string,
+                                  types_of.get(name) if syntax.quoted_values else None)
         b.open_call(name, args=js)
         if not done:
             raise Incomplete(sc.n)
@@ -286,7 +364,8 @@ def _make_body(view: C.RequestView):
         C.repeat(sc, b, tool_call, 1 if view.required else 0, None if view.parallel else 1)
 
     def body(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.optional(TURN)
+        if turn:
+            sc.optional(turn)
         if view.has_schema:
             C.optional(sc, b, thought)
             sc.expect("```json")
@@ -361,8 +440,10 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     )
 
 
-def _peg_root(p: Any, view: C.RequestView) -> Any:
-    """llama.cpp's Gemma 4 parser structure (core.peg ChatBuilder), used for the grammar."""
+def _peg_root(p: Any, view: C.RequestView, syntax: CallSyntax = GEMMA4_SYNTAX) -> Any:
+    """llama.cpp's Gemma 4 parser structure (core.peg ChatBuilder), used for the grammar; ``syntax`` gives
+    the call markers (llama.cpp's by default)."""
+    CALL, CALL_OPEN, CALL_END, STR = syntax.call_start, syntax.call_open, syntax.call_end, syntax.string  # noqa: N806
     start = p.rule("start", p.optional(p.literal(TURN)))
     if view.extract_reasoning:
         p.rule("thought", p.literal(THOUGHT) + p.space() + p.reasoning(p.until(CHANNEL_END)) + p.literal(CHANNEL_END))
@@ -416,3 +497,79 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
     content = p.rule("content", p.content(p.until_one_of([CHANNEL, CHANNEL_END])))
     message = p.rule("message", thought + content)
     return start + p.one_or_more(message)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Improvement gemma-call-syntax: the Gemma call syntax with the template's own markers
+# ------------------------------------------------------------------------------------------------------------
+
+_PROBE_NAME, _PROBE_KEY, _PROBE_VALUE, _PROBE_NUM_KEY = "probe_fn", "probe_key", "probe_value", "probe_num"
+_TOKEN = r"<[^<>\s]+>"
+_SYNTAX_CACHE: dict[str, CallSyntax | None] = {}
+
+
+def call_syntax_of(template: ChatTemplate) -> CallSyntax | None:
+    """The Gemma-style call syntax the template renders, learned from one render, or None.
+
+    Renders a user message and an assistant call of ``probe_fn`` with arguments ``{"probe_key": "probe_value",
+    "probe_num": 7}`` (as an object, then as JSON text if that fails) and looks for
+    ``<A>call:probe_fn{probe_key:<S>probe_value<S>…}<B>`` where ``<A>``, ``<S>``, ``<B>`` are single tokens
+    written ``<…>``: ``call_start`` = A, ``string`` = S, ``call_end`` = B; ``quoted_values`` when the number is
+    written ``<S>7<S>``. Source: the syntax of llama.cpp's Gemma 4 handler (``'<|tool_call>call:'``) and
+    FunctionGemma's template (``<start_function_call>call:NAME{k:<escape>v<escape>}<end_function_call>``).
+    Cached per normalised source; never raises (a template that fails to render has no syntax)."""
+    key = template.normalized_source
+    if key in _SYNTAX_CACHE:
+        return _SYNTAX_CACHE[key]
+    import json
+    import re
+
+    tool = {"type": "function", "function": {"name": _PROBE_NAME, "description": "probe",
+                                             "parameters": {"type": "object", "properties": {
+                                                 _PROBE_KEY: {"type": "string"},
+                                                 _PROBE_NUM_KEY: {"type": "integer"}}}}}
+    args = {_PROBE_KEY: _PROBE_VALUE, _PROBE_NUM_KEY: 7}
+    found: CallSyntax | None = None
+    for a in (args, json.dumps(args)):
+        msgs = [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": _PROBE_NAME, "arguments": a}}]}]
+        try:
+            text = template.render({"messages": msgs, "tools": [tool], "add_generation_prompt": False,
+                                    "bos_token": "", "eos_token": ""})
+        except Exception:  # noqa: BLE001 - a template that cannot render this has no detectable syntax
+            continue
+        m = re.search(rf"({_TOKEN})call:{_PROBE_NAME}\{{(.*?)\}}({_TOKEN})", text, re.S)
+        if not m:
+            continue
+        s = re.search(rf"{_PROBE_KEY}:({_TOKEN}){_PROBE_VALUE}\1", m.group(2))
+        if not s:
+            continue
+        string = s.group(1)
+        found = CallSyntax(m.group(1), m.group(3), string,
+                           quoted_values=f"{_PROBE_NUM_KEY}:{string}7{string}" in m.group(2))
+        break
+    _SYNTAX_CACHE[key] = found
+    return found
+
+
+def build_syntax(template: ChatTemplate, request: ChatRequest, generation_prompt: str, syntax: CallSyntax,
+                 prepared: Any = None) -> C.HandlerParser:
+    """The Gemma 4 parser with ``syntax``'s markers (improvement ``gemma-call-syntax``), for a template the
+    auto-parser would serve. Unlike :func:`build` the request path renders the prompt (no Gemma 4 message
+    rewrite, no appended turn) and there are no thought channels to read; values are typed by the tool schema
+    when ``syntax.quoted_values``."""
+    view = C.request_view(request)
+    include_grammar = view.has_schema or view.tools_active
+    return C.HandlerParser(
+        name=NAME,
+        body=_make_body(view, syntax, generation_prompt),
+        generation_prompt=generation_prompt,
+        preserved_tokens=[syntax.call_start, syntax.call_end, syntax.string],
+        format="peg-gemma4",
+        prompt=None,
+        supports_thinking=False,
+        drop_blank_reasoning=False,
+        **C.grammar_fields(lambda p: _peg_root(p, view, syntax), include=include_grammar,
+                           lazy=not (view.has_schema or view.required), trigger=C.word_trigger(syntax.call_start)),
+    )

@@ -1,0 +1,73 @@
+"""Improvement ``gemma-call-syntax``: Gemma-style calls with a template's own markers (FunctionGemma)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.analysis import analyze
+from core.analysis.fidelity import GEMMA_CALL_SYNTAX, IMPROVEMENTS_BY_NAME
+from core.chat import roundtrip as RT
+from core.chat.handlers.gemma4 import GEMMA4_SYNTAX, call_syntax_of, typed_value
+from core.chat.pipeline import build_chat_parser
+from core.chat.request import ChatRequest
+from core.export.suite import check_suite_ours, generate_suite
+from core.templating import ChatTemplate
+
+from .conftest import TEMPLATES, template_source
+
+pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
+
+FG = "vllm-tool_chat_template_functiongemma.jinja"
+CALL = ("<start_function_call>call:get_weather{city:<escape>Paris, France<escape>,days:<escape>3<escape>}"
+        "<end_function_call>")
+
+
+def _tmpl(name: str) -> ChatTemplate:
+    return ChatTemplate(template_source(name), name)
+
+
+def _bundle(fidelity: str, report=None):
+    req = ChatRequest.from_dict(RT.round_trip_request())
+    return build_chat_parser(_tmpl(FG), req, fidelity=fidelity, report=report)
+
+
+def test_markers_learned_from_the_render():
+    s = call_syntax_of(_tmpl(FG))
+    assert (s.call_start, s.call_end, s.string, s.quoted_values) == \
+        ("<start_function_call>", "<end_function_call>", "<escape>", True)
+    # Gemma 4's own template gives back llama.cpp's markers, values not quoted
+    assert call_syntax_of(_tmpl("google-gemma-4-31B-it.jinja")) == GEMMA4_SYNTAX
+    assert call_syntax_of(_tmpl("hfjs-deepseek-ai-DeepSeek-R1.jinja")) is None
+
+
+def test_functiongemma_calls_parse_at_improved_only():
+    b = _bundle("improved")
+    assert b.format == "gemma4" and any(GEMMA_CALL_SYNTAX in n for n in b.notes)
+    msg = b.parser.parse("\n" + CALL + "\n").to_openai()
+    assert (msg.get("content") or "").strip() == ""
+    assert [c["function"]["name"] for c in msg["tool_calls"]] == ["get_weather"]
+    assert json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris, France", "days": 3}
+    plain = b.parser.parse("It is sunny.").to_openai()
+    assert plain["content"] == "It is sunny." and not plain.get("tool_calls")
+    # llama.cpp fidelity, and improved with the improvement switched off: the call stays content
+    assert not _bundle("llama.cpp").parser.parse(CALL).to_openai().get("tool_calls")
+    off = analyze(_tmpl(FG), fidelity="improved", disabled_improvements=[GEMMA_CALL_SYNTAX])
+    assert not _bundle("improved", off).parser.parse(CALL).to_openai().get("tool_calls")
+    assert IMPROVEMENTS_BY_NAME[GEMMA_CALL_SYNTAX].example == FG
+
+
+def test_typed_values():
+    assert typed_value('"3"', "integer") == "3"
+    assert typed_value('"3"', "string") == '"3"'
+    assert typed_value('"True"', "boolean") == "true"
+    assert typed_value('"x"', "integer") == '"x"'
+    assert typed_value('"[1, 2]"', "array") == "[1,2]"
+    assert typed_value('"2.5"', ["number", "null"]) == "2.5"
+
+
+def test_generated_suite_passes_streamed_and_one_shot():
+    suite = generate_suite(_tmpl(FG), fidelity="improved")
+    assert len(suite.cases) == 5
+    assert check_suite_ours(suite, _tmpl(FG)) == {c["id"]: None for c in suite.cases}
