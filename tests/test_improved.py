@@ -518,8 +518,19 @@ def test_solar_open_call_id_before_name_and_wrapped_content():
     assert _parse(name, "<|content|>Paris is sunny.<|end|>", "improved")["content"] == "Paris is sunny."
     assert _parse(name, "<|content|>Paris is sunny.", "llama.cpp")["content"] == "<|content|>Paris is sunny."
     assert _parse(name, "Paris is sunny.", "improved")["content"] == "Paris is sunny."
-    # switched off by name: the wrapped content reads as llama.cpp's again
+    # streamed one character at a time: the start marker is never shown, the id arrives with the call
     req = ChatRequest.from_dict(RT.round_trip_request())
+    parser = build_chat_parser(_tmpl(name), req, fidelity="improved").parser
+    for text, content in (("<|content|>Paris is sunny.", "Paris is sunny."), (out, "")):
+        sp, shown = StreamingParser(parser), ""
+        for ch in text:
+            for d in sp.feed(ch):
+                shown += d.content or ""
+        sp.finish()
+        assert shown == content
+        assert [c.get("id") for c in sp.message.to_openai().get("tool_calls") or []] == \
+            (["a1b2c3d4e5", "f6g7h8i9j0"] if not content else [])
+    # switched off by name: the wrapped content reads as llama.cpp's again
     off = analyze(_tmpl(name), fidelity="improved", disabled_improvements=["wrapped-content-tagged-calls"])
     assert build_chat_parser(_tmpl(name), req, report=off).parser.parse("<|content|>Hi.").to_openai()["content"] \
         == "<|content|>Hi."
