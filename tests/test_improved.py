@@ -61,6 +61,8 @@ IMPROVED_ANALYSIS_DIFFERS = {
         "ibm-granite-granite-3.3-2B-Instruct.jinja", "gguf-ollama-llama3.2-vision-90b.jinja",
         "hfjs-meta-llama-Llama-3.2-11B-Vision-Instruct.jinja", "vllm-tool_chat_template_llama3.2_json.jinja",
         "hfjs-HuggingFaceTB-SmolLM3-3B.jinja", "xinference-qwen1.5-chat.jinja", "hfjs-MadeAgents-Hammer2.1.jinja")},
+    # the tool list in the system prompt names the function before the call id: T7 searches the call turn only
+    "upstage-Solar-Open-100B.jinja": "call-id-before-name",
 }
 """Templates whose improved analysis differs from llama.cpp's (reference/analysis.jsonl), with the reason."""
 
@@ -410,7 +412,7 @@ def improved_results(reference_analysis):
 
 
 def test_reference_agreement_under_improved(improved_results):
-    """270/297 when written: the 27 templates of IMPROVED_ANALYSIS_DIFFERS differ on purpose."""
+    """269/297 when written: the 28 templates of IMPROVED_ANALYSIS_DIFFERS differ on purpose."""
     differ = {}
     for name, (row, rep) in improved_results.items():
         ours = rep.analysis.to_json()
@@ -487,3 +489,48 @@ def test_content_inside_section_start_llama4_ollama():
     rep = analyze(t, fidelity="improved", disabled_improvements=["content-inside-section-start"])
     off = build_chat_parser(t, req, report=rep).parser.parse(out).to_openai()
     assert not off.get("tool_calls")
+
+
+def test_solar_open_call_id_before_name_and_wrapped_content():
+    # Solar Open: '<|tool_call:begin|>ID<|tool_call:name|>NAME<|tool_call:args|>{…}<|tool_call:end|>'; its system
+    # prompt lists the tools, so llama.cpp's T7 finds the name on both sides of the id and keeps 'call00001' in
+    # the name prefix; its content end '<|end|>' is the end of turn, never in an answer.
+    name = "upstage-Solar-Open-100B.jinja"
+    rep = analyze(_tmpl(name), fidelity="improved")
+    t = rep.analysis.tools
+    assert (t.call_id.pos.value, t.call_id.suffix, t.function.name_prefix) == \
+        ("PRE_FUNC_NAME", "<|tool_call:name|>", "<|tool_call:name|>")
+    assert "call-id-before-name" in rep.improvements_applied
+    ref = analyze(_tmpl(name)).analysis.tools
+    assert (ref.call_id.pos.value, ref.function.name_prefix) == ("NONE", "call00001<|tool_call:name|>")
+
+    def call(cid: str, fn: str, args: str) -> str:
+        return f"<|tool_call:begin|>{cid}<|tool_call:name|>{fn}<|tool_call:args|>{args}<|tool_call:end|>"
+
+    out = ("<|tool_calls|>" + call("a1b2c3d4e5", "get_weather", '{"city": "Paris"}')
+           + call("f6g7h8i9j0", "get_weather", '{"city": "Rome"}') + "<|calls|>")
+    msg = _parse(name, out, "improved")
+    assert [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])["city"])
+            for c in msg["tool_calls"]] == [("a1b2c3d4e5", "get_weather", "Paris"), ("f6g7h8i9j0", "get_weather", "Rome")]
+    assert not _parse(name, out, "llama.cpp").get("tool_calls")
+    # wrapped content: start marker read, end marker optional (the end of turn stops generation)
+    assert _parse(name, "<|content|>Paris is sunny.", "improved")["content"] == "Paris is sunny."
+    assert _parse(name, "<|content|>Paris is sunny.<|end|>", "improved")["content"] == "Paris is sunny."
+    assert _parse(name, "<|content|>Paris is sunny.", "llama.cpp")["content"] == "<|content|>Paris is sunny."
+    assert _parse(name, "Paris is sunny.", "improved")["content"] == "Paris is sunny."
+    # streamed one character at a time: the start marker is never shown, the id arrives with the call
+    req = ChatRequest.from_dict(RT.round_trip_request())
+    parser = build_chat_parser(_tmpl(name), req, fidelity="improved").parser
+    for text, content in (("<|content|>Paris is sunny.", "Paris is sunny."), (out, "")):
+        sp, shown = StreamingParser(parser), ""
+        for ch in text:
+            for d in sp.feed(ch):
+                shown += d.content or ""
+        sp.finish()
+        assert shown == content
+        assert [c.get("id") for c in sp.message.to_openai().get("tool_calls") or []] == \
+            (["a1b2c3d4e5", "f6g7h8i9j0"] if not content else [])
+    # switched off by name: the wrapped content reads as llama.cpp's again
+    off = analyze(_tmpl(name), fidelity="improved", disabled_improvements=["wrapped-content-tagged-calls"])
+    assert build_chat_parser(_tmpl(name), req, report=off).parser.parse("<|content|>Hi.").to_openai()["content"] \
+        == "<|content|>Hi."

@@ -67,9 +67,11 @@ INSTRUCTION_CALL_FORMAT = "instruction-call-format"
 CONTENT_TURN_HEADER = "content-turn-header"
 CONTENT_INSIDE_SECTION_START = "content-inside-section-start"
 GEMMA_CALL_SYNTAX = "gemma-call-syntax"
+CALL_ID_BEFORE_NAME = "call-id-before-name"
+WRAPPED_CONTENT_TAGGED_CALLS = "wrapped-content-tagged-calls"
 PARSER_IMPROVEMENTS = (PYTHON_LITERAL_VALUES, JSON_CALL_SEPARATORS, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
                        GENERATION_PROMPT_PREAMBLE, CONTENT_TURN_HEADER, CONTENT_INSIDE_SECTION_START,
-                       GEMMA_CALL_SYNTAX)
+                       GEMMA_CALL_SYNTAX, WRAPPED_CONTENT_TAGGED_CALLS)
 """The improvements that act on the generated parser (stage ``"parser"``)."""
 
 IMPROVEMENTS: list[Improvement] = [
@@ -208,6 +210,33 @@ IMPROVEMENTS: list[Improvement] = [
                     "<escape>}<end_function_call> → get_weather {\"city\": \"Paris\", \"days\": 3}. llama.cpp's "
                     "analysis finds markers made of probe text and returns every call as content.",
         example="vllm-tool_chat_template_functiongemma.jinja"),
+    Improvement(
+        name=CALL_ID_BEFORE_NAME,
+        title="A call id written before the function name, in a template that lists its tools",
+        stage="analysis",
+        description="Comparison T7 (the same call with two ids) places the id by looking for the function name "
+                    "before and after it. A template that prints its tool list in the system prompt has the "
+                    "name before the id too, so llama.cpp reports no id position, and the id stays inside the "
+                    "learned name prefix (Solar Open: 'call00001<|tool_call:name|>'), which matches only the "
+                    "probe's own id: no real call parses. When the name is found on both sides, only the call "
+                    "turn (from the last per-call or section start marker) is searched before the id; if the "
+                    "name is not there, the id is PRE_FUNC_NAME, its text is removed from the name prefix "
+                    "(which becomes the id's suffix marker), and the parser reads the id up to that marker: "
+                    "<|tool_call:begin|>a1b2c3<|tool_call:name|>get_weather<|tool_call:args|>{…}.",
+        example="upstage-Solar-Open-100B.jinja"),
+    Improvement(
+        name=WRAPPED_CONTENT_TAGGED_CALLS,
+        title="Always-wrapped content before tagged tool calls, its end marker optional",
+        stage="parser",
+        description="For tag-based tool formats (TAG_WITH_JSON / TAG_WITH_TAGGED) with always-wrapped content, "
+                    "llama.cpp's parser reads the content as plain text up to the tool-call section, so the "
+                    "content's start marker stays in the content ('<|content|>Paris is sunny…'). When the "
+                    "output starts with the content start marker, the content is read after it, up to the "
+                    "content end marker or the tool-call section, and the end marker is optional: a template "
+                    "whose content end is also its end of turn (Solar Open: '<|end|>') never has it in a "
+                    "model's answer, since generation stops there. Output without the start marker parses as "
+                    "before.",
+        example="upstage-Solar-Open-100B.jinja"),
 ]
 """Every generic improvement, in the order they act."""
 
@@ -276,7 +305,9 @@ def stringify_call_arguments(messages: list[Any]) -> tuple[list[Any], bool]:
     return out, changed
 
 
-__all__ = ["CONTENT_INSIDE_SECTION_START", "CONTENT_TURN_HEADER", "DEFAULT_FIDELITY", "Fidelity", "IMPROVEMENTS", "IMPROVEMENTS_BY_NAME", "Improvement",
-           "GEMMA_CALL_SYNTAX", "GENERATION_PROMPT_PREAMBLE", "INSTRUCTION_CALL_FORMAT", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS", "MARKER_WHITESPACE_ALIGNMENT",
+__all__ = ["CALL_ID_BEFORE_NAME", "CONTENT_INSIDE_SECTION_START", "CONTENT_TURN_HEADER", "DEFAULT_FIDELITY", "Fidelity",
+           "GEMMA_CALL_SYNTAX", "GENERATION_PROMPT_PREAMBLE", "IMPROVEMENTS", "IMPROVEMENTS_BY_NAME", "Improvement",
+           "INSTRUCTION_CALL_FORMAT", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS", "MARKER_WHITESPACE_ALIGNMENT",
            "OPEN_CONTENT_BEFORE_CALLS", "PARSER_IMPROVEMENTS", "PYTHONIC_CALLS", "PYTHON_LITERAL_VALUES",
-           "STRING_ARGUMENT_PROBES", "enabled_improvements", "resolve_fidelity", "stringify_call_arguments"]
+           "STRING_ARGUMENT_PROBES", "WRAPPED_CONTENT_TAGGED_CALLS", "enabled_improvements", "resolve_fidelity",
+           "stringify_call_arguments"]

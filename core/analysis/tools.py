@@ -45,7 +45,7 @@ from .result import (
     ToolFormat,
     ToolsAnalysis,
 )
-from .fidelity import MARKER_WHITESPACE_ALIGNMENT, PYTHONIC_CALLS, STRING_ARGUMENT_PROBES
+from .fidelity import CALL_ID_BEFORE_NAME, MARKER_WHITESPACE_ALIGNMENT, PYTHONIC_CALLS, STRING_ARGUMENT_PROBES
 from .session import Comparison, ProbeSession
 
 _NOT_MARKER_CHAR = neg(MARKER) + ANY
@@ -527,6 +527,22 @@ def _first_marker(text: str) -> str:
     return m["m"] if m.ok else ""
 
 
+def _id_out_of_name_prefix(s: ProbeSession, cmp: Comparison, t: ToolsAnalysis) -> None:
+    """Improvement ``call-id-before-name``: T3 learned the name prefix from two calls whose ids share a start, so
+    it holds the rest of the probe's id ('call00001<|tool_call:name|>'); with the id placed before the name, the
+    name prefix is the id's suffix marker and what precedes it there (text, no marker) is id text."""
+    cid, fn = t.call_id, t.function
+    note = "T7: the function name before the id is in the tool list, not the call turn: the id precedes the name"
+    if cid.suffix and fn.name_prefix.endswith(cid.suffix):
+        head = fn.name_prefix[: len(fn.name_prefix) - len(cid.suffix)]
+        if head and not parse_anywhere(MARKER, head).ok:
+            fn.name_prefix = cid.suffix
+            cmp.found["tools.function.name_prefix"] = cid.suffix
+            note += f"; {head!r} is id text, removed from the name prefix"
+    cmp.notes.append(note)
+    s.note_improvement(CALL_ID_BEFORE_NAME, note)
+
+
 def _t7(s: ProbeSession, t: ToolsAnalysis) -> None:
     cmp = s.compare("T7", "Where is the call id written? The same call with two ids.",
                     _call_turn(P.first_call()), _call_turn(P.first_call_alt_id()))
@@ -540,6 +556,14 @@ def _t7(s: ProbeSession, t: ToolsAnalysis) -> None:
     common = "call"
     fp = d.prefix.rfind(P.FUN_FIRST)
     fs = d.suffix.find(P.FUN_FIRST)
+    before_name = False
+    if fp >= 0 and fs >= 0 and CALL_ID_BEFORE_NAME in s.improvements:
+        # the name before the id may be the tool list of the system prompt: search the call turn only
+        opener = t.format.per_call_start or t.format.section_start
+        k = d.prefix.rfind(opener) if opener else -1
+        if k >= 0 and d.prefix.find(P.FUN_FIRST, k) < 0:
+            fp = -1
+            before_name = True
     if fp >= 0 and fs < 0:
         ap = d.prefix.find("{", fp)
         as_ = d.suffix.find("{")
@@ -562,6 +586,8 @@ def _t7(s: ProbeSession, t: ToolsAnalysis) -> None:
         cid.pos = CallIdPosition.PRE_FUNC_NAME
         cid.prefix = _last_marker(d.prefix)
         cid.suffix = _first_marker(d.suffix[:fs])
+        if before_name:
+            _id_out_of_name_prefix(s, cmp, t)
     if cid.prefix == t.arguments.end:
         cid.prefix = ""
     if cid.suffix == t.arguments.start:

@@ -46,7 +46,7 @@ from typing import Any, Callable
 
 from ..analysis.fidelity import (GENERATION_PROMPT_PREAMBLE, INSTRUCTION_CALL_FORMAT, JSON_ARRAY_START,
                                  OPEN_CONTENT_BEFORE_CALLS, PYTHON_LITERAL_VALUES,
-                                 CONTENT_INSIDE_SECTION_START)
+                                 CONTENT_INSIDE_SECTION_START, CALL_ID_BEFORE_NAME, WRAPPED_CONTENT_TAGGED_CALLS)
 from ..analysis.instructions import INFERRED_FROM_INSTRUCTIONS
 from ..analysis.result import CallIdPosition, ReasoningMode, TemplateAnalysis, ToolFormat
 from ..grammar.converter import GrammarBuilder
@@ -791,7 +791,18 @@ class _Gen:
 
     def func_parser(self, name: str, call_id: P, have_call_id: bool, args: P, atomic_peek: P | None) -> P:
         p, fn, f = self.p, self.a.tools.function, self.a.tools.format
-        open_ = p.tool_open(fn.name_prefix + p.tool_name(p.literal(name)) + fn.name_suffix)
+        cid = self.a.tools.call_id
+        if CALL_ID_BEFORE_NAME in self.improvements and cid.pos == CallIdPosition.PRE_FUNC_NAME and cid.suffix \
+                and fn.name_prefix.startswith(cid.suffix):
+            # the id sits inside the opening, before the name: the mapper reads it once the call has started
+            note = (f"improvement {CALL_ID_BEFORE_NAME}: the call id is read before the function name, up to "
+                    f"{cid.suffix!r}")
+            if note not in self.notes:
+                self.notes.append(note)
+            open_ = p.tool_open(p.optional(p.tool_id(p.until(cid.suffix))) + fn.name_prefix
+                                + p.tool_name(p.literal(name)) + fn.name_suffix)
+        else:
+            open_ = p.tool_open(fn.name_prefix + p.tool_name(p.literal(name)) + fn.name_suffix)
         if fn.args_separator:
             open_ = open_ + p.space() + p.literal(fn.args_separator)
         matched_atomic = True
@@ -838,6 +849,23 @@ class _Gen:
         p = self.p
         return p.choice(p.literal(", "), p.space())
 
+    def content_before_tagged_calls(self, trigger: str, before: P) -> P:
+        """The optional content before tag-based calls: plain text up to ``trigger`` (llama.cpp), or, with
+        improvement ``wrapped-content-tagged-calls`` and always-wrapped content, first the wrapped form: the
+        content start marker, the content up to its end marker or ``trigger``, the end marker optional (a
+        template whose content end is its end of turn never has it in an answer)."""
+        p, c = self.p, self.a.content
+        plain = p.optional(p.content(before))
+        start, end = trim_ws(c.start), trim_ws(c.end)
+        if WRAPPED_CONTENT_TAGGED_CALLS not in self.improvements or not c.is_always_wrapped() or not start \
+                or not end:
+            return plain
+        self.notes.append(f"improvement {WRAPPED_CONTENT_TAGGED_CALLS}: content after {start!r} ends at {end!r} "
+                          f"(optional){' or ' + repr(trigger) if trigger else ''}")
+        stops = [end] + ([trigger] if trigger else [])
+        wrapped = p.literal(start) + p.content(p.until_one_of(stops)) + p.optional(p.literal(end))
+        return p.choice(wrapped, plain)
+
     def _trigger_content(self) -> tuple[str, P]:
         p, f = self.p, self.a.tools.format
         trigger = f.section_start or f.per_call_start
@@ -876,8 +904,8 @@ class _Gen:
                 calls = p.trigger_rule("tool-call", f.section_start + choice + f.section_end)
         if req.tool_choice != ToolChoice.REQUIRED:
             calls = p.optional(calls)
-        _, before = self._trigger_content()
-        return self.reasoning + p.optional(p.content(before)) + calls
+        trigger, before = self._trigger_content()
+        return self.reasoning + self.content_before_tagged_calls(trigger, before) + calls
 
     def tag_tagged(self) -> P:
         p, f, a = self.p, self.a.tools.format, self.a.tools.arguments
@@ -946,8 +974,8 @@ class _Gen:
                                        + f.section_end)
         if req.tool_choice != ToolChoice.REQUIRED:
             calls = p.optional(calls)
-        _, before = self._trigger_content()
-        return self.reasoning + p.optional(p.content(before)) + calls
+        trigger, before = self._trigger_content()
+        return self.reasoning + self.content_before_tagged_calls(trigger, before) + calls
 
     # -- top level ------------------------------------------------------------------------------------------
     def build(self, generation_prompt: str) -> tuple[Arena, bool]:

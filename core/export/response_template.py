@@ -323,7 +323,15 @@ def _tool_field(a: Any, notes: list[str], python_literals: bool = False) -> dict
             # the analysis left the call id inside the name prefix (Solar Open: "call00001<|tool_call:name|>")
             name_prefix = name_prefix.replace(_digits(re.escape(_CALL_ID)), r"(?P<id>[^\s<>]+?)")
             pre_id = " "  # marks the transform as carrying an id; the group sits in the name prefix
-        name_start = _opener(f, bool(fn.name_prefix.strip())) + pre_id.strip() + (_WS + name_prefix if name_prefix else "")
+        optional_start = bool(fn.name_prefix.strip())
+        cid = a.tools.call_id
+        if cid.pos.value == "PRE_FUNC_NAME" and cid.prefix.strip() == f.per_call_start.strip() \
+                and cid.suffix.strip() == fn.name_prefix.strip() and name_prefix:
+            # the id sits between the per-call start and the name prefix, which are its own markers
+            # (improvement call-id-before-name): required start, so the id cannot swallow the text before it
+            pre_id = _WS + r"(?P<id>[^\s<>]+?)"
+            optional_start = False
+        name_start = _opener(f, optional_start) + pre_id.strip() + (_WS + name_prefix if name_prefix else "")
         if not (f.per_call_start.strip() or fn.name_prefix.strip()):
             raise NotExpressible(f"{mode} calls without a per-call or function-name opening marker")
         opener = name_start + _name_re(fn.name_suffix) + (_lit(fn.name_suffix) if fn.name_suffix.strip() else _WS)
