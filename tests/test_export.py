@@ -353,3 +353,26 @@ def test_cli_options_that_would_be_ignored_are_errors(extra, message):
                        capture_output=True, text=True, timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.strip().splitlines()[-1].startswith(f"error: {message}")
+
+
+@needs_transformers
+def test_functionary_v2_2_exports_with_call_turn_header():
+    # improvement call-turn-header: every call is its own '<|from|>assistant\n<|recipient|>NAME' turn; the first
+    # may follow the generation prompt directly (its header is the prompt's)
+    from core.export.verify import _parse_theirs, _quiet_transformers
+
+    t = load("hfjs-meetkai-functionary-medium-v2.2.jinja")
+    assert "probe text" in export_response_template(t).reasons[0]  # llama.cpp's analysis
+    res = export_response_template(t, fidelity="improved")
+    assert res.exportable, res.reasons
+    prefix = "<|from|>user\n<|recipient|>all\n<|content|>Weather?\n<|from|>assistant\n<|recipient|>"
+    call = '<|content|>{"city":"Paris","days":3}'
+    with _quiet_transformers():
+        for out, content, names in [("get_weather\n" + call, None, ["get_weather"]),
+                                    ("all\n<|content|>Sure.\n<|from|>assistant\n<|recipient|>get_weather\n" + call
+                                     + "\n<|from|>assistant\n<|recipient|>book_table\n<|content|>{}",
+                                     "Sure.", ["get_weather", "book_table"]),
+                                    ("all\n<|content|>Paris is sunny.", "Paris is sunny.", [])]:
+            one, streamed = _parse_theirs(res.response_template, prefix, out, [])
+            assert one == streamed and one.get("content") == content
+            assert [c["function"]["name"] for c in one.get("tool_calls", [])] == names

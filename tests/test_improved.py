@@ -534,3 +534,25 @@ def test_solar_open_call_id_before_name_and_wrapped_content():
     off = analyze(_tmpl(name), fidelity="improved", disabled_improvements=["wrapped-content-tagged-calls"])
     assert build_chat_parser(_tmpl(name), req, report=off).parser.parse("<|content|>Hi.").to_openai()["content"] \
         == "<|content|>Hi."
+
+
+def test_call_turn_header_functionary_v2_2():
+    # Functionary v2.2 writes every call as its own turn: '<|from|>assistant\n<|recipient|>NAME\n<|content|>ARGS',
+    # after an (empty) 'all' answer; the generation prompt ends with that header.
+    name = "hfjs-meetkai-functionary-medium-v2.2.jinja"
+    f = analyze(_tmpl(name), fidelity="improved").analysis.tools.format
+    assert (f.per_call_start, f.section_start) == ("<|from|>assistant\n<|recipient|>", "")
+    off = analyze(_tmpl(name), fidelity="improved", disabled_improvements=["call-turn-header"]).analysis.tools.format
+    assert (off.per_call_start, off.section_start) == ("", "<|recipient|>")
+    two = ('all\n<|content|>Let me check.\n<|from|>assistant\n<|recipient|>get_weather\n<|content|>{"city":"Paris","days":3}'
+           '\n<|from|>assistant\n<|recipient|>book_table\n<|content|>{"restaurant":"Chez Nous","guests":4}')
+    got = _parse(name, two, "improved")
+    assert got["content"].strip() == "Let me check."
+    assert [c["function"]["name"] for c in got["tool_calls"]] == ["get_weather", "book_table"]
+    assert json.loads(got["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris", "days": 3}
+    # a call straight after the generation prompt: its header is the prompt's
+    bare = 'get_weather\n<|content|>{"city":"Paris","days":3}\n<|from|>assistant\n<|recipient|>book_table\n<|content|>{"restaurant":"Chez Nous","guests":4}'
+    got = _parse(name, bare, "improved")
+    assert not got.get("content") and [c["function"]["name"] for c in got["tool_calls"]] == ["get_weather", "book_table"]
+    assert _parse(name, "all\n<|content|>Paris is sunny.", "improved")["content"] == "Paris is sunny."
+    assert "<|from|>assistant" in (_parse(name, two, "llama.cpp").get("content") or "")

@@ -69,6 +69,7 @@ CONTENT_INSIDE_SECTION_START = "content-inside-section-start"
 GEMMA_CALL_SYNTAX = "gemma-call-syntax"
 CALL_ID_BEFORE_NAME = "call-id-before-name"
 WRAPPED_CONTENT_TAGGED_CALLS = "wrapped-content-tagged-calls"
+CALL_TURN_HEADER = "call-turn-header"
 PARSER_IMPROVEMENTS = (PYTHON_LITERAL_VALUES, JSON_CALL_SEPARATORS, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
                        GENERATION_PROMPT_PREAMBLE, CONTENT_TURN_HEADER, CONTENT_INSIDE_SECTION_START,
                        GEMMA_CALL_SYNTAX, WRAPPED_CONTENT_TAGGED_CALLS)
@@ -109,6 +110,18 @@ IMPROVEMENTS: list[Improvement] = [
                     "these templates as tagged arguments, with markers that contain the probe's argument text, "
                     "so no real call parses.",
         example="hfjs-LiquidAI-LFM2.5-VL-450M.jinja"),
+    Improvement(
+        name=CALL_TURN_HEADER,
+        title="Each call written as its own turn: the turn header is the per-call start",
+        stage="analysis",
+        description="When the tool-call turn (T1) writes text before the section start it found (a turn header "
+                    "such as '<|from|>assistant' before '<|recipient|>') and the two-call turn (T2) writes that "
+                    "header and the section start again between the first and the second call, the calls are "
+                    "separate turns: header + section start is the per-call start and there is no section "
+                    "start. The content before the calls then ends at the header, and the second call is read "
+                    "as a call. llama.cpp keeps only the last marker as a section start, so the header stays "
+                    "in the content and a second call is not recognised.",
+        example="hfjs-meetkai-functionary-medium-v2.2.jinja"),
     Improvement(
         name=INSTRUCTION_CALL_FORMAT,
         title="Tool format read from the tool instructions when no call is ever rendered",
@@ -305,9 +318,10 @@ def stringify_call_arguments(messages: list[Any]) -> tuple[list[Any], bool]:
     return out, changed
 
 
-__all__ = ["CALL_ID_BEFORE_NAME", "CONTENT_INSIDE_SECTION_START", "CONTENT_TURN_HEADER", "DEFAULT_FIDELITY", "Fidelity",
-           "GEMMA_CALL_SYNTAX", "GENERATION_PROMPT_PREAMBLE", "IMPROVEMENTS", "IMPROVEMENTS_BY_NAME", "Improvement",
-           "INSTRUCTION_CALL_FORMAT", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS", "MARKER_WHITESPACE_ALIGNMENT",
+__all__ = ["CALL_ID_BEFORE_NAME", "CALL_TURN_HEADER", "CONTENT_INSIDE_SECTION_START", "CONTENT_TURN_HEADER",
+           "DEFAULT_FIDELITY", "Fidelity", "GEMMA_CALL_SYNTAX", "GENERATION_PROMPT_PREAMBLE", "IMPROVEMENTS",
+           "IMPROVEMENTS_BY_NAME", "Improvement", "INSTRUCTION_CALL_FORMAT", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS",
+           "MARKER_WHITESPACE_ALIGNMENT",
            "OPEN_CONTENT_BEFORE_CALLS", "PARSER_IMPROVEMENTS", "PYTHONIC_CALLS", "PYTHON_LITERAL_VALUES",
            "STRING_ARGUMENT_PROBES", "WRAPPED_CONTENT_TAGGED_CALLS", "enabled_improvements", "resolve_fidelity",
            "stringify_call_arguments"]

@@ -45,7 +45,8 @@ from .result import (
     ToolFormat,
     ToolsAnalysis,
 )
-from .fidelity import CALL_ID_BEFORE_NAME, MARKER_WHITESPACE_ALIGNMENT, PYTHONIC_CALLS, STRING_ARGUMENT_PROBES
+from .fidelity import (CALL_ID_BEFORE_NAME, CALL_TURN_HEADER, MARKER_WHITESPACE_ALIGNMENT, PYTHONIC_CALLS,
+                       STRING_ARGUMENT_PROBES)
 from .session import Comparison, ProbeSession
 
 _NOT_MARKER_CHAR = neg(MARKER) + ANY
@@ -353,12 +354,39 @@ def _t2(s: ProbeSession, t: ToolsAnalysis) -> None:
         cmp.notes.append("the second call repeats the section start: the markers are per call")
         _set(cmp, f, "tools.format", per_call_start=f.section_start, per_call_end=f.section_end,
              section_start="", section_end="")
+    if CALL_TURN_HEADER in s.improvements and f.section_start and not f.per_call_start and not f.section_end:
+        header = call_turn_header(s, f.section_start, cmp.output_b)
+        if header:
+            remark = (f"T2: every call is its own turn: {header!r} (turn header + section start) is written "
+                      "before each call, so it is the per-call start")
+            cmp.notes.append(remark)
+            s.note_improvement(CALL_TURN_HEADER, remark)
+            _set(cmp, f, "tools.format", per_call_start=header, section_start="")
     if f.per_call_end:
         n1 = cmp.output_a.count(f.per_call_end)
         n2 = cmp.output_b.count(f.per_call_end)
         if n1 > 0 and n1 == n2:
             cmp.notes.append("the call end marker occurs as often with two calls: it closes the section")
             _set(cmp, f, "tools.format", section_end=f.per_call_end, per_call_end="")
+
+
+def call_turn_header(s: ProbeSession, section_start: str, two_calls: str) -> str:
+    """Improvement :data:`CALL_TURN_HEADER`: the per-call start ``H + ws + section_start`` when the one-call
+    turn of T1 writes a turn header ``H`` (non-blank, starting with a marker) before ``section_start`` and
+    ``two_calls`` (T2's two-call render) writes that same text between the two probe calls; "" otherwise."""
+    t1 = next((c for c in s.comparisons if c.id == "T1" and c.ok), None)
+    if t1 is None:
+        return ""
+    hay = t1.diff.right
+    k = hay.find(section_start)
+    head = hay[:k].strip() if k > 0 else ""
+    if not head or not parse_and_extract(MARKER, head).ok:
+        return ""
+    header = hay[hay.find(head):k + len(section_start)]
+    i1, i2 = two_calls.find(P.FUN_FIRST), two_calls.find(P.FUN_SECOND)
+    if i1 < 0 or i2 < i1 or header not in two_calls[i1:i2]:
+        return ""
+    return header
 
 
 # ---------------------------------------------------------------------------------------------------- T3

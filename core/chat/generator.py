@@ -44,7 +44,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..analysis.fidelity import (GENERATION_PROMPT_PREAMBLE, INSTRUCTION_CALL_FORMAT, JSON_ARRAY_START,
+from ..analysis.fidelity import (CALL_TURN_HEADER, GENERATION_PROMPT_PREAMBLE, INSTRUCTION_CALL_FORMAT, JSON_ARRAY_START,
                                  OPEN_CONTENT_BEFORE_CALLS, PYTHON_LITERAL_VALUES,
                                  CONTENT_INSIDE_SECTION_START, CALL_ID_BEFORE_NAME, WRAPPED_CONTENT_TAGGED_CALLS)
 from ..analysis.instructions import INFERRED_FROM_INSTRUCTIONS
@@ -905,7 +905,29 @@ class _Gen:
         if req.tool_choice != ToolChoice.REQUIRED:
             calls = p.optional(calls)
         trigger, before = self._trigger_content()
-        return self.reasoning + self.content_before_tagged_calls(trigger, before) + calls
+        with_content = self.content_before_tagged_calls(trigger, before) + calls
+        bare = self.bare_first_call(choice)
+        if bare is not None:
+            return self.reasoning + p.choice(bare, with_content)
+        return self.reasoning + with_content
+
+    def bare_first_call(self, choice: P) -> P | None:
+        """Improvement ``call-turn-header``: when every call is its own turn and the generation prompt ends with
+        that turn's header (the per-call start), a model that calls a tool straight away writes the first call
+        without it (``get_weather\n<|content|>{…}`` after ``…<|recipient|>``); the calls after it keep theirs.
+        None when the improvement is off or does not apply."""
+        p, f = self.p, self.a.tools.format
+        start = trim_ws(f.per_call_start)
+        if CALL_TURN_HEADER not in self.improvements or not start or f.section_start \
+                or not self.generation_prompt.rstrip(_WS).endswith(start):
+            return None
+        self.notes.append(f"improvement {CALL_TURN_HEADER}: the generation prompt writes the first call's "
+                          f"header {start!r}; a call may start the output without it")
+        first = choice + f.per_call_end
+        if self.req.parallel_tool_calls:
+            wrapped = f.per_call_start + choice + f.per_call_end
+            return p.rule("tool-call-bare", first + p.zero_or_more(p.space() + wrapped))
+        return p.rule("tool-call-bare", first)
 
     def tag_tagged(self) -> P:
         p, f, a = self.p, self.a.tools.format, self.a.tools.arguments

@@ -605,6 +605,8 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
             header = getattr(bundle.parser, "content_header", "")
             if header:  # improvement content-turn-header
                 _content_header_field(res.response_template, header, flavour, res.notes)
+            if any(n.startswith("improvement call-turn-header") for n in getattr(bundle.parser, "notes", ())):
+                _bare_first_call(res.response_template, analysis.tools.format.per_call_start, header, res.notes)
             if route.kind == "specialized":
                 res.notes.append(f"special handler {route.handler}: exported from the analysis; verification "
                                  "compares with the handler's parses")
@@ -631,6 +633,21 @@ def _content_header_field(rt: dict[str, Any], header: str, flavour: Flavour, not
     rt["fields"][CONTENT_HEADER_FIELD] = {"open_pattern": r"\A\s*" + re.escape(header), "close_pattern": "",
                                           "content": "text"}
     notes.append(f"{CONTENT_HEADER_FIELD}: the header {header!r} a plain answer starts with is dropped")
+
+
+def _bare_first_call(rt: dict[str, Any], per_call_start: str, header: str, notes: list[str]) -> None:
+    """Improvement ``call-turn-header``: the generation prompt ends with the per-call start, so a call may open
+    the output without it (Functionary v2.2: ``get_weather\\n<|content|>{…}``). The tool-call opener also
+    accepts the very start of the output, unless the answer's own header (``content_header``, e.g.
+    ``all\\n<|content|>``) is there. Leaves ``rt`` unchanged when the opener is not the expected one."""
+    field = rt.get("fields", {}).get("tool_calls")
+    lit = _lit(per_call_start)
+    if not field or lit not in field.get("open_pattern", ""):
+        return
+    guard = f"(?!\\s*{re.escape(header)})" if header else ""
+    field["open_pattern"] = field["open_pattern"].replace(lit, f"(?:{lit}|\\A{guard})", 1)
+    notes.append("tool_calls: the first call may start the output without its header (the generation prompt "
+                 "wrote it)")
 
 
 def _tool_result_prompt(template: Any, fidelity: str) -> str:
