@@ -71,3 +71,22 @@ def test_generated_suite_passes_streamed_and_one_shot():
     suite = generate_suite(_tmpl(FG), fidelity="improved")
     assert len(suite.cases) == 5
     assert check_suite_ours(suite, _tmpl(FG)) == {c["id"]: None for c in suite.cases}
+
+
+def test_typed_values_never_take_back_a_streamed_comma():
+    # a fresh-eyes report: with typed values the comma after a complete member streamed, then the parse of the
+    # next key (which streams nothing until its value is complete) dropped it again ({"origin":"ICN", → …"ICN")
+    from core.chat.stream import StreamingParser
+
+    parser = _bundle("improved").parser
+    out = ("<start_function_call>call:get_weather{city:<escape>Paris<escape>,days:<escape>3<escape>}"
+           "<end_function_call>")
+    for cut in range(len(out) + 1):
+        sp = StreamingParser(parser)
+        for ch in out[:cut]:
+            sp.feed(ch)
+        sp.finish(is_partial=cut < len(out))
+        one_shot = parser.parse(out[:cut], cut < len(out))
+        assert sp.held_back == 0 and not sp.final_mismatch, cut
+        assert [c.arguments for c in sp.message.tool_calls] == [c.arguments for c in one_shot.tool_calls], cut
+    assert json.loads(one_shot.tool_calls[0].arguments) == {"city": "Paris", "days": 3}

@@ -218,6 +218,8 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool,
             if j >= n:
                 if types is None:
                     parts.append('"' + C.escape_json_inner(key))
+                elif parts:  # the comma before this member was shown already: keep it shown
+                    parts.append("")
                 return partial()
             if text[j] != ":":
                 raise Mismatch(j, "expected ':'")
@@ -225,6 +227,8 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool,
             val, p, done = _g4_value(text, p, memo, string)
             if types is not None:
                 if not done:  # the type conversion needs the whole value: nothing of it streams before
+                    if parts:  # (the comma before this member does)
+                        parts.append("")
                     return partial()
                 val = typed_value(val, types.get(key, ""))
             parts.append('"' + C.escape_json_inner(key) + '":' + val)
