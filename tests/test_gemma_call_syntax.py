@@ -90,3 +90,28 @@ def test_typed_values_never_take_back_a_streamed_comma():
         assert sp.held_back == 0 and not sp.final_mismatch, cut
         assert [c.arguments for c in sp.message.tool_calls] == [c.arguments for c in one_shot.tool_calls], cut
     assert json.loads(one_shot.tool_calls[0].arguments) == {"city": "Paris", "days": 3}
+
+
+def test_cli_parse_switches_an_improvement_off(tmp_path):
+    # `parse --disable-improvement NAME` (the README's switch) was only on `analyze`
+    import pathlib
+    import subprocess
+    import sys
+
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps(RT.round_trip_request()), encoding="utf-8")
+    root = pathlib.Path(__file__).resolve().parents[1]
+
+    def parse(*extra: str) -> tuple[int, str, str]:
+        p = subprocess.run([sys.executable, "-m", "core", "parse", str(TEMPLATES / FG), "--request", str(req),
+                            "--compact", *extra], input=CALL, capture_output=True, text=True, cwd=root, timeout=120)
+        return p.returncode, p.stdout, p.stderr
+
+    rc, out, _ = parse("--improved")
+    assert rc == 0 and json.loads(out)["tool_calls"][0]["function"]["name"] == "get_weather"
+    rc, out, _ = parse("--improved", "--disable-improvement", GEMMA_CALL_SYNTAX)
+    assert rc == 0 and json.loads(out) == {"role": "assistant", "content": CALL}
+    rc, out, err = parse("--disable-improvement", GEMMA_CALL_SYNTAX)
+    assert rc == 2 and err.strip().splitlines()[-1] == "error: --disable-improvement needs --improved"
+    rc, out, err = parse("--improved", "--disable-improvement", "nope")
+    assert rc == 2 and err.strip().splitlines()[-1].startswith("error: unknown improvement 'nope'; known: ")

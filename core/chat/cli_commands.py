@@ -191,6 +191,25 @@ def _fidelity(args: argparse.Namespace) -> str:
     return "improved" if getattr(args, "improved", False) else "llama.cpp"
 
 
+def _report_without_improvements(template: Any, args: argparse.Namespace) -> Any:
+    """The improved analysis with ``--disable-improvement`` names switched off (analysis- and parser-stage
+    improvements alike), or None when none is given. Raises :class:`ChatTemplateExplorerError` without
+    ``--improved`` and for an unknown name (the message lists the known ones)."""
+    names = getattr(args, "disable_improvement", None) or ()
+    if not names:
+        return None
+    if not getattr(args, "improved", False):
+        raise ChatTemplateExplorerError("--disable-improvement needs --improved")
+    from ..analysis import analyze
+    from ..analysis.fidelity import IMPROVEMENTS_BY_NAME
+
+    unknown = [n for n in names if n not in IMPROVEMENTS_BY_NAME]
+    if unknown:
+        raise ChatTemplateExplorerError(f"unknown improvement {unknown[0]!r}; known: "
+                                        + ", ".join(sorted(IMPROVEMENTS_BY_NAME)))
+    return analyze(template, fidelity="improved", disabled_improvements=tuple(names))
+
+
 def _cmd_parse(args: argparse.Namespace) -> int:
     from .pipeline import build_chat_parser
     from .repairs import settled
@@ -198,7 +217,8 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)
-    bundle = build_chat_parser(template, request, fidelity=_fidelity(args),
+    report = _report_without_improvements(template, args)
+    bundle = build_chat_parser(template, request, fidelity=_fidelity(args), report=report,
                                disabled_repairs=tuple(getattr(args, "disable_repair", None) or ()))
     for note in _disable_repair_notes(getattr(args, "disable_repair", None) or (), _fidelity(args)):
         print(f"note: {note}", file=sys.stderr)
@@ -338,6 +358,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--improved", action="store_true", help=improved_help)
     p.add_argument("--disable-repair", action="append", metavar="NAME",
                    help="(with --improved) switch a tolerance repair off (python -m core repairs lists them)")
+    p.add_argument("--disable-improvement", action="append", metavar="NAME",
+                   help="(with --improved) switch an improvement off (python -m core workarounds lists them)")
 
     g = subparsers.add_parser("grammar", help="print the GBNF grammar and triggers for a request")
     g.add_argument("file")
