@@ -114,4 +114,5 @@ def test_cli_parse_switches_an_improvement_off(tmp_path):
     rc, out, err = parse("--disable-improvement", GEMMA_CALL_SYNTAX)
     assert rc == 2 and err.strip().splitlines()[-1] == "error: --disable-improvement needs --improved"
     rc, out, err = parse("--improved", "--disable-improvement", "nope")
-    assert rc == 2 and err.strip().splitlines()[-1].startswith("error: unknown improvement 'nope'; known: ")
+    assert rc == 2 and err.strip().splitlines()[-1].startswith(
+        f"error: cannot analyse template {FG!r}: unknown improvement name(s) nope; known: ")

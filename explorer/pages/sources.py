@@ -130,12 +130,8 @@ else:  # Paste text
     if st.button("Use this text", type="primary", disabled=not fits):
         text = st.session_state.get("in_paste_text") or ""
         name = (st.session_state.get("in_paste_name") or "").strip() or "pasted.jinja"
-        size = len(text.encode("utf-8", "surrogatepass"))
-        if not text.strip():
+        if not text.strip():  # (a text over the cap never gets here: capped_text_area disabled the button)
             st.error("The template text is empty.")
-        elif size > PASTE_LIMIT:
-            st.error(f"The template text is {size / 1024:.0f} KB; the limit for pasted text is "
-                     f"{PASTE_LIMIT / 1024:.0f} KB{' in this demo' if limits.max_paste_bytes else ''}.")
         else:
             def _compile() -> state.CurrentTemplate:
                 tpl = state.CurrentTemplate(name, text, {"default": text}, "default", "string", None)
