@@ -187,11 +187,7 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
             notes.append(f"improvement {GEMMA_CALL_SYNTAX}: the template renders Gemma-style calls "
                                 f"{syntax.call_open}NAME{{key:{syntax.string}value{syntax.string}}}{syntax.call_end}"
                                 f"{'; string values typed by the tool schema' if syntax.quoted_values else ''}")
-            prompt = render_prompt(prep)
-            if prep.has_continuation:
-                prompt += parser.generation_prompt
-            return ChatParserBundle(parser=parser, prompt=prompt, generation_prompt=parser.generation_prompt,
-                                    route=route, format="gemma4", report=report, prepared=prep, notes=notes)
+            return _handler_bundle(parser, prep, route, "gemma4", report, notes)
 
     if route.kind == "specialized" and not force_autoparser:
         fam = _handlers.family_by_name(route.handler)
@@ -205,13 +201,7 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
                 notes.append(f"handler {fam.name} is not available ({err or 'module missing'}); "
                              "using the auto-parser")
         if parser is not None:
-            prompt = getattr(parser, "prompt", None)
-            if not isinstance(prompt, str):
-                prompt = render_prompt(prep)
-                if prep.has_continuation:
-                    prompt += parser.generation_prompt
-            return ChatParserBundle(parser=parser, prompt=prompt, generation_prompt=parser.generation_prompt,
-                                    route=route, format=fam.name, report=report, prepared=prep, notes=notes)
+            return _handler_bundle(parser, prep, route, fam.name, report, notes)
 
     # ---- auto-parser
     try:
@@ -253,6 +243,19 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     return ChatParserBundle(parser=parser, prompt=prompt, generation_prompt=parser.generation_prompt,
                             route=route if route.kind == "autoparser" else _autoroute(route), format="peg-native",
                             report=report, prepared=prep, notes=notes)
+
+
+def _handler_bundle(parser: Any, prep: Any, route: Any, fmt: str, report: Any, notes: list[str]) -> ChatParserBundle:
+    """The bundle of a hand-written handler's ``parser``: its own ``prompt`` when it renders one (a message
+    rewrite), else the prepared request's render, with the handler's generation prompt after a continued
+    message."""
+    prompt = getattr(parser, "prompt", None)
+    if not isinstance(prompt, str):
+        prompt = render_prompt(prep)
+        if prep.has_continuation:
+            prompt += parser.generation_prompt
+    return ChatParserBundle(parser=parser, prompt=prompt, generation_prompt=parser.generation_prompt,
+                            route=route, format=fmt, report=report, prepared=prep, notes=notes)
 
 
 def _request_instructions(report: Any, request: ChatRequest, improvements: frozenset[str]) -> tuple[Any, str]:
