@@ -688,26 +688,11 @@ class PegStreamSession:
         if st is None or st[0] != node.start or st[1] > node.end:
             st = (node.start, node.start, False, False)
         _, pos, in_str, esc = st
-        i, end = pos, node.end
-        while i < end:
-            c = src[i]
-            if esc:
-                esc = False
-            elif in_str:
-                if c == "\\":
-                    esc = True
-                elif c == '"':
-                    in_str = False
-            elif c == '"':
-                in_str = True
-            i += 1
-        self._json_scan = (node.start, end, in_str, esc)
+        in_str, esc = advance_json_string(src, pos, node.end, in_str, esc)
+        self._json_scan = (node.start, node.end, in_str, esc)
         if not in_str or esc:
             return None
-        region = OpenRegion("json-arguments", ())
-        stripped = text.rstrip(_WS)
-        region.ws_tail = text[len(stripped):]
-        return region
+        return json_arguments_region(text)
 
 
 _GENERATOR_FNS: tuple | None = None
@@ -728,6 +713,43 @@ def _generator_fns() -> tuple:
 _WS = " \t\n\v\f\r"
 _JSON_ESCAPED = re.compile(r'[\x00-\x1f\\"]')
 _HEX = frozenset("0123456789abcdefABCDEF")
+
+
+_STRING_STOP = re.compile(r'["\\]')
+
+
+def advance_json_string(s: str, i: int, end: int, in_str: bool, esc: bool) -> tuple[bool, bool]:
+    """The JSON string state ``(in_str, esc)`` after scanning ``s[i:end]`` from state ``(in_str, esc)``: inside
+    a double-quoted string (jumping to its next quote or backslash), and whether an escape is pending. The
+    streaming fast paths (PEG sessions and hand-written handlers) resume it feed after feed."""
+    while i < end:
+        if esc:
+            esc = False
+            i += 1
+            continue
+        if in_str:
+            m = _STRING_STOP.search(s, i, end)
+            if m is None:
+                return True, False
+            i = m.start()
+            if s[i] == "\\":
+                esc = True
+            else:
+                in_str = False
+            i += 1
+            continue
+        if s[i] == '"':
+            in_str = True
+        i += 1
+    return in_str, esc
+
+
+def json_arguments_region(text: str) -> "OpenRegion":
+    """The fast-path region of verbatim JSON arguments ``text`` cut inside a string: its trailing whitespace is
+    held back (the mapper right-strips the arguments)."""
+    region = OpenRegion("json-arguments", ())
+    region.ws_tail = text[len(text.rstrip(_WS)):]
+    return region
 
 
 class OpenRegion:

@@ -84,7 +84,6 @@ class Mismatch(Exception):
 # --------------------------------------------------------------------------------------------------------------
 
 _SPACE_RE = re.compile(r"[ \t\n\v\f\r]*")
-_STRING_STOP = re.compile(r'["\\]')
 
 
 class Scanner:
@@ -1798,7 +1797,7 @@ class HandlerSession:
     def _open_json_string(self, start: int, value: str) -> Any:
         """JSON arguments ``value`` (from ``start``) cut inside a string: the fast-path region, or None. The
         string state is scanned on from where the previous feed left it."""
-        from ..stream import OpenRegion, _WS
+        from ..stream import advance_json_string, json_arguments_region
 
         if not value.startswith("{"):
             return None
@@ -1806,34 +1805,11 @@ class HandlerSession:
         if st is None or st[0] != start or st[1] > len(value):
             st = (start, 0, False, False)
         _, i, in_str, esc = st
-        end = len(value)
-        while i < end:
-            if esc:
-                esc = False
-                i += 1
-                continue
-            if in_str:
-                j = _STRING_STOP.search(value, i)   # the next quote or backslash
-                if j is None:
-                    i = end
-                    break
-                i = j.start()
-                if value[i] == "\\":
-                    esc = True
-                else:
-                    in_str = False
-                i += 1
-                continue
-            if value[i] == '"':
-                in_str = True
-            i += 1
-        self._json_scan = (start, end, in_str, esc)
+        in_str, esc = advance_json_string(value, i, len(value), in_str, esc)
+        self._json_scan = (start, len(value), in_str, esc)
         if not in_str or esc:
             return None
-        region = OpenRegion("json-arguments", ())
-        stripped = value.rstrip(_WS)
-        region.ws_tail = value[len(stripped):]
-        return region
+        return json_arguments_region(value)
 
 
 def word_trigger(value: str) -> GrammarTrigger:
