@@ -58,6 +58,11 @@ def foreach_parameter(function: dict) -> list[tuple[str, S.SchemaNode, bool]]:
     return [(p.name, p.schema, p.required) for p in root.properties]
 
 
+SCALAR_TYPES = frozenset({"number", "integer", "boolean", "null"})
+"""JSON types whose values end where their text ends (repair ``mistyped-value-as-string`` takes other text for a
+parameter of only these types as a string)."""
+
+
 def value_types(node: S.SchemaNode | None, _visiting: set[int] | None = None) -> frozenset[str]:
     """JSON types a value of ``node`` may have (llama.cpp ``value_types``): ``number`` implies ``integer``,
     ``anyOf`` unions, ``allOf`` intersects, a ``$ref`` cycle contributes nothing, "any" is every type."""

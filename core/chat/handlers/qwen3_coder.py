@@ -28,14 +28,13 @@ from typing import Any
 from ...peg.chat import build_chat_peg_parser
 from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function, foreach_parameter, grammar_for, has_response_format, make_parser,
-                           prepared_for, value_types, word)
+                           prepared_for, value_types, word, SCALAR_TYPES)
 from ..prompt import render_prompt
 from ..repairs import any_order_args
 
 NAME = "qwen3-coder"
 GEN_PREFIX = "<|im_start|>assistant\n"
 PARAM_CLOSE = "\n</parameter>\n"
-SCALAR_TYPES = frozenset({"number", "integer", "boolean", "null"})
 
 
 def detect(src: str) -> bool:
