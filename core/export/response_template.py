@@ -438,8 +438,7 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
             # a model may write the opener again (Command R+ reference case ref-0340: "<|CHATBOT_TOKEN|>Hello…");
             # an extra field opened by it at the very start of the output and closed at once swallows it (its
             # value is empty, so transformers leaves it out of the message); vLLM accepts no extra field
-            fields[REPEATED_OPENER_FIELD] = {"open_pattern": r"\A\s*" + re.escape(c_start), "close_pattern": "",
-                                             "content": "text"}
+            fields[REPEATED_OPENER_FIELD] = _dropped_at_start(c_start)
             notes.append(f"{REPEATED_OPENER_FIELD}: an opener {c_start!r} the model repeats at the start is dropped")
     else:
         fields["content"] = _content_field(analysis)
@@ -618,6 +617,12 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
     return res
 
 
+def _dropped_at_start(text: str) -> dict[str, Any]:
+    """An extra field that swallows ``text`` at the very start of the output: opened by it and closed at once, so
+    its value is empty and transformers leaves it out of the message (the repeated opener, the turn header)."""
+    return {"open_pattern": r"\A\s*" + re.escape(text), "close_pattern": "", "content": "text"}
+
+
 def _content_header_field(rt: dict[str, Any], header: str, flavour: Flavour, notes: list[str]) -> None:
     """Improvement ``content-turn-header``: the header a plain answer starts with (Hunyuan A13B's ``助手：``) is
     swallowed, as the repeated opener is, by an extra field opened by it at the very start of the output and
@@ -630,8 +635,7 @@ def _content_header_field(rt: dict[str, Any], header: str, flavour: Flavour, not
     if REPEATED_OPENER_FIELD in rt["fields"]:
         raise NotExpressible(f"a header ({header!r}) and a repeated opener at the start of the output: one "
                              "start-of-output field only")
-    rt["fields"][CONTENT_HEADER_FIELD] = {"open_pattern": r"\A\s*" + re.escape(header), "close_pattern": "",
-                                          "content": "text"}
+    rt["fields"][CONTENT_HEADER_FIELD] = _dropped_at_start(header)
     notes.append(f"{CONTENT_HEADER_FIELD}: the header {header!r} a plain answer starts with is dropped")
 
 
