@@ -591,6 +591,7 @@ class _Call:
         return c
 
     def state(self) -> tuple:
+        """The call's comparable state (name, arguments, id, argument count, open quote)."""
         return (self.call.name, self.call.arguments, self.call.id, self.arg_count, self.quote_open)
 
 
@@ -846,6 +847,7 @@ class _RepeatMemo:
                 len(b.fired))
 
     def matches(self, sc: Scanner, b: "MessageBuilder") -> bool:
+        """Whether the builder is in the state this memo was recorded from (so its iterations may replay)."""
         return self._pre(sc, b) == self.pre
 
     def replay(self, sc: Scanner, b: "MessageBuilder", hi: int | None) -> int:
@@ -873,6 +875,8 @@ class _RepeatMemo:
         return k
 
     def watch(self, sc: Scanner, b: "MessageBuilder") -> tuple:
+        """What an iteration may change (message lengths, the last call and its state, switches, fired
+        repairs), compared before and after it to tell whether it settled."""
         return (len(b.content), len(b.reasoning), len(b.calls), b.calls[-1] if b.calls else None,
                 b.calls[-1].state() if b.calls else None, len(sc.switches), len(b.fired))
 
