@@ -875,8 +875,9 @@ class _RepeatMemo:
         return k
 
     def watch(self, sc: Scanner, b: "MessageBuilder") -> tuple:
-        """What an iteration may change (message lengths, the last call and its state, switches, fired
-        repairs), compared before and after it to tell whether it settled."""
+        """The builder's state before an iteration (message lengths, the last call and its state, switches,
+        fired repairs): :meth:`record` takes what the iteration added from it and checks that nothing before
+        it changed."""
         return (len(b.content), len(b.reasoning), len(b.calls), b.calls[-1] if b.calls else None,
                 b.calls[-1].state() if b.calls else None, len(sc.switches), len(b.fired))
 
