@@ -377,6 +377,14 @@ def _check_args_size(args: Any, limit: int) -> None:
             raise _limit_error("printed argument size", limit, "output size")
 
 
+# (environment class, object type, attribute) -> is_safe_attribute verdict (_LimitedSandbox._attribute_is_safe)
+_SAFE_ATTRIBUTES: "dict[tuple[type, type, Any], bool]" = {}
+
+PLAIN_STR_TYPES: "set[type]" = {str}
+"""Types whose ``a + b`` is exactly ``str.__add__`` (a plain ``str`` result): ``str`` and subclasses that do not
+override it (the analysis' tracked strings add themselves). ``markupsafe.Markup`` is not one: it escapes."""
+
+
 class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     """Immutable sandbox whose attribute access, calls, arithmetic, filters and loops check the active
     render budget, and whose operations that can build a large value check its projected size first."""
@@ -458,14 +466,45 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         self._tick()
-        if isinstance(obj, str) and attribute in ("format", "format_map"):
+        if attribute in ("format", "format_map") and isinstance(obj, str):
             # the sandbox hands back its own wrapper of str.format (no __self__ for call() to see)
             _check_format_spec(obj, self._limit())
         if isinstance(attribute, str) and attribute.startswith("__"):
             # No chat template needs dunder attributes; refusing them all (even missing ones) makes every
             # introspection attempt fail loudly instead of rendering as an empty Undefined.
             raise jinja2.exceptions.SecurityError(f"access to attribute {attribute!r} is not allowed")
-        return super().getattr(obj, attribute)
+        # jinja2's sandboxed member read (the attribute, else the item of that name, else undefined; str.format
+        # wrapped), with the attribute's safety verdict cached per type (see _attribute_is_safe)
+        try:
+            value = getattr(obj, attribute)
+        except AttributeError:
+            try:
+                return obj[attribute]
+            except (TypeError, LookupError):
+                return self.undefined(obj=obj, name=attribute)
+        fmt = self.wrap_str_format(value)
+        if fmt is not None:
+            return fmt
+        if self._attribute_is_safe(obj, attribute, value):
+            return value
+        return self.unsafe_undefined(obj, attribute)
+
+    def _attribute_is_safe(self, obj: Any, attribute: str, value: Any) -> bool:
+        """``self.is_safe_attribute(obj, attribute, value)``, cached per (environment class, type of ``obj``,
+        ``attribute``): the verdicts of jinja2's immutable sandbox and of the project's environments depend on
+        the object's type and the attribute's name only, never on the value (a member read costs ~15
+        ``isinstance`` checks, some against abstract base classes, without the cache)."""
+        try:
+            key = (type(self), type(obj), attribute)
+            return _SAFE_ATTRIBUTES[key]
+        except KeyError:
+            safe = bool(self.is_safe_attribute(obj, attribute, value))
+            if len(_SAFE_ATTRIBUTES) >= 8192:  # names come from template sources: bounded all the same
+                _SAFE_ATTRIBUTES.clear()
+            _SAFE_ATTRIBUTES[key] = safe
+            return safe
+        except TypeError:  # an unhashable attribute (only ever a str here)
+            return self.is_safe_attribute(obj, attribute, value)
 
     def getitem(self, obj: Any, argument: Any) -> Any:
         self._tick()
@@ -484,6 +523,11 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         self._tick()
         limits = self._limits()
         limit = limits.max_output_chars
+        if operator == "+" and type(left) in PLAIN_STR_TYPES and type(right) in PLAIN_STR_TYPES:
+            # string building, most of a render's arithmetic: the checks below reduce to this one
+            if len(left) + len(right) > limit:
+                raise _limit_error("value size", limit, "output size")
+            return left + right
         if operator == "*":
             seq, n = (left, right) if isinstance(right, int) else (right, left)
             if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > limit:

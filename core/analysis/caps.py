@@ -175,7 +175,9 @@ class _Suppressed:
 
 
 def _is_tracked(value: Any) -> bool:
-    return isinstance(value, (TrackedDict, TrackedList, TrackedStr))
+    # by exact type: the recorder only ever creates these three (a failed isinstance on a jinja2 Namespace
+    # costs a Python-level __class__ lookup, and this runs on every member read)
+    return type(value) in _TRACKED_TYPES
 
 
 class TrackedDict(dict):
@@ -196,6 +198,11 @@ class TrackedStr(str):
     (``is string``, ``tojson``, methods, printing, comparison)."""
 
     __slots__ = ()
+
+
+_TRACKED_TYPES = frozenset({TrackedDict, TrackedList, TrackedStr})
+# a TrackedStr concatenates exactly as a str (no __add__ of its own): the sandbox's string fast path takes it
+_templating.PLAIN_STR_TYPES.add(TrackedStr)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -285,9 +292,12 @@ _IDENT_FILTER = "ct_identifier"
 def _identifier(value: Any) -> Any:
     """Applied to every variable read in probe renders: llama.cpp marks a value used whenever an identifier
     bound to it is evaluated (``{% set c = m.get('x') %}{% if c %}`` uses ``x``'s value)."""
-    rec = _active()
-    if rec is not None:
-        rec.mark(value)
+    # runs for every variable read of every analysis render: _active() and mark() inlined
+    rec = getattr(_state, "recorder", None)
+    if rec is not None and not rec.suppressed:
+        st = rec._stats.get(id(value))
+        if st is not None:
+            st.used = True
     return value
 
 
@@ -391,24 +401,59 @@ _FILTER_ALIASES = {"count": "length", "d": "default", "e": "escape", "trim": "st
 _STRING_COERCED = frozenset("capitalize lower replace strip title upper wordcount".split())
 
 
-def _llama_type(value: Any) -> str | None:
-    if isinstance(value, jinja2.Undefined):
+def _llama_kind(tp: type) -> str | None:
+    """llama.cpp's value kind of Python type ``tp`` (see :func:`_llama_type`)."""
+    if issubclass(tp, jinja2.Undefined):
         return "undefined"
-    if value is None:
+    if tp is type(None):
         return "none"
-    if isinstance(value, bool):
+    if issubclass(tp, bool):
         return "bool"
-    if isinstance(value, int):
+    if issubclass(tp, int):
         return "int"
-    if isinstance(value, float):
+    if issubclass(tp, float):
         return "float"
-    if isinstance(value, str):
+    if issubclass(tp, str):
         return "string"
-    if isinstance(value, (list, tuple)):
+    if issubclass(tp, (list, tuple)):
         return "array"
-    if isinstance(value, dict):
+    if issubclass(tp, dict):
         return "object"
     return None  # namespaces, loop objects, ranges…: not checked
+
+
+# type -> llama.cpp kind; a handful of types ever reach a template (bounded all the same)
+_KINDS: dict[type, str | None] = {}
+
+
+def _llama_type(value: Any) -> str | None:
+    """llama.cpp's kind of ``value`` ("string", "array", "object", "int", …; None for other objects), by
+    its type (cached: every member read and filter of an analysis render asks)."""
+    tp = type(value)
+    try:
+        return _KINDS[tp]
+    except KeyError:
+        kind = _llama_kind(tp)
+        if len(_KINDS) < 1024:
+            _KINDS[tp] = kind
+        return kind
+
+
+# (type, name) -> hasattr(type, name), for member reads (bounded: names come from template sources)
+_TYPE_HAS: dict[tuple[type, str], bool] = {}
+
+
+def _type_has(tp: type, name: str) -> bool:
+    """``hasattr(tp, name)``, cached per (type, name)."""
+    key = (tp, name)
+    try:
+        return _TYPE_HAS[key]
+    except KeyError:
+        has = hasattr(tp, name)
+        if len(_TYPE_HAS) >= 8192:
+            _TYPE_HAS.clear()
+        _TYPE_HAS[key] = has
+        return has
 
 
 def _llama_filter_check(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -482,7 +527,7 @@ def _tracking_env() -> jinja2.Environment:
         def getattr(self, obj: Any, attribute: str) -> Any:
             tp = type(obj)
             if ((tp is TrackedDict or tp is dict) and type(attribute) is str and attribute[:1] != "_"
-                    and not hasattr(tp, attribute)):
+                    and not _type_has(tp, attribute)):
                 # A mapping's key read as a member (``message.role``), the commonest access of a render.
                 # Same result as the general path below (tick, key or undefined, usage marks), without
                 # the sandbox first raising and catching an AttributeError for the missing attribute.
@@ -498,9 +543,12 @@ def _tracking_env() -> jinja2.Environment:
                         rec.mark(result)
                 return result
             kind = _llama_type(obj)
+            if kind is None:
+                # a loop, a namespace, a range…: never tracked, no llama.cpp member rules
+                return super().getattr(obj, attribute)
             if (kind in ("string", "array", "object") and isinstance(attribute, str)
-                    and not attribute.startswith("_")  # internals: the sandbox refuses them loudly
-                    and hasattr(type(obj), attribute) and attribute not in _LLAMA_BUILTINS[kind]):
+                    and attribute[:1] != "_"  # internals: the sandbox refuses them loudly
+                    and _type_has(tp, attribute) and attribute not in _LLAMA_BUILTINS[kind]):
                 # a Python method llama.cpp lacks: a mapping's key of that name, else undefined
                 if kind == "object" and attribute in obj:
                     result = dict.__getitem__(obj, attribute)
@@ -508,19 +556,38 @@ def _tracking_env() -> jinja2.Environment:
                     result = self.undefined(obj=obj, name=attribute)
             else:
                 result = super().getattr(obj, attribute)
-            rec = _active()
-            if rec is not None and _is_tracked(obj):
-                is_method = isinstance(attribute, str) and hasattr(type(obj), attribute)
-                rec.mark(obj, attribute if is_method else _property_op(obj, attribute))
-                rec.mark(result)
+            if tp in _TRACKED_TYPES:
+                rec = _active()
+                if rec is not None:
+                    is_method = isinstance(attribute, str) and _type_has(tp, attribute)
+                    rec.mark(obj, attribute if is_method else _property_op(obj, attribute))
+                    rec.mark(result)
             return result
 
         def getitem(self, obj: Any, argument: Any) -> Any:
+            tp = type(obj)
+            ta = type(argument)
+            if ((ta is str and (tp is dict or tp is TrackedDict))
+                    or (ta is int and (tp is list or tp is TrackedList))):
+                # a mapping's key or a list's index that exists (``message['content']``, ``messages[0]``):
+                # the sandbox's result without its fallbacks (a member of that name, undefined)
+                self._tick()
+                try:
+                    result = obj[argument]
+                except LookupError:
+                    result = super().getitem(obj, argument)
+                if tp is TrackedDict or tp is TrackedList:
+                    rec = _active()
+                    if rec is not None:
+                        rec.mark(obj, "object_access" if tp is TrackedDict else "array_access")
+                        rec.mark(result)
+                return result
             result = super().getitem(obj, argument)
-            rec = _active()
-            if rec is not None and _is_tracked(obj):
-                rec.mark(obj, _property_op(obj, argument))
-                rec.mark(result)
+            if tp in _TRACKED_TYPES:
+                rec = _active()
+                if rec is not None:
+                    rec.mark(obj, _property_op(obj, argument))
+                    rec.mark(result)
             return result
 
         def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
@@ -780,7 +847,9 @@ class _Runner:
         self.probes: list[CapsProbe] = []
 
     def run(self, pid: str, title: str, context: dict[str, Any], **kw: Any) -> tuple[ProbeResult, CapsProbe]:
-        inputs = copy.deepcopy({k: v for k, v in context.items() if k not in ("bos_token", "eos_token")})
+        # not copied: every probe builds its context afresh and nothing changes it after this call (the render
+        # gets tracked copies of it, see render_tracked)
+        inputs = {k: v for k, v in context.items() if k not in ("bos_token", "eos_token")}
         if self.timed_out:
             rec = UsageRecorder()
             res = ProbeResult(False, "", f"skipped: an earlier probe hit the time limit ({self.timed_out})",
