@@ -202,3 +202,29 @@ def test_segments_concatenate_to_the_text(text):
     for s in segs:
         if s.kind == SegmentKind.MARKER:
             assert s.value[0] in "<[" and s.value[-1] == {"<": ">", "[": "]"}[s.value[0]]
+
+
+def _segments_by_hand(text: str) -> list[tuple[str, str]]:
+    """The segmentation rule walked character by character (the reference the regex scanner must equal)."""
+    out, border, i = [], 0, 0
+    while i < len(text):
+        if text[i] in "<[":
+            end = text.find({"<": ">", "[": "]"}[text[i]], i + 1)
+            if i > border:
+                out.append(("TEXT", text[border:i]))
+            border = i
+            if end < 0:
+                break
+            out.append(("MARKER", text[i:end + 1]))
+            border = i = end + 1
+        else:
+            i += 1
+    if border < len(text):
+        out.append(("TEXT", text[border:]))
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TEXT)
+def test_segmentize_markers_equals_the_rule_walked_by_hand(text):
+    assert [(s.kind.value, s.value) for s in segmentize_markers(text)] == _segments_by_hand(text)
