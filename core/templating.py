@@ -41,7 +41,10 @@ import jinja2.sandbox
 import jinja2.utils
 import jinja2.visitor
 
+from . import fastwalk
 from .errors import RenderLimitError, TemplateRenderError, TemplateSecurityError, TemplateSyntaxError
+
+fastwalk.install()  # same walks, less overhead: see core/fastwalk.py
 
 
 @dataclass(frozen=True)
@@ -302,6 +305,8 @@ class _OnceOptimizer(jinja2.optimizer.Optimizer):
         self._done: dict[tuple[int, Any], Any] = {}
 
     def visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(node) is _Name:  # a leaf that never folds (see generic_visit): nothing to do or remember
+            return node
         autoescape = getattr(args[0], "autoescape", None) if args else None
         if (id(node), autoescape) in self._done:
             return node
@@ -309,6 +314,23 @@ class _OnceOptimizer(jinja2.optimizer.Optimizer):
         self._done[(id(node), autoescape)] = node
         self._done[(id(result), autoescape)] = result
         return result
+
+    def generic_visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
+        # jinja2's folder tries ``as_const`` on every expression; for the classes that keep jinja2's base
+        # ``Expr.as_const`` (Name, Call, …), which only raises Impossible, that attempt is a raise and a catch
+        # with no other effect, so only their children are folded.
+        tp = type(node)
+        never = _NEVER_CONST.get(tp)
+        if never is None:
+            never = _NEVER_CONST[tp] = getattr(tp, "as_const", None) is jinja2.nodes.Expr.as_const
+        if never:
+            return jinja2.visitor.NodeTransformer.generic_visit(self, node, *args, **kwargs)
+        return super().generic_visit(node, *args, **kwargs)
+
+
+_Name = jinja2.nodes.Name
+# node class -> True when its as_const is jinja2's base Expr.as_const (always raises Impossible)
+_NEVER_CONST: "dict[type, bool]" = {}
 
 
 class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):

@@ -280,3 +280,48 @@ def test_analyze_command_does_not_import_the_other_commands_modules():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=pathlib.Path(__file__).resolve().parents[1], timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _code_with_walks(env: jinja2.Environment, src: str, fast: bool) -> bytes:
+    from core import fastwalk
+
+    fastwalk.install(fast)
+    try:
+        return env._generate(env._parse(src, None, None), None, None).encode()
+    except jinja2.TemplateSyntaxError as e:
+        return str(e).encode()
+    finally:
+        fastwalk.install(True)
+
+
+def test_fast_tree_walks_generate_the_same_code_as_jinja2s():
+    env = caps.probe_environment()
+    for name, src in _sources()[::5]:
+        assert _code_with_walks(env, src, False) == _code_with_walks(env, src, True), name
+
+
+def test_fast_tree_walks_yield_what_jinja2s_yield_on_every_corpus_tree():
+    from core import fastwalk
+
+    kinds = (jinja2.nodes.Name, (jinja2.nodes.For, jinja2.nodes.Block), jinja2.nodes.Expr)
+
+    def walks(node: jinja2.nodes.Node) -> list[list[int]]:
+        out = [[id(v) for _, v in node.iter_fields()], [id(n) for n in node.iter_child_nodes()]]
+        return out + [[id(n) for n in node.find_all(kind)] for kind in kinds]
+
+    checked = 0
+    try:
+        for _name, src in _sources()[::2]:
+            try:
+                tree = templating._ENV.parse_raw(src)
+            except jinja2.TemplateSyntaxError:
+                continue
+            fastwalk.install(False)
+            nodes = [tree, *tree.find_all(jinja2.nodes.Node)][::5]
+            jinja2s = [walks(n) for n in nodes]
+            fastwalk.install(True)
+            assert [walks(n) for n in nodes] == jinja2s
+            checked += len(nodes)
+    finally:
+        fastwalk.install(True)
+    assert checked > 10_000
