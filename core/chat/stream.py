@@ -630,7 +630,7 @@ class PegStreamSession:
             # the region stopped before a cut delimiter at the very end (``<`` of ``<tool_call>``): more text
             # either completes it (a parse decides) or shows it was text — then the region just grew
             held = src[node.end:n]
-            if node.tag not in ("content", "reasoning") or node.end <= node.start:
+            if node.tag not in ("content", "reasoning", "tool-arg-string-value") or node.end <= node.start:
                 return None
         if node.start >= n:
             return None
@@ -679,6 +679,8 @@ class PegStreamSession:
         region = OpenRegion("pending", ())
         region.held = r.text[pend[0]:n]
         region.lit = pend[1]
+        if r.pending_ws and _ws_invariant_end(r.nodes, n):
+            region.ws = True
         return region
 
     def _json_rule(self, name: str) -> bool:
@@ -734,6 +736,29 @@ class PegStreamSession:
         if not in_str or esc:
             return None
         return json_arguments_region(text)
+
+
+# tags whose mapping does not change when whitespace is appended to their text (textless, or right-stripped)
+_WS_INVARIANT_TAGS = _TEXTLESS_TAGS | {"tool-name", "tool-id", "tool-args"}
+
+
+def _ws_invariant_end(nodes: tuple, n: int) -> bool:
+    """True when every tagged node ending at ``n`` (the end of the text) maps the same with whitespace appended
+    to it: the nodes a whitespace run at the end belongs to grow with it (:attr:`ParseResult.pending_ws`)."""
+    stack: list = []
+    for x in reversed(nodes):
+        if x.end < n:
+            break
+        stack.append(x)
+    while stack:
+        x = stack.pop()
+        if x.tag and x.tag not in _WS_INVARIANT_TAGS:
+            return False
+        for c in reversed(x.children):
+            if c.end < n:
+                break
+            stack.append(c)
+    return True
 
 
 _GENERATOR_FNS: tuple | None = None
@@ -927,9 +952,10 @@ class OpenRegion:
     """Fast-path description of an open ``until`` region: the message ``field`` it feeds ("content",
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
-    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json")
+    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
+        self.ws = False     # "pending" with nothing of the literal yet: whitespace may come first (pending_ws)
         self.json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
         self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
         self.lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
@@ -1222,6 +1248,10 @@ class StreamingParser:
             return None
         if region.field == "pending":
             w = region.held + text
+            if region.ws:    # the whitespace before the literal may grow while nothing of it came
+                w = text.lstrip(_WS)
+                if w:
+                    region.ws = False
             if len(w) < len(region.lit) and region.lit.startswith(w):
                 region.held = w
                 self.fast_steps += 1
@@ -1256,17 +1286,27 @@ class StreamingParser:
             self._appended.append(add)
             return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
         field = region.field
-        if region.held and field in ("content", "reasoning_content"):
+        if region.held:
             add = region.extend_held(text)
             if add is None:
                 return None
             self.fast_steps += 1
             if not add:
                 return []
-            self._appended.append(add)
             if region.keep:
                 self._tail = (self._tail + text)[-region.keep:]
-            return [MessageDelta(content=add)] if field == "content" else [MessageDelta(reasoning_content=add)]
+            if field == "content":
+                self._appended.append(add)
+                return [MessageDelta(content=add)]
+            if field == "reasoning_content":
+                self._appended.append(add)
+                return [MessageDelta(reasoning_content=add)]
+            if _JSON_ESCAPED.search(add) is not None:    # a tagged string value's arguments, JSON-escaped
+                from .mapper import escape_json_inner
+
+                add = escape_json_inner(add)
+            self._appended.append(add)
+            return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
         window = self._tail + text
         if not region.extends(window):
             return None
