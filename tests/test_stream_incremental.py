@@ -169,3 +169,42 @@ def test_mapper_messages_share_settled_calls():
                 assert all(a is b for a, b in zip(prev.tool_calls[:k], msg.tool_calls[:k]))
         prev = msg
     assert most == 3
+
+
+# JSON arguments streamed through the whole-value fast path (advance_json_value): every token kind, whitespace
+# between tokens, escapes cut anywhere, and continuations the scanner rejects (a parse must decide those)
+JSON_ARGS = [
+    '{"city": "paris", "n": 12, "x": -1.5e+3, "ok": true, "no": false, "none": null}',
+    '{ "city" :\t"a\\nb \\u00e9 \\"q\\" \\\\" ,\n "list": [1, [ ], {}, {"a": [true, null]}, "s"] , "e": 0.25E-2 }',
+    '{"n": 01}', '{"a": "b" "c"}', '{"n": 1.}', '{"n": 1.e5}', '{"n": tru}', '{"n": [1,]}', '{"a": 1,}',
+    '{"s": "\\x"}', '{"a": -}', '{"a": [}', '{"a": 1 2}', '{"a":--1}', '{"a": 1.5.2}', '{"a": nulll}',
+    '{"a": "\\u12g4"}', '{"a": {"b": [1, 2}]}', '{,}',
+]
+JSON_ROUTES = ("Qwen-Qwen3-0.6B.jinja", "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja",
+               "Mistral-Small-3.2-24B-Instruct-2506.jinja", "deepseek-ai-DeepSeek-V3.1.jinja", "Reka-Edge.jinja")
+
+
+def test_json_value_fast_path_matches_full_reparse_on_every_route():
+    from bench.hostile import hostile_samples
+    from core.templating import ChatTemplate
+
+    fast = 0
+    for name in JSON_ROUTES:
+        src = (TEMPLATES / name).read_text(encoding="utf-8")
+        s = {x.kind: x for x in hostile_samples(ChatTemplate(src, name), name, 80)[0]}["calls"]
+        one = '{"city": "paris"}'
+        assert one in s.output, name
+        for args in (JSON_ARGS if name in JSON_ROUTES[::3] else JSON_ARGS[:2]):   # invalid ones on two routes
+            text = s.output.replace(one, args, 1)
+            runs = []
+            for incremental in (True, False):
+                # the deltas of every feed, compared with a full re-parse per feed's (incremental=False)
+                sp = StreamingParser(s.parser, incremental=incremental)
+                deltas = [[repr(x) for x in sp.feed(ch)] for ch in text] + [[repr(x) for x in sp.finish()]]
+                runs.append((deltas, sp.message.to_openai()))
+                if incremental:
+                    fast += sp.fast_steps
+            assert runs[0] == runs[1], (name, args)
+            if args in JSON_ARGS[:2]:   # valid arguments: the stream adds up to the one-shot parse
+                assert runs[0][1] == s.parser.parse(text).to_openai(), (name, args)
+    assert fast > 1000

@@ -383,6 +383,8 @@ class PegStreamSession:
         self.recovery = [e for e in self.entries if e is not None]
         self.open_region: OpenRegion | None = None
         self._json_scan: tuple | None = None
+        self._json_value_scan: tuple | None = None   # (node start, scanned up to, advance_json_value state)
+        self._json_rules: dict[str, bool] = {}
         from .generator import ViewMemo
 
         self.memo = ViewMemo()
@@ -445,6 +447,7 @@ class PegStreamSession:
             self.memo = ViewMemo()
             self.memo.trust()
             self._json_scan = None   # the string state scanned in the old text
+            self._json_value_scan = None
         self._full = text
         return self._parse_text(text, eff)
 
@@ -627,11 +630,14 @@ class PegStreamSession:
             # the region stopped before a cut delimiter at the very end (``<`` of ``<tool_call>``): more text
             # either completes it (a parse decides) or shows it was text — then the region just grew
             held = src[node.end:n]
-            if node.tag not in ("content", "reasoning") or node.end <= node.start:
+            if node.tag not in ("content", "reasoning", "tool-arg-string-value") or node.end <= node.start:
                 return None
         if node.start >= n:
             return None
         if node.tag == "tool-args":
+            leaf = path[-1]
+            if leaf is not node and leaf.start == node.start and self._json_rule(leaf.rule):
+                return self._open_json_value(src, node, mapper)
             return self._open_json_string(src, node, mapper)
         delims = self._tag_delimiters().get(node.tag)
         if delims is None:
@@ -673,6 +679,43 @@ class PegStreamSession:
         region = OpenRegion("pending", ())
         region.held = r.text[pend[0]:n]
         region.lit = pend[1]
+        if r.pending_ws and _ws_invariant_end(r.nodes, n):
+            region.ws = True
+        return region
+
+    def _json_rule(self, name: str) -> bool:
+        """Whether the rule ``name`` is run by the engine's native JSON value scanner (an object, array or any
+        value: :func:`core.peg.scanners.scan_json_value`), whose partial-input semantics
+        :func:`advance_json_value` follows."""
+        known = self._json_rules
+        hit = known.get(name)
+        if hit is None:
+            arena = self.parser.arena
+            try:
+                hit = getattr(arena.nodes[arena.rule_id(name)], "native", None) in _JSON_NATIVE
+            except Exception:  # noqa: BLE001 - not a registered rule: not the scanner
+                hit = False
+            known[name] = hit
+        return hit
+
+    def _open_json_value(self, src: str, node: Any, mapper: "IncrementalMapper") -> "OpenRegion | None":
+        """Fast path inside verbatim JSON arguments scanned by the native JSON scanner: the parse stopped
+        anywhere inside the value (a string, a number, a literal, between tokens), which reaches the end of the
+        text. Text that keeps the value a valid open prefix extends the arguments verbatim (trailing whitespace
+        and a cut escape held back, as the parse reports them); the value's close, or anything invalid, needs a
+        parse. The JSON state is scanned on from where the previous parse left it."""
+        if not mapper.current_is_last_named() or not src.startswith("{", node.start):
+            return None
+        st = self._json_value_scan
+        if st is None or st[0] != node.start or st[1] > node.end:
+            st = (node.start, node.start, JSON_VALUE_START)
+        state = advance_json_value(src, st[1], node.end, st[2], [])
+        if state is None or state[3]:   # invalid / closed (then no open region), or an escape in the node
+            self._json_value_scan = None
+            return None
+        self._json_value_scan = (node.start, node.end, state)
+        region = OpenRegion("json-arguments", ())
+        region.json = state
         return region
 
     def _open_json_string(self, src: str, node: Any, mapper: "IncrementalMapper") -> "OpenRegion | None":
@@ -693,6 +736,29 @@ class PegStreamSession:
         if not in_str or esc:
             return None
         return json_arguments_region(text)
+
+
+# tags whose mapping does not change when whitespace is appended to their text (textless, or right-stripped)
+_WS_INVARIANT_TAGS = _TEXTLESS_TAGS | {"tool-name", "tool-id", "tool-args"}
+
+
+def _ws_invariant_end(nodes: tuple, n: int) -> bool:
+    """True when every tagged node ending at ``n`` (the end of the text) maps the same with whitespace appended
+    to it: the nodes a whitespace run at the end belongs to grow with it (:attr:`ParseResult.pending_ws`)."""
+    stack: list = []
+    for x in reversed(nodes):
+        if x.end < n:
+            break
+        stack.append(x)
+    while stack:
+        x = stack.pop()
+        if x.tag and x.tag not in _WS_INVARIANT_TAGS:
+            return False
+        for c in reversed(x.children):
+            if c.end < n:
+                break
+            stack.append(c)
+    return True
 
 
 _GENERATOR_FNS: tuple | None = None
@@ -744,6 +810,136 @@ def advance_json_string(s: str, i: int, end: int, in_str: bool, esc: bool) -> tu
     return in_str, esc
 
 
+_JSON_NATIVE = frozenset({"json-value", "json-object", "json-array"})
+# advance_json_value modes: expecting a value / after "{" / a key after "," / ":" / after a value / after "[" /
+# in a key string / in a value string / in a number / in true, false, null
+(_JV, _JOBJ, _JKEY, _JCOLON, _JAFTER, _JARR, _JSKEY, _JSVAL, _JNUM, _JLIT) = range(10)
+_NUMBER_CONT = frozenset("0123456789.eE+-")
+_NUM_PREFIX = re.compile(r"-?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*|\.[0-9]+[eE][+-]?[0-9]*|[eE][+-]?[0-9]*)?)?").fullmatch
+_NUM_DONE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?").fullmatch
+_CLOSE = {"{": "}", "[": "]"}
+JSON_VALUE_START = (_JV, "", "", "", "")
+
+
+def advance_json_value(s: str, i: int, end: int, state: tuple, out: list[str]) -> tuple | None:
+    """Scan ``s[i:end]`` on from ``state`` through an open JSON value as the engine's native scanner reads it
+    (:func:`core.peg.scanners._slow_value`, lenient: ASCII whitespace including VT and FF between tokens,
+    the string escapes of JSON, JSON numbers, ``true``/``false``/``null``). Appends to ``out`` the text the
+    value's verbatim, right-stripped form gains — trailing whitespace and a cut escape are held in the state
+    until a character after them arrives, as the scanner's partial result leaves them out.
+
+    ``state``: ``(mode, open containers, number or literal token, pending escape, held whitespace)``, starting
+    at :data:`JSON_VALUE_START`. Returns the new state, or None when the text closes the outermost container
+    or is not a valid continuation (only a parse can tell what follows then)."""
+    mode, stack, tok, esc, ws = state
+    while i < end:
+        c = s[i]
+        if mode >= _JSKEY:
+            if mode <= _JSVAL:                       # inside a string
+                if esc:
+                    esc += c
+                    i += 1
+                    if len(esc) == 2:
+                        if c == "u":
+                            continue
+                        if c not in '"\\/bfnrt':
+                            return None
+                    elif c not in _HEX:
+                        return None
+                    elif len(esc) < 6:
+                        continue
+                    out.append(ws + esc)
+                    ws = esc = ""
+                    continue
+                m = _STRING_STOP.search(s, i, end)
+                j = m.start() if m is not None else end
+                if j > i:
+                    chunk = s[i:j]
+                    kept = chunk.rstrip(_WS)
+                    if kept:
+                        out.append(ws + kept)
+                        ws = chunk[len(kept):]
+                    else:
+                        ws += chunk
+                    i = j
+                    continue
+                if c == "\\":
+                    esc = c
+                else:
+                    out.append(ws + c)
+                    ws = ""
+                    mode = _JCOLON if mode == _JSKEY else _JAFTER
+                i += 1
+                continue
+            if mode == _JNUM:
+                if c in _NUMBER_CONT:
+                    tok += c
+                    if _NUM_PREFIX(tok) is None:
+                        return None
+                    out.append(c)
+                    i += 1
+                    continue
+                if _NUM_DONE(tok) is None:
+                    return None
+                mode, tok = _JAFTER, ""
+                continue                             # the character after the number, read after a value
+            if c != tok[0]:                          # true / false / null
+                return None
+            tok = tok[1:]
+            out.append(c)
+            if not tok:
+                mode = _JAFTER
+            i += 1
+            continue
+        if c in _WS:
+            ws += c
+            i += 1
+            continue
+        if mode == _JAFTER:
+            if c == ",":
+                mode = _JKEY if stack[-1] == "{" else _JV
+            elif c == _CLOSE[stack[-1]]:
+                stack = stack[:-1]
+                if not stack:
+                    return None
+            else:
+                return None
+        elif mode == _JCOLON:
+            if c != ":":
+                return None
+            mode = _JV
+        elif mode == _JKEY or mode == _JOBJ:
+            if c == '"':
+                mode = _JSKEY
+            elif c == "}" and mode == _JOBJ:
+                stack = stack[:-1]
+                if not stack:
+                    return None
+                mode = _JAFTER
+            else:
+                return None
+        elif c == "]" and mode == _JARR:
+            stack = stack[:-1]
+            if not stack:
+                return None
+            mode = _JAFTER
+        elif c == '"':
+            mode = _JSVAL
+        elif c == "{" or c == "[":
+            stack += c
+            mode = _JOBJ if c == "{" else _JARR
+        elif c == "-" or "0" <= c <= "9":
+            mode, tok = _JNUM, c
+        elif c == "t" or c == "f" or c == "n":
+            mode, tok = _JLIT, ("rue" if c == "t" else "alse" if c == "f" else "ull")
+        else:
+            return None
+        out.append(ws + c)
+        ws = ""
+        i += 1
+    return mode, stack, tok, esc, ws
+
+
 def json_arguments_region(text: str) -> "OpenRegion":
     """The fast-path region of verbatim JSON arguments ``text`` cut inside a string: its trailing whitespace is
     held back (the mapper right-strips the arguments)."""
@@ -756,9 +952,11 @@ class OpenRegion:
     """Fast-path description of an open ``until`` region: the message ``field`` it feeds ("content",
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
-    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit")
+    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
+        self.ws = False     # "pending" with nothing of the literal yet: whitespace may come first (pending_ws)
+        self.json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
         self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
         self.lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
         self.ws_tail = ""
@@ -1050,13 +1248,27 @@ class StreamingParser:
             return None
         if region.field == "pending":
             w = region.held + text
+            if region.ws:    # the whitespace before the literal may grow while nothing of it came
+                w = text.lstrip(_WS)
+                if w:
+                    region.ws = False
             if len(w) < len(region.lit) and region.lit.startswith(w):
                 region.held = w
                 self.fast_steps += 1
                 return []
             return None
         if region.field == "json-arguments":
-            if '"' in text or "\\" in text or region.escape:
+            if region.json is not None:
+                out: list[str] = []
+                state = advance_json_value(text, 0, len(text), region.json, out)
+                if state is None:
+                    return None
+                region.json = state
+                self.fast_steps += 1
+                if not out:
+                    return []
+                add = "".join(out)
+            elif '"' in text or "\\" in text or region.escape:
                 add = region.extend_json_string(text)
                 if add is None:
                     return None
@@ -1074,17 +1286,27 @@ class StreamingParser:
             self._appended.append(add)
             return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
         field = region.field
-        if region.held and field in ("content", "reasoning_content"):
+        if region.held:
             add = region.extend_held(text)
             if add is None:
                 return None
             self.fast_steps += 1
             if not add:
                 return []
-            self._appended.append(add)
             if region.keep:
                 self._tail = (self._tail + text)[-region.keep:]
-            return [MessageDelta(content=add)] if field == "content" else [MessageDelta(reasoning_content=add)]
+            if field == "content":
+                self._appended.append(add)
+                return [MessageDelta(content=add)]
+            if field == "reasoning_content":
+                self._appended.append(add)
+                return [MessageDelta(reasoning_content=add)]
+            if _JSON_ESCAPED.search(add) is not None:    # a tagged string value's arguments, JSON-escaped
+                from .mapper import escape_json_inner
+
+                add = escape_json_inner(add)
+            self._appended.append(add)
+            return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
         window = self._tail + text
         if not region.extends(window):
             return None

@@ -103,6 +103,9 @@ class ParseResult:
     # with another character): appending text that keeps the rest a proper prefix of it gives the same
     # parse (the same nodes, those ending at the end of the text longer)
     pending: tuple | None = None
+    # ``pending`` with whitespace runs that reached the end and the literal at the very end (nothing of it
+    # yet): appended whitespace only makes those runs longer, the literal still pending at the new end
+    pending_ws: bool = False
 
     @property
     def switched(self) -> bool:
@@ -221,6 +224,7 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
         ctx = _Ctx(text, lenient, None, None)
     st, end, nodes = fns[pid](ctx, start)
     pending = None
+    pending_ws = False
     if st == NMI and ctx.cut is not None:
         if ctx.ends == 1:
             pending = ctx.cut
@@ -228,8 +232,9 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
             # whitespace that ran to the end, then the literal: a non-space first character of the literal
             # ends those runs where they ended
             pending = ctx.cut
+            pending_ws = True
     return ParseResult(_RESULT_TYPES[st], start, end, tuple(nodes), text,
-                       frozenset(ctx.switches) if ctx.switches else _NO_SWITCHES, pending)
+                       frozenset(ctx.switches) if ctx.switches else _NO_SWITCHES, pending, pending_ws)
 
 
 # ---------------------------------------------------------------------------------------------------------------
