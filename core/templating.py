@@ -993,7 +993,12 @@ class ChatTemplate:
         :class:`TemplateSecurityError` (sandbox refusal) or :class:`RenderLimitError`; on the first render
         :class:`TemplateSyntaxError` for errors only code generation finds (an unknown filter).
         """
-        compiled = self._compiled  # may raise TemplateSyntaxError (first render compiles)
+        return self.render_with(self._compiled, context)  # _compiled may raise TemplateSyntaxError
+
+    def render_with(self, compiled: jinja2.Template, context: dict[str, Any]) -> str:
+        """Render ``context`` with ``compiled`` — this template's source compiled by another environment (the
+        analysis' probe and llama.cpp-compatible environments) — under this template's name and limits, as
+        :meth:`render` does (same errors raised)."""
         deadline = _Deadline(self.limits)
         ctx = dict(context)
         ctx.setdefault("range", _bounded_range(deadline))

@@ -748,15 +748,14 @@ def render_tracked(template: ChatTemplate, context: dict[str, Any],
             ctx[k] = rec.wrap(ctx[k])
     for alias, key in (aliases or {}).items():
         ctx[alias] = ctx[key]
-    probe = copy.copy(template)
     try:
-        probe._compiled = _compile_tracking(template.source)
+        compiled = _compile_tracking(template.source)
     except Exception as e:  # same config as the main env, so this only fails where ChatTemplate failed
         return ProbeResult(False, "", f"{type(e).__name__}: {e}", rec, ctx)
     previous = getattr(_state, "recorder", None)
     _state.recorder = rec
     try:
-        out = probe.render(ctx)
+        out = template.render_with(compiled, ctx)
         return ProbeResult(True, out, None, rec, ctx)
     except Exception as e:
         return ProbeResult(False, "", str(e), rec, ctx)
