@@ -290,3 +290,44 @@ def test_generation_prompt_is_tail_after_common_prefix():
     assert generation_prompt(t, [{"role": "user", "content": "Hi"}], None) == "<assistant>\n"
     ignores = ChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}")
     assert generation_prompt(ignores, [{"role": "user", "content": "Hi"}], None) == ""
+
+
+def test_pattern_scans_skip_only_where_no_match_can_start():
+    """``star(neg(x) + ANY)`` and ``parse_anywhere`` jump over characters ``x`` / the pattern cannot start with
+    (patterns.first_chars): same ends and captures as trying every position."""
+    import random
+
+    from core.analysis.patterns import ANY, LAST_MARKER, Match, first_chars, neg, seq, star, choice
+
+    def scan_by_hand(x, s, pos):  # star(neg(x) + ANY), one character at a time
+        step = neg(x) + ANY
+        while pos < len(s):
+            e = step.match(s, pos, [])
+            if e < 0:
+                break
+            pos = e
+        return pos
+
+    def anywhere_by_hand(p, s):
+        for i in range(len(s)):
+            caps: list = []
+            e = p.match(s, i, caps)
+            if e >= 0:
+                return i, e, [c for c in caps if c is not None]
+        return None
+
+    stops = [MARKER, LAST_MARKER, lit("ab"), tag("t", lit("<") + until(">")), choice("a", "[b"), SPACE + lit("a")]
+    pats = [tag("pre", MARKER + SPACE) + lit("ab") + tag("post", SPACE + MARKER), choice(lit("b]"), lit("<a")) + REST,
+            star(neg(LAST_MARKER) + ANY) + tag("last", LAST_MARKER), seq(SPACE, lit("a"))]
+    assert first_chars(LAST_MARKER) == frozenset("<[") and first_chars(SPACE + lit("a")) is None
+    rnd = random.Random(5)
+    for _ in range(3000):
+        s = "".join(rnd.choice("ab<>[] \n") for _ in range(rnd.randint(0, 16)))
+        for x in stops:
+            assert star(neg(x) + ANY).match(s, 0, []) == scan_by_hand(x, s, 0), (x, s)
+        for p in pats:
+            m = parse_anywhere(p, s) if s else None
+            ref = anywhere_by_hand(p, s)
+            if s:
+                assert (m.ok and (m.start, m.end, sorted(m.tags.items()))
+                        == (ref[0], ref[1], sorted(dict(ref[2]).items()))) if ref else m == Match(False), (p, s)

@@ -325,3 +325,39 @@ def test_fast_tree_walks_yield_what_jinja2s_yield_on_every_corpus_tree():
     finally:
         fastwalk.install(True)
     assert checked > 10_000
+
+
+def _random_value(rnd: random.Random, depth: int, pool: list) -> object:
+    """JSON-like value with shared containers (drawn again from ``pool``) and, rarely, a container inside itself."""
+    r = rnd.random()
+    if depth > 5 or r < 0.35:
+        return rnd.choice(["", "ab", "x" * rnd.randint(0, 40), 0, 7, -12345678901234, True, False, None, 1.5])
+    if pool and r < 0.45:
+        return rnd.choice(pool)
+    if r < 0.7:
+        v: object = [_random_value(rnd, depth + 1, pool) for _ in range(rnd.randint(0, 5))]
+    elif r < 0.8:
+        v = tuple(_random_value(rnd, depth + 1, pool) for _ in range(rnd.randint(0, 4)))
+    else:
+        v = {f"k{i}": _random_value(rnd, depth + 1, pool) for i in range(rnd.randint(0, 5))}
+    if isinstance(v, list) and rnd.random() < 0.03:
+        v.append(v)
+    pool.append(v)
+    return v
+
+
+def test_projected_text_size_recursive_walk_equals_the_iterative_walk():
+    rnd = random.Random(14)
+    deep: object = "leaf"
+    for _ in range(200):  # beyond the recursive walk's depth: must take the iterative walk, same answer
+        deep = [deep, {"a": [1, 2]}]
+    values = [_random_value(rnd, 0, []) for _ in range(1500)] + [deep]
+    for v in values:
+        for limit in (0, 5, 40, 300, 10**6):
+            for indent in (0, 2):
+                expected = templating._projected_size_iterative(v, limit, indent) if isinstance(
+                    v, (list, tuple, dict)) else templating._leaf_size(v)
+                got = templating.projected_text_size(v, limit, indent)
+                if expected is not None and not isinstance(v, (list, tuple, dict)):
+                    expected = expected if expected <= limit else limit + 1
+                assert got == expected, (v, limit, indent)

@@ -88,26 +88,33 @@ class UsageRecorder:
     """Collects :class:`ValueStats` per tracked value (keyed by object identity) during one render."""
 
     def __init__(self) -> None:
-        self._stats: dict[int, ValueStats] = {}
+        # id of every tracked value -> its stats, None until the template uses it (most inputs are never read:
+        # a record per value would cost more than the reads)
+        self._stats: dict[int, ValueStats | None] = {}
         self._keep: list[Any] = []  # keeps tracked objects alive so ids stay unique
         self.suppressed = 0
 
     def wrap(self, value: Any) -> Any:
         """Deep copy of a JSON-like ``value`` made of tracked containers and strings (other scalars as is)."""
-        if isinstance(value, dict):
-            out: Any = TrackedDict((k, self.wrap(v)) for k, v in value.items())
-        elif isinstance(value, (list, tuple)):
-            out = TrackedList(self.wrap(v) for v in value)
+        tp = type(value)
+        if tp is str:
+            out: Any = TrackedStr(value)
+        elif tp is dict or (tp is not list and isinstance(value, dict)):
+            wrap = self.wrap
+            out = TrackedDict({k: wrap(v) for k, v in value.items()})
+        elif tp is list or isinstance(value, (list, tuple)):
+            wrap = self.wrap
+            out = TrackedList([wrap(v) for v in value])
         elif isinstance(value, str):
             out = TrackedStr(value)
         else:
             return value
         self._keep.append(out)
-        self._stats[id(out)] = ValueStats()
+        self._stats[id(out)] = None
         return out
 
     def stats(self, value: Any) -> ValueStats:
-        """Stats of a tracked value (a fresh, unused record for anything untracked)."""
+        """Stats of a tracked value (a fresh, unused record for anything untracked or unused)."""
         return self._stats.get(id(value)) or ValueStats()
 
     def used(self, value: Any) -> bool:
@@ -121,13 +128,24 @@ class UsageRecorder:
     def mark(self, value: Any, op: str | None = None, deep: bool = False) -> None:
         """Mark ``value`` used (adding ``op`` to its ops). ``deep`` also marks every tracked value inside
         it, looking through untracked containers too (``dict(a=tracked)|tojson`` marks ``tracked``)."""
-        st = self._stats.get(id(value))
-        if st is not None:
+        key = id(value)
+        if key in self._stats:
+            st = self._stats[key]
+            if st is None:
+                st = self._stats[key] = ValueStats()
             st.used = True
             if op:
                 st.ops.add(op)
         if deep:
             self._mark_deep(value)
+
+    def _use(self, key: int) -> None:
+        """Mark the tracked value of id ``key`` used (no op)."""
+        st = self._stats[key]
+        if st is None:
+            self._stats[key] = ValueStats(True)
+        else:
+            st.used = True
 
     def _mark_deep(self, value: Any) -> None:
         # Iterative, each container visited once (a list holding itself twice made the recursive walk
@@ -137,9 +155,8 @@ class UsageRecorder:
         tick = _templating._ENV._tick
         while stack:
             v, depth = stack.pop()
-            st = self._stats.get(id(v))
-            if st is not None:
-                st.used = True
+            if id(v) in self._stats:
+                self._use(id(v))
             if depth >= 50 or not isinstance(v, (dict, list, tuple)) or id(v) in seen:
                 continue
             seen.add(id(v))
@@ -294,10 +311,8 @@ def _identifier(value: Any) -> Any:
     bound to it is evaluated (``{% set c = m.get('x') %}{% if c %}`` uses ``x``'s value)."""
     # runs for every variable read of every analysis render: _active() and mark() inlined
     rec = getattr(_state, "recorder", None)
-    if rec is not None and not rec.suppressed:
-        st = rec._stats.get(id(value))
-        if st is not None:
-            st.used = True
+    if rec is not None and not rec.suppressed and id(value) in rec._stats:
+        rec._use(id(value))
     return value
 
 
@@ -507,6 +522,23 @@ def _llama_macro_binding(env: Any, macro: jinja2.runtime.Macro, args: tuple[Any,
     return (), bound
 
 
+_BUILTIN_METHOD = type("".strip)
+_MACRO = jinja2.runtime.Macro
+_NAMESPACE = jinja2.utils.Namespace
+_PLAIN_OWNERS = frozenset({dict, TrackedDict, list, TrackedList, str, TrackedStr})
+
+
+def _call_plain(env: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Call ``fn`` as jinja2's ``Context.call`` calls a callable that takes no context: without the loop and
+    block variables the generated code passes along, a ``StopIteration`` read as undefined."""
+    kwargs.pop("_block_vars", None)
+    kwargs.pop("_loop_vars", None)
+    try:
+        return fn(*args, **kwargs)
+    except StopIteration:
+        return env.undefined("value was undefined because a callable raised a StopIteration exception")
+
+
 @functools.lru_cache(maxsize=1)
 def _tracking_env() -> jinja2.Environment:
     """A copy of the project's rendering environment (same class and configuration, built by
@@ -591,6 +623,38 @@ def _tracking_env() -> jinja2.Environment:
             return result
 
         def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+            # The commonest calls first — a macro, ``namespace(...)``, a method of a string, list or mapping
+            # (``message.get('x')``, ``content.strip()``) — with the same checks, in the same order, as the
+            # general path below (the sandbox's and jinja2's call, which find them harmless: no context or
+            # environment to pass, always safe to call).
+            tp = type(__obj)
+            if tp is _BUILTIN_METHOD:
+                owner = __obj.__self__
+                towner = type(owner)
+                if towner in _PLAIN_OWNERS:
+                    if ((towner is list or towner is TrackedList) and __obj.__name__ == "append"
+                            and len(owner) >= _MAX_LIST_ITEMS):
+                        raise RenderLimitError("<render>", f"list grown beyond {_MAX_LIST_ITEMS} items by "
+                                                              "append() (limit: list size)")
+                    __self._tick()
+                    if towner is str or towner is TrackedStr:
+                        _templating._check_str_method(owner, __obj.__name__, args, kwargs, __self._limit())
+                    if towner in _TRACKED_TYPES:  # a builtin's internals are not template reads
+                        rec = getattr(_state, "recorder", None)
+                        if rec is not None:
+                            rec.suppressed += 1
+                            try:
+                                return _call_plain(__self, __obj, args, kwargs)
+                            finally:
+                                rec.suppressed -= 1
+                    return _call_plain(__self, __obj, args, kwargs)
+            elif tp is _MACRO:
+                args, kwargs = _llama_macro_binding(__self, __obj, args, kwargs)
+                __self._tick()
+                return _call_plain(__self, __obj, args, kwargs)
+            elif __obj is _NAMESPACE:
+                __self._tick()
+                return _call_plain(__self, __obj, args, kwargs)
             owner = getattr(__obj, "__self__", None)
             if (isinstance(owner, list) and getattr(__obj, "__name__", "") == "append"
                     and len(owner) >= _MAX_LIST_ITEMS):
@@ -748,15 +812,14 @@ def render_tracked(template: ChatTemplate, context: dict[str, Any],
             ctx[k] = rec.wrap(ctx[k])
     for alias, key in (aliases or {}).items():
         ctx[alias] = ctx[key]
-    probe = copy.copy(template)
     try:
-        probe._compiled = _compile_tracking(template.source)
+        compiled = _compile_tracking(template.source)
     except Exception as e:  # same config as the main env, so this only fails where ChatTemplate failed
         return ProbeResult(False, "", f"{type(e).__name__}: {e}", rec, ctx)
     previous = getattr(_state, "recorder", None)
     _state.recorder = rec
     try:
-        out = probe.render(ctx)
+        out = template.render_with(compiled, ctx)
         return ProbeResult(True, out, None, rec, ctx)
     except Exception as e:
         return ProbeResult(False, "", str(e), rec, ctx)

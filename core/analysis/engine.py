@@ -22,7 +22,6 @@ falls back to the project's standard (transformers-like) rendering.
 
 from __future__ import annotations
 
-import copy
 import functools
 import re
 from typing import Any
@@ -133,13 +132,12 @@ def render(template: ChatTemplate, context: dict[str, Any]) -> str:
     template's render limits). Raises :class:`TemplateRenderError` (or a subclass) when it fails."""
     if not available():
         return template.render(context)
-    probe = copy.copy(template)
     try:
-        probe._compiled = _compile(template.source)
+        compiled = _compile(template.source)
     except jinja2.TemplateSyntaxError as e:
         raise TemplateRenderError(template.name, f"syntax error: {e}") from None
     try:
-        return probe.render(context)
+        return template.render_with(compiled, context)
     except ChatTemplateExplorerError:
         raise
     except Exception as e:  # pragma: no cover - ChatTemplate.render already classifies

@@ -21,7 +21,10 @@ Drivers: :func:`parse_and_extract` (from position 0, need not consume everything
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
+from typing import Any
 
 _WS = frozenset(" \t\n\v\f\r")
 
@@ -260,14 +263,35 @@ class Opt(Pattern):
 
 class Star(Pattern):
     """Greedy ``star(x)``: the child zero or more times, no backtracking."""
-    __slots__ = ("child",)
+    __slots__ = ("child", "_stop", "_seek")
 
     def __init__(self, child: Pattern):
         self.child = child
+        # ``star(neg(x) + ANY)`` — "up to where x matches" — is scanned without a Seq/Not/ANY match per character,
+        # jumping over the characters x cannot start with (it is run at every position of every render)
+        self._stop: Pattern | None = None
+        self._seek: Any = None
+        if (type(child) is Seq and len(child.items) == 2 and type(child.items[0]) is Not
+                and type(child.items[1]) is _Any):
+            self._stop = child.items[0].child
+            self._seek = _seeker(first_chars(self._stop))
 
     def match(self, s: str, pos: int, caps: Caps) -> int:
         """Position after the last child match; stops on a failure, an empty match or end of input; never -1."""
         n = len(s)
+        stop = self._stop
+        if stop is not None:
+            seek = self._seek
+            while pos < n:
+                if seek is not None:
+                    m = seek(s, pos)
+                    if m is None:
+                        return n
+                    pos = m.start()
+                if stop.match(s, pos, []) >= 0:
+                    break
+                pos += 1
+            return pos
         child = self.child
         while pos < n:
             n0 = len(caps)
@@ -307,6 +331,38 @@ class Tag(Pattern):
 
     def __repr__(self) -> str:
         return f"{self.name}:{self.child!r}"
+
+
+def first_chars(p: Pattern) -> frozenset[str] | None:
+    """The characters a match of ``p`` can start with, or None when unknown or when ``p`` can match the empty
+    string (then it may match anywhere): a literal's first character, a marker's opener, a sequence's first
+    item's, a capture's child's, a choice's alternatives' together."""
+    tp = type(p)
+    if tp is Lit:
+        return frozenset(p.text[0]) if p.text else None
+    if tp is _Marker:
+        return frozenset("<[")
+    if tp is Seq:
+        return first_chars(p.items[0]) if p.items else None
+    if tp is Tag:
+        return first_chars(p.child)
+    if tp is Choice:
+        out: set[str] = set()
+        for a in p.alts:
+            f = first_chars(a)
+            if f is None:
+                return None
+            out |= f
+        return frozenset(out)
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _seeker(chars: frozenset[str] | None) -> Any:
+    """``search(s, pos)`` of the first of ``chars`` at or after ``pos`` (None for None or no characters)."""
+    if not chars:
+        return None
+    return re.compile("[" + "".join(re.escape(c) for c in sorted(chars)) + "]").search
 
 
 ANY = _Any()
@@ -395,9 +451,18 @@ def parse_anywhere(p: Pattern, s: str) -> Match:
     tags otherwise (llama.cpp ``parse_anywhere_and_extract``)."""
     if not s:
         return parse_and_extract(p, s)
-    for i in range(len(s)):
+    seek = _seeker(first_chars(p))  # start positions where p cannot match are skipped
+    n = len(s)
+    i = 0
+    while i < n:
+        if seek is not None:
+            m = seek(s, i)
+            if m is None:
+                break
+            i = m.start()
         caps: Caps = []
         e = p.match(s, i, caps)
         if e >= 0:
             return Match(True, _tags(caps), i, e)
+        i += 1
     return Match(False)
