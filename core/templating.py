@@ -272,23 +272,17 @@ class _CheckedLoop:
 
 
 LOOP_FILTER = "ct_checked_loop"
-"""Name of the filter every ``for`` iterable is wrapped in (by :class:`_LoopRewriter`)."""
-
-
-class _LoopRewriter(jinja2.visitor.NodeTransformer):
-    """Wraps every ``for`` loop's iterable in :data:`LOOP_FILTER` (the outermost wrapper, so the loop
-    checks the deadline whatever other rewriters apply inside it)."""
-
-    def visit_For(self, node: jinja2.nodes.For) -> jinja2.nodes.Node:
-        self.generic_visit(node)
-        node.iter = jinja2.nodes.Filter(node.iter, LOOP_FILTER, [], [], None, None, lineno=node.lineno)
-        return node
+"""Name of the filter every ``for`` iterable is wrapped in (by :func:`rewrite_loops`)."""
 
 
 def rewrite_loops(tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
-    """Apply :class:`_LoopRewriter` to a parsed template (environments with their own ``_parse`` rewriting
-    call this last)."""
-    return _LoopRewriter().visit(tree)
+    """Wrap every ``for`` loop's iterable in :data:`LOOP_FILTER`, so the loop checks the deadline whatever else
+    the iterable is wrapped in (environments with their own ``_parse`` rewriting call this last). Changes
+    ``tree`` in place and returns it. Only ``For.iter`` changes, so collecting the loops and wrapping each
+    is all a tree transformer would do, without rebuilding every field of every node."""
+    for node in list(tree.find_all(jinja2.nodes.For)):
+        node.iter = jinja2.nodes.Filter(node.iter, LOOP_FILTER, [], [], None, None, lineno=node.lineno)
+    return tree
 
 
 class _OnceOptimizer(jinja2.optimizer.Optimizer):
@@ -443,18 +437,27 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
                   state: str | None = None) -> jinja2.lexer.TokenStream:
         # Lexing and parsing are pure Python driven by this token stream: checking the clock as tokens are
         # consumed bounds the whole parse (code generation and Python's compile are linear in its result).
+        # Built as jinja2's Environment._tokenize and Lexer.tokenize build it, with the clock check between
+        # the raw tokenizer and jinja2's token wrapper: one generator more per token, not two plus a stream.
         check_source_size(name or "<template>", source)
-        stream = super()._tokenize(source, name, filename, state)
+        source = self.preprocess(source, name, filename)
+        lexer = self.lexer
+        raw = lexer.tokeniter(source, name, filename, state)
         until = time.monotonic() + COMPILE_TIMEOUT_S
 
-        def timed() -> Iterator[jinja2.lexer.Token]:
-            for i, tok in enumerate(stream):
+        def timed() -> Iterator[tuple[int, str, str]]:
+            for i, tok in enumerate(raw):
                 if not i & 255 and time.monotonic() > until:
                     raise RenderLimitError(name or "<template>", f"compiling took longer than {COMPILE_TIMEOUT_S:g} s "
                                                                  "(limit: compile time; set CTE_COMPILE_TIMEOUT_S)")
                 yield tok
 
-        return jinja2.lexer.TokenStream(timed(), name, filename)
+        stream = jinja2.lexer.TokenStream(lexer.wrap(timed(), name, filename), name, filename)
+        for ext in self.iter_extensions():
+            stream = ext.filter_stream(stream)
+            if not isinstance(stream, jinja2.lexer.TokenStream):
+                stream = jinja2.lexer.TokenStream(stream, name, filename)
+        return stream
 
     def checked_concat(self, parts: Any) -> str:
         self._tick()
