@@ -10,7 +10,7 @@ from core import templating
 from core.analysis import caps, engine
 from core.templating import ChatTemplate, compiled_code, template_from_code
 
-from .conftest import template_source
+from .conftest import TEMPLATES, template_source
 
 SAMPLE = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}{% if not loop.last %}\n{% endif %}"
           "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
@@ -78,6 +78,24 @@ def test_only_filter_or_test_syntax_counts_as_using_safe_or_format():
     assert not use("Answer in the format you like; {{ messages[0].content }} stays safe")
     assert use("{{ x | safe }}") and use("{{ '%s'|format(x) }}") and use("{% filter safe %}x{% endfilter %}")
     assert use("{{ x|trim|\n  format(y) }}") and not use("{{ x | safety }}")
+
+
+def test_fast_own_filter_check_agrees_with_the_pattern_on_the_corpus_and_generated_text():
+    import random
+
+    pattern = engine._own_use().search
+    for p in sorted(TEMPLATES.glob("*.jinja")):
+        src = p.read_text(encoding="utf-8")
+        assert engine._uses_own(src) == bool(pattern(src)), p.name
+    rng = random.Random(14)
+    atoms = ["|", " ", "\n", "\t", "\u3000", "is", "not", "filter", "safe", "format", "x", "_", "un", "é", "1", ")"]
+    hits = 0
+    for _ in range(20_000):
+        text = "".join(rng.choice(atoms) for _ in range(rng.randint(1, 8)))
+        expected = bool(pattern(text))
+        assert engine._uses_own(text) == expected, repr(text)
+        hits += expected
+    assert hits > 100
 
 
 def test_constant_folded_safe_is_not_shared_between_environments():
