@@ -111,9 +111,10 @@ def _own_use_parts() -> "tuple[re.Pattern[str], re.Pattern[str]] | None":
 def _uses_own(source: str) -> bool:
     """True exactly when :func:`_own_use` finds a match in ``source``. That search costs ~100 µs on a typical
     template (its pattern starts with an alternation of common letters, so every ``i``, ``f`` and ``|`` is a
-    start to try); this finds the names first (rare, by substring search) and checks the text before each one by matching the
-    preceding part of the pattern, reversed, on the reversed source: same verdict (``\b`` and ``\s`` read
-    the same either way; tested against the pattern on the corpus and on generated strings)."""
+    start to try); this finds the names first (rare, by substring search) and checks the text before each one
+    by matching the preceding part of the pattern, reversed, on the reversed source: same verdict (word
+    boundaries and whitespace read the same either way; tested against the pattern on the corpus and on
+    generated strings)."""
     parts = _own_use_parts()
     if parts is None:
         return False
