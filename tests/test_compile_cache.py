@@ -37,6 +37,33 @@ def test_disk_round_trip_gives_code_that_renders_the_same(fresh_cache):
     assert template_from_code(templating._ENV, again).render(ctx) == "<|user|>hi<|assistant|>yo<|assistant|>"
 
 
+def test_parse_log_records_sources_that_parsed_for_a_later_process(fresh_cache, monkeypatch):
+    monkeypatch.setattr(templating, "_parsed_known", {})
+    src = SAMPLE + "{# parse log #}"
+    ChatTemplate(src, "log.jinja")
+    caps.probe_code(src)  # the analysis' compile is what writes the verdict
+    log = fresh_cache / templating.PARSED_LOG
+    assert log.read_bytes() == templating._parsed_digest(src).encode() + b"\n"
+    caps.probe_code(src)
+    templating._CODE_MEMO.clear()
+    caps.probe_code(src)  # from disk: nothing new to note
+    assert len(log.read_bytes()) == 33
+    templating._parsed_known.clear()  # as a new process: read from the log
+    assert templating._is_parsed(fresh_cache, src) and not templating._is_parsed(fresh_cache, src + " ")
+    assert not list(fresh_cache.glob("*.ok"))
+
+
+def test_parse_log_starts_over_past_its_size_limit(fresh_cache, monkeypatch):
+    monkeypatch.setattr(templating, "_parsed_known", {})
+    monkeypatch.setattr(templating, "_PARSED_LOG_MAX_BYTES", 100)
+    fresh_cache.mkdir(parents=True)
+    for i in range(5):
+        templating._note_parsed(fresh_cache, f"{{{{ x{i} }}}}")
+    assert (fresh_cache / templating.PARSED_LOG).stat().st_size == 33  # 4 lines (132 bytes), then the 5th alone
+    templating._parsed_known.clear()
+    assert templating._is_parsed(fresh_cache, "{{ x4 }}") and not templating._is_parsed(fresh_cache, "{{ x3 }}")
+
+
 def test_each_environment_tag_has_its_own_entry(fresh_cache):
     src = SAMPLE + "{# tags #}"
     compiled_code(templating._ENV, src)
