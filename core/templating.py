@@ -41,7 +41,7 @@ import jinja2.sandbox
 import jinja2.utils
 import jinja2.visitor
 
-from . import fastwalk
+from . import codepack, fastwalk
 from .errors import RenderLimitError, TemplateRenderError, TemplateSecurityError, TemplateSyntaxError
 
 fastwalk.install()  # same walks, less overhead: see core/fastwalk.py
@@ -783,10 +783,14 @@ def module_digest(path: str) -> str:
         return ""
 
 
-def _cache_key(source: str, env_tag: str = "") -> str:
+def _cache_hash(source: str, env_tag: str = "") -> Any:
     tag = (f"{_CODEGEN_VERSION}|{jinja2.__version__}|{sys.version_info[:2]}|{module_digest(__file__)}|"
            f"{env_tag}|").encode()
-    return hashlib.sha256(tag + source.encode("utf-8", "surrogatepass")).hexdigest()
+    return hashlib.sha256(tag + source.encode("utf-8", "surrogatepass"))
+
+
+def _cache_key(source: str, env_tag: str = "") -> str:
+    return _cache_hash(source, env_tag).hexdigest()
 
 
 _CODE_MEMO: "dict[tuple[str, str], Any]" = {}
@@ -795,7 +799,7 @@ _CODE_MEMO_MAX = 1024
 
 def compiled_code(env: jinja2.Environment, source: str, env_tag: str = "") -> Any:
     """Python code object of ``source`` compiled by ``env`` (jinja2 ``Environment.compile``), memoized in
-    memory and in the disk cache (see :func:`_disk_cache_dir`) under ``env_tag`` — a string naming the
+    memory and in the disk cache (see :func:`_disk_cache_dir`; stored by :mod:`core.codepack`) under ``env_tag`` — a string naming the
     environment's code-generation configuration (and a digest of any module that customises parsing or code
     generation). Loading marshalled code is ~10x cheaper than jinja2's compile (lexing, parsing, code
     generation, Python ``compile``). Raises ``jinja2.TemplateSyntaxError`` (and ``RecursionError``) as
@@ -805,21 +809,26 @@ def compiled_code(env: jinja2.Environment, source: str, env_tag: str = "") -> An
     if code is not None:
         return code
     directory = _disk_cache_dir()
-    path = directory / (_cache_key(source, env_tag) + ".bin") if directory else None
-    if path is not None:
-        try:
-            code = marshal.loads(path.read_bytes())
-        except (OSError, ValueError, EOFError, TypeError):
-            code = None
+    pack = codepack.pack_for(str(directory)) if directory is not None else None
+    digest = _cache_hash(source, env_tag).digest() if pack is not None else b""
+    if pack is not None:
+        data = pack.get(digest)
+        if data is not None:
+            try:
+                code = marshal.loads(data)
+            except (ValueError, EOFError, TypeError):
+                code = None
     if code is None:
         code = env.compile(source)
-        if path is not None and len(source) <= DISK_CACHE_MAX_SOURCE:
+        if pack is not None and len(source) <= DISK_CACHE_MAX_SOURCE:
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_bytes(marshal.dumps(code))
-                os.replace(tmp, path)
-                _note_disk_write(path.parent)
+                data = marshal.dumps(code)
+                try:
+                    pack.put(digest, data)
+                except FileNotFoundError:  # the first entry of a new cache directory
+                    os.makedirs(directory, exist_ok=True)
+                    pack.put(digest, data)
+                _note_disk_write(directory)
                 if _parses_alike(env):  # lets _check_syntax of a later process skip its parse
                     _note_parsed(directory, source)
             except OSError:
@@ -843,8 +852,9 @@ def _note_disk_write(directory: pathlib.Path) -> None:
 
 def prune_disk_cache(directory: pathlib.Path | None = None, max_bytes: int | None = None) -> int:
     """Delete the least recently written compiled-code files of ``directory`` (default: the disk cache)
-    until its ``*.bin`` files and parse log (:data:`PARSED_LOG`; and the ``*.ok`` syntax markers older versions
-    wrote, a 4 KiB block each) take at most ``max_bytes`` (default :data:`DISK_CACHE_MAX_BYTES`), and
+    until its code store (:mod:`core.codepack`: pack and index, removed together), parse log
+    (:data:`PARSED_LOG`) and the ``*.bin`` files and ``*.ok`` syntax markers (a 4 KiB block each) older versions
+    wrote take at most ``max_bytes`` (default :data:`DISK_CACHE_MAX_BYTES`), and
     leftover ``*.tmp`` files older than an hour. Returns the number of files removed; never raises."""
     directory = directory or _disk_cache_dir()
     limit = DISK_CACHE_MAX_BYTES if max_bytes is None else max_bytes
@@ -865,13 +875,19 @@ def prune_disk_cache(directory: pathlib.Path | None = None, max_bytes: int | Non
                 entries.append((st.st_mtime, 4096, e.path))
             elif e.name == PARSED_LOG:
                 entries.append((st.st_mtime, st.st_size, e.path))
-        total = sum(size for _, size, _ in entries)
-        for _, size, p in sorted(entries):
+            elif e.name == codepack.PACK:  # the code store goes as a whole, with its index
+                index = os.path.join(directory, codepack.INDEX)
+                entries.append((st.st_mtime, st.st_size + (os.path.getsize(index) if os.path.exists(index) else 0),
+                                e.path, index))
+        total = sum(e[1] for e in entries)
+        for _, size, *paths in sorted(entries):
             if total <= limit:
                 break
-            os.unlink(p)
+            for p in paths:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(p)
+                    removed += 1
             total -= size
-            removed += 1
     except OSError:
         pass
     return removed
@@ -960,7 +976,7 @@ def _check_syntax(source: str, name: str) -> None:
         return
     directory = _disk_cache_dir()
     if directory is not None and (_is_parsed(directory, source)
-                                  or (directory / (_cache_key(source) + ".bin")).exists()):
+                                  or codepack.pack_for(str(directory)).has(_cache_hash(source).digest())):
         return
     try:
         node = _ENV.parse_raw(source, name)

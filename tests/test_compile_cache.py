@@ -6,7 +6,7 @@ from __future__ import annotations
 import jinja2
 import pytest
 
-from core import templating
+from core import codepack, templating
 from core.analysis import caps, engine
 from core.templating import ChatTemplate, compiled_code, template_from_code
 
@@ -24,12 +24,17 @@ def fresh_cache(tmp_path, monkeypatch):
     return tmp_path / "jinja"
 
 
+def _entries(directory) -> int:
+    path = directory / codepack.INDEX
+    return path.stat().st_size // 44 if path.exists() else 0
+
+
 def test_disk_round_trip_gives_code_that_renders_the_same(fresh_cache):
     src = SAMPLE + "{# round trip #}"
     code = compiled_code(templating._ENV, src)
-    files = list(fresh_cache.glob("*.bin"))
-    assert len(files) == 1
+    assert _entries(fresh_cache) == 1 and not list(fresh_cache.glob("*.bin"))
     templating._CODE_MEMO.clear()  # as a new process would: only the disk copy is left
+    codepack.forget()
     again = compiled_code(templating._ENV, src)
     assert again is not code and again == code
     ctx = {"messages": [{"role": "user", "content": " hi "}, {"role": "assistant", "content": "yo"}],
@@ -68,24 +73,51 @@ def test_each_environment_tag_has_its_own_entry(fresh_cache):
     src = SAMPLE + "{# tags #}"
     compiled_code(templating._ENV, src)
     caps.probe_code(src)
-    assert len(list(fresh_cache.glob("*.bin"))) == 2
+    assert _entries(fresh_cache) == 2
     assert caps.probe_code_tag().startswith("probe|") and len(caps.probe_code_tag()) > len("probe|")
 
 
 def test_a_corrupt_cache_file_is_recompiled(fresh_cache):
     src = SAMPLE + "{# corrupt #}"
     compiled_code(templating._ENV, src)
-    (path,) = fresh_cache.glob("*.bin")
-    path.write_bytes(b"not marshal data")
+    pack = fresh_cache / codepack.PACK
+    data = bytearray(pack.read_bytes())
+    data[-10:] = b"not marsha"  # the record's CRC no longer matches
+    pack.write_bytes(bytes(data))
     templating._CODE_MEMO.clear()
+    codepack.forget()
     code = compiled_code(templating._ENV, src)
     assert template_from_code(templating._ENV, code).render({"messages": []}) == ""
+    assert _entries(fresh_cache) == 2  # compiled again and stored again
+
+
+def test_code_store_skips_damaged_and_foreign_records_and_reads_what_others_appended(tmp_path):
+    a, b = codepack.CodePack(str(tmp_path)), codepack.CodePack(str(tmp_path))  # two processes' views
+    a.put(b"k" * 32, b"first")
+    assert b.get(b"k" * 32) == b"first" and b.get(b"x" * 32) is None
+    b.put(b"x" * 32, b"second")
+    assert a.get(b"x" * 32) == b"second"  # a miss reads the index from where it stopped
+    (tmp_path / codepack.INDEX).write_bytes((tmp_path / codepack.INDEX).read_bytes() + b"partial")
+    c = codepack.CodePack(str(tmp_path))
+    assert c.get(b"k" * 32) == b"first" and c.get(b"x" * 32) == b"second"  # a torn index record is skipped
+    (tmp_path / codepack.PACK).unlink()
+    (tmp_path / codepack.INDEX).unlink()
+    assert a.get(b"k" * 32) is None  # the store was removed: the stale index entry reads nothing
+    b.put(b"y" * 32, b"third")  # ...and started over, at offset 0 where "first" was
+    assert a.get(b"k" * 32) is None and a.get(b"y" * 32) == b"third"
+
+
+def test_pruning_removes_the_code_store_with_its_index(tmp_path):
+    pack = codepack.CodePack(str(tmp_path))
+    pack.put(b"k" * 32, b"x" * 3000)
+    assert templating.prune_disk_cache(tmp_path, 1000) == 2
+    assert not list(tmp_path.iterdir()) and pack.get(b"k" * 32) is None
 
 
 def test_syntax_errors_are_raised_and_not_cached(fresh_cache):
     with pytest.raises(jinja2.TemplateSyntaxError):
         compiled_code(templating._ENV, "{% for x in %}")
-    assert not list(fresh_cache.glob("*.bin"))
+    assert _entries(fresh_cache) == 0
     assert ("", "{% for x in %}") not in templating._CODE_MEMO
 
 
