@@ -2,8 +2,8 @@
 
 Compiling a template walks its tree many times: jinja2's code generator asks every ``for`` loop whether its body
 reads ``loop`` or holds a scoped block (``find_all`` over the loop's subtree), its symbol tracker and dependency
-finder visit every frame, the constant folder revisits every expression, and the project's rewriters
-(``_LoopRewriter``, the probe rewriter of :mod:`core.analysis.caps`) add two more passes. jinja2 implements the
+finder visit every frame, the constant folder revisits every expression, and the probe rewriter of
+:mod:`core.analysis.caps` adds another pass. jinja2 implements the
 walks with nested generators — ``find_all`` re-yields every match through one generator per level of depth, and
 ``iter_child_nodes`` runs a generator over another (``iter_fields``) — and finds each visitor method by formatting
 ``"visit_" + class name`` on every node. On the corpus these primitives were about a third of a compile

@@ -6,11 +6,11 @@ from __future__ import annotations
 import jinja2
 import pytest
 
-from core import templating
+from core import codepack, templating
 from core.analysis import caps, engine
 from core.templating import ChatTemplate, compiled_code, template_from_code
 
-from .conftest import template_source
+from .conftest import TEMPLATES, template_source
 
 SAMPLE = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}{% if not loop.last %}\n{% endif %}"
           "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
@@ -24,12 +24,17 @@ def fresh_cache(tmp_path, monkeypatch):
     return tmp_path / "jinja"
 
 
+def _entries(directory) -> int:
+    path = directory / codepack.INDEX
+    return path.stat().st_size // 44 if path.exists() else 0
+
+
 def test_disk_round_trip_gives_code_that_renders_the_same(fresh_cache):
     src = SAMPLE + "{# round trip #}"
     code = compiled_code(templating._ENV, src)
-    files = list(fresh_cache.glob("*.bin"))
-    assert len(files) == 1
+    assert _entries(fresh_cache) == 1 and not list(fresh_cache.glob("*.bin"))
     templating._CODE_MEMO.clear()  # as a new process would: only the disk copy is left
+    codepack.forget()
     again = compiled_code(templating._ENV, src)
     assert again is not code and again == code
     ctx = {"messages": [{"role": "user", "content": " hi "}, {"role": "assistant", "content": "yo"}],
@@ -37,28 +42,82 @@ def test_disk_round_trip_gives_code_that_renders_the_same(fresh_cache):
     assert template_from_code(templating._ENV, again).render(ctx) == "<|user|>hi<|assistant|>yo<|assistant|>"
 
 
+def test_parse_log_records_sources_that_parsed_for_a_later_process(fresh_cache, monkeypatch):
+    monkeypatch.setattr(templating, "_parsed_known", {})
+    src = SAMPLE + "{# parse log #}"
+    ChatTemplate(src, "log.jinja")
+    caps.probe_code(src)  # the analysis' compile is what writes the verdict
+    log = fresh_cache / templating.PARSED_LOG
+    assert log.read_bytes() == templating._parsed_digest(src).encode() + b"\n"
+    caps.probe_code(src)
+    templating._CODE_MEMO.clear()
+    caps.probe_code(src)  # from disk: nothing new to note
+    assert len(log.read_bytes()) == 33
+    templating._parsed_known.clear()  # as a new process: read from the log
+    assert templating._is_parsed(fresh_cache, src) and not templating._is_parsed(fresh_cache, src + " ")
+    assert not list(fresh_cache.glob("*.ok"))
+
+
+def test_parse_log_starts_over_past_its_size_limit(fresh_cache, monkeypatch):
+    monkeypatch.setattr(templating, "_parsed_known", {})
+    monkeypatch.setattr(templating, "_PARSED_LOG_MAX_BYTES", 100)
+    fresh_cache.mkdir(parents=True)
+    for i in range(5):
+        templating._note_parsed(fresh_cache, f"{{{{ x{i} }}}}")
+    assert (fresh_cache / templating.PARSED_LOG).stat().st_size == 33  # 4 lines (132 bytes), then the 5th alone
+    templating._parsed_known.clear()
+    assert templating._is_parsed(fresh_cache, "{{ x4 }}") and not templating._is_parsed(fresh_cache, "{{ x3 }}")
+
+
 def test_each_environment_tag_has_its_own_entry(fresh_cache):
     src = SAMPLE + "{# tags #}"
     compiled_code(templating._ENV, src)
     caps.probe_code(src)
-    assert len(list(fresh_cache.glob("*.bin"))) == 2
+    assert _entries(fresh_cache) == 2
     assert caps.probe_code_tag().startswith("probe|") and len(caps.probe_code_tag()) > len("probe|")
 
 
 def test_a_corrupt_cache_file_is_recompiled(fresh_cache):
     src = SAMPLE + "{# corrupt #}"
     compiled_code(templating._ENV, src)
-    (path,) = fresh_cache.glob("*.bin")
-    path.write_bytes(b"not marshal data")
+    pack = fresh_cache / codepack.PACK
+    data = bytearray(pack.read_bytes())
+    data[-10:] = b"not marsha"  # the record's CRC no longer matches
+    pack.write_bytes(bytes(data))
     templating._CODE_MEMO.clear()
+    codepack.forget()
     code = compiled_code(templating._ENV, src)
     assert template_from_code(templating._ENV, code).render({"messages": []}) == ""
+    assert _entries(fresh_cache) == 2  # compiled again and stored again
+
+
+def test_code_store_skips_damaged_and_foreign_records_and_reads_what_others_appended(tmp_path):
+    a, b = codepack.CodePack(str(tmp_path)), codepack.CodePack(str(tmp_path))  # two processes' views
+    a.put(b"k" * 32, b"first")
+    assert b.get(b"k" * 32) == b"first" and b.get(b"x" * 32) is None
+    b.put(b"x" * 32, b"second")
+    assert a.get(b"x" * 32) == b"second"  # a miss reads the index from where it stopped
+    (tmp_path / codepack.INDEX).write_bytes((tmp_path / codepack.INDEX).read_bytes() + b"partial")
+    c = codepack.CodePack(str(tmp_path))
+    assert c.get(b"k" * 32) == b"first" and c.get(b"x" * 32) == b"second"  # a torn index record is skipped
+    (tmp_path / codepack.PACK).unlink()
+    (tmp_path / codepack.INDEX).unlink()
+    assert a.get(b"k" * 32) is None  # the store was removed: the stale index entry reads nothing
+    b.put(b"y" * 32, b"third")  # ...and started over, at offset 0 where "first" was
+    assert a.get(b"k" * 32) is None and a.get(b"y" * 32) == b"third"
+
+
+def test_pruning_removes_the_code_store_with_its_index(tmp_path):
+    pack = codepack.CodePack(str(tmp_path))
+    pack.put(b"k" * 32, b"x" * 3000)
+    assert templating.prune_disk_cache(tmp_path, 1000) == 2
+    assert not list(tmp_path.iterdir()) and pack.get(b"k" * 32) is None
 
 
 def test_syntax_errors_are_raised_and_not_cached(fresh_cache):
     with pytest.raises(jinja2.TemplateSyntaxError):
         compiled_code(templating._ENV, "{% for x in %}")
-    assert not list(fresh_cache.glob("*.bin"))
+    assert _entries(fresh_cache) == 0
     assert ("", "{% for x in %}") not in templating._CODE_MEMO
 
 
@@ -78,6 +137,24 @@ def test_only_filter_or_test_syntax_counts_as_using_safe_or_format():
     assert not use("Answer in the format you like; {{ messages[0].content }} stays safe")
     assert use("{{ x | safe }}") and use("{{ '%s'|format(x) }}") and use("{% filter safe %}x{% endfilter %}")
     assert use("{{ x|trim|\n  format(y) }}") and not use("{{ x | safety }}")
+
+
+def test_fast_own_filter_check_agrees_with_the_pattern_on_the_corpus_and_generated_text():
+    import random
+
+    pattern = engine._own_use().search
+    for p in sorted(TEMPLATES.glob("*.jinja")):
+        src = p.read_text(encoding="utf-8")
+        assert engine._uses_own(src) == bool(pattern(src)), p.name
+    rng = random.Random(14)
+    atoms = ["|", " ", "\n", "\t", "\u3000", "is", "not", "filter", "safe", "format", "x", "_", "un", "é", "1", ")"]
+    hits = 0
+    for _ in range(20_000):
+        text = "".join(rng.choice(atoms) for _ in range(rng.randint(1, 8)))
+        expected = bool(pattern(text))
+        assert engine._uses_own(text) == expected, repr(text)
+        hits += expected
+    assert hits > 100
 
 
 def test_constant_folded_safe_is_not_shared_between_environments():

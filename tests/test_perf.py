@@ -15,7 +15,7 @@ import sys
 import jinja2
 import pytest
 
-from core import templating
+from core import codepack, templating
 from core.analysis import analyze, caps, engine
 from core.chat.stream import StreamingParser
 from core.memo import BoundedMemo, MISSING, clear_memos
@@ -34,6 +34,8 @@ def _forget_compiled() -> None:
     """Drop every in-process cache of compiled templates (the disk cache stays as the environment says)."""
     templating._CODE_MEMO.clear()
     templating._PARSED.clear()
+    templating._parsed_known.clear()  # the parse log and the code store's index are read again, as a new
+    codepack.forget()                  # process would
     templating._check_syntax.cache_clear()
     templating._compile.cache_clear()
     caps._compile_tracking.cache_clear()
@@ -61,7 +63,7 @@ def test_analyses_identical_uncached_disk_cached_and_memoized_on_all_templates(t
     _forget_compiled()
     try:
         uncached = _analyses(sources)      # compiled from source (one parse each), every render done
-        assert any((tmp_path / "jinja").glob("*.ok")) and any((tmp_path / "jinja").glob("*.bin"))
+        assert (tmp_path / "jinja" / templating.PARSED_LOG).stat().st_size and (tmp_path / "jinja" / "code.pack").stat().st_size
         _forget_compiled()
         from_disk = _analyses(sources)     # a fresh process's view: code and syntax verdicts from disk
         memoized = _analyses(sources)      # renders, caps and diffs from the memos
