@@ -71,6 +71,16 @@ class IncrementalMapper:
         # published under the token starts a new one (see stream_deltas_between)
         self._token = object()
         self._published = 0
+        # the tool-call list of a message its receiver is done with (recycle): the next message's list is
+        # that one brought up to date, so a message costs the calls that changed, not a copy of all of them
+        self._spare: tuple | None = None
+
+    def recycle(self, msg: AssistantMessage) -> None:
+        """Take back the tool-call list of ``msg``, a message :meth:`map` made that nobody will read again
+        (:class:`StreamingParser` once it has moved on to the next one): it becomes the next message's list."""
+        if getattr(msg, "recycler", None) is self:
+            msg.recycler = None
+            self._spare = (getattr(msg, "shared_calls", None), msg.tool_calls)
 
     @staticmethod
     def usable() -> bool:
@@ -100,6 +110,7 @@ class IncrementalMapper:
         self.final = None
         self._token = object()
         self._published = 0
+        self._spare = None
 
     # -- snapshots -----------------------------------------------------------------------------------------------
     def _snap(self) -> tuple:
@@ -292,21 +303,39 @@ class IncrementalMapper:
         msg = m.msg
         calls = msg.tool_calls
         p = m.pending
+        fresh: ToolCall | None = None
         if p is not None and p.name:
             args = m.args_buffer or p.arguments
             if m.quote_pending and args:
                 args += '"'
-            out_calls = calls + [ToolCall(p.name, args, p.id)]
+            fresh = ToolCall(p.name, args, p.id)
+            live = len(calls)
         elif calls:
             last = calls[-1]
-            out_calls = calls[:-1]
-            out_calls.append(ToolCall(last.name, last.arguments, last.id))
+            fresh = ToolCall(last.name, last.arguments, last.id)
+            live = len(calls) - 1
         else:
-            out_calls = []
+            live = 0
+        spare = self._spare
+        if spare is not None:
+            # a recycled list: its first ``shared`` calls are still the live ones while the token stays
+            self._spare = None
+            shared, out_calls = spare
+            keep = min(shared[1], live) if shared is not None and shared[0] is self._token else 0
+            del out_calls[keep:]
+            if live > keep:
+                out_calls += calls[keep:live]
+        else:
+            out_calls = calls[:live]
+        if fresh is not None:
+            out_calls.append(fresh)
         r = msg.reasoning_content
         if r and not r.strip(" \n\r\t"):
             r = ""
         out = AssistantMessage(msg.content, r, out_calls, msg.role)
+        # the receiver holds the only reference to out_calls; it may give it back (recycle) or change its
+        # last call (StreamingParser._fold)
+        out.recycler = self
         # the calls before the live last one are never changed again by mapping forward (only the last or
         # the pending call is written to); _restore changes the token before cutting one of them
         n = len(calls) - 1
@@ -1236,10 +1265,11 @@ class StreamingParser:
         elif field == "reasoning_content":
             e.reasoning_content += add
         else:
-            calls = list(e.tool_calls)
+            calls = e.tool_calls
+            if getattr(e, "recycler", None) is None:   # a list others may hold: copied (a mapper's is ours)
+                calls = e.tool_calls = list(calls)
             last = calls[-1]
             calls[-1] = ToolCall(last.name, last.arguments + add, last.id)
-            e.tool_calls = calls
 
     def _fast(self, text: str) -> list[MessageDelta] | None:
         """Deltas for ``text`` if it only extends the open region of the last parse, else None."""
@@ -1342,17 +1372,22 @@ class StreamingParser:
         if new is None:
             self.held_back += 1
             return []
+        prev = self._emitted
         try:
-            deltas = stream_deltas_between(self._emitted, new)
+            deltas = stream_deltas_between(prev, new)
         except StreamRetractionError:
             if is_partial:
                 self.held_back += 1
+                _recycle(new)
                 return []
             deltas = lenient_deltas(self._emitted, new)
+            _recycle(new)
             self.final_mismatch = True
             self._emitted = _accumulate(self._emitted, deltas)
             return deltas
         self._emitted = new
+        if prev is not new:
+            _recycle(prev)
         if is_partial and self._session is not None:
             region = self._session.open_region
             if region is not None:
@@ -1412,6 +1447,13 @@ class StreamingParser:
             return deltas
         self._emitted = target.copy()
         return deltas
+
+
+def _recycle(msg: AssistantMessage) -> None:
+    """Give the tool-call list of ``msg`` (no longer read) back to the mapper that made it, if one did."""
+    rec = getattr(msg, "recycler", None)
+    if rec is not None:
+        rec.recycle(msg)
 
 
 def _accumulate(msg: AssistantMessage, deltas: list[MessageDelta]) -> AssistantMessage:
