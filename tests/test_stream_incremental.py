@@ -176,7 +176,8 @@ def test_mapper_messages_share_settled_calls():
 JSON_ARGS = [
     '{"city": "paris", "n": 12, "x": -1.5e+3, "ok": true, "no": false, "none": null}',
     '{ "city" :\t"a\\nb \\u00e9 \\"q\\" \\\\" ,\n "list": [1, [ ], {}, {"a": [true, null]}, "s"] , "e": 0.25E-2 }',
-    '{"n": 01}', '{"a": "b" "c"}', '{"n": 1.}', '{"n": 1.e5}', '{"n": tru}', '{"n": [1,]}', '{"a": 1,}',
+    ' \n\t{"n": [1, {"b": null}], "s": "x"}',
+    '{"n": 01}', '["x", 1]', '"str"', 'null', ' x', '{"a": "b" "c"}', '{"n": 1.}', '{"n": 1.e5}', '{"n": tru}', '{"n": [1,]}', '{"a": 1,}',
     '{"s": "\\x"}', '{"a": -}', '{"a": [}', '{"a": 1 2}', '{"a":--1}', '{"a": 1.5.2}', '{"a": nulll}',
     '{"a": "\\u12g4"}', '{"a": {"b": [1, 2}]}', '{,}',
 ]
@@ -194,7 +195,7 @@ def test_json_value_fast_path_matches_full_reparse_on_every_route():
         s = {x.kind: x for x in hostile_samples(ChatTemplate(src, name), name, 80)[0]}["calls"]
         one = '{"city": "paris"}'
         assert one in s.output, name
-        for args in (JSON_ARGS if name in JSON_ROUTES[::3] else JSON_ARGS[:2]):   # invalid ones on two routes
+        for args in (JSON_ARGS if name in JSON_ROUTES[::3] else JSON_ARGS[:3]):   # invalid ones on two routes
             text = s.output.replace(one, args, 1)
             runs = []
             for incremental in (True, False):
@@ -205,6 +206,6 @@ def test_json_value_fast_path_matches_full_reparse_on_every_route():
                 if incremental:
                     fast += sp.fast_steps
             assert runs[0] == runs[1], (name, args)
-            if args in JSON_ARGS[:2]:   # valid arguments: the stream adds up to the one-shot parse
+            if args in JSON_ARGS[:3]:   # valid arguments: the stream adds up to the one-shot parse
                 assert runs[0][1] == s.parser.parse(text).to_openai(), (name, args)
     assert fast > 1000

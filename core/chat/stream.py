@@ -620,7 +620,7 @@ class PegStreamSession:
         ``until`` or a JSON string that looked at the end itself: the two never both apply, and the cheap check
         of ``pending`` goes first (half of the parsing feeds of repeated tool calls end inside a literal)."""
         if r.pending is not None:
-            return self._pending_literal(r, n)
+            return self._pending_literal(r, n, mapper, msg)
         return self._open_region(r, n, mapper, msg)
 
     def _open_region(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage) -> "OpenRegion | None":
@@ -691,25 +691,39 @@ class PegStreamSession:
             region.held = held
         return region
 
-    @staticmethod
-    def _pending_literal(r: Any, n: int) -> "OpenRegion | None":
+    def _pending_literal(self, r: Any, n: int, mapper: "IncrementalMapper | None" = None,
+                         msg: AssistantMessage | None = None) -> "OpenRegion | None":
         """The parse needed more input only because the text ends inside a literal (``r.pending``: nothing
         else looked at the end, see :class:`core.peg.engine.ParseResult`), and every node still open reads
         no text when mapped: text that keeps the rest a proper prefix of that literal changes nothing in
-        the message (a marker being streamed, ``<tool_ca``). A region "pending" with that rest held."""
+        the message (a marker being streamed, ``<tool_ca``). A region "pending" with that rest held.
+
+        The "literal" may be empty: a JSON value starts at the end. Then only whitespace before it keeps
+        the message; and when that value is the (still empty) arguments of the named last call, whose
+        arguments are ``{`` already (the mapper starts them so), an object opening there continues as the
+        whole-value fast path (``json_start``)."""
         pend = r.pending
         if pend is None or not r.nodes:
             return None
+        lit = pend[1]
         node = r.nodes[-1]
+        args = leaf = None
         while node is not None and node.partial:
             if node.tag not in _TEXTLESS_TAGS:
-                return None
+                if lit or node.tag != "tool-args" or node.start != n:
+                    return None
+                args = node
+            leaf = node
             node = node.children[-1] if node.children else None
         region = OpenRegion("pending", ())
         region.held = r.text[pend[0]:n]
-        region.lit = pend[1]
+        region.lit = lit
         if r.pending_ws and _ws_invariant_end(r.nodes, n):
             region.ws = True
+        if (args is not None and leaf is not args and leaf.start == n and self._json_rule(leaf.rule)
+                and mapper is not None and msg is not None and mapper.current_is_last_named()
+                and msg.tool_calls and msg.tool_calls[-1].arguments == "{"):
+            region.json_start = True
         return region
 
     def _json_rule(self, name: str) -> bool:
@@ -981,9 +995,11 @@ class OpenRegion:
     """Fast-path description of an open ``until`` region: the message ``field`` it feeds ("content",
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
-    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws")
+    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws",
+                 "json_start")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
+        self.json_start = False   # "pending" on an empty JSON value: the call's arguments may open there
         self.ws = False     # "pending" with nothing of the literal yet: whitespace may come first (pending_ws)
         self.json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
         self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
@@ -1286,6 +1302,22 @@ class StreamingParser:
                 region.held = w
                 self.fast_steps += 1
                 return []
+            if not w and not region.lit and region.ws:
+                self.fast_steps += 1
+                return []
+            if region.json_start and w.startswith("{"):
+                # the arguments open: they were "{" already, so the message gains what follows the brace
+                out: list[str] = []
+                state = advance_json_value(w, 0, len(w), JSON_VALUE_START, out)
+                if state is None:
+                    return None
+                region.field, region.json = "json-arguments", state
+                self.fast_steps += 1
+                add = "".join(out)[1:]
+                if not add:
+                    return []
+                self._appended.append(add)
+                return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
             return None
         if region.field == "json-arguments":
             if region.json is not None:

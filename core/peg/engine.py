@@ -99,7 +99,8 @@ class ParseResult:
     text: str
     switches: frozenset = frozenset()
     # (position, literal) when the parse needed more input only because the text ends inside that literal
-    # and nothing else looked at the end (but whitespace runs that stopped there, when the literal starts
+    # (literal "": a JSON value of the native scanner starts at the very end, nothing of it yet) and nothing
+    # else looked at the end (but whitespace runs that stopped there, when the literal starts
     # with another character): appending text that keeps the rest a proper prefix of it gives the same
     # parse (the same nodes, those ending at the end of the text longer)
     pending: tuple | None = None
@@ -631,6 +632,8 @@ def _make_string_content(pid: int, delim: str) -> Fn:
         if touched:
             ctx.eof = True
             ctx.ends += 1
+            if pos >= ctx.n:    # a value that starts at the very end: pending like a literal, nothing of it yet
+                ctx.cut = (pos, "")
         return st, end, _EMPTY
     return f
 
@@ -645,6 +648,8 @@ def _make_native(pid: int, kind: str) -> Fn:
         if touched:
             ctx.eof = True
             ctx.ends += 1
+            if pos >= ctx.n:    # a value that starts at the very end: pending like a literal, nothing of it yet
+                ctx.cut = (pos, "")
         return st, end, _EMPTY
     return f
 
