@@ -718,6 +718,7 @@ class PegStreamSession:
         region = OpenRegion("pending", ())
         region.held = r.text[pend[0]:n]
         region.lit = lit
+        region.chain = r.pending_chain
         if r.pending_ws and _ws_invariant_end(r.nodes, n):
             region.ws = True
         if (args is not None and leaf is not args and leaf.start == n and self._json_rule(leaf.rule)
@@ -996,9 +997,10 @@ class OpenRegion:
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
     __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws",
-                 "json_start")
+                 "json_start", "chain")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
+        self.chain: tuple = ()    # "pending": the literals (str) and whitespace runs (None) after ``lit``
         self.json_start = False   # "pending" on an empty JSON value: the call's arguments may open there
         self.ws = False     # "pending" with nothing of the literal yet: whitespace may come first (pending_ws)
         self.json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
@@ -1014,6 +1016,38 @@ class OpenRegion:
         self.keep = max(len(d) for d in delims) - 1
         self.search = re.compile("|".join(re.escape(d) for d in delims)).search
         self.firsts = tuple(dict.fromkeys(d[0] for d in delims))
+
+    def follow_chain(self, text: str) -> bool:
+        """"pending" region whose literal ``lit`` just completed: True when ``text`` (what follows it) only
+        goes on along ``chain`` — the fixed literals and whitespace runs after it in its sequence — and stops
+        before its end, inside or at the start of one of its literals; the region then pends on that one. A
+        parse would match those items the same way and stop there (the message stays as it is: the nodes
+        still open read no text). False, region unchanged, when the text leaves the chain or gets past it."""
+        chain = self.chain
+        ci, i, n = 0, 0, len(text)
+        ws = False
+        while True:
+            while ci < len(chain) and chain[ci] is None:    # whitespace runs
+                ws = True
+                ci += 1
+                while i < n and text[i] in _WS:
+                    i += 1
+            if ci >= len(chain):
+                return False
+            lit = chain[ci]
+            rest = text[i:]
+            if len(rest) < len(lit):
+                if not lit.startswith(rest):
+                    return False
+                self.lit, self.held, self.chain = lit, rest, chain[ci + 1:]
+                self.ws = ws and not rest
+                self.json_start = False
+                return True
+            if not rest.startswith(lit):
+                return False
+            i += len(lit)
+            ci += 1
+            ws = False
 
     def extend_json_string(self, text: str) -> str | None:
         """json-arguments region (the parse stopped inside a JSON string of verbatim arguments): the text
@@ -1300,6 +1334,9 @@ class StreamingParser:
                     region.ws = False
             if len(w) < len(region.lit) and region.lit.startswith(w):
                 region.held = w
+                self.fast_steps += 1
+                return []
+            if region.chain and w.startswith(region.lit) and region.lit and region.follow_chain(w[len(region.lit):]):
                 self.fast_steps += 1
                 return []
             if not w and not region.lit and region.ws:

@@ -107,6 +107,9 @@ class ParseResult:
     # ``pending`` with whitespace runs that reached the end and the literal at the very end (nothing of it
     # yet): appended whitespace only makes those runs longer, the literal still pending at the new end
     pending_ws: bool = False
+    # ``pending`` is a plain literal item of a sequence: the plain literals (str) and whitespace runs (None)
+    # after it in that sequence, which text completing the literal meets next (see _literal_chains)
+    pending_chain: tuple = ()
 
     @property
     def switched(self) -> bool:
@@ -188,7 +191,7 @@ class ParseCache:
 
 class _Ctx:
     __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switches", "ends", "cut",
-                 "spaces", "base")
+                 "spaces", "base", "chain")
 
     def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
         self.text = text
@@ -203,6 +206,7 @@ class _Ctx:
         self.cut: tuple | None = None       # (position, literal) of the last literal cut by the end
         self.spaces = 0                     # of the looks at the end: whitespace runs that reached it
         self.base: tuple | None = None      # (nodes, (prefix, parent)) of the last resumed repetition
+        self.chain: tuple | None = None     # (cut, what follows that literal in its sequence: _literal_chains)
 
 
 Fn = Callable[[_Ctx, int], tuple]
@@ -234,8 +238,10 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
             # ends those runs where they ended
             pending = ctx.cut
             pending_ws = True
+    chain = ctx.chain
     return ParseResult(_RESULT_TYPES[st], start, end, tuple(nodes), text,
-                       frozenset(ctx.switches) if ctx.switches else _NO_SWITCHES, pending, pending_ws)
+                       frozenset(ctx.switches) if ctx.switches else _NO_SWITCHES, pending, pending_ws,
+                       chain[1] if pending is not None and chain is not None and chain[0] is pending else ())
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -286,7 +292,8 @@ class _Compiler:
         if isinstance(node, N.Literal):
             return _make_literal(node.text)
         if isinstance(node, N.Sequence):
-            return _make_sequence([self.get(c) for c in node.items], node.id)
+            return _make_sequence([self.get(c) for c in node.items], node.id,
+                                  _literal_chains([self.arena.nodes[c] for c in node.items]))
         if isinstance(node, N.Choice):
             return _make_choice(node.id, [self.get(c) for c in node.items])
         if isinstance(node, N.Repeat):
@@ -366,24 +373,79 @@ def _concat(ctx: _Ctx, nodes: tuple, ns: tuple) -> tuple:
 _RESUMABLE_SEQUENCE = 4   # sequences of at least this many items resume in a stream (see below)
 
 
-def _make_sequence(children: list[Fn], pid: int = -1) -> Fn:
+def _literal_chains(items: list) -> list:
+    """For each item of a sequence that is a plain literal: the plain literals and whitespace runs that follow
+    it in the sequence (a literal as its text, a whitespace run as None), up to the first other item or a
+    literal starting with whitespace after a run (the run would take that whitespace); None for other items.
+    Streaming uses it (``ParseResult.pending_chain``) to follow a marker's fixed continuation without a parse."""
+    out: list = []
+    for i, node in enumerate(items):
+        if not isinstance(node, N.Literal):
+            out.append(None)
+            continue
+        chain: list = []
+        after_space = False
+        for nxt in items[i + 1:]:
+            if isinstance(nxt, N.Space):
+                chain.append(None)
+                after_space = True
+            elif isinstance(nxt, N.Literal) and nxt.text and not (after_space and nxt.text[0] in _WS_CHARS):
+                chain.append(nxt.text)
+                after_space = False
+            else:
+                break
+        out.append(tuple(chain))
+    return out
+
+
+def _make_sequence(children: list[Fn], pid: int = -1, chains: list | None = None) -> Fn:
     if not children:
         return lambda ctx, pos: (OK, pos, _EMPTY)
+    if chains is None or not any(chains):
+        chains = [None] * len(children)
 
+        def f(ctx: _Ctx, pos: int) -> tuple:
+            nodes: tuple = _EMPTY
+            start = pos
+            for child in children:
+                st, end, ns = child(ctx, pos)
+                if st == FAIL:
+                    return FAIL, end if end > start else start, _EMPTY
+                if ns:
+                    nodes = _concat(ctx, nodes, ns) if nodes else ns
+                if st == NMI:
+                    return NMI, end, nodes
+                pos = end
+            return OK, pos, nodes
+    else:
+        f = _make_chained_sequence(children, chains)
+    return _resumable_sequence(children, pid, chains, f)
+
+
+def _make_chained_sequence(children: list[Fn], chains: list) -> Fn:
+    """A sequence with plain literal items (see _literal_chains): one cut by the end names what follows it."""
     def f(ctx: _Ctx, pos: int) -> tuple:
         nodes: tuple = _EMPTY
         start = pos
-        for child in children:
+        for i, child in enumerate(children):
             st, end, ns = child(ctx, pos)
             if st == FAIL:
                 return FAIL, end if end > start else start, _EMPTY
             if ns:
                 nodes = _concat(ctx, nodes, ns) if nodes else ns
             if st == NMI:
+                ch = chains[i]
+                if ch:
+                    cut = ctx.cut
+                    if cut is not None and cut[0] == pos:
+                        ctx.chain = (cut, ch)
                 return NMI, end, nodes
             pos = end
         return OK, pos, nodes
+    return f
 
+
+def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn:
     if len(children) < _RESUMABLE_SEQUENCE:
         return f
     count = len(children)
@@ -419,6 +481,11 @@ def _make_sequence(children: list[Fn], pid: int = -1) -> Fn:
             if ns:
                 nodes = _concat(ctx, nodes, ns) if nodes else ns
             if st == NMI:
+                ch = chains[i]
+                if ch:
+                    cut = ctx.cut
+                    if cut is not None and cut[0] == pos:
+                        ctx.chain = (cut, ch)
                 r = (NMI, end, nodes)
                 break
             pos = end
