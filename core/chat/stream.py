@@ -621,6 +621,10 @@ class PegStreamSession:
         of ``pending`` goes first (half of the parsing feeds of repeated tool calls end inside a literal)."""
         if r.pending is not None:
             return self._pending_literal(r, n, mapper, msg)
+        if r.pending_until is not None:
+            region = self._hidden_until(r, n)
+            if region is not None:
+                return region
         return self._open_region(r, n, mapper, msg)
 
     def _open_region(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage) -> "OpenRegion | None":
@@ -689,6 +693,23 @@ class PegStreamSession:
             if tag not in self._tag_exact or not any(len(d) > len(held) and d.startswith(held) for d in delims):
                 return None
             region.held = held
+        return region
+
+    @staticmethod
+    def _hidden_until(r: Any, n: int) -> "OpenRegion | None":
+        """The parse needed more input only because one ``until`` reached the end (``r.pending_until``) and
+        every node still open reads no text: that until's text is in no node the message is made of (an
+        ``atomic`` drops the nodes it has not finished, a call id read up to ``[ARGS]``). Text that holds no
+        delimiter only makes it longer: a region "hidden" (nothing to emit) that holds a cut delimiter back
+        as the until does."""
+        stop, delims = r.pending_until
+        node = r.nodes[-1] if r.nodes else None
+        while node is not None and node.partial:
+            if node.tag not in _TEXTLESS_TAGS:
+                return None
+            node = node.children[-1] if node.children else None
+        region = OpenRegion("hidden", delims)
+        region.held = r.text[stop:n]
         return region
 
     def _pending_literal(self, r: Any, n: int, mapper: "IncrementalMapper | None" = None,
@@ -1356,6 +1377,11 @@ class StreamingParser:
                 self._appended.append(add)
                 return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
             return None
+        if region.field == "hidden":
+            if region.extend_held(text) is None:
+                return None
+            self.fast_steps += 1
+            return []
         if region.field == "json-arguments":
             if region.json is not None:
                 out: list[str] = []

@@ -110,6 +110,10 @@ class ParseResult:
     # ``pending`` is a plain literal item of a sequence: the plain literals (str) and whitespace runs (None)
     # after it in that sequence, which text completing the literal meets next (see _literal_chains)
     pending_chain: tuple = ()
+    # (where it stopped, its delimiters) when the parse needed more input only because one ``until`` reached
+    # the end (nothing else looked at it): text holding no delimiter (and the cut one it stopped before, if
+    # any, still cut or grown into text) gives the same parse, that until's text longer
+    pending_until: tuple | None = None
 
     @property
     def switched(self) -> bool:
@@ -191,7 +195,7 @@ class ParseCache:
 
 class _Ctx:
     __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switches", "ends", "cut",
-                 "spaces", "base", "chain")
+                 "spaces", "base", "chain", "until")
 
     def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
         self.text = text
@@ -207,6 +211,7 @@ class _Ctx:
         self.spaces = 0                     # of the looks at the end: whitespace runs that reached it
         self.base: tuple | None = None      # (nodes, (prefix, parent)) of the last resumed repetition
         self.chain: tuple | None = None     # (cut, what follows that literal in its sequence: _literal_chains)
+        self.until: tuple | None = None     # (where it stopped, delimiters) of the last until that reached the end
 
 
 Fn = Callable[[_Ctx, int], tuple]
@@ -241,7 +246,8 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
     chain = ctx.chain
     return ParseResult(_RESULT_TYPES[st], start, end, tuple(nodes), text,
                        frozenset(ctx.switches) if ctx.switches else _NO_SWITCHES, pending, pending_ws,
-                       chain[1] if pending is not None and chain is not None and chain[0] is pending else ())
+                       chain[1] if pending is not None and chain is not None and chain[0] is pending else (),
+                       ctx.until if st == NMI and ctx.ends == 1 and ctx.until is not None else None)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -745,6 +751,7 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
             ctx.eof = True
             ctx.ends += 1
             n = ctx.n
+            ctx.until = (n if n > pos else pos, ())
             if ctx.lenient:
                 return NMI, n if n > pos else pos, _EMPTY
             return OK, n if n > pos else pos, _EMPTY
@@ -752,6 +759,7 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
 
     maxlen = max(len(d) for d in delims)
     partial = _partial_regex(delims)
+    dtuple = tuple(delims)
 
     def partial_start(text: str, lo: int, hi: int) -> int:
         if partial is None or lo >= hi:
@@ -789,6 +797,7 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
                 if p != -1:
                     ctx.eof = True
                     ctx.ends += 1
+                    ctx.until = (p, dtuple)
                     return (NMI if ctx.lenient else OK), p, _EMPTY
             return OK, idx, _EMPTY
         ctx.eof = True
@@ -796,9 +805,10 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
         if hints is not None and tail > frm:
             hints[(pid, pos)] = tail
         p = partial_start(text, tail, n)
-        if p != -1:
-            return (NMI if ctx.lenient else OK), p, _EMPTY
-        return (NMI, n, _EMPTY) if ctx.lenient else (OK, n, _EMPTY)
+        if p == -1:
+            p = n
+        ctx.until = (p, dtuple)
+        return (NMI if ctx.lenient else OK), p, _EMPTY
     return f
 
 
