@@ -176,7 +176,8 @@ def test_mapper_messages_share_settled_calls():
 JSON_ARGS = [
     '{"city": "paris", "n": 12, "x": -1.5e+3, "ok": true, "no": false, "none": null}',
     '{ "city" :\t"a\\nb \\u00e9 \\"q\\" \\\\" ,\n "list": [1, [ ], {}, {"a": [true, null]}, "s"] , "e": 0.25E-2 }',
-    '{"n": 01}', '{"a": "b" "c"}', '{"n": 1.}', '{"n": 1.e5}', '{"n": tru}', '{"n": [1,]}', '{"a": 1,}',
+    ' \n\t{"n": [1, {"b": null}], "s": "x"}',
+    '{"n": 01}', '["x", 1]', '"str"', 'null', ' x', '{"a": "b" "c"}', '{"n": 1.}', '{"n": 1.e5}', '{"n": tru}', '{"n": [1,]}', '{"a": 1,}',
     '{"s": "\\x"}', '{"a": -}', '{"a": [}', '{"a": 1 2}', '{"a":--1}', '{"a": 1.5.2}', '{"a": nulll}',
     '{"a": "\\u12g4"}', '{"a": {"b": [1, 2}]}', '{,}',
 ]
@@ -194,7 +195,7 @@ def test_json_value_fast_path_matches_full_reparse_on_every_route():
         s = {x.kind: x for x in hostile_samples(ChatTemplate(src, name), name, 80)[0]}["calls"]
         one = '{"city": "paris"}'
         assert one in s.output, name
-        for args in (JSON_ARGS if name in JSON_ROUTES[::3] else JSON_ARGS[:2]):   # invalid ones on two routes
+        for args in (JSON_ARGS if name in JSON_ROUTES[::3] else JSON_ARGS[:3]):   # invalid ones on two routes
             text = s.output.replace(one, args, 1)
             runs = []
             for incremental in (True, False):
@@ -205,6 +206,45 @@ def test_json_value_fast_path_matches_full_reparse_on_every_route():
                 if incremental:
                     fast += sp.fast_steps
             assert runs[0] == runs[1], (name, args)
-            if args in JSON_ARGS[:2]:   # valid arguments: the stream adds up to the one-shot parse
+            if args in JSON_ARGS[:3]:   # valid arguments: the stream adds up to the one-shot parse
                 assert runs[0][1] == s.parser.parse(text).to_openai(), (name, args)
     assert fast > 1000
+
+
+# the other fast paths on repeated calls: a literal's fixed continuation (pending_chain), whitespace before a
+# pending literal, a tagged string value held before a cut delimiter, an until inside an atomic (a call id);
+# each variant diverges from the fixed text somewhere, where only a parse can tell what follows
+VARIANTS = {
+    "Qwen-Qwen3-0.6B.jinja": ('{"name": "get_weather", "arguments": ', [
+        '{"name":"get_weather","arguments":', '{ "name" :\n "get_weather" ,  "arguments"  :  ',
+        '{"nam": "get_weather", "arguments": ', '{"name": "get_weathe", "arguments": ',
+        '{"name": "get_weather", "argument": ', '{"name" "get_weather", "arguments": ',
+        '{"name": "get_weather",, "arguments": ']),
+    "GLM-4.6.jinja": ("<arg_value>paris</arg_value>", [
+        "<arg_value>pa<ris</arg_value>", "<arg_value>pa</arg_valu x</arg_value>", "<arg_value><</arg_value>",
+        "<arg_value>p\\n\"</arg_value>", "<arg_value></arg_value>", "<arg_value>a</arg_value </arg_value>"]),
+    "Mistral-Small-3.2-24B-Instruct-2506.jinja": ("c00000000[ARGS]", [
+        "c0[AR000[ARGS]", "[A[ARG[ARGS]", "x[ARGS]", "[ARGS]", "c00[CALL_ID]1[ARGS]", "c0 0\n[ARGS]"]),
+}
+
+
+def test_literal_chains_held_values_and_hidden_untils_match_full_reparse():
+    from bench.hostile import hostile_samples
+    from core.templating import ChatTemplate
+
+    for name, (one, variants) in VARIANTS.items():
+        src = (TEMPLATES / name).read_text(encoding="utf-8")
+        s = {x.kind: x for x in hostile_samples(ChatTemplate(src, name), name, 80)[0]}["calls"]
+        assert one in s.output, name
+        fast = 0
+        for variant in [one] + variants:
+            text = s.output.replace(one, variant, 1)
+            runs = []
+            for incremental in (True, False):
+                sp = StreamingParser(s.parser, incremental=incremental)
+                deltas = [[repr(x) for x in sp.feed(ch)] for ch in text] + [[repr(x) for x in sp.finish()]]
+                runs.append((deltas, sp.message.to_openai()))
+                if incremental and variant == one:
+                    fast = sp.fast_steps
+            assert runs[0] == runs[1], (name, variant)
+        assert fast > 0.6 * len(s.output), name    # most characters take a fast path

@@ -71,6 +71,16 @@ class IncrementalMapper:
         # published under the token starts a new one (see stream_deltas_between)
         self._token = object()
         self._published = 0
+        # the tool-call list of a message its receiver is done with (recycle): the next message's list is
+        # that one brought up to date, so a message costs the calls that changed, not a copy of all of them
+        self._spare: tuple | None = None
+
+    def recycle(self, msg: AssistantMessage) -> None:
+        """Take back the tool-call list of ``msg``, a message :meth:`map` made that nobody will read again
+        (:class:`StreamingParser` once it has moved on to the next one): it becomes the next message's list."""
+        if getattr(msg, "recycler", None) is self:
+            msg.recycler = None
+            self._spare = (getattr(msg, "shared_calls", None), msg.tool_calls)
 
     @staticmethod
     def usable() -> bool:
@@ -100,6 +110,7 @@ class IncrementalMapper:
         self.final = None
         self._token = object()
         self._published = 0
+        self._spare = None
 
     # -- snapshots -----------------------------------------------------------------------------------------------
     def _snap(self) -> tuple:
@@ -292,21 +303,39 @@ class IncrementalMapper:
         msg = m.msg
         calls = msg.tool_calls
         p = m.pending
+        fresh: ToolCall | None = None
         if p is not None and p.name:
             args = m.args_buffer or p.arguments
             if m.quote_pending and args:
                 args += '"'
-            out_calls = calls + [ToolCall(p.name, args, p.id)]
+            fresh = ToolCall(p.name, args, p.id)
+            live = len(calls)
         elif calls:
             last = calls[-1]
-            out_calls = calls[:-1]
-            out_calls.append(ToolCall(last.name, last.arguments, last.id))
+            fresh = ToolCall(last.name, last.arguments, last.id)
+            live = len(calls) - 1
         else:
-            out_calls = []
+            live = 0
+        spare = self._spare
+        if spare is not None:
+            # a recycled list: its first ``shared`` calls are still the live ones while the token stays
+            self._spare = None
+            shared, out_calls = spare
+            keep = min(shared[1], live) if shared is not None and shared[0] is self._token else 0
+            del out_calls[keep:]
+            if live > keep:
+                out_calls += calls[keep:live]
+        else:
+            out_calls = calls[:live]
+        if fresh is not None:
+            out_calls.append(fresh)
         r = msg.reasoning_content
         if r and not r.strip(" \n\r\t"):
             r = ""
         out = AssistantMessage(msg.content, r, out_calls, msg.role)
+        # the receiver holds the only reference to out_calls; it may give it back (recycle) or change its
+        # last call (StreamingParser._fold)
+        out.recycler = self
         # the calls before the live last one are never changed again by mapping forward (only the last or
         # the pending call is written to); _restore changes the token before cutting one of them
         n = len(calls) - 1
@@ -591,7 +620,11 @@ class PegStreamSession:
         ``until`` or a JSON string that looked at the end itself: the two never both apply, and the cheap check
         of ``pending`` goes first (half of the parsing feeds of repeated tool calls end inside a literal)."""
         if r.pending is not None:
-            return self._pending_literal(r, n)
+            return self._pending_literal(r, n, mapper, msg)
+        if r.pending_until is not None:
+            region = self._hidden_until(r, n)
+            if region is not None:
+                return region
         return self._open_region(r, n, mapper, msg)
 
     def _open_region(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage) -> "OpenRegion | None":
@@ -663,24 +696,56 @@ class PegStreamSession:
         return region
 
     @staticmethod
-    def _pending_literal(r: Any, n: int) -> "OpenRegion | None":
-        """The parse needed more input only because the text ends inside a literal (``r.pending``: nothing
-        else looked at the end, see :class:`core.peg.engine.ParseResult`), and every node still open reads
-        no text when mapped: text that keeps the rest a proper prefix of that literal changes nothing in
-        the message (a marker being streamed, ``<tool_ca``). A region "pending" with that rest held."""
-        pend = r.pending
-        if pend is None or not r.nodes:
-            return None
-        node = r.nodes[-1]
+    def _hidden_until(r: Any, n: int) -> "OpenRegion | None":
+        """The parse needed more input only because one ``until`` reached the end (``r.pending_until``) and
+        every node still open reads no text: that until's text is in no node the message is made of (an
+        ``atomic`` drops the nodes it has not finished, a call id read up to ``[ARGS]``). Text that holds no
+        delimiter only makes it longer: a region "hidden" (nothing to emit) that holds a cut delimiter back
+        as the until does."""
+        stop, delims = r.pending_until
+        node = r.nodes[-1] if r.nodes else None
         while node is not None and node.partial:
             if node.tag not in _TEXTLESS_TAGS:
                 return None
             node = node.children[-1] if node.children else None
+        region = OpenRegion("hidden", delims)
+        region.held = r.text[stop:n]
+        return region
+
+    def _pending_literal(self, r: Any, n: int, mapper: "IncrementalMapper | None" = None,
+                         msg: AssistantMessage | None = None) -> "OpenRegion | None":
+        """The parse needed more input only because the text ends inside a literal (``r.pending``: nothing
+        else looked at the end, see :class:`core.peg.engine.ParseResult`), and every node still open reads
+        no text when mapped: text that keeps the rest a proper prefix of that literal changes nothing in
+        the message (a marker being streamed, ``<tool_ca``). A region "pending" with that rest held.
+
+        The "literal" may be empty: a JSON value starts at the end. Then only whitespace before it keeps
+        the message; and when that value is the (still empty) arguments of the named last call, whose
+        arguments are ``{`` already (the mapper starts them so), an object opening there continues as the
+        whole-value fast path (``json_start``)."""
+        pend = r.pending
+        if pend is None or not r.nodes:
+            return None
+        lit = pend[1]
+        node = r.nodes[-1]
+        args = leaf = None
+        while node is not None and node.partial:
+            if node.tag not in _TEXTLESS_TAGS:
+                if lit or node.tag != "tool-args" or node.start != n:
+                    return None
+                args = node
+            leaf = node
+            node = node.children[-1] if node.children else None
         region = OpenRegion("pending", ())
         region.held = r.text[pend[0]:n]
-        region.lit = pend[1]
+        region.lit = lit
+        region.chain = r.pending_chain
         if r.pending_ws and _ws_invariant_end(r.nodes, n):
             region.ws = True
+        if (args is not None and leaf is not args and leaf.start == n and self._json_rule(leaf.rule)
+                and mapper is not None and msg is not None and mapper.current_is_last_named()
+                and msg.tool_calls and msg.tool_calls[-1].arguments == "{"):
+            region.json_start = True
         return region
 
     def _json_rule(self, name: str) -> bool:
@@ -952,9 +1017,12 @@ class OpenRegion:
     """Fast-path description of an open ``until`` region: the message ``field`` it feeds ("content",
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
-    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws")
+    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws",
+                 "json_start", "chain")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
+        self.chain: tuple = ()    # "pending": the literals (str) and whitespace runs (None) after ``lit``
+        self.json_start = False   # "pending" on an empty JSON value: the call's arguments may open there
         self.ws = False     # "pending" with nothing of the literal yet: whitespace may come first (pending_ws)
         self.json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
         self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
@@ -969,6 +1037,38 @@ class OpenRegion:
         self.keep = max(len(d) for d in delims) - 1
         self.search = re.compile("|".join(re.escape(d) for d in delims)).search
         self.firsts = tuple(dict.fromkeys(d[0] for d in delims))
+
+    def follow_chain(self, text: str) -> bool:
+        """"pending" region whose literal ``lit`` just completed: True when ``text`` (what follows it) only
+        goes on along ``chain`` — the fixed literals and whitespace runs after it in its sequence — and stops
+        before its end, inside or at the start of one of its literals; the region then pends on that one. A
+        parse would match those items the same way and stop there (the message stays as it is: the nodes
+        still open read no text). False, region unchanged, when the text leaves the chain or gets past it."""
+        chain = self.chain
+        ci, i, n = 0, 0, len(text)
+        ws = False
+        while True:
+            while ci < len(chain) and chain[ci] is None:    # whitespace runs
+                ws = True
+                ci += 1
+                while i < n and text[i] in _WS:
+                    i += 1
+            if ci >= len(chain):
+                return False
+            lit = chain[ci]
+            rest = text[i:]
+            if len(rest) < len(lit):
+                if not lit.startswith(rest):
+                    return False
+                self.lit, self.held, self.chain = lit, rest, chain[ci + 1:]
+                self.ws = ws and not rest
+                self.json_start = False
+                return True
+            if not rest.startswith(lit):
+                return False
+            i += len(lit)
+            ci += 1
+            ws = False
 
     def extend_json_string(self, text: str) -> str | None:
         """json-arguments region (the parse stopped inside a JSON string of verbatim arguments): the text
@@ -1236,10 +1336,11 @@ class StreamingParser:
         elif field == "reasoning_content":
             e.reasoning_content += add
         else:
-            calls = list(e.tool_calls)
+            calls = e.tool_calls
+            if getattr(e, "recycler", None) is None:   # a list others may hold: copied (a mapper's is ours)
+                calls = e.tool_calls = list(calls)
             last = calls[-1]
             calls[-1] = ToolCall(last.name, last.arguments + add, last.id)
-            e.tool_calls = calls
 
     def _fast(self, text: str) -> list[MessageDelta] | None:
         """Deltas for ``text`` if it only extends the open region of the last parse, else None."""
@@ -1256,7 +1357,31 @@ class StreamingParser:
                 region.held = w
                 self.fast_steps += 1
                 return []
+            if region.chain and w.startswith(region.lit) and region.lit and region.follow_chain(w[len(region.lit):]):
+                self.fast_steps += 1
+                return []
+            if not w and not region.lit and region.ws:
+                self.fast_steps += 1
+                return []
+            if region.json_start and w.startswith("{"):
+                # the arguments open: they were "{" already, so the message gains what follows the brace
+                out: list[str] = []
+                state = advance_json_value(w, 0, len(w), JSON_VALUE_START, out)
+                if state is None:
+                    return None
+                region.field, region.json = "json-arguments", state
+                self.fast_steps += 1
+                add = "".join(out)[1:]
+                if not add:
+                    return []
+                self._appended.append(add)
+                return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
             return None
+        if region.field == "hidden":
+            if region.extend_held(text) is None:
+                return None
+            self.fast_steps += 1
+            return []
         if region.field == "json-arguments":
             if region.json is not None:
                 out: list[str] = []
@@ -1342,17 +1467,22 @@ class StreamingParser:
         if new is None:
             self.held_back += 1
             return []
+        prev = self._emitted
         try:
-            deltas = stream_deltas_between(self._emitted, new)
+            deltas = stream_deltas_between(prev, new)
         except StreamRetractionError:
             if is_partial:
                 self.held_back += 1
+                _recycle(new)
                 return []
             deltas = lenient_deltas(self._emitted, new)
+            _recycle(new)
             self.final_mismatch = True
             self._emitted = _accumulate(self._emitted, deltas)
             return deltas
         self._emitted = new
+        if prev is not new:
+            _recycle(prev)
         if is_partial and self._session is not None:
             region = self._session.open_region
             if region is not None:
@@ -1412,6 +1542,13 @@ class StreamingParser:
             return deltas
         self._emitted = target.copy()
         return deltas
+
+
+def _recycle(msg: AssistantMessage) -> None:
+    """Give the tool-call list of ``msg`` (no longer read) back to the mapper that made it, if one did."""
+    rec = getattr(msg, "recycler", None)
+    if rec is not None:
+        rec.recycle(msg)
 
 
 def _accumulate(msg: AssistantMessage, deltas: list[MessageDelta]) -> AssistantMessage:

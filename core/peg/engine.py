@@ -99,13 +99,21 @@ class ParseResult:
     text: str
     switches: frozenset = frozenset()
     # (position, literal) when the parse needed more input only because the text ends inside that literal
-    # and nothing else looked at the end (but whitespace runs that stopped there, when the literal starts
+    # (literal "": a JSON value of the native scanner starts at the very end, nothing of it yet) and nothing
+    # else looked at the end (but whitespace runs that stopped there, when the literal starts
     # with another character): appending text that keeps the rest a proper prefix of it gives the same
     # parse (the same nodes, those ending at the end of the text longer)
     pending: tuple | None = None
     # ``pending`` with whitespace runs that reached the end and the literal at the very end (nothing of it
     # yet): appended whitespace only makes those runs longer, the literal still pending at the new end
     pending_ws: bool = False
+    # ``pending`` is a plain literal item of a sequence: the plain literals (str) and whitespace runs (None)
+    # after it in that sequence, which text completing the literal meets next (see _literal_chains)
+    pending_chain: tuple = ()
+    # (where it stopped, its delimiters) when the parse needed more input only because one ``until`` reached
+    # the end (nothing else looked at it): text holding no delimiter (and the cut one it stopped before, if
+    # any, still cut or grown into text) gives the same parse, that until's text longer
+    pending_until: tuple | None = None
 
     @property
     def switched(self) -> bool:
@@ -187,7 +195,7 @@ class ParseCache:
 
 class _Ctx:
     __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switches", "ends", "cut",
-                 "spaces", "base")
+                 "spaces", "base", "chain", "until")
 
     def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
         self.text = text
@@ -202,6 +210,8 @@ class _Ctx:
         self.cut: tuple | None = None       # (position, literal) of the last literal cut by the end
         self.spaces = 0                     # of the looks at the end: whitespace runs that reached it
         self.base: tuple | None = None      # (nodes, (prefix, parent)) of the last resumed repetition
+        self.chain: tuple | None = None     # (cut, what follows that literal in its sequence: _literal_chains)
+        self.until: tuple | None = None     # (where it stopped, delimiters) of the last until that reached the end
 
 
 Fn = Callable[[_Ctx, int], tuple]
@@ -233,8 +243,11 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
             # ends those runs where they ended
             pending = ctx.cut
             pending_ws = True
+    chain = ctx.chain
     return ParseResult(_RESULT_TYPES[st], start, end, tuple(nodes), text,
-                       frozenset(ctx.switches) if ctx.switches else _NO_SWITCHES, pending, pending_ws)
+                       frozenset(ctx.switches) if ctx.switches else _NO_SWITCHES, pending, pending_ws,
+                       chain[1] if pending is not None and chain is not None and chain[0] is pending else (),
+                       ctx.until if st == NMI and ctx.ends == 1 and ctx.until is not None else None)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -285,7 +298,8 @@ class _Compiler:
         if isinstance(node, N.Literal):
             return _make_literal(node.text)
         if isinstance(node, N.Sequence):
-            return _make_sequence([self.get(c) for c in node.items], node.id)
+            return _make_sequence([self.get(c) for c in node.items], node.id,
+                                  _literal_chains([self.arena.nodes[c] for c in node.items]))
         if isinstance(node, N.Choice):
             return _make_choice(node.id, [self.get(c) for c in node.items])
         if isinstance(node, N.Repeat):
@@ -365,24 +379,79 @@ def _concat(ctx: _Ctx, nodes: tuple, ns: tuple) -> tuple:
 _RESUMABLE_SEQUENCE = 4   # sequences of at least this many items resume in a stream (see below)
 
 
-def _make_sequence(children: list[Fn], pid: int = -1) -> Fn:
+def _literal_chains(items: list) -> list:
+    """For each item of a sequence that is a plain literal: the plain literals and whitespace runs that follow
+    it in the sequence (a literal as its text, a whitespace run as None), up to the first other item or a
+    literal starting with whitespace after a run (the run would take that whitespace); None for other items.
+    Streaming uses it (``ParseResult.pending_chain``) to follow a marker's fixed continuation without a parse."""
+    out: list = []
+    for i, node in enumerate(items):
+        if not isinstance(node, N.Literal):
+            out.append(None)
+            continue
+        chain: list = []
+        after_space = False
+        for nxt in items[i + 1:]:
+            if isinstance(nxt, N.Space):
+                chain.append(None)
+                after_space = True
+            elif isinstance(nxt, N.Literal) and nxt.text and not (after_space and nxt.text[0] in _WS_CHARS):
+                chain.append(nxt.text)
+                after_space = False
+            else:
+                break
+        out.append(tuple(chain))
+    return out
+
+
+def _make_sequence(children: list[Fn], pid: int = -1, chains: list | None = None) -> Fn:
     if not children:
         return lambda ctx, pos: (OK, pos, _EMPTY)
+    if chains is None or not any(chains):
+        chains = [None] * len(children)
 
+        def f(ctx: _Ctx, pos: int) -> tuple:
+            nodes: tuple = _EMPTY
+            start = pos
+            for child in children:
+                st, end, ns = child(ctx, pos)
+                if st == FAIL:
+                    return FAIL, end if end > start else start, _EMPTY
+                if ns:
+                    nodes = _concat(ctx, nodes, ns) if nodes else ns
+                if st == NMI:
+                    return NMI, end, nodes
+                pos = end
+            return OK, pos, nodes
+    else:
+        f = _make_chained_sequence(children, chains)
+    return _resumable_sequence(children, pid, chains, f)
+
+
+def _make_chained_sequence(children: list[Fn], chains: list) -> Fn:
+    """A sequence with plain literal items (see _literal_chains): one cut by the end names what follows it."""
     def f(ctx: _Ctx, pos: int) -> tuple:
         nodes: tuple = _EMPTY
         start = pos
-        for child in children:
+        for i, child in enumerate(children):
             st, end, ns = child(ctx, pos)
             if st == FAIL:
                 return FAIL, end if end > start else start, _EMPTY
             if ns:
                 nodes = _concat(ctx, nodes, ns) if nodes else ns
             if st == NMI:
+                ch = chains[i]
+                if ch:
+                    cut = ctx.cut
+                    if cut is not None and cut[0] == pos:
+                        ctx.chain = (cut, ch)
                 return NMI, end, nodes
             pos = end
         return OK, pos, nodes
+    return f
 
+
+def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn:
     if len(children) < _RESUMABLE_SEQUENCE:
         return f
     count = len(children)
@@ -418,6 +487,11 @@ def _make_sequence(children: list[Fn], pid: int = -1) -> Fn:
             if ns:
                 nodes = _concat(ctx, nodes, ns) if nodes else ns
             if st == NMI:
+                ch = chains[i]
+                if ch:
+                    cut = ctx.cut
+                    if cut is not None and cut[0] == pos:
+                        ctx.chain = (cut, ch)
                 r = (NMI, end, nodes)
                 break
             pos = end
@@ -631,6 +705,8 @@ def _make_string_content(pid: int, delim: str) -> Fn:
         if touched:
             ctx.eof = True
             ctx.ends += 1
+            if pos >= ctx.n:    # a value that starts at the very end: pending like a literal, nothing of it yet
+                ctx.cut = (pos, "")
         return st, end, _EMPTY
     return f
 
@@ -645,6 +721,8 @@ def _make_native(pid: int, kind: str) -> Fn:
         if touched:
             ctx.eof = True
             ctx.ends += 1
+            if pos >= ctx.n:    # a value that starts at the very end: pending like a literal, nothing of it yet
+                ctx.cut = (pos, "")
         return st, end, _EMPTY
     return f
 
@@ -673,6 +751,7 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
             ctx.eof = True
             ctx.ends += 1
             n = ctx.n
+            ctx.until = (n if n > pos else pos, ())
             if ctx.lenient:
                 return NMI, n if n > pos else pos, _EMPTY
             return OK, n if n > pos else pos, _EMPTY
@@ -680,6 +759,7 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
 
     maxlen = max(len(d) for d in delims)
     partial = _partial_regex(delims)
+    dtuple = tuple(delims)
 
     def partial_start(text: str, lo: int, hi: int) -> int:
         if partial is None or lo >= hi:
@@ -717,6 +797,7 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
                 if p != -1:
                     ctx.eof = True
                     ctx.ends += 1
+                    ctx.until = (p, dtuple)
                     return (NMI if ctx.lenient else OK), p, _EMPTY
             return OK, idx, _EMPTY
         ctx.eof = True
@@ -724,9 +805,10 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
         if hints is not None and tail > frm:
             hints[(pid, pos)] = tail
         p = partial_start(text, tail, n)
-        if p != -1:
-            return (NMI if ctx.lenient else OK), p, _EMPTY
-        return (NMI, n, _EMPTY) if ctx.lenient else (OK, n, _EMPTY)
+        if p == -1:
+            p = n
+        ctx.until = (p, dtuple)
+        return (NMI if ctx.lenient else OK), p, _EMPTY
     return f
 
 

@@ -306,8 +306,16 @@ def scan_json_value_resumable(text: str, pos: int, n: int, lenient: bool, kind: 
         return scan_json_value(text, pos, n, lenient, kind)
     if (kind == "json-object" and text[pos] != "{") or (kind == "json-array" and text[pos] != "["):
         return FAIL, pos, False
+    resume = hints.get(key)
+    if resume is None:
+        # no earlier scan of this value left a checkpoint: it may well be complete already (a stream that
+        # took the value's characters on a fast path parses again only at its close), which C decides at once
+        try:
+            return OK, _DECODER.raw_decode(text, pos)[1], False
+        except (ValueError, RecursionError):
+            pass
     checkpoint: list = [pos, None, -1]
-    r = _slow_value(text, pos, n, lenient, hints.get(key), checkpoint)
+    r = _slow_value(text, pos, n, lenient, resume, checkpoint)
     if r[0] == OK:
         hints.pop(key, None)
         return scan_json_value(text, pos, n, lenient, kind)
