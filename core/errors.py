@@ -133,3 +133,10 @@ class RequestFileError(RequestError):
         self.message = message
         where = f"{kind} {path!r}" + (f", field {field!r}" if field else "")
         ChatTemplateExplorerError.__init__(self, f"{where}: {message}")
+
+
+def os_error_text(e: OSError) -> str:
+    """One line for an ``OSError`` met on a path the user gave: ``"PATH: reason"`` (``"out: File exists"``)
+    rather than Python's ``"[Errno 17] File exists: 'out'"``; the reason alone when no path is attached."""
+    reason = e.strerror or str(e)
+    return f"{e.filename}: {reason}" if e.filename is not None else reason

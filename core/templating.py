@@ -42,6 +42,7 @@ import jinja2.utils
 import jinja2.visitor
 
 from . import codepack, fastwalk
+from . import memo as _memo
 from .errors import RenderLimitError, TemplateRenderError, TemplateSecurityError, TemplateSyntaxError
 
 fastwalk.install()  # same walks, less overhead: see core/fastwalk.py
@@ -1118,6 +1119,13 @@ def _check_syntax(source: str, name: str) -> None:
     if len(_PARSED) >= _PARSED_MAX:
         _PARSED.pop(next(iter(_PARSED)), None)
     _PARSED[source] = node
+
+
+# compiled templates and parsed trees, bounded in number; emptied by core.memo.clear_caches
+_memo.register_cache("compiled code", _CODE_MEMO.clear)
+_memo.register_cache("parsed trees", _PARSED.clear)
+_memo.register_cache("syntax checks", _check_syntax.cache_clear)
+_memo.register_cache("templates", _compile.cache_clear)
 
 
 def source_digest(source: str) -> str:

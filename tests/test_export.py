@@ -269,6 +269,27 @@ def test_cli_tokenizer_config_without_its_format_is_an_error(tmp_path):
                                                  "tokenizer-config (got --format response-template)")
 
 
+def test_cli_suite_output_that_cannot_be_a_directory_is_a_one_line_error(tmp_path, capsys):
+    # `suite -o EXISTING_FILE` printed "error: [Errno 17] File exists: '…'"
+    from core.cli import main
+
+    existing = tmp_path / "out.txt"
+    existing.write_text("keep me", encoding="utf-8")
+    template = str(TEMPLATES / "Qwen3-Coder.jinja")
+    assert main(["suite", template, "-o", str(existing)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: -o {existing}: exists and is not a directory (the suite is a folder of files: " \
+                  "cases.jsonl, test_suite.py, …)\n"
+    assert existing.read_text(encoding="utf-8") == "keep me"
+    # a parent that is a file: the write fails, named without the errno
+    assert main(["suite", template, "-o", str(existing / "suite")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: -o {existing / 'suite'}: cannot write the suite ({existing / 'suite'}: Not a directory)\n"
+    # the other verbs' paths: an OSError becomes "PATH: reason" too
+    assert main(["repairs", "--suite", str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'missing'}: No such file or directory\n"
+
+
 def test_gbnf_export_is_the_grammar_for_the_sample_request_and_says_so():
     # the GBNF constrains calls to the sample request's tools; nothing said so, and additional stops were left out
     from core.chat.pipeline import build_chat_parser

@@ -49,6 +49,7 @@ import jinja2.runtime
 import jinja2.utils
 import jinja2.visitor
 
+from .. import memo as _memo
 from .. import templating as _templating
 from ..errors import RenderLimitError
 from ..templating import ChatTemplate
@@ -784,6 +785,9 @@ def probe_code(source: str) -> Any:
 @functools.lru_cache(maxsize=512)
 def _compile_tracking(source: str) -> jinja2.Template:
     return _templating.template_from_code(_probe_env(), probe_code(source))
+
+
+_memo.register_cache("probe templates", _compile_tracking.cache_clear)  # see core.memo.clear_caches
 
 
 @dataclass

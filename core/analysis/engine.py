@@ -28,6 +28,7 @@ from typing import Any
 
 import jinja2
 
+from .. import memo as _memo
 from ..errors import ChatTemplateExplorerError, TemplateRenderError
 from ..templating import ChatTemplate
 
@@ -151,6 +152,9 @@ def _compile(source: str) -> jinja2.Template:
     else:
         code = _caps.probe_code(source)  # type: ignore[union-attr]
     return template_from_code(env, code)
+
+
+_memo.register_cache("llama.cpp templates", _compile.cache_clear)  # see core.memo.clear_caches
 
 
 def available() -> bool:

@@ -25,7 +25,7 @@ import re
 import sys
 from typing import Any, Iterable
 
-from ..errors import ChatTemplateExplorerError, RequestError, RequestFileError, TemplateLoadError
+from ..errors import ChatTemplateExplorerError, RequestError, RequestFileError, TemplateLoadError, os_error_text
 from ..templating import ChatTemplate
 from .request import ChatRequest
 
@@ -326,7 +326,7 @@ def _guard(fn: Any) -> Any:
         except BrokenPipeError:  # an OSError: core.cli.main ends quietly (`… | head`)
             raise
         except OSError as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(f"error: {os_error_text(e)}", file=sys.stderr)
             return 2
         except (RecursionError, MemoryError) as e:
             print(f"error: input too large or nested too deeply ({type(e).__name__})", file=sys.stderr)

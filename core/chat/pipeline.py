@@ -17,6 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import memo as _memo
 from ..errors import AnalysisError, ChatTemplateExplorerError
 from ..templating import ChatTemplate, normalize_source
 from . import handlers as _handlers
@@ -122,6 +123,9 @@ def clear_cache() -> None:
     """Forget cached analyses."""
     with _cache_lock:
         _analysis_cache.clear()
+
+
+_memo.register_cache("chat analyses", clear_cache)  # see core.memo.clear_caches
 
 
 def _report_caps(report: Any) -> Any:

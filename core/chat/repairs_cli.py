@@ -81,7 +81,7 @@ def suite_markdown(figures: dict[str, Any]) -> str:
 
 
 def _cmd_repairs(args: argparse.Namespace) -> int:
-    from ..errors import ChatTemplateExplorerError
+    from ..errors import ChatTemplateExplorerError, os_error_text
     from .repairs import REPAIRS, list_text
 
     if not args.suite:
@@ -95,7 +95,10 @@ def _cmd_repairs(args: argparse.Namespace) -> int:
         return 0
     try:
         figures = suite_figures(args.suite, args.templates)
-    except (OSError, ValueError, ChatTemplateExplorerError) as e:
+    except OSError as e:
+        print(f"error: {os_error_text(e)}", file=sys.stderr)
+        return 2
+    except (ValueError, ChatTemplateExplorerError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.json:

@@ -31,6 +31,7 @@ import pathlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from .. import memo as _memo
 from ..errors import ChatTemplateExplorerError, TemplateRenderError
 from ..templating import ChatTemplate
 from .request import ChatRequest, Continuation
@@ -864,6 +865,7 @@ def register(subparsers: Any) -> None:
 
 _HEADER_PROBES = ("Alpha answer one.", "Zulu reply two!")
 _content_header_cache: dict[tuple[str, str], str] = {}
+_memo.register_cache("content turn headers", _content_header_cache.clear)  # see core.memo.clear_caches
 
 
 def content_turn_header(template: ChatTemplate, request: ChatRequest, analysis: Any, prompt: str | None = None) -> str:

@@ -118,7 +118,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_suite(args: argparse.Namespace) -> int:
-    from ..errors import ChatTemplateExplorerError
+    from ..errors import ChatTemplateExplorerError, os_error_text
     from .suite import generate_suite, suite_batch, write_suite
 
     fidelity = "improved" if args.improved else "llama.cpp"
@@ -136,9 +136,15 @@ def _cmd_suite(args: argparse.Namespace) -> int:
         return 0
     if not args.file or not args.output:
         raise ChatTemplateExplorerError("suite needs TEMPLATE -o DIR, or --batch DIR")
+    if os.path.exists(args.output) and not os.path.isdir(args.output):  # checked before the suite is built
+        raise ChatTemplateExplorerError(f"-o {args.output}: exists and is not a directory (the suite is a folder "
+                                        "of files: cases.jsonl, test_suite.py, …)")
     template = _load(args.file)
     suite = generate_suite(template, fidelity=fidelity)
-    paths = write_suite(suite, template, args.output, flavour=args.flavour)
+    try:
+        paths = write_suite(suite, template, args.output, flavour=args.flavour)
+    except OSError as e:
+        raise ChatTemplateExplorerError(f"-o {args.output}: cannot write the suite ({os_error_text(e)})") from None
     for name, why in suite.skipped.items():
         print(f"skipped {name}: {why}", file=sys.stderr)
     print(f"{len(suite.cases)} cases written to {paths['cases']}; run: python3 -m pytest -q {paths['test']}",

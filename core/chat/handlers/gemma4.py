@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ...memo import MISSING, BoundedMemo
 from ...templating import ChatTemplate
 from ..request import ChatRequest
 from . import _common as C
@@ -509,7 +510,8 @@ def _peg_root(p: Any, view: C.RequestView, syntax: CallSyntax = GEMMA4_SYNTAX) -
 
 _PROBE_NAME, _PROBE_KEY, _PROBE_VALUE, _PROBE_NUM_KEY = "probe_fn", "probe_key", "probe_value", "probe_num"
 _TOKEN = r"<[^<>\s]+>"
-_SYNTAX_CACHE: dict[str, CallSyntax | None] = {}
+# per normalised template source: bounded, since a server sees any number of pasted templates
+_SYNTAX_CACHE = BoundedMemo("gemma call syntax", max_entries=1024, max_bytes=64 * 2**20)
 
 
 def call_syntax_of(template: ChatTemplate) -> CallSyntax | None:
@@ -523,8 +525,9 @@ def call_syntax_of(template: ChatTemplate) -> CallSyntax | None:
     FunctionGemma's template (``<start_function_call>call:NAME{k:<escape>v<escape>}<end_function_call>``).
     Cached per normalised source; never raises (a template that fails to render has no syntax)."""
     key = template.normalized_source
-    if key in _SYNTAX_CACHE:
-        return _SYNTAX_CACHE[key]
+    hit = _SYNTAX_CACHE.get(key)
+    if hit is not MISSING:
+        return hit
     import json
     import re
 
@@ -553,7 +556,7 @@ def call_syntax_of(template: ChatTemplate) -> CallSyntax | None:
         found = CallSyntax(m.group(1), m.group(3), string,
                            quoted_values=f"{_PROBE_NUM_KEY}:{string}7{string}" in m.group(2))
         break
-    _SYNTAX_CACHE[key] = found
+    _SYNTAX_CACHE.put(key, found, len(key) + 200)
     return found
 
 
