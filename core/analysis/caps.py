@@ -781,9 +781,18 @@ def probe_code(source: str) -> Any:
     return _templating.compiled_code(_probe_env(), source, probe_code_tag())
 
 
+def plain_globals(template: jinja2.Template) -> jinja2.Template:
+    """``template`` with its globals copied into a plain dict (returned as is): jinja2 gives a template a
+    ``ChainMap`` over its environment's globals, which every render copies twice in Python (~5 µs of a ~100 µs
+    analysis render). Only for templates of environments whose globals never change after they are built
+    (the probe and llama.cpp-compatible environments)."""
+    template.globals = dict(template.globals)
+    return template
+
+
 @functools.lru_cache(maxsize=512)
 def _compile_tracking(source: str) -> jinja2.Template:
-    return _templating.template_from_code(_probe_env(), probe_code(source))
+    return plain_globals(_templating.template_from_code(_probe_env(), probe_code(source)))
 
 
 @dataclass
@@ -819,7 +828,7 @@ def render_tracked(template: ChatTemplate, context: dict[str, Any],
     previous = getattr(_state, "recorder", None)
     _state.recorder = rec
     try:
-        out = template.render_with(compiled, ctx)
+        out = template.render_with(compiled, ctx, template_tracebacks=False)  # failures: message only
         return ProbeResult(True, out, None, rec, ctx)
     except Exception as e:
         return ProbeResult(False, "", str(e), rec, ctx)

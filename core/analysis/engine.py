@@ -113,7 +113,7 @@ def _compile(source: str) -> jinja2.Template:
         code = compiled_code(env, source, _code_tag())
     else:
         code = _caps.probe_code(source)  # type: ignore[union-attr]
-    return template_from_code(env, code)
+    return _caps.plain_globals(template_from_code(env, code))  # type: ignore[union-attr]
 
 
 def available() -> bool:
@@ -127,9 +127,11 @@ def available() -> bool:
         return False
 
 
-def render(template: ChatTemplate, context: dict[str, Any]) -> str:
+def render(template: ChatTemplate, context: dict[str, Any], *, template_tracebacks: bool = True) -> str:
     """Render ``template`` with ``context`` as globals the way llama.cpp's engine would (within the
-    template's render limits). Raises :class:`TemplateRenderError` (or a subclass) when it fails."""
+    template's render limits). Raises :class:`TemplateRenderError` (or a subclass) when it fails; with
+    ``template_tracebacks=False`` its cause keeps Python's traceback, not jinja2's rewrite of it into template
+    lines (see :meth:`ChatTemplate.render_with`)."""
     if not available():
         return template.render(context)
     try:
@@ -137,7 +139,7 @@ def render(template: ChatTemplate, context: dict[str, Any]) -> str:
     except jinja2.TemplateSyntaxError as e:
         raise TemplateRenderError(template.name, f"syntax error: {e}") from None
     try:
-        return template.render_with(compiled, context)
+        return template.render_with(compiled, context, template_tracebacks=template_tracebacks)
     except ChatTemplateExplorerError:
         raise
     except Exception as e:  # pragma: no cover - ChatTemplate.render already classifies

@@ -198,7 +198,7 @@ class ProbeSession:
             if inputs["add_generation_prompt"]:
                 full["add_generation_prompt"] = True
             try:
-                return _engine.render(self.template, full)
+                return _engine.render(self.template, full, template_tracebacks=False)  # kept: the message
             except Exception as e:
                 return _RenderFailure(e)
         try:
