@@ -316,6 +316,16 @@ def _identifier(value: Any) -> Any:
     return value
 
 
+def _identity(value: Any) -> Any:
+    return value
+
+
+UNTRACKED_FILTERS: dict[str, Callable[..., Any]] = {_IDENT_FILTER: _identity}
+"""Versions of the probe rewriter's filters for an overlay of the probe environment that never records usage
+(:mod:`core.analysis.engine`): same results, no recorder lookup (:func:`_identifier` runs on every variable
+read). Not a change of behaviour, so they need no compiled code of their own."""
+
+
 class _ProbeRewriter(jinja2.visitor.NodeTransformer):
     """Rewrites a parsed template for probe renders: every variable read goes through :func:`_identifier`,
     every ``for`` iterable through :func:`_for_iterable`, every single ``a in b`` / ``a not in b`` through
@@ -454,6 +464,23 @@ def _llama_type(value: Any) -> str | None:
         return kind
 
 
+# public names that are no member of dict (nor of TrackedDict, which adds none): a mapping's key read as a member
+_NOT_DICT_MEMBERS: set[str] = set()
+_deadline_local = _templating._local
+_monotonic = _templating._monotonic
+
+
+def _not_dict_member(name: str) -> bool:
+    """True if ``name`` is public (no leading ``_``) and no attribute of ``dict``; remembered in
+    :data:`_NOT_DICT_MEMBERS` (bounded: names come from template sources)."""
+    if name[:1] == "_" or hasattr(dict, name):
+        return False
+    if len(_NOT_DICT_MEMBERS) >= 8192:
+        _NOT_DICT_MEMBERS.clear()
+    _NOT_DICT_MEMBERS.add(name)
+    return True
+
+
 # (type, name) -> hasattr(type, name), for member reads (bounded: names come from template sources)
 _TYPE_HAS: dict[tuple[type, str], bool] = {}
 
@@ -558,12 +585,14 @@ def _tracking_env() -> jinja2.Environment:
 
         def getattr(self, obj: Any, attribute: str) -> Any:
             tp = type(obj)
-            if ((tp is TrackedDict or tp is dict) and type(attribute) is str and attribute[:1] != "_"
-                    and not _type_has(tp, attribute)):
+            if ((tp is TrackedDict or tp is dict) and type(attribute) is str
+                    and (attribute in _NOT_DICT_MEMBERS or _not_dict_member(attribute))):
                 # A mapping's key read as a member (``message.role``), the commonest access of a render.
                 # Same result as the general path below (tick, key or undefined, usage marks), without
                 # the sandbox first raising and catching an AttributeError for the missing attribute.
-                self._tick()
+                d = getattr(_deadline_local, "deadline", None)  # self._tick(), inlined
+                if d is not None and _monotonic() > d.until:
+                    d.check()
                 try:
                     result = obj[attribute]
                 except KeyError:
@@ -603,7 +632,9 @@ def _tracking_env() -> jinja2.Environment:
                     or (ta is int and (tp is list or tp is TrackedList))):
                 # a mapping's key or a list's index that exists (``message['content']``, ``messages[0]``):
                 # the sandbox's result without its fallbacks (a member of that name, undefined)
-                self._tick()
+                d = getattr(_deadline_local, "deadline", None)  # self._tick(), inlined
+                if d is not None and _monotonic() > d.until:
+                    d.check()
                 try:
                     result = obj[argument]
                 except LookupError:

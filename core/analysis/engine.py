@@ -6,7 +6,8 @@ way llama.cpp does. The capability module (:mod:`core.analysis.caps`) already ca
 emulates that engine for its probes (``str + x`` concatenates x's string form and ``str + none`` treats
 the none as "", ``map``/``select`` give lists, llama.cpp's macro argument binding, ``in`` on undefined,
 filters llama.cpp refuses, and llama.cpp's undefined values and printing). This module reuses it — as an
-``overlay()``, so usage tracking stays inactive outside probe renders — and adds two filters:
+``overlay()``, so usage tracking stays inactive outside probe renders (its variable-read filter is a plain
+identity here, ``caps.UNTRACKED_FILTERS``) — and adds two filters:
 
 * ``safe`` is a no-op (jinja2 returns ``Markup``, which then HTML-escapes every string added to it);
 * ``format`` only fills ``{}`` placeholders (``"%s" | format(x)`` stays ``"%s"``; any other ``{`` fails).
@@ -72,6 +73,7 @@ def _env() -> Any:
     env.filters = dict(base.filters)
     env.filters["safe"] = _safe
     env.filters["format"] = _llama_format
+    env.filters.update(_caps.UNTRACKED_FILTERS)  # type: ignore[union-attr]  # no usage recorded here
     # undefined type and finalize: inherited from the probe environment (caps.LlamaUndefined, caps._finalize)
     return env
 
@@ -81,7 +83,8 @@ def _own_names() -> tuple[str, ...]:
     """Filter and test names whose function differs from the probe environment's (``safe``, ``format``)."""
     base = _caps.probe_environment()  # type: ignore[union-attr]
     env = _env()
-    names = {k for k, f in env.filters.items() if base.filters.get(k) is not f}
+    untracked = _caps.UNTRACKED_FILTERS  # type: ignore[union-attr]  # same behaviour: the probe code serves
+    names = {k for k, f in env.filters.items() if base.filters.get(k) is not f and k not in untracked}
     names |= {k for k, f in env.tests.items() if base.tests.get(k) is not f}
     return tuple(sorted(names))
 
