@@ -19,6 +19,7 @@ import contextlib
 import datetime as _dt
 import functools
 import hashlib
+import itertools
 import json
 import marshal
 import os
@@ -262,6 +263,7 @@ class _Over(Exception):
 
 
 _RECURSIVE_DEPTH = 48
+_chain = itertools.chain.from_iterable  # a mapping's keys and values in turn, as _children gives them
 
 
 def _projected_size_recursive(value: Any, limit: int, indent: int) -> int:
@@ -281,7 +283,7 @@ def _projected_size_recursive(value: Any, limit: int, indent: int) -> int:
         active.add(vid)
         size = 2
         step = 2 + (depth + 1) * indent
-        for child in (x for kv in dict.items(v) for x in kv) if isinstance(v, dict) else (
+        for child in _chain(dict.items(v)) if isinstance(v, dict) else (
                 v if type(v) is tuple else list.__iter__(v)):
             tc = type(child)
             if tc is str:
@@ -1030,6 +1032,7 @@ def _check_syntax(source: str, name: str) -> None:
     _PARSED[source] = node
 
 
+@functools.lru_cache(maxsize=256)  # an analysis asks 2-3 times for the same source (a sha256 of ~5 KB each)
 def source_digest(source: str) -> str:
     """Short stable id of a template source (sha256 prefix, 16 hex chars)."""
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]

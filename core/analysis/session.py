@@ -131,9 +131,8 @@ class ProbeSession:
         self._cache: dict[str, Any] = {}
         self._use_global = use_global_cache
         self.engine = engine
-        # memo key of everything a render depends on besides its inputs (a digest: the source can be large)
-        self._src = source_digest(engine + "\x00" + template.name + "\x00" + template.source + "\x00" + bos_token
-                                  + "\x00" + eos_token)
+        # memo key of everything a render depends on besides its inputs (the source as its digest: it can be large)
+        self._src = (engine, template.name, source_digest(template.source), bos_token, eos_token)
 
     def note_improvement(self, name: str, remark: str) -> None:
         """Record that improvement ``name`` changed something (``remark`` says what; duplicates dropped)."""
