@@ -19,6 +19,7 @@ import contextlib
 import datetime as _dt
 import functools
 import hashlib
+import itertools
 import json
 import marshal
 import os
@@ -266,6 +267,7 @@ class _Over(Exception):
 
 
 _RECURSIVE_DEPTH = 48
+_chain = itertools.chain.from_iterable  # a mapping's keys and values in turn, as _children gives them
 
 
 def _projected_size_recursive(value: Any, limit: int, indent: int) -> int:
@@ -285,7 +287,7 @@ def _projected_size_recursive(value: Any, limit: int, indent: int) -> int:
         active.add(vid)
         size = 2
         step = 2 + (depth + 1) * indent
-        for child in (x for kv in dict.items(v) for x in kv) if isinstance(v, dict) else (
+        for child in _chain(dict.items(v)) if isinstance(v, dict) else (
                 v if type(v) is tuple else list.__iter__(v)):
             tc = type(child)
             if tc is str:
@@ -1128,9 +1130,13 @@ _memo.register_cache("syntax checks", _check_syntax.cache_clear)
 _memo.register_cache("templates", _compile.cache_clear)
 
 
+@functools.lru_cache(maxsize=64)  # an analysis asks 2-3 times for the same source (a sha256 of ~5 KB each)
 def source_digest(source: str) -> str:
     """Short stable id of a template source (sha256 prefix, 16 hex chars)."""
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+_memo.register_cache("source digests", source_digest.cache_clear)  # it holds the sources themselves
 
 
 @dataclass
@@ -1178,10 +1184,13 @@ class ChatTemplate:
         """
         return self.render_with(self._compiled, context)  # _compiled may raise TemplateSyntaxError
 
-    def render_with(self, compiled: jinja2.Template, context: dict[str, Any]) -> str:
+    def render_with(self, compiled: jinja2.Template, context: dict[str, Any], *,
+                    template_tracebacks: bool = True) -> str:
         """Render ``context`` with ``compiled`` — this template's source compiled by another environment (the
         analysis' probe and llama.cpp-compatible environments) — under this template's name and limits, as
-        :meth:`render` does (same errors raised)."""
+        :meth:`render` does (same errors raised, same messages). ``template_tracebacks=False``: a failure keeps
+        Python's traceback instead of jinja2's rewrite of it into template lines (which ``core.lint`` reads, and
+        which costs ~0.1 ms per failure), for callers that keep only the message (the analysis' renders)."""
         deadline = _Deadline(self.limits)
         ctx = dict(context)
         ctx.setdefault("range", _bounded_range(deadline))
@@ -1190,13 +1199,15 @@ class ChatTemplate:
         try:
             out: list[str] = []
             size = 0
-            for chunk in compiled.generate(ctx):
+            until = deadline.until
+            for chunk in (compiled.generate(ctx) if template_tracebacks else _chunks(compiled, ctx)):
                 size += len(chunk)
                 if size > self.limits.max_output_chars:
                     raise RenderLimitError(self.name, f"output longer than {self.limits.max_output_chars} characters "
                                                       "(limit: output size)")
                 out.append(chunk)
-                deadline.check()
+                if _monotonic() > until:
+                    deadline.check()
             return "".join(out)
         except RenderLimitError as e:
             raise RenderLimitError(self.name, e.message) from None
@@ -1218,6 +1229,15 @@ class ChatTemplate:
             raise TemplateRenderError(self.name, f"{type(e).__name__}: {e}") from None
         finally:
             _ENV._deadline = previous
+
+
+def _chunks(compiled: jinja2.Template, ctx: dict[str, Any]) -> Iterator[str]:
+    """``compiled.generate(ctx)`` without jinja2's traceback rewrite, except for a syntax error (whose message
+    the rewrite changes): the same chunks, the same exceptions."""
+    try:
+        yield from compiled.root_render_func(compiled.new_context(ctx))
+    except jinja2.exceptions.TemplateSyntaxError:
+        compiled.environment.handle_exception()
 
 
 def _bounded_range(deadline: _Deadline) -> Callable[..., Any]:

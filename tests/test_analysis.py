@@ -198,9 +198,9 @@ def test_each_distinct_render_runs_once(monkeypatch):
     calls = []
     real = engine.render
 
-    def counting(template, context):
+    def counting(template, context, **kw):
         calls.append(1)
-        return real(template, context)
+        return real(template, context, **kw)
 
     monkeypatch.setattr(engine, "render", counting)
     rep = analyze(_t("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja"))

@@ -217,7 +217,7 @@ def _analyze(template: ChatTemplate, disabled_workarounds: Iterable[str], overri
     assistant_start = detect_assistant_start(s, reasoning)
     user_start = detect_user_start(s)
 
-    raw = TemplateAnalysis(caps=copy.deepcopy(caps), user_start=user_start, assistant_start=assistant_start,
+    raw = TemplateAnalysis(caps=replace(caps), user_start=user_start, assistant_start=assistant_start,
                            reasoning=reasoning, content=content, tools=tools)
     raw.preserved_tokens = collect_preserved_tokens(raw)
 
@@ -253,7 +253,23 @@ def _probe_caps_cached(template: ChatTemplate) -> Caps:
     if hit is MISSING:
         hit = probe_caps(template)
         _CAPS_CACHE.put(key, hit, 512)
-    return copy.deepcopy(hit)
+    return replace(hit)  # a copy (every field is a bool)
+
+
+def _json_copy(value: Any) -> Any:
+    """Fresh copy of JSON-like data (dicts and lists copied all the way down, scalars shared): what
+    ``copy.deepcopy`` gives for data without shared containers, at a fraction of its cost (a render may append
+    to the lists it is given, so the constants are never handed over as they are)."""
+    if type(value) is dict:
+        return {k: _json_copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_json_copy(v) for v in value]
+    if type(value) in _ATOMIC:
+        return value
+    return copy.deepcopy(value)
+
+
+_ATOMIC = frozenset({str, int, float, bool, type(None)})
 
 
 def _generation_prompt(s: ProbeSession) -> tuple[str, str | None]:
@@ -261,11 +277,11 @@ def _generation_prompt(s: ProbeSession) -> tuple[str, str | None]:
     ``generation_prompt`` comparison)."""
     from ..diff import RenderParams
 
-    msgs = copy.deepcopy(REFERENCE_MESSAGES)
+    msgs = _json_copy(REFERENCE_MESSAGES)
     extra = request_extra_context()
-    a = RenderParams(msgs, tools=copy.deepcopy(REFERENCE_TOOLS), add_generation_prompt=False,
+    a = RenderParams(msgs, tools=_json_copy(REFERENCE_TOOLS), add_generation_prompt=False,
                      extra_context=extra)
-    b = RenderParams(copy.deepcopy(msgs), tools=copy.deepcopy(REFERENCE_TOOLS), add_generation_prompt=True,
+    b = RenderParams(_json_copy(msgs), tools=_json_copy(REFERENCE_TOOLS), add_generation_prompt=True,
                      extra_context=dict(extra))
     cmp = s.compare("generation_prompt", "What does add_generation_prompt append? The reference request "
                     "(user 'Hello' + one tool) without vs with it.", a, b)

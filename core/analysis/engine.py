@@ -6,7 +6,8 @@ way llama.cpp does. The capability module (:mod:`core.analysis.caps`) already ca
 emulates that engine for its probes (``str + x`` concatenates x's string form and ``str + none`` treats
 the none as "", ``map``/``select`` give lists, llama.cpp's macro argument binding, ``in`` on undefined,
 filters llama.cpp refuses, and llama.cpp's undefined values and printing). This module reuses it — as an
-``overlay()``, so usage tracking stays inactive outside probe renders — and adds two filters:
+``overlay()``, so usage tracking stays inactive outside probe renders (its variable-read filter is a plain
+identity here, ``caps.UNTRACKED_FILTERS``) — and adds two filters:
 
 * ``safe`` is a no-op (jinja2 returns ``Markup``, which then HTML-escapes every string added to it);
 * ``format`` only fills ``{}`` placeholders (``"%s" | format(x)`` stays ``"%s"``; any other ``{`` fails).
@@ -73,6 +74,7 @@ def _env() -> Any:
     env.filters = dict(base.filters)
     env.filters["safe"] = _safe
     env.filters["format"] = _llama_format
+    env.filters.update(_caps.UNTRACKED_FILTERS)  # type: ignore[union-attr]  # no usage recorded here
     # undefined type and finalize: inherited from the probe environment (caps.LlamaUndefined, caps._finalize)
     return env
 
@@ -82,7 +84,8 @@ def _own_names() -> tuple[str, ...]:
     """Filter and test names whose function differs from the probe environment's (``safe``, ``format``)."""
     base = _caps.probe_environment()  # type: ignore[union-attr]
     env = _env()
-    names = {k for k, f in env.filters.items() if base.filters.get(k) is not f}
+    untracked = _caps.UNTRACKED_FILTERS  # type: ignore[union-attr]  # same behaviour: the probe code serves
+    names = {k for k, f in env.filters.items() if base.filters.get(k) is not f and k not in untracked}
     names |= {k for k, f in env.tests.items() if base.tests.get(k) is not f}
     return tuple(sorted(names))
 
@@ -151,7 +154,7 @@ def _compile(source: str) -> jinja2.Template:
         code = compiled_code(env, source, _code_tag())
     else:
         code = _caps.probe_code(source)  # type: ignore[union-attr]
-    return template_from_code(env, code)
+    return _caps.plain_globals(template_from_code(env, code))  # type: ignore[union-attr]
 
 
 _memo.register_cache("llama.cpp templates", _compile.cache_clear)  # see core.memo.clear_caches
@@ -168,9 +171,11 @@ def available() -> bool:
         return False
 
 
-def render(template: ChatTemplate, context: dict[str, Any]) -> str:
+def render(template: ChatTemplate, context: dict[str, Any], *, template_tracebacks: bool = True) -> str:
     """Render ``template`` with ``context`` as globals the way llama.cpp's engine would (within the
-    template's render limits). Raises :class:`TemplateRenderError` (or a subclass) when it fails."""
+    template's render limits). Raises :class:`TemplateRenderError` (or a subclass) when it fails; with
+    ``template_tracebacks=False`` its cause keeps Python's traceback, not jinja2's rewrite of it into template
+    lines (see :meth:`ChatTemplate.render_with`)."""
     if not available():
         return template.render(context)
     try:
@@ -178,7 +183,7 @@ def render(template: ChatTemplate, context: dict[str, Any]) -> str:
     except jinja2.TemplateSyntaxError as e:
         raise TemplateRenderError(template.name, f"syntax error: {e}") from None
     try:
-        return template.render_with(compiled, context)
+        return template.render_with(compiled, context, template_tracebacks=template_tracebacks)
     except ChatTemplateExplorerError:
         raise
     except Exception as e:  # pragma: no cover - ChatTemplate.render already classifies

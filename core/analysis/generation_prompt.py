@@ -25,11 +25,9 @@ def request_extra_context(now: _dt.datetime | None = None) -> dict[str, str]:
 
 def common_prefix_len(a: str, b: str) -> int:
     """Length (characters) of the longest common prefix of ``a`` and ``b``."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    from ..diff import _common_prefix_len
+
+    return _common_prefix_len(a, b)
 
 
 def generation_prompt(template: ChatTemplate, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,

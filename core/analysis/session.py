@@ -9,6 +9,7 @@ comparison only (llama.cpp's ``compare_variants`` returning "no result").
 
 from __future__ import annotations
 
+import marshal
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -105,6 +106,18 @@ def clear_render_cache() -> None:
     _GLOBAL_CACHE.clear()
 
 
+def _memo_key(inputs: dict[str, Any]) -> Any:
+    """Memo key of render inputs: their ``marshal`` bytes (format 2: no back-references, so the bytes depend
+    on the values only, not on how objects are shared), ~8x cheaper than ``repr`` and ~14x than JSON for these
+    plain inputs; ``repr`` for inputs marshal cannot write (a date in the extra context). Equal bytes mean
+    equal values of equal types (``1`` and ``True``, lists and tuples differ); a string's interning can only
+    make two equal inputs miss each other, never meet."""
+    try:
+        return marshal.dumps(inputs, 2)
+    except ValueError:
+        return repr(inputs)
+
+
 class ProbeSession:
     """Renders probe inputs for one template with the analysis conventions (analysis notes §2).
 
@@ -131,9 +144,8 @@ class ProbeSession:
         self._cache: dict[str, Any] = {}
         self._use_global = use_global_cache
         self.engine = engine
-        # memo key of everything a render depends on besides its inputs (a digest: the source can be large)
-        self._src = source_digest(engine + "\x00" + template.name + "\x00" + template.source + "\x00" + bos_token
-                                  + "\x00" + eos_token)
+        # memo key of everything a render depends on besides its inputs (the source as its digest: it can be large)
+        self._src = (engine, template.name, source_digest(template.source), bos_token, eos_token)
 
     def note_improvement(self, name: str, remark: str) -> None:
         """Record that improvement ``name`` changed something (``remark`` says what; duplicates dropped)."""
@@ -163,9 +175,7 @@ class ProbeSession:
 
     def render_inputs(self, inputs: dict[str, Any]) -> str:
         """Render an ``inputs_of`` dict (memoized). Raises the render error (also memoized)."""
-        # repr, not JSON: as exact a key for these plain inputs (str, bool, None, numbers, lists, dicts), half
-        # the cost, and ~20 keys are built per analysis
-        key = repr(inputs)
+        key = _memo_key(inputs)
         hit = self._cache.get(key)
         if hit is None and self._use_global:
             hit = _GLOBAL_CACHE.get((self._src, key))
@@ -198,7 +208,7 @@ class ProbeSession:
             if inputs["add_generation_prompt"]:
                 full["add_generation_prompt"] = True
             try:
-                return _engine.render(self.template, full)
+                return _engine.render(self.template, full, template_tracebacks=False)  # kept: the message
             except Exception as e:
                 return _RenderFailure(e)
         try:
