@@ -19,10 +19,13 @@ them, and the walks' sequences on every corpus tree.
   ``exclude``/``only`` the original runs.
 * ``Node.find_all`` walks with an explicit stack instead of one generator per level (pre-order, as before).
 * ``NodeVisitor.get_visitor`` looks the ``visit_<Class>`` method name up in a per-class table.
+* :func:`absent_from` lets the code generator skip its searches for node classes a template does not contain.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any, Iterator
 
 import jinja2.nodes
@@ -77,8 +80,14 @@ def iter_child_nodes(self: Any, exclude: Any = None, only: Any = None) -> Iterat
             yield item
 
 
+_local = threading.local()
+
+
 def find_all(self: Any, node_type: Any) -> Iterator[Any]:
-    """``Node.find_all``: every descendant that is a ``node_type`` (a class or tuple of classes), pre-order."""
+    """``Node.find_all``: every descendant that is a ``node_type`` (a class or tuple of classes), pre-order.
+    Yields nothing at once for a class :func:`absent_from` vouched for (see there)."""
+    if node_type in getattr(_local, "absent", ()):
+        return
     stack = [self.iter_child_nodes()]
     while stack:
         for child in stack[-1]:
@@ -88,6 +97,26 @@ def find_all(self: Any, node_type: Any) -> Iterator[Any]:
             break
         else:
             stack.pop()
+
+
+@contextlib.contextmanager
+def absent_from(tree: Any, kinds: tuple[type, ...]) -> Iterator[frozenset[type]]:
+    """Context manager for a walk of ``tree`` that searches it and its subtrees for node classes it rarely holds:
+    those of ``kinds`` with no instance anywhere in ``tree`` (found by one walk) make every ``find_all`` of
+    them on this thread yield nothing at once inside the block. Yields that set of classes.
+
+    Only for code that searches nodes of ``tree`` alone and adds no node of those classes while it runs —
+    jinja2's code generator, which per template looks for ``Extends``, ``Block`` and ``ImportedName`` in the
+    whole tree and for ``Block`` again in every ``for`` loop (a chat template has none of them), and whose
+    constant folder only ever adds ``Const`` nodes."""
+    present = {type(n) for n in find_all(tree, _Node)}
+    absent = frozenset(k for k in kinds if not any(issubclass(p, k) for p in present))
+    previous = getattr(_local, "absent", frozenset())
+    _local.absent = previous | absent
+    try:
+        yield absent
+    finally:
+        _local.absent = previous
 
 
 _VISIT_NAMES: dict[type, str] = {}

@@ -400,6 +400,7 @@ class _OnceOptimizer(jinja2.optimizer.Optimizer):
 
 
 _Name = jinja2.nodes.Name
+_RARE_NODES = (jinja2.nodes.Extends, jinja2.nodes.Block, jinja2.nodes.ImportedName)
 # node class -> True when its as_const is jinja2's base Expr.as_const (always raises Impossible)
 _NEVER_CONST: "dict[type, bool]" = {}
 
@@ -427,6 +428,12 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
                 raise RenderLimitError(self.name or "<template>", f"compiling took longer than {COMPILE_TIMEOUT_S:g} s "
                                                                   "(limit: compile time; set CTE_COMPILE_TIMEOUT_S)")
         return super().visit(node, *args, **kwargs)
+
+    def visit_Template(self, node: jinja2.nodes.Template, frame: Any = None) -> None:
+        # jinja2 searches the whole tree for Extends, Block and ImportedName, and every for loop's subtree for
+        # Block again; chat templates have none, so one walk up front answers all of those searches
+        with fastwalk.absent_from(node, _RARE_NODES):
+            super().visit_Template(node, frame)
 
     def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
         self.write("environment.checked_concat((")
