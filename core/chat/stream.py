@@ -775,7 +775,7 @@ class PegStreamSession:
         if st is None or st[0] != node.start or st[1] > node.end:
             st = (node.start, node.start, JSON_VALUE_START)
         state = advance_json_value(src, st[1], node.end, st[2], [])
-        if state is None or state[3]:   # invalid / closed (then no open region), or an escape in the node
+        if state is None or state[3] or state[0] == _JCLOSED:   # invalid, an escape in the node, closed
             self._json_value_scan = None
             return None
         self._json_value_scan = (node.start, node.end, state)
@@ -884,6 +884,16 @@ _NUM_PREFIX = re.compile(r"-?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*|\.[0-9]+[eE][+-]?[0
 _NUM_DONE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?").fullmatch
 _CLOSE = {"{": "}", "[": "]"}
 JSON_VALUE_START = (_JV, "", "", "", "")
+_JCLOSED = 10
+JSON_VALUE_CLOSED = (_JCLOSED, "", "", "", "")
+
+
+def _closed(i: int, end: int, add: str, out: list[str]) -> tuple | None:
+    """The outermost container closed at ``i``: complete arguments when that is the last character scanned."""
+    if i + 1 != end:
+        return None
+    out.append(add)
+    return JSON_VALUE_CLOSED
 
 
 def advance_json_value(s: str, i: int, end: int, state: tuple, out: list[str]) -> tuple | None:
@@ -895,7 +905,9 @@ def advance_json_value(s: str, i: int, end: int, state: tuple, out: list[str]) -
 
     ``state``: ``(mode, open containers, number or literal token, pending escape, held whitespace)``, starting
     at :data:`JSON_VALUE_START`. Returns the new state, or None when the text closes the outermost container
-    or is not a valid continuation (only a parse can tell what follows then)."""
+    or is not a valid continuation (only a parse can tell what follows then) — except that a close by the
+    very last character scanned gives :data:`JSON_VALUE_CLOSED` (its character appended to ``out``): the
+    value, and so the arguments, are complete with it, and what follows is for the next parse to read."""
     mode, stack, tok, esc, ws = state
     while i < end:
         c = s[i]
@@ -966,7 +978,7 @@ def advance_json_value(s: str, i: int, end: int, state: tuple, out: list[str]) -
             elif c == _CLOSE[stack[-1]]:
                 stack = stack[:-1]
                 if not stack:
-                    return None
+                    return _closed(i, end, ws + c, out)
             else:
                 return None
         elif mode == _JCOLON:
@@ -979,14 +991,14 @@ def advance_json_value(s: str, i: int, end: int, state: tuple, out: list[str]) -
             elif c == "}" and mode == _JOBJ:
                 stack = stack[:-1]
                 if not stack:
-                    return None
+                    return _closed(i, end, ws + c, out)
                 mode = _JAFTER
             else:
                 return None
         elif c == "]" and mode == _JARR:
             stack = stack[:-1]
             if not stack:
-                return None
+                return _closed(i, end, ws + c, out)
             mode = _JAFTER
         elif c == '"':
             mode = _JSVAL
@@ -1384,6 +1396,10 @@ class StreamingParser:
             return []
         if region.field == "json-arguments":
             if region.json is not None:
+                # the value closed on the previous feed (its brace emitted: the arguments are complete with
+                # it); what follows it needs a parse
+                if region.json[0] == _JCLOSED:
+                    return None
                 out: list[str] = []
                 state = advance_json_value(text, 0, len(text), region.json, out)
                 if state is None:
