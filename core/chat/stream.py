@@ -75,6 +75,13 @@ class IncrementalMapper:
         # that one brought up to date, so a message costs the calls that changed, not a copy of all of them
         self._spare: tuple | None = None
 
+    def release(self) -> None:
+        """Forget the source text until the next :meth:`map` (which gives it again): a stream's session
+        grows its text in place only when nothing else holds it."""
+        self.source = ""
+        if self.m is not None:
+            self.m.source = ""
+
     def recycle(self, msg: AssistantMessage) -> None:
         """Take back the tool-call list of ``msg``, a message :meth:`map` made that nobody will read again
         (:class:`StreamingParser` once it has moved on to the next one): it becomes the next message's list."""
@@ -487,7 +494,20 @@ class PegStreamSession:
         gp = self.parser.generation_prompt
         eff = self._cutter.append(added)
         if eff is not None:
-            self._full = (self._full if self._full is not None else gp) + eff
+            full = self._full
+            if full is None:
+                full = gp
+            else:
+                # drop this session's other references to the text so that CPython grows it in place
+                # (a copy of the whole text per parse otherwise): the caches are vouched for again below,
+                # the mappers are given the new text when they map
+                self._full = None
+                for cache in self.caches.values():
+                    cache.text = ""
+                for mapper in self.mappers.values():
+                    mapper.release()
+            full += eff
+            self._full = full
         if not is_partial:
             return self.parser.parse(self._cutter.raw((self._full or gp)[len(gp):]), False)
         if eff is None:      # still a prefix of a repeated turn header: nothing to show yet
