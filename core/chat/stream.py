@@ -685,7 +685,8 @@ class PegStreamSession:
             held = src[node.end:n]
             if node.tag not in ("content", "reasoning", "tool-arg-string-value") or node.end <= node.start:
                 return None
-        if node.start >= n:
+        if node.start >= n and node.tag != "tool-arg-string-value":
+            # (an empty string value maps to an opening quote already: its first characters just append)
             return None
         if node.tag == "tool-args":
             leaf = path[-1]
@@ -713,6 +714,8 @@ class PegStreamSession:
             if tag not in self._tag_exact or not any(len(d) > len(held) and d.startswith(held) for d in delims):
                 return None
             region.held = held
+        elif tag in self._tag_exact:
+            region.can_hold = True   # text ending in a cut delimiter holds it back as the until does
         return region
 
     @staticmethod
@@ -1050,9 +1053,10 @@ class OpenRegion:
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
     __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws",
-                 "json_start", "chain")
+                 "json_start", "chain", "can_hold")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
+        self.can_hold = False     # content-like: may start holding a cut delimiter back (extend_held)
         self.chain: tuple = ()    # "pending": the literals (str) and whitespace runs (None) after ``lit``
         self.json_start = False   # "pending" on an empty JSON value: the call's arguments may open there
         self.ws = False     # "pending" with nothing of the literal yet: whitespace may come first (pending_ws)
@@ -1447,7 +1451,7 @@ class StreamingParser:
             self._appended.append(add)
             return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
         field = region.field
-        if region.held:
+        if region.held or region.can_hold:
             add = region.extend_held(text)
             if add is None:
                 return None
