@@ -237,13 +237,21 @@ class IncrementalMapper:
             if item is old:      # memoized subtree: same nodes, same actions
                 k = entry[3]
                 continue
-            if key(item) == entry[1]:
+            ok = entry[1]         # the old node's key (see _key), compared field by field
+            tag = item.tag
+            if (item.start == ok[2] and tag == ok[1] and item.rule == ok[0]
+                    and (ok[3] is None if tag in _GROUPING_TAGS else item.end == ok[3])):
                 idx_of.pop(id(old), None)
                 entry[0] = item
                 idx_of[id(item)] = k
                 stack.append(k)
                 ch = item.children
                 if ch:
+                    och = old.children
+                    if len(ch) == 1 and len(och) == 1 and ch[0] is not och[0]:   # one child, re-created
+                        stack.append(ch[0])
+                        k += 1
+                        continue
                     lo = 0
                     nb = item.base
                     if nb is not None:
