@@ -75,6 +75,13 @@ class IncrementalMapper:
         # that one brought up to date, so a message costs the calls that changed, not a copy of all of them
         self._spare: tuple | None = None
 
+    def release(self) -> None:
+        """Forget the source text until the next :meth:`map` (which gives it again): a stream's session
+        grows its text in place only when nothing else holds it."""
+        self.source = ""
+        if self.m is not None:
+            self.m.source = ""
+
     def recycle(self, msg: AssistantMessage) -> None:
         """Take back the tool-call list of ``msg``, a message :meth:`map` made that nobody will read again
         (:class:`StreamingParser` once it has moved on to the next one): it becomes the next message's list."""
@@ -230,13 +237,21 @@ class IncrementalMapper:
             if item is old:      # memoized subtree: same nodes, same actions
                 k = entry[3]
                 continue
-            if key(item) == entry[1]:
+            ok = entry[1]         # the old node's key (see _key), compared field by field
+            tag = item.tag
+            if (item.start == ok[2] and tag == ok[1] and item.rule == ok[0]
+                    and (ok[3] is None if tag in _GROUPING_TAGS else item.end == ok[3])):
                 idx_of.pop(id(old), None)
                 entry[0] = item
                 idx_of[id(item)] = k
                 stack.append(k)
                 ch = item.children
                 if ch:
+                    och = old.children
+                    if len(ch) == 1 and len(och) == 1 and ch[0] is not och[0]:   # one child, re-created
+                        stack.append(ch[0])
+                        k += 1
+                        continue
                     lo = 0
                     nb = item.base
                     if nb is not None:
@@ -487,7 +502,20 @@ class PegStreamSession:
         gp = self.parser.generation_prompt
         eff = self._cutter.append(added)
         if eff is not None:
-            self._full = (self._full if self._full is not None else gp) + eff
+            full = self._full
+            if full is None:
+                full = gp
+            else:
+                # drop this session's other references to the text so that CPython grows it in place
+                # (a copy of the whole text per parse otherwise): the caches are vouched for again below,
+                # the mappers are given the new text when they map
+                self._full = None
+                for cache in self.caches.values():
+                    cache.text = ""
+                for mapper in self.mappers.values():
+                    mapper.release()
+            full += eff
+            self._full = full
         if not is_partial:
             return self.parser.parse(self._cutter.raw((self._full or gp)[len(gp):]), False)
         if eff is None:      # still a prefix of a repeated turn header: nothing to show yet
@@ -665,7 +693,8 @@ class PegStreamSession:
             held = src[node.end:n]
             if node.tag not in ("content", "reasoning", "tool-arg-string-value") or node.end <= node.start:
                 return None
-        if node.start >= n:
+        if node.start >= n and node.tag != "tool-arg-string-value":
+            # (an empty string value maps to an opening quote already: its first characters just append)
             return None
         if node.tag == "tool-args":
             leaf = path[-1]
@@ -693,6 +722,8 @@ class PegStreamSession:
             if tag not in self._tag_exact or not any(len(d) > len(held) and d.startswith(held) for d in delims):
                 return None
             region.held = held
+        elif tag in self._tag_exact:
+            region.can_hold = True   # text ending in a cut delimiter holds it back as the until does
         return region
 
     @staticmethod
@@ -775,7 +806,7 @@ class PegStreamSession:
         if st is None or st[0] != node.start or st[1] > node.end:
             st = (node.start, node.start, JSON_VALUE_START)
         state = advance_json_value(src, st[1], node.end, st[2], [])
-        if state is None or state[3]:   # invalid / closed (then no open region), or an escape in the node
+        if state is None or state[3] or state[0] == _JCLOSED:   # invalid, an escape in the node, closed
             self._json_value_scan = None
             return None
         self._json_value_scan = (node.start, node.end, state)
@@ -884,6 +915,16 @@ _NUM_PREFIX = re.compile(r"-?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*|\.[0-9]+[eE][+-]?[0
 _NUM_DONE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?").fullmatch
 _CLOSE = {"{": "}", "[": "]"}
 JSON_VALUE_START = (_JV, "", "", "", "")
+_JCLOSED = 10
+JSON_VALUE_CLOSED = (_JCLOSED, "", "", "", "")
+
+
+def _closed(i: int, end: int, add: str, out: list[str]) -> tuple | None:
+    """The outermost container closed at ``i``: complete arguments when that is the last character scanned."""
+    if i + 1 != end:
+        return None
+    out.append(add)
+    return JSON_VALUE_CLOSED
 
 
 def advance_json_value(s: str, i: int, end: int, state: tuple, out: list[str]) -> tuple | None:
@@ -895,7 +936,9 @@ def advance_json_value(s: str, i: int, end: int, state: tuple, out: list[str]) -
 
     ``state``: ``(mode, open containers, number or literal token, pending escape, held whitespace)``, starting
     at :data:`JSON_VALUE_START`. Returns the new state, or None when the text closes the outermost container
-    or is not a valid continuation (only a parse can tell what follows then)."""
+    or is not a valid continuation (only a parse can tell what follows then) — except that a close by the
+    very last character scanned gives :data:`JSON_VALUE_CLOSED` (its character appended to ``out``): the
+    value, and so the arguments, are complete with it, and what follows is for the next parse to read."""
     mode, stack, tok, esc, ws = state
     while i < end:
         c = s[i]
@@ -966,7 +1009,7 @@ def advance_json_value(s: str, i: int, end: int, state: tuple, out: list[str]) -
             elif c == _CLOSE[stack[-1]]:
                 stack = stack[:-1]
                 if not stack:
-                    return None
+                    return _closed(i, end, ws + c, out)
             else:
                 return None
         elif mode == _JCOLON:
@@ -979,14 +1022,14 @@ def advance_json_value(s: str, i: int, end: int, state: tuple, out: list[str]) -
             elif c == "}" and mode == _JOBJ:
                 stack = stack[:-1]
                 if not stack:
-                    return None
+                    return _closed(i, end, ws + c, out)
                 mode = _JAFTER
             else:
                 return None
         elif c == "]" and mode == _JARR:
             stack = stack[:-1]
             if not stack:
-                return None
+                return _closed(i, end, ws + c, out)
             mode = _JAFTER
         elif c == '"':
             mode = _JSVAL
@@ -1018,9 +1061,10 @@ class OpenRegion:
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
     __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws",
-                 "json_start", "chain")
+                 "json_start", "chain", "can_hold")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
+        self.can_hold = False     # content-like: may start holding a cut delimiter back (extend_held)
         self.chain: tuple = ()    # "pending": the literals (str) and whitespace runs (None) after ``lit``
         self.json_start = False   # "pending" on an empty JSON value: the call's arguments may open there
         self.ws = False     # "pending" with nothing of the literal yet: whitespace may come first (pending_ws)
@@ -1384,6 +1428,10 @@ class StreamingParser:
             return []
         if region.field == "json-arguments":
             if region.json is not None:
+                # the value closed on the previous feed (its brace emitted: the arguments are complete with
+                # it); what follows it needs a parse
+                if region.json[0] == _JCLOSED:
+                    return None
                 out: list[str] = []
                 state = advance_json_value(text, 0, len(text), region.json, out)
                 if state is None:
@@ -1411,7 +1459,7 @@ class StreamingParser:
             self._appended.append(add)
             return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
         field = region.field
-        if region.held:
+        if region.held or region.can_hold:
             add = region.extend_held(text)
             if add is None:
                 return None

@@ -574,6 +574,11 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                     stable = (count, pos, len(nodes) if nodes else 0, ctx.made, len(ctx.switches))
                 continue
             if st == NMI:
+                if nodes is None and not prefix:
+                    # the only item, cut by the end: its nodes as they are (a repetition around a repetition
+                    # of tool calls would otherwise copy all of them twice per parse of a stream)
+                    r = (NMI, end, ns)
+                    break
                 if ns:
                     if nodes is None:
                         nodes = list(ns)

@@ -627,6 +627,9 @@ class MessageBuilder:
         # calls replayed from a repetition memo: (index of the first, the memo's calls, their frozen ToolCalls,
         # how many) — result() copies that block of ToolCalls in one slice
         self.frozen_span: tuple | None = None
+        # a streaming session's list of ToolCalls from a message it is done with: (the memo's frozen
+        # ToolCalls it starts with, how many, the list) — result() brings it up to date instead of copying
+        self.spare: tuple | None = None
 
     # -- backtracking ----------------------------------------------------------------------------------------
     def mark(self) -> tuple:
@@ -772,7 +775,17 @@ class MessageBuilder:
             end = i0 + m
             if m and len(calls) >= end and calls[i0] is mcalls[0] and calls[end - 1] is mcalls[m - 1]:
                 # only the last call is ever replaced (current / reset): both ends in place = the block is
-                out = tcs[:m] if m < len(tcs) else list(tcs)
+                spare = self.spare
+                if spare is not None and spare[0] is tcs and not i0:
+                    # the memo's ToolCalls list only grows: the spare's first ones are still its first ones
+                    self.spare = None
+                    out = spare[2]
+                    keep = min(spare[1], m)
+                    del out[keep:]
+                    if m > keep:
+                        out += tcs[keep:m]
+                else:
+                    out = tcs[:m] if m < len(tcs) else list(tcs)
                 if i0:
                     out[0:0] = _copies(calls[:i0])
                 if end < len(calls):
@@ -784,6 +797,11 @@ class MessageBuilder:
 def _copies(calls: list[_Call]) -> list[ToolCall]:
     return [c.frozen if c.frozen is not None else ToolCall(c.call.name, c.call.arguments, c.call.id)
             for c in calls]
+
+
+# keys of a streaming session's memo: lists it is done with, for the next parse to bring up to date
+_SPARE_CALLS = ("spare", "calls")
+_SPARE_TOOL_CALLS = ("spare", "tool-calls")
 
 
 def attempt(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], *args: Any) -> bool:
@@ -859,7 +877,17 @@ class _RepeatMemo:
         if m:
             if b.frozen_span is None:
                 b.frozen_span = (len(b.calls), self.calls, self.tcs, m)
-            b.calls.extend(self.calls[:m] if m < len(self.calls) else self.calls)
+            spare = sc.memo.pop(_SPARE_CALLS, None) if sc.memo is not None and not b.calls else None
+            if spare is not None and spare[0] is self.calls:
+                # a stream's previous builder list of these same replayed calls (this memo's list only grows)
+                calls = spare[2]
+                keep = min(spare[1], m)
+                del calls[keep:]
+                if m > keep:
+                    calls += self.calls[keep:m]
+                b.calls = calls
+            else:
+                b.calls.extend(self.calls[:m] if m < len(self.calls) else self.calls)
         if self.n_content[k - 1]:
             b.content += self.content[:self.n_content[k - 1]]
         if self.n_reasoning[k - 1]:
@@ -1580,6 +1608,8 @@ class HandlerParser:
         dropped.)"""
         sc = Scanner(text, 0, memo)
         b = MessageBuilder(self.drop_blank_reasoning)
+        if memo is not None:
+            b.spare = memo.pop(_SPARE_TOOL_CALLS, None)
         try:
             self.body(sc, b)
         except Incomplete:
@@ -1703,6 +1733,7 @@ class HandlerSession:
         # after a partial parse: the open region more text may only extend (see _open_region), else None
         self.open_region: Any = None
         self._json_scan: tuple | None = None
+        self._spare: tuple | None = None    # see recycle
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
         """Message for ``output`` as :meth:`HandlerParser.parse`, reusing value ends found in the previous
@@ -1752,14 +1783,38 @@ class HandlerSession:
         return self._full[max(len(self.parser.generation_prompt), len(self._full) - k):]
 
     def _parse_full(self, full: str) -> AssistantMessage:
+        memo = self._memo
+        spare = self._spare
+        if spare is not None:
+            self._spare = None
+            memo[_SPARE_TOOL_CALLS] = spare
         clean: list = []
-        msg = self.parser._parse(None, True, self._memo, self._view, clean, text=full)
+        msg = self.parser._parse(None, True, memo, self._view, clean, text=full)
+        memo.pop(_SPARE_TOOL_CALLS, None)
         if clean:
             try:
                 self.open_region = self._open_region(*clean)
             except Exception:  # noqa: BLE001 - the fast path is an optimisation: without it every feed parses
                 self.open_region = None
+            b = clean[2]
+            span = b.frozen_span
+            calls = b.calls
+            if span is not None and not span[0] and span[3] and len(calls) >= span[3] \
+                    and calls[0] is span[1][0] and calls[span[3] - 1] is span[1][span[3] - 1]:
+                # the builder is done with: its list of calls (the replayed ones first) serves the next parse
+                memo[_SPARE_CALLS] = (span[1], span[3], calls)
+            if msg is clean[3] and getattr(msg, "shared_calls", None) is not None:
+                msg.recycler = self     # only the caller holds it: it may give its list back (recycle)
         return msg
+
+    def recycle(self, msg: AssistantMessage) -> None:
+        """Take back the tool-call list of ``msg``, a message of this session nobody reads any more
+        (:class:`core.chat.stream.StreamingParser` once it has the next one): the next message's list is that
+        one brought up to date, not a copy of every call."""
+        if getattr(msg, "recycler", None) is self:
+            msg.recycler = None
+            shared = msg.shared_calls
+            self._spare = (shared[0], min(shared[1], len(msg.tool_calls) - 1), msg.tool_calls)
 
     def _open_region(self, text: str, sc: Scanner, b: MessageBuilder, msg: AssistantMessage) -> Any:
         """The region of ``msg`` that appended text can only extend, or None (then the next feed parses).
