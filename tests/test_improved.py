@@ -418,7 +418,7 @@ def improved_results(reference_analysis):
 
 
 def test_reference_agreement_under_improved(improved_results):
-    """269/297 when written: the 28 templates of IMPROVED_ANALYSIS_DIFFERS differ on purpose."""
+    """267/297 (269 before reasoning-field): the 30 templates of IMPROVED_ANALYSIS_DIFFERS differ on purpose."""
     differ = {}
     for name, (row, rep) in improved_results.items():
         ours = rep.analysis.to_json()
