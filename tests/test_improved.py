@@ -61,8 +61,12 @@ IMPROVED_ANALYSIS_DIFFERS = {
         "ibm-granite-granite-3.3-2B-Instruct.jinja", "gguf-ollama-llama3.2-vision-90b.jinja",
         "hfjs-meta-llama-Llama-3.2-11B-Vision-Instruct.jinja", "vllm-tool_chat_template_llama3.2_json.jinja",
         "hfjs-HuggingFaceTB-SmolLM3-3B.jinja", "xinference-qwen1.5-chat.jinja", "hfjs-MadeAgents-Hammer2.1.jinja")},
-    # the tool list in the system prompt names the function before the call id: T7 searches the call turn only
-    "upstage-Solar-Open-100B.jinja": "call-id-before-name",
+    # the tool list in the system prompt names the function before the call id: T7 searches the call turn only;
+    # and its reasoning, read from message.reasoning, is a turn of its own ('<|think|>…<|end|><|begin|>assistant')
+    "upstage-Solar-Open-100B.jinja": "call-id-before-name; reasoning-field; reasoning-turn-header",
+    # reasoning read from message.thinking / message.reasoning, which the template renders and reasoning_content not
+    "hfjs-CohereLabs-command-a-reasoning-08-2025.jinja": "reasoning-field",
+    "vllm-fallback-template_minicpmv45.jinja": "reasoning-field",
 }
 """Templates whose improved analysis differs from llama.cpp's (reference/analysis.jsonl), with the reason."""
 
@@ -372,7 +376,9 @@ def test_find_pythonic_call(text, call):
 def test_pythonic_calls(name, section):
     rep = analyze(_tmpl(name), fidelity="improved")
     f = rep.analysis.tools.format
-    assert f.mode == ToolFormat.PYTHONIC and rep.improvements_applied == ["pythonic-calls"]
+    # (LFM2.5 also reads its reasoning from message.thinking: improvement reasoning-field, same markers)
+    assert f.mode == ToolFormat.PYTHONIC and \
+        [n for n in rep.improvements_applied if n != "reasoning-field"] == ["pythonic-calls"]
     assert (f.section_start, f.section_end, f.tools_array_wrapped) == section
     assert analyze(_tmpl(name)).analysis.tools.format.mode == ToolFormat.TAG_WITH_TAGGED  # llama.cpp
     start, end, wrapped = section
@@ -412,7 +418,7 @@ def improved_results(reference_analysis):
 
 
 def test_reference_agreement_under_improved(improved_results):
-    """269/297 when written: the 28 templates of IMPROVED_ANALYSIS_DIFFERS differ on purpose."""
+    """267/297 (269 before reasoning-field): the 30 templates of IMPROVED_ANALYSIS_DIFFERS differ on purpose."""
     differ = {}
     for name, (row, rep) in improved_results.items():
         ours = rep.analysis.to_json()
@@ -534,6 +540,50 @@ def test_solar_open_call_id_before_name_and_wrapped_content():
     off = analyze(_tmpl(name), fidelity="improved", disabled_improvements=["wrapped-content-tagged-calls"])
     assert build_chat_parser(_tmpl(name), req, report=off).parser.parse("<|content|>Hi.").to_openai()["content"] \
         == "<|content|>Hi."
+
+
+def test_solar_open_reasoning_read_from_its_own_field_and_turn():
+    # Solar Open renders message.reasoning (never reasoning_content) as a turn of its own before the answer:
+    # '<|begin|>assistant<|think|>…<|end|><|begin|>assistant<|content|>…<|end|>'; the generation prompt is
+    # '<|begin|>assistant', so a model writes '<|think|>…<|end|><|begin|>assistant<|content|>…'
+    name = "upstage-Solar-Open-100B.jinja"
+    rep = analyze(_tmpl(name), fidelity="improved")
+    r = rep.analysis.reasoning
+    assert (r.mode.value, r.start, r.end) == ("TAG_BASED", "<|think|>", "<|end|><|begin|>assistant")
+    assert {"reasoning-field", "reasoning-turn-header"} <= set(rep.improvements_applied)
+    assert "message.reasoning" in rep.improvement_notes["reasoning-field"][0]
+    assert analyze(_tmpl(name)).analysis.reasoning.mode.value == "NONE"  # llama.cpp's reading stays
+    out = "<|think|>The user asks about Paris.<|end|><|begin|>assistant<|content|>Paris is sunny."
+    for tools in ({}, {"tools": None}):
+        msg = _parse(name, out, "improved", **tools)
+        assert (msg.get("reasoning_content"), msg["content"]) == ("The user asks about Paris.", "Paris is sunny.")
+        assert _parse(name, out, "llama.cpp", **tools)["content"].startswith("<|think|>The user asks")
+    calls = ('<|think|>Check the weather.<|end|><|begin|>assistant<|tool_calls|><|tool_call:begin|>a1b2c3d4e5'
+             '<|tool_call:name|>get_weather<|tool_call:args|>{"city": "Paris"}<|tool_call:end|><|calls|>')
+    msg = _parse(name, calls, "improved")
+    assert msg["reasoning_content"] == "Check the weather." and not msg.get("content")
+    assert [(c["id"], c["function"]["name"]) for c in msg["tool_calls"]] == [("a1b2c3d4e5", "get_weather")]
+    # streamed one character at a time: the same message, the turn header never shown
+    req = ChatRequest.from_dict(RT.round_trip_request())
+    sp, shown = StreamingParser(build_chat_parser(_tmpl(name), req, fidelity="improved").parser), ""
+    for ch in out:
+        for d in sp.feed(ch):
+            shown += d.content or ""
+    sp.finish()
+    assert shown == "Paris is sunny." and sp.message.to_openai()["reasoning_content"] == "The user asks about Paris."
+    # each switched off by name
+    off = analyze(_tmpl(name), fidelity="improved", disabled_improvements=["reasoning-turn-header"])
+    assert (off.analysis.reasoning.start, off.analysis.reasoning.end) == ("<|think|>", "<|end|>")
+    off = analyze(_tmpl(name), fidelity="improved", disabled_improvements=["reasoning-field"])
+    assert off.analysis.reasoning.mode.value == "NONE" and "reasoning-field" not in off.improvements_applied
+
+
+def test_reasoning_field_command_a_reasoning():
+    # Command A Reasoning prints msg.thinking between its own markers; reasoning_content it never reads
+    name = "hfjs-CohereLabs-command-a-reasoning-08-2025.jinja"
+    r = analyze(_tmpl(name), fidelity="improved").analysis.reasoning
+    assert (r.start, r.end) == ("<|START_THINKING|>", "<|END_THINKING|>")
+    assert analyze(_tmpl(name)).analysis.reasoning.mode.value == "NONE"
 
 
 def test_call_turn_header_functionary_v2_2():

@@ -70,12 +70,38 @@ GEMMA_CALL_SYNTAX = "gemma-call-syntax"
 CALL_ID_BEFORE_NAME = "call-id-before-name"
 WRAPPED_CONTENT_TAGGED_CALLS = "wrapped-content-tagged-calls"
 CALL_TURN_HEADER = "call-turn-header"
+REASONING_FIELD = "reasoning-field"
+REASONING_TURN_HEADER = "reasoning-turn-header"
 PARSER_IMPROVEMENTS = (PYTHON_LITERAL_VALUES, JSON_CALL_SEPARATORS, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
                        GENERATION_PROMPT_PREAMBLE, CONTENT_TURN_HEADER, CONTENT_INSIDE_SECTION_START,
                        GEMMA_CALL_SYNTAX, WRAPPED_CONTENT_TAGGED_CALLS)
 """The improvements that act on the generated parser (stage ``"parser"``)."""
 
 IMPROVEMENTS: list[Improvement] = [
+    Improvement(
+        name=REASONING_FIELD,
+        title="Reasoning probes use the message field the template reads",
+        stage="probes",
+        description="When the template does not render an assistant message's reasoning_content (comparison R1 "
+                    "finds no reasoning) but renders the same text given under 'reasoning' or 'thinking' — the "
+                    "other names templates read (Solar Open: message.reasoning; gpt-oss: message.thinking) — R1 "
+                    "is rendered again with the reasoning under that name too, and so is every later probe that "
+                    "carries reasoning (R3, the content and tool comparisons). The reasoning markers are then "
+                    "read as usual. llama.cpp's analysis sends reasoning_content only and reports no reasoning, "
+                    "so a model's reasoning stays in the content.",
+        example="upstage-Solar-Open-100B.jinja"),
+    Improvement(
+        name=REASONING_TURN_HEADER,
+        title="Reasoning written as its own turn: the turn header after it belongs to the reasoning end",
+        stage="analysis",
+        description="When the template writes reasoning as a turn of its own — after the reasoning end marker it "
+                    "writes the turn header that opened the reasoning again, then the answer as it renders it "
+                    "without reasoning (Solar Open: '<|begin|>assistant<|think|>…<|end|><|begin|>assistant"
+                    "<|content|>…') — that header is part of the reasoning end ('<|end|><|begin|>assistant'): "
+                    "measured from R1, whose render with reasoning is the render without it plus reasoning "
+                    "start, text, end and the repeated header. A model writes that header after its reasoning; "
+                    "with the end marker alone it would be left at the start of the content.",
+        example="upstage-Solar-Open-100B.jinja"),
     Improvement(
         name=STRING_ARGUMENT_PROBES,
         title="Tool-call probes send arguments the way requests do",
@@ -318,7 +344,7 @@ def stringify_call_arguments(messages: list[Any]) -> tuple[list[Any], bool]:
     return out, changed
 
 
-__all__ = ["CALL_ID_BEFORE_NAME", "CALL_TURN_HEADER", "CONTENT_INSIDE_SECTION_START", "CONTENT_TURN_HEADER",
+__all__ = ["REASONING_FIELD", "REASONING_TURN_HEADER", "CALL_ID_BEFORE_NAME", "CALL_TURN_HEADER", "CONTENT_INSIDE_SECTION_START", "CONTENT_TURN_HEADER",
            "DEFAULT_FIDELITY", "Fidelity", "GEMMA_CALL_SYNTAX", "GENERATION_PROMPT_PREAMBLE", "IMPROVEMENTS",
            "IMPROVEMENTS_BY_NAME", "Improvement", "INSTRUCTION_CALL_FORMAT", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS",
            "MARKER_WHITESPACE_ALIGNMENT",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..diff import RenderParams, SegmentKind, prune_whitespace_segments, segmentize_markers, trim
 from . import probes as P
 from .patterns import MARKER, REST, SPACE, lit, opt, parse_anywhere, tag
+from .fidelity import REASONING_FIELD, REASONING_TURN_HEADER
 from .result import ReasoningAnalysis, ReasoningMode
 from .session import ProbeSession
 
@@ -36,6 +37,11 @@ def _set(cmp, r: ReasoningAnalysis, **kw) -> None:
         cmp.found[f"reasoning.{k}"] = v.value if isinstance(v, ReasoningMode) else v
 
 
+REASONING_FIELDS = ("reasoning", "thinking")
+"""The names besides ``reasoning_content`` that templates read reasoning under (improvement
+``reasoning-field``): Solar Open's ``message.reasoning``, gpt-oss's ``message.thinking``."""
+
+
 def _r1(s: ProbeSession, r: ReasoningAnalysis) -> None:
     a = RenderParams([P.user(), P.assistant()])
     b = RenderParams([P.user(), P.assistant(reasoning=P.THINKING_CONTENT)])
@@ -45,15 +51,61 @@ def _r1(s: ProbeSession, r: ReasoningAnalysis) -> None:
     d = cmp.diff
     if not d.right or P.THINKING_CONTENT not in d.right:
         cmp.notes.append("reasoning text does not appear in the diff: the template drops reasoning_content")
-        return
+        if REASONING_FIELD not in s.improvements:
+            return
+        cmp = _r1_other_field(s, a, b)
+        if cmp is None:
+            return
     m = parse_anywhere(_R1_WRAPPED, cmp.output_b)
     if not m.ok:
         m = parse_anywhere(_R1_DELIM, cmp.output_b)
     if m.ok:
         if m["pre"] and m["post"]:
-            _set(cmp, r, mode=ReasoningMode.TAG_BASED, start=m["pre"], end=m["post"])
+            end = m["post"]
+            if REASONING_TURN_HEADER in s.improvements:
+                header = _repeated_turn_header(cmp.output_a, cmp.output_b, m["pre"] + P.THINKING_CONTENT + end)
+                if header:
+                    s.note_improvement(REASONING_TURN_HEADER, f"reasoning end {end!r} is followed by the turn "
+                                                              f"header {header!r} again: end {end + header!r}")
+                    cmp.notes.append(f"improvement {REASONING_TURN_HEADER}: the turn header {header!r} is written "
+                                     "again after the reasoning end, before the answer")
+                    end += header
+            _set(cmp, r, mode=ReasoningMode.TAG_BASED, start=m["pre"], end=end)
         elif m["post"]:
             _set(cmp, r, mode=ReasoningMode.TAG_BASED, end=m["post"])
+
+
+def _r1_other_field(s: ProbeSession, a: RenderParams, b: RenderParams):
+    """Improvement ``reasoning-field``: R1 again with the reasoning also under each name of
+    :data:`REASONING_FIELDS`; the first that the template renders stays in force for the session's later
+    renders (``s.reasoning_field``) and its comparison is returned. None (and no name kept) when neither is
+    rendered."""
+    for name in REASONING_FIELDS:
+        s.reasoning_field = name
+        cmp = s.compare(f"R1-{name}", f"Is reasoning rendered from the '{name}' field? An answer without vs with "
+                                      "reasoning.", a, b)
+        if cmp.ok and cmp.diff.right and P.THINKING_CONTENT in cmp.diff.right:
+            s.note_improvement(REASONING_FIELD, f"the template reads reasoning from message.{name}, not "
+                                                "reasoning_content")
+            return cmp
+    s.reasoning_field = ""
+    return None
+
+
+def _repeated_turn_header(without: str, with_: str, block: str) -> str:
+    """The text H the render ``with_`` reasoning writes right after the reasoning ``block`` (start, text, end)
+    when it is exactly ``without`` plus ``block + H`` inserted, and the text before the block already ends
+    with H (the turn header that opened the reasoning turn, written again to open the answer). "" otherwise
+    (improvement ``reasoning-turn-header``)."""
+    i = with_.find(block)
+    if i < 0:
+        return ""
+    j = i + len(block)
+    h = len(with_) - len(without) - len(block)
+    if h <= 0 or with_[:i] + with_[j + h:] != without:
+        return ""
+    header = with_[j:j + h]
+    return header if header.strip() and with_[:i].endswith(header) else ""
 
 
 def _r2(s: ProbeSession, r: ReasoningAnalysis) -> None:

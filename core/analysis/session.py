@@ -135,6 +135,8 @@ class ProbeSession:
         self.caps = caps
         self.improvements = frozenset(improvements)
         self.improvement_notes: dict[str, list[str]] = {}
+        # improvement reasoning-field: the other name the template reads reasoning under ("" = none)
+        self.reasoning_field = ""
         self.normalize = normalize or _identity
         self.bos_token = bos_token
         self.eos_token = eos_token
@@ -157,12 +159,15 @@ class ProbeSession:
         msgs = self.normalize(messages, self.caps)
         if STRING_ARGUMENT_PROBES in self.improvements and not self.caps.supports_object_arguments:
             msgs, _ = stringify_call_arguments(msgs)  # recorded by T1 when the template prints that text
+        if self.reasoning_field:
+            msgs = [{**m, self.reasoning_field: m["reasoning_content"]} if "reasoning_content" in m else m
+                    for m in msgs]
         return msgs
 
     def inputs_of(self, p: RenderParams) -> dict[str, Any]:
         """The render inputs as given to the template (messages normalised; with the
         ``string-argument-probes`` improvement, call arguments as JSON text when the template does not read
-        object arguments)."""
+        object arguments; with ``reasoning-field``, reasoning also under :attr:`reasoning_field`)."""
         d = {
             "messages": self._messages_for(p.messages),
             "tools": p.tools or None,
