@@ -1144,6 +1144,8 @@ def source_digest(source: str) -> str:
 
 
 _memo.register_cache("source digests", source_digest.cache_clear)  # it holds the sources themselves
+_memo.register_cache("sandbox attribute verdicts", _SAFE_ATTRIBUTES.clear)
+_memo.register_cache("parse logs read", _parsed_known.clear)  # read again on next use
 
 
 @dataclass

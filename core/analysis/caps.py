@@ -828,6 +828,8 @@ def _compile_tracking(source: str) -> jinja2.Template:
 
 
 _memo.register_cache("probe templates", _compile_tracking.cache_clear)  # see core.memo.clear_caches
+_memo.register_cache("per-type verdicts of probe renders",
+                     lambda: (_KINDS.clear(), _NOT_DICT_MEMBERS.clear(), _TYPE_HAS.clear()))
 
 
 @dataclass
