@@ -588,6 +588,16 @@ def test_solar_open_reasoning_read_from_its_own_field_and_turn():
     assert off.analysis.reasoning.mode.value == "NONE" and "reasoning-field" not in off.improvements_applied
 
 
+def test_reasoning_turn_gpt_oss():
+    # gpt-oss writes message.thinking as its own turn: '<|start|>assistant<|channel|>analysis<|message|>…<|end|>'
+    # then '<|start|>assistant<|channel|>final<|message|>…'; its analysis (shown beside its special handler)
+    # now says so, where llama.cpp's reads no reasoning
+    name = "openai-gpt-oss-120b.jinja"
+    r = analyze(_tmpl(name), fidelity="improved").analysis.reasoning
+    assert (r.start, r.end) == ("<|channel|>analysis<|message|>", "<|end|><|start|>assistant")
+    assert analyze(_tmpl(name)).analysis.reasoning.mode.value == "NONE"
+
+
 def test_reasoning_field_command_a_reasoning():
     # Command A Reasoning prints msg.thinking between its own markers; reasoning_content it never reads
     name = "hfjs-CohereLabs-command-a-reasoning-08-2025.jinja"
