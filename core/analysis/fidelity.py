@@ -100,9 +100,12 @@ IMPROVEMENTS: list[Improvement] = [
                     "writes the turn header that opened the reasoning again, then the answer as it renders it "
                     "without reasoning (Solar Open: '<|begin|>assistant<|think|>…<|end|><|begin|>assistant"
                     "<|content|>…') — that header is part of the reasoning end ('<|end|><|begin|>assistant'): "
-                    "measured from R1, whose render with reasoning is the render without it plus reasoning "
-                    "start, text, end and the repeated header. A model writes that header after its reasoning; "
-                    "with the end marker alone it would be left at the start of the content.",
+                    "measured from R1, whose render with reasoning is the render without it plus one block — "
+                    "reasoning start (from its first marker), text, end and the repeated header — placed right "
+                    "after the header. The start is that whole block head (gpt-oss: "
+                    "'<|channel|>analysis<|message|>', end '<|end|><|start|>assistant'). A model writes that "
+                    "header after its reasoning; with the end marker alone it would be left at the start of the "
+                    "content.",
         example="upstage-Solar-Open-100B.jinja"),
     Improvement(
         name=STRING_ARGUMENT_PROBES,
