@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any, Iterable
 
-from .errors import ChatTemplateExplorerError, TemplateLoadError
+from .errors import ChatTemplateExplorerError, TemplateLoadError, os_error_text
 from .templating import ChatTemplate
 
 TEMPLATE_SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
@@ -420,7 +420,10 @@ def _guard(fn: Any) -> Any:
             return 2
         except BrokenPipeError:  # an OSError: let main() end quietly (`… | head`)
             raise
-        except (OSError, UnicodeDecodeError) as e:
+        except OSError as e:
+            print(f"error: {os_error_text(e)}", file=sys.stderr)
+            return 2
+        except UnicodeDecodeError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
 

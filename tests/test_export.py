@@ -148,6 +148,32 @@ def test_suite_synthesizes_reasoning_a_template_drops():
     assert all(why is None for why in check_suite_ours(suite, t).values())
 
 
+@pytest.mark.parametrize("fidelity", ["llama.cpp", "improved"])
+def test_suite_reasoning_case_from_the_field_the_template_reads(fidelity):
+    # gpt-oss renders message.thinking in its analysis channel (never reasoning_content): the case is its own render
+    t = load("openai-gpt-oss-120b.jinja")
+    suite = generate_suite(t, fidelity=fidelity)
+    case = next(c for c in suite.cases if c["id"] == "suite-reasoning_and_content")
+    assert case["note"].startswith("reasoning given as message.thinking")
+    reasoning = case["expect"]["reasoning_content"]
+    assert case["input"] == (f"<|channel|>analysis<|message|>{reasoning}<|end|><|start|>assistant<|channel|>final"
+                             "<|message|>It is sunny.")
+    assert case["expect"]["content"] == "It is sunny."
+    cut = next(c for c in suite.cases if c["id"] == "suite-truncated_in_reasoning")
+    assert cut["is_partial"] and case["input"].startswith(cut["input"])
+    assert all(why is None for why in check_suite_ours(suite, t).values())
+
+
+def test_suite_reasoning_case_solar_open():
+    # Solar Open renders message.reasoning as its own turn; read at improved (reasoning-field, reasoning-turn-header)
+    t = load("upstage-Solar-Open-100B.jinja")
+    suite = generate_suite(t, fidelity="improved")
+    case = next(c for c in suite.cases if c["id"] == "suite-reasoning_and_content")
+    assert case["note"].startswith("reasoning given as message.reasoning")
+    assert case["input"].startswith("<|think|>") and case["input"].endswith("<|end|><|begin|>assistant<|content|>It is sunny.")
+    assert all(why is None for why in check_suite_ours(suite, t).values())
+
+
 def test_suite_skips_what_the_template_cannot_represent():
     suite = generate_suite(load("meta-llama-Llama-3.1-8B-Instruct.jinja"))
     assert "parallel_calls" in suite.skipped and "single tool-calls" in suite.skipped["parallel_calls"]

@@ -571,11 +571,31 @@ def test_solar_open_reasoning_read_from_its_own_field_and_turn():
             shown += d.content or ""
     sp.finish()
     assert shown == "Paris is sunny." and sp.message.to_openai()["reasoning_content"] == "The user asks about Paris."
+    # the conversation's reasoning reaches the prompt under message.reasoning (the turn after the last user message)
+    history = {"messages": [{"role": "user", "content": "Weather in Paris?"},
+                            {"role": "assistant", "reasoning_content": "Need the weather tool.", "content": None,
+                             "tool_calls": [{"id": "a1b2c3d4e5", "type": "function", "function": {
+                                 "name": "get_weather", "arguments": {"city": "Paris"}}}]},
+                            {"role": "tool", "tool_call_id": "a1b2c3d4e5", "content": "sunny"}]}
+    hreq = ChatRequest.from_dict({**RT.round_trip_request(), **history})
+    turn = "<|begin|>assistant<|think|>Need the weather tool.<|end|><|begin|>assistant<|tool_calls|>"
+    assert turn in build_chat_parser(_tmpl(name), hreq, fidelity="improved").prompt
+    assert turn not in build_chat_parser(_tmpl(name), hreq, fidelity="llama.cpp").prompt
     # each switched off by name
     off = analyze(_tmpl(name), fidelity="improved", disabled_improvements=["reasoning-turn-header"])
     assert (off.analysis.reasoning.start, off.analysis.reasoning.end) == ("<|think|>", "<|end|>")
     off = analyze(_tmpl(name), fidelity="improved", disabled_improvements=["reasoning-field"])
     assert off.analysis.reasoning.mode.value == "NONE" and "reasoning-field" not in off.improvements_applied
+
+
+def test_reasoning_turn_gpt_oss():
+    # gpt-oss writes message.thinking as its own turn: '<|start|>assistant<|channel|>analysis<|message|>…<|end|>'
+    # then '<|start|>assistant<|channel|>final<|message|>…'; its analysis (shown beside its special handler)
+    # now says so, where llama.cpp's reads no reasoning
+    name = "openai-gpt-oss-120b.jinja"
+    r = analyze(_tmpl(name), fidelity="improved").analysis.reasoning
+    assert (r.start, r.end) == ("<|channel|>analysis<|message|>", "<|end|><|start|>assistant")
+    assert analyze(_tmpl(name)).analysis.reasoning.mode.value == "NONE"
 
 
 def test_reasoning_field_command_a_reasoning():

@@ -82,7 +82,9 @@ class AnalysisReport:
     ``source`` (normalised source, for workaround triggers), ``render_count`` (renders actually executed),
     ``elapsed_ms``; ``fidelity`` (``"llama.cpp"``, the default, or ``"improved"`` — see
     :mod:`core.analysis.fidelity`), ``improvements`` (the improvements in force: none at llama.cpp fidelity),
-    ``improvements_applied`` (those that changed something) with ``improvement_notes`` (name → remarks).
+    ``improvements_applied`` (those that changed something) with ``improvement_notes`` (name → remarks), ``reasoning_field``
+    (improvement ``reasoning-field``: the message field the template reads reasoning from; "" when none is
+    needed).
     """
 
     analysis: TemplateAnalysis
@@ -105,6 +107,7 @@ class AnalysisReport:
     improvements: list[str] = field(default_factory=list)
     improvements_applied: list[str] = field(default_factory=list)
     improvement_notes: dict[str, list[str]] = field(default_factory=dict)
+    reasoning_field: str = ""
 
     @property
     def improved(self) -> bool:
@@ -135,6 +138,8 @@ class AnalysisReport:
             "improvements_applied": list(self.improvements_applied),
             "improvement_notes": {k: list(v) for k, v in self.improvement_notes.items()},
         }
+        if self.reasoning_field:
+            d["reasoning_field"] = self.reasoning_field
         if comparisons:
             d["comparisons"] = [c.to_json() for c in self.comparisons]
         return d
@@ -237,6 +242,7 @@ def _analyze(template: ChatTemplate, disabled_workarounds: Iterable[str], overri
         improvements=[i.name for i in IMPROVEMENTS if i.name in improvements],
         improvements_applied=[i.name for i in IMPROVEMENTS if i.name in s.improvement_notes],
         improvement_notes={k: list(v) for k, v in s.improvement_notes.items()},
+        reasoning_field=s.reasoning_field,
     )
     report = reapply(report, disabled_workarounds=disabled, overrides=overrides)
     report.elapsed_ms = (time.perf_counter() - t0) * 1000

@@ -87,7 +87,9 @@ IMPROVEMENTS: list[Improvement] = [
                     "other names templates read (Solar Open: message.reasoning; gpt-oss: message.thinking) — R1 "
                     "is rendered again with the reasoning under that name too, and so is every later probe that "
                     "carries reasoning (R3, the content and tool comparisons). The reasoning markers are then "
-                    "read as usual. llama.cpp's analysis sends reasoning_content only and reports no reasoning, "
+                    "read as usual, and the request path passes the conversation's reasoning_content under that "
+                    "name too (the report's reasoning_field), so past reasoning the template keeps reaches the "
+                    "prompt. llama.cpp's analysis sends reasoning_content only and reports no reasoning, "
                     "so a model's reasoning stays in the content.",
         example="upstage-Solar-Open-100B.jinja"),
     Improvement(
@@ -98,9 +100,12 @@ IMPROVEMENTS: list[Improvement] = [
                     "writes the turn header that opened the reasoning again, then the answer as it renders it "
                     "without reasoning (Solar Open: '<|begin|>assistant<|think|>…<|end|><|begin|>assistant"
                     "<|content|>…') — that header is part of the reasoning end ('<|end|><|begin|>assistant'): "
-                    "measured from R1, whose render with reasoning is the render without it plus reasoning "
-                    "start, text, end and the repeated header. A model writes that header after its reasoning; "
-                    "with the end marker alone it would be left at the start of the content.",
+                    "measured from R1, whose render with reasoning is the render without it plus one block — "
+                    "reasoning start (from its first marker), text, end and the repeated header — placed right "
+                    "after the header. The start is that whole block head (gpt-oss: "
+                    "'<|channel|>analysis<|message|>', end '<|end|><|start|>assistant'). A model writes that "
+                    "header after its reasoning; with the end marker alone it would be left at the start of the "
+                    "content.",
         example="upstage-Solar-Open-100B.jinja"),
     Improvement(
         name=STRING_ARGUMENT_PROBES,
@@ -344,10 +349,20 @@ def stringify_call_arguments(messages: list[Any]) -> tuple[list[Any], bool]:
     return out, changed
 
 
+def with_reasoning_field(messages: list[Any], field: str) -> list[Any]:
+    """``messages`` with each ``reasoning_content`` also under ``field`` (``"reasoning"``, ``"thinking"``): the
+    name the template reads reasoning from (improvement :data:`REASONING_FIELD`). New dicts where something is
+    added; the input is never modified; ``field`` "" returns ``messages`` as they are."""
+    if not field:
+        return messages
+    return [{**m, field: m["reasoning_content"]} if isinstance(m, dict) and "reasoning_content" in m else m
+            for m in messages]
+
+
 __all__ = ["REASONING_FIELD", "REASONING_TURN_HEADER", "CALL_ID_BEFORE_NAME", "CALL_TURN_HEADER", "CONTENT_INSIDE_SECTION_START", "CONTENT_TURN_HEADER",
            "DEFAULT_FIDELITY", "Fidelity", "GEMMA_CALL_SYNTAX", "GENERATION_PROMPT_PREAMBLE", "IMPROVEMENTS",
            "IMPROVEMENTS_BY_NAME", "Improvement", "INSTRUCTION_CALL_FORMAT", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS",
            "MARKER_WHITESPACE_ALIGNMENT",
            "OPEN_CONTENT_BEFORE_CALLS", "PARSER_IMPROVEMENTS", "PYTHONIC_CALLS", "PYTHON_LITERAL_VALUES",
            "STRING_ARGUMENT_PROBES", "WRAPPED_CONTENT_TAGGED_CALLS", "enabled_improvements", "resolve_fidelity",
-           "stringify_call_arguments"]
+           "stringify_call_arguments", "with_reasoning_field"]

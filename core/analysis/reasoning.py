@@ -61,16 +61,18 @@ def _r1(s: ProbeSession, r: ReasoningAnalysis) -> None:
         m = parse_anywhere(_R1_DELIM, cmp.output_b)
     if m.ok:
         if m["pre"] and m["post"]:
-            end = m["post"]
+            start, end = m["pre"], m["post"]
             if REASONING_TURN_HEADER in s.improvements:
-                header = _repeated_turn_header(cmp.output_a, cmp.output_b, m["pre"] + P.THINKING_CONTENT + end)
-                if header:
+                turn = _reasoning_turn(cmp.output_a, cmp.output_b, P.THINKING_CONTENT, end)
+                if turn is not None:
+                    header = turn[1][len(end):]
                     s.note_improvement(REASONING_TURN_HEADER, f"reasoning end {end!r} is followed by the turn "
-                                                              f"header {header!r} again: end {end + header!r}")
+                                                              f"header {header!r} again: start {turn[0]!r}, end "
+                                                              f"{turn[1]!r}")
                     cmp.notes.append(f"improvement {REASONING_TURN_HEADER}: the turn header {header!r} is written "
                                      "again after the reasoning end, before the answer")
-                    end += header
-            _set(cmp, r, mode=ReasoningMode.TAG_BASED, start=m["pre"], end=end)
+                    start, end = turn
+            _set(cmp, r, mode=ReasoningMode.TAG_BASED, start=start, end=end)
         elif m["post"]:
             _set(cmp, r, mode=ReasoningMode.TAG_BASED, end=m["post"])
 
@@ -92,20 +94,28 @@ def _r1_other_field(s: ProbeSession, a: RenderParams, b: RenderParams):
     return None
 
 
-def _repeated_turn_header(without: str, with_: str, block: str) -> str:
-    """The text H the render ``with_`` reasoning writes right after the reasoning ``block`` (start, text, end)
-    when it is exactly ``without`` plus ``block + H`` inserted, and the text before the block already ends
-    with H (the turn header that opened the reasoning turn, written again to open the answer). "" otherwise
-    (improvement ``reasoning-turn-header``)."""
-    i = with_.find(block)
-    if i < 0:
-        return ""
-    j = i + len(block)
-    h = len(with_) - len(without) - len(block)
-    if h <= 0 or with_[:i] + with_[j + h:] != without:
-        return ""
-    header = with_[j:j + h]
-    return header if header.strip() and with_[:i].endswith(header) else ""
+def _reasoning_turn(without: str, with_: str, text: str, end: str) -> tuple[str, str] | None:
+    """Improvement ``reasoning-turn-header``: ``(start, end + H)`` when the render ``with_`` reasoning is
+    ``without`` plus one inserted block ``start + text + end + H`` that starts with a marker, where H is the
+    turn header that opened the reasoning turn (the text before the block ends with it), written again to open
+    the answer. Of the places the block can sit (it slides while the text it passes equals the text after it),
+    the last one that starts at a marker is taken: right after the header. Solar Open: ``<|think|>``,
+    ``<|end|><|begin|>assistant``; gpt-oss: ``<|channel|>analysis<|message|>``, ``<|end|><|start|>assistant``.
+    None otherwise."""
+    i = with_.find(text)
+    n = len(with_) - len(without)
+    if i < 0 or n <= len(text):
+        return None
+    for p in range(i, i + len(text) - n - 1, -1):  # the block [p, p + n) holds the text [i, i + len(text))
+        if with_[:p] + with_[p + n:] != without:
+            continue
+        start, tail = with_[p:i], with_[i + len(text):p + n]
+        header = tail[len(end):]
+        segs = segmentize_markers(start)
+        if segs and segs[0].kind == SegmentKind.MARKER and tail.startswith(end) and header.strip() \
+                and with_[:p].endswith(header):
+            return start, tail
+    return None
 
 
 def _r2(s: ProbeSession, r: ReasoningAnalysis) -> None:

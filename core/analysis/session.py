@@ -17,7 +17,7 @@ from ..diff import DiffSplit, RenderParams, calculate_diff_split
 from ..errors import ChatTemplateExplorerError, RenderLimitError, TemplateRenderError
 from ..memo import MISSING, BoundedMemo
 from ..templating import ChatTemplate, apply_template, source_digest
-from .fidelity import STRING_ARGUMENT_PROBES, stringify_call_arguments
+from .fidelity import STRING_ARGUMENT_PROBES, stringify_call_arguments, with_reasoning_field
 from .result import Caps
 
 from . import engine as _engine
@@ -159,10 +159,7 @@ class ProbeSession:
         msgs = self.normalize(messages, self.caps)
         if STRING_ARGUMENT_PROBES in self.improvements and not self.caps.supports_object_arguments:
             msgs, _ = stringify_call_arguments(msgs)  # recorded by T1 when the template prints that text
-        if self.reasoning_field:
-            msgs = [{**m, self.reasoning_field: m["reasoning_content"]} if "reasoning_content" in m else m
-                    for m in msgs]
-        return msgs
+        return with_reasoning_field(msgs, self.reasoning_field)
 
     def inputs_of(self, p: RenderParams) -> dict[str, Any]:
         """The render inputs as given to the template (messages normalised; with the

@@ -218,7 +218,7 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     except ImportError as e:
         raise AnalysisError(template.name, f"Unable to generate parser for this template: parser generator "
                                            f"unavailable ({e})") from None
-    from ..analysis.fidelity import CONTENT_TURN_HEADER
+    from ..analysis.fidelity import CONTENT_TURN_HEADER, REASONING_FIELD, with_reasoning_field
 
     report, from_request = _request_instructions(report, request, improvements)
     if from_request:
@@ -231,6 +231,13 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     except Exception as e:
         raise AnalysisError(template.name, "Unable to generate parser for this template. Automatic parser "
                                            f"generation failed: {type(e).__name__}: {e}") from None
+    if REASONING_FIELD in improvements and getattr(report, "reasoning_field", ""):
+        # the conversation's reasoning also under the name the template reads it from, as the analysis probed it
+        from dataclasses import replace
+
+        prep = replace(prep, messages=with_reasoning_field(prep.messages, report.reasoning_field))
+        notes.append(f"improvement {REASONING_FIELD}: reasoning_content is also passed as "
+                     f"message.{report.reasoning_field}, the field the template renders")
     prompt = render_prompt(prep)
     if CONTENT_TURN_HEADER in improvements and not prep.has_continuation and hasattr(parser, "content_header"):
         from .roundtrip import content_turn_header

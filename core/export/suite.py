@@ -186,6 +186,50 @@ def _synthesized_reasoning(template: Any, analysis: Any, msg: dict[str, Any], to
     return output, expected_message({**plain, "reasoning_content": REASONING_TEXT}, output)
 
 
+FIELD_NOTE = ("reasoning given as message.{field}: the template renders reasoning from that field, never from "
+              "reasoning_content (which the request path passes), so the case is the template's own render of the "
+              "message with its reasoning there")
+
+
+def _reasoning_under_field(template: Any, msg: dict[str, Any], tools: list[dict[str, Any]]
+                           ) -> tuple[str, dict[str, Any], str] | None:
+    """For a template that renders an assistant message's reasoning from another field than
+    ``reasoning_content`` — ``thinking`` (gpt-oss's analysis channel, LFM2) or ``reasoning`` (Solar Open), the
+    names of :data:`core.analysis.reasoning.REASONING_FIELDS` — the output a model writes after the generation
+    prompt: the template's render of ``msg`` with its reasoning under that field, after the prompt, end of turn
+    removed. Returns (output, expected message, field), or None when ``msg`` has no reasoning, no field is
+    rendered or the render does not continue the prompt."""
+    from ..analysis.reasoning import REASONING_FIELDS
+    from ..chat.prompt import prepare_request, render_prompt
+    from ..chat.request import ChatRequest
+    from ..chat.roundtrip import (_with_messages, end_of_turn_candidates, expected_message, round_trip_request,
+                                  strip_end_of_turn)
+
+    text = msg.get("reasoning_content")
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        req = ChatRequest.from_dict(round_trip_request(tools))
+        prep = prepare_request(template, req)
+        prompt = render_prompt(prep, add_generation_prompt=True)
+        with_msg = prepare_request(template, _with_messages(req, msg), caps=prep.caps)
+    except Exception:  # noqa: BLE001 - the case is then skipped with the round trip's reason
+        return None
+    for name in REASONING_FIELDS:
+        last = {**copy.deepcopy(with_msg.messages[-1]), name: text}
+        try:
+            full = render_prompt(with_msg, add_generation_prompt=False,
+                                 messages_override=[*with_msg.messages[:-1], last])
+            eot = end_of_turn_candidates(template, req, caps=prep.caps, full=full)
+        except Exception:  # noqa: BLE001 - this field is not the template's
+            continue
+        if not full.startswith(prompt) or text not in full[len(prompt):]:
+            continue
+        output = strip_end_of_turn(full[len(prompt):], eot)
+        return output, expected_message(msg, output), name
+    return None
+
+
 CONTENT_AS_REASONING = ("the template writes content beside a call exactly as it writes the same text as reasoning "
                         "(the two renders are equal), so no parser can read it back as content")
 
@@ -254,6 +298,9 @@ def generate_suite(template: Any, *, fidelity: str = "llama.cpp") -> Suite:
         return suite
     has_tools = analysis.caps.supports_tool_calls
     forced = _forced_reasoning(template, analysis, tools, fidelity)
+    from ..chat.pipeline import route_for
+
+    reads_reasoning = analysis.reasoning.mode.value != "NONE" or route_for(template.source).kind == "specialized"
     rows: dict[str, dict[str, Any]] = {}
     for name, msg in suite_messages(analysis).items():
         if forced and not msg.get("reasoning_content"):
@@ -274,6 +321,12 @@ def generate_suite(template: Any, *, fidelity: str = "llama.cpp") -> Suite:
             suite.skipped[name] = f"{r.status.value}: {r.why}"
             continue
         if name == "reasoning_and_content" and r.variant != "full":
+            # only where this fidelity's parser is meant to read reasoning: a special handler (gpt-oss) or an
+            # analysis that found reasoning (Solar Open at improved: reasoning-field)
+            if reads_reasoning and (field := _reasoning_under_field(template, msg, tools)) is not None:
+                rows[name] = _row(template.name, name, tools, field[0], field[1],
+                                  note=FIELD_NOTE.format(field=field[2]))
+                continue
             suite.skipped[name] = "the template has no place for reasoning here: " + "; ".join(r.notes)
             continue
         rows[name] = _row(template.name, name, tools, _without_stop_token(r.rendered_output, analysis, r.expected),
