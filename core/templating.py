@@ -1032,7 +1032,7 @@ def _check_syntax(source: str, name: str) -> None:
     _PARSED[source] = node
 
 
-@functools.lru_cache(maxsize=256)  # an analysis asks 2-3 times for the same source (a sha256 of ~5 KB each)
+@functools.lru_cache(maxsize=1024)  # an analysis asks 2-3 times for the same source (a sha256 of ~5 KB each)
 def source_digest(source: str) -> str:
     """Short stable id of a template source (sha256 prefix, 16 hex chars)."""
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]

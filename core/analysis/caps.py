@@ -88,9 +88,11 @@ class UsageRecorder:
     """Collects :class:`ValueStats` per tracked value (keyed by object identity) during one render."""
 
     def __init__(self) -> None:
-        # id of every tracked value -> its stats, None until the template uses it (most inputs are never read:
-        # a record per value would cost more than the reads)
-        self._stats: dict[int, ValueStats | None] = {}
+        # ids of the tracked values, of those used, and the ops applied per id: plain sets, not a record per
+        # value (a render marks ~20 values used, most of them many times over)
+        self._tracked: set[int] = set()
+        self._used: set[int] = set()
+        self._ops: dict[int, set[str]] = {}
         self._keep: list[Any] = []  # keeps tracked objects alive so ids stay unique
         self.suppressed = 0
 
@@ -110,42 +112,38 @@ class UsageRecorder:
         else:
             return value
         self._keep.append(out)
-        self._stats[id(out)] = None
+        self._tracked.add(id(out))
         return out
 
     def stats(self, value: Any) -> ValueStats:
-        """Stats of a tracked value (a fresh, unused record for anything untracked or unused)."""
-        return self._stats.get(id(value)) or ValueStats()
+        """Stats of ``value`` (a snapshot; an unused record for anything untracked or unused)."""
+        key = id(value)
+        if key not in self._tracked:
+            return ValueStats()
+        return ValueStats(key in self._used, set(self._ops.get(key, ())))
 
     def used(self, value: Any) -> bool:
         """True if the template read the tracked ``value`` during the render."""
-        return self.stats(value).used
+        return id(value) in self._used
 
     def has_op(self, value: Any, op: str) -> bool:
         """True if operation ``op`` (e.g. a filter or method name) was applied to the tracked ``value``."""
-        return op in self.stats(value).ops
+        return op in self._ops.get(id(value), ())
 
     def mark(self, value: Any, op: str | None = None, deep: bool = False) -> None:
         """Mark ``value`` used (adding ``op`` to its ops). ``deep`` also marks every tracked value inside
         it, looking through untracked containers too (``dict(a=tracked)|tojson`` marks ``tracked``)."""
         key = id(value)
-        if key in self._stats:
-            st = self._stats[key]
-            if st is None:
-                st = self._stats[key] = ValueStats()
-            st.used = True
+        if key in self._tracked:
+            self._used.add(key)
             if op:
-                st.ops.add(op)
+                ops = self._ops.get(key)
+                if ops is None:
+                    self._ops[key] = {op}
+                else:
+                    ops.add(op)
         if deep:
             self._mark_deep(value)
-
-    def _use(self, key: int) -> None:
-        """Mark the tracked value of id ``key`` used (no op)."""
-        st = self._stats[key]
-        if st is None:
-            self._stats[key] = ValueStats(True)
-        else:
-            st.used = True
 
     def _mark_deep(self, value: Any) -> None:
         # Iterative, each container visited once (a list holding itself twice made the recursive walk
@@ -155,8 +153,8 @@ class UsageRecorder:
         tick = _templating._ENV._tick
         while stack:
             v, depth = stack.pop()
-            if id(v) in self._stats:
-                self._use(id(v))
+            if id(v) in self._tracked:
+                self._used.add(id(v))
             if depth >= 50 or not isinstance(v, (dict, list, tuple)) or id(v) in seen:
                 continue
             seen.add(id(v))
@@ -311,8 +309,8 @@ def _identifier(value: Any) -> Any:
     bound to it is evaluated (``{% set c = m.get('x') %}{% if c %}`` uses ``x``'s value)."""
     # runs for every variable read of every analysis render: _active() and mark() inlined
     rec = getattr(_state, "recorder", None)
-    if rec is not None and not rec.suppressed and id(value) in rec._stats:
-        rec._use(id(value))
+    if rec is not None and not rec.suppressed and id(value) in rec._tracked:
+        rec._used.add(id(value))
     return value
 
 
