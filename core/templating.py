@@ -769,8 +769,10 @@ def _size_checked(name: str, filter_fn: Callable[..., Any]) -> Callable[..., Any
 
     @functools.wraps(filter_fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _ENV._tick()
-        limit = _ENV._limit()
+        d = getattr(_local, "deadline", None)  # _ENV._tick() and _ENV._limit(), inlined: every filter call
+        if d is not None and _monotonic() > d.until:
+            d.check()
+        limit = (d.limits if d else DEFAULT_LIMITS).max_output_chars
         if projects and _projected_filter_size(name, args[skip:], kwargs, limit) > limit:
             raise _limit_error(f"{name} filter result size", limit, "output size")
         result = filter_fn(*args, **kwargs)

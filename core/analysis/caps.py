@@ -228,7 +228,11 @@ _templating.PLAIN_STR_TYPES.add(TrackedStr)
 _DEEP_FILTERS = frozenset({"tojson", "string"})
 
 
-def _wrap_filter(name: str, fn: Callable[..., Any], op_prefix: str = "") -> Callable[..., Any]:
+def _wrap_filter(name: str, fn: Callable[..., Any], op_prefix: str = "",
+                 check: Callable[[Any], None] | None = None) -> Callable[..., Any]:
+    """``fn`` recording its use on its input (op ``op_prefix + name``; ``tojson`` and ``string`` mark all of
+    it), running unrecorded inside, with ``check(input)`` (:func:`_llama_check`) before it and a generator
+    result made a list (llama.cpp's filters return arrays)."""
     idx = 1 if jinja2.utils._PassArg.from_obj(fn) is not None else 0
     op = op_prefix + name
     deep = not op_prefix and name in _DEEP_FILTERS
@@ -238,12 +242,16 @@ def _wrap_filter(name: str, fn: Callable[..., Any], op_prefix: str = "") -> Call
         # _active() and _Suppressed inlined: this runs for every filter and test of a probe render
         rec = getattr(_state, "recorder", None)
         if rec is None:
+            if check is not None and len(args) > idx:
+                check(args[idx])
             result = fn(*args, **kwargs)
         else:
             if not rec.suppressed and len(args) > idx:
                 rec.mark(args[idx], op, deep=deep)
             rec.suppressed += 1
             try:
+                if check is not None and len(args) > idx:
+                    check(args[idx])
                 result = fn(*args, **kwargs)
             finally:
                 rec.suppressed -= 1
@@ -496,23 +504,20 @@ def _type_has(tp: type, name: str) -> bool:
         return has
 
 
-def _llama_filter_check(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Refuse a filter llama.cpp's engine does not have for the input's type."""
-    idx = 1 if jinja2.utils._PassArg.from_obj(fn) is not None else 0
+def _llama_check(name: str) -> Callable[[Any], None]:
+    """Check of filter ``name``'s input: refuses (``TemplateRuntimeError``) a filter llama.cpp's engine does
+    not have for the input's type."""
     llama_name = _FILTER_ALIASES.get(name, name)
+    coerced = llama_name in _STRING_COERCED
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if len(args) > idx:
-            kind = _llama_type(args[idx])
-            if kind not in (None, "undefined", "string") and llama_name in _STRING_COERCED:
-                kind = "string"
-            if kind is not None and llama_name not in _LLAMA_BUILTINS[kind]:
-                raise jinja2.exceptions.TemplateRuntimeError(
-                    f"unknown (built-in) filter {name!r} for a {kind} value")
-        return fn(*args, **kwargs)
+    def check(value: Any) -> None:
+        kind = _llama_type(value)
+        if coerced and kind not in (None, "undefined", "string"):
+            kind = "string"
+        if kind is not None and llama_name not in _LLAMA_BUILTINS[kind]:
+            raise jinja2.exceptions.TemplateRuntimeError(f"unknown (built-in) filter {name!r} for a {kind} value")
 
-    return wrapper
+    return check
 
 
 def _property_op(obj: Any, key: Any) -> str:
@@ -714,7 +719,7 @@ def _tracking_env() -> jinja2.Environment:
             return _ProbeRewriter().visit(tree)
 
     env.__class__ = _TrackingSandbox
-    env.filters = {k: _wrap_filter(k, _llama_filter_check(k, f)) for k, f in env.filters.items()}
+    env.filters = {k: _wrap_filter(k, f, check=_llama_check(k)) for k, f in env.filters.items()}
     for k in ("lipsum", "cycler", "joiner"):  # jinja2 globals llama.cpp's engine does not have
         env.globals.pop(k, None)
     for k, check in _LLAMA_REFUSALS.items():
