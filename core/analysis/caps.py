@@ -575,6 +575,10 @@ def _tracking_env() -> jinja2.Environment:
     ``core.templating._make_environment``) that records usage on tracked values."""
     env = _templating._make_environment()
     base_cls = type(env)
+    # the base class's hooks, called directly rather than through super() (these run for every member read,
+    # item, call and operator of a render)
+    _base_getattr, _base_getitem = base_cls.getattr, base_cls.getitem
+    _base_call, _base_binop = base_cls.call, base_cls.call_binop
 
     class _TrackingSandbox(base_cls):  # type: ignore[misc, valid-type]
         # share the render budget that ChatTemplate.render installs on the main environment
@@ -609,7 +613,7 @@ def _tracking_env() -> jinja2.Environment:
             kind = _llama_type(obj)
             if kind is None:
                 # a loop, a namespace, a range…: never tracked, no llama.cpp member rules
-                return super().getattr(obj, attribute)
+                return _base_getattr(self, obj, attribute)
             if (kind in ("string", "array", "object") and isinstance(attribute, str)
                     and attribute[:1] != "_"  # internals: the sandbox refuses them loudly
                     and _type_has(tp, attribute) and attribute not in _LLAMA_BUILTINS[kind]):
@@ -619,7 +623,7 @@ def _tracking_env() -> jinja2.Environment:
                 else:
                     result = self.undefined(obj=obj, name=attribute)
             else:
-                result = super().getattr(obj, attribute)
+                result = _base_getattr(self, obj, attribute)
             if tp in _TRACKED_TYPES:
                 rec = _active()
                 if rec is not None:
@@ -641,14 +645,14 @@ def _tracking_env() -> jinja2.Environment:
                 try:
                     result = obj[argument]
                 except LookupError:
-                    result = super().getitem(obj, argument)
+                    result = _base_getitem(self, obj, argument)
                 if tp is TrackedDict or tp is TrackedList:
                     rec = _active()
                     if rec is not None:
                         rec.mark(obj, "object_access" if tp is TrackedDict else "array_access")
                         rec.mark(result)
                 return result
-            result = super().getitem(obj, argument)
+            result = _base_getitem(self, obj, argument)
             if tp in _TRACKED_TYPES:
                 rec = _active()
                 if rec is not None:
@@ -698,8 +702,8 @@ def _tracking_env() -> jinja2.Environment:
                 args, kwargs = _llama_macro_binding(__self, __obj, args, kwargs)
             elif _is_tracked(owner):
                 with _Suppressed():
-                    return super().call(__context, __obj, *args, **kwargs)
-            return super().call(__context, __obj, *args, **kwargs)
+                    return _base_call(__self, __context, __obj, *args, **kwargs)
+            return _base_call(__self, __context, __obj, *args, **kwargs)
 
         def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
             if isinstance(obj, list) and attr in _LLAMA_MUTATORS:
@@ -713,7 +717,7 @@ def _tracking_env() -> jinja2.Environment:
                 other = right if isinstance(left, str) else left
                 text = "" if other is None or isinstance(other, jinja2.Undefined) else str(other)
                 left, right = (left, text) if isinstance(left, str) else (text, right)
-            return super().call_binop(context, operator, left, right)
+            return _base_binop(self, context, operator, left, right)
 
         def _rewrite_tree(self, tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
             return _ProbeRewriter().visit(tree)
