@@ -21,6 +21,7 @@ import functools
 import hashlib
 import itertools
 import json
+import json.encoder
 import marshal
 import os
 import pathlib
@@ -702,8 +703,106 @@ def _tojson(value: Any, ensure_ascii: bool = False, indent: Any = None, separato
     step = indent if isinstance(indent, int) else len(indent) if isinstance(indent, str) else 0
     if projected_text_size(value, limit, max(step, 0)) > limit:
         raise _limit_error("tojson result size", limit, "output size")
+    if separators is None and (type(indent) is int or type(indent) is str):
+        # json's indenting encoder is pure Python (a generator per container, ~10x its C encoder); this one
+        # writes the same text, and hands anything it does not know to json.dumps (same result or error)
+        try:
+            return _indented_json(value, indent if type(indent) is str else " " * indent, ensure_ascii, sort_keys)
+        except (_NotPlainJson, RecursionError):
+            pass
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
                       sort_keys=sort_keys)
+
+
+class _NotPlainJson(Exception):
+    pass
+
+
+def _json_float(f: float) -> str:
+    if f != f:
+        return "NaN"
+    if f == float("inf"):
+        return "Infinity"
+    if f == float("-inf"):
+        return "-Infinity"
+    return float.__repr__(f)
+
+
+def _indented_json(value: Any, indent: str, ensure_ascii: bool, sort_keys: bool) -> str:
+    """``json.dumps(value, indent=..., ensure_ascii=..., sort_keys=...)`` (default separators) for strings,
+    numbers, booleans, None, lists, tuples and dicts with str/number/bool/None keys — the same text, built by a
+    recursive walk over parts. Raises :class:`_NotPlainJson` for anything else (the caller lets json decide)."""
+    quote = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    out: list[str] = []
+    put = out.append
+
+    def leaf(v: Any) -> str | None:
+        if isinstance(v, str):
+            return quote(v)
+        if v is None:
+            return "null"
+        if v is True:
+            return "true"
+        if v is False:
+            return "false"
+        if isinstance(v, int):
+            return int.__repr__(v)
+        if isinstance(v, float):
+            return _json_float(v)
+        return None
+
+    def key_text(k: Any) -> str:
+        if isinstance(k, str):
+            return quote(k)
+        if isinstance(k, float):
+            return quote(_json_float(k))
+        if k is True:
+            return '"true"'
+        if k is False:
+            return '"false"'
+        if k is None:
+            return '"null"'
+        if isinstance(k, int):
+            return quote(int.__repr__(k))
+        raise _NotPlainJson
+
+    def walk(v: Any, level: int) -> None:
+        text = leaf(v)
+        if text is not None:
+            put(text)
+            return
+        if isinstance(v, (list, tuple)):
+            if not v:
+                put("[]")
+                return
+            newline = "\n" + indent * (level + 1)
+            put("[" + newline)
+            first = True
+            for x in v:
+                if not first:
+                    put("," + newline)
+                first = False
+                walk(x, level + 1)
+            put("\n" + indent * level + "]")
+        elif isinstance(v, dict):
+            if not v:
+                put("{}")
+                return
+            newline = "\n" + indent * (level + 1)
+            put("{" + newline)
+            first = True
+            for k, x in (sorted(v.items()) if sort_keys else v.items()):
+                if not first:
+                    put("," + newline)
+                first = False
+                put(key_text(k) + ": ")
+                walk(x, level + 1)
+            put("\n" + indent * level + "}")
+        else:
+            raise _NotPlainJson
+
+    walk(value, 0)
+    return "".join(out)
 
 
 def _width_checked(filter_fn: Callable[..., Any]) -> Callable[..., Any]:
