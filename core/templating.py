@@ -777,12 +777,17 @@ def _indented_json(value: Any, indent: str, ensure_ascii: bool, sort_keys: bool)
                 return
             newline = "\n" + indent * (level + 1)
             put("[" + newline)
+            sep = "," + newline
             first = True
             for x in v:
-                if not first:
-                    put("," + newline)
-                first = False
-                walk(x, level + 1)
+                if first:
+                    first = False
+                else:
+                    put(sep)
+                if type(x) is str:  # the commonest item: no call
+                    put(quote(x))
+                else:
+                    walk(x, level + 1)
             put("\n" + indent * level + "]")
         elif isinstance(v, dict):
             if not v:
@@ -790,13 +795,18 @@ def _indented_json(value: Any, indent: str, ensure_ascii: bool, sort_keys: bool)
                 return
             newline = "\n" + indent * (level + 1)
             put("{" + newline)
+            sep = "," + newline
             first = True
             for k, x in (sorted(v.items()) if sort_keys else v.items()):
-                if not first:
-                    put("," + newline)
-                first = False
-                put(key_text(k) + ": ")
-                walk(x, level + 1)
+                if first:
+                    first = False
+                else:
+                    put(sep)
+                put((quote(k) if type(k) is str else key_text(k)) + ": ")
+                if type(x) is str:
+                    put(quote(x))
+                else:
+                    walk(x, level + 1)
             put("\n" + indent * level + "}")
         else:
             raise _NotPlainJson
