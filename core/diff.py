@@ -67,9 +67,23 @@ _TEXT = SegmentKind.TEXT
 _MARKER = SegmentKind.MARKER
 
 
+# Segments of recent texts: a render is diffed against several others (two thirds of the segmentations of an
+# analysis are of a text segmented before). Shared lists: callers only read them.
+_SEGMENTS_MEMO = BoundedMemo("segments", max_entries=4096, max_bytes=32 * 2**20)
+
+
 def _segments(text: str) -> list[tuple[SegmentKind, str]]:
     """:func:`segmentize_markers` as plain ``(kind, value)`` tuples (equal to the :class:`Segment` s; cheaper to
-    build, which matters to :func:`calculate_diff_split`: ~20 segments per render, two renders per diff)."""
+    build, which matters to :func:`calculate_diff_split`: ~20 segments per render, two renders per diff).
+    Memoized (bounded); the list returned must not be changed."""
+    hit = _SEGMENTS_MEMO.get(text)
+    if hit is MISSING:
+        hit = _scan_segments(text)
+        _SEGMENTS_MEMO.put(text, hit, 3 * len(text) + 40 * len(hit) + 100)
+    return hit
+
+
+def _scan_segments(text: str) -> list[tuple[SegmentKind, str]]:
     out: list[tuple[SegmentKind, str]] = []
     border = 0
     for m in _MARKER_RE.finditer(text):
@@ -93,7 +107,7 @@ def segmentize_markers(text: str) -> list[Segment]:
     nested openers are part of the marker. An unterminated marker is TEXT, which can leave two adjacent TEXT
     segments (``"test<tag"`` → TEXT ``test``, TEXT ``<tag``). Follows llama.cpp ``segmentize_markers``.
     """
-    return [Segment(k, v) for k, v in _segments(text)]
+    return [Segment(k, v) for k, v in _scan_segments(text)]
 
 
 def prune_whitespace_segments(segments: list[Segment]) -> list[Segment]:

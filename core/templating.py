@@ -21,6 +21,7 @@ import functools
 import hashlib
 import itertools
 import json
+import json.encoder
 import marshal
 import os
 import pathlib
@@ -735,8 +736,116 @@ def _tojson(value: Any, ensure_ascii: bool = False, indent: Any = None, separato
     step = indent if isinstance(indent, int) else len(indent) if isinstance(indent, str) else 0
     if projected_text_size(value, limit, max(step, 0)) > limit:
         raise _limit_error("tojson result size", limit, "output size")
+    if separators is None and (type(indent) is int or type(indent) is str):
+        # json's indenting encoder is pure Python (a generator per container, ~10x its C encoder); this one
+        # writes the same text, and hands anything it does not know to json.dumps (same result or error)
+        try:
+            return _indented_json(value, indent if type(indent) is str else " " * indent, ensure_ascii, sort_keys)
+        except (_NotPlainJson, RecursionError):
+            pass
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
                       sort_keys=sort_keys)
+
+
+class _NotPlainJson(Exception):
+    pass
+
+
+def _json_float(f: float) -> str:
+    if f != f:
+        return "NaN"
+    if f == float("inf"):
+        return "Infinity"
+    if f == float("-inf"):
+        return "-Infinity"
+    return float.__repr__(f)
+
+
+def _indented_json(value: Any, indent: str, ensure_ascii: bool, sort_keys: bool) -> str:
+    """``json.dumps(value, indent=..., ensure_ascii=..., sort_keys=...)`` (default separators) for strings,
+    numbers, booleans, None, lists, tuples and dicts with str/number/bool/None keys — the same text, built by a
+    recursive walk over parts. Raises :class:`_NotPlainJson` for anything else (the caller lets json decide)."""
+    quote = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    out: list[str] = []
+    put = out.append
+
+    def leaf(v: Any) -> str | None:
+        if isinstance(v, str):
+            return quote(v)
+        if v is None:
+            return "null"
+        if v is True:
+            return "true"
+        if v is False:
+            return "false"
+        if isinstance(v, int):
+            return int.__repr__(v)
+        if isinstance(v, float):
+            return _json_float(v)
+        return None
+
+    def key_text(k: Any) -> str:
+        if isinstance(k, str):
+            return quote(k)
+        if isinstance(k, float):
+            return quote(_json_float(k))
+        if k is True:
+            return '"true"'
+        if k is False:
+            return '"false"'
+        if k is None:
+            return '"null"'
+        if isinstance(k, int):
+            return quote(int.__repr__(k))
+        raise _NotPlainJson
+
+    def walk(v: Any, level: int) -> None:
+        text = leaf(v)
+        if text is not None:
+            put(text)
+            return
+        if isinstance(v, (list, tuple)):
+            if not v:
+                put("[]")
+                return
+            newline = "\n" + indent * (level + 1)
+            put("[" + newline)
+            sep = "," + newline
+            first = True
+            for x in v:
+                if first:
+                    first = False
+                else:
+                    put(sep)
+                if type(x) is str:  # the commonest item: no call
+                    put(quote(x))
+                else:
+                    walk(x, level + 1)
+            put("\n" + indent * level + "]")
+        elif isinstance(v, dict):
+            if not v:
+                put("{}")
+                return
+            newline = "\n" + indent * (level + 1)
+            put("{" + newline)
+            sep = "," + newline
+            first = True
+            for k, x in (sorted(v.items()) if sort_keys else v.items()):
+                if first:
+                    first = False
+                else:
+                    put(sep)
+                put((quote(k) if type(k) is str else key_text(k)) + ": ")
+                if type(x) is str:
+                    put(quote(x))
+                else:
+                    walk(x, level + 1)
+            put("\n" + indent * level + "}")
+        else:
+            raise _NotPlainJson
+
+    walk(value, 0)
+    return "".join(out)
 
 
 def _width_checked(filter_fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -802,8 +911,10 @@ def _size_checked(name: str, filter_fn: Callable[..., Any]) -> Callable[..., Any
 
     @functools.wraps(filter_fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _ENV._tick()
-        limit = _ENV._limit()
+        d = getattr(_local, "deadline", None)  # _ENV._tick() and _ENV._limit(), inlined: every filter call
+        if d is not None and _monotonic() > d.until:
+            d.check()
+        limit = (d.limits if d else DEFAULT_LIMITS).max_output_chars
         if projects and _projected_filter_size(name, args[skip:], kwargs, limit) > limit:
             raise _limit_error(f"{name} filter result size", limit, "output size")
         result = filter_fn(*args, **kwargs)
@@ -1137,13 +1248,26 @@ _memo.register_cache("syntax checks", _check_syntax.cache_clear)
 _memo.register_cache("templates", _compile.cache_clear)
 
 
-@functools.lru_cache(maxsize=64)  # an analysis asks 2-3 times for the same source (a sha256 of ~5 KB each)
 def source_digest(source: str) -> str:
-    """Short stable id of a template source (sha256 prefix, 16 hex chars)."""
+    """Short stable id of a template source (sha256 prefix, 16 hex chars). An analysis asks 2-3 times for the
+    same source, so digests of sources up to 64 KB are memoized (1,024 of them: the corpus; at most 64 MB of
+    sources held); a larger source is hashed each time."""
+    if len(source) <= _DIGEST_MEMO_MAX_CHARS:
+        return _small_source_digest(source)
+    return _sha256_16(source)
+
+
+_DIGEST_MEMO_MAX_CHARS = 65_536
+
+
+def _sha256_16(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-_memo.register_cache("source digests", source_digest.cache_clear)  # it holds the sources themselves
+_small_source_digest = functools.lru_cache(maxsize=1024)(_sha256_16)
+
+
+_memo.register_cache("source digests", _small_source_digest.cache_clear)  # it holds the sources themselves
 _memo.register_cache("sandbox attribute verdicts", _SAFE_ATTRIBUTES.clear)
 _memo.register_cache("parse logs read", _parsed_known.clear)  # read again on next use
 

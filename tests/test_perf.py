@@ -363,3 +363,37 @@ def test_projected_text_size_recursive_walk_equals_the_iterative_walk():
                 if expected is not None and not isinstance(v, (list, tuple, dict)):
                     expected = expected if expected <= limit else limit + 1
                 assert got == expected, (v, limit, indent)
+
+
+def test_indented_tojson_writes_what_json_dumps_writes():
+    """``tojson(indent=…)`` takes a recursive writer instead of json's pure-Python indenting encoder: same text
+    for every plain value (floats' special values, non-string keys, sorting, ASCII escaping), json's own error
+    otherwise."""
+    rnd = random.Random(9)
+
+    def val(depth: int) -> object:
+        r = rnd.random()
+        if depth > 4 or r < 0.4:
+            return rnd.choice(["", 'a"b\\\n\u00e9\U0001F600', 0, -5, 10**30, 1.5, -0.0, float("nan"), float("inf"),
+                               True, False, None])
+        if r < 0.65:
+            return [val(depth + 1) for _ in range(rnd.randint(0, 4))]
+        if r < 0.75:
+            return tuple(val(depth + 1) for _ in range(rnd.randint(0, 3)))
+        return {rnd.choice(["k", "é", 1, 2.5, True, None, "a"]): val(depth + 1) for _ in range(rnd.randint(0, 4))}
+
+    for _ in range(1500):
+        v = val(0)
+        for indent in (0, 2, 4, "\t"):
+            for ensure_ascii in (False, True):
+                for sort_keys in (False, True):
+                    try:
+                        expected = json.dumps(v, indent=indent, ensure_ascii=ensure_ascii, sort_keys=sort_keys)
+                    except TypeError as e:  # keys that do not sort
+                        with pytest.raises(TypeError) as got:
+                            templating._tojson(v, ensure_ascii, indent, None, sort_keys)
+                        assert str(got.value) == str(e)
+                        continue
+                    assert templating._tojson(v, ensure_ascii, indent, None, sort_keys) == expected
+    with pytest.raises(TypeError, match="not JSON serializable"):  # a set: json's own error, from json itself
+        templating._tojson({"a": {1, 2}}, False, 2)

@@ -89,9 +89,11 @@ class UsageRecorder:
     """Collects :class:`ValueStats` per tracked value (keyed by object identity) during one render."""
 
     def __init__(self) -> None:
-        # id of every tracked value -> its stats, None until the template uses it (most inputs are never read:
-        # a record per value would cost more than the reads)
-        self._stats: dict[int, ValueStats | None] = {}
+        # ids of the tracked values, of those used, and the ops applied per id: plain sets, not a record per
+        # value (a render marks ~20 values used, most of them many times over)
+        self._tracked: set[int] = set()
+        self._used: set[int] = set()
+        self._ops: dict[int, set[str]] = {}
         self._keep: list[Any] = []  # keeps tracked objects alive so ids stay unique
         self.suppressed = 0
 
@@ -111,42 +113,38 @@ class UsageRecorder:
         else:
             return value
         self._keep.append(out)
-        self._stats[id(out)] = None
+        self._tracked.add(id(out))
         return out
 
     def stats(self, value: Any) -> ValueStats:
-        """Stats of a tracked value (a fresh, unused record for anything untracked or unused)."""
-        return self._stats.get(id(value)) or ValueStats()
+        """Stats of ``value`` (a snapshot; an unused record for anything untracked or unused)."""
+        key = id(value)
+        if key not in self._tracked:
+            return ValueStats()
+        return ValueStats(key in self._used, set(self._ops.get(key, ())))
 
     def used(self, value: Any) -> bool:
         """True if the template read the tracked ``value`` during the render."""
-        return self.stats(value).used
+        return id(value) in self._used
 
     def has_op(self, value: Any, op: str) -> bool:
         """True if operation ``op`` (e.g. a filter or method name) was applied to the tracked ``value``."""
-        return op in self.stats(value).ops
+        return op in self._ops.get(id(value), ())
 
     def mark(self, value: Any, op: str | None = None, deep: bool = False) -> None:
         """Mark ``value`` used (adding ``op`` to its ops). ``deep`` also marks every tracked value inside
         it, looking through untracked containers too (``dict(a=tracked)|tojson`` marks ``tracked``)."""
         key = id(value)
-        if key in self._stats:
-            st = self._stats[key]
-            if st is None:
-                st = self._stats[key] = ValueStats()
-            st.used = True
+        if key in self._tracked:
+            self._used.add(key)
             if op:
-                st.ops.add(op)
+                ops = self._ops.get(key)
+                if ops is None:
+                    self._ops[key] = {op}
+                else:
+                    ops.add(op)
         if deep:
             self._mark_deep(value)
-
-    def _use(self, key: int) -> None:
-        """Mark the tracked value of id ``key`` used (no op)."""
-        st = self._stats[key]
-        if st is None:
-            self._stats[key] = ValueStats(True)
-        else:
-            st.used = True
 
     def _mark_deep(self, value: Any) -> None:
         # Iterative, each container visited once (a list holding itself twice made the recursive walk
@@ -156,8 +154,8 @@ class UsageRecorder:
         tick = _templating._ENV._tick
         while stack:
             v, depth = stack.pop()
-            if id(v) in self._stats:
-                self._use(id(v))
+            if id(v) in self._tracked:
+                self._used.add(id(v))
             if depth >= 50 or not isinstance(v, (dict, list, tuple)) or id(v) in seen:
                 continue
             seen.add(id(v))
@@ -231,7 +229,11 @@ _templating.PLAIN_STR_TYPES.add(TrackedStr)
 _DEEP_FILTERS = frozenset({"tojson", "string"})
 
 
-def _wrap_filter(name: str, fn: Callable[..., Any], op_prefix: str = "") -> Callable[..., Any]:
+def _wrap_filter(name: str, fn: Callable[..., Any], op_prefix: str = "",
+                 check: Callable[[Any], None] | None = None) -> Callable[..., Any]:
+    """``fn`` recording its use on its input (op ``op_prefix + name``; ``tojson`` and ``string`` mark all of
+    it), running unrecorded inside, with ``check(input)`` (:func:`_llama_check`) before it and a generator
+    result made a list (llama.cpp's filters return arrays)."""
     idx = 1 if jinja2.utils._PassArg.from_obj(fn) is not None else 0
     op = op_prefix + name
     deep = not op_prefix and name in _DEEP_FILTERS
@@ -241,12 +243,16 @@ def _wrap_filter(name: str, fn: Callable[..., Any], op_prefix: str = "") -> Call
         # _active() and _Suppressed inlined: this runs for every filter and test of a probe render
         rec = getattr(_state, "recorder", None)
         if rec is None:
+            if check is not None and len(args) > idx:
+                check(args[idx])
             result = fn(*args, **kwargs)
         else:
             if not rec.suppressed and len(args) > idx:
                 rec.mark(args[idx], op, deep=deep)
             rec.suppressed += 1
             try:
+                if check is not None and len(args) > idx:
+                    check(args[idx])
                 result = fn(*args, **kwargs)
             finally:
                 rec.suppressed -= 1
@@ -312,8 +318,8 @@ def _identifier(value: Any) -> Any:
     bound to it is evaluated (``{% set c = m.get('x') %}{% if c %}`` uses ``x``'s value)."""
     # runs for every variable read of every analysis render: _active() and mark() inlined
     rec = getattr(_state, "recorder", None)
-    if rec is not None and not rec.suppressed and id(value) in rec._stats:
-        rec._use(id(value))
+    if rec is not None and not rec.suppressed and id(value) in rec._tracked:
+        rec._used.add(id(value))
     return value
 
 
@@ -499,23 +505,20 @@ def _type_has(tp: type, name: str) -> bool:
         return has
 
 
-def _llama_filter_check(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Refuse a filter llama.cpp's engine does not have for the input's type."""
-    idx = 1 if jinja2.utils._PassArg.from_obj(fn) is not None else 0
+def _llama_check(name: str) -> Callable[[Any], None]:
+    """Check of filter ``name``'s input: refuses (``TemplateRuntimeError``) a filter llama.cpp's engine does
+    not have for the input's type."""
     llama_name = _FILTER_ALIASES.get(name, name)
+    coerced = llama_name in _STRING_COERCED
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if len(args) > idx:
-            kind = _llama_type(args[idx])
-            if kind not in (None, "undefined", "string") and llama_name in _STRING_COERCED:
-                kind = "string"
-            if kind is not None and llama_name not in _LLAMA_BUILTINS[kind]:
-                raise jinja2.exceptions.TemplateRuntimeError(
-                    f"unknown (built-in) filter {name!r} for a {kind} value")
-        return fn(*args, **kwargs)
+    def check(value: Any) -> None:
+        kind = _llama_type(value)
+        if coerced and kind not in (None, "undefined", "string"):
+            kind = "string"
+        if kind is not None and llama_name not in _LLAMA_BUILTINS[kind]:
+            raise jinja2.exceptions.TemplateRuntimeError(f"unknown (built-in) filter {name!r} for a {kind} value")
 
-    return wrapper
+    return check
 
 
 def _property_op(obj: Any, key: Any) -> str:
@@ -573,6 +576,10 @@ def _tracking_env() -> jinja2.Environment:
     ``core.templating._make_environment``) that records usage on tracked values."""
     env = _templating._make_environment()
     base_cls = type(env)
+    # the base class's hooks, called directly rather than through super() (these run for every member read,
+    # item, call and operator of a render)
+    _base_getattr, _base_getitem = base_cls.getattr, base_cls.getitem
+    _base_call, _base_binop = base_cls.call, base_cls.call_binop
 
     class _TrackingSandbox(base_cls):  # type: ignore[misc, valid-type]
         # share the render budget that ChatTemplate.render installs on the main environment
@@ -607,7 +614,7 @@ def _tracking_env() -> jinja2.Environment:
             kind = _llama_type(obj)
             if kind is None:
                 # a loop, a namespace, a range…: never tracked, no llama.cpp member rules
-                return super().getattr(obj, attribute)
+                return _base_getattr(self, obj, attribute)
             if (kind in ("string", "array", "object") and isinstance(attribute, str)
                     and attribute[:1] != "_"  # internals: the sandbox refuses them loudly
                     and _type_has(tp, attribute) and attribute not in _LLAMA_BUILTINS[kind]):
@@ -617,7 +624,7 @@ def _tracking_env() -> jinja2.Environment:
                 else:
                     result = self.undefined(obj=obj, name=attribute)
             else:
-                result = super().getattr(obj, attribute)
+                result = _base_getattr(self, obj, attribute)
             if tp in _TRACKED_TYPES:
                 rec = _active()
                 if rec is not None:
@@ -639,14 +646,14 @@ def _tracking_env() -> jinja2.Environment:
                 try:
                     result = obj[argument]
                 except LookupError:
-                    result = super().getitem(obj, argument)
+                    result = _base_getitem(self, obj, argument)
                 if tp is TrackedDict or tp is TrackedList:
                     rec = _active()
                     if rec is not None:
                         rec.mark(obj, "object_access" if tp is TrackedDict else "array_access")
                         rec.mark(result)
                 return result
-            result = super().getitem(obj, argument)
+            result = _base_getitem(self, obj, argument)
             if tp in _TRACKED_TYPES:
                 rec = _active()
                 if rec is not None:
@@ -696,8 +703,8 @@ def _tracking_env() -> jinja2.Environment:
                 args, kwargs = _llama_macro_binding(__self, __obj, args, kwargs)
             elif _is_tracked(owner):
                 with _Suppressed():
-                    return super().call(__context, __obj, *args, **kwargs)
-            return super().call(__context, __obj, *args, **kwargs)
+                    return _base_call(__self, __context, __obj, *args, **kwargs)
+            return _base_call(__self, __context, __obj, *args, **kwargs)
 
         def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
             if isinstance(obj, list) and attr in _LLAMA_MUTATORS:
@@ -711,13 +718,13 @@ def _tracking_env() -> jinja2.Environment:
                 other = right if isinstance(left, str) else left
                 text = "" if other is None or isinstance(other, jinja2.Undefined) else str(other)
                 left, right = (left, text) if isinstance(left, str) else (text, right)
-            return super().call_binop(context, operator, left, right)
+            return _base_binop(self, context, operator, left, right)
 
         def _rewrite_tree(self, tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
             return _ProbeRewriter().visit(tree)
 
     env.__class__ = _TrackingSandbox
-    env.filters = {k: _wrap_filter(k, _llama_filter_check(k, f)) for k, f in env.filters.items()}
+    env.filters = {k: _wrap_filter(k, f, check=_llama_check(k)) for k, f in env.filters.items()}
     for k in ("lipsum", "cycler", "joiner"):  # jinja2 globals llama.cpp's engine does not have
         env.globals.pop(k, None)
     for k, check in _LLAMA_REFUSALS.items():
