@@ -842,9 +842,9 @@ _CODE_MEMO_MAX = 1024
 def compiled_code(env: jinja2.Environment, source: str, env_tag: str = "") -> Any:
     """Python code object of ``source`` compiled by ``env`` (jinja2 ``Environment.compile``), memoized in
     memory and in the disk cache (see :func:`_disk_cache_dir`; stored by :mod:`core.codepack`) under
-    ``env_tag`` — a string naming the environment's code-generation configuration (and a digest of any module that customises parsing or code
-    generation). Loading marshalled code is ~10x cheaper than jinja2's compile (lexing, parsing, code
-    generation, Python ``compile``). Raises ``jinja2.TemplateSyntaxError`` (and ``RecursionError``) as
+    ``env_tag`` — a string naming the environment's code-generation configuration (and a digest of any module
+    that customises parsing or code generation). Loading marshalled code is ~10x cheaper than jinja2's compile
+    (lexing, parsing, code generation, Python ``compile``). Raises ``jinja2.TemplateSyntaxError`` (and ``RecursionError``) as
     ``env.compile`` does; failures are not cached."""
     key = (env_tag, source)
     code = _CODE_MEMO.get(key)

@@ -63,7 +63,8 @@ def test_analyses_identical_uncached_disk_cached_and_memoized_on_all_templates(t
     _forget_compiled()
     try:
         uncached = _analyses(sources)      # compiled from source (one parse each), every render done
-        assert (tmp_path / "jinja" / templating.PARSED_LOG).stat().st_size and (tmp_path / "jinja" / "code.pack").stat().st_size
+        cache = tmp_path / "jinja"
+        assert (cache / templating.PARSED_LOG).stat().st_size and (cache / codepack.PACK).stat().st_size
         _forget_compiled()
         from_disk = _analyses(sources)     # a fresh process's view: code and syntax verdicts from disk
         memoized = _analyses(sources)      # renders, caps and diffs from the memos
