@@ -22,12 +22,21 @@ import os
 import struct
 import threading
 import zlib
+from typing import Any
 
 PACK = "code.pack"
 INDEX = "code.idx"
 _MAGIC = b"CTE1"
 _HEADER = struct.Struct("<4s32sII")  # magic, key, payload length, crc32 of the payload
 _ENTRY = struct.Struct("<32sQI")     # key, record offset, record length
+
+
+def _read_at(f: Any, length: int, offset: int) -> bytes:
+    """``length`` bytes of the open file ``f`` from ``offset`` (``os.pread`` where the platform has it)."""
+    if hasattr(os, "pread"):
+        return os.pread(f.fileno(), length, offset)
+    f.seek(offset)
+    return f.read(length)
 
 
 class CodePack:
@@ -83,15 +92,10 @@ class CodePack:
             return None
         offset, length = where
         try:
-            fd = os.open(self.pack_path, os.O_RDONLY)
+            with open(self.pack_path, "rb", buffering=0) as f:
+                record = _read_at(f, length, offset)
         except OSError:
             return None
-        try:
-            record = os.pread(fd, length, offset)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
         if len(record) != length or length < _HEADER.size:
             return None
         magic, stored_key, size, crc = _HEADER.unpack_from(record)

@@ -375,6 +375,8 @@ class _OnceOptimizer(jinja2.optimizer.Optimizer):
         super().__init__(environment)
         # (id(node), autoescape) -> node; the node is kept so its id cannot be reused during this compile
         self._done: dict[tuple[int, Any], Any] = {}
+        # id(node) -> node whose as_const can only raise Impossible (see generic_visit)
+        self._never: dict[int, Any] = {}
 
     def visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
         if type(node) is _Name:  # a leaf that never folds (see generic_visit): nothing to do or remember
@@ -388,22 +390,55 @@ class _OnceOptimizer(jinja2.optimizer.Optimizer):
         return result
 
     def generic_visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
-        # jinja2's folder tries ``as_const`` on every expression; for the classes that keep jinja2's base
-        # ``Expr.as_const`` (Name, Call, …), which only raises Impossible, that attempt is a raise and a catch
-        # with no other effect, so only their children are folded.
+        # jinja2's folder (Optimizer.generic_visit) folds the children, then tries ``as_const`` on the node and
+        # keeps the Const it gives, if any. That attempt is skipped where it can only raise Impossible: for
+        # the classes keeping jinja2's base ``Expr.as_const`` (Name, Call, …), which does nothing else, and for
+        # a filter, test, attribute, item, comparison or operator whose operand is such a node (or one of these
+        # again; see _OPERAND_FIRST): their ``as_const`` needs the operand's constant before anything that could
+        # succeed, and every other step of it either raises Impossible or was already evaluated, without
+        # error, when the children were folded (``as_const`` is deterministic). The probe rewriter wraps every
+        # variable in a filter, so most expressions are such chains, each attempt re-walking the chain down to
+        # the variable.
+        node = jinja2.visitor.NodeTransformer.generic_visit(self, node, *args, **kwargs)
         tp = type(node)
         never = _NEVER_CONST.get(tp)
         if never is None:
             never = _NEVER_CONST[tp] = getattr(tp, "as_const", None) is jinja2.nodes.Expr.as_const
         if never:
-            return jinja2.visitor.NodeTransformer.generic_visit(self, node, *args, **kwargs)
-        return super().generic_visit(node, *args, **kwargs)
+            return node
+        operands = _OPERAND_FIRST.get(tp)
+        if operands is not None:
+            never_ids = self._never
+            for name in operands:
+                operand = getattr(node, name)
+                if operand is not None and (_NEVER_CONST.get(type(operand)) or id(operand) in never_ids):
+                    never_ids[id(node)] = node
+                    return node
+        if isinstance(node, jinja2.nodes.Expr):  # what jinja2's Optimizer.generic_visit does after the children
+            try:
+                return jinja2.nodes.Const.from_untrusted(node.as_const(args[0] if args else None),
+                                                         lineno=node.lineno, environment=self.environment)
+            except jinja2.nodes.Impossible:
+                pass
+        return node
 
 
 _Name = jinja2.nodes.Name
 _RARE_NODES = (jinja2.nodes.Extends, jinja2.nodes.Block, jinja2.nodes.ImportedName)
 # node class -> True when its as_const is jinja2's base Expr.as_const (always raises Impossible)
-_NEVER_CONST: "dict[type, bool]" = {}
+_NEVER_CONST: "dict[type, bool]" = {jinja2.nodes.Name: True}
+# node class -> operands whose as_const it calls before anything that could succeed, inside its own
+# try-Impossible or with nothing between (jinja2 3.1 nodes.py): one that can only raise Impossible makes the node's
+# as_const raise it too. And/Or read their right side only after the left one.
+_OPERAND_FIRST: "dict[type, tuple[str, ...]]" = {
+    **{cls: ("node",) for cls in (jinja2.nodes.Filter, jinja2.nodes.Test, jinja2.nodes.Getattr, jinja2.nodes.Getitem,
+                                  jinja2.nodes.Not, jinja2.nodes.Neg, jinja2.nodes.Pos)},
+    jinja2.nodes.Compare: ("expr",),
+    jinja2.nodes.And: ("left",),
+    jinja2.nodes.Or: ("left",),
+    **{cls: ("left", "right") for cls in (jinja2.nodes.Add, jinja2.nodes.Sub, jinja2.nodes.Mul, jinja2.nodes.Div,
+                                          jinja2.nodes.FloorDiv, jinja2.nodes.Mod, jinja2.nodes.Pow)},
+}
 
 
 class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
@@ -1049,10 +1084,10 @@ _CODE_MEMO_MAX = 1024
 
 def compiled_code(env: jinja2.Environment, source: str, env_tag: str = "") -> Any:
     """Python code object of ``source`` compiled by ``env`` (jinja2 ``Environment.compile``), memoized in
-    memory and in the disk cache (see :func:`_disk_cache_dir`; stored by :mod:`core.codepack`) under ``env_tag`` — a string naming the
-    environment's code-generation configuration (and a digest of any module that customises parsing or code
-    generation). Loading marshalled code is ~10x cheaper than jinja2's compile (lexing, parsing, code
-    generation, Python ``compile``). Raises ``jinja2.TemplateSyntaxError`` (and ``RecursionError``) as
+    memory and in the disk cache (see :func:`_disk_cache_dir`; stored by :mod:`core.codepack`) under
+    ``env_tag`` — a string naming the environment's code-generation configuration (and a digest of any module
+    that customises parsing or code generation). Loading marshalled code is ~10x cheaper than jinja2's compile
+    (lexing, parsing, code generation, Python ``compile``). Raises ``jinja2.TemplateSyntaxError`` (and ``RecursionError``) as
     ``env.compile`` does; failures are not cached."""
     key = (env_tag, source)
     code = _CODE_MEMO.get(key)

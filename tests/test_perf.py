@@ -63,7 +63,8 @@ def test_analyses_identical_uncached_disk_cached_and_memoized_on_all_templates(t
     _forget_compiled()
     try:
         uncached = _analyses(sources)      # compiled from source (one parse each), every render done
-        assert (tmp_path / "jinja" / templating.PARSED_LOG).stat().st_size and (tmp_path / "jinja" / "code.pack").stat().st_size
+        cache = tmp_path / "jinja"
+        assert (cache / templating.PARSED_LOG).stat().st_size and (cache / codepack.PACK).stat().st_size
         _forget_compiled()
         from_disk = _analyses(sources)     # a fresh process's view: code and syntax verdicts from disk
         memoized = _analyses(sources)      # renders, caps and diffs from the memos
@@ -77,7 +78,12 @@ def test_once_optimizer_generates_the_same_code_as_jinja2():
     env = caps.probe_environment()
     once = templating._LimitedCodeGenerator.__init__
     plain = jinja2.compiler.CodeGenerator.__init__
-    for name, src in _sources()[::18]:
+    # corpus templates, plus expressions where folding succeeds, fails or short-circuits around a variable
+    folding = ["{{ 'a'|safe ~ x }}{{ (1 + 2) * x }}{{ not x and 'y' }}{{ 'a' if true else x }}{{ -x }}{{ -1 }}",
+               "{{ x.y[1]|upper is defined }}{{ 1 < x < 3 }}{{ 1 < 2 < x }}{{ 2 < 1 < x }}{{ [1, x]|length }}",
+               "{% set a = 1 / 0 %}{{ 2 ** 3 }}{{ 7 // 2 }}{{ x or 1 }}{{ 0 and x }}{{ 1 or x }}{{ 'a' ~ 1 }}",
+               "{{ ('%s'|format(1)) ~ ('b'|safe) }}{{ {'a': x}.a }}{{ 'ab'[0] }}{{ x['a']|default(1 - 1) }}"]
+    for name, src in [*_sources()[::18], *((f"folding {i}", s) for i, s in enumerate(folding))]:
         codes = []
         for init in (plain, once):
             templating._LimitedCodeGenerator.__init__ = init
