@@ -226,6 +226,15 @@ VARIANTS = {
         "<arg_value>p\\n\"</arg_value>", "<arg_value></arg_value>", "<arg_value>a</arg_value </arg_value>"]),
     "Mistral-Small-3.2-24B-Instruct-2506.jinja": ("c00000000[ARGS]", [
         "c0[AR000[ARGS]", "[A[ARG[ARGS]", "x[ARGS]", "[ARGS]", "c00[CALL_ID]1[ARGS]", "c0 0\n[ARGS]"]),
+    # the hand-written handler's pending literal (HandlerSession: Scanner.cut / Scanner.ends)
+    "Kimi-K2-Instruct.jinja": ("<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>", [
+        "<|tool_call_begin|>functions.get_weathe:0<|tool_call_argument_begin|>",
+        "<|tool_call_begin|>functions.search_notes:0<|tool_call_argument_begin|>",
+        "<|tool_call_beg<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>",
+        "<|tool_call_begin|>functions.get_weather:<|tool_call_argument_begin|>",
+        "<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begi <|tool_call_argument_begin|>",
+        "<|tool_call_begin|>functions.get_weather:0 <|tool_call_argument_begin|>",
+        "<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|><|tool_call_end|>"]),
 }
 
 

@@ -92,7 +92,7 @@ class Scanner:
     Positions are character offsets into ``text``. Methods advance ``pos`` only on success.
     """
 
-    __slots__ = ("text", "pos", "n", "memo", "switches", "far", "last_until", "last_json")
+    __slots__ = ("text", "pos", "n", "memo", "switches", "far", "last_until", "last_json", "ends", "cut")
 
     def __init__(self, text: str, pos: int = 0, memo: dict | None = None):
         self.text = text
@@ -108,6 +108,11 @@ class Scanner:
         self.last_until: tuple | None = None
         # the last JSON value cut by the end of the input: (start, text handed to emit)
         self.last_json: tuple | None = None
+        # how many times a primitive saw the end of the input, and the last literal the input ended inside
+        # ((position, literal), from check): one look, that one, means more text that keeps the input inside
+        # the literal changes nothing (the session's "pending" fast path, see HandlerSession._open_region)
+        self.ends = 0
+        self.cut: tuple[int, str] | None = None
 
     # -- primitives ------------------------------------------------------------------------------------------
     def check(self, lit: str) -> int:
@@ -122,6 +127,8 @@ class Scanner:
         if left < len(lit):
             if lit.startswith(self.text[pos:]):
                 self.far = self.n + 1
+                self.ends += 1
+                self.cut = (pos, lit)
                 return -1
             if self.n > self.far:
                 self.far = self.n
@@ -145,6 +152,7 @@ class Scanner:
         a cut prefix of ``lit`` raises :class:`Incomplete`; otherwise consume ``lit`` if present."""
         if self.pos >= self.n:
             self.far = self.n + 1
+            self.ends += 1
             return False
         r = self.check(lit)
         if r == 1:
@@ -184,6 +192,7 @@ class Scanner:
         """Note that positions before ``end`` were examined (past the input: the end was seen)."""
         if end > self.n:
             self.far = self.n + 1
+            self.ends += 1
         elif end > self.far:
             self.far = end
 
@@ -233,6 +242,7 @@ class Scanner:
         else:
             stop, cut = self.n, False
             self.far = self.n + 1
+            self.ends += 1
         s = self.text[start:stop]
         self.pos = stop
         if s:
@@ -828,7 +838,10 @@ def attempt(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], *args: Any
 def optional(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], *args: Any) -> bool:
     """``optional(fn)``: at the very end of the input it is not tried (llama.cpp repetition), else
     :func:`attempt`."""
-    return sc.pos < sc.n and attempt(sc, b, fn, *args)
+    if sc.pos >= sc.n:
+        sc.ends += 1
+        return False
+    return attempt(sc, b, fn, *args)
 
 
 class _RepeatMemo:
@@ -969,6 +982,8 @@ def repeat(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], lo: int = 0
         if sc.pos == before:
             break
         count += 1
+    if sc.pos >= sc.n and (hi is None or count < hi):
+        sc.ends += 1     # stopped by the end of the input (no far: iterations settled stay so)
     if count < lo:
         if sc.pos >= sc.n:
             raise Incomplete(sc.n)
@@ -1012,6 +1027,7 @@ def streamed_json_value(sc: Scanner, emit: Callable[[str], None]) -> int:
         end = scan_json(sc.text, start, sc.memo)
     except Incomplete as e:
         sc.far = sc.n + 1
+        sc.ends += 1
         partial = sc.text[start:max(start, e.end)]
         sc.last_json = (start, partial)
         emit(partial)
@@ -1573,6 +1589,10 @@ class HandlerParser:
     grammar_error: str = ""
     peg: Callable[[Any], Any] | None = None
     turn_header: str = ""
+    # the body looks at the end of the input only through the scanner's primitives (and repeat/optional),
+    # and an Incomplete it raises ends the parse: a streaming session may then skip the parses of text that
+    # only grows a literal the input ends inside (HandlerSession._open_region, "pending")
+    pending_literals: bool = False
 
     def header_cut(self, output: str, is_partial: bool = False) -> int | None:
         """Repair ``repeated-turn-header`` (on when ``turn_header`` is set): see
@@ -1825,10 +1845,21 @@ class HandlerSession:
           ``until`` the same way, and what follows it still sees only the end of the input.
         * JSON arguments: the parse ended inside a string of a call's verbatim JSON arguments (no escape
           pending) and nothing changed the message after :meth:`MessageBuilder.set_args` of them.
+        * pending literal (parsers with ``pending_literals``): the only primitive that saw the end of the input
+          was a literal the input ends inside (:attr:`Scanner.cut`, :attr:`Scanner.ends`): text that keeps the
+          input inside it (a marker being streamed, ``<|tool_ca``) changes nothing.
 
         Shapes as :class:`core.chat.stream.OpenRegion` (the same fast path as PEG-built parsers)."""
         from ..stream import OpenRegion
 
+        cut = sc.cut
+        if cut is not None and sc.ends == 1 and self.parser.pending_literals and sc.n == len(text):
+            # the one look at the end was that literal's: more text that keeps the input inside it gives the
+            # same run (every other primitive read only text before the end), so the same message
+            region = OpenRegion("pending", ())
+            region.held = text[cut[0]:]
+            region.lit = cut[1]
+            return region
         add = b.last_add
         if add is None or add[2] != b.version:
             return None
