@@ -180,6 +180,7 @@ JSON_ARGS = [
     '{"n": 01}', '["x", 1]', '"str"', 'null', ' x', '{"a": "b" "c"}', '{"n": 1.}', '{"n": 1.e5}', '{"n": tru}', '{"n": [1,]}', '{"a": 1,}',
     '{"s": "\\x"}', '{"a": -}', '{"a": [}', '{"a": 1 2}', '{"a":--1}', '{"a": 1.5.2}', '{"a": nulll}',
     '{"a": "\\u12g4"}', '{"a": {"b": [1, 2}]}', '{,}',
+    '{"a":\x0b1, "b":\x0c"c"}', '{"a": "\\ud83d\\ude00", "b": 1e5}', '{"a":\r\n[ ] }',
 ]
 JSON_ROUTES = ("Qwen-Qwen3-0.6B.jinja", "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja",
                "Mistral-Small-3.2-24B-Instruct-2506.jinja", "deepseek-ai-DeepSeek-V3.1.jinja", "Reka-Edge.jinja",
@@ -196,7 +197,7 @@ def test_json_value_fast_path_matches_full_reparse_on_every_route():
         s = {x.kind: x for x in hostile_samples(ChatTemplate(src, name), name, 80)[0]}["calls"]
         one = '{"city": "paris"}'
         assert one in s.output, name
-        for args in (JSON_ARGS if name in JSON_ROUTES[::3] else JSON_ARGS[:3]):   # invalid ones on two routes
+        for args in (JSON_ARGS if name in JSON_ROUTES[::3] + JSON_ROUTES[-1:] else JSON_ARGS[:3]):   # invalid ones too
             text = s.output.replace(one, args, 1)
             runs = []
             for incremental in (True, False):

@@ -1593,6 +1593,9 @@ class HandlerParser:
     # and an Incomplete it raises ends the parse: a streaming session may then skip the parses of text that
     # only grows a literal the input ends inside (HandlerSession._open_region, "pending")
     pending_literals: bool = False
+    # the call's JSON arguments are read by streamed_json_value alone: a streaming session may follow the whole
+    # open value without a parse (HandlerSession._open_json_value), not only its strings
+    json_value_fast_path: bool = False
 
     def header_cut(self, output: str, is_partial: bool = False) -> int | None:
         """Repair ``repeated-turn-header`` (on when ``turn_header`` is set): see
@@ -1753,6 +1756,7 @@ class HandlerSession:
         # after a partial parse: the open region more text may only extend (see _open_region), else None
         self.open_region: Any = None
         self._json_scan: tuple | None = None
+        self._json_value_scan: tuple | None = None   # (value start, scanned up to, advance_json_value state)
         self._spare: tuple | None = None    # see recycle
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
@@ -1777,6 +1781,7 @@ class HandlerSession:
 
             self._memo = {}
             self._json_scan = None
+            self._json_value_scan = None
             self._view = ViewMemo()
             self._view.trust()
         self._full = full
@@ -1847,12 +1852,23 @@ class HandlerSession:
           pending) and nothing changed the message after :meth:`MessageBuilder.set_args` of them.
         * pending literal (parsers with ``pending_literals``): the only primitive that saw the end of the input
           was a literal the input ends inside (:attr:`Scanner.cut`, :attr:`Scanner.ends`): text that keeps the
-          input inside it (a marker being streamed, ``<|tool_ca``) changes nothing.
+          input inside it (a marker being streamed, ``<|tool_ca``) changes nothing; with ``json_value_fast_path``
+          too, JSON arguments that start at the end of the input (an object opening there is followed by the
+          whole-value fast path).
 
         Shapes as :class:`core.chat.stream.OpenRegion` (the same fast path as PEG-built parsers)."""
         from ..stream import OpenRegion
 
         cut = sc.cut
+        js = sc.last_json
+        if (js is not None and js[0] == sc.n == len(text) and sc.ends == 1 and self.parser.pending_literals
+                and self.parser.json_value_fast_path and b.calls and msg.tool_calls
+                and msg.tool_calls[-1].arguments == "{"):
+            # the one look at the end was the call's JSON arguments starting there (the call's arguments are
+            # "{" already): an object opening there continues as the whole-value fast path
+            region = OpenRegion("pending", ())
+            region.json_start = True
+            return region
         if cut is not None and sc.ends == 1 and self.parser.pending_literals and sc.n == len(text):
             # the one look at the end was that literal's: more text that keeps the input inside it gives the
             # same run (every other primitive read only text before the end), so the same message
@@ -1868,6 +1884,8 @@ class HandlerSession:
             js = sc.last_json
             if js is None or js[1] is not added or not b.calls or js[0] + len(added) != len(text):
                 return None
+            if self.parser.json_value_fast_path:
+                return self._open_json_value(text, js[0])
             return self._open_json_string(js[0], added)
         u = sc.last_until
         # the very string the until returned (a fresh slice: one-character strings are shared by CPython, so
@@ -1883,6 +1901,27 @@ class HandlerSession:
         region = OpenRegion(field, tuple(d for d in delims if d))
         if cut:
             region.held = text[stop:]
+        return region
+
+    def _open_json_value(self, text: str, start: int) -> Any:
+        """JSON arguments from ``start`` cut by the end of ``text`` anywhere inside the value (a string, a
+        number, a literal, between tokens): the whole-value fast path region (the PEG sessions' one, see
+        :func:`core.chat.stream.advance_json_value`), or None — an escape cut at the end, a value the scan
+        does not follow, a closed one. The scan resumes from where the previous parse's left it."""
+        from ..stream import JSON_VALUE_CLOSED, JSON_VALUE_START, OpenRegion, advance_json_value
+
+        if not text.startswith("{", start):
+            return None
+        st = self._json_value_scan
+        if st is None or st[0] != start or st[1] > len(text):
+            st = (start, start, JSON_VALUE_START)
+        state = advance_json_value(text, st[1], len(text), st[2], [])
+        if state is None or state[3] or state[0] == JSON_VALUE_CLOSED[0]:
+            self._json_value_scan = None
+            return None
+        self._json_value_scan = (start, len(text), state)
+        region = OpenRegion("json-arguments", ())
+        region.json = state
         return region
 
     def _open_json_string(self, start: int, value: str) -> Any:

@@ -104,6 +104,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
         pending_literals=True,   # the body reads the end only through the scanner (checked: see _make_body)
+        json_value_fast_path=True,
         **C.grammar_fields(lambda p: _peg_root(p, view), include=view.tools_active,
                            lazy=view.tool_choice.value == "auto", trigger=C.word_trigger(CALL_BEGIN)),
     )
