@@ -259,3 +259,16 @@ def test_literal_chains_held_values_and_hidden_untils_match_full_reparse():
                     fast = sp.fast_steps
             assert runs[0] == runs[1], (name, variant)
         assert fast > 0.6 * len(s.output), name    # most characters take a fast path
+
+
+def test_stream_setup_compiles_the_arena_before_the_first_feed():
+    # llama.cpp builds its parser when the request is applied: the first feed of a stream costs a parse
+    from core.chat.generator import GeneratedParser
+    from core.peg.chat import build_chat_peg_parser
+
+    arena = build_chat_peg_parser(lambda p: p.literal("<a>") + p.content(p.until("</a>")) + p.literal("</a>"))
+    parser = GeneratedParser(arena=arena, generation_prompt="", parser_generation_prompt="")
+    assert arena._compiled is None
+    sp = StreamingParser(parser)
+    assert arena._compiled is not None
+    assert _check_stream(parser, list("<a>hi</a>")).message.content == "hi"
