@@ -435,6 +435,15 @@ class PegStreamSession:
         self.memo.trust()    # this session checks that texts extend (parse) or is told so (parse_appended)
         self._full: str | None = None    # generation prompt + the output of the last parse (after the cut)
         self._cutter = TurnHeaderCut(parser)
+        # request setup, before the first token (llama.cpp builds its parser when the request is applied):
+        # the arena's compilation, the tag table of the fast paths and the first entry's cache and mapper,
+        # so that the first feed costs a parse like any other
+        compile_arena = getattr(parser.arena, "compile", None)
+        if compile_arena is not None:
+            compile_arena()
+        self._tag_delimiters()
+        self.caches[self.entries[0]] = ParseCache()
+        self.mappers[self.entries[0]] = IncrementalMapper()
 
     @staticmethod
     def supports(parser: Any) -> bool:
@@ -615,6 +624,10 @@ class PegStreamSession:
         from ..peg import nodes as N
 
         arena = self.parser.arena
+        shared = getattr(arena, "_stream_tag_delims", None)   # the same for every stream of the arena
+        if shared is not None:
+            self._tag_delims, self._tag_exact = shared
+            return self._tag_delims
         out: dict[str, Any] = {}
         exact: dict[str, set] = {}
         for node in arena.nodes:
@@ -640,6 +653,10 @@ class PegStreamSession:
         # tags all of whose until parsers that can stop at a delimiter stop at the same ones: where a cut
         # delimiter is held back depends on the very set of the until that stopped, which the union may exceed
         self._tag_exact = {t for t, sets in exact.items() if len(sets) == 1 and out.get(t) is not None}
+        try:
+            arena._stream_tag_delims = (out, self._tag_exact)
+        except AttributeError:  # pragma: no cover - an arena that takes no attributes: per stream then
+            pass
         return out
 
     def _region_of(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage) -> "OpenRegion | None":

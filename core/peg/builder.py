@@ -106,6 +106,15 @@ class Arena:
             from .engine import parse as _engine_parse
         return _engine_parse(self, text, lenient=lenient, start=start, entry=entry, cache=cache)
 
+    def compile(self) -> None:
+        """Compile every node into the engine's closures now (done once per arena; otherwise on the first
+        :meth:`parse`). A stream calls it when it is set up, before the first token, as llama.cpp builds its
+        parser when the request is applied: the first feed then costs a parse, not a compilation."""
+        if self._compiled is None:
+            from .engine import compile_arena
+
+            compile_arena(self)
+
     def to_gbnf(self, lazy: bool = False, builder: _AnyT = None) -> str:
         """GBNF text of the parser (lazy: only trigger rules); see :func:`core.peg.gbnf.build_grammar`."""
         from .gbnf import build_grammar

@@ -253,6 +253,11 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
 # ---------------------------------------------------------------------------------------------------------------
 # compilation
 
+def compile_arena(arena: _AnyT) -> None:
+    """Compile ``arena`` (every node) now if it is not yet: see :meth:`core.peg.builder.Arena.compile`."""
+    _compiled(arena)
+
+
 def _compiled(arena: _AnyT) -> list[Fn]:
     fns = arena._compiled
     if fns is None:

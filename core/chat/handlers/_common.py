@@ -92,7 +92,7 @@ class Scanner:
     Positions are character offsets into ``text``. Methods advance ``pos`` only on success.
     """
 
-    __slots__ = ("text", "pos", "n", "memo", "switches", "far", "last_until", "last_json")
+    __slots__ = ("text", "pos", "n", "memo", "switches", "far", "last_until", "last_json", "ends", "cut")
 
     def __init__(self, text: str, pos: int = 0, memo: dict | None = None):
         self.text = text
@@ -108,6 +108,11 @@ class Scanner:
         self.last_until: tuple | None = None
         # the last JSON value cut by the end of the input: (start, text handed to emit)
         self.last_json: tuple | None = None
+        # how many times a primitive saw the end of the input, and the last literal the input ended inside
+        # ((position, literal), from check): one look, that one, means more text that keeps the input inside
+        # the literal changes nothing (the session's "pending" fast path, see HandlerSession._open_region)
+        self.ends = 0
+        self.cut: tuple[int, str] | None = None
 
     # -- primitives ------------------------------------------------------------------------------------------
     def check(self, lit: str) -> int:
@@ -122,6 +127,8 @@ class Scanner:
         if left < len(lit):
             if lit.startswith(self.text[pos:]):
                 self.far = self.n + 1
+                self.ends += 1
+                self.cut = (pos, lit)
                 return -1
             if self.n > self.far:
                 self.far = self.n
@@ -145,6 +152,7 @@ class Scanner:
         a cut prefix of ``lit`` raises :class:`Incomplete`; otherwise consume ``lit`` if present."""
         if self.pos >= self.n:
             self.far = self.n + 1
+            self.ends += 1
             return False
         r = self.check(lit)
         if r == 1:
@@ -184,6 +192,7 @@ class Scanner:
         """Note that positions before ``end`` were examined (past the input: the end was seen)."""
         if end > self.n:
             self.far = self.n + 1
+            self.ends += 1
         elif end > self.far:
             self.far = end
 
@@ -233,6 +242,7 @@ class Scanner:
         else:
             stop, cut = self.n, False
             self.far = self.n + 1
+            self.ends += 1
         s = self.text[start:stop]
         self.pos = stop
         if s:
@@ -828,7 +838,10 @@ def attempt(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], *args: Any
 def optional(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], *args: Any) -> bool:
     """``optional(fn)``: at the very end of the input it is not tried (llama.cpp repetition), else
     :func:`attempt`."""
-    return sc.pos < sc.n and attempt(sc, b, fn, *args)
+    if sc.pos >= sc.n:
+        sc.ends += 1
+        return False
+    return attempt(sc, b, fn, *args)
 
 
 class _RepeatMemo:
@@ -969,6 +982,8 @@ def repeat(sc: Scanner, b: "MessageBuilder", fn: Callable[..., Any], lo: int = 0
         if sc.pos == before:
             break
         count += 1
+    if sc.pos >= sc.n and (hi is None or count < hi):
+        sc.ends += 1     # stopped by the end of the input (no far: iterations settled stay so)
     if count < lo:
         if sc.pos >= sc.n:
             raise Incomplete(sc.n)
@@ -1012,6 +1027,7 @@ def streamed_json_value(sc: Scanner, emit: Callable[[str], None]) -> int:
         end = scan_json(sc.text, start, sc.memo)
     except Incomplete as e:
         sc.far = sc.n + 1
+        sc.ends += 1
         partial = sc.text[start:max(start, e.end)]
         sc.last_json = (start, partial)
         emit(partial)
@@ -1573,6 +1589,13 @@ class HandlerParser:
     grammar_error: str = ""
     peg: Callable[[Any], Any] | None = None
     turn_header: str = ""
+    # the body looks at the end of the input only through the scanner's primitives (and repeat/optional),
+    # and an Incomplete it raises ends the parse: a streaming session may then skip the parses of text that
+    # only grows a literal the input ends inside (HandlerSession._open_region, "pending")
+    pending_literals: bool = False
+    # the call's JSON arguments are read by streamed_json_value alone: a streaming session may follow the whole
+    # open value without a parse (HandlerSession._open_json_value), not only its strings
+    json_value_fast_path: bool = False
 
     def header_cut(self, output: str, is_partial: bool = False) -> int | None:
         """Repair ``repeated-turn-header`` (on when ``turn_header`` is set): see
@@ -1733,6 +1756,7 @@ class HandlerSession:
         # after a partial parse: the open region more text may only extend (see _open_region), else None
         self.open_region: Any = None
         self._json_scan: tuple | None = None
+        self._json_value_scan: tuple | None = None   # (value start, scanned up to, advance_json_value state)
         self._spare: tuple | None = None    # see recycle
 
     def parse(self, output: str, is_partial: bool = False) -> AssistantMessage:
@@ -1757,6 +1781,7 @@ class HandlerSession:
 
             self._memo = {}
             self._json_scan = None
+            self._json_value_scan = None
             self._view = ViewMemo()
             self._view.trust()
         self._full = full
@@ -1825,10 +1850,32 @@ class HandlerSession:
           ``until`` the same way, and what follows it still sees only the end of the input.
         * JSON arguments: the parse ended inside a string of a call's verbatim JSON arguments (no escape
           pending) and nothing changed the message after :meth:`MessageBuilder.set_args` of them.
+        * pending literal (parsers with ``pending_literals``): the only primitive that saw the end of the input
+          was a literal the input ends inside (:attr:`Scanner.cut`, :attr:`Scanner.ends`): text that keeps the
+          input inside it (a marker being streamed, ``<|tool_ca``) changes nothing; with ``json_value_fast_path``
+          too, JSON arguments that start at the end of the input (an object opening there is followed by the
+          whole-value fast path).
 
         Shapes as :class:`core.chat.stream.OpenRegion` (the same fast path as PEG-built parsers)."""
         from ..stream import OpenRegion
 
+        cut = sc.cut
+        js = sc.last_json
+        if (js is not None and js[0] == sc.n == len(text) and sc.ends == 1 and self.parser.pending_literals
+                and self.parser.json_value_fast_path and b.calls and msg.tool_calls
+                and msg.tool_calls[-1].arguments == "{"):
+            # the one look at the end was the call's JSON arguments starting there (the call's arguments are
+            # "{" already): an object opening there continues as the whole-value fast path
+            region = OpenRegion("pending", ())
+            region.json_start = True
+            return region
+        if cut is not None and sc.ends == 1 and self.parser.pending_literals and sc.n == len(text):
+            # the one look at the end was that literal's: more text that keeps the input inside it gives the
+            # same run (every other primitive read only text before the end), so the same message
+            region = OpenRegion("pending", ())
+            region.held = text[cut[0]:]
+            region.lit = cut[1]
+            return region
         add = b.last_add
         if add is None or add[2] != b.version:
             return None
@@ -1837,6 +1884,8 @@ class HandlerSession:
             js = sc.last_json
             if js is None or js[1] is not added or not b.calls or js[0] + len(added) != len(text):
                 return None
+            if self.parser.json_value_fast_path:
+                return self._open_json_value(text, js[0])
             return self._open_json_string(js[0], added)
         u = sc.last_until
         # the very string the until returned (a fresh slice: one-character strings are shared by CPython, so
@@ -1852,6 +1901,27 @@ class HandlerSession:
         region = OpenRegion(field, tuple(d for d in delims if d))
         if cut:
             region.held = text[stop:]
+        return region
+
+    def _open_json_value(self, text: str, start: int) -> Any:
+        """JSON arguments from ``start`` cut by the end of ``text`` anywhere inside the value (a string, a
+        number, a literal, between tokens): the whole-value fast path region (the PEG sessions' one, see
+        :func:`core.chat.stream.advance_json_value`), or None — an escape cut at the end, a value the scan
+        does not follow, a closed one. The scan resumes from where the previous parse's left it."""
+        from ..stream import JSON_VALUE_CLOSED, JSON_VALUE_START, OpenRegion, advance_json_value
+
+        if not text.startswith("{", start):
+            return None
+        st = self._json_value_scan
+        if st is None or st[0] != start or st[1] > len(text):
+            st = (start, start, JSON_VALUE_START)
+        state = advance_json_value(text, st[1], len(text), st[2], [])
+        if state is None or state[3] or state[0] == JSON_VALUE_CLOSED[0]:
+            self._json_value_scan = None
+            return None
+        self._json_value_scan = (start, len(text), state)
+        region = OpenRegion("json-arguments", ())
+        region.json = state
         return region
 
     def _open_json_string(self, start: int, value: str) -> Any:

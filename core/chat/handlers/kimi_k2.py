@@ -103,6 +103,8 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         preserved_tokens=[SECTION_BEGIN, SECTION_END, CALL_BEGIN, ARGS_BEGIN, CALL_END, THINK_START, THINK_END],
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
+        pending_literals=True,   # the body reads the end only through the scanner (checked: see _make_body)
+        json_value_fast_path=True,
         **C.grammar_fields(lambda p: _peg_root(p, view), include=view.tools_active,
                            lazy=view.tool_choice.value == "auto", trigger=C.word_trigger(CALL_BEGIN)),
     )
