@@ -1137,9 +1137,9 @@ def _note_disk_write(directory: pathlib.Path) -> None:
 
 def prune_disk_cache(directory: pathlib.Path | None = None, max_bytes: int | None = None) -> int:
     """Delete the least recently written compiled-code files of ``directory`` (default: the disk cache)
-    until its code store (:mod:`core.codepack`: pack and index, removed together), parse log
-    (:data:`PARSED_LOG`) and the ``*.bin`` files and ``*.ok`` syntax markers (a 4 KiB block each) older versions
-    wrote take at most ``max_bytes`` (default :data:`DISK_CACHE_MAX_BYTES`), and
+    until its code store (:mod:`core.codepack`: pack and index, removed together) and parse log
+    (:data:`PARSED_LOG`) take at most ``max_bytes`` (default :data:`DISK_CACHE_MAX_BYTES`); deletes the
+    ``*.bin`` files and ``*.ok`` syntax markers older versions wrote (one per template, no longer read) and
     leftover ``*.tmp`` files older than an hour. Returns the number of files removed; never raises."""
     directory = directory or _disk_cache_dir()
     limit = DISK_CACHE_MAX_BYTES if max_bytes is None else max_bytes
@@ -1154,10 +1154,10 @@ def prune_disk_cache(directory: pathlib.Path | None = None, max_bytes: int | Non
             if e.name.endswith(".tmp") and now - st.st_mtime > 3600:
                 os.unlink(e.path)
                 removed += 1
-            elif e.name.endswith(".bin"):
-                entries.append((st.st_mtime, st.st_size, e.path))
-            elif e.name.endswith(".ok"):  # empty syntax markers of older versions: counted at a block each
-                entries.append((st.st_mtime, 4096, e.path))
+            elif e.name.endswith((".bin", ".ok")):  # what older versions wrote, one file per template: never read
+                with contextlib.suppress(FileNotFoundError):  # now, and scanning thousands of them slows every prune
+                    os.unlink(e.path)
+                    removed += 1
             elif e.name == PARSED_LOG:
                 entries.append((st.st_mtime, st.st_size, e.path))
             elif e.name == codepack.PACK:  # the code store goes as a whole, with its index

@@ -196,14 +196,20 @@ def test_compile_time_limit(monkeypatch):
 
 
 def test_disk_cache_is_pruned_oldest_first(tmp_path):
-    for i in range(5):
-        f = tmp_path / f"{i}.bin"
-        f.write_bytes(b"x" * 1000)
-        os.utime(f, (1_000_000 + i, 1_000_000 + i))
+    from core import codepack
+
+    pack = codepack.CodePack(str(tmp_path))
+    pack.put(b"k" * 32, b"x" * 1000)
+    os.utime(tmp_path / codepack.PACK, (1_000_000, 1_000_000))  # the store is older than the parse log
+    (tmp_path / templating.PARSED_LOG).write_bytes(b"y" * 1000)
+    os.utime(tmp_path / templating.PARSED_LOG, (1_000_005, 1_000_005))
+    for i in range(3):  # one file per template, as older versions wrote: never read now, always deleted
+        (tmp_path / f"{i}.bin").write_bytes(b"x" * 10)
+    (tmp_path / "7.ok").write_bytes(b"")
     (tmp_path / "old.123.tmp").write_bytes(b"x")
     os.utime(tmp_path / "old.123.tmp", (1_000_000, 1_000_000))
-    assert templating.prune_disk_cache(tmp_path, 2500) == 4
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["3.bin", "4.bin"]
+    assert templating.prune_disk_cache(tmp_path, 1500) == 7  # 4 legacy files, the stale .tmp, pack + index
+    assert sorted(p.name for p in tmp_path.iterdir()) == [templating.PARSED_LOG]
 
 
 def test_isolated_analysis_is_killed_at_its_limit_with_a_clear_error():
