@@ -293,20 +293,26 @@ class IncrementalMapper:
             self._published = 0
         m_ = self.m
         snap = self._snap
+        # only mapping a tagged node changes the state: the snapshots of the nodes in between are one tuple
+        # (immutable: strings and ints), taken once
+        state = None
         while stack:
             item = stack.pop()
             if item.__class__ is int:
                 log[item][3] = len(log)
                 continue
             idx = len(log)
-            log.append([item, key(item), snap(), 0])
+            if state is None:
+                state = snap()
+            log.append([item, key(item), state, 0])
             idx_of[id(item)] = idx
             if item.tag:
                 m_.map(item)
+                state = None
             stack.append(idx)
             if item.children:
                 stack.extend(reversed(item.children))
-        self.final = snap()
+        self.final = state if state is not None else snap()
         return self._result()
 
     def _result(self) -> AssistantMessage:
