@@ -214,6 +214,7 @@ class IncrementalMapper:
         # the walk stack holds nodes, and ints = "the subtree of log entry i ends here"
         k = 0
         agree = nlog > 0
+        state: tuple | None = None    # the live state's snapshot when known (see below)
         stack: list[Any]
         skip = self._skip_prefix(nodes, self.prev_nodes, nlog) if agree else None
         if skip is not None:
@@ -229,7 +230,8 @@ class IncrementalMapper:
                 continue
             if k >= nlog:        # the tree grew past the old one: state after the old tree, then map the rest
                 stack.append(item)
-                self._restore(self.final)
+                state = self.final
+                self._restore(state)
                 agree = False
                 break
             entry = log[k]
@@ -277,14 +279,16 @@ class IncrementalMapper:
                 k += 1
                 continue
             stack.append(item)   # first difference: back to the state before it
-            self._restore(entry[2])
+            state = entry[2]
+            self._restore(state)
             self._truncate(k)
             agree = False
         if agree:
             if k >= nlog:
                 self._restore(self.final)
                 return self._result()
-            self._restore(log[k][2])    # the tree shrank
+            state = log[k][2]
+            self._restore(state)    # the tree shrank
             self._truncate(k)
         elif nlog == 0:
             self.m = self._Mapper(source)
@@ -294,8 +298,7 @@ class IncrementalMapper:
         m_ = self.m
         snap = self._snap
         # only mapping a tagged node changes the state: the snapshots of the nodes in between are one tuple
-        # (immutable: strings and ints), taken once
-        state = None
+        # (immutable: strings and ints), taken once; right after a restore the state is the snapshot restored
         while stack:
             item = stack.pop()
             if item.__class__ is int:
