@@ -797,8 +797,11 @@ class PegStreamSession:
         region.held = r.text[pend[0]:n]
         region.lit = lit
         region.chain = r.pending_chain
-        if r.pending_ws and _ws_invariant_end(r.nodes, n):
-            region.ws = True
+        if r.pending_ws:
+            # decided when whitespace comes (_fast): the walk over the nodes ending at the end of the text is
+            # not paid by this parsing feed, one of the costliest of a tool call (after `"arguments":`)
+            region.ws = None
+            region.ws_at = (r.nodes, n)
         if (args is not None and leaf is not args and leaf.start == n and self._json_rule(leaf.rule)
                 and mapper is not None and msg is not None and mapper.current_is_last_named()
                 and msg.tool_calls and msg.tool_calls[-1].arguments == "{"):
@@ -1087,13 +1090,15 @@ class OpenRegion:
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
     __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws",
-                 "json_start", "chain", "can_hold")
+                 "ws_at", "json_start", "chain", "can_hold")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
         self.can_hold = False     # content-like: may start holding a cut delimiter back (extend_held)
         self.chain: tuple = ()    # "pending": the literals (str) and whitespace runs (None) after ``lit``
         self.json_start = False   # "pending" on an empty JSON value: the call's arguments may open there
-        self.ws = False     # "pending" with nothing of the literal yet: whitespace may come first (pending_ws)
+        self.ws: bool | None = False   # "pending" with nothing of the literal yet: whitespace may come first
+        # (pending_ws); None: not decided yet, ``_ws_invariant_end(*ws_at)`` decides it when first read
+        self.ws_at: tuple | None = None
         self.json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
         self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
         self.lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
@@ -1419,6 +1424,9 @@ class StreamingParser:
             return None
         if region.field == "pending":
             w = region.held + text
+            if region.ws is None:
+                region.ws = _ws_invariant_end(*region.ws_at)   # type: ignore[misc]
+                region.ws_at = None
             if region.ws:    # the whitespace before the literal may grow while nothing of it came
                 w = text.lstrip(_WS)
                 if w:
