@@ -214,6 +214,7 @@ class IncrementalMapper:
         # the walk stack holds nodes, and ints = "the subtree of log entry i ends here"
         k = 0
         agree = nlog > 0
+        state: tuple | None = None    # the live state's snapshot when known (see below)
         stack: list[Any]
         skip = self._skip_prefix(nodes, self.prev_nodes, nlog) if agree else None
         if skip is not None:
@@ -229,7 +230,8 @@ class IncrementalMapper:
                 continue
             if k >= nlog:        # the tree grew past the old one: state after the old tree, then map the rest
                 stack.append(item)
-                self._restore(self.final)
+                state = self.final
+                self._restore(state)
                 agree = False
                 break
             entry = log[k]
@@ -277,14 +279,16 @@ class IncrementalMapper:
                 k += 1
                 continue
             stack.append(item)   # first difference: back to the state before it
-            self._restore(entry[2])
+            state = entry[2]
+            self._restore(state)
             self._truncate(k)
             agree = False
         if agree:
             if k >= nlog:
                 self._restore(self.final)
                 return self._result()
-            self._restore(log[k][2])    # the tree shrank
+            state = log[k][2]
+            self._restore(state)    # the tree shrank
             self._truncate(k)
         elif nlog == 0:
             self.m = self._Mapper(source)
@@ -293,20 +297,25 @@ class IncrementalMapper:
             self._published = 0
         m_ = self.m
         snap = self._snap
+        # only mapping a tagged node changes the state: the snapshots of the nodes in between are one tuple
+        # (immutable: strings and ints), taken once; right after a restore the state is the snapshot restored
         while stack:
             item = stack.pop()
             if item.__class__ is int:
                 log[item][3] = len(log)
                 continue
             idx = len(log)
-            log.append([item, key(item), snap(), 0])
+            if state is None:
+                state = snap()
+            log.append([item, key(item), state, 0])
             idx_of[id(item)] = idx
             if item.tag:
                 m_.map(item)
+                state = None
             stack.append(idx)
             if item.children:
                 stack.extend(reversed(item.children))
-        self.final = snap()
+        self.final = state if state is not None else snap()
         return self._result()
 
     def _result(self) -> AssistantMessage:
@@ -788,8 +797,11 @@ class PegStreamSession:
         region.held = r.text[pend[0]:n]
         region.lit = lit
         region.chain = r.pending_chain
-        if r.pending_ws and _ws_invariant_end(r.nodes, n):
-            region.ws = True
+        if r.pending_ws:
+            # decided when whitespace comes (_fast): the walk over the nodes ending at the end of the text is
+            # not paid by this parsing feed, one of the costliest of a tool call (after `"arguments":`)
+            region.ws = None
+            region.ws_at = (r.nodes, n)
         if (args is not None and leaf is not args and leaf.start == n and self._json_rule(leaf.rule)
                 and mapper is not None and msg is not None and mapper.current_is_last_named()
                 and msg.tool_calls and msg.tool_calls[-1].arguments == "{"):
@@ -1078,13 +1090,15 @@ class OpenRegion:
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
     __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws",
-                 "json_start", "chain", "can_hold")
+                 "ws_at", "json_start", "chain", "can_hold")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
         self.can_hold = False     # content-like: may start holding a cut delimiter back (extend_held)
         self.chain: tuple = ()    # "pending": the literals (str) and whitespace runs (None) after ``lit``
         self.json_start = False   # "pending" on an empty JSON value: the call's arguments may open there
-        self.ws = False     # "pending" with nothing of the literal yet: whitespace may come first (pending_ws)
+        self.ws: bool | None = False   # "pending" with nothing of the literal yet: whitespace may come first
+        # (pending_ws); None: not decided yet, ``_ws_invariant_end(*ws_at)`` decides it when first read
+        self.ws_at: tuple | None = None
         self.json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
         self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
         self.lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
@@ -1410,6 +1424,9 @@ class StreamingParser:
             return None
         if region.field == "pending":
             w = region.held + text
+            if region.ws is None:
+                region.ws = _ws_invariant_end(*region.ws_at)   # type: ignore[misc]
+                region.ws_at = None
             if region.ws:    # the whitespace before the literal may grow while nothing of it came
                 w = text.lstrip(_WS)
                 if w:
