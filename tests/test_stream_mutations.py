@@ -149,3 +149,19 @@ def test_lfm25_whitespace_before_a_pythonic_calls_close():
     sp, feeds = _run(parser, pieces, False, True)
     assert feeds == _run(parser, pieces, False, False)[1]
     assert not sp.final_mismatch
+
+
+def test_content_taken_by_a_rest_until_does_not_hold_a_cut_delimiter():
+    # granite 3.2: the content after a call is read to the end (an until without delimiters), so a '<' there is
+    # content at once; the fast path held it back as a cut '</function_call>' (the tag's other until stops there)
+    templates = TemplateDir(str(TEMPLATES))
+    case = next(json.loads(line) for path in sorted(DRIFT.glob("*.jsonl"))
+                for line in path.read_text(encoding="utf-8").splitlines()
+                if json.loads(line)["id"] == "granite32-function-call-tag")
+    parser = build_chat_parser(templates.get(case["template"]), ChatRequest.from_dict(case["request"]),
+                               fidelity="improved").parser
+    text = ('<function_call>{"name": "web_search", "arguments": {"search_instruction": "news"}}}</function_call>'
+            "##ANSWER##")
+    sp, feeds = _run(parser, list(text), False, True)
+    assert feeds == _run(parser, list(text), False, False)[1]
+    assert sp.message == parser.parse(text)
