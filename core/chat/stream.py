@@ -632,16 +632,14 @@ class PegStreamSession:
             if isinstance(child, N.Until) and prev is not None:
                 out[node.tag] = tuple(dict.fromkeys(prev + tuple(d for d in child.delimiters if d)))
                 own = frozenset(d for d in child.delimiters if d)
-                # an until without delimiters takes the rest: it never stops before a cut one, so a tag that
-                # has one never holds a cut delimiter back for sure (granite 3.2: content after the call)
-                exact.setdefault(node.tag, set()).add(own)
+                if own:  # an until without delimiters takes the rest: it never stops before a cut one
+                    exact.setdefault(node.tag, set()).add(own)
             else:
                 out[node.tag] = None
         self._tag_delims = out
         # tags all of whose until parsers that can stop at a delimiter stop at the same ones: where a cut
         # delimiter is held back depends on the very set of the until that stopped, which the union may exceed
-        self._tag_exact = {t for t, sets in exact.items()
-                           if len(sets) == 1 and frozenset() not in sets and out.get(t) is not None}
+        self._tag_exact = {t for t, sets in exact.items() if len(sets) == 1 and out.get(t) is not None}
         return out
 
     def _region_of(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage) -> "OpenRegion | None":
