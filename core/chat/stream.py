@@ -719,8 +719,10 @@ class PegStreamSession:
             held = src[node.end:n]
             if node.tag not in ("content", "reasoning", "tool-arg-string-value") or node.end <= node.start:
                 return None
-        if node.start >= n and node.tag != "tool-arg-string-value":
-            # (an empty string value maps to an opening quote already: its first characters just append)
+        empty_value = node.start >= n
+        if empty_value and node.tag != "tool-arg-string-value":
+            # (an empty string value maps to an opening quote already: its first characters just append —
+            # unless they are whitespace, which the grammar may skip before the value, see OpenRegion.fresh)
             return None
         if node.tag == "tool-args":
             leaf = path[-1]
@@ -744,6 +746,7 @@ class PegStreamSession:
         else:
             return None
         region = OpenRegion(field, delims)
+        region.fresh = empty_value
         if held:
             if tag not in self._tag_exact or not any(len(d) > len(held) and d.startswith(held) for d in delims):
                 return None
@@ -1090,9 +1093,12 @@ class OpenRegion:
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
     __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws",
-                 "ws_at", "json_start", "chain", "can_hold")
+                 "ws_at", "json_start", "chain", "can_hold", "fresh")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
+        # an empty tagged string value: whitespace first may be what the grammar skips before the value (Qwen3-Coder
+        # at improved: "<parameter=x>  a" gives "a"), so only a parse can tell where it goes
+        self.fresh = False
         self.can_hold = False     # content-like: may start holding a cut delimiter back (extend_held)
         self.chain: tuple = ()    # "pending": the literals (str) and whitespace runs (None) after ``lit``
         self.json_start = False   # "pending" on an empty JSON value: the call's arguments may open there
@@ -1493,6 +1499,10 @@ class StreamingParser:
             self._appended.append(add)
             return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
         field = region.field
+        if region.fresh and text:
+            if text[0] in _WS:
+                return None
+            region.fresh = False
         if region.held or region.can_hold:
             add = region.extend_held(text)
             if add is None:
