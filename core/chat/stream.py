@@ -951,6 +951,20 @@ _JCLOSED = 10
 JSON_VALUE_CLOSED = (_JCLOSED, "", "", "", "")
 
 
+def _grow_escape(esc: str, c: str) -> "tuple[str, bool] | None":
+    """The JSON string escape ``esc`` (its backslash first) with ``c`` appended, and whether it is complete
+    (``\\n`` and the like after 2 characters, ``\\uXXXX`` after 6); None when ``c`` cannot continue it, as
+    JSON's grammar of escapes says."""
+    esc += c
+    if len(esc) == 2:
+        if c == "u":
+            return esc, False
+        return (esc, True) if c in '"\\/bfnrt' else None
+    if c not in _HEX:
+        return None
+    return esc, len(esc) == 6
+
+
 def _closed(i: int, end: int, add: str, out: list[str]) -> tuple | None:
     """The outermost container closed at ``i``: complete arguments when that is the last character scanned."""
     if i + 1 != end:
@@ -977,19 +991,14 @@ def advance_json_value(s: str, i: int, end: int, state: tuple, out: list[str]) -
         if mode >= _JSKEY:
             if mode <= _JSVAL:                       # inside a string
                 if esc:
-                    esc += c
-                    i += 1
-                    if len(esc) == 2:
-                        if c == "u":
-                            continue
-                        if c not in '"\\/bfnrt':
-                            return None
-                    elif c not in _HEX:
+                    grown = _grow_escape(esc, c)
+                    if grown is None:
                         return None
-                    elif len(esc) < 6:
-                        continue
-                    out.append(ws + esc)
-                    ws = esc = ""
+                    i += 1
+                    esc, done = grown
+                    if done:
+                        out.append(ws + esc)
+                        ws = esc = ""
                     continue
                 m = _STRING_STOP.search(s, i, end)
                 j = m.start() if m is not None else end
@@ -1161,18 +1170,13 @@ class OpenRegion:
         ws, esc = self.ws_tail, self.escape
         for c in text:
             if esc:
-                esc += c
-                if len(esc) == 2:
-                    if c == "u":
-                        continue
-                    if c not in '"\\/bfnrt':
-                        return None
-                elif c not in _HEX:
+                grown = _grow_escape(esc, c)
+                if grown is None:
                     return None
-                elif len(esc) < 6:
-                    continue
-                out.append(ws + esc)
-                ws = esc = ""
+                esc, done = grown
+                if done:
+                    out.append(ws + esc)
+                    ws = esc = ""
             elif c == "\\":
                 esc = c
             elif c == '"':
