@@ -433,6 +433,15 @@ def _make_sequence(children: list[Fn], pid: int = -1, chains: list | None = None
     return _resumable_sequence(children, pid, chains, f)
 
 
+def _note_chain(ctx: _Ctx, pos: int, chain: tuple) -> None:
+    """A sequence's item at ``pos`` needs more input: when the end cut a literal right there (``ctx.cut``),
+    record the fixed literals and whitespace runs that follow it in the sequence (``ctx.chain``), which the
+    streaming fast path reads as ``ParseResult.pending_chain``."""
+    cut = ctx.cut
+    if cut is not None and cut[0] == pos:
+        ctx.chain = (cut, chain)
+
+
 def _make_chained_sequence(children: list[Fn], chains: list) -> Fn:
     """A sequence with plain literal items (see _literal_chains): one cut by the end names what follows it."""
     def f(ctx: _Ctx, pos: int) -> tuple:
@@ -445,11 +454,8 @@ def _make_chained_sequence(children: list[Fn], chains: list) -> Fn:
             if ns:
                 nodes = _concat(ctx, nodes, ns) if nodes else ns
             if st == NMI:
-                ch = chains[i]
-                if ch:
-                    cut = ctx.cut
-                    if cut is not None and cut[0] == pos:
-                        ctx.chain = (cut, ch)
+                if chains[i]:
+                    _note_chain(ctx, pos, chains[i])
                 return NMI, end, nodes
             pos = end
         return OK, pos, nodes
@@ -492,11 +498,8 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
             if ns:
                 nodes = _concat(ctx, nodes, ns) if nodes else ns
             if st == NMI:
-                ch = chains[i]
-                if ch:
-                    cut = ctx.cut
-                    if cut is not None and cut[0] == pos:
-                        ctx.chain = (cut, ch)
+                if chains[i]:
+                    _note_chain(ctx, pos, chains[i])
                 r = (NMI, end, nodes)
                 break
             pos = end
