@@ -339,3 +339,50 @@ def test_gpt_oss_text_after_the_call_streams_as_a_full_reparse_per_feed():
         if not text.endswith('"pa'):   # a cut call stays streamed (repair truncated-call), the one-shot drops it
             assert runs[0][1] == s.parser.parse(text).to_openai(), text
     assert s.parser.parse(GPT_OSS_OUTPUTS[0]).content == "<|call|>"
+
+
+# Kimi K2: the text after a call's JSON arguments (call end, the next call's begin and id, section end) streams
+# without a parse while the message cannot change (HandlerParser.after_arguments); every way it can leave that
+# shape must give what a full re-parse per feed gives
+KIMI_ARGS = '{"command": "ls"}'
+KIMI_AFTER = [
+    "<|tool_call_end|><|tool_call_begin|>functions.run:1<|tool_call_argument_begin|>",
+    "<|tool_call_begin|>functions.run:12<|tool_call_argument_begin|>",
+    "<|tool_call_end|><|tool_calls_section_end|>",
+    "<|tool_call_end|><|tool_calls_section_end|>after",
+    "<|tool_call_end|>x",
+    "<|tool_call_en<|tool_call_begin|>functions.run:1<|tool_call_argument_begin|>",
+    "<|tool_call_end|> <|tool_call_begin|>functions.run:1<|tool_call_argument_begin|>",
+    "<|tool_call_end|><|tool_call_begin|>functions.ru:1<|tool_call_argument_begin|>",
+    "<|tool_call_end|><|tool_call_begin|>functions.run_it:1<|tool_call_argument_begin|>",
+    "<|tool_call_end|><|tool_call_begin|>functions.run:<|tool_call_argument_begin|>",
+    "<|tool_call_end|><|tool_call_begin|>functions.run:1x<|tool_call_argument_begin|>",
+    "<|tool_call_end|><|tool_call_begin|>functions.run1<|tool_call_argument_begin|>",
+    "<|tool_call_end|><|tool_call_begin|>functions.run:1<|tool_call_argument_begi<|tool_call_end|>",
+    "<|tool_call_end|><|tool_call_begin|>functions.run:1<|tool_call_argument_begin|>oops",
+    "}<|tool_call_end|>",
+    " <|tool_call_end|>",
+]
+
+
+def test_kimi_text_after_the_arguments_streams_as_a_full_reparse_per_feed():
+    fast = {}
+    for parallel in (True, False):
+        parser = bundle("Kimi-K2-Instruct.jinja", tools=[RUN], parallel_tool_calls=parallel).parser
+        assert parser.after_arguments is not None
+        for after in KIMI_AFTER:
+            text = ("Sure.<|tool_calls_section_begin|><|tool_call_begin|>functions.run:0<|tool_call_argument_begin|>"
+                    + KIMI_ARGS + after + (KIMI_ARGS + "<|tool_call_end|>" if after.endswith("begin|>") else ""))
+            runs = []
+            for incremental in (True, False):
+                sp = StreamingParser(parser, incremental=incremental)
+                deltas = [[repr(x) for x in sp.feed(ch)] for ch in text] + [[repr(x) for x in sp.finish()]]
+                runs.append((deltas, sp.message.to_openai()))
+                if incremental:
+                    fast[parallel, after] = sp.fast_steps
+            assert runs[0] == runs[1], (parallel, after)
+            if not after.endswith("oops"):   # (a call opened, then no arguments: streamed, dropped at the end)
+                assert runs[0][1] == parser.parse(text).to_openai(), (parallel, after)
+    # the marker run between two calls is followed, not parsed: one parse after the first call's arguments
+    # (at the second call's argument marker)
+    assert fast[True, KIMI_AFTER[0]] >= 2 * len(KIMI_ARGS) + len(KIMI_AFTER[0]) - 4

@@ -1134,7 +1134,7 @@ class OpenRegion:
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
     __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws",
-                 "ws_at", "json_start", "chain", "can_hold", "fresh")
+                 "ws_at", "json_start", "chain", "can_hold", "fresh", "after")
 
     def __init__(self, field: str, delims: tuple[str, ...]):
         # an empty tagged string value: whitespace first may be what the grammar skips before the value (Qwen3-Coder
@@ -1147,6 +1147,9 @@ class OpenRegion:
         # (pending_ws); None: not decided yet, ``_ws_invariant_end(*ws_at)`` decides it when first read
         self.ws_at: tuple | None = None
         self.json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
+        # json-arguments: once the value closes, which text after it leaves the message as it is (a handler's
+        # HandlerParser.after_arguments, called with all the text after the value): the region then holds it
+        self.after: Callable[[str], bool] | None = None
         self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
         self.lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
         self.ws_tail = ""
@@ -1497,6 +1500,13 @@ class StreamingParser:
                 self._appended.append(add)
                 return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
             return None
+        if region.field == "after":
+            w = region.held + text
+            if not region.after(w):   # type: ignore[misc]
+                return None
+            region.held = w
+            self.fast_steps += 1
+            return []
         if region.field == "hidden":
             if region.extend_held(text) is None:
                 return None
@@ -1507,7 +1517,12 @@ class StreamingParser:
                 # the value closed on the previous feed (its brace emitted: the arguments are complete with
                 # it); what follows it needs a parse
                 if region.json[0] == _JCLOSED:
-                    return None
+                    if region.after is None or not region.after(text):
+                        return None
+                    self._fold()
+                    region.field, region.json, region.held = "after", None, text
+                    self.fast_steps += 1
+                    return []
                 out: list[str] = []
                 state = advance_json_value(text, 0, len(text), region.json, out)
                 if state is None:
