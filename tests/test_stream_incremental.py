@@ -320,25 +320,31 @@ GPT_OSS_OUTPUTS = [
 
 def test_gpt_oss_text_after_the_call_streams_as_a_full_reparse_per_feed():
     from bench.hostile import hostile_samples
+    from bench.outputs import _request
     from core.templating import ChatTemplate
 
     name = "openai-gpt-oss-120b.jinja"
     src = (TEMPLATES / name).read_text(encoding="utf-8")
     s = {x.kind: x for x in hostile_samples(ChatTemplate(src, name), name, 80)[0]}["calls"]
     assert s.output == GPT_OSS_OUTPUTS[0]
-    for text in GPT_OSS_OUTPUTS:
-        runs = []
-        for incremental in (True, False):
-            sp = StreamingParser(s.parser, incremental=incremental)
-            deltas = [[repr(x) for x in sp.feed(ch)] for ch in text] + [[repr(x) for x in sp.finish()]]
-            runs.append((deltas, sp.message.to_openai()))
-            if incremental and text == s.output:
-                # every character of <|call|> after the arguments: the content fast path
-                assert sp.fast_steps >= len(text) - text.index("}<|call|>") - 2
-        assert runs[0] == runs[1], text
-        if not text.endswith('"pa'):   # a cut call stays streamed (repair truncated-call), the one-shot drops it
-            assert runs[0][1] == s.parser.parse(text).to_openai(), text
-    assert s.parser.parse(GPT_OSS_OUTPUTS[0]).content == "<|call|>"
+    request = ChatRequest.from_dict(_request([{"role": "user", "content": "Plan my trip to Paris."}]))
+    for fidelity in ("llama.cpp", "improved"):
+        parser = build_chat_parser(TemplateDir(str(TEMPLATES)).get(name), request, fidelity=fidelity).parser
+        # at improved, repair trailing-stop-token takes <|call|>: the text after the arguments is not all content
+        assert parser.after_arguments == ("content" if fidelity == "llama.cpp" else None)
+        for text in GPT_OSS_OUTPUTS:
+            runs = []
+            for incremental in (True, False):
+                sp = StreamingParser(parser, incremental=incremental)
+                deltas = [[repr(x) for x in sp.feed(ch)] for ch in text] + [[repr(x) for x in sp.finish()]]
+                runs.append((deltas, sp.message.to_openai()))
+                if incremental and text == s.output:
+                    # every character of <|call|> after the arguments: a fast path
+                    assert sp.fast_steps >= len(text) - text.index("}<|call|>") - 2, fidelity
+            assert runs[0] == runs[1], (fidelity, text)
+            if not text.endswith('"pa'):   # a cut call stays streamed (repair truncated-call), the one-shot drops it
+                assert runs[0][1] == parser.parse(text).to_openai(), (fidelity, text)
+        assert parser.parse(GPT_OSS_OUTPUTS[0]).content == ("<|call|>" if fidelity == "llama.cpp" else "")
 
 
 # Kimi K2: the text after a call's JSON arguments (call end, the next call's begin and id, section end) streams

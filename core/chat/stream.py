@@ -841,6 +841,7 @@ class PegStreamSession:
                 and mapper is not None and msg is not None and mapper.current_is_last_named()
                 and msg.tool_calls and msg.tool_calls[-1].arguments == "{"):
             region.json_start = True
+            region.after = getattr(self.parser, "after_arguments", None)
         return region
 
     def _json_rule(self, name: str) -> bool:
@@ -876,6 +877,7 @@ class PegStreamSession:
         self._json_value_scan = (node.start, node.end, state)
         region = OpenRegion("json-arguments", ())
         region.json = state
+        region.after = getattr(self.parser, "after_arguments", None)
         return region
 
     def _open_json_string(self, src: str, node: Any, mapper: "IncrementalMapper") -> "OpenRegion | None":
@@ -1147,9 +1149,10 @@ class OpenRegion:
         # (pending_ws); None: not decided yet, ``_ws_invariant_end(*ws_at)`` decides it when first read
         self.ws_at: tuple | None = None
         self.json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
-        # json-arguments: once the value closes, which text after it leaves the message as it is (a handler's
-        # HandlerParser.after_arguments, called with all the text after the value): the region then holds it
-        self.after: Callable[[str], bool] | None = None
+        # json-arguments: what text after the value's close does, from a handler (``after_arguments`` of its
+        # parser): "content" — it is all content (the root ends with the arguments, the rest is recovered as
+        # content); a predicate of all the text after the value — true while it leaves the message as it is
+        self.after: Callable[[str], bool] | str | None = None
         self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
         self.lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
         self.ws_tail = ""
@@ -1517,7 +1520,12 @@ class StreamingParser:
                 # the value closed on the previous feed (its brace emitted: the arguments are complete with
                 # it); what follows it needs a parse
                 if region.json[0] == _JCLOSED:
-                    if region.after is None or not region.after(text):
+                    after = region.after
+                    if after == "content":
+                        self._fold()
+                        region.field, region.json, region.after = "content", None, None
+                        return self._fast(text)
+                    if after is None or not after(text):   # type: ignore[operator]
                         return None
                     self._fold()
                     region.field, region.json, region.held = "after", None, text
