@@ -427,13 +427,15 @@ def _scan_json(text: str, pos: int, memo: dict | None) -> int:
 def scan_python_or_json(text: str, pos: int, memo: dict | None = None) -> int:
     """End of a Python-or-JSON literal at ``pos`` (llama.cpp ``python_or_json_value``, used by LFM2): dicts
     (quoted keys, ``ws , ws`` separators), lists (``, ws`` separators), ``'…'`` / ``"…"`` strings, numbers,
-    ``True False None true false null``; containers swallow trailing whitespace. ``memo`` as :func:`scan_json`."""
+    ``True False None true false null``; containers swallow trailing whitespace. ``memo`` as :func:`scan_json`,
+    but a value that reaches the end of ``text`` is not kept: a container's trailing whitespace may go on in a
+    longer text (``{...}`` then spaces, then ``)``), so that end is not the value's end there."""
     if memo is not None:
         hit = memo.get(("py", pos))
         if hit is not None:
             return hit
     end = _scan_python_or_json(text, pos, memo)
-    if memo is not None:
+    if memo is not None and end < len(text):
         memo[("py", pos)] = end
     return end
 
