@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from itertools import chain as _chain, islice as _islice
 from typing import Any as _AnyT, Callable, Iterator
 
 from . import nodes as N
@@ -52,10 +53,12 @@ class AstNode:
     ``partial`` is true when the node's parser needed more input. ``children`` are the nodes made inside.
     Nodes hold positions only; :meth:`text` slices the parsed input. ``base`` (streaming with a cache, else
     None): ``(prefix, parent, offset)`` when ``children`` holds the items of a repetition replayed from the
-    cache — ``children[offset:offset + len(prefix)]`` are the very objects of the tuple ``prefix``, and
+    cache — ``children[offset:offset + len(prefix)]`` are the very objects of the sequence ``prefix``, and
     ``parent`` is the prefix that one was grown from (its items start ``prefix``) or None — so a consumer
     comparing two trees of a stream knows those children are shared without reading them
-    (:class:`core.chat.stream.IncrementalMapper`).
+    (:class:`core.chat.stream.IncrementalMapper`). ``children`` is a tuple, except over a repetition resumed
+    from the cache: a :class:`NodeRun` (reads as a tuple; its replayed items are not copied per parse), as are
+    the ``prefix`` and ``parent`` of ``base``.
     """
 
     __slots__ = ("rule", "tag", "start", "end", "children", "partial", "base")
@@ -76,6 +79,103 @@ class AstNode:
     def __repr__(self) -> str:
         what = f"rule={self.rule!r}" if self.rule else f"tag={self.tag!r}"
         return f"AstNode({what}, {self.start}:{self.end}{', partial' if self.partial else ''})"
+
+
+class NodeRun:
+    """A read-only sequence of AST nodes, ``head + run[:k] + tail``, that a stream builds without copying.
+
+    A repetition resumed from a :class:`ParseCache` (tool calls repeated thousands of times) replays the
+    items it matched before; as a tuple, its nodes were copied on every parse of the stream (O(items) per
+    feed). Here the replayed items live in one list that only ever grows (``run``, shared by the successive
+    parses of the stream: appending never changes what an existing view shows, since each view reads the
+    first ``k`` items only), and a parse adds its own nodes before (``head``) or after (``tail``) as tuples.
+    Behaves as a tuple for reading: ``len``, indexing (negative too), slicing (gives a tuple), iteration,
+    ``reversed``, ``==`` with a tuple or another run, hashing, ``+`` with a tuple (gives a run). Only an
+    :class:`AstNode`'s ``children`` (of a node over a resumed repetition) and ``base`` prefixes are runs.
+    """
+
+    __slots__ = ("head", "run", "k", "tail", "_n")
+
+    def __init__(self, head: tuple, run: list, k: int, tail: tuple):
+        self.head = head
+        self.run = run
+        self.k = k
+        self.tail = tail
+        self._n = len(head) + k + len(tail)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+    def __getitem__(self, i: _AnyT) -> _AnyT:
+        if i.__class__ is int:
+            if i < 0:
+                i += self._n
+                if i < 0:
+                    raise IndexError("node run index out of range")
+            h = len(self.head)
+            if i < h:
+                return self.head[i]
+            i -= h
+            if i < self.k:
+                return self.run[i]
+            return self.tail[i - self.k]
+        if i.__class__ is slice:
+            lo, hi, step = i.indices(self._n)
+            if step != 1:
+                return tuple(self)[i]
+            if hi <= lo:
+                return ()
+            head, k = self.head, self.k
+            h = len(head)
+            out: tuple = head[lo:hi] if lo < h else ()
+            a, b = max(lo - h, 0), min(hi - h, k)
+            if a < b:
+                out += tuple(self.run[a:b])
+            if hi > h + k:
+                out += self.tail[max(lo - h - k, 0):hi - h - k]
+            return out
+        return tuple(self)[i]
+
+    def __iter__(self) -> Iterator[AstNode]:
+        return _chain(self.head, _islice(self.run, self.k), self.tail)
+
+    def __reversed__(self) -> Iterator[AstNode]:
+        run = self.run
+        return _chain(reversed(self.tail), _islice(reversed(run), len(run) - self.k, None), reversed(self.head))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (tuple, NodeRun)):
+            return len(other) == self._n and tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __add__(self, other: object) -> "NodeRun":
+        if other.__class__ is tuple:
+            return NodeRun(self.head, self.run, self.k, self.tail + other) if other else self
+        return NotImplemented
+
+    def __radd__(self, other: object) -> "NodeRun":
+        if other.__class__ is tuple:
+            return NodeRun(other + self.head, self.run, self.k, self.tail) if other else self
+        return NotImplemented
+
+    def grown(self, items: list) -> "NodeRun":
+        """A run of this one's nodes followed by ``items`` (head and tail folded into the shared list when
+        this view is not the list's last one: then the new run gets a list of its own)."""
+        if not self.head and not self.tail and len(self.run) == self.k:
+            self.run.extend(items)
+            return NodeRun((), self.run, self.k + len(items), ())
+        run = list(self)
+        run.extend(items)
+        return NodeRun((), run, len(run), ())
+
+    def __repr__(self) -> str:
+        return f"NodeRun({tuple(self)!r})"
 
 
 _RESULT_TYPES = (ResultType.FAIL, ResultType.SUCCESS, ResultType.NEED_MORE_INPUT)   # by FAIL, OK, NMI
@@ -533,7 +633,7 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
         start = pos
         n = ctx.n
         count = 0
-        prefix: tuple = _EMPTY      # nodes of the items replayed from the hints (kept as one tuple: no copy)
+        prefix: _AnyT = _EMPTY      # nodes of the items replayed from the hints (a NodeRun: never copied)
         nodes: list | None = None   # nodes of the items matched by this call
         hints = ctx.hints
         if hints is not None:
@@ -601,8 +701,11 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
             break
         if hints is not None and stable[0] > resumed:
             c, p, k, m, w = stable
-            hints[key] = (c, p, prefix + tuple(nodes[:k]) if k else prefix, m - made0, tuple(ctx.switches[sw0:w]),
-                          prefix or None)
+            if k:
+                grown = prefix.grown(nodes[:k]) if prefix else NodeRun(_EMPTY, nodes[:k], k, _EMPTY)
+            else:
+                grown = prefix
+            hints[key] = (c, p, grown, m - made0, tuple(ctx.switches[sw0:w]), prefix or None)
         if r is not None:
             return r
         out = prefix + tuple(nodes) if nodes else prefix
