@@ -276,8 +276,8 @@ def test_stream_setup_compiles_the_arena_before_the_first_feed():
 
 def test_mapper_log_snapshots_equal_a_fresh_mapping_at_every_step():
     # IncrementalMapper.map shares one state snapshot between the untagged nodes mapped in a row and reuses the
-    # snapshot it restored: after every feed, each log entry's snapshot, the final state and the live state equal
-    # what mapping the same tree from scratch records (a fresh mapper snapshots before every node)
+    # snapshot it restored, and maps on from the live state when the tree grew: after every feed, each log entry's
+    # snapshot, its subtree end and the live state equal what mapping the same tree from scratch records
     parser = bundle("Qwen-Qwen3-0.6B.jinja", tools=[RUN], reasoning_format="deepseek").parser
     text = "<think>plan</think>" + "".join(
         '<tool_call>\n{"name": "run", "arguments": {"command": "ls %d", "n": %d}}\n</tool_call>\n' % (i, i)
@@ -292,6 +292,7 @@ def test_mapper_log_snapshots_equal_a_fresh_mapping_at_every_step():
         fresh = IncrementalMapper()   # the tree the session mapped last (fast-path feeds map nothing)
         fresh.map(mapper.prev_nodes, parser.generation_prompt + text[:i + 1])
         assert [e[2] for e in mapper.log] == [e[2] for e in fresh.log], text[:i + 1]
-        assert mapper.final == fresh.final == mapper._snap(), text[:i + 1]
+        assert [e[3] for e in mapper.log] == [e[3] for e in fresh.log], text[:i + 1]
+        assert mapper._snap() == fresh._snap(), text[:i + 1]
         checked += 1
     assert checked > len(text) // 2

@@ -64,7 +64,6 @@ class IncrementalMapper:
         self.log: list[list[Any]] = []   # [node, key, snapshot_before, end_index]
         self.idx_of: dict[int, int] = {}  # id(node in log) -> its log index
         self.prev_nodes: tuple = ()
-        self.final: tuple | None = None
         self.source = ""
         # ``shared_calls`` of the messages made: (token, n) = the first n calls are live objects of the mapper
         # that stay untouched while the token stays; a restore that cuts or replaces one of the calls
@@ -114,7 +113,6 @@ class IncrementalMapper:
         self.log = []
         self.idx_of = {}
         self.prev_nodes = ()
-        self.final = None
         self._token = object()
         self._published = 0
         self._spare = None
@@ -203,14 +201,14 @@ class IncrementalMapper:
 
     def map(self, nodes: tuple, source: str) -> AssistantMessage:
         """The message for a parse tree (top-level ``nodes``) over ``source``."""
-        if self.m is None:
-            self.m = self._Mapper(source)
-        self.m.source = source
+        m_ = self.m
+        if m_ is None:
+            m_ = self.m = self._Mapper(source)
+        m_.source = source
         self.source = source
         log = self.log
         nlog = len(log)
         idx_of = self.idx_of
-        key = self._key
         # the walk stack holds nodes, and ints = "the subtree of log entry i ends here"
         k = 0
         agree = nlog > 0
@@ -228,10 +226,11 @@ class IncrementalMapper:
             if item.__class__ is int:
                 log[item][3] = k
                 continue
-            if k >= nlog:        # the tree grew past the old one: state after the old tree, then map the rest
+            if k >= nlog:
+                # the tree grew past the old one: mapping goes on from the live state, which is the state after
+                # the old tree (nothing changes it between two maps)
                 stack.append(item)
-                state = self.final
-                self._restore(state)
+                self._own_last()
                 agree = False
                 break
             entry = log[k]
@@ -246,9 +245,9 @@ class IncrementalMapper:
                 idx_of.pop(id(old), None)
                 entry[0] = item
                 idx_of[id(item)] = k
-                stack.append(k)
                 ch = item.children
                 if ch:
+                    stack.append(k)
                     och = old.children
                     if len(ch) == 1 and len(och) == 1 and ch[0] is not och[0]:   # one child, re-created
                         stack.append(ch[0])
@@ -265,18 +264,21 @@ class IncrementalMapper:
                             elif nb[1] is ob[0]:
                                 lo = off + len(ob[0])
                             if lo and off:     # the children before the replayed ones, one by one
-                                och = old.children
                                 for j in range(off):
                                     if ch[j] is not och[j]:
                                         lo = 0
                                         break
-                    skip = self._skip_prefix(ch, old.children, entry[3], lo)
+                    skip = self._skip_prefix(ch, och, entry[3], lo)
                     if skip is not None:
                         m, k = skip
                         stack.extend(reversed(ch[m:]))
                         continue
                     stack.extend(reversed(ch))
+                    k += 1
+                    continue
                 k += 1
+                if entry[3] != k:    # the old node had children: its subtree ends here now
+                    stack.append(k - 1)
                 continue
             stack.append(item)   # first difference: back to the state before it
             state = entry[2]
@@ -284,21 +286,20 @@ class IncrementalMapper:
             self._truncate(k)
             agree = False
         if agree:
-            if k >= nlog:
-                self._restore(self.final)
-                return self._result()
-            state = log[k][2]
-            self._restore(state)    # the tree shrank
-            self._truncate(k)
-        elif nlog == 0:
-            self.m = self._Mapper(source)
-            self.m.source = source
+            if k < nlog:
+                self._restore(log[k][2])    # the tree shrank
+                self._truncate(k)
+            return self._result()
+        if nlog == 0:
+            m_ = self.m = self._Mapper(source)
             self._token = object()
             self._published = 0
-        m_ = self.m
+        mapit = m_.map
         snap = self._snap
+        grouping = _GROUPING_TAGS
         # only mapping a tagged node changes the state: the snapshots of the nodes in between are one tuple
-        # (immutable: strings and ints), taken once; right after a restore the state is the snapshot restored
+        # (immutable: strings and ints), taken once; right after a restore the state is the snapshot restored.
+        # A leaf's subtree ends right after it: only nodes with children leave an int on the stack.
         while stack:
             item = stack.pop()
             if item.__class__ is int:
@@ -307,16 +308,24 @@ class IncrementalMapper:
             idx = len(log)
             if state is None:
                 state = snap()
-            log.append([item, key(item), state, 0])
+            tag = item.tag
+            log.append([item, (item.rule, tag, item.start, None if tag in grouping else item.end), state, idx + 1])
             idx_of[id(item)] = idx
-            if item.tag:
-                m_.map(item)
+            if tag:
+                mapit(item)
                 state = None
-            stack.append(idx)
-            if item.children:
-                stack.extend(reversed(item.children))
-        self.final = state if state is not None else snap()
+            ch = item.children
+            if ch:
+                stack.append(idx)
+                stack.extend(reversed(ch))
         return self._result()
+
+    def _own_last(self) -> None:
+        """Before mapping on from the live state: a named pending call was published with the earlier calls
+        (see :meth:`_result`), so the last call may be shared; it becomes a fresh object as a restore makes it."""
+        p = self.m.pending
+        if p is not None and p.name:
+            self._restore(self._snap())
 
     def _result(self) -> AssistantMessage:
         """What ``ChatMapper.finish()`` returns, computed without touching the live state (which must stay
