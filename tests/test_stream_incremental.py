@@ -274,10 +274,11 @@ def test_stream_setup_compiles_the_arena_before_the_first_feed():
     assert _check_stream(parser, list("<a>hi</a>")).message.content == "hi"
 
 
-def test_mapper_log_snapshots_equal_a_fresh_mapping_at_every_step():
-    # IncrementalMapper.map shares one state snapshot between the untagged nodes mapped in a row and reuses the
-    # snapshot it restored: after every feed, each log entry's snapshot, the final state and the live state equal
-    # what mapping the same tree from scratch records (a fresh mapper snapshots before every node)
+def test_mapper_spine_snapshots_equal_a_fresh_mapping_at_every_step():
+    # IncrementalMapper.map keeps the right spine of the tree with a snapshot before each child of each spine
+    # node, goes down it while the nodes were re-created alike, restores the snapshot before the first change
+    # and maps on from the live state when the tree only grew: after every feed, the spine (the very nodes),
+    # each snapshot and the live state equal what mapping the same tree from scratch records
     parser = bundle("Qwen-Qwen3-0.6B.jinja", tools=[RUN], reasoning_format="deepseek").parser
     text = "<think>plan</think>" + "".join(
         '<tool_call>\n{"name": "run", "arguments": {"command": "ls %d", "n": %d}}\n</tool_call>\n' % (i, i)
@@ -287,11 +288,13 @@ def test_mapper_log_snapshots_equal_a_fresh_mapping_at_every_step():
     for i, ch in enumerate(text):
         session.parse_appended(ch)
         mapper = session.mappers[session.entries[0]]
-        if mapper.m is None or not mapper.log:
+        if mapper.m is None or not mapper.frames:
             continue
         fresh = IncrementalMapper()   # the tree the session mapped last (fast-path feeds map nothing)
         fresh.map(mapper.prev_nodes, parser.generation_prompt + text[:i + 1])
-        assert [e[2] for e in mapper.log] == [e[2] for e in fresh.log], text[:i + 1]
-        assert mapper.final == fresh.final == mapper._snap(), text[:i + 1]
-        checked += 1
+        assert len(mapper.frames) == len(fresh.frames), text[:i + 1]
+        for f, g in zip(mapper.frames, fresh.frames):
+            assert f[0] is g[0] and f[1] is g[1] and f[2] == g[2], text[:i + 1]
+        assert mapper._snap() == fresh._snap(), text[:i + 1]
+        checked += len(mapper.frames) > 2
     assert checked > len(text) // 2

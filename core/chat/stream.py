@@ -47,13 +47,20 @@ _TEXTLESS_TAGS = _GROUPING_TAGS | {"tool-open", "tool-close", "tool-arg-open", "
 class IncrementalMapper:
     """Maps successive parse trees of a growing text to messages, reusing work on the unchanged prefix.
 
-    Wraps :class:`core.chat.mapper.ChatMapper` (same actions, same result as ``map_parse``). The pre-order walk
-    of the previous tree is logged with a snapshot of the mapper state before each node. On the next tree the
-    walk runs in *agreement* mode — a node that is the very same object as the logged one (a memoized subtree)
-    is skipped whole, a re-created node with the same rule, tag and start (and, for text-dependent tags, the
-    same end) is entered — until the first difference; the mapper state is restored to that point and mapping
-    resumes there. Snapshots are O(1): strings are immutable and only the last / pending tool call can still
-    change. Raises nothing; :meth:`map` returns a fresh :class:`AssistantMessage` each time.
+    Wraps :class:`core.chat.mapper.ChatMapper` (same actions, same result as ``map_parse``). What is kept of
+    the previous tree is its *right spine*: the top-level nodes, the last of them, its last child, and so on
+    while the last child has children. Each spine level is a frame ``[node, children, states]``: ``states[i]``
+    is a snapshot of the mapper state before child ``i`` (after the node's own action). A parse re-creates
+    only nodes that looked at the end of the text, which lie on that spine; the nodes before them are the very
+    same objects. So on the next tree, each level's children are compared by identity (the engine's
+    ``AstNode.base`` says which need no reading); where the first different child is the old last one and is
+    a re-created node with the same rule, tag and start (and, for text-dependent tags, the same end), the walk
+    goes down into it; elsewhere the state is restored to the snapshot before the first different child and
+    the rest of that level (and, on the way back up, of every level above) is mapped afresh — the children
+    that are not last plainly, the last one as the new spine. Between two maps the live state is the state
+    after the whole tree, so a tree that only grew maps its new nodes from there without a restore.
+    Snapshots are O(1): strings are immutable and only the last / pending tool call can still change.
+    Raises nothing; :meth:`map` returns a fresh :class:`AssistantMessage` each time.
     """
 
     def __init__(self) -> None:
@@ -61,10 +68,7 @@ class IncrementalMapper:
 
         self._Mapper = ChatMapper
         self.m: Any = None
-        self.log: list[list[Any]] = []   # [node, key, snapshot_before, end_index]
-        self.idx_of: dict[int, int] = {}  # id(node in log) -> its log index
-        self.prev_nodes: tuple = ()
-        self.final: tuple | None = None
+        self.frames: list[list[Any]] = []   # the right spine of the last tree: [node, children, states]
         self.source = ""
         # ``shared_calls`` of the messages made: (token, n) = the first n calls are live objects of the mapper
         # that stay untouched while the token stays; a restore that cuts or replaces one of the calls
@@ -74,6 +78,11 @@ class IncrementalMapper:
         # the tool-call list of a message its receiver is done with (recycle): the next message's list is
         # that one brought up to date, so a message costs the calls that changed, not a copy of all of them
         self._spare: tuple | None = None
+
+    @property
+    def prev_nodes(self) -> tuple:
+        """The top-level nodes of the tree mapped last (``()`` before the first)."""
+        return self.frames[0][1] if self.frames else ()
 
     def release(self) -> None:
         """Forget the source text until the next :meth:`map` (which gives it again): a stream's session
@@ -111,10 +120,7 @@ class IncrementalMapper:
     def reset(self) -> None:
         """Drop all mapping state; the next :meth:`map` maps its tree from scratch."""
         self.m = None
-        self.log = []
-        self.idx_of = {}
-        self.prev_nodes = ()
-        self.final = None
+        self.frames = []
         self._token = object()
         self._published = 0
         self._spare = None
@@ -160,162 +166,143 @@ class IncrementalMapper:
 
     # -- walking -------------------------------------------------------------------------------------------------
     @staticmethod
-    def _key(node: Any) -> tuple:
-        tag = node.tag
-        return (node.rule, tag, node.start, None if tag in _GROUPING_TAGS else node.end)
-
-    def _skip_prefix(self, ch: tuple, och: tuple, after_all: int, lo: int = 0) -> tuple[int, int] | None:
-        """(m, log position after the first m children) for the longest run of children of the new node that
-        are the very same objects as the old node's (C-speed slice comparison; identity is checked first), or
-        None when there is none. ``after_all``: the log position after all old children; ``lo``: the first
-        ``lo`` children are known to be shared (the engine's ``AstNode.base``), only the rest is read."""
+    def _first_diff(ch: tuple, och: tuple, node: Any, old: Any) -> int:
+        """The index of the first child of ``ch`` that is not the very same object as in ``och`` (the children
+        of ``node`` and of ``old``, None for the top level); ``min(len(ch), len(och))`` when there is none.
+        The engine's ``AstNode.base`` says which children are shared without reading them; otherwise the last
+        candidates are checked first, then the prefix is compared at C speed (identity first)."""
         c = min(len(ch), len(och))
         if c == 0:
-            return None
-        if lo:
-            m = lo
-            while m < c and ch[m] is och[m]:
-                m += 1
-        # the last of the shared children is checked first: each failed slice comparison copies both prefixes
-        elif ch[c - 1] is och[c - 1] and ch[:c] == och[:c]:
-            m = c
-        elif c > 1 and ch[c - 2] is och[c - 2] and ch[:c - 1] == och[:c - 1]:
-            m = c - 1
-        else:
-            m = 0
-            while m < c and ch[m] is och[m]:
-                m += 1
-        if m == 0:
-            return None
-        if m == len(och):
-            return m, after_all
-        j = self.idx_of.get(id(och[m]))
-        if j is None or self.log[j][0] is not och[m]:
-            return None
-        return m, j
+            return 0
+        if node is not None:
+            nb = node.base
+            if nb is not None:
+                ob = old.base
+                if ob is not None and nb[2] == ob[2]:
+                    off = nb[2]
+                    lo = 0
+                    if nb[0] is ob[0]:
+                        lo = off + len(nb[0])
+                    elif nb[1] is ob[0]:
+                        lo = off + len(ob[0])
+                    if lo:
+                        for j in range(off):   # the children before the replayed ones, one by one
+                            if ch[j] is not och[j]:
+                                return j
+                        while lo < c and ch[lo] is och[lo]:
+                            lo += 1
+                        return lo
+        # each failed slice comparison copies both prefixes: the likely last shared child is checked first
+        if ch[c - 1] is och[c - 1] and ch[:c] == och[:c]:
+            return c
+        if c > 1 and ch[c - 2] is och[c - 2] and ch[:c - 1] == och[:c - 1]:
+            return c - 1
+        m = 0
+        while m < c and ch[m] is och[m]:
+            m += 1
+        return m
 
-    def _truncate(self, k: int) -> None:
-        idx_of = self.idx_of
-        for e in self.log[k:]:
-            if idx_of.get(id(e[0])) is not None:
-                del idx_of[id(e[0])]
-        del self.log[k:]
+    def _map_from(self, d: int, ch: tuple, r: int, state: tuple | None) -> None:
+        """Map the children ``ch[r:]`` of spine level ``d`` afresh, the live state being the state before
+        ``ch[r]`` (``state``: its snapshot, or None when not taken yet); the last child with children becomes
+        the spine below (its frames are built level by level), the others are mapped plainly."""
+        frames = self.frames
+        del frames[d + 1:]
+        states = frames[d][2]
+        mapit = self.m.map
+        snap = self._snap
+        while True:
+            last = len(ch) - 1
+            for i in range(r, last + 1):
+                c = ch[i]
+                if state is None:
+                    state = snap()
+                states.append(state)
+                if c.tag:
+                    mapit(c)
+                    state = None
+                cc = c.children
+                if not cc:
+                    continue
+                if i == last:
+                    break
+                stack = list(cc)
+                stack.reverse()
+                while stack:
+                    x = stack.pop()
+                    if x.tag:
+                        mapit(x)
+                        state = None
+                    if x.children:
+                        stack.extend(reversed(x.children))
+            else:
+                return
+            states = []
+            frames.append([c, cc, states])   # the spine goes on in the last child
+            ch, r = cc, 0
 
     def map(self, nodes: tuple, source: str) -> AssistantMessage:
         """The message for a parse tree (top-level ``nodes``) over ``source``."""
-        if self.m is None:
-            self.m = self._Mapper(source)
-        self.m.source = source
-        self.source = source
-        log = self.log
-        nlog = len(log)
-        idx_of = self.idx_of
-        key = self._key
-        # the walk stack holds nodes, and ints = "the subtree of log entry i ends here"
-        k = 0
-        agree = nlog > 0
-        state: tuple | None = None    # the live state's snapshot when known (see below)
-        stack: list[Any]
-        skip = self._skip_prefix(nodes, self.prev_nodes, nlog) if agree else None
-        if skip is not None:
-            m, k = skip
-            stack = list(reversed(nodes[m:]))
-        else:
-            stack = list(reversed(nodes))
-        self.prev_nodes = nodes
-        while stack and agree:
-            item = stack.pop()
-            if item.__class__ is int:
-                log[item][3] = k
-                continue
-            if k >= nlog:        # the tree grew past the old one: state after the old tree, then map the rest
-                stack.append(item)
-                state = self.final
-                self._restore(state)
-                agree = False
-                break
-            entry = log[k]
-            old = entry[0]
-            if item is old:      # memoized subtree: same nodes, same actions
-                k = entry[3]
-                continue
-            ok = entry[1]         # the old node's key (see _key), compared field by field
-            tag = item.tag
-            if (item.start == ok[2] and tag == ok[1] and item.rule == ok[0]
-                    and (ok[3] is None if tag in _GROUPING_TAGS else item.end == ok[3])):
-                idx_of.pop(id(old), None)
-                entry[0] = item
-                idx_of[id(item)] = k
-                stack.append(k)
-                ch = item.children
-                if ch:
-                    och = old.children
-                    if len(ch) == 1 and len(och) == 1 and ch[0] is not och[0]:   # one child, re-created
-                        stack.append(ch[0])
-                        k += 1
-                        continue
-                    lo = 0
-                    nb = item.base
-                    if nb is not None:
-                        ob = old.base
-                        if ob is not None and nb[2] == ob[2]:
-                            off = nb[2]
-                            if nb[0] is ob[0]:
-                                lo = off + len(nb[0])
-                            elif nb[1] is ob[0]:
-                                lo = off + len(ob[0])
-                            if lo and off:     # the children before the replayed ones, one by one
-                                och = old.children
-                                for j in range(off):
-                                    if ch[j] is not och[j]:
-                                        lo = 0
-                                        break
-                    skip = self._skip_prefix(ch, old.children, entry[3], lo)
-                    if skip is not None:
-                        m, k = skip
-                        stack.extend(reversed(ch[m:]))
-                        continue
-                    stack.extend(reversed(ch))
-                k += 1
-                continue
-            stack.append(item)   # first difference: back to the state before it
-            state = entry[2]
-            self._restore(state)
-            self._truncate(k)
-            agree = False
-        if agree:
-            if k >= nlog:
-                self._restore(self.final)
-                return self._result()
-            state = log[k][2]
-            self._restore(state)    # the tree shrank
-            self._truncate(k)
-        elif nlog == 0:
-            self.m = self._Mapper(source)
-            self.m.source = source
+        frames = self.frames
+        m_ = self.m
+        if m_ is None or not frames:
+            m_ = self.m = self._Mapper(source)
+            self.source = source
             self._token = object()
             self._published = 0
-        m_ = self.m
-        snap = self._snap
-        # only mapping a tagged node changes the state: the snapshots of the nodes in between are one tuple
-        # (immutable: strings and ints), taken once; right after a restore the state is the snapshot restored
-        while stack:
-            item = stack.pop()
-            if item.__class__ is int:
-                log[item][3] = len(log)
-                continue
-            idx = len(log)
-            if state is None:
-                state = snap()
-            log.append([item, key(item), state, 0])
-            idx_of[id(item)] = idx
-            if item.tag:
-                m_.map(item)
-                state = None
-            stack.append(idx)
-            if item.children:
-                stack.extend(reversed(item.children))
-        self.final = state if state is not None else snap()
+            self.frames = [[None, nodes, []]]
+            self._map_from(0, nodes, 0, None)
+            return self._result()
+        m_.source = source
+        self.source = source
+        p = m_.pending
+        if p is not None and p.name:
+            # a named pending call was published with the earlier calls (see _result): the last call may be
+            # shared, and mapping on writes to it; a restore makes it a fresh object
+            self._restore(self._snap())
+        # down the old spine while the new tree re-created its nodes (same rule, tag, start; same end when the
+        # node's action reads its text): the state before each of their children is still the logged one
+        top = len(frames) - 1
+        d = 0
+        ch = nodes
+        node = None
+        path: list[Any] = []
+        while True:
+            fr = frames[d]
+            och = fr[1]
+            j = self._first_diff(ch, och, node, fr[0])
+            fr[0] = node
+            fr[1] = ch
+            if d < top and j == len(och) - 1 and j < len(ch):
+                c = ch[j]
+                oc = och[j]
+                tag = c.tag
+                if (c.start == oc.start and tag == oc.tag and c.rule == oc.rule
+                        and (tag in _GROUPING_TAGS or c.end == oc.end)):
+                    path.append((ch, j))
+                    d += 1
+                    node = c
+                    ch = c.children
+                    continue
+            break
+        n_old = len(och)
+        if j < n_old:
+            # the first difference (or the level shrank: then its new last child is mapped again so that it
+            # has its frame): back to the state before it
+            r = j if j < len(ch) else max(len(ch) - 1, 0)
+            states = fr[2]
+            state = states[r]
+            self._restore(state)
+            del states[r:]
+            self._map_from(d, ch, r, state)
+        elif j < len(ch):   # only new children after the old ones: mapped on from the live state
+            self._map_from(d, ch, j, None)
+        # on the way back up: the children after the one gone down into, in every level above
+        while path:
+            d -= 1
+            ch, j = path.pop()
+            if j + 1 < len(ch):
+                self._map_from(d, ch, j + 1, None)
         return self._result()
 
     def _result(self) -> AssistantMessage:
