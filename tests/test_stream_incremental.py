@@ -298,3 +298,47 @@ def test_mapper_spine_snapshots_equal_a_fresh_mapping_at_every_step():
         assert mapper._snap() == fresh._snap(), text[:i + 1]
         checked += len(mapper.frames) > 2
     assert checked > len(text) // 2
+
+
+# GPT-OSS (harmony): the root stops after its tool call, so text after it (the `<|call|>` a logged output keeps,
+# anything else) is "the message + the rest as content" and streams on the content fast path; headers cut at
+# every character, calls with and without <|constrain|>, the recipient in the role or after the channel,
+# reasoning then a preamble then a call
+GPT_OSS_CALL = '{"city": "paris"}'
+GPT_OSS_OUTPUTS = [
+    ' to=functions.get_weather<|channel|>commentary json<|message|>' + GPT_OSS_CALL + '<|call|>',
+    ' to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>' + GPT_OSS_CALL + '<|call|>',
+    '<|channel|>commentary to=functions.get_weather<|message|>' + GPT_OSS_CALL + '<|call|>tail <|end|>',
+    '<|channel|>analysis<|message|>plan it<|end|><|start|>assistant<|channel|>commentary<|message|>On it.<|end|>'
+    '<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>' + GPT_OSS_CALL + '<|call|>',
+    '<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>final<|message|>Done <|call|>',
+    ' to=functions.get_weather<|channel|>commentary json<|message|>{"city": "pa',
+    ' to=functions.get_weather<|channel|>commentary json<|message|>' + GPT_OSS_CALL + ' <|start|>assistant x',
+    ' to=functions.get_weathe<|channel|>commentary<|message|>{}<|call|>',
+    '<|channel|>final<|message|>Done now<|end|>x<|start|>assistant',
+    '<|channel|>commentary<|message|>pre<|end|><|start|>assistant<|channel|>analysis to=functions.get_weather'
+    '<|message|>' + GPT_OSS_CALL + '<|end|>',
+]
+
+
+def test_gpt_oss_text_after_the_call_streams_as_a_full_reparse_per_feed():
+    from bench.hostile import hostile_samples
+    from core.templating import ChatTemplate
+
+    name = "openai-gpt-oss-120b.jinja"
+    src = (TEMPLATES / name).read_text(encoding="utf-8")
+    s = {x.kind: x for x in hostile_samples(ChatTemplate(src, name), name, 80)[0]}["calls"]
+    assert s.output == GPT_OSS_OUTPUTS[0]
+    for text in GPT_OSS_OUTPUTS:
+        runs = []
+        for incremental in (True, False):
+            sp = StreamingParser(s.parser, incremental=incremental)
+            deltas = [[repr(x) for x in sp.feed(ch)] for ch in text] + [[repr(x) for x in sp.finish()]]
+            runs.append((deltas, sp.message.to_openai()))
+            if incremental and text == s.output:
+                # every character of <|call|> after the arguments: the content fast path
+                assert sp.fast_steps >= len(text) - text.index("}<|call|>") - 2
+        assert runs[0] == runs[1], text
+        if not text.endswith('"pa'):   # a cut call stays streamed (repair truncated-call), the one-shot drops it
+            assert runs[0][1] == s.parser.parse(text).to_openai(), text
+    assert s.parser.parse(GPT_OSS_OUTPUTS[0]).content == "<|call|>"

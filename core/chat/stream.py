@@ -425,6 +425,12 @@ class PegStreamSession:
         self._json_scan: tuple | None = None
         self._json_value_scan: tuple | None = None   # (node start, scanned up to, advance_json_value state)
         self._json_rules: dict[str, bool] = {}
+        self._rest_msg: AssistantMessage | None = None   # _recover's "main + rest" message of this parse
+        # the message of the last parse when it set an open region of a covered text, and how many characters
+        # the stream's fast path took after it before this parse (set by StreamingParser): that prefix's view
+        # is that message, which the stream has grown in place (see _parse_text's probe)
+        self._view: AssistantMessage | None = None
+        self.settled = 0
         from .generator import ViewMemo
 
         self.memo = ViewMemo()
@@ -505,11 +511,15 @@ class PegStreamSession:
         grew: :class:`StreamingParser`), without comparing the whole text with the previous one."""
         self.open_region = None
         gp = self.parser.generation_prompt
+        settled, view = self.settled, self._view
+        self.settled, self._view = 0, None
         eff = self._cutter.append(added)
         if eff is not None:
             full = self._full
             if full is None:
                 full = gp
+            if settled and view is not None:
+                settled = (len(full) + settled, view)
             else:
                 # drop this session's other references to the text so that CPython grows it in place
                 # (a copy of the whole text per parse otherwise): the caches are vouched for again below,
@@ -528,21 +538,24 @@ class PegStreamSession:
         text = self._full
         for cache in self.caches.values():
             cache.vouch(text)
-        return self._parse_text(text, None)
+        return self._parse_text(text, None, settled if settled.__class__ is tuple else None)
 
     def tail(self, k: int) -> str:
         """The last ``k`` characters of the output so far (``k`` > 0)."""
         full = self._full or ""
         return full[max(len(self.parser.generation_prompt), len(full) - k):]
 
-    def _parse_text(self, text: str, output: str | None) -> AssistantMessage:
+    def _parse_text(self, text: str, output: str | None, settled: tuple | None = None) -> AssistantMessage:
         """The partial parse of ``text`` (generation prompt + ``output``, the output after a repeated turn
-        header; None: sliced when needed)."""
+        header; None: sliced when needed). ``settled``: (length, message) of a prefix whose main parse covers it
+        with the switches of the last parse, and that message (the stream's fast path took the text from the
+        last parse up to there: the same tree, its open region longer)."""
         Probe, consistent_view, covers, map_parse = _generator_fns()
         is_partial = True
         parser = self.parser
         gp = parser.generation_prompt
         self.open_region = None
+        self._view = None
         main = None
         covered: AssistantMessage | None = None
         mapper = None
@@ -555,6 +568,8 @@ class PegStreamSession:
                         self.memo.note(text, True, frozenset())
                     if main.need_more_input and mapper is not None:
                         self.open_region = self._region_of(main, len(text), mapper, msg)
+                        if self.open_region is not None:
+                            self._view = msg
                     return msg
                 covered = msg
         if not is_partial or main is None:
@@ -563,7 +578,13 @@ class PegStreamSession:
         arena = parser.arena
         recover = getattr(parser, "_recover", None)
 
+        memo = self.memo
+        if settled is not None and memo.last_covers and memo.last_len < settled[0] < len(text):
+            memo.last_len = settled[0]   # the texts up to there covered, as the last parse's did
+
         def probe(k: int) -> Probe:
+            if settled is not None and k == settled[0]:
+                return Probe(settled[1].copy(), memo.last_switches, lambda: AssistantMessage())
             t = text[:k]
             try:
                 r = arena.parse(t, lenient=True)
@@ -572,6 +593,7 @@ class PegStreamSession:
             return Probe(map_parse(r) if covers(r, t) else None, r.switches,
                          (lambda: recover(t, t[gp_len:], r, None)[0]) if recover is not None
                          else (lambda: AssistantMessage(content=t[gp_len:])))
+        self._rest_msg = None
         top = Probe(covered, main.switches, lambda: self._recover(text, output, main))
         msg = consistent_view(text, gp_len, probe, top, self.memo)
         self.memo.note(text, covered is not None, main.switches)
@@ -579,6 +601,14 @@ class PegStreamSession:
             # the text's own message is the view: text that only extends its open region keeps it so (the
             # switches, before the region, stay the same)
             self.open_region = self._region_of(main, len(text), mapper, msg)
+            if self.open_region is not None:
+                self._view = msg
+        elif msg is not None and msg is self._rest_msg and main.blind:
+            # the main root stopped early without reading the end (a handler's root after its tool call, e.g.
+            # GPT-OSS's ``<|call|>``): a longer text parses the same, so the view stays "its message + the rest
+            # as content" (the view of the text where it stopped covering is fixed, and this one extends it)
+            self.open_region = OpenRegion("content", ())
+        self._rest_msg = None
         return msg
 
     def _recover(self, text: str, output: str | None, main: Any) -> AssistantMessage:
@@ -591,8 +621,10 @@ class PegStreamSession:
         for entry in self.recovery:
             if entry == MAIN_REST:
                 if main is not None and main.success:
-                    out = map_parse(main)   # the main root stopped early: its message, then the rest as content
+                    # the main root stopped early: its message, then the rest as content
+                    out = map_parse(main)
                     out.content += text[max(main.end, len(self.parser.generation_prompt)):]
+                    self._rest_msg = out
                     return out
                 continue
             if entry == PREFIX_REST:
@@ -1542,8 +1574,11 @@ class StreamingParser:
             self._fold()
         self._region = None
         if self._appender is not None and is_partial:
-            added = "".join(self._unseen)
+            unseen = self._unseen
+            added = "".join(unseen)
             self._unseen = []
+            if len(unseen) > 1 and self._session.__class__ is PegStreamSession:
+                self._session.settled = len(added) - len(unseen[-1])   # what the fast path took (see there)
             new = _safe_parse(self._appender, added, True)
         else:
             new = _safe_parse(self._parse, self.text, is_partial)

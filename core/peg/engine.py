@@ -214,6 +214,9 @@ class ParseResult:
     # the end (nothing else looked at it): text holding no delimiter (and the cut one it stopped before, if
     # any, still cut or grown into text) gives the same parse, that until's text longer
     pending_until: tuple | None = None
+    # nothing looked at the end of the text (no parser reached it): a longer text gives the very same result
+    # (a success that stopped early stays one, with the same nodes, and the text after ``end`` stays unread)
+    blind: bool = False
 
     @property
     def switched(self) -> bool:
@@ -347,7 +350,8 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
     return ParseResult(_RESULT_TYPES[st], start, end, tuple(nodes), text,
                        frozenset(ctx.switches) if ctx.switches else _NO_SWITCHES, pending, pending_ws,
                        chain[1] if pending is not None and chain is not None and chain[0] is pending else (),
-                       ctx.until if st == NMI and ctx.ends == 1 and ctx.until is not None else None)
+                       ctx.until if st == NMI and ctx.ends == 1 and ctx.until is not None else None,
+                       ctx.ends == 0)
 
 
 # ---------------------------------------------------------------------------------------------------------------
