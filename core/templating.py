@@ -47,7 +47,6 @@ from . import codepack, fastwalk
 from . import memo as _memo
 from .errors import RenderLimitError, TemplateRenderError, TemplateSecurityError, TemplateSyntaxError
 
-fastwalk.install()  # same walks, less overhead: see core/fastwalk.py
 
 
 @dataclass(frozen=True)
@@ -554,6 +553,14 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         if node is None or not _parses_alike(self):
             node = super()._parse(source, name, filename)
         return rewrite_loops(self._rewrite_tree(node))
+
+    def compile(self, source: Any, name: str | None = None, filename: str | None = None, raw: bool = False,
+                defer_init: bool = False) -> Any:
+        """jinja2's ``Environment.compile`` (same arguments, result and errors), with the fast tree walks of
+        :mod:`core.fastwalk` in place while it runs: parsing, the rewriters and code generation walk the tree
+        many times. Only our compiles use them; the rest of the process keeps jinja2's own."""
+        with fastwalk.active():
+            return super().compile(source, name, filename, raw, defer_init)
 
     def parse_raw(self, source: str, name: str | None = None) -> jinja2.nodes.Template:
         """The template's tree as jinja2 parses it (time-limited lexing), before any rewriting."""
