@@ -108,7 +108,7 @@ def find_all(self: Any, node_type: Any) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def absent_from(tree: Any, kinds: tuple[type, ...]) -> Iterator[frozenset[type]]:
+def absent_from(tree: Any, kinds: tuple[type, ...], known: frozenset[type] | None = None) -> Iterator[frozenset[type]]:
     """Context manager for a walk of ``tree`` that searches it and its subtrees for node classes it rarely holds:
     those of ``kinds`` with no instance anywhere in ``tree`` (found by one walk) make every ``find_all`` of
     them on this thread yield nothing at once inside the block. Yields that set of classes.
@@ -116,9 +116,15 @@ def absent_from(tree: Any, kinds: tuple[type, ...]) -> Iterator[frozenset[type]]
     Only for code that searches nodes of ``tree`` alone and adds no node of those classes while it runs —
     jinja2's code generator, which per template looks for ``Extends``, ``Block`` and ``ImportedName`` in the
     whole tree and for ``Block`` again in every ``for`` loop (a chat template has none of them), and whose
-    constant folder only ever adds ``Const`` nodes."""
-    present = {type(n) for n in find_all(tree, _Node)}
-    absent = frozenset(k for k in kinds if not any(issubclass(p, k) for p in present))
+    constant folder only ever adds ``Const`` nodes.
+
+    ``known``: the classes of ``kinds`` the caller already knows are absent (from the source text, which is
+    cheaper than the walk); the walk is skipped when that is all of ``kinds``."""
+    if known is not None and known.issuperset(kinds):
+        absent = frozenset(kinds)
+    else:
+        present = {type(n) for n in find_all(tree, _Node)}
+        absent = frozenset(k for k in kinds if not any(issubclass(p, k) for p in present))
     previous = getattr(_local, "absent", frozenset())
     _local.absent = previous | absent
     try:

@@ -424,6 +424,20 @@ class _OnceOptimizer(jinja2.optimizer.Optimizer):
 
 _Name = jinja2.nodes.Name
 _RARE_NODES = (jinja2.nodes.Extends, jinja2.nodes.Block, jinja2.nodes.ImportedName)
+
+
+def _absent_by_source(source: str) -> frozenset[type]:
+    """The classes of :data:`_RARE_NODES` a tree parsed from ``source`` by the project's parser (jinja2's, with
+    the ``generation`` and loop-control tags) and rewritten by our rewriters cannot hold: jinja2's parser makes
+    an ``Extends`` only for the tag ``extends`` and a ``Block`` only for the tag ``block``, whose names must then
+    appear in the text; nothing of ours makes an ``ImportedName`` (only extensions such as i18n do)."""
+    absent = {jinja2.nodes.ImportedName}
+    if "extends" not in source:
+        absent.add(jinja2.nodes.Extends)
+    if "block" not in source:
+        absent.add(jinja2.nodes.Block)
+    return frozenset(absent)
+
 # node class -> True when its as_const is jinja2's base Expr.as_const (always raises Impossible)
 _NEVER_CONST: "dict[type, bool]" = {jinja2.nodes.Name: True}
 # node class -> operands whose as_const it calls before anything that could succeed, inside its own
@@ -466,8 +480,9 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
 
     def visit_Template(self, node: jinja2.nodes.Template, frame: Any = None) -> None:
         # jinja2 searches the whole tree for Extends, Block and ImportedName, and every for loop's subtree for
-        # Block again; chat templates have none, so one walk up front answers all of those searches
-        with fastwalk.absent_from(node, _RARE_NODES):
+        # Block again; chat templates have none, so the source text (or else one walk up front) answers all of
+        # those searches
+        with fastwalk.absent_from(node, _RARE_NODES, node.__dict__.get("_cte_absent")):
             super().visit_Template(node, frame)
 
     def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
@@ -552,7 +567,10 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         node = _PARSED.pop(source, None)
         if node is None or not _parses_alike(self):
             node = super()._parse(source, name, filename)
-        return rewrite_loops(self._rewrite_tree(node))
+        tree = rewrite_loops(self._rewrite_tree(node))
+        if _parses_alike(self):
+            tree._cte_absent = _absent_by_source(source)  # read by _LimitedCodeGenerator.visit_Template
+        return tree
 
     def compile(self, source: Any, name: str | None = None, filename: str | None = None, raw: bool = False,
                 defer_init: bool = False) -> Any:
