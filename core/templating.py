@@ -47,7 +47,6 @@ from . import codepack, fastwalk
 from . import memo as _memo
 from .errors import RenderLimitError, TemplateRenderError, TemplateSecurityError, TemplateSyntaxError
 
-fastwalk.install()  # same walks, less overhead: see core/fastwalk.py
 
 
 @dataclass(frozen=True)
@@ -425,6 +424,20 @@ class _OnceOptimizer(jinja2.optimizer.Optimizer):
 
 _Name = jinja2.nodes.Name
 _RARE_NODES = (jinja2.nodes.Extends, jinja2.nodes.Block, jinja2.nodes.ImportedName)
+
+
+def _absent_by_source(source: str) -> frozenset[type]:
+    """The classes of :data:`_RARE_NODES` a tree parsed from ``source`` by the project's parser (jinja2's, with
+    the ``generation`` and loop-control tags) and rewritten by our rewriters cannot hold: jinja2's parser makes
+    an ``Extends`` only for the tag ``extends`` and a ``Block`` only for the tag ``block``, whose names must then
+    appear in the text; nothing of ours makes an ``ImportedName`` (only extensions such as i18n do)."""
+    absent = {jinja2.nodes.ImportedName}
+    if "extends" not in source:
+        absent.add(jinja2.nodes.Extends)
+    if "block" not in source:
+        absent.add(jinja2.nodes.Block)
+    return frozenset(absent)
+
 # node class -> True when its as_const is jinja2's base Expr.as_const (always raises Impossible)
 _NEVER_CONST: "dict[type, bool]" = {jinja2.nodes.Name: True}
 # node class -> operands whose as_const it calls before anything that could succeed, inside its own
@@ -467,8 +480,9 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
 
     def visit_Template(self, node: jinja2.nodes.Template, frame: Any = None) -> None:
         # jinja2 searches the whole tree for Extends, Block and ImportedName, and every for loop's subtree for
-        # Block again; chat templates have none, so one walk up front answers all of those searches
-        with fastwalk.absent_from(node, _RARE_NODES):
+        # Block again; chat templates have none, so the source text (or else one walk up front) answers all of
+        # those searches
+        with fastwalk.absent_from(node, _RARE_NODES, node.__dict__.get("_cte_absent")):
             super().visit_Template(node, frame)
 
     def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
@@ -553,7 +567,18 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         node = _PARSED.pop(source, None)
         if node is None or not _parses_alike(self):
             node = super()._parse(source, name, filename)
-        return rewrite_loops(self._rewrite_tree(node))
+        tree = rewrite_loops(self._rewrite_tree(node))
+        if _parses_alike(self):
+            tree._cte_absent = _absent_by_source(source)  # read by _LimitedCodeGenerator.visit_Template
+        return tree
+
+    def compile(self, source: Any, name: str | None = None, filename: str | None = None, raw: bool = False,
+                defer_init: bool = False) -> Any:
+        """jinja2's ``Environment.compile`` (same arguments, result and errors), with the fast tree walks of
+        :mod:`core.fastwalk` in place while it runs: parsing, the rewriters and code generation walk the tree
+        many times. Only our compiles use them; the rest of the process keeps jinja2's own."""
+        with fastwalk.active():
+            return super().compile(source, name, filename, raw, defer_init)
 
     def parse_raw(self, source: str, name: str | None = None) -> jinja2.nodes.Template:
         """The template's tree as jinja2 parses it (time-limited lexing), before any rewriting."""

@@ -293,13 +293,15 @@ def test_analyze_command_does_not_import_the_other_commands_modules():
 def _code_with_walks(env: jinja2.Environment, src: str, fast: bool) -> bytes:
     from core import fastwalk
 
-    fastwalk.install(fast)
+    fastwalk.enable(fast)
     try:
-        return env._generate(env._parse(src, None, None), None, None).encode()
+        with fastwalk.active():
+            assert fastwalk.installed() is fast
+            return env._generate(env._parse(src, None, None), None, None).encode()
     except jinja2.TemplateSyntaxError as e:
         return str(e).encode()
     finally:
-        fastwalk.install(True)
+        fastwalk.enable(True)
 
 
 def test_fast_tree_walks_generate_the_same_code_as_jinja2s():
@@ -309,30 +311,77 @@ def test_fast_tree_walks_generate_the_same_code_as_jinja2s():
 
 
 def test_fast_tree_walks_yield_what_jinja2s_yield_on_every_corpus_tree():
+    from jinja2.compiler import DependencyFinderVisitor, UndeclaredNameVisitor, find_undeclared
+    from jinja2.idtracking import Symbols, symbols_for_node
+
     from core import fastwalk
 
     kinds = (jinja2.nodes.Name, (jinja2.nodes.For, jinja2.nodes.Block), jinja2.nodes.Expr)
 
-    def walks(node: jinja2.nodes.Node) -> list[list[int]]:
-        out = [[id(v) for _, v in node.iter_fields()], [id(n) for n in node.iter_child_nodes()]]
-        return out + [[id(n) for n in node.find_all(kind)] for kind in kinds]
+    def walks(node: jinja2.nodes.Node) -> list:
+        out: list = [[id(v) for _, v in node.iter_fields()], [id(n) for n in node.iter_child_nodes()]]
+        out += [[id(n) for n in node.find_all(kind)] for kind in kinds]
+        deps = DependencyFinderVisitor()
+        deps.visit(node)
+        out.append((sorted(deps.filters), sorted(deps.tests)))
+        out.append(sorted(find_undeclared([node], ("loop", "messages", "message", "tools", "x"))))
+        if isinstance(node, (jinja2.nodes.Template, jinja2.nodes.For, jinja2.nodes.If, jinja2.nodes.Macro)):
+            sym = symbols_for_node(node, Symbols())
+            out.append((sorted(sym.refs.items()), sorted(sym.loads.items()), sorted(sym.stores)))
+        return out
 
     checked = 0
-    try:
-        for _name, src in _sources()[::2]:
-            try:
-                tree = templating._ENV.parse_raw(src)
-            except jinja2.TemplateSyntaxError:
-                continue
-            fastwalk.install(False)
-            nodes = [tree, *tree.find_all(jinja2.nodes.Node)][::5]
-            jinja2s = [walks(n) for n in nodes]
-            fastwalk.install(True)
+    assert not fastwalk.installed()
+    for _name, src in _sources()[::2]:
+        try:
+            tree = templating._ENV.parse_raw(src)
+        except jinja2.TemplateSyntaxError:
+            continue
+        nodes = [tree, *tree.find_all(jinja2.nodes.Node)][::5]
+        jinja2s = [walks(n) for n in nodes]
+        with fastwalk.active():
+            assert fastwalk.installed()
             assert [walks(n) for n in nodes] == jinja2s
-            checked += len(nodes)
-    finally:
-        fastwalk.install(True)
+        checked += len(nodes)
+    assert not fastwalk.installed()
     assert checked > 10_000
+
+
+def test_plain_jinja2_environments_keep_jinja2s_own_walks():
+    # the fast walks are in place only while one of our compiles runs (core/fastwalk.py): a plain jinja2
+    # environment in the same process (transformers') walks trees with jinja2's own methods before, after and
+    # between them
+    import jinja2.visitor
+
+    from core import fastwalk
+
+    own = {name: getattr(jinja2.nodes.Node, name) for name in ("iter_fields", "iter_child_nodes", "find_all")}
+    assert own["find_all"].__module__ == "jinja2.nodes"
+    assert jinja2.visitor.NodeVisitor.get_visitor.__module__ == "jinja2.visitor"
+    assert jinja2.visitor.NodeVisitor.generic_visit.__module__ == "jinja2.visitor"
+    seen: list[bool] = []
+    real = fastwalk._put
+
+    def spy(table):  # noqa: ANN001, ANN202
+        seen.append(table is fastwalk._FAST)
+        real(table)
+
+    fastwalk._put = spy
+    try:
+        caps.probe_environment().compile("{% for m in messages %}{{ m.content | trim }}{% endfor %}x")
+        with fastwalk.active():
+            with fastwalk.active():  # re-entrant: the inner block ending leaves them in place
+                pass
+            assert fastwalk.installed()
+        assert not fastwalk.installed()
+    finally:
+        fastwalk._put = real
+    assert seen == [True, False, True, False]
+    plain = jinja2.Environment()
+    assert plain.from_string("{% for x in xs %}{{ loop.index }}{{ x|upper }}{% endfor %}").render(xs="ab") == "1A2B"
+    assert {name: getattr(jinja2.nodes.Node, name) for name in own} == own
+    assert jinja2.visitor.NodeVisitor.get_visitor.__module__ == "jinja2.visitor"
+    assert jinja2.visitor.NodeVisitor.generic_visit.__module__ == "jinja2.visitor"
 
 
 def _random_value(rnd: random.Random, depth: int, pool: list) -> object:
