@@ -1028,17 +1028,17 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
         key = (pid, pos)
         r = memo.get(key)
         if r is not None:
-            # replay what the memoized subtree did to the switch bookkeeping
-            made = memo.get((pid, pos, 1))
-            if made:
-                ctx.made += made
-            sw = memo.get((pid, pos, 2))
-            if sw:
-                ctx.switches.extend(sw)
+            if r.__class__ is list:
+                # [result, made, switches]: replay what the memoized subtree did to the switch bookkeeping
+                ctx.made += r[1]
+                if r[2]:
+                    ctx.switches.extend(r[2])
+                return r[0]
             return r
         saved = ctx.eof
         ctx.eof = False
-        made0, switches0 = ctx.made, len(ctx.switches)
+        made0 = ctx.made
+        switches0 = len(ctx.switches)
         st, end, ns = child(ctx, pos)
         if st == FAIL:
             r = (FAIL, end, _EMPTY)
@@ -1052,11 +1052,10 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
             r = (st, end, (node,))
         if ctx.eof:
             return r
-        memo[key] = r
-        if ctx.made != made0:
-            memo[(pid, pos, 1)] = ctx.made - made0
-        if len(ctx.switches) != switches0:
-            memo[(pid, pos, 2)] = tuple(ctx.switches[switches0:])
         ctx.eof = saved
+        if ctx.made != made0 or len(ctx.switches) != switches0:
+            memo[key] = [r, ctx.made - made0, tuple(ctx.switches[switches0:])]
+        else:
+            memo[key] = r
         return r
     return f
