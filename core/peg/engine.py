@@ -633,45 +633,21 @@ def _make_choice(pid: int, children: list[Fn]) -> Fn:
 
 
 def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
-    def f(ctx: _Ctx, pos: int) -> tuple:
+    if lo == 0 and hi == 1:
+        return _make_optional(pid, child)
+
+    def plain(ctx: _Ctx, pos: int) -> tuple:
         start = pos
         n = ctx.n
         count = 0
-        prefix: _AnyT = _EMPTY      # nodes of the items replayed from the hints (a NodeRun: never copied)
-        nodes: list | None = None   # nodes of the items matched by this call
-        hints = ctx.hints
-        if hints is not None:
-            # Streaming: resume after the items an earlier parse of this repetition (same rule and position,
-            # a shorter prefix of the text) matched without looking at the end of the input — they match the
-            # same way now — replaying what they did to the switch bookkeeping, as a memoized node does. Per
-            # feed this costs the items still open, not every item since the start (repeated tool calls).
-            key = (pid, pos, "repeat")
-            h = hints.get(key)
-            made0, sw0 = ctx.made, len(ctx.switches)
-            parent = None
-            if h is not None:
-                count, pos, prefix, made_d, sw, parent = h
-                ctx.made += made_d
-                if sw:
-                    ctx.switches.extend(sw)
-            stable = (count, pos, 0, ctx.made, len(ctx.switches))
-            resumed = count
-        r = None
+        nodes: list | None = None
         while hi == -1 or count < hi:
             if pos >= n:
                 ctx.eof = True
                 ctx.ends += 1
                 break
             made = ctx.made
-            if hints is not None:
-                saved_eof = ctx.eof
-                ctx.eof = False
-                st, end, ns = child(ctx, pos)
-                touched = ctx.eof
-                ctx.eof = saved_eof or touched
-            else:
-                st, end, ns = child(ctx, pos)
-                touched = True
+            st, end, ns = child(ctx, pos)
             if st == OK:
                 if end == pos:
                     break
@@ -682,13 +658,82 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                         nodes.extend(ns)
                 pos = end
                 count += 1
-                if not touched and stable[0] == count - 1:
-                    stable = (count, pos, len(nodes) if nodes else 0, ctx.made, len(ctx.switches))
                 continue
             if st == NMI:
-                if nodes is None and not prefix:
-                    # the only item, cut by the end: its nodes as they are (a repetition around a repetition
-                    # of tool calls would otherwise copy all of them twice per parse of a stream)
+                if nodes is None:
+                    return NMI, end, ns
+                if ns:
+                    nodes.extend(ns)
+                return NMI, end, tuple(nodes)
+            if ctx.made != made:
+                ctx.switches.append((pid, pos, -1))
+            break
+        out = tuple(nodes) if nodes else _EMPTY
+        if count < lo:
+            if pos >= n and ctx.lenient:
+                return NMI, pos, out
+            return FAIL, start, _EMPTY
+        return OK, pos, out
+
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        hints = ctx.hints
+        if hints is None:
+            return plain(ctx, pos)
+        # Streaming: resume after the items an earlier parse of this repetition (same rule and position, a
+        # shorter prefix of the text) matched without looking at the end of the input — they match the same
+        # way now — replaying what they did to the switch bookkeeping, as a memoized node does. Per feed this
+        # costs the items still open, not every item since the start (repeated tool calls); the items
+        # replayed (``prefix``) are a NodeRun, never copied.
+        key = (pid, pos, "repeat")
+        h = hints.get(key)
+        start = pos
+        made0 = ctx.made
+        switches = ctx.switches
+        sw0 = len(switches)
+        if h is None:
+            count = 0
+            prefix: _AnyT = _EMPTY
+            parent = None
+        else:
+            count, pos, prefix, made_d, sw, parent = h
+            if made_d:
+                ctx.made = made0 + made_d
+            if sw:
+                switches.extend(sw)
+        resumed = settled = count
+        s_pos = s_k = s_made = s_sw = 0     # where the items matched without looking at the end stop
+        nodes: list | None = None           # nodes of the items matched by this call
+        n = ctx.n
+        eof = ctx.eof
+        r = None
+        while hi == -1 or count < hi:
+            if pos >= n:
+                eof = True
+                ctx.ends += 1
+                break
+            made = ctx.made
+            ctx.eof = False
+            st, end, ns = child(ctx, pos)
+            if ctx.eof:
+                eof = touched = True
+            else:
+                touched = False
+            if st == OK:
+                if end == pos:
+                    break
+                if ns:
+                    if nodes is None:
+                        nodes = list(ns)
+                    else:
+                        nodes.extend(ns)
+                pos = end
+                count += 1
+                if not touched and settled == count - 1:
+                    settled, s_pos, s_k, s_made, s_sw = count, pos, len(nodes) if nodes else 0, ctx.made, len(switches)
+                continue
+            if st == NMI:
+                if nodes is None and prefix is _EMPTY:
+                    # the only item, cut by the end: its nodes as they are
                     r = (NMI, end, ns)
                     break
                 if ns:
@@ -696,30 +741,56 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                         nodes = list(ns)
                     else:
                         nodes.extend(ns)
-                r = (NMI, end, prefix + tuple(nodes) if nodes else prefix)
-                if prefix:
+                if prefix is _EMPTY:
+                    r = (NMI, end, tuple(nodes))
+                else:
+                    r = (NMI, end, prefix + tuple(nodes) if nodes else prefix)
                     ctx.base = (r[2], (prefix, parent, 0))
                 break
             if ctx.made != made:
-                ctx.switches.append((pid, pos, -1))
+                switches.append((pid, pos, -1))
             break
-        if hints is not None and stable[0] > resumed:
-            c, p, k, m, w = stable
-            if k:
-                grown = prefix.grown(nodes[:k]) if prefix else NodeRun(_EMPTY, nodes[:k], k, _EMPTY)
+        ctx.eof = eof
+        if settled > resumed:
+            if s_k:
+                grown = prefix.grown(nodes[:s_k]) if prefix is not _EMPTY else NodeRun(_EMPTY, nodes[:s_k], s_k, _EMPTY)
             else:
                 grown = prefix
-            hints[key] = (c, p, grown, m - made0, tuple(ctx.switches[sw0:w]), prefix or None)
+            hints[key] = (settled, s_pos, grown, s_made - made0, tuple(switches[sw0:s_sw]),
+                          None if prefix is _EMPTY else prefix)
         if r is not None:
             return r
-        out = prefix + tuple(nodes) if nodes else prefix
-        if prefix:
+        if prefix is _EMPTY:
+            out = tuple(nodes) if nodes else _EMPTY
+        else:
+            out = prefix + tuple(nodes) if nodes else prefix
             ctx.base = (out, (prefix, parent, 0))
         if count < lo:
             if pos >= n and ctx.lenient:
                 return NMI, pos, out
             return FAIL, start, _EMPTY
         return OK, pos, out
+    return f
+
+
+def _make_optional(pid: int, child: Fn) -> Fn:
+    """``child?``: a repetition of at most one item (no replay from the hints: one item is the child's own
+    memoized result). Its nodes are the child's, as they are."""
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        if pos >= ctx.n:
+            ctx.eof = True
+            ctx.ends += 1
+            return OK, pos, _EMPTY
+        made = ctx.made
+        r = child(ctx, pos)
+        st = r[0]
+        if st == OK:
+            return r if r[1] != pos else (OK, pos, _EMPTY)
+        if st == NMI:
+            return r
+        if ctx.made != made:
+            ctx.switches.append((pid, pos, -1))
+        return OK, pos, _EMPTY
     return f
 
 
@@ -961,17 +1032,17 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
         key = (pid, pos)
         r = memo.get(key)
         if r is not None:
-            # replay what the memoized subtree did to the switch bookkeeping
-            made = memo.get((pid, pos, 1))
-            if made:
-                ctx.made += made
-            sw = memo.get((pid, pos, 2))
-            if sw:
-                ctx.switches.extend(sw)
+            if r.__class__ is list:
+                # [result, made, switches]: replay what the memoized subtree did to the switch bookkeeping
+                ctx.made += r[1]
+                if r[2]:
+                    ctx.switches.extend(r[2])
+                return r[0]
             return r
         saved = ctx.eof
         ctx.eof = False
-        made0, switches0 = ctx.made, len(ctx.switches)
+        made0 = ctx.made
+        switches0 = len(ctx.switches)
         st, end, ns = child(ctx, pos)
         if st == FAIL:
             r = (FAIL, end, _EMPTY)
@@ -985,11 +1056,10 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
             r = (st, end, (node,))
         if ctx.eof:
             return r
-        memo[key] = r
-        if ctx.made != made0:
-            memo[(pid, pos, 1)] = ctx.made - made0
-        if len(ctx.switches) != switches0:
-            memo[(pid, pos, 2)] = tuple(ctx.switches[switches0:])
         ctx.eof = saved
+        if ctx.made != made0 or len(ctx.switches) != switches0:
+            memo[key] = [r, ctx.made - made0, tuple(ctx.switches[switches0:])]
+        else:
+            memo[key] = r
         return r
     return f
