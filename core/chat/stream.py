@@ -64,9 +64,10 @@ class IncrementalMapper:
     """
 
     def __init__(self) -> None:
-        from .mapper import ChatMapper
+        from .mapper import ACTIONS, ChatMapper
 
         self._Mapper = ChatMapper
+        self._actions = ACTIONS
         self.m: Any = None
         self.frames: list[list[Any]] = []   # the right spine of the last tree: [node, children, states]
         self.source = ""
@@ -166,12 +167,11 @@ class IncrementalMapper:
 
     # -- walking -------------------------------------------------------------------------------------------------
     @staticmethod
-    def _first_diff(ch: tuple, och: tuple, node: Any, old: Any) -> int:
-        """The index of the first child of ``ch`` that is not the very same object as in ``och`` (the children
-        of ``node`` and of ``old``, None for the top level); ``min(len(ch), len(och))`` when there is none.
-        The engine's ``AstNode.base`` says which children are shared without reading them; otherwise the last
-        candidates are checked first, then the prefix is compared at C speed (identity first)."""
-        c = min(len(ch), len(och))
+    def _first_diff(ch: tuple, och: tuple, node: Any, old: Any, c: int) -> int:
+        """The index of the first of the first ``c`` children of ``ch`` that is not the very same object as in
+        ``och`` (the children of ``node`` and of ``old``, None for the top level), else ``c``. The engine's
+        ``AstNode.base`` says which children are shared without reading them; otherwise the last candidates
+        are checked first, then the prefix is compared at C speed (identity first)."""
         if c == 0:
             return 0
         if node is not None:
@@ -189,6 +189,8 @@ class IncrementalMapper:
                         for j in range(off):   # the children before the replayed ones, one by one
                             if ch[j] is not och[j]:
                                 return j
+                        if lo > c:
+                            return c
                         while lo < c and ch[lo] is och[lo]:
                             lo += 1
                         return lo
@@ -209,7 +211,8 @@ class IncrementalMapper:
         frames = self.frames
         del frames[d + 1:]
         states = frames[d][2]
-        mapit = self.m.map
+        m_ = self.m
+        actions = self._actions
         snap = self._snap
         while True:
             last = len(ch) - 1
@@ -219,8 +222,10 @@ class IncrementalMapper:
                     state = snap()
                 states.append(state)
                 if c.tag:
-                    mapit(c)
-                    state = None
+                    act = actions.get(c.tag)
+                    if act is not None:    # only an action changes the state (``tool`` and the like have none)
+                        act(m_, c)
+                        state = None
                 cc = c.children
                 if not cc:
                     continue
@@ -231,8 +236,10 @@ class IncrementalMapper:
                 while stack:
                     x = stack.pop()
                     if x.tag:
-                        mapit(x)
-                        state = None
+                        act = actions.get(x.tag)
+                        if act is not None:
+                            act(m_, x)
+                            state = None
                     if x.children:
                         stack.extend(reversed(x.children))
             else:
@@ -266,24 +273,28 @@ class IncrementalMapper:
         d = 0
         ch = nodes
         node = None
-        path: list[Any] = []
+        path: list[Any] = []    # (level, children, index gone down into) where later children follow
         while True:
             fr = frames[d]
             och = fr[1]
-            j = self._first_diff(ch, och, node, fr[0])
+            old = fr[0]
             fr[0] = node
             fr[1] = ch
-            if d < top and j == len(och) - 1 and j < len(ch):
+            j = len(och) - 1
+            if d < top and j < len(ch):
                 c = ch[j]
                 oc = och[j]
-                tag = c.tag
-                if (c.start == oc.start and tag == oc.tag and c.rule == oc.rule
-                        and (tag in _GROUPING_TAGS or c.end == oc.end)):
-                    path.append((ch, j))
-                    d += 1
-                    node = c
-                    ch = c.children
-                    continue
+                if c is not oc and (j == 0 or self._first_diff(ch, och, node, old, j) == j):
+                    tag = c.tag
+                    if (c.start == oc.start and tag == oc.tag and c.rule == oc.rule
+                            and (tag in _GROUPING_TAGS or c.end == oc.end)):
+                        if j + 1 < len(ch):
+                            path.append((d, ch, j))
+                        d += 1
+                        node = c
+                        ch = c.children
+                        continue
+            j = self._first_diff(ch, och, node, old, min(len(ch), len(och)))
             break
         n_old = len(och)
         if j < n_old:
@@ -297,12 +308,10 @@ class IncrementalMapper:
             self._map_from(d, ch, r, state)
         elif j < len(ch):   # only new children after the old ones: mapped on from the live state
             self._map_from(d, ch, j, None)
-        # on the way back up: the children after the one gone down into, in every level above
+        # on the way back up: the children after the one gone down into, in the levels above
         while path:
-            d -= 1
-            ch, j = path.pop()
-            if j + 1 < len(ch):
-                self._map_from(d, ch, j + 1, None)
+            d, ch, j = path.pop()
+            self._map_from(d, ch, j + 1, None)
         return self._result()
 
     def _result(self) -> AssistantMessage:
