@@ -79,6 +79,9 @@ class IncrementalMapper:
         # the tool-call list of a message its receiver is done with (recycle): the next message's list is
         # that one brought up to date, so a message costs the calls that changed, not a copy of all of them
         self._spare: tuple | None = None
+        # the message made last, while it is still the mapping of the last tree: an unchanged tree (a parse
+        # that only settled what the fast path saw, like a marker's last character) gives it again
+        self._last: AssistantMessage | None = None
 
     @property
     def prev_nodes(self) -> tuple:
@@ -98,6 +101,14 @@ class IncrementalMapper:
         if getattr(msg, "recycler", None) is self:
             msg.recycler = None
             self._spare = (getattr(msg, "shared_calls", None), msg.tool_calls)
+            if msg is self._last:
+                self._last = None
+
+    def touched(self, msg: AssistantMessage) -> None:
+        """``msg``, a message :meth:`map` made, was changed by its receiver: it is no longer the mapping of any
+        tree, so it is not given again for an unchanged tree."""
+        if msg is self._last:
+            self._last = None
 
     @staticmethod
     def usable() -> bool:
@@ -125,6 +136,7 @@ class IncrementalMapper:
         self._token = object()
         self._published = 0
         self._spare = None
+        self._last = None
 
     # -- snapshots -----------------------------------------------------------------------------------------------
     def _snap(self) -> tuple:
@@ -308,6 +320,9 @@ class IncrementalMapper:
             self._map_from(d, ch, r, state)
         elif j < len(ch):   # only new children after the old ones: mapped on from the live state
             self._map_from(d, ch, j, None)
+        elif not path and self._last is not None:
+            # nothing to map: the message is the one made last time, which nobody has given back or changed
+            return self._last
         # on the way back up: the children after the one gone down into, in the levels above
         while path:
             d, ch, j = path.pop()
@@ -363,6 +378,7 @@ class IncrementalMapper:
             if n > self._published:
                 self._published = n
             out.shared_calls = (self._token, n)
+        self._last = out
         return out
 
 
@@ -1287,6 +1303,8 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
     """Deltas from ``prev`` to ``new`` (as :func:`core.chat.message.compute_deltas`), checking tool calls only
     from the last previously seen one on (llama.cpp ``compute_diffs`` diffs only that one; earlier calls are only
     checked for equality, which is an identity check when the mapper shares them). Raises :class:`StreamRetractionError` when ``new`` does not extend ``prev``."""
+    if prev is new:   # a session gave the same message again: nothing changed
+        return []
     out: list[MessageDelta] = []
     pr, nr = prev.reasoning_content, new.reasoning_content
     if nr is not pr and nr != pr:
@@ -1411,6 +1429,9 @@ class StreamingParser:
         add = "".join(self._appended)
         self._appended = []
         e = self._emitted
+        rec = getattr(e, "recycler", None)
+        if rec is not None and rec.__class__ is IncrementalMapper:
+            rec.touched(e)
         field = self._region.field if self._region is not None else self._fold_field
         if field == "content":
             e.content += add
