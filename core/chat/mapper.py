@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from json.encoder import encode_basestring as _encode_string   # what json.dumps(s, ensure_ascii=False) uses
 from typing import Iterable
 
 from ..peg import chat as T
@@ -44,8 +45,9 @@ def _trim_key(s: str) -> str:
 
 
 def escape_json_inner(s: str) -> str:
-    """``s`` JSON-escaped, without the surrounding quotes."""
-    return json.dumps(s, ensure_ascii=False)[1:-1]
+    """``s`` JSON-escaped, without the surrounding quotes (``json.dumps(s, ensure_ascii=False)``'s escaping:
+    its string encoder, called without building an encoder per string)."""
+    return _encode_string(s)[1:-1]
 
 
 def normalize_python_value(text: str) -> str:
@@ -226,8 +228,8 @@ class ChatMapper:
 
     def _tool_arg_name(self, node: AstNode) -> None:
         if self.current is not None:
-            entry = ("," if self.arg_count > 0 else "") + json.dumps(_trim_key(self.source[node.start:node.end]),
-                                                                      ensure_ascii=False) + ":"
+            key = _encode_string(_trim_key(self.source[node.start:node.end]))
+            entry = ("," + key + ":") if self.arg_count > 0 else key + ":"
             self.arg_count += 1
             target = self._target_get() or "{"
             self._target_set(target + entry)

@@ -1109,36 +1109,47 @@ def json_arguments_region(text: str) -> "OpenRegion":
     return region
 
 
+# delimiter set -> (keep, search, firsts) of the regions it ends (the same few sets come back on every feed)
+_DELIM_INFO: dict[tuple, tuple] = {}
+
+
 class OpenRegion:
     """Fast-path description of an open ``until`` region: the message ``field`` it feeds ("content",
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
-    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws",
-                 "ws_at", "json_start", "chain", "can_hold", "fresh")
+    # the defaults are class attributes (a region is made on every parsing feed: its constructor sets only
+    # what the kind of region needs)
+    # an empty tagged string value: whitespace first may be what the grammar skips before the value (Qwen3-Coder
+    # at improved: "<parameter=x>  a" gives "a"), so only a parse can tell where it goes
+    fresh = False
+    can_hold = False     # content-like: may start holding a cut delimiter back (extend_held)
+    chain: tuple = ()    # "pending": the literals (str) and whitespace runs (None) after ``lit``
+    json_start = False   # "pending" on an empty JSON value: the call's arguments may open there
+    ws: bool | None = False   # "pending" with nothing of the literal yet: whitespace may come first
+    # (pending_ws); None: not decided yet, ``_ws_invariant_end(*ws_at)`` decides it when first read
+    ws_at: tuple | None = None
+    json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
+    held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
+    lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
+    ws_tail = ""
+    escape = ""    # json-arguments: an escape sequence begun but not complete (held back)
+    # "pending" and "json-arguments" regions have no delimiters: nothing to search
+    keep = 0
+    search: Any = None
+    firsts: tuple = ()
 
     def __init__(self, field: str, delims: tuple[str, ...]):
-        # an empty tagged string value: whitespace first may be what the grammar skips before the value (Qwen3-Coder
-        # at improved: "<parameter=x>  a" gives "a"), so only a parse can tell where it goes
-        self.fresh = False
-        self.can_hold = False     # content-like: may start holding a cut delimiter back (extend_held)
-        self.chain: tuple = ()    # "pending": the literals (str) and whitespace runs (None) after ``lit``
-        self.json_start = False   # "pending" on an empty JSON value: the call's arguments may open there
-        self.ws: bool | None = False   # "pending" with nothing of the literal yet: whitespace may come first
-        # (pending_ws); None: not decided yet, ``_ws_invariant_end(*ws_at)`` decides it when first read
-        self.ws_at: tuple | None = None
-        self.json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
-        self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
-        self.lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
-        self.ws_tail = ""
-        self.escape = ""    # json-arguments: an escape sequence begun but not complete (held back)
         self.field = field
         self.delims = delims
-        if not delims:       # "pending" and "json-arguments" regions (one per slow feed on tool calls)
-            self.keep, self.search, self.firsts = 0, None, ()
-            return
-        self.keep = max(len(d) for d in delims) - 1
-        self.search = re.compile("|".join(re.escape(d) for d in delims)).search
-        self.firsts = tuple(dict.fromkeys(d[0] for d in delims))
+        if delims:
+            known = _DELIM_INFO.get(delims)
+            if known is None:
+                known = (max(len(d) for d in delims) - 1,
+                         re.compile("|".join(re.escape(d) for d in delims)).search,
+                         tuple(dict.fromkeys(d[0] for d in delims)))
+                if len(_DELIM_INFO) < 4096:    # a format has a handful of delimiter sets
+                    _DELIM_INFO[delims] = known
+            self.keep, self.search, self.firsts = known
 
     def follow_chain(self, text: str) -> bool:
         """"pending" region whose literal ``lit`` just completed: True when ``text`` (what follows it) only
