@@ -30,6 +30,7 @@ import inspect
 import re
 from typing import Any, Callable
 
+from ..peg.engine import ResultType
 from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta,
                       tool_call_delta)
 
@@ -563,25 +564,29 @@ class PegStreamSession:
     def _parse_text(self, text: str, output: str | None) -> AssistantMessage:
         """The partial parse of ``text`` (generation prompt + ``output``, the output after a repeated turn
         header; None: sliced when needed)."""
+        self.open_region = None
+        main = None
+        if self.entries[0] is None:
+            main = self._run(None, text)
+            if main is not None and not main.switches:
+                # the common case first: the main root covers the text (it needs more input, or succeeded up
+                # to the end: generator.covers) and abandoned nothing it had shown, so its message is the view
+                nmi = main.type is _NEED_MORE_INPUT
+                if nmi or (main.type is _SUCCESS and main.end >= len(text)):
+                    msg, mapper = self._map(None, main, text)
+                    self.memo.note(text, True, _NO_SWITCHES)
+                    if nmi and mapper is not None:
+                        self.open_region = self._region_of(main, len(text), mapper, msg)
+                    return msg
         Probe, consistent_view, covers, map_parse = _generator_fns()
         is_partial = True
         parser = self.parser
         gp = parser.generation_prompt
-        self.open_region = None
-        main = None
         covered: AssistantMessage | None = None
         mapper = None
-        if self.entries[0] is None:
-            main = self._run(None, text)
-            if main is not None and covers(main, text):
-                msg, mapper = self._map(None, main, text)
-                if not (is_partial and main.switched):
-                    if is_partial:
-                        self.memo.note(text, True, frozenset())
-                    if main.need_more_input and mapper is not None:
-                        self.open_region = self._region_of(main, len(text), mapper, msg)
-                    return msg
-                covered = msg
+        if main is not None and covers(main, text):
+            msg, mapper = self._map(None, main, text)
+            covered = msg      # (switched: the view decides, below)
         if not is_partial or main is None:
             return covered if covered is not None else self._recover(text, output, main)
         gp_len = len(gp)
@@ -902,6 +907,9 @@ def _ws_invariant_end(nodes: tuple, n: int) -> bool:
 
 
 _GENERATOR_FNS: tuple | None = None
+_NO_SWITCHES: frozenset = frozenset()
+_NEED_MORE_INPUT = ResultType.NEED_MORE_INPUT
+_SUCCESS = ResultType.SUCCESS
 
 
 def _generator_fns() -> tuple:
