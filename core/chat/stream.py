@@ -531,7 +531,8 @@ class PegStreamSession:
         grew: :class:`StreamingParser`), without comparing the whole text with the previous one."""
         self.open_region = None
         gp = self.parser.generation_prompt
-        eff = self._cutter.append(added)
+        cutter = self._cutter
+        eff = added if cutter.cut is not None else cutter.append(added)   # (decided: the text as it comes)
         if eff is not None:
             full = self._full
             if full is None:
@@ -1351,7 +1352,7 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
         call = ncalls[i]
         if i < len(pcalls):
             old = pcalls[i]
-            if old is call:
+            if old is call or (old.arguments == call.arguments and old.name == call.name and old.id == call.id):
                 continue
             delta = tool_call_delta(i, old, call)
             if delta is not None:
