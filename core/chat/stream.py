@@ -763,13 +763,22 @@ class PegStreamSession:
             field = "arguments"
         else:
             return None
+        exact = tag in self._tag_exact
+        pu = r.pending_until
+        if pu is not None:
+            # the parse looked at the end in one ``until`` only (the engine says where it stopped and what
+            # ends it): the one that made this node, so its own delimiters are the region's, exactly — an
+            # until without any (it takes the rest) holds nothing back, even when another until of the same
+            # tag would (granite 3.2: content after a call is the rest of the text)
+            delims = pu[1]
+            exact = True
         region = OpenRegion(field, delims)
         region.fresh = empty_value
         if held:
-            if tag not in self._tag_exact or not any(len(d) > len(held) and d.startswith(held) for d in delims):
+            if not exact or not any(len(d) > len(held) and d.startswith(held) for d in delims):
                 return None
             region.held = held
-        elif tag in self._tag_exact:
+        elif exact and delims:
             region.can_hold = True   # text ending in a cut delimiter holds it back as the until does
         return region
 
