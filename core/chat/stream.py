@@ -290,24 +290,25 @@ class IncrementalMapper:
         while True:
             fr = frames[d]
             och = fr[1]
-            old = fr[0]
-            fr[0] = node
-            fr[1] = ch
             j = len(och) - 1
             if d < top and j < len(ch):
                 c = ch[j]
                 oc = och[j]
-                if c is not oc and (j == 0 or self._first_diff(ch, och, node, old, j) == j):
-                    tag = c.tag
-                    if (c.start == oc.start and tag == oc.tag and c.rule == oc.rule
-                            and (tag in _GROUPING_TAGS or c.end == oc.end)):
-                        if j + 1 < len(ch):
-                            path.append((d, ch, j))
-                        d += 1
-                        node = c
-                        ch = c.children
-                        continue
-            j = self._first_diff(ch, och, node, old, min(len(ch), len(och)))
+                if (c is not oc and c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule
+                        and (c.end == oc.end or c.tag in _GROUPING_TAGS)
+                        and (j == 0 or ch[j - 1] is och[j - 1]
+                             and (j == 1 or self._first_diff(ch, och, node, fr[0], j - 1) == j - 1))):
+                    fr[0] = node
+                    fr[1] = ch
+                    if j + 1 < len(ch):
+                        path.append((d, ch, j))
+                    d += 1
+                    node = c
+                    ch = c.children
+                    continue
+            j = self._first_diff(ch, och, node, fr[0], min(len(ch), len(och)))
+            fr[0] = node
+            fr[1] = ch
             break
         n_old = len(och)
         if j < n_old:
