@@ -342,3 +342,75 @@ def test_gpt_oss_text_after_the_call_streams_as_a_full_reparse_per_feed():
         if not text.endswith('"pa'):   # a cut call stays streamed (repair truncated-call), the one-shot drops it
             assert runs[0][1] == s.parser.parse(text).to_openai(), text
     assert s.parser.parse(GPT_OSS_OUTPUTS[0]).content == "<|call|>"
+
+
+def test_mapper_on_trees_in_any_order_equals_map_parse():
+    # the spine walk must hold on any sequence of trees, not only a growing text: seeded random prefixes of
+    # several formats' outputs (growing, shrinking, jumping back), each tree from a cached stream parse so that
+    # nodes are shared between trees as in a stream; every message equals a fresh map_parse of that tree
+    import random
+
+    from core.chat.mapper import map_parse
+    from core.peg import ParseCache
+
+    rng = random.Random(16)
+    for name, frags in sorted(FRAGMENTS.items()):
+        parser = _parser(name)
+        text = parser.generation_prompt + "".join(frags) + "".join(frags[:6])
+        cache = ParseCache()
+        mapper = IncrementalMapper()
+        trees = {}
+        for k in sorted(rng.sample(range(1, len(text) + 1), min(len(text), 40))):
+            trees[k] = parser.arena.parse(text[:k], lenient=True, cache=cache)
+        order = list(trees) + rng.sample(list(trees), len(trees)) + sorted(trees, reverse=True)[:10]
+        for k in order:
+            r = trees[k]
+            assert mapper.map(r.nodes, text[:k]) == map_parse(r), (name, k)
+
+
+def test_unchanged_tree_gives_the_last_message_only_while_nobody_changed_it():
+    # a parse whose tree maps to nothing new returns the message made last time (the deltas are then []), but
+    # not once its receiver folded fast-path text into it or gave it back
+    parser = _parser("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja")
+    gp = parser.generation_prompt
+    text = gp + 'Hi <tool_call>\n{"name": "run", "arguments": {"command": "ls"}}\n</tool_call>'
+    r = parser.arena.parse(text, lenient=True)
+    mapper = IncrementalMapper()
+    first = mapper.map(r.nodes, text)
+    assert mapper.map(r.nodes, text) is first
+    mapper.touched(first)
+    second = mapper.map(r.nodes, text)
+    assert second is not first and second == first
+    mapper.recycle(second)
+    third = mapper.map(r.nodes, text)
+    assert third is not second and third == first
+    sp = StreamingParser(parser)
+    for ch in text[len(gp):]:
+        sp.feed(ch)
+    assert sp.message == parser.parse(text[len(gp):], True)
+
+
+def test_mapper_goes_down_only_where_everything_before_is_shared():
+    # hand-made trees: the last child keeps its rule, tag and start while an earlier sibling changed (a
+    # re-created content node with another end, or another node altogether): the state before the last child
+    # is not the logged one, so the mapping restarts at the first change
+    from core.chat.mapper import map_nodes
+    from core.peg.engine import AstNode
+
+    src = "abcdef<x>ghij"
+
+    def tree(content_end: int, name_end: int, shared: AstNode | None = None) -> tuple:
+        content = shared or AstNode("", "content", 0, content_end, (), False)
+        call = AstNode("call", "", 6, 13, (AstNode("", "tool-open", 6, 9, (), False),
+                                           AstNode("", "tool-name", 9, name_end, (), name_end == 13)), True)
+        return (AstNode("root", "", 0, 13, (content, call), True),)
+
+    mapper = IncrementalMapper()
+    for nodes in (tree(6, 12), tree(4, 12), tree(5, 13), tree(6, 13)):
+        assert mapper.map(nodes, src) == map_nodes(nodes, src)
+    first = tree(6, 12)
+    mapper = IncrementalMapper()
+    mapper.map(first, src)
+    grown = tree(6, 13, shared=first[0].children[0])   # the content node shared: only the call is mapped again
+    assert mapper.map(grown, src) == map_nodes(grown, src)
+    assert mapper.frames[1][0] is grown[0]

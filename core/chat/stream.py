@@ -30,6 +30,7 @@ import inspect
 import re
 from typing import Any, Callable
 
+from ..peg.engine import ResultType
 from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta,
                       tool_call_delta)
 
@@ -64,9 +65,10 @@ class IncrementalMapper:
     """
 
     def __init__(self) -> None:
-        from .mapper import ChatMapper
+        from .mapper import ACTIONS, ChatMapper
 
         self._Mapper = ChatMapper
+        self._actions = ACTIONS
         self.m: Any = None
         self.frames: list[list[Any]] = []   # the right spine of the last tree: [node, children, states]
         self.source = ""
@@ -78,6 +80,9 @@ class IncrementalMapper:
         # the tool-call list of a message its receiver is done with (recycle): the next message's list is
         # that one brought up to date, so a message costs the calls that changed, not a copy of all of them
         self._spare: tuple | None = None
+        # the message made last, while it is still the mapping of the last tree: an unchanged tree (a parse
+        # that only settled what the fast path saw, like a marker's last character) gives it again
+        self._last: AssistantMessage | None = None
 
     @property
     def prev_nodes(self) -> tuple:
@@ -97,6 +102,14 @@ class IncrementalMapper:
         if getattr(msg, "recycler", None) is self:
             msg.recycler = None
             self._spare = (getattr(msg, "shared_calls", None), msg.tool_calls)
+            if msg is self._last:
+                self._last = None
+
+    def touched(self, msg: AssistantMessage) -> None:
+        """``msg``, a message :meth:`map` made, was changed by its receiver: it is no longer the mapping of any
+        tree, so it is not given again for an unchanged tree."""
+        if msg is self._last:
+            self._last = None
 
     @staticmethod
     def usable() -> bool:
@@ -124,6 +137,7 @@ class IncrementalMapper:
         self._token = object()
         self._published = 0
         self._spare = None
+        self._last = None
 
     # -- snapshots -----------------------------------------------------------------------------------------------
     def _snap(self) -> tuple:
@@ -166,12 +180,11 @@ class IncrementalMapper:
 
     # -- walking -------------------------------------------------------------------------------------------------
     @staticmethod
-    def _first_diff(ch: tuple, och: tuple, node: Any, old: Any) -> int:
-        """The index of the first child of ``ch`` that is not the very same object as in ``och`` (the children
-        of ``node`` and of ``old``, None for the top level); ``min(len(ch), len(och))`` when there is none.
-        The engine's ``AstNode.base`` says which children are shared without reading them; otherwise the last
-        candidates are checked first, then the prefix is compared at C speed (identity first)."""
-        c = min(len(ch), len(och))
+    def _first_diff(ch: tuple, och: tuple, node: Any, old: Any, c: int) -> int:
+        """The index of the first of the first ``c`` children of ``ch`` that is not the very same object as in
+        ``och`` (the children of ``node`` and of ``old``, None for the top level), else ``c``. The engine's
+        ``AstNode.base`` says which children are shared without reading them; otherwise the last candidates
+        are checked first, then the prefix is compared at C speed (identity first)."""
         if c == 0:
             return 0
         if node is not None:
@@ -189,6 +202,8 @@ class IncrementalMapper:
                         for j in range(off):   # the children before the replayed ones, one by one
                             if ch[j] is not och[j]:
                                 return j
+                        if lo > c:
+                            return c
                         while lo < c and ch[lo] is och[lo]:
                             lo += 1
                         return lo
@@ -209,7 +224,8 @@ class IncrementalMapper:
         frames = self.frames
         del frames[d + 1:]
         states = frames[d][2]
-        mapit = self.m.map
+        m_ = self.m
+        actions = self._actions
         snap = self._snap
         while True:
             last = len(ch) - 1
@@ -219,8 +235,10 @@ class IncrementalMapper:
                     state = snap()
                 states.append(state)
                 if c.tag:
-                    mapit(c)
-                    state = None
+                    act = actions.get(c.tag)
+                    if act is not None:    # only an action changes the state (``tool`` and the like have none)
+                        act(m_, c)
+                        state = None
                 cc = c.children
                 if not cc:
                     continue
@@ -231,8 +249,10 @@ class IncrementalMapper:
                 while stack:
                     x = stack.pop()
                     if x.tag:
-                        mapit(x)
-                        state = None
+                        act = actions.get(x.tag)
+                        if act is not None:
+                            act(m_, x)
+                            state = None
                     if x.children:
                         stack.extend(reversed(x.children))
             else:
@@ -266,24 +286,29 @@ class IncrementalMapper:
         d = 0
         ch = nodes
         node = None
-        path: list[Any] = []
+        path: list[Any] = []    # (level, children, index gone down into) where later children follow
         while True:
             fr = frames[d]
             och = fr[1]
-            j = self._first_diff(ch, och, node, fr[0])
-            fr[0] = node
-            fr[1] = ch
-            if d < top and j == len(och) - 1 and j < len(ch):
+            j = len(och) - 1
+            if d < top and j < len(ch):
                 c = ch[j]
                 oc = och[j]
-                tag = c.tag
-                if (c.start == oc.start and tag == oc.tag and c.rule == oc.rule
-                        and (tag in _GROUPING_TAGS or c.end == oc.end)):
-                    path.append((ch, j))
+                if (c is not oc and c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule
+                        and (c.end == oc.end or c.tag in _GROUPING_TAGS)
+                        and (j == 0 or ch[j - 1] is och[j - 1]
+                             and (j == 1 or self._first_diff(ch, och, node, fr[0], j - 1) == j - 1))):
+                    fr[0] = node
+                    fr[1] = ch
+                    if j + 1 < len(ch):
+                        path.append((d, ch, j))
                     d += 1
                     node = c
                     ch = c.children
                     continue
+            j = self._first_diff(ch, och, node, fr[0], min(len(ch), len(och)))
+            fr[0] = node
+            fr[1] = ch
             break
         n_old = len(och)
         if j < n_old:
@@ -297,12 +322,13 @@ class IncrementalMapper:
             self._map_from(d, ch, r, state)
         elif j < len(ch):   # only new children after the old ones: mapped on from the live state
             self._map_from(d, ch, j, None)
-        # on the way back up: the children after the one gone down into, in every level above
+        elif not path and self._last is not None:
+            # nothing to map: the message is the one made last time, which nobody has given back or changed
+            return self._last
+        # on the way back up: the children after the one gone down into, in the levels above
         while path:
-            d -= 1
-            ch, j = path.pop()
-            if j + 1 < len(ch):
-                self._map_from(d, ch, j + 1, None)
+            d, ch, j = path.pop()
+            self._map_from(d, ch, j + 1, None)
         return self._result()
 
     def _result(self) -> AssistantMessage:
@@ -354,6 +380,7 @@ class IncrementalMapper:
             if n > self._published:
                 self._published = n
             out.shared_calls = (self._token, n)
+        self._last = out
         return out
 
 
@@ -513,7 +540,8 @@ class PegStreamSession:
         gp = self.parser.generation_prompt
         settled, view = self.settled, self._view
         self.settled, self._view = 0, None
-        eff = self._cutter.append(added)
+        cutter = self._cutter
+        eff = added if cutter.cut is not None else cutter.append(added)   # (decided: the text as it comes)
         if eff is not None:
             full = self._full
             if full is None:
@@ -550,28 +578,32 @@ class PegStreamSession:
         header; None: sliced when needed). ``settled``: (length, message) of a prefix whose main parse covers it
         with the switches of the last parse, and that message (the stream's fast path took the text from the
         last parse up to there: the same tree, its open region longer)."""
-        Probe, consistent_view, covers, map_parse = _generator_fns()
-        is_partial = True
-        parser = self.parser
-        gp = parser.generation_prompt
         self.open_region = None
         self._view = None
         main = None
-        covered: AssistantMessage | None = None
-        mapper = None
         if self.entries[0] is None:
             main = self._run(None, text)
-            if main is not None and covers(main, text):
-                msg, mapper = self._map(None, main, text)
-                if not (is_partial and main.switched):
-                    if is_partial:
-                        self.memo.note(text, True, frozenset())
-                    if main.need_more_input and mapper is not None:
+            if main is not None and not main.switches:
+                # the common case first: the main root covers the text (it needs more input, or succeeded up
+                # to the end: generator.covers) and abandoned nothing it had shown, so its message is the view
+                nmi = main.type is _NEED_MORE_INPUT
+                if nmi or (main.type is _SUCCESS and main.end >= len(text)):
+                    msg, mapper = self._map(None, main, text)
+                    self.memo.note(text, True, _NO_SWITCHES)
+                    if nmi and mapper is not None:
                         self.open_region = self._region_of(main, len(text), mapper, msg)
                         if self.open_region is not None:
                             self._view = msg
                     return msg
-                covered = msg
+        Probe, consistent_view, covers, map_parse = _generator_fns()
+        is_partial = True
+        parser = self.parser
+        gp = parser.generation_prompt
+        covered: AssistantMessage | None = None
+        mapper = None
+        if main is not None and covers(main, text):
+            msg, mapper = self._map(None, main, text)
+            covered = msg      # (switched: the view decides, below)
         if not is_partial or main is None:
             return covered if covered is not None else self._recover(text, output, main)
         gp_len = len(gp)
@@ -764,13 +796,22 @@ class PegStreamSession:
             field = "arguments"
         else:
             return None
+        exact = tag in self._tag_exact
+        pu = r.pending_until
+        if pu is not None:
+            # the parse looked at the end in one ``until`` only (the engine says where it stopped and what
+            # ends it): the one that made this node, so its own delimiters are the region's, exactly — an
+            # until without any (it takes the rest) holds nothing back, even when another until of the same
+            # tag would (granite 3.2: content after a call is the rest of the text)
+            delims = pu[1]
+            exact = True
         region = OpenRegion(field, delims)
         region.fresh = empty_value
         if held:
-            if tag not in self._tag_exact or not any(len(d) > len(held) and d.startswith(held) for d in delims):
+            if not exact or not any(len(d) > len(held) and d.startswith(held) for d in delims):
                 return None
             region.held = held
-        elif tag in self._tag_exact:
+        elif exact and delims:
             region.can_hold = True   # text ending in a cut delimiter holds it back as the until does
         return region
 
@@ -909,6 +950,9 @@ def _ws_invariant_end(nodes: tuple, n: int) -> bool:
 
 
 _GENERATOR_FNS: tuple | None = None
+_NO_SWITCHES: frozenset = frozenset()
+_NEED_MORE_INPUT = ResultType.NEED_MORE_INPUT
+_SUCCESS = ResultType.SUCCESS
 
 
 def _generator_fns() -> tuple:
@@ -1116,36 +1160,47 @@ def json_arguments_region(text: str) -> "OpenRegion":
     return region
 
 
+# delimiter set -> (keep, search, firsts) of the regions it ends (the same few sets come back on every feed)
+_DELIM_INFO: dict[tuple, tuple] = {}
+
+
 class OpenRegion:
     """Fast-path description of an open ``until`` region: the message ``field`` it feeds ("content",
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
-    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws",
-                 "ws_at", "json_start", "chain", "can_hold", "fresh")
+    # the defaults are class attributes (a region is made on every parsing feed: its constructor sets only
+    # what the kind of region needs)
+    # an empty tagged string value: whitespace first may be what the grammar skips before the value (Qwen3-Coder
+    # at improved: "<parameter=x>  a" gives "a"), so only a parse can tell where it goes
+    fresh = False
+    can_hold = False     # content-like: may start holding a cut delimiter back (extend_held)
+    chain: tuple = ()    # "pending": the literals (str) and whitespace runs (None) after ``lit``
+    json_start = False   # "pending" on an empty JSON value: the call's arguments may open there
+    ws: bool | None = False   # "pending" with nothing of the literal yet: whitespace may come first
+    # (pending_ws); None: not decided yet, ``_ws_invariant_end(*ws_at)`` decides it when first read
+    ws_at: tuple | None = None
+    json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
+    held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
+    lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
+    ws_tail = ""
+    escape = ""    # json-arguments: an escape sequence begun but not complete (held back)
+    # "pending" and "json-arguments" regions have no delimiters: nothing to search
+    keep = 0
+    search: Any = None
+    firsts: tuple = ()
 
     def __init__(self, field: str, delims: tuple[str, ...]):
-        # an empty tagged string value: whitespace first may be what the grammar skips before the value (Qwen3-Coder
-        # at improved: "<parameter=x>  a" gives "a"), so only a parse can tell where it goes
-        self.fresh = False
-        self.can_hold = False     # content-like: may start holding a cut delimiter back (extend_held)
-        self.chain: tuple = ()    # "pending": the literals (str) and whitespace runs (None) after ``lit``
-        self.json_start = False   # "pending" on an empty JSON value: the call's arguments may open there
-        self.ws: bool | None = False   # "pending" with nothing of the literal yet: whitespace may come first
-        # (pending_ws); None: not decided yet, ``_ws_invariant_end(*ws_at)`` decides it when first read
-        self.ws_at: tuple | None = None
-        self.json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
-        self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
-        self.lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
-        self.ws_tail = ""
-        self.escape = ""    # json-arguments: an escape sequence begun but not complete (held back)
         self.field = field
         self.delims = delims
-        if not delims:       # "pending" and "json-arguments" regions (one per slow feed on tool calls)
-            self.keep, self.search, self.firsts = 0, None, ()
-            return
-        self.keep = max(len(d) for d in delims) - 1
-        self.search = re.compile("|".join(re.escape(d) for d in delims)).search
-        self.firsts = tuple(dict.fromkeys(d[0] for d in delims))
+        if delims:
+            known = _DELIM_INFO.get(delims)
+            if known is None:
+                known = (max(len(d) for d in delims) - 1,
+                         re.compile("|".join(re.escape(d) for d in delims)).search,
+                         tuple(dict.fromkeys(d[0] for d in delims)))
+                if len(_DELIM_INFO) < 4096:    # a format has a handful of delimiter sets
+                    _DELIM_INFO[delims] = known
+            self.keep, self.search, self.firsts = known
 
     def follow_chain(self, text: str) -> bool:
         """"pending" region whose literal ``lit`` just completed: True when ``text`` (what follows it) only
@@ -1310,6 +1365,8 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
     """Deltas from ``prev`` to ``new`` (as :func:`core.chat.message.compute_deltas`), checking tool calls only
     from the last previously seen one on (llama.cpp ``compute_diffs`` diffs only that one; earlier calls are only
     checked for equality, which is an identity check when the mapper shares them). Raises :class:`StreamRetractionError` when ``new`` does not extend ``prev``."""
+    if prev is new:   # a session gave the same message again: nothing changed
+        return []
     out: list[MessageDelta] = []
     pr, nr = prev.reasoning_content, new.reasoning_content
     if nr is not pr and nr != pr:
@@ -1337,7 +1394,7 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
         call = ncalls[i]
         if i < len(pcalls):
             old = pcalls[i]
-            if old is call:
+            if old is call or (old.arguments == call.arguments and old.name == call.name and old.id == call.id):
                 continue
             delta = tool_call_delta(i, old, call)
             if delta is not None:
@@ -1434,6 +1491,9 @@ class StreamingParser:
         add = "".join(self._appended)
         self._appended = []
         e = self._emitted
+        rec = getattr(e, "recycler", None)
+        if rec is not None and rec.__class__ is IncrementalMapper:
+            rec.touched(e)
         field = self._region.field if self._region is not None else self._fold_field
         if field == "content":
             e.content += add
