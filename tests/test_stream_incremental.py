@@ -323,25 +323,78 @@ GPT_OSS_OUTPUTS = [
 
 def test_gpt_oss_text_after_the_call_streams_as_a_full_reparse_per_feed():
     from bench.hostile import hostile_samples
+    from bench.outputs import _request
     from core.templating import ChatTemplate
 
     name = "openai-gpt-oss-120b.jinja"
     src = (TEMPLATES / name).read_text(encoding="utf-8")
     s = {x.kind: x for x in hostile_samples(ChatTemplate(src, name), name, 80)[0]}["calls"]
     assert s.output == GPT_OSS_OUTPUTS[0]
-    for text in GPT_OSS_OUTPUTS:
-        runs = []
-        for incremental in (True, False):
-            sp = StreamingParser(s.parser, incremental=incremental)
-            deltas = [[repr(x) for x in sp.feed(ch)] for ch in text] + [[repr(x) for x in sp.finish()]]
-            runs.append((deltas, sp.message.to_openai()))
-            if incremental and text == s.output:
-                # every character of <|call|> after the arguments: the content fast path
-                assert sp.fast_steps >= len(text) - text.index("}<|call|>") - 2
-        assert runs[0] == runs[1], text
-        if not text.endswith('"pa'):   # a cut call stays streamed (repair truncated-call), the one-shot drops it
-            assert runs[0][1] == s.parser.parse(text).to_openai(), text
-    assert s.parser.parse(GPT_OSS_OUTPUTS[0]).content == "<|call|>"
+    request = ChatRequest.from_dict(_request([{"role": "user", "content": "Plan my trip to Paris."}]))
+    for fidelity in ("llama.cpp", "improved"):
+        parser = build_chat_parser(TemplateDir(str(TEMPLATES)).get(name), request, fidelity=fidelity).parser
+        # at improved, repair trailing-stop-token takes <|call|>: the text after the arguments is not all content
+        assert parser.after_arguments == ("content" if fidelity == "llama.cpp" else None)
+        for text in GPT_OSS_OUTPUTS:
+            runs = []
+            for incremental in (True, False):
+                sp = StreamingParser(parser, incremental=incremental)
+                deltas = [[repr(x) for x in sp.feed(ch)] for ch in text] + [[repr(x) for x in sp.finish()]]
+                runs.append((deltas, sp.message.to_openai()))
+                if incremental and text == s.output:
+                    # every character of <|call|> after the arguments: a fast path
+                    assert sp.fast_steps >= len(text) - text.index("}<|call|>") - 2, fidelity
+            assert runs[0] == runs[1], (fidelity, text)
+            if not text.endswith('"pa'):   # a cut call stays streamed (repair truncated-call), the one-shot drops it
+                assert runs[0][1] == parser.parse(text).to_openai(), (fidelity, text)
+        assert parser.parse(GPT_OSS_OUTPUTS[0]).content == ("<|call|>" if fidelity == "llama.cpp" else "")
+
+
+# Kimi K2: the text after a call's JSON arguments (call end, the next call's begin and id, section end) streams
+# without a parse while the message cannot change (HandlerParser.after_arguments); every way it can leave that
+# shape must give what a full re-parse per feed gives
+KIMI_ARGS = '{"command": "ls"}'
+KIMI_AFTER = [
+    "<|tool_call_end|><|tool_call_begin|>functions.run:1<|tool_call_argument_begin|>",
+    "<|tool_call_begin|>functions.run:12<|tool_call_argument_begin|>",
+    "<|tool_call_end|><|tool_calls_section_end|>",
+    "<|tool_call_end|><|tool_calls_section_end|>after",
+    "<|tool_call_end|>x",
+    "<|tool_call_en<|tool_call_begin|>functions.run:1<|tool_call_argument_begin|>",
+    "<|tool_call_end|> <|tool_call_begin|>functions.run:1<|tool_call_argument_begin|>",
+    "<|tool_call_end|><|tool_call_begin|>functions.ru:1<|tool_call_argument_begin|>",
+    "<|tool_call_end|><|tool_call_begin|>functions.run_it:1<|tool_call_argument_begin|>",
+    "<|tool_call_end|><|tool_call_begin|>functions.run:<|tool_call_argument_begin|>",
+    "<|tool_call_end|><|tool_call_begin|>functions.run:1x<|tool_call_argument_begin|>",
+    "<|tool_call_end|><|tool_call_begin|>functions.run1<|tool_call_argument_begin|>",
+    "<|tool_call_end|><|tool_call_begin|>functions.run:1<|tool_call_argument_begi<|tool_call_end|>",
+    "<|tool_call_end|><|tool_call_begin|>functions.run:1<|tool_call_argument_begin|>oops",
+    "}<|tool_call_end|>",
+    " <|tool_call_end|>",
+]
+
+
+def test_kimi_text_after_the_arguments_streams_as_a_full_reparse_per_feed():
+    fast = {}
+    for parallel in (True, False):
+        parser = bundle("Kimi-K2-Instruct.jinja", tools=[RUN], parallel_tool_calls=parallel).parser
+        assert parser.after_arguments is not None
+        for after in KIMI_AFTER:
+            text = ("Sure.<|tool_calls_section_begin|><|tool_call_begin|>functions.run:0<|tool_call_argument_begin|>"
+                    + KIMI_ARGS + after + (KIMI_ARGS + "<|tool_call_end|>" if after.endswith("begin|>") else ""))
+            runs = []
+            for incremental in (True, False):
+                sp = StreamingParser(parser, incremental=incremental)
+                deltas = [[repr(x) for x in sp.feed(ch)] for ch in text] + [[repr(x) for x in sp.finish()]]
+                runs.append((deltas, sp.message.to_openai()))
+                if incremental:
+                    fast[parallel, after] = sp.fast_steps
+            assert runs[0] == runs[1], (parallel, after)
+            if not after.endswith("oops"):   # (a call opened, then no arguments: streamed, dropped at the end)
+                assert runs[0][1] == parser.parse(text).to_openai(), (parallel, after)
+    # the marker run between two calls is followed, not parsed: one parse after the first call's arguments
+    # (at the second call's argument marker)
+    assert fast[True, KIMI_AFTER[0]] >= 2 * len(KIMI_ARGS) + len(KIMI_AFTER[0]) - 4
 
 
 def test_mapper_on_trees_in_any_order_equals_map_parse():

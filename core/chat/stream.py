@@ -869,6 +869,7 @@ class PegStreamSession:
                 and mapper is not None and msg is not None and mapper.current_is_last_named()
                 and msg.tool_calls and msg.tool_calls[-1].arguments == "{"):
             region.json_start = True
+            region.after = getattr(self.parser, "after_arguments", None)
         return region
 
     def _json_rule(self, name: str) -> bool:
@@ -904,6 +905,7 @@ class PegStreamSession:
         self._json_value_scan = (node.start, node.end, state)
         region = OpenRegion("json-arguments", ())
         region.json = state
+        region.after = getattr(self.parser, "after_arguments", None)
         return region
 
     def _open_json_string(self, src: str, node: Any, mapper: "IncrementalMapper") -> "OpenRegion | None":
@@ -1180,6 +1182,10 @@ class OpenRegion:
     # (pending_ws); None: not decided yet, ``_ws_invariant_end(*ws_at)`` decides it when first read
     ws_at: tuple | None = None
     json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
+    # json-arguments: what text after the value's close does, from a handler (``after_arguments`` of its
+    # parser): "content" — it is all content (the root ends with the arguments, the rest is recovered as
+    # content); a predicate of all the text after the value — true while it leaves the message as it is
+    after: "Callable[[str], bool] | str | None" = None
     held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
     lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
     ws_tail = ""
@@ -1544,6 +1550,13 @@ class StreamingParser:
                 self._appended.append(add)
                 return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
             return None
+        if region.field == "after":
+            w = region.held + text
+            if not region.after(w):   # type: ignore[misc]
+                return None
+            region.held = w
+            self.fast_steps += 1
+            return []
         if region.field == "hidden":
             if region.extend_held(text) is None:
                 return None
@@ -1554,7 +1567,17 @@ class StreamingParser:
                 # the value closed on the previous feed (its brace emitted: the arguments are complete with
                 # it); what follows it needs a parse
                 if region.json[0] == _JCLOSED:
-                    return None
+                    after = region.after
+                    if after == "content":
+                        self._fold()
+                        region.field, region.json, region.after = "content", None, None
+                        return self._fast(text)
+                    if after is None or not after(text):   # type: ignore[operator]
+                        return None
+                    self._fold()
+                    region.field, region.json, region.held = "after", None, text
+                    self.fast_steps += 1
+                    return []
                 out: list[str] = []
                 state = advance_json_value(text, 0, len(text), region.json, out)
                 if state is None:

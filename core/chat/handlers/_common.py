@@ -36,6 +36,7 @@ import contextvars
 import traceback
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
@@ -258,15 +259,23 @@ class Scanner:
         Raises :class:`Incomplete` when the input ends inside one of them, or right after a complete one that
         a longer option would extend (the name is not yet decided); :class:`Mismatch` when none fits."""
         best = None
-        pending = False
+        cut: list[str] = []
+        ends = self.ends
         for opt in options:
             r = self.check(opt)
             if r == 1:
                 if best is None or len(opt) > len(best):
                     best = opt
             elif r == -1:
-                pending = True
-        if pending:
+                cut.append(opt)
+        if cut:
+            if len(cut) > 1:
+                # the input ends inside several names: one look at the end, inside their common prefix (more
+                # text that stays inside it keeps every one of them cut), unless they part right at the end
+                common = os.path.commonprefix(cut)
+                if len(common) > self.n - self.pos:
+                    self.ends = ends + 1
+                    self.cut = (self.pos, common)
             raise Incomplete(self.n)
         if best is None:
             raise Mismatch(self.pos, "no known name here")
@@ -418,13 +427,15 @@ def _scan_json(text: str, pos: int, memo: dict | None) -> int:
 def scan_python_or_json(text: str, pos: int, memo: dict | None = None) -> int:
     """End of a Python-or-JSON literal at ``pos`` (llama.cpp ``python_or_json_value``, used by LFM2): dicts
     (quoted keys, ``ws , ws`` separators), lists (``, ws`` separators), ``'…'`` / ``"…"`` strings, numbers,
-    ``True False None true false null``; containers swallow trailing whitespace. ``memo`` as :func:`scan_json`."""
+    ``True False None true false null``; containers swallow trailing whitespace. ``memo`` as :func:`scan_json`,
+    but a value that reaches the end of ``text`` is not kept: a container's trailing whitespace may go on in a
+    longer text (``{...}`` then spaces, then ``)``), so that end is not the value's end there."""
     if memo is not None:
         hit = memo.get(("py", pos))
         if hit is not None:
             return hit
     end = _scan_python_or_json(text, pos, memo)
-    if memo is not None:
+    if memo is not None and end < len(text):
         memo[("py", pos)] = end
     return end
 
@@ -1596,6 +1607,10 @@ class HandlerParser:
     # the call's JSON arguments are read by streamed_json_value alone: a streaming session may follow the whole
     # open value without a parse (HandlerSession._open_json_value), not only its strings
     json_value_fast_path: bool = False
+    # with json_value_fast_path: whether the text after a call's JSON arguments (from their close to the end
+    # of the input) leaves the message as the parse at the close gives it (Kimi K2: the call end, the next
+    # call's begin and id, up to its arguments); a session then streams it without a parse
+    after_arguments: Callable[[str], bool] | None = None
 
     def header_cut(self, output: str, is_partial: bool = False) -> int | None:
         """Repair ``repeated-turn-header`` (on when ``turn_header`` is set): see
@@ -1868,6 +1883,7 @@ class HandlerSession:
             # "{" already): an object opening there continues as the whole-value fast path
             region = OpenRegion("pending", ())
             region.json_start = True
+            region.after = self.parser.after_arguments
             return region
         if cut is not None and sc.ends == 1 and self.parser.pending_literals and sc.n == len(text):
             # the one look at the end was that literal's: more text that keeps the input inside it gives the
@@ -1922,6 +1938,7 @@ class HandlerSession:
         self._json_value_scan = (start, len(text), state)
         region = OpenRegion("json-arguments", ())
         region.json = state
+        region.after = self.parser.after_arguments
         return region
 
     def _open_json_string(self, start: int, value: str) -> Any:

@@ -146,6 +146,10 @@ class HandlerParser(GeneratedParser):
     name: str = ""
     prompt: str | None = None
     message_delimiters: list[tuple[str, str]] = field(default_factory=list)
+    # streaming: "content" when the root ends with a call's JSON arguments and nothing may follow them, so text
+    # after their close is the content the recovery appends (``main+rest``); a stream then takes it as content
+    # without a parse (:class:`core.chat.stream.OpenRegion` ``after``). None: a parse decides.
+    after_arguments: str | None = None
 
     def describe(self) -> str:
         """A ``# special handler: <name>`` header line, then the arena's readable PEG (:meth:`Arena.describe`)."""
@@ -158,7 +162,7 @@ def make_parser(name: str, arena: Arena, *, generation_prompt: str, parser_gener
                 additional_stops: list[str] | None = None, supports_thinking: bool = False,
                 thinking_start_tag: str = "", thinking_end_tags: list[str] | None = None,
                 message_delimiters: list[tuple[str, str]] | None = None,
-                notes: list[str] | None = None) -> HandlerParser:
+                notes: list[str] | None = None, after_arguments: str | None = None) -> HandlerParser:
     """Assemble a :class:`HandlerParser` (``format`` is ``"peg-native"`` as llama.cpp reports)."""
     return HandlerParser(
         arena=arena,
@@ -177,4 +181,5 @@ def make_parser(name: str, arena: Arena, *, generation_prompt: str, parser_gener
         name=name,
         prompt=prompt,
         message_delimiters=list(message_delimiters or []),
+        after_arguments=after_arguments,
     )

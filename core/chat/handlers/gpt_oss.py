@@ -66,6 +66,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
     include_grammar = has_rf or tools_active
     extract = request.reasoning_format != ReasoningFormat.NONE
     tools = foreach_function(request.tools)
+    ends_with_arguments = []
 
     def root(p):
         start = p.rule("start", p.literal("<|start|>assistant"))
@@ -106,6 +107,8 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             tool_call = p.trigger_rule("tool-call", p.choice(*choices))
             if "trailing-stop-token" in p.repairs:   # <|call|> ends the generation; a logged output keeps it
                 tool_call = tool_call + p.optional(p.repair("trailing-stop-token", p.literal("<|call|>")))
+            else:
+                ends_with_arguments.append(True)
             if request.tool_choice == ToolChoice.REQUIRED:
                 return p.zero_or_more(start + any_msg) + start + tool_call
             return p.zero_or_more(start + any_msg) + start + p.choice(tool_call, final_msg)
@@ -129,7 +132,10 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         message_delimiters=[("assistant", "<|start|>assistant"), ("user", "<|start|>user"),
                             ("system", "<|start|>developer"), ("system", "<|start|>system"),
                             ("tool", "<|start|>functions")],
-        notes=notes)
+        notes=notes,
+        # the root ends with the call's arguments: what follows them is recovered as content (<|call|>, which
+        # ends the generation, included unless the repair takes it)
+        after_arguments="content" if ends_with_arguments else None)
 
 
 __all__ = ["NAME", "detect", "build", "adjust_messages"]

@@ -105,9 +105,69 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         thinking_end_tags=[THINK_END],
         pending_literals=True,   # the body reads the end only through the scanner (checked: see _make_body)
         json_value_fast_path=True,
+        after_arguments=_after_arguments(view),
         **C.grammar_fields(lambda p: _peg_root(p, view), include=view.tools_active,
                            lazy=view.tool_choice.value == "auto", trigger=C.word_trigger(CALL_BEGIN)),
     )
+
+
+def _lit(w: str, i: int, lit: str) -> int | None:
+    """The position after ``lit`` at ``i`` in ``w``; -1 when ``w`` ends inside it (or at ``i``); None when it is
+    not there."""
+    if w.startswith(lit, i):
+        return i + len(lit)
+    return -1 if lit.startswith(w[i:]) else None
+
+
+def _after_arguments(view: C.RequestView) -> Any:
+    """Streaming (``HandlerParser.after_arguments``): whether ``w``, the text after a call's JSON arguments,
+    leaves the message as it is — it only goes on as ``_make_body`` reads it, through the optional call end and
+    then the next call's begin marker, ``functions.NAME:IDX`` and part of its argument marker (nothing of the
+    next call is visible before that marker is complete) or the optional section end (one call only: the
+    section end), and stops before the end of any of them. None when no call can be made, or when a tool's
+    name holds a character of the markers (``:``, ``<``)."""
+    if not view.tools_active or any(":" in t.name or "<" in t.name for t in view.tools):
+        return None
+    heads = ["functions." + t.name for t in view.tools]
+    parallel = view.parallel
+
+    def header(w: str, i: int) -> bool:
+        rest = w[i:]
+        best = None
+        for h in heads:                      # Scanner.choose_literal: the longest name, pending while cut
+            if rest.startswith(h):
+                if best is None or len(h) > len(best):
+                    best = h
+            elif h.startswith(rest):
+                return True
+        if best is None:
+            return False
+        r = _lit(w, i + len(best), ":")
+        if r is None:
+            return False
+        if r == -1:
+            return True
+        m = _DIGITS.match(w, r)
+        if m is None:
+            return r == len(w)
+        k = m.end()
+        return len(w) - k < len(ARGS_BEGIN) and ARGS_BEGIN.startswith(w[k:])
+
+    def after(w: str) -> bool:
+        r = _lit(w, 0, CALL_END)
+        if r == -1:
+            return True
+        i = 0 if r is None else r
+        if parallel:
+            r = _lit(w, i, CALL_BEGIN)
+            if r == -1:
+                return True
+            if r is not None:
+                return header(w, r)
+        r = _lit(w, i, SECTION_END)
+        return r == -1 or r == len(w)
+
+    return after
 
 
 def _peg_root(p: Any, view: C.RequestView) -> Any:
