@@ -1,4 +1,4 @@
-"""Faster drop-in versions of jinja2's tree-walking primitives, installed once by :mod:`core.templating`.
+"""Faster drop-in versions of jinja2's tree-walking primitives, in place only while one of our compiles runs.
 
 Compiling a template walks its tree many times: jinja2's code generator asks every ``for`` loop whether its body
 reads ``loop`` or holds a scoped block (``find_all`` over the loop's subtree), its symbol tracker and dependency
@@ -14,11 +14,17 @@ reaches it, so a transformer that replaces a field while walking sees what it sa
 differs. ``tests/test_perf.py`` checks the compiled code of corpus templates is the same bytes with and without
 them, and the walks' sequences on every corpus tree.
 
+Scope: :func:`active` puts them on jinja2's classes for the duration of a compile of ours
+(``core.templating._LimitedSandbox.compile``) and takes them away when the last such compile ends, so a plain
+jinja2 environment elsewhere in the process (transformers') runs jinja2's own methods (tested).
+
 * ``Node.iter_fields`` / ``Node.iter_child_nodes`` without ``exclude``/``only`` (the only way jinja2 calls them in
   hot paths) read the instance dictionary directly and fall back to ``getattr`` for anything not in it; with
   ``exclude``/``only`` the original runs.
 * ``Node.find_all`` walks with an explicit stack instead of one generator per level (pre-order, as before).
 * ``NodeVisitor.get_visitor`` looks the ``visit_<Class>`` method name up in a per-class table.
+* ``NodeVisitor.generic_visit`` of jinja2's read-only visitors (dependency finder, undeclared-name finder, symbol
+  tracker) walks with an explicit stack instead of one ``visit`` → ``generic_visit`` recursion per node.
 * :func:`absent_from` lets the code generator skip its searches for node classes a template does not contain.
 """
 
@@ -28,6 +34,8 @@ import contextlib
 import threading
 from typing import Any, Iterator
 
+import jinja2.compiler
+import jinja2.idtracking
 import jinja2.nodes
 import jinja2.visitor
 
@@ -100,7 +108,7 @@ def find_all(self: Any, node_type: Any) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def absent_from(tree: Any, kinds: tuple[type, ...]) -> Iterator[frozenset[type]]:
+def absent_from(tree: Any, kinds: tuple[type, ...], known: frozenset[type] | None = None) -> Iterator[frozenset[type]]:
     """Context manager for a walk of ``tree`` that searches it and its subtrees for node classes it rarely holds:
     those of ``kinds`` with no instance anywhere in ``tree`` (found by one walk) make every ``find_all`` of
     them on this thread yield nothing at once inside the block. Yields that set of classes.
@@ -108,9 +116,15 @@ def absent_from(tree: Any, kinds: tuple[type, ...]) -> Iterator[frozenset[type]]
     Only for code that searches nodes of ``tree`` alone and adds no node of those classes while it runs —
     jinja2's code generator, which per template looks for ``Extends``, ``Block`` and ``ImportedName`` in the
     whole tree and for ``Block`` again in every ``for`` loop (a chat template has none of them), and whose
-    constant folder only ever adds ``Const`` nodes."""
-    present = {type(n) for n in find_all(tree, _Node)}
-    absent = frozenset(k for k in kinds if not any(issubclass(p, k) for p in present))
+    constant folder only ever adds ``Const`` nodes.
+
+    ``known``: the classes of ``kinds`` the caller already knows are absent (from the source text, which is
+    cheaper than the walk); the walk is skipped when that is all of ``kinds``."""
+    if known is not None and known.issuperset(kinds):
+        absent = frozenset(kinds)
+    else:
+        present = {type(n) for n in find_all(tree, _Node)}
+        absent = frozenset(k for k in kinds if not any(issubclass(p, k) for p in present))
     previous = getattr(_local, "absent", frozenset())
     _local.absent = previous | absent
     try:
@@ -131,20 +145,109 @@ def get_visitor(self: Any, node: Any) -> Any:
     return getattr(self, name, None)
 
 
+def generic_visit(self: Any, node: Any, *args: Any, **kwargs: Any) -> None:
+    """``NodeVisitor.generic_visit``: visit every child of ``node`` (and, for children without a handler, their
+    children in turn). For the read-only visitors of :data:`_PURE_VISITORS` the subtree is walked with an explicit
+    stack, calling each handler in the very order jinja2's recursion calls it (pre-order, fields in order) with the
+    same arguments; any other visitor gets jinja2's own method (it may override ``visit``, or change the tree)."""
+    cls = type(self)
+    if cls not in _PURE_VISITORS:
+        return _ORIGINAL["generic_visit"](self, node, *args, **kwargs)
+    table = _HANDLERS.get(cls)
+    if table is None:
+        table = _HANDLERS[cls] = {}
+    node_cls = _Node
+    stack = [node]
+    first = True
+    while stack:
+        n = stack.pop()
+        if first:
+            first = False
+        else:
+            tp = type(n)
+            try:
+                handler = table[tp]
+            except KeyError:
+                handler = table[tp] = getattr(cls, f"visit_{tp.__name__}", None)
+            if handler is not None:
+                handler(self, n, *args, **kwargs)
+                continue
+        # push the children last-first, so the first child is visited next
+        d = n.__dict__
+        children = []
+        for name in n.fields:
+            item = d.get(name, _MISSING)
+            if item is _MISSING:
+                try:
+                    item = getattr(n, name)
+                except AttributeError:
+                    continue
+            if isinstance(item, list):
+                for c in item:
+                    if isinstance(c, node_cls):
+                        children.append(c)
+            elif isinstance(item, node_cls):
+                children.append(item)
+        children.reverse()
+        stack.extend(children)
+    return None
+
+
+#: jinja2's visitors that only read the tree and do not override ``visit``/``get_visitor``: the dependency finder
+#: (filters and tests a template uses), the undeclared-name finder (``loop``, ``caller``…) and the symbol tracker.
+_PURE_VISITORS: frozenset[type] = frozenset({jinja2.compiler.DependencyFinderVisitor,
+                                             jinja2.compiler.UndeclaredNameVisitor,
+                                             jinja2.idtracking.FrameSymbolVisitor})
+_HANDLERS: dict[type, dict[type, Any]] = {}  # visitor class -> node class -> unbound visit_<Class> or None
+
+_ORIGINAL["generic_visit"] = jinja2.visitor.NodeVisitor.generic_visit
+
 _FAST = {"iter_fields": iter_fields, "iter_child_nodes": iter_child_nodes, "find_all": find_all,
-         "get_visitor": get_visitor}
+         "get_visitor": get_visitor, "generic_visit": generic_visit}
+
+_lock = threading.Lock()
+_depth = 0        # compiles of ours running now, on any thread (the fast walks are in place while > 0)
+_enabled = True   # False: our compiles use jinja2's own walks too (tests compare both)
 
 
-def install(enabled: bool = True) -> None:
-    """Put the fast walks on jinja2's ``Node`` and ``NodeVisitor`` (``enabled=False`` puts jinja2's own back;
-    the tests compare both). Idempotent; affects every jinja2 environment of the process, which is safe because
-    the results are the same."""
-    table = _FAST if enabled else _ORIGINAL
+def _put(table: dict[str, Any]) -> None:
     for name in ("iter_fields", "iter_child_nodes", "find_all"):
         setattr(_Node, name, table[name])
     jinja2.visitor.NodeVisitor.get_visitor = table["get_visitor"]
+    jinja2.visitor.NodeVisitor.generic_visit = table["generic_visit"]
+
+
+@contextlib.contextmanager
+def active() -> Iterator[None]:
+    """Context manager: the fast walks are on jinja2's ``Node`` and ``NodeVisitor`` inside the block (unless
+    :func:`enable` turned them off), jinja2's own outside every such block. Re-entrant and thread-safe: the
+    first block to start puts them in place, the last to end takes them away. Another thread compiling with a
+    plain jinja2 environment meanwhile gets the fast walks too, which yield exactly what jinja2's yield; once no
+    compile of ours runs, the process sees jinja2 unchanged (tested)."""
+    global _depth
+    with _lock:
+        if _depth == 0 and _enabled:
+            _put(_FAST)
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                _put(_ORIGINAL)
+
+
+def enable(flag: bool = True) -> None:
+    """Whether :func:`active` blocks put the fast walks in place (``False``: jinja2's own; the tests compare both
+    ways). Takes effect at the next block that starts when none runs; call it while no compile runs."""
+    global _enabled
+    with _lock:
+        _enabled = flag
+        if _depth:
+            _put(_FAST if flag else _ORIGINAL)
 
 
 def installed() -> bool:
-    """True when the fast walks are in place."""
+    """True while the fast walks are in place (inside an :func:`active` block)."""
     return _Node.find_all is find_all

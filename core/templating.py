@@ -38,7 +38,6 @@ import jinja2.compiler
 import jinja2.ext
 import jinja2.lexer
 import jinja2.nodes
-import jinja2.optimizer
 import jinja2.sandbox
 import jinja2.utils
 import jinja2.visitor
@@ -47,7 +46,6 @@ from . import codepack, fastwalk
 from . import memo as _memo
 from .errors import RenderLimitError, TemplateRenderError, TemplateSecurityError, TemplateSyntaxError
 
-fastwalk.install()  # same walks, less overhead: see core/fastwalk.py
 
 
 @dataclass(frozen=True)
@@ -363,93 +361,32 @@ def rewrite_loops(tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
     return tree
 
 
-class _OnceOptimizer(jinja2.optimizer.Optimizer):
-    """jinja2's constant folder, run once per expression node instead of once per nesting level.
-
-    jinja2's code generator re-runs the optimizer on every expression it visits, and each run walks the
-    whole subtree: O(size × depth) per expression, which the probe rewriter's extra filter nodes deepen.
-    Folding works bottom-up and is deterministic for a given node and evaluation context, so a subtree the
-    optimizer has already visited is a fixed point: skipping it generates the very same code, faster."""
-
-    def __init__(self, environment: Any) -> None:
-        super().__init__(environment)
-        # (id(node), autoescape) -> node; the node is kept so its id cannot be reused during this compile
-        self._done: dict[tuple[int, Any], Any] = {}
-        # id(node) -> node whose as_const can only raise Impossible (see generic_visit)
-        self._never: dict[int, Any] = {}
-
-    def visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
-        if type(node) is _Name:  # a leaf that never folds (see generic_visit): nothing to do or remember
-            return node
-        autoescape = getattr(args[0], "autoescape", None) if args else None
-        if (id(node), autoescape) in self._done:
-            return node
-        result = super().visit(node, *args, **kwargs)
-        self._done[(id(node), autoescape)] = node
-        self._done[(id(result), autoescape)] = result
-        return result
-
-    def generic_visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
-        # jinja2's folder (Optimizer.generic_visit) folds the children, then tries ``as_const`` on the node and
-        # keeps the Const it gives, if any. That attempt is skipped where it can only raise Impossible: for
-        # the classes keeping jinja2's base ``Expr.as_const`` (Name, Call, …), which does nothing else, and for
-        # a filter, test, attribute, item, comparison or operator whose operand is such a node (or one of these
-        # again; see _OPERAND_FIRST): their ``as_const`` needs the operand's constant before anything that could
-        # succeed, and every other step of it either raises Impossible or was already evaluated, without
-        # error, when the children were folded (``as_const`` is deterministic). The probe rewriter wraps every
-        # variable in a filter, so most expressions are such chains, each attempt re-walking the chain down to
-        # the variable.
-        node = jinja2.visitor.NodeTransformer.generic_visit(self, node, *args, **kwargs)
-        tp = type(node)
-        never = _NEVER_CONST.get(tp)
-        if never is None:
-            never = _NEVER_CONST[tp] = getattr(tp, "as_const", None) is jinja2.nodes.Expr.as_const
-        if never:
-            return node
-        operands = _OPERAND_FIRST.get(tp)
-        if operands is not None:
-            never_ids = self._never
-            for name in operands:
-                operand = getattr(node, name)
-                if operand is not None and (_NEVER_CONST.get(type(operand)) or id(operand) in never_ids):
-                    never_ids[id(node)] = node
-                    return node
-        if isinstance(node, jinja2.nodes.Expr):  # what jinja2's Optimizer.generic_visit does after the children
-            try:
-                return jinja2.nodes.Const.from_untrusted(node.as_const(args[0] if args else None),
-                                                         lineno=node.lineno, environment=self.environment)
-            except jinja2.nodes.Impossible:
-                pass
-        return node
-
-
-_Name = jinja2.nodes.Name
 _RARE_NODES = (jinja2.nodes.Extends, jinja2.nodes.Block, jinja2.nodes.ImportedName)
-# node class -> True when its as_const is jinja2's base Expr.as_const (always raises Impossible)
-_NEVER_CONST: "dict[type, bool]" = {jinja2.nodes.Name: True}
-# node class -> operands whose as_const it calls before anything that could succeed, inside its own
-# try-Impossible or with nothing between (jinja2 3.1 nodes.py): one that can only raise Impossible makes the node's
-# as_const raise it too. And/Or read their right side only after the left one.
-_OPERAND_FIRST: "dict[type, tuple[str, ...]]" = {
-    **{cls: ("node",) for cls in (jinja2.nodes.Filter, jinja2.nodes.Test, jinja2.nodes.Getattr, jinja2.nodes.Getitem,
-                                  jinja2.nodes.Not, jinja2.nodes.Neg, jinja2.nodes.Pos)},
-    jinja2.nodes.Compare: ("expr",),
-    jinja2.nodes.And: ("left",),
-    jinja2.nodes.Or: ("left",),
-    **{cls: ("left", "right") for cls in (jinja2.nodes.Add, jinja2.nodes.Sub, jinja2.nodes.Mul, jinja2.nodes.Div,
-                                          jinja2.nodes.FloorDiv, jinja2.nodes.Mod, jinja2.nodes.Pow)},
-}
+
+
+def _absent_by_source(source: str) -> frozenset[type]:
+    """The classes of :data:`_RARE_NODES` a tree parsed from ``source`` by the project's parser (jinja2's, with
+    the ``generation`` and loop-control tags) and rewritten by our rewriters cannot hold: jinja2's parser makes
+    an ``Extends`` only for the tag ``extends`` and a ``Block`` only for the tag ``block``, whose names must then
+    appear in the text; nothing of ours makes an ``ImportedName`` (only extensions such as i18n do)."""
+    absent = {jinja2.nodes.ImportedName}
+    if "extends" not in source:
+        absent.add(jinja2.nodes.Extends)
+    if "block" not in source:
+        absent.add(jinja2.nodes.Block)
+    return frozenset(absent)
 
 
 class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
     """Compiles ``a ~ b`` to a size-checked join, so string doubling in a loop stops at the output cap
-    instead of exhausting memory (jinja2 otherwise calls ``str_join`` directly); folds constants once per
-    node (:class:`_OnceOptimizer`)."""
+    instead of exhausting memory (jinja2 otherwise calls ``str_join`` directly); bounds code generation by the
+    compile time limit; skips jinja2's searches for node classes a chat template does not hold.
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if self.optimizer is not None:
-            self.optimizer = _OnceOptimizer(self.environment)
+    The project's environments are built with ``optimized=False`` (:func:`_make_environment`): jinja2's constant
+    folder re-walked every expression at every nesting level during code generation (a third of it on the corpus)
+    to precompute what a render computes anyway — same values through the same sandbox hooks and filters, so the
+    analyses of all 351 corpus templates are byte-identical without it (tests/test_perf.py). It also evaluated
+    filters at compile time, outside any render deadline."""
 
     _until: float = 0.0
     _visits: int = 0
@@ -467,8 +404,9 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
 
     def visit_Template(self, node: jinja2.nodes.Template, frame: Any = None) -> None:
         # jinja2 searches the whole tree for Extends, Block and ImportedName, and every for loop's subtree for
-        # Block again; chat templates have none, so one walk up front answers all of those searches
-        with fastwalk.absent_from(node, _RARE_NODES):
+        # Block again; chat templates have none, so the source text (or else one walk up front) answers all of
+        # those searches
+        with fastwalk.absent_from(node, _RARE_NODES, node.__dict__.get("_cte_absent")):
             super().visit_Template(node, frame)
 
     def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
@@ -553,11 +491,23 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         node = _PARSED.pop(source, None)
         if node is None or not _parses_alike(self):
             node = super()._parse(source, name, filename)
-        return rewrite_loops(self._rewrite_tree(node))
+        tree = rewrite_loops(self._rewrite_tree(node))
+        if _parses_alike(self):
+            tree._cte_absent = _absent_by_source(source)  # read by _LimitedCodeGenerator.visit_Template
+        return tree
+
+    def compile(self, source: Any, name: str | None = None, filename: str | None = None, raw: bool = False,
+                defer_init: bool = False) -> Any:
+        """jinja2's ``Environment.compile`` (same arguments, result and errors), with the fast tree walks of
+        :mod:`core.fastwalk` in place while it runs: parsing, the rewriters and code generation walk the tree
+        many times. Only our compiles use them; the rest of the process keeps jinja2's own."""
+        with fastwalk.active():
+            return super().compile(source, name, filename, raw, defer_init)
 
     def parse_raw(self, source: str, name: str | None = None) -> jinja2.nodes.Template:
         """The template's tree as jinja2 parses it (time-limited lexing), before any rewriting."""
-        return super()._parse(source, name, None)
+        with fastwalk.active():  # the parser's last step visits every node (set_environment)
+            return super()._parse(source, name, None)
 
     def _rewrite_tree(self, tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
         """Hook for subclasses rewriting the parsed template; the loop checks are added after it."""
@@ -1021,6 +971,7 @@ def _make_environment() -> _LimitedSandbox:
         lstrip_blocks=True,
         extensions=[GenerationBlockExtension, jinja2.ext.loopcontrols],
         finalize=_checked_print,
+        optimized=False,
     )
     env.filters["tojson"] = _tojson
     for name in ("center", "indent", "wordwrap", "truncate"):

@@ -287,3 +287,74 @@ def test_streamed_repetition_names_its_replayed_items():
             marked += 1
     assert fresh.nodes[-1].base is None        # no cache, no mark
     assert marked > len(text) // 2             # every parse after the first call resumes
+
+
+def test_node_run_reads_as_a_tuple():
+    # NodeRun (a resumed repetition's children): head + run[:k] + tail, read like the tuple it stands for
+    from core.peg.engine import NodeRun
+
+    run = ["a", "b", "c", "d"]
+    v = NodeRun(("h",), run, 3, ("t1", "t2"))
+    as_tuple = ("h", "a", "b", "c", "t1", "t2")
+    assert len(v) == 6 and bool(v) and tuple(v) == as_tuple
+    assert [v[i] for i in range(-6, 6)] == list(as_tuple) * 2
+    with pytest.raises(IndexError):
+        v[6]
+    with pytest.raises(IndexError):
+        v[-7]
+    for lo in range(-7, 8):
+        for hi in range(-7, 8):
+            assert v[lo:hi] == as_tuple[lo:hi]
+    assert v[::2] == as_tuple[::2] and v[::-1] == as_tuple[::-1]
+    assert list(reversed(v)) == list(reversed(as_tuple))
+    assert v == as_tuple and v == NodeRun((), list(as_tuple), 6, ()) and v != as_tuple[:-1]
+    assert hash(v) == hash(as_tuple)
+    assert tuple(v + ("x",)) == as_tuple + ("x",) and tuple(("x",) + v) == ("x",) + as_tuple
+    assert isinstance(("x",) + v, NodeRun)      # no copy of the run
+    # growing: the shared list is appended to only by its last view; earlier views keep what they showed
+    p = NodeRun((), ["a", "b"], 2, ())
+    q = p.grown(["c"])
+    assert q.run is p.run and tuple(p) == ("a", "b") and tuple(q) == ("a", "b", "c")
+    r = p.grown(["x"])                          # p is no longer the list's last view: a list of its own
+    assert r.run is not p.run and tuple(r) == ("a", "b", "x") and tuple(q) == ("a", "b", "c")
+
+
+def _streaming_grammar(p):
+    # optional, repetitions (zero or more / one or more / bounded), choices whose first alternative fails
+    # late, atomics and tags: what the engine's stream bookkeeping (hints, NodeRun, optional) touches
+    arg = p.rule("arg", p.tag("tool-arg-name", p.chars("[a-z]")) + "=" + p.tag("tool-arg-value", p.chars("[0-9]")))
+    call = p.rule("call", p.tool_open("<c ") + p.tool_name(p.choice(p.literal("fnx"), p.literal("fn")))
+                  + p.space() + p.optional(arg + p.zero_or_more(p.space() + "," + p.space() + arg))
+                  + p.tool_close(p.atomic(p.literal("/>"))))
+    pair = p.rule("pair", p.literal("ab") + p.optional("c"))
+    return (p.optional(p.content(p.until_one_of(["<c ", "[["])))
+            + p.optional(p.rule("pairs", "[[" + p.repeat(pair + p.space(), 1, 3) + "]]"))
+            + p.rule("calls", p.zero_or_more(p.optional(call) + p.space())) + p.end())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_seeded_streams_equal_fresh_parses(seed):
+    # streams that end inside every kind of node, alternatives that fail after a resume (``fnx`` / ``fn``),
+    # repetition items whose last part fails later (``ab`` then ``abx``), bounded repetitions that stop:
+    # every prefix parsed with the stream's cache gives the tree, result and bookkeeping of a fresh parse
+    import random
+
+    rnd = random.Random(seed)
+    pieces = ["<c fn />", "<c fnx a=1 , b=22/>", "<c fn a=1,b=2 />", "[[ab abc ", "ab ", "]]", "abx", "<c fn a=",
+              "hello ", "<c", " ", "\n", "/>", "<c fnx/>", "<c fn a=1 ,", "[[", "x"]
+    text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(4, 14)))
+    arena = build_chat_peg_parser(_streaming_grammar)
+    cache = ParseCache()
+    for i in range(len(text) + 1):
+        prefix = text[:i]
+        a = arena.parse(prefix, cache=cache)
+        b = arena.parse(prefix)
+        assert (a.type, a.end, a.switches, a.pending, a.pending_ws, a.pending_chain, a.pending_until) == \
+            (b.type, b.end, b.switches, b.pending, b.pending_ws, b.pending_chain, b.pending_until), prefix
+        assert [(n.tag, n.rule, n.start, n.end, n.partial, len(n.children)) for n in a.visit()] == \
+            [(n.tag, n.rule, n.start, n.end, n.partial, len(n.children)) for n in b.visit()], prefix
+        for n in a.visit():
+            if n.base is not None:      # the replayed prefix is where base says, the very objects
+                pre, parent, off = n.base
+                assert all(x is y for x, y in zip(n.children[off:off + len(pre)], pre))
+                assert parent is None or tuple(pre[:len(parent)]) == tuple(parent)

@@ -74,26 +74,34 @@ def test_analyses_identical_uncached_disk_cached_and_memoized_on_all_templates(t
     assert memoized == uncached
 
 
-def test_once_optimizer_generates_the_same_code_as_jinja2():
-    env = caps.probe_environment()
-    once = templating._LimitedCodeGenerator.__init__
-    plain = jinja2.compiler.CodeGenerator.__init__
-    # corpus templates, plus expressions where folding succeeds, fails or short-circuits around a variable
-    folding = ["{{ 'a'|safe ~ x }}{{ (1 + 2) * x }}{{ not x and 'y' }}{{ 'a' if true else x }}{{ -x }}{{ -1 }}",
-               "{{ x.y[1]|upper is defined }}{{ 1 < x < 3 }}{{ 1 < 2 < x }}{{ 2 < 1 < x }}{{ [1, x]|length }}",
-               "{% set a = 1 / 0 %}{{ 2 ** 3 }}{{ 7 // 2 }}{{ x or 1 }}{{ 0 and x }}{{ 1 or x }}{{ 'a' ~ 1 }}",
-               "{{ ('%s'|format(1)) ~ ('b'|safe) }}{{ {'a': x}.a }}{{ 'ab'[0] }}{{ x['a']|default(1 - 1) }}"]
-    for name, src in [*_sources()[::18], *((f"folding {i}", s) for i, s in enumerate(folding))]:
-        codes = []
-        for init in (plain, once):
-            templating._LimitedCodeGenerator.__init__ = init
+def test_renders_without_the_constant_folder_equal_jinja2s_folded_renders():
+    # our environments compile without jinja2's optimizer (core/templating.py, _LimitedCodeGenerator): what it
+    # folded at compile time is computed by the render, to the same text or the same error
+    env = templating._make_environment()
+    assert not env.optimized and caps.probe_environment().optimized is False
+    folded = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                          extensions=["jinja2.ext.loopcontrols"])
+    assert folded.optimized
+    cases = ["{{ 'a'|safe ~ x }}{{ (1 + 2) * x }}{{ not x and 'y' }}{{ 'a' if true else x }}{{ -x }}{{ -1 }}",
+             "{{ x|string|upper is defined }}{{ 1 < x < 3 }}{{ 1 < 2 < x }}{{ 2 < 1 < x }}{{ [1, x]|length }}",
+             "{{ 2 ** 3 }}{{ 7 // 2 }}{{ x or 1 }}{{ 0 and x }}{{ 1 or x }}{{ 'a' ~ 1 }}{{ 'ab'[0] }}",
+             "{{ ('%s'|format(1)) ~ ('b'|safe) }}{{ {'a': x}.a }}{{ x|default(1 - 1) }}{{ 'a b'|title }}",
+             "{% set a = ['x', 'y']|join('-') %}{{ a }}{% for i in [3, 1, 2]|sort %}{{ i }}{% endfor %}",
+             "{% set a = 1 / 0 %}{{ a }}", "{{ 'abc'|unknown_filter }}"]
+    compared = 0
+    for src in cases:
+        outs = []
+        for e in (env, folded):
             try:
-                codes.append(marshal.dumps(env.compile(src)))
-            except jinja2.TemplateSyntaxError as e:
-                codes.append(str(e).encode())
-            finally:
-                templating._LimitedCodeGenerator.__init__ = once
-        assert codes[0] == codes[1], name
+                outs.append(e.from_string(src).render(x=2))
+            except Exception as exc:  # the same failure, raised by the render instead of at compile time
+                outs.append(f"{type(exc).__name__}: {exc}")
+        assert outs[0] == outs[1], src
+        compared += 1
+    assert compared == len(cases)
+    code = env.compile("{% set v = 'a' ~ 'b' %}{{ v }}", raw=True)
+    assert "checked_concat(('a', 'b', ))" in code  # evaluated by the render, not folded into 'ab'
+    assert "'ab'" in folded.compile("{% set v = 'a' ~ 'b' %}{{ v }}", raw=True)
 
 
 def test_a_new_template_is_parsed_once(monkeypatch, tmp_path):
@@ -293,13 +301,15 @@ def test_analyze_command_does_not_import_the_other_commands_modules():
 def _code_with_walks(env: jinja2.Environment, src: str, fast: bool) -> bytes:
     from core import fastwalk
 
-    fastwalk.install(fast)
+    fastwalk.enable(fast)
     try:
-        return env._generate(env._parse(src, None, None), None, None).encode()
+        with fastwalk.active():
+            assert fastwalk.installed() is fast
+            return env._generate(env._parse(src, None, None), None, None).encode()
     except jinja2.TemplateSyntaxError as e:
         return str(e).encode()
     finally:
-        fastwalk.install(True)
+        fastwalk.enable(True)
 
 
 def test_fast_tree_walks_generate_the_same_code_as_jinja2s():
@@ -309,30 +319,77 @@ def test_fast_tree_walks_generate_the_same_code_as_jinja2s():
 
 
 def test_fast_tree_walks_yield_what_jinja2s_yield_on_every_corpus_tree():
+    from jinja2.compiler import DependencyFinderVisitor, UndeclaredNameVisitor, find_undeclared
+    from jinja2.idtracking import Symbols, symbols_for_node
+
     from core import fastwalk
 
     kinds = (jinja2.nodes.Name, (jinja2.nodes.For, jinja2.nodes.Block), jinja2.nodes.Expr)
 
-    def walks(node: jinja2.nodes.Node) -> list[list[int]]:
-        out = [[id(v) for _, v in node.iter_fields()], [id(n) for n in node.iter_child_nodes()]]
-        return out + [[id(n) for n in node.find_all(kind)] for kind in kinds]
+    def walks(node: jinja2.nodes.Node) -> list:
+        out: list = [[id(v) for _, v in node.iter_fields()], [id(n) for n in node.iter_child_nodes()]]
+        out += [[id(n) for n in node.find_all(kind)] for kind in kinds]
+        deps = DependencyFinderVisitor()
+        deps.visit(node)
+        out.append((sorted(deps.filters), sorted(deps.tests)))
+        out.append(sorted(find_undeclared([node], ("loop", "messages", "message", "tools", "x"))))
+        if isinstance(node, (jinja2.nodes.Template, jinja2.nodes.For, jinja2.nodes.If, jinja2.nodes.Macro)):
+            sym = symbols_for_node(node, Symbols())
+            out.append((sorted(sym.refs.items()), sorted(sym.loads.items()), sorted(sym.stores)))
+        return out
 
     checked = 0
-    try:
-        for _name, src in _sources()[::2]:
-            try:
-                tree = templating._ENV.parse_raw(src)
-            except jinja2.TemplateSyntaxError:
-                continue
-            fastwalk.install(False)
-            nodes = [tree, *tree.find_all(jinja2.nodes.Node)][::5]
-            jinja2s = [walks(n) for n in nodes]
-            fastwalk.install(True)
+    assert not fastwalk.installed()
+    for _name, src in _sources()[::2]:
+        try:
+            tree = templating._ENV.parse_raw(src)
+        except jinja2.TemplateSyntaxError:
+            continue
+        nodes = [tree, *tree.find_all(jinja2.nodes.Node)][::5]
+        jinja2s = [walks(n) for n in nodes]
+        with fastwalk.active():
+            assert fastwalk.installed()
             assert [walks(n) for n in nodes] == jinja2s
-            checked += len(nodes)
-    finally:
-        fastwalk.install(True)
+        checked += len(nodes)
+    assert not fastwalk.installed()
     assert checked > 10_000
+
+
+def test_plain_jinja2_environments_keep_jinja2s_own_walks():
+    # the fast walks are in place only while one of our compiles runs (core/fastwalk.py): a plain jinja2
+    # environment in the same process (transformers') walks trees with jinja2's own methods before, after and
+    # between them
+    import jinja2.visitor
+
+    from core import fastwalk
+
+    own = {name: getattr(jinja2.nodes.Node, name) for name in ("iter_fields", "iter_child_nodes", "find_all")}
+    assert own["find_all"].__module__ == "jinja2.nodes"
+    assert jinja2.visitor.NodeVisitor.get_visitor.__module__ == "jinja2.visitor"
+    assert jinja2.visitor.NodeVisitor.generic_visit.__module__ == "jinja2.visitor"
+    seen: list[bool] = []
+    real = fastwalk._put
+
+    def spy(table):  # noqa: ANN001, ANN202
+        seen.append(table is fastwalk._FAST)
+        real(table)
+
+    fastwalk._put = spy
+    try:
+        caps.probe_environment().compile("{% for m in messages %}{{ m.content | trim }}{% endfor %}x")
+        with fastwalk.active():
+            with fastwalk.active():  # re-entrant: the inner block ending leaves them in place
+                pass
+            assert fastwalk.installed()
+        assert not fastwalk.installed()
+    finally:
+        fastwalk._put = real
+    assert seen == [True, False, True, False]
+    plain = jinja2.Environment()
+    assert plain.from_string("{% for x in xs %}{{ loop.index }}{{ x|upper }}{% endfor %}").render(xs="ab") == "1A2B"
+    assert {name: getattr(jinja2.nodes.Node, name) for name in own} == own
+    assert jinja2.visitor.NodeVisitor.get_visitor.__module__ == "jinja2.visitor"
+    assert jinja2.visitor.NodeVisitor.generic_visit.__module__ == "jinja2.visitor"
 
 
 def _random_value(rnd: random.Random, depth: int, pool: list) -> object:

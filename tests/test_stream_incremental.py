@@ -286,16 +286,17 @@ def test_stream_setup_parses_the_generation_prompt_and_skips_an_absent_header_cu
                                    fidelity=fidelity).parser
         session = PegStreamSession(parser)
         assert session.caches[None].text == parser.generation_prompt == "<|start|>assistant"
-        assert session.mappers[None].log and session.mappers[None].source == ""   # mapped, text released
+        assert session.mappers[None].m is not None and session.mappers[None].source == ""   # mapped, released
         assert TurnHeaderCut(parser).cut == (0 if not parser.turn_header else None), fidelity
         text = '<|channel|>commentary to=functions.run <|constrain|>json<|message|>{"command": "ls"}<|call|>'
         assert _check_stream(parser, list(text)).message == parser.parse(text)
 
 
-def test_mapper_log_snapshots_equal_a_fresh_mapping_at_every_step():
-    # IncrementalMapper.map shares one state snapshot between the untagged nodes mapped in a row and reuses the
-    # snapshot it restored: after every feed, each log entry's snapshot, the final state and the live state equal
-    # what mapping the same tree from scratch records (a fresh mapper snapshots before every node)
+def test_mapper_spine_snapshots_equal_a_fresh_mapping_at_every_step():
+    # IncrementalMapper.map keeps the right spine of the tree with a snapshot before each child of each spine
+    # node, goes down it while the nodes were re-created alike, restores the snapshot before the first change
+    # and maps on from the live state when the tree only grew: after every feed, the spine (the very nodes),
+    # each snapshot and the live state equal what mapping the same tree from scratch records
     parser = bundle("Qwen-Qwen3-0.6B.jinja", tools=[RUN], reasoning_format="deepseek").parser
     text = "<think>plan</think>" + "".join(
         '<tool_call>\n{"name": "run", "arguments": {"command": "ls %d", "n": %d}}\n</tool_call>\n' % (i, i)
@@ -305,13 +306,15 @@ def test_mapper_log_snapshots_equal_a_fresh_mapping_at_every_step():
     for i, ch in enumerate(text):
         session.parse_appended(ch)
         mapper = session.mappers[session.entries[0]]
-        if mapper.m is None or not mapper.log:
+        if mapper.m is None or not mapper.frames:
             continue
         fresh = IncrementalMapper()   # the tree the session mapped last (fast-path feeds map nothing)
         fresh.map(mapper.prev_nodes, parser.generation_prompt + text[:i + 1])
-        assert [e[2] for e in mapper.log] == [e[2] for e in fresh.log], text[:i + 1]
-        assert mapper.final == fresh.final == mapper._snap(), text[:i + 1]
-        checked += 1
+        assert len(mapper.frames) == len(fresh.frames), text[:i + 1]
+        for f, g in zip(mapper.frames, fresh.frames):
+            assert f[0] is g[0] and f[1] is g[1] and f[2] == g[2], text[:i + 1]
+        assert mapper._snap() == fresh._snap(), text[:i + 1]
+        checked += len(mapper.frames) > 2
     assert checked > len(text) // 2
 
 
@@ -410,3 +413,75 @@ def test_kimi_text_after_the_arguments_streams_as_a_full_reparse_per_feed():
     # the marker run between two calls is followed, not parsed: one parse after the first call's arguments
     # (at the second call's argument marker)
     assert fast[True, KIMI_AFTER[0]] >= 2 * len(KIMI_ARGS) + len(KIMI_AFTER[0]) - 4
+
+
+def test_mapper_on_trees_in_any_order_equals_map_parse():
+    # the spine walk must hold on any sequence of trees, not only a growing text: seeded random prefixes of
+    # several formats' outputs (growing, shrinking, jumping back), each tree from a cached stream parse so that
+    # nodes are shared between trees as in a stream; every message equals a fresh map_parse of that tree
+    import random
+
+    from core.chat.mapper import map_parse
+    from core.peg import ParseCache
+
+    rng = random.Random(16)
+    for name, frags in sorted(FRAGMENTS.items()):
+        parser = _parser(name)
+        text = parser.generation_prompt + "".join(frags) + "".join(frags[:6])
+        cache = ParseCache()
+        mapper = IncrementalMapper()
+        trees = {}
+        for k in sorted(rng.sample(range(1, len(text) + 1), min(len(text), 40))):
+            trees[k] = parser.arena.parse(text[:k], lenient=True, cache=cache)
+        order = list(trees) + rng.sample(list(trees), len(trees)) + sorted(trees, reverse=True)[:10]
+        for k in order:
+            r = trees[k]
+            assert mapper.map(r.nodes, text[:k]) == map_parse(r), (name, k)
+
+
+def test_unchanged_tree_gives_the_last_message_only_while_nobody_changed_it():
+    # a parse whose tree maps to nothing new returns the message made last time (the deltas are then []), but
+    # not once its receiver folded fast-path text into it or gave it back
+    parser = _parser("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja")
+    gp = parser.generation_prompt
+    text = gp + 'Hi <tool_call>\n{"name": "run", "arguments": {"command": "ls"}}\n</tool_call>'
+    r = parser.arena.parse(text, lenient=True)
+    mapper = IncrementalMapper()
+    first = mapper.map(r.nodes, text)
+    assert mapper.map(r.nodes, text) is first
+    mapper.touched(first)
+    second = mapper.map(r.nodes, text)
+    assert second is not first and second == first
+    mapper.recycle(second)
+    third = mapper.map(r.nodes, text)
+    assert third is not second and third == first
+    sp = StreamingParser(parser)
+    for ch in text[len(gp):]:
+        sp.feed(ch)
+    assert sp.message == parser.parse(text[len(gp):], True)
+
+
+def test_mapper_goes_down_only_where_everything_before_is_shared():
+    # hand-made trees: the last child keeps its rule, tag and start while an earlier sibling changed (a
+    # re-created content node with another end, or another node altogether): the state before the last child
+    # is not the logged one, so the mapping restarts at the first change
+    from core.chat.mapper import map_nodes
+    from core.peg.engine import AstNode
+
+    src = "abcdef<x>ghij"
+
+    def tree(content_end: int, name_end: int, shared: AstNode | None = None) -> tuple:
+        content = shared or AstNode("", "content", 0, content_end, (), False)
+        call = AstNode("call", "", 6, 13, (AstNode("", "tool-open", 6, 9, (), False),
+                                           AstNode("", "tool-name", 9, name_end, (), name_end == 13)), True)
+        return (AstNode("root", "", 0, 13, (content, call), True),)
+
+    mapper = IncrementalMapper()
+    for nodes in (tree(6, 12), tree(4, 12), tree(5, 13), tree(6, 13)):
+        assert mapper.map(nodes, src) == map_nodes(nodes, src)
+    first = tree(6, 12)
+    mapper = IncrementalMapper()
+    mapper.map(first, src)
+    grown = tree(6, 13, shared=first[0].children[0])   # the content node shared: only the call is mapped again
+    assert mapper.map(grown, src) == map_nodes(grown, src)
+    assert mapper.frames[1][0] is grown[0]

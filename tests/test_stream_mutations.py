@@ -151,10 +151,6 @@ def test_lfm25_whitespace_before_a_pythonic_calls_close():
     assert not sp.final_mismatch
 
 
-@pytest.mark.xfail(strict=True, reason="regression of 04de30c (can_hold): the fast path holds a '<' back that a parse emits "
-                   "(the stream's text is right, one feed late); a per-tag fix removes the fast path of '<'-heavy content "
-                   "(hostile 'lt' outputs: 1998 -> 0 fast feeds on 6 routes), a per-node one (which until made the "
-                   "node) is left to do")
 def test_content_taken_by_a_rest_until_does_not_hold_a_cut_delimiter():
     # granite 3.2: the content after a call is read to the end (an until without delimiters), so a '<' there is
     # content at once; the fast path held it back as a cut '</function_call>' (the tag's other until stops there)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from json.encoder import encode_basestring as _encode_string   # what json.dumps(s, ensure_ascii=False) uses
 from typing import Iterable
 
 from ..peg import chat as T
@@ -44,8 +45,9 @@ def _trim_key(s: str) -> str:
 
 
 def escape_json_inner(s: str) -> str:
-    """``s`` JSON-escaped, without the surrounding quotes."""
-    return json.dumps(s, ensure_ascii=False)[1:-1]
+    """``s`` JSON-escaped, without the surrounding quotes (``json.dumps(s, ensure_ascii=False)``'s escaping:
+    its string encoder, called without building an encoder per string)."""
+    return _encode_string(s)[1:-1]
 
 
 def normalize_python_value(text: str) -> str:
@@ -146,115 +148,135 @@ class ChatMapper:
 
     def map_nodes(self, nodes: Iterable[AstNode]) -> None:
         """Map every tagged node of ``nodes`` and their descendants, in pre-order (document order)."""
+        actions = ACTIONS
         stack = list(reversed(list(nodes)))
         while stack:
             node = stack.pop()
             if node.tag:
-                self.map(node)
+                act = actions.get(node.tag)
+                if act is not None:
+                    act(self, node)
             if node.children:
                 stack.extend(reversed(node.children))
 
-    def map(self, node: AstNode) -> None:  # noqa: C901 - one branch per tag
+    def map(self, node: AstNode) -> None:
         """Apply one tagged AST node to the message being built; untagged or unknown tags change nothing.
 
         reasoning / content text is appended; ``tool-open`` starts a pending call, ``tool-name`` makes it visible
         (arguments ``"{"`` or what was buffered), ``tool-args`` sets JSON arguments, ``tool-arg-name`` /
         ``tool-arg-value`` / ``tool-arg-string-value`` / ``tool-arg-close`` append one tagged argument as JSON,
         ``tool-close`` closes a pending quote and the unclosed braces. Follows llama.cpp
-        ``common_chat_peg_mapper::map``.
+        ``common_chat_peg_mapper::map``. One action per tag (:data:`ACTIONS`), looked up, not tested in turn.
         """
-        tag = node.tag
-        src = self.source
-        if tag == T.REASONING:
-            self.msg.reasoning_content += src[node.start:node.end]
-        elif tag == T.CONTENT:
-            self.msg.content += src[node.start:node.end]
-        elif tag == T.TOOL_OPEN:
-            self.pending = ToolCall()
-            self.current = self.pending
-            self.arg_count = 0
-            self.args_buffer = ""
-            self.quote_pending = False
-        elif tag == T.TOOL_ID:
-            if self.current is not None:
-                text = _rstrip(src[node.start:node.end])
-                if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
-                    text = text[1:-1]
-                self.current.id = text
-        elif tag == T.TOOL_NAME:
-            cur = self.current
-            if cur is not None:
-                cur.name = _rstrip(src[node.start:node.end])
-                if self.args_buffer:
-                    cur.arguments = self.args_buffer
-                    self.args_buffer = ""
-                elif not cur.arguments:
-                    cur.arguments = "{"
-                if self.pending is not None:
-                    self.msg.tool_calls.append(self.pending)
-                    self.current = self.pending
-                    self.pending = None
-        elif tag == T.TOOL_ARGS:
-            if self.current is not None:
-                text = _rstrip(src[node.start:node.end])
-                if text.startswith("{"):
-                    self._target_set(text)
-        elif tag == T.TOOL_ARGS_ENCODED:
-            # repair double-encoded-arguments: a complete JSON string holding an object is the arguments
-            if self.current is not None:
-                try:
-                    inner = json.loads(src[node.start:node.end])
-                    ok = isinstance(inner, str) and isinstance(json.loads(inner), dict)
-                except ValueError:
-                    ok = False
-                if ok:
-                    self._target_set(inner.strip(_WS))
-        elif tag == T.TOOL_ARG_OPEN:
-            self.quote_pending = False
-        elif tag == T.TOOL_ARG_NAME:
-            if self.current is not None:
-                entry = ("," if self.arg_count > 0 else "") + json.dumps(_trim_key(src[node.start:node.end]),
-                                                                          ensure_ascii=False) + ":"
-                self.arg_count += 1
-                target = self._target_get() or "{"
-                self._target_set(target + entry)
-        elif tag == T.TOOL_ARG_VALUE or tag == T.TOOL_ARG_STRING_VALUE:
-            if self.current is not None:
-                value = src[node.start:node.end]
+        act = ACTIONS.get(node.tag)
+        if act is not None:
+            act(self, node)
+
+    def _reasoning(self, node: AstNode) -> None:
+        self.msg.reasoning_content += self.source[node.start:node.end]
+
+    def _content(self, node: AstNode) -> None:
+        self.msg.content += self.source[node.start:node.end]
+
+    def _tool_open(self, node: AstNode) -> None:
+        self.pending = ToolCall()
+        self.current = self.pending
+        self.arg_count = 0
+        self.args_buffer = ""
+        self.quote_pending = False
+
+    def _tool_id(self, node: AstNode) -> None:
+        if self.current is not None:
+            text = _rstrip(self.source[node.start:node.end])
+            if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+                text = text[1:-1]
+            self.current.id = text
+
+    def _tool_name(self, node: AstNode) -> None:
+        cur = self.current
+        if cur is not None:
+            cur.name = _rstrip(self.source[node.start:node.end])
+            if self.args_buffer:
+                cur.arguments = self.args_buffer
+                self.args_buffer = ""
+            elif not cur.arguments:
+                cur.arguments = "{"
+            if self.pending is not None:
+                self.msg.tool_calls.append(self.pending)
+                self.current = self.pending
+                self.pending = None
+
+    def _tool_args(self, node: AstNode) -> None:
+        if self.current is not None:
+            text = _rstrip(self.source[node.start:node.end])
+            if text.startswith("{"):
+                self._target_set(text)
+
+    def _tool_args_encoded(self, node: AstNode) -> None:
+        # repair double-encoded-arguments: a complete JSON string holding an object is the arguments
+        if self.current is not None:
+            try:
+                inner = json.loads(self.source[node.start:node.end])
+                ok = isinstance(inner, str) and isinstance(json.loads(inner), dict)
+            except ValueError:
+                ok = False
+            if ok:
+                self._target_set(inner.strip(_WS))
+
+    def _tool_arg_open(self, node: AstNode) -> None:
+        self.quote_pending = False
+
+    def _tool_arg_name(self, node: AstNode) -> None:
+        if self.current is not None:
+            key = _encode_string(_trim_key(self.source[node.start:node.end]))
+            entry = ("," + key + ":") if self.arg_count > 0 else key + ":"
+            self.arg_count += 1
+            target = self._target_get() or "{"
+            self._target_set(target + entry)
+
+    def _tool_arg_value(self, node: AstNode) -> None:
+        if self.current is not None:
+            value = self.source[node.start:node.end]
+            add = normalize_python_value(value) if value else ""
+            if add:
+                self._target_set(self._target_get() + add)
+
+    def _tool_arg_string_value(self, node: AstNode) -> None:
+        if self.current is not None:
+            value = self.source[node.start:node.end]
+            if not value:
+                add = '"'
+                self.quote_pending = True
+            else:
                 add = ""
-                if tag == T.TOOL_ARG_STRING_VALUE:
-                    if not value:
-                        add = '"'
-                        self.quote_pending = True
-                    else:
-                        if not self.quote_pending:
-                            add = '"'
-                            self.quote_pending = True
-                        add += escape_json_inner(value)
-                elif value:
-                    add = normalize_python_value(value)
-                if add:
-                    self._target_set(self._target_get() + add)
-        elif tag == T.TOOL_ARG_CLOSE:
-            if self.current is not None and self.quote_pending:
-                self._target_set(self._target_get() + '"')
+                if not self.quote_pending:
+                    add = '"'
+                    self.quote_pending = True
+                add += escape_json_inner(value)
+            if add:
+                self._target_set(self._target_get() + add)
+
+    def _tool_arg_close(self, node: AstNode) -> None:
+        if self.current is not None and self.quote_pending:
+            self._target_set(self._target_get() + '"')
+            self.quote_pending = False
+
+    def _tool_close(self, node: AstNode) -> None:
+        cur = self.current
+        if cur is not None:
+            if not cur.name and self.args_buffer:
+                cur.arguments = self.args_buffer
+                self.args_buffer = ""
+            if self.quote_pending:
+                cur.arguments += '"'
                 self.quote_pending = False
-        elif tag == T.TOOL_CLOSE:
-            cur = self.current
-            if cur is not None:
-                if not cur.name and self.args_buffer:
-                    cur.arguments = self.args_buffer
-                    self.args_buffer = ""
-                if self.quote_pending:
-                    cur.arguments += '"'
-                    self.quote_pending = False
-                depth = json_brace_depth(cur.arguments)
-                if depth > 0:
-                    cur.arguments += "}" * depth
-                if self.pending is not None:
-                    if cur.name:
-                        self.msg.tool_calls.append(self.pending)
-                    self.pending = None
+            depth = json_brace_depth(cur.arguments)
+            if depth > 0:
+                cur.arguments += "}" * depth
+            if self.pending is not None:
+                if cur.name:
+                    self.msg.tool_calls.append(self.pending)
+                self.pending = None
 
     def finish(self) -> AssistantMessage:
         """The finished :class:`AssistantMessage`: a named pending call is appended (buffered arguments and a
@@ -273,6 +295,24 @@ class ChatMapper:
         if r and not r.strip(" \n\r\t"):
             self.msg.reasoning_content = ""
         return self.msg
+
+
+# the action of each chat tag (a tag missing here, like ``tool`` or a rule's "", changes nothing)
+ACTIONS = {
+    T.REASONING: ChatMapper._reasoning,
+    T.CONTENT: ChatMapper._content,
+    T.TOOL_OPEN: ChatMapper._tool_open,
+    T.TOOL_ID: ChatMapper._tool_id,
+    T.TOOL_NAME: ChatMapper._tool_name,
+    T.TOOL_ARGS: ChatMapper._tool_args,
+    T.TOOL_ARGS_ENCODED: ChatMapper._tool_args_encoded,
+    T.TOOL_ARG_OPEN: ChatMapper._tool_arg_open,
+    T.TOOL_ARG_NAME: ChatMapper._tool_arg_name,
+    T.TOOL_ARG_VALUE: ChatMapper._tool_arg_value,
+    T.TOOL_ARG_STRING_VALUE: ChatMapper._tool_arg_string_value,
+    T.TOOL_ARG_CLOSE: ChatMapper._tool_arg_close,
+    T.TOOL_CLOSE: ChatMapper._tool_close,
+}
 
 
 def map_parse(result: ParseResult) -> AssistantMessage:

@@ -30,6 +30,7 @@ import inspect
 import re
 from typing import Any, Callable
 
+from ..peg.engine import ResultType
 from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta,
                       tool_call_delta)
 
@@ -47,24 +48,29 @@ _TEXTLESS_TAGS = _GROUPING_TAGS | {"tool-open", "tool-close", "tool-arg-open", "
 class IncrementalMapper:
     """Maps successive parse trees of a growing text to messages, reusing work on the unchanged prefix.
 
-    Wraps :class:`core.chat.mapper.ChatMapper` (same actions, same result as ``map_parse``). The pre-order walk
-    of the previous tree is logged with a snapshot of the mapper state before each node. On the next tree the
-    walk runs in *agreement* mode — a node that is the very same object as the logged one (a memoized subtree)
-    is skipped whole, a re-created node with the same rule, tag and start (and, for text-dependent tags, the
-    same end) is entered — until the first difference; the mapper state is restored to that point and mapping
-    resumes there. Snapshots are O(1): strings are immutable and only the last / pending tool call can still
-    change. Raises nothing; :meth:`map` returns a fresh :class:`AssistantMessage` each time.
+    Wraps :class:`core.chat.mapper.ChatMapper` (same actions, same result as ``map_parse``). What is kept of
+    the previous tree is its *right spine*: the top-level nodes, the last of them, its last child, and so on
+    while the last child has children. Each spine level is a frame ``[node, children, states]``: ``states[i]``
+    is a snapshot of the mapper state before child ``i`` (after the node's own action). A parse re-creates
+    only nodes that looked at the end of the text, which lie on that spine; the nodes before them are the very
+    same objects. So on the next tree, each level's children are compared by identity (the engine's
+    ``AstNode.base`` says which need no reading); where the first different child is the old last one and is
+    a re-created node with the same rule, tag and start (and, for text-dependent tags, the same end), the walk
+    goes down into it; elsewhere the state is restored to the snapshot before the first different child and
+    the rest of that level (and, on the way back up, of every level above) is mapped afresh — the children
+    that are not last plainly, the last one as the new spine. Between two maps the live state is the state
+    after the whole tree, so a tree that only grew maps its new nodes from there without a restore.
+    Snapshots are O(1): strings are immutable and only the last / pending tool call can still change.
+    Raises nothing; :meth:`map` returns a fresh :class:`AssistantMessage` each time.
     """
 
     def __init__(self) -> None:
-        from .mapper import ChatMapper
+        from .mapper import ACTIONS, ChatMapper
 
         self._Mapper = ChatMapper
+        self._actions = ACTIONS
         self.m: Any = None
-        self.log: list[list[Any]] = []   # [node, key, snapshot_before, end_index]
-        self.idx_of: dict[int, int] = {}  # id(node in log) -> its log index
-        self.prev_nodes: tuple = ()
-        self.final: tuple | None = None
+        self.frames: list[list[Any]] = []   # the right spine of the last tree: [node, children, states]
         self.source = ""
         # ``shared_calls`` of the messages made: (token, n) = the first n calls are live objects of the mapper
         # that stay untouched while the token stays; a restore that cuts or replaces one of the calls
@@ -74,6 +80,14 @@ class IncrementalMapper:
         # the tool-call list of a message its receiver is done with (recycle): the next message's list is
         # that one brought up to date, so a message costs the calls that changed, not a copy of all of them
         self._spare: tuple | None = None
+        # the message made last, while it is still the mapping of the last tree: an unchanged tree (a parse
+        # that only settled what the fast path saw, like a marker's last character) gives it again
+        self._last: AssistantMessage | None = None
+
+    @property
+    def prev_nodes(self) -> tuple:
+        """The top-level nodes of the tree mapped last (``()`` before the first)."""
+        return self.frames[0][1] if self.frames else ()
 
     def release(self) -> None:
         """Forget the source text until the next :meth:`map` (which gives it again): a stream's session
@@ -88,6 +102,14 @@ class IncrementalMapper:
         if getattr(msg, "recycler", None) is self:
             msg.recycler = None
             self._spare = (getattr(msg, "shared_calls", None), msg.tool_calls)
+            if msg is self._last:
+                self._last = None
+
+    def touched(self, msg: AssistantMessage) -> None:
+        """``msg``, a message :meth:`map` made, was changed by its receiver: it is no longer the mapping of any
+        tree, so it is not given again for an unchanged tree."""
+        if msg is self._last:
+            self._last = None
 
     @staticmethod
     def usable() -> bool:
@@ -111,13 +133,11 @@ class IncrementalMapper:
     def reset(self) -> None:
         """Drop all mapping state; the next :meth:`map` maps its tree from scratch."""
         self.m = None
-        self.log = []
-        self.idx_of = {}
-        self.prev_nodes = ()
-        self.final = None
+        self.frames = []
         self._token = object()
         self._published = 0
         self._spare = None
+        self._last = None
 
     # -- snapshots -----------------------------------------------------------------------------------------------
     def _snap(self) -> tuple:
@@ -160,162 +180,155 @@ class IncrementalMapper:
 
     # -- walking -------------------------------------------------------------------------------------------------
     @staticmethod
-    def _key(node: Any) -> tuple:
-        tag = node.tag
-        return (node.rule, tag, node.start, None if tag in _GROUPING_TAGS else node.end)
-
-    def _skip_prefix(self, ch: tuple, och: tuple, after_all: int, lo: int = 0) -> tuple[int, int] | None:
-        """(m, log position after the first m children) for the longest run of children of the new node that
-        are the very same objects as the old node's (C-speed slice comparison; identity is checked first), or
-        None when there is none. ``after_all``: the log position after all old children; ``lo``: the first
-        ``lo`` children are known to be shared (the engine's ``AstNode.base``), only the rest is read."""
-        c = min(len(ch), len(och))
+    def _first_diff(ch: tuple, och: tuple, node: Any, old: Any, c: int) -> int:
+        """The index of the first of the first ``c`` children of ``ch`` that is not the very same object as in
+        ``och`` (the children of ``node`` and of ``old``, None for the top level), else ``c``. The engine's
+        ``AstNode.base`` says which children are shared without reading them; otherwise the last candidates
+        are checked first, then the prefix is compared at C speed (identity first)."""
         if c == 0:
-            return None
-        if lo:
-            m = lo
-            while m < c and ch[m] is och[m]:
-                m += 1
-        # the last of the shared children is checked first: each failed slice comparison copies both prefixes
-        elif ch[c - 1] is och[c - 1] and ch[:c] == och[:c]:
-            m = c
-        elif c > 1 and ch[c - 2] is och[c - 2] and ch[:c - 1] == och[:c - 1]:
-            m = c - 1
-        else:
-            m = 0
-            while m < c and ch[m] is och[m]:
-                m += 1
-        if m == 0:
-            return None
-        if m == len(och):
-            return m, after_all
-        j = self.idx_of.get(id(och[m]))
-        if j is None or self.log[j][0] is not och[m]:
-            return None
-        return m, j
+            return 0
+        if node is not None:
+            nb = node.base
+            if nb is not None:
+                ob = old.base
+                if ob is not None and nb[2] == ob[2]:
+                    off = nb[2]
+                    lo = 0
+                    if nb[0] is ob[0]:
+                        lo = off + len(nb[0])
+                    elif nb[1] is ob[0]:
+                        lo = off + len(ob[0])
+                    if lo:
+                        for j in range(off):   # the children before the replayed ones, one by one
+                            if ch[j] is not och[j]:
+                                return j
+                        if lo > c:
+                            return c
+                        while lo < c and ch[lo] is och[lo]:
+                            lo += 1
+                        return lo
+        # each failed slice comparison copies both prefixes: the likely last shared child is checked first
+        if ch[c - 1] is och[c - 1] and ch[:c] == och[:c]:
+            return c
+        if c > 1 and ch[c - 2] is och[c - 2] and ch[:c - 1] == och[:c - 1]:
+            return c - 1
+        m = 0
+        while m < c and ch[m] is och[m]:
+            m += 1
+        return m
 
-    def _truncate(self, k: int) -> None:
-        idx_of = self.idx_of
-        for e in self.log[k:]:
-            if idx_of.get(id(e[0])) is not None:
-                del idx_of[id(e[0])]
-        del self.log[k:]
+    def _map_from(self, d: int, ch: tuple, r: int, state: tuple | None) -> None:
+        """Map the children ``ch[r:]`` of spine level ``d`` afresh, the live state being the state before
+        ``ch[r]`` (``state``: its snapshot, or None when not taken yet); the last child with children becomes
+        the spine below (its frames are built level by level), the others are mapped plainly."""
+        frames = self.frames
+        del frames[d + 1:]
+        states = frames[d][2]
+        m_ = self.m
+        actions = self._actions
+        snap = self._snap
+        while True:
+            last = len(ch) - 1
+            for i in range(r, last + 1):
+                c = ch[i]
+                if state is None:
+                    state = snap()
+                states.append(state)
+                if c.tag:
+                    act = actions.get(c.tag)
+                    if act is not None:    # only an action changes the state (``tool`` and the like have none)
+                        act(m_, c)
+                        state = None
+                cc = c.children
+                if not cc:
+                    continue
+                if i == last:
+                    break
+                stack = list(cc)
+                stack.reverse()
+                while stack:
+                    x = stack.pop()
+                    if x.tag:
+                        act = actions.get(x.tag)
+                        if act is not None:
+                            act(m_, x)
+                            state = None
+                    if x.children:
+                        stack.extend(reversed(x.children))
+            else:
+                return
+            states = []
+            frames.append([c, cc, states])   # the spine goes on in the last child
+            ch, r = cc, 0
 
     def map(self, nodes: tuple, source: str) -> AssistantMessage:
         """The message for a parse tree (top-level ``nodes``) over ``source``."""
-        if self.m is None:
-            self.m = self._Mapper(source)
-        self.m.source = source
-        self.source = source
-        log = self.log
-        nlog = len(log)
-        idx_of = self.idx_of
-        key = self._key
-        # the walk stack holds nodes, and ints = "the subtree of log entry i ends here"
-        k = 0
-        agree = nlog > 0
-        state: tuple | None = None    # the live state's snapshot when known (see below)
-        stack: list[Any]
-        skip = self._skip_prefix(nodes, self.prev_nodes, nlog) if agree else None
-        if skip is not None:
-            m, k = skip
-            stack = list(reversed(nodes[m:]))
-        else:
-            stack = list(reversed(nodes))
-        self.prev_nodes = nodes
-        while stack and agree:
-            item = stack.pop()
-            if item.__class__ is int:
-                log[item][3] = k
-                continue
-            if k >= nlog:        # the tree grew past the old one: state after the old tree, then map the rest
-                stack.append(item)
-                state = self.final
-                self._restore(state)
-                agree = False
-                break
-            entry = log[k]
-            old = entry[0]
-            if item is old:      # memoized subtree: same nodes, same actions
-                k = entry[3]
-                continue
-            ok = entry[1]         # the old node's key (see _key), compared field by field
-            tag = item.tag
-            if (item.start == ok[2] and tag == ok[1] and item.rule == ok[0]
-                    and (ok[3] is None if tag in _GROUPING_TAGS else item.end == ok[3])):
-                idx_of.pop(id(old), None)
-                entry[0] = item
-                idx_of[id(item)] = k
-                stack.append(k)
-                ch = item.children
-                if ch:
-                    och = old.children
-                    if len(ch) == 1 and len(och) == 1 and ch[0] is not och[0]:   # one child, re-created
-                        stack.append(ch[0])
-                        k += 1
-                        continue
-                    lo = 0
-                    nb = item.base
-                    if nb is not None:
-                        ob = old.base
-                        if ob is not None and nb[2] == ob[2]:
-                            off = nb[2]
-                            if nb[0] is ob[0]:
-                                lo = off + len(nb[0])
-                            elif nb[1] is ob[0]:
-                                lo = off + len(ob[0])
-                            if lo and off:     # the children before the replayed ones, one by one
-                                och = old.children
-                                for j in range(off):
-                                    if ch[j] is not och[j]:
-                                        lo = 0
-                                        break
-                    skip = self._skip_prefix(ch, old.children, entry[3], lo)
-                    if skip is not None:
-                        m, k = skip
-                        stack.extend(reversed(ch[m:]))
-                        continue
-                    stack.extend(reversed(ch))
-                k += 1
-                continue
-            stack.append(item)   # first difference: back to the state before it
-            state = entry[2]
-            self._restore(state)
-            self._truncate(k)
-            agree = False
-        if agree:
-            if k >= nlog:
-                self._restore(self.final)
-                return self._result()
-            state = log[k][2]
-            self._restore(state)    # the tree shrank
-            self._truncate(k)
-        elif nlog == 0:
-            self.m = self._Mapper(source)
-            self.m.source = source
+        frames = self.frames
+        m_ = self.m
+        if m_ is None or not frames:
+            m_ = self.m = self._Mapper(source)
+            self.source = source
             self._token = object()
             self._published = 0
-        m_ = self.m
-        snap = self._snap
-        # only mapping a tagged node changes the state: the snapshots of the nodes in between are one tuple
-        # (immutable: strings and ints), taken once; right after a restore the state is the snapshot restored
-        while stack:
-            item = stack.pop()
-            if item.__class__ is int:
-                log[item][3] = len(log)
-                continue
-            idx = len(log)
-            if state is None:
-                state = snap()
-            log.append([item, key(item), state, 0])
-            idx_of[id(item)] = idx
-            if item.tag:
-                m_.map(item)
-                state = None
-            stack.append(idx)
-            if item.children:
-                stack.extend(reversed(item.children))
-        self.final = state if state is not None else snap()
+            self.frames = [[None, nodes, []]]
+            self._map_from(0, nodes, 0, None)
+            return self._result()
+        m_.source = source
+        self.source = source
+        p = m_.pending
+        if p is not None and p.name:
+            # a named pending call was published with the earlier calls (see _result): the last call may be
+            # shared, and mapping on writes to it; a restore makes it a fresh object
+            self._restore(self._snap())
+        # down the old spine while the new tree re-created its nodes (same rule, tag, start; same end when the
+        # node's action reads its text): the state before each of their children is still the logged one
+        top = len(frames) - 1
+        d = 0
+        ch = nodes
+        node = None
+        path: list[Any] = []    # (level, children, index gone down into) where later children follow
+        while True:
+            fr = frames[d]
+            och = fr[1]
+            j = len(och) - 1
+            if d < top and j < len(ch):
+                c = ch[j]
+                oc = och[j]
+                if (c is not oc and c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule
+                        and (c.end == oc.end or c.tag in _GROUPING_TAGS)
+                        and (j == 0 or ch[j - 1] is och[j - 1]
+                             and (j == 1 or self._first_diff(ch, och, node, fr[0], j - 1) == j - 1))):
+                    fr[0] = node
+                    fr[1] = ch
+                    if j + 1 < len(ch):
+                        path.append((d, ch, j))
+                    d += 1
+                    node = c
+                    ch = c.children
+                    continue
+            j = self._first_diff(ch, och, node, fr[0], min(len(ch), len(och)))
+            fr[0] = node
+            fr[1] = ch
+            break
+        n_old = len(och)
+        if j < n_old:
+            # the first difference (or the level shrank: then its new last child is mapped again so that it
+            # has its frame): back to the state before it
+            r = j if j < len(ch) else max(len(ch) - 1, 0)
+            states = fr[2]
+            state = states[r]
+            self._restore(state)
+            del states[r:]
+            self._map_from(d, ch, r, state)
+        elif j < len(ch):   # only new children after the old ones: mapped on from the live state
+            self._map_from(d, ch, j, None)
+        elif not path and self._last is not None:
+            # nothing to map: the message is the one made last time, which nobody has given back or changed
+            return self._last
+        # on the way back up: the children after the one gone down into, in the levels above
+        while path:
+            d, ch, j = path.pop()
+            self._map_from(d, ch, j + 1, None)
         return self._result()
 
     def _result(self) -> AssistantMessage:
@@ -367,6 +380,7 @@ class IncrementalMapper:
             if n > self._published:
                 self._published = n
             out.shared_calls = (self._token, n)
+        self._last = out
         return out
 
 
@@ -544,7 +558,8 @@ class PegStreamSession:
         gp = self.parser.generation_prompt
         settled, view = self.settled, self._view
         self.settled, self._view = 0, None
-        eff = self._cutter.append(added)
+        cutter = self._cutter
+        eff = added if cutter.cut is not None else cutter.append(added)   # (decided: the text as it comes)
         if eff is not None:
             full = self._full
             if full is None:
@@ -581,28 +596,32 @@ class PegStreamSession:
         header; None: sliced when needed). ``settled``: (length, message) of a prefix whose main parse covers it
         with the switches of the last parse, and that message (the stream's fast path took the text from the
         last parse up to there: the same tree, its open region longer)."""
-        Probe, consistent_view, covers, map_parse = _generator_fns()
-        is_partial = True
-        parser = self.parser
-        gp = parser.generation_prompt
         self.open_region = None
         self._view = None
         main = None
-        covered: AssistantMessage | None = None
-        mapper = None
         if self.entries[0] is None:
             main = self._run(None, text)
-            if main is not None and covers(main, text):
-                msg, mapper = self._map(None, main, text)
-                if not (is_partial and main.switched):
-                    if is_partial:
-                        self.memo.note(text, True, frozenset())
-                    if main.need_more_input and mapper is not None:
+            if main is not None and not main.switches:
+                # the common case first: the main root covers the text (it needs more input, or succeeded up
+                # to the end: generator.covers) and abandoned nothing it had shown, so its message is the view
+                nmi = main.type is _NEED_MORE_INPUT
+                if nmi or (main.type is _SUCCESS and main.end >= len(text)):
+                    msg, mapper = self._map(None, main, text)
+                    self.memo.note(text, True, _NO_SWITCHES)
+                    if nmi and mapper is not None:
                         self.open_region = self._region_of(main, len(text), mapper, msg)
                         if self.open_region is not None:
                             self._view = msg
                     return msg
-                covered = msg
+        Probe, consistent_view, covers, map_parse = _generator_fns()
+        is_partial = True
+        parser = self.parser
+        gp = parser.generation_prompt
+        covered: AssistantMessage | None = None
+        mapper = None
+        if main is not None and covers(main, text):
+            msg, mapper = self._map(None, main, text)
+            covered = msg      # (switched: the view decides, below)
         if not is_partial or main is None:
             return covered if covered is not None else self._recover(text, output, main)
         gp_len = len(gp)
@@ -795,13 +814,22 @@ class PegStreamSession:
             field = "arguments"
         else:
             return None
+        exact = tag in self._tag_exact
+        pu = r.pending_until
+        if pu is not None:
+            # the parse looked at the end in one ``until`` only (the engine says where it stopped and what
+            # ends it): the one that made this node, so its own delimiters are the region's, exactly — an
+            # until without any (it takes the rest) holds nothing back, even when another until of the same
+            # tag would (granite 3.2: content after a call is the rest of the text)
+            delims = pu[1]
+            exact = True
         region = OpenRegion(field, delims)
         region.fresh = empty_value
         if held:
-            if tag not in self._tag_exact or not any(len(d) > len(held) and d.startswith(held) for d in delims):
+            if not exact or not any(len(d) > len(held) and d.startswith(held) for d in delims):
                 return None
             region.held = held
-        elif tag in self._tag_exact:
+        elif exact and delims:
             region.can_hold = True   # text ending in a cut delimiter holds it back as the until does
         return region
 
@@ -942,6 +970,9 @@ def _ws_invariant_end(nodes: tuple, n: int) -> bool:
 
 
 _GENERATOR_FNS: tuple | None = None
+_NO_SWITCHES: frozenset = frozenset()
+_NEED_MORE_INPUT = ResultType.NEED_MORE_INPUT
+_SUCCESS = ResultType.SUCCESS
 
 
 def _generator_fns() -> tuple:
@@ -1149,40 +1180,51 @@ def json_arguments_region(text: str) -> "OpenRegion":
     return region
 
 
+# delimiter set -> (keep, search, firsts) of the regions it ends (the same few sets come back on every feed)
+_DELIM_INFO: dict[tuple, tuple] = {}
+
+
 class OpenRegion:
     """Fast-path description of an open ``until`` region: the message ``field`` it feeds ("content",
     "reasoning_content" or the last call's "arguments", JSON-escaped) and the delimiters that would end it."""
 
-    __slots__ = ("field", "delims", "keep", "search", "ws_tail", "firsts", "escape", "held", "lit", "json", "ws",
-                 "ws_at", "json_start", "chain", "can_hold", "fresh", "after")
+    # the defaults are class attributes (a region is made on every parsing feed: its constructor sets only
+    # what the kind of region needs)
+    # an empty tagged string value: whitespace first may be what the grammar skips before the value (Qwen3-Coder
+    # at improved: "<parameter=x>  a" gives "a"), so only a parse can tell where it goes
+    fresh = False
+    can_hold = False     # content-like: may start holding a cut delimiter back (extend_held)
+    chain: tuple = ()    # "pending": the literals (str) and whitespace runs (None) after ``lit``
+    json_start = False   # "pending" on an empty JSON value: the call's arguments may open there
+    ws: bool | None = False   # "pending" with nothing of the literal yet: whitespace may come first
+    # (pending_ws); None: not decided yet, ``_ws_invariant_end(*ws_at)`` decides it when first read
+    ws_at: tuple | None = None
+    json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
+    # json-arguments: what text after the value's close does, from a handler (``after_arguments`` of its
+    # parser): "content" — it is all content (the root ends with the arguments, the rest is recovered as
+    # content); a predicate of all the text after the value — true while it leaves the message as it is
+    after: "Callable[[str], bool] | str | None" = None
+    held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
+    lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
+    ws_tail = ""
+    escape = ""    # json-arguments: an escape sequence begun but not complete (held back)
+    # "pending" and "json-arguments" regions have no delimiters: nothing to search
+    keep = 0
+    search: Any = None
+    firsts: tuple = ()
 
     def __init__(self, field: str, delims: tuple[str, ...]):
-        # an empty tagged string value: whitespace first may be what the grammar skips before the value (Qwen3-Coder
-        # at improved: "<parameter=x>  a" gives "a"), so only a parse can tell where it goes
-        self.fresh = False
-        self.can_hold = False     # content-like: may start holding a cut delimiter back (extend_held)
-        self.chain: tuple = ()    # "pending": the literals (str) and whitespace runs (None) after ``lit``
-        self.json_start = False   # "pending" on an empty JSON value: the call's arguments may open there
-        self.ws: bool | None = False   # "pending" with nothing of the literal yet: whitespace may come first
-        # (pending_ws); None: not decided yet, ``_ws_invariant_end(*ws_at)`` decides it when first read
-        self.ws_at: tuple | None = None
-        self.json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
-        # json-arguments: what text after the value's close does, from a handler (``after_arguments`` of its
-        # parser): "content" — it is all content (the root ends with the arguments, the rest is recovered as
-        # content); a predicate of all the text after the value — true while it leaves the message as it is
-        self.after: Callable[[str], bool] | str | None = None
-        self.held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
-        self.lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
-        self.ws_tail = ""
-        self.escape = ""    # json-arguments: an escape sequence begun but not complete (held back)
         self.field = field
         self.delims = delims
-        if not delims:       # "pending" and "json-arguments" regions (one per slow feed on tool calls)
-            self.keep, self.search, self.firsts = 0, None, ()
-            return
-        self.keep = max(len(d) for d in delims) - 1
-        self.search = re.compile("|".join(re.escape(d) for d in delims)).search
-        self.firsts = tuple(dict.fromkeys(d[0] for d in delims))
+        if delims:
+            known = _DELIM_INFO.get(delims)
+            if known is None:
+                known = (max(len(d) for d in delims) - 1,
+                         re.compile("|".join(re.escape(d) for d in delims)).search,
+                         tuple(dict.fromkeys(d[0] for d in delims)))
+                if len(_DELIM_INFO) < 4096:    # a format has a handful of delimiter sets
+                    _DELIM_INFO[delims] = known
+            self.keep, self.search, self.firsts = known
 
     def follow_chain(self, text: str) -> bool:
         """"pending" region whose literal ``lit`` just completed: True when ``text`` (what follows it) only
@@ -1347,6 +1389,8 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
     """Deltas from ``prev`` to ``new`` (as :func:`core.chat.message.compute_deltas`), checking tool calls only
     from the last previously seen one on (llama.cpp ``compute_diffs`` diffs only that one; earlier calls are only
     checked for equality, which is an identity check when the mapper shares them). Raises :class:`StreamRetractionError` when ``new`` does not extend ``prev``."""
+    if prev is new:   # a session gave the same message again: nothing changed
+        return []
     out: list[MessageDelta] = []
     pr, nr = prev.reasoning_content, new.reasoning_content
     if nr is not pr and nr != pr:
@@ -1374,7 +1418,7 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
         call = ncalls[i]
         if i < len(pcalls):
             old = pcalls[i]
-            if old is call:
+            if old is call or (old.arguments == call.arguments and old.name == call.name and old.id == call.id):
                 continue
             delta = tool_call_delta(i, old, call)
             if delta is not None:
@@ -1471,6 +1515,9 @@ class StreamingParser:
         add = "".join(self._appended)
         self._appended = []
         e = self._emitted
+        rec = getattr(e, "recycler", None)
+        if rec is not None and rec.__class__ is IncrementalMapper:
+            rec.touched(e)
         field = self._region.field if self._region is not None else self._fold_field
         if field == "content":
             e.content += add

@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from itertools import chain as _chain, islice as _islice
 from typing import Any as _AnyT, Callable, Iterator
 
 from . import nodes as N
@@ -52,10 +53,12 @@ class AstNode:
     ``partial`` is true when the node's parser needed more input. ``children`` are the nodes made inside.
     Nodes hold positions only; :meth:`text` slices the parsed input. ``base`` (streaming with a cache, else
     None): ``(prefix, parent, offset)`` when ``children`` holds the items of a repetition replayed from the
-    cache — ``children[offset:offset + len(prefix)]`` are the very objects of the tuple ``prefix``, and
+    cache — ``children[offset:offset + len(prefix)]`` are the very objects of the sequence ``prefix``, and
     ``parent`` is the prefix that one was grown from (its items start ``prefix``) or None — so a consumer
     comparing two trees of a stream knows those children are shared without reading them
-    (:class:`core.chat.stream.IncrementalMapper`).
+    (:class:`core.chat.stream.IncrementalMapper`). ``children`` is a tuple, except over a repetition resumed
+    from the cache: a :class:`NodeRun` (reads as a tuple; its replayed items are not copied per parse), as are
+    the ``prefix`` and ``parent`` of ``base``.
     """
 
     __slots__ = ("rule", "tag", "start", "end", "children", "partial", "base")
@@ -76,6 +79,103 @@ class AstNode:
     def __repr__(self) -> str:
         what = f"rule={self.rule!r}" if self.rule else f"tag={self.tag!r}"
         return f"AstNode({what}, {self.start}:{self.end}{', partial' if self.partial else ''})"
+
+
+class NodeRun:
+    """A read-only sequence of AST nodes, ``head + run[:k] + tail``, that a stream builds without copying.
+
+    A repetition resumed from a :class:`ParseCache` (tool calls repeated thousands of times) replays the
+    items it matched before; as a tuple, its nodes were copied on every parse of the stream (O(items) per
+    feed). Here the replayed items live in one list that only ever grows (``run``, shared by the successive
+    parses of the stream: appending never changes what an existing view shows, since each view reads the
+    first ``k`` items only), and a parse adds its own nodes before (``head``) or after (``tail``) as tuples.
+    Behaves as a tuple for reading: ``len``, indexing (negative too), slicing (gives a tuple), iteration,
+    ``reversed``, ``==`` with a tuple or another run, hashing, ``+`` with a tuple (gives a run). Only an
+    :class:`AstNode`'s ``children`` (of a node over a resumed repetition) and ``base`` prefixes are runs.
+    """
+
+    __slots__ = ("head", "run", "k", "tail", "_n")
+
+    def __init__(self, head: tuple, run: list, k: int, tail: tuple):
+        self.head = head
+        self.run = run
+        self.k = k
+        self.tail = tail
+        self._n = len(head) + k + len(tail)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+    def __getitem__(self, i: _AnyT) -> _AnyT:
+        if i.__class__ is int:
+            if i < 0:
+                i += self._n
+                if i < 0:
+                    raise IndexError("node run index out of range")
+            h = len(self.head)
+            if i < h:
+                return self.head[i]
+            i -= h
+            if i < self.k:
+                return self.run[i]
+            return self.tail[i - self.k]
+        if i.__class__ is slice:
+            lo, hi, step = i.indices(self._n)
+            if step != 1:
+                return tuple(self)[i]
+            if hi <= lo:
+                return ()
+            head, k = self.head, self.k
+            h = len(head)
+            out: tuple = head[lo:hi] if lo < h else ()
+            a, b = max(lo - h, 0), min(hi - h, k)
+            if a < b:
+                out += tuple(self.run[a:b])
+            if hi > h + k:
+                out += self.tail[max(lo - h - k, 0):hi - h - k]
+            return out
+        return tuple(self)[i]
+
+    def __iter__(self) -> Iterator[AstNode]:
+        return _chain(self.head, _islice(self.run, self.k), self.tail)
+
+    def __reversed__(self) -> Iterator[AstNode]:
+        run = self.run
+        return _chain(reversed(self.tail), _islice(reversed(run), len(run) - self.k, None), reversed(self.head))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (tuple, NodeRun)):
+            return len(other) == self._n and tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __add__(self, other: object) -> "NodeRun":
+        if other.__class__ is tuple:
+            return NodeRun(self.head, self.run, self.k, self.tail + other) if other else self
+        return NotImplemented
+
+    def __radd__(self, other: object) -> "NodeRun":
+        if other.__class__ is tuple:
+            return NodeRun(other + self.head, self.run, self.k, self.tail) if other else self
+        return NotImplemented
+
+    def grown(self, items: list) -> "NodeRun":
+        """A run of this one's nodes followed by ``items`` (head and tail folded into the shared list when
+        this view is not the list's last one: then the new run gets a list of its own)."""
+        if not self.head and not self.tail and len(self.run) == self.k:
+            self.run.extend(items)
+            return NodeRun((), self.run, self.k + len(items), ())
+        run = list(self)
+        run.extend(items)
+        return NodeRun((), run, len(run), ())
+
+    def __repr__(self) -> str:
+        return f"NodeRun({tuple(self)!r})"
 
 
 _RESULT_TYPES = (ResultType.FAIL, ResultType.SUCCESS, ResultType.NEED_MORE_INPUT)   # by FAIL, OK, NMI
@@ -533,45 +633,21 @@ def _make_choice(pid: int, children: list[Fn]) -> Fn:
 
 
 def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
-    def f(ctx: _Ctx, pos: int) -> tuple:
+    if lo == 0 and hi == 1:
+        return _make_optional(pid, child)
+
+    def plain(ctx: _Ctx, pos: int) -> tuple:
         start = pos
         n = ctx.n
         count = 0
-        prefix: tuple = _EMPTY      # nodes of the items replayed from the hints (kept as one tuple: no copy)
-        nodes: list | None = None   # nodes of the items matched by this call
-        hints = ctx.hints
-        if hints is not None:
-            # Streaming: resume after the items an earlier parse of this repetition (same rule and position,
-            # a shorter prefix of the text) matched without looking at the end of the input — they match the
-            # same way now — replaying what they did to the switch bookkeeping, as a memoized node does. Per
-            # feed this costs the items still open, not every item since the start (repeated tool calls).
-            key = (pid, pos, "repeat")
-            h = hints.get(key)
-            made0, sw0 = ctx.made, len(ctx.switches)
-            parent = None
-            if h is not None:
-                count, pos, prefix, made_d, sw, parent = h
-                ctx.made += made_d
-                if sw:
-                    ctx.switches.extend(sw)
-            stable = (count, pos, 0, ctx.made, len(ctx.switches))
-            resumed = count
-        r = None
+        nodes: list | None = None
         while hi == -1 or count < hi:
             if pos >= n:
                 ctx.eof = True
                 ctx.ends += 1
                 break
             made = ctx.made
-            if hints is not None:
-                saved_eof = ctx.eof
-                ctx.eof = False
-                st, end, ns = child(ctx, pos)
-                touched = ctx.eof
-                ctx.eof = saved_eof or touched
-            else:
-                st, end, ns = child(ctx, pos)
-                touched = True
+            st, end, ns = child(ctx, pos)
             if st == OK:
                 if end == pos:
                     break
@@ -582,13 +658,82 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                         nodes.extend(ns)
                 pos = end
                 count += 1
-                if not touched and stable[0] == count - 1:
-                    stable = (count, pos, len(nodes) if nodes else 0, ctx.made, len(ctx.switches))
                 continue
             if st == NMI:
-                if nodes is None and not prefix:
-                    # the only item, cut by the end: its nodes as they are (a repetition around a repetition
-                    # of tool calls would otherwise copy all of them twice per parse of a stream)
+                if nodes is None:
+                    return NMI, end, ns
+                if ns:
+                    nodes.extend(ns)
+                return NMI, end, tuple(nodes)
+            if ctx.made != made:
+                ctx.switches.append((pid, pos, -1))
+            break
+        out = tuple(nodes) if nodes else _EMPTY
+        if count < lo:
+            if pos >= n and ctx.lenient:
+                return NMI, pos, out
+            return FAIL, start, _EMPTY
+        return OK, pos, out
+
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        hints = ctx.hints
+        if hints is None:
+            return plain(ctx, pos)
+        # Streaming: resume after the items an earlier parse of this repetition (same rule and position, a
+        # shorter prefix of the text) matched without looking at the end of the input — they match the same
+        # way now — replaying what they did to the switch bookkeeping, as a memoized node does. Per feed this
+        # costs the items still open, not every item since the start (repeated tool calls); the items
+        # replayed (``prefix``) are a NodeRun, never copied.
+        key = (pid, pos, "repeat")
+        h = hints.get(key)
+        start = pos
+        made0 = ctx.made
+        switches = ctx.switches
+        sw0 = len(switches)
+        if h is None:
+            count = 0
+            prefix: _AnyT = _EMPTY
+            parent = None
+        else:
+            count, pos, prefix, made_d, sw, parent = h
+            if made_d:
+                ctx.made = made0 + made_d
+            if sw:
+                switches.extend(sw)
+        resumed = settled = count
+        s_pos = s_k = s_made = s_sw = 0     # where the items matched without looking at the end stop
+        nodes: list | None = None           # nodes of the items matched by this call
+        n = ctx.n
+        eof = ctx.eof
+        r = None
+        while hi == -1 or count < hi:
+            if pos >= n:
+                eof = True
+                ctx.ends += 1
+                break
+            made = ctx.made
+            ctx.eof = False
+            st, end, ns = child(ctx, pos)
+            if ctx.eof:
+                eof = touched = True
+            else:
+                touched = False
+            if st == OK:
+                if end == pos:
+                    break
+                if ns:
+                    if nodes is None:
+                        nodes = list(ns)
+                    else:
+                        nodes.extend(ns)
+                pos = end
+                count += 1
+                if not touched and settled == count - 1:
+                    settled, s_pos, s_k, s_made, s_sw = count, pos, len(nodes) if nodes else 0, ctx.made, len(switches)
+                continue
+            if st == NMI:
+                if nodes is None and prefix is _EMPTY:
+                    # the only item, cut by the end: its nodes as they are
                     r = (NMI, end, ns)
                     break
                 if ns:
@@ -596,27 +741,56 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                         nodes = list(ns)
                     else:
                         nodes.extend(ns)
-                r = (NMI, end, prefix + tuple(nodes) if nodes else prefix)
-                if prefix:
+                if prefix is _EMPTY:
+                    r = (NMI, end, tuple(nodes))
+                else:
+                    r = (NMI, end, prefix + tuple(nodes) if nodes else prefix)
                     ctx.base = (r[2], (prefix, parent, 0))
                 break
             if ctx.made != made:
-                ctx.switches.append((pid, pos, -1))
+                switches.append((pid, pos, -1))
             break
-        if hints is not None and stable[0] > resumed:
-            c, p, k, m, w = stable
-            hints[key] = (c, p, prefix + tuple(nodes[:k]) if k else prefix, m - made0, tuple(ctx.switches[sw0:w]),
-                          prefix or None)
+        ctx.eof = eof
+        if settled > resumed:
+            if s_k:
+                grown = prefix.grown(nodes[:s_k]) if prefix is not _EMPTY else NodeRun(_EMPTY, nodes[:s_k], s_k, _EMPTY)
+            else:
+                grown = prefix
+            hints[key] = (settled, s_pos, grown, s_made - made0, tuple(switches[sw0:s_sw]),
+                          None if prefix is _EMPTY else prefix)
         if r is not None:
             return r
-        out = prefix + tuple(nodes) if nodes else prefix
-        if prefix:
+        if prefix is _EMPTY:
+            out = tuple(nodes) if nodes else _EMPTY
+        else:
+            out = prefix + tuple(nodes) if nodes else prefix
             ctx.base = (out, (prefix, parent, 0))
         if count < lo:
             if pos >= n and ctx.lenient:
                 return NMI, pos, out
             return FAIL, start, _EMPTY
         return OK, pos, out
+    return f
+
+
+def _make_optional(pid: int, child: Fn) -> Fn:
+    """``child?``: a repetition of at most one item (no replay from the hints: one item is the child's own
+    memoized result). Its nodes are the child's, as they are."""
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        if pos >= ctx.n:
+            ctx.eof = True
+            ctx.ends += 1
+            return OK, pos, _EMPTY
+        made = ctx.made
+        r = child(ctx, pos)
+        st = r[0]
+        if st == OK:
+            return r if r[1] != pos else (OK, pos, _EMPTY)
+        if st == NMI:
+            return r
+        if ctx.made != made:
+            ctx.switches.append((pid, pos, -1))
+        return OK, pos, _EMPTY
     return f
 
 
@@ -858,17 +1032,17 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
         key = (pid, pos)
         r = memo.get(key)
         if r is not None:
-            # replay what the memoized subtree did to the switch bookkeeping
-            made = memo.get((pid, pos, 1))
-            if made:
-                ctx.made += made
-            sw = memo.get((pid, pos, 2))
-            if sw:
-                ctx.switches.extend(sw)
+            if r.__class__ is list:
+                # [result, made, switches]: replay what the memoized subtree did to the switch bookkeeping
+                ctx.made += r[1]
+                if r[2]:
+                    ctx.switches.extend(r[2])
+                return r[0]
             return r
         saved = ctx.eof
         ctx.eof = False
-        made0, switches0 = ctx.made, len(ctx.switches)
+        made0 = ctx.made
+        switches0 = len(ctx.switches)
         st, end, ns = child(ctx, pos)
         if st == FAIL:
             r = (FAIL, end, _EMPTY)
@@ -882,11 +1056,10 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
             r = (st, end, (node,))
         if ctx.eof:
             return r
-        memo[key] = r
-        if ctx.made != made0:
-            memo[(pid, pos, 1)] = ctx.made - made0
-        if len(ctx.switches) != switches0:
-            memo[(pid, pos, 2)] = tuple(ctx.switches[switches0:])
         ctx.eof = saved
+        if ctx.made != made0 or len(ctx.switches) != switches0:
+            memo[key] = [r, ctx.made - made0, tuple(ctx.switches[switches0:])]
+        else:
+            memo[key] = r
         return r
     return f
