@@ -165,3 +165,35 @@ def test_content_taken_by_a_rest_until_does_not_hold_a_cut_delimiter():
     sp, feeds = _run(parser, list(text), False, True)
     assert feeds == _run(parser, list(text), False, False)[1]
     assert sp.message == parser.parse(text)
+
+
+def test_mutated_repeated_calls_of_the_handler_routes_stream_as_full_reparses():
+    # the hostile 'calls' outputs of GPT-OSS (one call, then <|call|>) and Kimi-K2 (calls in a row between section
+    # markers), whose text after a call's arguments streams without a parse (HandlerParser.after_arguments), damaged
+    # as above, at both fidelities: every feed's deltas are those of a full re-parse
+    from bench.hostile import hostile_samples
+    from bench.outputs import _request
+    from core.templating import ChatTemplate
+
+    rng = random.Random(20261203)
+    templates = TemplateDir(str(TEMPLATES))
+    request = ChatRequest.from_dict(_request([{"role": "user", "content": "Plan my trip to Paris."}]))
+    checked = 0
+    for name in ("openai-gpt-oss-120b.jinja", "Kimi-K2-Instruct.jinja"):
+        src = (TEMPLATES / name).read_text(encoding="utf-8")
+        text = {s.kind: s for s in hostile_samples(ChatTemplate(src, name), name, 80)[0]}["calls"].output
+        for fidelity in ("llama.cpp", "improved"):
+            parser = build_chat_parser(templates.get(name), request, fidelity=fidelity).parser
+            for _ in range(10):
+                t, cut = text, False
+                for kind in rng.sample(KINDS, rng.choice([1, 2])):
+                    m = _mutate(rng, t, kind)
+                    if m is not None:
+                        t, cut = m[0], cut or m[1]
+                pieces = _chunks(rng, t)
+                sp, feeds = _run(parser, pieces, cut, True)
+                assert feeds == _run(parser, pieces, cut, False)[1], (name, fidelity, t)
+                if not sp.final_mismatch:
+                    assert settled(sp.message, sp.final).to_openai() == parser.parse(t, cut).to_openai(), (name, t)
+                checked += 1
+    assert checked == 40
