@@ -19,7 +19,10 @@ search, ``space``/``chars``/string bodies use ``re``, JSON uses the scanners of 
 Incremental parsing: pass the same :class:`ParseCache` to successive parses of a growing text (a stream).
 Results of rules and tags that never looked at the end of the input are memoized by (node, position) and reused
 while the new text extends the old one; ``until`` remembers how far it has already searched. Anything that
-touched the end of the input is recomputed, so cached and uncached parses give identical results.
+touched the end of the input is recomputed, so cached and uncached parses give identical results. Long
+sequences and repetitions resume after the items an earlier parse matched without looking at the end; a
+repetition hands those items on as a :class:`NodeRun` over one growing list, so a stream of many tool calls
+does not copy them on every parse (the engine's cost per parse stays flat along a 160k-character stream).
 """
 
 from __future__ import annotations
