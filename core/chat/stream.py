@@ -71,7 +71,6 @@ class IncrementalMapper:
         self._actions = ACTIONS
         self.m: Any = None
         self.frames: list[list[Any]] = []   # the right spine of the last tree: [node, children, states]
-        self.source = ""
         # ``shared_calls`` of the messages made: (token, n) = the first n calls are live objects of the mapper
         # that stay untouched while the token stays; a restore that cuts or replaces one of the calls
         # published under the token starts a new one (see stream_deltas_between)
@@ -92,7 +91,6 @@ class IncrementalMapper:
     def release(self) -> None:
         """Forget the source text until the next :meth:`map` (which gives it again): a stream's session
         grows its text in place only when nothing else holds it."""
-        self.source = ""
         if self.m is not None:
             self.m.source = ""
 
@@ -267,14 +265,12 @@ class IncrementalMapper:
         m_ = self.m
         if m_ is None or not frames:
             m_ = self.m = self._Mapper(source)
-            self.source = source
             self._token = object()
             self._published = 0
             self.frames = [[None, nodes, []]]
             self._map_from(0, nodes, 0, None)
             return self._result()
         m_.source = source
-        self.source = source
         p = m_.pending
         if p is not None and p.name:
             # a named pending call was published with the earlier calls (see _result): the last call may be
