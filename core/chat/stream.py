@@ -293,7 +293,8 @@ class IncrementalMapper:
                 if (c is not oc and c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule
                         and (c.end == oc.end or c.tag in _GROUPING_TAGS)
                         and (j == 0 or ch[j - 1] is och[j - 1]
-                             and (j == 1 or self._first_diff(ch, och, node, fr[0], j - 1) == j - 1))):
+                             and (ch[:j - 1] == och[:j - 1] if j < 8     # a few siblings: compared at C speed
+                                  else self._first_diff(ch, och, node, fr[0], j - 1) == j - 1))):
                     fr[0] = node
                     fr[1] = ch
                     if j + 1 < len(ch):
