@@ -274,6 +274,24 @@ def test_stream_setup_compiles_the_arena_before_the_first_feed():
     assert _check_stream(parser, list("<a>hi</a>")).message.content == "hi"
 
 
+def test_stream_setup_parses_the_generation_prompt_and_skips_an_absent_header_cut():
+    # the generation prompt starts every text of the stream: parsed and mapped when the stream is set up, the
+    # first feed resumes from it; a parser without a turn header to cut decides the cut (none) at once
+    from core.chat.stream import TurnHeaderCut
+
+    req = {"messages": [{"role": "user", "content": "Hi"}], "tools": [RUN]}
+    name = "openai-gpt-oss-120b.jinja"
+    for fidelity in ("llama.cpp", "improved"):
+        parser = build_chat_parser(TemplateDir(str(TEMPLATES)).get(name), ChatRequest.from_dict(req),
+                                   fidelity=fidelity).parser
+        session = PegStreamSession(parser)
+        assert session.caches[None].text == parser.generation_prompt == "<|start|>assistant"
+        assert session.mappers[None].m is not None and session.mappers[None].source == ""   # mapped, released
+        assert TurnHeaderCut(parser).cut == (0 if not parser.turn_header else None), fidelity
+        text = '<|channel|>commentary to=functions.run <|constrain|>json<|message|>{"command": "ls"}<|call|>'
+        assert _check_stream(parser, list(text)).message == parser.parse(text)
+
+
 def test_mapper_spine_snapshots_equal_a_fresh_mapping_at_every_step():
     # IncrementalMapper.map keeps the right spine of the tree with a snapshot before each child of each spine
     # node, goes down it while the nodes were re-created alike, restores the snapshot before the first change

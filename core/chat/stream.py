@@ -396,7 +396,9 @@ class TurnHeaderCut:
     def __init__(self, parser: Any):
         self.fn = getattr(parser, "header_cut", None)
         self.head = ""                                # the output while the cut is undecided
-        self.cut: int | None = None if callable(self.fn) else 0
+        # no header to cut (the parsers' header_cut reads these two): decided at once, nothing called per stream
+        none = getattr(parser, "turn_header", None) == "" and not getattr(parser, "content_header", "")
+        self.cut: int | None = None if callable(self.fn) and not none else 0
         self.prefix = ""                              # what was cut
 
     def append(self, added: str) -> str | None:
@@ -470,6 +472,22 @@ class PegStreamSession:
         self._tag_delimiters()
         self.caches[self.entries[0]] = ParseCache()
         self.mappers[self.entries[0]] = IncrementalMapper()
+        if self.entries[0] is None:
+            self._prime()
+
+    def _prime(self) -> None:
+        """Request setup, continued: parse and map the generation prompt alone (every text of the stream starts
+        with it) into the main root's cache and mapper, so that the first feed resumes from there as a later
+        feed resumes from the feed before it (rather than building the stream's first tree and mapper state)."""
+        gp = self.parser.generation_prompt
+        try:
+            r = self._run(None, gp)
+            if r is not None and (r.need_more_input or (r.success and r.end >= len(gp))):
+                self.mappers[None].map(r.nodes, gp)
+                self.mappers[None].release()
+        except Exception:  # noqa: BLE001 - an optimisation: without it the first feed starts from scratch
+            self.caches[None] = self._ParseCache()
+            self.mappers[None] = IncrementalMapper()
 
     @staticmethod
     def supports(parser: Any) -> bool:

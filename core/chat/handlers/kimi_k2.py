@@ -13,6 +13,7 @@ a tool without closing its think block). Arguments are the model's JSON, verbati
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -130,6 +131,9 @@ def _after_arguments(view: C.RequestView) -> Any:
         return None
     heads = ["functions." + t.name for t in view.tools]
     parallel = view.parallel
+    # most of the characters between two calls: the fixed run up to the names (a proper prefix of it is taken
+    # at once)
+    fixed = CALL_END + CALL_BEGIN + os.path.commonprefix(heads) if parallel else CALL_END + SECTION_END
 
     def header(w: str, i: int) -> bool:
         rest = w[i:]
@@ -154,6 +158,8 @@ def _after_arguments(view: C.RequestView) -> Any:
         return len(w) - k < len(ARGS_BEGIN) and ARGS_BEGIN.startswith(w[k:])
 
     def after(w: str) -> bool:
+        if len(w) < len(fixed) and fixed.startswith(w):
+            return True
         r = _lit(w, 0, CALL_END)
         if r == -1:
             return True
