@@ -460,3 +460,22 @@ def test_indented_tojson_writes_what_json_dumps_writes():
                     assert templating._tojson(v, ensure_ascii, indent, None, sort_keys) == expected
     with pytest.raises(TypeError, match="not JSON serializable"):  # a set: json's own error, from json itself
         templating._tojson({"a": {1, 2}}, False, 2)
+
+
+def test_dependency_walk_finds_what_jinja2s_dependency_finder_finds_on_the_corpus():
+    from jinja2.compiler import DependencyFinderVisitor
+
+    checked = 0
+    for _name, src in _sources()[::3]:
+        try:
+            tree = caps.probe_environment()._parse(src, None, None)
+        except jinja2.TemplateSyntaxError:
+            continue
+        finder = DependencyFinderVisitor()
+        for node in tree.body:
+            finder.visit(node)
+        assert templating._dependencies(tree.body) == (finder.filters, finder.tests)
+        checked += bool(finder.filters)
+    assert checked > 100
+    block = templating._ENV.parse_raw("{{ a|upper }}{% block b %}{{ c|lower }}{% if d is odd %}{% endif %}{% endblock %}")
+    assert templating._dependencies(block.body) == ({"upper"}, set())
