@@ -25,6 +25,7 @@ jinja2 environment elsewhere in the process (transformers') runs jinja2's own me
 * ``NodeVisitor.get_visitor`` looks the ``visit_<Class>`` method name up in a per-class table.
 * ``NodeVisitor.generic_visit`` of jinja2's read-only visitors (dependency finder, undeclared-name finder, symbol
   tracker) walks with an explicit stack instead of one ``visit`` → ``generic_visit`` recursion per node.
+* ``NodeTransformer.generic_visit`` calls the handlers of a transformer that keeps jinja2's ``visit`` directly.
 * :func:`absent_from` lets the code generator skip its searches for node classes a template does not contain.
 """
 
@@ -193,6 +194,59 @@ def generic_visit(self: Any, node: Any, *args: Any, **kwargs: Any) -> None:
     return None
 
 
+def transform_children(self: Any, node: Any, *args: Any, **kwargs: Any) -> Any:
+    """``NodeTransformer.generic_visit``: replace each child of ``node`` by what visiting it returns (None removes
+    it; a list field takes a returned sequence's items in its place), field by field, each field read when its
+    turn comes; returns ``node``. For a transformer that overrides neither ``visit`` nor ``get_visitor`` (the probe
+    rewriter) the handlers are called directly; any other gets jinja2's own method."""
+    cls = type(self)
+    if cls.visit is not _VISIT or cls.get_visitor is not get_visitor:
+        return _ORIGINAL["transform_children"](self, node, *args, **kwargs)
+    table = _HANDLERS.get(cls)
+    if table is None:
+        table = _HANDLERS[cls] = {}
+    node_cls = _Node
+    d = node.__dict__
+    for name in node.fields:
+        old = d.get(name, _MISSING)
+        if old is _MISSING:
+            try:
+                old = getattr(node, name)
+            except AttributeError:
+                continue
+        if isinstance(old, list):
+            new_values = []
+            for value in old:
+                if isinstance(value, node_cls):
+                    tp = type(value)
+                    try:
+                        handler = table[tp]
+                    except KeyError:
+                        handler = table[tp] = getattr(cls, f"visit_{tp.__name__}", None)
+                    value = (handler(self, value, *args, **kwargs) if handler is not None
+                             else cls.generic_visit(self, value, *args, **kwargs))
+                    if value is None:
+                        continue
+                    if not isinstance(value, node_cls):
+                        new_values.extend(value)
+                        continue
+                new_values.append(value)
+            old[:] = new_values
+        elif isinstance(old, node_cls):
+            tp = type(old)
+            try:
+                handler = table[tp]
+            except KeyError:
+                handler = table[tp] = getattr(cls, f"visit_{tp.__name__}", None)
+            new_node = (handler(self, old, *args, **kwargs) if handler is not None
+                        else cls.generic_visit(self, old, *args, **kwargs))
+            if new_node is None:
+                delattr(node, name)
+            else:
+                setattr(node, name, new_node)
+    return node
+
+
 #: jinja2's visitors that only read the tree and do not override ``visit``/``get_visitor``: the dependency finder
 #: (filters and tests a template uses), the undeclared-name finder (``loop``, ``caller``…) and the symbol tracker.
 _PURE_VISITORS: frozenset[type] = frozenset({jinja2.compiler.DependencyFinderVisitor,
@@ -201,9 +255,11 @@ _PURE_VISITORS: frozenset[type] = frozenset({jinja2.compiler.DependencyFinderVis
 _HANDLERS: dict[type, dict[type, Any]] = {}  # visitor class -> node class -> unbound visit_<Class> or None
 
 _ORIGINAL["generic_visit"] = jinja2.visitor.NodeVisitor.generic_visit
+_ORIGINAL["transform_children"] = jinja2.visitor.NodeTransformer.generic_visit
+_VISIT = jinja2.visitor.NodeVisitor.visit
 
 _FAST = {"iter_fields": iter_fields, "iter_child_nodes": iter_child_nodes, "find_all": find_all,
-         "get_visitor": get_visitor, "generic_visit": generic_visit}
+         "get_visitor": get_visitor, "generic_visit": generic_visit, "transform_children": transform_children}
 
 _lock = threading.Lock()
 _depth = 0        # compiles of ours running now, on any thread (the fast walks are in place while > 0)
@@ -215,6 +271,7 @@ def _put(table: dict[str, Any]) -> None:
         setattr(_Node, name, table[name])
     jinja2.visitor.NodeVisitor.get_visitor = table["get_visitor"]
     jinja2.visitor.NodeVisitor.generic_visit = table["generic_visit"]
+    jinja2.visitor.NodeTransformer.generic_visit = table["transform_children"]
 
 
 @contextlib.contextmanager

@@ -356,9 +356,26 @@ def rewrite_loops(tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
     the iterable is wrapped in (environments with their own ``_parse`` rewriting call this last). Changes
     ``tree`` in place and returns it. Only ``For.iter`` changes, so collecting the loops and wrapping each
     is all a tree transformer would do, without rebuilding every field of every node."""
-    for node in list(tree.find_all(jinja2.nodes.For)):
+    for node in _loops(tree):
         node.iter = jinja2.nodes.Filter(node.iter, LOOP_FILTER, [], [], None, None, lineno=node.lineno)
     return tree
+
+
+def _loops(tree: jinja2.nodes.Node) -> list[jinja2.nodes.For]:
+    """Every ``For`` node of ``tree`` (``tree.find_all(For)``, in another order), without walking expressions:
+    jinja2's parser makes a ``for`` only as a statement, and no expression holds a statement (tested on the
+    corpus), so the walk skips every ``Expr`` subtree — most of a chat template's nodes."""
+    found = []
+    for_cls, expr_cls = jinja2.nodes.For, jinja2.nodes.Expr
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if type(node) is for_cls:
+            found.append(node)
+        for child in node.iter_child_nodes():
+            if not isinstance(child, expr_cls):
+                stack.append(child)
+    return found
 
 
 _RARE_NODES = (jinja2.nodes.Extends, jinja2.nodes.Block, jinja2.nodes.ImportedName)
