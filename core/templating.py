@@ -372,12 +372,13 @@ def _loops(tree: jinja2.nodes.Node) -> list[jinja2.nodes.For]:
         node = stack.pop()
         if type(node) is for_cls:
             found.append(node)
-        for child in node.iter_child_nodes():
+        for child in _child_nodes(node):
             if not isinstance(child, expr_cls):
                 stack.append(child)
     return found
 
 
+_child_nodes = fastwalk.child_nodes
 _RARE_NODES = (jinja2.nodes.Extends, jinja2.nodes.Block, jinja2.nodes.ImportedName)
 
 
@@ -411,7 +412,7 @@ def _dependencies(nodes: Any) -> tuple[set[str], set[str]]:
             filters.add(node.name)
         elif tp is test_cls:
             tests.add(node.name)
-        stack.extend(node.iter_child_nodes())
+        stack.extend(_child_nodes(node))
     return filters, tests
 
 
