@@ -286,7 +286,7 @@ def test_stream_setup_parses_the_generation_prompt_and_skips_an_absent_header_cu
                                    fidelity=fidelity).parser
         session = PegStreamSession(parser)
         assert session.caches[None].text == parser.generation_prompt == "<|start|>assistant"
-        assert session.mappers[None].m is not None and session.mappers[None].source == ""   # mapped, released
+        assert session.mappers[None].m is not None and session.mappers[None].m.source == ""   # mapped, released
         assert TurnHeaderCut(parser).cut == (0 if not parser.turn_header else None), fidelity
         text = '<|channel|>commentary to=functions.run <|constrain|>json<|message|>{"command": "ls"}<|call|>'
         assert _check_stream(parser, list(text)).message == parser.parse(text)
