@@ -21,10 +21,12 @@ jinja2 environment elsewhere in the process (transformers') runs jinja2's own me
 * ``Node.iter_fields`` / ``Node.iter_child_nodes`` without ``exclude``/``only`` (the only way jinja2 calls them in
   hot paths) read the instance dictionary directly and fall back to ``getattr`` for anything not in it; with
   ``exclude``/``only`` the original runs.
+* ``Node.__init__`` writes the instance dictionary directly.
 * ``Node.find_all`` walks with an explicit stack instead of one generator per level (pre-order, as before).
 * ``NodeVisitor.get_visitor`` looks the ``visit_<Class>`` method name up in a per-class table.
 * ``NodeVisitor.generic_visit`` of jinja2's read-only visitors (dependency finder, undeclared-name finder, symbol
   tracker) walks with an explicit stack instead of one ``visit`` → ``generic_visit`` recursion per node.
+* ``NodeTransformer.generic_visit`` calls the handlers of a transformer that keeps jinja2's ``visit`` directly.
 * :func:`absent_from` lets the code generator skip its searches for node classes a template does not contain.
 """
 
@@ -91,20 +93,64 @@ def iter_child_nodes(self: Any, exclude: Any = None, only: Any = None) -> Iterat
 _local = threading.local()
 
 
+def node_init(self: Any, *fields: Any, **attributes: Any) -> None:
+    """``Node.__init__``: the fields given positionally, then every attribute (``lineno``, ``environment``) from
+    the keywords or None, written to the instance dictionary directly; the parser builds tens of thousands of
+    nodes per template. Anything jinja2 would refuse (an abstract class, a wrong number of fields) goes to jinja2's
+    own method, which raises its error; an unknown keyword raises jinja2's message."""
+    cls = type(self)
+    if cls.abstract or (fields and len(fields) != len(cls.fields)):
+        _ORIGINAL["__init__"](self, *fields, **attributes)
+        return
+    d = self.__dict__
+    if fields:
+        d.update(zip(cls.fields, fields))
+    for attr in cls.attributes:
+        d[attr] = attributes.pop(attr, None)
+    if attributes:
+        raise TypeError(f"unknown attribute {next(iter(attributes))!r}")
+
+
+def child_nodes(node: Any) -> list[Any]:
+    """The children ``node.iter_child_nodes()`` yields, as a list (all fields read now)."""
+    d = node.__dict__
+    node_cls = _Node
+    out = []
+    for name in node.fields:
+        item = d.get(name, _MISSING)
+        if item is _MISSING:
+            try:
+                item = getattr(node, name)
+            except AttributeError:
+                continue
+        if isinstance(item, list):
+            for n in item:
+                if isinstance(n, node_cls):
+                    out.append(n)
+        elif isinstance(item, node_cls):
+            out.append(item)
+    return out
+
+
 def find_all(self: Any, node_type: Any) -> Iterator[Any]:
     """``Node.find_all``: every descendant that is a ``node_type`` (a class or tuple of classes), pre-order.
-    Yields nothing at once for a class :func:`absent_from` vouched for (see there)."""
+    A node's fields are read when the walk enters it (after it was yielded), all at once rather than one by one
+    as jinja2's nested generators do: the same sequence unless the caller changes nodes during the walk, which
+    none of the compile's callers do (jinja2's code generator and parser, our rewriters). Yields nothing at once
+    for a class :func:`absent_from` vouched for (see there)."""
     if node_type in getattr(_local, "absent", ()):
         return
-    stack = [self.iter_child_nodes()]
+    stack = child_nodes(self)
+    stack.reverse()
+    pop, extend = stack.pop, stack.extend
     while stack:
-        for child in stack[-1]:
-            if isinstance(child, node_type):
-                yield child
-            stack.append(child.iter_child_nodes())
-            break
-        else:
-            stack.pop()
+        node = pop()
+        if isinstance(node, node_type):
+            yield node
+        kids = child_nodes(node)
+        if kids:
+            kids.reverse()
+            extend(kids)
 
 
 @contextlib.contextmanager
@@ -156,7 +202,6 @@ def generic_visit(self: Any, node: Any, *args: Any, **kwargs: Any) -> None:
     table = _HANDLERS.get(cls)
     if table is None:
         table = _HANDLERS[cls] = {}
-    node_cls = _Node
     stack = [node]
     first = True
     while stack:
@@ -172,25 +217,63 @@ def generic_visit(self: Any, node: Any, *args: Any, **kwargs: Any) -> None:
             if handler is not None:
                 handler(self, n, *args, **kwargs)
                 continue
-        # push the children last-first, so the first child is visited next
-        d = n.__dict__
-        children = []
-        for name in n.fields:
-            item = d.get(name, _MISSING)
-            if item is _MISSING:
-                try:
-                    item = getattr(n, name)
-                except AttributeError:
-                    continue
-            if isinstance(item, list):
-                for c in item:
-                    if isinstance(c, node_cls):
-                        children.append(c)
-            elif isinstance(item, node_cls):
-                children.append(item)
+        children = child_nodes(n)  # pushed last-first, so the first child is visited next
         children.reverse()
         stack.extend(children)
     return None
+
+
+def transform_children(self: Any, node: Any, *args: Any, **kwargs: Any) -> Any:
+    """``NodeTransformer.generic_visit``: replace each child of ``node`` by what visiting it returns (None removes
+    it; a list field takes a returned sequence's items in its place), field by field, each field read when its
+    turn comes; returns ``node``. For a transformer that overrides neither ``visit`` nor ``get_visitor`` (the probe
+    rewriter) the handlers are called directly; any other gets jinja2's own method."""
+    cls = type(self)
+    if cls.visit is not _VISIT or cls.get_visitor is not get_visitor:
+        return _ORIGINAL["transform_children"](self, node, *args, **kwargs)
+    table = _HANDLERS.get(cls)
+    if table is None:
+        table = _HANDLERS[cls] = {}
+    node_cls = _Node
+    d = node.__dict__
+    for name in node.fields:
+        old = d.get(name, _MISSING)
+        if old is _MISSING:
+            try:
+                old = getattr(node, name)
+            except AttributeError:
+                continue
+        if isinstance(old, list):
+            new_values = []
+            for value in old:
+                if isinstance(value, node_cls):
+                    tp = type(value)
+                    try:
+                        handler = table[tp]
+                    except KeyError:
+                        handler = table[tp] = getattr(cls, f"visit_{tp.__name__}", None)
+                    value = (handler(self, value, *args, **kwargs) if handler is not None
+                             else cls.generic_visit(self, value, *args, **kwargs))
+                    if value is None:
+                        continue
+                    if not isinstance(value, node_cls):
+                        new_values.extend(value)
+                        continue
+                new_values.append(value)
+            old[:] = new_values
+        elif isinstance(old, node_cls):
+            tp = type(old)
+            try:
+                handler = table[tp]
+            except KeyError:
+                handler = table[tp] = getattr(cls, f"visit_{tp.__name__}", None)
+            new_node = (handler(self, old, *args, **kwargs) if handler is not None
+                        else cls.generic_visit(self, old, *args, **kwargs))
+            if new_node is None:
+                delattr(node, name)
+            else:
+                setattr(node, name, new_node)
+    return node
 
 
 #: jinja2's visitors that only read the tree and do not override ``visit``/``get_visitor``: the dependency finder
@@ -201,9 +284,13 @@ _PURE_VISITORS: frozenset[type] = frozenset({jinja2.compiler.DependencyFinderVis
 _HANDLERS: dict[type, dict[type, Any]] = {}  # visitor class -> node class -> unbound visit_<Class> or None
 
 _ORIGINAL["generic_visit"] = jinja2.visitor.NodeVisitor.generic_visit
+_ORIGINAL["__init__"] = _Node.__init__
+_ORIGINAL["transform_children"] = jinja2.visitor.NodeTransformer.generic_visit
+_VISIT = jinja2.visitor.NodeVisitor.visit
 
 _FAST = {"iter_fields": iter_fields, "iter_child_nodes": iter_child_nodes, "find_all": find_all,
-         "get_visitor": get_visitor, "generic_visit": generic_visit}
+         "get_visitor": get_visitor, "generic_visit": generic_visit, "transform_children": transform_children,
+         "__init__": node_init}
 
 _lock = threading.Lock()
 _depth = 0        # compiles of ours running now, on any thread (the fast walks are in place while > 0)
@@ -211,10 +298,11 @@ _enabled = True   # False: our compiles use jinja2's own walks too (tests compar
 
 
 def _put(table: dict[str, Any]) -> None:
-    for name in ("iter_fields", "iter_child_nodes", "find_all"):
+    for name in ("iter_fields", "iter_child_nodes", "find_all", "__init__"):
         setattr(_Node, name, table[name])
     jinja2.visitor.NodeVisitor.get_visitor = table["get_visitor"]
     jinja2.visitor.NodeVisitor.generic_visit = table["generic_visit"]
+    jinja2.visitor.NodeTransformer.generic_visit = table["transform_children"]
 
 
 @contextlib.contextmanager

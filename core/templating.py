@@ -356,11 +356,29 @@ def rewrite_loops(tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
     the iterable is wrapped in (environments with their own ``_parse`` rewriting call this last). Changes
     ``tree`` in place and returns it. Only ``For.iter`` changes, so collecting the loops and wrapping each
     is all a tree transformer would do, without rebuilding every field of every node."""
-    for node in list(tree.find_all(jinja2.nodes.For)):
+    for node in _loops(tree):
         node.iter = jinja2.nodes.Filter(node.iter, LOOP_FILTER, [], [], None, None, lineno=node.lineno)
     return tree
 
 
+def _loops(tree: jinja2.nodes.Node) -> list[jinja2.nodes.For]:
+    """Every ``For`` node of ``tree`` (``tree.find_all(For)``, in another order), without walking expressions:
+    jinja2's parser makes a ``for`` only as a statement, and no expression holds a statement (tested on the
+    corpus), so the walk skips every ``Expr`` subtree — most of a chat template's nodes."""
+    found = []
+    for_cls, expr_cls = jinja2.nodes.For, jinja2.nodes.Expr
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if type(node) is for_cls:
+            found.append(node)
+        for child in _child_nodes(node):
+            if not isinstance(child, expr_cls):
+                stack.append(child)
+    return found
+
+
+_child_nodes = fastwalk.child_nodes
 _RARE_NODES = (jinja2.nodes.Extends, jinja2.nodes.Block, jinja2.nodes.ImportedName)
 
 
@@ -375,6 +393,27 @@ def _absent_by_source(source: str) -> frozenset[type]:
     if "block" not in source:
         absent.add(jinja2.nodes.Block)
     return frozenset(absent)
+
+
+def _dependencies(nodes: Any) -> tuple[set[str], set[str]]:
+    """Names of the filters and of the tests applied in ``nodes`` and their subtrees, not looking inside
+    ``{% block %}`` bodies: what jinja2's ``DependencyFinderVisitor`` collects (one walk instead of a visitor call
+    per node; the names are sets, so the order of the walk does not matter)."""
+    filters: set[str] = set()
+    tests: set[str] = set()
+    filter_cls, test_cls, block_cls = jinja2.nodes.Filter, jinja2.nodes.Test, jinja2.nodes.Block
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        tp = type(node)
+        if tp is block_cls:
+            continue
+        if tp is filter_cls:
+            filters.add(node.name)
+        elif tp is test_cls:
+            tests.add(node.name)
+        stack.extend(_child_nodes(node))
+    return filters, tests
 
 
 class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
@@ -408,6 +447,20 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
         # those searches
         with fastwalk.absent_from(node, _RARE_NODES, node.__dict__.get("_cte_absent")):
             super().visit_Template(node, frame)
+
+    def pull_dependencies(self, nodes: Any) -> None:
+        # jinja2 binds each filter and test a template uses with an eight-line try/except per name (a stub that
+        # raises when called if the name is missing at render time); one line per name here, same bindings, same
+        # error when a missing one is called (_LimitedSandbox.missing_dependency): about a fifth of a chat
+        # template's generated code, and of Python's compile() of it, was those blocks
+        filters, tests = _dependencies(nodes)
+        for kind, idents, names in (("filters", self.filters, filters), ("tests", self.tests, tests)):
+            for name in sorted(names):
+                ident = idents.get(name)
+                if ident is None:
+                    ident = idents[name] = self.temporary_identifier()
+                self.writeline(f"{ident} = environment.{kind}.get({name!r}) or "
+                               f"environment.missing_dependency({kind!r}, {name!r})")
 
     def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
         self.write("environment.checked_concat((")
@@ -538,6 +591,18 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
             if not isinstance(stream, jinja2.lexer.TokenStream):
                 stream = jinja2.lexer.TokenStream(stream, name, filename)
         return stream
+
+    @staticmethod
+    def missing_dependency(kind: str, name: str) -> Callable[..., Any]:
+        """What compiled code binds a filter or test to when the environment has none of that name at render
+        time (``kind`` "filters" or "tests"): a function raising jinja2's ``TemplateRuntimeError`` "No filter
+        named 'x' found." when called, as jinja2's own generated stub does."""
+
+        @jinja2.utils.internalcode
+        def missing(*unused: Any) -> Any:
+            raise jinja2.exceptions.TemplateRuntimeError(f"No {kind[:-1]} named {name!r} found.")
+
+        return missing
 
     def checked_concat(self, parts: Any) -> str:
         self._tick()

@@ -332,18 +332,28 @@ def _streaming_grammar(p):
             + p.rule("calls", p.zero_or_more(p.optional(call) + p.space())) + p.end())
 
 
+def _mistral_like_grammar(p):
+    # the repetition of further calls is the last item of a long sequence that starts with the first call
+    # (Mistral's [TOOL_CALLS], DeepSeek's and GLM's call lists): a NodeRun meets the nodes before it
+    def call():
+        return p.rule("call", p.tool_open("<c ") + p.tool_name(p.choice(p.literal("fnx"), p.literal("fn")))
+                      + p.space() + p.tool_args(p.json()) + p.tool_close(p.atomic(p.literal("/>"))))
+    calls = p.rule("calls", p.literal("[T]") + call() + p.literal("") + p.zero_or_more(p.space() + "[T]" + call()))
+    return p.optional(p.content(p.until("[T]"))) + p.optional(calls) + p.end()
+
+
 @pytest.mark.parametrize("seed", range(12))
-def test_seeded_streams_equal_fresh_parses(seed):
-    # streams that end inside every kind of node, alternatives that fail after a resume (``fnx`` / ``fn``),
-    # repetition items whose last part fails later (``ab`` then ``abx``), bounded repetitions that stop:
-    # every prefix parsed with the stream's cache gives the tree, result and bookkeeping of a fresh parse
+def test_seeded_streams_equal_fresh_parses_long_sequence(seed):
     import random
 
     rnd = random.Random(seed)
-    pieces = ["<c fn />", "<c fnx a=1 , b=22/>", "<c fn a=1,b=2 />", "[[ab abc ", "ab ", "]]", "abx", "<c fn a=",
-              "hello ", "<c", " ", "\n", "/>", "<c fnx/>", "<c fn a=1 ,", "[[", "x"]
-    text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(4, 14)))
-    arena = build_chat_peg_parser(_streaming_grammar)
+    pieces = ["[T]<c fn {}/>", '[T]<c fnx {"a": [1, "x"]}/>', " ", "\n", "[T]", "<c fn", ' {"b": 2}', "/>", "[T]<c f",
+              "hello", "[", "{}", "/x"]
+    text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(4, 16)))
+    _check_stream_equals_fresh(build_chat_peg_parser(_mistral_like_grammar), text)
+
+
+def _check_stream_equals_fresh(arena, text):
     cache = ParseCache()
     for i in range(len(text) + 1):
         prefix = text[:i]
@@ -358,3 +368,17 @@ def test_seeded_streams_equal_fresh_parses(seed):
                 pre, parent, off = n.base
                 assert all(x is y for x, y in zip(n.children[off:off + len(pre)], pre))
                 assert parent is None or tuple(pre[:len(parent)]) == tuple(parent)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_seeded_streams_equal_fresh_parses(seed):
+    # streams that end inside every kind of node, alternatives that fail after a resume (``fnx`` / ``fn``),
+    # repetition items whose last part fails later (``ab`` then ``abx``), bounded repetitions that stop:
+    # every prefix parsed with the stream's cache gives the tree, result and bookkeeping of a fresh parse
+    import random
+
+    rnd = random.Random(seed)
+    pieces = ["<c fn />", "<c fnx a=1 , b=22/>", "<c fn a=1,b=2 />", "[[ab abc ", "ab ", "]]", "abx", "<c fn a=",
+              "hello ", "<c", " ", "\n", "/>", "<c fnx/>", "<c fn a=1 ,", "[[", "x"]
+    text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(4, 14)))
+    _check_stream_equals_fresh(build_chat_peg_parser(_streaming_grammar), text)

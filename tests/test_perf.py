@@ -363,7 +363,7 @@ def test_plain_jinja2_environments_keep_jinja2s_own_walks():
 
     from core import fastwalk
 
-    own = {name: getattr(jinja2.nodes.Node, name) for name in ("iter_fields", "iter_child_nodes", "find_all")}
+    own = {name: getattr(jinja2.nodes.Node, name) for name in ("iter_fields", "iter_child_nodes", "find_all", "__init__")}
     assert own["find_all"].__module__ == "jinja2.nodes"
     assert jinja2.visitor.NodeVisitor.get_visitor.__module__ == "jinja2.visitor"
     assert jinja2.visitor.NodeVisitor.generic_visit.__module__ == "jinja2.visitor"
@@ -460,3 +460,38 @@ def test_indented_tojson_writes_what_json_dumps_writes():
                     assert templating._tojson(v, ensure_ascii, indent, None, sort_keys) == expected
     with pytest.raises(TypeError, match="not JSON serializable"):  # a set: json's own error, from json itself
         templating._tojson({"a": {1, 2}}, False, 2)
+
+
+def test_dependency_walk_finds_what_jinja2s_dependency_finder_finds_on_the_corpus():
+    from jinja2.compiler import DependencyFinderVisitor
+
+    checked = 0
+    for _name, src in _sources()[::3]:
+        try:
+            tree = caps.probe_environment()._parse(src, None, None)
+        except jinja2.TemplateSyntaxError:
+            continue
+        finder = DependencyFinderVisitor()
+        for node in tree.body:
+            finder.visit(node)
+        assert templating._dependencies(tree.body) == (finder.filters, finder.tests)
+        checked += bool(finder.filters)
+    assert checked > 100
+    block = templating._ENV.parse_raw("{{ a|upper }}{% block b %}{{ c|lower }}{% if d is odd %}{% endif %}{% endblock %}")
+    assert templating._dependencies(block.body) == ({"upper"}, set())
+
+
+def test_loop_search_skipping_expressions_finds_every_for_loop_on_the_corpus():
+    found = 0
+    for _name, src in _sources():
+        try:
+            tree = templating._ENV.parse_raw(src)
+        except jinja2.TemplateSyntaxError:
+            continue
+        loops = list(tree.find_all(jinja2.nodes.For))
+        assert sorted(map(id, templating._loops(tree))) == sorted(map(id, loops))
+        # no statement anywhere below an expression: what lets _loops skip expressions
+        for expr in tree.find_all(jinja2.nodes.Expr):
+            assert not any(True for _ in expr.find_all(jinja2.nodes.Stmt))
+        found += len(loops)
+    assert found > 500

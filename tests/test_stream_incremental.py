@@ -286,7 +286,7 @@ def test_stream_setup_parses_the_generation_prompt_and_skips_an_absent_header_cu
                                    fidelity=fidelity).parser
         session = PegStreamSession(parser)
         assert session.caches[None].text == parser.generation_prompt == "<|start|>assistant"
-        assert session.mappers[None].m is not None and session.mappers[None].source == ""   # mapped, released
+        assert session.mappers[None].m is not None and session.mappers[None].m.source == ""   # mapped, released
         assert TurnHeaderCut(parser).cut == (0 if not parser.turn_header else None), fidelity
         text = '<|channel|>commentary to=functions.run <|constrain|>json<|message|>{"command": "ls"}<|call|>'
         assert _check_stream(parser, list(text)).message == parser.parse(text)
@@ -485,3 +485,28 @@ def test_mapper_goes_down_only_where_everything_before_is_shared():
     grown = tree(6, 13, shared=first[0].children[0])   # the content node shared: only the call is mapped again
     assert mapper.map(grown, src) == map_nodes(grown, src)
     assert mapper.frames[1][0] is grown[0]
+
+
+def test_repeated_calls_streamed_per_character_match_full_reparse_with_node_runs():
+    # the engine hands a resumed repetition's calls to the mapper as a NodeRun (no copy per parse): on every
+    # PEG route of the streaming benchmark, 1-character feeds over ten calls in a row give at every step the
+    # message of a full re-parse, and the mapper did read NodeRun children
+    from pathlib import Path
+
+    from bench.hostile import ROUTES, hostile_samples
+    from core.peg.engine import NodeRun
+    from core.templating import ChatTemplate
+
+    seen = 0
+    for route, name in ROUTES:
+        if name not in ("Qwen-Qwen3-0.6B.jinja", "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+                        "deepseek-ai-DeepSeek-V3.1.jinja", "GLM-4.6.jinja"):
+            continue
+        t = ChatTemplate(Path(TEMPLATES, name).read_text(), name)
+        sample = hostile_samples(t, route, 400, kinds=("calls",))[0][0]
+        sp = _check_stream(sample.parser, list(sample.output), is_partial=True)
+        session = sp._session
+        mapper = session.mappers.get(session.entries[0]) if session is not None else None
+        if mapper is not None and any(isinstance(f[1], NodeRun) for f in mapper.frames):
+            seen += 1
+    assert seen == 4

@@ -71,7 +71,6 @@ class IncrementalMapper:
         self._actions = ACTIONS
         self.m: Any = None
         self.frames: list[list[Any]] = []   # the right spine of the last tree: [node, children, states]
-        self.source = ""
         # ``shared_calls`` of the messages made: (token, n) = the first n calls are live objects of the mapper
         # that stay untouched while the token stays; a restore that cuts or replaces one of the calls
         # published under the token starts a new one (see stream_deltas_between)
@@ -92,7 +91,6 @@ class IncrementalMapper:
     def release(self) -> None:
         """Forget the source text until the next :meth:`map` (which gives it again): a stream's session
         grows its text in place only when nothing else holds it."""
-        self.source = ""
         if self.m is not None:
             self.m.source = ""
 
@@ -267,14 +265,12 @@ class IncrementalMapper:
         m_ = self.m
         if m_ is None or not frames:
             m_ = self.m = self._Mapper(source)
-            self.source = source
             self._token = object()
             self._published = 0
             self.frames = [[None, nodes, []]]
             self._map_from(0, nodes, 0, None)
             return self._result()
         m_.source = source
-        self.source = source
         p = m_.pending
         if p is not None and p.name:
             # a named pending call was published with the earlier calls (see _result): the last call may be
@@ -297,7 +293,8 @@ class IncrementalMapper:
                 if (c is not oc and c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule
                         and (c.end == oc.end or c.tag in _GROUPING_TAGS)
                         and (j == 0 or ch[j - 1] is och[j - 1]
-                             and (j == 1 or self._first_diff(ch, och, node, fr[0], j - 1) == j - 1))):
+                             and (ch[:j - 1] == och[:j - 1] if j < 8     # a few siblings: compared at C speed
+                                  else self._first_diff(ch, och, node, fr[0], j - 1) == j - 1))):
                     fr[0] = node
                     fr[1] = ch
                     if j + 1 < len(ch):

@@ -19,7 +19,10 @@ search, ``space``/``chars``/string bodies use ``re``, JSON uses the scanners of 
 Incremental parsing: pass the same :class:`ParseCache` to successive parses of a growing text (a stream).
 Results of rules and tags that never looked at the end of the input are memoized by (node, position) and reused
 while the new text extends the old one; ``until`` remembers how far it has already searched. Anything that
-touched the end of the input is recomputed, so cached and uncached parses give identical results.
+touched the end of the input is recomputed, so cached and uncached parses give identical results. Long
+sequences and repetitions resume after the items an earlier parse matched without looking at the end; a
+repetition hands those items on as a :class:`NodeRun` over one growing list, so a stream of many tool calls
+does not copy them on every parse (the engine's cost per parse stays flat along a 160k-character stream).
 """
 
 from __future__ import annotations
@@ -593,28 +596,30 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
         settled = i
         saved_eof = ctx.eof
         ctx.eof = False
-        r = None
         while i < count:
             st, end, ns = children[i](ctx, pos)
+            if st == OK:
+                if ns:
+                    nodes = _concat(ctx, nodes, ns) if nodes else ns
+                pos = end
+                i += 1
+                if settled == i - 1 and not ctx.eof:
+                    settled = i
+                    if i < count:
+                        sw = ctx.switches
+                        hints[key] = (i, pos, nodes, ctx.made - made0, tuple(sw[sw0:]) if len(sw) > sw0 else _EMPTY)
+                continue
+            if saved_eof:
+                ctx.eof = True
             if st == FAIL:
-                r = (FAIL, end if end > start else start, _EMPTY)
-                break
+                return FAIL, end if end > start else start, _EMPTY
             if ns:
                 nodes = _concat(ctx, nodes, ns) if nodes else ns
-            if st == NMI:
-                if chains[i]:
-                    _note_chain(ctx, pos, chains[i])
-                r = (NMI, end, nodes)
-                break
-            pos = end
-            i += 1
-            if not ctx.eof and settled == i - 1:
-                settled = i
-                if i < count:
-                    hints[key] = (i, pos, nodes, ctx.made - made0, tuple(ctx.switches[sw0:]))
-        ctx.eof = saved_eof or ctx.eof
-        if r is not None:
-            return r
+            if chains[i]:
+                _note_chain(ctx, pos, chains[i])
+            return NMI, end, nodes
+        if saved_eof:
+            ctx.eof = True
         return OK, pos, nodes
     return resumable
 
@@ -1041,8 +1046,7 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
             return r
         saved = ctx.eof
         ctx.eof = False
-        made0 = ctx.made
-        switches0 = len(ctx.switches)
+        made0, switches0 = ctx.made, len(ctx.switches)
         st, end, ns = child(ctx, pos)
         if st == FAIL:
             r = (FAIL, end, _EMPTY)
