@@ -82,6 +82,8 @@ class IncrementalMapper:
         # the message made last, while it is still the mapping of the last tree: an unchanged tree (a parse
         # that only settled what the fast path saw, like a marker's last character) gives it again
         self._last: AssistantMessage | None = None
+        self._live: tuple | None = None   # a snapshot of the live state while no action ran since it was taken
+        self._acted = False
 
     @property
     def prev_nodes(self) -> tuple:
@@ -136,6 +138,7 @@ class IncrementalMapper:
         self._published = 0
         self._spare = None
         self._last = None
+        self._live = None
 
     # -- snapshots -----------------------------------------------------------------------------------------------
     def _snap(self) -> tuple:
@@ -215,10 +218,12 @@ class IncrementalMapper:
             m += 1
         return m
 
-    def _map_from(self, d: int, ch: tuple, r: int, state: tuple | None) -> None:
+    def _map_from(self, d: int, ch: tuple, r: int, state: tuple | None) -> tuple | None:
         """Map the children ``ch[r:]`` of spine level ``d`` afresh, the live state being the state before
         ``ch[r]`` (``state``: its snapshot, or None when not taken yet); the last child with children becomes
-        the spine below (its frames are built level by level), the others are mapped plainly."""
+        the spine below (its frames are built level by level), the others are mapped plainly. Returns the
+        snapshot of the live state after them, or None when an action ran after the last one taken (then
+        ``_acted`` is set)."""
         frames = self.frames
         del frames[d + 1:]
         states = frames[d][2]
@@ -237,6 +242,7 @@ class IncrementalMapper:
                     if act is not None:    # only an action changes the state (``tool`` and the like have none)
                         act(m_, c)
                         state = None
+                        self._acted = True
                 cc = c.children
                 if not cc:
                     continue
@@ -251,10 +257,11 @@ class IncrementalMapper:
                         if act is not None:
                             act(m_, x)
                             state = None
+                            self._acted = True
                     if x.children:
                         stack.extend(reversed(x.children))
             else:
-                return
+                return state
             states = []
             frames.append([c, cc, states])   # the spine goes on in the last child
             ch, r = cc, 0
@@ -268,14 +275,16 @@ class IncrementalMapper:
             self._token = object()
             self._published = 0
             self.frames = [[None, nodes, []]]
-            self._map_from(0, nodes, 0, None)
+            self._live = self._map_from(0, nodes, 0, None)
             return self._result()
         m_.source = source
         p = m_.pending
         if p is not None and p.name:
             # a named pending call was published with the earlier calls (see _result): the last call may be
             # shared, and mapping on writes to it; a restore makes it a fresh object
-            self._restore(self._snap())
+            self._live = self._snap()
+            self._restore(self._live)
+        self._acted = False
         # down the old spine while the new tree re-created its nodes (same rule, tag, start; same end when the
         # node's action reads its text): the state before each of their children is still the logged one
         top = len(frames) - 1
@@ -315,17 +324,22 @@ class IncrementalMapper:
             states = fr[2]
             state = states[r]
             self._restore(state)
+            self._acted = True
             del states[r:]
-            self._map_from(d, ch, r, state)
+            state = self._map_from(d, ch, r, state)
         elif j < len(ch):   # only new children after the old ones: mapped on from the live state
-            self._map_from(d, ch, j, None)
-        elif not path and self._last is not None:
-            # nothing to map: the message is the one made last time, which nobody has given back or changed
-            return self._last
+            state = self._map_from(d, ch, j, self._live)
+        else:
+            state = self._live
         # on the way back up: the children after the one gone down into, in the levels above
         while path:
             d, ch, j = path.pop()
-            self._map_from(d, ch, j + 1, None)
+            state = self._map_from(d, ch, j + 1, state)
+        self._live = state
+        if not self._acted and self._last is not None:
+            # no action ran and nothing was restored: the message is the one made last time, which nobody
+            # has given back or changed (a parse that only settled what the fast path saw, a marker's nodes)
+            return self._last
         return self._result()
 
     def _result(self) -> AssistantMessage:
