@@ -61,7 +61,9 @@ class IncrementalMapper:
     that are not last plainly, the last one as the new spine. Between two maps the live state is the state
     after the whole tree, so a tree that only grew maps its new nodes from there without a restore.
     Snapshots are O(1): strings are immutable and only the last / pending tool call can still change.
-    Raises nothing; :meth:`map` returns a fresh :class:`AssistantMessage` each time.
+    Raises nothing. :meth:`map` returns a fresh :class:`AssistantMessage`, except when no action ran and nothing
+    was restored (the message is then the same): it returns the message it made last time, unless that one
+    was given back (:meth:`recycle`) or changed by its receiver (:meth:`touched`).
     """
 
     def __init__(self) -> None:
