@@ -558,8 +558,9 @@ class PegStreamSession:
                 self._full = None
                 for cache in self.caches.values():
                     cache.text = ""
-                for mapper in self.mappers.values():
-                    mapper.release()
+                for mapper in self.mappers.values():   # (IncrementalMapper.release)
+                    if mapper.m is not None:
+                        mapper.m.source = ""
             full += eff
             self._full = full
         if not is_partial:
@@ -1615,9 +1616,13 @@ class StreamingParser:
             self._fold()
         self._region = None
         if self._appender is not None and is_partial:
-            added = "".join(self._unseen)
+            unseen = self._unseen
+            added = unseen[0] if len(unseen) == 1 else "".join(unseen)
             self._unseen = []
-            new = _safe_parse(self._appender, added, True)
+            try:
+                new = self._appender(added, True)
+            except Exception:  # as _safe_parse: parsers must not raise; if one does, the step is held back
+                new = None
         else:
             new = _safe_parse(self._parse, self.text, is_partial)
         if new is None:
@@ -1638,7 +1643,9 @@ class StreamingParser:
             return deltas
         self._emitted = new
         if prev is not new:
-            _recycle(prev)
+            rec = getattr(prev, "recycler", None)
+            if rec is not None:
+                rec.recycle(prev)
         if is_partial and self._session is not None:
             region = self._session.open_region
             if region is not None:
