@@ -510,3 +510,34 @@ def test_repeated_calls_streamed_per_character_match_full_reparse_with_node_runs
         if mapper is not None and any(isinstance(f[1], NodeRun) for f in mapper.frames):
             seen += 1
     assert seen == 4
+
+
+def test_seeded_chunkings_of_repeated_calls_match_full_reparse_on_every_peg_route():
+    # the spine mapper's paths (a call appended, a marker with no action, the arguments re-mapped after the
+    # fast path, the last message given again) on the P6 routes, in seeded random chunk sizes, with content cut
+    # into the middle of the calls (it may cut a call: a streamed call is then kept, core.chat.repairs
+    # truncated-call): every feed's deltas and the message equal those of a full re-parse per feed
+    import random
+
+    from bench.hostile import ROUTES, hostile_samples
+    from core.templating import ChatTemplate
+
+    rng = random.Random(1614)
+    checked = 0
+    for _, name in ROUTES:
+        src = (TEMPLATES / name).read_text(encoding="utf-8")
+        samples = {x.kind: x for x in hostile_samples(ChatTemplate(src, name), name, 200)[0]}
+        if "calls" not in samples or not PegStreamSession.supports(samples["calls"].parser):
+            continue
+        s = samples["calls"]
+        text = s.output[:len(s.output) // 2] + "Done <" + s.output[len(s.output) // 2:]   # content between calls
+        cuts = sorted(rng.sample(range(1, len(text)), len(text) // 3))
+        pieces = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+        runs = []
+        for incremental in (True, False):
+            sp = StreamingParser(s.parser, incremental=incremental)
+            deltas = [[repr(x) for x in sp.feed(p)] for p in pieces] + [[repr(x) for x in sp.finish()]]
+            runs.append((deltas, sp.message.to_openai()))
+        assert runs[0] == runs[1], name
+        checked += 1
+    assert checked >= 6

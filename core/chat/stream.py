@@ -61,7 +61,9 @@ class IncrementalMapper:
     that are not last plainly, the last one as the new spine. Between two maps the live state is the state
     after the whole tree, so a tree that only grew maps its new nodes from there without a restore.
     Snapshots are O(1): strings are immutable and only the last / pending tool call can still change.
-    Raises nothing; :meth:`map` returns a fresh :class:`AssistantMessage` each time.
+    Raises nothing. :meth:`map` returns a fresh :class:`AssistantMessage`, except when no action ran and nothing
+    was restored (the message is then the same): it returns the message it made last time, unless that one
+    was given back (:meth:`recycle`) or changed by its receiver (:meth:`touched`).
     """
 
     def __init__(self) -> None:
@@ -82,6 +84,8 @@ class IncrementalMapper:
         # the message made last, while it is still the mapping of the last tree: an unchanged tree (a parse
         # that only settled what the fast path saw, like a marker's last character) gives it again
         self._last: AssistantMessage | None = None
+        self._live: tuple | None = None   # a snapshot of the live state while no action ran since it was taken
+        self._acted = False
 
     @property
     def prev_nodes(self) -> tuple:
@@ -136,6 +140,7 @@ class IncrementalMapper:
         self._published = 0
         self._spare = None
         self._last = None
+        self._live = None
 
     # -- snapshots -----------------------------------------------------------------------------------------------
     def _snap(self) -> tuple:
@@ -215,10 +220,12 @@ class IncrementalMapper:
             m += 1
         return m
 
-    def _map_from(self, d: int, ch: tuple, r: int, state: tuple | None) -> None:
+    def _map_from(self, d: int, ch: tuple, r: int, state: tuple | None) -> tuple | None:
         """Map the children ``ch[r:]`` of spine level ``d`` afresh, the live state being the state before
         ``ch[r]`` (``state``: its snapshot, or None when not taken yet); the last child with children becomes
-        the spine below (its frames are built level by level), the others are mapped plainly."""
+        the spine below (its frames are built level by level), the others are mapped plainly. Returns the
+        snapshot of the live state after them, or None when an action ran after the last one taken (then
+        ``_acted`` is set)."""
         frames = self.frames
         del frames[d + 1:]
         states = frames[d][2]
@@ -237,6 +244,7 @@ class IncrementalMapper:
                     if act is not None:    # only an action changes the state (``tool`` and the like have none)
                         act(m_, c)
                         state = None
+                        self._acted = True
                 cc = c.children
                 if not cc:
                     continue
@@ -251,10 +259,11 @@ class IncrementalMapper:
                         if act is not None:
                             act(m_, x)
                             state = None
+                            self._acted = True
                     if x.children:
                         stack.extend(reversed(x.children))
             else:
-                return
+                return state
             states = []
             frames.append([c, cc, states])   # the spine goes on in the last child
             ch, r = cc, 0
@@ -268,14 +277,16 @@ class IncrementalMapper:
             self._token = object()
             self._published = 0
             self.frames = [[None, nodes, []]]
-            self._map_from(0, nodes, 0, None)
+            self._live = self._map_from(0, nodes, 0, None)
             return self._result()
         m_.source = source
         p = m_.pending
         if p is not None and p.name:
             # a named pending call was published with the earlier calls (see _result): the last call may be
             # shared, and mapping on writes to it; a restore makes it a fresh object
-            self._restore(self._snap())
+            self._live = self._snap()
+            self._restore(self._live)
+        self._acted = False
         # down the old spine while the new tree re-created its nodes (same rule, tag, start; same end when the
         # node's action reads its text): the state before each of their children is still the logged one
         top = len(frames) - 1
@@ -315,17 +326,22 @@ class IncrementalMapper:
             states = fr[2]
             state = states[r]
             self._restore(state)
+            self._acted = True
             del states[r:]
-            self._map_from(d, ch, r, state)
+            state = self._map_from(d, ch, r, state)
         elif j < len(ch):   # only new children after the old ones: mapped on from the live state
-            self._map_from(d, ch, j, None)
-        elif not path and self._last is not None:
-            # nothing to map: the message is the one made last time, which nobody has given back or changed
-            return self._last
+            state = self._map_from(d, ch, j, self._live)
+        else:
+            state = self._live
         # on the way back up: the children after the one gone down into, in the levels above
         while path:
             d, ch, j = path.pop()
-            self._map_from(d, ch, j + 1, None)
+            state = self._map_from(d, ch, j + 1, state)
+        self._live = state
+        if not self._acted and self._last is not None:
+            # no action ran and nothing was restored: the message is the one made last time, which nobody
+            # has given back or changed (a parse that only settled what the fast path saw, a marker's nodes)
+            return self._last
         return self._result()
 
     def _result(self) -> AssistantMessage:
@@ -570,8 +586,9 @@ class PegStreamSession:
                 self._full = None
                 for cache in self.caches.values():
                     cache.text = ""
-                for mapper in self.mappers.values():
-                    mapper.release()
+                for mapper in self.mappers.values():   # (IncrementalMapper.release)
+                    if mapper.m is not None:
+                        mapper.m.source = ""
             full += eff
             self._full = full
         if not is_partial:
@@ -1673,11 +1690,14 @@ class StreamingParser:
         self._region = None
         if self._appender is not None and is_partial:
             unseen = self._unseen
-            added = "".join(unseen)
+            added = unseen[0] if len(unseen) == 1 else "".join(unseen)
             self._unseen = []
             if len(unseen) > 1 and self._session.__class__ is PegStreamSession:
                 self._session.settled = len(added) - len(unseen[-1])   # what the fast path took (see there)
-            new = _safe_parse(self._appender, added, True)
+            try:
+                new = self._appender(added, True)
+            except Exception:  # as _safe_parse: parsers must not raise; if one does, the step is held back
+                new = None
         else:
             new = _safe_parse(self._parse, self.text, is_partial)
         if new is None:
@@ -1698,7 +1718,9 @@ class StreamingParser:
             return deltas
         self._emitted = new
         if prev is not new:
-            _recycle(prev)
+            rec = getattr(prev, "recycler", None)
+            if rec is not None:
+                rec.recycle(prev)
         if is_partial and self._session is not None:
             region = self._session.open_region
             if region is not None:
