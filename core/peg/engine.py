@@ -263,13 +263,14 @@ class ParseCache:
     extension of the previous one.
     """
 
-    __slots__ = ("text", "memo", "hints", "key")
+    __slots__ = ("text", "memo", "hints", "key", "fast")
 
     def __init__(self) -> None:
         self.text = ""
         self.memo: dict = {}
         self.hints: dict = {}
         self.key: tuple = ()
+        self.fast: tuple | None = None     # (arena, entry, lenient, start, compiled entry) of the last parse
 
     def prepare(self, text: str, key: tuple) -> None:
         """Get ready to parse ``text`` with settings ``key`` (arena / entry / lenient tuple).
@@ -280,6 +281,8 @@ class ParseCache:
         if key != self.key or (text is not self.text and not text.startswith(self.text)):
             self.memo = {}
             self.hints = {}
+            if key != self.key:
+                self.fast = None
             self.key = key
         self.text = text
 
@@ -294,6 +297,7 @@ class ParseCache:
         self.memo = {}
         self.hints = {}
         self.key = ()
+        self.fast = None
 
 
 class _Ctx:
@@ -328,14 +332,25 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
     always lenient. ``cache``: reuse work across parses of a growing text. Raises
     :class:`~core.peg.builder.PegError` for an unknown entry; never raises on the text itself.
     """
-    pid = arena.entry_id(entry)
-    fns = _compiled(arena)
     if cache is not None:
-        cache.prepare(text, (id(arena), pid, lenient, start))
+        fast = cache.fast
+        if fast is not None and fast[0] is arena and fast[1] == entry and fast[2] == lenient and fast[3] == start:
+            # a stream's next parse: same settings as the last one (what prepare would find)
+            root = fast[4]
+            if text is not cache.text and not text.startswith(cache.text):
+                cache.memo = {}
+                cache.hints = {}
+            cache.text = text
+        else:
+            pid = arena.entry_id(entry)
+            root = _compiled(arena)[pid]
+            cache.prepare(text, (id(arena), pid, lenient, start))
+            cache.fast = (arena, entry, lenient, start, root)
         ctx = _Ctx(text, lenient, cache.memo, cache.hints)
     else:
+        root = _compiled(arena)[arena.entry_id(entry)]
         ctx = _Ctx(text, lenient, None, None)
-    st, end, nodes = fns[pid](ctx, start)
+    st, end, nodes = root(ctx, start)
     pending = None
     pending_ws = False
     if st == NMI and ctx.cut is not None:
