@@ -93,7 +93,8 @@ class NodeRun:
     parses of the stream: appending never changes what an existing view shows, since each view reads the
     first ``k`` items only), and a parse adds its own nodes before (``head``) or after (``tail``) as tuples.
     Behaves as a tuple for reading: ``len``, indexing (negative too), slicing (gives a tuple), iteration,
-    ``reversed``, ``==`` with a tuple or another run, hashing, ``+`` with a tuple (gives a run). Only an
+    ``reversed``, ``==`` with a tuple or another run, hashing, ``index``/``count``, ``+`` with a tuple (gives
+    a run). Only an
     :class:`AstNode`'s ``children`` (of a node over a resumed repetition) and ``base`` prefixes are runs.
     """
 
@@ -166,6 +167,14 @@ class NodeRun:
         if other.__class__ is tuple:
             return NodeRun(other + self.head, self.run, self.k, self.tail) if other else self
         return NotImplemented
+
+    def index(self, value: object, *args: int) -> int:
+        """As ``tuple.index`` (raises ``ValueError`` when absent)."""
+        return tuple(self).index(value, *args)
+
+    def count(self, value: object) -> int:
+        """As ``tuple.count``."""
+        return tuple(self).count(value)
 
     def grown(self, items: list) -> "NodeRun":
         """A run of this one's nodes followed by ``items`` (head and tail folded into the shared list when
