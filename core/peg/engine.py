@@ -94,8 +94,8 @@ class NodeRun:
     first ``k`` items only), and a parse adds its own nodes before (``head``) or after (``tail``) as tuples.
     Behaves as a tuple for reading: ``len``, indexing (negative too), slicing (gives a tuple), iteration,
     ``reversed``, ``==`` with a tuple or another run, hashing, ``index``/``count``, ``+`` with a tuple (gives
-    a run). Only an
-    :class:`AstNode`'s ``children`` (of a node over a resumed repetition) and ``base`` prefixes are runs.
+    a run). Only an :class:`AstNode`'s ``children`` (of a node over a resumed repetition) and ``base``
+    prefixes are runs.
     """
 
     __slots__ = ("head", "run", "k", "tail", "_n")
