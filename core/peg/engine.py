@@ -310,14 +310,13 @@ class ParseCache:
 
 
 class _Ctx:
-    __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switches", "ends", "cut",
+    __slots__ = ("text", "n", "lenient", "memo", "hints", "made", "switches", "ends", "cut",
                  "spaces", "base", "chain", "until")
 
     def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
         self.text = text
         self.n = len(text)
         self.lenient = lenient
-        self.eof = False
         self.memo = memo
         self.hints = hints
         self.made = 0                       # non-empty tagged nodes made so far (outside unfinished atomics)
@@ -471,7 +470,6 @@ class _Compiler:
 def _make_end() -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
         if pos >= ctx.n:
-            ctx.eof = True
             ctx.ends += 1
             return OK, pos, _EMPTY
         return FAIL, pos, _EMPTY
@@ -487,7 +485,6 @@ def _make_literal(lit: str) -> Fn:
             return OK, pos + size, _EMPTY
         n = ctx.n
         if n - pos < size and lit.startswith(text[pos:]):
-            ctx.eof = True
             ctx.ends += 1
             ctx.cut = (pos, lit)
             return (NMI, n, _EMPTY) if ctx.lenient else (FAIL, pos, _EMPTY)
@@ -614,8 +611,7 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
         else:
             i, nodes = 0, _EMPTY
         settled = i
-        saved_eof = ctx.eof
-        ctx.eof = False
+        e0 = ctx.ends       # a look at the end since here: the items from there on are not settled
         while i < count:
             st, end, ns = children[i](ctx, pos)
             if st == OK:
@@ -623,14 +619,12 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
                     nodes = _concat(ctx, nodes, ns) if nodes else ns
                 pos = end
                 i += 1
-                if settled == i - 1 and not ctx.eof:
+                if settled == i - 1 and ctx.ends == e0:
                     settled = i
                     if i < count:
                         sw = ctx.switches
                         hints[key] = (i, pos, nodes, ctx.made - made0, tuple(sw[sw0:]) if len(sw) > sw0 else _EMPTY)
                 continue
-            if saved_eof:
-                ctx.eof = True
             if st == FAIL:
                 return FAIL, end if end > start else start, _EMPTY
             if ns:
@@ -638,8 +632,6 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
             if chains[i]:
                 _note_chain(ctx, pos, chains[i])
             return NMI, end, nodes
-        if saved_eof:
-            ctx.eof = True
         return OK, pos, nodes
     return resumable
 
@@ -668,7 +660,6 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
         nodes: list | None = None
         while hi == -1 or count < hi:
             if pos >= n:
-                ctx.eof = True
                 ctx.ends += 1
                 break
             made = ctx.made
@@ -729,20 +720,15 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
         s_pos = s_k = s_made = s_sw = 0     # where the items matched without looking at the end stop
         nodes: list | None = None           # nodes of the items matched by this call
         n = ctx.n
-        eof = ctx.eof
         r = None
         while hi == -1 or count < hi:
             if pos >= n:
-                eof = True
                 ctx.ends += 1
                 break
             made = ctx.made
-            ctx.eof = False
+            e = ctx.ends
             st, end, ns = child(ctx, pos)
-            if ctx.eof:
-                eof = touched = True
-            else:
-                touched = False
+            touched = ctx.ends != e
             if st == OK:
                 if end == pos:
                     break
@@ -775,7 +761,6 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
             if ctx.made != made:
                 switches.append((pid, pos, -1))
             break
-        ctx.eof = eof
         if settled > resumed:
             if s_k:
                 grown = prefix.grown(nodes[:s_k]) if prefix is not _EMPTY else NodeRun(_EMPTY, nodes[:s_k], s_k, _EMPTY)
@@ -803,7 +788,6 @@ def _make_optional(pid: int, child: Fn) -> Fn:
     memoized result). Its nodes are the child's, as they are."""
     def f(ctx: _Ctx, pos: int) -> tuple:
         if pos >= ctx.n:
-            ctx.eof = True
             ctx.ends += 1
             return OK, pos, _EMPTY
         made = ctx.made
@@ -848,7 +832,6 @@ def _make_any() -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
         if pos < ctx.n:
             return OK, pos + 1, _EMPTY
-        ctx.eof = True
         ctx.ends += 1
         return (NMI, pos, _EMPTY) if ctx.lenient else (FAIL, pos, _EMPTY)
     return f
@@ -860,7 +843,6 @@ def _make_space() -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
         end = match(ctx.text, pos).end()  # type: ignore[union-attr]
         if end >= ctx.n:
-            ctx.eof = True
             ctx.ends += 1
             ctx.spaces += 1
         return OK, end, _EMPTY
@@ -892,7 +874,6 @@ def _make_chars(node: N.Chars) -> Fn:
         count = end - pos
         n = ctx.n
         if end >= n and (hi == -1 or count < hi):
-            ctx.eof = True
             ctx.ends += 1
         if count < lo:
             if end >= n and ctx.lenient:
@@ -919,7 +900,6 @@ def _make_string_content(pid: int, delim: str) -> Fn:
             if touched:
                 hints[(pid, pos)] = stop
         if touched:
-            ctx.eof = True
             ctx.ends += 1
             if pos >= ctx.n:    # a value that starts at the very end: pending like a literal, nothing of it yet
                 ctx.cut = (pos, "")
@@ -935,7 +915,6 @@ def _make_native(pid: int, kind: str) -> Fn:
             st, end, touched = scan_json_value_resumable(ctx.text, pos, ctx.n, ctx.lenient, kind, ctx.hints,
                                                          (pid, pos))
         if touched:
-            ctx.eof = True
             ctx.ends += 1
             if pos >= ctx.n:    # a value that starts at the very end: pending like a literal, nothing of it yet
                 ctx.cut = (pos, "")
@@ -964,7 +943,6 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
     delims = [d for d in delimiters if d]
     if not delims:
         def rest(ctx: _Ctx, pos: int) -> tuple:
-            ctx.eof = True
             ctx.ends += 1
             n = ctx.n
             ctx.until = (n if n > pos else pos, ())
@@ -1011,12 +989,10 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
             if idx >= tail:
                 p = partial_start(text, tail, idx)
                 if p != -1:
-                    ctx.eof = True
                     ctx.ends += 1
                     ctx.until = (p, dtuple)
                     return (NMI if ctx.lenient else OK), p, _EMPTY
             return OK, idx, _EMPTY
-        ctx.eof = True
         ctx.ends += 1
         if hints is not None and tail > frm:
             hints[(pid, pos)] = tail
@@ -1064,8 +1040,7 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
                     ctx.switches.extend(r[2])
                 return r[0]
             return r
-        saved = ctx.eof
-        ctx.eof = False
+        e0 = ctx.ends
         made0, switches0 = ctx.made, len(ctx.switches)
         st, end, ns = child(ctx, pos)
         if st == FAIL:
@@ -1078,9 +1053,8 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
             if b is not None and ns is b[0]:
                 node.base = b[1]
             r = (st, end, (node,))
-        if ctx.eof:
+        if ctx.ends != e0:     # looked at the end: not memoized
             return r
-        ctx.eof = saved
         if ctx.made != made0 or len(ctx.switches) != switches0:
             memo[key] = [r, ctx.made - made0, tuple(ctx.switches[switches0:])]
         else:
