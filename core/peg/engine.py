@@ -98,14 +98,15 @@ class NodeRun:
     prefixes are runs.
     """
 
-    __slots__ = ("head", "run", "k", "tail", "_n")
+    __slots__ = ("head", "run", "k", "tail", "_n", "_t")
 
     def __init__(self, head: tuple, run: list, k: int, tail: tuple):
         self.head = head
         self.run = run
         self.k = k
         self.tail = tail
-        self._n = len(head) + k + len(tail)
+        self._t = t = len(head) + k       # where the tail starts
+        self._n = t + len(tail)
 
     def __len__(self) -> int:
         return self._n
@@ -115,6 +116,8 @@ class NodeRun:
 
     def __getitem__(self, i: _AnyT) -> _AnyT:
         if i.__class__ is int:
+            if i >= self._t:    # in the tail, what the last parse added (a stream's mapper reads there)
+                return self.tail[i - self._t]
             if i < 0:
                 i += self._n
                 if i < 0:
@@ -127,6 +130,8 @@ class NodeRun:
                 return self.run[i]
             return self.tail[i - self.k]
         if i.__class__ is slice:
+            if i.stop is None and i.step is None and i.start is not None and i.start >= self._t:
+                return self.tail[i.start - self._t:]
             lo, hi, step = i.indices(self._n)
             if step != 1:
                 return tuple(self)[i]
