@@ -309,6 +309,9 @@ def test_node_run_reads_as_a_tuple():
     assert list(reversed(v)) == list(reversed(as_tuple))
     assert v == as_tuple and v == NodeRun((), list(as_tuple), 6, ()) and v != as_tuple[:-1]
     assert hash(v) == hash(as_tuple)
+    assert v.index("c") == 3 and v.count("t1") == 1
+    with pytest.raises(ValueError):
+        v.index("d")          # in the shared list, past this view's k
     assert tuple(v + ("x",)) == as_tuple + ("x",) and tuple(("x",) + v) == ("x",) + as_tuple
     assert isinstance(("x",) + v, NodeRun)      # no copy of the run
     # growing: the shared list is appended to only by its last view; earlier views keep what they showed

@@ -93,18 +93,20 @@ class NodeRun:
     parses of the stream: appending never changes what an existing view shows, since each view reads the
     first ``k`` items only), and a parse adds its own nodes before (``head``) or after (``tail``) as tuples.
     Behaves as a tuple for reading: ``len``, indexing (negative too), slicing (gives a tuple), iteration,
-    ``reversed``, ``==`` with a tuple or another run, hashing, ``+`` with a tuple (gives a run). Only an
-    :class:`AstNode`'s ``children`` (of a node over a resumed repetition) and ``base`` prefixes are runs.
+    ``reversed``, ``==`` with a tuple or another run, hashing, ``index``/``count``, ``+`` with a tuple (gives
+    a run). Only an :class:`AstNode`'s ``children`` (of a node over a resumed repetition) and ``base``
+    prefixes are runs.
     """
 
-    __slots__ = ("head", "run", "k", "tail", "_n")
+    __slots__ = ("head", "run", "k", "tail", "_n", "_t")
 
     def __init__(self, head: tuple, run: list, k: int, tail: tuple):
         self.head = head
         self.run = run
         self.k = k
         self.tail = tail
-        self._n = len(head) + k + len(tail)
+        self._t = t = len(head) + k       # where the tail starts
+        self._n = t + len(tail)
 
     def __len__(self) -> int:
         return self._n
@@ -114,6 +116,8 @@ class NodeRun:
 
     def __getitem__(self, i: _AnyT) -> _AnyT:
         if i.__class__ is int:
+            if i >= self._t:    # in the tail, what the last parse added (a stream's mapper reads there)
+                return self.tail[i - self._t]
             if i < 0:
                 i += self._n
                 if i < 0:
@@ -126,6 +130,8 @@ class NodeRun:
                 return self.run[i]
             return self.tail[i - self.k]
         if i.__class__ is slice:
+            if i.stop is None and i.step is None and i.start is not None and i.start >= self._t:
+                return self.tail[i.start - self._t:]
             lo, hi, step = i.indices(self._n)
             if step != 1:
                 return tuple(self)[i]
@@ -166,6 +172,14 @@ class NodeRun:
         if other.__class__ is tuple:
             return NodeRun(other + self.head, self.run, self.k, self.tail) if other else self
         return NotImplemented
+
+    def index(self, value: object, *args: int) -> int:
+        """As ``tuple.index`` (raises ``ValueError`` when absent)."""
+        return tuple(self).index(value, *args)
+
+    def count(self, value: object) -> int:
+        """As ``tuple.count``."""
+        return tuple(self).count(value)
 
     def grown(self, items: list) -> "NodeRun":
         """A run of this one's nodes followed by ``items`` (head and tail folded into the shared list when
@@ -266,13 +280,14 @@ class ParseCache:
     extension of the previous one.
     """
 
-    __slots__ = ("text", "memo", "hints", "key")
+    __slots__ = ("text", "memo", "hints", "key", "fast")
 
     def __init__(self) -> None:
         self.text = ""
         self.memo: dict = {}
         self.hints: dict = {}
         self.key: tuple = ()
+        self.fast: tuple | None = None     # (arena, entry, lenient, start, compiled entry) of the last parse
 
     def prepare(self, text: str, key: tuple) -> None:
         """Get ready to parse ``text`` with settings ``key`` (arena / entry / lenient tuple).
@@ -283,6 +298,8 @@ class ParseCache:
         if key != self.key or (text is not self.text and not text.startswith(self.text)):
             self.memo = {}
             self.hints = {}
+            if key != self.key:
+                self.fast = None
             self.key = key
         self.text = text
 
@@ -297,17 +314,17 @@ class ParseCache:
         self.memo = {}
         self.hints = {}
         self.key = ()
+        self.fast = None
 
 
 class _Ctx:
-    __slots__ = ("text", "n", "lenient", "eof", "memo", "hints", "made", "switches", "ends", "cut",
+    __slots__ = ("text", "n", "lenient", "memo", "hints", "made", "switches", "ends", "cut",
                  "spaces", "base", "chain", "until")
 
     def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
         self.text = text
         self.n = len(text)
         self.lenient = lenient
-        self.eof = False
         self.memo = memo
         self.hints = hints
         self.made = 0                       # non-empty tagged nodes made so far (outside unfinished atomics)
@@ -331,14 +348,25 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
     always lenient. ``cache``: reuse work across parses of a growing text. Raises
     :class:`~core.peg.builder.PegError` for an unknown entry; never raises on the text itself.
     """
-    pid = arena.entry_id(entry)
-    fns = _compiled(arena)
     if cache is not None:
-        cache.prepare(text, (id(arena), pid, lenient, start))
+        fast = cache.fast
+        if fast is not None and fast[0] is arena and fast[1] == entry and fast[2] == lenient and fast[3] == start:
+            # a stream's next parse: same settings as the last one (what prepare would find)
+            root = fast[4]
+            if text is not cache.text and not text.startswith(cache.text):
+                cache.memo = {}
+                cache.hints = {}
+            cache.text = text
+        else:
+            pid = arena.entry_id(entry)
+            root = _compiled(arena)[pid]
+            cache.prepare(text, (id(arena), pid, lenient, start))
+            cache.fast = (arena, entry, lenient, start, root)
         ctx = _Ctx(text, lenient, cache.memo, cache.hints)
     else:
+        root = _compiled(arena)[arena.entry_id(entry)]
         ctx = _Ctx(text, lenient, None, None)
-    st, end, nodes = fns[pid](ctx, start)
+    st, end, nodes = root(ctx, start)
     pending = None
     pending_ws = False
     if st == NMI and ctx.cut is not None:
@@ -451,7 +479,6 @@ class _Compiler:
 def _make_end() -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
         if pos >= ctx.n:
-            ctx.eof = True
             ctx.ends += 1
             return OK, pos, _EMPTY
         return FAIL, pos, _EMPTY
@@ -467,7 +494,6 @@ def _make_literal(lit: str) -> Fn:
             return OK, pos + size, _EMPTY
         n = ctx.n
         if n - pos < size and lit.startswith(text[pos:]):
-            ctx.eof = True
             ctx.ends += 1
             ctx.cut = (pos, lit)
             return (NMI, n, _EMPTY) if ctx.lenient else (FAIL, pos, _EMPTY)
@@ -594,8 +620,7 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
         else:
             i, nodes = 0, _EMPTY
         settled = i
-        saved_eof = ctx.eof
-        ctx.eof = False
+        e0 = ctx.ends       # a look at the end since here: the items from there on are not settled
         while i < count:
             st, end, ns = children[i](ctx, pos)
             if st == OK:
@@ -603,14 +628,12 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
                     nodes = _concat(ctx, nodes, ns) if nodes else ns
                 pos = end
                 i += 1
-                if settled == i - 1 and not ctx.eof:
+                if settled == i - 1 and ctx.ends == e0:
                     settled = i
                     if i < count:
                         sw = ctx.switches
                         hints[key] = (i, pos, nodes, ctx.made - made0, tuple(sw[sw0:]) if len(sw) > sw0 else _EMPTY)
                 continue
-            if saved_eof:
-                ctx.eof = True
             if st == FAIL:
                 return FAIL, end if end > start else start, _EMPTY
             if ns:
@@ -618,8 +641,6 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
             if chains[i]:
                 _note_chain(ctx, pos, chains[i])
             return NMI, end, nodes
-        if saved_eof:
-            ctx.eof = True
         return OK, pos, nodes
     return resumable
 
@@ -648,7 +669,6 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
         nodes: list | None = None
         while hi == -1 or count < hi:
             if pos >= n:
-                ctx.eof = True
                 ctx.ends += 1
                 break
             made = ctx.made
@@ -709,20 +729,15 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
         s_pos = s_k = s_made = s_sw = 0     # where the items matched without looking at the end stop
         nodes: list | None = None           # nodes of the items matched by this call
         n = ctx.n
-        eof = ctx.eof
         r = None
         while hi == -1 or count < hi:
             if pos >= n:
-                eof = True
                 ctx.ends += 1
                 break
             made = ctx.made
-            ctx.eof = False
+            e = ctx.ends
             st, end, ns = child(ctx, pos)
-            if ctx.eof:
-                eof = touched = True
-            else:
-                touched = False
+            touched = ctx.ends != e
             if st == OK:
                 if end == pos:
                     break
@@ -755,7 +770,6 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
             if ctx.made != made:
                 switches.append((pid, pos, -1))
             break
-        ctx.eof = eof
         if settled > resumed:
             if s_k:
                 grown = prefix.grown(nodes[:s_k]) if prefix is not _EMPTY else NodeRun(_EMPTY, nodes[:s_k], s_k, _EMPTY)
@@ -783,7 +797,6 @@ def _make_optional(pid: int, child: Fn) -> Fn:
     memoized result). Its nodes are the child's, as they are."""
     def f(ctx: _Ctx, pos: int) -> tuple:
         if pos >= ctx.n:
-            ctx.eof = True
             ctx.ends += 1
             return OK, pos, _EMPTY
         made = ctx.made
@@ -828,7 +841,6 @@ def _make_any() -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
         if pos < ctx.n:
             return OK, pos + 1, _EMPTY
-        ctx.eof = True
         ctx.ends += 1
         return (NMI, pos, _EMPTY) if ctx.lenient else (FAIL, pos, _EMPTY)
     return f
@@ -840,7 +852,6 @@ def _make_space() -> Fn:
     def f(ctx: _Ctx, pos: int) -> tuple:
         end = match(ctx.text, pos).end()  # type: ignore[union-attr]
         if end >= ctx.n:
-            ctx.eof = True
             ctx.ends += 1
             ctx.spaces += 1
         return OK, end, _EMPTY
@@ -872,7 +883,6 @@ def _make_chars(node: N.Chars) -> Fn:
         count = end - pos
         n = ctx.n
         if end >= n and (hi == -1 or count < hi):
-            ctx.eof = True
             ctx.ends += 1
         if count < lo:
             if end >= n and ctx.lenient:
@@ -899,7 +909,6 @@ def _make_string_content(pid: int, delim: str) -> Fn:
             if touched:
                 hints[(pid, pos)] = stop
         if touched:
-            ctx.eof = True
             ctx.ends += 1
             if pos >= ctx.n:    # a value that starts at the very end: pending like a literal, nothing of it yet
                 ctx.cut = (pos, "")
@@ -915,7 +924,6 @@ def _make_native(pid: int, kind: str) -> Fn:
             st, end, touched = scan_json_value_resumable(ctx.text, pos, ctx.n, ctx.lenient, kind, ctx.hints,
                                                          (pid, pos))
         if touched:
-            ctx.eof = True
             ctx.ends += 1
             if pos >= ctx.n:    # a value that starts at the very end: pending like a literal, nothing of it yet
                 ctx.cut = (pos, "")
@@ -944,7 +952,6 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
     delims = [d for d in delimiters if d]
     if not delims:
         def rest(ctx: _Ctx, pos: int) -> tuple:
-            ctx.eof = True
             ctx.ends += 1
             n = ctx.n
             ctx.until = (n if n > pos else pos, ())
@@ -991,12 +998,10 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
             if idx >= tail:
                 p = partial_start(text, tail, idx)
                 if p != -1:
-                    ctx.eof = True
                     ctx.ends += 1
                     ctx.until = (p, dtuple)
                     return (NMI if ctx.lenient else OK), p, _EMPTY
             return OK, idx, _EMPTY
-        ctx.eof = True
         ctx.ends += 1
         if hints is not None and tail > frm:
             hints[(pid, pos)] = tail
@@ -1044,8 +1049,7 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
                     ctx.switches.extend(r[2])
                 return r[0]
             return r
-        saved = ctx.eof
-        ctx.eof = False
+        e0 = ctx.ends
         made0, switches0 = ctx.made, len(ctx.switches)
         st, end, ns = child(ctx, pos)
         if st == FAIL:
@@ -1058,9 +1062,8 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
             if b is not None and ns is b[0]:
                 node.base = b[1]
             r = (st, end, (node,))
-        if ctx.eof:
+        if ctx.ends != e0:     # looked at the end: not memoized
             return r
-        ctx.eof = saved
         if ctx.made != made0 or len(ctx.switches) != switches0:
             memo[key] = [r, ctx.made - made0, tuple(ctx.switches[switches0:])]
         else:
