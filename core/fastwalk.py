@@ -111,8 +111,17 @@ def node_init(self: Any, *fields: Any, **attributes: Any) -> None:
         raise TypeError(f"unknown attribute {next(iter(attributes))!r}")
 
 
+#: Node classes whose fields hold only strings and constants (as jinja2's parser builds them): names, constants
+#: and template text, most of a chat template's nodes; a walk does not look into them.
+_LEAVES = frozenset({jinja2.nodes.Name, jinja2.nodes.Const, jinja2.nodes.TemplateData})
+_NO_CHILDREN: list[Any] = []
+
+
 def child_nodes(node: Any) -> list[Any]:
-    """The children ``node.iter_child_nodes()`` yields, as a list (all fields read now)."""
+    """The children ``node.iter_child_nodes()`` yields, as a list (all fields read now; the caller may change
+    it, except the shared empty list given for a leaf of :data:`_LEAVES`, which it must only read)."""
+    if type(node) in _LEAVES:
+        return _NO_CHILDREN
     d = node.__dict__
     node_cls = _Node
     out = []
@@ -140,8 +149,7 @@ def find_all(self: Any, node_type: Any) -> Iterator[Any]:
     for a class :func:`absent_from` vouched for (see there)."""
     if node_type in getattr(_local, "absent", ()):
         return
-    stack = child_nodes(self)
-    stack.reverse()
+    stack = child_nodes(self)[::-1]
     pop, extend = stack.pop, stack.extend
     while stack:
         node = pop()
