@@ -363,7 +363,8 @@ def test_plain_jinja2_environments_keep_jinja2s_own_walks():
 
     from core import fastwalk
 
-    own = {name: getattr(jinja2.nodes.Node, name) for name in ("iter_fields", "iter_child_nodes", "find_all", "__init__")}
+    own = {name: getattr(jinja2.nodes.Node, name) for name in ("iter_fields", "iter_child_nodes", "find_all", "__init__",
+                                                   "set_environment")}
     assert own["find_all"].__module__ == "jinja2.nodes"
     assert jinja2.visitor.NodeVisitor.get_visitor.__module__ == "jinja2.visitor"
     assert jinja2.visitor.NodeVisitor.generic_visit.__module__ == "jinja2.visitor"
