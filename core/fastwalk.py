@@ -21,7 +21,7 @@ jinja2 environment elsewhere in the process (transformers') runs jinja2's own me
 * ``Node.iter_fields`` / ``Node.iter_child_nodes`` without ``exclude``/``only`` (the only way jinja2 calls them in
   hot paths) read the instance dictionary directly and fall back to ``getattr`` for anything not in it; with
   ``exclude``/``only`` the original runs.
-* ``Node.__init__`` writes the instance dictionary directly.
+* ``Node.__init__`` writes the instance dictionary directly; ``Node.set_environment`` walks with a list.
 * ``Node.find_all`` walks with an explicit stack instead of one generator per level (pre-order, as before).
 * ``NodeVisitor.get_visitor`` looks the ``visit_<Class>`` method name up in a per-class table.
 * ``NodeVisitor.generic_visit`` of jinja2's read-only visitors (dependency finder, undeclared-name finder, symbol
@@ -111,8 +111,17 @@ def node_init(self: Any, *fields: Any, **attributes: Any) -> None:
         raise TypeError(f"unknown attribute {next(iter(attributes))!r}")
 
 
+#: Node classes whose fields hold only strings and constants (as jinja2's parser builds them): names, constants
+#: and template text, most of a chat template's nodes; a walk does not look into them.
+_LEAVES = frozenset({jinja2.nodes.Name, jinja2.nodes.Const, jinja2.nodes.TemplateData})
+_NO_CHILDREN: list[Any] = []
+
+
 def child_nodes(node: Any) -> list[Any]:
-    """The children ``node.iter_child_nodes()`` yields, as a list (all fields read now)."""
+    """The children ``node.iter_child_nodes()`` yields, as a list (all fields read now; the caller may change
+    it, except the shared empty list given for a leaf of :data:`_LEAVES`, which it must only read)."""
+    if type(node) in _LEAVES:
+        return _NO_CHILDREN
     d = node.__dict__
     node_cls = _Node
     out = []
@@ -132,6 +141,18 @@ def child_nodes(node: Any) -> list[Any]:
     return out
 
 
+def set_environment(self: Any, environment: Any) -> Any:
+    """``Node.set_environment``: ``environment`` set on the node and every descendant (depth-first here, breadth-first
+    in jinja2: the same attribute on the same nodes); returns the node. The parser's last step."""
+    stack = [self]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        node = pop()
+        node.environment = environment
+        extend(child_nodes(node))
+    return self
+
+
 def find_all(self: Any, node_type: Any) -> Iterator[Any]:
     """``Node.find_all``: every descendant that is a ``node_type`` (a class or tuple of classes), pre-order.
     A node's fields are read when the walk enters it (after it was yielded), all at once rather than one by one
@@ -140,8 +161,7 @@ def find_all(self: Any, node_type: Any) -> Iterator[Any]:
     for a class :func:`absent_from` vouched for (see there)."""
     if node_type in getattr(_local, "absent", ()):
         return
-    stack = child_nodes(self)
-    stack.reverse()
+    stack = child_nodes(self)[::-1]
     pop, extend = stack.pop, stack.extend
     while stack:
         node = pop()
@@ -285,12 +305,13 @@ _HANDLERS: dict[type, dict[type, Any]] = {}  # visitor class -> node class -> un
 
 _ORIGINAL["generic_visit"] = jinja2.visitor.NodeVisitor.generic_visit
 _ORIGINAL["__init__"] = _Node.__init__
+_ORIGINAL["set_environment"] = _Node.set_environment
 _ORIGINAL["transform_children"] = jinja2.visitor.NodeTransformer.generic_visit
 _VISIT = jinja2.visitor.NodeVisitor.visit
 
 _FAST = {"iter_fields": iter_fields, "iter_child_nodes": iter_child_nodes, "find_all": find_all,
          "get_visitor": get_visitor, "generic_visit": generic_visit, "transform_children": transform_children,
-         "__init__": node_init}
+         "__init__": node_init, "set_environment": set_environment}
 
 _lock = threading.Lock()
 _depth = 0        # compiles of ours running now, on any thread (the fast walks are in place while > 0)
@@ -298,7 +319,7 @@ _enabled = True   # False: our compiles use jinja2's own walks too (tests compar
 
 
 def _put(table: dict[str, Any]) -> None:
-    for name in ("iter_fields", "iter_child_nodes", "find_all", "__init__"):
+    for name in ("iter_fields", "iter_child_nodes", "find_all", "__init__", "set_environment"):
         setattr(_Node, name, table[name])
     jinja2.visitor.NodeVisitor.get_visitor = table["get_visitor"]
     jinja2.visitor.NodeVisitor.generic_visit = table["generic_visit"]

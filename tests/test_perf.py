@@ -363,7 +363,8 @@ def test_plain_jinja2_environments_keep_jinja2s_own_walks():
 
     from core import fastwalk
 
-    own = {name: getattr(jinja2.nodes.Node, name) for name in ("iter_fields", "iter_child_nodes", "find_all", "__init__")}
+    own = {name: getattr(jinja2.nodes.Node, name) for name in ("iter_fields", "iter_child_nodes", "find_all", "__init__",
+                                                   "set_environment")}
     assert own["find_all"].__module__ == "jinja2.nodes"
     assert jinja2.visitor.NodeVisitor.get_visitor.__module__ == "jinja2.visitor"
     assert jinja2.visitor.NodeVisitor.generic_visit.__module__ == "jinja2.visitor"
@@ -495,3 +496,19 @@ def test_loop_search_skipping_expressions_finds_every_for_loop_on_the_corpus():
             assert not any(True for _ in expr.find_all(jinja2.nodes.Stmt))
         found += len(loops)
     assert found > 500
+
+
+def test_walks_skip_only_nodes_without_children_on_the_corpus():
+    # fastwalk does not look into names, constants and template text: none holds a node in any corpus tree
+    from core import fastwalk
+
+    seen = 0
+    for _name, src in _sources()[::4]:
+        try:
+            tree = caps.probe_environment()._parse(src, None, None)
+        except jinja2.TemplateSyntaxError:
+            continue
+        for node in tree.find_all(tuple(fastwalk._LEAVES)):
+            assert not list(fastwalk._ORIGINAL["iter_child_nodes"](node))
+            seen += 1
+    assert seen > 10_000
