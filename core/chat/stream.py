@@ -901,7 +901,7 @@ class PegStreamSession:
                 and mapper is not None and msg is not None and mapper.current_is_last_named()
                 and msg.tool_calls and msg.tool_calls[-1].arguments == "{"):
             region.json_start = True
-            region.after = getattr(self.parser, "after_arguments", None)
+            region.after = self._after_arguments(mapper)
         return region
 
     def _json_rule(self, name: str) -> bool:
@@ -937,8 +937,23 @@ class PegStreamSession:
         self._json_value_scan = (node.start, node.end, state)
         region = OpenRegion("json-arguments", ())
         region.json = state
-        region.after = getattr(self.parser, "after_arguments", None)
+        region.after = self._after_arguments(mapper)
         return region
+
+    def _after_arguments(self, mapper: "IncrementalMapper") -> "Callable[[str], bool] | str | None":
+        """What text after the last call's JSON arguments does (OpenRegion.after): the parser's own answer
+        (``after_arguments`` of a handler), else the grammar's (:func:`core.chat.grammar_after.grammar_after`:
+        the call's closing and the next call's opening literals keep the message) while closing the call
+        cannot change it (no quote pending: the arguments are a whole JSON value when it is asked)."""
+        own = getattr(self.parser, "after_arguments", None)
+        if own is not None:
+            return own
+        m = mapper.m
+        if m is None or m.quote_pending:
+            return None
+        from .grammar_after import grammar_after
+
+        return grammar_after(self.parser.arena)
 
     def _open_json_string(self, src: str, node: Any, mapper: "IncrementalMapper") -> "OpenRegion | None":
         """Fast path inside verbatim JSON arguments: the parse stopped inside a JSON string (no escape pending),
