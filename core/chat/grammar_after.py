@@ -33,7 +33,7 @@ _SPACE = re.compile(r"[ \t\n\v\f\r]*").match
 _HARMLESS = frozenset({"", "tool", "tool-open", "tool-close"})
 # tags allowed on the path above the arguments (their node only grows: no text-dependent action)
 _PATH_TAGS = frozenset({"", "tool"})
-_MAX_PATHS = 16
+_MAX_PATHS = 256
 _MAX_TEXT = 256
 _CACHE_SIZE = 4096
 
