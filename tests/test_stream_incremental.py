@@ -547,8 +547,7 @@ def test_text_after_the_json_arguments_streams_as_a_full_reparse_per_feed():
     # GrammarAfter (core.chat.grammar_after): the call's closing literals, whitespace and the next call's opening
     # literals stream without a parse; every variant — a near-miss closing tag, text between the calls, a
     # second call with another name, whitespace runs, content after the last call, the output cut right after
-    # a call's close — gives at every feed the deltas of a full re-parse, at both fidelities (at improved the
-    # repairs reach the arguments along ways whose continuations differ: no fast path there yet)
+    # a call's close — gives at every feed the deltas of a full re-parse, at both fidelities
     import random
 
     from bench.hostile import _request
@@ -590,7 +589,7 @@ def test_text_after_the_json_arguments_streams_as_a_full_reparse_per_feed():
                             parsed.append(i)
                     deltas.append([repr(x) for x in sp.finish()])
                     runs.append((deltas, sp.message.to_openai()))
-                    if incremental and variant is text and fidelity == "llama.cpp":
+                    if incremental and variant is text:
                         # from the arguments' close to the next name's last character, one parse: where the
                         # name completes (the message gains the call)
                         assert [i for i in parsed if a <= i < b + len("get_weather") + 1] == [b + len("get_weather")] \

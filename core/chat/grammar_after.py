@@ -53,6 +53,32 @@ class GrammarAfter:
         self.paths = paths
         self.quiet = getattr(arena, "quiet_tags", frozenset())
         self.cache: dict[str, bool] = {}
+        self._selected: dict[tuple, "GrammarAfter | None"] = {}
+
+    def select(self, spine: tuple) -> "GrammarAfter | None":
+        """The predicate for the ways up whose rule and tag nodes are ``spine`` — ``(rule, tag)`` of each node
+        from the top of the parse tree down to the parent of the ``tool-args`` node, as the parse has them —
+        or None when no way matches. The ways that differ only in untagged combinators all stay (each must
+        agree). Memoized per spine."""
+        known = self._selected.get(spine)
+        if known is not None or spine in self._selected:
+            return known
+        nodes = self.nodes
+        keep = []
+        for path in self.paths:
+            sig = []
+            for pid, _ in reversed(path):
+                nd = nodes[pid]
+                if nd.__class__ is N.Rule:
+                    sig.append((nd.name, ""))
+                elif nd.__class__ is N.Tag:
+                    sig.append(("", nd.tag))
+            if tuple(sig) == spine:
+                keep.append(path)
+        out = GrammarAfter(self.arena, keep) if keep else None
+        if len(self._selected) < 64:
+            self._selected[spine] = out
+        return out
 
     def __call__(self, text: str) -> bool:
         hit = self.cache.get(text)
