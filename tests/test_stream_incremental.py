@@ -541,3 +541,58 @@ def test_seeded_chunkings_of_repeated_calls_match_full_reparse_on_every_peg_rout
         assert runs[0] == runs[1], name
         checked += 1
     assert checked >= 6
+
+
+def test_text_after_the_json_arguments_streams_as_a_full_reparse_per_feed():
+    # GrammarAfter (core.chat.grammar_after): the call's closing literals, whitespace and the next call's opening
+    # literals stream without a parse; every variant — a near-miss closing tag, text between the calls, a
+    # second call with another name, whitespace runs, content after the last call, the output cut right after
+    # a call's close — gives at every feed the deltas of a full re-parse, at both fidelities
+    import random
+
+    from bench.hostile import _request
+    from core.chat.grammar_after import GrammarAfter
+
+    rng = random.Random(1616)
+    one = '{"city": "paris"}'
+    routes = ("Qwen-Qwen3-0.6B.jinja", "Reka-Edge.jinja", "Mistral-Small-3.2-24B-Instruct-2506.jinja")
+    request = ChatRequest.from_dict(_request([{"role": "user", "content": "Plan my trip to Paris."}]))
+    for name in routes:
+        template = TemplateDir(str(TEMPLATES)).get(name)
+        from bench.hostile import hostile_samples
+
+        text = hostile_samples(template, name, 80, kinds=("calls",))[0][0].output
+        a = text.index(one) + len(one)
+        b = text.index("get_weather", a)
+        seg = text[a:b]
+        k = rng.randrange(1, len(seg) - 1)
+        variants = [
+            text,
+            text[:a] + seg[:k] + ("x" if seg[k] != "x" else "y") + seg[k + 1:] + text[b:],      # near miss
+            text[:a] + seg[:k] + "Done <" + seg[k:] + text[b:],                                  # text between
+            text[:b] + "search_notes" + text[b + len("get_weather"):].replace(one, '{"query": "x"}', 1),
+            text[:a] + seg.replace("\n", " \n\t\n") + text[b:],                                  # whitespace runs
+            text + "\nThanks.",                                                                  # content after
+            text[:a + max(1, k // 2)],                                                           # cut after close
+        ]
+        for fidelity in ("llama.cpp", "improved"):
+            parser = build_chat_parser(template, request, fidelity=fidelity).parser
+            for variant in variants:
+                runs = []
+                for incremental in (True, False):
+                    sp = StreamingParser(parser, incremental=incremental)
+                    deltas, parsed = [], []
+                    for i, ch in enumerate(variant):
+                        fast = sp.fast_steps
+                        deltas.append([repr(x) for x in sp.feed(ch)])
+                        if sp.fast_steps == fast:
+                            parsed.append(i)
+                    deltas.append([repr(x) for x in sp.finish()])
+                    runs.append((deltas, sp.message.to_openai()))
+                    if incremental and variant is text:
+                        # from the arguments' close to the next name's last character, one parse: where the
+                        # name completes (the message gains the call)
+                        assert [i for i in parsed if a <= i < b + len("get_weather") + 1] == [b + len("get_weather")] \
+                            or name.startswith("Mistral"), (name, fidelity, parsed)
+                assert runs[0] == runs[1], (name, fidelity, variant)
+        assert isinstance(getattr(parser.arena, "_grammar_after", None), GrammarAfter), name

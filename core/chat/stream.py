@@ -810,7 +810,7 @@ class PegStreamSession:
         if node.tag == "tool-args":
             leaf = path[-1]
             if leaf is not node and leaf.start == node.start and self._json_rule(leaf.rule):
-                return self._open_json_value(src, node, mapper)
+                return self._open_json_value(src, node, mapper, path[:action])
             return self._open_json_string(src, node, mapper)
         delims = self._tag_delimiters().get(node.tag)
         if delims is None:
@@ -901,7 +901,12 @@ class PegStreamSession:
                 and mapper is not None and msg is not None and mapper.current_is_last_named()
                 and msg.tool_calls and msg.tool_calls[-1].arguments == "{"):
             region.json_start = True
-            region.after = getattr(self.parser, "after_arguments", None)
+            above = []
+            node = r.nodes[-1]
+            while node is not args:
+                above.append(node)
+                node = node.children[-1]
+            region.after = self._after_arguments(mapper, above)
         return region
 
     def _json_rule(self, name: str) -> bool:
@@ -919,7 +924,8 @@ class PegStreamSession:
             known[name] = hit
         return hit
 
-    def _open_json_value(self, src: str, node: Any, mapper: "IncrementalMapper") -> "OpenRegion | None":
+    def _open_json_value(self, src: str, node: Any, mapper: "IncrementalMapper",
+                         above: list | None = None) -> "OpenRegion | None":
         """Fast path inside verbatim JSON arguments scanned by the native JSON scanner: the parse stopped
         anywhere inside the value (a string, a number, a literal, between tokens), which reaches the end of the
         text. Text that keeps the value a valid open prefix extends the arguments verbatim (trailing whitespace
@@ -937,8 +943,28 @@ class PegStreamSession:
         self._json_value_scan = (node.start, node.end, state)
         region = OpenRegion("json-arguments", ())
         region.json = state
-        region.after = getattr(self.parser, "after_arguments", None)
+        region.after = self._after_arguments(mapper, above)
         return region
+
+    def _after_arguments(self, mapper: "IncrementalMapper", above: list | None) -> "Callable[[str], bool] | str | None":
+        """What text after the last call's JSON arguments does (OpenRegion.after): the parser's own answer
+        (``after_arguments`` of a handler), else the grammar's (:func:`core.chat.grammar_after.grammar_after`:
+        the call's closing and the next call's opening literals keep the message), for the ways up from the
+        arguments whose nodes are ``above`` (the parse's nodes from the top down to the arguments' parent),
+        while closing the call cannot change it (no quote pending: the arguments are a whole JSON value when
+        it is asked)."""
+        own = getattr(self.parser, "after_arguments", None)
+        if own is not None or above is None:
+            return own
+        m = mapper.m
+        if m is None or m.quote_pending:
+            return None
+        from .grammar_after import grammar_after
+
+        ga = grammar_after(self.parser.arena)
+        if ga is None:
+            return None
+        return ga.select(tuple((x.rule, x.tag) for x in above))
 
     def _open_json_string(self, src: str, node: Any, mapper: "IncrementalMapper") -> "OpenRegion | None":
         """Fast path inside verbatim JSON arguments: the parse stopped inside a JSON string (no escape pending),
