@@ -357,6 +357,12 @@ def enable(flag: bool = True) -> None:
             _put(_FAST if flag else _ORIGINAL)
 
 
+def forget() -> None:
+    """Empty the per-class dispatch tables (refilled on the next walk; ``core.memo.clear_caches`` calls this)."""
+    _HANDLERS.clear()
+    _VISIT_NAMES.clear()
+
+
 def installed() -> bool:
     """True while the fast walks are in place (inside an :func:`active` block)."""
     return _Node.find_all is find_all
