@@ -363,8 +363,8 @@ def test_plain_jinja2_environments_keep_jinja2s_own_walks():
 
     from core import fastwalk
 
-    own = {name: getattr(jinja2.nodes.Node, name) for name in ("iter_fields", "iter_child_nodes", "find_all", "__init__",
-                                                   "set_environment")}
+    patched = ("iter_fields", "iter_child_nodes", "find_all", "__init__", "set_environment")
+    own = {name: getattr(jinja2.nodes.Node, name) for name in patched}
     assert own["find_all"].__module__ == "jinja2.nodes"
     assert jinja2.visitor.NodeVisitor.get_visitor.__module__ == "jinja2.visitor"
     assert jinja2.visitor.NodeVisitor.generic_visit.__module__ == "jinja2.visitor"
@@ -478,7 +478,8 @@ def test_dependency_walk_finds_what_jinja2s_dependency_finder_finds_on_the_corpu
         assert templating._dependencies(tree.body) == (finder.filters, finder.tests)
         checked += bool(finder.filters)
     assert checked > 100
-    block = templating._ENV.parse_raw("{{ a|upper }}{% block b %}{{ c|lower }}{% if d is odd %}{% endif %}{% endblock %}")
+    block = templating._ENV.parse_raw("{{ a|upper }}{% block b %}{{ c|lower }}{% if d is odd %}{% endif %}"
+                                      "{% endblock %}")
     assert templating._dependencies(block.body) == ({"upper"}, set())
 
 
