@@ -616,7 +616,10 @@ class PegStreamSession:
         self._view = None
         main = None
         if self.entries[0] is None:
-            main = self._run(None, text)
+            try:   # (_run, inlined: the main entry's cache is made with the session)
+                main = self.parser.arena.parse(text, lenient=True, entry=None, cache=self.caches[None])
+            except (RecursionError, MemoryError):
+                main = None
             if main is not None and not main.switches:
                 # the common case first: the main root covers the text (it needs more input, or succeeded up
                 # to the end: generator.covers) and abandoned nothing it had shown, so its message is the view
@@ -631,7 +634,12 @@ class PegStreamSession:
 
                         msg = map_parse(main)
                         mapper = None
-                    self.memo.note(text, True, _NO_SWITCHES)
+                    memo = self.memo     # (ViewMemo.note, inlined)
+                    if memo.text is not None:
+                        memo.sync(text)
+                    memo.last_len = len(text)
+                    memo.last_covers = True
+                    memo.last_switches = _NO_SWITCHES
                     if nmi and mapper is not None:
                         region = (self._pending_literal(main, len(text), mapper, msg) if main.pending is not None
                                   else self._region_of(main, len(text), mapper, msg))
@@ -893,13 +901,17 @@ class PegStreamSession:
         lit = pend[1]
         node = r.nodes[-1]
         args = leaf = None
-        while node is not None and node.partial:
-            if node.tag not in _TEXTLESS_TAGS:
-                if lit or node.tag != "tool-args" or node.start != n:
+        while node.partial:
+            tag = node.tag
+            if tag not in _TEXTLESS_TAGS:
+                if lit or tag != "tool-args" or node.start != n:
                     return None
                 args = node
             leaf = node
-            node = node.children[-1] if node.children else None
+            children = node.children
+            if not children:
+                break
+            node = children[-1]
         region = OpenRegion("pending", ())
         region.held = r.text[pend[0]:n]
         region.lit = lit
@@ -1455,20 +1467,26 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
             raise StreamRetractionError("content was rewritten")
         out.append(MessageDelta(content=nc[len(pc):]))
     pcalls, ncalls = prev.tool_calls, new.tool_calls
-    if len(ncalls) < len(pcalls):
+    n_prev, n_new = len(pcalls), len(ncalls)
+    if n_new < n_prev:
         raise StreamRetractionError("a tool call disappeared")
-    start = len(pcalls) - 1 if pcalls else 0
-    # calls both messages share from one append-only list of settled calls (``shared_calls``, set by the
-    # handlers' repetition memo) are the same objects: only the calls after them are compared
-    same = 0
-    ps, ns = getattr(prev, "shared_calls", None), getattr(new, "shared_calls", None)
-    if ps is not None and ns is not None and ps[0] is ns[0]:
-        same = min(ps[1], ns[1], start)
-    if start > same and ncalls[same:start] != pcalls[same:start]:   # identity first: C-speed when shared
-        raise StreamRetractionError("an earlier tool call changed")
-    for i in range(start, len(ncalls)):
+    if n_prev > 1:
+        start = n_prev - 1
+        # calls both messages share from one append-only list of settled calls (``shared_calls``, set by the
+        # mapper and the handlers' repetition memo) are the same objects: only the calls after them are compared
+        ps = getattr(prev, "shared_calls", None)
+        if ps is not None:
+            ns = getattr(new, "shared_calls", None)
+            same = min(ps[1], ns[1], start) if ns is not None and ps[0] is ns[0] else 0
+        else:
+            same = 0
+        if start > same and ncalls[same:start] != pcalls[same:start]:   # identity first: C-speed when shared
+            raise StreamRetractionError("an earlier tool call changed")
+    else:
+        start = 0
+    for i in range(start, n_new):
         call = ncalls[i]
-        if i < len(pcalls):
+        if i < n_prev:
             old = pcalls[i]
             if old is call or (old.arguments == call.arguments and old.name == call.name and old.id == call.id):
                 continue
