@@ -568,37 +568,39 @@ class PegStreamSession:
         """:meth:`parse` of the previous output followed by ``added`` (the caller vouches that the text only
         grew: :class:`StreamingParser`), without comparing the whole text with the previous one."""
         self.open_region = None
-        gp = self.parser.generation_prompt
         settled, view = self.settled, self._view
-        self.settled, self._view = 0, None
+        self.settled = 0
+        self._view = None
         cutter = self._cutter
         eff = added if cutter.cut is not None else cutter.append(added)   # (decided: the text as it comes)
         if eff is not None:
             full = self._full
             if full is None:
-                full = gp
+                full = self.parser.generation_prompt
+            caches = self.caches.values()
             if settled and view is not None:
                 settled = (len(full) + settled, view)
             else:
+                settled = None
                 # drop this session's other references to the text so that CPython grows it in place
                 # (a copy of the whole text per parse otherwise): the caches are vouched for again below,
                 # the mappers are given the new text when they map
                 self._full = None
-                for cache in self.caches.values():
+                for cache in caches:
                     cache.text = ""
                 for mapper in self.mappers.values():   # (IncrementalMapper.release)
                     if mapper.m is not None:
                         mapper.m.source = ""
             full += eff
             self._full = full
+            if is_partial:
+                for cache in caches:
+                    cache.vouch(full)
+                return self._parse_text(full, None, settled)
+        gp = self.parser.generation_prompt
         if not is_partial:
             return self.parser.parse(self._cutter.raw((self._full or gp)[len(gp):]), False)
-        if eff is None:      # still a prefix of a repeated turn header: nothing to show yet
-            return AssistantMessage()
-        text = self._full
-        for cache in self.caches.values():
-            cache.vouch(text)
-        return self._parse_text(text, None, settled if settled.__class__ is tuple else None)
+        return AssistantMessage()   # still a prefix of a repeated turn header: nothing to show yet
 
     def tail(self, k: int) -> str:
         """The last ``k`` characters of the output so far (``k`` > 0)."""
@@ -614,17 +616,35 @@ class PegStreamSession:
         self._view = None
         main = None
         if self.entries[0] is None:
-            main = self._run(None, text)
+            try:   # (_run, inlined: the main entry's cache is made with the session)
+                main = self.parser.arena.parse(text, lenient=True, entry=None, cache=self.caches[None])
+            except (RecursionError, MemoryError):
+                main = None
             if main is not None and not main.switches:
                 # the common case first: the main root covers the text (it needs more input, or succeeded up
                 # to the end: generator.covers) and abandoned nothing it had shown, so its message is the view
                 nmi = main.type is _NEED_MORE_INPUT
                 if nmi or (main.type is _SUCCESS and main.end >= len(text)):
-                    msg, mapper = self._map(None, main, text)
-                    self.memo.note(text, True, _NO_SWITCHES)
+                    mapper = self.mappers[None]    # (made with the session; _map's fallback inlined)
+                    try:
+                        msg = mapper.map(main.nodes, text)
+                    except Exception:  # never leave a half-updated mapping behind: start over, map fully
+                        mapper.reset()
+                        from .mapper import map_parse
+
+                        msg = map_parse(main)
+                        mapper = None
+                    memo = self.memo     # (ViewMemo.note, inlined)
+                    if memo.text is not None:
+                        memo.sync(text)
+                    memo.last_len = len(text)
+                    memo.last_covers = True
+                    memo.last_switches = _NO_SWITCHES
                     if nmi and mapper is not None:
-                        self.open_region = self._region_of(main, len(text), mapper, msg)
-                        if self.open_region is not None:
+                        region = (self._pending_literal(main, len(text), mapper, msg) if main.pending is not None
+                                  else self._region_of(main, len(text), mapper, msg))
+                        if region is not None:
+                            self.open_region = region
                             self._view = msg
                     return msg
         Probe, consistent_view, covers, map_parse = _generator_fns()
@@ -881,13 +901,17 @@ class PegStreamSession:
         lit = pend[1]
         node = r.nodes[-1]
         args = leaf = None
-        while node is not None and node.partial:
-            if node.tag not in _TEXTLESS_TAGS:
-                if lit or node.tag != "tool-args" or node.start != n:
+        while node.partial:
+            tag = node.tag
+            if tag not in _TEXTLESS_TAGS:
+                if lit or tag != "tool-args" or node.start != n:
                     return None
                 args = node
             leaf = node
-            node = node.children[-1] if node.children else None
+            children = node.children
+            if not children:
+                break
+            node = children[-1]
         region = OpenRegion("pending", ())
         region.held = r.text[pend[0]:n]
         region.lit = lit
@@ -1443,20 +1467,26 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
             raise StreamRetractionError("content was rewritten")
         out.append(MessageDelta(content=nc[len(pc):]))
     pcalls, ncalls = prev.tool_calls, new.tool_calls
-    if len(ncalls) < len(pcalls):
+    n_prev, n_new = len(pcalls), len(ncalls)
+    if n_new < n_prev:
         raise StreamRetractionError("a tool call disappeared")
-    start = len(pcalls) - 1 if pcalls else 0
-    # calls both messages share from one append-only list of settled calls (``shared_calls``, set by the
-    # handlers' repetition memo) are the same objects: only the calls after them are compared
-    same = 0
-    ps, ns = getattr(prev, "shared_calls", None), getattr(new, "shared_calls", None)
-    if ps is not None and ns is not None and ps[0] is ns[0]:
-        same = min(ps[1], ns[1], start)
-    if start > same and ncalls[same:start] != pcalls[same:start]:   # identity first: C-speed when shared
-        raise StreamRetractionError("an earlier tool call changed")
-    for i in range(start, len(ncalls)):
+    if n_prev > 1:
+        start = n_prev - 1
+        # calls both messages share from one append-only list of settled calls (``shared_calls``, set by the
+        # mapper and the handlers' repetition memo) are the same objects: only the calls after them are compared
+        ps = getattr(prev, "shared_calls", None)
+        if ps is not None:
+            ns = getattr(new, "shared_calls", None)
+            same = min(ps[1], ns[1], start) if ns is not None and ps[0] is ns[0] else 0
+        else:
+            same = 0
+        if start > same and ncalls[same:start] != pcalls[same:start]:   # identity first: C-speed when shared
+            raise StreamRetractionError("an earlier tool call changed")
+    else:
+        start = 0
+    for i in range(start, n_new):
         call = ncalls[i]
-        if i < len(pcalls):
+        if i < n_prev:
             old = pcalls[i]
             if old is call or (old.arguments == call.arguments and old.name == call.name and old.id == call.id):
                 continue
@@ -1716,10 +1746,13 @@ class StreamingParser:
         self._region = None
         if self._appender is not None and is_partial:
             unseen = self._unseen
-            added = unseen[0] if len(unseen) == 1 else "".join(unseen)
             self._unseen = []
-            if len(unseen) > 1 and self._session.__class__ is PegStreamSession:
-                self._session.settled = len(added) - len(unseen[-1])   # what the fast path took (see there)
+            if len(unseen) == 1:
+                added = unseen[0]
+            else:
+                added = "".join(unseen)
+                if self._session.__class__ is PegStreamSession:
+                    self._session.settled = len(added) - len(unseen[-1])   # what the fast path took (see there)
             try:
                 new = self._appender(added, True)
             except Exception:  # as _safe_parse: parsers must not raise; if one does, the step is held back
@@ -1747,16 +1780,18 @@ class StreamingParser:
             rec = getattr(prev, "recycler", None)
             if rec is not None:
                 rec.recycle(prev)
-        if is_partial and self._session is not None:
-            region = self._session.open_region
-            if region is not None:
-                self._region = region
-                if not region.keep:
-                    self._tail = ""
-                elif self._appender is not None:
-                    self._tail = self._session.tail(region.keep)
-                else:
-                    self._tail = self.text[-region.keep:]
+        if is_partial:
+            session = self._session
+            if session is not None:
+                region = session.open_region
+                if region is not None:
+                    self._region = region
+                    if not region.keep:
+                        self._tail = ""
+                    elif self._appender is not None:
+                        self._tail = session.tail(region.keep)
+                    else:
+                        self._tail = self.text[-region.keep:]
         return deltas
 
     def feed(self, text: str) -> list[MessageDelta]:
