@@ -590,12 +590,13 @@ def test_text_after_the_json_arguments_streams_as_a_full_reparse_per_feed():
                     deltas.append([repr(x) for x in sp.finish()])
                     runs.append((deltas, sp.message.to_openai()))
                     if incremental and variant is text:
-                        # from the arguments' close to the next name's last character, two parses: where the
-                        # call's wrapper closes (``</tool_call>``: GrammarAfter splits there, so that no parse
-                        # both closes a call and opens the next) and where the name completes (the message gains
-                        # the call)
+                        # from the arguments' close to the next name's last character, at most four parses
+                        # (13 on Qwen3 without GrammarAfter): after the call closed and after its wrapper
+                        # closed (GrammarAfter splits where a node open before it closes for good, so that no
+                        # parse both closes a call and opens the next), one for the pending literal between,
+                        # and where the name completes (the message gains the call)
                         seen = [i for i in parsed if a <= i < b + len("get_weather") + 1]
-                        assert (len(seen) == 2 and seen[-1] == b + len("get_weather")) \
+                        assert (len(seen) <= 4 and seen[-1] == b + len("get_weather")) \
                             or name.startswith("Mistral"), (name, fidelity, parsed)
                 assert runs[0] == runs[1], (name, fidelity, variant)
         assert isinstance(grammar_after(parser.arena), GrammarAfter), name

@@ -100,19 +100,14 @@ class GrammarAfter:
         self.text, self.n, self.made, self.switches = text, len(text), 0, 0
         pos = 0
         nodes = self.nodes
-        # split: the call's own nodes (up to the rule around its "tool" tag) may close without a parse, its
-        # wrappers may not — the parse that closes them is then not also the one that opens the next call
-        # (one parse doing both is the costliest feed of a stream of calls)
-        own = len(frames) if not self.split else -1
         for k, (pid, idx) in enumerate(frames):
             node = nodes[pid]
-            if node.__class__ is N.Tag or node.__class__ is N.Rule:
-                if own == -1 and node.__class__ is N.Tag and node.tag == "tool":
-                    own = -2
-                elif own == -2 and node.__class__ is N.Rule:
-                    own = k
-                elif own >= 0 and k > own:
-                    return False
+            if self.split and pos < self.n and (node.__class__ is N.Tag or node.__class__ is N.Rule):
+                # split: a node that was open before the text closes for good (text follows it) in a parse,
+                # not on the fast path — so the parse that closes a call is not also the one that opens the
+                # next (one parse doing both is the costliest feed of a stream of calls, and the p99 of such a
+                # stream is its costliest parse per call)
+                return False
             if isinstance(node, N.Sequence):
                 for item in node.items[idx + 1:]:
                     st, pos, bad = self._run(item, pos)
@@ -329,7 +324,7 @@ def grammar_after(arena, rule: str | None = None) -> "GrammarAfter | None":
         for t in targets:
             up(t, [], frozenset({t}))
         if paths:
-            result = GrammarAfter(arena, paths, split=rule is None)
+            result = GrammarAfter(arena, paths, split=True)
     except (_No, RecursionError, Exception):  # noqa: BLE001 - an optimisation: no fast path then
         result = None
     if len(known) < 64:
