@@ -28,7 +28,8 @@ jinja2 environment elsewhere in the process (transformers') runs jinja2's own me
 * ``NodeVisitor.generic_visit`` of jinja2's read-only visitors (dependency finder, undeclared-name finder, symbol
   tracker) walks with an explicit stack instead of one ``visit`` → ``generic_visit`` recursion per node.
 * ``NodeTransformer.generic_visit`` calls the handlers of a transformer that keeps jinja2's ``visit`` directly.
-* :func:`absent_from` lets the code generator skip its searches for node classes a template does not contain.
+* :func:`absent_from` lets the code generator skip its searches for node classes a template does not contain, and
+  (``jinja2.compiler.find_undeclared``) for names its source never writes.
 """
 
 from __future__ import annotations
@@ -174,8 +175,23 @@ def find_all(self: Any, node_type: Any) -> Iterator[Any]:
             extend(kids)
 
 
+def find_undeclared(nodes: Any, names: Any) -> set[str]:
+    """``jinja2.compiler.find_undeclared``: which of ``names`` the nodes read before setting them. Inside
+    :func:`absent_from` given the template's source text, names none of which occur in that text answer the
+    empty set at once — every ``Name`` node comes from an identifier of the source (the rewriters add only filter
+    and test calls) — which spares jinja2's walk of the whole template for ``self`` and of every loop body for
+    ``loop`` when the template never writes it."""
+    text = getattr(_local, "text", None)
+    if text is not None:
+        names = tuple(names)
+        if not any(name in text for name in names):
+            return set()
+    return _ORIGINAL["find_undeclared"](nodes, names)
+
+
 @contextlib.contextmanager
-def absent_from(tree: Any, kinds: tuple[type, ...], known: frozenset[type] | None = None) -> Iterator[frozenset[type]]:
+def absent_from(tree: Any, kinds: tuple[type, ...], known: frozenset[type] | None = None,
+                text: str | None = None) -> Iterator[frozenset[type]]:
     """Context manager for a walk of ``tree`` that searches it and its subtrees for node classes it rarely holds:
     those of ``kinds`` with no instance anywhere in ``tree`` (found by one walk) make every ``find_all`` of
     them on this thread yield nothing at once inside the block. Yields that set of classes.
@@ -186,18 +202,22 @@ def absent_from(tree: Any, kinds: tuple[type, ...], known: frozenset[type] | Non
     constant folder only ever adds ``Const`` nodes.
 
     ``known``: the classes of ``kinds`` the caller already knows are absent (from the source text, which is
-    cheaper than the walk); the walk is skipped when that is all of ``kinds``."""
+    cheaper than the walk); the walk is skipped when that is all of ``kinds``. ``text``: the source ``tree`` was
+    parsed from (by the project's parser, then rewritten by its rewriters), for :func:`find_undeclared`."""
     if known is not None and known.issuperset(kinds):
         absent = frozenset(kinds)
     else:
         present = {type(n) for n in find_all(tree, _Node)}
         absent = frozenset(k for k in kinds if not any(issubclass(p, k) for p in present))
     previous = getattr(_local, "absent", frozenset())
+    previous_text = getattr(_local, "text", None)
     _local.absent = previous | absent
+    _local.text = text
     try:
         yield absent
     finally:
         _local.absent = previous
+        _local.text = previous_text
 
 
 _VISIT_NAMES: dict[type, str] = {}
@@ -307,12 +327,13 @@ _HANDLERS: dict[type, dict[type, Any]] = {}  # visitor class -> node class -> un
 _ORIGINAL["generic_visit"] = jinja2.visitor.NodeVisitor.generic_visit
 _ORIGINAL["__init__"] = _Node.__init__
 _ORIGINAL["set_environment"] = _Node.set_environment
+_ORIGINAL["find_undeclared"] = jinja2.compiler.find_undeclared
 _ORIGINAL["transform_children"] = jinja2.visitor.NodeTransformer.generic_visit
 _VISIT = jinja2.visitor.NodeVisitor.visit
 
 _FAST = {"iter_fields": iter_fields, "iter_child_nodes": iter_child_nodes, "find_all": find_all,
          "get_visitor": get_visitor, "generic_visit": generic_visit, "transform_children": transform_children,
-         "__init__": node_init, "set_environment": set_environment}
+         "__init__": node_init, "set_environment": set_environment, "find_undeclared": find_undeclared}
 
 _lock = threading.Lock()
 _depth = 0        # compiles of ours running now, on any thread (the fast walks are in place while > 0)
@@ -325,6 +346,7 @@ def _put(table: dict[str, Any]) -> None:
     jinja2.visitor.NodeVisitor.get_visitor = table["get_visitor"]
     jinja2.visitor.NodeVisitor.generic_visit = table["generic_visit"]
     jinja2.visitor.NodeTransformer.generic_visit = table["transform_children"]
+    jinja2.compiler.find_undeclared = table["find_undeclared"]
 
 
 @contextlib.contextmanager

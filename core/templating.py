@@ -455,8 +455,10 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
     def visit_Template(self, node: jinja2.nodes.Template, frame: Any = None) -> None:
         # jinja2 searches the whole tree for Extends, Block and ImportedName, and every for loop's subtree for
         # Block again; chat templates have none, so the source text (or else one walk up front) answers all of
-        # those searches
-        with fastwalk.absent_from(node, _RARE_NODES, node.__dict__.get("_cte_absent")):
+        # those searches; the text also answers its searches for names the template never writes (``self`` in
+        # the whole tree, ``loop`` in every loop body: fastwalk.find_undeclared)
+        d = node.__dict__
+        with fastwalk.absent_from(node, _RARE_NODES, d.get("_cte_absent"), d.get("_cte_source")):
             super().visit_Template(node, frame)
 
     def pull_dependencies(self, nodes: Any) -> None:
@@ -556,8 +558,9 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         if node is None or not _parses_alike(self):
             node = super()._parse(source, name, filename)
         tree = rewrite_loops(self._rewrite_tree(node))
-        if _parses_alike(self):
-            tree._cte_absent = _absent_by_source(source)  # read by _LimitedCodeGenerator.visit_Template
+        if _parses_alike(self):  # read by _LimitedCodeGenerator.visit_Template
+            tree._cte_absent = _absent_by_source(source)
+            tree._cte_source = source
         return tree
 
     def compile(self, source: Any, name: str | None = None, filename: str | None = None, raw: bool = False,

@@ -547,3 +547,24 @@ def test_fast_walks_under_threads_compile_the_same_code_and_are_taken_away_after
     assert errors == []
     assert fastwalk._depth == 0 and not fastwalk.installed()
     assert jinja2.nodes.Node.find_all is fastwalk._ORIGINAL["find_all"]
+
+
+def test_undeclared_names_answered_from_the_source_text_equal_jinja2s_search():
+    from jinja2.compiler import UndeclaredNameVisitor  # noqa: F401  (what the original walks with)
+
+    from core import fastwalk
+
+    original = fastwalk._ORIGINAL["find_undeclared"]
+    checked = 0
+    for _name, src in _sources()[::7]:
+        try:
+            tree = caps.probe_environment()._parse(src, None, None)
+        except jinja2.TemplateSyntaxError:
+            continue
+        subtrees = [tree, *tree.find_all(jinja2.nodes.For)]
+        for names in (("self",), ("loop",), ("caller", "kwargs", "varargs"), ("messages",), ("message", "loop")):
+            with fastwalk.absent_from(tree, (), None, src):
+                fast = [fastwalk.find_undeclared(t.body, names) for t in subtrees]
+            assert fast == [original(t.body, names) for t in subtrees], (names, _name)
+            checked += 1
+    assert checked > 100
