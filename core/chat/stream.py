@@ -488,6 +488,10 @@ class PegStreamSession:
         if compile_arena is not None:
             compile_arena()
         self._tag_delimiters()
+        try:   # what the grammar allows after a call's JSON arguments (kept on the arena, built once)
+            _grammar_fns()[0](parser.arena)
+        except Exception:  # noqa: BLE001 - an optimisation: built on first use then
+            pass
         self.caches[self.entries[0]] = ParseCache()
         self.mappers[self.entries[0]] = IncrementalMapper()
         if self.entries[0] is None:
