@@ -298,11 +298,13 @@ def grammar_after(arena, rule: str | None = None) -> "GrammarAfter | None":
             arena._grammar_after = known
         except AttributeError:  # pragma: no cover
             pass
-    if rule in known:
+    if rule in known and rule != "":
         return known[rule]
     result = None
     try:
-        parents = _parents(arena)
+        parents = known.get("")     # (a rule name is never empty: the parents map is kept under "")
+        if parents is None:
+            parents = known[""] = _parents(arena)
         root = arena.entry_id(None)
         paths: list[list[tuple[int, int]]] = []
         if rule is None:

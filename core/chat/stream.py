@@ -465,6 +465,7 @@ class PegStreamSession:
                                    else [None, RECOVER_TRAILING, MAIN_REST, RECOVER_CONTENT, PREFIX_REST])
         self.recovery = [e for e in self.entries if e is not None]
         self.open_region: OpenRegion | None = None
+        self._wrappers: dict = {}   # (rule, spine) -> its GrammarAfter or None (see _after_wrapper)
         self._json_scan: tuple | None = None
         self._json_value_scan: tuple | None = None   # (node start, scanned up to, advance_json_value state)
         self._json_rules: dict[str, bool] = {}
@@ -487,6 +488,10 @@ class PegStreamSession:
         if compile_arena is not None:
             compile_arena()
         self._tag_delimiters()
+        try:   # what the grammar allows after a call's JSON arguments (kept on the arena, built once)
+            _grammar_fns()[0](parser.arena)
+        except Exception:  # noqa: BLE001 - an optimisation: built on first use then
+            pass
         self.caches[self.entries[0]] = ParseCache()
         self.mappers[self.entries[0]] = IncrementalMapper()
         if self.entries[0] is None:
@@ -646,8 +651,11 @@ class PegStreamSession:
                         if nmi:
                             region = (self._pending_literal(main, len(text), mapper, msg) if main.pending is not None
                                       else self._region_of(main, len(text), mapper, msg))
-                        if region is None:
-                            region = self._after_wrapper(main, len(text), mapper)
+                        if region is None and mapper.m is not None and mapper.m.pending is None:
+                            # decided on the next feed (a fast one when it holds): not paid by this parse,
+                            # which closed a call's wrapper, one of the costliest feeds of a stream of calls
+                            region = OpenRegion("after", ())
+                            region.lazy = (self, main, len(text), mapper)
                         if region is not None:
                             self.open_region = region
                             self._view = msg
@@ -983,49 +991,54 @@ class PegStreamSession:
         are its ancestors): the next call's opening streams without a parse up to where its name completes.
         Only while closing a call cannot change the message (no call yet, or the last one named, its
         arguments balanced, no quote pending)."""
-        if not r.nodes:
+        nodes = r.nodes
+        if not nodes:
             return None
         m = mapper.m
         if m is None or m.quote_pending or m.pending is not None:
             return None
+        fns = _GRAMMAR_FNS or _grammar_fns()
         cur = m.current
         if cur is not None:
-            from .mapper import json_brace_depth
-
             calls = m.msg.tool_calls
-            if not calls or calls[-1] is not cur or not cur.name or json_brace_depth(cur.arguments) > 0:
+            if not calls or calls[-1] is not cur or not cur.name or fns[1](cur.arguments) > 0:
                 return None
         cache = self.caches.get(None)
         if cache is None:
             return None
         memo = cache.memo
-        arena = self.parser.arena
+        rules = self.parser.arena.rules
         above: list = []
-        node = r.nodes[-1]
-        while node is not None:
-            if node.rule and not node.tag:
-                try:
-                    got = memo.get((arena.rule_id(node.rule), node.start))
-                except Exception:  # noqa: BLE001 - not a registered rule
+        node = nodes[-1]
+        while True:
+            if node.tag:
+                if node.tag not in _GROUPING_TAGS:
                     return None
+            elif node.rule:
+                got = memo.get((rules.get(node.rule), node.start))
                 if got is not None:
-                    res = got[0] if got.__class__ is list else got
-                    if res[0] == _OK_STATUS and res[2] and res[2][0] is node:
+                    if got.__class__ is list:
+                        got = got[0]
+                    if got[0] == _OK_STATUS and got[2] and got[2][0] is node:
                         break
-            if node.tag and node.tag not in _GROUPING_TAGS:
-                return None
             above.append(node)
-            node = node.children[-1] if node.children else None
-        else:
-            return None
-        from .grammar_after import grammar_after
-
-        ga = grammar_after(arena, node.rule)
+            ch = node.children
+            if not ch:
+                return None
+            node = ch[-1]
+        key = (node.rule, tuple([(x.rule, x.tag) for x in above]))
+        known = self._wrappers
+        ga = known.get(key, False)
+        if ga is False:
+            ga = fns[0](self.parser.arena, node.rule)
+            if ga is not None:
+                ga = ga.select(key[1])
+            if len(known) < 64:
+                known[key] = ga
         if ga is None:
             return None
-        ga = ga.select(tuple((x.rule, x.tag) for x in above))
         held = r.text[node.end:n]
-        if ga is None or len(held) > 64 or not ga(held):
+        if len(held) > 64 or not ga(held):
             return None
         region = OpenRegion("after", ())
         region.after = ga
@@ -1093,6 +1106,20 @@ def _ws_invariant_end(nodes: tuple, n: int) -> bool:
                 break
             stack.append(c)
     return True
+
+
+_GRAMMAR_FNS: tuple | None = None
+
+
+def _grammar_fns() -> tuple:
+    """(grammar_after, json_brace_depth), imported once (see _generator_fns)."""
+    global _GRAMMAR_FNS
+    if _GRAMMAR_FNS is None:
+        from .grammar_after import grammar_after
+        from .mapper import json_brace_depth
+
+        _GRAMMAR_FNS = (grammar_after, json_brace_depth)
+    return _GRAMMAR_FNS
 
 
 _GENERATOR_FNS: tuple | None = None
@@ -1330,6 +1357,7 @@ class OpenRegion:
     # parser): "content" — it is all content (the root ends with the arguments, the rest is recovered as
     # content); a predicate of all the text after the value — true while it leaves the message as it is
     after: "Callable[[str], bool] | str | None" = None
+    lazy: tuple | None = None   # "after" not decided yet: (session, parse result, length, mapper) to decide it
     held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
     lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
     ws_tail = ""
@@ -1701,6 +1729,13 @@ class StreamingParser:
                 return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
             return None
         if region.field == "after":
+            if region.lazy is not None:
+                session, r, n, mapper = region.lazy
+                region.lazy = None
+                got = session._after_wrapper(r, n, mapper)
+                if got is None:
+                    return None
+                region.after, region.held = got.after, got.held
             w = region.held + text
             if not region.after(w):   # type: ignore[misc]
                 return None
