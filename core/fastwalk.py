@@ -2,17 +2,18 @@
 
 Compiling a template walks its tree many times: jinja2's code generator asks every ``for`` loop whether its body
 reads ``loop`` or holds a scoped block (``find_all`` over the loop's subtree), its symbol tracker and dependency
-finder visit every frame, the constant folder revisits every expression, and the probe rewriter of
-:mod:`core.analysis.caps` adds another pass. jinja2 implements the
-walks with nested generators — ``find_all`` re-yields every match through one generator per level of depth, and
+finder visit every frame, the parser sets the environment on every node, and the rewriters of
+:mod:`core.templating` and :mod:`core.analysis.caps` add their passes. jinja2 implements the walks with nested
+generators — ``find_all`` re-yields every match through one generator per level of depth, and
 ``iter_child_nodes`` runs a generator over another (``iter_fields``) — and finds each visitor method by formatting
 ``"visit_" + class name`` on every node. On the corpus these primitives were about a third of a compile
 (cProfile of ``Environment._generate``, issue 14).
 
-The replacements yield exactly the same values in the same order, just as lazily (a field is read when the walk
-reaches it, so a transformer that replaces a field while walking sees what it saw before); only the call overhead
-differs. ``tests/test_perf.py`` checks the compiled code of corpus templates is the same bytes with and without
-them, and the walks' sequences on every corpus tree.
+The replacements give exactly the same values in the same order (``find_all`` and the read-only visitors read a
+node's fields when the walk enters it rather than one by one, which differs only for a caller changing nodes
+during the walk: none of a compile's callers does); only the call overhead differs. ``tests/test_perf.py`` checks
+the compiled code of corpus templates is the same bytes with and without them, and the walks' sequences, the
+dependency and undeclared-name finders' and the symbol tracker's results on every corpus tree.
 
 Scope: :func:`active` puts them on jinja2's classes for the duration of a compile of ours
 (``core.templating._LimitedSandbox.compile``) and takes them away when the last such compile ends, so a plain
@@ -355,6 +356,12 @@ def enable(flag: bool = True) -> None:
         _enabled = flag
         if _depth:
             _put(_FAST if flag else _ORIGINAL)
+
+
+def forget() -> None:
+    """Empty the per-class dispatch tables (refilled on the next walk; ``core.memo.clear_caches`` calls this)."""
+    _HANDLERS.clear()
+    _VISIT_NAMES.clear()
 
 
 def installed() -> bool:

@@ -363,8 +363,8 @@ def test_plain_jinja2_environments_keep_jinja2s_own_walks():
 
     from core import fastwalk
 
-    own = {name: getattr(jinja2.nodes.Node, name) for name in ("iter_fields", "iter_child_nodes", "find_all", "__init__",
-                                                   "set_environment")}
+    patched = ("iter_fields", "iter_child_nodes", "find_all", "__init__", "set_environment")
+    own = {name: getattr(jinja2.nodes.Node, name) for name in patched}
     assert own["find_all"].__module__ == "jinja2.nodes"
     assert jinja2.visitor.NodeVisitor.get_visitor.__module__ == "jinja2.visitor"
     assert jinja2.visitor.NodeVisitor.generic_visit.__module__ == "jinja2.visitor"
@@ -478,7 +478,8 @@ def test_dependency_walk_finds_what_jinja2s_dependency_finder_finds_on_the_corpu
         assert templating._dependencies(tree.body) == (finder.filters, finder.tests)
         checked += bool(finder.filters)
     assert checked > 100
-    block = templating._ENV.parse_raw("{{ a|upper }}{% block b %}{{ c|lower }}{% if d is odd %}{% endif %}{% endblock %}")
+    block = templating._ENV.parse_raw("{{ a|upper }}{% block b %}{{ c|lower }}{% if d is odd %}{% endif %}"
+                                      "{% endblock %}")
     assert templating._dependencies(block.body) == ({"upper"}, set())
 
 
@@ -512,3 +513,37 @@ def test_walks_skip_only_nodes_without_children_on_the_corpus():
             assert not list(fastwalk._ORIGINAL["iter_child_nodes"](node))
             seen += 1
     assert seen > 10_000
+
+
+def test_fast_walks_under_threads_compile_the_same_code_and_are_taken_away_after():
+    # several threads compiling at once (ours and a plain jinja2 environment): each compile's code is what a
+    # serial compile gives, and once the last of ours ends jinja2's own walks are back (core/fastwalk.py, active)
+    import threading
+
+    from core import fastwalk
+
+    env = caps.probe_environment()
+    plain = jinja2.Environment()
+    sources = [src for _name, src in _sources()[::40]]
+    expected = [env.compile(s, raw=True) for s in sources]
+    plain_expected = [plain.compile(s, raw=True) for s in sources[:3]]
+    errors: list[str] = []
+
+    def ours() -> None:
+        for _ in range(3):
+            if [env.compile(s, raw=True) for s in sources] != expected:
+                errors.append("ours")
+
+    def theirs() -> None:
+        for _ in range(3):
+            if [plain.compile(s, raw=True) for s in sources[:3]] != plain_expected:
+                errors.append("plain")
+
+    threads = [threading.Thread(target=f) for f in (ours, ours, theirs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert fastwalk._depth == 0 and not fastwalk.installed()
+    assert jinja2.nodes.Node.find_all is fastwalk._ORIGINAL["find_all"]

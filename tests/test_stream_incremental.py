@@ -551,7 +551,7 @@ def test_text_after_the_json_arguments_streams_as_a_full_reparse_per_feed():
     import random
 
     from bench.hostile import _request
-    from core.chat.grammar_after import GrammarAfter
+    from core.chat.grammar_after import GrammarAfter, grammar_after
 
     rng = random.Random(1616)
     one = '{"city": "paris"}'
@@ -574,7 +574,7 @@ def test_text_after_the_json_arguments_streams_as_a_full_reparse_per_feed():
             text[:a] + seg.replace("\n", " \n\t\n") + text[b:],                                  # whitespace runs
             text + "\nThanks.",                                                                  # content after
             text[:a + max(1, k // 2)],                                                           # cut after close
-        ]
+        ] + [text[:a + j] + "x" + text[a + j:] for j in range(rng.randrange(3), len(seg) + 1, 3)]  # near misses
         for fidelity in ("llama.cpp", "improved"):
             parser = build_chat_parser(template, request, fidelity=fidelity).parser
             for variant in variants:
@@ -590,9 +590,13 @@ def test_text_after_the_json_arguments_streams_as_a_full_reparse_per_feed():
                     deltas.append([repr(x) for x in sp.finish()])
                     runs.append((deltas, sp.message.to_openai()))
                     if incremental and variant is text:
-                        # from the arguments' close to the next name's last character, one parse: where the
-                        # name completes (the message gains the call)
-                        assert [i for i in parsed if a <= i < b + len("get_weather") + 1] == [b + len("get_weather")] \
+                        # from the arguments' close to the next name's last character, at most four parses
+                        # (13 on Qwen3 without GrammarAfter): after the call closed and after its wrapper
+                        # closed (GrammarAfter splits where a node open before it closes for good, so that no
+                        # parse both closes a call and opens the next), one for the pending literal between,
+                        # and where the name completes (the message gains the call)
+                        seen = [i for i in parsed if a <= i < b + len("get_weather") + 1]
+                        assert (len(seen) <= 4 and seen[-1] == b + len("get_weather")) \
                             or name.startswith("Mistral"), (name, fidelity, parsed)
                 assert runs[0] == runs[1], (name, fidelity, variant)
-        assert isinstance(getattr(parser.arena, "_grammar_after", None), GrammarAfter), name
+        assert isinstance(grammar_after(parser.arena), GrammarAfter), name

@@ -47,8 +47,9 @@ class GrammarAfter:
     that text gives the same message (see the module docstring). Built by :func:`grammar_after`; answers are
     memoized per text (the same closing text repeats call after call). Never raises."""
 
-    def __init__(self, arena, paths: list[list[tuple[int, int]]]):
+    def __init__(self, arena, paths: list[list[tuple[int, int]]], split: bool = False):
         self.arena = arena
+        self.split = split
         self.nodes = arena.nodes
         self.paths = paths
         self.quiet = getattr(arena, "quiet_tags", frozenset())
@@ -75,7 +76,7 @@ class GrammarAfter:
                     sig.append(("", nd.tag))
             if tuple(sig) == spine:
                 keep.append(path)
-        out = GrammarAfter(self.arena, keep) if keep else None
+        out = GrammarAfter(self.arena, keep, self.split) if keep else None
         if len(self._selected) < 64:
             self._selected[spine] = out
         return out
@@ -101,6 +102,12 @@ class GrammarAfter:
         nodes = self.nodes
         for k, (pid, idx) in enumerate(frames):
             node = nodes[pid]
+            if self.split and pos < self.n and (node.__class__ is N.Tag or node.__class__ is N.Rule):
+                # split: a node that was open before the text closes for good (text follows it) in a parse,
+                # not on the fast path — so the parse that closes a call is not also the one that opens the
+                # next (one parse doing both is the costliest feed of a stream of calls, and the p99 of such a
+                # stream is its costliest parse per call)
+                return False
             if isinstance(node, N.Sequence):
                 for item in node.items[idx + 1:]:
                     st, pos, bad = self._run(item, pos)
@@ -279,18 +286,29 @@ def _parents(arena) -> dict[int, list[tuple[int, int]]]:
     return out
 
 
-def grammar_after(arena) -> "GrammarAfter | None":
-    """The :class:`GrammarAfter` of ``arena`` for its ``tool-args`` tags, or None when there is none or the
-    ways from them up to the root are too many or recursive. Built once per arena (kept on it)."""
-    cached = getattr(arena, "_grammar_after", False)
-    if cached is not False:
-        return cached
+def grammar_after(arena, rule: str | None = None) -> "GrammarAfter | None":
+    """The :class:`GrammarAfter` of ``arena`` for what follows its ``tool-args`` tags (``rule`` None; split:
+    it stops where the call's wrappers close), or the rule ``rule`` (a call's wrapper that closed: what
+    follows it up to the next call's name), or None when there is none or the ways from it up to the root
+    are too many or recursive. Built once per arena and target (kept on the arena)."""
+    known = getattr(arena, "_grammar_after", None)
+    if known is None:
+        known = {}
+        try:
+            arena._grammar_after = known
+        except AttributeError:  # pragma: no cover
+            pass
+    if rule in known:
+        return known[rule]
     result = None
     try:
         parents = _parents(arena)
         root = arena.entry_id(None)
         paths: list[list[tuple[int, int]]] = []
-        targets = [nd.id for nd in arena.nodes if isinstance(nd, N.Tag) and nd.tag == "tool-args"]
+        if rule is None:
+            targets = [nd.id for nd in arena.nodes if isinstance(nd, N.Tag) and nd.tag == "tool-args"]
+        else:
+            targets = [arena.rule_id(rule)]
 
         def up(pid: int, acc: list[tuple[int, int]], seen: frozenset) -> None:
             if len(paths) > _MAX_PATHS:
@@ -306,11 +324,9 @@ def grammar_after(arena) -> "GrammarAfter | None":
         for t in targets:
             up(t, [], frozenset({t}))
         if paths:
-            result = GrammarAfter(arena, paths)
+            result = GrammarAfter(arena, paths, split=True)
     except (_No, RecursionError, Exception):  # noqa: BLE001 - an optimisation: no fast path then
         result = None
-    try:
-        arena._grammar_after = result
-    except AttributeError:  # pragma: no cover
-        pass
+    if len(known) < 64:
+        known[rule] = result
     return result

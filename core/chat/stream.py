@@ -31,6 +31,7 @@ import re
 from typing import Any, Callable
 
 from ..peg.engine import ResultType
+from ..peg.scanners import OK as _OK_STATUS
 from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta,
                       tool_call_delta)
 
@@ -640,9 +641,13 @@ class PegStreamSession:
                     memo.last_len = len(text)
                     memo.last_covers = True
                     memo.last_switches = _NO_SWITCHES
-                    if nmi and mapper is not None:
-                        region = (self._pending_literal(main, len(text), mapper, msg) if main.pending is not None
-                                  else self._region_of(main, len(text), mapper, msg))
+                    if mapper is not None:
+                        region = None
+                        if nmi:
+                            region = (self._pending_literal(main, len(text), mapper, msg) if main.pending is not None
+                                      else self._region_of(main, len(text), mapper, msg))
+                        if region is None:
+                            region = self._after_wrapper(main, len(text), mapper)
                         if region is not None:
                             self.open_region = region
                             self._view = msg
@@ -968,6 +973,63 @@ class PegStreamSession:
         region = OpenRegion("json-arguments", ())
         region.json = state
         region.after = self._after_arguments(mapper, above)
+        return region
+
+    def _after_wrapper(self, r: Any, n: int, mapper: "IncrementalMapper") -> "OpenRegion | None":
+        """A region "after" for the text after a call's wrapper closed (``</tool_call>``): the shallowest rule
+        node on the parse's right spine that is final — the engine memoized it, so it did not look at the end
+        and a longer text parses it the same — under ones that are not; then what the grammar proves of the
+        text after it (:func:`core.chat.grammar_after.grammar_after` of that rule, for the ways up whose nodes
+        are its ancestors): the next call's opening streams without a parse up to where its name completes.
+        Only while closing a call cannot change the message (no call yet, or the last one named, its
+        arguments balanced, no quote pending)."""
+        if not r.nodes:
+            return None
+        m = mapper.m
+        if m is None or m.quote_pending or m.pending is not None:
+            return None
+        cur = m.current
+        if cur is not None:
+            from .mapper import json_brace_depth
+
+            calls = m.msg.tool_calls
+            if not calls or calls[-1] is not cur or not cur.name or json_brace_depth(cur.arguments) > 0:
+                return None
+        cache = self.caches.get(None)
+        if cache is None:
+            return None
+        memo = cache.memo
+        arena = self.parser.arena
+        above: list = []
+        node = r.nodes[-1]
+        while node is not None:
+            if node.rule and not node.tag:
+                try:
+                    got = memo.get((arena.rule_id(node.rule), node.start))
+                except Exception:  # noqa: BLE001 - not a registered rule
+                    return None
+                if got is not None:
+                    res = got[0] if got.__class__ is list else got
+                    if res[0] == _OK_STATUS and res[2] and res[2][0] is node:
+                        break
+            if node.tag and node.tag not in _GROUPING_TAGS:
+                return None
+            above.append(node)
+            node = node.children[-1] if node.children else None
+        else:
+            return None
+        from .grammar_after import grammar_after
+
+        ga = grammar_after(arena, node.rule)
+        if ga is None:
+            return None
+        ga = ga.select(tuple((x.rule, x.tag) for x in above))
+        held = r.text[node.end:n]
+        if ga is None or len(held) > 64 or not ga(held):
+            return None
+        region = OpenRegion("after", ())
+        region.after = ga
+        region.held = held
         return region
 
     def _after_arguments(self, mapper: "IncrementalMapper", above: list | None) -> "Callable[[str], bool] | str | None":
