@@ -1567,7 +1567,7 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
         ps = getattr(prev, "shared_calls", None)
         if ps is not None:
             ns = getattr(new, "shared_calls", None)
-            same = min(ps[1], ns[1], start) if ns is not None and ps[0] is ns[0] else 0
+            same = (ps[1] if ps[1] < ns[1] else ns[1]) if ns is not None and ps[0] is ns[0] else 0
         else:
             same = 0
         if start > same and ncalls[same:start] != pcalls[same:start]:   # identity first: C-speed when shared
@@ -1638,6 +1638,7 @@ class StreamingParser:
         self._session = owner if hasattr(owner, "open_region") else None
         # a session that takes the appended text alone (no re-joined text per step): what it has not seen yet
         self._appender = getattr(owner, "parse_appended", None) if self._session is not None else None
+        self._peg = owner.__class__ is PegStreamSession   # (told what the fast path took: see _step)
         self._unseen: list[str] = []
         self._region: OpenRegion | None = None
         self._tail = ""
@@ -1848,7 +1849,7 @@ class StreamingParser:
                 added = unseen[0]
             else:
                 added = "".join(unseen)
-                if self._session.__class__ is PegStreamSession:
+                if self._peg:
                     self._session.settled = len(added) - len(unseen[-1])   # what the fast path took (see there)
             try:
                 new = self._appender(added, True)
@@ -1901,9 +1902,10 @@ class StreamingParser:
         self._dirty = True
         if self._appender is not None:
             self._unseen.append(text)
-        fast = self._fast(text)
-        if fast is not None:
-            return fast
+        if self._region is not None:
+            fast = self._fast(text)
+            if fast is not None:
+                return fast
         return self._step(True)
 
     def finish(self, is_partial: bool = False) -> list[MessageDelta]:

@@ -1,0 +1,149 @@
+"""Noise-free cost of the parsing feeds of a stream: Python lines and bytecode instructions per feed, per function.
+
+Timing a 1-character feed on a shared machine is noisy (±20 % between runs); the work a feed does is not. This
+streams one hostile sample (:mod:`bench.hostile`) one character per feed and, on the feeds the fast path did not
+take (``StreamingParser.fast_steps`` did not grow: the feed parsed), counts the lines and the bytecode
+instructions executed in each function (``sys.settrace`` with opcode events). Compare two trees by running
+it in each::
+
+    PYTHONPATH=. python -m bench.feed_ops --chars 4000 --kind calls --top 20
+
+Output per route: parsing feeds / all feeds, mean and p99 instructions and lines per parsing feed, the share of
+each source file and class, and the ``--top`` functions by instructions per parsing feed (``--after FIELD``: only the
+feeds that left an open region of that field, e.g. ``after``). The counts are exact and repeatable; they are a
+proxy for time (an instruction costs 10–60 ns), so confirm a change by CPU time (``bench.hostile.feed_costs``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT_TEMPLATES = Path("/work/shared/templates")
+
+
+@dataclass
+class FeedOps:
+    """Counts for one stream: ``feeds`` (all), ``parsing`` (feeds that parsed), ``ops`` and ``lines`` (one entry
+    per parsing feed, in feed order), ``by_function`` (``(file, function)`` → instructions over all parsing
+    feeds), ``equal`` (the streamed message equals the one-shot parse of the whole output)."""
+
+    feeds: int
+    parsing: int
+    ops: list[int] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    by_function: collections.Counter = field(default_factory=collections.Counter)
+    equal: bool = True
+
+
+def _short(path: str) -> str:
+    for mark in ("/core/", "/bench/", "/lib/python"):
+        i = path.rfind(mark)
+        if i != -1:
+            return path[i + 1:]
+    return path
+
+
+def count_feed_ops(parser, output: str, before: str | None = None) -> FeedOps:
+    """Stream ``output`` through a :class:`core.chat.stream.StreamingParser` of ``parser`` one character per feed,
+    counting instructions and lines on the parsing feeds (``before``: only those whose previous open region had
+    that field; None: all). Raises nothing of its own (a parser error propagates as in ``feed``)."""
+    from core.chat.stream import StreamingParser
+
+    sp = StreamingParser(parser)
+    res = FeedOps(feeds=len(output), parsing=0)
+    names: dict = {}
+    for ch in output:
+        ops = collections.Counter()
+        nlines = [0]
+
+        def local(frame, event, arg, ops=ops, nlines=nlines):
+            if event == "opcode":
+                ops[frame.f_code] += 1
+            elif event == "line":
+                nlines[0] += 1
+            return local
+
+        def call(frame, event, arg):
+            frame.f_trace_opcodes = True
+            return local
+
+        region = sp._region
+        field_before = region.field if region is not None else None
+        steps = sp.fast_steps
+        sys.settrace(call)
+        try:
+            sp.feed(ch)
+        finally:
+            sys.settrace(None)
+        if sp.fast_steps != steps or (before is not None and field_before != before):
+            continue
+        res.parsing += 1
+        res.ops.append(sum(ops.values()))
+        res.lines.append(nlines[0])
+        for code, k in ops.items():
+            key = names.get(code)
+            if key is None:
+                key = names[code] = (_short(code.co_filename), getattr(code, "co_qualname", code.co_name))
+            res.by_function[key] += k
+    sp.finish()
+    res.equal = sp.message.to_openai() == parser.parse(output).to_openai()
+    return res
+
+
+def _pct(xs: list[int], q: float) -> int:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(len(s) * q))] if s else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: see the module docstring. Returns the exit status (2 on a bad argument)."""
+    from core.templating import ChatTemplate
+
+    from .hostile import KINDS, ROUTES, hostile_samples
+
+    ap = argparse.ArgumentParser(prog="python -m bench.feed_ops", description=__doc__.split("\n")[0])
+    ap.add_argument("--chars", type=int, default=4000, help="payload size of the sample (default 4000)")
+    ap.add_argument("--kind", default="calls", choices=KINDS)
+    ap.add_argument("--route", action="append", default=[], help="substring of a template file name (repeatable)")
+    ap.add_argument("--top", type=int, default=15, help="functions listed per route")
+    ap.add_argument("--after", default=None, help="only feeds whose previous open region had this field")
+    ap.add_argument("--templates", type=Path, default=ROOT_TEMPLATES)
+    a = ap.parse_args(argv)
+    if a.chars < 1:
+        print("error: --chars must be >= 1", file=sys.stderr)
+        return 2
+    for route, name in ROUTES:
+        if a.route and not any(r in name for r in a.route):
+            continue
+        path = a.templates / name
+        if not path.is_file():
+            print(f"{name}: template not found under {a.templates}", file=sys.stderr)
+            continue
+        t = ChatTemplate(path.read_text(), name)
+        samples, notes = hostile_samples(t, route, a.chars, kinds=(a.kind,))
+        if not samples:
+            print(f"{name}: {'; '.join(notes) or 'no sample'}")
+            continue
+        r = count_feed_ops(samples[0].parser, samples[0].output, a.after)
+        if not r.parsing:
+            print(f"{name}: no parsing feed of {r.feeds}")
+            continue
+        k = r.parsing
+        print(f"{name}: {k}/{r.feeds} feeds parse; per parsing feed: instructions mean {sum(r.ops) / k:.0f} "
+              f"p99 {_pct(r.ops, 0.99)}, lines mean {sum(r.lines) / k:.0f} p99 {_pct(r.lines, 0.99)}; "
+              f"stream = one-shot: {r.equal}")
+        parts = collections.Counter()
+        for (f, fn), v in r.by_function.items():
+            parts[f + (":" + fn.split(".")[0] if "." in fn else "")] += v
+        print("  by file and class: " + ", ".join(f"{f} {v / k:.0f}" for f, v in parts.most_common(8)))
+        for (f, fn), v in r.by_function.most_common(a.top):
+            print(f"  {v / k:8.1f}  {f}:{fn}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
