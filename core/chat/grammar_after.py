@@ -17,6 +17,15 @@ paths, every path must agree (the one the parse is on is among them). Any failur
 begun before the arguments closed (ordered choice retrying, an optional dropping the call) is a "no", as is
 any switch (a choice or repetition abandoning shown progress). Source of the semantics: our engine; of the
 need: llama.cpp re-parses the whole text per token (``common_chat_peg_parse``), which the stream mirrors.
+
+Two starting points: the ``tool-args`` tags (the stream's JSON-arguments region, once the value closed) and a
+rule node the engine memoized (final: a call's wrapper such as ``tool-call`` once ``</tool_call>`` closed it;
+the stream's region "after", :meth:`core.chat.stream.PegStreamSession._after_wrapper`). Split: the predicate
+says no where a node that was open before the text closes for good (text follows its end), or a node the
+text opened does: that close is left to a parse, so that no single parse both closes a call and opens the
+next (the costliest parse per call sets the p99 of a stream of calls). Example (Qwen3): after the arguments
+``}`` and whitespace stream without a parse, ``}\n`` needs one; after the wrapper closed,
+``\n<tool_call>\n{"name": "get_wea`` streams without one, ``"get_weather"`` (the name) needs one.
 """
 
 from __future__ import annotations
