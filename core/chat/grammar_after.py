@@ -21,8 +21,8 @@ need: llama.cpp re-parses the whole text per token (``common_chat_peg_parse``), 
 Two starting points: the ``tool-args`` tags (the stream's JSON-arguments region, once the value closed) and a
 rule node the engine memoized (final: a call's wrapper such as ``tool-call`` once ``</tool_call>`` closed it;
 the stream's region "after", :meth:`core.chat.stream.PegStreamSession._after_wrapper`). Split: the predicate
-says no where a node that was open before the text closes for good (text follows its end), or a node the
-text opened does: that close is left to a parse, so that no single parse both closes a call and opens the
+says no where a node that was open before the text closes for good (text follows its end): that close is
+left to a parse, so that no single parse both closes a call and opens the
 next (the costliest parse per call sets the p99 of a stream of calls). Example (Qwen3): after the arguments
 ``}`` and whitespace stream without a parse, ``}\n`` needs one; after the wrapper closed,
 ``\n<tool_call>\n{"name": "get_wea`` streams without one, ``"get_weather"`` (the name) needs one.
