@@ -1614,6 +1614,15 @@ def lenient_deltas(prev: AssistantMessage, new: AssistantMessage) -> list[Messag
 # the streaming parser
 
 
+class _DecidedCut:
+    """Stands for the TurnHeaderCut of a session that has none: nothing to cut, decided."""
+
+    cut = 0
+
+
+_NO_CUTTER = _DecidedCut()
+
+
 class StreamingParser:
     """Stateful streaming wrapper around a chat output parser.
 
@@ -1882,7 +1891,9 @@ class StreamingParser:
             session = self._session
             if session is not None:
                 region = session.open_region
-                if region is not None:
+                # while a repeated turn header's cut is undecided (TurnHeaderCut: whitespace after it may still
+                # be cut), what comes next is not simply appended: no fast path
+                if region is not None and getattr(session, "_cutter", _NO_CUTTER).cut is not None:
                     self._region = region
                     if not region.keep:
                         self._tail = ""
@@ -1896,6 +1907,8 @@ class StreamingParser:
         """Append ``text`` and return the deltas it produces (possibly none)."""
         if self._finished:
             raise RuntimeError("StreamingParser.feed() after finish()")
+        if text.__class__ is not str and not isinstance(text, str):
+            raise TypeError(f"StreamingParser.feed() takes str, not {type(text).__name__}")
         if not text:
             return []
         self._chunks.append(text)
