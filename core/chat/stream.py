@@ -1614,15 +1614,6 @@ def lenient_deltas(prev: AssistantMessage, new: AssistantMessage) -> list[Messag
 # the streaming parser
 
 
-class _DecidedCut:
-    """Stands for the TurnHeaderCut of a session that has none: nothing to cut, decided."""
-
-    cut = 0
-
-
-_NO_CUTTER = _DecidedCut()
-
-
 class StreamingParser:
     """Stateful streaming wrapper around a chat output parser.
 
@@ -1891,9 +1882,10 @@ class StreamingParser:
             session = self._session
             if session is not None:
                 region = session.open_region
-                # while a repeated turn header's cut is undecided (TurnHeaderCut: whitespace after it may still
-                # be cut), what comes next is not simply appended: no fast path
-                if region is not None and getattr(session, "_cutter", _NO_CUTTER).cut is not None:
+                # (while the session cannot yet tell whether the output repeats the turn header — the header
+                # is complete but the whitespace after it may still grow — a fast path would put that
+                # whitespace in the message uncut: every feed parses until the cut is decided)
+                if region is not None and session._cutter.cut is not None:
                     self._region = region
                     if not region.keep:
                         self._tail = ""
@@ -1904,11 +1896,12 @@ class StreamingParser:
         return deltas
 
     def feed(self, text: str) -> list[MessageDelta]:
-        """Append ``text`` and return the deltas it produces (possibly none)."""
+        """Append ``text`` (str) and return the deltas it produces (possibly none). Raises ``TypeError`` for
+        anything but a str (bytes: decode them first), before the stream takes it: the stream stays usable."""
         if self._finished:
             raise RuntimeError("StreamingParser.feed() after finish()")
         if text.__class__ is not str and not isinstance(text, str):
-            raise TypeError(f"StreamingParser.feed() takes str, not {type(text).__name__}")
+            raise TypeError(f"StreamingParser.feed() takes text (str), not {type(text).__name__}: {text!r:.60}")
         if not text:
             return []
         self._chunks.append(text)
