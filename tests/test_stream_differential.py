@@ -72,9 +72,6 @@ def test_sample_of_cases_is_the_trailing_lt_family():
     assert len(CASES) == 11 and all(c["output"].endswith(("<", "<|", "<b>")) for c in CASES)
 
 
-@pytest.mark.xfail(strict=True, reason="feed(bytes) is taken silently (220df49 raised a TypeError "
-                   "from inside the parser, but kept the bytes too); finish() then fails with 'sequence item 0: "
-                   "expected str instance, bytes found' at the next feed or finish(). Fix: a type check at the top of StreamingParser.feed")
 def test_feeding_bytes_is_refused_at_the_feed_and_leaves_the_stream_usable():
     p = _parser(CASES[5])                      # Qwen3 (PEG session)
     sp = StreamingParser(p)
@@ -149,11 +146,6 @@ _HEADER_CASES = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="stream.py: while the session's TurnHeaderCut is undecided (the repeated header "
-                   "is complete but the whitespace after it may still grow), StreamingParser._step still takes the "
-                   "session's open region, and the fast path appends the '\\n' after the header to the content "
-                   "without the cut (PegStreamSession and HandlerSession alike; the same in 220df49). Fix: in _step, "
-                   "no region while session._cutter.cut is None")
 @pytest.mark.parametrize("template,out,content", _HEADER_CASES)
 def test_whitespace_after_a_repeated_turn_header_is_cut_when_streamed(template, out, content):
     # repair repeated-turn-header (improved): "<|im_start|>assistant" at the start of the output is cut with the

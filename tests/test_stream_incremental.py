@@ -600,3 +600,28 @@ def test_text_after_the_json_arguments_streams_as_a_full_reparse_per_feed():
                             or name.startswith("Mistral"), (name, fidelity, parsed)
                 assert runs[0] == runs[1], (name, fidelity, variant)
         assert isinstance(grammar_after(parser.arena), GrammarAfter), name
+
+
+def test_grammar_after_answers_on_qwen3():
+    # what GrammarAfter proves on Qwen3's grammar (llama.cpp fidelity). After the arguments: whitespace and the
+    # call's close keep the message; text after the close (the call's node closes for good: a parse does
+    # that), a near miss or a second close do not. After the call's node: the wrapper's close up to the end
+    # of the text, or a second call in the same wrapper; not text after the wrapper's close. After the
+    # wrapper: the next call's opening up to its name, which completes in a parse; not content.
+    from bench.hostile import _request
+    from core.chat.grammar_after import grammar_after
+
+    request = ChatRequest.from_dict(_request([{"role": "user", "content": "x"}]))
+    parser = build_chat_parser(TemplateDir(str(TEMPLATES)).get("Qwen-Qwen3-0.6B.jinja"), request).parser
+    spine = (("tool-calls", ""), ("tool-call", ""), ("tool-get-weather", ""), ("", "tool"))
+    after = grammar_after(parser.arena).select(spine)
+    assert [after(t) for t in ("}", " \n}", " ", "}\n", "}x", "}}", ", ")] == [
+        True, True, True, False, False, False, False]
+    call = grammar_after(parser.arena, "tool-get-weather").select(spine[:2])
+    assert [call(t) for t in ("\n</tool_", "\n</tool_call>", "\n</tool_call>\n", "x", "\n, ", "\n</tool_cal>")] == [
+        True, True, False, False, True, False]
+    wrapper = grammar_after(parser.arena, "tool-call").select(spine[:1])
+    assert [wrapper(t) for t in ("", "\n<tool_call>\n", '\n<tool_call>\n{"name": "get_wea', '<tool_call>\n{"name": ',
+                                 '\n<tool_call>\n{"name": "get_weather"', "\nDone", "<tool_call>x")] == [
+        True, True, True, True, False, False, False]
+    assert grammar_after(parser.arena).select((("other", ""),)) is None

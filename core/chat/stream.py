@@ -448,6 +448,10 @@ class PegStreamSession:
     entry in use is incremental.
     """
 
+    # the region after a call's closed wrapper (_after_wrapper): the next call's opening without a parse
+    # (fewer parses and less CPU per call; the parse where the next name completes then also does the opening)
+    wrapper_after = True
+
     def __init__(self, parser: Any):
         from ..peg import ParseCache
 
@@ -651,7 +655,7 @@ class PegStreamSession:
                         if nmi:
                             region = (self._pending_literal(main, len(text), mapper, msg) if main.pending is not None
                                       else self._region_of(main, len(text), mapper, msg))
-                        if region is None and mapper.m is not None and mapper.m.pending is None:
+                        if region is None and self.wrapper_after and mapper.m is not None and mapper.m.pending is None:
                             # decided on the next feed (a fast one when it holds): not paid by this parse,
                             # which closed a call's wrapper, one of the costliest feeds of a stream of calls
                             region = OpenRegion("after", ())
@@ -1882,7 +1886,10 @@ class StreamingParser:
             session = self._session
             if session is not None:
                 region = session.open_region
-                if region is not None:
+                # (while the session cannot yet tell whether the output repeats the turn header — the header
+                # is complete but the whitespace after it may still grow — a fast path would put that
+                # whitespace in the message uncut: every feed parses until the cut is decided)
+                if region is not None and session._cutter.cut is not None:
                     self._region = region
                     if not region.keep:
                         self._tail = ""
@@ -1893,9 +1900,12 @@ class StreamingParser:
         return deltas
 
     def feed(self, text: str) -> list[MessageDelta]:
-        """Append ``text`` and return the deltas it produces (possibly none)."""
+        """Append ``text`` (str) and return the deltas it produces (possibly none). Raises ``TypeError`` for
+        anything but a str (bytes: decode them first), before the stream takes it: the stream stays usable."""
         if self._finished:
             raise RuntimeError("StreamingParser.feed() after finish()")
+        if text.__class__ is not str and not isinstance(text, str):
+            raise TypeError(f"StreamingParser.feed() takes text (str), not {type(text).__name__}: {text!r:.60}")
         if not text:
             return []
         self._chunks.append(text)
