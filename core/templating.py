@@ -1099,8 +1099,10 @@ def module_digest(path: str) -> str:
 
 
 def _cache_hash(source: str, env_tag: str = "") -> Any:
+    # fastwalk's walks run inside our compiles (the code generator's searches among them): a change there may
+    # change the generated code as much as one here
     tag = (f"{_CODEGEN_VERSION}|{jinja2.__version__}|{sys.version_info[:2]}|{module_digest(__file__)}|"
-           f"{env_tag}|").encode()
+           f"{module_digest(fastwalk.__file__)}|{env_tag}|").encode()
     return hashlib.sha256(tag + source.encode("utf-8", "surrogatepass"))
 
 

@@ -191,3 +191,18 @@ def test_engine_inherits_llama_undefined_and_finalize_from_the_probe_environment
     assert env.finalize is base.finalize
     src = "{{ x.a.b }}|{{ x.join(',') }}|{{ x.length() }}|{{ x.items() | list | length }}|{{ {'k': 1} }}|{{ ['a', 1] }}"
     assert env.from_string(src).render({}) == base.from_string(src).render({}) == "||0|0||a1"
+
+
+def test_compiled_code_cache_key_follows_fastwalk(monkeypatch):
+    # fastwalk's walks run inside our compiles: editing it must not let a later process reuse code compiled
+    # before the edit (the key holds its source digest, as it holds templating.py's)
+    from core import fastwalk, templating
+
+    src = "{{ messages | length }}"
+    before = templating._cache_key(src, "probe")
+    real = templating.module_digest
+    monkeypatch.setattr(templating, "module_digest",
+                        lambda path: "edited" if path == fastwalk.__file__ else real(path))
+    assert templating._cache_key(src, "probe") != before
+    monkeypatch.setattr(templating, "module_digest", real)
+    assert templating._cache_key(src, "probe") == before
