@@ -20,8 +20,8 @@ Scope: :func:`active` puts them on jinja2's classes for the duration of a compil
 jinja2 environment elsewhere in the process (transformers') runs jinja2's own methods (tested).
 
 * ``Node.iter_fields`` / ``Node.iter_child_nodes`` without ``exclude``/``only`` (the only way jinja2 calls them in
-  hot paths) read the instance dictionary directly and fall back to ``getattr`` for anything not in it; with
-  ``exclude``/``only`` the original runs.
+  hot paths) read the instance dictionary directly and fall back to ``getattr`` for anything not in it
+  (``iter_child_nodes`` yields :func:`child_nodes`' list); with ``exclude``/``only`` the original runs.
 * ``Node.__init__`` writes the instance dictionary directly; ``Node.set_environment`` walks with a list.
 * ``Node.find_all`` walks with an explicit stack instead of one generator per level (pre-order, as before).
 * ``NodeVisitor.get_visitor`` looks the ``visit_<Class>`` method name up in a per-class table.
@@ -71,25 +71,12 @@ def iter_fields(self: Any, exclude: Any = None, only: Any = None) -> Iterator[tu
 
 
 def iter_child_nodes(self: Any, exclude: Any = None, only: Any = None) -> Iterator[Any]:
-    """``Node.iter_child_nodes``: the nodes held by the node's fields (list fields item by item), in order."""
+    """``Node.iter_child_nodes``: the nodes held by the node's fields (list fields item by item), in order — the
+    list :func:`child_nodes` reads (the fields are read when the first child is asked for, not one by one)."""
     if exclude is not None or only is not None:
         yield from _ORIGINAL["iter_child_nodes"](self, exclude, only)
         return
-    d = self.__dict__
-    node_cls = _Node
-    for name in self.fields:
-        item = d.get(name, _MISSING)
-        if item is _MISSING:
-            try:
-                item = getattr(self, name)
-            except AttributeError:
-                continue
-        if isinstance(item, list):
-            for n in item:
-                if isinstance(n, node_cls):
-                    yield n
-        elif isinstance(item, node_cls):
-            yield item
+    yield from child_nodes(self)
 
 
 _local = threading.local()
