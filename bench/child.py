@@ -38,7 +38,7 @@ def template_files(directory: str, limit: int | None = None) -> list[pathlib.Pat
     return files[:limit] if limit else files
 
 
-def _rss_mb() -> float:
+def peak_rss_mb() -> float:
     """Peak resident set of this process in MB: ``VmHWM`` of /proc/self/status (per address space, so a
     process started by fork+exec does not inherit its parent's peak, as ``ru_maxrss`` does on Linux), else
     ``ru_maxrss``."""
@@ -76,7 +76,7 @@ def p1_cold(files: list[pathlib.Path], trace: bool = False) -> dict[str, Any]:
     import core.templating  # noqa: F401
     import_s = time.perf_counter() - t_import
     _analyze_one("<warm-up>", WARMUP_TEMPLATE)
-    baseline = _rss_mb()
+    baseline = peak_rss_mb()
     if trace:
         import tracemalloc
 
@@ -94,7 +94,7 @@ def p1_cold(files: list[pathlib.Path], trace: bool = False) -> dict[str, Any]:
             cpu[name] = (time.process_time() - c0) * 1000
         else:
             errors[name] = err
-    out: dict[str, Any] = {"times_ms": times, "cpu_ms": cpu, "errors": errors, "rss_mb": _rss_mb(),
+    out: dict[str, Any] = {"times_ms": times, "cpu_ms": cpu, "errors": errors, "rss_mb": peak_rss_mb(),
                            "baseline_rss_mb": baseline, "import_s": import_s}
     if trace:
         import tracemalloc
@@ -111,7 +111,7 @@ def batch_task(item: tuple[str, str]) -> tuple[str, float, str | None, float]:
     src = pathlib.Path(path).read_text(encoding="utf-8")
     t0 = time.perf_counter()
     err = _analyze_one(name, src)
-    return name, (time.perf_counter() - t0) * 1000, err, _rss_mb()
+    return name, (time.perf_counter() - t0) * 1000, err, peak_rss_mb()
 
 
 def batch_init() -> None:

@@ -23,24 +23,12 @@ import resource
 import sys
 import time
 
+from bench.child import peak_rss_mb
+
 
 def _rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
-
-
-def _peak_rss_mb() -> float:
-    """Peak RSS of this address space (``VmHWM``). Not ``ru_maxrss``: on Linux a process started by fork+exec
-    keeps its parent's peak in it, so a test runner already above the cap when it starts this runner would read as
-    a bomb over the cap (seen in CI once the suite's own process passed 500 MB)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except (OSError, ValueError, IndexError):
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _trimmed_rss_mb() -> float:
@@ -115,7 +103,9 @@ def main(argv: list[str]) -> int:
     clear_caches()  # and every other cache (compiled templates, the type cache): what a server would call
     summary["rss_cleared_trimmed_mb"] = round(_trimmed_rss_mb(), 1)
     summary["blocks_cleared"] = sys.getallocatedblocks()
-    summary["rss_peak_mb"] = round(_peak_rss_mb(), 1)
+    # VmHWM, not ru_maxrss: on Linux a process started by fork+exec keeps its parent's peak in ru_maxrss, so a
+    # test runner already above the cap when it starts this runner would read as a bomb over the cap
+    summary["rss_peak_mb"] = round(peak_rss_mb(), 1)
     print(json.dumps(summary), flush=True)
     return 0
 
