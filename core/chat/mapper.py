@@ -146,18 +146,23 @@ class ChatMapper:
         else:
             self.args_buffer = value
 
-    def map_nodes(self, nodes: Iterable[AstNode]) -> None:
-        """Map every tagged node of ``nodes`` and their descendants, in pre-order (document order)."""
+    def map_nodes(self, nodes: Iterable[AstNode]) -> bool:
+        """Map every tagged node of ``nodes`` and their descendants, in pre-order (document order). Returns True
+        if some node had an action (only an action changes the message; ``tool`` and the like have none)."""
         actions = ACTIONS
-        stack = list(reversed(list(nodes)))
+        acted = False
+        stack = list(nodes)
+        stack.reverse()
         while stack:
             node = stack.pop()
             if node.tag:
                 act = actions.get(node.tag)
                 if act is not None:
                     act(self, node)
+                    acted = True
             if node.children:
                 stack.extend(reversed(node.children))
+        return acted
 
     def map(self, node: AstNode) -> None:
         """Apply one tagged AST node to the message being built; untagged or unknown tags change nothing.

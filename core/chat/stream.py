@@ -251,18 +251,9 @@ class IncrementalMapper:
                     continue
                 if i == last:
                     break
-                stack = list(cc)
-                stack.reverse()
-                while stack:
-                    x = stack.pop()
-                    if x.tag:
-                        act = actions.get(x.tag)
-                        if act is not None:
-                            act(m_, x)
-                            state = None
-                            self._acted = True
-                    if x.children:
-                        stack.extend(reversed(x.children))
+                if m_.map_nodes(cc):
+                    state = None
+                    self._acted = True
             else:
                 return state
             states = []
