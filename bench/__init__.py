@@ -23,7 +23,8 @@ llama.cpp's own analysis, and P2 with llama.cpp's own parse of the same output, 
 * **P5** corpus batch: wall time of 1,000 analyses on 2 worker processes (templates cycled), warm and empty
   disk cache;
 * **P6** streaming 1 character per feed on hostile outputs (:mod:`bench.hostile`) per route, at 20k and 160k
-  characters: the slowest 1 % of feeds in CPU time of the feeding thread.
+  characters: the slowest 1 % of feeds in CPU time of the feeding thread, each feed's cost the median over
+  ``--repeats`` passes of the same stream (each pass's own p99 is shown for the 'calls' kind).
 
 Modules: :mod:`bench.run` (command line, table), :mod:`bench.stats`, :mod:`bench.outputs` (long model
 outputs), :mod:`bench.hostile` (hostile outputs), :mod:`bench.child` (measurements that need a fresh process).

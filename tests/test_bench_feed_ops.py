@@ -40,3 +40,20 @@ def test_filter_by_previous_region_keeps_a_subset():
 def test_bad_size_is_a_one_line_error(capsys):
     assert main(["--chars", "0"]) == 2
     assert capsys.readouterr().err.strip() == "error: --chars must be >= 1"
+
+
+def test_feed_costs_takes_each_feeds_median_over_passes():
+    import pytest
+
+    from bench.hostile import feed_costs
+
+    s = _sample()
+    c = feed_costs(s.parser, s.output, passes=3)
+    assert c.passes == 3 and len(c.pass_p99_us) == 3 and c.feeds == len(s.output)
+    assert c.stream_equals_parse and 0 < c.p50_us <= c.p99_us <= c.max_us
+    one = feed_costs(s.parser, s.output)
+    assert one.passes == 1 and one.pass_p99_us == [one.p99_us]
+    cut = feed_costs(s.parser, s.output, budget_s=0.0, passes=3)  # cut in the first pass: no further pass
+    assert cut.passes == 1 and cut.feeds == 1
+    with pytest.raises(ValueError, match="passes must be at least 1, got 0"):
+        feed_costs(s.parser, s.output, passes=0)
