@@ -71,8 +71,11 @@ _INT = r"(?i:0b(?:_?[01])+|0o(?:_?[0-7])+|0x(?:_?[\da-f])+|[1-9](?:_?\d)*|0(?:_?
 _STRING = r"""'[^'\\]*(?:\\.[^'\\]*)*'|"[^"\\]*(?:\\.[^"\\]*)*\""""
 _OPS = r"//|\*\*|==|!=|>=|<=|[-+/*%~=.:|,;<>]"
 _MAIN = re.compile(
-    r"(?P<ws>\s*)(?:"
+    # whitespace without a line break is skipped before a token; whitespace with one is a match of its own
+    # (jinja2's whitespace token: only the line count needs it)
+    r"[^\S\n]*(?:"
     r"(?P<end>(?:(?P<bend>\+%\}|-%\}\s*|%\}\n?)|(?P<vend>-\}\}\s*|\}\}))" + _TAIL + ")"
+    r"|(?P<nl>\s+)"
     r"|(?P<float>" + _FLOAT + ")"
     r"|(?P<int>" + _INT + ")"
     r"|(?P<name>" + _name_pattern.pattern + ")"
@@ -85,9 +88,7 @@ _COMMENT_BODY = re.compile(r".*?(?P<cend>\+#\}|-#\}\s*|#\}\n?)", re.S)
 _RAW_BODY = re.compile(r"(?P<text>.*?)(?P<rawend>\{%(?P<sign>[-+]?)\s*endraw\s*(?:\+%\}|-%\}\s*|%\}\n?))", re.S)
 
 _G = _MAIN.groupindex
-_END, _FLOAT_G, _INT_G, _NAME_G, _STRING_G, _OPENING, _CLOSING, _OP_G = (
-    _G["end"], _G["float"], _G["int"], _G["name"], _G["string"], _G["opening"], _G["closing"], _G["op"])
-_END_GROUPS = tuple(_G[g] for g in ("ws", "bend", "vend", "text", "raw", "open"))
+_END_GROUPS = tuple(_G[g] for g in ("bend", "vend", "text", "raw", "open"))
 _CLOSER = {"(": ")", "[": "]", "{": "}"}
 _OPENER_TYPE = {"{{": TOKEN_VARIABLE_BEGIN, "{%": TOKEN_BLOCK_BEGIN}
 _MAKE = tuple.__new__
@@ -144,6 +145,9 @@ def _tokenize(source: str, check: "Callable[[], None] | None") -> "list[Token]":
     stack: list = []  # closing brackets expected, innermost last
     next_check = 256
     scan = _MAIN.scanner
+    g = _MAIN.groupindex
+    END, NL, INT, NAME, STRING, OPENING, CLOSING, OP = (
+        g["end"], g["nl"], g["int"], g["name"], g["string"], g["opening"], g["closing"], g["op"])
     end_groups = _END_GROUPS
     ops = operators
     m = _TAIL_RE.match(source, 0)
@@ -192,10 +196,16 @@ def _tokenize(source: str, check: "Callable[[], None] | None") -> "list[Token]":
                 restart = False
                 for m in iter(scan(source, pos).match, None):
                     k = m.lastindex
-                    if k == _END:
-                        w, bend, vend, text, raw, opening = m.group(*end_groups)
-                        if w and "\n" in w:
-                            lineno += w.count("\n")
+                    if k == NAME:
+                        v = m[k]
+                        if not v.isidentifier():
+                            raise _GiveUp
+                        add((lineno, TOKEN_NAME, v))
+                    elif k == OP:
+                        v = m[k]
+                        add((lineno, ops[v], v))
+                    elif k == END:
+                        bend, vend, text, raw, opening = m.group(*end_groups)
                         e = bend if block else vend
                         if e is None or stack:
                             if not stack:
@@ -229,16 +239,8 @@ def _tokenize(source: str, check: "Callable[[], None] | None") -> "list[Token]":
                             continue
                         pos = m.end()
                         break
-                    w, v = m.group(1, k)
-                    if w and "\n" in w:
-                        lineno += w.count("\n")
-                    if k == _NAME_G:
-                        if not v.isidentifier():
-                            raise _GiveUp
-                        add((lineno, TOKEN_NAME, v))
-                    elif k == _OP_G:
-                        add((lineno, ops[v], v))
-                    elif k == _STRING_G:
+                    elif k == STRING:
+                        v = m[k]
                         value = v[1:-1]
                         if "\\" in value:
                             try:
@@ -248,20 +250,24 @@ def _tokenize(source: str, check: "Callable[[], None] | None") -> "list[Token]":
                         add((lineno, TOKEN_STRING, value))
                         if "\n" in v:
                             lineno += v.count("\n")
-                    elif k == _OPENING:
+                    elif k == OPENING:
+                        v = m[k]
                         stack.append(_CLOSER[v])
                         add((lineno, ops[v], v))
-                    elif k == _CLOSING:
+                    elif k == CLOSING:
+                        v = m[k]
                         if not stack or stack.pop() != v:
                             raise _GiveUp
                         add((lineno, ops[v], v))
-                    elif k == _INT_G:
+                    elif k == NL:
+                        lineno += m[k].count("\n")
+                    elif k == INT:
                         try:
-                            add((lineno, TOKEN_INTEGER, int(v.replace("_", ""), 0)))
+                            add((lineno, TOKEN_INTEGER, int(m[k].replace("_", ""), 0)))
                         except ValueError:
                             raise _GiveUp from None
                     else:
-                        add((lineno, TOKEN_FLOAT, literal_eval(v.replace("_", ""))))
+                        add((lineno, TOKEN_FLOAT, literal_eval(m[k].replace("_", ""))))
                 else:
                     # no token at this position: the end of the template inside a tag (jinja2 stops there
                     # quietly), else a character jinja2 rejects
