@@ -44,19 +44,19 @@ LEXER_SETTINGS = {
     "newline_sequence": "\n", "keep_trailing_newline": False,
 }
 _SETTINGS = tuple(LEXER_SETTINGS.items())
-_SUPPORTED: "dict[int, tuple[object, bool]]" = {}  # id(lexer) -> (lexer, verdict)
+_LAST: list = [None, False]  # the last lexer asked about and the verdict (one: environments share a lexer)
 
 
 def supports(env: jinja2.Environment) -> bool:
     """True when ``env``'s lexer settings are :data:`LEXER_SETTINGS` exactly and its lexer is jinja2's own
-    class (a subclass may lex differently). Remembered per lexer object (jinja2 shares one per settings)."""
+    class (a subclass may lex differently). The last lexer's verdict is remembered (jinja2 shares one lexer
+    among environments of the same settings)."""
     lexer = env.lexer
-    hit = _SUPPORTED.get(id(lexer))
-    if hit is not None and hit[0] is lexer:
-        return hit[1]
-    ok = type(lexer) is jinja2.lexer.Lexer and all(getattr(env, k, object()) == v and type(getattr(env, k)) is type(v)
-                                                   for k, v in _SETTINGS)
-    _SUPPORTED[id(lexer)] = (lexer, ok)
+    if _LAST[0] is lexer:
+        return _LAST[1]
+    ok = type(lexer) is jinja2.lexer.Lexer and all(
+        getattr(env, k, None) == v and type(getattr(env, k, None)) is type(v) for k, v in _SETTINGS)
+    _LAST[:] = [lexer, ok]
     return ok
 
 
