@@ -30,7 +30,7 @@ from jinja2._identifier import pattern as _name_pattern
 from jinja2.lexer import (TOKEN_BLOCK_BEGIN, TOKEN_BLOCK_END, TOKEN_DATA, TOKEN_FLOAT, TOKEN_INTEGER,
                           TOKEN_NAME, TOKEN_STRING, TOKEN_VARIABLE_BEGIN, TOKEN_VARIABLE_END, Token, operators)
 
-__all__ = ["supports", "tokenize", "LEXER_SETTINGS"]
+__all__ = ["supports", "tokenize", "triples", "LEXER_SETTINGS"]
 
 #: The environment settings this tokenizer reproduces (the project environment's): default delimiters, no line
 #: statements or line comments, ``trim_blocks`` and ``lstrip_blocks`` on, ``\n`` newlines, the trailing newline
@@ -111,13 +111,22 @@ def _lstrip(text: str, sign: str, line_starting: bool) -> str:
     return text
 
 
+def triples(source: str, check: "Callable[[], None] | None" = None) -> "list[tuple[int, str, object]] | None":
+    """:func:`tokenize`'s tokens as plain ``(lineno, type, value)`` tuples (for a consumer that does not need
+    :class:`jinja2.lexer.Token` objects, ~20 % of the time), or ``None``."""
+    try:
+        return _tokenize(source, check)
+    except _GiveUp:
+        return None
+
+
 def tokenize(source: str, check: "Callable[[], None] | None" = None) -> "list[Token] | None":
     """The tokens of ``source`` (a template already through ``Environment.preprocess``) for an environment
     :func:`supports` accepts: ``list(env.lexer.tokenize(source))`` exactly, or ``None`` when this tokenizer is
     not certain to match it (see the module docstring). ``check`` is called every 256 tokens or so (the caller's
     clock check; what it raises propagates). Never raises otherwise."""
     try:
-        return _tokenize(source, check)
+        return list(map(_MAKE, repeat(Token), _tokenize(source, check)))
     except _GiveUp:
         return None
 
@@ -133,7 +142,7 @@ def _data(text: str, raw: "str | None", opening: "str | None", line_starting: bo
     return text
 
 
-def _tokenize(source: str, check: "Callable[[], None] | None") -> "list[Token]":
+def _tokenize(source: str, check: "Callable[[], None] | None") -> list:
     if "\r" in source:
         source = source.replace("\r\n", "\n").replace("\r", "\n")
     if source.endswith("\n"):
@@ -274,7 +283,7 @@ def _tokenize(source: str, check: "Callable[[], None] | None") -> "list[Token]":
                     if m is not None:
                         pos = m.end()
                     if pos == n:
-                        return list(map(_MAKE, repeat(Token), out))
+                        return out
                     raise _GiveUp
                 if restart:
                     continue  # after an operator at ``pos``
@@ -288,4 +297,4 @@ def _tokenize(source: str, check: "Callable[[], None] | None") -> "list[Token]":
             if data:
                 add((lineno, TOKEN_DATA, data))
             lineno += text.count("\n")
-    return list(map(_MAKE, repeat(Token), out))
+    return out

@@ -71,6 +71,7 @@ def test_token_lists_equal_jinja2s_on_every_corpus_template():
     assert gave_up == []  # the corpus is all ordinary templates
     for source in sources:
         assert _agrees(source) is None
+    assert fastlex.triples(sources[0]) == [tuple(t) for t in ENV.lexer.tokenize(sources[0])]
 
 
 # Fragments for the fuzz: tags with whitespace control, comments, raw blocks, brackets, literals and the odd
