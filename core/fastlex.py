@@ -74,15 +74,17 @@ _MAIN = re.compile(
     # whitespace without a line break is skipped before a token; whitespace with one is a match of its own
     # (jinja2's whitespace token: only the line count needs it)
     r"[^\S\n]*(?:"
-    r"(?P<end>(?:(?P<bend>\+%\}|-%\}\s*|%\}\n?)|(?P<vend>-\}\}\s*|\}\}))" + _TAIL + ")"
-    r"|(?P<nl>\s+)"
-    r"|(?P<float>" + _FLOAT + ")"
-    r"|(?P<int>" + _INT + ")"
-    r"|(?P<name>" + _name_pattern.pattern + ")"
+    # jinja2's rules in its order where two can match at one position (the end of a tag before operators, a
+    # float before an integer before a name); names first where no other rule can: the commonest token
+    r"(?P<name>(?!\d)" + _name_pattern.pattern + ")"
+    r"|(?P<end>(?:(?P<bend>\+%\}|-%\}\s*|%\}\n?)|(?P<vend>-\}\}\s*|\}\}))" + _TAIL + ")"
+    r"|(?P<op>" + _OPS + ")"
     r"|(?P<string>" + _STRING + ")"
     r"|(?P<opening>[(\[{])"
     r"|(?P<closing>[)\]}])"
-    r"|(?P<op>" + _OPS + "))", re.S)
+    r"|(?P<nl>\s+)"
+    r"|(?P<float>" + _FLOAT + ")"
+    r"|(?P<int>" + _INT + "))", re.S)
 _TAIL_RE = re.compile(_TAIL, re.S)
 _COMMENT_BODY = re.compile(r".*?(?P<cend>\+#\}|-#\}\s*|#\}\n?)", re.S)
 _RAW_BODY = re.compile(r"(?P<text>.*?)(?P<rawend>\{%(?P<sign>[-+]?)\s*endraw\s*(?:\+%\}|-%\}\s*|%\}\n?))", re.S)

@@ -182,3 +182,12 @@ def test_the_environment_uses_it_and_errors_stay_jinja2s():
         ENV.parse("line\n{{ 'abc }}")
     assert (ours.value.message, ours.value.lineno) == (theirs.value.message, theirs.value.lineno) == (
         "unexpected char \"'\" at 8", 2)
+
+
+def test_names_are_tried_first_safely():
+    # fastlex tries names before the other rules (jinja2 tries them after whitespace, numbers and the end of a
+    # tag): safe only if no character a name can start with can start another rule, digits aside (excluded)
+    from jinja2._identifier import pattern as name
+
+    others = re.compile(r"""[\s+\-%}'"()\[\]{}/*=!<>~.:|,;]""")
+    assert [c for c in map(chr, range(0x110000)) if name.match(c) and others.match(c)] == []
