@@ -45,19 +45,21 @@ LEXER_SETTINGS = {
     "newline_sequence": "\n", "keep_trailing_newline": False,
 }
 _SETTINGS = tuple(LEXER_SETTINGS.items())
-_LAST: list = [None, False]  # the last lexer asked about and the verdict (one: environments share a lexer)
+_LAST: tuple = (None, False)  # the last lexer asked about and its verdict, replaced whole (threads read it)
 
 
 def supports(env: jinja2.Environment) -> bool:
     """True when ``env``'s lexer settings are :data:`LEXER_SETTINGS` exactly and its lexer is jinja2's own
     class (a subclass may lex differently). The last lexer's verdict is remembered (jinja2 shares one lexer
     among environments of the same settings)."""
+    global _LAST
     lexer = env.lexer
-    if _LAST[0] is lexer:
-        return _LAST[1]
+    last = _LAST
+    if last[0] is lexer:
+        return last[1]
     ok = type(lexer) is jinja2.lexer.Lexer and all(
         getattr(env, k, None) == v and type(getattr(env, k, None)) is type(v) for k, v in _SETTINGS)
-    _LAST[:] = [lexer, ok]
+    _LAST = (lexer, ok)
     return ok
 
 
