@@ -149,6 +149,9 @@ def test_fragment_pairs_and_triples_exhaustively_short():
     "a\n  {% if x %}\n    b\n  {% endif %}\n",
     "{{ 'x' }}\r\n{# c\r\nd #}\r\n  {%- raw %} {{ y }} \n  {% endraw %}\n\n",
     "{% set d = {'a': {'b': [1, (2)]}} %}{{ d }}",
+    "{{ {'a': {'b': 1}}}}\n{{ {'x': 2}}}",  # end-of-print marks inside braces are operators to jinja2
+    "{% set x = {'a': 5 %}%} {{ x }}",  # and so is an end-of-block mark
+    "{% raw -%}\n  {{ x }}\n  {%- endraw %}\n  {% if y %}z{% endif %}",
     "{{ a.0.b }}{{ 1_000 }}{{ 0x1F }}{{ 1.5e3 }}{{ 'é\\n\\u00e9' }}",
     "{#- only a comment -#}\n   {{- x -}}   \n",
     "x{#",  # an unterminated comment at the very end: jinja2 stops quietly
