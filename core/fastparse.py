@@ -13,7 +13,7 @@ was ~1.6 ms of the ~9.5 ms CPU a cold template costs.
   once when the operand is followed by no binary operator — the common case;
 * reads tokens directly (``type``/``value`` comparisons instead of ``Token.test``) and builds nodes without
   ``Node.__init__``, with the environment set, so the parser's last walk over the whole tree (``set_environment``)
-  is needed only when a node came from elsewhere (an extension, or a rare statement left to jinja2's method);
+  is needed only over the subtrees of statements parsed elsewhere (by an extension or jinja2's method);
 * parses ``if``/``elif``/``else``, ``for``, ``set`` and ``macro`` itself; every other tag (``block``, ``call``,
   ``filter``, ``with``, ``include``, the extensions' tags …) goes to jinja2's own ``parse_statement``.
 
@@ -24,7 +24,8 @@ comparison takes the line of the token after its last operand, a tuple the line 
 Errors are always jinja2's: when this parser fails in any way (a syntax error, an expression nesting deeper than
 :data:`MAX_NESTING` allows, a ``RecursionError``), :func:`parse` parses the template again with jinja2's own
 ``Parser``, whose exception (type, message, line) is the one raised. Only the compile time limit
-(:class:`core.errors.TemplateRenderError`, raised by the environment's token stream) passes through at once.
+(:class:`core.errors.TemplateRenderError`, raised by the environment's token stream) passes through at once. A
+template that fails is thus lexed and parsed twice, each time within the compile time limit.
 ``tests/test_fastparse.py`` compares the trees with jinja2's on the corpus, on generated expressions and on
 mutated corpus templates.
 """
@@ -49,7 +50,7 @@ _TemplateData, _Output = nodes.TemplateData, nodes.Output
 #: How deep expressions and blocks may nest (in jinja2 parser frames, estimated: an expression inside another
 #: costs jinja2 about 13 frames, a block inside another about 4) before :func:`parse` leaves the template to
 #: jinja2's parser — which, with more frames per level, is the one to decide whether it nests too deeply for
-#: Python's recursion limit. Chat templates stay far below it (the corpus' deepest: 155).
+#: Python's recursion limit. Chat templates stay far below it (the corpus' deepest: 103).
 MAX_NESTING = 400
 _EXPR_COST = 13
 _BLOCK_COST = 4
@@ -99,7 +100,6 @@ class FastParser(jinja2.parser.Parser):
         super().__init__(environment, source, name, filename, state)
         self._env = environment
         self._depth = 0
-        self._foreign = False  # a node built by other code (no environment set yet): walk the tree at the end
         self._statements = {"if": self._parse_if, "set": self._parse_set, "for": self._parse_for,
                             "macro": self._parse_macro}
 
@@ -111,8 +111,6 @@ class FastParser(jinja2.parser.Parser):
         result.body = self.subparse()
         result.lineno = 1
         result.environment = self._env
-        if self._foreign:
-            result.set_environment(self._env)
         return result
 
     def subparse(self, end_tokens: tuple[str, ...] | None = None) -> list[nodes.Node]:
@@ -192,8 +190,12 @@ class FastParser(jinja2.parser.Parser):
             method = self._statements.get(tok.value)
             if method is not None:
                 return method()
-        self._foreign = True
-        return super().parse_statement()
+        # nodes built by jinja2's statement methods or an extension have no environment yet: set it on the
+        # statement's subtree (jinja2 sets it on the whole tree at the end; ours are built with it)
+        rv = super().parse_statement()
+        for node in rv if isinstance(rv, list) else (rv,):
+            node.set_environment(self._env)
+        return rv
 
     def parse_statements(self, end_tokens: tuple[str, ...], drop_needle: bool = False) -> list[nodes.Node]:
         """A statement's body up to one of ``end_tokens`` (after an optional colon and the block end)."""
