@@ -526,9 +526,13 @@ class FastParser(jinja2.parser.Parser):
             node.lineno = tok.lineno
             node.environment = self._env
         elif kind == "sub" or kind == "add":
+            self._depth += 1  # jinja2 recurses once per sign as well
+            if self._depth > MAX_NESTING:
+                raise _Fallback
             next(stream)
             node = _new(nodes.Neg if kind == "sub" else nodes.Pos)
             node.node = self.parse_unary(False)
+            self._depth -= 1
             node.lineno = tok.lineno
             node.environment = self._env
         else:

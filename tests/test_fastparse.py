@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pathlib
 import random
+import sys
 
 import jinja2
 import jinja2.nodes as nodes
@@ -274,6 +275,50 @@ def test_mutated_corpus_templates_give_jinja2s_tree_or_error():
 ], ids=["parens", "lists", "not", "minus", "blocks", "conditionals"])
 def test_deep_nesting_is_left_to_jinja2(source):
     assert _outcome(_ours, source) == _outcome(_jinja2, source)
+
+
+def _deep_outcome(parse, source: str) -> object:  # noqa: ANN001
+    """_outcome for trees too deep for the default recursion limit: parsed under it, dumped above it."""
+    try:
+        tree = parse(source)
+    except jinja2.TemplateSyntaxError as e:
+        return ("error", type(e).__name__, e.message, e.lineno)
+    except RecursionError:
+        return ("error", "RecursionError")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + 20_000)
+    try:
+        return repr(_dump(tree))
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+@pytest.mark.parametrize("unit", ["- ", "not ", "(", "[", "{% if x %}"])
+def test_where_jinja2_runs_out_of_stack_the_outcome_is_jinja2s(unit):
+    # the environment's _parse as jinja2 defines it (Parser(...).parse() one frame down), against fastparse.parse
+    # at the same depth: the frames jinja2's parser can use are the same for both
+    def theirs(source: str) -> nodes.Template:
+        return jinja2.Environment._parse(ENV, source, None, None)
+
+    closers = {"(": ")", "[": "]", "{% if x %}": "{% endif %}"}
+
+    def source(n: int) -> str:
+        if unit == "{% if x %}":
+            return unit * n + "{% endif %}" * n
+        if unit in closers:
+            return "{{ " + unit * n + ("x" if unit == "(" else "") + closers[unit] * n + " }}"
+        return "{{ " + unit * n + "x }}"
+
+    lo, hi = 1, 4000  # the least n at which jinja2's parser raises RecursionError here
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _deep_outcome(theirs, source(mid)) == ("error", "RecursionError"):
+            hi = mid
+        else:
+            lo = mid + 1
+    assert lo < 4000
+    for n in range(max(1, lo - 8), lo + 8):
+        assert _deep_outcome(_ours, source(n)) == _deep_outcome(theirs, source(n)), n
 
 
 def test_nesting_past_the_limit_falls_back_to_jinja2s_parser(monkeypatch):
