@@ -42,8 +42,9 @@ import jinja2.sandbox
 import jinja2.utils
 import jinja2.visitor
 
-from . import codepack, fastparse, fastwalk
+from . import codepack, fastwalk
 from . import memo as _memo
+from . import fastparse
 from .errors import RenderLimitError, TemplateRenderError, TemplateSecurityError, TemplateSyntaxError
 
 
