@@ -16,6 +16,8 @@ import pytest
 from core import fastparse, templating
 
 TEMPLATES = pathlib.Path(__file__).resolve().parents[2] / "shared" / "templates"
+if not TEMPLATES.is_dir():
+    TEMPLATES = pathlib.Path("/work/shared/templates")
 ENV = templating._ENV
 
 
