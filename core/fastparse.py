@@ -40,7 +40,13 @@ import jinja2.parser
 
 from .errors import TemplateRenderError
 
-__all__ = ["FastParser", "MAX_NESTING", "parse"]
+__all__ = ["FastParser", "JINJA2_VERSIONS", "MAX_NESTING", "SUPPORTED", "parse"]
+
+#: jinja2 releases whose parser this one reproduces (checked by tests/test_fastparse.py): jinja2's grammar and
+#: line numbering may change from one release to the next.
+JINJA2_VERSIONS = frozenset(["3.1.6"])
+#: Whether :func:`parse` uses :class:`FastParser` (the installed jinja2 is one of :data:`JINJA2_VERSIONS`).
+SUPPORTED = jinja2.__version__ in JINJA2_VERSIONS
 
 _new = object.__new__
 _Name, _Const, _Getattr, _Getitem = nodes.Name, nodes.Const, nodes.Getattr, nodes.Getitem
@@ -945,14 +951,18 @@ def parse(environment: jinja2.Environment, source: str, name: str | None = None,
     """The tree of ``source`` as ``jinja2.parser.Parser(environment, source, name, filename).parse()`` builds
     it, parsed by :class:`FastParser`. The drop-in for ``Environment._parse``.
 
+    With a jinja2 release other than :data:`JINJA2_VERSIONS` (whose grammar this parser was checked against),
+    jinja2's parser parses every template.
+
     Raises what jinja2's parser raises (``jinja2.TemplateSyntaxError`` and its subclasses, ``RecursionError``):
     any failure of the fast parser re-parses the template with jinja2's, so the error is exactly jinja2's. The
     environment's own errors of :class:`core.errors.TemplateRenderError` (the compile time limit) pass through.
     """
-    try:
-        return FastParser(environment, source, name, filename).parse()
-    except TemplateRenderError:
-        raise
-    except (Exception, RecursionError):
-        pass  # parsed again below, outside this handler: jinja2's error carries no context of ours
+    if SUPPORTED:
+        try:
+            return FastParser(environment, source, name, filename).parse()
+        except TemplateRenderError:
+            raise
+        except Exception:  # RecursionError included
+            pass  # parsed again below, outside this handler: jinja2's error carries no context of ours
     return jinja2.parser.Parser(environment, source, name, filename).parse()

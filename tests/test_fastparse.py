@@ -64,6 +64,12 @@ def _corpus() -> list[str]:
     return [f.read_text(encoding="utf-8") for f in files]
 
 
+def test_the_installed_jinja2_is_one_fastparse_reproduces():
+    # a new jinja2 release: run this file with it, then add its version to JINJA2_VERSIONS (until then every
+    # template is parsed by jinja2's own parser, correct but slower)
+    assert fastparse.SUPPORTED, jinja2.__version__
+
+
 def test_dump_sees_line_numbers_and_fields():
     a = _dump(_jinja2("{{ a + b\n+ c }}"))
     b = _dump(_jinja2("{{ a + b +\nc }}"))
