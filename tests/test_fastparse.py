@@ -241,7 +241,7 @@ def test_generated_expressions_in_every_context_give_jinja2s_tree_or_error():
     g = _Gen(rng)
     valid = errors = 0
     seen: set[str] = set()
-    for _ in range(2000):
+    for _ in range(1500):
         source = _contexts(g)
         if rng.random() < 0.25:
             source = _mutate(rng, source)
@@ -254,7 +254,7 @@ def test_generated_expressions_in_every_context_give_jinja2s_tree_or_error():
         valid += 1
         seen.update(type(n).__name__ for n in tree.find_all(nodes.Node))
         assert _outcome(_fast_only, source) == _dump(tree), source  # parsed by fastparse itself, no fallback
-    assert valid > 1000 and errors > 200  # both kinds well covered
+    assert valid > 800 and errors > 300  # both kinds well covered
     assert _EXPECTED_NODES <= seen, _EXPECTED_NODES - seen
 
 
@@ -262,7 +262,7 @@ def test_generated_expressions_in_every_context_give_jinja2s_tree_or_error():
 def test_mutated_corpus_templates_give_jinja2s_tree_or_error():
     sources = _corpus()
     rng = random.Random(1414)
-    picked = rng.sample(sources, 60)
+    picked = rng.sample(sources, 40)
     errors = 0
     for source in picked:
         for _ in range(4):
@@ -270,7 +270,7 @@ def test_mutated_corpus_templates_give_jinja2s_tree_or_error():
             theirs = _outcome(_jinja2, mutated)
             assert _outcome(_ours, mutated) == theirs, mutated
             errors += theirs[0] == "error"
-    assert errors > 60
+    assert errors > 40
 
 
 @pytest.mark.parametrize("source", [
