@@ -44,6 +44,7 @@ import jinja2.visitor
 
 from . import codepack, fastlex, fastwalk
 from . import memo as _memo
+from . import fastparse
 from .errors import RenderLimitError, TemplateRenderError, TemplateSecurityError, TemplateSyntaxError
 
 
@@ -556,7 +557,7 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         # twice. Taken, not shared: code generation and the rewriters change the tree in place.
         node = _PARSED.pop(source, None)
         if node is None or not _parses_alike(self):
-            node = super()._parse(source, name, filename)
+            node = fastparse.parse(self, source, name, filename)
         tree = rewrite_loops(self._rewrite_tree(node))
         if _parses_alike(self):  # read by _LimitedCodeGenerator.visit_Template
             tree._cte_absent = _absent_by_source(source)
@@ -574,7 +575,7 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     def parse_raw(self, source: str, name: str | None = None) -> jinja2.nodes.Template:
         """The template's tree as jinja2 parses it (time-limited lexing), before any rewriting."""
         with fastwalk.active():  # the parser's last step visits every node (set_environment)
-            return super()._parse(source, name, None)
+            return fastparse.parse(self, source, name, None)
 
     def _rewrite_tree(self, tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
         """Hook for subclasses rewriting the parsed template; the loop checks are added after it."""
@@ -1114,10 +1115,12 @@ def module_digest(path: str) -> str:
 
 
 def _cache_hash(source: str, env_tag: str = "") -> Any:
-    # fastwalk's walks run inside our compiles (the code generator's searches among them) and fastlex makes their
-    # tokens: a change there may change the generated code as much as one here
+    # fastwalk's walks run inside our compiles (the code generator's searches among them), fastlex makes the
+    # tokens and fastparse builds the tree they compile: a change there may change the generated code as much as
+    # one here
     tag = (f"{_CODEGEN_VERSION}|{jinja2.__version__}|{sys.version_info[:2]}|{module_digest(__file__)}|"
-           f"{module_digest(fastwalk.__file__)}|{module_digest(fastlex.__file__)}|{env_tag}|").encode()
+           f"{module_digest(fastwalk.__file__)}|{module_digest(fastlex.__file__)}|{module_digest(fastparse.__file__)}|"
+           f"{env_tag}|").encode()
     return hashlib.sha256(tag + source.encode("utf-8", "surrogatepass"))
 
 

@@ -15,7 +15,7 @@ import sys
 import jinja2
 import pytest
 
-from core import codepack, templating
+from core import codepack, fastparse, templating
 from core.analysis import analyze, caps, engine
 from core.chat.stream import StreamingParser
 from core.memo import BoundedMemo, MISSING, clear_memos
@@ -108,13 +108,16 @@ def test_a_new_template_is_parsed_once(monkeypatch, tmp_path):
     monkeypatch.setenv("CTE_CACHE_DIR", str(tmp_path))
     _forget_compiled()
     calls = []
-    real = jinja2.parser.Parser.parse
 
-    def counting(self):
-        calls.append(1)
-        return real(self)
+    def counting(real):  # noqa: ANN001, ANN202
+        def parse(self):  # noqa: ANN001, ANN202
+            calls.append(1)
+            return real(self)
+        return parse
 
-    monkeypatch.setattr(jinja2.parser.Parser, "parse", counting)
+    # our environments parse with core.fastparse's parser (jinja2's only when it fails): count either
+    monkeypatch.setattr(jinja2.parser.Parser, "parse", counting(jinja2.parser.Parser.parse))
+    monkeypatch.setattr(fastparse.FastParser, "parse", counting(fastparse.FastParser.parse))
     src = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}{# parse-once #}"
     analyze(ChatTemplate(src, "once.jinja"))
     assert len(calls) == 1
