@@ -188,9 +188,10 @@ def absent_from(tree: Any, kinds: tuple[type, ...], known: frozenset[type] | Non
     whole tree and for ``Block`` again in every ``for`` loop (a chat template has none of them), and whose
     constant folder only ever adds ``Const`` nodes.
 
-    ``known``: the classes of ``kinds`` the caller already knows are absent (from the source text, which is
-    cheaper than the walk); the walk is skipped when that is all of ``kinds``. ``text``: the source ``tree`` was
-    parsed from (by the project's parser, then rewritten by its rewriters), for :func:`find_undeclared`."""
+    ``known``: the classes of ``kinds`` the caller vouches for (found absent by a walk of its own, or — the code
+    generator's ``Name`` — present, but no search of them inside the block would act on what it found); the
+    walk is skipped when that is all of ``kinds``. ``text``: the source ``tree`` was parsed from (by the
+    project's parser, then rewritten by its rewriters), for :func:`find_undeclared`."""
     if known is not None and known.issuperset(kinds):
         absent = frozenset(kinds)
     else:

@@ -382,19 +382,6 @@ _child_nodes = fastwalk.child_nodes
 _RARE_NODES = (jinja2.nodes.Extends, jinja2.nodes.Block, jinja2.nodes.ImportedName)
 
 
-def _absent_by_source(source: str) -> frozenset[type]:
-    """The classes of :data:`_RARE_NODES` a tree parsed from ``source`` by the project's parser (jinja2's, with
-    the ``generation`` and loop-control tags) and rewritten by our rewriters cannot hold: jinja2's parser makes
-    an ``Extends`` only for the tag ``extends`` and a ``Block`` only for the tag ``block``, whose names must then
-    appear in the text; nothing of ours makes an ``ImportedName`` (only extensions such as i18n do)."""
-    absent = {jinja2.nodes.ImportedName}
-    if "extends" not in source:
-        absent.add(jinja2.nodes.Extends)
-    if "block" not in source:
-        absent.add(jinja2.nodes.Block)
-    return frozenset(absent)
-
-
 def _dependencies(nodes: Any) -> tuple[set[str], set[str]]:
     """Names of the filters and of the tests applied in ``nodes`` and their subtrees, not looking inside
     ``{% block %}`` bodies: what jinja2's ``DependencyFinderVisitor`` collects (one walk instead of a visitor call
@@ -414,6 +401,51 @@ def _dependencies(nodes: Any) -> tuple[set[str], set[str]]:
             tests.add(node.name)
         stack.extend(_child_nodes(node))
     return filters, tests
+
+
+@dataclass(frozen=True)
+class _Survey:
+    """What one walk over a whole template tree finds, for the code generator (:func:`_survey`).
+
+    ``present``: the class of every node; ``filters`` / ``tests``: the names :func:`_dependencies` gives for the
+    template's body, or None when the tree holds a ``Block`` (whose body that walk must skip); ``stores_loop``:
+    whether some ``Name`` node stores to ``loop`` (jinja2's code generator refuses that inside a ``for``)."""
+
+    present: frozenset[type]
+    filters: "set[str] | None"
+    tests: "set[str] | None"
+    stores_loop: bool
+
+
+def _survey(tree: jinja2.nodes.Node) -> _Survey:
+    """One walk over ``tree`` and all its descendants (see :class:`_Survey`): it answers the code generator's
+    searches for rare node classes, its dependency search and its per-loop search for an assignment to
+    ``loop`` — three walks of the whole tree, the last one once per ``for`` (nested loops walked again)."""
+    present: set[type] = set()
+    filters: set[str] = set()
+    tests: set[str] = set()
+    stores_loop = False
+    filter_cls, test_cls, name_cls = jinja2.nodes.Filter, jinja2.nodes.Test, jinja2.nodes.Name
+    stack = _child_nodes(tree)
+    add = present.add
+    while stack:
+        node = stack.pop()
+        tp = type(node)
+        add(tp)
+        if tp is filter_cls:
+            filters.add(node.name)
+        elif tp is test_cls:
+            tests.add(node.name)
+        elif tp is name_cls:
+            if node.name == "loop" and node.ctx == "store":
+                stores_loop = True
+            continue  # a leaf
+        stack.extend(_child_nodes(node))
+    if any(issubclass(tp, name_cls) and tp is not name_cls for tp in present):
+        stores_loop = True  # a kind of Name this walk does not look into: assume the worst
+    if any(issubclass(tp, jinja2.nodes.Block) for tp in present):
+        return _Survey(frozenset(present), None, None, stores_loop)
+    return _Survey(frozenset(present), filters, tests, stores_loop)
 
 
 _VISIT_NAMES: "dict[type, str]" = {}  # node class -> name of its handler method, "visit_<Class>"
@@ -453,27 +485,42 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
         return self.generic_visit(node, *args, **kwargs)
 
     def visit_Template(self, node: jinja2.nodes.Template, frame: Any = None) -> None:
-        # jinja2 searches the whole tree for Extends, Block and ImportedName, and every for loop's subtree for
-        # Block again; chat templates have none, so the source text (or else one walk up front) answers all of
-        # those searches; the text also answers its searches for names the template never writes (``self`` in
-        # the whole tree, ``loop`` in every loop body: fastwalk.find_undeclared)
-        d = node.__dict__
-        with fastwalk.absent_from(node, _RARE_NODES, d.get("_cte_absent"), d.get("_cte_source")):
+        # jinja2 searches the whole tree for Extends, Block and ImportedName, every for loop's subtree for Block
+        # again and for a Name storing to ``loop`` (nested loops walked once per enclosing loop), and the body
+        # for the filters and tests it uses. One walk up front (_survey) answers all of them: the classes the
+        # tree does not hold — and Name when no Name stores to ``loop``, since the loop check is the code
+        # generator's only search for names — make fastwalk's find_all yield nothing at once. The source text
+        # answers its searches for names the template never writes (``self`` in the whole tree, ``loop`` in
+        # every loop body: fastwalk.find_undeclared).
+        survey = _survey(node)
+        absent = {k for k in _RARE_NODES if not any(issubclass(tp, k) for tp in survey.present)}
+        if not survey.stores_loop:
+            absent.add(jinja2.nodes.Name)
+        self._cte_survey = (node.body, survey)
+        with fastwalk.absent_from(node, tuple(absent), frozenset(absent), node.__dict__.get("_cte_source")):
             super().visit_Template(node, frame)
 
     def pull_dependencies(self, nodes: Any) -> None:
         # jinja2 binds each filter and test a template uses with an eight-line try/except per name (a stub that
-        # raises when called if the name is missing at render time); one line per name here, same bindings, same
-        # error when a missing one is called (_LimitedSandbox.missing_dependency): about a fifth of a chat
-        # template's generated code, and of Python's compile() of it, was those blocks
-        filters, tests = _dependencies(nodes)
+        # raises when called if the name is missing at render time); one statement per kind here, the same
+        # bindings, the same error when a missing one is called (_LimitedSandbox.bind_dependencies): those
+        # blocks were about a fifth of a chat template's generated code and of Python's compile() of it
+        body, survey = getattr(self, "_cte_survey", (None, None))
+        if nodes is body and survey.filters is not None:
+            filters, tests = survey.filters, survey.tests
+        else:
+            filters, tests = _dependencies(nodes)
         for kind, idents, names in (("filters", self.filters, filters), ("tests", self.tests, tests)):
+            if not names:
+                continue
+            targets = []
             for name in sorted(names):
                 ident = idents.get(name)
                 if ident is None:
                     ident = idents[name] = self.temporary_identifier()
-                self.writeline(f"{ident} = environment.{kind}.get({name!r}) or "
-                               f"environment.missing_dependency({kind!r}, {name!r})")
+                targets.append(ident)
+            self.writeline(f"{', '.join(targets)}, = environment.bind_dependencies({kind!r}, "
+                           f"{tuple(sorted(names))!r})")
 
     def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
         self.write("environment.checked_concat((")
@@ -559,7 +606,6 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
             node = super()._parse(source, name, filename)
         tree = rewrite_loops(self._rewrite_tree(node))
         if _parses_alike(self):  # read by _LimitedCodeGenerator.visit_Template
-            tree._cte_absent = _absent_by_source(source)
             tree._cte_source = source
         return tree
 
@@ -605,6 +651,13 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
             if not isinstance(stream, jinja2.lexer.TokenStream):
                 stream = jinja2.lexer.TokenStream(stream, name, filename)
         return stream
+
+    def bind_dependencies(self, kind: str, names: tuple[str, ...]) -> list[Callable[..., Any]]:
+        """What compiled code binds the filters (``kind`` "filters") or tests ("tests") ``names`` to at the
+        start of a render, in order: the environment's function of that name, or :meth:`missing_dependency`'s
+        stub when it has none (jinja2's generated code binds each the same way, one ``try``/``except`` each)."""
+        table = getattr(self, kind)
+        return [table.get(name) or self.missing_dependency(kind, name) for name in names]
 
     @staticmethod
     def missing_dependency(kind: str, name: str) -> Callable[..., Any]:
@@ -1075,7 +1128,7 @@ def normalize_source(source: str) -> str:
 
 # Bump when the code generator or environment changes what compiled code looks like (edits of this file are
 # picked up automatically: its digest is part of every cache key).
-_CODEGEN_VERSION = "3"
+_CODEGEN_VERSION = "4"
 
 
 def _disk_cache_dir() -> pathlib.Path | None:

@@ -483,6 +483,60 @@ def test_dependency_walk_finds_what_jinja2s_dependency_finder_finds_on_the_corpu
     assert templating._dependencies(block.body) == ({"upper"}, set())
 
 
+def test_one_survey_walk_answers_the_code_generators_searches_on_the_corpus():
+    # _survey replaces three of jinja2's walks: node classes present (for Extends / Block / ImportedName), the
+    # dependency finder's names, and the per-loop search for a Name storing to ``loop``
+    checked = 0
+    for _name, src in _sources()[::3]:
+        try:
+            tree = caps.probe_environment()._parse(src, None, None)
+        except jinja2.TemplateSyntaxError:
+            continue
+        survey = templating._survey(tree)
+        assert survey.present == frozenset(type(n) for n in tree.find_all(jinja2.nodes.Node))
+        assert (survey.filters, survey.tests) == templating._dependencies(tree.body)
+        assert survey.stores_loop is any(n.ctx == "store" and n.name == "loop"
+                                         for n in tree.find_all(jinja2.nodes.Name))
+        checked += 1
+    assert checked > 100
+    block = templating._ENV.parse_raw("{{ a|upper }}{% block b %}{{ c|lower }}{% endblock %}")
+    assert templating._survey(block).filters is None  # a block's body is bound in its own function
+
+
+@pytest.mark.parametrize("src", [
+    "{% for loop in x %}{% endfor %}",
+    "{% for a, loop in x %}{% endfor %}",
+    "{% for a in x %}{% for b in y %}{% set loop = 1 %}{% endfor %}{% endfor %}",
+    "{% for a in x %}{{ loop.index }}{% endfor %}{% set loop = 2 %}{{ loop }}",
+    "{% set loop = 2 %}{% for a in x %}{{ a }}{% endfor %}",
+])
+def test_assigning_loop_fails_or_compiles_as_in_jinja2(src):
+    # the survey lets the code generator skip its per-loop search for ``loop`` assignments only when none exists
+    def outcome(env: jinja2.Environment) -> str:
+        try:
+            env.compile(src)
+            return "compiled"
+        except jinja2.TemplateAssertionError as e:
+            return f"{e.message} (line {e.lineno})"
+
+    expected = outcome(jinja2.sandbox.ImmutableSandboxedEnvironment())
+    assert outcome(templating._ENV) == expected
+    assert outcome(caps.probe_environment()) == expected
+
+
+def test_missing_filters_and_tests_bound_in_one_statement_fail_when_called():
+    # one bind_dependencies statement per kind: a missing name fails only when it is used, with jinja2's message
+    t = ChatTemplate("{% if x %}{{ x|nosuch }}{% endif %}{% if y %}{{ y is nosuchtest }}{% endif %}"
+                     "{{ 'a'|upper }}ok")
+    assert t.render({}) == "Aok"
+    with pytest.raises(Exception, match="No filter named 'nosuch' found"):
+        t.render({"x": 1})
+    with pytest.raises(Exception, match="No test named 'nosuchtest' found"):
+        t.render({"y": 1})
+    code = templating._ENV._generate(templating._ENV._parse("{{ a|upper|lower }}", None, None), None, None)
+    assert "t_1, t_2, = environment.bind_dependencies('filters', ('lower', 'upper'))" in code
+
+
 def test_loop_search_skipping_expressions_finds_every_for_loop_on_the_corpus():
     found = 0
     for _name, src in _sources():
