@@ -29,7 +29,8 @@ jinja2 environment elsewhere in the process (transformers') runs jinja2's own me
   tracker) walks with an explicit stack instead of one ``visit`` → ``generic_visit`` recursion per node.
 * ``NodeTransformer.generic_visit`` calls the handlers of a transformer that keeps jinja2's ``visit`` directly.
 * :func:`absent_from` lets the code generator skip its searches for node classes a template does not contain, and
-  (``jinja2.compiler.find_undeclared``) for names its source never writes.
+  (``jinja2.compiler.find_undeclared``) for names its source never writes; :func:`names_unread` for names the
+  caller knows a subtree does not read.
 """
 
 from __future__ import annotations
@@ -169,11 +170,26 @@ def find_undeclared(nodes: Any, names: Any) -> set[str]:
     and test calls) — which spares jinja2's walk of the whole template for ``self`` and of every loop body for
     ``loop`` when the template never writes it."""
     text = getattr(_local, "text", None)
-    if text is not None:
+    unread = getattr(_local, "unread", ())
+    if text is not None or unread:
         names = tuple(names)
-        if not any(name in text for name in names):
+        if all(name in unread or (text is not None and name not in text) for name in names):
             return set()
     return _ORIGINAL["find_undeclared"](nodes, names)
+
+
+@contextlib.contextmanager
+def names_unread(names: tuple[str, ...]) -> Iterator[None]:
+    """Context manager: inside the block (on this thread), :func:`find_undeclared` answers the empty set for a
+    search of only ``names`` and names absent from the source text — the caller vouches that every search made
+    inside the block looks only at nodes that read none of ``names``. Replaces the enclosing block's names, so
+    a nested block with ``()`` takes the promise back (the code generator sets it per ``for`` loop)."""
+    previous = getattr(_local, "unread", ())
+    _local.unread = names
+    try:
+        yield
+    finally:
+        _local.unread = previous
 
 
 @contextlib.contextmanager

@@ -409,43 +409,82 @@ class _Survey:
 
     ``present``: the class of every node; ``filters`` / ``tests``: the names :func:`_dependencies` gives for the
     template's body, or None when the tree holds a ``Block`` (whose body that walk must skip); ``stores_loop``:
-    whether some ``Name`` node stores to ``loop`` (jinja2's code generator refuses that inside a ``for``)."""
+    whether some ``Name`` node stores to ``loop`` (jinja2's code generator refuses that inside a ``for``);
+    ``loop_free``: ids of the ``For`` nodes whose body (nested loops included) reads ``loop`` nowhere, known
+    only when every ``Name`` called ``loop`` in the tree is a load and there is no ``Block`` (otherwise empty)."""
 
     present: frozenset[type]
     filters: "set[str] | None"
     tests: "set[str] | None"
     stores_loop: bool
+    loop_free: frozenset[int]
+
+
+class _BodyEnd:
+    """Marker on :func:`_survey`'s stack: the walk of a ``for`` loop's body ends here."""
+
+    __slots__ = ("loop", "seen")
+
+    def __init__(self, loop: jinja2.nodes.For, seen: int):
+        self.loop = loop
+        self.seen = seen  # Names called ``loop`` met before the body
 
 
 def _survey(tree: jinja2.nodes.Node) -> _Survey:
     """One walk over ``tree`` and all its descendants (see :class:`_Survey`): it answers the code generator's
-    searches for rare node classes, its dependency search and its per-loop search for an assignment to
-    ``loop`` — three walks of the whole tree, the last one once per ``for`` (nested loops walked again)."""
+    searches for rare node classes, its dependency search, and its two searches per ``for`` loop (an assignment
+    to ``loop`` anywhere in the loop, a read of ``loop`` in its body) — the last two walk nested loops again
+    for every loop around them."""
     present: set[type] = set()
     filters: set[str] = set()
     tests: set[str] = set()
     stores_loop = False
-    filter_cls, test_cls, name_cls = jinja2.nodes.Filter, jinja2.nodes.Test, jinja2.nodes.Name
-    stack = _child_nodes(tree)
+    loop_names = 0  # Names called "loop" so far
+    other_loop_names = False  # one of them is not a load
+    loop_free: set[int] = set()
+    filter_cls, test_cls, name_cls, for_cls = jinja2.nodes.Filter, jinja2.nodes.Test, jinja2.nodes.Name, jinja2.nodes.For
+    stack: list[Any] = _child_nodes(tree)
     add = present.add
     while stack:
         node = stack.pop()
         tp = type(node)
+        if tp is name_cls:
+            add(tp)
+            if node.name == "loop":
+                loop_names += 1
+                if node.ctx != "load":
+                    other_loop_names = True
+                    stores_loop = stores_loop or node.ctx == "store"
+            continue  # a leaf
+        if tp is _BodyEnd:
+            if loop_names == node.seen:
+                loop_free.add(id(node.loop))
+            continue
         add(tp)
         if tp is filter_cls:
             filters.add(node.name)
         elif tp is test_cls:
             tests.add(node.name)
-        elif tp is name_cls:
-            if node.name == "loop" and node.ctx == "store":
-                stores_loop = True
-            continue  # a leaf
-        stack.extend(_child_nodes(node))
+        kids = _child_nodes(node)
+        if tp is for_cls:
+            body = node.body
+            n = len(body)
+            # child_nodes lists target, iter, then the body: walk the body last-pushed, so it is walked next,
+            # between the loop's visit and its end marker
+            if len(kids) >= 2 + n and all(a is b for a, b in zip(kids[2:2 + n], body)):
+                stack.extend(kids[:2])
+                stack.extend(kids[2 + n:])
+                stack.append(_BodyEnd(node, loop_names))
+                stack.extend(body)
+                continue
+        stack.extend(kids)
     if any(issubclass(tp, name_cls) and tp is not name_cls for tp in present):
-        stores_loop = True  # a kind of Name this walk does not look into: assume the worst
-    if any(issubclass(tp, jinja2.nodes.Block) for tp in present):
-        return _Survey(frozenset(present), None, None, stores_loop)
-    return _Survey(frozenset(present), filters, tests, stores_loop)
+        stores_loop = other_loop_names = True  # a kind of Name this walk does not look into: assume the worst
+    blocks = any(issubclass(tp, jinja2.nodes.Block) for tp in present)
+    free = frozenset() if blocks or other_loop_names else frozenset(loop_free)
+    if blocks:
+        return _Survey(frozenset(present), None, None, stores_loop, free)
+    return _Survey(frozenset(present), filters, tests, stores_loop, free)
 
 
 _VISIT_NAMES: "dict[type, str]" = {}  # node class -> name of its handler method, "visit_<Class>"
@@ -499,6 +538,14 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
         self._cte_survey = (node.body, survey)
         with fastwalk.absent_from(node, tuple(absent), frozenset(absent), node.__dict__.get("_cte_source")):
             super().visit_Template(node, frame)
+
+    def visit_For(self, node: jinja2.nodes.For, frame: Any) -> None:
+        # jinja2 walks each loop's body, nested loops included, for a read of ``loop``; the survey knows the
+        # loops whose body reads it nowhere (fastwalk.find_undeclared answers from that)
+        survey = getattr(self, "_cte_survey", (None, None))[1]
+        free = survey is not None and id(node) in survey.loop_free
+        with fastwalk.names_unread(("loop",) if free else ()):
+            super().visit_For(node, frame)
 
     def pull_dependencies(self, nodes: Any) -> None:
         # jinja2 binds each filter and test a template uses with an eight-line try/except per name (a stub that

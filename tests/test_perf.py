@@ -497,10 +497,36 @@ def test_one_survey_walk_answers_the_code_generators_searches_on_the_corpus():
         assert (survey.filters, survey.tests) == templating._dependencies(tree.body)
         assert survey.stores_loop is any(n.ctx == "store" and n.name == "loop"
                                          for n in tree.find_all(jinja2.nodes.Name))
+        for loop in tree.find_all(jinja2.nodes.For):  # jinja2's own search for a read of ``loop``
+            reads = "loop" in _undeclared(loop)
+            assert (id(loop) in survey.loop_free) is (not reads), _name
         checked += 1
     assert checked > 100
     block = templating._ENV.parse_raw("{{ a|upper }}{% block b %}{{ c|lower }}{% endblock %}")
     assert templating._survey(block).filters is None  # a block's body is bound in its own function
+
+
+def _undeclared(loop: jinja2.nodes.For) -> set:
+    from core import fastwalk
+
+    return fastwalk._ORIGINAL["find_undeclared"](loop.body, ("loop",))
+
+
+@pytest.mark.parametrize("src", [
+    "{% for x in y %}a{% else %}{% for z in w %}{{ loop.index }}{% endfor %}{% endfor %}",
+    "{% for x in y %}{% for z in w %}{{ loop.index }}{% endfor %}{% endfor %}{% for q in y %}{{ q }}{% endfor %}",
+    "{% for x in y %}{% macro m(a) %}{{ caller() }}{{ loop }}{% endmacro %}{% endfor %}",
+    "{% for x in loop %}{{ x }}{% endfor %}{% for x in y if loop %}{{ x }}{% endfor %}",
+    "{% for x in y recursive %}{{ x }}{% endfor %}{% for a in b %}{{ loop.first }}{% endfor %}",
+    "{% macro f(loop) %}{% for x in y %}{{ loop }}{% endfor %}{% endmacro %}{{ f(1) }}",
+    "{% block b %}{% for x in y %}{{ loop.index }}{% endfor %}{% endblock %}{% for x in y %}{% endfor %}",
+])
+def test_loops_with_and_without_loop_reads_generate_jinja2s_code(src):
+    # the survey answers jinja2's per-loop search for a read of ``loop`` (fastwalk.names_unread): the code is
+    # the same bytes as with jinja2's own walks and searches
+    env = caps.probe_environment()
+    assert _code_with_walks(env, src, True) == _code_with_walks(env, src, False)
+    assert _code_with_walks(templating._ENV, src, True) == _code_with_walks(templating._ENV, src, False)
 
 
 @pytest.mark.parametrize("src", [
