@@ -487,7 +487,8 @@ def _survey(tree: jinja2.nodes.Node) -> _Survey:
     return _Survey(frozenset(present), filters, tests, stores_loop, free)
 
 
-_VISIT_NAMES: "dict[type, str]" = {}  # node class -> name of its handler method, "visit_<Class>"
+_VISIT_HANDLERS: "dict[tuple[type, type], Any]" = {}  # (generator class, node class) -> visit_<Class> or None
+_MISSING = object()
 
 
 class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
@@ -513,14 +514,14 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
             elif time.monotonic() > self._until:
                 raise RenderLimitError(self.name or "<template>", f"compiling took longer than {COMPILE_TIMEOUT_S:g} s "
                                                                   "(limit: compile time; set CTE_COMPILE_TIMEOUT_S)")
-        # jinja2's NodeVisitor.visit, with the handler's name from a per-class table (one call less per node)
-        tp = type(node)
-        name = _VISIT_NAMES.get(tp)
-        if name is None:
-            name = _VISIT_NAMES[tp] = f"visit_{tp.__name__}"
-        handler = getattr(self, name, None)
+        # jinja2's NodeVisitor.visit, with the handler from a per-class table (no name formatting, lookup or
+        # bound method per node; nothing sets visit_* methods on an instance)
+        key = (type(self), type(node))
+        handler = _VISIT_HANDLERS.get(key, _MISSING)
+        if handler is _MISSING:
+            handler = _VISIT_HANDLERS[key] = getattr(key[0], f"visit_{key[1].__name__}", None)
         if handler is not None:
-            return handler(node, *args, **kwargs)
+            return handler(self, node, *args, **kwargs)
         return self.generic_visit(node, *args, **kwargs)
 
     def visit_Template(self, node: jinja2.nodes.Template, frame: Any = None) -> None:
@@ -546,6 +547,18 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
         free = survey is not None and id(node) in survey.loop_free
         with fastwalk.names_unread(("loop",) if free else ()):
             super().visit_For(node, frame)
+
+    def blockvisit(self, nodes: Any, frame: Any) -> None:
+        # jinja2 opens every block with a ``pass`` line (about 27 per chat template): written here only when the
+        # block's code came out empty, so the Python block is never empty either way
+        start = self.stream.tell()
+        try:
+            for node in nodes:
+                self.visit(node, frame)
+        except jinja2.compiler.CompilerExit:
+            pass
+        if self.stream.tell() == start:
+            self.writeline("pass")
 
     def pull_dependencies(self, nodes: Any) -> None:
         # jinja2 binds each filter and test a template uses with an eight-line try/except per name (a stub that
@@ -1437,7 +1450,7 @@ _small_source_digest = functools.lru_cache(maxsize=1024)(_sha256_16)
 _memo.register_cache("source digests", _small_source_digest.cache_clear)  # it holds the sources themselves
 _memo.register_cache("sandbox attribute verdicts", _SAFE_ATTRIBUTES.clear)
 _memo.register_cache("parse logs read", _parsed_known.clear)  # read again on next use
-_memo.register_cache("tree-walk dispatch tables", lambda: (fastwalk.forget(), _VISIT_NAMES.clear()))
+_memo.register_cache("tree-walk dispatch tables", lambda: (fastwalk.forget(), _VISIT_HANDLERS.clear()))
 
 
 @dataclass
