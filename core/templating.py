@@ -582,6 +582,31 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
             self.writeline(f"{', '.join(targets)}, = environment.bind_dependencies({kind!r}, "
                            f"{tuple(sorted(names))!r})")
 
+    def _plain_call(self, node: Any, frame: Any, kind: str) -> bool:
+        """Write a filter or test applied with no arguments, ``t_1(<value>)``, and return True — what jinja2's
+        ``_filter_test_common`` writes for it, without its context manager and argument writer — when nothing
+        else goes in the call: a known function that takes no context, eval context or environment, synchronous
+        code, no constant folder. Otherwise write nothing and return False (jinja2's method then runs)."""
+        if (node.node is None or node.args or node.kwargs or node.dyn_args is not None
+                or node.dyn_kwargs is not None or self.environment.is_async or self.optimizer is not None):
+            return False
+        func = getattr(self.environment, kind).get(node.name)
+        if func is None or jinja2.utils._PassArg.from_obj(func) is not None:
+            return False
+        self.write(f"{getattr(self, kind)[node.name]}(")
+        self.visit(node.node, frame)
+        self.write(")")
+        return True
+
+    def visit_Filter(self, node: jinja2.nodes.Filter, frame: Any) -> None:
+        # the probe environment wraps every name a template reads in a filter: ~70 per chat template
+        if not self._plain_call(node, frame, "filters"):
+            super().visit_Filter(node, frame)
+
+    def visit_Test(self, node: jinja2.nodes.Test, frame: Any) -> None:
+        if not self._plain_call(node, frame, "tests"):
+            super().visit_Test(node, frame)
+
     def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
         self.write("environment.checked_concat((")
         for arg in node.nodes:

@@ -550,6 +550,26 @@ def test_assigning_loop_fails_or_compiles_as_in_jinja2(src):
     assert outcome(caps.probe_environment()) == expected
 
 
+def test_filters_and_tests_without_arguments_are_written_as_jinja2_writes_them(monkeypatch):
+    # _LimitedCodeGenerator._plain_call writes ``t_1(value)`` itself; jinja2's own method (the fast path off)
+    # writes the same bytes on the corpus and on filters with arguments, context-taking filters, filter blocks,
+    # unknown names in a soft frame and tests with and without arguments
+    env = caps.probe_environment()
+    extra = [("x", "{{ a|upper }}{{ a|map('upper')|list }}{{ a|join(', ') }}{{ a|default(1, true) }}"
+                   "{% filter upper %}x{{ b }}{% endfilter %}{% if c %}{{ c|nosuch }}{{ c is nosuch }}{% endif %}"
+                   "{{ a is defined }}{{ a is divisibleby(3) }}{{ a is not none }}{{ a|attr('b') }}"
+                   "{{ a|select('odd')|sum }}{% set s %}{{ a|trim }}{% endset %}{{ s|e }}")]
+
+    def codes() -> list[bytes]:
+        return [_code_with_walks(e, src, True) for _n, src in _sources()[::4] + extra
+                for e in (env, templating._ENV)]
+
+    fast = codes()
+    monkeypatch.setattr(templating._LimitedCodeGenerator, "_plain_call", lambda self, node, frame, kind: False)
+    assert codes() == fast
+    assert any(b"t_1(" in c for c in fast)
+
+
 def test_missing_filters_and_tests_bound_in_one_statement_fail_when_called():
     # one bind_dependencies statement per kind: a missing name fails only when it is used, with jinja2's message
     t = ChatTemplate("{% if x %}{{ x|nosuch }}{% endif %}{% if y %}{{ y is nosuchtest }}{% endif %}"
