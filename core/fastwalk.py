@@ -247,6 +247,7 @@ def generic_visit(self: Any, node: Any, *args: Any, **kwargs: Any) -> None:
     table = _HANDLERS.get(cls)
     if table is None:
         table = _HANDLERS[cls] = {}
+    known = getattr(_local, "children", None) or _NO_KIDS
     stack = [node]
     first = True
     while stack:
@@ -262,10 +263,31 @@ def generic_visit(self: Any, node: Any, *args: Any, **kwargs: Any) -> None:
             if handler is not None:
                 handler(self, n, *args, **kwargs)
                 continue
-        children = child_nodes(n)  # pushed last-first, so the first child is visited next
-        children.reverse()
-        stack.extend(children)
+        children = known.get(id(n))  # pushed last-first, so the first child is visited next
+        if children is None:
+            children = child_nodes(n)
+            children.reverse()
+            stack.extend(children)
+        else:
+            stack.extend(reversed(children))
     return None
+
+
+_NO_KIDS: dict[int, list[Any]] = {}
+
+
+@contextlib.contextmanager
+def known_children(children: dict[int, list[Any]]) -> Iterator[None]:
+    """Context manager: inside the block (on this thread), the read-only visitors' walks take a node's children
+    from ``children`` (``id(node)`` -> what :func:`child_nodes` gave for it, which they do not change) instead of
+    reading its fields again. Only for a tree no one changes inside the block whose nodes all outlive it (ids
+    are not reused): the code generator's, whose survey of the tree read every node's children once already."""
+    previous = getattr(_local, "children", None)
+    _local.children = children
+    try:
+        yield
+    finally:
+        _local.children = previous
 
 
 def transform_children(self: Any, node: Any, *args: Any, **kwargs: Any) -> Any:

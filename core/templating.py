@@ -418,6 +418,7 @@ class _Survey:
     tests: "set[str] | None"
     stores_loop: bool
     loop_free: frozenset[int]
+    children: "dict[int, list[Any]]" = field(default_factory=dict, repr=False, compare=False)
 
 
 class _BodyEnd:
@@ -442,6 +443,7 @@ def _survey(tree: jinja2.nodes.Node) -> _Survey:
     loop_names = 0  # Names called "loop" so far
     other_loop_names = False  # one of them is not a load
     loop_free: set[int] = set()
+    children: dict[int, list[Any]] = {}
     filter_cls, test_cls, name_cls, for_cls = jinja2.nodes.Filter, jinja2.nodes.Test, jinja2.nodes.Name, jinja2.nodes.For
     stack: list[Any] = _child_nodes(tree)
     add = present.add
@@ -465,7 +467,7 @@ def _survey(tree: jinja2.nodes.Node) -> _Survey:
             filters.add(node.name)
         elif tp is test_cls:
             tests.add(node.name)
-        kids = _child_nodes(node)
+        kids = children[id(node)] = _child_nodes(node)
         if tp is for_cls:
             body = node.body
             n = len(body)
@@ -483,8 +485,8 @@ def _survey(tree: jinja2.nodes.Node) -> _Survey:
     blocks = any(issubclass(tp, jinja2.nodes.Block) for tp in present)
     free = frozenset() if blocks or other_loop_names else frozenset(loop_free)
     if blocks:
-        return _Survey(frozenset(present), None, None, stores_loop, free)
-    return _Survey(frozenset(present), filters, tests, stores_loop, free)
+        return _Survey(frozenset(present), None, None, stores_loop, free, children)
+    return _Survey(frozenset(present), filters, tests, stores_loop, free, children)
 
 
 _VISIT_HANDLERS: "dict[tuple[type, type], Any]" = {}  # (generator class, node class) -> visit_<Class> or None
@@ -537,7 +539,8 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
         if not survey.stores_loop:
             absent.add(jinja2.nodes.Name)
         self._cte_survey = (node.body, survey)
-        with fastwalk.absent_from(node, tuple(absent), frozenset(absent), node.__dict__.get("_cte_source")):
+        with fastwalk.absent_from(node, tuple(absent), frozenset(absent), node.__dict__.get("_cte_source")), \
+                fastwalk.known_children(survey.children):
             super().visit_Template(node, frame)
 
     def visit_For(self, node: jinja2.nodes.For, frame: Any) -> None:
