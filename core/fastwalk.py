@@ -29,7 +29,8 @@ jinja2 environment elsewhere in the process (transformers') runs jinja2's own me
   tracker) walks with an explicit stack instead of one ``visit`` → ``generic_visit`` recursion per node.
 * ``NodeTransformer.generic_visit`` calls the handlers of a transformer that keeps jinja2's ``visit`` directly.
 * :func:`absent_from` lets the code generator skip its searches for node classes a template does not contain, and
-  (``jinja2.compiler.find_undeclared``) for names its source never writes.
+  (``jinja2.compiler.find_undeclared``) for names its source never writes; :func:`names_unread` for names the
+  caller knows a subtree does not read.
 """
 
 from __future__ import annotations
@@ -169,11 +170,26 @@ def find_undeclared(nodes: Any, names: Any) -> set[str]:
     and test calls) — which spares jinja2's walk of the whole template for ``self`` and of every loop body for
     ``loop`` when the template never writes it."""
     text = getattr(_local, "text", None)
-    if text is not None:
+    unread = getattr(_local, "unread", ())
+    if text is not None or unread:
         names = tuple(names)
-        if not any(name in text for name in names):
+        if all(name in unread or (text is not None and name not in text) for name in names):
             return set()
     return _ORIGINAL["find_undeclared"](nodes, names)
+
+
+@contextlib.contextmanager
+def names_unread(names: tuple[str, ...]) -> Iterator[None]:
+    """Context manager: inside the block (on this thread), :func:`find_undeclared` answers the empty set for a
+    search of only ``names`` and names absent from the source text — the caller vouches that every search made
+    inside the block looks only at nodes that read none of ``names``. Replaces the enclosing block's names, so
+    a nested block with ``()`` takes the promise back (the code generator sets it per ``for`` loop)."""
+    previous = getattr(_local, "unread", ())
+    _local.unread = names
+    try:
+        yield
+    finally:
+        _local.unread = previous
 
 
 @contextlib.contextmanager
@@ -188,9 +204,10 @@ def absent_from(tree: Any, kinds: tuple[type, ...], known: frozenset[type] | Non
     whole tree and for ``Block`` again in every ``for`` loop (a chat template has none of them), and whose
     constant folder only ever adds ``Const`` nodes.
 
-    ``known``: the classes of ``kinds`` the caller already knows are absent (from the source text, which is
-    cheaper than the walk); the walk is skipped when that is all of ``kinds``. ``text``: the source ``tree`` was
-    parsed from (by the project's parser, then rewritten by its rewriters), for :func:`find_undeclared`."""
+    ``known``: the classes of ``kinds`` the caller vouches for (found absent by a walk of its own, or — the code
+    generator's ``Name`` — present, but no search of them inside the block would act on what it found); the
+    walk is skipped when that is all of ``kinds``. ``text``: the source ``tree`` was parsed from (by the
+    project's parser, then rewritten by its rewriters), for :func:`find_undeclared`."""
     if known is not None and known.issuperset(kinds):
         absent = frozenset(kinds)
     else:
@@ -230,6 +247,7 @@ def generic_visit(self: Any, node: Any, *args: Any, **kwargs: Any) -> None:
     table = _HANDLERS.get(cls)
     if table is None:
         table = _HANDLERS[cls] = {}
+    known = getattr(_local, "children", None) or _NO_KIDS
     stack = [node]
     first = True
     while stack:
@@ -245,10 +263,31 @@ def generic_visit(self: Any, node: Any, *args: Any, **kwargs: Any) -> None:
             if handler is not None:
                 handler(self, n, *args, **kwargs)
                 continue
-        children = child_nodes(n)  # pushed last-first, so the first child is visited next
-        children.reverse()
-        stack.extend(children)
+        children = known.get(id(n))  # pushed last-first, so the first child is visited next
+        if children is None:
+            children = child_nodes(n)
+            children.reverse()
+            stack.extend(children)
+        else:
+            stack.extend(reversed(children))
     return None
+
+
+_NO_KIDS: dict[int, list[Any]] = {}
+
+
+@contextlib.contextmanager
+def known_children(children: dict[int, list[Any]]) -> Iterator[None]:
+    """Context manager: inside the block (on this thread), the read-only visitors' walks take a node's children
+    from ``children`` (``id(node)`` -> what :func:`child_nodes` gave for it, which they do not change) instead of
+    reading its fields again. Only for a tree no one changes inside the block whose nodes all outlive it (ids
+    are not reused): the code generator's, whose survey of the tree read every node's children once already."""
+    previous = getattr(_local, "children", None)
+    _local.children = children
+    try:
+        yield
+    finally:
+        _local.children = previous
 
 
 def transform_children(self: Any, node: Any, *args: Any, **kwargs: Any) -> Any:

@@ -383,19 +383,6 @@ _child_nodes = fastwalk.child_nodes
 _RARE_NODES = (jinja2.nodes.Extends, jinja2.nodes.Block, jinja2.nodes.ImportedName)
 
 
-def _absent_by_source(source: str) -> frozenset[type]:
-    """The classes of :data:`_RARE_NODES` a tree parsed from ``source`` by the project's parser (jinja2's, with
-    the ``generation`` and loop-control tags) and rewritten by our rewriters cannot hold: jinja2's parser makes
-    an ``Extends`` only for the tag ``extends`` and a ``Block`` only for the tag ``block``, whose names must then
-    appear in the text; nothing of ours makes an ``ImportedName`` (only extensions such as i18n do)."""
-    absent = {jinja2.nodes.ImportedName}
-    if "extends" not in source:
-        absent.add(jinja2.nodes.Extends)
-    if "block" not in source:
-        absent.add(jinja2.nodes.Block)
-    return frozenset(absent)
-
-
 def _dependencies(nodes: Any) -> tuple[set[str], set[str]]:
     """Names of the filters and of the tests applied in ``nodes`` and their subtrees, not looking inside
     ``{% block %}`` bodies: what jinja2's ``DependencyFinderVisitor`` collects (one walk instead of a visitor call
@@ -417,7 +404,94 @@ def _dependencies(nodes: Any) -> tuple[set[str], set[str]]:
     return filters, tests
 
 
-_VISIT_NAMES: "dict[type, str]" = {}  # node class -> name of its handler method, "visit_<Class>"
+@dataclass(frozen=True)
+class _Survey:
+    """What one walk over a whole template tree finds, for the code generator (:func:`_survey`).
+
+    ``present``: the class of every node; ``filters`` / ``tests``: the names :func:`_dependencies` gives for the
+    template's body, or None when the tree holds a ``Block`` (whose body that walk must skip); ``stores_loop``:
+    whether some ``Name`` node stores to ``loop`` (jinja2's code generator refuses that inside a ``for``);
+    ``loop_free``: ids of the ``For`` nodes whose body (nested loops included) reads ``loop`` nowhere, known
+    only when every ``Name`` called ``loop`` in the tree is a load and there is no ``Block`` (otherwise empty)."""
+
+    present: frozenset[type]
+    filters: "set[str] | None"
+    tests: "set[str] | None"
+    stores_loop: bool
+    loop_free: frozenset[int]
+    children: "dict[int, list[Any]]" = field(default_factory=dict, repr=False, compare=False)
+
+
+class _BodyEnd:
+    """Marker on :func:`_survey`'s stack: the walk of a ``for`` loop's body ends here."""
+
+    __slots__ = ("loop", "seen")
+
+    def __init__(self, loop: jinja2.nodes.For, seen: int):
+        self.loop = loop
+        self.seen = seen  # Names called ``loop`` met before the body
+
+
+def _survey(tree: jinja2.nodes.Node) -> _Survey:
+    """One walk over ``tree`` and all its descendants (see :class:`_Survey`): it answers the code generator's
+    searches for rare node classes, its dependency search, and its two searches per ``for`` loop (an assignment
+    to ``loop`` anywhere in the loop, a read of ``loop`` in its body) — the last two walk nested loops again
+    for every loop around them."""
+    present: set[type] = set()
+    filters: set[str] = set()
+    tests: set[str] = set()
+    stores_loop = False
+    loop_names = 0  # Names called "loop" so far
+    other_loop_names = False  # one of them is not a load
+    loop_free: set[int] = set()
+    children: dict[int, list[Any]] = {}
+    filter_cls, test_cls, name_cls, for_cls = jinja2.nodes.Filter, jinja2.nodes.Test, jinja2.nodes.Name, jinja2.nodes.For
+    stack: list[Any] = _child_nodes(tree)
+    add = present.add
+    while stack:
+        node = stack.pop()
+        tp = type(node)
+        if tp is name_cls:
+            add(tp)
+            if node.name == "loop":
+                loop_names += 1
+                if node.ctx != "load":
+                    other_loop_names = True
+                    stores_loop = stores_loop or node.ctx == "store"
+            continue  # a leaf
+        if tp is _BodyEnd:
+            if loop_names == node.seen:
+                loop_free.add(id(node.loop))
+            continue
+        add(tp)
+        if tp is filter_cls:
+            filters.add(node.name)
+        elif tp is test_cls:
+            tests.add(node.name)
+        kids = children[id(node)] = _child_nodes(node)
+        if tp is for_cls:
+            body = node.body
+            n = len(body)
+            # child_nodes lists target, iter, then the body: walk the body last-pushed, so it is walked next,
+            # between the loop's visit and its end marker
+            if len(kids) >= 2 + n and all(a is b for a, b in zip(kids[2:2 + n], body)):
+                stack.extend(kids[:2])
+                stack.extend(kids[2 + n:])
+                stack.append(_BodyEnd(node, loop_names))
+                stack.extend(body)
+                continue
+        stack.extend(kids)
+    if any(issubclass(tp, name_cls) and tp is not name_cls for tp in present):
+        stores_loop = other_loop_names = True  # a kind of Name this walk does not look into: assume the worst
+    blocks = any(issubclass(tp, jinja2.nodes.Block) for tp in present)
+    free = frozenset() if blocks or other_loop_names else frozenset(loop_free)
+    if blocks:
+        return _Survey(frozenset(present), None, None, stores_loop, free, children)
+    return _Survey(frozenset(present), filters, tests, stores_loop, free, children)
+
+
+_VISIT_HANDLERS: "dict[tuple[type, type], Any]" = {}  # (generator class, node class) -> visit_<Class> or None
+_MISSING = object()
 
 
 class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
@@ -443,38 +517,99 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
             elif time.monotonic() > self._until:
                 raise RenderLimitError(self.name or "<template>", f"compiling took longer than {COMPILE_TIMEOUT_S:g} s "
                                                                   "(limit: compile time; set CTE_COMPILE_TIMEOUT_S)")
-        # jinja2's NodeVisitor.visit, with the handler's name from a per-class table (one call less per node)
-        tp = type(node)
-        name = _VISIT_NAMES.get(tp)
-        if name is None:
-            name = _VISIT_NAMES[tp] = f"visit_{tp.__name__}"
-        handler = getattr(self, name, None)
+        # jinja2's NodeVisitor.visit, with the handler from a per-class table (no name formatting, lookup or
+        # bound method per node; nothing sets visit_* methods on an instance)
+        key = (type(self), type(node))
+        handler = _VISIT_HANDLERS.get(key, _MISSING)
+        if handler is _MISSING:
+            handler = _VISIT_HANDLERS[key] = getattr(key[0], f"visit_{key[1].__name__}", None)
         if handler is not None:
-            return handler(node, *args, **kwargs)
+            return handler(self, node, *args, **kwargs)
         return self.generic_visit(node, *args, **kwargs)
 
     def visit_Template(self, node: jinja2.nodes.Template, frame: Any = None) -> None:
-        # jinja2 searches the whole tree for Extends, Block and ImportedName, and every for loop's subtree for
-        # Block again; chat templates have none, so the source text (or else one walk up front) answers all of
-        # those searches; the text also answers its searches for names the template never writes (``self`` in
-        # the whole tree, ``loop`` in every loop body: fastwalk.find_undeclared)
-        d = node.__dict__
-        with fastwalk.absent_from(node, _RARE_NODES, d.get("_cte_absent"), d.get("_cte_source")):
+        # jinja2 searches the whole tree for Extends, Block and ImportedName, every for loop's subtree for Block
+        # again and for a Name storing to ``loop`` (nested loops walked once per enclosing loop), and the body
+        # for the filters and tests it uses. One walk up front (_survey) answers all of them: the classes the
+        # tree does not hold — and Name when no Name stores to ``loop``, since the loop check is the code
+        # generator's only search for names — make fastwalk's find_all yield nothing at once. The source text
+        # answers its searches for names the template never writes (``self`` in the whole tree, ``loop`` in
+        # every loop body: fastwalk.find_undeclared).
+        survey = _survey(node)
+        absent = {k for k in _RARE_NODES if not any(issubclass(tp, k) for tp in survey.present)}
+        if not survey.stores_loop:
+            absent.add(jinja2.nodes.Name)
+        self._cte_survey = (node.body, survey)
+        with fastwalk.absent_from(node, tuple(absent), frozenset(absent), node.__dict__.get("_cte_source")), \
+                fastwalk.known_children(survey.children):
             super().visit_Template(node, frame)
+
+    def visit_For(self, node: jinja2.nodes.For, frame: Any) -> None:
+        # jinja2 walks each loop's body, nested loops included, for a read of ``loop``; the survey knows the
+        # loops whose body reads it nowhere (fastwalk.find_undeclared answers from that)
+        survey = getattr(self, "_cte_survey", (None, None))[1]
+        free = survey is not None and id(node) in survey.loop_free
+        with fastwalk.names_unread(("loop",) if free else ()):
+            super().visit_For(node, frame)
+
+    def blockvisit(self, nodes: Any, frame: Any) -> None:
+        # jinja2 opens every block with a ``pass`` line (about 27 per chat template): written here only when the
+        # block's code came out empty, so the Python block is never empty either way
+        start = self.stream.tell()
+        try:
+            for node in nodes:
+                self.visit(node, frame)
+        except jinja2.compiler.CompilerExit:
+            pass
+        if self.stream.tell() == start:
+            self.writeline("pass")
 
     def pull_dependencies(self, nodes: Any) -> None:
         # jinja2 binds each filter and test a template uses with an eight-line try/except per name (a stub that
-        # raises when called if the name is missing at render time); one line per name here, same bindings, same
-        # error when a missing one is called (_LimitedSandbox.missing_dependency): about a fifth of a chat
-        # template's generated code, and of Python's compile() of it, was those blocks
-        filters, tests = _dependencies(nodes)
+        # raises when called if the name is missing at render time); one statement per kind here, the same
+        # bindings, the same error when a missing one is called (_LimitedSandbox.bind_dependencies): those
+        # blocks were about a fifth of a chat template's generated code and of Python's compile() of it
+        body, survey = getattr(self, "_cte_survey", (None, None))
+        if nodes is body and survey.filters is not None:
+            filters, tests = survey.filters, survey.tests
+        else:
+            filters, tests = _dependencies(nodes)
         for kind, idents, names in (("filters", self.filters, filters), ("tests", self.tests, tests)):
+            if not names:
+                continue
+            targets = []
             for name in sorted(names):
                 ident = idents.get(name)
                 if ident is None:
                     ident = idents[name] = self.temporary_identifier()
-                self.writeline(f"{ident} = environment.{kind}.get({name!r}) or "
-                               f"environment.missing_dependency({kind!r}, {name!r})")
+                targets.append(ident)
+            self.writeline(f"{', '.join(targets)}, = environment.bind_dependencies({kind!r}, "
+                           f"{tuple(sorted(names))!r})")
+
+    def _plain_call(self, node: Any, frame: Any, kind: str) -> bool:
+        """Write a filter or test applied with no arguments, ``t_1(<value>)``, and return True — what jinja2's
+        ``_filter_test_common`` writes for it, without its context manager and argument writer — when nothing
+        else goes in the call: a known function that takes no context, eval context or environment, synchronous
+        code, no constant folder. Otherwise write nothing and return False (jinja2's method then runs)."""
+        if (node.node is None or node.args or node.kwargs or node.dyn_args is not None
+                or node.dyn_kwargs is not None or self.environment.is_async or self.optimizer is not None):
+            return False
+        func = getattr(self.environment, kind).get(node.name)
+        if func is None or jinja2.utils._PassArg.from_obj(func) is not None:
+            return False
+        self.write(f"{getattr(self, kind)[node.name]}(")
+        self.visit(node.node, frame)
+        self.write(")")
+        return True
+
+    def visit_Filter(self, node: jinja2.nodes.Filter, frame: Any) -> None:
+        # the probe environment wraps every name a template reads in a filter: ~70 per chat template
+        if not self._plain_call(node, frame, "filters"):
+            super().visit_Filter(node, frame)
+
+    def visit_Test(self, node: jinja2.nodes.Test, frame: Any) -> None:
+        if not self._plain_call(node, frame, "tests"):
+            super().visit_Test(node, frame)
 
     def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
         self.write("environment.checked_concat((")
@@ -560,7 +695,6 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
             node = fastparse.parse(self, source, name, filename)
         tree = rewrite_loops(self._rewrite_tree(node))
         if _parses_alike(self):  # read by _LimitedCodeGenerator.visit_Template
-            tree._cte_absent = _absent_by_source(source)
             tree._cte_source = source
         return tree
 
@@ -621,6 +755,13 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
             if not isinstance(stream, jinja2.lexer.TokenStream):
                 stream = jinja2.lexer.TokenStream(stream, name, filename)
         return stream
+
+    def bind_dependencies(self, kind: str, names: tuple[str, ...]) -> list[Callable[..., Any]]:
+        """What compiled code binds the filters (``kind`` "filters") or tests ("tests") ``names`` to at the
+        start of a render, in order: the environment's function of that name, or :meth:`missing_dependency`'s
+        stub when it has none (jinja2's generated code binds each the same way, one ``try``/``except`` each)."""
+        table = getattr(self, kind)
+        return [table.get(name) or self.missing_dependency(kind, name) for name in names]
 
     @staticmethod
     def missing_dependency(kind: str, name: str) -> Callable[..., Any]:
@@ -1091,7 +1232,7 @@ def normalize_source(source: str) -> str:
 
 # Bump when the code generator or environment changes what compiled code looks like (edits of this file are
 # picked up automatically: its digest is part of every cache key).
-_CODEGEN_VERSION = "3"
+_CODEGEN_VERSION = "4"
 
 
 def _disk_cache_dir() -> pathlib.Path | None:
@@ -1355,7 +1496,7 @@ _small_source_digest = functools.lru_cache(maxsize=1024)(_sha256_16)
 _memo.register_cache("source digests", _small_source_digest.cache_clear)  # it holds the sources themselves
 _memo.register_cache("sandbox attribute verdicts", _SAFE_ATTRIBUTES.clear)
 _memo.register_cache("parse logs read", _parsed_known.clear)  # read again on next use
-_memo.register_cache("tree-walk dispatch tables", lambda: (fastwalk.forget(), _VISIT_NAMES.clear()))
+_memo.register_cache("tree-walk dispatch tables", lambda: (fastwalk.forget(), _VISIT_HANDLERS.clear()))
 
 
 @dataclass

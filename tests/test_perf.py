@@ -486,6 +486,106 @@ def test_dependency_walk_finds_what_jinja2s_dependency_finder_finds_on_the_corpu
     assert templating._dependencies(block.body) == ({"upper"}, set())
 
 
+def test_one_survey_walk_answers_the_code_generators_searches_on_the_corpus():
+    # _survey replaces three of jinja2's walks: node classes present (for Extends / Block / ImportedName), the
+    # dependency finder's names, and the per-loop search for a Name storing to ``loop``
+    checked = 0
+    for _name, src in _sources()[::3]:
+        try:
+            tree = caps.probe_environment()._parse(src, None, None)
+        except jinja2.TemplateSyntaxError:
+            continue
+        survey = templating._survey(tree)
+        assert survey.present == frozenset(type(n) for n in tree.find_all(jinja2.nodes.Node))
+        assert (survey.filters, survey.tests) == templating._dependencies(tree.body)
+        assert survey.stores_loop is any(n.ctx == "store" and n.name == "loop"
+                                         for n in tree.find_all(jinja2.nodes.Name))
+        for loop in tree.find_all(jinja2.nodes.For):  # jinja2's own search for a read of ``loop``
+            reads = "loop" in _undeclared(loop)
+            assert (id(loop) in survey.loop_free) is (not reads), _name
+        checked += 1
+    assert checked > 100
+    block = templating._ENV.parse_raw("{{ a|upper }}{% block b %}{{ c|lower }}{% endblock %}")
+    assert templating._survey(block).filters is None  # a block's body is bound in its own function
+
+
+def _undeclared(loop: jinja2.nodes.For) -> set:
+    from core import fastwalk
+
+    return fastwalk._ORIGINAL["find_undeclared"](loop.body, ("loop",))
+
+
+@pytest.mark.parametrize("src", [
+    "{% for x in y %}a{% else %}{% for z in w %}{{ loop.index }}{% endfor %}{% endfor %}",
+    "{% for x in y %}{% for z in w %}{{ loop.index }}{% endfor %}{% endfor %}{% for q in y %}{{ q }}{% endfor %}",
+    "{% for x in y %}{% macro m(a) %}{{ caller() }}{{ loop }}{% endmacro %}{% endfor %}",
+    "{% for x in loop %}{{ x }}{% endfor %}{% for x in y if loop %}{{ x }}{% endfor %}",
+    "{% for x in y recursive %}{{ x }}{% endfor %}{% for a in b %}{{ loop.first }}{% endfor %}",
+    "{% macro f(loop) %}{% for x in y %}{{ loop }}{% endfor %}{% endmacro %}{{ f(1) }}",
+    "{% block b %}{% for x in y %}{{ loop.index }}{% endfor %}{% endblock %}{% for x in y %}{% endfor %}",
+])
+def test_loops_with_and_without_loop_reads_generate_jinja2s_code(src):
+    # the survey answers jinja2's per-loop search for a read of ``loop`` (fastwalk.names_unread): the code is
+    # the same bytes as with jinja2's own walks and searches
+    env = caps.probe_environment()
+    assert _code_with_walks(env, src, True) == _code_with_walks(env, src, False)
+    assert _code_with_walks(templating._ENV, src, True) == _code_with_walks(templating._ENV, src, False)
+
+
+@pytest.mark.parametrize("src", [
+    "{% for loop in x %}{% endfor %}",
+    "{% for a, loop in x %}{% endfor %}",
+    "{% for a in x %}{% for b in y %}{% set loop = 1 %}{% endfor %}{% endfor %}",
+    "{% for a in x %}{{ loop.index }}{% endfor %}{% set loop = 2 %}{{ loop }}",
+    "{% set loop = 2 %}{% for a in x %}{{ a }}{% endfor %}",
+])
+def test_assigning_loop_fails_or_compiles_as_in_jinja2(src):
+    # the survey lets the code generator skip its per-loop search for ``loop`` assignments only when none exists
+    def outcome(env: jinja2.Environment) -> str:
+        try:
+            env.compile(src)
+            return "compiled"
+        except jinja2.TemplateAssertionError as e:
+            return f"{e.message} (line {e.lineno})"
+
+    expected = outcome(jinja2.sandbox.ImmutableSandboxedEnvironment())
+    assert outcome(templating._ENV) == expected
+    assert outcome(caps.probe_environment()) == expected
+
+
+def test_filters_and_tests_without_arguments_are_written_as_jinja2_writes_them(monkeypatch):
+    # _LimitedCodeGenerator._plain_call writes ``t_1(value)`` itself; jinja2's own method (the fast path off)
+    # writes the same bytes on the corpus and on filters with arguments, context-taking filters, filter blocks,
+    # unknown names in a soft frame and tests with and without arguments
+    env = caps.probe_environment()
+    extra = [("x", "{{ a|upper }}{{ a|map('upper')|list }}{{ a|join(', ') }}{{ a|default(1, true) }}"
+                   "{% filter upper %}x{{ b }}{% endfilter %}{% if c %}{{ c|nosuch }}{{ c is nosuch }}{% endif %}"
+                   "{{ a is defined }}{{ a is divisibleby(3) }}{{ a is not none }}{{ a|attr('b') }}"
+                   "{{ a|select('odd')|sum }}{% set s %}{{ a|trim }}{% endset %}{{ s|e }}")]
+
+    def codes() -> list[bytes]:
+        return [_code_with_walks(e, src, True) for _n, src in _sources()[::4] + extra
+                for e in (env, templating._ENV)]
+
+    fast = codes()
+    monkeypatch.setattr(templating._LimitedCodeGenerator, "_plain_call", lambda self, node, frame, kind: False)
+    assert codes() == fast
+    assert any(b"t_1(" in c for c in fast)
+
+
+def test_missing_filters_and_tests_bound_in_one_statement_fail_when_called():
+    # one bind_dependencies statement per kind: a missing name fails only when it is used, with jinja2's message
+    t = ChatTemplate("{% if x %}{{ x|nosuch }}{% endif %}{% if y %}{{ y is nosuchtest }}{% endif %}"
+                     "{{ 'a'|upper }}ok")
+    assert t.render({}) == "Aok"
+    with pytest.raises(Exception, match="No filter named 'nosuch' found"):
+        t.render({"x": 1})
+    with pytest.raises(Exception, match="No test named 'nosuchtest' found"):
+        t.render({"y": 1})
+    code = templating._ENV._generate(templating._ENV._parse("{{ a|upper|lower }}", None, None), None, None)
+    assert "t_1, t_2, = environment.bind_dependencies('filters', ('lower', 'upper'))" in code
+
+
 def test_loop_search_skipping_expressions_finds_every_for_loop_on_the_corpus():
     found = 0
     for _name, src in _sources():
