@@ -289,39 +289,40 @@ class IncrementalMapper:
         while True:
             fr = frames[d]
             och = fr[1]
+            nch = len(ch)
             j = len(och) - 1
-            if d < top and j < len(ch):
+            if d < top and j < nch:
                 c = ch[j]
                 oc = och[j]
                 if (c is not oc and c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule
                         and (c.end == oc.end or c.tag in _GROUPING_TAGS)
                         and (j == 0 or ch[j - 1] is och[j - 1]
-                             and (ch[:j - 1] == och[:j - 1] if j < 8     # a few siblings: compared at C speed
-                                  else self._first_diff(ch, och, node, fr[0], j - 1) == j - 1))):
+                             and (j == 1 or (ch[:j - 1] == och[:j - 1] if j < 8   # a few siblings: at C speed
+                                             else self._first_diff(ch, och, node, fr[0], j - 1) == j - 1)))):
                     fr[0] = node
                     fr[1] = ch
-                    if j + 1 < len(ch):
+                    if j + 1 < nch:
                         path.append((d, ch, j))
                     d += 1
                     node = c
                     ch = c.children
                     continue
-            j = self._first_diff(ch, och, node, fr[0], min(len(ch), len(och)))
+            n_old = len(och)
+            j = self._first_diff(ch, och, node, fr[0], nch if nch < n_old else n_old)
             fr[0] = node
             fr[1] = ch
             break
-        n_old = len(och)
         if j < n_old:
             # the first difference (or the level shrank: then its new last child is mapped again so that it
             # has its frame): back to the state before it
-            r = j if j < len(ch) else max(len(ch) - 1, 0)
+            r = j if j < nch else max(nch - 1, 0)
             states = fr[2]
             state = states[r]
             self._restore(state)
             self._acted = True
             del states[r:]
             state = self._map_from(d, ch, r, state)
-        elif j < len(ch):   # only new children after the old ones: mapped on from the live state
+        elif j < nch:   # only new children after the old ones: mapped on from the live state
             state = self._map_from(d, ch, j, self._live)
         else:
             state = self._live
@@ -1058,7 +1059,7 @@ class PegStreamSession:
         ga = grammar_after(self.parser.arena)
         if ga is None:
             return None
-        return ga.select(tuple((x.rule, x.tag) for x in above))
+        return ga.select(tuple([(x.rule, x.tag) for x in above]))
 
     def _open_json_string(self, src: str, node: Any, mapper: "IncrementalMapper") -> "OpenRegion | None":
         """Fast path inside verbatim JSON arguments: the parse stopped inside a JSON string (no escape pending),
