@@ -30,7 +30,7 @@ import inspect
 import re
 from typing import Any, Callable
 
-from ..peg.engine import ResultType
+from ..peg.engine import NodeRun, ResultType
 from ..peg.scanners import OK as _OK_STATUS
 from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta,
                       tool_call_delta)
@@ -289,6 +289,29 @@ class IncrementalMapper:
         while True:
             fr = frames[d]
             och = fr[1]
+            if ch.__class__ is NodeRun and och.__class__ is NodeRun:
+                # the items of a repetition resumed from the engine's cache (tool calls): read from the runs'
+                # parts, without the tuple protocol's calls (see _run_item, _run_shared)
+                nch = ch._n
+                n_old = och._n
+                j = n_old - 1
+                if d < top and j < nch:
+                    c = _run_item(ch, j)
+                    oc = _run_item(och, j)
+                    if (c is not oc and c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule
+                            and (c.end == oc.end or c.tag in _GROUPING_TAGS) and _run_shared(ch, och, j) == j):
+                        fr[0] = node
+                        fr[1] = ch
+                        if j + 1 < nch:
+                            path.append((d, ch, j))
+                        d += 1
+                        node = c
+                        ch = c.children
+                        continue
+                j = _run_shared(ch, och, nch if nch < n_old else n_old)
+                fr[0] = node
+                fr[1] = ch
+                break
             nch = len(ch)
             j = len(och) - 1
             if d < top and j < nch:
@@ -388,6 +411,34 @@ class IncrementalMapper:
             out.shared_calls = (self._token, n)
         self._last = out
         return out
+
+
+def _run_item(r: NodeRun, i: int) -> Any:
+    """``r[i]`` for ``0 <= i < len(r)``, read from the run's parts (``NodeRun.__getitem__`` without its
+    generality: negative indices and slices)."""
+    t = r._t
+    if i >= t:
+        return r.tail[i - t]
+    head = r.head
+    h = len(head)
+    if i < h:
+        return head[i]
+    return r.run[i - h]
+
+
+def _run_shared(a: NodeRun, b: NodeRun, c: int) -> int:
+    """How many of the first ``c`` items of two runs (``c`` at most the length of each) are the very same
+    objects: the items both read from one shared list (it only ever grows: its first ``k`` items never change)
+    after equal heads are shared without reading them; the rest are compared one by one."""
+    lo = 0
+    ha = a.head
+    if a.run is b.run and (ha is b.head or ha == b.head):
+        lo = len(ha) + (a.k if a.k < b.k else b.k)
+        if lo >= c:
+            return c
+    while lo < c and _run_item(a, lo) is _run_item(b, lo):
+        lo += 1
+    return lo
 
 
 # --------------------------------------------------------------------------------------------------------------
