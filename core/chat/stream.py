@@ -30,7 +30,7 @@ import inspect
 import re
 from typing import Any, Callable
 
-from ..peg.engine import NodeRun, ResultType
+from ..peg.engine import NodeRun, ResultType, parse_next as _parse_next
 from ..peg.scanners import OK as _OK_STATUS
 from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta,
                       tool_call_delta)
@@ -670,7 +670,10 @@ class PegStreamSession:
         main = None
         if self.entries[0] is None:
             try:   # (_run, inlined: the main entry's cache is made with the session)
-                main = self.parser.arena.parse(text, lenient=True, entry=None, cache=self.caches[None])
+                cache = self.caches[None]
+                # the stream's next parse (the cache's last one was of this arena's main entry, lenient)
+                main = (_parse_next(cache, text) if cache.fast is not None
+                        else self.parser.arena.parse(text, lenient=True, entry=None, cache=cache))
             except (RecursionError, MemoryError):
                 main = None
             if main is not None and not main.switches:

@@ -366,7 +366,28 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
     else:
         root = _compiled(arena)[arena.entry_id(entry)]
         ctx = _Ctx(text, lenient, None, None)
-    st, end, nodes = root(ctx, start)
+    return _result(ctx, root(ctx, start), start, text)
+
+
+def parse_next(cache: ParseCache, text: str) -> ParseResult | None:
+    """The next parse of a stream: :func:`parse` of ``text`` with the arena, entry, lenient flag and start of
+    the last parse made with ``cache`` (None when there was none), for a caller that keeps one cache per
+    entry (:class:`core.chat.stream.PegStreamSession`). Same result as :func:`parse`; raises nothing of its own."""
+    fast = cache.fast
+    if fast is None:
+        return None
+    if text is not cache.text and not text.startswith(cache.text):
+        cache.memo = {}
+        cache.hints = {}
+    cache.text = text
+    ctx = _Ctx(text, fast[2], cache.memo, cache.hints)
+    start = fast[3]
+    return _result(ctx, fast[4](ctx, start), start, text)
+
+
+def _result(ctx: _Ctx, res: tuple, start: int, text: str) -> ParseResult:
+    """The :class:`ParseResult` of the root's result ``res`` (status, end, nodes) over ``text``."""
+    st, end, nodes = res
     pending = None
     pending_ws = False
     if st == NMI and ctx.cut is not None:
@@ -764,7 +785,9 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                 if prefix is _EMPTY:
                     r = (NMI, end, tuple(nodes))
                 else:
-                    r = (NMI, end, prefix + tuple(nodes) if nodes else prefix)
+                    # (prefix + tuple(nodes), built without NodeRun.__add__)
+                    r = (NMI, end, NodeRun(prefix.head, prefix.run, prefix.k, prefix.tail + tuple(nodes))
+                         if nodes else prefix)
                     ctx.base = (r[2], (prefix, parent, 0))
                 break
             if ctx.made != made:
