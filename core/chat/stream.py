@@ -260,8 +260,10 @@ class IncrementalMapper:
             frames.append([c, cc, states])   # the spine goes on in the last child
             ch, r = cc, 0
 
-    def map(self, nodes: tuple, source: str) -> AssistantMessage:
-        """The message for a parse tree (top-level ``nodes``) over ``source``."""
+    def map(self, nodes: tuple, source: str, current: AssistantMessage | None = None) -> AssistantMessage:
+        """The message for a parse tree (top-level ``nodes``) over ``source``. ``current``: the message its
+        receiver holds (the stream's emitted one, which it may have grown in place since this mapper made it);
+        when the tree maps to a message equal to it, ``current`` itself is returned (nothing is built)."""
         frames = self.frames
         m_ = self.m
         if m_ is None or not frames:
@@ -358,7 +360,52 @@ class IncrementalMapper:
             # no action ran and nothing was restored: the message is the one made last time, which nobody
             # has given back or changed (a parse that only settled what the fast path saw, a marker's nodes)
             return self._last
+        if current is not None and self._same_as(current):
+            # actions ran (or a restore) but the message is the one the receiver holds (a parse that changed no
+            # field: an empty value starting, a call closing with complete arguments, a literal completing)
+            self._last = current if getattr(current, "recycler", None) is self else None
+            return current
         return self._result()
+
+    def _same_as(self, msg: AssistantMessage) -> bool:
+        """Whether :meth:`_result` would give a message equal to ``msg`` (compared field by field; the calls
+        before the last one only through ``shared_calls``: the same live objects of this mapper, untouched while
+        its token stays — otherwise False, and the message is built). Raises nothing."""
+        m = self.m
+        mm = m.msg
+        if msg.content != mm.content or msg.role != mm.role:
+            return False
+        r = mm.reasoning_content
+        if r != msg.reasoning_content and (msg.reasoning_content or r.strip(" \n\r\t")):
+            return False
+        calls = mm.tool_calls
+        mc = msg.tool_calls
+        p = m.pending
+        if p is not None and p.name:
+            if len(mc) != len(calls) + 1:
+                return False
+            args = m.args_buffer or p.arguments
+            if m.quote_pending and args:
+                args += '"'
+            last = mc[-1]
+            if last.arguments != args or last.name != p.name or last.id != p.id:
+                return False
+            live = len(calls)
+        elif calls:
+            if len(mc) != len(calls):
+                return False
+            last = mc[-1]
+            c = calls[-1]
+            if last.arguments != c.arguments or last.name != c.name or last.id != c.id:
+                return False
+            live = len(calls) - 1
+        else:
+            return not mc
+        if live:
+            shared = getattr(msg, "shared_calls", None)
+            if shared is None or shared[0] is not self._token or shared[1] < live:
+                return False
+        return True
 
     def _result(self) -> AssistantMessage:
         """What ``ChatMapper.finish()`` returns, computed without touching the live state (which must stay
@@ -521,6 +568,9 @@ class PegStreamSession:
         # the stream's fast path took after it before this parse (set by StreamingParser): that prefix's view
         # is that message, which the stream has grown in place (see _parse_text's probe)
         self._view: AssistantMessage | None = None
+        # the message the stream holds (its emitted one), told by StreamingParser before parse_appended: a parse
+        # whose tree maps to an equal message gives it back (IncrementalMapper.map), with no message built
+        self.current: AssistantMessage | None = None
         self.settled = 0
         from .generator import ViewMemo
 
@@ -649,7 +699,8 @@ class PegStreamSession:
             if is_partial:
                 for cache in caches:
                     cache.vouch(full)
-                return self._parse_text(full, None, settled)
+                current, self.current = self.current, None
+                return self._parse_text(full, None, settled, current)
         gp = self.parser.generation_prompt
         if not is_partial:
             return self.parser.parse(self._cutter.raw((self._full or gp)[len(gp):]), False)
@@ -660,11 +711,13 @@ class PegStreamSession:
         full = self._full or ""
         return full[max(len(self.parser.generation_prompt), len(full) - k):]
 
-    def _parse_text(self, text: str, output: str | None, settled: tuple | None = None) -> AssistantMessage:
+    def _parse_text(self, text: str, output: str | None, settled: tuple | None = None,
+                    current: AssistantMessage | None = None) -> AssistantMessage:
         """The partial parse of ``text`` (generation prompt + ``output``, the output after a repeated turn
         header; None: sliced when needed). ``settled``: (length, message) of a prefix whose main parse covers it
         with the switches of the last parse, and that message (the stream's fast path took the text from the
-        last parse up to there: the same tree, its open region longer)."""
+        last parse up to there: the same tree, its open region longer). ``current``: the message the stream holds,
+        given back when the main root's message equals it (see IncrementalMapper.map)."""
         self.open_region = None
         self._view = None
         main = None
@@ -683,7 +736,7 @@ class PegStreamSession:
                 if nmi or (main.type is _SUCCESS and main.end >= len(text)):
                     mapper = self.mappers[None]    # (made with the session; _map's fallback inlined)
                     try:
-                        msg = mapper.map(main.nodes, text)
+                        msg = mapper.map(main.nodes, text, current)
                     except Exception:  # never leave a half-updated mapping behind: start over, map fully
                         mapper.reset()
                         from .mapper import map_parse
@@ -1901,6 +1954,8 @@ class StreamingParser:
                 added = "".join(unseen)
                 if self._peg:
                     self._session.settled = len(added) - len(unseen[-1])   # what the fast path took (see there)
+            if self._peg:
+                self._session.current = self._emitted
             try:
                 new = self._appender(added, True)
             except Exception:  # as _safe_parse: parsers must not raise; if one does, the step is held back
