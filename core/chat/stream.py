@@ -373,17 +373,19 @@ class IncrementalMapper:
         its token stays — otherwise False, and the message is built). Raises nothing."""
         m = self.m
         mm = m.msg
+        calls = mm.tool_calls
+        mc = msg.tool_calls
+        p = m.pending
+        named = p is not None and p.name
+        # the number of calls first: a parse that names a new call (a delta) is told apart at once
+        if len(mc) != (len(calls) + 1 if named else len(calls)):
+            return False
         if msg.content != mm.content or msg.role != mm.role:
             return False
         r = mm.reasoning_content
         if r != msg.reasoning_content and (msg.reasoning_content or r.strip(" \n\r\t")):
             return False
-        calls = mm.tool_calls
-        mc = msg.tool_calls
-        p = m.pending
-        if p is not None and p.name:
-            if len(mc) != len(calls) + 1:
-                return False
+        if named:
             args = m.args_buffer or p.arguments
             if m.quote_pending and args:
                 args += '"'
@@ -392,15 +394,13 @@ class IncrementalMapper:
                 return False
             live = len(calls)
         elif calls:
-            if len(mc) != len(calls):
-                return False
             last = mc[-1]
             c = calls[-1]
             if last.arguments != c.arguments or last.name != c.name or last.id != c.id:
                 return False
             live = len(calls) - 1
         else:
-            return not mc
+            return True
         if live:
             shared = getattr(msg, "shared_calls", None)
             if shared is None or shared[0] is not self._token or shared[1] < live:
