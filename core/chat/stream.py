@@ -754,11 +754,17 @@ class PegStreamSession:
                         if nmi:
                             region = (self._pending_literal(main, len(text), mapper, msg) if main.pending is not None
                                       else self._region_of(main, len(text), mapper, msg))
-                        if region is None and self.wrapper_after and mapper.m is not None and mapper.m.pending is None:
-                            # decided on the next feed (a fast one when it holds): not paid by this parse,
-                            # which closed a call's wrapper, one of the costliest feeds of a stream of calls
-                            region = OpenRegion("after", ())
-                            region.lazy = (self, main, len(text), mapper)
+                        if self.wrapper_after and mapper.m is not None and mapper.m.pending is None:
+                            if region is None:
+                                # decided on the next feed (a fast one when it holds): not paid by this parse,
+                                # which closed a call's wrapper, one of the costliest feeds of a stream of calls
+                                region = OpenRegion("after", ())
+                                region.lazy = (self, main, len(text), mapper)
+                            elif region.after_rule:
+                                # text the literal (and what follows it) does not take may still be text after a
+                                # closed wrapper (Qwen3: after ``}\n``, the ``<`` of ``</tool_call>`` is not the
+                                # ``,`` of another call): then the region becomes "after" (StreamingParser._fast)
+                                region.lazy = (self, main, len(text), mapper)
                         if region is not None:
                             self.open_region = region
                             self._view = msg
@@ -1029,6 +1035,10 @@ class PegStreamSession:
                 break
             node = children[-1]
         region = OpenRegion("pending", ())
+        if not node.tag and (node.rule if not node.partial else not node.children):
+            # the spine reaches a finished rule node (or a rule node begun at the end, nothing in it yet): the
+            # text may be what follows a closed wrapper (see _after_wrapper, _parse_text)
+            region.after_rule = True
         region.held = r.text[pend[0]:n]
         region.lit = lit
         region.chain = r.pending_chain
@@ -1092,7 +1102,8 @@ class PegStreamSession:
         and a longer text parses it the same — under ones that are not; then what the grammar proves of the
         text after it (:func:`core.chat.grammar_after.grammar_after` of that rule, for the ways up whose nodes
         are its ancestors): the next call's opening streams without a parse up to where its name completes.
-        Only while closing a call cannot change the message (no call yet, or the last one named, its
+        A rule node begun at the very end with nothing in it yet, after a final sibling, counts as not there
+        (the parse stopped on the next wrapper's first character). Only while closing a call cannot change the message (no call yet, or the last one named, its
         arguments balanced, no quote pending)."""
         nodes = r.nodes
         if not nodes:
@@ -1129,6 +1140,18 @@ class PegStreamSession:
             if not ch:
                 return None
             node = ch[-1]
+            if node.partial and not node.children and not node.tag and len(ch) > 1:
+                # a rule node begun at the end with nothing in it yet (the next wrapper, its opening literal cut:
+                # ``</tool_call><``): the text after the final one before it is what the grammar decides
+                prev = ch[-2]
+                if prev.rule and not prev.tag:
+                    got = memo.get((rules.get(prev.rule), prev.start))
+                    if got is not None:
+                        if got.__class__ is list:
+                            got = got[0]
+                        if got[0] == _OK_STATUS and got[2] and got[2][0] is prev:
+                            node = prev
+                            break
         key = (node.rule, tuple([(x.rule, x.tag) for x in above]))
         known = self._wrappers
         ga = known.get(key, False)
@@ -1460,7 +1483,10 @@ class OpenRegion:
     # parser): "content" — it is all content (the root ends with the arguments, the rest is recovered as
     # content); a predicate of all the text after the value — true while it leaves the message as it is
     after: "Callable[[str], bool] | str | None" = None
-    lazy: tuple | None = None   # "after" not decided yet: (session, parse result, length, mapper) to decide it
+    # "after" not decided yet: (session, parse result, length, mapper) to decide it; on a "pending" region, the same
+    # for the text the literal's way does not take
+    lazy: tuple | None = None
+    after_rule = False   # "pending": the parse's right spine reaches a finished rule node (see _pending_literal)
     held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
     lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
     ws_tail = ""
@@ -1831,6 +1857,19 @@ class StreamingParser:
                     return []
                 self._appended.append(add)
                 return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
+            lazy = region.lazy
+            if lazy is not None and self._appender is not None:
+                # not the literal's way: maybe text after the wrapper the last parse closed, which the region
+                # "after" takes (decided once per region: the text since that parse is what _unseen holds)
+                region.lazy = None
+                session, r, n, mapper = lazy
+                got = session._after_wrapper(r, n, mapper)
+                if got is not None:
+                    w = got.held + "".join(self._unseen)
+                    if got.after(w):   # type: ignore[misc]
+                        region.field, region.after, region.held = "after", got.after, w
+                        self.fast_steps += 1
+                        return []
             return None
         if region.field == "after":
             if region.lazy is not None:
