@@ -640,29 +640,40 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
                 ctx.switches.extend(sw)
         else:
             i, nodes = 0, _EMPTY
-        settled = i
         e0 = ctx.ends       # a look at the end since here: the items from there on are not settled
         while i < count:
             st, end, ns = children[i](ctx, pos)
-            if st == OK:
-                if ns:
-                    nodes = _concat(ctx, nodes, ns) if nodes else ns
-                pos = end
-                i += 1
-                if settled == i - 1 and ctx.ends == e0:
-                    settled = i
-                    if i < count:
-                        sw = ctx.switches
-                        hints[key] = (i, pos, nodes, ctx.made - made0, tuple(sw[sw0:]) if len(sw) > sw0 else _EMPTY)
-                continue
-            if st == FAIL:
-                return FAIL, end if end > start else start, _EMPTY
+            if st != OK:
+                break
             if ns:
                 nodes = _concat(ctx, nodes, ns) if nodes else ns
-            if chains[i]:
-                _note_chain(ctx, pos, chains[i])
-            return NMI, end, nodes
-        return OK, pos, nodes
+            pos = end
+            i += 1
+            if ctx.ends != e0:
+                # this item looked at the end: it and the ones after it are not settled (no hints from here)
+                while i < count:
+                    st, end, ns = children[i](ctx, pos)
+                    if st != OK:
+                        break
+                    if ns:
+                        nodes = _concat(ctx, nodes, ns) if nodes else ns
+                    pos = end
+                    i += 1
+                else:
+                    return OK, pos, nodes
+                break
+            if i < count:
+                sw = ctx.switches
+                hints[key] = (i, pos, nodes, ctx.made - made0, tuple(sw[sw0:]) if len(sw) > sw0 else _EMPTY)
+        else:
+            return OK, pos, nodes
+        if st == FAIL:
+            return FAIL, end if end > start else start, _EMPTY
+        if ns:
+            nodes = _concat(ctx, nodes, ns) if nodes else ns
+        if chains[i]:
+            _note_chain(ctx, pos, chains[i])
+        return NMI, end, nodes
     return resumable
 
 
