@@ -1051,12 +1051,9 @@ class PegStreamSession:
                 and mapper is not None and msg is not None and mapper.current_is_last_named()
                 and msg.tool_calls and msg.tool_calls[-1].arguments == "{"):
             region.json_start = True
-            above = []
-            node = r.nodes[-1]
-            while node is not args:
-                above.append(node)
-                node = node.children[-1]
-            region.after = self._after_arguments(mapper, above)
+            # what text after the value does (region.after) is read when the value closes, many feeds later,
+            # and depends on nothing that changes before (no parse in between): decided then, not paid here
+            region.after_of = (self, mapper, r.nodes[-1], args)
         return region
 
     def _json_rule(self, name: str) -> bool:
@@ -1487,6 +1484,8 @@ class OpenRegion:
     # for the text the literal's way does not take
     lazy: tuple | None = None
     after_rule = False   # "pending": the parse's right spine reaches a finished rule node (see _pending_literal)
+    # ``after`` not decided yet: (session, mapper, top node, arguments node) of the parse that made the region
+    after_of: tuple | None = None
     held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
     lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
     ws_tail = ""
@@ -1607,6 +1606,18 @@ class OpenRegion:
                     return False
                 i = window.find(first, i + 1)
         return True
+
+
+def _after_of(region: "OpenRegion") -> "Callable[[str], bool] | str | None":
+    """Decide a region's ``after`` from ``after_of`` (PegStreamSession._pending_literal): the nodes from the
+    top of that parse's tree down to the arguments' parent, then PegStreamSession._after_arguments."""
+    session, mapper, node, args = region.after_of   # type: ignore[misc]
+    region.after_of = None
+    above = []
+    while node is not args:
+        above.append(node)
+        node = node.children[-1]
+    return session._after_arguments(mapper, above)
 
 
 def _new_state(parser: Any) -> Any:
@@ -1895,6 +1906,8 @@ class StreamingParser:
                 # the value closed on the previous feed (its brace emitted: the arguments are complete with
                 # it); what follows it needs a parse
                 if region.json[0] == _JCLOSED:
+                    if region.after_of is not None:
+                        region.after = _after_of(region)
                     after = region.after
                     if after == "content":
                         self._fold()
