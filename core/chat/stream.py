@@ -146,20 +146,25 @@ class IncrementalMapper:
     # -- snapshots -----------------------------------------------------------------------------------------------
     def _snap(self) -> tuple:
         m = self.m
-        calls = m.msg.tool_calls
-        last = calls[-1] if calls else None
+        msg = m.msg
+        calls = msg.tool_calls
         cur = m.current
+        pend = m.pending
+        orphan = None
+        if calls:
+            last = calls[-1]
+            lt: tuple | None = (last.name, last.arguments, last.id)
+        else:
+            last = lt = None
         if cur is None:
-            kind, orphan = 0, None
-        elif cur is m.pending:
-            kind, orphan = 1, None
+            kind = 0
+        elif cur is pend:
+            kind = 1
         elif cur is last:
-            kind, orphan = 2, None
+            kind = 2
         else:
             kind, orphan = 3, (cur.name, cur.arguments, cur.id)
-        pend = m.pending
-        return (m.msg.content, m.msg.reasoning_content, len(calls),
-                (last.name, last.arguments, last.id) if last is not None else None,
+        return (msg.content, msg.reasoning_content, len(calls), lt,
                 (pend.name, pend.arguments, pend.id) if pend is not None else None,
                 kind, orphan, m.arg_count, m.quote_pending, m.args_buffer)
 
