@@ -1105,8 +1105,8 @@ class PegStreamSession:
         text after it (:func:`core.chat.grammar_after.grammar_after` of that rule, for the ways up whose nodes
         are its ancestors): the next call's opening streams without a parse up to where its name completes.
         A rule node begun at the very end with nothing in it yet, after a final sibling, counts as not there
-        (the parse stopped on the next wrapper's first character). Only while closing a call cannot change the message (no call yet, or the last one named, its
-        arguments balanced, no quote pending)."""
+        (the parse stopped on the next wrapper's first character). Only while closing a call cannot change the
+        message (no call yet, or the last one named, its arguments balanced, no quote pending)."""
         nodes = r.nodes
         if not nodes:
             return None
