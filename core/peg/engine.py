@@ -810,8 +810,9 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                 ctx.made = made0 + made_d
             if sw:
                 switches.extend(sw)
+        # settled: the items matched without looking at the end; where they stop (s_pos, s_k, s_made, s_sw) is
+        # set with it, and read only once settled > resumed
         resumed = settled = count
-        s_pos = s_k = s_made = s_sw = 0     # where the items matched without looking at the end stop
         nodes: list | None = None           # nodes of the items matched by this call
         n = ctx.n
         r = None
