@@ -1930,6 +1930,10 @@ class StreamingParser:
                     return None
                 region.json = state
                 self.fast_steps += 1
+                if state[0] == _JCLOSED and region.after_of is not None:
+                    # the value closed: what may follow it is decided now, on this fast feed, not on the next
+                    # one (which parses when the text is not what the grammar allows there)
+                    region.after = _after_of(region)
                 if not out:
                     return []
                 add = "".join(out)
