@@ -30,7 +30,7 @@ import inspect
 import re
 from typing import Any, Callable
 
-from ..peg.engine import ResultType
+from ..peg.engine import NodeRun, ResultType, parse_next as _parse_next
 from ..peg.scanners import OK as _OK_STATUS
 from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta,
                       tool_call_delta)
@@ -146,20 +146,25 @@ class IncrementalMapper:
     # -- snapshots -----------------------------------------------------------------------------------------------
     def _snap(self) -> tuple:
         m = self.m
-        calls = m.msg.tool_calls
-        last = calls[-1] if calls else None
+        msg = m.msg
+        calls = msg.tool_calls
         cur = m.current
+        pend = m.pending
+        orphan = None
+        if calls:
+            last = calls[-1]
+            lt: tuple | None = (last.name, last.arguments, last.id)
+        else:
+            last = lt = None
         if cur is None:
-            kind, orphan = 0, None
-        elif cur is m.pending:
-            kind, orphan = 1, None
+            kind = 0
+        elif cur is pend:
+            kind = 1
         elif cur is last:
-            kind, orphan = 2, None
+            kind = 2
         else:
             kind, orphan = 3, (cur.name, cur.arguments, cur.id)
-        pend = m.pending
-        return (m.msg.content, m.msg.reasoning_content, len(calls),
-                (last.name, last.arguments, last.id) if last is not None else None,
+        return (msg.content, msg.reasoning_content, len(calls), lt,
                 (pend.name, pend.arguments, pend.id) if pend is not None else None,
                 kind, orphan, m.arg_count, m.quote_pending, m.args_buffer)
 
@@ -260,8 +265,10 @@ class IncrementalMapper:
             frames.append([c, cc, states])   # the spine goes on in the last child
             ch, r = cc, 0
 
-    def map(self, nodes: tuple, source: str) -> AssistantMessage:
-        """The message for a parse tree (top-level ``nodes``) over ``source``."""
+    def map(self, nodes: tuple, source: str, current: AssistantMessage | None = None) -> AssistantMessage:
+        """The message for a parse tree (top-level ``nodes``) over ``source``. ``current``: the message its
+        receiver holds (the stream's emitted one, which it may have grown in place since this mapper made it);
+        when the tree maps to a message equal to it, ``current`` itself is returned (nothing is built)."""
         frames = self.frames
         m_ = self.m
         if m_ is None or not frames:
@@ -289,39 +296,63 @@ class IncrementalMapper:
         while True:
             fr = frames[d]
             och = fr[1]
+            if ch.__class__ is NodeRun and och.__class__ is NodeRun:
+                # the items of a repetition resumed from the engine's cache (tool calls): read from the runs'
+                # parts, without the tuple protocol's calls (see _run_item, _run_shared)
+                nch = ch._n
+                n_old = och._n
+                j = n_old - 1
+                if d < top and j < nch:
+                    c = _run_item(ch, j)
+                    oc = _run_item(och, j)
+                    if (c is not oc and c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule
+                            and (c.end == oc.end or c.tag in _GROUPING_TAGS) and _run_shared(ch, och, j) == j):
+                        fr[0] = node
+                        fr[1] = ch
+                        if j + 1 < nch:
+                            path.append((d, ch, j))
+                        d += 1
+                        node = c
+                        ch = c.children
+                        continue
+                j = _run_shared(ch, och, nch if nch < n_old else n_old)
+                fr[0] = node
+                fr[1] = ch
+                break
+            nch = len(ch)
             j = len(och) - 1
-            if d < top and j < len(ch):
+            if d < top and j < nch:
                 c = ch[j]
                 oc = och[j]
                 if (c is not oc and c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule
                         and (c.end == oc.end or c.tag in _GROUPING_TAGS)
                         and (j == 0 or ch[j - 1] is och[j - 1]
-                             and (ch[:j - 1] == och[:j - 1] if j < 8     # a few siblings: compared at C speed
-                                  else self._first_diff(ch, och, node, fr[0], j - 1) == j - 1))):
+                             and (j == 1 or (ch[:j - 1] == och[:j - 1] if j < 8   # a few siblings: at C speed
+                                             else self._first_diff(ch, och, node, fr[0], j - 1) == j - 1)))):
                     fr[0] = node
                     fr[1] = ch
-                    if j + 1 < len(ch):
+                    if j + 1 < nch:
                         path.append((d, ch, j))
                     d += 1
                     node = c
                     ch = c.children
                     continue
-            j = self._first_diff(ch, och, node, fr[0], min(len(ch), len(och)))
+            n_old = len(och)
+            j = self._first_diff(ch, och, node, fr[0], nch if nch < n_old else n_old)
             fr[0] = node
             fr[1] = ch
             break
-        n_old = len(och)
         if j < n_old:
             # the first difference (or the level shrank: then its new last child is mapped again so that it
             # has its frame): back to the state before it
-            r = j if j < len(ch) else max(len(ch) - 1, 0)
+            r = j if j < nch else max(nch - 1, 0)
             states = fr[2]
             state = states[r]
             self._restore(state)
             self._acted = True
             del states[r:]
             state = self._map_from(d, ch, r, state)
-        elif j < len(ch):   # only new children after the old ones: mapped on from the live state
+        elif j < nch:   # only new children after the old ones: mapped on from the live state
             state = self._map_from(d, ch, j, self._live)
         else:
             state = self._live
@@ -334,7 +365,52 @@ class IncrementalMapper:
             # no action ran and nothing was restored: the message is the one made last time, which nobody
             # has given back or changed (a parse that only settled what the fast path saw, a marker's nodes)
             return self._last
+        if current is not None and self._same_as(current):
+            # actions ran (or a restore) but the message is the one the receiver holds (a parse that changed no
+            # field: an empty value starting, a call closing with complete arguments, a literal completing)
+            self._last = current if getattr(current, "recycler", None) is self else None
+            return current
         return self._result()
+
+    def _same_as(self, msg: AssistantMessage) -> bool:
+        """Whether :meth:`_result` would give a message equal to ``msg`` (compared field by field; the calls
+        before the last one only through ``shared_calls``: the same live objects of this mapper, untouched while
+        its token stays — otherwise False, and the message is built). Raises nothing."""
+        m = self.m
+        mm = m.msg
+        calls = mm.tool_calls
+        mc = msg.tool_calls
+        p = m.pending
+        named = p is not None and p.name
+        # the number of calls first: a parse that names a new call (a delta) is told apart at once
+        if len(mc) != (len(calls) + 1 if named else len(calls)):
+            return False
+        if msg.content != mm.content or msg.role != mm.role:
+            return False
+        r = mm.reasoning_content
+        if r != msg.reasoning_content and (msg.reasoning_content or r.strip(" \n\r\t")):
+            return False
+        if named:
+            args = m.args_buffer or p.arguments
+            if m.quote_pending and args:
+                args += '"'
+            last = mc[-1]
+            if last.arguments != args or last.name != p.name or last.id != p.id:
+                return False
+            live = len(calls)
+        elif calls:
+            last = mc[-1]
+            c = calls[-1]
+            if last.arguments != c.arguments or last.name != c.name or last.id != c.id:
+                return False
+            live = len(calls) - 1
+        else:
+            return True
+        if live:
+            shared = getattr(msg, "shared_calls", None)
+            if shared is None or shared[0] is not self._token or shared[1] < live:
+                return False
+        return True
 
     def _result(self) -> AssistantMessage:
         """What ``ChatMapper.finish()`` returns, computed without touching the live state (which must stay
@@ -387,6 +463,34 @@ class IncrementalMapper:
             out.shared_calls = (self._token, n)
         self._last = out
         return out
+
+
+def _run_item(r: NodeRun, i: int) -> Any:
+    """``r[i]`` for ``0 <= i < len(r)``, read from the run's parts (``NodeRun.__getitem__`` without its
+    generality: negative indices and slices)."""
+    t = r._t
+    if i >= t:
+        return r.tail[i - t]
+    head = r.head
+    h = len(head)
+    if i < h:
+        return head[i]
+    return r.run[i - h]
+
+
+def _run_shared(a: NodeRun, b: NodeRun, c: int) -> int:
+    """How many of the first ``c`` items of two runs (``c`` at most the length of each) are the very same
+    objects: the items both read from one shared list (it only ever grows: its first ``k`` items never change)
+    after equal heads are shared without reading them; the rest are compared one by one."""
+    lo = 0
+    ha = a.head
+    if a.run is b.run and (ha is b.head or ha == b.head):
+        lo = len(ha) + (a.k if a.k < b.k else b.k)
+        if lo >= c:
+            return c
+    while lo < c and _run_item(a, lo) is _run_item(b, lo):
+        lo += 1
+    return lo
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -469,6 +573,9 @@ class PegStreamSession:
         # the stream's fast path took after it before this parse (set by StreamingParser): that prefix's view
         # is that message, which the stream has grown in place (see _parse_text's probe)
         self._view: AssistantMessage | None = None
+        # the message the stream holds (its emitted one), told by StreamingParser before parse_appended: a parse
+        # whose tree maps to an equal message gives it back (IncrementalMapper.map), with no message built
+        self.current: AssistantMessage | None = None
         self.settled = 0
         from .generator import ViewMemo
 
@@ -597,7 +704,8 @@ class PegStreamSession:
             if is_partial:
                 for cache in caches:
                     cache.vouch(full)
-                return self._parse_text(full, None, settled)
+                current, self.current = self.current, None
+                return self._parse_text(full, None, settled, current)
         gp = self.parser.generation_prompt
         if not is_partial:
             return self.parser.parse(self._cutter.raw((self._full or gp)[len(gp):]), False)
@@ -608,17 +716,22 @@ class PegStreamSession:
         full = self._full or ""
         return full[max(len(self.parser.generation_prompt), len(full) - k):]
 
-    def _parse_text(self, text: str, output: str | None, settled: tuple | None = None) -> AssistantMessage:
+    def _parse_text(self, text: str, output: str | None, settled: tuple | None = None,
+                    current: AssistantMessage | None = None) -> AssistantMessage:
         """The partial parse of ``text`` (generation prompt + ``output``, the output after a repeated turn
         header; None: sliced when needed). ``settled``: (length, message) of a prefix whose main parse covers it
         with the switches of the last parse, and that message (the stream's fast path took the text from the
-        last parse up to there: the same tree, its open region longer)."""
+        last parse up to there: the same tree, its open region longer). ``current``: the message the stream holds,
+        given back when the main root's message equals it (see IncrementalMapper.map)."""
         self.open_region = None
         self._view = None
         main = None
         if self.entries[0] is None:
             try:   # (_run, inlined: the main entry's cache is made with the session)
-                main = self.parser.arena.parse(text, lenient=True, entry=None, cache=self.caches[None])
+                cache = self.caches[None]
+                # the stream's next parse (the cache's last one was of this arena's main entry, lenient)
+                main = (_parse_next(cache, text) if cache.fast is not None
+                        else self.parser.arena.parse(text, lenient=True, entry=None, cache=cache))
             except (RecursionError, MemoryError):
                 main = None
             if main is not None and not main.switches:
@@ -628,7 +741,7 @@ class PegStreamSession:
                 if nmi or (main.type is _SUCCESS and main.end >= len(text)):
                     mapper = self.mappers[None]    # (made with the session; _map's fallback inlined)
                     try:
-                        msg = mapper.map(main.nodes, text)
+                        msg = mapper.map(main.nodes, text, current)
                     except Exception:  # never leave a half-updated mapping behind: start over, map fully
                         mapper.reset()
                         from .mapper import map_parse
@@ -646,11 +759,17 @@ class PegStreamSession:
                         if nmi:
                             region = (self._pending_literal(main, len(text), mapper, msg) if main.pending is not None
                                       else self._region_of(main, len(text), mapper, msg))
-                        if region is None and self.wrapper_after and mapper.m is not None and mapper.m.pending is None:
-                            # decided on the next feed (a fast one when it holds): not paid by this parse,
-                            # which closed a call's wrapper, one of the costliest feeds of a stream of calls
-                            region = OpenRegion("after", ())
-                            region.lazy = (self, main, len(text), mapper)
+                        if self.wrapper_after and mapper.m is not None and mapper.m.pending is None:
+                            if region is None:
+                                # decided on the next feed (a fast one when it holds): not paid by this parse,
+                                # which closed a call's wrapper, one of the costliest feeds of a stream of calls
+                                region = OpenRegion("after", ())
+                                region.lazy = (self, main, len(text), mapper)
+                            elif region.after_rule:
+                                # text the literal (and what follows it) does not take may still be text after a
+                                # closed wrapper (Qwen3: after ``}\n``, the ``<`` of ``</tool_call>`` is not the
+                                # ``,`` of another call): then the region becomes "after" (StreamingParser._fast)
+                                region.lazy = (self, main, len(text), mapper)
                         if region is not None:
                             self.open_region = region
                             self._view = msg
@@ -921,6 +1040,10 @@ class PegStreamSession:
                 break
             node = children[-1]
         region = OpenRegion("pending", ())
+        if not node.tag and (node.rule if not node.partial else not node.children):
+            # the spine reaches a finished rule node (or a rule node begun at the end, nothing in it yet): the
+            # text may be what follows a closed wrapper (see _after_wrapper, _parse_text)
+            region.after_rule = True
         region.held = r.text[pend[0]:n]
         region.lit = lit
         region.chain = r.pending_chain
@@ -933,12 +1056,9 @@ class PegStreamSession:
                 and mapper is not None and msg is not None and mapper.current_is_last_named()
                 and msg.tool_calls and msg.tool_calls[-1].arguments == "{"):
             region.json_start = True
-            above = []
-            node = r.nodes[-1]
-            while node is not args:
-                above.append(node)
-                node = node.children[-1]
-            region.after = self._after_arguments(mapper, above)
+            # what text after the value does (region.after) is read when the value closes, many feeds later,
+            # and depends on nothing that changes before (no parse in between): decided then, not paid here
+            region.after_of = (self, mapper, r.nodes[-1], args)
         return region
 
     def _json_rule(self, name: str) -> bool:
@@ -984,8 +1104,9 @@ class PegStreamSession:
         and a longer text parses it the same — under ones that are not; then what the grammar proves of the
         text after it (:func:`core.chat.grammar_after.grammar_after` of that rule, for the ways up whose nodes
         are its ancestors): the next call's opening streams without a parse up to where its name completes.
-        Only while closing a call cannot change the message (no call yet, or the last one named, its
-        arguments balanced, no quote pending)."""
+        A rule node begun at the very end with nothing in it yet, after a final sibling, counts as not there
+        (the parse stopped on the next wrapper's first character). Only while closing a call cannot change the
+        message (no call yet, or the last one named, its arguments balanced, no quote pending)."""
         nodes = r.nodes
         if not nodes:
             return None
@@ -1021,6 +1142,18 @@ class PegStreamSession:
             if not ch:
                 return None
             node = ch[-1]
+            if node.partial and not node.children and not node.tag and len(ch) > 1:
+                # a rule node begun at the end with nothing in it yet (the next wrapper, its opening literal cut:
+                # ``</tool_call><``): the text after the final one before it is what the grammar decides
+                prev = ch[-2]
+                if prev.rule and not prev.tag:
+                    got = memo.get((rules.get(prev.rule), prev.start))
+                    if got is not None:
+                        if got.__class__ is list:
+                            got = got[0]
+                        if got[0] == _OK_STATUS and got[2] and got[2][0] is prev:
+                            node = prev
+                            break
         key = (node.rule, tuple([(x.rule, x.tag) for x in above]))
         known = self._wrappers
         ga = known.get(key, False)
@@ -1058,7 +1191,7 @@ class PegStreamSession:
         ga = grammar_after(self.parser.arena)
         if ga is None:
             return None
-        return ga.select(tuple((x.rule, x.tag) for x in above))
+        return ga.select(tuple([(x.rule, x.tag) for x in above]))
 
     def _open_json_string(self, src: str, node: Any, mapper: "IncrementalMapper") -> "OpenRegion | None":
         """Fast path inside verbatim JSON arguments: the parse stopped inside a JSON string (no escape pending),
@@ -1352,7 +1485,12 @@ class OpenRegion:
     # parser): "content" — it is all content (the root ends with the arguments, the rest is recovered as
     # content); a predicate of all the text after the value — true while it leaves the message as it is
     after: "Callable[[str], bool] | str | None" = None
-    lazy: tuple | None = None   # "after" not decided yet: (session, parse result, length, mapper) to decide it
+    # "after" not decided yet: (session, parse result, length, mapper) to decide it; on a "pending" region, the same
+    # for the text the literal's way does not take
+    lazy: tuple | None = None
+    after_rule = False   # "pending": the parse's right spine reaches a finished rule node (see _pending_literal)
+    # ``after`` not decided yet: (session, mapper, top node, arguments node) of the parse that made the region
+    after_of: tuple | None = None
     held = ""      # the cut delimiter the region's parse stopped before (not in the message yet)
     lit = ""       # "pending": the literal the text ends inside (``held`` is the part of it so far)
     ws_tail = ""
@@ -1473,6 +1611,18 @@ class OpenRegion:
                     return False
                 i = window.find(first, i + 1)
         return True
+
+
+def _after_of(region: "OpenRegion") -> "Callable[[str], bool] | str | None":
+    """Decide a region's ``after`` from ``after_of`` (PegStreamSession._pending_literal): the nodes from the
+    top of that parse's tree down to the arguments' parent, then PegStreamSession._after_arguments."""
+    session, mapper, node, args = region.after_of   # type: ignore[misc]
+    region.after_of = None
+    above = []
+    while node is not args:
+        above.append(node)
+        node = node.children[-1]
+    return session._after_arguments(mapper, above)
 
 
 def _new_state(parser: Any) -> Any:
@@ -1723,6 +1873,19 @@ class StreamingParser:
                     return []
                 self._appended.append(add)
                 return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
+            lazy = region.lazy
+            if lazy is not None and self._appender is not None:
+                # not the literal's way: maybe text after the wrapper the last parse closed, which the region
+                # "after" takes (decided once per region: the text since that parse is what _unseen holds)
+                region.lazy = None
+                session, r, n, mapper = lazy
+                got = session._after_wrapper(r, n, mapper)
+                if got is not None:
+                    w = got.held + "".join(self._unseen)
+                    if got.after(w):   # type: ignore[misc]
+                        region.field, region.after, region.held = "after", got.after, w
+                        self.fast_steps += 1
+                        return []
             return None
         if region.field == "after":
             if region.lazy is not None:
@@ -1748,6 +1911,8 @@ class StreamingParser:
                 # the value closed on the previous feed (its brace emitted: the arguments are complete with
                 # it); what follows it needs a parse
                 if region.json[0] == _JCLOSED:
+                    if region.after_of is not None:
+                        region.after = _after_of(region)
                     after = region.after
                     if after == "content":
                         self._fold()
@@ -1765,6 +1930,10 @@ class StreamingParser:
                     return None
                 region.json = state
                 self.fast_steps += 1
+                if state[0] == _JCLOSED and region.after_of is not None:
+                    # the value closed: what may follow it is decided now, on this fast feed, not on the next
+                    # one (which parses when the text is not what the grammar allows there)
+                    region.after = _after_of(region)
                 if not out:
                     return []
                 add = "".join(out)
@@ -1846,6 +2015,8 @@ class StreamingParser:
                 added = "".join(unseen)
                 if self._peg:
                     self._session.settled = len(added) - len(unseen[-1])   # what the fast path took (see there)
+            if self._peg:
+                self._session.current = self._emitted
             try:
                 new = self._appender(added, True)
             except Exception:  # as _safe_parse: parsers must not raise; if one does, the step is held back

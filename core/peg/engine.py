@@ -366,7 +366,28 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
     else:
         root = _compiled(arena)[arena.entry_id(entry)]
         ctx = _Ctx(text, lenient, None, None)
-    st, end, nodes = root(ctx, start)
+    return _result(ctx, root(ctx, start), start, text)
+
+
+def parse_next(cache: ParseCache, text: str) -> ParseResult | None:
+    """The next parse of a stream: :func:`parse` of ``text`` with the arena, entry, lenient flag and start of
+    the last parse made with ``cache`` (None when there was none), for a caller that keeps one cache per
+    entry (:class:`core.chat.stream.PegStreamSession`). Same result as :func:`parse`; raises nothing of its own."""
+    fast = cache.fast
+    if fast is None:
+        return None
+    if text is not cache.text and not text.startswith(cache.text):
+        cache.memo = {}
+        cache.hints = {}
+    cache.text = text
+    ctx = _Ctx(text, fast[2], cache.memo, cache.hints)
+    start = fast[3]
+    return _result(ctx, fast[4](ctx, start), start, text)
+
+
+def _result(ctx: _Ctx, res: tuple, start: int, text: str) -> ParseResult:
+    """The :class:`ParseResult` of the root's result ``res`` (status, end, nodes) over ``text``."""
+    st, end, nodes = res
     pending = None
     pending_ws = False
     if st == NMI and ctx.cut is not None:
@@ -438,8 +459,9 @@ class _Compiler:
         if isinstance(node, N.Literal):
             return _make_literal(node.text)
         if isinstance(node, N.Sequence):
-            return _make_sequence([self.get(c) for c in node.items], node.id,
-                                  _literal_chains([self.arena.nodes[c] for c in node.items]))
+            items = [self.arena.nodes[c] for c in node.items]
+            children, chains = _group_runs(items, [self.get(c) for c in node.items], _literal_chains(items))
+            return _make_sequence(children, node.id, chains, len(items))
         if isinstance(node, N.Choice):
             return _make_choice(node.id, [self.get(c) for c in node.items])
         if isinstance(node, N.Repeat):
@@ -542,7 +564,59 @@ def _literal_chains(items: list) -> list:
     return out
 
 
-def _make_sequence(children: list[Fn], pid: int = -1, chains: list | None = None) -> Fn:
+_SPACE_RX = r"(?>[ \t\n\v\f\r]*)"   # a whitespace run as the engine's: possessive, it never gives back
+
+
+def _group_runs(items: list, fns: list[Fn], chains: list) -> tuple[list[Fn], list]:
+    """A sequence's children with each run of two or more consecutive plain literal and whitespace items made one
+    child (:func:`_make_run`), and the literal chains of the children (a run notes its own)."""
+    out: list[Fn] = []
+    out_chains: list = []
+    i, n = 0, len(items)
+    while i < n:
+        k = i
+        while k < n and isinstance(items[k], (N.Literal, N.Space)):
+            k += 1
+        if k - i >= 2:
+            out.append(_make_run(items[i:k], fns[i:k], chains[i:k]))
+            out_chains.append(None)
+            i = k
+            continue
+        out.append(fns[i])
+        out_chains.append(chains[i])
+        i += 1
+    return out, out_chains
+
+
+def _make_run(items: list, fns: list[Fn], chains: list) -> Fn:
+    """Consecutive plain literal and whitespace items of a sequence as one child: one regex match when all of
+    them match (possessive whitespace, so exactly where the items would stop; the last whitespace run reaching
+    the end of the text counts as that item's look at the end, as _make_space does), otherwise the items one by
+    one (FAIL, or NEED_MORE_INPUT with its literal chain noted, as the sequence would)."""
+    match = re.compile("".join(_SPACE_RX if isinstance(x, N.Space) else re.escape(x.text) for x in items)).match
+    last_space = isinstance(items[-1], N.Space)
+
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        m = match(ctx.text, pos)
+        if m is not None:
+            end = m.end()
+            if last_space and end >= ctx.n:
+                ctx.ends += 1
+                ctx.spaces += 1
+            return OK, end, _EMPTY
+        for k, child in enumerate(fns):
+            st, end, _ = child(ctx, pos)
+            if st == OK:
+                pos = end
+                continue
+            if st == NMI and chains[k]:
+                _note_chain(ctx, pos, chains[k])
+            return st, end, _EMPTY
+        return OK, pos, _EMPTY     # (not reached: the items matching is the regex matching)
+    return f
+
+
+def _make_sequence(children: list[Fn], pid: int = -1, chains: list | None = None, size: int = 0) -> Fn:
     if not children:
         return lambda ctx, pos: (OK, pos, _EMPTY)
     if chains is None or not any(chains):
@@ -563,7 +637,7 @@ def _make_sequence(children: list[Fn], pid: int = -1, chains: list | None = None
             return OK, pos, nodes
     else:
         f = _make_chained_sequence(children, chains)
-    return _resumable_sequence(children, pid, chains, f)
+    return _resumable_sequence(children, pid, chains, f, size or len(children))
 
 
 def _note_chain(ctx: _Ctx, pos: int, chain: tuple) -> None:
@@ -595,8 +669,8 @@ def _make_chained_sequence(children: list[Fn], chains: list) -> Fn:
     return f
 
 
-def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn:
-    if len(children) < _RESUMABLE_SEQUENCE:
+def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn, size: int) -> Fn:
+    if size < _RESUMABLE_SEQUENCE:    # (size: the items before runs were grouped)
         return f
     count = len(children)
 
@@ -619,29 +693,40 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
                 ctx.switches.extend(sw)
         else:
             i, nodes = 0, _EMPTY
-        settled = i
         e0 = ctx.ends       # a look at the end since here: the items from there on are not settled
         while i < count:
             st, end, ns = children[i](ctx, pos)
-            if st == OK:
-                if ns:
-                    nodes = _concat(ctx, nodes, ns) if nodes else ns
-                pos = end
-                i += 1
-                if settled == i - 1 and ctx.ends == e0:
-                    settled = i
-                    if i < count:
-                        sw = ctx.switches
-                        hints[key] = (i, pos, nodes, ctx.made - made0, tuple(sw[sw0:]) if len(sw) > sw0 else _EMPTY)
-                continue
-            if st == FAIL:
-                return FAIL, end if end > start else start, _EMPTY
+            if st != OK:
+                break
             if ns:
                 nodes = _concat(ctx, nodes, ns) if nodes else ns
-            if chains[i]:
-                _note_chain(ctx, pos, chains[i])
-            return NMI, end, nodes
-        return OK, pos, nodes
+            pos = end
+            i += 1
+            if ctx.ends != e0:
+                # this item looked at the end: it and the ones after it are not settled (no hints from here)
+                while i < count:
+                    st, end, ns = children[i](ctx, pos)
+                    if st != OK:
+                        break
+                    if ns:
+                        nodes = _concat(ctx, nodes, ns) if nodes else ns
+                    pos = end
+                    i += 1
+                else:
+                    return OK, pos, nodes
+                break
+            if i < count:
+                sw = ctx.switches
+                hints[key] = (i, pos, nodes, ctx.made - made0, tuple(sw[sw0:]) if len(sw) > sw0 else _EMPTY)
+        else:
+            return OK, pos, nodes
+        if st == FAIL:
+            return FAIL, end if end > start else start, _EMPTY
+        if ns:
+            nodes = _concat(ctx, nodes, ns) if nodes else ns
+        if chains[i]:
+            _note_chain(ctx, pos, chains[i])
+        return NMI, end, nodes
     return resumable
 
 
@@ -725,8 +810,9 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                 ctx.made = made0 + made_d
             if sw:
                 switches.extend(sw)
+        # settled: the items matched without looking at the end; where they stop (s_pos, s_k, s_made, s_sw) is
+        # set with it, and read only once settled > resumed
         resumed = settled = count
-        s_pos = s_k = s_made = s_sw = 0     # where the items matched without looking at the end stop
         nodes: list | None = None           # nodes of the items matched by this call
         n = ctx.n
         r = None
@@ -764,7 +850,9 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                 if prefix is _EMPTY:
                     r = (NMI, end, tuple(nodes))
                 else:
-                    r = (NMI, end, prefix + tuple(nodes) if nodes else prefix)
+                    # (prefix + tuple(nodes), built without NodeRun.__add__)
+                    r = (NMI, end, NodeRun(prefix.head, prefix.run, prefix.k, prefix.tail + tuple(nodes))
+                         if nodes else prefix)
                     ctx.base = (r[2], (prefix, parent, 0))
                 break
             if ctx.made != made:
