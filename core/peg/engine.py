@@ -459,9 +459,8 @@ class _Compiler:
         if isinstance(node, N.Literal):
             return _make_literal(node.text)
         if isinstance(node, N.Sequence):
-            items = [self.arena.nodes[c] for c in node.items]
-            children, chains = _group_runs(items, [self.get(c) for c in node.items], _literal_chains(items))
-            return _make_sequence(children, node.id, chains, len(items))
+            return _make_sequence([self.get(c) for c in node.items], node.id,
+                                  _literal_chains([self.arena.nodes[c] for c in node.items]))
         if isinstance(node, N.Choice):
             return _make_choice(node.id, [self.get(c) for c in node.items])
         if isinstance(node, N.Repeat):
@@ -564,59 +563,7 @@ def _literal_chains(items: list) -> list:
     return out
 
 
-_SPACE_RX = r"(?>[ \t\n\v\f\r]*)"   # a whitespace run as the engine's: possessive, it never gives back
-
-
-def _group_runs(items: list, fns: list[Fn], chains: list) -> tuple[list[Fn], list]:
-    """A sequence's children with each run of two or more consecutive plain literal and whitespace items made one
-    child (:func:`_make_run`), and the literal chains of the children (a run notes its own)."""
-    out: list[Fn] = []
-    out_chains: list = []
-    i, n = 0, len(items)
-    while i < n:
-        k = i
-        while k < n and isinstance(items[k], (N.Literal, N.Space)):
-            k += 1
-        if k - i >= 2:
-            out.append(_make_run(items[i:k], fns[i:k], chains[i:k]))
-            out_chains.append(None)
-            i = k
-            continue
-        out.append(fns[i])
-        out_chains.append(chains[i])
-        i += 1
-    return out, out_chains
-
-
-def _make_run(items: list, fns: list[Fn], chains: list) -> Fn:
-    """Consecutive plain literal and whitespace items of a sequence as one child: one regex match when all of
-    them match (possessive whitespace, so exactly where the items would stop; the last whitespace run reaching
-    the end of the text counts as that item's look at the end, as _make_space does), otherwise the items one by
-    one (FAIL, or NEED_MORE_INPUT with its literal chain noted, as the sequence would)."""
-    match = re.compile("".join(_SPACE_RX if isinstance(x, N.Space) else re.escape(x.text) for x in items)).match
-    last_space = isinstance(items[-1], N.Space)
-
-    def f(ctx: _Ctx, pos: int) -> tuple:
-        m = match(ctx.text, pos)
-        if m is not None:
-            end = m.end()
-            if last_space and end >= ctx.n:
-                ctx.ends += 1
-                ctx.spaces += 1
-            return OK, end, _EMPTY
-        for k, child in enumerate(fns):
-            st, end, _ = child(ctx, pos)
-            if st == OK:
-                pos = end
-                continue
-            if st == NMI and chains[k]:
-                _note_chain(ctx, pos, chains[k])
-            return st, end, _EMPTY
-        return OK, pos, _EMPTY     # (not reached: the items matching is the regex matching)
-    return f
-
-
-def _make_sequence(children: list[Fn], pid: int = -1, chains: list | None = None, size: int = 0) -> Fn:
+def _make_sequence(children: list[Fn], pid: int = -1, chains: list | None = None) -> Fn:
     if not children:
         return lambda ctx, pos: (OK, pos, _EMPTY)
     if chains is None or not any(chains):
@@ -637,7 +584,7 @@ def _make_sequence(children: list[Fn], pid: int = -1, chains: list | None = None
             return OK, pos, nodes
     else:
         f = _make_chained_sequence(children, chains)
-    return _resumable_sequence(children, pid, chains, f, size or len(children))
+    return _resumable_sequence(children, pid, chains, f)
 
 
 def _note_chain(ctx: _Ctx, pos: int, chain: tuple) -> None:
@@ -669,8 +616,8 @@ def _make_chained_sequence(children: list[Fn], chains: list) -> Fn:
     return f
 
 
-def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn, size: int) -> Fn:
-    if size < _RESUMABLE_SEQUENCE:    # (size: the items before runs were grouped)
+def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn:
+    if len(children) < _RESUMABLE_SEQUENCE:
         return f
     count = len(children)
 
