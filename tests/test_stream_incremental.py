@@ -627,49 +627,6 @@ def test_grammar_after_answers_on_qwen3():
     assert grammar_after(parser.arena).select((("other", ""),)) is None
 
 
-def test_literal_and_whitespace_runs_parse_as_their_items():
-    # the engine matches a run of consecutive plain literal and whitespace items of a sequence with one regex
-    # (engine._make_run): on prefixes and mutated prefixes of repeated calls, a parse with the runs gives the
-    # very same result (type, end, nodes, switches, pending literal and its chain, pending until) as the items
-    # one by one
-    import random
-    from pathlib import Path
-
-    import core.peg.engine as E
-    from bench.hostile import hostile_samples
-    from core.templating import ChatTemplate
-
-    def shape(nodes):
-        return tuple((x.rule, x.tag, x.start, x.end, x.partial, shape(x.children)) for x in nodes)
-
-    def results(arena, texts):
-        arena._compiled = None
-        return [(r.type, r.end, shape(r.nodes), r.switches, r.pending, r.pending_ws, r.pending_chain,
-                 r.pending_until, r.blind) for r in (E.parse(arena, t) for t in texts)]
-
-    rng = random.Random(16)
-    grouped = 0
-    for name in ("Qwen-Qwen3-0.6B.jinja", "Reka-Edge.jinja"):
-        s = hostile_samples(ChatTemplate(Path(TEMPLATES, name).read_text(), name), name, 250, kinds=("calls",))[0][0]
-        arena, gp, out = s.parser.arena, s.parser.generation_prompt, s.output
-        texts = [gp + out[:k] for k in range(len(out) + 1)]
-        texts += [gp + out[:rng.randrange(len(out))] + rng.choice(['"', " ", ",", "<", "}", ":\n"]) for _ in range(200)]
-        with_runs = results(arena, texts)
-        group = E._group_runs
-        try:
-            E._group_runs = lambda items, fns, chains: (fns, chains)
-            items_only = results(arena, texts)
-        finally:
-            E._group_runs = group
-            arena._compiled = None
-        assert with_runs == items_only, name
-        for n in arena.nodes:
-            if n.__class__.__name__ == "Sequence":
-                items = [arena.nodes[c] for c in n.items]
-                grouped += len(E._group_runs(items, list(n.items), [None] * len(items))[0]) < len(items)
-    assert grouped > 0
-
-
 def test_text_after_a_closed_call_leaves_the_pending_literal_without_a_parse():
     # Qwen3: after `}\n` the parse waits for the `,` of another call in the same wrapper (a pending literal); the
     # `<` of `</tool_call>` is not that, and the region "after" takes it (PegStreamSession: a pending region
