@@ -17,6 +17,7 @@ memory back to the system, for a long-running server after a burst of hostile or
 from __future__ import annotations
 
 import gc
+import re
 import sys
 import threading
 from collections import OrderedDict
@@ -154,7 +155,8 @@ def clear_caches() -> None:
     """Empty every memo (:func:`clear_memos`) and every registered cache (compiled templates, parsed trees,
     cached analyses; the disk cache of compiled code stays), then the interpreter's type-attribute cache
     (it keeps the attribute names renders looked up alive), collect garbage and, where the C library is
-    glibc, return its free heap pages (``malloc_trim``). What a server calls to give memory back: the next
+    glibc, return its free heap pages (``malloc_trim``); also ``re.purge()``: the patterns built from templates'
+    markers sit in ``re``'s process-wide cache (at most 512, recompiled on next use). What a server calls to give memory back: the next
     analysis of a template loads its compiled code from disk again (~1 ms) and redoes every render.
 
     Why all of it: the 50 resource bombs of ``tests/data/bombs`` leave the process ~27 MB larger although
@@ -164,6 +166,7 @@ def clear_caches() -> None:
     clear_memos()
     for clear in list(_CLEARERS.values()):
         clear()
+    re.purge()  # re's own cache of compiled patterns holds ours too (markers, delimiters): 2-3 MB after the bombs
     sys._clear_type_cache()
     gc.collect()
     try:
