@@ -1440,6 +1440,11 @@ def _compile(source: str, name: str) -> jinja2.Template:
         raise TemplateSyntaxError(name, e.message or str(e), e.lineno) from None
     except RecursionError:
         raise TemplateSyntaxError(name, "template nests too deeply to compile") from None
+    except SyntaxError as e:
+        # Python refused the generated code (a macro naming an argument twice; ifs nested past Python's 100
+        # indentation levels); its line number is one of the generated source, which means nothing to the
+        # template's author and moves whenever the code generator changes, so it is left out
+        raise TemplateSyntaxError(name, f"the template compiles to code Python refuses: {e.msg}") from None
 
 
 @functools.lru_cache(maxsize=1024)
