@@ -686,19 +686,16 @@ class PegStreamSession:
             if full is None:
                 full = self.parser.generation_prompt
             caches = self.caches.values()
-            if settled and view is not None:
-                settled = (len(full) + settled, view)
-            else:
-                settled = None
-                # drop this session's other references to the text so that CPython grows it in place
-                # (a copy of the whole text per parse otherwise): the caches are vouched for again below,
-                # the mappers are given the new text when they map
-                self._full = None
-                for cache in caches:
-                    cache.text = ""
-                for mapper in self.mappers.values():   # (IncrementalMapper.release)
-                    if mapper.m is not None:
-                        mapper.m.source = ""
+            settled = (len(full) + settled, view) if settled and view is not None else None
+            # drop this session's other references to the text so that CPython grows it in place
+            # (a copy of the whole text per parse otherwise: ~5 µs at 350 KB): the caches are vouched for
+            # again below, the mappers are given the new text when they map
+            self._full = None
+            for cache in caches:
+                cache.text = ""
+            for mapper in self.mappers.values():   # (IncrementalMapper.release)
+                if mapper.m is not None:
+                    mapper.m.source = ""
             full += eff
             self._full = full
             if is_partial:
