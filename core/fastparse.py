@@ -53,6 +53,17 @@ _Name, _Const, _Getattr, _Getitem = nodes.Name, nodes.Const, nodes.Getattr, node
 _Call, _Filter, _Test, _Not = nodes.Call, nodes.Filter, nodes.Test, nodes.Not
 _TemplateData, _Output = nodes.TemplateData, nodes.Output
 
+
+def _binary(cls: type, left: nodes.Expr, right: nodes.Expr, lineno: int, env: Any) -> nodes.Expr:
+    """A binary operator node ``cls(left, right)`` (``Pow``, ``Mul`` … ``Or``) at ``lineno``, built as jinja2's
+    constructor would leave it, with the environment set."""
+    node = _new(cls)
+    node.left = left
+    node.right = right
+    node.lineno = lineno
+    node.environment = env
+    return node
+
 #: How deep expressions and blocks may nest (in jinja2 parser frames, estimated: an expression inside another
 #: costs jinja2 about 13 frames, a block inside another about 4) before :func:`parse` leaves the template to
 #: jinja2's parser — which, with more frames per level, is the one to decide whether it nests too deeply for
@@ -389,26 +400,12 @@ class FastParser(jinja2.parser.Parser):
             lineno = start
             while cur.type == "pow":
                 next(stream)
-                node = _new(nodes.Pow)
-                node.left = left
-                node.right = self.parse_unary()
-                node.lineno = lineno
-                node.environment = env
-                left = node
+                left = _binary(nodes.Pow, left, self.parse_unary(), lineno, env)
                 cur = stream.current
                 lineno = cur.lineno
-            if level < 8:
-                lineno = start
-                while cur.type in _MUL_OPS:
-                    node = _new(_MUL_OPS[cur.type])
-                    next(stream)
-                    node.left = left
-                    node.right = self._expr(8)
-                    node.lineno = lineno
-                    node.environment = env
-                    left = node
-                    cur = stream.current
-                    lineno = cur.lineno
+            if level < 8 and cur.type in _MUL_OPS:
+                left = self._arithmetic(left, _MUL_OPS, 8, start)
+                cur = stream.current
             if level < 7 and cur.type == "tilde":
                 operands = [left]
                 while cur.type == "tilde":
@@ -419,18 +416,9 @@ class FastParser(jinja2.parser.Parser):
                 left.nodes = operands
                 left.lineno = start
                 left.environment = env
-            if level < 6:
-                lineno = start
-                while cur.type in _ADD_OPS:
-                    node = _new(_ADD_OPS[cur.type])
-                    next(stream)
-                    node.left = left
-                    node.right = self._expr(6)
-                    node.lineno = lineno
-                    node.environment = env
-                    left = node
-                    cur = stream.current
-                    lineno = cur.lineno
+            if level < 6 and cur.type in _ADD_OPS:
+                left = self._arithmetic(left, _ADD_OPS, 6, start)
+                cur = stream.current
             if level < 5:
                 lineno = start
                 ops = []
@@ -469,24 +457,14 @@ class FastParser(jinja2.parser.Parser):
             lineno = start
             while cur.type == "name" and cur.value == "and":
                 next(stream)
-                node = _new(nodes.And)
-                node.left = left
-                node.right = self._expr(3)
-                node.lineno = lineno
-                node.environment = env
-                left = node
+                left = _binary(nodes.And, left, self._expr(3), lineno, env)
                 cur = stream.current
                 lineno = cur.lineno
             if level < 2:
                 lineno = start
                 while cur.type == "name" and cur.value == "or":
                     next(stream)
-                    node = _new(nodes.Or)
-                    node.left = left
-                    node.right = self._expr(2)
-                    node.lineno = lineno
-                    node.environment = env
-                    left = node
+                    left = _binary(nodes.Or, left, self._expr(2), lineno, env)
                     cur = stream.current
                     lineno = cur.lineno
             if level == 0:
@@ -508,6 +486,21 @@ class FastParser(jinja2.parser.Parser):
                     cur = stream.current
                     lineno = cur.lineno
         self._depth -= _EXPR_COST
+        return left
+
+    def _arithmetic(self, left: nodes.Expr, ops: dict, level: int, lineno: int) -> nodes.Expr:
+        """``left`` followed by one or more of the left-associative operators ``ops`` (token type → node class:
+        ``* / // %`` or ``+ -``), each right operand an expression at ``level``; the first node at ``lineno``,
+        each later one at its operator's line (jinja2's parse_math1 / parse_math2)."""
+        stream = self.stream
+        env = self._env
+        cur = stream.current
+        while cur.type in ops:
+            cls = ops[cur.type]
+            next(stream)
+            left = _binary(cls, left, self._expr(level), lineno, env)
+            cur = stream.current
+            lineno = cur.lineno
         return left
 
     def parse_unary(self, with_filter: bool = True) -> nodes.Expr:
