@@ -30,6 +30,16 @@ def _sources() -> list[tuple[str, str]]:
     return [(p.name, p.read_text(encoding="utf-8")) for p in sorted(TEMPLATES.glob("*.jinja"))]
 
 
+def _probe_trees(step: int):
+    """(file name, probe environment's tree) of every ``step``-th corpus template (those it cannot parse
+    skipped)."""
+    for name, src in _sources()[::step]:
+        try:
+            yield name, caps.probe_environment()._parse(src, None, None)
+        except jinja2.TemplateSyntaxError:
+            continue
+
+
 def _forget_compiled() -> None:
     """Drop every in-process cache of compiled templates (the disk cache stays as the environment says)."""
     templating._CODE_MEMO.clear()
@@ -470,11 +480,7 @@ def test_dependency_walk_finds_what_jinja2s_dependency_finder_finds_on_the_corpu
     from jinja2.compiler import DependencyFinderVisitor
 
     checked = 0
-    for _name, src in _sources()[::3]:
-        try:
-            tree = caps.probe_environment()._parse(src, None, None)
-        except jinja2.TemplateSyntaxError:
-            continue
+    for _name, tree in _probe_trees(3):
         finder = DependencyFinderVisitor()
         for node in tree.body:
             finder.visit(node)
@@ -490,11 +496,7 @@ def test_one_survey_walk_answers_the_code_generators_searches_on_the_corpus():
     # _survey replaces three of jinja2's walks: node classes present (for Extends / Block / ImportedName), the
     # dependency finder's names, and the per-loop search for a Name storing to ``loop``
     checked = 0
-    for _name, src in _sources()[::3]:
-        try:
-            tree = caps.probe_environment()._parse(src, None, None)
-        except jinja2.TemplateSyntaxError:
-            continue
+    for name, tree in _probe_trees(3):
         survey = templating._survey(tree)
         assert survey.present == frozenset(type(n) for n in tree.find_all(jinja2.nodes.Node))
         assert (survey.filters, survey.tests) == templating._dependencies(tree.body)
@@ -502,7 +504,7 @@ def test_one_survey_walk_answers_the_code_generators_searches_on_the_corpus():
                                          for n in tree.find_all(jinja2.nodes.Name))
         for loop in tree.find_all(jinja2.nodes.For):  # jinja2's own search for a read of ``loop``
             reads = "loop" in _undeclared(loop)
-            assert (id(loop) in survey.loop_free) is (not reads), _name
+            assert (id(loop) in survey.loop_free) is (not reads), name
         checked += 1
     assert checked > 100
     block = templating._ENV.parse_raw("{{ a|upper }}{% block b %}{{ c|lower }}{% endblock %}")
@@ -607,11 +609,7 @@ def test_walks_skip_only_nodes_without_children_on_the_corpus():
     from core import fastwalk
 
     seen = 0
-    for _name, src in _sources()[::4]:
-        try:
-            tree = caps.probe_environment()._parse(src, None, None)
-        except jinja2.TemplateSyntaxError:
-            continue
+    for _name, tree in _probe_trees(4):
         for node in tree.find_all(tuple(fastwalk._LEAVES)):
             assert not list(fastwalk._ORIGINAL["iter_child_nodes"](node))
             seen += 1
@@ -659,7 +657,7 @@ def test_undeclared_names_answered_from_the_source_text_equal_jinja2s_search():
 
     original = fastwalk._ORIGINAL["find_undeclared"]
     checked = 0
-    for _name, src in _sources()[::7]:
+    for _name, src in _sources()[::7]:   # (the source too: absent_from reads it)
         try:
             tree = caps.probe_environment()._parse(src, None, None)
         except jinja2.TemplateSyntaxError:
