@@ -201,7 +201,7 @@ class _Setup:
     meter: "_Meter | None" = None    # shared by every setup derived with dataclasses.replace
 
 
-REPARSE_CHARS = 512 * 1024
+REPARSE_CHARS = 1024 * 1024
 """Characters explain may re-parse beyond its main parse (the other fidelity, candidate fixes, inserted openers:
 each re-parses the whole output): a 256 KB hostile output (a flood of tool calls) took 8-13 s when every
 candidate re-parsed it. Past this the remaining re-parses are left out and the explanation says so."""
@@ -268,17 +268,24 @@ def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str =
     :class:`~core.errors.AnalysisError` naming the limit when it runs out). Its work is linear in the output:
     one traced parse, then re-parses for the causes and fixes up to :data:`REPARSE_CHARS` characters in all
     (those left out are named in ``notes``)."""
+    import time
+
     from ..budgets import command_budget
+    from ..templating import analysis_budget
 
-    with command_budget("explain", getattr(template, "name", "template")):
-        return _explain(template, request, output, fidelity, overrides, disabled_workarounds, fixes)
-
-
-def _explain(template: Any, request: ChatRequest, output: str, fidelity: str, overrides: dict[str, Any] | None,
-             disabled_workarounds: tuple[str, ...], fixes: bool) -> Explanation:
     setup = _Setup(template, request, fidelity, dict(overrides or {}), tuple(disabled_workarounds or ()))
-    bundle, tr = _trace(setup, output)
+    with command_budget("explain", getattr(template, "name", "template")) as budget:
+        bundle, tr = _trace(setup, output)
     setup.meter = _Meter(REPARSE_CHARS)
+    # the causes and fixes run in what is left of the budget: a render it cuts there (a candidate's prompt) is a
+    # candidate left out, not a failed explanation
+    left = None if budget is None else max(0.0, budget.until - time.monotonic())
+    with analysis_budget(left):
+        return _explain(setup, bundle, tr, output, fixes)
+
+
+def _explain(setup: _Setup, bundle: Any, tr: ParseTrace, output: str, fixes: bool) -> Explanation:
+    template, request, fidelity = setup.template, setup.request, setup.fidelity
     route = bundle.format if bundle.format != "peg-native" else "auto-parser"
     ex = Explanation(template=getattr(template, "name", "template"), route=route, fidelity=fidelity,
                      request=_request_json(request), output=output, generation_prompt=tr.text[:tr.gp_len],
@@ -309,8 +316,8 @@ def _explain(template: Any, request: ChatRequest, output: str, fidelity: str, ov
         ex.fixes = candidate_fixes(setup, bundle, tr, ex)
     if setup.meter.skipped:
         ex.notes.append(f"{setup.meter.skipped} re-parse(s) for causes and fixes left out: the output is "
-                        f"{len(output):,} characters and explain re-parses at most {REPARSE_CHARS:,} in all "
-                        "(limit: explain re-parses)")
+                        f"{len(output):,} characters and explain re-parses at most {REPARSE_CHARS:,} in all, within "
+                        "the analysis budget (limit: explain re-parses)")
     return ex
 
 
