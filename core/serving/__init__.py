@@ -376,7 +376,7 @@ def work_slot(kind: WorkKind, limits: Limits) -> Iterator[None]:
 # an absolute server path: /a/b…, ~/a…, C:\a\… (two components at least, so "and/or" or "1/2" stay); not the
 # path of a URL (after "//host" or a word character) nor a Hub repo id (org/name has no leading slash)
 # (one component per repetition, slashes excluded inside it: linear time)
-_PATH = re.compile(r"(?<![\w.:/\\~-])(?:~|[A-Za-z]:)?(?:[/\\][\w.@+=-][^\s'\"`,;()\[\]<>|/\\]*){2,}")
+_PATH = re.compile(r"(?<![\w.:/\\~-])(?:~|[A-Za-z]:)?(?:[/\\][\w.@+=-][^\s'\"`,;:()\[\]<>|/\\]*){2,}")
 
 
 def redact_paths(text: str) -> str:
