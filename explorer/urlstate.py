@@ -358,7 +358,7 @@ def explain_permalink(request: dict[str, Any], output: str) -> tuple[str, int]:
 
     value = encode_explain(request, output)
     qp = st.query_params
-    if len(value) > EXPLAIN_MAX_CHARS:
+    if len(value) > EXPLAIN_MAX_CHARS or decode_explain(value) is None:  # (a link that would not open again)
         if EXPLAIN_PARAM in qp:
             del qp[EXPLAIN_PARAM]
         return "", len(value)

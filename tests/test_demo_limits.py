@@ -215,3 +215,37 @@ def test_explain_work_is_linear_in_the_output(monkeypatch):
     assert len(ex.message["tool_calls"]) == 7000
     assert parsed[0] <= 3 * len(output) + explain_mod.REPARSE_CHARS * 2, parsed[0]
     assert parsed[0] <= 12 * len(output), parsed[0] / len(output)
+
+
+# ------------------------------------------------------------------------------------------------ the app
+
+
+def test_demo_edit_box_is_capped_and_nothing_over_it_is_stored(tmp_path, monkeypatch):
+    from .test_app_helpers import errors, page, start
+
+    monkeypatch.setenv("CTE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("CTE_ALLOW_ROOTS", raising=False)
+    monkeypatch.setenv("CTE_DEMO", "1")
+    at = page(start(), "edit")
+    big = "{# " + "x" * (DEMO_LIMITS.max_paste_bytes + 10) + " #}"
+    at.text_area(key="in_edit_source").input(big).run()
+    assert any("over this server's 262,144-byte cap (limit: paste size)" in e for e in errors(at)), errors(at)
+    assert [b.disabled for b in at.button if b.label == "Analyse"] == [True]
+    assert "draft" not in at.query_params
+    stored = list((tmp_path / "edits").glob("*.jinja")) if (tmp_path / "edits").exists() else []
+    assert all(p.stat().st_size < DEMO_LIMITS.max_paste_bytes for p in stored)
+    assert at.session_state["template"].origin == "bundled"
+
+
+def test_zip_bomb_link_on_the_explain_page_is_one_line_in_the_sidebar(tmp_path, monkeypatch):
+    from .test_app_edit import start_with
+    from .test_app_helpers import errors
+
+    monkeypatch.setenv("CTE_CACHE_DIR", str(tmp_path))
+    at = start_with({"x": _x(b'{"r":{},"o":"' + b"a" * 12_000_000 + b'"}')})
+    at.switch_page("explorer/pages/explain.py").run()
+    at.run()   # the page reads the link after the sidebar is drawn: its message shows on the next run
+    assert not at.exception, at.exception
+    shown = [e for e in errors(at) if "x=" in e]
+    assert shown and "decompresses to more than 1 MB (limit: link size)" in shown[0], errors(at)
+    assert len(shown[0].splitlines()) == 1
