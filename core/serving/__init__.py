@@ -24,6 +24,7 @@ import os
 import pathlib
 import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
@@ -339,8 +340,8 @@ def work_slot(kind: WorkKind, limits: Limits) -> Iterator[None]:
 
     Waits up to ``limits.wait_seconds`` for a free slot, then raises :class:`BusyError` (a one-line message
     for the visitor). Slots are per server process and shared by every session; a visitor named with
-    :func:`set_visitor` holds at most :data:`PER_VISITOR_SLOTS` of a kind at once (:class:`VisitorBusyError`
-    at once, without waiting), so one visitor cannot take every slot.
+    :func:`set_visitor` holds at most :data:`PER_VISITOR_SLOTS` of a kind at once (a request past it waits for
+    the visitor's own slot, as long, then :class:`VisitorBusyError`), so one visitor cannot take every slot.
     """
     limit = limits.max_analyses if kind is WorkKind.ANALYSIS else limits.max_corpus_runs
     if limit is None:
@@ -349,10 +350,17 @@ def work_slot(kind: WorkKind, limits: Limits) -> Iterator[None]:
     who = current_visitor()
     key = (kind, who or "")
     if who is not None:
-        with _SLOTS_LOCK:
-            if _HELD.get(key, 0) >= PER_VISITOR_SLOTS:
+        # the visitor's own earlier work (a rerun that Streamlit stopped while its analysis went on) is waited
+        # for as a busy server is; past the wait the visitor is told, and the other slots stay free
+        deadline = time.monotonic() + max(0.0, limits.wait_seconds)
+        while True:
+            with _SLOTS_LOCK:
+                if _HELD.get(key, 0) < PER_VISITOR_SLOTS:
+                    _HELD[key] = _HELD.get(key, 0) + 1
+                    break
+            if time.monotonic() >= deadline:
                 raise VisitorBusyError(kind, PER_VISITOR_SLOTS)
-            _HELD[key] = _HELD.get(key, 0) + 1
+            time.sleep(0.05)
     try:
         sem = _semaphore(kind, limit)
         if not sem.acquire(timeout=max(0.0, limits.wait_seconds)):
