@@ -87,6 +87,8 @@ def test_template_bombs_end_in_errors_naming_a_limit(results):
     cases = {c["id"]: c for c in _cases()}
     for r in results["template bomb"]:
         c = cases[r["case"]]
+        if r["path"] == "analyze-isolated":
+            continue    # test_work_inside_c_code_is_stopped_by_the_worker
         if c["id"] == "raise-multiline":
             # the template's own message keeps its text, on one line
             assert r["outcome"] == "error" and "boom" in r["message"], r
