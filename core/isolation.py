@@ -44,7 +44,13 @@ MAX_CALLS = 500
 
 class WorkerLimitError(AnalysisError):
     """The worker was killed at the time limit, ran out of memory or died, or no worker was free in time: a
-    transient failure of this run, not a verdict on the inputs (never cache it as one)."""
+    transient failure of this run, not a verdict on the inputs (never cache it as one). ``what`` is the work
+    ("analysis", "render", …): an analysis says "cannot analyse template …", other work "template … stopped"."""
+
+    def __init__(self, name: str, message: str, what: str = "analysis"):
+        super().__init__(name, message)
+        if what != "analysis":
+            Exception.__init__(self, f"template {name!r} stopped: {message}")
 
 
 @dataclass(frozen=True)
@@ -204,7 +210,7 @@ def _rebuild(f: _Failure, name: str, what: str, memory_mb: int) -> Exception:
 
     if f.cls == "MemoryError":
         return WorkerLimitError(name, f"the {what} ran out of its {memory_mb} MB memory limit "
-                                      f"(limit: isolated {what} memory)")
+                                      f"(limit: isolated {what} memory)", what)
     cls: Any = None
     if f.module == "core" or f.module.startswith("core."):
         try:
@@ -237,7 +243,7 @@ def call(fn: Callable[..., Any], *args: Any, timeout_s: float | None = None, mem
     memory = DEFAULT_MEMORY_MB if memory_mb is None else memory_mb
     if not _slots.acquire(timeout=timeout):
         raise WorkerLimitError(name, f"the server is busy: no worker was free for {timeout:g} s "
-                                     f"(limit: isolated workers; try again)")
+                                     f"(limit: isolated workers; try again)", what)
     try:
         w = _take(memory)
         ok = False
@@ -252,14 +258,14 @@ def call(fn: Callable[..., Any], *args: Any, timeout_s: float | None = None, mem
                 w.conn.send((fn, args, kwargs))
             if not w.conn.poll(timeout):
                 raise WorkerLimitError(name, f"the {what} was stopped after {timeout:g} s "
-                                             f"(limit: isolated {what} time; set CTE_ISOLATED_TIMEOUT_S)")
+                                             f"(limit: isolated {what} time; set CTE_ISOLATED_TIMEOUT_S)", what)
             try:
                 kind, payload, rss = w.conn.recv()
             except (EOFError, OSError):
                 w.proc.join(1)
                 raise WorkerLimitError(name, f"the {what} worker died (exit code {w.proc.exitcode}); it may have "
                                              f"exceeded its {memory} MB memory limit (limit: isolated {what} "
-                                             "memory)") from None
+                                             "memory)", what) from None
             ok = kind == "ok" or payload.cls != "MemoryError"
         finally:
             if ok:
