@@ -348,3 +348,25 @@ def check_source(source: str, name: str = "<edited>") -> Any:
     """The :class:`~core.lint.locate.ErrorLocation` of the first compile or render error of an edited source
     (:func:`core.lint.locate.check_source`), or None; in a worker."""
     return isolation.call(_check, source, name, name=name, what="render")
+
+
+# ------------------------------------------------------------------------------------------------ corpus
+
+
+def corpus_row(path: str, fidelity: str = "llama.cpp") -> dict[str, Any]:
+    """:func:`core.corpus.corpus_row` of one template file, in a worker (its analysis and export render).
+    Raises :class:`~core.isolation.WorkerLimitError` when the worker was stopped (the row would say nothing
+    about the file)."""
+    from .corpus import corpus_row as _run
+
+    return isolation.call(_run, path, fidelity, name=path.rsplit("/", 1)[-1], what="analysis")
+
+
+def stopped_row(path: str, error: BaseException) -> dict[str, Any]:
+    """The row :func:`core.corpus.corpus_row` would give a file that failed with ``error`` (for a worker stopped
+    at its limit, which must not be cached as the file's row)."""
+    from .corpus import COLUMNS
+
+    row: dict[str, Any] = {c: None for c in COLUMNS}
+    row.update(template=path.rsplit("/", 1)[-1], warning="", error=str(error))
+    return row
