@@ -370,3 +370,16 @@ def stopped_row(path: str, error: BaseException) -> dict[str, Any]:
     row: dict[str, Any] = {c: None for c in COLUMNS}
     row.update(template=path.rsplit("/", 1)[-1], warning="", error=str(error))
     return row
+
+
+def lint_file(path: str, fidelity: str = "llama.cpp") -> Any:
+    """:func:`core.lint.corpus.lint_file` of one template file (a :class:`~core.lint.model.LintReport`), in a
+    worker; a worker stopped at its limit gives a report with ``error`` set to the one-line limit message."""
+    from .lint.corpus import lint_file as _run
+    from .lint.model import LintReport
+
+    name = path.rsplit("/", 1)[-1]
+    try:
+        return isolation.call(_run, path, fidelity, name=name, what="lint")
+    except isolation.WorkerLimitError as e:
+        return LintReport(name, error=str(e))
