@@ -25,13 +25,14 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from core import isolated_ops
+from core import isolated_ops, isolation
 from core.errors import ChatTemplateExplorerError
 from core.isolation import WorkerLimitError
 from core.templating import ChatTemplate, source_digest
@@ -48,12 +49,8 @@ INPUT_PREFIX = "in_"
 
 T = TypeVar("T")
 
-# a worker forked before the first visitor asks (the forkserver's start, ~1.7 s of imports, is paid here)
-import threading as _threading  # noqa: E402
-
-from core import isolation as _isolation  # noqa: E402
-
-_threading.Thread(target=_isolation.warm, daemon=True, name="cte-warm-worker").start()
+# a worker forked before the first visitor asks (the forkserver's start, ~1-1.7 s of imports, is paid here)
+threading.Thread(target=isolation.warm, daemon=True, name="cte-warm-worker").start()
 
 
 class EngineMissing(ChatTemplateExplorerError):
