@@ -103,7 +103,8 @@ def _serve(conn: Any, memory_mb: int) -> None:
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     except (ImportError, ValueError, OSError):  # pragma: no cover - non-POSIX: time limit only
-        pass
+        resource = None  # type: ignore[assignment]
+    _die_with_parent()
     while True:
         try:
             request = conn.recv()
@@ -111,7 +112,16 @@ def _serve(conn: Any, memory_mb: int) -> None:
             return
         if request is None:
             return
-        fn, args, kwargs = request
+        fn, args, kwargs, timeout = request
+        if resource is not None:
+            # a backstop that needs no caller: if the caller is gone and cannot kill this worker, the kernel
+            # does (SIGXCPU) once the call has used its time in CPU seconds, and some more
+            used = resource.getrusage(resource.RUSAGE_SELF)
+            cpu = int(used.ru_utime + used.ru_stime + 2 * timeout + 5)
+            try:
+                resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.RLIM_INFINITY))
+            except (ValueError, OSError):  # pragma: no cover
+                pass
         broken = False
         try:
             reply: tuple[Any, ...] = ("ok", fn(*args, **kwargs))
@@ -131,6 +141,18 @@ def _serve(conn: Any, memory_mb: int) -> None:
                 return
         if broken:
             return
+
+
+def _die_with_parent() -> None:
+    """Linux: this process gets SIGKILL when its parent (the forkserver, which exits with the server) dies, so a
+    worker busy in C code does not outlive a server that was killed."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
 
 
 class _Worker:
@@ -250,12 +272,12 @@ def call(fn: Callable[..., Any], *args: Any, timeout_s: float | None = None, mem
         try:
             w.calls += 1
             try:
-                w.conn.send((fn, args, kwargs))
+                w.conn.send((fn, args, kwargs, timeout))
             except (BrokenPipeError, ConnectionResetError):  # an idle worker died since: one fresh try
                 w.kill()
                 w = _Worker(memory)
                 w.calls += 1
-                w.conn.send((fn, args, kwargs))
+                w.conn.send((fn, args, kwargs, timeout))
             if not w.conn.poll(timeout):
                 raise WorkerLimitError(name, f"the {what} was stopped after {timeout:g} s "
                                              f"(limit: isolated {what} time; set CTE_ISOLATED_TIMEOUT_S)", what)
