@@ -83,8 +83,8 @@ def _bundle(recipe: ParserRecipe) -> Any:
 
 @dataclass
 class ParserView:
-    """A parser built in a worker: the fields of :class:`core.chat.base.ChatOutputParser` as data, ``describe()``
-    as the worker gave it, and ``parse`` answered by a worker."""
+    """A parser built in a worker: the fields of :class:`core.chat.base.ChatOutputParser` as data; ``parse`` and
+    ``describe`` answered by a worker."""
 
     recipe: ParserRecipe
     grammar: str | None
@@ -93,20 +93,14 @@ class ParserView:
     preserved_tokens: list[str]
     additional_stops: list[str]
     generation_prompt: str
-    description: str = ""
-    description_error: str = ""
 
     def parse(self, output: str, is_partial: bool = False) -> Any:
         """The :class:`~core.chat.message.AssistantMessage` the parser makes of ``output`` (in a worker)."""
         return isolation.call(_parse_message, self.recipe, output, is_partial, name=self.recipe.name, what="parse")
 
     def describe(self) -> str:
-        """The parser's readable structure (raises :class:`~core.errors.AnalysisError` if it had none)."""
-        if self.description_error:
-            from .errors import AnalysisError
-
-            raise AnalysisError(self.recipe.name, self.description_error)
-        return self.description
+        """The parser's readable structure (in a worker)."""
+        return isolation.call(_describe, self.recipe, name=self.recipe.name, what="render")
 
 
 @dataclass
@@ -125,19 +119,18 @@ class ParserBundleView:
 def _parser_bundle(recipe: ParserRecipe) -> ParserBundleView:
     b = _bundle(recipe)
     p = b.parser
-    try:
-        description, error = p.describe(), ""
-    except Exception as e:  # noqa: BLE001 - shown where the description is
-        description, error = "", f"{type(e).__name__}: {e}"
     view = ParserView(recipe, p.grammar, bool(p.grammar_lazy), list(p.grammar_triggers or []),
-                      list(p.preserved_tokens or []), list(p.additional_stops or []), p.generation_prompt,
-                      description, error)
+                      list(p.preserved_tokens or []), list(p.additional_stops or []), p.generation_prompt)
     return ParserBundleView(view, b.prompt, b.generation_prompt, b.route, b.format, b.report, list(b.notes or []))
 
 
 def parser_bundle(recipe: ParserRecipe) -> ParserBundleView:
     """:func:`core.chat.pipeline.build_chat_parser` for ``recipe`` in a worker (the prompt render included)."""
     return isolation.call(_parser_bundle, recipe, name=recipe.name, what="render")
+
+
+def _describe(recipe: ParserRecipe) -> str:
+    return _bundle(recipe).parser.describe()
 
 
 def _parse_message(recipe: ParserRecipe, output: str, partial: bool) -> Any:

@@ -85,6 +85,7 @@ def test_parsers_answer_through_the_worker(name):
     assert (view.prompt, view.generation_prompt, view.format) == (local.prompt, local.generation_prompt, local.format)
     assert view.parser.grammar == local.parser.grammar
     assert view.parser.preserved_tokens == list(local.parser.preserved_tokens)
+    assert view.parser.describe() == local.parser.describe()
     output = "Let me look.\n" + "x" * 40
     assert view.parser.parse(output).to_openai() == local.parser.parse(output).to_openai()
     replay = isolated_ops.stream_replay(view.parser.recipe, output, False)
