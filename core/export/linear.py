@@ -14,6 +14,11 @@ pattern is read into a small tree of atoms and groups and rewritten:
   The spaces then stay at the end of the region before the delimiter, where the consumers' ``text`` parser
   strips them and the ``json``, ``xml-inline`` and ``python-call-list`` parsers skip them.
 
+* a ``\\s*`` inside an optional part a delimiter may start with (``(?:<section>\\s*)?<call>``) becomes
+  ``\\s{0,1000}``: the ``regex`` module's partial search, which transformers runs while streaming, is quadratic on
+  an unbounded run there (:mod:`core.export.redos`, ``PARTIAL``); more than 1,000 whitespace characters between a
+  section opener and a call opener leave the section opener in the text before.
+
 Both keep the set of texts a delimiter matches where it is anchored (``\\A``) and the text a region yields
 after those parsers; a ``\\s*`` inside a capturing group's edge is left alone (it is part of the capture).
 """
@@ -227,12 +232,41 @@ def _nullable(seq: list[Any]) -> bool:
     return True
 
 
+BOUNDED_WS = r"\s{0,%d}" % 1000
+
+
+def _bound_leading(seq: list[Any]) -> list[Any]:
+    """``seq`` with each ``\\s*`` inside the optional parts it may start with bounded (:data:`BOUNDED_WS`)."""
+    for e in seq:
+        if isinstance(e, _Atom):
+            if _zero_width(e):
+                continue
+            return seq
+        free = e.lookahead or e.open in ("(?!", "(?<=", "(?<!") or e.quant[:1] in ("?", "*") \
+            or any(_nullable(a) for a in e.alts)
+        if not free:
+            return seq
+        e.alts = [_bound_all(a) for a in e.alts]
+    return seq
+
+
+def _bound_all(seq: list[Any]) -> list[Any]:
+    out = []
+    for e in seq:
+        if isinstance(e, _Atom):
+            out.append(_Atom(BOUNDED_WS) if e.is_ws else e)
+        else:
+            e.alts = [_bound_all(a) for a in e.alts]
+            out.append(e)
+    return out
+
+
 def linear_delimiter(pattern: str, *, search: bool = True) -> str:
     """``pattern`` with its whitespace runs placed as the module says (``search``: also without a leading
-    ``\\s*``)."""
+    ``\\s*``, and bounded inside the optional parts it may start with)."""
     alts = [_dedupe(seq, False)[0] for seq in parse(pattern)]
     if search:
-        alts = [_strip_leading(seq) for seq in alts]
+        alts = [_bound_leading(_strip_leading(seq)) for seq in alts]
     return render(alts)
 
 

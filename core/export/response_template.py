@@ -528,7 +528,8 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
                                  rf"|(?={_WS}<｜DSML｜invoke)|\Z)",
                 "repeats": True, "content": "xml-inline",
                 "content_args": {"tag_pattern": r'<｜DSML｜parameter name="(?P<key>[^"]+)"(?: string="(?:true|false)")?>'
-                                                r"(?P<value>(?:(?!<｜DSML｜parameter name=).)*?)</｜DSML｜parameter>"},
+                                                r"(?P<value>(?:(?!<｜DSML｜parameter name=).)*?)"
+                                                r"</｜DSML｜parameter>"},
                 "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
             "content": {"content": "text"}}
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
