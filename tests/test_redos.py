@@ -129,7 +129,9 @@ def test_parser_and_grammar_regexes_are_linear():
     from core.peg import engine, nodes, scanners
 
     hostile = ["<tool_call>", "</think>", "\\s*", "a*b", "((((", "    ", "<|x|>", "ab" * 40, "\u2028", "a"]
-    search = [engine._partial_regex(hostile).__self__.pattern, muse_glimmer.TRIGGER_PATTERN,
+    from core.chat.handlers import gemma4
+
+    search = [engine._partial_regex(hostile).__self__.pattern, muse_glimmer.TRIGGER_PATTERN, gemma4._CALL_PROBE.pattern,
               converter._INVALID_RULE_CHARS.pattern, nodes._INVALID_RULE_CHARS.pattern]
     anchored = [scanners.string_body_regex(d).pattern for d in ("'", '"', "<|\"|>"[:1])]
     anchored += [v.pattern if isinstance(v, re.Pattern) else v.__self__.pattern
