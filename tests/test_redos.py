@@ -141,3 +141,15 @@ def test_parser_and_grammar_regexes_are_linear():
     assert len(anchored) >= 12
     assert [(p, check_pattern(p)) for p in search if check_pattern(p)] == []
     assert [(p, check_pattern(p, search=False)) for p in anchored if check_pattern(p, search=False)] == []
+
+
+def test_an_export_the_check_flags_is_refused(monkeypatch):
+    # the construction is the guarantee; the check is the net: without the rewrite the ChatML export is refused
+    import core.export.linear as linear
+
+    monkeypatch.setattr(linear, "linear_response_template", lambda rt: None)
+    t = ChatTemplate((ROOT / "assets" / "templates" / "chatml-think-tools.jinja").read_text(encoding="utf-8"),
+                     "chatml-think-tools.jinja")
+    res = export_response_template(t)
+    assert not res.exportable
+    assert res.reasons[0].startswith("a pattern would not run in linear time on some outputs (tool_calls.")

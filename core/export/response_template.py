@@ -589,6 +589,7 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
     from ..chat.roundtrip import round_trip_request
     from ..errors import ChatTemplateExplorerError
     from .linear import linear_response_template
+    from .redos import check_response_template
 
     flavour = Flavour(flavour)
     if fidelity not in ("llama.cpp", "improved"):
@@ -637,7 +638,12 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
                 res.notes.append(f"special handler {route.handler}: exported from the analysis; verification "
                                  "compares with the handler's parses")
         if res.response_template is not None:
-            linear_response_template(res.response_template)  # core/export/linear.py; checked by redos.py
+            linear_response_template(res.response_template)  # core/export/linear.py
+            slow = check_response_template(res.response_template)  # core/export/redos.py: never export one
+            if slow:
+                where, found = next(iter(slow.items()))
+                raise NotExpressible(f"a pattern would not run in linear time on some outputs ({where}: "
+                                     f"{found[0].kind}, {found[0].detail})")
         if flavour == Flavour.VLLM and res.response_template is not None:
             vllm_limits(res.response_template)
     except NotExpressible as e:
