@@ -661,16 +661,31 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
         self.write("))")
 
 
-_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\*|\d*)(?:\.(\*|\d*))?")
+_PERCENT_SPEC = re.compile(r"[-+ #0]*(\*|\d*)(?:\.(\*|\d*))?")
 
 
 def _check_percent(fmt: str, limit: int) -> None:
     """Refuse a printf-style format whose width or precision (``%9999999s``, ``%.9999999d``,
-    ``%(a)9999999s``, ``%*s``) could build a string above ``limit`` — before formatting."""
-    for m in _PERCENT_SPEC.finditer(fmt):
+    ``%(a)9999999s``, ``%*s``) could build a string above ``limit`` — before formatting. A mapping key is
+    skipped the way Python reads it, counting nested parentheses (``%((a))9999999s`` has the key ``(a)``)."""
+    i = fmt.find("%")
+    while i != -1:
+        j = i + 1
+        if fmt.startswith("%", j):  # "%%" is a literal percent sign
+            i = fmt.find("%", j + 1)
+            continue
+        if fmt.startswith("(", j):
+            level = 0
+            while j < len(fmt):
+                level += {"(": 1, ")": -1}.get(fmt[j], 0)
+                j += 1
+                if level == 0:
+                    break
+        m = _PERCENT_SPEC.match(fmt, j)
         for g in m.groups():
             if g == "*" or (g and int(g) > limit):
                 raise _limit_error("printf-style width/precision", limit, "output size")
+        i = fmt.find("%", max(m.end(), i + 1))
 
 
 def _check_format_spec(fmt: str, limit: int, depth: int = 0) -> None:

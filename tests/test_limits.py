@@ -173,6 +173,22 @@ def test_checked_before_the_work(source, limit):
         ChatTemplate(source).render({})
 
 
+@pytest.mark.parametrize("source", [
+    "{{ '%((a))999999999s' % {'(a)': 1} }}",
+    "{{ '%(()a())999999999s'|format(**{'()a()': 1}) }}",
+    "{{ '%((a)(b))5s%((c)).999999999f' % {'(a)(b)': 1, '(c)': 1.5} }}",
+])
+def test_printf_width_behind_a_nested_parenthesis_key_is_checked_first(source):
+    """Re-attack of issue 24: Python reads a ``%(...)`` mapping key counting nested parentheses, so a check that
+    ended the key at the first ``)`` missed the width and the 1 GB string was built before the size check."""
+    with pytest.raises(RenderLimitError, match="printf-style width/precision above"):
+        ChatTemplate(source).render({})
+
+
+def test_printf_literal_percent_and_small_widths_render():
+    assert ChatTemplate("{{ '%%999999999s|%((b))3d' % {'(b)': 2} }}").render({}) == "%999999999s|  2"
+
+
 def test_normal_values_render_as_before():
     src = ("{{ '{:>5}'.format(1) }}|{{ '%05.1f' % 2.5 }}|{{ [1, 2]|tojson(indent=2) }}|{{ 'a\nb'|indent(2) }}|"
            "{{ (2 ** 10) * 3 }}|{% for x in range(5)[1:3] %}{{ loop.index }}/{{ loop.length }}{% endfor %}|"
