@@ -19,12 +19,14 @@ import contextlib
 import datetime as _dt
 import functools
 import hashlib
+import io
 import itertools
 import json
 import json.encoder
 import marshal
 import os
 import pathlib
+import pprint
 import sys
 import threading
 import time
@@ -1191,6 +1193,37 @@ def _indented_json(value: Any, indent: str, ensure_ascii: bool, sort_keys: bool)
     return "".join(out)
 
 
+class _CheckedPrettyPrinter(pprint.PrettyPrinter):
+    """pprint whose printing of every element passes the render's time and memory check: it prints each subtree
+    again at each level it descends (nested values cost size x depth) and a dict's key widens the indent of every
+    line under it, all in the stdlib's code, where no sandbox hook runs."""
+
+    def format(self, object: Any, context: Any, maxlevels: Any, level: Any) -> Any:  # noqa: A002 - stdlib's name
+        _ENV._tick()
+        return super().format(object, context, maxlevels, level)
+
+
+class _CappedText(io.StringIO):
+    """The pprint stream: refuses text past the output cap as it is written (indents can multiply the input)."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self._left = limit
+
+    def write(self, s: str) -> int:
+        self._left -= len(s)
+        if self._left < 0:
+            raise _limit_error("pprint filter result size", _ENV._limit(), "output size")
+        return super().write(s)
+
+
+def _pprint(value: Any) -> str:
+    """jinja2's ``pprint`` filter (``pprint.pformat``), through :class:`_CheckedPrettyPrinter`."""
+    out = _CappedText(_ENV._limit())
+    _CheckedPrettyPrinter(stream=out).pprint(value)
+    return out.getvalue()[:-1]  # pprint() ends with the newline pformat() leaves out
+
+
 def _width_checked(filter_fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a padding/width filter so a huge width argument is refused before allocating."""
 
@@ -1239,6 +1272,12 @@ def _projected_filter_size(name: str, args: tuple[Any, ...], kwargs: dict[str, A
 _PROJECTED_FILTERS = frozenset({"indent", "replace", "join", "string", "format", "e", "escape", "forceescape", "safe",
                                 "slice", "batch", "sum"})
 
+# text filters that print a list or dict they are given (``str(value)`` in C, or pprint's and xmlattr's and
+# urlencode's own printing) before their work: ``['x' * 100000] * 3000 | upper`` printed 300 MB in one call,
+# outside every hook. A list/dict value is projected first.
+_PRINTING_FILTERS = frozenset({"capitalize", "center", "indent", "lower", "pprint", "replace", "striptags", "title",
+                               "trim", "truncate", "upper", "urlencode", "urlize", "wordcount", "wordwrap", "xmlattr"})
+
 
 def _size_checked(name: str, filter_fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a filter so a result larger than the output cap stops the render: refused from its projected
@@ -1251,6 +1290,7 @@ def _size_checked(name: str, filter_fn: Callable[..., Any]) -> Callable[..., Any
     skip = 1 if jinja2.utils._PassArg.from_obj(filter_fn) is not None else 0
 
     projects = name in _PROJECTED_FILTERS
+    prints = name in _PRINTING_FILTERS
 
     @functools.wraps(filter_fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -1260,6 +1300,9 @@ def _size_checked(name: str, filter_fn: Callable[..., Any]) -> Callable[..., Any
         limit = (d.limits if d else DEFAULT_LIMITS).max_output_chars
         if projects and _projected_filter_size(name, args[skip:], kwargs, limit) > limit:
             raise _limit_error(f"{name} filter result size", limit, "output size")
+        if prints and len(args) > skip and isinstance(args[skip], (list, tuple, dict)) \
+                and projected_text_size(args[skip], limit) > limit:
+            raise _limit_error(f"{name} filter input size", limit, "output size")
         result = filter_fn(*args, **kwargs)
         if isinstance(result, (str, list)) and len(result) > limit:
             raise _limit_error(f"{name} filter result size", limit, "output size")
@@ -1332,6 +1375,7 @@ def _make_environment() -> _LimitedSandbox:
         optimized=False,
     )
     env.filters["tojson"] = _tojson
+    env.filters["pprint"] = _pprint
     for name in ("center", "indent", "wordwrap", "truncate"):
         env.filters[name] = _width_checked(env.filters[name])
     for name, fn in list(env.filters.items()):

@@ -189,6 +189,30 @@ def test_printf_literal_percent_and_small_widths_render():
     assert ChatTemplate("{{ '%%999999999s|%((b))3d' % {'(b)': 2} }}").render({}) == "%999999999s|  2"
 
 
+@pytest.mark.parametrize("source", [
+    "{{ ([[1] * 100000] * 3000)|pprint|length }}",
+    "{{ {'k': ['x' * 100000] * 3000}|xmlattr|length }}",
+    "{{ {'k': ['x' * 100000] * 3000}|urlencode|length }}",
+    "{{ (['x' * 100000] * 3000)|upper|length }}",
+    "{{ (['x' * 100000] * 3000)|replace('x', 'y')|length }}",
+    "{{ (['x' * 100000] * 3000)|trim|length }}",
+])
+def test_text_filters_project_a_list_or_dict_before_printing_it(source):
+    """Re-attack of issue 24: a text filter given a list prints it (``str()`` in C, or pprint/xmlattr/urlencode in
+    the stdlib) before any check: 300 MB - 1.4 GB and 2.5 s to over 60 s. Refused from the projected size now."""
+    with pytest.raises(RenderLimitError, match="filter input size above"):
+        ChatTemplate(source).render({})
+
+
+def test_pprint_is_jinja2s_and_is_checked_while_it_prints():
+    import jinja2
+    for v in ([1, 2, {"a": "b"}], list(range(40)), {"k" * 10: list(range(30))}, "x", None):
+        assert ChatTemplate("{{ v|pprint }}").render({"v": v}) \
+            == jinja2.Environment().from_string("{{ v|pprint }}").render(v=v)
+    with pytest.raises(RenderLimitError, match="pprint filter result size"):  # the key's width on every line
+        ChatTemplate("{{ {('k' * 100000): [1] * 5000}|pprint|length }}").render({})
+
+
 def test_normal_values_render_as_before():
     src = ("{{ '{:>5}'.format(1) }}|{{ '%05.1f' % 2.5 }}|{{ [1, 2]|tojson(indent=2) }}|{{ 'a\nb'|indent(2) }}|"
            "{{ (2 ** 10) * 3 }}|{% for x in range(5)[1:3] %}{{ loop.index }}/{{ loop.length }}{% endfor %}|"
