@@ -120,6 +120,7 @@ MISTYPED_VALUE_AS_STRING = "mistyped-value-as-string"
 JSON_CALL_IN_TAGS = "json-call-in-tags"
 CALLS_INSIDE_SECTION_MARKERS = "calls-inside-section-markers"
 ARGUMENT_ORDER = "argument-order"
+CALL_ID_OPTIONAL = "call-id-optional"
 UNPARSED_TEXT = "unparsed-text"
 
 REPAIRS: list[Repair] = [
@@ -183,6 +184,19 @@ REPAIRS: list[Repair] = [
                 "the arguments stream once the name is known.",
         example='{"arguments": {"city": "Paris"}, "name": "get_weather"}',
         source="llama.cpp's flat JSON layout fixes the order rendered by the template"),
+    Repair(
+        name=CALL_ID_OPTIONAL,
+        title="A JSON call without the id field the template renders",
+        stage=RepairStage.TOLERANCE,
+        accepts="A flat JSON call whose template renders a call id field (Mistral v0.3: {\"name\", "
+                "\"arguments\", \"id\"}) written without it, and with 'arguments' before 'name' as well: "
+                "every call of a [TOOL_CALLS] array is kept (llama.cpp requires the id's comma, so only the last "
+                "call survived, through stream-consistent-final).",
+        example='[TOOL_CALLS] [{"name": "add", "arguments": {"a": 3.5, "b": 4}}, {"name": "get_current_weather", '
+                '"arguments": {"city": "San Francisco", "state": "CA", "unit": "celsius"}}]',
+        source="https://github.com/vllm-project/vllm/blob/002d5731d3ee99b92d80b103be81c212245f1acf/tests/"
+               "tool_parsers/test_mistral_tool_parser.py (Mistral-7B-Instruct-v0.3 outputs without ids, "
+               "arguments before name); https://github.com/ml-explore/mlx-lm/issues/1374"),
     Repair(
         name=DOUBLE_ENCODED_ARGUMENTS,
         title="Arguments written as a JSON string holding the object",
@@ -605,4 +619,4 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
