@@ -169,3 +169,26 @@ def test_a_template_that_cannot_render_still_gives_a_message():
         ("unparsed-text", "no-parser")]
     _, streamed = stream_deltas(b.parser, "It is sunny in Paris.", chunk=3)
     assert streamed.content == "It is sunny in Paris."
+
+
+@pytest.mark.parametrize("fidelity", FIDELITIES)
+def test_a_call_with_a_required_parameter_missing(fidelity):
+    """GLM's tagged call without the required state: llama.cpp rejects it (its text becomes content, reported
+    truncated-call 'rejected'); improved passes it on (missing-required-argument), and a stream of it (one
+    character at a time, whole) ends as the one-shot parse."""
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Weather?"}], "tools": [
+        {"type": "function", "function": {"name": "get_current_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}, "state": {"type": "string"}},
+            "required": ["city", "state"]}}}]})
+    out = "<tool_call>get_current_weather\n<arg_key>city</arg_key>\n<arg_value>Dallas</arg_value>\n</tool_call>"
+    parser = build_chat_parser(_T.get("GLM-4.6.jinja"), req, fidelity=fidelity).parser
+    one = parser.parse(out)
+    if fidelity == "llama.cpp":
+        assert one.content == out and not one.tool_calls
+        assert [(r.name, r.why) for r in one.repairs] == [("truncated-call", "rejected")]
+    else:
+        assert [(c.name, json.loads(c.arguments)) for c in one.tool_calls] == [("get_current_weather",
+                                                                                 {"city": "Dallas"})]
+        assert [r.name for r in one.repairs] == ["missing-required-argument"]
+        for chunk in (1, 3, 17, len(out)):
+            assert stream_deltas(parser, out, chunk=chunk)[1].to_openai() == one.to_openai()

@@ -969,6 +969,12 @@ class _Gen:
                 any_order = any_order_args(p, f"tool-{name}-any-order", required, optional, p.space())
                 if any_order is not None:
                     seq = p.choice(seq, any_order)
+            if "missing-required-argument" in p.repairs and required:
+                # repair missing-required-argument: the declared parameters in any number, the required ones
+                # may be missing (checking the schema is the client's job), tried last
+                seq = p.choice(seq, p.repair("missing-required-argument",
+                                             p.optional(p.choice(*(required + optional))
+                                                        + p.repeat(p.space() + p.choice(*(required + optional)), 0, -1))))
             if a.start:
                 seq = p.literal(a.start) + seq
             if a.end:

@@ -121,6 +121,7 @@ JSON_CALL_IN_TAGS = "json-call-in-tags"
 CALLS_INSIDE_SECTION_MARKERS = "calls-inside-section-markers"
 ARGUMENT_ORDER = "argument-order"
 CALL_ID_OPTIONAL = "call-id-optional"
+MISSING_REQUIRED_ARGUMENT = "missing-required-argument"
 UNPARSED_TEXT = "unparsed-text"
 
 REPAIRS: list[Repair] = [
@@ -289,6 +290,21 @@ REPAIRS: list[Repair] = [
                 "also taken for 'arguments'), for a known tool.",
         example='<tool_call>\n{"name": "square_the_number", "arguments": {"input_num": 1024}}\n</tool_call>',
         source="https://github.com/gpustack/gpustack/issues/2660"),
+    Repair(
+        name=MISSING_REQUIRED_ARGUMENT,
+        title="A tagged call with a required parameter missing is passed on",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the auto-parsed XML-tagged argument layouts (Qwen3-Coder <parameter=…>, GLM "
+                "<arg_key>/<arg_value>), a complete call that leaves out a parameter the tool declares required: "
+                "the call is returned with the arguments it has (checking the schema is the client's job, as "
+                "vLLM's and SGLang's parsers do) instead of being rejected into content. Tried after the "
+                "template's layout and argument-order.",
+        example="<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n</parameter>\n"
+                "</function>\n</tool_call>   (city and state required)",
+        source="issue 25 (a call the stream showed, then rejected by the final parse); vLLM's qwen3coder parser "
+               "passes the parameters it finds: https://github.com/vllm-project/vllm/blob/"
+               "049d8df27dda4fd0caffa289ea12bfe5a47ac794/tests/tool_parsers/test_qwen3coder_tool_parser.py "
+               "(test_extract_tool_calls_fallback_no_tags: a call without the optional unit)"),
     Repair(
         name=CALLS_INSIDE_SECTION_MARKERS,
         title="JSON calls between the two markers the template writes before them",
@@ -619,4 +635,4 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
