@@ -2134,7 +2134,7 @@ class CallRelease:
         self._content: list[str] = []
         self._reasoning: list[str] = []
         self._calls: list[list] = []          # released: [id, name, [argument parts]]
-        self._pending: dict[int, list] = {}   # held: index -> [id, name, [argument parts]]
+        self._pending: dict[int, list] = {}   # held: index -> [id, name, [argument parts], "{" minus "}"]
 
     def filter(self, deltas: list[MessageDelta], final: bool = False) -> list[MessageDelta]:
         """The deltas a client gets out of the parser's ``deltas`` (``final``: release every held call)."""
@@ -2155,17 +2155,21 @@ class CallRelease:
                 c[2].append(tc.arguments)
                 out.append(d)
                 continue
-            held = self._pending.setdefault(tc.index, ["", "", []])
+            held = self._pending.setdefault(tc.index, ["", "", [], 0])
             held[0] = tc.id or held[0]
             held[1] = tc.name or held[1]
             if tc.arguments:
                 held[2].append(tc.arguments)
+                held[3] += tc.arguments.count("{") - tc.arguments.count("}")
         while len(self._calls) in self._pending:
             i = len(self._calls)
             held = self._pending[i]
-            args = "".join(held[2])
-            if not final and not (args.rstrip().endswith("}") and _is_json_object(args)):
+            # a cheap test first (braces balance, a "}" last), so a long argument is not re-read per delta;
+            # braces inside strings may hold a call back to the finish, never release it early
+            if not final and not (held[3] == 0 and held[2] and held[2][-1].rstrip().endswith("}")
+                                  and _is_json_object("".join(held[2]))):
                 break
+            args = "".join(held[2])
             del self._pending[i]
             self._calls.append([held[0], held[1], [args]])
             out.append(MessageDelta(tool_call=ToolCallDelta(i, held[0], held[1], args)))
