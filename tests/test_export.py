@@ -326,7 +326,7 @@ def test_gbnf_export_is_the_grammar_for_the_sample_request_and_says_so():
     t = load("Qwen-Qwen3-0.6B.jinja")
     out = export_gbnf(t)
     p = build_chat_parser(t, ChatRequest.from_dict(round_trip_request()), fidelity="llama.cpp").parser
-    assert out.startswith(p.grammar) and 'tool-get-weather ::=' in out
+    assert out.startswith(p.grammar) and 'tool-0 ::=' in out
     tail = out[len(p.grammar):].strip().splitlines()
     assert tail[:2] == ["# lazy: true", '# trigger word: "<tool_call>\\n"']
     assert tail[-1].startswith("# request: the explorer's sample tools (get_weather, book_table), tool_choice auto;")

@@ -174,8 +174,8 @@ def _peg_root(p: Any, view: C.RequestView, think_open: bool) -> Any:
     choices = []
     for spec in view.tools:
         required, optional = [], []
-        for pname, node, is_required, sview in C.param_nodes(spec):
-            rule_name = f"ling3-arg-{spec.name}-{pname}"
+        for j, (pname, node, is_required, sview) in enumerate(C.param_nodes(spec)):
+            rule_name = f"ling3-arg-{spec.index}-{j}"
             mode = value_mode(sview)
             if mode == "json":
                 value = p.tool_arg_json_value(p.schema(p.json(), rule_name + "-schema", node)) + arg_close
@@ -188,12 +188,12 @@ def _peg_root(p: Any, view: C.RequestView, think_open: bool) -> Any:
                 p.tool_arg_open(p.literal(ARG_KEY) + p.tool_arg_name(p.literal(pname)) + p.literal(ARG_KEY_END))
                 + p.optional(p.space()) + p.literal(ARG_VAL) + value))
             (required if is_required else optional).append(arg)
-        args = p.permute(f"ling3-{spec.name}-args", required)
+        args = p.permute(f"ling3-{spec.index}-args", required)
         if optional:
             args = args + p.zero_or_more(p.choice(*optional))
         call = p.tool(p.tool_open(p.literal(CALL_START) + p.tool_name(p.literal(spec.name)) + p.optional(p.space()))
                       + p.tool_args(args) + p.tool_close(p.optional(p.space()) + p.literal(CALL_END)))
-        choices.append(p.rule(f"ling3-tool-{spec.name}", call))
+        choices.append(p.rule(f"ling3-tool-{spec.index}", call))
     one = p.choice(*choices)
     calls = one + p.zero_or_more(p.space() + one) if view.parallel else one
     section = p.trigger_rule("ling3-tool-call", calls + p.space() + p.optional(p.content(p.until(ROLE_END)))
