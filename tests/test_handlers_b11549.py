@@ -1,4 +1,5 @@
-"""The families llama.cpp b11549 added (K2 Horizon, TranslateGemma; see docs/llama-cpp-sync.md): llama.cpp's own
+"""The families llama.cpp b11549 added (K2 Horizon, TranslateGemma) and Ling 3's response format (see
+docs/llama-cpp-sync.md): llama.cpp's own
 test cases for them (tests/data/b11549/cases.jsonl, each with its line in b11549's tests/test-chat.cpp), parsed
 one-shot and streamed character by character, plus the prompt checks of b11549's ``test_translate_gemma``."""
 
@@ -13,6 +14,7 @@ from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest
 from core.templating import ChatTemplate
 
+from .conftest import TEMPLATES
 from .test_handlers_golden import stream_check
 
 DATA = Path(__file__).parent / "data" / "b11549"
@@ -20,7 +22,9 @@ CASES = [json.loads(line) for line in (DATA / "cases.jsonl").read_text(encoding=
 
 
 def _template(name: str) -> ChatTemplate:
-    return ChatTemplate((DATA / name).read_text(encoding="utf-8"), name)
+    """A b11549 template from tests/data/b11549, else the shared corpus (Ling 3)."""
+    path = DATA / name if (DATA / name).exists() else TEMPLATES / name
+    return ChatTemplate(path.read_text(encoding="utf-8"), name)
 
 
 def _same(got, want: dict) -> None:
@@ -104,3 +108,10 @@ def test_translate_gemma_defaults_to_en_gb():
     b = build_chat_parser(_template("google-translategemma-4b-it.jinja"),
                           ChatRequest.from_dict({"messages": [{"role": "user", "content": "How are you?"}]}))
     assert "English (en-GB) to English (en-GB) translator" in b.prompt and "How are you?" in b.prompt
+
+
+def test_ling3_response_format_grammar_is_not_lazy():
+    case = next(c for c in CASES if c["id"] == "ling3-response-format-thinking")
+    p = build_chat_parser(_template(case["template"]), ChatRequest.from_dict(case)).parser
+    assert p.grammar and not p.grammar_lazy and "response-format" in p.grammar
+    assert [t.value for t in p.grammar_triggers] == ["<tool_call>"]      # b11549 sets the trigger all the same

@@ -22,6 +22,8 @@ from ...templating import ChatTemplate
 from ..request import ChatRequest, Continuation
 from . import _common as C
 from ._common import Incomplete, Mismatch, Scanner
+from ._peg_handler import grammar_for, has_response_format, make_parser, word
+from ...peg.chat import build_chat_peg_parser
 
 NAME = "ling3"
 
@@ -142,6 +144,8 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         last_open, last_close = gp.rfind(THINK_START), gp.rfind(THINK_END)
         think_open = last_open != -1 and (last_close == -1 or last_open > last_close)
 
+    if has_response_format(request):
+        return _response_format_parser(request, gp, think_open, view.extract_reasoning)
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view, think_open),
@@ -156,6 +160,31 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         **C.grammar_fields(lambda p: _peg_root(p, view, think_open), include=view.tools_active,
                            lazy=not view.required, trigger=C.word_trigger(CALL_START)),
     )
+
+
+def _response_format_parser(request: ChatRequest, gp: str, think_open: bool, extract: bool) -> Any:
+    """llama.cpp b11549: with a response format the think block must close before the JSON answer, which the
+    schema's grammar then constrains (not lazy). Declared on the chat PEG builder."""
+    def root(p: Any) -> Any:
+        opener = p.optional(p.literal(ROLE) + p.optional(p.space()))
+        body_end = p.until_one_of([THINK_END, CALL_START]) if think_open else p.until_one_of([THINK_END])
+        think_body = p.reasoning(body_end) if extract else p.content(body_end)
+        closed_reasoning = p.literal(THINK_START) + think_body + p.literal(THINK_END)
+        answer = p.content(p.schema(p.json(), "response-format", request.json_schema))
+        return opener + (closed_reasoning << answer) + p.end()
+
+    arena = build_chat_peg_parser(root)
+    notes: list[str] = []
+    grammar, lazy, triggers = grammar_for(arena, notes, include=True, lazy=False, triggers=[word(CALL_START)])
+    return make_parser(NAME, arena, generation_prompt=gp, grammar=grammar, grammar_lazy=lazy,
+                       grammar_triggers=triggers,
+                       preserved_tokens=[THINK_START, THINK_END, CALL_START, CALL_END, ARG_KEY, ARG_KEY_END, ARG_VAL,
+                                         ARG_VAL_END, ROLE_END],
+                       additional_stops=[ROLE_END], supports_thinking=True, thinking_start_tag=THINK_START,
+                       thinking_end_tags=[THINK_END, CALL_START],
+                       message_delimiters=[("assistant", ROLE), ("user", "<role>HUMAN</role>"),
+                                           ("tool", "<role>OBSERVATION</role>"), ("system", "<role>SYSTEM</role>")],
+                       notes=notes)
 
 
 def _peg_root(p: Any, view: C.RequestView, think_open: bool) -> Any:
