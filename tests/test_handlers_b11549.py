@@ -1,4 +1,4 @@
-"""The families llama.cpp b11549 added (K2 Horizon, TranslateGemma) and Ling 3's response format (see
+"""The families llama.cpp b11549 added (K2 Horizon, LLM-jp-4.1, TranslateGemma) and Ling 3's response format (see
 docs/llama-cpp-sync.md): llama.cpp's own
 test cases for them (tests/data/b11549/cases.jsonl, each with its line in b11549's tests/test-chat.cpp), parsed
 one-shot and streamed character by character, plus the prompt checks of b11549's ``test_translate_gemma``."""

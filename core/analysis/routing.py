@@ -32,6 +32,7 @@ def _all(*subs: str) -> Callable[[str], bool]:
 HANDLERS: list[tuple[str, str, Callable[[str], bool]]] = [
     ("ministral-3", "[SYSTEM_PROMPT] and [TOOL_CALLS] and [ARGS], without [CALL_ID]",
      lambda s: "[SYSTEM_PROMPT]" in s and "[TOOL_CALLS]" in s and "[ARGS]" in s and "[CALL_ID]" not in s),
+    ("llm-jp-harmony", "chat_format=llm-jp-harmony-v1", _all("chat_format=llm-jp-harmony-v1")),
     ("gpt-oss", "<|channel|>", _all("<|channel|>")),
     ("muse-glimmer", "<atem:function_calls> and <|eom|>", _all("<atem:function_calls>", "<|eom|>")),
     ("functionary-v3.2", ">>>all and >>>${recipient}", _all(">>>all", ">>>${recipient}")),

@@ -65,6 +65,8 @@ class Family:
 
 FAMILIES: list[Family] = [
     Family("ministral-3", "ministral3", "Ministral / Magistral Large 3 (also Devstral)", _ministral3, "H-D"),
+    Family("llm-jp-harmony", "llm_jp_harmony", "LLM-jp-4.1 (Harmony dialect, b11549)",
+           _has_all("chat_format=llm-jp-harmony-v1"), "sync"),
     Family("gpt-oss", "gpt_oss", "GPT-OSS (harmony channels)", _has_all("<|channel|>"), "H-D"),
     Family("muse-glimmer", "muse_glimmer", "Muse Glimmer", _has_all("<atem:function_calls>", "<|eom|>"), "H-F"),
     Family("functionary-v3.2", "functionary_v3_2", "Functionary v3.2 (>>>recipient)",
