@@ -99,6 +99,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 print(f"error: {template.name}: transformers disagrees with our parser on {d.source}: {d.why}; "
                       "not exported", file=sys.stderr)
             return 1
+    for verdict in res.consumers:
+        print(f"engine {verdict.line()}", file=sys.stderr)
     if args.format == "tokenizer-config":
         base = None
         if args.tokenizer_config:

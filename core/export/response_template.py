@@ -64,12 +64,20 @@ class ExportResult:
         """True when a response_template was produced."""
         return self.response_template is not None
 
+    @property
+    def consumers(self) -> list[Any]:
+        """Which engines serve this export and what each would refuse (:mod:`core.export.consumers`)."""
+        from .consumers import consumer_verdicts
+
+        return consumer_verdicts(self.response_template, self.reasons)
+
     def to_json(self) -> dict[str, Any]:
         """Plain JSON."""
         return {"template": self.template, "flavour": self.flavour.value, "fidelity": self.fidelity,
                 "route": self.route, "exportable": self.exportable, "reasons": list(self.reasons),
                 "notes": list(self.notes), "generation_prompt": self.generation_prompt,
-                "response_template": self.response_template}
+                "response_template": self.response_template,
+                "consumers": [c.to_json() for c in self.consumers]}
 
 
 class NotExpressible(Exception):
