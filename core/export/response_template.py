@@ -316,9 +316,18 @@ def _tool_field(a: Any, notes: list[str], python_literals: bool = False) -> dict
             if f.section_end.strip():
                 out["close_pattern"] = _lit(f.section_end)
             return out
+        if f.section_start.strip() and not f.tools_array_wrapped and not a.caps.supports_parallel_tool_calls:
+            # the template renders at most one call per turn, so the section holds exactly one JSON object
+            notes.append("tool_calls: the template renders no parallel calls: one region from the section start "
+                         "to its end (or the end of the output) holding one JSON call")
+            single: dict[str, Any] = {"open_pattern": _lit(f.section_start), "repeats": True,
+                                      "content": "json", "transform": _json_call_transform(a)}
+            if f.section_end.strip():
+                single["close_pattern"] = _lit(f.section_end)
+            return single
         if f.section_start.strip() or f.tools_array_wrapped:
             raise NotExpressible("JSON calls in a section without per-call markers and not written as one JSON "
-                                 "array: consecutive objects cannot be split into regions")
+                                 "array: consecutive objects cannot be split into regions (with parallel calls)")
         if a.caps.supports_parallel_tool_calls:
             raise NotExpressible("bare JSON calls without any marker and parallel calls allowed: consecutive "
                                  "objects cannot be split into regions")
@@ -516,6 +525,21 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
             "content": {"content": "text"}}
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
                 "fields": fields}
+    if handler == "minicpm5":
+        # core/chat/handlers/minicpm5.py: [<think>…</think>] content <function name="NAME"><param name="K">V</param>…
+        # </function>…; a string value may be wrapped in <![CDATA[…]]> (then it may hold </param>); non-string
+        # values are JSON, which tools= typing reproduces from the schema
+        fields = {
+            think: {"open": "<think>", "close": "</think>", "content": "text"},
+            "tool_calls": {
+                "open_pattern": rf'{_WS}<function name="(?P<name>[^"]+)">', "close_pattern": rf"</function>{_WS}",
+                "repeats": True, "content": "xml-inline",
+                "content_args": {"tag_pattern": r'<param name="(?P<key>[^"]+)">(?:<!\[CDATA\[(?P<value>.*?)\]\]>'
+                                                r"|(?P<value>(?:(?!<!\[CDATA\[).)*?))</param>"},
+                "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+            "content": {"content": "text"}}
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
+                "fields": fields}
     if handler == "gemma4":
         # core/chat/handlers/gemma4.py: [<|channel>thought\n…<channel|>] content [<|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>]…
         fields = {
@@ -532,7 +556,8 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
     return None
 
 
-_SPECIAL_HANDLERS = ("lfm2", "lfm2.5", "gemma4", "kimi-k2", "ministral-3", "qwen3-coder", "ling3", "deepseek-v3.2")
+_SPECIAL_HANDLERS = ("lfm2", "lfm2.5", "gemma4", "kimi-k2", "ministral-3", "qwen3-coder", "ling3", "deepseek-v3.2",
+                     "minicpm5")
 _REFUSED_HANDLERS = {
     "gpt-oss": "special handler gpt-oss (harmony channels: <|channel|>analysis / commentary to=functions.NAME / "
                "final): the function name sits in a channel header that also routes content, and a region's "
