@@ -11,7 +11,8 @@ from core.templating import ChatTemplate
 
 from .conftest import SHARED, TEMPLATES
 
-NEWLY_EXPORTED = ["GigaChat3-10B-A1.8B.jinja", "GigaChat3.1-10B-A1.8B.jinja", "openbmb-MiniCPM5-1B.jinja"]
+NEWLY_EXPORTED = ["GigaChat3-10B-A1.8B.jinja", "GigaChat3.1-10B-A1.8B.jinja", "openbmb-MiniCPM5-1B.jinja",
+                  "meetkai-functionary-medium-v3.2.jinja", "openai-gpt-oss-120b.jinja", "Kimi-K3.jinja"]
 
 
 @pytest.mark.parametrize("name", NEWLY_EXPORTED)
@@ -32,3 +33,12 @@ def test_single_call_section_is_one_region_per_turn():
     field = res.response_template["fields"]["tool_calls"]
     assert field["open_pattern"] == r"\s*<\|function_call\|>\s*" and "close_pattern" not in field
     assert any("no parallel calls" in n for n in res.notes)
+
+
+def test_gpt_oss_is_for_transformers_only():
+    name = "openai-gpt-oss-120b.jinja"
+    template = ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name)
+    res = export_response_template(template)
+    assert "other_recipient" in res.response_template["fields"]        # to=python etc. swallowed, left empty
+    vllm = export_response_template(template, flavour="vllm")
+    assert not vllm.exportable and "vLLM serves no field but thinking" in vllm.reasons[0]

@@ -525,6 +525,63 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
             "content": {"content": "text"}}
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
                 "fields": fields}
+    if handler == "functionary-v3.2":
+        # core/chat/handlers/functionary_v3_2.py: the generation prompt ends with ">>>", so each message starts with
+        # its recipient: "all\n" then content, or "NAME\n" then the call's JSON arguments; ">>>" starts the next
+        fields = {
+            "tool_calls": {"open_pattern": r"(?:\A|>>>)(?!all\n)(?P<name>[^\s>]+)\n", "close_pattern": r"(?=>>>)",
+                           "repeats": True, "content": "json",
+                           "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+            # no "|\Z" in the closers: while streaming, transformers commits a \Z at the buffer's end and cuts the
+            # region early; the end of the output closes the last region anyway
+            "content": {"open_pattern": r"(?:\A|>>>)all\n", "close_pattern": r"(?=>>>)", "content": "text"}}
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
+                "fields": fields}
+    if handler == "gpt-oss" and flavour == Flavour.TRANSFORMERS:
+        # core/chat/handlers/gpt_oss.py: messages <|channel|>CHANNEL…<|message|>TEXT<|end|>, each after
+        # <|start|>assistant (dropped between regions); analysis is reasoning, final and a recipient-less
+        # commentary are content; a call names "to=functions.NAME" in the role header or after the channel;
+        # calls to other recipients are consumed whole by a field that stays empty (transformers drops it)
+        rest = r"(?:(?!<\|end\|>|<\|call\|>|<\|return\|>).)*"
+        constraint = r"(?:\s*<\|constrain\|>\s*[A-Za-z0-9_-]+|\s+[A-Za-z0-9_-]+)?"
+        fields = {
+            think: {"open": "<|channel|>analysis<|message|>", "close_pattern": r"<\|end\|>", "content": "text"},
+            "tool_calls": {
+                "open_pattern": (r"(?:\s+to=functions\.(?P<name>[^<\s]+)<\|channel\|>(?:commentary|analysis)"
+                                 r"|<\|channel\|>(?:commentary|analysis)\s+to=functions\.(?P<name>[^<\s]+))"
+                                 + constraint + r"<\|message\|>"),
+                "close_pattern": r"<\|call\|>|<\|end\|>", "repeats": True, "content": "json",
+                "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+            "content": {"open_pattern": r"<\|channel\|>(?:final" + constraint + r"|commentary)<\|message\|>",
+                        "close_pattern": r"<\|end\|>|<\|return\|>", "content": "text"},
+            "other_recipient": {
+                "open_pattern": (r"(?:\s+to=(?!functions\.|assistant)[^<\s]+<\|channel\|>[a-z]+|<\|channel\|>[a-z]+\s+"
+                                 r"to=(?!functions\.|assistant)[^<\s]+)" + constraint + r"<\|message\|>" + rest),
+                "close_pattern": "", "content": "text"}}
+        # the turn starts after the last message that is not the assistant's: a continued turn holds several
+        # <|start|>assistant messages (the prefilled analysis, then the final one)
+        anchor = (r"<\|start\|>(?:user|system|developer|functions\.[^<\s]*)(?:(?!<\|end\|>).)*<\|end\|>")
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, "start_anchor_pattern": anchor,
+                "fields": fields}
+    if handler == "kimi-k3":
+        # core/chat/handlers/kimi_k3.py: XTML sections <|open|>TAG attrs<|sep|> … <|close|>TAG<|sep|>; the
+        # generation prompt opens the message and its think section, which ends at its closer or where the
+        # response or tools section starts; argument values are typed by the tool schema (tools=), not by the
+        # type attribute; the tools/message section markers fall between regions and are dropped
+        fields = {
+            think: {"open": "<|open|>think<|sep|>",
+                    "close_pattern": r"<\|close\|>think<\|sep\|>|(?=<\|open\|>(?:response|tools)<\|sep\|>)",
+                    "content": "text"},
+            "content": {"open": "<|open|>response<|sep|>", "close": "<|close|>response<|sep|>", "content": "text"},
+            "tool_calls": {
+                "open_pattern": r'<\|open\|>call tool="(?P<name>[^"]+)"[^<]*<\|sep\|>',
+                "close_pattern": r"<\|close\|>call<\|sep\|>", "repeats": True, "content": "xml-inline",
+                "content_args": {"tag_pattern": r'<\|open\|>argument key="(?P<key>[^"]+)"[^<]*<\|sep\|>'
+                                                r"(?P<value>(?:(?!<\|close\|>argument<\|sep\|>).)*)"
+                                                r"<\|close\|>argument<\|sep\|>"},
+                "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}}}
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"},
+                "start_anchor": '<|open|>message role="assistant"<|sep|>', "fields": fields}
     if handler == "minicpm5":
         # core/chat/handlers/minicpm5.py: [<think>…</think>] content <function name="NAME"><param name="K">V</param>…
         # </function>…; a string value may be wrapped in <![CDATA[…]]> (then it may hold </param>); non-string
@@ -557,11 +614,11 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
 
 
 _SPECIAL_HANDLERS = ("lfm2", "lfm2.5", "gemma4", "kimi-k2", "ministral-3", "qwen3-coder", "ling3", "deepseek-v3.2",
-                     "minicpm5")
+                     "minicpm5", "functionary-v3.2", "gpt-oss", "kimi-k3")
 _REFUSED_HANDLERS = {
-    "gpt-oss": "special handler gpt-oss (harmony channels: <|channel|>analysis / commentary to=functions.NAME / "
-               "final): the function name sits in a channel header that also routes content, and a region's "
-               "field is fixed by its opener, so one opener cannot send text to content or to a call",
+    "gpt-oss": "special handler gpt-oss (harmony channels) for vLLM: calls to other recipients (to=python, "
+               "to=container.exec) must be swallowed by an extra always-empty field, and vLLM serves no field but "
+               "thinking, content and tool_calls (the transformers export has it)",
     "muse-glimmer": "special handler muse-glimmer (harmony-like channels, 'to=user' / 'to=functions.NAME' "
                     "headers): the header decides the field, which a response_template region cannot",
 }
@@ -615,7 +672,8 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
         res.reasons.append(f"the analysis's markers contain probe text ({leaked[:60]!r}…): the differential analysis "
                            "(llama.cpp's too) did not isolate this template's markers")
         return res
-    if route.kind == "specialized" and route.handler in _REFUSED_HANDLERS:
+    if route.kind == "specialized" and route.handler in _REFUSED_HANDLERS and not (
+            route.handler == "gpt-oss" and flavour == Flavour.TRANSFORMERS):
         res.reasons.append(_REFUSED_HANDLERS[route.handler])
         return res
     literals = analysis.tools.format.mode.value == "TAG_WITH_TAGGED" and renders_python_literals(template)
