@@ -12,7 +12,8 @@ from core.templating import ChatTemplate
 from .conftest import SHARED, TEMPLATES
 
 NEWLY_EXPORTED = ["GigaChat3-10B-A1.8B.jinja", "GigaChat3.1-10B-A1.8B.jinja", "openbmb-MiniCPM5-1B.jinja",
-                  "meetkai-functionary-medium-v3.2.jinja", "openai-gpt-oss-120b.jinja", "Kimi-K3.jinja"]
+                  "meetkai-functionary-medium-v3.2.jinja", "openai-gpt-oss-120b.jinja", "Kimi-K3.jinja",
+                  "muse-glimmer.jinja"]
 
 
 @pytest.mark.parametrize("name", NEWLY_EXPORTED)

@@ -582,6 +582,24 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
                 "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}}}
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"},
                 "start_anchor": '<|open|>message role="assistant"<|sep|>', "fields": fields}
+    if handler == "muse-glimmer":
+        # core/chat/handlers/muse_glimmer.py: messages "<|start|>assistant to=RECIPIENT<|message|>BODY<|eom|>";
+        # to=self is reasoning, to=user (or no recipient) the answer, any other recipient holds
+        # <atem:function_calls><atem:invoke name="NAME"><atem:parameter name="K">V</atem:parameter>…; the
+        # header of a message is the opener of its region, so the recipient decides the field
+        fields = {
+            think: {"open": " to=self<|message|>", "close": "<|eom|>", "content": "text"},
+            "tool_calls": {
+                "open_pattern": (r"(?: to=(?!self<|user<)[^<]*<\|message\|>\s*<atem:function_calls>)?\s*"
+                                 r'<atem:invoke name="(?P<name>[^"]+)">'),
+                "close_pattern": r"</atem:invoke>", "repeats": True, "content": "xml-inline",
+                "content_args": {"tag_pattern": r'<atem:parameter name="(?P<key>[^"]+)">'
+                                                r"(?P<value>(?:(?!</atem:parameter>).)*)</atem:parameter>"},
+                "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+            "content": {"open_pattern": r"(?: to=user)?<\|message\|>", "close_pattern": r"<\|eom\|>|<\|eot\|>",
+                        "content": "text"}}
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, "start_anchor": "<|start|>assistant",
+                "fields": fields}
     if handler == "minicpm5":
         # core/chat/handlers/minicpm5.py: [<think>…</think>] content <function name="NAME"><param name="K">V</param>…
         # </function>…; a string value may be wrapped in <![CDATA[…]]> (then it may hold </param>); non-string
@@ -614,13 +632,11 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
 
 
 _SPECIAL_HANDLERS = ("lfm2", "lfm2.5", "gemma4", "kimi-k2", "ministral-3", "qwen3-coder", "ling3", "deepseek-v3.2",
-                     "minicpm5", "functionary-v3.2", "gpt-oss", "kimi-k3")
+                     "minicpm5", "functionary-v3.2", "gpt-oss", "kimi-k3", "muse-glimmer")
 _REFUSED_HANDLERS = {
     "gpt-oss": "special handler gpt-oss (harmony channels) for vLLM: calls to other recipients (to=python, "
                "to=container.exec) must be swallowed by an extra always-empty field, and vLLM serves no field but "
                "thinking, content and tool_calls (the transformers export has it)",
-    "muse-glimmer": "special handler muse-glimmer (harmony-like channels, 'to=user' / 'to=functions.NAME' "
-                    "headers): the header decides the field, which a response_template region cannot",
 }
 
 
