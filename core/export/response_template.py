@@ -573,20 +573,20 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
         fields = {
             think: {"open": "<|channel|>analysis<|message|>", "close_pattern": r"<\|end\|>", "content": "text"},
             "tool_calls": {
-                "open_pattern": (r"(?:\s+to=functions\.(?P<name>[^<\s]+)<\|channel\|>(?:commentary|analysis)"
-                                 r"|<\|channel\|>(?:commentary|analysis)\s+to=functions\.(?P<name>[^<\s]+))"
+                "open_pattern": (r"(?: to=functions\.|<\|channel\|>(?:commentary|analysis) to=functions\.)"
+                                 r"(?P<name>[^<\s]+)(?:<\|channel\|>(?:commentary|analysis))?"
                                  + constraint + r"<\|message\|>"),
                 "close_pattern": r"<\|call\|>|<\|end\|>", "repeats": True, "content": "json",
                 "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
             "content": {"open_pattern": r"<\|channel\|>(?:final" + constraint + r"|commentary)<\|message\|>",
                         "close_pattern": r"<\|end\|>|<\|return\|>", "content": "text"},
             "other_recipient": {
-                "open_pattern": (r"(?:\s+to=(?!functions\.|assistant)[^<\s]+<\|channel\|>[a-z]+|<\|channel\|>[a-z]+\s+"
+                "open_pattern": (r"(?: to=(?!functions\.|assistant)[^<\s]+<\|channel\|>[a-z]+|<\|channel\|>[a-z]+ "
                                  r"to=(?!functions\.|assistant)[^<\s]+)" + constraint + r"<\|message\|>" + rest),
                 "close_pattern": "", "content": "text"}}
         # the turn starts after the last message that is not the assistant's: a continued turn holds several
         # <|start|>assistant messages (the prefilled analysis, then the final one)
-        anchor = (r"<\|start\|>(?:user|system|developer|functions\.[^<\s]*)(?:(?!<\|end\|>).)*<\|end\|>")
+        anchor = r"<\|start\|>(?:user|system|developer|functions\.)(?:(?!<\|end\|>).)*<\|end\|>"
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, "start_anchor_pattern": anchor,
                 "fields": fields}
     if handler == "kimi-k3":
@@ -616,14 +616,14 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
         fields = {
             think: {"open": " to=self<|message|>", "close": "<|eom|>", "content": "text"},
             "tool_calls": {
-                "open_pattern": (r"(?: to=(?!self<|user<)[^<]*<\|message\|>\s*<atem:function_calls>)?\s*"
-                                 r'<atem:invoke name="(?P<name>[^"]+)">'),
+                "open_pattern": r'<atem:invoke name="(?P<name>[^"]+)">',
                 "close_pattern": r"</atem:invoke>", "repeats": True, "content": "xml-inline",
                 "content_args": {"tag_pattern": r'<atem:parameter name="(?P<key>[^"]+)">'
                                                 r"(?P<value>(?:(?!</atem:parameter>).)*)</atem:parameter>"},
                 "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
-            "content": {"open_pattern": r"(?: to=user)?<\|message\|>", "close_pattern": r"<\|eom\|>|<\|eot\|>",
-                        "content": "text"}}
+            # " to=user" may be left out, right after the turn start only: a call's header ends in <|message|> too
+            "content": {"open_pattern": r" to=user<\|message\|>|\A<\|message\|>|(?<=<\|start\|>assistant)<\|message\|>",
+                        "close_pattern": r"<\|eom\|>|<\|eot\|>", "content": "text"}}
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, "start_anchor": "<|start|>assistant",
                 "fields": fields}
     if handler == "minicpm5":
@@ -635,8 +635,10 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
             "tool_calls": {
                 "open_pattern": rf'{_WS}<function name="(?P<name>[^"]+)">', "close_pattern": rf"</function>{_WS}",
                 "repeats": True, "content": "xml-inline",
-                "content_args": {"tag_pattern": r'<param name="(?P<key>[^"]+)">(?:<!\[CDATA\[(?P<value>.*?)\]\]>'
-                                                r"|(?P<value>(?:(?!<!\[CDATA\[).)*?))</param>"},
+                # one value group (Python's re takes no repeated name): a CDATA opener selects the branch
+                "content_args": {"tag_pattern": r'<param name="(?P<key>[^"]+)">(?P<cdata><!\[CDATA\[)?'
+                                                r"(?P<value>(?(cdata)(?:(?!\]\]>).)*|(?:(?!</param>).)*))"
+                                                r"(?(cdata)\]\]>)</param>"},
                 "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
             "content": {"content": "text"}}
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
