@@ -1,5 +1,6 @@
 """Analysis → ``response_template`` (version 1), the declarative output format transformers (≥ 5.13) reads from
-``tokenizer_config.json`` and vLLM serves with ``--tool-call-parser response_template``.
+``tokenizer_config.json`` and vLLM ≥ 0.32 serves with ``--tool-call-parser hf --reasoning-parser hf`` (which
+engines serve an export: :mod:`core.export.consumers`, docs/export.md).
 
 The format, as read from transformers' ``utils/chat_parsing/response_templates.py`` and ``response_parser.py``
 (5.24): a ``start_anchor`` (literal or list) or ``start_anchor_pattern`` cuts the prompt after its last match;
