@@ -26,8 +26,8 @@ def test_export_page_shows_template_and_verification():
 
 
 def test_export_page_says_why_not():
-    at = page(use_corpus(start(), "openai-gpt-oss-120b.jinja"), "export")
-    assert any("cannot be exported" in e and "harmony" in e for e in errors(at))
+    at = page(use_corpus(start(), "Apertus-8B-Instruct.jinja"), "export")
+    assert any("cannot be exported" in e and "keyed by the function name" in e for e in errors(at))
 
 
 def test_app_uses_no_removed_streamlit_width_argument():

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import memo as _memo
-from ..errors import AnalysisError, ChatTemplateExplorerError
+from ..errors import AnalysisError, ChatTemplateExplorerError, TemplateRenderError
 from ..templating import ChatTemplate, normalize_source
 from . import handlers as _handlers
 from .base import ChatOutputParser
@@ -229,7 +229,13 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     notes: list[str] = []
     caps = _report_caps(report)
     prep = prepare_request(template, request, caps=caps)
-    gp = generation_prompt(prep)
+    try:
+        gp = generation_prompt(prep)
+    except TemplateRenderError:
+        # a handler that rewrites the messages first (TranslateGemma) renders its own; others raise again there
+        if route.kind != "specialized" or force_autoparser:
+            raise
+        gp = ""
 
     from ..analysis.fidelity import GEMMA_CALL_SYNTAX
 
