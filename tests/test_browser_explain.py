@@ -28,7 +28,7 @@ def test_explain_span_view_stop_fix_and_reproducer(app_url, browser):  # noqa: F
     page = browser.new_page(viewport={"width": 1400, "height": 1100}, accept_downloads=True)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(app_url, wait_until="networkidle")
+    page.goto(app_url + "/overview", wait_until="networkidle")
     page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
     _wait_idle(page)
     _open_explain(page)

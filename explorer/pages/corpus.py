@@ -13,6 +13,7 @@ from core.corpus import CAPS, COLUMNS, SUFFIXES
 from core.serving import BusyError, WorkKind, work_slot
 from explorer import state
 from explorer.components import serving
+from explorer.components.glossary import column_help
 from explorer.components.lint_view import corpus_lint
 from explorer.components.text import md, visible_text
 
@@ -129,11 +130,14 @@ for c in ("reasoning_start", "reasoning_end", "tool_start"):
     shown[c] = shown[c].map(lambda v: None if v is None else visible_text(v))
 order = ["template", "problem", "route", "handler", "tools", "reasoning", "content", "workarounds",
          "reasoning_start", "reasoning_end", "tool_start", "response_template", *lint_columns, *CAPS, "analysis_ms"]
+HELP = {"tools": column_help("Tool calls"), "reasoning": column_help("Reasoning"), "content": column_help("Content"),
+        "route": "auto-parser: llama.cpp builds the parser from the analysis; specialized: a hand-written handler"}
 widths = {"template": 280, "problem": 320 if only_errors else 160, "route": 90, "handler": 110, "tools": 130,
           "reasoning": 100, "content": 170, "workarounds": 120}
 event = st.dataframe(shown[order], hide_index=True, width="stretch", height=min(38 + 35 * len(shown), 740),
                      on_select="rerun", selection_mode="single-row", key="corpus_table",
-                     column_config={c: st.column_config.TextColumn(c, width=w) for c, w in widths.items()})
+                     column_config={c: st.column_config.TextColumn(c, width=w, help=HELP.get(c))
+                                    for c, w in widths.items()})
 st.download_button("Download CSV", view.to_csv(index=False), file_name="corpus-analysis.csv", mime="text/csv")
 
 # ---- click through

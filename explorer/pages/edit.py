@@ -9,6 +9,7 @@ import difflib
 import streamlit as st
 
 from explorer import state, urlstate
+from explorer.components.glossary import mode_help
 from explorer.components.lint_view import shown_text as shown
 from explorer.components.marker_table import markers_frame
 from explorer.components.text import md
@@ -87,9 +88,9 @@ if rep is not None:
     a = rep.analysis
     st.subheader("Analysis of the current source")
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric("Reasoning", a.reasoning.mode.value)
-    m2.metric("Content", a.content.mode.value)
-    m3.metric("Tools", a.tools.format.mode.value)
+    m1.metric("Reasoning", a.reasoning.mode.value, help=mode_help("Reasoning", a.reasoning.mode))
+    m2.metric("Content", a.content.mode.value, help=mode_help("Content", a.content.mode))
+    m3.metric("Tools", a.tools.format.mode.value, help=mode_help("Tool calls", a.tools.format.mode))
     m4.metric("Generation prompt", repr(rep.generation_prompt)[:40])
     st.dataframe(markers_frame(a), hide_index=True, width="stretch", key="edit_markers")
     bundle = state.attempt(state.parser_bundle, tpl)

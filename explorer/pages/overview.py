@@ -9,6 +9,7 @@ from explorer import state
 from explorer.components import marker_table as mt
 from explorer.components.code_view import show_code
 from explorer.components.diff_view import show_text
+from explorer.components.glossary import mode_help
 from explorer.components.provenance import banner
 from explorer.components.text import md, visible_text
 
@@ -50,9 +51,9 @@ with tab_analysis:
     if inferred:
         st.info(md(inferred), icon=":material/info:")
     c1, c2, c3 = st.columns(3)
-    c1.metric("Reasoning", a.reasoning.mode.value)
-    c2.metric("Content", a.content.mode.value)
-    c3.metric("Tool calls", a.tools.format.mode.value)
+    c1.metric("Reasoning", a.reasoning.mode.value, help=mode_help("Reasoning", a.reasoning.mode))
+    c2.metric("Content", a.content.mode.value, help=mode_help("Content", a.content.mode))
+    c3.metric("Tool calls", a.tools.format.mode.value, help=mode_help("Tool calls", a.tools.format.mode))
 
     found_by = mt.found_by_map(rep)
     markers_shown = mt.known_markers(a)
