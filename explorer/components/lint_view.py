@@ -39,7 +39,7 @@ def show_findings(report: Any, *, key: str = "lint") -> None:
     if not report.findings:
         st.success(f"No findings ({report.shapes} conversation shapes rendered).")
         return
-    st.dataframe(findings_frame(report), hide_index=True, width="stretch", key=f"{key}_table")
+    st.dataframe(findings_frame(report), hide_index=True, width="stretch", height="content", key=f"{key}_table")
     for f in report.findings:
         with st.expander(f"{f.severity.value} · {f.id}", icon=SEVERITY_ICON.get(f.severity.value)):
             st.markdown(md(f.title))
@@ -85,7 +85,7 @@ def show_comparison(c: Any) -> None:
         st.dataframe(pd.DataFrame([{"field": f.path, "A": shown_text(json.dumps(f.a, ensure_ascii=False)),
                                     "B": shown_text(json.dumps(f.b, ensure_ascii=False)),
                                     "changes the parser": "yes" if f.parser else "no (order only)"}
-                                   for f in c.fields]), hide_index=True, width="stretch", key="compare_fields")
+                                   for f in c.fields]), hide_index=True, width="stretch", height="content", key="compare_fields")
     else:
         st.caption("None.")
     st.subheader("Comparisons whose renders differ")

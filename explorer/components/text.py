@@ -147,3 +147,28 @@ def tokens_html(text: str, *, fill: bool = True, markers: Any = None) -> str:
             body = visible_html(seg.value)
             parts.append(f'<span style="{TOKEN_STYLE}">{body}</span>' if seg.kind == SegmentKind.MARKER else body)
     return "".join(parts)
+
+
+_CODE = re.compile(r"`([^`\n]+)`")
+_RULE_PATH = re.compile(r" ?\((?:in )?([\w-]+(?: > [\w-]+)+)\)")
+
+
+def md_code(text: Any) -> str:
+    """Markdown of engine text whose ```…``` parts are code: those become inline code spans (shown literally),
+    the rest is escaped as :func:`md` does — so no raw backticks reach the page."""
+    s = str(text)
+    out, pos = [], 0
+    for m in _CODE.finditer(s):
+        out.append(md(s[pos:m.start()]))
+        body = visible_text(m.group(1))
+        out.append(f"`` {body} ``" if body.startswith("`") or body.endswith("`") else f"`{body}`")
+        pos = m.end()
+    out.append(md(s[pos:]))
+    return "".join(out)
+
+
+def split_rule_path(text: str) -> tuple[str, str]:
+    """``text`` without a grammar-rule path in parentheses (``(in tool-calls > tool-call > …)``), and the
+    path(s) removed ("" when none): rule names are for a tooltip, not for the sentence."""
+    paths = [m.group(1) for m in _RULE_PATH.finditer(text)]
+    return _RULE_PATH.sub("", text), "; ".join(paths)

@@ -36,7 +36,7 @@ overview = pd.DataFrame([{
     "fields set": ", ".join(c.found or {}),
 } for c in comparisons], columns=["id", "title", "status", "fields set"])
 with st.expander("Summary table", expanded=focus == "All"):
-    st.dataframe(overview, hide_index=True, width="stretch")
+    st.dataframe(overview, hide_index=True, width="stretch", height="content")
 
 for c in comparisons:
     if focus != "All" and c.id != focus:
@@ -50,7 +50,7 @@ for c in comparisons:
         if c.found:
             st.markdown("**Fields this comparison set**")
             st.dataframe(pd.DataFrame([{"field": k, "value": literal(v) if isinstance(v, str) else str(v)}
-                                       for k, v in c.found.items()]), hide_index=True, width="stretch")
+                                       for k, v in c.found.items()]), hide_index=True, width="stretch", height="content")
         else:
             st.caption("This comparison set no field.")
         for note in getattr(c, "notes", None) or []:

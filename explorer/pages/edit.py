@@ -92,12 +92,12 @@ if rep is not None:
     m2.metric("Content", a.content.mode.value, help=mode_help("Content", a.content.mode))
     m3.metric("Tools", a.tools.format.mode.value, help=mode_help("Tool calls", a.tools.format.mode))
     m4.metric("Generation prompt", repr(rep.generation_prompt)[:40])
-    st.dataframe(markers_frame(a), hide_index=True, width="stretch", key="edit_markers")
+    st.dataframe(markers_frame(a), hide_index=True, width="stretch", height="content", key="edit_markers")
     bundle = state.attempt(state.parser_bundle, tpl)
     if bundle is not None:
         st.caption("Parser: lazy-grammar triggers and preserved tokens")
         st.dataframe({"trigger": [str(getattr(t, "value", t)) for t in bundle.parser.grammar_triggers or []]},
-                     hide_index=True, width="stretch", key="edit_triggers")
+                     hide_index=True, width="stretch", height="content", key="edit_triggers")
         st.code(" ".join(bundle.parser.preserved_tokens or []) or "(none)", language=None)
 
 with st.expander("Diff against the loaded source", expanded=text != base.source):

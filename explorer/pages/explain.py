@@ -13,7 +13,7 @@ from explorer import state, urlstate
 from explorer.components import serving
 from explorer.components.spans import legend_html, panel_html, span_style, stop_html
 from core.explain.explain import show_invisible
-from explorer.components.text import md, visible_html
+from explorer.components.text import md, md_code, split_rule_path, visible_html
 
 st.title("Explain")
 tpl = state.attempt(state.current)
@@ -119,7 +119,8 @@ def _span_html(sp: dict) -> str:
 
 
 def _stop_html(stop: dict, kind: str) -> str:
-    return stop_html(stop["words"], kind)
+    path = " > ".join(stop.get("path") or [])
+    return stop_html(stop["words"].replace("`", "") + (f" · grammar rules: {path}" if path else ""), kind)
 
 
 body = []
@@ -142,12 +143,17 @@ st.subheader("Where every character went")
 st.html(legend_html() + panel_html("cte-spans", "".join(body)))
 st.caption("Hover a span for its label, the analysis field a marker matched and the comparison that found it.")
 
+# grammar-rule paths (tool-calls > tool-call > …) are the parser's internals: in tooltips only
 if stop is not None:
     st.subheader("Where it stopped")
-    st.error(md(f"At output position {stop['output_pos']} ({' > '.join(stop['path']) or 'top level'}): "
-                f"{stop['words']}"))
+    st.error(md_code(f"At output position {stop['output_pos']}: {stop['words']}"))
+    if stop.get("path"):
+        st.caption("Hover ⓘ for the parser's grammar rules at that point.", help=md(" > ".join(stop["path"])))
 if ex["truncated"] is not None:
-    st.warning(md(f"The output ends inside {' > '.join(ex['truncated']['path'])}: {ex['truncated']['words']}"))
+    st.warning(md_code(f"The output ends inside a tool call: {ex['truncated']['words']}"))
+    if ex["truncated"].get("path"):
+        st.caption("Hover ⓘ for the parser's grammar rules at that point.",
+                   help=md(" > ".join(ex["truncated"]["path"])))
 
 # ---------------------------------------------------------------- streaming replay
 
@@ -208,9 +214,10 @@ st.subheader("Why")
 if not ex["findings"]:
     st.caption("Nothing to explain: the format accounts for every character.")
 for f in ex["findings"]:
-    st.markdown(f"**{md(f['cause'])}**")
+    st.markdown(f"**{md_code(f['cause'])}**")
     for e in f["evidence"]:
-        st.markdown("- " + md(e))
+        words, path = split_rule_path(e)
+        st.markdown("- " + md_code(words), help=md(f"grammar rules: {path}") if path else None)
 if ex["other_fidelity_message"] is not None:
     left, right = st.columns(2)
     with left:
@@ -225,11 +232,25 @@ else:
 
 # ---------------------------------------------------------------- fixes
 
-st.subheader("Fixes that re-parse clean")
-if not ex["fixes"]:
-    st.caption("No candidate change (fidelity, analysis override, request setting) parses this output clean.")
+FIX_KINDS = {"override": "Analysis override", "fidelity": "Fidelity", "request": "Request setting"}
+
+
+def _fix_words(fx: dict) -> str:
+    """"Analysis override: tools.format.args_field = 'parameters'" (the description repeats the kind)."""
+    desc = fx["description"]
+    if desc.lower().startswith(fx["kind"].lower() + " "):
+        desc = desc[len(fx["kind"]) + 1:]
+    return f"**{md(FIX_KINDS.get(fx['kind'], fx['kind']))}**: {md_code(desc)}"
+
+
+if ex["clean"] and not ex["fixes"]:
+    pass            # nothing to fix: no "Fixes" section at all
+else:
+    st.subheader("Fixes that re-parse clean")
+    if not ex["fixes"]:
+        st.caption("No candidate change (fidelity, analysis override, request setting) parses this output clean.")
 for i, fx in enumerate(ex["fixes"]):
-    st.markdown(md(f"{fx['kind']}: {fx['description']}"))
+    st.markdown(_fix_words(fx))
     st.json(fx["message"], expanded=False)
     st.button("Apply", key=f"explain_fix_{i}", on_click=_apply_fix, args=(fx,))
 

@@ -26,6 +26,38 @@ def _verify(source: str, name: str, fidelity: str, rt_json: str) -> dict:
     return verify(json.loads(rt_json), ChatTemplate(source, name), fidelity=fidelity).to_json()
 
 
+STATUS_WORDS = {
+    "agree": "agrees", "disagree": "disagrees",
+    "truncated_unsupported": "cut-off output transformers cannot parse (not a disagreement)",
+    "marker_in_string": "marker inside an argument string ends transformers' region (a limit of the format)",
+    "not_run": "not run (our pipeline could not build this request, or it constrains content by a schema)",
+}
+
+
+def _verification(v: dict) -> None:
+    """The headline counts what the table shows: how many checks agree, disagree, and the rest by kind."""
+    checks = v["checks"]
+    n_agree = sum(c["status"] == "agree" for c in checks)
+    n_dis = sum(c["status"] == "disagree" for c in checks)
+    others = len(checks) - n_agree - n_dis
+    if n_dis:
+        st.error(f"transformers' parser disagrees with ours on {n_dis} of {len(checks)} checks.")
+    elif n_agree:
+        st.success(f"transformers' parser agrees with ours on {n_agree} of {len(checks)} checks"
+                   + (f"; the other {others} did not compare (see the table)." if others else "."))
+    else:
+        st.warning("No check compared the two parsers (see the table).")
+    rows = [{"result": STATUS_WORDS.get(c["status"], c["status"]), "why": literal(c["why"]) if c["why"] else "",
+             "case": c["source"]} for c in checks]
+    # disagreements first: the rows that need reading
+    rows.sort(key=lambda r: (r["result"] != "disagrees", r["result"] == "agrees"))
+    st.dataframe(pd.DataFrame(rows, columns=["result", "why", "case"]), hide_index=True, width="stretch", height="content",
+                 column_config={"result": st.column_config.TextColumn("result", width="medium"),
+                                "why": st.column_config.TextColumn("why", width="large",
+                                                                   help="the first difference, or the error"),
+                                "case": st.column_config.TextColumn("case", width="small")})
+
+
 st.title("Export")
 tpl = state.attempt(state.current)
 if tpl is None:
@@ -65,10 +97,7 @@ else:
         else:
             v = state.attempt(_verify, tpl.source, tpl.name, fid, json.dumps(rt))
             if v is not None:
-                st.metric("Agrees with our parser on every check", "yes" if v["agrees"] else "no")
-                st.dataframe(pd.DataFrame([{"case": c["source"], "status": c["status"],
-                                            "why": literal(c["why"]) if c["why"] else ""} for c in v["checks"]]),
-                             hide_index=True, width="stretch")
+                _verification(v)
 
 st.subheader("GBNF grammar and triggers")
 from core.export.gbnf import export_gbnf  # noqa: E402

@@ -65,14 +65,14 @@ with tab_analysis:
     if markers.empty:
         st.caption("No markers: the analysis found no special text around reasoning, content or tool calls.")
     else:
-        st.dataframe(markers, hide_index=True, width="stretch", column_config=mt.marker_column_config(markers))
+        st.dataframe(markers, hide_index=True, width="stretch", height="content", column_config=mt.marker_column_config(markers))
     left, right = st.columns([3, 2])
     with left:
         st.subheader("Other fields")
-        st.dataframe(mt.flags_frame(a), hide_index=True, width="stretch")
+        st.dataframe(mt.flags_frame(a), hide_index=True, width="stretch", height="content")
     with right:
         st.subheader("Capabilities")
-        st.dataframe(mt.caps_frame(a.caps), hide_index=True, width="stretch")
+        st.dataframe(mt.caps_frame(a.caps), hide_index=True, width="stretch", height="content")
 
     st.subheader("Generation prompt")
     st.caption("Text the template appends for the assistant turn (user “Hello”, one tool, thinking on); "
