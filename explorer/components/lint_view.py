@@ -39,7 +39,7 @@ def show_findings(report: Any, *, key: str = "lint") -> None:
     if not report.findings:
         st.success(f"No findings ({report.shapes} conversation shapes rendered).")
         return
-    st.dataframe(findings_frame(report), hide_index=True, width="stretch", height="content", key=f"{key}_table")
+    st.table(findings_frame(report), hide_index=True)   # wraps: a hint is a sentence, never cut off
     for f in report.findings:
         with st.expander(f"{f.severity.value} · {f.id}", icon=SEVERITY_ICON.get(f.severity.value)):
             st.markdown(md(f.title))
