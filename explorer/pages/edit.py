@@ -2,19 +2,25 @@
 (it becomes the current template, source kind ``edited``, on every page); a syntax or render error is shown at
 its line and column and the previous good analysis stays. The edit is never lost: it lives in the session, can
 be downloaded, and survives a reload (its text is kept by digest and named in the URL, see explorer.urlstate).
-Also: the diff of the edited source against the loaded one, and the source with line numbers."""
+Beside the editor, a live render of an editable conversation (messages, tools, add_generation_prompt,
+enable_thinking) by the text being edited, redrawn whenever the text or the conversation changes. Also: the diff
+of the edited source against the loaded one, and the source with line numbers."""
 
 import difflib
 
 import streamlit as st
 
 from explorer import state, urlstate
+from explorer.components import live_render
+from explorer.components.diff_view import show_text
 from explorer.components.glossary import mode_help
 from explorer.components.lint_view import shown_text as shown
 from explorer.components.marker_table import markers_frame
-from explorer.components.text import md
+from explorer.components.text import md, md_code
 
 KEY = "in_edit_source"
+EMPTY = ("the template is empty (or only whitespace): there is nothing to analyse. Type a template, or press "
+         "Revert to loaded.")
 
 
 def _save_draft() -> None:
@@ -27,6 +33,11 @@ def _analyse() -> None:
 
     base = st.session_state.get("edit_base") or state.current()
     text = st.session_state.get(KEY, "")
+    if not text.strip():
+        from core.lint.locate import ErrorLocation
+
+        st.session_state["edit_error"] = ErrorLocation(None, None, EMPTY, "template")
+        return
     _, loc = check_source(text, base.name)
     st.session_state["edit_error"] = loc
     if loc is not None:
@@ -68,17 +79,43 @@ if KEY not in st.session_state:
 
 st.caption(md(f"Editing {base.name} ({base.origin}). The current analysis is of "
               f"{'the edited source' if tpl.origin == 'edited' else 'the loaded source'} · digest {tpl.digest}"))
-st.text_area("Template source", key=KEY, height=420, on_change=_save_draft)
-text = st.session_state.get(KEY, "")
-b1, b2, b3 = st.columns([1, 1, 2])
-b1.button("Analyse", type="primary", on_click=_analyse)
-b2.button("Revert to loaded", on_click=_revert)
-b3.download_button("Download edited template", text, file_name=f"{base.file_stem}.edited.jinja",
-                   mime="text/plain")
+left, right = st.columns([3, 2])
+with left:
+    st.text_area("Template source", key=KEY, height=520, on_change=_save_draft)
+    text = st.session_state.get(KEY, "")
+    b1, b2, b3 = st.columns([1, 1, 2])
+    b1.button("Analyse", type="primary", on_click=_analyse)
+    b2.button("Revert to loaded", on_click=_revert, disabled=text == base.source and tpl.digest == base.digest,
+              help=f"Back to {base.name} as loaded ({base.origin})")
+    b3.download_button("Download edited template", text, file_name=f"{base.file_stem}.edited.jinja",
+                       mime="text/plain")
+    if not text.strip():
+        st.warning(md("The template is empty (or only whitespace): nothing to render or analyse."))
+with right:
+    st.markdown("**Live render**")
+    st.caption("This conversation as the text on the left renders it (redrawn when you leave the editor or "
+               "press Ctrl+Enter).")
+    live_render.conversation_inputs()
+    if text.strip():
+        try:
+            out = live_render.rendered(text, base.name)
+        except Exception as e:  # noqa: BLE001 - a render or syntax error is shown at its line
+            from core.errors import RequestError
+            from core.lint.locate import locate_error
+
+            if isinstance(e, RequestError):
+                state.show_error(e)
+            else:
+                where = locate_error(e, text)
+                st.error(md_code(where.headline()))
+                if where.excerpt:
+                    st.code(shown(where.excerpt), language=None)
+        else:
+            show_text(out, max_height="30rem", key="edit_live_part")
 
 loc = st.session_state.get("edit_error")
 if loc is not None:
-    st.error(md(loc.headline()))
+    st.error(md_code(loc.headline()))
     if loc.excerpt:
         st.code(shown(loc.excerpt), language=None)
     st.warning("The analysis below (and on every page) is still that of the last good source.")
