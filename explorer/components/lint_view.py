@@ -82,10 +82,10 @@ def show_comparison(c: Any) -> None:
         st.info("The two templates are identical.")
     st.subheader("Analysis fields that differ")
     if c.fields:
-        st.dataframe(pd.DataFrame([{"field": f.path, "A": shown_text(json.dumps(f.a, ensure_ascii=False)),
+        st.table(pd.DataFrame([{"field": f.path, "A": shown_text(json.dumps(f.a, ensure_ascii=False)),
                                     "B": shown_text(json.dumps(f.b, ensure_ascii=False)),
                                     "changes the parser": "yes" if f.parser else "no (order only)"}
-                                   for f in c.fields]), hide_index=True, width="stretch", height="content", key="compare_fields")
+                                   for f in c.fields]), hide_index=True)   # wraps: values are long
     else:
         st.caption("None.")
     st.subheader("Comparisons whose renders differ")
