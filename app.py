@@ -4,9 +4,18 @@ Run: ``streamlit run app.py``. Pages live in ``explorer/pages/``; state and cach
 ``explorer/state.py``. Works offline: the bundled examples in ``assets/templates/`` are the default.
 """
 
+import importlib.machinery
 import logging
 
 import streamlit as st
+
+# Streamlit runs this script as a fresh module named "__main__" without a spec. A worker process the pages start
+# (the isolated analysis, forkserver/spawn) then re-runs the *script file* as its own __main__ before it does its
+# work: every st.* call of the page, in bare mode, printed "missing ScriptRunContext!" (~56 lines a session) and
+# "use Streamlit in a file and run it with streamlit run". With a spec named "__main__", multiprocessing skips
+# that re-import (multiprocessing.spawn._fixup_main_from_name).
+if globals().get("__spec__") is None:
+    __spec__ = importlib.machinery.ModuleSpec("__main__", None)
 
 from explorer import state
 from explorer.components import sidebar

@@ -45,3 +45,22 @@ def test_front_page_and_its_entry_points(app_url, browser, scheme, scale):  # no
     page.get_by_text("Reasoning sits between a start and an end marker", exact=False).first.wait_for(timeout=10_000)
     assert not errors, errors
     ctx.close()
+
+
+def test_server_console_stays_quiet(app_url, browser):  # noqa: F811 - fixtures
+    """Every page of a session opened (the analysis worker started): the server log has no "missing
+    ScriptRunContext!" (a worker process re-ran the page script in bare mode, ~56 lines a session) nor the bare
+    mode "streamlit run" hint."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(app_url + "/overview", wait_until="networkidle")
+    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
+    _wait_idle(page)
+    page.locator('[data-testid="stMetric"]').first.wait_for(timeout=60_000)
+    for title in ("Comparisons", "Playground", "Explain", "Edit", "Lint", "Export"):
+        page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=title, exact=True).click()
+        page.get_by_role("heading", name=title).wait_for(timeout=60_000)
+        _wait_idle(page)
+    page.close()
+    log = (ARTIFACTS / "streamlit.log").read_text(encoding="utf-8", errors="replace")
+    assert "Uvicorn server started" in log or "You can now view" in log   # the log is this server's
+    assert "missing ScriptRunContext" not in log and "streamlit run" not in log, log[-3000:]
