@@ -17,7 +17,7 @@ import streamlit as st
 if globals().get("__spec__") is None:
     __spec__ = importlib.machinery.ModuleSpec("__main__", None)
 
-from explorer import state
+from explorer import resume, state
 from explorer.components import sidebar
 
 # the icon is our own file, served by this server: a :material/…: page icon is fetched from fonts.gstatic.com
@@ -55,7 +55,9 @@ PAGES = {
 }
 
 nav = st.navigation(PAGES, expanded=True)
+resume.recall(page_is_default=nav.url_path == "")   # a reconnected page's next click keeps its template
 sidebar.render()
+resume.remember()
 try:
     nav.run()
 except Exception as e:  # noqa: BLE001 - a failing page shows a message, never a traceback (logged for us)
