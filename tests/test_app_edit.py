@@ -99,7 +99,8 @@ def test_edit_render_error_shows_line(cache_dir):
     at.text_area(key="in_edit_source").input("{% for m in messages %}\n{{ m.content.nope() }}\n{% endfor %}").run()
     _button(at, "Analyse").click().run()
     errs = errors(at)
-    assert errs and errs[0].startswith("Render error at line 2"), errs
+    # the live render beside the editor and the analysis both say where
+    assert len(errs) == 2 and all(e.startswith("Render error at line 2") for e in errs), errs
     assert at.session_state["template"].origin == "bundled"
 
 

@@ -32,3 +32,21 @@ def render_conversation(source: str, name: str, messages: Any, tools: Any = None
     return apply_template(ChatTemplate(source, name), messages, tools or None,
                           add_generation_prompt=add_generation_prompt, enable_thinking=enable_thinking,
                           extra_context=extra_context(request))
+
+
+def render_located(source: str, name: str, messages: Any, tools: Any = None, *, add_generation_prompt: bool = True,
+                   enable_thinking: bool = True) -> tuple[str | None, Any]:
+    """:func:`render_conversation`, with a template's syntax or render error returned as ``(None,``
+    :class:`~core.lint.locate.ErrorLocation` ``)`` — located where it happened (in a worker process the traceback
+    that holds the line is gone once the error is sent back). ``(text, None)`` on success; a malformed
+    conversation or an empty template still raises."""
+    from ..errors import ChatTemplateExplorerError, RequestError, TemplateLoadError
+    from ..lint.locate import locate_error
+
+    try:
+        return render_conversation(source, name, messages, tools, add_generation_prompt=add_generation_prompt,
+                                   enable_thinking=enable_thinking), None
+    except (RequestError, TemplateLoadError):
+        raise
+    except ChatTemplateExplorerError as e:
+        return None, locate_error(e, source)

@@ -12,7 +12,7 @@ from typing import Any
 
 import streamlit as st
 
-from core.chat.conversation import render_conversation
+from core.chat.conversation import render_located
 
 DEFAULT_CONVERSATION = [
     {"role": "system", "content": "You are a helpful assistant."},
@@ -35,13 +35,13 @@ def _isolated_call() -> Any:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _render(source: str, name: str, messages_json: str, tools_json: str, agp: bool, thinking: bool) -> str:
+def _render(source: str, name: str, messages_json: str, tools_json: str, agp: bool, thinking: bool) -> tuple:
     messages, tools = json.loads(messages_json), json.loads(tools_json)
     call = _isolated_call()
     if call is not None:
-        return call(render_conversation, source, name, messages, tools, add_generation_prompt=agp,
+        return call(render_located, source, name, messages, tools, add_generation_prompt=agp,
                     enable_thinking=thinking, name=name, what="render")
-    return render_conversation(source, name, messages, tools, add_generation_prompt=agp, enable_thinking=thinking)
+    return render_located(source, name, messages, tools, add_generation_prompt=agp, enable_thinking=thinking)
 
 
 def _json(key: str, what: str) -> Any:
@@ -77,9 +77,10 @@ def conversation_inputs() -> None:
                      help="Empty: no tools are passed.")
 
 
-def rendered(source: str, name: str) -> str:
-    """The render of the session's conversation by ``source``. Raises RequestError for a malformed
-    conversation and the template's errors."""
+def rendered(source: str, name: str) -> tuple:
+    """``(text, None)``: the render of the session's conversation by ``source``; ``(None, ErrorLocation)`` for
+    a template error (located in the worker). Raises RequestError for a malformed conversation and the worker's
+    limit errors."""
     messages = _json("in_live_messages", "messages") or []
     tools = _json("in_live_tools", "tools")
     return _render(source, name, json.dumps(messages, ensure_ascii=False), json.dumps(tools, ensure_ascii=False),

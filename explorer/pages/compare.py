@@ -25,11 +25,9 @@ PASTE = "Pasted text"
 
 @st.cache_resource(max_entries=16, show_spinner="Comparing…")
 def _compare(src_a: str, name_a: str, src_b: str, name_b: str, fidelity: str, with_lint: bool):
-    from core.compare import compare_templates
-    from core.templating import ChatTemplate
+    from core.isolated_ops import compare  # in a limited worker: no template code in the server
 
-    return compare_templates(ChatTemplate(src_a, name_a), ChatTemplate(src_b, name_b), fidelity=fidelity,
-                             with_lint=with_lint)
+    return compare(src_a, name_a, src_b, name_b, fidelity, with_lint)
 
 
 def _upload(side: str):

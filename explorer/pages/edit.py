@@ -29,7 +29,7 @@ def _save_draft() -> None:
 
 
 def _analyse() -> None:
-    from core.lint.locate import check_source
+    from core.isolated_ops import check_source  # the check renders: in a limited worker
 
     base = st.session_state.get("edit_base") or state.current()
     text = st.session_state.get(KEY, "")
@@ -38,7 +38,13 @@ def _analyse() -> None:
 
         st.session_state["edit_error"] = ErrorLocation(None, None, EMPTY, "template")
         return
-    _, loc = check_source(text, base.name)
+    try:
+        loc = check_source(text, base.name)
+    except Exception as e:  # noqa: BLE001 - a worker stopped at its limit: shown where the error goes
+        from core.lint.locate import locate_error
+
+        st.session_state["edit_error"] = locate_error(e, text)
+        return
     st.session_state["edit_error"] = loc
     if loc is not None:
         return
@@ -97,21 +103,15 @@ with right:
                "press Ctrl+Enter).")
     live_render.conversation_inputs()
     if text.strip():
-        try:
-            out = live_render.rendered(text, base.name)
-        except Exception as e:  # noqa: BLE001 - a render or syntax error is shown at its line
-            from core.errors import RequestError
-            from core.lint.locate import locate_error
-
-            if isinstance(e, RequestError):
-                state.show_error(e)
-            else:
-                where = locate_error(e, text)
+        got = state.attempt(live_render.rendered, text, base.name)   # a bad conversation, a worker's limit
+        if got is not None:
+            out, where = got
+            if where is not None:         # the template's own syntax or render error, at its line
                 st.error(md_code(where.headline()))
                 if where.excerpt:
                     st.code(shown(where.excerpt), language=None)
-        else:
-            show_text(out, max_height="30rem", key="edit_live_part")
+            else:
+                show_text(out, max_height="30rem", key="edit_live_part")
 
 loc = st.session_state.get("edit_error")
 if loc is not None:
