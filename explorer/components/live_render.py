@@ -67,9 +67,8 @@ def conversation_inputs() -> None:
     state.default("in_live_tools", json.dumps(state.default_tools(), indent=2, ensure_ascii=False))
     state.default("in_live_agp", True)
     state.default("in_live_thinking", True)
-    t1, t2 = st.columns(2)
-    t1.toggle("add_generation_prompt", key="in_live_agp")
-    t2.toggle("enable_thinking", key="in_live_thinking")
+    st.toggle("add_generation_prompt", key="in_live_agp")
+    st.toggle("enable_thinking", key="in_live_thinking")
     with st.expander("Messages (JSON)", expanded=False):
         st.text_area("messages", key="in_live_messages", height=260, label_visibility="collapsed")
     with st.expander("Tools (JSON)", expanded=False):
