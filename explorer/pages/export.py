@@ -50,11 +50,8 @@ def _verification(v: dict) -> None:
              "case": c["source"]} for c in checks]
     # disagreements first: the rows that need reading
     rows.sort(key=lambda r: (r["result"] != "disagrees", r["result"] == "agrees"))
-    st.dataframe(pd.DataFrame(rows, columns=["result", "why", "case"]), hide_index=True, width="stretch", height="content",
-                 column_config={"result": st.column_config.TextColumn("result", width="medium"),
-                                "why": st.column_config.TextColumn("why", width="large",
-                                                                   help="the first difference, or the error"),
-                                "case": st.column_config.TextColumn("case", width="small")})
+    # a static table: its cells wrap, so a long "why" is read whole (it was five characters wide in a grid)
+    st.table(pd.DataFrame(rows, columns=["result", "case", "why"]), hide_index=True)
 
 
 st.title("Export")
@@ -74,10 +71,10 @@ if not res["exportable"]:
 else:
     rt = res["response_template"]
     text = json.dumps(rt, ensure_ascii=False, indent=2)
-    left, right = st.columns([3, 2])
+    left, right = st.columns(2)
     with left:
         st.subheader("response_template")
-        st.code(text, language="json")
+        st.code(text, language="json", wrap_lines=True)
         st.download_button("Download response_template.json", text, file_name="response_template.json",
                            mime="application/json")
         cfg = json.dumps({"response_template": rt}, ensure_ascii=False, indent=2)
