@@ -69,7 +69,7 @@ with tab_analysis:
     left, right = st.columns([3, 2])
     with left:
         st.subheader("Other fields")
-        st.dataframe(mt.flags_frame(a), hide_index=True, width="stretch", height="content")
+        st.table(mt.flags_frame(a), hide_index=True)   # wraps: a list value is read whole
     with right:
         st.subheader("Capabilities")
         st.dataframe(mt.caps_frame(a.caps), hide_index=True, width="stretch", height="content")
