@@ -15,7 +15,7 @@ from explorer.components import live_render
 from explorer.components.diff_view import show_text
 from explorer.components.glossary import mode_help
 from explorer.components.lint_view import shown_text as shown
-from explorer.components.marker_table import markers_frame
+from explorer.components.marker_table import known_markers, markers_frame
 from explorer.components.text import md, md_code
 
 KEY = "in_edit_source"
@@ -110,8 +110,12 @@ with right:
                 st.error(md_code(where.headline()))
                 if where.excerpt:
                     st.code(shown(where.excerpt), language=None)
-            else:
-                show_text(out, max_height="30rem", key="edit_live_part")
+            else:   # the markers the current analysis learned, boxed as on the Overview
+                try:
+                    markers = known_markers(state.report(tpl).analysis)
+                except Exception:  # noqa: BLE001 - no analysis (yet): the text without boxes
+                    markers = None
+                show_text(out, max_height="30rem", key="edit_live_part", markers=markers)
 
 loc = st.session_state.get("edit_error")
 if loc is not None:
