@@ -38,8 +38,9 @@ def test_edit_live_render_reload_then_compare(app_url, browser):  # noqa: F811 -
     area.fill(edited)
     area.press("Control+Enter")
     _wait_idle(page)
-    live = page.locator(".cte-text").filter(has_text="tomorrow?").first
-    assert "<function_call>" in live.inner_text() and "<tool_call>" not in live.inner_text()   # follows the text
+    live = page.locator(".cte-text").filter(has_text="tomorrow?").filter(has_text="<function_call>").first
+    live.wait_for(timeout=60_000)                                         # the render follows the text
+    assert "<tool_call>" not in live.inner_text()
     _analyse(page)
     page.get_by_text("Analysis of the current source").wait_for(timeout=60_000)
     assert "base=bundled" in page.url, page.url
