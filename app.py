@@ -17,12 +17,14 @@ import streamlit as st
 if globals().get("__spec__") is None:
     __spec__ = importlib.machinery.ModuleSpec("__main__", None)
 
-from explorer import resume, state
+from explorer import resume, state, visitor
 from explorer.components import sidebar
 
 # the icon is our own file, served by this server: a :material/…: page icon is fetched from fonts.gstatic.com
 st.set_page_config(page_title="Chat Template Explorer", page_icon=str(state.ASSETS / "icon.png"), layout="wide")
 state.keep_inputs()
+visitor.name_this_run()  # demo mode: one analysis slot per browser session at a time (core.serving.work_slot)
+
 
 def _page(path: str, title: str, icon: str, **kw) -> st.Page:
     return st.Page(f"explorer/pages/{path}", title=title, icon=icon, **kw)

@@ -12,6 +12,7 @@ import difflib
 import streamlit as st
 
 from explorer import state
+from explorer.components import serving
 from explorer.components.lint_view import show_comparison
 from explorer.components.text import md
 
@@ -54,10 +55,14 @@ def _hub(side: str):
 
     server_paths = policy_or_closed()[0].server_paths  # a server path only where the operator allows folders
     c1, c2 = st.columns([3, 1])
-    spec = c1.text_input("Server path (allowed folders) or Hub repo id" if server_paths else "Hub repo id",
-                         key=f"in_compare_spec_{side}", placeholder="org/model")
-    rev = c2.text_input("Revision", key=f"in_compare_rev_{side}", placeholder="main",
-                        help="A branch, tag or commit: the same repo at two revisions compares a template's change")
+    with c1:   # capped in demo mode (one line: a repo id or a path)
+        spec = serving.capped_text_input("Server path (allowed folders) or Hub repo id" if server_paths
+                                         else "Hub repo id", f"in_compare_spec_{side}", "path or repository id",
+                                         placeholder="org/model")
+    with c2:
+        rev = serving.capped_text_input("Revision", f"in_compare_rev_{side}", "revision", placeholder="main",
+                                        help="A branch, tag or commit: the same repo at two revisions compares a "
+                                             "template's change")
     spec = spec.strip()
     if not spec:
         return None
@@ -97,7 +102,11 @@ def pick(side: str, default: str):
     if kind == HUB:
         return _hub(side)
     if kind == PASTE:
-        text = st.text_area(f"Template source {side}", key=f"in_compare_text_{side}", height=200)
+        fits = serving.capped_text_area(f"Template source {side}", f"in_compare_text_{side}",
+                                        serving.policy().limits.max_paste_bytes, "template text", "bytes", height=200)
+        text = st.session_state.get(f"in_compare_text_{side}") or ""
+        if not fits:
+            return None
         if not text.strip():
             if text:
                 st.warning("The pasted template is only whitespace: there is nothing to compare.")

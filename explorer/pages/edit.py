@@ -14,6 +14,7 @@ from explorer import state, urlstate
 from explorer.components import live_render
 from explorer.components.diff_view import show_text
 from explorer.components.glossary import mode_help
+from explorer.components import serving
 from explorer.components.lint_view import shown_text as shown
 from explorer.components.marker_table import known_markers, markers_frame
 from explorer.components.text import md, md_code
@@ -23,8 +24,15 @@ EMPTY = ("the template is empty (or only whitespace): there is nothing to analys
          "Revert to loaded.")
 
 
+def _over_cap(text: str) -> bool:
+    """Over the demo's paste cap (the box shows why; nothing is stored or analysed)."""
+    return serving.text_over_cap(text, serving.policy().limits.max_paste_bytes, "template text", "bytes") is not None
+
+
 def _save_draft() -> None:
     text = st.session_state.get(KEY, "")
+    if _over_cap(text):
+        return
     st.query_params["draft"] = urlstate.save_text(text)
 
 
@@ -37,6 +45,8 @@ def _analyse() -> None:
         from core.lint.locate import ErrorLocation
 
         st.session_state["edit_error"] = ErrorLocation(None, None, EMPTY, "template")
+        return
+    if _over_cap(text):
         return
     try:
         loc = check_source(text, base.name)
@@ -87,10 +97,11 @@ st.caption(md(f"Editing {base.name} ({base.origin}). The current analysis is of 
               f"{'the edited source' if tpl.origin == 'edited' else 'the loaded source'} · digest {tpl.digest}"))
 left, right = st.columns([3, 2])
 with left:
-    st.text_area("Template source", key=KEY, height=520, on_change=_save_draft)
+    fits = serving.capped_text_area("Template source", KEY, serving.policy().limits.max_paste_bytes,
+                                    "template text", "bytes", height=520, on_change=_save_draft)
     text = st.session_state.get(KEY, "")
     b1, b2, b3 = st.columns([1, 1, 2])
-    b1.button("Analyse", type="primary", on_click=_analyse)
+    b1.button("Analyse", type="primary", on_click=_analyse, disabled=not fits)
     b2.button("Revert to loaded", on_click=_revert, disabled=text == base.source and tpl.digest == base.digest,
               help=f"Back to {base.name} as loaded ({base.origin})")
     b3.download_button("Download edited template", text, file_name=f"{base.file_stem}.edited.jinja",
@@ -102,7 +113,7 @@ with right:
     st.caption("This conversation as the text on the left renders it (redrawn when you leave the editor or "
                "press Ctrl+Enter).")
     live_render.conversation_inputs()
-    if text.strip():
+    if text.strip() and fits:
         got = state.attempt(live_render.rendered, text, base.name)   # a bad conversation, a worker's limit
         if got is not None:
             out, where = got
@@ -119,7 +130,7 @@ with right:
 
 loc = st.session_state.get("edit_error")
 if loc is not None:
-    st.error(md_code(loc.headline()))
+    st.error(md_code(state.for_visitor(loc.headline())))
     if loc.excerpt:
         st.code(shown(loc.excerpt), language=None)
     st.warning("The analysis below (and on every page) is still that of the last good source.")
