@@ -213,6 +213,30 @@ def test_pprint_is_jinja2s_and_is_checked_while_it_prints():
         ChatTemplate("{{ {('k' * 100000): [1] * 5000}|pprint|length }}").render({})
 
 
+@pytest.mark.parametrize("source", [
+    "{{ ('x' * 9000).join(range(20000)|map('string'))|length }}",
+    "{{ (range(20000)|map('string'))|join('x' * 9000)|length }}",
+    "{{ ('x' * 9000).join(('y' * 20000)|list|reject('eq', 'z'))|length }}",
+])
+def test_join_of_a_generator_is_projected_before_it_is_built(source):
+    """Re-attack of issue 24: ``map``/``select``/``reject`` give generators, whose join had no length to project:
+    the text (180 MB here, 890 MB with 100,000 items) was built in one allocation, then refused. The items are
+    listed first and the join projected."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(RenderLimitError, match=r"(str\.join|join filter) result size above"):
+            ChatTemplate(source, limits=RenderLimits(timeout_s=120)).render({})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20, peak  # refused from the projection: the 180 MB text is never allocated
+    ok = ("{{ ', '.join(['a', 'b']|map('upper')) }}|{{ ['a', 'b']|map('upper')|join('-') }}|"
+          "{{ [{'n': 'a'}, {'n': 'b'}]|join(',', attribute='n') }}|{{ 'ab'|list|unique|join }}")
+    assert ChatTemplate(ok).render({}) == "A, B|A-B|a,b|ab"
+
+
 def test_normal_values_render_as_before():
     src = ("{{ '{:>5}'.format(1) }}|{{ '%05.1f' % 2.5 }}|{{ [1, 2]|tojson(indent=2) }}|{{ 'a\nb'|indent(2) }}|"
            "{{ (2 ** 10) * 3 }}|{% for x in range(5)[1:3] %}{{ loop.index }}/{{ loop.length }}{% endfor %}|"
