@@ -1236,6 +1236,27 @@ def _pprint(value: Any) -> str:
     return out.getvalue()[:-1]  # pprint() ends with the newline pformat() leaves out
 
 
+@jinja2.pass_environment
+def _sum(environment: Any, iterable: Any, attribute: Any = None, start: Any = 0) -> Any:
+    """jinja2's ``sum`` filter, concatenating lists or tuples in one pass: Python's ``sum`` copies the running
+    total at every item, quadratic work in C code where no hook runs (100,000 one-item lists: over 60 s)."""
+    if attribute is not None:
+        iterable = map(jinja2.filters.make_attrgetter(environment, attribute), iterable)
+    if not isinstance(start, (list, tuple)):
+        return sum(iterable, start)
+    kind = list if isinstance(start, list) else tuple
+    limit = _ENV._limit()
+    out = list(start)
+    for x in iterable:
+        _ENV._tick()
+        if not isinstance(x, kind):  # what start + x raises
+            raise TypeError(f'can only concatenate {kind.__name__} (not "{type(x).__name__}") to {kind.__name__}')
+        out.extend(x)
+        if len(out) > limit:
+            raise _limit_error("sum filter result size", limit, "output size")
+    return out if kind is list else tuple(out)
+
+
 def _width_checked(filter_fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a padding/width filter so a huge width argument is refused before allocating."""
 
@@ -1390,6 +1411,7 @@ def _make_environment() -> _LimitedSandbox:
     )
     env.filters["tojson"] = _tojson
     env.filters["pprint"] = _pprint
+    env.filters["sum"] = _sum
     for name in ("center", "indent", "wordwrap", "truncate"):
         env.filters[name] = _width_checked(env.filters[name])
     for name, fn in list(env.filters.items()):
