@@ -257,6 +257,30 @@ def test_sum_of_lists_is_linear_and_keeps_jinja2s_results():
         ChatTemplate("{{ [(1,), (2,)]|sum(start=[]) }}").render({})
 
 
+@pytest.mark.parametrize("source, message", [
+    ("{{ ('a' * 990000)|wordwrap(1)|length }}", "wordwrap work"),
+    ("{{ ('a' * 9000)|wordwrap(1, wrapstring='x' * 100000)|length }}", "wordwrap filter result size"),
+    ("{{ ('a ' * 4500)|wordwrap(1, true, 'x' * 100000)|length }}", "wordwrap filter result size"),
+])
+def test_wordwrap_work_and_size_are_projected(source, message):
+    """Re-attack of issue 24: textwrap breaks a long word by slicing the rest of it once per line (len**2 / 2
+    characters copied at width 1, in the stdlib: minutes for 990,000), and each break inserts the wrapstring
+    (883 MB built before the result check). Both projected before the call now."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(RenderLimitError, match=message):
+            ChatTemplate(source).render({})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20, peak  # refused before textwrap runs
+    src = ("{{ 'The quick brown fox jumps over the lazy dog'|wordwrap(10) }}|"
+           "{{ 'abcdefghij klm'|wordwrap(3, wrapstring='/') }}|{{ 'a b'|wordwrap(width=1, break_long_words=False) }}")
+    assert ChatTemplate(src).render({}) == "The quick\nbrown fox\njumps over\nthe lazy\ndog|abc/def/ghi/j/klm|a\nb"
+
+
 def test_normal_values_render_as_before():
     src = ("{{ '{:>5}'.format(1) }}|{{ '%05.1f' % 2.5 }}|{{ [1, 2]|tojson(indent=2) }}|{{ 'a\nb'|indent(2) }}|"
            "{{ (2 ** 10) * 3 }}|{% for x in range(5)[1:3] %}{{ loop.index }}/{{ loop.length }}{% endfor %}|"
