@@ -396,13 +396,14 @@ def dumps(ex: Explanation) -> str:
 
 def _unparsed_as_content(spans: list[Span], fired: list[Any], offset: int) -> list[Span]:
     """The lossless contract moves text a final parse could not place into ``content`` (an ``unparsed-text``
-    record with why ``content``): the spans it covers that the format had ignored are unparsed text kept as
-    content, so the spans still rebuild the message."""
+    record with why ``content``): the spans it covers that the format had ignored are shown as unparsed text.
+    Their ``field`` names the record: :func:`~core.explain.spans.rebuild_message` takes them into the content
+    only as part of the record's tail (the raw text from its start), as the parser does."""
     ranges = [(r.start + offset, r.end + offset) for r in fired
               if getattr(r, "name", "") == UNPARSED_TEXT and getattr(r, "why", "") == "content"]
     if not ranges:
         return spans
-    return [replace(s, label=SpanLabel.UNPARSED)
+    return [replace(s, label=SpanLabel.UNPARSED, field=UNPARSED_TEXT)
             if s.label == SpanLabel.IGNORED and any(a <= s.start and s.end <= b for a, b in ranges) else s
             for s in spans]
 
