@@ -130,6 +130,29 @@ def longest_good_prefix(is_good: Callable[[int], bool], lo: int, hi: int, lo_goo
     return good
 
 
+def _any_subset(p: Any, prefix: str, params: list[Any]) -> Any:
+    """Any of ``params`` (parsers), each at most once, in any order, whitespace between them — one rule per set
+    already written (``prefix-MASK``); past :data:`core.peg.chat.MAX_PERMUTE` parameters, in the given order,
+    each optional (the rule count doubles per parameter)."""
+    from ..peg.chat import MAX_PERMUTE
+
+    if len(params) > MAX_PERMUTE:
+        seq = p.eps()
+        for h in params:
+            seq = seq + p.optional(p.space() + h)
+        return seq
+    cache: dict[int, Any] = {}
+
+    def after(mask: int) -> Any:
+        if mask not in cache:
+            alts = [(h if mask == 0 else p.space() + h) + after(mask | (1 << i))
+                    for i, h in enumerate(params) if not mask & (1 << i)]
+            cache[mask] = p.rule(f"{prefix}-{mask}", p.choice(*(alts + [p.eps()])))
+        return cache[mask]
+
+    return after(0)
+
+
 def _finished(call: ToolCall) -> bool:
     """The call's arguments are a complete JSON object (the call did not stop half-way)."""
     try:
@@ -972,6 +995,11 @@ class _Gen:
                 any_order = any_order_args(p, f"tool-{name}-any-order", required, optional, p.space())
                 if any_order is not None:
                     seq = p.choice(seq, any_order)
+            if "missing-required-argument" in p.repairs and required:
+                # repair missing-required-argument: the declared parameters, each at most once, the required
+                # ones may be missing (checking the schema is the client's job), tried last
+                seq = p.choice(seq, p.repair("missing-required-argument",
+                                             _any_subset(p, f"tool-{name}-subset", required + optional)))
             if a.start:
                 seq = p.literal(a.start) + seq
             if a.end:
