@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import memo as _memo
-from ..errors import AnalysisError, ChatTemplateExplorerError
+from ..errors import AnalysisError, ChatTemplateExplorerError, TemplateRenderError
 from ..templating import ChatTemplate, normalize_source
 from . import handlers as _handlers
 from .base import ChatOutputParser
@@ -72,6 +72,24 @@ class ChatParserBundle:
     report: Any = None
     prepared: PreparedRequest | None = None
     notes: list[str] = field(default_factory=list)
+    fidelity: str = "llama.cpp"
+
+    def call_ids(self, rng: Any = None) -> Any:
+        """A fresh :class:`core.chat.call_ids.CallIds` for one message: generates the ids a call lacks at
+        ``improved`` fidelity, passes everything through at ``llama.cpp`` (``rng``: a seeded generator)."""
+        from .call_ids import CallIds
+
+        return CallIds(enabled=self.fidelity == "improved", rng=rng, defer=self.writes_call_ids())
+
+    def writes_call_ids(self) -> bool:
+        """Whether the learned format has a call id of its own (a JSON id field, an id marker position)."""
+        analysis = getattr(self.report, "analysis", None)
+        tools = getattr(analysis, "tools", None)
+        if tools is None:
+            return False
+        f, cid = getattr(tools, "format", None), getattr(tools, "call_id", None)
+        return bool(getattr(f, "id_field", "") or getattr(f, "gen_id_field", "")
+                    or getattr(getattr(cid, "pos", None), "value", "NONE") != "NONE")
 
 
 _CACHE_SIZE = 64
@@ -164,6 +182,7 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
                          whitespace_call_separators=JSON_CALL_SEPARATORS in active,
                          repairs=repairs):
         bundle = _build(template, request, report, force_autoparser, fid, active)
+    bundle.fidelity = fid
     if REPEATED_TURN_HEADER in repairs and not bundle.prepared.has_continuation \
             and hasattr(bundle.parser, "turn_header"):
         parser = bundle.parser
@@ -229,7 +248,13 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     notes: list[str] = []
     caps = _report_caps(report)
     prep = prepare_request(template, request, caps=caps)
-    gp = generation_prompt(prep)
+    try:
+        gp = generation_prompt(prep)
+    except TemplateRenderError:
+        # a handler that rewrites the messages first (TranslateGemma) renders its own; others raise again there
+        if route.kind != "specialized" or force_autoparser:
+            raise
+        gp = ""
 
     from ..analysis.fidelity import GEMMA_CALL_SYNTAX
 
