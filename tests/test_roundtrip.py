@@ -18,7 +18,7 @@ from .conftest import TEMPLATES, template_source
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
 
-# Floors at the figures reached (see README, "Round trip"); raise them when the parser improves.
+# Floors at the figures reached (see docs/fidelity.md, "Round trip"); raise them when the parser improves.
 MIN_RATE = 0.54                # passes / every eligible template (93/171)
 MIN_RATE_REPRESENTABLE = 0.80  # passes / eligible templates that can represent the message (93/116)
 # The same at fidelity="improved" (the explorer's improvements over llama.cpp, core.analysis.fidelity)

@@ -181,7 +181,7 @@ def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
 
 DEFAULT_ANALYSIS_BUDGET_S = 5.0
 """Default wall-clock budget of one analysis, in seconds (the slowest of the 351 real templates takes
-in 0.7 s cold on the 2-core development machine; see README "Limits")."""
+in 0.7 s cold on the 2-core development machine; see docs/security.md, "Resource limits")."""
 
 
 def default_budget_s() -> float:
