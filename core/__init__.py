@@ -170,7 +170,8 @@ def compare_templates(a: TemplateLike, b: TemplateLike, *, fidelity: str = "llam
     return _compare(_template(a), _template(b), fidelity=fidelity, with_lint=with_lint)
 
 
-def export_template(template: TemplateLike, *, fidelity: str = "llama.cpp", flavour: str = "transformers") -> ExportResult:
+def export_template(template: TemplateLike, *, fidelity: str = "llama.cpp",
+                    flavour: str = "transformers") -> ExportResult:
     """The template's output format as a ``response_template`` for transformers (``flavour="transformers"``) or
     vLLM (``"vllm"``); ``response_template`` is None with ``reasons`` when the format cannot carry it. Raises
     ``ValueError`` for an unknown flavour or fidelity."""

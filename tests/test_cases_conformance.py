@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from core.chat.cli_commands import TemplateDir, run_case
+from core.chat.conformance import TemplateDir, run_case
 
 from .conftest import TEMPLATES
 from .handler_checks import compare_messages as message_mismatch  # noqa: F401  (also used by test_improved)

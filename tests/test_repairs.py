@@ -482,8 +482,8 @@ def test_no_repair_makes_a_correct_parse_worse(reference_cases, monkeypatch):
     template and drift case that fails with them passes without them neither (so none passed before and
     fails now). Only the failures are re-run without the repairs: a pass cannot have got worse."""
     from core.chat import repairs as R
-    from core.chat.cli_commands import TemplateDir
-    from core.chat.cli_commands import run_case as run_reference
+    from core.chat.conformance import TemplateDir
+    from core.chat.conformance import run_case as run_reference
     from core.chat.roundtrip import corpus_round_trip
 
     from .test_cases_conformance import accumulate, message_mismatch

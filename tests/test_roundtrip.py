@@ -309,4 +309,6 @@ def test_output_starts_at_a_marker_shared_with_the_generation_prompt():
     d = RT.sample_output_details(t, RT.round_trip_request(), msg)
     assert d.alignment == Alignment.PARTS_IN_GENERATION_PROMPT
     assert d.output.startswith("<tool_call>\n{")
-    assert RT._marker_start("ab<tool_call>", 3) == 2 and RT._marker_start("ab<tool_call>", 2) == 2
+    from core.chat.samples import _marker_start
+
+    assert _marker_start("ab<tool_call>", 3) == 2 and _marker_start("ab<tool_call>", 2) == 2

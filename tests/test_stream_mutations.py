@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from core.chat.cli_commands import TemplateDir
+from core.chat.conformance import TemplateDir
 from core.chat.pipeline import build_chat_parser
 from core.chat.repairs import settled
 from core.chat.request import ChatRequest

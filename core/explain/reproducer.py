@@ -23,10 +23,10 @@ def pytest_test(ex: Any, case_id: str = "explain-0000", source: str | None = Non
     name = "".join(c if c.isalnum() else "_" for c in f"test_{ex.template}_{case_id}").lower()
     case = pprint.pformat(json.loads(case_line(ex, case_id)), width=100, sort_dicts=False)
     if source is None:
-        head = "from core.chat.cli_commands import TemplateDir, run_case\n"
+        head = "from core.chat.conformance import TemplateDir, run_case\n"
         templates = 'TemplateDir("../shared/templates")'
     else:
-        head = ("from core.chat.cli_commands import run_case\nfrom core.templating import ChatTemplate\n\n"
+        head = ("from core.chat.conformance import run_case\nfrom core.templating import ChatTemplate\n\n"
                 f"SOURCE = {source!r}\n\n\nclass _Template:\n    def get(self, name):\n"
                 "        return ChatTemplate(SOURCE, name)\n")
         templates = "_Template()"
