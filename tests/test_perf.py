@@ -455,6 +455,16 @@ def test_missing_filters_and_tests_bound_in_one_statement_fail_when_called():
     assert "t_1, t_2, = environment.bind_dependencies('filters', ('lower', 'upper'))" in code
 
 
+def test_our_tree_walks_see_the_children_jinja2_yields_on_the_corpus():
+    # templating._child_nodes (the walks of _loops and _dependencies) lists what jinja2's iter_child_nodes yields
+    checked = 0
+    for _name, tree in _probe_trees(3):
+        for node in [tree, *tree.find_all(jinja2.nodes.Node)]:
+            assert templating._child_nodes(node) == list(node.iter_child_nodes())
+            checked += 1
+    assert checked > 20_000
+
+
 def test_loop_search_skipping_expressions_finds_every_for_loop_on_the_corpus():
     found = 0
     for _name, src in _sources():
