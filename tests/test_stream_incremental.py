@@ -289,6 +289,9 @@ def test_stream_setup_parses_the_generation_prompt_and_skips_an_absent_header_cu
         assert session.mappers[None].m is not None and session.mappers[None].m.source == ""   # mapped, released
         assert TurnHeaderCut(parser).cut == (0 if not parser.turn_header else None), fidelity
         text = '<|channel|>commentary to=functions.run <|constrain|>json<|message|>{"command": "ls"}<|call|>'
+        # the per-step check compares each step with the partial parse: progressive release (improved holds
+        # a call until it is accepted, core.chat.stream.CallRelease)
+        parser.release_calls_whole = False
         assert _check_stream(parser, list(text)).message == parser.parse(text)
 
 

@@ -53,15 +53,18 @@ def _report_without_improvements(template: Any, args: argparse.Namespace) -> Any
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
-    from .pipeline import build_chat_parser
+    from .pipeline import build_chat_parser_or_content
     from .repairs import settled
     from .stream import StreamingParser
 
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)
     report = _report_without_improvements(template, args)
-    bundle = build_chat_parser(template, request, fidelity=_fidelity(args), report=report,
-                               disabled_repairs=tuple(getattr(args, "disable_repair", None) or ()))
+    bundle = build_chat_parser_or_content(template, request, fidelity=_fidelity(args), report=report,
+                                          disabled_repairs=tuple(getattr(args, "disable_repair", None) or ()))
+    for note in bundle.notes:
+        if bundle.format == "content-only":
+            print(f"note: {note}", file=sys.stderr)
     for note in _disable_repair_notes(getattr(args, "disable_repair", None) or (), _fidelity(args)):
         print(f"note: {note}", file=sys.stderr)
     output = read_model_output()

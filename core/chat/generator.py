@@ -114,6 +114,29 @@ def longest_good_prefix(is_good: Callable[[int], bool], lo: int, hi: int, lo_goo
     return good
 
 
+def _any_subset(p: Any, prefix: str, params: list[Any]) -> Any:
+    """Any of ``params`` (parsers), each at most once, in any order, whitespace between them — one rule per set
+    already written (``prefix-MASK``); past :data:`core.peg.chat.MAX_PERMUTE` parameters, in the given order,
+    each optional (the rule count doubles per parameter)."""
+    from ..peg.chat import MAX_PERMUTE
+
+    if len(params) > MAX_PERMUTE:
+        seq = p.eps()
+        for h in params:
+            seq = seq + p.optional(p.space() + h)
+        return seq
+    cache: dict[int, Any] = {}
+
+    def after(mask: int) -> Any:
+        if mask not in cache:
+            alts = [(h if mask == 0 else p.space() + h) + after(mask | (1 << i))
+                    for i, h in enumerate(params) if not mask & (1 << i)]
+            cache[mask] = p.rule(f"{prefix}-{mask}", p.choice(*(alts + [p.eps()])))
+        return cache[mask]
+
+    return after(0)
+
+
 def _finished(call: ToolCall) -> bool:
     """The call's arguments are a complete JSON object (the call did not stop half-way)."""
     try:
@@ -395,7 +418,8 @@ class GeneratedParser:
         """A fresh per-stream state for :meth:`parse` (``state=``)."""
         return ParserState()
 
-    def parse(self, output: str, is_partial: bool = False, *, state: ParserState | None = None) -> AssistantMessage:
+    def parse(self, output: str, is_partial: bool = False, *, state: ParserState | None = None,
+              detailed: tuple[AssistantMessage, ParseResult | None, str | None] | None = None) -> AssistantMessage:
         """Parse model ``output`` (text after the prompt) into an assistant message; never raises.
 
         The parse is always lenient (a marker cut at the end is not content, an unterminated block keeps its
@@ -404,11 +428,13 @@ class GeneratedParser:
         (``is_partial``) gives a prefix-consistent view (:func:`consistent_view`: a call already streamed is
         never taken back, neither by text that does not parse nor by an ordered choice falling to a later
         alternative).
-        ``state``: reuse work across successive prefixes of one stream.
+        ``state``: reuse work across successive prefixes of one stream. ``detailed``: :meth:`parse_detailed` of
+        this very ``output`` and ``is_partial`` when the caller has it (explain traces the same parse).
         Without ``state`` the result is settled by :func:`core.chat.repairs.settle` (a final parse extends the
         partial view of the same output; a call cut off at the end is reported in ``.repairs``).
         """
-        msg, r, entry = self.parse_detailed(output, state=state, is_partial=is_partial)
+        msg, r, entry = detailed if detailed is not None and state is None else \
+            self.parse_detailed(output, state=state, is_partial=is_partial)
         if state is not None:     # a step of a stream: StreamingParser.finish() settles with a one-shot parse
             return msg
         from .repairs import REPEATED_TURN_HEADER, FiredRepair, grammar_repairs, settle
@@ -953,6 +979,11 @@ class _Gen:
                 any_order = any_order_args(p, f"tool-{name}-any-order", required, optional, p.space())
                 if any_order is not None:
                     seq = p.choice(seq, any_order)
+            if "missing-required-argument" in p.repairs and required:
+                # repair missing-required-argument: the declared parameters, each at most once, the required
+                # ones may be missing (checking the schema is the client's job), tried last
+                seq = p.choice(seq, p.repair("missing-required-argument",
+                                             _any_subset(p, f"tool-{name}-subset", required + optional)))
             if a.start:
                 seq = p.literal(a.start) + seq
             if a.end:

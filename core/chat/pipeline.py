@@ -169,7 +169,58 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
         parser = bundle.parser
         gp = getattr(parser, "parser_generation_prompt", None) or parser.generation_prompt
         parser.turn_header = turn_header(gp, getattr(parser, "thinking_start_tag", ""))
+    try:   # what the lossless contract (core.chat.repairs.settle, unparsed-text) reads off the parser
+        bundle.parser.lossless_context = (request, getattr(bundle.report, "analysis", None), bundle.format)
+        bundle.parser.lossless_fidelity = fid
+        # improved: a stream releases a call whole once accepted, so it ends as the one-shot parse does
+        bundle.parser.release_calls_whole = fid == "improved"
+    except AttributeError:
+        pass
     return bundle
+
+
+@dataclass
+class ContentOnlyParser:
+    """The parser of a request the template cannot render (:func:`build_chat_parser_or_content`): every output
+    is content, reported by an ``unparsed-text`` record (why ``"no-parser"``) — a message, never an empty
+    answer. ``reason``: the render error."""
+
+    reason: str
+    grammar: str | None = None
+    grammar_lazy: bool = False
+    grammar_triggers: list = field(default_factory=list)
+    preserved_tokens: list = field(default_factory=list)
+    additional_stops: list = field(default_factory=list)
+    generation_prompt: str = ""
+
+    def parse(self, output: str, is_partial: bool = False) -> Any:
+        """``output`` as the content (a partial one too: content only grows)."""
+        from .message import AssistantMessage
+        from .repairs import UNPARSED_TEXT, FiredRepair
+
+        msg = AssistantMessage(content=output)
+        if output and not is_partial:
+            msg.repairs = [FiredRepair(UNPARSED_TEXT, 0, len(output), text=output, why="no-parser")]
+        return msg
+
+    def describe(self) -> str:
+        """One line: why there is no parser."""
+        return f"no parser (the output is content): {self.reason}"
+
+
+def build_chat_parser_or_content(template: ChatTemplate, request: ChatRequest, **options: Any) -> ChatParserBundle:
+    """:func:`build_chat_parser`, except that a template which cannot render for ``request`` (a
+    :class:`~core.errors.TemplateRenderError`, e.g. an operator on an undefined value that plain jinja2 refuses
+    and llama.cpp's engine accepts) gives a bundle whose parser returns the output as content
+    (:class:`ContentOnlyParser`) with a note saying why, instead of no message. Other errors propagate."""
+    from ..errors import TemplateRenderError
+
+    try:
+        return build_chat_parser(template, request, **options)
+    except TemplateRenderError as e:
+        note = (f"{e}; the model output is returned as content (no parser can be built for this request)")
+        return ChatParserBundle(parser=ContentOnlyParser(str(e)), prompt="", generation_prompt="",
+                                route=LocalRoute("none"), format="content-only", notes=[note])
 
 
 def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_autoparser: bool,

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..analysis import reapply
+from ..budgets import over_budget
 from ..chat.message import AssistantMessage
 from ..chat.pipeline import build_chat_parser, cached_analysis
 from ..chat.request import ChatRequest
 from ..inputs import visible
 from .spans import Span
-from .trace_routes import MAIN, ParseTrace, trace_parse
+from .trace_routes import MAIN, ParseTrace, peg_message, trace_parse
 
 WS = " \t\n\v\f\r"
 _CALLED_IDENT = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
@@ -203,6 +204,34 @@ class Setup:
     fidelity: str
     overrides: dict[str, Any]
     disabled: tuple[str, ...] = ()
+    meter: "Meter | None" = None    # shared by every setup derived with dataclasses.replace
+
+
+REPARSE_CHARS = 1024 * 1024
+"""Characters explain may re-parse beyond its main parse (the other fidelity, candidate fixes, inserted openers:
+each re-parses the whole output): a 256 KB hostile output (a flood of tool calls) took 8-13 s when every
+candidate re-parsed it. Past this the remaining re-parses are left out and the explanation says so."""
+
+
+class ReparseLimit(Exception):
+    """A re-parse left out (:data:`REPARSE_CHARS` spent, or the analysis budget): callers of :func:`trace` treat
+    it as a candidate that could not be checked."""
+
+
+@dataclass
+class Meter:
+    """Characters re-parsed so far (``spent``) against ``cap``; ``skipped``: re-parses left out."""
+
+    cap: int
+    spent: int = 0
+    skipped: int = 0
+
+    def charge(self, n: int) -> None:
+        """Count ``n`` more characters, or raise :class:`ReparseLimit` past the cap or the analysis budget."""
+        if self.spent + n > self.cap or over_budget(mark=False):
+            self.skipped += 1
+            raise ReparseLimit(f"re-parse of {n:,} characters left out")
+        self.spent += n
 
 
 def build_bundle(setup: Setup) -> Any:
@@ -215,7 +244,10 @@ def build_bundle(setup: Setup) -> Any:
 
 
 def trace(setup: Setup, output: str) -> tuple[Any, ParseTrace]:
-    """The bundle of ``setup`` and the traced parse of ``output`` with it."""
+    """The parser bundle and full trace (spans, stop point) of ``output`` under ``setup``; charged to the setup's
+    meter (raises :class:`ReparseLimit` past it)."""
+    if setup.meter is not None:
+        setup.meter.charge(len(output))
     bundle = build_bundle(setup)
     return bundle, trace_parse(bundle.parser, output, bundle.report)
 
@@ -226,9 +258,17 @@ def is_clean(tr: ParseTrace) -> bool:
 
 
 def message_of(setup: Setup, output: str) -> tuple[AssistantMessage, bool]:
-    """The message of ``output`` under ``setup`` and whether the parse is clean (for fixes and causes)."""
-    _b, tr = trace(setup, output)
-    return tr.message, is_clean(tr)
+    """The message of ``output`` under ``setup`` and whether the parse is clean (for fixes and causes). For a
+    PEG parser without the spans (what :func:`trace` gives: the parse is clean when the main root accounts
+    for the whole text and leaves no call or reasoning block open); charged to the meter like a trace."""
+    if setup.meter is not None:
+        setup.meter.charge(len(output))
+    bundle = build_bundle(setup)
+    got = peg_message(bundle.parser, output)
+    if got is None:
+        tr = trace_parse(bundle.parser, output, bundle.report)
+        return tr.message, is_clean(tr)
+    return got
 
 
 def reasoning_markers(bundle: Any) -> tuple[str, list[str]]:

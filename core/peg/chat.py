@@ -14,7 +14,8 @@ its scope, which is how ``fidelity="improved"`` reaches the generator and the sp
 ``python_literal_values`` — :meth:`ChatBuilder.tool_arg_json_value` also accepts a Python literal
 (:meth:`ChatBuilder.python_literal`) after the JSON it was given (improvement ``python-literal-values``);
 ``whitespace_call_separators`` — parallel JSON tool calls (:meth:`ChatBuilder.standard_json_tools`) may be
-separated by whitespace alone as well as by ``,`` (improvement ``json-call-separators``);
+separated by whitespace alone as well as by ``,`` or ``;`` (improvement ``json-call-separators``; Llama 3.x
+writes ``{…}; {…}``, as vLLM's llama3_json parser accepts);
 ``repairs`` — the names of the :mod:`core.chat.repairs` rules that act in the grammar (a frozenset; empty
 at ``llama.cpp`` fidelity): ``arguments-key-alias`` and ``json-field-order`` in the flat JSON call layout,
 ``double-encoded-arguments`` for JSON arguments, ``calls-inside-section-markers`` for a section start of two
@@ -472,6 +473,16 @@ class ChatBuilder(Builder):
             in_order = joined([f for f, _ in fields])
             if "json-field-order" in self.repairs and len(fields) == 2:
                 in_order = self.choice(in_order, self.repair("json-field-order", joined([fields[1][0], fields[0][0]])))
+            id_keys = [k for k in (call_id_key, gen_id_key) if k]
+            if "call-id-optional" in self.repairs and id_keys:
+                # repair call-id-optional: the id field(s) the template renders left out with their comma, the
+                # name and the arguments in either order (Mistral v0.3 writes [{"name": …, "arguments": …}])
+                two = [f for f, k in fields if k not in id_keys]
+                ids = self.eps()
+                for k in id_keys:
+                    ids = ids + self.optional(ws() + "," + ws() + self._id_field(k))
+                in_order = self.choice(in_order, self.repair("call-id-optional", self.choice(
+                    joined(two) + ids, joined(list(reversed(two))) + ids)))
             body = body + in_order + ws() + self.tool_close("}")
             choices.append(self.rule(f"{rule_prefix}{name}", self.tool(body)))
         return self.choice(*choices)
@@ -507,7 +518,7 @@ class ChatBuilder(Builder):
         tool_calls = calls
         if parallel:
             if self.whitespace_call_separators:
-                sep = self.space() + self.optional(",") + self.space()
+                sep = self.space() + self.optional(self.choice(",", ";")) + self.space()
             else:
                 sep = self.space() + "," + self.space()
             tool_calls = tool_calls + self.zero_or_more(sep + calls)

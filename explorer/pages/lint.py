@@ -6,24 +6,24 @@ import json
 import streamlit as st
 
 from explorer import state
+from explorer.components import serving
 from explorer.components.lint_view import show_findings
 from explorer.components.text import md
 
 
 @st.cache_resource(max_entries=32, show_spinner="Linting the template…")
 def _lint(source: str, name: str, fidelity: str, suppressed: tuple[str, ...], overrides_key: str, _report):
-    from core.lint import lint
-    from core.templating import ChatTemplate
+    from core.isolated_ops import lint  # in a limited worker: no template code in the server
 
-    return lint(ChatTemplate(source, name), fidelity=fidelity, suppressed=suppressed, report=_report)
+    return lint(source, name, fidelity, suppressed, _report)
 
 
 st.title("Lint")
 tpl = state.current()
 st.caption(md(f"{tpl.name} · {tpl.origin} · fidelity {state.fidelity()}"))
-st.text_input("Suppress ids (space-separated shell patterns, e.g. render/typed-* prefix/history)",
-              key="in_lint_suppress")
-patterns = tuple(st.session_state.get("in_lint_suppress", "").split())
+suppress = serving.capped_text_input("Suppress ids (space-separated shell patterns, e.g. render/typed-* prefix/history)",
+                                     "in_lint_suppress", "suppress patterns")
+patterns = tuple(suppress.split())
 analysis = state.attempt(state.report, tpl)  # with the session's overrides and workaround switches
 overrides_key = json.dumps([state.overrides_for(tpl), sorted(state.disabled_for(tpl))], sort_keys=True)
 report = state.attempt(_lint, tpl.source, tpl.name, state.fidelity(), patterns, overrides_key, analysis) \
