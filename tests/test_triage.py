@@ -1,0 +1,124 @@
+"""Triage that fixes (issue 26) scored on real failing outputs from public reports
+(tests/data/triage/cases.jsonl: the raw output exactly as the report quotes it, its URL, the true cause and a
+working fix written by hand). A holdout (sha256 of the URL, first byte % 4 == 0) is scored separately and was not
+used to tune the rules. Exact counts: a change that moves a case either way fails here and must be looked at."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from core.chat.request import ChatRequest
+from core.explain.explain import _build, _Setup, explain
+from core.explain.triage import MAX_EDITS, Mistake, apply_fix, triage
+from core.templating import ChatTemplate
+
+from .conftest import ROOT, TEMPLATES
+
+CASES = [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / "cases.jsonl", encoding="utf-8")]
+_T: dict[str, ChatTemplate] = {}
+
+
+def holdout(case: dict) -> bool:
+    return hashlib.sha256(case["source"].encode()).digest()[0] % 4 == 0
+
+
+def _template(name: str) -> ChatTemplate:
+    if name not in _T:
+        _T[name] = ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name)
+    return _T[name]
+
+
+def _run(case: dict):
+    t = _template(case["template"])
+    req = ChatRequest.from_dict(case)
+    ex = explain(t, req, case["input"])
+    s = _Setup(t, req, "llama.cpp", {})
+    return ex, triage(ex, s, _build(s), seconds=30.0)   # generous: counts must not depend on the machine
+
+
+def test_the_set_is_real_cited_and_varied():
+    assert len(CASES) == len({c["id"] for c in CASES}) == 38
+    assert all(c["source"].startswith("https://github.com/") and c["input"] and c["report_says"] for c in CASES)
+    assert {c["cause"] for c in CASES} <= {m.name for m in Mistake}
+    assert len({c["cause"] for c in CASES}) >= 15
+    assert len(Mistake) - 1 >= 15
+    assert sum(holdout(c) for c in CASES) == 13
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["fix"]["kind"] != "none"], ids=lambda c: c["id"])
+def test_the_hand_fix_works(case):
+    """Every fix written by hand re-parses the output clean into another message than the broken one."""
+    t = _template(case["template"])
+    req = ChatRequest.from_dict(case)
+    broken = explain(t, req, case["input"], fixes=False).message
+    msg, clean = apply_fix(t, req, case["input"], case["fix"]["change"])
+    assert clean and msg != broken, msg
+
+
+def _score(cases):
+    cause = fix = near = near_total = 0
+    for c in cases:
+        ex, tg = _run(c)
+        cause += tg.mistake.name == c["cause"]
+        if c["fix"]["kind"] == "none":
+            fix += not tg.fixes and bool(tg.no_fix)
+        else:
+            want, _clean = apply_fix(_template(c["template"]), ChatRequest.from_dict(c), c["input"],
+                                     c["fix"]["change"])
+            fix += any(f.message == want for f in tg.fixes)
+        if c["nearest_within_3"]:
+            near_total += 1
+            near += tg.nearest is not None and len(tg.nearest.edits) <= MAX_EDITS
+    return cause, fix, near, near_total
+
+
+def test_scores_on_dev_and_holdout():
+    dev = [c for c in CASES if not holdout(c)]
+    ho = [c for c in CASES if holdout(c)]
+    assert _score(dev) == (25, 25, 7, 7)      # cause, fix verified, nearest found / within 3 edits
+    assert _score(ho) == (12, 12, 1, 1)
+
+
+def test_nearest_output_names_the_omitted_marker():
+    c = next(c for c in CASES if c["id"] == "vllm-49248")
+    ex, tg = _run(c)
+    assert tg.mistake == Mistake.OMITTED_MARKER
+    assert [(e.kind, e.new) for e in tg.nearest.edits] == [("insert", "<arg_value>")]
+    assert tg.nearest.sentence == "the model omitted `<arg_value>` before `how␣many␣vacation␣days␣l`"
+    assert json.loads(tg.nearest.message["tool_calls"][0]["function"]["arguments"]) == \
+        {"query": "how many vacation days left"}
+    assert tg.no_fix and not tg.fixes
+
+
+def test_missing_required_gets_a_schema_edit_that_reparses():
+    c = next(c for c in CASES if c["id"] == "llamacpp-24807")
+    ex, tg = _run(c)
+    assert tg.mistake == Mistake.MISSING_REQUIRED
+    assert any("`content`" in e for e in tg.evidence)
+    f = tg.fixes[0]
+    assert f.kind.value == "request" and f.change == {"request": {"required": {"write": ["path"]}}}
+    assert f.message["tool_calls"][0]["function"]["name"] == "write"
+
+
+def test_a_single_repair_is_offered_before_fidelity():
+    c = next(c for c in CASES if c["id"] == "hermes-agent-5867")
+    ex, tg = _run(c)
+    assert tg.fixes[0].change == {"repairs": ["unmarked-calls"]}
+    assert tg.nearest.repair == "unmarked-calls"
+    assert "<tool_call>" in tg.nearest.sentence
+
+
+def test_hostile_output_stays_bounded():
+    """A 256 KB output: the search gives up within its parse budget rather than running away."""
+    c = next(c for c in CASES if c["id"] == "vllm-49248")
+    t = _template(c["template"])
+    req = ChatRequest.from_dict(c)
+    out = "<tool_call>search<arg_key>query</arg_key>" + "x" * (256 * 1024) + "</arg_value></tool_call>"
+    ex = explain(t, req, out, fixes=False)
+    s = _Setup(t, req, "llama.cpp", {})
+    tg = triage(ex, s, _build(s), parses=6)
+    assert tg.searched <= 6
+    assert tg.mistake == Mistake.OMITTED_MARKER
