@@ -18,6 +18,7 @@ from .spans import Span, SpanLabel, check_cover, rebuild_message, same_message
 from .trace_routes import MAIN, ParseTrace, trace_parse
 
 _WS = " \t\n\v\f\r"
+EXPLAIN_BUDGET = 1.8     # seconds: the triage's search shrinks to fit (hostile outputs of 256 KB stay under 2 s)
 # marker-like tokens: <tag>, </tag>, <|x|>, [UPPER_CASE], <｜x｜>
 _TOKEN = re.compile(r"<\|[^|<>\n]{1,40}\|>|<｜[^｜<>\n]{1,40}｜>|</?[A-Za-z_][\w:.\-]{0,40}(?:=|>)|\[[A-Z_]{3,30}\]")
 
@@ -231,8 +232,12 @@ def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str =
     that re-parse clean. Raises what :func:`core.chat.pipeline.build_chat_parser` raises for a bad request or
     template (``RequestError``, ``TemplateRenderError``, ``AnalysisError``, each one line); never raises on
     the output."""
+    import time
+
+    started = time.monotonic()
     setup = _Setup(template, request, fidelity, dict(overrides or {}), tuple(disabled_workarounds or ()))
     bundle, tr = _trace(setup, output)
+    parse_cost = time.monotonic() - started
     route = bundle.format if bundle.format != "peg-native" else "auto-parser"
     ex = Explanation(template=getattr(template, "name", "template"), route=route, fidelity=fidelity,
                      request=_request_json(request), output=output, generation_prompt=tr.text[:tr.gp_len],
@@ -260,10 +265,13 @@ def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str =
     if fixes:
         from .fixes import candidate_fixes
 
-        ex.fixes = candidate_fixes(setup, bundle, tr, ex)
-        from .triage import triage
+        ex.fixes = candidate_fixes(setup, bundle, tr, ex, deadline=started + EXPLAIN_BUDGET * 0.6,
+                                   parse_cost=parse_cost)
+        from .triage import TIME_BUDGET, triage
 
-        ex.triage = triage(ex, setup, bundle)
+        # explain as a whole stays within EXPLAIN_BUDGET seconds: the triage gets what the parse and fixes left
+        left = EXPLAIN_BUDGET - (time.monotonic() - started)
+        ex.triage = triage(ex, setup, bundle, seconds=max(0.0, min(TIME_BUDGET, left)), parse_cost=parse_cost)
     return ex
 
 

@@ -21,7 +21,8 @@ def _tool(name: str) -> dict[str, Any]:
                                              "parameters": {"type": "object", "properties": {}}}}
 
 
-def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Fix]:  # noqa: C901
+def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any, deadline: float | None = None,
+                    parse_cost: float = 0.0) -> list[Fix]:  # noqa: C901
     """Candidate changes for this explanation, each re-parsed; only those giving a clean parse whose message
     differs from the current one (more tool calls, or reasoning/content split differently) are returned,
     at most one per message; changes whose re-parse needed a repair (:mod:`core.chat.repairs`, named in the
@@ -79,7 +80,11 @@ def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list
             cands.append((FixKind.OVERRIDE, desc, {"overrides": change},
                           replace(setup, overrides={**setup.overrides, **change})))
     parsed: list[tuple[bool, Fix]] = []
+    import time
+
     for kind, desc, change, s in cands[:MAX_CANDIDATES]:
+        if deadline is not None and time.monotonic() + parse_cost > deadline:
+            break    # explain's time budget: the candidates left are not tried (the triage says so)
         try:
             m, clean = message_of(s, ex.output)
         except Exception:  # noqa: BLE001 - a candidate that does not build is simply not offered

@@ -165,16 +165,22 @@ def _q(s: str, n: int = 40) -> str:
 
 
 class _Budget:
-    def __init__(self, seconds: float, parses: int):
+    def __init__(self, seconds: float, parses: int, parse_cost: float = 0.0):
         self.end = time.monotonic() + seconds
         self.left = parses
         self.total = parses
         self.hit = False
+        self.last: float | None = None
+        self.first = parse_cost
 
     def take(self) -> bool:
-        if self.left <= 0 or time.monotonic() > self.end:
+        """One more parse, if the parse budget allows and the last parse's duration still fits in time."""
+        now = time.monotonic()
+        est = now - self.last if self.last is not None else self.first
+        if self.left <= 0 or now + est > self.end:
             self.hit = True
             return False
+        self.last = now
         self.left -= 1
         return True
 
@@ -864,9 +870,11 @@ def _why_none(mistake: Mistake, near: Any, ex: Any) -> str:
 # ------------------------------------------------------------------------------------------------ entry
 
 
-def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET, parses: int = MAX_PARSES) -> Triage:
-    """The mistake, the nearest accepted output and the ranked fixes of an explanation (see the module doc)."""
-    budget = _Budget(seconds, parses)
+def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET, parses: int = MAX_PARSES,
+           parse_cost: float = 0.0) -> Triage:
+    """The mistake, the nearest accepted output and the ranked fixes of an explanation (see the module doc).
+    ``parse_cost``: seconds one parse of this output took (a parse is not started when it would overrun)."""
+    budget = _Budget(seconds, parses, parse_cost)
     ctx = _context(setup, bundle)
     tools = bool(setup.request.tools)
     near = None
