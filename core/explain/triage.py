@@ -765,8 +765,9 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 if ok(p):
                     what = "; ".join(f"`{n}` requires only {v}" for n, v in change.get("required", {}).items()) \
                         or "the argument's type is `string`"
+                    full = _req_dict(apply_request_change(req, change)).get("tools")
                     out.append(RankedFix(TriageFixKind.REQUEST, "edit the request's schema: " + what,
-                                         {"request": change}, p.message.to_openai(), 2))
+                                         {"request": {**change, "tools": full}}, p.message.to_openai(), 2))
             except Exception:  # noqa: BLE001
                 pass
     # what explain's own candidates re-parsed (request settings, overrides, fidelity)
