@@ -189,3 +189,32 @@ def test_cli_json_carries_the_triage_and_expect(tmp_path):
     err = subprocess.run(cmd + ["--expect", str(bad)], input=c["input"], capture_output=True, text=True, cwd=ROOT,
                          timeout=120)
     assert err.returncode != 0 and "expected a JSON object" in err.stderr and "Traceback" not in err.stderr
+
+
+def test_explain_view_in_the_worker_returns_the_triage():
+    """The Explain page reaches triage and the expected-message reproducer through core.isolated_ops."""
+    from core.isolated_ops import explain_view
+
+    c = next(c for c in CASES if c["id"] == "llamacpp-24807")
+    t = _template(c["template"])
+    req = {k: c[k] for k in ("messages", "tools", "enable_thinking")}
+    data = explain_view(t.source, t.name, json.dumps(req), c["input"], "llama.cpp", "{}", (),
+                        json.dumps({"role": "assistant", "content": "x"}))
+    assert data["triage"]["mistake"] == "MISSING_REQUIRED"
+    assert data["triage"]["fixes"][0]["kind"] == "request"
+    assert "xfail(strict=True" in data["reproducer"]["pytest"]
+
+
+def test_a_clean_parse_that_drops_a_call_is_not_called_clean():
+    """Kimi-K3 markup left whole in the reasoning (leak A of https://github.com/can1357/oh-my-pi/issues/8495, as
+    the report quotes it): the parse
+    is clean by the grammar, but the call was dropped — triage names it."""
+    t = _template("Kimi-K3.jinja")
+    tool = {"type": "function", "function": {"name": "StrReplace", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
+    out = ('<|open|>toolscall tool="StrReplace" index="1"<|sep|><|open|>argument key="path" type="string"<|sep|>'
+           'src/rendererargument<|sep|><|close|>call<|sep|><|close|>toolstoolsmessage<|sep|>')
+    ex = explain(t, ChatRequest.from_dict({"messages": [{"role": "user", "content": "hi"}], "tools": [tool]}), out)
+    assert ex.clean and not ex.message.get("tool_calls")
+    assert ex.triage.mistake == Mistake.REASONING_NOT_CLOSED
+    assert any("not a clean parse" in e for e in ex.triage.evidence)

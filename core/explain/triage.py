@@ -632,6 +632,18 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                                       + _q(text.strip(_WS)[:40])]
     if Cause.DRIFT in causes or Cause.OTHER_MARKER in causes:
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev
+    # a "clean" parse that left marker-like text and a tool's name in the content or reasoning dropped a call
+    if not msg.get("tool_calls") and ctx["names"]:
+        for where, txt in (("reasoning", reasoning), ("content", content)):
+            tok = _TOKEN.search(txt)
+            named = [n for n in ctx["names"] if n in txt]
+            if tok and named:
+                ev.append(f"the {where} holds marker-like text {_q(tok.group(0))} and the tool name {_q(named[0])}, "
+                          "but the parse read no call: this is not a clean parse")
+                if where == "reasoning" and r_ends and not any(e in out for e in r_ends):
+                    ev.append(f"the output never closes the reasoning with {_q(r_ends[0])}")
+                    return Mistake.REASONING_NOT_CLOSED, ev
+                return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     return Mistake.NONE, ev
 
 
