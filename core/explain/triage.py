@@ -241,7 +241,7 @@ def _accepts(p: _Parsed, markers: list[str]) -> bool:
     if not p.clean or not p.message.tool_calls:
         return False
     content = p.message.content or ""
-    return not any(m and m in content for m in markers)
+    return not any(m and m in content for m in markers) and not _SPECIAL_SHAPE.search(content)
 
 
 # ------------------------------------------------------------------------------------------------ nearest
@@ -278,6 +278,12 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                 out.append(Edit("replace", i, f'"{alias}"', f'"{ctx["args_key"]}"'))
                 break
     if not p.message.tool_calls and p.stop < 0:
+        # an opener written without the whitespace the template puts after it (`<tool_call>{` for `<tool_call>\n{`)
+        for op in ctx["openers"][:2]:
+            core_, tail = op.rstrip(_WS), op[len(op.rstrip(_WS)):]
+            i = s.find(core_.strip(_WS)) if core_.strip(_WS) else -1
+            if tail and i >= 0 and not s.startswith(op.strip(_WS) + tail, i):
+                out.append(Edit("insert", i + len(core_.strip(_WS)), "", tail))
         # call-like text in the content: the opener goes where it starts; closers at the end
         starts = []
         for name in ctx["names"]:
@@ -294,6 +300,11 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                     out.append(Edit("insert", i, "", op))
         if ctx["special_start"] and not s.startswith(ctx["special_start"]):
             out.append(Edit("insert", 0, "", ctx["special_start"]))
+    if p.message.tool_calls and p.stop < 0:
+        m = _SPECIAL_SHAPE.search(p.message.content or "")
+        i = s.find(m.group(0)) if m else -1
+        if i >= 0:
+            out.append(Edit("delete", i, m.group(0), ""))
     if p.truncated or (p.stop < 0 and not p.message.tool_calls):
         for c in ctx["closers"][:2]:
             if not s.rstrip(_WS).endswith(c):
@@ -372,7 +383,8 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
                     continue
                 if _accepts(q, ctx["markers"]):
                     return edits + [e], q
-                progress = q.stop if q.stop >= 0 else (len(t) if q.message.tool_calls else -1)
+                # progress: how far the parse got (a clean parse with calls got all the way; one step from done)
+                progress = q.stop if q.stop >= 0 else (len(t) + 1 if q.message.tool_calls else -1)
                 base = p.stop if p.stop >= 0 else -1
                 if progress > base or (q.message.tool_calls and not p.message.tool_calls):
                     nxt.append((progress, edits + [e], t, q))
