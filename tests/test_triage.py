@@ -158,9 +158,10 @@ def test_peg_tester_snippet_declares_its_tools_as_string_literals():
     c = next(c for c in CASES if c["id"] == "llamacpp-24807")
     ex, _tg = _run(c)
     s = peg_tester_snippet(ex)
-    assert s.splitlines()[2] == ('    static common_chat_tool repro_tool_0{ "write", "", "{\\"type\\": \\"object\\", '
-                                 '\\"properties\\": {\\"path\\": {\\"type\\": \\"string\\"}, \\"content\\": {\\"type\\": '
-                                 '\\"string\\"}}, \\"required\\": [\\"path\\", \\"content\\"]}" };')
+    from core.codegen import cpp_string
+
+    params = json.dumps(c["tools"][0]["function"]["parameters"], ensure_ascii=False)
+    assert s.splitlines()[2] == f'    static common_chat_tool repro_tool_0{{ "write", "", {cpp_string(params)} }};'
     assert "        .tools({ repro_tool_0 })" in s
 
 

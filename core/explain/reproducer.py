@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import pprint
 from typing import Any
+
+from ..codegen import cpp_string, py_identifier, py_str
+
+REASONING_FORMATS = ("NONE", "AUTO", "DEEPSEEK", "DEEPSEEK_LEGACY")
+"""llama.cpp's ``COMMON_REASONING_FORMAT_*`` names the snippet may write (anything else is written as AUTO)."""
 
 
 def case_id(ex: Any) -> str:
@@ -48,18 +52,21 @@ def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
     test of the message as parsed now. With ``source`` (the template text) the test carries the template itself
     and runs from any directory; without it the template is read from ``../shared/templates`` by name."""
     cid = case_id_ or case_id(ex)
-    name = "test_" + cid.replace("-", "_")
-    case = pprint.pformat(json.loads(case_line(ex, cid, expect)), width=100, sort_dicts=False)
+    # untrusted text (template name, output, tools, source, cause) enters the file only as ASCII string literals
+    # (core.codegen): the case as JSON text the test decodes; the function name is ASCII alnum only
+    name = py_identifier("test_" + cid, prefix="test_")
+    case = py_str(case_line(ex, cid, expect))
     if source is None:
-        head = "import pytest\n\nfrom core.chat.cli_commands import TemplateDir, run_case\n"
+        head = "import json\n\nimport pytest\n\nfrom core.chat.cli_commands import TemplateDir, run_case\n"
         templates = 'TemplateDir("../shared/templates")'
     else:
-        head = ("import pytest\n\nfrom core.chat.cli_commands import run_case\nfrom core.templating import ChatTemplate\n\n"
-                f"SOURCE = {source!r}\n\n\nclass _Template:\n    def get(self, name):\n"
+        head = ("import json\n\nimport pytest\n\nfrom core.chat.cli_commands import run_case\n"
+                "from core.templating import ChatTemplate\n\n"
+                f"SOURCE = {py_str(source)}\n\n\nclass _Template:\n    def get(self, name):\n"
                 "        return ChatTemplate(SOURCE, name)\n")
         templates = "_Template()"
     if expect is not None:
-        mark = f"@pytest.mark.xfail(strict=True, reason={_cause(ex)!r})\n"
+        mark = f"@pytest.mark.xfail(strict=True, reason={py_str(_cause(ex))})\n"
         doc = ('    """Reproducer: the expected message below is what the output should parse to; marked xfail\n'
                '    (strict) until the parser gives it — then remove the mark."""\n')
     else:
@@ -68,19 +75,20 @@ def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
                '    now and passes while the behaviour stays as it is. Give the expected message (explain --expect\n'
                '    FILE, or the box on the Explain page) to get a reproducer that fails until the bug is fixed."""\n')
     return f'''{head}
-CASE = {case}
+CASE = json.loads({case})
 
 
 {mark}def {name}():
 {doc}    templates = {templates}
-    out = run_case(CASE, templates, fidelity={ex.fidelity!r})
+    out = run_case(CASE, templates, fidelity={py_str(str(ex.fidelity))})
     assert "error" not in out, out.get("error")
     assert out["message"] == CASE["expect"]
 '''
 
 
-def _cpp_str(s: str) -> str:
-    return json.dumps(s, ensure_ascii=False)
+def _text(value: Any) -> str:
+    """A message value as text for a literal (arguments given as an object are written as their JSON)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def peg_tester_snippet(ex: Any, expect: dict[str, Any] | None = None) -> str:
@@ -96,25 +104,26 @@ def peg_tester_snippet(ex: Any, expect: dict[str, Any] | None = None) -> str:
     tools = [t["function"] for t in req.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("function"), dict)]
     for i, f in enumerate(tools):
         params = json.dumps(f.get("parameters") or {"type": "object", "properties": {}}, ensure_ascii=False)
-        out.append(f"    static common_chat_tool repro_tool_{i}{{ {_cpp_str(str(f.get('name', '')))}, "
-                   f"{_cpp_str(str(f.get('description', '')))}, {_cpp_str(params)} }};")
-    out += [f"    auto tst = peg_tester({_cpp_str('models/templates/' + ex.template)}, detailed_debug);",
-            f"    tst.test({_cpp_str(ex.output)})"]
+        out.append(f"    static common_chat_tool repro_tool_{i}{{ {cpp_string(str(f.get('name', '')))}, "
+                   f"{cpp_string(str(f.get('description', '')))}, {cpp_string(params)} }};")
+    out += [f"    auto tst = peg_tester({cpp_string('models/templates/' + ex.template)}, detailed_debug);",
+            f"    tst.test({cpp_string(ex.output)})"]
     if tools:
         out.append(f"        .tools({{ {', '.join(f'repro_tool_{i}' for i in range(len(tools)))} }})")
     if req.get("parallel_tool_calls"):
         out.append("        .parallel_tool_calls(true)")
     out.append(f"        .enable_thinking({str(bool(req.get('enable_thinking', True))).lower()})")
-    fmt = (req.get("reasoning_format") or "auto").upper().replace("-", "_")
-    if fmt not in ("AUTO", "NONE", "DEEPSEEK", "DEEPSEEK_LEGACY"):
+    fmt = str(req.get("reasoning_format") or "auto").upper().replace("-", "_")
+    if fmt not in REASONING_FORMATS:
         fmt = "AUTO"
     out.append(f"        .reasoning_format(COMMON_REASONING_FORMAT_{fmt})")
     if msg.get("reasoning_content"):
-        out.append(f"        .expect_reasoning({_cpp_str(msg['reasoning_content'])})")
-    out.append(f"        .expect_content({_cpp_str(msg.get('content') or '')})")
+        out.append(f"        .expect_reasoning({cpp_string(_text(msg['reasoning_content']))})")
+    out.append(f"        .expect_content({cpp_string(_text(msg.get('content') or ''))})")
     if msg.get("tool_calls"):
-        calls = ", ".join(f"{{ {_cpp_str(tc['function']['name'])}, {_cpp_str(tc['function']['arguments'])}, "
-                          f"{_cpp_str(tc.get('id') or '') if tc.get('id') else '{}'} }}" for tc in msg["tool_calls"])
+        calls = ", ".join(f"{{ {cpp_string(_text(tc['function']['name']))}, "
+                          f"{cpp_string(_text(tc['function']['arguments']))}, "
+                          f"{cpp_string(_text(tc['id'])) if tc.get('id') else '{}'} }}" for tc in msg["tool_calls"])
         out.append(f"        .expect_tool_calls({{ {calls} }})")
     out.append("        .run();")
     out.append("}")
