@@ -35,6 +35,7 @@ MAX_EDITS = 3
 MAX_PARSES = 40
 TIME_BUDGET = 1.2          # seconds for the nearest-output search and the fixes together
 _KEY_ALIASES = ("arguments", "parameters", "params", "args", "input")
+_JSON_CALL_START = re.compile(r'\{\s{0,40}"name"\s{0,8}:')
 
 
 class Mistake(str, enum.Enum):
@@ -287,10 +288,13 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         # call-like text in the content: the opener goes where it starts; closers at the end
         starts = []
         for name in ctx["names"]:
-            for pat in (f'{{"name"', f"<function={name}", f"<tool_call>{name}", name + "("):
+            for pat in (f"<function={name}", f"<tool_call>{name}", name + "("):
                 i = s.find(pat)
                 if i >= 0:
                     starts.append(i)
+        m = _JSON_CALL_START.search(s)
+        if m:
+            starts.append(m.start())
         m = re.search(r"```[\w]*\n", s)
         if m:
             out.append(Edit("delete", m.start(), m.group(0), ""))
@@ -569,6 +573,15 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             if lit != core_ and core_ and found.startswith(core_) and not found.startswith(lit):
                 return Mistake.OMITTED_MARKER, ev + [f"the model omitted the whitespace the template writes in "
                                                      f"{_q(lit)} (it wrote {_q(core_)} and went on)"]
+    rest = ex.text[ex.stop.pos:] if ex.stop is not None else ""
+    if ex.stop is not None and msg.get("tool_calls") and rest.strip(_WS) and not _TOKEN.match(rest.lstrip(_WS)) \
+            and (any("end of the output" in e for e in ex.stop.expected) or not ex.stop.path) \
+            and not any(m and m in rest for m in ctx["markers"]):
+        return Mistake.TRAILING_TEXT, ev + ["text follows the complete call where the format ends the turn: "
+                                            + _q(ex.text[ex.stop.pos:].strip(_WS)[:30])]
+    mistyped = _mistyped_at_stop(setup.request, ex)
+    if mistyped:
+        return Mistake.TYPE_MISMATCH, ev + [mistyped]
     # the nearest output names it
     if near:
         nmsg = near[1].message.to_openai()
@@ -579,9 +592,19 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         if any(e.kind == "delete" and e.old.startswith("```") for e in edits):
             return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence"]
         ins = [e for e in edits if e.kind == "insert"]
+        solid = [e for e in ins if e.new.strip(_WS)]
+        if ins and not solid and len(ins) == len(edits):
+            return Mistake.OMITTED_MARKER, ev + ["the model omitted the whitespace the template writes: "
+                                                 + sentence_of(edits, out)]
+        if len(solid) != len(ins) and len(ins) == len(edits):
+            ins = solid      # whitespace the model also left out is secondary to what else it omitted
+            if ins[0].new.strip(_WS) in ("}", "]", "}}", "]}"):
+                return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+        if ins and ins[0].new.strip(_WS) in ("}", "]", "}}", "]}") and len(ins) == len(edits):
+            return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
         if ins and all(e.pos >= len(out) for e in ins) and len(ins) == len(edits):
             return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
-        if ins and len(ins) == len(edits):
+        if ins and len(edits) in (len(ins), len([e for e in edits if e.kind == "insert"])):
             first = ins[0]
             if first.new.strip(_WS).startswith("</"):
                 return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
@@ -657,6 +680,32 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                     return Mistake.REASONING_NOT_CLOSED, ev
                 return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     return Mistake.NONE, ev
+
+
+_PY_LITERAL = re.compile(r"\s*(True|False|None)\b|\s*\[\s*'|\s*\{\s*'")
+
+
+def _mistyped_at_stop(req: Any, ex: Any) -> str:
+    """Evidence when the parse stopped inside an argument whose schema type is not a string and the model wrote
+    a Python literal there (``True``, ``['a']``, ``{'k': 1}``) instead of JSON; ``""`` otherwise."""
+    stop = ex.stop
+    if stop is None:
+        return ""
+    m = _PY_LITERAL.match(ex.text, stop.pos)
+    if not m:
+        return ""
+    params: dict[str, str] = {}
+    for t in req.tools or []:
+        f = t.get("function", {}) if isinstance(t, dict) else {}
+        for k, v in ((f.get("parameters") or {}).get("properties") or {}).items():
+            if isinstance(v, dict) and isinstance(v.get("type"), str):
+                params[k] = v["type"]
+    for part in reversed(stop.path):
+        for k, ty in params.items():
+            if ty != "string" and part.endswith("-arg-" + k):
+                return (f"`{k}` is of type `{ty}`, but the model wrote the Python literal "
+                        f"{_q(ex.text[stop.pos:stop.pos + 20].strip(_WS))} where JSON is expected")
+    return ""
 
 
 def _missing_from_text(req: Any, output: str) -> str:
@@ -749,6 +798,9 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         try:
             imp = _parse(setup, ex.output, repairs=tuple(tolerance))
             fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in imp.message.repairs) if n]
+            if ok(imp) and not fired:
+                out.append(RankedFix(TriageFixKind.FIDELITY, "parse at improved fidelity (its parser improvements; "
+                                     "no repair fires)", {"fidelity": "improved"}, imp.message.to_openai(), 3))
             if ok(imp) and fired:
                 for n in fired[:2]:
                     if not budget.take():
