@@ -23,6 +23,9 @@ GROW = [
      + "\n</parameter>\n</function>\n</tool_call>"),
     ("vllm-49248", lambda: "<tool_call>" * (N // 11)),
     ("localharness-104", lambda: "<tool_call>" + '{"name": "write_file", "parameters": {' * (N // 40)),
+    ("hermes-agent-5867", lambda: "a." * (N // 2)),           # identifier runs for the call-syntax pattern
+    ("hermes-agent-5867", lambda: '"type" :' * (N // 8)),     # wrapper-key prefixes
+    ("hermes-agent-5867", lambda: "```" * (N // 3)),          # fence openers
 ]
 
 

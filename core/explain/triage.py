@@ -295,7 +295,7 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         m = _JSON_CALL_START.search(s)
         if m:
             starts.append(m.start())
-        m = re.search(r"```[\w]*\n", s)
+        m = re.search(r"```\w{0,16}\n", s)
         if m:
             out.append(Edit("delete", m.start(), m.group(0), ""))
         for i in sorted(set(starts))[:2]:
@@ -450,8 +450,9 @@ def diff_of(edits: list[Edit], output: str, width: int = 30) -> str:
 # ------------------------------------------------------------------------------------------------ mistake
 
 
+_WRAPPER_JSON = re.compile(r'"(?:tool_calls|jsonrpc)"\s{0,40}:|"type"\s{0,40}:\s{0,40}"function"\s{0,40},\s{0,40}"function"')
 _SPECIAL_SHAPE = re.compile(r"<\|[^|<>\n]{1,40}\|>|<｜[^｜<>\n]{1,40}｜>|\[[A-Z_]{3,30}\]")
-_PY_CALL = re.compile(r"\b([A-Za-z_][\w.]*)\((?:[A-Za-z_]\w*\s*[=:]|\))")
+_PY_CALL = re.compile(r"\b([A-Za-z_][\w.]{0,64})\((?:[A-Za-z_]\w{0,64}\s{0,8}[=:]|\))")
 
 
 def _schema_problems(req: Any, message: dict[str, Any]) -> list[tuple[Mistake, str]]:
@@ -558,10 +559,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.REASONING_NOT_CLOSED, ev
         return Mistake.REASONING_SETTING, ev
     text0 = content or reasoning
-    if re.search(r'"(tool_calls|jsonrpc)"\s*:|"type"\s*:\s*"function"\s*,\s*"function"', text0):
+    if _WRAPPER_JSON.search(text0):
         return Mistake.FOREIGN_WRAPPER, ev + ["the call is wrapped in a structure the template never renders: "
                                               + _q(text0.strip(_WS)[:30])]
-    m = re.search(r"<function>[\w.\-]+</function>", out)
+    m = re.search(r"<function>[\w.\-]{1,64}</function>", out)
     if m:
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"the model names the function as {_q(m.group(0))}, a syntax "
                                                       "the template never renders"]
@@ -639,7 +640,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence"]
         return Mistake.OMITTED_OPENER, ev + [e for f in ex.findings if f.cause == Cause.MISSING_OPENER
                                              for e in f.evidence]
-    if re.search(r'"(tool_calls|jsonrpc)"\s*:|"type"\s*:\s*"function"\s*,\s*"function"', text) or \
+    if _WRAPPER_JSON.search(text) or \
             re.match(r"\s*(```|<response>|<tools>)", text):
         return Mistake.FOREIGN_WRAPPER, ev + ["the call is wrapped in a structure the template never renders: "
                                               + _q(text.strip(_WS)[:30])]
@@ -658,11 +659,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if "<|channel|>" in out and "analysis" in out and "to=functions." in out:
         return Mistake.CALL_OUTSIDE_SECTION, ev + ["the recipient `to=functions.…` is written on the analysis "
                                                    "channel, where the format has no calls"]
-    if ex.stop is not None and msg.get("tool_calls") is None and re.match(r"\s*\{", out):
-        pass
     if ex.stop is not None and re.match(r"\s*\{", out) and out.strip(_WS).endswith(("?", ".", "!")):
         return Mistake.TRAILING_TEXT, ev + ["text follows the JSON call; the format is the JSON call alone"]
-    if _PY_CALL.search(text) or "call:" in out or re.search(r"<function>[\w.\-]+</function>", out):
+    if _PY_CALL.search(text) or "call:" in out or re.search(r"<function>[\w.\-]{1,64}</function>", out):
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + ["the call is written in a syntax of another format: "
                                                       + _q(text.strip(_WS)[:40])]
     if Cause.DRIFT in causes or Cause.OTHER_MARKER in causes:
