@@ -8,12 +8,13 @@ import logging
 
 import streamlit as st
 
-from explorer import state
+from explorer import state, visitor
 from explorer.components import sidebar
 
 # the icon is our own file, served by this server: a :material/…: page icon is fetched from fonts.gstatic.com
 st.set_page_config(page_title="Chat Template Explorer", page_icon=str(state.ASSETS / "icon.png"), layout="wide")
 state.keep_inputs()
+visitor.name_this_run()  # demo mode: one analysis slot per browser session at a time (core.serving.work_slot)
 
 PAGES = [
     st.Page("explorer/pages/overview.py", title="Overview", icon=":material/search:", default=True),

@@ -83,13 +83,14 @@ def default(key: str, value: Any) -> Any:
 
 def for_visitor(msg: str) -> str:
     """``msg`` as a visitor of a public demo should read it: the operator-only hint of the analysis budget error
-    (an environment variable of the server) becomes "a limit set by the server's operator". Unchanged when the app
-    runs locally (the user is the operator)."""
-    from core.serving import Mode, policy_or_closed
+    (an environment variable of the server) becomes "a limit set by the server's operator" and every server path
+    becomes ``<server path>`` (:func:`core.serving.redact_paths`). Unchanged when the app runs locally (the user
+    is the operator)."""
+    from core.serving import Mode, policy_or_closed, redact_paths
     from core.templating import BUDGET_HINT
 
-    if policy_or_closed()[0].mode is Mode.DEMO:
-        return msg.replace(BUDGET_HINT, "a limit set by the server's operator")
+    if policy_or_closed()[0].mode is Mode.DEMO:  # and no server path (the operator's Hub cache, the install folder)
+        return redact_paths(msg.replace(BUDGET_HINT, "a limit set by the server's operator"))
     return msg
 
 

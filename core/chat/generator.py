@@ -411,7 +411,8 @@ class GeneratedParser:
         """A fresh per-stream state for :meth:`parse` (``state=``)."""
         return ParserState()
 
-    def parse(self, output: str, is_partial: bool = False, *, state: ParserState | None = None) -> AssistantMessage:
+    def parse(self, output: str, is_partial: bool = False, *, state: ParserState | None = None,
+              detailed: tuple[AssistantMessage, ParseResult | None, str | None] | None = None) -> AssistantMessage:
         """Parse model ``output`` (text after the prompt) into an assistant message; never raises.
 
         The parse is always lenient (a marker cut at the end is not content, an unterminated block keeps its
@@ -420,11 +421,13 @@ class GeneratedParser:
         (``is_partial``) gives a prefix-consistent view (:func:`consistent_view`: a call already streamed is
         never taken back, neither by text that does not parse nor by an ordered choice falling to a later
         alternative).
-        ``state``: reuse work across successive prefixes of one stream.
+        ``state``: reuse work across successive prefixes of one stream. ``detailed``: :meth:`parse_detailed` of
+        this very ``output`` and ``is_partial`` when the caller has it (explain traces the same parse).
         Without ``state`` the result is settled by :func:`core.chat.repairs.settle` (a final parse extends the
         partial view of the same output; a call cut off at the end is reported in ``.repairs``).
         """
-        msg, r, entry = self.parse_detailed(output, state=state, is_partial=is_partial)
+        msg, r, entry = detailed if detailed is not None and state is None else \
+            self.parse_detailed(output, state=state, is_partial=is_partial)
         if state is not None:     # a step of a stream: StreamingParser.finish() settles with a one-shot parse
             return msg
         from .repairs import REPEATED_TURN_HEADER, FiredRepair, grammar_repairs, settle

@@ -34,6 +34,7 @@ _WS = " \t\n\v\f\r"
 MAX_EDITS = 3
 MAX_PARSES = 40
 TIME_BUDGET = 1.2          # seconds for the nearest-output search and the fixes together
+TRIAGE_CHARS = 2 * 1024 * 1024   # characters the triage's parses may read in all (work linear in the output)
 _KEY_ALIASES = ("arguments", "parameters", "params", "args", "input")
 _JSON_CALL_START = re.compile(r'\{\s{0,40}"name"\s{0,8}:')
 
@@ -166,23 +167,26 @@ def _q(s: str, n: int = 40) -> str:
 
 
 class _Budget:
-    def __init__(self, seconds: float, parses: int, parse_cost: float = 0.0):
+    def __init__(self, seconds: float, parses: int, parse_cost: float = 0.0, chars: int = TRIAGE_CHARS):
         self.end = time.monotonic() + seconds
         self.left = parses
         self.total = parses
         self.hit = False
         self.last: float | None = None
         self.first = parse_cost
+        self.chars = chars
 
-    def take(self) -> bool:
-        """One more parse, if the parse budget allows and the last parse's duration still fits in time."""
+    def take(self, n: int = 0) -> bool:
+        """One more parse of ``n`` characters, if the parse and character budgets allow and the last parse's
+        duration still fits in time."""
         now = time.monotonic()
         est = now - self.last if self.last is not None else self.first
-        if self.left <= 0 or now + est > self.end:
+        if self.left <= 0 or now + est > self.end or n > self.chars:
             self.hit = True
             return False
         self.last = now
         self.left -= 1
+        self.chars -= n
         return True
 
 
@@ -218,6 +222,11 @@ def _parse(setup: _Setup, output: str, *, repairs: tuple[str, ...] | None = None
             report = reapply(cached_analysis(tpl, setup.fidelity), overrides=setup.overrides or None,
                              disabled_workarounds=setup.disabled)
         bundle = build_chat_parser(tpl, req, report=report, fidelity=setup.fidelity)
+    from .trace_routes import peg_message
+
+    got = peg_message(bundle.parser, output)     # the parser's own parse: no trace needed when it is clean
+    if got is not None and got[1]:
+        return _Parsed(output, got[0], True, -1, [], False)
     tr = trace_parse(bundle.parser, output, bundle.report)
     exp: list[str] = []
     stop = -1
@@ -364,7 +373,7 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
     """Breadth-first over edit sequences (≤ :data:`MAX_EDITS`), bounded by ``budget``: the first sequence
     whose output parses clean with calls and no marker text left in the content."""
     try:
-        if not budget.take():
+        if not budget.take(len(output)):
             return None
         start = _parse(setup, output)
     except Exception:  # noqa: BLE001 - a parser that does not build has no nearest output
@@ -379,7 +388,7 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
                 if t in seen:
                     continue
                 seen.add(t)
-                if not budget.take():
+                if not budget.take(len(t)):
                     return None
                 try:
                     q = _parse(setup, t)
@@ -793,7 +802,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
 
     # one repair switched on
     tolerance = [r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT]
-    if budget.take():
+    if budget.take(len(ex.output)):
         try:
             imp = _parse(setup, ex.output, repairs=tuple(tolerance))
             fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in imp.message.repairs) if n]
@@ -802,7 +811,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                      "no repair fires)", {"fidelity": "improved"}, imp.message.to_openai(), 3))
             if ok(imp) and fired:
                 for n in fired[:2]:
-                    if not budget.take():
+                    if not budget.take(len(ex.output)):
                         break
                     one = _parse(setup, ex.output, repairs=(n,))
                     if ok(one):
@@ -834,7 +843,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                     if tc["function"]["name"] == f["name"]:
                         for k in json.loads(tc["function"]["arguments"] or "{}"):
                             change.setdefault("type", {}).setdefault(f["name"], {})[k] = "string"
-        if change and budget.take():
+        if change and budget.take(len(ex.output)):
             try:
                 p = _parse(setup, ex.output, request=apply_request_change(req, change))
                 if ok(p):
@@ -860,7 +869,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     # a template edit from the nearest output's edits: make the template render what the model wrote
     if near and not out:
         patch = _template_patch(setup, near[0], ex.output)
-        if patch and budget.take():
+        if patch and budget.take(len(ex.output)):
             old, new = patch
             try:
                 from ..templating import ChatTemplate

@@ -35,7 +35,9 @@ def show_findings(report: Any, *, key: str = "lint") -> None:
     for c, (k, n) in zip(cols, kinds.items()):
         c.metric(k, n)
     if report.error:
-        st.warning(md(report.error))
+        from ..visitor import shown
+
+        st.warning(md(shown(report.error)))
     if not report.findings:
         st.success(f"No findings ({report.shapes} conversation shapes rendered).")
         return

@@ -5,6 +5,7 @@ lint findings added and removed, and the same outputs parsed by both (core.compa
 import streamlit as st
 
 from explorer import state
+from explorer.components import serving
 from explorer.components.lint_view import show_comparison
 from explorer.components.text import md
 
@@ -36,9 +37,11 @@ elif kind == "File or Hub id":
 
     server_paths = policy_or_closed()[0].server_paths  # a server path only where the operator allows folders
     c1, c2 = st.columns([3, 1])
-    spec = c1.text_input("Server path (allowed folders) or Hub repo id" if server_paths else "Hub repo id",
-                         key="in_compare_spec")
-    rev = c2.text_input("Revision (Hub)", key="in_compare_rev")
+    with c1:
+        spec = serving.capped_text_input("Server path (allowed folders) or Hub repo id" if server_paths
+                                         else "Hub repo id", "in_compare_spec", "path or repository id")
+    with c2:
+        rev = serving.capped_text_input("Revision (Hub)", "in_compare_rev", "revision")
     spec = spec.strip()
     if spec:
         if state.is_repo_id(spec) or not server_paths:
@@ -46,8 +49,10 @@ elif kind == "File or Hub id":
         else:
             other = state.attempt(state.load_visitor_path, spec)
 else:
-    text = st.text_area("Template source B", key="in_compare_text", height=200)
-    if text.strip():
+    fits = serving.capped_text_area("Template source B", "in_compare_text", serving.policy().limits.max_paste_bytes,
+                                    "template text", "bytes", height=200)
+    text = st.session_state.get("in_compare_text") or ""
+    if fits and text.strip():
         other = state.from_edit(None, text, "pasted.jinja")
 with_lint = st.toggle("Include lint findings", value=True, key="in_compare_lint")
 if other is not None:

@@ -115,7 +115,8 @@ sel_content = f3.multiselect("Content", content_modes, key="in_corpus_content")
 sel_route = f4.multiselect("Route", routes, key="in_corpus_route")
 g1, g2, g3 = st.columns([2, 2, 1])
 sel_caps = g1.multiselect("Must support", CAPS, key="in_corpus_caps")
-search = g2.text_input("Name contains", key="in_corpus_search")
+with g2:
+    search = serving.capped_text_input("Name contains", "in_corpus_search", "search text")
 only_errors = g3.toggle("Errors only", key="in_corpus_errors")
 
 view = df

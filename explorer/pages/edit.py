@@ -9,6 +9,7 @@ import difflib
 import streamlit as st
 
 from explorer import state, urlstate
+from explorer.components import serving
 from explorer.components.lint_view import shown_text as shown
 from explorer.components.marker_table import markers_frame
 from explorer.components.text import md
@@ -16,8 +17,15 @@ from explorer.components.text import md
 KEY = "in_edit_source"
 
 
+def _over_cap(text: str) -> bool:
+    """Over the demo's paste cap (the box shows why; nothing is stored or analysed)."""
+    return serving.text_over_cap(text, serving.policy().limits.max_paste_bytes, "template text", "bytes") is not None
+
+
 def _save_draft() -> None:
     text = st.session_state.get(KEY, "")
+    if _over_cap(text):
+        return
     st.query_params["draft"] = urlstate.save_text(text)
 
 
@@ -26,6 +34,8 @@ def _analyse() -> None:
 
     base = st.session_state.get("edit_base") or state.current()
     text = st.session_state.get(KEY, "")
+    if _over_cap(text):
+        return
     try:
         loc = check_source(text, base.name)
     except Exception as e:  # noqa: BLE001 - a worker stopped at its limit: shown where the error goes
@@ -73,17 +83,18 @@ if KEY not in st.session_state:
 
 st.caption(md(f"Editing {base.name} ({base.origin}). The current analysis is of "
               f"{'the edited source' if tpl.origin == 'edited' else 'the loaded source'} · digest {tpl.digest}"))
-st.text_area("Template source", key=KEY, height=420, on_change=_save_draft)
+fits = serving.capped_text_area("Template source", KEY, serving.policy().limits.max_paste_bytes, "template text",
+                                "bytes", height=420, on_change=_save_draft)
 text = st.session_state.get(KEY, "")
 b1, b2, b3 = st.columns([1, 1, 2])
-b1.button("Analyse", type="primary", on_click=_analyse)
+b1.button("Analyse", type="primary", on_click=_analyse, disabled=not fits)
 b2.button("Revert to loaded", on_click=_revert)
 b3.download_button("Download edited template", text, file_name=f"{base.file_stem}.edited.jinja",
                    mime="text/plain")
 
 loc = st.session_state.get("edit_error")
 if loc is not None:
-    st.error(md(loc.headline()))
+    st.error(md(state.for_visitor(loc.headline())))
     if loc.excerpt:
         st.code(shown(loc.excerpt), language=None)
     st.warning("The analysis below (and on every page) is still that of the last good source.")
