@@ -88,7 +88,8 @@ def test_one_click_fix_applies_the_override_on_the_overrides_page():
 def test_reproducer_downloads():
     at = _explain(DRIFT)
     buttons = {b.label: b for b in at.get("download_button")}
-    assert set(buttons) == {"cases.jsonl line", "pytest test", "peg_tester snippet"}
+    assert set(buttons) == {"cases.jsonl line", "pytest test", "peg_tester snippet",
+                            "Download the patched template"}     # the triage's template fix (see below)
     codes = [c.value for c in at.code if c.language in ("json", "python", "cpp")]
     case = json.loads(codes[0])
     assert case["template"] == "Qwen-Qwen2.5-7B-Instruct.jinja" and case["input"] == DRIFT
@@ -110,8 +111,11 @@ def test_triage_first_nearest_diff_ranked_fixes_and_expected_message():
                             "`\"arguments\"`") for t in texts), texts
     diff = [c.value for c in at.code if c.language == "diff"]
     assert diff and '[-"parameters"-]{+"arguments"+}' in diff[0]
-    fixes = [t for t in texts if t.startswith("1. ")]
-    assert fixes == ["1. repair: switch on the repair `arguments-key-alias` (improved fidelity with only this repair)"]
+    fixes = [t for t in texts if t[:3] in ("1. ", "2. ", "3. ")]
+    assert fixes[0] == "1. repair: switch on the repair `arguments-key-alias` (improved fidelity with only this repair)"
+    # the template edit that makes the template render what the model wrote, re-analysed and re-parsed
+    assert any(f.endswith("template: patch the template: write `\"parameters\"` where it writes `\"arguments\"` "
+                          "(1 place(s))") for f in fixes), fixes
     at.button(key="triage_fix_0").click().run()
     assert not at.exception, at.exception
     assert at.session_state["fidelity"] == "improved"

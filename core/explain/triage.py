@@ -867,7 +867,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             continue
         out.append(RankedFix(kind, fx.description, fx.change, fx.message, cost))
     # a template edit from the nearest output's edits: make the template render what the model wrote
-    if near and not out:
+    if near:
         patch = _template_patch(setup, near[0], ex.output)
         if patch and budget.take(len(ex.output)):
             old, new = patch

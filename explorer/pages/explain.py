@@ -145,10 +145,12 @@ if tg.get("mistake") not in (None, "NONE"):
             st.download_button("Download the patched template", patched, file_name=f"patched-{tpl.name}",
                                mime="text/plain", key=f"triage_fix_{i}")
         else:
-            st.button("Apply", key=f"triage_fix_{i}", on_click=_apply_triage_fix, args=(fx,))
+            st.button("Use this fix", key=f"triage_fix_{i}", on_click=_apply_triage_fix, args=(fx,))
     with st.expander("Evidence"):
+        # the stop point has its own section below; the evidence here is what the triage adds to it
         for e in tg.get("evidence") or []:
-            st.markdown("- " + md(e))
+            if not e.startswith("the parse stopped at output position"):
+                st.markdown("- " + md(e))
 if ex["consistency"]:
     st.error(md(f"The spans do not account for the message (a bug of this tool): {ex['consistency']}"))
 
