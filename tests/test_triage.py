@@ -228,3 +228,15 @@ def test_a_clean_parse_that_drops_a_call_is_not_called_clean():
     assert ex.clean and not ex.message.get("tool_calls")
     assert ex.triage.mistake == Mistake.REASONING_NOT_CLOSED
     assert any("not a clean parse" in e for e in ex.triage.evidence)
+
+
+def test_server_setting_is_offered_only_when_the_restored_output_reparses():
+    """mistral-inference-162: the decoder dropped [TOOL_CALLS]; the nearest output puts it back, but the v0.3
+    format then also wants the call id the model never wrote, so "keep special tokens" is not offered (it
+    does not re-parse); improved fidelity, which reads the bare list, is."""
+    c = next(c for c in CASES if c["id"] == "mistral-inference-162")
+    ex, tg = _run(c)
+    assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED
+    assert tg.nearest.edits[0].new == "[TOOL_CALLS] "
+    assert [f.kind.value for f in tg.fixes] == ["fidelity"]
+    assert tg.fixes[0].message["tool_calls"][0]["function"]["name"] == "get_current_weather"

@@ -805,7 +805,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     if budget.take(len(ex.output)):
         try:
             imp = _parse(setup, ex.output, repairs=tuple(tolerance))
-            fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in imp.message.repairs) if n]
+            fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in imp.message.repairs) if n in tolerance]
             if ok(imp) and not fired:
                 out.append(RankedFix(TriageFixKind.FIDELITY, "parse at improved fidelity (its parser improvements; "
                                      "no repair fires)", {"fidelity": "improved"}, imp.message.to_openai(), 3))
@@ -883,13 +883,30 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                          [[old, new]]}, p.message.to_openai(), 5))
             except Exception:  # noqa: BLE001 - a patched template that does not render is not offered
                 pass
-    # server setting: keep special tokens (the nearest output restores only control tokens)
-    if near and mistake == Mistake.SPECIAL_TOKENS_STRIPPED and all(
-            e.kind == "insert" and _SPECIAL_SHAPE.fullmatch(e.new.strip(_WS)) for e in near[0]):
-        out.append(RankedFix(TriageFixKind.SERVER, "keep special tokens in the decoded text "
-                             "(skip_special_tokens=false / --special): the output then reads as the nearest output",
-                             {"server": "keep-special-tokens", "output": near[1].output},
-                             near[1].message.to_openai(), 4))
+    # server setting: keep special tokens — the output with only the control tokens of the nearest output put
+    # back, re-parsed (at this fidelity, else at improved fidelity)
+    special = [e for e in (_shift(near[0]) if near else []) if e.kind == "insert"
+               and _SPECIAL_SHAPE.fullmatch(e.new.strip(_WS))]
+    if special and mistake == Mistake.SPECIAL_TOKENS_STRIPPED:
+        restored = ex.output
+        for e in sorted(special, key=lambda e: -e.pos):
+            restored = e.apply(restored)
+        for fid in (setup.fidelity, "improved"):
+            if not budget.take(len(restored)):
+                break
+            try:
+                p = _parse(replace(setup, fidelity=fid), restored)
+            except Exception:  # noqa: BLE001
+                continue
+            if ok(p):
+                extra = "" if fid == setup.fidelity else ", and parse at improved fidelity"
+                change: dict[str, Any] = {"server": "keep-special-tokens", "output": restored}
+                if extra:
+                    change["fidelity"] = "improved"
+                out.append(RankedFix(TriageFixKind.SERVER, "keep special tokens in the decoded text "
+                                     f"(skip_special_tokens=false / --special){extra}: the output then starts "
+                                     + _q(restored[:30]), change, p.message.to_openai(), 4))
+                break
     out.sort(key=lambda f: (f.cost, _RANK[f.kind]))
     uniq: list[RankedFix] = []
     for f in out:
