@@ -147,12 +147,15 @@ def test_reproducer_with_expected_message_fails_until_fixed(tmp_path):
     want = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "id": "", "function": {
         "name": "search", "arguments": '{"query":"how many vacation days left"}'}}]}
     code = pytest_test(ex, source=_template(c["template"]).source, expect=want)
-    assert "@pytest.mark.xfail(strict=True, reason='omitted marker inside a call: the model omitted `<arg_value>`" in code
+    assert ("@pytest.mark.xfail(strict=True, reason='omitted marker inside a call: the model omitted "
+            "`<arg_value>`") in code
     f = tmp_path / "test_repro.py"
     f.write_text(code, encoding="utf-8")
-    env_root = str(ROOT)
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(f)], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=300, env={"PYTHONPATH": env_root, "PATH": "/usr/bin:/bin"})
+                       capture_output=True, text=True, timeout=300, env=env)
     assert "1 xfailed" in r.stdout, r.stdout + r.stderr
     other = next(c for c in CASES if c["id"] == "vllm-47190-a")
     ex2 = explain(_template(other["template"]), ChatRequest.from_dict(other), other["input"], fixes=False)

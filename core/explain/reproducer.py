@@ -101,7 +101,8 @@ def peg_tester_snippet(ex: Any, expect: dict[str, Any] | None = None) -> str:
     out = ["{"]
     if expect is None:
         out.append("    // expectations = the message as parsed now: edit them to the message you expected")
-    tools = [t["function"] for t in req.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+    tools = [t["function"] for t in req.get("tools") or []
+             if isinstance(t, dict) and isinstance(t.get("function"), dict)]
     for i, f in enumerate(tools):
         params = json.dumps(f.get("parameters") or {"type": "object", "properties": {}}, ensure_ascii=False)
         out.append(f"    static common_chat_tool repro_tool_{i}{{ {cpp_string(str(f.get('name', '')))}, "

@@ -459,7 +459,8 @@ def diff_of(edits: list[Edit], output: str, width: int = 30) -> str:
 # ------------------------------------------------------------------------------------------------ mistake
 
 
-_WRAPPER_JSON = re.compile(r'"(?:tool_calls|jsonrpc)"\s{0,40}:|"type"\s{0,40}:\s{0,40}"function"\s{0,40},\s{0,40}"function"')
+_WRAPPER_JSON = re.compile(r'"(?:tool_calls|jsonrpc)"\s{0,40}:'
+                           r'|"type"\s{0,40}:\s{0,40}"function"\s{0,40},\s{0,40}"function"')
 _SPECIAL_SHAPE = re.compile(r"<\|[^|<>\n]{1,40}\|>|<｜[^｜<>\n]{1,40}｜>|\[[A-Z_]{3,30}\]")
 _PY_CALL = re.compile(r"\b([A-Za-z_][\w.]{0,64})\((?:[A-Za-z_]\w{0,64}\s{0,8}[=:]|\))")
 
@@ -546,13 +547,15 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if Cause.UNKNOWN_TOOL in causes:
         return Mistake.UNKNOWN_TOOL, ev + [e for f in ex.findings if f.cause == Cause.UNKNOWN_TOOL for e in f.evidence]
     if Cause.WRONG_CALL_ID in causes:
-        return Mistake.CALL_ID_SHAPE, ev + [e for f in ex.findings if f.cause == Cause.WRONG_CALL_ID for e in f.evidence]
+        return Mistake.CALL_ID_SHAPE, ev + [e for f in ex.findings if f.cause == Cause.WRONG_CALL_ID
+                                            for e in f.evidence]
     # reasoning
     opened = bool(r_start) and gp.endswith(r_start)
     if r_start and opened and out.lstrip(_WS).startswith(r_start):
         ev.append(f"the generation prompt already opens the reasoning with {_q(r_start)} and the output opens it again")
         return Mistake.REOPENED_REASONING, ev
-    if r_start and not opened and r_start in gp and any(e in gp for e in r_ends) and out.lstrip(_WS).startswith(r_start):
+    if r_start and not opened and r_start in gp and any(e in gp for e in r_ends) \
+            and out.lstrip(_WS).startswith(r_start):
         ev.append(f"the generation prompt opens and closes the reasoning (enable_thinking="
                   f"{str(setup.request.enable_thinking).lower()}), and the output writes {_q(r_start)} again")
         return Mistake.REOPENED_REASONING, ev
