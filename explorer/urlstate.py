@@ -4,7 +4,8 @@ reopens the same view. The page is already in the URL path (Streamlit's multipag
 Query parameters: ``src`` — ``bundled:NAME``, ``hub:REPO[@REVISION][#VARIANT]``, ``file:PATH``, or
 ``text:DIGEST`` for edited or pasted text (the text itself is kept server-side under its digest, see
 :func:`save_text`, never in the URL); ``name`` (display name of ``text:`` sources); ``fidelity`` (only when not
-the default); ``ov`` (the overrides as JSON, only when set); ``draft`` (digest of an edit not yet analysed).
+the default); ``ov`` (the overrides as JSON, only when set); ``draft`` (digest of an edit not yet analysed);
+``base`` (an edited template's loaded source, as a ``src`` value: a reload keeps the original beside the edit).
 """
 
 from __future__ import annotations
@@ -202,8 +203,11 @@ def sync(tpl: Any) -> None:
     from . import state
 
     want = params_for(tpl, state.fidelity(), state.overrides_for(tpl))
+    base = st.session_state.get("edit_base")
+    if tpl.origin == "edited" and base is not None and base.digest != tpl.digest:
+        want["base"] = source_param(base)
     qp = st.query_params
-    for key in ("src", "name", "fidelity", "ov"):
+    for key in ("src", "name", "fidelity", "ov", "base"):
         if key in want:
             if qp.get(key) != want[key]:
                 qp[key] = want[key]
@@ -214,35 +218,22 @@ def sync(tpl: Any) -> None:
 def restore() -> Any:
     """The :class:`~explorer.state.CurrentTemplate` the URL names (fidelity and overrides put back into the
     session), or None when the URL names none or it cannot be loaded (a clear error is kept for the sidebar)."""
-    from core.errors import TemplateLoadError
-
     from . import state
 
     qp = st.query_params
     src = qp.get("src")
     if not src:
         return None
-    kind, _, rest = src.partition(":")
     try:
-        if kind == "bundled":
-            tpl = state.load_bundled(rest)
-        elif kind == "hub":  # Hub only: never read as a server path
-            rest, _, variant = rest.partition("#")
-            repo, _, rev = rest.partition("@")
-            tpl = state.load_visitor_hub(repo, variant or None, revision=rev or None)
-        elif kind == "file":  # the serving policy's rule: off by default, else inside the allowed folders
-            path, _, variant = rest.partition("#")
-            tpl = state.load_visitor_path(path, variant or None)
-        elif kind == "text":
-            text = load_text(rest)
-            if text is None:
-                raise TemplateLoadError(f"text:{rest}", "this link names edited text that this server does not keep")
-            tpl = state.from_edit(None, text, qp.get("name") or f"edited-{rest[:8]}.jinja")
-        else:
-            raise TemplateLoadError(src, "a link's src must start with bundled:, hub:, file: or text:")
+        tpl = _load(src, qp.get("name"))
     except Exception as e:  # noqa: BLE001 - a stale link shows a message and the default template
         st.session_state["sidebar_error"] = e
         return None
+    if tpl.origin == "edited" and qp.get("base"):
+        try:    # the loaded source the edit started from: Revert and Compare find it again
+            st.session_state["edit_base"] = _load(qp["base"], tpl.name)
+        except Exception as e:  # noqa: BLE001 - the edit itself is restored; the message says what is missing
+            st.session_state["sidebar_error"] = e
     fid = qp.get("fidelity")
     if fid in state.FIDELITIES:
         st.session_state["fidelity"] = fid
@@ -254,6 +245,33 @@ def restore() -> Any:
             st.session_state.setdefault("overrides", {})[tpl.digest] = ov
         except LinkStateError as e:
             st.session_state["sidebar_error"] = e
+    return tpl
+
+
+def _load(src: str, name: str | None) -> Any:
+    """The template a ``src`` value names (``name``: display name of ``text:`` sources). Raises the load
+    errors."""
+    from core.errors import TemplateLoadError
+
+    from . import state
+
+    kind, _, rest = src.partition(":")
+    if kind == "bundled":
+        tpl = state.load_bundled(rest)
+    elif kind == "hub":  # Hub only: never read as a server path
+        rest, _, variant = rest.partition("#")
+        repo, _, rev = rest.partition("@")
+        tpl = state.load_visitor_hub(repo, variant or None, revision=rev or None)
+    elif kind == "file":  # the serving policy's rule: off by default, else inside the allowed folders
+        path, _, variant = rest.partition("#")
+        tpl = state.load_visitor_path(path, variant or None)
+    elif kind == "text":
+        text = load_text(rest)
+        if text is None:
+            raise TemplateLoadError(f"text:{rest}", "this link names edited text that this server does not keep")
+        tpl = state.from_edit(None, text, name or f"edited-{rest[:8]}.jinja")
+    else:
+        raise TemplateLoadError(src, "a link's src must start with bundled:, hub:, file: or text:")
     return tpl
 
 

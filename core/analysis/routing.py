@@ -32,12 +32,14 @@ def _all(*subs: str) -> Callable[[str], bool]:
 HANDLERS: list[tuple[str, str, Callable[[str], bool]]] = [
     ("ministral-3", "[SYSTEM_PROMPT] and [TOOL_CALLS] and [ARGS], without [CALL_ID]",
      lambda s: "[SYSTEM_PROMPT]" in s and "[TOOL_CALLS]" in s and "[ARGS]" in s and "[CALL_ID]" not in s),
+    ("llm-jp-harmony", "chat_format=llm-jp-harmony-v1", _all("chat_format=llm-jp-harmony-v1")),
     ("gpt-oss", "<|channel|>", _all("<|channel|>")),
     ("muse-glimmer", "<atem:function_calls> and <|eom|>", _all("<atem:function_calls>", "<|eom|>")),
     ("functionary-v3.2", ">>>all and >>>${recipient}", _all(">>>all", ">>>${recipient}")),
     ("kimi-k2", "<|tool_calls_section_begin|> and <|tool_call_begin|>",
      _all("<|tool_calls_section_begin|>", "<|tool_call_begin|>")),
     ("kimi-k3", "<|open|> and <|close|> and <|end_of_msg|>", _all("<|open|>", "<|close|>", "<|end_of_msg|>")),
+    ("k2-horizon", "<|ifm|im_start|> and <ifm|tool_calls>", _all("<|ifm|im_start|>", "<ifm|tool_calls>")),
     ("ling3", "<role>ASSISTANT</role> and <arg_key>", _all("<role>ASSISTANT</role>", "<arg_key>")),
     ("cohere2moe", "<|START_TEXT|> and <|START_ACTION|>", _all("<|START_TEXT|>", "<|START_ACTION|>")),
     ("lfm2", "<|tool_list_start|> and <|tool_list_end|>", _all("<|tool_list_start|>", "<|tool_list_end|>")),
@@ -52,6 +54,7 @@ HANDLERS: list[tuple[str, str, Callable[[str], bool]]] = [
     ("gemma4", "'<|tool_call>call:'", _all("'<|tool_call>call:'")),
     ("minicpm5", 'Tool usage guidelines: and <function name=" and <param name="',
      _all("Tool usage guidelines:", '<function name="', '<param name="')),
+    ("translate-gemma", "[source_lang_code] and [target_lang_code]", _all("[source_lang_code]", "[target_lang_code]")),
     ("qwen3-coder", "<tool_call> and <function= and <parameter=, without "
      "'<tool_call><function=' ~ tool_call.name ~ '>'",
      lambda s: "<tool_call>" in s and "<function=" in s and "<parameter=" in s

@@ -9,10 +9,11 @@ from __future__ import annotations
 import enum
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..chat.message import AssistantMessage
+from ..chat.repairs import UNPARSED_TEXT
 from ..chat.request import ChatRequest
 from .spans import Span, SpanLabel, check_cover, rebuild_message, same_message
 from .trace_routes import MAIN, ParseTrace, trace_parse
@@ -325,6 +326,7 @@ def _explain(setup: _Setup, bundle: Any, tr: ParseTrace, output: str, fixes: boo
         from .spans import attach_repairs
 
         ex.spans = attach_repairs(ex.spans, [_repair_range(r) for r in fired], tr.gp_len)
+        ex.spans = _unparsed_as_content(ex.spans, fired, tr.gp_len)
     ex.found_by = _found_by(bundle.report, tr.spans)
     cover = check_cover(ex.spans, tr.text)
     rebuilt = rebuild_message(ex.spans, getattr(bundle.parser, "drop_blank_reasoning", True))
@@ -404,6 +406,19 @@ def message_of(setup: _Setup, output: str) -> tuple[AssistantMessage, bool]:
 def dumps(ex: Explanation) -> str:
     """``ex`` as indented JSON."""
     return json.dumps(ex.to_json(), ensure_ascii=False, indent=2)
+
+
+def _unparsed_as_content(spans: list[Span], fired: list[Any], offset: int) -> list[Span]:
+    """The lossless contract moves text a final parse could not place into ``content`` (an ``unparsed-text``
+    record with why ``content``): the spans it covers that the format had ignored are unparsed text kept as
+    content, so the spans still rebuild the message."""
+    ranges = [(r.start + offset, r.end + offset) for r in fired
+              if getattr(r, "name", "") == UNPARSED_TEXT and getattr(r, "why", "") == "content"]
+    if not ranges:
+        return spans
+    return [replace(s, label=SpanLabel.UNPARSED)
+            if s.label == SpanLabel.IGNORED and any(a <= s.start and s.end <= b for a, b in ranges) else s
+            for s in spans]
 
 
 def _repair_range(fired: Any) -> tuple[str, tuple[int, int]]:

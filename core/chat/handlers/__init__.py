@@ -65,6 +65,8 @@ class Family:
 
 FAMILIES: list[Family] = [
     Family("ministral-3", "ministral3", "Ministral / Magistral Large 3 (also Devstral)", _ministral3, "H-D"),
+    Family("llm-jp-harmony", "llm_jp_harmony", "LLM-jp-4.1 (Harmony dialect, b11549)",
+           _has_all("chat_format=llm-jp-harmony-v1"), "sync"),
     Family("gpt-oss", "gpt_oss", "GPT-OSS (harmony channels)", _has_all("<|channel|>"), "H-D"),
     Family("muse-glimmer", "muse_glimmer", "Muse Glimmer", _has_all("<atem:function_calls>", "<|eom|>"), "H-F"),
     Family("functionary-v3.2", "functionary_v3_2", "Functionary v3.2 (>>>recipient)",
@@ -72,6 +74,8 @@ FAMILIES: list[Family] = [
     Family("kimi-k2", "kimi_k2", "Kimi K2 (Thinking)",
            _has_all("<|tool_calls_section_begin|>", "<|tool_call_begin|>"), "H-F"),
     Family("kimi-k3", "kimi_k3", "Kimi K3", _has_all("<|open|>", "<|close|>", "<|end_of_msg|>"), "H-F"),
+    Family("k2-horizon", "k2_horizon", "K2 Horizon (b11549)", _has_all("<|ifm|im_start|>", "<ifm|tool_calls>"),
+           "sync"),
     Family("ling-3", "ling3", "Ling 3.0 / Bailing V3", _has_all("<role>ASSISTANT</role>", "<arg_key>"), "H-F"),
     Family("cohere2moe", "cohere2moe", "Cohere2 MoE / North Code", _has_all("<|START_TEXT|>", "<|START_ACTION|>"),
            "H-F"),
@@ -83,6 +87,8 @@ FAMILIES: list[Family] = [
     Family("gemma4", "gemma4", "Gemma 4", _has_all("'<|tool_call>call:'"), "H-F"),
     Family("minicpm5", "minicpm5", "MiniCPM5", _has_all("Tool usage guidelines:", '<function name="', '<param name="'),
            "H-F"),
+    Family("translate-gemma", "translate_gemma", "TranslateGemma (b11549)",
+           _has_all("[source_lang_code]", "[target_lang_code]"), "sync"),
     Family("qwen3-coder", "qwen3_coder", "Qwen3-Coder (also Qwen3.5, Nemotron 3 Nano, StepFun 3.5 Flash)",
            _qwen3_coder, "H-D"),
 ]
