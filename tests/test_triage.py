@@ -235,11 +235,16 @@ def test_a_clean_parse_that_drops_a_call_is_not_called_clean():
 
 def test_server_setting_is_offered_only_when_the_restored_output_reparses():
     """mistral-inference-162: the decoder dropped [TOOL_CALLS]; the nearest output puts it back, but the v0.3
-    format then also wants the call id the model never wrote, so "keep special tokens" is not offered (it
-    does not re-parse); improved fidelity, which reads the bare list, is."""
+    format then also wants the call id the model never wrote, so "keep special tokens" alone does not re-parse
+    and is offered only together with improved fidelity (verified); the repair that reads the bare list ranks
+    first."""
     c = next(c for c in CASES if c["id"] == "mistral-inference-162")
     ex, tg = _run(c)
     assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED
     assert tg.nearest.edits[0].new == "[TOOL_CALLS] "
-    assert [f.kind.value for f in tg.fixes] == ["fidelity"]
-    assert tg.fixes[0].message["tool_calls"][0]["function"]["name"] == "get_current_weather"
+    assert [f.kind.value for f in tg.fixes] == ["repair", "server"]
+    assert tg.fixes[0].change == {"repairs": ["unmarked-calls"]}
+    server = tg.fixes[1]
+    assert server.change["server"] == "keep-special-tokens" and server.change["fidelity"] == "improved"
+    assert server.change["output"] == "[TOOL_CALLS] " + c["input"]
+    assert server.message["tool_calls"][0]["function"]["name"] == "get_current_weather"

@@ -705,17 +705,20 @@ def _mistyped_at_stop(req: Any, ex: Any) -> str:
     m = _PY_LITERAL.match(ex.text, stop.pos)
     if not m:
         return ""
-    params: dict[str, str] = {}
-    for t in req.tools or []:
+    # the parser's rules name an argument ``tool-<name>-arg-<param>`` or, by position, ``tool-<i>-arg-<j>``
+    typed: dict[str, tuple[str, str]] = {}
+    for i, t in enumerate(req.tools or []):
         f = t.get("function", {}) if isinstance(t, dict) else {}
-        for k, v in ((f.get("parameters") or {}).get("properties") or {}).items():
+        props = (f.get("parameters") or {}).get("properties") or {}
+        for j, (k, v) in enumerate(props.items() if isinstance(props, dict) else []):
             if isinstance(v, dict) and isinstance(v.get("type"), str):
-                params[k] = v["type"]
+                typed[f"tool-{i}-arg-{j}"] = (k, v["type"])
+                typed[f"tool-{f.get('name')}-arg-{k}"] = (k, v["type"])
     for part in reversed(stop.path):
-        for k, ty in params.items():
-            if ty != "string" and part.endswith("-arg-" + k):
-                return (f"`{k}` is of type `{ty}`, but the model wrote the Python literal "
-                        f"{_q(ex.text[stop.pos:stop.pos + 20].strip(_WS))} where JSON is expected")
+        k, ty = typed.get(part, ("", "string"))
+        if ty != "string":
+            return (f"`{k}` is of type `{ty}`, but the model wrote the Python literal "
+                    f"{_q(ex.text[stop.pos:stop.pos + 20].strip(_WS))} where JSON is expected")
     return ""
 
 
