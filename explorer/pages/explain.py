@@ -119,7 +119,7 @@ st.markdown(md(f"Route {ex['route']} · fidelity {ex['fidelity']} · parse {verd
 
 if tg.get("mistake") not in (None, "NONE"):
     st.subheader("What the model did")
-    st.markdown(md(f"**{tg['mistake_text']}** — {tg['sentence']}"))
+    st.markdown(f"**{md(tg['mistake_text'])}** — " + md_code(tg["sentence"]))
     near = tg.get("nearest")
     if near:
         st.caption(md(f"Nearest accepted output: {len(near['edits'])} edit(s)"
@@ -127,9 +127,9 @@ if tg.get("mistake") not in (None, "NONE"):
         st.code(show_invisible(near["diff"]), language="diff")
     st.markdown("**Fixes, ranked** (each re-parsed before it is offered)")
     if not tg.get("fixes"):
-        st.caption(md("No change of ours helps: " + (tg.get("no_fix") or "")))
+        st.caption(md_code("No change of ours helps: " + (tg.get("no_fix") or "")))
     for i, fx in enumerate(tg.get("fixes") or []):
-        st.markdown(md(f"{i + 1}. {fx['kind']}: {fx['description']}"))
+        st.markdown(md(f"{i + 1}. {fx['kind']}: ") + md_code(fx["description"]))
         if "template_patch" in fx["change"]:
             patched = tpl.source
             for old, new in fx["change"]["template_patch"]:
@@ -142,7 +142,7 @@ if tg.get("mistake") not in (None, "NONE"):
         # the stop point has its own section below; the evidence here is what the triage adds to it
         for e in tg.get("evidence") or []:
             if not e.startswith("the parse stopped at output position"):
-                st.markdown("- " + md(e))
+                st.markdown("- " + md_code(split_rule_path(e)[0]))
 if ex["consistency"]:
     st.error(md(f"The spans do not account for the message (a bug of this tool): {ex['consistency']}"))
 
