@@ -143,7 +143,7 @@ def test_explain_lays_fired_repairs_over_the_spans(monkeypatch):
         tr = real(parser, output, report)
         tr.message.repairs = [("quote-keys", (output.index("Paris"), output.index("Paris") + 5))]
         return tr
-    monkeypatch.setattr("core.explain.explain.trace_parse", with_repair)
+    monkeypatch.setattr("core.explain.model.trace_parse", with_repair)
     req = ChatRequest.from_dict({"messages": [USER], "tools": TOOLS})
     ex = explain(_template("Qwen-Qwen2.5-7B-Instruct.jinja"), req, out, fixes=False)
     assert [s.display_label for s in ex.spans if s.repair] == ["repaired: quote-keys"]

@@ -11,7 +11,9 @@ import json
 import pytest
 
 from core.chat.request import ChatRequest
-from core.explain.explain import _build, _Setup, explain
+from core.explain.explain import explain
+from core.explain.model import Setup as _Setup
+from core.explain.model import build_bundle as _build
 from core.explain.triage import MAX_EDITS, Mistake, apply_fix, triage
 from core.templating import ChatTemplate
 

@@ -13,9 +13,9 @@ _COLOURS = {"reasoning": "35", "content": "0", "tool name": "1;36", "call id": "
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from ..chat.cli_commands import load_chat_template, load_request, read_model_output
+    from ..inputs import load_chat_template, load_request, read_model_output
     from ..errors import ChatTemplateExplorerError
-    from .explain import _visible as visible
+    from .model import visible_text as visible
     from .explain import explain, show_invisible
     from .reproducer import case_line, peg_tester_snippet, pytest_test
 
@@ -99,7 +99,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the ``explain`` verb to an ``argparse`` sub-parsers object (sets ``func``)."""
-    from ..chat.cli_commands import _guard
+    from ..inputs import guard as _guard
 
     p = subparsers.add_parser("explain", help="explain a parse of model output (stdin): spans, stop point, "
                                               "cause, checked fixes, reproducer")

@@ -57,10 +57,10 @@ def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
     name = py_identifier("test_" + cid, prefix="test_")
     case = py_str(case_line(ex, cid, expect))
     if source is None:
-        head = "import json\n\nimport pytest\n\nfrom core.chat.cli_commands import TemplateDir, run_case\n"
+        head = "import json\n\nimport pytest\n\nfrom core.chat.conformance import TemplateDir, run_case\n"
         templates = 'TemplateDir("../shared/templates")'
     else:
-        head = ("import json\n\nimport pytest\n\nfrom core.chat.cli_commands import run_case\n"
+        head = ("import json\n\nimport pytest\n\nfrom core.chat.conformance import run_case\n"
                 "from core.templating import ChatTemplate\n\n"
                 f"SOURCE = {py_str(source)}\n\n\nclass _Template:\n    def get(self, name):\n"
                 "        return ChatTemplate(SOURCE, name)\n")

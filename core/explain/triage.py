@@ -28,7 +28,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .explain import _TOKEN, Cause, _Setup, _visible
+from .model import MARKER_TOKEN as _TOKEN
+from .model import Cause
+from .model import Setup as _Setup
+from .model import stop_point as _stop_point
+from .model import visible_text as _visible
 
 _WS = " \t\n\v\f\r"
 MAX_EDITS = 3
@@ -204,7 +208,6 @@ def _parse(setup: _Setup, output: str, *, repairs: tuple[str, ...] | None = None
            request: Any = None) -> _Parsed:
     """Parse ``output``; ``repairs``: improved fidelity with only these tolerance repairs on."""
     from ..chat.pipeline import build_chat_parser, cached_analysis
-    from .explain import _stop_point
     from .trace_routes import MAIN, trace_parse
 
     tpl = template if template is not None else setup.template
@@ -516,7 +519,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     msg = ex.message
     content = msg.get("content") or ""
     reasoning = msg.get("reasoning_content") or ""
-    from .causes import reasoning_markers
+    from .model import reasoning_markers
 
     r_start, r_ends = reasoning_markers(bundle)
     gp = ex.generation_prompt.rstrip(_WS)
@@ -767,9 +770,14 @@ def apply_request_change(req: Any, change: dict[str, Any]) -> Any:
 
 
 def _req_dict(req: Any) -> dict[str, Any]:
-    from .explain import _request_json
-
-    return _request_json(req)
+    """The request as a dict :meth:`ChatRequest.from_dict` reads back (the keys a cases.jsonl row has)."""
+    def val(v: Any) -> Any:
+        return v.value if isinstance(v, enum.Enum) else v
+    cont = val(req.continue_final_message)
+    return {"messages": req.messages, "tools": req.tools or None, "tool_choice": val(req.tool_choice),
+            "parallel_tool_calls": req.parallel_tool_calls, "reasoning_format": val(req.reasoning_format),
+            "enable_thinking": req.enable_thinking, "add_generation_prompt": req.add_generation_prompt,
+            "continue_final_message": cont if cont not in ("", "none") else None, "json_schema": req.json_schema}
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -783,7 +791,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                  budget: _Budget, ctx: dict[str, Any]) -> tuple[list[RankedFix], str]:  # noqa: C901
     """Fixes of every kind, each re-parsed; ``(fixes, why none)``."""
     from ..chat.repairs import REPAIRS, RepairStage
-    from .fixes import FixKind
+    from .model import FixKind
 
     out: list[RankedFix] = []
     cur = ex.message
@@ -795,7 +803,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         m = p.message.to_openai()
         if m == cur:
             return False
-        from .causes import reasoning_markers
+        from .model import reasoning_markers
 
         r_start, r_ends = reasoning_markers(bundle)
         if any(x and (x in (p.message.content or "") or x in (p.message.reasoning_content or ""))
@@ -923,7 +931,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
 
 
 def _marker_free(message: dict[str, Any], bundle: Any) -> bool:
-    from .causes import reasoning_markers
+    from .model import reasoning_markers
 
     r_start, r_ends = reasoning_markers(bundle)
     text = (message.get("content") or "") + (message.get("reasoning_content") or "")
