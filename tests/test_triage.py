@@ -250,3 +250,16 @@ def test_server_setting_is_offered_only_when_the_restored_output_reparses():
     assert server.change["server"] == "keep-special-tokens" and server.change["fidelity"] == "improved"
     assert server.change["output"] == "[TOOL_CALLS] " + c["input"]
     assert server.message["tool_calls"][0]["function"]["name"] == "get_current_weather"
+
+
+def test_an_analysis_gap_is_said_as_such_with_the_empty_comparisons():
+    """granite32-function-call-tag: the format is only in the agent's prompt. The evidence says what our analysis
+    did not find and lists the comparisons that came back empty — no claim about the template."""
+    c = next(c for c in CASES if c["id"] == "granite32-function-call-tag")
+    ex, tg = _run(c)
+    assert tg.mistake == Mistake.FORMAT_NOT_FOUND
+    assert any(e.startswith("our analysis found no tool call in the renders it compared") and
+               "not a statement about the template" in e for e in tg.evidence)
+    assert any(e.startswith("the analysis found no tool-call markers; comparisons that came back empty: ")
+               and "C1-tools" in e for e in tg.evidence)
+    assert not any("the template's renders show" in e for e in tg.evidence)
