@@ -133,8 +133,9 @@ def test_reproducers_round_trip(tmp_path):
     finally:
         os.chdir(cwd)
     snippet = peg_tester_snippet(ex)
-    assert snippet.startswith("{\n    auto tst = peg_tester(\"models/templates/Qwen-Qwen3-0.6B.jinja\", detailed_debug);")
-    assert ".tools({ repeat_string_tool })" in snippet and snippet.rstrip().endswith(".run();\n}")
+    assert 'static common_chat_tool repro_tool_0{ "repeat_string", ' in snippet    # the tool it uses, declared
+    assert '    auto tst = peg_tester("models/templates/Qwen-Qwen3-0.6B.jinja", detailed_debug);' in snippet
+    assert ".tools({ repro_tool_0 })" in snippet and snippet.rstrip().endswith(".run();\n}")
 
 
 def test_cli_explain_text_json_and_errors(tmp_path):

@@ -86,7 +86,8 @@ def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding
     if active and auto and analysis is not None and not analysis.caps.supports_tool_calls \
             and not analysis.tools.inferred_from:  # a format read from the instructions is parsed (improved)
         out.append(Finding(Cause.NO_TOOL_FORMAT, [
-            "the template's renders show no tool calls (caps.supports_tool_calls = false): the parser reads none, "
+            "our analysis found no tool call in the renders it compared (caps.supports_tool_calls = false) — a gap "
+            "of the analysis, not a statement about the template: the parser reads none, "
             "whatever the output holds"]))
     if active and auto and getattr(bundle.parser, "eps_fallback", False):
         src = getattr(setup.template, "source", "") or ""

@@ -137,6 +137,7 @@ class Explanation:
     consistency: str = ""
     notes: list[str] = field(default_factory=list)
     found_by: dict[str, str] = field(default_factory=dict)
+    triage: Any = None      # core.explain.triage.Triage (the mistake, nearest output, ranked fixes)
 
     @property
     def clean(self) -> bool:
@@ -157,7 +158,7 @@ class Explanation:
                 "truncated": self.truncated.to_json() if self.truncated else None,
                 "findings": [f.to_json() for f in self.findings], "fixes": [f.to_json() for f in self.fixes],
                 "other_fidelity_message": self.other, "consistency": self.consistency, "notes": self.notes,
-                "found_by": self.found_by}
+                "found_by": self.found_by, "triage": self.triage.to_json() if self.triage is not None else None}
 
 
 def visible_text(s: str) -> str:
