@@ -57,7 +57,7 @@ def test_corpus_table_filters_and_click_through(folder, reference_analysis):
     assert not at.exception
     assert metrics(at) == {"Templates": "7", "Analysed": "6", "Errors": "1", "Auto-parser": "5",
                            "Special handler": "1", "Fail every probe": "1"}
-    # the page's figures are core.corpus_counts' (the function the README's figures come from)
+    # the page's figures are core.corpus_counts' (the function docs/fidelity.md's figures come from)
     from core.corpus import corpus_counts, corpus_row, template_files
 
     counts = corpus_counts(corpus_row(p) for p in template_files(folder))
