@@ -519,3 +519,25 @@ def test_no_repair_makes_a_correct_parse_worse(reference_cases, monkeypatch):
     worse += [c.id for c in suite_failed if run_case(c, str(TEMPLATES), "improved").ok]
     assert not worse, f"correct without the tolerance repairs, wrong with them: {worse}"
     assert len(rt.passed) >= 112   # the round-trip figure before the repairs (docs/fidelity.md "Round trip")
+
+
+# vLLM's DeepSeek-R1 reasoning-parser fixture (real-output case r1-new-line): the model writes <think> again after
+# the generation prompt opened it
+# https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/test_deepseekr1_reasoning_parser.py
+R1_REEMITTED = "\n<think>This is a reasoning section</think>\nThis is the rest"
+
+
+@pytest.mark.parametrize("fidelity, disabled, reasoning", [
+    ("improved", (), "This is a reasoning section"),
+    ("improved", ("reasoning-start-repeated",), "<think>This is a reasoning section"),
+    ("llama.cpp", (), "<think>This is a reasoning section"),
+])
+def test_reasoning_start_repeated_is_markup(fidelity, disabled, reasoning):
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Help me."}]})
+    parser = build_chat_parser(_tmpl("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.llamacpp-edit.jinja"), req,
+                               fidelity=fidelity, disabled_repairs=disabled).parser
+    one = check_contract(parser, R1_REEMITTED, list(range(1, len(R1_REEMITTED))), "r1")
+    assert one.reasoning_content.strip() == reasoning
+    assert one.content.strip() == "This is the rest"
+    fired = [(r.name, R1_REEMITTED[r.start:r.end]) for r in one.repairs]
+    assert fired == ([("reasoning-start-repeated", "\n<think>")] if reasoning == "This is a reasoning section" else [])

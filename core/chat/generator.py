@@ -57,6 +57,7 @@ from ..peg.chat import ChatBuilder, indexed_function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
+from .repairs import REASONING_START_REPEATED
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
@@ -672,7 +673,12 @@ class _Gen:
                     start = start + p.optional(p.literal(self.reasoning_preamble) + p.space())
                     self.notes.append(f"improvement {GENERATION_PROMPT_PREAMBLE}: {self.reasoning_preamble!r} "
                                       "after the reasoning start is the template's, not reasoning")
-                return p.optional(start + p.reasoning(p.until(end)) + p.optspace(r.end))
+                if REASONING_START_REPEATED in p.repairs:
+                    # the model writes the opener again after the one the generation prompt (or it) wrote
+                    start = start + p.optional(p.repair(REASONING_START_REPEATED,
+                                                        p.space() + p.optspace(r.start)))
+                block = start + p.reasoning(p.until(end)) + p.optspace(r.end)
+                return p.optional(block)
             return p.optional(p.reasoning(p.until(end)) + p.optspace(r.end))
         return p.eps()
 

@@ -123,6 +123,8 @@ ARGUMENT_ORDER = "argument-order"
 CALL_ID_OPTIONAL = "call-id-optional"
 MISSING_REQUIRED_ARGUMENT = "missing-required-argument"
 UNPARSED_TEXT = "unparsed-text"
+REASONING_START_REPEATED = "reasoning-start-repeated"
+REASONING_END_WITHOUT_START = "reasoning-end-without-start"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -167,6 +169,18 @@ REPAIRS: list[Repair] = [
         example="<tool_call>\n<function=special_functi   (cut inside the name)",
         source="issue 25 (lost text: vLLM and SGLang return text they cannot parse as content); "
                "llama.cpp ref-0428 / ref-0429 (GPT-OSS built-in tool recipients dropped)"),
+    Repair(
+        name=REASONING_START_REPEATED,
+        title="The reasoning start marker written again is markup, not reasoning",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output that writes the reasoning start marker (<think>) although the generation prompt "
+                "already opened reasoning, or writes it twice (whitespace around it allowed): the repeated "
+                "marker is skipped, the reasoning starts after it. Auto-parsed templates (the generic reasoning "
+                "parser); llama.cpp keeps the marker inside reasoning_content.",
+        example="<think>This is a reasoning section</think>This is the rest   (generation prompt "
+                "<｜Assistant｜><think>\\n: DeepSeek-R1)",
+        source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/test_deepseekr1_reasoning_parser.py (real-output cases r1-new-line, r1-think-no-end: vLLM drops the "
+               "opener wherever it stands before the end)"),
     Repair(
         name=ARGUMENTS_KEY_ALIAS,
         title="'parameters' for 'arguments' (and back) in a JSON call",
@@ -633,4 +647,4 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
