@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from core.chat.message import AssistantMessage, StreamRetractionError, apply_deltas, compute_deltas
-from core.chat.handlers._common import request_view
+from core.chat.formats._common import request_view
 from core.chat.request import ChatRequest
 from core.templating import apply_template
 

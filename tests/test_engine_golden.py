@@ -22,9 +22,9 @@ _FIELDS = ("error", "grammar", "lazy", "triggers", "preserved", "message", "repa
 
 
 def test_golden_covers_every_family():
-    from core.analysis.routing import HANDLERS
+    from core.chat.formats import FAMILIES
 
-    assert {name for name, _, _ in HANDLERS} == set(_BY_FAMILY)
+    assert {f.name for f in FAMILIES} == set(_BY_FAMILY)
     assert len(_ROWS) > 800
 
 

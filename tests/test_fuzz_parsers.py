@@ -604,7 +604,7 @@ def test_final_parse_keeps_unparsed_text(template_name: str, text: str) -> None:
 def test_subjects_cover_every_route() -> None:
     """The subjects span every auto-parser tool format and reasoning mode and every handler family."""
     formats = {subject_for(name, True).format for name, _ in FUZZ_TEMPLATES}
-    from core.chat.handlers import FAMILIES  # type: ignore[attr-defined]
+    from core.chat.formats import FAMILIES  # type: ignore[attr-defined]
 
     missing = {f.name for f in FAMILIES} - formats
     assert not missing, f"handler families without a fuzz subject: {sorted(missing)}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.chat.handlers import deepseek
+from core.chat.formats import deepseek
 
 from .test_handlers_golden import SPECIAL, args, bundle, stream_check, stream_robust
 

@@ -223,7 +223,7 @@ def test_streaming_hostile_outputs_same_deltas_as_full_reparse(name, kind):
         deltas.extend(sp.finish())
         runs.append(([repr(d) for d in deltas], sp.message.to_openai(), sp.fast_steps))
         if incremental and name.startswith("Kimi") and kind == "calls":
-            from core.chat.handlers._common import _RepeatMemo
+            from core.chat.formats._common import _RepeatMemo
 
             # the settled calls were replayed, not re-parsed: all but the last are in the session's memo
             memos = [m for m in sp._session._memo.values() if isinstance(m, _RepeatMemo)]

@@ -6,7 +6,7 @@ Spans come from the parse that made the message:
   (:func:`core.peg.trace.traced_parse`) of the same arena and entry point the parser used — chat tags give
   reasoning / content / tool name / call id / argument name and value, matched literals give markers (labelled
   with the analysis field whose value they are), the rest of what the parse consumed is whitespace;
-* hand-written special handlers: the :class:`~core.chat.handlers._common.MessageBuilder` calls of the same body
+* hand-written special handlers: the :class:`~core.chat.formats._common.MessageBuilder` calls of the same body
   run (:class:`EventBuilder`), each placed at the scanner position where it was made.
 
 Text the parse did not consume but the final parse kept as content (llama.cpp would have thrown) is

@@ -243,7 +243,7 @@ class _EventBuilder:
 def _scanner(text: str) -> Any:
     """A handler :class:`Scanner` over ``text`` that reports the position of each ``expect`` to ``on_expect``
     (set by :class:`_EventBuilder` while converted arguments wait for their end)."""
-    from ..chat.handlers._common import Scanner
+    from ..chat.formats._common import Scanner
 
     class _TracingScanner(Scanner):
         __slots__ = ("on_expect",)
@@ -346,7 +346,7 @@ def _events_to_spans(events: list, text: str, gp: int, consumed: int, calls: lis
 def trace_handler(parser: Any, output: str) -> ParseTrace:
     """Replay a hand-written handler's final parse of ``output`` (before it is settled, see :func:`trace_parse`)
     with its builder calls recorded."""
-    from ..chat.handlers._common import MISMATCH_TRACE, Incomplete, MessageBuilder, Mismatch
+    from ..chat.formats._common import MISMATCH_TRACE, Incomplete, MessageBuilder, Mismatch
 
     cut = parser.header_cut(output) if hasattr(parser, "header_cut") else 0
     if cut:
@@ -488,7 +488,7 @@ def stream_steps(parser: Any, output: str, chunk: int = 8, report: Any = None) -
 
 
 def _handler_prefix_spans(parser: Any, text: str, gp: int) -> list[Span]:
-    from ..chat.handlers._common import Incomplete, MessageBuilder, Mismatch
+    from ..chat.formats._common import Incomplete, MessageBuilder, Mismatch
 
     sc = _scanner(text)
     b = _EventBuilder(MessageBuilder(parser.drop_blank_reasoning), sc)

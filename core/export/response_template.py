@@ -447,12 +447,12 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
 
 
 # Special handlers whose format the generic analysis does not describe, written down from the format the handler
-# parses (core/chat/handlers/); each is proven by verify like every other export.
+# parses (core/chat/formats/); each is proven by verify like every other export.
 def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str = "",
              python_literals: bool = False) -> dict[str, Any] | None:
     think = REASONING_FIELD[flavour]
     if handler in ("qwen3-coder", "ling3"):
-        # core/chat/handlers/qwen3_coder.py, ling3.py: a tool call ends reasoning even without </think> (Qwen3.5
+        # core/chat/formats/qwen3_coder.py, ling3.py: a tool call ends reasoning even without </think> (Qwen3.5
         # opens <think> in the generation prompt and models may call a tool straight away)
         rt = map_analysis(analysis, gp, flavour, prompt=prompt, python_literals=python_literals)
         fields = rt["fields"]
@@ -463,13 +463,13 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
             fields["content"] = {"close_pattern": r"\s*<\|role_end\|>", "content": "text"}
         return rt
     if handler == "ministral-3":
-        # core/chat/handlers/ministral3.py: optional [THINK]…[/THINK] before the content and calls
+        # core/chat/formats/ministral3.py: optional [THINK]…[/THINK] before the content and calls
         rt = map_analysis(analysis, gp, flavour, prompt=prompt)
         rt["fields"] = {think: {"open": "[THINK]", "close": "[/THINK]", "content": "text"}, **rt["fields"]}
         return rt
     if handler == "kimi-k2":
         # the call id is the whole "functions.NAME:IDX" the model writes (the handler keeps it as the id);
-        # core/chat/handlers/kimi_k2.py reads an optional <think>…</think> first
+        # core/chat/formats/kimi_k2.py reads an optional <think>…</think> first
         rt = map_analysis(analysis, gp, flavour, prompt=prompt)
         if think not in rt["fields"]:
             rt["fields"] = {think: {"open": "<think>", "close": "</think>", "content": "text"}, **rt["fields"]}
@@ -480,7 +480,7 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
             call["transform"]["id"] = "{id}"
         return rt
     if handler in ("lfm2", "lfm2.5"):
-        # core/chat/handlers/lfm2.py: [<think>…</think>] content [<|tool_call_start|>[name(arg=value), …]<|tool_call_end|>]
+        # core/chat/formats/lfm2.py: [<think>…</think>] content [<|tool_call_start|>[name(arg=value), …]<|tool_call_end|>]
         fields: dict[str, Any] = {
             think: {"open": "<think>", "close": "</think>", "content": "text"},
             "tool_calls": {"open_pattern": r"\s*<\|tool_call_start\|>", "close_pattern": r"<\|tool_call_end\|>\s*",
@@ -490,7 +490,7 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
                 "fields": fields}
     if handler == "deepseek-v3.2":
-        # core/chat/handlers/deepseek.py (DSML): <｜DSML｜tool_calls> (V3.2: function_calls) around
+        # core/chat/formats/deepseek.py (DSML): <｜DSML｜tool_calls> (V3.2: function_calls) around
         # <｜DSML｜invoke name="NAME"><｜DSML｜parameter name="KEY" string="true|false">VALUE</｜DSML｜parameter>…;
         # string="false" values are JSON, which tools= typing reproduces from the schema; reasoning may end at
         # the call block without </think>
@@ -509,7 +509,7 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
                 "fields": fields}
     if handler == "gemma4":
-        # core/chat/handlers/gemma4.py: [<|channel>thought\n…<channel|>] content [<|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>]…
+        # core/chat/formats/gemma4.py: [<|channel>thought\n…<channel|>] content [<|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>]…
         fields = {
             think: {"open": "<|channel>thought", "close": "<channel|>", "content": "text"},
             "tool_calls": {"open_pattern": r"\s*<\|tool_call>call:(?P<name>[A-Za-z0-9_.-]+)", "close_pattern": r"<tool_call\|>\s*",

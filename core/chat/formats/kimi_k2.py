@@ -36,11 +36,6 @@ GEN_PROMPT = "<|im_assistant|>assistant<|im_middle|>"
 _DIGITS = re.compile(r"[0-9]+")
 
 
-def detect(normalized_source: str) -> bool:
-    """llama.cpp: ``<|tool_calls_section_begin|>`` and ``<|tool_call_begin|>`` in the source."""
-    return SECTION_BEGIN in normalized_source and CALL_BEGIN in normalized_source
-
-
 def _make_body(view: C.RequestView, repairs: frozenset[str] = frozenset()):
     names = [t.name for t in view.tools]
     opens = {"functions." + n: n for n in names}

@@ -29,11 +29,6 @@ FUNC_END = "</function>"
 PARAM_END = "</param>"
 
 
-def detect(normalized_source: str) -> bool:
-    """llama.cpp: ``Tool usage guidelines:``, ``<function name="`` and ``<param name="`` in the source."""
-    return all(t in normalized_source for t in ("Tool usage guidelines:", '<function name="', '<param name="'))
-
-
 def _make_body(view: C.RequestView):
     tools = {t.name: t for t in view.tools}
     opens = {'<function name="' + n + '">': n for n in tools}

@@ -17,6 +17,7 @@ from typing import Any
 from ...templating import ChatTemplate
 from ..request import ChatRequest
 from . import _common as C
+from . import family_by_name
 from ._common import Incomplete, Mismatch, Scanner
 
 NAME = "lfm2"
@@ -28,21 +29,6 @@ CALL_START = "<|tool_call_start|>"
 CALL_END = "<|tool_call_end|>"
 LIST_START = "<|tool_list_start|>"
 LIST_END = "<|tool_list_end|>"
-
-
-def is_lfm2(normalized_source: str) -> bool:
-    """LFM2 proper: the tool list is wrapped in ``<|tool_list_start|>`` … ``<|tool_list_end|>``."""
-    return LIST_START in normalized_source and LIST_END in normalized_source
-
-
-def is_lfm25(normalized_source: str) -> bool:
-    """LFM2.5: ``List of tools: [`` without the tool-list tokens."""
-    return "List of tools: [" in normalized_source and LIST_START not in normalized_source
-
-
-def detect(normalized_source: str) -> bool:
-    """llama.cpp detects LFM2 and LFM2.5 separately (both handled here); see :func:`is_lfm2`, :func:`is_lfm25`."""
-    return is_lfm2(normalized_source) or is_lfm25(normalized_source)
 
 
 def prepare_messages(messages: list[dict[str, Any]], normalized_source: str = "") -> list[dict[str, Any]]:
@@ -154,7 +140,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     with each message's reasoning copied to ``thinking``; a continuation reopens ``<think>``."""
     view = C.request_view(request)
     src = template.normalized_source
-    tool_list_tokens = is_lfm2(src)
+    tool_list_tokens = family_by_name("lfm2").detect(src)  # LFM2 proper: <|tool_list_start|> … <|tool_list_end|>
     extract = view.extract_reasoning and THINK_START in template.source
     ctx = C.PromptContext(template, request, prepared)
     msgs = prepare_messages(ctx.messages)

@@ -39,12 +39,6 @@ RESULT_END = "<|END_TOOL_RESULT|>"
 GEN_PREFIX = TURN_START + CHATBOT
 
 
-def detect(normalized_source: str) -> bool:
-    """llama.cpp: ``<|START_TEXT|>`` and ``<|START_ACTION|>`` in the source (older Command-R templates use
-    ``<|START_RESPONSE|>`` instead)."""
-    return TEXT_START in normalized_source and ACTION_START in normalized_source
-
-
 def _make_body(view: C.RequestView):
     names = [t.name for t in view.tools]
     name_opens = {json.dumps(n, ensure_ascii=False): n for n in names}

@@ -61,11 +61,6 @@ class CallSyntax:
 GEMMA4_SYNTAX = CallSyntax(CALL, CALL_END, STR)
 
 
-def detect(normalized_source: str) -> bool:
-    """llama.cpp: the source contains ``'<|tool_call>call:'`` (with the quotes)."""
-    return "'<|tool_call>call:'" in normalized_source
-
-
 def is_outdated_template(normalized_source: str) -> bool:
     """Older Gemma 4 templates (without ``{#- OpenAI Chat Completions:``) need tool responses folded into the
     assistant turn before rendering; see :func:`prepare_messages`."""

@@ -43,11 +43,6 @@ MSG_END = "<|close|>message<|sep|>"
 EOM = "<|end_of_msg|>"
 
 
-def detect(normalized_source: str) -> bool:
-    """llama.cpp: ``<|open|>``, ``<|close|>`` and ``<|end_of_msg|>`` in the source."""
-    return all(t in normalized_source for t in ("<|open|>", "<|close|>", EOM))
-
-
 def _param_is_string(schema: C.Schema) -> bool:
     t = schema.node.get("type")
     return not isinstance(t, str) or t == "string"

@@ -37,11 +37,6 @@ ARG_VAL_END = "</arg_value>"
 ROLE_END = "<|role_end|>"
 
 
-def detect(normalized_source: str) -> bool:
-    """llama.cpp: ``<role>ASSISTANT</role>`` and ``<arg_key>`` in the source."""
-    return ROLE in normalized_source and ARG_KEY in normalized_source
-
-
 def value_mode(schema: C.Schema) -> str:
     """``json`` (no string type), ``string`` (only strings) or ``mixed`` (JSON first, else string)."""
     types = schema.value_types()

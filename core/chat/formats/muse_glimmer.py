@@ -37,11 +37,6 @@ PARAM_END = "</atem:parameter>"
 TRIGGER_PATTERN = "(?:^|<\\|start\\|>assistant)( to=(?!self<\\|message\\|>)(?!user<\\|message\\|>)[^<]*?<\\|message\\|>)"
 
 
-def detect(normalized_source: str) -> bool:
-    """llama.cpp: ``<atem:function_calls>`` and ``<|eom|>`` in the source."""
-    return FCALLS in normalized_source and EOM in normalized_source
-
-
 def _make_body(view: C.RequestView, include_grammar: bool):
     tools = {t.name: t for t in view.tools}
     opens = {'<atem:invoke name="' + n + '">': n for n in tools}
