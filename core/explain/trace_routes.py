@@ -444,7 +444,7 @@ def _why(why: str) -> list[Expectation]:
 def _frames(err: BaseException) -> tuple[str, ...]:
     names = []
     for fr in traceback.extract_tb(err.__traceback__):
-        if "/handlers/" in fr.filename.replace("\\", "/") and not fr.filename.endswith("_common.py"):
+        if "/formats/" in fr.filename.replace("\\", "/") and not fr.filename.endswith("_common.py"):
             names.append(fr.name)
     return tuple(names)
 

@@ -76,7 +76,7 @@ class Mismatch(Exception):
         trace = MISMATCH_TRACE.get()
         if trace is not None:
             frames = tuple(f.name for f in traceback.extract_stack(limit=16)[:-1]
-                           if "handlers" in f.filename and not f.filename.endswith("_common.py"))
+                           if "formats" in f.filename and not f.filename.endswith("_common.py"))
             trace.append((pos, why, frames))
 
 

@@ -183,3 +183,27 @@ def make_parser(name: str, arena: Arena, *, generation_prompt: str, parser_gener
         message_delimiters=list(message_delimiters or []),
         after_arguments=after_arguments,
     )
+
+
+def scanner_engine() -> bool:
+    """Temporary switch while the families move off the scanner engine (issue 27, docs/engine.md):
+    ``CTE_SCANNER_ENGINE=1`` builds a ported family with its old scanner body, to compare."""
+    import os
+
+    return os.environ.get("CTE_SCANNER_ENGINE") == "1"
+
+
+def peg_parser(name: str, root: Any, *, generation_prompt: str, parser_generation_prompt: str, include: bool,
+               lazy: bool, trigger: GrammarTrigger, **fields: Any) -> HandlerParser:
+    """The :class:`HandlerParser` of a family whose format is the PEG ``root(builder)`` returns: the arena, its
+    grammar when ``include`` (lazy or not, one ``trigger``; see :func:`grammar_for`) and ``fields`` (preserved
+    tokens, thinking tags, …) as :func:`make_parser` takes them."""
+    from ...peg.chat import build_chat_peg_parser
+
+    arena = build_chat_peg_parser(root)
+    notes: list[str] = []
+    grammar, lazy, triggers = grammar_for(arena, notes, include=include, lazy=lazy, triggers=[trigger])
+    fields.setdefault("supports_thinking", True)
+    return make_parser(name, arena, generation_prompt=generation_prompt,
+                       parser_generation_prompt=parser_generation_prompt, grammar=grammar, grammar_lazy=lazy,
+                       grammar_triggers=triggers, notes=notes, **fields)

@@ -22,6 +22,8 @@ from ..request import ChatRequest
 from . import _common as C
 from ...peg.chat import current_repairs
 from ._common import Incomplete, Mismatch, Scanner
+from ._peg_handler import peg_parser, scanner_engine, word
+from ..request import ToolChoice
 
 NAME = "kimi_k2"
 
@@ -34,6 +36,7 @@ THINK_START = "<think>"
 THINK_END = "</think>"
 GEN_PROMPT = "<|im_assistant|>assistant<|im_middle|>"
 _DIGITS = re.compile(r"[0-9]+")
+PRESERVED = [SECTION_BEGIN, SECTION_END, CALL_BEGIN, ARGS_BEGIN, CALL_END, THINK_START, THINK_END]
 
 
 def _make_body(view: C.RequestView, repairs: frozenset[str] = frozenset()):
@@ -84,19 +87,24 @@ def _make_body(view: C.RequestView, repairs: frozenset[str] = frozenset()):
 
 
 def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
-          prepared: Any = None) -> C.HandlerParser:
+          prepared: Any = None) -> Any:
     """Kimi K2 parser and grammar (llama.cpp ``common_chat_params_init_kimi_k2``); a continuation reopens
     ``<think>`` after the assistant header."""
     view = C.request_view(request)
     gp = generation_prompt
     if view.has_continuation:
         gp = view.prefill(GEN_PROMPT + THINK_START, THINK_END)
+    if not scanner_engine():
+        return peg_parser(NAME, lambda p: _peg_root(p, view), generation_prompt=gp,
+                          parser_generation_prompt=generation_prompt, include=view.tools_active,
+                          lazy=view.tool_choice == ToolChoice.AUTO, trigger=word(CALL_BEGIN),
+                          preserved_tokens=PRESERVED, thinking_start_tag=THINK_START, thinking_end_tags=[THINK_END])
 
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view, current_repairs()),
         generation_prompt=gp,
-        preserved_tokens=[SECTION_BEGIN, SECTION_END, CALL_BEGIN, ARGS_BEGIN, CALL_END, THINK_START, THINK_END],
+        preserved_tokens=PRESERVED,
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
         pending_literals=True,   # the body reads the end only through the scanner (checked: see _make_body)

@@ -24,6 +24,7 @@ from ...templating import ChatTemplate
 from ..request import ChatRequest
 from . import _common as C
 from ._common import Incomplete, Mismatch, Scanner
+from ._peg_handler import peg_parser, scanner_engine, word
 
 NAME = "kimi_k3"
 
@@ -42,6 +43,9 @@ ARG_END = "<|close|>argument<|sep|>"
 MSG_END = "<|close|>message<|sep|>"
 EOM = "<|end_of_msg|>"
 
+PRESERVED = ["<|open|>", "<|close|>", SEP, EOM]
+DELIMITERS = {"assistant": MSG_START, "user": '<|open|>message role="user"<|sep|>',
+              "tool": '<|open|>message role="tool"', "system": '<|open|>message role="system"'}
 
 def _param_is_string(schema: C.Schema) -> bool:
     t = schema.node.get("type")
@@ -133,16 +137,21 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     gp = generation_prompt
     if view.has_continuation:
         gp = view.prefill(MSG_START + THINK_START, THINK_END + RESP_START)
+    if not scanner_engine():
+        return peg_parser(NAME, lambda p: _peg_root(p, view), generation_prompt=gp,
+                          parser_generation_prompt=generation_prompt, include=view.tools_active,
+                          lazy=not view.required, trigger=word(TOOLS_START), preserved_tokens=PRESERVED,
+                          thinking_start_tag=THINK_START, thinking_end_tags=[THINK_END],
+                          message_delimiters=list(DELIMITERS.items()))
 
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view),
         generation_prompt=gp,
-        preserved_tokens=["<|open|>", "<|close|>", SEP, EOM],
+        preserved_tokens=PRESERVED,
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
-        message_delimiters={"assistant": MSG_START, "user": '<|open|>message role="user"<|sep|>',
-                            "tool": '<|open|>message role="tool"', "system": '<|open|>message role="system"'},
+        message_delimiters=DELIMITERS,
         **C.grammar_fields(lambda p: _peg_root(p, view), include=view.tools_active,
                            lazy=not view.required, trigger=C.word_trigger(TOOLS_START)),
     )

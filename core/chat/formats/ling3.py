@@ -22,6 +22,7 @@ from ...templating import ChatTemplate
 from ..request import ChatRequest, Continuation
 from . import _common as C
 from ._common import Incomplete, Mismatch, Scanner
+from ._peg_handler import peg_parser, scanner_engine, word
 
 NAME = "ling3"
 
@@ -35,6 +36,9 @@ ARG_KEY_END = "</arg_key>"
 ARG_VAL = "<arg_value>"
 ARG_VAL_END = "</arg_value>"
 ROLE_END = "<|role_end|>"
+PRESERVED = [THINK_START, THINK_END, CALL_START, CALL_END, ARG_KEY, ARG_KEY_END, ARG_VAL, ARG_VAL_END, ROLE_END]
+DELIMITERS = {"assistant": ROLE, "user": "<role>HUMAN</role>", "tool": "<role>OBSERVATION</role>",
+              "system": "<role>SYSTEM</role>"}
 
 
 def value_mode(schema: C.Schema) -> str:
@@ -136,18 +140,22 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     else:
         last_open, last_close = gp.rfind(THINK_START), gp.rfind(THINK_END)
         think_open = last_open != -1 and (last_close == -1 or last_open > last_close)
+    if not scanner_engine():
+        return peg_parser(NAME, lambda p: _peg_root(p, view, think_open), generation_prompt=gp,
+                          parser_generation_prompt=generation_prompt, include=view.tools_active,
+                          lazy=not view.required, trigger=word(CALL_START), preserved_tokens=PRESERVED,
+                          additional_stops=[ROLE_END], thinking_start_tag=THINK_START,
+                          thinking_end_tags=[THINK_END, CALL_START], message_delimiters=list(DELIMITERS.items()))
 
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view, think_open),
         generation_prompt=gp,
-        preserved_tokens=[THINK_START, THINK_END, CALL_START, CALL_END, ARG_KEY, ARG_KEY_END, ARG_VAL,
-                          ARG_VAL_END, ROLE_END],
+        preserved_tokens=PRESERVED,
         additional_stops=[ROLE_END],
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END, CALL_START],
-        message_delimiters={"assistant": ROLE, "user": "<role>HUMAN</role>", "tool": "<role>OBSERVATION</role>",
-                            "system": "<role>SYSTEM</role>"},
+        message_delimiters=DELIMITERS,
         **C.grammar_fields(lambda p: _peg_root(p, view, think_open), include=view.tools_active,
                            lazy=not view.required, trigger=C.word_trigger(CALL_START)),
     )
