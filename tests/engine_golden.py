@@ -237,6 +237,8 @@ def within(why: str, field: str, want, got) -> bool:
     """Whether ``got`` differs from ``want`` only as the listed difference ``why`` allows: the deltas split
     otherwise (the same settled message, hold-backs and accumulated deltas per chunk size), or explain's spans
     and stop point (the same message and consistency)."""
+    if type(want) is not type(got):
+        return False
     if field == "stream" and why == "deltas":
         return all(got[c]["message"] == w["message"] and got[c]["held_back"] == w["held_back"]
                    and got[c]["final_mismatch"] == w["final_mismatch"]
@@ -254,6 +256,9 @@ def within(why: str, field: str, want, got) -> bool:
 
         return all(ahead(plain_message(w["message"]), plain_message(got[c]["message"]))
                    and ahead(_accumulated(w["deltas"]), _accumulated(got[c]["deltas"])) for c, w in want.items())
+    if field == "repairs" and why == "rejected":   # truncated-call's why: the call's text does not fit, not cut
+        return len(want) == len(got) and all(w[:4] == g[:4] and (w[4], g[4]) in (("cut", "rejected"),) or w == g
+                                             for w, g in zip(want, got))
     if field == "explain" and why in ("end-marker", "spans"):
         return got.get("message") == want.get("message") and got.get("consistency") == want.get("consistency")
     return False
@@ -282,7 +287,7 @@ def difference_list(families: set[str]) -> tuple[dict[str, str], list[str]]:
             for f in ("error", "grammar", "lazy", "triggers", "preserved", "message", "repairs", "stream", "explain"):
                 if got.get(f) == want.get(f):
                     continue
-                kinds = {"stream": ["deltas", "cut-call"], "explain": ["end-marker" if want["key"].endswith(":lt") else "spans"]}
+                kinds = {"stream": ["deltas", "cut-call"], "repairs": ["rejected"], "explain": ["end-marker" if want["key"].endswith(":lt") else "spans"]}
                 why = next((k for k in kinds.get(f, []) if within(k, f, want.get(f), got.get(f))), None)
                 key = f"{want['key']}|{want['fidelity']}|{f}"
                 if why:

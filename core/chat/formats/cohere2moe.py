@@ -20,6 +20,7 @@ from ...templating import ChatTemplate
 from ..request import ChatRequest
 from . import _common as C
 from ._common import Incomplete, Mismatch, Scanner
+from ._peg_handler import peg_parser, scanner_engine, word
 
 NAME = "cohere2moe"
 
@@ -37,6 +38,11 @@ ACTION_END = "<|END_ACTION|>"
 RESULT_START = "<|START_TOOL_RESULT|>"
 RESULT_END = "<|END_TOOL_RESULT|>"
 GEN_PREFIX = TURN_START + CHATBOT
+
+PRESERVED = [TURN_START, TURN_END, CHATBOT, USER, SYSTEM, THINK_START, THINK_END, TEXT_START, TEXT_END, ACTION_START,
+             ACTION_END, RESULT_START, RESULT_END]
+DELIMITERS = {"assistant": GEN_PREFIX, "user": TURN_START + USER, "tool": TURN_START + SYSTEM + RESULT_START,
+              "system": TURN_START + SYSTEM}
 
 
 def _make_body(view: C.RequestView):
@@ -163,18 +169,21 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         gp = view.prefill(GEN_PREFIX + THINK_START, THINK_END + TEXT_START)
 
     include_grammar = view.has_schema or view.tools_active
+    lazy = not view.has_schema and view.tool_choice.value == "auto"
+    if not scanner_engine():
+        return peg_parser(NAME, lambda p: _peg_root(p, view), generation_prompt=gp,
+                          parser_generation_prompt=generation_prompt, include=include_grammar, lazy=lazy,
+                          trigger=word(ACTION_START), preserved_tokens=PRESERVED, thinking_start_tag=THINK_START,
+                          thinking_end_tags=[THINK_END], message_delimiters=list(DELIMITERS.items()))
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view),
         generation_prompt=gp,
-        preserved_tokens=[TURN_START, TURN_END, CHATBOT, USER, SYSTEM, THINK_START, THINK_END, TEXT_START,
-                          TEXT_END, ACTION_START, ACTION_END, RESULT_START, RESULT_END],
+        preserved_tokens=PRESERVED,
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
-        message_delimiters={"assistant": GEN_PREFIX, "user": TURN_START + USER,
-                            "tool": TURN_START + SYSTEM + RESULT_START, "system": TURN_START + SYSTEM},
-        **C.grammar_fields(lambda p: _peg_root(p, view), include=include_grammar,
-                           lazy=not view.has_schema and view.tool_choice.value == "auto",
+        message_delimiters=DELIMITERS,
+        **C.grammar_fields(lambda p: _peg_root(p, view), include=include_grammar, lazy=lazy,
                            trigger=C.word_trigger(ACTION_START)),
     )
 

@@ -47,6 +47,7 @@ PRESERVED = ["<|open|>", "<|close|>", SEP, EOM]
 DELIMITERS = {"assistant": MSG_START, "user": '<|open|>message role="user"<|sep|>',
               "tool": '<|open|>message role="tool"', "system": '<|open|>message role="system"'}
 
+
 def _param_is_string(schema: C.Schema) -> bool:
     t = schema.node.get("type")
     return not isinstance(t, str) or t == "string"

@@ -18,6 +18,7 @@ from ...templating import ChatTemplate
 from ..request import ChatRequest
 from . import _common as C
 from . import family_by_name
+from ._peg_handler import peg_parser, scanner_engine, word
 from ._common import Incomplete, Mismatch, Scanner
 
 NAME = "lfm2"
@@ -155,6 +156,12 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         preserved += [LIST_START, LIST_END]
 
     include_grammar = view.has_schema or view.tools_active
+    lazy = not (view.has_schema or (view.tools_active and view.required))
+    if not scanner_engine():
+        return peg_parser(NAME, lambda p: _peg_root(p, view, extract), generation_prompt=gp,
+                          parser_generation_prompt=generation_prompt, include=include_grammar, lazy=lazy,
+                          trigger=word(CALL_START), preserved_tokens=preserved, thinking_start_tag=THINK_START,
+                          thinking_end_tags=[THINK_END], prompt=prompt or None)
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view, extract),
@@ -163,8 +170,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
         prompt=prompt or None,
-        **C.grammar_fields(lambda p: _peg_root(p, view, extract), include=include_grammar,
-                           lazy=not (view.has_schema or (view.tools_active and view.required)),
+        **C.grammar_fields(lambda p: _peg_root(p, view, extract), include=include_grammar, lazy=lazy,
                            trigger=C.word_trigger(CALL_START)),
     )
 

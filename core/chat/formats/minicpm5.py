@@ -18,6 +18,7 @@ from ...templating import ChatTemplate
 from ..request import ChatRequest
 from . import _common as C
 from ._common import Mismatch, Scanner
+from ._peg_handler import peg_parser, scanner_engine, word
 
 NAME = "minicpm5"
 
@@ -27,6 +28,10 @@ THINK_END = "</think>"
 FUNC = "<function"
 FUNC_END = "</function>"
 PARAM_END = "</param>"
+
+PRESERVED = [FUNC, "<param", FUNC_END, PARAM_END, THINK_START, THINK_END]
+DELIMITERS = {"assistant": "<|im_start|>assistant", "tool": "<|im_start|>user\n<tool_response>",
+              "user": "<|im_start|>user", "system": "<|im_start|>system"}
 
 
 def _make_body(view: C.RequestView):
@@ -82,17 +87,21 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         gp = view.prefill(GEN_PROMPT + THINK_START + "\n", "\n" + THINK_END + "\n\n")
 
     include_grammar = view.has_schema or view.tools_active
+    lazy = not (view.has_schema or (view.tools_active and view.required))
+    if not scanner_engine():
+        return peg_parser(NAME, lambda p: _peg_root(p, view), generation_prompt=gp,
+                          parser_generation_prompt=generation_prompt, include=include_grammar, lazy=lazy,
+                          trigger=word(FUNC), preserved_tokens=PRESERVED, thinking_start_tag=THINK_START,
+                          thinking_end_tags=[THINK_END], message_delimiters=list(DELIMITERS.items()))
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view),
         generation_prompt=gp,
-        preserved_tokens=[FUNC, "<param", FUNC_END, PARAM_END, THINK_START, THINK_END],
+        preserved_tokens=PRESERVED,
         thinking_start_tag=THINK_START,
         thinking_end_tags=[THINK_END],
-        message_delimiters={"assistant": "<|im_start|>assistant", "tool": "<|im_start|>user\n<tool_response>",
-                            "user": "<|im_start|>user", "system": "<|im_start|>system"},
-        **C.grammar_fields(lambda p: _peg_root(p, view), include=include_grammar,
-                           lazy=not (view.has_schema or (view.tools_active and view.required)),
+        message_delimiters=DELIMITERS,
+        **C.grammar_fields(lambda p: _peg_root(p, view), include=include_grammar, lazy=lazy,
                            trigger=C.word_trigger(FUNC)),
     )
 
