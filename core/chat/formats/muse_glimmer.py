@@ -21,6 +21,7 @@ from ...templating import ChatTemplate
 from ..request import ChatRequest, Continuation
 from . import _common as C
 from ._common import Incomplete, Scanner
+from ._peg_handler import pattern, peg_parser, scanner_engine
 
 NAME = "muse_glimmer"
 
@@ -34,6 +35,9 @@ FCALLS = "<atem:function_calls>"
 FCALLS_END = "</atem:function_calls>"
 INVOKE_END = "</atem:invoke>"
 PARAM_END = "</atem:parameter>"
+PRESERVED = ["<|start|>", MESSAGE, EOM, EOT, FCALLS, "<atem:invoke", "<atem:parameter", PARAM_END, INVOKE_END,
+             FCALLS_END]
+DELIMITERS = {"assistant": START, "user": "<|start|>user", "system": "<|start|>system", "tool": "<|start|>tool"}
 TRIGGER_PATTERN = "(?:^|<\\|start\\|>assistant)( to=(?!self<\\|message\\|>)(?!user<\\|message\\|>)[^<]*?<\\|message\\|>)"
 
 
@@ -141,16 +145,21 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
             gp += EOM + START + TO_USER + MESSAGE + view.continue_content()
 
     include_grammar = view.has_schema or view.tools_active
+    lazy = not (view.has_schema or (view.tools_active and view.required))
+    if not scanner_engine():
+        # text after the last message (its <|eot|> end token, anything else) is read and ignored, as llama.cpp
+        # does; not part of the grammar, which stops at the message
+        return peg_parser(NAME, lambda p: _peg_root(p, view) + p.gbnf(p.rest(), ""), generation_prompt=gp,
+                          parser_generation_prompt=generation_prompt, include=include_grammar, lazy=lazy,
+                          trigger=pattern(TRIGGER_PATTERN), preserved_tokens=PRESERVED,
+                          message_delimiters=list(DELIMITERS.items()))
     return C.HandlerParser(
         name=NAME,
         body=_make_body(view, include_grammar),
         generation_prompt=gp,
-        preserved_tokens=["<|start|>", MESSAGE, EOM, EOT, FCALLS, "<atem:invoke", "<atem:parameter", PARAM_END,
-                          INVOKE_END, FCALLS_END],
-        message_delimiters={"assistant": START, "user": "<|start|>user", "system": "<|start|>system",
-                            "tool": "<|start|>tool"},
-        **C.grammar_fields(lambda p: _peg_root(p, view), include=include_grammar,
-                           lazy=not (view.has_schema or (view.tools_active and view.required)),
+        preserved_tokens=PRESERVED,
+        message_delimiters=DELIMITERS,
+        **C.grammar_fields(lambda p: _peg_root(p, view), include=include_grammar, lazy=lazy,
                            trigger=C.pattern_trigger(TRIGGER_PATTERN)),
     )
 
