@@ -137,8 +137,8 @@ def test_reference_case_grammars_are_valid_and_accept_the_output(reference_cases
             tmpl = ChatTemplate(template_source(case["template"]), case["template"])
             req = ChatRequest.from_dict(case)
             p = mod.build(tmpl, req, C.simple_generation_prompt(tmpl, req), None)
-            if p.grammar is None:
-                if p.grammar_error:
+            if p.grammar is None:   # a PEG family always has one when its builder emits one (problems: notes)
+                if getattr(p, "grammar_error", ""):
                     fails.append(f"{case['id']}: no grammar: {p.grammar_error}")
                 continue
             # llguidance's own GBNF front end builds greedy lexemes and reports "lexer error" for terminal-only

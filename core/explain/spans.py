@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
-from ..chat.mapper import normalize_python_value
+from ..chat.mapper import ARGS_CONVERTERS, TOOL_ARGS_AS, normalize_python_value
 from ..chat.repairs import STREAM_CONSISTENT_FINAL, TRUNCATED_CALL
 from ..chat.message import AssistantMessage, ToolCall
 from ..peg import chat as T
@@ -180,6 +180,15 @@ def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) 
             if inner:
                 _paint(paint, node.start, node.end, (SpanLabel.ARGUMENTS, inner, cur, ""))
                 value = True
+        elif tag == T.IGNORED and not in_value:
+            _paint(paint, node.start, node.end, (SpanLabel.IGNORED, "", -1, ""))
+            value = True
+        elif tag.startswith(TOOL_ARGS_AS) and in_value is not True:
+            # arguments in a family's own syntax: the field carries the JSON the mapper's value hook made
+            convert = ARGS_CONVERTERS.get(tag)
+            js = convert(text[node.start:node.end]) if convert else ""
+            _paint(paint, node.start, node.end, (SpanLabel.ARGUMENTS, js, cur, ""))
+            value = True
         elif tag in _TAG_LABELS and in_value is not True:
             label, kind = _TAG_LABELS[tag]
             call = cur if label not in (SpanLabel.REASONING, SpanLabel.CONTENT) else -1

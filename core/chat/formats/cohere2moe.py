@@ -13,14 +13,12 @@ model's JSON, verbatim.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ...templating import ChatTemplate
 from ..request import ChatRequest
 from . import _common as C
-from ._common import Incomplete, Mismatch, Scanner
-from ._peg_handler import peg_parser, scanner_engine, word
+from ._peg_handler import HandlerParser, peg_parser, word
 
 NAME = "cohere2moe"
 
@@ -45,122 +43,8 @@ DELIMITERS = {"assistant": GEN_PREFIX, "user": TURN_START + USER, "tool": TURN_S
               "system": TURN_START + SYSTEM}
 
 
-def _make_body(view: C.RequestView):
-    names = [t.name for t in view.tools]
-    name_opens = {json.dumps(n, ensure_ascii=False): n for n in names}
-
-    def key(sc: Scanner, k: str) -> None:
-        sc.expect(f'"{k}"')
-        sc.space()
-        sc.expect(":")
-        sc.space()
-
-    def call(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect("{")
-        sc.space()
-        call_id = ""
-        r = sc.check('"tool_call_id"')
-        if r == -1:
-            raise Incomplete(sc.n)
-        if r == 1:
-            key(sc, "tool_call_id")
-            start = sc.pos
-            if sc.pos < sc.n and sc.text[sc.pos] == '"':
-                end = C.scan_quoted(sc.text, start, '"')
-                call_id = json.loads(sc.text[start:end])
-            else:
-                end = C.scan_number(sc.text, start)
-                call_id = sc.text[start:end]
-            sc.pos = end
-            sc.space()
-            sc.expect(",")
-            sc.space()
-        key(sc, "tool_name")
-        quoted = sc.choose_literal(name_opens)
-        sc.pos += len(quoted)
-        b.open_call(name_opens[quoted], call_id=call_id)
-        sc.space()
-        sc.expect(",")
-        sc.space()
-        key(sc, "parameters")
-        sc.pos = C.streamed_json_value(sc, b.set_args)
-        sc.space()
-        sc.expect("}")
-        b.close_call()
-
-    def tool_calls(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect(ACTION_START)
-        sc.space()
-        sc.expect("[")
-        sc.space()
-        call(sc, b)
-        while view.parallel:
-            save = sc.pos
-            sc.space()
-            r = sc.check(",")
-            if r == -1:
-                raise Incomplete(sc.n)
-            if r == 0:
-                sc.pos = save
-                break
-            sc.pos += 1
-            sc.space()
-            call(sc, b)
-        sc.space()
-        sc.expect("]")
-        sc.space()
-        sc.expect(ACTION_END)
-
-    def text_content(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect(TEXT_START)
-        if view.has_schema:
-            sc.pos = C.streamed_json_value(sc, b.add_content)
-        else:
-            b.add_content(sc.until(TEXT_END))
-        sc.optional(TEXT_END)
-
-    def body(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect(GEN_PREFIX)
-        if sc.pos < sc.n:
-            r = sc.check(THINK_START)
-            if r == -1:
-                raise Incomplete(sc.n)
-            if r == 1:
-                start = sc.pos
-                sc.pos += len(THINK_START)
-                if view.extract_reasoning:
-                    b.add_reasoning(sc.until(THINK_END, TEXT_START, ACTION_START))
-                    sc.optional(THINK_END)
-                else:
-                    try:
-                        sc.until(THINK_END, TEXT_START, ACTION_START)
-                        sc.optional(THINK_END)
-                    except Incomplete:
-                        b.add_content(sc.text[start:])
-                        raise
-                    b.add_content(sc.text[start:sc.pos])
-        if view.tools_active:
-            if view.required:
-                tool_calls(sc, b)
-            else:
-                r = sc.check(ACTION_START)
-                if r == -1:
-                    raise Incomplete(sc.n)
-                if r == 1:
-                    tool_calls(sc, b)
-                else:
-                    text_content(sc, b)
-        else:
-            text_content(sc, b)
-        sc.optional(TURN_END)
-        if sc.pos < sc.n:
-            raise Mismatch(sc.pos, "text after the end of the turn")
-
-    return body
-
-
 def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
-          prepared: Any = None) -> C.HandlerParser:
+          prepared: Any = None) -> HandlerParser:
     """Cohere2 MoE parser and grammar (llama.cpp ``common_chat_params_init_cohere2moe``); a continuation
     reopens the thinking block (and for CONTENT closes it and opens ``<|START_TEXT|>``)."""
     view = C.request_view(request)
@@ -170,26 +54,14 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
 
     include_grammar = view.has_schema or view.tools_active
     lazy = not view.has_schema and view.tool_choice.value == "auto"
-    if not scanner_engine():
-        return peg_parser(NAME, lambda p: _peg_root(p, view), generation_prompt=gp,
-                          parser_generation_prompt=generation_prompt, include=include_grammar, lazy=lazy,
-                          trigger=word(ACTION_START), preserved_tokens=PRESERVED, thinking_start_tag=THINK_START,
-                          thinking_end_tags=[THINK_END], message_delimiters=list(DELIMITERS.items()))
-    return C.HandlerParser(
-        name=NAME,
-        body=_make_body(view),
-        generation_prompt=gp,
-        preserved_tokens=PRESERVED,
-        thinking_start_tag=THINK_START,
-        thinking_end_tags=[THINK_END],
-        message_delimiters=DELIMITERS,
-        **C.grammar_fields(lambda p: _peg_root(p, view), include=include_grammar, lazy=lazy,
-                           trigger=C.word_trigger(ACTION_START)),
-    )
+    return peg_parser(NAME, lambda p: _peg_root(p, view), generation_prompt=gp,
+                      parser_generation_prompt=generation_prompt, include=include_grammar, lazy=lazy,
+                      trigger=word(ACTION_START), preserved_tokens=PRESERVED, thinking_start_tag=THINK_START,
+                      thinking_end_tags=[THINK_END], message_delimiters=list(DELIMITERS.items()))
 
 
 def _peg_root(p: Any, view: C.RequestView) -> Any:
-    """llama.cpp's Cohere2 MoE parser structure (core.peg ChatBuilder), used for the grammar."""
+    """llama.cpp's Cohere2 MoE parser on core.peg's ChatBuilder: the format, for the parse and the grammar."""
     stops = [THINK_END, TEXT_START, ACTION_START]
     if view.extract_reasoning:
         reasoning = p.optional(p.literal(THINK_START) + p.reasoning(p.until_one_of(stops))
