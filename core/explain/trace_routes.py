@@ -107,6 +107,15 @@ def _trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None)
                 tr.truncated_expect = FurthestFailure(len(text), exp, open_path)
     if entry is None:
         tr.spans = spans_from_ast(main.result.nodes, text, gp, len(text))
+        dropped = next((sp for sp in tr.spans if sp.label == SpanLabel.IGNORED), None)
+        if dropped is not None:
+            # the format read and dropped the rest (as llama.cpp does); more than an end-of-turn marker dropped
+            # is where the format stopped
+            tr.entry = "main+ignored"
+            if _IGNORABLE.sub("", text[dropped.start:]).strip() and tr.stop < 0:
+                far = main.furthest if main is not None and main.furthest.pos >= dropped.start else None
+                tr.furthest = far or FurthestFailure(dropped.start, [Expectation("end", "")], ())
+                tr.stop = max(tr.furthest.pos, gp)
     elif entry in (RECOVER_TRAILING, RECOVER_CONTENT):
         rec = traced_parse(arena, text, labels=labels, entry=entry).result
         spans = spans_from_ast(rec.nodes, text, gp, len(text))
