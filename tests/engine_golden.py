@@ -287,7 +287,8 @@ def difference_list(families: set[str]) -> tuple[dict[str, str], list[str]]:
             for f in ("error", "grammar", "lazy", "triggers", "preserved", "message", "repairs", "stream", "explain"):
                 if got.get(f) == want.get(f):
                     continue
-                kinds = {"stream": ["deltas", "cut-call"], "repairs": ["rejected"], "explain": ["end-marker" if want["key"].endswith(":lt") else "spans"]}
+                kinds = {"stream": ["deltas", "cut-call"], "repairs": ["rejected"],
+                         "explain": ["end-marker" if want["key"].endswith(":lt") else "spans"]}
                 why = next((k for k in kinds.get(f, []) if within(k, f, want.get(f), got.get(f))), None)
                 key = f"{want['key']}|{want['fidelity']}|{f}"
                 if why:

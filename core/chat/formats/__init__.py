@@ -35,38 +35,35 @@ class Family:
     trigger: str
     detect: Callable[[str], bool]
 
+    @classmethod
+    def all_of(cls, name: str, module: str, title: str, *needles: str) -> "Family":
+        """A family detected by all of ``needles`` in the source."""
+        return cls(name, module, title, " and ".join(needles), _all(*needles))
+
 
 FAMILIES: tuple[Family, ...] = (
     Family("ministral-3", "ministral3", "Ministral / Magistral Large 3 (also Devstral)",
            "[SYSTEM_PROMPT] and [TOOL_CALLS] and [ARGS], without [CALL_ID]",
            lambda s: _all("[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]")(s) and "[CALL_ID]" not in s),
-    Family("gpt-oss", "gpt_oss", "GPT-OSS (harmony channels)", "<|channel|>", _all("<|channel|>")),
-    Family("muse-glimmer", "muse_glimmer", "Muse Glimmer", "<atem:function_calls> and <|eom|>",
-           _all("<atem:function_calls>", "<|eom|>")),
-    Family("functionary-v3.2", "functionary_v3_2", "Functionary v3.2 (>>>recipient)", ">>>all and >>>${recipient}",
-           _all(">>>all", ">>>${recipient}")),
-    Family("kimi-k2", "kimi_k2", "Kimi K2 (Thinking)", "<|tool_calls_section_begin|> and <|tool_call_begin|>",
-           _all("<|tool_calls_section_begin|>", "<|tool_call_begin|>")),
-    Family("kimi-k3", "kimi_k3", "Kimi K3", "<|open|> and <|close|> and <|end_of_msg|>",
-           _all("<|open|>", "<|close|>", "<|end_of_msg|>")),
-    Family("ling3", "ling3", "Ling 3.0 / Bailing V3", "<role>ASSISTANT</role> and <arg_key>",
-           _all("<role>ASSISTANT</role>", "<arg_key>")),
-    Family("cohere2moe", "cohere2moe", "Cohere2 MoE / North Code", "<|START_TEXT|> and <|START_ACTION|>",
-           _all("<|START_TEXT|>", "<|START_ACTION|>")),
-    Family("lfm2", "lfm2", "LFM2", "<|tool_list_start|> and <|tool_list_end|>",
-           _all("<|tool_list_start|>", "<|tool_list_end|>")),
+    Family.all_of("gpt-oss", "gpt_oss", "GPT-OSS (harmony channels)", "<|channel|>"),
+    Family.all_of("muse-glimmer", "muse_glimmer", "Muse Glimmer", "<atem:function_calls>", "<|eom|>"),
+    Family.all_of("functionary-v3.2", "functionary_v3_2", "Functionary v3.2 (>>>recipient)", ">>>all",
+                  ">>>${recipient}"),
+    Family.all_of("kimi-k2", "kimi_k2", "Kimi K2 (Thinking)", "<|tool_calls_section_begin|>", "<|tool_call_begin|>"),
+    Family.all_of("kimi-k3", "kimi_k3", "Kimi K3", "<|open|>", "<|close|>", "<|end_of_msg|>"),
+    Family.all_of("ling3", "ling3", "Ling 3.0 / Bailing V3", "<role>ASSISTANT</role>", "<arg_key>"),
+    Family.all_of("cohere2moe", "cohere2moe", "Cohere2 MoE / North Code", "<|START_TEXT|>", "<|START_ACTION|>"),
+    Family.all_of("lfm2", "lfm2", "LFM2", "<|tool_list_start|>", "<|tool_list_end|>"),
     Family("lfm2.5", "lfm2", "LFM2.5", "List of tools: [ without <|tool_list_start|>",
            lambda s: "List of tools: [" in s and "<|tool_list_start|>" not in s),
     Family("gigachat-v3", "gigachat_v3", "GigaChat V3", "<|role_sep|> and <|message_sep|>, without <|function_call|>",
            lambda s: _all("<|role_sep|>", "<|message_sep|>")(s) and "<|function_call|>" not in s),
-    Family("minimax-m3", "minimax_m3", "MiniMax-M3", "]<]minimax[>[ and <tool_call> and <invoke name=",
-           _all("]<]minimax[>[", "<tool_call>", "<invoke name=")),
+    Family.all_of("minimax-m3", "minimax_m3", "MiniMax-M3", "]<]minimax[>[", "<tool_call>", "<invoke name="),
     Family("deepseek-v3.2", "deepseek", "DeepSeek V3.2 / V4 (DSML)",
            "dsml_token and DSML and (function_calls or tool_calls)",
            lambda s: _all("dsml_token", "DSML")(s) and ("function_calls" in s or "tool_calls" in s)),
-    Family("gemma4", "gemma4", "Gemma 4", "'<|tool_call>call:'", _all("'<|tool_call>call:'")),
-    Family("minicpm5", "minicpm5", "MiniCPM5", 'Tool usage guidelines: and <function name=" and <param name="',
-           _all("Tool usage guidelines:", '<function name="', '<param name="')),
+    Family.all_of("gemma4", "gemma4", "Gemma 4", "'<|tool_call>call:'"),
+    Family.all_of("minicpm5", "minicpm5", "MiniCPM5", "Tool usage guidelines:", '<function name="', '<param name="'),
     Family("qwen3-coder", "qwen3_coder", "Qwen3-Coder (also Qwen3.5, Nemotron 3 Nano, StepFun 3.5 Flash)",
            "<tool_call> and <function= and <parameter=, without '<tool_call><function=' ~ tool_call.name ~ '>'",
            lambda s: _all("<tool_call>", "<function=", "<parameter=")(s)
