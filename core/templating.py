@@ -28,6 +28,7 @@ import pathlib
 import sys
 import threading
 import time
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -41,6 +42,7 @@ import jinja2.nodes
 import jinja2.sandbox
 import jinja2.utils
 import jinja2.visitor
+import markupsafe
 
 from . import codepack, fastlex, fastwalk
 from . import memo as _memo
@@ -56,13 +58,16 @@ class RenderLimits:
     ``timeout_s`` (seconds of wall time), ``max_output_chars`` (characters of rendered text, also the cap on
     any single string, list or printed value a template builds — checked on the projected size, before the
     allocation), ``max_range`` (items one ``range()`` call may produce, also the cap on ``slice``/``batch``
-    counts), ``max_int_bits`` (bit length of any integer arithmetic result, checked before the arithmetic).
+    counts), ``max_int_bits`` (bit length of any integer arithmetic result, checked before the arithmetic),
+    ``max_memory_mb`` (megabytes the process may grow by while the render runs: what the values it keeps alive
+    hold, whatever their sizes one by one; resident memory sampled every :data:`MEMORY_CHECK_S` seconds, Linux).
     """
 
     timeout_s: float = 2.0
     max_output_chars: int = 1_000_000
     max_range: int = 100_000
     max_int_bits: int = 16_384
+    max_memory_mb: int = 128
 
 
 DEFAULT_LIMITS = RenderLimits()
@@ -106,29 +111,66 @@ _local = threading.local()
 _monotonic = time.monotonic
 
 
+#: Seconds between two samples of the process' resident memory during a render (see ``RenderLimits.max_memory_mb``):
+#: the size checks bound each value a template builds, this bounds how many it keeps alive at once. Between two
+#: samples a render can grow by what it allocates in that time; a render shorter than one never reads it.
+MEMORY_CHECK_S = 0.005
+
+
+def _rss_bytes() -> int | None:
+    """Resident memory of this process in bytes (``/proc/self/statm``; opened each time: a descriptor kept open
+    would read the parent's after a fork), or None where there is no procfs."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
 class _Deadline:
     """Per-render budget, checked from the sandbox hooks the template cannot avoid calling (attribute and
     item access, calls, arithmetic, filters, every ``for`` iteration). Ends at the render's ``timeout_s`` or,
-    inside :func:`analysis_budget`, at the end of the whole analysis' budget, whichever comes first."""
+    inside :func:`analysis_budget`, at the end of the whole analysis' budget, whichever comes first.
 
-    __slots__ = ("limits", "until", "budget")
+    ``until`` is when the hooks next call :meth:`check`: the end, or earlier, the next memory sample (the hooks
+    compare one number, so sampling costs them nothing); ``end`` is the end itself."""
+
+    __slots__ = ("limits", "until", "end", "budget", "rss0")
 
     def __init__(self, limits: RenderLimits):
         self.limits = limits
-        self.until = time.monotonic() + limits.timeout_s
+        now = time.monotonic()
+        self.end = now + limits.timeout_s
         self.budget = getattr(_local, "budget", None)
-        if self.budget is not None and self.budget.until < self.until:
-            self.until = self.budget.until
+        if self.budget is not None and self.budget.until < self.end:
+            self.end = self.budget.until
         else:
             self.budget = None
+        self.rss0: int | None = -1  # read at the first sample: renders shorter than one never read it
+        self.until = min(self.end, now + MEMORY_CHECK_S)
 
     def check(self) -> None:
-        if time.monotonic() > self.until:
+        now = time.monotonic()
+        if now <= self.until:
+            return
+        if now > self.end:
             if self.budget is not None:
                 self.budget.exceeded = True
                 raise RenderLimitError("<render>", self.budget.message())
             raise RenderLimitError("<render>", f"render took longer than {self.limits.timeout_s:g} s "
                                                "(limit: render time)")
+        self.until = min(self.end, now + MEMORY_CHECK_S)
+        rss = _rss_bytes()
+        if rss is None or self.rss0 is None:
+            self.rss0 = None  # no procfs: the time limit and the size checks only
+        elif self.rss0 < 0:
+            self.rss0 = rss
+        elif rss - self.rss0 > self.limits.max_memory_mb * 2**20:
+            raise RenderLimitError("<render>", f"memory held by the render grew above {self.limits.max_memory_mb} "
+                                               "MB (limit: render memory)")
 
 
 BUDGET_HINT = "set CTE_ANALYSIS_BUDGET_S or analyze(budget_s=...)"
@@ -647,6 +689,46 @@ def _check_format_spec(fmt: str, limit: int, depth: int = 0) -> None:
                 _check_format_spec(spec, limit, depth + 1)
 
 
+_NUMBER = re.compile(r"\d+")
+
+
+class _LimitedFormatterMixin:
+    """``str.format`` as the sandbox runs it, with each field's format spec checked once its nested fields are
+    resolved (``'{0:>{1}}'.format(x, '999999999')``: the width arrives as a string argument), every value's
+    printed size projected before ``!r``/``!s`` or formatting builds it, and the text built so far counted."""
+
+    def vformat(self, format_string: str, args: Any, kwargs: Any) -> str:
+        self._cte_built = 0
+        return super().vformat(format_string, args, kwargs)  # type: ignore[misc]
+
+    def convert_field(self, value: Any, conversion: Any) -> Any:
+        limit = _ENV._limit()
+        if conversion and isinstance(value, (list, tuple, dict)) and projected_text_size(value, limit) > limit:
+            raise _limit_error("format field size", limit, "output size")
+        return super().convert_field(value, conversion)  # type: ignore[misc]
+
+    def format_field(self, value: Any, format_spec: str) -> Any:
+        _ENV._tick()
+        limit = _ENV._limit()
+        if any(int(n) > limit for n in _NUMBER.findall(str(format_spec))):
+            raise _limit_error("format width/precision", limit, "output size")
+        if isinstance(value, (list, tuple, dict)) and projected_text_size(value, limit) > limit:
+            raise _limit_error("format field size", limit, "output size")
+        out = super().format_field(value, format_spec)  # type: ignore[misc]
+        self._cte_built = getattr(self, "_cte_built", 0) + len(out)
+        if self._cte_built > limit:
+            raise _limit_error("str.format result size", limit, "output size")
+        return out
+
+
+class _LimitedFormatter(_LimitedFormatterMixin, jinja2.sandbox.SandboxedFormatter):
+    pass
+
+
+class _LimitedEscapeFormatter(_LimitedFormatterMixin, jinja2.sandbox.SandboxedEscapeFormatter):
+    pass
+
+
 def _check_args_size(args: Any, limit: int) -> None:
     for a in args:
         if isinstance(a, (list, tuple, dict)) and projected_text_size(a, limit) > limit:
@@ -821,6 +903,31 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         if self._attribute_is_safe(obj, attribute, value):
             return value
         return self.unsafe_undefined(obj, attribute)
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        """jinja2's sandboxed ``str.format`` / ``format_map`` (same arguments and errors), through
+        :class:`_LimitedFormatterMixin`: widths and precisions are checked whatever type gave them."""
+        if not isinstance(value, (types.MethodType, types.BuiltinMethodType)) \
+                or value.__name__ not in ("format", "format_map"):
+            return None
+        owner = value.__self__
+        if not isinstance(owner, str):
+            return None
+        owner_type = type(owner)
+        formatter: Any = (_LimitedEscapeFormatter(self, escape=owner.escape) if isinstance(owner, markupsafe.Markup)
+                          else _LimitedFormatter(self))
+        is_map = value.__name__ == "format_map"
+
+        def wrapper(*args: Any, **kwargs: Any) -> str:
+            if is_map:
+                if kwargs:
+                    raise TypeError("format_map() takes no keyword arguments")
+                if len(args) != 1:
+                    raise TypeError(f"format_map() takes exactly one argument ({len(args)} given)")
+                args, kwargs = (), args[0]
+            return owner_type(formatter.vformat(owner, args, kwargs))
+
+        return functools.update_wrapper(wrapper, value)
 
     def _attribute_is_safe(self, obj: Any, attribute: str, value: Any) -> bool:
         """``self.is_safe_attribute(obj, attribute, value)``, cached per (environment class, type of ``obj``,
@@ -1564,14 +1671,13 @@ class ChatTemplate:
         try:
             out: list[str] = []
             size = 0
-            until = deadline.until
             for chunk in (compiled.generate(ctx) if template_tracebacks else _chunks(compiled, ctx)):
                 size += len(chunk)
                 if size > self.limits.max_output_chars:
                     raise RenderLimitError(self.name, f"output longer than {self.limits.max_output_chars} characters "
                                                       "(limit: output size)")
                 out.append(chunk)
-                if _monotonic() > until:
+                if _monotonic() > deadline.until:
                     deadline.check()
             return "".join(out)
         except RenderLimitError as e:

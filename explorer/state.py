@@ -8,6 +8,10 @@ results:
 * the **analysis** is cached per ``(source, name)`` with ``st.cache_resource`` (shared by all sessions), and
   per ``(source, name, disabled workarounds, overrides)`` through ``core.analysis.reapply`` (no renders);
 * **parsers** are cached per ``(analysis key, request)`` via ``core.chat.pipeline.build_chat_parser``;
+* **no template code runs in this process**: every render (analysis, prompt, parser building, parses and
+  replays with the parser, samples) runs in a limited worker (:mod:`core.isolated_ops`, :mod:`core.isolation`);
+  a worker killed at its limit (:class:`core.isolation.WorkerLimitError`) is shown, never cached as the
+  template's verdict;
 * **user input** widgets use keys starting with ``in_``; :func:`keep_inputs` re-assigns them on every run so
   Streamlit does not drop them when their page is not shown (nothing the user typed is lost);
 * per-template **overrides** (``{field path: value}``) and disabled workarounds are kept by template digest.
@@ -21,13 +25,16 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
+from core import isolated_ops, isolation
 from core.errors import ChatTemplateExplorerError
+from core.isolation import WorkerLimitError
 from core.templating import ChatTemplate, source_digest
 
 from .components.text import md
@@ -41,6 +48,9 @@ DEFAULT_BUNDLED = "chatml-think-tools.jinja"
 INPUT_PREFIX = "in_"
 
 T = TypeVar("T")
+
+# a worker forked before the first visitor asks (the forkserver's start, ~1-1.7 s of imports, is paid here)
+threading.Thread(target=isolation.warm, daemon=True, name="cte-warm-worker").start()
 
 
 class EngineMissing(ChatTemplateExplorerError):
@@ -288,7 +298,9 @@ def fidelity() -> str:
 @dataclass(frozen=True)
 class Failed:
     """A cached engine failure: the same inputs fail the same way, so a template that hits the render time
-    limit costs its wait once, not on every page that asks for its analysis or parser."""
+    limit costs its wait once, not on every page that asks for its analysis or parser. Never a
+    :class:`~core.isolation.WorkerLimitError` (a worker killed or out of memory, the server busy): that says
+    nothing about the template, and cached it would turn every visitor away."""
 
     error: BaseException
 
@@ -325,6 +337,8 @@ def _base_report(source: str, name: str, fidelity: str = FIDELITIES[0]) -> Any:
     with work_slot(WorkKind.ANALYSIS, policy_or_closed()[0].limits):  # demo mode: bounded analyses per server
         try:
             return analyze_isolated(source, name, fidelity=fidelity, budget_s=app_analysis_budget())
+        except WorkerLimitError:  # transient: not cached (st.cache_resource keeps no exception)
+            raise
         except ChatTemplateExplorerError as e:  # cached: a busy server (BusyError, above) is not
             return Failed(e)
 
@@ -335,8 +349,8 @@ def _report(source: str, name: str, fidelity: str, disabled: tuple[str, ...], ov
     overrides = json.loads(overrides_json)
     if not disabled and not overrides:
         return base
-    _, reapply = _analysis_api()
-    return reapply(base, disabled_workarounds=disabled, overrides=overrides or None)
+    _analysis_api()
+    return isolated_ops.reapply(base, disabled, overrides or None, name=name)
 
 
 def overrides_for(tpl: CurrentTemplate) -> dict[str, Any]:
@@ -449,11 +463,13 @@ def _request_api() -> tuple[Any, Any]:
 @st.cache_resource(max_entries=64, show_spinner="Building the parser…")
 def _bundle(source: str, name: str, fidelity: str, disabled: tuple[str, ...], overrides_json: str,
             request_json: str) -> Any:
-    build_chat_parser, ChatRequest = _request_api()
-    req = ChatRequest.from_dict(json.loads(request_json))
+    _request_api()
     rep = _report(source, name, fidelity, disabled, overrides_json)
-    try:
-        return build_chat_parser(ChatTemplate(source, name), req, report=rep)
+    recipe = isolated_ops.ParserRecipe(source, name, request_json, rep, key=(fidelity, disabled, overrides_json))
+    try:  # a ParserBundleView: the prompt rendered and the parser built in a worker, which parses for it
+        return isolated_ops.parser_bundle(recipe)
+    except WorkerLimitError:  # transient: not cached
+        raise
     except ChatTemplateExplorerError as e:  # e.g. the prompt render hit the time limit: fail once
         return Failed(e)
 
@@ -480,9 +496,7 @@ def rendered_sample(tpl: CurrentTemplate, request: dict[str, Any], message: dict
     conversation of ``request``: :func:`core.chat.roundtrip.sample_output` — the render with ``message``
     appended, after the render that ends with the generation prompt, minus the end-of-turn text the template
     writes (derived from renders). Raises render/request errors."""
-    from core.chat.roundtrip import sample_output
-
-    return sample_output(tpl.template(), request, message)
+    return isolated_ops.sample_output(tpl.source, tpl.name, request, message)
 
 
 def sample_message(tools: list[dict[str, Any]] | None, *, reasoning: bool = True, content: bool = True,
@@ -512,8 +526,7 @@ def sample_message(tools: list[dict[str, Any]] | None, *, reasoning: bool = True
 def _parsed(source: str, name: str, fidelity: str, disabled: tuple[str, ...], overrides_json: str,
             request_json: str, output: str, partial: bool) -> tuple[dict[str, Any], tuple[Any, ...]]:
     bundle = unwrap(_bundle(source, name, fidelity, disabled, overrides_json, request_json))
-    msg = bundle.parser.parse(output, partial)
-    return msg.to_openai(), tuple(getattr(msg, "repairs", None) or ())
+    return isolated_ops.parse_openai(bundle.parser.recipe, output, partial)
 
 
 def _parse_result(tpl: CurrentTemplate, request: dict[str, Any], output: str,
@@ -535,49 +548,17 @@ def parsed_repairs(tpl: CurrentTemplate, request: dict[str, Any], output: str, p
     return _parse_result(tpl, request, output, partial)[1]
 
 
-REPLAY_STEPS = 1500  # at most this many replay steps (pieces are merged beyond it)
-
-
-@dataclass
-class Replay:
-    """A streaming replay: ``pieces`` (text fed per step; the last step is the finish, piece ""),
-    ``deltas`` (OpenAI delta dicts emitted per step), ``held_back`` (steps whose parse would have taken
-    text back) and ``truncated`` (after the finish: the ``truncated-call`` repairs of the one-shot parse, as
-    ``(tool name, calls kept, why)``, why "cut" or "rejected"; a client drops the streamed calls beyond ``calls kept``,
-    :func:`core.chat.repairs.settled`)."""
-
-    pieces: list[str]
-    deltas: list[list[dict[str, Any]]]
-    held_back: int = 0
-    truncated: list[tuple[str, int, str]] = field(default_factory=list)
-
-
-def replay_pieces(output: str, limit: int = REPLAY_STEPS) -> list[str]:
-    """Pseudo-tokens for the replay: special tokens (``<…>``, ``[…]``) whole, then words, spaces, symbols;
-    merged into at most ``limit`` pieces."""
-    import re
-
-    pieces = re.findall(r"<[^<>\s]{1,64}>|\[[A-Z_/]{1,32}\]|\s+|\w+|.", output, flags=re.S)
-    if len(pieces) > limit:
-        k = -(-len(pieces) // limit)
-        pieces = ["".join(pieces[i:i + k]) for i in range(0, len(pieces), k)]
-    return pieces
+# the replay is computed in a worker, with the parser built there (core.isolated_ops)
+REPLAY_STEPS = isolated_ops.REPLAY_STEPS
+Replay = isolated_ops.Replay
+replay_pieces = isolated_ops.replay_pieces
 
 
 @st.cache_resource(max_entries=8, show_spinner="Streaming the output through the parser…")
 def _replay(source: str, name: str, fidelity: str, disabled: tuple[str, ...], overrides_json: str,
             request_json: str, output: str, partial: bool) -> Replay:
-    from core.chat.stream import StreamingParser
-
     bundle = unwrap(_bundle(source, name, fidelity, disabled, overrides_json, request_json))
-    sp = StreamingParser(bundle.parser)
-    pieces = replay_pieces(output)
-    deltas = [[d.to_openai() for d in sp.feed(p)] for p in pieces]
-    deltas.append([d.to_openai() for d in sp.finish(partial)])
-    final = getattr(sp, "final", None)
-    truncated = [(r.detail, len(final.tool_calls), r.why) for r in getattr(sp, "repairs", [])
-                 if r.name == "truncated-call"] if final is not None else []
-    return Replay(pieces + [""], deltas, getattr(sp, "held_back", 0), truncated)
+    return isolated_ops.stream_replay(bundle.parser.recipe, output, partial)
 
 
 def replay(tpl: CurrentTemplate, request: dict[str, Any], output: str, partial: bool) -> Replay:

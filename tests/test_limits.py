@@ -103,6 +103,37 @@ def test_bombs_stay_under_the_memory_cap_and_memory_is_given_back(bomb_results):
     assert summary["rss_cleared_trimmed_mb"] - summary["rss_start_trimmed_mb"] <= 10, summary
 
 
+_HELD_RUNNER = """
+import json, resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+from bench.child import peak_rss_mb
+from core.templating import ChatTemplate
+src = open(sys.argv[1], encoding="utf-8").read()
+t0 = time.perf_counter()
+try:
+    ChatTemplate(src, "bomb").render({"messages": []})
+    error = None
+except Exception as e:
+    error = str(e)
+print(json.dumps({"seconds": time.perf_counter() - t0, "error": error, "peak_mb": peak_rss_mb()}))
+"""
+
+
+@pytest.mark.parametrize("bomb", sorted(p.name for p in BOMBS.glob("held_*.jinja")))
+def test_held_memory_bombs_stop_at_the_render_memory_limit(bomb):
+    """The bombs that keep many fresh strings alive (issue 24), under the default limits (the corpus run above
+    uses a 0.3 s render time, which can stop them first on a loaded machine): the render memory limit ends each
+    with one line, within 1 GB of address space."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", _HELD_RUNNER, str(BOMBS / bomb)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    row = json.loads(proc.stdout.splitlines()[-1])
+    assert row["error"] and "\n" not in row["error"], row
+    assert "limit: render memory" in row["error"] or "limit: render time" in row["error"], row
+    assert row["peak_mb"] <= 1024, row
+
+
 def test_clear_caches_empties_the_memos_and_the_compiled_templates():
     from core.analysis import caps, engine
     from core.chat import pipeline
@@ -131,6 +162,11 @@ def test_clear_caches_empties_the_memos_and_the_compiled_templates():
     ("{{ '%(a)999999999s' % {'a': 1} }}", "output size"),
     ("{{ 'ab'|replace('', 'x' * 600000) }}", "output size"),
     ("{{ range(10)|slice(1000000000)|list }}", "range size"),
+    # issue 24: the width reaches the spec as a string argument, through a nested field
+    ("{{ '{0:>{1}}'.format('x', '999999999') }}", "output size"),
+    ("{{ '{0:{1}}'.format(1.5, '.999999999f') }}", "output size"),
+    ("{{ '{a:>{w}}'.format_map({'a': 1, 'w': '999999999'}) }}", "output size"),
+    ("{{ ('{0:>900000}' * 3).format('x') }}", "output size"),
 ])
 def test_checked_before_the_work(source, limit):
     with pytest.raises(RenderLimitError, match=f"limit: {limit}"):
@@ -142,6 +178,17 @@ def test_normal_values_render_as_before():
            "{{ (2 ** 10) * 3 }}|{% for x in range(5)[1:3] %}{{ loop.index }}/{{ loop.length }}{% endfor %}|"
            "{{ ['a', 'b']|join(', ') }}|{{ 'x,y'.replace(',', ';') }}|{{ [1, [2]] }}")
     assert ChatTemplate(src).render({}) == "    1|002.5|[\n  1,\n  2\n]|a\n  b|3072|1/22/2|a, b|x;y|[1, [2]]"
+    nested = "{{ '{0:>{1}}|{a!r}|{b[0]}'.format('x', '4', a='q', b=[7]) }}|{{ '{k}'.format_map({'k': 3}) }}"
+    assert ChatTemplate(nested).render({}) == "   x|'q'|7|3"
+
+
+def test_memory_held_by_a_render_is_limited():
+    """Many values each under the size checks, kept alive together (issue 24): the process' growth during the
+    render is what stops it, here at 16 MB, long before the 2 s render time."""
+    src = "{% set a = range(100000)|map('center', 2000)|list %}{{ a|length }}"
+    with pytest.raises(RenderLimitError, match="limit: render memory"):
+        ChatTemplate(src, limits=RenderLimits(max_memory_mb=16)).render({})
+    assert ChatTemplate("{% set a = range(1000)|map('center', 2000)|list %}{{ a|length }}").render({}) == "1000"
 
 
 def test_projected_size_is_bounded_on_repeats_and_cycles():

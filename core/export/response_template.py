@@ -101,10 +101,23 @@ def _ws_opt(ws: str) -> str:
 _CALL_ID = "call00001"  # core.analysis.probes.CALL_ID_001, the id the call-id probes render
 
 
-def _name_re(suffix: str) -> str:
+_NAME_CHAR = r"[^\s<>\"'{}()\[\]]"
+_NOT_NAME_CHAR = r"[\s<>\"'}()\[\]]"  # what may follow a name, "{" aside
+
+
+def _name_re(suffix: str, prefix: str = "") -> str:
     """The function-name group: up to the suffix's first non-space character, never across whitespace or a
-    tag bracket."""
-    return r"(?P<name>[^\s<>\"'{}()\[\]]+?)" if suffix.strip() else r"(?P<name>[^\s<>\"'{}()\[\]]+)"
+    tag bracket — nor across the name ``prefix`` (a regex) when its characters are name characters (Kimi's
+    ``functions.``), so a search over a text repeating the prefix stays linear."""
+    char = f"(?:(?!{prefix}){_NAME_CHAR})" if prefix else _NAME_CHAR
+    return f"(?P<name>{char}+?)" if suffix.strip() else f"(?P<name>{char}+)"
+
+
+def _no_restart(char: str, *markers: str) -> str:
+    """``char`` (one character's regex) that does not start one of ``markers`` (regexes): a run of it stops at a
+    new opener, so a search that retries from each opener scans each character once."""
+    alts = "|".join(m for m in markers if m)
+    return f"(?:(?!{alts}){char})" if alts else char
 
 
 # ------------------------------------------------------------------------------------------------ mapping
@@ -221,7 +234,8 @@ def _call_id_parts(a: Any) -> tuple[str, str, str]:
         return "", "", ""
     if not cid.suffix.strip() and pos != "POST_ARGS":
         raise NotExpressible(f"call id at {pos} has no closing marker: where the id ends cannot be matched")
-    grp = _WS + re.escape(cid.prefix.strip()) + r"(?P<id>.+?)" + re.escape(cid.suffix.strip()) + _WS \
+    grp = _WS + re.escape(cid.prefix.strip()) + f"(?P<id>{_no_restart('.', re.escape(cid.prefix.strip()))}+?)" \
+        + re.escape(cid.suffix.strip()) + _WS \
         if cid.suffix.strip() else _WS + re.escape(cid.prefix.strip()) + r"(?P<id>\S+?)" + _WS
     return (grp, "", "") if pos == "PRE_FUNC_NAME" else ("", grp, "") if pos == "BETWEEN_FUNC_AND_ARGS" \
         else ("", "", grp)
@@ -321,7 +335,8 @@ def _tool_field(a: Any, notes: list[str], python_literals: bool = False) -> dict
         name_prefix = _digits(re.escape(fn.name_prefix.strip())) if fn.name_prefix.strip() else ""
         if _CALL_ID in fn.name_prefix and not pre_id:
             # the analysis left the call id inside the name prefix (Solar Open: "call00001<|tool_call:name|>")
-            name_prefix = name_prefix.replace(_digits(re.escape(_CALL_ID)), r"(?P<id>[^\s<>]+?)")
+            # the start is optional, so the pattern may begin with the id: it starts only after a non-id character
+            name_prefix = name_prefix.replace(_digits(re.escape(_CALL_ID)), r"(?<![^\s<>])(?P<id>[^\s<>]+?)")
             pre_id = " "  # marks the transform as carrying an id; the group sits in the name prefix
         optional_start = bool(fn.name_prefix.strip())
         cid = a.tools.call_id
@@ -334,7 +349,9 @@ def _tool_field(a: Any, notes: list[str], python_literals: bool = False) -> dict
         name_start = _opener(f, optional_start) + pre_id.strip() + (_WS + name_prefix if name_prefix else "")
         if not (f.per_call_start.strip() or fn.name_prefix.strip()):
             raise NotExpressible(f"{mode} calls without a per-call or function-name opening marker")
-        opener = name_start + _name_re(fn.name_suffix) + (_lit(fn.name_suffix) if fn.name_suffix.strip() else _WS)
+        crossable = fn.name_prefix.strip() and not re.search(r"[\s<>\"'{}()\[\]]", fn.name_prefix.strip())
+        opener = name_start + _name_re(fn.name_suffix, name_prefix if crossable else "") \
+            + (_lit(fn.name_suffix) if fn.name_suffix.strip() else _WS)
         opener += mid_id
         transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
         if pre_id or mid_id or post_id:
@@ -343,7 +360,11 @@ def _tool_field(a: Any, notes: list[str], python_literals: bool = False) -> dict
             if fn.args_separator.strip():
                 opener += _lit(fn.args_separator)
             elif not (fn.name_suffix.strip() or mid_id):
-                opener += r"[^{]*?(?=\{)"  # a marker the analysis did not name ([ARGS]) before the JSON arguments
+                # a marker the analysis did not name ([ARGS]) before the JSON arguments: after the (greedy) name
+                # a non-name character, then anything up to "{" that does not open another call
+                skip = _no_restart("[^{]", *(_digits(re.escape(m.strip())) for m in (f.per_call_start,
+                                                                                       fn.name_prefix) if m.strip()))
+                opener = opener[: -len(_WS)] + f"(?:{_NOT_NAME_CHAR}{skip}*)?(?=\\{{)"
             close = post_id + _closer(f, fn.close, next_open=_next_open(f, fn))
             if not close.replace(_WS, ""):
                 # no closer (Mistral's [TOOL_CALLS]name[ARGS]{…}): a call ends where the next one opens, or at the end
@@ -358,14 +379,18 @@ def _tool_field(a: Any, notes: list[str], python_literals: bool = False) -> dict
             opener += _lit(args.start)
         # a value keeps its own whitespace: only the markers' whitespace (Qwen3-Coder's "\n" on each side) is
         # taken off, as llama.cpp does ("#include\n" stays "#include\n")
-        key = re.escape(args.name_prefix.strip()) + r"(?P<key>[^<>\n\"]+?)"
+        # the key ends with a non-space character, so it cannot trade spaces with the \s* before the suffix
+        key = re.escape(args.name_prefix.strip()) + r"(?P<key>[^<>\n\"]*?[^<>\s\"])"
         key += _WS + re.escape(args.name_suffix.strip()) if args.name_suffix.strip() else ""
         if not (args.name_suffix.strip() or args.value_prefix.strip()):
             key += r"(?=\s)"
         v_pre = args.value_prefix if args.value_prefix.strip() else args.name_suffix
         v_suf = args.value_suffix
         value = (_WS + re.escape(args.value_prefix.strip()) if args.value_prefix.strip() else "")
-        value += _ws_opt(v_pre[len(v_pre.rstrip()):]) + r"(?P<value>.*?)" + _ws_opt(v_suf[: len(v_suf) - len(v_suf.lstrip())])
+        # a value does not run across the next argument's opener (linear on a text repeating it)
+        value += _ws_opt(v_pre[len(v_pre.rstrip()):]) \
+            + f"(?P<value>{_no_restart('.', re.escape(args.name_prefix.strip()))}*?)" \
+            + _ws_opt(v_suf[: len(v_suf) - len(v_suf.lstrip())])
         value += re.escape(v_suf.strip())
         close = _closer(f, args.end, fn.close, next_open=_next_open(f, fn))
         if not close.replace(_WS, ""):
@@ -503,7 +528,8 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
                                  rf"|(?={_WS}<｜DSML｜invoke)|\Z)",
                 "repeats": True, "content": "xml-inline",
                 "content_args": {"tag_pattern": r'<｜DSML｜parameter name="(?P<key>[^"]+)"(?: string="(?:true|false)")?>'
-                                                r"(?P<value>.*?)</｜DSML｜parameter>"},
+                                                r"(?P<value>(?:(?!<｜DSML｜parameter name=).)*?)"
+                                                r"</｜DSML｜parameter>"},
                 "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
             "content": {"content": "text"}}
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
@@ -562,6 +588,8 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
     from ..chat.request import ChatRequest
     from ..chat.roundtrip import round_trip_request
     from ..errors import ChatTemplateExplorerError
+    from .linear import linear_response_template
+    from .redos import check_response_template
 
     flavour = Flavour(flavour)
     if fidelity not in ("llama.cpp", "improved"):
@@ -609,6 +637,13 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
             if route.kind == "specialized":
                 res.notes.append(f"special handler {route.handler}: exported from the analysis; verification "
                                  "compares with the handler's parses")
+        if res.response_template is not None:
+            linear_response_template(res.response_template)  # core/export/linear.py
+            slow = check_response_template(res.response_template)  # core/export/redos.py: never export one
+            if slow:
+                where, found = next(iter(slow.items()))
+                raise NotExpressible(f"a pattern would not run in linear time on some outputs ({where}: "
+                                     f"{found[0].kind}, {found[0].detail})")
         if flavour == Flavour.VLLM and res.response_template is not None:
             vllm_limits(res.response_template)
     except NotExpressible as e:

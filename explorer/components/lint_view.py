@@ -50,20 +50,26 @@ def show_findings(report: Any, *, key: str = "lint") -> None:
 
 
 def corpus_lint(paths: list[str], fidelity: str, progress: Callable[[float, str], None]) -> dict[str, dict[str, Any]]:
-    """Lint ``paths`` on two worker processes (:func:`core.lint.corpus.lint_corpus`); template name → row of
-    lint columns (``lint_errors``, ``lint_warnings``, ``lint_info``, ``lint_kinds``, ``lint_ids``).
+    """Lint ``paths`` two at a time, each in a limited worker (:func:`core.isolated_ops.lint_file`); template
+    name → row of lint columns (``lint_errors``, ``lint_warnings``, ``lint_info``, ``lint_kinds``, ``lint_ids``).
     ``progress(fraction, text)`` is called as templates finish."""
-    from core.lint.corpus import lint_corpus
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
-    reports = lint_corpus(paths, workers=2, fidelity=fidelity, start_method="spawn",  # the server has threads
-                          progress=lambda done, total, name: progress(done / total, f"Lint {done}/{total} · {name}"))
+    from core.isolated_ops import lint_file
+
+    reports = []
+    with ThreadPoolExecutor(2) as pool:  # the threads only wait on their workers' pipes
+        futures = [pool.submit(lint_file, p, fidelity) for p in paths]
+        for done, f in enumerate(as_completed(futures), 1):
+            reports.append(f.result())
+            progress(done / len(paths), f"Lint {done}/{len(paths)} · {reports[-1].template}")
     out = {}
     for r in reports:
         sev = [f.severity.value for f in r.findings]
         out[r.template] = {"lint_errors": sev.count("error"), "lint_warnings": sev.count("warning"),
                            "lint_info": sev.count("info"),
                            "lint_kinds": ", ".join(k for k, n in r.by_kind().items() if n),
-                           "lint_ids": " ".join(f.id for f in r.findings)}
+                           "lint_ids": getattr(r, "error", "") or " ".join(f.id for f in r.findings)}
     return out
 
 

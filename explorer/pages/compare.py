@@ -11,11 +11,9 @@ from explorer.components.text import md
 
 @st.cache_resource(max_entries=16, show_spinner="Comparing…")
 def _compare(src_a: str, name_a: str, src_b: str, name_b: str, fidelity: str, with_lint: bool):
-    from core.compare import compare_templates
-    from core.templating import ChatTemplate
+    from core.isolated_ops import compare  # in a limited worker: no template code in the server
 
-    return compare_templates(ChatTemplate(src_a, name_a), ChatTemplate(src_b, name_b), fidelity=fidelity,
-                             with_lint=with_lint)
+    return compare(src_a, name_a, src_b, name_b, fidelity, with_lint)
 
 
 st.title("Compare")

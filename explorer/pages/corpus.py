@@ -19,8 +19,22 @@ from explorer.components.text import md, visible_text
 
 @st.cache_data(max_entries=4096, show_spinner=False)
 def corpus_row(path: str, size: int, mtime: float, fidelity: str = "llama.cpp") -> dict:
-    """:func:`core.corpus.corpus_row` cached per file (``size``/``mtime`` key the cache) and fidelity."""
-    return core_corpus.corpus_row(path, fidelity)
+    """:func:`core.corpus.corpus_row` cached per file (``size``/``mtime`` key the cache) and fidelity, computed in
+    a limited worker (:func:`core.isolated_ops.corpus_row`)."""
+    from core.isolated_ops import corpus_row as isolated_row
+
+    return isolated_row(path, fidelity)
+
+
+def uncached_if_stopped(path: str, size: int, mtime: float, fidelity: str) -> dict:
+    """:func:`corpus_row`, or for a worker stopped at its limit an error row that is not cached."""
+    from core.isolated_ops import stopped_row
+    from core.isolation import WorkerLimitError
+
+    try:
+        return corpus_row(path, size, mtime, fidelity)
+    except WorkerLimitError as e:
+        return stopped_row(path, e)
 
 
 st.title("Corpus")
@@ -50,7 +64,7 @@ if st.button(f"Analyse {len(files)} templates", type="primary"):
             for i, p in enumerate(files):
                 bar.progress(i / len(files), text=md(f"{i}/{len(files)} · {p.name}"))
                 stat = p.stat()
-                rows.append(corpus_row(str(p), stat.st_size, stat.st_mtime, state.fidelity()))
+                rows.append(uncached_if_stopped(str(p), stat.st_size, stat.st_mtime, state.fidelity()))
             bar.progress(1.0, text=f"Done: {len(files)} templates")
         result = {"folder": str(folder), "rows": rows}
         st.session_state["corpus_result"] = result

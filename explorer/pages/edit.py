@@ -22,11 +22,17 @@ def _save_draft() -> None:
 
 
 def _analyse() -> None:
-    from core.lint.locate import check_source
+    from core.isolated_ops import check_source  # the check renders: in a limited worker
 
     base = st.session_state.get("edit_base") or state.current()
     text = st.session_state.get(KEY, "")
-    _, loc = check_source(text, base.name)
+    try:
+        loc = check_source(text, base.name)
+    except Exception as e:  # noqa: BLE001 - a worker stopped at its limit: shown where the error goes
+        from core.lint.locate import locate_error
+
+        st.session_state["edit_error"] = locate_error(e, text)
+        return
     st.session_state["edit_error"] = loc
     if loc is not None:
         return

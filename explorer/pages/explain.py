@@ -74,16 +74,9 @@ with st.expander("Request (edit it on the Playground)"):
 @st.cache_data(max_entries=32, show_spinner="Explaining the parse…")
 def _explain(source: str, name: str, request_json: str, output: str, fidelity: str, overrides_json: str,
              disabled: tuple) -> dict:
-    from core.chat.request import ChatRequest
-    from core.explain.explain import explain
-    from core.explain.reproducer import case_line, peg_tester_snippet, pytest_test
-    from core.templating import ChatTemplate
+    from core.isolated_ops import explain_view  # in a limited worker: no template code in the server
 
-    ex = explain(ChatTemplate(source, name), ChatRequest.from_dict(json.loads(request_json)), output,
-                 fidelity=fidelity, overrides=json.loads(overrides_json), disabled_workarounds=disabled)
-    data = ex.to_json()
-    data["reproducer"] = {"case": case_line(ex), "pytest": pytest_test(ex, source=source), "peg_tester": peg_tester_snippet(ex)}
-    return data
+    return explain_view(source, name, request_json, output, fidelity, overrides_json, disabled)
 
 
 ex = state.attempt(_explain, tpl.source, tpl.name, json.dumps(request, sort_keys=True, ensure_ascii=False),
@@ -173,22 +166,9 @@ if ex["truncated"] is not None:
 @st.cache_data(max_entries=16, show_spinner="Replaying the stream…")
 def _replay(source: str, name: str, request_json: str, output: str, fidelity: str, overrides_json: str,
             disabled: tuple, chunk: int) -> list[dict]:
-    from core.analysis import reapply
-    from core.chat.pipeline import build_chat_parser, cached_analysis
-    from core.chat.request import ChatRequest
-    from core.explain.trace_routes import stream_steps
-    from core.templating import ChatTemplate
+    from core.isolated_ops import explain_steps  # in a limited worker
 
-    tpl_ = ChatTemplate(source, name)
-    overrides = json.loads(overrides_json)
-    report = None
-    if overrides or disabled:
-        report = reapply(cached_analysis(tpl_, fidelity), overrides=overrides or None, disabled_workarounds=disabled)
-    bundle = build_chat_parser(tpl_, ChatRequest.from_dict(json.loads(request_json)), report=report,
-                               fidelity=fidelity)
-    gp = len(bundle.parser.generation_prompt)
-    return [{"end": s.end, "new": [gp + s.new_start, gp + s.end], "spans": [x.to_json() for x in s.spans]}
-            for s in stream_steps(bundle.parser, output, chunk, bundle.report)]
+    return explain_steps(source, name, request_json, output, fidelity, overrides_json, disabled, chunk)
 
 
 with st.expander("Streaming replay (the same view, step by step)"):

@@ -7,23 +7,22 @@ import json
 import pandas as pd
 import streamlit as st
 
-from core.templating import ChatTemplate
 from explorer import state
 from explorer.components.text import literal, md
 
 
 @st.cache_data(max_entries=32, show_spinner="Exporting…")
 def _export(source: str, name: str, fidelity: str, flavour: str) -> dict:
-    from core.export.response_template import export_response_template
+    from core.isolated_ops import export_response_template  # in a limited worker
 
-    return export_response_template(ChatTemplate(source, name), fidelity=fidelity, flavour=flavour).to_json()
+    return export_response_template(source, name, fidelity, flavour)
 
 
 @st.cache_data(max_entries=32, show_spinner="Verifying with transformers…")
 def _verify(source: str, name: str, fidelity: str, rt_json: str) -> dict:
-    from core.export.verify import verify
+    from core.isolated_ops import verify_export  # in a limited worker
 
-    return verify(json.loads(rt_json), ChatTemplate(source, name), fidelity=fidelity).to_json()
+    return verify_export(source, name, fidelity, rt_json)
 
 
 st.title("Export")
@@ -71,9 +70,9 @@ else:
                              hide_index=True, width="stretch")
 
 st.subheader("GBNF grammar and triggers")
-from core.export.gbnf import export_gbnf  # noqa: E402
+from core.isolated_ops import export_gbnf  # noqa: E402  (in a limited worker)
 
-gbnf = state.attempt(export_gbnf, ChatTemplate(tpl.source, tpl.name), fidelity=fid)
+gbnf = state.attempt(export_gbnf, tpl.source, tpl.name, fid)
 if gbnf is not None:
     st.code(gbnf, language=None)
     st.download_button("Download grammar (.gbnf)", gbnf, file_name="grammar.gbnf", mime="text/plain")

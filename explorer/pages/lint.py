@@ -12,10 +12,9 @@ from explorer.components.text import md
 
 @st.cache_resource(max_entries=32, show_spinner="Linting the template…")
 def _lint(source: str, name: str, fidelity: str, suppressed: tuple[str, ...], overrides_key: str, _report):
-    from core.lint import lint
-    from core.templating import ChatTemplate
+    from core.isolated_ops import lint  # in a limited worker: no template code in the server
 
-    return lint(ChatTemplate(source, name), fidelity=fidelity, suppressed=suppressed, report=_report)
+    return lint(source, name, fidelity, suppressed, _report)
 
 
 st.title("Lint")

@@ -258,11 +258,12 @@ request = state.attempt(state.request_dict)
 bundle = state.attempt(state.parser_bundle, tpl, request) if request is not None else None
 if bundle is not None:
     out = st.session_state.get("in_output", "") or state.sample_output(tpl)
-    msg = bundle.parser.parse(out, False)
+    msg = state.attempt(bundle.parser.parse, out, False)  # parsed in a worker: it can be stopped
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Playground output parsed**")
-        st.json(visible_json(msg.to_openai(), clip=2000))
+        if msg is not None:
+            st.json(visible_json(msg.to_openai(), clip=2000))
     with c2:
         st.markdown("**Grammar**")
         if bundle.parser.grammar:

@@ -66,7 +66,9 @@ def replay_view(output: str, partial: bool, markers: list[str]) -> None:
     from core.chat.conformance import accumulate_deltas
 
     request = state.request_dict()
-    rp = state.replay(tpl, request, output, partial)
+    rp = state.attempt(state.replay, tpl, request, output, partial)  # in a worker: it can be stopped
+    if rp is None:
+        return
     n = len(rp.pieces)
     # a new output, template or request starts the replay at its end (the slider kept the old step, so a
     # changed output showed a stale half-way state that looked like a parser bug)

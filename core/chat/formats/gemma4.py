@@ -517,6 +517,9 @@ def _peg_root(p: Any, view: C.RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, a
 
 _PROBE_NAME, _PROBE_KEY, _PROBE_VALUE, _PROBE_NUM_KEY = "probe_fn", "probe_key", "probe_value", "probe_num"
 _TOKEN = r"<[^<>\s]+>"
+# the probe call in a render; its arguments do not run across another probe call (linear on a render that
+# repeats the call's opener without closing it: core/export/redos.py, SPAN)
+_CALL_PROBE = re.compile(rf"({_TOKEN})call:{_PROBE_NAME}\{{((?:(?!call:{_PROBE_NAME}\{{).)*?)\}}({_TOKEN})", re.S)
 # per normalised template source: bounded, since a server sees any number of pasted templates
 _SYNTAX_CACHE = BoundedMemo("gemma call syntax", max_entries=1024, max_bytes=64 * 2**20)
 
@@ -553,7 +556,7 @@ def call_syntax_of(template: ChatTemplate) -> CallSyntax | None:
                                     "bos_token": "", "eos_token": ""})
         except Exception:  # noqa: BLE001 - a template that cannot render this has no detectable syntax
             continue
-        m = re.search(rf"({_TOKEN})call:{_PROBE_NAME}\{{(.*?)\}}({_TOKEN})", text, re.S)
+        m = _CALL_PROBE.search(text)
         if not m:
             continue
         s = re.search(rf"{_PROBE_KEY}:({_TOKEN}){_PROBE_VALUE}\1", m.group(2))

@@ -1,0 +1,278 @@
+"""Whitespace in exported delimiter patterns, placed so a search stays linear (checked by :mod:`core.export.redos`).
+
+The mapping (:mod:`core.export.response_template`) makes every marker's outer whitespace optional (``\\s*X\\s*``)
+and joins markers and optional sections, which leaves ``\\s*\\s*``, ``\\s*(?:\\s*X\\s*)?\\s*Y`` and
+``(?:\\s*X\\s*)+``: two runs that can take the same spaces, tried in every split before a search fails. Here a
+pattern is read into a small tree of atoms and groups and rewritten:
+
+* a ``\\s*`` that every path reaches right after another ``\\s*`` is dropped (the earlier one takes the same
+  spaces): ``\\s*(?:\\s*X\\s*)?\\s*Y`` becomes ``\\s*(?:X\\s*)?Y``, ``\\s*\\s*`` becomes ``\\s*``; a repeated group
+  that starts and ends with ``\\s*`` gets the leading one hoisted before it: ``\\s*(?:X\\s*)+``;
+* a lookahead's trailing ``\\s*`` is dropped (it can always match nothing);
+* a delimiter's leading ``\\s*`` (also inside a leading optional section, alternative or lookahead) is dropped: a
+  search tries every start, and a leading run makes each start inside a long run of spaces rescan the rest.
+  The spaces then stay at the end of the region before the delimiter, where the consumers' ``text`` parser
+  strips them and the ``json``, ``xml-inline`` and ``python-call-list`` parsers skip them.
+
+* a ``\\s*`` inside an optional part a delimiter may start with (``(?:<section>\\s*)?<call>``) becomes
+  ``\\s{0,1000}``: the ``regex`` module's partial search, which transformers runs while streaming, is quadratic on
+  an unbounded run there (:mod:`core.export.redos`, ``PARTIAL``); more than 1,000 whitespace characters between a
+  section opener and a call opener leave the section opener in the text before.
+
+Both keep the set of texts a delimiter matches where it is anchored (``\\A``) and the text a region yields
+after those parsers; a ``\\s*`` inside a capturing group's edge is left alone (it is part of the capture).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+WS = r"\s*"
+
+
+@dataclass
+class _Atom:
+    text: str  # one atom with its quantifier: "\s*", "a", "\(", "[^{]*?", "\Z"
+
+    @property
+    def is_ws(self) -> bool:
+        return self.text == WS
+
+
+@dataclass
+class _Group:
+    open: str  # "(", "(?:", "(?P<name>", "(?=", "(?!", "(?<=", "(?<!"
+    alts: list[list[Any]] = field(default_factory=list)
+    close: str = ")"  # ")" plus its quantifier
+
+    @property
+    def quant(self) -> str:
+        return self.close[1:]
+
+    @property
+    def capturing(self) -> bool:
+        return self.open == "(" or self.open.startswith("(?P<")
+
+    @property
+    def lookahead(self) -> bool:
+        return self.open == "(?="
+
+
+def _quant(p: str, i: int) -> int:
+    """End of the quantifier starting at ``p[i]`` (``i`` when there is none)."""
+    if i < len(p) and p[i] in "*+?":
+        i += 1
+    elif i < len(p) and p[i] == "{":
+        j = p.find("}", i)
+        if j < 0:
+            return i
+        i = j + 1
+    else:
+        return i
+    if i < len(p) and p[i] in "?+":
+        i += 1
+    return i
+
+
+def parse(p: str) -> list[list[Any]]:
+    """The alternatives of ``p`` as lists of :class:`_Atom` / :class:`_Group`."""
+    stack: list[_Group] = [_Group("")]
+    stack[0].alts.append([])
+    i = 0
+    while i < len(p):
+        c = p[i]
+        if c == "\\":
+            j = _quant(p, i + 2)
+            stack[-1].alts[-1].append(_Atom(p[i:j]))
+            i = j
+        elif c == "[":
+            j = i + 1
+            if j < len(p) and p[j] == "^":
+                j += 1
+            if j < len(p) and p[j] == "]":
+                j += 1
+            while j < len(p) and p[j] != "]":
+                j += 2 if p[j] == "\\" else 1
+            k = _quant(p, j + 1)
+            stack[-1].alts[-1].append(_Atom(p[i:k]))
+            i = k
+        elif c == "(":
+            if p.startswith("(?P<", i):
+                j = p.index(">", i) + 1
+            elif p.startswith(("(?<=", "(?<!"), i):
+                j = i + 4
+            elif p.startswith(("(?:", "(?=", "(?!", "(?>"), i):
+                j = i + 3
+            else:
+                j = i + 1
+            g = _Group(p[i:j])
+            g.alts.append([])
+            stack[-1].alts[-1].append(g)
+            stack.append(g)
+            i = j
+        elif c == ")":
+            j = _quant(p, i + 1)
+            stack[-1].close = p[i:j]
+            stack.pop()
+            i = j
+        elif c == "|":
+            stack[-1].alts.append([])
+            i += 1
+        else:
+            j = _quant(p, i + 1)
+            stack[-1].alts[-1].append(_Atom(p[i:j]))
+            i = j
+    return stack[0].alts
+
+
+def render(alts: list[list[Any]]) -> str:
+    """The pattern text of a parsed tree."""
+    return "|".join("".join(_render(e) for e in seq) for seq in alts)
+
+
+def _render(e: Any) -> str:
+    return e.text if isinstance(e, _Atom) else e.open + render(e.alts) + e.close
+
+
+def _zero_width(e: _Atom) -> bool:
+    return e.text in (r"\Z", r"\b", r"\B", "$")
+
+
+def _ends_ws(seq: list[Any], ws_before: bool) -> bool:
+    """Whether every path through ``seq`` ends right after a ``\\s*`` (``ws_before``: the text before did)."""
+    ws = ws_before
+    for e in seq:
+        if isinstance(e, _Atom):
+            ws = True if e.is_ws else ws if _zero_width(e) else False
+        elif e.open.startswith("(?") and e.open[2] in "=!<":
+            continue
+        else:
+            ends = all(_ends_ws(a, ws) for a in e.alts)
+            ws = (ws and ends) if e.quant[:1] in ("?", "*") else ends
+    return ws
+
+
+def _dedupe(seq: list[Any], ws: bool) -> tuple[list[Any], bool]:
+    """``seq`` without a ``\\s*`` that follows another on every path; returns it and whether it ends after one."""
+    out: list[Any] = []
+    for e in seq:
+        if isinstance(e, _Atom):
+            if e.is_ws:
+                if ws:
+                    continue
+                ws = True
+            elif e.text == r"\A":
+                ws = False
+            elif not _zero_width(e):
+                ws = False
+            out.append(e)
+            continue
+        if e.open in ("(?!", "(?<=", "(?<!", "(?>"):
+            out.append(e)  # left as written; zero width or atomic
+            continue
+        if e.lookahead:  # (?=X\s*) is (?=X)
+            e.alts = [_drop_trailing_ws(_dedupe(a, ws)[0]) for a in e.alts]
+            out.append(e)
+            continue
+        q = e.quant[:1]
+        start = ws and not e.capturing
+        if q in ("+", "*") and not start and not e.capturing \
+                and all(a[:1] and isinstance(a[0], _Atom) and a[0].is_ws for a in e.alts) \
+                and all(_ends_ws(a, False) for a in e.alts):
+            out.append(_Atom(WS))  # hoisted: (?:\s*X\s*)+ -> \s*(?:X\s*)+
+            start = True
+        new, ends = [], []
+        for a in e.alts:
+            d, end = _dedupe(a, start)
+            new.append(d)
+            ends.append(end)
+        e.alts = new
+        end_ws = all(ends)
+        ws = (ws and end_ws) if q in ("?", "*") else end_ws
+        out.append(e)
+    return out, ws
+
+
+def _drop_trailing_ws(seq: list[Any]) -> list[Any]:
+    while seq and isinstance(seq[-1], _Atom) and seq[-1].is_ws:
+        seq = seq[:-1]
+    return seq
+
+
+def _strip_leading(seq: list[Any]) -> list[Any]:
+    """``seq`` without the ``\\s*`` it can start with (also inside leading optional sections, alternatives and
+    lookaheads), up to its first element that always consumes text."""
+    out = list(seq)
+    i = 0
+    while i < len(out):
+        e = out[i]
+        if isinstance(e, _Atom):
+            if e.is_ws:
+                del out[i]
+                continue
+            return out  # \A, a literal, a class: the pattern starts here
+        if e.capturing or e.open in ("(?!", "(?<=", "(?<!", "(?>"):
+            return out
+        e.alts = [_strip_leading(a) for a in e.alts]
+        if not (e.lookahead or e.quant[:1] in ("?", "*") or any(_nullable(a) for a in e.alts)):
+            return out
+        i += 1
+    return out
+
+
+def _nullable(seq: list[Any]) -> bool:
+    for e in seq:
+        if isinstance(e, _Atom):
+            if not (e.is_ws or _zero_width(e) or e.text[-1:] in "*?" and not e.text.endswith("\\?")):
+                return False
+        elif not (e.open.startswith("(?") and e.open[2] in "=!<") and e.quant[:1] not in ("?", "*") \
+                and not any(_nullable(a) for a in e.alts):
+            return False
+    return True
+
+
+BOUNDED_WS = r"\s{0,%d}" % 1000
+
+
+def _bound_leading(seq: list[Any]) -> list[Any]:
+    """``seq`` with each ``\\s*`` inside the optional parts it may start with bounded (:data:`BOUNDED_WS`)."""
+    for e in seq:
+        if isinstance(e, _Atom):
+            if _zero_width(e):
+                continue
+            return seq
+        free = e.lookahead or e.open in ("(?!", "(?<=", "(?<!") or e.quant[:1] in ("?", "*") \
+            or any(_nullable(a) for a in e.alts)
+        if not free:
+            return seq
+        e.alts = [_bound_all(a) for a in e.alts]
+    return seq
+
+
+def _bound_all(seq: list[Any]) -> list[Any]:
+    out = []
+    for e in seq:
+        if isinstance(e, _Atom):
+            out.append(_Atom(BOUNDED_WS) if e.is_ws else e)
+        else:
+            e.alts = [_bound_all(a) for a in e.alts]
+            out.append(e)
+    return out
+
+
+def linear_delimiter(pattern: str, *, search: bool = True) -> str:
+    """``pattern`` with its whitespace runs placed as the module says (``search``: also without a leading
+    ``\\s*``, and bounded inside the optional parts it may start with)."""
+    alts = [_dedupe(seq, False)[0] for seq in parse(pattern)]
+    if search:
+        alts = [_bound_leading(_strip_leading(seq)) for seq in alts]
+    return render(alts)
+
+
+def linear_response_template(rt: dict[str, Any]) -> None:
+    """Rewrite every ``open_pattern`` / ``close_pattern`` of ``rt`` in place (:func:`linear_delimiter`)."""
+    for f in (rt.get("fields") or {}).values():
+        for key in ("open_pattern", "close_pattern"):
+            if f.get(key):
+                f[key] = linear_delimiter(f[key])

@@ -1,0 +1,316 @@
+"""Run a core function on picklable inputs in a limited worker process: a memory limit and a wall-clock kill.
+
+The in-process limits (:mod:`core.templating`) stop every runaway we know of inside the sandbox's hooks; work
+inside CPython's C code (``==`` on two deep lists) runs on without calling any hook, holding the interpreter
+lock. A front end serving several people therefore runs every template render here, so one visitor's runaway
+template costs a worker, never the server: :func:`call` sends ``fn(*args, **kwargs)`` to a worker and waits on
+the pipe without holding the interpreter lock; past ``timeout_s`` the worker is killed and
+:class:`WorkerLimitError` names the limit.
+
+Workers are forked from a ``forkserver`` (safe from a threaded server, and cheap: it has ``core`` imported),
+cap their own address space with ``RLIMIT_AS`` and serve calls one after the other: a worker is reused until
+it misbehaves (killed at the time limit, out of memory, died, or grown past half its memory limit), so a call
+pays a pipe round trip, not a process start. At most :data:`MAX_WORKERS` run at once; more callers wait for
+one. ``fn`` must be a module-level function (pickled by reference); arguments and results are pickled.
+
+Errors raised by ``fn`` come back as the same class of :mod:`core.errors` with the same message. A
+:class:`WorkerLimitError` says nothing about the inputs (the same call may pass on a quieter machine):
+callers must not cache it as the inputs' verdict.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .errors import AnalysisError, ChatTemplateExplorerError
+
+#: Wall-clock seconds one call may take before its worker is killed (``$CTE_ISOLATED_TIMEOUT_S``).
+DEFAULT_TIMEOUT_S = float(os.environ.get("CTE_ISOLATED_TIMEOUT_S") or 20.0)
+#: Address-space limit of a worker in MB (``$CTE_ISOLATED_MEMORY_MB``); the analysis of a real template peaks
+#: well under 100 MB.
+DEFAULT_MEMORY_MB = int(os.environ.get("CTE_ISOLATED_MEMORY_MB") or 500)
+#: Workers running at once (``$CTE_ISOLATED_WORKERS``); further calls wait for one.
+MAX_WORKERS = max(1, int(os.environ.get("CTE_ISOLATED_WORKERS") or 4))
+#: Workers kept idle for the next calls.
+MAX_IDLE = 2
+#: Calls one worker serves before it is replaced (its caches are bounded; this bounds fragmentation too).
+MAX_CALLS = 500
+
+
+class WorkerLimitError(AnalysisError):
+    """The worker was killed at the time limit, ran out of memory or died, or no worker was free in time: a
+    transient failure of this run, not a verdict on the inputs (never cache it as one). ``what`` is the work
+    ("analysis", "render", …): an analysis says "cannot analyse template …", other work "template … stopped"."""
+
+    def __init__(self, name: str, message: str, what: str = "analysis"):
+        super().__init__(name, message)
+        if what != "analysis":
+            Exception.__init__(self, f"template {name!r} stopped: {message}")
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """An error raised in the worker, as plain data: its class (module and name), its text and its plain
+    attributes (``name``, ``message``, ``field``, ``lineno``, …)."""
+
+    module: str
+    cls: str
+    text: str
+    attrs: tuple[tuple[str, Any], ...] = ()
+
+    @staticmethod
+    def of(e: BaseException) -> "_Failure":
+        attrs = tuple((k, v) for k, v in vars(e).items()
+                      if isinstance(v, (str, int, float, bool, type(None))) and not k.startswith("_"))
+        return _Failure(type(e).__module__, type(e).__qualname__, str(e), attrs)
+
+
+_ctx_lock = threading.Lock()
+_ctx: Any = None
+
+
+def _context() -> Any:
+    global _ctx
+    with _ctx_lock:
+        if _ctx is None:
+            methods = multiprocessing.get_all_start_methods()
+            _ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+            if "forkserver" in methods:
+                _ctx.set_forkserver_preload(["core.analysis", "core.isolation", "core.isolated_ops"])
+        return _ctx
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+
+
+def _serve(conn: Any, memory_mb: int) -> None:
+    """Worker body: limit memory, then answer ``(fn, args, kwargs)`` requests with ``("ok", result, rss_mb)`` or
+    ``("err", _Failure, rss_mb)`` until the pipe closes or ``None`` arrives. Exits after a MemoryError (its
+    state may be broken)."""
+    try:
+        import resource
+
+        limit = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ImportError, ValueError, OSError):  # pragma: no cover - non-POSIX: time limit only
+        resource = None  # type: ignore[assignment]
+    _die_with_parent()
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        if request is None:
+            return
+        fn, args, kwargs, timeout = request
+        if resource is not None:
+            # a backstop that needs no caller: if the caller is gone and cannot kill this worker, the kernel
+            # does (SIGXCPU) once the call has used its time in CPU seconds, and some more
+            used = resource.getrusage(resource.RUSAGE_SELF)
+            cpu = int(used.ru_utime + used.ru_stime + 2 * timeout + 5)
+            try:
+                resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.RLIM_INFINITY))
+            except (ValueError, OSError):  # pragma: no cover
+                pass
+        broken = False
+        try:
+            reply: tuple[Any, ...] = ("ok", fn(*args, **kwargs))
+        except MemoryError:
+            reply, broken = ("err", _Failure("builtins", "MemoryError", "")), True
+        except BaseException as e:  # noqa: BLE001 - everything goes back as data
+            reply = ("err", _Failure.of(e))
+        try:
+            conn.send((*reply, _rss_mb()))
+        except MemoryError:
+            return
+        except Exception as e:  # noqa: BLE001 - a result that does not pickle
+            try:
+                conn.send(("err", _Failure("builtins", "TypeError", f"result not transferable ({type(e).__name__})"),
+                           _rss_mb()))
+            except Exception:  # noqa: BLE001
+                return
+        if broken:
+            return
+
+
+def _die_with_parent() -> None:
+    """Linux: this process gets SIGKILL when its parent (the forkserver, which exits with the server) dies, so a
+    worker busy in C code does not outlive a server that was killed."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+
+
+class _Worker:
+    __slots__ = ("proc", "conn", "memory_mb", "calls")
+
+    def __init__(self, memory_mb: int):
+        ctx = _context()
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=_serve, args=(child, memory_mb), daemon=True)
+        self.proc.start()
+        child.close()
+        self.memory_mb = memory_mb
+        self.calls = 0
+
+    def kill(self) -> None:
+        try:
+            self.conn.close()
+        except OSError:  # pragma: no cover
+            pass
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+
+
+_pool_lock = threading.Lock()
+_idle: list[_Worker] = []
+_slots = threading.BoundedSemaphore(MAX_WORKERS)
+
+
+def _take(memory_mb: int) -> _Worker:
+    with _pool_lock:
+        while _idle:
+            w = _idle.pop()
+            if w.memory_mb == memory_mb and w.proc.is_alive():
+                return w
+            w.kill()
+    return _Worker(memory_mb)
+
+
+def _give_back(w: _Worker, rss_mb: float) -> None:
+    if w.calls >= MAX_CALLS or rss_mb > w.memory_mb / 2 or not w.proc.is_alive():
+        w.kill()
+        return
+    with _pool_lock:
+        if len(_idle) < MAX_IDLE:
+            _idle.append(w)
+            return
+    w.kill()
+
+
+def warm(memory_mb: int | None = None) -> None:
+    """Start one idle worker now (a server calls it at start-up, so the first visitor pays no start)."""
+    memory = DEFAULT_MEMORY_MB if memory_mb is None else memory_mb
+    with _pool_lock:
+        if any(w.memory_mb == memory for w in _idle):
+            return
+    w = _Worker(memory)
+    with _pool_lock:
+        if len(_idle) < MAX_IDLE:
+            _idle.append(w)
+            return
+    w.kill()
+
+
+def shutdown() -> None:
+    """Stop the idle workers (running calls end on their own)."""
+    with _pool_lock:
+        workers, _idle[:] = list(_idle), []
+    for w in workers:
+        w.kill()
+
+
+def _rebuild(f: _Failure, name: str, what: str, memory_mb: int) -> Exception:
+    """The worker's error in this process: the same class of ours (a :class:`ChatTemplateExplorerError` of a
+    ``core`` module) with the same text and attributes; anything else as an :class:`AnalysisError`."""
+    import importlib
+
+    if f.cls == "MemoryError":
+        return WorkerLimitError(name, f"the {what} ran out of its {memory_mb} MB memory limit "
+                                      f"(limit: isolated {what} memory)", what)
+    cls: Any = None
+    if f.module == "core" or f.module.startswith("core."):
+        try:
+            cls = importlib.import_module(f.module)
+            for part in f.cls.split("."):
+                cls = getattr(cls, part)
+        except (ImportError, AttributeError):
+            cls = None
+    if isinstance(cls, type) and issubclass(cls, ChatTemplateExplorerError):
+        err = cls.__new__(cls)
+        Exception.__init__(err, f.text)
+        for k, v in f.attrs:
+            setattr(err, k, v)
+        return err
+    return AnalysisError(name, f"{f.cls}: {f.text}")
+
+
+def call(fn: Callable[..., Any], *args: Any, timeout_s: float | None = None, memory_mb: int | None = None,
+         name: str = "<template>", what: str = "work", **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` in a worker limited to ``timeout_s`` seconds of wall time (default
+    :data:`DEFAULT_TIMEOUT_S`, counted from when a worker is free) and ``memory_mb`` MB of address space
+    (default :data:`DEFAULT_MEMORY_MB`). ``name`` (the template's) and ``what`` ("analysis", "render", …) word
+    the limit messages.
+
+    Returns ``fn``'s result. Raises what ``fn`` raised (the same :mod:`core.errors` class and message; other
+    exceptions as :class:`~core.errors.AnalysisError` with their type and message), or
+    :class:`WorkerLimitError` naming the limit when the worker was killed, ran out of memory or died, or when
+    no worker was free within ``timeout_s``."""
+    timeout = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
+    memory = DEFAULT_MEMORY_MB if memory_mb is None else memory_mb
+    if not _slots.acquire(timeout=timeout):
+        raise WorkerLimitError(name, f"the server is busy: no worker was free for {timeout:g} s "
+                                     f"(limit: isolated workers; try again)", what)
+    try:
+        w = _take(memory)
+        ok = False
+        try:
+            w.calls += 1
+            try:
+                w.conn.send((fn, args, kwargs, timeout))
+            except (BrokenPipeError, ConnectionResetError):  # an idle worker died since: one fresh try
+                w.kill()
+                w = _Worker(memory)
+                w.calls += 1
+                w.conn.send((fn, args, kwargs, timeout))
+            if not w.conn.poll(timeout):
+                raise WorkerLimitError(name, f"the {what} was stopped after {timeout:g} s "
+                                             f"(limit: isolated {what} time; set CTE_ISOLATED_TIMEOUT_S)", what)
+            try:
+                kind, payload, rss = w.conn.recv()
+            except (EOFError, OSError):
+                w.proc.join(1)
+                raise WorkerLimitError(name, f"the {what} worker died (exit code {w.proc.exitcode}); it may have "
+                                             f"exceeded its {memory} MB memory limit (limit: isolated {what} "
+                                             "memory)", what) from None
+            ok = kind == "ok" or payload.cls != "MemoryError"
+        finally:
+            if ok:
+                _give_back(w, rss)
+            else:
+                w.kill()
+    finally:
+        _slots.release()
+    if kind == "ok":
+        return payload
+    raise _rebuild(payload, name, what, memory)
+
+
+def measure(n: int = 20) -> dict[str, float]:
+    """Start-up cost of a worker and the overhead of a call on a warm one, in milliseconds (for ``bench``)."""
+    shutdown()
+    t0 = time.perf_counter()
+    call(len, "x")
+    start_ms = (time.perf_counter() - t0) * 1000
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        call(len, "x")
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {"first_call_ms": start_ms, "warm_call_median_ms": times[len(times) // 2]}
