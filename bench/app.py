@@ -154,7 +154,7 @@ def bench_browser(runs: int) -> dict[str, Any]:
             page.wait_for_timeout(30)  # let the click start the run before the idle check
             shown(title)
 
-        out["browser: first load"] = _stats([_timed(lambda: (page.goto(url), shown("Overview")))])
+        out["browser: first load"] = _stats([_timed(lambda: (page.goto(url + "/overview"), shown("Overview")))])
         for t in titles.values():
             go(t)
         per: dict[str, list[float]] = {t: [] for t in titles.values()}

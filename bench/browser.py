@@ -38,14 +38,14 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serve(log: IO[str] | None = None, timeout: float = 90.0, env: dict[str, str] | None = None,
-          extra_args: tuple[str, ...] = ()) -> Iterator[str]:
+          extra_args: tuple[str, ...] = (), port: int | None = None) -> Iterator[str]:
     """Run ``streamlit run app.py`` (headless, 127.0.0.1, ``HF_HUB_OFFLINE=1``, no usage statistics, no file
     watcher) and yield its URL once ``/_stcore/health`` answers ``ok``; the server is stopped on exit. ``env``
     replaces the default environment (this process's plus the two settings above); ``extra_args`` are more
-    ``streamlit run`` options.
+    ``streamlit run`` options; ``port``: this one instead of a free one (a restart on the same address).
 
     Raises ``RuntimeError`` when the server exits early or is not healthy within ``timeout`` seconds."""
-    port = free_port()
+    port = port or free_port()
     if env is None:
         env = dict(os.environ, HF_HUB_OFFLINE="1", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     proc = subprocess.Popen(

@@ -13,6 +13,18 @@ class ChatTemplateExplorerError(Exception):
     """Base class of every error this package raises on purpose."""
 
 
+_LINE_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r", "\v": "\\v", "\f": "\\f", "\x1c": "\\x1c",
+                              "\x1d": "\\x1d", "\x1e": "\\x1e", "\x85": "\\x85", "\u2028": "\\u2028",
+                              "\u2029": "\\u2029"})
+
+
+def one_line(text: str) -> str:
+    """``text`` with every character ``str.splitlines`` breaks at written as its escape (``\\n``, ``\\u2028``…):
+    a message from a template (``raise_exception``) or a model stays one line, so it cannot print a fake
+    traceback or a second error under ours."""
+    return text.translate(_LINE_BREAKS)
+
+
 class TemplateLoadError(ChatTemplateExplorerError):
     """A template source could not be read: missing file, empty file, binary data, no template in a
     ``tokenizer_config.json`` / ``chat_template.json`` / ``.gguf``, unknown variant name.
@@ -84,7 +96,7 @@ class TemplateSyntaxError(ChatTemplateExplorerError):
         self.message = message
         self.lineno = lineno
         where = f" (line {lineno})" if lineno else ""
-        super().__init__(f"template {name!r} has a Jinja syntax error{where}: {message}")
+        super().__init__(f"template {name!r} has a Jinja syntax error{where}: {one_line(message)}")
 
 
 class TemplateRenderError(ChatTemplateExplorerError):
@@ -93,7 +105,7 @@ class TemplateRenderError(ChatTemplateExplorerError):
     def __init__(self, name: str, message: str):
         self.name = name
         self.message = message
-        super().__init__(f"template {name!r} failed to render: {message}")
+        super().__init__(f"template {name!r} failed to render: {one_line(message)}")
 
 
 class TemplateSecurityError(TemplateRenderError):
@@ -110,7 +122,7 @@ class AnalysisError(ChatTemplateExplorerError):
     def __init__(self, name: str, message: str):
         self.name = name
         self.message = message
-        super().__init__(f"cannot analyse template {name!r}: {message}")
+        super().__init__(f"cannot analyse template {name!r}: {one_line(message)}")
 
 
 class RequestError(ChatTemplateExplorerError, ValueError):

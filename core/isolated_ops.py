@@ -138,8 +138,10 @@ def _parse_message(recipe: ParserRecipe, output: str, partial: bool) -> Any:
 
 
 def _parse_openai(recipe: ParserRecipe, output: str, partial: bool) -> tuple[dict[str, Any], tuple[Any, ...]]:
-    msg = _bundle(recipe).parser.parse(output, partial)
-    return msg.to_openai(), tuple(getattr(msg, "repairs", None) or ())
+    bundle = _bundle(recipe)
+    msg = bundle.parser.parse(output, partial)
+    repairs = tuple(getattr(msg, "repairs", None) or ())
+    return bundle.call_ids().message(msg).to_openai(), repairs   # call ids at improved (docs/fidelity.md)
 
 
 def parse_openai(recipe: ParserRecipe, output: str, partial: bool) -> tuple[dict[str, Any], tuple[Any, ...]]:
@@ -177,10 +179,12 @@ def replay_pieces(output: str, limit: int = REPLAY_STEPS) -> list[str]:
 def _replay(recipe: ParserRecipe, output: str, partial: bool, limit: int) -> Replay:
     from .chat.stream import StreamingParser
 
-    sp = StreamingParser(_bundle(recipe).parser)
+    bundle = _bundle(recipe)
+    sp = StreamingParser(bundle.parser)
+    ids = bundle.call_ids()     # call ids at improved, one per call, on its first delta (docs/fidelity.md)
     pieces = replay_pieces(output, limit)
-    deltas = [[d.to_openai() for d in sp.feed(p)] for p in pieces]
-    deltas.append([d.to_openai() for d in sp.finish(partial)])
+    deltas = [[d.to_openai() for d in ids.deltas(sp.feed(p))] for p in pieces]
+    deltas.append([d.to_openai() for d in ids.deltas(sp.finish(partial), final=True)])
     final = getattr(sp, "final", None)
     truncated = [(r.detail, len(final.tool_calls), r.why) for r in getattr(sp, "repairs", [])
                  if r.name == "truncated-call"] if final is not None else []

@@ -63,14 +63,26 @@ class EngineMissing(ChatTemplateExplorerError):
 # ------------------------------------------------------------------------------------------------ inputs
 
 
+KEPT_PREFIX = "_kept_"
+
+
 def keep_inputs() -> None:
-    """Re-assign every ``in_*`` session value so Streamlit keeps widget values of pages not shown this run
-    (Streamlit drops the state of widgets that were not rendered)."""
-    for key in list(st.session_state.keys()):
+    """Keep the values of ``in_*`` widgets across pages: Streamlit drops a widget's state when a run does not
+    draw it, so each value is copied to a plain key (``_kept_in_*``) and put back only when its widget key is
+    gone. A widget key that is still there is never assigned: an assignment is sent to the browser as the
+    widget's new value, and it overwrote what the visitor typed while the run was under way."""
+    ss = st.session_state
+    for key in list(ss.keys()):
+        if isinstance(key, str) and key.startswith(KEPT_PREFIX) and key[len(KEPT_PREFIX):] not in ss:
+            try:
+                ss[key[len(KEPT_PREFIX):]] = ss[key]
+            except StreamlitAPIException:  # buttons, uploaders: not settable, nothing to keep
+                pass
+    for key in list(ss.keys()):
         if isinstance(key, str) and key.startswith(INPUT_PREFIX):
             try:
-                st.session_state[key] = st.session_state[key]
-            except StreamlitAPIException:  # buttons, uploaders: not settable, nothing to keep
+                ss[KEPT_PREFIX + key] = ss[key]
+            except (StreamlitAPIException, KeyError):
                 pass
 
 
@@ -83,13 +95,14 @@ def default(key: str, value: Any) -> Any:
 
 def for_visitor(msg: str) -> str:
     """``msg`` as a visitor of a public demo should read it: the operator-only hint of the analysis budget error
-    (an environment variable of the server) becomes "a limit set by the server's operator". Unchanged when the app
-    runs locally (the user is the operator)."""
-    from core.serving import Mode, policy_or_closed
+    (an environment variable of the server) becomes "a limit set by the server's operator" and every server path
+    becomes ``<server path>`` (:func:`core.serving.redact_paths`). Unchanged when the app runs locally (the user
+    is the operator)."""
+    from core.serving import Mode, policy_or_closed, redact_paths
     from core.templating import BUDGET_HINT
 
-    if policy_or_closed()[0].mode is Mode.DEMO:
-        return msg.replace(BUDGET_HINT, "a limit set by the server's operator")
+    if policy_or_closed()[0].mode is Mode.DEMO:  # and no server path (the operator's Hub cache, the install folder)
+        return redact_paths(msg.replace(BUDGET_HINT, "a limit set by the server's operator"))
     return msg
 
 

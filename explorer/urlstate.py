@@ -4,7 +4,8 @@ reopens the same view. The page is already in the URL path (Streamlit's multipag
 Query parameters: ``src`` — ``bundled:NAME``, ``hub:REPO[@REVISION][#VARIANT]``, ``file:PATH``, or
 ``text:DIGEST`` for edited or pasted text (the text itself is kept server-side under its digest, see
 :func:`save_text`, never in the URL); ``name`` (display name of ``text:`` sources); ``fidelity`` (only when not
-the default); ``ov`` (the overrides as JSON, only when set); ``draft`` (digest of an edit not yet analysed).
+the default); ``ov`` (the overrides as JSON, only when set); ``draft`` (digest of an edit not yet analysed);
+``base`` (an edited template's loaded source, as a ``src`` value: a reload keeps the original beside the edit).
 """
 
 from __future__ import annotations
@@ -17,9 +18,71 @@ from typing import Any
 
 import streamlit as st
 
+from core.errors import ChatTemplateExplorerError
 from core.templating import source_digest
 
 _DIGEST = re.compile(r"^[0-9a-f]{16}$")
+
+
+class LinkStateError(ChatTemplateExplorerError):
+    """A link's state (``x``, ``ov``) cannot be read: ``param`` names the query parameter, ``reason`` says why
+    (one line, no server detail)."""
+
+    def __init__(self, param: str, reason: str):
+        self.param = param
+        self.reason = reason
+        super().__init__(f"the link's {param}=… cannot be read: {reason}")
+
+
+#: nesting a link's JSON may have (a request's messages and tool schemas nest a few levels; Python's JSON reader
+#: recurses per level and fails with RecursionError near 1,000)
+LINK_JSON_MAX_DEPTH = 64
+#: characters of a link's ``ov`` parameter (overrides are a handful of short field values)
+OV_MAX_CHARS = 16 * 1024
+
+_JSON_TOKENS = re.compile(r'["\\\[\]{}]')
+
+
+def json_depth(text: str, limit: int) -> int:
+    """Deepest nesting of ``[`` / ``{`` in JSON ``text`` (strings skipped), counted up to ``limit + 1``: one
+    linear pass over the structural characters, without parsing (so a hostile ``[[[[…`` costs nothing to
+    refuse)."""
+    depth = deepest = 0
+    in_string = False
+    escape_at = -2  # position of a backslash that escapes the next character
+    for m in _JSON_TOKENS.finditer(text):
+        ch, at = m.group(), m.start()
+        if in_string:
+            escaped = escape_at == at - 1
+            escape_at = at if ch == "\\" and not escaped else -2
+            if ch == '"' and not escaped:
+                in_string = False
+        elif ch == '"':
+            in_string = True
+            escape_at = -2
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def load_link_json(text: str, param: str, max_chars: int, max_depth: int = LINK_JSON_MAX_DEPTH) -> Any:
+    """``json.loads(text)`` for a value that came in a link, refused first when longer than ``max_chars`` or
+    nested deeper than ``max_depth``. Raises :class:`LinkStateError` (one line) for every failure."""
+    if len(text) > max_chars:
+        raise LinkStateError(param, f"it is {len(text):,} characters, over the {max_chars:,} a link may carry "
+                                    "(limit: link size)")
+    if json_depth(text, max_depth) > max_depth:
+        raise LinkStateError(param, f"its JSON nests deeper than {max_depth} levels (limit: link JSON depth)")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise LinkStateError(param, f"it is not valid JSON ({type(e).__name__})") from None
 
 
 def store_dir() -> pathlib.Path:
@@ -30,29 +93,83 @@ def store_dir() -> pathlib.Path:
     return pathlib.Path(base) / "edits"
 
 
+#: the edit store's bounds: texts kept at most this long (by last use), at most this many texts and bytes (the
+#: least recently used go first), and no text larger than a template may be (core.sources.DEFAULT_MAX_BYTES) —
+#: before, every distinct edit a visitor made was written to the server's disk for good
+EDIT_TTL_S = 30 * 24 * 3600
+EDIT_STORE_MAX_FILES = 2000
+EDIT_STORE_MAX_BYTES = 64 * 1024 * 1024
+EDIT_MAX_BYTES = 2 * 1024 * 1024
+
+
+def _prune(d: pathlib.Path, keep: pathlib.Path | None = None) -> None:
+    """Delete the store's expired texts, then the least recently used until it is within its bounds (``keep``
+    stays: the text just written)."""
+    import time
+
+    now = time.time()
+    entries = []
+    with os.scandir(d) as it:
+        for e in it:
+            if not e.name.endswith(".jinja"):
+                continue
+            try:
+                st_ = e.stat()
+            except OSError:
+                continue
+            entries.append((st_.st_mtime, st_.st_size, e.path))
+    entries.sort()
+    count, total = len(entries), sum(size for _, size, _ in entries)
+    for mtime, size, path in entries:
+        expired = now - mtime > EDIT_TTL_S
+        if not expired and count <= EDIT_STORE_MAX_FILES and total <= EDIT_STORE_MAX_BYTES:
+            break
+        if keep is not None and path == str(keep):
+            continue
+        try:
+            os.unlink(path)
+        except OSError:
+            continue
+        count, total = count - 1, total - size
+
+
 def save_text(text: str) -> str:
-    """Keep ``text`` under its digest (:func:`core.templating.source_digest`); returns the digest. A failure to
-    write is ignored (the session still has the text; only a reload loses it)."""
+    """Keep ``text`` under its digest (:func:`core.templating.source_digest`); returns the digest. The store is
+    bounded (:data:`EDIT_TTL_S`, :data:`EDIT_STORE_MAX_FILES`, :data:`EDIT_STORE_MAX_BYTES`; a text over
+    :data:`EDIT_MAX_BYTES` is not stored). A failure to write is ignored (the session still has the text; only
+    a reload loses it)."""
     digest = source_digest(text)
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) > EDIT_MAX_BYTES:
+        return digest
     try:
         d = store_dir()
         d.mkdir(parents=True, exist_ok=True)
         p = d / f"{digest}.jinja"
-        if not p.exists():
-            p.write_text(text, encoding="utf-8")
+        if p.exists():
+            os.utime(p)  # used again: kept longer
+        else:
+            tmp = d / f".{digest}.{os.getpid()}.tmp"
+            tmp.write_bytes(data)
+            os.replace(tmp, p)
+            _prune(d, keep=p)
     except OSError:
         pass
     return digest
 
 
 def load_text(digest: str) -> str | None:
-    """The text kept under ``digest``, or None (unknown digest or not a digest)."""
+    """The text kept under ``digest``, or None (unknown, expired, or not a digest)."""
+    import time
+
     if not _DIGEST.match(digest or ""):
         return None
     p = store_dir() / f"{digest}.jinja"
     try:
+        if time.time() - p.stat().st_mtime > EDIT_TTL_S or p.stat().st_size > EDIT_MAX_BYTES:
+            return None
         text = p.read_text(encoding="utf-8")
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return None
     return text if source_digest(text) == digest else None
 
@@ -86,8 +203,11 @@ def sync(tpl: Any) -> None:
     from . import state
 
     want = params_for(tpl, state.fidelity(), state.overrides_for(tpl))
+    base = st.session_state.get("edit_base")
+    if tpl.origin == "edited" and base is not None and base.digest != tpl.digest:
+        want["base"] = source_param(base)
     qp = st.query_params
-    for key in ("src", "name", "fidelity", "ov"):
+    for key in ("src", "name", "fidelity", "ov", "base"):
         if key in want:
             if qp.get(key) != want[key]:
                 qp[key] = want[key]
@@ -98,45 +218,60 @@ def sync(tpl: Any) -> None:
 def restore() -> Any:
     """The :class:`~explorer.state.CurrentTemplate` the URL names (fidelity and overrides put back into the
     session), or None when the URL names none or it cannot be loaded (a clear error is kept for the sidebar)."""
-    from core.errors import TemplateLoadError
-
     from . import state
 
     qp = st.query_params
     src = qp.get("src")
     if not src:
         return None
-    kind, _, rest = src.partition(":")
     try:
-        if kind == "bundled":
-            tpl = state.load_bundled(rest)
-        elif kind == "hub":  # Hub only: never read as a server path
-            rest, _, variant = rest.partition("#")
-            repo, _, rev = rest.partition("@")
-            tpl = state.load_visitor_hub(repo, variant or None, revision=rev or None)
-        elif kind == "file":  # the serving policy's rule: off by default, else inside the allowed folders
-            path, _, variant = rest.partition("#")
-            tpl = state.load_visitor_path(path, variant or None)
-        elif kind == "text":
-            text = load_text(rest)
-            if text is None:
-                raise TemplateLoadError(f"text:{rest}", "this link names edited text that this server does not keep")
-            tpl = state.from_edit(None, text, qp.get("name") or f"edited-{rest[:8]}.jinja")
-        else:
-            raise TemplateLoadError(src, "a link's src must start with bundled:, hub:, file: or text:")
+        tpl = _load(src, qp.get("name"))
     except Exception as e:  # noqa: BLE001 - a stale link shows a message and the default template
         st.session_state["sidebar_error"] = e
         return None
+    if tpl.origin == "edited" and qp.get("base"):
+        try:    # the loaded source the edit started from: Revert and Compare find it again
+            st.session_state["edit_base"] = _load(qp["base"], tpl.name)
+        except Exception as e:  # noqa: BLE001 - the edit itself is restored; the message says what is missing
+            st.session_state["sidebar_error"] = e
     fid = qp.get("fidelity")
     if fid in state.FIDELITIES:
         st.session_state["fidelity"] = fid
     if qp.get("ov"):
         try:
-            ov = json.loads(qp["ov"])
-            if isinstance(ov, dict):
-                st.session_state.setdefault("overrides", {})[tpl.digest] = ov
-        except json.JSONDecodeError:
-            pass
+            ov = load_link_json(qp["ov"], "ov", OV_MAX_CHARS)
+            if not isinstance(ov, dict):
+                raise LinkStateError("ov", "it is not a JSON object of field paths and values")
+            st.session_state.setdefault("overrides", {})[tpl.digest] = ov
+        except LinkStateError as e:
+            st.session_state["sidebar_error"] = e
+    return tpl
+
+
+def _load(src: str, name: str | None) -> Any:
+    """The template a ``src`` value names (``name``: display name of ``text:`` sources). Raises the load
+    errors."""
+    from core.errors import TemplateLoadError
+
+    from . import state
+
+    kind, _, rest = src.partition(":")
+    if kind == "bundled":
+        tpl = state.load_bundled(rest)
+    elif kind == "hub":  # Hub only: never read as a server path
+        rest, _, variant = rest.partition("#")
+        repo, _, rev = rest.partition("@")
+        tpl = state.load_visitor_hub(repo, variant or None, revision=rev or None)
+    elif kind == "file":  # the serving policy's rule: off by default, else inside the allowed folders
+        path, _, variant = rest.partition("#")
+        tpl = state.load_visitor_path(path, variant or None)
+    elif kind == "text":
+        text = load_text(rest)
+        if text is None:
+            raise TemplateLoadError(f"text:{rest}", "this link names edited text that this server does not keep")
+        tpl = state.from_edit(None, text, name or f"edited-{rest[:8]}.jinja")
+    else:
+        raise TemplateLoadError(src, "a link's src must start with bundled:, hub:, file: or text:")
     return tpl
 
 
@@ -158,20 +293,57 @@ def encode_explain(request: dict[str, Any], output: str) -> str:
     return base64.urlsafe_b64encode(zlib.compress(raw.encode("utf-8"), 9)).decode("ascii").rstrip("=")
 
 
-def decode_explain(value: str) -> tuple[dict[str, Any], str] | None:
-    """``(request, output)`` of an ``x`` value, or None when it is not one (a damaged or foreign link)."""
+#: a link's ``x`` longer than this is not one this app wrote (it writes at most :data:`EXPLAIN_MAX_CHARS`)
+EXPLAIN_MAX_PARAM_CHARS = 4 * EXPLAIN_MAX_CHARS
+#: what an ``x`` may decompress to: a request and an output of the demo's 256 KB text caps, with room to spare (a
+#: 408 KB crafted ``x`` once decompressed to 300 MB)
+EXPLAIN_MAX_JSON_BYTES = 1 << 20
+
+
+def read_explain(value: str) -> tuple[dict[str, Any], str]:
+    """``(request, output)`` of an ``x`` value. Refused before any large allocation: a value longer than
+    :data:`EXPLAIN_MAX_PARAM_CHARS`, bad base64, a stream that decompresses past :data:`EXPLAIN_MAX_JSON_BYTES`
+    (decompression stops at the cap), JSON nested deeper than :data:`LINK_JSON_MAX_DEPTH`, or the wrong shape.
+    Raises :class:`LinkStateError` (one line naming the limit)."""
     import base64
     import binascii
     import zlib
 
+    if len(value) > EXPLAIN_MAX_PARAM_CHARS:
+        raise LinkStateError(EXPLAIN_PARAM, f"it is {len(value):,} characters, over the {EXPLAIN_MAX_PARAM_CHARS:,} "
+                                            "this app writes (limit: link size)")
+    if not re.fullmatch(r"[A-Za-z0-9_-]*", value):
+        raise LinkStateError(EXPLAIN_PARAM, "it is not base64url text (damaged or not made by this app)")
     try:
-        raw = zlib.decompress(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)), bufsize=1 << 16)
-        data = json.loads(raw.decode("utf-8"))
-    except (binascii.Error, zlib.error, ValueError, UnicodeDecodeError):
-        return None
+        packed = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except (binascii.Error, ValueError):
+        raise LinkStateError(EXPLAIN_PARAM, "it is not base64url text (damaged or not made by this app)") from None
+    inflate = zlib.decompressobj()
+    try:
+        raw = inflate.decompress(packed, EXPLAIN_MAX_JSON_BYTES + 1)  # max_length: never more than the cap
+    except zlib.error:
+        raise LinkStateError(EXPLAIN_PARAM, "its compressed data is damaged") from None
+    if len(raw) > EXPLAIN_MAX_JSON_BYTES or inflate.unconsumed_tail:
+        raise LinkStateError(EXPLAIN_PARAM, f"it decompresses to more than {EXPLAIN_MAX_JSON_BYTES // 2**20} MB "
+                                            "(limit: link size)")
+    if not inflate.eof:
+        raise LinkStateError(EXPLAIN_PARAM, "its compressed data is cut off (damaged link)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise LinkStateError(EXPLAIN_PARAM, "it does not hold UTF-8 text") from None
+    data = load_link_json(text, EXPLAIN_PARAM, EXPLAIN_MAX_JSON_BYTES)
     if not (isinstance(data, dict) and isinstance(data.get("r"), dict) and isinstance(data.get("o"), str)):
-        return None
+        raise LinkStateError(EXPLAIN_PARAM, "it does not hold a request and an output")
     return data["r"], data["o"]
+
+
+def decode_explain(value: str) -> tuple[dict[str, Any], str] | None:
+    """``(request, output)`` of an ``x`` value, or None when it is not one (:func:`read_explain` says why)."""
+    try:
+        return read_explain(value)
+    except LinkStateError:
+        return None
 
 
 def restore_explain() -> bool:
@@ -181,11 +353,11 @@ def restore_explain() -> bool:
     if not value or st.session_state.get("_explain_restored") == value:
         return False
     st.session_state["_explain_restored"] = value
-    got = decode_explain(value)
-    if got is None:
-        st.session_state["sidebar_error"] = ValueError("the link's explain state (x=…) cannot be read")
+    try:
+        req, output = read_explain(value)
+    except LinkStateError as e:
+        st.session_state["sidebar_error"] = e
         return False
-    req, output = got
     ss = st.session_state
     ss["in_output"] = output
     ss["in_messages"] = json.dumps(req.get("messages") or [], indent=2, ensure_ascii=False)
@@ -204,7 +376,7 @@ def explain_permalink(request: dict[str, Any], output: str) -> tuple[str, int]:
 
     value = encode_explain(request, output)
     qp = st.query_params
-    if len(value) > EXPLAIN_MAX_CHARS:
+    if len(value) > EXPLAIN_MAX_CHARS or decode_explain(value) is None:  # (a link that would not open again)
         if EXPLAIN_PARAM in qp:
             del qp[EXPLAIN_PARAM]
         return "", len(value)

@@ -114,6 +114,19 @@ def check_reference_case(handler: Any, template: Any, case: dict[str, Any]) -> s
     return ("stream " + why) if why else None
 
 
+def by_index(grammar: str) -> str:
+    """A 0c1e57098 reference grammar for the one tool ``special_function(arg1)`` with its tool and parameter
+    rules renamed as llama.cpp b11549 names them (``tool-<i>``, ``tool-<i>-arg-<j>``, ``ling3-arg-<i>-<j>``,
+    ``kimi-k3-tool-<i>``, …) and its rules re-sorted by name (the emitter writes them sorted). Only the names
+    changed upstream (b11549, see docs/llama-cpp-sync.md); every rule body must still be the reference's. JSON
+    schema rules keep their property names (``tool-0-schema-arg1-kv``), as upstream."""
+    out = re.sub(r"(?<![\w-])(kimi-k3|ling3)-arg-special-function-arg1(?![\w-])", r"\1-arg-0-0", grammar)
+    out = re.sub(r"(?<![\w-])tool-special-function-arg-arg1(?![\w])", "tool-0-arg-0", out)
+    out = re.sub(r"(?<![\w-])(tool|kimi-k3-tool|ling3-tool|ling3)-special-function(?![\w])", r"\1-0", out)
+    tail = "\n" if grammar.endswith("\n") else ""
+    return "\n".join(sorted(out.splitlines(), key=lambda line: line.split(" ::= ", 1)[0])) + tail
+
+
 def normalize_gbnf(grammar: str) -> list[str]:
     """Grammar lines with the auto-numbered ``until-N`` helper rules renumbered by first appearance, so two
     grammars that differ only in those ids compare equal (tests against llama.cpp's grammars)."""

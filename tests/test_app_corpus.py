@@ -102,3 +102,24 @@ def test_corpus_table_shows_whether_a_template_exports(tmp_path):
     table = frame_with(at, "reasoning").set_index("template")
     assert table.loc["Qwen-Qwen3-0.6B.jinja", "response_template"] == "exportable"
     assert table.loc["openai-gpt-oss-120b.jinja", "response_template"].startswith("no: special handler gpt-oss")
+
+
+def test_corpus_charts_count_what_the_table_holds(folder):
+    at = page(start(), "corpus")
+    at.text_input(key="in_corpus_folder").input(str(folder)).run()
+    [b for b in at.button if b.label.startswith("Analyse")][0].click().run()
+    assert not at.exception, at.exception
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 3, len(charts)     # formats by route, modes, problems per family (the folder has an error)
+    import json
+
+    specs = [json.loads(c.proto.spec) for c in charts]
+    assert all("bar" in json.dumps(s.get("mark")) for s in specs), [s.get("mark") for s in specs]
+    # the format chart's counts add up to the table's rows
+    import pyarrow as pa
+
+    data = pa.ipc.open_stream(charts[0].proto.datasets[0].data.data).read_pandas()
+    counted = data[[c for c in data.columns if "templates" in str(c)][0]].sum()
+    assert counted == int(metrics(at)["Templates"]), (counted, data)
+    captions = " ".join(unmd(c.value) for c in at.caption)
+    assert "Tool-call format, by route" in captions and "Problems per family" in captions

@@ -99,7 +99,8 @@ def test_edit_render_error_shows_line(cache_dir):
     at.text_area(key="in_edit_source").input("{% for m in messages %}\n{{ m.content.nope() }}\n{% endfor %}").run()
     _button(at, "Analyse").click().run()
     errs = errors(at)
-    assert errs and errs[0].startswith("Render error at line 2"), errs
+    # the live render beside the editor and the analysis both say where
+    assert len(errs) == 2 and all(e.startswith("Render error at line 2") for e in errs), errs
     assert at.session_state["template"].origin == "bundled"
 
 
@@ -120,9 +121,9 @@ def test_compare_page_r7b_revisions(monkeypatch):
     monkeypatch.setenv("CTE_ALLOW_ROOTS", str(TEMPLATES))  # a server path in Compare needs an allowed folder
     at = use_corpus(start(), "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja")
     page(at, "compare")
-    at.radio(key="in_compare_kind").set_value("File or Hub id").run()
+    at.radio(key="in_compare_kind_B").set_value("Hub repo (or server file)").run()
     at.toggle(key="in_compare_lint").set_value(False).run()
-    at.text_input(key="in_compare_spec").input(
+    at.text_input(key="in_compare_spec_B").input(
         str(TEMPLATES / "CohereForAI-c4ai-command-r7b-12-2024-tool_use.llamacpp-edit.jinja")).run()
     assert metrics(at)["Parser changes"] == "yes"
     fields = frame_with(at, "changes the parser").set_index("field")

@@ -63,7 +63,7 @@ def test_span_view_stop_point_and_cause():
     body = next(b for b in html_bodies(at) if "cte-spans" in b)
     labels = [lab for lab, _ in _labels(at)]
     assert labels[0] == "generation prompt" and "content" in labels and "unparsed" in labels
-    assert 'class="cte-stop"' in body and "found `&quot;parameters&quot;`" in body
+    assert 'class="cte-stop"' in body and "found &quot;parameters&quot; · grammar rules: tool-calls" in body
     errs = [unmd(e.value) for e in at.error]
     assert any('expected `"arguments"`; found `"parameters"`' in e for e in errs), errs
     texts = [unmd(m.value) for m in at.markdown]
@@ -72,8 +72,8 @@ def test_span_view_stop_point_and_cause():
 
 def test_one_click_fix_applies_the_override_on_the_overrides_page():
     at = _explain(DRIFT)
-    fix = [unmd(m.value) for m in at.markdown if "override tools.format.args_field" in unmd(m.value)]
-    assert fix == ["override: override tools.format.args_field = 'parameters'"]
+    fix = [unmd(m.value) for m in at.markdown if "tools.format.args_field" in unmd(m.value)]
+    assert fix == ["**Analysis override**: tools.format.args_field = 'parameters'"]   # not "override: override …"
     at.button(key="explain_fix_0").click().run()
     assert not at.exception, at.exception
     assert "Overrides" in [t.value for t in at.title]
@@ -103,6 +103,17 @@ def test_clean_parse_has_nothing_to_explain():
     assert ("tool name", "get_weather") in labels
     assert not [e for e in at.error]
     assert "Nothing to explain: the format accounts for every character." in [unmd(c.value) for c in at.caption]
+    # a clean parse has nothing to fix: no "No candidate change parses this output clean" beside it
+    assert not [c for c in at.caption if "No candidate change" in c.value]
+    assert "Fixes that re-parse clean" not in [h.value for h in at.subheader]
+
+
+def test_explain_words_are_plain():
+    from explorer.components.text import md_code, split_rule_path
+
+    words, path = split_rule_path("at output position 87 (in tool-calls > tool-call > tool): expected `\"a\"`")
+    assert words == 'at output position 87: expected `"a"`' and path == "tool-calls > tool-call > tool"
+    assert md_code('expected `"a"`; found `x`') == 'expected `"a"`\\; found `x`'  # code spans, the rest escaped
 
 
 def test_streaming_replay_marks_new_and_held_back_text():

@@ -54,8 +54,8 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 
 def frame_with(at: AppTest, column: str):
-    """The first dataframe shown that has ``column``."""
-    for df in at.dataframe:
+    """The first dataframe or static table shown that has ``column``."""
+    for df in [*at.dataframe, *at.table]:
         if column in df.value.columns:
             return df.value
     raise AssertionError(f"no dataframe with column {column!r}")

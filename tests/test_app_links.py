@@ -62,21 +62,21 @@ def test_links_with_allowed_root_read_only_inside_it(server, monkeypatch):
 def test_compare_reads_no_server_path(server, monkeypatch):
     root, secret = server
     at = page(start(), "compare")
-    at.radio(key="in_compare_kind").set_value("File or Hub id").run()
-    assert at.text_input(key="in_compare_spec").label == "Hub repo id"  # no server paths by default
+    at.radio(key="in_compare_kind_B").set_value("Hub repo (or server file)").run()
+    assert at.text_input(key="in_compare_spec_B").label == "Hub repo id"  # no server paths by default
     for spec in ("/etc/passwd", str(secret)):
-        at.text_input(key="in_compare_spec").input(spec).run()
+        at.text_input(key="in_compare_spec_B").input(spec).run()
         assert not at.exception
         body = "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.code)
         assert "root:x:" not in body and SECRET not in body
         assert any("not a Hub repository id" in e for e in errors(at)), errors(at)
     monkeypatch.setenv("CTE_ALLOW_ROOTS", str(root))
     at = page(start(), "compare")
-    at.radio(key="in_compare_kind").set_value("File or Hub id").run()
-    at.text_input(key="in_compare_spec").input(f"{root}/evil.jinja").run()
+    at.radio(key="in_compare_kind_B").set_value("Hub repo (or server file)").run()
+    at.text_input(key="in_compare_spec_B").input(f"{root}/evil.jinja").run()
     assert any("cannot be read" in e for e in errors(at)), errors(at)
-    at.text_input(key="in_compare_spec").input(f"{root}/ok.jinja").run()
-    assert any("B: ok.jinja (file)" in m.value.replace("\\", "") for m in at.caption), [c.value for c in at.caption]
+    at.text_input(key="in_compare_spec_B").input(f"{root}/ok.jinja").run()
+    assert any("B: ok.jinja (file)" in m.value.replace("\\", "") for m in at.markdown), [m.value for m in at.markdown]
 
 
 def test_deeply_nested_override_import_is_a_message_not_a_crash(server):

@@ -5,6 +5,7 @@ answers ``error``). The real binary is built outside the repository, so this che
 from __future__ import annotations
 
 import pathlib
+import shlex
 import sys
 
 import pytest
@@ -27,12 +28,20 @@ for line in sys.stdin:
 '''
 
 
+def _script(tmp_path: pathlib.Path, body: str) -> str:
+    """An executable that runs ``body`` with this interpreter. A ``#!`` line would hold the interpreter's path,
+    which breaks when the venv's path has a space or is long; a shell line quotes it instead."""
+    (tmp_path / "oracle.py").write_text(body)
+    script = tmp_path / "oracle"
+    line = f"exec {shlex.quote(sys.executable)} {shlex.quote(str(tmp_path / 'oracle.py'))} \"$@\""
+    script.write_text(f"#!/bin/sh\n{line}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
 @pytest.fixture
 def oracle(tmp_path):
-    script = tmp_path / "oracle"
-    script.write_text(f"#!{sys.executable}\n{FAKE}")
-    script.chmod(0o755)
-    o = Oracle(str(script))
+    o = Oracle(_script(tmp_path, FAKE))
     yield o
     o.close()
 
@@ -52,10 +61,7 @@ def test_parse_time_is_per_repetition_with_the_message(oracle):
 
 
 def test_a_dead_oracle_gives_none(tmp_path):
-    script = tmp_path / "oracle"
-    script.write_text(f"#!{sys.executable}\nimport sys\nsys.exit(0)\n")
-    script.chmod(0o755)
-    o = Oracle(str(script))
+    o = Oracle(_script(tmp_path, "import sys\nsys.exit(0)\n"))
     o.proc.wait(5)
     assert o.analyze_ms(pathlib.Path("good.jinja")) is None
     o.close()

@@ -79,7 +79,7 @@ def _start(browser, app_url):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(app_url, wait_until="networkidle")
+    page.goto(app_url + "/overview", wait_until="networkidle")  # the root is the front page
     page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
     _wait_idle(page)
     return page, errors

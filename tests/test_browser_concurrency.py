@@ -65,7 +65,7 @@ def test_runaway_in_one_session_leaves_another_responsive(browser):  # noqa: F81
 
             # --- session B, while A analyses: the default bundled example's Overview renders with its metrics
             b = ctx_b.new_page()
-            b.goto(url)
+            b.goto(f"{url}/overview")
             b.get_by_role("heading", name="Overview").wait_for(timeout=8_000)
             metrics = b.locator('[data-testid="stMetric"]')
             metrics.first.wait_for(timeout=8_000)

@@ -65,7 +65,7 @@ def test_no_request_leaves_localhost(demo_url, browser):  # noqa: F811 - pytest 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     urls: list[str] = []
     page.on("request", lambda r: urls.append(r.url))
-    page.goto(demo_url, wait_until="networkidle")
+    page.goto(demo_url + "/overview", wait_until="networkidle")
     page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
     _wait_idle(page)
     for title in PAGES:

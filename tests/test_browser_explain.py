@@ -28,7 +28,7 @@ def test_explain_span_view_stop_fix_and_reproducer(app_url, browser):  # noqa: F
     page = browser.new_page(viewport={"width": 1400, "height": 1100}, accept_downloads=True)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(app_url, wait_until="networkidle")
+    page.goto(app_url + "/overview", wait_until="networkidle")
     page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
     _wait_idle(page)
     _open_explain(page)
@@ -49,8 +49,11 @@ def test_explain_span_view_stop_fix_and_reproducer(app_url, browser):  # noqa: F
     end.hover()
     # the stop point sits in the text and is spelled out below it
     stop = view.locator(".cte-stop")
-    assert stop.count() == 1 and 'found `"parameters"`' in stop.get_attribute("title")
-    page.get_by_text('expected `"arguments"`; found `"parameters"`').first.wait_for(timeout=30_000)
+    assert stop.count() == 1 and 'found "parameters"' in stop.get_attribute("title")
+    assert "grammar rules: tool-calls > tool-call" in stop.get_attribute("title")   # rule names: tooltip only
+    page.get_by_text('expected "arguments"; found "parameters"').first.wait_for(timeout=30_000)
+    main_text = page.locator('[data-testid="stMain"]').inner_text()
+    assert "`" not in main_text.split("Reproducer")[0] and "tool-calls > tool-call" not in main_text
     view.scroll_into_view_if_needed()
     _shot(page, "explain-01-spans-and-stop")
     view.screenshot(path=str(ARTIFACTS / "explain-02-span-view.png"))
@@ -71,7 +74,7 @@ def test_explain_span_view_stop_fix_and_reproducer(app_url, browser):  # noqa: F
     assert case["expect"] == parsed.to_openai() and [r.name for r in parsed.repairs] == ["truncated-call"], case
 
     # one click applies the checked fix on the Overrides page
-    page.get_by_text("override tools.format.args_field = 'parameters'").first.wait_for(timeout=30_000)
+    page.get_by_text("Analysis override: tools.format.args_field = 'parameters'").first.wait_for(timeout=30_000)
     page.get_by_role("button", name="Apply").first.click()
     page.get_by_role("heading", name="Overrides").wait_for(timeout=60_000)
     _wait_idle(page)

@@ -90,7 +90,7 @@ def test_stop_point_in_words_and_rule_path():
     c = next(c for c in CASES if c["id"] == "vllm-11786")
     ex = explain(_template(c["template"]), ChatRequest.from_dict(c), c["input"], fixes=False)
     assert ex.stop is not None and ex.stop.words() == 'expected `"name"`; found `"function"`'
-    assert ex.stop.path[:2] == ("tool-call", "tool-get-current-traffic") and ex.stop.output_pos == 21
+    assert ex.stop.path[:2] == ("tool-call", "tool-0") and ex.stop.output_pos == 21
     assert not check_cover(ex.spans, ex.text)
     assert {s.label.value for s in ex.spans if s.end > ex.stop.pos} == {"unparsed"}
 

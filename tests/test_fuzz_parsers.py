@@ -606,7 +606,10 @@ def test_subjects_cover_every_route() -> None:
     formats = {subject_for(name, True).format for name, _ in FUZZ_TEMPLATES}
     from core.chat.formats import FAMILIES  # type: ignore[attr-defined]
 
-    missing = {f.name for f in FAMILIES} - formats
+    # llama.cpp b11549's new families have no template in the shared corpus; their own templates and upstream
+    # cases are in tests/data/b11549 (tests/test_handlers_b11549.py)
+    b11549_only = {"k2-horizon", "translate-gemma", "llm-jp-harmony"}
+    missing = {f.name for f in FAMILIES} - formats - b11549_only
     assert not missing, f"handler families without a fuzz subject: {sorted(missing)}"
     rows = _reference_rows()
     modes = {(rows[n]["analysis"]["tools"]["format"]["mode"], rows[n]["analysis"]["reasoning"]["mode"])

@@ -17,6 +17,7 @@ from core.grammar.json_schema import SchemaError, may_be_string
 from core.peg import build_peg_parser
 
 from .conftest import SHARED
+from .handler_checks import by_index
 from .test_gbnf_validator import gbnf_accepts, gbnf_problems
 from .test_generator_cases import autoparser_cases, case_parser
 
@@ -175,8 +176,17 @@ ONE_TOOL = [{"type": "function", "function": {"name": "special_function", "descr
                             "required": ["arg1"]}}}]
 
 
+def test_by_index_renames_tool_and_argument_rules():
+    ref = ("root ::= tool-call\ntool-call ::= (tool-special-function)\n"
+           "tool-special-function ::= \"<f>\" tool-special-function-arg-arg1 tool-special-function-schema\n"
+           "tool-special-function-arg-arg1 ::= integer\n")
+    assert by_index(ref) == ("root ::= tool-call\ntool-0 ::= \"<f>\" tool-0-arg-0 tool-0-schema\n"
+                             "tool-0-arg-0 ::= integer\ntool-call ::= (tool-0)\n")
+
+
 def test_one_tool_grammar_equals_the_reference(reference_analysis):
-    """The reference's ``apply`` (user "Hello", one tool, defaults): grammar text, laziness and triggers."""
+    """The reference's ``apply`` (user "Hello", one tool, defaults): grammar text (rule names as b11549 gives
+    them, :func:`by_index`), laziness and triggers."""
     request = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hello"}], "tools": ONE_TOOL})
     total, equal, mismatches = 0, 0, []
     for name, row in sorted(reference_analysis.items()):
@@ -187,7 +197,7 @@ def test_one_tool_grammar_equals_the_reference(reference_analysis):
         parser = generate_parser(TemplateAnalysis.from_json(row["analysis"]), request, apply["generation_prompt"])
         ours = parser.to_json()
         assert ours["grammar_lazy"] == apply["grammar_lazy"], name
-        if ours["grammar"] == apply["grammar"] and ours["grammar_triggers"] == apply["grammar_triggers"]:
+        if ours["grammar"] == by_index(apply["grammar"]) and ours["grammar_triggers"] == apply["grammar_triggers"]:
             equal += 1
         else:
             mismatches.append(name)
@@ -253,3 +263,50 @@ def test_every_reference_analysis_gives_a_valid_grammar(reference_analysis):
             count += 1
             assert gbnf_problems(parser.grammar) == [], name
     assert count >= 150
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# rule names by index (llama.cpp b11549): parameters whose names sanitize alike keep one rule each
+
+def _rule_bodies(grammar: str) -> dict[str, str]:
+    return dict(line.split(" ::= ", 1) for line in grammar.splitlines() if " ::= " in line)
+
+
+COLLIDING = [{"type": "function", "function": {"name": "f", "parameters": {
+    "type": "object", "properties": {"my-param": {"type": "integer"}, "my_param": {"type": "string"}},
+    "required": ["my-param", "my_param"]}}}]
+NON_ASCII = [{"type": "function", "function": {"name": "größe", "parameters": {
+    "type": "object", "properties": {"höhe": {"type": "integer"}, "hühe": {"type": "integer"}},
+    "required": ["höhe", "hühe"]}}},
+             {"type": "function", "function": {"name": "grüße", "parameters": {"type": "object", "properties": {}}}}]
+
+
+def test_colliding_parameter_names_get_one_rule_each(reference_analysis):
+    """Seed-OSS (tagged arguments): b11549 names the rules ``tool-0``, ``tool-0-arg-0``, ``tool-0-arg-1``
+    (common/chat-auto-parser-generator.cpp, ``foreach_parameter``'s index); with names both parameters were
+    ``tool-f-arg-my-param`` and the integer one vanished while the string one was required twice."""
+    row = reference_analysis["ByteDance-Seed-OSS.jinja"]
+    request = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hello"}], "tools": COLLIDING})
+    grammar = generate_parser(TemplateAnalysis.from_json(row["analysis"]), request,
+                              row["apply"]["generation_prompt"]).to_json()["grammar"]
+    rules_ = _rule_bodies(grammar)
+    assert rules_["tool-call"] == '"<seed:tool_call>\\n" space (tool-0) space "</seed:tool_call>" space'
+    assert rules_["tool-0"] == '("<function=" "f" ">\\n") space tool-0-arg-0 space tool-0-arg-1 space "</function>\\n"'
+    assert rules_["tool-0-arg-0"] == '("<parameter=" "my-param" ">") "" integer "</parameter>\\n"'
+    assert rules_["tool-0-arg-1"].startswith('("<parameter=" "my_param" ">") "" ')
+    call = ("<seed:tool_call>\n<function=f>\n<parameter=my-param>1</parameter>\n"
+            "<parameter=my_param>x</parameter>\n</function>\n</seed:tool_call>")
+    assert gbnf_accepts(grammar, call)[0]
+    assert not gbnf_accepts(grammar, call.replace("<parameter=my-param>1</parameter>\n", ""))[0]
+
+
+def test_non_ascii_names_get_rules_by_index():
+    """Qwen3-Coder's handler (common/parsers/qwen3-coder.cpp at b11549): two tools and two parameters whose
+    names sanitize to the same rule name are told apart by their indexes."""
+    from .test_handlers_golden import bundle
+    grammar = bundle("Qwen3-Coder.jinja", tools=NON_ASCII).parser.grammar
+    rules_ = _rule_bodies(grammar)
+    assert {"tool-0", "tool-1", "tool-0-arg-0", "tool-0-arg-1"} <= set(rules_)
+    assert '"höhe"' in rules_["tool-0-arg-0"] and '"hühe"' in rules_["tool-0-arg-1"]
+    assert '"grüße"' in rules_["tool-1"] and '"größe"' in rules_["tool-0"]
+    assert not any(name.startswith("tool-gr") for name in rules_)

@@ -119,18 +119,20 @@ def test_json_scanner_has_no_depth_limit():
 # parsers
 
 @pytest.mark.parametrize("template, text, expect", [
-    # a call the stream already showed, whose arguments never became JSON: not content, but reported with its
-    # raw text (core.chat.repairs truncated-call; the final parse extends the stream)
+    # a call the stream already showed, whose arguments never became JSON: not a call; its raw text is content
+    # (lossless contract) and reported (core.chat.repairs truncated-call)
     ("Qwen3-Coder.jinja", "Hi <tool_call>\n<function=special_function>\noops",
-     {"content": "Hi ", "reported": "<tool_call>\n<function=special_function>\noops"}),
+     {"content": "Hi <tool_call>\n<function=special_function>\noops",
+      "reported": "<tool_call>\n<function=special_function>\noops"}),
     # the longest prefix that parses (not inside a call), then the rest as content; GPT-OSS's grammar still
     # expects a final message after <|end|>, so the rest starts where the reasoning was complete
     ("openai-gpt-oss-120b.jinja", "<|channel|>analysis<|message|>u<|end|>i",
      {"reasoning_content": "u", "content": "<|end|>i"}),
-    # a half call is not returned: complete calls stay, the half one is reported (truncated-call)
+    # a half call is not returned: complete calls stay, the half one is content and reported (truncated-call)
     ("Cohere2MoE.jinja", '<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "special_function", '
      '"parameters": {"arg1": 1}}, {"tool_call_id": "1", "tool_name": "get_weather", "parameters": {"city" x}}]',
-     {"calls": [("special_function", '{"arg1": 1}')], "reported": "get_weather"}),
+     {"calls": [("special_function", '{"arg1": 1}')], "reported": "get_weather",
+      "content": '}, {"tool_call_id": "1", "tool_name": "get_weather", "parameters": {"city" x}}]'}),
     ("meetkai-functionary-medium-v3.2.jinja", 'special_function\n{"arg1": 1}<|eot_id|>',
      {"content": "<|eot_id|>", "calls": [("special_function", '{"arg1": 1}')]}),
 ])
@@ -159,14 +161,13 @@ def test_partial_parse_keeps_a_streamed_call_and_the_final_parse_reports_it(temp
     final = parser.parse(text, False)
     assert not final.tool_calls
     if template.startswith("google-gemma-4"):
-        # known limit: Gemma 4 (like Muse Glimmer) ignores text after its last parsed construct, as
-        # llama.cpp does — reference cases expect a trailing <channel|> / <|eot|> dropped
-        assert final.reasoning_content == "ok" and final.content == ""
+        # Gemma 4 ignores text after its last parsed construct, as llama.cpp does (a trailing <channel|> /
+        # <|eot|> dropped); the unfinished call's text is content all the same (lossless contract)
+        assert final.reasoning_content == "ok" and final.content == "<|tool_call>call:special_function{ar}"
     else:
-        # the unfinished call is reported (core.chat.repairs truncated-call), not turned into content, so the
-        # final parse extends what the stream showed
+        # the unfinished call is reported (core.chat.repairs truncated-call) and its raw text is content
         assert [(r.name, r.detail) for r in final.repairs] == [("truncated-call", shown)]
-        assert text.endswith(final.repairs[0].text)
+        assert text.endswith(final.repairs[0].text) and final.content.endswith(final.repairs[0].text)
 
 
 def test_forced_open_reasoning_does_not_flip_on_a_cut_marker():

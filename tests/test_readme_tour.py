@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 from typing import Callable
@@ -122,9 +123,34 @@ def test_every_tour_command_has_a_check() -> None:
     assert tour_commands() == list(CHECKS)
 
 
+def tour_shell(command: str, python: str, tmp: pathlib.Path) -> str:
+    """The shell line for a tour command: its ``/tmp/`` files moved to ``tmp``, then ``python`` swapped for the
+    interpreter (quoted), in that order so neither path is rewritten, wherever the venv or the checkout lives."""
+    line = command.replace("/tmp/", f"{tmp}/")
+    assert line.startswith("python "), command
+    return shlex.quote(python) + line[len("python"):]
+
+
+def test_tour_shell_keeps_an_interpreter_path_under_tmp(tmp_path: pathlib.Path) -> None:
+    # A venv under /tmp (or a folder named tmp anywhere) puts "/tmp/" in the interpreter's path; the rewrite of the
+    # tour's output files must not touch it. The link's directory also has a space, which needs quoting.
+    bindir = tmp_path / "tmp" / "venv dir" / "bin"
+    bindir.mkdir(parents=True)
+    python = bindir / "python"
+    python.symlink_to(sys.executable)
+    out = tmp_path / "out"
+    out.mkdir()
+    command = "python -m core workarounds > /tmp/ours.txt"
+    shell = tour_shell(command, str(python), out)
+    assert shell.startswith(shlex.quote(str(python)) + " -m core")
+    proc = subprocess.run(["bash", "-c", shell], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "granite-3.3: Granite 3.3" in (out / "ours.txt").read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("command", list(CHECKS))
 def test_tour_command_runs_as_written(command: str, tmp_path: pathlib.Path) -> None:
-    shell = re.sub(r"^python ", f"{sys.executable} ", command).replace("/tmp/", f"{tmp_path}/")
+    shell = tour_shell(command, sys.executable, tmp_path)
     proc = subprocess.run(["bash", "-c", shell], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr

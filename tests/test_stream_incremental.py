@@ -289,6 +289,9 @@ def test_stream_setup_parses_the_generation_prompt_and_skips_an_absent_header_cu
         assert session.mappers[None].m is not None and session.mappers[None].m.source == ""   # mapped, released
         assert TurnHeaderCut(parser).cut == (0 if not parser.turn_header else None), fidelity
         text = '<|channel|>commentary to=functions.run <|constrain|>json<|message|>{"command": "ls"}<|call|>'
+        # the per-step check compares each step with the partial parse: progressive release (improved holds
+        # a call until it is accepted, core.chat.stream.CallRelease)
+        parser.release_calls_whole = False
         assert _check_stream(parser, list(text)).message == parser.parse(text)
 
 
@@ -612,11 +615,11 @@ def test_grammar_after_answers_on_qwen3():
 
     request = ChatRequest.from_dict(_request([{"role": "user", "content": "x"}]))
     parser = build_chat_parser(TemplateDir(str(TEMPLATES)).get("Qwen-Qwen3-0.6B.jinja"), request).parser
-    spine = (("tool-calls", ""), ("tool-call", ""), ("tool-get-weather", ""), ("", "tool"))
+    spine = (("tool-calls", ""), ("tool-call", ""), ("tool-0", ""), ("", "tool"))
     after = grammar_after(parser.arena).select(spine)
     assert [after(t) for t in ("}", " \n}", " ", "}\n", "}x", "}}", ", ")] == [
         True, True, True, False, False, False, False]
-    call = grammar_after(parser.arena, "tool-get-weather").select(spine[:2])
+    call = grammar_after(parser.arena, "tool-0").select(spine[:2])
     assert [call(t) for t in ("\n</tool_", "\n</tool_call>", "\n</tool_call>\n", "x", "\n, ", "\n</tool_cal>")] == [
         True, True, False, False, True, False]
     wrapper = grammar_after(parser.arena, "tool-call").select(spine[:1])

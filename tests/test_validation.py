@@ -410,3 +410,23 @@ def test_unresolvable_ref_grammar_cli(tmp_path, template: str) -> None:
     err = _assert_clean_error(_run(["grammar", template, "--request", str(path)]),
                               "tools[0].function.parameters", "'lookup'", "#/definitions/nowhere")
     assert err.startswith("error: ") and "ref-definitions-nowhere" not in err
+
+
+@pytest.mark.parametrize("wire, expect", [
+    (True, "auto"), (False, "none"), (None, "none"), ("content", "content"), ("reasoning_content", "reasoning"),
+    ("auto", "auto"), ("reasoning", "reasoning"), ("none", "none")])
+def test_continue_final_message_takes_llama_server_values(wire, expect):
+    """llama-server b11549 (common_chat_continuation_parse): booleans, "content", "reasoning_content"; the
+    reference cases' null/auto/reasoning/content spellings keep working."""
+    from core.chat.request import ChatRequest
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "u"}], "continue_final_message": wire})
+    assert req.continue_final_message.value == expect
+
+
+@pytest.mark.parametrize("wire", [1, 0, "true", "reasoning-content", [], {"x": 1}])
+def test_continue_final_message_rejects_other_values_in_one_line(wire):
+    from core.chat.request import ChatRequest
+    from core.errors import RequestError
+    with pytest.raises(RequestError) as e:
+        ChatRequest.from_dict({"messages": [{"role": "user", "content": "u"}], "continue_final_message": wire})
+    assert "continue_final_message" in str(e.value) and "\n" not in str(e.value)

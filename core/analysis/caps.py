@@ -974,9 +974,31 @@ class _Runner:
             res = render_tracked(self.template, context, **kw)
             if not res.success and res.error and "longer than" in res.error:
                 self.timed_out = res.error
+            elif not res.success:
+                retry = _with_empty_reasoning(context)
+                if retry is not None:   # b11549 caps.cpp: one retry, for templates that need the field
+                    context, inputs = retry, {k: v for k, v in retry.items() if k not in ("bos_token", "eos_token")}
+                    res = render_tracked(self.template, context, **kw)
         probe = CapsProbe(pid, title, inputs, res.success, res.output, res.error)
         self.probes.append(probe)
         return res, probe
+
+
+def _with_empty_reasoning(context: dict[str, Any]) -> dict[str, Any] | None:
+    """``context`` with ``reasoning_content: ""`` added to every assistant message that has none (llama.cpp
+    b11549 retries a failed probe render once so, for templates such as K2 Horizon's that require a thinking
+    field on every assistant turn); None when no message lacked it (no retry)."""
+    messages = context.get("messages")
+    if not isinstance(messages, list):
+        return None
+    added = False
+    out = []
+    for m in messages:
+        if isinstance(m, dict) and m.get("role") == "assistant" and "reasoning_content" not in m:
+            m = dict(m, reasoning_content="")
+            added = True
+        out.append(m)
+    return dict(context, messages=out) if added else None
 
 
 def _wrapped_copy(rec: UsageRecorder, context: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:

@@ -143,12 +143,13 @@ def run_case(case: dict[str, Any], templates: TemplateDir, fidelity: str = "llam
         bundle = build_chat_parser(template, request, fidelity=fidelity)
         text = case.get("input", "")
         partial = bool(case.get("is_partial"))
-        out["message"] = bundle.parser.parse(text, partial).to_openai()
+        out["message"] = bundle.call_ids().message(bundle.parser.parse(text, partial)).to_openai()
         sp = StreamingParser(bundle.parser)
+        ids = bundle.call_ids()
         deltas = []
         for ch in text:
-            deltas.extend(sp.feed(ch))
-        deltas.extend(sp.finish(partial))
+            deltas.extend(ids.deltas(sp.feed(ch)))
+        deltas.extend(ids.deltas(sp.finish(partial), final=True))
         out["deltas"] = [d.to_openai() for d in deltas]
     except ChatTemplateExplorerError as e:
         out["error"] = str(e)
@@ -207,15 +208,18 @@ def _report_without_improvements(template: Any, args: argparse.Namespace) -> Any
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
-    from .pipeline import build_chat_parser
+    from .pipeline import build_chat_parser_or_content
     from .repairs import settled
     from .stream import StreamingParser
 
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)
     report = _report_without_improvements(template, args)
-    bundle = build_chat_parser(template, request, fidelity=_fidelity(args), report=report,
-                               disabled_repairs=tuple(getattr(args, "disable_repair", None) or ()))
+    bundle = build_chat_parser_or_content(template, request, fidelity=_fidelity(args), report=report,
+                                          disabled_repairs=tuple(getattr(args, "disable_repair", None) or ()))
+    for note in bundle.notes:
+        if bundle.format == "content-only":
+            print(f"note: {note}", file=sys.stderr)
     for note in _disable_repair_notes(getattr(args, "disable_repair", None) or (), _fidelity(args)):
         print(f"note: {note}", file=sys.stderr)
     output = read_model_output()
@@ -223,16 +227,17 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         if args.chunk < 1:
             raise ChatTemplateExplorerError(f"--chunk must be >= 1 (got {args.chunk})")
         sp = StreamingParser(bundle.parser)
+        ids = bundle.call_ids()
         for i in range(0, len(output), args.chunk):
-            for d in sp.feed(output[i:i + args.chunk]):
+            for d in ids.deltas(sp.feed(output[i:i + args.chunk])):
                 print(json.dumps(d.to_openai(), ensure_ascii=False))
-        for d in sp.finish(args.partial):
+        for d in ids.deltas(sp.finish(args.partial), final=True):
             print(json.dumps(d.to_openai(), ensure_ascii=False))
         # the message a client keeps: a cut call whose fragments were streamed is dropped (truncated-call)
         msg = sp.message if sp.final is None else settled(sp.message, sp.final)
-        print(json.dumps(_with_repairs(msg), ensure_ascii=False))
+        print(json.dumps(_with_repairs(ids.message(msg)), ensure_ascii=False))
     else:
-        msg = bundle.parser.parse(output, args.partial)
+        msg = bundle.call_ids().message(bundle.parser.parse(output, args.partial))
         print(json.dumps(_with_repairs(msg), ensure_ascii=False, indent=None if args.compact else 2))
     return 0
 

@@ -94,7 +94,7 @@ def run_case(case: DriftCase, templates_dir: str, fidelity: str = "llama.cpp",
     tolerance repairs ``disabled_repairs`` switched off. Raises ``OSError`` for a missing template and the
     project's errors for a bad request."""
     from ..templating import ChatTemplate
-    from .pipeline import build_chat_parser
+    from .pipeline import build_chat_parser_or_content
     from .repairs import is_json_object, settled
     from .request import ChatRequest
     from .roundtrip import compare_messages
@@ -103,8 +103,8 @@ def run_case(case: DriftCase, templates_dir: str, fidelity: str = "llama.cpp",
     path = os.path.join(templates_dir, case.template)
     with open(path, encoding="utf-8") as f:
         template = ChatTemplate(f.read(), case.template)
-    bundle = build_chat_parser(template, ChatRequest.from_dict(case.request), fidelity=fidelity,
-                               disabled_repairs=tuple(disabled_repairs))
+    bundle = build_chat_parser_or_content(template, ChatRequest.from_dict(case.request), fidelity=fidelity,
+                                          disabled_repairs=tuple(disabled_repairs))
     one = bundle.parser.parse(case.output, False)
     got = one.to_openai()
     fired = [r.name for r in one.repairs]

@@ -53,7 +53,7 @@ from ..grammar.converter import GrammarBuilder
 from ..grammar.json_schema import ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters
 from ..peg import Arena, ParseCache, ParseResult
 from ..peg.builder import P
-from ..peg.chat import ChatBuilder, function_tools, split_marker_pair
+from ..peg.chat import ChatBuilder, indexed_function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall
@@ -128,6 +128,29 @@ def longest_good_prefix(is_good: Callable[[int], bool], lo: int, hi: int, lo_goo
         else:
             bad = mid
     return good
+
+
+def _any_subset(p: Any, prefix: str, params: list[Any]) -> Any:
+    """Any of ``params`` (parsers), each at most once, in any order, whitespace between them — one rule per set
+    already written (``prefix-MASK``); past :data:`core.peg.chat.MAX_PERMUTE` parameters, in the given order,
+    each optional (the rule count doubles per parameter)."""
+    from ..peg.chat import MAX_PERMUTE
+
+    if len(params) > MAX_PERMUTE:
+        seq = p.eps()
+        for h in params:
+            seq = seq + p.optional(p.space() + h)
+        return seq
+    cache: dict[int, Any] = {}
+
+    def after(mask: int) -> Any:
+        if mask not in cache:
+            alts = [(h if mask == 0 else p.space() + h) + after(mask | (1 << i))
+                    for i, h in enumerate(params) if not mask & (1 << i)]
+            cache[mask] = p.rule(f"{prefix}-{mask}", p.choice(*(alts + [p.eps()])))
+        return cache[mask]
+
+    return after(0)
 
 
 def _finished(call: ToolCall) -> bool:
@@ -411,7 +434,8 @@ class GeneratedParser:
         """A fresh per-stream state for :meth:`parse` (``state=``)."""
         return ParserState()
 
-    def parse(self, output: str, is_partial: bool = False, *, state: ParserState | None = None) -> AssistantMessage:
+    def parse(self, output: str, is_partial: bool = False, *, state: ParserState | None = None,
+              detailed: tuple[AssistantMessage, ParseResult | None, str | None] | None = None) -> AssistantMessage:
         """Parse model ``output`` (text after the prompt) into an assistant message; never raises.
 
         The parse is always lenient (a marker cut at the end is not content, an unterminated block keeps its
@@ -420,11 +444,13 @@ class GeneratedParser:
         (``is_partial``) gives a prefix-consistent view (:func:`consistent_view`: a call already streamed is
         never taken back, neither by text that does not parse nor by an ordered choice falling to a later
         alternative).
-        ``state``: reuse work across successive prefixes of one stream.
+        ``state``: reuse work across successive prefixes of one stream. ``detailed``: :meth:`parse_detailed` of
+        this very ``output`` and ``is_partial`` when the caller has it (explain traces the same parse).
         Without ``state`` the result is settled by :func:`core.chat.repairs.settle` (a final parse extends the
         partial view of the same output; a call cut off at the end is reported in ``.repairs``).
         """
-        msg, r, entry = self.parse_detailed(output, state=state, is_partial=is_partial)
+        msg, r, entry = detailed if detailed is not None and state is None else \
+            self.parse_detailed(output, state=state, is_partial=is_partial)
         if state is not None:     # a step of a stream: StreamingParser.finish() settles with a one-shot parse
             return msg
         from .repairs import REPEATED_TURN_HEADER, FiredRepair, grammar_repairs, settle
@@ -876,16 +902,16 @@ class _Gen:
         req = self.req
         p.choice()
         choices: list[P] = []
-        for fn in function_tools(req.tools):
+        for idx, fn in indexed_function_tools(req.tools):
             name = fn["name"]
             call_id, have_id = self.call_id_section(inside_suffix=False)
-            args = p.tool_args(p.schema(p.json(), f"tool-{name}-schema", tool_parameters(fn)))
+            args = p.tool_args(p.schema(p.json(), f"tool-{idx}-schema", tool_parameters(fn)))
             if args_a.start:
                 args = p.literal(args_a.start) + args
             if args_a.end:
                 args = args + p.literal(args_a.end)
             peek = p.peek(p.literal(args_a.start)) if args_a.start else None
-            choices.append(p.rule(f"tool-{name}", self.func_parser(name, call_id, have_id, args, peek)))
+            choices.append(p.rule(f"tool-{idx}", self.func_parser(name, call_id, have_id, args, peek)))
         choice = p.choice(*choices)
         if f.per_call_start:
             wrapped = f.per_call_start + choice + f.per_call_end
@@ -936,20 +962,20 @@ class _Gen:
         mistyped = "mistyped-value-as-string" in p.repairs
         p.choice()
         choices: list[P] = []
-        for fn in function_tools(req.tools):
+        for idx, fn in indexed_function_tools(req.tools):
             name = fn["name"]
             params = tool_parameters(fn)
             root = schema_from_json_lenient(params)
             required: list[P] = []
             optional: list[P] = []
             props = root.properties if isinstance(root, ObjectSchema) else []
-            for prop in props:
+            for j, prop in enumerate(props):
                 if may_be_string(prop.schema):
                     value = p.tool_arg_string_value(until_suffix) + p.tool_arg_close(p.literal(a.value_suffix))
                     if a.value_suffix:
                         value = p.ac(value, a.value_suffix)
                 else:
-                    value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{name}-arg-{prop.name}-schema",
+                    value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{idx}-arg-{j}-schema",
                                                             prop.schema))
                              + p.tool_arg_close(p.literal(a.value_suffix)))
                     if mistyped and a.value_suffix and _scalar_only(prop.schema):
@@ -960,22 +986,27 @@ class _Gen:
                         value = p.choice(p.atomic(value), p.repair("mistyped-value-as-string", as_string))
                 arg = p.tool_arg(p.tool_arg_open(a.name_prefix + p.tool_arg_name(p.literal(prop.name))
                                                  + a.name_suffix) + a.value_prefix + value)
-                named = p.rule(f"tool-{name}-arg-{prop.name}", arg)
+                named = p.rule(f"tool-{idx}-arg-{j}", arg)
                 (required if prop.required else optional).append(named)
             seq = p.required_then_optional(required, optional)
             if "argument-order" in p.repairs:
                 from .repairs import any_order_args   # repair argument-order: any order, tried after
 
-                any_order = any_order_args(p, f"tool-{name}-any-order", required, optional, p.space())
+                any_order = any_order_args(p, f"tool-{idx}-any-order", required, optional, p.space())
                 if any_order is not None:
                     seq = p.choice(seq, any_order)
+            if "missing-required-argument" in p.repairs and required:
+                # repair missing-required-argument: the declared parameters, each at most once, the required
+                # ones may be missing (checking the schema is the client's job), tried last
+                seq = p.choice(seq, p.repair("missing-required-argument",
+                                             _any_subset(p, f"tool-{name}-subset", required + optional)))
             if a.start:
                 seq = p.literal(a.start) + seq
             if a.end:
                 seq = seq + p.literal(a.end)
             call_id, have_id = self.call_id_section(inside_suffix=True)
             peek = p.peek(p.literal(a.name_prefix)) if (a.name_prefix and required) else None
-            choices.append(p.rule(f"tool-{name}", self.func_parser(name, call_id, have_id, seq, peek)))
+            choices.append(p.rule(f"tool-{idx}", self.func_parser(name, call_id, have_id, seq, peek)))
         choice = p.choice(*choices)
         if f.per_call_start:
             wrapped = f.per_call_start + p.space() + choice + p.space() + f.per_call_end

@@ -282,6 +282,8 @@ class ChatMapper:
                 if cur.name:
                     self.msg.tool_calls.append(self.pending)
                 self.pending = None
+                # b11549: the closed call is gone, so nothing after its close may attach to it
+                self.current = None
 
     def finish(self) -> AssistantMessage:
         """The finished :class:`AssistantMessage`: a named pending call is appended (buffered arguments and a

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import memo as _memo
-from ..errors import AnalysisError, ChatTemplateExplorerError
+from ..errors import AnalysisError, ChatTemplateExplorerError, TemplateRenderError
 from ..analysis.routing import Route, detect_route
 from ..templating import ChatTemplate
 from . import formats as _formats
@@ -53,6 +53,24 @@ class ChatParserBundle:
     report: Any = None
     prepared: PreparedRequest | None = None
     notes: list[str] = field(default_factory=list)
+    fidelity: str = "llama.cpp"
+
+    def call_ids(self, rng: Any = None) -> Any:
+        """A fresh :class:`core.chat.call_ids.CallIds` for one message: generates the ids a call lacks at
+        ``improved`` fidelity, passes everything through at ``llama.cpp`` (``rng``: a seeded generator)."""
+        from .call_ids import CallIds
+
+        return CallIds(enabled=self.fidelity == "improved", rng=rng, defer=self.writes_call_ids())
+
+    def writes_call_ids(self) -> bool:
+        """Whether the learned format has a call id of its own (a JSON id field, an id marker position)."""
+        analysis = getattr(self.report, "analysis", None)
+        tools = getattr(analysis, "tools", None)
+        if tools is None:
+            return False
+        f, cid = getattr(tools, "format", None), getattr(tools, "call_id", None)
+        return bool(getattr(f, "id_field", "") or getattr(f, "gen_id_field", "")
+                    or getattr(getattr(cid, "pos", None), "value", "NONE") != "NONE")
 
 
 _CACHE_SIZE = 64
@@ -145,12 +163,64 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
                          whitespace_call_separators=JSON_CALL_SEPARATORS in active,
                          repairs=repairs):
         bundle = _build(template, request, report, force_autoparser, fid, active)
+    bundle.fidelity = fid
     if REPEATED_TURN_HEADER in repairs and not bundle.prepared.has_continuation \
             and hasattr(bundle.parser, "turn_header"):
         parser = bundle.parser
         gp = getattr(parser, "parser_generation_prompt", None) or parser.generation_prompt
         parser.turn_header = turn_header(gp, getattr(parser, "thinking_start_tag", ""))
+    try:   # what the lossless contract (core.chat.repairs.settle, unparsed-text) reads off the parser
+        bundle.parser.lossless_context = (request, getattr(bundle.report, "analysis", None), bundle.format)
+        bundle.parser.lossless_fidelity = fid
+        # improved: a stream releases a call whole once accepted, so it ends as the one-shot parse does
+        bundle.parser.release_calls_whole = fid == "improved"
+    except AttributeError:
+        pass
     return bundle
+
+
+@dataclass
+class ContentOnlyParser:
+    """The parser of a request the template cannot render (:func:`build_chat_parser_or_content`): every output
+    is content, reported by an ``unparsed-text`` record (why ``"no-parser"``) — a message, never an empty
+    answer. ``reason``: the render error."""
+
+    reason: str
+    grammar: str | None = None
+    grammar_lazy: bool = False
+    grammar_triggers: list = field(default_factory=list)
+    preserved_tokens: list = field(default_factory=list)
+    additional_stops: list = field(default_factory=list)
+    generation_prompt: str = ""
+
+    def parse(self, output: str, is_partial: bool = False) -> Any:
+        """``output`` as the content (a partial one too: content only grows)."""
+        from .message import AssistantMessage
+        from .repairs import UNPARSED_TEXT, FiredRepair
+
+        msg = AssistantMessage(content=output)
+        if output and not is_partial:
+            msg.repairs = [FiredRepair(UNPARSED_TEXT, 0, len(output), text=output, why="no-parser")]
+        return msg
+
+    def describe(self) -> str:
+        """One line: why there is no parser."""
+        return f"no parser (the output is content): {self.reason}"
+
+
+def build_chat_parser_or_content(template: ChatTemplate, request: ChatRequest, **options: Any) -> ChatParserBundle:
+    """:func:`build_chat_parser`, except that a template which cannot render for ``request`` (a
+    :class:`~core.errors.TemplateRenderError`, e.g. an operator on an undefined value that plain jinja2 refuses
+    and llama.cpp's engine accepts) gives a bundle whose parser returns the output as content
+    (:class:`ContentOnlyParser`) with a note saying why, instead of no message. Other errors propagate."""
+    from ..errors import TemplateRenderError
+
+    try:
+        return build_chat_parser(template, request, **options)
+    except TemplateRenderError as e:
+        note = (f"{e}; the model output is returned as content (no parser can be built for this request)")
+        return ChatParserBundle(parser=ContentOnlyParser(str(e)), prompt="", generation_prompt="",
+                                route=LocalRoute("none"), format="content-only", notes=[note])
 
 
 def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_autoparser: bool,
@@ -159,7 +229,13 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     notes: list[str] = []
     caps = _report_caps(report)
     prep = prepare_request(template, request, caps=caps)
-    gp = generation_prompt(prep)
+    try:
+        gp = generation_prompt(prep)
+    except TemplateRenderError:
+        # a handler that rewrites the messages first (TranslateGemma) renders its own; others raise again there
+        if route.kind != "specialized" or force_autoparser:
+            raise
+        gp = ""
 
     from ..analysis.fidelity import GEMMA_CALL_SYNTAX
 

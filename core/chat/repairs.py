@@ -12,11 +12,15 @@ Two kinds of rule live here:
     the same output (what :class:`~core.chat.stream.StreamingParser` had emitted); when the final parse does
     not extend that view, the view is the answer.
   - ``truncated-call`` — a final parse never returns tool-call ``arguments`` that are not a JSON object. A call
-    cut off by the end of the output (a length-limited generation) is removed from ``tool_calls`` and reported
-    here with its name and its raw text; it is never merged into ``content``. With ``is_partial`` (the caller
+    cut off by the end of the output (a length-limited generation) is removed from ``tool_calls``, its raw text
+    appended to ``content`` (the lossless contract, docs/fidelity-lossless.md) and reported here with its name. With ``is_partial`` (the caller
     says the output was cut) the call stays as llama.cpp returns it, and the note is added all the same. A
     complete call the final parse rejects (a required parameter missing, a mistyped value) ends the same way;
     the record's ``why`` (``"cut"`` / ``"rejected"``) tells the two apart.
+
+  - ``unparsed-text`` — a final parse holds every word of the output: text it could not place (a tail held
+    back for a marker that never came, text a rule read and dropped) is appended to ``content`` and reported;
+    where the reference pins llama.cpp's drop (GPT-OSS built-in tool calls) the record alone carries it.
 
 * **tolerance** rules (:attr:`RepairStage.TOLERANCE`) accept output a user would call valid that llama.cpp
   rejects; on at ``improved`` fidelity only, each switchable.
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -115,6 +120,9 @@ MISTYPED_VALUE_AS_STRING = "mistyped-value-as-string"
 JSON_CALL_IN_TAGS = "json-call-in-tags"
 CALLS_INSIDE_SECTION_MARKERS = "calls-inside-section-markers"
 ARGUMENT_ORDER = "argument-order"
+CALL_ID_OPTIONAL = "call-id-optional"
+MISSING_REQUIRED_ARGUMENT = "missing-required-argument"
+UNPARSED_TEXT = "unparsed-text"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -134,16 +142,31 @@ REPAIRS: list[Repair] = [
                "https://github.com/ml-explore/mlx-lm/issues/1374"),
     Repair(
         name=TRUNCATED_CALL,
-        title="A call cut off (or left unfinished) is reported, not returned",
+        title="A call cut off (or left unfinished) is content and reported, not returned as a call",
         stage=RepairStage.CONTRACT,
         accepts="An output that ends inside a tool call (max_tokens reached), or whose last call the stream "
                 "showed but whose arguments never became a JSON object. The complete calls stay in "
-                "tool_calls, that one is removed from them and reported with its name and raw text (never "
-                "merged into content); with is_partial it stays (as llama.cpp returns it) and is reported too. "
+                "tool_calls, that one is removed from them, its raw text appended to content (the lossless "
+                "contract: text never lives only in this record) and reported with its name; with is_partial "
+                "it stays a call (as llama.cpp returns it) and is reported too. "
                 "The record's why says which: 'cut' (the output ends inside the call) or 'rejected' (a complete "
                 "call that does not fit the tools: a required parameter missing, a mistyped value).",
         example='<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par',
         source="OpenAI finish_reason 'length'; llama.cpp returns '{\"city\": \"Par' as arguments"),
+    Repair(
+        name=UNPARSED_TEXT,
+        title="Text the final parse could not place is content",
+        stage=RepairStage.CONTRACT,
+        accepts="A final parse that holds no trace of some words of the output: a tail the parser held back "
+                "waiting for a marker that never came (an output cut inside a call's name), text a rule read "
+                "and dropped, a call that could not be read. The raw text from the opener of the construct "
+                "holding the first such word to the end of the output is appended to content, and reported; "
+                "why 'content'. Where llama.cpp's own grammar drops the text and the reference pins the message "
+                "(GPT-OSS calls to a built-in tool: the server's to run), the message stays llama.cpp's at both "
+                "fidelities and the record carries the text (why 'kept-out').",
+        example="<tool_call>\n<function=special_functi   (cut inside the name)",
+        source="issue 25 (lost text: vLLM and SGLang return text they cannot parse as content); "
+               "llama.cpp ref-0428 / ref-0429 (GPT-OSS built-in tool recipients dropped)"),
     Repair(
         name=ARGUMENTS_KEY_ALIAS,
         title="'parameters' for 'arguments' (and back) in a JSON call",
@@ -162,6 +185,19 @@ REPAIRS: list[Repair] = [
                 "the arguments stream once the name is known.",
         example='{"arguments": {"city": "Paris"}, "name": "get_weather"}',
         source="llama.cpp's flat JSON layout fixes the order rendered by the template"),
+    Repair(
+        name=CALL_ID_OPTIONAL,
+        title="A JSON call without the id field the template renders",
+        stage=RepairStage.TOLERANCE,
+        accepts="A flat JSON call whose template renders a call id field (Mistral v0.3: {\"name\", "
+                "\"arguments\", \"id\"}) written without it, and with 'arguments' before 'name' as well: "
+                "every call of a [TOOL_CALLS] array is kept (llama.cpp requires the id's comma, so only the last "
+                "call survived, through stream-consistent-final).",
+        example='[TOOL_CALLS] [{"name": "add", "arguments": {"a": 3.5, "b": 4}}, {"name": "get_current_weather", '
+                '"arguments": {"city": "San Francisco", "state": "CA", "unit": "celsius"}}]',
+        source="https://github.com/vllm-project/vllm/blob/002d5731d3ee99b92d80b103be81c212245f1acf/tests/"
+               "tool_parsers/test_mistral_tool_parser.py (Mistral-7B-Instruct-v0.3 outputs without ids, "
+               "arguments before name); https://github.com/ml-explore/mlx-lm/issues/1374"),
     Repair(
         name=DOUBLE_ENCODED_ARGUMENTS,
         title="Arguments written as a JSON string holding the object",
@@ -254,6 +290,21 @@ REPAIRS: list[Repair] = [
                 "also taken for 'arguments'), for a known tool.",
         example='<tool_call>\n{"name": "square_the_number", "arguments": {"input_num": 1024}}\n</tool_call>',
         source="https://github.com/gpustack/gpustack/issues/2660"),
+    Repair(
+        name=MISSING_REQUIRED_ARGUMENT,
+        title="A tagged call with a required parameter missing is passed on",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the auto-parsed XML-tagged argument layouts (Qwen3-Coder <parameter=…>, GLM "
+                "<arg_key>/<arg_value>), a complete call that leaves out a parameter the tool declares required: "
+                "the call is returned with the arguments it has (checking the schema is the client's job, as "
+                "vLLM's and SGLang's parsers do) instead of being rejected into content. Tried after the "
+                "template's layout and argument-order.",
+        example="<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n</parameter>\n"
+                "</function>\n</tool_call>   (city and state required)",
+        source="issue 25 (a call the stream showed, then rejected by the final parse); vLLM's qwen3coder parser "
+               "passes the parameters it finds: https://github.com/vllm-project/vllm/blob/"
+               "049d8df27dda4fd0caffa289ea12bfe5a47ac794/tests/tool_parsers/test_qwen3coder_tool_parser.py "
+               "(test_extract_tool_calls_fallback_no_tags: a call without the optional unit)"),
     Repair(
         name=CALLS_INSIDE_SECTION_MARKERS,
         title="JSON calls between the two markers the template writes before them",
@@ -416,11 +467,37 @@ def _tail_span(parser: Any, output: str, final: AssistantMessage, view: Assistan
     words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
              if getattr(getattr(t, "type", None), "value", "") == "word"]
     opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
+    if opener < 0:
+        opener = _pattern_opener(parser, output, at)
     if opener >= 0:
         return opener
     # a JSON call without the template's markers (unmarked-calls, fenced-calls): the object around the name
     brace = output.rfind("{", 0, at)
     return brace if brace >= 0 and "}" not in output[brace:at] else at
+
+
+def _pattern_opener(parser: Any, output: str, at: int) -> int:
+    """The start of the last match, at or before ``at``, of the parser's pattern triggers (anchors dropped:
+    GPT-OSS's ``<|start|>assistant<|channel|>commentary to``), or -1. The patterns are the parser's own."""
+    spans: list[tuple[int, int]] = []
+    for t in getattr(parser, "grammar_triggers", None) or []:
+        if getattr(getattr(t, "type", None), "value", "") not in ("pattern", "pattern_full"):
+            continue
+        pat = getattr(t, "value", "") or ""
+        pat = pat[1:] if pat.startswith("^") else pat
+        pat = pat[:-1] if pat.endswith("$") and not pat.endswith("\\$") else pat
+        try:
+            spans += [(m.start(), m.end()) for m in re.finditer(pat, output[:at + 1]) if m.end() > m.start()]
+        except re.error:
+            continue
+    if not spans:
+        return -1
+    best = max(s for s, _ in spans)
+    while True:   # a longer trigger match that holds the last one starts the call (" to" in "…assistant… to")
+        earlier = min((s for s, e in spans if s < best < e), default=best)
+        if earlier == best:
+            return best
+        best = earlier
 
 
 def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
@@ -456,9 +533,69 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
         start = _tail_span(parser, output, final, view, last.name)
         if not is_partial:
             out.tool_calls = out.tool_calls[:-1]
+            out.content = content_with_tail(out.content, output[start:])
         out.repairs = [r for r in out.repairs if r.name != STREAM_CONSISTENT_FINAL] + [
             FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:], _why_unfinished(parser, output))]
+    if not is_partial:
+        out = _keep_unparsed(parser, output, out, final)
     return out
+
+
+PINNED_DROP_FORMATS: dict[str, str] = {
+    "gpt-oss": r"\bto=(?!functions\.)",
+    # K2 Horizon with a response format and reasoning_format none reads the think block and drops it before the
+    # JSON answer (b11549 tests/test-chat.cpp, case k2h-schema-format-none in tests/data/b11549)
+    "k2-horizon": r"</ifm\|think(?:_fast|_faster)?>",
+}
+"""Parser formats (with a pattern of the dropped text) whose llama.cpp grammar reads and drops text the reference
+pins as dropped (GPT-OSS calls to a built-in tool, ``<|start|>assistant to=container.exec…``: ref-0428, ref-0429). ``unparsed-text`` there only
+reports the text (the message stays llama.cpp's, at both fidelities: a built-in tool is the server's to run,
+and the improved fidelity keeps every reference case)."""
+
+
+def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
+    """Contract ``unparsed-text``: when a final parse holds no trace of some words of ``output`` (a tail the
+    parser held back, waiting for a marker that never came; text a rule read and dropped), the raw text from the
+    start of the construct holding the first such word (the last call opener before it, else the word) to the
+    end of the output is appended to the content and reported. Words of markup the parser knows are not text
+    (:func:`core.chat.lossless.parser_marks`)."""
+    from .lossless import lost_word_spans, parser_marks
+
+    if getattr(parser, "lossless_context", None) is None:
+        return msg
+    lost = lost_word_spans(output, msg, parser_marks(parser))
+    if not lost:
+        return msg
+    at = lost[0][1]
+    start = _opener_before(parser, output, at)
+    tail = output[start:]
+    out = msg.copy() if msg is final else msg
+    fmt = (getattr(parser, "lossless_context", None) or (None, None, ""))[2]
+    pinned = fmt in PINNED_DROP_FORMATS and re.search(PINNED_DROP_FORMATS[fmt], output) is not None
+    if not pinned:
+        out.content = content_with_tail(out.content, tail)
+    out.repairs = list(out.repairs) + [FiredRepair(UNPARSED_TEXT, start, len(output), text=tail,
+                                                   why="kept-out" if pinned else "content")]
+    return out
+
+
+def _opener_before(parser: Any, output: str, at: int) -> int:
+    """The last call opener (a trigger word or pattern of the parser) at or before ``at``, else the start of the
+    ``at``."""
+    words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
+             if getattr(getattr(t, "type", None), "value", "") == "word"]
+    opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
+    if opener < 0:
+        opener = _pattern_opener(parser, output, at)
+    return opener if opener >= 0 else at
+
+
+def content_with_tail(content: str, tail: str) -> str:
+    """``content`` followed by ``tail`` (the raw text of a call the final parse does not return), unless the
+    content already ends with it: the lossless contract (text never lives only in a repair record)."""
+    if not tail or content.endswith(tail) or (tail.strip() and content.rstrip().endswith(tail.strip())):
+        return content
+    return content + tail
 
 
 def _why_unfinished(parser: Any, output: str) -> str:
@@ -502,5 +639,5 @@ def list_text() -> str:
 
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
-           "TRUNCATED_CALL", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -3,7 +3,8 @@
 Field names and values follow OpenAI / llama.cpp and ``reference/cases.jsonl``: ``messages``, ``tools``,
 ``tool_choice`` (auto / required / none), ``parallel_tool_calls``, ``reasoning_format``
 (none / auto / deepseek / deepseek-legacy), ``enable_thinking``, ``add_generation_prompt``,
-``continue_final_message`` (None / auto / reasoning / content), ``json_schema`` (response format),
+``continue_final_message`` (llama-server b11549: true / false / null / "content" / "reasoning_content"; also
+none / auto / reasoning), ``json_schema`` (response format),
 ``chat_template_kwargs``.
 """
 
@@ -96,11 +97,35 @@ def _check_refs(schema: dict[str, Any], name: str, prefix: str = "") -> None:
         raise RequestError(name, f"{prefix}{problem}")
 
 
+# llama-server's wire values (common_chat_continuation_parse at b11549), then this project's own spellings,
+# which the reference cases use (null / auto / reasoning / content)
+_CONTINUATION_WIRE: dict[Any, Continuation] = {
+    "content": Continuation.CONTENT, "reasoning_content": Continuation.REASONING,
+    "none": Continuation.NONE, "auto": Continuation.AUTO, "reasoning": Continuation.REASONING,
+}
+
+
+def continuation_from_wire(value: Any) -> Continuation:
+    """``continue_final_message`` as llama-server b11549 reads it: null or ``false`` -> none, ``true`` -> auto,
+    ``"content"`` / ``"reasoning_content"``; also this project's ``"none"`` / ``"auto"`` / ``"reasoning"``.
+    Anything else (a number, another string, a list) is a :class:`RequestError`."""
+    if isinstance(value, Continuation):
+        return value
+    if value is None or value is False:
+        return Continuation.NONE
+    if value is True:
+        return Continuation.AUTO
+    if isinstance(value, str) and value in _CONTINUATION_WIRE:
+        return _CONTINUATION_WIRE[value]
+    raise RequestError("continue_final_message", f"unknown value {value!r} (allowed: true, false, null, "
+                       '"content", "reasoning_content"; also "none", "auto", "reasoning")')
+
+
 def _enum(cls: type[enum.Enum], value: Any, name: str) -> Any:
     if isinstance(value, cls):
         return value
-    if value is None and cls is Continuation:
-        return Continuation.NONE
+    if cls is Continuation:
+        return continuation_from_wire(value)
     try:
         return cls(value)
     except ValueError:

@@ -1795,6 +1795,8 @@ class StreamingParser:
         self.final_mismatch = False
         self.repairs: list[Any] = []
         self.final: AssistantMessage | None = None
+        # improved fidelity: a call is released whole once accepted (core.chat.stream.CallRelease)
+        self._release = CallRelease() if getattr(parser, "release_calls_whole", False) else None
 
     @property
     def text(self) -> str:
@@ -1808,6 +1810,8 @@ class StreamingParser:
     @property
     def message(self) -> AssistantMessage:
         """The message the emitted deltas accumulate to (a copy)."""
+        if self._release is not None:
+            return self._release.view()
         self._fold()
         return self._emitted.copy()
 
@@ -2074,7 +2078,9 @@ class StreamingParser:
         if self._region is not None:
             fast = self._fast(text)
             if fast is not None:
-                return fast
+                return fast if self._release is None else self._release.filter(fast)
+        if self._release is not None:
+            return self._release.filter(self._step(True))
         return self._step(True)
 
     def finish(self, is_partial: bool = False) -> list[MessageDelta]:
@@ -2091,9 +2097,14 @@ class StreamingParser:
         # so the accumulated deltas equal it; a truncated call already streamed is kept, not taken back
         final = _safe_parse(self.parser.parse, self.text, is_partial)
         if final is None:
-            return self._step(is_partial)
+            out = self._step(is_partial)
+            return out if self._release is None else self._release.filter(out, final=True)
         self.repairs = list(final.repairs)
         self.final = final
+        if self._release is not None:   # the client's view becomes the one-shot parse
+            self._emitted = final.copy()
+            deltas, self.final_mismatch = self._release.settle(final)
+            return deltas
         target = final
         extra = self._emitted.tool_calls[len(final.tool_calls):]
         if extra and any(r.name == "truncated-call" for r in final.repairs):
@@ -2109,6 +2120,84 @@ class StreamingParser:
             return deltas
         self._emitted = target.copy()
         return deltas
+
+
+class CallRelease:
+    """The stream policy of the ``improved`` fidelity: a tool call's deltas are held back until the call is
+    accepted — its arguments a complete JSON object — then released whole (id, name and arguments in one delta),
+    in call order; content and reasoning pass at once. A call the final parse does not return (cut by the end
+    of the output, rejected) was therefore never shown, so the deltas a client accumulates equal the one-shot
+    parse exactly (no :func:`core.chat.repairs.settled` needed). The cost: a call's first argument byte reaches
+    the client when the call's arguments close, not as they are written (docs/fidelity-lossless.md)."""
+
+    def __init__(self) -> None:
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: list[list] = []          # released: [id, name, [argument parts]]
+        self._pending: dict[int, list] = {}   # held: index -> [id, name, [argument parts], "{" minus "}"]
+
+    def filter(self, deltas: list[MessageDelta], final: bool = False) -> list[MessageDelta]:
+        """The deltas a client gets out of the parser's ``deltas`` (``final``: release every held call)."""
+        out: list[MessageDelta] = []
+        for d in deltas:
+            tc = d.tool_call
+            if tc is None:
+                if d.content:
+                    self._content.append(d.content)
+                if d.reasoning_content:
+                    self._reasoning.append(d.reasoning_content)
+                out.append(d)
+                continue
+            if tc.index < len(self._calls):
+                c = self._calls[tc.index]
+                c[0] = tc.id or c[0]
+                c[1] = tc.name or c[1]
+                c[2].append(tc.arguments)
+                out.append(d)
+                continue
+            held = self._pending.setdefault(tc.index, ["", "", [], 0])
+            held[0] = tc.id or held[0]
+            held[1] = tc.name or held[1]
+            if tc.arguments:
+                held[2].append(tc.arguments)
+                held[3] += tc.arguments.count("{") - tc.arguments.count("}")
+        while len(self._calls) in self._pending:
+            i = len(self._calls)
+            held = self._pending[i]
+            # a cheap test first (braces balance, a "}" last), so a long argument is not re-read per delta;
+            # braces inside strings may hold a call back to the finish, never release it early
+            if not final and not (held[3] == 0 and held[2] and held[2][-1].rstrip().endswith("}")
+                                  and _is_json_object("".join(held[2]))):
+                break
+            args = "".join(held[2])
+            del self._pending[i]
+            self._calls.append([held[0], held[1], [args]])
+            out.append(MessageDelta(tool_call=ToolCallDelta(i, held[0], held[1], args)))
+        return out
+
+    def view(self) -> AssistantMessage:
+        """The message the released deltas accumulate to."""
+        return AssistantMessage("".join(self._content), "".join(self._reasoning),
+                                [ToolCall(n, "".join(a), i) for i, n, a in self._calls])
+
+    def settle(self, final: AssistantMessage) -> tuple[list[MessageDelta], bool]:
+        """The last deltas, from what the client has to ``final`` (the one-shot parse), and whether that took
+        something back (never expected: a released call is accepted)."""
+        have = self.view()
+        try:
+            deltas, mismatch = stream_deltas_between(have, final), False
+        except StreamRetractionError:
+            deltas, mismatch = lenient_deltas(have, final), True
+        self._content, self._reasoning = [final.content], [final.reasoning_content]
+        self._calls = [[t.id, t.name, [t.arguments]] for t in final.tool_calls]
+        self._pending = {}
+        return deltas, mismatch
+
+
+def _is_json_object(text: str) -> bool:
+    from .repairs import is_json_object
+
+    return is_json_object(text)
 
 
 def _recycle(msg: AssistantMessage) -> None:

@@ -192,10 +192,21 @@ def parse_diffs(a: ChatTemplate, b: ChatTemplate, report_a: Any, report_b: Any,
 
 
 def compare_templates(a: ChatTemplate, b: ChatTemplate, *, fidelity: str = "llama.cpp", with_lint: bool = True,
-                      report_a: Any = None, report_b: Any = None) -> TemplateComparison:
+                      report_a: Any = None, report_b: Any = None, budget_s: float | None = None
+                      ) -> TemplateComparison:
     """Compare templates ``a`` and ``b`` (see :class:`TemplateComparison`). ``report_a`` / ``report_b``: analysis
     reports to use (e.g. with overrides), else analysed (cached) at ``fidelity``. ``with_lint``: also lint both.
-    Raises :class:`~core.errors.AnalysisError` when an analysis fails."""
+    ``budget_s``: the analysis budget per template (default ``$CTE_ANALYSIS_BUDGET_S`` or 5 s, so 10 s for the
+    whole comparison; ``0``: none; :mod:`core.budgets`).
+    Raises :class:`~core.errors.AnalysisError` when an analysis fails or the budget runs out."""
+    from ..budgets import command_budget
+
+    with command_budget("the comparison", f"{a.name} vs {b.name}", budget_s, templates=2):
+        return _compare(a, b, fidelity, with_lint, report_a, report_b)
+
+
+def _compare(a: ChatTemplate, b: ChatTemplate, fidelity: str, with_lint: bool, report_a: Any, report_b: Any
+             ) -> TemplateComparison:
     from ..chat.pipeline import cached_analysis
 
     ra = report_a if report_a is not None else cached_analysis(a, fidelity)

@@ -9,10 +9,11 @@ from __future__ import annotations
 import enum
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..chat.message import AssistantMessage
+from ..chat.repairs import UNPARSED_TEXT
 from ..chat.request import ChatRequest
 from .spans import Span, SpanLabel, check_cover, rebuild_message, same_message
 from .trace_routes import MAIN, ParseTrace, trace_parse
@@ -198,6 +199,35 @@ class _Setup:
     fidelity: str
     overrides: dict[str, Any]
     disabled: tuple[str, ...] = ()
+    meter: "_Meter | None" = None    # shared by every setup derived with dataclasses.replace
+
+
+REPARSE_CHARS = 1024 * 1024
+"""Characters explain may re-parse beyond its main parse (the other fidelity, candidate fixes, inserted openers:
+each re-parses the whole output): a 256 KB hostile output (a flood of tool calls) took 8-13 s when every
+candidate re-parsed it. Past this the remaining re-parses are left out and the explanation says so."""
+
+
+class ReparseLimit(Exception):
+    """A re-parse left out (:data:`REPARSE_CHARS` spent, or the analysis budget): callers of :func:`_trace` treat
+    it as a candidate that could not be checked."""
+
+
+@dataclass
+class _Meter:
+    """Characters re-parsed so far (``spent``) against ``cap``; ``skipped``: re-parses left out."""
+
+    cap: int
+    spent: int = 0
+    skipped: int = 0
+
+    def charge(self, n: int) -> None:
+        from ..budgets import over_budget
+
+        if self.spent + n > self.cap or over_budget(mark=False):
+            self.skipped += 1
+            raise ReparseLimit(f"re-parse of {n:,} characters left out")
+        self.spent += n
 
 
 def _build(setup: _Setup) -> Any:
@@ -213,6 +243,10 @@ def _build(setup: _Setup) -> Any:
 
 
 def _trace(setup: _Setup, output: str) -> tuple[Any, ParseTrace]:
+    """The parser bundle and full trace (spans, stop point) of ``output`` under ``setup``; charged to the setup's
+    meter (raises :class:`ReparseLimit` past it)."""
+    if setup.meter is not None:
+        setup.meter.charge(len(output))
     bundle = _build(setup)
     return bundle, trace_parse(bundle.parser, output, bundle.report)
 
@@ -229,9 +263,51 @@ def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str =
     ``output``: labelled spans, the stop point, the causes with evidence and (``fixes``) the candidate changes
     that re-parse clean. Raises what :func:`core.chat.pipeline.build_chat_parser` raises for a bad request or
     template (``RequestError``, ``TemplateRenderError``, ``AnalysisError``, each one line); never raises on
-    the output."""
+    the output.
+
+    Runs under the analysis budget (:mod:`core.budgets`: the prompt render and any analysis; raises
+    :class:`~core.errors.AnalysisError` naming the limit when it runs out). Its work is linear in the output:
+    one traced parse, then re-parses for the causes and fixes up to :data:`REPARSE_CHARS` characters in all
+    (those left out are named in ``notes``)."""
+    import gc
+
+    # a large output's trace allocates millions of small acyclic objects (parse nodes, spans); the cyclic
+    # collector's generation scans over them cost as much again as the parse (13 -> 7 CPU s for 100,000 calls)
+    pause_gc = len(output) > GC_PAUSE_CHARS and gc.isenabled()
+    if pause_gc:
+        gc.disable()
+    try:
+        return _explain_budgeted(template, request, output, fidelity, overrides, disabled_workarounds, fixes)
+    finally:
+        if pause_gc:
+            gc.enable()
+
+
+GC_PAUSE_CHARS = 64 * 1024
+"""Outputs longer than this are explained with the cyclic garbage collector paused (see :func:`explain`)."""
+
+
+def _explain_budgeted(template: Any, request: ChatRequest, output: str, fidelity: str,
+                      overrides: dict[str, Any] | None, disabled_workarounds: tuple[str, ...], fixes: bool
+                      ) -> Explanation:
+    import time
+
+    from ..budgets import command_budget
+    from ..templating import analysis_budget
+
     setup = _Setup(template, request, fidelity, dict(overrides or {}), tuple(disabled_workarounds or ()))
-    bundle, tr = _trace(setup, output)
+    with command_budget("explain", getattr(template, "name", "template")) as budget:
+        bundle, tr = _trace(setup, output)
+    setup.meter = _Meter(REPARSE_CHARS)
+    # the causes and fixes run in what is left of the budget: a render it cuts there (a candidate's prompt) is a
+    # candidate left out, not a failed explanation
+    left = None if budget is None else max(0.0, budget.until - time.monotonic())
+    with analysis_budget(left):
+        return _explain(setup, bundle, tr, output, fixes)
+
+
+def _explain(setup: _Setup, bundle: Any, tr: ParseTrace, output: str, fixes: bool) -> Explanation:
+    template, request, fidelity = setup.template, setup.request, setup.fidelity
     route = bundle.format if bundle.format != "peg-native" else "auto-parser"
     ex = Explanation(template=getattr(template, "name", "template"), route=route, fidelity=fidelity,
                      request=_request_json(request), output=output, generation_prompt=tr.text[:tr.gp_len],
@@ -243,6 +319,7 @@ def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str =
         from .spans import attach_repairs
 
         ex.spans = attach_repairs(ex.spans, [_repair_range(r) for r in fired], tr.gp_len)
+        ex.spans = _unparsed_as_content(ex.spans, fired, tr.gp_len)
     ex.found_by = _found_by(bundle.report, tr.spans)
     cover = check_cover(ex.spans, tr.text)
     rebuilt = rebuild_message(ex.spans, getattr(bundle.parser, "drop_blank_reasoning", True))
@@ -260,6 +337,10 @@ def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str =
         from .fixes import candidate_fixes
 
         ex.fixes = candidate_fixes(setup, bundle, tr, ex)
+    if setup.meter.skipped:
+        ex.notes.append(f"{setup.meter.skipped} re-parse(s) for causes and fixes left out: the output is "
+                        f"{len(output):,} characters and explain re-parses at most {REPARSE_CHARS:,} in all, within "
+                        "the analysis budget (limit: explain re-parses)")
     return ex
 
 
@@ -293,14 +374,37 @@ def _request_json(request: ChatRequest) -> dict[str, Any]:
 
 
 def message_of(setup: _Setup, output: str) -> tuple[AssistantMessage, bool]:
-    """The message of ``output`` under ``setup`` and whether the parse is clean (for fixes and causes)."""
-    _b, tr = _trace(setup, output)
-    return tr.message, _clean(tr)
+    """The message of ``output`` under ``setup`` and whether the parse is clean (for fixes and causes). For a
+    PEG parser without the spans (what :func:`_trace` gives: the parse is clean when the main root accounts
+    for the whole text and leaves no call or reasoning block open); charged to the meter like a trace."""
+    from .trace_routes import peg_message
+
+    if setup.meter is not None:
+        setup.meter.charge(len(output))
+    bundle = _build(setup)
+    got = peg_message(bundle.parser, output)
+    if got is None:
+        tr = trace_parse(bundle.parser, output, bundle.report)
+        return tr.message, _clean(tr)
+    return got
 
 
 def dumps(ex: Explanation) -> str:
     """``ex`` as indented JSON."""
     return json.dumps(ex.to_json(), ensure_ascii=False, indent=2)
+
+
+def _unparsed_as_content(spans: list[Span], fired: list[Any], offset: int) -> list[Span]:
+    """The lossless contract moves text a final parse could not place into ``content`` (an ``unparsed-text``
+    record with why ``content``): the spans it covers that the format had ignored are unparsed text kept as
+    content, so the spans still rebuild the message."""
+    ranges = [(r.start + offset, r.end + offset) for r in fired
+              if getattr(r, "name", "") == UNPARSED_TEXT and getattr(r, "why", "") == "content"]
+    if not ranges:
+        return spans
+    return [replace(s, label=SpanLabel.UNPARSED)
+            if s.label == SpanLabel.IGNORED and any(a <= s.start and s.end <= b for a, b in ranges) else s
+            for s in spans]
 
 
 def _repair_range(fired: Any) -> tuple[str, tuple[int, int]]:

@@ -236,40 +236,48 @@ def _paint(paint: list, start: int, end: int, value: tuple) -> None:
 
 
 def _runs(text: str, paint: list, gp_len: int, consumed: int) -> list[Span]:
+    from itertools import groupby
+
     spans: list[Span] = []
-    i, n = 0, len(text)
-    while i < n:
-        v = paint[i]
-        j = i + 1
-        while j < n and paint[j] == v and (j != gp_len) and (j != consumed or v is not None):
-            j += 1
-        if v is None:
-            chunk = text[i:j]
-            if i >= consumed:
-                v = (SpanLabel.UNPARSED, "", -1, "")
-            elif i < gp_len:
-                v = (SpanLabel.GENERATION_PROMPT, "", -1, "")
-            elif not chunk.strip(_WS):
-                v = (SpanLabel.WHITESPACE, "", -1, "")
-            else:
-                v = (SpanLabel.MARKER, "", -1, "")
-        label, name, call, kind = v
-        spans.append(Span(i, j, label, text[i:j], name, call, kind, in_prompt=i < gp_len))
-        i = j
+    i = 0
+    for v, group in groupby(paint):   # runs of equal paint, found in C (a per-character loop here cost seconds)
+        end = i + len(list(group))
+        cuts = [c for c in (gp_len, consumed if v is None else -1) if i < c < end]
+        for j in sorted(set(cuts)) + [end]:
+            spans.append(_run_span(text, v, i, j, gp_len, consumed))
+            i = j
     return _merge(spans)
+
+
+def _run_span(text: str, v: tuple | None, i: int, j: int, gp_len: int, consumed: int) -> Span:
+    if v is None:
+        chunk = text[i:j]
+        if i >= consumed:
+            v = (SpanLabel.UNPARSED, "", -1, "")
+        elif i < gp_len:
+            v = (SpanLabel.GENERATION_PROMPT, "", -1, "")
+        elif not chunk.strip(_WS):
+            v = (SpanLabel.WHITESPACE, "", -1, "")
+        else:
+            v = (SpanLabel.MARKER, "", -1, "")
+    label, name, call, kind = v
+    return Span(i, j, label, text[i:j], name, call, kind, in_prompt=i < gp_len)
 
 
 def _merge(spans: list[Span]) -> list[Span]:
     out: list[Span] = []
+    parts: list[list[str]] = []   # the texts of each output span, joined once (not re-concatenated per merge)
     for s in spans:
         p = out[-1] if out else None
         if (p is not None and p.end == s.start and p.label == s.label and p.field == s.field and p.call == s.call
                 and p.kind == s.kind and p.in_prompt == s.in_prompt
                 and s.label in (SpanLabel.WHITESPACE, SpanLabel.UNPARSED, SpanLabel.GENERATION_PROMPT)):
-            out[-1] = replace(p, end=s.end, text=p.text + s.text)
+            out[-1] = replace(p, end=s.end)
+            parts[-1].append(s.text)
         else:
             out.append(s)
-    return out
+            parts.append([s.text])
+    return [sp if len(t) == 1 else replace(sp, text="".join(t)) for sp, t in zip(out, parts)]
 
 
 def relabel_unparsed(spans: list[Span], stop: int) -> list[Span]:

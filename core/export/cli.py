@@ -53,7 +53,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     fidelity = "improved" if args.improved else "llama.cpp"
     if args.cases:
         _check_cases(args.cases)
-    if args.tokenizer_config and args.format != "tokenizer-config":
+    if args.tokenizer_config and args.format != "tokenizer-config" and not args.for_hub:
         # it was ignored: the plain response_template came out, not the merged file the author asked for
         raise ChatTemplateExplorerError(f"--tokenizer-config is merged into only with --format tokenizer-config "
                                         f"(got --format {args.format})")
@@ -84,6 +84,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         print(f"error: {template.name}: cannot be exported as a response_template: {'; '.join(res.reasons)}",
               file=sys.stderr)
         return 1
+    if args.for_hub:
+        return _write_hub_kit(args, res, template, fidelity)
     if args.verify:
         from .verify import reference_cases, verify
 
@@ -99,6 +101,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 print(f"error: {template.name}: transformers disagrees with our parser on {d.source}: {d.why}; "
                       "not exported", file=sys.stderr)
             return 1
+    for verdict in res.consumers:
+        print(f"engine {verdict.line()}", file=sys.stderr)
     if args.format == "tokenizer-config":
         base = None
         if args.tokenizer_config:
@@ -114,6 +118,38 @@ def _cmd_export(args: argparse.Namespace) -> int:
         print(json.dumps(merged, ensure_ascii=False, indent=2))
     else:
         print(json.dumps(res.response_template, ensure_ascii=False, indent=2))
+    return 0
+
+
+def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: str) -> int:
+    """``--for-hub DIR``: verify (reference cases too with --cases), then write tokenizer_config.json (merged
+    into --tokenizer-config when given) and PR.md into DIR. Nothing is written when transformers disagrees."""
+    from ..errors import ChatTemplateExplorerError
+    from .hub import hub_files
+    from .verify import reference_cases, verify
+
+    v = verify(res.response_template, template, fidelity=fidelity,
+               cases=reference_cases(args.cases, template.name) if args.cases else ())
+    print(f"verification: {v.count_summary() or 'nothing checked'}", file=sys.stderr)
+    if not v.agrees:
+        d = v.first_disagreement
+        why = f"transformers disagrees with our parser on {d.source}: {d.why}" if d else "no check could be run"
+        print(f"error: {template.name}: {why}; nothing written", file=sys.stderr)
+        return 1
+    base = None
+    try:
+        if args.tokenizer_config:
+            with open(args.tokenizer_config, encoding="utf-8") as f:
+                base = json.load(f)
+        files = hub_files(res, v, base)
+        os.makedirs(args.for_hub, exist_ok=True)
+        for name, text in files.items():
+            with open(os.path.join(args.for_hub, name), "w", encoding="utf-8") as f:
+                f.write(text)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
+        raise ChatTemplateExplorerError(f"--for-hub: {msg}") from None
+    print(f"wrote {', '.join(os.path.join(args.for_hub, n) for n in files)}", file=sys.stderr)
     return 0
 
 
@@ -166,6 +202,9 @@ def register(subparsers: Any) -> None:
     e.add_argument("--verify", action="store_true",
                    help="refuse to print unless transformers' parse_response agrees with our parser")
     e.add_argument("--cases", default=None, help="reference cases (cases.jsonl) also fed to the verification")
+    e.add_argument("--for-hub", metavar="DIR", default=None,
+                   help="verify, then write DIR/tokenizer_config.json (merged into --tokenizer-config when given) "
+                        "and DIR/PR.md (a pull-request description with the verification table)")
     e.add_argument("--batch", metavar="DIR", help="export and verify every template of DIR; one JSON line each, "
                                                   "figures on stderr")
     e.add_argument("--progress", action="store_true", help="with --batch: one line per template on stderr")

@@ -83,7 +83,8 @@ def corpus_export(directory: str, *, fidelity: str = "llama.cpp", flavour: str =
             continue
         res = export_response_template(template, fidelity=fidelity, flavour=flavour)
         row: dict[str, Any] = {"template": path.name, "route": res.route, "exportable": res.exportable,
-                               "reasons": res.reasons, "tool_capable": not extra}
+                               "reasons": res.reasons, "tool_capable": not extra,
+                               "served_by": [c.consumer.value for c in res.consumers if c.serves]}
         if res.exportable:
             try:
                 v = verify(res.response_template, template, fidelity=fidelity,

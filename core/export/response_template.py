@@ -1,5 +1,6 @@
 """Analysis → ``response_template`` (version 1), the declarative output format transformers (≥ 5.13) reads from
-``tokenizer_config.json`` and vLLM serves with ``--tool-call-parser response_template``.
+``tokenizer_config.json`` and vLLM ≥ 0.32 serves with ``--tool-call-parser hf --reasoning-parser hf`` (which
+engines serve an export: :mod:`core.export.consumers`, docs/export.md).
 
 The format, as read from transformers' ``utils/chat_parsing/response_templates.py`` and ``response_parser.py``
 (5.24): a ``start_anchor`` (literal or list) or ``start_anchor_pattern`` cuts the prompt after its last match;
@@ -64,12 +65,20 @@ class ExportResult:
         """True when a response_template was produced."""
         return self.response_template is not None
 
+    @property
+    def consumers(self) -> list[Any]:
+        """Which engines serve this export and what each would refuse (:mod:`core.export.consumers`)."""
+        from .consumers import consumer_verdicts
+
+        return consumer_verdicts(self.response_template, self.reasons)
+
     def to_json(self) -> dict[str, Any]:
         """Plain JSON."""
         return {"template": self.template, "flavour": self.flavour.value, "fidelity": self.fidelity,
                 "route": self.route, "exportable": self.exportable, "reasons": list(self.reasons),
                 "notes": list(self.notes), "generation_prompt": self.generation_prompt,
-                "response_template": self.response_template}
+                "response_template": self.response_template,
+                "consumers": [c.to_json() for c in self.consumers]}
 
 
 class NotExpressible(Exception):
@@ -322,9 +331,18 @@ def _tool_field(a: Any, notes: list[str], python_literals: bool = False) -> dict
             if f.section_end.strip():
                 out["close_pattern"] = _lit(f.section_end)
             return out
+        if f.section_start.strip() and not f.tools_array_wrapped and not a.caps.supports_parallel_tool_calls:
+            # the template renders at most one call per turn, so the section holds exactly one JSON object
+            notes.append("tool_calls: the template renders no parallel calls: one region from the section start "
+                         "to its end (or the end of the output) holding one JSON call")
+            single: dict[str, Any] = {"open_pattern": _lit(f.section_start), "repeats": True,
+                                      "content": "json", "transform": _json_call_transform(a)}
+            if f.section_end.strip():
+                single["close_pattern"] = _lit(f.section_end)
+            return single
         if f.section_start.strip() or f.tools_array_wrapped:
             raise NotExpressible("JSON calls in a section without per-call markers and not written as one JSON "
-                                 "array: consecutive objects cannot be split into regions")
+                                 "array: consecutive objects cannot be split into regions (with parallel calls)")
         if a.caps.supports_parallel_tool_calls:
             raise NotExpressible("bare JSON calls without any marker and parallel calls allowed: consecutive "
                                  "objects cannot be split into regions")
@@ -534,6 +552,98 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
             "content": {"content": "text"}}
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
                 "fields": fields}
+    if handler == "functionary-v3.2":
+        # core/chat/formats/functionary_v3_2.py: the generation prompt ends with ">>>", so each message starts with
+        # its recipient: "all\n" then content, or "NAME\n" then the call's JSON arguments; ">>>" starts the next
+        fields = {
+            "tool_calls": {"open_pattern": r"(?:\A|>>>)(?!all\n)(?P<name>[^\s>]+)\n", "close_pattern": r"(?=>>>)",
+                           "repeats": True, "content": "json",
+                           "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+            # no "|\Z" in the closers: while streaming, transformers commits a \Z at the buffer's end and cuts the
+            # region early; the end of the output closes the last region anyway
+            "content": {"open_pattern": r"(?:\A|>>>)all\n", "close_pattern": r"(?=>>>)", "content": "text"}}
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
+                "fields": fields}
+    if handler == "gpt-oss" and flavour == Flavour.TRANSFORMERS:
+        # core/chat/formats/gpt_oss.py: messages <|channel|>CHANNEL…<|message|>TEXT<|end|>, each after
+        # <|start|>assistant (dropped between regions); analysis is reasoning, final and a recipient-less
+        # commentary are content; a call names "to=functions.NAME" in the role header or after the channel;
+        # calls to other recipients are consumed whole by a field that stays empty (transformers drops it)
+        rest = r"(?:(?!<\|end\|>|<\|call\|>|<\|return\|>).)*"
+        constraint = r"(?:\s*<\|constrain\|>\s*[A-Za-z0-9_-]+|\s+[A-Za-z0-9_-]+)?"
+        fields = {
+            think: {"open": "<|channel|>analysis<|message|>", "close_pattern": r"<\|end\|>", "content": "text"},
+            "tool_calls": {
+                "open_pattern": (r"(?: to=functions\.|<\|channel\|>(?:commentary|analysis) to=functions\.)"
+                                 r"(?P<name>[^<\s]+)(?:<\|channel\|>(?:commentary|analysis))?"
+                                 + constraint + r"<\|message\|>"),
+                "close_pattern": r"<\|call\|>|<\|end\|>", "repeats": True, "content": "json",
+                "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+            "content": {"open_pattern": r"<\|channel\|>(?:final" + constraint + r"|commentary)<\|message\|>",
+                        "close_pattern": r"<\|end\|>|<\|return\|>", "content": "text"},
+            "other_recipient": {
+                "open_pattern": (r"(?: to=(?!functions\.|assistant)[^<\s]+<\|channel\|>[a-z]+|<\|channel\|>[a-z]+ "
+                                 r"to=(?!functions\.|assistant)[^<\s]+)" + constraint + r"<\|message\|>" + rest),
+                "close_pattern": "", "content": "text"}}
+        # the turn starts after the last message that is not the assistant's: a continued turn holds several
+        # <|start|>assistant messages (the prefilled analysis, then the final one)
+        anchor = r"<\|start\|>(?:user|system|developer|functions\.)(?:(?!<\|end\|>).)*<\|end\|>"
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, "start_anchor_pattern": anchor,
+                "fields": fields}
+    if handler == "kimi-k3":
+        # core/chat/formats/kimi_k3.py: XTML sections <|open|>TAG attrs<|sep|> … <|close|>TAG<|sep|>; the
+        # generation prompt opens the message and its think section, which ends at its closer or where the
+        # response or tools section starts; argument values are typed by the tool schema (tools=), not by the
+        # type attribute; the tools/message section markers fall between regions and are dropped
+        fields = {
+            think: {"open": "<|open|>think<|sep|>",
+                    "close_pattern": r"<\|close\|>think<\|sep\|>|(?=<\|open\|>(?:response|tools)<\|sep\|>)",
+                    "content": "text"},
+            "content": {"open": "<|open|>response<|sep|>", "close": "<|close|>response<|sep|>", "content": "text"},
+            "tool_calls": {
+                "open_pattern": r'<\|open\|>call tool="(?P<name>[^"]+)"[^<]*<\|sep\|>',
+                "close_pattern": r"<\|close\|>call<\|sep\|>", "repeats": True, "content": "xml-inline",
+                "content_args": {"tag_pattern": r'<\|open\|>argument key="(?P<key>[^"]+)"[^<]*<\|sep\|>'
+                                                r"(?P<value>(?:(?!<\|close\|>argument<\|sep\|>).)*)"
+                                                r"<\|close\|>argument<\|sep\|>"},
+                "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}}}
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"},
+                "start_anchor": '<|open|>message role="assistant"<|sep|>', "fields": fields}
+    if handler == "muse-glimmer":
+        # core/chat/formats/muse_glimmer.py: messages "<|start|>assistant to=RECIPIENT<|message|>BODY<|eom|>";
+        # to=self is reasoning, to=user (or no recipient) the answer, any other recipient holds
+        # <atem:function_calls><atem:invoke name="NAME"><atem:parameter name="K">V</atem:parameter>…; the
+        # header of a message is the opener of its region, so the recipient decides the field
+        fields = {
+            think: {"open": " to=self<|message|>", "close": "<|eom|>", "content": "text"},
+            "tool_calls": {
+                "open_pattern": r'<atem:invoke name="(?P<name>[^"]+)">',
+                "close_pattern": r"</atem:invoke>", "repeats": True, "content": "xml-inline",
+                "content_args": {"tag_pattern": r'<atem:parameter name="(?P<key>[^"]+)">'
+                                                r"(?P<value>(?:(?!</atem:parameter>).)*)</atem:parameter>"},
+                "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+            # " to=user" may be left out, right after the turn start only: a call's header ends in <|message|> too
+            "content": {"open_pattern": r" to=user<\|message\|>|\A<\|message\|>|(?<=<\|start\|>assistant)<\|message\|>",
+                        "close_pattern": r"<\|eom\|>|<\|eot\|>", "content": "text"}}
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, "start_anchor": "<|start|>assistant",
+                "fields": fields}
+    if handler == "minicpm5":
+        # core/chat/formats/minicpm5.py: [<think>…</think>] content <function name="NAME"><param name="K">V</param>…
+        # </function>…; a string value may be wrapped in <![CDATA[…]]> (then it may hold </param>); non-string
+        # values are JSON, which tools= typing reproduces from the schema
+        fields = {
+            think: {"open": "<think>", "close": "</think>", "content": "text"},
+            "tool_calls": {
+                "open_pattern": rf'{_WS}<function name="(?P<name>[^"]+)">', "close_pattern": rf"</function>{_WS}",
+                "repeats": True, "content": "xml-inline",
+                # one value group (Python's re takes no repeated name): a CDATA opener selects the branch
+                "content_args": {"tag_pattern": r'<param name="(?P<key>[^"]+)">(?P<cdata><!\[CDATA\[)?'
+                                                r"(?P<value>(?(cdata)(?:(?!\]\]>).)*|(?:(?!</param>).)*))"
+                                                r"(?(cdata)\]\]>)</param>"},
+                "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+            "content": {"content": "text"}}
+        return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
+                "fields": fields}
     if handler == "gemma4":
         # core/chat/formats/gemma4.py: [<|channel>thought\n…<channel|>] content [<|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>]…
         fields = {
@@ -550,13 +660,12 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
     return None
 
 
-_SPECIAL_HANDLERS = ("lfm2", "lfm2.5", "gemma4", "kimi-k2", "ministral-3", "qwen3-coder", "ling3", "deepseek-v3.2")
+_SPECIAL_HANDLERS = ("lfm2", "lfm2.5", "gemma4", "kimi-k2", "ministral-3", "qwen3-coder", "ling3", "deepseek-v3.2",
+                     "minicpm5", "functionary-v3.2", "gpt-oss", "kimi-k3", "muse-glimmer")
 _REFUSED_HANDLERS = {
-    "gpt-oss": "special handler gpt-oss (harmony channels: <|channel|>analysis / commentary to=functions.NAME / "
-               "final): the function name sits in a channel header that also routes content, and a region's "
-               "field is fixed by its opener, so one opener cannot send text to content or to a call",
-    "muse-glimmer": "special handler muse-glimmer (harmony-like channels, 'to=user' / 'to=functions.NAME' "
-                    "headers): the header decides the field, which a response_template region cannot",
+    "gpt-oss": "special handler gpt-oss (harmony channels) for vLLM: calls to other recipients (to=python, "
+               "to=container.exec) must be swallowed by an extra always-empty field, and vLLM serves no field but "
+               "thinking, content and tool_calls (the transformers export has it)",
 }
 
 
@@ -610,7 +719,8 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
         res.reasons.append(f"the analysis's markers contain probe text ({leaked[:60]!r}…): the differential analysis "
                            "(llama.cpp's too) did not isolate this template's markers")
         return res
-    if route.kind == "specialized" and route.handler in _REFUSED_HANDLERS:
+    if route.kind == "specialized" and route.handler in _REFUSED_HANDLERS and not (
+            route.handler == "gpt-oss" and flavour == Flavour.TRANSFORMERS):
         res.reasons.append(_REFUSED_HANDLERS[route.handler])
         return res
     literals = analysis.tools.format.mode.value == "TAG_WITH_TAGGED" and renders_python_literals(template)

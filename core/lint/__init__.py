@@ -30,7 +30,7 @@ CHECKS = ("render", "roundtrip", "prefix", "divergence", "probe", "marker", "tim
 
 
 def lint(template: ChatTemplate, *, fidelity: str = "llama.cpp", report: Any = None,
-         suppressed: Iterable[str] = ()) -> LintReport:
+         suppressed: Iterable[str] = (), budget_s: float | None = None) -> LintReport:
     """Lint ``template`` (a compiled :class:`~core.templating.ChatTemplate`).
 
     ``fidelity``: ``"llama.cpp"`` (default) or ``"improved"`` — the analysis and parser the round trip uses.
@@ -38,7 +38,20 @@ def lint(template: ChatTemplate, *, fidelity: str = "llama.cpp", report: Any = N
     shell-style patterns of finding ids to leave out (listed in ``LintReport.suppressed``). Never raises for a
     template that fails: a failed analysis skips the checks that need it (noted in ``error``), a failed render
     is a finding. Findings are sorted by severity, then id.
+
+    ``budget_s``: wall-clock seconds for every render of the lint (the analysis budget, default
+    ``$CTE_ANALYSIS_BUDGET_S`` or 5 s; ``0``: none, :mod:`core.budgets`). When it runs out the lint stops and
+    raises :class:`~core.errors.AnalysisError` naming the limit (a template whose every render runs to the
+    render time limit would otherwise cost that limit for each of the ~70 renders).
     """
+    from ..budgets import command_budget
+
+    with command_budget("lint", template.name, budget_s):
+        return _lint(template, fidelity, report, suppressed)
+
+
+def _lint(template: ChatTemplate, fidelity: str, report: Any, suppressed: Iterable[str]) -> LintReport:
+    from ..budgets import over_budget
     from .checks import LintContext
 
     t0 = time.perf_counter()
@@ -55,6 +68,8 @@ def lint(template: ChatTemplate, *, fidelity: str = "llama.cpp", report: Any = N
     ctx = LintContext(template, report, fidelity)
     findings: list[Finding] = []
     for check in _checks():
+        if over_budget():  # every render from here would fail at once: the lint ends with the budget error
+            break
         try:
             findings += check(ctx)
         except Exception as e:  # noqa: BLE001 - one check's bug must not hide the others' findings

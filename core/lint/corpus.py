@@ -28,6 +28,8 @@ def lint_file(path: str, fidelity: str = "llama.cpp", suppressed: tuple[str, ...
         return LintReport(name, error=f"cannot load: {e}")
     try:
         return lint(template, fidelity=fidelity, suppressed=suppressed)
+    except ChatTemplateExplorerError as e:  # the lint's budget ran out (core.budgets)
+        return LintReport(name, error=str(e))
     except Exception as e:  # noqa: BLE001 - a batch never stops on one template
         return LintReport(name, error=f"internal error: {type(e).__name__}: {e}")
 

@@ -80,6 +80,67 @@ def excerpt(source: str, line: int | None, column: int | None = None, context: i
     return "\n".join(out)
 
 
+# block tags that need an end tag (``set`` only in its block form, without ``=``)
+_OPENERS = ("for", "if", "macro", "call", "filter", "block", "with", "autoescape", "set", "trans")
+_INNERMOST = re.compile(r"The innermost block that needs to be closed is '(\w+)'")
+
+
+def open_blocks(source: str, upto_line: int | None = None) -> list[tuple[str, int]]:
+    """The blocks still open (``(tag, line it opened on)``, outermost first) after the tags that start before
+    ``upto_line`` (all of them when None). Lexes only (jinja2's lexer, no parse, no render); text that does not
+    lex gives the blocks open up to where it stopped."""
+    from jinja2.exceptions import TemplateSyntaxError as JinjaSyntaxError
+
+    from ..templating import _ENV
+
+    stack: list[tuple[str, int]] = []
+    tokens = _ENV.lex(source)
+    try:
+        pending: tuple[str, int] | None = None   # a tag just opened whose statement is still being read
+        assigns = False
+        for line, kind, value in tokens:
+            if upto_line is not None and line >= upto_line:
+                break
+            if kind == "block_begin":
+                pending, assigns = ("", line), False
+            elif pending is not None and pending[0] == "" and kind == "name":
+                pending = (value, pending[1])
+            elif pending is not None and kind == "operator" and value == "=":
+                assigns = True
+            elif kind == "block_end" and pending is not None:
+                tag, at = pending
+                pending = None
+                if tag.startswith("end"):
+                    for i in range(len(stack) - 1, -1, -1):
+                        if stack[i][0] == tag[3:]:
+                            del stack[i:]
+                            break
+                elif tag in _OPENERS and not (tag == "set" and assigns):
+                    stack.append((tag, at))
+    except JinjaSyntaxError:
+        pass
+    return stack
+
+
+def _unclosed(message: str, source: str, line: int | None) -> str:
+    """``message`` with the block jinja2 says is open named with the line it opened on: "`if` opened at line 3
+    is never closed (…)" at the end of the template, "`if` opened at line 3 is not closed before line 6 (…)"
+    elsewhere; ``message`` unchanged when it names no open block or the block is not found."""
+    m = _INNERMOST.search(message)
+    if not m:
+        return message
+    lines = source.splitlines()
+    at_end = "end of template" in message.lower()
+    opened = [b for b in open_blocks(source, None if at_end else line) if b[0] == m.group(1)]
+    if not opened:
+        return message
+    tag, at = opened[-1]
+    where = "is never closed" if at_end else f"is not closed before line {line}"
+    hint = f"add {{% end{tag} %}}" if at_end else f"close it with {{% end{tag} %}} first"
+    first = lines[at - 1].strip() if 0 < at <= len(lines) else ""
+    return f"`{tag}` opened at line {at} {where} ({hint}; it opened with {first[:60]!r}). jinja2: {message}"
+
+
 def locate_error(err: BaseException, source: str) -> ErrorLocation:
     """The position of ``err`` (a :class:`~core.errors.TemplateSyntaxError` or a render error raised while
     rendering ``source``) in ``source``: the line from the syntax error or from the template frame of the
@@ -91,7 +152,10 @@ def locate_error(err: BaseException, source: str) -> ErrorLocation:
         msg = re.sub(r"^template '.*?' failed to render: ", "", msg)
     lines = source.splitlines()
     col = _column(lines[line - 1], msg) if line and 0 < line <= len(lines) else None
-    return ErrorLocation(line, col, " ".join(msg.split()), kind, excerpt(source, line, col))
+    msg = " ".join(msg.split())
+    if kind == "syntax":
+        msg = _unclosed(msg, source, line)
+    return ErrorLocation(line, col, msg, kind, excerpt(source, line, col))
 
 
 def check_source(source: str, name: str = "<edited>") -> tuple[Any, ErrorLocation | None]:

@@ -14,7 +14,8 @@ its scope, which is how ``fidelity="improved"`` reaches the generator and the sp
 ``python_literal_values`` — :meth:`ChatBuilder.tool_arg_json_value` also accepts a Python literal
 (:meth:`ChatBuilder.python_literal`) after the JSON it was given (improvement ``python-literal-values``);
 ``whitespace_call_separators`` — parallel JSON tool calls (:meth:`ChatBuilder.standard_json_tools`) may be
-separated by whitespace alone as well as by ``,`` (improvement ``json-call-separators``);
+separated by whitespace alone as well as by ``,`` or ``;`` (improvement ``json-call-separators``; Llama 3.x
+writes ``{…}; {…}``, as vLLM's llama3_json parser accepts);
 ``repairs`` — the names of the :mod:`core.chat.repairs` rules that act in the grammar (a frozenset; empty
 at ``llama.cpp`` fidelity): ``arguments-key-alias`` and ``json-field-order`` in the flat JSON call layout,
 ``double-encoded-arguments`` for JSON arguments, ``calls-inside-section-markers`` for a section start of two
@@ -99,10 +100,17 @@ def fired_repairs(nodes: Iterable[Any], offset: int = 0) -> list[tuple[str, int,
 
 def function_tools(tools: Any) -> list[dict]:
     """The ``function`` objects of OpenAI tools that have ``type == "function"`` (others are skipped)."""
+    return [fn for _, fn in indexed_function_tools(tools)]
+
+
+def indexed_function_tools(tools: Any) -> list[tuple[int, dict]]:
+    """``(index, function)`` of the function tools, ``index`` the tool's position in ``tools`` (skipped tools
+    keep their slot), as llama.cpp b11549 ``foreach_function`` numbers them: grammar rules are named by these
+    indexes (``tool-<i>``, ``tool-<i>-arg-<j>``), so two names that sanitize alike cannot share a rule."""
     out = []
-    for t in tools or []:
+    for i, t in enumerate(tools or []):
         if isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("function"), dict):
-            out.append(t["function"])
+            out.append((i, t["function"]))
     return out
 
 
@@ -139,12 +147,13 @@ class ChatBuilder(Builder):
         self.repairs: frozenset[str] = frozenset(opts.get("repairs", ()) if repairs is None else repairs)
         self.last_json_calls: P | None = None
 
-    def json_tool_args(self, name: str, params: Any, leading_ws: bool = False) -> P:
+    def json_tool_args(self, index: int, params: Any, leading_ws: bool = False) -> P:
         """A call's JSON arguments (``tool-args`` over the schema-typed JSON value of rule
-        ``tool-NAME-schema``); with repair ``double-encoded-arguments`` also a JSON string holding them
+        ``tool-INDEX-schema``, INDEX the tool's position in the request); with repair
+        ``double-encoded-arguments`` also a JSON string holding them
         (:meth:`tool_args_encoded`), with ``leading_ws`` and repair ``tag-whitespace`` also whitespace
         before them."""
-        args = self.tool_args(self.schema(self.json(), f"tool-{name}-schema", params))
+        args = self.tool_args(self.schema(self.json(), f"tool-{index}-schema", params))
         if "double-encoded-arguments" in self.repairs:
             # the string alternative first: json() would also take the string (and map it to nothing)
             args = self.choice(self.repair("double-encoded-arguments", self.tool_args_encoded(self.json_string())),
@@ -371,11 +380,12 @@ class ChatBuilder(Builder):
             value = self.choice(value, self.tool_id(self.json_number()))
         return self.atomic('"' + key + '"' + ws() + ":" + ws() + value)
 
-    def _json_tools_function_is_key(self, funcs: list[dict], args_key: str, eff_args_key: str, call_id_key: str,
+    def _json_tools_function_is_key(self, funcs: list[tuple[int, dict]], args_key: str, eff_args_key: str,
+                                    call_id_key: str,
                                     gen_id_key: str) -> P:
         ws = self.space
         choices = []
-        for fn in funcs:
+        for idx, fn in funcs:
             name = fn["name"]
             params = tool_parameters(fn)
             inner: list[P] = []
@@ -385,7 +395,7 @@ class ChatBuilder(Builder):
                 inner.append(self.optional(idp + ws() + self.optional("," + ws())))
             if gen_id_key:
                 inner.append(self.optional(self._id_field(gen_id_key) + ws() + self.optional("," + ws())))
-            schema_args = self.tool_args(self.schema(self.json(), f"tool-{name}-schema", params))
+            schema_args = self.tool_args(self.schema(self.json(), f"tool-{idx}-schema", params))
             if not args_key:
                 inner.append(schema_args)
             else:
@@ -401,10 +411,10 @@ class ChatBuilder(Builder):
                 inner_obj = inner_obj + ws() + "}"
             body = self.tool(self.tool_open("{") + ws() + '"' + self.tool_name(self.literal(name)) + '"' + ws()
                              + ":" + ws() + inner_obj + ws() + self.tool_close("}"))
-            choices.append(self.rule(f"tool-{name}", body))
+            choices.append(self.rule(f"tool-{idx}", body))
         return self.choice(*choices)
 
-    def _json_tools_nested(self, funcs: list[dict], name_key: str, args_key: str, call_id_key: str,
+    def _json_tools_nested(self, funcs: list[tuple[int, dict]], name_key: str, args_key: str, call_id_key: str,
                            gen_id_key: str) -> P:
         ws = self.space
         name_spec, args_spec = _split_key(name_key), _split_key(args_key)
@@ -412,13 +422,13 @@ class ChatBuilder(Builder):
         nested_name = name_spec[1] if name_spec[0] else name_key
         nested_args = args_spec[1] if args_spec[0] else args_key
         choices = []
-        for fn in funcs:
+        for idx, fn in funcs:
             name = fn["name"]
             params = tool_parameters(fn)
             n_part = '"' + nested_name + '"' + ws() + ":" + ws() + self.atomic('"' + self.tool_name(self.literal(name))
                                                                               + '"')
             a_part = '"' + nested_args + '"' + ws() + ":" + ws() + self.tool_args(
-                self.schema(self.json(), f"tool-{name}-schema", params))
+                self.schema(self.json(), f"tool-{idx}-schema", params))
             nested_obj = "{" + ws() + n_part + ws() + "," + ws() + a_part + ws() + "}"
             body = self.tool_open("{") + ws()
             if call_id_key and not _split_key(call_id_key)[0]:
@@ -428,7 +438,7 @@ class ChatBuilder(Builder):
             if gen_id_key and not _split_key(gen_id_key)[0]:
                 body = body + self.optional(self._id_field(gen_id_key) + ws() + "," + ws())
             body = body + ('"' + nested_prefix + '"') + ws() + ":" + ws() + nested_obj + ws() + self.tool_close("}")
-            choices.append(self.rule(f"tool-{name}", self.tool(body)))
+            choices.append(self.rule(f"tool-{idx}", self.tool(body)))
         return self.choice(*choices)
 
     def flat_json_call(self, tools: Any, name_key: str = "name", args_key: str = "arguments",
@@ -436,19 +446,20 @@ class ChatBuilder(Builder):
         """One flat JSON call ``{"NAME_KEY": "name", "ARGS_KEY": {...}}`` of a known function tool (a choice over
         ``tools``), each in a rule ``RULE_PREFIX + name`` (so a format with its own ``tool-NAME`` rules can use
         it beside them). The flat-layout repairs in force apply. ``eps`` when there are no function tools."""
-        funcs = function_tools(tools)
+        funcs = indexed_function_tools(tools)
         if not funcs:
             return self.eps()
         return self._json_tools_flat(funcs, name_key, args_key, "", "", [name_key, args_key], False, rule_prefix)
 
-    def _json_tools_flat(self, funcs: list[dict], name_key: str, args_key: str, call_id_key: str, gen_id_key: str,
+    def _json_tools_flat(self, funcs: list[tuple[int, dict]], name_key: str, args_key: str, call_id_key: str,
+                         gen_id_key: str,
                          order: list[str], openai_wrapper: bool, rule_prefix: str = "tool-") -> P:
         ws = self.space
         choices = []
-        for fn in funcs:
+        for idx, fn in funcs:
             name = fn["name"]
             params = tool_parameters(fn)
-            args_value = self.json_tool_args(name, params)
+            args_value = self.json_tool_args(idx, params)
             args_name = self.literal('"' + args_key + '"')
             alias = {"arguments": "parameters", "parameters": "arguments"}.get(args_key)
             if alias and "arguments-key-alias" in self.repairs:
@@ -480,8 +491,18 @@ class ChatBuilder(Builder):
             in_order = joined([f for f, _ in fields])
             if "json-field-order" in self.repairs and len(fields) == 2:
                 in_order = self.choice(in_order, self.repair("json-field-order", joined([fields[1][0], fields[0][0]])))
+            id_keys = [k for k in (call_id_key, gen_id_key) if k]
+            if "call-id-optional" in self.repairs and id_keys:
+                # repair call-id-optional: the id field(s) the template renders left out with their comma, the
+                # name and the arguments in either order (Mistral v0.3 writes [{"name": …, "arguments": …}])
+                two = [f for f, k in fields if k not in id_keys]
+                ids = self.eps()
+                for k in id_keys:
+                    ids = ids + self.optional(ws() + "," + ws() + self._id_field(k))
+                in_order = self.choice(in_order, self.repair("call-id-optional", self.choice(
+                    joined(two) + ids, joined(list(reversed(two))) + ids)))
             body = body + in_order + ws() + self.tool_close("}")
-            choices.append(self.rule(f"{rule_prefix}{name}", self.tool(body)))
+            choices.append(self.rule(f"{rule_prefix}{idx}", self.tool(body)))
         return self.choice(*choices)
 
     def standard_json_tools(self, section_start: str, section_end: str, tools: Any, parallel: bool, force: bool,
@@ -500,7 +521,7 @@ class ChatBuilder(Builder):
         adjacent markers without a section end may hold the turn's content between its markers
         (``<|python_start|>text<|python_end|>{…}``, improvement ``content-inside-section-start``).
         """
-        funcs = function_tools(tools)
+        funcs = indexed_function_tools(tools)
         if not funcs:
             return self.eps()
         eff_name = name_key or "name"
@@ -515,7 +536,7 @@ class ChatBuilder(Builder):
         tool_calls = calls
         if parallel:
             if self.whitespace_call_separators:
-                sep = self.space() + self.optional(",") + self.space()
+                sep = self.space() + self.optional(self.choice(",", ";")) + self.space()
             else:
                 sep = self.space() + "," + self.space()
             tool_calls = tool_calls + self.zero_or_more(sep + calls)
@@ -541,7 +562,7 @@ class ChatBuilder(Builder):
     def standard_constructed_tools(self, markers: dict[str, str], tools: Any, parallel: bool, force: bool) -> P:
         """Tagged legacy layout ``<tool_call><function=NAME><param=K>V</param>...</function></tool_call>``
         (marker keys and defaults as llama.cpp); argument values are untyped text."""
-        funcs = function_tools(tools)
+        funcs = indexed_function_tools(tools)
         if not funcs:
             return self.eps()
         m = {"tool_call_start_marker": "<tool_call>", "tool_call_end_marker": "</tool_call>",
@@ -549,7 +570,7 @@ class ChatBuilder(Builder):
              "parameter_key_prefix": "<param=", "parameter_key_suffix": ">", "parameter_closer": "</param>"}
         m.update(markers or {})
         choices = []
-        for fn in funcs:
+        for idx, fn in funcs:
             name = fn["name"]
             params = tool_parameters(fn)
             props = params.get("properties") if isinstance(params, dict) else None
@@ -567,7 +588,7 @@ class ChatBuilder(Builder):
             body = self.tool(self.tool_open(m["function_opener"] + self.tool_name(self.literal(name))
                                             + m["function_name_suffix"]) + self.space() + self.tool_args(args)
                              + self.space() + self.tool_close(m["function_closer"]))
-            choices.append(self.rule(f"tool-{name}", body))
+            choices.append(self.rule(f"tool-{idx}", body))
         one = self.choice(*choices)
         calls = self.one_or_more(one + self.space()) if parallel else one + self.space()
         section = self.trigger_rule("tool-call", self.literal(m["tool_call_start_marker"]) + self.space() + calls
@@ -580,29 +601,29 @@ class ChatBuilder(Builder):
         quote), the others a :meth:`python_literal`; parallel calls separated by ``,`` and/or whitespace;
         ``array_wrapped``: the calls are inside ``[`` … ``]``. Values are mapped to JSON by the mapper's
         quote/literal normalisation."""
-        funcs = function_tools(tools)
+        funcs = indexed_function_tools(tools)
         if not funcs:
             return self.eps()
         ws = self.space
         choices = []
-        for fn in funcs:
+        for idx, fn in funcs:
             name = fn["name"]
             params = tool_parameters(fn)
             props = params.get("properties") if isinstance(params, dict) else None
             args = self.eps()
             if isinstance(props, dict) and props:
                 arg_choices = []
-                for pname, pdef in props.items():
+                for j, (pname, pdef) in enumerate(props.items()):
                     is_string = isinstance(pdef, dict) and pdef.get("type") == "string"
                     value = self.tool_arg_value(self.python_string() if is_string else self.python_literal())
-                    arg_choices.append(self.rule(f"tool-{name}-arg-{pname}", self.tool_arg(
+                    arg_choices.append(self.rule(f"tool-{idx}-arg-{j}", self.tool_arg(
                         self.tool_arg_open(self.tool_arg_name(self.literal(pname)) + ws() + "=" + ws())
                         + value + self.tool_arg_close(self.eps()))))
                 one_arg = self.choice(*arg_choices)
                 args = self.optional(one_arg + self.zero_or_more(ws() + "," + ws() + one_arg))
             body = self.tool(self.tool_open(self.tool_name(self.literal(name)) + "(") + ws() + self.tool_args(args)
                              + ws() + self.optional(",") + ws() + self.tool_close(")"))
-            choices.append(self.rule(f"tool-{name}", body))
+            choices.append(self.rule(f"tool-{idx}", body))
         one = self.choice(*choices)
         calls = one + self.zero_or_more(ws() + self.optional(",") + ws() + one) if parallel else one
         if array_wrapped:
@@ -616,9 +637,9 @@ class ChatBuilder(Builder):
 
     def python_style_tool_calls(self, tools: Any, parallel: bool, allow_json_literals: bool = False) -> P:
         """``[name(arg="v", n=1), ...]`` (LFM2-like); string-typed args are quoted literals."""
-        funcs = function_tools(tools)
+        funcs = indexed_function_tools(tools)
         choices = []
-        for fn in funcs:
+        for idx, fn in funcs:
             name = fn["name"]
             params = tool_parameters(fn)
             props = params.get("properties") if isinstance(params, dict) else None
@@ -639,7 +660,7 @@ class ChatBuilder(Builder):
                 args = any_arg + self.zero_or_more("," + self.space() + any_arg)
             body = self.tool(self.tool_open(self.tool_name(self.literal(name)) + "(") + self.space()
                              + self.tool_args(args) + self.space() + self.tool_close(")"))
-            choices.append(self.rule(f"tool-{name}", body))
+            choices.append(self.rule(f"tool-{idx}", body))
         one = self.choice(*choices)
         if parallel:
             return "[" + self.space() + one + self.zero_or_more("," + self.space() + one) + self.space() + "]"

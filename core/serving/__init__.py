@@ -22,7 +22,9 @@ import contextlib
 import enum
 import os
 import pathlib
+import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
@@ -36,6 +38,11 @@ __all__ = [
     "Limits",
     "Mode",
     "PathNotAllowedError",
+    "PER_VISITOR_SLOTS",
+    "VisitorBusyError",
+    "current_visitor",
+    "redact_paths",
+    "set_visitor",
     "ServingConfigError",
     "ServingPolicy",
     "WorkKind",
@@ -109,7 +116,7 @@ class Limits:
     tools / messages JSON, imported overrides); ``max_template_upload`` / ``max_json_upload`` /
     ``max_gguf_upload``: uploaded ``.jinja`` / ``.json`` / ``.gguf`` files; ``max_analyses`` /
     ``max_corpus_runs``: at once per server process; ``wait_seconds``: how long a request waits for a slot
-    before :class:`BusyError`.
+    before :class:`BusyError`; ``max_line_chars``: one-line inputs (repo ids, revisions, names, patterns).
     """
 
     max_paste_bytes: int | None = None
@@ -120,13 +127,14 @@ class Limits:
     max_analyses: int | None = None
     max_corpus_runs: int | None = None
     wait_seconds: float = 0.0
+    max_line_chars: int | None = None
 
 
 #: Public demo caps. Real templates are at most ~40 KB (the largest of 351 in ../shared/templates), a
 #: tokenizer_config.json with its added tokens a few MB; a model output worth exploring fits in 256 KB.
 DEMO_LIMITS = Limits(max_paste_bytes=256 * 1024, max_text_chars=256 * 1024, max_template_upload=256 * 1024,
                      max_json_upload=8 * 1024 * 1024, max_gguf_upload=16 * 1024 * 1024, max_analyses=2,
-                     max_corpus_runs=1, wait_seconds=5.0)
+                     max_corpus_runs=1, wait_seconds=5.0, max_line_chars=1024)
 
 
 @dataclass(frozen=True)
@@ -286,6 +294,36 @@ def confined_template_path(path_text: str, roots: Sequence[pathlib.Path]) -> pat
 
 _SLOTS: dict[tuple[WorkKind, int], threading.BoundedSemaphore] = {}
 _SLOTS_LOCK = threading.Lock()
+_HELD: dict[tuple[WorkKind, str], int] = {}   # (kind, visitor) -> slots in flight
+_visitor = threading.local()
+
+#: slots of one kind one visitor may hold at once (demo mode): with the demo's two analysis slots, one visitor
+#: holding both turned every other visitor away
+PER_VISITOR_SLOTS = 1
+
+
+class VisitorBusyError(BusyError):
+    """This visitor already holds :data:`PER_VISITOR_SLOTS` slots of the kind (demo mode)."""
+
+    def __init__(self, kind: "WorkKind", limit: int):
+        self.kind = kind
+        self.limit = limit
+        self.waited = 0.0
+        noun = kind.value if limit == 1 else {WorkKind.ANALYSIS: "analyses"}.get(kind, kind.value + "s")
+        ChatTemplateExplorerError.__init__(
+            self, f"you already have {limit} {noun} running on this server (the demo's limit per visitor); "
+                  "wait for it to finish")
+
+
+def set_visitor(visitor: str | None) -> None:
+    """Name the visitor whose work this thread does next (the app: the browser session, at the start of each
+    script run); :func:`work_slot` then holds at most :data:`PER_VISITOR_SLOTS` per visitor in demo mode."""
+    _visitor.id = visitor
+
+
+def current_visitor() -> str | None:
+    """The visitor :func:`set_visitor` named on this thread, or None."""
+    return getattr(_visitor, "id", None)
 
 
 def _semaphore(kind: WorkKind, limit: int) -> threading.BoundedSemaphore:
@@ -301,16 +339,56 @@ def work_slot(kind: WorkKind, limits: Limits) -> Iterator[None]:
     """Hold one of the process-wide slots of ``kind`` for the ``with`` body (no bound when the limit is None).
 
     Waits up to ``limits.wait_seconds`` for a free slot, then raises :class:`BusyError` (a one-line message
-    for the visitor). Slots are per server process and shared by every session.
+    for the visitor). Slots are per server process and shared by every session; a visitor named with
+    :func:`set_visitor` holds at most :data:`PER_VISITOR_SLOTS` of a kind at once (a request past it waits for
+    the visitor's own slot, as long, then :class:`VisitorBusyError`), so one visitor cannot take every slot.
     """
     limit = limits.max_analyses if kind is WorkKind.ANALYSIS else limits.max_corpus_runs
     if limit is None:
         yield
         return
-    sem = _semaphore(kind, limit)
-    if not sem.acquire(timeout=max(0.0, limits.wait_seconds)):
-        raise BusyError(kind, limit, limits.wait_seconds)
+    who = current_visitor()
+    key = (kind, who or "")
+    if who is not None:
+        # the visitor's own earlier work (a rerun that Streamlit stopped while its analysis went on) is waited
+        # for as a busy server is; past the wait the visitor is told, and the other slots stay free
+        deadline = time.monotonic() + max(0.0, limits.wait_seconds)
+        while True:
+            with _SLOTS_LOCK:
+                if _HELD.get(key, 0) < PER_VISITOR_SLOTS:
+                    _HELD[key] = _HELD.get(key, 0) + 1
+                    break
+            if time.monotonic() >= deadline:
+                raise VisitorBusyError(kind, PER_VISITOR_SLOTS)
+            time.sleep(0.05)
     try:
-        yield
+        sem = _semaphore(kind, limit)
+        if not sem.acquire(timeout=max(0.0, limits.wait_seconds)):
+            raise BusyError(kind, limit, limits.wait_seconds)
+        try:
+            yield
+        finally:
+            sem.release()
     finally:
-        sem.release()
+        if who is not None:
+            with _SLOTS_LOCK:
+                left = _HELD.get(key, 1) - 1
+                if left > 0:
+                    _HELD[key] = left
+                else:
+                    _HELD.pop(key, None)
+
+
+# ---------------------------------------------------------------------------------------------- visitor text
+
+# an absolute server path: /a/b…, ~/a…, C:\a\… (two components at least, so "and/or" or "1/2" stay); not the
+# path of a URL (after "//host" or a word character) nor a Hub repo id (org/name has no leading slash)
+# (one component per repetition, slashes excluded inside it: linear time)
+_PATH = re.compile(r"(?<![\w.:/\\~-])(?:~|[A-Za-z]:)?(?:[/\\][\w.@+=-][^\s'\"`,;:()\[\]<>|/\\]*){2,}")
+
+
+def redact_paths(text: str) -> str:
+    """``text`` with every absolute file path (``/home/op/.cache/huggingface/…``, ``~/x/y``, ``C:\\x\\y``)
+    replaced by ``<server path>``: what a demo visitor is shown of an error (the operator's cache folder, the
+    app's install folder and the like are not the visitor's business). URLs and Hub repo ids are kept."""
+    return _PATH.sub("<server path>", text)

@@ -15,8 +15,12 @@ from pygments.lexer import RegexLexer
 from pygments.lexers import get_lexer_by_name
 from pygments.token import Comment, Keyword, Name, Operator, Punctuation, String, Text, Whitespace
 
+# a light panel in every theme (pygments' "friendly" colours are for a light background; the text colour is set
+# too, or the dark theme's near-white text would land on it)
 BOX = ("font-size:0.82rem;border:1px solid #e2e8f0;border-radius:6px;overflow:auto;background:#f8f8f8;"
-       "padding:4px 8px")
+       "color:#0f172a;color-scheme:light;padding:4px 8px")
+# long lines (a GBNF rule, a one-line template) wrap instead of scrolling sideways inside the page
+PRE_STYLE = "white-space:pre-wrap;overflow-wrap:anywhere;margin:0;line-height:1.5"
 
 
 class GbnfLexer(RegexLexer):
@@ -50,7 +54,7 @@ def highlighted_html(source: str, language: str = "jinja", *, max_height: str = 
     source = visible_text(source)  # a bidi override in a template must not reorder the lines shown
     lexer = GbnfLexer() if language == "gbnf" else get_lexer_by_name(language)
     fmt = HtmlFormatter(noclasses=True, style="friendly", linenos="inline" if line_numbers else False,
-                        nobackground=True)
+                        nobackground=True, prestyles=PRE_STYLE)
     body = highlight(source, lexer, fmt)
     return f'<div class="cte-code" style="{BOX};max-height:{max_height}">{body}</div>'
 

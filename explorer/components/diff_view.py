@@ -19,7 +19,7 @@ COLOURS = {
     "suffix": ("#f1f5f9", "#475569"),   # shared, grey
 }
 BOX_STYLE = ("font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:0.85rem;"
-             "white-space:pre-wrap;word-break:break-all;line-height:1.5;color:#0f172a;background:#ffffff;"
+             "white-space:pre-wrap;word-break:break-all;line-height:1.8;color:#0f172a;background:#ffffff;"
              "border:1px solid #e2e8f0;border-radius:6px;padding:6px 8px;margin:4px 0")
 
 

@@ -35,11 +35,13 @@ def show_findings(report: Any, *, key: str = "lint") -> None:
     for c, (k, n) in zip(cols, kinds.items()):
         c.metric(k, n)
     if report.error:
-        st.warning(md(report.error))
+        from ..visitor import shown
+
+        st.warning(md(shown(report.error)))
     if not report.findings:
         st.success(f"No findings ({report.shapes} conversation shapes rendered).")
         return
-    st.dataframe(findings_frame(report), hide_index=True, width="stretch", key=f"{key}_table")
+    st.table(findings_frame(report), hide_index=True)   # wraps: a hint is a sentence, never cut off
     for f in report.findings:
         with st.expander(f"{f.severity.value} · {f.id}", icon=SEVERITY_ICON.get(f.severity.value)):
             st.markdown(md(f.title))
@@ -88,10 +90,10 @@ def show_comparison(c: Any) -> None:
         st.info("The two templates are identical.")
     st.subheader("Analysis fields that differ")
     if c.fields:
-        st.dataframe(pd.DataFrame([{"field": f.path, "A": shown_text(json.dumps(f.a, ensure_ascii=False)),
+        st.table(pd.DataFrame([{"field": f.path, "A": shown_text(json.dumps(f.a, ensure_ascii=False)),
                                     "B": shown_text(json.dumps(f.b, ensure_ascii=False)),
                                     "changes the parser": "yes" if f.parser else "no (order only)"}
-                                   for f in c.fields]), hide_index=True, width="stretch", key="compare_fields")
+                                   for f in c.fields]), hide_index=True)   # wraps: values are long
     else:
         st.caption("None.")
     st.subheader("Comparisons whose renders differ")

@@ -52,6 +52,19 @@ def capped_text_area(label: str, key: str, cap: int | None, what: str, unit: str
     return True
 
 
+def capped_text_input(label: str, key: str, what: str, **kwargs) -> str:
+    """A ``st.text_input`` under the demo's one-line cap (``max_line_chars``: repo ids, revisions, names,
+    patterns; none locally). Returns the text, or ``""`` after showing the refusal when it is over the cap."""
+    cap = policy().limits.max_line_chars
+    st.text_input(label, key=key, max_chars=None if cap is None else cap * OVERSHOOT, **kwargs)
+    text = st.session_state.get(key) or ""
+    problem = text_over_cap(text, cap, what)
+    if problem:
+        st.error(md(problem))
+        return ""
+    return text
+
+
 def folder_input(label: str, key: str, suffixes: Sequence[str]) -> tuple[pathlib.Path, list[pathlib.Path]] | None:
     """A text input for a server folder (default: the first allowed root) and the template entries in it.
 

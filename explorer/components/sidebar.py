@@ -16,7 +16,7 @@ def _serving_note() -> None:
     folders, demo caps) as an error."""
     pol, err = policy_or_closed()
     if err is not None:
-        st.error(md(f"Serving settings ignored, running as a closed demo: {err}"))
+        st.error(md(state.for_visitor(f"Serving settings ignored, running as a closed demo: {err}")))
     if pol.mode is Mode.DEMO:
         lim = pol.limits
         st.caption(f"Demo mode: pastes up to {lim.max_paste_bytes // 1024} KB; uploads up to "

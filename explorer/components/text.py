@@ -88,7 +88,7 @@ def literal(text: str) -> str:
 # Visible forms of whitespace inside HTML views: a faint glyph, then (for newlines) the real break.
 _WS_GLYPHS = {" ": "·", "\t": "→", "\n": "↵", "\r": "␍", "\v": "␋", "\f": "␌"}
 GLYPH_STYLE = "opacity:0.45"
-MARKER_STYLE = "border:1px solid #94a3b8;border-radius:3px;padding:0 1px;color:#1e3a8a"
+MARKER_STYLE = "border:1px solid #94a3b8;border-radius:3px;padding:0.08em 1px 0.22em;color:#1e3a8a"
 MARKER_FILL = ";background:rgba(191,219,254,0.45)"
 
 
@@ -147,3 +147,28 @@ def tokens_html(text: str, *, fill: bool = True, markers: Any = None) -> str:
             body = visible_html(seg.value)
             parts.append(f'<span style="{TOKEN_STYLE}">{body}</span>' if seg.kind == SegmentKind.MARKER else body)
     return "".join(parts)
+
+
+_CODE = re.compile(r"`([^`\n]+)`")
+_RULE_PATH = re.compile(r" ?\((?:in )?([\w-]+(?: > [\w-]+)+)\)")
+
+
+def md_code(text: Any) -> str:
+    """Markdown of engine text whose ```…``` parts are code: those become inline code spans (shown literally),
+    the rest is escaped as :func:`md` does — so no raw backticks reach the page."""
+    s = str(text)
+    out, pos = [], 0
+    for m in _CODE.finditer(s):
+        out.append(md(s[pos:m.start()]))
+        body = visible_text(m.group(1))
+        out.append(f"`` {body} ``" if body.startswith("`") or body.endswith("`") else f"`{body}`")
+        pos = m.end()
+    out.append(md(s[pos:]))
+    return "".join(out)
+
+
+def split_rule_path(text: str) -> tuple[str, str]:
+    """``text`` without a grammar-rule path in parentheses (``(in tool-calls > tool-call > …)``), and the
+    path(s) removed ("" when none): rule names are for a tooltip, not for the sentence."""
+    paths = [m.group(1) for m in _RULE_PATH.finditer(text)]
+    return _RULE_PATH.sub("", text), "; ".join(paths)

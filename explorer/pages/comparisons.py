@@ -34,9 +34,10 @@ full = c3.toggle("Whole renders", key="in_cmp_full",
 overview = pd.DataFrame([{
     "id": c.id, "title": c.title, "status": "error" if c.error else ("ok" if c.diff is not None else "skipped"),
     "fields set": ", ".join(c.found or {}),
-} for c in comparisons], columns=["id", "title", "status", "fields set"])
+} for c in comparisons], columns=["id", "status", "fields set", "title"])
 with st.expander("Summary table", expanded=focus == "All"):
-    st.dataframe(overview, hide_index=True, width="stretch")
+    # a static table: its cells wrap (the fields a comparison sets were cut off in a grid), what it found first
+    st.table(overview, hide_index=True)
 
 for c in comparisons:
     if focus != "All" and c.id != focus:
@@ -50,7 +51,7 @@ for c in comparisons:
         if c.found:
             st.markdown("**Fields this comparison set**")
             st.dataframe(pd.DataFrame([{"field": k, "value": literal(v) if isinstance(v, str) else str(v)}
-                                       for k, v in c.found.items()]), hide_index=True, width="stretch")
+                                       for k, v in c.found.items()]), hide_index=True, width="stretch", height="content")
         else:
             st.caption("This comparison set no field.")
         for note in getattr(c, "notes", None) or []:

@@ -13,6 +13,7 @@ from core.corpus import CAPS, COLUMNS, SUFFIXES
 from core.serving import BusyError, WorkKind, work_slot
 from explorer import state
 from explorer.components import serving
+from explorer.components.glossary import column_help
 from explorer.components.lint_view import corpus_lint
 from explorer.components.text import md, visible_text
 
@@ -103,6 +104,53 @@ if counts.all_probes_failed:
     st.warning(f"{counts.all_probes_failed} template(s) fail every probe render: their rows show the default "
                "analysis (the reason is in the problem column; 'Errors only' lists them too).")
 
+# ---- at a glance: formats, routes and problems as charts (the table below has the rows)
+
+
+def family(name: str) -> str:
+    """A template's family for the charts: its file name up to the first "-" or "_" (the Hub organisation for
+    corpus files: "Qwen-Qwen3-8B.jinja" -> "Qwen", "meta-llama-…" -> "meta")."""
+    stem = name.rsplit(".", 1)[0]
+    for sep in ("-", "_"):
+        stem = stem.split(sep, 1)[0]
+    return stem or name
+
+
+st.subheader("At a glance")
+ch1, ch2 = st.columns(2)
+with ch1:
+    st.caption("Tool-call format, by route (stacked): how many templates write their calls each way.")
+    fmt = (df.assign(tools=df["tools"].fillna("(failed)"), route=df["route"].fillna("(failed)"))
+           .groupby(["tools", "route"]).size().reset_index(name="templates"))
+    st.bar_chart(fmt, x="tools", y="templates", color="route", horizontal=True, height=260)
+with ch2:
+    st.caption("Reasoning and content modes: how many templates mark each.")
+    mode_counts = pd.concat([
+        df["reasoning"].fillna("(failed)").value_counts().rename_axis("mode").reset_index(name="templates")
+        .assign(of="reasoning"),
+        df["content"].fillna("(failed)").value_counts().rename_axis("mode").reset_index(name="templates")
+        .assign(of="content")])
+    st.bar_chart(mode_counts, x="mode", y="templates", color="of", horizontal=True, height=260)
+problems = df.assign(family=df["template"].map(family),
+                     error=(df["error"].fillna("") != "").astype(int),
+                     warning=(df["warning"].fillna("") != "").astype(int))
+kinds = ["error", "warning"]
+if lint_columns:
+    problems = problems.assign(**{"lint errors": problems["lint_errors"].fillna(0).astype(int),
+                                  "lint warnings": problems["lint_warnings"].fillna(0).astype(int)})
+    kinds += ["lint errors", "lint warnings"]
+per_family = problems.groupby("family")[kinds].sum()
+per_family = per_family[per_family.sum(axis=1) > 0]
+if per_family.empty:
+    st.caption("No problems in any family" + ("." if lint_columns else " (press Lint to add lint findings)."))
+else:
+    top = per_family.loc[per_family.sum(axis=1).sort_values(ascending=False).index[:20]]
+    st.caption(f"Problems per family (the {len(top)} with most; a family is the file name's first word)"
+               + ("" if lint_columns else "; press Lint to add lint findings") + ".")
+    long = top.reset_index().melt("family", var_name="kind", value_name="count")
+    st.bar_chart(long[long["count"] > 0], x="family", y="count", color="kind", horizontal=True,
+                 height=max(180, 40 * len(top) + 90))
+
 # ---- filters
 f1, f2, f3, f4 = st.columns(4)
 tool_modes = sorted(x for x in df["tools"].dropna().unique())
@@ -115,7 +163,8 @@ sel_content = f3.multiselect("Content", content_modes, key="in_corpus_content")
 sel_route = f4.multiselect("Route", routes, key="in_corpus_route")
 g1, g2, g3 = st.columns([2, 2, 1])
 sel_caps = g1.multiselect("Must support", CAPS, key="in_corpus_caps")
-search = g2.text_input("Name contains", key="in_corpus_search")
+with g2:
+    search = serving.capped_text_input("Name contains", "in_corpus_search", "search text")
 only_errors = g3.toggle("Errors only", key="in_corpus_errors")
 
 view = df
@@ -143,11 +192,14 @@ for c in ("reasoning_start", "reasoning_end", "tool_start"):
     shown[c] = shown[c].map(lambda v: None if v is None else visible_text(v))
 order = ["template", "problem", "route", "handler", "tools", "reasoning", "content", "workarounds",
          "reasoning_start", "reasoning_end", "tool_start", "response_template", *lint_columns, *CAPS, "analysis_ms"]
+HELP = {"tools": column_help("Tool calls"), "reasoning": column_help("Reasoning"), "content": column_help("Content"),
+        "route": "auto-parser: llama.cpp builds the parser from the analysis; specialized: a hand-written handler"}
 widths = {"template": 280, "problem": 320 if only_errors else 160, "route": 90, "handler": 110, "tools": 130,
           "reasoning": 100, "content": 170, "workarounds": 120}
 event = st.dataframe(shown[order], hide_index=True, width="stretch", height=min(38 + 35 * len(shown), 740),
                      on_select="rerun", selection_mode="single-row", key="corpus_table",
-                     column_config={c: st.column_config.TextColumn(c, width=w) for c, w in widths.items()})
+                     column_config={c: st.column_config.TextColumn(c, width=w, help=HELP.get(c))
+                                    for c, w in widths.items()})
 st.download_button("Download CSV", view.to_csv(index=False), file_name="corpus-analysis.csv", mime="text/csv")
 
 # ---- click through

@@ -2,22 +2,37 @@
 (it becomes the current template, source kind ``edited``, on every page); a syntax or render error is shown at
 its line and column and the previous good analysis stays. The edit is never lost: it lives in the session, can
 be downloaded, and survives a reload (its text is kept by digest and named in the URL, see explorer.urlstate).
-Also: the diff of the edited source against the loaded one, and the source with line numbers."""
+Beside the editor, a live render of an editable conversation (messages, tools, add_generation_prompt,
+enable_thinking) by the text being edited, redrawn whenever the text or the conversation changes. Also: the diff
+of the edited source against the loaded one, and the source with line numbers."""
 
 import difflib
 
 import streamlit as st
 
 from explorer import state, urlstate
+from explorer.components import live_render
+from explorer.components.diff_view import show_text
+from explorer.components.glossary import mode_help
+from explorer.components import serving
 from explorer.components.lint_view import shown_text as shown
-from explorer.components.marker_table import markers_frame
-from explorer.components.text import md
+from explorer.components.marker_table import known_markers, markers_frame
+from explorer.components.text import md, md_code
 
 KEY = "in_edit_source"
+EMPTY = ("the template is empty (or only whitespace): there is nothing to analyse. Type a template, or press "
+         "Revert to loaded.")
+
+
+def _over_cap(text: str) -> bool:
+    """Over the demo's paste cap (the box shows why; nothing is stored or analysed)."""
+    return serving.text_over_cap(text, serving.policy().limits.max_paste_bytes, "template text", "bytes") is not None
 
 
 def _save_draft() -> None:
     text = st.session_state.get(KEY, "")
+    if _over_cap(text):
+        return
     st.query_params["draft"] = urlstate.save_text(text)
 
 
@@ -26,6 +41,13 @@ def _analyse() -> None:
 
     base = st.session_state.get("edit_base") or state.current()
     text = st.session_state.get(KEY, "")
+    if not text.strip():
+        from core.lint.locate import ErrorLocation
+
+        st.session_state["edit_error"] = ErrorLocation(None, None, EMPTY, "template")
+        return
+    if _over_cap(text):
+        return
     try:
         loc = check_source(text, base.name)
     except Exception as e:  # noqa: BLE001 - a worker stopped at its limit: shown where the error goes
@@ -73,17 +95,42 @@ if KEY not in st.session_state:
 
 st.caption(md(f"Editing {base.name} ({base.origin}). The current analysis is of "
               f"{'the edited source' if tpl.origin == 'edited' else 'the loaded source'} · digest {tpl.digest}"))
-st.text_area("Template source", key=KEY, height=420, on_change=_save_draft)
-text = st.session_state.get(KEY, "")
-b1, b2, b3 = st.columns([1, 1, 2])
-b1.button("Analyse", type="primary", on_click=_analyse)
-b2.button("Revert to loaded", on_click=_revert)
-b3.download_button("Download edited template", text, file_name=f"{base.file_stem}.edited.jinja",
-                   mime="text/plain")
+left, right = st.columns([3, 2])
+with left:
+    fits = serving.capped_text_area("Template source", KEY, serving.policy().limits.max_paste_bytes,
+                                    "template text", "bytes", height=520, on_change=_save_draft)
+    text = st.session_state.get(KEY, "")
+    b1, b2, b3 = st.columns([1, 1, 2])
+    b1.button("Analyse", type="primary", on_click=_analyse, disabled=not fits)
+    b2.button("Revert to loaded", on_click=_revert, disabled=text == base.source and tpl.digest == base.digest,
+              help=f"Back to {base.name} as loaded ({base.origin})")
+    b3.download_button("Download edited template", text, file_name=f"{base.file_stem}.edited.jinja",
+                       mime="text/plain")
+    if not text.strip():
+        st.warning(md("The template is empty (or only whitespace): nothing to render or analyse."))
+with right:
+    st.markdown("**Live render**")
+    st.caption("This conversation as the text on the left renders it (redrawn when you leave the editor or "
+               "press Ctrl+Enter).")
+    live_render.conversation_inputs()
+    if text.strip() and fits:
+        got = state.attempt(live_render.rendered, text, base.name)   # a bad conversation, a worker's limit
+        if got is not None:
+            out, where = got
+            if where is not None:         # the template's own syntax or render error, at its line
+                st.error(md_code(where.headline()))
+                if where.excerpt:
+                    st.code(shown(where.excerpt), language=None)
+            else:   # the markers the current analysis learned, boxed as on the Overview
+                try:
+                    markers = known_markers(state.report(tpl).analysis)
+                except Exception:  # noqa: BLE001 - no analysis (yet): the text without boxes
+                    markers = None
+                show_text(out, max_height="30rem", key="edit_live_part", markers=markers)
 
 loc = st.session_state.get("edit_error")
 if loc is not None:
-    st.error(md(loc.headline()))
+    st.error(md_code(state.for_visitor(loc.headline())))
     if loc.excerpt:
         st.code(shown(loc.excerpt), language=None)
     st.warning("The analysis below (and on every page) is still that of the last good source.")
@@ -93,16 +140,16 @@ if rep is not None:
     a = rep.analysis
     st.subheader("Analysis of the current source")
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric("Reasoning", a.reasoning.mode.value)
-    m2.metric("Content", a.content.mode.value)
-    m3.metric("Tools", a.tools.format.mode.value)
+    m1.metric("Reasoning", a.reasoning.mode.value, help=mode_help("Reasoning", a.reasoning.mode))
+    m2.metric("Content", a.content.mode.value, help=mode_help("Content", a.content.mode))
+    m3.metric("Tools", a.tools.format.mode.value, help=mode_help("Tool calls", a.tools.format.mode))
     m4.metric("Generation prompt", repr(rep.generation_prompt)[:40])
-    st.dataframe(markers_frame(a), hide_index=True, width="stretch", key="edit_markers")
+    st.dataframe(markers_frame(a), hide_index=True, width="stretch", height="content", key="edit_markers")
     bundle = state.attempt(state.parser_bundle, tpl)
     if bundle is not None:
         st.caption("Parser: lazy-grammar triggers and preserved tokens")
         st.dataframe({"trigger": [str(getattr(t, "value", t)) for t in bundle.parser.grammar_triggers or []]},
-                     hide_index=True, width="stretch", key="edit_triggers")
+                     hide_index=True, width="stretch", height="content", key="edit_triggers")
         st.code(" ".join(bundle.parser.preserved_tokens or []) or "(none)", language=None)
 
 with st.expander("Diff against the loaded source", expanded=text != base.source):

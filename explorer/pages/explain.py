@@ -11,8 +11,9 @@ import streamlit as st
 
 from explorer import state, urlstate
 from explorer.components import serving
+from explorer.components.spans import legend_html, panel_html, span_style, stop_html
 from core.explain.explain import show_invisible
-from explorer.components.text import md, visible_html
+from explorer.components.text import md, md_code, split_rule_path, visible_html
 
 st.title("Explain")
 tpl = state.attempt(state.current)
@@ -21,15 +22,6 @@ if tpl is None:
 
 urlstate.restore_explain()      # a permalink (x=…) puts its request and output back first
 state.default("in_output", state.sample_output(tpl))
-
-# colours of the span view: background per label; markers are boxed
-COLOURS = {
-    "generation prompt": "#e5e7eb", "reasoning": "#ede9fe", "content": "#ffffff", "tool name": "#bbf7d0",
-    "call id": "#a7f3d0", "arguments": "#fef3c7", "argument name": "#fde68a", "argument value": "#fef9c3",
-    "marker": "#dbeafe", "whitespace": "#f8fafc", "unparsed": "#fecaca", "ignored": "#fee2e2",
-    "held back": "#e9d5ff",
-}
-
 
 def _apply_fix(fix: dict) -> None:
     """One click: put the fix's change where the explorer keeps it, and go where it shows."""
@@ -114,20 +106,14 @@ def _title(sp: dict) -> str:
 
 
 def _span_html(sp: dict) -> str:
-    style = f"background:{COLOURS.get(sp['label'], '#fff')}"
-    if sp["label"] == "marker" or sp["label"] == "generation prompt":
-        style += ";border:1px solid #64748b;border-radius:3px;padding:0 1px"
-    if sp["label"] in ("unparsed", "ignored"):
-        style += ";text-decoration:underline wavy #dc2626"
-    return (f'<span class="cte-span" data-label="{html.escape(sp["label"])}" style="{style}" '
+    return (f'<span class="cte-span" data-label="{html.escape(sp["label"])}" style="{span_style(sp["label"])}" '
             f'title="{html.escape(show_invisible(_title(sp)), quote=True)}">{visible_html(show_invisible(sp["text"]))}'
             '</span>')
 
 
 def _stop_html(stop: dict, kind: str) -> str:
-    return (f'<span class="cte-stop" data-kind="{kind}" style="color:#fff;background:#dc2626;border-radius:3px;'
-            f'padding:0 3px;font-weight:bold" title="{html.escape(stop["words"], quote=True)}">'
-            f'{"stopped here" if kind == "stop" else "cut off here"}</span>')
+    path = " > ".join(stop.get("path") or [])
+    return stop_html(stop["words"].replace("`", "") + (f" · grammar rules: {path}" if path else ""), kind)
 
 
 body = []
@@ -146,19 +132,21 @@ if stop is not None and stop["pos"] >= len(ex["generation_prompt"] + ex.get("out
     body.append(_stop_html(stop, "stop"))
 if ex["truncated"] is not None:
     body.append(_stop_html(ex["truncated"], "truncated"))
-legend = "".join(f'<span style="background:{c};border:1px solid #cbd5e1;padding:0 4px;margin-right:4px">'
-                 f'{html.escape(k)}</span>' for k, c in COLOURS.items())
 st.subheader("Where every character went")
-st.html(f'<div class="cte-legend" style="font-size:0.8em;margin-bottom:6px">{legend}</div>'
-        f'<pre class="cte-spans" style="white-space:pre-wrap;font-size:0.9em;line-height:1.6">{"".join(body)}</pre>')
+st.html(legend_html() + panel_html("cte-spans", "".join(body)))
 st.caption("Hover a span for its label, the analysis field a marker matched and the comparison that found it.")
 
+# grammar-rule paths (tool-calls > tool-call > …) are the parser's internals: in tooltips only
 if stop is not None:
     st.subheader("Where it stopped")
-    st.error(md(f"At output position {stop['output_pos']} ({' > '.join(stop['path']) or 'top level'}): "
-                f"{stop['words']}"))
+    st.error(md_code(f"At output position {stop['output_pos']}: {stop['words']}"))
+    if stop.get("path"):
+        st.caption("Hover ⓘ for the parser's grammar rules at that point.", help=md(" > ".join(stop["path"])))
 if ex["truncated"] is not None:
-    st.warning(md(f"The output ends inside {' > '.join(ex['truncated']['path'])}: {ex['truncated']['words']}"))
+    st.warning(md_code(f"The output ends inside a tool call: {ex['truncated']['words']}"))
+    if ex["truncated"].get("path"):
+        st.caption("Hover ⓘ for the parser's grammar rules at that point.",
+                   help=md(" > ".join(ex["truncated"]["path"])))
 
 # ---------------------------------------------------------------- streaming replay
 
@@ -196,8 +184,7 @@ with st.expander("Streaming replay (the same view, step by step)"):
                         html_piece = f'<span class="cte-new" style="outline:2px solid #f59e0b">{html_piece}</span>'
                     parts.append(html_piece)
         held = "".join(sp["text"] for sp in step["spans"] if sp["label"] == "held back")
-        st.html(f'<pre class="cte-stream" style="white-space:pre-wrap;font-size:0.9em;line-height:1.6">'
-                f'{"".join(parts)}</pre>')
+        st.html(panel_html("cte-stream", "".join(parts)))
         st.caption(md(f"step {k} of {len(steps)}: output characters {step['new'][0] - len(ex['generation_prompt'])}"
                       f"–{step['end']} new (outlined)" + (f"; {len(held)} held back" if held else "")))
 
@@ -207,9 +194,10 @@ st.subheader("Why")
 if not ex["findings"]:
     st.caption("Nothing to explain: the format accounts for every character.")
 for f in ex["findings"]:
-    st.markdown(f"**{md(f['cause'])}**")
+    st.markdown(f"**{md_code(f['cause'])}**")
     for e in f["evidence"]:
-        st.markdown("- " + md(e))
+        words, path = split_rule_path(e)
+        st.markdown("- " + md_code(words), help=md(f"grammar rules: {path}") if path else None)
 if ex["other_fidelity_message"] is not None:
     left, right = st.columns(2)
     with left:
@@ -224,11 +212,25 @@ else:
 
 # ---------------------------------------------------------------- fixes
 
-st.subheader("Fixes that re-parse clean")
-if not ex["fixes"]:
-    st.caption("No candidate change (fidelity, analysis override, request setting) parses this output clean.")
+FIX_KINDS = {"override": "Analysis override", "fidelity": "Fidelity", "request": "Request setting"}
+
+
+def _fix_words(fx: dict) -> str:
+    """"Analysis override: tools.format.args_field = 'parameters'" (the description repeats the kind)."""
+    desc = fx["description"]
+    if desc.lower().startswith(fx["kind"].lower() + " "):
+        desc = desc[len(fx["kind"]) + 1:]
+    return f"**{md(FIX_KINDS.get(fx['kind'], fx['kind']))}**: {md_code(desc)}"
+
+
+if ex["clean"] and not ex["fixes"]:
+    pass            # nothing to fix: no "Fixes" section at all
+else:
+    st.subheader("Fixes that re-parse clean")
+    if not ex["fixes"]:
+        st.caption("No candidate change (fidelity, analysis override, request setting) parses this output clean.")
 for i, fx in enumerate(ex["fixes"]):
-    st.markdown(md(f"{fx['kind']}: {fx['description']}"))
+    st.markdown(_fix_words(fx))
     st.json(fx["message"], expanded=False)
     st.button("Apply", key=f"explain_fix_{i}", on_click=_apply_fix, args=(fx,))
 

@@ -25,6 +25,35 @@ def _verify(source: str, name: str, fidelity: str, rt_json: str) -> dict:
     return verify_export(source, name, fidelity, rt_json)
 
 
+STATUS_WORDS = {
+    "agree": "agrees", "disagree": "disagrees",
+    "truncated_unsupported": "cut-off output transformers cannot parse (not a disagreement)",
+    "marker_in_string": "marker inside an argument string ends transformers' region (a limit of the format)",
+    "not_run": "not run (our pipeline could not build this request, or it constrains content by a schema)",
+}
+
+
+def _verification(v: dict) -> None:
+    """The headline counts what the table shows: how many checks agree, disagree, and the rest by kind."""
+    checks = v["checks"]
+    n_agree = sum(c["status"] == "agree" for c in checks)
+    n_dis = sum(c["status"] == "disagree" for c in checks)
+    others = len(checks) - n_agree - n_dis
+    if n_dis:
+        st.error(f"transformers' parser disagrees with ours on {n_dis} of {len(checks)} checks.")
+    elif n_agree:
+        st.success(f"transformers' parser agrees with ours on {n_agree} of {len(checks)} checks"
+                   + (f"; the other {others} did not compare (see the table)." if others else "."))
+    else:
+        st.warning("No check compared the two parsers (see the table).")
+    rows = [{"result": STATUS_WORDS.get(c["status"], c["status"]), "why": literal(c["why"]) if c["why"] else "",
+             "case": c["source"]} for c in checks]
+    # disagreements first: the rows that need reading
+    rows.sort(key=lambda r: (r["result"] != "disagrees", r["result"] == "agrees"))
+    # a static table: its cells wrap, so a long "why" is read whole (it was five characters wide in a grid)
+    st.table(pd.DataFrame(rows, columns=["result", "case", "why"]), hide_index=True)
+
+
 st.title("Export")
 tpl = state.attempt(state.current)
 if tpl is None:
@@ -42,10 +71,10 @@ if not res["exportable"]:
 else:
     rt = res["response_template"]
     text = json.dumps(rt, ensure_ascii=False, indent=2)
-    left, right = st.columns([3, 2])
+    left, right = st.columns(2)
     with left:
         st.subheader("response_template")
-        st.code(text, language="json")
+        st.code(text, language="json", wrap_lines=True)
         st.download_button("Download response_template.json", text, file_name="response_template.json",
                            mime="application/json")
         cfg = json.dumps({"response_template": rt}, ensure_ascii=False, indent=2)
@@ -64,10 +93,7 @@ else:
         else:
             v = state.attempt(_verify, tpl.source, tpl.name, fid, json.dumps(rt))
             if v is not None:
-                st.metric("Agrees with our parser on every check", "yes" if v["agrees"] else "no")
-                st.dataframe(pd.DataFrame([{"case": c["source"], "status": c["status"],
-                                            "why": literal(c["why"]) if c["why"] else ""} for c in v["checks"]]),
-                             hide_index=True, width="stretch")
+                _verification(v)
 
 st.subheader("GBNF grammar and triggers")
 from core.isolated_ops import export_gbnf  # noqa: E402  (in a limited worker)

@@ -40,15 +40,15 @@ st.subheader("Triggers")
 st.caption("Values as JSON strings, so whitespace shows (\\n is a newline).")
 trig = pd.DataFrame([{"type": getattr(t.type, "value", str(t.type)), "value": literal(t.value)}
                      for t in parser.grammar_triggers or []], columns=["type", "value"])
-st.dataframe(trig, hide_index=True, width="stretch")
+st.dataframe(trig, hide_index=True, width="stretch", height="content")
 
 left, right = st.columns(2)
 with left:
     st.subheader("Preserved tokens")
-    st.dataframe(pd.DataFrame({"token": [visible_text(t) for t in parser.preserved_tokens or []]}), hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame({"token": [visible_text(t) for t in parser.preserved_tokens or []]}), hide_index=True, width="stretch", height="content")
 with right:
     st.subheader("Additional stops")
-    st.dataframe(pd.DataFrame({"stop": [literal(t) for t in parser.additional_stops or []]}), hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame({"stop": [literal(t) for t in parser.additional_stops or []]}), hide_index=True, width="stretch", height="content")
 
 with st.expander("Parser structure (PEG)"):
     try:

@@ -6,6 +6,7 @@ import json
 import streamlit as st
 
 from explorer import state
+from explorer.components import serving
 from explorer.components.lint_view import show_findings
 from explorer.components.text import md
 
@@ -20,9 +21,9 @@ def _lint(source: str, name: str, fidelity: str, suppressed: tuple[str, ...], ov
 st.title("Lint")
 tpl = state.current()
 st.caption(md(f"{tpl.name} · {tpl.origin} · fidelity {state.fidelity()}"))
-st.text_input("Suppress ids (space-separated shell patterns, e.g. render/typed-* prefix/history)",
-              key="in_lint_suppress")
-patterns = tuple(st.session_state.get("in_lint_suppress", "").split())
+suppress = serving.capped_text_input("Suppress ids (space-separated shell patterns, e.g. render/typed-* prefix/history)",
+                                     "in_lint_suppress", "suppress patterns")
+patterns = tuple(suppress.split())
 analysis = state.attempt(state.report, tpl)  # with the session's overrides and workaround switches
 overrides_key = json.dumps([state.overrides_for(tpl), sorted(state.disabled_for(tpl))], sort_keys=True)
 report = state.attempt(_lint, tpl.source, tpl.name, state.fidelity(), patterns, overrides_key, analysis) \

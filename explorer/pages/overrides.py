@@ -217,7 +217,7 @@ rows = [{"field": p, "value": literal(fields[p]), "automatic": literal(base.get(
          "overridden": p in overrides} for p in mt.marker_paths(final.analysis) + list(mt.JSON_KEY_FIELDS)]
 frame = pd.DataFrame(rows, columns=["field", "value", "automatic", "overridden"])
 ekey = f"ov_editor_{D}_{st.session_state.get(f'ov_editor_version_{D}', 0)}"
-st.data_editor(frame, key=ekey, hide_index=True, width="stretch", disabled=["field", "automatic", "overridden"],
+st.data_editor(frame, key=ekey, hide_index=True, width="stretch", height="content", disabled=["field", "automatic", "overridden"],
                column_config={"value": st.column_config.TextColumn("value (JSON string)"),
                               "overridden": st.column_config.CheckboxColumn("overridden")},
                on_change=_on_editor, args=(ekey, frame))
@@ -235,7 +235,7 @@ diff = mt.diff_frame(mt.analysis_fields(auto.analysis), fields)
 if diff.empty:
     st.caption("None: the analysis is the automatic one.")
 else:
-    st.dataframe(diff, hide_index=True, width="stretch")
+    st.dataframe(diff, hide_index=True, width="stretch", height="content")
 
 export = {"template": tpl.name, "template_digest": D, "disabled_workarounds": list(disabled),
           "overrides": dict(overrides)}

@@ -9,6 +9,7 @@ from explorer import state
 from explorer.components import marker_table as mt
 from explorer.components.code_view import show_code
 from explorer.components.diff_view import show_text
+from explorer.components.glossary import mode_help
 from explorer.components.provenance import banner
 from explorer.components.text import md, visible_text
 
@@ -50,9 +51,9 @@ with tab_analysis:
     if inferred:
         st.info(md(inferred), icon=":material/info:")
     c1, c2, c3 = st.columns(3)
-    c1.metric("Reasoning", a.reasoning.mode.value)
-    c2.metric("Content", a.content.mode.value)
-    c3.metric("Tool calls", a.tools.format.mode.value)
+    c1.metric("Reasoning", a.reasoning.mode.value, help=mode_help("Reasoning", a.reasoning.mode))
+    c2.metric("Content", a.content.mode.value, help=mode_help("Content", a.content.mode))
+    c3.metric("Tool calls", a.tools.format.mode.value, help=mode_help("Tool calls", a.tools.format.mode))
 
     found_by = mt.found_by_map(rep)
     markers_shown = mt.known_markers(a)
@@ -64,14 +65,14 @@ with tab_analysis:
     if markers.empty:
         st.caption("No markers: the analysis found no special text around reasoning, content or tool calls.")
     else:
-        st.dataframe(markers, hide_index=True, width="stretch", column_config=mt.marker_column_config(markers))
+        st.dataframe(markers, hide_index=True, width="stretch", height="content", column_config=mt.marker_column_config(markers))
     left, right = st.columns([3, 2])
     with left:
         st.subheader("Other fields")
-        st.dataframe(mt.flags_frame(a), hide_index=True, width="stretch")
+        st.table(mt.flags_frame(a), hide_index=True)   # wraps: a list value is read whole
     with right:
         st.subheader("Capabilities")
-        st.dataframe(mt.caps_frame(a.caps), hide_index=True, width="stretch")
+        st.dataframe(mt.caps_frame(a.caps), hide_index=True, width="stretch", height="content")
 
     st.subheader("Generation prompt")
     st.caption("Text the template appends for the assistant turn (user “Hello”, one tool, thinking on); "

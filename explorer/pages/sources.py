@@ -68,21 +68,22 @@ if kind == "Bundled examples":
             _use(tpl)
 
 elif kind == "Hugging Face Hub":
-    st.text_input("Repository id", key="in_hub_repo", placeholder="org/model")
-    st.text_input("Revision (branch, tag or commit; empty = main)", key="in_hub_revision")
+    hub_repo = serving.capped_text_input("Repository id", "in_hub_repo", "repository id", placeholder="org/model")
+    hub_rev = serving.capped_text_input("Revision (branch, tag or commit; empty = main)", "in_hub_revision",
+                                        "revision")
     st.caption("Reads chat_template.jinja, chat_template.json or tokenizer_config.json. "
                + ("The token comes from HF_TOKEN or your `huggingface-cli login` and is never shown. "
                   if policy.send_hub_token else "Public repositories only (demo mode: no token is sent). ")
                + "Downloads go to the usual HF cache; with HF_HUB_OFFLINE=1 or no network only cached files are "
                  "used.")
     if st.button("Fetch", type="primary"):
-        repo = (st.session_state.get("in_hub_repo") or "").strip()
+        repo = hub_repo.strip()
         if not repo:
             st.error("Enter a repository id such as org/model.")
         else:
             from core.sources import load_hub_spec  # never reads a local path, whatever the text
 
-            rev = (st.session_state.get("in_hub_revision") or "").strip() or None
+            rev = hub_rev.strip() or None
             with st.spinner("Fetching from the Hub…"):
                 loaded = state.attempt(load_hub_spec, repo, revision=rev, token=policy.hub_token, max_bytes=TEXT_LIMIT,
                                        max_json_bytes=UPLOAD_LIMITS[".json"])  # a Hub file is capped as an upload
@@ -124,12 +125,12 @@ elif kind == LOCAL_FOLDER:
                     _use(state.from_loaded(loaded, "file"))
 
 else:  # Paste text
-    st.text_input("Name", key="in_paste_name", placeholder="my-template.jinja")
+    paste_name = serving.capped_text_input("Name", "in_paste_name", "name", placeholder="my-template.jinja")
     fits = serving.capped_text_area("Jinja template", "in_paste_text", PASTE_LIMIT, "template text", "bytes",
                                     height=260)
     if st.button("Use this text", type="primary", disabled=not fits):
         text = st.session_state.get("in_paste_text") or ""
-        name = (st.session_state.get("in_paste_name") or "").strip() or "pasted.jinja"
+        name = paste_name.strip() or "pasted.jinja"
         if not text.strip():  # (a text over the cap never gets here: capped_text_area disabled the button)
             st.error("The template text is empty.")
         else:

@@ -1237,6 +1237,7 @@ class ToolSpec:
 
     name: str
     parameters: dict[str, Any]
+    index: int = 0   # position in the request's ``tools`` (b11549 names grammar rules ``tool-<index>``)
 
     @property
     def schema(self) -> Schema:
@@ -1251,14 +1252,14 @@ class ToolSpec:
 def function_tools(tools: Iterable[dict[str, Any]] | None) -> list[ToolSpec]:
     """The function tools of an OpenAI ``tools`` list (others skipped, as llama.cpp ``foreach_function``)."""
     out = []
-    for t in tools or []:
+    for i, t in enumerate(tools or []):
         if not isinstance(t, dict) or t.get("type") != "function" or not isinstance(t.get("function"), dict):
             continue
         fn = t["function"]
         params = fn.get("parameters")
         if not isinstance(params, dict) or not params:
             params = {"type": "object", "properties": {}}
-        out.append(ToolSpec(str(fn.get("name", "")), params))
+        out.append(ToolSpec(str(fn.get("name", "")), params, i))
     return out
 
 

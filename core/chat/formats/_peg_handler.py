@@ -21,7 +21,7 @@ from typing import Any
 from ...grammar import json_schema as S
 from ...grammar.converter import GrammarBuilder
 from ...peg import Arena
-from ...peg.chat import function_tools
+from ...peg.chat import function_tools, indexed_function_tools
 from ..base import GrammarTrigger
 from ..generator import GeneratedParser
 from ..prompt import PreparedRequest, prepare_request
@@ -41,6 +41,12 @@ def foreach_function(tools: Any) -> list[dict]:
     """The function objects of the request's tools (non-function tools skipped, as llama.cpp
     ``foreach_function``)."""
     return function_tools(tools)
+
+
+def foreach_function_indexed(tools: Any) -> list[tuple[int, dict]]:
+    """``(index, function)`` of the request's function tools, ``index`` the position in ``tools`` (llama.cpp
+    b11549 ``foreach_function`` passes it; rules are named ``tool-<index>``)."""
+    return indexed_function_tools(tools)
 
 
 def function_parameters_schema(function: dict) -> dict:

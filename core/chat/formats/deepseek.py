@@ -26,7 +26,8 @@ from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
 from ..repairs import any_order_args
 from ..request import Continuation, ReasoningFormat, ToolChoice
-from ._peg_handler import (foreach_function, foreach_parameter, grammar_for, has_response_format, make_parser,
+from ._peg_handler import (foreach_function, foreach_function_indexed,
+                           foreach_parameter, grammar_for, has_response_format, make_parser,
                            prepared_for, word)
 from ...grammar.json_schema import may_be_string
 
@@ -116,29 +117,29 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         prefix = p.literal(GEN_PROMPT)
         end = p.end()
         choices = []
-        for fn in tools:
+        for idx, fn in (foreach_function_indexed(request.tools) if has_tool_calls else []):
             name = fn["name"]
             required, optional = [], []
-            for pname, pschema, is_req in foreach_parameter(fn):
+            for j, (pname, pschema, is_req) in enumerate(foreach_parameter(fn)):
                 is_string = may_be_string(pschema)
                 value = (p.tool_arg_string_value(p.until(param_end)) if is_string else
-                         p.tool_arg_json_value(p.schema(p.json(), f"tool-{name}-arg-{pname}-schema", pschema)))
+                         p.tool_arg_json_value(p.schema(p.json(), f"tool-{idx}-arg-{j}-schema", pschema)))
                 arg = p.tool_arg(
                     p.tool_arg_open(p.literal(param_start + ' name="') + p.tool_arg_name(p.literal(pname))
                                     + p.literal('" string="' + ("true" if is_string else "false") + '">'))
                     + value + p.tool_arg_close(p.literal(param_end)))
-                named = p.rule(f"tool-{name}-arg-{pname}", arg)
+                named = p.rule(f"tool-{idx}-arg-{j}", arg)
                 (required if is_req else optional).append(named)
             args = p.required_then_optional(required, optional)
             if "argument-order" in p.repairs:
                 # repair argument-order: the parameters in any order (tried after the template's)
-                any_order = any_order_args(p, f"tool-{name}-any-order", required, optional, p.space())
+                any_order = any_order_args(p, f"tool-{idx}-any-order", required, optional, p.space())
                 if any_order is not None:
                     args = p.choice(args, any_order)
             func = p.tool(p.tool_open(p.literal(invoke_start + ' name="') + p.tool_name(p.literal(name))
                                       + p.literal('">\n'))
                           + args + p.space() + p.tool_close(p.literal(invoke_end)))
-            choices.append(p.rule(f"tool-{name}", func))
+            choices.append(p.rule(f"tool-{idx}", func))
         tool_choice = p.choice(*choices)
         if request.parallel_tool_calls:
             tool_calls = p.trigger_rule("tool-call", p.literal(fc_start) + p.space() + tool_choice

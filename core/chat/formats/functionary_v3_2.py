@@ -16,7 +16,8 @@ from typing import Any
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import render_prompt
 from ..request import ToolChoice
-from ._peg_handler import foreach_function, function_parameters_schema, grammar_for, make_parser, pattern, prepared_for
+from ._peg_handler import (foreach_function, foreach_function_indexed, function_parameters_schema, grammar_for,
+                           make_parser, pattern, prepared_for)
 
 NAME = "functionary-v3.2"
 PREFIX = "<|start_header_id|>assistant<|end_header_id|>\n\n>>>"
@@ -41,12 +42,12 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         if not tools_active:
             return prefix + content_until_end + p.end()
         choices = []
-        for fn in tools:
+        for idx, fn in foreach_function_indexed(request.tools):
             name = fn["name"]
             schema = function_parameters_schema(fn)
-            choices.append(p.rule(f"tool-{name}", p.tool(
+            choices.append(p.rule(f"tool-{idx}", p.tool(
                 p.tool_open(p.tool_name(p.literal(name)) + p.literal("\n"))
-                + p.tool_args(p.schema(p.json(), f"tool-{name}-schema", schema)))))
+                + p.tool_args(p.schema(p.json(), f"tool-{idx}-schema", schema)))))
         tool_choice = p.choice(*choices)
         content_only = content_until_end
         if request.parallel_tool_calls:

@@ -491,7 +491,7 @@ def _peg_root(p: Any, view: C.RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, a
         p.rule("gemma4-value", lambda: p.choice(p.ref("gemma4-string"), p.ref("gemma4-dict"), p.ref("gemma4-array"),
                                                 p.ref("gemma4-number"), p.ref("gemma4-bool"), p.ref("gemma4-null")))
         args = p.tag(args_tag, p.ref("gemma4-dict")) if args_tag else p.tool_args(p.ref("gemma4-dict"))
-        choices = [p.rule("tool-" + t.name, p.tool(p.seq(
+        choices = [p.rule(f"tool-{t.index}", p.tool(p.seq(
             p.tool_open(p.tool_name(p.literal(t.name)) + p.peek(p.literal("{"))), args))) for t in view.tools]
         tool_call = p.trigger_rule("tool-call", p.repeat(CALL_OPEN + p.choice(*choices) + CALL_END,
                                                           1 if view.required else 0, -1 if view.parallel else 1))

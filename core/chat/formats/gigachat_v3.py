@@ -33,15 +33,15 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
     def root(p):
         if tools_active:
             choices = []
-            for tool in request.tools:  # the reference iterates every tool here, not only function ones
+            for idx, tool in enumerate(request.tools):  # the reference iterates every tool, not only functions
                 fn = tool.get("function") or {}
                 name = fn.get("name", "")
                 schema = function_parameters_schema(fn)
                 tool_name = p.json_member("name", '"' + p.tool_name(p.literal(name)) + '"')
-                tool_args = p.json_member("arguments", p.tool_args(p.schema(p.json(), f"tool-{name}-schema",
+                tool_args = p.json_member("arguments", p.tool_args(p.schema(p.json(), f"tool-{idx}-schema",
                                                                              schema)))
                 tool_open = p.tool_open(p.literal("{") << tool_name)
-                choices.append(p.rule(f"tool-{name}", tool_open << "," << tool_args << "}"))
+                choices.append(p.rule(f"tool-{idx}", tool_open << "," << tool_args << "}"))
             tool_choice = p.choice(*choices)
             min_calls = 1 if request.tool_choice == ToolChoice.REQUIRED else 0
             tool_call = p.rule("tool-call", p.literal(TOOL_CALL_START) + tool_choice)

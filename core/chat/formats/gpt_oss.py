@@ -18,7 +18,8 @@ from typing import Any
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
 from ..request import Continuation, ReasoningFormat, ToolChoice
-from ._peg_handler import (foreach_function, function_parameters_schema, grammar_for, has_response_format,
+from ._peg_handler import (foreach_function, foreach_function_indexed,
+                           function_parameters_schema, grammar_for, has_response_format,
                            make_parser, pattern, prepared_for)
 
 NAME = "gpt-oss"
@@ -90,15 +91,15 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
 
         if tools_active:
             choices = []
-            for fn in tools:
+            for idx, fn in foreach_function_indexed(request.tools):
                 name = fn["name"]
                 params = function_parameters_schema(fn)
                 func_name = p.literal(" to=functions.") + p.tool_name(p.literal(name))
                 constraint = p.optional(p.space() + p.optional(p.literal("<|constrain|>")) + constrain_type)
-                args = p.json_tool_args(name, params, leading_ws=True)
+                args = p.json_tool_args(idx, params, leading_ws=True)
                 in_role = p.tool(p.tool_open(func_name + channel + constraint + p.literal("<|message|>")) + args)
                 in_channel = p.tool(p.tool_open(channel + func_name + constraint + p.literal("<|message|>")) + args)
-                choices.append(p.rule(f"tool-{name}", p.choice(in_role, in_channel)))
+                choices.append(p.rule(f"tool-{idx}", p.choice(in_role, in_channel)))
             tool_call = p.trigger_rule("tool-call", p.choice(*choices))
             if "trailing-stop-token" in p.repairs:   # <|call|> ends the generation; a logged output keeps it
                 tool_call = tool_call + p.optional(p.repair("trailing-stop-token", p.literal("<|call|>")))

@@ -62,9 +62,9 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
         tool_id = p.tool_id(p.literal("functions.") + p.tool_name(p.literal(spec.name)) + p.literal(":")
                             + p.chars("[0-9]", 1, -1))
         call = p.tool(p.tool_open(tool_id + p.literal(ARGS_BEGIN))
-                      + p.json_tool_args(spec.name, spec.parameters)
+                      + p.json_tool_args(spec.index, spec.parameters)
                       + p.tool_close(p.optional(p.literal(CALL_END))))
-        choices.append(p.rule("tool-" + spec.name, call))
+        choices.append(p.rule(f"tool-{spec.index}", call))
     calls = p.rule("tool-calls", p.optional(p.literal(SECTION_BEGIN)) + p.trigger_rule(
         "tool-call", p.repeat(CALL_BEGIN + p.choice(*choices), 1 if view.required else 0, -1 if view.parallel else 1)
         + p.optional(p.literal(SECTION_END))))

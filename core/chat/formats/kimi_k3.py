@@ -79,18 +79,18 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
         args = p.eps()
         if isinstance(props, dict) and props:
             arg_choices = []
-            for key, pdef in props.items():
+            for j, (key, pdef) in enumerate(props.items()):
                 is_string = not (isinstance(pdef, dict) and isinstance(pdef.get("type"), str)) or pdef["type"] == "string"
                 value = (p.tool_arg_string_value(p.until(ARG_END)) if is_string
                          else p.tool_arg_value(p.until(ARG_END)))
-                arg_choices.append(p.rule(f"kimi-k3-arg-{spec.name}-{key}", p.tool_arg(
+                arg_choices.append(p.rule(f"kimi-k3-arg-{spec.index}-{j}", p.tool_arg(
                     p.tool_arg_open(p.literal(ARG_START)) + p.tool_arg_name(p.literal(key)) + p.literal('"')
                     + p.until(SEP) + p.literal(SEP) + value + p.tool_arg_close(p.literal(ARG_END)))))
             args = p.zero_or_more(p.choice(*arg_choices))
         call = p.tool(p.tool_open(p.literal(CALL_START) + p.tool_name(p.literal(spec.name)) + p.literal('"')
                                   + p.until(SEP) + p.literal(SEP)) + p.tool_args(args)
                       + p.tool_close(p.literal(CALL_END)))
-        choices.append(p.rule(f"kimi-k3-tool-{spec.name}", call))
+        choices.append(p.rule(f"kimi-k3-tool-{spec.index}", call))
     section = p.trigger_rule("kimi-k3-tool-call", p.literal(TOOLS_START) + p.one_or_more(p.choice(*choices))
                              + p.literal(TOOLS_END) + p.optional(p.literal(MSG_END)) + p.optional(p.literal(EOM)))
     tools = section if view.required else p.optional(section)

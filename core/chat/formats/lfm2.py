@@ -109,7 +109,7 @@ def _python_style_calls(p: Any, view: C.RequestView) -> Any:
             args = one_arg + p.zero_or_more("," + p.space() + one_arg)
         body = p.tool(p.tool_open(p.tool_name(p.literal(spec.name)) + p.literal("(")) + p.space() + p.tool_args(args)
                       + p.space() + p.tool_close(p.literal(")")))
-        choices.append(p.rule("tool-" + spec.name, body))
+        choices.append(p.rule(f"tool-{spec.index}", body))
     one = p.choice(*choices)
     if view.parallel:
         return "[" + p.space() + one + p.zero_or_more("," + p.space() + one) + p.space() + "]"

@@ -21,7 +21,8 @@ from typing import Any
 from ...templating import ChatTemplate
 from ..request import ChatRequest, Continuation
 from . import _common as C
-from ._peg_handler import HandlerParser, peg_parser, word
+from ._peg_handler import HandlerParser, grammar_for, has_response_format, make_parser, peg_parser, word
+from ...peg.chat import build_chat_peg_parser
 
 NAME = "ling3"
 
@@ -62,11 +63,36 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     else:
         last_open, last_close = gp.rfind(THINK_START), gp.rfind(THINK_END)
         think_open = last_open != -1 and (last_close == -1 or last_open > last_close)
+    if has_response_format(request):
+        return _response_format_parser(request, gp, think_open, view.extract_reasoning)
     return peg_parser(NAME, lambda p: _peg_root(p, view, think_open), generation_prompt=gp,
                       parser_generation_prompt=generation_prompt, include=view.tools_active,
                       lazy=not view.required, trigger=word(CALL_START), preserved_tokens=PRESERVED,
                       additional_stops=[ROLE_END], thinking_start_tag=THINK_START,
                       thinking_end_tags=[THINK_END, CALL_START], message_delimiters=list(DELIMITERS.items()))
+
+
+def _response_format_parser(request: ChatRequest, gp: str, think_open: bool, extract: bool) -> Any:
+    """llama.cpp b11549: with a response format the think block must close before the JSON answer, which the
+    schema's grammar then constrains (not lazy). Declared on the chat PEG builder."""
+    def root(p: Any) -> Any:
+        opener = p.optional(p.literal(ROLE) + p.optional(p.space()))
+        body_end = p.until_one_of([THINK_END, CALL_START]) if think_open else p.until_one_of([THINK_END])
+        think_body = p.reasoning(body_end) if extract else p.content(body_end)
+        closed_reasoning = p.literal(THINK_START) + think_body + p.literal(THINK_END)
+        answer = p.content(p.schema(p.json(), "response-format", request.json_schema))
+        return opener + (closed_reasoning << answer) + p.end()
+
+    arena = build_chat_peg_parser(root)
+    notes: list[str] = []
+    grammar, lazy, triggers = grammar_for(arena, notes, include=True, lazy=False, triggers=[word(CALL_START)])
+    return make_parser(NAME, arena, generation_prompt=gp, grammar=grammar, grammar_lazy=lazy,
+                       grammar_triggers=triggers,
+                       preserved_tokens=PRESERVED,
+                       additional_stops=[ROLE_END], supports_thinking=True, thinking_start_tag=THINK_START,
+                       thinking_end_tags=[THINK_END, CALL_START],
+                       message_delimiters=list(DELIMITERS.items()),
+                       notes=notes)
 
 
 def _peg_root(p: Any, view: C.RequestView, think_open: bool) -> Any:
@@ -85,8 +111,8 @@ def _peg_root(p: Any, view: C.RequestView, think_open: bool) -> Any:
     choices = []
     for spec in view.tools:
         required, optional = [], []
-        for pname, node, is_required, sview in C.param_nodes(spec):
-            rule_name = f"ling3-arg-{spec.name}-{pname}"
+        for j, (pname, node, is_required, sview) in enumerate(C.param_nodes(spec)):
+            rule_name = f"ling3-arg-{spec.index}-{j}"
             mode = value_mode(sview)
             if mode == "json":
                 value = p.tool_arg_json_value(p.schema(p.json(), rule_name + "-schema", node)) + arg_close
@@ -99,12 +125,12 @@ def _peg_root(p: Any, view: C.RequestView, think_open: bool) -> Any:
                 p.tool_arg_open(p.literal(ARG_KEY) + p.tool_arg_name(p.literal(pname)) + p.literal(ARG_KEY_END))
                 + p.optional(p.space()) + p.literal(ARG_VAL) + value))
             (required if is_required else optional).append(arg)
-        args = p.permute(f"ling3-{spec.name}-args", required)
+        args = p.permute(f"ling3-{spec.index}-args", required)
         if optional:
             args = args + p.zero_or_more(p.choice(*optional))
         call = p.tool(p.tool_open(p.literal(CALL_START) + p.tool_name(p.literal(spec.name)) + p.optional(p.space()))
                       + p.tool_args(args) + p.tool_close(p.optional(p.space()) + p.literal(CALL_END)))
-        choices.append(p.rule(f"ling3-tool-{spec.name}", call))
+        choices.append(p.rule(f"ling3-tool-{spec.index}", call))
     one = p.choice(*choices)
     calls = one + p.zero_or_more(p.space() + one) if view.parallel else one
     section = p.trigger_rule("ling3-tool-call", calls + p.space() + p.optional(p.content(p.until(ROLE_END)))

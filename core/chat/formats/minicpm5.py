@@ -67,16 +67,16 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
     choices = []
     for spec in view.tools:
         arg_rules = []
-        for pname, node, _, sview in C.param_nodes(spec):
+        for j, (pname, node, _, sview) in enumerate(C.param_nodes(spec)):
             if sview.may_be_string():
                 value = string_value
             else:
-                value = p.tool_arg_json_value(p.schema(p.json(), f"tool-{spec.name}-arg-{pname}-schema", node)) + close()
+                value = p.tool_arg_json_value(p.schema(p.json(), f"tool-{spec.index}-arg-{j}-schema", node)) + close()
             arg_rules.append(p.tool_arg(p.tool_arg_open(p.literal('<param name="') + p.tool_arg_name(p.literal(pname))
                                                         + p.literal('">')) + value))
         args = p.zero_or_more(p.choice(*arg_rules) + p.space()) if arg_rules else p.eps()
         call = p.tool(p.tool_open(p.literal('<function name="') + p.tool_name(p.literal(spec.name)) + p.literal('">'))
                       << p.tool_args(args) << p.tool_close(p.literal(FUNC_END)))
-        choices.append(p.rule("tool-" + spec.name, call))
+        choices.append(p.rule(f"tool-{spec.index}", call))
     calls = p.trigger_rule("tool-call", p.repeat(p.choice(*choices) + p.space(), 1, -1 if view.parallel else 1))
     return gen + reasoning + p.content(p.until(FUNC)) + calls + p.end()

@@ -298,19 +298,19 @@ def _peg_root(p: Any, view: C.RequestView, gen_literal: str) -> Any:
 
     def members_of(obj: Any, prefix: str, refs: frozenset = frozenset()) -> Any:
         required, optional = [], []
-        for prop in obj.properties:
-            el = element(prop.name, prop.schema, prefix + "-" + prop.name, refs)
+        for j, prop in enumerate(obj.properties):
+            el = element(prop.name, prop.schema, f"{prefix}-{j}", refs)
             (required if prop.required else optional).append(el)
         return p.required_then_optional(required, optional)
 
     choices = []
     for spec in view.tools:
         root, refs = resolve(C.schema_node(spec.parameters), frozenset())
-        body = members_of(root, "tool-" + spec.name + "-arg", refs) if isinstance(root, JS.ObjectSchema) else p.eps()
+        body = members_of(root, f"tool-{spec.index}-arg", refs) if isinstance(root, JS.ObjectSchema) else p.eps()
         call = p.tool(p.tool_open(p.literal(NS + '<invoke name="') + p.tool_name(p.literal(spec.name))
                                   + p.literal('">')) + p.space() + body + p.space()
                       + p.tool_close(p.literal(INVOKE_END)))
-        choices.append(p.rule("tool-" + spec.name, call))
+        choices.append(p.rule(f"tool-{spec.index}", call))
     one = p.choice(*choices)
     if view.parallel:
         calls = p.trigger_rule("tool-call", p.literal(FC_START) + p.space() + one + p.zero_or_more(p.space() + one)

@@ -16,7 +16,8 @@ from typing import Any
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
 from ..request import Continuation, ReasoningFormat, ToolChoice
-from ._peg_handler import (foreach_function, function_parameters_schema, grammar_for, has_response_format,
+from ._peg_handler import (foreach_function, foreach_function_indexed,
+                           function_parameters_schema, grammar_for, has_response_format,
                            make_parser, prepared_for, word)
 
 NAME = "ministral-3"
@@ -76,11 +77,11 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                                                                             request.json_schema)) << "```")
         if tools_active:
             choices = []
-            for fn in tools:
+            for idx, fn in foreach_function_indexed(request.tools):
                 name = fn["name"]
                 schema = function_parameters_schema(fn)
-                choices.append(p.rule(f"tool-{name}", p.tool_open(p.tool_name(p.literal(name)) + "[ARGS]")
-                                      + p.tool_args(p.schema(p.json(), f"tool-{name}-schema", schema))))
+                choices.append(p.rule(f"tool-{idx}", p.tool_open(p.tool_name(p.literal(name)) + "[ARGS]")
+                                      + p.tool_args(p.schema(p.json(), f"tool-{idx}-schema", schema))))
             tool_choice = p.choice(*choices)
             min_calls = 1 if request.tool_choice == ToolChoice.REQUIRED else 0
             max_calls = -1 if request.parallel_tool_calls else 1

@@ -86,11 +86,11 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
     choices = []
     for spec in view.tools:
         arg_rules = []
-        for pname, node, _, sview in C.param_nodes(spec):
+        for j, (pname, node, _, sview) in enumerate(C.param_nodes(spec)):
             if sview.may_be_string():
                 value = string_value
             else:
-                value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{spec.name}-arg-{pname}-schema", node))
+                value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{spec.index}-arg-{j}-schema", node))
                          + p.tool_arg_close(p.literal(PARAM_END)))
             arg_rules.append(p.tool_arg(p.tool_arg_open(p.literal('<atem:parameter name="')
                                                         + p.tool_arg_name(p.literal(pname)) + p.literal('">'))
@@ -101,7 +101,7 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
                                   + p.literal('">') + p.space())
                       << p.tool_args(args)
                       << p.tool_close(p.literal(INVOKE_END) + p.space() + p.literal(FCALLS_END)))
-        choices.append(p.rule("tool-" + spec.name, call))
+        choices.append(p.rule(f"tool-{spec.index}", call))
     one = p.choice(*choices)
     calls = (p.trigger_rule("tool-call", one + p.zero_or_more(p.literal(EOM) + start + one)) if view.parallel
              else p.trigger_rule("tool-call", one))

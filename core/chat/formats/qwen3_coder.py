@@ -27,7 +27,8 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..request import Continuation, ReasoningFormat, ToolChoice
-from ._peg_handler import (foreach_function, foreach_parameter, grammar_for, has_response_format, make_parser,
+from ._peg_handler import (foreach_function, foreach_function_indexed,
+                           foreach_parameter, grammar_for, has_response_format, make_parser,
                            prepared_for, value_types, word, SCALAR_TYPES)
 from ..prompt import render_prompt
 from ..repairs import any_order_args
@@ -95,11 +96,11 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                                                            p.space() + p.peek(p.literal("</tool_call>"))))
             mistyped = "mistyped-value-as-string" in p.repairs
             choices = []
-            for fn in tools:
+            for idx, fn in foreach_function_indexed(request.tools):
                 name = fn["name"]
                 required, optional = [], []
-                for pname, pschema, is_req in foreach_parameter(fn):
-                    rule_name = f"tool-{name}-arg-{pname}"
+                for j, (pname, pschema, is_req) in enumerate(foreach_parameter(fn)):
+                    rule_name = f"tool-{idx}-arg-{j}"
                     arg_open = p.tool_arg_open("<parameter=" + p.tool_arg_name(p.literal(pname)) + p.flexible(">\n"))
                     types = value_types(pschema)
                     if "string" not in types:
@@ -127,17 +128,17 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                                        "xml-arg-string")
                     arg_rule = p.rule(rule_name, p.tool_arg(arg_open + value))
                     (required if is_req else optional).append(arg_rule)
-                args = p.permute(f"tool-{name}-args", required)
+                args = p.permute(f"tool-{idx}-args", required)
                 if optional:
                     args = args + p.zero_or_more(p.choice(*optional))
                     if "argument-order" in p.repairs:
                         # repair argument-order: an optional parameter before a required one (tried after)
-                        any_order = any_order_args(p, f"tool-{name}-any-order", required, optional)
+                        any_order = any_order_args(p, f"tool-{idx}-any-order", required, optional)
                         if any_order is not None:
                             args = p.choice(args, any_order)
                 func = p.tool(p.tool_open("<function=" + p.tool_name(p.literal(name)) + p.flexible(">\n"))
                               + p.tool_args(args) + p.tool_close(func_close))
-                choices.append(p.rule(f"tool-{name}", func))
+                choices.append(p.rule(f"tool-{idx}", func))
             tool_choice = p.choice(*choices)
             min_calls = 1 if request.tool_choice == ToolChoice.REQUIRED else 0
             body = tool_choice + "</tool_call>" + p.space()

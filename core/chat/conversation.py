@@ -1,0 +1,52 @@
+"""A conversation rendered by a template as its author wrote it (the Edit page's live render): the messages and
+tools as given, ``add_generation_prompt`` and ``enable_thinking`` as set, the date variables llama.cpp passes.
+No request-path rewriting (that is :mod:`core.chat.prompt`): an author sees what the template itself does with
+this conversation. Renders only in the jinja2 sandbox (:class:`core.templating.ChatTemplate`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import RequestError
+
+
+def render_conversation(source: str, name: str, messages: Any, tools: Any = None, *,
+                        add_generation_prompt: bool = True, enable_thinking: bool = True) -> str:
+    """The text ``source`` renders for ``messages`` (a list of message objects) and ``tools`` (a list, or
+    None). Raises :class:`~core.errors.RequestError` naming the field for a malformed conversation,
+    :class:`~core.errors.TemplateLoadError` for an empty template, and the template's syntax / render errors."""
+    from ..errors import TemplateLoadError
+    from ..templating import ChatTemplate, apply_template
+    from .prompt import extra_context
+    from .request import ChatRequest
+
+    if not source.strip():
+        raise TemplateLoadError(name, "the template is empty: there is nothing to render")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise RequestError("messages", "must be a list of message objects")
+    if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
+        raise RequestError("tools", "must be a list of tool objects (or empty)")
+    request = ChatRequest.from_dict({"messages": messages, "tools": tools or None,
+                                     "enable_thinking": enable_thinking,
+                                     "add_generation_prompt": add_generation_prompt})
+    return apply_template(ChatTemplate(source, name), messages, tools or None,
+                          add_generation_prompt=add_generation_prompt, enable_thinking=enable_thinking,
+                          extra_context=extra_context(request))
+
+
+def render_located(source: str, name: str, messages: Any, tools: Any = None, *, add_generation_prompt: bool = True,
+                   enable_thinking: bool = True) -> tuple[str | None, Any]:
+    """:func:`render_conversation`, with a template's syntax or render error returned as ``(None,``
+    :class:`~core.lint.locate.ErrorLocation` ``)`` — located where it happened (in a worker process the traceback
+    that holds the line is gone once the error is sent back). ``(text, None)`` on success; a malformed
+    conversation or an empty template still raises."""
+    from ..errors import ChatTemplateExplorerError, RequestError, TemplateLoadError
+    from ..lint.locate import locate_error
+
+    try:
+        return render_conversation(source, name, messages, tools, add_generation_prompt=add_generation_prompt,
+                                   enable_thinking=enable_thinking), None
+    except (RequestError, TemplateLoadError):
+        raise
+    except ChatTemplateExplorerError as e:
+        return None, locate_error(e, source)

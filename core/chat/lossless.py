@@ -1,0 +1,183 @@
+"""The lossless contract, as a check: no word of a model output is missing from the message parsed from it.
+
+Every character of an output ends up in ``content``, ``reasoning_content`` or a tool call's id, name or
+arguments, or is markup the parser knows (a marker of the analysis, a special token, a literal of the parser's
+grammar such as a JSON call's ``"name"`` key). The check works on *words*: every run of at least
+:data:`MIN_WORD` letters or digits of the output must occur in the message's fields (arguments both as written
+and JSON-decoded, so an escaped string still counts) or inside one of the markup strings. A grammar literal
+that is just a tool or parameter name of the request is not markup, so a dropped call's name is a lost word.
+
+:func:`markup_of` collects the markup strings of a parser, :func:`lost_words` lists the words a message lost.
+Used by the property test (``tests/test_lossless.py``) and the measurement script
+(``bench/lossless_measure.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterable
+
+from .message import AssistantMessage
+
+MIN_WORD = 3
+_WORD = re.compile(r"[^\W_]{%d,}" % MIN_WORD)
+_LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def _grammar_literals(parser: Any) -> list[str]:
+    """The quoted literals of the parser's description (its PEG rules) and grammar (GBNF)."""
+    out: list[str] = []
+    for text in (_safe(lambda: parser.describe()), getattr(parser, "grammar", None) or ""):
+        for m in _LITERAL.finditer(text or ""):
+            raw = m.group(1)
+            try:
+                out.append(json.loads('"' + raw + '"'))
+            except ValueError:
+                out.append(raw)
+    return out
+
+
+def _safe(fn: Any) -> str:
+    try:
+        return str(fn() or "")
+    except Exception:   # a description is optional; the check must not fail on it
+        return ""
+
+
+def _strings_of(obj: Any, depth: int = 0) -> Iterable[str]:
+    """Every string field of a (nested) dataclass / mapping / sequence, e.g. an analysis's markers."""
+    if depth > 6 or obj is None:
+        return
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _strings_of(v, depth + 1)
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        for v in obj:
+            yield from _strings_of(v, depth + 1)
+    elif hasattr(obj, "__dataclass_fields__"):
+        for name in obj.__dataclass_fields__:
+            yield from _strings_of(getattr(obj, name, None), depth + 1)
+
+
+SKIPPED_MARKUP: dict[str, tuple[str, ...]] = {
+    # Kimi K3 writes attributes the template renders into its call and argument openers (index="1",
+    # type="number"); the handler's grammar reads past them with until("<|sep|>")
+    "kimi-k3": ("index", "type", "number", "integer", "string", "boolean", "object", "array", "null"),
+    # K2 Horizon's xml_typed calls carry <ifm|arg_type>TYPE</ifm|arg_type>, read past with until(...) (b11549)
+    "k2-horizon": ("number", "integer", "string", "boolean", "object", "array", "null"),
+    # GPT-OSS's constraint (<|constrain|>json, or "code" with the token left out) is read as a character class
+    "gpt-oss": ("json", "code"),
+    "llm-jp-harmony": ("json", "code"),   # the same Harmony constraint (b11549's GPT-OSS dialect)
+}
+"""Words a hand-written parser's grammar skips as template markup without naming them as literals, by the
+parser's format name (:attr:`core.chat.pipeline.ChatParserBundle.format`)."""
+
+
+def markup_of(parser: Any, request: Any = None, analysis: Any = None) -> list[str]:
+    """The strings of ``parser`` that are markup, not model text: its preserved tokens, grammar triggers,
+    thinking tags, stops, generation prompt, the literals of its grammar and the string fields of ``analysis``
+    (the analysed markers). A literal that is just the name of a tool or a parameter of ``request`` is left out
+    (that name must reach a tool call or the content)."""
+    strs: list[str] = []
+    strs += list(getattr(parser, "preserved_tokens", None) or [])
+    strs += [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []]
+    strs.append(getattr(parser, "thinking_start_tag", "") or "")
+    strs += list(getattr(parser, "thinking_end_tags", None) or [])
+    strs += list(getattr(parser, "additional_stops", None) or [])
+    strs.append(getattr(parser, "generation_prompt", "") or "")
+    strs += _grammar_literals(parser)
+    if analysis is not None:
+        strs += list(_strings_of(analysis))
+    names = _request_names(request)
+    # a literal that is only a tool or parameter name (the grammar's "get_weather") is not markup; one that
+    # holds a name inside a marker (MiniMax's '<invoke name="') is
+    return [s for s in strs if isinstance(s, str) and s and not (names and s.strip() in names)]
+
+
+def _request_names(request: Any) -> set[str]:
+    names: set[str] = set()
+    for t in getattr(request, "tools", None) or []:
+        fn = t.get("function", t) if isinstance(t, dict) else {}
+        if not isinstance(fn, dict):
+            continue
+        if isinstance(fn.get("name"), str):
+            names.add(fn["name"])
+        props = (fn.get("parameters") or {}).get("properties") if isinstance(fn.get("parameters"), dict) else None
+        if isinstance(props, dict):
+            names.update(str(k) for k in props)
+    return names
+
+
+def message_text(msg: AssistantMessage) -> str:
+    """The text of the message's standard fields, one string: content, reasoning, and for each call its id,
+    name, arguments as written and their JSON-decoded strings."""
+    parts = [msg.content, msg.reasoning_content]
+    for c in msg.tool_calls:
+        parts += [c.id, c.name, c.arguments]
+        try:
+            parts += list(_strings_of(json.loads(c.arguments)))
+            parts += [str(k) for k in _keys(json.loads(c.arguments))]
+        except (ValueError, RecursionError):
+            pass
+    return "\n".join(parts)
+
+
+def _keys(obj: Any, depth: int = 0) -> Iterable[Any]:
+    if depth > 20:
+        return
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield k
+            yield from _keys(v, depth + 1)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _keys(v, depth + 1)
+
+
+def lost_words(output: str, msg: AssistantMessage, markup: Iterable[str] = ()) -> list[str]:
+    """The words (runs of :data:`MIN_WORD` or more letters/digits) of ``output`` found neither in ``msg``'s
+    standard fields nor inside a ``markup`` string, in output order, each once."""
+    return [w for w, _ in lost_word_spans(output, msg, markup_words(markup))]
+
+
+def markup_words(markup: Iterable[str]) -> frozenset[str]:
+    """The words of the ``markup`` strings."""
+    return frozenset(_WORD.findall("\n".join(markup)))
+
+
+def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -> list[tuple[str, int]]:
+    """``(word, position)`` of the first occurrence of each word of ``output`` that is neither a word of
+    ``msg``'s standard fields nor of ``marks`` (:func:`markup_words`), in output order. Linear in the text."""
+    have = set(_WORD.findall(message_text(msg)))
+    lost: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    for m in _WORD.finditer(output):
+        w = m.group(0)
+        if w in seen:
+            continue
+        seen.add(w)
+        if w not in have and w not in marks:
+            lost.append((w, m.start()))
+    return lost
+
+
+def parser_marks(parser: Any) -> frozenset[str]:
+    """The markup words of ``parser`` (:func:`markup_of` with the request, analysis and format that
+    :func:`core.chat.pipeline.build_chat_parser` attached as ``lossless_context``), computed once per parser."""
+    cached = getattr(parser, "_lossless_marks", None)
+    if cached is not None:
+        return cached
+    request, analysis, fmt = getattr(parser, "lossless_context", None) or (None, None, "")
+    marks = markup_words(markup_of(parser, request, analysis) + list(SKIPPED_MARKUP.get(fmt, ())))
+    try:
+        parser._lossless_marks = marks
+    except AttributeError:   # a parser that takes no attributes: computed again next time
+        pass
+    return marks
+
+
+__all__ = ["MIN_WORD", "SKIPPED_MARKUP", "lost_word_spans", "lost_words", "markup_of", "markup_words", "message_text",
+           "parser_marks"]

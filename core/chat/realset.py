@@ -1,0 +1,169 @@
+"""The evaluation set of real model outputs (``tests/data/real_outputs/*.jsonl``, one file per model family):
+outputs published by peers (vLLM's tool-parser tests, bug reports), each with the message a user would call
+right, run at both fidelities one-shot and streamed.
+
+Each case (one JSON object per line): ``id``, ``source`` (URL, at a commit), ``model``, ``template`` (a file of
+``../shared/templates`` matching the model), ``request`` (``messages``, ``tools``, options), ``output`` (the raw
+output, exact), ``expect`` (OpenAI assistant message), ``fidelity`` (``"both"``: right at ``llama.cpp`` fidelity
+too; ``"improved"``: needs the improved fidelity), ``note``.
+
+The set is split deterministically into ``dev`` (repairs are written from it) and ``holdout`` (its failures are
+not looked at while writing repairs): :func:`split_of` hashes the case's source URL and id.
+
+:func:`run_case` parses a case one-shot and streamed at chunk sizes 1, 3, 17, the whole output in one delta and
+"several calls in one delta" (the text before the first call opener, then the rest at once), and checks the
+message, stream = one-shot (at ``improved`` the accumulated deltas exactly; at ``llama.cpp`` what a client keeps,
+:func:`core.chat.repairs.settled`) and that no word is lost (:mod:`core.chat.lossless`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+HOLDOUT_SHARE = 3   # one case in three is held out
+
+CHUNKS: tuple[Any, ...] = (1, 3, 17, "whole", "calls-at-once")
+
+
+@dataclass
+class RealCase:
+    """One case of the set (see the module doc); ``family`` is its file's name."""
+
+    id: str
+    family: str
+    source: str
+    model: str
+    template: str
+    request: dict[str, Any]
+    output: str
+    expect: dict[str, Any]
+    fidelity: str = "improved"
+    note: str = ""
+
+    @property
+    def split(self) -> str:
+        """``"dev"`` or ``"holdout"`` (:func:`split_of`)."""
+        return split_of(self.source, self.id)
+
+
+def split_of(source: str, case_id: str) -> str:
+    """``"holdout"`` for one case in :data:`HOLDOUT_SHARE` (by a hash of ``source`` and ``case_id``), else
+    ``"dev"``; stable across runs and machines."""
+    h = hashlib.sha256(f"{source}#{case_id}".encode("utf-8")).digest()
+    return "holdout" if h[0] % HOLDOUT_SHARE == 0 else "dev"
+
+
+def load_cases(directory: str) -> list[RealCase]:
+    """Every case of the ``*.jsonl`` files of ``directory``, by file then line. Raises ``ValueError`` naming the
+    file and line of a malformed case or a duplicate id."""
+    out: list[RealCase] = []
+    seen: set[str] = set()
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".jsonl"):
+            continue
+        family = name[:-len(".jsonl")]
+        with open(os.path.join(directory, name), encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                where = f"{name}:{n}"
+                try:
+                    d = json.loads(line)
+                except ValueError as e:
+                    raise ValueError(f"{where}: not JSON ({e})") from None
+                missing = [k for k in ("id", "source", "model", "template", "request", "output", "expect")
+                           if k not in d]
+                if missing:
+                    raise ValueError(f"{where}: missing field {missing[0]!r}")
+                if d["id"] in seen:
+                    raise ValueError(f"{where}: duplicate id {d['id']!r}")
+                seen.add(d["id"])
+                out.append(RealCase(d["id"], family, d["source"], d["model"], d["template"], d["request"],
+                                    d["output"], d["expect"], d.get("fidelity", "improved"), d.get("note", "")))
+    return out
+
+
+@dataclass
+class RealResult:
+    """How one case went at one fidelity: ``ok`` (one-shot message right, every stream the same, no word
+    lost), ``reason`` (the first problem), ``lost`` (words lost by the one-shot parse), ``message``."""
+
+    case: RealCase
+    fidelity: str
+    ok: bool
+    reason: str
+    lost: list[str] = field(default_factory=list)
+    message: dict[str, Any] = field(default_factory=dict)
+
+
+def _chunks(output: str, how: Any, openers: Iterable[str]) -> list[str]:
+    if how == "whole":
+        return [output]
+    if how == "calls-at-once":
+        at = min((k for k in (output.find(w) for w in openers if w) if k >= 0), default=-1)
+        return [output[:at], output[at:]] if at > 0 else [output]
+    return [output[i:i + how] for i in range(0, len(output), how)]
+
+
+def run_case(case: RealCase, templates_dir: str, fidelity: str) -> RealResult:
+    """Parse ``case`` at ``fidelity`` one-shot and streamed (:data:`CHUNKS`); never raises for a bad parse (a
+    missing template file raises ``OSError``)."""
+    from ..templating import ChatTemplate
+    from .lossless import lost_word_spans, parser_marks
+    from .pipeline import build_chat_parser_or_content
+    from .repairs import settled
+    from .request import ChatRequest
+    from .roundtrip import compare_messages
+    from .stream import StreamingParser
+
+    with open(os.path.join(templates_dir, case.template), encoding="utf-8") as f:
+        template = ChatTemplate(f.read(), case.template)
+    bundle = build_chat_parser_or_content(template, ChatRequest.from_dict(case.request), fidelity=fidelity)
+    parser = bundle.parser
+    one = parser.parse(case.output, False)
+    got = one.to_openai()
+    lost = [w for w, _ in lost_word_spans(case.output, one, parser_marks(parser))]
+    reason = compare_messages(case.expect, got) or ""
+    if not reason and lost:
+        reason = f"lost words {lost[:5]}"
+    openers = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
+               if getattr(getattr(t, "type", None), "value", "") == "word"]
+    for how in CHUNKS:
+        if reason:
+            break
+        sp = StreamingParser(parser)
+        for piece in _chunks(case.output, how, openers):
+            sp.feed(piece)
+        sp.finish()
+        streamed = sp.message if fidelity == "improved" else settled(sp.message, one)
+        if streamed.to_openai() != got:
+            reason = f"stream (chunk {how}) != one-shot: {compare_messages(got, streamed.to_openai())}"
+    return RealResult(case, fidelity, not reason, reason, lost, got)
+
+
+def rate_table(results: list[RealResult]) -> str:
+    """Markdown: per family, the share of cases right at each fidelity (dev and holdout apart), then totals."""
+    fams = sorted({r.case.family for r in results})
+    fids = sorted({r.fidelity for r in results}, key=lambda f: f != "llama.cpp")
+    head = "| family | cases | " + " | ".join(f"`{f}` dev | `{f}` holdout" for f in fids) + " |"
+    lines = [head, "|" + "---|" * (2 + 2 * len(fids))]
+
+    def cell(rows: list[RealResult]) -> str:
+        return f"{sum(r.ok for r in rows)}/{len(rows)}" if rows else "—"
+
+    for fam in fams + ["**all**"]:
+        rows = [r for r in results if fam == "**all**" or r.case.family == fam]
+        n = len({r.case.id for r in rows})
+        cells = []
+        for fid in fids:
+            for split in ("dev", "holdout"):
+                cells.append(cell([r for r in rows if r.fidelity == fid and r.case.split == split]))
+        lines.append(f"| {fam} | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+__all__ = ["CHUNKS", "HOLDOUT_SHARE", "RealCase", "RealResult", "load_cases", "rate_table", "run_case", "split_of"]

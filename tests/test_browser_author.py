@@ -1,0 +1,72 @@
+"""The author's loop in a real browser (Playwright + Debian's chromium): edit a template with its live render
+beside the editor, analyse, reload the page, then Compare: side B is the loaded source (not a bundled example
+picked behind the visitor's back), the analysis diff says the parser changes and the source diff beside it shows
+the edited lines; Revert to loaded still works after the reload. Screenshots: ``tests/artifacts/author-*.png``."""
+
+from __future__ import annotations
+
+import pytest
+
+from .test_browser import _shot, _wait_idle, app_url, browser  # noqa: F401 - fixtures
+from .test_browser_edit import _analyse, _source_area
+
+pytestmark = pytest.mark.browser
+
+
+def _nav(page, title: str) -> None:
+    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=title, exact=True).click()
+    page.get_by_role("heading", name=title).wait_for(timeout=60_000)
+    _wait_idle(page)
+
+
+def test_edit_live_render_reload_then_compare(app_url, browser):  # noqa: F811 - fixtures
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{app_url}/edit", wait_until="networkidle")
+    page.get_by_role("heading", name="Edit").wait_for(timeout=60_000)
+    _wait_idle(page)
+    area = _source_area(page)
+    area.wait_for(timeout=60_000)
+    original = area.input_value()
+    live = page.locator(".cte-text").filter(has_text="tomorrow?").first
+    live.wait_for(timeout=60_000)
+    assert "<tool_call>" in live.inner_text()
+    _shot(page, "author-01-edit-live-render")
+
+    edited = original.replace("<tool_call>", "<function_call>").replace("</tool_call>", "</function_call>")
+    area.fill(edited)
+    area.press("Control+Enter")
+    _wait_idle(page)
+    live = page.locator(".cte-text").filter(has_text="tomorrow?").filter(has_text="<function_call>").first
+    live.wait_for(timeout=60_000)                                         # the render follows the text
+    assert "<tool_call>" not in live.inner_text()
+    _analyse(page)
+    page.get_by_text("Analysis of the current source").wait_for(timeout=60_000)
+    assert "base=bundled" in page.url, page.url
+
+    page.reload(wait_until="networkidle")
+    page.get_by_role("heading", name="Edit").wait_for(timeout=60_000)
+    _wait_idle(page)
+    assert _source_area(page).input_value() == edited
+
+    _nav(page, "Compare")
+    radio_b = page.locator('[data-testid="stRadio"]').filter(has_text="Side B")
+    checked = radio_b.locator('input[type="radio"]:checked').evaluate("e => e.closest('label').innerText")
+    assert checked.strip() == "Loaded source (before editing)", checked
+    page.get_by_text("Source diff").first.wait_for(timeout=60_000)
+    diff = page.locator('[data-testid="stCode"]').filter(has_text="+++ B/").first
+    diff.wait_for(timeout=60_000)
+    text = diff.inner_text()
+    assert "<function_call>" in text and "<tool_call>" in text, text[:500]
+    parser = page.locator('[data-testid="stMetric"]').filter(has_text="Parser changes").first
+    assert "yes" in parser.inner_text()
+    _shot(page, "author-02-compare-after-reload")
+
+    _nav(page, "Edit")
+    page.get_by_role("button", name="Revert to loaded").click()
+    _wait_idle(page)
+    assert _source_area(page).input_value() == original
+    assert "base=" not in page.url and "src=bundled" in page.url, page.url
+    assert not errors, errors
+    page.close()

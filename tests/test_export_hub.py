@@ -1,0 +1,43 @@
+"""export --for-hub: the tokenizer_config.json change and the pull-request description (core/export/hub.py)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+from core.export.hub import _cell
+
+from .conftest import TEMPLATES
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "core", "export", *args], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+
+
+def test_for_hub_writes_merged_config_and_pr(tmp_path):
+    base = tmp_path / "tokenizer_config.json"
+    base.write_text(json.dumps({"model_max_length": 4096, "response_template": {"old": True}}), encoding="utf-8")
+    out = tmp_path / "kit"
+    p = _run(str(TEMPLATES / "Qwen-Qwen3-0.6B.jinja"), "--for", "vllm", "--for-hub", str(out),
+             "--tokenizer-config", str(base))
+    assert p.returncode == 0, p.stderr
+    config = json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert config["model_max_length"] == 4096 and "thinking" in config["response_template"]["fields"]
+    pr = (out / "PR.md").read_text(encoding="utf-8")
+    assert "| vllm-hf | yes | `vllm serve MODEL --enable-auto-tool-choice --tool-call-parser hf" in pr
+    assert "| suite:parallel_calls | agree |" in pr and "Result: **agree" in pr
+
+
+def test_for_hub_refuses_an_unexportable_template_in_one_line(tmp_path):
+    p = _run(str(TEMPLATES / "Apertus-8B-Instruct.jinja"), "--for-hub", str(tmp_path / "kit"))
+    assert p.returncode == 1 and not (tmp_path / "kit").exists()
+    assert p.stderr.strip().splitlines()[-1].startswith("error: Apertus-8B-Instruct.jinja: cannot be exported")
+
+
+def test_cells_are_one_line_without_pipes():
+    assert _cell("a|b\nc") == "a\\|b c" and len(_cell("x" * 500)) == 158
