@@ -4,6 +4,8 @@ engine can be checked against it (issue 27, docs/engine.md).
 Inputs (:func:`inputs`), for every template the registry routes to a special family:
 
 * the reference cases (``../shared/reference/cases.jsonl``) of those templates, with their own request;
+* llama.cpp b11549's own cases for the families it added (``tests/data/b11549/cases.jsonl``, their templates
+  beside them);
 * the drift suite cases (``tests/data/drift``) of those templates;
 * per family (first template in file order): the round-trip message (:mod:`core.chat.roundtrip`) rendered by the
   template, whole and cut at a third and two thirds; and the hostile outputs of :mod:`bench.hostile` at a payload
@@ -29,6 +31,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT.parent / "shared" / "templates"
 CASES = ROOT.parent / "shared" / "reference" / "cases.jsonl"
 DRIFT = ROOT / "tests" / "data" / "drift"
+B11549 = ROOT / "tests" / "data" / "b11549"   # llama.cpp b11549's families: their templates and upstream cases
 GOLDEN = ROOT / "tests" / "data" / "engine_golden.jsonl.gz"
 LISTED = ROOT / "tests" / "data" / "engine_golden_listed.json"  # the reviewed differences (docs/engine.md)
 FIDELITIES = ("llama.cpp", "improved")
@@ -36,10 +39,15 @@ CHUNKS = (1, 7, 0)  # 0: the whole output in one feed
 HOSTILE_CHARS = 300
 
 
+def template_path(name: str) -> pathlib.Path:
+    """A template by file name: tests/data/b11549 (the b11549 families' own templates), else the shared corpus."""
+    return B11549 / name if (B11549 / name).exists() else TEMPLATES / name
+
+
 def _route(name: str) -> str | None:
     from core.analysis.routing import detect_route
 
-    return detect_route((TEMPLATES / name).read_text(encoding="utf-8")).handler
+    return detect_route(template_path(name).read_text(encoding="utf-8")).handler
 
 
 def inputs() -> Iterator[dict[str, Any]]:
@@ -66,6 +74,16 @@ def inputs() -> Iterator[dict[str, Any]]:
             req = {k: v for k, v in case.items() if k not in ("id", "template", "input", "is_partial", "expect")}
             yield {"key": f"case:{case['id']}", "family": fam, "template": case["template"], "request": req,
                    "output": case["input"], "partial": bool(case.get("is_partial"))}
+    with open(B11549 / "cases.jsonl", encoding="utf-8") as f:
+        for line in f:
+            case = json.loads(line)
+            fam = family(case["template"])
+            if fam is None:
+                continue
+            req = {k: v for k, v in case.items()
+                   if k not in ("id", "source", "template", "input", "is_partial", "expect")}
+            yield {"key": f"b11549:{case['id']}", "family": fam, "template": case["template"], "request": req,
+                   "output": case["input"], "partial": bool(case.get("is_partial"))}
     for dc in load_cases([str(DRIFT)]):
         fam = family(dc.template)
         if fam is not None:
@@ -77,7 +95,7 @@ def inputs() -> Iterator[dict[str, Any]]:
     from bench.outputs import _request, _turn_text
 
     for fam, name in _family_templates().items():
-        template = ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name)
+        template = ChatTemplate(template_path(name).read_text(encoding="utf-8"), name)
         req = round_trip_request()
         for reasoning in (True, False):
             try:
@@ -108,7 +126,7 @@ def _family_templates() -> dict[str, str]:
             fam = _route(name)
             if fam is not None:
                 out.setdefault(fam, name)
-    for path in sorted(TEMPLATES.glob("*.jinja")):
+    for path in sorted(TEMPLATES.glob("*.jinja")) + sorted(B11549.glob("*.jinja")):
         fam = _route(path.name)
         if fam is not None:
             out.setdefault(fam, path.name)
@@ -141,7 +159,7 @@ def record(item: dict[str, Any], fidelity: str, templates: dict[str, Any], gramm
 
     name = item["template"]
     if name not in templates:
-        templates[name] = ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name)
+        templates[name] = ChatTemplate(template_path(name).read_text(encoding="utf-8"), name)
     template = templates[name]
     row: dict[str, Any] = {"key": item["key"], "fidelity": fidelity, "family": item["family"]}
     try:

@@ -220,7 +220,7 @@ def build_chat_parser_or_content(template: ChatTemplate, request: ChatRequest, *
     except TemplateRenderError as e:
         note = (f"{e}; the model output is returned as content (no parser can be built for this request)")
         return ChatParserBundle(parser=ContentOnlyParser(str(e)), prompt="", generation_prompt="",
-                                route=LocalRoute("none"), format="content-only", notes=[note])
+                                route=Route("none", None), format="content-only", notes=[note])
 
 
 def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_autoparser: bool,

@@ -395,16 +395,21 @@ def dumps(ex: Explanation) -> str:
 
 
 def _unparsed_as_content(spans: list[Span], fired: list[Any], offset: int) -> list[Span]:
-    """The lossless contract moves text a final parse could not place into ``content`` (an ``unparsed-text``
-    record with why ``content``): the spans it covers that the format had ignored are unparsed text kept as
-    content, so the spans still rebuild the message."""
+    """The lossless contract appends the text a final parse could not place to ``content`` (an ``unparsed-text``
+    record with why ``content``, from its start to the end of the output): every span it covers is
+    ``kept_as_content`` (:func:`core.explain.spans.rebuild_message` appends them as the contract does), and
+    those the format had ignored are labelled unparsed, so the spans still rebuild the message."""
     ranges = [(r.start + offset, r.end + offset) for r in fired
               if getattr(r, "name", "") == UNPARSED_TEXT and getattr(r, "why", "") == "content"]
     if not ranges:
         return spans
-    return [replace(s, label=SpanLabel.UNPARSED)
-            if s.label == SpanLabel.IGNORED and any(a <= s.start and s.end <= b for a, b in ranges) else s
-            for s in spans]
+    out = []
+    for s in spans:
+        if not s.in_prompt and any(a <= s.start and s.end <= b for a, b in ranges):
+            s = replace(s, kept_as_content=True,
+                        label=SpanLabel.UNPARSED if s.label == SpanLabel.IGNORED else s.label)
+        out.append(s)
+    return out
 
 
 def _repair_range(fired: Any) -> tuple[str, tuple[int, int]]:

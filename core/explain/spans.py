@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from ..chat.mapper import ARGS_CONVERTERS, TOOL_ARGS_AS, normalize_python_value
-from ..chat.repairs import STREAM_CONSISTENT_FINAL, TRUNCATED_CALL
+from ..chat.repairs import STREAM_CONSISTENT_FINAL, TRUNCATED_CALL, content_with_tail
 from ..chat.message import AssistantMessage, ToolCall
 from ..peg import chat as T
 from ..peg.trace import MARKER_TAG
@@ -64,6 +64,9 @@ class Span:
     the chat tag or builder call it came from. ``call``: tool-call index (-1 outside calls). ``kind``: for an
     argument value, ``"string"`` or ``"json"``. ``in_prompt``: inside the generation prompt prefix.
     ``repair``: the name of a repair that fired over this span (:func:`attach_repairs`), else ``""``.
+    ``kept_as_content``: the lossless contract appended this text to the content (an ``unparsed-text`` record
+    with why ``content`` over it), besides whatever its label put in the message — e.g. a call whose
+    arguments the mapper could not use keeps its call and its raw text as content (:func:`rebuild_message`).
     """
 
     start: int
@@ -75,6 +78,7 @@ class Span:
     kind: str = ""
     in_prompt: bool = False
     repair: str = ""
+    kept_as_content: bool = False
 
     @property
     def display_label(self) -> str:
@@ -94,6 +98,8 @@ class Span:
             out["in_prompt"] = True
         if self.repair:
             out["repair"] = self.repair
+        if self.kept_as_content:
+            out["kept_as_content"] = True
         return out
 
 
@@ -335,7 +341,8 @@ def check_cover(spans: list[Span], text: str) -> str:
 
 def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> AssistantMessage:
     """The assistant message the labelled spans stand for, from the spans alone: content = content and
-    unparsed text, reasoning = reasoning text (whitespace-only dropped), one call per call index with a tool
+    unparsed text (the lossless contract's tail, spans ``kept_as_content``, appended as
+    :func:`core.chat.repairs.content_with_tail` does), reasoning = reasoning text (whitespace-only dropped), one call per call index with a tool
     name (name and id trimmed as the mapper does, a JSON ``arguments`` span verbatim, else the argument names
     and values assembled into a JSON object). A ``truncated-call`` repair over the spans
     (:func:`attach_repairs`) leaves the last call out, and unparsed text whose ``field`` is
@@ -343,9 +350,14 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
     :func:`core.chat.repairs.settle` does."""
     msg = AssistantMessage()
     calls: dict[int, dict[str, Any]] = {}
+    # the lossless contract's tail (core.chat.repairs._keep_unparsed): appended to the content as a whole, after
+    # what the labels give, so text it repeats (a call's raw text, content already there) counts twice as there
+    tail = "".join(s.text for s in spans if s.kept_as_content)
     for s in spans:
         if s.label == SpanLabel.UNPARSED and s.field == STREAM_CONSISTENT_FINAL:
             continue    # the settled message is the partial view of a prefix: it left this rest out
+        if s.kept_as_content and s.label == SpanLabel.UNPARSED:
+            continue    # text the format dropped: content through the tail only
         if s.label in (SpanLabel.CONTENT, SpanLabel.UNPARSED):
             msg.content += s.text
         elif s.label == SpanLabel.REASONING:
@@ -372,10 +384,14 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
     if drop_blank_reasoning and not msg.reasoning_content.strip(" \n\r\t"):
         msg.reasoning_content = ""
     if any(s.repair == TRUNCATED_CALL for s in spans):
-        # core.chat.repairs.settle removes the last call of a final parse when it was cut off by the end
+        # core.chat.repairs.settle removes the last call of a final parse when it was cut off by the end, and
+        # keeps its raw text as content (the lossless contract)
         named = [i for i in sorted(calls) if calls[i]["name"].rstrip(_WS)]
         if named:
             del calls[named[-1]]
+        msg.content = content_with_tail(msg.content, "".join(s.text for s in spans if s.repair == TRUNCATED_CALL))
+    if tail:
+        msg.content = content_with_tail(msg.content, tail)
     for i in sorted(calls):
         c = calls[i]
         name = c["name"].rstrip(_WS)
