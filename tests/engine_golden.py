@@ -251,10 +251,12 @@ def _accumulated(deltas: list[dict]) -> dict:
     return plain_message(accumulate_deltas(deltas))
 
 
-def within(why: str, field: str, want, got) -> bool:
+def within(why: str, field: str, want, got, row: dict | None = None) -> bool:
     """Whether ``got`` differs from ``want`` only as the listed difference ``why`` allows: the deltas split
     otherwise (the same settled message, hold-backs and accumulated deltas per chunk size), or explain's spans
     and stop point (the same message and consistency)."""
+    if why == "scanner-unparsed":   # the recorded scanner gave up there: its text became unparsed-text content
+        return row is not None and any(r[0] == "unparsed-text" for r in row.get("repairs") or [])
     if type(want) is not type(got):
         return False
     if field == "stream" and why == "deltas":
@@ -277,6 +279,9 @@ def within(why: str, field: str, want, got) -> bool:
     if field == "repairs" and why == "rejected":   # truncated-call's why: the call's text does not fit, not cut
         return len(want) == len(got) and all(w[:4] == g[:4] and (w[4], g[4]) in (("cut", "rejected"),) or w == g
                                              for w, g in zip(want, got))
+    if field == "explain" and why == "rebuilt":   # the recorded spans did not rebuild the message; now they do
+        return (got.get("message") == want.get("message") and bool(want.get("consistency"))
+                and not got.get("consistency"))
     if field == "explain" and why in ("end-marker", "spans"):
         return got.get("message") == want.get("message") and got.get("consistency") == want.get("consistency")
     return False
@@ -306,8 +311,9 @@ def difference_list(families: set[str]) -> tuple[dict[str, str], list[str]]:
                 if got.get(f) == want.get(f):
                     continue
                 kinds = {"stream": ["deltas", "cut-call"], "repairs": ["rejected"],
-                         "explain": ["end-marker" if want["key"].endswith(":lt") else "spans"]}
-                why = next((k for k in kinds.get(f, []) if within(k, f, want.get(f), got.get(f))), None)
+                         "explain": ["end-marker" if want["key"].endswith(":lt") else "spans", "rebuilt"]}
+                why = next((k for k in kinds.get(f, []) + ["scanner-unparsed"]
+                            if within(k, f, want.get(f), got.get(f), want)), None)
                 key = f"{want['key']}|{want['fidelity']}|{f}"
                 if why:
                     listed[key] = why

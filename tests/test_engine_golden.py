@@ -49,7 +49,7 @@ def test_family_matches_golden(family):
                 if got.get(f) == want.get(f):
                     continue
                 why = LISTED.get(f"{want['key']}|{want['fidelity']}|{f}")
-                if why is None or not G.within(why, f, want.get(f), got.get(f)):
+                if why is None or not G.within(why, f, want.get(f), got.get(f), want):
                     diffs.append(f"{want['key']} [{want['fidelity']}] {f}: "
                                  f"recorded {str(want.get(f))[:200]} / now {str(got.get(f))[:200]}")
     assert not diffs, f"{len(diffs)} difference(s):\n" + "\n".join(diffs[:12])
