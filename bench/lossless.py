@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.lossless")
     ap.add_argument("--templates", default=os.path.join("..", "shared", "templates"))
     args = ap.parse_args(argv)
-    from core.chat.cli_commands import TemplateDir
+    from core.chat.conformance import TemplateDir
     from core.chat.lossless import lost_word_spans, parser_marks
     from core.chat.pipeline import build_chat_parser_or_content
     from core.chat.request import ChatRequest

@@ -777,7 +777,7 @@ def _load(b: Bench) -> str:
 
 
 def render_table(b: Bench) -> str:
-    """The results as a Markdown table plus notes (the form the README records)."""
+    """The results as a Markdown table plus notes (the form docs/performance.md records)."""
     head = ["ID", "Figure", "Median [min–max over runs]", "Detail", "Peak memory", "Target", "OK"]
     lines = [
         f"Chat Template Explorer benchmarks — {_dt.datetime.now().strftime('%Y-%m-%d %H:%M')}, "
@@ -818,6 +818,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "llama.cpp's analysis and P2 with its parse, timed in the same run")
     ap.add_argument("--parse-kb", type=int, default=45, help="P2: output size in KB (default 45)")
     ap.add_argument("--json", metavar="FILE", help="also write the raw results as JSON")
+    ap.add_argument("--markdown", metavar="FILE",
+                    help="also write the table and notes as Markdown (the form docs/performance.md records)")
     return ap.parse_args(argv)
 
 
@@ -827,7 +829,8 @@ FULL_RUN_NOTE = ("the full run (no --quick: 3 runs per figure, all 351 templates
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m bench``: runs the selected parts, prints the table (and writes ``--json``).
+    """Entry point of ``python -m bench``: runs the selected parts, prints the table (and writes ``--json``,
+    ``--markdown``).
 
     Returns 0, or 2 after printing every bad option (unknown part, templates directory, sizes, values < 1).
     """
@@ -914,6 +917,8 @@ def main(argv: list[str] | None = None) -> int:
         b.notes.append(FULL_RUN_NOTE)
     table = render_table(b)
     print(table)
+    if args.markdown:
+        pathlib.Path(args.markdown).write_text(table + "\n", encoding="utf-8")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({"rows": [asdict(r) for r in b.rows], "raw": b.raw,
                                                        "notes": b.notes}, indent=1), encoding="utf-8")

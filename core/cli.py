@@ -10,7 +10,8 @@
   template never stops the batch (``--workers 0`` runs in-process, without the time limit). On a terminal,
   stderr shows a progress bar (:mod:`core.progress`).
 * ``workarounds`` lists the workaround rules (name, trigger, effect).
-* ``parse`` / ``grammar`` / ``conform`` come from :mod:`core.chat.cli_commands` when present.
+* ``parse`` / ``grammar`` / ``conform`` come from :mod:`core.chat.cli_commands`, the other commands from each
+  package's ``cli`` module.
 
 Errors print one line naming the input and the cause (exit status 2), never a traceback.
 """
@@ -25,7 +26,9 @@ import sys
 import time
 from typing import Any, Iterable
 
-from .errors import ChatTemplateExplorerError, TemplateLoadError, os_error_text
+from .errors import ChatTemplateExplorerError, TemplateLoadError
+from .inputs import guard as _guard
+from .inputs import load_chat_template, visible
 from .templating import ChatTemplate
 
 TEMPLATE_SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
@@ -34,50 +37,12 @@ TEMPLATE_SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
 # ------------------------------------------------------------------------------------------------ loading
 
 def load(spec: str, variant: str | None = None) -> ChatTemplate:
-    """Load a template: :func:`core.sources.load_template` when that module exists, otherwise a plain
-    text file (minimal fallback). Raises :class:`~core.errors.TemplateLoadError` /
-    :class:`~core.errors.TemplateSyntaxError` naming the file."""
-    try:
-        from .sources import load_template  # type: ignore[attr-defined]
-    except ImportError:
-        load_template = None
-    if load_template is not None:
-        return load_template(spec, variant).template()
-    if not os.path.isfile(spec):
-        raise TemplateLoadError(spec, "no such file")
-    with open(spec, "rb") as f:
-        data = f.read()
-    if spec.endswith(".gguf"):
-        raise TemplateLoadError(spec, "reading .gguf files needs core.sources")
-    if not data.strip():
-        raise TemplateLoadError(spec, "the file is empty")
-    if b"\x00" in data:
-        raise TemplateLoadError(spec, "binary file (contains NUL bytes), not a template")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise TemplateLoadError(spec, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
-    return ChatTemplate(text, os.path.basename(spec))
+    """The template at ``spec`` (:func:`core.inputs.load_chat_template`). Raises
+    :class:`~core.errors.TemplateLoadError` / :class:`~core.errors.TemplateSyntaxError` naming the file."""
+    return load_chat_template(spec, variant)
 
 
 # ------------------------------------------------------------------------------------------------ display
-
-_VISIBLE = {" ": "␣", "\n": "↵", "\t": "→", "\r": "␍", "\v": "␋", "\f": "␌"}
-
-
-def visible(s: str) -> str:
-    """Whitespace made visible (``␣`` ``↵`` ``→`` …), other control characters as ``\\xNN``; special tokens
-    and all other text as is."""
-    out = []
-    for ch in s:
-        if ch in _VISIBLE:
-            out.append(_VISIBLE[ch])
-        elif ord(ch) < 32 or ord(ch) == 127:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
 
 def _q(s: str) -> str:
     return "«" + visible(s) + "»"
@@ -411,25 +376,6 @@ def _cmd_workarounds(args: argparse.Namespace) -> int:
     return 0
 
 
-def _guard(fn: Any) -> Any:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except ChatTemplateExplorerError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        except BrokenPipeError:  # an OSError: let main() end quietly (`… | head`)
-            raise
-        except OSError as e:
-            print(f"error: {os_error_text(e)}", file=sys.stderr)
-            return 2
-        except UnicodeDecodeError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-
-    return run
-
-
 # subcommands defined in this module: ``main`` registers only these when one of them is asked for, so
 # ``python -m core analyze T`` does not import every other command's module (a fresh process's start-up)
 _OWN_COMMANDS = frozenset({"analyze", "workarounds"})
@@ -437,7 +383,7 @@ _OWN_COMMANDS = frozenset({"analyze", "workarounds"})
 
 def build_parser(own_only: bool = False) -> argparse.ArgumentParser:
     """The ``python -m core`` argument parser: ``analyze`` and ``workarounds``, plus the subcommands of
-    :mod:`core.chat.cli_commands`, :mod:`core.chat.roundtrip` and the other command modules when they import
+    :mod:`core.chat.cli_commands`, :mod:`core.chat.roundtrip_cli` and the other command modules when they import
     (not with ``own_only``: then only this module's two commands).
     """
     ap = argparse.ArgumentParser(prog="python -m core",
@@ -468,18 +414,12 @@ def build_parser(own_only: bool = False) -> argparse.ArgumentParser:
     w.set_defaults(func=_guard(_cmd_workarounds))
     if own_only:
         return ap
-    try:
-        from .chat import cli_commands
-    except ImportError:
-        cli_commands = None
-    if cli_commands is not None and hasattr(cli_commands, "register"):
-        cli_commands.register(sub)
-    try:  # `roundtrip` (core.chat.roundtrip, H-I)
-        from .chat import roundtrip as _roundtrip
-    except ImportError:
-        _roundtrip = None
-    if _roundtrip is not None:
-        _roundtrip.register(sub)
+    from .chat import cli_commands  # `parse`, `grammar`, `conform`
+
+    cli_commands.register(sub)
+    from .chat import roundtrip_cli  # `roundtrip`
+
+    roundtrip_cli.register(sub)
     from .serving import cli as _serving_cli  # `serve`: the app with the operator's serving policy
 
     _serving_cli.register(sub)

@@ -200,7 +200,7 @@ def stream_replay(recipe: ParserRecipe, output: str, partial: bool, limit: int =
 
 
 def _explain(source: str, name: str, request_json: str, output: str, fidelity: str, overrides_json: str,
-             disabled: tuple[str, ...]) -> dict[str, Any]:
+             disabled: tuple[str, ...], expect_json: str = "") -> dict[str, Any]:
     from .chat.request import ChatRequest
     from .explain.explain import explain
     from .explain.reproducer import case_line, peg_tester_snippet, pytest_test
@@ -209,17 +209,20 @@ def _explain(source: str, name: str, request_json: str, output: str, fidelity: s
     ex = explain(ChatTemplate(source, name), ChatRequest.from_dict(json.loads(request_json)), output,
                  fidelity=fidelity, overrides=json.loads(overrides_json), disabled_workarounds=disabled)
     data = ex.to_json()
-    data["reproducer"] = {"case": case_line(ex), "pytest": pytest_test(ex, source=source),
-                          "peg_tester": peg_tester_snippet(ex)}
+    expect = json.loads(expect_json) if expect_json else None
+    expect = expect if isinstance(expect, dict) else None
+    data["reproducer"] = {"case": case_line(ex, expect=expect), "pytest": pytest_test(ex, source=source, expect=expect),
+                          "peg_tester": peg_tester_snippet(ex, expect=expect)}
     return data
 
 
 def explain_view(source: str, name: str, request_json: str, output: str, fidelity: str, overrides_json: str,
-                 disabled: tuple[str, ...]) -> dict[str, Any]:
-    """:func:`core.explain.explain.explain` of ``output`` as JSON data, with its reproducers under
-    ``"reproducer"`` (``case``, ``pytest``, ``peg_tester``), in a worker."""
+                 disabled: tuple[str, ...], expect_json: str = "") -> dict[str, Any]:
+    """:func:`core.explain.explain.explain` of ``output`` as JSON data (with its ``triage``: mistake, nearest
+    output, ranked fixes), with its reproducers under ``"reproducer"`` (``case``, ``pytest``, ``peg_tester``;
+    ``expect_json``: the expected message, which makes the pytest test an xfail-strict reproducer), in a worker."""
     return isolation.call(_explain, source, name, request_json, output, fidelity, overrides_json, tuple(disabled),
-                          name=name, what="explanation")
+                          expect_json, name=name, what="explanation")
 
 
 def _explain_steps(source: str, name: str, request_json: str, output: str, fidelity: str, overrides_json: str,

@@ -162,7 +162,7 @@ def clear_caches() -> None:
     Why all of it: the 50 resource bombs of ``tests/data/bombs`` leave the process ~27 MB larger although
     the Python objects still held after :func:`clear_memos` are ~0.5 MB: each compiled template, and each
     name in the type cache, sits in a 1 MB pymalloc arena otherwise emptied, which it keeps from being
-    freed (measured 2026-12-02, README "Limits"). Never raises."""
+    freed (measured 2026-12-02, docs/security.md, "Resource limits"). Never raises."""
     clear_memos()
     for clear in list(_CLEARERS.values()):
         clear()

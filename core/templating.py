@@ -44,9 +44,8 @@ import jinja2.utils
 import jinja2.visitor
 import markupsafe
 
-from . import codepack, fastlex, fastwalk
+from . import codepack
 from . import memo as _memo
-from . import fastparse
 from .errors import RenderLimitError, TemplateRenderError, TemplateSecurityError, TemplateSyntaxError
 
 
@@ -421,8 +420,18 @@ def _loops(tree: jinja2.nodes.Node) -> list[jinja2.nodes.For]:
     return found
 
 
-_child_nodes = fastwalk.child_nodes
-_RARE_NODES = (jinja2.nodes.Extends, jinja2.nodes.Block, jinja2.nodes.ImportedName)
+def _child_nodes(node: jinja2.nodes.Node) -> list[Any]:
+    """The nodes ``node.iter_child_nodes()`` yields, in its order, as a list: each field in turn, a list field
+    item by item (one loop here instead of jinja2's two nested generators per node; our walks visit every node)."""
+    out = []
+    node_cls = jinja2.nodes.Node
+    for name in node.fields:
+        item = getattr(node, name, None)
+        if isinstance(item, list):
+            out.extend(x for x in item if isinstance(x, node_cls))
+        elif isinstance(item, node_cls):
+            out.append(item)
+    return out
 
 
 def _dependencies(nodes: Any) -> tuple[set[str], set[str]]:
@@ -446,92 +455,6 @@ def _dependencies(nodes: Any) -> tuple[set[str], set[str]]:
     return filters, tests
 
 
-@dataclass(frozen=True)
-class _Survey:
-    """What one walk over a whole template tree finds, for the code generator (:func:`_survey`).
-
-    ``present``: the class of every node; ``filters`` / ``tests``: the names :func:`_dependencies` gives for the
-    template's body, or None when the tree holds a ``Block`` (whose body that walk must skip); ``stores_loop``:
-    whether some ``Name`` node stores to ``loop`` (jinja2's code generator refuses that inside a ``for``);
-    ``loop_free``: ids of the ``For`` nodes whose body (nested loops included) reads ``loop`` nowhere, known
-    only when every ``Name`` called ``loop`` in the tree is a load and there is no ``Block`` (otherwise empty)."""
-
-    present: frozenset[type]
-    filters: "set[str] | None"
-    tests: "set[str] | None"
-    stores_loop: bool
-    loop_free: frozenset[int]
-    children: "dict[int, list[Any]]" = field(default_factory=dict, repr=False, compare=False)
-
-
-class _BodyEnd:
-    """Marker on :func:`_survey`'s stack: the walk of a ``for`` loop's body ends here."""
-
-    __slots__ = ("loop", "seen")
-
-    def __init__(self, loop: jinja2.nodes.For, seen: int):
-        self.loop = loop
-        self.seen = seen  # Names called ``loop`` met before the body
-
-
-def _survey(tree: jinja2.nodes.Node) -> _Survey:
-    """One walk over ``tree`` and all its descendants (see :class:`_Survey`): it answers the code generator's
-    searches for rare node classes, its dependency search, and its two searches per ``for`` loop (an assignment
-    to ``loop`` anywhere in the loop, a read of ``loop`` in its body) — the last two walk nested loops again
-    for every loop around them."""
-    present: set[type] = set()
-    filters: set[str] = set()
-    tests: set[str] = set()
-    stores_loop = False
-    loop_names = 0  # Names called "loop" so far
-    other_loop_names = False  # one of them is not a load
-    loop_free: set[int] = set()
-    children: dict[int, list[Any]] = {}
-    filter_cls, test_cls, name_cls, for_cls = jinja2.nodes.Filter, jinja2.nodes.Test, jinja2.nodes.Name, jinja2.nodes.For
-    stack: list[Any] = _child_nodes(tree)
-    add = present.add
-    while stack:
-        node = stack.pop()
-        tp = type(node)
-        if tp is name_cls:
-            add(tp)
-            if node.name == "loop":
-                loop_names += 1
-                if node.ctx != "load":
-                    other_loop_names = True
-                    stores_loop = stores_loop or node.ctx == "store"
-            continue  # a leaf
-        if tp is _BodyEnd:
-            if loop_names == node.seen:
-                loop_free.add(id(node.loop))
-            continue
-        add(tp)
-        if tp is filter_cls:
-            filters.add(node.name)
-        elif tp is test_cls:
-            tests.add(node.name)
-        kids = children[id(node)] = _child_nodes(node)
-        if tp is for_cls:
-            body = node.body
-            n = len(body)
-            # child_nodes lists target, iter, then the body: walk the body last-pushed, so it is walked next,
-            # between the loop's visit and its end marker
-            if len(kids) >= 2 + n and all(a is b for a, b in zip(kids[2:2 + n], body)):
-                stack.extend(kids[:2])
-                stack.extend(kids[2 + n:])
-                stack.append(_BodyEnd(node, loop_names))
-                stack.extend(body)
-                continue
-        stack.extend(kids)
-    if any(issubclass(tp, name_cls) and tp is not name_cls for tp in present):
-        stores_loop = other_loop_names = True  # a kind of Name this walk does not look into: assume the worst
-    blocks = any(issubclass(tp, jinja2.nodes.Block) for tp in present)
-    free = frozenset() if blocks or other_loop_names else frozenset(loop_free)
-    if blocks:
-        return _Survey(frozenset(present), None, None, stores_loop, free, children)
-    return _Survey(frozenset(present), filters, tests, stores_loop, free, children)
-
-
 _VISIT_HANDLERS: "dict[tuple[type, type], Any]" = {}  # (generator class, node class) -> visit_<Class> or None
 _MISSING = object()
 
@@ -539,7 +462,7 @@ _MISSING = object()
 class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
     """Compiles ``a ~ b`` to a size-checked join, so string doubling in a loop stops at the output cap
     instead of exhausting memory (jinja2 otherwise calls ``str_join`` directly); bounds code generation by the
-    compile time limit; skips jinja2's searches for node classes a chat template does not hold.
+    compile time limit.
 
     The project's environments are built with ``optimized=False`` (:func:`_make_environment`): jinja2's constant
     folder re-walked every expression at every nesting level during code generation (a third of it on the corpus)
@@ -569,31 +492,6 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
             return handler(self, node, *args, **kwargs)
         return self.generic_visit(node, *args, **kwargs)
 
-    def visit_Template(self, node: jinja2.nodes.Template, frame: Any = None) -> None:
-        # jinja2 searches the whole tree for Extends, Block and ImportedName, every for loop's subtree for Block
-        # again and for a Name storing to ``loop`` (nested loops walked once per enclosing loop), and the body
-        # for the filters and tests it uses. One walk up front (_survey) answers all of them: the classes the
-        # tree does not hold — and Name when no Name stores to ``loop``, since the loop check is the code
-        # generator's only search for names — make fastwalk's find_all yield nothing at once. The source text
-        # answers its searches for names the template never writes (``self`` in the whole tree, ``loop`` in
-        # every loop body: fastwalk.find_undeclared).
-        survey = _survey(node)
-        absent = {k for k in _RARE_NODES if not any(issubclass(tp, k) for tp in survey.present)}
-        if not survey.stores_loop:
-            absent.add(jinja2.nodes.Name)
-        self._cte_survey = (node.body, survey)
-        with fastwalk.absent_from(node, tuple(absent), frozenset(absent), node.__dict__.get("_cte_source")), \
-                fastwalk.known_children(survey.children):
-            super().visit_Template(node, frame)
-
-    def visit_For(self, node: jinja2.nodes.For, frame: Any) -> None:
-        # jinja2 walks each loop's body, nested loops included, for a read of ``loop``; the survey knows the
-        # loops whose body reads it nowhere (fastwalk.find_undeclared answers from that)
-        survey = getattr(self, "_cte_survey", (None, None))[1]
-        free = survey is not None and id(node) in survey.loop_free
-        with fastwalk.names_unread(("loop",) if free else ()):
-            super().visit_For(node, frame)
-
     def blockvisit(self, nodes: Any, frame: Any) -> None:
         # jinja2 opens every block with a ``pass`` line (about 27 per chat template): written here only when the
         # block's code came out empty, so the Python block is never empty either way
@@ -611,11 +509,7 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
         # raises when called if the name is missing at render time); one statement per kind here, the same
         # bindings, the same error when a missing one is called (_LimitedSandbox.bind_dependencies): those
         # blocks were about a fifth of a chat template's generated code and of Python's compile() of it
-        body, survey = getattr(self, "_cte_survey", (None, None))
-        if nodes is body and survey.filters is not None:
-            filters, tests = survey.filters, survey.tests
-        else:
-            filters, tests = _dependencies(nodes)
+        filters, tests = _dependencies(nodes)
         for kind, idents, names in (("filters", self.filters, filters), ("tests", self.tests, tests)):
             if not names:
                 continue
@@ -774,24 +668,12 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         # twice. Taken, not shared: code generation and the rewriters change the tree in place.
         node = _PARSED.pop(source, None)
         if node is None or not _parses_alike(self):
-            node = fastparse.parse(self, source, name, filename)
-        tree = rewrite_loops(self._rewrite_tree(node))
-        if _parses_alike(self):  # read by _LimitedCodeGenerator.visit_Template
-            tree._cte_source = source
-        return tree
-
-    def compile(self, source: Any, name: str | None = None, filename: str | None = None, raw: bool = False,
-                defer_init: bool = False) -> Any:
-        """jinja2's ``Environment.compile`` (same arguments, result and errors), with the fast tree walks of
-        :mod:`core.fastwalk` in place while it runs: parsing, the rewriters and code generation walk the tree
-        many times. Only our compiles use them; the rest of the process keeps jinja2's own."""
-        with fastwalk.active():
-            return super().compile(source, name, filename, raw, defer_init)
+            node = super()._parse(source, name, filename)
+        return rewrite_loops(self._rewrite_tree(node))
 
     def parse_raw(self, source: str, name: str | None = None) -> jinja2.nodes.Template:
         """The template's tree as jinja2 parses it (time-limited lexing), before any rewriting."""
-        with fastwalk.active():  # the parser's last step visits every node (set_environment)
-            return fastparse.parse(self, source, name, None)
+        return jinja2.Environment._parse(self, source, name, None)
 
     def _rewrite_tree(self, tree: jinja2.nodes.Template) -> jinja2.nodes.Template:
         """Hook for subclasses rewriting the parsed template; the loop checks are added after it."""
@@ -813,25 +695,15 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
                 raise RenderLimitError(name or "<template>", f"compiling took longer than {COMPILE_TIMEOUT_S:g} s "
                                                              "(limit: compile time; set CTE_COMPILE_TIMEOUT_S)")
 
-        # core.fastlex gives jinja2's token list for our lexer settings ~3x faster, or None (then jinja2 lexes)
-        tokens = fastlex.tokenize(source, check) if state is None and fastlex.supports(self) else None
-        if tokens is not None:
-            def chunks() -> Iterator[list[jinja2.lexer.Token]]:
-                for i in range(0, len(tokens), 256):  # the clock check as the parser consumes them
+        raw = lexer.tokeniter(source, name, filename, state)
+
+        def timed() -> Iterator[tuple[int, str, str]]:
+            for i, tok in enumerate(raw):
+                if not i & 255:
                     check()
-                    yield tokens[i:i + 256]
+                yield tok
 
-            stream = jinja2.lexer.TokenStream(itertools.chain.from_iterable(chunks()), name, filename)
-        else:
-            raw = lexer.tokeniter(source, name, filename, state)
-
-            def timed() -> Iterator[tuple[int, str, str]]:
-                for i, tok in enumerate(raw):
-                    if not i & 255:
-                        check()
-                    yield tok
-
-            stream = jinja2.lexer.TokenStream(lexer.wrap(timed(), name, filename), name, filename)
+        stream = jinja2.lexer.TokenStream(lexer.wrap(timed(), name, filename), name, filename)
         for ext in self.iter_extensions():
             stream = ext.filter_stream(stream)
             if not isinstance(stream, jinja2.lexer.TokenStream):
@@ -1363,12 +1235,7 @@ def module_digest(path: str) -> str:
 
 
 def _cache_hash(source: str, env_tag: str = "") -> Any:
-    # fastwalk's walks run inside our compiles (the code generator's searches among them), fastlex makes the
-    # tokens and fastparse builds the tree they compile: a change there may change the generated code as much as
-    # one here
-    tag = (f"{_CODEGEN_VERSION}|{jinja2.__version__}|{sys.version_info[:2]}|{module_digest(__file__)}|"
-           f"{module_digest(fastwalk.__file__)}|{module_digest(fastlex.__file__)}|{module_digest(fastparse.__file__)}|"
-           f"{env_tag}|").encode()
+    tag = f"{_CODEGEN_VERSION}|{jinja2.__version__}|{sys.version_info[:2]}|{module_digest(__file__)}|{env_tag}|".encode()
     return hashlib.sha256(tag + source.encode("utf-8", "surrogatepass"))
 
 
@@ -1608,7 +1475,7 @@ _small_source_digest = functools.lru_cache(maxsize=1024)(_sha256_16)
 _memo.register_cache("source digests", _small_source_digest.cache_clear)  # it holds the sources themselves
 _memo.register_cache("sandbox attribute verdicts", _SAFE_ATTRIBUTES.clear)
 _memo.register_cache("parse logs read", _parsed_known.clear)  # read again on next use
-_memo.register_cache("tree-walk dispatch tables", lambda: (fastwalk.forget(), _VISIT_HANDLERS.clear()))
+_memo.register_cache("tree-walk dispatch tables", _VISIT_HANDLERS.clear)
 
 
 @dataclass

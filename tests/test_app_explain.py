@@ -88,13 +88,43 @@ def test_one_click_fix_applies_the_override_on_the_overrides_page():
 def test_reproducer_downloads():
     at = _explain(DRIFT)
     buttons = {b.label: b for b in at.get("download_button")}
-    assert set(buttons) == {"cases.jsonl line", "pytest test", "peg_tester snippet"}
-    codes = [c.value for c in at.code]
+    assert set(buttons) == {"cases.jsonl line", "pytest test", "peg_tester snippet",
+                            "Download the patched template"}     # the triage's template fix (see below)
+    codes = [c.value for c in at.code if c.language in ("json", "python", "cpp")]
     case = json.loads(codes[0])
     assert case["template"] == "Qwen-Qwen2.5-7B-Instruct.jinja" and case["input"] == DRIFT
     assert "def test_" in codes[1] and "run_case(CASE" in codes[1]
     assert 'peg_tester("models/templates/Qwen-Qwen2.5-7B-Instruct.jinja", detailed_debug)' in codes[2]
-    assert ".tools({ get_weather_tool })" in codes[2] and codes[2].rstrip().endswith(".run();\n}")
+    assert 'static common_chat_tool repro_tool_0{ "get_weather", ' in codes[2]      # the tool, declared
+    assert ".tools({ repro_tool_0 })" in codes[2] and codes[2].rstrip().endswith(".run();\n}")
+    assert "Characterisation test" in codes[1] and "xfail" not in codes[1]
+
+
+def test_triage_first_nearest_diff_ranked_fixes_and_expected_message():
+    """The mistake, the nearest accepted output as a diff and the ranked fixes come first; a fix applies in one
+    click; an expected message makes the pytest reproducer an xfail(strict) test carrying the cause."""
+    at = _explain(DRIFT)
+    heads = [h.value for h in at.subheader]
+    assert heads.index("What the model did") < heads.index("Where every character went")
+    texts = [unmd(m.value) for m in at.markdown]
+    assert any(t.startswith("**field-name alias** — the model wrote `\"parameters\"` where the template writes "
+                            "`\"arguments\"`") for t in texts), texts
+    diff = [c.value for c in at.code if c.language == "diff"]
+    assert diff and '[-"parameters"-]{+"arguments"+}' in diff[0]
+    fixes = [t for t in texts if t[:3] in ("1. ", "2. ", "3. ")]
+    assert fixes[0] == "1. repair: switch on the repair `arguments-key-alias` (improved fidelity with only this repair)"
+    # the template edit that makes the template render what the model wrote, re-analysed and re-parsed
+    assert any(f.endswith("template: patch the template: write `\"parameters\"` where it writes `\"arguments\"` "
+                          "(1 place(s))") for f in fixes), fixes
+    at.button(key="triage_fix_0").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["fidelity"] == "improved"
+    assert any("parse clean" in unmd(m.value) and "fidelity improved" in unmd(m.value) for m in at.markdown)
+    at.text_area(key="explain_expect").input(json.dumps(
+        {"role": "assistant", "content": "Sure.", "tool_calls": [{"type": "function", "id": "", "function": {
+            "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]})).run()
+    code = next(c.value for c in at.code if c.language == "python")
+    assert "@pytest.mark.xfail(strict=True, reason='field-name alias: " in code
 
 
 def test_clean_parse_has_nothing_to_explain():

@@ -16,11 +16,13 @@ def _run(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
 
 
 def test_bench_quick_tiny_input_prints_every_row(tmp_path):
-    out_json = tmp_path / "bench.json"
+    out_json, out_md = tmp_path / "bench.json", tmp_path / "bench.md"
     proc = _run("--quick", "--limit", "3", "--batch", "6", "--sizes", "1,2", "--parse-kb", "4",
-                "--stream-chars", "200", "--templates", str(TEMPLATES), "--json", str(out_json))
+                "--stream-chars", "200", "--templates", str(TEMPLATES), "--json", str(out_json),
+                "--markdown", str(out_md))
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = proc.stdout
+    assert out_md.read_text(encoding="utf-8") == table  # --markdown writes what it prints
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| ID")]
     ids = [line.split("|")[1].strip() for line in rows]
     formats = ("JSON_NATIVE", "TAG_WITH_JSON", "TAG_WITH_TAGGED", "MISTRAL_TOOL_CALLS")

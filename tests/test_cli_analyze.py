@@ -11,7 +11,8 @@ import tomllib
 
 import pytest
 
-from core.cli import main, visible
+from core.cli import main
+from core.inputs import visible
 
 from .conftest import ROOT, TEMPLATES
 

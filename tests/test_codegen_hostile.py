@@ -127,7 +127,7 @@ static void dump(const char* what, const std::string& s) {
     for (unsigned char c : s) std::printf("%02x", c);
     std::printf("\n");
 }
-struct tool_t {};
+struct common_chat_tool { std::string name, description, parameters; };
 struct call_t {
     std::string name, args, id;
     call_t(std::string n, std::string a, std::string i) : name(n), args(a), id(i) {}
@@ -135,7 +135,10 @@ struct call_t {
 enum common_reasoning_format { COMMON_REASONING_FORMAT_NONE, COMMON_REASONING_FORMAT_AUTO,
     COMMON_REASONING_FORMAT_DEEPSEEK, COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY };
 struct test_t {
-    test_t& tools(std::initializer_list<tool_t>) { return *this; }
+    test_t& tools(std::initializer_list<common_chat_tool> ts) {
+        for (const auto& t : ts) { dump("tool", t.name); dump("params", t.parameters); }
+        return *this;
+    }
     test_t& parallel_tool_calls(bool) { return *this; }
     test_t& enable_thinking(bool) { return *this; }
     test_t& reasoning_format(common_reasoning_format) { return *this; }
@@ -168,10 +171,9 @@ def test_peg_tester_snippet_from_hostile_names_compiles_and_round_trips(tmp_path
         snippet = peg_tester_snippet(ex)
         assert snippet.isascii() and name not in snippet
         tools = sorted(set(re.findall(r"\b(\w+_tool(?:_\d+)?)\b", snippet)))
-        assert tools == ["unnamed_tool_0"], tools  # the hostile name is no identifier: a placeholder
-        decls = "".join(f"static tool_t {t};\n" for t in tools)
+        assert tools == ["common_chat_tool", "repro_tool_0"], tools  # declared; the hostile name only in a literal
         src = tmp_path / f"snippet{i}.cpp"
-        src.write_text(_CPP_STUBS + decls + "int main()\n" + snippet, encoding="utf-8")
+        src.write_text(_CPP_STUBS + "int main()\n" + snippet, encoding="utf-8")
         exe = tmp_path / f"snippet{i}"
         c = subprocess.run(["g++", "-std=c++17", "-Werror=trigraphs", "-o", str(exe), str(src)],
                            capture_output=True, text=True, timeout=120)
@@ -181,6 +183,7 @@ def test_peg_tester_snippet_from_hostile_names_compiles_and_round_trips(tmp_path
         got = dict(line.split(" ", 1) if " " in line else (line, "") for line in r.stdout.splitlines())
         msg = ex.message
         assert got["file"] == _hex("models/templates/" + name) and got["input"] == _hex(ex.output)
+        assert got["tool"] == _hex(name)
         assert got["content"] == _hex(msg.get("content") or "")
         if msg.get("reasoning_content"):
             assert got["reasoning"] == _hex(msg["reasoning_content"])

@@ -193,16 +193,18 @@ def test_engine_inherits_llama_undefined_and_finalize_from_the_probe_environment
     assert env.from_string(src).render({}) == base.from_string(src).render({}) == "||0|0||a1"
 
 
-def test_compiled_code_cache_key_follows_fastwalk(monkeypatch):
-    # fastwalk's walks run inside our compiles: editing it must not let a later process reuse code compiled
-    # before the edit (the key holds its source digest, as it holds templating.py's)
-    from core import fastwalk, templating
+def test_compiled_code_cache_key_follows_the_code_generator(monkeypatch):
+    # templating.py holds our code generator: editing it must not let a later process reuse code compiled
+    # before the edit (the key holds its source digest and jinja2's version)
+    from core import templating
 
     src = "{{ messages | length }}"
     before = templating._cache_key(src, "probe")
     real = templating.module_digest
     monkeypatch.setattr(templating, "module_digest",
-                        lambda path: "edited" if path == fastwalk.__file__ else real(path))
+                        lambda path: "edited" if path == templating.__file__ else real(path))
     assert templating._cache_key(src, "probe") != before
     monkeypatch.setattr(templating, "module_digest", real)
     assert templating._cache_key(src, "probe") == before
+    monkeypatch.setattr(templating.jinja2, "__version__", "3.1.99")
+    assert templating._cache_key(src, "probe") != before

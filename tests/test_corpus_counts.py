@@ -1,4 +1,4 @@
-"""One source for the corpus figures: the README's are those of ``core.corpus.corpus_counts`` (which the
+"""One source for the corpus figures: those of docs/fidelity.md are ``core.corpus.corpus_counts``'s (which the
 Corpus page shows, see tests/test_app_corpus.py) on ../shared/templates."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from .conftest import ROOT, TEMPLATES
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+FIDELITY = (ROOT / "docs" / "fidelity.md").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -21,17 +21,17 @@ def counts() -> CorpusCounts:
     return corpus_counts(corpus_row(p) for p in template_files(TEMPLATES))
 
 
-def test_readme_corpus_block_is_the_core_counts(counts):
-    block = README[README.index("    $ python -m core corpus ../shared/templates\n"):].splitlines()[1:4]
+def test_fidelity_doc_corpus_block_is_the_core_counts(counts):
+    block = FIDELITY[FIDELITY.index("    $ python -m core corpus ../shared/templates\n"):].splitlines()[1:4]
     assert [line.strip() for line in block] == counts.lines()
     assert counts.templates == 351 and counts.all_probes_failed == 5
 
 
-def test_readme_tables_use_the_same_counts(counts):
-    assert f"Batch over all {counts.templates} templates" in README
-    assert f"the {counts.all_probes_failed} that fail every probe render" in README
-    assert f"({counts.autoparser} of {counts.templates} corpus templates;" in README
-    routes = README[README.index("### Which route each family takes"):README.index("### Corpus figures")]
+def test_fidelity_doc_tables_use_the_same_counts(counts):
+    assert f"Batch over all {counts.templates} templates" in FIDELITY
+    assert f"the {counts.all_probes_failed} that fail every probe render" in FIDELITY
+    assert f"({counts.autoparser} of {counts.templates} corpus templates;" in FIDELITY
+    routes = FIDELITY[FIDELITY.index("### Which route each family takes"):FIDELITY.index("### Corpus figures")]
     named = set(re.findall(r"`([a-z0-9.-]+)`", routes.split("| family")[1])) - {"auto-parser"}
     assert named == set(counts.handlers), named ^ set(counts.handlers)
 

@@ -14,7 +14,8 @@ import sys
 import pytest
 
 from core.chat.request import ChatRequest
-from core.explain.explain import Cause, explain, message_of, _Setup
+from core.explain.explain import Cause, explain, message_of
+from core.explain.model import Setup
 from core.explain.reproducer import case_line, peg_tester_snippet, pytest_test
 from core.explain.spans import check_cover, rebuild_message, same_message
 from core.chat.message import AssistantMessage
@@ -101,7 +102,7 @@ def test_fix_is_checked_by_reparsing():
     fix = ex.fixes[0]
     assert fix.change == {"overrides": {"tools.format.per_call_start": "<tool_call>",
                                         "tools.format.args_field": "parameters"}}
-    setup = _Setup(_template(c["template"]), ChatRequest.from_dict(c), "llama.cpp", fix.change["overrides"])
+    setup = Setup(_template(c["template"]), ChatRequest.from_dict(c), "llama.cpp", fix.change["overrides"])
     msg, clean = message_of(setup, c["input"])
     assert clean and msg.to_openai() == fix.message
 
@@ -132,8 +133,9 @@ def test_reproducers_round_trip(tmp_path):
     finally:
         os.chdir(cwd)
     snippet = peg_tester_snippet(ex)
-    assert snippet.startswith("{\n    auto tst = peg_tester(\"models/templates/Qwen-Qwen3-0.6B.jinja\", detailed_debug);")
-    assert ".tools({ repeat_string_tool })" in snippet and snippet.rstrip().endswith(".run();\n}")
+    assert 'static common_chat_tool repro_tool_0{ "repeat_string", ' in snippet    # the tool it uses, declared
+    assert '    auto tst = peg_tester("models/templates/Qwen-Qwen3-0.6B.jinja", detailed_debug);' in snippet
+    assert ".tools({ repro_tool_0 })" in snippet and snippet.rstrip().endswith(".run();\n}")
 
 
 def test_cli_explain_text_json_and_errors(tmp_path):

@@ -143,7 +143,7 @@ def test_explain_lays_fired_repairs_over_the_spans(monkeypatch):
         tr = real(parser, output, report)
         tr.message.repairs = [("quote-keys", (output.index("Paris"), output.index("Paris") + 5))]
         return tr
-    monkeypatch.setattr("core.explain.explain.trace_parse", with_repair)
+    monkeypatch.setattr("core.explain.model.trace_parse", with_repair)
     req = ChatRequest.from_dict({"messages": [USER], "tools": TOOLS})
     ex = explain(_template("Qwen-Qwen2.5-7B-Instruct.jinja"), req, out, fixes=False)
     assert [s.display_label for s in ex.spans if s.repair] == ["repaired: quote-keys"]
@@ -193,3 +193,27 @@ def test_repeated_turn_header_is_a_repaired_marker_span() -> None:
     (hs,) = [s for s in ex.spans if s.repair == "repeated-turn-header"]
     assert (hs.start, hs.end, hs.text, hs.label) == (gp, gp + len(head), head, SpanLabel.MARKER)
     assert ex.stop is None, ex.stop
+
+
+# Outputs hypothesis found (tests/test_fuzz_parsers.py strategies) after the lossless contract moved text into
+# content: the spans must rebuild the message the parser returns with the contract records applied.
+_CONTRACT_OUTPUTS = [
+    # unparsed-text (why content) from the second call's opener: the call stays a call, the content after it
+    # stays content, and the raw text from the opener is appended to the content as well
+    ("google-gemma-4-31B-it.jinja", '<|channel>thought\nLet me think: 2 < 3 & {x}.\n<channel|><|tool_call>call:'
+     'special_function{arg1:1}<tool_call|><|tool_call>call:get_weather{city:<|"|>Paris "Île"<|"|>,days:3}'
+     '<tool_call|>Sure — here it is: {"a": [1, 2]} ✓<|tool_response>', "unparsed-text", 2),
+]
+
+
+@pytest.mark.parametrize("template_name,output,record,calls", _CONTRACT_OUTPUTS)
+def test_spans_follow_the_lossless_contract(template_name: str, output: str, record: str, calls: int) -> None:
+    req = ChatRequest.from_dict({"messages": [USER], "tools": TOOLS, "parallel_tool_calls": True})
+    bundle = build_chat_parser(_template(template_name), req)
+    tr = trace_parse(bundle.parser, output, bundle.report)
+    (fired,) = [r for r in tr.message.repairs if r.name == record]
+    assert tr.message.content.endswith(output[fired.start:]) and len(tr.message.tool_calls) == calls
+    assert [s.start for s in tr.spans if s.repair == record][0] == fired.start + tr.gp_len
+    assert not check_cover(tr.spans, tr.text)
+    rebuilt = rebuild_message(tr.spans, getattr(bundle.parser, "drop_blank_reasoning", True))
+    assert same_message(rebuilt, tr.message), (rebuilt.to_openai(), tr.message.to_openai())

@@ -1,6 +1,6 @@
 """Issue 13: response_template export proven by transformers' parser; the per-template conformance suite.
 
-A representative subset (the full-corpus figure comes from `python -m core export --batch`, in the README)."""
+A representative subset (the full-corpus figure comes from `python -m core export --batch`, in docs/export.md)."""
 
 import json
 import pathlib
@@ -337,7 +337,7 @@ def test_gbnf_export_is_the_grammar_for_the_sample_request_and_says_so():
 
 @needs_transformers
 def test_python_literal_booleans_stay_raw_text_in_transformers_and_the_export_says_so():
-    # a documented limit (README, export note): {'window': True} is not JSON even with ' delimiters
+    # a documented limit (docs/export.md, the mapping): {'window': True} is not JSON even with ' delimiters
     from transformers.utils.chat_parsing import parse_response
 
     res = export_response_template(load("ByteDance-Seed-OSS.jinja"), fidelity="improved")

@@ -437,7 +437,7 @@ def test_reference_agreement_under_improved(improved_results):
 
 def test_reference_cases_under_improved(reference_cases):
     """Every reference case (llama.cpp's own tests) still passes at improved fidelity: 354/354."""
-    from core.chat.cli_commands import TemplateDir, run_case
+    from core.chat.conformance import TemplateDir, run_case
 
     from .test_cases_conformance import accumulate, message_mismatch
 

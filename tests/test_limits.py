@@ -19,7 +19,7 @@ from core import templating
 from core.analysis import analyze
 from core.analysis import session as session_mod
 from core.analysis.caps import UsageRecorder
-from core.chat.cli_commands import TemplateDir
+from core.chat.conformance import TemplateDir
 from core.chat.request import ChatRequest
 from core.errors import AnalysisError, RenderLimitError, RequestError, TemplateLoadError
 from core.sources import load_file, load_hub, load_string, parse_template_json

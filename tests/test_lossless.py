@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.chat.cli_commands import TemplateDir
+from core.chat.conformance import TemplateDir
 from core.chat.drift import load_cases
 from core.chat.lossless import lost_word_spans, parser_marks
 from core.chat.pipeline import build_chat_parser

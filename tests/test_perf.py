@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import marshal
 import pathlib
 import random
 import subprocess
@@ -15,7 +14,7 @@ import sys
 import jinja2
 import pytest
 
-from core import codepack, fastparse, templating
+from core import codepack, templating
 from core.analysis import analyze, caps, engine
 from core.chat.stream import StreamingParser
 from core.memo import BoundedMemo, MISSING, clear_memos
@@ -125,9 +124,7 @@ def test_a_new_template_is_parsed_once(monkeypatch, tmp_path):
             return real(self)
         return parse
 
-    # our environments parse with core.fastparse's parser (jinja2's only when it fails): count either
     monkeypatch.setattr(jinja2.parser.Parser, "parse", counting(jinja2.parser.Parser.parse))
-    monkeypatch.setattr(fastparse.FastParser, "parse", counting(fastparse.FastParser.parse))
     src = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}{# parse-once #}"
     analyze(ChatTemplate(src, "once.jinja"))
     assert len(calls) == 1
@@ -304,99 +301,12 @@ def test_analyze_command_does_not_import_the_other_commands_modules():
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
-def _code_with_walks(env: jinja2.Environment, src: str, fast: bool) -> bytes:
-    from core import fastwalk
-
-    fastwalk.enable(fast)
+def _code(env: jinja2.Environment, src: str) -> bytes:
+    """The Python code ``env`` generates for ``src`` (or the syntax error's text)."""
     try:
-        with fastwalk.active():
-            assert fastwalk.installed() is fast
-            return env._generate(env._parse(src, None, None), None, None).encode()
+        return env._generate(env._parse(src, None, None), None, None).encode()
     except jinja2.TemplateSyntaxError as e:
         return str(e).encode()
-    finally:
-        fastwalk.enable(True)
-
-
-def test_fast_tree_walks_generate_the_same_code_as_jinja2s():
-    env = caps.probe_environment()
-    for name, src in _sources()[::5]:
-        assert _code_with_walks(env, src, False) == _code_with_walks(env, src, True), name
-
-
-def test_fast_tree_walks_yield_what_jinja2s_yield_on_every_corpus_tree():
-    from jinja2.compiler import DependencyFinderVisitor, UndeclaredNameVisitor, find_undeclared
-    from jinja2.idtracking import Symbols, symbols_for_node
-
-    from core import fastwalk
-
-    kinds = (jinja2.nodes.Name, (jinja2.nodes.For, jinja2.nodes.Block), jinja2.nodes.Expr)
-
-    def walks(node: jinja2.nodes.Node) -> list:
-        out: list = [[id(v) for _, v in node.iter_fields()], [id(n) for n in node.iter_child_nodes()]]
-        out += [[id(n) for n in node.find_all(kind)] for kind in kinds]
-        deps = DependencyFinderVisitor()
-        deps.visit(node)
-        out.append((sorted(deps.filters), sorted(deps.tests)))
-        out.append(sorted(find_undeclared([node], ("loop", "messages", "message", "tools", "x"))))
-        if isinstance(node, (jinja2.nodes.Template, jinja2.nodes.For, jinja2.nodes.If, jinja2.nodes.Macro)):
-            sym = symbols_for_node(node, Symbols())
-            out.append((sorted(sym.refs.items()), sorted(sym.loads.items()), sorted(sym.stores)))
-        return out
-
-    checked = 0
-    assert not fastwalk.installed()
-    for _name, src in _sources()[::2]:
-        try:
-            tree = templating._ENV.parse_raw(src)
-        except jinja2.TemplateSyntaxError:
-            continue
-        nodes = [tree, *tree.find_all(jinja2.nodes.Node)][::5]
-        jinja2s = [walks(n) for n in nodes]
-        with fastwalk.active():
-            assert fastwalk.installed()
-            assert [walks(n) for n in nodes] == jinja2s
-        checked += len(nodes)
-    assert not fastwalk.installed()
-    assert checked > 10_000
-
-
-def test_plain_jinja2_environments_keep_jinja2s_own_walks():
-    # the fast walks are in place only while one of our compiles runs (core/fastwalk.py): a plain jinja2
-    # environment in the same process (transformers') walks trees with jinja2's own methods before, after and
-    # between them
-    import jinja2.visitor
-
-    from core import fastwalk
-
-    patched = ("iter_fields", "iter_child_nodes", "find_all", "__init__", "set_environment")
-    own = {name: getattr(jinja2.nodes.Node, name) for name in patched}
-    assert own["find_all"].__module__ == "jinja2.nodes"
-    assert jinja2.visitor.NodeVisitor.get_visitor.__module__ == "jinja2.visitor"
-    assert jinja2.visitor.NodeVisitor.generic_visit.__module__ == "jinja2.visitor"
-    seen: list[bool] = []
-    real = fastwalk._put
-
-    def spy(table):  # noqa: ANN001, ANN202
-        seen.append(table is fastwalk._FAST)
-        real(table)
-
-    fastwalk._put = spy
-    try:
-        caps.probe_environment().compile("{% for m in messages %}{{ m.content | trim }}{% endfor %}x")
-        with fastwalk.active():
-            with fastwalk.active():  # re-entrant: the inner block ending leaves them in place
-                pass
-            assert fastwalk.installed()
-        assert not fastwalk.installed()
-    finally:
-        fastwalk._put = real
-    assert seen == [True, False, True, False]
-    plain = jinja2.Environment()
-    assert plain.from_string("{% for x in xs %}{{ loop.index }}{{ x|upper }}{% endfor %}").render(xs="ab") == "1A2B"
-    assert {name: getattr(jinja2.nodes.Node, name) for name in own} == own
-    assert jinja2.visitor.NodeVisitor.get_visitor.__module__ == "jinja2.visitor"
-    assert jinja2.visitor.NodeVisitor.generic_visit.__module__ == "jinja2.visitor"
 
 
 def _random_value(rnd: random.Random, depth: int, pool: list) -> object:
@@ -485,48 +395,6 @@ def test_dependency_walk_finds_what_jinja2s_dependency_finder_finds_on_the_corpu
     assert templating._dependencies(block.body) == ({"upper"}, set())
 
 
-def test_one_survey_walk_answers_the_code_generators_searches_on_the_corpus():
-    # _survey replaces three of jinja2's walks: node classes present (for Extends / Block / ImportedName), the
-    # dependency finder's names, and the per-loop search for a Name storing to ``loop``
-    checked = 0
-    for name, tree in _probe_trees(3):
-        survey = templating._survey(tree)
-        assert survey.present == frozenset(type(n) for n in tree.find_all(jinja2.nodes.Node))
-        assert (survey.filters, survey.tests) == templating._dependencies(tree.body)
-        assert survey.stores_loop is any(n.ctx == "store" and n.name == "loop"
-                                         for n in tree.find_all(jinja2.nodes.Name))
-        for loop in tree.find_all(jinja2.nodes.For):  # jinja2's own search for a read of ``loop``
-            reads = "loop" in _undeclared(loop)
-            assert (id(loop) in survey.loop_free) is (not reads), name
-        checked += 1
-    assert checked > 100
-    block = templating._ENV.parse_raw("{{ a|upper }}{% block b %}{{ c|lower }}{% endblock %}")
-    assert templating._survey(block).filters is None  # a block's body is bound in its own function
-
-
-def _undeclared(loop: jinja2.nodes.For) -> set:
-    from core import fastwalk
-
-    return fastwalk._ORIGINAL["find_undeclared"](loop.body, ("loop",))
-
-
-@pytest.mark.parametrize("src", [
-    "{% for x in y %}a{% else %}{% for z in w %}{{ loop.index }}{% endfor %}{% endfor %}",
-    "{% for x in y %}{% for z in w %}{{ loop.index }}{% endfor %}{% endfor %}{% for q in y %}{{ q }}{% endfor %}",
-    "{% for x in y %}{% macro m(a) %}{{ caller() }}{{ loop }}{% endmacro %}{% endfor %}",
-    "{% for x in loop %}{{ x }}{% endfor %}{% for x in y if loop %}{{ x }}{% endfor %}",
-    "{% for x in y recursive %}{{ x }}{% endfor %}{% for a in b %}{{ loop.first }}{% endfor %}",
-    "{% macro f(loop) %}{% for x in y %}{{ loop }}{% endfor %}{% endmacro %}{{ f(1) }}",
-    "{% block b %}{% for x in y %}{{ loop.index }}{% endfor %}{% endblock %}{% for x in y %}{% endfor %}",
-])
-def test_loops_with_and_without_loop_reads_generate_jinja2s_code(src):
-    # the survey answers jinja2's per-loop search for a read of ``loop`` (fastwalk.names_unread): the code is
-    # the same bytes as with jinja2's own walks and searches
-    env = caps.probe_environment()
-    assert _code_with_walks(env, src, True) == _code_with_walks(env, src, False)
-    assert _code_with_walks(templating._ENV, src, True) == _code_with_walks(templating._ENV, src, False)
-
-
 @pytest.mark.parametrize("src", [
     "{% for loop in x %}{% endfor %}",
     "{% for a, loop in x %}{% endfor %}",
@@ -535,7 +403,6 @@ def test_loops_with_and_without_loop_reads_generate_jinja2s_code(src):
     "{% set loop = 2 %}{% for a in x %}{{ a }}{% endfor %}",
 ])
 def test_assigning_loop_fails_or_compiles_as_in_jinja2(src):
-    # the survey lets the code generator skip its per-loop search for ``loop`` assignments only when none exists
     def outcome(env: jinja2.Environment) -> str:
         try:
             env.compile(src)
@@ -559,7 +426,7 @@ def test_filters_and_tests_without_arguments_are_written_as_jinja2_writes_them(m
                    "{{ a|select('odd')|sum }}{% set s %}{{ a|trim }}{% endset %}{{ s|e }}")]
 
     def codes() -> list[bytes]:
-        return [_code_with_walks(e, src, True) for _n, src in _sources()[::4] + extra
+        return [_code(e, src) for _n, src in _sources()[::4] + extra
                 for e in (env, templating._ENV)]
 
     fast = codes()
@@ -581,6 +448,16 @@ def test_missing_filters_and_tests_bound_in_one_statement_fail_when_called():
     assert "t_1, t_2, = environment.bind_dependencies('filters', ('lower', 'upper'))" in code
 
 
+def test_our_tree_walks_see_the_children_jinja2_yields_on_the_corpus():
+    # templating._child_nodes (the walks of _loops and _dependencies) lists what jinja2's iter_child_nodes yields
+    checked = 0
+    for _name, tree in _probe_trees(3):
+        for node in [tree, *tree.find_all(jinja2.nodes.Node)]:
+            assert templating._child_nodes(node) == list(node.iter_child_nodes())
+            checked += 1
+    assert checked > 20_000
+
+
 def test_loop_search_skipping_expressions_finds_every_for_loop_on_the_corpus():
     found = 0
     for _name, src in _sources():
@@ -597,24 +474,10 @@ def test_loop_search_skipping_expressions_finds_every_for_loop_on_the_corpus():
     assert found > 500
 
 
-def test_walks_skip_only_nodes_without_children_on_the_corpus():
-    # fastwalk does not look into names, constants and template text: none holds a node in any corpus tree
-    from core import fastwalk
-
-    seen = 0
-    for _name, tree in _probe_trees(4):
-        for node in tree.find_all(tuple(fastwalk._LEAVES)):
-            assert not list(fastwalk._ORIGINAL["iter_child_nodes"](node))
-            seen += 1
-    assert seen > 10_000
-
-
-def test_fast_walks_under_threads_compile_the_same_code_and_are_taken_away_after():
+def test_compiles_under_threads_give_the_serial_code():
     # several threads compiling at once (ours and a plain jinja2 environment): each compile's code is what a
-    # serial compile gives, and once the last of ours ends jinja2's own walks are back (core/fastwalk.py, active)
+    # serial compile gives (the code generator's per-compile state is its own)
     import threading
-
-    from core import fastwalk
 
     env = caps.probe_environment()
     plain = jinja2.Environment()
@@ -639,26 +502,3 @@ def test_fast_walks_under_threads_compile_the_same_code_and_are_taken_away_after
     for t in threads:
         t.join()
     assert errors == []
-    assert fastwalk._depth == 0 and not fastwalk.installed()
-    assert jinja2.nodes.Node.find_all is fastwalk._ORIGINAL["find_all"]
-
-
-def test_undeclared_names_answered_from_the_source_text_equal_jinja2s_search():
-    from jinja2.compiler import UndeclaredNameVisitor  # noqa: F401  (what the original walks with)
-
-    from core import fastwalk
-
-    original = fastwalk._ORIGINAL["find_undeclared"]
-    checked = 0
-    for _name, src in _sources()[::7]:   # (the source too: absent_from reads it)
-        try:
-            tree = caps.probe_environment()._parse(src, None, None)
-        except jinja2.TemplateSyntaxError:
-            continue
-        subtrees = [tree, *tree.find_all(jinja2.nodes.For)]
-        for names in (("self",), ("loop",), ("caller", "kwargs", "varargs"), ("messages",), ("message", "loop")):
-            with fastwalk.absent_from(tree, (), None, src):
-                fast = [fastwalk.find_undeclared(t.body, names) for t in subtrees]
-            assert fast == [original(t.body, names) for t in subtrees], (names, _name)
-            checked += 1
-    assert checked > 100

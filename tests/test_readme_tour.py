@@ -99,7 +99,7 @@ CHECKS: dict[str, Callable[[Run], None]] = {
     "--chunk 4 < assets/outputs/output.txt": _check_stream,
     "python -m core grammar assets/templates/chatml-think-tools.jinja --request assets/requests/req.json":
         lambda r: ("# lazy: true" in r.out, '# trigger word: "<tool_call>\\n"' in r.out,
-                   "root ::=" in r.out and "get-weather" in r.out),
+                   "root ::=" in r.out and "tool-0 ::=" in r.out and "\"get_weather\"" in r.out),
     "python -m core conform ../shared/reference/cases.jsonl --templates ../shared/templates --min 100% "
     "> /tmp/cases.jsonl": _check_conform,
     "python -m core roundtrip assets/templates/chatml-think-tools.jinja":

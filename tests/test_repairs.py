@@ -36,7 +36,7 @@ from .conftest import REFERENCE, ROOT, TEMPLATES
 DRIFT = ROOT / "tests" / "data" / "drift"
 FIDELITIES = ("llama.cpp", "improved")
 
-# Measured on the suite (41 cases); README "Repairs" shows the same figures.
+# Measured on the suite (41 cases); docs/fidelity.md "Repairs" shows the same figures.
 SUITE_PASS = {"llama.cpp": 17, "improved": 41}
 
 
@@ -481,17 +481,15 @@ def test_drift_suite(fidelity):
         assert passed >= 2 * SUITE_PASS["llama.cpp"] and passed >= 0.9 * len(results)
 
 
-def test_readme_shows_the_cli_suite_tables():
-    """The README's drift tables (rate per fidelity, each repair with the cases it fired on / needs it) are
+def test_fidelity_doc_shows_the_cli_suite_tables():
+    """docs/fidelity.md's drift tables (rate per fidelity, each repair with the cases it fired on / needs it) are
     what ``python -m core repairs --suite tests/data/drift --markdown`` prints, and every rule is listed."""
     from core.chat.repairs_cli import suite_figures, suite_markdown
 
     figures = suite_figures([str(DRIFT)], str(TEMPLATES))
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    # the tables live in the README or in docs/ (docs/fidelity-lossless.md while the README is being rewritten)
-    docs = readme + "".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md")))
+    docs = "".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md")))
     for table in suite_markdown(figures).strip().split("\n\n"):
-        assert table in docs, f"README / docs are stale; regenerate with --markdown:\n{table}"
+        assert table in docs, f"docs/ are stale; regenerate with --markdown:\n{table}"
     assert all(f"| `{r.name}` |" in docs for r in REPAIRS)
 
 
@@ -500,8 +498,8 @@ def test_no_repair_makes_a_correct_parse_worse(reference_cases, monkeypatch):
     template and drift case that fails with them passes without them neither (so none passed before and
     fails now). Only the failures are re-run without the repairs: a pass cannot have got worse."""
     from core.chat import repairs as R
-    from core.chat.cli_commands import TemplateDir
-    from core.chat.cli_commands import run_case as run_reference
+    from core.chat.conformance import TemplateDir
+    from core.chat.conformance import run_case as run_reference
     from core.chat.roundtrip import corpus_round_trip
 
     from .test_cases_conformance import accumulate, message_mismatch
@@ -520,4 +518,4 @@ def test_no_repair_makes_a_correct_parse_worse(reference_cases, monkeypatch):
     worse = [r.template for r in corpus_round_trip(TEMPLATES, names=rt_failed, fidelity="improved").passed]
     worse += [c.id for c in suite_failed if run_case(c, str(TEMPLATES), "improved").ok]
     assert not worse, f"correct without the tolerance repairs, wrong with them: {worse}"
-    assert len(rt.passed) >= 112   # the round-trip figure before the repairs (README "Round trip")
+    assert len(rt.passed) >= 112   # the round-trip figure before the repairs (docs/fidelity.md "Round trip")

@@ -1,6 +1,6 @@
 """Templates are untrusted code: injection payloads are refused, pathological templates stop within limits.
 
-The payload and pathological-template corpora live in tests/data/; the README quotes their counts.
+The payload and pathological-template corpora live in tests/data/; docs/security.md quotes their counts.
 """
 
 from __future__ import annotations

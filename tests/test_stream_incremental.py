@@ -9,7 +9,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.chat.cli_commands import TemplateDir
+from core.chat.conformance import TemplateDir
 from core.chat.message import AssistantMessage, apply_deltas
 from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest

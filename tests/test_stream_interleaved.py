@@ -11,7 +11,7 @@ import pytest
 
 from bench.hostile import ROUTES
 from bench.outputs import _assistant, _request, _turn_text
-from core.chat.cli_commands import TemplateDir
+from core.chat.conformance import TemplateDir
 from core.chat.message import AssistantMessage, apply_deltas
 from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest

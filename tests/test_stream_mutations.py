@@ -3,7 +3,7 @@ output goes wrong (a near-miss marker, broken JSON arguments, a cut, an escape o
 call after a broken one), fed in random chunk sizes at both fidelities. Every feed's deltas must be those of a
 full re-parse of the prefix (``StreamingParser(incremental=False)``), and what a client keeps
 (:func:`core.chat.repairs.settled`) must equal the one-shot parse. Seeded: the same texts on every run. A bounded
-sample of the differential fuzz run against the pre-speed-work code (2ff88b2) in session 5 (see README)."""
+sample of the differential fuzz run against the pre-speed-work code (2ff88b2) (see docs/security.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from core.chat.cli_commands import TemplateDir
+from core.chat.conformance import TemplateDir
 from core.chat.pipeline import build_chat_parser
 from core.chat.repairs import settled
 from core.chat.request import ChatRequest

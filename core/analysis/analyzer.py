@@ -36,20 +36,11 @@ from .result import (
     ToolsAnalysis,
 )
 from .roles import detect_assistant_start, detect_user_start
+from .caps import normalize_messages, probe_caps
 from .routing import Route, detect_route
 from .session import Comparison, ProbeSession
 from .tools import analyze_tools
 from .workarounds import WORKAROUNDS_BY_NAME, apply_workarounds
-
-try:  # capability probes (helper module); the fallback keeps the analysis usable without it
-    from .caps import normalize_messages, probe_caps
-except ImportError:  # pragma: no cover - only while caps.py does not exist
-    def probe_caps(template: ChatTemplate) -> Caps:
-        return Caps()
-
-    def normalize_messages(messages: list[dict[str, Any]], caps: Caps) -> list[dict[str, Any]]:
-        return messages
-
 
 REFERENCE_TOOLS: list[dict[str, Any]] = [{
     "type": "function",
@@ -181,7 +172,7 @@ def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
 
 DEFAULT_ANALYSIS_BUDGET_S = 5.0
 """Default wall-clock budget of one analysis, in seconds (the slowest of the 351 real templates takes
-in 0.7 s cold on the 2-core development machine; see README "Limits")."""
+in 0.7 s cold on the 2-core development machine; see docs/security.md, "Resource limits")."""
 
 
 def default_budget_s() -> float:

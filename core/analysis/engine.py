@@ -33,10 +33,7 @@ from .. import memo as _memo
 from ..errors import ChatTemplateExplorerError, TemplateRenderError
 from ..templating import ChatTemplate
 
-try:
-    from . import caps as _caps
-except ImportError:  # pragma: no cover
-    _caps = None
+from . import caps as _caps
 
 
 def _safe(value: Any) -> Any:
@@ -69,12 +66,12 @@ def _llama_format(value: Any, *args: Any, **kwargs: Any) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _env() -> Any:
-    base = _caps.probe_environment()  # type: ignore[union-attr]
+    base = _caps.probe_environment()
     env = base.overlay()
     env.filters = dict(base.filters)
     env.filters["safe"] = _safe
     env.filters["format"] = _llama_format
-    env.filters.update(_caps.UNTRACKED_FILTERS)  # type: ignore[union-attr]  # no usage recorded here
+    env.filters.update(_caps.UNTRACKED_FILTERS)  # no usage recorded here
     # undefined type and finalize: inherited from the probe environment (caps.LlamaUndefined, caps._finalize)
     return env
 
@@ -82,9 +79,9 @@ def _env() -> Any:
 @functools.lru_cache(maxsize=1)
 def _own_names() -> tuple[str, ...]:
     """Filter and test names whose function differs from the probe environment's (``safe``, ``format``)."""
-    base = _caps.probe_environment()  # type: ignore[union-attr]
+    base = _caps.probe_environment()
     env = _env()
-    untracked = _caps.UNTRACKED_FILTERS  # type: ignore[union-attr]  # same behaviour: the probe code serves
+    untracked = _caps.UNTRACKED_FILTERS  # same behaviour: the probe code serves
     names = {k for k, f in env.filters.items() if base.filters.get(k) is not f and k not in untracked}
     names |= {k for k, f in env.tests.items() if base.tests.get(k) is not f}
     return tuple(sorted(names))
@@ -138,7 +135,7 @@ def _uses_own(source: str) -> bool:
 def _code_tag() -> str:
     from ..templating import module_digest
 
-    return f"llama|{module_digest(__file__)}|{_caps.probe_code_tag()}"  # type: ignore[union-attr]
+    return f"llama|{module_digest(__file__)}|{_caps.probe_code_tag()}"
 
 
 @functools.lru_cache(maxsize=512)
@@ -153,8 +150,8 @@ def _compile(source: str) -> jinja2.Template:
     if _uses_own(source):
         code = compiled_code(env, source, _code_tag())
     else:
-        code = _caps.probe_code(source)  # type: ignore[union-attr]
-    return _caps.plain_globals(template_from_code(env, code))  # type: ignore[union-attr]
+        code = _caps.probe_code(source)
+    return _caps.plain_globals(template_from_code(env, code))
 
 
 _memo.register_cache("llama.cpp templates", _compile.cache_clear)  # see core.memo.clear_caches
@@ -162,8 +159,6 @@ _memo.register_cache("llama.cpp templates", _compile.cache_clear)  # see core.me
 
 def available() -> bool:
     """True when the llama.cpp-compatible environment can be built."""
-    if _caps is None or not hasattr(_caps, "probe_environment"):
-        return False
     try:
         _env()
         return True

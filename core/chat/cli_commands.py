@@ -21,168 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
-from typing import Any, Iterable
+from typing import Any
 
-from ..errors import ChatTemplateExplorerError, RequestError, RequestFileError, TemplateLoadError, os_error_text
-from ..templating import ChatTemplate
-from .request import ChatRequest
-
-
-# ------------------------------------------------------------------------------------------------ loading
-
-
-def load_chat_template(spec: str, variant: str | None = None, request: ChatRequest | None = None) -> ChatTemplate:
-    """A template from a path or Hub id: H-B's ``core.sources.load_template`` when available, else a plain
-    ``.jinja`` file. Without an explicit ``variant``, the variant llama.cpp would use for ``request`` (the
-    ``tool_use`` template when the request has tools and the source has one). Raises :class:`TemplateLoadError`."""
-    try:
-        from ..sources import load_template  # type: ignore[attr-defined]
-    except ImportError:
-        load_template = None
-    if load_template is not None:
-        loaded = load_template(spec, variant)
-        if variant is None and request is not None:
-            from .prompt import choose_variant
-
-            wanted = choose_variant(loaded.variants, request)
-            if wanted != loaded.variant and wanted in loaded.variants:
-                loaded = loaded.with_variant(wanted)
-        return loaded.template()
-    if not os.path.isfile(spec):
-        raise TemplateLoadError(spec, "no such file")
-    try:
-        with open(spec, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise TemplateLoadError(spec, str(e)) from None
-    if not text.strip():
-        raise TemplateLoadError(spec, "file is empty")
-    return ChatTemplate(text, os.path.basename(spec))
-
-
-def load_request(path: str | None) -> ChatRequest:
-    """A :class:`ChatRequest` from a JSON file (``None`` → one user message "Hello", no tools). Raises
-    :class:`RequestFileError` naming the file (and the bad field)."""
-    if path is None:
-        return ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hello"}]})
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as e:
-        raise RequestFileError(path, f"cannot read: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise RequestFileError(path, f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    except UnicodeDecodeError as e:
-        raise RequestFileError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except RecursionError:
-        raise RequestFileError(path, "JSON nested too deeply") from None
-    try:
-        return ChatRequest.from_dict(data)
-    except RequestError as e:
-        raise RequestFileError(path, e.message, field=e.field) from None
-
-
-def read_model_output(stream: Any = None) -> str:
-    """Model output from ``stream`` (stdin): UTF-8, each run of invalid bytes replaced by one U+FFFD as
-    llama.cpp sanitizes undecodable text (stdin's surrogateescape would pass the raw bytes through to the JSON
-    we print, which is then not UTF-8). A text stream without ``buffer`` is read as it is."""
-    stream = stream or sys.stdin
-    buffer = getattr(stream, "buffer", None)
-    text = stream.read() if buffer is None else buffer.read().decode("utf-8", "surrogateescape")
-    return _INVALID_RUN.sub("\ufffd", text)
-
-
-_INVALID_RUN = re.compile("[\udc80-\udcff]+")
-
-
-# ------------------------------------------------------------------------------------------------ conformance
-
-
-class TemplateDir:
-    """Templates of a directory by file name, compiled once."""
-
-    def __init__(self, directory: str):
-        self.directory = directory
-        self._cache: dict[str, ChatTemplate] = {}
-
-    def get(self, name: str) -> ChatTemplate:
-        """The compiled template in file ``name`` of the directory (compiled once, then cached).
-
-        Raises :class:`TemplateLoadError` (naming the path) when there is no such file or ``name`` would
-        leave the directory (an absolute path, ``..``, a symlink pointing out), and
-        :class:`TemplateSyntaxError` when its Jinja does not compile.
-        """
-        if name not in self._cache:
-            path = os.path.join(self.directory, name)
-            root = os.path.realpath(self.directory)
-            if os.path.isabs(name) or os.path.commonpath([root, os.path.realpath(path)]) != root:
-                raise TemplateLoadError(name, f"the case's template is outside --templates {self.directory!r}; "
-                                              "a case may only name a file of that directory")
-            if not os.path.isfile(path):
-                raise TemplateLoadError(path, "no such template file")
-            with open(path, encoding="utf-8") as f:
-                self._cache[name] = ChatTemplate(f.read(), name)
-        return self._cache[name]
-
-
-def run_case(case: dict[str, Any], templates: TemplateDir, fidelity: str = "llama.cpp") -> dict[str, Any]:
-    """Run one ``cases.jsonl`` row: build the parser, parse the input once (``message``) and stream it one
-    character at a time (``deltas``, OpenAI delta objects). Never raises: failures become ``error``.
-    ``fidelity``: ``"llama.cpp"`` (default) or ``"improved"`` (:mod:`core.analysis.fidelity`)."""
-    from .pipeline import build_chat_parser
-    from .stream import StreamingParser
-
-    out: dict[str, Any] = {"id": case.get("id")}
-    try:
-        if not isinstance(case.get("template"), str):
-            raise RequestError("template", "missing: each case names its template file")
-        template = templates.get(case["template"])
-        request = ChatRequest.from_dict(case)
-        bundle = build_chat_parser(template, request, fidelity=fidelity)
-        text = case.get("input", "")
-        partial = bool(case.get("is_partial"))
-        out["message"] = bundle.call_ids().message(bundle.parser.parse(text, partial)).to_openai()
-        sp = StreamingParser(bundle.parser)
-        ids = bundle.call_ids()
-        deltas = []
-        for ch in text:
-            deltas.extend(ids.deltas(sp.feed(ch)))
-        deltas.extend(ids.deltas(sp.finish(partial), final=True))
-        out["deltas"] = [d.to_openai() for d in deltas]
-    except ChatTemplateExplorerError as e:
-        out["error"] = str(e)
-    except Exception as e:  # keep the run going; report the cause
-        out["error"] = f"{type(e).__name__}: {e}"
-    return out
-
-
-def iter_cases(path: str) -> Iterable[dict[str, Any]]:
-    """Rows of a JSONL file; raises :class:`RequestError` naming the file and line on bad JSON, text that is
-    not UTF-8, or JSON nested too deeply, or naming the file when it cannot be read."""
-    try:
-        f = open(path, encoding="utf-8", errors="surrogateescape")
-    except OSError as e:
-        raise RequestFileError(path, f"cannot read: {e.strerror or e}", kind="cases file") from None
-    with f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                line.encode("utf-8")
-            except UnicodeEncodeError:
-                raise RequestFileError(f"{path}:{n}", "not UTF-8 text", kind="cases file") from None
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise RequestFileError(f"{path}:{n}", f"not valid JSON: {e.msg}", kind="cases file") from None
-            except RecursionError:
-                raise RequestFileError(f"{path}:{n}", "JSON nested too deeply", kind="cases file") from None
-            if not isinstance(row, dict):
-                raise RequestFileError(f"{path}:{n}", f"expected a JSON object, got {type(row).__name__}",
-                                       kind="cases file")
-            yield row
+from ..errors import ChatTemplateExplorerError, TemplateLoadError
+from ..inputs import guard as _guard
+from ..inputs import load_chat_template, load_request, read_model_output
+from .conformance import TemplateDir, iter_cases, run_case
 
 
 # ------------------------------------------------------------------------------------------------ commands
@@ -316,31 +161,6 @@ def _cmd_conform(args: argparse.Namespace) -> int:
         print(f"conform: pass rate {100 * summary.rate:.1f}% is below --min {100 * minimum:g}%", file=sys.stderr)
         return 1
     return 0
-
-
-def _guard(fn: Any) -> Any:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except ChatTemplateExplorerError as e:
-            request_path = getattr(args, "request", None)
-            if request_path and isinstance(e, RequestError) and not isinstance(e, RequestFileError):
-                e = RequestFileError(request_path, e.message, field=e.field)  # found late, e.g. a content part
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        except BrokenPipeError:  # an OSError: core.cli.main ends quietly (`… | head`)
-            raise
-        except OSError as e:
-            print(f"error: {os_error_text(e)}", file=sys.stderr)
-            return 2
-        except (RecursionError, MemoryError) as e:
-            print(f"error: input too large or nested too deeply ({type(e).__name__})", file=sys.stderr)
-            return 2
-        except Exception as e:  # last resort: one line, never a traceback (the cause is named for a bug report)
-            print(f"error: internal error in {getattr(args, 'command', 'command')}: {type(e).__name__}: {e}", file=sys.stderr)
-            return 3
-    run.__doc__ = fn.__doc__
-    return run
 
 
 def register(subparsers: Any) -> None:

@@ -1,4 +1,6 @@
-"""Scoring ``python -m core conform`` results against the expected messages of ``reference/cases.jsonl``.
+"""Running and scoring ``reference/cases.jsonl`` cases (``python -m core conform``, the tests, generated suites):
+:func:`run_case` runs one through the parser, one-shot and streamed; :func:`score_case` compares it with the
+expected message.
 
 A case passes when the final message and the message the streamed deltas accumulate to both equal the case's
 ``expect``, compared as ``../shared/reference/README.md`` says (:func:`core.chat.roundtrip.compare_messages`:
@@ -9,8 +11,14 @@ arguments, the same id where the expected one is non-empty). This is the score
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
+
+from ..errors import ChatTemplateExplorerError, RequestError, RequestFileError, TemplateLoadError
+from ..templating import ChatTemplate
+from .request import ChatRequest
 
 
 @dataclass
@@ -140,3 +148,88 @@ def parse_rate(text: str) -> float:
     if not 0 <= value <= 1:
         raise ValueError(f"--min {text!r}: the rate must be between 0 and 100%")
     return value
+
+
+class TemplateDir:
+    """Templates of a directory by file name, compiled once."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self._cache: dict[str, ChatTemplate] = {}
+
+    def get(self, name: str) -> ChatTemplate:
+        """The compiled template in file ``name`` of the directory (compiled once, then cached).
+
+        Raises :class:`TemplateLoadError` (naming the path) when there is no such file or ``name`` would
+        leave the directory (an absolute path, ``..``, a symlink pointing out), and
+        :class:`TemplateSyntaxError` when its Jinja does not compile.
+        """
+        if name not in self._cache:
+            path = os.path.join(self.directory, name)
+            root = os.path.realpath(self.directory)
+            if os.path.isabs(name) or os.path.commonpath([root, os.path.realpath(path)]) != root:
+                raise TemplateLoadError(name, f"the case's template is outside --templates {self.directory!r}; "
+                                              "a case may only name a file of that directory")
+            if not os.path.isfile(path):
+                raise TemplateLoadError(path, "no such template file")
+            with open(path, encoding="utf-8") as f:
+                self._cache[name] = ChatTemplate(f.read(), name)
+        return self._cache[name]
+
+
+def run_case(case: dict[str, Any], templates: TemplateDir, fidelity: str = "llama.cpp") -> dict[str, Any]:
+    """Run one ``cases.jsonl`` row: build the parser, parse the input once (``message``) and stream it one
+    character at a time (``deltas``, OpenAI delta objects). Never raises: failures become ``error``.
+    ``fidelity``: ``"llama.cpp"`` (default) or ``"improved"`` (:mod:`core.analysis.fidelity`)."""
+    from .pipeline import build_chat_parser
+    from .stream import StreamingParser
+
+    out: dict[str, Any] = {"id": case.get("id")}
+    try:
+        if not isinstance(case.get("template"), str):
+            raise RequestError("template", "missing: each case names its template file")
+        template = templates.get(case["template"])
+        request = ChatRequest.from_dict(case)
+        bundle = build_chat_parser(template, request, fidelity=fidelity)
+        text = case.get("input", "")
+        partial = bool(case.get("is_partial"))
+        out["message"] = bundle.call_ids().message(bundle.parser.parse(text, partial)).to_openai()
+        sp = StreamingParser(bundle.parser)
+        ids = bundle.call_ids()
+        deltas = []
+        for ch in text:
+            deltas.extend(ids.deltas(sp.feed(ch)))
+        deltas.extend(ids.deltas(sp.finish(partial), final=True))
+        out["deltas"] = [d.to_openai() for d in deltas]
+    except ChatTemplateExplorerError as e:
+        out["error"] = str(e)
+    except Exception as e:  # keep the run going; report the cause
+        out["error"] = f"{type(e).__name__}: {e}"
+    return out
+
+
+def iter_cases(path: str) -> Iterable[dict[str, Any]]:
+    """Rows of a JSONL file; raises :class:`RequestError` naming the file and line on bad JSON, text that is
+    not UTF-8, or JSON nested too deeply, or naming the file when it cannot be read."""
+    try:
+        f = open(path, encoding="utf-8", errors="surrogateescape")
+    except OSError as e:
+        raise RequestFileError(path, f"cannot read: {e.strerror or e}", kind="cases file") from None
+    with f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                line.encode("utf-8")
+            except UnicodeEncodeError:
+                raise RequestFileError(f"{path}:{n}", "not UTF-8 text", kind="cases file") from None
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise RequestFileError(f"{path}:{n}", f"not valid JSON: {e.msg}", kind="cases file") from None
+            except RecursionError:
+                raise RequestFileError(f"{path}:{n}", "JSON nested too deeply", kind="cases file") from None
+            if not isinstance(row, dict):
+                raise RequestFileError(f"{path}:{n}", f"expected a JSON object, got {type(row).__name__}",
+                                       kind="cases file")
+            yield row

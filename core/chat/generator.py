@@ -56,7 +56,7 @@ from ..peg.builder import P
 from ..peg.chat import ChatBuilder, indexed_function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
-from .message import AssistantMessage, ToolCall
+from .message import AssistantMessage, ToolCall, message_extends
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
@@ -77,22 +77,6 @@ def covers(r: ParseResult, text: str) -> bool:
 def trim_ws(s: str) -> str:
     """``s`` without leading/trailing C-locale whitespace."""
     return s.strip(_WS)
-
-
-def message_extends(old: AssistantMessage, new: AssistantMessage) -> bool:
-    """Whether ``new`` continues ``old`` the way a stream may: reasoning and content only grow, no tool call
-    disappears, a named call keeps its name and id, arguments only grow (the rules of
-    :func:`core.chat.stream.stream_deltas_between`)."""
-    if not new.reasoning_content.startswith(old.reasoning_content) or not new.content.startswith(old.content):
-        return False
-    if len(new.tool_calls) < len(old.tool_calls):
-        return False
-    for a, b in zip(old.tool_calls, new.tool_calls):
-        if a is b:
-            continue
-        if (a.name and a.name != b.name) or (a.id and a.id != b.id) or not b.arguments.startswith(a.arguments):
-            return False
-    return True
 
 
 def longest_good_prefix(is_good: Callable[[int], bool], lo: int, hi: int, lo_good: bool = False) -> int:

@@ -187,3 +187,19 @@ def apply_deltas(msg: AssistantMessage, deltas: list[MessageDelta]) -> Assistant
             call.id += tc.id
             call.arguments += tc.arguments
     return out
+
+
+def message_extends(old: AssistantMessage, new: AssistantMessage) -> bool:
+    """Whether ``new`` continues ``old`` the way a stream may: reasoning and content only grow, no tool call
+    disappears, a named call keeps its name and id, arguments only grow (the rules of
+    :func:`core.chat.stream.stream_deltas_between`)."""
+    if not new.reasoning_content.startswith(old.reasoning_content) or not new.content.startswith(old.content):
+        return False
+    if len(new.tool_calls) < len(old.tool_calls):
+        return False
+    for a, b in zip(old.tool_calls, new.tool_calls):
+        if a is b:
+            continue
+        if (a.name and a.name != b.name) or (a.id and a.id != b.id) or not b.arguments.startswith(a.arguments):
+            return False
+    return True

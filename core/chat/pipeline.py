@@ -288,7 +288,7 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
                      f"message.{report.reasoning_field}, the field the template renders")
     prompt = render_prompt(prep)
     if CONTENT_TURN_HEADER in improvements and not prep.has_continuation and hasattr(parser, "content_header"):
-        from .roundtrip import content_turn_header
+        from .samples import content_turn_header
 
         parser.content_header = content_turn_header(template, request, analysis, prompt)
         if parser.content_header:

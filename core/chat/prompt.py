@@ -31,6 +31,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..analysis import engine as _llama
+from ..analysis.caps import normalize_messages, probe_caps
 from ..analysis.result import Caps
 from ..errors import RequestError
 from ..analysis.generation_prompt import request_extra_context
@@ -186,31 +188,6 @@ def canonical_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] 
     return out
 
 
-def _normalize_by_caps(messages: list[dict[str, Any]], caps: Caps) -> list[dict[str, Any]]:
-    """String vs typed content by caps (analysis notes §2). Uses H-B's ``core.analysis.caps.normalize_messages``
-    when available, else the same rule locally."""
-    try:
-        from ..analysis.caps import normalize_messages  # type: ignore[attr-defined]
-    except ImportError:
-        normalize_messages = None
-    if normalize_messages is not None:
-        return normalize_messages(messages, caps)
-    only_string = caps.supports_string_content and not caps.supports_typed_content
-    only_typed = caps.supports_typed_content and not caps.supports_string_content
-    if not (only_string or only_typed):
-        return messages
-    out = []
-    for m in messages:
-        m = dict(m)
-        c = m.get("content")
-        if only_typed and isinstance(c, str):
-            m["content"] = [{"type": "text", "text": c}]
-        elif only_string and isinstance(c, list):
-            m["content"] = concat_content_parts(c)
-        out.append(m)
-    return out
-
-
 def message_text(msg: dict[str, Any] | None, delimiter: str = "\n\n") -> str:
     """The message's content as text (llama.cpp ``common_chat_msg::render_content``): the string, or the
     text parts joined with ``delimiter`` (default ``"\\n\\n"`` as llama.cpp)."""
@@ -297,27 +274,19 @@ class PreparedRequest:
         return message_text(self.continue_msg)
 
 
-def _probe_caps(template: ChatTemplate) -> Caps:
-    try:
-        from ..analysis.caps import probe_caps  # type: ignore[attr-defined]
-    except ImportError:
-        return Caps()
-    return probe_caps(template)
-
-
 def prepare_request(template: ChatTemplate, request: ChatRequest, *, caps: Caps | None = None,
                     now: _dt.datetime | None = None) -> PreparedRequest:
     """Apply llama.cpp's request-path steps 2-6 to ``request`` for ``template`` (already the chosen variant,
-    see :func:`choose_variant`). ``caps`` defaults to probing the template (H-B's ``probe_caps``).
+    see :func:`choose_variant`). ``caps`` defaults to probing the template (:func:`core.analysis.caps.probe_caps`).
 
     Raises :class:`RequestError` for malformed messages or tool arguments that are not JSON when the template
     needs objects.
     """
-    caps = caps or _probe_caps(template)
+    caps = caps or probe_caps(template)
     src = template.source
     trim = STEPFUN_TRIM_TRIGGER in src
     msgs = [canonical_message(m, f"messages[{i}]", trim=trim) for i, m in enumerate(request.messages)]
-    msgs = _normalize_by_caps(msgs, caps)
+    msgs = normalize_messages(msgs, caps)
     msgs = [dict(m) for m in msgs]
 
     add_gp = request.add_generation_prompt
@@ -419,7 +388,7 @@ def render_prompt(prep: "PreparedRequest | ChatTemplate", request: ChatRequest |
     extra = _render_context(prep, additional_context)
     msgs = copy.deepcopy(msgs)
     tools = copy.deepcopy(tools) if tools else None
-    engine = _llama_engine() if prep.llama_engine else None
+    engine = _llama if prep.llama_engine and _llama.available() else None
     if engine is None:
         return apply_template(prep.template, msgs, tools, add_generation_prompt=agp,
                               enable_thinking=prep.enable_thinking, extra_context=extra)
@@ -431,18 +400,6 @@ def render_prompt(prep: "PreparedRequest | ChatTemplate", request: ChatRequest |
     if agp:
         ctx["add_generation_prompt"] = True
     return engine.render(prep.template, ctx)
-
-
-def _llama_engine() -> Any:
-    """H-A's llama.cpp-compatible renderer (``core.analysis.engine``) when importable and usable, else None."""
-    try:
-        from ..analysis import engine  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    try:
-        return engine if engine.available() else None
-    except Exception:
-        return None
 
 
 def longest_common_prefix(a: str, b: str) -> int:

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import ChatTemplateExplorerError
-from .message import AssistantMessage
+from .message import AssistantMessage, message_extends
 
 
 class UnknownRepairError(ChatTemplateExplorerError, ValueError):
@@ -514,8 +514,6 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
     ``is_partial`` ``final`` is the view). Never raises; the repairs that acted are in ``.repairs``. ``final``
     is not modified.
     """
-    from .generator import message_extends
-
     if view is None:
         view = parser.parse(output, True)
     out = final

@@ -5,7 +5,7 @@
 * ``repairs --suite DIR_OR_JSONL … --templates DIR [--json]`` — run the drift suite
   (:mod:`core.chat.drift`) at both fidelities: pass rate, stream = one-shot, and for each repair how many
   cases it fired on (and how many of those need it: the case fails at improved fidelity with that repair
-  switched off); ``--markdown`` prints those figures as the README's tables (without ``--suite`` it is an
+  switched off); ``--markdown`` prints those figures as docs/fidelity.md's tables (without ``--suite`` it is an
   error: one line on stderr, exit status 2).
 
 Bad input (a missing file, a malformed case) is one line on stderr naming it, exit status 2.
@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
                    help="drift cases (.jsonl file or directory of them); repeatable")
     r.add_argument("--templates", default="../shared/templates", help="directory of the cases' templates")
     r.add_argument("--markdown", action="store_true",
-                   help="(with --suite) the README tables: rate per fidelity, then each repair with its counts")
+                   help="(with --suite) the tables of docs/fidelity.md: rate per fidelity, then each repair with its counts")
     r.set_defaults(func=_cmd_repairs)
 
 
@@ -60,7 +60,7 @@ def suite_figures(paths: list[str], templates: str) -> dict[str, Any]:
 
 
 def suite_markdown(figures: dict[str, Any]) -> str:
-    """The README's two Markdown tables from :func:`suite_figures`: the suite at each fidelity (right
+    """docs/fidelity.md's two Markdown tables from :func:`suite_figures`: the suite at each fidelity (right
     message, stream = one-shot, JSON-object arguments), then every repair of :data:`REPAIRS` (stage, title,
     drift cases it fired on / needs it; "—" for contract rules, which cannot be switched off)."""
     from .repairs import REPAIRS, RepairStage

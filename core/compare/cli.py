@@ -7,7 +7,7 @@ from typing import Any
 
 
 def _cmd_compare(args: Any) -> int:
-    from ..cli import load
+    from ..inputs import load_chat_template as load
     from . import compare_templates, format_comparison
 
     a, b = load(args.a, args.variant), load(args.b, args.variant)
@@ -22,7 +22,7 @@ def _cmd_compare(args: Any) -> int:
 def register(subparsers: Any) -> None:
     """Add ``compare A B [--json] [--no-lint] [--improved] [--variant V]`` to an ``argparse`` sub-parsers object.
     Exit status: 0 when the parser would not change, 1 when it would, 2 on bad input."""
-    from ..cli import _guard
+    from ..inputs import guard as _guard
 
     p = subparsers.add_parser("compare", help="compare two templates: analysis, renders, lint findings, parses "
                                               "(exit 1 when the parser would change)")

@@ -1,8 +1,8 @@
 """Corpus figures: one table row per template file and the counts over a folder of templates.
 
-The explorer's Corpus page, ``python -m core corpus DIR`` and the README's figures all come from
+The explorer's Corpus page, ``python -m core corpus DIR`` and docs/fidelity.md's figures all come from
 :func:`corpus_row` and :func:`corpus_counts`, so they cannot disagree (``tests/test_corpus_counts.py`` checks
-the README against them on ``../shared/templates``).
+docs/fidelity.md against them on ``../shared/templates``).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class CorpusCounts:
         return asdict(self)
 
     def lines(self) -> list[str]:
-        """The counts as the README and ``python -m core corpus`` word them."""
+        """The counts as docs/fidelity.md and ``python -m core corpus`` word them."""
         hs = ", ".join(f"{h} {n}" for h, n in self.handlers.items())
         return [f"{self.templates} templates: {self.analysed} analysed, {self.errors} failed to load or analyse",
                 f"routes: {self.autoparser} auto-parser, {self.specialized} special handler "

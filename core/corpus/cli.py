@@ -1,5 +1,5 @@
 """``python -m core corpus DIR [--json] [--improved]``: the corpus counts of :mod:`core.corpus` (the figures
-the README and the explorer's Corpus page show)."""
+docs/fidelity.md and the explorer's Corpus page show)."""
 
 from __future__ import annotations
 

@@ -9,11 +9,11 @@ from dataclasses import replace
 from typing import Any
 
 from ..chat.request import ChatRequest, ToolChoice
-from .explain import _TOKEN, Cause, Finding, _Setup, _visible, message_of
+from .model import (MARKER_TOKEN, WS, Cause, Finding, Setup, build_bundle, called_names, message_of, reasoning_markers,
+                   stop_point, tool_stub, trace, visible_text)
 from .spans import SpanLabel
 from .trace_routes import ParseTrace
 
-_WS = " \t\n\v\f\r"
 _IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
 _CALL_WORDS = ("tool_call", "tool_calls", "function", "tools")
 
@@ -26,12 +26,12 @@ def is_special_token(marker: str, preserved: list[str]) -> bool:
     (``<|…|>``, ``<｜…｜>``, ``[TOOL_CALLS]``, Gemma's ``<|tool_call>``): decoders drop such tokens unless told
     to keep them (``skip_special_tokens``). XML-like tags such as Qwen's ``<tool_call>`` are added tokens that
     decode as text."""
-    m = marker.strip(_WS)
+    m = marker.strip(WS)
     return m in preserved and bool(_CONTROL_SHAPE.fullmatch(m))
 
 
 def _q(s: str) -> str:
-    return "`" + _visible(s) + "`"
+    return "`" + visible_text(s) + "`"
 
 
 def tools_active(req: ChatRequest) -> bool:
@@ -49,16 +49,14 @@ _DUMMY = {"type": "function", "function": {"name": "explain_probe_tool",
                                            "parameters": {"type": "object", "properties": {}}}}
 
 
-def tool_openers(setup: _Setup) -> list[str]:
+def tool_openers(setup: Setup) -> list[str]:
     """The words that start a tool call in this template's format: the lazy grammar's word triggers (and the
     literal head of pattern triggers) of a parser built for a one-tool request — the same markers llama.cpp
     would trigger the grammar on. ``[]`` when the format has none."""
-    from .explain import _build
-
     req = setup.request
     probe = replace(req, tools=list(req.tools or []) or [_DUMMY], tool_choice=ToolChoice.AUTO)
     try:
-        bundle = _build(replace(setup, request=probe))
+        bundle = build_bundle(replace(setup, request=probe))
     except Exception:  # noqa: BLE001 - a template that cannot build with tools simply has no opener
         return []
     out: list[str] = []
@@ -66,23 +64,12 @@ def tool_openers(setup: _Setup) -> list[str]:
         v = getattr(t, "value", "")
         if getattr(t, "type", None) is not None and t.type.value.startswith("pattern"):
             v = re.split(r"[\\(\[.*+?{|^$]", v.lstrip("^"), maxsplit=1)[0]
-        if v.strip(_WS) and v not in out:
+        if v.strip(WS) and v not in out:
             out.append(v)
     return out
 
 
-def reasoning_markers(bundle: Any) -> tuple[str, list[str]]:
-    """(reasoning start, [reasoning ends]) of the analysis or the handler, trimmed."""
-    rep = getattr(bundle, "report", None)
-    if rep is not None and bundle.format == "peg-native":
-        r = rep.analysis.reasoning
-        return r.start.strip(_WS), [r.end.strip(_WS)] if r.end.strip(_WS) else []
-    p = bundle.parser
-    return (getattr(p, "thinking_start_tag", "") or "").strip(_WS), \
-        [e.strip(_WS) for e in getattr(p, "thinking_end_tags", []) or [] if e.strip(_WS)]
-
-
-def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding]:  # noqa: C901
+def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding]:  # noqa: C901
     """The causes of this parse, most specific first; ``[]`` for a clean parse with nothing suspicious."""
     req = setup.request
     out: list[Finding] = []
@@ -99,7 +86,8 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
     if active and auto and analysis is not None and not analysis.caps.supports_tool_calls \
             and not analysis.tools.inferred_from:  # a format read from the instructions is parsed (improved)
         out.append(Finding(Cause.NO_TOOL_FORMAT, [
-            "the template's renders show no tool calls (caps.supports_tool_calls = false): the parser reads none, "
+            "our analysis found no tool call in the renders it compared (caps.supports_tool_calls = false) — a gap "
+            "of the analysis, not a statement about the template: the parser reads none, "
             "whatever the output holds"]))
     if active and auto and getattr(bundle.parser, "eps_fallback", False):
         src = getattr(setup.template, "source", "") or ""
@@ -111,7 +99,7 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
              "a format the renders did not show") if says else
             "the template's text does not mention tool calls: it gives the model no format to follow"]))
     openers = tool_openers(setup) if (not active or not msg.tool_calls) else []
-    seen_openers = [o.strip(_WS) for o in openers if o.strip(_WS) in output]
+    seen_openers = [o.strip(WS) for o in openers if o.strip(WS) in output]
     if not active:
         why = "has no tools" if not req.tools else "has tool_choice none"
         if seen_openers:
@@ -127,12 +115,12 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
 
     # -- reasoning prefill
     r_start, r_ends = reasoning_markers(bundle)
-    gp_tail = gp.rstrip(_WS)
+    gp_tail = gp.rstrip(WS)
     opened = bool(r_start) and gp_tail.endswith(r_start)
     closed = bool(r_start and r_ends) and any(gp_tail.endswith(e) for e in r_ends) and r_start in gp
     parsed_content = "".join(sp.text for sp in tr.spans if sp.label == SpanLabel.CONTENT)
     leak = [m for m in [r_start] + r_ends if m and m in parsed_content]
-    reopened = opened and msg.reasoning_content.lstrip(_WS).startswith(r_start)
+    reopened = opened and msg.reasoning_content.lstrip(WS).startswith(r_start)
     if leak or reopened or (opened and tr.truncated_at >= 0 and not msg.content and msg.reasoning_content
                 and not msg.tool_calls):
         ev = []
@@ -168,7 +156,7 @@ def classify(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Findin
     # -- where the main parse stopped
     if ex.stop is not None and msg.tool_calls and not req.parallel_tool_calls:
         found = ex.text[ex.stop.pos:]
-        again = [o.strip(_WS) for o in tool_openers(setup) if o.strip(_WS) and found.startswith(o.strip(_WS))]
+        again = [o.strip(WS) for o in tool_openers(setup) if o.strip(WS) and found.startswith(o.strip(WS))]
         if again:
             out.append(Finding(Cause.PARALLEL_NOT_REQUESTED, [
                 f"at output position {ex.stop.output_pos} a second tool call starts ({_q(again[0])}) after "
@@ -224,17 +212,14 @@ def _tolerance_repairs(m: Any) -> list[str]:
                               if n in REPAIRS_BY_NAME and REPAIRS_BY_NAME[n].stage is RepairStage.TOLERANCE))
 
 
-def _call_without_tools(setup: _Setup, ex: Any) -> str:
+def _call_without_tools(setup: Setup, ex: Any) -> str:
     """Evidence that the output is a tool call in the template's own format although the request offers no
     tools: re-parsed with the called name offered as a tool, the parser reads a call (or reads into one);
     ``""`` when it does not."""
-    from .explain import _trace
-    from .fixes import _called_names, _tool
-
-    for name in _called_names(ex, setup.request)[:4]:
-        req = replace(setup.request, tools=[_tool(name)], tool_choice=ToolChoice.AUTO)
+    for name in called_names(ex, setup.request)[:4]:
+        req = replace(setup.request, tools=[tool_stub(name)], tool_choice=ToolChoice.AUTO)
         try:
-            _b, tr = _trace(replace(setup, request=req), ex.output)
+            _b, tr = trace(replace(setup, request=req), ex.output)
         except Exception:  # noqa: BLE001 - evidence only
             continue
         at = ex.output.find(name)
@@ -281,19 +266,19 @@ def _stop_findings(ex: Any, names: list[str], preserved: list[str], output: str,
                                                  f" where the template's calls have {' or '.join(_q(x) for x in lits)}"])]
     if preserved and not any(p in output for p in preserved):
         for lit in lits:
-            residue = _CONTROL_SHAPE.sub("", lit).strip(_WS)
-            if residue and residue != lit.strip(_WS) and found.startswith(residue):
+            residue = _CONTROL_SHAPE.sub("", lit).strip(WS)
+            if residue and residue != lit.strip(WS) and found.startswith(residue):
                 return [Finding(Cause.SPECIAL_TOKENS_STRIPPED, [
                     where, f"the output has {_q(residue)} where the format has {_q(lit)}: the special tokens around "
                     f"it are missing, and the output holds none of the template's special tokens "
                     f"({', '.join(_q(p) for p in preserved[:6])}) — they were dropped when the tokens were decoded"])]
-    tok = _TOKEN.match(found)
+    tok = MARKER_TOKEN.match(found)
     if tok and tok.group(0) not in lits:
         stripped = [x for x in lits if is_special_token(x, preserved)]
         return [Finding(Cause.OTHER_MARKER, [where, f"the model wrote {_q(tok.group(0))} where the template's format "
                                              f"has {' or '.join(_q(x) for x in lits) or 'something else'}"
                                              + (" (a special token)" if stripped else "")])]
-    if lits and all(is_special_token(x, preserved) for x in lits if x.strip(_WS)) and \
+    if lits and all(is_special_token(x, preserved) for x in lits if x.strip(WS)) and \
             not any(p in output for p in preserved):
         return [Finding(Cause.SPECIAL_TOKENS_STRIPPED, [where, "the expected marker is a special token and the "
                                                         "output holds none of the template's special tokens "
@@ -301,7 +286,7 @@ def _stop_findings(ex: Any, names: list[str], preserved: list[str], output: str,
     return [Finding(Cause.DRIFT, [where])]
 
 
-def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], openers: list[str],
+def _content_calls(setup: Setup, ex: Any, content: str, names: list[str], openers: list[str],
                    preserved: list[str], output: str, analysis: Any) -> list[Finding]:
     """A clean parse without tool calls although the content looks like one: which marker is missing or
     different (checked by re-parsing with the template's opener inserted)."""
@@ -309,8 +294,8 @@ def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], opene
     if not hits:
         return []
     pos = content.find(hits[0])
-    toks = [m for m in _TOKEN.finditer(content[:pos]) if m.group(0).strip("<>/|[]=") not in names]
-    other = [o for o in openers if o.strip(_WS) in content]
+    toks = [m for m in MARKER_TOKEN.finditer(content[:pos]) if m.group(0).strip("<>/|[]=") not in names]
+    other = [o for o in openers if o.strip(WS) in content]
     loose = [o for o in other if o not in content]
     if loose:
         return _loose_opener(setup, ex, loose[0], hits[0], analysis)
@@ -326,13 +311,11 @@ def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], opene
     idx = output.find(content[start:start + 40]) if content[start:start + 40] else -1
     if idx < 0:
         return []
-    from .explain import _stop_point, _trace
-
     got = None
-    for ins in dict.fromkeys((opener, opener.strip(_WS))):
+    for ins in dict.fromkeys((opener, opener.strip(WS))):
         fixed = output[:idx] + ins + output[idx:]
         try:
-            _b, ftr = _trace(setup, fixed)
+            _b, ftr = trace(setup, fixed)
         except Exception:  # noqa: BLE001 - a candidate that does not build proves nothing
             continue
         at_name = output.find(hits[0], idx)
@@ -344,7 +327,7 @@ def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], opene
         return _json_call_in_content(content, hits[0], analysis) or _python_call_in_content(content, hits[0], opener)
     ftr, ins = got
     m, clean = ftr.message, ftr.entry == "main" and ftr.stop < 0
-    opener = opener.strip(_WS)
+    opener = opener.strip(WS)
     stripped = is_special_token(opener, preserved) and not any(p in output for p in preserved if p)
     cause = Cause.SPECIAL_TOKENS_STRIPPED if stripped else Cause.MISSING_OPENER
     if m.tool_calls:
@@ -352,7 +335,7 @@ def _content_calls(setup: _Setup, ex: Any, content: str, names: list[str], opene
               f"output position {idx} the output parses {'clean ' if clean else ''}into {len(m.tool_calls)} tool "
               "call(s)"]
     else:
-        sp = _stop_point(ftr.text, ftr.gp_len, ftr.stop, ftr.furthest.expected, ftr.furthest.path)
+        sp = stop_point(ftr.text, ftr.gp_len, ftr.stop, ftr.furthest.expected, ftr.furthest.path)
         ev = [f"the content calls {_q(hits[0])} without the opener {_q(opener)}; with {_q(opener)} inserted at "
               f"output position {idx} the parser reads the call up to position {sp.output_pos - len(ins)}, where "
               f"it {sp.words()}"]
@@ -422,7 +405,7 @@ def _python_call_in_content(content: str, name: str, opener: str) -> list[Findin
     call = content[m.start():].split("\n", 1)[0]
     return [Finding(Cause.DRIFT, [
         f"the content calls {_q(name)} in Python call syntax ({_q(call[:60])}); the template's tool calls start "
-        f"with {_q(opener.strip(_WS))}, so the parser reads none"])]
+        f"with {_q(opener.strip(WS))}, so the parser reads none"])]
 
 
 def opener_path(analysis: Any) -> str:
@@ -433,33 +416,31 @@ def opener_path(analysis: Any) -> str:
             else "tools.function.name_prefix" if analysis.tools.function.name_prefix else "")
 
 
-def _loose_opener(setup: _Setup, ex: Any, opener: str, name: str, analysis: Any) -> list[Finding]:
+def _loose_opener(setup: Setup, ex: Any, opener: str, name: str, analysis: Any) -> list[Finding]:
     """The content holds the opener without the whitespace the template writes around it (llama.cpp matches
     it byte for byte): checked by re-parsing with the opener field trimmed; what that parse then meets is
     reported as well (a model drifting in one place often drifts in another)."""
-    from .explain import _stop_point, _trace
-
-    ev = [f"the content calls {_q(name)} after {_q(opener.strip(_WS))}, but the template's opener is {_q(opener)}: "
+    ev = [f"the content calls {_q(name)} after {_q(opener.strip(WS))}, but the template's opener is {_q(opener)}: "
           "the parser matches it byte for byte, whitespace included"]
     out = [Finding(Cause.OTHER_MARKER, ev)]
     path = opener_path(analysis) if analysis is not None else ""
     if not path:
         return out
-    trimmed = replace(setup, overrides={**setup.overrides, path: opener.strip(_WS)})
+    trimmed = replace(setup, overrides={**setup.overrides, path: opener.strip(WS)})
     try:
-        _b, tr = _trace(trimmed, ex.output)
+        _b, tr = trace(trimmed, ex.output)
     except Exception:  # noqa: BLE001 - the check is evidence, not a requirement
         return out
-    out[0].overrides = {path: opener.strip(_WS)}
+    out[0].overrides = {path: opener.strip(WS)}
     if tr.stop >= 0:
-        sp = _stop_point(tr.text, tr.gp_len, tr.stop, tr.furthest.expected, tr.furthest.path)
-        ev.append(f"with {path} = {_q(opener.strip(_WS))} the parser reads on into the call and stops: {sp.words()}")
+        sp = stop_point(tr.text, tr.gp_len, tr.stop, tr.furthest.expected, tr.furthest.path)
+        ev.append(f"with {path} = {_q(opener.strip(WS))} the parser reads on into the call and stops: {sp.words()}")
         sub = type("Sub", (), {"stop": sp, "text": tr.text})()
         for f in _stop_findings(sub, tool_names(setup.request), [], ex.output, analysis):
-            f.evidence = [f"after {path} = {_q(opener.strip(_WS))}: " + e for e in f.evidence]
+            f.evidence = [f"after {path} = {_q(opener.strip(WS))}: " + e for e in f.evidence]
             out.append(f)
     elif tr.message.tool_calls:
-        ev.append(f"with {path} = {_q(opener.strip(_WS))} the output parses into {len(tr.message.tool_calls)} call(s)")
+        ev.append(f"with {path} = {_q(opener.strip(WS))} the output parses into {len(tr.message.tool_calls)} call(s)")
     return out
 
 

@@ -13,9 +13,9 @@ _COLOURS = {"reasoning": "35", "content": "0", "tool name": "1;36", "call id": "
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from ..chat.cli_commands import load_chat_template, load_request, read_model_output
+    from ..inputs import load_chat_template, load_request, read_model_output
     from ..errors import ChatTemplateExplorerError
-    from .explain import _visible as visible
+    from .model import visible_text as visible
     from .explain import explain, show_invisible
     from .reproducer import case_line, peg_tester_snippet, pytest_test
 
@@ -25,6 +25,15 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             raise ChatTemplateExplorerError(f"--override {item!r}: expected PATH=VALUE")
         k, v = item.split("=", 1)
         overrides[k] = v
+    expect = None
+    if args.expect:
+        try:
+            with open(args.expect, encoding="utf-8") as fh:
+                expect = json.load(fh)
+        except (OSError, ValueError) as e:
+            raise ChatTemplateExplorerError(f"--expect {args.expect}: cannot read a JSON message ({e})") from None
+        if not isinstance(expect, dict):
+            raise ChatTemplateExplorerError(f"--expect {args.expect}: expected a JSON object (an OpenAI message)")
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)
     output = read_model_output()
@@ -32,12 +41,31 @@ def _cmd_explain(args: argparse.Namespace) -> int:
                  overrides=overrides)
     if args.json:
         data = ex.to_json()
-        data["reproducer"] = {"case": json.loads(case_line(ex)), "pytest": pytest_test(ex, source=template.source),
-                              "peg_tester": peg_tester_snippet(ex)}
+        data["reproducer"] = {"case": json.loads(case_line(ex, expect=expect)),
+                              "pytest": pytest_test(ex, source=template.source, expect=expect),
+                              "peg_tester": peg_tester_snippet(ex, expect=expect)}
         print(json.dumps(data, ensure_ascii=False, indent=2))
         return 0
+    tg = ex.triage
+    clean = ex.clean and (tg is None or tg.mistake.name == "NONE")
     print(f"template {ex.template} · route {ex.route} · fidelity {ex.fidelity} · parse "
-          f"{'clean' if ex.clean else ex.entry}")
+          f"{'clean' if clean else ex.entry if not ex.clean else 'clean but suspicious'}")
+    if tg is not None and tg.mistake.name != "NONE":
+        print(f"\nmistake: {tg.mistake.value} — {show_invisible(tg.sentence)}")
+        if tg.nearest:
+            print(f"\nnearest accepted output ({len(tg.nearest.edits)} edit(s)"
+                  + (f"; repair {tg.nearest.repair} accepts it" if tg.nearest.repair else "") + "):")
+            for line in tg.nearest.diff.splitlines():
+                print("  " + show_invisible(line))
+        if tg.fixes:
+            print("\nfixes, ranked (each re-parsed before it is offered):")
+            for i, f in enumerate(tg.fixes, 1):
+                print(f"  {i}. [{f.kind.value}] {show_invisible(f.description)}")
+                print("     gives: " + show_invisible(json.dumps(f.message, ensure_ascii=False))[:300])
+        elif tg.no_fix:
+            print(f"\nno change of ours helps: {tg.no_fix}")
+        for e in tg.evidence:
+            print(f"  - {show_invisible(e)}")
     print("\nspans (text of generation prompt + output; [label field] «text»):")
     for s in ex.spans:
         tag = s.display_label + (f" {s.field}" if s.field and not s.field.startswith("{") else "") \
@@ -63,15 +91,15 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     if ex.consistency:
         print(f"\nWARNING (a bug of this tool): {ex.consistency}")
     if args.reproducer:
-        print("\n# cases.jsonl line\n" + case_line(ex))
-        print("\n# pytest\n" + pytest_test(ex, source=template.source))
-        print("# llama.cpp tests/test-chat.cpp\n" + peg_tester_snippet(ex))
+        print("\n# cases.jsonl line\n" + case_line(ex, expect=expect))
+        print("\n# pytest\n" + pytest_test(ex, source=template.source, expect=expect))
+        print("# llama.cpp tests/test-chat.cpp\n" + peg_tester_snippet(ex, expect=expect))
     return 0
 
 
 def register(subparsers: Any) -> None:
     """Add the ``explain`` verb to an ``argparse`` sub-parsers object (sets ``func``)."""
-    from ..chat.cli_commands import _guard
+    from ..inputs import guard as _guard
 
     p = subparsers.add_parser("explain", help="explain a parse of model output (stdin): spans, stop point, "
                                               "cause, checked fixes, reproducer")
@@ -80,7 +108,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--variant", help="named template variant (e.g. tool_use)")
     p.add_argument("--override", action="append", metavar="PATH=VALUE", help="analysis override (repeatable)")
     p.add_argument("--improved", action="store_true", help="improved fidelity (default: llama.cpp's behaviour)")
-    p.add_argument("--json", action="store_true", help="one JSON object (with the reproducers)")
+    p.add_argument("--json", action="store_true", help="one JSON object (with the triage and the reproducers)")
+    p.add_argument("--expect", metavar="FILE", help="the message you expected (OpenAI JSON): the pytest reproducer "
+                                                   "asserts it and is marked xfail(strict) until fixed")
     p.add_argument("--reproducer", action="store_true", help="also print the cases.jsonl line, pytest test and "
                                                              "peg_tester snippet")
     p.set_defaults(func=_guard(_cmd_explain))

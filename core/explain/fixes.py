@@ -8,20 +8,14 @@ from dataclasses import replace
 from typing import Any
 
 from ..chat.request import ToolChoice
-from .explain import _TOKEN, Cause, Fix, FixKind, _Setup, message_of
+from .model import (MARKER_TOKEN, WS, Cause, Fix, FixKind, Setup, called_names, message_of, reasoning_markers,
+                   stop_point, tool_stub, trace)
 from .trace_routes import ParseTrace
 
-_WS = " \t\n\v\f\r"
-_IDENT = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
 MAX_CANDIDATES = 24
 
 
-def _tool(name: str) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name, "description": "added by explain",
-                                             "parameters": {"type": "object", "properties": {}}}}
-
-
-def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Fix]:  # noqa: C901
+def candidate_fixes(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Fix]:  # noqa: C901
     """Candidate changes for this explanation, each re-parsed; only those giving a clean parse whose message
     differs from the current one (more tool calls, or reasoning/content split differently) are returned,
     at most one per message; changes whose re-parse needed a repair (:mod:`core.chat.repairs`, named in the
@@ -30,7 +24,7 @@ def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list
         return []
     cur = tr.message.to_openai()
     causes = {f.cause for f in ex.findings}
-    cands: list[tuple[FixKind, str, dict[str, Any], _Setup]] = []
+    cands: list[tuple[FixKind, str, dict[str, Any], Setup]] = []
     other = "improved" if setup.fidelity == "llama.cpp" else "llama.cpp"
     if Cause.FIDELITY_DIFFERS in causes or not ex.clean:
         cands.append((FixKind.FIDELITY, f"parse at {other} fidelity", {"fidelity": other},
@@ -49,9 +43,9 @@ def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list
         cands.append((FixKind.REQUEST, "set parallel_tool_calls to true", {"request": {"parallel_tool_calls": True}},
                       replace(setup, request=replace(req, parallel_tool_calls=True))))
     if Cause.TOOLS_NOT_REQUESTED in causes or Cause.UNKNOWN_TOOL in causes:
-        names = _called_names(ex, req)
+        names = called_names(ex, req)
         for n in names[:6]:
-            tools = list(req.tools or []) + [_tool(n)]
+            tools = list(req.tools or []) + [tool_stub(n)]
             choice = ToolChoice.AUTO if req.tool_choice == ToolChoice.NONE else req.tool_choice
             cands.append((FixKind.REQUEST, f"offer the tool {n!r} in the request (tools)",
                           {"request": {"tools": tools, "tool_choice": choice.value}},
@@ -63,13 +57,11 @@ def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list
         changes = _override_candidates(bundle.report.analysis, ex.stop, ex.text, tr.message, causes)
         if base:
             # the classification re-parsed with these already: add what that parse then met
-            from .explain import _stop_point, _trace
-
             changes.insert(0, dict(base))
             try:
-                b2, tr2 = _trace(replace(setup, overrides={**setup.overrides, **base}), ex.output)
+                b2, tr2 = trace(replace(setup, overrides={**setup.overrides, **base}), ex.output)
                 if tr2.stop >= 0:
-                    sp = _stop_point(tr2.text, tr2.gp_len, tr2.stop, tr2.furthest.expected, tr2.furthest.path)
+                    sp = stop_point(tr2.text, tr2.gp_len, tr2.stop, tr2.furthest.expected, tr2.furthest.path)
                     for c in _override_candidates(b2.report.analysis, sp, tr2.text, tr2.message, causes):
                         changes.insert(1, {**base, **c})
             except Exception:  # noqa: BLE001 - a candidate that does not build is simply not offered
@@ -108,32 +100,8 @@ def candidate_fixes(setup: _Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list
 
 
 def _leaks(bundle: Any, m: Any) -> bool:
-    from .causes import reasoning_markers
-
     start, ends = reasoning_markers(bundle)
     return any(x and x in m.content for x in [start] + ends)
-
-
-def _called_names(ex: Any, req: Any) -> list[str]:
-    """Identifiers that may be the called tool's name: the one at the stop point, then the words right after
-    each marker-like token of the output (and JSON ``"name": "…"`` values)."""
-    names: list[str] = []
-    if ex.stop is not None:
-        m = _IDENT.match(ex.text[ex.stop.pos:])
-        if m:
-            names.append(m.group(0))
-    for m in re.finditer(r'"name"\s*:\s*"([^"]{1,64})"', ex.output):
-        names.append(m.group(1))
-    for t in _TOKEN.finditer(ex.output):
-        m = _IDENT.match(ex.output, t.end()) or _IDENT.match(ex.output.lstrip(_WS)[:0] + ex.output, t.end() + 1)
-        if m:
-            names.append(m.group(0))
-    have = {t["function"]["name"] for t in req.tools or [] if isinstance(t, dict) and "function" in t}
-    out: list[str] = []
-    for n in names:
-        if n not in out and n not in have:
-            out.append(n)
-    return out
 
 
 def _override_candidates(a: Any, st: Any, text: str, message: Any, causes: set) -> list[dict[str, str]]:
@@ -146,21 +114,21 @@ def _override_candidates(a: Any, st: Any, text: str, message: Any, causes: set) 
     out: list[dict[str, str]] = []
     if st is not None:
         found = text[st.pos:]
-        tok = _TOKEN.match(found)
+        tok = MARKER_TOKEN.match(found)
         key = re.match(r'"([^"]{1,40})"', found)
         for e in st.expected:
             if not e.startswith("`"):
                 continue
             lit = e[1:-1].replace("\\n", "\n").replace("\\t", "\t")
-            for path in (labels.get(lit) or labels.get(lit.strip(_WS)) or "").split(" / "):
+            for path in (labels.get(lit) or labels.get(lit.strip(WS)) or "").split(" / "):
                 if not path:
                     continue
                 if path.endswith("_field") and key:
                     out.append({path: key.group(1)})
                 elif tok:
                     cur = _field_value(a, path)
-                    lead = cur[:len(cur) - len(cur.lstrip(_WS))]
-                    trail = cur[len(cur.rstrip(_WS)):]
+                    lead = cur[:len(cur) - len(cur.lstrip(WS))]
+                    trail = cur[len(cur.rstrip(WS)):]
                     out.append({path: lead + tok.group(0) + trail})
     if Cause.OTHER_MARKER in causes and not message.tool_calls:
         f = a.tools.format
@@ -171,8 +139,8 @@ def _override_candidates(a: Any, st: Any, text: str, message: Any, causes: set) 
                        "tools.format.section_end" if f.section_start else "")
         if opener_path:
             cur_open = _field_value(a, opener_path)
-            trail = cur_open[len(cur_open.rstrip(_WS)):]
-            for t in list(dict.fromkeys(m.group(0) for m in _TOKEN.finditer(message.content)))[:6]:
+            trail = cur_open[len(cur_open.rstrip(WS)):]
+            for t in list(dict.fromkeys(m.group(0) for m in MARKER_TOKEN.finditer(message.content)))[:6]:
                 if t.startswith("</"):
                     continue
                 close = "</" + t[1:] if t.startswith("<") and not t.startswith("<|") else ""

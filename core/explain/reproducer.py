@@ -1,48 +1,85 @@
 """A reproducer to paste into a bug report: the case as a ``reference/cases.jsonl`` line, a pytest test for this
-project, and a ``peg_tester`` snippet in the shape of llama.cpp's ``tests/test-chat.cpp``."""
+project, and a ``peg_tester`` snippet in the shape of llama.cpp's ``tests/test-chat.cpp``.
+
+With an expected message (``--expect FILE`` on the CLI, the box on the Explain page) the pytest test asserts that
+message and is marked ``xfail(strict=True)`` with the cause: it fails until the bug is fixed, then its strict
+xfail turns the fix into a signal to remove the mark. Without one the test is a characterisation test that pins
+the message as parsed now, and says so. Case ids are unique (a hash of template, request and output). Input text
+(names, schemas, outputs) only ever appears inside string literals of the generated code, never as code."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
-from ..codegen import cpp_identifier, cpp_string, py_identifier, py_str
+from ..codegen import cpp_string, py_identifier, py_str
 
 REASONING_FORMATS = ("NONE", "AUTO", "DEEPSEEK", "DEEPSEEK_LEGACY")
 """llama.cpp's ``COMMON_REASONING_FORMAT_*`` names the snippet may write (anything else is written as AUTO)."""
 
 
-def case_line(ex: Any, case_id: str = "explain-0000") -> str:
-    """The explanation's case as one JSON line of ``reference/cases.jsonl`` (``expect`` = the message the
-    current parser gives; edit it to the message you expected)."""
-    row = {"id": case_id, "template": ex.template, **ex.request, "input": ex.output, "is_partial": False,
-           "expect": ex.message}
+def case_id(ex: Any) -> str:
+    """``explain-`` and 12 hex digits of a hash of the template name, the request and the output."""
+    h = hashlib.sha256()
+    for part in (ex.template, json.dumps(ex.request, sort_keys=True, ensure_ascii=False), ex.output):
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+    return "explain-" + h.hexdigest()[:12]
+
+
+def case_line(ex: Any, case_id_: str | None = None, expect: dict[str, Any] | None = None) -> str:
+    """The explanation's case as one JSON line of ``reference/cases.jsonl``; ``expect`` = the expected message
+    (without one: the message the current parser gives — edit it to the message you expected)."""
+    row = {"id": case_id_ or case_id(ex), "template": ex.template, **ex.request, "input": ex.output,
+           "is_partial": False, "expect": expect if expect is not None else ex.message}
     return json.dumps(row, ensure_ascii=False)
 
 
-def pytest_test(ex: Any, case_id: str = "explain-0000", source: str | None = None) -> str:
-    """A pytest test for this project that parses the output and compares the message (reference rules).
-    With ``source`` (the template text) the test carries the template itself and runs from any directory;
-    without it the template is read from ``../shared/templates`` by name."""
-    # untrusted text (template name, output, tools, source) enters the file only as ASCII string literals: the
-    # case as JSON text that the test decodes, the source as a literal; the function name keeps ASCII alnum only
-    name = py_identifier(f"test_{ex.template}_{case_id}", prefix="test_")
-    case = py_str(case_line(ex, case_id))
+def _cause(ex: Any) -> str:
+    tg = getattr(ex, "triage", None)
+    if tg is not None and getattr(tg, "mistake", None) is not None and tg.mistake.name != "NONE":
+        return f"{tg.mistake.value}: {tg.sentence}"[:300]
+    if ex.findings:
+        return ex.findings[0].cause.value
+    return "parse differs from the expected message"
+
+
+def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
+                expect: dict[str, Any] | None = None) -> str:
+    """A pytest test for this project. With ``expect`` it asserts the expected message and is marked
+    ``xfail(strict=True)`` with the cause (a reproducer that fails until fixed); without, a characterisation
+    test of the message as parsed now. With ``source`` (the template text) the test carries the template itself
+    and runs from any directory; without it the template is read from ``../shared/templates`` by name."""
+    cid = case_id_ or case_id(ex)
+    # untrusted text (template name, output, tools, source, cause) enters the file only as ASCII string literals
+    # (core.codegen): the case as JSON text the test decodes; the function name is ASCII alnum only
+    name = py_identifier("test_" + cid, prefix="test_")
+    case = py_str(case_line(ex, cid, expect))
     if source is None:
-        head = "import json\n\nfrom core.chat.cli_commands import TemplateDir, run_case\n"
+        head = "import json\n\nimport pytest\n\nfrom core.chat.conformance import TemplateDir, run_case\n"
         templates = 'TemplateDir("../shared/templates")'
     else:
-        head = ("import json\n\nfrom core.chat.cli_commands import run_case\n"
+        head = ("import json\n\nimport pytest\n\nfrom core.chat.conformance import run_case\n"
                 "from core.templating import ChatTemplate\n\n"
                 f"SOURCE = {py_str(source)}\n\n\nclass _Template:\n    def get(self, name):\n"
                 "        return ChatTemplate(SOURCE, name)\n")
         templates = "_Template()"
+    if expect is not None:
+        mark = f"@pytest.mark.xfail(strict=True, reason={py_str(_cause(ex))})\n"
+        doc = ('    """Reproducer: the expected message below is what the output should parse to; marked xfail\n'
+               '    (strict) until the parser gives it — then remove the mark."""\n')
+    else:
+        mark = ""
+        doc = ('    """Characterisation test: no expected message was given, so this pins the message as parsed\n'
+               '    now and passes while the behaviour stays as it is. Give the expected message (explain --expect\n'
+               '    FILE, or the box on the Explain page) to get a reproducer that fails until the bug is fixed."""\n')
     return f'''{head}
 CASE = json.loads({case})
 
 
-def {name}():
-    templates = {templates}
+{mark}def {name}():
+{doc}    templates = {templates}
     out = run_case(CASE, templates, fidelity={py_str(str(ex.fidelity))})
     assert "error" not in out, out.get("error")
     assert out["message"] == CASE["expect"]
@@ -54,34 +91,32 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def peg_tester_snippet(ex: Any) -> str:
-    """A block in the shape of the ``peg_tester`` cases of llama.cpp ``tests/test-chat.cpp``:
-    ``auto tst = peg_tester("models/templates/<file>", detailed_debug); tst.test(input).tools({…})
-    .enable_thinking(…).reasoning_format(…).expect_reasoning(…).expect_content(…).expect_tool_calls({…}).run();``.
-    The expectations are the message the current parser gives — edit them to the message you expected. Tools
-    are referenced as ``<name>_tool`` variables, as that file names its tools; a tool whose name is not a plain C++
-    identifier is written as ``unnamed_tool_<i>`` (a line comment says which index). Every text is a
-    :func:`core.codegen.cpp_string` literal."""
+def peg_tester_snippet(ex: Any, expect: dict[str, Any] | None = None) -> str:
+    """A block to paste into ``test_template_output_peg_parsers(bool detailed_debug)`` of llama.cpp's
+    ``tests/test-chat.cpp``: it declares the request's tools as ``common_chat_tool`` values (``repro_tool_N``:
+    no input text in identifiers) and runs ``peg_tester(...).test(input)…run()``. The expectations are
+    ``expect`` when given, else the message the current parser gives (edit them to the message you expected)."""
     req = ex.request
-    msg = ex.message
-    out = ["{", f"    auto tst = peg_tester({cpp_string('models/templates/' + str(ex.template))}, detailed_debug);"]
-    variables = []
-    if req.get("tools"):
-        names = [t["function"].get("name") for t in req["tools"]
-                 if isinstance(t, dict) and isinstance(t.get("function"), dict)]
-        for i, n in enumerate(names):
-            ident = cpp_identifier(n) if isinstance(n, str) else None
-            if ident is None:
-                out.append(f"    // tool {i}: its name is not a C++ identifier; define unnamed_tool_{i} for it")
-            variables.append(f"{ident}_tool" if ident else f"unnamed_tool_{i}")
-    out.append(f"    tst.test({cpp_string(ex.output)})")
-    if variables:
-        out.append(f"        .tools({{ {', '.join(variables)} }})")
+    msg = expect if expect is not None else ex.message
+    out = ["{"]
+    if expect is None:
+        out.append("    // expectations = the message as parsed now: edit them to the message you expected")
+    tools = [t["function"] for t in req.get("tools") or []
+             if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+    for i, f in enumerate(tools):
+        params = json.dumps(f.get("parameters") or {"type": "object", "properties": {}}, ensure_ascii=False)
+        out.append(f"    static common_chat_tool repro_tool_{i}{{ {cpp_string(str(f.get('name', '')))}, "
+                   f"{cpp_string(str(f.get('description', '')))}, {cpp_string(params)} }};")
+    out += [f"    auto tst = peg_tester({cpp_string('models/templates/' + ex.template)}, detailed_debug);",
+            f"    tst.test({cpp_string(ex.output)})"]
+    if tools:
+        out.append(f"        .tools({{ {', '.join(f'repro_tool_{i}' for i in range(len(tools)))} }})")
     if req.get("parallel_tool_calls"):
         out.append("        .parallel_tool_calls(true)")
     out.append(f"        .enable_thinking({str(bool(req.get('enable_thinking', True))).lower()})")
     fmt = str(req.get("reasoning_format") or "auto").upper().replace("-", "_")
-    fmt = fmt if fmt in REASONING_FORMATS else "AUTO"
+    if fmt not in REASONING_FORMATS:
+        fmt = "AUTO"
     out.append(f"        .reasoning_format(COMMON_REASONING_FORMAT_{fmt})")
     if msg.get("reasoning_content"):
         out.append(f"        .expect_reasoning({cpp_string(_text(msg['reasoning_content']))})")

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from ..chat.mapper import ARGS_CONVERTERS, TOOL_ARGS_AS, normalize_python_value
-from ..chat.repairs import STREAM_CONSISTENT_FINAL, TRUNCATED_CALL, content_with_tail
+from ..chat.repairs import (PINNED_DROP_FORMATS, STREAM_CONSISTENT_FINAL, TRUNCATED_CALL, UNPARSED_TEXT,
+                             content_with_tail)
 from ..chat.message import AssistantMessage, ToolCall
 from ..peg import chat as T
 from ..peg.trace import MARKER_TAG
@@ -64,9 +66,6 @@ class Span:
     the chat tag or builder call it came from. ``call``: tool-call index (-1 outside calls). ``kind``: for an
     argument value, ``"string"`` or ``"json"``. ``in_prompt``: inside the generation prompt prefix.
     ``repair``: the name of a repair that fired over this span (:func:`attach_repairs`), else ``""``.
-    ``kept_as_content``: the lossless contract appended this text to the content (an ``unparsed-text`` record
-    with why ``content`` over it), besides whatever its label put in the message — e.g. a call whose
-    arguments the mapper could not use keeps its call and its raw text as content (:func:`rebuild_message`).
     """
 
     start: int
@@ -78,7 +77,6 @@ class Span:
     kind: str = ""
     in_prompt: bool = False
     repair: str = ""
-    kept_as_content: bool = False
 
     @property
     def display_label(self) -> str:
@@ -98,8 +96,6 @@ class Span:
             out["in_prompt"] = True
         if self.repair:
             out["repair"] = self.repair
-        if self.kept_as_content:
-            out["kept_as_content"] = True
         return out
 
 
@@ -305,14 +301,17 @@ def attach_repairs(spans: list[Span], fired: Iterable[tuple[str, tuple[int, int]
     """Lay fired repairs over ``spans``: each ``(name, (start, end))`` — a range of the raw *output*, as the
     repairs of improved fidelity report them on the parsed message — is shifted by ``offset`` (the generation
     prompt's length) and every span it overlaps is split so the overlapping part carries ``repair=name``
-    (shown as ``repaired: NAME``); labels are kept, so :func:`rebuild_message` is unaffected — except by
-    ``truncated-call``, which leaves the call it covers out of the message as the parser does."""
+    (shown as ``repaired: NAME``); labels are kept. The lossless contract's records change what
+    :func:`rebuild_message` makes of the spans they cover: ``truncated-call`` (its call's text becomes content)
+    and ``unparsed-text`` (its text is appended to content). Both run to the end of the output and
+    ``unparsed-text`` fires after ``truncated-call`` from an earlier start, so a span that carries
+    ``truncated-call`` keeps it (both starts stay visible)."""
     out = list(spans)
     for name, (a, b) in fired:
         a, b = a + offset, b + offset
         nxt: list[Span] = []
         for s in out:
-            if s.end <= a or s.start >= b or b <= a:
+            if s.end <= a or s.start >= b or b <= a or (s.repair == TRUNCATED_CALL and name == UNPARSED_TEXT):
                 nxt.append(s)
                 continue
             lo, hi = max(s.start, a), min(s.end, b)
@@ -341,23 +340,24 @@ def check_cover(spans: list[Span], text: str) -> str:
 
 def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> AssistantMessage:
     """The assistant message the labelled spans stand for, from the spans alone: content = content and
-    unparsed text (the lossless contract's tail, spans ``kept_as_content``, appended as
-    :func:`core.chat.repairs.content_with_tail` does), reasoning = reasoning text (whitespace-only dropped), one call per call index with a tool
+    unparsed text, reasoning = reasoning text (whitespace-only dropped), one call per call index with a tool
     name (name and id trimmed as the mapper does, a JSON ``arguments`` span verbatim, else the argument names
-    and values assembled into a JSON object). A ``truncated-call`` repair over the spans
-    (:func:`attach_repairs`) leaves the last call out, and unparsed text whose ``field`` is
-    ``stream-consistent-final`` (the rest after the partial view's prefix) is not content, as
-    :func:`core.chat.repairs.settle` does."""
+    and values assembled into a JSON object).
+
+    The records of :func:`core.chat.repairs.settle` over the spans (:func:`attach_repairs`) apply as there:
+    unparsed text whose ``field`` is ``stream-consistent-final`` (the rest after the partial view's prefix) is
+    not content; with ``truncated-call`` the last call is not returned and the raw text from the first span
+    carrying it is appended to the content; then the raw text from the first ``unparsed-text`` span on is
+    appended (labels are kept: a call read inside these ranges stays a call, as in the parser's message), unless the record only reports text GPT-OSS's grammar drops (:func:`_kept_out`). Spans
+    labelled ``unparsed`` with ``field`` ``unparsed-text`` (explain's view of text the format dropped) are
+    content only through that tail."""
+    cut = _first_repaired(spans, TRUNCATED_CALL)
+    moved = _first_repaired(spans, UNPARSED_TEXT)
     msg = AssistantMessage()
     calls: dict[int, dict[str, Any]] = {}
-    # the lossless contract's tail (core.chat.repairs._keep_unparsed): appended to the content as a whole, after
-    # what the labels give, so text it repeats (a call's raw text, content already there) counts twice as there
-    tail = "".join(s.text for s in spans if s.kept_as_content)
     for s in spans:
-        if s.label == SpanLabel.UNPARSED and s.field == STREAM_CONSISTENT_FINAL:
-            continue    # the settled message is the partial view of a prefix: it left this rest out
-        if s.kept_as_content and s.label == SpanLabel.UNPARSED:
-            continue    # text the format dropped: content through the tail only
+        if s.label == SpanLabel.UNPARSED and s.field in (STREAM_CONSISTENT_FINAL, UNPARSED_TEXT):
+            continue    # not content of the parse: the settled message leaves it out or takes it as a tail
         if s.label in (SpanLabel.CONTENT, SpanLabel.UNPARSED):
             msg.content += s.text
         elif s.label == SpanLabel.REASONING:
@@ -383,15 +383,15 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
                 pair[2] = s.kind
     if drop_blank_reasoning and not msg.reasoning_content.strip(" \n\r\t"):
         msg.reasoning_content = ""
-    if any(s.repair == TRUNCATED_CALL for s in spans):
-        # core.chat.repairs.settle removes the last call of a final parse when it was cut off by the end, and
-        # keeps its raw text as content (the lossless contract)
+    if cut >= 0:
+        # the last call is the cut or rejected one: not returned, its raw text (from its opener, which may be a
+        # section marker before calls that stay) appended to the content
         named = [i for i in sorted(calls) if calls[i]["name"].rstrip(_WS)]
         if named:
             del calls[named[-1]]
-        msg.content = content_with_tail(msg.content, "".join(s.text for s in spans if s.repair == TRUNCATED_CALL))
-    if tail:
-        msg.content = content_with_tail(msg.content, tail)
+        msg.content = content_with_tail(msg.content, _text_from(spans, cut))
+    if moved >= 0 and not _kept_out(spans):
+        msg.content = content_with_tail(msg.content, _text_from(spans, moved))
     for i in sorted(calls):
         c = calls[i]
         name = c["name"].rstrip(_WS)
@@ -415,6 +415,53 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
             args = "{" + ",".join(parts) + "}"
         msg.tool_calls.append(ToolCall(name=name, arguments=args, id=cid))
     return msg
+
+
+def _first_repaired(spans: list[Span], name: str) -> int:
+    """Where the first span carrying repair ``name`` starts, else -1."""
+    return next((s.start for s in spans if s.repair == name), -1)
+
+
+def _text_from(spans: list[Span], pos: int) -> str:
+    """The text of the spans from ``pos`` (a span start) to the end: the raw output from there."""
+    return "".join(s.text for s in spans if s.start >= pos)
+
+
+def _kept_out(spans: list[Span]) -> bool:
+    """Whether an ``unparsed-text`` record only reports text (why ``kept-out``): settle keeps llama.cpp's message
+    when GPT-OSS's grammar read and dropped a call to a built-in tool (``PINNED_DROP_FORMATS``). The spans do not
+    name the format; the sign of it is a match of the format's pattern (`` to=python``) that the parse consumed
+    as markup: a ``marker`` span holds the match's start."""
+    out = [s for s in spans if not s.in_prompt]
+    if not out:
+        return False
+    base = out[0].start
+    text = "".join(s.text for s in out)
+    markers = [(s.start - base, s.end - base) for s in out if s.label == SpanLabel.MARKER]
+    for pattern in PINNED_DROP_FORMATS.values():
+        for m in re.finditer(pattern, text):
+            if any(a <= m.start() < b for a, b in markers):
+                return True
+    return False
+
+
+def settled_as(msg: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
+    """``msg`` (a parse of the output: the parser's raw final parse, or the partial view) as
+    :func:`core.chat.repairs.settle` leaves it under the lossless contract records ``final`` carries: with a
+    ``truncated-call`` the last call is not returned and its raw text is appended to the content, then the text
+    of an ``unparsed-text`` record (why ``content``) is appended. For the explain trace, which must find the
+    parse whose spans rebuild ``final`` (``same_message(settled_as(view, final), final)``)."""
+    records = [r for r in getattr(final, "repairs", None) or []
+               if getattr(r, "name", "") == TRUNCATED_CALL
+               or (getattr(r, "name", "") == UNPARSED_TEXT and getattr(r, "why", "") == "content")]
+    if not records:
+        return msg
+    out = msg.copy()
+    for r in records:
+        if r.name == TRUNCATED_CALL:
+            out.tool_calls = out.tool_calls[:-1]
+        out.content = content_with_tail(out.content, r.text)
+    return out
 
 
 def same_message(a: AssistantMessage, b: AssistantMessage) -> bool:

@@ -14,7 +14,7 @@ from ..analysis.instructions import braced_end
 from ..chat.message import AssistantMessage
 from ..peg import chat as T
 from ..peg.trace import Expectation, FurthestFailure, traced_parse
-from .spans import Span, SpanLabel, marker_labels, relabel_unparsed, same_message, spans_from_ast
+from .spans import Span, SpanLabel, marker_labels, relabel_unparsed, same_message, settled_as, spans_from_ast
 
 MAIN = "main"
 RAW = "raw"
@@ -546,18 +546,6 @@ def _raw_message(parser: Any, output: str) -> AssistantMessage:
     return parser._parse(output, False, None)
 
 
-def _without_truncated(msg: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
-    """``msg`` as :func:`core.chat.repairs.settle` leaves it when ``final`` reports a ``truncated-call``
-    (the last call removed; a final parse is never ``is_partial``)."""
-    from ..chat.repairs import TRUNCATED_CALL
-
-    if not msg.tool_calls or not any(r.name == TRUNCATED_CALL for r in final.repairs):
-        return msg
-    out = msg.copy()
-    out.tool_calls = out.tool_calls[:-1]
-    return out
-
-
 _VIEW_SCAN = 2000
 """At most this many output prefixes are tried one by one for the partial view (:func:`_trace_view`)."""
 
@@ -568,7 +556,7 @@ def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) 
     fed); that prefix is replayed and the rest of the output is ``unparsed`` under the repair (not in the
     message), entry ``partial-prefix``. None when no prefix gives the view."""
     view = parser.parse(output, True)
-    if not same_message(_without_truncated(view, final), final):
+    if not same_message(settled_as(view, final), final):
         return None
     from ..chat.generator import longest_good_prefix, message_extends
 
@@ -615,7 +603,7 @@ def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
     else:
         final = parser.parse(output)
     tr = _trace_raw(parser, output, report, parsed)
-    if not same_message(_without_truncated(tr.message, final), final):
+    if not same_message(settled_as(tr.message, final), final):
         view = _trace_view(parser, output, report, final)
         if view is not None:
             tr.spans, tr.entry = view.spans, view.entry

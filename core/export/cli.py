@@ -12,7 +12,7 @@ FORMATS = ("response-template", "tokenizer-config", "gbnf")
 
 
 def _load(spec: str) -> Any:
-    from ..chat.cli_commands import load_chat_template
+    from ..inputs import load_chat_template
     from ..chat.request import ChatRequest
     from ..chat.roundtrip import round_trip_request
 
@@ -190,7 +190,7 @@ def _cmd_suite(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``export`` and ``suite`` to an ``argparse`` sub-parsers object."""
-    from ..chat.cli_commands import _guard
+    from ..inputs import guard as _guard
 
     e = subparsers.add_parser("export", help="export the analysis as a response_template, tokenizer_config.json "
                                              "or GBNF (verified by transformers with --verify)")

@@ -1,6 +1,7 @@
 """Analysis → ``response_template`` (version 1), the declarative output format transformers (≥ 5.13) reads from
-``tokenizer_config.json`` and vLLM ≥ 0.32 serves with ``--tool-call-parser hf --reasoning-parser hf`` (which
-engines serve an export: :mod:`core.export.consumers`, docs/export.md).
+``tokenizer_config.json``; vLLM (≥ 0.32) serves it with ``--tool-call-parser hf --reasoning-parser hf`` and SGLang
+(0.5.23) with ``--tool-call-parser response_template`` (which engines serve an export: :mod:`core.export.consumers`,
+docs/export.md).
 
 The format, as read from transformers' ``utils/chat_parsing/response_templates.py`` and ``response_parser.py``
 (5.24): a ``start_anchor`` (literal or list) or ``start_anchor_pattern`` cuts the prompt after its last match;
@@ -12,7 +13,7 @@ restructures it with whole-string ``{placeholder}``s over ``content`` and the de
 ``repeats`` appends one value per region, ``transform_each`` maps a list. ``tools=`` at parse time casts
 ``xml-inline`` strings by the tool's JSON schema.
 
-vLLM's ``response_template`` parser (``vllm/parser/response_template_parser.py``) accepts only the fields
+vLLM's ``response_template`` parser (``vllm/parser/response_template.py``) accepts only the fields
 ``thinking``, ``content`` and ``tool_calls``, only ``role`` in ``defaults``, and ``thinking``/``content`` must be
 plain ``text`` without ``transform`` or ``join``.
 

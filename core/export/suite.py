@@ -152,7 +152,7 @@ def _synthesized_reasoning(template: Any, analysis: Any, msg: dict[str, Any], to
     expected message), or None when the turn cannot be lined up with the prompt or holds an end of turn."""
     from ..chat.prompt import generation_prompt, prepare_request, render_prompt
     from ..chat.request import ChatRequest
-    from ..chat.roundtrip import (REASONING_TEXT, _with_messages, end_of_turn_candidates, expected_message,
+    from ..chat.roundtrip import (REASONING_TEXT, with_messages, end_of_turn_candidates, expected_message,
                                   round_trip_request, strip_end_of_turn)
 
     start, end = analysis.reasoning.start.strip(), analysis.reasoning.end.strip()
@@ -161,7 +161,7 @@ def _synthesized_reasoning(template: Any, analysis: Any, msg: dict[str, Any], to
         req = ChatRequest.from_dict(round_trip_request(tools))
         prep = prepare_request(template, req)
         prompt, gp = render_prompt(prep, add_generation_prompt=True), generation_prompt(prep)
-        full = render_prompt(prepare_request(template, _with_messages(req, plain), caps=prep.caps),
+        full = render_prompt(prepare_request(template, with_messages(req, plain), caps=prep.caps),
                              add_generation_prompt=False)
         eot = end_of_turn_candidates(template, req, caps=prep.caps, full=full)
     except Exception:  # noqa: BLE001 - the case is then skipped with the round trip's reason
@@ -202,7 +202,7 @@ def _reasoning_under_field(template: Any, msg: dict[str, Any], tools: list[dict[
     from ..analysis.reasoning import REASONING_FIELDS
     from ..chat.prompt import prepare_request, render_prompt
     from ..chat.request import ChatRequest
-    from ..chat.roundtrip import (_with_messages, end_of_turn_candidates, expected_message, round_trip_request,
+    from ..chat.roundtrip import (with_messages, end_of_turn_candidates, expected_message, round_trip_request,
                                   strip_end_of_turn)
 
     text = msg.get("reasoning_content")
@@ -212,7 +212,7 @@ def _reasoning_under_field(template: Any, msg: dict[str, Any], tools: list[dict[
         req = ChatRequest.from_dict(round_trip_request(tools))
         prep = prepare_request(template, req)
         prompt = render_prompt(prep, add_generation_prompt=True)
-        with_msg = prepare_request(template, _with_messages(req, msg), caps=prep.caps)
+        with_msg = prepare_request(template, with_messages(req, msg), caps=prep.caps)
     except Exception:  # noqa: BLE001 - the case is then skipped with the round trip's reason
         return None
     for name in REASONING_FIELDS:
@@ -243,14 +243,14 @@ def _content_written_as_reasoning(template: Any, msg: dict[str, Any], tools: lis
     rendered directly. False when either render fails or the message has no content beside a call."""
     from ..chat.prompt import prepare_request, render_prompt
     from ..chat.request import ChatRequest
-    from ..chat.roundtrip import _with_messages, round_trip_request
+    from ..chat.roundtrip import with_messages, round_trip_request
 
     text = msg.get("content")
     if not (isinstance(text, str) and text.strip() and msg.get("tool_calls")) or msg.get("reasoning_content"):
         return False
     try:
         req = ChatRequest.from_dict(round_trip_request(tools))
-        prep = prepare_request(template, _with_messages(req, msg))
+        prep = prepare_request(template, with_messages(req, msg))
         as_content = render_prompt(prep, add_generation_prompt=False)
         last = {**copy.deepcopy(prep.messages[-1]), "content": "", "reasoning_content": text, "thinking": text}
         as_reasoning = render_prompt(prep, add_generation_prompt=False,
@@ -345,7 +345,7 @@ def generate_suite(template: Any, *, fidelity: str = "llama.cpp") -> Suite:
 def check_suite_ours(suite: Suite, template: Any) -> dict[str, str | None]:
     """Run every suite case through our parser (one-shot and one character at a time, as ``conform`` does);
     case id → None (pass) or the first difference."""
-    from ..chat.cli_commands import run_case
+    from ..chat.conformance import run_case
     from ..chat.roundtrip import compare_messages
 
     class _One:

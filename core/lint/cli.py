@@ -56,7 +56,7 @@ def _cmd_lint(args: Any) -> int:
         return 0
     if not args.file:
         raise ChatTemplateExplorerError("lint needs TEMPLATE or --batch DIR")
-    from ..cli import load
+    from ..inputs import load_chat_template as load
     from . import lint
 
     report = lint(load(args.file, args.variant), fidelity=fidelity, suppressed=suppressed)
@@ -74,7 +74,7 @@ def register(subparsers: Any) -> None:
     """Add ``lint TEMPLATE [--json] [--suppress ID]… [--fail-on S]`` and ``lint --batch DIR [--markdown]`` to an
     ``argparse`` sub-parsers object. Exit status: 1 when a finding at or above ``--fail-on`` (default error)
     remains after suppression, 0 otherwise, 2 on bad input."""
-    from ..cli import _guard
+    from ..inputs import guard as _guard
 
     p = subparsers.add_parser("lint", help="lint a template: render matrix, round trip, prefix stability, "
                                            "renderer divergence, probes, markers, dates")

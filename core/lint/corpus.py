@@ -95,7 +95,7 @@ def summary_rows(reports: list[LintReport]) -> list[dict[str, Any]]:
 
 
 def summary_markdown(reports: list[LintReport]) -> str:
-    """:func:`summary_rows` as a Markdown table (the README's)."""
+    """:func:`summary_rows` as a Markdown table (the one docs/authoring.md shows)."""
     lines = [f"| kind | templates with a finding (of {len(reports)}) | findings | error / warning / info | "
              "most common ids |", "|---|---|---|---|---|"]
     for r in summary_rows(reports):

@@ -41,7 +41,7 @@ def uncached_if_stopped(path: str, size: int, mtime: float, fidelity: str) -> di
 st.title("Corpus")
 if state.fidelity() != "llama.cpp":
     st.info(md(f"Fidelity “{state.fidelity()}”: rows are analysed with this tool's improvements beyond llama.cpp "
-               "(the README's figures are at llama.cpp fidelity)."))
+               "(the figures in docs/fidelity.md are at llama.cpp fidelity)."))
 policy = serving.policy()
 if policy.server_paths:  # a folder the visitor types, confined to the operator's roots (core.serving)
     picked = serving.folder_input("Folder of templates", "in_corpus_folder", SUFFIXES)
@@ -51,7 +51,7 @@ if policy.server_paths:  # a folder the visitor types, confined to the operator'
 else:  # server folders are off: the bundled examples only
     folder = state.BUNDLED_DIR
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
-    st.caption("The bundled examples (reading server folders is off; see the README's \"Deploying the demo\").")
+    st.caption("The bundled examples (reading server folders is off; see docs/deploying.md).")
 if not files:
     st.warning(md(f"No .jinja / .json / .gguf files in {folder}."))
     st.stop()
@@ -90,7 +90,7 @@ if linted and linted["folder"] == result["folder"]:
     lint_columns = ["lint_errors", "lint_warnings", "lint_info", "lint_kinds", "lint_ids"]
     result = {**result, "rows": [{**r, **linted["rows"].get(r["template"], {})} for r in result["rows"]]}
 df = pd.DataFrame(result["rows"], columns=[*COLUMNS, *lint_columns])
-counts = core_corpus.corpus_counts(result["rows"])  # the README's figures come from the same function
+counts = core_corpus.corpus_counts(result["rows"])  # docs/fidelity.md's figures come from the same function
 c1, c2, c3, c4, c5, c6 = st.columns(6)
 c1.metric("Templates", counts.templates)
 c2.metric("Analysed", counts.analysed)

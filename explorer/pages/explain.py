@@ -50,6 +50,22 @@ def _apply_fix(fix: dict) -> None:
             st.session_state["in_reasoning_format"] = req["reasoning_format"]
 
 
+def _apply_triage_fix(fix: dict) -> None:
+    """One click for a ranked fix of the triage: a repair turns improved fidelity on, a request edit lands in the
+    Playground settings, a server setting puts the output it would give in the box; overrides and fidelity go
+    where :func:`_apply_fix` puts them. A template patch is a download (the template is not edited in place)."""
+    change = fix["change"]
+    if "repairs" in change:
+        st.session_state["fidelity"] = "improved"
+        st.session_state["explain_applied"] = (fix["description"] + " — improved fidelity is on (it holds every "
+                                               "repair; the one named is what this output needs)")
+    elif "server" in change:
+        st.session_state["in_output"] = change["output"]
+        st.session_state["explain_applied"] = fix["description"]
+    else:
+        _apply_fix(fix)
+
+
 goto = st.session_state.pop("explain_goto", None)
 if goto:
     st.switch_page(goto)
@@ -65,15 +81,28 @@ with st.expander("Request (edit it on the Playground)"):
 
 @st.cache_data(max_entries=32, show_spinner="Explaining the parse…")
 def _explain(source: str, name: str, request_json: str, output: str, fidelity: str, overrides_json: str,
-             disabled: tuple) -> dict:
+             disabled: tuple, expect_json: str = "") -> dict:
     from core.isolated_ops import explain_view  # in a limited worker: no template code in the server
 
-    return explain_view(source, name, request_json, output, fidelity, overrides_json, disabled)
+    return explain_view(source, name, request_json, output, fidelity, overrides_json, disabled, expect_json)
+
+
+def _expect_json() -> str:
+    """The expected message typed in the Reproducer box, as JSON text ("" when empty or not a JSON object)."""
+    raw = (st.session_state.get("explain_expect") or "").strip()
+    if not raw:
+        return ""
+    try:
+        val = json.loads(raw)
+    except ValueError:
+        return ""
+    return json.dumps(val, sort_keys=True, ensure_ascii=False) if isinstance(val, dict) else ""
 
 
 ex = state.attempt(_explain, tpl.source, tpl.name, json.dumps(request, sort_keys=True, ensure_ascii=False),
                    st.session_state.get("in_output", ""), state.fidelity(),
-                   json.dumps(state.overrides_for(tpl), sort_keys=True), tuple(state.disabled_for(tpl)))
+                   json.dumps(state.overrides_for(tpl), sort_keys=True), tuple(state.disabled_for(tpl)),
+                   _expect_json())
 if ex is None:
     st.stop()
 
@@ -81,8 +110,39 @@ applied = st.session_state.pop("explain_applied", None)
 if applied:
     st.success(md(f"Applied: {applied}"))
 
-verdict = "clean" if ex["clean"] else f"recovered ({ex['entry']})"
+tg = ex.get("triage") or {}
+suspicious = ex["clean"] and tg.get("mistake") not in (None, "NONE")
+verdict = ("clean but suspicious" if suspicious else "clean") if ex["clean"] else f"recovered ({ex['entry']})"
 st.markdown(md(f"Route {ex['route']} · fidelity {ex['fidelity']} · parse {verdict}"))
+
+# ---------------------------------------------------------------- triage: the mistake, nearest output, ranked fixes
+
+if tg.get("mistake") not in (None, "NONE"):
+    st.subheader("What the model did")
+    st.markdown(f"**{md(tg['mistake_text'])}** — " + md_code(tg["sentence"]))
+    near = tg.get("nearest")
+    if near:
+        st.caption(md(f"Nearest accepted output: {len(near['edits'])} edit(s)"
+                      + (f"; the repair {near['repair']} already accepts it" if near["repair"] else "")))
+        st.code(show_invisible(near["diff"]), language="diff")
+    st.markdown("**Fixes, ranked** (each re-parsed before it is offered)")
+    if not tg.get("fixes"):
+        st.caption(md_code("No change of ours helps: " + (tg.get("no_fix") or "")))
+    for i, fx in enumerate(tg.get("fixes") or []):
+        st.markdown(md(f"{i + 1}. {fx['kind']}: ") + md_code(fx["description"]))
+        if "template_patch" in fx["change"]:
+            patched = tpl.source
+            for old, new in fx["change"]["template_patch"]:
+                patched = patched.replace(old, new)
+            st.download_button("Download the patched template", patched, file_name=f"patched-{tpl.name}",
+                               mime="text/plain", key=f"triage_fix_{i}")
+        else:
+            st.button("Use this fix", key=f"triage_fix_{i}", on_click=_apply_triage_fix, args=(fx,))
+    with st.expander("Evidence"):
+        # the stop point has its own section below; the evidence here is what the triage adds to it
+        for e in tg.get("evidence") or []:
+            if not e.startswith("the parse stopped at output position"):
+                st.markdown("- " + md_code(split_rule_path(e)[0]))
 if ex["consistency"]:
     st.error(md(f"The spans do not account for the message (a bug of this tool): {ex['consistency']}"))
 
@@ -237,6 +297,11 @@ for i, fx in enumerate(ex["fixes"]):
 # ---------------------------------------------------------------- reproducer
 
 st.subheader("Reproducer")
+st.text_area("Expected message (OpenAI JSON): the pytest reproducer then asserts it and is marked xfail (strict) "
+             "until the parser gives it; left empty, the test is a characterisation test", key="explain_expect",
+             height=100)
+if (st.session_state.get("explain_expect") or "").strip() and not _expect_json():
+    st.warning("The expected message is not a JSON object: the reproducers below pin the message as parsed now.")
 rep = ex["reproducer"]
 c1, c2, c3 = st.columns(3)
 c1.download_button("cases.jsonl line", rep["case"] + "\n", file_name="explain_case.jsonl",

@@ -1,0 +1,312 @@
+"""The model explain's modules share: the result classes (:class:`Explanation` and what it holds), the setup of
+one explanation (:class:`Setup`: template, request, fidelity, overrides) with the parse it traces, and the text
+helpers the causes and fixes both read. :mod:`core.explain.explain` assembles an explanation from them;
+:mod:`core.explain.causes` and :mod:`core.explain.fixes` import only this module, not each other."""
+
+from __future__ import annotations
+
+import enum
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..analysis import reapply
+from ..budgets import over_budget
+from ..chat.message import AssistantMessage
+from ..chat.pipeline import build_chat_parser, cached_analysis
+from ..chat.request import ChatRequest
+from ..inputs import visible
+from .spans import Span
+from .trace_routes import MAIN, ParseTrace, peg_message, trace_parse
+
+WS = " \t\n\v\f\r"
+_CALLED_IDENT = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
+# marker-like tokens: <tag>, </tag>, <|x|>, [UPPER_CASE], <｜x｜>
+MARKER_TOKEN = re.compile(r"<\|[^|<>\n]{1,40}\|>|<｜[^｜<>\n]{1,40}｜>|</?[A-Za-z_][\w:.\-]{0,40}(?:=|>)"
+                          r"|\[[A-Z_]{3,30}\]")
+
+
+class Cause(str, enum.Enum):
+    """Why a parse is not what the user expected (the classification of :func:`explain`)."""
+
+    TRUNCATED = "output truncated"
+    MISSING_OPENER = "drift: missing opener"
+    OTHER_MARKER = "drift: other marker"
+    OTHER_JSON_SHAPE = "drift: other JSON shape"
+    WRONG_CALL_ID = "drift: call id shape"
+    UNKNOWN_TOOL = "tool not in the request"
+    SCHEMA_MISMATCH = "argument does not fit the schema"
+    REASONING_PREFILL = "reasoning prefill mismatch"
+    SPECIAL_TOKENS_STRIPPED = "special tokens stripped"
+    NO_TOOL_FORMAT = "no tool format found"
+    TOOLS_NOT_REQUESTED = "tool call without tools in the request"
+    PARALLEL_NOT_REQUESTED = "second tool call without parallel_tool_calls"
+    FIDELITY_DIFFERS = "llama.cpp and improved fidelity differ"
+    DRIFT = "drift from the template format"
+
+
+@dataclass
+class Finding:
+    """One cause with its evidence (sentences a maintainer can check); ``overrides``: analysis overrides the
+    classification already re-parsed with (the fixes try them, together with their own)."""
+
+    cause: Cause
+    evidence: list[str] = field(default_factory=list)
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"cause": value, "name": enum name, "evidence": [...]}``."""
+        return {"cause": self.cause.value, "name": self.cause.name, "evidence": list(self.evidence)}
+
+
+class FixKind(str, enum.Enum):
+    """What a fix changes."""
+
+    FIDELITY = "fidelity"
+    OVERRIDE = "override"
+    REQUEST = "request"
+
+
+@dataclass
+class Fix:
+    """A change that was re-parsed and gives a clean parse: ``change`` is ``{"fidelity": …}``,
+    ``{"overrides": {path: value}}`` (analysis field paths, for the Overrides page / ``--override``) or
+    ``{"request": {key: value}}``; ``message`` the OpenAI message it gives."""
+
+    kind: FixKind
+    description: str
+    change: dict[str, Any]
+    message: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"kind": self.kind.value, "description": self.description, "change": self.change,
+                "message": self.message}
+
+
+@dataclass
+class StopPoint:
+    """Where the main parse could go no further: ``pos`` in ``generation_prompt + output``, ``output_pos`` in
+    the output, ``expected`` (readable alternatives), ``found`` (the text there), ``path`` (rules open there)."""
+
+    pos: int
+    output_pos: int
+    expected: list[str]
+    found: str
+    path: tuple[str, ...]
+
+    def words(self) -> str:
+        """``expected `a` or `b`; found `c``` (``found the end of the output`` at the end)."""
+        exp = " or ".join(self.expected) if self.expected else "something else"
+        found = "the end of the output" if not self.found else "`" + visible_text(self.found) + "`"
+        return f"expected {exp}; found {found}"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (with ``words``)."""
+        return {"pos": self.pos, "output_pos": self.output_pos, "expected": self.expected, "found": self.found,
+                "path": list(self.path), "words": self.words()}
+
+
+@dataclass
+class Explanation:
+    """Everything :func:`explain` found for one (template, request, output).
+
+    ``text`` = ``generation_prompt + output``; spans index it. ``entry``: the parse that made the message
+    (``main`` = the format accounted for everything). ``clean``: main entry, not truncated. ``consistency``:
+    ``""`` when the spans cover the text once and rebuild the message, else what is wrong (a bug of ours).
+    ``other``: the message at the other fidelity when it differs. ``found_by``: for each analysis field a
+    marker span matched, the comparison of the analysis that found it (``"T1: title"``).
+    """
+
+    template: str
+    route: str
+    fidelity: str
+    request: dict[str, Any]
+    output: str
+    generation_prompt: str
+    text: str
+    entry: str
+    message: dict[str, Any]
+    spans: list[Span]
+    stop: StopPoint | None = None
+    truncated: StopPoint | None = None
+    findings: list[Finding] = field(default_factory=list)
+    fixes: list[Fix] = field(default_factory=list)
+    other: dict[str, Any] | None = None
+    consistency: str = ""
+    notes: list[str] = field(default_factory=list)
+    found_by: dict[str, str] = field(default_factory=dict)
+    triage: Any = None      # core.explain.triage.Triage (the mistake, nearest output, ranked fixes)
+
+    @property
+    def clean(self) -> bool:
+        """The main parse accounted for the whole text and nothing was cut off."""
+        return self.entry == MAIN and self.stop is None and self.truncated is None
+
+    @property
+    def causes(self) -> list[str]:
+        """Names (``Cause`` enum names) of the findings, in order."""
+        return [f.cause.name for f in self.findings]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (``--json``)."""
+        return {"template": self.template, "route": self.route, "fidelity": self.fidelity, "entry": self.entry,
+                "clean": self.clean, "generation_prompt": self.generation_prompt, "message": self.message,
+                "spans": [s.to_json() for s in self.spans],
+                "stop": self.stop.to_json() if self.stop else None,
+                "truncated": self.truncated.to_json() if self.truncated else None,
+                "findings": [f.to_json() for f in self.findings], "fixes": [f.to_json() for f in self.fixes],
+                "other_fidelity_message": self.other, "consistency": self.consistency, "notes": self.notes,
+                "found_by": self.found_by, "triage": self.triage.to_json() if self.triage is not None else None}
+
+
+def visible_text(s: str) -> str:
+    """Whitespace and control characters visible (``core.inputs.visible``), and invisible format characters
+    (bidi overrides, zero-width, BOM, soft hyphen: Unicode category Cf) shown as ``⟨U+XXXX⟩``."""
+    return visible(show_invisible(s))
+
+
+def show_invisible(s: str) -> str:
+    """``s`` with every Unicode format character (category Cf: bidi controls, zero-width characters, BOM, soft
+    hyphen) replaced by ``⟨U+XXXX⟩``, so text from templates and models cannot hide or reorder what is shown."""
+    if s.isascii():
+        return s
+    return "".join(f"⟨U+{ord(ch):04X}⟩" if unicodedata.category(ch) == "Cf" else ch for ch in s)
+
+
+def stop_point(text: str, gp: int, pos: int, expected: list, path: tuple) -> StopPoint:
+    """The :class:`StopPoint` at ``pos`` of ``text`` (``gp``: the generation prompt's length), its expected
+    alternatives in words and the token found there."""
+    words: list[str] = []
+    for e in expected:
+        w = e.words() if hasattr(e, "words") else str(e)
+        if w not in words:
+            words.append(w)
+    found = text[pos:pos + 40]
+    m = MARKER_TOKEN.match(found) or re.match(r'"[^"\n]{0,38}"', found) or re.match(r"[\w.:\-]{2,40}", found)
+    if m:
+        found = m.group(0)
+    elif "\n" in found[1:]:
+        found = found[:found.index("\n", 1)]
+    return StopPoint(pos, pos - gp, words, found, path)
+
+
+# ------------------------------------------------------------------------------------------------- parsing
+
+
+@dataclass
+class Setup:
+    """One explanation's inputs: the template, the request, the fidelity, analysis overrides and workarounds
+    switched off (as on the Overrides page); causes and fixes re-parse with changed copies of it."""
+
+    template: Any
+    request: ChatRequest
+    fidelity: str
+    overrides: dict[str, Any]
+    disabled: tuple[str, ...] = ()
+    meter: "Meter | None" = None    # shared by every setup derived with dataclasses.replace
+
+
+REPARSE_CHARS = 1024 * 1024
+"""Characters explain may re-parse beyond its main parse (the other fidelity, candidate fixes, inserted openers:
+each re-parses the whole output): a 256 KB hostile output (a flood of tool calls) took 8-13 s when every
+candidate re-parsed it. Past this the remaining re-parses are left out and the explanation says so."""
+
+
+class ReparseLimit(Exception):
+    """A re-parse left out (:data:`REPARSE_CHARS` spent, or the analysis budget): callers of :func:`trace` treat
+    it as a candidate that could not be checked."""
+
+
+@dataclass
+class Meter:
+    """Characters re-parsed so far (``spent``) against ``cap``; ``skipped``: re-parses left out."""
+
+    cap: int
+    spent: int = 0
+    skipped: int = 0
+
+    def charge(self, n: int) -> None:
+        """Count ``n`` more characters, or raise :class:`ReparseLimit` past the cap or the analysis budget."""
+        if self.spent + n > self.cap or over_budget(mark=False):
+            self.skipped += 1
+            raise ReparseLimit(f"re-parse of {n:,} characters left out")
+        self.spent += n
+
+
+def build_bundle(setup: Setup) -> Any:
+    """The parser bundle of ``setup`` (:func:`core.chat.pipeline.build_chat_parser`, overrides applied)."""
+    report = None
+    if setup.overrides or setup.disabled:
+        report = reapply(cached_analysis(setup.template, setup.fidelity), overrides=setup.overrides or None,
+                         disabled_workarounds=setup.disabled)
+    return build_chat_parser(setup.template, setup.request, report=report, fidelity=setup.fidelity)
+
+
+def trace(setup: Setup, output: str) -> tuple[Any, ParseTrace]:
+    """The parser bundle and full trace (spans, stop point) of ``output`` under ``setup``; charged to the setup's
+    meter (raises :class:`ReparseLimit` past it)."""
+    if setup.meter is not None:
+        setup.meter.charge(len(output))
+    bundle = build_bundle(setup)
+    return bundle, trace_parse(bundle.parser, output, bundle.report)
+
+
+def is_clean(tr: ParseTrace) -> bool:
+    """The main parse accounted for the whole text and nothing was cut off."""
+    return tr.entry == MAIN and tr.stop < 0 and tr.truncated_at < 0
+
+
+def message_of(setup: Setup, output: str) -> tuple[AssistantMessage, bool]:
+    """The message of ``output`` under ``setup`` and whether the parse is clean (for fixes and causes). For a
+    PEG parser without the spans (what :func:`trace` gives: the parse is clean when the main root accounts
+    for the whole text and leaves no call or reasoning block open); charged to the meter like a trace."""
+    if setup.meter is not None:
+        setup.meter.charge(len(output))
+    bundle = build_bundle(setup)
+    got = peg_message(bundle.parser, output)
+    if got is None:
+        tr = trace_parse(bundle.parser, output, bundle.report)
+        return tr.message, is_clean(tr)
+    return got
+
+
+def reasoning_markers(bundle: Any) -> tuple[str, list[str]]:
+    """(reasoning start, [reasoning ends]) of the analysis or the handler, trimmed."""
+    rep = getattr(bundle, "report", None)
+    if rep is not None and bundle.format == "peg-native":
+        r = rep.analysis.reasoning
+        return r.start.strip(WS), [r.end.strip(WS)] if r.end.strip(WS) else []
+    p = bundle.parser
+    return (getattr(p, "thinking_start_tag", "") or "").strip(WS), \
+        [e.strip(WS) for e in getattr(p, "thinking_end_tags", []) or [] if e.strip(WS)]
+
+
+def tool_stub(name: str) -> dict[str, Any]:
+    """A function tool named ``name`` with no parameters, as a fix adds it to the request."""
+    return {"type": "function", "function": {"name": name, "description": "added by explain",
+                                             "parameters": {"type": "object", "properties": {}}}}
+
+
+def called_names(ex: Any, req: Any) -> list[str]:
+    """Identifiers that may be the called tool's name: the one at the stop point, then the words right after
+    each marker-like token of the output (and JSON ``"name": "…"`` values)."""
+    names: list[str] = []
+    if ex.stop is not None:
+        m = _CALLED_IDENT.match(ex.text[ex.stop.pos:])
+        if m:
+            names.append(m.group(0))
+    for m in re.finditer(r'"name"\s*:\s*"([^"]{1,64})"', ex.output):
+        names.append(m.group(1))
+    for t in MARKER_TOKEN.finditer(ex.output):
+        m = _CALLED_IDENT.match(ex.output, t.end()) or _CALLED_IDENT.match(ex.output.lstrip(WS)[:0] + ex.output,
+                                                                          t.end() + 1)
+        if m:
+            names.append(m.group(0))
+    have = {t["function"]["name"] for t in req.tools or [] if isinstance(t, dict) and "function" in t}
+    out: list[str] = []
+    for n in names:
+        if n not in out and n not in have:
+            out.append(n)
+    return out

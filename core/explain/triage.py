@@ -1,0 +1,1037 @@
+"""Triage that fixes (issue 26): the model's exact mistake and a change that works.
+
+:func:`triage` runs after :func:`core.explain.explain.explain` and adds
+
+* the **nearest accepted output** — a bounded search for the fewest edits of the output (insert what the parser
+  expected at its stop point, delete what it could not place, replace a field name by the template's, insert the
+  template's call opener where call-like text starts, close what was left open; at most :data:`MAX_EDITS`) that
+  parse clean to a message with calls, shown as edits and one sentence ("the model omitted `<arg_value>` before
+  `how`");
+* the **mistake** (:class:`Mistake`, 24 named causes) with evidence from the parse, the request's schema and the
+  analysis — what the analysis did *not* find is said as such (which comparisons came back empty), never as a
+  fact about the template;
+* **ranked fixes**, each re-parsed before it is offered: one repair switched on, a request edit, an analysis
+  override (from :mod:`core.explain.fixes`), a template edit (a textual patch of the Jinja source re-analysed),
+  a server setting (keep special tokens) — or, when nothing re-parses, which class of change would be needed
+  and why none of ours applies.
+
+Everything is bounded: the search stops after :data:`MAX_PARSES` parses or :data:`TIME_BUDGET` seconds (the
+budget is shared with the fixes), and each candidate is one linear parse of the output.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .model import MARKER_TOKEN as _TOKEN
+from .model import Cause
+from .model import Setup as _Setup
+from .model import stop_point as _stop_point
+from .model import visible_text as _visible
+
+_WS = " \t\n\v\f\r"
+MAX_EDITS = 3
+MAX_PARSES = 40
+TIME_BUDGET = 1.2          # seconds for the nearest-output search and the fixes together
+TRIAGE_CHARS = 2 * 1024 * 1024   # characters the triage's parses may read in all (work linear in the output)
+_KEY_ALIASES = ("arguments", "parameters", "params", "args", "input")
+_JSON_CALL_START = re.compile(r'\{\s{0,40}"name"\s{0,8}:')
+
+
+class Mistake(str, enum.Enum):
+    """What went wrong, named as a maintainer closing the report would name it."""
+
+    MISSING_REQUIRED = "missing required parameter"
+    UNKNOWN_PARAMETER = "parameter the schema does not declare"
+    TYPE_MISMATCH = "argument of the wrong type"
+    OMITTED_OPENER = "omitted call opener"
+    OMITTED_MARKER = "omitted marker inside a call"
+    OMITTED_CLOSER = "omitted closer"
+    FOREIGN_WRAPPER = "wrapper the template does not render"
+    FIELD_ALIAS = "field-name alias"
+    CALL_OUTSIDE_SECTION = "call outside the call section"
+    REOPENED_REASONING = "re-opened reasoning"
+    REASONING_NOT_CLOSED = "reasoning never closed"
+    REASONING_SETTING = "reasoning setting does not match the output"
+    SPECIAL_TOKENS_STRIPPED = "special tokens stripped by the decoder"
+    STOP_STRING_STRIPPED = "stop string stripped from the output"
+    FORMAT_NOT_FOUND = "format the analysis could not find"
+    TEMPLATE_MODEL_MISMATCH = "the model writes another format than the template's"
+    CUT_SHORT = "output cut short (max_tokens or a stop string)"
+    UNKNOWN_TOOL = "tool not in the request"
+    TOOLS_NOT_SENT = "tool call without tools in the request"
+    PARALLEL_NOT_REQUESTED = "second call without parallel_tool_calls"
+    CALL_ID_SHAPE = "call id of another shape"
+    DOUBLE_ENCODED_ARGUMENTS = "arguments written as a JSON string"
+    TRAILING_TEXT = "text after the call the format does not allow"
+    NONE = "no mistake found"
+
+
+class TriageFixKind(str, enum.Enum):
+    """What a ranked fix changes (ordered by how little it changes)."""
+
+    REPAIR = "repair"
+    REQUEST = "request"
+    OVERRIDE = "override"
+    TEMPLATE = "template"
+    SERVER = "server"
+    FIDELITY = "fidelity"
+
+
+_RANK = {TriageFixKind.REPAIR: 0, TriageFixKind.REQUEST: 1, TriageFixKind.OVERRIDE: 2, TriageFixKind.SERVER: 3,
+         TriageFixKind.TEMPLATE: 4, TriageFixKind.FIDELITY: 5}
+
+
+@dataclass
+class Edit:
+    """One edit of the output: ``kind`` insert / delete / replace at ``pos`` (output index), ``old`` the text
+    removed, ``new`` the text put there."""
+
+    kind: str
+    pos: int
+    old: str = ""
+    new: str = ""
+
+    def apply(self, s: str) -> str:
+        """``s`` with this edit made."""
+        return s[:self.pos] + self.new + s[self.pos + len(self.old):]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"kind": self.kind, "pos": self.pos, "old": self.old, "new": self.new}
+
+
+@dataclass
+class NearestOutput:
+    """The fewest edits found that make the output parse clean to a message with calls; ``repair``: a repair of
+    improved fidelity that already accepts the original output (``""`` if none)."""
+
+    edits: list[Edit]
+    output: str
+    message: dict[str, Any]
+    sentence: str
+    diff: str
+    repair: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"edits": [e.to_json() for e in self.edits], "output": self.output, "message": self.message,
+                "sentence": self.sentence, "diff": self.diff, "repair": self.repair}
+
+
+@dataclass
+class RankedFix:
+    """A change re-parsed before it is offered; ``message`` is what the re-parse gives; ``cost`` ranks (lower
+    first)."""
+
+    kind: TriageFixKind
+    description: str
+    change: dict[str, Any]
+    message: dict[str, Any]
+    cost: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"kind": self.kind.value, "description": self.description, "change": self.change,
+                "message": self.message, "cost": self.cost}
+
+
+@dataclass
+class Triage:
+    """The mistake, its evidence, the nearest accepted output, the ranked fixes (or why none applies)."""
+
+    mistake: Mistake
+    sentence: str
+    evidence: list[str] = field(default_factory=list)
+    nearest: NearestOutput | None = None
+    fixes: list[RankedFix] = field(default_factory=list)
+    no_fix: str = ""
+    searched: int = 0
+    budget_hit: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (``explain --json`` key ``triage``)."""
+        return {"mistake": self.mistake.name, "mistake_text": self.mistake.value, "sentence": self.sentence,
+                "evidence": list(self.evidence), "nearest": self.nearest.to_json() if self.nearest else None,
+                "fixes": [f.to_json() for f in self.fixes], "no_fix": self.no_fix, "searched": self.searched,
+                "budget_hit": self.budget_hit}
+
+
+def _q(s: str, n: int = 40) -> str:
+    s = s if len(s) <= n else s[:n] + "…"
+    return "`" + _visible(s) + "`"
+
+
+# ------------------------------------------------------------------------------------------------ parsing
+
+
+class _Budget:
+    def __init__(self, seconds: float, parses: int, parse_cost: float = 0.0, chars: int = TRIAGE_CHARS):
+        self.end = time.monotonic() + seconds
+        self.left = parses
+        self.total = parses
+        self.hit = False
+        self.last: float | None = None
+        self.first = parse_cost
+        self.chars = chars
+
+    def take(self, n: int = 0) -> bool:
+        """One more parse of ``n`` characters, if the parse and character budgets allow and the last parse's
+        duration still fits in time."""
+        now = time.monotonic()
+        est = now - self.last if self.last is not None else self.first
+        if self.left <= 0 or now + est > self.end or n > self.chars:
+            self.hit = True
+            return False
+        self.last = now
+        self.left -= 1
+        self.chars -= n
+        return True
+
+
+@dataclass
+class _Parsed:
+    output: str
+    message: Any
+    clean: bool
+    stop: int          # output position, -1 none
+    expected: list[str]
+    truncated: bool
+
+
+def _parse(setup: _Setup, output: str, *, repairs: tuple[str, ...] | None = None, template: Any = None,
+           request: Any = None) -> _Parsed:
+    """Parse ``output``; ``repairs``: improved fidelity with only these tolerance repairs on."""
+    from ..chat.pipeline import build_chat_parser, cached_analysis
+    from .trace_routes import MAIN, trace_parse
+
+    tpl = template if template is not None else setup.template
+    req = request if request is not None else setup.request
+    if repairs is not None:
+        from ..chat.repairs import REPAIRS, RepairStage
+
+        off = tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT and r.name not in repairs)
+        bundle = build_chat_parser(tpl, req, fidelity="improved", disabled_repairs=off)
+    else:
+        report = None
+        if setup.overrides or setup.disabled:
+            from ..analysis import reapply
+
+            report = reapply(cached_analysis(tpl, setup.fidelity), overrides=setup.overrides or None,
+                             disabled_workarounds=setup.disabled)
+        bundle = build_chat_parser(tpl, req, report=report, fidelity=setup.fidelity)
+    from .trace_routes import peg_message
+
+    got = peg_message(bundle.parser, output)     # the parser's own parse: no trace needed when it is clean
+    if got is not None and got[1]:
+        return _Parsed(output, got[0], True, -1, [], False)
+    tr = trace_parse(bundle.parser, output, bundle.report)
+    exp: list[str] = []
+    stop = -1
+    if tr.stop >= 0:
+        sp = _stop_point(tr.text, tr.gp_len, tr.stop, tr.furthest.expected, tr.furthest.path)
+        stop, exp = sp.output_pos, sp.expected
+    clean = tr.entry == MAIN and tr.stop < 0 and tr.truncated_at < 0
+    return _Parsed(output, tr.message, clean, stop, exp, tr.truncated_at >= 0)
+
+
+def _literals(expected: list[str]) -> list[str]:
+    out: list[str] = []
+    for e in expected:
+        if len(e) >= 3 and e.startswith("`") and e.endswith("`"):
+            lit = e[1:-1].replace("\\n", "\n").replace("\\t", "\t")
+            if lit and lit not in out:
+                out.append(lit)
+    return out
+
+
+def _accepts(p: _Parsed, markers: list[str]) -> bool:
+    if not p.clean or not p.message.tool_calls:
+        return False
+    content = p.message.content or ""
+    return not any(m and m in content for m in markers) and not _SPECIAL_SHAPE.search(content)
+
+
+# ------------------------------------------------------------------------------------------------ nearest
+
+
+def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa: C901
+    """Single edits to try on ``s`` (parsed as ``p``), most plausible first."""
+    out: list[Edit] = []
+    if p.stop >= 0:
+        at = p.stop
+        tok = _TOKEN.match(s, at)
+        word = re.compile(r"[\w.\-]+|\s+").match(s, at)
+        lits = _literals(p.expected)
+        lits = [x for x in lits if x.strip(_WS) not in ctx["names"]]
+        for lit in lits[:4]:
+            out.append(Edit("insert", at, "", lit))
+        for lit in lits[:2]:
+            if tok:
+                out.append(Edit("replace", at, tok.group(0), lit))
+        if tok:
+            out.append(Edit("delete", at, tok.group(0), ""))
+        elif word and s[at:at + 1] in _WS:
+            out.append(Edit("delete", at, word.group(0), ""))
+        key = re.compile(r'"([A-Za-z_]{1,20})"').match(s, at)
+        if key and ctx["args_key"] and key.group(1) in _KEY_ALIASES and key.group(1) != ctx["args_key"]:
+            out.append(Edit("replace", at, key.group(0), f'"{ctx["args_key"]}"'))
+    # a JSON key the template writes otherwise ("parameters" where it writes "arguments")
+    if ctx["args_key"]:
+        for alias in _KEY_ALIASES:
+            if alias == ctx["args_key"]:
+                continue
+            i = s.find(f'"{alias}"')
+            if i >= 0:
+                out.append(Edit("replace", i, f'"{alias}"', f'"{ctx["args_key"]}"'))
+                break
+    if not p.message.tool_calls and p.stop < 0:
+        # an opener written without the whitespace the template puts after it (`<tool_call>{` for `<tool_call>\n{`)
+        for op in ctx["openers"][:2]:
+            core_, tail = op.rstrip(_WS), op[len(op.rstrip(_WS)):]
+            i = s.find(core_.strip(_WS)) if core_.strip(_WS) else -1
+            if tail and i >= 0 and not s.startswith(op.strip(_WS) + tail, i):
+                out.append(Edit("insert", i + len(core_.strip(_WS)), "", tail))
+        # call-like text in the content: the opener goes where it starts; closers at the end
+        starts = []
+        for name in ctx["names"]:
+            for pat in (f"<function={name}", f"<tool_call>{name}", name + "("):
+                i = s.find(pat)
+                if i >= 0:
+                    starts.append(i)
+        m = _JSON_CALL_START.search(s)
+        if m:
+            starts.append(m.start())
+        m = re.search(r"```\w{0,16}\n", s)
+        if m:
+            out.append(Edit("delete", m.start(), m.group(0), ""))
+        for i in sorted(set(starts))[:2]:
+            for op in ctx["openers"][:2]:
+                if not s.startswith(op.strip(_WS), i):
+                    out.append(Edit("insert", i, "", op))
+        if ctx["special_start"] and not s.startswith(ctx["special_start"]):
+            out.append(Edit("insert", 0, "", ctx["special_start"]))
+    if p.message.tool_calls and p.stop < 0:
+        m = _SPECIAL_SHAPE.search(p.message.content or "")
+        i = s.find(m.group(0)) if m else -1
+        if i >= 0:
+            out.append(Edit("delete", i, m.group(0), ""))
+    if p.truncated or (p.stop < 0 and not p.message.tool_calls):
+        for c in ctx["closers"][:2]:
+            if not s.rstrip(_WS).endswith(c):
+                out.append(Edit("insert", len(s), "", c))
+    seen: set[tuple] = set()
+    uniq = []
+    for e in out:
+        k = (e.kind, e.pos, e.old, e.new)
+        if k not in seen:
+            seen.add(k)
+            uniq.append(e)
+    return uniq[:8]
+
+
+def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
+    from .causes import tool_names, tool_openers
+
+    a = getattr(getattr(bundle, "report", None), "analysis", None)
+    args_key = ""
+    closers: list[str] = []
+    markers: list[str] = []
+    if a is not None and bundle.format == "peg-native":
+        fj = a.to_json().get("tools", {})
+        fmt = fj.get("format", {}) or {}
+        args_key = (fmt.get("args_field") or fj.get("function", {}).get("args_field") or "").strip(_WS) \
+            if isinstance(fmt, dict) else ""
+        for k in ("per_call_end", "section_end"):
+            v = (fmt.get(k) or "").strip(_WS) if isinstance(fmt, dict) else ""
+            if v:
+                closers.append(v)
+        for k in ("per_call_start", "section_start"):
+            v = (fmt.get(k) or "").strip(_WS) if isinstance(fmt, dict) else ""
+            if v:
+                markers.append(v)
+    src = getattr(setup.template, "source", "") or ""
+    if not args_key:
+        for k in ("arguments", "parameters"):
+            if f'"{k}"' in src or f"'{k}'" in src:
+                args_key = k
+                break
+    openers = tool_openers(setup)
+    special = ""
+    for o in openers:
+        if o.strip(_WS).startswith("[") or o.strip(_WS).startswith("<|"):
+            special = o
+            break
+    return {"names": tool_names(setup.request), "openers": openers, "closers": closers, "args_key": args_key,
+            "markers": markers + [o.strip(_WS) for o in openers if o.strip(_WS)], "special_start": special}
+
+
+def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx: dict[str, Any]
+                   ) -> tuple[list[Edit], _Parsed] | None:
+    """Breadth-first over edit sequences (≤ :data:`MAX_EDITS`), bounded by ``budget``: the first sequence
+    whose output parses clean with calls and no marker text left in the content."""
+    try:
+        if not budget.take(len(output)):
+            return None
+        start = _parse(setup, output)
+    except Exception:  # noqa: BLE001 - a parser that does not build has no nearest output
+        return None
+    frontier: list[tuple[list[Edit], str, _Parsed]] = [([], output, start)]
+    seen = {output}
+    for _depth in range(MAX_EDITS):
+        nxt: list[tuple[int, list[Edit], str, _Parsed]] = []
+        for edits, s, p in frontier:
+            for e in _candidates(s, p, ctx):
+                t = e.apply(s)
+                if t in seen:
+                    continue
+                seen.add(t)
+                if not budget.take(len(t)):
+                    return None
+                try:
+                    q = _parse(setup, t)
+                except Exception:  # noqa: BLE001
+                    continue
+                if _accepts(q, ctx["markers"]):
+                    return edits + [e], q
+                # progress: how far the parse got (a clean parse with calls got all the way; one step from done)
+                progress = q.stop if q.stop >= 0 else (len(t) + 1 if q.message.tool_calls else -1)
+                base = p.stop if p.stop >= 0 else -1
+                if progress > base or (q.message.tool_calls and not p.message.tool_calls):
+                    nxt.append((progress, edits + [e], t, q))
+        nxt.sort(key=lambda x: -x[0])
+        frontier = [(e, t, q) for _pr, e, t, q in nxt[:3]]
+        if not frontier:
+            return None
+    return None
+
+
+def _shift(edits: list[Edit]) -> list[Edit]:
+    """Edits made one after another, as positions in the original output (for the diff)."""
+    out: list[Edit] = []
+    for i, e in enumerate(edits):
+        pos = e.pos
+        for prev in reversed(edits[:i]):
+            if prev.pos <= pos:
+                pos -= len(prev.new) - len(prev.old)
+        out.append(Edit(e.kind, pos, e.old, e.new))
+    return out
+
+
+def sentence_of(edits: list[Edit], output: str) -> str:
+    """One line naming what the model did, from the edits (positions in ``output``)."""
+    parts = []
+    for e in edits:
+        after = output[e.pos:e.pos + 24].split("\n")[0] if e.pos < len(output) else ""
+        if e.kind == "insert":
+            tag = re.match(r"</([\w:\-]+)>?$", e.new.strip(_WS))
+            if tag:
+                i = output.rfind("<" + tag.group(1), 0, e.pos)
+                opener = output[i:output.find(">", i) + 1] if i >= 0 and output.find(">", i) > 0 else ""
+                parts.append(f"the model never closed {_q(opener or '<' + tag.group(1) + '>')}"
+                             + (f" (expected {_q(e.new.strip(_WS))} before {_q(after)})" if after else ""))
+            elif e.pos >= len(output):
+                parts.append(f"the model stopped before {_q(e.new.strip(_WS) or e.new)}")
+            else:
+                parts.append(f"the model omitted {_q(e.new.strip(_WS) or e.new)}"
+                             + (f" before {_q(after)}" if after.strip(_WS) else ""))
+        elif e.kind == "delete":
+            parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, which the template's format has no "
+                         "place for")
+        else:
+            parts.append(f"the model wrote {_q(e.old)} where the template writes {_q(e.new)}")
+    return "; then ".join(parts)
+
+
+def diff_of(edits: list[Edit], output: str, width: int = 30) -> str:
+    """A readable diff: each edit with ``width`` characters of context, ``[-old-]{+new+}``."""
+    lines = []
+    for e in edits:
+        a = max(0, e.pos - width)
+        b = min(len(output), e.pos + len(e.old) + width)
+        lines.append(f"@{e.pos}: " + _visible(output[a:e.pos]) + (f"[-{_visible(e.old)}-]" if e.old else "")
+                     + (f"{{+{_visible(e.new)}+}}" if e.new else "") + _visible(output[e.pos + len(e.old):b]))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------ mistake
+
+
+_WRAPPER_JSON = re.compile(r'"(?:tool_calls|jsonrpc)"\s{0,40}:'
+                           r'|"type"\s{0,40}:\s{0,40}"function"\s{0,40},\s{0,40}"function"')
+_SPECIAL_SHAPE = re.compile(r"<\|[^|<>\n]{1,40}\|>|<｜[^｜<>\n]{1,40}｜>|\[[A-Z_]{3,30}\]")
+_PY_CALL = re.compile(r"\b([A-Za-z_][\w.]{0,64})\((?:[A-Za-z_]\w{0,64}\s{0,8}[=:]|\))")
+
+
+def _schema_problems(req: Any, message: dict[str, Any]) -> list[tuple[Mistake, str]]:
+    """Missing required / undeclared / mistyped arguments of the calls in ``message`` against the request."""
+    tools = {t["function"]["name"]: t["function"].get("parameters") or {} for t in req.tools or []
+             if isinstance(t, dict) and isinstance(t.get("function"), dict)}
+    out: list[tuple[Mistake, str]] = []
+    for tc in message.get("tool_calls") or []:
+        f = tc.get("function", {})
+        schema = tools.get(f.get("name"))
+        if not isinstance(schema, dict):
+            continue
+        try:
+            args = json.loads(f.get("arguments") or "{}")
+        except ValueError:
+            continue
+        if isinstance(args, str):
+            out.append((Mistake.DOUBLE_ENCODED_ARGUMENTS, f"the arguments of `{f.get('name')}` are a JSON string, "
+                                                          "not an object"))
+            continue
+        if not isinstance(args, dict):
+            continue
+        props = schema.get("properties") or {}
+        for r in schema.get("required") or []:
+            if r not in args:
+                out.append((Mistake.MISSING_REQUIRED, f"`{f.get('name')}` is called without `{r}`, which the "
+                                                      "request's schema lists in `required`"))
+        for k, v in args.items():
+            if props and k not in props:
+                out.append((Mistake.UNKNOWN_PARAMETER, f"`{k}` is not a property of `{f.get('name')}`'s schema"))
+            elif k in props and isinstance(props[k], dict) and props[k].get("type"):
+                from .causes import _type_ok
+
+                if not _type_ok(v, props[k]["type"]):
+                    out.append((Mistake.TYPE_MISMATCH, f"`{k}` = {json.dumps(v)[:40]} is not of type "
+                                                       f"`{props[k]['type']}`"))
+    return out
+
+
+def _empty_comparisons(bundle: Any) -> list[str]:
+    comps = getattr(getattr(bundle, "report", None), "comparisons", None) or []
+    return [f"{c.id}: {c.title}" for c in comps if not (getattr(c, "found", None) or {})][:6]
+
+
+def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Parsed] | None,
+                     ctx: dict[str, Any]) -> tuple[Mistake, list[str]]:  # noqa: C901
+    """The mistake and its evidence (most specific rule first)."""
+    causes = [f.cause for f in ex.findings]
+    ev: list[str] = []
+    out = ex.output
+    msg = ex.message
+    content = msg.get("content") or ""
+    reasoning = msg.get("reasoning_content") or ""
+    from .model import reasoning_markers
+
+    r_start, r_ends = reasoning_markers(bundle)
+    gp = ex.generation_prompt.rstrip(_WS)
+    if ex.stop is not None:
+        ev.append(f"the parse stopped at output position {ex.stop.output_pos}: {ex.stop.words()}")
+    # cut short: the output ends inside a structure and no edit inside it makes it a call
+    edits = near[0] if near else []
+    if Cause.TRUNCATED in causes or (ex.truncated is not None and not edits):
+        where = " > ".join(ex.truncated.path) if ex.truncated else "the format"
+        if not near or all(e.kind == "insert" and e.pos >= len(out) for e in edits):
+            ev.append(f"the output ends inside {where or 'a call'}: nothing after that point was generated")
+            return Mistake.CUT_SHORT, ev
+    if Cause.SPECIAL_TOKENS_STRIPPED in causes:
+        ev += [e for f in ex.findings if f.cause == Cause.SPECIAL_TOKENS_STRIPPED for e in f.evidence]
+        return Mistake.SPECIAL_TOKENS_STRIPPED, ev
+    if Cause.TOOLS_NOT_REQUESTED in causes:
+        ev += [e for f in ex.findings if f.cause == Cause.TOOLS_NOT_REQUESTED for e in f.evidence]
+        return Mistake.TOOLS_NOT_SENT, ev
+    if Cause.NO_TOOL_FORMAT in causes:
+        ev += [e for f in ex.findings if f.cause == Cause.NO_TOOL_FORMAT for e in f.evidence]
+        empty = _empty_comparisons(bundle)
+        if empty:
+            ev.append("the analysis found no tool-call markers; comparisons that came back empty: " + "; ".join(empty))
+        return Mistake.FORMAT_NOT_FOUND, ev
+    if Cause.PARALLEL_NOT_REQUESTED in causes:
+        return Mistake.PARALLEL_NOT_REQUESTED, ev + [e for f in ex.findings
+                                                      if f.cause == Cause.PARALLEL_NOT_REQUESTED for e in f.evidence]
+    if Cause.UNKNOWN_TOOL in causes:
+        return Mistake.UNKNOWN_TOOL, ev + [e for f in ex.findings if f.cause == Cause.UNKNOWN_TOOL for e in f.evidence]
+    if Cause.WRONG_CALL_ID in causes:
+        return Mistake.CALL_ID_SHAPE, ev + [e for f in ex.findings if f.cause == Cause.WRONG_CALL_ID
+                                            for e in f.evidence]
+    # reasoning
+    opened = bool(r_start) and gp.endswith(r_start)
+    if r_start and opened and out.lstrip(_WS).startswith(r_start):
+        ev.append(f"the generation prompt already opens the reasoning with {_q(r_start)} and the output opens it again")
+        return Mistake.REOPENED_REASONING, ev
+    if r_start and not opened and r_start in gp and any(e in gp for e in r_ends) \
+            and out.lstrip(_WS).startswith(r_start):
+        ev.append(f"the generation prompt opens and closes the reasoning (enable_thinking="
+                  f"{str(setup.request.enable_thinking).lower()}), and the output writes {_q(r_start)} again")
+        return Mistake.REOPENED_REASONING, ev
+    if reasoning and not content and not msg.get("tool_calls") and r_ends and not any(e in out for e in r_ends):
+        lead = [m for m in ctx["markers"] if m and m in reasoning]
+        if lead:
+            ev.append(f"the reasoning holds {_q(lead[0])}, which starts a call: the model called the tool before "
+                      f"closing the reasoning with {_q(r_ends[0])}")
+            return Mistake.REASONING_NOT_CLOSED, ev
+    if Cause.REASONING_PREFILL in causes and not msg.get("tool_calls"):
+        ev += [e for f in ex.findings if f.cause == Cause.REASONING_PREFILL for e in f.evidence]
+        if r_ends and not any(e in out for e in r_ends) and opened:
+            return Mistake.REASONING_NOT_CLOSED, ev
+        return Mistake.REASONING_SETTING, ev
+    text0 = content or reasoning
+    if _WRAPPER_JSON.search(text0):
+        return Mistake.FOREIGN_WRAPPER, ev + ["the call is wrapped in a structure the template never renders: "
+                                              + _q(text0.strip(_WS)[:30])]
+    m = re.search(r"<function>[\w.\-]{1,64}</function>", out)
+    if m:
+        return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"the model names the function as {_q(m.group(0))}, a syntax "
+                                                      "the template never renders"]
+    if ex.stop is not None and not edits:
+        lits = _literals(ex.stop.expected)
+        found = ex.text[ex.stop.pos:ex.stop.pos + 40]
+        for lit in lits:
+            core_ = lit.strip(_WS)
+            if lit != core_ and core_ and found.startswith(core_) and not found.startswith(lit):
+                return Mistake.OMITTED_MARKER, ev + [f"the model omitted the whitespace the template writes in "
+                                                     f"{_q(lit)} (it wrote {_q(core_)} and went on)"]
+    rest = ex.text[ex.stop.pos:] if ex.stop is not None else ""
+    if ex.stop is not None and msg.get("tool_calls") and rest.strip(_WS) and not _TOKEN.match(rest.lstrip(_WS)) \
+            and (any("end of the output" in e for e in ex.stop.expected) or not ex.stop.path) \
+            and not any(m and m in rest for m in ctx["markers"]):
+        return Mistake.TRAILING_TEXT, ev + ["text follows the complete call where the format ends the turn: "
+                                            + _q(ex.text[ex.stop.pos:].strip(_WS)[:30])]
+    mistyped = _mistyped_at_stop(setup.request, ex)
+    if mistyped:
+        return Mistake.TYPE_MISMATCH, ev + [mistyped]
+    # the nearest output names it
+    if near:
+        nmsg = near[1].message.to_openai()
+        probs = _schema_problems(setup.request, nmsg)
+        one = edits[0]
+        if len(edits) == 1 and one.kind == "replace" and one.old.strip('"') in _KEY_ALIASES:
+            return Mistake.FIELD_ALIAS, ev + [f"the model's JSON key {_q(one.old)} is {_q(one.new)} in the template"]
+        if any(e.kind == "delete" and e.old.startswith("```") for e in edits):
+            return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence"]
+        ins = [e for e in edits if e.kind == "insert"]
+        solid = [e for e in ins if e.new.strip(_WS)]
+        if ins and not solid and len(ins) == len(edits):
+            return Mistake.OMITTED_MARKER, ev + ["the model omitted the whitespace the template writes: "
+                                                 + sentence_of(edits, out)]
+        if len(solid) != len(ins) and len(ins) == len(edits):
+            ins = solid      # whitespace the model also left out is secondary to what else it omitted
+            if ins[0].new.strip(_WS) in ("}", "]", "}}", "]}"):
+                return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+        if ins and ins[0].new.strip(_WS) in ("}", "]", "}}", "]}") and len(ins) == len(edits):
+            return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+        if ins and all(e.pos >= len(out) for e in ins) and len(ins) == len(edits):
+            return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+        if ins and len(edits) in (len(ins), len([e for e in edits if e.kind == "insert"])):
+            first = ins[0]
+            if first.new.strip(_WS).startswith("</"):
+                return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+            if first.new.strip(_WS) in [o.strip(_WS) for o in ctx["openers"]] or first.pos == 0 \
+                    or (ex.stop is None and not msg.get("tool_calls")):
+                if _SPECIAL_SHAPE.fullmatch(first.new.strip(_WS)) and not content.strip(_WS).startswith("{") \
+                        and first.pos == 0 and Cause.MISSING_OPENER not in causes:
+                    return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(edits, out)]
+                return Mistake.OMITTED_OPENER, ev + [sentence_of(edits, out)]
+            return Mistake.OMITTED_MARKER, ev + [sentence_of(edits, out)]
+        if probs and ex.stop is not None:
+            return probs[0][0], ev + [p[1] for p in probs]
+    # schema of what was parsed / what the stop point says
+    probs = _schema_problems(setup.request, msg)
+    if probs:
+        return probs[0][0], ev + [p[1] for p in probs]
+    if ex.stop is not None and Cause.SCHEMA_MISMATCH in causes:
+        # the parser wanted another argument where the call ends: a required one is missing
+        from .causes import tool_names
+
+        closer = ex.stop.found.strip(_WS)
+        if closer.startswith("</") or closer == "":
+            req_missing = _missing_from_text(setup.request, out)
+            if req_missing:
+                return Mistake.MISSING_REQUIRED, ev + [req_missing]
+        if tool_names(setup.request):
+            return Mistake.OMITTED_MARKER, ev
+    # the whole output misread (a call left in the content, or in the reasoning)
+    text = content or reasoning
+    if Cause.MISSING_OPENER in causes:
+        if re.match(r"\s*```", text) or "```" in text:
+            return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence"]
+        return Mistake.OMITTED_OPENER, ev + [e for f in ex.findings if f.cause == Cause.MISSING_OPENER
+                                             for e in f.evidence]
+    if _WRAPPER_JSON.search(text) or \
+            re.match(r"\s*(```|<response>|<tools>)", text):
+        return Mistake.FOREIGN_WRAPPER, ev + ["the call is wrapped in a structure the template never renders: "
+                                              + _q(text.strip(_WS)[:30])]
+    if Cause.OTHER_JSON_SHAPE in causes:
+        for alias in _KEY_ALIASES:
+            if f'"{alias}"' in text and ctx["args_key"] and alias != ctx["args_key"]:
+                return Mistake.FIELD_ALIAS, ev + [f"the model writes {_q(alias)} where the template writes "
+                                                  f"{_q(ctx['args_key'])}"]
+        return Mistake.FOREIGN_WRAPPER, ev
+    tok = _TOKEN.search(text)
+    if Cause.OTHER_MARKER in causes and tok:
+        if _SPECIAL_SHAPE.fullmatch(tok.group(0)):
+            return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"the output uses {_q(tok.group(0))}, a control token of "
+                                                          "another template family"]
+        return Mistake.FOREIGN_WRAPPER, ev + [f"the output wraps the call in {_q(tok.group(0))}"]
+    if "<|channel|>" in out and "analysis" in out and "to=functions." in out:
+        return Mistake.CALL_OUTSIDE_SECTION, ev + ["the recipient `to=functions.…` is written on the analysis "
+                                                   "channel, where the format has no calls"]
+    if ex.stop is not None and re.match(r"\s*\{", out) and out.strip(_WS).endswith(("?", ".", "!")):
+        return Mistake.TRAILING_TEXT, ev + ["text follows the JSON call; the format is the JSON call alone"]
+    if _PY_CALL.search(text) or "call:" in out or re.search(r"<function>[\w.\-]{1,64}</function>", out):
+        return Mistake.TEMPLATE_MODEL_MISMATCH, ev + ["the call is written in a syntax of another format: "
+                                                      + _q(text.strip(_WS)[:40])]
+    if Cause.DRIFT in causes or Cause.OTHER_MARKER in causes:
+        return Mistake.TEMPLATE_MODEL_MISMATCH, ev
+    # a "clean" parse that left marker-like text and a tool's name in the content or reasoning dropped a call
+    if not msg.get("tool_calls") and ctx["names"]:
+        for where, txt in (("reasoning", reasoning), ("content", content)):
+            tok = _TOKEN.search(txt)
+            named = [n for n in ctx["names"] if n in txt]
+            if tok and named:
+                ev.append(f"the {where} holds marker-like text {_q(tok.group(0))} and the tool name {_q(named[0])}, "
+                          "but the parse read no call: this is not a clean parse")
+                if where == "reasoning" and r_ends and not any(e in out for e in r_ends):
+                    ev.append(f"the output never closes the reasoning with {_q(r_ends[0])}")
+                    return Mistake.REASONING_NOT_CLOSED, ev
+                return Mistake.TEMPLATE_MODEL_MISMATCH, ev
+    return Mistake.NONE, ev
+
+
+_PY_LITERAL = re.compile(r"\s*(True|False|None)\b|\s*\[\s*'|\s*\{\s*'")
+
+
+def _mistyped_at_stop(req: Any, ex: Any) -> str:
+    """Evidence when the parse stopped inside an argument whose schema type is not a string and the model wrote
+    a Python literal there (``True``, ``['a']``, ``{'k': 1}``) instead of JSON; ``""`` otherwise."""
+    stop = ex.stop
+    if stop is None:
+        return ""
+    m = _PY_LITERAL.match(ex.text, stop.pos)
+    if not m:
+        return ""
+    # the parser's rules name an argument ``tool-<name>-arg-<param>`` or, by position, ``tool-<i>-arg-<j>``
+    typed: dict[str, tuple[str, str]] = {}
+    for i, t in enumerate(req.tools or []):
+        f = t.get("function", {}) if isinstance(t, dict) else {}
+        props = (f.get("parameters") or {}).get("properties") or {}
+        for j, (k, v) in enumerate(props.items() if isinstance(props, dict) else []):
+            if isinstance(v, dict) and isinstance(v.get("type"), str):
+                typed[f"tool-{i}-arg-{j}"] = (k, v["type"])
+                typed[f"tool-{f.get('name')}-arg-{k}"] = (k, v["type"])
+    for part in reversed(stop.path):
+        k, ty = typed.get(part, ("", "string"))
+        if ty != "string":
+            return (f"`{k}` is of type `{ty}`, but the model wrote the Python literal "
+                    f"{_q(ex.text[stop.pos:stop.pos + 20].strip(_WS))} where JSON is expected")
+    return ""
+
+
+def _missing_from_text(req: Any, output: str) -> str:
+    for t in req.tools or []:
+        f = t.get("function", {}) if isinstance(t, dict) else {}
+        name = f.get("name")
+        if not name or name not in output:
+            continue
+        for r in (f.get("parameters") or {}).get("required") or []:
+            if r not in output:
+                return f"`{name}` is called without `{r}`, which the request's schema lists in `required`"
+    return ""
+
+
+# ------------------------------------------------------------------------------------------------ fixes
+
+
+def apply_request_change(req: Any, change: dict[str, Any]) -> Any:
+    """``req`` with a request change made: plain keys (``parallel_tool_calls``, ``tool_choice``,
+    ``reasoning_format``, ``enable_thinking``, ``tools``) replace; ``required`` ``{tool: [names]}`` and ``type``
+    ``{tool: {param: type}}`` edit the tools' schemas."""
+    from ..chat.request import ChatRequest
+
+    d = {**_req_dict(req)}
+    tools = json.loads(json.dumps(d.get("tools") or []))
+    for k, v in change.items():
+        if k == "required":
+            for t in tools:
+                if t.get("function", {}).get("name") in v:
+                    t["function"].setdefault("parameters", {})["required"] = list(v[t["function"]["name"]])
+        elif k == "add_tools":
+            for n in v:
+                tools.append({"type": "function", "function": {"name": n, "parameters": {"type": "object",
+                                                                                      "properties": {}}}})
+        elif k == "type":
+            for t in tools:
+                for p, ty in (v.get(t.get("function", {}).get("name")) or {}).items():
+                    t["function"]["parameters"]["properties"].setdefault(p, {})["type"] = ty
+        else:
+            d[k] = v
+    if "tools" not in change:
+        d["tools"] = tools or None
+    d["messages"] = d.get("messages") or [{"role": "user", "content": "hi"}]
+    return ChatRequest.from_dict(d)
+
+
+def _req_dict(req: Any) -> dict[str, Any]:
+    """The request as a dict :meth:`ChatRequest.from_dict` reads back (the keys a cases.jsonl row has)."""
+    def val(v: Any) -> Any:
+        return v.value if isinstance(v, enum.Enum) else v
+    cont = val(req.continue_final_message)
+    return {"messages": req.messages, "tools": req.tools or None, "tool_choice": val(req.tool_choice),
+            "parallel_tool_calls": req.parallel_tool_calls, "reasoning_format": val(req.reasoning_format),
+            "enable_thinking": req.enable_thinking, "add_generation_prompt": req.add_generation_prompt,
+            "continue_final_message": cont if cont not in ("", "none") else None, "json_schema": req.json_schema}
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    from ..chat.message import AssistantMessage
+    from .spans import same_message
+
+    return same_message(AssistantMessage.from_openai(a), AssistantMessage.from_openai(b))
+
+
+def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tuple[list[Edit], _Parsed] | None,
+                 budget: _Budget, ctx: dict[str, Any]) -> tuple[list[RankedFix], str]:  # noqa: C901
+    """Fixes of every kind, each re-parsed; ``(fixes, why none)``."""
+    from ..chat.repairs import REPAIRS, RepairStage
+    from .model import FixKind
+
+    out: list[RankedFix] = []
+    cur = ex.message
+    markers = ctx["markers"]
+
+    def ok(p: _Parsed) -> bool:
+        if not p.clean:
+            return False
+        m = p.message.to_openai()
+        if m == cur:
+            return False
+        from .model import reasoning_markers
+
+        r_start, r_ends = reasoning_markers(bundle)
+        if any(x and (x in (p.message.content or "") or x in (p.message.reasoning_content or ""))
+               for x in [r_start] + r_ends):
+            return False
+        if p.message.tool_calls:
+            return not any(x and x in (p.message.content or "") for x in markers)
+        return not cur.get("tool_calls") and mistake in (Mistake.REASONING_SETTING, Mistake.REOPENED_REASONING,
+                                                        Mistake.SPECIAL_TOKENS_STRIPPED)
+
+    # one repair switched on
+    tolerance = [r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT]
+    if budget.take(len(ex.output)):
+        try:
+            imp = _parse(setup, ex.output, repairs=tuple(tolerance))
+            fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in imp.message.repairs) if n in tolerance]
+            if ok(imp) and not fired:
+                out.append(RankedFix(TriageFixKind.FIDELITY, "parse at improved fidelity (its parser improvements; "
+                                     "no repair fires)", {"fidelity": "improved"}, imp.message.to_openai(), 3))
+            if ok(imp) and fired:
+                for n in fired[:2]:
+                    if not budget.take(len(ex.output)):
+                        break
+                    one = _parse(setup, ex.output, repairs=(n,))
+                    if ok(one):
+                        out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` (improved fidelity "
+                                             "with only this repair)", {"repairs": [n]}, one.message.to_openai(), 1))
+                        break
+                else:
+                    out.append(RankedFix(TriageFixKind.REPAIR, "switch on the repairs " + ", ".join(
+                        f"`{n}`" for n in fired), {"repairs": fired}, imp.message.to_openai(), len(fired)))
+        except Exception:  # noqa: BLE001 - improved may not build; then no repair fix
+            pass
+    # request edits of the schema
+    req = setup.request
+    if mistake in (Mistake.MISSING_REQUIRED, Mistake.TYPE_MISMATCH):
+        change: dict[str, Any] = {}
+        probe = near[1].message.to_openai() if near else None
+        text = ex.output
+        for t in req.tools or []:
+            f = t.get("function", {}) if isinstance(t, dict) else {}
+            params = f.get("parameters") or {}
+            if not f.get("name") or f["name"] not in text:
+                continue
+            if mistake == Mistake.MISSING_REQUIRED:
+                keep = [r for r in params.get("required") or [] if r in text]
+                if keep != list(params.get("required") or []):
+                    change.setdefault("required", {})[f["name"]] = keep
+            elif probe:
+                for tc in probe.get("tool_calls") or []:
+                    if tc["function"]["name"] == f["name"]:
+                        for k in json.loads(tc["function"]["arguments"] or "{}"):
+                            change.setdefault("type", {}).setdefault(f["name"], {})[k] = "string"
+        if change and budget.take(len(ex.output)):
+            try:
+                p = _parse(setup, ex.output, request=apply_request_change(req, change))
+                if ok(p):
+                    what = "; ".join(f"`{n}` requires only {v}" for n, v in change.get("required", {}).items()) \
+                        or "the argument's type is `string`"
+                    full = _req_dict(apply_request_change(req, change)).get("tools")
+                    out.append(RankedFix(TriageFixKind.REQUEST, "edit the request's schema: " + what,
+                                         {"request": {**change, "tools": full}}, p.message.to_openai(), 2))
+            except Exception:  # noqa: BLE001
+                pass
+    # what explain's own candidates re-parsed (request settings, overrides, fidelity)
+    for fx in ex.fixes:
+        if not _marker_free(fx.message, bundle):
+            continue    # a setting that leaves reasoning markers in the message fixes nothing
+        kind = {FixKind.REQUEST: TriageFixKind.REQUEST, FixKind.OVERRIDE: TriageFixKind.OVERRIDE,
+                FixKind.FIDELITY: TriageFixKind.FIDELITY}[fx.kind]
+        if kind == TriageFixKind.FIDELITY and out:
+            continue
+        cost = {TriageFixKind.REQUEST: 2, TriageFixKind.OVERRIDE: 3, TriageFixKind.FIDELITY: 6}[kind]
+        if any(_same(fx.message, o.message) and o.cost <= cost for o in out):
+            continue
+        out.append(RankedFix(kind, fx.description, fx.change, fx.message, cost))
+    # a template edit from the nearest output's edits: make the template render what the model wrote
+    if near:
+        patch = _template_patch(setup, near[0], ex.output)
+        if patch and budget.take(len(ex.output)):
+            old, new = patch
+            try:
+                from ..templating import ChatTemplate
+
+                src = setup.template.source
+                t2 = ChatTemplate(src.replace(old, new), setup.template.name)
+                p = _parse(replace(setup, overrides={}, disabled=()), ex.output, template=t2)
+                if ok(p):
+                    out.append(RankedFix(TriageFixKind.TEMPLATE, f"patch the template: write {_q(new)} where it "
+                                         f"writes {_q(old)} ({src.count(old)} place(s))", {"template_patch":
+                                         [[old, new]]}, p.message.to_openai(), 5))
+            except Exception:  # noqa: BLE001 - a patched template that does not render is not offered
+                pass
+    # server setting: keep special tokens — the output with only the control tokens of the nearest output put
+    # back, re-parsed (at this fidelity, else at improved fidelity)
+    special = [e for e in (_shift(near[0]) if near else []) if e.kind == "insert"
+               and _SPECIAL_SHAPE.fullmatch(e.new.strip(_WS))]
+    if special and mistake == Mistake.SPECIAL_TOKENS_STRIPPED:
+        restored = ex.output
+        for e in sorted(special, key=lambda e: -e.pos):
+            restored = e.apply(restored)
+        for fid in (setup.fidelity, "improved"):
+            if not budget.take(len(restored)):
+                break
+            try:
+                p = _parse(replace(setup, fidelity=fid), restored)
+            except Exception:  # noqa: BLE001
+                continue
+            if ok(p):
+                extra = "" if fid == setup.fidelity else ", and parse at improved fidelity"
+                change: dict[str, Any] = {"server": "keep-special-tokens", "output": restored}
+                if extra:
+                    change["fidelity"] = "improved"
+                out.append(RankedFix(TriageFixKind.SERVER, "keep special tokens in the decoded text "
+                                     f"(skip_special_tokens=false / --special){extra}: the output then starts "
+                                     + _q(restored[:30]), change, p.message.to_openai(), 4))
+                break
+    out.sort(key=lambda f: (f.cost, _RANK[f.kind]))
+    uniq: list[RankedFix] = []
+    for f in out:
+        if not any(_same(f.message, u.message) and f.kind == u.kind for u in uniq):
+            uniq.append(f)
+    why = "" if uniq else _why_none(mistake, near, ex)
+    return uniq, why
+
+
+def _marker_free(message: dict[str, Any], bundle: Any) -> bool:
+    from .model import reasoning_markers
+
+    r_start, r_ends = reasoning_markers(bundle)
+    text = (message.get("content") or "") + (message.get("reasoning_content") or "")
+    return not any(x and x in text for x in [r_start] + r_ends)
+
+
+def _template_patch(setup: _Setup, edits: list[Edit], output: str) -> tuple[str, str] | None:
+    src = getattr(setup.template, "source", "") or ""
+    if len(edits) != 1:
+        return None
+    e = edits[0]
+    lit = e.new.strip(_WS)
+    if e.kind == "replace" and e.new.strip('"') and e.new in src:
+        return e.new, e.old
+    if e.kind == "replace" and f"'{e.new.strip(chr(34))}'" in src:
+        return f"'{e.new.strip(chr(34))}'", f"'{e.old.strip(chr(34))}'"
+    if e.kind == "insert" and lit and src.count(lit) == 1 and _TOKEN.fullmatch(lit):
+        return lit, ""
+    return None
+
+
+_WHY = {
+    Mistake.CUT_SHORT: "the output ends before the call was written: no parser, request or template change can "
+                       "produce what was never generated — raise max_tokens / drop the stop string and re-run",
+    Mistake.TEMPLATE_MODEL_MISMATCH: "the model writes a call syntax the template never renders and no repair "
+                                     "reads: a different template (the one the model was trained with) or a "
+                                     "handler for that syntax would be needed — none of ours applies",
+    Mistake.FOREIGN_WRAPPER: "the wrapper is not one a repair removes and the call inside it is not in the "
+                             "template's shape: the model's output (or a new repair) would have to change",
+    Mistake.OMITTED_MARKER: "the missing marker is inside the call and no repair tolerates it; a template edit "
+                            "that drops the marker would make other outputs ambiguous — only the model's output "
+                            "(or a new repair) can fix it",
+    Mistake.CALL_OUTSIDE_SECTION: "the call sits where the format has no calls (the reasoning / analysis channel): "
+                                  "accepting it there would change the format itself — a new repair would be "
+                                  "needed",
+    Mistake.SPECIAL_TOKENS_STRIPPED: "the decoder dropped the control tokens: keep special tokens on the server "
+                                     "(skip_special_tokens=false); the stripped text cannot be re-parsed as is",
+    Mistake.TOOLS_NOT_SENT: "the request carries no tools, and the printed call is not complete enough to parse: "
+                            "send the tools and re-run the model",
+    Mistake.CALL_ID_SHAPE: "the call id is not the template's shape and the call's arguments are not complete: "
+                           "only the model's output can change",
+    Mistake.TRAILING_TEXT: "the format allows nothing after the JSON call; accepting text there needs a new repair",
+    Mistake.OMITTED_OPENER: "no repair reads a call without its opener in this format",
+}
+
+
+def _why_none(mistake: Mistake, near: Any, ex: Any) -> str:
+    return _WHY.get(mistake, "no change of ours (repair, request, override, template patch, server setting) "
+                             "re-parses this output to a message with calls")
+
+
+# ------------------------------------------------------------------------------------------------ entry
+
+
+def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET, parses: int = MAX_PARSES,
+           parse_cost: float = 0.0) -> Triage:
+    """The mistake, the nearest accepted output and the ranked fixes of an explanation (see the module doc).
+    ``parse_cost``: seconds one parse of this output took (a parse is not started when it would overrun)."""
+    budget = _Budget(seconds, parses, parse_cost)
+    ctx = _context(setup, bundle)
+    tools = bool(setup.request.tools)
+    near = None
+    if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings):
+        near = nearest_output(setup, bundle, ex.output, budget, ctx)
+    mistake, evidence = classify_mistake(ex, setup, bundle, near, ctx)
+    if ex.clean and not ex.findings and mistake == Mistake.NONE:
+        return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", evidence,
+                      searched=budget.total - budget.left)
+    nearest = None
+    if near:
+        edits = _shift(near[0])
+        nearest = NearestOutput(edits, near[1].output, near[1].message.to_openai(), sentence_of(edits, ex.output),
+                                diff_of(edits, ex.output))
+    fixes, why = ranked_fixes(ex, setup, bundle, mistake, near, budget, ctx)
+    if nearest:
+        rep = [f for f in fixes if f.kind == TriageFixKind.REPAIR]
+        if rep:
+            nearest.repair = ", ".join(rep[0].change["repairs"])
+    sentence = nearest.sentence if nearest else (evidence[-1] if evidence else mistake.value)
+    return Triage(mistake, sentence, evidence, nearest, fixes, why, budget.total - budget.left, budget.hit)
+
+
+def apply_fix(template: Any, request: Any, output: str, change: dict[str, Any], fidelity: str = "llama.cpp"
+              ) -> tuple[dict[str, Any], bool]:
+    """Re-parse ``output`` with ``change`` made (the ``change`` of a :class:`RankedFix` or a hand-written one:
+    ``repairs``, ``request``, ``overrides``, ``fidelity``, ``template_patch``, ``server`` + ``output``) and
+    return ``(message, clean)``."""
+    from ..templating import ChatTemplate
+
+    setup = _Setup(template, request, fidelity, dict(change.get("overrides") or {}))
+    if "fidelity" in change:
+        setup = replace(setup, fidelity=change["fidelity"])
+    if "request" in change:
+        setup = replace(setup, request=apply_request_change(request, change["request"]))
+    if "template_patch" in change:
+        src = template.source
+        for old, new in change["template_patch"]:
+            src = src.replace(old, new)
+        setup = replace(setup, template=ChatTemplate(src, template.name))
+    if "server" in change:
+        output = change["output"]
+    p = _parse(setup, output, repairs=tuple(change["repairs"]) if "repairs" in change else None)
+    return p.message.to_openai(), p.clean

@@ -1,0 +1,119 @@
+"""What the command line and the library both need around their inputs: loading a template for a request, a
+request file, model output from a stream, text with its whitespace made visible, and the one-line error wrapper
+every command runs under. Library modules import these from here, never from a command-line module."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from typing import TYPE_CHECKING, Any, Callable
+
+from .errors import ChatTemplateExplorerError, RequestError, RequestFileError, os_error_text
+from .templating import ChatTemplate
+
+if TYPE_CHECKING:
+    from .chat.request import ChatRequest
+
+
+def load_chat_template(spec: str, variant: str | None = None, request: "ChatRequest | None" = None) -> ChatTemplate:
+    """The template at ``spec`` (a path or a Hub id, as :func:`core.sources.load_template` reads it). Without an
+    explicit ``variant``, the variant llama.cpp would use for ``request`` (the ``tool_use`` template when the
+    request has tools and the source has one). Raises :class:`~core.errors.TemplateLoadError` or
+    :class:`~core.errors.TemplateSyntaxError` naming ``spec``."""
+    from .sources import load_template
+
+    loaded = load_template(spec, variant)
+    if variant is None and request is not None:
+        from .chat.prompt import choose_variant
+
+        wanted = choose_variant(loaded.variants, request)
+        if wanted != loaded.variant and wanted in loaded.variants:
+            loaded = loaded.with_variant(wanted)
+    return loaded.template()
+
+
+def load_request(path: str | None) -> "ChatRequest":
+    """A request from a JSON file (``None``: one user message "Hello", no tools). Raises
+    :class:`~core.errors.RequestFileError` naming the file (and the bad field)."""
+    from .chat.request import ChatRequest
+
+    if path is None:
+        return ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hello"}]})
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise RequestFileError(path, f"cannot read: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise RequestFileError(path, f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except UnicodeDecodeError as e:
+        raise RequestFileError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except RecursionError:
+        raise RequestFileError(path, "JSON nested too deeply") from None
+    try:
+        return ChatRequest.from_dict(data)
+    except RequestError as e:
+        raise RequestFileError(path, e.message, field=e.field) from None
+
+
+_INVALID_RUN = re.compile("[\udc80-\udcff]+")
+
+
+def read_model_output(stream: Any = None) -> str:
+    """Model output from ``stream`` (stdin): UTF-8, each run of invalid bytes replaced by one U+FFFD as
+    llama.cpp sanitizes undecodable text (stdin's surrogateescape would pass the raw bytes through to the JSON
+    we print, which is then not UTF-8). A text stream without ``buffer`` is read as it is."""
+    stream = stream or sys.stdin
+    buffer = getattr(stream, "buffer", None)
+    text = stream.read() if buffer is None else buffer.read().decode("utf-8", "surrogateescape")
+    return _INVALID_RUN.sub("\ufffd", text)
+
+
+_VISIBLE = {" ": "␣", "\n": "↵", "\t": "→", "\r": "␍", "\v": "␋", "\f": "␌"}
+
+
+def visible(s: str) -> str:
+    """Whitespace made visible (``␣`` ``↵`` ``→`` …), other control characters as ``\\xNN``; special tokens
+    and all other text as is."""
+    out = []
+    for ch in s:
+        if ch in _VISIBLE:
+            out.append(_VISIBLE[ch])
+        elif ord(ch) < 32 or ord(ch) == 127:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command function that prints one ``error: …`` line and returns 2 for bad input (3 for an internal
+    error, naming its cause for a bug report) instead of raising, so no input ends in a traceback."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except ChatTemplateExplorerError as e:
+            request_path = getattr(args, "request", None)
+            if request_path and isinstance(e, RequestError) and not isinstance(e, RequestFileError):
+                e = RequestFileError(request_path, e.message, field=e.field)  # found late, e.g. a content part
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:  # an OSError: core.cli.main ends quietly (`… | head`)
+            raise
+        except OSError as e:
+            print(f"error: {os_error_text(e)}", file=sys.stderr)
+            return 2
+        except UnicodeDecodeError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except (RecursionError, MemoryError) as e:
+            print(f"error: input too large or nested too deeply ({type(e).__name__})", file=sys.stderr)
+            return 2
+        except Exception as e:  # last resort: one line, never a traceback (the cause is named for a bug report)
+            print(f"error: internal error in {getattr(args, 'command', 'command')}: {type(e).__name__}: {e}",
+                  file=sys.stderr)
+            return 3
+    run.__doc__ = fn.__doc__
+    return run

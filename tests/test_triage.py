@@ -1,0 +1,265 @@
+"""Triage that fixes (issue 26) scored on real failing outputs from public reports
+(tests/data/triage/cases.jsonl: the raw output exactly as the report quotes it, its URL, the true cause and a
+working fix written by hand). A holdout (sha256 of the URL, first byte % 4 == 0) is scored separately and was not
+used to tune the rules. Exact counts: a change that moves a case either way fails here and must be looked at."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from core.chat.request import ChatRequest
+from core.explain.explain import explain
+from core.explain.model import Setup as _Setup
+from core.explain.model import build_bundle as _build
+from core.explain.triage import MAX_EDITS, Mistake, apply_fix, triage
+from core.templating import ChatTemplate
+
+from .conftest import ROOT, TEMPLATES
+
+CASES = [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / "cases.jsonl", encoding="utf-8")]
+_T: dict[str, ChatTemplate] = {}
+
+
+def holdout(case: dict) -> bool:
+    return hashlib.sha256(case["source"].encode()).digest()[0] % 4 == 0
+
+
+def _template(name: str) -> ChatTemplate:
+    if name not in _T:
+        _T[name] = ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name)
+    return _T[name]
+
+
+def _run(case: dict):
+    t = _template(case["template"])
+    req = ChatRequest.from_dict(case)
+    ex = explain(t, req, case["input"])
+    s = _Setup(t, req, "llama.cpp", {})
+    return ex, triage(ex, s, _build(s), seconds=30.0)   # generous: counts must not depend on the machine
+
+
+def test_the_set_is_real_cited_and_varied():
+    assert len(CASES) == len({c["id"] for c in CASES}) == 57
+    assert all(c["source"].startswith("https://github.com/") and c["input"] and c["report_says"] for c in CASES)
+    assert {c["cause"] for c in CASES} <= {m.name for m in Mistake}
+    assert len({c["cause"] for c in CASES}) >= 15
+    assert len(Mistake) - 1 >= 15
+    assert sum(holdout(c) for c in CASES) == 18
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["fix"]["kind"] != "none"], ids=lambda c: c["id"])
+def test_the_hand_fix_works(case):
+    """Every fix written by hand re-parses the output clean into another message than the broken one."""
+    t = _template(case["template"])
+    req = ChatRequest.from_dict(case)
+    broken = explain(t, req, case["input"], fixes=False).message
+    msg, clean = apply_fix(t, req, case["input"], case["fix"]["change"])
+    assert clean and msg != broken, msg
+    if "expect" in case:        # the message the report (tests/data/drift) says the output means
+        assert _same(msg, case["expect"]), msg
+
+
+def _same(a: dict, b: dict) -> bool:
+    from core.chat.message import AssistantMessage
+    from core.explain.spans import same_message
+
+    return same_message(AssistantMessage.from_openai(a), AssistantMessage.from_openai(b))
+
+
+def _score(cases):
+    cause = fix = near = near_total = 0
+    for c in cases:
+        ex, tg = _run(c)
+        cause += tg.mistake.name == c["cause"]
+        if c["fix"]["kind"] == "none":
+            fix += not tg.fixes and bool(tg.no_fix)
+        else:
+            want, _clean = apply_fix(_template(c["template"]), ChatRequest.from_dict(c), c["input"],
+                                     c["fix"]["change"])
+            fix += any(_same(f.message, want) for f in tg.fixes)
+        if c["nearest_within_3"]:
+            near_total += 1
+            near += tg.nearest is not None and len(tg.nearest.edits) <= MAX_EDITS
+    return cause, fix, near, near_total
+
+
+def test_scores_on_dev_and_holdout():
+    dev = [c for c in CASES if not holdout(c)]
+    ho = [c for c in CASES if holdout(c)]
+    assert _score(dev) == (39, 39, 14, 14)      # cause, fix verified, nearest found / within 3 edits
+    assert _score(ho) == (14, 17, 3, 4)
+
+
+def test_nearest_output_names_the_omitted_marker():
+    c = next(c for c in CASES if c["id"] == "vllm-49248")
+    ex, tg = _run(c)
+    assert tg.mistake == Mistake.OMITTED_MARKER
+    assert [(e.kind, e.new) for e in tg.nearest.edits] == [("insert", "<arg_value>")]
+    assert tg.nearest.sentence == "the model omitted `<arg_value>` before `how␣many␣vacation␣days␣l`"
+    assert json.loads(tg.nearest.message["tool_calls"][0]["function"]["arguments"]) == \
+        {"query": "how many vacation days left"}
+    assert tg.no_fix and not tg.fixes
+
+
+def test_missing_required_gets_a_schema_edit_that_reparses():
+    c = next(c for c in CASES if c["id"] == "llamacpp-24807")
+    ex, tg = _run(c)
+    assert tg.mistake == Mistake.MISSING_REQUIRED
+    assert any("`content`" in e for e in tg.evidence)
+    f = tg.fixes[0]
+    assert f.kind.value == "request" and f.change["request"]["required"] == {"write": ["path"]}
+    assert f.change["request"]["tools"][0]["function"]["parameters"]["required"] == ["path"]
+    assert f.message["tool_calls"][0]["function"]["name"] == "write"
+
+
+def test_a_single_repair_is_offered_before_fidelity():
+    c = next(c for c in CASES if c["id"] == "hermes-agent-5867")
+    ex, tg = _run(c)
+    assert tg.fixes[0].change == {"repairs": ["unmarked-calls"]}
+    assert tg.nearest.repair == "unmarked-calls"
+    assert "<tool_call>" in tg.nearest.sentence
+
+
+def test_hostile_output_stays_bounded():
+    """A 256 KB output: the search gives up within its parse budget rather than running away."""
+    c = next(c for c in CASES if c["id"] == "vllm-49248")
+    t = _template(c["template"])
+    req = ChatRequest.from_dict(c)
+    out = "<tool_call>search<arg_key>query</arg_key>" + "x" * (256 * 1024) + "</arg_value></tool_call>"
+    ex = explain(t, req, out, fixes=False)
+    s = _Setup(t, req, "llama.cpp", {})
+    tg = triage(ex, s, _build(s), parses=6)
+    assert tg.searched <= 6
+    assert tg.mistake == Mistake.OMITTED_MARKER
+
+
+def test_reproducer_with_expected_message_fails_until_fixed(tmp_path):
+    """With the expected message the pytest reproducer is xfail(strict) with the cause: run now, it xfails (the
+    parse is still wrong); the case ids of different outputs differ."""
+    import subprocess
+    import sys
+
+    from core.explain.reproducer import case_id, pytest_test
+
+    c = next(c for c in CASES if c["id"] == "vllm-49248")
+    ex, _tg = _run(c)
+    want = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "id": "", "function": {
+        "name": "search", "arguments": '{"query":"how many vacation days left"}'}}]}
+    code = pytest_test(ex, source=_template(c["template"]).source, expect=want)
+    assert ("@pytest.mark.xfail(strict=True, reason='omitted marker inside a call: the model omitted "
+            "`<arg_value>`") in code
+    f = tmp_path / "test_repro.py"
+    f.write_text(code, encoding="utf-8")
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(f)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert "1 xfailed" in r.stdout, r.stdout + r.stderr
+    other = next(c for c in CASES if c["id"] == "vllm-47190-a")
+    ex2 = explain(_template(other["template"]), ChatRequest.from_dict(other), other["input"], fixes=False)
+    assert case_id(ex) != case_id(ex2) and case_id(ex).startswith("explain-")
+    plain = pytest_test(ex)
+    assert "Characterisation test" in plain and "xfail" not in plain
+
+
+def test_peg_tester_snippet_declares_its_tools_as_string_literals():
+    from core.explain.reproducer import peg_tester_snippet
+
+    c = next(c for c in CASES if c["id"] == "llamacpp-24807")
+    ex, _tg = _run(c)
+    s = peg_tester_snippet(ex)
+    from core.codegen import cpp_string
+
+    params = json.dumps(c["tools"][0]["function"]["parameters"], ensure_ascii=False)
+    assert s.splitlines()[2] == f'    static common_chat_tool repro_tool_0{{ "write", "", {cpp_string(params)} }};'
+    assert "        .tools({ repro_tool_0 })" in s
+
+
+def test_cli_json_carries_the_triage_and_expect(tmp_path):
+    import subprocess
+    import sys
+
+    c = next(c for c in CASES if c["id"] == "vllm-49248")
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps({k: c[k] for k in ("messages", "tools", "enable_thinking")}), encoding="utf-8")
+    exp = tmp_path / "expect.json"
+    exp.write_text(json.dumps({"role": "assistant", "tool_calls": []}), encoding="utf-8")
+    cmd = [sys.executable, "-m", "core", "explain", str(TEMPLATES / c["template"]), "--request", str(req)]
+    out = subprocess.run(cmd + ["--json", "--expect", str(exp)], input=c["input"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["triage"]["mistake"] == "OMITTED_MARKER"
+    assert data["triage"]["nearest"]["edits"] == [{"kind": "insert", "pos": 41, "old": "", "new": "<arg_value>"}]
+    assert "xfail(strict=True" in data["reproducer"]["pytest"]
+    text = subprocess.run(cmd, input=c["input"], capture_output=True, text=True, cwd=ROOT, timeout=120).stdout
+    assert "mistake: omitted marker inside a call — the model omitted `<arg_value>`" in text
+    assert "no change of ours helps:" in text
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]", encoding="utf-8")
+    err = subprocess.run(cmd + ["--expect", str(bad)], input=c["input"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    assert err.returncode != 0 and "expected a JSON object" in err.stderr and "Traceback" not in err.stderr
+
+
+def test_explain_view_in_the_worker_returns_the_triage():
+    """The Explain page reaches triage and the expected-message reproducer through core.isolated_ops."""
+    from core.isolated_ops import explain_view
+
+    c = next(c for c in CASES if c["id"] == "llamacpp-24807")
+    t = _template(c["template"])
+    req = {k: c[k] for k in ("messages", "tools", "enable_thinking")}
+    data = explain_view(t.source, t.name, json.dumps(req), c["input"], "llama.cpp", "{}", (),
+                        json.dumps({"role": "assistant", "content": "x"}))
+    assert data["triage"]["mistake"] == "MISSING_REQUIRED"
+    assert data["triage"]["fixes"][0]["kind"] == "request"
+    assert "xfail(strict=True" in data["reproducer"]["pytest"]
+
+
+def test_a_clean_parse_that_drops_a_call_is_not_called_clean():
+    """Kimi-K3 markup left whole in the reasoning (leak A of https://github.com/can1357/oh-my-pi/issues/8495, as
+    the report quotes it): the parse
+    is clean by the grammar, but the call was dropped — triage names it."""
+    t = _template("Kimi-K3.jinja")
+    tool = {"type": "function", "function": {"name": "StrReplace", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
+    out = ('<|open|>toolscall tool="StrReplace" index="1"<|sep|><|open|>argument key="path" type="string"<|sep|>'
+           'src/rendererargument<|sep|><|close|>call<|sep|><|close|>toolstoolsmessage<|sep|>')
+    ex = explain(t, ChatRequest.from_dict({"messages": [{"role": "user", "content": "hi"}], "tools": [tool]}), out)
+    assert ex.clean and not ex.message.get("tool_calls")
+    assert ex.triage.mistake == Mistake.REASONING_NOT_CLOSED
+    assert any("not a clean parse" in e for e in ex.triage.evidence)
+
+
+def test_server_setting_is_offered_only_when_the_restored_output_reparses():
+    """mistral-inference-162: the decoder dropped [TOOL_CALLS]; the nearest output puts it back, but the v0.3
+    format then also wants the call id the model never wrote, so "keep special tokens" alone does not re-parse
+    and is offered only together with improved fidelity (verified); the repair that reads the bare list ranks
+    first."""
+    c = next(c for c in CASES if c["id"] == "mistral-inference-162")
+    ex, tg = _run(c)
+    assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED
+    assert tg.nearest.edits[0].new == "[TOOL_CALLS] "
+    assert [f.kind.value for f in tg.fixes] == ["repair", "server"]
+    assert tg.fixes[0].change == {"repairs": ["unmarked-calls"]}
+    server = tg.fixes[1]
+    assert server.change["server"] == "keep-special-tokens" and server.change["fidelity"] == "improved"
+    assert server.change["output"] == "[TOOL_CALLS] " + c["input"]
+    assert server.message["tool_calls"][0]["function"]["name"] == "get_current_weather"
+
+
+def test_an_analysis_gap_is_said_as_such_with_the_empty_comparisons():
+    """granite32-function-call-tag: the format is only in the agent's prompt. The evidence says what our analysis
+    did not find and lists the comparisons that came back empty — no claim about the template."""
+    c = next(c for c in CASES if c["id"] == "granite32-function-call-tag")
+    ex, tg = _run(c)
+    assert tg.mistake == Mistake.FORMAT_NOT_FOUND
+    assert any(e.startswith("our analysis found no tool call in the renders it compared") and
+               "not a statement about the template" in e for e in tg.evidence)
+    assert any(e.startswith("the analysis found no tool-call markers; comparisons that came back empty: ")
+               and "C1-tools" in e for e in tg.evidence)
+    assert not any("the template's renders show" in e for e in tg.evidence)
