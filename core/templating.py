@@ -19,12 +19,14 @@ import contextlib
 import datetime as _dt
 import functools
 import hashlib
+import io
 import itertools
 import json
 import json.encoder
 import marshal
 import os
 import pathlib
+import pprint
 import sys
 import threading
 import time
@@ -555,16 +557,31 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
         self.write("))")
 
 
-_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\*|\d*)(?:\.(\*|\d*))?")
+_PERCENT_SPEC = re.compile(r"[-+ #0]*(\*|\d*)(?:\.(\*|\d*))?")
 
 
 def _check_percent(fmt: str, limit: int) -> None:
     """Refuse a printf-style format whose width or precision (``%9999999s``, ``%.9999999d``,
-    ``%(a)9999999s``, ``%*s``) could build a string above ``limit`` — before formatting."""
-    for m in _PERCENT_SPEC.finditer(fmt):
+    ``%(a)9999999s``, ``%*s``) could build a string above ``limit`` — before formatting. A mapping key is
+    skipped the way Python reads it, counting nested parentheses (``%((a))9999999s`` has the key ``(a)``)."""
+    i = fmt.find("%")
+    while i != -1:
+        j = i + 1
+        if fmt.startswith("%", j):  # "%%" is a literal percent sign
+            i = fmt.find("%", j + 1)
+            continue
+        if fmt.startswith("(", j):
+            level = 0
+            while j < len(fmt):
+                level += {"(": 1, ")": -1}.get(fmt[j], 0)
+                j += 1
+                if level == 0:
+                    break
+        m = _PERCENT_SPEC.match(fmt, j)
         for g in m.groups():
             if g == "*" or (g and int(g) > limit):
                 raise _limit_error("printf-style width/precision", limit, "output size")
+        i = fmt.find("%", max(m.end(), i + 1))
 
 
 def _check_format_spec(fmt: str, limit: int, depth: int = 0) -> None:
@@ -828,7 +845,10 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         if owner is None:  # the sandbox's wrapper of str.format keeps the bound method as __wrapped__
             owner = getattr(getattr(__obj, "__wrapped__", None), "__self__", None)
         if isinstance(owner, str):
-            _check_str_method(owner, getattr(__obj, "__name__", ""), args, kwargs, __self._limit())
+            name = getattr(__obj, "__name__", "")
+            if name == "join" and args:
+                args = (_sized(args[0]), *args[1:])
+            _check_str_method(owner, name, args, kwargs, __self._limit())
         return super().call(__context, __obj, *args, **kwargs)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
@@ -894,6 +914,15 @@ def _projected_replace(s: str, old: str, new: str, count: Any = -1) -> int:
     if isinstance(count, int) and count >= 0:
         n = min(n, count)
     return len(s) + n * (len(new) - len(old))
+
+
+def _sized(items: Any) -> Any:
+    """``items`` as a list when it is an iterator (``map``, ``select``, ``unique`` … give generators), so a join's
+    size can be projected before ``str.join`` builds it in one allocation (a 9,000-character separator between
+    100,000 mapped items was 900 MB); sized values as they are. Consuming the iterator runs its filters' hooks."""
+    if isinstance(items, (str, list, tuple, dict, range, _RangeView)) or not hasattr(items, "__iter__"):
+        return items
+    return list(items)
 
 
 def _projected_join(sep: str, items: Any, limit: int) -> int:
@@ -1048,6 +1077,58 @@ def _indented_json(value: Any, indent: str, ensure_ascii: bool, sort_keys: bool)
     return "".join(out)
 
 
+class _CheckedPrettyPrinter(pprint.PrettyPrinter):
+    """pprint whose printing of every element passes the render's time and memory check: it prints each subtree
+    again at each level it descends (nested values cost size x depth) and a dict's key widens the indent of every
+    line under it, all in the stdlib's code, where no sandbox hook runs."""
+
+    def format(self, object: Any, context: Any, maxlevels: Any, level: Any) -> Any:  # noqa: A002 - stdlib's name
+        _ENV._tick()
+        return super().format(object, context, maxlevels, level)
+
+
+class _CappedText(io.StringIO):
+    """The pprint stream: refuses text past the output cap as it is written (indents can multiply the input)."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self._left = limit
+
+    def write(self, s: str) -> int:
+        self._left -= len(s)
+        if self._left < 0:
+            raise _limit_error("pprint filter result size", _ENV._limit(), "output size")
+        return super().write(s)
+
+
+def _pprint(value: Any) -> str:
+    """jinja2's ``pprint`` filter (``pprint.pformat``), through :class:`_CheckedPrettyPrinter`."""
+    out = _CappedText(_ENV._limit())
+    _CheckedPrettyPrinter(stream=out).pprint(value)
+    return out.getvalue()[:-1]  # pprint() ends with the newline pformat() leaves out
+
+
+@jinja2.pass_environment
+def _sum(environment: Any, iterable: Any, attribute: Any = None, start: Any = 0) -> Any:
+    """jinja2's ``sum`` filter, concatenating lists or tuples in one pass: Python's ``sum`` copies the running
+    total at every item, quadratic work in C code where no hook runs (100,000 one-item lists: over 60 s)."""
+    if attribute is not None:
+        iterable = map(jinja2.filters.make_attrgetter(environment, attribute), iterable)
+    if not isinstance(start, (list, tuple)):
+        return sum(iterable, start)
+    kind = list if isinstance(start, list) else tuple
+    limit = _ENV._limit()
+    out = list(start)
+    for x in iterable:
+        _ENV._tick()
+        if not isinstance(x, kind):  # what start + x raises
+            raise TypeError(f'can only concatenate {kind.__name__} (not "{type(x).__name__}") to {kind.__name__}')
+        out.extend(x)
+        if len(out) > limit:
+            raise _limit_error("sum filter result size", limit, "output size")
+    return out if kind is list else tuple(out)
+
+
 def _width_checked(filter_fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a padding/width filter so a huge width argument is refused before allocating."""
 
@@ -1069,6 +1150,8 @@ def _projected_filter_size(name: str, args: tuple[Any, ...], kwargs: dict[str, A
         width = rest[0] if rest else kwargs.get("width", 4)
         w = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
         return len(value) + (value.count("\n") + 1) * max(w, 0)
+    if name == "wordwrap" and isinstance(value, str):
+        return _projected_wordwrap(value, rest, kwargs, limit)
     if name == "replace" and isinstance(value, str) and len(rest) >= 2:
         old, new = str(rest[0]), str(rest[1])
         return _projected_replace(value, old, new, rest[2] if len(rest) > 2 else kwargs.get("count", -1))
@@ -1094,7 +1177,41 @@ def _projected_filter_size(name: str, args: tuple[Any, ...], kwargs: dict[str, A
 
 # the filters _projected_filter_size projects (it returns 0 for every other name)
 _PROJECTED_FILTERS = frozenset({"indent", "replace", "join", "string", "format", "e", "escape", "forceescape", "safe",
-                                "slice", "batch", "sum"})
+                                "slice", "batch", "sum", "wordwrap"})
+
+_WORD = re.compile(r"\S+")
+
+#: Characters textwrap may copy while it breaks long words (see _projected_wordwrap): ~0.1-0.5 s of memmove.
+WORDWRAP_MAX_WORK = 2_000_000_000
+
+
+def _projected_wordwrap(value: str, rest: tuple[Any, ...], kwargs: dict[str, Any], limit: int) -> int:
+    """Projected size of ``value|wordwrap(width, break_long_words, wrapstring)``, refusing first the work of
+    textwrap's long-word breaking: it slices the rest of a long word once per line, len**2 / (2 * width)
+    characters copied in the stdlib where no hook runs (a 990,000-character word at width 1: minutes). Each
+    line break inserts ``wrapstring`` (a 100 KB wrapstring at width 1 built 883 MB in one join)."""
+    args = dict(zip(("width", "break_long_words", "wrapstring", "break_on_hyphens"), rest))
+    width = args.get("width", kwargs.get("width", 79))
+    breaks = args.get("break_long_words", kwargs.get("break_long_words", True))
+    wrap = args.get("wrapstring", kwargs.get("wrapstring"))
+    if not isinstance(width, int) or width <= 0:
+        return len(value)  # textwrap raises its own error
+    work = 0
+    if breaks:
+        for m in _WORD.finditer(value):
+            n = m.end() - m.start()
+            if n > width:
+                work += n * n // (2 * width)
+        if work > WORDWRAP_MAX_WORK:
+            raise _limit_error("wordwrap work (long words broken at a small width)", WORDWRAP_MAX_WORK, "render time")
+    lines = len(value) // width + value.count("\n") + 1  # at most: a break every width characters
+    return len(value) + lines * (len(wrap) if isinstance(wrap, str) else 2)
+
+# text filters that print a list or dict they are given (``str(value)`` in C, or pprint's and xmlattr's and
+# urlencode's own printing) before their work: ``['x' * 100000] * 3000 | upper`` printed 300 MB in one call,
+# outside every hook. A list/dict value is projected first.
+_PRINTING_FILTERS = frozenset({"capitalize", "center", "indent", "lower", "pprint", "replace", "striptags", "title",
+                               "trim", "truncate", "upper", "urlencode", "urlize", "wordcount", "wordwrap", "xmlattr"})
 
 
 def _size_checked(name: str, filter_fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -1108,6 +1225,7 @@ def _size_checked(name: str, filter_fn: Callable[..., Any]) -> Callable[..., Any
     skip = 1 if jinja2.utils._PassArg.from_obj(filter_fn) is not None else 0
 
     projects = name in _PROJECTED_FILTERS
+    prints = name in _PRINTING_FILTERS
 
     @functools.wraps(filter_fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -1115,8 +1233,13 @@ def _size_checked(name: str, filter_fn: Callable[..., Any]) -> Callable[..., Any
         if d is not None and _monotonic() > d.until:
             d.check()
         limit = (d.limits if d else DEFAULT_LIMITS).max_output_chars
+        if name == "join" and len(args) > skip:
+            args = (*args[:skip], _sized(args[skip]), *args[skip + 1:])
         if projects and _projected_filter_size(name, args[skip:], kwargs, limit) > limit:
             raise _limit_error(f"{name} filter result size", limit, "output size")
+        if prints and len(args) > skip and isinstance(args[skip], (list, tuple, dict)) \
+                and projected_text_size(args[skip], limit) > limit:
+            raise _limit_error(f"{name} filter input size", limit, "output size")
         result = filter_fn(*args, **kwargs)
         if isinstance(result, (str, list)) and len(result) > limit:
             raise _limit_error(f"{name} filter result size", limit, "output size")
@@ -1189,6 +1312,8 @@ def _make_environment() -> _LimitedSandbox:
         optimized=False,
     )
     env.filters["tojson"] = _tojson
+    env.filters["pprint"] = _pprint
+    env.filters["sum"] = _sum
     for name in ("center", "indent", "wordwrap", "truncate"):
         env.filters[name] = _width_checked(env.filters[name])
     for name, fn in list(env.filters.items()):

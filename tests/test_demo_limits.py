@@ -145,6 +145,12 @@ def test_one_visitor_holds_one_analysis_slot_and_leaves_the_other():
     ("repo org/model at 1/2", "repo org/model at 1/2"),
     ("~/.cache/x/y failed", "<server path> failed"),
     ('File "/srv/app/core/x.py", line 3', 'File "<server path>", line 3'),
+    # re-attack of issue 24: each of these showed the operator's path (or its tail) before
+    ("cannot read '/home/op user/.cache/hf/x.json'", "cannot read '<server path>'"),
+    ("open file:///home/op/.cache/x.json", "open <server path>"),
+    ("x.jinja:/home/op/models/x.jinja", "x.jinja:<server path>"),
+    ("share \\\\fileserver\\op\\models failed", "share <server path> failed"),
+    ("see https://host:8080/a/b and hf://org/name/x", "see https://host:8080/a/b and hf://org/name/x"),
 ])
 def test_server_paths_are_redacted_for_visitors(text, shown):
     assert redact_paths(text) == shown

@@ -21,7 +21,7 @@ from core.analysis import session as session_mod
 from core.analysis.caps import UsageRecorder
 from core.chat.conformance import TemplateDir
 from core.chat.request import ChatRequest
-from core.errors import AnalysisError, RenderLimitError, RequestError, TemplateLoadError
+from core.errors import AnalysisError, RenderLimitError, RequestError, TemplateLoadError, TemplateRenderError
 from core.sources import load_file, load_hub, load_string, parse_template_json
 from core.templating import ChatTemplate, RenderLimits, projected_text_size
 
@@ -171,6 +171,114 @@ def test_clear_caches_empties_the_memos_and_the_compiled_templates():
 def test_checked_before_the_work(source, limit):
     with pytest.raises(RenderLimitError, match=f"limit: {limit}"):
         ChatTemplate(source).render({})
+
+
+@pytest.mark.parametrize("source", [
+    "{{ '%((a))999999999s' % {'(a)': 1} }}",
+    "{{ '%(()a())999999999s'|format(**{'()a()': 1}) }}",
+    "{{ '%((a)(b))5s%((c)).999999999f' % {'(a)(b)': 1, '(c)': 1.5} }}",
+])
+def test_printf_width_behind_a_nested_parenthesis_key_is_checked_first(source):
+    """Re-attack of issue 24: Python reads a ``%(...)`` mapping key counting nested parentheses, so a check that
+    ended the key at the first ``)`` missed the width and the 1 GB string was built before the size check."""
+    with pytest.raises(RenderLimitError, match="printf-style width/precision above"):
+        ChatTemplate(source).render({})
+
+
+def test_printf_literal_percent_and_small_widths_render():
+    assert ChatTemplate("{{ '%%999999999s|%((b))3d' % {'(b)': 2} }}").render({}) == "%999999999s|  2"
+
+
+@pytest.mark.parametrize("source", [
+    "{{ ([[1] * 100000] * 3000)|pprint|length }}",
+    "{{ {'k': ['x' * 100000] * 3000}|xmlattr|length }}",
+    "{{ {'k': ['x' * 100000] * 3000}|urlencode|length }}",
+    "{{ (['x' * 100000] * 3000)|upper|length }}",
+    "{{ (['x' * 100000] * 3000)|replace('x', 'y')|length }}",
+    "{{ (['x' * 100000] * 3000)|trim|length }}",
+])
+def test_text_filters_project_a_list_or_dict_before_printing_it(source):
+    """Re-attack of issue 24: a text filter given a list prints it (``str()`` in C, or pprint/xmlattr/urlencode in
+    the stdlib) before any check: 300 MB - 1.4 GB and 2.5 s to over 60 s. Refused from the projected size now."""
+    with pytest.raises(RenderLimitError, match="filter input size above"):
+        ChatTemplate(source).render({})
+
+
+def test_pprint_is_jinja2s_and_is_checked_while_it_prints():
+    import jinja2
+    for v in ([1, 2, {"a": "b"}], list(range(40)), {"k" * 10: list(range(30))}, "x", None):
+        assert ChatTemplate("{{ v|pprint }}").render({"v": v}) \
+            == jinja2.Environment().from_string("{{ v|pprint }}").render(v=v)
+    with pytest.raises(RenderLimitError, match="pprint filter result size"):  # the key's width on every line
+        ChatTemplate("{{ {('k' * 100000): [1] * 5000}|pprint|length }}").render({})
+
+
+@pytest.mark.parametrize("source", [
+    "{{ ('x' * 9000).join(range(20000)|map('string'))|length }}",
+    "{{ (range(20000)|map('string'))|join('x' * 9000)|length }}",
+    "{{ ('x' * 9000).join(('y' * 20000)|list|reject('eq', 'z'))|length }}",
+])
+def test_join_of_a_generator_is_projected_before_it_is_built(source):
+    """Re-attack of issue 24: ``map``/``select``/``reject`` give generators, whose join had no length to project:
+    the text (180 MB here, 890 MB with 100,000 items) was built in one allocation, then refused. The items are
+    listed first and the join projected."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(RenderLimitError, match=r"(str\.join|join filter) result size above"):
+            ChatTemplate(source, limits=RenderLimits(timeout_s=120)).render({})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20, peak  # refused from the projection: the 180 MB text is never allocated
+    ok = ("{{ ', '.join(['a', 'b']|map('upper')) }}|{{ ['a', 'b']|map('upper')|join('-') }}|"
+          "{{ [{'n': 'a'}, {'n': 'b'}]|join(',', attribute='n') }}|{{ 'ab'|list|unique|join }}")
+    assert ChatTemplate(ok).render({}) == "A, B|A-B|a,b|ab"
+
+
+def test_sum_of_lists_is_linear_and_keeps_jinja2s_results():
+    """Re-attack of issue 24: ``sum(start=[])`` over 100,000 one-item lists ran past 60 s inside Python's ``sum``
+    (it copies the running total at every item, in C, where no hook runs). Concatenated in one pass now: the
+    work is counted in sandbox hooks, one per item."""
+    from core import templating
+
+    calls = []
+    real = templating._LimitedSandbox._tick
+    templating._LimitedSandbox._tick = lambda self: calls.append(1) or real(self)
+    try:
+        out = ChatTemplate("{{ (('x' * 20000)|list|batch(1)|sum(start=[]))|length }}").render({})
+    finally:
+        templating._LimitedSandbox._tick = real
+    assert out == "20000" and len(calls) >= 20000
+    assert ChatTemplate("{{ [1, 2, 3]|sum }}|{{ [[1], [2, 3]]|sum(start=[]) }}|"
+                        "{{ [{'a': [1]}, {'a': [2]}]|sum(attribute='a', start=[]) }}").render({}) == "6|[1, 2, 3]|[1, 2]"
+    with pytest.raises(TemplateRenderError, match=r'can only concatenate list \(not "tuple"\) to list'):
+        ChatTemplate("{{ [(1,), (2,)]|sum(start=[]) }}").render({})
+
+
+@pytest.mark.parametrize("source, message", [
+    ("{{ ('a' * 990000)|wordwrap(1)|length }}", "wordwrap work"),
+    ("{{ ('a' * 9000)|wordwrap(1, wrapstring='x' * 100000)|length }}", "wordwrap filter result size"),
+    ("{{ ('a ' * 4500)|wordwrap(1, true, 'x' * 100000)|length }}", "wordwrap filter result size"),
+])
+def test_wordwrap_work_and_size_are_projected(source, message):
+    """Re-attack of issue 24: textwrap breaks a long word by slicing the rest of it once per line (len**2 / 2
+    characters copied at width 1, in the stdlib: minutes for 990,000), and each break inserts the wrapstring
+    (883 MB built before the result check). Both projected before the call now."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(RenderLimitError, match=message):
+            ChatTemplate(source).render({})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20, peak  # refused before textwrap runs
+    src = ("{{ 'The quick brown fox jumps over the lazy dog'|wordwrap(10) }}|"
+           "{{ 'abcdefghij klm'|wordwrap(3, wrapstring='/') }}|{{ 'a b'|wordwrap(width=1, break_long_words=False) }}")
+    assert ChatTemplate(src).render({}) == "The quick\nbrown fox\njumps over\nthe lazy\ndog|abc/def/ghi/j/klm|a\nb"
 
 
 def test_normal_values_render_as_before():

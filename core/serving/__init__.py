@@ -384,7 +384,12 @@ def work_slot(kind: WorkKind, limits: Limits) -> Iterator[None]:
 # an absolute server path: /a/b…, ~/a…, C:\a\… (two components at least, so "and/or" or "1/2" stay); not the
 # path of a URL (after "//host" or a word character) nor a Hub repo id (org/name has no leading slash)
 # (one component per repetition, slashes excluded inside it: linear time)
-_PATH = re.compile(r"(?<![\w.:/\\~-])(?:~|[A-Za-z]:)?(?:[/\\][\w.@+=-][^\s'\"`,;:()\[\]<>|/\\]*){2,}")
+_PATH_CHARS = r"[^\s'\"`,;:()\[\]<>|/\\]"
+# A path starts after anything but a name character, a dot, a slash or "~" (a URL's path follows its host, so
+# it is kept; after a bare ":" it is a path: "x.jinja:/home/op/x"); "file://" and a UNC "\\\\" prefix belong to
+# it; a component may hold single spaces when a separator follows ("/home/my user/.cache").
+_PATH = re.compile(rf"(?<![\w./\\~-])(?:file://|\\(?=\\))?(?:~|[A-Za-z]:)?"
+                   rf"(?:[/\\][\w.@+=-]{_PATH_CHARS}*(?: {_PATH_CHARS}+(?=[/\\]))*){{2,}}")
 
 
 def redact_paths(text: str) -> str:

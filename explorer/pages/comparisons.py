@@ -47,7 +47,7 @@ for c in comparisons:
     status = " — render failed" if c.error else ""
     with st.expander(md(f"{c.id}: {c.title}{status}"), expanded=focus == c.id):
         if c.error:
-            st.warning(md(c.error))
+            st.warning(md(state.for_visitor(c.error)))
         if c.found:
             st.markdown("**Fields this comparison set**")
             st.dataframe(pd.DataFrame([{"field": k, "value": literal(v) if isinstance(v, str) else str(v)}
