@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from core.chat.message import AssistantMessage, StreamRetractionError, apply_deltas, compute_deltas
-from core.chat.handlers._common import request_view
+from core.chat.formats._common import request_view
 from core.chat.request import ChatRequest
 from core.templating import apply_template
 
@@ -74,6 +74,16 @@ def compare_messages(expect: dict[str, Any], got: dict[str, Any] | None) -> str 
     return None
 
 
+def stepper(parser: Any) -> Any:
+    """``parse(prefix, is_partial)`` through one incremental stream state of ``parser`` (a PEG-built parser's
+    :meth:`new_state`; the scanner engine's session while a family still has one). A final parse is the
+    one-shot parse, as :meth:`core.chat.stream.StreamingParser.finish` does."""
+    if hasattr(parser, "new_state"):
+        state = parser.new_state()
+        return lambda text, partial: parser.parse(text, partial, state=state) if partial else parser.parse(text)
+    return parser.session().parse
+
+
 def check_reference_case(handler: Any, template: Any, case: dict[str, Any]) -> str | None:
     """Run one ``reference/cases.jsonl`` row through ``handler`` (a handler module): the final parse and the
     accumulated deltas of parsing every prefix of ``input`` (partial, through one handler session, each
@@ -89,10 +99,10 @@ def check_reference_case(handler: Any, template: Any, case: dict[str, Any]) -> s
         return "final " + why
     prev = AssistantMessage()
     acc = AssistantMessage()
-    session = parser.session()
+    step = stepper(parser)
     for i in range(1, len(text) + 1):
         partial = i < len(text) or bool(case.get("is_partial"))
-        cur = session.parse(text[:i], partial)
+        cur = step(text[:i], partial)
         if cur != parser.parse(text[:i], partial):
             return f"stream at {i}: the incremental session disagrees with a one-shot parse"
         try:
@@ -156,11 +166,11 @@ def fuzz_problems(handler: Any, template: Any, case: dict[str, Any], *, trials: 
                 s = s[:i] + rng.choice(markers) + s[i:]
             else:
                 s = s[:i] + rng.choice(_FUZZ_PIECES) + s[i:]
-        session = parser.session()
+        step = stepper(parser)
         try:
             for k in range(1, len(s) + 1):
                 partial = k < len(s)
-                a = session.parse(s[:k], partial)
+                a = step(s[:k], partial)
                 if a != parser.parse(s[:k], partial):
                     problems.append(f"session disagrees at {k} on {s!r}")
                     break

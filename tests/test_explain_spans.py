@@ -198,11 +198,14 @@ def test_repeated_turn_header_is_a_repaired_marker_span() -> None:
 # Outputs hypothesis found (tests/test_fuzz_parsers.py strategies) after the lossless contract moved text into
 # content: the spans must rebuild the message the parser returns with the contract records applied.
 _CONTRACT_OUTPUTS = [
-    # unparsed-text (why content) from the second call's opener: the call stays a call, the content after it
-    # stays content, and the raw text from the opener is appended to the content as well
-    ("google-gemma-4-31B-it.jinja", '<|channel>thought\nLet me think: 2 < 3 & {x}.\n<channel|><|tool_call>call:'
-     'special_function{arg1:1}<tool_call|><|tool_call>call:get_weather{city:<|"|>Paris "Île"<|"|>,days:3}'
-     '<tool_call|>Sure — here it is: {"a": [1, 2]} ✓<|tool_response>', "unparsed-text", 2),
+    # unparsed-text (why content) from the second call's opener: the call stays a call (Kimi K2 at llama.cpp
+    # fidelity keeps double-encoded arguments as {}), and the raw text from the opener is appended to the content
+    # (hypothesis found the contract's case on Gemma 4's answer after its calls, which the scanner could not
+    # read; the PEG port parses that output cleanly, as llama.cpp does)
+    ("Kimi-K2-Instruct.jinja", '<|tool_calls_section_begin|><|tool_call_begin|>functions.special_function:0'
+     '<|tool_call_argument_begin|>{"arg1": 1}<|tool_call_end|><|tool_call_begin|>functions.get_weather:1'
+     '<|tool_call_argument_begin|>"{\\"city\\": \\"Paris\\"}"<|tool_call_end|><|tool_calls_section_end|>',
+     "unparsed-text", 2),
 ]
 
 

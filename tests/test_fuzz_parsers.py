@@ -604,7 +604,7 @@ def test_final_parse_keeps_unparsed_text(template_name: str, text: str) -> None:
 def test_subjects_cover_every_route() -> None:
     """The subjects span every auto-parser tool format and reasoning mode and every handler family."""
     formats = {subject_for(name, True).format for name, _ in FUZZ_TEMPLATES}
-    from core.chat.handlers import FAMILIES  # type: ignore[attr-defined]
+    from core.chat.formats import FAMILIES  # type: ignore[attr-defined]
 
     # llama.cpp b11549's new families have no template in the shared corpus; their own templates and upstream
     # cases are in tests/data/b11549 (tests/test_handlers_b11549.py)

@@ -9,7 +9,7 @@ import pytest
 from core.analysis import analyze
 from core.analysis.fidelity import GEMMA_CALL_SYNTAX, IMPROVEMENTS_BY_NAME
 from core.chat import roundtrip as RT
-from core.chat.handlers.gemma4 import GEMMA4_SYNTAX, call_syntax_of, typed_value
+from core.chat.formats.gemma4 import GEMMA4_SYNTAX, call_syntax_of, typed_value
 from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest
 from core.export.suite import check_suite_ours, generate_suite

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from core.chat.handlers import cohere2moe
+from core.chat.formats import cohere2moe, detect_family
 from core.chat.message import AssistantMessage, apply_deltas, compute_deltas
 from core.chat.request import ChatRequest
 from core.templating import ChatTemplate
@@ -35,9 +35,9 @@ def _stream(parser, text):
 
 
 def test_detect():
-    assert cohere2moe.detect(ChatTemplate(template_source(TEMPLATE)).normalized_source)
+    assert detect_family(ChatTemplate(template_source(TEMPLATE)).normalized_source).name == "cohere2moe"
     cmd_r = ChatTemplate(template_source("CohereForAI-c4ai-command-r7b-12-2024-tool_use.llamacpp-edit.jinja"))
-    assert not cohere2moe.detect(cmd_r.normalized_source)
+    assert detect_family(cmd_r.normalized_source) is None
 
 
 def test_generation_prompt_opens_thinking():

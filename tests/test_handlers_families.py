@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from core.chat.formats import detect_family
 from core.templating import ChatTemplate
 
 from .conftest import template_source
@@ -18,7 +19,7 @@ from .handler_checks import check_reference_case, fuzz_problems
 
 @dataclass(frozen=True)
 class Family:
-    module: str  # core.chat.handlers.<module>
+    module: str  # core.chat.formats.<module>
     templates: tuple[str, ...]  # the family's templates in shared/templates
     cases: int  # reference cases on those templates
     not_detected: str | None = "Qwen3-Coder.jinja"  # a template the family must not claim (None: own test)
@@ -38,7 +39,7 @@ FAMILIES = [
 
 
 def _handler(fam: Family):
-    return importlib.import_module(f"core.chat.handlers.{fam.module}")
+    return importlib.import_module(f"core.chat.formats.{fam.module}")
 
 
 def _family_cases(reference_cases, fam: Family):
@@ -47,10 +48,10 @@ def _family_cases(reference_cases, fam: Family):
 
 @pytest.mark.parametrize("fam", [f for f in FAMILIES if f.not_detected], ids=lambda f: f.module)
 def test_detect(fam):
-    handler = _handler(fam)
     for name in fam.templates:
-        assert handler.detect(ChatTemplate(template_source(name)).normalized_source), name
-    assert not handler.detect(ChatTemplate(template_source(fam.not_detected)).normalized_source)
+        assert detect_family(ChatTemplate(template_source(name)).normalized_source).module == fam.module, name
+    other = detect_family(ChatTemplate(template_source(fam.not_detected)).normalized_source)
+    assert other is None or other.module != fam.module
 
 
 @pytest.mark.parametrize("fam", FAMILIES, ids=lambda f: f.module)

@@ -14,7 +14,7 @@ from core.chat.pipeline import build_chat_parser
 from core.chat.repairs import settled
 from core.chat.request import ChatRequest
 from core.chat.stream import StreamingParser
-from core.chat.handlers import detect_family
+from core.chat.formats import detect_family
 from core.templating import ChatTemplate, normalize_source
 
 from .conftest import REFERENCE, SHARED, TEMPLATES

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.chat.base import TriggerType
-from core.chat.handlers import gpt_oss
+from core.chat.formats import gpt_oss
 
 from .test_handlers_golden import SPECIAL, args, bundle, stream_check, stream_robust
 

@@ -3,7 +3,7 @@ run in test_handlers_families.py."""
 
 from __future__ import annotations
 
-from core.chat.handlers import lfm2
+from core.chat.formats import detect_family, lfm2
 from core.templating import ChatTemplate
 
 from .conftest import template_source
@@ -12,8 +12,7 @@ TEMPLATES = ["LFM2-8B-A1B.jinja", "LFM2.5-Instruct.jinja", "LFM2.5-8B-A1B.jinja"
 
 
 def test_detect():
-    assert lfm2.is_lfm2(ChatTemplate(template_source("LFM2-8B-A1B.jinja")).normalized_source)
+    assert detect_family(ChatTemplate(template_source("LFM2-8B-A1B.jinja")).normalized_source).name == "lfm2"
     for name in TEMPLATES[1:]:
-        src = ChatTemplate(template_source(name)).normalized_source
-        assert lfm2.is_lfm25(src) and not lfm2.is_lfm2(src)
-    assert not lfm2.detect(ChatTemplate(template_source("Qwen3-Coder.jinja")).normalized_source)
+        assert detect_family(ChatTemplate(template_source(name)).normalized_source).name == "lfm2.5"
+    assert detect_family(ChatTemplate(template_source("Qwen3-Coder.jinja")).normalized_source).module != "lfm2"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.chat.handlers import ministral3
+from core.chat.formats import ministral3
 
 from .test_handlers_golden import SPECIAL, SPECIAL_OPT, args, bundle, stream_check, stream_robust
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.chat.base import TriggerType
-from core.chat.handlers import qwen3_coder
+from core.chat.formats import family_by_name, qwen3_coder
 
 from .test_handlers_golden import PYTHON, SPECIAL, SPECIAL_OPT, args, bundle, stream_check, stream_robust
 
@@ -15,8 +15,9 @@ CALL = "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</paramet
 
 
 def test_detect():
-    assert qwen3_coder.detect("<tool_call> <function= <parameter=")
-    assert not qwen3_coder.detect("<tool_call> <function= <parameter= '<tool_call><function=' ~ tool_call.name ~ '>'")
+    detect = family_by_name("qwen3-coder").detect
+    assert detect("<tool_call> <function= <parameter=")
+    assert not detect("<tool_call> <function= <parameter= '<tool_call><function=' ~ tool_call.name ~ '>'")
 
 
 def test_nemotron_and_stepfun_parse_reasoning_and_call():

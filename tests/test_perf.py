@@ -205,8 +205,7 @@ def _hostile(name: str) -> dict:
     return _HOSTILE[name]
 
 
-# Qwen3: a PEG-built parser; Kimi-K2: a hand-written handler (HandlerSession's open regions and resumed
-# repetitions); GLM-4.6: tagged arguments
+# Qwen3: an auto-parser PEG; Kimi-K2: a special family's PEG (call ids around the name); GLM-4.6: tagged arguments
 @pytest.mark.parametrize("name", ["Qwen-Qwen3-0.6B.jinja", "Kimi-K2-Instruct.jinja", "GLM-4.6.jinja"])
 @pytest.mark.parametrize("kind", ["escapes", "brackets", "calls", "lt", "plain"])
 def test_streaming_hostile_outputs_same_deltas_as_full_reparse(name, kind):
@@ -219,17 +218,11 @@ def test_streaming_hostile_outputs_same_deltas_as_full_reparse(name, kind):
             deltas.extend(sp.feed(ch))
         deltas.extend(sp.finish())
         runs.append(([repr(d) for d in deltas], sp.message.to_openai(), sp.fast_steps))
-        if incremental and name.startswith("Kimi") and kind == "calls":
-            from core.chat.handlers._common import _RepeatMemo
-
-            # the settled calls were replayed, not re-parsed: all but the last are in the session's memo
-            memos = [m for m in sp._session._memo.values() if isinstance(m, _RepeatMemo)]
-            assert len(s.parser.parse(s.output).tool_calls) - 1 <= max(len(m.ends) for m in memos)
     assert runs[0][:2] == runs[1][:2]
     assert runs[0][1] == s.parser.parse(s.output).to_openai()
     if kind in ("escapes", "lt"):  # escape-dense arguments and `<` floods stay on the fast path
         assert runs[0][2] > len(s.output) // 2
-    if kind == "calls" and not name.startswith("Kimi"):  # markers being streamed: a pending literal
+    if kind == "calls":  # markers being streamed: a pending literal
         assert runs[0][2] > len(s.output) // 2
 
 

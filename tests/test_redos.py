@@ -123,19 +123,19 @@ def test_parser_and_grammar_regexes_are_linear():
     handed to llama.cpp, for hostile delimiters; module-level patterns used with ``match`` (anchored at one
     position) need only the ADJACENT/NESTED part."""
     from core.chat import stream
-    from core.chat.handlers import _common, kimi_k2, muse_glimmer
+    from core.chat.formats import _common, muse_glimmer
     from core.chat import grammar_after, mapper
     from core.grammar import converter
     from core.peg import engine, nodes, scanners
 
     hostile = ["<tool_call>", "</think>", "\\s*", "a*b", "((((", "    ", "<|x|>", "ab" * 40, "\u2028", "a"]
-    from core.chat.handlers import gemma4
+    from core.chat.formats import gemma4
 
     search = [engine._partial_regex(hostile).__self__.pattern, muse_glimmer.TRIGGER_PATTERN, gemma4._CALL_PROBE.pattern,
               converter._INVALID_RULE_CHARS.pattern, nodes._INVALID_RULE_CHARS.pattern]
     anchored = [scanners.string_body_regex(d).pattern for d in ("'", '"', "<|\"|>"[:1])]
     anchored += [v.pattern if isinstance(v, re.Pattern) else v.__self__.pattern
-                 for m in (stream, _common, kimi_k2, grammar_after, mapper, engine, scanners)
+                 for m in (stream, _common, grammar_after, mapper, engine, scanners)
                  for v in vars(m).values()
                  if isinstance(v, re.Pattern) or isinstance(getattr(v, "__self__", None), re.Pattern)]
     assert len(anchored) >= 12

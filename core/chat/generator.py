@@ -1059,7 +1059,7 @@ class _Gen:
 def _scalar_only(schema: Any) -> bool:
     """Whether a value of ``schema`` can only be a number / integer / boolean / null (repair
     ``mistyped-value-as-string`` takes other text for such a parameter as a string)."""
-    from .handlers._peg_handler import SCALAR_TYPES, value_types
+    from .formats._peg_handler import SCALAR_TYPES, value_types
 
     types = value_types(schema)
     return bool(types) and types <= SCALAR_TYPES

@@ -21,6 +21,7 @@ from typing import Any, Iterable
 from .message import AssistantMessage
 
 MIN_WORD = 3
+SUBSTRING_LOOKUPS = 64
 _WORD = re.compile(r"[^\W_]{%d,}" % MIN_WORD)
 _LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
@@ -66,8 +67,11 @@ SKIPPED_MARKUP: dict[str, tuple[str, ...]] = {
     # Kimi K3 writes attributes the template renders into its call and argument openers (index="1",
     # type="number"); the handler's grammar reads past them with until("<|sep|>")
     "kimi-k3": ("index", "type", "number", "integer", "string", "boolean", "object", "array", "null"),
+    # K2 Horizon's xml_typed calls carry <ifm|arg_type>TYPE</ifm|arg_type>, read past with until(...) (b11549)
+    "k2-horizon": ("number", "integer", "string", "boolean", "object", "array", "null"),
     # GPT-OSS's constraint (<|constrain|>json, or "code" with the token left out) is read as a character class
     "gpt-oss": ("json", "code"),
+    "llm-jp-harmony": ("json", "code"),   # the same Harmony constraint (b11549's GPT-OSS dialect)
 }
 """Words a hand-written parser's grammar skips as template markup without naming them as literals, by the
 parser's format name (:attr:`core.chat.pipeline.ChatParserBundle.format`)."""
@@ -148,16 +152,25 @@ def markup_words(markup: Iterable[str]) -> frozenset[str]:
 def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -> list[tuple[str, int]]:
     """``(word, position)`` of the first occurrence of each word of ``output`` that is neither a word of
     ``msg``'s standard fields nor of ``marks`` (:func:`markup_words`), in output order. Linear in the text."""
-    have = set(_WORD.findall(message_text(msg)))
+    text = message_text(msg)
+    have = set(_WORD.findall(text))
     lost: list[tuple[str, int]] = []
     seen: set[str] = set()
+    lookups = 0
     for m in _WORD.finditer(output):
         w = m.group(0)
         if w in seen:
             continue
         seen.add(w)
-        if w not in have and w not in marks:
-            lost.append((w, m.start()))
+        if w in have or w in marks:
+            continue
+        # a word the message joined to its neighbour (GPT-OSS: "pre" and "Answer" of two channel messages are
+        # content "preAnswer") is found inside the text; at most SUBSTRING_LOOKUPS searches keep this linear
+        if lookups < SUBSTRING_LOOKUPS:
+            lookups += 1
+            if w in text:
+                continue
+        lost.append((w, m.start()))
     return lost
 
 

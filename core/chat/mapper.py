@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from json.encoder import encode_basestring as _encode_string   # what json.dumps(s, ensure_ascii=False) uses
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..peg import chat as T
 from ..peg.engine import AstNode, ParseResult
@@ -320,6 +320,32 @@ ACTIONS = {
     T.TOOL_ARG_CLOSE: ChatMapper._tool_arg_close,
     T.TOOL_CLOSE: ChatMapper._tool_close,
 }
+
+
+TOOL_ARGS_AS = "tool-args-as:"
+"""Prefix of the tag of arguments written in a family's own value syntax (:func:`register_args_converter`)."""
+
+ARGS_CONVERTERS: dict[str, Callable[[str], str]] = {}
+"""Tag -> the value hook that turns the tagged text (possibly cut by the end of the input) into JSON arguments."""
+
+
+def register_args_converter(name: str, convert: Callable[[str], str]) -> str:
+    """A value hook on the mapper: a ``tool-args`` node tagged with the returned tag has its text turned into the
+    call's JSON arguments by ``convert(text)`` (Gemma 4's ``{key:<|"|>v<|"|>}`` dicts, llama.cpp's
+    ``common_chat_peg_gemma4_mapper``). ``convert`` gets the text so far — a partial parse may cut it — and must
+    give JSON that only grows as the text grows (a partial value left open), or "" for nothing yet. The same
+    ``name`` registered again replaces the hook."""
+    tag = TOOL_ARGS_AS + name
+    ARGS_CONVERTERS[tag] = convert
+
+    def action(m: ChatMapper, node: AstNode) -> None:
+        if m.current is not None:
+            js = convert(m.source[node.start:node.end])
+            if js:
+                m._target_set(js)
+
+    ACTIONS[tag] = action
+    return tag
 
 
 def map_parse(result: ParseResult) -> AssistantMessage:

@@ -1,7 +1,7 @@
 """From a template and a request to a ready parser: llama.cpp ``common_chat_templates_apply_jinja``.
 
 :func:`build_chat_parser` prepares the request (:mod:`core.chat.prompt`), routes the template — a special
-handler (:mod:`core.chat.handlers`, llama.cpp's detection order) or the auto-parser (``core.analysis.analyze``
+handler (:mod:`core.chat.formats`, llama.cpp's detection order) or the auto-parser (``core.analysis.analyze``
 + ``core.chat.generator.generate_parser``) — and returns a :class:`ChatParserBundle` with the parser, the
 prompt and the generation prompt. Analyses are cached per template source and fidelity.
 
@@ -19,36 +19,17 @@ from typing import Any
 
 from .. import memo as _memo
 from ..errors import AnalysisError, ChatTemplateExplorerError, TemplateRenderError
-from ..templating import ChatTemplate, normalize_source
-from . import handlers as _handlers
+from ..analysis.routing import Route, detect_route
+from ..templating import ChatTemplate
+from . import formats as _formats
 from .base import ChatOutputParser
 from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request,
                      render_prompt)
 from .request import ChatRequest
 
-try:  # H-A's router; the registry below gives the same answer when it is missing
-    from ..analysis.routing import Route, detect_route  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on what has landed
-    Route = None  # type: ignore[assignment]
-    detect_route = None  # type: ignore[assignment]
-
-
-@dataclass(frozen=True)
-class LocalRoute:
-    """Fallback route type with H-A's ``Route`` fields: ``kind`` ("autoparser" | "specialized"), ``handler``."""
-
-    kind: str
-    handler: str | None = None
-
-
-def route_for(source: str) -> Any:
-    """The route llama.cpp takes for a template source (analysis notes §14): H-A's ``detect_route`` when
-    available, else this package's handler registry."""
-    src = normalize_source(source)
-    if detect_route is not None:
-        return detect_route(src)
-    fam = _handlers.detect_family(src)
-    return LocalRoute("specialized", fam.name) if fam else LocalRoute("autoparser", None)
+def route_for(source: str) -> Route:
+    """The route llama.cpp takes for a template source (analysis notes §14; :mod:`core.analysis.routing`)."""
+    return detect_route(source)
 
 
 @dataclass
@@ -239,7 +220,7 @@ def build_chat_parser_or_content(template: ChatTemplate, request: ChatRequest, *
     except TemplateRenderError as e:
         note = (f"{e}; the model output is returned as content (no parser can be built for this request)")
         return ChatParserBundle(parser=ContentOnlyParser(str(e)), prompt="", generation_prompt="",
-                                route=LocalRoute("none"), format="content-only", notes=[note])
+                                route=Route("none", None), format="content-only", notes=[note])
 
 
 def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_autoparser: bool,
@@ -259,7 +240,7 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     from ..analysis.fidelity import GEMMA_CALL_SYNTAX
 
     if route.kind == "autoparser" and not force_autoparser and GEMMA_CALL_SYNTAX in improvements:
-        from .handlers import gemma4
+        from .formats import gemma4
 
         syntax = gemma4.call_syntax_of(template)
         if syntax is not None:
@@ -270,18 +251,9 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
             return _handler_bundle(parser, prep, route, "gemma4", report, notes)
 
     if route.kind == "specialized" and not force_autoparser:
-        fam = _handlers.family_by_name(route.handler)
-        parser = None
-        if fam is None:
-            notes.append(f"no handler module known for route {route.handler!r}; using the auto-parser")
-        else:
-            parser = _handlers.build_handler(fam, template, request, gp, report, prepared=prep)
-            if parser is None:
-                err = _handlers.IMPORT_ERRORS.get(fam.module)
-                notes.append(f"handler {fam.name} is not available ({err or 'module missing'}); "
-                             "using the auto-parser")
-        if parser is not None:
-            return _handler_bundle(parser, prep, route, fam.name, report, notes)
+        fam = _formats.family_by_name(route.handler)
+        parser = _formats.build_parser(fam, template, request, gp, report, prepared=prep)
+        return _handler_bundle(parser, prep, route, fam.name, report, notes)
 
     # ---- auto-parser
     try:
@@ -366,9 +338,6 @@ def _request_instructions(report: Any, request: ChatRequest, improvements: froze
     return replace(report, analysis=analysis), note
 
 
-def _autoroute(route: Any) -> Any:
-    # a specialised template that fell back (or was forced) to the auto-parser
-    try:
-        return type(route)(kind="autoparser", handler=None)  # type: ignore[call-arg]
-    except Exception:
-        return LocalRoute("autoparser", None)
+def _autoroute(route: Route) -> Route:
+    # a specialised template forced to the auto-parser
+    return Route(kind="autoparser", handler=None)

@@ -553,7 +553,12 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
     return out
 
 
-PINNED_DROP_FORMATS: dict[str, str] = {"gpt-oss": r"\bto=(?!functions\.)"}
+PINNED_DROP_FORMATS: dict[str, str] = {
+    "gpt-oss": r"\bto=(?!functions\.)",
+    # K2 Horizon with a response format and reasoning_format none reads the think block and drops it before the
+    # JSON answer (b11549 tests/test-chat.cpp, case k2h-schema-format-none in tests/data/b11549)
+    "k2-horizon": r"</ifm\|think(?:_fast|_faster)?>",
+}
 """Parser formats (with a pattern of the dropped text) whose llama.cpp grammar reads and drops text the reference
 pins as dropped (GPT-OSS calls to a built-in tool, ``<|start|>assistant to=container.exec…``: ref-0428, ref-0429). ``unparsed-text`` there only
 reports the text (the message stays llama.cpp's, at both fidelities: a built-in tool is the server's to run,

@@ -6,7 +6,7 @@ Spans come from the parse that made the message:
   (:func:`core.peg.trace.traced_parse`) of the same arena and entry point the parser used — chat tags give
   reasoning / content / tool name / call id / argument name and value, matched literals give markers (labelled
   with the analysis field whose value they are), the rest of what the parse consumed is whitespace;
-* hand-written special handlers: the :class:`~core.chat.handlers._common.MessageBuilder` calls of the same body
+* hand-written special handlers: the :class:`~core.chat.formats._common.MessageBuilder` calls of the same body
   run (:class:`EventBuilder`), each placed at the scanner position where it was made.
 
 Text the parse did not consume but the final parse kept as content (llama.cpp would have thrown) is
@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
-from ..chat.mapper import normalize_python_value
+from ..chat.mapper import ARGS_CONVERTERS, TOOL_ARGS_AS, normalize_python_value
 from ..chat.repairs import (PINNED_DROP_FORMATS, STREAM_CONSISTENT_FINAL, TRUNCATED_CALL, UNPARSED_TEXT,
                              content_with_tail)
 from ..chat.message import AssistantMessage, ToolCall
@@ -145,6 +145,9 @@ def marker_labels(analysis_json: dict[str, Any] | None, generation_prompt_prefix
     return labels
 
 
+ID_HOLDS_NAME = "id"  # inside a call id: only a tool-name tag paints (its literals are the id's text)
+
+
 def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) -> list[Span]:
     """Spans of ``text`` from a traced chat AST (:func:`core.peg.trace.traced_parse`).
 
@@ -159,7 +162,7 @@ def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) 
     named = 0
     cur = -1
     pending = False
-    stack: list[tuple[Any, bool]] = [(node, False) for node in reversed(list(nodes))]
+    stack: list[tuple[Any, bool | str]] = [(node, False) for node in reversed(list(nodes))]
     while stack:
         node, in_value = stack.pop()
         tag = node.tag
@@ -169,8 +172,9 @@ def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) 
             named += 1
             pending = False
         value = in_value
-        if tag == T.TOOL_ARGS and not text[node.start:node.end].startswith("{"):
+        if tag == T.TOOL_ARGS and not text[node.start:node.end].startswith(("{", '"')):
             pass    # tagged arguments inside: the mapper ignores this text, its children carry the values
+            # (a JSON string is a value: Kimi K2 at llama.cpp fidelity keeps double-encoded arguments as they are)
         elif tag == T.TOOL_ARGS_ENCODED and not in_value:
             # repair double-encoded-arguments: the raw JSON string is the arguments; the field carries the
             # object the mapper decoded from it (nothing when it does not decode: the mapper sets nothing)
@@ -178,11 +182,23 @@ def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) 
             if inner:
                 _paint(paint, node.start, node.end, (SpanLabel.ARGUMENTS, inner, cur, ""))
                 value = True
-        elif tag in _TAG_LABELS and not in_value:
+        elif tag == T.IGNORED and not in_value:
+            _paint(paint, node.start, node.end, (SpanLabel.IGNORED, "", -1, ""))
+            value = True
+        elif tag.startswith(TOOL_ARGS_AS) and in_value is not True:
+            # arguments in a family's own syntax: the field carries the JSON the mapper's value hook made
+            convert = ARGS_CONVERTERS.get(tag)
+            js = convert(text[node.start:node.end]) if convert else ""
+            _paint(paint, node.start, node.end, (SpanLabel.ARGUMENTS, js, cur, ""))
+            value = True
+        elif tag in _TAG_LABELS and in_value is not True:
             label, kind = _TAG_LABELS[tag]
             call = cur if label not in (SpanLabel.REASONING, SpanLabel.CONTENT) else -1
-            _paint(paint, node.start, node.end, (label, "", call, kind))
-            value = True
+            # an id around the name is painted in two pieces: its field keeps the whole id (rebuild_message)
+            whole = text[node.start:node.end] if tag == T.TOOL_ID and _holds(node, T.TOOL_NAME) else ""
+            _paint(paint, node.start, node.end, (label, whole, call, kind))
+            # a call id may hold the tool name (Kimi K2's functions.NAME:IDX): the name paints over it
+            value = ID_HOLDS_NAME if tag == T.TOOL_ID else True
         elif tag.startswith(MARKER_TAG) and not in_value:
             name = tag[len(MARKER_TAG):]
             in_gp = name == "generation_prompt" or (not name and node.end <= gp_len)
@@ -193,6 +209,17 @@ def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) 
         if node.children:
             stack.extend((c, value) for c in reversed(node.children))
     return _runs(text, paint, gp_len, consumed)
+
+
+def _holds(node: Any, tag: str) -> bool:
+    """Whether a node below ``node`` carries ``tag``."""
+    stack = list(node.children or ())
+    while stack:
+        c = stack.pop()
+        if c.tag == tag:
+            return True
+        stack.extend(c.children or ())
+    return False
 
 
 def _decoded_args(raw: str) -> str:

@@ -115,6 +115,15 @@ def _trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None)
                 tr.truncated_expect = FurthestFailure(len(text), exp, open_path)
     if entry is None:
         tr.spans = spans_from_ast(main.result.nodes, text, gp, len(text))
+        dropped = next((sp for sp in tr.spans if sp.label == SpanLabel.IGNORED), None)
+        if dropped is not None:
+            # the format read and dropped the rest (as llama.cpp does); more than an end-of-turn marker dropped
+            # is where the format stopped
+            tr.entry = "main+ignored"
+            if _IGNORABLE.sub("", text[dropped.start:]).strip() and tr.stop < 0:
+                far = main.furthest if main is not None and main.furthest.pos >= dropped.start else None
+                tr.furthest = far or FurthestFailure(dropped.start, [Expectation("end", "")], ())
+                tr.stop = max(tr.furthest.pos, gp)
     elif entry in (RECOVER_TRAILING, RECOVER_CONTENT):
         rec = traced_parse(arena, text, labels=labels, entry=entry).result
         spans = spans_from_ast(rec.nodes, text, gp, len(text))
@@ -263,7 +272,7 @@ class _EventBuilder:
 def _scanner(text: str) -> Any:
     """A handler :class:`Scanner` over ``text`` that reports the position of each ``expect`` to ``on_expect``
     (set by :class:`_EventBuilder` while converted arguments wait for their end)."""
-    from ..chat.handlers._common import Scanner
+    from ..chat.formats._common import Scanner
 
     class _TracingScanner(Scanner):
         __slots__ = ("on_expect",)
@@ -366,7 +375,7 @@ def _events_to_spans(events: list, text: str, gp: int, consumed: int, calls: lis
 def trace_handler(parser: Any, output: str) -> ParseTrace:
     """Replay a hand-written handler's final parse of ``output`` (before it is settled, see :func:`trace_parse`)
     with its builder calls recorded."""
-    from ..chat.handlers._common import MISMATCH_TRACE, Incomplete, MessageBuilder, Mismatch
+    from ..chat.formats._common import MISMATCH_TRACE, Incomplete, MessageBuilder, Mismatch
 
     cut = parser.header_cut(output) if hasattr(parser, "header_cut") else 0
     if cut:
@@ -464,7 +473,7 @@ def _why(why: str) -> list[Expectation]:
 def _frames(err: BaseException) -> tuple[str, ...]:
     names = []
     for fr in traceback.extract_tb(err.__traceback__):
-        if "/handlers/" in fr.filename.replace("\\", "/") and not fr.filename.endswith("_common.py"):
+        if "/formats/" in fr.filename.replace("\\", "/") and not fr.filename.endswith("_common.py"):
             names.append(fr.name)
     return tuple(names)
 
@@ -508,7 +517,7 @@ def stream_steps(parser: Any, output: str, chunk: int = 8, report: Any = None) -
 
 
 def _handler_prefix_spans(parser: Any, text: str, gp: int) -> list[Span]:
-    from ..chat.handlers._common import Incomplete, MessageBuilder, Mismatch
+    from ..chat.formats._common import Incomplete, MessageBuilder, Mismatch
 
     sc = _scanner(text)
     b = _EventBuilder(MessageBuilder(parser.drop_blank_reasoning), sc)

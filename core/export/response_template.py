@@ -491,12 +491,12 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
 
 
 # Special handlers whose format the generic analysis does not describe, written down from the format the handler
-# parses (core/chat/handlers/); each is proven by verify like every other export.
+# parses (core/chat/formats/); each is proven by verify like every other export.
 def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str = "",
              python_literals: bool = False) -> dict[str, Any] | None:
     think = REASONING_FIELD[flavour]
     if handler in ("qwen3-coder", "ling3"):
-        # core/chat/handlers/qwen3_coder.py, ling3.py: a tool call ends reasoning even without </think> (Qwen3.5
+        # core/chat/formats/qwen3_coder.py, ling3.py: a tool call ends reasoning even without </think> (Qwen3.5
         # opens <think> in the generation prompt and models may call a tool straight away)
         rt = map_analysis(analysis, gp, flavour, prompt=prompt, python_literals=python_literals)
         fields = rt["fields"]
@@ -507,13 +507,13 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
             fields["content"] = {"close_pattern": r"\s*<\|role_end\|>", "content": "text"}
         return rt
     if handler == "ministral-3":
-        # core/chat/handlers/ministral3.py: optional [THINK]…[/THINK] before the content and calls
+        # core/chat/formats/ministral3.py: optional [THINK]…[/THINK] before the content and calls
         rt = map_analysis(analysis, gp, flavour, prompt=prompt)
         rt["fields"] = {think: {"open": "[THINK]", "close": "[/THINK]", "content": "text"}, **rt["fields"]}
         return rt
     if handler == "kimi-k2":
         # the call id is the whole "functions.NAME:IDX" the model writes (the handler keeps it as the id);
-        # core/chat/handlers/kimi_k2.py reads an optional <think>…</think> first
+        # core/chat/formats/kimi_k2.py reads an optional <think>…</think> first
         rt = map_analysis(analysis, gp, flavour, prompt=prompt)
         if think not in rt["fields"]:
             rt["fields"] = {think: {"open": "<think>", "close": "</think>", "content": "text"}, **rt["fields"]}
@@ -524,7 +524,7 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
             call["transform"]["id"] = "{id}"
         return rt
     if handler in ("lfm2", "lfm2.5"):
-        # core/chat/handlers/lfm2.py: [<think>…</think>] content [<|tool_call_start|>[name(arg=value), …]<|tool_call_end|>]
+        # core/chat/formats/lfm2.py: [<think>…</think>] content [<|tool_call_start|>[name(arg=value), …]<|tool_call_end|>]
         fields: dict[str, Any] = {
             think: {"open": "<think>", "close": "</think>", "content": "text"},
             "tool_calls": {"open_pattern": r"\s*<\|tool_call_start\|>", "close_pattern": r"<\|tool_call_end\|>\s*",
@@ -534,7 +534,7 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
                 "fields": fields}
     if handler == "deepseek-v3.2":
-        # core/chat/handlers/deepseek.py (DSML): <｜DSML｜tool_calls> (V3.2: function_calls) around
+        # core/chat/formats/deepseek.py (DSML): <｜DSML｜tool_calls> (V3.2: function_calls) around
         # <｜DSML｜invoke name="NAME"><｜DSML｜parameter name="KEY" string="true|false">VALUE</｜DSML｜parameter>…;
         # string="false" values are JSON, which tools= typing reproduces from the schema; reasoning may end at
         # the call block without </think>
@@ -554,7 +554,7 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
                 "fields": fields}
     if handler == "functionary-v3.2":
-        # core/chat/handlers/functionary_v3_2.py: the generation prompt ends with ">>>", so each message starts with
+        # core/chat/formats/functionary_v3_2.py: the generation prompt ends with ">>>", so each message starts with
         # its recipient: "all\n" then content, or "NAME\n" then the call's JSON arguments; ">>>" starts the next
         fields = {
             "tool_calls": {"open_pattern": r"(?:\A|>>>)(?!all\n)(?P<name>[^\s>]+)\n", "close_pattern": r"(?=>>>)",
@@ -566,7 +566,7 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
                 "fields": fields}
     if handler == "gpt-oss" and flavour == Flavour.TRANSFORMERS:
-        # core/chat/handlers/gpt_oss.py: messages <|channel|>CHANNEL…<|message|>TEXT<|end|>, each after
+        # core/chat/formats/gpt_oss.py: messages <|channel|>CHANNEL…<|message|>TEXT<|end|>, each after
         # <|start|>assistant (dropped between regions); analysis is reasoning, final and a recipient-less
         # commentary are content; a call names "to=functions.NAME" in the role header or after the channel;
         # calls to other recipients are consumed whole by a field that stays empty (transformers drops it)
@@ -592,7 +592,7 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, "start_anchor_pattern": anchor,
                 "fields": fields}
     if handler == "kimi-k3":
-        # core/chat/handlers/kimi_k3.py: XTML sections <|open|>TAG attrs<|sep|> … <|close|>TAG<|sep|>; the
+        # core/chat/formats/kimi_k3.py: XTML sections <|open|>TAG attrs<|sep|> … <|close|>TAG<|sep|>; the
         # generation prompt opens the message and its think section, which ends at its closer or where the
         # response or tools section starts; argument values are typed by the tool schema (tools=), not by the
         # type attribute; the tools/message section markers fall between regions and are dropped
@@ -611,7 +611,7 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"},
                 "start_anchor": '<|open|>message role="assistant"<|sep|>', "fields": fields}
     if handler == "muse-glimmer":
-        # core/chat/handlers/muse_glimmer.py: messages "<|start|>assistant to=RECIPIENT<|message|>BODY<|eom|>";
+        # core/chat/formats/muse_glimmer.py: messages "<|start|>assistant to=RECIPIENT<|message|>BODY<|eom|>";
         # to=self is reasoning, to=user (or no recipient) the answer, any other recipient holds
         # <atem:function_calls><atem:invoke name="NAME"><atem:parameter name="K">V</atem:parameter>…; the
         # header of a message is the opener of its region, so the recipient decides the field
@@ -629,7 +629,7 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, "start_anchor": "<|start|>assistant",
                 "fields": fields}
     if handler == "minicpm5":
-        # core/chat/handlers/minicpm5.py: [<think>…</think>] content <function name="NAME"><param name="K">V</param>…
+        # core/chat/formats/minicpm5.py: [<think>…</think>] content <function name="NAME"><param name="K">V</param>…
         # </function>…; a string value may be wrapped in <![CDATA[…]]> (then it may hold </param>); non-string
         # values are JSON, which tools= typing reproduces from the schema
         fields = {
@@ -646,7 +646,7 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
         return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
                 "fields": fields}
     if handler == "gemma4":
-        # core/chat/handlers/gemma4.py: [<|channel>thought\n…<channel|>] content [<|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>]…
+        # core/chat/formats/gemma4.py: [<|channel>thought\n…<channel|>] content [<|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>]…
         fields = {
             think: {"open": "<|channel>thought", "close": "<channel|>", "content": "text"},
             "tool_calls": {"open_pattern": r"\s*<\|tool_call>call:(?P<name>[A-Za-z0-9_.-]+)", "close_pattern": r"<tool_call\|>\s*",

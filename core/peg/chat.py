@@ -57,6 +57,8 @@ MAX_PERMUTE = 6
 _OPTIONS: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("chat_builder_options", default={})
 BUILDER_OPTIONS = ("python_literal_values", "whitespace_call_separators", "repairs")
 REPAIR_TAG_PREFIX = "repair:"
+IGNORED = "ignored"
+"""Tag of text a format reads and drops, as llama.cpp does (after the last message): quiet, no mapper action."""
 """Names of the :class:`ChatBuilder` options (see the module doc)."""
 
 
@@ -181,6 +183,12 @@ class ChatBuilder(Builder):
         tag = REPAIR_TAG_PREFIX + name
         self.arena.quiet_tags = self.arena.quiet_tags | {tag}
         return self.tag(tag, p)
+
+    def ignored(self, p: Parseable) -> P:
+        """``p`` read and dropped (:data:`IGNORED`; outside the grammar): text llama.cpp's parser reads past
+        without a message part, e.g. a turn's end token and what follows the last message."""
+        self.arena.quiet_tags = self.arena.quiet_tags | {IGNORED}
+        return self.gbnf(self.tag(IGNORED, p), "")
 
     # -- tags -----------------------------------------------------------------------------------------------
     def reasoning_block(self, p: Parseable) -> P:

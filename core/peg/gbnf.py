@@ -207,6 +207,8 @@ class _Emitter:
         if isinstance(n, N.Choice):
             parts = []
             items = [c for c in n.items if not self.is_repair(c)]
+            # an alternative declared parse-only (gbnf(..., "")) is not in the grammar, unless it is the only one
+            items = [c for c in items if not _parse_only(self.arena, c)] or items
             for c in items or n.items:
                 g = self.gbnf(c)
                 if isinstance(self.effective(c), N.Choice):
@@ -324,3 +326,9 @@ def build_grammar(arena: _AnyT, lazy: bool = False, builder: GrammarBuilder | No
     elif arena.root >= 0:
         gb.add_rule("root", em.gbnf(arena.root))
     return gb.format()
+
+
+def _parse_only(arena: _AnyT, pid: int) -> bool:
+    """A ``gbnf(p, "")`` node: the parse reads it, the grammar leaves it out."""
+    n = arena.nodes[pid]
+    return isinstance(n, N.Gbnf) and n.grammar == ""

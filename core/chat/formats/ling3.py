@@ -21,8 +21,7 @@ from typing import Any
 from ...templating import ChatTemplate
 from ..request import ChatRequest, Continuation
 from . import _common as C
-from ._common import Incomplete, Mismatch, Scanner
-from ._peg_handler import grammar_for, has_response_format, make_parser, word
+from ._peg_handler import HandlerParser, grammar_for, has_response_format, make_parser, peg_parser, word
 from ...peg.chat import build_chat_peg_parser
 
 NAME = "ling3"
@@ -37,11 +36,9 @@ ARG_KEY_END = "</arg_key>"
 ARG_VAL = "<arg_value>"
 ARG_VAL_END = "</arg_value>"
 ROLE_END = "<|role_end|>"
-
-
-def detect(normalized_source: str) -> bool:
-    """llama.cpp: ``<role>ASSISTANT</role>`` and ``<arg_key>`` in the source."""
-    return ROLE in normalized_source and ARG_KEY in normalized_source
+PRESERVED = [THINK_START, THINK_END, CALL_START, CALL_END, ARG_KEY, ARG_KEY_END, ARG_VAL, ARG_VAL_END, ROLE_END]
+DELIMITERS = {"assistant": ROLE, "user": "<role>HUMAN</role>", "tool": "<role>OBSERVATION</role>",
+              "system": "<role>SYSTEM</role>"}
 
 
 def value_mode(schema: C.Schema) -> str:
@@ -54,85 +51,8 @@ def value_mode(schema: C.Schema) -> str:
     return "mixed"
 
 
-def _make_body(view: C.RequestView, think_open: bool):
-    tools = {t.name: t for t in view.tools}
-    names = list(tools)
-    body_end = (THINK_END, CALL_START) if think_open else (THINK_END,)
-
-    def tool_call(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect(CALL_START)
-        name = sc.choose_literal(names)
-        sc.pos += len(name)
-        sc.space()
-        b.open_call(name)
-        params = {p: value_mode(s) for p, s, _ in tools[name].params()}
-        while True:
-            save = sc.pos
-            sc.space()
-            r = sc.check(ARG_KEY)
-            if r == -1:
-                raise Incomplete(sc.n)
-            if r == 0 or not params:
-                sc.pos = save
-                break
-            sc.pos += len(ARG_KEY)
-            key = sc.choose_literal(params)
-            sc.pos += len(key)
-            sc.expect(ARG_KEY_END)
-            b.arg_name(key)
-            sc.space()
-            sc.expect(ARG_VAL)
-            mode = params[key]
-            if mode == "json":
-                C.json_arg_value(sc, b, ARG_VAL_END)
-            elif mode == "string":
-                C.string_arg_value(sc, b, ARG_VAL_END)
-            else:
-                C.json_or_string_arg_value(sc, b, ARG_VAL_END)
-        sc.space()
-        sc.expect(CALL_END)
-        b.close_call()
-
-    def tail(sc: Scanner, b: C.MessageBuilder) -> None:
-        if sc.pos < sc.n:
-            b.add_content(sc.until(ROLE_END))
-        sc.optional(ROLE_END)
-
-    def spaced_tool_call(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.space()
-        tool_call(sc, b)
-
-    def tools_section(sc: Scanner, b: C.MessageBuilder) -> None:
-        tool_call(sc, b)
-        if view.parallel:
-            C.repeat(sc, b, spaced_tool_call)
-        sc.space()
-        tail(sc, b)
-
-    def body(sc: Scanner, b: C.MessageBuilder) -> None:
-        if sc.optional(ROLE):
-            sc.space()
-        if sc.pos < sc.n:
-            sc.optional(THINK_START)
-            text = sc.until(*body_end)
-            (b.add_reasoning if view.extract_reasoning else b.add_content)(text)
-            sc.optional(THINK_END)
-        if view.tools_active:
-            if sc.pos < sc.n:
-                b.add_content(sc.until(CALL_START))
-            if view.required:
-                tools_section(sc, b)
-            else:
-                C.optional(sc, b, tools_section)
-        tail(sc, b)
-        if sc.pos < sc.n:
-            raise Mismatch(sc.pos, "text after the end of the turn")
-
-    return body
-
-
 def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
-          prepared: Any = None) -> C.HandlerParser:
+          prepared: Any = None) -> HandlerParser:
     """Ling 3 parser and grammar (llama.cpp ``common_chat_params_init_ling3``). The think block counts as open
     when the generation prompt's last ``<think>`` is not closed (or for a reasoning continuation)."""
     view = C.request_view(request)
@@ -143,23 +63,13 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     else:
         last_open, last_close = gp.rfind(THINK_START), gp.rfind(THINK_END)
         think_open = last_open != -1 and (last_close == -1 or last_open > last_close)
-
     if has_response_format(request):
         return _response_format_parser(request, gp, think_open, view.extract_reasoning)
-    return C.HandlerParser(
-        name=NAME,
-        body=_make_body(view, think_open),
-        generation_prompt=gp,
-        preserved_tokens=[THINK_START, THINK_END, CALL_START, CALL_END, ARG_KEY, ARG_KEY_END, ARG_VAL,
-                          ARG_VAL_END, ROLE_END],
-        additional_stops=[ROLE_END],
-        thinking_start_tag=THINK_START,
-        thinking_end_tags=[THINK_END, CALL_START],
-        message_delimiters={"assistant": ROLE, "user": "<role>HUMAN</role>", "tool": "<role>OBSERVATION</role>",
-                            "system": "<role>SYSTEM</role>"},
-        **C.grammar_fields(lambda p: _peg_root(p, view, think_open), include=view.tools_active,
-                           lazy=not view.required, trigger=C.word_trigger(CALL_START)),
-    )
+    return peg_parser(NAME, lambda p: _peg_root(p, view, think_open), generation_prompt=gp,
+                      parser_generation_prompt=generation_prompt, include=view.tools_active,
+                      lazy=not view.required, trigger=word(CALL_START), preserved_tokens=PRESERVED,
+                      additional_stops=[ROLE_END], thinking_start_tag=THINK_START,
+                      thinking_end_tags=[THINK_END, CALL_START], message_delimiters=list(DELIMITERS.items()))
 
 
 def _response_format_parser(request: ChatRequest, gp: str, think_open: bool, extract: bool) -> Any:
@@ -178,17 +88,15 @@ def _response_format_parser(request: ChatRequest, gp: str, think_open: bool, ext
     grammar, lazy, triggers = grammar_for(arena, notes, include=True, lazy=False, triggers=[word(CALL_START)])
     return make_parser(NAME, arena, generation_prompt=gp, grammar=grammar, grammar_lazy=lazy,
                        grammar_triggers=triggers,
-                       preserved_tokens=[THINK_START, THINK_END, CALL_START, CALL_END, ARG_KEY, ARG_KEY_END, ARG_VAL,
-                                         ARG_VAL_END, ROLE_END],
+                       preserved_tokens=PRESERVED,
                        additional_stops=[ROLE_END], supports_thinking=True, thinking_start_tag=THINK_START,
                        thinking_end_tags=[THINK_END, CALL_START],
-                       message_delimiters=[("assistant", ROLE), ("user", "<role>HUMAN</role>"),
-                                           ("tool", "<role>OBSERVATION</role>"), ("system", "<role>SYSTEM</role>")],
+                       message_delimiters=list(DELIMITERS.items()),
                        notes=notes)
 
 
 def _peg_root(p: Any, view: C.RequestView, think_open: bool) -> Any:
-    """llama.cpp's Ling 3 parser structure (core.peg ChatBuilder), used for the grammar."""
+    """llama.cpp's Ling 3 parser on core.peg's ChatBuilder: the format, for the parse and the grammar."""
     opener = p.optional(p.literal(ROLE) + p.optional(p.space()))
     body_end = p.until_one_of([THINK_END, CALL_START]) if think_open else p.until_one_of([THINK_END])
     think_body = p.reasoning(body_end) if view.extract_reasoning else p.content(body_end)

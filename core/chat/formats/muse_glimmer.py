@@ -20,7 +20,7 @@ from typing import Any
 from ...templating import ChatTemplate
 from ..request import ChatRequest, Continuation
 from . import _common as C
-from ._common import Incomplete, Scanner
+from ._peg_handler import HandlerParser, pattern, peg_parser
 
 NAME = "muse_glimmer"
 
@@ -34,107 +34,14 @@ FCALLS = "<atem:function_calls>"
 FCALLS_END = "</atem:function_calls>"
 INVOKE_END = "</atem:invoke>"
 PARAM_END = "</atem:parameter>"
+PRESERVED = ["<|start|>", MESSAGE, EOM, EOT, FCALLS, "<atem:invoke", "<atem:parameter", PARAM_END, INVOKE_END,
+             FCALLS_END]
+DELIMITERS = {"assistant": START, "user": "<|start|>user", "system": "<|start|>system", "tool": "<|start|>tool"}
 TRIGGER_PATTERN = "(?:^|<\\|start\\|>assistant)( to=(?!self<\\|message\\|>)(?!user<\\|message\\|>)[^<]*?<\\|message\\|>)"
 
 
-def detect(normalized_source: str) -> bool:
-    """llama.cpp: ``<atem:function_calls>`` and ``<|eom|>`` in the source."""
-    return FCALLS in normalized_source and EOM in normalized_source
-
-
-def _make_body(view: C.RequestView, include_grammar: bool):
-    tools = {t.name: t for t in view.tools}
-    opens = {'<atem:invoke name="' + n + '">': n for n in tools}
-    extract = view.extract_reasoning
-
-    def analyses(sc: Scanner, b: C.MessageBuilder) -> None:
-        """``(start analysis)*`` — chain-of-thought messages addressed to ``self``."""
-        def analysis(sc: Scanner, b: C.MessageBuilder) -> None:
-            sc.expect(START)
-            sc.expect(SELF)
-            (b.add_reasoning if extract else b.add_content)(sc.until(EOM))
-            sc.expect(EOM)
-
-        C.repeat(sc, b, analysis)
-
-    def final(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.optional(TO_USER)
-        sc.expect(MESSAGE)
-        b.add_content(sc.until(EOT, EOM))
-
-    def call(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect(" to=")
-        sc.until(MESSAGE)
-        sc.expect(MESSAGE + FCALLS)
-        sc.space()
-        tag = sc.choose_literal(opens)
-        sc.pos += len(tag)
-        sc.space()
-        name = opens[tag]
-        b.open_call(name)
-        sc.space()
-        params = {'<atem:parameter name="' + p + '">': (p, C.tagged_value_kind(s))
-                  for p, s, _ in tools[name].params()}
-        C.tagged_args(sc, b, params, PARAM_END, C.string_arg_value)
-        sc.space()
-        sc.expect(INVOKE_END)
-        sc.space()
-        sc.expect(FCALLS_END)
-        b.close_call()
-
-    def next_call(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect(EOM)
-        sc.expect(START)
-        call(sc, b)
-
-    def calls(sc: Scanner, b: C.MessageBuilder) -> None:
-        call(sc, b)
-        if view.parallel:
-            C.repeat(sc, b, next_call)
-
-    def trailing_calls(sc: Scanner, b: C.MessageBuilder) -> None:
-        """``<|eom|> start calls`` after the answer."""
-        next_call(sc, b)
-        if view.parallel:
-            C.repeat(sc, b, next_call)
-
-    def body(sc: Scanner, b: C.MessageBuilder) -> None:
-        if not extract and not include_grammar:
-            sc.expect(START)
-            b.add_content(sc.until())
-            return
-        analyses(sc, b)
-        sc.expect(START)
-        if view.has_schema:
-            sc.optional(TO_USER)
-            sc.expect(MESSAGE)
-            fenced = sc.check("```json")
-            if fenced == -1:
-                raise Incomplete(sc.n)
-            if fenced == 1:
-                sc.pos += len("```json")
-                sc.space()
-            sc.pos = C.streamed_json_value(sc, b.add_content)
-            if fenced == 1:
-                sc.space()
-                sc.expect("```")
-            return
-        if view.tools_active:
-            if view.required:
-                calls(sc, b)
-                return
-            if C.attempt(sc, b, calls):
-                return
-            final(sc, b)
-            C.optional(sc, b, trailing_calls)
-            return
-        final(sc, b)
-
-    return body
-
-
 def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
-          prepared: Any = None) -> C.HandlerParser:
+          prepared: Any = None) -> HandlerParser:
     """Muse Glimmer parser and grammar (llama.cpp ``common_chat_params_init_muse_glimmer``). The generation
     prompt is always ``<|start|>assistant``; a continuation reopens the ``to=self`` message (and for CONTENT
     closes it and opens the ``to=user`` one)."""
@@ -146,22 +53,17 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
             gp += EOM + START + TO_USER + MESSAGE + view.continue_content()
 
     include_grammar = view.has_schema or view.tools_active
-    return C.HandlerParser(
-        name=NAME,
-        body=_make_body(view, include_grammar),
-        generation_prompt=gp,
-        preserved_tokens=["<|start|>", MESSAGE, EOM, EOT, FCALLS, "<atem:invoke", "<atem:parameter", PARAM_END,
-                          INVOKE_END, FCALLS_END],
-        message_delimiters={"assistant": START, "user": "<|start|>user", "system": "<|start|>system",
-                            "tool": "<|start|>tool"},
-        **C.grammar_fields(lambda p: _peg_root(p, view), include=include_grammar,
-                           lazy=not (view.has_schema or (view.tools_active and view.required)),
-                           trigger=C.pattern_trigger(TRIGGER_PATTERN)),
-    )
+    lazy = not (view.has_schema or (view.tools_active and view.required))
+    # text after the last message (its <|eot|> end token, anything else) is read and ignored, as llama.cpp
+    # does; not part of the grammar, which stops at the message
+    return peg_parser(NAME, lambda p: _peg_root(p, view) + p.ignored(p.rest()), generation_prompt=gp,
+                      parser_generation_prompt=generation_prompt, include=include_grammar, lazy=lazy,
+                      trigger=pattern(TRIGGER_PATTERN), preserved_tokens=PRESERVED,
+                      message_delimiters=list(DELIMITERS.items()))
 
 
 def _peg_root(p: Any, view: C.RequestView) -> Any:
-    """llama.cpp's Muse Glimmer parser structure (core.peg ChatBuilder), used for the grammar."""
+    """llama.cpp's Muse Glimmer parser on core.peg's ChatBuilder: the format, for the parse and the grammar."""
     start = p.rule("start", p.literal(START))
     if not view.extract_reasoning and not (view.has_schema or view.tools_active):
         return start + p.content(p.rest())

@@ -20,9 +20,11 @@ from typing import Any
 
 from ...memo import MISSING, BoundedMemo
 from ...templating import ChatTemplate
+from ..mapper import register_args_converter
 from ..request import ChatRequest
 from . import _common as C
 from ._common import Incomplete, Mismatch, Scanner
+from ._peg_handler import HandlerParser, peg_parser, word
 
 NAME = "gemma4"
 
@@ -36,6 +38,8 @@ CALL_END = "<tool_call|>"
 STR = '<|"|>'
 TOOL_RESPONSE = "<|tool_response>"
 TURN_END = "<turn|>"
+PRESERVED = ["<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|turn>"]
+DELIMITERS = {"user": "<|turn>user", "assistant": "<|turn>model"}
 
 
 @dataclass(frozen=True)
@@ -59,11 +63,6 @@ class CallSyntax:
 
 
 GEMMA4_SYNTAX = CallSyntax(CALL, CALL_END, STR)
-
-
-def detect(normalized_source: str) -> bool:
-    """llama.cpp: the source contains ``'<|tool_call>call:'`` (with the quotes)."""
-    return "'<|tool_call>call:'" in normalized_source
 
 
 def is_outdated_template(normalized_source: str) -> bool:
@@ -254,6 +253,18 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool,
         raise Mismatch(p, f"expected ',' or {close!r}")
 
 
+def gemma_args_json(text: str, string: str = STR) -> str:
+    """The JSON of a Gemma argument dict ``text`` (cut or not by the end of the input: then the growing partial
+    conversion); "" when it does not read as one. The mapper's value hook for Gemma 4's arguments."""
+    try:
+        return _g4_value(text, 0, None, string)[0]
+    except Mismatch:
+        return ""
+
+
+ARGS_TAG = register_args_converter("gemma4", gemma_args_json)
+
+
 def typed_value(json_text: str, schema_type: Any) -> str:
     """A complete JSON value ``json_text``; when it is a string and ``schema_type`` (a JSON-schema ``type``)
     asks for another type that the string spells — ``"3"`` for ``integer``, ``"2.5"`` for ``number``,
@@ -401,7 +412,7 @@ def _make_body(view: C.RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, turn: st
 
 
 def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
-          prepared: Any = None) -> C.HandlerParser:
+          prepared: Any = None) -> HandlerParser:
     """Gemma 4 parser, prompt and grammar for ``request`` (llama.cpp ``common_chat_params_init_gemma4``).
 
     ``generation_prompt`` is the request path's (LCP of the renders without / with ``add_generation_prompt``);
@@ -429,25 +440,17 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         prompt = ctx.render(False, msgs)
 
     include_grammar = view.has_schema or view.tools_active
-    return C.HandlerParser(
-        name=NAME,
-        body=_make_body(view),
-        generation_prompt=gp,
-        preserved_tokens=["<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|turn>"],
-        format="peg-gemma4",
-        prompt=prompt or None,
-        thinking_start_tag="<|channel>thought",
-        thinking_end_tags=["<channel|>"],
-        message_delimiters={"user": "<|turn>user", "assistant": "<|turn>model"},
-        drop_blank_reasoning=False,
-        **C.grammar_fields(lambda p: _peg_root(p, view), include=include_grammar,
-                           lazy=not (view.has_schema or view.required), trigger=C.word_trigger(CALL)),
-    )
+    return peg_parser(NAME, lambda p: _peg_root(p, view, args_tag=ARGS_TAG), generation_prompt=gp,
+                      parser_generation_prompt=generation_prompt, include=include_grammar,
+                      lazy=not (view.has_schema or view.required), trigger=word(CALL), preserved_tokens=PRESERVED,
+                      format="peg-gemma4", prompt=prompt or None, thinking_start_tag="<|channel>thought",
+                      thinking_end_tags=["<channel|>"], message_delimiters=list(DELIMITERS.items()))
 
 
-def _peg_root(p: Any, view: C.RequestView, syntax: CallSyntax = GEMMA4_SYNTAX) -> Any:
-    """llama.cpp's Gemma 4 parser structure (core.peg ChatBuilder), used for the grammar; ``syntax`` gives
-    the call markers (llama.cpp's by default)."""
+def _peg_root(p: Any, view: C.RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, args_tag: str = "") -> Any:
+    """The format: llama.cpp's Gemma 4 parser on core.peg's ChatBuilder, for the parse and the grammar;
+    ``syntax`` gives the call markers (llama.cpp's by default), ``args_tag`` the mapper's value hook for the
+    arguments (empty: the grammar alone, for the ``gemma-call-syntax`` improvement's scanner)."""
     CALL, CALL_OPEN, CALL_END, STR = syntax.call_start, syntax.call_open, syntax.call_end, syntax.string  # noqa: N806
     start = p.rule("start", p.optional(p.literal(TURN)))
     if view.extract_reasoning:
@@ -487,21 +490,25 @@ def _peg_root(p: Any, view: C.RequestView, syntax: CallSyntax = GEMMA4_SYNTAX) -
         p.rule("gemma4-array", array_body)
         p.rule("gemma4-value", lambda: p.choice(p.ref("gemma4-string"), p.ref("gemma4-dict"), p.ref("gemma4-array"),
                                                 p.ref("gemma4-number"), p.ref("gemma4-bool"), p.ref("gemma4-null")))
+        args = p.tag(args_tag, p.ref("gemma4-dict")) if args_tag else p.tool_args(p.ref("gemma4-dict"))
         choices = [p.rule(f"tool-{t.index}", p.tool(p.seq(
-            p.tool_open(p.tool_name(p.literal(t.name)) + p.peek(p.literal("{"))),
-            p.tool_args(p.ref("gemma4-dict"))))) for t in view.tools]
+            p.tool_open(p.tool_name(p.literal(t.name)) + p.peek(p.literal("{"))), args))) for t in view.tools]
         tool_call = p.trigger_rule("tool-call", p.repeat(CALL_OPEN + p.choice(*choices) + CALL_END,
                                                           1 if view.required else 0, -1 if view.parallel else 1))
+        # extension (llama.cpp ignores text after the calls; not in the grammar): the templates render a final
+        # answer after a turn's calls, kept as content up to Gemma's end-of-turn tokens (the rest is ignored)
+        after = p.content(p.until_one_of([CHANNEL, CHANNEL_END, CALL, TOOL_RESPONSE, TURN_END]))
+        answer = p.gbnf(p.zero_or_more(thought + after), "") + p.ignored(p.rest()) if args_tag else p.eps()
         if view.required:
-            return start + thought + tool_call
+            return start + thought + tool_call + answer
         scan = p.rule("scan-to-toolcall", p.until(CALL))
         content = p.rule("content", p.content(p.until_one_of([CHANNEL, CHANNEL_END, CALL])))
         message = p.rule("message", thought + content)
-        return start + p.zero_or_more(message) + scan + tool_call
+        return start + p.zero_or_more(message) + scan + tool_call + answer
 
     content = p.rule("content", p.content(p.until_one_of([CHANNEL, CHANNEL_END])))
     message = p.rule("message", thought + content)
-    return start + p.one_or_more(message)
+    return start + p.one_or_more(message) + p.ignored(p.rest())   # a stray <channel|> and what follows
 
 
 # ------------------------------------------------------------------------------------------------------------

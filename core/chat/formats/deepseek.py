@@ -39,11 +39,6 @@ GEN_PROMPT = "<｜Assistant｜>"
 TC_SEPARATOR = "\n\n"
 
 
-def detect(src: str) -> bool:
-    """``dsml_token`` and ``DSML`` and (``function_calls`` or ``tool_calls``) in the source."""
-    return "dsml_token" in src and "DSML" in src and ("function_calls" in src or "tool_calls" in src)
-
-
 def sort_tool_results(messages: list[dict]) -> list[dict]:
     """DeepSeek V4: inside each run of user/tool messages, tool results are reordered (stable) by the index of
     their ``tool_call_id`` in the preceding assistant message's calls (unknown ids first, as index 0)."""
@@ -193,4 +188,4 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         message_delimiters=[("assistant", GEN_PROMPT), ("user", "<｜User｜>")], notes=notes)
 
 
-__all__ = ["NAME", "detect", "build", "sort_tool_results"]
+__all__ = ["NAME", "build", "sort_tool_results"]

@@ -23,12 +23,6 @@ from ._peg_handler import (foreach_function, foreach_function_indexed,
 NAME = "ministral-3"
 
 
-def detect(src: str) -> bool:
-    """``[SYSTEM_PROMPT]``, ``[TOOL_CALLS]`` and ``[ARGS]`` present, ``[CALL_ID]`` absent (Mistral Small 3.2
-    has ``[CALL_ID]`` and goes to the auto-parser)."""
-    return all(n in src for n in ("[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]")) and "[CALL_ID]" not in src
-
-
 def adjust_messages(messages: list[dict]) -> list[dict]:
     """System and assistant messages: content becomes blocks ``[{type: thinking}, {type: text}]`` (thinking
     only when ``reasoning_content`` is a string; list content is appended as is); ``reasoning_content``
@@ -106,4 +100,4 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         supports_thinking=True, thinking_start_tag="[THINK]", thinking_end_tags=["[/THINK]"], notes=notes)
 
 
-__all__ = ["NAME", "detect", "build", "adjust_messages"]
+__all__ = ["NAME", "build", "adjust_messages"]

@@ -25,11 +25,6 @@ from ._peg_handler import (foreach_function, foreach_function_indexed,
 NAME = "gpt-oss"
 
 
-def detect(src: str) -> bool:
-    """``<|channel|>`` in the source."""
-    return "<|channel|>" in src
-
-
 def adjust_messages(messages: list[dict]) -> list[dict]:
     """Copy ``reasoning_content`` to ``thinking``; drop ``content`` of such a message when it has tool calls."""
     out = []
@@ -139,4 +134,4 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         after_arguments="content" if ends_with_arguments else None)
 
 
-__all__ = ["NAME", "detect", "build", "adjust_messages"]
+__all__ = ["NAME", "build", "adjust_messages"]

@@ -76,7 +76,7 @@ class Mismatch(Exception):
         trace = MISMATCH_TRACE.get()
         if trace is not None:
             frames = tuple(f.name for f in traceback.extract_stack(limit=16)[:-1]
-                           if "handlers" in f.filename and not f.filename.endswith("_common.py"))
+                           if "formats" in f.filename and not f.filename.endswith("_common.py"))
             trace.append((pos, why, frames))
 
 
@@ -1048,85 +1048,6 @@ def streamed_json_value(sc: Scanner, emit: Callable[[str], None]) -> int:
     return end
 
 
-def json_arg_value(sc: Scanner, b: "MessageBuilder", close: str) -> None:
-    """``tool_arg_json_value(json) tool_arg_close(close)``: a JSON value (appended as it streams), then
-    ``close``."""
-    sc.pos = streamed_json_value(sc, b.arg_json)
-    sc.expect(close)
-    b.arg_close()
-
-
-def string_arg_value(sc: Scanner, b: "MessageBuilder", close: str) -> None:
-    """``tool_arg_string_value(until(close)) tool_arg_close(close)``: raw text up to ``close`` as a JSON
-    string (streams; the closing quote comes with ``close``)."""
-    b.arg_string(sc.until(close), closed=False)
-    sc.expect(close)
-    b.arg_close()
-
-
-def tagged_args(sc: Scanner, b: "MessageBuilder", params: dict[str, tuple[str, str]], close: str,
-                string_value: Callable[[Scanner, "MessageBuilder", str], None]) -> None:
-    """Tagged parameters in any order (MiniCPM5 ``<param name="k">``, Muse Glimmer ``<atem:parameter
-    name="k">``): ``params`` maps each opening tag to ``(name, kind)`` (kind from :func:`tagged_value_kind`);
-    after a tag, a ``"string"`` value is read by ``string_value(sc, b, close)``, any other by
-    :func:`json_arg_value`, then whitespace. Stops (nothing consumed) at text that opens no parameter, at the
-    end of the input, or at once when ``params`` is empty; :class:`Incomplete` propagates."""
-    while params and sc.pos < sc.n:
-        try:
-            ptag = sc.choose_literal(params)
-        except Mismatch:
-            break
-        sc.pos += len(ptag)
-        key, kind = params[ptag]
-        b.arg_name(key)
-        if kind == "string":
-            string_value(sc, b, close)
-        else:
-            json_arg_value(sc, b, close)
-        sc.space()
-
-
-def json_or_string_arg_value(sc: Scanner, b: "MessageBuilder", close: str) -> None:
-    """``atomic(json close) | string``: typed when the text is a JSON value immediately followed by ``close``,
-    else raw text as a string. Nothing is emitted while the JSON reading is still possible."""
-    start = sc.pos
-    try:
-        end = scan_json(sc.text, start, sc.memo)
-        r = Scanner(sc.text, end).check(close)
-        if r == -1:
-            raise Incomplete(sc.n)
-        if r == 1:
-            b.arg_json(sc.text[start:end])
-            sc.pos = end + len(close)
-            b.arg_close()
-            return
-    except Mismatch:
-        pass
-    string_arg_value(sc, b, close)
-
-
-def cdata_or_string_arg_value(sc: Scanner, b: "MessageBuilder", close: str) -> None:
-    """MiniCPM5 strings: ``<![CDATA[ text ]]> close`` (only the inner text) or raw text up to ``close``."""
-    cdata = "<![CDATA["
-    r = sc.check(cdata)
-    if r == -1:
-        raise Incomplete(sc.n)
-    if r == 1:
-        save, mark = sc.pos, b.mark()
-        try:
-            sc.pos += len(cdata)
-            b.arg_string(sc.until("]]>"), closed=False)
-            sc.expect("]]>")
-            sc.expect(close)
-            b.arg_close()
-            return
-        except Mismatch:
-            sc.pos = save
-            b.reset(mark)
-            raise
-    string_arg_value(sc, b, close)
-
-
 # --------------------------------------------------------------------------------------------------------------
 # JSON schema (the subset the handlers consult; after llama.cpp json-schema.cpp)
 # --------------------------------------------------------------------------------------------------------------
@@ -1970,7 +1891,3 @@ def pattern_trigger(value: str) -> GrammarTrigger:
     return GrammarTrigger(TriggerType.PATTERN, value)
 
 
-def tagged_value_kind(schema: Schema) -> str:
-    """How XML-ish formats (MiniCPM5, Muse Glimmer) read a parameter value: ``"string"`` (raw text) when the
-    schema may be a string, else ``"json"``."""
-    return "string" if schema.may_be_string() else "json"

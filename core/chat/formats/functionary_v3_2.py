@@ -23,11 +23,6 @@ NAME = "functionary-v3.2"
 PREFIX = "<|start_header_id|>assistant<|end_header_id|>\n\n>>>"
 
 
-def detect(src: str) -> bool:
-    """``>>>all`` and ``>>>${recipient}`` in the source."""
-    return ">>>all" in src and ">>>${recipient}" in src
-
-
 def build(template: Any, request: Any, generation_prompt: str, report: Any = None, *, prepared: Any = None):
     """Parser, grammar and prompt for a Functionary v3.2 template (see module doc)."""
     prep = prepared_for(template, request, prepared)
@@ -80,4 +75,4 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                        notes=notes)
 
 
-__all__ = ["NAME", "detect", "build"]
+__all__ = ["NAME", "build"]

@@ -17,7 +17,7 @@ from typing import Any
 from ...templating import ChatTemplate
 from ..request import ChatRequest
 from . import _common as C
-from ._common import Mismatch, Scanner
+from ._peg_handler import HandlerParser, peg_parser, word
 
 NAME = "minicpm5"
 
@@ -28,57 +28,13 @@ FUNC = "<function"
 FUNC_END = "</function>"
 PARAM_END = "</param>"
 
-
-def detect(normalized_source: str) -> bool:
-    """llama.cpp: ``Tool usage guidelines:``, ``<function name="`` and ``<param name="`` in the source."""
-    return all(t in normalized_source for t in ("Tool usage guidelines:", '<function name="', '<param name="'))
-
-
-def _make_body(view: C.RequestView):
-    tools = {t.name: t for t in view.tools}
-    opens = {'<function name="' + n + '">': n for n in tools}
-
-    def call(sc: Scanner, b: C.MessageBuilder) -> None:
-        tag = sc.choose_literal(opens)
-        sc.pos += len(tag)
-        name = opens[tag]
-        b.open_call(name)
-        params = {'<param name="' + p + '">': (p, C.tagged_value_kind(s)) for p, s, _ in tools[name].params()}
-        sc.space()
-        C.tagged_args(sc, b, params, PARAM_END, C.cdata_or_string_arg_value)
-        sc.space()
-        sc.expect(FUNC_END)
-        b.close_call()
-
-    def call_and_space(sc: Scanner, b: C.MessageBuilder) -> None:
-        call(sc, b)
-        sc.space()
-
-    def body(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect(GEN_PROMPT)
-        if view.extract_reasoning:
-            sc.expect(THINK_START)
-            sc.space()
-            b.add_reasoning(sc.until(THINK_END))
-            sc.space()
-            sc.expect(THINK_END)
-            sc.space()
-        if view.has_schema:
-            C.streamed_json_value(sc, b.add_content)
-            return
-        if not view.tools_active:
-            b.add_content(sc.until())
-            return
-        b.add_content(sc.until(FUNC))
-        C.repeat(sc, b, call_and_space, 1, None if view.parallel else 1)
-        if sc.pos < sc.n:
-            raise Mismatch(sc.pos, "text after the tool calls")
-
-    return body
+PRESERVED = [FUNC, "<param", FUNC_END, PARAM_END, THINK_START, THINK_END]
+DELIMITERS = {"assistant": "<|im_start|>assistant", "tool": "<|im_start|>user\n<tool_response>",
+              "user": "<|im_start|>user", "system": "<|im_start|>system"}
 
 
 def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
-          prepared: Any = None) -> C.HandlerParser:
+          prepared: Any = None) -> HandlerParser:
     """MiniCPM5 parser and grammar (llama.cpp ``common_chat_params_init_minicpm5``); a continuation reopens
     ``<think>\\n`` (and closes it with ``\\n</think>\\n\\n`` for CONTENT)."""
     view = C.request_view(request)
@@ -87,23 +43,15 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         gp = view.prefill(GEN_PROMPT + THINK_START + "\n", "\n" + THINK_END + "\n\n")
 
     include_grammar = view.has_schema or view.tools_active
-    return C.HandlerParser(
-        name=NAME,
-        body=_make_body(view),
-        generation_prompt=gp,
-        preserved_tokens=[FUNC, "<param", FUNC_END, PARAM_END, THINK_START, THINK_END],
-        thinking_start_tag=THINK_START,
-        thinking_end_tags=[THINK_END],
-        message_delimiters={"assistant": "<|im_start|>assistant", "tool": "<|im_start|>user\n<tool_response>",
-                            "user": "<|im_start|>user", "system": "<|im_start|>system"},
-        **C.grammar_fields(lambda p: _peg_root(p, view), include=include_grammar,
-                           lazy=not (view.has_schema or (view.tools_active and view.required)),
-                           trigger=C.word_trigger(FUNC)),
-    )
+    lazy = not (view.has_schema or (view.tools_active and view.required))
+    return peg_parser(NAME, lambda p: _peg_root(p, view), generation_prompt=gp,
+                      parser_generation_prompt=generation_prompt, include=include_grammar, lazy=lazy,
+                      trigger=word(FUNC), preserved_tokens=PRESERVED, thinking_start_tag=THINK_START,
+                      thinking_end_tags=[THINK_END], message_delimiters=list(DELIMITERS.items()))
 
 
 def _peg_root(p: Any, view: C.RequestView) -> Any:
-    """llama.cpp's MiniCPM5 parser structure (core.peg ChatBuilder), used for the grammar."""
+    """llama.cpp's MiniCPM5 parser on core.peg's ChatBuilder: the format, for the parse and the grammar."""
     gen = p.literal(GEN_PROMPT)
     reasoning = p.eps()
     if view.extract_reasoning:

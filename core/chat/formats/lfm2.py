@@ -17,7 +17,8 @@ from typing import Any
 from ...templating import ChatTemplate
 from ..request import ChatRequest
 from . import _common as C
-from ._common import Incomplete, Mismatch, Scanner
+from . import family_by_name
+from ._peg_handler import HandlerParser, peg_parser, word
 
 NAME = "lfm2"
 
@@ -30,21 +31,6 @@ LIST_START = "<|tool_list_start|>"
 LIST_END = "<|tool_list_end|>"
 
 
-def is_lfm2(normalized_source: str) -> bool:
-    """LFM2 proper: the tool list is wrapped in ``<|tool_list_start|>`` … ``<|tool_list_end|>``."""
-    return LIST_START in normalized_source and LIST_END in normalized_source
-
-
-def is_lfm25(normalized_source: str) -> bool:
-    """LFM2.5: ``List of tools: [`` without the tool-list tokens."""
-    return "List of tools: [" in normalized_source and LIST_START not in normalized_source
-
-
-def detect(normalized_source: str) -> bool:
-    """llama.cpp detects LFM2 and LFM2.5 separately (both handled here); see :func:`is_lfm2`, :func:`is_lfm25`."""
-    return is_lfm2(normalized_source) or is_lfm25(normalized_source)
-
-
 def prepare_messages(messages: list[dict[str, Any]], normalized_source: str = "") -> list[dict[str, Any]]:
     """Copy each message's ``reasoning_content`` into the ``thinking`` field the template reads."""
     out = []
@@ -55,106 +41,14 @@ def prepare_messages(messages: list[dict[str, Any]], normalized_source: str = ""
     return out
 
 
-def _make_body(view: C.RequestView, extract: bool):
-    tools = {t.name: t for t in view.tools}
-    names = list(tools)
-
-    def value(sc: Scanner, b: C.MessageBuilder, string_typed: bool) -> None:
-        start = sc.pos
-        try:
-            if string_typed:
-                if sc.pos >= sc.n:
-                    raise Incomplete(sc.n)
-                q = sc.text[sc.pos]
-                if q not in "\"'":
-                    raise Mismatch(sc.pos, "expected a quoted string")
-                end = C.scan_quoted(sc.text, sc.pos, q)
-            else:
-                end = C.scan_python_or_json(sc.text, sc.pos, sc.memo)
-        except Incomplete as e:
-            b.arg_raw(sc.text[start:max(start, e.end)], sc.memo, start)
-            raise
-        b.arg_raw(sc.text[start:end], sc.memo, start)
-        sc.pos = end
-
-    def call(sc: Scanner, b: C.MessageBuilder) -> None:
-        name = sc.choose_literal(names)
-        sc.pos += len(name)
-        sc.expect("(")
-        b.open_call(name)
-        sc.space()
-        params = {p: s for p, s, _ in tools[name].params()}
-        if params and not sc.peek(")"):
-            while True:
-                arg = sc.choose_literal(params)
-                sc.pos += len(arg)
-                sc.expect("=")
-                b.arg_name(arg)
-                schema = params[arg]
-                value(sc, b, schema.node.get("type") == "string")
-                if sc.pos < sc.n and sc.text[sc.pos] == ",":
-                    sc.pos += 1
-                    sc.space()
-                    continue
-                break
-        sc.space()
-        sc.expect(")")
-        b.close_call()
-
-    def tool_calls(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect(CALL_START)
-        sc.expect("[")
-        sc.space()
-        call(sc, b)
-        if view.parallel:
-            while sc.pos < sc.n and sc.check(",") != 0:
-                sc.expect(",")
-                sc.space()
-                call(sc, b)
-        sc.space()
-        sc.expect("]")
-        sc.expect(CALL_END)
-
-    def reasoning(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect(THINK_START)
-        b.add_reasoning(sc.until(THINK_END))
-        sc.expect(THINK_END)
-
-    def body(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect(GEN_PROMPT)
-        if extract:
-            C.optional(sc, b, reasoning)
-        if not view.tools_active:
-            if view.has_schema:
-                start = sc.pos
-                try:
-                    end = C.scan_json(sc.text, sc.pos, sc.memo)
-                except Incomplete as e:
-                    b.add_content(sc.text[start:e.end])
-                    raise
-                b.add_content(sc.text[start:end])
-                sc.pos = end
-            else:
-                b.add_content(sc.until())
-            if sc.pos < sc.n:
-                raise Mismatch(sc.pos, "text after the response")
-            return
-        b.add_content(sc.until(CALL_START))
-        tool_calls(sc, b)
-        if sc.pos < sc.n:
-            raise Mismatch(sc.pos, "text after the tool calls")
-
-    return body
-
-
 def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
-          prepared: Any = None) -> C.HandlerParser:
+          prepared: Any = None) -> HandlerParser:
     """LFM2 / LFM2.5 parser, prompt and grammar (llama.cpp ``common_chat_params_init_lfm2``). Reasoning is
     extracted when ``reasoning_format`` is not none and the template knows ``<think>``; the prompt is rendered
     with each message's reasoning copied to ``thinking``; a continuation reopens ``<think>``."""
     view = C.request_view(request)
     src = template.normalized_source
-    tool_list_tokens = is_lfm2(src)
+    tool_list_tokens = family_by_name("lfm2").detect(src)  # LFM2 proper: <|tool_list_start|> … <|tool_list_end|>
     extract = view.extract_reasoning and THINK_START in template.source
     ctx = C.PromptContext(template, request, prepared)
     msgs = prepare_messages(ctx.messages)
@@ -169,18 +63,11 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         preserved += [LIST_START, LIST_END]
 
     include_grammar = view.has_schema or view.tools_active
-    return C.HandlerParser(
-        name=NAME,
-        body=_make_body(view, extract),
-        generation_prompt=gp,
-        preserved_tokens=preserved,
-        thinking_start_tag=THINK_START,
-        thinking_end_tags=[THINK_END],
-        prompt=prompt or None,
-        **C.grammar_fields(lambda p: _peg_root(p, view, extract), include=include_grammar,
-                           lazy=not (view.has_schema or (view.tools_active and view.required)),
-                           trigger=C.word_trigger(CALL_START)),
-    )
+    lazy = not (view.has_schema or (view.tools_active and view.required))
+    return peg_parser(NAME, lambda p: _peg_root(p, view, extract), generation_prompt=gp,
+                      parser_generation_prompt=generation_prompt, include=include_grammar, lazy=lazy,
+                      trigger=word(CALL_START), preserved_tokens=preserved, thinking_start_tag=THINK_START,
+                      thinking_end_tags=[THINK_END], prompt=prompt or None)
 
 
 def _python_or_json_value(p: Any) -> Any:
@@ -219,7 +106,8 @@ def _python_style_calls(p: Any, view: C.RequestView) -> Any:
                 arg_choices.append(p.tool_arg(p.tool_arg_open(p.tool_arg_name(p.literal(pname)) + p.literal("="))
                                               + value + p.tool_arg_close(p.eps())))
             one_arg = p.choice(*arg_choices)
-            args = one_arg + p.zero_or_more("," + p.space() + one_arg)
+            # the parse also takes a call without arguments (main's parser did; the grammar stays llama.cpp's)
+            args = p.choice(one_arg + p.zero_or_more("," + p.space() + one_arg), p.gbnf(p.peek(p.literal(")")), ""))
         body = p.tool(p.tool_open(p.tool_name(p.literal(spec.name)) + p.literal("(")) + p.space() + p.tool_args(args)
                       + p.space() + p.tool_close(p.literal(")")))
         choices.append(p.rule(f"tool-{spec.index}", body))
@@ -230,7 +118,7 @@ def _python_style_calls(p: Any, view: C.RequestView) -> Any:
 
 
 def _peg_root(p: Any, view: C.RequestView, extract: bool) -> Any:
-    """llama.cpp's LFM2 parser structure (core.peg ChatBuilder), used for the grammar."""
+    """llama.cpp's LFM2 parser on core.peg's ChatBuilder: the format, for the parse and the grammar."""
     gen = p.literal(GEN_PROMPT)
     reasoning = p.optional(THINK_START + p.reasoning(p.until(THINK_END)) + THINK_END) if extract else p.eps()
     if not view.tools_active:

@@ -19,11 +19,6 @@ PREFIX = "assistant<|role_sep|>\n"
 TOOL_CALL_START = "<|message_sep|>\n\nfunction call<|role_sep|>\n"
 
 
-def detect(src: str) -> bool:
-    """``<|role_sep|>`` and ``<|message_sep|>`` present, ``<|function_call|>`` absent."""
-    return "<|role_sep|>" in src and "<|message_sep|>" in src and "<|function_call|>" not in src
-
-
 def build(template: Any, request: Any, generation_prompt: str, report: Any = None, *, prepared: Any = None):
     """Parser, grammar and prompt for a GigaChat V3 template (see module doc)."""
     prep = prepared_for(template, request, prepared)
@@ -65,4 +60,4 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                        preserved_tokens=["<|message_sep|>\n\n", "<|role_sep|>\n"], notes=notes)
 
 
-__all__ = ["NAME", "detect", "build"]
+__all__ = ["NAME", "build"]

@@ -35,11 +35,6 @@ FC_END = NS + "</tool_call>"
 INVOKE_END = NS + "</invoke>"
 
 
-def detect(normalized_source: str) -> bool:
-    """llama.cpp: ``]<]minimax[>[``, ``<tool_call>`` and ``<invoke name=`` in the source."""
-    return NS in normalized_source and "<tool_call>" in normalized_source and "<invoke name=" in normalized_source
-
-
 # ------------------------------------------------------------------------------------------------------------
 # Schema-driven XML values → JSON. Each reader returns (json_text, done); done False = the input ended inside
 # (json_text is the partial conversion, containers left open). Mismatch when the text does not fit.

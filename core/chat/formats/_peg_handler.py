@@ -1,5 +1,4 @@
-"""Shared pieces of the PEG-built special handlers (H-D's families: Qwen3-Coder, GPT-OSS, Ministral 3,
-DeepSeek V3.2/V4, Functionary v3.2, GigaChat V3).
+"""Shared pieces of the special families' formats, each declared once as a PEG (docs/engine.md).
 
 Those llama.cpp handlers (``common/parsers/*.cpp``) are parser *builders*: they compose the same chat PEG
 vocabulary the auto-parser uses. So they are rebuilt here on :class:`core.peg.chat.ChatBuilder`, and the result
@@ -9,7 +8,8 @@ plus the handler's name and its rendered prompt.
 
 Helpers: :func:`prepared_for` (the request path's prepared request), :func:`foreach_function` /
 :func:`foreach_parameter` (llama.cpp ``parsers.cpp``), :func:`value_types` (llama.cpp
-``common_chat_schema::value_types``), :func:`make_grammar`, :func:`grammar_for`, :func:`has_response_format`;
+``common_chat_schema::value_types``), :func:`make_grammar`, :func:`grammar_for`, :func:`has_response_format`,
+:func:`peg_parser` (arena + grammar + parser in one call);
 ``word`` / ``pattern`` (grammar triggers) are ``_common``'s :func:`word_trigger` / :func:`pattern_trigger`.
 """
 
@@ -168,8 +168,9 @@ def make_parser(name: str, arena: Arena, *, generation_prompt: str, parser_gener
                 additional_stops: list[str] | None = None, supports_thinking: bool = False,
                 thinking_start_tag: str = "", thinking_end_tags: list[str] | None = None,
                 message_delimiters: list[tuple[str, str]] | None = None,
-                notes: list[str] | None = None, after_arguments: str | None = None) -> HandlerParser:
-    """Assemble a :class:`HandlerParser` (``format`` is ``"peg-native"`` as llama.cpp reports)."""
+                notes: list[str] | None = None, after_arguments: str | None = None,
+                format: str = "peg-native") -> HandlerParser:
+    """Assemble a :class:`HandlerParser` (``format``: the format name llama.cpp reports)."""
     return HandlerParser(
         arena=arena,
         generation_prompt=generation_prompt,
@@ -179,7 +180,7 @@ def make_parser(name: str, arena: Arena, *, generation_prompt: str, parser_gener
         grammar_triggers=list(grammar_triggers or []),
         preserved_tokens=list(preserved_tokens or []),
         additional_stops=list(additional_stops or []),
-        format="peg-native",
+        format=format,
         supports_thinking=supports_thinking,
         thinking_start_tag=thinking_start_tag,
         thinking_end_tags=list(thinking_end_tags or []),
@@ -189,3 +190,20 @@ def make_parser(name: str, arena: Arena, *, generation_prompt: str, parser_gener
         message_delimiters=list(message_delimiters or []),
         after_arguments=after_arguments,
     )
+
+
+
+def peg_parser(name: str, root: Any, *, generation_prompt: str, parser_generation_prompt: str, include: bool,
+               lazy: bool, trigger: GrammarTrigger, **fields: Any) -> HandlerParser:
+    """The :class:`HandlerParser` of a family whose format is the PEG ``root(builder)`` returns: the arena, its
+    grammar when ``include`` (lazy or not, one ``trigger``; see :func:`grammar_for`) and ``fields`` (preserved
+    tokens, thinking tags, …) as :func:`make_parser` takes them."""
+    from ...peg.chat import build_chat_peg_parser
+
+    arena = build_chat_peg_parser(root)
+    notes: list[str] = []
+    grammar, lazy, triggers = grammar_for(arena, notes, include=include, lazy=lazy, triggers=[trigger])
+    fields.setdefault("supports_thinking", True)
+    return make_parser(name, arena, generation_prompt=generation_prompt,
+                       parser_generation_prompt=parser_generation_prompt, grammar=grammar, grammar_lazy=lazy,
+                       grammar_triggers=triggers, notes=notes, **fields)

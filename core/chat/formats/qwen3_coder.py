@@ -38,13 +38,6 @@ GEN_PREFIX = "<|im_start|>assistant\n"
 PARAM_CLOSE = "\n</parameter>\n"
 
 
-def detect(src: str) -> bool:
-    """``<tool_call>``, ``<function=`` and ``<parameter=`` present, and not the no-newline variant
-    (``'<tool_call><function=' ~ tool_call.name ~ '>'``)."""
-    return (all(n in src for n in ("<tool_call>", "<function=", "<parameter="))
-            and "'<tool_call><function=' ~ tool_call.name ~ '>'" not in src)
-
-
 def build(template: Any, request: Any, generation_prompt: str, report: Any = None, *, prepared: Any = None):
     """Parser, grammar and prompt for a Qwen3-Coder-family template (see module doc). ``generation_prompt``:
     the request path's generation prompt (rebuilt here for a continuation)."""
@@ -181,4 +174,4 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         notes=notes)
 
 
-__all__ = ["NAME", "detect", "build"]
+__all__ = ["NAME", "build"]

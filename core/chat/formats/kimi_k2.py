@@ -1,0 +1,71 @@
+"""Kimi K2 / K2 Thinking handler (llama.cpp ``common/parsers/kimi-k2.cpp``).
+
+Output shape (after ``<|im_assistant|>assistant<|im_middle|>``)::
+
+    [<think> REASONING [</think>]] CONTENT
+    [<|tool_calls_section_begin|>]
+    <|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{JSON}[<|tool_call_end|>] …
+    [<|tool_calls_section_end|>]
+
+The call id is the whole ``functions.NAME:IDX``. Reasoning also ends at a tool-call marker (the model may call
+a tool without closing its think block). Arguments are the model's JSON, verbatim.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...templating import ChatTemplate
+from ..request import ChatRequest, ToolChoice
+from . import _common as C
+from ._peg_handler import HandlerParser, peg_parser, word
+
+NAME = "kimi_k2"
+
+SECTION_BEGIN = "<|tool_calls_section_begin|>"
+SECTION_END = "<|tool_calls_section_end|>"
+CALL_BEGIN = "<|tool_call_begin|>"
+ARGS_BEGIN = "<|tool_call_argument_begin|>"
+CALL_END = "<|tool_call_end|>"
+THINK_START = "<think>"
+THINK_END = "</think>"
+GEN_PROMPT = "<|im_assistant|>assistant<|im_middle|>"
+PRESERVED = [SECTION_BEGIN, SECTION_END, CALL_BEGIN, ARGS_BEGIN, CALL_END, THINK_START, THINK_END]
+
+
+def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
+          prepared: Any = None) -> HandlerParser:
+    """Kimi K2 parser and grammar (llama.cpp ``common_chat_params_init_kimi_k2``); a continuation reopens
+    ``<think>`` after the assistant header."""
+    view = C.request_view(request)
+    gp = generation_prompt
+    if view.has_continuation:
+        gp = view.prefill(GEN_PROMPT + THINK_START, THINK_END)
+    return peg_parser(NAME, lambda p: _peg_root(p, view), generation_prompt=gp,
+                      parser_generation_prompt=generation_prompt, include=view.tools_active,
+                      lazy=view.tool_choice == ToolChoice.AUTO, trigger=word(CALL_BEGIN),
+                      preserved_tokens=PRESERVED, thinking_start_tag=THINK_START, thinking_end_tags=[THINK_END])
+
+
+def _peg_root(p: Any, view: C.RequestView) -> Any:
+    """The format: llama.cpp's Kimi K2 parser (``common/parsers/kimi-k2.cpp``) on core.peg's ChatBuilder; the
+    parse and the grammar both come from it."""
+    reasoning = p.eps()
+    if view.extract_reasoning:
+        reasoning = p.optional(THINK_START + p.reasoning(p.until_one_of([THINK_END, SECTION_BEGIN, CALL_BEGIN]))
+                               + p.optional(p.literal(THINK_END)))
+    gen = p.literal(GEN_PROMPT)
+    if not view.tools_active:
+        return gen + reasoning + p.content(p.rest()) + p.end()
+    choices = []
+    for spec in view.tools:
+        tool_id = p.tool_id(p.literal("functions.") + p.tool_name(p.literal(spec.name)) + p.literal(":")
+                            + p.chars("[0-9]", 1, -1))
+        call = p.tool(p.tool_open(tool_id + p.literal(ARGS_BEGIN))
+                      + p.json_tool_args(spec.index, spec.parameters)
+                      + p.tool_close(p.optional(p.literal(CALL_END))))
+        choices.append(p.rule(f"tool-{spec.index}", call))
+    calls = p.rule("tool-calls", p.optional(p.literal(SECTION_BEGIN)) + p.trigger_rule(
+        "tool-call", p.repeat(CALL_BEGIN + p.choice(*choices), 1 if view.required else 0, -1 if view.parallel else 1)
+        + p.optional(p.literal(SECTION_END))))
+    return gen + reasoning + p.content(p.until_one_of([SECTION_BEGIN, CALL_BEGIN])) + calls + p.end()
