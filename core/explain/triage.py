@@ -527,6 +527,19 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ev.append(f"the parse stopped at output position {ex.stop.output_pos}: {ex.stop.words()}")
     # cut short: the output ends inside a structure and no edit inside it makes it a call
     edits = near[0] if near else []
+    # an output that "ends inside reasoning" while its reasoning holds a call opener was not cut: the model called
+    # the tool before closing the reasoning (a parser that reads an unclosed reasoning as cut names it so)
+    in_reasoning = ex.truncated is not None and tuple(ex.truncated.path)[-1:] == ("reasoning",)
+    if in_reasoning and reasoning and not content and not msg.get("tool_calls") and r_ends \
+            and not any(e in out for e in r_ends):
+        lead = [m for m in ctx["markers"] if m and m in reasoning]
+        named = [n for n in ctx["names"] if n and n in reasoning]
+        special = [t for t in getattr(bundle.parser, "preserved_tokens", None) or [] if t and t in reasoning]
+        if lead or (named and special):
+            what = _q(lead[0]) if lead else f"{_q(named[0])} inside template markup ({_q(special[0])})"
+            ev.append(f"the reasoning holds {what}, which starts a call: the model called the tool before "
+                      f"closing the reasoning with {_q(r_ends[0])}")
+            return Mistake.REASONING_NOT_CLOSED, ev
     if Cause.TRUNCATED in causes or (ex.truncated is not None and not edits):
         where = " > ".join(ex.truncated.path) if ex.truncated else "the format"
         if not near or all(e.kind == "insert" and e.pos >= len(out) for e in edits):
