@@ -425,3 +425,16 @@ def test_functionary_v2_2_exports_with_call_turn_header():
             one, streamed = _parse_theirs(res.response_template, prefix, out, [])
             assert one == streamed and one.get("content") == content
             assert [c["function"]["name"] for c in one.get("tool_calls", [])] == names
+
+
+def test_a_handler_family_whose_analysis_misses_its_reasoning_and_calls_is_refused():
+    # K2 Horizon (b11549): the generic analysis sees content only; the handler parses reasoning and tool calls
+    import pathlib
+    from core.export.response_template import export_response_template
+    from core.export.cli import _load
+
+    path = pathlib.Path(__file__).resolve().parent / "data" / "b11549" / "IFM-K2-Horizon.jinja"
+    res = export_response_template(_load(str(path)))
+    assert res.response_template is None
+    assert res.reasons == ["special handler k2-horizon: the handler parses reasoning and tool calls, but the generic "
+                           "analysis (the export's source for this family) finds none; the export would drop them"]

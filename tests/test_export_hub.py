@@ -41,3 +41,47 @@ def test_for_hub_refuses_an_unexportable_template_in_one_line(tmp_path):
 
 def test_cells_are_one_line_without_pipes():
     assert _cell("a|b\nc") == "a\\|b c" and len(_cell("x" * 500)) == 158
+
+
+def _model_dir(tmp_path):
+    d = tmp_path / "model"
+    d.mkdir()
+    config = {"chat_template": (TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text(encoding="utf-8"),
+              "eos_token": "<|im_end|>", "model_max_length": 40960, "response_template": {"old": True}}
+    (d / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return d, config
+
+
+def test_for_hub_merges_into_the_tokenizer_config_it_read_the_template_from(tmp_path):
+    d, config = _model_dir(tmp_path)
+    for source in (d, d / "tokenizer_config.json"):
+        out = tmp_path / f"kit-{source.name}"
+        p = _run(str(source), "--for-hub", str(out))
+        assert p.returncode == 0, p.stderr
+        kit = json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))
+        assert {k: kit[k] for k in ("chat_template", "eos_token", "model_max_length")} == \
+            {k: config[k] for k in ("chat_template", "eos_token", "model_max_length")}
+        assert "reasoning_content" in kit["response_template"]["fields"]
+        assert "holds only" not in (out / "PR.md").read_text(encoding="utf-8")
+        assert not [n for n in (x.name for x in out.iterdir()) if n.endswith(".tmp")]
+
+
+def test_for_hub_without_a_config_says_the_file_holds_only_the_key(tmp_path):
+    out = tmp_path / "kit"
+    p = _run(str(TEMPLATES / "Qwen-Qwen3-0.6B.jinja"), "--for-hub", str(out))
+    assert p.returncode == 0, p.stderr
+    assert list(json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))) == ["response_template"]
+    assert "holds only the `response_template` key" in (out / "PR.md").read_text(encoding="utf-8")
+    assert "holds only the response_template key to add" in p.stderr
+
+
+def test_for_hub_errors_name_the_path(tmp_path):
+    f = tmp_path / "afile"
+    f.write_text("x", encoding="utf-8")
+    p = _run(str(TEMPLATES / "Qwen-Qwen3-0.6B.jinja"), "--for-hub", str(f))
+    assert p.returncode != 0 and f"--for-hub {f}: exists and is not a directory" in p.stderr
+    missing = tmp_path / "nope.json"
+    p = _run(str(TEMPLATES / "Qwen-Qwen3-0.6B.jinja"), "--for-hub", str(tmp_path / "kit"),
+             "--tokenizer-config", str(missing))
+    assert p.returncode != 0 and f"--tokenizer-config {missing}: no such file" in p.stderr
+    assert not (tmp_path / "kit").exists()

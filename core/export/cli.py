@@ -121,13 +121,34 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _source_tokenizer_config(spec: str) -> str | None:
+    """The tokenizer_config.json the template was read from (``spec`` is that file, or a directory holding one),
+    else None: the kit then merges into it, keeping every other key."""
+    if os.path.isdir(spec):
+        path = os.path.join(spec, "tokenizer_config.json")
+        return path if os.path.isfile(path) else None
+    if os.path.isfile(spec) and os.path.basename(spec) == "tokenizer_config.json":
+        return spec
+    return None
+
+
 def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: str) -> int:
     """``--for-hub DIR``: verify (reference cases too with --cases), then write tokenizer_config.json (merged
-    into --tokenizer-config when given) and PR.md into DIR. Nothing is written when transformers disagrees."""
+    into --tokenizer-config when given, else into the template's own tokenizer_config.json when it was read from
+    one) and PR.md into DIR, each through a temporary file renamed into place. Nothing is written when
+    transformers disagrees."""
+    import tempfile
+
     from ..errors import ChatTemplateExplorerError
     from .hub import hub_files
     from .verify import reference_cases, verify
 
+    out = args.for_hub
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ChatTemplateExplorerError(f"--for-hub {out}: exists and is not a directory")
+    base_path = args.tokenizer_config or _source_tokenizer_config(args.file)
+    if args.tokenizer_config and not os.path.isfile(args.tokenizer_config):
+        raise ChatTemplateExplorerError(f"--tokenizer-config {args.tokenizer_config}: no such file")
     v = verify(res.response_template, template, fidelity=fidelity,
                cases=reference_cases(args.cases, template.name) if args.cases else ())
     print(f"verification: {v.count_summary() or 'nothing checked'}", file=sys.stderr)
@@ -137,19 +158,41 @@ def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: 
         print(f"error: {template.name}: {why}; nothing written", file=sys.stderr)
         return 1
     base = None
-    try:
-        if args.tokenizer_config:
-            with open(args.tokenizer_config, encoding="utf-8") as f:
+    if base_path:
+        try:
+            with open(base_path, encoding="utf-8") as f:
                 base = json.load(f)
-        files = hub_files(res, v, base)
-        os.makedirs(args.for_hub, exist_ok=True)
+            files = hub_files(res, v, base)
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
+            raise ChatTemplateExplorerError(f"{base_path}: {msg}") from None
+    else:
+        files = hub_files(res, v, None)
+    temps: list[str] = []
+    try:
+        os.makedirs(out, exist_ok=True)
         for name, text in files.items():
-            with open(os.path.join(args.for_hub, name), "w", encoding="utf-8") as f:
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
+            temps.append(tmp)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
-        raise ChatTemplateExplorerError(f"--for-hub: {msg}") from None
-    print(f"wrote {', '.join(os.path.join(args.for_hub, n) for n in files)}", file=sys.stderr)
+        for tmp, name in zip(temps, files):
+            os.replace(tmp, os.path.join(out, name))
+    except OSError as e:
+        for tmp in temps:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        where = f" ({e.filename})" if getattr(e, "filename", None) and e.filename != out else ""
+        raise ChatTemplateExplorerError(f"--for-hub {out}: {e.strerror or e}{where}") from None
+    if base is None:
+        print(f"note: no tokenizer_config.json to merge into (pass --tokenizer-config, or give the model's "
+              f"tokenizer_config.json as the template): {os.path.join(out, 'tokenizer_config.json')} holds only the "
+              "response_template key to add", file=sys.stderr)
+    else:
+        print(f"merged into {base_path} (every other key kept)", file=sys.stderr)
+    print(f"wrote {', '.join(os.path.join(out, n) for n in files)}", file=sys.stderr)
     return 0
 
 
@@ -203,7 +246,8 @@ def register(subparsers: Any) -> None:
                    help="refuse to print unless transformers' parse_response agrees with our parser")
     e.add_argument("--cases", default=None, help="reference cases (cases.jsonl) also fed to the verification")
     e.add_argument("--for-hub", metavar="DIR", default=None,
-                   help="verify, then write DIR/tokenizer_config.json (merged into --tokenizer-config when given) "
+                   help="verify, then write DIR/tokenizer_config.json (merged into --tokenizer-config, or into "
+                        "the template's own tokenizer_config.json when read from one; else only the key to add) "
                         "and DIR/PR.md (a pull-request description with the verification table)")
     e.add_argument("--batch", metavar="DIR", help="export and verify every template of DIR; one JSON line each, "
                                                   "figures on stderr")

@@ -15,14 +15,19 @@ def _cell(text: Any) -> str:
     return s if len(s) <= 160 else s[:157] + "…"
 
 
-def pr_description(result: Any, verification: Any) -> str:
+def pr_description(result: Any, verification: Any, merged: bool = True) -> str:
     """The pull-request text for ``result`` (an exportable :class:`~core.export.response_template.ExportResult`)
-    proven by ``verification`` (a :class:`~core.export.verify.Verification`)."""
+    proven by ``verification`` (a :class:`~core.export.verify.Verification`); ``merged``: whether the kit's
+    tokenizer_config.json is the model's whole file (else it holds only the key to add)."""
     lines = [f"# Add a `response_template` to `tokenizer_config.json`", "",
              f"This adds the declarative output format of this model's chat template (`{_cell(result.template)}`), "
              "so servers and `transformers` can split a reply into reasoning, content and tool calls without a "
-             "model-specific parser.", "",
-             "## Served by", "", "| engine | serves | how | refuses |", "|---|---|---|---|"]
+             "model-specific parser.", ""]
+    if not merged:
+        lines += ["**Note:** the `tokenizer_config.json` beside this file holds only the `response_template` key "
+                  "to add; it is not the model's whole file. Add that key to the repository's "
+                  "`tokenizer_config.json`, keeping every other key.", ""]
+    lines += ["## Served by", "", "| engine | serves | how | refuses |", "|---|---|---|---|"]
     for c in result.consumers:
         refuses = "; ".join(c.refuses or [f"per request: {', '.join(c.request_limits)}" if c.request_limits else ""])
         lines.append(f"| {c.consumer.value} | {'yes' if c.serves else 'no'} | `{_cell(c.flags)}` | {_cell(refuses)} |")
@@ -48,7 +53,7 @@ def hub_files(result: Any, verification: Any, base_config: dict[str, Any] | None
         raise ValueError(f"{result.template}: nothing to contribute: {'; '.join(result.reasons)}")
     config = merge_tokenizer_config(base_config, result.response_template)
     return {"tokenizer_config.json": json.dumps(config, ensure_ascii=False, indent=2) + "\n",
-            "PR.md": pr_description(result, verification)}
+            "PR.md": pr_description(result, verification, merged=base_config is not None)}
 
 
 __all__ = ["hub_files", "pr_description"]

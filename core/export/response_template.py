@@ -746,6 +746,7 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
             if any(n.startswith("improvement call-turn-header") for n in getattr(bundle.parser, "notes", ())):
                 _bare_first_call(res.response_template, analysis.tools.format.per_call_start, header, res.notes)
             if route.kind == "specialized":
+                _handler_fields_kept(route.handler, bundle.parser, res.response_template, flavour)
                 res.notes.append(f"special handler {route.handler}: exported from the analysis; verification "
                                  "compares with the handler's parses")
         if res.response_template is not None:
@@ -761,6 +762,21 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
         res.reasons.append(str(e))
         res.response_template = None
     return res
+
+
+def _handler_fields_kept(handler: str, parser: Any, rt: dict[str, Any], flavour: Flavour) -> None:
+    """Raise :class:`NotExpressible` when a template exported from the generic analysis lacks a field the special
+    handler's parser produces (K2 Horizon: the analysis sees content only, the handler parses reasoning and tool
+    calls) — offering it would silently drop the model's reasoning or calls."""
+    fields = rt.get("fields", {}) if isinstance(rt, dict) else {}
+    missing = []
+    if getattr(parser, "supports_thinking", False) and REASONING_FIELD[flavour] not in fields:
+        missing.append("reasoning")
+    if (getattr(parser, "grammar_triggers", None) or getattr(parser, "grammar", None)) and "tool_calls" not in fields:
+        missing.append("tool calls")
+    if missing:
+        raise NotExpressible(f"special handler {handler}: the handler parses {' and '.join(missing)}, but the generic "
+                             f"analysis (the export's source for this family) finds none; the export would drop them")
 
 
 def _dropped_at_start(text: str) -> dict[str, Any]:
