@@ -47,7 +47,9 @@ def _commit(new_disabled: list[str], new_overrides: dict) -> bool:
 
 
 def _reset_widgets() -> None:
-    for k in [k for k in st.session_state.keys() if isinstance(k, str) and k.startswith(PFX)]:
+    # the kept copies go too, or state.keep_inputs would put the old values back into the dropped widgets
+    prefixes = (PFX, state.KEPT_PREFIX + PFX)
+    for k in [k for k in st.session_state.keys() if isinstance(k, str) and k.startswith(prefixes)]:
         del st.session_state[k]
     st.session_state[f"ov_editor_version_{D}"] = st.session_state.get(f"ov_editor_version_{D}", 0) + 1
 
