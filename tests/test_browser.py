@@ -20,6 +20,7 @@ from .conftest import ROOT
 pytestmark = pytest.mark.browser
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
+ARTIFACTS.mkdir(parents=True, exist_ok=True)  # a fresh clone has none (git-ignored); every browser test writes here
 
 
 @contextlib.contextmanager

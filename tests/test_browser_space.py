@@ -66,6 +66,7 @@ def test_space_starts_as_the_sdk_starts_it(browser, tmp_path):  # noqa: F811 - f
     # the SDK's command (its port and 0.0.0.0 replaced by a free port on loopback, for the test machine)
     cmd = [sys.executable, "-m", "streamlit", "run", "space_app.py", "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true"]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with open(ARTIFACTS / "streamlit-space.log", "w") as log:
         proc = subprocess.Popen(cmd, cwd=space, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
