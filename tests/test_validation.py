@@ -248,12 +248,19 @@ def test_template_binary_file(tmp_path: Any, command: str) -> None:
 
 
 def test_template_that_raises_on_the_request(tmp_path: Any) -> None:
-    """A template whose raise_exception fires for these messages: a render error naming the template."""
+    """A template whose raise_exception fires for these messages: under the lossless contract (issue 25) the output
+    still comes back, as content with an ``unparsed-text`` record (why ``no-parser``), and one stderr line names the
+    template and its error — never an empty answer, never a traceback."""
     t = tmp_path / "strict.jinja"
     t.write_text("{% if messages[0].role != 'system' %}{{ raise_exception('System message required') }}{% endif %}"
                  "{% for m in messages %}{{ m.content }}{% endfor %}", encoding="utf-8")
-    err = _assert_clean_error(_run(["parse", str(t)]), "strict.jinja")
-    assert "System message required" in err
+    proc = _run(["parse", str(t)])
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    msg = json.loads(proc.stdout)
+    assert msg["content"] == "Hello" and [(r["name"], r["why"]) for r in msg["repairs"]] == [("unparsed-text",
+                                                                                             "no-parser")]
+    err = proc.stderr.strip()
+    assert len(err.splitlines()) == 1 and "strict.jinja" in err and "System message required" in err, err
 
 
 def test_stream_chunk_must_be_positive() -> None:
