@@ -38,13 +38,16 @@ def adjust_messages(messages: list[dict]) -> list[dict]:
     return out
 
 
-def build(template: Any, request: Any, generation_prompt: str, report: Any = None, *, prepared: Any = None):
-    """Parser, grammar and prompt for a GPT-OSS template (see module doc)."""
+def harmony_prompt(template: Any, request: Any, prepared: Any = None) -> tuple[Any, str, str, str]:
+    """``(prep, prompt, gp, parser_gp)`` of a Harmony template (GPT-OSS and its dialects such as LLM-jp-4.1):
+    the prompt rendered with :func:`adjust_messages`, its last ``<|return|>`` swapped for ``<|end|>`` when no
+    generation prompt is added (inference, as the reference does), and the generation prompt — extended with the
+    prefilled analysis (and final) channel when the request continues the last assistant message, in which case
+    ``parser_gp`` keeps the plain one."""
     prep = prepared_for(template, request, prepared)
     msgs = adjust_messages(prep.messages)
     prompt = render_prompt(prep, messages_override=msgs)
     if not prep.add_generation_prompt:
-        # the reference swaps the last <|return|> for <|end|> when not adding a generation prompt (inference)
         i = prompt.rfind("<|return|>")
         if i >= 0:
             prompt = prompt[:i] + "<|end|>" + prompt[i + len("<|return|>"):]
@@ -55,6 +58,12 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         if prep.continuation == Continuation.CONTENT:
             gp += "<|end|><|start|>assistant<|channel|>final<|message|>" + prep.continue_content
         prompt += gp
+    return prep, prompt, gp, parser_gp
+
+
+def build(template: Any, request: Any, generation_prompt: str, report: Any = None, *, prepared: Any = None):
+    """Parser, grammar and prompt for a GPT-OSS template (see module doc)."""
+    prep, prompt, gp, parser_gp = harmony_prompt(template, request, prepared)
 
     has_tools = bool(request.tools)
     has_rf = has_response_format(request, allow_empty=True)

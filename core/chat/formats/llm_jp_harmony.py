@@ -15,11 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
-from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
-from ..request import Continuation, ReasoningFormat, ToolChoice
+from ..request import ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function_indexed, function_parameters_schema, grammar_for, has_response_format,
-                           make_parser, pattern, prepared_for)
-from .gpt_oss import adjust_messages
+                           make_parser, pattern)
+from .gpt_oss import harmony_prompt
 
 NAME = "llm-jp-harmony"
 DECLARATION = "chat_format=llm-jp-harmony-v1"
@@ -32,21 +31,7 @@ def detect(src: str) -> bool:
 
 def build(template: Any, request: Any, generation_prompt: str, report: Any = None, *, prepared: Any = None):
     """Parser, grammar and prompt for an LLM-jp-4.1 template (see module doc)."""
-    prep = prepared_for(template, request, prepared)
-    msgs = adjust_messages(prep.messages)
-    prompt = render_prompt(prep, messages_override=msgs)
-    if not prep.add_generation_prompt:
-        # as GPT-OSS: the last <|return|> becomes <|end|> when no generation prompt is added (inference)
-        i = prompt.rfind("<|return|>")
-        if i >= 0:
-            prompt = prompt[:i] + "<|end|>" + prompt[i + len("<|return|>"):]
-    gp = compute_generation_prompt(prep, messages_override=msgs)
-    parser_gp = gp
-    if prep.has_continuation:
-        gp = "<|start|>assistant<|channel|>analysis<|message|>" + prep.continue_reasoning
-        if prep.continuation == Continuation.CONTENT:
-            gp += "<|end|><|start|>assistant<|channel|>final<|message|>" + prep.continue_content
-        prompt += gp
+    prep, prompt, gp, parser_gp = harmony_prompt(template, request, prepared)
 
     has_tools = bool(request.tools)
     has_rf = has_response_format(request, allow_empty=True)
