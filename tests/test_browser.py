@@ -67,6 +67,16 @@ def _shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+def wait_for_metrics(page, *values: str, timeout: int = 60_000) -> str:
+    """Wait until an ``st.metric`` shows each of ``values``; return all the metrics' text. Streamlit sends the
+    metrics one by one as the page script runs, so waiting for the first one and reading them all is a race."""
+    metrics = page.locator('[data-testid="stMetric"]')
+    metrics.first.wait_for(timeout=timeout)
+    for value in values:
+        metrics.filter(has_text=value).first.wait_for(timeout=timeout)
+    return " ".join(metrics.all_inner_texts())
+
+
 def _pick(page, label: str, option: str) -> None:
     """Choose ``option`` in the Streamlit selectbox labelled ``label``."""
     box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first
@@ -102,9 +112,7 @@ def paste_template(page, name: str, source: str) -> None:
 
 def test_load_pick_template_parse(app_url, browser):
     page, errors = _start(browser, app_url)
-    metrics = page.locator('[data-testid="stMetric"]')
-    metrics.first.wait_for(timeout=60_000)
-    text = " ".join(metrics.all_inner_texts())
+    text = wait_for_metrics(page, "TAG_BASED", "JSON_NATIVE")
     assert "TAG_BASED" in text and "JSON_NATIVE" in text, text
     _shot(page, "01-overview-default")
     # every Markers column is visible at 1400 px: the grid does not scroll sideways (review finding: "trimmed"

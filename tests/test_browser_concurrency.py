@@ -22,7 +22,7 @@ import pytest
 from bench.browser import CHROME_ARGS, IDLE_JS
 
 from .test_browser import (ARTIFACTS, _shot, _wait_idle, browser, paste_template,  # noqa: F401 - fixture
-                           streamlit_server)
+                           streamlit_server, wait_for_metrics)
 
 pytestmark = pytest.mark.browser
 
@@ -67,9 +67,7 @@ def test_runaway_in_one_session_leaves_another_responsive(browser):  # noqa: F81
             b = ctx_b.new_page()
             b.goto(f"{url}/overview")
             b.get_by_role("heading", name="Overview").wait_for(timeout=8_000)
-            metrics = b.locator('[data-testid="stMetric"]')
-            metrics.first.wait_for(timeout=8_000)
-            shown = " ".join(metrics.all_inner_texts())
+            shown = wait_for_metrics(b, "TAG_BASED", "JSON_NATIVE", timeout=8_000)
             assert "TAG_BASED" in shown and "JSON_NATIVE" in shown, shown
             _shot(b, "51-concurrency-b-overview")
             # …and A has not finished: its run is still under way, no error and no metrics yet

@@ -19,7 +19,7 @@ import pytest
 from bench.browser import CHROMIUM, free_port
 
 from .conftest import ROOT
-from .test_browser import ARTIFACTS, _wait_idle, browser  # noqa: F401 - fixture
+from .test_browser import ARTIFACTS, _wait_idle, browser, wait_for_metrics  # noqa: F401 - fixture
 
 SPACE = ROOT / "deploy" / "hf-space"
 
@@ -88,8 +88,7 @@ def test_space_starts_as_the_sdk_starts_it(browser, tmp_path):  # noqa: F811 - f
             page.get_by_text("Demo mode: pastes up to", exact=False).first.wait_for(timeout=30_000)
             page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Overview", exact=True).click()
             page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
-            page.locator('[data-testid="stMetric"]').first.wait_for(timeout=60_000)
-            assert "TAG_BASED" in " ".join(page.locator('[data-testid="stMetric"]').all_inner_texts())
+            assert "TAG_BASED" in wait_for_metrics(page, "TAG_BASED")
             page.screenshot(path=str(ARTIFACTS / "space-01-overview.png"))
             page.close()
         finally:
