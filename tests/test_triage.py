@@ -123,6 +123,26 @@ def test_a_single_repair_is_offered_before_fidelity():
     assert "<tool_call>" in tg.nearest.sentence
 
 
+def test_a_single_repair_switched_on_alone_gives_the_offered_message():
+    """`explain(only_repairs=…)` (CLI `--repair NAME`, the Explain page's one click) parses at improved fidelity
+    with only that repair: it gives the message the ranked fix promised; another repair alone does not read the
+    call; an unknown name is one line naming the known ones."""
+    from core.chat.repairs import UnknownRepairError
+
+    c = next(c for c in CASES if c["id"] == "hermes-agent-5867")
+    ex, tg = _run(c)
+    fix = tg.fixes[0]
+    assert fix.cli == "--repair unmarked-calls" and fix.to_json()["cli"] == "--repair unmarked-calls"
+    t, req = _template(c["template"]), ChatRequest.from_dict(c)
+    on = explain(t, req, c["input"], only_repairs=("unmarked-calls",))
+    assert on.fidelity == "improved" and on.only_repairs == ["unmarked-calls"]
+    assert _same(on.message, fix.message) and on.message["tool_calls"][0]["function"]["name"] == "search"
+    other = explain(t, req, c["input"], only_repairs=("fenced-calls",), fixes=False)
+    assert not other.message.get("tool_calls")
+    with pytest.raises(UnknownRepairError, match="unknown repair 'no-such-repair'; known: "):
+        explain(t, req, c["input"], only_repairs=("no-such-repair",))
+
+
 def test_hostile_output_stays_bounded():
     """A 256 KB output: the search gives up within its parse budget rather than running away."""
     c = next(c for c in CASES if c["id"] == "vllm-49248")
@@ -199,6 +219,17 @@ def test_cli_json_carries_the_triage_and_expect(tmp_path):
     text = subprocess.run(cmd, input=c["input"], capture_output=True, text=True, cwd=ROOT, timeout=120).stdout
     assert "mistake: omitted marker inside a call — the model omitted `<arg_value>`" in text
     assert "no change of ours helps:" in text
+    c2 = next(c for c in CASES if c["id"] == "hermes-agent-5867")
+    req.write_text(json.dumps({k: c2[k] for k in ("messages", "tools")}), encoding="utf-8")
+    cmd2 = [sys.executable, "-m", "core", "explain", str(TEMPLATES / c2["template"]), "--request", str(req)]
+    d2 = json.loads(subprocess.run(cmd2 + ["--json"], input=c2["input"], capture_output=True, text=True, cwd=ROOT,
+                                   timeout=120).stdout)
+    assert d2["triage"]["fixes"][0]["cli"] == "--repair unmarked-calls"
+    d3 = json.loads(subprocess.run(cmd2 + ["--json", "--repair", "unmarked-calls"], input=c2["input"],
+                                   capture_output=True, text=True, cwd=ROOT, timeout=120).stdout)
+    assert d3["only_repairs"] == ["unmarked-calls"] and d3["clean"]
+    assert d3["message"]["tool_calls"][0]["function"]["arguments"] == \
+        d2["triage"]["fixes"][0]["message"]["tool_calls"][0]["function"]["arguments"]
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]", encoding="utf-8")
     err = subprocess.run(cmd + ["--expect", str(bad)], input=c["input"], capture_output=True, text=True, cwd=ROOT,

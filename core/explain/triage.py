@@ -135,10 +135,22 @@ class RankedFix:
     message: dict[str, Any]
     cost: int = 0
 
+    @property
+    def cli(self) -> str:
+        """The ``explain`` options that apply this fix (``--repair NAME`` switches one repair on alone), or ``""``
+        when it is not an option (a request edit, a template patch, a server setting)."""
+        if "repairs" in self.change:
+            return " ".join(f"--repair {n}" for n in self.change["repairs"])
+        if self.change.get("fidelity") == "improved" and len(self.change) == 1:
+            return "--improved"
+        if "overrides" in self.change and len(self.change) == 1:
+            return " ".join(f"--override {k}={v}" for k, v in self.change["overrides"].items())
+        return ""
+
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {"kind": self.kind.value, "description": self.description, "change": self.change,
-                "message": self.message, "cost": self.cost}
+                "message": self.message, "cost": self.cost, "cli": self.cli}
 
 
 @dataclass
@@ -212,6 +224,8 @@ def _parse(setup: _Setup, output: str, *, repairs: tuple[str, ...] | None = None
 
     tpl = template if template is not None else setup.template
     req = request if request is not None else setup.request
+    if repairs is None and setup.only_repairs is not None and setup.fidelity == "improved":
+        repairs = setup.only_repairs
     if repairs is not None:
         from ..chat.repairs import REPAIRS, RepairStage
 
@@ -929,8 +943,9 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                         break
                     one = _parse(setup, ex.output, repairs=(n,))
                     if ok(one):
-                        out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` (improved fidelity "
-                                             "with only this repair)", {"repairs": [n]}, one.message.to_openai(), 1))
+                        out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` alone (improved "
+                                             "fidelity with only this repair)", {"repairs": [n]},
+                                             one.message.to_openai(), 1))
                         break
                 else:
                     out.append(RankedFix(TriageFixKind.REPAIR, "switch on the repairs " + ", ".join(
