@@ -139,7 +139,7 @@ class RankedFix:
     def cli(self) -> str:
         """The ``explain`` options that apply this fix (``--repair NAME`` switches one repair on alone), or ``""``
         when it is not an option (a request edit, a template patch, a server setting)."""
-        if "repairs" in self.change:
+        if "repairs" in self.change and len(self.change) == 1:
             return " ".join(f"--repair {n}" for n in self.change["repairs"])
         if self.change.get("fidelity") == "improved" and len(self.change) == 1:
             return "--improved"
@@ -558,6 +558,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             ev.append(f"the reasoning holds {what}, which starts a call: the model called the tool before "
                       f"closing the reasoning with {_q(r_ends[0])}")
             return Mistake.REASONING_NOT_CLOSED, ev
+    if len(edits) == 1 and edits[0].kind == "insert" and edits[0].pos >= len(out) \
+            and _is_stop_closer(edits[0].new, ctx):
+        ev.append(f"the call is complete and only {_q(edits[0].new.strip(_WS))}, the closer the template writes after "
+                  "it, is missing at the very end: the string a stop sequence matches — a server removes a matched "
+                  "stop string from the output (or max_tokens ran out exactly there)")
+        return Mistake.STOP_STRING_STRIPPED, ev
     if Cause.TRUNCATED in causes or (ex.truncated is not None and not edits):
         where = " > ".join(ex.truncated.path) if ex.truncated else "the format"
         if not near or all(e.kind == "insert" and e.pos >= len(out) for e in edits):
@@ -747,6 +753,13 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
 
 _FENCE = re.compile(r"\s{0,8}```[\w-]{0,16}\s")
 _ENCODED_ARGS = re.compile(r'"\s{0,8}\{\s{0,8}\\"')
+
+
+def _is_stop_closer(text: str, ctx: dict[str, Any]) -> bool:
+    """``text`` is a closer of the call or section the analysis found (``</tool_call>``, ``<|tool_calls_section_end|>``),
+    a tag closer or a control token — a string a server may use as a stop sequence."""
+    t = text.strip(_WS)
+    return bool(t) and (t in ctx["closers"] or t.startswith("</") or bool(_SPECIAL_SHAPE.fullmatch(t)))
 
 
 def _is_closer(text: str) -> bool:
@@ -950,6 +963,29 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 else:
                     out.append(RankedFix(TriageFixKind.REPAIR, "switch on the repairs " + ", ".join(
                         f"`{n}`" for n in fired), {"repairs": fired}, imp.message.to_openai(), len(fired)))
+            elif imp.message.tool_calls and not setup.request.parallel_tool_calls:
+                # two faults: a repair reads the first call and the parse then stops at a second one the request
+                # did not allow — the repair together with parallel_tool_calls, each repair alone first
+                par = {"parallel_tool_calls": True}
+                req2 = apply_request_change(setup.request, par)
+                if budget.take(len(ex.output)):
+                    both = _parse(setup, ex.output, repairs=tuple(tolerance), request=req2)
+                    fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in both.message.repairs)
+                             if n in tolerance]
+                    if ok(both):
+                        for n in fired[:2]:
+                            if not budget.take(len(ex.output)):
+                                break
+                            one = _parse(setup, ex.output, repairs=(n,), request=req2)
+                            if ok(one):
+                                out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` alone and "
+                                                     "set parallel_tool_calls to true", {"repairs": [n],
+                                                     "request": par}, one.message.to_openai(), 2))
+                                break
+                        else:
+                            out.append(RankedFix(TriageFixKind.REPAIR, "switch on the repairs " + ", ".join(
+                                f"`{n}`" for n in fired) + " and set parallel_tool_calls to true",
+                                {"repairs": fired, "request": par}, both.message.to_openai(), len(fired) + 1))
         except Exception:  # noqa: BLE001 - improved may not build; then no repair fix
             pass
     # request edits of the schema
@@ -1041,6 +1077,20 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                      f"(skip_special_tokens=false / --special){extra}: the output then starts "
                                      + _q(restored[:30]), change, p.message.to_openai(), 4))
                 break
+    if near and mistake == Mistake.STOP_STRING_STRIPPED and budget.take(len(near[1].output)):
+        restored = near[1].output
+        try:
+            p = _parse(setup, restored)
+            # the message may be the one the unclean parse already showed: what changes is that the parse is
+            # clean (llama.cpp answers a final parse that is not with an error)
+            if p.clean and p.message.tool_calls and not any(x and x in (p.message.content or "") for x in markers):
+                closer = near[0][0].new.strip(_WS)
+                out.append(RankedFix(TriageFixKind.SERVER, f"keep the stop string {_q(closer)} in the output (drop it "
+                                     "from the request's `stop`, or include_stop_str_in_output=true): the output then "
+                                     "ends " + _q(restored[-30:]), {"server": "keep-stop-string", "output": restored},
+                                     p.message.to_openai(), 4))
+        except Exception:  # noqa: BLE001
+            pass
     out.sort(key=lambda f: (f.cost, _RANK[f.kind]))
     uniq: list[RankedFix] = []
     for f in out:
@@ -1089,6 +1139,9 @@ def _template_patch(setup: _Setup, edits: list[Edit], output: str) -> tuple[str,
 
 
 _WHY = {
+    Mistake.STOP_STRING_STRIPPED: "the closer was removed from the output and no repair of ours reads a call "
+                                  "without it: keep the stop string in the output (include_stop_str_in_output) or "
+                                  "drop it from the request's stop list",
     Mistake.CUT_SHORT: "the output ends before the call was written: no parser, request or template change can "
                        "produce what was never generated — raise max_tokens / drop the stop string and re-run",
     Mistake.TEMPLATE_MODEL_MISMATCH: "the model writes a call syntax the template never renders and no repair "
@@ -1133,6 +1186,13 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     near = None
     if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings):
         near = nearest_output(setup, bundle, ex.output, budget, ctx)
+    content = ex.message.get("content") or ""
+    if ex.clean and not ex.findings and ex.message.get("tool_calls") and not _SPECIAL_SHAPE.search(content) \
+            and not any(m and m in content for m in ctx["markers"]):
+        # the format read the calls and left nothing marker-like: the loose rules below (call syntax of another
+        # family, a recipient on the analysis channel) describe misreads, not a parse like this one
+        return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", [],
+                      searched=budget.total - budget.left)
     mistake, evidence = classify_mistake(ex, setup, bundle, near, ctx)
     if ex.clean and not ex.findings and mistake == Mistake.NONE:
         return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", evidence,

@@ -61,6 +61,8 @@ def _apply_triage_fix(fix: dict) -> None:
     where :func:`_apply_fix` puts them. A template patch is a download (the template is not edited in place)."""
     change = fix["change"]
     if "repairs" in change:
+        if "request" in change:      # a repair together with a request setting: the setting lands as usual
+            _apply_fix({**fix, "change": {"request": change["request"]}})
         st.session_state[_only_key()] = list(change["repairs"])
         st.session_state["explain_applied"] = (fix["description"] + " — the explanation below now parses at "
                                                "improved fidelity with only this repair on")
