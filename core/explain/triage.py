@@ -756,8 +756,9 @@ _ENCODED_ARGS = re.compile(r'"\s{0,8}\{\s{0,8}\\"')
 
 
 def _is_stop_closer(text: str, ctx: dict[str, Any]) -> bool:
-    """``text`` is a closer of the call or section the analysis found (``</tool_call>``, ``<|tool_calls_section_end|>``),
-    a tag closer or a control token — a string a server may use as a stop sequence."""
+    """``text`` is a closer of the call or section the analysis found (``</tool_call>``,
+    ``<|tool_calls_section_end|>``), a tag closer or a control token — a string a server may use as a stop
+    sequence."""
     t = text.strip(_WS)
     return bool(t) and (t in ctx["closers"] or t.startswith("</") or bool(_SPECIAL_SHAPE.fullmatch(t)))
 
