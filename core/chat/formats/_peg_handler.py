@@ -10,7 +10,7 @@ Helpers: :func:`prepared_for` (the request path's prepared request), :func:`fore
 :func:`foreach_parameter` (llama.cpp ``parsers.cpp``), :func:`value_types` (llama.cpp
 ``common_chat_schema::value_types``), :func:`make_grammar`, :func:`grammar_for`, :func:`has_response_format`,
 :func:`peg_parser` (arena + grammar + parser in one call);
-``word`` / ``pattern`` (grammar triggers) are ``_common``'s :func:`word_trigger` / :func:`pattern_trigger`.
+``word`` / ``pattern`` (grammar triggers).
 """
 
 from __future__ import annotations
@@ -22,14 +22,39 @@ from ...grammar import json_schema as S
 from ...grammar.converter import GrammarBuilder
 from ...peg import Arena
 from ...peg.chat import function_tools, indexed_function_tools
-from ..base import GrammarTrigger
+from ..base import GrammarTrigger, TriggerType
 from ..generator import GeneratedParser
 from ..prompt import PreparedRequest, prepare_request
-from ._common import json_type
-from ._common import pattern_trigger as pattern  # noqa: F401  (the handlers' trigger helpers)
-from ._common import word_trigger as word  # noqa: F401
 
 ALL_TYPES = frozenset({"null", "boolean", "number", "integer", "string", "array", "object"})
+
+
+def word(value: str) -> GrammarTrigger:
+    """A ``word`` grammar trigger on ``value`` (the literal text)."""
+    return GrammarTrigger(TriggerType.WORD, value)
+
+
+def pattern(value: str) -> GrammarTrigger:
+    """A ``pattern`` grammar trigger on ``value`` (a regex)."""
+    return GrammarTrigger(TriggerType.PATTERN, value)
+
+
+def json_type(v: Any) -> str:
+    """The JSON type name of a decoded JSON value (``null``, ``boolean``, ``integer``, ``number``, ``string``,
+    ``array``, ``object``), as llama.cpp's schema helpers name a ``const`` / ``enum`` value's type."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
 
 
 def prepared_for(template: Any, request: Any, prepared: PreparedRequest | None) -> PreparedRequest:
