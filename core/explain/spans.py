@@ -188,7 +188,7 @@ def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) 
         elif tag.startswith(TOOL_ARGS_AS) and in_value is not True:
             # arguments in a family's own syntax: the field carries the JSON the mapper's value hook made
             convert = ARGS_CONVERTERS.get(tag)
-            js = convert(text[node.start:node.end]) if convert else ""
+            js = convert(text, node) if convert else ""
             _paint(paint, node.start, node.end, (SpanLabel.ARGUMENTS, js, cur, ""))
             value = True
         elif tag in _TAG_LABELS and in_value is not True:
