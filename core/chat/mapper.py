@@ -26,6 +26,7 @@ from typing import Callable, Iterable
 
 from ..peg import chat as T
 from ..peg.engine import AstNode, ParseResult
+from ..peg.nodes import VALUE_HOOK_PREFIX
 from .message import AssistantMessage, ToolCall
 
 _WS = " \t\n\v\f\r"
@@ -42,6 +43,11 @@ def _trim_key(s: str) -> str:
     if s and s[0] in _WS:
         s = s[1:]
     return s.rstrip(_WS)
+
+
+def encode_json_string(s: str) -> str:
+    """``s`` as a JSON string (``json.dumps(s, ensure_ascii=False)``)."""
+    return _encode_string(s)
 
 
 def escape_json_inner(s: str) -> str:
@@ -322,7 +328,7 @@ ACTIONS = {
 }
 
 
-TOOL_ARGS_AS = "tool-args-as:"
+TOOL_ARGS_AS = VALUE_HOOK_PREFIX
 """Prefix of the tag of arguments written in a family's own value syntax (:func:`register_args_converter`)."""
 
 ARGS_CONVERTERS: dict[str, Callable[[str, AstNode], str]] = {}
