@@ -2,12 +2,10 @@
 
 Spans come from the parse that made the message:
 
-* PEG routes (the auto-parser and the PEG special handlers): the AST of a traced run
-  (:func:`core.peg.trace.traced_parse`) of the same arena and entry point the parser used — chat tags give
-  reasoning / content / tool name / call id / argument name and value, matched literals give markers (labelled
-  with the analysis field whose value they are), the rest of what the parse consumed is whitespace;
-* hand-written special handlers: the :class:`~core.chat.formats._common.MessageBuilder` calls of the same body
-  run (:class:`EventBuilder`), each placed at the scanner position where it was made.
+the AST of a traced run (:func:`core.peg.trace.traced_parse`) of the same arena and entry point the parser used
+(the auto-parser and the special families alike) — chat tags give reasoning / content / tool name / call id /
+argument name and value, a value hook's tag gives the arguments it made, matched literals give markers
+(labelled with the analysis field whose value they are), the rest of what the parse consumed is whitespace.
 
 Text the parse did not consume but the final parse kept as content (llama.cpp would have thrown) is
 ``unparsed``. :func:`rebuild_message` rebuilds the OpenAI message from the spans alone; the tests check it

@@ -19,14 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...grammar import json_schema as S
+from ...grammar.json_schema import SCALAR_TYPES, value_types  # noqa: F401  (the families read them here)
 from ...grammar.converter import GrammarBuilder
 from ...peg import Arena
 from ...peg.chat import function_tools, indexed_function_tools
 from ..base import GrammarTrigger, TriggerType
 from ..generator import GeneratedParser
 from ..prompt import PreparedRequest, prepare_request
-
-ALL_TYPES = frozenset({"null", "boolean", "number", "integer", "string", "array", "object"})
 
 
 def word(value: str) -> GrammarTrigger:
@@ -37,24 +36,6 @@ def word(value: str) -> GrammarTrigger:
 def pattern(value: str) -> GrammarTrigger:
     """A ``pattern`` grammar trigger on ``value`` (a regex)."""
     return GrammarTrigger(TriggerType.PATTERN, value)
-
-
-def json_type(v: Any) -> str:
-    """The JSON type name of a decoded JSON value (``null``, ``boolean``, ``integer``, ``number``, ``string``,
-    ``array``, ``object``), as llama.cpp's schema helpers name a ``const`` / ``enum`` value's type."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object"
 
 
 def prepared_for(template: Any, request: Any, prepared: PreparedRequest | None) -> PreparedRequest:
@@ -87,57 +68,6 @@ def foreach_parameter(function: dict) -> list[tuple[str, S.SchemaNode, bool]]:
     if not isinstance(root, S.ObjectSchema):
         return []
     return [(p.name, p.schema, p.required) for p in root.properties]
-
-
-SCALAR_TYPES = frozenset({"number", "integer", "boolean", "null"})
-"""JSON types whose values end where their text ends (repair ``mistyped-value-as-string`` takes other text for a
-parameter of only these types as a string)."""
-
-
-def value_types(node: S.SchemaNode | None, _visiting: set[int] | None = None) -> frozenset[str]:
-    """JSON types a value of ``node`` may have (llama.cpp ``value_types``): ``number`` implies ``integer``,
-    ``anyOf`` unions, ``allOf`` intersects, a ``$ref`` cycle contributes nothing, "any" is every type."""
-    if node is None:
-        return frozenset()
-    visiting = _visiting if _visiting is not None else set()
-    if isinstance(node, S.NullSchema):
-        return frozenset({"null"})
-    if isinstance(node, S.BooleanSchema):
-        return frozenset({"boolean"})
-    if isinstance(node, S.NumberSchema):
-        return frozenset({"number", "integer"})
-    if isinstance(node, S.IntegerSchema):
-        return frozenset({"integer"})
-    if isinstance(node, S.StringSchema):
-        return frozenset({"string"})
-    if isinstance(node, (S.ArraySchema, S.TupleSchema)):
-        return frozenset({"array"})
-    if isinstance(node, S.ObjectSchema):
-        return frozenset({"object"})
-    if isinstance(node, S.ConstSchema):
-        return frozenset({json_type(node.value)})
-    if isinstance(node, S.EnumSchema):
-        return frozenset(json_type(v) for v in node.values)
-    if isinstance(node, S.RefSchema):
-        t = node.target
-        if t is None or id(t) in visiting:
-            return frozenset()
-        visiting.add(id(t))
-        try:
-            return value_types(t, visiting)
-        finally:
-            visiting.discard(id(t))
-    if isinstance(node, S.AnyOf):
-        out: frozenset[str] = frozenset()
-        for c in node.children:
-            out |= value_types(c, visiting)
-        return out
-    if isinstance(node, S.AllOf):
-        acc = ALL_TYPES
-        for c in node.children:
-            acc &= value_types(c, visiting)
-        return acc
-    return ALL_TYPES  # any
 
 
 def has_response_format(request: Any, *, allow_empty: bool = False) -> bool:
