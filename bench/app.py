@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import statistics
 import sys
@@ -197,6 +198,127 @@ def bench_browser(runs: int) -> dict[str, Any]:
     return out
 
 
+ALL_PAGES = ["home", "overview", "comparisons", "overrides", "grammar", "playground", "explain", "edit", "lint",
+             "compare", "sources", "corpus", "export"]
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_table() -> dict[int, tuple[int, float]]:
+    """pid → (parent pid, CPU seconds of the process and its reaped children) from /proc."""
+    out: dict[int, tuple[int, float]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            s = pathlib.Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        f = s[s.rindex(")") + 2:].split()  # state ppid … utime(11) stime(12) cutime(13) cstime(14)
+        out[int(d)] = (int(f[1]), sum(int(x) for x in f[11:15]) / _TICK)
+    return out
+
+
+def tree_cpu(pid: int, *, children_only: bool = False) -> float:
+    """CPU seconds (user + system, reaped children included) of ``pid`` and every live descendant, from /proc
+    (Linux): what a server spent, whatever the machine's load — its worker processes included."""
+    table = _proc_table()
+    total = 0.0 if children_only else table.get(pid, (0, 0.0))[1]
+    stack = [pid]
+    while stack:
+        parent = stack.pop()
+        for child, (pp, cpu) in table.items():
+            if pp == parent:
+                total += cpu
+                stack.append(child)
+    return total
+
+
+_SCRIPT_CPU: list[float] = []
+
+
+def _count_script_cpu() -> None:
+    """Record the CPU time of each script run in its own thread: what a server spends running the app's
+    script, without AppTest's per-instance work (it scans every installed package for components, ~0.2 s,
+    which a real server does once at start)."""
+    from streamlit.runtime.scriptrunner import script_runner
+
+    run = script_runner.exec_func_with_error_handling
+
+    def timed(func: Any, ctx: Any) -> Any:
+        t0 = time.thread_time()
+        try:
+            return run(func, ctx)
+        finally:
+            _SCRIPT_CPU.append(time.thread_time() - t0)
+    script_runner.exec_func_with_error_handling = timed
+
+
+def _cpu_of(fn: Callable[[], Any]) -> tuple[float, float]:
+    """(CPU seconds of the script runs ``fn()`` made, its worker processes' CPU seconds)."""
+    n, w0 = len(_SCRIPT_CPU), tree_cpu(os.getpid(), children_only=True)
+    fn()
+    return sum(_SCRIPT_CPU[n:]), tree_cpu(os.getpid(), children_only=True) - w0
+
+
+def cpu_child(page: str, runs: int) -> dict[str, Any]:
+    """In a fresh process (``--cpu-child PAGE``): the server's CPU for the first view of ``page`` as the
+    process's first run (cold: imports, worker start, analysis); with ``PAGE:after-home``, for its first view
+    after the front page's (the background imports of :mod:`explorer.preload` finished), for a second visitor's
+    first view (process and caches warm) and for a switch back to it (median of ``runs``)."""
+    from streamlit.testing.v1 import AppTest
+
+    _count_script_cpu()
+    page, _, mode = page.partition(":")
+
+    def fresh() -> Any:
+        return AppTest.from_file(APP, default_timeout=300)
+
+    at = fresh()
+    if mode != "after-home":
+        return {"page": page, "cold": _cpu_of(lambda: _ok(at.switch_page(f"explorer/pages/{page}.py").run()))}
+    _ok(at.run())
+    from explorer import preload
+
+    preload.done.wait(120)
+    after_home = _cpu_of(lambda: _switch(at, page))
+    at2 = fresh()
+    second = _cpu_of(lambda: _ok(at2.switch_page(f"explorer/pages/{page}.py").run()))
+    other = "overview" if page == "home" else "home"
+    warm = []
+    for _ in range(runs):
+        _switch(at2, other)
+        warm.append(_cpu_of(lambda: _switch(at2, page)))
+    warm.sort()
+    return {"page": page, "after_home": after_home, "second": second, "warm": warm[len(warm) // 2]}
+
+
+def bench_cpu(runs: int, pages: list[str]) -> list[dict[str, Any]]:
+    """Per page, the server's CPU seconds (load does not skew them), each figure in fresh processes."""
+    import subprocess
+
+    def child(arg: str) -> dict[str, Any]:
+        proc = subprocess.run([sys.executable, "-m", "bench.app", "--cpu-child", arg, "--runs", str(runs)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"--cpu-child {arg} failed: {proc.stderr[-1500:]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    return [{**child(page), **child(page + ":after-home")} for page in pages]
+
+
+def render_cpu(rows: list[dict[str, Any]]) -> str:
+    """A Markdown table of :func:`bench_cpu`: server + worker CPU seconds per page and view."""
+    lines = ["| page | first view, cold process | first view after the front page | first view, warm process "
+             "| page switch |", "|---|---|---|---|---|"]
+
+    def cell(v: list[float]) -> str:
+        return f"{v[0]:.3f} s" + (f" + {v[1]:.3f} s workers" if v[1] >= 0.005 else "")
+    for r in rows:
+        lines.append(f"| {r['page']} | {cell(r['cold'])} | {cell(r['after_home'])} | {cell(r['second'])} "
+                     f"| {cell(r['warm'])} |")
+    return "\n".join(lines)
+
+
 def render(results: dict[str, Any]) -> str:
     """A Markdown table: figure, median, p90, max, runs, target verdict."""
     lines = ["| figure | median | p90 | max | runs | ≤ 0.3 s |", "|---|---|---|---|---|---|"]
@@ -221,6 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-big", action="store_true", help="leave out the 1 MB paste")
     ap.add_argument("--browser", action="store_true",
                     help="also time the actions in chromium against streamlit run app.py (needs /usr/bin/chromium)")
+    ap.add_argument("--cpu", nargs="?", const=",".join(ALL_PAGES), metavar="PAGES",
+                    help="only the server's CPU seconds per page (comma-separated pages, default all): the first "
+                         "view in a fresh process, a second visitor's first view, a page switch")
+    ap.add_argument("--cpu-child", metavar="PAGE", help=argparse.SUPPRESS)
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = ap.parse_args(argv)
     if args.runs < 1:
@@ -232,6 +358,17 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     os.chdir(ROOT)
     logging.getLogger("streamlit").setLevel(logging.ERROR)
+    if args.cpu_child:
+        print(json.dumps(cpu_child(args.cpu_child, args.runs)))
+        return 0
+    if args.cpu:
+        rows = bench_cpu(args.runs, [p.strip() for p in args.cpu.split(",") if p.strip()])
+        print(render_cpu(rows))
+        print(f"\n(CPU seconds of the server's script run, AppTest in-process; worker processes' CPU "
+              f"added where any; median of {args.runs} switches; load average {os.getloadavg()[0]:.1f})")
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(rows, indent=2), encoding="utf-8")
+        return 0
     results: dict[str, Any] = {}
     t0 = time.perf_counter()
     results.update(bench_pages(args.template, args.runs))
