@@ -319,6 +319,65 @@ def render_cpu(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# link in the sidebar → the page's title (h1): the steps of --server-cpu
+EXPLORER_STEPS = [("Overview", "Overview"), ("Comparisons", "Comparisons"), ("Playground", "Playground"),
+                  ("Grammar", "Grammar"), ("Start here", "Chat Template Explorer")]
+PLAIN_STEPS = [("One", "One"), ("Two", "Two"), ("Three", "Three")]
+PLAIN_APP = "bench/plain_app.py"
+
+
+def bench_server_cpu(visitors: int, steps: int) -> dict[str, Any]:
+    """The server's CPU per step, the explorer beside a plain Streamlit app (:mod:`bench.plain_app`), both served
+    at once and driven by the same chromium visitors in turn: each step is a page switch in the sidebar, waited
+    until the new page is shown and the run is over. CPU is read from /proc for each server's process tree
+    (worker processes included), so the browsers' own CPU and the machine's load do not count."""
+    import subprocess
+
+    from playwright.sync_api import sync_playwright
+
+    from .browser import CHROME_ARGS, CHROMIUM, PAGE_IDLE_JS, serve
+
+    procs: list[subprocess.Popen] = []
+    with open(os.devnull, "w") as log, serve(log, started=procs) as url_x, \
+            serve(log, script=PLAIN_APP, started=procs) as url_p, sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
+        apps = {"explorer": (url_x, EXPLORER_STEPS, procs[0].pid), "plain": (url_p, PLAIN_STEPS, procs[1].pid)}
+        pages = {name: [b.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+                        for _ in range(visitors)] for name in apps}
+
+        def step(name: str, page: Any, i: int) -> None:
+            link, title = apps[name][1][i % len(apps[name][1])]
+            page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=link, exact=True).click()
+            page.wait_for_timeout(30)  # let the click start the run before the idle check
+            page.wait_for_function(PAGE_IDLE_JS, arg=title, timeout=120_000)
+
+        for name, (url, seq, _) in apps.items():  # warm: each visitor opens the app and visits every page once
+            for page in pages[name]:
+                page.goto(url, wait_until="networkidle")
+                for i in range(len(seq)):
+                    step(name, page, i)
+        before = {name: tree_cpu(pid) for name, (_, _, pid) in apps.items()}
+        n = 0
+        for i in range(steps):
+            for v in range(visitors):
+                for name in apps:
+                    step(name, pages[name][v], i)
+                n += 1
+        per_step = {name: (tree_cpu(pid) - before[name]) / n for name, (_, _, pid) in apps.items()}
+        b.close()
+    return {"visitors": visitors, "steps": n, "explorer_cpu_per_step_s": per_step["explorer"],
+            "plain_cpu_per_step_s": per_step["plain"], "ratio": per_step["explorer"] / per_step["plain"]}
+
+
+def render_server_cpu(r: dict[str, Any]) -> str:
+    """The --server-cpu figures as a Markdown table."""
+    return "\n".join([
+        "| server | CPU per step | steps |", "|---|---|---|",
+        f"| explorer (app.py) | {r['explorer_cpu_per_step_s'] * 1000:.0f} ms | {r['steps']} |",
+        f"| plain Streamlit app (bench/plain_app.py) | {r['plain_cpu_per_step_s'] * 1000:.0f} ms | {r['steps']} |",
+        f"| ratio | {r['ratio']:.2f}× (target ≤ 1.5×) | |"])
+
+
 def render(results: dict[str, Any]) -> str:
     """A Markdown table: figure, median, p90, max, runs, target verdict."""
     lines = ["| figure | median | p90 | max | runs | ≤ 0.3 s |", "|---|---|---|---|---|---|"]
@@ -347,6 +406,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="only the server's CPU seconds per page (comma-separated pages, default all): the first "
                          "view in a fresh process, a second visitor's first view, a page switch")
     ap.add_argument("--cpu-child", metavar="PAGE", help=argparse.SUPPRESS)
+    ap.add_argument("--server-cpu", action="store_true",
+                    help="only the server's CPU per page switch, the explorer beside a plain Streamlit app, driven "
+                         "by --visitors chromium visitors (needs /usr/bin/chromium)")
+    ap.add_argument("--visitors", type=int, default=2, help="visitors of --server-cpu (default 2)")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = ap.parse_args(argv)
     if args.runs < 1:
@@ -360,6 +423,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     if args.cpu_child:
         print(json.dumps(cpu_child(args.cpu_child, args.runs)))
+        return 0
+    if args.server_cpu:
+        r = bench_server_cpu(args.visitors, args.runs)
+        print(render_server_cpu(r))
+        print(f"\n(CPU of each server's process tree from /proc, per page switch, {args.visitors} visitor(s) in "
+              f"turn; load average {os.getloadavg()[0]:.1f})")
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(r, indent=2), encoding="utf-8")
         return 0
     if args.cpu:
         rows = bench_cpu(args.runs, [p.strip() for p in args.cpu.split(",") if p.strip()])
