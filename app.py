@@ -65,4 +65,5 @@ try:
 except Exception as e:  # noqa: BLE001 - a failing page shows a message, never a traceback (logged for us)
     logging.getLogger("explorer").exception("page failed")
     state.show_error(e, "This page failed: ")
-preload.start()  # after the first run: the libraries of the other pages load while the visitor reads this one
+finally:  # st.stop / st.rerun end a page with a BaseException: the first run starts the imports all the same
+    preload.start()  # after the first run's page: the other pages' libraries load while the visitor reads it
