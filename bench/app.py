@@ -17,8 +17,16 @@ With ``--browser`` the same actions are timed in Debian's chromium against ``str
 includes the websocket round trip and the browser's drawing (default bundled template; the figures then carry
 the machine's load much more than the AppTest ones).
 
+Two figures the machine's load does not skew (docs/app.md, "Speed"):
+
+* ``--cpu [PAGES]`` — per page, the CPU of the server's script run (AppTest, the run's own thread) and of the
+  worker processes: the page as a fresh server's first run, its first view after the front page, a second
+  visitor's first view, a page switch;
+* ``--server-cpu`` — the server process tree's CPU per page switch (/proc), the explorer beside a plain
+  Streamlit app (``bench/plain_app.py``), both driven by the same ``--visitors`` chromium visitors.
+
 Usage: ``python -m bench.app [--runs N] [--template PATH] [--json FILE] [--skip-slow] [--skip-big]
-[--browser]``.
+[--browser] [--cpu [PAGES]] [--server-cpu [--visitors N]]``.
 """
 
 from __future__ import annotations
