@@ -49,6 +49,9 @@ TOOL_ARG_NAME = "tool-arg-name"
 TOOL_ARG_VALUE = "tool-arg-value"
 TOOL_ARG_STRING_VALUE = "tool-arg-string-value"
 TOOL_ARGS_ENCODED = "tool-args-encoded"
+TOOL_ARG_PY_VALUE = "tool-arg-py-value"
+"""A Python literal as Python itself writes it (repair ``pythonic-values``): the mapper decodes it to JSON with
+Python's own rules (:func:`core.chat.mapper.python_literal_to_json`), not llama.cpp's quote swap."""
 #: tags that show nothing in the message by themselves (grouping, or a call/argument not yet named)
 QUIET_TAGS = frozenset({REASONING_BLOCK, TOOL, TOOL_OPEN, TOOL_ARG, TOOL_ARG_OPEN})
 
@@ -296,6 +299,47 @@ class ChatBuilder(Builder):
                                self.python_string(), self.json_number(),
                                self.choice("True", "False", "None", "true", "false", "null"))
         return self.rule("python-literal", body)
+
+    def tool_arg_py_value(self, p: Parseable) -> P:
+        """``p`` tagged ``tool-arg-py-value`` (:data:`TOOL_ARG_PY_VALUE`): a Python literal the mapper decodes by
+        Python's rules (repair ``pythonic-values``)."""
+        return self.tag(TOOL_ARG_PY_VALUE, p)
+
+    def python_lenient_string(self) -> P:
+        """Repair ``pythonic-values``: a Python string literal as Python reads it — single or double quotes, any
+        backslash escape (``\\'``, ``\\x41``, an unknown ``\\d``), raw line breaks and other control
+        characters inside."""
+        def body() -> P:
+            def quoted(q: str) -> P:
+                plain = self.chars("[^" + q + "\\\\]", 1, -1)
+                return self.seq(q, self.zero_or_more(self.choice(plain, self.seq("\\", self.any()))), q)
+            return self.choice(quoted("'"), quoted('"'))
+        return self.rule("py-lenient-string", body)
+
+    def python_lenient_literal(self) -> P:
+        """Repair ``pythonic-values``: a Python literal as Python writes it (vLLM's pythonic / LFM2 parsers read
+        it with ``ast``): :meth:`python_lenient_string`, an integer with leading zeros (``07``), a JSON number,
+        ``True`` / ``False`` / ``None`` and the JSON names, dicts, lists and tuples whose items may end with a
+        comma. Read by :func:`core.chat.mapper.python_literal_to_json` (tag ``tool-arg-py-value``)."""
+        def body() -> P:
+            ws = self.space()
+            v = self.ref("py-lenient-literal")
+            number = self.seq(self.optional("-"), self.chars("[0-9]", 1, -1),
+                              self.optional(self.seq(".", self.chars("[0-9]", 1, -1))),
+                              self.optional(self.seq(self.one("[eE]"), self.optional(self.one("[+-]")),
+                                                     self.chars("[0-9]", 1, -1))),
+                              self.negate(self.one("[0-9.eE+-]")))
+            member = self.seq(self.choice(self.python_lenient_string(), number), ws, ":", ws, v)
+
+            def items(opener: str, item: Parseable, closer: str) -> P:
+                more = self.zero_or_more(self.seq(ws, ",", ws, item))
+                return self.seq(opener, ws, self.choice(closer, self.seq(item, more, ws, self.optional(","), ws,
+                                                                         closer)))
+
+            return self.choice(items("{", member, "}"), items("[", v, "]"), items("(", v, ")"),
+                               self.python_lenient_string(), number,
+                               self.choice("True", "False", "None", "true", "false", "null"))
+        return self.rule("py-lenient-literal", body)
 
     def tool_arg_string_value(self, p: Parseable) -> P:
         """``p`` tagged ``tool-arg-string-value`` (:data:`TOOL_ARG_STRING_VALUE`);

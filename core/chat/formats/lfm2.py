@@ -18,6 +18,7 @@ from ...templating import ChatTemplate
 from ..request import ChatRequest
 from . import _common as C
 from . import family_by_name
+from ..repairs import CALL_LIST_SPACING, PYTHONIC_VALUES
 from ._peg_handler import HandlerParser, peg_parser, word
 
 NAME = "lfm2"
@@ -89,6 +90,21 @@ def _python_or_json_value(p: Any) -> Any:
     return p.rule("python-or-json-value", body)
 
 
+def _json_safe_string(p: Any) -> Any:
+    """A quoted string that llama.cpp's quote swap turns into a valid JSON string: JSON escapes only, no raw
+    control character (at improved fidelity the other strings go to repair ``pythonic-values``)."""
+    def quoted(q: str) -> Any:
+        plain = p.chars("[^" + q + "\\\\\\x00-\\x1f]", 1, -1)
+        esc = p.literal("\\") + p.choice(p.one("[" + q + "\\\\/bfnrt]"), p.literal("u") + p.chars("[0-9a-fA-F]", 4, 4))
+        return p.literal(q) + p.zero_or_more(p.choice(plain, esc)) + p.literal(q)
+    return p.choice(quoted('"'), quoted("'"))
+
+
+def _lenient_value(p: Any) -> Any:
+    """Repair ``pythonic-values``: the value as Python writes it, decoded by Python's rules."""
+    return p.repair(PYTHONIC_VALUES, p.tool_arg_py_value(p.python_lenient_literal()))
+
+
 def _python_style_calls(p: Any, view: C.RequestView) -> Any:
     """llama.cpp ``python_style_tool_calls(tools, parallel, allow_json_literals=true)``."""
     choices = []
@@ -101,8 +117,12 @@ def _python_style_calls(p: Any, view: C.RequestView) -> Any:
                 if isinstance(pdef, dict) and pdef.get("type") == "string":
                     value = p.tool_arg_value(p.choice(p.literal('"') + p.string_content('"') + p.literal('"'),
                                                       p.literal("'") + p.string_content("'") + p.literal("'")))
+                    if PYTHONIC_VALUES in p.repairs:
+                        value = p.choice(p.tool_arg_value(_json_safe_string(p)), _lenient_value(p))
                 else:
                     value = p.tool_arg_value(_python_or_json_value(p))
+                    if PYTHONIC_VALUES in p.repairs:
+                        value = p.choice(value, _lenient_value(p))
                 arg_choices.append(p.tool_arg(p.tool_arg_open(p.tool_arg_name(p.literal(pname)) + p.literal("="))
                                               + value + p.tool_arg_close(p.eps())))
             one_arg = p.choice(*arg_choices)
@@ -125,6 +145,12 @@ def _peg_root(p: Any, view: C.RequestView, extract: bool) -> Any:
         if view.has_schema:
             return gen + reasoning + p.content(p.schema(p.json(), "response-format-schema", view.json_schema)) + p.end()
         return gen + reasoning + p.content(p.rest()) + p.end()
-    calls = p.rule("tool-calls", p.trigger_rule("tool-call", p.literal(CALL_START) + _python_style_calls(p, view)
-                                                 + p.literal(CALL_END)))
+    start = p.literal(CALL_START)
+    if CALL_LIST_SPACING in p.repairs:
+        # repair call-list-spacing: whitespace around the call list inside the markers (vLLM strips it)
+        start = start + p.optional(p.repair(CALL_LIST_SPACING, p.chars("[ \t\r\n]", 1, -1)))
+    end = p.literal(CALL_END)
+    if CALL_LIST_SPACING in p.repairs:
+        end = p.optional(p.repair(CALL_LIST_SPACING, p.chars("[ \t\r\n]", 1, -1))) + end
+    calls = p.rule("tool-calls", p.trigger_rule("tool-call", start + _python_style_calls(p, view) + end))
     return gen + reasoning + p.content(p.until(CALL_START)) + calls + p.end()
