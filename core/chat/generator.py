@@ -58,6 +58,7 @@ from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import REASONING_START_REPEATED
+from .repairs import BUILTIN_CALL_SYNTAX, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS   # issue 25 (s9-calls2)
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
@@ -716,8 +717,17 @@ class _Gen:
         optional content — templates of this format write the content after the calls."""
         p, f, req = self.p, self.a.tools.format, self.req
         calls = p.pythonic_tool_calls(req.tools, req.parallel_tool_calls, f.tools_array_wrapped)
-        section = p.trigger_rule("tool-call", p.literal(f.section_start) + p.space() + calls + p.space()
-                                 + p.literal(f.section_end))
+        body = p.literal(f.section_start) + p.space() + calls + p.space() + p.literal(f.section_end)
+        if PYTHON_CODE_MARKERS in p.repairs and not f.section_start and not f.section_end:
+            # repair python-code-markers: Llama 4 writes the list inside <|python_start|> … <|python_end|>
+            # (the end token may be left out), Llama 3.x after <|python_tag|>; the template renders it bare
+            def marker(text: str) -> P:
+                return p.repair(PYTHON_CODE_MARKERS, p.literal(text))
+            body = p.choice(body,
+                            marker("<|python_start|>") + p.space() + calls + p.space()
+                            + p.optional(marker("<|python_end|>")),
+                            marker("<|python_tag|>") + p.space() + calls)
+        section = p.trigger_rule("tool-call", body)
         if req.tool_choice != ToolChoice.REQUIRED:
             section = p.optional(section)
         before = p.until(f.section_start) if f.section_start else p.eps()

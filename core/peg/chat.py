@@ -316,6 +316,18 @@ class ChatBuilder(Builder):
             return self.choice(quoted("'"), quoted('"'))
         return self.rule("py-lenient-string", body)
 
+    def python_json_safe_string(self) -> P:
+        """A quoted string (either quote) that llama.cpp's quote swap turns into a valid JSON string: JSON
+        escapes only, no raw control character (repair ``pythonic-values`` takes the others)."""
+        def body() -> P:
+            def quoted(q: str) -> P:
+                plain = self.chars("[^" + q + "\\\\\\x00-\\x1f]", 1, -1)
+                esc = self.seq("\\", self.choice(self.one("[" + q + "\\\\/bfnrt]"),
+                                                 self.seq("u", self.chars("[0-9a-fA-F]", 4, 4))))
+                return self.seq(q, self.zero_or_more(self.choice(plain, esc)), q)
+            return self.choice(quoted('"'), quoted("'"))
+        return self.rule("py-json-safe-string", body)
+
     def python_lenient_literal(self) -> P:
         """Repair ``pythonic-values``: a Python literal as Python writes it (vLLM's pythonic / LFM2 parsers read
         it with ``ast``): :meth:`python_lenient_string`, an integer with leading zeros (``07``), a JSON number,
@@ -659,7 +671,14 @@ class ChatBuilder(Builder):
                 arg_choices = []
                 for j, (pname, pdef) in enumerate(props.items()):
                     is_string = isinstance(pdef, dict) and pdef.get("type") == "string"
-                    value = self.tool_arg_value(self.python_string() if is_string else self.python_literal())
+                    if "pythonic-values" in self.repairs:
+                        # repair pythonic-values: what llama.cpp's quote swap reads right stays its own, the
+                        # rest is decoded by Python's rules
+                        strict = self.python_json_safe_string() if is_string else self.python_literal()
+                        value = self.choice(self.tool_arg_value(strict), self.repair(
+                            "pythonic-values", self.tool_arg_py_value(self.python_lenient_literal())))
+                    else:
+                        value = self.tool_arg_value(self.python_string() if is_string else self.python_literal())
                     arg_choices.append(self.rule(f"tool-{idx}-arg-{j}", self.tool_arg(
                         self.tool_arg_open(self.tool_arg_name(self.literal(pname)) + ws() + "=" + ws())
                         + value + self.tool_arg_close(self.eps()))))

@@ -90,16 +90,6 @@ def _python_or_json_value(p: Any) -> Any:
     return p.rule("python-or-json-value", body)
 
 
-def _json_safe_string(p: Any) -> Any:
-    """A quoted string that llama.cpp's quote swap turns into a valid JSON string: JSON escapes only, no raw
-    control character (at improved fidelity the other strings go to repair ``pythonic-values``)."""
-    def quoted(q: str) -> Any:
-        plain = p.chars("[^" + q + "\\\\\\x00-\\x1f]", 1, -1)
-        esc = p.literal("\\") + p.choice(p.one("[" + q + "\\\\/bfnrt]"), p.literal("u") + p.chars("[0-9a-fA-F]", 4, 4))
-        return p.literal(q) + p.zero_or_more(p.choice(plain, esc)) + p.literal(q)
-    return p.choice(quoted('"'), quoted("'"))
-
-
 def _lenient_value(p: Any) -> Any:
     """Repair ``pythonic-values``: the value as Python writes it, decoded by Python's rules."""
     return p.repair(PYTHONIC_VALUES, p.tool_arg_py_value(p.python_lenient_literal()))
@@ -118,7 +108,7 @@ def _python_style_calls(p: Any, view: C.RequestView) -> Any:
                     value = p.tool_arg_value(p.choice(p.literal('"') + p.string_content('"') + p.literal('"'),
                                                       p.literal("'") + p.string_content("'") + p.literal("'")))
                     if PYTHONIC_VALUES in p.repairs:
-                        value = p.choice(p.tool_arg_value(_json_safe_string(p)), _lenient_value(p))
+                        value = p.choice(p.tool_arg_value(p.python_json_safe_string()), _lenient_value(p))
                 else:
                     value = p.tool_arg_value(_python_or_json_value(p))
                     if PYTHONIC_VALUES in p.repairs:
