@@ -643,8 +643,9 @@ class _Gen:
     """Builds the parser for one (analysis, request) pair; mirrors the reference's build functions."""
 
     def __init__(self, analysis: TemplateAnalysis, request: ChatRequest, improvements: frozenset[str] = frozenset(),
-                 reasoning_preamble: str = "", generation_prompt: str = ""):
+                 reasoning_preamble: str = "", generation_prompt: str = "", template_source: str = ""):
         self.a = analysis
+        self.template_source = template_source or ""
         self.req = request
         self.improvements = improvements
         self.reasoning_preamble = reasoning_preamble
@@ -781,7 +782,32 @@ class _Gen:
         unmarked = self.unmarked_calls(bool(f.section_start or f.per_call_start))
         if unmarked is not None:
             body = p.choice(unmarked, body)
+        tagged = self.python_tag_calls(bool(f.section_start or f.per_call_start))
+        if tagged is not None:
+            body = p.choice(tagged, body)
         return self.reasoning + body
+
+    def python_tag_calls(self, has_markers: bool) -> P | None:
+        """Repairs ``python-code-markers`` / ``builtin-call-syntax`` (:mod:`core.chat.repairs`) for a JSON call
+        format without markers whose template knows Llama 3.x's ``<|python_tag|>``: optional content, the tag,
+        then the template's JSON call(s) or — when the template writes ``.call(`` — a built-in tool call
+        ``NAME.call(key=value, …)``. None when neither applies."""
+        p, req = self.p, self.req
+        tag = "<|python_tag|>"
+        calls = p.last_json_calls
+        if has_markers or tag not in self.template_source or calls is None:
+            return None
+        alts: list[P] = []
+        if PYTHON_CODE_MARKERS in p.repairs:
+            alts.append(calls)
+        if BUILTIN_CALL_SYNTAX in p.repairs and ".call(" in self.template_source:
+            alts.append(p.repair(BUILTIN_CALL_SYNTAX, p.pythonic_tool_calls(req.tools, False, False, ".call",
+                                                                          "builtin-call-")))
+        if not alts:
+            return None
+        marker = p.repair(PYTHON_CODE_MARKERS, p.literal(tag)) if PYTHON_CODE_MARKERS in p.repairs else p.literal(tag)
+        return (p.optional(p.content(p.until(tag))) + marker + p.space()
+                + p.choice(*alts) + p.space())
 
     def unmarked_calls(self, has_markers: bool) -> P | None:
         """Repairs ``fenced-calls`` / ``unmarked-calls`` (:mod:`core.chat.repairs`): the JSON calls at the very
@@ -1103,7 +1129,7 @@ def reasoning_preamble(analysis: TemplateAnalysis, generation_prompt: str) -> st
 
 
 def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation_prompt: str, *,
-                    improvements: Any = ()) -> GeneratedParser:
+                    improvements: Any = (), template_source: str = "") -> GeneratedParser:
     """Build the chat parser and grammar for ``request`` from a template ``analysis``.
 
     ``improvements``: names of the parser-stage improvements of :mod:`core.analysis.fidelity` to apply
@@ -1116,12 +1142,14 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     ``continue_final_message`` is set). The parser prepends it (or the continuation prefix) to the output.
     Follows llama.cpp ``peg_generator::generate_parser`` / ``autoparser::build_parser``; never raises for a
     valid analysis and request (schema parts the grammar cannot express are noted in ``notes``).
+    ``template_source``: the template's text, where a repair looks for a token the template knows
+    (``<|python_tag|>``, repair ``python-code-markers``); "" when unknown.
     """
     active = frozenset(improvements or ())
     preamble = ""
     if GENERATION_PROMPT_PREAMBLE in active and request.reasoning_format != ReasoningFormat.NONE:
         preamble = reasoning_preamble(analysis, generation_prompt)
-    gen = _Gen(analysis, request, active, preamble, generation_prompt)
+    gen = _Gen(analysis, request, active, preamble, generation_prompt, template_source)
     arena, eps_fallback = gen.build(generation_prompt)
     out = GeneratedParser(
         arena=arena,

@@ -651,12 +651,15 @@ class ChatBuilder(Builder):
                                     + self.literal(m["tool_call_end_marker"]))
         return section if force else self.optional(section)
 
-    def pythonic_tool_calls(self, tools: Any, parallel: bool, array_wrapped: bool) -> P:
+    def pythonic_tool_calls(self, tools: Any, parallel: bool, array_wrapped: bool, name_suffix: str = "",
+                            rule_prefix: str = "tool-") -> P:
         """Python-style calls ``name(arg="v", n=1, obj={'k': 'v'})`` (the explorer's ``PYTHONIC`` format, see
         :mod:`core.analysis.fidelity`): arguments in any order, string-typed ones a quoted string (either
         quote), the others a :meth:`python_literal`; parallel calls separated by ``,`` and/or whitespace;
         ``array_wrapped``: the calls are inside ``[`` … ``]``. Values are mapped to JSON by the mapper's
-        quote/literal normalisation."""
+        quote/literal normalisation. ``name_suffix``: written between the name and ``(`` (Llama 3.1's built-in
+        ``brave_search.call(…)``, repair ``builtin-call-syntax``); ``rule_prefix``: of the rule names (another
+        format's ``tool-N`` rules may sit beside them)."""
         funcs = indexed_function_tools(tools)
         if not funcs:
             return self.eps()
@@ -679,14 +682,15 @@ class ChatBuilder(Builder):
                             "pythonic-values", self.tool_arg_py_value(self.python_lenient_literal())))
                     else:
                         value = self.tool_arg_value(self.python_string() if is_string else self.python_literal())
-                    arg_choices.append(self.rule(f"tool-{idx}-arg-{j}", self.tool_arg(
+                    arg_choices.append(self.rule(f"{rule_prefix}{idx}-arg-{j}", self.tool_arg(
                         self.tool_arg_open(self.tool_arg_name(self.literal(pname)) + ws() + "=" + ws())
                         + value + self.tool_arg_close(self.eps()))))
                 one_arg = self.choice(*arg_choices)
                 args = self.optional(one_arg + self.zero_or_more(ws() + "," + ws() + one_arg))
-            body = self.tool(self.tool_open(self.tool_name(self.literal(name)) + "(") + ws() + self.tool_args(args)
+            opener = self.tool_name(self.literal(name)) + (self.literal(name_suffix) if name_suffix else self.eps())
+            body = self.tool(self.tool_open(opener + "(") + ws() + self.tool_args(args)
                              + ws() + self.optional(",") + ws() + self.tool_close(")"))
-            choices.append(self.rule(f"tool-{idx}", body))
+            choices.append(self.rule(f"{rule_prefix}{idx}", body))
         one = self.choice(*choices)
         calls = one + self.zero_or_more(ws() + self.optional(",") + ws() + one) if parallel else one
         if array_wrapped:
