@@ -779,6 +779,9 @@ class _Gen:
             body = body + p.optional(p.content(p.rest()))
             self.notes.append(f"improvement {INSTRUCTION_CALL_FORMAT}: the tool-call format was read from the tool "
                               "instructions; its end marker is optional and content may follow the calls")
+        wrapped = self.wrapped_json_calls()
+        if wrapped is not None:
+            body = p.choice(wrapped, body)
         unmarked = self.unmarked_calls(bool(f.section_start or f.per_call_start))
         if unmarked is not None:
             body = p.choice(unmarked, body)
@@ -786,6 +789,28 @@ class _Gen:
         if tagged is not None:
             body = p.choice(tagged, body)
         return self.reasoning + body
+
+    def wrapped_json_calls(self) -> P | None:
+        """Repair ``json-call-wrappers`` (:mod:`core.chat.repairs`) for a JSON call format without markers (xLAM)
+        or opened by ``<|tool_call|>`` (Granite): optional content, then the template's JSON call(s) inside a
+        wrapper the template does not render — a ```` ```json ```` / ```` ``` ```` fence, ``<tool_call>`` …
+        ``</tool_call>`` (the closer optional), or after ``[TOOL_CALLS]`` — then optional content. None when
+        the repair is off or the format has other markers."""
+        p, f = self.p, self.a.tools.format
+        calls = p.last_json_calls
+        start = trim_ws(f.section_start or f.per_call_start)
+        if JSON_CALL_WRAPPERS not in p.repairs or calls is None or start not in ("", "<|tool_call|>") \
+                or trim_ws(f.section_end or f.per_call_end):
+            return None
+        alts: list[P] = []
+        for opener, closer in (("```json", "```"), ("```", "```"), ("<tool_call>", "</tool_call>"),
+                               ("[TOOL_CALLS]", "")):
+            alt = p.repair(JSON_CALL_WRAPPERS, p.literal(opener)) + p.space() + calls + p.space()
+            if closer:
+                alt = alt + p.optional(p.repair(JSON_CALL_WRAPPERS, p.literal(closer)))
+            alts.append(alt)
+        return (p.optional(p.content(p.until_one_of(["```", "<tool_call>", "[TOOL_CALLS]"]))) + p.choice(*alts)
+                + p.optional(p.content(p.rest())))
 
     def python_tag_calls(self, has_markers: bool) -> P | None:
         """Repairs ``python-code-markers`` / ``builtin-call-syntax`` (:mod:`core.chat.repairs`) for a JSON call
