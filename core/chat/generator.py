@@ -773,66 +773,64 @@ class _Gen:
             tool_start = trim_ws(tool_start)   # the marker may come without its line break (p.flexible)
         if pair and ("calls-inside-section-markers" in p.repairs or kw.get("content_inside_pair")):
             tool_start = pair[0]               # the calls (or the content) may follow the first marker alone
-        body = p.optional(p.content(p.until(tool_start))) + tools
+        stops, variants = self.json_call_variants()
+        if variants:
+            # issue 25 repairs: the content also ends where a wrapper of the calls starts, and the calls may come
+            # in that wrapper (each variant starts with its own marker, so it fails where another text stands)
+            body = p.optional(p.content(p.until_one_of([tool_start] + stops))) + p.choice(*variants, tools)
+        else:
+            body = p.optional(p.content(p.until(tool_start))) + tools
         if self.inferred:
             # instructions say how a call starts, not that the answer ends with it: text after the calls is content
             body = body + p.optional(p.content(p.rest()))
             self.notes.append(f"improvement {INSTRUCTION_CALL_FORMAT}: the tool-call format was read from the tool "
                               "instructions; its end marker is optional and content may follow the calls")
-        wrapped = self.wrapped_json_calls()
-        if wrapped is not None:
-            body = p.choice(wrapped, body)
         unmarked = self.unmarked_calls(bool(f.section_start or f.per_call_start))
         if unmarked is not None:
             body = p.choice(unmarked, body)
-        tagged = self.python_tag_calls(bool(f.section_start or f.per_call_start))
-        if tagged is not None:
-            body = p.choice(tagged, body)
         return self.reasoning + body
 
-    def wrapped_json_calls(self) -> P | None:
-        """Repair ``json-call-wrappers`` (:mod:`core.chat.repairs`) for a JSON call format without markers (xLAM)
-        or opened by ``<|tool_call|>`` (Granite): optional content, then the template's JSON call(s) inside a
-        wrapper the template does not render — a ```` ```json ```` / ```` ``` ```` fence, ``<tool_call>`` …
-        ``</tool_call>`` (the closer optional), or after ``[TOOL_CALLS]`` — then optional content. None when
-        the repair is off or the format has other markers."""
-        p, f = self.p, self.a.tools.format
-        calls = p.last_json_calls
-        start = trim_ws(f.section_start or f.per_call_start)
-        if JSON_CALL_WRAPPERS not in p.repairs or calls is None or start not in ("", "<|tool_call|>") \
-                or trim_ws(f.section_end or f.per_call_end):
-            return None
-        alts: list[P] = []
-        for opener, closer in (("```json", "```"), ("```", "```"), ("<tool_call>", "</tool_call>"),
-                               ("[TOOL_CALLS]", "")):
-            alt = p.repair(JSON_CALL_WRAPPERS, p.literal(opener)) + p.space() + calls + p.space()
-            if closer:
-                alt = alt + p.optional(p.repair(JSON_CALL_WRAPPERS, p.literal(closer)))
-            alts.append(alt)
-        return (p.optional(p.content(p.until_one_of(["```", "<tool_call>", "[TOOL_CALLS]"]))) + p.choice(*alts)
-                + p.optional(p.content(p.rest())))
+    def json_call_variants(self) -> tuple[list[str], list[P]]:
+        """The issue-25 repairs of a JSON call format, as ``(stops, variants)``: markers where the content before
+        the calls also ends, and call sections that start with one of them (tried before the template's).
 
-    def python_tag_calls(self, has_markers: bool) -> P | None:
-        """Repairs ``python-code-markers`` / ``builtin-call-syntax`` (:mod:`core.chat.repairs`) for a JSON call
-        format without markers whose template knows Llama 3.x's ``<|python_tag|>``: optional content, the tag,
-        then the template's JSON call(s) or — when the template writes ``.call(`` — a built-in tool call
-        ``NAME.call(key=value, …)``. None when neither applies."""
-        p, req = self.p, self.req
-        tag = "<|python_tag|>"
+        * ``python-code-markers`` / ``builtin-call-syntax``, a format without markers whose template knows Llama
+          3.x's ``<|python_tag|>``: the tag, then the template's JSON call(s) or — when the template writes
+          ``.call(`` — a built-in tool call ``NAME.call(key=value, …)``;
+        * ``json-call-wrappers``, a format without markers (xLAM) or opened by ``<|tool_call|>`` (Granite): the
+          JSON call(s) in a ```` ```json ```` / ```` ``` ```` fence, in ``<tool_call>`` … ``</tool_call>`` (the
+          closers optional), or after ``[TOOL_CALLS]``.
+        """
+        p, f, req = self.p, self.a.tools.format, self.req
         calls = p.last_json_calls
-        if has_markers or tag not in self.template_source or calls is None:
-            return None
-        alts: list[P] = []
-        if PYTHON_CODE_MARKERS in p.repairs:
-            alts.append(calls)
-        if BUILTIN_CALL_SYNTAX in p.repairs and ".call(" in self.template_source:
-            alts.append(p.repair(BUILTIN_CALL_SYNTAX, p.pythonic_tool_calls(req.tools, False, False, ".call",
-                                                                          "builtin-call-")))
-        if not alts:
-            return None
-        marker = p.repair(PYTHON_CODE_MARKERS, p.literal(tag)) if PYTHON_CODE_MARKERS in p.repairs else p.literal(tag)
-        return (p.optional(p.content(p.until(tag))) + marker + p.space()
-                + p.choice(*alts) + p.space())
+        stops: list[str] = []
+        variants: list[P] = []
+        start = trim_ws(f.section_start or f.per_call_start)
+        if calls is None or trim_ws(f.section_end or f.per_call_end):
+            return stops, variants
+        tag = "<|python_tag|>"
+        if not start and tag in self.template_source:
+            alts: list[P] = []
+            if PYTHON_CODE_MARKERS in p.repairs:
+                alts.append(calls)
+            if BUILTIN_CALL_SYNTAX in p.repairs and ".call(" in self.template_source:
+                alts.append(p.repair(BUILTIN_CALL_SYNTAX, p.pythonic_tool_calls(req.tools, False, False, ".call",
+                                                                              "builtin-call-")))
+            if alts:
+                marker = p.repair(PYTHON_CODE_MARKERS, p.literal(tag)) if PYTHON_CODE_MARKERS in p.repairs \
+                    else p.literal(tag)
+                stops.append(tag)
+                variants.append(p.trigger_rule("tool-call-python-tag", marker + p.space() + p.choice(*alts)))
+        if JSON_CALL_WRAPPERS in p.repairs and start in ("", "<|tool_call|>"):
+            def mark(text: str) -> P:
+                return p.repair(JSON_CALL_WRAPPERS, p.literal(text))
+            opener = "[" if f.tools_array_wrapped else "{"
+            stops += ["```json", "```" + opener, "```\n" + opener, "<tool_call>", "[TOOL_CALLS]"]
+            variants.append(p.trigger_rule("tool-call-wrapped", p.choice(
+                p.choice(mark("```json"), mark("```")) + p.space() + calls + p.space() + p.optional(mark("```")),
+                mark("<tool_call>") + p.space() + calls + p.space() + p.optional(mark("</tool_call>")),
+                mark("[TOOL_CALLS]") + p.space() + calls)))
+        return stops, variants
 
     def unmarked_calls(self, has_markers: bool) -> P | None:
         """Repairs ``fenced-calls`` / ``unmarked-calls`` (:mod:`core.chat.repairs`): the JSON calls at the very
