@@ -108,3 +108,24 @@ def test_an_answer_with_a_code_block_stays_content_for_xlam():
     for fidelity in ("llama.cpp", "improved"):
         msg = _parser(case, fidelity).parse(out)
         assert (msg.content, msg.tool_calls, msg.repairs) == (out, [], [])
+
+
+def test_a_quote_that_cannot_close_the_string_is_text():
+    """vLLM's LFM2 parser names this shape in its rewrite list (a nested quote it closes when unambiguous,
+    https://github.com/vllm-project/vllm/blob/011cde7c177a29bbcb0052d80e5ab7671a70f634/vllm/tool_parsers/
+    lfm2_tool_parser.py): the inner quotes are followed by neither ',' nor ')', so they are the string's; the
+    strict reading is atomic, so a stream never shows the string closed at the first of them."""
+    from core.chat.stream import StreamingParser
+
+    case = CASES["lfm2-multiline-string"]   # its request declares exec(command: string)
+    out = "<|tool_call_start|>[exec(command='sed -n '1,9p' f.py')]<|tool_call_end|>"
+    parser = _parser(case, "improved")
+    msg = parser.parse(out)
+    assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == [("exec", {"command": "sed -n '1,9p' f.py"})]
+    assert [r.name for r in msg.repairs] == ["pythonic-values"]
+    for chunk in (1, 3, len(out)):
+        sp = StreamingParser(parser)
+        for i in range(0, len(out), chunk):
+            sp.feed(out[i:i + chunk])
+        sp.finish()
+        assert sp.message.to_openai() == msg.to_openai()

@@ -128,7 +128,8 @@ def python_literal_to_json(text: str, cut: bool = False) -> str:
     an unknown ``\\d`` keeps its backslash, a backslash-newline joins lines) and its raw control characters
     escaped; an integer's leading zeros dropped (``07`` -> ``7``); a tuple ``( … )`` becomes a list; a trailing
     comma before ``]`` / ``}`` / ``)`` is dropped; ``True`` / ``False`` / ``None`` become ``true`` / ``false`` /
-    ``null``. ``cut``: the text may go on (a partial parse) — what could still change (a number that starts
+    ``null``; a quote inside a string that no ``,`` ``)`` ``]`` ``}`` ``:`` (or the end) follows is the string's
+    own. ``cut``: the text may go on (a partial parse) — what could still change (a number that starts
     with ``0``, a comma, an escape cut short) is held back, so the result only grows as the text grows."""
     out: list[str] = []
     quote = ""
@@ -137,8 +138,16 @@ def python_literal_to_json(text: str, cut: bool = False) -> str:
         c = text[i]
         if quote:
             if c == quote:
-                out.append('"')
-                quote = ""
+                k = i + 1
+                while k < n and text[k] in _WS:
+                    k += 1
+                if k >= n and cut:
+                    break
+                if k >= n or text[k] in ",)]}:":
+                    out.append('"')
+                    quote = ""
+                else:   # a quote no closer follows is the string's own (the grammar reads it so)
+                    out.append('\\"' if c == '"' else c)
                 i += 1
             elif c == "\\":
                 if i + 1 >= n:

@@ -308,11 +308,14 @@ class ChatBuilder(Builder):
     def python_lenient_string(self) -> P:
         """Repair ``pythonic-values``: a Python string literal as Python reads it — single or double quotes, any
         backslash escape (``\\'``, ``\\x41``, an unknown ``\\d``), raw line breaks and other control
-        characters inside."""
+        characters inside — and, as vLLM's LFM2 parser, an unescaped quote of its own kind that is not followed
+        (after whitespace) by ``,`` ``)`` ``]`` ``}`` or ``:``: it cannot close the string, so it is text."""
         def body() -> P:
             def quoted(q: str) -> P:
                 plain = self.chars("[^" + q + "\\\\]", 1, -1)
-                return self.seq(q, self.zero_or_more(self.choice(plain, self.seq("\\", self.any()))), q)
+                # a quote that no closer follows is the string's own (command='sed -n '1,9p' f.py')
+                inner = self.seq(q, self.negate(self.seq(self.space(), self.one("[,)\\]}:]"))))
+                return self.seq(q, self.zero_or_more(self.choice(plain, self.seq("\\", self.any()), inner)), q)
             return self.choice(quoted("'"), quoted('"'))
         return self.rule("py-lenient-string", body)
 
@@ -678,7 +681,11 @@ class ChatBuilder(Builder):
                         # repair pythonic-values: what llama.cpp's quote swap reads right stays its own, the
                         # rest is decoded by Python's rules
                         strict = self.python_json_safe_string() if is_string else self.python_literal()
-                        value = self.choice(self.tool_arg_value(strict), self.repair(
+                        # the strict reading must end where the argument does (a quote that did not close
+                        # the string leaves text before the next ',' / ')'), else the lenient one is tried;
+                        # atomic: a stream shows the value once that is known (never a string closed too early)
+                        strict = self.atomic(self.tool_arg_value(strict) + self.peek(self.seq(ws(), self.one("[,)]"))))
+                        value = self.choice(strict, self.repair(
                             "pythonic-values", self.tool_arg_py_value(self.python_lenient_literal())))
                     else:
                         value = self.tool_arg_value(self.python_string() if is_string else self.python_literal())

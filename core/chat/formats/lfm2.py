@@ -90,6 +90,14 @@ def _python_or_json_value(p: Any) -> Any:
     return p.rule("python-or-json-value", body)
 
 
+def _value_end(p: Any) -> Any:
+    """What follows an argument value (``,`` or ``)``): a value llama.cpp's grammar reads that something else
+    follows (a quote that did not close the string) goes to repair ``pythonic-values`` instead. Used inside
+    ``atomic``: until that next character is there a stream shows nothing of the value, so a string the strict
+    reading closed too early is never shown closed."""
+    return p.peek(p.space() + p.one("[,)]"))
+
+
 def _lenient_value(p: Any) -> Any:
     """Repair ``pythonic-values``: the value as Python writes it, decoded by Python's rules."""
     return p.repair(PYTHONIC_VALUES, p.tool_arg_py_value(p.python_lenient_literal()))
@@ -108,11 +116,12 @@ def _python_style_calls(p: Any, view: C.RequestView) -> Any:
                     value = p.tool_arg_value(p.choice(p.literal('"') + p.string_content('"') + p.literal('"'),
                                                       p.literal("'") + p.string_content("'") + p.literal("'")))
                     if PYTHONIC_VALUES in p.repairs:
-                        value = p.choice(p.tool_arg_value(p.python_json_safe_string()), _lenient_value(p))
+                        value = p.choice(p.atomic(p.tool_arg_value(p.python_json_safe_string()) + _value_end(p)),
+                                         _lenient_value(p))
                 else:
                     value = p.tool_arg_value(_python_or_json_value(p))
                     if PYTHONIC_VALUES in p.repairs:
-                        value = p.choice(value, _lenient_value(p))
+                        value = p.choice(p.atomic(value + _value_end(p)), _lenient_value(p))
                 arg_choices.append(p.tool_arg(p.tool_arg_open(p.tool_arg_name(p.literal(pname)) + p.literal("="))
                                               + value + p.tool_arg_close(p.eps())))
             one_arg = p.choice(*arg_choices)
