@@ -795,8 +795,9 @@ class _Gen:
         the calls also ends, and call sections that start with one of them (tried before the template's).
 
         * ``python-code-markers`` / ``builtin-call-syntax``, a format without markers whose template knows Llama
-          3.x's ``<|python_tag|>``: the tag, then the template's JSON call(s) or — when the template writes
-          ``.call(`` — a built-in tool call ``NAME.call(key=value, …)``;
+          3.x's ``<|python_tag|>`` or is written in Llama 3's chat format (``<|start_header_id|>``; vLLM's
+          llama3_json takes the tag for every Llama 3.x): the tag, then the template's JSON call(s) or — when the
+          template writes ``.call(`` — a built-in tool call ``NAME.call(key=value, …)``;
         * ``json-call-wrappers``, a format without markers (xLAM) or opened by ``<|tool_call|>`` (Granite): the
           JSON call(s) in a ```` ```json ```` / ```` ``` ```` fence, in ``<tool_call>`` … ``</tool_call>`` (the
           closers optional), or after ``[TOOL_CALLS]``.
@@ -809,7 +810,8 @@ class _Gen:
         if calls is None or trim_ws(f.section_end or f.per_call_end):
             return stops, variants
         tag = "<|python_tag|>"
-        if not start and tag in self.template_source:
+        # the token of Llama 3.x's tokenizer: the template names it, or is written in Llama 3's chat format
+        if not start and (tag in self.template_source or "<|start_header_id|>" in self.template_source):
             alts: list[P] = []
             if PYTHON_CODE_MARKERS in p.repairs:
                 alts.append(calls)
