@@ -129,3 +129,19 @@ def test_a_quote_that_cannot_close_the_string_is_text():
             sp.feed(out[i:i + chunk])
         sp.finish()
         assert sp.message.to_openai() == msg.to_openai()
+
+
+def test_python_tag_is_read_for_a_llama3_template_that_does_not_name_it():
+    """The Llama 3.2 template never writes <|python_tag|> (the 3.1 one does); it is the same tokenizer's token,
+    and vLLM's llama3_json takes it for every Llama 3.x. The real Llama 3.1 output of case l31-json-call, parsed
+    with the 3.2 template: one call at improved, the tag alone as content at llama.cpp fidelity."""
+    case = CASES["l31-json-call"]
+    with open(TEMPLATES / "meta-llama-Llama-3.2-3B-Instruct.jinja", encoding="utf-8") as f:
+        template = ChatTemplate(f.read(), "meta-llama-Llama-3.2-3B-Instruct.jinja")
+    assert "<|python_tag|>" not in template.source
+    request = ChatRequest.from_dict(case.request)
+    improved = build_chat_parser(template, request, fidelity="improved").parser.parse(case.output)
+    assert compare_messages(case.expect, improved.to_openai()) is None
+    assert [r.name for r in improved.repairs] == ["python-code-markers"]
+    plain = build_chat_parser(template, request, fidelity="llama.cpp").parser.parse(case.output)
+    assert plain.content == "<|python_tag|>" and [c.name for c in plain.tool_calls] == ["trending_songs"]
