@@ -382,8 +382,8 @@ REPAIRS: list[Repair] = [
         name=PYTHON_CODE_MARKERS,
         title="Llama's code-block tokens around tool calls",
         stage=RepairStage.TOLERANCE,
-        accepts="Tool calls after <|python_tag|> (Llama 3.x: before a JSON call, when the template knows the "
-                "token) or inside <|python_start|> … <|python_end|> (Llama 4: around a pythonic call list, the "
+        accepts="Tool calls after <|python_tag|> (Llama 3.x: before a JSON call, when the template names the "
+                "token or is written in Llama 3's chat format) or inside <|python_start|> … <|python_end|> (Llama 4: around a pythonic call list, the "
                 "end token optional), where the template renders the calls bare: the tokens are markup, not "
                 "content.",
         example='<|python_tag|>{"type": "function", "name": "trending_songs", "parameters": {"n": "10"}}',
