@@ -145,3 +145,17 @@ def test_python_tag_is_read_for_a_llama3_template_that_does_not_name_it():
     assert [r.name for r in improved.repairs] == ["python-code-markers"]
     plain = build_chat_parser(template, request, fidelity="llama.cpp").parser.parse(case.output)
     assert plain.content == "<|python_tag|>" and [c.name for c in plain.tool_calls] == ["trending_songs"]
+
+
+@pytest.mark.parametrize("case_id", ["lfm2-leading-zero", "lfm2-multiline-string", "l4py-three-calls"])
+def test_explain_rebuilds_the_message_of_a_python_value(case_id):
+    """Explain's spans label a pythonic-values value 'python' and rebuild the same message from them."""
+    from core.explain.explain import explain
+
+    case = CASES[case_id]
+    with open(TEMPLATES / case.template, encoding="utf-8") as f:
+        template = ChatTemplate(f.read(), case.template)
+    ex = explain(template, ChatRequest.from_dict(case.request), case.output, fidelity="improved", fixes=False)
+    assert not ex.consistency
+    kinds = {s.kind for s in ex.spans if s.repair == "pythonic-values"}
+    assert kinds <= {"python"} and (kinds or case_id == "l4py-three-calls")
