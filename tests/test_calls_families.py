@@ -159,3 +159,20 @@ def test_explain_rebuilds_the_message_of_a_python_value(case_id):
     assert not ex.consistency
     kinds = {s.kind for s in ex.spans if s.repair == "pythonic-values"}
     assert kinds <= {"python"} and (kinds or case_id == "l4py-three-calls")
+
+
+def test_calls_in_the_list_word_the_template_instructions_show():
+    """vLLM's Phi-4-mini template tells the model to write functools[{"name": …, "arguments": …}, …] (vLLM's
+    phi4mini parser reads functools[…]); json-call-wrappers reads the word and brackets as markup. The real-output
+    case's own template (ollama's Phi-4-mini GGUF template) renders no request tools, so this test parses the
+    dev case phi4-parallel with vLLM's template."""
+    case = CASES["phi4-parallel"]
+    name = "vllm-tool_chat_template_phi4_mini.jinja"
+    with open(TEMPLATES / name, encoding="utf-8") as f:
+        template = ChatTemplate(f.read(), name)
+    request = ChatRequest.from_dict(case.request)
+    msg = build_chat_parser(template, request, fidelity="improved").parser.parse(case.output)
+    assert compare_messages(case.expect, msg.to_openai()) is None
+    assert [r.name for r in msg.repairs] == ["json-call-wrappers", "json-call-wrappers"]
+    plain = build_chat_parser(template, request, fidelity="llama.cpp").parser.parse(case.output)
+    assert plain.content == "functools[\n  ]" and len(plain.tool_calls) == 2

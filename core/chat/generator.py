@@ -41,6 +41,7 @@ streamed stays when garbage follows it. ``parse`` never raises.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -62,6 +63,8 @@ from .repairs import BUILTIN_CALL_SYNTAX, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKER
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
+# repair json-call-wrappers: a template whose tool instructions show the call list as WORD[{"name": …}] (linear)
+_LISTED_CALLS = re.compile(r'\b([A-Za-z_][A-Za-z0-9_]{0,40})\[\{"name"')
 RECOVER_TRAILING = "recover-trailing"
 RECOVER_CONTENT = "recover-content"
 MAIN_REST = "main+rest"
@@ -800,7 +803,8 @@ class _Gen:
           template writes ``.call(`` — a built-in tool call ``NAME.call(key=value, …)``;
         * ``json-call-wrappers``, a format without markers (xLAM) or opened by ``<|tool_call|>`` (Granite): the
           JSON call(s) in a ```` ```json ```` / ```` ``` ```` fence, in ``<tool_call>`` … ``</tool_call>`` (the
-          closers optional), or after ``[TOOL_CALLS]``.
+          closers optional), or after ``[TOOL_CALLS]``; a format without markers whose template's instructions
+          show the calls as ``WORD[{"name": …}, …]`` (Phi-4-mini's ``functools[…]``): the calls in ``WORD[`` … ``]``.
         """
         p, f, req = self.p, self.a.tools.format, self.req
         calls = p.last_json_calls
@@ -823,6 +827,18 @@ class _Gen:
                     else p.literal(tag)
                 stops.append(tag)
                 variants.append(p.trigger_rule("tool-call-python-tag", marker + p.space() + p.choice(*alts)))
+        listed = _LISTED_CALLS.search(self.template_source) if not start else None
+        if JSON_CALL_WRAPPERS in p.repairs and listed is not None:
+            # the template's tool instructions show the calls as WORD[{"name": …}, …] (Phi-4-mini's functools[…])
+            def named(text: str) -> P:
+                return p.repair(JSON_CALL_WRAPPERS, p.literal(text))
+            word = listed.group(1)
+            stops.append(word + "[")
+            if f.tools_array_wrapped:
+                body = named(word) + calls
+            else:
+                body = named(word + "[") + p.space() + calls + p.space() + p.optional(named("]"))
+            variants.append(p.trigger_rule("tool-call-listed", body))
         if JSON_CALL_WRAPPERS in p.repairs and start in ("", "<|tool_call|>"):
             def mark(text: str) -> P:
                 return p.repair(JSON_CALL_WRAPPERS, p.literal(text))

@@ -410,14 +410,18 @@ REPAIRS: list[Repair] = [
         accepts="A JSON-array call format (xLAM: a bare [{\"name\": …, \"arguments\": …}]; Granite: "
                 "<|tool_call|>[…]) whose calls come after content inside a ```json / ``` fence, inside "
                 "<tool_call> … </tool_call>, after [TOOL_CALLS], or after the plain-text <tool_call> instead of "
-                "the template's <|tool_call|> (whitespace allowed after it): the wrapper is markup.",
+                "the template's <|tool_call|> (whitespace allowed after it); or, where the template's tool "
+                "instructions show the calls as WORD[{\"name\": …}] (Phi-4-mini's functools[…]), inside WORD[ … ]: "
+                "the wrapper is markup.",
         example='I\'ll help you check the weather.<tool_call>[{"name": "get_current_weather", "arguments": '
                 '{"city": "Dallas"}}]</tool_call>',
         source="vLLM's xLAM parser (code fences, <tool_call> tags, [TOOL_CALLS], content before: "
                "https://github.com/vllm-project/vllm/blob/10a67515200ceb7bd3f91f6e5aba0c4c13e6ef8f/tests/"
                "tool_parsers/test_xlam_tool_parser.py) and Granite parser (the <tool_call> string prefix of "
                "Granite 3.1: https://github.com/vllm-project/vllm/blob/2ab4733ef9fc3c039a5868e0141fee3b7fd95890/"
-               "tests/tool_parsers/test_granite_tool_parser.py)"),
+               "tests/tool_parsers/test_granite_tool_parser.py) and Phi-4-mini parser (functools[…]: "
+               "https://github.com/vllm-project/vllm/blob/2471a1c1430e2a066029bc743562eee6db2feab0/tests/"
+               "tool_parsers/test_phi4mini_tool_parser.py)"),
 ]
 """Every repair rule, in the order they act."""
 
