@@ -176,3 +176,19 @@ def test_calls_in_the_list_word_the_template_instructions_show():
     assert [r.name for r in msg.repairs] == ["json-call-wrappers", "json-call-wrappers"]
     plain = build_chat_parser(template, request, fidelity="llama.cpp").parser.parse(case.output)
     assert plain.content == "functools[\n  ]" and len(plain.tool_calls) == 2
+
+
+def test_a_raw_line_break_inside_a_dict_value_is_decoded():
+    """The strict reading of a non-string value takes only JSON-safe strings, so a raw line break inside a dict
+    (which llama.cpp's quote swap would copy into invalid JSON) goes to pythonic-values (LFM2 handler)."""
+    case = CASES["lfm2-multiline-string"]
+    request = dict(case.request)
+    request["tools"] = [{"type": "function", "function": {"name": "run", "parameters": {
+        "type": "object", "properties": {"opts": {"type": "object"}}}}}]
+    with open(TEMPLATES / case.template, encoding="utf-8") as f:
+        template = ChatTemplate(f.read(), case.template)
+    out = "<|tool_call_start|>[run(opts={'cmd': 'cat > f.py << EOF\nimport csv\nEOF'})]<|tool_call_end|>"
+    msg = build_chat_parser(template, ChatRequest.from_dict(request), fidelity="improved").parser.parse(out)
+    assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == [
+        ("run", {"opts": {"cmd": "cat > f.py << EOF\nimport csv\nEOF"}})]
+    assert [r.name for r in msg.repairs] == ["pythonic-values"]

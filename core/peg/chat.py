@@ -331,6 +331,23 @@ class ChatBuilder(Builder):
             return self.choice(quoted('"'), quoted("'"))
         return self.rule("py-json-safe-string", body)
 
+    def python_safe_literal(self) -> P:
+        """:meth:`python_literal` whose strings are :meth:`python_json_safe_string` (repair ``pythonic-values``:
+        the strict reading, which llama.cpp's quote swap maps to valid JSON; other values go to the lenient one)."""
+        def body() -> P:
+            ws = self.space()
+            v = self.ref("py-safe-literal")
+            member = self.seq(self.python_json_safe_string(), ws, ":", ws, v)
+
+            def items(opener: str, item: Parseable, closer: str) -> P:
+                more = self.zero_or_more(self.seq(ws, ",", ws, item))
+                return self.seq(opener, ws, self.choice(closer, self.seq(item, more, ws, closer)))
+
+            return self.choice(items("{", member, "}"), items("[", v, "]"),
+                               self.python_json_safe_string(), self.json_number(),
+                               self.choice("True", "False", "None", "true", "false", "null"))
+        return self.rule("py-safe-literal", body)
+
     def python_lenient_literal(self) -> P:
         """Repair ``pythonic-values``: a Python literal as Python writes it (vLLM's pythonic / LFM2 parsers read
         it with ``ast``): :meth:`python_lenient_string`, an integer with leading zeros (``07``), a JSON number,
@@ -680,7 +697,7 @@ class ChatBuilder(Builder):
                     if "pythonic-values" in self.repairs:
                         # repair pythonic-values: what llama.cpp's quote swap reads right stays its own, the
                         # rest is decoded by Python's rules
-                        strict = self.python_json_safe_string() if is_string else self.python_literal()
+                        strict = self.python_json_safe_string() if is_string else self.python_safe_literal()
                         # the strict reading must end where the argument does (a quote that did not close
                         # the string leaves text before the next ',' / ')'), else the lenient one is tried;
                         # atomic: a stream shows the value once that is known (never a string closed too early)

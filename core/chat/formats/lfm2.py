@@ -118,10 +118,12 @@ def _python_style_calls(p: Any, view: C.RequestView) -> Any:
                     if PYTHONIC_VALUES in p.repairs:
                         value = p.choice(p.atomic(p.tool_arg_value(p.python_json_safe_string()) + _value_end(p)),
                                          _lenient_value(p))
+                elif PYTHONIC_VALUES in p.repairs:
+                    # the strict reading with JSON-safe strings (a raw line break inside goes to the lenient one)
+                    value = p.choice(p.atomic(p.tool_arg_value(p.python_safe_literal()) + _value_end(p)),
+                                     _lenient_value(p))
                 else:
                     value = p.tool_arg_value(_python_or_json_value(p))
-                    if PYTHONIC_VALUES in p.repairs:
-                        value = p.choice(p.atomic(value + _value_end(p)), _lenient_value(p))
                 arg_choices.append(p.tool_arg(p.tool_arg_open(p.tool_arg_name(p.literal(pname)) + p.literal("="))
                                               + value + p.tool_arg_close(p.eps())))
             one_arg = p.choice(*arg_choices)
