@@ -57,7 +57,7 @@ from ..peg.chat import ChatBuilder, indexed_function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
-from .repairs import REASONING_START_REPEATED
+from .repairs import REASONING_END_WITHOUT_START, REASONING_START_REPEATED
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
@@ -642,11 +642,12 @@ class _Gen:
     """Builds the parser for one (analysis, request) pair; mirrors the reference's build functions."""
 
     def __init__(self, analysis: TemplateAnalysis, request: ChatRequest, improvements: frozenset[str] = frozenset(),
-                 reasoning_preamble: str = "", generation_prompt: str = ""):
+                 reasoning_preamble: str = "", generation_prompt: str = "", reasoning_first: bool = False):
         self.a = analysis
         self.req = request
         self.improvements = improvements
         self.reasoning_preamble = reasoning_preamble
+        self.reasoning_first = reasoning_first
         self.generation_prompt = generation_prompt
         self.p = ChatBuilder(python_literal_values=True if PYTHON_LITERAL_VALUES in improvements else None)
         self.extracting = (request.reasoning_format != ReasoningFormat.NONE
@@ -678,9 +679,26 @@ class _Gen:
                     start = start + p.optional(p.repair(REASONING_START_REPEATED,
                                                         p.space() + p.optspace(r.start)))
                 block = start + p.reasoning(p.until(end)) + p.optspace(r.end)
+                if self.reasoning_first and REASONING_END_WITHOUT_START in p.repairs:
+                    # thinking is on and the prompt does not open it: the model reasons from its first token
+                    # (a stripped or never-written start marker) until the end marker or a call opener
+                    stops = [end] + [o for o in self.call_openers() if o != end]
+                    implicit = p.repair(REASONING_END_WITHOUT_START,
+                                        p.reasoning(p.until_one_of(stops)) + p.optional(p.optspace(r.end)))
+                    self.notes.append(f"repair {REASONING_END_WITHOUT_START}: thinking is on and the generation "
+                                      f"prompt does not open {trim_ws(r.start)!r}: the output is reasoning until "
+                                      f"{end!r}" + (" or a call" if len(stops) > 1 else ""))
+                    return p.optional(p.choice(block, implicit))
                 return p.optional(block)
             return p.optional(p.reasoning(p.until(end)) + p.optspace(r.end))
         return p.eps()
+
+    def call_openers(self) -> list[str]:
+        """The marker that opens this request's tool calls (its section, else its call), [] without tools."""
+        f, req = self.a.tools.format, self.req
+        if not req.tools or req.tool_choice == ToolChoice.NONE or f.mode == ToolFormat.NONE:
+            return []
+        return [o for o in (trim_ws(f.section_start or ""), trim_ws(f.per_call_start or "")) if o][:1]
 
     def content_pre(self) -> P:
         """The content body without its final ``end()``."""
@@ -1093,7 +1111,7 @@ def reasoning_preamble(analysis: TemplateAnalysis, generation_prompt: str) -> st
 
 
 def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation_prompt: str, *,
-                    improvements: Any = ()) -> GeneratedParser:
+                    improvements: Any = (), reasoning_first: bool = False) -> GeneratedParser:
     """Build the chat parser and grammar for ``request`` from a template ``analysis``.
 
     ``improvements``: names of the parser-stage improvements of :mod:`core.analysis.fidelity` to apply
@@ -1104,6 +1122,9 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     ``generation_prompt``: what the template adds for the assistant turn (render with minus without
     ``add_generation_prompt``, for the request's messages - without the continued message when
     ``continue_final_message`` is set). The parser prepends it (or the continuation prefix) to the output.
+    ``reasoning_first``: the request switches thinking on and the generation prompt does not open reasoning
+    (:func:`core.chat.prompt.thinking_switched_on`); with repair ``reasoning-end-without-start`` the output is
+    then reasoning until the end marker even without a start marker (as vLLM's DeepSeek-R1 parser reads it).
     Follows llama.cpp ``peg_generator::generate_parser`` / ``autoparser::build_parser``; never raises for a
     valid analysis and request (schema parts the grammar cannot express are noted in ``notes``).
     """
@@ -1111,7 +1132,7 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     preamble = ""
     if GENERATION_PROMPT_PREAMBLE in active and request.reasoning_format != ReasoningFormat.NONE:
         preamble = reasoning_preamble(analysis, generation_prompt)
-    gen = _Gen(analysis, request, active, preamble, generation_prompt)
+    gen = _Gen(analysis, request, active, preamble, generation_prompt, reasoning_first)
     arena, eps_fallback = gen.build(generation_prompt)
     out = GeneratedParser(
         arena=arena,

@@ -181,6 +181,27 @@ REPAIRS: list[Repair] = [
                 "<｜Assistant｜><think>\\n: DeepSeek-R1)",
         source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/test_deepseekr1_reasoning_parser.py (real-output cases r1-new-line, r1-think-no-end: vLLM drops the "
                "opener wherever it stands before the end)"),
+    # -- reasoning repairs (issue 25 class 4; docs/fidelity-reasoning.md) -----------------------------------
+    Repair(
+        name=REASONING_END_WITHOUT_START,
+        title="With thinking on, the output is reasoning until the end marker, start marker or not",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output with no reasoning start marker when the request switches thinking on (the template "
+                "renders differently with its thinking switch off: Qwen3 enable_thinking, Seed-OSS "
+                "thinking_budget, Granite thinking) and the generation prompt does not open reasoning: the "
+                "model reasons from its first token, so the text up to the end marker (or up to a tool call "
+                "opener) is reasoning, and an output with no end marker is all reasoning - as vLLM's "
+                "DeepSeek-R1 / Seed-OSS / Qwen3 parsers and SGLang's forced reasoning read it. The stream shows "
+                "the text as reasoning at once (nothing is held back), so stream = one-shot. A request that "
+                "switches thinking off, or a template without a switch, parses as before.",
+        example="Some reasoning</seed:think>This is the rest   (Seed-OSS, thinking budget unlimited)",
+        source="https://github.com/vllm-project/vllm/blob/3060cdea8c74cb592c57fb0639fec3901c6aeac5/tests/reasoning/"
+               "test_seedoss_reasoning_parser.py (real-output cases seedr-*), vllm/reasoning/"
+               "deepseek_r1_reasoning_parser.py (no start token: reasoning until the end token), "
+               "https://github.com/vllm-project/vllm/blob/049d8df27dda4fd0caffa289ea12bfe5a47ac794/tests/reasoning/"
+               "test_qwen3_reasoning_parser.py (q3-without-think); SGLang docs separate_reasoning.md "
+               "(Qwen3-Thinking: always generates thinking; force_reasoning)"),
+    # -- end of the reasoning repairs -------------------------------------------------------------------------
     Repair(
         name=ARGUMENTS_KEY_ALIAS,
         title="'parameters' for 'arguments' (and back) in a JSON call",
