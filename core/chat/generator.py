@@ -57,7 +57,7 @@ from ..peg.chat import ChatBuilder, indexed_function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
-from .repairs import REASONING_END_WITHOUT_START, REASONING_START_REPEATED
+from .repairs import REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
@@ -707,6 +707,11 @@ class _Gen:
             if self.extracting:
                 return self.reasoning + c.start + p.content(p.until(c.end)) + c.end
             return p.content(p.until(c.start)) + c.start + p.content(p.until(c.end)) + c.end
+        end = trim_ws(self.a.reasoning.end)
+        if self.extracting and end and REASONING_END_UNMATCHED in p.repairs:
+            # the end marker again after the reasoning closed (or with none open) closes nothing: markup
+            stray = p.content(p.until(end)) + p.repair(REASONING_END_UNMATCHED, p.literal(end))
+            return self.reasoning + p.zero_or_more(stray) + p.content(p.rest())
         return self.reasoning + p.content(p.rest())
 
     def optional_wrapped(self) -> P:

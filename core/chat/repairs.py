@@ -125,6 +125,8 @@ MISSING_REQUIRED_ARGUMENT = "missing-required-argument"
 UNPARSED_TEXT = "unparsed-text"
 REASONING_START_REPEATED = "reasoning-start-repeated"
 REASONING_END_WITHOUT_START = "reasoning-end-without-start"
+REASONING_END_UNMATCHED = "reasoning-end-unmatched"
+REASONING_START_WHITESPACE = "reasoning-start-whitespace"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -201,6 +203,29 @@ REPAIRS: list[Repair] = [
                "https://github.com/vllm-project/vllm/blob/049d8df27dda4fd0caffa289ea12bfe5a47ac794/tests/reasoning/"
                "test_qwen3_reasoning_parser.py (q3-without-think); SGLang docs separate_reasoning.md "
                "(Qwen3-Thinking: always generates thinking; force_reasoning)"),
+    Repair(
+        name=REASONING_END_UNMATCHED,
+        title="A reasoning end marker that closes nothing is markup, not content",
+        stage=RepairStage.TOLERANCE,
+        accepts="The reasoning end marker (</think>, [/THINK]) written in the answer after the reasoning block "
+                "closed, or in an answer that opened none: it is dropped, the text around it stays content in "
+                "order. llama.cpp keeps it inside content.",
+        example="reasoning</think>content A</think>content B   (MiniMax-M2, whose prompt opens <think>)",
+        source="https://github.com/vllm-project/vllm/blob/3f9d440b5aa288be6c1f52bc038dbfe303b9cb58/tests/reasoning/"
+               "test_minimax_m2_reasoning_parser.py (real-output case mm2-double-end: the repeated </think> "
+               "stripped from content); https://github.com/vllm-project/vllm/pull/30391 (Mistral: [/THINK] "
+               "without [THINK] is content, the marker removed)"),
+    Repair(
+        name=REASONING_START_WHITESPACE,
+        title="Whitespace before the reasoning start marker at the start of the output",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output that begins with whitespace (a newline) before the reasoning start marker, in the "
+                "special-format parsers that match the marker at the very start (Magistral / Ministral 3 "
+                "[THINK]): the whitespace is skipped and the block is reasoning, as the auto-parser and "
+                "llama.cpp's generic reasoning parser already read <think>.",
+        example="\n[THINK]This is a reasoning section[/THINK]\nThis is the rest   (Magistral)",
+        source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/"
+               "test_mistral_reasoning_parser.py (real-output case mag-new-line)"),
     # -- end of the reasoning repairs -------------------------------------------------------------------------
     Repair(
         name=ARGUMENTS_KEY_ALIAS,
@@ -673,4 +698,4 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
