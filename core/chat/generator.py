@@ -57,7 +57,7 @@ from ..peg.chat import ChatBuilder, indexed_function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
-from .repairs import REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED
+from .repairs import REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
@@ -1070,6 +1070,8 @@ class _Gen:
         if pre is None:
             root = prefix << p.eps()
         else:
+            if not pure_content and not has_rf and TRAILING_EOS_TOKEN in p.repairs:
+                pre = pre + trailing_eos(p)   # a stop token the server left after the last call
             body = pre + p.end()
             root = prefix + body if pure_content else prefix << body
         entries: dict[str, P] = {RECOVER_CONTENT: prefix + self.reasoning + p.content(p.rest())}

@@ -127,6 +127,11 @@ REASONING_START_REPEATED = "reasoning-start-repeated"
 REASONING_END_WITHOUT_START = "reasoning-end-without-start"
 REASONING_END_UNMATCHED = "reasoning-end-unmatched"
 REASONING_START_WHITESPACE = "reasoning-start-whitespace"
+TRAILING_EOS_TOKEN = "trailing-eos-token"
+MESSAGES_AFTER_CALL = "messages-after-call"
+EOS_TOKENS: tuple[str, ...] = ("</s>", "<|endoftext|>", "<|end_of_text|>", "<|eot_id|>", "<eos>")
+"""End-of-sequence tokens of the common tokenizers (SentencePiece, GPT-2/Qwen, Llama 3, Gemma) that
+``trailing-eos-token`` drops after the last call: servers stop at them and usually strip them."""
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -226,6 +231,28 @@ REPAIRS: list[Repair] = [
         example="\n[THINK]This is a reasoning section[/THINK]\nThis is the rest   (Magistral)",
         source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/"
                "test_mistral_reasoning_parser.py (real-output case mag-new-line)"),
+    Repair(
+        name=TRAILING_EOS_TOKEN,
+        title="The tokenizer's end-of-sequence token after the last call",
+        stage=RepairStage.TOLERANCE,
+        accepts="An end-of-sequence token (</s>, <|endoftext|>, <|end_of_text|>, <|eot_id|>, <eos>) that ends "
+                "the output right after its last tool call, left in by a server that did not strip it: it is "
+                "not content. Auto-parsed templates and the GigaChat 3 format; text after it is content as "
+                "before.",
+        example='I\'ll check that for you.<|function_call|>{"name": "f", "arguments": {"a": 1}}</s>   (GigaChat 3.1)',
+        source="https://github.com/vllm-project/vllm/blob/102ebe1158710d3d09835e7887904042ed770264/tests/tool_parsers/"
+               "test_gigachat3_tool_parser.py (real-output cases g3-mixed-eos, g31-mixed-eos)"),
+    Repair(
+        name=MESSAGES_AFTER_CALL,
+        title="Harmony messages written after a GPT-OSS call's <|call|>",
+        stage=RepairStage.TOLERANCE,
+        accepts="A GPT-OSS output that goes on after a call and its <|call|> (the stop token was not honoured): "
+                "the following <|start|>assistant messages are read as messages — analysis as reasoning, a "
+                "commentary preamble and the final channel as content — instead of their raw markup becoming "
+                "content. SGLang drops the final text after a call; the lossless contract keeps it as content.",
+        example='…<|message|>{"files": []}<|call|><|start|>assistant<|channel|>final<|message|>Done.',
+        source="https://github.com/sgl-project/sglang/blob/4e285c7766ea604ac2100100d7d02962b0831a57/test/registered/"
+               "function_call/test_gpt_oss_detector.py (real-output case gptoss-call-then-final)"),
     # -- end of the reasoning repairs -------------------------------------------------------------------------
     Repair(
         name=ARGUMENTS_KEY_ALIAS,
@@ -395,6 +422,14 @@ REPAIRS: list[Repair] = [
 """Every repair rule, in the order they act."""
 
 REPAIRS_BY_NAME: dict[str, Repair] = {r.name: r for r in REPAIRS}
+
+
+def trailing_eos(p: Any) -> Any:
+    """``trailing-eos-token`` as a PEG part (``p`` a :class:`~core.peg.chat.ChatBuilder`): an optional
+    :data:`EOS_TOKENS` token, or nothing when the repair is off."""
+    if TRAILING_EOS_TOKEN not in p.repairs:
+        return p.eps()
+    return p.optional(p.repair(TRAILING_EOS_TOKEN, p.choice(*[p.literal(t) for t in EOS_TOKENS])))
 
 
 def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:
@@ -698,4 +733,4 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "EOS_TOKENS", "trailing_eos", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
