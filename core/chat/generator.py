@@ -57,7 +57,7 @@ from ..peg.chat import ChatBuilder, indexed_function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
-from .repairs import REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
+from .repairs import INSTRUCTED_REASONING_MARKERS, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
@@ -642,12 +642,14 @@ class _Gen:
     """Builds the parser for one (analysis, request) pair; mirrors the reference's build functions."""
 
     def __init__(self, analysis: TemplateAnalysis, request: ChatRequest, improvements: frozenset[str] = frozenset(),
-                 reasoning_preamble: str = "", generation_prompt: str = "", reasoning_first: bool = False):
+                 reasoning_preamble: str = "", generation_prompt: str = "", reasoning_first: bool = False,
+                 instructed: tuple = ()):
         self.a = analysis
         self.req = request
         self.improvements = improvements
         self.reasoning_preamble = reasoning_preamble
         self.reasoning_first = reasoning_first
+        self.instructed = instructed   # (start phrases, end phrases): repair instructed-reasoning-markers
         self.generation_prompt = generation_prompt
         self.p = ChatBuilder(python_literal_values=True if PYTHON_LITERAL_VALUES in improvements else None)
         self.extracting = (request.reasoning_format != ReasoningFormat.NONE
@@ -664,6 +666,14 @@ class _Gen:
     # -- reasoning / content --------------------------------------------------------------------------------
     def reasoning_parser(self) -> P:
         p, r = self.p, self.a.reasoning
+        if self.instructed and r.mode == ReasoningMode.NONE and self.req.reasoning_format != ReasoningFormat.NONE \
+                and INSTRUCTED_REASONING_MARKERS in p.repairs:
+            starts, ends = self.instructed
+            self.notes.append(f"repair {INSTRUCTED_REASONING_MARKERS}: the prompt asks for {starts[0]!r} / "
+                              f"{ends[0]!r}: the text between them is reasoning")
+            block = (p.choice(*[p.literal(t) for t in starts]) + p.reasoning(p.until_one_of(list(ends)))
+                     + p.optional(p.choice(*[p.literal(t) for t in ends])))
+            return p.optional(p.repair(INSTRUCTED_REASONING_MARKERS, block))
         if not self.extracting:
             return p.eps()
         if r.mode in (ReasoningMode.TAG_BASED, ReasoningMode.TOOLS_ONLY) and r.end:
@@ -1118,7 +1128,8 @@ def reasoning_preamble(analysis: TemplateAnalysis, generation_prompt: str) -> st
 
 
 def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation_prompt: str, *,
-                    improvements: Any = (), reasoning_first: bool = False) -> GeneratedParser:
+                    improvements: Any = (), reasoning_first: bool = False,
+                    instructed: tuple = ()) -> GeneratedParser:
     """Build the chat parser and grammar for ``request`` from a template ``analysis``.
 
     ``improvements``: names of the parser-stage improvements of :mod:`core.analysis.fidelity` to apply
@@ -1132,6 +1143,8 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     ``reasoning_first``: the request switches thinking on and the generation prompt does not open reasoning
     (:func:`core.chat.prompt.thinking_switched_on`); with repair ``reasoning-end-without-start`` the output is
     then reasoning until the end marker even without a start marker (as vLLM's DeepSeek-R1 parser reads it).
+    ``instructed``: ``(start phrases, end phrases)`` the prompt tells the model to write its reasoning between
+    (:data:`core.chat.repairs.INSTRUCTED_MARKERS`; repair ``instructed-reasoning-markers``), or ().
     Follows llama.cpp ``peg_generator::generate_parser`` / ``autoparser::build_parser``; never raises for a
     valid analysis and request (schema parts the grammar cannot express are noted in ``notes``).
     """
@@ -1139,7 +1152,7 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     preamble = ""
     if GENERATION_PROMPT_PREAMBLE in active and request.reasoning_format != ReasoningFormat.NONE:
         preamble = reasoning_preamble(analysis, generation_prompt)
-    gen = _Gen(analysis, request, active, preamble, generation_prompt, reasoning_first)
+    gen = _Gen(analysis, request, active, preamble, generation_prompt, reasoning_first, instructed)
     arena, eps_fallback = gen.build(generation_prompt)
     out = GeneratedParser(
         arena=arena,

@@ -129,6 +129,13 @@ REASONING_END_UNMATCHED = "reasoning-end-unmatched"
 REASONING_START_WHITESPACE = "reasoning-start-whitespace"
 TRAILING_EOS_TOKEN = "trailing-eos-token"
 MESSAGES_AFTER_CALL = "messages-after-call"
+INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
+INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
+)
+"""(start phrases, end phrases) of reasoning written as plain text on the prompt's instruction (Granite 3.2:
+"Write your thoughts after 'Here is my thought process:' and write your response after 'Here is my
+response:'"); the first phrase of each must appear in the prompt, the others are accepted in the output."""
 EOS_TOKENS: tuple[str, ...] = ("</s>", "<|endoftext|>", "<|end_of_text|>", "<|eot_id|>", "<eos>")
 """End-of-sequence tokens of the common tokenizers (SentencePiece, GPT-2/Qwen, Llama 3, Gemma) that
 ``trailing-eos-token`` drops after the last call: servers stop at them and usually strip them."""
@@ -253,6 +260,20 @@ REPAIRS: list[Repair] = [
         example='…<|message|>{"files": []}<|call|><|start|>assistant<|channel|>final<|message|>Done.',
         source="https://github.com/sgl-project/sglang/blob/4e285c7766ea604ac2100100d7d02962b0831a57/test/registered/"
                "function_call/test_gpt_oss_detector.py (real-output case gptoss-call-then-final)"),
+    Repair(
+        name=INSTRUCTED_REASONING_MARKERS,
+        title="Reasoning between the plain-text markers the prompt tells the model to write",
+        stage=RepairStage.TOLERANCE,
+        accepts="A template with no reasoning tags whose prompt (for this request) tells the model to write its "
+                "thoughts after 'Here is my thought process:' and its answer after 'Here is my response:' "
+                "(Granite 3.2 with thinking on): an output that starts with the first phrase has the text up to "
+                "the second as reasoning and the rest as content ('Here's' accepted for 'Here is'). An output "
+                "that does not start with it is content as before; one cut before the second phrase is reasoning "
+                "(vLLM returns it as content in a final parse and as reasoning while streaming).",
+        example="Here is my thought process:This is a reasoning sectionHere is my response:This is the rest",
+        source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/"
+               "test_granite_reasoning_parser.py (real-output cases granite-think-*); vLLM "
+               "vllm/reasoning/granite_reasoning_parser.py (both phrasings)"),
     # -- end of the reasoning repairs -------------------------------------------------------------------------
     Repair(
         name=ARGUMENTS_KEY_ALIAS,
@@ -733,4 +754,4 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "EOS_TOKENS", "trailing_eos", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
