@@ -91,6 +91,18 @@ def test_a_plain_answer_with_thinking_on_is_reasoning_and_off_is_content():
     assert (msg.reasoning_content, msg.content) == ("", "This is the rest")
 
 
+def test_a_bare_json_call_with_thinking_on_is_still_a_call():
+    """ollama issue 11662 (tests/data/triage): Qwen3 with thinking on writes the call as bare JSON."""
+    import json
+
+    case = next(json.loads(line) for line in (ROOT / "tests" / "data" / "triage" / "cases.jsonl").open(encoding="utf-8")
+                if '"ollama-11662"' in line)
+    parser = build_chat_parser(_template(case["template"]), ChatRequest.from_dict(case), fidelity="improved").parser
+    msg = parser.parse(case["input"], False)
+    assert [c.name for c in msg.tool_calls] == ["repeat_string"] and msg.reasoning_content == ""
+    assert "unmarked-calls" in _names(msg)
+
+
 # -- reasoning-start-repeated in the Qwen3.5 format ---------------------------------------------------------------
 
 def test_a_think_the_model_writes_again_after_the_prompt_opened_it_is_markup():

@@ -693,8 +693,10 @@ class _Gen:
                     # thinking is on and the prompt does not open it: the model reasons from its first token
                     # (a stripped or never-written start marker) until the end marker or a call opener
                     stops = [end] + [o for o in self.call_openers() if o != end]
-                    implicit = p.repair(REASONING_END_WITHOUT_START,
-                                        p.reasoning(p.until_one_of(stops)) + p.optional(p.optspace(r.end)))
+                    # text that opens with JSON or a bracket is a call or a JSON answer (unmarked-calls, a
+                    # response format), not reasoning
+                    implicit = p.negate(p.space() + p.choice(p.literal("{"), p.literal("["))) + p.repair(
+                        REASONING_END_WITHOUT_START, p.reasoning(p.until_one_of(stops)) + p.optional(p.optspace(r.end)))
                     self.notes.append(f"repair {REASONING_END_WITHOUT_START}: thinking is on and the generation "
                                       f"prompt does not open {trim_ws(r.start)!r}: the output is reasoning until "
                                       f"{end!r}" + (" or a call" if len(stops) > 1 else ""))

@@ -204,7 +204,8 @@ REPAIRS: list[Repair] = [
                 "renders differently with its thinking switch off: Qwen3 enable_thinking, Seed-OSS "
                 "thinking_budget, Granite thinking) and the generation prompt does not open reasoning: the "
                 "model reasons from its first token, so the text up to the end marker (or up to a tool call "
-                "opener) is reasoning, and an output with no end marker is all reasoning - as vLLM's "
+                "opener) is reasoning, and an output with no end marker is all reasoning (one that opens with "
+                "{ or [ is a call or a JSON answer, not reasoning: unmarked-calls, response formats) - as vLLM's "
                 "DeepSeek-R1 / Seed-OSS / Qwen3 parsers and SGLang's forced reasoning read it. The stream shows "
                 "the text as reasoning at once (nothing is held back), so stream = one-shot. A request that "
                 "switches thinking off, or a template without a switch, parses as before.",
