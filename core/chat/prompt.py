@@ -34,7 +34,7 @@ from typing import Any, Mapping
 from ..analysis import engine as _llama
 from ..analysis.caps import normalize_messages, probe_caps
 from ..analysis.result import Caps
-from ..errors import RequestError, TemplateRenderError
+from ..errors import RenderLimitError, RequestError, TemplateRenderError
 from ..analysis.generation_prompt import request_extra_context
 from ..templating import ChatTemplate, apply_template
 from ..templating import now as templating_now
@@ -441,10 +441,13 @@ def thinking_switched_on(prep: PreparedRequest) -> bool:
     request differs from the prompt rendered with every switch of :data:`THINKING_OFF_CONTEXT` off (Qwen3 with
     ``enable_thinking`` true, Seed-OSS without a budget of 0, Granite with ``thinking`` true). A template that
     ignores the switches, or a request that turns thinking off, gives False; so does a template that fails to
-    render with the switches off."""
+    render with the switches off. A render stopped by a limit raises: the answer would depend on the machine's
+    load, and a silent False would change the parse without a word."""
     try:
         on = render_prompt(prep)
         off = render_prompt(replace(prep, enable_thinking=False), additional_context=THINKING_OFF_CONTEXT)
+    except RenderLimitError:
+        raise
     except TemplateRenderError:
         return False
     return on != off
