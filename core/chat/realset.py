@@ -9,8 +9,8 @@ too; ``"improved"``: needs the improved fidelity), ``note``.
 
 The set is split deterministically into ``dev`` (repairs are written from it) and ``holdout`` (its failures are
 not looked at while writing repairs): :func:`split_of` hashes the case's source URL and id. A case may name its
-split itself (``"split": "fresh"``: the kept-aside cases of ``tests/data/real_outputs_fresh``, collected after the
-repairs were written and never used to write them).
+split itself (``"split": "dev"`` on batch 1, ``tests/data/real_outputs_fresh``: kept aside as ``"fresh"`` until the
+repairs were measured on it, dev since; a kept-aside batch names its own split).
 
 :func:`run_case` parses a case one-shot and streamed at chunk sizes 1, 3, 17, the whole output in one delta and
 "several calls in one delta" (the text before the first call opener, then the rest at once), and checks the
@@ -49,8 +49,8 @@ class RealCase:
 
     @property
     def split(self) -> str:
-        """The case's own ``"split"`` field when it has one (``"fresh"``: the kept-aside set of
-        ``tests/data/real_outputs_fresh``, never used to write repairs), else ``"dev"`` or ``"holdout"``
+        """The case's own ``"split"`` field when it has one (a kept-aside batch's name; ``"dev"`` on batch 1,
+        ``tests/data/real_outputs_fresh``), else ``"dev"`` or ``"holdout"``
         (:func:`split_of`)."""
         return self.fixed_split or split_of(self.source, self.id)
 
