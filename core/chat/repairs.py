@@ -135,6 +135,8 @@ REASONING_END_UNMATCHED = "reasoning-end-unmatched"
 REASONING_START_WHITESPACE = "reasoning-start-whitespace"
 TRAILING_EOS_TOKEN = "trailing-eos-token"
 MESSAGES_AFTER_CALL = "messages-after-call"
+# issue 25, batch 1 (tests/data/real_outputs_fresh, now dev) repairs (s9-r3real)
+XML_ARGUMENTS_WRAPPER = "xml-arguments-wrapper"
 INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
 INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
@@ -196,11 +198,14 @@ REPAIRS: list[Repair] = [
         accepts="An output that writes the reasoning start marker (<think>) although the generation prompt "
                 "already opened reasoning, or writes it twice (whitespace around it allowed): the repeated "
                 "marker is skipped, the reasoning starts after it. Auto-parsed templates (the generic reasoning "
-                "parser); llama.cpp keeps the marker inside reasoning_content.",
+                "parser), the Qwen3-Coder / Qwen3.5 handler and the MiniCPM5 handler; llama.cpp keeps the "
+                "marker inside reasoning_content.",
         example="<think>This is a reasoning section</think>This is the rest   (generation prompt "
                 "<｜Assistant｜><think>\\n: DeepSeek-R1)",
         source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/test_deepseekr1_reasoning_parser.py (real-output cases r1-new-line, r1-think-no-end: vLLM drops the "
-               "opener wherever it stands before the end)"),
+               "opener wherever it stands before the end); ollama's MiniCPM5 parser strips the re-emitted <think> "
+               "(https://github.com/ollama/ollama/blob/a7f786f12b5f4a05de2d57528cf7a157935810b0/model/parsers/"
+               "minicpm5_test.go, batch-1 cases ollama-minicpm5-think-then-*)"),
     # -- reasoning repairs (issue 25 class 4; docs/fidelity-reasoning.md) -----------------------------------
     Repair(
         name=REASONING_END_WITHOUT_START,
@@ -345,9 +350,12 @@ REPAIRS: list[Repair] = [
         stage=RepairStage.TOLERANCE,
         accepts="Qwen3-Coder-style calls (<tool_call>/<function=…>/<parameter=…>) whose tags are separated by "
                 "spaces or by nothing instead of the template's line breaks; a string value loses the "
-                "whitespace next to its tags.",
+                "whitespace next to its tags (Qwen3.5's compact layout value\\n</parameter><parameter=…>: the "
+                "value ends before the newline).",
         example="<tool_call> <function=f> <parameter=q> text </parameter> </function> </tool_call>",
-        source="https://github.com/openclaw/openclaw/issues/61838, https://github.com/waybarrios/vllm-mlx/issues/63"),
+        source="https://github.com/openclaw/openclaw/issues/61838, https://github.com/waybarrios/vllm-mlx/issues/63; "
+               "ollama's Qwen3.5 parser trims the value (https://github.com/ollama/ollama/blob/"
+               "050b6db095db556a36fa1fb2a13611ebe1eb9349/model/parsers/qwen35_test.go, batch-1 case ollama-qwen35-compact-xml-call)"),
     Repair(
         name=TRAILING_STOP_TOKEN,
         title="The stop token after a GPT-OSS call kept in the output",
@@ -517,6 +525,18 @@ REPAIRS: list[Repair] = [
                "tests/tool_parsers/test_granite_tool_parser.py) and Phi-4-mini parser (functools[…]: "
                "https://github.com/vllm-project/vllm/blob/2471a1c1430e2a066029bc743562eee6db2feab0/tests/"
                "tool_parsers/test_phi4mini_tool_parser.py)"),
+    # ---- issue 25: batch 1 of the kept-aside outputs, now dev (s9-r3real) --------------------------------------
+    Repair(
+        name=XML_ARGUMENTS_WRAPPER,
+        title="A MiniCPM5 call's params inside an <arguments> element",
+        stage=RepairStage.TOLERANCE,
+        accepts="A MiniCPM5 call <function name=\"…\"> whose <param name=\"…\"> elements sit inside "
+                "<arguments> … </arguments>, which the template never renders: the wrapper is markup, the "
+                "params are read as usual.",
+        example='<function name="get_weather"><arguments><param name="city">Paris</param></arguments></function>',
+        source="ollama's MiniCPM5 parser accepts the wrapper: https://github.com/ollama/ollama/blob/"
+               "a7f786f12b5f4a05de2d57528cf7a157935810b0/model/parsers/minicpm5_test.go (batch-1 case "
+               "ollama-minicpm5-arguments-wrapper)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -832,5 +852,5 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "XML_ARGUMENTS_WRAPPER", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -86,8 +86,10 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             return prefix + (reasoning << p.content(p.schema(p.json(), "response-format", request.json_schema)))
         if tools_active:
             arg_close = p.tool_arg_close(p.flexible(PARAM_CLOSE))
-            # repair tag-whitespace: a value may also end at " </parameter>" / "</parameter>"
-            ends = [PARAM_CLOSE, " </parameter>", "</parameter>"] if "tag-whitespace" in p.repairs else [PARAM_CLOSE]
+            # repair tag-whitespace: a value may also end at "\n</parameter>" with no line break after it (Qwen3.5's
+            # compact layout: the layout newline is not the value's), " </parameter>" or "</parameter>"
+            ends = ([PARAM_CLOSE, "\n</parameter>", " </parameter>", "</parameter>"] if "tag-whitespace" in p.repairs
+                    else [PARAM_CLOSE])
             arg_string = p.rule("xml-arg-string",
                                 p.ac(p.tool_arg_string_value(p.until_one_of(ends)) + arg_close, PARAM_CLOSE))
             # repair missing-closing-tags: a JSON-typed value (its end is known without the tag) may stop where
