@@ -137,6 +137,7 @@ TRAILING_EOS_TOKEN = "trailing-eos-token"
 MESSAGES_AFTER_CALL = "messages-after-call"
 # issue 25, batch 1 (tests/data/real_outputs_fresh, now dev) repairs (s9-r3real)
 XML_ARGUMENTS_WRAPPER = "xml-arguments-wrapper"
+UNDECLARED_ARGUMENTS = "undeclared-arguments"
 INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
 INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
@@ -537,6 +538,18 @@ REPAIRS: list[Repair] = [
         source="ollama's MiniCPM5 parser accepts the wrapper: https://github.com/ollama/ollama/blob/"
                "a7f786f12b5f4a05de2d57528cf7a157935810b0/model/parsers/minicpm5_test.go (batch-1 case "
                "ollama-minicpm5-arguments-wrapper)"),
+    Repair(
+        name=UNDECLARED_ARGUMENTS,
+        title="A pythonic call's keyword argument the tool does not declare",
+        stage=RepairStage.TOLERANCE,
+        accepts="In pythonic calls (Llama 3.2 / 4 [f(a=1)], LFM2), a keyword argument whose name the tool's "
+                "schema does not declare, its value any Python literal (a list, a nested dict): it is passed on "
+                "in the arguments instead of the whole call being rejected into content. Checking the schema is "
+                "the client's job.",
+        example="[get_weather(location='New York', unit='celsius', data=[1, 2, 3])]   (data not declared)",
+        source="SGLang's PythonicDetector and vLLM's pythonic parsers read every keyword with ast and pass it on: "
+               "https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/srt/test_function_call_parser.py "
+               "(batch-1 cases sgl-py-list-arg, sgl-py-dict-arg, sgl-py-two-calls-nested)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -852,5 +865,5 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "XML_ARGUMENTS_WRAPPER", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "XML_ARGUMENTS_WRAPPER", "UNDECLARED_ARGUMENTS", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -709,7 +709,13 @@ class ChatBuilder(Builder):
                     arg_choices.append(self.rule(f"{rule_prefix}{idx}-arg-{j}", self.tool_arg(
                         self.tool_arg_open(self.tool_arg_name(self.literal(pname)) + ws() + "=" + ws())
                         + value + self.tool_arg_close(self.eps()))))
+                if "undeclared-arguments" in self.repairs:
+                    declared = self.choice(*[self.literal(n) for n in props]) + ws() + "="
+                    arg_choices.append(self.undeclared_py_arg(declared))
                 one_arg = self.choice(*arg_choices)
+                args = self.optional(one_arg + self.zero_or_more(ws() + "," + ws() + one_arg))
+            elif "undeclared-arguments" in self.repairs:
+                one_arg = self.undeclared_py_arg(None)
                 args = self.optional(one_arg + self.zero_or_more(ws() + "," + ws() + one_arg))
             opener = self.tool_name(self.literal(name)) + (self.literal(name_suffix) if name_suffix else self.eps())
             body = self.tool(self.tool_open(opener + "(") + ws() + self.tool_args(args)
@@ -720,6 +726,16 @@ class ChatBuilder(Builder):
         if array_wrapped:
             calls = self.literal("[") + ws() + calls + ws() + "]"
         return calls
+
+    def undeclared_py_arg(self, declared: P | None) -> P:
+        """Repair ``undeclared-arguments``: ``ident=VALUE`` for a keyword the tool does not declare (``declared``:
+        the declared ``name=`` openers, never taken here), the value a Python literal (vLLM's and SGLang's
+        pythonic parsers pass every keyword on; checking the schema is the client's job)."""
+        ident = self.chars("[A-Za-z_]", 1, 1) + self.chars("[A-Za-z0-9_]", 0)
+        opener = (self.negate(declared) if declared is not None else self.eps()) + self.tool_arg_name(ident)
+        return self.repair("undeclared-arguments", self.tool_arg(
+            self.tool_arg_open(opener + self.space() + "=" + self.space())
+            + self.tool_arg_py_value(self.python_lenient_literal()) + self.tool_arg_close(self.eps())))
 
     def python_or_json_value(self) -> P:
         """Python values plus JSON ``true``/``false``/``null``."""
