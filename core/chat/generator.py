@@ -60,6 +60,7 @@ from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS   # issue 25 (s9-calls2)
+from .repairs import CALLS_AFTER_TEXT   # issue 25, batch 1 (s9-r3real)
 from .repairs import INSTRUCTED_REASONING_MARKERS, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
@@ -768,6 +769,17 @@ class _Gen:
                             + p.optional(marker("<|python_end|>")),
                             marker("<|python_tag|>") + p.space() + calls)
         section = p.trigger_rule("tool-call", body)
+        names = [fn["name"] for _, fn in indexed_function_tools(req.tools)]
+        if (CALLS_AFTER_TEXT in p.repairs and req.tool_choice != ToolChoice.REQUIRED and not f.section_start
+                and f.tools_array_wrapped and names):
+            # repair calls-after-text: a call list may follow text, and text may sit between two lists; a list
+            # starts where "[" meets a tool's name and "(" (or a code marker), never at any bracket of the text
+            stops = [f"[{n}(" for n in names]
+            if PYTHON_CODE_MARKERS in p.repairs:
+                stops += ["<|python_start|>", "<|python_tag|>"]
+            text = p.content(p.until_one_of(stops))
+            return (self.reasoning + p.optional(section) + text
+                    + p.zero_or_more(p.repair(CALLS_AFTER_TEXT, section) + text) + p.optional(p.content(p.rest())))
         if req.tool_choice != ToolChoice.REQUIRED:
             section = p.optional(section)
         before = p.until(f.section_start) if f.section_start else p.eps()

@@ -138,6 +138,7 @@ MESSAGES_AFTER_CALL = "messages-after-call"
 # issue 25, batch 1 (tests/data/real_outputs_fresh, now dev) repairs (s9-r3real)
 XML_ARGUMENTS_WRAPPER = "xml-arguments-wrapper"
 UNDECLARED_ARGUMENTS = "undeclared-arguments"
+CALLS_AFTER_TEXT = "calls-after-text"
 INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
 INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
@@ -550,6 +551,21 @@ REPAIRS: list[Repair] = [
         source="SGLang's PythonicDetector and vLLM's pythonic parsers read every keyword with ast and pass it on: "
                "https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/srt/test_function_call_parser.py "
                "(batch-1 cases sgl-py-list-arg, sgl-py-dict-arg, sgl-py-two-calls-nested)"),
+    Repair(
+        name=CALLS_AFTER_TEXT,
+        title="A pythonic call list after text, or text between two lists",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the bare pythonic format (Llama 3.2 / 4: a [f(a=1), …] list the template renders with no "
+                "marker), a call list that starts after some text, or a second list after text that follows "
+                "the first: the lists are calls, the text around them content in order. A list starts only "
+                "where '[' is followed at once by a tool's name and '(' (or at <|python_start|> / <|python_tag|> "
+                "with python-code-markers), so brackets in prose stay content; a list that cannot be read stays "
+                "content. Not with tool_choice required (the answer is the calls).",
+        example="Here's a tool call: [get_weather(location='New York', unit='celsius')]",
+        source="SGLang's PythonicDetector reads the lists anywhere in the text and returns the rest as normal "
+               "text: https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/"
+               "srt/test_function_call_parser.py (batch-1 cases sgl-py-text-then-call, sgl-py-text-before, "
+               "sgl-py-two-lists, sgl-py-python-start*)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -865,5 +881,5 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "XML_ARGUMENTS_WRAPPER", "UNDECLARED_ARGUMENTS", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "XML_ARGUMENTS_WRAPPER", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
