@@ -874,7 +874,12 @@ class _Gen:
                 marker = p.repair(PYTHON_CODE_MARKERS, p.literal(tag)) if PYTHON_CODE_MARKERS in p.repairs \
                     else p.literal(tag)
                 stops.append(tag)
-                variants.append(p.trigger_rule("tool-call-python-tag", marker + p.space() + p.choice(*alts)))
+                tagged = marker + p.space() + p.choice(*alts)
+                if PYTHON_CODE_MARKERS in p.repairs and req.parallel_tool_calls:
+                    # the tag again before each further call (SGLang's Llama 3.2 detector splits on it)
+                    tagged = tagged + p.zero_or_more(p.space() + p.repair(PYTHON_CODE_MARKERS, p.literal(tag))
+                                                     + p.space() + p.choice(*alts))
+                variants.append(p.trigger_rule("tool-call-python-tag", tagged))
         listed = _LISTED_CALLS.search(self.template_source) if not start else None
         if JSON_CALL_WRAPPERS in p.repairs and listed is not None:
             # the template's tool instructions show the calls as WORD[{"name": …}, …] (Phi-4-mini's functools[…])

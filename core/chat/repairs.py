@@ -490,7 +490,9 @@ REPAIRS: list[Repair] = [
         accepts="Tool calls after <|python_tag|> (Llama 3.x: before a JSON call, when the template names the "
                 "token or is written in Llama 3's chat format) or inside <|python_start|> … <|python_end|> (Llama 4: around a pythonic call list, the "
                 "end token optional), where the template renders the calls bare: the tokens are markup, not "
-                "content.",
+                "content. With parallel calls the tag may stand again before each further JSON call "
+                "(<|python_tag|>{…}<|python_tag|>{…}: SGLang's Llama 3.2 detector splits on it, batch-1 case "
+                "sgl-llama32-python-tag-twice).",
         example='<|python_tag|>{"type": "function", "name": "trending_songs", "parameters": {"n": "10"}}',
         source="vLLM llama3_json (bot token <|python_tag|>) and llama4_pythonic (strips <|python_start|> / "
                "<|python_end|>) parsers, https://github.com/vllm-project/vllm/blob/"
