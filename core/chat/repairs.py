@@ -555,19 +555,23 @@ REPAIRS: list[Repair] = [
                "(batch-1 cases sgl-py-list-arg, sgl-py-dict-arg, sgl-py-two-calls-nested)"),
     Repair(
         name=CALLS_AFTER_TEXT,
-        title="A pythonic call list after text, or text between two lists",
+        title="A call after text: a pythonic list after text, text between two lists or two Gemma-syntax calls",
         stage=RepairStage.TOLERANCE,
         accepts="In the bare pythonic format (Llama 3.2 / 4: a [f(a=1), …] list the template renders with no "
                 "marker), a call list that starts after some text, or a second list after text that follows "
                 "the first: the lists are calls, the text around them content in order. A list starts only "
                 "where '[' is followed at once by a tool's name and '(' (or at <|python_start|> / <|python_tag|> "
                 "with python-code-markers), so brackets in prose stay content; a list that cannot be read stays "
-                "content. Not with tool_choice required (the answer is the calls).",
+                "content. Not with tool_choice required (the answer is the calls). In the Gemma call syntax (Gemma 4, "
+                "FunctionGemma <start_function_call>call:NAME{…}<end_function_call>), with parallel calls, a "
+                "further call after the text that follows the calls.",
         example="Here's a tool call: [get_weather(location='New York', unit='celsius')]",
         source="SGLang's PythonicDetector reads the lists anywhere in the text and returns the rest as normal "
                "text: https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/"
                "srt/test_function_call_parser.py (batch-1 cases sgl-py-text-then-call, sgl-py-text-before, "
-               "sgl-py-two-lists, sgl-py-python-start*)"),
+               "sgl-py-two-lists, sgl-py-python-start*); ollama's FunctionGemma parser reads a call after text "
+               "between calls: https://github.com/ollama/ollama/blob/04e80a45755e22d0d393a93747570fad135e9159/model/parsers/functiongemma_test.go "
+               "(batch-1 case ollama-fg-content-between)"),
 ]
 """Every repair rule, in the order they act."""
 

@@ -22,6 +22,7 @@ from typing import Any
 from ...memo import MISSING, BoundedMemo
 from ...templating import ChatTemplate
 from ..mapper import escape_json_inner, register_args_converter, register_args_hook
+from ..repairs import CALLS_AFTER_TEXT
 from ..request import ChatRequest
 from ._peg_handler import HandlerParser, peg_parser, word
 from ._request_view import PromptContext, RequestView, request_view
@@ -411,6 +412,11 @@ def _peg_root(p: Any, view: RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, tur
         # extension (llama.cpp ignores text after the calls; not in the grammar): the templates render a final
         # answer after a turn's calls, kept as content up to Gemma's end-of-turn tokens (the rest is ignored)
         after = p.content(p.until_one_of([CHANNEL, CHANNEL_END, CALL, TOOL_RESPONSE, TURN_END]))
+        if CALLS_AFTER_TEXT in p.repairs and view.parallel:
+            # repair calls-after-text: a further call after the text that follows the calls (ollama reads calls
+            # anywhere in the answer); the text stays content, in order
+            later = p.repair(CALLS_AFTER_TEXT, p.one_or_more(CALL_OPEN + p.choice(*choices) + CALL_END))
+            after = after + p.optional(later)
         answer = p.gbnf(p.zero_or_more(thought + after), "") + p.ignored(p.rest())
         if view.required:
             return start + thought + tool_call + answer
