@@ -127,34 +127,55 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs procfs to see the worker start")
-def test_a_worker_killed_mid_analysis_is_not_the_verdict_and_the_same_text_analyses_again():
+def _killed_mid_call(work) -> tuple[int, list[BaseException]]:
+    """Run ``work()`` in a thread, kill (SIGKILL: the OOM killer, an operator) the worker it runs in once that
+    worker has used some CPU, and return the worker's pid and what ``work`` raised."""
     import signal
     import time
-
-    from core.analysis.isolated import analyze_isolated
 
     pid = isolation.call(os.getpid)  # the idle worker the next call takes
     ticks = _cpu_ticks(pid)
     outcome: list[BaseException] = []
 
-    def analyse() -> None:
+    def run() -> None:
         try:
-            analyze_isolated(SLOW, "slow.jinja", budget_s=0)
+            work()
         except BaseException as e:  # noqa: BLE001
             outcome.append(e)
 
-    t = threading.Thread(target=analyse)
+    t = threading.Thread(target=run)
     t.start()
-    while _cpu_ticks(pid) < ticks + 3 and t.is_alive():  # the worker is analysing
+    while _cpu_ticks(pid) < ticks + 3 and t.is_alive():  # the worker is at work
         time.sleep(0.01)
     assert t.is_alive()
-    os.kill(pid, signal.SIGKILL)  # the OOM killer, or an operator
+    os.kill(pid, signal.SIGKILL)
     t.join(60)
+    return pid, outcome
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs procfs to see the worker start")
+def test_a_worker_killed_mid_analysis_is_not_the_verdict_and_the_same_text_analyses_again():
+    from core.analysis.isolated import analyze_isolated
+
+    pid, outcome = _killed_mid_call(lambda: analyze_isolated(SLOW, "slow.jinja", budget_s=0))
     assert isinstance(outcome[0], WorkerLimitError) and "worker died" in str(outcome[0])
     report = analyze_isolated(SLOW, "slow.jinja", budget_s=0)  # the same text: a new worker, a real answer
     assert report.generation_prompt == "<|assistant|>" and not report.all_probes_failed
     assert isolation.call(os.getpid) != pid
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs procfs to see the worker start")
+def test_the_explorer_analyses_again_after_its_worker_was_killed(monkeypatch):
+    # the app's shared analysis cache (st.cache_resource): the next visitor pasting the same text gets an analysis,
+    # not the first one's "worker died"
+    from explorer import state
+
+    monkeypatch.setattr(state, "app_analysis_budget", lambda: 0)
+    source = SLOW + "{# explorer #}"
+    _, outcome = _killed_mid_call(lambda: state._base_report(source, "slow-app.jinja", "llama.cpp"))
+    assert isinstance(outcome[0], WorkerLimitError) and "worker died" in str(outcome[0])
+    report = state._base_report(source, "slow-app.jinja", "llama.cpp")
+    assert not isinstance(report, state.Failed) and report.generation_prompt == "<|assistant|>"
 
 
 def _degraded_render() -> str:
