@@ -41,6 +41,8 @@ def _expected(path: pathlib.Path) -> list[str]:
 
 def _run_bombs(cache_dir: pathlib.Path, rounds: int) -> tuple[list[dict], dict]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), CTE_CACHE_DIR=str(cache_dir))
+    for name in ("CTE_ANALYSIS_BUDGET_S", "CTE_EXPLAIN_BUDGET_S"):   # the product's budgets, not the suite's
+        env.pop(name, None)
     env.pop("CTE_NO_DISK_CACHE", None)
     proc = subprocess.run([sys.executable, "-m", "tests.bomb_runner", str(BOMBS), str(MEMORY_MB), str(rounds)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -125,6 +127,8 @@ def test_held_memory_bombs_stop_at_the_render_memory_limit(bomb):
     uses a 0.3 s render time, which can stop them first on a loaded machine): the render memory limit ends each
     with one line, within 1 GB of address space."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for name in ("CTE_ANALYSIS_BUDGET_S", "CTE_EXPLAIN_BUDGET_S"):   # the product's budgets, not the suite's
+        env.pop(name, None)
     proc = subprocess.run([sys.executable, "-c", _HELD_RUNNER, str(BOMBS / bomb)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
