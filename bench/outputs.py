@@ -19,7 +19,7 @@ from core.chat.message import AssistantMessage
 from core.chat.pipeline import ChatParserBundle, build_chat_parser
 from core.chat.prompt import longest_common_prefix, prepare_request, render_prompt
 from core.chat.request import ChatRequest
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {

@@ -335,7 +335,7 @@ def compare_variants(
     """Render ``params`` (A) and a deep copy changed by ``modifier`` (B), and diff them.
 
     ``render`` (optional) renders one :class:`RenderParams`; by default it is
-    :func:`core.templating.apply_template` on ``template`` with the analysis conventions (§2).
+    :func:`core.jinja.template.apply_template` on ``template`` with the analysis conventions (§2).
     Raises the render's :class:`~core.errors.TemplateRenderError` when either side fails (llama.cpp returns
     "no result" there; callers treat the exception as that). Follows llama.cpp ``compare_variants``.
     """
@@ -343,7 +343,7 @@ def compare_variants(
     if modifier is not None:
         modifier(b)
     if render is None:
-        from .templating import apply_template
+        from .jinja.template import apply_template
 
         def render(p: RenderParams) -> str:
             ctx = dict(p.extra_context or {})

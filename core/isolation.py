@@ -1,6 +1,6 @@
 """Run a core function on picklable inputs in a limited worker process: a memory limit and a wall-clock kill.
 
-The in-process limits (:mod:`core.templating`) stop every runaway we know of inside the sandbox's hooks; work
+The in-process limits (:mod:`core.jinja`) stop every runaway we know of inside the sandbox's hooks; work
 inside CPython's C code (``==`` on two deep lists) runs on without calling any hook, holding the interpreter
 lock. A front end serving several people therefore runs every template render here, so one visitor's runaway
 template costs a worker, never the server: :func:`call` sends ``fn(*args, **kwargs)`` to a worker and waits on

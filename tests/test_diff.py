@@ -16,7 +16,7 @@ from core.diff import (
     until_common_prefix,
 )
 from core.errors import TemplateRenderError
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 T, M = SegmentKind.TEXT, SegmentKind.MARKER
 

@@ -50,7 +50,7 @@ from core.chat.request import ChatRequest
 from core.chat.stream import StreamingParser
 from core.diff import SegmentKind, segmentize_markers
 from core.errors import TemplateRenderError
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import REFERENCE, ROOT, TEMPLATES, fuzz_examples
 

@@ -17,7 +17,7 @@ import json
 import pytest
 
 from core.chat.request import ChatRequest
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES, template_source
 from . import handler_checks as C

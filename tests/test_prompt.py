@@ -14,7 +14,8 @@ from core.chat.prompt import (canonical_message, canonical_tools, choose_variant
                               render_prompt)
 from core.chat.request import ChatRequest, Continuation
 from core.errors import RequestError
-from core.templating import ChatTemplate, pinned_clock
+from core.jinja.hf import pinned_clock
+from core.jinja.template import ChatTemplate
 
 from .conftest import SHARED, TEMPLATES, template_source
 

@@ -16,11 +16,12 @@ from typing import Any, Callable
 from ..diff import DiffSplit, RenderParams, calculate_diff_split
 from ..errors import ChatTemplateExplorerError, RenderLimitError, TemplateRenderError
 from ..memo import MISSING, BoundedMemo
-from ..templating import ChatTemplate, apply_template, source_digest
+from ..jinja.cache import source_digest
+from ..jinja.template import ChatTemplate, apply_template
 from .fidelity import STRING_ARGUMENT_PROBES, stringify_call_arguments, with_reasoning_field
 from .result import Caps
 
-from . import engine as _engine
+from ..jinja import llama as _llama
 
 
 @dataclass
@@ -210,7 +211,7 @@ class ProbeSession:
             if inputs["add_generation_prompt"]:
                 full["add_generation_prompt"] = True
             try:
-                return _engine.render(self.template, full, template_tracebacks=False)  # kept: the message
+                return _llama.render(self.template, full, template_tracebacks=False)  # kept: the message
             except Exception as e:
                 return _RenderFailure(e)
         try:

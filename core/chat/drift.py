@@ -93,7 +93,7 @@ def run_case(case: DriftCase, templates_dir: str, fidelity: str = "llama.cpp",
     """Parse ``case.output`` for its template and request at ``fidelity`` (see the module doc), with the
     tolerance repairs ``disabled_repairs`` switched off. Raises ``OSError`` for a missing template and the
     project's errors for a bad request."""
-    from ..templating import ChatTemplate
+    from ..jinja.template import ChatTemplate
     from .pipeline import build_chat_parser_or_content
     from .repairs import is_json_object, settled
     from .request import ChatRequest

@@ -20,7 +20,7 @@ from typing import Any
 from .. import memo as _memo
 from ..errors import AnalysisError, ChatTemplateExplorerError, TemplateRenderError
 from ..analysis.routing import Route, detect_route
-from ..templating import ChatTemplate
+from ..jinja.template import ChatTemplate
 from . import formats as _formats
 from .base import ChatOutputParser
 from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request,

@@ -31,13 +31,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..analysis import engine as _llama
+from ..jinja import llama as _llama
 from ..analysis.caps import normalize_messages, probe_caps
 from ..analysis.result import Caps
 from ..errors import RequestError
 from ..analysis.generation_prompt import request_extra_context
-from ..templating import ChatTemplate, apply_template
-from ..templating import now as templating_now
+from ..jinja.template import ChatTemplate, apply_template
+from ..jinja.hf import now as templating_now
 from .request import ChatRequest, Continuation
 
 STEPFUN_TRIM_TRIGGER = "You have access to the following functions in JSONSchema format"
@@ -212,7 +212,7 @@ def message_is_empty(msg: dict[str, Any] | None) -> bool:
 
 
 def default_now() -> _dt.datetime:
-    """The clock the request path uses: :func:`core.templating.now` (so ``pin_clock`` pins it too)."""
+    """The clock the request path uses: :func:`core.jinja.hf.now` (so ``pin_clock`` pins it too)."""
     return templating_now()
 
 
@@ -236,9 +236,9 @@ class PreparedRequest:
     removed). ``tools``: canonical tools or ``None``. ``continue_msg``: the popped message (canonical form) or
     ``None``. ``continuation``: resolved (never AUTO when a message was popped). ``extra_context``: dict of
     extra template globals. ``request``: the original request; ``template``: the chosen template; ``caps``:
-    the template's caps. ``llama_engine``: render as llama.cpp's Jinja engine does (``core.analysis.engine``,
+    the template's caps. ``llama_engine``: render as llama.cpp's Jinja engine does (``core.jinja.llama``,
     more lenient than jinja2 on undefined values, ``tojson`` of generators, ``str + none``…) when available;
-    False renders as transformers does (:func:`core.templating.apply_template`).
+    False renders as transformers does (:func:`core.jinja.template.apply_template`).
     """
 
     request: ChatRequest
@@ -388,18 +388,17 @@ def render_prompt(prep: "PreparedRequest | ChatTemplate", request: ChatRequest |
     extra = _render_context(prep, additional_context)
     msgs = copy.deepcopy(msgs)
     tools = copy.deepcopy(tools) if tools else None
-    engine = _llama if prep.llama_engine and _llama.available() else None
-    if engine is None:
+    if not prep.llama_engine:
         return apply_template(prep.template, msgs, tools, add_generation_prompt=agp,
                               enable_thinking=prep.enable_thinking, extra_context=extra)
-    # same globals, same order as core.templating.apply_template (analysis notes §2)
+    # same globals, same order as core.jinja.template.apply_template (analysis notes §2)
     ctx: dict[str, Any] = {"messages": msgs, "bos_token": "", "eos_token": "", "enable_thinking": prep.enable_thinking}
     if tools:
         ctx["tools"] = tools
     ctx.update(extra)
     if agp:
         ctx["add_generation_prompt"] = True
-    return engine.render(prep.template, ctx)
+    return _llama.render(prep.template, ctx)
 
 
 def longest_common_prefix(a: str, b: str) -> int:

@@ -112,7 +112,7 @@ def _chunks(output: str, how: Any, openers: Iterable[str]) -> list[str]:
 def run_case(case: RealCase, templates_dir: str, fidelity: str) -> RealResult:
     """Parse ``case`` at ``fidelity`` one-shot and streamed (:data:`CHUNKS`); never raises for a bad parse (a
     missing template file raises ``OSError``)."""
-    from ..templating import ChatTemplate
+    from ..jinja.template import ChatTemplate
     from .lossless import lost_word_spans, parser_marks
     from .pipeline import build_chat_parser_or_content
     from .repairs import settled

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from .. import memo as _memo
 from ..errors import ChatTemplateExplorerError
-from ..templating import ChatTemplate
+from ..jinja.template import ChatTemplate
 from .request import ChatRequest, Continuation
 
 

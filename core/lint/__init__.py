@@ -12,7 +12,7 @@ import time
 from typing import Any, Iterable
 
 from ..errors import ChatTemplateExplorerError
-from ..templating import ChatTemplate
+from ..jinja.template import ChatTemplate
 from .model import SEVERITY_ORDER, Finding, Kind, LintReport, Severity, suppress, visible
 
 __all__ = ["lint", "Finding", "Kind", "LintReport", "Severity", "visible", "CHECKS"]
@@ -31,7 +31,7 @@ CHECKS = ("render", "roundtrip", "prefix", "divergence", "probe", "marker", "tim
 
 def lint(template: ChatTemplate, *, fidelity: str = "llama.cpp", report: Any = None,
          suppressed: Iterable[str] = (), budget_s: float | None = None) -> LintReport:
-    """Lint ``template`` (a compiled :class:`~core.templating.ChatTemplate`).
+    """Lint ``template`` (a compiled :class:`~core.jinja.template.ChatTemplate`).
 
     ``fidelity``: ``"llama.cpp"`` (default) or ``"improved"`` — the analysis and parser the round trip uses.
     ``report``: an analysis report to reuse (e.g. with overrides); computed (cached) otherwise. ``suppressed``:
@@ -40,18 +40,18 @@ def lint(template: ChatTemplate, *, fidelity: str = "llama.cpp", report: Any = N
     is a finding. Findings are sorted by severity, then id.
 
     ``budget_s``: wall-clock seconds for every render of the lint (the analysis budget, default
-    ``$CTE_ANALYSIS_BUDGET_S`` or 5 s; ``0``: none, :mod:`core.budgets`). When it runs out the lint stops and
+    ``$CTE_ANALYSIS_BUDGET_S`` or 5 s; ``0``: none, :mod:`core.jinja.limits`). When it runs out the lint stops and
     raises :class:`~core.errors.AnalysisError` naming the limit (a template whose every render runs to the
     render time limit would otherwise cost that limit for each of the ~70 renders).
     """
-    from ..budgets import command_budget
+    from ..jinja.limits import command_budget
 
     with command_budget("lint", template.name, budget_s):
         return _lint(template, fidelity, report, suppressed)
 
 
 def _lint(template: ChatTemplate, fidelity: str, report: Any, suppressed: Iterable[str]) -> LintReport:
-    from ..budgets import over_budget
+    from ..jinja.limits import over_budget
     from .checks import LintContext
 
     t0 = time.perf_counter()

@@ -2,10 +2,10 @@
 analysis and memoised renders) and returns findings. :func:`core.lint.lint` runs them all.
 
 Two renderers are used, both through the project's sandbox: the transformers-style render
-(:meth:`core.templating.ChatTemplate.render` with the globals ``transformers.apply_chat_template`` passes:
+(:meth:`core.jinja.template.ChatTemplate.render` with the globals ``transformers.apply_chat_template`` passes:
 ``messages``, ``tools`` (None when absent), ``add_generation_prompt`` (always a bool), ``bos_token``,
 ``eos_token`` and the chat-template kwarg ``enable_thinking``) and the llama.cpp-compatible render
-(:func:`core.analysis.engine.render` with llama.cpp's globals: ``tools`` only when non-empty,
+(:func:`core.jinja.llama.render` with llama.cpp's globals: ``tools`` only when non-empty,
 ``add_generation_prompt`` only when true — analysis notes §2).
 """
 
@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ChatTemplateExplorerError
-from ..templating import ChatTemplate, pinned_clock
+from ..jinja.hf import pinned_clock
+from ..jinja.llama import render as llama_render
+from ..jinja.template import ChatTemplate
 from .model import Finding, Kind, Severity, visible
 from .shapes import THINK, Needs, Shape, shapes
 
@@ -75,9 +77,7 @@ class LintContext:
                    "bos_token": "", "eos_token": "", "enable_thinking": enable_thinking}
         try:
             if engine == "llama":
-                from ..analysis import engine as _engine
-
-                out = Render(_engine.render(self.template, ctx))
+                out = Render(llama_render(self.template, ctx))
             else:
                 out = Render(self.template.render(ctx))
         except ChatTemplateExplorerError as e:

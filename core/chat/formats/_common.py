@@ -1407,7 +1407,7 @@ class PromptContext:
             if self.prep is not None:
                 return self._prompt_mod.render_prompt(self.prep, add_generation_prompt=add_generation_prompt,
                                                       messages_override=msgs)
-            from ...templating import apply_template
+            from ...jinja.template import apply_template
 
             view = request_view(self.request)
             return apply_template(self.template, msgs, self.request.tools or None, add_generation_prompt,

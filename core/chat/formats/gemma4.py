@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...memo import MISSING, BoundedMemo
-from ...templating import ChatTemplate
+from ...jinja.template import ChatTemplate
 from ..mapper import register_args_converter
 from ..request import ChatRequest
 from . import _common as C

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...templating import ChatTemplate
+from ...jinja.template import ChatTemplate
 from ..request import ChatRequest, Continuation
 from . import _common as C
 from ._peg_handler import HandlerParser, grammar_for, has_response_format, make_parser, peg_parser, word

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...templating import ChatTemplate
+from ...jinja.template import ChatTemplate
 from ..request import ChatRequest
 from . import _common as C
 from ._common import Incomplete, Mismatch, Scanner

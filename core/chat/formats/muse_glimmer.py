@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...templating import ChatTemplate
+from ...jinja.template import ChatTemplate
 from ..request import ChatRequest, Continuation
 from . import _common as C
 from ._peg_handler import HandlerParser, pattern, peg_parser
