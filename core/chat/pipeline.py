@@ -106,10 +106,8 @@ def cached_analysis(template: ChatTemplate, fidelity: Any = "llama.cpp") -> Any:
         if key in _analysis_cache:
             _analysis_cache.move_to_end(key)
             return _analysis_cache[key]
-    try:
-        from ..analysis import analyze  # type: ignore[attr-defined]
-    except ImportError as e:
-        raise AnalysisError(template.name, f"analysis engine unavailable ({e})") from None
+    from ..analysis import analyze
+
     report = analyze(template, fidelity=fid)
     with _cache_lock:
         _analysis_cache[key] = report
@@ -256,16 +254,12 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
         return _handler_bundle(parser, prep, route, fam.name, report, notes)
 
     # ---- auto-parser
-    try:
-        if report is None:
-            report = cached_analysis(template, fid)
-            if caps is None and _report_caps(report) is not None and _report_caps(report) != prep.caps:
-                prep = prepare_request(template, request, caps=_report_caps(report))
-                gp = generation_prompt(prep)
-        from .generator import generate_parser  # type: ignore[attr-defined]
-    except ImportError as e:
-        raise AnalysisError(template.name, f"Unable to generate parser for this template: parser generator "
-                                           f"unavailable ({e})") from None
+    if report is None:
+        report = cached_analysis(template, fid)
+        if caps is None and _report_caps(report) is not None and _report_caps(report) != prep.caps:
+            prep = prepare_request(template, request, caps=_report_caps(report))
+            gp = generation_prompt(prep)
+    from .generator import generate_parser
     from ..analysis.fidelity import CONTENT_TURN_HEADER, REASONING_FIELD, with_reasoning_field
 
     report, from_request = _request_instructions(report, request, improvements)

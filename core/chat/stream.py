@@ -117,10 +117,8 @@ class IncrementalMapper:
     @staticmethod
     def usable() -> bool:
         """Whether the installed mapper exposes the state this class snapshots."""
-        try:
-            from .mapper import ChatMapper
-        except ImportError:
-            return False
+        from .mapper import ChatMapper
+
         m = ChatMapper("")
         return all(hasattr(m, a) for a in ("msg", "pending", "current", "arg_count", "quote_pending",
                                            "args_buffer", "source", "map", "finish"))
@@ -554,11 +552,7 @@ class PegStreamSession:
         self._ParseCache = ParseCache
         self.caches: dict[Any, Any] = {}
         self.mappers: dict[Any, IncrementalMapper] = {}
-        try:
-            from .generator import RECOVER_CONTENT, RECOVER_TRAILING
-        except ImportError:  # pragma: no cover
-            RECOVER_CONTENT, RECOVER_TRAILING = "recover-content", "recover-trailing"
-        from .generator import MAIN_REST, PREFIX_REST
+        from .generator import MAIN_REST, PREFIX_REST, RECOVER_CONTENT, RECOVER_TRAILING
 
         self.entries: list[Any] = ([RECOVER_CONTENT] if getattr(parser, "eps_fallback", False)
                                    else [None, RECOVER_TRAILING, MAIN_REST, RECOVER_CONTENT, PREFIX_REST])
@@ -1634,10 +1628,8 @@ def _new_state(parser: Any) -> Any:
         return None
     if "state" not in params:
         return None
-    try:
-        from .generator import ParserState  # type: ignore[attr-defined]
-    except ImportError:
-        return None
+    from .generator import ParserState
+
     return ParserState()
 
 

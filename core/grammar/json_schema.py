@@ -459,6 +459,74 @@ def may_be_string(node: SchemaNode | None, _visiting: set[int] | None = None) ->
     return False
 
 
+ALL_TYPES = frozenset({"null", "boolean", "number", "integer", "string", "array", "object"})
+
+SCALAR_TYPES = frozenset({"number", "integer", "boolean", "null"})
+"""JSON types whose values end where their text ends (repair ``mistyped-value-as-string`` takes other text for a
+parameter of only these types as a string)."""
+
+
+def json_type(v: Any) -> str:
+    """The JSON type name of a decoded JSON value (``null``, ``boolean``, ``integer``, ``number``, ``string``,
+    ``array``, ``object``), as llama.cpp's schema helpers name a ``const`` / ``enum`` value's type."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+_LEAF_TYPES: "tuple[tuple[type, frozenset[str]], ...]" = (
+    (NullSchema, frozenset({"null"})), (BooleanSchema, frozenset({"boolean"})),
+    (NumberSchema, frozenset({"number", "integer"})), (IntegerSchema, frozenset({"integer"})),
+    (StringSchema, frozenset({"string"})), (ArraySchema, frozenset({"array"})), (TupleSchema, frozenset({"array"})),
+    (ObjectSchema, frozenset({"object"})),
+)
+
+
+def value_types(node: SchemaNode | None, _visiting: set[int] | None = None) -> frozenset[str]:
+    """JSON types a value of ``node`` may have (llama.cpp ``value_types``): ``number`` implies ``integer``,
+    ``anyOf`` unions, ``allOf`` intersects, a ``$ref`` cycle contributes nothing, "any" is every type."""
+    if node is None:
+        return frozenset()
+    visiting = _visiting if _visiting is not None else set()
+    for cls, types in _LEAF_TYPES:
+        if isinstance(node, cls):
+            return types
+    if isinstance(node, ConstSchema):
+        return frozenset({json_type(node.value)})
+    if isinstance(node, EnumSchema):
+        return frozenset(json_type(v) for v in node.values)
+    if isinstance(node, RefSchema):
+        t = node.target
+        if t is None or id(t) in visiting:
+            return frozenset()
+        visiting.add(id(t))
+        try:
+            return value_types(t, visiting)
+        finally:
+            visiting.discard(id(t))
+    if isinstance(node, AnyOf):
+        out: frozenset[str] = frozenset()
+        for c in node.children:
+            out |= value_types(c, visiting)
+        return out
+    if isinstance(node, AllOf):
+        acc = ALL_TYPES
+        for c in node.children:
+            acc &= value_types(c, visiting)
+        return acc
+    return ALL_TYPES  # any
+
+
 def tool_parameters(function: dict) -> dict:
     """The parameters schema of an OpenAI function, ``{"type": "object", "properties": {}}`` when absent or
     empty (llama.cpp ``common_chat_tool_parameters``)."""

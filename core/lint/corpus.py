@@ -19,7 +19,7 @@ def lint_file(path: str, fidelity: str = "llama.cpp", suppressed: tuple[str, ...
     report with ``error`` set (never raises)."""
     from ..errors import ChatTemplateExplorerError
     from ..jinja.template import ChatTemplate
-    from . import lint
+    from .run import lint
 
     name = os.path.basename(path)
     try:

@@ -28,9 +28,9 @@ from __future__ import annotations
 import contextlib
 import re
 import contextvars
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
-from ..grammar.json_schema import tool_parameters
+from ..grammar.json_schema import SCALAR_TYPES, tool_parameters, value_types
 from .builder import Builder, P, Parseable
 
 REASONING_BLOCK = "reasoning-block"
@@ -302,6 +302,50 @@ class ChatBuilder(Builder):
         follows llama.cpp ``common_chat_peg_builder::tool_arg_string_value``.
         """
         return self.tag(TOOL_ARG_STRING_VALUE, p)
+
+    def tagged_arg_value(self, rule_name: str, schema: Any, arg_string: Parseable, close: Parseable, *,
+                         mistyped: bool = False) -> P:
+        """The value of one parameter written between tags (``<parameter=K>V</parameter>``,
+        ``<arg_value>V</arg_value>``), by the JSON types its ``schema`` node allows: raw text (``arg_string``, which
+        ends with its own close) for a string-only parameter; JSON checked against the schema, then ``close``, for one
+        that cannot be a string; for one that may be either, the JSON value tried first (atomic) and the text after
+        it (the string alternative takes any text, so only the parser needs the JSON ones). ``mistyped``: repair
+        ``mistyped-value-as-string`` — a scalar-typed value that is no such JSON is kept as text."""
+        types = value_types(schema)
+        if "string" not in types:
+            value = self.tool_arg_json_value(self.schema(self.json(), rule_name + "-schema", schema)) + close
+            if mistyped and types and types <= SCALAR_TYPES:
+                # whole typed value first (atomic: its type is only known at its end), else the text as a string
+                value = self.choice(self.atomic(value), self.repair("mistyped-value-as-string", arg_string))
+            return value
+        if types == {"string"}:
+            return arg_string  # type: ignore[return-value]
+        alts = []
+        if "object" in types:
+            alts.append(self.json_object())
+        if "array" in types:
+            alts.append(self.json_array())
+        if "number" in types or "integer" in types:
+            alts.append(self.json_number())
+        if "boolean" in types:
+            alts.append(self.json_bool())
+        if "null" in types:
+            alts.append(self.json_null())
+        return self.gbnf(self.choice(self.atomic(self.tool_arg_json_value(self.choice(*alts)) + close), arg_string),
+                         "xml-arg-string")
+
+    def tagged_args(self, idx: int, required: list[Parseable], optional: list[Parseable],
+                    any_order: Callable[..., Any] | None = None) -> P:
+        """Arguments of function ``idx``: the required ones in any order (``permute``), then optional ones in any
+        order. ``any_order``: repair ``argument-order`` (:func:`core.chat.repairs.any_order_args`), tried after."""
+        args = self.permute(f"tool-{idx}-args", required)
+        if optional:
+            args = args + self.zero_or_more(self.choice(*optional))
+            if any_order is not None:
+                alt = any_order(self, f"tool-{idx}-any-order", required, optional)
+                if alt is not None:
+                    args = self.choice(args, alt)
+        return args
 
     # -- helpers --------------------------------------------------------------------------------------------
     def prefix(self, s: str, delimiter: str = "") -> P:
