@@ -19,10 +19,11 @@ message, stream = one-shot (at ``improved`` the accumulated deltas exactly; at `
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
+
+from .casefiles import parse_case, read_jsonl_cases, streamed
 
 HOLDOUT_SHARE = 3   # one case in three is held out
 
@@ -60,31 +61,11 @@ def split_of(source: str, case_id: str) -> str:
 def load_cases(directory: str) -> list[RealCase]:
     """Every case of the ``*.jsonl`` files of ``directory``, by file then line. Raises ``ValueError`` naming the
     file and line of a malformed case or a duplicate id."""
-    out: list[RealCase] = []
-    seen: set[str] = set()
-    for name in sorted(os.listdir(directory)):
-        if not name.endswith(".jsonl"):
-            continue
-        family = name[:-len(".jsonl")]
-        with open(os.path.join(directory, name), encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                where = f"{name}:{n}"
-                try:
-                    d = json.loads(line)
-                except ValueError as e:
-                    raise ValueError(f"{where}: not JSON ({e})") from None
-                missing = [k for k in ("id", "source", "model", "template", "request", "output", "expect")
-                           if k not in d]
-                if missing:
-                    raise ValueError(f"{where}: missing field {missing[0]!r}")
-                if d["id"] in seen:
-                    raise ValueError(f"{where}: duplicate id {d['id']!r}")
-                seen.add(d["id"])
-                out.append(RealCase(d["id"], family, d["source"], d["model"], d["template"], d["request"],
-                                    d["output"], d["expect"], d.get("fidelity", "improved"), d.get("note", "")))
-    return out
+    files = [os.path.join(directory, n) for n in sorted(os.listdir(directory)) if n.endswith(".jsonl")]
+    return [RealCase(d["id"], os.path.basename(path)[:-len(".jsonl")], d["source"], d["model"], d["template"],
+                     d["request"], d["output"], d["expect"], d.get("fidelity", "improved"), d.get("note", ""))
+            for path, d in read_jsonl_cases(files, ("id", "source", "model", "template", "request", "output",
+                                                    "expect"), os.path.basename)]
 
 
 @dataclass
@@ -112,19 +93,11 @@ def _chunks(output: str, how: Any, openers: Iterable[str]) -> list[str]:
 def run_case(case: RealCase, templates_dir: str, fidelity: str) -> RealResult:
     """Parse ``case`` at ``fidelity`` one-shot and streamed (:data:`CHUNKS`); never raises for a bad parse (a
     missing template file raises ``OSError``)."""
-    from ..jinja.template import ChatTemplate
     from .lossless import lost_word_spans, parser_marks
-    from .pipeline import build_chat_parser_or_content
     from .repairs import settled
-    from .request import ChatRequest
     from .roundtrip import compare_messages
-    from .stream import StreamingParser
 
-    with open(os.path.join(templates_dir, case.template), encoding="utf-8") as f:
-        template = ChatTemplate(f.read(), case.template)
-    bundle = build_chat_parser_or_content(template, ChatRequest.from_dict(case.request), fidelity=fidelity)
-    parser = bundle.parser
-    one = parser.parse(case.output, False)
+    parser, one = parse_case(templates_dir, case.template, case.request, case.output, fidelity)
     got = one.to_openai()
     lost = [w for w, _ in lost_word_spans(case.output, one, parser_marks(parser))]
     reason = compare_messages(case.expect, got) or ""
@@ -135,13 +108,10 @@ def run_case(case: RealCase, templates_dir: str, fidelity: str) -> RealResult:
     for how in CHUNKS:
         if reason:
             break
-        sp = StreamingParser(parser)
-        for piece in _chunks(case.output, how, openers):
-            sp.feed(piece)
-        sp.finish()
-        streamed = sp.message if fidelity == "improved" else settled(sp.message, one)
-        if streamed.to_openai() != got:
-            reason = f"stream (chunk {how}) != one-shot: {compare_messages(got, streamed.to_openai())}"
+        message = streamed(parser, _chunks(case.output, how, openers))
+        message = message if fidelity == "improved" else settled(message, one)
+        if message.to_openai() != got:
+            reason = f"stream (chunk {how}) != one-shot: {compare_messages(got, message.to_openai())}"
     return RealResult(case, fidelity, not reason, reason, lost, got)
 
 
