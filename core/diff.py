@@ -36,16 +36,6 @@ def trim_leading(s: str) -> str:
     return s.lstrip(WS)
 
 
-def trim_trailing(s: str) -> str:
-    """Strip C-locale whitespace from the right end ("" for an all-whitespace string)."""
-    return s.rstrip(WS)
-
-
-def is_space(c: str) -> bool:
-    """True for one C-locale whitespace character."""
-    return len(c) == 1 and c in WS
-
-
 class SegmentKind(str, enum.Enum):
     """Kind of a :class:`Segment`."""
 

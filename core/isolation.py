@@ -23,7 +23,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -300,17 +299,3 @@ def call(fn: Callable[..., Any], *args: Any, timeout_s: float | None = None, mem
         return payload
     raise _rebuild(payload, name, what, memory)
 
-
-def measure(n: int = 20) -> dict[str, float]:
-    """Start-up cost of a worker and the overhead of a call on a warm one, in milliseconds (for ``bench``)."""
-    shutdown()
-    t0 = time.perf_counter()
-    call(len, "x")
-    start_ms = (time.perf_counter() - t0) * 1000
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        call(len, "x")
-        times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    return {"first_call_ms": start_ms, "warm_call_median_ms": times[len(times) // 2]}

@@ -450,13 +450,3 @@ def continuation_generation_prompt(generation_prompt_: str, prep: PreparedReques
         gp += prep.continue_content
     return gp
 
-
-@dataclass
-class PromptResult:
-    """``prompt`` (what the model is given), ``generation_prompt`` (the parse-time prefix: the template's
-    assistant-turn suffix, or for a continuation the rebuilt prefill) and ``parser_generation_prompt`` (the
-    one the parser is built from; differs only for continuations)."""
-
-    prompt: str
-    generation_prompt: str
-    parser_generation_prompt: str

@@ -181,7 +181,3 @@ def shapes() -> list[Shape]:
     ]
     return copy.deepcopy(s)
 
-
-def shape_ids() -> list[str]:
-    """The ids of :func:`shapes`, in order."""
-    return [s.id for s in shapes()]

@@ -416,11 +416,6 @@ class Builder:
         """Rule ``single-quoted-string``: ``'`` string content ``'``; follows llama.cpp ``single_quoted_string``."""
         return self.rule("single-quoted-string", lambda: self.seq("'", self.string_content("'"), "'"))
 
-    def quoted_string(self) -> P:
-        """Rule ``quoted-string``: double- or single-quoted string; follows llama.cpp ``quoted_string``."""
-        return self.rule("quoted-string", lambda: self.choice(self.double_quoted_string(),
-                                                              self.single_quoted_string()))
-
     def python_string(self) -> P:
         """Rule ``python-string``: double- or single-quoted string; follows llama.cpp ``python_string``."""
         return self.rule("python-string", lambda: self.choice(self.double_quoted_string(),

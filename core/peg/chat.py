@@ -6,8 +6,8 @@ Tags read by the mapper (:mod:`core.chat.mapper`): ``reasoning``, ``content``, `
 ``reasoning-block``). The open/close/id/name tags are *atomic*: they produce no node until their text is
 complete, so a half-streamed tool name is never reported.
 
-Helpers: ``prefix``, ``optspace``, ``tag_with_safe_content``, ``permute``, ``standard_json_tools`` (the three JSON
-tool-call layouts), ``standard_constructed_tools`` (a tagged legacy layout) and ``python_style_tool_calls``.
+Helpers: ``prefix``, ``optspace``, ``permute``, ``tagged_arg_value`` / ``tagged_args`` (parameters between tags),
+``standard_json_tools`` (the three JSON tool-call layouts) and ``python_style_tool_calls``.
 
 Options beyond llama.cpp (off by default; :func:`builder_options` switches them on for the builders created in
 its scope, which is how ``fidelity="improved"`` reaches the generator and the special handlers):
@@ -77,12 +77,6 @@ def builder_options(**options: Any) -> Iterator[None]:
         _OPTIONS.reset(token)
 
 
-def current_repairs() -> frozenset[str]:
-    """The ``repairs`` option of the enclosing :func:`builder_options` (for hand-written handlers that capture
-    it when they are built)."""
-    return frozenset(_OPTIONS.get().get("repairs", ()))
-
-
 def fired_repairs(nodes: Iterable[Any], offset: int = 0) -> list[tuple[str, int, int]]:
     """``(name, start, end)`` of every ``repair:NAME`` node in the parse tree ``nodes`` (pre-order), with
     positions shifted by ``-offset`` (the generation prompt's length, so spans index the model output)."""
@@ -126,6 +120,20 @@ def split_marker_pair(marker: str) -> tuple[str, str] | None:
     ``<|python_start|><|python_end|>``), else None. Used by repair ``calls-inside-section-markers``."""
     m = re.fullmatch(r"\s*(<[^<>\s]+>)\s*(<[^<>\s]+>)\s*", marker or "")
     return (m.group(1), m.group(2)) if m else None
+
+
+def _tagger(tag: str, atomic: bool = False) -> Any:
+    """A builder method tagging its parser ``tag`` (llama.cpp ``common_chat_peg_builder``'s method of that name);
+    ``atomic``: also wrapped in ``atomic`` (no AST node while half-matched)."""
+    if atomic:
+        def method(self: "ChatBuilder", p: Parseable) -> P:
+            return self.atomic(self.tag(tag, p))
+    else:
+        def method(self: "ChatBuilder", p: Parseable) -> P:
+            return self.tag(tag, p)
+    method.__doc__ = f"``p`` tagged ``{tag}``" + (", atomic" if atomic else "") + "."
+    return method
+
 
 
 class ChatBuilder(Builder):
@@ -191,85 +199,27 @@ class ChatBuilder(Builder):
         return self.gbnf(self.tag(IGNORED, p), "")
 
     # -- tags -----------------------------------------------------------------------------------------------
-    def reasoning_block(self, p: Parseable) -> P:
-        """``p`` tagged ``reasoning-block`` (:data:`REASONING_BLOCK`);
-        follows llama.cpp ``common_chat_peg_builder::reasoning_block``.
-        """
-        return self.tag(REASONING_BLOCK, p)
-
-    def reasoning(self, p: Parseable) -> P:
-        """``p`` tagged ``reasoning`` (:data:`REASONING`); follows llama.cpp ``common_chat_peg_builder::reasoning``."""
-        return self.tag(REASONING, p)
-
-    def content(self, p: Parseable) -> P:
-        """``p`` tagged ``content`` (:data:`CONTENT`); follows llama.cpp ``common_chat_peg_builder::content``."""
-        return self.tag(CONTENT, p)
-
-    def tool(self, p: Parseable) -> P:
-        """``p`` tagged ``tool`` (:data:`TOOL`); follows llama.cpp ``common_chat_peg_builder::tool``."""
-        return self.tag(TOOL, p)
-
-    def tool_open(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-open``, wrapped in ``atomic`` (no AST node while half-matched);
-        follows llama.cpp ``common_chat_peg_builder::tool_open``.
-        """
-        return self.atomic(self.tag(TOOL_OPEN, p))
-
-    def tool_close(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-close``, wrapped in ``atomic`` (no AST node while half-matched);
-        follows llama.cpp ``common_chat_peg_builder::tool_close``.
-        """
-        return self.atomic(self.tag(TOOL_CLOSE, p))
-
-    def tool_id(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-id``, wrapped in ``atomic`` (no AST node while half-matched);
-        follows llama.cpp ``common_chat_peg_builder::tool_id``.
-        """
-        return self.atomic(self.tag(TOOL_ID, p))
-
-    def tool_name(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-name``, wrapped in ``atomic`` (no AST node while half-matched);
-        follows llama.cpp ``common_chat_peg_builder::tool_name``.
-        """
-        return self.atomic(self.tag(TOOL_NAME, p))
-
-    def tool_args(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-args`` (:data:`TOOL_ARGS`); follows llama.cpp ``common_chat_peg_builder::tool_args``."""
-        return self.tag(TOOL_ARGS, p)
+    reasoning_block = _tagger(REASONING_BLOCK)
+    reasoning = _tagger(REASONING)
+    content = _tagger(CONTENT)
+    tool = _tagger(TOOL)
+    tool_args = _tagger(TOOL_ARGS)
+    tool_arg = _tagger(TOOL_ARG)
+    tool_arg_value = _tagger(TOOL_ARG_VALUE)
+    tool_arg_string_value = _tagger(TOOL_ARG_STRING_VALUE)
+    tool_open = _tagger(TOOL_OPEN, atomic=True)
+    tool_close = _tagger(TOOL_CLOSE, atomic=True)
+    tool_id = _tagger(TOOL_ID, atomic=True)
+    tool_name = _tagger(TOOL_NAME, atomic=True)
+    tool_arg_open = _tagger(TOOL_ARG_OPEN, atomic=True)
+    tool_arg_close = _tagger(TOOL_ARG_CLOSE, atomic=True)
+    tool_arg_name = _tagger(TOOL_ARG_NAME, atomic=True)
 
     def tool_args_encoded(self, p: Parseable) -> P:
         """``p`` (a JSON string) tagged ``tool-args-encoded`` (:data:`TOOL_ARGS_ENCODED`): arguments written as a
         JSON string holding the object (repair ``double-encoded-arguments``); the mapper decodes it once it is
         complete."""
         return self.tag(TOOL_ARGS_ENCODED, p)
-
-    def tool_arg(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-arg`` (:data:`TOOL_ARG`); follows llama.cpp ``common_chat_peg_builder::tool_arg``."""
-        return self.tag(TOOL_ARG, p)
-
-    def tool_arg_open(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-arg-open``, wrapped in ``atomic`` (no AST node while half-matched);
-        follows llama.cpp ``common_chat_peg_builder::tool_arg_open``.
-        """
-        return self.atomic(self.tag(TOOL_ARG_OPEN, p))
-
-    def tool_arg_close(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-arg-close``, wrapped in ``atomic`` (no AST node while half-matched);
-        follows llama.cpp ``common_chat_peg_builder::tool_arg_close``.
-        """
-        return self.atomic(self.tag(TOOL_ARG_CLOSE, p))
-
-    def tool_arg_name(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-arg-name``, wrapped in ``atomic`` (no AST node while half-matched);
-        follows llama.cpp ``common_chat_peg_builder::tool_arg_name``.
-        """
-        return self.atomic(self.tag(TOOL_ARG_NAME, p))
-
-    def tool_arg_value(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-arg-value`` (:data:`TOOL_ARG_VALUE`);
-        follows llama.cpp ``common_chat_peg_builder::tool_arg_value``.
-        """
-        return self.tag(TOOL_ARG_VALUE, p)
 
     def tool_arg_json_value(self, p: Parseable) -> P:
         """``tool-arg-value`` around a JSON value parser ``p``; with ``python_literal_values``, a Python literal
@@ -296,12 +246,6 @@ class ChatBuilder(Builder):
                                self.python_string(), self.json_number(),
                                self.choice("True", "False", "None", "true", "false", "null"))
         return self.rule("python-literal", body)
-
-    def tool_arg_string_value(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-arg-string-value`` (:data:`TOOL_ARG_STRING_VALUE`);
-        follows llama.cpp ``common_chat_peg_builder::tool_arg_string_value``.
-        """
-        return self.tag(TOOL_ARG_STRING_VALUE, p)
 
     def tagged_arg_value(self, rule_name: str, schema: Any, arg_string: Parseable, close: Parseable, *,
                          mistyped: bool = False) -> P:
@@ -374,13 +318,6 @@ class ChatBuilder(Builder):
         for c in tag[j:]:
             p = p + self.optional(c)
         return p
-
-    def tag_with_safe_content(self, tag_name: str, marker: str, p: Parseable) -> P:
-        """``(p | rule(tag_name, content(!marker . until(marker))))*``; with no marker, one character at a time."""
-        if not marker:
-            return self.zero_or_more(self.choice(p, self.rule(tag_name, self.content(self.any()))))
-        chunk = self.rule(tag_name, self.content(self.negate(marker) + self.any() + self.until(marker)))
-        return self.zero_or_more(self.choice(p, chunk))
 
     def permute(self, rule_prefix: str, parsers: list[Parseable]) -> P:
         """Every parser exactly once, in any order (up to ``MAX_PERMUTE``; beyond that, in the given order)."""
@@ -601,42 +538,6 @@ class ChatBuilder(Builder):
             body = self.choice(body, self.literal(pair[0]) + self.content(self.until(pair[1])) + self.literal(pair[1])
                                + self.space() + tool_calls)
         section = self.trigger_rule("tool-call", body)
-        return section if force else self.optional(section)
-
-    def standard_constructed_tools(self, markers: dict[str, str], tools: Any, parallel: bool, force: bool) -> P:
-        """Tagged legacy layout ``<tool_call><function=NAME><param=K>V</param>...</function></tool_call>``
-        (marker keys and defaults as llama.cpp); argument values are untyped text."""
-        funcs = indexed_function_tools(tools)
-        if not funcs:
-            return self.eps()
-        m = {"tool_call_start_marker": "<tool_call>", "tool_call_end_marker": "</tool_call>",
-             "function_opener": "<function=", "function_name_suffix": ">", "function_closer": "</function>",
-             "parameter_key_prefix": "<param=", "parameter_key_suffix": ">", "parameter_closer": "</param>"}
-        m.update(markers or {})
-        choices = []
-        for idx, fn in funcs:
-            name = fn["name"]
-            params = tool_parameters(fn)
-            props = params.get("properties") if isinstance(params, dict) else None
-            args = self.eps()
-            if isinstance(props, dict) and props:
-                arg_choices = []
-                for pname in props:
-                    arg_name = self.choice(self.literal(pname), self.literal('"' + pname + '"'),
-                                           self.literal("'" + pname + "'"))
-                    arg_choices.append(self.tool_arg(
-                        self.tool_arg_open(m["parameter_key_prefix"]) + self.tool_arg_name(arg_name)
-                        + m["parameter_key_suffix"] + self.tool_arg_value(self.until(m["parameter_closer"]))
-                        + self.tool_arg_close(m["parameter_closer"])))
-                args = self.zero_or_more(self.choice(*arg_choices) + self.space())
-            body = self.tool(self.tool_open(m["function_opener"] + self.tool_name(self.literal(name))
-                                            + m["function_name_suffix"]) + self.space() + self.tool_args(args)
-                             + self.space() + self.tool_close(m["function_closer"]))
-            choices.append(self.rule(f"tool-{idx}", body))
-        one = self.choice(*choices)
-        calls = self.one_or_more(one + self.space()) if parallel else one + self.space()
-        section = self.trigger_rule("tool-call", self.literal(m["tool_call_start_marker"]) + self.space() + calls
-                                    + self.literal(m["tool_call_end_marker"]))
         return section if force else self.optional(section)
 
     def pythonic_tool_calls(self, tools: Any, parallel: bool, array_wrapped: bool) -> P:
