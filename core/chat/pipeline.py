@@ -98,8 +98,7 @@ _cache_lock = threading.Lock()
 
 def cached_analysis(template: ChatTemplate, fidelity: Any = "llama.cpp") -> Any:
     """``core.analysis.analyze(template, fidelity=fidelity)``, memoised per template source and fidelity (LRU
-    of 64). Raises :class:`AnalysisError` when the analysis engine is unavailable or fails, or for an unknown
-    fidelity."""
+    of 64). Raises :class:`AnalysisError` when the analysis fails, or for an unknown fidelity."""
     fid = _fidelity(fidelity, template.name)
     key = (template.source, fid)
     with _cache_lock:
