@@ -120,7 +120,8 @@ class DiffSplit:
         return {"prefix": self.prefix, "left": self.left, "right": self.right, "suffix": self.suffix}
 
 
-def _common_prefix_len(a: str, b: str) -> int:
+def common_prefix_len(a: str, b: str) -> int:
+    """Length (characters) of the longest common prefix of ``a`` and ``b``."""
     # halving the differing range with slice comparisons (memcmp) instead of a Python step per character:
     # renders share hundreds of characters
     n = min(len(a), len(b))
@@ -153,7 +154,7 @@ def _common_suffix_len(a: str, b: str) -> int:
 
 def common_prefix(a: str, b: str) -> str:
     """Longest common (character) prefix of two strings."""
-    return a[:_common_prefix_len(a, b)]
+    return a[:common_prefix_len(a, b)]
 
 
 # The analysis diffs the same pairs of (memoized) renders on every re-analysis of a template.
@@ -239,7 +240,7 @@ def _calculate_diff_split(left: str, right: str) -> DiffSplit:
     rem_l = "".join([s[1] for s in ls[a:(b if lfc else b + 1)]])
     rem_r = "".join([s[1] for s in rs[c:(d if rfc else d + 1)]])
     sl = _common_suffix_len(rem_l, rem_r) if text_suffix_ok else 0
-    pl = _common_prefix_len(rem_l[:len(rem_l) - sl], rem_r[:len(rem_r) - sl]) if text_prefix_ok else 0
+    pl = common_prefix_len(rem_l[:len(rem_l) - sl], rem_r[:len(rem_r) - sl]) if text_prefix_ok else 0
 
     prefix = "".join(pre) + rem_l[:pl]
     suffix = rem_l[len(rem_l) - sl:] + "".join(reversed(suf))

@@ -24,7 +24,8 @@ from .content import analyze_content
 from .fidelity import (DEFAULT_FIDELITY, IMPROVEMENTS, INSTRUCTION_CALL_FORMAT, Fidelity, enabled_improvements,
                        resolve_fidelity)
 from .instructions import analyze_instructions
-from .generation_prompt import common_prefix_len, request_extra_context
+from ..diff import common_prefix_len
+from .generation_prompt import request_extra_context
 from .preserved import MARKER_FIELDS, collect_preserved_tokens
 from .reasoning import analyze_reasoning
 from .result import (

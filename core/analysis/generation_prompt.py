@@ -13,7 +13,8 @@ from typing import Any
 
 from ..jinja import llama as _llama
 from ..jinja.hf import now as _clock_now
-from ..jinja.template import ChatTemplate, apply_template
+from ..diff import common_prefix_len
+from ..jinja.template import ChatTemplate, apply_template, chat_globals
 
 
 def request_extra_context(now: _dt.datetime | None = None) -> dict[str, str]:
@@ -21,13 +22,6 @@ def request_extra_context(now: _dt.datetime | None = None) -> dict[str, str]:
     ("%d %b %Y"), from ``now`` or else the templating clock (:func:`core.jinja.hf.now`, pinnable)."""
     now = now or _clock_now()
     return {"datetime": now.strftime("%b %d %Y"), "date_string": now.strftime("%d %b %Y")}
-
-
-def common_prefix_len(a: str, b: str) -> int:
-    """Length (characters) of the longest common prefix of ``a`` and ``b``."""
-    from ..diff import _common_prefix_len
-
-    return _common_prefix_len(a, b)
 
 
 def generation_prompt(template: ChatTemplate, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
@@ -43,14 +37,8 @@ def generation_prompt(template: ChatTemplate, messages: list[dict[str, Any]], to
         if not llama_engine:
             return apply_template(template, messages, tools, agp, enable_thinking, extra_context=extra_context,
                                   bos_token=bos_token, eos_token=eos_token)
-        ctx: dict[str, Any] = {"messages": messages, "bos_token": bos_token, "eos_token": eos_token,
-                               "enable_thinking": enable_thinking}
-        if tools:
-            ctx["tools"] = tools
-        ctx.update(extra_context or {})
-        if agp:
-            ctx["add_generation_prompt"] = True
-        return _llama.render(template, ctx)
+        return _llama.render(template, chat_globals(messages, tools, agp, enable_thinking, extra_context,
+                                                    bos_token, eos_token))
 
     without = render(False)
     with_gp = render(True)

@@ -17,7 +17,7 @@ from ..diff import DiffSplit, RenderParams, calculate_diff_split
 from ..errors import ChatTemplateExplorerError, RenderLimitError, TemplateRenderError
 from ..memo import MISSING, BoundedMemo
 from ..jinja.cache import source_digest
-from ..jinja.template import ChatTemplate, apply_template
+from ..jinja.template import ChatTemplate, apply_template, chat_globals
 from .fidelity import STRING_ARGUMENT_PROBES, stringify_call_arguments, with_reasoning_field
 from .result import Caps
 
@@ -203,13 +203,8 @@ class ProbeSession:
         ctx = dict(inputs.get("extra_context") or {})
         ctx["enable_thinking"] = inputs["enable_thinking"]
         if self.engine == "llama":
-            full: dict[str, Any] = {"messages": inputs["messages"], "bos_token": self.bos_token,
-                                    "eos_token": self.eos_token, "enable_thinking": inputs["enable_thinking"]}
-            if inputs["tools"]:
-                full["tools"] = inputs["tools"]
-            full.update(ctx)
-            if inputs["add_generation_prompt"]:
-                full["add_generation_prompt"] = True
+            full = chat_globals(inputs["messages"], inputs["tools"], inputs["add_generation_prompt"],
+                                inputs["enable_thinking"], ctx, self.bos_token, self.eos_token)
             try:
                 return _llama.render(self.template, full, template_tracebacks=False)  # kept: the message
             except Exception as e:

@@ -36,7 +36,8 @@ from ..analysis.caps import normalize_messages, probe_caps
 from ..analysis.result import Caps
 from ..errors import RequestError
 from ..analysis.generation_prompt import request_extra_context
-from ..jinja.template import ChatTemplate, apply_template
+from ..diff import common_prefix_len
+from ..jinja.template import ChatTemplate, apply_template, chat_globals
 from ..jinja.hf import now as templating_now
 from .request import ChatRequest, Continuation
 
@@ -391,29 +392,7 @@ def render_prompt(prep: "PreparedRequest | ChatTemplate", request: ChatRequest |
     if not prep.llama_engine:
         return apply_template(prep.template, msgs, tools, add_generation_prompt=agp,
                               enable_thinking=prep.enable_thinking, extra_context=extra)
-    # same globals, same order as core.jinja.template.apply_template (analysis notes §2)
-    ctx: dict[str, Any] = {"messages": msgs, "bos_token": "", "eos_token": "", "enable_thinking": prep.enable_thinking}
-    if tools:
-        ctx["tools"] = tools
-    ctx.update(extra)
-    if agp:
-        ctx["add_generation_prompt"] = True
-    return _llama.render(prep.template, ctx)
-
-
-def longest_common_prefix(a: str, b: str) -> int:
-    """Length of the longest common prefix of two strings (characters)."""
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return _llama.render(prep.template, chat_globals(msgs, tools, agp, prep.enable_thinking, extra))
 
 
 def generation_prompt(prep: PreparedRequest, *, messages_override: list[dict[str, Any]] | None = None,
@@ -427,7 +406,7 @@ def generation_prompt(prep: PreparedRequest, *, messages_override: list[dict[str
               additional_context=additional_context)
     without = render_prompt(prep, add_generation_prompt=False, **kw)
     with_gp = render_prompt(prep, add_generation_prompt=True, **kw)
-    return with_gp[longest_common_prefix(without, with_gp):]
+    return with_gp[common_prefix_len(without, with_gp):]
 
 
 def continuation_generation_prompt(generation_prompt_: str, prep: PreparedRequest, reasoning_start: str,

@@ -144,6 +144,24 @@ def _chunks(compiled: jinja2.Template, ctx: dict[str, Any]) -> Iterator[str]:
         compiled.environment.handle_exception()
 
 
+def chat_globals(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                 add_generation_prompt: bool = False, enable_thinking: bool = True,
+                 extra_context: dict[str, Any] | None = None, bos_token: str = "", eos_token: str = ""
+                 ) -> dict[str, Any]:
+    """The globals llama.cpp's analysis renders with (analysis notes §2), in this order: ``messages``,
+    ``bos_token``/``eos_token``, ``enable_thinking``, ``tools`` only when non-empty, each ``extra_context`` key,
+    and ``add_generation_prompt`` **only when true** (otherwise undefined)."""
+    ctx: dict[str, Any] = {"messages": messages, "bos_token": bos_token, "eos_token": eos_token,
+                           "enable_thinking": enable_thinking}
+    if tools:
+        ctx["tools"] = tools
+    if extra_context:
+        ctx.update(extra_context)
+    if add_generation_prompt:
+        ctx["add_generation_prompt"] = True
+    return ctx
+
+
 def apply_template(
     template: ChatTemplate,
     messages: list[dict[str, Any]],
@@ -154,22 +172,7 @@ def apply_template(
     bos_token: str = "",
     eos_token: str = "",
 ) -> str:
-    """Render the way llama.cpp's analysis does (analysis notes §2): globals in this order —
-    ``messages``, ``bos_token``/``eos_token``, ``enable_thinking``, ``tools`` only when non-empty,
-    each ``extra_context`` key, and ``add_generation_prompt`` **only when true** (otherwise undefined).
-
-    Raises what :meth:`ChatTemplate.render` raises.
-    """
-    ctx: dict[str, Any] = {
-        "messages": messages,
-        "bos_token": bos_token,
-        "eos_token": eos_token,
-        "enable_thinking": enable_thinking,
-    }
-    if tools:
-        ctx["tools"] = tools
-    if extra_context:
-        ctx.update(extra_context)
-    if add_generation_prompt:
-        ctx["add_generation_prompt"] = True
-    return template.render(ctx)
+    """Render ``template`` with :func:`chat_globals` (llama.cpp's analysis conventions) in the transformers
+    dialect. Raises what :meth:`ChatTemplate.render` raises."""
+    return template.render(chat_globals(messages, tools, add_generation_prompt, enable_thinking, extra_context,
+                                        bos_token, eos_token))
