@@ -28,7 +28,7 @@ import markupsafe
 
 from .. import memo as _memo
 from ..errors import RenderLimitError
-from .limits import (COMPILE_TIMEOUT_S, DEFAULT_LIMITS, RenderLimits, _Deadline, _limit_error, _local, _monotonic,
+from .limits import (COMPILE_TIMEOUT_S, DEFAULT_LIMITS, _Deadline, _limit_error, _local, _monotonic,
                      check_source_size, current_limits, output_limit, projected_text_size, tick)
 
 
@@ -336,14 +336,11 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     def _deadline(self, value: _Deadline | None) -> None:
         _local.deadline = value
 
-    def _limits(self) -> RenderLimits:
-        # read from the thread's deadline directly, as _tick does (every environment shares it), not through the
-        # _deadline property: one lookup per operator and filter
-        d = getattr(_local, "deadline", None)
-        return d.limits if d else DEFAULT_LIMITS
-
-    def _limit(self) -> int:
-        return self._limits().max_output_chars
+    # the thread's deadline, read directly (every environment shares it), not through the _deadline property: one
+    # lookup per operator and filter; _tick is the hottest function of a render
+    _limits = staticmethod(current_limits)
+    _limit = staticmethod(output_limit)
+    _tick = staticmethod(tick)
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
         # The raw tree check_syntax parsed is handed to the first compile of the same source by any environment
@@ -423,12 +420,6 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         if len(out) > limit:
             raise _limit_error("string length", limit, "output size")
         return out
-
-    def _tick(self) -> None:
-        # the hottest function of a render (every attribute, item, call, operator, filter): no property hops
-        d = getattr(_local, "deadline", None)
-        if d is not None and _monotonic() > d.until:
-            d.check()
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
         # jinja2 returns a silent Undefined for a refused attribute; refuse loudly instead, so a payload
