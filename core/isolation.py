@@ -298,4 +298,3 @@ def call(fn: Callable[..., Any], *args: Any, timeout_s: float | None = None, mem
     if kind == "ok":
         return payload
     raise _rebuild(payload, name, what, memory)
-

@@ -12,6 +12,7 @@ CORE = ROOT / "core"
 # the command line: python -m core and each package's commands
 CLI_NAMES = {"cli", "cli_commands", "repairs_cli", "roundtrip_cli", "__main__"}
 
+
 def _module_name(path: pathlib.Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":

@@ -38,6 +38,7 @@ from .prompt import (PreparedRequest, continuation_generation_prompt, generation
                      render_prompt)
 from .request import ChatRequest
 
+
 def route_for(source: str) -> Route:
     """The route llama.cpp takes for a template source (analysis notes §14; :mod:`core.analysis.routing`)."""
     return detect_route(source)
@@ -98,6 +99,8 @@ def _parser_improvements(fidelity: str, report: Any) -> frozenset[str]:
     if report is not None and getattr(report, "fidelity", None) == "improved":
         return frozenset(getattr(report, "improvements", ()) or ())
     return enabled_improvements(fidelity)
+
+
 _cache_lock = threading.Lock()
 
 
@@ -153,7 +156,6 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
     if fidelity is None:
         fidelity = getattr(report, "fidelity", None) or "llama.cpp"
     fid = _fidelity(fidelity, template.name)
-
 
     active = _parser_improvements(fid, report)
     repairs = enabled_repairs(fid, disabled_repairs)
@@ -229,7 +231,6 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
         if route.kind != "specialized" or force_autoparser:
             raise
         gp = ""
-
 
     if route.kind == "autoparser" and not force_autoparser and GEMMA_CALL_SYNTAX in improvements:
         from .formats import gemma4

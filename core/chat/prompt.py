@@ -428,4 +428,3 @@ def continuation_generation_prompt(generation_prompt_: str, prep: PreparedReques
     if content_mode:
         gp += prep.continue_content
     return gp
-

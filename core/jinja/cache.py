@@ -285,4 +285,3 @@ _small_source_digest = functools.lru_cache(maxsize=1024)(_sha256_16)
 
 _memo.register_cache("source digests", _small_source_digest.cache_clear)  # it holds the sources themselves
 _memo.register_cache("parse logs read", _parsed_known.clear)  # read again on next use
-

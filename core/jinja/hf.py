@@ -42,6 +42,7 @@ class GenerationBlockExtension(jinja2.ext.Extension):
         body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
         return jinja2.nodes.Scope(body, lineno=lineno)
 
+
 def _tojson(value: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
             sort_keys: bool = False) -> str:
     # transformers' override: no HTML escaping, keys in insertion order unless asked.
@@ -165,6 +166,7 @@ def _indented_json(value: Any, indent: str, ensure_ascii: bool, sort_keys: bool)
 
     walk(value, 0)
     return "".join(out)
+
 
 def _raise_exception(message: Any = "") -> None:
     raise _TemplateRaised(str(message))

@@ -99,7 +99,6 @@ def _contains(item: Any, container: Any) -> bool:
     return item in container
 
 
-
 def _identity(value: Any) -> Any:
     return value
 

@@ -750,6 +750,7 @@ def _projected_wordwrap(value: str, rest: tuple[Any, ...], kwargs: dict[str, Any
     lines = len(value) // width + value.count("\n") + 1  # at most: a break every width characters
     return len(value) + lines * (len(wrap) if isinstance(wrap, str) else 2)
 
+
 # text filters that print a list or dict they are given (``str(value)`` in C, or pprint's and xmlattr's and
 # urlencode's own printing) before their work: ``['x' * 100000] * 3000 | upper`` printed 300 MB in one call,
 # outside every hook. A list/dict value is projected first.
@@ -799,6 +800,7 @@ def _checked_print(value: Any) -> Any:
         if projected_text_size(value, limit) > limit:
             raise _limit_error("printed value size", limit, "output size")
     return value
+
 
 def _bounded_range(deadline: _Deadline) -> Callable[..., Any]:
     def _range(*args: int) -> Any:

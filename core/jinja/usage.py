@@ -208,7 +208,6 @@ def _wrap_filter(name: str, fn: Callable[..., Any], op_prefix: str = "",
     return wrapper
 
 
-
 _IDENT_FILTER = "ct_identifier"
 
 

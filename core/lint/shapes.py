@@ -180,4 +180,3 @@ def shapes() -> list[Shape]:
               Needs.TOOLS),
     ]
     return copy.deepcopy(s)
-

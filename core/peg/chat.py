@@ -7,7 +7,7 @@ Tags read by the mapper (:mod:`core.chat.mapper`): ``reasoning``, ``content``, `
 complete, so a half-streamed tool name is never reported.
 
 Helpers: ``prefix``, ``optspace``, ``permute``, ``tagged_arg_value`` / ``tagged_args`` (parameters between tags),
-``standard_json_tools`` (the three JSON tool-call layouts) and ``python_style_tool_calls``.
+and ``standard_json_tools`` (the three JSON tool-call layouts).
 
 Options beyond llama.cpp (off by default; :func:`builder_options` switches them on for the builders created in
 its scope, which is how ``fidelity="improved"`` reaches the generator and the special handlers):
@@ -133,7 +133,6 @@ def _tagger(tag: str, atomic: bool = False) -> Any:
             return self.tag(tag, p)
     method.__doc__ = f"``p`` tagged ``{tag}``" + (", atomic" if atomic else "") + "."
     return method
-
 
 
 class ChatBuilder(Builder):
@@ -574,42 +573,6 @@ class ChatBuilder(Builder):
         if array_wrapped:
             calls = self.literal("[") + ws() + calls + ws() + "]"
         return calls
-
-    def python_or_json_value(self) -> P:
-        """Python values plus JSON ``true``/``false``/``null``."""
-        return self.rule("python-or-json-value", lambda: self.choice(self.python_value(), self.json_bool(),
-                                                                     self.json_null()))
-
-    def python_style_tool_calls(self, tools: Any, parallel: bool, allow_json_literals: bool = False) -> P:
-        """``[name(arg="v", n=1), ...]`` (LFM2-like); string-typed args are quoted literals."""
-        funcs = indexed_function_tools(tools)
-        choices = []
-        for idx, fn in funcs:
-            name = fn["name"]
-            params = tool_parameters(fn)
-            props = params.get("properties") if isinstance(params, dict) else None
-            args = self.eps()
-            if isinstance(props, dict) and props:
-                arg_choices = []
-                for pname, pdef in props.items():
-                    is_string = isinstance(pdef, dict) and pdef.get("type") == "string"
-                    if is_string:
-                        value = self.tool_arg_value(self.choice('"' + self.string_content('"') + '"',
-                                                                "'" + self.string_content("'") + "'"))
-                    else:
-                        value = self.tool_arg_value(self.python_or_json_value() if allow_json_literals
-                                                    else self.python_value())
-                    arg_choices.append(self.tool_arg(self.tool_arg_open(self.tool_arg_name(self.literal(pname)) + "=")
-                                                     + value + self.tool_arg_close(self.eps())))
-                any_arg = self.choice(*arg_choices)
-                args = any_arg + self.zero_or_more("," + self.space() + any_arg)
-            body = self.tool(self.tool_open(self.tool_name(self.literal(name)) + "(") + self.space()
-                             + self.tool_args(args) + self.space() + self.tool_close(")"))
-            choices.append(self.rule(f"tool-{idx}", body))
-        one = self.choice(*choices)
-        if parallel:
-            return "[" + self.space() + one + self.zero_or_more("," + self.space() + one) + self.space() + "]"
-        return "[" + self.space() + one + self.space() + "]"
 
 
 def build_chat_peg_parser(fn: Any, entries: dict[str, Any] | None = None) -> Any:
