@@ -5,7 +5,24 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
+
+CASE_FIELDS = ("id", "source", "template", "request", "output", "expect")
+"""The fields every case of these suites has (:class:`OutputCase`)."""
+
+
+@dataclass
+class OutputCase:
+    """A real model output with its public ``source`` (URL), the ``template`` file of ``../shared/templates`` and
+    the ``request`` it answered, and ``expect``, the OpenAI assistant message a user would call right."""
+
+    id: str
+    source: str
+    template: str
+    request: dict[str, Any]
+    output: str
+    expect: dict[str, Any]
 
 
 def read_jsonl_cases(files: Iterable[str], required: tuple[str, ...], label: Callable[[str], str] = str

@@ -18,26 +18,20 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .casefiles import parse_case, read_jsonl_cases, streamed
+from .casefiles import CASE_FIELDS, OutputCase, parse_case, read_jsonl_cases, streamed
 
 
 @dataclass
-class DriftCase:
+class DriftCase(OutputCase):
     """One drift case (see the module doc)."""
 
-    id: str
-    source: str
-    template: str
-    request: dict[str, Any]
-    output: str
-    expect: dict[str, Any]
     expect_repairs: list[str] = field(default_factory=list)
     note: str = ""
 
     @classmethod
     def from_json(cls, d: dict[str, Any], where: str = "drift case") -> "DriftCase":
         """From one JSON line; raises ``ValueError`` naming ``where`` and the missing field."""
-        for k in ("id", "source", "template", "request", "output", "expect"):
+        for k in CASE_FIELDS:
             if k not in d:
                 raise ValueError(f"{where}: missing field {k!r}")
         return cls(d["id"], d["source"], d["template"], d["request"], d["output"], d["expect"],
@@ -69,8 +63,7 @@ def load_cases(paths: Iterable[str]) -> list[DriftCase]:
             files += sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(".jsonl"))
         else:
             files.append(p)
-    return [DriftCase.from_json(d) for _, d in read_jsonl_cases(files, ("id", "source", "template", "request", "output",
-                                                                        "expect"))]
+    return [DriftCase.from_json(d) for _, d in read_jsonl_cases(files, CASE_FIELDS)]
 
 
 def run_case(case: DriftCase, templates_dir: str, fidelity: str = "llama.cpp",

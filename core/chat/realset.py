@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .casefiles import parse_case, read_jsonl_cases, streamed
+from .casefiles import CASE_FIELDS, OutputCase, parse_case, read_jsonl_cases, streamed
 
 HOLDOUT_SHARE = 3   # one case in three is held out
 
@@ -31,17 +31,11 @@ CHUNKS: tuple[Any, ...] = (1, 3, 17, "whole", "calls-at-once")
 
 
 @dataclass
-class RealCase:
+class RealCase(OutputCase):
     """One case of the set (see the module doc); ``family`` is its file's name."""
 
-    id: str
-    family: str
-    source: str
-    model: str
-    template: str
-    request: dict[str, Any]
-    output: str
-    expect: dict[str, Any]
+    family: str = ""
+    model: str = ""
     fidelity: str = "improved"
     note: str = ""
 
@@ -62,10 +56,9 @@ def load_cases(directory: str) -> list[RealCase]:
     """Every case of the ``*.jsonl`` files of ``directory``, by file then line. Raises ``ValueError`` naming the
     file and line of a malformed case or a duplicate id."""
     files = [os.path.join(directory, n) for n in sorted(os.listdir(directory)) if n.endswith(".jsonl")]
-    return [RealCase(d["id"], os.path.basename(path)[:-len(".jsonl")], d["source"], d["model"], d["template"],
-                     d["request"], d["output"], d["expect"], d.get("fidelity", "improved"), d.get("note", ""))
-            for path, d in read_jsonl_cases(files, ("id", "source", "model", "template", "request", "output",
-                                                    "expect"), os.path.basename)]
+    return [RealCase(*(d[k] for k in CASE_FIELDS), family=os.path.basename(path)[:-len(".jsonl")], model=d["model"],
+                     fidelity=d.get("fidelity", "improved"), note=d.get("note", ""))
+            for path, d in read_jsonl_cases(files, (*CASE_FIELDS, "model"), os.path.basename)]
 
 
 @dataclass
