@@ -459,11 +459,16 @@ def may_be_string(node: SchemaNode | None, _visiting: set[int] | None = None) ->
     return False
 
 
-ALL_TYPES = frozenset({"null", "boolean", "number", "integer", "string", "array", "object"})
+def tool_parameters(function: dict) -> dict:
+    """The parameters schema of an OpenAI function, ``{"type": "object", "properties": {}}`` when absent or
+    empty (llama.cpp ``common_chat_tool_parameters``)."""
+    params = function.get("parameters") if isinstance(function, dict) else None
+    if params is None or (isinstance(params, dict) and not params):
+        return {"type": "object", "properties": {}}
+    return params
 
-SCALAR_TYPES = frozenset({"number", "integer", "boolean", "null"})
-"""JSON types whose values end where their text ends (repair ``mistyped-value-as-string`` takes other text for a
-parameter of only these types as a string)."""
+
+ALL_TYPES = frozenset({"null", "boolean", "number", "integer", "string", "array", "object"})
 
 
 def json_type(v: Any) -> str:
@@ -484,12 +489,9 @@ def json_type(v: Any) -> str:
     return "object"
 
 
-_LEAF_TYPES: "tuple[tuple[type, frozenset[str]], ...]" = (
-    (NullSchema, frozenset({"null"})), (BooleanSchema, frozenset({"boolean"})),
-    (NumberSchema, frozenset({"number", "integer"})), (IntegerSchema, frozenset({"integer"})),
-    (StringSchema, frozenset({"string"})), (ArraySchema, frozenset({"array"})), (TupleSchema, frozenset({"array"})),
-    (ObjectSchema, frozenset({"object"})),
-)
+SCALAR_TYPES = frozenset({"number", "integer", "boolean", "null"})
+"""JSON types whose values end where their text ends (repair ``mistyped-value-as-string`` takes other text for a
+parameter of only these types as a string)."""
 
 
 def value_types(node: SchemaNode | None, _visiting: set[int] | None = None) -> frozenset[str]:
@@ -498,9 +500,20 @@ def value_types(node: SchemaNode | None, _visiting: set[int] | None = None) -> f
     if node is None:
         return frozenset()
     visiting = _visiting if _visiting is not None else set()
-    for cls, types in _LEAF_TYPES:
-        if isinstance(node, cls):
-            return types
+    if isinstance(node, NullSchema):
+        return frozenset({"null"})
+    if isinstance(node, BooleanSchema):
+        return frozenset({"boolean"})
+    if isinstance(node, NumberSchema):
+        return frozenset({"number", "integer"})
+    if isinstance(node, IntegerSchema):
+        return frozenset({"integer"})
+    if isinstance(node, StringSchema):
+        return frozenset({"string"})
+    if isinstance(node, (ArraySchema, TupleSchema)):
+        return frozenset({"array"})
+    if isinstance(node, ObjectSchema):
+        return frozenset({"object"})
     if isinstance(node, ConstSchema):
         return frozenset({json_type(node.value)})
     if isinstance(node, EnumSchema):
@@ -525,12 +538,3 @@ def value_types(node: SchemaNode | None, _visiting: set[int] | None = None) -> f
             acc &= value_types(c, visiting)
         return acc
     return ALL_TYPES  # any
-
-
-def tool_parameters(function: dict) -> dict:
-    """The parameters schema of an OpenAI function, ``{"type": "object", "properties": {}}`` when absent or
-    empty (llama.cpp ``common_chat_tool_parameters``)."""
-    params = function.get("parameters") if isinstance(function, dict) else None
-    if params is None or (isinstance(params, dict) and not params):
-        return {"type": "object", "properties": {}}
-    return params
