@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from .. import transient
 from ..errors import AnalysisError, RenderLimitError
 
 
@@ -106,6 +107,7 @@ class _Deadline:
         if now <= self.until:
             return
         if now > self.end:
+            transient.hit(transient.TIME)
             if self.budget is not None:
                 self.budget.exceeded = True
                 raise RenderLimitError("<render>", self.budget.message())
@@ -164,6 +166,7 @@ class Budget:
         """Raise :class:`RenderLimitError` (and mark ``exceeded``) if the budget is spent."""
         if time.monotonic() > self.until:
             self.exceeded = True
+            transient.hit(transient.TIME)
             raise RenderLimitError("<analysis>", self.message())
 
 
@@ -388,6 +391,7 @@ def over_budget(mark: bool = True) -> bool:
     b = getattr(_local, "budget", None)
     if b is None or time.monotonic() <= b.until:
         return False
+    transient.hit(transient.TIME)  # what was left out depends on the machine's load: core/transient.py
     if mark:
         b.exceeded = True
     return True

@@ -27,6 +27,7 @@ import jinja2.utils
 import markupsafe
 
 from .. import memo as _memo
+from .. import transient
 from ..errors import RenderLimitError
 from .limits import (COMPILE_TIMEOUT_S, DEFAULT_LIMITS, _Deadline, _limit_error, _local, _monotonic,
                      check_source_size, current_limits, output_limit, projected_text_size, tick)
@@ -148,6 +149,7 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
             if not self._until:
                 self._until = time.monotonic() + COMPILE_TIMEOUT_S
             elif time.monotonic() > self._until:
+                transient.hit(transient.TIME)
                 raise RenderLimitError(self.name or "<template>", f"compiling took longer than {COMPILE_TIMEOUT_S:g} s "
                                                                   "(limit: compile time; set CTE_COMPILE_TIMEOUT_S)")
         # jinja2's NodeVisitor.visit, with the handler from a per-class table (no name formatting, lookup or
@@ -374,6 +376,7 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
 
         def check() -> None:
             if time.monotonic() > until:
+                transient.hit(transient.TIME)
                 raise RenderLimitError(name or "<template>", f"compiling took longer than {COMPILE_TIMEOUT_S:g} s "
                                                              "(limit: compile time; set CTE_COMPILE_TIMEOUT_S)")
 

@@ -14,6 +14,7 @@ from typing import Any, Iterator
 import jinja2
 
 from .. import memo as _memo
+from .. import transient
 from ..errors import RenderLimitError, TemplateRenderError, TemplateSecurityError, TemplateSyntaxError
 from .cache import check_syntax, compiled_code, normalize_source, template_from_code
 from .hf import ENV, _TemplateRaised
@@ -122,6 +123,7 @@ class ChatTemplate:
         except RecursionError:
             raise RenderLimitError(self.name, "recursion too deep (limit: recursion depth)") from None
         except MemoryError:
+            transient.hit(transient.MEMORY)  # not a verdict on the template: core/transient.py
             raise RenderLimitError(self.name, "out of memory (limit: memory)") from None
         except TemplateRenderError:
             raise
