@@ -27,6 +27,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
