@@ -1043,7 +1043,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         if patch and budget.take(len(ex.output)):
             old, new = patch
             try:
-                from ..templating import ChatTemplate
+                from ..jinja.template import ChatTemplate
 
                 src = setup.template.source
                 t2 = ChatTemplate(src.replace(old, new), setup.template.name)
@@ -1217,7 +1217,7 @@ def apply_fix(template: Any, request: Any, output: str, change: dict[str, Any], 
     """Re-parse ``output`` with ``change`` made (the ``change`` of a :class:`RankedFix` or a hand-written one:
     ``repairs``, ``request``, ``overrides``, ``fidelity``, ``template_patch``, ``server`` + ``output``) and
     return ``(message, clean)``."""
-    from ..templating import ChatTemplate
+    from ..jinja.template import ChatTemplate
 
     setup = _Setup(template, request, fidelity, dict(change.get("overrides") or {}))
     if "fidelity" in change:
