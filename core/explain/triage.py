@@ -1156,6 +1156,25 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                          [[old, new]]}, p.message.to_openai(), 5))
             except Exception:  # noqa: BLE001 - a patched template that does not render is not offered
                 pass
+    # a template that renders no tool calls at all (the analysis found none): add a branch that renders them the
+    # way the model writes them (`name` + whitespace + JSON arguments), re-analysed and re-parsed
+    if mistake == Mistake.FORMAT_NOT_FOUND and not cur.get("tool_calls"):
+        for old, new in _tool_call_branch(setup, ex.output, ctx):
+            if not budget.take(len(ex.output)):
+                break
+            try:
+                from ..templating import ChatTemplate
+
+                t2 = ChatTemplate(setup.template.source.replace(old, new), setup.template.name)
+                p = _parse(replace(setup, overrides={}, disabled=()), ex.output, template=t2)
+            except Exception:  # noqa: BLE001 - a patched template that does not render is not offered
+                continue
+            if ok(p):
+                out.append(RankedFix(TriageFixKind.TEMPLATE, "patch the template: add a branch that renders an "
+                                     "assistant turn's tool_calls as the model writes them (the tool's name, then "
+                                     "its JSON arguments) before " + _q(old, 60), {"template_patch": [[old, new]]},
+                                     p.message.to_openai(), 5))
+                break
     # server setting: keep special tokens — the output with only the control tokens of the nearest output put
     # back, re-parsed (at this fidelity, else at improved fidelity)
     special = [e for e in (_shift(near[0]) if near else []) if e.kind == "insert"
@@ -1251,6 +1270,47 @@ def _template_patch(setup: _Setup, edits: list[Edit], output: str) -> tuple[str,
     if e.kind == "insert" and lit and src.count(lit) == 1 and _TOKEN.fullmatch(lit):
         return lit, ""
     return None
+
+
+_ROLE_BRANCH = re.compile(r"\{%-?\s{0,4}(el)?if\s{1,4}(role|\w{1,20}\.role|\w{1,20}\[['\"]role['\"]\])\s{0,4}==\s{0,4}"
+                          r"(['\"])assistant\3[^%{}]{0,80}?-?%\}")
+_NAME_THEN_JSON = re.compile(r"[ \t]{0,4}\n?[ \t]{0,4}\{")
+
+
+def _tool_call_branch(setup: _Setup, output: str, ctx: dict[str, Any]) -> list[tuple[str, str]]:
+    """Template patches adding a ``tool_calls`` branch before the template's (first) assistant branch, for an
+    output that is a requested tool's name, whitespace, and a JSON object: ``[(old, new)]``, the assistant
+    prefix as the template writes it and with its trailing whitespace dropped (the generation prompt may end
+    before it). Only whitespace from the output goes into the patch, never the output's text."""
+    src = getattr(setup.template, "source", "") or ""
+    text = output.lstrip(_WS)
+    name = next((n for n in ctx["names"] if n and text.startswith(n)), "")
+    sep = _NAME_THEN_JSON.match(text, len(name)) if name else None
+    if sep is None:
+        return []
+    try:
+        json.JSONDecoder().raw_decode(text, sep.end() - 1)
+    except ValueError:
+        return []
+    heads = [m for m in _ROLE_BRANCH.finditer(src) if "tool_calls" not in m.group(0)]
+    if not heads or src.count(heads[0].group(0)) != 1:
+        return []
+    head = heads[0]
+    loops = re.findall(r"\{%-?\s{0,4}for\s{1,4}(\w{1,30})\s{1,4}in\s{1,4}messages\b", src[:head.start()])
+    var = loops[-1] if loops else "message"
+    lit = re.match(r"[^{]{0,80}", src[head.end():]).group(0)
+    kw = "elif" if head.group(1) else "if"
+    role = head.group(2)
+    cond = f"{kw} {role} == 'assistant' and {var}.tool_calls"
+    args = "tc.function.arguments if tc.function.arguments is string else tc.function.arguments | tojson"
+    out = []
+    for prefix in dict.fromkeys((lit.rstrip(_WS), lit)):
+        branch = ("{%- " + cond + " %}" + prefix + "{%- for tc in " + var + ".tool_calls %}{{ tc.function.name }}"
+                  + sep.group(0)[:-1] + "{{ " + args + " }}{%- endfor %}")
+        old = head.group(0)
+        new = branch + (old if head.group(1) else old.replace("if", "elif", 1))
+        out.append((old, new))
+    return out
 
 
 _WHY = {
