@@ -1163,7 +1163,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             if not budget.take(len(ex.output)):
                 break
             try:
-                from ..templating import ChatTemplate
+                from ..jinja.template import ChatTemplate
 
                 t2 = ChatTemplate(setup.template.source.replace(old, new), setup.template.name)
                 p = _parse(replace(setup, overrides={}, disabled=()), ex.output, template=t2)
