@@ -10,7 +10,7 @@ import json
 import pytest
 
 from .conftest import ROOT
-from .test_browser import ARTIFACTS, _shot, _wait_idle, app_url, browser  # noqa: F401 - fixtures
+from .test_browser import ARTIFACTS, _shot, _wait_idle
 
 pytestmark = pytest.mark.browser
 
