@@ -16,11 +16,16 @@ from typing import Any, Callable
 from ..diff import DiffSplit, RenderParams, calculate_diff_split
 from ..errors import ChatTemplateExplorerError, RenderLimitError, TemplateRenderError
 from ..memo import MISSING, BoundedMemo
-from ..templating import ChatTemplate, apply_template, source_digest
+from ..jinja.cache import source_digest
+from ..jinja.template import ChatTemplate, apply_template, chat_globals
 from .fidelity import STRING_ARGUMENT_PROBES, stringify_call_arguments, with_reasoning_field
 from .result import Caps
 
-from . import engine as _engine
+from ..jinja import llama as _llama
+
+
+#: limits whose hit depends on the machine's load or the process's memory, not on the template alone
+_MOMENT_LIMITS = ("(limit: analysis budget", "(limit: render time", "(limit: compile time", "(limit: memory)")
 
 
 @dataclass
@@ -190,8 +195,8 @@ class ProbeSession:
             self.render_count += 1
             self._cache[key] = hit
             if self._use_global and not (isinstance(hit, _RenderFailure) and issubclass(hit.cls, RenderLimitError)
-                                         and "analysis budget" in hit.message):
-                # a render cut by the analysis budget may pass next time, so it is not shared
+                                         and any(m in hit.message for m in _MOMENT_LIMITS)):
+                # a render cut by a wall-clock or memory limit may pass next time (core/transient.py): not shared
                 size = len(key) + (len(hit) if isinstance(hit, str) else hit.size()) + 200
                 _GLOBAL_CACHE.put((self._src, key), hit, size)
         if isinstance(hit, _RenderFailure):
@@ -202,15 +207,10 @@ class ProbeSession:
         ctx = dict(inputs.get("extra_context") or {})
         ctx["enable_thinking"] = inputs["enable_thinking"]
         if self.engine == "llama":
-            full: dict[str, Any] = {"messages": inputs["messages"], "bos_token": self.bos_token,
-                                    "eos_token": self.eos_token, "enable_thinking": inputs["enable_thinking"]}
-            if inputs["tools"]:
-                full["tools"] = inputs["tools"]
-            full.update(ctx)
-            if inputs["add_generation_prompt"]:
-                full["add_generation_prompt"] = True
+            full = chat_globals(inputs["messages"], inputs["tools"], inputs["add_generation_prompt"],
+                                inputs["enable_thinking"], ctx, self.bos_token, self.eos_token)
             try:
-                return _engine.render(self.template, full, template_tracebacks=False)  # kept: the message
+                return _llama.render(self.template, full, template_tracebacks=False)  # kept: the message
             except Exception as e:
                 return _RenderFailure(e)
         try:
