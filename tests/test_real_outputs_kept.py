@@ -30,7 +30,7 @@ def _results(fidelity: str) -> tuple:
 
 
 def test_the_kept_set_is_kept_aside_cited_and_new():
-    assert len(CASES) == 29 and len({c.family for c in CASES}) == 15
+    assert len(CASES) == 30 and len({c.family for c in CASES}) == 16
     assert {c.split for c in CASES} == {"kept"}
     assert all(c.source.startswith("https://") for c in CASES)
     assert all((TEMPLATES / c.template).is_file() for c in CASES)
