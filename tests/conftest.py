@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from core.templating import pinned_clock
+from core.jinja.hf import pinned_clock
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"

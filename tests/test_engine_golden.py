@@ -37,7 +37,7 @@ def test_family_matches_golden(family):
     templates: dict = {}
     grammars: dict[str, str] = {}
     diffs = []
-    from core.templating import pinned_clock
+    from core.jinja.hf import pinned_clock
 
     from .conftest import REFERENCE_CLOCK
 
