@@ -57,15 +57,24 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
     gen = p.literal(GEN_PROMPT)
     if not view.tools_active:
         return gen + reasoning + p.content(p.rest()) + p.end()
+    # repair call-marker-whitespace (vLLM's policy): whitespace around the id, the arguments and between calls
+    loose_ws = "call-marker-whitespace" in p.repairs
+    gap = (lambda: p.optional(p.repair("call-marker-whitespace", p.chars("[ \t\r\n]", 1, -1)))) if loose_ws \
+        else p.eps
+    namespace = p.literal("functions.")
+    if "call-id-namespace-optional" in p.repairs:
+        # repair call-id-namespace-optional: NAME:IDX, the id kept as written
+        namespace = p.choice(namespace, p.repair("call-id-namespace-optional", p.eps()))
     choices = []
     for spec in view.tools:
-        tool_id = p.tool_id(p.literal("functions.") + p.tool_name(p.literal(spec.name)) + p.literal(":")
+        tool_id = p.tool_id(namespace + p.tool_name(p.literal(spec.name)) + p.literal(":")
                             + p.chars("[0-9]", 1, -1))
-        call = p.tool(p.tool_open(tool_id + p.literal(ARGS_BEGIN))
-                      + p.json_tool_args(spec.index, spec.parameters)
-                      + p.tool_close(p.optional(p.literal(CALL_END))))
+        call = p.tool(p.tool_open(gap() + tool_id + gap() + p.literal(ARGS_BEGIN))
+                      + gap() + p.json_tool_args(spec.index, spec.parameters)
+                      + p.tool_close(gap() + p.optional(p.literal(CALL_END))))
         choices.append(p.rule(f"tool-{spec.index}", call))
     calls = p.rule("tool-calls", p.optional(p.literal(SECTION_BEGIN)) + p.trigger_rule(
-        "tool-call", p.repeat(CALL_BEGIN + p.choice(*choices), 1 if view.required else 0, -1 if view.parallel else 1)
-        + p.optional(p.literal(SECTION_END))))
+        "tool-call", p.repeat(gap() + CALL_BEGIN + p.choice(*choices), 1 if view.required else 0,
+                              -1 if view.parallel else 1)
+        + gap() + p.optional(p.literal(SECTION_END))))
     return gen + reasoning + p.content(p.until_one_of([SECTION_BEGIN, CALL_BEGIN])) + calls + p.end()
