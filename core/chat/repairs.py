@@ -128,6 +128,7 @@ REASONING_END_WITHOUT_START = "reasoning-end-without-start"
 # issue 25, calls1 block: leniency of vLLM's / SGLang's parsers for Kimi K2, GLM, Qwen3-Coder
 CALL_MARKER_WHITESPACE = "call-marker-whitespace"
 CALL_ID_NAMESPACE_OPTIONAL = "call-id-namespace-optional"
+CONTENT_BETWEEN_CALLS = "content-between-calls"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -378,6 +379,22 @@ REPAIRS: list[Repair] = [
         source="vLLM's Kimi K2 parser takes the name from the id with or without the prefix: "
                "https://github.com/vllm-project/vllm/blob/0825a6c362795d1643ce5684bb3cfa26ff6ffed2/tests/"
                "tool_parsers/test_kimi_k2_tool_parser.py (real-output case kimi-no-functions-prefix)"),
+    Repair(
+        name=CONTENT_BETWEEN_CALLS,
+        title="Text between two tool calls is content, and the call after it is a call",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the auto-parsed XML-tagged layouts with a per-call marker (GLM <tool_call>NAME<arg_key>…), "
+                "text written between two calls: it goes to content (with its whitespace, after the text "
+                "before the first call) and the call after it is parsed. llama.cpp ends the calls at the text and "
+                "returns the later call as content.",
+        example="I will help you get the weather info.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
+                "<arg_value>Beijing</arg_value>\n</tool_call>\n\nmeaningwhile, I will also check the weather in "
+                "Shanghai.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Shanghai</arg_value>\n"
+                "</tool_call>",
+        source="vLLM's GLM-4.5 parser extracts every <tool_call> block wherever it stands (it keeps only the text "
+               "before the first as content; here the text between is content too, the lossless contract): "
+               "https://github.com/vllm-project/vllm/blob/024364d6695352f41c029121af6b8ecf2ae60184/tests/"
+               "tool_parsers/test_glm4_moe_tool_parser.py (real-output case glm-mixed-content)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -685,4 +702,4 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
