@@ -356,7 +356,7 @@ REPAIRS: list[Repair] = [
         stage=RepairStage.TOLERANCE,
         accepts="Whitespace (spaces, line breaks) between the markers of a call where the template renders none "
                 "or other whitespace: Kimi K2 around the call id and the JSON arguments "
-                "(functions.f:0 <|tool_call_argument_begin|> {…} <|tool_call_end|>) and between its calls; "
+                "(functions.f:0 <|tool_call_argument_begin|> {…} <|tool_call_end|>); "
                 "auto-parsed XML-tagged argument layouts (GLM <arg_key>/<arg_value>) after the function name, "
                 "between the tags and before the call's closing marker (GLM-4.5/4.6 write a line break after "
                 "each, a template edited for llama.cpp writes none).",
