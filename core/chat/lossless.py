@@ -95,7 +95,20 @@ def markup_of(parser: Any, request: Any = None, analysis: Any = None) -> list[st
     names = _request_names(request)
     # a literal that is only a tool or parameter name (the grammar's "get_weather") is not markup; one that
     # holds a name inside a marker (MiniMax's '<invoke name="') is
-    return [s for s in strs if isinstance(s, str) and s and not (names and _bare(s) in names)]
+    tools = _tool_names(request)
+    return [s for s in strs if isinstance(s, str) and s
+            and not (names and (s.strip() in names or _bare(s) in tools))]
+
+
+def _tool_names(request: Any) -> set[str]:
+    """The function names of ``request``'s tools (a JSON call's grammar quotes them: ``"book_table"``; a quoted
+    parameter name, by contrast, may be a key of the call itself such as ``"name"``)."""
+    out: set[str] = set()
+    for t in getattr(request, "tools", None) or []:
+        fn = t.get("function", t) if isinstance(t, dict) else {}
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            out.add(fn["name"])
+    return out
 
 
 def _bare(literal: str) -> str:
