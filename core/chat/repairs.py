@@ -530,7 +530,9 @@ def _tail_span(parser: Any, output: str, final: AssistantMessage, view: Assistan
         return 0
     words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
              if getattr(getattr(t, "type", None), "value", "") == "word"]
-    opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
+    opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
+    if opener < 0:   # an opener that holds the word itself (Qwen3-Coder's <function=NAME> without <tool_call>)
+        opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
     if opener < 0:
         opener = _pattern_opener(parser, output, at)
     if opener >= 0:
@@ -646,7 +648,9 @@ def _opener_before(parser: Any, output: str, at: int) -> int:
     ``at``."""
     words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
              if getattr(getattr(t, "type", None), "value", "") == "word"]
-    opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
+    opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
+    if opener < 0:   # an opener that holds the word itself (Qwen3-Coder's <function=NAME> without <tool_call>)
+        opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
     if opener < 0:
         opener = _pattern_opener(parser, output, at)
     return opener if opener >= 0 else at
