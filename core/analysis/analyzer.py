@@ -319,6 +319,12 @@ def _call_turn_renders(s: ProbeSession, content: Any) -> bool | None:
     return two.count(P.FUN_FIRST) > base.count(P.FUN_FIRST) and two.count(P.FUN_SECOND) > base.count(P.FUN_SECOND)
 
 
+def probed_caps(template: ChatTemplate) -> Caps:
+    """The capability probe's caps of ``template`` (llama.cpp's ``caps_get``, the same at every fidelity; the
+    analysis at improved may widen them), memoized by source."""
+    return _probe_caps_cached(template)
+
+
 def _probe_caps_cached(template: ChatTemplate) -> Caps:
     """``probe_caps`` memoized by template source (bounded): capabilities depend on the source only."""
     key = source_digest(template.source)

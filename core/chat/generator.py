@@ -1022,8 +1022,11 @@ class _Gen:
                 next_call = p.space() + wrapped
                 if "content-between-calls" in p.repairs:
                     # repair content-between-calls: text between two calls is content (whitespace included)
+                    # (the text stops at the section end, and never runs to the end of the output: text after
+                    # the last call is the trailing content it always was)
+                    stops = [f.per_call_start] + ([f.section_end] if f.section_end else [])
                     next_call = p.choice(next_call, p.repair("content-between-calls", p.content(
-                        p.until(f.per_call_start)) + wrapped))
+                        p.until_one_of(stops)) + p.negate(p.end()) + wrapped))
                 calls = p.trigger_rule("tool-call", wrapped + p.zero_or_more(next_call) + p.space())
             else:
                 calls = p.trigger_rule("tool-call", wrapped + p.space())
