@@ -200,14 +200,16 @@ def stream_replay(recipe: ParserRecipe, output: str, partial: bool, limit: int =
 
 
 def _explain(source: str, name: str, request_json: str, output: str, fidelity: str, overrides_json: str,
-             disabled: tuple[str, ...], expect_json: str = "") -> dict[str, Any]:
+             disabled: tuple[str, ...], expect_json: str = "", only_repairs: tuple[str, ...] | None = None
+             ) -> dict[str, Any]:
     from .chat.request import ChatRequest
     from .explain.explain import explain
     from .explain.reproducer import case_line, peg_tester_snippet, pytest_test
     from .templating import ChatTemplate
 
     ex = explain(ChatTemplate(source, name), ChatRequest.from_dict(json.loads(request_json)), output,
-                 fidelity=fidelity, overrides=json.loads(overrides_json), disabled_workarounds=disabled)
+                 fidelity=fidelity, overrides=json.loads(overrides_json), disabled_workarounds=disabled,
+                 only_repairs=tuple(only_repairs) if only_repairs is not None else None)
     data = ex.to_json()
     expect = json.loads(expect_json) if expect_json else None
     expect = expect if isinstance(expect, dict) else None
@@ -217,12 +219,15 @@ def _explain(source: str, name: str, request_json: str, output: str, fidelity: s
 
 
 def explain_view(source: str, name: str, request_json: str, output: str, fidelity: str, overrides_json: str,
-                 disabled: tuple[str, ...], expect_json: str = "") -> dict[str, Any]:
+                 disabled: tuple[str, ...], expect_json: str = "", only_repairs: tuple[str, ...] | None = None
+                 ) -> dict[str, Any]:
     """:func:`core.explain.explain.explain` of ``output`` as JSON data (with its ``triage``: mistake, nearest
     output, ranked fixes), with its reproducers under ``"reproducer"`` (``case``, ``pytest``, ``peg_tester``;
-    ``expect_json``: the expected message, which makes the pytest test an xfail-strict reproducer), in a worker."""
+    ``expect_json``: the expected message, which makes the pytest test an xfail-strict reproducer; ``only_repairs``:
+    improved fidelity with only these repairs on, a triage fix switched on alone), in a worker."""
     return isolation.call(_explain, source, name, request_json, output, fidelity, overrides_json, tuple(disabled),
-                          expect_json, name=name, what="explanation")
+                          expect_json, tuple(only_repairs) if only_repairs is not None else None, name=name,
+                          what="explanation")
 
 
 def _explain_steps(source: str, name: str, request_json: str, output: str, fidelity: str, overrides_json: str,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import pathlib
 
 import pytest
@@ -14,6 +15,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 TEMPLATES = SHARED / "templates"
 REFERENCE = SHARED / "reference"
+# explain's triage tries as many candidate edits and fixes as fit in its time budget; the tests (and the CLI and
+# app servers they start, which inherit this) give it room so that its answers do not depend on the machine's load
+os.environ.setdefault("CTE_EXPLAIN_BUDGET_S", "30")
 
 # The moment llama.cpp rendered ../shared/reference (read off the Hunyuan prompt in analysis.jsonl, which prints
 # "2026-11-30 01:57:31 星期一"). Every test sees this clock, so templates that print today's date render as the

@@ -112,14 +112,25 @@ def test_triage_first_nearest_diff_ranked_fixes_and_expected_message():
     diff = [c.value for c in at.code if c.language == "diff"]
     assert diff and '[-"parameters"-]{+"arguments"+}' in diff[0]
     fixes = [t for t in texts if t[:3] in ("1. ", "2. ", "3. ")]
-    assert fixes[0] == "1. repair: switch on the repair `arguments-key-alias` (improved fidelity with only this repair)"
+    assert fixes[0] == ("1. repair: switch on the repair `arguments-key-alias` alone (improved fidelity with only "
+                        "this repair)")
     # the template edit that makes the template render what the model wrote, re-analysed and re-parsed
     assert any(f.endswith("template: patch the template: write `\"parameters\"` where it writes `\"arguments\"` "
                           "(1 place(s))") for f in fixes), fixes
+    fidelity_before = at.session_state["fidelity"]
     at.button(key="triage_fix_0").click().run()
     assert not at.exception, at.exception
-    assert at.session_state["fidelity"] == "improved"
+    # the repair is switched on alone: this page parses at improved fidelity with only it; the session's
+    # fidelity (the Playground's) is left as it was
+    assert at.session_state["fidelity"] == fidelity_before != "improved"
+    assert [unmd(i.value) for i in at.info if i.value.startswith("Switched on alone")] == [
+        "Switched on alone: the repair(s) arguments-key-alias — this page parses at improved fidelity with only "
+        "these repairs on (the Playground keeps its own fidelity)."]
     assert any("parse clean" in unmd(m.value) and "fidelity improved" in unmd(m.value) for m in at.markdown)
+    at.button(key="explain_only_off").click().run()
+    assert not any(i.value.startswith("Switched on alone") for i in at.info)
+    assert any("fidelity llama.cpp" in unmd(m.value) for m in at.markdown)
+    at.button(key="triage_fix_0").click().run()
     at.text_area(key="explain_expect").input(json.dumps(
         {"role": "assistant", "content": "Sure.", "tool_calls": [{"type": "function", "id": "", "function": {
             "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]})).run()

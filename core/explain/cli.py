@@ -37,8 +37,9 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)
     output = read_model_output()
+    only = tuple(args.repair) if args.repair else None
     ex = explain(template, request, output, fidelity="improved" if args.improved else "llama.cpp",
-                 overrides=overrides)
+                 overrides=overrides, only_repairs=only)
     if args.json:
         data = ex.to_json()
         data["reproducer"] = {"case": json.loads(case_line(ex, expect=expect)),
@@ -48,7 +49,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         return 0
     tg = ex.triage
     clean = ex.clean and (tg is None or tg.mistake.name == "NONE")
-    print(f"template {ex.template} · route {ex.route} · fidelity {ex.fidelity} · parse "
+    alone = f" (only the repair(s) {', '.join(ex.only_repairs)})" if ex.only_repairs is not None else ""
+    print(f"template {ex.template} · route {ex.route} · fidelity {ex.fidelity}{alone} · parse "
           f"{'clean' if clean else ex.entry if not ex.clean else 'clean but suspicious'}")
     if tg is not None and tg.mistake.name != "NONE":
         print(f"\nmistake: {tg.mistake.value} — {show_invisible(tg.sentence)}")
@@ -60,7 +62,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         if tg.fixes:
             print("\nfixes, ranked (each re-parsed before it is offered):")
             for i, f in enumerate(tg.fixes, 1):
-                print(f"  {i}. [{f.kind.value}] {show_invisible(f.description)}")
+                print(f"  {i}. [{f.kind.value}] {show_invisible(f.description)}"
+                      + (f"  (apply: {f.cli})" if f.cli else ""))
                 print("     gives: " + show_invisible(json.dumps(f.message, ensure_ascii=False))[:300])
         elif tg.no_fix:
             print(f"\nno change of ours helps: {tg.no_fix}")
@@ -108,6 +111,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--variant", help="named template variant (e.g. tool_use)")
     p.add_argument("--override", action="append", metavar="PATH=VALUE", help="analysis override (repeatable)")
     p.add_argument("--improved", action="store_true", help="improved fidelity (default: llama.cpp's behaviour)")
+    p.add_argument("--repair", action="append", metavar="NAME", help="improved fidelity with only this repair on "
+                                                                   "(repeatable): a triage fix switched on alone")
     p.add_argument("--json", action="store_true", help="one JSON object (with the triage and the reproducers)")
     p.add_argument("--expect", metavar="FILE", help="the message you expected (OpenAI JSON): the pytest reproducer "
                                                    "asserts it and is marked xfail(strict) until fixed")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import gc
 import json
+import os
 import time
 from dataclasses import replace
 from typing import Any
@@ -30,9 +31,10 @@ __all__ = ["REPARSE_CHARS", "Cause", "Explanation", "Finding", "Fix", "FixKind",
 
 def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str = "llama.cpp",
             overrides: dict[str, Any] | None = None, disabled_workarounds: tuple[str, ...] = (),
-            fixes: bool = True) -> Explanation:
+            fixes: bool = True, only_repairs: tuple[str, ...] | None = None) -> Explanation:
     """Explain how ``template``'s parser (for ``request``, at ``fidelity``, with analysis ``overrides`` and
-    ``disabled_workarounds`` as on the Overrides page) parses
+    ``disabled_workarounds`` as on the Overrides page; ``only_repairs``: improved fidelity with only these
+    tolerance repairs of :mod:`core.chat.repairs` on — a repair switched on alone, as a triage fix offers it) parses
     ``output``: labelled spans, the stop point, the causes with evidence and (``fixes``) the candidate changes
     that re-parse clean. Raises what :func:`core.chat.pipeline.build_chat_parser` raises for a bad request or
     template (``RequestError``, ``TemplateRenderError``, ``AnalysisError``, each one line); never raises on
@@ -48,7 +50,8 @@ def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str =
     if pause_gc:
         gc.disable()
     try:
-        return _explain_budgeted(template, request, output, fidelity, overrides, disabled_workarounds, fixes)
+        return _explain_budgeted(template, request, output, fidelity, overrides, disabled_workarounds, fixes,
+                                 only_repairs)
     finally:
         if pause_gc:
             gc.enable()
@@ -59,10 +62,16 @@ GC_PAUSE_CHARS = 64 * 1024
 
 
 def _explain_budgeted(template: Any, request: ChatRequest, output: str, fidelity: str,
-                      overrides: dict[str, Any] | None, disabled_workarounds: tuple[str, ...], fixes: bool
-                      ) -> Explanation:
+                      overrides: dict[str, Any] | None, disabled_workarounds: tuple[str, ...], fixes: bool,
+                      only_repairs: tuple[str, ...] | None = None) -> Explanation:
     started = time.monotonic()
-    setup = Setup(template, request, fidelity, dict(overrides or {}), tuple(disabled_workarounds or ()))
+    if only_repairs is not None:
+        from .model import repairs_off
+
+        repairs_off(tuple(only_repairs))      # an unknown name: one line, before any work
+        fidelity = "improved"
+    setup = Setup(template, request, fidelity, dict(overrides or {}), tuple(disabled_workarounds or ()),
+                  only_repairs=tuple(only_repairs) if only_repairs is not None else None)
     with command_budget("explain", getattr(template, "name", "template")) as budget:
         bundle, tr = trace(setup, output)
     parse_cost = time.monotonic() - started
@@ -77,8 +86,9 @@ def _explain_budgeted(template: Any, request: ChatRequest, output: str, fidelity
 
             # the triage (issue 26: the mistake, the nearest accepted output, ranked fixes) gets what is left of
             # EXPLAIN_BUDGET seconds, so explain as a whole stays within it on hostile outputs
-            spare = EXPLAIN_BUDGET - (time.monotonic() - started)
-            ex.triage = triage(ex, setup, bundle, seconds=max(0.0, min(TIME_BUDGET, spare)), parse_cost=parse_cost)
+            overall, search = triage_budgets(TIME_BUDGET)
+            spare = overall - (time.monotonic() - started)
+            ex.triage = triage(ex, setup, bundle, seconds=max(0.0, min(search, spare)), parse_cost=parse_cost)
         return ex
 
 
@@ -87,10 +97,23 @@ EXPLAIN_BUDGET = 1.8
 2 s (``python -m bench.triage``)."""
 
 
+def triage_budgets(search: float) -> tuple[float, float]:
+    """(explain's overall seconds, the triage search's seconds). ``CTE_EXPLAIN_BUDGET_S`` sets both: the triage's
+    answer depends on how many candidates fit in time, so tests and scripted runs that need the same answer on any
+    machine raise it; an invalid value is ignored."""
+    raw = os.environ.get("CTE_EXPLAIN_BUDGET_S", "")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        return EXPLAIN_BUDGET, search
+    return (seconds, seconds) if seconds > 0 else (EXPLAIN_BUDGET, search)
+
+
 def _explain(setup: Setup, bundle: Any, tr: Any, output: str, fixes: bool) -> Explanation:
     template, request, fidelity = setup.template, setup.request, setup.fidelity
     route = bundle.format if bundle.format != "peg-native" else "auto-parser"
     ex = Explanation(template=getattr(template, "name", "template"), route=route, fidelity=fidelity,
+                     only_repairs=list(setup.only_repairs) if setup.only_repairs is not None else None,
                      request=_request_json(request), output=output, generation_prompt=tr.text[:tr.gp_len],
                      text=tr.text, entry=tr.entry, message=tr.message.to_openai(), spans=tr.spans,
                      notes=list(getattr(bundle.parser, "notes", []) or []) + list(bundle.notes))

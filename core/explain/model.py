@@ -138,6 +138,7 @@ class Explanation:
     notes: list[str] = field(default_factory=list)
     found_by: dict[str, str] = field(default_factory=dict)
     triage: Any = None      # core.explain.triage.Triage (the mistake, nearest output, ranked fixes)
+    only_repairs: list[str] | None = None   # improved fidelity with only these repairs on (a repair switched alone)
 
     @property
     def clean(self) -> bool:
@@ -151,7 +152,8 @@ class Explanation:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (``--json``)."""
-        return {"template": self.template, "route": self.route, "fidelity": self.fidelity, "entry": self.entry,
+        return {"template": self.template, "route": self.route, "fidelity": self.fidelity,
+                "only_repairs": self.only_repairs, "entry": self.entry,
                 "clean": self.clean, "generation_prompt": self.generation_prompt, "message": self.message,
                 "spans": [s.to_json() for s in self.spans],
                 "stop": self.stop.to_json() if self.stop else None,
@@ -206,6 +208,7 @@ class Setup:
     overrides: dict[str, Any]
     disabled: tuple[str, ...] = ()
     meter: "Meter | None" = None    # shared by every setup derived with dataclasses.replace
+    only_repairs: tuple[str, ...] | None = None   # improved fidelity with only these tolerance repairs on
 
 
 REPARSE_CHARS = 1024 * 1024
@@ -241,7 +244,21 @@ def build_bundle(setup: Setup) -> Any:
     if setup.overrides or setup.disabled:
         report = reapply(cached_analysis(setup.template, setup.fidelity), overrides=setup.overrides or None,
                          disabled_workarounds=setup.disabled)
-    return build_chat_parser(setup.template, setup.request, report=report, fidelity=setup.fidelity)
+    return build_chat_parser(setup.template, setup.request, report=report, fidelity=setup.fidelity,
+                             disabled_repairs=repairs_off(setup.only_repairs) if setup.fidelity == "improved" else ())
+
+
+def repairs_off(only: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The tolerance repairs to switch off so that only ``only`` stay on (``None``: switch none off). Raises
+    :class:`core.chat.repairs.UnknownRepairError` (one line, naming the known ones) for an unknown name."""
+    from ..chat.repairs import REPAIRS, REPAIRS_BY_NAME, RepairStage, UnknownRepairError
+
+    if only is None:
+        return ()
+    unknown = sorted(set(only) - set(REPAIRS_BY_NAME))
+    if unknown:
+        raise UnknownRepairError(f"unknown repair {unknown[0]!r}; known: {', '.join(REPAIRS_BY_NAME)}")
+    return tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT and r.name not in only)
 
 
 def trace(setup: Setup, output: str) -> tuple[Any, ParseTrace]:

@@ -135,10 +135,22 @@ class RankedFix:
     message: dict[str, Any]
     cost: int = 0
 
+    @property
+    def cli(self) -> str:
+        """The ``explain`` options that apply this fix (``--repair NAME`` switches one repair on alone), or ``""``
+        when it is not an option (a request edit, a template patch, a server setting)."""
+        if "repairs" in self.change and len(self.change) == 1:
+            return " ".join(f"--repair {n}" for n in self.change["repairs"])
+        if self.change.get("fidelity") == "improved" and len(self.change) == 1:
+            return "--improved"
+        if "overrides" in self.change and len(self.change) == 1:
+            return " ".join(f"--override {k}={v}" for k, v in self.change["overrides"].items())
+        return ""
+
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {"kind": self.kind.value, "description": self.description, "change": self.change,
-                "message": self.message, "cost": self.cost}
+                "message": self.message, "cost": self.cost, "cli": self.cli}
 
 
 @dataclass
@@ -212,6 +224,8 @@ def _parse(setup: _Setup, output: str, *, repairs: tuple[str, ...] | None = None
 
     tpl = template if template is not None else setup.template
     req = request if request is not None else setup.request
+    if repairs is None and setup.only_repairs is not None and setup.fidelity == "improved":
+        repairs = setup.only_repairs
     if repairs is not None:
         from ..chat.repairs import REPAIRS, RepairStage
 
@@ -254,7 +268,8 @@ def _accepts(p: _Parsed, markers: list[str]) -> bool:
     if not p.clean or not p.message.tool_calls:
         return False
     content = p.message.content or ""
-    return not any(m and m in content for m in markers) and not _SPECIAL_SHAPE.search(content)
+    return not any(m and m in content for m in markers) and not _SPECIAL_SHAPE.search(content) \
+        and not re.fullmatch(r"\s*(```[\w-]{0,16}\s*)+", content)     # a fence left around nothing
 
 
 # ------------------------------------------------------------------------------------------------ nearest
@@ -278,6 +293,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             out.append(Edit("delete", at, tok.group(0), ""))
         elif word and s[at:at + 1] in _WS:
             out.append(Edit("delete", at, word.group(0), ""))
+        fence = re.compile(r"\s{0,8}```").match(s, at)
+        if fence:       # a Markdown fence the format has no place for (its opener is deleted below)
+            out.append(Edit("delete", at, fence.group(0), ""))
         key = re.compile(r'"([A-Za-z_]{1,20})"').match(s, at)
         if key and ctx["args_key"] and key.group(1) in _KEY_ALIASES and key.group(1) != ctx["args_key"]:
             out.append(Edit("replace", at, key.group(0), f'"{ctx["args_key"]}"'))
@@ -307,15 +325,15 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         m = _JSON_CALL_START.search(s)
         if m:
             starts.append(m.start())
-        m = re.search(r"```\w{0,16}\n", s)
-        if m:
-            out.append(Edit("delete", m.start(), m.group(0), ""))
         for i in sorted(set(starts))[:2]:
             for op in ctx["openers"][:2]:
                 if not s.startswith(op.strip(_WS), i):
                     out.append(Edit("insert", i, "", op))
         if ctx["special_start"] and not s.startswith(ctx["special_start"]):
             out.append(Edit("insert", 0, "", ctx["special_start"]))
+    m = re.search(r"```\w{0,16}\n", s)
+    if m:
+        out.append(Edit("delete", m.start(), m.group(0), ""))
     if p.message.tool_calls and p.stop < 0:
         m = _SPECIAL_SHAPE.search(p.message.content or "")
         i = s.find(m.group(0)) if m else -1
@@ -540,11 +558,22 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             ev.append(f"the reasoning holds {what}, which starts a call: the model called the tool before "
                       f"closing the reasoning with {_q(r_ends[0])}")
             return Mistake.REASONING_NOT_CLOSED, ev
+    if len(edits) == 1 and edits[0].kind == "insert" and edits[0].pos >= len(out) \
+            and _is_stop_closer(edits[0].new, ctx):
+        ev.append(f"the call is complete and only {_q(edits[0].new.strip(_WS))}, the closer the template writes after "
+                  "it, is missing at the very end: the string a stop sequence matches — a server removes a matched "
+                  "stop string from the output (or max_tokens ran out exactly there)")
+        return Mistake.STOP_STRING_STRIPPED, ev
     if Cause.TRUNCATED in causes or (ex.truncated is not None and not edits):
         where = " > ".join(ex.truncated.path) if ex.truncated else "the format"
         if not near or all(e.kind == "insert" and e.pos >= len(out) for e in edits):
             ev.append(f"the output ends inside {where or 'a call'}: nothing after that point was generated")
             return Mistake.CUT_SHORT, ev
+    open_json = _open_json_at_end(out, ctx["names"])
+    if open_json and not msg.get("tool_calls"):
+        ev.append(f"the output ends inside the call's JSON ({open_json} bracket(s) still open, nothing after the "
+                  "last value): the call was cut before it was complete")
+        return Mistake.CUT_SHORT, ev
     if Cause.SPECIAL_TOKENS_STRIPPED in causes:
         ev += [e for f in ex.findings if f.cause == Cause.SPECIAL_TOKENS_STRIPPED for e in f.evidence]
         return Mistake.SPECIAL_TOKENS_STRIPPED, ev
@@ -565,6 +594,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if Cause.WRONG_CALL_ID in causes:
         return Mistake.CALL_ID_SHAPE, ev + [e for f in ex.findings if f.cause == Cause.WRONG_CALL_ID
                                             for e in f.evidence]
+    encoded = _encoded_arguments(out)
+    if encoded:
+        return Mistake.DOUBLE_ENCODED_ARGUMENTS, ev + [f"the arguments are written as a JSON string {_q(encoded)} "
+                                                       "whose text is a JSON object; the template writes the object "
+                                                       "itself"]
     # reasoning
     opened = bool(r_start) and gp.endswith(r_start)
     if r_start and opened and out.lstrip(_WS).startswith(r_start):
@@ -602,6 +636,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             if lit != core_ and core_ and found.startswith(core_) and not found.startswith(lit):
                 return Mistake.OMITTED_MARKER, ev + [f"the model omitted the whitespace the template writes in "
                                                      f"{_q(lit)} (it wrote {_q(core_)} and went on)"]
+    if _FENCE.match(out) and (msg.get("tool_calls") or _JSON_CALL_START.search(out)) \
+            and out.rstrip(_WS).endswith("```"):
+        return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence (" + _q(out.lstrip(_WS)[:8])
+                                              + " … ```), which the template never renders"]
     rest = ex.text[ex.stop.pos:] if ex.stop is not None else ""
     if ex.stop is not None and msg.get("tool_calls") and rest.strip(_WS) and not _TOKEN.match(rest.lstrip(_WS)) \
             and (any("end of the output" in e for e in ex.stop.expected) or not ex.stop.path) \
@@ -620,6 +658,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.FIELD_ALIAS, ev + [f"the model's JSON key {_q(one.old)} is {_q(one.new)} in the template"]
         if any(e.kind == "delete" and e.old.startswith("```") for e in edits):
             return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence"]
+        solid_edits = [e for e in edits if (e.new or e.old).strip(_WS)]
+        if solid_edits and all(e.kind == "insert" and _is_closer(e.new) for e in solid_edits):
+            return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
         ins = [e for e in edits if e.kind == "insert"]
         solid = [e for e in ins if e.new.strip(_WS)]
         if ins and not solid and len(ins) == len(edits):
@@ -680,11 +721,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         return Mistake.FOREIGN_WRAPPER, ev
     tok = _TOKEN.search(text)
     if Cause.OTHER_MARKER in causes and tok:
-        if _SPECIAL_SHAPE.fullmatch(tok.group(0)):
+        if _SPECIAL_SHAPE.fullmatch(tok.group(0)) and tok.group(0) not in (getattr(setup.template, "source", "")
+                                                                              or ""):
             return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"the output uses {_q(tok.group(0))}, a control token of "
                                                           "another template family"]
         return Mistake.FOREIGN_WRAPPER, ev + [f"the output wraps the call in {_q(tok.group(0))}"]
-    if "<|channel|>" in out and "analysis" in out and "to=functions." in out:
+    if "<|channel|>" in out and "analysis" in out and "to=functions." in out and not msg.get("tool_calls"):
         return Mistake.CALL_OUTSIDE_SECTION, ev + ["the recipient `to=functions.…` is written on the analysis "
                                                    "channel, where the format has no calls"]
     if ex.stop is not None and re.match(r"\s*\{", out) and out.strip(_WS).endswith(("?", ".", "!")):
@@ -707,6 +749,79 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                     return Mistake.REASONING_NOT_CLOSED, ev
                 return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     return Mistake.NONE, ev
+
+
+_FENCE = re.compile(r"\s{0,8}```[\w-]{0,16}\s")
+_ENCODED_ARGS = re.compile(r'"\s{0,8}\{\s{0,8}\\"')
+
+
+def _is_stop_closer(text: str, ctx: dict[str, Any]) -> bool:
+    """``text`` is a closer of the call or section the analysis found (``</tool_call>``,
+    ``<|tool_calls_section_end|>``), a tag closer or a control token — a string a server may use as a stop
+    sequence."""
+    t = text.strip(_WS)
+    return bool(t) and (t in ctx["closers"] or t.startswith("</") or bool(_SPECIAL_SHAPE.fullmatch(t)))
+
+
+def _is_closer(text: str) -> bool:
+    t = text.strip(_WS)
+    return bool(t) and (t.startswith("</") or set(t) <= set("}]"))
+
+
+def _open_json_at_end(out: str, names: list[str]) -> int:
+    """Brackets still open when ``out`` ends inside a JSON value that follows a tool's name (the tail after the
+    last value is whitespace): a call cut before it was complete; 0 otherwise. One linear scan."""
+    first = min((i for i in (out.find(n) for n in names if n) if i >= 0), default=-1)
+    if first < 0:
+        return 0
+    start = out.find("{", first)
+    if start < 0:
+        return 0
+    depth = 0
+    in_str = esc = False
+    last_value = start
+    for i in range(start, len(out)):
+        ch = out[i]
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+                last_value = i
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            last_value = i
+            if depth == 0:
+                start = out.find("{", i)
+                if start < 0:
+                    return 0
+        elif ch not in _WS:
+            last_value = i
+    if in_str or depth <= 0:
+        return 0
+    tail = out[last_value + 1:]
+    return depth if not tail.strip(_WS) and not _TOKEN.search(out[start:]) else 0
+
+
+def _encoded_arguments(out: str) -> str:
+    """The JSON string literal the model wrote where the arguments object goes (``"{\\"k\\": …}"``: a string whose
+    text is a JSON object), or ``""``."""
+    m = _ENCODED_ARGS.search(out)
+    if not m:
+        return ""
+    try:
+        val, end = json.JSONDecoder().raw_decode(out, m.start())
+        inner = json.loads(val) if isinstance(val, str) else None
+    except ValueError:
+        return ""
+    return out[m.start():end] if isinstance(inner, dict) else ""
 
 
 _PY_LITERAL = re.compile(r"\s*(True|False|None)\b|\s*\[\s*'|\s*\{\s*'")
@@ -842,12 +957,36 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                         break
                     one = _parse(setup, ex.output, repairs=(n,))
                     if ok(one):
-                        out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` (improved fidelity "
-                                             "with only this repair)", {"repairs": [n]}, one.message.to_openai(), 1))
+                        out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` alone (improved "
+                                             "fidelity with only this repair)", {"repairs": [n]},
+                                             one.message.to_openai(), 1))
                         break
                 else:
                     out.append(RankedFix(TriageFixKind.REPAIR, "switch on the repairs " + ", ".join(
                         f"`{n}`" for n in fired), {"repairs": fired}, imp.message.to_openai(), len(fired)))
+            elif imp.message.tool_calls and not setup.request.parallel_tool_calls:
+                # two faults: a repair reads the first call and the parse then stops at a second one the request
+                # did not allow — the repair together with parallel_tool_calls, each repair alone first
+                par = {"parallel_tool_calls": True}
+                req2 = apply_request_change(setup.request, par)
+                if budget.take(len(ex.output)):
+                    both = _parse(setup, ex.output, repairs=tuple(tolerance), request=req2)
+                    fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in both.message.repairs)
+                             if n in tolerance]
+                    if ok(both):
+                        for n in fired[:2]:
+                            if not budget.take(len(ex.output)):
+                                break
+                            one = _parse(setup, ex.output, repairs=(n,), request=req2)
+                            if ok(one):
+                                out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` alone and "
+                                                     "set parallel_tool_calls to true", {"repairs": [n],
+                                                     "request": par}, one.message.to_openai(), 2))
+                                break
+                        else:
+                            out.append(RankedFix(TriageFixKind.REPAIR, "switch on the repairs " + ", ".join(
+                                f"`{n}`" for n in fired) + " and set parallel_tool_calls to true",
+                                {"repairs": fired, "request": par}, both.message.to_openai(), len(fired) + 1))
         except Exception:  # noqa: BLE001 - improved may not build; then no repair fix
             pass
     # request edits of the schema
@@ -889,6 +1028,11 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 FixKind.FIDELITY: TriageFixKind.FIDELITY}[fx.kind]
         if kind == TriageFixKind.FIDELITY and out:
             continue
+        added = [t for t in (fx.change.get("request") or {}).get("tools") or [] if isinstance(t, dict)
+                 and (t.get("function") or {}).get("description") == "added by explain"]
+        if any(not _IDENT.fullmatch(t["function"]["name"]) or _misnamed(t["function"]["name"], req)
+               for t in added):
+            continue    # a tool offered under a name that is not a name (or another tool's, reworded) renames the fault
         cost = {TriageFixKind.REQUEST: 2, TriageFixKind.OVERRIDE: 3, TriageFixKind.FIDELITY: 6}[kind]
         if any(_same(fx.message, o.message) and o.cost <= cost for o in out):
             continue
@@ -934,6 +1078,20 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                      f"(skip_special_tokens=false / --special){extra}: the output then starts "
                                      + _q(restored[:30]), change, p.message.to_openai(), 4))
                 break
+    if near and mistake == Mistake.STOP_STRING_STRIPPED and budget.take(len(near[1].output)):
+        restored = near[1].output
+        try:
+            p = _parse(setup, restored)
+            # the message may be the one the unclean parse already showed: what changes is that the parse is
+            # clean (llama.cpp answers a final parse that is not with an error)
+            if p.clean and p.message.tool_calls and not any(x and x in (p.message.content or "") for x in markers):
+                closer = near[0][0].new.strip(_WS)
+                out.append(RankedFix(TriageFixKind.SERVER, f"keep the stop string {_q(closer)} in the output (drop it "
+                                     "from the request's `stop`, or include_stop_str_in_output=true): the output then "
+                                     "ends " + _q(restored[-30:]), {"server": "keep-stop-string", "output": restored},
+                                     p.message.to_openai(), 4))
+        except Exception:  # noqa: BLE001
+            pass
     out.sort(key=lambda f: (f.cost, _RANK[f.kind]))
     uniq: list[RankedFix] = []
     for f in out:
@@ -941,6 +1099,21 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             uniq.append(f)
     why = "" if uniq else _why_none(mistake, near, ex)
     return uniq, why
+
+
+_IDENT = re.compile(r"[A-Za-z_][\w.\-]{0,127}")
+
+
+def _misnamed(called: str, req: Any) -> str:
+    """The offered tool whose name's words all occur in ``called`` (``apply_tags`` for "Apply tags to a document"),
+    or ``""``."""
+    words = set(re.findall(r"[a-z0-9]+", called.lower()))
+    for t in req.tools or []:
+        name = (t.get("function") or {}).get("name") if isinstance(t, dict) else None
+        parts = set(re.findall(r"[a-z0-9]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name or "").lower()))
+        if name and name != called and parts and parts <= words:
+            return name
+    return ""
 
 
 def _marker_free(message: dict[str, Any], bundle: Any) -> bool:
@@ -967,6 +1140,9 @@ def _template_patch(setup: _Setup, edits: list[Edit], output: str) -> tuple[str,
 
 
 _WHY = {
+    Mistake.STOP_STRING_STRIPPED: "the closer was removed from the output and no repair of ours reads a call "
+                                  "without it: keep the stop string in the output (include_stop_str_in_output) or "
+                                  "drop it from the request's stop list",
     Mistake.CUT_SHORT: "the output ends before the call was written: no parser, request or template change can "
                        "produce what was never generated — raise max_tokens / drop the stop string and re-run",
     Mistake.TEMPLATE_MODEL_MISMATCH: "the model writes a call syntax the template never renders and no repair "
@@ -988,6 +1164,8 @@ _WHY = {
                            "only the model's output can change",
     Mistake.TRAILING_TEXT: "the format allows nothing after the JSON call; accepting text there needs a new repair",
     Mistake.OMITTED_OPENER: "no repair reads a call without its opener in this format",
+    Mistake.UNKNOWN_TOOL: "the model called a name the request does not offer; offering a tool under that name "
+                          "would only rename the fault — the model's output (or the tool's name) must change",
 }
 
 
@@ -1009,6 +1187,13 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     near = None
     if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings):
         near = nearest_output(setup, bundle, ex.output, budget, ctx)
+    content = ex.message.get("content") or ""
+    if ex.clean and not ex.findings and ex.message.get("tool_calls") and not _SPECIAL_SHAPE.search(content) \
+            and not any(m and m in content for m in ctx["markers"]):
+        # the format read the calls and left nothing marker-like: the loose rules below (call syntax of another
+        # family, a recipient on the analysis channel) describe misreads, not a parse like this one
+        return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", [],
+                      searched=budget.total - budget.left)
     mistake, evidence = classify_mistake(ex, setup, bundle, near, ctx)
     if ex.clean and not ex.findings and mistake == Mistake.NONE:
         return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", evidence,

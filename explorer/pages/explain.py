@@ -50,15 +50,22 @@ def _apply_fix(fix: dict) -> None:
             st.session_state["in_reasoning_format"] = req["reasoning_format"]
 
 
+def _only_key() -> str:
+    return f"explain_only_repairs_{tpl.digest}"
+
+
 def _apply_triage_fix(fix: dict) -> None:
-    """One click for a ranked fix of the triage: a repair turns improved fidelity on, a request edit lands in the
+    """One click for a ranked fix of the triage: a repair is switched on alone (this page then explains at
+    improved fidelity with only that repair; the Playground keeps its fidelity), a request edit lands in the
     Playground settings, a server setting puts the output it would give in the box; overrides and fidelity go
     where :func:`_apply_fix` puts them. A template patch is a download (the template is not edited in place)."""
     change = fix["change"]
     if "repairs" in change:
-        st.session_state["fidelity"] = "improved"
-        st.session_state["explain_applied"] = (fix["description"] + " — improved fidelity is on (it holds every "
-                                               "repair; the one named is what this output needs)")
+        if "request" in change:      # a repair together with a request setting: the setting lands as usual
+            _apply_fix({**fix, "change": {"request": change["request"]}})
+        st.session_state[_only_key()] = list(change["repairs"])
+        st.session_state["explain_applied"] = (fix["description"] + " — the explanation below now parses at "
+                                               "improved fidelity with only this repair on")
     elif "server" in change:
         st.session_state["in_output"] = change["output"]
         st.session_state["explain_applied"] = fix["description"]
@@ -81,10 +88,11 @@ with st.expander("Request (edit it on the Playground)"):
 
 @st.cache_data(max_entries=32, show_spinner="Explaining the parse…")
 def _explain(source: str, name: str, request_json: str, output: str, fidelity: str, overrides_json: str,
-             disabled: tuple, expect_json: str = "") -> dict:
+             disabled: tuple, expect_json: str = "", only_repairs: tuple | None = None) -> dict:
     from core.isolated_ops import explain_view  # in a limited worker: no template code in the server
 
-    return explain_view(source, name, request_json, output, fidelity, overrides_json, disabled, expect_json)
+    return explain_view(source, name, request_json, output, fidelity, overrides_json, disabled, expect_json,
+                        only_repairs)
 
 
 def _expect_json() -> str:
@@ -99,12 +107,17 @@ def _expect_json() -> str:
     return json.dumps(val, sort_keys=True, ensure_ascii=False) if isinstance(val, dict) else ""
 
 
+only = st.session_state.get(_only_key())
 ex = state.attempt(_explain, tpl.source, tpl.name, json.dumps(request, sort_keys=True, ensure_ascii=False),
                    st.session_state.get("in_output", ""), state.fidelity(),
                    json.dumps(state.overrides_for(tpl), sort_keys=True), tuple(state.disabled_for(tpl)),
-                   _expect_json())
+                   _expect_json(), tuple(only) if only is not None else None)
 if ex is None:
     st.stop()
+if only is not None:
+    st.info(md(f"Switched on alone: the repair(s) {', '.join(only)} — this page parses at improved fidelity with "
+               "only these repairs on (the Playground keeps its own fidelity)."))
+    st.button("Switch the repair off", key="explain_only_off", on_click=st.session_state.pop, args=(_only_key(), None))
 
 applied = st.session_state.pop("explain_applied", None)
 if applied:
@@ -129,7 +142,8 @@ if tg.get("mistake") not in (None, "NONE"):
     if not tg.get("fixes"):
         st.caption(md_code("No change of ours helps: " + (tg.get("no_fix") or "")))
     for i, fx in enumerate(tg.get("fixes") or []):
-        st.markdown(md(f"{i + 1}. {fx['kind']}: ") + md_code(fx["description"]))
+        st.markdown(md(f"{i + 1}. {fx['kind']}: ") + md_code(fx["description"]),
+                    help=md(f"CLI: explain … {fx['cli']}") if fx.get("cli") else None)
         if "template_patch" in fx["change"]:
             patched = tpl.source
             for old, new in fx["change"]["template_patch"]:
