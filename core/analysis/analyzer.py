@@ -20,8 +20,8 @@ from ..errors import AnalysisError
 from ..memo import MISSING, BoundedMemo
 from ..templating import ChatTemplate, analysis_budget, source_digest
 from .content import analyze_content
-from .fidelity import (DEFAULT_FIDELITY, IMPROVEMENTS, INSTRUCTION_CALL_FORMAT, NULL_CONTENT_CALLS, CALL_TURN_CAPS, Fidelity,
-                       enabled_improvements, resolve_fidelity)
+from .fidelity import (CALL_TURN_CAPS, DEFAULT_FIDELITY, IMPROVEMENTS, INSTRUCTION_CALL_FORMAT, NULL_CONTENT_CALLS,
+                       Fidelity, enabled_improvements, resolve_fidelity)
 from .instructions import analyze_instructions
 from .generation_prompt import common_prefix_len, request_extra_context
 from .preserved import MARKER_FIELDS, collect_preserved_tokens
@@ -206,18 +206,18 @@ def _analyze(template: ChatTemplate, disabled_workarounds: Iterable[str], overri
     s = ProbeSession(template, caps, normalize_messages, improvements=improvements)
     probed_caps = caps
     if not caps.supports_tool_calls and (NULL_CONTENT_CALLS in improvements or CALL_TURN_CAPS in improvements):
+        # improvements call-turn-caps (the caps probe failed to render, the call turn alone renders its call) and
+        # null-content-calls (the call turn renders its call only with null content); found: parallel calls too
         found = _call_turn_renders(s, "") if CALL_TURN_CAPS in improvements and _tool_probes_failed(template) \
             else None
         if found is not None:
             s.note_improvement(CALL_TURN_CAPS, "the capability probe failed, but a call turn renders its call")
-        elif found is None and NULL_CONTENT_CALLS in improvements:
+        elif NULL_CONTENT_CALLS in improvements:
             found = _call_turn_renders(s, None)
             if found is not None:
                 s.null_call_content = True
                 s.note_improvement(NULL_CONTENT_CALLS, "the template writes a call turn's calls only when its "
                                                        "content is null; the tool probes send null content")
-        else:
-            found = None
         if found is not None:
             caps = replace(caps, supports_tool_calls=True, supports_parallel_tool_calls=found)
             s.caps = caps

@@ -38,11 +38,11 @@ def _set(cmp, r: ReasoningAnalysis, **kw) -> None:
 
 
 REASONING_FIELDS = ("reasoning", "thinking")
-TOOL_PLAN_FIELD = "tool_plan"
-"""The name Cohere's Command R7B template reads a tool-call turn's reasoning under (R3, improvement
-``reasoning-field``)."""
 """The names besides ``reasoning_content`` that templates read reasoning under (improvement
 ``reasoning-field``): Solar Open's ``message.reasoning``, gpt-oss's ``message.thinking``."""
+TOOL_PLAN_FIELD = "tool_plan"
+"""The name Cohere's Command R7B / Command A templates read a tool-call turn's reasoning under (R3, improvement
+``reasoning-field``)."""
 
 
 def _r1(s: ProbeSession, r: ReasoningAnalysis) -> None:
