@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from core.chat.message import AssistantMessage, StreamRetractionError, apply_deltas, compute_deltas
-from core.chat.formats._common import request_view
+from core.chat.formats._request_view import request_view
 from core.chat.request import ChatRequest
 from core.templating import apply_template
 
@@ -75,13 +75,10 @@ def compare_messages(expect: dict[str, Any], got: dict[str, Any] | None) -> str 
 
 
 def stepper(parser: Any) -> Any:
-    """``parse(prefix, is_partial)`` through one incremental stream state of ``parser`` (a PEG-built parser's
-    :meth:`new_state`; the scanner engine's session while a family still has one). A final parse is the
-    one-shot parse, as :meth:`core.chat.stream.StreamingParser.finish` does."""
-    if hasattr(parser, "new_state"):
-        state = parser.new_state()
-        return lambda text, partial: parser.parse(text, partial, state=state) if partial else parser.parse(text)
-    return parser.session().parse
+    """``parse(prefix, is_partial)`` through one incremental stream state of ``parser`` (its :meth:`new_state`).
+    A final parse is the one-shot parse, as :meth:`core.chat.stream.StreamingParser.finish` does."""
+    state = parser.new_state()
+    return lambda text, partial: parser.parse(text, partial, state=state) if partial else parser.parse(text)
 
 
 def check_reference_case(handler: Any, template: Any, case: dict[str, Any]) -> str | None:

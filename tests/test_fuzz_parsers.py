@@ -512,11 +512,11 @@ def test_reference_case_inputs_cut_and_split(data: st.DataObject) -> None:
 # explicit regressions found by the fuzzer (minimised). Each input is checked strictly, fed one character at a
 # time: no partial parse may take back what an earlier one gave, and the stream must end on the one-shot parse.
 
-# Each was a real bug (core/chat/generator.py, stream.py, handlers/_common.py, core/peg/engine.py now cover them):
+# Each was a real bug (core/chat/generator.py, stream.py, core/peg/engine.py now cover them):
 # * a partial parse that could not continue a started tool call fell back to plain content, taking back the call
 #   already streamed — now the partial view keeps the longest parsing prefix's message (generator.consistent_view);
 # * DeepSeek-V3.2, functionary-v3.2, ling3: an alternative that had shown a call failed and a later alternative
-#   turned everything into reasoning / content (ParseResult.switched, Scanner.switched);
+#   turned everything into reasoning / content (ParseResult.switched);
 # * Qwen3-Coder, Ministral 3: roots without an end anchor stopped early and a final parse dropped the rest;
 # * forced-open reasoning: a cut marker prefix ('<t' of <tool_call>) taken as content by the next parser.
 

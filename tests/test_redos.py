@@ -123,7 +123,7 @@ def test_parser_and_grammar_regexes_are_linear():
     handed to llama.cpp, for hostile delimiters; module-level patterns used with ``match`` (anchored at one
     position) need only the ADJACENT/NESTED part."""
     from core.chat import stream
-    from core.chat.formats import _common, muse_glimmer
+    from core.chat.formats import muse_glimmer
     from core.chat import grammar_after, mapper
     from core.grammar import converter
     from core.peg import engine, nodes, scanners
@@ -135,7 +135,7 @@ def test_parser_and_grammar_regexes_are_linear():
               converter._INVALID_RULE_CHARS.pattern, nodes._INVALID_RULE_CHARS.pattern]
     anchored = [scanners.string_body_regex(d).pattern for d in ("'", '"', "<|\"|>"[:1])]
     anchored += [v.pattern if isinstance(v, re.Pattern) else v.__self__.pattern
-                 for m in (stream, _common, grammar_after, mapper, engine, scanners)
+                 for m in (stream, gemma4, grammar_after, mapper, engine, scanners)
                  for v in vars(m).values()
                  if isinstance(v, re.Pattern) or isinstance(getattr(v, "__self__", None), re.Pattern)]
     assert len(anchored) >= 12

@@ -137,7 +137,7 @@ def test_plain_jinja2_compiles_on_other_threads_do_not_cross_ours():
 
 
 _HEADER_CASES = [
-    # (template, output, the one-shot partial parse's content): PegStreamSession, then HandlerSession (minicpm5)
+    # (template, output, the one-shot partial parse's content): PegStreamSession (minicpm5 too)
     ("Qwen3.5-4B.jinja", "<|im_start|>assistant\n<think>\n", "<think>\n<think>\n"),
     ("openbmb-MiniCPM5-1B.jinja", "<|im_start|>assistant\n\nHi", "<think>\nHi"),
 ]

@@ -107,14 +107,14 @@ def test_random_splits_match_full_reparse(data, name):
 
 
 def test_sessions_reset_on_a_text_that_does_not_extend_the_previous_one():
-    # parse_appended trusts the stream; parse() checks, and a rewritten text starts over (both session kinds)
+    # parse_appended trusts the stream; parse() checks, and a rewritten text starts over (one session kind)
     from bench.hostile import hostile_samples
     from core.templating import ChatTemplate
 
     for name in ("Qwen-Qwen3-0.6B.jinja", "Kimi-K2-Instruct.jinja"):
         src = (TEMPLATES / name).read_text(encoding="utf-8")
         s = {x.kind: x for x in hostile_samples(ChatTemplate(src, name), name, 300)[0]}["calls"]
-        session = s.parser.session() if callable(getattr(s.parser, "session", None)) else PegStreamSession(s.parser)
+        session = PegStreamSession(s.parser)
         out = s.output
         half = len(out) // 2
         session.parse(out[:half], True)
@@ -227,7 +227,7 @@ VARIANTS = {
         "<arg_value>p\\n\"</arg_value>", "<arg_value></arg_value>", "<arg_value>a</arg_value </arg_value>"]),
     "Mistral-Small-3.2-24B-Instruct-2506.jinja": ("c00000000[ARGS]", [
         "c0[AR000[ARGS]", "[A[ARG[ARGS]", "x[ARGS]", "[ARGS]", "c00[CALL_ID]1[ARGS]", "c0 0\n[ARGS]"]),
-    # the hand-written handler's pending literal (HandlerSession: Scanner.cut / Scanner.ends)
+    # a pending literal of a special family's PEG (a cut call marker)
     "Kimi-K2-Instruct.jinja": ("<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>", [
         "<|tool_call_begin|>functions.get_weathe:0<|tool_call_argument_begin|>",
         "<|tool_call_begin|>functions.search_notes:0<|tool_call_argument_begin|>",

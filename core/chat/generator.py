@@ -50,7 +50,8 @@ from ..analysis.fidelity import (CALL_TURN_HEADER, GENERATION_PROMPT_PREAMBLE, I
 from ..analysis.instructions import INFERRED_FROM_INSTRUCTIONS
 from ..analysis.result import CallIdPosition, ReasoningMode, TemplateAnalysis, ToolFormat
 from ..grammar.converter import GrammarBuilder
-from ..grammar.json_schema import ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters
+from ..grammar.json_schema import (SCALAR_TYPES, ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters,
+                                  value_types)
 from ..peg import Arena, ParseCache, ParseResult
 from ..peg.builder import P
 from ..peg.chat import ChatBuilder, indexed_function_tools, split_marker_pair
@@ -1085,8 +1086,6 @@ class _Gen:
 def _scalar_only(schema: Any) -> bool:
     """Whether a value of ``schema`` can only be a number / integer / boolean / null (repair
     ``mistyped-value-as-string`` takes other text for such a parameter as a string)."""
-    from .formats._peg_handler import SCALAR_TYPES, value_types
-
     types = value_types(schema)
     return bool(types) and types <= SCALAR_TYPES
 

@@ -26,6 +26,7 @@ from typing import Callable, Iterable
 
 from ..peg import chat as T
 from ..peg.engine import AstNode, ParseResult
+from ..peg.nodes import VALUE_HOOK_PREFIX
 from .message import AssistantMessage, ToolCall
 
 _WS = " \t\n\v\f\r"
@@ -42,6 +43,11 @@ def _trim_key(s: str) -> str:
     if s and s[0] in _WS:
         s = s[1:]
     return s.rstrip(_WS)
+
+
+def encode_json_string(s: str) -> str:
+    """``s`` as a JSON string (``json.dumps(s, ensure_ascii=False)``)."""
+    return _encode_string(s)
 
 
 def escape_json_inner(s: str) -> str:
@@ -322,30 +328,38 @@ ACTIONS = {
 }
 
 
-TOOL_ARGS_AS = "tool-args-as:"
+TOOL_ARGS_AS = VALUE_HOOK_PREFIX
 """Prefix of the tag of arguments written in a family's own value syntax (:func:`register_args_converter`)."""
 
-ARGS_CONVERTERS: dict[str, Callable[[str], str]] = {}
-"""Tag -> the value hook that turns the tagged text (possibly cut by the end of the input) into JSON arguments."""
+ARGS_CONVERTERS: dict[str, Callable[[str, AstNode], str]] = {}
+"""Tag -> the value hook ``hook(source, node)`` that turns a tagged node (possibly cut by the end of the input)
+into JSON arguments."""
 
 
-def register_args_converter(name: str, convert: Callable[[str], str]) -> str:
-    """A value hook on the mapper: a ``tool-args`` node tagged with the returned tag has its text turned into the
-    call's JSON arguments by ``convert(text)`` (Gemma 4's ``{key:<|"|>v<|"|>}`` dicts, llama.cpp's
-    ``common_chat_peg_gemma4_mapper``). ``convert`` gets the text so far — a partial parse may cut it — and must
-    give JSON that only grows as the text grows (a partial value left open), or "" for nothing yet. The same
-    ``name`` registered again replaces the hook."""
+def register_args_hook(name: str, hook: Callable[[str, AstNode], str]) -> str:
+    """A value hook on the mapper: a node tagged with the returned tag has its arguments made by
+    ``hook(source, node)`` — from the node's text, or from its subtree, whose tags (the family's own, none of
+    :data:`ACTIONS`) say how each value was read (MiniMax-M3's schema-typed elements). The node may be cut by
+    the end of a partial parse: ``hook`` must give JSON that only grows as the text grows (a partial value
+    left open), or "" for nothing yet. Registered once per module (the same ``name`` again replaces the hook):
+    what differs per request goes into the parse tree, not into the tag table."""
     tag = TOOL_ARGS_AS + name
-    ARGS_CONVERTERS[tag] = convert
+    ARGS_CONVERTERS[tag] = hook
 
     def action(m: ChatMapper, node: AstNode) -> None:
         if m.current is not None:
-            js = convert(m.source[node.start:node.end])
+            js = hook(m.source, node)
             if js:
                 m._target_set(js)
 
     ACTIONS[tag] = action
     return tag
+
+
+def register_args_converter(name: str, convert: Callable[[str], str]) -> str:
+    """:func:`register_args_hook` for a hook that reads the node's text alone: ``convert(text)`` (Gemma 4's
+    ``{key:<|"|>v<|"|>}`` dicts, llama.cpp's ``common_chat_peg_gemma4_mapper``)."""
+    return register_args_hook(name, lambda source, node: convert(source[node.start:node.end]))
 
 
 def map_parse(result: ParseResult) -> AssistantMessage:

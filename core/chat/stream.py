@@ -1114,7 +1114,10 @@ class PegStreamSession:
         cur = m.current
         if cur is not None:
             calls = m.msg.tool_calls
-            if not calls or calls[-1] is not cur or not cur.name or fns[1](cur.arguments) > 0:
+            # arguments not ending in "}" are open (or not JSON): no need to count their braces, which costs a
+            # scan of the whole arguments on every feed while a long value grows
+            args = cur.arguments
+            if not calls or calls[-1] is not cur or not cur.name or not args.endswith("}") or fns[1](args) > 0:
                 return None
         cache = self.caches.get(None)
         if cache is None:

@@ -2,12 +2,10 @@
 
 Spans come from the parse that made the message:
 
-* PEG routes (the auto-parser and the PEG special handlers): the AST of a traced run
-  (:func:`core.peg.trace.traced_parse`) of the same arena and entry point the parser used — chat tags give
-  reasoning / content / tool name / call id / argument name and value, matched literals give markers (labelled
-  with the analysis field whose value they are), the rest of what the parse consumed is whitespace;
-* hand-written special handlers: the :class:`~core.chat.formats._common.MessageBuilder` calls of the same body
-  run (:class:`EventBuilder`), each placed at the scanner position where it was made.
+the AST of a traced run (:func:`core.peg.trace.traced_parse`) of the same arena and entry point the parser used
+(the auto-parser and the special families alike) — chat tags give reasoning / content / tool name / call id /
+argument name and value, a value hook's tag gives the arguments it made, matched literals give markers
+(labelled with the analysis field whose value they are), the rest of what the parse consumed is whitespace.
 
 Text the parse did not consume but the final parse kept as content (llama.cpp would have thrown) is
 ``unparsed``. :func:`rebuild_message` rebuilds the OpenAI message from the spans alone; the tests check it
@@ -188,7 +186,7 @@ def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) 
         elif tag.startswith(TOOL_ARGS_AS) and in_value is not True:
             # arguments in a family's own syntax: the field carries the JSON the mapper's value hook made
             convert = ARGS_CONVERTERS.get(tag)
-            js = convert(text[node.start:node.end]) if convert else ""
+            js = convert(text, node) if convert else ""
             _paint(paint, node.start, node.end, (SpanLabel.ARGUMENTS, js, cur, ""))
             value = True
         elif tag in _TAG_LABELS and in_value is not True:

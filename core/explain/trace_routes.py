@@ -1,16 +1,14 @@
-"""Spans and stop point of one parse, per route kind: PEG parsers (auto-parser and PEG handlers) and the
-hand-written handlers (scanner + message builder). Both replay the parse the parser itself chose."""
+"""Spans and stop point of one parse (the auto-parser's and the special families' PEG parsers alike): the
+parse the parser itself chose, replayed with the tracer."""
 
 from __future__ import annotations
 
 import re
-import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..chat.generator import (MAIN_REST, GeneratedParser, PREFIX_REST, RECOVER_CONTENT, RECOVER_TRAILING, covers,
                               trim_ws)
-from ..analysis.instructions import braced_end
 from ..chat.message import AssistantMessage
 from ..peg import chat as T
 from ..peg.trace import Expectation, FurthestFailure, traced_parse
@@ -214,270 +212,6 @@ def _raw_spans(text: str, gp: int, offset: int = 0) -> list[Span]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------- handlers
-
-
-class _EventBuilder:
-    """Wraps a handler's :class:`MessageBuilder`: records each call that adds message text with the scanner
-    position, and forgets the calls an alternative that failed had made (``mark`` / ``reset``)."""
-
-    def __init__(self, builder: Any, scanner: Any):
-        self._b = builder
-        self._sc = scanner
-        self.events: list[tuple] = []   # (method, value, scanner pos, call index[, end])
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._b, name)
-        if name == "converted_args":
-            def conv(text: str, start: int, end: int) -> None:
-                attr(text, start, end)
-                self.events.append(("converted_span", text, start, len(self._b.calls) - 1, end))
-            return conv
-        if name in ("add_content", "add_reasoning", "open_call", "set_args", "arg_name", "arg_string",
-                    "arg_raw", "arg_json"):
-            def call(value: Any = "", *args: Any, **kw: Any) -> Any:
-                out = attr(value, *args, **kw)
-                self.events.append((name, value if isinstance(value, str) else "", self._sc.pos,
-                                    len(self._b.calls) - 1))
-                converted = kw.get("args", args[1] if len(args) > 1 else "{")
-                if name == "open_call" and converted not in ("", "{"):
-                    # the handler converted its own argument syntax: the raw arguments start at the cursor and
-                    # end where the handler next expects a literal (its closer), if it gets that far
-                    self.events.append(("converted_args", converted, self._sc.pos, len(self._b.calls) - 1, -1))
-                    if hasattr(self._sc, "on_expect"):
-                        ix = len(self.events) - 1
-                        self._sc.on_expect = lambda pos: self._close_converted(ix, pos)
-                if name == "open_call" and kw.get("call_id"):
-                    # before the name: an id that contains the name (Kimi's functions.NAME:0) is painted first
-                    self.events.insert(len(self.events) - 1 - (converted not in ("", "{")),
-                                       ("call_id", kw["call_id"], self._sc.pos, len(self._b.calls) - 1))
-                return out
-            return call
-        if name == "mark":
-            return lambda: (attr(), len(self.events))
-        if name == "reset":
-            def reset(mark: Any) -> None:
-                attr(mark[0])
-                del self.events[mark[1]:]
-            return reset
-        return attr
-
-
-    def _close_converted(self, ix: int, pos: int) -> None:
-        if ix < len(self.events) and self.events[ix][0] == "converted_args":
-            self.events[ix] = self.events[ix][:4] + (pos,)
-        self._sc.on_expect = None
-
-
-def _scanner(text: str) -> Any:
-    """A handler :class:`Scanner` over ``text`` that reports the position of each ``expect`` to ``on_expect``
-    (set by :class:`_EventBuilder` while converted arguments wait for their end)."""
-    from ..chat.formats._common import Scanner
-
-    class _TracingScanner(Scanner):
-        __slots__ = ("on_expect",)
-
-        def expect(self, lit: str) -> None:
-            hook = self.on_expect
-            if hook is not None:
-                hook(self.pos)
-            super().expect(lit)
-
-    sc = _TracingScanner(text, 0, None)
-    sc.on_expect = None
-    return sc
-
-
-_EVENT_LABELS = {
-    "add_content": (SpanLabel.CONTENT, ""), "add_reasoning": (SpanLabel.REASONING, ""),
-    "open_call": (SpanLabel.TOOL_NAME, ""), "set_args": (SpanLabel.ARGUMENTS, ""),
-    "arg_name": (SpanLabel.ARGUMENT_NAME, ""), "arg_string": (SpanLabel.ARGUMENT_VALUE, "string"),
-    "arg_raw": (SpanLabel.ARGUMENT_VALUE, "json"), "arg_json": (SpanLabel.ARGUMENT_VALUE, "json"),
-    "call_id": (SpanLabel.CALL_ID, ""), "converted_args": (SpanLabel.ARGUMENTS, ""),
-    "converted_span": (SpanLabel.ARGUMENTS, ""),
-}
-
-
-def _braced_end(text: str, pos: int) -> int:
-    """End of the ``{…}`` group starting at ``pos`` (brace depth, double-quoted strings skipped); the end of the
-    text when it does not close."""
-    end = braced_end(text, pos)
-    return len(text) if end < 0 else end
-
-
-def _repaired_args(events: list, text: str, fired: list | None) -> list:
-    """``events`` with each ``set_args`` whose value a repair made (``double-encoded-arguments``: the handler
-    hands over the decoded object, which is not in the text) turned into a ``converted_span`` over the raw range
-    the repair acted on, so the span carries the JSON the same parse put in the message. A repair range
-    ``(name, start, end)`` of the builder's ``fired`` list matches the ``set_args`` made at ``start``."""
-    if not fired:
-        return events
-    ranges = {start: end for _name, start, end in fired}
-    out = []
-    for ev in events:
-        name, value, pos, call, *_more = ev
-        if name == "set_args" and value and ranges.get(pos, pos) > pos and not text.startswith(value, pos):
-            ev = ("converted_span", value, pos, call, ranges[pos])
-        out.append(ev)
-    return out
-
-
-def _events_to_spans(events: list, text: str, gp: int, consumed: int, calls: list | None = None,
-                     fired: list | None = None) -> list[Span]:
-    """Place each builder call's value at the scanner position of the call: the value starts at the cursor
-    (a JSON value handed over before the cursor moves) or ends at it (text handed over after ``until``);
-    otherwise the nearest occurrence before the cursor after the previous placed span. Values not found in the
-    text (a name the handler mapped) get no span; what remains is markers / whitespace / unparsed. Arguments a
-    repair in ``fired`` (the builder's ``(name, start, end)`` list) made cover the raw range it acted on
-    (:func:`_repaired_args`)."""
-    events = _repaired_args(events, text, fired)
-    paint: list = [None] * len(text)
-    floor = 0
-    for name, value, pos, call, *more in events:
-        if not value:
-            continue
-        label, kind = _EVENT_LABELS[name]
-        if name == "converted_span":
-            final = calls[call].call.arguments if calls and 0 <= call < len(calls) else value
-            paint[pos:more[0]] = [(label, final, call, "")] * (more[0] - pos)
-            floor = max(floor, more[0])
-            continue
-        if name == "call_id":
-            a = text.rfind(value, floor, max(pos, floor + len(value)))
-            if a >= 0:
-                paint[a:a + len(value)] = [(label, value, call, "")] * len(value)
-            continue
-        if name == "converted_args":
-            if not text.startswith("{", pos):
-                continue
-            end = _braced_end(text, pos)
-            if more and pos < more[0] < end:
-                end = more[0]    # the handler's closer came first (its values need not balance braces)
-            paint[pos:end] = [(label, value, call, "")] * (end - pos)
-            floor = end
-            continue
-        if text.startswith(value, pos):
-            a = pos
-        elif pos - len(value) >= floor and text[pos - len(value):pos] == value:
-            a = pos - len(value)
-        else:
-            a = text.rfind(value, floor, max(pos, floor + len(value)))
-            if a < 0:
-                continue
-        call_ix = call if label not in (SpanLabel.CONTENT, SpanLabel.REASONING) else -1
-        paint[a:a + len(value)] = [(label, name, call_ix, kind)] * len(value)
-        floor = a + len(value)
-    from .spans import _runs
-
-    return _runs(text, paint, gp, consumed)
-
-
-def trace_handler(parser: Any, output: str) -> ParseTrace:
-    """Replay a hand-written handler's final parse of ``output`` (before it is settled, see :func:`trace_parse`)
-    with its builder calls recorded."""
-    from ..chat.formats._common import MISMATCH_TRACE, Incomplete, MessageBuilder, Mismatch
-
-    cut = parser.header_cut(output) if hasattr(parser, "header_cut") else 0
-    if cut:
-        return _after_header(trace_handler(parser, output[cut:]), parser, output, cut)
-    msg = _raw_message(parser, output)
-    text = parser.generation_prompt + output
-    gp = len(parser.generation_prompt)
-
-    def run(t: str) -> tuple[Any, Any, Any, BaseException | None]:
-        sc = _scanner(t)
-        b = _EventBuilder(MessageBuilder(parser.drop_blank_reasoning), sc)
-        try:
-            parser.body(sc, b)
-        except Incomplete as e:
-            return sc, b, b._b.result(), e
-        except Mismatch as e:
-            return sc, b, None, e
-        return sc, b, b._b.result(), None
-
-    mismatches: list = []
-    token = MISMATCH_TRACE.set(mismatches)
-    try:
-        sc, b, m, err = run(text)
-    finally:
-        MISMATCH_TRACE.reset(token)
-    tr = ParseTrace(text, gp, msg, MAIN, [])
-    if m is not None and same_message(m, msg):
-        tr.spans = _events_to_spans(b.events, text, gp, len(text) if err is not None else max(sc.pos, gp),
-                                    b._b.calls, b._b.fired)
-        if sc.pos < len(text) and err is None:
-            # the body finished early and the handler ignores the rest (as llama.cpp does)
-            tr.entry = "main+ignored"
-            if _IGNORABLE.sub("", text[sc.pos:]).strip():
-                # more than an end-of-turn marker was dropped: that is where the format stopped
-                tr.furthest = _furthest_mismatch(mismatches, sc.pos, None) if mismatches else FurthestFailure(
-                    sc.pos, [Expectation("end", "")], ())
-                tr.stop = max(tr.furthest.pos, gp)
-            tr.spans = [replace(s, label=SpanLabel.IGNORED) if s.label == SpanLabel.UNPARSED else s
-                        for s in tr.spans]
-        if isinstance(err, Incomplete) and (msg.tool_calls or msg.reasoning_content
-                                            or not msg.content.endswith(text[max(gp, sc.pos):])):
-            tr.truncated_at = len(text)
-            tr.truncated_expect = FurthestFailure(len(text), [], _frames(err))
-        return tr
-    assert err is not None or m is not None
-    if isinstance(err, Mismatch):
-        tr.furthest = _furthest_mismatch(mismatches, max(sc.pos, err.pos), err)
-        tr.stop = max(tr.furthest.pos, gp)
-    tr.entry = PREFIX_REST
-
-    def message_at(t: str) -> AssistantMessage | None:
-        _sc, _b, mm, e = run(t)
-        return mm if not isinstance(e, Mismatch) else None
-    d = _prefix_cut(text, gp, msg, message_at)
-    if d is None:
-        tr.entry = RAW
-        tr.spans = _raw_spans(text, gp)
-        return tr
-    _sc, pb, _m, _e = run(text[:d])
-    tr.spans = (_events_to_spans(pb.events, text[:d], gp, d, pb._b.calls, pb._b.fired)
-                + _raw_spans(text[d:], 0, offset=d))
-    return tr
-
-
-def _furthest_mismatch(mismatches: list, pos: int, err: Any) -> FurthestFailure:
-    """The furthest of the mismatches the body made (alternatives that failed and were rolled back
-    included): position, what was expected there, the handler functions it was in."""
-    far = max([m[0] for m in mismatches] + [pos])
-    expected: list[Expectation] = []
-    path: tuple[str, ...] = ()
-    for p, why, frames in mismatches:
-        if p == far:
-            for e in _why(why):
-                if e not in expected:
-                    expected.append(e)
-            path = path or frames
-    if err is None:
-        return FurthestFailure(far, expected, path)
-    return FurthestFailure(far, expected or _why(err.why), path or _frames(err))
-
-
-def _why(why: str) -> list[Expectation]:
-    if why.startswith("expected ") and len(why) > 10 and why[9] in "'\"":
-        import ast
-
-        try:
-            return [Expectation("literal", ast.literal_eval(why[9:]))]
-        except (ValueError, SyntaxError):
-            pass
-    if why == "no known name here":
-        return [Expectation("phrase", "a name the request declares")]
-    return [Expectation("phrase", why or "something else")]
-
-
-def _frames(err: BaseException) -> tuple[str, ...]:
-    names = []
-    for fr in traceback.extract_tb(err.__traceback__):
-        if "/formats/" in fr.filename.replace("\\", "/") and not fr.filename.endswith("_common.py"):
-            names.append(fr.name)
-    return tuple(names)
-
-
 @dataclass
 class StreamStep:
     """One step of a streaming replay: the output prefix ``[0, end)``, the text this step added
@@ -491,7 +225,7 @@ class StreamStep:
 
 def stream_steps(parser: Any, output: str, chunk: int = 8, report: Any = None) -> list[StreamStep]:
     """The streaming replay of ``output`` in steps of ``chunk`` characters: per step the spans of the lenient
-    parse of the prefix so far (PEG: the traced run of the main root; handlers: the builder calls of the body),
+    parse of the prefix so far (the traced run of the main root),
     with the text the parse has not yet accounted for marked ``held back``. Raises ``ValueError`` for
     ``chunk < 1``."""
     if chunk < 1:
@@ -504,10 +238,8 @@ def stream_steps(parser: Any, output: str, chunk: int = 8, report: Any = None) -
             r = traced_parse(parser.arena, text, labels=_labels(parser, report)).result
             consumed = r.end if (r.need_more_input or r.success) else gp
             spans = spans_from_ast(r.nodes, text, gp, max(consumed, gp))
-        elif hasattr(parser, "arena"):
-            spans = _raw_spans(text, gp)
         else:
-            spans = _handler_prefix_spans(parser, text, gp)
+            spans = _raw_spans(text, gp)
         spans = [replace(s, label=SpanLabel.HELD_BACK) if s.label == SpanLabel.UNPARSED else s for s in spans]
         if spans and spans[-1].label == SpanLabel.MARKER and not spans[-1].field and spans[-1].end == len(text):
             # consumed by no node yet: a marker or name still being written
@@ -516,34 +248,15 @@ def stream_steps(parser: Any, output: str, chunk: int = 8, report: Any = None) -
     return steps
 
 
-def _handler_prefix_spans(parser: Any, text: str, gp: int) -> list[Span]:
-    from ..chat.formats._common import Incomplete, MessageBuilder, Mismatch
-
-    sc = _scanner(text)
-    b = _EventBuilder(MessageBuilder(parser.drop_blank_reasoning), sc)
-    try:
-        parser.body(sc, b)
-        consumed = len(text)
-    except Incomplete:
-        consumed = max(sc.pos, gp)
-    except Mismatch:
-        consumed = max(sc.pos, gp)
-    return _events_to_spans(b.events, text, gp, consumed, b._b.calls)
-
-
 def _trace_raw(parser: Any, output: str, report: Any = None, parsed: Any = None) -> ParseTrace:
-    """:func:`trace_peg` for PEG parsers (they have an ``arena``), else :func:`trace_handler`: the spans of the
-    parser's own final parse, before :func:`core.chat.repairs.settle` (``message`` is that parse's)."""
-    if hasattr(parser, "arena"):
-        return trace_peg(parser, output, report, parsed)
-    return trace_handler(parser, output)
+    """:func:`trace_peg`: the spans of the parser's own final parse, before :func:`core.chat.repairs.settle`
+    (``message`` is that parse's)."""
+    return trace_peg(parser, output, report, parsed)
 
 
 def _raw_message(parser: Any, output: str) -> AssistantMessage:
     """The parser's final parse of ``output`` before it is settled (what :func:`_trace_raw` replays)."""
-    if hasattr(parser, "arena"):
-        return parser.parse_detailed(output)[0]
-    return parser._parse(output, False, None)
+    return parser.parse_detailed(output)[0]
 
 
 _VIEW_SCAN = 2000
@@ -587,8 +300,7 @@ def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) 
 
 
 def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
-    """The trace of ``parser.parse(output)`` as the parser returns it: its final parse replayed (PEG:
-    :func:`trace_peg`, hand-written handlers: :func:`trace_handler`) and settled as
+    """The trace of ``parser.parse(output)`` as the parser returns it: its final parse replayed (:func:`trace_peg`) and settled as
     :func:`core.chat.repairs.settle` settles it — when the final parse does not extend the partial view
     (``stream-consistent-final``) the spans are the view's (its prefix replayed, the rest ``unparsed``), a call
     cut off at the end (``truncated-call``) keeps its spans but is left out of the message — with the fired
@@ -613,4 +325,4 @@ def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
     return tr
 
 
-__all__ = ["ParseTrace", "StreamStep", "stream_steps", "trace_parse", "trace_peg", "trace_handler", "trim_ws"]
+__all__ = ["ParseTrace", "StreamStep", "stream_steps", "trace_parse", "trace_peg", "trim_ws"]

@@ -466,3 +466,75 @@ def tool_parameters(function: dict) -> dict:
     if params is None or (isinstance(params, dict) and not params):
         return {"type": "object", "properties": {}}
     return params
+
+
+ALL_TYPES = frozenset({"null", "boolean", "number", "integer", "string", "array", "object"})
+
+
+def json_type(v: Any) -> str:
+    """The JSON type name of a decoded JSON value (``null``, ``boolean``, ``integer``, ``number``, ``string``,
+    ``array``, ``object``), as llama.cpp's schema helpers name a ``const`` / ``enum`` value's type."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+SCALAR_TYPES = frozenset({"number", "integer", "boolean", "null"})
+"""JSON types whose values end where their text ends (repair ``mistyped-value-as-string`` takes other text for a
+parameter of only these types as a string)."""
+
+
+def value_types(node: SchemaNode | None, _visiting: set[int] | None = None) -> frozenset[str]:
+    """JSON types a value of ``node`` may have (llama.cpp ``value_types``): ``number`` implies ``integer``,
+    ``anyOf`` unions, ``allOf`` intersects, a ``$ref`` cycle contributes nothing, "any" is every type."""
+    if node is None:
+        return frozenset()
+    visiting = _visiting if _visiting is not None else set()
+    if isinstance(node, NullSchema):
+        return frozenset({"null"})
+    if isinstance(node, BooleanSchema):
+        return frozenset({"boolean"})
+    if isinstance(node, NumberSchema):
+        return frozenset({"number", "integer"})
+    if isinstance(node, IntegerSchema):
+        return frozenset({"integer"})
+    if isinstance(node, StringSchema):
+        return frozenset({"string"})
+    if isinstance(node, (ArraySchema, TupleSchema)):
+        return frozenset({"array"})
+    if isinstance(node, ObjectSchema):
+        return frozenset({"object"})
+    if isinstance(node, ConstSchema):
+        return frozenset({json_type(node.value)})
+    if isinstance(node, EnumSchema):
+        return frozenset(json_type(v) for v in node.values)
+    if isinstance(node, RefSchema):
+        t = node.target
+        if t is None or id(t) in visiting:
+            return frozenset()
+        visiting.add(id(t))
+        try:
+            return value_types(t, visiting)
+        finally:
+            visiting.discard(id(t))
+    if isinstance(node, AnyOf):
+        out: frozenset[str] = frozenset()
+        for c in node.children:
+            out |= value_types(c, visiting)
+        return out
+    if isinstance(node, AllOf):
+        acc = ALL_TYPES
+        for c in node.children:
+            acc &= value_types(c, visiting)
+        return acc
+    return ALL_TYPES  # any

@@ -184,6 +184,11 @@ class _Emitter:
             else:
                 return n
 
+    def is_value_hook(self, pid: int) -> bool:
+        """Whether node ``pid`` is a value hook's tag (:data:`N.VALUE_HOOK_PREFIX`): grammar-transparent."""
+        n = self.arena.nodes[pid]
+        return isinstance(n, N.Tag) and n.tag.startswith(N.VALUE_HOOK_PREFIX)
+
     def is_repair(self, pid: int) -> bool:
         """:func:`is_repair_variant` in this arena."""
         return is_repair_variant(self.arena, pid)
@@ -200,7 +205,8 @@ class _Emitter:
                 g = self.gbnf(c)
                 if not g:
                     continue
-                if isinstance(self.effective(c), (N.Choice, N.Sequence)):
+                eff = self.effective(c)
+                if isinstance(eff, N.Choice) or (isinstance(eff, N.Sequence) and not self.is_value_hook(c)):
                     g = "(" + g + ")"
                 parts.append(g)
             return " ".join(parts)

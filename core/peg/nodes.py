@@ -214,6 +214,11 @@ class Atomic(Node):
         return [self.child]
 
 
+VALUE_HOOK_PREFIX = "tool-args-as:"
+"""Tags starting with this mark a node whose arguments a mapper value hook makes (:mod:`core.chat.mapper`); such
+a tag is transparent in GBNF (a sequence under it is emitted as part of the enclosing sequence)."""
+
+
 @dataclass
 class Tag(Node):
     """Creates an AST node with ``tag`` (e.g. ``content``, ``tool-name``) when the child does not FAIL."""

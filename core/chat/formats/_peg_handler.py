@@ -10,7 +10,7 @@ Helpers: :func:`prepared_for` (the request path's prepared request), :func:`fore
 :func:`foreach_parameter` (llama.cpp ``parsers.cpp``), :func:`value_types` (llama.cpp
 ``common_chat_schema::value_types``), :func:`make_grammar`, :func:`grammar_for`, :func:`has_response_format`,
 :func:`peg_parser` (arena + grammar + parser in one call);
-``word`` / ``pattern`` (grammar triggers) are ``_common``'s :func:`word_trigger` / :func:`pattern_trigger`.
+``word`` / ``pattern`` (grammar triggers).
 """
 
 from __future__ import annotations
@@ -19,17 +19,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...grammar import json_schema as S
+from ...grammar.json_schema import SCALAR_TYPES, value_types  # noqa: F401  (the families read them here)
 from ...grammar.converter import GrammarBuilder
 from ...peg import Arena
 from ...peg.chat import function_tools, indexed_function_tools
-from ..base import GrammarTrigger
+from ..base import GrammarTrigger, TriggerType
 from ..generator import GeneratedParser
 from ..prompt import PreparedRequest, prepare_request
-from ._common import json_type
-from ._common import pattern_trigger as pattern  # noqa: F401  (the handlers' trigger helpers)
-from ._common import word_trigger as word  # noqa: F401
 
-ALL_TYPES = frozenset({"null", "boolean", "number", "integer", "string", "array", "object"})
+
+def word(value: str) -> GrammarTrigger:
+    """A ``word`` grammar trigger on ``value`` (the literal text)."""
+    return GrammarTrigger(TriggerType.WORD, value)
+
+
+def pattern(value: str) -> GrammarTrigger:
+    """A ``pattern`` grammar trigger on ``value`` (a regex)."""
+    return GrammarTrigger(TriggerType.PATTERN, value)
 
 
 def prepared_for(template: Any, request: Any, prepared: PreparedRequest | None) -> PreparedRequest:
@@ -62,57 +68,6 @@ def foreach_parameter(function: dict) -> list[tuple[str, S.SchemaNode, bool]]:
     if not isinstance(root, S.ObjectSchema):
         return []
     return [(p.name, p.schema, p.required) for p in root.properties]
-
-
-SCALAR_TYPES = frozenset({"number", "integer", "boolean", "null"})
-"""JSON types whose values end where their text ends (repair ``mistyped-value-as-string`` takes other text for a
-parameter of only these types as a string)."""
-
-
-def value_types(node: S.SchemaNode | None, _visiting: set[int] | None = None) -> frozenset[str]:
-    """JSON types a value of ``node`` may have (llama.cpp ``value_types``): ``number`` implies ``integer``,
-    ``anyOf`` unions, ``allOf`` intersects, a ``$ref`` cycle contributes nothing, "any" is every type."""
-    if node is None:
-        return frozenset()
-    visiting = _visiting if _visiting is not None else set()
-    if isinstance(node, S.NullSchema):
-        return frozenset({"null"})
-    if isinstance(node, S.BooleanSchema):
-        return frozenset({"boolean"})
-    if isinstance(node, S.NumberSchema):
-        return frozenset({"number", "integer"})
-    if isinstance(node, S.IntegerSchema):
-        return frozenset({"integer"})
-    if isinstance(node, S.StringSchema):
-        return frozenset({"string"})
-    if isinstance(node, (S.ArraySchema, S.TupleSchema)):
-        return frozenset({"array"})
-    if isinstance(node, S.ObjectSchema):
-        return frozenset({"object"})
-    if isinstance(node, S.ConstSchema):
-        return frozenset({json_type(node.value)})
-    if isinstance(node, S.EnumSchema):
-        return frozenset(json_type(v) for v in node.values)
-    if isinstance(node, S.RefSchema):
-        t = node.target
-        if t is None or id(t) in visiting:
-            return frozenset()
-        visiting.add(id(t))
-        try:
-            return value_types(t, visiting)
-        finally:
-            visiting.discard(id(t))
-    if isinstance(node, S.AnyOf):
-        out: frozenset[str] = frozenset()
-        for c in node.children:
-            out |= value_types(c, visiting)
-        return out
-    if isinstance(node, S.AllOf):
-        acc = ALL_TYPES
-        for c in node.children:
-            acc &= value_types(c, visiting)
-        return acc
-    return ALL_TYPES  # any
 
 
 def has_response_format(request: Any, *, allow_empty: bool = False) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ...templating import ChatTemplate
 from ..request import ChatRequest
-from . import _common as C
+from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
 
 NAME = "cohere2moe"
@@ -47,7 +47,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
           prepared: Any = None) -> HandlerParser:
     """Cohere2 MoE parser and grammar (llama.cpp ``common_chat_params_init_cohere2moe``); a continuation
     reopens the thinking block (and for CONTENT closes it and opens ``<|START_TEXT|>``)."""
-    view = C.request_view(request)
+    view = request_view(request)
     gp = generation_prompt
     if view.has_continuation:
         gp = view.prefill(GEN_PREFIX + THINK_START, THINK_END + TEXT_START)
@@ -60,7 +60,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
                       thinking_end_tags=[THINK_END], message_delimiters=list(DELIMITERS.items()))
 
 
-def _peg_root(p: Any, view: C.RequestView) -> Any:
+def _peg_root(p: Any, view: RequestView) -> Any:
     """llama.cpp's Cohere2 MoE parser on core.peg's ChatBuilder: the format, for the parse and the grammar."""
     stops = [THINK_END, TEXT_START, ACTION_START]
     if view.extract_reasoning:

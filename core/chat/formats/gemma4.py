@@ -13,18 +13,18 @@ answer there) is kept as content up to ``<|tool_response>`` / ``<turn|>``, where
 
 from __future__ import annotations
 
+import functools
+import json
 import re
-
 from dataclasses import dataclass
 from typing import Any
 
 from ...memo import MISSING, BoundedMemo
 from ...templating import ChatTemplate
-from ..mapper import register_args_converter
+from ..mapper import escape_json_inner, register_args_converter, register_args_hook
 from ..request import ChatRequest
-from . import _common as C
-from ._common import Incomplete, Mismatch, Scanner
 from ._peg_handler import HandlerParser, peg_parser, word
+from ._request_view import PromptContext, RequestView, request_view
 
 NAME = "gemma4"
 
@@ -79,7 +79,6 @@ def prepare_messages(messages: list[dict[str, Any]], normalized_source: str) -> 
     messages returned unchanged."""
     if not is_outdated_template(normalized_source):
         return messages
-    import json
 
     out: list[dict[str, Any]] = []
     i = 0
@@ -138,60 +137,70 @@ def prepare_messages(messages: list[dict[str, Any]], normalized_source: str) -> 
 # ------------------------------------------------------------------------------------------------------------
 
 
-def _g4_value(text: str, pos: int, memo: dict | None = None, string: str = STR,
-              types: dict[str, str] | None = None) -> tuple[str, int, bool]:
-    """Parse one Gemma value at ``pos``. Returns ``(json_text, end, done)``; ``done`` False means the input
-    ended inside it and ``json_text`` is the growing partial conversion. Raises :class:`Mismatch`. ``memo``
-    caches complete values by position (see :class:`~._common.HandlerSession`). ``string`` is the string
-    delimiter; ``types`` (key → JSON-schema type, only for a :attr:`CallSyntax.quoted_values` syntax's top-level
-    dict) converts string values to the declared type and streams a member only once it is complete."""
-    key = ("g4", pos, string, types is not None)
-    if memo is not None:
-        hit = memo.get(key)
-        if hit is not None:
-            return hit
-    out = _g4_value_uncached(text, pos, memo, string, types)
-    if memo is not None and out[2]:
-        memo[key] = out
-    return out
+class _NotGemma(ValueError):
+    """The text is not a Gemma value where one is expected."""
 
 
-def _g4_value_uncached(text: str, pos: int, memo: dict | None, string: str = STR,
-                       types: dict[str, str] | None = None) -> tuple[str, int, bool]:
+_SPACE = re.compile(r"[ \t\n\v\f\r]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_NUMBER_PREFIX = re.compile(r"-?(?:0|[1-9][0-9]*)?(?:\.[0-9]*)?(?:[eE][+-]?[0-9]*)?\Z")
+_NUMBER_CHARS = frozenset("0123456789.eE+-")
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    return _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+
+
+def _cut_delimiter(text: str, start: int, delim: str) -> int:
+    """Where a string cut by the end of ``text`` stops: before a proper prefix of ``delim`` ending the text (it
+    may become the closing delimiter), else at the end."""
+    n = len(text)
+    for k in range(min(len(delim) - 1, n - start), 0, -1):
+        if text.endswith(delim[:k]):
+            return n - k
+    return n
+
+
+def _g4_value(text: str, pos: int, string: str = STR, types: dict[str, str] | None = None) -> tuple[str, int, bool]:
+    """Read one Gemma value at ``pos``: ``(json_text, end, done)``; ``done`` False means the text ended inside it
+    and ``json_text`` is the growing partial conversion. Raises :class:`_NotGemma`. ``string`` is the string
+    delimiter; ``types`` (key -> JSON-schema type, only for a :attr:`CallSyntax.quoted_values` syntax's
+    top-level dict) converts string values to the declared type and shows a member only once it is complete."""
     n = len(text)
     if pos >= n:
         return "", n, False
-    if text.startswith(string, pos) or (n - pos < len(string) and string.startswith(text[pos:])):
-        if not text.startswith(string, pos):
-            return "", n, False
-        sc = Scanner(text, pos + len(string))
-        body = sc.until(string)
-        if sc.check(string) == 1:
-            return '"' + C.escape_json_inner(body) + '"', sc.pos + len(string), True
-        return '"' + C.escape_json_inner(body), n, False
+    if text.startswith(string, pos):
+        start = pos + len(string)
+        close = text.find(string, start)
+        if close != -1:
+            return '"' + escape_json_inner(text[start:close]) + '"', close + len(string), True
+        return '"' + escape_json_inner(text[start:_cut_delimiter(text, start, string)]), n, False
+    if n - pos < len(string) and string.startswith(text[pos:]):
+        return "", n, False
     c = text[pos]
     if c == "{":
-        return _g4_container(text, pos, "{", "}", True, memo, string, types)
+        return _g4_container(text, pos, "{", "}", True, string, types)
     if c == "[":
-        return _g4_container(text, pos, "[", "]", False, memo, string)
+        return _g4_container(text, pos, "[", "]", False, string)
     if c == "-" or c.isdigit():
-        try:
-            end = C.scan_number(text, pos)
+        m = _NUMBER.match(text, pos)
+        end = m.end() if m is not None else pos
+        if pos < end < n and text[end] not in _NUMBER_CHARS:
             return text[pos:end], end, True
-        except Incomplete:
-            return text[pos:], n, False
+        if end >= n or _NUMBER_PREFIX.match(text, pos):
+            return text[pos:], n, False   # the number may still grow ("1", "1e", "-")
+        raise _NotGemma("malformed number")
     for lit in ("true", "false", "null"):
         if lit[0] == c:
-            try:
-                end = C.scan_literal(text, pos, lit)
-                return lit, end, True
-            except Incomplete:
+            if text.startswith(lit, pos):
+                return lit, pos + len(lit), True
+            if n - pos < len(lit) and lit.startswith(text[pos:]):
                 return text[pos:], n, False
-    raise Mismatch(pos, "expected a Gemma 4 value")
+            raise _NotGemma(f"expected {lit}")
+    raise _NotGemma("expected a Gemma 4 value")
 
 
-def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool,
-                  memo: dict | None, string: str = STR,
+def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool, string: str = STR,
                   types: dict[str, str] | None = None) -> tuple[str, int, bool]:
     n = len(text)
     parts: list[str] = []
@@ -199,7 +208,7 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool,
     def partial() -> tuple[str, int, bool]:
         return open_ + ",".join(parts), n, False
 
-    p = C._skip_ws(text, pos + 1)
+    p = _skip_ws(text, pos + 1)
     if p >= n:
         return partial()
     if text[p] == close:
@@ -213,52 +222,52 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool,
             if j == p:
                 if j >= n:
                     return partial()
-                raise Mismatch(p, "expected a key")
+                raise _NotGemma("expected a key")
             key = text[p:j]
             if j >= n:
                 if types is None:
-                    parts.append('"' + C.escape_json_inner(key))
+                    parts.append('"' + escape_json_inner(key))
                 elif parts:  # the comma before this member was shown already: keep it shown
                     parts.append("")
                 return partial()
             if text[j] != ":":
-                raise Mismatch(j, "expected ':'")
-            p = C._skip_ws(text, j + 1)
-            val, p, done = _g4_value(text, p, memo, string)
+                raise _NotGemma("expected ':'")
+            p = _skip_ws(text, j + 1)
+            val, p, done = _g4_value(text, p, string)
             if types is not None:
                 if not done:  # the type conversion needs the whole value: nothing of it streams before
                     if parts:  # (the comma before this member does)
                         parts.append("")
                     return partial()
                 val = typed_value(val, types.get(key, ""))
-            parts.append('"' + C.escape_json_inner(key) + '":' + val)
+            parts.append('"' + escape_json_inner(key) + '":' + val)
         else:
-            val, p, done = _g4_value(text, p, memo, string)
+            val, p, done = _g4_value(text, p, string)
             parts.append(val)
         if not done:
             return partial()
         if p >= n:
             return partial()
         if text[p] == ",":
-            p = C._skip_ws(text, p + 1)
+            p = _skip_ws(text, p + 1)
             if p >= n:
                 parts.append("")
                 return partial()
             continue
-        p = C._skip_ws(text, p)
+        p = _skip_ws(text, p)
         if p >= n:
             return partial()
         if text[p] == close:
             return open_ + ",".join(parts) + close, p + 1, True
-        raise Mismatch(p, f"expected ',' or {close!r}")
+        raise _NotGemma(f"expected ',' or {close!r}")
 
 
 def gemma_args_json(text: str, string: str = STR) -> str:
     """The JSON of a Gemma argument dict ``text`` (cut or not by the end of the input: then the growing partial
     conversion); "" when it does not read as one. The mapper's value hook for Gemma 4's arguments."""
     try:
-        return _g4_value(text, 0, None, string)[0]
-    except Mismatch:
+        return _g4_value(text, 0, string)[0]
+    except _NotGemma:
         return ""
 
 
@@ -271,7 +280,6 @@ def typed_value(json_text: str, schema_type: Any) -> str:
     ``"True"``/``"false"`` for ``boolean``, ``"None"``/``"null"`` for ``null``, JSON text for ``object`` /
     ``array`` — that value as JSON text; otherwise ``json_text`` unchanged (improvement ``gemma-call-syntax``:
     a template that writes ``{{ value }}`` between string delimiters turns every value into text)."""
-    import json
 
     if not json_text.startswith('"') or not schema_type:
         return json_text
@@ -307,110 +315,6 @@ def typed_value(json_text: str, schema_type: Any) -> str:
 # ------------------------------------------------------------------------------------------------------------
 
 
-def _make_body(view: C.RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, turn: str = TURN):
-    tool_names = [t.name for t in view.tools]
-    CALL, CALL_OPEN, CALL_END = syntax.call_start, syntax.call_open, syntax.call_end  # noqa: N806
-    types_of = {t.name: {k: v.get("type", "") for k, v in (t.parameters.get("properties") or {}).items()
-                         if isinstance(v, dict)} for t in view.tools} if syntax.quoted_values else {}
-    extract = view.extract_reasoning
-
-    def thought_block(sc: Scanner, b: C.MessageBuilder) -> None:
-        start = sc.pos
-        if extract:
-            sc.expect(THOUGHT)
-            sc.space()
-            b.add_reasoning(sc.until(CHANNEL_END))
-            sc.expect(CHANNEL_END)
-            return
-        try:
-            sc.expect(THOUGHT)
-            sc.space()
-            sc.until(CHANNEL_END)
-            sc.expect(CHANNEL_END)
-        except Incomplete:
-            b.add_content(sc.text[start:])
-            raise
-        b.add_content(sc.text[start:sc.pos])
-
-    def thought(sc: Scanner, b: C.MessageBuilder) -> None:
-        # (peek(<|channel>) empty-channels thought) | !<|channel>
-        if not sc.peek(CHANNEL):
-            return
-        while sc.pos < sc.n:
-            r = sc.check(CHANNEL)
-            if r == -1:
-                raise Incomplete(sc.n)
-            if r == 0:
-                break
-            after = sc.pos + len(CHANNEL)
-            r2 = Scanner(sc.text, after).check("thought")
-            if r2 == -1:
-                raise Incomplete(sc.n)
-            if r2 == 1:
-                break
-            sc.pos = after
-        thought_block(sc, b)
-
-    def message(sc: Scanner, b: C.MessageBuilder, stops: tuple[str, ...]) -> bool:
-        """One ``thought content`` round; False when it consumed nothing."""
-        start = sc.pos
-        thought(sc, b)
-        b.add_content(sc.until(*stops))
-        return sc.pos > start
-
-    def messages(sc: Scanner, b: C.MessageBuilder, stops: tuple[str, ...]) -> None:
-        """``message*``: rounds until one fails or consumes nothing."""
-        C.repeat(sc, b, lambda sc, b: message(sc, b, stops))
-
-    def tool_call(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect(CALL_OPEN)
-        name = sc.choose_literal(tool_names)
-        sc.pos += len(name)
-        if not sc.peek("{"):
-            raise Mismatch(sc.pos, "expected '{'")
-        js, end, done = _g4_value(sc.text, sc.pos, sc.memo, syntax.string,
-                                  types_of.get(name) if syntax.quoted_values else None)
-        b.open_call(name, args=js)
-        if not done:
-            raise Incomplete(sc.n)
-        sc.pos = end
-        sc.expect(CALL_END)
-
-    def tool_calls(sc: Scanner, b: C.MessageBuilder) -> None:
-        C.repeat(sc, b, tool_call, 1 if view.required else 0, None if view.parallel else 1)
-
-    def body(sc: Scanner, b: C.MessageBuilder) -> None:
-        if turn:
-            sc.optional(turn)
-        if view.has_schema:
-            C.optional(sc, b, thought)
-            sc.expect("```json")
-            sc.space()
-            sc.pos = C.streamed_json_value(sc, b.add_content)
-            sc.space()
-            sc.expect("```")
-            return
-        if view.tools_active:
-            if view.required:
-                thought(sc, b)
-                tool_calls(sc, b)
-            else:
-                messages(sc, b, (CHANNEL, CHANNEL_END, CALL))
-                sc.until(CALL)  # anything left before the first call is dropped, as llama.cpp does
-                tool_calls(sc, b)
-            if b.calls:
-                # extension (llama.cpp ignores text after the calls): the templates render a final answer
-                # after the calls of a turn, so keep it as content, up to Gemma's end-of-turn tokens
-                messages(sc, b, (CHANNEL, CHANNEL_END, CALL, TOOL_RESPONSE, TURN_END))
-            return
-        # one_or_more(message): at least one round, then stop at the first unmatched <channel|>
-        if sc.pos >= sc.n:
-            raise Incomplete(sc.n)
-        messages(sc, b, (CHANNEL, CHANNEL_END))
-
-    return body
-
-
 def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
           prepared: Any = None) -> HandlerParser:
     """Gemma 4 parser, prompt and grammar for ``request`` (llama.cpp ``common_chat_params_init_gemma4``).
@@ -419,9 +323,9 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     ``prepared`` the request path's prepared request, if any. When the rendered prompt ends with ``<turn|>\n``
     (the template did not open the model turn) ``<|turn>model\n`` is appended and becomes the generation
     prompt; a continuation rebuilds the generation prompt from the continued message."""
-    view = C.request_view(request)
+    view = request_view(request)
     src = template.normalized_source
-    ctx = C.PromptContext(template, request, prepared)
+    ctx = PromptContext(template, request, prepared)
     msgs = prepare_messages(ctx.messages, src)
     gp = generation_prompt
     prompt: str | None = None
@@ -440,18 +344,21 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
         prompt = ctx.render(False, msgs)
 
     include_grammar = view.has_schema or view.tools_active
-    return peg_parser(NAME, lambda p: _peg_root(p, view, args_tag=ARGS_TAG), generation_prompt=gp,
+    return peg_parser(NAME, lambda p: _peg_root(p, view), generation_prompt=gp,
                       parser_generation_prompt=generation_prompt, include=include_grammar,
                       lazy=not (view.has_schema or view.required), trigger=word(CALL), preserved_tokens=PRESERVED,
                       format="peg-gemma4", prompt=prompt or None, thinking_start_tag="<|channel>thought",
                       thinking_end_tags=["<channel|>"], message_delimiters=list(DELIMITERS.items()))
 
 
-def _peg_root(p: Any, view: C.RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, args_tag: str = "") -> Any:
+def _peg_root(p: Any, view: RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, turn: str | None = None) -> Any:
     """The format: llama.cpp's Gemma 4 parser on core.peg's ChatBuilder, for the parse and the grammar;
-    ``syntax`` gives the call markers (llama.cpp's by default), ``args_tag`` the mapper's value hook for the
-    arguments (empty: the grammar alone, for the ``gemma-call-syntax`` improvement's scanner)."""
+    ``syntax`` gives the call markers (llama.cpp's by default). ``turn``: the generation prompt the parse reads
+    first instead of Gemma 4's ``<|turn>model\n`` (``gemma-call-syntax``; the grammar keeps llama.cpp's)."""
     CALL, CALL_OPEN, CALL_END, STR = syntax.call_start, syntax.call_open, syntax.call_end, syntax.string  # noqa: N806
+    if turn is not None:   # made last, so that the grammar's helper rules keep their numbers
+        root = _peg_root(p, view, syntax)
+        return p.gbnf(p.literal(turn), "") + root
     start = p.rule("start", p.optional(p.literal(TURN)))
     if view.extract_reasoning:
         p.rule("thought", p.literal(THOUGHT) + p.space() + p.reasoning(p.until(CHANNEL_END)) + p.literal(CHANNEL_END))
@@ -490,15 +397,21 @@ def _peg_root(p: Any, view: C.RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, a
         p.rule("gemma4-array", array_body)
         p.rule("gemma4-value", lambda: p.choice(p.ref("gemma4-string"), p.ref("gemma4-dict"), p.ref("gemma4-array"),
                                                 p.ref("gemma4-number"), p.ref("gemma4-bool"), p.ref("gemma4-null")))
-        args = p.tag(args_tag, p.ref("gemma4-dict")) if args_tag else p.tool_args(p.ref("gemma4-dict"))
+        def args(tool: Any) -> Any:
+            if syntax == GEMMA4_SYNTAX:
+                return p.tag(ARGS_TAG, p.ref("gemma4-dict"))
+            # the syntax (and the tool's declared types) ride in the tree, read by the hook
+            param = {"string": STR, "types": _declared_types(tool) if syntax.quoted_values else None}
+            return p.tag(SYNTAX_ARGS_TAG, p.tag(SYNTAX_PARAM + json.dumps(param), p.ref("gemma4-dict")))
+
         choices = [p.rule(f"tool-{t.index}", p.tool(p.seq(
-            p.tool_open(p.tool_name(p.literal(t.name)) + p.peek(p.literal("{"))), args))) for t in view.tools]
+            p.tool_open(p.tool_name(p.literal(t.name)) + p.peek(p.literal("{"))), args(t)))) for t in view.tools]
         tool_call = p.trigger_rule("tool-call", p.repeat(CALL_OPEN + p.choice(*choices) + CALL_END,
                                                           1 if view.required else 0, -1 if view.parallel else 1))
         # extension (llama.cpp ignores text after the calls; not in the grammar): the templates render a final
         # answer after a turn's calls, kept as content up to Gemma's end-of-turn tokens (the rest is ignored)
         after = p.content(p.until_one_of([CHANNEL, CHANNEL_END, CALL, TOOL_RESPONSE, TURN_END]))
-        answer = p.gbnf(p.zero_or_more(thought + after), "") + p.ignored(p.rest()) if args_tag else p.eps()
+        answer = p.gbnf(p.zero_or_more(thought + after), "") + p.ignored(p.rest())
         if view.required:
             return start + thought + tool_call + answer
         scan = p.rule("scan-to-toolcall", p.until(CALL))
@@ -538,8 +451,6 @@ def call_syntax_of(template: ChatTemplate) -> CallSyntax | None:
     hit = _SYNTAX_CACHE.get(key)
     if hit is not MISSING:
         return hit
-    import json
-    import re
 
     tool = {"type": "function", "function": {"name": _PROBE_NAME, "description": "probe",
                                              "parameters": {"type": "object", "properties": {
@@ -571,22 +482,50 @@ def call_syntax_of(template: ChatTemplate) -> CallSyntax | None:
 
 
 def build_syntax(template: ChatTemplate, request: ChatRequest, generation_prompt: str, syntax: CallSyntax,
-                 prepared: Any = None) -> C.HandlerParser:
+                 prepared: Any = None) -> HandlerParser:
     """The Gemma 4 parser with ``syntax``'s markers (improvement ``gemma-call-syntax``), for a template the
     auto-parser would serve. Unlike :func:`build` the request path renders the prompt (no Gemma 4 message
-    rewrite, no appended turn) and there are no thought channels to read; values are typed by the tool schema
-    when ``syntax.quoted_values``."""
-    view = C.request_view(request)
-    include_grammar = view.has_schema or view.tools_active
-    return C.HandlerParser(
-        name=NAME,
-        body=_make_body(view, syntax, generation_prompt),
-        generation_prompt=generation_prompt,
-        preserved_tokens=[syntax.call_start, syntax.call_end, syntax.string],
-        format="peg-gemma4",
-        prompt=None,
-        supports_thinking=False,
-        drop_blank_reasoning=False,
-        **C.grammar_fields(lambda p: _peg_root(p, view, syntax), include=include_grammar,
-                           lazy=not (view.has_schema or view.required), trigger=C.word_trigger(syntax.call_start)),
-    )
+    rewrite, no appended turn), the parse starts with the request path's generation prompt, and thinking is not
+    supported; values are typed by the tool schema when ``syntax.quoted_values``."""
+    view = request_view(request)
+    return peg_parser(NAME, lambda p: _peg_root(p, view, syntax, turn=generation_prompt),
+                      generation_prompt=generation_prompt, parser_generation_prompt=generation_prompt,
+                      include=view.has_schema or view.tools_active, lazy=not (view.has_schema or view.required),
+                      trigger=word(syntax.call_start),
+                      preserved_tokens=[syntax.call_start, syntax.call_end, syntax.string], format="peg-gemma4",
+                      supports_thinking=False)
+
+
+def _declared_types(tool: Any) -> dict[str, Any]:
+    """Key -> the JSON-schema ``type`` the tool declares for each top-level parameter."""
+    props = tool.parameters.get("properties")
+    return {k: v.get("type", "") for k, v in props.items() if isinstance(v, dict)} if isinstance(props, dict) else {}
+
+
+SYNTAX_PARAM = "gemma-syntax:"
+"""Prefix of the tag under a ``gemma-call-syntax`` call's arguments: the JSON after it holds the string delimiter
+and the tool's declared types."""
+
+
+def _syntax_args_json(source: str, node: Any) -> str:
+    """The value hook of ``gemma-call-syntax`` arguments: :func:`gemma_args_json` with the syntax and types the
+    child tag carries."""
+    param = _syntax_param(node.children[0].tag) if node.children else None
+    if param is None:
+        return ""
+    string, types = param
+    try:
+        return _g4_value(source[node.start:node.end], 0, string, types)[0]
+    except _NotGemma:
+        return ""
+
+
+@functools.lru_cache(maxsize=64)
+def _syntax_param(tag: str) -> tuple[str, dict[str, Any] | None] | None:
+    if not tag.startswith(SYNTAX_PARAM):
+        return None
+    param = json.loads(tag[len(SYNTAX_PARAM):])
+    return param["string"], param["types"]
+
+
+SYNTAX_ARGS_TAG = register_args_hook("gemma-syntax", _syntax_args_json)

@@ -17,7 +17,7 @@ from typing import Any
 
 from ...templating import ChatTemplate
 from ..request import ChatRequest, ToolChoice
-from . import _common as C
+from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
 
 NAME = "kimi_k2"
@@ -37,7 +37,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
           prepared: Any = None) -> HandlerParser:
     """Kimi K2 parser and grammar (llama.cpp ``common_chat_params_init_kimi_k2``); a continuation reopens
     ``<think>`` after the assistant header."""
-    view = C.request_view(request)
+    view = request_view(request)
     gp = generation_prompt
     if view.has_continuation:
         gp = view.prefill(GEN_PROMPT + THINK_START, THINK_END)
@@ -47,7 +47,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
                       preserved_tokens=PRESERVED, thinking_start_tag=THINK_START, thinking_end_tags=[THINK_END])
 
 
-def _peg_root(p: Any, view: C.RequestView) -> Any:
+def _peg_root(p: Any, view: RequestView) -> Any:
     """The format: llama.cpp's Kimi K2 parser (``common/parsers/kimi-k2.cpp``) on core.peg's ChatBuilder; the
     parse and the grammar both come from it."""
     reasoning = p.eps()

@@ -22,7 +22,7 @@ from typing import Any
 
 from ...templating import ChatTemplate
 from ..request import ChatRequest
-from . import _common as C
+from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
 
 NAME = "kimi_k3"
@@ -51,7 +51,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
           prepared: Any = None) -> HandlerParser:
     """Kimi K3 parser and grammar (llama.cpp ``common_chat_params_init_kimi_k3``); a continuation reopens the
     message and think section (and the response section for CONTENT)."""
-    view = C.request_view(request)
+    view = request_view(request)
     gp = generation_prompt
     if view.has_continuation:
         gp = view.prefill(MSG_START + THINK_START, THINK_END + RESP_START)
@@ -62,7 +62,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
                       message_delimiters=list(DELIMITERS.items()))
 
 
-def _peg_root(p: Any, view: C.RequestView) -> Any:
+def _peg_root(p: Any, view: RequestView) -> Any:
     """llama.cpp's Kimi K3 parser on core.peg's ChatBuilder: the format, for the parse and the grammar."""
     start = p.optional(p.literal(MSG_START))
     stops = [THINK_END, RESP_START]

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...templating import ChatTemplate
 from ..request import ChatRequest
-from . import _common as C
+from ._request_view import PromptContext, RequestView, request_view
 from . import family_by_name
 from ._peg_handler import HandlerParser, peg_parser, word
 
@@ -46,11 +46,11 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     """LFM2 / LFM2.5 parser, prompt and grammar (llama.cpp ``common_chat_params_init_lfm2``). Reasoning is
     extracted when ``reasoning_format`` is not none and the template knows ``<think>``; the prompt is rendered
     with each message's reasoning copied to ``thinking``; a continuation reopens ``<think>``."""
-    view = C.request_view(request)
+    view = request_view(request)
     src = template.normalized_source
     tool_list_tokens = family_by_name("lfm2").detect(src)  # LFM2 proper: <|tool_list_start|> … <|tool_list_end|>
     extract = view.extract_reasoning and THINK_START in template.source
-    ctx = C.PromptContext(template, request, prepared)
+    ctx = PromptContext(template, request, prepared)
     msgs = prepare_messages(ctx.messages)
     prompt = ctx.render(ctx.add_generation_prompt, msgs)
     gp = generation_prompt
@@ -89,7 +89,7 @@ def _python_or_json_value(p: Any) -> Any:
     return p.rule("python-or-json-value", body)
 
 
-def _python_style_calls(p: Any, view: C.RequestView) -> Any:
+def _python_style_calls(p: Any, view: RequestView) -> Any:
     """llama.cpp ``python_style_tool_calls(tools, parallel, allow_json_literals=true)``."""
     choices = []
     for spec in view.tools:
@@ -117,7 +117,7 @@ def _python_style_calls(p: Any, view: C.RequestView) -> Any:
     return "[" + p.space() + one + p.space() + "]"
 
 
-def _peg_root(p: Any, view: C.RequestView, extract: bool) -> Any:
+def _peg_root(p: Any, view: RequestView, extract: bool) -> Any:
     """llama.cpp's LFM2 parser on core.peg's ChatBuilder: the format, for the parse and the grammar."""
     gen = p.literal(GEN_PROMPT)
     reasoning = p.optional(THINK_START + p.reasoning(p.until(THINK_END)) + THINK_END) if extract else p.eps()

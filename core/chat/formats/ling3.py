@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...grammar.json_schema import SchemaNode
 from ...templating import ChatTemplate
 from ..request import ChatRequest, Continuation
-from . import _common as C
-from ._peg_handler import HandlerParser, grammar_for, has_response_format, make_parser, peg_parser, word
+from ._request_view import RequestView, param_nodes, request_view
+from ._peg_handler import (HandlerParser, grammar_for, has_response_format, make_parser, peg_parser, value_types,
+                           word)
 from ...peg.chat import build_chat_peg_parser
 
 NAME = "ling3"
@@ -41,9 +43,9 @@ DELIMITERS = {"assistant": ROLE, "user": "<role>HUMAN</role>", "tool": "<role>OB
               "system": "<role>SYSTEM</role>"}
 
 
-def value_mode(schema: C.Schema) -> str:
+def value_mode(schema: SchemaNode) -> str:
     """``json`` (no string type), ``string`` (only strings) or ``mixed`` (JSON first, else string)."""
-    types = schema.value_types()
+    types = value_types(schema)
     if "string" not in types:
         return "json"
     if types == {"string"}:
@@ -55,7 +57,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
           prepared: Any = None) -> HandlerParser:
     """Ling 3 parser and grammar (llama.cpp ``common_chat_params_init_ling3``). The think block counts as open
     when the generation prompt's last ``<think>`` is not closed (or for a reasoning continuation)."""
-    view = C.request_view(request)
+    view = request_view(request)
     gp = generation_prompt
     if view.has_continuation:
         gp = view.prefill(ROLE + "\n" + THINK_START, THINK_END)
@@ -95,7 +97,7 @@ def _response_format_parser(request: ChatRequest, gp: str, think_open: bool, ext
                        notes=notes)
 
 
-def _peg_root(p: Any, view: C.RequestView, think_open: bool) -> Any:
+def _peg_root(p: Any, view: RequestView, think_open: bool) -> Any:
     """llama.cpp's Ling 3 parser on core.peg's ChatBuilder: the format, for the parse and the grammar."""
     opener = p.optional(p.literal(ROLE) + p.optional(p.space()))
     body_end = p.until_one_of([THINK_END, CALL_START]) if think_open else p.until_one_of([THINK_END])
@@ -111,9 +113,9 @@ def _peg_root(p: Any, view: C.RequestView, think_open: bool) -> Any:
     choices = []
     for spec in view.tools:
         required, optional = [], []
-        for j, (pname, node, is_required, sview) in enumerate(C.param_nodes(spec)):
+        for j, (pname, node, is_required) in enumerate(param_nodes(spec)):
             rule_name = f"ling3-arg-{spec.index}-{j}"
-            mode = value_mode(sview)
+            mode = value_mode(node)
             if mode == "json":
                 value = p.tool_arg_json_value(p.schema(p.json(), rule_name + "-schema", node)) + arg_close
             elif mode == "string":

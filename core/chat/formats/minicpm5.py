@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...grammar.json_schema import may_be_string
 from ...templating import ChatTemplate
 from ..request import ChatRequest
-from . import _common as C
+from ._request_view import RequestView, param_nodes, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
 
 NAME = "minicpm5"
@@ -37,7 +38,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
           prepared: Any = None) -> HandlerParser:
     """MiniCPM5 parser and grammar (llama.cpp ``common_chat_params_init_minicpm5``); a continuation reopens
     ``<think>\\n`` (and closes it with ``\\n</think>\\n\\n`` for CONTENT)."""
-    view = C.request_view(request)
+    view = request_view(request)
     gp = generation_prompt
     if view.has_continuation:
         gp = view.prefill(GEN_PROMPT + THINK_START + "\n", "\n" + THINK_END + "\n\n")
@@ -50,7 +51,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
                       thinking_end_tags=[THINK_END], message_delimiters=list(DELIMITERS.items()))
 
 
-def _peg_root(p: Any, view: C.RequestView) -> Any:
+def _peg_root(p: Any, view: RequestView) -> Any:
     """llama.cpp's MiniCPM5 parser on core.peg's ChatBuilder: the format, for the parse and the grammar."""
     gen = p.literal(GEN_PROMPT)
     reasoning = p.eps()
@@ -67,8 +68,8 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
     choices = []
     for spec in view.tools:
         arg_rules = []
-        for j, (pname, node, _, sview) in enumerate(C.param_nodes(spec)):
-            if sview.may_be_string():
+        for j, (pname, node, _) in enumerate(param_nodes(spec)):
+            if may_be_string(node):
                 value = string_value
             else:
                 value = p.tool_arg_json_value(p.schema(p.json(), f"tool-{spec.index}-arg-{j}-schema", node)) + close()

@@ -17,13 +17,15 @@ value, while the template writes it as nested elements); a recursive reference i
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ...grammar import json_schema as JS
+from ...peg.engine import AstNode
 from ...templating import ChatTemplate
+from ..mapper import encode_json_string, escape_json_inner, normalize_python_value, register_args_hook
 from ..request import ChatRequest
-from . import _common as C
-from ._common import Incomplete, Mismatch, Scanner
+from ._peg_handler import HandlerParser, peg_parser, word
+from ._request_view import RequestView, request_view
 
 NAME = "minimax_m3"
 
@@ -33,226 +35,108 @@ THINK_END = "</mm:think>"
 FC_START = NS + "<tool_call>"
 FC_END = NS + "</tool_call>"
 INVOKE_END = NS + "</invoke>"
+DELIMITERS = {"assistant": "]~b]ai", "user": "]~b]user", "tool": "]~b]tool", "system": "]~b]system"}
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Schema-driven XML values → JSON. Each reader returns (json_text, done); done False = the input ended inside
-# (json_text is the partial conversion, containers left open). Mismatch when the text does not fit.
+# Schema-typed XML values -> JSON (llama.cpp ``common_chat_peg_minimax_m3_mapper``). The PEG reads each value as
+# its schema says and tags how (its own tags, none of the mapper's); the value hook turns that subtree into the
+# call's JSON arguments. A value cut by the end of the input gives its growing partial JSON (containers and
+# strings left open until their close tag is complete).
 # ------------------------------------------------------------------------------------------------------------
 
+MEMBER, OPEN, KEY, STRING, JSON_VALUE, OBJECT, ARRAY, ITEM, CLOSE = (
+    "mm-member", "mm-open", "mm-key", "mm-string", "mm-json", "mm-object", "mm-array", "mm-item", "mm-close")
+_OWN = frozenset({MEMBER, KEY, STRING, JSON_VALUE, OBJECT, ARRAY, ITEM, CLOSE})
 
-def _value(sc: Scanner, schema: C.Schema, close: str, depth: int = 0,
-           refs: frozenset = frozenset()) -> tuple[str, bool]:
-    if depth > 64:
-        raise Mismatch(sc.pos, "schema nests too deeply")
-    if schema.kind == "ref":
-        # a $ref is expanded once per path; a recursive one is read as a JSON value below
-        ref = schema.node.get("$ref")
-        target = schema.target()
-        if target is not None and ref not in refs:
-            return _value(sc, target, close, depth + 1, refs | {ref})
-    if schema.may_be_string():
-        text = sc.until(close)
-        if sc.check(close) == 1:
-            sc.pos += len(close)
-            return '"' + C.escape_json_inner(text) + '"', True
-        return '"' + C.escape_json_inner(text), False
-    kind = schema.kind
-    if kind == "anyOf":
-        save = sc.pos
-        for alt in schema.alternatives():
-            try:
-                return _value(sc, alt, close, depth + 1, refs)
-            except Mismatch:
-                sc.pos = save
-        raise Mismatch(sc.pos, "no alternative of the union fits")
-    if kind == "object" and schema.properties():
-        members, done = _members(sc, schema, depth + 1, refs)
+
+def _tagged(node: AstNode) -> list[AstNode]:
+    """The nearest nodes below ``node`` that carry one of this module's tags, in document order."""
+    out: list[AstNode] = []
+    stack = list(reversed(node.children or ()))
+    while stack:
+        c = stack.pop()
+        if c.tag in _OWN:
+            out.append(c)
+        elif c.children:
+            stack.extend(reversed(c.children))
+    return out
+
+
+def _members(source: str, node: AstNode) -> tuple[list[str], bool]:
+    """The JSON members of the ``MEMBER`` elements below ``node``, and whether the last one is complete."""
+    parts: list[str] = []
+    for el in _tagged(node):
+        if el.tag != MEMBER:
+            continue
+        kids = _tagged(el)
+        if len(kids) < 2 or kids[0].tag != KEY or kids[0].partial:
+            return parts, False
+        value, done = _value(source, kids[1:])
+        parts.append(encode_json_string(source[kids[0].start:kids[0].end]) + ":" + value)
         if not done:
-            return "{" + ",".join(members), False
-        sc.space()
-        return _close(sc, "{" + ",".join(members), "}", close)
-    if kind == "array":
+            return parts, False
+    return parts, True
+
+
+def _value(source: str, kids: list[AstNode]) -> tuple[str, bool]:
+    """The JSON of one element's value (its tagged nodes after the key or ``<item>``), and whether it is
+    complete (its close tag read)."""
+    v = kids[0]
+    closed = kids[-1].tag == CLOSE and not kids[-1].partial
+    if v.tag == STRING:
+        return '"' + escape_json_inner(source[v.start:v.end]) + ('"' if closed else ""), closed
+    if v.tag == JSON_VALUE:
+        return normalize_python_value(source[v.start:v.end]), closed
+    if v.tag == OBJECT:
+        parts, done = _members(source, v)
+        return "{" + ",".join(parts) + ("}" if done and closed else ""), done and closed
+    if v.tag == ARRAY:
         items: list[str] = []
-        item_close = NS + "</item>"
-        while True:
-            save = sc.pos
-            sc.space()
-            r = sc.check(NS + "<item>")
-            if r == -1:
-                return "[" + ",".join(items), False
-            if r == 0:
-                sc.pos = save
+        done = True
+        for item in _tagged(v):
+            inner = _tagged(item)
+            if not inner:
+                done = False
                 break
-            sc.pos += len(NS + "<item>")
-            v, done = _value(sc, schema.items(), item_close, depth + 1, refs)
-            items.append(v)
+            text, done = _value(source, inner)
+            items.append(text)
             if not done:
-                return "[" + ",".join(items), False
-        sc.space()
-        return _close(sc, "[" + ",".join(items), "]", close)
-    start = sc.pos
-    try:
-        end = C.scan_json(sc.text, start, sc.memo)
-    except Incomplete as e:
-        return sc.text[start:max(start, e.end)], False
-    sc.pos = end
-    return _close(sc, sc.text[start:end], "", close)
+                break
+        return "[" + ",".join(items) + ("]" if done and closed else ""), done and closed
+    return "", False
 
 
-def _close(sc: Scanner, json_text: str, bracket: str, close: str) -> tuple[str, bool]:
-    r = sc.check(close)
-    if r == 1:
-        sc.pos += len(close)
-        return json_text + bracket, True
-    if r == -1:
-        return json_text, False
-    raise Mismatch(sc.pos, f"expected {close!r}")
+def _arguments(source: str, node: AstNode) -> str:
+    """The value hook: ``{`` and the members read so far (the call's close adds the ``}``)."""
+    return "{" + ",".join(_members(source, node)[0])
 
 
-def _members(sc: Scanner, schema: C.Schema, depth: int, refs: frozenset = frozenset()) -> tuple[list[str], bool]:
-    """Object members ``NS<key>value NS</key>`` in any order (llama.cpp: required ones in schema order, then
-    optional ones in any order). Returns the JSON members and whether the input still continues."""
-    props = {name: s for name, s, _ in schema.properties()}
-    opens = {NS + "<" + name + ">": name for name in props}
-    members: list[str] = []
-    while True:
-        save = sc.pos
-        sc.space()
-        if sc.pos >= sc.n:
-            return members, False
-        try:
-            tag = sc.choose_literal(opens)
-        except Incomplete:
-            return members, False
-        except Mismatch:
-            sc.pos = save
-            return members, True
-        sc.pos += len(tag)
-        name = opens[tag]
-        v, done = _value(sc, props[name], NS + "</" + name + ">", depth, refs)
-        members.append(json.dumps(name, ensure_ascii=False) + ":" + v)
-        if not done:
-            return members, False
-
-
-def _make_body(view: C.RequestView, gen_literal: str):
-    tools = {t.name: t for t in view.tools}
-    opens = {NS + '<invoke name="' + name + '">': name for name in tools}
-
-    def reasoning(sc: Scanner, b: C.MessageBuilder) -> None:
-        if sc.pos >= sc.n:
-            return
-        r = sc.check(THINK_START)
-        if r == -1:
-            raise Incomplete(sc.n)
-        if r == 1:
-            sc.pos += len(THINK_START)
-            if view.enable_thinking:
-                sc.space()
-                b.add_reasoning(sc.until(THINK_END))
-            else:
-                sc.until(THINK_END)  # a think block while thinking is off is dropped
-            sc.expect(THINK_END)
-            return
-        sc.optional(THINK_END)
-
-    def invoke(sc: Scanner, b: C.MessageBuilder) -> None:
-        tag = sc.choose_literal(opens)
-        sc.pos += len(tag)
-        name = opens[tag]
-        b.open_call(name)
-        spec = tools[name]
-        sc.space()
-        start = sc.pos
-        if spec.schema.kind == "object":
-            members, more = _members(sc, spec.schema, 0)
-        else:
-            members, more = [], True
-        b.converted_args("{" + ",".join(members), start, sc.pos)
-        if not more:
-            raise Incomplete(sc.n)
-        sc.space()
-        sc.expect(INVOKE_END)
-        b.current.call.arguments += "}"
-
-    def tool_calls(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect(FC_START)
-        sc.space()
-        invoke(sc, b)
-        if view.parallel:
-            while True:
-                save = sc.pos
-                sc.space()
-                r = sc.check(NS + "<invoke")
-                if r == -1:
-                    raise Incomplete(sc.n)
-                if r == 0:
-                    sc.pos = save
-                    break
-                invoke(sc, b)
-        sc.space()
-        sc.expect(FC_END)
-
-    def body(sc: Scanner, b: C.MessageBuilder) -> None:
-        sc.expect(gen_literal)
-        if view.extract_reasoning:
-            reasoning(sc, b)
-        if view.has_schema:
-            sc.expect("```json")
-            sc.space()
-            sc.pos = C.streamed_json_value(sc, b.add_content)
-            sc.space()
-            sc.expect("```")
-        elif not view.tools_active:
-            b.add_content(sc.until())
-        else:
-            b.add_content(sc.until(FC_START))
-            if view.required:
-                tool_calls(sc, b)
-            else:
-                C.optional(sc, b, tool_calls)
-        if sc.pos < sc.n:
-            raise Mismatch(sc.pos, "text after the tool calls")
-
-    return body
+ARGS_TAG = register_args_hook("minimax-m3", _arguments)
 
 
 def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,
-          prepared: Any = None) -> C.HandlerParser:
+          prepared: Any = None) -> HandlerParser:
     """MiniMax-M3 parser and grammar (llama.cpp ``common_chat_params_init_minimax_m3``). The parse starts with
     the generation prompt up to its first ``<mm:think>``; a continuation appends ``<mm:think>`` + the continued
     reasoning (+ ``</mm:think>`` + content)."""
-    view = C.request_view(request)
+    view = request_view(request)
     gen = generation_prompt
     cut = gen.find(THINK_START)
     gen_literal = gen if cut == -1 else gen[:cut]
     gp = gen
     if view.has_continuation:
         gp = view.prefill(gen + THINK_START, THINK_END)
-
-    include_grammar = view.has_schema or view.tools_active
-    return C.HandlerParser(
-        name=NAME,
-        body=_make_body(view, gen_literal),
-        generation_prompt=gp,
-        preserved_tokens=[NS, "<tool_call>", "</tool_call>", THINK_START, THINK_END],
-        format="peg-minimax-m3",
-        thinking_start_tag=THINK_START,
-        thinking_end_tags=[THINK_END],
-        message_delimiters={"assistant": "]~b]ai", "user": "]~b]user", "tool": "]~b]tool",
-                            "system": "]~b]system"},
-        drop_blank_reasoning=False,
-        **C.grammar_fields(lambda p: _peg_root(p, view, gen_literal), include=include_grammar,
-                           lazy=not (view.has_schema or (view.tools_active and view.required)),
-                           trigger=C.word_trigger(FC_START)),
-    )
+    return peg_parser(NAME, lambda p: _peg_root(p, view, gen_literal), generation_prompt=gp,
+                      parser_generation_prompt=generation_prompt, include=view.has_schema or view.tools_active,
+                      lazy=not (view.has_schema or (view.tools_active and view.required)), trigger=word(FC_START),
+                      preserved_tokens=[NS, "<tool_call>", "</tool_call>", THINK_START, THINK_END],
+                      format="peg-minimax-m3", thinking_start_tag=THINK_START, thinking_end_tags=[THINK_END],
+                      message_delimiters=list(DELIMITERS.items()))
 
 
-def _peg_root(p: Any, view: C.RequestView, gen_literal: str) -> Any:
-    """llama.cpp's MiniMax-M3 parser structure (core.peg ChatBuilder), used for the grammar."""
-    from ...grammar import json_schema as JS
-
+def _peg_root(p: Any, view: RequestView, gen_literal: str) -> Any:
+    """The format: llama.cpp's MiniMax-M3 parser on core.peg's ChatBuilder, for the parse and the grammar."""
     gen = p.literal(gen_literal) if gen_literal else p.eps()
     reasoning = p.eps()
     if view.extract_reasoning:
@@ -278,23 +162,26 @@ def _peg_root(p: Any, view: C.RequestView, gen_literal: str) -> Any:
 
     def element(tag: str, node: Any, rule_name: str, refs: frozenset) -> Any:
         close = NS + "</" + tag + ">"
-        return p.rule(rule_name, p.tool_arg(p.tool_arg_open(p.literal(NS + "<") + p.tool_arg_name(p.literal(tag))
-                                                            + p.literal(">")) + value_of(node, rule_name, close, refs)))
+        opener = p.atomic(p.tag(OPEN, p.literal(NS + "<") + p.atomic(p.tag(KEY, p.literal(tag))) + p.literal(">")))
+        return p.rule(rule_name, p.tag(MEMBER, opener + value_of(node, rule_name, close, refs)))
 
     def value_of(node: Any, rule_name: str, close: str, refs: frozenset) -> Any:
-        close_tag = p.tool_arg_close(p.literal(close))
+        close_tag = p.atomic(p.tag(CLOSE, p.literal(close)))
         if JS.may_be_string(node):
-            return p.ac(p.tool_arg_string_value(p.until(close)) + close_tag, close)
+            return p.ac(p.tag(STRING, p.until(close)) + close_tag, close)
         target, refs = resolve(node, refs)
         if isinstance(target, JS.AnyOf):
             return p.choice(*[value_of(alt, f"{rule_name}-{i}", close, refs) for i, alt in enumerate(target.children)])
         if isinstance(target, JS.ObjectSchema) and target.properties:
-            return p.tag("tool-arg-object", members_of(target, rule_name, refs)) + p.space() + close_tag
+            return p.tag(OBJECT, members_of(target, rule_name, refs)) + p.space() + close_tag
         if isinstance(target, JS.ArraySchema):
-            item = p.rule(rule_name + "-item", p.tag("tool-arg-item", p.literal(NS + "<item>") + value_of(
+            item = p.rule(rule_name + "-item", p.tag(ITEM, p.literal(NS + "<item>") + value_of(
                 target.items, rule_name + "-item", NS + "</item>", refs)))
-            return p.tag("tool-arg-array", p.repeat(p.space() + item, 0, -1)) + p.space() + close_tag
-        return p.tool_arg_json_value(p.schema(p.json(), rule_name + "-schema", node)) + close_tag
+            return p.tag(ARRAY, p.repeat(p.space() + item, 0, -1)) + p.space() + close_tag
+        value = p.schema(p.json(), rule_name + "-schema", node)
+        if p.python_literal_values:   # improved fidelity: a Python literal where JSON fails
+            value = p.choice(value, p.python_literal())
+        return p.tag(JSON_VALUE, value) + close_tag
 
     def members_of(obj: Any, prefix: str, refs: frozenset = frozenset()) -> Any:
         required, optional = [], []
@@ -305,11 +192,18 @@ def _peg_root(p: Any, view: C.RequestView, gen_literal: str) -> Any:
 
     choices = []
     for spec in view.tools:
-        root, refs = resolve(C.schema_node(spec.parameters), frozenset())
-        body = members_of(root, f"tool-{spec.index}-arg", refs) if isinstance(root, JS.ObjectSchema) else p.eps()
-        call = p.tool(p.tool_open(p.literal(NS + '<invoke name="') + p.tool_name(p.literal(spec.name))
-                                  + p.literal('">')) + p.space() + body + p.space()
-                      + p.tool_close(p.literal(INVOKE_END)))
+        root, refs = resolve(JS.schema_from_json_lenient(spec.parameters), frozenset())
+        if isinstance(root, JS.ObjectSchema):
+            body = p.tag(ARGS_TAG, members_of(root, f"tool-{spec.index}-arg", refs))
+            # one whitespace node on both sides of the arguments: the arena then numbers the grammar's helper
+            # rules (ac-N) as it did before the hook's tag existed
+            opener = p.tool_open(p.literal(NS + '<invoke name="') + p.tool_name(p.literal(spec.name)) + p.literal('">'))
+            space = p.space()
+            call = p.tool(opener + space + body + space + p.tool_close(p.literal(INVOKE_END)))
+        else:
+            call = p.tool(p.tool_open(p.literal(NS + '<invoke name="') + p.tool_name(p.literal(spec.name))
+                                      + p.literal('">')) + p.space() + p.eps() + p.space()
+                          + p.tool_close(p.literal(INVOKE_END)))
         choices.append(p.rule(f"tool-{spec.index}", call))
     one = p.choice(*choices)
     if view.parallel:

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...grammar.json_schema import may_be_string
 from ...templating import ChatTemplate
 from ..request import ChatRequest, Continuation
-from . import _common as C
+from ._request_view import RequestView, param_nodes, request_view
 from ._peg_handler import HandlerParser, pattern, peg_parser
 
 NAME = "muse_glimmer"
@@ -45,7 +46,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     """Muse Glimmer parser and grammar (llama.cpp ``common_chat_params_init_muse_glimmer``). The generation
     prompt is always ``<|start|>assistant``; a continuation reopens the ``to=self`` message (and for CONTENT
     closes it and opens the ``to=user`` one)."""
-    view = C.request_view(request)
+    view = request_view(request)
     gp = START
     if view.has_continuation:
         gp = START + SELF + view.continue_reasoning()
@@ -62,7 +63,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
                       message_delimiters=list(DELIMITERS.items()))
 
 
-def _peg_root(p: Any, view: C.RequestView) -> Any:
+def _peg_root(p: Any, view: RequestView) -> Any:
     """llama.cpp's Muse Glimmer parser on core.peg's ChatBuilder: the format, for the parse and the grammar."""
     start = p.rule("start", p.literal(START))
     if not view.extract_reasoning and not (view.has_schema or view.tools_active):
@@ -86,8 +87,8 @@ def _peg_root(p: Any, view: C.RequestView) -> Any:
     choices = []
     for spec in view.tools:
         arg_rules = []
-        for j, (pname, node, _, sview) in enumerate(C.param_nodes(spec)):
-            if sview.may_be_string():
+        for j, (pname, node, _) in enumerate(param_nodes(spec)):
+            if may_be_string(node):
                 value = string_value
             else:
                 value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{spec.index}-arg-{j}-schema", node))
