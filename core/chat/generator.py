@@ -41,6 +41,7 @@ streamed stays when garbage follows it. ``parse`` never raises.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -59,9 +60,12 @@ from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import REASONING_START_REPEATED
+from .repairs import BUILTIN_CALL_SYNTAX, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS   # issue 25 (s9-calls2)
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
+# repair json-call-wrappers: a template whose tool instructions show the call list as WORD[{"name": …}] (linear)
+_LISTED_CALLS = re.compile(r'\b([A-Za-z_][A-Za-z0-9_]{0,40})\[\{"name"')
 RECOVER_TRAILING = "recover-trailing"
 RECOVER_CONTENT = "recover-content"
 MAIN_REST = "main+rest"
@@ -643,8 +647,9 @@ class _Gen:
     """Builds the parser for one (analysis, request) pair; mirrors the reference's build functions."""
 
     def __init__(self, analysis: TemplateAnalysis, request: ChatRequest, improvements: frozenset[str] = frozenset(),
-                 reasoning_preamble: str = "", generation_prompt: str = ""):
+                 reasoning_preamble: str = "", generation_prompt: str = "", template_source: str = ""):
         self.a = analysis
+        self.template_source = template_source or ""
         self.req = request
         self.improvements = improvements
         self.reasoning_preamble = reasoning_preamble
@@ -717,8 +722,17 @@ class _Gen:
         optional content — templates of this format write the content after the calls."""
         p, f, req = self.p, self.a.tools.format, self.req
         calls = p.pythonic_tool_calls(req.tools, req.parallel_tool_calls, f.tools_array_wrapped)
-        section = p.trigger_rule("tool-call", p.literal(f.section_start) + p.space() + calls + p.space()
-                                 + p.literal(f.section_end))
+        body = p.literal(f.section_start) + p.space() + calls + p.space() + p.literal(f.section_end)
+        if PYTHON_CODE_MARKERS in p.repairs and not f.section_start and not f.section_end:
+            # repair python-code-markers: Llama 4 writes the list inside <|python_start|> … <|python_end|>
+            # (the end token may be left out), Llama 3.x after <|python_tag|>; the template renders it bare
+            def marker(text: str) -> P:
+                return p.repair(PYTHON_CODE_MARKERS, p.literal(text))
+            body = p.choice(body,
+                            marker("<|python_start|>") + p.space() + calls + p.space()
+                            + p.optional(marker("<|python_end|>")),
+                            marker("<|python_tag|>") + p.space() + calls)
+        section = p.trigger_rule("tool-call", body)
         if req.tool_choice != ToolChoice.REQUIRED:
             section = p.optional(section)
         before = p.until(f.section_start) if f.section_start else p.eps()
@@ -763,7 +777,13 @@ class _Gen:
             tool_start = trim_ws(tool_start)   # the marker may come without its line break (p.flexible)
         if pair and ("calls-inside-section-markers" in p.repairs or kw.get("content_inside_pair")):
             tool_start = pair[0]               # the calls (or the content) may follow the first marker alone
-        body = p.optional(p.content(p.until(tool_start))) + tools
+        stops, variants = self.json_call_variants()
+        if variants:
+            # issue 25 repairs: the content also ends where a wrapper of the calls starts, and the calls may come
+            # in that wrapper (each variant starts with its own marker, so it fails where another text stands)
+            body = p.optional(p.content(p.until_one_of([tool_start] + stops))) + p.choice(*variants, tools)
+        else:
+            body = p.optional(p.content(p.until(tool_start))) + tools
         if self.inferred:
             # instructions say how a call starts, not that the answer ends with it: text after the calls is content
             body = body + p.optional(p.content(p.rest()))
@@ -773,6 +793,63 @@ class _Gen:
         if unmarked is not None:
             body = p.choice(unmarked, body)
         return self.reasoning + body
+
+    def json_call_variants(self) -> tuple[list[str], list[P]]:
+        """The issue-25 repairs of a JSON call format, as ``(stops, variants)``: markers where the content before
+        the calls also ends, and call sections that start with one of them (tried before the template's).
+
+        * ``python-code-markers`` / ``builtin-call-syntax``, a format without markers whose template knows Llama
+          3.x's ``<|python_tag|>`` or is written in Llama 3's chat format (``<|start_header_id|>``; vLLM's
+          llama3_json takes the tag for every Llama 3.x): the tag, then the template's JSON call(s) or — when the
+          template writes ``.call(`` — a built-in tool call ``NAME.call(key=value, …)``;
+        * ``json-call-wrappers``, a format without markers (xLAM) or opened by ``<|tool_call|>`` (Granite): the
+          JSON call(s) in a ```` ```json ```` / ```` ``` ```` fence, in ``<tool_call>`` … ``</tool_call>`` (the
+          closers optional), or after ``[TOOL_CALLS]``; a format without markers whose template's instructions
+          show the calls as ``WORD[{"name": …}, …]`` (Phi-4-mini's ``functools[…]``): the calls in ``WORD[`` … ``]``.
+        """
+        p, f, req = self.p, self.a.tools.format, self.req
+        calls = p.last_json_calls
+        stops: list[str] = []
+        variants: list[P] = []
+        start = trim_ws(f.section_start or f.per_call_start)
+        if calls is None or trim_ws(f.section_end or f.per_call_end):
+            return stops, variants
+        tag = "<|python_tag|>"
+        # the token of Llama 3.x's tokenizer: the template names it, or is written in Llama 3's chat format
+        if not start and (tag in self.template_source or "<|start_header_id|>" in self.template_source):
+            alts: list[P] = []
+            if PYTHON_CODE_MARKERS in p.repairs:
+                alts.append(calls)
+            if BUILTIN_CALL_SYNTAX in p.repairs and ".call(" in self.template_source:
+                alts.append(p.repair(BUILTIN_CALL_SYNTAX, p.pythonic_tool_calls(req.tools, False, False, ".call",
+                                                                              "builtin-call-")))
+            if alts:
+                marker = p.repair(PYTHON_CODE_MARKERS, p.literal(tag)) if PYTHON_CODE_MARKERS in p.repairs \
+                    else p.literal(tag)
+                stops.append(tag)
+                variants.append(p.trigger_rule("tool-call-python-tag", marker + p.space() + p.choice(*alts)))
+        listed = _LISTED_CALLS.search(self.template_source) if not start else None
+        if JSON_CALL_WRAPPERS in p.repairs and listed is not None:
+            # the template's tool instructions show the calls as WORD[{"name": …}, …] (Phi-4-mini's functools[…])
+            def named(text: str) -> P:
+                return p.repair(JSON_CALL_WRAPPERS, p.literal(text))
+            word = listed.group(1)
+            stops.append(word + "[")
+            if f.tools_array_wrapped:
+                body = named(word) + calls
+            else:
+                body = named(word + "[") + p.space() + calls + p.space() + p.optional(named("]"))
+            variants.append(p.trigger_rule("tool-call-listed", body))
+        if JSON_CALL_WRAPPERS in p.repairs and start in ("", "<|tool_call|>"):
+            def mark(text: str) -> P:
+                return p.repair(JSON_CALL_WRAPPERS, p.literal(text))
+            opener = "[" if f.tools_array_wrapped else "{"
+            stops += ["```json", "```" + opener, "```\n" + opener, "<tool_call>", "[TOOL_CALLS]"]
+            variants.append(p.trigger_rule("tool-call-wrapped", p.choice(
+                p.choice(mark("```json"), mark("```")) + p.space() + calls + p.space() + p.optional(mark("```")),
+                mark("<tool_call>") + p.space() + calls + p.space() + p.optional(mark("</tool_call>")),
+                mark("[TOOL_CALLS]") + p.space() + calls)))
+        return stops, variants
 
     def unmarked_calls(self, has_markers: bool) -> P | None:
         """Repairs ``fenced-calls`` / ``unmarked-calls`` (:mod:`core.chat.repairs`): the JSON calls at the very
@@ -1118,7 +1195,7 @@ def reasoning_preamble(analysis: TemplateAnalysis, generation_prompt: str) -> st
 
 
 def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation_prompt: str, *,
-                    improvements: Any = ()) -> GeneratedParser:
+                    improvements: Any = (), template_source: str = "") -> GeneratedParser:
     """Build the chat parser and grammar for ``request`` from a template ``analysis``.
 
     ``improvements``: names of the parser-stage improvements of :mod:`core.analysis.fidelity` to apply
@@ -1131,12 +1208,14 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     ``continue_final_message`` is set). The parser prepends it (or the continuation prefix) to the output.
     Follows llama.cpp ``peg_generator::generate_parser`` / ``autoparser::build_parser``; never raises for a
     valid analysis and request (schema parts the grammar cannot express are noted in ``notes``).
+    ``template_source``: the template's text, where a repair looks for a token the template knows
+    (``<|python_tag|>``, repair ``python-code-markers``); "" when unknown.
     """
     active = frozenset(improvements or ())
     preamble = ""
     if GENERATION_PROMPT_PREAMBLE in active and request.reasoning_format != ReasoningFormat.NONE:
         preamble = reasoning_preamble(analysis, generation_prompt)
-    gen = _Gen(analysis, request, active, preamble, generation_prompt)
+    gen = _Gen(analysis, request, active, preamble, generation_prompt, template_source)
     arena, eps_fallback = gen.build(generation_prompt)
     out = GeneratedParser(
         arena=arena,

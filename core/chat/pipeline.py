@@ -273,7 +273,7 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
         notes.append(from_request)
     analysis = report.analysis
     try:
-        parser = generate_parser(analysis, request, gp, improvements=improvements)
+        parser = generate_parser(analysis, request, gp, improvements=improvements, template_source=template.source)
     except ChatTemplateExplorerError:
         raise
     except Exception as e:

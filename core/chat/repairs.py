@@ -129,6 +129,12 @@ REASONING_END_WITHOUT_START = "reasoning-end-without-start"
 CALL_MARKER_WHITESPACE = "call-marker-whitespace"
 CALL_ID_NAMESPACE_OPTIONAL = "call-id-namespace-optional"
 CONTENT_BETWEEN_CALLS = "content-between-calls"
+# issue 25, JSON and pythonic call families (s9-calls2)
+PYTHONIC_VALUES = "pythonic-values"
+CALL_LIST_SPACING = "call-list-spacing"
+PYTHON_CODE_MARKERS = "python-code-markers"
+BUILTIN_CALL_SYNTAX = "builtin-call-syntax"
+JSON_CALL_WRAPPERS = "json-call-wrappers"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -395,6 +401,77 @@ REPAIRS: list[Repair] = [
                "before the first as content; here the text between is content too, the lossless contract): "
                "https://github.com/vllm-project/vllm/blob/024364d6695352f41c029121af6b8ecf2ae60184/tests/"
                "tool_parsers/test_glm4_moe_tool_parser.py (real-output case glm-mixed-content)"),
+    # ---- issue 25: JSON and pythonic call families (s9-calls2) -------------------------------------------------
+    Repair(
+        name=PYTHONIC_VALUES,
+        title="Pythonic call values as Python writes them",
+        stage=RepairStage.TOLERANCE,
+        accepts="In pythonic calls (LFM2 <|tool_call_start|>[f(a=1)]<|tool_call_end|>, the PYTHONIC format of "
+                "Llama 3.2 / 4 templates), a value that llama.cpp's quote swap turns into invalid JSON or "
+                "rejects: a string with raw line breaks or other control characters, any Python escape (\\', "
+                "\\\" inside single quotes, \\x41, an unknown \\d), an integer with leading zeros (07), a tuple, "
+                "a trailing comma. The value is decoded by Python's rules and written as JSON.",
+        example="<|tool_call_start|>[set_date(month=07, day=05)]<|tool_call_end|>",
+        source="vLLM's LFM2 parser rewrites before ast.parse (control characters escaped, leading-zero integers, "
+               "https://github.com/vllm-project/vllm/blob/011cde7c177a29bbcb0052d80e5ab7671a70f634/vllm/"
+               "tool_parsers/lfm2_tool_parser.py); vLLM's and SGLang's pythonic parsers read values with Python's "
+               "ast (https://github.com/sgl-project/sglang/blob/0813438c032112acef251f02fc8911044c68ba06/python/"
+               "sglang/srt/function_call/pythonic_detector.py); real-output cases lfm2-multiline-string, "
+               "lfm2-leading-zero"),
+    Repair(
+        name=CALL_LIST_SPACING,
+        title="Whitespace between a call section marker and its pythonic call list",
+        stage=RepairStage.TOLERANCE,
+        accepts="LFM2 output with spaces or line breaks between <|tool_call_start|> and the [ of the call list, "
+                "or between the ] and <|tool_call_end|>; llama.cpp's grammar wants them adjacent.",
+        example="<|tool_call_start|> [get_candidate_status(candidate_id='12345')]<|tool_call_end|>",
+        source="vLLM's LFM2 parser strips the text between the markers "
+               "(https://github.com/vllm-project/vllm/blob/011cde7c177a29bbcb0052d80e5ab7671a70f634/vllm/"
+               "tool_parsers/lfm2_tool_parser.py); real-output case lfm2-space-after-start"),
+    Repair(
+        name=PYTHON_CODE_MARKERS,
+        title="Llama's code-block tokens around tool calls",
+        stage=RepairStage.TOLERANCE,
+        accepts="Tool calls after <|python_tag|> (Llama 3.x: before a JSON call, when the template names the "
+                "token or is written in Llama 3's chat format) or inside <|python_start|> … <|python_end|> (Llama 4: around a pythonic call list, the "
+                "end token optional), where the template renders the calls bare: the tokens are markup, not "
+                "content.",
+        example='<|python_tag|>{"type": "function", "name": "trending_songs", "parameters": {"n": "10"}}',
+        source="vLLM llama3_json (bot token <|python_tag|>) and llama4_pythonic (strips <|python_start|> / "
+               "<|python_end|>) parsers, https://github.com/vllm-project/vllm/blob/"
+               "e2fc92ec91d754266a76b9369da48f6693300c2e/vllm/tool_parsers/llama4_pythonic_tool_parser.py; "
+               "Meta's Llama 3.1 prompt format (https://github.com/meta-llama/llama-models/blob/"
+               "ab8f592c14ff376f8de6dbc164f428c2845bd6b6/llama_models/llama3_1/prompt_format.md)"),
+    Repair(
+        name=BUILTIN_CALL_SYNTAX,
+        title="A Llama 3.1 built-in tool call NAME.call(arg=\"v\")",
+        stage=RepairStage.TOLERANCE,
+        accepts="<|python_tag|>NAME.call(key=value, …) for a tool of the request, as the Llama 3.1 template "
+                "itself renders a built-in tool's call (brave_search, wolfram_alpha): the arguments are "
+                "Python keyword arguments; read when the template writes '.call(' after <|python_tag|>.",
+        example='<|python_tag|>brave_search.call(query="latest price of 1oz gold")',
+        source="Meta's Llama 3.1 / 3.3 prompt format docs (model responses recorded there); llama.cpp's Llama 3.x "
+               "handler maps NAME.call(...) of a built-in tool to a call; real-output cases l31-brave-search, "
+               "l33-brave-search"),
+    Repair(
+        name=JSON_CALL_WRAPPERS,
+        title="A JSON call array in a wrapper the template does not render",
+        stage=RepairStage.TOLERANCE,
+        accepts="A JSON-array call format (xLAM: a bare [{\"name\": …, \"arguments\": …}]; Granite: "
+                "<|tool_call|>[…]) whose calls come after content inside a ```json / ``` fence, inside "
+                "<tool_call> … </tool_call>, after [TOOL_CALLS], or after the plain-text <tool_call> instead of "
+                "the template's <|tool_call|> (whitespace allowed after it); or, where the template's tool "
+                "instructions show the calls as WORD[{\"name\": …}] (Phi-4-mini's functools[…]), inside WORD[ … ]: "
+                "the wrapper is markup.",
+        example='I\'ll help you check the weather.<tool_call>[{"name": "get_current_weather", "arguments": '
+                '{"city": "Dallas"}}]</tool_call>',
+        source="vLLM's xLAM parser (code fences, <tool_call> tags, [TOOL_CALLS], content before: "
+               "https://github.com/vllm-project/vllm/blob/10a67515200ceb7bd3f91f6e5aba0c4c13e6ef8f/tests/"
+               "tool_parsers/test_xlam_tool_parser.py) and Granite parser (the <tool_call> string prefix of "
+               "Granite 3.1: https://github.com/vllm-project/vllm/blob/2ab4733ef9fc3c039a5868e0141fee3b7fd95890/"
+               "tests/tool_parsers/test_granite_tool_parser.py) and Phi-4-mini parser (functools[…]: "
+               "https://github.com/vllm-project/vllm/blob/2471a1c1430e2a066029bc743562eee6db2feab0/tests/"
+               "tool_parsers/test_phi4mini_tool_parser.py)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -706,4 +783,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START",
+           "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
+           "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
