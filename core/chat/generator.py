@@ -59,8 +59,8 @@ from ..peg.chat import ChatBuilder, indexed_function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
-from .repairs import REASONING_START_REPEATED
 from .repairs import BUILTIN_CALL_SYNTAX, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS   # issue 25 (s9-calls2)
+from .repairs import INSTRUCTED_REASONING_MARKERS, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
@@ -647,12 +647,15 @@ class _Gen:
     """Builds the parser for one (analysis, request) pair; mirrors the reference's build functions."""
 
     def __init__(self, analysis: TemplateAnalysis, request: ChatRequest, improvements: frozenset[str] = frozenset(),
-                 reasoning_preamble: str = "", generation_prompt: str = "", template_source: str = ""):
+                 reasoning_preamble: str = "", generation_prompt: str = "", template_source: str = "",
+                 reasoning_first: bool = False, instructed: tuple = ()):
         self.a = analysis
         self.template_source = template_source or ""
         self.req = request
         self.improvements = improvements
         self.reasoning_preamble = reasoning_preamble
+        self.reasoning_first = reasoning_first
+        self.instructed = instructed   # (start phrases, end phrases): repair instructed-reasoning-markers
         self.generation_prompt = generation_prompt
         self.p = ChatBuilder(python_literal_values=True if PYTHON_LITERAL_VALUES in improvements else None)
         self.extracting = (request.reasoning_format != ReasoningFormat.NONE
@@ -669,6 +672,14 @@ class _Gen:
     # -- reasoning / content --------------------------------------------------------------------------------
     def reasoning_parser(self) -> P:
         p, r = self.p, self.a.reasoning
+        if self.instructed and r.mode == ReasoningMode.NONE and self.req.reasoning_format != ReasoningFormat.NONE \
+                and INSTRUCTED_REASONING_MARKERS in p.repairs:
+            starts, ends = self.instructed
+            self.notes.append(f"repair {INSTRUCTED_REASONING_MARKERS}: the prompt asks for {starts[0]!r} / "
+                              f"{ends[0]!r}: the text between them is reasoning")
+            block = (p.choice(*[p.literal(t) for t in starts]) + p.reasoning(p.until_one_of(list(ends)))
+                     + p.optional(p.choice(*[p.literal(t) for t in ends])))
+            return p.optional(p.repair(INSTRUCTED_REASONING_MARKERS, block))
         if not self.extracting:
             return p.eps()
         if r.mode in (ReasoningMode.TAG_BASED, ReasoningMode.TOOLS_ONLY) and r.end:
@@ -684,9 +695,28 @@ class _Gen:
                     start = start + p.optional(p.repair(REASONING_START_REPEATED,
                                                         p.space() + p.optspace(r.start)))
                 block = start + p.reasoning(p.until(end)) + p.optspace(r.end)
+                if self.reasoning_first and REASONING_END_WITHOUT_START in p.repairs:
+                    # thinking is on and the prompt does not open it: the model reasons from its first token
+                    # (a stripped or never-written start marker) until the end marker or a call opener
+                    stops = [end] + [o for o in self.call_openers() if o != end]
+                    # text that opens with JSON or a bracket is a call or a JSON answer (unmarked-calls, a
+                    # response format), not reasoning
+                    implicit = p.negate(p.space() + p.choice(p.literal("{"), p.literal("["))) + p.repair(
+                        REASONING_END_WITHOUT_START, p.reasoning(p.until_one_of(stops)) + p.optional(p.optspace(r.end)))
+                    self.notes.append(f"repair {REASONING_END_WITHOUT_START}: thinking is on and the generation "
+                                      f"prompt does not open {trim_ws(r.start)!r}: the output is reasoning until "
+                                      f"{end!r}" + (" or a call" if len(stops) > 1 else ""))
+                    return p.optional(p.choice(block, implicit))
                 return p.optional(block)
             return p.optional(p.reasoning(p.until(end)) + p.optspace(r.end))
         return p.eps()
+
+    def call_openers(self) -> list[str]:
+        """The marker that opens this request's tool calls (its section, else its call), [] without tools."""
+        f, req = self.a.tools.format, self.req
+        if not req.tools or req.tool_choice == ToolChoice.NONE or f.mode == ToolFormat.NONE:
+            return []
+        return [o for o in (trim_ws(f.section_start or ""), trim_ws(f.per_call_start or "")) if o][:1]
 
     def content_pre(self) -> P:
         """The content body without its final ``end()``."""
@@ -695,6 +725,11 @@ class _Gen:
             if self.extracting:
                 return self.reasoning + c.start + p.content(p.until(c.end)) + c.end
             return p.content(p.until(c.start)) + c.start + p.content(p.until(c.end)) + c.end
+        end = trim_ws(self.a.reasoning.end)
+        if self.extracting and end and REASONING_END_UNMATCHED in p.repairs:
+            # the end marker again after the reasoning closed (or with none open) closes nothing: markup
+            stray = p.content(p.until(end)) + p.repair(REASONING_END_UNMATCHED, p.literal(end))
+            return self.reasoning + p.zero_or_more(stray) + p.content(p.rest())
         return self.reasoning + p.content(p.rest())
 
     def optional_wrapped(self) -> P:
@@ -1151,6 +1186,8 @@ class _Gen:
         if pre is None:
             root = prefix << p.eps()
         else:
+            if not pure_content and not has_rf and TRAILING_EOS_TOKEN in p.repairs:
+                pre = pre + trailing_eos(p)   # a stop token the server left after the last call
             body = pre + p.end()
             root = prefix + body if pure_content else prefix << body
         entries: dict[str, P] = {RECOVER_CONTENT: prefix + self.reasoning + p.content(p.rest())}
@@ -1195,7 +1232,8 @@ def reasoning_preamble(analysis: TemplateAnalysis, generation_prompt: str) -> st
 
 
 def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation_prompt: str, *,
-                    improvements: Any = (), template_source: str = "") -> GeneratedParser:
+                    improvements: Any = (), template_source: str = "", reasoning_first: bool = False,
+                    instructed: tuple = ()) -> GeneratedParser:
     """Build the chat parser and grammar for ``request`` from a template ``analysis``.
 
     ``improvements``: names of the parser-stage improvements of :mod:`core.analysis.fidelity` to apply
@@ -1206,6 +1244,11 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     ``generation_prompt``: what the template adds for the assistant turn (render with minus without
     ``add_generation_prompt``, for the request's messages - without the continued message when
     ``continue_final_message`` is set). The parser prepends it (or the continuation prefix) to the output.
+    ``reasoning_first``: the request switches thinking on and the generation prompt does not open reasoning
+    (:func:`core.chat.prompt.thinking_switched_on`); with repair ``reasoning-end-without-start`` the output is
+    then reasoning until the end marker even without a start marker (as vLLM's DeepSeek-R1 parser reads it).
+    ``instructed``: ``(start phrases, end phrases)`` the prompt tells the model to write its reasoning between
+    (:data:`core.chat.repairs.INSTRUCTED_MARKERS`; repair ``instructed-reasoning-markers``), or ().
     Follows llama.cpp ``peg_generator::generate_parser`` / ``autoparser::build_parser``; never raises for a
     valid analysis and request (schema parts the grammar cannot express are noted in ``notes``).
     ``template_source``: the template's text, where a repair looks for a token the template knows
@@ -1215,7 +1258,7 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     preamble = ""
     if GENERATION_PROMPT_PREAMBLE in active and request.reasoning_format != ReasoningFormat.NONE:
         preamble = reasoning_preamble(analysis, generation_prompt)
-    gen = _Gen(analysis, request, active, preamble, generation_prompt, template_source)
+    gen = _Gen(analysis, request, active, preamble, generation_prompt, template_source, reasoning_first, instructed)
     arena, eps_fallback = gen.build(generation_prompt)
     out = GeneratedParser(
         arena=arena,

@@ -135,6 +135,20 @@ CALL_LIST_SPACING = "call-list-spacing"
 PYTHON_CODE_MARKERS = "python-code-markers"
 BUILTIN_CALL_SYNTAX = "builtin-call-syntax"
 JSON_CALL_WRAPPERS = "json-call-wrappers"
+REASONING_END_UNMATCHED = "reasoning-end-unmatched"
+REASONING_START_WHITESPACE = "reasoning-start-whitespace"
+TRAILING_EOS_TOKEN = "trailing-eos-token"
+MESSAGES_AFTER_CALL = "messages-after-call"
+INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
+INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
+)
+"""(start phrases, end phrases) of reasoning written as plain text on the prompt's instruction (Granite 3.2:
+"Write your thoughts after 'Here is my thought process:' and write your response after 'Here is my
+response:'"); the first phrase of each must appear in the prompt, the others are accepted in the output."""
+EOS_TOKENS: tuple[str, ...] = ("</s>", "<|endoftext|>", "<|end_of_text|>", "<|eot_id|>", "<eos>")
+"""End-of-sequence tokens of the common tokenizers (SentencePiece, GPT-2/Qwen, Llama 3, Gemma) that
+``trailing-eos-token`` drops after the last call: servers stop at them and usually strip them."""
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -191,6 +205,87 @@ REPAIRS: list[Repair] = [
                 "<｜Assistant｜><think>\\n: DeepSeek-R1)",
         source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/test_deepseekr1_reasoning_parser.py (real-output cases r1-new-line, r1-think-no-end: vLLM drops the "
                "opener wherever it stands before the end)"),
+    # -- reasoning repairs (issue 25 class 4; docs/fidelity-reasoning.md) -----------------------------------
+    Repair(
+        name=REASONING_END_WITHOUT_START,
+        title="With thinking on, the output is reasoning until the end marker, start marker or not",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output with no reasoning start marker when the request switches thinking on (the template "
+                "renders differently with its thinking switch off: Qwen3 enable_thinking, Seed-OSS "
+                "thinking_budget, Granite thinking) and the generation prompt does not open reasoning: the "
+                "model reasons from its first token, so the text up to the end marker (or up to a tool call "
+                "opener) is reasoning, and an output with no end marker is all reasoning (one that opens with "
+                "{ or [ is a call or a JSON answer, not reasoning: unmarked-calls, response formats) - as vLLM's "
+                "DeepSeek-R1 / Seed-OSS / Qwen3 parsers and SGLang's forced reasoning read it. The stream shows "
+                "the text as reasoning at once (nothing is held back), so stream = one-shot. A request that "
+                "switches thinking off, or a template without a switch, parses as before.",
+        example="Some reasoning</seed:think>This is the rest   (Seed-OSS, thinking budget unlimited)",
+        source="https://github.com/vllm-project/vllm/blob/3060cdea8c74cb592c57fb0639fec3901c6aeac5/tests/reasoning/"
+               "test_seedoss_reasoning_parser.py (real-output cases seedr-*), vllm/reasoning/"
+               "deepseek_r1_reasoning_parser.py (no start token: reasoning until the end token), "
+               "https://github.com/vllm-project/vllm/blob/049d8df27dda4fd0caffa289ea12bfe5a47ac794/tests/reasoning/"
+               "test_qwen3_reasoning_parser.py (q3-without-think); SGLang docs separate_reasoning.md "
+               "(Qwen3-Thinking: always generates thinking; force_reasoning)"),
+    Repair(
+        name=REASONING_END_UNMATCHED,
+        title="A reasoning end marker that closes nothing is markup, not content",
+        stage=RepairStage.TOLERANCE,
+        accepts="The reasoning end marker (</think>, [/THINK]) written in the answer after the reasoning block "
+                "closed, or in an answer that opened none: it is dropped, the text around it stays content in "
+                "order. llama.cpp keeps it inside content.",
+        example="reasoning</think>content A</think>content B   (MiniMax-M2, whose prompt opens <think>)",
+        source="https://github.com/vllm-project/vllm/blob/3f9d440b5aa288be6c1f52bc038dbfe303b9cb58/tests/reasoning/"
+               "test_minimax_m2_reasoning_parser.py (real-output case mm2-double-end: the repeated </think> "
+               "stripped from content); https://github.com/vllm-project/vllm/pull/30391 (Mistral: [/THINK] "
+               "without [THINK] is content, the marker removed)"),
+    Repair(
+        name=REASONING_START_WHITESPACE,
+        title="Whitespace before the reasoning start marker at the start of the output",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output that begins with whitespace (a newline) before the reasoning start marker, in the "
+                "special-format parsers that match the marker at the very start (Magistral / Ministral 3 "
+                "[THINK]): the whitespace is skipped and the block is reasoning, as the auto-parser and "
+                "llama.cpp's generic reasoning parser already read <think>.",
+        example="\n[THINK]This is a reasoning section[/THINK]\nThis is the rest   (Magistral)",
+        source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/"
+               "test_mistral_reasoning_parser.py (real-output case mag-new-line)"),
+    Repair(
+        name=TRAILING_EOS_TOKEN,
+        title="The tokenizer's end-of-sequence token after the last call",
+        stage=RepairStage.TOLERANCE,
+        accepts="An end-of-sequence token (</s>, <|endoftext|>, <|end_of_text|>, <|eot_id|>, <eos>) that ends "
+                "the output right after its last tool call, left in by a server that did not strip it: it is "
+                "not content. Auto-parsed templates and the GigaChat 3 format; text after it is content as "
+                "before.",
+        example='I\'ll check that for you.<|function_call|>{"name": "f", "arguments": {"a": 1}}</s>   (GigaChat 3.1)',
+        source="https://github.com/vllm-project/vllm/blob/102ebe1158710d3d09835e7887904042ed770264/tests/tool_parsers/"
+               "test_gigachat3_tool_parser.py (real-output cases g3-mixed-eos, g31-mixed-eos)"),
+    Repair(
+        name=MESSAGES_AFTER_CALL,
+        title="Harmony messages written after a GPT-OSS call's <|call|>",
+        stage=RepairStage.TOLERANCE,
+        accepts="A GPT-OSS output that goes on after a call and its <|call|> (the stop token was not honoured): "
+                "the following <|start|>assistant messages are read as messages — analysis as reasoning, a "
+                "commentary preamble and the final channel as content — instead of their raw markup becoming "
+                "content. SGLang drops the final text after a call; the lossless contract keeps it as content.",
+        example='…<|message|>{"files": []}<|call|><|start|>assistant<|channel|>final<|message|>Done.',
+        source="https://github.com/sgl-project/sglang/blob/4e285c7766ea604ac2100100d7d02962b0831a57/test/registered/"
+               "function_call/test_gpt_oss_detector.py (real-output case gptoss-call-then-final)"),
+    Repair(
+        name=INSTRUCTED_REASONING_MARKERS,
+        title="Reasoning between the plain-text markers the prompt tells the model to write",
+        stage=RepairStage.TOLERANCE,
+        accepts="A template with no reasoning tags whose prompt (for this request) tells the model to write its "
+                "thoughts after 'Here is my thought process:' and its answer after 'Here is my response:' "
+                "(Granite 3.2 with thinking on): an output that starts with the first phrase has the text up to "
+                "the second as reasoning and the rest as content ('Here's' accepted for 'Here is'). An output "
+                "that does not start with it is content as before; one cut before the second phrase is reasoning "
+                "(vLLM returns it as content in a final parse and as reasoning while streaming).",
+        example="Here is my thought process:This is a reasoning sectionHere is my response:This is the rest",
+        source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/"
+               "test_granite_reasoning_parser.py (real-output cases granite-think-*); vLLM "
+               "vllm/reasoning/granite_reasoning_parser.py (both phrasings)"),
+    # -- end of the reasoning repairs -------------------------------------------------------------------------
     Repair(
         name=ARGUMENTS_KEY_ALIAS,
         title="'parameters' for 'arguments' (and back) in a JSON call",
@@ -476,6 +571,14 @@ REPAIRS: list[Repair] = [
 """Every repair rule, in the order they act."""
 
 REPAIRS_BY_NAME: dict[str, Repair] = {r.name: r for r in REPAIRS}
+
+
+def trailing_eos(p: Any) -> Any:
+    """``trailing-eos-token`` as a PEG part (``p`` a :class:`~core.peg.chat.ChatBuilder`): an optional
+    :data:`EOS_TOKENS` token, or nothing when the repair is off."""
+    if TRAILING_EOS_TOKEN not in p.repairs:
+        return p.eps()
+    return p.optional(p.repair(TRAILING_EOS_TOKEN, p.choice(*[p.literal(t) for t in EOS_TOKENS])))
 
 
 def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:
@@ -783,6 +886,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
