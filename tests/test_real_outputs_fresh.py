@@ -19,7 +19,7 @@ from .conftest import ROOT, TEMPLATES
 FRESH = ROOT / "tests" / "data" / "real_outputs_fresh"
 CASES = load_cases(str(FRESH))
 # right / total per fidelity, measured on this branch (s9-fresh, main at 7baf1e8)
-PASS = {"llama.cpp": 53, "improved": 71}   # improved 68 when collected; 71 with the reasoning and JSON/pythonic repairs
+PASS = {"llama.cpp": 53, "improved": 74}   # improved 68 when collected; 71 with the reasoning and JSON/pythonic repairs, 74 with the tool-call leniency of s9-calls1
 
 
 @lru_cache(maxsize=None)
