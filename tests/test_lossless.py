@@ -192,3 +192,25 @@ def test_a_call_with_a_required_parameter_missing(fidelity):
         assert [r.name for r in one.repairs] == ["missing-required-argument"]
         for chunk in (1, 3, 17, len(out)):
             assert stream_deltas(parser, out, chunk=chunk)[1].to_openai() == one.to_openai()
+
+
+@pytest.mark.parametrize("fidelity", FIDELITIES)
+def test_output_cut_inside_a_json_call_name_reaches_content(fidelity):
+    """The round trip of Cohere2 MoE cut at two thirds ends inside the second call's name ("tool_name": "book_).
+    The grammar quotes the name ("\\"book_table\\""): a quoted tool name is not markup, and "book" found only inside
+    the reasoning's "booking" is not a word the message holds, so the cut call's text reaches content."""
+    from core.chat.lossless import markup_of
+    from core.chat.roundtrip import round_trip_message, round_trip_request, sample_output
+
+    template = _T.get("Cohere2MoE.jinja")
+    req = round_trip_request()
+    out = sample_output(template, req, round_trip_message(reasoning=True))
+    cut = out[:len(out) * 2 // 3]
+    assert cut.endswith('"tool_name": "book_')
+    parser = build_chat_parser(template, ChatRequest.from_dict(req), fidelity=fidelity).parser
+    request, analysis, _ = parser.lossless_context
+    assert not [s for s in markup_of(parser, request, analysis) if "book_table" in s]
+    msg = parser.parse(cut, False)
+    assert msg.content.endswith('"tool_name": "book_') and [t.name for t in msg.tool_calls] == ["get_weather"]
+    assert [r.why for r in msg.repairs if r.name == "unparsed-text"] == ["content"]
+    assert lost_word_spans(cut, msg, parser_marks(parser)) == []

@@ -21,8 +21,8 @@ from ..jinja.cache import source_digest
 from ..jinja.limits import analysis_budget, default_budget_s
 from ..jinja.template import ChatTemplate
 from .content import analyze_content
-from .fidelity import (DEFAULT_FIDELITY, IMPROVEMENTS, INSTRUCTION_CALL_FORMAT, Fidelity, enabled_improvements,
-                       resolve_fidelity)
+from .fidelity import (CALL_TURN_CAPS, DEFAULT_FIDELITY, IMPROVEMENTS, INSTRUCTION_CALL_FORMAT, NULL_CONTENT_CALLS,
+                       Fidelity, enabled_improvements, resolve_fidelity)
 from .instructions import analyze_instructions
 from ..diff import common_prefix_len
 from .generation_prompt import request_extra_context
@@ -189,10 +189,34 @@ def _analyze(template: ChatTemplate, disabled_workarounds: Iterable[str], overri
             failures.append(f"caps: capability probes failed ({e}); defaults used")
             caps = Caps()
     s = ProbeSession(template, caps, normalize_messages, improvements=improvements)
+    probed_caps = caps
+    if not caps.supports_tool_calls and (NULL_CONTENT_CALLS in improvements or CALL_TURN_CAPS in improvements):
+        # improvements call-turn-caps (the caps probe failed to render, the call turn alone renders its call) and
+        # null-content-calls (the call turn renders its call only with null content); found: parallel calls too
+        found = _call_turn_renders(s, "") if CALL_TURN_CAPS in improvements and _tool_probes_failed(template) \
+            else None
+        if found is not None:
+            s.note_improvement(CALL_TURN_CAPS, "the capability probe failed, but a call turn renders its call")
+        elif NULL_CONTENT_CALLS in improvements:
+            found = _call_turn_renders(s, None)
+            if found is not None:
+                s.null_call_content = True
+                s.note_improvement(NULL_CONTENT_CALLS, "the template writes a call turn's calls only when its "
+                                                       "content is null; the tool probes send null content")
+        if found is not None:
+            caps = replace(caps, supports_tool_calls=True, supports_parallel_tool_calls=found)
+            s.caps = caps
 
     reasoning = analyze_reasoning(s, caps.supports_tool_calls)
     content = analyze_content(s, reasoning)
     tools = analyze_tools(s, caps, reasoning) if caps.supports_tool_calls else ToolsAnalysis()
+    if probed_caps is not caps and _holds_probe_text(tools):
+        # call-turn-caps / null-content-calls read markers made of the probe call's own text: not a format
+        caps, tools = probed_caps, ToolsAnalysis()
+        s.caps = caps
+        s.null_call_content = False
+        for name in (CALL_TURN_CAPS, NULL_CONTENT_CALLS):
+            s.improvement_notes.pop(name, None)
     if INSTRUCTION_CALL_FORMAT in improvements and tools.format.mode == ToolFormat.NONE:
         analyze_instructions(s, tools)
     assistant_start = detect_assistant_start(s, reasoning)
@@ -226,6 +250,64 @@ def _analyze(template: ChatTemplate, disabled_workarounds: Iterable[str], overri
 
 
 _CAPS_CACHE = BoundedMemo("caps", max_entries=8192, max_bytes=16 * 2**20)
+
+
+def _holds_probe_text(tools: ToolsAnalysis) -> bool:
+    """Whether a marker of ``tools`` holds text of the probe call (its function or argument names)."""
+    from dataclasses import asdict
+
+    from . import probes as P
+
+    probe_words = (P.FUN_FIRST, P.FUN_SECOND, P.ARG_FIRST, P.ARG_SECOND)
+
+    def strings(obj: Any) -> Iterable[str]:
+        if isinstance(obj, str):
+            yield obj
+        elif isinstance(obj, dict):
+            for v in obj.values():
+                yield from strings(v)
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                yield from strings(v)
+
+    return any(w in text for text in strings(asdict(tools)) for w in probe_words)
+
+
+def _tool_probes_failed(template: ChatTemplate) -> bool:
+    """Improvement ``call-turn-caps``: whether every tool-call capability probe failed to render (rather than
+    rendered without reading the calls)."""
+    from .caps import probe_caps_report
+
+    probes = [p for p in probe_caps_report(template).probes if p.id.startswith("tool_call_")]
+    return bool(probes) and not any(p.success for p in probes)
+
+
+def _call_turn_renders(s: ProbeSession, content: Any) -> bool | None:
+    """Improvements ``call-turn-caps`` / ``null-content-calls``: None unless a user turn followed by a turn with
+    one probe call and ``content`` ("" or None) renders the call's name (a render error: None); else whether two
+    calls both render (parallel calls)."""
+    from . import probes as P
+    from ..diff import RenderParams
+
+    def turn(*calls: dict[str, Any]) -> RenderParams:
+        return RenderParams([P.user(), P.assistant(content, tool_calls=list(calls))], tools=P.tools())
+
+    try:
+        # the names may also be in the tool list the template writes: the call turn must add them
+        base = s.render(RenderParams([P.user(), P.assistant()], tools=P.tools()))
+        one = s.render(turn(P.first_call()))
+        if one.count(P.FUN_FIRST) <= base.count(P.FUN_FIRST):
+            return None
+        two = s.render(turn(P.first_call(), P.second_call()))
+    except Exception:   # a probe that does not render decides nothing
+        return None
+    return two.count(P.FUN_FIRST) > base.count(P.FUN_FIRST) and two.count(P.FUN_SECOND) > base.count(P.FUN_SECOND)
+
+
+def probed_caps(template: ChatTemplate) -> Caps:
+    """The capability probe's caps of ``template`` (llama.cpp's ``caps_get``, the same at every fidelity; the
+    analysis at improved may widen them), memoized by source."""
+    return _probe_caps_cached(template)
 
 
 def _probe_caps_cached(template: ChatTemplate) -> Caps:

@@ -72,12 +72,37 @@ WRAPPED_CONTENT_TAGGED_CALLS = "wrapped-content-tagged-calls"
 CALL_TURN_HEADER = "call-turn-header"
 REASONING_FIELD = "reasoning-field"
 REASONING_TURN_HEADER = "reasoning-turn-header"
+NULL_CONTENT_CALLS = "null-content-calls"
+CALL_TURN_CAPS = "call-turn-caps"
 PARSER_IMPROVEMENTS = (PYTHON_LITERAL_VALUES, JSON_CALL_SEPARATORS, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
                        GENERATION_PROMPT_PREAMBLE, CONTENT_TURN_HEADER, CONTENT_INSIDE_SECTION_START,
                        GEMMA_CALL_SYNTAX, WRAPPED_CONTENT_TAGGED_CALLS)
 """The improvements that act on the generated parser (stage ``"parser"``)."""
 
 IMPROVEMENTS: list[Improvement] = [
+    Improvement(
+        name=CALL_TURN_CAPS,
+        title="Tool calls are supported when a call turn renders its call",
+        stage="probes",
+        description="llama.cpp's tool-call capability probe renders a whole exchange (a call turn, a tool result "
+                    "given as a string, an answer); a template that cannot render part of it fails the probe and "
+                    "is reported without tool calls, although it renders the call turn itself — Command A "
+                    "Reasoning iterates a tool result's content as a list of documents, which llama.cpp's engine "
+                    "refuses for a string. When the probe reports no tool calls but a user turn followed by a "
+                    "call turn renders the probe call's name, tool calls are taken as supported (parallel ones "
+                    "when two calls both render) and the tool format is read as usual.",
+        example="hfjs-CohereLabs-command-a-reasoning-08-2025.jinja"),
+    Improvement(
+        name=NULL_CONTENT_CALLS,
+        title="Tool-call probes with null content, for templates that render calls only then",
+        stage="probes",
+        description="When the capability probe finds that the template does not read a tool-call turn's calls "
+                    "(supports_tool_calls false) but a call turn whose content is null (None) writes the call "
+                    "— DeepSeek's templates render calls under `message['content'] is none` — the tool-call "
+                    "capability is taken as present and every tool probe sends the call turn's content as null, "
+                    "so the tool format is read as for any other template. llama.cpp's probes send an empty "
+                    "string, find no calls, and the model's calls stay in the content.",
+        example="gguf-ollama-deepseek-v3-671b.jinja"),
     Improvement(
         name=REASONING_FIELD,
         title="Reasoning probes use the message field the template reads",
@@ -359,7 +384,7 @@ def with_reasoning_field(messages: list[Any], field: str) -> list[Any]:
             for m in messages]
 
 
-__all__ = ["REASONING_FIELD", "REASONING_TURN_HEADER", "CALL_ID_BEFORE_NAME", "CALL_TURN_HEADER", "CONTENT_INSIDE_SECTION_START", "CONTENT_TURN_HEADER",
+__all__ = ["CALL_TURN_CAPS", "NULL_CONTENT_CALLS", "REASONING_FIELD", "REASONING_TURN_HEADER", "CALL_ID_BEFORE_NAME", "CALL_TURN_HEADER", "CONTENT_INSIDE_SECTION_START", "CONTENT_TURN_HEADER",
            "DEFAULT_FIDELITY", "Fidelity", "GEMMA_CALL_SYNTAX", "GENERATION_PROMPT_PREAMBLE", "IMPROVEMENTS",
            "IMPROVEMENTS_BY_NAME", "Improvement", "INSTRUCTION_CALL_FORMAT", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS",
            "MARKER_WHITESPACE_ALIGNMENT",

@@ -40,6 +40,9 @@ def _set(cmp, r: ReasoningAnalysis, **kw) -> None:
 REASONING_FIELDS = ("reasoning", "thinking")
 """The names besides ``reasoning_content`` that templates read reasoning under (improvement
 ``reasoning-field``): Solar Open's ``message.reasoning``, gpt-oss's ``message.thinking``."""
+TOOL_PLAN_FIELD = "tool_plan"
+"""The name Cohere's Command R7B / Command A templates read a tool-call turn's reasoning under (R3, improvement
+``reasoning-field``)."""
 
 
 def _r1(s: ProbeSession, r: ReasoningAnalysis) -> None:
@@ -172,6 +175,18 @@ def _r3(s: ProbeSession, r: ReasoningAnalysis) -> None:
         return
     in_a = P.THINKING_CONTENT in cmp.output_a
     in_b = P.THINKING_CONTENT in cmp.output_b
+    if not in_a and not in_b and REASONING_FIELD in s.improvements and not s.reasoning_field:
+        # improvement reasoning-field: a tool-call turn's plan under the name the template reads (Cohere's
+        # tool_plan, written between <|START_THINKING|> and <|END_THINKING|>)
+        s.reasoning_field = TOOL_PLAN_FIELD
+        alt = s.compare("R3-tool_plan", "Is reasoning shown on tool-call turns from the 'tool_plan' field? "
+                                        "Reasoning with an answer vs with a call.", a, b)
+        if alt.ok and P.THINKING_CONTENT in alt.output_b and P.THINKING_CONTENT not in alt.output_a:
+            s.note_improvement(REASONING_FIELD, f"the template reads a tool-call turn's reasoning from "
+                                                f"message.{TOOL_PLAN_FIELD}, not reasoning_content")
+            cmp, in_a, in_b = alt, False, True
+        else:
+            s.reasoning_field = ""
     if in_a or not in_b:
         return
     _set(cmp, r, mode=ReasoningMode.TOOLS_ONLY)

@@ -142,6 +142,8 @@ class ProbeSession:
         self.improvement_notes: dict[str, list[str]] = {}
         # improvement reasoning-field: the other name the template reads reasoning under ("" = none)
         self.reasoning_field = ""
+        # improvement null-content-calls: a call turn's empty content is sent as None
+        self.null_call_content = False
         self.normalize = normalize or _identity
         self.bos_token = bos_token
         self.eos_token = eos_token
@@ -164,6 +166,9 @@ class ProbeSession:
         msgs = self.normalize(messages, self.caps)
         if STRING_ARGUMENT_PROBES in self.improvements and not self.caps.supports_object_arguments:
             msgs, _ = stringify_call_arguments(msgs)  # recorded by T1 when the template prints that text
+        if self.null_call_content:
+            msgs = [{**m, "content": None} if isinstance(m, dict) and m.get("tool_calls") and m.get("content") == ""
+                    else m for m in msgs]
         return with_reasoning_field(msgs, self.reasoning_field)
 
     def inputs_of(self, p: RenderParams) -> dict[str, Any]:

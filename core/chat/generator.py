@@ -968,12 +968,28 @@ class _Gen:
                 peek = p.peek(p.space() + p.literal(f.per_call_end))
             else:
                 peek = p.peek(p.literal(f.per_call_end))
+                if "call-marker-whitespace" in p.repairs:
+                    # repair call-marker-whitespace: a line break before the call's closer the template omits
+                    peek = p.choice(peek, p.repair("call-marker-whitespace", p.chars("[ \t\r\n]", 1, -1))
+                                    + p.peek(p.literal(f.per_call_end)))
             body = body + p.tool_close(peek)
         else:
             body = body + p.tool_close(p.space())
         if not matched_atomic:
             body = p.atomic(body)
         return body
+
+    def loose_marker(self, text: str) -> P:
+        """``text`` as the template writes it or, with repair ``call-marker-whitespace``, with any whitespace
+        (or none) where it has line breaks and after it (a marker without whitespace: also whitespace before
+        it); the exact text is tried first."""
+        p = self.p
+        if "call-marker-whitespace" not in p.repairs or not text.strip():
+            return p.literal(text)
+        if "\n" in text:
+            return p.flexible(text, "call-marker-whitespace")
+        return p.choice(p.literal(text), p.repair("call-marker-whitespace", p.chars("[ \t\r\n]", 1, -1)
+                                                  + p.literal(text)))
 
     def call_id_section(self, inside_suffix: bool) -> tuple[P, bool]:
         p, cid, args = self.p, self.a.tools.call_id, self.a.tools.arguments
@@ -1104,8 +1120,10 @@ class _Gen:
                         as_string = p.ac(p.tool_arg_string_value(until_suffix)
                                          + p.tool_arg_close(p.literal(a.value_suffix)), a.value_suffix)
                         value = p.choice(p.atomic(value), p.repair("mistyped-value-as-string", as_string))
+                # repair call-marker-whitespace: the key's closer and the value's opener with any whitespace
                 arg = p.tool_arg(p.tool_arg_open(a.name_prefix + p.tool_arg_name(p.literal(prop.name))
-                                                 + a.name_suffix) + a.value_prefix + value)
+                                                 + self.loose_marker(a.name_suffix))
+                                 + self.loose_marker(a.value_prefix) + value)
                 named = p.rule(f"tool-{idx}-arg-{j}", arg)
                 (required if prop.required else optional).append(named)
             seq = p.required_then_optional(required, optional)
@@ -1131,7 +1149,15 @@ class _Gen:
         if f.per_call_start:
             wrapped = f.per_call_start + p.space() + choice + p.space() + f.per_call_end
             if req.parallel_tool_calls:
-                calls = p.trigger_rule("tool-call", wrapped + p.zero_or_more(p.space() + wrapped) + p.space())
+                next_call = p.space() + wrapped
+                if "content-between-calls" in p.repairs:
+                    # repair content-between-calls: text between two calls is content (whitespace included)
+                    # (the text stops at the section end, and never runs to the end of the output: text after
+                    # the last call is the trailing content it always was)
+                    stops = [f.per_call_start] + ([f.section_end] if f.section_end else [])
+                    next_call = p.choice(next_call, p.repair("content-between-calls", p.content(
+                        p.until_one_of(stops)) + p.negate(p.end()) + wrapped))
+                calls = p.trigger_rule("tool-call", wrapped + p.zero_or_more(next_call) + p.space())
             else:
                 calls = p.trigger_rule("tool-call", wrapped + p.space())
             if f.section_start:

@@ -95,7 +95,27 @@ def markup_of(parser: Any, request: Any = None, analysis: Any = None) -> list[st
     names = _request_names(request)
     # a literal that is only a tool or parameter name (the grammar's "get_weather") is not markup; one that
     # holds a name inside a marker (MiniMax's '<invoke name="') is
-    return [s for s in strs if isinstance(s, str) and s and not (names and s.strip() in names)]
+    tools = _tool_names(request)
+    return [s for s in strs if isinstance(s, str) and s
+            and not (names and (s.strip() in names or _bare(s) in tools))]
+
+
+def _tool_names(request: Any) -> set[str]:
+    """The function names of ``request``'s tools (a JSON call's grammar quotes them: ``"book_table"``; a quoted
+    parameter name, by contrast, may be a key of the call itself such as ``"name"``)."""
+    out: set[str] = set()
+    for t in getattr(request, "tools", None) or []:
+        fn = t.get("function", t) if isinstance(t, dict) else {}
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            out.add(fn["name"])
+    return out
+
+
+def _bare(literal: str) -> str:
+    """``literal`` without outer whitespace and one pair of JSON quotes around it: a JSON call's grammar holds
+    the name as the literal ``"book_table"`` (quotes included), which is the name, not markup."""
+    s = literal.strip()
+    return s[1:-1] if len(s) >= 2 and s[0] == s[-1] == '"' else s
 
 
 def _request_names(request: Any) -> set[str]:
@@ -161,23 +181,30 @@ def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -
     ``msg``'s standard fields nor of ``marks`` (:func:`markup_words`), in output order. Linear in the text."""
     text = message_text(msg)
     have = set(_WORD.findall(text))
+    words = [(m.group(0), m.start()) for m in _WORD.finditer(output)]
+    # the neighbours a word may have been joined to: the text words (not markup) around it in the output
+    kept = [i for i, (w, _) in enumerate(words) if w not in marks]
+    near: dict[int, tuple[str, str]] = {}
+    for k, i in enumerate(kept):
+        near[i] = (words[kept[k - 1]][0] if k else "", words[kept[k + 1]][0] if k + 1 < len(kept) else "")
     lost: list[tuple[str, int]] = []
     seen: set[str] = set()
     lookups = 0
-    for m in _WORD.finditer(output):
-        w = m.group(0)
+    for i, (w, at) in enumerate(words):
         if w in seen:
             continue
         seen.add(w)
         if w in have or w in marks:
             continue
         # a word the message joined to its neighbour (GPT-OSS: "pre" and "Answer" of two channel messages are
-        # content "preAnswer") is found inside the text; at most SUBSTRING_LOOKUPS searches keep this linear
+        # content "preAnswer") is found joined to that neighbour; at most SUBSTRING_LOOKUPS searches keep this
+        # linear. A word merely inside a longer one ("book" of a cut "book_" in "booking") is lost.
         if lookups < SUBSTRING_LOOKUPS:
             lookups += 1
-            if w in text or _glued_to_markup(w, have, marks):
+            before, after = near.get(i, ("", ""))
+            if (before and before + w in text) or (after and w + after in text) or _glued_to_markup(w, have, marks):
                 continue
-        lost.append((w, m.start()))
+        lost.append((w, at))
     return lost
 
 

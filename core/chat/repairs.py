@@ -125,6 +125,10 @@ MISSING_REQUIRED_ARGUMENT = "missing-required-argument"
 UNPARSED_TEXT = "unparsed-text"
 REASONING_START_REPEATED = "reasoning-start-repeated"
 REASONING_END_WITHOUT_START = "reasoning-end-without-start"
+# issue 25, calls1 block: leniency of vLLM's / SGLang's parsers for Kimi K2, GLM, Qwen3-Coder
+CALL_MARKER_WHITESPACE = "call-marker-whitespace"
+CALL_ID_NAMESPACE_OPTIONAL = "call-id-namespace-optional"
+CONTENT_BETWEEN_CALLS = "content-between-calls"
 # issue 25, JSON and pythonic call families (s9-calls2)
 PYTHONIC_VALUES = "pythonic-values"
 CALL_LIST_SPACING = "call-list-spacing"
@@ -456,6 +460,52 @@ REPAIRS: list[Repair] = [
                "https://github.com/ggml-org/llama.cpp/pull/24516 (Qwen3 grep with path before the required "
                "pattern), https://github.com/ggml-org/llama.cpp/pull/26472, "
                "https://github.com/ggml-org/llama.cpp/pull/20171"),
+    # -- issue 25, calls1 block (Kimi K2, GLM, Qwen3-Coder leniency of the field's parsers) --------------------
+    Repair(
+        name=CALL_MARKER_WHITESPACE,
+        title="Whitespace around a call's special-token markers where the template writes none",
+        stage=RepairStage.TOLERANCE,
+        accepts="Whitespace (spaces, line breaks) between the markers of a call where the template renders none "
+                "or other whitespace: Kimi K2 around the call id and the JSON arguments "
+                "(functions.f:0 <|tool_call_argument_begin|> {…} <|tool_call_end|>); "
+                "auto-parsed XML-tagged argument layouts (GLM <arg_key>/<arg_value>) after the function name, "
+                "between the tags and before the call's closing marker (GLM-4.5/4.6 write a line break after "
+                "each, a template edited for llama.cpp writes none).",
+        example='I\'ll check. <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0 '
+                '<|tool_call_argument_begin|>{"city": "Beijing"}<|tool_call_end|><|tool_calls_section_end|>',
+        source="vLLM's Kimi K2 parser allows whitespace around the id and the arguments: "
+               "https://github.com/vllm-project/vllm/blob/0825a6c362795d1643ce5684bb3cfa26ff6ffed2/tests/"
+               "tool_parsers/test_kimi_k2_tool_parser.py (real-output cases kimi-*); vLLM's GLM-4.5 parser "
+               "reads <arg_key>…</arg_key> and <arg_value> with any whitespace between them: "
+               "https://github.com/vllm-project/vllm/blob/024364d6695352f41c029121af6b8ecf2ae60184/tests/"
+               "tool_parsers/test_glm4_moe_tool_parser.py (real-output cases glm-*)"),
+    Repair(
+        name=CALL_ID_NAMESPACE_OPTIONAL,
+        title="A Kimi K2 call id without its 'functions.' namespace",
+        stage=RepairStage.TOLERANCE,
+        accepts="A Kimi K2 call whose id is NAME:IDX instead of the template's functions.NAME:IDX (for a known "
+                "tool): the call is read, its id kept as written.",
+        example='<|tool_calls_section_begin|><|tool_call_begin|>get_weather:0<|tool_call_argument_begin|>'
+                '{"city": "Tokyo"}<|tool_call_end|><|tool_calls_section_end|>',
+        source="vLLM's Kimi K2 parser takes the name from the id with or without the prefix: "
+               "https://github.com/vllm-project/vllm/blob/0825a6c362795d1643ce5684bb3cfa26ff6ffed2/tests/"
+               "tool_parsers/test_kimi_k2_tool_parser.py (real-output case kimi-no-functions-prefix)"),
+    Repair(
+        name=CONTENT_BETWEEN_CALLS,
+        title="Text between two tool calls is content, and the call after it is a call",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the auto-parsed XML-tagged layouts with a per-call marker (GLM <tool_call>NAME<arg_key>…), "
+                "text written between two calls: it goes to content (with its whitespace, after the text "
+                "before the first call) and the call after it is parsed. llama.cpp ends the calls at the text and "
+                "returns the later call as content.",
+        example="I will help you get the weather info.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
+                "<arg_value>Beijing</arg_value>\n</tool_call>\n\nmeaningwhile, I will also check the weather in "
+                "Shanghai.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Shanghai</arg_value>\n"
+                "</tool_call>",
+        source="vLLM's GLM-4.5 parser extracts every <tool_call> block wherever it stands (it keeps only the text "
+               "before the first as content; here the text between is content too, the lossless contract): "
+               "https://github.com/vllm-project/vllm/blob/024364d6695352f41c029121af6b8ecf2ae60184/tests/"
+               "tool_parsers/test_glm4_moe_tool_parser.py (real-output case glm-mixed-content)"),
     # ---- issue 25: JSON and pythonic call families (s9-calls2) -------------------------------------------------
     Repair(
         name=PYTHONIC_VALUES,
@@ -716,6 +766,8 @@ def _tail_span(parser: Any, output: str, final: AssistantMessage, view: Assistan
     words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
              if getattr(getattr(t, "type", None), "value", "") == "word"]
     opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
+    if opener < 0:   # an opener that holds the word itself (Qwen3-Coder's <function=NAME> without <tool_call>)
+        opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
     if opener < 0:
         opener = _pattern_opener(parser, output, at)
     if opener >= 0:
@@ -832,6 +884,8 @@ def _opener_before(parser: Any, output: str, at: int) -> int:
     words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
              if getattr(getattr(t, "type", None), "value", "") == "word"]
     opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
+    if opener < 0:   # an opener that holds the word itself (Qwen3-Coder's <function=NAME> without <tool_call>)
+        opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
     if opener < 0:
         opener = _pattern_opener(parser, output, at)
     return opener if opener >= 0 else at
@@ -888,4 +942,5 @@ def list_text() -> str:
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
            "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "XML_ARGUMENTS_WRAPPER", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
+           "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -438,6 +438,7 @@ def eligibility(template: ChatTemplate, fidelity: Any = "llama.cpp") -> Eligibil
     tool calls (``caps.supports_tool_calls``) and either a special handler serves it or the analysis found a
     tool-call format (``tools.format.mode`` not NONE). Handled: the analysis (cached per source and
     ``fidelity``) does not raise. Never raises."""
+    from ..analysis.analyzer import probed_caps
     from .pipeline import cached_analysis, route_for
 
     try:
@@ -446,7 +447,9 @@ def eligibility(template: ChatTemplate, fidelity: Any = "llama.cpp") -> Eligibil
     except Exception as e:  # noqa: BLE001 - classification, not failure
         return Eligibility(False, f"analysis fails: {type(e).__name__}: {e}")
     analysis = report.analysis
-    if not analysis.caps.supports_tool_calls:
+    # the population is the caps probe's (the same at every fidelity): improvements null-content-calls and
+    # call-turn-caps widen the analysed caps at improved, not the set of templates compared
+    if not analysis.caps.supports_tool_calls or not probed_caps(template).supports_tool_calls:
         return Eligibility(False, "does not render tool calls (caps)", report)
     if route.kind == "specialized":
         return Eligibility(True, f"specialized:{route.handler}", report)

@@ -57,14 +57,39 @@ def _peg_root(p: Any, view: RequestView) -> Any:
     gen = p.literal(GEN_PROMPT)
     if not view.tools_active:
         return gen + reasoning + p.content(p.rest()) + p.end()
+    # repair call-marker-whitespace (vLLM's policy): whitespace around the id and the arguments;
+    # repair call-id-namespace-optional: NAME:IDX, the id kept as written. Each a repair alternative of a choice
+    # (left out of the grammar, which asks for the template's form), built only when the repair is on.
+    loose_ws = "call-marker-whitespace" in p.repairs
+    loose_id = "call-id-namespace-optional" in p.repairs
+
+    def ws() -> Any:
+        return p.chars("[ \t\r\n]", 1, -1)
+
     choices = []
     for spec in view.tools:
-        tool_id = p.tool_id(p.literal("functions.") + p.tool_name(p.literal(spec.name)) + p.literal(":")
-                            + p.chars("[0-9]", 1, -1))
-        call = p.tool(p.tool_open(tool_id + p.literal(ARGS_BEGIN))
-                      + p.json_tool_args(spec.index, spec.parameters)
-                      + p.tool_close(p.optional(p.literal(CALL_END))))
-        choices.append(p.rule(f"tool-{spec.index}", call))
+        def call_of(namespace: Any, gap: Any) -> Any:
+            tool_id = p.tool_id(namespace + p.tool_name(p.literal(spec.name)) + p.literal(":")
+                                + p.chars("[0-9]", 1, -1))
+            args = p.json_tool_args(spec.index, spec.parameters)
+            if gap is None:   # the template's form (llama.cpp's grammar, node for node)
+                return (p.tool_open(tool_id + p.literal(ARGS_BEGIN)) + args
+                        + p.tool_close(p.optional(p.literal(CALL_END))))
+            return (p.tool_open(gap() + tool_id + gap() + p.literal(ARGS_BEGIN)) + gap() + args
+                    + p.tool_close(gap() + p.optional(p.literal(CALL_END))))
+
+        strict = call_of(p.literal("functions."), None)
+        if loose_ws or loose_id:
+            opt_ws = (lambda: p.optional(ws())) if loose_ws else None
+            alts = [strict]
+            if loose_ws:
+                alts.append(p.repair("call-marker-whitespace", call_of(p.literal("functions."), opt_ws)))
+            if loose_id:
+                alts.append(p.repair("call-id-namespace-optional", call_of(p.eps(), opt_ws)))
+            body = p.choice(*alts)
+        else:
+            body = strict
+        choices.append(p.rule(f"tool-{spec.index}", p.tool(body)))
     calls = p.rule("tool-calls", p.optional(p.literal(SECTION_BEGIN)) + p.trigger_rule(
         "tool-call", p.repeat(CALL_BEGIN + p.choice(*choices), 1 if view.required else 0, -1 if view.parallel else 1)
         + p.optional(p.literal(SECTION_END))))

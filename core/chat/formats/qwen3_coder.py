@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
+from ...peg.gbnf import format_literal
 from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function, foreach_function_indexed, foreach_parameter, grammar_for,
                            has_response_format, make_parser, prepared_for, word)
@@ -101,15 +102,34 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                     p.repair("missing-closing-tags", p.space() + p.peek(nexts))))
                 func_close = p.choice(func_close, p.repair("missing-closing-tags",
                                                            p.space() + p.peek(p.literal("</tool_call>"))))
+                # and a call that runs to the end of the output without its closers (a server stripped the
+                # stop string; vLLM reads such a call): tried first, as "</function>" at the very end is a
+                # prefix of the template's "</function>\n". The grammar keeps the template's closer.
+                func_close = p.gbnf(p.choice(p.repair("missing-closing-tags", p.literal("</function>") + p.space()
+                                                      + p.end()), func_close),
+                                    "(" + format_literal("</function>\n") + ")")
             mistyped = "mistyped-value-as-string" in p.repairs
             choices = []
             for idx, fn in foreach_function_indexed(request.tools):
                 name = fn["name"]
                 required, optional = [], []
+                pnames = [pn for pn, _, _ in foreach_parameter(fn)]
                 for j, (pname, pschema, is_req) in enumerate(foreach_parameter(fn)):
+                    tool_string = arg_string
+                    others = [q for q in pnames if q != pname]
+                    if "missing-closing-tags" in p.repairs and others:
+                        # repair missing-closing-tags: a string value whose </parameter> is left out ends where the
+                        # next parameter of the same tool opens (vLLM's qwen3coder parser ends a value at the next
+                        # <parameter=); the grammar keeps the template's value rule
+                        opens = [f"<parameter={q}>" for q in others]
+                        unclosed = p.tool_arg_close(p.repair("missing-closing-tags", p.space() + p.peek(
+                            p.choice(*[p.literal(o) for o in opens]))))
+                        loose = (p.tool_arg_string_value(p.until_one_of(ends + ["\n" + o for o in opens] + opens))
+                                 + p.choice(arg_close, unclosed))
+                        tool_string = p.gbnf(p.choice(loose, arg_string), "xml-arg-string")
                     rule_name = f"tool-{idx}-arg-{j}"
                     arg_open = p.tool_arg_open("<parameter=" + p.tool_arg_name(p.literal(pname)) + p.flexible(">\n"))
-                    value = p.tagged_arg_value(rule_name, pschema, arg_string, typed_close, mistyped=mistyped)
+                    value = p.tagged_arg_value(rule_name, pschema, tool_string, typed_close, mistyped=mistyped)
                     arg_rule = p.rule(rule_name, p.tool_arg(arg_open + value))
                     (required if is_req else optional).append(arg_rule)
                 # repair argument-order: an optional parameter before a required one (tried after)
@@ -120,7 +140,12 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 choices.append(p.rule(f"tool-{idx}", func))
             tool_choice = p.choice(*choices)
             min_calls = 1 if request.tool_choice == ToolChoice.REQUIRED else 0
-            body = tool_choice + "</tool_call>" + p.space()
+            call_close = p.literal("</tool_call>")
+            if "missing-closing-tags" in p.repairs:
+                # repair missing-closing-tags: </tool_call> left out at the very end of the output
+                call_close = p.gbnf(p.choice(p.repair("missing-closing-tags", p.space() + p.end()), call_close),
+                                    format_literal("</tool_call>"))
+            body = tool_choice + call_close + p.space()
             xml_call = p.flexible("<tool_call>\n") + body
             if "json-call-in-tags" in p.repairs:
                 # repair json-call-in-tags: the Hermes JSON call inside <tool_call> (tried after the XML one)
