@@ -424,7 +424,8 @@ REPAIRS: list[Repair] = [
         title="A tagged call with a required parameter missing is passed on",
         stage=RepairStage.TOLERANCE,
         accepts="In the auto-parsed XML-tagged argument layouts (Qwen3-Coder <parameter=…>, GLM "
-                "<arg_key>/<arg_value>), a complete call that leaves out a parameter the tool declares required: "
+                "<arg_key>/<arg_value>; also the Qwen3-Coder / Qwen3.5 handler), a complete call that leaves out a "
+                "parameter the tool declares required (or every parameter): "
                 "the call is returned with the arguments it has (checking the schema is the client's job, as "
                 "vLLM's and SGLang's parsers do) instead of being rejected into content. Tried after the "
                 "template's layout and argument-order.",
