@@ -68,10 +68,11 @@ class IncrementalMapper:
     """
 
     def __init__(self) -> None:
-        from .mapper import ACTIONS, ChatMapper
+        from .mapper import ACTIONS, HOOK_TAGS, ChatMapper
 
         self._Mapper = ChatMapper
         self._actions = ACTIONS
+        self._hook_tags = HOOK_TAGS
         self.m: Any = None
         self.frames: list[list[Any]] = []   # the right spine of the last tree: [node, children, states]
         # ``shared_calls`` of the messages made: (token, n) = the first n calls are live objects of the mapper
@@ -248,6 +249,7 @@ class IncrementalMapper:
         states = frames[d][2]
         m_ = self.m
         actions = self._actions
+        hook_tags = self._hook_tags
         snap = self._snap
         while True:
             last = len(ch) - 1
@@ -262,6 +264,8 @@ class IncrementalMapper:
                         act(m_, c)
                         state = None
                         self._acted = True
+                        if c.tag in hook_tags:   # a value hook read the subtree (mapper.HOOK_TAGS)
+                            continue
                 cc = c.children
                 if not cc:
                     continue
