@@ -17,7 +17,7 @@ import streamlit as st
 if globals().get("__spec__") is None:
     __spec__ = importlib.machinery.ModuleSpec("__main__", None)
 
-from explorer import resume, state, visitor
+from explorer import preload, resume, state, visitor
 from explorer.components import sidebar
 
 # the icon is our own file, served by this server: a :material/…: page icon is fetched from fonts.gstatic.com
@@ -65,3 +65,5 @@ try:
 except Exception as e:  # noqa: BLE001 - a failing page shows a message, never a traceback (logged for us)
     logging.getLogger("explorer").exception("page failed")
     state.show_error(e, "This page failed: ")
+finally:  # st.stop / st.rerun end a page with a BaseException: the first run starts the imports all the same
+    preload.start()  # after the first run's page: the other pages' libraries load while the visitor reads it

@@ -17,14 +17,23 @@ With ``--browser`` the same actions are timed in Debian's chromium against ``str
 includes the websocket round trip and the browser's drawing (default bundled template; the figures then carry
 the machine's load much more than the AppTest ones).
 
+Two figures the machine's load does not skew (docs/app.md, "Speed"):
+
+* ``--cpu [PAGES]`` — per page, the CPU of the server's script run (AppTest, the run's own thread) and of the
+  worker processes: the page as a fresh server's first run, its first view after the front page, a second
+  visitor's first view, a page switch;
+* ``--server-cpu`` — the server process tree's CPU per page switch (/proc), the explorer beside a plain
+  Streamlit app (``bench/plain_app.py``), both driven by the same ``--visitors`` chromium visitors.
+
 Usage: ``python -m bench.app [--runs N] [--template PATH] [--json FILE] [--skip-slow] [--skip-big]
-[--browser]``.
+[--browser] [--cpu [PAGES]] [--server-cpu [--visitors N]]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import statistics
 import sys
@@ -197,6 +206,186 @@ def bench_browser(runs: int) -> dict[str, Any]:
     return out
 
 
+ALL_PAGES = ["home", "overview", "comparisons", "overrides", "grammar", "playground", "explain", "edit", "lint",
+             "compare", "sources", "corpus", "export"]
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_table() -> dict[int, tuple[int, float]]:
+    """pid → (parent pid, CPU seconds of the process and its reaped children) from /proc."""
+    out: dict[int, tuple[int, float]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            s = pathlib.Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        f = s[s.rindex(")") + 2:].split()  # state ppid … utime(11) stime(12) cutime(13) cstime(14)
+        out[int(d)] = (int(f[1]), sum(int(x) for x in f[11:15]) / _TICK)
+    return out
+
+
+def tree_cpu(pid: int, *, children_only: bool = False) -> float:
+    """CPU seconds (user + system, reaped children included) of ``pid`` and every live descendant, from /proc
+    (Linux): what a server spent, whatever the machine's load — its worker processes included."""
+    table = _proc_table()
+    total = 0.0 if children_only else table.get(pid, (0, 0.0))[1]
+    stack = [pid]
+    while stack:
+        parent = stack.pop()
+        for child, (pp, cpu) in table.items():
+            if pp == parent:
+                total += cpu
+                stack.append(child)
+    return total
+
+
+_SCRIPT_CPU: list[float] = []
+
+
+def _count_script_cpu() -> None:
+    """Record the CPU time of each script run in its own thread: what a server spends running the app's
+    script, without AppTest's per-instance work (it scans every installed package for components, ~0.2 s,
+    which a real server does once at start)."""
+    from streamlit.runtime.scriptrunner import script_runner
+
+    run = script_runner.exec_func_with_error_handling
+
+    def timed(func: Any, ctx: Any) -> Any:
+        t0 = time.thread_time()
+        try:
+            return run(func, ctx)
+        finally:
+            _SCRIPT_CPU.append(time.thread_time() - t0)
+    script_runner.exec_func_with_error_handling = timed
+
+
+def _cpu_of(fn: Callable[[], Any]) -> tuple[float, float]:
+    """(CPU seconds of the script runs ``fn()`` made, its worker processes' CPU seconds)."""
+    n, w0 = len(_SCRIPT_CPU), tree_cpu(os.getpid(), children_only=True)
+    fn()
+    return sum(_SCRIPT_CPU[n:]), tree_cpu(os.getpid(), children_only=True) - w0
+
+
+def cpu_child(page: str, runs: int) -> dict[str, Any]:
+    """In a fresh process (``--cpu-child PAGE``): the server's CPU for the first view of ``page`` as the
+    process's first run (cold: imports, worker start, analysis); with ``PAGE:after-home``, for its first view
+    after the front page's (the background imports of :mod:`explorer.preload` finished), for a second visitor's
+    first view (process and caches warm) and for a switch back to it (median of ``runs``)."""
+    from streamlit.testing.v1 import AppTest
+
+    _count_script_cpu()
+    page, _, mode = page.partition(":")
+
+    def fresh() -> Any:
+        return AppTest.from_file(APP, default_timeout=300)
+
+    at = fresh()
+    if mode != "after-home":
+        return {"page": page, "cold": _cpu_of(lambda: _ok(at.switch_page(f"explorer/pages/{page}.py").run()))}
+    _ok(at.run())
+    from explorer import preload
+
+    preload.done.wait(120)
+    after_home = _cpu_of(lambda: _switch(at, page))
+    at2 = fresh()
+    second = _cpu_of(lambda: _ok(at2.switch_page(f"explorer/pages/{page}.py").run()))
+    other = "overview" if page == "home" else "home"
+    warm = []
+    for _ in range(runs):
+        _switch(at2, other)
+        warm.append(_cpu_of(lambda: _switch(at2, page)))
+    warm.sort()
+    return {"page": page, "after_home": after_home, "second": second, "warm": warm[len(warm) // 2]}
+
+
+def bench_cpu(runs: int, pages: list[str]) -> list[dict[str, Any]]:
+    """Per page, the server's CPU seconds (load does not skew them), each figure in fresh processes."""
+    import subprocess
+
+    def child(arg: str) -> dict[str, Any]:
+        proc = subprocess.run([sys.executable, "-m", "bench.app", "--cpu-child", arg, "--runs", str(runs)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"--cpu-child {arg} failed: {proc.stderr[-1500:]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    return [{**child(page), **child(page + ":after-home")} for page in pages]
+
+
+def render_cpu(rows: list[dict[str, Any]]) -> str:
+    """A Markdown table of :func:`bench_cpu`: server + worker CPU seconds per page and view."""
+    lines = ["| page | first view, cold process | first view after the front page | first view, warm process "
+             "| page switch |", "|---|---|---|---|---|"]
+
+    def cell(v: list[float]) -> str:
+        return f"{v[0]:.3f} s" + (f" + {v[1]:.3f} s workers" if v[1] >= 0.005 else "")
+    for r in rows:
+        lines.append(f"| {r['page']} | {cell(r['cold'])} | {cell(r['after_home'])} | {cell(r['second'])} "
+                     f"| {cell(r['warm'])} |")
+    return "\n".join(lines)
+
+
+# link in the sidebar → the page's title (h1): the steps of --server-cpu
+EXPLORER_STEPS = [("Overview", "Overview"), ("Comparisons", "Comparisons"), ("Playground", "Playground"),
+                  ("Grammar", "Grammar"), ("Start here", "Chat Template Explorer")]
+PLAIN_STEPS = [("One", "One"), ("Two", "Two"), ("Three", "Three")]
+PLAIN_APP = "bench/plain_app.py"
+
+
+def bench_server_cpu(visitors: int, steps: int) -> dict[str, Any]:
+    """The server's CPU per step, the explorer beside a plain Streamlit app (:mod:`bench.plain_app`), both served
+    at once and driven by the same chromium visitors in turn: each step is a page switch in the sidebar, waited
+    until the new page is shown and the run is over. CPU is read from /proc for each server's process tree
+    (worker processes included), so the browsers' own CPU and the machine's load do not count."""
+    import subprocess
+
+    from playwright.sync_api import sync_playwright
+
+    from .browser import CHROME_ARGS, CHROMIUM, PAGE_IDLE_JS, serve
+
+    procs: list[subprocess.Popen] = []
+    with open(os.devnull, "w") as log, serve(log, started=procs) as url_x, \
+            serve(log, script=PLAIN_APP, started=procs) as url_p, sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
+        apps = {"explorer": (url_x, EXPLORER_STEPS, procs[0].pid), "plain": (url_p, PLAIN_STEPS, procs[1].pid)}
+        pages = {name: [b.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+                        for _ in range(visitors)] for name in apps}
+
+        def step(name: str, page: Any, i: int) -> None:
+            link, title = apps[name][1][i % len(apps[name][1])]
+            page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=link, exact=True).click()
+            page.wait_for_timeout(30)  # let the click start the run before the idle check
+            page.wait_for_function(PAGE_IDLE_JS, arg=title, timeout=120_000)
+
+        for name, (url, seq, _) in apps.items():  # warm: each visitor opens the app and visits every page once
+            for page in pages[name]:
+                page.goto(url, wait_until="networkidle")
+                for i in range(len(seq)):
+                    step(name, page, i)
+        before = {name: tree_cpu(pid) for name, (_, _, pid) in apps.items()}
+        n = 0
+        for i in range(steps):
+            for v in range(visitors):
+                for name in apps:
+                    step(name, pages[name][v], i)
+                n += 1
+        per_step = {name: (tree_cpu(pid) - before[name]) / n for name, (_, _, pid) in apps.items()}
+        b.close()
+    return {"visitors": visitors, "steps": n, "explorer_cpu_per_step_s": per_step["explorer"],
+            "plain_cpu_per_step_s": per_step["plain"], "ratio": per_step["explorer"] / per_step["plain"]}
+
+
+def render_server_cpu(r: dict[str, Any]) -> str:
+    """The --server-cpu figures as a Markdown table."""
+    return "\n".join([
+        "| server | CPU per step | steps |", "|---|---|---|",
+        f"| explorer (app.py) | {r['explorer_cpu_per_step_s'] * 1000:.0f} ms | {r['steps']} |",
+        f"| plain Streamlit app (bench/plain_app.py) | {r['plain_cpu_per_step_s'] * 1000:.0f} ms | {r['steps']} |",
+        f"| ratio | {r['ratio']:.2f}× (target ≤ 1.5×) | |"])
+
+
 def render(results: dict[str, Any]) -> str:
     """A Markdown table: figure, median, p90, max, runs, target verdict."""
     lines = ["| figure | median | p90 | max | runs | ≤ 0.3 s |", "|---|---|---|---|---|---|"]
@@ -221,6 +410,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-big", action="store_true", help="leave out the 1 MB paste")
     ap.add_argument("--browser", action="store_true",
                     help="also time the actions in chromium against streamlit run app.py (needs /usr/bin/chromium)")
+    ap.add_argument("--cpu", nargs="?", const=",".join(ALL_PAGES), metavar="PAGES",
+                    help="only the server's CPU seconds per page (comma-separated pages, default all): the first "
+                         "view in a fresh process, a second visitor's first view, a page switch")
+    ap.add_argument("--cpu-child", metavar="PAGE", help=argparse.SUPPRESS)
+    ap.add_argument("--server-cpu", action="store_true",
+                    help="only the server's CPU per page switch, the explorer beside a plain Streamlit app, driven "
+                         "by --visitors chromium visitors (needs /usr/bin/chromium)")
+    ap.add_argument("--visitors", type=int, default=2, help="visitors of --server-cpu (default 2)")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = ap.parse_args(argv)
     if args.runs < 1:
@@ -232,6 +429,25 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     os.chdir(ROOT)
     logging.getLogger("streamlit").setLevel(logging.ERROR)
+    if args.cpu_child:
+        print(json.dumps(cpu_child(args.cpu_child, args.runs)))
+        return 0
+    if args.server_cpu:
+        r = bench_server_cpu(args.visitors, args.runs)
+        print(render_server_cpu(r))
+        print(f"\n(CPU of each server's process tree from /proc, per page switch, {args.visitors} visitor(s) in "
+              f"turn; load average {os.getloadavg()[0]:.1f})")
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(r, indent=2), encoding="utf-8")
+        return 0
+    if args.cpu:
+        rows = bench_cpu(args.runs, [p.strip() for p in args.cpu.split(",") if p.strip()])
+        print(render_cpu(rows))
+        print(f"\n(CPU seconds of the server's script run, AppTest in-process; worker processes' CPU "
+              f"added where any; median of {args.runs} switches; load average {os.getloadavg()[0]:.1f})")
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(rows, indent=2), encoding="utf-8")
+        return 0
     results: dict[str, Any] = {}
     t0 = time.perf_counter()
     results.update(bench_pages(args.template, args.runs))

@@ -5,7 +5,7 @@ Each distinct response_template is fuzzed once. Prints the worst parse time, the
 and the static check's count; ``--one FILE.json`` times one response_template (a JSON file) in a child process
 with a wall-clock limit, to measure an old export that may run for minutes.
 
-    python -m bench.redos [--templates DIR] [--n 10000] [--limit-ms 50]
+    python -m bench.redos [--templates DIR] [--n 10000] [--limit-ms 50] [--growth 4]
     python -m bench.redos --one rt.json [--n 10000] [--timeout 60]
 """
 
@@ -77,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit-ms", type=float, default=50.0)
     p.add_argument("--one", help="time one response_template JSON file (in a child process with --timeout)")
     p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--growth", type=int, default=0, metavar="K",
+                   help="also parse each output's K×-longer version and report the growth of the time: a quadratic "
+                        "parse grows about K², a linear one about K (catches a quadratic one under the budget at --n)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.one and args.child:
@@ -112,7 +115,30 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{runs} parses of about {args.n} characters; {over} over {args.limit_ms:.0f} ms")
     for dt, t, name in worst[:5]:
         print(f"  {dt * 1000:8.1f} ms  {t}  {name}")
+    if args.growth > 1:
+        _growth(rts, worst, args)
     return 0
+
+
+def _growth(rts: dict[str, dict[str, Any]], timed: list[tuple[float, str, str]], args: argparse.Namespace) -> None:
+    """Time the outputs that took over 1 ms at ``--n`` again at ``--growth`` times the length; print the largest
+    growths (time at K·n over time at n). Faster outputs are noise-bound: a quadratic parse of 1 ms at 10k is
+    16 ms at 40k, still under the budget."""
+    from core.export.redos import fuzz_outputs
+
+    by_template = {v["template"]: v["rt"] for v in rts.values()}
+    k = args.growth
+    rows = []
+    for dt, template, name in timed:
+        if dt < 0.001:
+            continue
+        rt = by_template[template]
+        big = fuzz_outputs(rt, args.n * k)[name]
+        rows.append((time_parse(rt, big) / dt, dt, template, name))
+    rows.sort(reverse=True)
+    print(f"growth at {k}x the length ({len(rows)} outputs over 1 ms; linear ≈ {k}, quadratic ≈ {k * k}):")
+    for g, dt, template, name in rows[:8]:
+        print(f"  x{g:5.1f}  {dt * 1000:7.1f} ms -> {dt * g * 1000:8.1f} ms  {template}  {name}")
 
 
 if __name__ == "__main__":

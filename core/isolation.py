@@ -15,7 +15,11 @@ one. ``fn`` must be a module-level function (pickled by reference); arguments an
 
 Errors raised by ``fn`` come back as the same class of :mod:`core.errors` with the same message. A
 :class:`WorkerLimitError` says nothing about the inputs (the same call may pass on a quieter machine):
-callers must not cache it as the inputs' verdict.
+callers must not cache it as the inputs' verdict. So is a call during which the worker hit a limit that depends
+on the moment (:mod:`core.transient`): a ``MemoryError`` anywhere in it, or a wall-clock limit (render time,
+analysis budget, compile time) while the worker got less than :data:`STARVED_CPU_SHARE` of the call's wall
+time as CPU — whatever ``fn`` made of that error, the caller gets a :class:`WorkerLimitError`. A time limit hit
+with the CPU at hand is the template's own, and comes back as raised.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from . import transient
 from .errors import AnalysisError, ChatTemplateExplorerError
 
 #: Wall-clock seconds one call may take before its worker is killed (``$CTE_ISOLATED_TIMEOUT_S``).
@@ -40,6 +45,9 @@ MAX_WORKERS = max(1, int(os.environ.get("CTE_ISOLATED_WORKERS") or 4))
 MAX_IDLE = 2
 #: Calls one worker serves before it is replaced (its caches are bounded; this bounds fragmentation too).
 MAX_CALLS = 500
+#: A call that hit a wall-clock limit with less CPU than this share of its wall time was starved by the machine's
+#: load: its failure is transient (a CPU-bound render on a quiet machine gets close to 1).
+STARVED_CPU_SHARE = 0.5
 
 
 class WorkerLimitError(AnalysisError):
@@ -123,12 +131,16 @@ def _serve(conn: Any, memory_mb: int) -> None:
             except (ValueError, OSError):  # pragma: no cover
                 pass
         broken = False
+        before, cpu0, wall0 = transient.hits(), time.process_time(), time.monotonic()
         try:
             reply: tuple[Any, ...] = ("ok", fn(*args, **kwargs))
         except MemoryError:
             reply, broken = ("err", _Failure("builtins", "MemoryError", "")), True
         except BaseException as e:  # noqa: BLE001 - everything goes back as data
             reply = ("err", _Failure.of(e))
+        moment = transient_failure(before, transient.hits(), time.process_time() - cpu0, time.monotonic() - wall0)
+        if moment is not None:
+            reply, broken = ("err", moment), broken or moment.cls == "MemoryError"
         try:
             conn.send((*reply, _rss_mb()))
         except MemoryError:
@@ -141,6 +153,18 @@ def _serve(conn: Any, memory_mb: int) -> None:
                 return
         if broken:
             return
+
+
+def transient_failure(before: dict[str, int], after: dict[str, int], cpu_s: float, wall_s: float
+                      ) -> "_Failure | None":
+    """The failure to report instead of a call's own outcome when the call hit a limit that depends on the moment
+    (:mod:`core.transient` counts ``before`` and ``after`` it): a memory limit, or a time limit while the worker
+    got ``cpu_s`` of CPU in ``wall_s`` — under :data:`STARVED_CPU_SHARE` of it. None: the outcome stands."""
+    if after[transient.MEMORY] > before[transient.MEMORY]:
+        return _Failure("builtins", "MemoryError", "")
+    if after[transient.TIME] > before[transient.TIME] and cpu_s < STARVED_CPU_SHARE * wall_s:
+        return _Failure("core.isolation", "Starved", "", (("cpu_s", cpu_s), ("wall_s", wall_s)))
+    return None
 
 
 def _die_with_parent() -> None:
@@ -233,6 +257,11 @@ def _rebuild(f: _Failure, name: str, what: str, memory_mb: int) -> Exception:
     if f.cls == "MemoryError":
         return WorkerLimitError(name, f"the {what} ran out of its {memory_mb} MB memory limit "
                                       f"(limit: isolated {what} memory)", what)
+    if f.cls == "Starved" and f.module == "core.isolation":
+        a = dict(f.attrs)
+        return WorkerLimitError(name, f"the {what} hit a time limit while the server was busy (it got "
+                                      f"{a.get('cpu_s', 0):.1f} s of CPU in {a.get('wall_s', 0):.1f} s; try again) "
+                                      f"(limit: isolated {what} time under load)", what)
     cls: Any = None
     if f.module == "core" or f.module.startswith("core."):
         try:

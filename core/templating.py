@@ -48,6 +48,7 @@ import markupsafe
 
 from . import codepack
 from . import memo as _memo
+from . import transient
 from .errors import RenderLimitError, TemplateRenderError, TemplateSecurityError, TemplateSyntaxError
 
 
@@ -158,6 +159,7 @@ class _Deadline:
         if now <= self.until:
             return
         if now > self.end:
+            transient.hit(transient.TIME)
             if self.budget is not None:
                 self.budget.exceeded = True
                 raise RenderLimitError("<render>", self.budget.message())
@@ -197,6 +199,7 @@ class Budget:
         """Raise :class:`RenderLimitError` (and mark ``exceeded``) if the budget is spent."""
         if time.monotonic() > self.until:
             self.exceeded = True
+            transient.hit(transient.TIME)
             raise RenderLimitError("<analysis>", self.message())
 
 
@@ -482,6 +485,7 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
             if not self._until:
                 self._until = time.monotonic() + COMPILE_TIMEOUT_S
             elif time.monotonic() > self._until:
+                transient.hit(transient.TIME)
                 raise RenderLimitError(self.name or "<template>", f"compiling took longer than {COMPILE_TIMEOUT_S:g} s "
                                                                   "(limit: compile time; set CTE_COMPILE_TIMEOUT_S)")
         # jinja2's NodeVisitor.visit, with the handler from a per-class table (no name formatting, lookup or
@@ -709,6 +713,7 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
 
         def check() -> None:
             if time.monotonic() > until:
+                transient.hit(transient.TIME)
                 raise RenderLimitError(name or "<template>", f"compiling took longer than {COMPILE_TIMEOUT_S:g} s "
                                                              "(limit: compile time; set CTE_COMPILE_TIMEOUT_S)")
 
@@ -1681,6 +1686,7 @@ class ChatTemplate:
         except RecursionError:
             raise RenderLimitError(self.name, "recursion too deep (limit: recursion depth)") from None
         except MemoryError:
+            transient.hit(transient.MEMORY)  # not a verdict on the template: core/transient.py
             raise RenderLimitError(self.name, "out of memory (limit: memory)") from None
         except TemplateRenderError:
             raise

@@ -2,7 +2,10 @@
 (case, path). Meant to run in a subprocess with RLIMIT_AS set (tests/test_attacks.py does), so a regression
 cannot take the machine down:
 
-    python -m tests.attack_runner tests/data/attacks.json CLASS [MEMORY_MB]
+    python -m tests.attack_runner tests/data/attacks.json CLASS [MEMORY_MB [CASE_ID ...]]
+
+With case ids, only those cases of the class run (tests/test_attacks.py runs the corpus as shards, several
+processes at once, each with the same limits).
 
 Paths per class:
 
@@ -179,8 +182,9 @@ def main(argv: list[str]) -> int:
     if len(argv) > 2:
         limit = int(argv[2]) * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    only = set(argv[3:])
     for case in cases:
-        if case["class"] != cls:
+        if case["class"] != cls or only and case["id"] not in only:
             continue
         if cls == "hostile URL":
             _url_paths(case)

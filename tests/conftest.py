@@ -18,6 +18,9 @@ REFERENCE = SHARED / "reference"
 # explain's triage tries as many candidate edits and fixes as fit in its time budget; the tests (and the CLI and
 # app servers they start, which inherit this) give it room so that its answers do not depend on the machine's load
 os.environ.setdefault("CTE_EXPLAIN_BUDGET_S", "30")
+# likewise the analysis budget (5 s by default, for visitors): a starved machine must not turn a real template's
+# analysis into a limit error; the tests of the budget itself pass their own budget_s or set the variable
+os.environ.setdefault("CTE_ANALYSIS_BUDGET_S", "60")
 
 # The moment llama.cpp rendered ../shared/reference (read off the Hunyuan prompt in analysis.jsonl, which prints
 # "2026-11-30 01:57:31 星期一"). Every test sees this clock, so templates that print today's date render as the

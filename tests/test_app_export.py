@@ -43,3 +43,20 @@ def test_app_uses_no_removed_streamlit_width_argument():
     users = [p.name for p in [root / "app.py", *(root / "explorer").rglob("*.py")]
              if "use_container_width" in p.read_text(encoding="utf-8")]
     assert users == []
+
+
+def test_the_page_asks_whether_transformers_is_installed_without_importing_it(monkeypatch):
+    # the page only decides whether to offer the verification; importing transformers in the server cost a
+    # second of CPU on the page's first view (the verification itself imports it in a worker)
+    import importlib.util
+    import sys
+
+    from core.export import verify
+
+    assert verify.transformers_installed() == transformers_available()
+    if "transformers" in sys.modules:  # this process imported it already: the check must not depend on that
+        monkeypatch.delitem(sys.modules, "transformers")
+    verify.transformers_installed()
+    assert "transformers" not in sys.modules
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert verify.transformers_installed() is False

@@ -26,20 +26,57 @@ def _cases() -> list[dict]:
     return json.loads(CORPUS.read_text(encoding="utf-8"))
 
 
+#: runner processes at once; each case keeps its own limits (CPU seconds of its process, RLIMIT_AS per process).
+#: Most of a bomb's time is waiting for a wall-clock limit (the 2 s analysis budget), so the shards overlap well
+#: even on a busy machine.
+PROCESSES = max(2, min(4, os.cpu_count() or 2))
+
+
+def _shards() -> list[tuple[str, list[str]]]:
+    """(class, case ids) per runner process, the longest first: the hostile outputs (megabytes parsed and
+    explained: the most CPU) and the template bombs dealt round-robin into :data:`PROCESSES` shards each, the
+    cases that need a limited worker in one (they share its forkserver), the other classes whole."""
+    cases = _cases()
+
+    def ids(cls: str, isolated: bool = False) -> list[str]:
+        return [c["id"] for c in cases if c["class"] == cls and bool(c.get("isolated")) == isolated]
+
+    outputs, bombs = ids("hostile output"), ids("template bomb")
+    shards = [("hostile output", outputs[k::PROCESSES]) for k in range(PROCESSES)]
+    shards += [("template bomb", bombs[k::PROCESSES]) for k in range(PROCESSES)]
+    shards += [("template bomb", ids("template bomb", True)), ("hostile name", ids("hostile name")),
+               ("hostile URL", ids("hostile URL"))]
+    return [s for s in shards if s[1]]
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict[str, list[dict]]:
-    """Rows per class, from tests/attack_runner.py in subprocesses (a fresh compiled-code cache, the analysis
-    budget at 2 s so the corpus stays quick: the same budget the commands apply, shorter)."""
+    """Rows per class, from tests/attack_runner.py in subprocesses, :data:`PROCESSES` at a time (a fresh
+    compiled-code cache, the analysis budget at 2 s so the corpus stays quick: the same budget the commands
+    apply, shorter)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     cache = tmp_path_factory.mktemp("attack-cache")
     env = dict(os.environ, PYTHONPATH=str(ROOT), CTE_CACHE_DIR=str(cache), CTE_ANALYSIS_BUDGET_S="2")
     env.pop("CTE_DEMO", None)
-    out: dict[str, list[dict]] = {}
-    for cls in CLASSES:
-        proc = subprocess.run([sys.executable, "-m", "tests.attack_runner", str(CORPUS), cls, str(MEMORY_MB)],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
-        assert proc.returncode == 0, (cls, proc.stderr[-3000:])
-        out[cls] = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+    def run(shard: tuple[str, list[str]]) -> tuple[str, list[str], subprocess.CompletedProcess]:
+        cls, ids = shard
+        return cls, ids, subprocess.run([sys.executable, "-m", "tests.attack_runner", str(CORPUS), cls,
+                                         str(MEMORY_MB), *ids], cwd=ROOT, env=env, capture_output=True,
+                                        text=True, timeout=1800)
+
+    out: dict[str, list[dict]] = {cls: [] for cls in CLASSES}
+    with ThreadPoolExecutor(PROCESSES) as pool:
+        for cls, ids, proc in pool.map(run, _shards()):
+            assert proc.returncode == 0, (cls, ids, proc.stderr[-3000:])
+            out[cls] += [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     return out
+
+
+def test_the_shards_hold_every_case_once():
+    held = [i for _, ids in _shards() for i in ids]
+    assert sorted(held) == sorted(c["id"] for c in _cases())
 
 
 def test_corpus_is_data_with_a_class_and_a_target_per_case():

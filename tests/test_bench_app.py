@@ -3,6 +3,8 @@ itself is never asserted here (bench/ measures it)."""
 
 from __future__ import annotations
 
+import pytest
+
 from bench import app as bench_app
 
 from .conftest import TEMPLATES
@@ -21,3 +23,54 @@ def test_app_bench_reports_every_figure(tmp_path, capsys):
     assert all(r["n"] >= 1 and r["median_s"] > 0 for r in results.values())
     assert "| page switch: all pages |" in capsys.readouterr().out
     assert bench_app.main(["--runs", "0"]) == 2
+
+
+def test_cpu_mode_reports_each_view_of_each_page(tmp_path, capsys):
+    out = tmp_path / "cpu.json"
+    assert bench_app.main(["--cpu", "home,grammar", "--runs", "1", "--json", str(out)]) == 0
+    import json
+
+    rows = json.loads(out.read_text())
+    assert [r["page"] for r in rows] == ["home", "grammar"]
+    for r in rows:  # (script CPU s, workers' CPU s) per view; the cold view imports, so it costs something
+        assert {"cold", "after_home", "second", "warm"} <= set(r)
+        assert r["cold"][0] > 0 and all(len(r[k]) == 2 and min(r[k]) >= 0 for k in ("after_home", "second", "warm"))
+    assert "| grammar |" in capsys.readouterr().out
+
+
+def test_tree_cpu_counts_a_child_process():
+    import os
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                              "while time.process_time() - t < 0.3: pass\ntime.sleep(30)"])
+    try:
+        for _ in range(200):  # until the child has spent its 0.3 s (it then sleeps)
+            if bench_app.tree_cpu(os.getpid(), children_only=True) >= 0.25:
+                break
+            subprocess.run(["sleep", "0.05"])
+        assert bench_app.tree_cpu(os.getpid(), children_only=True) >= 0.25
+        assert bench_app.tree_cpu(os.getpid()) >= bench_app.tree_cpu(os.getpid(), children_only=True)
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.browser
+def test_server_cpu_mode_drives_both_servers(tmp_path, capsys):
+    import json
+    import os
+
+    from bench.browser import CHROMIUM
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: apt-get install chromium)")
+    out = tmp_path / "server.json"
+    assert bench_app.main(["--server-cpu", "--visitors", "1", "--runs", "2", "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["steps"] == 2 and r["visitors"] == 1
+    # every step made both servers run a page script: neither spent nothing
+    assert r["explorer_cpu_per_step_s"] > 0 and r["plain_cpu_per_step_s"] > 0
+    assert r["ratio"] == r["explorer_cpu_per_step_s"] / r["plain_cpu_per_step_s"]
+    assert "| plain Streamlit app (bench/plain_app.py) |" in capsys.readouterr().out

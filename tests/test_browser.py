@@ -247,7 +247,7 @@ def test_upload_tokenizer_config_with_variants(app_url, browser, tmp_path):
     page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
     _wait_idle(page)
     page.get_by_text("tokenizer_config.json:tool_use", exact=False).first.wait_for(timeout=30_000)
-    text = " ".join(page.locator('[data-testid="stMetric"]').all_inner_texts())
+    text = wait_for_metrics(page, "TAG_BASED", "JSON_NATIVE")  # the metrics arrive one by one, after the name
     assert "TAG_BASED" in text and "JSON_NATIVE" in text, text
     _shot(page, "21-upload-overview")
     assert not errors, errors

@@ -112,3 +112,138 @@ def test_a_killed_worker_is_not_cached_as_the_verdict(monkeypatch):
     failed = state._bundle(*key)  # asked again: the worker runs again (nothing cached)
     assert isinstance(failed, state.Failed) and "raise_exception: bad" in str(failed.error)
     assert state._bundle(*key) is failed and calls == ["flaky-iso.jinja"] * 2  # a real verdict is cached
+
+
+# ------------------------------------------------------------------- transient failures (issues 24 and 28)
+
+# each render walks a loop: an analysis of it takes long enough to be caught in the middle
+SLOW = ("{%- for i in range(20000) %}{% endfor -%}{%- for m in messages -%}<|{{ m.role }}|>{{ m.content }}<|end|>"
+        "{%- endfor -%}{%- if add_generation_prompt %}<|assistant|>{% endif -%}")
+
+
+def _cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _killed_mid_call(work) -> tuple[int, list[BaseException]]:
+    """Run ``work()`` in a thread, kill (SIGKILL: the OOM killer, an operator) the worker it runs in once that
+    worker has used some CPU, and return the worker's pid and what ``work`` raised."""
+    import signal
+    import time
+
+    pid = isolation.call(os.getpid)  # the idle worker the next call takes
+    ticks = _cpu_ticks(pid)
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as e:  # noqa: BLE001
+            outcome.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    while _cpu_ticks(pid) < ticks + 3 and t.is_alive():  # the worker is at work
+        time.sleep(0.01)
+    assert t.is_alive()
+    os.kill(pid, signal.SIGKILL)
+    t.join(60)
+    return pid, outcome
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs procfs to see the worker start")
+def test_a_worker_killed_mid_analysis_is_not_the_verdict_and_the_same_text_analyses_again():
+    from core.analysis.isolated import analyze_isolated
+
+    pid, outcome = _killed_mid_call(lambda: analyze_isolated(SLOW, "slow.jinja", budget_s=0))
+    assert isinstance(outcome[0], WorkerLimitError) and "worker died" in str(outcome[0])
+    report = analyze_isolated(SLOW, "slow.jinja", budget_s=0)  # the same text: a new worker, a real answer
+    assert report.generation_prompt == "<|assistant|>" and not report.all_probes_failed
+    assert isolation.call(os.getpid) != pid
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs procfs to see the worker start")
+def test_the_explorer_analyses_again_after_its_worker_was_killed(monkeypatch):
+    # the app's shared analysis cache (st.cache_resource): the next visitor pasting the same text gets an analysis,
+    # not the first one's "worker died"
+    from explorer import state
+
+    monkeypatch.setattr(state, "app_analysis_budget", lambda: 0)
+    source = SLOW + "{# explorer #}"
+    _, outcome = _killed_mid_call(lambda: state._base_report(source, "slow-app.jinja", "llama.cpp"))
+    assert isinstance(outcome[0], WorkerLimitError) and "worker died" in str(outcome[0])
+    report = state._base_report(source, "slow-app.jinja", "llama.cpp")
+    assert not isinstance(report, state.Failed) and report.generation_prompt == "<|assistant|>"
+
+
+def _degraded_render() -> str:
+    """What an analysis does with a failed render: records it and goes on. Here the render runs out of memory
+    (jinja2's chunk generator raising MemoryError, as a real allocation past the worker's limit does)."""
+    from core.errors import RenderLimitError
+
+    def oom(*args, **kwargs):
+        raise MemoryError
+
+    t = ChatTemplate("{{ 'x' }}", "oom.jinja")
+    t._compiled.generate = oom  # a real allocation past the limit raises here, inside the render
+    try:
+        t.render({})
+    except RenderLimitError as e:
+        return f"degraded: {e}"
+    return "rendered"
+
+
+def test_a_memory_error_the_call_caught_is_still_no_verdict():
+    pid = isolation.call(os.getpid)
+    assert _degraded_render().startswith("degraded: ") and "out of memory (limit: memory)" in _degraded_render()
+    with pytest.raises(WorkerLimitError, match=r"ran out of its \d+ MB memory limit \(limit: isolated render memory\)"):
+        isolation.call(_degraded_render, what="render", name="oom.jinja")
+    assert isolation.call(os.getpid) != pid  # a worker whose memory ran out is not reused
+
+
+def test_a_time_limit_is_transient_only_when_the_worker_was_starved():
+    from core import transient
+
+    none = {transient.TIME: 0, transient.MEMORY: 0}
+    timed = {transient.TIME: 1, transient.MEMORY: 0}
+    assert isolation.transient_failure(none, none, 0.1, 9.0) is None  # no limit hit: the outcome stands
+    assert isolation.transient_failure(none, timed, 1.9, 2.0) is None  # the template's own: cached
+    starved = isolation.transient_failure(none, timed, 0.4, 2.0)
+    assert starved is not None and starved.cls == "Starved"
+    assert isolation.transient_failure(none, {transient.TIME: 0, transient.MEMORY: 1}, 2.0, 2.0).cls == "MemoryError"
+    err = isolation._rebuild(starved, "t.jinja", "analysis", 500)
+    assert isinstance(err, WorkerLimitError)
+    assert str(err) == ("cannot analyse template 't.jinja': the analysis hit a time limit while the server was busy "
+                        "(it got 0.4 s of CPU in 2.0 s; try again) (limit: isolated analysis time under load)")
+
+
+LOOP = "{%- for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor -%}"
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGSTOP"), reason="needs SIGSTOP")
+def test_a_render_time_limit_hit_while_the_worker_got_no_cpu_is_not_the_verdict():
+    import signal
+    import time
+
+    pid = isolation.call(os.getpid)
+    ticks = _cpu_ticks(pid) if os.path.exists("/proc/self/stat") else 0
+    outcome: list[BaseException] = []
+
+    def render() -> None:
+        try:
+            isolation.call(_render, LOOP, what="render", name="loop.jinja")
+        except BaseException as e:  # noqa: BLE001
+            outcome.append(e)
+
+    t = threading.Thread(target=render)
+    t.start()
+    while os.path.exists("/proc/self/stat") and _cpu_ticks(pid) < ticks + 3 and t.is_alive():
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGSTOP)  # a loaded machine, taken to the extreme: the worker gets no CPU
+    time.sleep(3)  # past the 2 s render time limit
+    os.kill(pid, signal.SIGCONT)
+    t.join(60)
+    assert isinstance(outcome[0], WorkerLimitError), outcome
+    assert "(limit: isolated render time under load)" in str(outcome[0])

@@ -17,7 +17,14 @@ from .conftest import ROOT, TEMPLATES
 CASES = load_cases(str(ROOT / "tests" / "data" / "real_outputs"))
 # right / total per (fidelity, split); measured on this commit (261 cases: the 57 vLLM ones, 20/10/27/16 of these,
 # and the 204 added by branch realset, see docs/realset-baseline.md)
-PASS = {("llama.cpp", "dev"): 94, ("llama.cpp", "holdout"): 45, ("improved", "dev"): 123, ("improved", "holdout"): 63}
+PASS = {("llama.cpp", "dev"): 94, ("llama.cpp", "holdout"): 45, ("improved", "dev"): 148, ("improved", "holdout"): 75}
+# cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
+DELIBERATELY_OTHER = {
+    "seed-no-tools": "reasoning-end-without-start: Seed-OSS with thinking on reasons from its first token, so an "
+                     "answer with no end marker is reasoning (vLLM's seed_oss reasoning parser, q3-without-think); "
+                     "the expected message comes from vLLM's tool-parser test, which runs without a reasoning parser "
+                     "(docs/fidelity-reasoning.md)",
+}
 
 
 @lru_cache(maxsize=None)
@@ -46,11 +53,11 @@ def test_rates(fidelity, split):
 
 
 def test_cases_marked_both_pass_at_llama_cpp_fidelity_where_llama_cpp_agrees():
-    """A case marked fidelity "both" that fails at llama.cpp fidelity fails at improved too (improved is never
-    worse on the set)."""
+    """A case right at llama.cpp fidelity is right at improved too (improved is never worse on the set), except
+    the listed cases where a repair follows another peer's policy on purpose."""
     one = {r.case.id: r.ok for r in _results("llama.cpp")}
     better = {r.case.id: r.ok for r in _results("improved")}
-    assert [cid for cid, ok in one.items() if ok and not better[cid]] == []
+    assert sorted(cid for cid, ok in one.items() if ok and not better[cid]) == sorted(DELIBERATELY_OTHER)
 
 
 def test_rate_table_lists_every_family():

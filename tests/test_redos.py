@@ -30,14 +30,23 @@ BAD = {
     r"(?:a|b)+c": {"LEADING"},
     # linear for re, quadratic in the regex module's partial search (transformers' streaming)
     r"(?:<seed:tool_call>\s*)?<function=": {"PARTIAL"},
+    # no literal start, and a literal needed after a run: the partial search looks for it from every start
+    r"(?:<\|from\|>assistant\n<\|recipient\|>\s*|\A(?!\s*all\n<\|content\|>))(?P<name>[^\s<>]+?)\s*<\|content\|>\s*":
+        {"PARTIAL"},
+    r"(?:\A|>>>)(?!all\n)(?P<name>[^\s>]+)\n": {"PARTIAL"},
+    r"(?:<a>|\A)\s*x": {"PARTIAL"},
+    r"(?<![^\s<>])(?P<id>[^\s<>]+?)<\|name\|>": {"PARTIAL"},
+    r'(?:<s>\s{0,1000})?<f name="(?P<name>[^"]+)">': {"PARTIAL"},
 }
 GOOD = [
     r"<tool_call>\s*", r"</tool_call>\s*(?:</tools>\s*|(?=<tool_call>)|\Z)", r"\A\s*<\|CHATBOT_TOKEN\|>",
-    r"(?:<a>|\A)\s*x", r"<a>[^<]*</a>", r"[^a-zA-Z0-9-]+", r"x\s*y\s*z", r"\d{4}-\d{2}",
+    r"(?:<a>|\A)\s*(?:x|(?!))", r"<a>[^<]*</a>", r"[^a-zA-Z0-9-]+", r"x\s*y\s*z", r"\d{4}-\d{2}",
     r"(?:<x>\s*)+", r'(?:<｜DSML｜(?:tool_calls|function_calls)>\s{0,1000})?'
-    r'<｜DSML｜invoke name="(?P<name>[^"]+)">\s*',
+    r'<｜DSML｜invoke name="(?P<name>[^"]+)(?:">|(?!))\s*',
     r"<p=(?P<k>[^<>\n]*?[^<>\s])\s*>(?P<value>(?:(?!<p=).)*?)</p>", r"(?:<s>\s{0,1000})?<f>",
-    r"(?<![^\s<>])(?P<id>[^\s<>]+?)<\|name\|>",
+    r"(?<![^\s<>])(?P<id>[^\s<>]+?)(?:<\|name\|>|(?!))",
+    r"(?:<\|from\|>assistant\n<\|recipient\|>\s*|\A(?!\s*all\n<\|content\|>))(?P<name>[^\s<>]+?)\s*"
+    r"(?:<\|content\|>|(?!))\s*",
 ]
 
 
@@ -55,12 +64,21 @@ def test_checker_passes_linear_shapes(pattern):
     (r"\s*\s*<tool_call>\s*", r"<tool_call>\s*"),
     (r"\s*</tool_call>\s*", r"</tool_call>\s*"),
     (r"\s*(?:\s*<tool_call>\s*)?\s*<function=(?P<name>[^\s<>]+?)\s*>\s*",
-     r"(?:<tool_call>\s{0,1000})?<function=(?P<name>[^\s<>]+?)\s*>\s*"),
+     r"(?:<tool_call>\s{0,1000})?<function=(?P<name>[^\s<>]+?)\s*(?:>|(?!))\s*"),
     (r"\s*</invoke>\s*(?:\s*</m>\s*|(?=\s*\s*<invoke)|\Z)", r"</invoke>\s*(?:</m>\s*|(?=<invoke)|\Z)"),
     (r"(?:\s*<\|START_RESPONSE\|>\s*)+", r"(?:<\|START_RESPONSE\|>\s*)+"),
     (r"</think>|(?=\s*<tool_call>)", r"</think>|(?=<tool_call>)"),
     (r"(?=\s*<function_call>\s*)", r"(?=<function_call>)"),
     (r"\A\s*<\|CHATBOT_TOKEN\|>", r"\A\s*<\|CHATBOT_TOKEN\|>"),
+    # no literal start: a literal needed after a run goes into an alternation the regex module takes no
+    # required text from; the first literal (bounded offset) and an anchored pattern stay as written
+    (r"(?:<f>\n<r>\s*|\A(?!\s*all\n<c>))(?P<name>[^\s<>]+?)\s*<c>\s*",
+     r"(?:<f>\n<r>\s*|\A(?!\s*all\n<c>))(?P<name>[^\s<>]+?)\s*(?:<c>|(?!))\s*"),
+    (r"(?:<tool_call>\s*)?<function=(?P<name>[^\s<>]+?)\s*>\s*",
+     r"(?:<tool_call>\s{0,1000})?<function=(?P<name>[^\s<>]+?)\s*(?:>|(?!))\s*"),
+    (r"(?:\A|>>>)(?!all\n)(?P<name>[^\s>]+)\n", r"(?:\A|>>>)(?!all\n)(?P<name>[^\s>]+)(?:\n|(?!))"),
+    (r"<function=(?P<name>[^\s<>]+?)\s*>\s*", r"<function=(?P<name>[^\s<>]+?)\s*>\s*"),
+    (r"\A(?P<name>[^\s<>]+?)\s*<c>", r"\A(?P<name>[^\s<>]+?)\s*<c>"),
 ])
 def test_linear_delimiter_rewrites(before, after):
     assert linear_delimiter(before) == after
@@ -68,7 +86,7 @@ def test_linear_delimiter_rewrites(before, after):
 
 
 def test_linear_delimiter_leaves_a_capture_edge_and_the_checker_still_sees_it():
-    assert linear_delimiter(r"(?P<id>\s*x)\s*") == r"(?P<id>\s*x)\s*"
+    assert linear_delimiter(r"(?P<id>\s*x)\s*") == r"(?P<id>\s*(?:x|(?!)))\s*"
     assert {f.kind for f in check_pattern(r"(?P<id>\s*x)\s*")} >= {"LEADING", "PARTIAL"}
 
 
@@ -139,7 +157,8 @@ def test_parser_and_grammar_regexes_are_linear():
                  for v in vars(m).values()
                  if isinstance(v, re.Pattern) or isinstance(getattr(v, "__self__", None), re.Pattern)]
     assert len(anchored) >= 12
-    assert [(p, check_pattern(p)) for p in search if check_pattern(p)] == []
+    # our own partial matching is Python's re, llama.cpp's triggers std::regex: not the regex module's partial mode
+    assert [(p, check_pattern(p, partial=False)) for p in search if check_pattern(p, partial=False)] == []
     assert [(p, check_pattern(p, search=False)) for p in anchored if check_pattern(p, search=False)] == []
 
 
@@ -155,15 +174,59 @@ def test_an_export_the_check_flags_is_refused(monkeypatch):
     assert res.reasons[0].startswith("a pattern would not run in linear time on some outputs (tool_calls.")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "re-attack of issue 24, open: the regex module's partial search (transformers' parse_response) is quadratic "
-    "on Functionary v2.2's improved-fidelity opener (?:<|from|>assistant\\n<|recipient|>\\s*|\\A(?!…))NAME\\s*"
-    "<|content|>: an alternation with a \\A branch, then a run, then \\s* before a literal. 80,000 '<' after the "
-    "header cost 2.5 s CPU (0.04 s at 10k: inside the fuzz budget). Bounding the name or the \\s* does not help; "
-    "the checker has no shape for it"))
 def test_checker_flags_the_partial_mode_alternation_of_functionary_v22():
+    # re-attack of issue 24: the opener (?:<|from|>…\s*|\A(?!…))NAME\s*<|content|> was quadratic in the regex
+    # module's partial search (transformers' streaming; 2.5 s CPU on 80,000 '<' after the header). The checker
+    # flags that shape; the export leaves <|content|> to an alternation the search takes no required text from
     path = TEMPLATES / "hfjs-meetkai-functionary-medium-v2.2.jinja"
     rt = export_response_template(ChatTemplate(path.read_text(encoding="utf-8"), path.name),
                                   fidelity="improved").response_template
-    assert r"|\A(?!" in rt["fields"]["tool_calls"]["open_pattern"]  # the opener this is about
-    assert check_response_template(rt)  # the checker should flag it (and the export be refused or rewritten)
+    opener = rt["fields"]["tool_calls"]["open_pattern"]
+    assert opener == (r"(?:<\|from\|>assistant\
+<\|recipient\|>\s*|\A(?!\s*all\
+<\|content\|>))"
+                      r"(?P<name>[^\s<>\"'{}()\[\]]+?)\s*(?:<\|content\|>|(?!))\s*")
+    assert check_response_template(rt) == {}
+    before = opener.replace(r"(?:<\|content\|>|(?!))", r"<\|content\|>")
+    assert [f.kind for f in check_pattern(before)] == ["PARTIAL"]
+    # the same matches, spans and name on the texts the opener exists for, and on near misses
+    texts = ["get_weather\n<|content|>{}", "all\n<|content|>Hi", "Hi<|from|>assistant\n<|recipient|>f\n<|content|>{}",
+             "all\n<|content|>" + "<|content|" * 50, "f <|content|>", "<|from|>assistant\n<|recipient|> g\t<|content|>x"]
+    for t in texts:
+        a, b = re.search(before, t, re.DOTALL), re.search(opener, t, re.DOTALL)
+        assert (a and (a.span(), a.groupdict())) == (b and (b.span(), b.groupdict())), t
+
+
+# corpus openers before the required-literal rewrite (llama.cpp fidelity unless noted), as the export built them
+_OPENERS = [
+    r"(?:<seed:tool_call>\s{0,1000})?<function=(?P<name>[^\s<>\"'{}()\[\]]+?)\s*>\s*",  # Seed-OSS
+    r"(?:<\|tool_calls_section_begin\|>\s{0,1000})?(?:<\|tool_call_begin\|>\s{0,1000})?(?P<id>functions\."
+    r"(?P<name>(?:(?!functions\.)[^\s<>\"'{}()\[\]])+?)\s*:\d+)<\|tool_call_argument_begin\|>\s*",  # Kimi K2
+    r"(?:\A|>>>)(?!all\n)(?P<name>[^\s>]+)\n",  # Functionary v3.2
+    r"(?: to=functions\.|<\|channel\|>(?:commentary|analysis) to=functions\.)(?P<name>[^<\s]+)(?:<\|channel\|>"
+    r"(?:commentary|analysis))?(?:\s*<\|constrain\|>\s*[A-Za-z0-9_-]+|\s+[A-Za-z0-9_-]+)?<\|message\|>",  # gpt-oss
+    r"(?:<\|tool_calls\|>\s{0,1000})?(?:<\|tool_call:begin\|>\s{0,1000})?(?<![^\s<>])(?P<id>[^\s<>]+?)"
+    r"<\|tool_call:name\|>(?P<name>[^\s<>\"'{}()\[\]]+?)\s*<\|tool_call:args\|>\s*",  # Solar Open
+    r'(?:<｜DSML｜(?:tool_calls|function_calls)>\s{0,1000})?<｜DSML｜invoke name="(?P<name>[^"]+)">\s*',  # DeepSeek V3.2
+]
+
+
+@pytest.mark.parametrize("opener", _OPENERS)
+def test_the_required_literal_rewrite_keeps_every_match(opener):
+    from core.export.redos import _literals
+
+    hidden = linear_delimiter(opener)
+    assert hidden != opener and "|(?!))" in hidden
+    assert check_pattern(opener) and check_pattern(hidden) == []
+    lits = _literals(opener)
+    pieces = lits + ["get_weather", "functions.f", ":0", " ", "\n", "x", "all\n", '">', ">", ":", "<"]
+    texts = set()
+    for a in pieces:
+        for b in pieces:
+            for c in lits:
+                texts |= {a + b + c, c + a + b, a + c + b + c, "".join(lits), " " + "".join(reversed(lits)),
+                          a.join(lits) + b, b.join(lits) + a + c}
+    for t in sorted(texts):
+        m1, m2 = re.search(opener, t, re.DOTALL), re.search(hidden, t, re.DOTALL)
+        assert (m1 and (m1.span(), m1.groupdict())) == (m2 and (m2.span(), m2.groupdict())), (opener, t)
+    assert any(re.search(opener, t, re.DOTALL) for t in texts)

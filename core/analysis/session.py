@@ -23,6 +23,10 @@ from .result import Caps
 from . import engine as _engine
 
 
+#: limits whose hit depends on the machine's load or the process's memory, not on the template alone
+_MOMENT_LIMITS = ("(limit: analysis budget", "(limit: render time", "(limit: compile time", "(limit: memory)")
+
+
 @dataclass
 class Comparison:
     """One A-versus-B render comparison of the analysis, kept so the app and CLI can show how each marker
@@ -190,8 +194,8 @@ class ProbeSession:
             self.render_count += 1
             self._cache[key] = hit
             if self._use_global and not (isinstance(hit, _RenderFailure) and issubclass(hit.cls, RenderLimitError)
-                                         and "analysis budget" in hit.message):
-                # a render cut by the analysis budget may pass next time, so it is not shared
+                                         and any(m in hit.message for m in _MOMENT_LIMITS)):
+                # a render cut by a wall-clock or memory limit may pass next time (core/transient.py): not shared
                 size = len(key) + (len(hit) if isinstance(hit, str) else hit.size()) + 200
                 _GLOBAL_CACHE.put((self._src, key), hit, size)
         if isinstance(hit, _RenderFailure):

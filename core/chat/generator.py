@@ -41,6 +41,7 @@ streamed stays when garbage follows it. ``parse`` never raises.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -58,10 +59,13 @@ from ..peg.chat import ChatBuilder, indexed_function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
-from .repairs import REASONING_START_REPEATED
+from .repairs import BUILTIN_CALL_SYNTAX, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS   # issue 25 (s9-calls2)
+from .repairs import INSTRUCTED_REASONING_MARKERS, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
+# repair json-call-wrappers: a template whose tool instructions show the call list as WORD[{"name": …}] (linear)
+_LISTED_CALLS = re.compile(r'\b([A-Za-z_][A-Za-z0-9_]{0,40})\[\{"name"')
 RECOVER_TRAILING = "recover-trailing"
 RECOVER_CONTENT = "recover-content"
 MAIN_REST = "main+rest"
@@ -643,11 +647,15 @@ class _Gen:
     """Builds the parser for one (analysis, request) pair; mirrors the reference's build functions."""
 
     def __init__(self, analysis: TemplateAnalysis, request: ChatRequest, improvements: frozenset[str] = frozenset(),
-                 reasoning_preamble: str = "", generation_prompt: str = ""):
+                 reasoning_preamble: str = "", generation_prompt: str = "", template_source: str = "",
+                 reasoning_first: bool = False, instructed: tuple = ()):
         self.a = analysis
+        self.template_source = template_source or ""
         self.req = request
         self.improvements = improvements
         self.reasoning_preamble = reasoning_preamble
+        self.reasoning_first = reasoning_first
+        self.instructed = instructed   # (start phrases, end phrases): repair instructed-reasoning-markers
         self.generation_prompt = generation_prompt
         self.p = ChatBuilder(python_literal_values=True if PYTHON_LITERAL_VALUES in improvements else None)
         self.extracting = (request.reasoning_format != ReasoningFormat.NONE
@@ -664,6 +672,14 @@ class _Gen:
     # -- reasoning / content --------------------------------------------------------------------------------
     def reasoning_parser(self) -> P:
         p, r = self.p, self.a.reasoning
+        if self.instructed and r.mode == ReasoningMode.NONE and self.req.reasoning_format != ReasoningFormat.NONE \
+                and INSTRUCTED_REASONING_MARKERS in p.repairs:
+            starts, ends = self.instructed
+            self.notes.append(f"repair {INSTRUCTED_REASONING_MARKERS}: the prompt asks for {starts[0]!r} / "
+                              f"{ends[0]!r}: the text between them is reasoning")
+            block = (p.choice(*[p.literal(t) for t in starts]) + p.reasoning(p.until_one_of(list(ends)))
+                     + p.optional(p.choice(*[p.literal(t) for t in ends])))
+            return p.optional(p.repair(INSTRUCTED_REASONING_MARKERS, block))
         if not self.extracting:
             return p.eps()
         if r.mode in (ReasoningMode.TAG_BASED, ReasoningMode.TOOLS_ONLY) and r.end:
@@ -679,9 +695,28 @@ class _Gen:
                     start = start + p.optional(p.repair(REASONING_START_REPEATED,
                                                         p.space() + p.optspace(r.start)))
                 block = start + p.reasoning(p.until(end)) + p.optspace(r.end)
+                if self.reasoning_first and REASONING_END_WITHOUT_START in p.repairs:
+                    # thinking is on and the prompt does not open it: the model reasons from its first token
+                    # (a stripped or never-written start marker) until the end marker or a call opener
+                    stops = [end] + [o for o in self.call_openers() if o != end]
+                    # text that opens with JSON or a bracket is a call or a JSON answer (unmarked-calls, a
+                    # response format), not reasoning
+                    implicit = p.negate(p.space() + p.choice(p.literal("{"), p.literal("["))) + p.repair(
+                        REASONING_END_WITHOUT_START, p.reasoning(p.until_one_of(stops)) + p.optional(p.optspace(r.end)))
+                    self.notes.append(f"repair {REASONING_END_WITHOUT_START}: thinking is on and the generation "
+                                      f"prompt does not open {trim_ws(r.start)!r}: the output is reasoning until "
+                                      f"{end!r}" + (" or a call" if len(stops) > 1 else ""))
+                    return p.optional(p.choice(block, implicit))
                 return p.optional(block)
             return p.optional(p.reasoning(p.until(end)) + p.optspace(r.end))
         return p.eps()
+
+    def call_openers(self) -> list[str]:
+        """The marker that opens this request's tool calls (its section, else its call), [] without tools."""
+        f, req = self.a.tools.format, self.req
+        if not req.tools or req.tool_choice == ToolChoice.NONE or f.mode == ToolFormat.NONE:
+            return []
+        return [o for o in (trim_ws(f.section_start or ""), trim_ws(f.per_call_start or "")) if o][:1]
 
     def content_pre(self) -> P:
         """The content body without its final ``end()``."""
@@ -690,6 +725,11 @@ class _Gen:
             if self.extracting:
                 return self.reasoning + c.start + p.content(p.until(c.end)) + c.end
             return p.content(p.until(c.start)) + c.start + p.content(p.until(c.end)) + c.end
+        end = trim_ws(self.a.reasoning.end)
+        if self.extracting and end and REASONING_END_UNMATCHED in p.repairs:
+            # the end marker again after the reasoning closed (or with none open) closes nothing: markup
+            stray = p.content(p.until(end)) + p.repair(REASONING_END_UNMATCHED, p.literal(end))
+            return self.reasoning + p.zero_or_more(stray) + p.content(p.rest())
         return self.reasoning + p.content(p.rest())
 
     def optional_wrapped(self) -> P:
@@ -717,8 +757,17 @@ class _Gen:
         optional content — templates of this format write the content after the calls."""
         p, f, req = self.p, self.a.tools.format, self.req
         calls = p.pythonic_tool_calls(req.tools, req.parallel_tool_calls, f.tools_array_wrapped)
-        section = p.trigger_rule("tool-call", p.literal(f.section_start) + p.space() + calls + p.space()
-                                 + p.literal(f.section_end))
+        body = p.literal(f.section_start) + p.space() + calls + p.space() + p.literal(f.section_end)
+        if PYTHON_CODE_MARKERS in p.repairs and not f.section_start and not f.section_end:
+            # repair python-code-markers: Llama 4 writes the list inside <|python_start|> … <|python_end|>
+            # (the end token may be left out), Llama 3.x after <|python_tag|>; the template renders it bare
+            def marker(text: str) -> P:
+                return p.repair(PYTHON_CODE_MARKERS, p.literal(text))
+            body = p.choice(body,
+                            marker("<|python_start|>") + p.space() + calls + p.space()
+                            + p.optional(marker("<|python_end|>")),
+                            marker("<|python_tag|>") + p.space() + calls)
+        section = p.trigger_rule("tool-call", body)
         if req.tool_choice != ToolChoice.REQUIRED:
             section = p.optional(section)
         before = p.until(f.section_start) if f.section_start else p.eps()
@@ -763,7 +812,13 @@ class _Gen:
             tool_start = trim_ws(tool_start)   # the marker may come without its line break (p.flexible)
         if pair and ("calls-inside-section-markers" in p.repairs or kw.get("content_inside_pair")):
             tool_start = pair[0]               # the calls (or the content) may follow the first marker alone
-        body = p.optional(p.content(p.until(tool_start))) + tools
+        stops, variants = self.json_call_variants()
+        if variants:
+            # issue 25 repairs: the content also ends where a wrapper of the calls starts, and the calls may come
+            # in that wrapper (each variant starts with its own marker, so it fails where another text stands)
+            body = p.optional(p.content(p.until_one_of([tool_start] + stops))) + p.choice(*variants, tools)
+        else:
+            body = p.optional(p.content(p.until(tool_start))) + tools
         if self.inferred:
             # instructions say how a call starts, not that the answer ends with it: text after the calls is content
             body = body + p.optional(p.content(p.rest()))
@@ -773,6 +828,63 @@ class _Gen:
         if unmarked is not None:
             body = p.choice(unmarked, body)
         return self.reasoning + body
+
+    def json_call_variants(self) -> tuple[list[str], list[P]]:
+        """The issue-25 repairs of a JSON call format, as ``(stops, variants)``: markers where the content before
+        the calls also ends, and call sections that start with one of them (tried before the template's).
+
+        * ``python-code-markers`` / ``builtin-call-syntax``, a format without markers whose template knows Llama
+          3.x's ``<|python_tag|>`` or is written in Llama 3's chat format (``<|start_header_id|>``; vLLM's
+          llama3_json takes the tag for every Llama 3.x): the tag, then the template's JSON call(s) or — when the
+          template writes ``.call(`` — a built-in tool call ``NAME.call(key=value, …)``;
+        * ``json-call-wrappers``, a format without markers (xLAM) or opened by ``<|tool_call|>`` (Granite): the
+          JSON call(s) in a ```` ```json ```` / ```` ``` ```` fence, in ``<tool_call>`` … ``</tool_call>`` (the
+          closers optional), or after ``[TOOL_CALLS]``; a format without markers whose template's instructions
+          show the calls as ``WORD[{"name": …}, …]`` (Phi-4-mini's ``functools[…]``): the calls in ``WORD[`` … ``]``.
+        """
+        p, f, req = self.p, self.a.tools.format, self.req
+        calls = p.last_json_calls
+        stops: list[str] = []
+        variants: list[P] = []
+        start = trim_ws(f.section_start or f.per_call_start)
+        if calls is None or trim_ws(f.section_end or f.per_call_end):
+            return stops, variants
+        tag = "<|python_tag|>"
+        # the token of Llama 3.x's tokenizer: the template names it, or is written in Llama 3's chat format
+        if not start and (tag in self.template_source or "<|start_header_id|>" in self.template_source):
+            alts: list[P] = []
+            if PYTHON_CODE_MARKERS in p.repairs:
+                alts.append(calls)
+            if BUILTIN_CALL_SYNTAX in p.repairs and ".call(" in self.template_source:
+                alts.append(p.repair(BUILTIN_CALL_SYNTAX, p.pythonic_tool_calls(req.tools, False, False, ".call",
+                                                                              "builtin-call-")))
+            if alts:
+                marker = p.repair(PYTHON_CODE_MARKERS, p.literal(tag)) if PYTHON_CODE_MARKERS in p.repairs \
+                    else p.literal(tag)
+                stops.append(tag)
+                variants.append(p.trigger_rule("tool-call-python-tag", marker + p.space() + p.choice(*alts)))
+        listed = _LISTED_CALLS.search(self.template_source) if not start else None
+        if JSON_CALL_WRAPPERS in p.repairs and listed is not None:
+            # the template's tool instructions show the calls as WORD[{"name": …}, …] (Phi-4-mini's functools[…])
+            def named(text: str) -> P:
+                return p.repair(JSON_CALL_WRAPPERS, p.literal(text))
+            word = listed.group(1)
+            stops.append(word + "[")
+            if f.tools_array_wrapped:
+                body = named(word) + calls
+            else:
+                body = named(word + "[") + p.space() + calls + p.space() + p.optional(named("]"))
+            variants.append(p.trigger_rule("tool-call-listed", body))
+        if JSON_CALL_WRAPPERS in p.repairs and start in ("", "<|tool_call|>"):
+            def mark(text: str) -> P:
+                return p.repair(JSON_CALL_WRAPPERS, p.literal(text))
+            opener = "[" if f.tools_array_wrapped else "{"
+            stops += ["```json", "```" + opener, "```\n" + opener, "<tool_call>", "[TOOL_CALLS]"]
+            variants.append(p.trigger_rule("tool-call-wrapped", p.choice(
+                p.choice(mark("```json"), mark("```")) + p.space() + calls + p.space() + p.optional(mark("```")),
+                mark("<tool_call>") + p.space() + calls + p.space() + p.optional(mark("</tool_call>")),
+                mark("[TOOL_CALLS]") + p.space() + calls)))
+        return stops, variants
 
     def unmarked_calls(self, has_markers: bool) -> P | None:
         """Repairs ``fenced-calls`` / ``unmarked-calls`` (:mod:`core.chat.repairs`): the JSON calls at the very
@@ -1048,6 +1160,8 @@ class _Gen:
         if pre is None:
             root = prefix << p.eps()
         else:
+            if not pure_content and not has_rf and TRAILING_EOS_TOKEN in p.repairs:
+                pre = pre + trailing_eos(p)   # a stop token the server left after the last call
             body = pre + p.end()
             root = prefix + body if pure_content else prefix << body
         entries: dict[str, P] = {RECOVER_CONTENT: prefix + self.reasoning + p.content(p.rest())}
@@ -1092,7 +1206,8 @@ def reasoning_preamble(analysis: TemplateAnalysis, generation_prompt: str) -> st
 
 
 def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation_prompt: str, *,
-                    improvements: Any = ()) -> GeneratedParser:
+                    improvements: Any = (), template_source: str = "", reasoning_first: bool = False,
+                    instructed: tuple = ()) -> GeneratedParser:
     """Build the chat parser and grammar for ``request`` from a template ``analysis``.
 
     ``improvements``: names of the parser-stage improvements of :mod:`core.analysis.fidelity` to apply
@@ -1103,14 +1218,21 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     ``generation_prompt``: what the template adds for the assistant turn (render with minus without
     ``add_generation_prompt``, for the request's messages - without the continued message when
     ``continue_final_message`` is set). The parser prepends it (or the continuation prefix) to the output.
+    ``reasoning_first``: the request switches thinking on and the generation prompt does not open reasoning
+    (:func:`core.chat.prompt.thinking_switched_on`); with repair ``reasoning-end-without-start`` the output is
+    then reasoning until the end marker even without a start marker (as vLLM's DeepSeek-R1 parser reads it).
+    ``instructed``: ``(start phrases, end phrases)`` the prompt tells the model to write its reasoning between
+    (:data:`core.chat.repairs.INSTRUCTED_MARKERS`; repair ``instructed-reasoning-markers``), or ().
     Follows llama.cpp ``peg_generator::generate_parser`` / ``autoparser::build_parser``; never raises for a
     valid analysis and request (schema parts the grammar cannot express are noted in ``notes``).
+    ``template_source``: the template's text, where a repair looks for a token the template knows
+    (``<|python_tag|>``, repair ``python-code-markers``); "" when unknown.
     """
     active = frozenset(improvements or ())
     preamble = ""
     if GENERATION_PROMPT_PREAMBLE in active and request.reasoning_format != ReasoningFormat.NONE:
         preamble = reasoning_preamble(analysis, generation_prompt)
-    gen = _Gen(analysis, request, active, preamble, generation_prompt)
+    gen = _Gen(analysis, request, active, preamble, generation_prompt, template_source, reasoning_first, instructed)
     arena, eps_fallback = gen.build(generation_prompt)
     out = GeneratedParser(
         arena=arena,

@@ -168,10 +168,28 @@ def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -
         # content "preAnswer") is found inside the text; at most SUBSTRING_LOOKUPS searches keep this linear
         if lookups < SUBSTRING_LOOKUPS:
             lookups += 1
-            if w in text:
+            if w in text or _glued_to_markup(w, have, marks):
                 continue
         lost.append((w, m.start()))
     return lost
+
+
+GLUED_WORD_MAX = 64
+"""Longest word :func:`_glued_to_markup` splits (keeps the check linear on hostile output)."""
+
+
+def _glued_to_markup(word: str, have: set[str], marks: frozenset[str]) -> bool:
+    """True when ``word`` is a markup word glued to a word of the message (or to a piece shorter than
+    :data:`MIN_WORD`): Granite's "sectionHere is my response:" is reasoning "…section" + the marker "Here…"."""
+    if len(word) > GLUED_WORD_MAX:
+        return False
+    for k in range(1, len(word)):
+        head, tail = word[:k], word[k:]
+        if head in marks and (tail in have or len(tail) < MIN_WORD):
+            return True
+        if tail in marks and (head in have or len(head) < MIN_WORD):
+            return True
+    return False
 
 
 def parser_marks(parser: Any) -> frozenset[str]:

@@ -117,6 +117,129 @@ def normalize_python_value(text: str) -> str:
     return "".join(out)
 
 
+_PY_SIMPLE_ESCAPES = {"n": "\\n", "t": "\\t", "r": "\\r", "b": "\\b", "f": "\\f", "\\": "\\\\", "/": "/",
+                      "'": "'", '"': '\\"', "a": "\\u0007", "v": "\\u000b"}
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_DIGIT_RUN = re.compile(r"[0-9]+")
+
+
+def _json_char(cp: int) -> str:
+    """One code point inside a JSON string (a lone surrogate as its ``\\uXXXX`` escape)."""
+    return "\\u%04x" % cp if 0xD800 <= cp <= 0xDFFF else escape_json_inner(chr(cp))
+
+
+def python_literal_to_json(text: str, cut: bool = False) -> str:
+    """Repair ``pythonic-values``: a Python literal's text as JSON text, by Python's rules rather than llama.cpp's
+    quote swap (:func:`normalize_python_value`): a string's escapes are decoded (``\\'``, ``\\x41``, ``\\101``,
+    an unknown ``\\d`` keeps its backslash, a backslash-newline joins lines) and its raw control characters
+    escaped; an integer's leading zeros dropped (``07`` -> ``7``); a tuple ``( … )`` becomes a list; a trailing
+    comma before ``]`` / ``}`` / ``)`` is dropped; ``True`` / ``False`` / ``None`` become ``true`` / ``false`` /
+    ``null``; a quote inside a string that no ``,`` ``)`` ``]`` ``}`` ``:`` (or the end) follows is the string's
+    own. ``cut``: the text may go on (a partial parse) — what could still change (a number that starts
+    with ``0``, a comma, an escape cut short) is held back, so the result only grows as the text grows."""
+    out: list[str] = []
+    quote = ""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if quote:
+            if c == quote:
+                k = i + 1
+                while k < n and text[k] in _WS:
+                    k += 1
+                if k >= n and cut:
+                    break
+                if k >= n or text[k] in ",)]}:":
+                    out.append('"')
+                    quote = ""
+                else:   # a quote no closer follows is the string's own (the grammar reads it so)
+                    out.append('\\"' if c == '"' else c)
+                i += 1
+            elif c == "\\":
+                if i + 1 >= n:
+                    break
+                e = text[i + 1]
+                if e in _PY_SIMPLE_ESCAPES:
+                    out.append(_PY_SIMPLE_ESCAPES[e])
+                    i += 2
+                elif e == "\n":
+                    i += 2
+                elif e in "xuU":
+                    width = {"x": 2, "u": 4, "U": 8}[e]
+                    digits = text[i + 2:i + 2 + width]
+                    if len(digits) < width and all(d in _HEX_DIGITS for d in digits):
+                        if cut or i + 2 + len(digits) >= n:
+                            break
+                    if len(digits) == width and all(d in _HEX_DIGITS for d in digits):
+                        out.append(_json_char(min(int(digits, 16), 0x10FFFF)))
+                        i += 2 + width
+                    else:
+                        out.append("\\\\" + escape_json_inner(e))
+                        i += 2
+                elif "0" <= e <= "7":
+                    k = i + 1
+                    while k < n and k < i + 4 and "0" <= text[k] <= "7":
+                        k += 1
+                    if k >= n and cut and k < i + 4:
+                        break
+                    out.append(_json_char(int(text[i + 1:k], 8)))
+                    i = k
+                else:
+                    out.append("\\\\" + escape_json_inner(e))
+                    i += 2
+            elif c == '"':
+                out.append('\\"')
+                i += 1
+            else:
+                out.append(escape_json_inner(c) if c < " " else c)
+                i += 1
+            continue
+        if c in "'\"":
+            quote = c
+            out.append('"')
+            i += 1
+        elif c == "(":
+            out.append("[")
+            i += 1
+        elif c == ")":
+            out.append("]")
+            i += 1
+        elif c == ",":
+            k = i + 1
+            while k < n and text[k] in _WS:
+                k += 1
+            if k >= n and cut:
+                break
+            if k < n and text[k] in "]})":
+                i = k
+                continue
+            out.append(c)
+            i += 1
+        elif c.isdigit() and not (out and (out[-1][-1:].isalnum() or out[-1][-1:] in "._")):
+            run = _DIGIT_RUN.match(text, i).group(0)  # type: ignore[union-attr]
+            end = i + len(run)
+            if run[0] == "0" and cut and end >= n:
+                break
+            if len(run) > 1 and run[0] == "0" and (end >= n or text[end] not in ".eE"):
+                run = run.lstrip("0") or "0"
+            out.append(run)
+            i = end
+        elif c in "TFN" and (i == 0 or not (text[i - 1].isascii() and (text[i - 1].isalnum() or text[i - 1] == "_"))):
+            token = _WORD.match(text, i).group(0)  # type: ignore[union-attr]
+            k = len(token)
+            for py, js in _PY_LITERALS:
+                if py[:k] == token:
+                    out.append(js[:k])
+                    break
+            else:
+                out.append(token)
+            i += k
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
 # a double-quoted JSON string, possibly cut off at the end of the text (then it runs to the end)
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.S)
 
@@ -254,6 +377,15 @@ class ChatMapper:
             if add:
                 self._target_set(self._target_get() + add)
 
+    def _tool_arg_py_value(self, node: AstNode) -> None:
+        # repair pythonic-values: the literal decoded by Python's rules; a value that runs to the end of the
+        # text may still grow (a partial parse), so what could change is held back
+        if self.current is not None:
+            value = self.source[node.start:node.end]
+            add = python_literal_to_json(value, cut=node.end >= len(self.source)) if value else ""
+            if add:
+                self._target_set(self._target_get() + add)
+
     def _tool_arg_string_value(self, node: AstNode) -> None:
         if self.current is not None:
             value = self.source[node.start:node.end]
@@ -325,6 +457,7 @@ ACTIONS = {
     T.TOOL_ARG_NAME: ChatMapper._tool_arg_name,
     T.TOOL_ARG_VALUE: ChatMapper._tool_arg_value,
     T.TOOL_ARG_STRING_VALUE: ChatMapper._tool_arg_string_value,
+    T.TOOL_ARG_PY_VALUE: ChatMapper._tool_arg_py_value,
     T.TOOL_ARG_CLOSE: ChatMapper._tool_arg_close,
     T.TOOL_CLOSE: ChatMapper._tool_close,
 }

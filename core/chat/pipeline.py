@@ -273,7 +273,9 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
         notes.append(from_request)
     analysis = report.analysis
     try:
-        parser = generate_parser(analysis, request, gp, improvements=improvements)
+        parser = generate_parser(analysis, request, gp, improvements=improvements, template_source=template.source,
+                                 reasoning_first=_reasoning_first(analysis, request, prep, gp),
+                                 instructed=_instructed_markers(analysis, request, prep))
     except ChatTemplateExplorerError:
         raise
     except Exception as e:
@@ -302,6 +304,48 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     return ChatParserBundle(parser=parser, prompt=prompt, generation_prompt=parser.generation_prompt,
                             route=route if route.kind == "autoparser" else _autoroute(route), format="peg-native",
                             report=report, prepared=prep, notes=notes)
+
+
+def _reasoning_first(analysis: Any, request: ChatRequest, prep: Any, gp: str) -> bool:
+    """Repair ``reasoning-end-without-start`` applies: it is on, the analysis found a reasoning start and end
+    marker, the generation prompt does not write the start, the request extracts reasoning and switches the
+    template's thinking on (:func:`core.chat.prompt.thinking_switched_on`); not for a continuation."""
+    from ..analysis.result import ReasoningMode
+    from ..peg.chat import current_repairs
+    from .prompt import thinking_switched_on
+    from .repairs import REASONING_END_WITHOUT_START
+    from .request import ReasoningFormat
+
+    r = analysis.reasoning
+    start = r.start.strip() if r.start else ""
+    if (REASONING_END_WITHOUT_START not in current_repairs() or r.mode != ReasoningMode.TAG_BASED
+            or not start or not (r.end or "").strip() or start in gp or prep.has_continuation
+            or request.reasoning_format == ReasoningFormat.NONE):
+        return False
+    return thinking_switched_on(prep)
+
+
+def _instructed_markers(analysis: Any, request: ChatRequest, prep: Any) -> tuple:
+    """The (start, end) phrases of :data:`core.chat.repairs.INSTRUCTED_MARKERS` whose first phrases the prompt
+    of this request writes (repair ``instructed-reasoning-markers``), or () — only for templates without
+    reasoning tags, when the repair is on and the request extracts reasoning."""
+    from ..analysis.result import ReasoningMode
+    from ..peg.chat import current_repairs
+    from .repairs import INSTRUCTED_MARKERS, INSTRUCTED_REASONING_MARKERS
+    from .request import ReasoningFormat
+
+    if (INSTRUCTED_REASONING_MARKERS not in current_repairs() or analysis.reasoning.mode != ReasoningMode.NONE
+            or request.reasoning_format == ReasoningFormat.NONE):
+        return ()
+    src = prep.template.source
+    cands = [m for m in INSTRUCTED_MARKERS if m[0][0] in src and m[1][0] in src]
+    if not cands:
+        return ()
+    try:
+        prompt = render_prompt(prep)
+    except TemplateRenderError:
+        return ()
+    return next((m for m in cands if m[0][0] in prompt and m[1][0] in prompt), ())
 
 
 def _handler_bundle(parser: Any, prep: Any, route: Any, fmt: str, report: Any, notes: list[str]) -> ChatParserBundle:

@@ -28,13 +28,13 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from ..analysis import engine as _llama
 from ..analysis.caps import normalize_messages, probe_caps
 from ..analysis.result import Caps
-from ..errors import RequestError
+from ..errors import RenderLimitError, RequestError, TemplateRenderError
 from ..analysis.generation_prompt import request_extra_context
 from ..templating import ChatTemplate, apply_template
 from ..templating import now as templating_now
@@ -429,6 +429,28 @@ def generation_prompt(prep: PreparedRequest, *, messages_override: list[dict[str
     without = render_prompt(prep, add_generation_prompt=False, **kw)
     with_gp = render_prompt(prep, add_generation_prompt=True, **kw)
     return with_gp[longest_common_prefix(without, with_gp):]
+
+
+THINKING_OFF_CONTEXT: Mapping[str, Any] = {"enable_thinking": False, "thinking": False, "thinking_budget": 0}
+"""The switches the field's templates read to turn thinking off (Qwen3 / GLM ``enable_thinking``, Granite and
+DeepSeek-V3.1 ``thinking``, Seed-OSS ``thinking_budget`` 0), set together by :func:`thinking_switched_on`."""
+
+
+def thinking_switched_on(prep: PreparedRequest) -> bool:
+    """True when the template has a thinking switch and ``prep`` leaves it on: the prompt rendered for the
+    request differs from the prompt rendered with every switch of :data:`THINKING_OFF_CONTEXT` off (Qwen3 with
+    ``enable_thinking`` true, Seed-OSS without a budget of 0, Granite with ``thinking`` true). A template that
+    ignores the switches, or a request that turns thinking off, gives False; so does a template that fails to
+    render with the switches off. A render stopped by a limit raises: the answer would depend on the machine's
+    load, and a silent False would change the parse without a word."""
+    try:
+        on = render_prompt(prep)
+        off = render_prompt(replace(prep, enable_thinking=False), additional_context=THINKING_OFF_CONTEXT)
+    except RenderLimitError:
+        raise
+    except TemplateRenderError:
+        return False
+    return on != off
 
 
 def continuation_generation_prompt(generation_prompt_: str, prep: PreparedRequest, reasoning_start: str,

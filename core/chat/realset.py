@@ -8,7 +8,9 @@ output, exact), ``expect`` (OpenAI assistant message), ``fidelity`` (``"both"``:
 too; ``"improved"``: needs the improved fidelity), ``note``.
 
 The set is split deterministically into ``dev`` (repairs are written from it) and ``holdout`` (its failures are
-not looked at while writing repairs): :func:`split_of` hashes the case's source URL and id.
+not looked at while writing repairs): :func:`split_of` hashes the case's source URL and id. A case may name its
+split itself (``"split": "fresh"``: the kept-aside cases of ``tests/data/real_outputs_fresh``, collected after the
+repairs were written and never used to write them).
 
 :func:`run_case` parses a case one-shot and streamed at chunk sizes 1, 3, 17, the whole output in one delta and
 "several calls in one delta" (the text before the first call opener, then the rest at once), and checks the
@@ -43,11 +45,14 @@ class RealCase:
     expect: dict[str, Any]
     fidelity: str = "improved"
     note: str = ""
+    fixed_split: str = ""
 
     @property
     def split(self) -> str:
-        """``"dev"`` or ``"holdout"`` (:func:`split_of`)."""
-        return split_of(self.source, self.id)
+        """The case's own ``"split"`` field when it has one (``"fresh"``: the kept-aside set of
+        ``tests/data/real_outputs_fresh``, never used to write repairs), else ``"dev"`` or ``"holdout"``
+        (:func:`split_of`)."""
+        return self.fixed_split or split_of(self.source, self.id)
 
 
 def split_of(source: str, case_id: str) -> str:
@@ -83,7 +88,8 @@ def load_cases(directory: str) -> list[RealCase]:
                     raise ValueError(f"{where}: duplicate id {d['id']!r}")
                 seen.add(d["id"])
                 out.append(RealCase(d["id"], family, d["source"], d["model"], d["template"], d["request"],
-                                    d["output"], d["expect"], d.get("fidelity", "improved"), d.get("note", "")))
+                                    d["output"], d["expect"], d.get("fidelity", "improved"), d.get("note", ""),
+                                    str(d.get("split") or "")))
     return out
 
 
@@ -146,11 +152,15 @@ def run_case(case: RealCase, templates_dir: str, fidelity: str) -> RealResult:
 
 
 def rate_table(results: list[RealResult]) -> str:
-    """Markdown: per family, the share of cases right at each fidelity (dev and holdout apart), then totals."""
+    """Markdown: per family, the share of cases right at each fidelity (each split apart: dev and holdout, or the
+    splits the cases name, e.g. fresh), then totals."""
     fams = sorted({r.case.family for r in results})
     fids = sorted({r.fidelity for r in results}, key=lambda f: f != "llama.cpp")
-    head = "| family | cases | " + " | ".join(f"`{f}` dev | `{f}` holdout" for f in fids) + " |"
-    lines = [head, "|" + "---|" * (2 + 2 * len(fids))]
+    named = sorted({r.case.split for r in results} - {"dev", "holdout"})
+    splits = [s for s in ("dev", "holdout") if any(r.case.split == s for r in results)] + named \
+        if named else ["dev", "holdout"]
+    head = "| family | cases | " + " | ".join(f"`{f}` {s}" for f in fids for s in splits) + " |"
+    lines = [head, "|" + "---|" * (2 + len(splits) * len(fids))]
 
     def cell(rows: list[RealResult]) -> str:
         return f"{sum(r.ok for r in rows)}/{len(rows)}" if rows else "—"
@@ -160,7 +170,7 @@ def rate_table(results: list[RealResult]) -> str:
         n = len({r.case.id for r in rows})
         cells = []
         for fid in fids:
-            for split in ("dev", "holdout"):
+            for split in splits:
                 cells.append(cell([r for r in rows if r.fidelity == fid and r.case.split == split]))
         lines.append(f"| {fam} | {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

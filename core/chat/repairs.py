@@ -125,6 +125,26 @@ MISSING_REQUIRED_ARGUMENT = "missing-required-argument"
 UNPARSED_TEXT = "unparsed-text"
 REASONING_START_REPEATED = "reasoning-start-repeated"
 REASONING_END_WITHOUT_START = "reasoning-end-without-start"
+# issue 25, JSON and pythonic call families (s9-calls2)
+PYTHONIC_VALUES = "pythonic-values"
+CALL_LIST_SPACING = "call-list-spacing"
+PYTHON_CODE_MARKERS = "python-code-markers"
+BUILTIN_CALL_SYNTAX = "builtin-call-syntax"
+JSON_CALL_WRAPPERS = "json-call-wrappers"
+REASONING_END_UNMATCHED = "reasoning-end-unmatched"
+REASONING_START_WHITESPACE = "reasoning-start-whitespace"
+TRAILING_EOS_TOKEN = "trailing-eos-token"
+MESSAGES_AFTER_CALL = "messages-after-call"
+INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
+INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
+)
+"""(start phrases, end phrases) of reasoning written as plain text on the prompt's instruction (Granite 3.2:
+"Write your thoughts after 'Here is my thought process:' and write your response after 'Here is my
+response:'"); the first phrase of each must appear in the prompt, the others are accepted in the output."""
+EOS_TOKENS: tuple[str, ...] = ("</s>", "<|endoftext|>", "<|end_of_text|>", "<|eot_id|>", "<eos>")
+"""End-of-sequence tokens of the common tokenizers (SentencePiece, GPT-2/Qwen, Llama 3, Gemma) that
+``trailing-eos-token`` drops after the last call: servers stop at them and usually strip them."""
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -181,6 +201,87 @@ REPAIRS: list[Repair] = [
                 "<｜Assistant｜><think>\\n: DeepSeek-R1)",
         source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/test_deepseekr1_reasoning_parser.py (real-output cases r1-new-line, r1-think-no-end: vLLM drops the "
                "opener wherever it stands before the end)"),
+    # -- reasoning repairs (issue 25 class 4; docs/fidelity-reasoning.md) -----------------------------------
+    Repair(
+        name=REASONING_END_WITHOUT_START,
+        title="With thinking on, the output is reasoning until the end marker, start marker or not",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output with no reasoning start marker when the request switches thinking on (the template "
+                "renders differently with its thinking switch off: Qwen3 enable_thinking, Seed-OSS "
+                "thinking_budget, Granite thinking) and the generation prompt does not open reasoning: the "
+                "model reasons from its first token, so the text up to the end marker (or up to a tool call "
+                "opener) is reasoning, and an output with no end marker is all reasoning (one that opens with "
+                "{ or [ is a call or a JSON answer, not reasoning: unmarked-calls, response formats) - as vLLM's "
+                "DeepSeek-R1 / Seed-OSS / Qwen3 parsers and SGLang's forced reasoning read it. The stream shows "
+                "the text as reasoning at once (nothing is held back), so stream = one-shot. A request that "
+                "switches thinking off, or a template without a switch, parses as before.",
+        example="Some reasoning</seed:think>This is the rest   (Seed-OSS, thinking budget unlimited)",
+        source="https://github.com/vllm-project/vllm/blob/3060cdea8c74cb592c57fb0639fec3901c6aeac5/tests/reasoning/"
+               "test_seedoss_reasoning_parser.py (real-output cases seedr-*), vllm/reasoning/"
+               "deepseek_r1_reasoning_parser.py (no start token: reasoning until the end token), "
+               "https://github.com/vllm-project/vllm/blob/049d8df27dda4fd0caffa289ea12bfe5a47ac794/tests/reasoning/"
+               "test_qwen3_reasoning_parser.py (q3-without-think); SGLang docs separate_reasoning.md "
+               "(Qwen3-Thinking: always generates thinking; force_reasoning)"),
+    Repair(
+        name=REASONING_END_UNMATCHED,
+        title="A reasoning end marker that closes nothing is markup, not content",
+        stage=RepairStage.TOLERANCE,
+        accepts="The reasoning end marker (</think>, [/THINK]) written in the answer after the reasoning block "
+                "closed, or in an answer that opened none: it is dropped, the text around it stays content in "
+                "order. llama.cpp keeps it inside content.",
+        example="reasoning</think>content A</think>content B   (MiniMax-M2, whose prompt opens <think>)",
+        source="https://github.com/vllm-project/vllm/blob/3f9d440b5aa288be6c1f52bc038dbfe303b9cb58/tests/reasoning/"
+               "test_minimax_m2_reasoning_parser.py (real-output case mm2-double-end: the repeated </think> "
+               "stripped from content); https://github.com/vllm-project/vllm/pull/30391 (Mistral: [/THINK] "
+               "without [THINK] is content, the marker removed)"),
+    Repair(
+        name=REASONING_START_WHITESPACE,
+        title="Whitespace before the reasoning start marker at the start of the output",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output that begins with whitespace (a newline) before the reasoning start marker, in the "
+                "special-format parsers that match the marker at the very start (Magistral / Ministral 3 "
+                "[THINK]): the whitespace is skipped and the block is reasoning, as the auto-parser and "
+                "llama.cpp's generic reasoning parser already read <think>.",
+        example="\n[THINK]This is a reasoning section[/THINK]\nThis is the rest   (Magistral)",
+        source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/"
+               "test_mistral_reasoning_parser.py (real-output case mag-new-line)"),
+    Repair(
+        name=TRAILING_EOS_TOKEN,
+        title="The tokenizer's end-of-sequence token after the last call",
+        stage=RepairStage.TOLERANCE,
+        accepts="An end-of-sequence token (</s>, <|endoftext|>, <|end_of_text|>, <|eot_id|>, <eos>) that ends "
+                "the output right after its last tool call, left in by a server that did not strip it: it is "
+                "not content. Auto-parsed templates and the GigaChat 3 format; text after it is content as "
+                "before.",
+        example='I\'ll check that for you.<|function_call|>{"name": "f", "arguments": {"a": 1}}</s>   (GigaChat 3.1)',
+        source="https://github.com/vllm-project/vllm/blob/102ebe1158710d3d09835e7887904042ed770264/tests/tool_parsers/"
+               "test_gigachat3_tool_parser.py (real-output cases g3-mixed-eos, g31-mixed-eos)"),
+    Repair(
+        name=MESSAGES_AFTER_CALL,
+        title="Harmony messages written after a GPT-OSS call's <|call|>",
+        stage=RepairStage.TOLERANCE,
+        accepts="A GPT-OSS output that goes on after a call and its <|call|> (the stop token was not honoured): "
+                "the following <|start|>assistant messages are read as messages — analysis as reasoning, a "
+                "commentary preamble and the final channel as content — instead of their raw markup becoming "
+                "content. SGLang drops the final text after a call; the lossless contract keeps it as content.",
+        example='…<|message|>{"files": []}<|call|><|start|>assistant<|channel|>final<|message|>Done.',
+        source="https://github.com/sgl-project/sglang/blob/4e285c7766ea604ac2100100d7d02962b0831a57/test/registered/"
+               "function_call/test_gpt_oss_detector.py (real-output case gptoss-call-then-final)"),
+    Repair(
+        name=INSTRUCTED_REASONING_MARKERS,
+        title="Reasoning between the plain-text markers the prompt tells the model to write",
+        stage=RepairStage.TOLERANCE,
+        accepts="A template with no reasoning tags whose prompt (for this request) tells the model to write its "
+                "thoughts after 'Here is my thought process:' and its answer after 'Here is my response:' "
+                "(Granite 3.2 with thinking on): an output that starts with the first phrase has the text up to "
+                "the second as reasoning and the rest as content ('Here's' accepted for 'Here is'). An output "
+                "that does not start with it is content as before; one cut before the second phrase is reasoning "
+                "(vLLM returns it as content in a final parse and as reasoning while streaming).",
+        example="Here is my thought process:This is a reasoning sectionHere is my response:This is the rest",
+        source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/"
+               "test_granite_reasoning_parser.py (real-output cases granite-think-*); vLLM "
+               "vllm/reasoning/granite_reasoning_parser.py (both phrasings)"),
+    # -- end of the reasoning repairs -------------------------------------------------------------------------
     Repair(
         name=ARGUMENTS_KEY_ALIAS,
         title="'parameters' for 'arguments' (and back) in a JSON call",
@@ -345,10 +446,89 @@ REPAIRS: list[Repair] = [
                "https://github.com/ggml-org/llama.cpp/pull/24516 (Qwen3 grep with path before the required "
                "pattern), https://github.com/ggml-org/llama.cpp/pull/26472, "
                "https://github.com/ggml-org/llama.cpp/pull/20171"),
+    # ---- issue 25: JSON and pythonic call families (s9-calls2) -------------------------------------------------
+    Repair(
+        name=PYTHONIC_VALUES,
+        title="Pythonic call values as Python writes them",
+        stage=RepairStage.TOLERANCE,
+        accepts="In pythonic calls (LFM2 <|tool_call_start|>[f(a=1)]<|tool_call_end|>, the PYTHONIC format of "
+                "Llama 3.2 / 4 templates), a value that llama.cpp's quote swap turns into invalid JSON or "
+                "rejects: a string with raw line breaks or other control characters, any Python escape (\\', "
+                "\\\" inside single quotes, \\x41, an unknown \\d), an integer with leading zeros (07), a tuple, "
+                "a trailing comma. The value is decoded by Python's rules and written as JSON.",
+        example="<|tool_call_start|>[set_date(month=07, day=05)]<|tool_call_end|>",
+        source="vLLM's LFM2 parser rewrites before ast.parse (control characters escaped, leading-zero integers, "
+               "https://github.com/vllm-project/vllm/blob/011cde7c177a29bbcb0052d80e5ab7671a70f634/vllm/"
+               "tool_parsers/lfm2_tool_parser.py); vLLM's and SGLang's pythonic parsers read values with Python's "
+               "ast (https://github.com/sgl-project/sglang/blob/0813438c032112acef251f02fc8911044c68ba06/python/"
+               "sglang/srt/function_call/pythonic_detector.py); real-output cases lfm2-multiline-string, "
+               "lfm2-leading-zero"),
+    Repair(
+        name=CALL_LIST_SPACING,
+        title="Whitespace between a call section marker and its pythonic call list",
+        stage=RepairStage.TOLERANCE,
+        accepts="LFM2 output with spaces or line breaks between <|tool_call_start|> and the [ of the call list, "
+                "or between the ] and <|tool_call_end|>; llama.cpp's grammar wants them adjacent.",
+        example="<|tool_call_start|> [get_candidate_status(candidate_id='12345')]<|tool_call_end|>",
+        source="vLLM's LFM2 parser strips the text between the markers "
+               "(https://github.com/vllm-project/vllm/blob/011cde7c177a29bbcb0052d80e5ab7671a70f634/vllm/"
+               "tool_parsers/lfm2_tool_parser.py); real-output case lfm2-space-after-start"),
+    Repair(
+        name=PYTHON_CODE_MARKERS,
+        title="Llama's code-block tokens around tool calls",
+        stage=RepairStage.TOLERANCE,
+        accepts="Tool calls after <|python_tag|> (Llama 3.x: before a JSON call, when the template names the "
+                "token or is written in Llama 3's chat format) or inside <|python_start|> … <|python_end|> (Llama 4: around a pythonic call list, the "
+                "end token optional), where the template renders the calls bare: the tokens are markup, not "
+                "content.",
+        example='<|python_tag|>{"type": "function", "name": "trending_songs", "parameters": {"n": "10"}}',
+        source="vLLM llama3_json (bot token <|python_tag|>) and llama4_pythonic (strips <|python_start|> / "
+               "<|python_end|>) parsers, https://github.com/vllm-project/vllm/blob/"
+               "e2fc92ec91d754266a76b9369da48f6693300c2e/vllm/tool_parsers/llama4_pythonic_tool_parser.py; "
+               "Meta's Llama 3.1 prompt format (https://github.com/meta-llama/llama-models/blob/"
+               "ab8f592c14ff376f8de6dbc164f428c2845bd6b6/llama_models/llama3_1/prompt_format.md)"),
+    Repair(
+        name=BUILTIN_CALL_SYNTAX,
+        title="A Llama 3.1 built-in tool call NAME.call(arg=\"v\")",
+        stage=RepairStage.TOLERANCE,
+        accepts="<|python_tag|>NAME.call(key=value, …) for a tool of the request, as the Llama 3.1 template "
+                "itself renders a built-in tool's call (brave_search, wolfram_alpha): the arguments are "
+                "Python keyword arguments; read when the template writes '.call(' after <|python_tag|>.",
+        example='<|python_tag|>brave_search.call(query="latest price of 1oz gold")',
+        source="Meta's Llama 3.1 / 3.3 prompt format docs (model responses recorded there); llama.cpp's Llama 3.x "
+               "handler maps NAME.call(...) of a built-in tool to a call; real-output cases l31-brave-search, "
+               "l33-brave-search"),
+    Repair(
+        name=JSON_CALL_WRAPPERS,
+        title="A JSON call array in a wrapper the template does not render",
+        stage=RepairStage.TOLERANCE,
+        accepts="A JSON-array call format (xLAM: a bare [{\"name\": …, \"arguments\": …}]; Granite: "
+                "<|tool_call|>[…]) whose calls come after content inside a ```json / ``` fence, inside "
+                "<tool_call> … </tool_call>, after [TOOL_CALLS], or after the plain-text <tool_call> instead of "
+                "the template's <|tool_call|> (whitespace allowed after it); or, where the template's tool "
+                "instructions show the calls as WORD[{\"name\": …}] (Phi-4-mini's functools[…]), inside WORD[ … ]: "
+                "the wrapper is markup.",
+        example='I\'ll help you check the weather.<tool_call>[{"name": "get_current_weather", "arguments": '
+                '{"city": "Dallas"}}]</tool_call>',
+        source="vLLM's xLAM parser (code fences, <tool_call> tags, [TOOL_CALLS], content before: "
+               "https://github.com/vllm-project/vllm/blob/10a67515200ceb7bd3f91f6e5aba0c4c13e6ef8f/tests/"
+               "tool_parsers/test_xlam_tool_parser.py) and Granite parser (the <tool_call> string prefix of "
+               "Granite 3.1: https://github.com/vllm-project/vllm/blob/2ab4733ef9fc3c039a5868e0141fee3b7fd95890/"
+               "tests/tool_parsers/test_granite_tool_parser.py) and Phi-4-mini parser (functools[…]: "
+               "https://github.com/vllm-project/vllm/blob/2471a1c1430e2a066029bc743562eee6db2feab0/tests/"
+               "tool_parsers/test_phi4mini_tool_parser.py)"),
 ]
 """Every repair rule, in the order they act."""
 
 REPAIRS_BY_NAME: dict[str, Repair] = {r.name: r for r in REPAIRS}
+
+
+def trailing_eos(p: Any) -> Any:
+    """``trailing-eos-token`` as a PEG part (``p`` a :class:`~core.peg.chat.ChatBuilder`): an optional
+    :data:`EOS_TOKENS` token, or nothing when the repair is off."""
+    if TRAILING_EOS_TOKEN not in p.repairs:
+        return p.eps()
+    return p.optional(p.repair(TRAILING_EOS_TOKEN, p.choice(*[p.literal(t) for t in EOS_TOKENS])))
 
 
 def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:
@@ -652,4 +832,5 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
+           "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

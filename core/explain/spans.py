@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
-from ..chat.mapper import ARGS_CONVERTERS, TOOL_ARGS_AS, normalize_python_value
+from ..chat.mapper import ARGS_CONVERTERS, TOOL_ARGS_AS, normalize_python_value, python_literal_to_json
 from ..chat.repairs import (PINNED_DROP_FORMATS, STREAM_CONSISTENT_FINAL, TRUNCATED_CALL, UNPARSED_TEXT,
                              content_with_tail)
 from ..chat.message import AssistantMessage, ToolCall
@@ -62,7 +62,8 @@ class Span:
     ``field``: for a marker, the analysis field it matched (``tools.format.per_call_start``) or ``""`` for a
     literal of the format that is no analysis field (a handler's, or JSON punctuation); for the other labels
     the chat tag or builder call it came from. ``call``: tool-call index (-1 outside calls). ``kind``: for an
-    argument value, ``"string"`` or ``"json"``. ``in_prompt``: inside the generation prompt prefix.
+    argument value, ``"string"``, ``"json"`` or ``"python"`` (repair ``pythonic-values``). ``in_prompt``: inside the
+    generation prompt prefix.
     ``repair``: the name of a repair that fired over this span (:func:`attach_repairs`), else ``""``.
     """
 
@@ -106,6 +107,7 @@ _TAG_LABELS = {
     T.TOOL_ARG_NAME: (SpanLabel.ARGUMENT_NAME, ""),
     T.TOOL_ARG_VALUE: (SpanLabel.ARGUMENT_VALUE, "json"),
     T.TOOL_ARG_STRING_VALUE: (SpanLabel.ARGUMENT_VALUE, "string"),
+    T.TOOL_ARG_PY_VALUE: (SpanLabel.ARGUMENT_VALUE, "python"),
 }
 
 
@@ -406,6 +408,8 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
                 key = json.dumps(k.strip(_WS), ensure_ascii=False)
                 if kind == "string":
                     parts.append(f"{key}:{json.dumps(v or '', ensure_ascii=False)}")
+                elif kind == "python" and v is not None:   # repair pythonic-values: Python's reading
+                    parts.append(f"{key}:{python_literal_to_json(v)}")
                 elif v is not None:
                     parts.append(f"{key}:{normalize_python_value(v)}")
                 else:
@@ -473,6 +477,8 @@ def same_message(a: AssistantMessage, b: AssistantMessage) -> bool:
     for x, y in zip(a.tool_calls, b.tool_calls):
         if x.name != y.name or x.id != y.id:
             return False
+        if x.arguments == y.arguments:  # the same text is the same JSON (and the same prefix): no parse
+            continue
         try:
             if json.loads(x.arguments) != json.loads(y.arguments):
                 return False

@@ -145,7 +145,8 @@ def _trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None)
 
 
 _OPEN_TAGS = frozenset({T.TOOL, T.TOOL_OPEN, T.TOOL_NAME, T.TOOL_ID, T.TOOL_ARGS, T.TOOL_ARG, T.TOOL_ARG_OPEN,
-                        T.TOOL_ARG_NAME, T.TOOL_ARG_VALUE, T.TOOL_ARG_STRING_VALUE, T.REASONING_BLOCK,
+                        T.TOOL_ARG_NAME, T.TOOL_ARG_VALUE, T.TOOL_ARG_STRING_VALUE, T.TOOL_ARG_PY_VALUE,
+                        T.REASONING_BLOCK,
                         T.REASONING})
 
 

@@ -261,12 +261,88 @@ def _bound_all(seq: list[Any]) -> list[Any]:
     return out
 
 
+_CLASS_ESCAPES = frozenset("sSdDwWbBAZ")
+NEVER = "(?!)"  # the empty negative lookahead: an alternative that never matches
+
+
+def _literal(e: Any) -> bool:
+    """Whether ``e`` is one literal character, unquantified (``a``, ``\\|``, ``\\n``)."""
+    if not isinstance(e, _Atom):
+        return False
+    t = e.text
+    if t.startswith("\\"):
+        return len(t) == 2 and t[1] not in _CLASS_ESCAPES and not t[1].isdigit()
+    return len(t) == 1 and t not in ".^$"
+
+
+def _unbounded(e: Any) -> bool:
+    """Whether ``e`` can match texts of any length."""
+    if isinstance(e, _Atom):
+        return _unbounded_quant(e.text[_quant_start(e.text):])
+    if e.open.startswith("(?") and e.open[2] in "=!<":
+        return False
+    return _unbounded_quant(e.quant) or any(_unbounded(x) for a in e.alts for x in a)
+
+
+def _quant_start(atom: str) -> int:
+    """Where the quantifier of an atom's text starts (its length when it has none)."""
+    if atom.startswith("["):
+        i = 1 + (atom[1:2] == "^")
+        i += atom[i:i + 1] == "]"
+        while i < len(atom) and atom[i] != "]":
+            i += 2 if atom[i] == "\\" else 1
+        return i + 1
+    return 2 if atom.startswith("\\") else 1
+
+
+def _unbounded_quant(q: str) -> bool:
+    return q[:1] in ("*", "+") or q.startswith("{") and q.rstrip("?+").endswith(",}")
+
+
+def _starts_literal(seq: list[Any]) -> bool:
+    """Whether every match of ``seq`` begins with one literal character (lookarounds before it allowed)."""
+    for e in seq:
+        if isinstance(e, _Atom):
+            return _literal(e)
+        if e.open.startswith("(?") and e.open[2] in "=!<":
+            continue
+        return len(e.alts) == 1 and e.quant[:1] not in ("?", "*", "{") and _starts_literal(e.alts[0])
+    return False
+
+
+def _hide_required(seq: list[Any], after: bool) -> tuple[list[Any], bool]:
+    """``seq`` with each literal text that every match needs after a part of unbounded length written as
+    ``(?:TEXT|(?!))``; returns it and whether an unbounded part has been passed."""
+    out: list[Any] = []
+    i = 0
+    while i < len(seq):
+        e = seq[i]
+        if after and _literal(e):
+            j = i
+            while j < len(seq) and _literal(seq[j]):
+                j += 1
+            out.append(_Group("(?:", [seq[i:j], [_Atom(NEVER)]]))
+            i = j
+            continue
+        if isinstance(e, _Group) and len(e.alts) == 1 and not (e.open.startswith("(?") and e.open[2] in "=!<") \
+                and e.quant[:1] not in ("?", "*", "{"):
+            e.alts = [_hide_required(e.alts[0], after)[0]]
+        after = after or _unbounded(e)
+        out.append(e)
+        i += 1
+    return out, after
+
+
 def linear_delimiter(pattern: str, *, search: bool = True) -> str:
     """``pattern`` with its whitespace runs placed as the module says (``search``: also without a leading
-    ``\\s*``, and bounded inside the optional parts it may start with)."""
+    ``\\s*``, bounded inside the optional parts it may start with, and, unless it starts with a literal, the
+    literal texts it needs after a run of unbounded length left to an alternation)."""
     alts = [_dedupe(seq, False)[0] for seq in parse(pattern)]
     if search:
         alts = [_bound_leading(_strip_leading(seq)) for seq in alts]
+        if len(alts) == 1 and not _starts_literal(alts[0]) and not (
+                alts[0] and isinstance(alts[0][0], _Atom) and alts[0][0].text == r"\A"):
+            alts = [_hide_required(alts[0], False)[0]]
     return render(alts)
 
 

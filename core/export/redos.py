@@ -168,7 +168,7 @@ class _Checker:
             elif op is C.ATOMIC_GROUP:
                 body, optional = av, False
             elif op is C.BRANCH:
-                return [s for alt in av[1] for s in self.starts(list(alt) + list(items[i + 1:]), 0, run, limit)]
+                return [s for alt in _live(av[1]) for s in self.starts(list(alt) + list(items[i + 1:]), 0, run, limit)]
             else:
                 return [()]
             out = self.starts(list(body) + list(items[i + 1:]), 0, run, limit)
@@ -246,7 +246,7 @@ class _Checker:
             b = self.seq(av)
             return _Info(b.nullable, b.first, b.heads, [], b.lead, b.anchored, b.free)
         if op is C.BRANCH:
-            infos = [self.seq(alt, top) for alt in av[1]]
+            infos = [self.seq(alt, top) for alt in _live(av[1])] or [_Info(False, frozenset(), free=False)]
             return _Info(any(i.nullable for i in infos), frozenset().union(*(i.first for i in infos)),
                          [r for i in infos for r in i.heads], [r for i in infos for r in i.tails],
                          [r for i in infos for r in i.lead], all(i.anchored for i in infos),
@@ -258,6 +258,15 @@ class _Checker:
             at_start = av in (C.AT_BEGINNING_STRING, C.AT_BEGINNING)
             return _Info(True, frozenset(), anchored=at_start, free=not at_start)
         return _Info(True, self.alphabet)  # back-references, conditionals: anything, no runs
+
+
+def _dead(alt: Any) -> bool:
+    """Whether an alternative begins with ``(?!)``, the empty negative lookahead: it never matches."""
+    return bool(alt) and alt[0][0] is C.ASSERT_NOT and not alt[0][1][1]
+
+
+def _live(alts: Any) -> list[Any]:
+    return [alt for alt in alts if not _dead(alt)]
 
 
 def _show(chars: frozenset[str]) -> str:
@@ -281,19 +290,28 @@ def _item_text(item: Any) -> str:
     return "[…]"
 
 
-def check_pattern(pattern: str, *, search: bool = True) -> list[Finding]:
+def check_pattern(pattern: str, *, search: bool = True, partial: bool = True) -> list[Finding]:
     """The findings for ``pattern`` ([] when linear for the shapes above). ``search``: the consumer tries every
-    start position (delimiters, tag patterns); False for a pattern only ever matched at one position. Raises
-    ``re.error`` for a pattern Python's ``re`` cannot parse."""
+    start position (delimiters, tag patterns); False for a pattern only ever matched at one position.
+    ``partial``: the consumer may run the search in the regex module's partial mode (transformers' delimiters);
+    False leaves out the two ``PARTIAL`` shapes (Python's ``re``, ``finditer`` over a finished text, llama.cpp's
+    triggers). Raises ``re.error`` for a pattern Python's ``re`` cannot parse."""
     ch = _Checker(pattern)
     info = ch.seq(ch.tree, top=True)
     out = list(ch.findings)
-    if search:
+    if search and partial:
         for r in ch.runs:
             if r.early and r.unbounded and not info.anchored:
                 out.append(Finding("PARTIAL", f"{r.text} sits in an optional part the pattern may start with: the "
                                               "regex module's partial matching (transformers' streaming) then "
                                               "rescans the rest of the text from each start; bound it"))
+    if search and partial and not info.anchored and not _literal_start(ch.tree):
+        lit = _required_after_run(ch.tree)
+        if lit is not None:
+            out.append(Finding("PARTIAL", f"the pattern does not start with one literal text, and every match needs "
+                                          f"{lit!r} after a run: the regex module's partial search (transformers' "
+                                          "streaming) looks for it again from every start position; start with a "
+                                          "literal, or leave the text to an alternation"))
     # [^a-z]+ alone never fails after scanning its run
     lone_run = len(ch.tree) == 1 and ch.tree[0][0] in _REPEATS and len(ch.runs) == 1
     if search and not lone_run:
@@ -314,6 +332,58 @@ def check_pattern(pattern: str, *, search: bool = True) -> list[Finding]:
             seen.add((f.kind, f.detail))
             uniq.append(f)
     return uniq
+
+
+def _literal_start(items: Any) -> bool:
+    """Whether every match of ``items`` begins with one fixed literal character (lookarounds before it are
+    allowed): what lets the regex module skip the start positions without it by a plain string search."""
+    for op, av in items:
+        if op in (C.ASSERT, C.ASSERT_NOT):
+            continue
+        if op is C.LITERAL:
+            return True
+        if op is C.SUBPATTERN:
+            return _literal_start(av[3])
+        if op is C.ATOMIC_GROUP:
+            return _literal_start(av)
+        if op in _REPEATS and av[0] >= 1:
+            return _literal_start(av[2])
+        return False
+    return False
+
+
+def _unbounded(items: Any) -> bool:
+    """Whether ``items`` can match texts of any length."""
+    for op, av in items:
+        if op in _REPEATS and (av[1] == C.MAXREPEAT or _unbounded(av[2])):
+            return True
+        if op is C.SUBPATTERN and _unbounded(av[3]) or op is C.ATOMIC_GROUP and _unbounded(av):
+            return True
+        if op is C.BRANCH and any(_unbounded(alt) for alt in _live(av[1])):
+            return True
+    return False
+
+
+def _required_after_run(items: Any, after: bool = False) -> str | None:
+    """A literal character every match of ``items`` contains after a part of unbounded length (``after``: such a
+    part came before ``items``), found as the regex module finds the literal it requires: in the sequence and its
+    plain groups and required repeats, not inside alternations or optional parts. None when there is none."""
+    for i, (op, av) in enumerate(items):
+        if op is C.LITERAL and after:
+            text = ""
+            for o, a in items[i:]:
+                if o is not C.LITERAL:
+                    break
+                text += chr(a)
+            return text
+        if op is C.SUBPATTERN or op is C.ATOMIC_GROUP or op in _REPEATS and av[0] >= 1:
+            body = av[3] if op is C.SUBPATTERN else av if op is C.ATOMIC_GROUP else av[2]
+            found = _required_after_run(body, after)
+            if found is not None:
+                return found
+        if op in _REPEATS and av[1] == C.MAXREPEAT or _unbounded([(op, av)]):
+            after = True
+    return None
 
 
 def response_template_patterns(rt: dict[str, Any]) -> list[tuple[str, str]]:
@@ -341,7 +411,8 @@ def check_response_template(rt: dict[str, Any]) -> dict[str, list[Finding]]:
     """Where → findings, for every pattern of ``rt`` that has any."""
     out: dict[str, list[Finding]] = {}
     for where, pattern in response_template_patterns(rt):
-        found = check_pattern(pattern)
+        # the start anchor and tag patterns run with finditer over a finished text, never in partial mode
+        found = check_pattern(pattern, partial=not where.endswith(("start_anchor_pattern", "tag_pattern")))
         if found:
             out[f"{where}: {pattern}"] = found
     return out

@@ -120,6 +120,22 @@ def _quiet_transformers() -> Iterator[None]:
         log.removeFilter(f)
 
 
+def transformers_installed() -> bool:
+    """True when transformers' ``utils/chat_parsing`` module (transformers ≥ 5.13) is installed — found without
+    importing transformers (a second of CPU), for a front end that only decides whether to offer the check;
+    :func:`verify` still imports it and raises when it cannot."""
+    import importlib.util
+    import pathlib
+
+    try:
+        spec = importlib.util.find_spec("transformers")
+    except (ImportError, ValueError):
+        return False
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    return any((pathlib.Path(r) / "utils" / "chat_parsing.py").is_file()
+               or (pathlib.Path(r) / "utils" / "chat_parsing" / "__init__.py").is_file() for r in roots)
+
+
 def transformers_available() -> bool:
     """True when ``transformers.utils.chat_parsing`` (transformers ≥ 5.13) can be imported."""
     try:

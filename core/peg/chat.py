@@ -49,6 +49,9 @@ TOOL_ARG_NAME = "tool-arg-name"
 TOOL_ARG_VALUE = "tool-arg-value"
 TOOL_ARG_STRING_VALUE = "tool-arg-string-value"
 TOOL_ARGS_ENCODED = "tool-args-encoded"
+TOOL_ARG_PY_VALUE = "tool-arg-py-value"
+"""A Python literal as Python itself writes it (repair ``pythonic-values``): the mapper decodes it to JSON with
+Python's own rules (:func:`core.chat.mapper.python_literal_to_json`), not llama.cpp's quote swap."""
 #: tags that show nothing in the message by themselves (grouping, or a call/argument not yet named)
 QUIET_TAGS = frozenset({REASONING_BLOCK, TOOL, TOOL_OPEN, TOOL_ARG, TOOL_ARG_OPEN})
 
@@ -296,6 +299,79 @@ class ChatBuilder(Builder):
                                self.python_string(), self.json_number(),
                                self.choice("True", "False", "None", "true", "false", "null"))
         return self.rule("python-literal", body)
+
+    def tool_arg_py_value(self, p: Parseable) -> P:
+        """``p`` tagged ``tool-arg-py-value`` (:data:`TOOL_ARG_PY_VALUE`): a Python literal the mapper decodes by
+        Python's rules (repair ``pythonic-values``)."""
+        return self.tag(TOOL_ARG_PY_VALUE, p)
+
+    def python_lenient_string(self) -> P:
+        """Repair ``pythonic-values``: a Python string literal as Python reads it — single or double quotes, any
+        backslash escape (``\\'``, ``\\x41``, an unknown ``\\d``), raw line breaks and other control
+        characters inside — and, as vLLM's LFM2 parser, an unescaped quote of its own kind that is not followed
+        (after whitespace) by ``,`` ``)`` ``]`` ``}`` or ``:``: it cannot close the string, so it is text."""
+        def body() -> P:
+            def quoted(q: str) -> P:
+                plain = self.chars("[^" + q + "\\\\]", 1, -1)
+                # a quote that no closer follows is the string's own (command='sed -n '1,9p' f.py')
+                inner = self.seq(q, self.negate(self.seq(self.space(), self.one("[,)\\]}:]"))))
+                return self.seq(q, self.zero_or_more(self.choice(plain, self.seq("\\", self.any()), inner)), q)
+            return self.choice(quoted("'"), quoted('"'))
+        return self.rule("py-lenient-string", body)
+
+    def python_json_safe_string(self) -> P:
+        """A quoted string (either quote) that llama.cpp's quote swap turns into a valid JSON string: JSON
+        escapes only, no raw control character (repair ``pythonic-values`` takes the others)."""
+        def body() -> P:
+            def quoted(q: str) -> P:
+                plain = self.chars("[^" + q + "\\\\\\x00-\\x1f]", 1, -1)
+                esc = self.seq("\\", self.choice(self.one("[" + q + "\\\\/bfnrt]"),
+                                                 self.seq("u", self.chars("[0-9a-fA-F]", 4, 4))))
+                return self.seq(q, self.zero_or_more(self.choice(plain, esc)), q)
+            return self.choice(quoted('"'), quoted("'"))
+        return self.rule("py-json-safe-string", body)
+
+    def python_safe_literal(self) -> P:
+        """:meth:`python_literal` whose strings are :meth:`python_json_safe_string` (repair ``pythonic-values``:
+        the strict reading, which llama.cpp's quote swap maps to valid JSON; other values go to the lenient one)."""
+        def body() -> P:
+            ws = self.space()
+            v = self.ref("py-safe-literal")
+            member = self.seq(self.python_json_safe_string(), ws, ":", ws, v)
+
+            def items(opener: str, item: Parseable, closer: str) -> P:
+                more = self.zero_or_more(self.seq(ws, ",", ws, item))
+                return self.seq(opener, ws, self.choice(closer, self.seq(item, more, ws, closer)))
+
+            return self.choice(items("{", member, "}"), items("[", v, "]"),
+                               self.python_json_safe_string(), self.json_number(),
+                               self.choice("True", "False", "None", "true", "false", "null"))
+        return self.rule("py-safe-literal", body)
+
+    def python_lenient_literal(self) -> P:
+        """Repair ``pythonic-values``: a Python literal as Python writes it (vLLM's pythonic / LFM2 parsers read
+        it with ``ast``): :meth:`python_lenient_string`, an integer with leading zeros (``07``), a JSON number,
+        ``True`` / ``False`` / ``None`` and the JSON names, dicts, lists and tuples whose items may end with a
+        comma. Read by :func:`core.chat.mapper.python_literal_to_json` (tag ``tool-arg-py-value``)."""
+        def body() -> P:
+            ws = self.space()
+            v = self.ref("py-lenient-literal")
+            number = self.seq(self.optional("-"), self.chars("[0-9]", 1, -1),
+                              self.optional(self.seq(".", self.chars("[0-9]", 1, -1))),
+                              self.optional(self.seq(self.one("[eE]"), self.optional(self.one("[+-]")),
+                                                     self.chars("[0-9]", 1, -1))),
+                              self.negate(self.one("[0-9.eE+-]")))
+            member = self.seq(self.choice(self.python_lenient_string(), number), ws, ":", ws, v)
+
+            def items(opener: str, item: Parseable, closer: str) -> P:
+                more = self.zero_or_more(self.seq(ws, ",", ws, item))
+                return self.seq(opener, ws, self.choice(closer, self.seq(item, more, ws, self.optional(","), ws,
+                                                                         closer)))
+
+            return self.choice(items("{", member, "}"), items("[", v, "]"), items("(", v, ")"),
+                               self.python_lenient_string(), number,
+                               self.choice("True", "False", "None", "true", "false", "null"))
+        return self.rule("py-lenient-literal", body)
 
     def tool_arg_string_value(self, p: Parseable) -> P:
         """``p`` tagged ``tool-arg-string-value`` (:data:`TOOL_ARG_STRING_VALUE`);
@@ -595,12 +671,15 @@ class ChatBuilder(Builder):
                                     + self.literal(m["tool_call_end_marker"]))
         return section if force else self.optional(section)
 
-    def pythonic_tool_calls(self, tools: Any, parallel: bool, array_wrapped: bool) -> P:
+    def pythonic_tool_calls(self, tools: Any, parallel: bool, array_wrapped: bool, name_suffix: str = "",
+                            rule_prefix: str = "tool-") -> P:
         """Python-style calls ``name(arg="v", n=1, obj={'k': 'v'})`` (the explorer's ``PYTHONIC`` format, see
         :mod:`core.analysis.fidelity`): arguments in any order, string-typed ones a quoted string (either
         quote), the others a :meth:`python_literal`; parallel calls separated by ``,`` and/or whitespace;
         ``array_wrapped``: the calls are inside ``[`` … ``]``. Values are mapped to JSON by the mapper's
-        quote/literal normalisation."""
+        quote/literal normalisation. ``name_suffix``: written between the name and ``(`` (Llama 3.1's built-in
+        ``brave_search.call(…)``, repair ``builtin-call-syntax``); ``rule_prefix``: of the rule names (another
+        format's ``tool-N`` rules may sit beside them)."""
         funcs = indexed_function_tools(tools)
         if not funcs:
             return self.eps()
@@ -615,15 +694,27 @@ class ChatBuilder(Builder):
                 arg_choices = []
                 for j, (pname, pdef) in enumerate(props.items()):
                     is_string = isinstance(pdef, dict) and pdef.get("type") == "string"
-                    value = self.tool_arg_value(self.python_string() if is_string else self.python_literal())
-                    arg_choices.append(self.rule(f"tool-{idx}-arg-{j}", self.tool_arg(
+                    if "pythonic-values" in self.repairs:
+                        # repair pythonic-values: what llama.cpp's quote swap reads right stays its own, the
+                        # rest is decoded by Python's rules
+                        strict = self.python_json_safe_string() if is_string else self.python_safe_literal()
+                        # the strict reading must end where the argument does (a quote that did not close
+                        # the string leaves text before the next ',' / ')'), else the lenient one is tried;
+                        # atomic: a stream shows the value once that is known (never a string closed too early)
+                        strict = self.atomic(self.tool_arg_value(strict) + self.peek(self.seq(ws(), self.one("[,)]"))))
+                        value = self.choice(strict, self.repair(
+                            "pythonic-values", self.tool_arg_py_value(self.python_lenient_literal())))
+                    else:
+                        value = self.tool_arg_value(self.python_string() if is_string else self.python_literal())
+                    arg_choices.append(self.rule(f"{rule_prefix}{idx}-arg-{j}", self.tool_arg(
                         self.tool_arg_open(self.tool_arg_name(self.literal(pname)) + ws() + "=" + ws())
                         + value + self.tool_arg_close(self.eps()))))
                 one_arg = self.choice(*arg_choices)
                 args = self.optional(one_arg + self.zero_or_more(ws() + "," + ws() + one_arg))
-            body = self.tool(self.tool_open(self.tool_name(self.literal(name)) + "(") + ws() + self.tool_args(args)
+            opener = self.tool_name(self.literal(name)) + (self.literal(name_suffix) if name_suffix else self.eps())
+            body = self.tool(self.tool_open(opener + "(") + ws() + self.tool_args(args)
                              + ws() + self.optional(",") + ws() + self.tool_close(")"))
-            choices.append(self.rule(f"tool-{idx}", body))
+            choices.append(self.rule(f"{rule_prefix}{idx}", body))
         one = self.choice(*choices)
         calls = one + self.zero_or_more(ws() + self.optional(",") + ws() + one) if parallel else one
         if array_wrapped:

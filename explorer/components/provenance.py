@@ -29,7 +29,18 @@ def provenance_lines(overrides: Mapping[str, Any], disabled: Iterable[str], fide
 
 
 def banner(tpl: Any, report: Any = None) -> None:
-    """Draw the banner for the current template (``report``: its analysis report when the page has it)."""
+    """Draw the banner for the current template (``report``: its analysis report when the page has it).
+
+    The banner is one container whether it shows anything or not: Streamlit matches a run's elements to the
+    page's by position, so a banner that appeared (switching to ``improved``) shifted every element below it,
+    and the browser re-created them — dropping what the visitor was typing into a text box meanwhile."""
+    import streamlit as st
+
+    with st.container():
+        _banner(tpl, report)
+
+
+def _banner(tpl: Any, report: Any) -> None:
     import streamlit as st
 
     from .. import state

@@ -46,10 +46,10 @@ def capped_text_area(label: str, key: str, cap: int | None, what: str, unit: str
     limit = None if cap is None else cap * OVERSHOOT
     st.text_area(label, key=key, max_chars=limit, **kwargs)
     problem = text_over_cap(st.session_state.get(key) or "", cap, what, unit)
-    if problem:
-        st.error(md(problem))
-        return False
-    return True
+    with st.container():  # one slot, error or not: the boxes below keep their places (and what is typed in them)
+        if problem:
+            st.error(md(problem))
+    return not problem
 
 
 def capped_text_input(label: str, key: str, what: str, **kwargs) -> str:
@@ -59,10 +59,10 @@ def capped_text_input(label: str, key: str, what: str, **kwargs) -> str:
     st.text_input(label, key=key, max_chars=None if cap is None else cap * OVERSHOOT, **kwargs)
     text = st.session_state.get(key) or ""
     problem = text_over_cap(text, cap, what)
-    if problem:
-        st.error(md(problem))
-        return ""
-    return text
+    with st.container():  # one slot, error or not (see capped_text_area)
+        if problem:
+            st.error(md(problem))
+    return "" if problem else text
 
 
 def folder_input(label: str, key: str, suffixes: Sequence[str]) -> tuple[pathlib.Path, list[pathlib.Path]] | None:

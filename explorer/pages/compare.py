@@ -131,7 +131,8 @@ with col_a:
 with col_b:
     base = st.session_state.get("edit_base")
     b = pick("B", LOADED if state.current().origin == "edited" and base is not None else BUNDLED)
-with_lint = st.toggle("Include lint findings", value=True, key="in_compare_lint")
+state.default("in_compare_lint", True)  # not value=True: with a kept value Streamlit logs a warning per process
+with_lint = st.toggle("Include lint findings", key="in_compare_lint")
 if a is None or b is None:
     st.info("Choose both sides to compare them.")
     st.stop()

@@ -86,9 +86,9 @@ else:
             st.caption(md(n))
     with right:
         st.subheader("Verification by transformers")
-        from core.export.verify import transformers_available
+        from core.export.verify import transformers_installed  # not imported here: a second of CPU
 
-        if not transformers_available():
+        if not transformers_installed():
             st.info("Install transformers >= 5.13 to verify (pip install 'transformers>=5.13'; no torch needed).")
         else:
             v = state.attempt(_verify, tpl.source, tpl.name, fid, json.dumps(rt))

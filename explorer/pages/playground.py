@@ -141,8 +141,9 @@ err = st.session_state.pop("playground_error", None)
 
 with main:
     st.subheader("Model output")
-    if err is not None:
-        state.show_error(err, "Could not render a sample: ")
+    with st.container():  # one slot, shown or not: the box below keeps its place (and what is typed in it)
+        if err is not None:
+            state.show_error(err, "Could not render a sample: ")
     fits &= serving.capped_text_area("Text the model generated after the prompt", "in_output", cap, "model output",
                                      height=200)
     st.checkbox("output is cut off (partial)", key="in_partial")

@@ -46,9 +46,10 @@ def _use(tpl: state.CurrentTemplate) -> None:
 
 
 loaded = st.session_state.pop("sources_loaded", None)
-if loaded:
-    st.success(md(f"Loaded {loaded}."))
-    st.page_link("explorer/pages/overview.py", label="Open the overview", icon=":material/search:")
+with st.container():  # one slot, shown or not: the inputs below keep their places (and what is typed in them)
+    if loaded:
+        st.success(md(f"Loaded {loaded}."))
+        st.page_link("explorer/pages/overview.py", label="Open the overview", icon=":material/search:")
 
 kinds = ["Bundled examples", "Hugging Face Hub", "Upload a file", "Paste text"]
 if policy.server_paths:  # off unless the operator names folders: visitors must not read the server's files

@@ -11,6 +11,7 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import render_prompt
+from ..repairs import TRAILING_EOS_TOKEN, trailing_eos
 from ..request import ToolChoice
 from ._peg_handler import function_parameters_schema, grammar_for, make_parser, prepared_for, word
 
@@ -47,6 +48,8 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             tool_call = p.rule("tool-call", p.literal(TOOL_CALL_START) + tool_choice)
             tool_calls = p.trigger_rule("tool-call-root", p.repeat(tool_call, min_calls, 1))
             ret = p.content(p.until("<|message_sep|>\n\n")) << tool_calls
+            if TRAILING_EOS_TOKEN in p.repairs:   # a stop token the server left after the call
+                ret = ret << trailing_eos(p)
         else:
             ret = p.content(p.rest())
         return p.literal(PREFIX) + ret

@@ -17,6 +17,7 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
+from ..repairs import MESSAGES_AFTER_CALL
 from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function, foreach_function_indexed,
                            function_parameters_schema, grammar_for, has_response_format,
@@ -111,7 +112,11 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 choices.append(p.rule(f"tool-{idx}", p.choice(in_role, in_channel)))
             tool_call = p.trigger_rule("tool-call", p.choice(*choices))
             if "trailing-stop-token" in p.repairs:   # <|call|> ends the generation; a logged output keeps it
-                tool_call = tool_call + p.optional(p.repair("trailing-stop-token", p.literal("<|call|>")))
+                stop = p.repair("trailing-stop-token", p.literal("<|call|>"))
+                if MESSAGES_AFTER_CALL in p.repairs:   # the turn went on past <|call|>: its messages, not raw text
+                    stop = stop + p.optional(p.repair(MESSAGES_AFTER_CALL,
+                                                      p.zero_or_more(start + any_msg) + start + final_msg))
+                tool_call = tool_call + p.optional(stop)
             else:
                 ends_with_arguments.append(True)
             if request.tool_choice == ToolChoice.REQUIRED:

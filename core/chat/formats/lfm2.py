@@ -18,6 +18,7 @@ from ...templating import ChatTemplate
 from ..request import ChatRequest
 from ._request_view import PromptContext, RequestView, request_view
 from . import family_by_name
+from ..repairs import CALL_LIST_SPACING, PYTHONIC_VALUES
 from ._peg_handler import HandlerParser, peg_parser, word
 
 NAME = "lfm2"
@@ -89,6 +90,19 @@ def _python_or_json_value(p: Any) -> Any:
     return p.rule("python-or-json-value", body)
 
 
+def _value_end(p: Any) -> Any:
+    """What follows an argument value (``,`` or ``)``): a value llama.cpp's grammar reads that something else
+    follows (a quote that did not close the string) goes to repair ``pythonic-values`` instead. Used inside
+    ``atomic``: until that next character is there a stream shows nothing of the value, so a string the strict
+    reading closed too early is never shown closed."""
+    return p.peek(p.space() + p.one("[,)]"))
+
+
+def _lenient_value(p: Any) -> Any:
+    """Repair ``pythonic-values``: the value as Python writes it, decoded by Python's rules."""
+    return p.repair(PYTHONIC_VALUES, p.tool_arg_py_value(p.python_lenient_literal()))
+
+
 def _python_style_calls(p: Any, view: RequestView) -> Any:
     """llama.cpp ``python_style_tool_calls(tools, parallel, allow_json_literals=true)``."""
     choices = []
@@ -101,6 +115,13 @@ def _python_style_calls(p: Any, view: RequestView) -> Any:
                 if isinstance(pdef, dict) and pdef.get("type") == "string":
                     value = p.tool_arg_value(p.choice(p.literal('"') + p.string_content('"') + p.literal('"'),
                                                       p.literal("'") + p.string_content("'") + p.literal("'")))
+                    if PYTHONIC_VALUES in p.repairs:
+                        value = p.choice(p.atomic(p.tool_arg_value(p.python_json_safe_string()) + _value_end(p)),
+                                         _lenient_value(p))
+                elif PYTHONIC_VALUES in p.repairs:
+                    # the strict reading with JSON-safe strings (a raw line break inside goes to the lenient one)
+                    value = p.choice(p.atomic(p.tool_arg_value(p.python_safe_literal()) + _value_end(p)),
+                                     _lenient_value(p))
                 else:
                     value = p.tool_arg_value(_python_or_json_value(p))
                 arg_choices.append(p.tool_arg(p.tool_arg_open(p.tool_arg_name(p.literal(pname)) + p.literal("="))
@@ -125,6 +146,12 @@ def _peg_root(p: Any, view: RequestView, extract: bool) -> Any:
         if view.has_schema:
             return gen + reasoning + p.content(p.schema(p.json(), "response-format-schema", view.json_schema)) + p.end()
         return gen + reasoning + p.content(p.rest()) + p.end()
-    calls = p.rule("tool-calls", p.trigger_rule("tool-call", p.literal(CALL_START) + _python_style_calls(p, view)
-                                                 + p.literal(CALL_END)))
+    start = p.literal(CALL_START)
+    if CALL_LIST_SPACING in p.repairs:
+        # repair call-list-spacing: whitespace around the call list inside the markers (vLLM strips it)
+        start = start + p.optional(p.repair(CALL_LIST_SPACING, p.chars("[ \t\r\n]", 1, -1)))
+    end = p.literal(CALL_END)
+    if CALL_LIST_SPACING in p.repairs:
+        end = p.optional(p.repair(CALL_LIST_SPACING, p.chars("[ \t\r\n]", 1, -1))) + end
+    calls = p.rule("tool-calls", p.trigger_rule("tool-call", start + _python_style_calls(p, view) + end))
     return gen + reasoning + p.content(p.until(CALL_START)) + calls + p.end()

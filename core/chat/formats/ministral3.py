@@ -15,6 +15,7 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
+from ..repairs import REASONING_END_UNMATCHED, REASONING_START_WHITESPACE
 from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function, foreach_function_indexed,
                            function_parameters_schema, grammar_for, has_response_format,
@@ -70,8 +71,21 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
 
     def root(p):
         prefix = p.eps()
-        reasoning = (p.optional("[THINK]" + p.reasoning(p.until("[/THINK]")) + "[/THINK]") if extract
+        opener = p.literal("[THINK]")
+        if extract and REASONING_START_WHITESPACE in p.repairs:
+            opener = p.optional(p.repair(REASONING_START_WHITESPACE, p.space())) + opener
+        reasoning = (p.optional(opener + p.reasoning(p.until("[/THINK]")) + "[/THINK]") if extract
                      else p.eps())
+
+        def answer(until: str = "") -> Any:
+            """The content (up to ``until``); repair reasoning-end-unmatched drops a [/THINK] that closes
+            nothing (vLLM's Mistral parser since PR 30391)."""
+            body = p.content(p.until(until)) if until else p.content(p.rest())
+            if not (extract and REASONING_END_UNMATCHED in p.repairs):
+                return body
+            stops = ["[/THINK]", until] if until else ["[/THINK]"]
+            stray = p.content(p.until_one_of(stops)) + p.repair(REASONING_END_UNMATCHED, p.literal("[/THINK]"))
+            return p.zero_or_more(stray) + body
         if has_rf:
             return prefix + (reasoning << "```json" << p.content(p.schema(p.json(), "response-format",
                                                                             request.json_schema)) << "```")
@@ -86,8 +100,8 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             min_calls = 1 if request.tool_choice == ToolChoice.REQUIRED else 0
             max_calls = -1 if request.parallel_tool_calls else 1
             tool_calls = p.trigger_rule("tool-call", p.repeat("[TOOL_CALLS]" + tool_choice, min_calls, max_calls))
-            return prefix + (reasoning << p.content(p.until("[TOOL_CALLS]")) << tool_calls)
-        return prefix + (reasoning << p.content(p.rest()))
+            return prefix + (reasoning << answer("[TOOL_CALLS]") << tool_calls)
+        return prefix + (reasoning << answer())
 
     arena = build_chat_peg_parser(root)
     notes: list[str] = []

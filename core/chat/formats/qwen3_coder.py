@@ -31,7 +31,7 @@ from ._peg_handler import (foreach_function, foreach_function_indexed,
                            foreach_parameter, grammar_for, has_response_format, make_parser,
                            prepared_for, value_types, word, SCALAR_TYPES)
 from ..prompt import render_prompt
-from ..repairs import any_order_args
+from ..repairs import REASONING_START_REPEATED, any_order_args
 
 NAME = "qwen3-coder"
 GEN_PREFIX = "<|im_start|>assistant\n"
@@ -73,7 +73,13 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         prefix = p.literal(GEN_PREFIX)
         reasoning = p.eps()
         if supports_reasoning and extract:
-            reasoning = p.optional("<think>" + p.space()
+            opened = p.literal("<think>") + p.space()
+            if REASONING_START_REPEATED in p.repairs:
+                # repair reasoning-start-repeated: <think> written again after the one the prompt opened, with
+                # reasoning after it (an empty re-emitted block stays as llama.cpp reads it: reference ref-0014)
+                opened = opened + p.optional(p.repair(REASONING_START_REPEATED, p.literal("<think>") + p.space()
+                                                      + p.negate(p.literal("</think>"))))
+            reasoning = p.optional(opened
                                    + p.reasoning(p.until_one_of(["</think>", "<tool_call>"]))
                                    + p.choice(p.literal("</think>"), p.peek(p.literal("<tool_call>"))))
         if has_rf:
