@@ -54,7 +54,7 @@ def peak_rss_mb() -> float:
 
 def _analyze_one(name: str, source: str) -> str | None:
     from core.analysis import analyze
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     try:
         analyze(ChatTemplate(source, name))
@@ -73,7 +73,7 @@ def p1_cold(files: list[pathlib.Path], trace: bool = False) -> dict[str, Any]:
     sources = [(f.name, f.read_text(encoding="utf-8")) for f in files]
     t_import = time.perf_counter()
     import core.analysis  # noqa: F401
-    import core.templating  # noqa: F401
+    import core.jinja.template  # noqa: F401
     import_s = time.perf_counter() - t_import
     _analyze_one("<warm-up>", WARMUP_TEMPLATE)
     baseline = peak_rss_mb()
@@ -117,7 +117,7 @@ def batch_task(item: tuple[str, str]) -> tuple[str, float, str | None, float]:
 def batch_init() -> None:
     """Worker initialiser: import the engine before the clock of the first task starts."""
     import core.analysis  # noqa: F401
-    import core.templating  # noqa: F401
+    import core.jinja.template  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:

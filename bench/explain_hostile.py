@@ -26,7 +26,7 @@ from typing import Any
 
 from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .hostile import ROUTES
 from .outputs import TOOLS, _turn_text

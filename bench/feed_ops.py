@@ -101,7 +101,7 @@ def _pct(xs: list[int], q: float) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: see the module docstring. Returns the exit status (2 on a bad argument)."""
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     from .hostile import FAMILY_ROUTES, KINDS, ROUTES, hostile_samples
 

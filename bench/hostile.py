@@ -23,7 +23,7 @@ from typing import Any
 
 from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .outputs import _assistant, _request, _turn_text
 

@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     from core.analysis import analyze
     from core.chat.pipeline import build_chat_parser
     from core.chat.request import ChatRequest
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     t0 = time.perf_counter()
     isolation.call(len, "x")

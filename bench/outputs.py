@@ -17,9 +17,10 @@ from typing import Any
 
 from core.chat.message import AssistantMessage
 from core.chat.pipeline import ChatParserBundle, build_chat_parser
-from core.chat.prompt import longest_common_prefix, prepare_request, render_prompt
+from core.chat.prompt import prepare_request, render_prompt
+from core.diff import common_prefix_len
 from core.chat.request import ChatRequest
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {
@@ -102,7 +103,7 @@ def _turn_text(template: ChatTemplate, messages: list[dict[str, Any]], turn: dic
         return render_prompt(prepare_request(template, req, caps=prep.caps), add_generation_prompt=False)
 
     full = render_with(turn)
-    out = full[longest_common_prefix(full, with_gp):]
+    out = full[common_prefix_len(full, with_gp):]
     sentinel = "Z_BENCH_END_Z"
     probe = render_with({"role": "assistant", "content": sentinel})
     i = probe.rfind(sentinel)

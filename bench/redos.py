@@ -40,7 +40,7 @@ def time_parse(rt: dict[str, Any], text: str, repeat: int = 2) -> float:
 def corpus_templates(directory: str) -> dict[str, dict[str, Any]]:
     """Distinct exported response_templates (JSON text → first template name and the dict) at both fidelities."""
     from core.export.response_template import export_response_template
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     out: dict[str, dict[str, Any]] = {}
     for path in sorted(pathlib.Path(directory).glob("*.jinja")):

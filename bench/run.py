@@ -281,7 +281,7 @@ def _p1_warm(b: Bench) -> None:
     import tracemalloc
 
     from core.analysis import analyze, reapply
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     from .child import template_files
 
@@ -451,7 +451,7 @@ def _time_call(fn: Callable[[], Any], min_time: float) -> float:
 
 
 def _p2_samples(b: Bench, target_bytes: int, calls_for: Callable[[int], int]) -> list[tuple[str, Any]]:
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     from .outputs import SampleError, fit_output
 
@@ -669,7 +669,7 @@ def bench_p6(b: Bench) -> None:
     cut after a CPU budget (its feeds so far are reported, the row fails). Each sample streams ``repeats`` times
     and a feed's cost is its median over those passes (:func:`bench.hostile.feed_costs` says why); the 'calls'
     kind, which sets the row on every route, also shows each pass's own p99."""
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     from .hostile import FAMILY_ROUTES, ROUTES, feed_costs, hostile_samples
 

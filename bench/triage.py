@@ -11,7 +11,7 @@ import time
 
 from core.chat.request import ChatRequest
 from core.explain.explain import explain
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 N = 256 * 1024

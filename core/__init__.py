@@ -11,7 +11,7 @@ The library's public entry points are the functions of this module::
     for delta in core.stream(tmpl, chunks, request):   # the same message as deltas, fed chunk by chunk
         ...
 
-Each takes a template as a :class:`~core.templating.ChatTemplate` or as what :func:`load_template` loads (a path
+Each takes a template as a :class:`~core.jinja.template.ChatTemplate` or as what :func:`load_template` loads (a path
 or a Hub repo id), and a request as a :class:`~core.chat.request.ChatRequest`, an OpenAI-shaped dict or None (one
 user message, no tools). ``fidelity`` is ``"llama.cpp"`` (the default: exactly what llama.cpp does) or
 ``"improved"`` (this project's named improvements and repairs). Bad input raises a subclass of
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .explain.explain import Explanation
     from .export.response_template import ExportResult
     from .lint.model import LintReport
-    from .templating import ChatTemplate
+    from .jinja.template import ChatTemplate
 
 __version__ = "0.1.0"
 
@@ -68,7 +68,7 @@ def load_template(spec: str | os.PathLike[str], variant: str | None = None, *,
 
 
 def _template(template: TemplateLike) -> ChatTemplate:
-    from .templating import ChatTemplate
+    from .jinja.template import ChatTemplate
 
     return template if isinstance(template, ChatTemplate) else load_template(template)
 

@@ -29,7 +29,7 @@ from typing import Any, Iterable
 from .errors import ChatTemplateExplorerError, TemplateLoadError
 from .inputs import guard as _guard
 from .inputs import load_chat_template, visible
-from .templating import ChatTemplate
+from .jinja.template import ChatTemplate
 
 TEMPLATE_SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
 

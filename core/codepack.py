@@ -13,7 +13,7 @@ Each record is written by one ``write`` on a descriptor opened with ``O_APPEND``
 batch's worker processes) never interleave, and the offset the record landed at is read back from the
 descriptor. A reader loads the index once per process and again, from where it stopped, on a miss; every read is
 checked against the record's own header (magic, key, length, CRC), so a torn, truncated or started-over store
-only costs a recompile, never wrong code. :func:`core.templating.prune_disk_cache` removes both files together.
+only costs a recompile, never wrong code. :func:`core.jinja.cache.prune_disk_cache` removes both files together.
 """
 
 from __future__ import annotations

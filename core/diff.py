@@ -36,16 +36,6 @@ def trim_leading(s: str) -> str:
     return s.lstrip(WS)
 
 
-def trim_trailing(s: str) -> str:
-    """Strip C-locale whitespace from the right end ("" for an all-whitespace string)."""
-    return s.rstrip(WS)
-
-
-def is_space(c: str) -> bool:
-    """True for one C-locale whitespace character."""
-    return len(c) == 1 and c in WS
-
-
 class SegmentKind(str, enum.Enum):
     """Kind of a :class:`Segment`."""
 
@@ -130,7 +120,8 @@ class DiffSplit:
         return {"prefix": self.prefix, "left": self.left, "right": self.right, "suffix": self.suffix}
 
 
-def _common_prefix_len(a: str, b: str) -> int:
+def common_prefix_len(a: str, b: str) -> int:
+    """Length (characters) of the longest common prefix of ``a`` and ``b``."""
     # halving the differing range with slice comparisons (memcmp) instead of a Python step per character:
     # renders share hundreds of characters
     n = min(len(a), len(b))
@@ -163,7 +154,7 @@ def _common_suffix_len(a: str, b: str) -> int:
 
 def common_prefix(a: str, b: str) -> str:
     """Longest common (character) prefix of two strings."""
-    return a[:_common_prefix_len(a, b)]
+    return a[:common_prefix_len(a, b)]
 
 
 # The analysis diffs the same pairs of (memoized) renders on every re-analysis of a template.
@@ -249,7 +240,7 @@ def _calculate_diff_split(left: str, right: str) -> DiffSplit:
     rem_l = "".join([s[1] for s in ls[a:(b if lfc else b + 1)]])
     rem_r = "".join([s[1] for s in rs[c:(d if rfc else d + 1)]])
     sl = _common_suffix_len(rem_l, rem_r) if text_suffix_ok else 0
-    pl = _common_prefix_len(rem_l[:len(rem_l) - sl], rem_r[:len(rem_r) - sl]) if text_prefix_ok else 0
+    pl = common_prefix_len(rem_l[:len(rem_l) - sl], rem_r[:len(rem_r) - sl]) if text_prefix_ok else 0
 
     prefix = "".join(pre) + rem_l[:pl]
     suffix = rem_l[len(rem_l) - sl:] + "".join(reversed(suf))
@@ -335,7 +326,7 @@ def compare_variants(
     """Render ``params`` (A) and a deep copy changed by ``modifier`` (B), and diff them.
 
     ``render`` (optional) renders one :class:`RenderParams`; by default it is
-    :func:`core.templating.apply_template` on ``template`` with the analysis conventions (§2).
+    :func:`core.jinja.template.apply_template` on ``template`` with the analysis conventions (§2).
     Raises the render's :class:`~core.errors.TemplateRenderError` when either side fails (llama.cpp returns
     "no result" there; callers treat the exception as that). Follows llama.cpp ``compare_variants``.
     """
@@ -343,7 +334,7 @@ def compare_variants(
     if modifier is not None:
         modifier(b)
     if render is None:
-        from .templating import apply_template
+        from .jinja.template import apply_template
 
         def render(p: RenderParams) -> str:
             ctx = dict(p.extra_context or {})

@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import ChatTemplateExplorerError, RequestError, RequestFileError, os_error_text
-from .templating import ChatTemplate
+from .jinja.template import ChatTemplate
 
 if TYPE_CHECKING:
     from .chat.request import ChatRequest

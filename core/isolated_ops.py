@@ -70,7 +70,7 @@ def _bundle(recipe: ParserRecipe) -> Any:
         return bundle
     from .chat.pipeline import build_chat_parser
     from .chat.request import ChatRequest
-    from .templating import ChatTemplate
+    from .jinja.template import ChatTemplate
 
     req = ChatRequest.from_dict(json.loads(recipe.request_json))
     bundle = build_chat_parser(ChatTemplate(recipe.source, recipe.name), req, report=recipe.report,
@@ -205,7 +205,7 @@ def _explain(source: str, name: str, request_json: str, output: str, fidelity: s
     from .chat.request import ChatRequest
     from .explain.explain import explain
     from .explain.reproducer import case_line, peg_tester_snippet, pytest_test
-    from .templating import ChatTemplate
+    from .jinja.template import ChatTemplate
 
     ex = explain(ChatTemplate(source, name), ChatRequest.from_dict(json.loads(request_json)), output,
                  fidelity=fidelity, overrides=json.loads(overrides_json), disabled_workarounds=disabled,
@@ -236,7 +236,7 @@ def _explain_steps(source: str, name: str, request_json: str, output: str, fidel
     from .chat.pipeline import build_chat_parser, cached_analysis
     from .chat.request import ChatRequest
     from .explain.trace_routes import stream_steps
-    from .templating import ChatTemplate
+    from .jinja.template import ChatTemplate
 
     tpl = ChatTemplate(source, name)
     overrides = json.loads(overrides_json)
@@ -263,7 +263,7 @@ def explain_steps(source: str, name: str, request_json: str, output: str, fideli
 
 def _lint(source: str, name: str, fidelity: str, suppressed: tuple[str, ...], report: Any) -> Any:
     from .lint import lint as _run
-    from .templating import ChatTemplate
+    from .jinja.template import ChatTemplate
 
     return _run(ChatTemplate(source, name), fidelity=fidelity, suppressed=suppressed, report=report)
 
@@ -275,7 +275,7 @@ def lint(source: str, name: str, fidelity: str, suppressed: tuple[str, ...] = ()
 
 def _compare(src_a: str, name_a: str, src_b: str, name_b: str, fidelity: str, with_lint: bool) -> Any:
     from .compare import compare_templates
-    from .templating import ChatTemplate
+    from .jinja.template import ChatTemplate
 
     return compare_templates(ChatTemplate(src_a, name_a), ChatTemplate(src_b, name_b), fidelity=fidelity,
                              with_lint=with_lint)
@@ -292,7 +292,7 @@ def compare(src_a: str, name_a: str, src_b: str, name_b: str, fidelity: str, wit
 
 def _export(source: str, name: str, fidelity: str, flavour: str) -> dict[str, Any]:
     from .export.response_template import export_response_template
-    from .templating import ChatTemplate
+    from .jinja.template import ChatTemplate
 
     return export_response_template(ChatTemplate(source, name), fidelity=fidelity, flavour=flavour).to_json()
 
@@ -304,7 +304,7 @@ def export_response_template(source: str, name: str, fidelity: str, flavour: str
 
 def _verify(source: str, name: str, fidelity: str, rt_json: str) -> dict[str, Any]:
     from .export.verify import verify
-    from .templating import ChatTemplate
+    from .jinja.template import ChatTemplate
 
     return verify(json.loads(rt_json), ChatTemplate(source, name), fidelity=fidelity).to_json()
 
@@ -317,7 +317,7 @@ def verify_export(source: str, name: str, fidelity: str, rt_json: str) -> dict[s
 
 def _gbnf(source: str, name: str, fidelity: str) -> str:
     from .export.gbnf import export_gbnf as _run
-    from .templating import ChatTemplate
+    from .jinja.template import ChatTemplate
 
     return _run(ChatTemplate(source, name), fidelity=fidelity)
 
@@ -332,7 +332,7 @@ def export_gbnf(source: str, name: str, fidelity: str) -> str:
 
 def _sample(source: str, name: str, request: dict[str, Any], message: dict[str, Any]) -> str:
     from .chat.roundtrip import sample_output as _run
-    from .templating import ChatTemplate
+    from .jinja.template import ChatTemplate
 
     return _run(ChatTemplate(source, name), request, message)
 

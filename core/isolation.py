@@ -1,6 +1,6 @@
 """Run a core function on picklable inputs in a limited worker process: a memory limit and a wall-clock kill.
 
-The in-process limits (:mod:`core.templating`) stop every runaway we know of inside the sandbox's hooks; work
+The in-process limits (:mod:`core.jinja`) stop every runaway we know of inside the sandbox's hooks; work
 inside CPython's C code (``==`` on two deep lists) runs on without calling any hook, holding the interpreter
 lock. A front end serving several people therefore runs every template render here, so one visitor's runaway
 template costs a worker, never the server: :func:`call` sends ``fn(*args, **kwargs)`` to a worker and waits on
@@ -328,18 +328,3 @@ def call(fn: Callable[..., Any], *args: Any, timeout_s: float | None = None, mem
     if kind == "ok":
         return payload
     raise _rebuild(payload, name, what, memory)
-
-
-def measure(n: int = 20) -> dict[str, float]:
-    """Start-up cost of a worker and the overhead of a call on a warm one, in milliseconds (for ``bench``)."""
-    shutdown()
-    t0 = time.perf_counter()
-    call(len, "x")
-    start_ms = (time.perf_counter() - t0) * 1000
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        call(len, "x")
-        times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    return {"first_call_ms": start_ms, "warm_call_median_ms": times[len(times) // 2]}

@@ -42,7 +42,7 @@ from .errors import (
     TemplateTooLargeError,
     VariantNotFoundError,
 )
-from .templating import ChatTemplate
+from .jinja.template import ChatTemplate
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

@@ -35,7 +35,8 @@ from streamlit.errors import StreamlitAPIException
 from core import isolated_ops, isolation
 from core.errors import ChatTemplateExplorerError
 from core.isolation import WorkerLimitError
-from core.templating import ChatTemplate, source_digest
+from core.jinja.cache import source_digest
+from core.jinja.template import ChatTemplate
 
 from .components.text import md
 
@@ -99,7 +100,7 @@ def for_visitor(msg: str) -> str:
     becomes ``<server path>`` (:func:`core.serving.redact_paths`). Unchanged when the app runs locally (the user
     is the operator)."""
     from core.serving import Mode, policy_or_closed, redact_paths
-    from core.templating import BUDGET_HINT
+    from core.jinja.limits import BUDGET_HINT
 
     if policy_or_closed()[0].mode is Mode.DEMO:  # and no server path (the operator's Hub cache, the install folder)
         return redact_paths(msg.replace(BUDGET_HINT, "a limit set by the server's operator"))
@@ -155,7 +156,7 @@ class CurrentTemplate:
 
     @property
     def digest(self) -> str:
-        """Short stable id of the source: 16 hex chars of its sha256 (:func:`core.templating.source_digest`)."""
+        """Short stable id of the source: 16 hex chars of its sha256 (:func:`core.jinja.cache.source_digest`)."""
         return source_digest(self.source)
 
     def template(self) -> ChatTemplate:
@@ -408,7 +409,7 @@ def route(tpl: CurrentTemplate | None = None) -> Any:
         except ImportError as e:
             raise EngineMissing("Route detection (core.analysis.routing)", e) from None
         return route_for(tpl.source)
-    from core.templating import normalize_source
+    from core.jinja.cache import normalize_source
 
     return detect_route(normalize_source(tpl.source))
 

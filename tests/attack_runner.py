@@ -103,7 +103,7 @@ def _request(tools: list[dict[str, Any]] | None = None) -> Any:
 
 
 def _template(case: dict[str, Any]) -> Any:
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     base = case.get("base", "")
     if base.startswith("bundled:"):
@@ -118,7 +118,7 @@ def _template_paths(case: dict[str, Any]) -> None:
     from core.compare import compare_templates
     from core.explain.explain import explain
     from core.lint import lint
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     cid = case["id"]
     if case.get("isolated"):

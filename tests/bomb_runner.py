@@ -43,7 +43,7 @@ def _trimmed_rss_mb() -> float:
 
 def _round(directory: pathlib.Path, limits: object, report: bool) -> None:
     from core.analysis import analyze
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     for path in sorted(directory.glob("*.jinja")):
         source = path.read_text(encoding="utf-8")
@@ -77,7 +77,8 @@ def main(argv: list[str]) -> int:
     rounds = int(argv[2]) if len(argv) > 2 else 1
     from core.analysis import analyze
     from core.memo import clear_caches, clear_memos
-    from core.templating import ChatTemplate, RenderLimits
+    from core.jinja.limits import RenderLimits
+    from core.jinja.template import ChatTemplate
 
     limits = RenderLimits(timeout_s=0.3)
     normal = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}" \
@@ -85,7 +86,7 @@ def main(argv: list[str]) -> int:
     analyze(ChatTemplate(normal, "warm-up"))
     # and compiled from source once (the analysis above may have loaded its code from the disk cache): the
     # lexer's, parser's and code generator's tables, built on first use, belong to the start, not to a round
-    from core.analysis.caps import probe_environment
+    from core.jinja.llama import probe_environment
     probe_environment().compile(normal)
     gc.collect()
     start = _rss_mb()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -9,7 +10,7 @@ import pathlib
 
 import pytest
 
-from core.templating import pinned_clock
+from core.jinja.hf import pinned_clock
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -104,3 +105,57 @@ def fuzz_examples(default: int) -> int:
             raise pytest.UsageError(f"CTE_FUZZ_EXAMPLES must be >= 1, got {n}")
         return n
     return default
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# real-browser tests (tests/test_browser*.py): one chromium and one default-configured ``streamlit run app.py``
+# for the whole session. Every test opens its own page (its own Streamlit session), so sharing them proves the
+# same as one per file and saves a server start, a first analysis and a browser launch per file. Files that need
+# another configuration start their own server with :func:`streamlit_server`.
+
+ARTIFACTS = ROOT / "tests" / "artifacts"
+# under pytest-xdist each worker runs its own app server, so each writes its own log
+APP_LOG_NAME = (f"streamlit-{os.environ['PYTEST_XDIST_WORKER']}.log" if "PYTEST_XDIST_WORKER" in os.environ
+                else "streamlit.log")
+
+
+@contextlib.contextmanager
+def streamlit_server(env: dict[str, str] | None = None, log_name: str = APP_LOG_NAME,
+                     extra_args: tuple[str, ...] = ()):
+    """``streamlit run app.py`` on a free local port (:func:`bench.browser.serve`; ``env`` replaces its default
+    offline environment); yields its URL once ``/_stcore/health`` answers
+    (fails the test after 90 s or when it exits), stops it afterwards. Output goes to ``tests/artifacts/<log_name>``."""
+    from bench.browser import CHROMIUM, serve
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: apt-get install chromium)")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with open(ARTIFACTS / log_name, "w") as log:
+        try:
+            with serve(log, env=env, extra_args=extra_args) as url:
+                yield url
+        except RuntimeError as e:
+            pytest.fail(f"{e}; see {ARTIFACTS / log_name}")
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """The default-configured app server, shared by the browser tests; its log is ``ARTIFACTS / APP_LOG_NAME``."""
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from bench.browser import CHROME_ARGS, CHROMIUM
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()

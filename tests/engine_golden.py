@@ -89,7 +89,7 @@ def inputs() -> Iterator[dict[str, Any]]:
         if fam is not None:
             yield {"key": f"drift:{dc.id}", "family": fam, "template": dc.template, "request": dc.request,
                    "output": dc.output, "partial": False}
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     from bench.hostile import KINDS, _turn
     from bench.outputs import _request, _turn_text
@@ -155,7 +155,7 @@ def record(item: dict[str, Any], fidelity: str, templates: dict[str, Any], gramm
     from core.chat.pipeline import build_chat_parser
     from core.chat.request import ChatRequest
     from core.explain.explain import explain
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     name = item["template"]
     if name not in templates:
@@ -194,7 +194,7 @@ def record(item: dict[str, Any], fidelity: str, templates: dict[str, Any], gramm
 
 def record_all(families: set[str] | None = None) -> tuple[list[dict], dict[str, str]]:
     """Rows for every input (of ``families`` only, when given) at both fidelities, and the grammar texts."""
-    from core.templating import pinned_clock
+    from core.jinja.hf import pinned_clock
 
     from tests.conftest import REFERENCE_CLOCK
 
@@ -292,7 +292,7 @@ def difference_list(families: set[str]) -> tuple[dict[str, str], list[str]]:
     differences that fit a reviewed kind (``deltas``: only the split of the deltas; ``end-marker``: explain on
     an output that ends inside a marker; ``spans``: explain's spans, same message and consistency) and the
     others, which must be fixed."""
-    from core.templating import pinned_clock
+    from core.jinja.hf import pinned_clock
 
     from tests.conftest import REFERENCE_CLOCK
 

@@ -17,7 +17,7 @@ from typing import Any
 from core.chat.message import AssistantMessage, StreamRetractionError, apply_deltas, compute_deltas
 from core.chat.formats._request_view import request_view
 from core.chat.request import ChatRequest
-from core.templating import apply_template
+from core.jinja.template import apply_template
 
 
 def simple_generation_prompt(template: Any, request: ChatRequest) -> str:

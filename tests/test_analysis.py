@@ -16,7 +16,8 @@ from core.analysis import (
     generation_prompt,
     reapply,
 )
-from core.analysis import engine, session
+from core.analysis import session
+from core.jinja import llama
 from core.analysis.patterns import (
     ANY,
     END,
@@ -35,7 +36,7 @@ from core.analysis.patterns import (
 )
 from core.analysis.workarounds import WORKAROUNDS_BY_NAME
 from core.errors import AnalysisError
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import template_source
 
@@ -196,13 +197,13 @@ def test_template_failing_every_probe():
 def test_each_distinct_render_runs_once(monkeypatch):
     session.clear_render_cache()
     calls = []
-    real = engine.render
+    real = llama.render
 
     def counting(template, context, **kw):
         calls.append(1)
         return real(template, context, **kw)
 
-    monkeypatch.setattr(engine, "render", counting)
+    monkeypatch.setattr(llama, "render", counting)
     rep = analyze(_t("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja"))
     distinct = {repr(c.inputs_a) for c in rep.comparisons} | {repr(c.inputs_b) for c in rep.comparisons}
     assert len(calls) == rep.render_count == len(distinct)
@@ -242,7 +243,7 @@ def test_reapply_renders_nothing_and_applies_overrides(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("reapply must not render")
 
-    monkeypatch.setattr(engine, "render", boom)
+    monkeypatch.setattr(llama, "render", boom)
     monkeypatch.setattr(session, "apply_template", boom)
     r2 = reapply(rep, disabled_workarounds=["functionary-3.1"],
                  overrides={"reasoning.start": "<think>", "reasoning.mode": "TAG_BASED",

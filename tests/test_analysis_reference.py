@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from core.analysis import analyze
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import template_source
 

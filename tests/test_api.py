@@ -13,7 +13,7 @@ import pytest
 import core
 from core.chat.conformance import accumulate_deltas
 from core.errors import RequestError, TemplateLoadError
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT
 

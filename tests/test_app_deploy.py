@@ -133,7 +133,7 @@ def test_demo_over_cap_tools_are_refused_by_the_request(demo):
 
 def test_demo_budget_error_names_no_operator_setting(demo):
     from explorer.state import for_visitor
-    from core.templating import Budget
+    from core.jinja.limits import Budget
 
     msg = Budget(2.5, 0.0).message()
     assert "CTE_ANALYSIS_BUDGET_S" in msg
@@ -143,7 +143,7 @@ def test_demo_budget_error_names_no_operator_setting(demo):
 
 def test_local_budget_error_keeps_the_setting(monkeypatch):
     from explorer.state import for_visitor
-    from core.templating import Budget
+    from core.jinja.limits import Budget
 
     monkeypatch.setenv("CTE_DEMO", "0")
     msg = Budget(5, 0.0).message()

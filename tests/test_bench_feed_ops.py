@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench.feed_ops import count_feed_ops, main
 from bench.hostile import hostile_samples
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES
 

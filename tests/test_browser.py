@@ -8,56 +8,15 @@ message on the page, and checks that template text with HTML is displayed as tex
 
 from __future__ import annotations
 
-import contextlib
-import os
-
 import pytest
 
-from bench.browser import CHROME_ARGS, CHROMIUM, serve, wait_idle
+from bench.browser import wait_idle
 
-from .conftest import ROOT
+from .conftest import ARTIFACTS, ROOT, streamlit_server  # noqa: F401 - streamlit_server: for the other browser files
 
 pytestmark = pytest.mark.browser
 
-ARTIFACTS = ROOT / "tests" / "artifacts"
 ARTIFACTS.mkdir(parents=True, exist_ok=True)  # a fresh clone has none (git-ignored); every browser test writes here
-
-
-@contextlib.contextmanager
-def streamlit_server(env: dict[str, str] | None = None, log_name: str = "streamlit.log",
-                     extra_args: tuple[str, ...] = ()):
-    """``streamlit run app.py`` on a free local port (:func:`bench.browser.serve`; ``env`` replaces its default
-    offline environment); yields its URL once ``/_stcore/health`` answers
-    (fails the test after 90 s or when it exits), stops it afterwards. Output goes to ``tests/artifacts/<log_name>``."""
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: apt-get install chromium)")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with open(ARTIFACTS / log_name, "w") as log:
-        try:
-            with serve(log, env=env, extra_args=extra_args) as url:
-                yield url
-        except RuntimeError as e:
-            pytest.fail(f"{e}; see {ARTIFACTS / log_name}")
-
-
-@pytest.fixture(scope="module")
-def app_url():
-    with streamlit_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 _wait_idle = wait_idle  # Streamlit's run state, read twice 250 ms apart (bench/browser.py)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_browser import _shot, _wait_idle, app_url, browser  # noqa: F401 - fixtures
+from .test_browser import _shot, _wait_idle
 from .test_browser_edit import _analyse, _source_area
 
 pytestmark = pytest.mark.browser

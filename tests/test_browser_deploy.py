@@ -16,7 +16,7 @@ import urllib.parse
 import pytest
 
 from .conftest import ROOT
-from .test_browser import _shot, _start, _wait_idle, browser, streamlit_server  # noqa: F401 - browser: a fixture
+from .test_browser import _shot, _start, _wait_idle, streamlit_server
 
 pytestmark = pytest.mark.browser
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_browser import _shot, _wait_idle, app_url, browser  # noqa: F401 - pytest fixtures
+from .test_browser import _shot, _wait_idle
 
 pytestmark = pytest.mark.browser
 

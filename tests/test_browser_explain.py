@@ -10,7 +10,7 @@ import json
 import pytest
 
 from .conftest import ROOT
-from .test_browser import ARTIFACTS, _shot, _wait_idle, app_url, browser  # noqa: F401 - fixtures
+from .test_browser import ARTIFACTS, _shot, _wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -67,7 +67,7 @@ def test_explain_span_view_stop_fix_and_reproducer(app_url, browser):  # noqa: F
     # settles it (the stream showed a call whose arguments never became JSON: reported, not kept as content)
     from core.chat.pipeline import build_chat_parser
     from core.chat.request import ChatRequest
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     tpl = ChatTemplate((ROOT / "assets" / "templates" / case["template"]).read_text(encoding="utf-8"), case["template"])
     parsed = build_chat_parser(tpl, ChatRequest.from_dict(case)).parser.parse(DRIFT)

@@ -10,7 +10,7 @@ import pytest
 
 from bench.browser import free_port, serve
 
-from .test_browser import ARTIFACTS, _shot, _wait_idle, browser  # noqa: F401 - fixture
+from .test_browser import ARTIFACTS, _shot, _wait_idle
 
 pytestmark = pytest.mark.browser
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from .test_browser import ARTIFACTS, _wait_idle, app_url, browser  # noqa: F401 - fixtures
+from .conftest import APP_LOG_NAME
+from .test_browser import ARTIFACTS, _wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -61,6 +62,7 @@ def test_server_console_stays_quiet(app_url, browser):  # noqa: F811 - fixtures
         page.get_by_role("heading", name=title).wait_for(timeout=60_000)
         _wait_idle(page)
     page.close()
-    log = (ARTIFACTS / "streamlit.log").read_text(encoding="utf-8", errors="replace")
-    assert "Uvicorn server started" in log or "You can now view" in log   # the log is this server's
+    log = (ARTIFACTS / APP_LOG_NAME).read_text(encoding="utf-8", errors="replace")
+    assert "Uvicorn server started" in log or "You can now view" in log   # the log is this server's (shared by
+    # every browser test of the session, so it covers their sessions too)
     assert "missing ScriptRunContext" not in log and "streamlit run" not in log, log[-3000:]

@@ -28,7 +28,7 @@ import pytest
 
 from bench.browser import IDLE_JS
 
-from .test_browser import (ARTIFACTS, _shot, _wait_idle, browser, paste_template,  # noqa: F401
+from .test_browser import (ARTIFACTS, _shot, _wait_idle, paste_template,  # noqa: F401
                            streamlit_server, wait_for_metrics)
 
 pytestmark = pytest.mark.browser

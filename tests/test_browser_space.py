@@ -19,7 +19,7 @@ import pytest
 from bench.browser import CHROMIUM, free_port
 
 from .conftest import ROOT
-from .test_browser import ARTIFACTS, _wait_idle, browser, wait_for_metrics  # noqa: F401 - fixture
+from .test_browser import ARTIFACTS, _wait_idle, wait_for_metrics
 
 SPACE = ROOT / "deploy" / "hf-space"
 

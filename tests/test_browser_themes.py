@@ -13,7 +13,7 @@ import pytest
 
 from explorer.components.spans import COLOURS, TEXT, contrast_ratio
 
-from .test_browser import ARTIFACTS, _wait_idle, app_url, browser  # noqa: F401 - fixtures
+from .test_browser import ARTIFACTS, _wait_idle
 
 pytestmark = pytest.mark.browser
 

@@ -20,7 +20,7 @@ import pytest
 
 from bench.browser import IDLE_JS
 
-from .test_browser import _shot, _wait_idle, app_url, browser  # noqa: F401 - pytest fixtures
+from .test_browser import _shot, _wait_idle
 
 pytestmark = pytest.mark.browser
 

@@ -16,7 +16,7 @@ from core.chat.pipeline import build_chat_parser
 from core.chat.realset import load_cases, run_case
 from core.chat.request import ChatRequest
 from core.chat.roundtrip import compare_messages
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
 

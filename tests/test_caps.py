@@ -8,18 +8,12 @@ import json
 
 import pytest
 
-from core.analysis.caps import (
-    CapsReport,
-    TrackedDict,
-    TrackedList,
-    TrackedStr,
-    normalize_messages,
-    probe_caps,
-    probe_caps_report,
-    render_tracked,
-)
+from core.analysis.caps import CapsReport, normalize_messages, probe_caps, probe_caps_report
+from core.jinja.llama import render_tracked
+from core.jinja.usage import TrackedDict, TrackedList, TrackedStr
 from core.analysis.result import Caps
-from core.templating import ChatTemplate, RenderLimits
+from core.jinja.limits import RenderLimits
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES, template_source
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.analysis.caps import _with_empty_reasoning, probe_caps
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 DATA = Path(__file__).parent / "data" / "b11549"
 

@@ -10,7 +10,7 @@ from core.analysis import analyze
 from core.analysis.provenance import EditKind, ineffective_edits
 from core.chat.conformance import accumulate_deltas, parse_rate
 from core.cli import main
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import REFERENCE, TEMPLATES
 

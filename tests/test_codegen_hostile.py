@@ -19,7 +19,7 @@ from core.codegen import cpp_identifier, cpp_str, py_identifier, py_str
 from core.explain.explain import explain
 from core.explain.reproducer import peg_tester_snippet, pytest_test
 from core.export.suite import generate_suite, write_suite
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from core.compare import compare_templates
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES, template_source
 

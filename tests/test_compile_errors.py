@@ -8,7 +8,7 @@ the template. ``render`` documents :class:`core.errors.TemplateSyntaxError` for 
 import pytest
 
 from core.errors import TemplateSyntaxError
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 
 @pytest.mark.parametrize("source, said", [

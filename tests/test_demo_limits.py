@@ -18,7 +18,8 @@ import pytest
 from core.errors import AnalysisError
 from core.serving import (DEMO_LIMITS, BusyError, Limits, VisitorBusyError, WorkKind, redact_paths, set_visitor,
                           work_slot)
-from core.templating import ChatTemplate, RenderLimits
+from core.jinja.limits import RenderLimits
+from core.jinja.template import ChatTemplate
 
 LOOP_BOMB = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"
 

@@ -6,6 +6,7 @@ of every family. A difference must be fixed, or listed in :data:`LISTED` with it
 from __future__ import annotations
 
 import collections
+import functools
 import json
 
 import pytest
@@ -24,6 +25,13 @@ for _r in _ROWS:
 _FIELDS = ("error", "grammar", "lazy", "triggers", "preserved", "message", "repairs", "stream", "explain")
 
 
+@functools.cache
+def _inputs_by_key() -> dict[str, dict]:
+    """Every golden input by key, built once for all families (it routes every corpus template and renders the
+    round-trip and hostile outputs of each family)."""
+    return {i["key"]: i for i in G.inputs()}
+
+
 def test_golden_covers_every_family():
     from core.chat.formats import FAMILIES
 
@@ -33,11 +41,11 @@ def test_golden_covers_every_family():
 
 @pytest.mark.parametrize("family", sorted(_BY_FAMILY))
 def test_family_matches_golden(family):
-    items = {i["key"]: i for i in G.inputs() if i["family"] == family}
+    items = {k: i for k, i in _inputs_by_key().items() if i["family"] == family}
     templates: dict = {}
     grammars: dict[str, str] = {}
     diffs = []
-    from core.templating import pinned_clock
+    from core.jinja.hf import pinned_clock
 
     from .conftest import REFERENCE_CLOCK
 

@@ -19,7 +19,7 @@ from core.explain.model import Setup
 from core.explain.reproducer import case_line, peg_tester_snippet, pytest_test
 from core.explain.spans import check_cover, rebuild_message, same_message
 from core.chat.message import AssistantMessage
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
 

@@ -21,7 +21,7 @@ from core.chat.request import ChatRequest
 from core.explain.spans import SpanLabel, attach_repairs, check_cover, rebuild_message, same_message
 from core.explain.trace_routes import MAIN, trace_parse
 from core.peg.trace import MARKER_TAG, traced_parse
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import REFERENCE, TEMPLATES
 from hypothesis import HealthCheck, settings

@@ -13,7 +13,7 @@ from core.export.response_template import Flavour, export_response_template
 from core.export.suite import check_suite_ours, generate_suite, write_suite
 from core.export.tokenizer_config import merge_tokenizer_config
 from core.export.verify import CheckStatus, reference_cases, transformers_available, verify
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 SHARED = pathlib.Path(__file__).resolve().parents[1].parent / "shared"
 TEMPLATES = SHARED / "templates"

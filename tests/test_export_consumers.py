@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from core.export.consumers import Consumer, consumer_verdicts, vllm_template_problems
 from core.export.response_template import export_response_template
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES
 

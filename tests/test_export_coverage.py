@@ -7,7 +7,7 @@ import pytest
 
 from core.export.response_template import export_response_template
 from core.export.verify import reference_cases, verify
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import SHARED, TEMPLATES
 

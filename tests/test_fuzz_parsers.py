@@ -45,12 +45,13 @@ from hypothesis import strategies as st
 from core.chat.message import AssistantMessage, apply_deltas
 from core.chat.pipeline import build_chat_parser
 from core.chat.repairs import settled
-from core.chat.prompt import longest_common_prefix, prepare_request, render_prompt
+from core.chat.prompt import prepare_request, render_prompt
+from core.diff import common_prefix_len
 from core.chat.request import ChatRequest
 from core.chat.stream import StreamingParser
 from core.diff import SegmentKind, segmentize_markers
 from core.errors import TemplateRenderError
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import REFERENCE, ROOT, TEMPLATES, fuzz_examples
 
@@ -229,7 +230,7 @@ def _render_valid(template: ChatTemplate, with_tools: bool, prompt: str) -> list
         msg["tool_calls"] = msg["tool_calls"][:1]  # e.g. Llama 3.1: "only supports single tool-calls at once"
         full = render_prompt(prepare_request(template, ChatRequest.from_dict(
             {"messages": [USER, msg], "tools": tools, "add_generation_prompt": False})))
-    out = full[longest_common_prefix(prompt, full):]
+    out = full[common_prefix_len(prompt, full):]
     valid = [out]
     stripped = out.rstrip()
     for _ in range(2):  # drop trailing end-of-turn markers the model would stop at

@@ -13,7 +13,7 @@ from core.chat.formats.gemma4 import GEMMA4_SYNTAX, call_syntax_of, typed_value
 from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest
 from core.export.suite import check_suite_ours, generate_suite
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES, template_source
 

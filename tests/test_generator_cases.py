@@ -18,7 +18,7 @@ from core.analysis.result import TemplateAnalysis
 from core.chat.generator import GeneratedParser, ParserState, generate_parser
 from core.chat.message import AssistantMessage, apply_deltas, compute_deltas
 from core.chat.request import ChatRequest
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES
 from .handler_checks import compare_messages

@@ -12,7 +12,7 @@ import pytest
 
 from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES
 from .test_handlers_golden import stream_check

@@ -9,7 +9,7 @@ import pytest
 from core.chat.formats import cohere2moe, detect_family
 from core.chat.message import AssistantMessage, apply_deltas, compute_deltas
 from core.chat.request import ChatRequest
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import template_source
 from . import handler_checks as C

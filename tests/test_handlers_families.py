@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from core.chat.formats import detect_family
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import template_source
 from .handler_checks import check_reference_case, fuzz_problems

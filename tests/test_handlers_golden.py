@@ -15,7 +15,8 @@ from core.chat.repairs import settled
 from core.chat.request import ChatRequest
 from core.chat.stream import StreamingParser
 from core.chat.formats import detect_family
-from core.templating import ChatTemplate, normalize_source
+from core.jinja.cache import normalize_source
+from core.jinja.template import ChatTemplate
 
 from .conftest import REFERENCE, SHARED, TEMPLATES
 from .handler_checks import by_index

@@ -17,7 +17,8 @@ import json
 import pytest
 
 from core.chat.request import ChatRequest
-from core.templating import ChatTemplate
+from core.diff import common_prefix_len
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES, template_source
 from . import handler_checks as C
@@ -220,7 +221,7 @@ def test_round_trip(reference_analysis):
         with_gp = P.render_prompt(prep, add_generation_prompt=True)
         full_req = ChatRequest.from_dict({"messages": base + [ROUND_TRIP_MESSAGE], "tools": ROUND_TRIP_TOOLS})
         full = P.render_prompt(P.prepare_request(tmpl, full_req), add_generation_prompt=False)
-        i = P.longest_common_prefix(with_gp, full)
+        i = common_prefix_len(with_gp, full)
         got = parser.parse(_strip_end_of_turn(full[i:])).to_openai()
         want = {k: v for k, v in ROUND_TRIP_MESSAGE.items() if k != "reasoning_content"}
         want["tool_calls"] = [{**tc, "id": "", "function": {**tc["function"], "arguments": json.dumps(

@@ -4,7 +4,7 @@ run in test_handlers_families.py."""
 from __future__ import annotations
 
 from core.chat.formats import detect_family, lfm2
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import template_source
 

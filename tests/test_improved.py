@@ -24,7 +24,7 @@ from core.chat.pipeline import build_chat_parser, cached_analysis
 from core.chat.request import ChatRequest
 from core.chat.stream import StreamingParser
 from core.errors import AnalysisError
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES, template_source
 from .test_analysis_reference import FIELDS, _get

@@ -20,7 +20,7 @@ from core.analysis.result import ToolFormat
 from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest
 from core.chat.stream import StreamingParser
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES, template_source
 

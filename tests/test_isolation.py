@@ -16,7 +16,7 @@ from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest
 from core.errors import RequestError, TemplateRenderError, TemplateSyntaxError
 from core.isolation import WorkerLimitError
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT
 

@@ -15,15 +15,19 @@ import sys
 import gguf
 import pytest
 
-from core import templating
+from core.jinja import cache as jinja_cache
+from core.jinja import limits as jinja_limits
+from core.jinja import sandbox as jinja_sandbox
+from core.jinja import template as jinja_template
 from core.analysis import analyze
 from core.analysis import session as session_mod
-from core.analysis.caps import UsageRecorder
+from core.jinja.usage import UsageRecorder
 from core.chat.conformance import TemplateDir
 from core.chat.request import ChatRequest
 from core.errors import AnalysisError, RenderLimitError, RequestError, TemplateLoadError, TemplateRenderError
 from core.sources import load_file, load_hub, load_string, parse_template_json
-from core.templating import ChatTemplate, RenderLimits, projected_text_size
+from core.jinja.limits import RenderLimits, projected_text_size
+from core.jinja.template import ChatTemplate
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BOMBS = ROOT / "tests" / "data" / "bombs"
@@ -41,6 +45,8 @@ def _expected(path: pathlib.Path) -> list[str]:
 
 def _run_bombs(cache_dir: pathlib.Path, rounds: int) -> tuple[list[dict], dict]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), CTE_CACHE_DIR=str(cache_dir))
+    for name in ("CTE_ANALYSIS_BUDGET_S", "CTE_EXPLAIN_BUDGET_S"):   # the product's budgets, not the suite's
+        env.pop(name, None)
     env.pop("CTE_NO_DISK_CACHE", None)
     proc = subprocess.run([sys.executable, "-m", "tests.bomb_runner", str(BOMBS), str(MEMORY_MB), str(rounds)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -107,7 +113,7 @@ _HELD_RUNNER = """
 import json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
 from bench.child import peak_rss_mb
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 src = open(sys.argv[1], encoding="utf-8").read()
 t0 = time.perf_counter()
 try:
@@ -125,6 +131,8 @@ def test_held_memory_bombs_stop_at_the_render_memory_limit(bomb):
     uses a 0.3 s render time, which can stop them first on a loaded machine): the render memory limit ends each
     with one line, within 1 GB of address space."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for name in ("CTE_ANALYSIS_BUDGET_S", "CTE_EXPLAIN_BUDGET_S"):   # the product's budgets, not the suite's
+        env.pop(name, None)
     proc = subprocess.run([sys.executable, "-c", _HELD_RUNNER, str(BOMBS / bomb)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -135,19 +143,19 @@ def test_held_memory_bombs_stop_at_the_render_memory_limit(bomb):
 
 
 def test_clear_caches_empties_the_memos_and_the_compiled_templates():
-    from core.analysis import caps, engine
+    from core.jinja import llama
     from core.chat import pipeline
     from core.memo import clear_caches, memo_stats, registered_caches
 
     template = ChatTemplate("{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}", "clear-me")
     pipeline.cached_analysis(template)
     assert pipeline._analysis_cache
-    caches = (templating._compile, caps._compile_tracking, engine._compile)
-    assert caps._compile_tracking.cache_info().currsize > 0 and templating._CODE_MEMO
+    caches = (jinja_template._compile, llama._compile_tracking, llama._compile_llama)
+    assert llama._compile_tracking.cache_info().currsize > 0 and jinja_cache._CODE_MEMO
     assert any(m.entries for m in memo_stats())
     clear_caches()
     assert [c.cache_info().currsize for c in caches] == [0, 0, 0]
-    assert not templating._CODE_MEMO and not templating._PARSED and not pipeline._analysis_cache
+    assert not jinja_cache._CODE_MEMO and not jinja_sandbox._PARSED and not pipeline._analysis_cache
     assert [m.name for m in memo_stats() if m.entries] == []
     assert {"compiled code", "probe templates", "llama.cpp templates", "chat analyses"} <= set(registered_caches())
 
@@ -241,15 +249,14 @@ def test_sum_of_lists_is_linear_and_keeps_jinja2s_results():
     """Re-attack of issue 24: ``sum(start=[])`` over 100,000 one-item lists ran past 60 s inside Python's ``sum``
     (it copies the running total at every item, in C, where no hook runs). Concatenated in one pass now: the
     work is counted in sandbox hooks, one per item."""
-    from core import templating
 
     calls = []
-    real = templating._LimitedSandbox._tick
-    templating._LimitedSandbox._tick = lambda self: calls.append(1) or real(self)
+    real = jinja_sandbox.tick
+    jinja_sandbox.tick = lambda: calls.append(1) or real()
     try:
         out = ChatTemplate("{{ (('x' * 20000)|list|batch(1)|sum(start=[]))|length }}").render({})
     finally:
-        templating._LimitedSandbox._tick = real
+        jinja_sandbox.tick = real
     assert out == "20000" and len(calls) >= 20000
     assert ChatTemplate("{{ [1, 2, 3]|sum }}|{{ [[1], [2, 3]]|sum(start=[]) }}|"
                         "{{ [{'a': [1]}, {'a': [2]}]|sum(attribute='a', start=[]) }}").render({}) == "6|[1, 2, 3]|[1, 2]"
@@ -355,11 +362,11 @@ def test_render_memo_holds_plain_data_only():
 
 def test_compile_size_limit():
     with pytest.raises(RenderLimitError, match="limit: compile size"):
-        ChatTemplate("{{ 1 }}" * (templating.MAX_SOURCE_CHARS // 7 + 1))
+        ChatTemplate("{{ 1 }}" * (jinja_limits.MAX_SOURCE_CHARS // 7 + 1))
 
 
 def test_compile_time_limit(monkeypatch):
-    monkeypatch.setattr(templating, "COMPILE_TIMEOUT_S", 0.0)
+    monkeypatch.setattr(jinja_sandbox, "COMPILE_TIMEOUT_S", 0.0)
     with pytest.raises(RenderLimitError, match="limit: compile time"):
         ChatTemplate("{{ a }}" * 2000 + "{# compile-time test #}")
 
@@ -370,15 +377,15 @@ def test_disk_cache_is_pruned_oldest_first(tmp_path):
     pack = codepack.CodePack(str(tmp_path))
     pack.put(b"k" * 32, b"x" * 1000)
     os.utime(tmp_path / codepack.PACK, (1_000_000, 1_000_000))  # the store is older than the parse log
-    (tmp_path / templating.PARSED_LOG).write_bytes(b"y" * 1000)
-    os.utime(tmp_path / templating.PARSED_LOG, (1_000_005, 1_000_005))
+    (tmp_path / jinja_cache.PARSED_LOG).write_bytes(b"y" * 1000)
+    os.utime(tmp_path / jinja_cache.PARSED_LOG, (1_000_005, 1_000_005))
     for i in range(3):  # one file per template, as older versions wrote: never read now, always deleted
         (tmp_path / f"{i}.bin").write_bytes(b"x" * 10)
     (tmp_path / "7.ok").write_bytes(b"")
     (tmp_path / "old.123.tmp").write_bytes(b"x")
     os.utime(tmp_path / "old.123.tmp", (1_000_000, 1_000_000))
-    assert templating.prune_disk_cache(tmp_path, 1500) == 7  # 4 legacy files, the stale .tmp, pack + index
-    assert sorted(p.name for p in tmp_path.iterdir()) == [templating.PARSED_LOG]
+    assert jinja_cache.prune_disk_cache(tmp_path, 1500) == 7  # 4 legacy files, the stale .tmp, pack + index
+    assert sorted(p.name for p in tmp_path.iterdir()) == [jinja_cache.PARSED_LOG]
 
 
 def test_isolated_analysis_is_killed_at_its_limit_with_a_clear_error():

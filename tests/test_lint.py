@@ -12,7 +12,7 @@ from core.chat import roundtrip as RT
 from core.lint import Kind, Severity, lint
 from core.lint.model import LintReport, suppress, visible
 from core.lint.shapes import Needs, shapes
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES, template_source
 from .test_roundtrip import KNOWN_PARSER_FAILURES

@@ -14,13 +14,19 @@ import sys
 import jinja2
 import pytest
 
-from core import codepack, templating
-from core.analysis import analyze, caps, engine
+from core import codepack
+from core.analysis import analyze
+from core.jinja import cache as jinja_cache
+from core.jinja import hf as jinja_hf
+from core.jinja import limits as jinja_limits
+from core.jinja import llama
+from core.jinja import sandbox as jinja_sandbox
+from core.jinja import template as jinja_template
 from core.chat.stream import StreamingParser
 from core.memo import BoundedMemo, MISSING, clear_memos
 from core.peg.scanners import scan_json_value, scan_json_value_resumable
 from core.progress import ProgressBar
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES
 
@@ -34,21 +40,21 @@ def _probe_trees(step: int):
     skipped)."""
     for name, src in _sources()[::step]:
         try:
-            yield name, caps.probe_environment()._parse(src, None, None)
+            yield name, llama.probe_environment()._parse(src, None, None)
         except jinja2.TemplateSyntaxError:
             continue
 
 
 def _forget_compiled() -> None:
     """Drop every in-process cache of compiled templates (the disk cache stays as the environment says)."""
-    templating._CODE_MEMO.clear()
-    templating._PARSED.clear()
-    templating._parsed_known.clear()  # the parse log and the code store's index are read again, as a new
+    jinja_cache._CODE_MEMO.clear()
+    jinja_sandbox._PARSED.clear()
+    jinja_cache._parsed_known.clear()  # the parse log and the code store's index are read again, as a new
     codepack.forget()                  # process would
-    templating._check_syntax.cache_clear()
-    templating._compile.cache_clear()
-    caps._compile_tracking.cache_clear()
-    engine._compile.cache_clear()
+    jinja_cache.check_syntax.cache_clear()
+    jinja_template._compile.cache_clear()
+    llama._compile_tracking.cache_clear()
+    llama._compile_llama.cache_clear()
     clear_memos()
 
 
@@ -73,7 +79,7 @@ def test_analyses_identical_uncached_disk_cached_and_memoized_on_all_templates(t
     try:
         uncached = _analyses(sources)      # compiled from source (one parse each), every render done
         cache = tmp_path / "jinja"
-        assert (cache / templating.PARSED_LOG).stat().st_size and (cache / codepack.PACK).stat().st_size
+        assert (cache / jinja_cache.PARSED_LOG).stat().st_size and (cache / codepack.PACK).stat().st_size
         _forget_compiled()
         from_disk = _analyses(sources)     # a fresh process's view: code and syntax verdicts from disk
         memoized = _analyses(sources)      # renders, caps and diffs from the memos
@@ -84,10 +90,10 @@ def test_analyses_identical_uncached_disk_cached_and_memoized_on_all_templates(t
 
 
 def test_renders_without_the_constant_folder_equal_jinja2s_folded_renders():
-    # our environments compile without jinja2's optimizer (core/templating.py, _LimitedCodeGenerator): what it
+    # our environments compile without jinja2's optimizer (core/jinja/sandbox.py, _LimitedCodeGenerator): what it
     # folded at compile time is computed by the render, to the same text or the same error
-    env = templating._make_environment()
-    assert not env.optimized and caps.probe_environment().optimized is False
+    env = jinja_hf.make_environment()
+    assert not env.optimized and llama.probe_environment().optimized is False
     folded = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                                           extensions=["jinja2.ext.loopcontrols"])
     assert folded.optimized
@@ -337,9 +343,9 @@ def test_projected_text_size_recursive_walk_equals_the_iterative_walk():
     for v in values:
         for limit in (0, 5, 40, 300, 10**6):
             for indent in (0, 2):
-                expected = templating._projected_size_iterative(v, limit, indent) if isinstance(
-                    v, (list, tuple, dict)) else templating._leaf_size(v)
-                got = templating.projected_text_size(v, limit, indent)
+                expected = jinja_limits._projected_size_iterative(v, limit, indent) if isinstance(
+                    v, (list, tuple, dict)) else jinja_limits._leaf_size(v)
+                got = jinja_limits.projected_text_size(v, limit, indent)
                 if expected is not None and not isinstance(v, (list, tuple, dict)):
                     expected = expected if expected <= limit else limit + 1
                 assert got == expected, (v, limit, indent)
@@ -371,12 +377,12 @@ def test_indented_tojson_writes_what_json_dumps_writes():
                         expected = json.dumps(v, indent=indent, ensure_ascii=ensure_ascii, sort_keys=sort_keys)
                     except TypeError as e:  # keys that do not sort
                         with pytest.raises(TypeError) as got:
-                            templating._tojson(v, ensure_ascii, indent, None, sort_keys)
+                            jinja_hf._tojson(v, ensure_ascii, indent, None, sort_keys)
                         assert str(got.value) == str(e)
                         continue
-                    assert templating._tojson(v, ensure_ascii, indent, None, sort_keys) == expected
+                    assert jinja_hf._tojson(v, ensure_ascii, indent, None, sort_keys) == expected
     with pytest.raises(TypeError, match="not JSON serializable"):  # a set: json's own error, from json itself
-        templating._tojson({"a": {1, 2}}, False, 2)
+        jinja_hf._tojson({"a": {1, 2}}, False, 2)
 
 
 def test_dependency_walk_finds_what_jinja2s_dependency_finder_finds_on_the_corpus():
@@ -387,12 +393,12 @@ def test_dependency_walk_finds_what_jinja2s_dependency_finder_finds_on_the_corpu
         finder = DependencyFinderVisitor()
         for node in tree.body:
             finder.visit(node)
-        assert templating._dependencies(tree.body) == (finder.filters, finder.tests)
+        assert jinja_sandbox._dependencies(tree.body) == (finder.filters, finder.tests)
         checked += bool(finder.filters)
     assert checked > 100
-    block = templating._ENV.parse_raw("{{ a|upper }}{% block b %}{{ c|lower }}{% if d is odd %}{% endif %}"
+    block = jinja_hf.ENV.parse_raw("{{ a|upper }}{% block b %}{{ c|lower }}{% if d is odd %}{% endif %}"
                                       "{% endblock %}")
-    assert templating._dependencies(block.body) == ({"upper"}, set())
+    assert jinja_sandbox._dependencies(block.body) == ({"upper"}, set())
 
 
 @pytest.mark.parametrize("src", [
@@ -411,15 +417,15 @@ def test_assigning_loop_fails_or_compiles_as_in_jinja2(src):
             return f"{e.message} (line {e.lineno})"
 
     expected = outcome(jinja2.sandbox.ImmutableSandboxedEnvironment())
-    assert outcome(templating._ENV) == expected
-    assert outcome(caps.probe_environment()) == expected
+    assert outcome(jinja_hf.ENV) == expected
+    assert outcome(llama.probe_environment()) == expected
 
 
 def test_filters_and_tests_without_arguments_are_written_as_jinja2_writes_them(monkeypatch):
     # _LimitedCodeGenerator._plain_call writes ``t_1(value)`` itself; jinja2's own method (the fast path off)
     # writes the same bytes on the corpus and on filters with arguments, context-taking filters, filter blocks,
     # unknown names in a soft frame and tests with and without arguments
-    env = caps.probe_environment()
+    env = llama.probe_environment()
     extra = [("x", "{{ a|upper }}{{ a|map('upper')|list }}{{ a|join(', ') }}{{ a|default(1, true) }}"
                    "{% filter upper %}x{{ b }}{% endfilter %}{% if c %}{{ c|nosuch }}{{ c is nosuch }}{% endif %}"
                    "{{ a is defined }}{{ a is divisibleby(3) }}{{ a is not none }}{{ a|attr('b') }}"
@@ -427,10 +433,10 @@ def test_filters_and_tests_without_arguments_are_written_as_jinja2_writes_them(m
 
     def codes() -> list[bytes]:
         return [_code(e, src) for _n, src in _sources()[::4] + extra
-                for e in (env, templating._ENV)]
+                for e in (env, jinja_hf.ENV)]
 
     fast = codes()
-    monkeypatch.setattr(templating._LimitedCodeGenerator, "_plain_call", lambda self, node, frame, kind: False)
+    monkeypatch.setattr(jinja_sandbox._LimitedCodeGenerator, "_plain_call", lambda self, node, frame, kind: False)
     assert codes() == fast
     assert any(b"t_1(" in c for c in fast)
 
@@ -444,16 +450,16 @@ def test_missing_filters_and_tests_bound_in_one_statement_fail_when_called():
         t.render({"x": 1})
     with pytest.raises(Exception, match="No test named 'nosuchtest' found"):
         t.render({"y": 1})
-    code = templating._ENV._generate(templating._ENV._parse("{{ a|upper|lower }}", None, None), None, None)
+    code = jinja_hf.ENV._generate(jinja_hf.ENV._parse("{{ a|upper|lower }}", None, None), None, None)
     assert "t_1, t_2, = environment.bind_dependencies('filters', ('lower', 'upper'))" in code
 
 
 def test_our_tree_walks_see_the_children_jinja2_yields_on_the_corpus():
-    # templating._child_nodes (the walks of _loops and _dependencies) lists what jinja2's iter_child_nodes yields
+    # jinja_sandbox._child_nodes (the walks of _loops and _dependencies) lists what jinja2's iter_child_nodes yields
     checked = 0
     for _name, tree in _probe_trees(3):
         for node in [tree, *tree.find_all(jinja2.nodes.Node)]:
-            assert templating._child_nodes(node) == list(node.iter_child_nodes())
+            assert jinja_sandbox._child_nodes(node) == list(node.iter_child_nodes())
             checked += 1
     assert checked > 20_000
 
@@ -462,11 +468,11 @@ def test_loop_search_skipping_expressions_finds_every_for_loop_on_the_corpus():
     found = 0
     for _name, src in _sources():
         try:
-            tree = templating._ENV.parse_raw(src)
+            tree = jinja_hf.ENV.parse_raw(src)
         except jinja2.TemplateSyntaxError:
             continue
         loops = list(tree.find_all(jinja2.nodes.For))
-        assert sorted(map(id, templating._loops(tree))) == sorted(map(id, loops))
+        assert sorted(map(id, jinja_sandbox._loops(tree))) == sorted(map(id, loops))
         # no statement anywhere below an expression: what lets _loops skip expressions
         for expr in tree.find_all(jinja2.nodes.Expr):
             assert not any(True for _ in expr.find_all(jinja2.nodes.Stmt))
@@ -479,7 +485,7 @@ def test_compiles_under_threads_give_the_serial_code():
     # serial compile gives (the code generator's per-compile state is its own)
     import threading
 
-    env = caps.probe_environment()
+    env = llama.probe_environment()
     plain = jinja2.Environment()
     sources = [src for _name, src in _sources()[::40]]
     expected = [env.compile(s, raw=True) for s in sources]

@@ -10,11 +10,12 @@ import pytest
 
 from core.analysis.result import Caps
 from core.chat.prompt import (canonical_message, canonical_tools, choose_variant, continuation_generation_prompt,
-                              generation_prompt, longest_common_prefix, message_text, prepare_request,
-                              render_prompt)
+                              generation_prompt, message_text, prepare_request, render_prompt)
 from core.chat.request import ChatRequest, Continuation
+from core.diff import common_prefix_len
 from core.errors import RequestError
-from core.templating import ChatTemplate, pinned_clock
+from core.jinja.hf import pinned_clock
+from core.jinja.template import ChatTemplate
 
 from .conftest import SHARED, TEMPLATES, template_source
 
@@ -31,12 +32,12 @@ def _tmpl(src=CHATML, name="chatml"):
     return ChatTemplate(src, name)
 
 
-def test_longest_common_prefix():
-    assert longest_common_prefix("abcdef", "abcxyz") == 3
-    assert longest_common_prefix("abc", "abc") == 3
-    assert longest_common_prefix("", "abc") == 0
-    assert longest_common_prefix("abc", "abcd") == 3
-    assert longest_common_prefix("xbc", "abc") == 0
+def test_common_prefix_len():
+    assert common_prefix_len("abcdef", "abcxyz") == 3
+    assert common_prefix_len("abc", "abc") == 3
+    assert common_prefix_len("", "abc") == 0
+    assert common_prefix_len("abc", "abcd") == 3
+    assert common_prefix_len("xbc", "abc") == 0
 
 
 def test_canonical_message_shapes():

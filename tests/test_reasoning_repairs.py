@@ -12,7 +12,7 @@ from core.chat.prompt import prepare_request, thinking_switched_on
 from core.chat.realset import load_cases
 from core.chat.request import ChatRequest
 from core.chat.stream import StreamingParser
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
 

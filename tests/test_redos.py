@@ -12,7 +12,7 @@ import pytest
 from core.export.linear import linear_delimiter, parse, render
 from core.export.redos import check_pattern, check_response_template, fuzz_outputs, response_template_patterns
 from core.export.response_template import export_response_template
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
 

@@ -29,7 +29,7 @@ from core.chat.repairs import (REPAIRS, REPAIRS_BY_NAME, TRUNCATED_CALL, FiredRe
                                UnknownRepairError, enabled_repairs, is_json_object, settled)
 from core.chat.request import ChatRequest
 from core.chat.stream import StreamingParser
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import REFERENCE, ROOT, TEMPLATES
 

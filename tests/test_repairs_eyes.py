@@ -11,7 +11,7 @@ import pytest
 
 from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
 

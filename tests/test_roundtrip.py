@@ -12,7 +12,7 @@ import pytest
 
 from core.chat import roundtrip as RT
 from core.chat.roundtrip import Alignment, RoundTripStatus
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES, template_source
 

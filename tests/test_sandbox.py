@@ -12,7 +12,8 @@ import time
 import pytest
 
 from core.errors import RenderLimitError, TemplateRenderError, TemplateSecurityError
-from core.templating import ChatTemplate, RenderLimits
+from core.jinja.limits import RenderLimits
+from core.jinja.template import ChatTemplate
 
 DATA = pathlib.Path(__file__).parent / "data"
 CANARY = pathlib.Path("/tmp/chat_template_explorer_canary")

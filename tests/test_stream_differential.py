@@ -22,7 +22,7 @@ import pytest
 from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest
 from core.chat.stream import StreamingParser
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import TEMPLATES
 
@@ -101,7 +101,7 @@ def _plain_codes() -> list[str]:
 
 def test_plain_jinja2_compiles_on_other_threads_do_not_cross_ours():
     # a plain environment (transformers') compiling while ours compile on other threads generates the very code it generates alone, constant folding included; ours likewise
-    from core.templating import _ENV
+    from core.jinja.hf import ENV as _ENV
 
     expected = _plain_codes()
     assert "'ab'" in jinja2.Environment().compile(_PLAIN_SOURCES[1], raw=True)   # jinja2's folder at work

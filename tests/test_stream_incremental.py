@@ -109,7 +109,7 @@ def test_random_splits_match_full_reparse(data, name):
 def test_sessions_reset_on_a_text_that_does_not_extend_the_previous_one():
     # parse_appended trusts the stream; parse() checks, and a rewritten text starts over (one session kind)
     from bench.hostile import hostile_samples
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     for name in ("Qwen-Qwen3-0.6B.jinja", "Kimi-K2-Instruct.jinja"):
         src = (TEMPLATES / name).read_text(encoding="utf-8")
@@ -189,7 +189,7 @@ JSON_ROUTES = ("Qwen-Qwen3-0.6B.jinja", "NousResearch-Hermes-2-Pro-Llama-3-8B-to
 
 def test_json_value_fast_path_matches_full_reparse_on_every_route():
     from bench.hostile import hostile_samples
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     fast = 0
     for name in JSON_ROUTES:
@@ -241,7 +241,7 @@ VARIANTS = {
 
 def test_literal_chains_held_values_and_hidden_untils_match_full_reparse():
     from bench.hostile import hostile_samples
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     for name, (one, variants) in VARIANTS.items():
         src = (TEMPLATES / name).read_text(encoding="utf-8")
@@ -345,7 +345,7 @@ GPT_OSS_OUTPUTS = [
 def test_gpt_oss_text_after_the_call_streams_as_a_full_reparse_per_feed():
     from bench.hostile import hostile_samples
     from bench.outputs import _request
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     name = "openai-gpt-oss-120b.jinja"
     src = (TEMPLATES / name).read_text(encoding="utf-8")
@@ -497,7 +497,7 @@ def test_repeated_calls_streamed_per_character_match_full_reparse_with_node_runs
 
     from bench.hostile import ROUTES, hostile_samples
     from core.peg.engine import NodeRun
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     seen = 0
     for route, name in ROUTES:
@@ -522,7 +522,7 @@ def test_seeded_chunkings_of_repeated_calls_match_full_reparse_on_every_peg_rout
     import random
 
     from bench.hostile import ROUTES, hostile_samples
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     rng = random.Random(1614)
     checked = 0
@@ -637,7 +637,7 @@ def test_text_after_a_closed_call_leaves_the_pending_literal_without_a_parse():
     from pathlib import Path
 
     from bench.hostile import hostile_samples
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     name = "Qwen-Qwen3-0.6B.jinja"
     s = hostile_samples(ChatTemplate(Path(TEMPLATES, name).read_text(), name), name, 400, kinds=("calls",))[0][0]

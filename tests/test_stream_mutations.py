@@ -173,7 +173,7 @@ def test_mutated_repeated_calls_of_the_handler_routes_stream_as_full_reparses():
     # as above, at both fidelities: every feed's deltas are those of a full re-parse
     from bench.hostile import hostile_samples
     from bench.outputs import _request
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     rng = random.Random(20261203)
     templates = TemplateDir(str(TEMPLATES))

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from core.errors import RenderLimitError, TemplateRenderError, TemplateSyntaxError
-from core.templating import ChatTemplate, apply_template
+from core.jinja.template import ChatTemplate, apply_template
 
 from .conftest import ROOT, SHARED, template_source
 
@@ -67,7 +67,7 @@ def test_compiled_code_survives_restart(tmp_path, monkeypatch):
     import sys
 
     monkeypatch.setenv("CTE_CACHE_DIR", str(tmp_path))
-    prog = "from core.templating import ChatTemplate; print(ChatTemplate('{{ 1 + 2 }}x').render({}))"
+    prog = "from core.jinja.template import ChatTemplate; print(ChatTemplate('{{ 1 + 2 }}x').render({}))"
     for _ in range(2):
         out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True, cwd=ROOT)
         assert out.stdout.strip() == "3x"
@@ -79,8 +79,8 @@ def test_date_printing_templates_match_reference_whatever_the_wall_clock(referen
     reproduces it, and with the pin lifted the same template prints the moved day (so the pin is what matters)."""
     import datetime as dt
 
-    import core.templating as templating
-    from core.templating import pinned_clock
+    from core.jinja import hf as jinja_hf
+    from core.jinja.hf import pinned_clock
 
     from .conftest import REFERENCE_CLOCK
 
@@ -92,7 +92,7 @@ def test_date_printing_templates_match_reference_whatever_the_wall_clock(referen
     class _MovedModule:
         datetime = _MovedDatetime
 
-    monkeypatch.setattr(templating, "_dt", _MovedModule)
+    monkeypatch.setattr(jinja_hf, "_dt", _MovedModule)
     tools = json.loads((SHARED / "tools" / "oracle" / "tools.json").read_text())
     name = "meta-llama-Llama-3.2-3B-Instruct.jinja"
     tmpl = ChatTemplate(template_source(name), name)

@@ -16,7 +16,7 @@ from core.explain.explain import explain
 from core.explain.model import Setup as _Setup
 from core.explain.model import build_bundle as _build
 from core.explain.triage import MAX_EDITS, Mistake, apply_fix, triage
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
 

@@ -27,7 +27,7 @@ from core.chat.prompt import prepare_request
 from core.chat.request import ChatRequest
 from core.chat.stream import StreamingParser
 from core.errors import RequestError
-from core.templating import ChatTemplate
+from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
 

@@ -11,19 +11,21 @@ re-run workarounds and overrides without rendering anything.
 from __future__ import annotations
 
 import copy
-import os
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from ..errors import AnalysisError
 from ..memo import MISSING, BoundedMemo
-from ..templating import ChatTemplate, analysis_budget, source_digest
+from ..jinja.cache import source_digest
+from ..jinja.limits import analysis_budget, default_budget_s
+from ..jinja.template import ChatTemplate
 from .content import analyze_content
 from .fidelity import (DEFAULT_FIDELITY, IMPROVEMENTS, INSTRUCTION_CALL_FORMAT, Fidelity, enabled_improvements,
                        resolve_fidelity)
 from .instructions import analyze_instructions
-from .generation_prompt import common_prefix_len, request_extra_context
+from ..diff import common_prefix_len
+from .generation_prompt import request_extra_context
 from .preserved import MARKER_FIELDS, collect_preserved_tokens
 from .reasoning import analyze_reasoning
 from .result import (
@@ -145,7 +147,7 @@ def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
     """Analyse ``template`` by differential rendering.
 
     ``budget_s``: wall-clock seconds for the whole analysis (every render of it; default
-    :func:`default_budget_s`, i.e. ``$CTE_ANALYSIS_BUDGET_S`` or :data:`DEFAULT_ANALYSIS_BUDGET_S`; ``0`` or
+    :func:`~core.jinja.limits.default_budget_s`, i.e. ``$CTE_ANALYSIS_BUDGET_S`` or 5 s; ``0`` or
     a negative value: no budget). When it runs out the analysis stops and raises
     :class:`~core.errors.AnalysisError` naming the limit (nothing of the cut analysis is cached).
 
@@ -168,23 +170,6 @@ def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
         _CAPS_CACHE.discard(source_digest(template.source))  # caps probed under a cut budget may be wrong
         raise AnalysisError(template.name, b.message())
     return report
-
-
-DEFAULT_ANALYSIS_BUDGET_S = 5.0
-"""Default wall-clock budget of one analysis, in seconds (the slowest of the 351 real templates takes
-in 0.7 s cold on the 2-core development machine; see docs/security.md, "Resource limits")."""
-
-
-def default_budget_s() -> float:
-    """``$CTE_ANALYSIS_BUDGET_S`` if set (a number of seconds; ``0``: no budget), else
-    :data:`DEFAULT_ANALYSIS_BUDGET_S`. Raises :class:`AnalysisError` for a value that is not a number."""
-    raw = os.environ.get("CTE_ANALYSIS_BUDGET_S")
-    if not raw:
-        return DEFAULT_ANALYSIS_BUDGET_S
-    try:
-        return float(raw)
-    except ValueError:
-        raise AnalysisError("<settings>", f"CTE_ANALYSIS_BUDGET_S={raw!r} is not a number of seconds") from None
 
 
 def _analyze(template: ChatTemplate, disabled_workarounds: Iterable[str], overrides: dict[str, Any] | None,

@@ -11,30 +11,24 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-from .. import templating as _templating
-from ..templating import ChatTemplate, apply_template
-from . import engine as _engine
+from ..jinja import llama as _llama
+from ..jinja.hf import now as _clock_now
+from ..diff import common_prefix_len
+from ..jinja.template import ChatTemplate, apply_template, chat_globals
 
 
 def request_extra_context(now: _dt.datetime | None = None) -> dict[str, str]:
     """The extra context llama.cpp's request path adds: ``datetime`` ("%b %d %Y") and ``date_string``
-    ("%d %b %Y"), from ``now`` or else the templating clock (:func:`core.templating.now`, pinnable)."""
-    now = now or _templating.now()
+    ("%d %b %Y"), from ``now`` or else the templating clock (:func:`core.jinja.hf.now`, pinnable)."""
+    now = now or _clock_now()
     return {"datetime": now.strftime("%b %d %Y"), "date_string": now.strftime("%d %b %Y")}
-
-
-def common_prefix_len(a: str, b: str) -> int:
-    """Length (characters) of the longest common prefix of ``a`` and ``b``."""
-    from ..diff import _common_prefix_len
-
-    return _common_prefix_len(a, b)
 
 
 def generation_prompt(template: ChatTemplate, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                       enable_thinking: bool = True, extra_context: dict[str, Any] | None = None,
                       bos_token: str = "", eos_token: str = "", llama_engine: bool = True) -> str:
     """Tail that ``add_generation_prompt`` adds to the render of ``messages`` (already normalised for the
-    template's caps) with ``tools``. Renders as llama.cpp's engine does (:mod:`core.analysis.engine`),
+    template's caps) with ``tools``. Renders as llama.cpp's engine does (:mod:`core.jinja.llama`),
     or, with ``llama_engine=False``, with the project's transformers-like rendering.
 
     Raises :class:`~core.errors.TemplateRenderError` when either render fails.
@@ -43,14 +37,8 @@ def generation_prompt(template: ChatTemplate, messages: list[dict[str, Any]], to
         if not llama_engine:
             return apply_template(template, messages, tools, agp, enable_thinking, extra_context=extra_context,
                                   bos_token=bos_token, eos_token=eos_token)
-        ctx: dict[str, Any] = {"messages": messages, "bos_token": bos_token, "eos_token": eos_token,
-                               "enable_thinking": enable_thinking}
-        if tools:
-            ctx["tools"] = tools
-        ctx.update(extra_context or {})
-        if agp:
-            ctx["add_generation_prompt"] = True
-        return _engine.render(template, ctx)
+        return _llama.render(template, chat_globals(messages, tools, agp, enable_thinking, extra_context,
+                                                    bos_token, eos_token))
 
     without = render(False)
     with_gp = render(True)

@@ -1,6 +1,6 @@
 """Analysis in a worker process with a hard wall-clock and memory limit, for templates from untrusted users.
 
-The in-process limits (:mod:`core.templating`: checks before arithmetic and allocation, per-render deadline,
+The in-process limits (:mod:`core.jinja`: checks before arithmetic and allocation, per-render deadline,
 analysis budget) stop every runaway we know of; this is the backstop for the ones we do not. The worker comes
 from :mod:`core.isolation` (a pool of limited workers, reused while they behave); past ``timeout_s`` the worker
 is killed and :class:`~core.isolation.WorkerLimitError` (an :class:`~core.errors.AnalysisError`) names the
@@ -20,7 +20,7 @@ DEFAULT_MEMORY_MB = isolation.DEFAULT_MEMORY_MB
 
 
 def _analyze(source: str, name: str, kwargs: dict[str, Any]) -> Any:
-    from ..templating import ChatTemplate
+    from ..jinja.template import ChatTemplate
     from .analyzer import analyze
 
     return analyze(ChatTemplate(source, name), **kwargs)
@@ -31,13 +31,13 @@ def analyze_isolated(source: str, name: str = "<template>", *, timeout_s: float 
     """:func:`core.analysis.analyze` of ``ChatTemplate(source, name)`` in a worker process limited to
     ``timeout_s`` seconds of wall time (default :data:`DEFAULT_TIMEOUT_S`) and ``memory_mb`` MB of address
     space (default :data:`DEFAULT_MEMORY_MB`). ``analyze_kwargs`` go to ``analyze`` (``fidelity``,
-    ``budget_s`` — default: this process's :func:`~core.analysis.analyzer.default_budget_s` —, …; plain data
+    ``budget_s`` — default: this process's :func:`~core.jinja.limits.default_budget_s` —, …; plain data
     only). Returns the :class:`~core.analysis.AnalysisReport`.
 
     Raises what ``analyze`` raises (rebuilt in this process: the same error class and message), or
     :class:`~core.isolation.WorkerLimitError` naming the limit when the worker was killed at ``timeout_s``,
     ran out of memory, or died."""
-    from .analyzer import default_budget_s
+    from ..jinja.limits import default_budget_s
 
     # the caller's budget setting, not the one the long-lived forkserver saw when it started
     analyze_kwargs.setdefault("budget_s", default_budget_s())

@@ -50,11 +50,6 @@ def call(name: str, args: dict[str, Any], id_: str = CALL_ID_001) -> dict[str, A
     return {"id": id_, "type": "function", "function": {"name": name, "arguments": dict(args)}}
 
 
-def zero_args() -> dict[str, Any]:
-    """Call of ``FUN_FIRST`` with ``{}`` arguments, id ``CALL_ID_001`` (llama.cpp ``first_tool_call_zero_args``)."""
-    return call(FUN_FIRST, {}, CALL_ID_001)
-
-
 def one_arg() -> dict[str, Any]:
     """Call of ``FUN_FIRST`` with ``{ARG_FIRST: "XXXX"}``, id ``CALL_ID_001`` (llama.cpp
     ``first_tool_call_one_arg``).

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..chat.formats import detect_family
-from ..templating import normalize_source
+from ..jinja.cache import normalize_source
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,12 @@ from typing import Any, Callable
 from ..diff import DiffSplit, RenderParams, calculate_diff_split
 from ..errors import ChatTemplateExplorerError, RenderLimitError, TemplateRenderError
 from ..memo import MISSING, BoundedMemo
-from ..templating import ChatTemplate, apply_template, source_digest
+from ..jinja.cache import source_digest
+from ..jinja.template import ChatTemplate, apply_template, chat_globals
 from .fidelity import STRING_ARGUMENT_PROBES, stringify_call_arguments, with_reasoning_field
 from .result import Caps
 
-from . import engine as _engine
+from ..jinja import llama as _llama
 
 
 #: limits whose hit depends on the machine's load or the process's memory, not on the template alone
@@ -206,15 +207,10 @@ class ProbeSession:
         ctx = dict(inputs.get("extra_context") or {})
         ctx["enable_thinking"] = inputs["enable_thinking"]
         if self.engine == "llama":
-            full: dict[str, Any] = {"messages": inputs["messages"], "bos_token": self.bos_token,
-                                    "eos_token": self.eos_token, "enable_thinking": inputs["enable_thinking"]}
-            if inputs["tools"]:
-                full["tools"] = inputs["tools"]
-            full.update(ctx)
-            if inputs["add_generation_prompt"]:
-                full["add_generation_prompt"] = True
+            full = chat_globals(inputs["messages"], inputs["tools"], inputs["add_generation_prompt"],
+                                inputs["enable_thinking"], ctx, self.bos_token, self.eos_token)
             try:
-                return _engine.render(self.template, full, template_tracebacks=False)  # kept: the message
+                return _llama.render(self.template, full, template_tracebacks=False)  # kept: the message
             except Exception as e:
                 return _RenderFailure(e)
         try:

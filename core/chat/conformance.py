@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..errors import ChatTemplateExplorerError, RequestError, RequestFileError, TemplateLoadError
-from ..templating import ChatTemplate
+from ..jinja.template import ChatTemplate
 from .request import ChatRequest
 
 

@@ -1,7 +1,7 @@
 """A conversation rendered by a template as its author wrote it (the Edit page's live render): the messages and
 tools as given, ``add_generation_prompt`` and ``enable_thinking`` as set, the date variables llama.cpp passes.
 No request-path rewriting (that is :mod:`core.chat.prompt`): an author sees what the template itself does with
-this conversation. Renders only in the jinja2 sandbox (:class:`core.templating.ChatTemplate`)."""
+this conversation. Renders only in the jinja2 sandbox (:class:`core.jinja.template.ChatTemplate`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def render_conversation(source: str, name: str, messages: Any, tools: Any = None
     None). Raises :class:`~core.errors.RequestError` naming the field for a malformed conversation,
     :class:`~core.errors.TemplateLoadError` for an empty template, and the template's syntax / render errors."""
     from ..errors import TemplateLoadError
-    from ..templating import ChatTemplate, apply_template
+    from ..jinja.template import ChatTemplate, apply_template
     from .prompt import extra_context
     from .request import ChatRequest
 

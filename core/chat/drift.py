@@ -14,29 +14,24 @@ arguments that are not a JSON object.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from .casefiles import CASE_FIELDS, OutputCase, parse_case, read_jsonl_cases, streamed
+
 
 @dataclass
-class DriftCase:
+class DriftCase(OutputCase):
     """One drift case (see the module doc)."""
 
-    id: str
-    source: str
-    template: str
-    request: dict[str, Any]
-    output: str
-    expect: dict[str, Any]
     expect_repairs: list[str] = field(default_factory=list)
     note: str = ""
 
     @classmethod
     def from_json(cls, d: dict[str, Any], where: str = "drift case") -> "DriftCase":
         """From one JSON line; raises ``ValueError`` naming ``where`` and the missing field."""
-        for k in ("id", "source", "template", "request", "output", "expect"):
+        for k in CASE_FIELDS:
             if k not in d:
                 raise ValueError(f"{where}: missing field {k!r}")
         return cls(d["id"], d["source"], d["template"], d["request"], d["output"], d["expect"],
@@ -68,24 +63,7 @@ def load_cases(paths: Iterable[str]) -> list[DriftCase]:
             files += sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(".jsonl"))
         else:
             files.append(p)
-    out: list[DriftCase] = []
-    seen: set[str] = set()
-    for f in files:
-        with open(f, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                where = f"{f}:{n}"
-                try:
-                    d = json.loads(line)
-                except ValueError as e:
-                    raise ValueError(f"{where}: not JSON ({e})") from None
-                case = DriftCase.from_json(d, where)
-                if case.id in seen:
-                    raise ValueError(f"{where}: duplicate id {case.id!r}")
-                seen.add(case.id)
-                out.append(case)
-    return out
+    return [DriftCase.from_json(d) for _, d in read_jsonl_cases(files, CASE_FIELDS)]
 
 
 def run_case(case: DriftCase, templates_dir: str, fidelity: str = "llama.cpp",
@@ -93,30 +71,18 @@ def run_case(case: DriftCase, templates_dir: str, fidelity: str = "llama.cpp",
     """Parse ``case.output`` for its template and request at ``fidelity`` (see the module doc), with the
     tolerance repairs ``disabled_repairs`` switched off. Raises ``OSError`` for a missing template and the
     project's errors for a bad request."""
-    from ..templating import ChatTemplate
-    from .pipeline import build_chat_parser_or_content
     from .repairs import is_json_object, settled
-    from .request import ChatRequest
     from .roundtrip import compare_messages
-    from .stream import StreamingParser
 
-    path = os.path.join(templates_dir, case.template)
-    with open(path, encoding="utf-8") as f:
-        template = ChatTemplate(f.read(), case.template)
-    bundle = build_chat_parser_or_content(template, ChatRequest.from_dict(case.request), fidelity=fidelity,
-                                          disabled_repairs=tuple(disabled_repairs))
-    one = bundle.parser.parse(case.output, False)
+    parser, one = parse_case(templates_dir, case.template, case.request, case.output, fidelity,
+                             disabled_repairs=tuple(disabled_repairs))
     got = one.to_openai()
     fired = [r.name for r in one.repairs]
     reason = compare_messages(case.expect, got) or ""
     missing = [r for r in case.expect_repairs if r not in fired]
     if not reason and missing:
         reason = f"repairs: expected {missing} to fire, got {fired}"
-    sp = StreamingParser(bundle.parser)
-    for ch in case.output:
-        sp.feed(ch)
-    sp.finish()
-    stream_equal = settled(sp.message, one).to_openai() == got
+    stream_equal = settled(streamed(parser, case.output), one).to_openai() == got
     return DriftResult(case, fidelity, not reason, reason, fired, stream_equal,
                        all(is_json_object(c.arguments) for c in one.tool_calls), got)
 

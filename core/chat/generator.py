@@ -52,7 +52,7 @@ from ..analysis.instructions import INFERRED_FROM_INSTRUCTIONS
 from ..analysis.result import CallIdPosition, ReasoningMode, TemplateAnalysis, ToolFormat
 from ..grammar.converter import GrammarBuilder
 from ..grammar.json_schema import (SCALAR_TYPES, ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters,
-                                  value_types)
+                                   value_types)
 from ..peg import Arena, ParseCache, ParseResult
 from ..peg.builder import P
 from ..peg.chat import ChatBuilder, indexed_function_tools, split_marker_pair

@@ -14,18 +14,30 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import memo as _memo
-from ..errors import AnalysisError, ChatTemplateExplorerError, TemplateRenderError
+from ..analysis import analyze
+from ..analysis.fidelity import (CONTENT_TURN_HEADER, GEMMA_CALL_SYNTAX, INSTRUCTION_CALL_FORMAT, JSON_CALL_SEPARATORS,
+                                 PYTHON_LITERAL_VALUES, REASONING_FIELD, enabled_improvements, resolve_fidelity,
+                                 with_reasoning_field)
+from ..analysis.instructions import format_for_request
 from ..analysis.routing import Route, detect_route
-from ..templating import ChatTemplate
+from ..errors import AnalysisError, ChatTemplateExplorerError, TemplateRenderError
+from ..jinja.template import ChatTemplate
+from ..peg.chat import builder_options
 from . import formats as _formats
 from .base import ChatOutputParser
+from .call_ids import CallIds
+from .generator import generate_parser
+from .message import AssistantMessage
+from .repairs import REPEATED_TURN_HEADER, UNPARSED_TEXT, FiredRepair, enabled_repairs, turn_header
+from .samples import content_turn_header
 from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request,
                      render_prompt)
 from .request import ChatRequest
+
 
 def route_for(source: str) -> Route:
     """The route llama.cpp takes for a template source (analysis notes §14; :mod:`core.analysis.routing`)."""
@@ -58,8 +70,6 @@ class ChatParserBundle:
     def call_ids(self, rng: Any = None) -> Any:
         """A fresh :class:`core.chat.call_ids.CallIds` for one message: generates the ids a call lacks at
         ``improved`` fidelity, passes everything through at ``llama.cpp`` (``rng``: a seeded generator)."""
-        from .call_ids import CallIds
-
         return CallIds(enabled=self.fidelity == "improved", rng=rng, defer=self.writes_call_ids())
 
     def writes_call_ids(self) -> bool:
@@ -78,38 +88,32 @@ _analysis_cache: "OrderedDict[tuple[str, str], Any]" = OrderedDict()
 
 
 def _fidelity(fidelity: Any, where: str) -> str:
-    from ..analysis.fidelity import resolve_fidelity
-
     return resolve_fidelity(fidelity, where).value
 
 
 def _parser_improvements(fidelity: str, report: Any) -> frozenset[str]:
     """The improvements in force for the parser: the report's own list when it was made at improved
     fidelity (the explorer may have switched some off), else every improvement of ``fidelity``."""
-    from ..analysis.fidelity import enabled_improvements
-
     if fidelity != "improved":
         return frozenset()
     if report is not None and getattr(report, "fidelity", None) == "improved":
         return frozenset(getattr(report, "improvements", ()) or ())
     return enabled_improvements(fidelity)
+
+
 _cache_lock = threading.Lock()
 
 
 def cached_analysis(template: ChatTemplate, fidelity: Any = "llama.cpp") -> Any:
     """``core.analysis.analyze(template, fidelity=fidelity)``, memoised per template source and fidelity (LRU
-    of 64). Raises :class:`AnalysisError` when the analysis engine is unavailable or fails, or for an unknown
-    fidelity."""
+    of 64). Raises :class:`AnalysisError` when the analysis fails, or for an unknown fidelity."""
     fid = _fidelity(fidelity, template.name)
     key = (template.source, fid)
     with _cache_lock:
         if key in _analysis_cache:
             _analysis_cache.move_to_end(key)
             return _analysis_cache[key]
-    try:
-        from ..analysis import analyze  # type: ignore[attr-defined]
-    except ImportError as e:
-        raise AnalysisError(template.name, f"analysis engine unavailable ({e})") from None
+
     report = analyze(template, fidelity=fid)
     with _cache_lock:
         _analysis_cache[key] = report
@@ -152,10 +156,6 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
     if fidelity is None:
         fidelity = getattr(report, "fidelity", None) or "llama.cpp"
     fid = _fidelity(fidelity, template.name)
-    from ..analysis.fidelity import JSON_CALL_SEPARATORS, PYTHON_LITERAL_VALUES
-    from ..peg.chat import builder_options
-
-    from .repairs import REPEATED_TURN_HEADER, enabled_repairs, turn_header
 
     active = _parser_improvements(fid, report)
     repairs = enabled_repairs(fid, disabled_repairs)
@@ -195,9 +195,6 @@ class ContentOnlyParser:
 
     def parse(self, output: str, is_partial: bool = False) -> Any:
         """``output`` as the content (a partial one too: content only grows)."""
-        from .message import AssistantMessage
-        from .repairs import UNPARSED_TEXT, FiredRepair
-
         msg = AssistantMessage(content=output)
         if output and not is_partial:
             msg.repairs = [FiredRepair(UNPARSED_TEXT, 0, len(output), text=output, why="no-parser")]
@@ -213,8 +210,6 @@ def build_chat_parser_or_content(template: ChatTemplate, request: ChatRequest, *
     :class:`~core.errors.TemplateRenderError`, e.g. an operator on an undefined value that plain jinja2 refuses
     and llama.cpp's engine accepts) gives a bundle whose parser returns the output as content
     (:class:`ContentOnlyParser`) with a note saying why, instead of no message. Other errors propagate."""
-    from ..errors import TemplateRenderError
-
     try:
         return build_chat_parser(template, request, **options)
     except TemplateRenderError as e:
@@ -237,8 +232,6 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
             raise
         gp = ""
 
-    from ..analysis.fidelity import GEMMA_CALL_SYNTAX
-
     if route.kind == "autoparser" and not force_autoparser and GEMMA_CALL_SYNTAX in improvements:
         from .formats import gemma4
 
@@ -256,17 +249,11 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
         return _handler_bundle(parser, prep, route, fam.name, report, notes)
 
     # ---- auto-parser
-    try:
-        if report is None:
-            report = cached_analysis(template, fid)
-            if caps is None and _report_caps(report) is not None and _report_caps(report) != prep.caps:
-                prep = prepare_request(template, request, caps=_report_caps(report))
-                gp = generation_prompt(prep)
-        from .generator import generate_parser  # type: ignore[attr-defined]
-    except ImportError as e:
-        raise AnalysisError(template.name, f"Unable to generate parser for this template: parser generator "
-                                           f"unavailable ({e})") from None
-    from ..analysis.fidelity import CONTENT_TURN_HEADER, REASONING_FIELD, with_reasoning_field
+    if report is None:
+        report = cached_analysis(template, fid)
+        if caps is None and _report_caps(report) is not None and _report_caps(report) != prep.caps:
+            prep = prepare_request(template, request, caps=_report_caps(report))
+            gp = generation_prompt(prep)
 
     report, from_request = _request_instructions(report, request, improvements)
     if from_request:
@@ -283,15 +270,12 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
                                            f"generation failed: {type(e).__name__}: {e}") from None
     if REASONING_FIELD in improvements and getattr(report, "reasoning_field", ""):
         # the conversation's reasoning also under the name the template reads it from, as the analysis probed it
-        from dataclasses import replace
 
         prep = replace(prep, messages=with_reasoning_field(prep.messages, report.reasoning_field))
         notes.append(f"improvement {REASONING_FIELD}: reasoning_content is also passed as "
                      f"message.{report.reasoning_field}, the field the template renders")
     prompt = render_prompt(prep)
     if CONTENT_TURN_HEADER in improvements and not prep.has_continuation and hasattr(parser, "content_header"):
-        from .samples import content_turn_header
-
         parser.content_header = content_turn_header(template, request, analysis, prompt)
         if parser.content_header:
             parser.notes.append(f"improvement {CONTENT_TURN_HEADER}: {parser.content_header!r} before a plain "
@@ -365,11 +349,6 @@ def _request_instructions(report: Any, request: ChatRequest, improvements: froze
     """Improvement ``instruction-call-format``, request-time half: when the template renders no tool call and the
     request's system message spells a JSON call format (an agent's own prompt), ``(a copy of report with that
     format, a note)``; else ``(report, "")`` (:func:`core.analysis.instructions.format_for_request`)."""
-    from dataclasses import replace
-
-    from ..analysis.fidelity import INSTRUCTION_CALL_FORMAT
-    from ..analysis.instructions import format_for_request
-
     if INSTRUCTION_CALL_FORMAT not in improvements or not request.tools:
         return report, ""
     analysis = format_for_request(report.analysis, request.messages)

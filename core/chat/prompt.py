@@ -31,13 +31,14 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from ..analysis import engine as _llama
+from ..jinja import llama as _llama
 from ..analysis.caps import normalize_messages, probe_caps
 from ..analysis.result import Caps
 from ..errors import RenderLimitError, RequestError, TemplateRenderError
 from ..analysis.generation_prompt import request_extra_context
-from ..templating import ChatTemplate, apply_template
-from ..templating import now as templating_now
+from ..diff import common_prefix_len
+from ..jinja.template import ChatTemplate, apply_template, chat_globals
+from ..jinja.hf import now as templating_now
 from .request import ChatRequest, Continuation
 
 STEPFUN_TRIM_TRIGGER = "You have access to the following functions in JSONSchema format"
@@ -212,7 +213,7 @@ def message_is_empty(msg: dict[str, Any] | None) -> bool:
 
 
 def default_now() -> _dt.datetime:
-    """The clock the request path uses: :func:`core.templating.now` (so ``pin_clock`` pins it too)."""
+    """The clock the request path uses: :func:`core.jinja.hf.now` (so ``pin_clock`` pins it too)."""
     return templating_now()
 
 
@@ -236,9 +237,9 @@ class PreparedRequest:
     removed). ``tools``: canonical tools or ``None``. ``continue_msg``: the popped message (canonical form) or
     ``None``. ``continuation``: resolved (never AUTO when a message was popped). ``extra_context``: dict of
     extra template globals. ``request``: the original request; ``template``: the chosen template; ``caps``:
-    the template's caps. ``llama_engine``: render as llama.cpp's Jinja engine does (``core.analysis.engine``,
+    the template's caps. ``llama_engine``: render as llama.cpp's Jinja engine does (``core.jinja.llama``,
     more lenient than jinja2 on undefined values, ``tojson`` of generators, ``str + none``…) when available;
-    False renders as transformers does (:func:`core.templating.apply_template`).
+    False renders as transformers does (:func:`core.jinja.template.apply_template`).
     """
 
     request: ChatRequest
@@ -388,33 +389,10 @@ def render_prompt(prep: "PreparedRequest | ChatTemplate", request: ChatRequest |
     extra = _render_context(prep, additional_context)
     msgs = copy.deepcopy(msgs)
     tools = copy.deepcopy(tools) if tools else None
-    engine = _llama if prep.llama_engine and _llama.available() else None
-    if engine is None:
+    if not prep.llama_engine:
         return apply_template(prep.template, msgs, tools, add_generation_prompt=agp,
                               enable_thinking=prep.enable_thinking, extra_context=extra)
-    # same globals, same order as core.templating.apply_template (analysis notes §2)
-    ctx: dict[str, Any] = {"messages": msgs, "bos_token": "", "eos_token": "", "enable_thinking": prep.enable_thinking}
-    if tools:
-        ctx["tools"] = tools
-    ctx.update(extra)
-    if agp:
-        ctx["add_generation_prompt"] = True
-    return engine.render(prep.template, ctx)
-
-
-def longest_common_prefix(a: str, b: str) -> int:
-    """Length of the longest common prefix of two strings (characters)."""
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return _llama.render(prep.template, chat_globals(msgs, tools, agp, prep.enable_thinking, extra))
 
 
 def generation_prompt(prep: PreparedRequest, *, messages_override: list[dict[str, Any]] | None = None,
@@ -428,7 +406,7 @@ def generation_prompt(prep: PreparedRequest, *, messages_override: list[dict[str
               additional_context=additional_context)
     without = render_prompt(prep, add_generation_prompt=False, **kw)
     with_gp = render_prompt(prep, add_generation_prompt=True, **kw)
-    return with_gp[longest_common_prefix(without, with_gp):]
+    return with_gp[common_prefix_len(without, with_gp):]
 
 
 THINKING_OFF_CONTEXT: Mapping[str, Any] = {"enable_thinking": False, "thinking": False, "thinking_budget": 0}
@@ -472,14 +450,3 @@ def continuation_generation_prompt(generation_prompt_: str, prep: PreparedReques
     if content_mode:
         gp += prep.continue_content
     return gp
-
-
-@dataclass
-class PromptResult:
-    """``prompt`` (what the model is given), ``generation_prompt`` (the parse-time prefix: the template's
-    assistant-turn suffix, or for a continuation the rebuilt prefill) and ``parser_generation_prompt`` (the
-    one the parser is built from; differs only for continuations)."""
-
-    prompt: str
-    generation_prompt: str
-    parser_generation_prompt: str

@@ -21,10 +21,11 @@ message, stream = one-shot (at ``improved`` the accumulated deltas exactly; at `
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
+
+from .casefiles import CASE_FIELDS, OutputCase, parse_case, read_jsonl_cases, streamed
 
 HOLDOUT_SHARE = 3   # one case in three is held out
 
@@ -32,17 +33,11 @@ CHUNKS: tuple[Any, ...] = (1, 3, 17, "whole", "calls-at-once")
 
 
 @dataclass
-class RealCase:
+class RealCase(OutputCase):
     """One case of the set (see the module doc); ``family`` is its file's name."""
 
-    id: str
-    family: str
-    source: str
-    model: str
-    template: str
-    request: dict[str, Any]
-    output: str
-    expect: dict[str, Any]
+    family: str = ""
+    model: str = ""
     fidelity: str = "improved"
     note: str = ""
     fixed_split: str = ""
@@ -65,32 +60,11 @@ def split_of(source: str, case_id: str) -> str:
 def load_cases(directory: str) -> list[RealCase]:
     """Every case of the ``*.jsonl`` files of ``directory``, by file then line. Raises ``ValueError`` naming the
     file and line of a malformed case or a duplicate id."""
-    out: list[RealCase] = []
-    seen: set[str] = set()
-    for name in sorted(os.listdir(directory)):
-        if not name.endswith(".jsonl"):
-            continue
-        family = name[:-len(".jsonl")]
-        with open(os.path.join(directory, name), encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                where = f"{name}:{n}"
-                try:
-                    d = json.loads(line)
-                except ValueError as e:
-                    raise ValueError(f"{where}: not JSON ({e})") from None
-                missing = [k for k in ("id", "source", "model", "template", "request", "output", "expect")
-                           if k not in d]
-                if missing:
-                    raise ValueError(f"{where}: missing field {missing[0]!r}")
-                if d["id"] in seen:
-                    raise ValueError(f"{where}: duplicate id {d['id']!r}")
-                seen.add(d["id"])
-                out.append(RealCase(d["id"], family, d["source"], d["model"], d["template"], d["request"],
-                                    d["output"], d["expect"], d.get("fidelity", "improved"), d.get("note", ""),
-                                    str(d.get("split") or "")))
-    return out
+    files = [os.path.join(directory, n) for n in sorted(os.listdir(directory)) if n.endswith(".jsonl")]
+    return [RealCase(*(d[k] for k in CASE_FIELDS), family=os.path.basename(path)[:-len(".jsonl")], model=d["model"],
+                     fidelity=d.get("fidelity", "improved"), note=d.get("note", ""),
+                     fixed_split=str(d.get("split") or ""))
+            for path, d in read_jsonl_cases(files, (*CASE_FIELDS, "model"), os.path.basename)]
 
 
 @dataclass
@@ -118,19 +92,11 @@ def _chunks(output: str, how: Any, openers: Iterable[str]) -> list[str]:
 def run_case(case: RealCase, templates_dir: str, fidelity: str) -> RealResult:
     """Parse ``case`` at ``fidelity`` one-shot and streamed (:data:`CHUNKS`); never raises for a bad parse (a
     missing template file raises ``OSError``)."""
-    from ..templating import ChatTemplate
     from .lossless import lost_word_spans, parser_marks
-    from .pipeline import build_chat_parser_or_content
     from .repairs import settled
-    from .request import ChatRequest
     from .roundtrip import compare_messages
-    from .stream import StreamingParser
 
-    with open(os.path.join(templates_dir, case.template), encoding="utf-8") as f:
-        template = ChatTemplate(f.read(), case.template)
-    bundle = build_chat_parser_or_content(template, ChatRequest.from_dict(case.request), fidelity=fidelity)
-    parser = bundle.parser
-    one = parser.parse(case.output, False)
+    parser, one = parse_case(templates_dir, case.template, case.request, case.output, fidelity)
     got = one.to_openai()
     lost = [w for w, _ in lost_word_spans(case.output, one, parser_marks(parser))]
     reason = compare_messages(case.expect, got) or ""
@@ -141,13 +107,10 @@ def run_case(case: RealCase, templates_dir: str, fidelity: str) -> RealResult:
     for how in CHUNKS:
         if reason:
             break
-        sp = StreamingParser(parser)
-        for piece in _chunks(case.output, how, openers):
-            sp.feed(piece)
-        sp.finish()
-        streamed = sp.message if fidelity == "improved" else settled(sp.message, one)
-        if streamed.to_openai() != got:
-            reason = f"stream (chunk {how}) != one-shot: {compare_messages(got, streamed.to_openai())}"
+        message = streamed(parser, _chunks(case.output, how, openers))
+        message = message if fidelity == "improved" else settled(message, one)
+        if message.to_openai() != got:
+            reason = f"stream (chunk {how}) != one-shot: {compare_messages(got, message.to_openai())}"
     return RealResult(case, fidelity, not reason, reason, lost, got)
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..errors import ChatTemplateExplorerError, TemplateRenderError
-from ..templating import ChatTemplate
+from ..jinja.template import ChatTemplate
 from .request import ChatRequest
 # sample_output and its helpers live in core.chat.samples (the pipeline reads them too); this module is where
 # the round trip's callers have always found them

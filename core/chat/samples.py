@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from .. import memo as _memo
 from ..errors import ChatTemplateExplorerError
-from ..templating import ChatTemplate
+from ..jinja.template import ChatTemplate
 from .request import ChatRequest, Continuation
 
 
@@ -241,7 +241,8 @@ def sample_output_details(template: ChatTemplate, request: ChatRequest | Mapping
     Raises :class:`~core.errors.TemplateRenderError` when the template fails, :class:`~core.errors.RequestError`
     for a malformed request or message.
     """
-    from .prompt import generation_prompt, longest_common_prefix, prepare_request, render_prompt
+    from ..diff import common_prefix_len
+    from .prompt import generation_prompt, prepare_request, render_prompt
 
     req = _as_request(request)
     prep = prepare_request(template, req)
@@ -249,7 +250,7 @@ def sample_output_details(template: ChatTemplate, request: ChatRequest | Mapping
     gp = generation_prompt(prep)
     full = render_prompt(prepare_request(template, with_messages(req, message), caps=prep.caps),
                          add_generation_prompt=False)
-    i = longest_common_prefix(full, prompt)
+    i = common_prefix_len(full, prompt)
     user_text = _last_user_text(req)
     rest_has_user = bool(user_text) and user_text in prompt[i:]
     ws_end = _match_ignoring_whitespace(prompt, full, i)

@@ -30,10 +30,17 @@ import inspect
 import re
 from typing import Any, Callable
 
+from ..peg import ParseCache
+from ..peg import nodes as N
 from ..peg.engine import NodeRun, ResultType, parse_next as _parse_next
 from ..peg.scanners import OK as _OK_STATUS
-from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta,
+from .generator import (MAIN_REST, PREFIX_REST, RECOVER_CONTENT, RECOVER_TRAILING, ParserState, Probe, ViewMemo,
+                        consistent_view, covering_message, covers, prefix_rest)
+from .grammar_after import grammar_after
+from .mapper import ACTIONS, HOOK_TAGS, ChatMapper, escape_json_inner, json_brace_depth, map_parse
+from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta, apply_deltas,
                       tool_call_delta)
+from .repairs import is_json_object
 
 # --------------------------------------------------------------------------------------------------------------
 # incremental mapping of chat parse trees
@@ -68,8 +75,6 @@ class IncrementalMapper:
     """
 
     def __init__(self) -> None:
-        from .mapper import ACTIONS, HOOK_TAGS, ChatMapper
-
         self._Mapper = ChatMapper
         self._actions = ACTIONS
         self._hook_tags = HOOK_TAGS
@@ -123,10 +128,6 @@ class IncrementalMapper:
     @staticmethod
     def usable() -> bool:
         """Whether the installed mapper exposes the state this class snapshots."""
-        try:
-            from .mapper import ChatMapper
-        except ImportError:
-            return False
         m = ChatMapper("")
         return all(hasattr(m, a) for a in ("msg", "pending", "current", "arg_count", "quote_pending",
                                            "args_buffer", "source", "map", "finish"))
@@ -585,17 +586,10 @@ class PegStreamSession:
     wrapper_after = True
 
     def __init__(self, parser: Any):
-        from ..peg import ParseCache
-
         self.parser = parser
         self._ParseCache = ParseCache
         self.caches: dict[Any, Any] = {}
         self.mappers: dict[Any, IncrementalMapper] = {}
-        try:
-            from .generator import RECOVER_CONTENT, RECOVER_TRAILING
-        except ImportError:  # pragma: no cover
-            RECOVER_CONTENT, RECOVER_TRAILING = "recover-content", "recover-trailing"
-        from .generator import MAIN_REST, PREFIX_REST
 
         self.entries: list[Any] = ([RECOVER_CONTENT] if getattr(parser, "eps_fallback", False)
                                    else [None, RECOVER_TRAILING, MAIN_REST, RECOVER_CONTENT, PREFIX_REST])
@@ -614,7 +608,6 @@ class PegStreamSession:
         # whose tree maps to an equal message gives it back (IncrementalMapper.map), with no message built
         self.current: AssistantMessage | None = None
         self.settled = 0
-        from .generator import ViewMemo
 
         self.memo = ViewMemo()
         self.memo.trust()    # this session checks that texts extend (parse) or is told so (parse_appended)
@@ -628,7 +621,7 @@ class PegStreamSession:
             compile_arena()
         self._tag_delimiters()
         try:   # what the grammar allows after a call's JSON arguments (kept on the arena, built once)
-            _grammar_fns()[0](parser.arena)
+            grammar_after(parser.arena)
         except Exception:  # noqa: BLE001 - an optimisation: built on first use then
             pass
         self.caches[self.entries[0]] = ParseCache()
@@ -674,7 +667,6 @@ class PegStreamSession:
             return mapper.map(r.nodes, text), mapper
         except Exception:  # never leave a half-updated mapping behind: start over, map this tree fully
             mapper.reset()
-            from .mapper import map_parse
 
             return map_parse(r), None
 
@@ -685,9 +677,6 @@ class PegStreamSession:
         else the recovery entries; for a partial text, the prefix-consistent view. Never raises on arbitrary
         text (a failed parse falls back to content).
         """
-        from .generator import Probe, consistent_view, covers
-        from .mapper import map_parse
-
         parser = self.parser
         if not is_partial:   # the final parse is the one-shot parse (settled by core.chat.repairs)
             self.open_region = None
@@ -700,8 +689,6 @@ class PegStreamSession:
         self._cutter = cutter
         text = parser.generation_prompt + eff
         if self._full is not None and not text.startswith(self._full):
-            from .generator import ViewMemo
-
             self.memo = ViewMemo()
             self.memo.trust()
             self._json_scan = None   # the string state scanned in the old text
@@ -778,7 +765,6 @@ class PegStreamSession:
                         msg = mapper.map(main.nodes, text, current)
                     except Exception:  # never leave a half-updated mapping behind: start over, map fully
                         mapper.reset()
-                        from .mapper import map_parse
 
                         msg = map_parse(main)
                         mapper = None
@@ -808,7 +794,6 @@ class PegStreamSession:
                             self.open_region = region
                             self._view = msg
                     return msg
-        Probe, consistent_view, covers, map_parse = _generator_fns()
         is_partial = True
         parser = self.parser
         gp = parser.generation_prompt
@@ -859,9 +844,6 @@ class PegStreamSession:
     def _recover(self, text: str, output: str | None, main: Any) -> AssistantMessage:
         """The recovered message of a text the main root does not cover (as the parser's ``_recover``, with
         this session's caches and incremental mapping)."""
-        from .generator import MAIN_REST, PREFIX_REST, covering_message, prefix_rest
-        from .mapper import map_parse
-
         arena = self.parser.arena
         for entry in self.recovery:
             if entry == MAIN_REST:
@@ -894,7 +876,6 @@ class PegStreamSession:
         cached = getattr(self, "_tag_delims", None)
         if cached is not None:
             return cached
-        from ..peg import nodes as N
 
         arena = self.parser.arena
         shared = getattr(arena, "_stream_tag_delims", None)   # the same for every stream of the arena
@@ -1147,14 +1128,13 @@ class PegStreamSession:
         m = mapper.m
         if m is None or m.quote_pending or m.pending is not None:
             return None
-        fns = _GRAMMAR_FNS or _grammar_fns()
         cur = m.current
         if cur is not None:
             calls = m.msg.tool_calls
             # arguments not ending in "}" are open (or not JSON): no need to count their braces, which costs a
             # scan of the whole arguments on every feed while a long value grows
             args = cur.arguments
-            if not calls or calls[-1] is not cur or not cur.name or not args.endswith("}") or fns[1](args) > 0:
+            if not calls or calls[-1] is not cur or not cur.name or not args.endswith("}") or json_brace_depth(args) > 0:
                 return None
         cache = self.caches.get(None)
         if cache is None:
@@ -1195,7 +1175,7 @@ class PegStreamSession:
         known = self._wrappers
         ga = known.get(key, False)
         if ga is False:
-            ga = fns[0](self.parser.arena, node.rule)
+            ga = grammar_after(self.parser.arena, node.rule)
             if ga is not None:
                 ga = ga.select(key[1])
             if len(known) < 64:
@@ -1223,7 +1203,6 @@ class PegStreamSession:
         m = mapper.m
         if m is None or m.quote_pending:
             return None
-        from .grammar_after import grammar_after
 
         ga = grammar_after(self.parser.arena)
         if ga is None:
@@ -1273,36 +1252,9 @@ def _ws_invariant_end(nodes: tuple, n: int) -> bool:
     return True
 
 
-_GRAMMAR_FNS: tuple | None = None
-
-
-def _grammar_fns() -> tuple:
-    """(grammar_after, json_brace_depth), imported once (see _generator_fns)."""
-    global _GRAMMAR_FNS
-    if _GRAMMAR_FNS is None:
-        from .grammar_after import grammar_after
-        from .mapper import json_brace_depth
-
-        _GRAMMAR_FNS = (grammar_after, json_brace_depth)
-    return _GRAMMAR_FNS
-
-
-_GENERATOR_FNS: tuple | None = None
 _NO_SWITCHES: frozenset = frozenset()
 _NEED_MORE_INPUT = ResultType.NEED_MORE_INPUT
 _SUCCESS = ResultType.SUCCESS
-
-
-def _generator_fns() -> tuple:
-    """(Probe, consistent_view, covers, map_parse), imported once: an import statement in a function costs a
-    few microseconds on every call, and :meth:`PegStreamSession._parse_text` runs on every slow feed."""
-    global _GENERATOR_FNS
-    if _GENERATOR_FNS is None:
-        from .generator import Probe, consistent_view, covers
-        from .mapper import map_parse
-
-        _GENERATOR_FNS = (Probe, consistent_view, covers, map_parse)
-    return _GENERATOR_FNS
 
 
 _WS = " \t\n\v\f\r"
@@ -1674,10 +1626,7 @@ def _new_state(parser: Any) -> Any:
         return None
     if "state" not in params:
         return None
-    try:
-        from .generator import ParserState  # type: ignore[attr-defined]
-    except ImportError:
-        return None
+
     return ParserState()
 
 
@@ -2016,7 +1965,6 @@ class StreamingParser:
                 self._appended.append(add)
                 return [MessageDelta(reasoning_content=add)]
             if _JSON_ESCAPED.search(add) is not None:    # a tagged string value's arguments, JSON-escaped
-                from .mapper import escape_json_inner
 
                 add = escape_json_inner(add)
             self._appended.append(add)
@@ -2036,8 +1984,6 @@ class StreamingParser:
         if _JSON_ESCAPED.search(text) is None:   # what escape_json_inner changes (json's own escape set)
             add = text
         else:
-            from .mapper import escape_json_inner
-
             add = escape_json_inner(text)
         self._appended.append(add)
         return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
@@ -2078,7 +2024,7 @@ class StreamingParser:
             deltas = lenient_deltas(self._emitted, new)
             _recycle(new)
             self.final_mismatch = True
-            self._emitted = _accumulate(self._emitted, deltas)
+            self._emitted = apply_deltas(self._emitted, deltas)
             return deltas
         self._emitted = new
         if prev is not new:
@@ -2155,7 +2101,7 @@ class StreamingParser:
         except StreamRetractionError:
             deltas = lenient_deltas(self._emitted, target)
             self.final_mismatch = True
-            self._emitted = _accumulate(self._emitted, deltas)
+            self._emitted = apply_deltas(self._emitted, deltas)
             self._emitted.repairs = list(final.repairs)
             return deltas
         self._emitted = target.copy()
@@ -2207,7 +2153,7 @@ class CallRelease:
             # a cheap test first (braces balance, a "}" last), so a long argument is not re-read per delta;
             # braces inside strings may hold a call back to the finish, never release it early
             if not final and not (held[3] == 0 and held[2] and held[2][-1].rstrip().endswith("}")
-                                  and _is_json_object("".join(held[2]))):
+                                  and is_json_object("".join(held[2]))):
                 break
             args = "".join(held[2])
             del self._pending[i]
@@ -2234,23 +2180,11 @@ class CallRelease:
         return deltas, mismatch
 
 
-def _is_json_object(text: str) -> bool:
-    from .repairs import is_json_object
-
-    return is_json_object(text)
-
-
 def _recycle(msg: AssistantMessage) -> None:
     """Give the tool-call list of ``msg`` (no longer read) back to the mapper that made it, if one did."""
     rec = getattr(msg, "recycler", None)
     if rec is not None:
         rec.recycle(msg)
-
-
-def _accumulate(msg: AssistantMessage, deltas: list[MessageDelta]) -> AssistantMessage:
-    from .message import apply_deltas
-
-    return apply_deltas(msg, deltas)
 
 
 def stream_deltas(parser: Any, output: str, *, chunk: int = 1, is_partial: bool = False) -> tuple[list[MessageDelta], AssistantMessage]:

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..templating import ChatTemplate
+from ..jinja.template import ChatTemplate
 
 
 class Side(str, enum.Enum):
@@ -197,9 +197,9 @@ def compare_templates(a: ChatTemplate, b: ChatTemplate, *, fidelity: str = "llam
     """Compare templates ``a`` and ``b`` (see :class:`TemplateComparison`). ``report_a`` / ``report_b``: analysis
     reports to use (e.g. with overrides), else analysed (cached) at ``fidelity``. ``with_lint``: also lint both.
     ``budget_s``: the analysis budget per template (default ``$CTE_ANALYSIS_BUDGET_S`` or 5 s, so 10 s for the
-    whole comparison; ``0``: none; :mod:`core.budgets`).
+    whole comparison; ``0``: none; :mod:`core.jinja.limits`).
     Raises :class:`~core.errors.AnalysisError` when an analysis fails or the budget runs out."""
-    from ..budgets import command_budget
+    from ..jinja.limits import command_budget
 
     with command_budget("the comparison", f"{a.name} vs {b.name}", budget_s, templates=2):
         return _compare(a, b, fidelity, with_lint, report_a, report_b)

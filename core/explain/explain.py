@@ -14,10 +14,10 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ..budgets import command_budget
+from ..jinja.limits import command_budget
 from ..chat.repairs import UNPARSED_TEXT
 from ..chat.request import ChatRequest
-from ..templating import analysis_budget
+from ..jinja.limits import analysis_budget
 from .causes import classify
 from .fixes import candidate_fixes
 from .model import (REPARSE_CHARS, Cause, Explanation, Finding, Fix, FixKind, Meter, ReparseLimit, Setup, Span,
@@ -40,7 +40,7 @@ def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str =
     template (``RequestError``, ``TemplateRenderError``, ``AnalysisError``, each one line); never raises on
     the output.
 
-    Runs under the analysis budget (:mod:`core.budgets`: the prompt render and any analysis; raises
+    Runs under the analysis budget (:mod:`core.jinja.limits`: the prompt render and any analysis; raises
     :class:`~core.errors.AnalysisError` naming the limit when it runs out). Its work is linear in the output:
     one traced parse, then re-parses for the causes and fixes up to :data:`REPARSE_CHARS` characters in all
     (those left out are named in ``notes``)."""

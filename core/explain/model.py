@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..analysis import reapply
-from ..budgets import over_budget
+from ..jinja.limits import over_budget
 from ..chat.message import AssistantMessage
 from ..chat.pipeline import build_chat_parser, cached_analysis
 from ..chat.request import ChatRequest

@@ -61,7 +61,7 @@ def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
         templates = 'TemplateDir("../shared/templates")'
     else:
         head = ("import json\n\nimport pytest\n\nfrom core.chat.conformance import run_case\n"
-                "from core.templating import ChatTemplate\n\n"
+                "from core.jinja.template import ChatTemplate\n\n"
                 f"SOURCE = {py_str(source)}\n\n\nclass _Template:\n    def get(self, name):\n"
                 "        return ChatTemplate(SOURCE, name)\n")
         templates = "_Template()"

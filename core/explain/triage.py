@@ -545,6 +545,29 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ev.append(f"the parse stopped at output position {ex.stop.output_pos}: {ex.stop.words()}")
     # cut short: the output ends inside a structure and no edit inside it makes it a call
     edits = near[0] if near else []
+    opener = _ends_at_opener(out, ctx)
+    if opener:
+        ev.append(f"the output ends with {_q(opener)}, which opens a call, and nothing after it: the call was cut "
+                  "before any of it was written (max_tokens or a stop string), not left out of the parse")
+        return Mistake.CUT_SHORT, ev
+    opened = bool(r_start) and gp.endswith(r_start)
+    if opened and reasoning and not content and not msg.get("tool_calls") and r_ends \
+            and not any(e in out for e in r_ends):
+        lead = [m for m in ctx["markers"] if m and reasoning.lstrip(_WS).startswith(m)]
+        if lead:
+            # no reasoning text at all before the call: this is the text that follows the reasoning, whose
+            # reasoning was split off before (an API returning it separately) — not a model that forgot to close
+            ev.append(f"the output starts with the call opener {_q(lead[0])} and holds no reasoning text, while the "
+                      f"generation prompt opens the reasoning with {_q(r_start)}: the text is what follows "
+                      f"{_q(r_ends[0])} (the reasoning was split off before it reached us), so extracting reasoning "
+                      "again reads the whole call as reasoning")
+            return Mistake.REASONING_SETTING, ev
+        block = _complete_block(reasoning, ctx)
+        if block:
+            ev.append(f"the output is one complete block {block} naming a tool: it was not cut; it sits in the "
+                      f"reasoning only because the generation prompt opens {_q(r_start)} and the output never "
+                      f"closes it, and its syntax is not the template's ({_q(ctx['markers'][0]) if ctx['markers'] else 'none found'})")
+            return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     # an output that "ends inside reasoning" while its reasoning holds a call opener was not cut: the model called
     # the tool before closing the reasoning (a parser that reads an unclosed reasoning as cut names it so)
     in_reasoning = ex.truncated is not None and tuple(ex.truncated.path)[-1:] == ("reasoning",)
@@ -594,6 +617,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if Cause.WRONG_CALL_ID in causes:
         return Mistake.CALL_ID_SHAPE, ev + [e for f in ex.findings if f.cause == Cause.WRONG_CALL_ID
                                             for e in f.evidence]
+    ids = _ids_for_names(out, msg, ctx)
+    if ids:
+        return Mistake.CALL_ID_SHAPE, ev + [
+            f"after the call opener the model writes {', '.join(_q(i) for i in ids[:3])} — call ids that name no "
+            f"tool — where the template's calls name the tool ({', '.join(_q(n) for n in ctx['names'][:3])} "
+            "occurs nowhere in the output): an id of another shape, not another call syntax"]
     encoded = _encoded_arguments(out)
     if encoded:
         return Mistake.DOUBLE_ENCODED_ARGUMENTS, ev + [f"the arguments are written as a JSON string {_q(encoded)} "
@@ -749,6 +778,58 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                     return Mistake.REASONING_NOT_CLOSED, ev
                 return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     return Mistake.NONE, ev
+
+
+def _ends_at_opener(out: str, ctx: dict[str, Any]) -> str:
+    """The call opener (or the last control token of one) that the output ends with, nothing after it; ``""``
+    when it does not end so. A server cut there leaves an empty call the parse may swallow silently."""
+    tail = out.rstrip(_WS)
+    if not tail:
+        return ""
+    for m in dict.fromkeys(x.strip(_WS) for x in ctx["markers"] if x and x.strip(_WS)):
+        if tail.endswith(m):
+            return m
+        last = [t.group(0) for t in _TOKEN.finditer(m)]
+        if last and m.endswith(last[-1]) and _SPECIAL_SHAPE.fullmatch(last[-1]) and tail.endswith(last[-1]) \
+                and tail.count(last[-1]) == 1:
+            return last[-1]
+    return ""
+
+
+def _complete_block(text: str, ctx: dict[str, Any]) -> str:
+    """``[X] … [/X]`` or ``<x> … </x>`` as the whole of ``text`` (not one of the template's markers) with a
+    requested tool's name inside: a call complete in another syntax (shown as ``"`[X]` … `[/X]`"``)."""
+    t = text.strip(_WS)
+    m = re.match(r"\[([A-Z_]{2,30})\]|<([A-Za-z_][\w:\-]{0,40})>", t)
+    if not m or m.group(0) in ctx["markers"]:
+        return ""
+    closer = f"[/{m.group(1)}]" if m.group(1) else f"</{m.group(2)}>"
+    inner = t[len(m.group(0)):len(t) - len(closer)]
+    if not t.endswith(closer) or not any(re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", inner)
+                                         for n in ctx["names"] if n):
+        return ""
+    return f"{_q(m.group(0))} … {_q(closer)}"
+
+
+_CALL_ID = re.compile(r"(?:call|toolu|tool|chatcmpl-tool|fc)[_\-][A-Za-z0-9\-_]{1,40}")
+
+
+def _ids_for_names(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> list[str]:
+    """Call ids (``call_0``, ``toolu_…``) written right after each of the template's call openers, in an
+    output that names none of the requested tools anywhere: the model put an id where the template's calls
+    carry the tool's name. ``[]`` otherwise."""
+    names = [n for n in ctx["names"] if n]
+    if msg.get("tool_calls") or not names or any(n in out for n in names):
+        return []
+    ids: list[str] = []
+    for op in dict.fromkeys(o.strip(_WS) for o in ctx["openers"] if o.strip(_WS)):
+        for m in re.finditer(re.escape(op), out):
+            rest = out[m.end():m.end() + 80].lstrip(_WS)
+            i = _CALL_ID.match(rest)
+            if i is None:
+                return []
+            ids.append(i.group(0))
+    return ids
 
 
 _FENCE = re.compile(r"\s{0,8}```[\w-]{0,16}\s")
@@ -1020,6 +1101,25 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                          {"request": {**change, "tools": full}}, p.message.to_openai(), 2))
             except Exception:  # noqa: BLE001
                 pass
+    # the reasoning was split off before the output reached us: stop extracting it (re-parsed like the rest)
+    if mistake == Mistake.REASONING_SETTING and not cur.get("tool_calls") \
+            and req.reasoning_format.value != "none" and budget.take(len(ex.output)):
+        change = {"reasoning_format": "none"}
+        try:
+            p = _parse(setup, ex.output, request=apply_request_change(req, change))
+            from .model import reasoning_markers
+
+            r_start = reasoning_markers(bundle)[0]
+            # without extraction the prompt's own reasoning opener comes back as the content's first line: that
+            # is the generation prompt's text, not the model's
+            left = (p.message.content or "").strip(_WS)
+            if p.clean and p.message.tool_calls and left in ("", r_start) and p.message.to_openai() != cur \
+                    and not any(x and x in left for x in markers):
+                out.append(RankedFix(TriageFixKind.REQUEST, "set reasoning_format to none: the output is the text "
+                                     "after the reasoning, which was already split off, so do not extract reasoning "
+                                     "from it again", {"request": change}, p.message.to_openai(), 2))
+        except Exception:  # noqa: BLE001 - a request that does not build is not offered
+            pass
     # what explain's own candidates re-parsed (request settings, overrides, fidelity)
     for fx in ex.fixes:
         if not _marker_free(fx.message, bundle):
@@ -1033,6 +1133,8 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         if any(not _IDENT.fullmatch(t["function"]["name"]) or _misnamed(t["function"]["name"], req)
                for t in added):
             continue    # a tool offered under a name that is not a name (or another tool's, reworded) renames the fault
+        if kind == TriageFixKind.OVERRIDE and _turns_call_marker(fx.change.get("overrides") or {}, ctx):
+            continue    # an override that makes the call's own marker a content/reasoning marker hides the call
         cost = {TriageFixKind.REQUEST: 2, TriageFixKind.OVERRIDE: 3, TriageFixKind.FIDELITY: 6}[kind]
         if any(_same(fx.message, o.message) and o.cost <= cost for o in out):
             continue
@@ -1043,7 +1145,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         if patch and budget.take(len(ex.output)):
             old, new = patch
             try:
-                from ..templating import ChatTemplate
+                from ..jinja.template import ChatTemplate
 
                 src = setup.template.source
                 t2 = ChatTemplate(src.replace(old, new), setup.template.name)
@@ -1054,6 +1156,25 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                          [[old, new]]}, p.message.to_openai(), 5))
             except Exception:  # noqa: BLE001 - a patched template that does not render is not offered
                 pass
+    # a template that renders no tool calls at all (the analysis found none): add a branch that renders them the
+    # way the model writes them (`name` + whitespace + JSON arguments), re-analysed and re-parsed
+    if mistake == Mistake.FORMAT_NOT_FOUND and not cur.get("tool_calls"):
+        for old, new in _tool_call_branch(setup, ex.output, ctx):
+            if not budget.take(len(ex.output)):
+                break
+            try:
+                from ..jinja.template import ChatTemplate
+
+                t2 = ChatTemplate(setup.template.source.replace(old, new), setup.template.name)
+                p = _parse(replace(setup, overrides={}, disabled=()), ex.output, template=t2)
+            except Exception:  # noqa: BLE001 - a patched template that does not render is not offered
+                continue
+            if ok(p):
+                out.append(RankedFix(TriageFixKind.TEMPLATE, "patch the template: add a branch that renders an "
+                                     "assistant turn's tool_calls as the model writes them (the tool's name, then "
+                                     "its JSON arguments) before " + _q(old, 60), {"template_patch": [[old, new]]},
+                                     p.message.to_openai(), 5))
+                break
     # server setting: keep special tokens — the output with only the control tokens of the nearest output put
     # back, re-parsed (at this fidelity, else at improved fidelity)
     special = [e for e in (_shift(near[0]) if near else []) if e.kind == "insert"
@@ -1116,6 +1237,18 @@ def _misnamed(called: str, req: Any) -> str:
     return ""
 
 
+def _turns_call_marker(overrides: dict[str, Any], ctx: dict[str, Any]) -> bool:
+    """An override of a field other than the tool format's whose value is a call opener/closer (or the last
+    token of one): it "re-parses" only by reading the call marker as content or reasoning."""
+    marks = [m.strip(_WS) for m in ctx["markers"] + ctx["closers"] if m and m.strip(_WS)]
+    for k, v in overrides.items():
+        if str(k).startswith("tools.") or not isinstance(v, str) or not v.strip(_WS):
+            continue
+        if any(v.strip(_WS) == m or m.endswith(v.strip(_WS)) for m in marks):
+            return True
+    return False
+
+
 def _marker_free(message: dict[str, Any], bundle: Any) -> bool:
     from .model import reasoning_markers
 
@@ -1137,6 +1270,47 @@ def _template_patch(setup: _Setup, edits: list[Edit], output: str) -> tuple[str,
     if e.kind == "insert" and lit and src.count(lit) == 1 and _TOKEN.fullmatch(lit):
         return lit, ""
     return None
+
+
+_ROLE_BRANCH = re.compile(r"\{%-?\s{0,4}(el)?if\s{1,4}(role|\w{1,20}\.role|\w{1,20}\[['\"]role['\"]\])\s{0,4}==\s{0,4}"
+                          r"(['\"])assistant\3[^%{}]{0,80}?-?%\}")
+_NAME_THEN_JSON = re.compile(r"[ \t]{0,4}\n?[ \t]{0,4}\{")
+
+
+def _tool_call_branch(setup: _Setup, output: str, ctx: dict[str, Any]) -> list[tuple[str, str]]:
+    """Template patches adding a ``tool_calls`` branch before the template's (first) assistant branch, for an
+    output that is a requested tool's name, whitespace, and a JSON object: ``[(old, new)]``, the assistant
+    prefix as the template writes it and with its trailing whitespace dropped (the generation prompt may end
+    before it). Only whitespace from the output goes into the patch, never the output's text."""
+    src = getattr(setup.template, "source", "") or ""
+    text = output.lstrip(_WS)
+    name = next((n for n in ctx["names"] if n and text.startswith(n)), "")
+    sep = _NAME_THEN_JSON.match(text, len(name)) if name else None
+    if sep is None:
+        return []
+    try:
+        json.JSONDecoder().raw_decode(text, sep.end() - 1)
+    except ValueError:
+        return []
+    heads = [m for m in _ROLE_BRANCH.finditer(src) if "tool_calls" not in m.group(0)]
+    if not heads or src.count(heads[0].group(0)) != 1:
+        return []
+    head = heads[0]
+    loops = re.findall(r"\{%-?\s{0,4}for\s{1,4}(\w{1,30})\s{1,4}in\s{1,4}messages\b", src[:head.start()])
+    var = loops[-1] if loops else "message"
+    lit = re.match(r"[^{]{0,80}", src[head.end():]).group(0)
+    kw = "elif" if head.group(1) else "if"
+    role = head.group(2)
+    cond = f"{kw} {role} == 'assistant' and {var}.tool_calls"
+    args = "tc.function.arguments if tc.function.arguments is string else tc.function.arguments | tojson"
+    out = []
+    for prefix in dict.fromkeys((lit.rstrip(_WS), lit)):
+        branch = ("{%- " + cond + " %}" + prefix + "{%- for tc in " + var + ".tool_calls %}{{ tc.function.name }}"
+                  + sep.group(0)[:-1] + "{{ " + args + " }}{%- endfor %}")
+        old = head.group(0)
+        new = branch + (old if head.group(1) else old.replace("if", "elif", 1))
+        out.append((old, new))
+    return out
 
 
 _WHY = {
@@ -1217,7 +1391,7 @@ def apply_fix(template: Any, request: Any, output: str, change: dict[str, Any], 
     """Re-parse ``output`` with ``change`` made (the ``change`` of a :class:`RankedFix` or a hand-written one:
     ``repairs``, ``request``, ``overrides``, ``fidelity``, ``template_patch``, ``server`` + ``output``) and
     return ``(message, clean)``."""
-    from ..templating import ChatTemplate
+    from ..jinja.template import ChatTemplate
 
     setup = _Setup(template, request, fidelity, dict(change.get("overrides") or {}))
     if "fidelity" in change:

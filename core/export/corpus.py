@@ -63,7 +63,7 @@ def corpus_export(directory: str, *, fidelity: str = "llama.cpp", flavour: str =
     ``cases.jsonl`` path) and its generated suite; templates outside that population that have reference cases
     are verified too (``tool_capable`` False). Never raises for a template; needs transformers."""
     from ..chat.roundtrip import eligibility
-    from ..templating import ChatTemplate
+    from ..jinja.template import ChatTemplate
     from .response_template import export_response_template
     from .verify import reference_cases, verify
 

@@ -688,7 +688,7 @@ def _probe_text_in_markers(analysis: Any) -> str:
 
 def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
                              flavour: Flavour | str = Flavour.TRANSFORMERS) -> ExportResult:
-    """Export ``template`` (a :class:`~core.templating.ChatTemplate`) as a response_template at ``fidelity``
+    """Export ``template`` (a :class:`~core.jinja.template.ChatTemplate`) as a response_template at ``fidelity``
     (``"llama.cpp"`` or ``"improved"``: the analysis the parser is built from) for ``flavour``.
 
     The generation prompt is that of the round-trip request (:func:`core.chat.roundtrip.round_trip_request`:

@@ -283,7 +283,7 @@ def _forced_reasoning(template: Any, analysis: Any, tools: list[dict[str, Any]],
 
 
 def generate_suite(template: Any, *, fidelity: str = "llama.cpp") -> Suite:
-    """The suite for ``template`` (a :class:`~core.templating.ChatTemplate`) at ``fidelity``. Never raises for
+    """The suite for ``template`` (a :class:`~core.jinja.template.ChatTemplate`) at ``fidelity``. Never raises for
     template failures (a case the template cannot render lands in ``skipped``)."""
     from ..chat.pipeline import cached_analysis
     from ..chat.roundtrip import REASONING_TEXT, ROUND_TRIP_TOOLS, RoundTripStatus, round_trip
@@ -452,7 +452,7 @@ def same(expected, got):
 def parse_ours(case):
     from core.chat import pipeline as core_pipeline
     from core.chat.request import ChatRequest
-    from core.templating import ChatTemplate
+    from core.jinja.template import ChatTemplate
 
     bundle = core_pipeline.build_chat_parser(ChatTemplate(TEMPLATE, TEMPLATE_NAME), ChatRequest.from_dict(case),
                                              fidelity=FIDELITY)
@@ -523,7 +523,7 @@ def suite_batch(directory: str, *, fidelity: str = "llama.cpp") -> list[dict[str
     import pathlib
 
     from ..chat.roundtrip import eligibility
-    from ..templating import ChatTemplate
+    from ..jinja.template import ChatTemplate
 
     rows = []
     for path in sorted(pathlib.Path(directory).glob("*.jinja")):

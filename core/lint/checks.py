@@ -2,10 +2,10 @@
 analysis and memoised renders) and returns findings. :func:`core.lint.lint` runs them all.
 
 Two renderers are used, both through the project's sandbox: the transformers-style render
-(:meth:`core.templating.ChatTemplate.render` with the globals ``transformers.apply_chat_template`` passes:
+(:meth:`core.jinja.template.ChatTemplate.render` with the globals ``transformers.apply_chat_template`` passes:
 ``messages``, ``tools`` (None when absent), ``add_generation_prompt`` (always a bool), ``bos_token``,
 ``eos_token`` and the chat-template kwarg ``enable_thinking``) and the llama.cpp-compatible render
-(:func:`core.analysis.engine.render` with llama.cpp's globals: ``tools`` only when non-empty,
+(:func:`core.jinja.llama.render` with llama.cpp's globals: ``tools`` only when non-empty,
 ``add_generation_prompt`` only when true — analysis notes §2).
 """
 
@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ChatTemplateExplorerError
-from ..templating import ChatTemplate, pinned_clock
+from ..jinja.hf import pinned_clock
+from ..jinja.llama import render as llama_render
+from ..diff import common_prefix_len
+from ..jinja.template import ChatTemplate, chat_globals
 from .model import Finding, Kind, Severity, visible
 from .shapes import THINK, Needs, Shape, shapes
 
@@ -64,20 +67,13 @@ class LintContext:
             return hit
         msgs, tls = copy.deepcopy(messages), copy.deepcopy(tools)
         if llama_context:
-            ctx: dict[str, Any] = {"messages": msgs, "bos_token": "", "eos_token": "",
-                                   "enable_thinking": enable_thinking}
-            if tls:
-                ctx["tools"] = tls
-            if add_generation_prompt:
-                ctx["add_generation_prompt"] = True
+            ctx = chat_globals(msgs, tls, add_generation_prompt, enable_thinking)
         else:
             ctx = {"messages": msgs, "tools": tls or None, "add_generation_prompt": add_generation_prompt,
                    "bos_token": "", "eos_token": "", "enable_thinking": enable_thinking}
         try:
             if engine == "llama":
-                from ..analysis import engine as _engine
-
-                out = Render(_engine.render(self.template, ctx))
+                out = Render(llama_render(self.template, ctx))
             else:
                 out = Render(self.template.render(ctx))
         except ChatTemplateExplorerError as e:
@@ -107,13 +103,6 @@ def _around(text: str, pos: int) -> str:
     lo = max(0, pos - _CONTEXT)
     return ("…" if lo else "") + visible(text[lo:pos], None) + "⟦" + visible(text[pos:pos + _CONTEXT], None) + \
         ("…" if pos + _CONTEXT < len(text) else "")
-
-
-def _common_prefix_len(a: str, b: str) -> int:
-    n, m = 0, min(len(a), len(b))
-    while n < m and a[n] == b[n]:
-        n += 1
-    return n
 
 
 # ------------------------------------------------------------------------------------------------ render matrix
@@ -182,7 +171,7 @@ def _divergence_cause(ctx: LintContext, shape: Shape, tr: Render, ll: Render) ->
     if tr_ll.error is None and tr_ll.text == ll.text:
         return "context", ("the template tests `add_generation_prompt` or `tools` for being defined: llama.cpp "
                            "leaves them undefined when false/empty, transformers passes False/None")
-    pos = _common_prefix_len(tr.text, ll.text)
+    pos = common_prefix_len(tr.text, ll.text)
     a, b = tr.text[pos:pos + 40], ll.text[pos:pos + 40]
     if a.startswith("None") or b.startswith("None"):
         return "none-printing", "jinja2 prints a none value as `None`, llama.cpp prints nothing"
@@ -229,7 +218,7 @@ def check_divergence(ctx: LintContext) -> list[Finding]:
                   "llama.cpp": visible(ll.error, spaces=False) if ll.error else visible(ll.text)}
             data: dict[str, Any] = {"shapes": [shape.id]}
         else:
-            pos = _common_prefix_len(tr.text, ll.text)
+            pos = common_prefix_len(tr.text, ll.text)
             line, col = line_col(tr.text, pos)
             ev = {"position": f"character {pos} (line {line}, column {col}) of the render of {shape.id}",
                   "transformers": _around(tr.text, pos), "llama.cpp": _around(ll.text, pos)}
@@ -272,7 +261,7 @@ def check_prefix_stability(ctx: LintContext) -> list[Finding]:
                 if prompt.error is None and not full.text.startswith(prompt.text) \
                         and full.text.startswith(before.text) and "prefix/generation-prompt" not in found:
                     gp = prompt.text[len(before.text):] if prompt.text.startswith(before.text) else prompt.text
-                    pos = _common_prefix_len(prompt.text, full.text)
+                    pos = common_prefix_len(prompt.text, full.text)
                     found["prefix/generation-prompt"] = Finding(
                         "prefix/generation-prompt", Kind.PREFIX, Severity.WARNING,
                         "the generation prompt is not how the template writes the assistant turn in history",
@@ -285,7 +274,7 @@ def check_prefix_stability(ctx: LintContext) -> list[Finding]:
                 continue
             if full.text.startswith(before.text):
                 continue
-            pos = _common_prefix_len(before.text, full.text)
+            pos = common_prefix_len(before.text, full.text)
             removed = before.text[pos:]
             fid = "prefix/reasoning-dropped" if _drops_reasoning(ctx, removed, full.text[pos:]) \
                 else "prefix/history"
@@ -629,7 +618,7 @@ def check_time(ctx: LintContext) -> list[Finding]:
                     texts.append(None)
         if None in texts or texts[0] == texts[1]:
             continue
-        pos = _common_prefix_len(texts[0], texts[1])
+        pos = common_prefix_len(texts[0], texts[1])
         line, col = line_col(texts[0], pos)
         return [Finding(
             "time/render", Kind.TIME, Severity.WARNING, "the render depends on the current date",

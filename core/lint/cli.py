@@ -57,7 +57,7 @@ def _cmd_lint(args: Any) -> int:
     if not args.file:
         raise ChatTemplateExplorerError("lint needs TEMPLATE or --batch DIR")
     from ..inputs import load_chat_template as load
-    from . import lint
+    from .run import lint
 
     report = lint(load(args.file, args.variant), fidelity=fidelity, suppressed=suppressed)
     if args.json:

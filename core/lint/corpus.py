@@ -18,8 +18,8 @@ def lint_file(path: str, fidelity: str = "llama.cpp", suppressed: tuple[str, ...
     """Load one template file and :func:`core.lint.lint` it; a file that cannot be loaded or compiled gives a
     report with ``error`` set (never raises)."""
     from ..errors import ChatTemplateExplorerError
-    from ..templating import ChatTemplate
-    from . import lint
+    from ..jinja.template import ChatTemplate
+    from .run import lint
 
     name = os.path.basename(path)
     try:
@@ -28,7 +28,7 @@ def lint_file(path: str, fidelity: str = "llama.cpp", suppressed: tuple[str, ...
         return LintReport(name, error=f"cannot load: {e}")
     try:
         return lint(template, fidelity=fidelity, suppressed=suppressed)
-    except ChatTemplateExplorerError as e:  # the lint's budget ran out (core.budgets)
+    except ChatTemplateExplorerError as e:  # the lint's budget ran out (core.jinja.limits)
         return LintReport(name, error=str(e))
     except Exception as e:  # noqa: BLE001 - a batch never stops on one template
         return LintReport(name, error=f"internal error: {type(e).__name__}: {e}")

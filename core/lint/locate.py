@@ -91,7 +91,7 @@ def open_blocks(source: str, upto_line: int | None = None) -> list[tuple[str, in
     lex gives the blocks open up to where it stopped."""
     from jinja2.exceptions import TemplateSyntaxError as JinjaSyntaxError
 
-    from ..templating import _ENV
+    from ..jinja.hf import ENV as _ENV
 
     stack: list[tuple[str, int]] = []
     tokens = _ENV.lex(source)
@@ -163,7 +163,7 @@ def check_source(source: str, name: str = "<edited>") -> tuple[Any, ErrorLocatio
     ``(ChatTemplate, None)`` when both work, ``(None, location)`` on a syntax error and ``(template,
     location)`` on a render error."""
     from ..errors import ChatTemplateExplorerError
-    from ..templating import ChatTemplate
+    from ..jinja.template import ChatTemplate
 
     try:
         t = ChatTemplate(source, name)

@@ -180,8 +180,3 @@ def shapes() -> list[Shape]:
               Needs.TOOLS),
     ]
     return copy.deepcopy(s)
-
-
-def shape_ids() -> list[str]:
-    """The ids of :func:`shapes`, in order."""
-    return [s.id for s in shapes()]

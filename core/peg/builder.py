@@ -416,11 +416,6 @@ class Builder:
         """Rule ``single-quoted-string``: ``'`` string content ``'``; follows llama.cpp ``single_quoted_string``."""
         return self.rule("single-quoted-string", lambda: self.seq("'", self.string_content("'"), "'"))
 
-    def quoted_string(self) -> P:
-        """Rule ``quoted-string``: double- or single-quoted string; follows llama.cpp ``quoted_string``."""
-        return self.rule("quoted-string", lambda: self.choice(self.double_quoted_string(),
-                                                              self.single_quoted_string()))
-
     def python_string(self) -> P:
         """Rule ``python-string``: double- or single-quoted string; follows llama.cpp ``python_string``."""
         return self.rule("python-string", lambda: self.choice(self.double_quoted_string(),
@@ -433,35 +428,6 @@ class Builder:
     def python_null(self) -> P:
         """Rule ``python-none``: the literal ``None``; follows llama.cpp ``python_null``."""
         return self.rule("python-none", lambda: self.literal("None"))
-
-    def python_dict(self) -> P:
-        """Rule ``python-dict``: ``{`` ws (``}`` | member (ws ``,`` ws member)* ws ``}``) ws, member =
-        python-string ws ``:`` ws python-value; follows llama.cpp ``python_dict``.
-        """
-        def body() -> P:
-            ws = self.space()
-            member = self.seq(self.python_string(), ws, ":", ws, self.python_value())
-            members = self.seq(member, self.zero_or_more(self.seq(ws, ",", ws, member)))
-            return self.seq("{", ws, self.choice("}", self.seq(members, ws, "}")), ws)
-        return self.rule("python-dict", body)
-
-    def python_array(self) -> P:
-        """Rule ``python-array``: ``[`` ws (``]`` | value (``,`` ws value)* ws ``]``) ws (no whitespace before a
-        ``,``); follows llama.cpp ``python_array``.
-        """
-        def body() -> P:
-            ws = self.space()
-            elements = self.seq(self.python_value(), self.zero_or_more(self.seq(",", ws, self.python_value())))
-            return self.seq("[", ws, self.choice("]", self.seq(elements, ws, "]")), ws)
-        return self.rule("python-array", body)
-
-    def python_value(self) -> P:
-        """Rule ``python-value``: dict | array | python-string | json-number | ``True``/``False`` | ``None``;
-        follows llama.cpp ``python_value``.
-        """
-        return self.rule("python-value", lambda: self.choice(
-            self.python_dict(), self.python_array(), self.python_string(), self.json_number(),
-            self.python_bool(), self.python_null()))
 
     def marker(self) -> P:
         """``<...>`` or ``[...]``."""

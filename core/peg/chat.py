@@ -6,8 +6,8 @@ Tags read by the mapper (:mod:`core.chat.mapper`): ``reasoning``, ``content``, `
 ``reasoning-block``). The open/close/id/name tags are *atomic*: they produce no node until their text is
 complete, so a half-streamed tool name is never reported.
 
-Helpers: ``prefix``, ``optspace``, ``tag_with_safe_content``, ``permute``, ``standard_json_tools`` (the three JSON
-tool-call layouts), ``standard_constructed_tools`` (a tagged legacy layout) and ``python_style_tool_calls``.
+Helpers: ``prefix``, ``optspace``, ``permute``, ``tagged_arg_value`` / ``tagged_args`` (parameters between tags),
+and ``standard_json_tools`` (the three JSON tool-call layouts).
 
 Options beyond llama.cpp (off by default; :func:`builder_options` switches them on for the builders created in
 its scope, which is how ``fidelity="improved"`` reaches the generator and the special handlers):
@@ -28,9 +28,9 @@ from __future__ import annotations
 import contextlib
 import re
 import contextvars
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
-from ..grammar.json_schema import tool_parameters
+from ..grammar.json_schema import SCALAR_TYPES, tool_parameters, value_types
 from .builder import Builder, P, Parseable
 
 REASONING_BLOCK = "reasoning-block"
@@ -131,6 +131,19 @@ def split_marker_pair(marker: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(2)) if m else None
 
 
+def _tagger(tag: str, atomic: bool = False) -> Any:
+    """A builder method tagging its parser ``tag`` (llama.cpp ``common_chat_peg_builder``'s method of that name);
+    ``atomic``: also wrapped in ``atomic`` (no AST node while half-matched)."""
+    if atomic:
+        def method(self: "ChatBuilder", p: Parseable) -> P:
+            return self.atomic(self.tag(tag, p))
+    else:
+        def method(self: "ChatBuilder", p: Parseable) -> P:
+            return self.tag(tag, p)
+    method.__doc__ = f"``p`` tagged ``{tag}``" + (", atomic" if atomic else "") + "."
+    return method
+
+
 class ChatBuilder(Builder):
     """:class:`~core.peg.builder.Builder` plus the chat tags and tool-call helpers.
 
@@ -194,85 +207,27 @@ class ChatBuilder(Builder):
         return self.gbnf(self.tag(IGNORED, p), "")
 
     # -- tags -----------------------------------------------------------------------------------------------
-    def reasoning_block(self, p: Parseable) -> P:
-        """``p`` tagged ``reasoning-block`` (:data:`REASONING_BLOCK`);
-        follows llama.cpp ``common_chat_peg_builder::reasoning_block``.
-        """
-        return self.tag(REASONING_BLOCK, p)
-
-    def reasoning(self, p: Parseable) -> P:
-        """``p`` tagged ``reasoning`` (:data:`REASONING`); follows llama.cpp ``common_chat_peg_builder::reasoning``."""
-        return self.tag(REASONING, p)
-
-    def content(self, p: Parseable) -> P:
-        """``p`` tagged ``content`` (:data:`CONTENT`); follows llama.cpp ``common_chat_peg_builder::content``."""
-        return self.tag(CONTENT, p)
-
-    def tool(self, p: Parseable) -> P:
-        """``p`` tagged ``tool`` (:data:`TOOL`); follows llama.cpp ``common_chat_peg_builder::tool``."""
-        return self.tag(TOOL, p)
-
-    def tool_open(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-open``, wrapped in ``atomic`` (no AST node while half-matched);
-        follows llama.cpp ``common_chat_peg_builder::tool_open``.
-        """
-        return self.atomic(self.tag(TOOL_OPEN, p))
-
-    def tool_close(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-close``, wrapped in ``atomic`` (no AST node while half-matched);
-        follows llama.cpp ``common_chat_peg_builder::tool_close``.
-        """
-        return self.atomic(self.tag(TOOL_CLOSE, p))
-
-    def tool_id(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-id``, wrapped in ``atomic`` (no AST node while half-matched);
-        follows llama.cpp ``common_chat_peg_builder::tool_id``.
-        """
-        return self.atomic(self.tag(TOOL_ID, p))
-
-    def tool_name(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-name``, wrapped in ``atomic`` (no AST node while half-matched);
-        follows llama.cpp ``common_chat_peg_builder::tool_name``.
-        """
-        return self.atomic(self.tag(TOOL_NAME, p))
-
-    def tool_args(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-args`` (:data:`TOOL_ARGS`); follows llama.cpp ``common_chat_peg_builder::tool_args``."""
-        return self.tag(TOOL_ARGS, p)
+    reasoning_block = _tagger(REASONING_BLOCK)
+    reasoning = _tagger(REASONING)
+    content = _tagger(CONTENT)
+    tool = _tagger(TOOL)
+    tool_args = _tagger(TOOL_ARGS)
+    tool_arg = _tagger(TOOL_ARG)
+    tool_arg_value = _tagger(TOOL_ARG_VALUE)
+    tool_arg_string_value = _tagger(TOOL_ARG_STRING_VALUE)
+    tool_open = _tagger(TOOL_OPEN, atomic=True)
+    tool_close = _tagger(TOOL_CLOSE, atomic=True)
+    tool_id = _tagger(TOOL_ID, atomic=True)
+    tool_name = _tagger(TOOL_NAME, atomic=True)
+    tool_arg_open = _tagger(TOOL_ARG_OPEN, atomic=True)
+    tool_arg_close = _tagger(TOOL_ARG_CLOSE, atomic=True)
+    tool_arg_name = _tagger(TOOL_ARG_NAME, atomic=True)
 
     def tool_args_encoded(self, p: Parseable) -> P:
         """``p`` (a JSON string) tagged ``tool-args-encoded`` (:data:`TOOL_ARGS_ENCODED`): arguments written as a
         JSON string holding the object (repair ``double-encoded-arguments``); the mapper decodes it once it is
         complete."""
         return self.tag(TOOL_ARGS_ENCODED, p)
-
-    def tool_arg(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-arg`` (:data:`TOOL_ARG`); follows llama.cpp ``common_chat_peg_builder::tool_arg``."""
-        return self.tag(TOOL_ARG, p)
-
-    def tool_arg_open(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-arg-open``, wrapped in ``atomic`` (no AST node while half-matched);
-        follows llama.cpp ``common_chat_peg_builder::tool_arg_open``.
-        """
-        return self.atomic(self.tag(TOOL_ARG_OPEN, p))
-
-    def tool_arg_close(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-arg-close``, wrapped in ``atomic`` (no AST node while half-matched);
-        follows llama.cpp ``common_chat_peg_builder::tool_arg_close``.
-        """
-        return self.atomic(self.tag(TOOL_ARG_CLOSE, p))
-
-    def tool_arg_name(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-arg-name``, wrapped in ``atomic`` (no AST node while half-matched);
-        follows llama.cpp ``common_chat_peg_builder::tool_arg_name``.
-        """
-        return self.atomic(self.tag(TOOL_ARG_NAME, p))
-
-    def tool_arg_value(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-arg-value`` (:data:`TOOL_ARG_VALUE`);
-        follows llama.cpp ``common_chat_peg_builder::tool_arg_value``.
-        """
-        return self.tag(TOOL_ARG_VALUE, p)
 
     def tool_arg_json_value(self, p: Parseable) -> P:
         """``tool-arg-value`` around a JSON value parser ``p``; with ``python_literal_values``, a Python literal
@@ -373,11 +328,49 @@ class ChatBuilder(Builder):
                                self.choice("True", "False", "None", "true", "false", "null"))
         return self.rule("py-lenient-literal", body)
 
-    def tool_arg_string_value(self, p: Parseable) -> P:
-        """``p`` tagged ``tool-arg-string-value`` (:data:`TOOL_ARG_STRING_VALUE`);
-        follows llama.cpp ``common_chat_peg_builder::tool_arg_string_value``.
-        """
-        return self.tag(TOOL_ARG_STRING_VALUE, p)
+    def tagged_arg_value(self, rule_name: str, schema: Any, arg_string: Parseable, close: Parseable, *,
+                         mistyped: bool = False) -> P:
+        """The value of one parameter written between tags (``<parameter=K>V</parameter>``,
+        ``<arg_value>V</arg_value>``), by the JSON types its ``schema`` node allows: raw text (``arg_string``, which
+        ends with its own close) for a string-only parameter; JSON checked against the schema, then ``close``, for one
+        that cannot be a string; for one that may be either, the JSON value tried first (atomic) and the text after
+        it (the string alternative takes any text, so only the parser needs the JSON ones). ``mistyped``: repair
+        ``mistyped-value-as-string`` — a scalar-typed value that is no such JSON is kept as text."""
+        types = value_types(schema)
+        if "string" not in types:
+            value = self.tool_arg_json_value(self.schema(self.json(), rule_name + "-schema", schema)) + close
+            if mistyped and types and types <= SCALAR_TYPES:
+                # whole typed value first (atomic: its type is only known at its end), else the text as a string
+                value = self.choice(self.atomic(value), self.repair("mistyped-value-as-string", arg_string))
+            return value
+        if types == {"string"}:
+            return arg_string  # type: ignore[return-value]
+        alts = []
+        if "object" in types:
+            alts.append(self.json_object())
+        if "array" in types:
+            alts.append(self.json_array())
+        if "number" in types or "integer" in types:
+            alts.append(self.json_number())
+        if "boolean" in types:
+            alts.append(self.json_bool())
+        if "null" in types:
+            alts.append(self.json_null())
+        return self.gbnf(self.choice(self.atomic(self.tool_arg_json_value(self.choice(*alts)) + close), arg_string),
+                         "xml-arg-string")
+
+    def tagged_args(self, idx: int, required: list[Parseable], optional: list[Parseable],
+                    any_order: Callable[..., Any] | None = None) -> P:
+        """Arguments of function ``idx``: the required ones in any order (``permute``), then optional ones in any
+        order. ``any_order``: repair ``argument-order`` (:func:`core.chat.repairs.any_order_args`), tried after."""
+        args = self.permute(f"tool-{idx}-args", required)
+        if optional:
+            args = args + self.zero_or_more(self.choice(*optional))
+            if any_order is not None:
+                alt = any_order(self, f"tool-{idx}-any-order", required, optional)
+                if alt is not None:
+                    args = self.choice(args, alt)
+        return args
 
     # -- helpers --------------------------------------------------------------------------------------------
     def prefix(self, s: str, delimiter: str = "") -> P:
@@ -406,13 +399,6 @@ class ChatBuilder(Builder):
         for c in tag[j:]:
             p = p + self.optional(c)
         return p
-
-    def tag_with_safe_content(self, tag_name: str, marker: str, p: Parseable) -> P:
-        """``(p | rule(tag_name, content(!marker . until(marker))))*``; with no marker, one character at a time."""
-        if not marker:
-            return self.zero_or_more(self.choice(p, self.rule(tag_name, self.content(self.any()))))
-        chunk = self.rule(tag_name, self.content(self.negate(marker) + self.any() + self.until(marker)))
-        return self.zero_or_more(self.choice(p, chunk))
 
     def permute(self, rule_prefix: str, parsers: list[Parseable]) -> P:
         """Every parser exactly once, in any order (up to ``MAX_PERMUTE``; beyond that, in the given order)."""
@@ -635,42 +621,6 @@ class ChatBuilder(Builder):
         section = self.trigger_rule("tool-call", body)
         return section if force else self.optional(section)
 
-    def standard_constructed_tools(self, markers: dict[str, str], tools: Any, parallel: bool, force: bool) -> P:
-        """Tagged legacy layout ``<tool_call><function=NAME><param=K>V</param>...</function></tool_call>``
-        (marker keys and defaults as llama.cpp); argument values are untyped text."""
-        funcs = indexed_function_tools(tools)
-        if not funcs:
-            return self.eps()
-        m = {"tool_call_start_marker": "<tool_call>", "tool_call_end_marker": "</tool_call>",
-             "function_opener": "<function=", "function_name_suffix": ">", "function_closer": "</function>",
-             "parameter_key_prefix": "<param=", "parameter_key_suffix": ">", "parameter_closer": "</param>"}
-        m.update(markers or {})
-        choices = []
-        for idx, fn in funcs:
-            name = fn["name"]
-            params = tool_parameters(fn)
-            props = params.get("properties") if isinstance(params, dict) else None
-            args = self.eps()
-            if isinstance(props, dict) and props:
-                arg_choices = []
-                for pname in props:
-                    arg_name = self.choice(self.literal(pname), self.literal('"' + pname + '"'),
-                                           self.literal("'" + pname + "'"))
-                    arg_choices.append(self.tool_arg(
-                        self.tool_arg_open(m["parameter_key_prefix"]) + self.tool_arg_name(arg_name)
-                        + m["parameter_key_suffix"] + self.tool_arg_value(self.until(m["parameter_closer"]))
-                        + self.tool_arg_close(m["parameter_closer"])))
-                args = self.zero_or_more(self.choice(*arg_choices) + self.space())
-            body = self.tool(self.tool_open(m["function_opener"] + self.tool_name(self.literal(name))
-                                            + m["function_name_suffix"]) + self.space() + self.tool_args(args)
-                             + self.space() + self.tool_close(m["function_closer"]))
-            choices.append(self.rule(f"tool-{idx}", body))
-        one = self.choice(*choices)
-        calls = self.one_or_more(one + self.space()) if parallel else one + self.space()
-        section = self.trigger_rule("tool-call", self.literal(m["tool_call_start_marker"]) + self.space() + calls
-                                    + self.literal(m["tool_call_end_marker"]))
-        return section if force else self.optional(section)
-
     def pythonic_tool_calls(self, tools: Any, parallel: bool, array_wrapped: bool, name_suffix: str = "",
                             rule_prefix: str = "tool-") -> P:
         """Python-style calls ``name(arg="v", n=1, obj={'k': 'v'})`` (the explorer's ``PYTHONIC`` format, see
@@ -720,42 +670,6 @@ class ChatBuilder(Builder):
         if array_wrapped:
             calls = self.literal("[") + ws() + calls + ws() + "]"
         return calls
-
-    def python_or_json_value(self) -> P:
-        """Python values plus JSON ``true``/``false``/``null``."""
-        return self.rule("python-or-json-value", lambda: self.choice(self.python_value(), self.json_bool(),
-                                                                     self.json_null()))
-
-    def python_style_tool_calls(self, tools: Any, parallel: bool, allow_json_literals: bool = False) -> P:
-        """``[name(arg="v", n=1), ...]`` (LFM2-like); string-typed args are quoted literals."""
-        funcs = indexed_function_tools(tools)
-        choices = []
-        for idx, fn in funcs:
-            name = fn["name"]
-            params = tool_parameters(fn)
-            props = params.get("properties") if isinstance(params, dict) else None
-            args = self.eps()
-            if isinstance(props, dict) and props:
-                arg_choices = []
-                for pname, pdef in props.items():
-                    is_string = isinstance(pdef, dict) and pdef.get("type") == "string"
-                    if is_string:
-                        value = self.tool_arg_value(self.choice('"' + self.string_content('"') + '"',
-                                                                "'" + self.string_content("'") + "'"))
-                    else:
-                        value = self.tool_arg_value(self.python_or_json_value() if allow_json_literals
-                                                    else self.python_value())
-                    arg_choices.append(self.tool_arg(self.tool_arg_open(self.tool_arg_name(self.literal(pname)) + "=")
-                                                     + value + self.tool_arg_close(self.eps())))
-                any_arg = self.choice(*arg_choices)
-                args = any_arg + self.zero_or_more("," + self.space() + any_arg)
-            body = self.tool(self.tool_open(self.tool_name(self.literal(name)) + "(") + self.space()
-                             + self.tool_args(args) + self.space() + self.tool_close(")"))
-            choices.append(self.rule(f"tool-{idx}", body))
-        one = self.choice(*choices)
-        if parallel:
-            return "[" + self.space() + one + self.zero_or_more("," + self.space() + one) + self.space() + "]"
-        return "[" + self.space() + one + self.space() + "]"
 
 
 def build_chat_peg_parser(fn: Any, entries: dict[str, Any] | None = None) -> Any:

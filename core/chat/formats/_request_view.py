@@ -148,7 +148,7 @@ class PromptContext:
 
     Uses the request path's :class:`core.chat.prompt.PreparedRequest` (``prepared``, or prepared here) so the
     messages are normalised exactly as for the real prompt; if that is unavailable it renders the raw messages
-    with :func:`core.templating.apply_template`. ``messages`` are the messages to render (a continued last
+    with :func:`core.jinja.template.apply_template`. ``messages`` are the messages to render (a continued last
     message removed). Rendering failures give "" (a handler must not fail because of them).
     """
 
@@ -180,7 +180,7 @@ class PromptContext:
             if self.prep is not None:
                 return self._prompt_mod.render_prompt(self.prep, add_generation_prompt=add_generation_prompt,
                                                       messages_override=msgs)
-            from ...templating import apply_template
+            from ...jinja.template import apply_template
 
             view = request_view(self.request)
             return apply_template(self.template, msgs, self.request.tools or None, add_generation_prompt,

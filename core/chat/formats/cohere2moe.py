@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...templating import ChatTemplate
+from ...jinja.template import ChatTemplate
 from ..request import ChatRequest
 from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word

@@ -26,7 +26,7 @@ from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
 from ..repairs import any_order_args
 from ..request import Continuation, ReasoningFormat, ToolChoice
-from ._peg_handler import (foreach_function, foreach_function_indexed,
+from ._peg_handler import (foreach_function_indexed,
                            foreach_parameter, grammar_for, has_response_format, make_parser,
                            prepared_for, word)
 from ...grammar.json_schema import may_be_string
@@ -111,7 +111,6 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
 
     require_tools = request.tool_choice == ToolChoice.REQUIRED
     has_tool_calls = has_tools and request.tool_choice != ToolChoice.NONE
-    tools = foreach_function(request.tools) if has_tool_calls else []
 
     def root(p):
         prefix = p.literal(GEN_PROMPT)

@@ -16,7 +16,7 @@ from typing import Any
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import render_prompt
 from ..request import ToolChoice
-from ._peg_handler import (foreach_function, foreach_function_indexed, function_parameters_schema, grammar_for,
+from ._peg_handler import (foreach_function_indexed, function_parameters_schema, grammar_for,
                            make_parser, pattern, prepared_for)
 
 NAME = "functionary-v3.2"
@@ -33,7 +33,6 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
     if prep.has_continuation:
         gp = "<|start_header_id|>assistant<|end_header_id|>\n\n>>>all\n" + prep.continue_content
         prompt += gp
-    tools = foreach_function(request.tools)
 
     def root(p):
         content_until_tool = p.literal("all\n") + p.content(p.until(">>>")) + p.literal(">>>")

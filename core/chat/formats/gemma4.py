@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...memo import MISSING, BoundedMemo
-from ...templating import ChatTemplate
+from ...jinja.template import ChatTemplate
 from ..mapper import escape_json_inner, register_args_converter, register_args_hook
 from ..request import ChatRequest
 from ._peg_handler import HandlerParser, peg_parser, word

@@ -19,7 +19,7 @@ from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
 from ..repairs import MESSAGES_AFTER_CALL
 from ..request import Continuation, ReasoningFormat, ToolChoice
-from ._peg_handler import (foreach_function, foreach_function_indexed,
+from ._peg_handler import (foreach_function_indexed,
                            function_parameters_schema, grammar_for, has_response_format,
                            make_parser, pattern, prepared_for)
 
@@ -71,7 +71,6 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
     tools_active = has_tools and request.tool_choice != ToolChoice.NONE
     include_grammar = has_rf or tools_active
     extract = request.reasoning_format != ReasoningFormat.NONE
-    tools = foreach_function(request.tools)
     ends_with_arguments = []
 
     def root(p):

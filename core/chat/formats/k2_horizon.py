@@ -28,7 +28,7 @@ from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
 from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function_indexed, foreach_parameter, grammar_for, has_response_format,
-                           make_parser, prepared_for, value_types, word)
+                           make_parser, prepared_for, word)
 
 NAME = "k2-horizon"
 GEN_PREFIX = "<|ifm|im_start|>assistant\n"
@@ -145,32 +145,12 @@ def _xml_calls(p: Any, tools: Any, typed: bool) -> Any:
         required_args, optional_args = [], []
         for j, (pname, pschema, is_req) in enumerate(foreach_parameter(fn)):
             rule_name = f"tool-{idx}-arg-{j}"
-            types = value_types(pschema)
-            value = arg_string
-            if "string" not in types:
-                value = p.tool_arg_json_value(p.schema(p.json(), rule_name + "-schema", pschema)) + arg_close
-            elif types != {"string"}:
-                # the string alternative takes any text, so only the parser needs the JSON alternatives
-                alts = []
-                if "object" in types:
-                    alts.append(p.json_object())
-                if "array" in types:
-                    alts.append(p.json_array())
-                if "number" in types or "integer" in types:
-                    alts.append(p.json_number())
-                if "boolean" in types:
-                    alts.append(p.json_bool())
-                if "null" in types:
-                    alts.append(p.json_null())
-                value = p.gbnf(p.atomic(p.tool_arg_json_value(p.choice(*alts)) + arg_close) | arg_string,
-                               "xml-arg-string")
+            value = p.tagged_arg_value(rule_name, pschema, arg_string, arg_close)
             arg = p.space() + p.tool_arg(p.tool_arg_open(p.literal(ARG_KEY) + p.tool_arg_name(p.literal(pname))
                                                          + p.literal(ARG_KEY_END))
                                          << arg_type + p.literal(ARG_VAL) + value)
             (required_args if is_req else optional_args).append(p.rule(rule_name, arg))
-        args = p.permute(f"tool-{idx}-args", required_args)
-        if optional_args:
-            args = args + p.zero_or_more(p.choice(*optional_args))
+        args = p.tagged_args(idx, required_args, optional_args)
         choices.append(p.rule(f"tool-{idx}", p.tool(
             p.tool_open(p.literal(CALL_START) + p.tool_name(p.literal(fn["name"])) + "\n") + p.tool_args(args)
             << p.tool_close(p.literal(CALL_END)))))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...templating import ChatTemplate
+from ...jinja.template import ChatTemplate
 from ..request import ChatRequest
 from ._request_view import PromptContext, RequestView, request_view
 from . import family_by_name

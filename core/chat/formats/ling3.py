@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...grammar.json_schema import SchemaNode
-from ...templating import ChatTemplate
+from ...jinja.template import ChatTemplate
 from ..request import ChatRequest, Continuation
 from ._request_view import RequestView, param_nodes, request_view
 from ._peg_handler import (HandlerParser, grammar_for, has_response_format, make_parser, peg_parser, value_types,

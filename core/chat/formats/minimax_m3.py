@@ -21,7 +21,7 @@ from typing import Any
 
 from ...grammar import json_schema as JS
 from ...peg.engine import AstNode
-from ...templating import ChatTemplate
+from ...jinja.template import ChatTemplate
 from ..mapper import encode_json_string, escape_json_inner, normalize_python_value, register_args_hook
 from ..request import ChatRequest
 from ._peg_handler import HandlerParser, peg_parser, word

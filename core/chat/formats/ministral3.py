@@ -17,7 +17,7 @@ from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
 from ..repairs import REASONING_END_UNMATCHED, REASONING_START_WHITESPACE
 from ..request import Continuation, ReasoningFormat, ToolChoice
-from ._peg_handler import (foreach_function, foreach_function_indexed,
+from ._peg_handler import (foreach_function_indexed,
                            function_parameters_schema, grammar_for, has_response_format,
                            make_parser, prepared_for, word)
 
@@ -66,7 +66,6 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
     has_rf = has_response_format(request)
     extract = request.reasoning_format != ReasoningFormat.NONE
     tools_active = has_tools and request.tool_choice != ToolChoice.NONE
-    tools = foreach_function(request.tools)
     include_grammar = has_rf or tools_active
 
     def root(p):

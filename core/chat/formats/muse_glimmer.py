@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...grammar.json_schema import may_be_string
-from ...templating import ChatTemplate
+from ...jinja.template import ChatTemplate
 from ..request import ChatRequest, Continuation
 from ._request_view import RequestView, param_nodes, request_view
 from ._peg_handler import HandlerParser, pattern, peg_parser

@@ -27,9 +27,8 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..request import Continuation, ReasoningFormat, ToolChoice
-from ._peg_handler import (foreach_function, foreach_function_indexed,
-                           foreach_parameter, grammar_for, has_response_format, make_parser,
-                           prepared_for, value_types, word, SCALAR_TYPES)
+from ._peg_handler import (foreach_function, foreach_function_indexed, foreach_parameter, grammar_for,
+                           has_response_format, make_parser, prepared_for, word)
 from ..prompt import render_prompt
 from ..repairs import REASONING_START_REPEATED, any_order_args
 
@@ -108,40 +107,12 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 for j, (pname, pschema, is_req) in enumerate(foreach_parameter(fn)):
                     rule_name = f"tool-{idx}-arg-{j}"
                     arg_open = p.tool_arg_open("<parameter=" + p.tool_arg_name(p.literal(pname)) + p.flexible(">\n"))
-                    types = value_types(pschema)
-                    if "string" not in types:
-                        value = p.tool_arg_json_value(p.schema(p.json(), rule_name + "-schema", pschema)) + typed_close
-                        if mistyped and types and types <= SCALAR_TYPES:
-                            # repair mistyped-value-as-string: whole typed value first (atomic: its type is
-                            # only known at its end), else the text as a string
-                            value = p.choice(p.atomic(value), p.repair("mistyped-value-as-string", arg_string))
-                    elif types == {"string"}:
-                        value = arg_string
-                    else:
-                        alts = []
-                        if "object" in types:
-                            alts.append(p.json_object())
-                        if "array" in types:
-                            alts.append(p.json_array())
-                        if "number" in types or "integer" in types:
-                            alts.append(p.json_number())
-                        if "boolean" in types:
-                            alts.append(p.json_bool())
-                        if "null" in types:
-                            alts.append(p.json_null())
-                        json_value = p.choice(*alts)
-                        value = p.gbnf(p.choice(p.atomic(p.tool_arg_json_value(json_value) + typed_close), arg_string),
-                                       "xml-arg-string")
+                    value = p.tagged_arg_value(rule_name, pschema, arg_string, typed_close, mistyped=mistyped)
                     arg_rule = p.rule(rule_name, p.tool_arg(arg_open + value))
                     (required if is_req else optional).append(arg_rule)
-                args = p.permute(f"tool-{idx}-args", required)
-                if optional:
-                    args = args + p.zero_or_more(p.choice(*optional))
-                    if "argument-order" in p.repairs:
-                        # repair argument-order: an optional parameter before a required one (tried after)
-                        any_order = any_order_args(p, f"tool-{idx}-any-order", required, optional)
-                        if any_order is not None:
-                            args = p.choice(args, any_order)
+                # repair argument-order: an optional parameter before a required one (tried after)
+                args = p.tagged_args(idx, required, optional,
+                                     any_order_args if "argument-order" in p.repairs else None)
                 func = p.tool(p.tool_open("<function=" + p.tool_name(p.literal(name)) + p.flexible(">\n"))
                               + p.tool_args(args) + p.tool_close(func_close))
                 choices.append(p.rule(f"tool-{idx}", func))
