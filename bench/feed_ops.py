@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     """CLI: see the module docstring. Returns the exit status (2 on a bad argument)."""
     from core.jinja.template import ChatTemplate
 
-    from .hostile import KINDS, ROUTES, hostile_samples
+    from .hostile import FAMILY_ROUTES, KINDS, ROUTES, hostile_samples
 
     ap = argparse.ArgumentParser(prog="python -m bench.feed_ops", description=__doc__.split("\n")[0])
     ap.add_argument("--chars", type=int, default=4000, help="payload size of the sample (default 4000)")
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.chars < 1:
         print("error: --chars must be >= 1", file=sys.stderr)
         return 2
-    for route, name in ROUTES:
+    for route, name in ROUTES + FAMILY_ROUTES:
         if a.route and not any(r in name for r in a.route):
             continue
         path = a.templates / name

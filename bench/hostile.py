@@ -42,6 +42,16 @@ ROUTES = [
     ("Reka Edge (JSON native)", "Reka-Edge.jinja"),
 ]
 
+# the special families of core.chat.formats whose value syntax or call shape the routes above do not exercise
+# (Kimi-K2 is above); P6 streams them too, tests parametrized over ROUTES do not
+FAMILY_ROUTES = [
+    ("Gemma 4 (value hook)", "google-gemma-4-31B-it.jinja"),
+    ("MiniMax-M3 (typed elements, value hook)", "MiniMax-M3.jinja"),
+    ("Kimi-K3", "Kimi-K3.jinja"),
+    ("Muse Glimmer", "muse-glimmer.jinja"),
+    ("Ling 3", "inclusionai-ling-3.0-flash.jinja"),
+]
+
 
 def _nested(depth: int) -> Any:
     v: Any = ["x"]

@@ -671,9 +671,9 @@ def bench_p6(b: Bench) -> None:
     kind, which sets the row on every route, also shows each pass's own p99."""
     from core.jinja.template import ChatTemplate
 
-    from .hostile import ROUTES, feed_costs, hostile_samples
+    from .hostile import FAMILY_ROUTES, ROUTES, feed_costs, hostile_samples
 
-    routes = ROUTES[:3] if b.quick else ROUTES
+    routes = ROUTES[:3] if b.quick else ROUTES + FAMILY_ROUTES
     budget = 3.0 if b.quick else 20.0
     for n in b.stream_chars:
         for route, name in routes:

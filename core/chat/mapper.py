@@ -289,6 +289,8 @@ class ChatMapper:
                 if act is not None:
                     act(self, node)
                     acted = True
+                    if node.tag in HOOK_TAGS:   # the hook read the subtree
+                        continue
             if node.children:
                 stack.extend(reversed(node.children))
         return acted
@@ -468,6 +470,11 @@ ARGS_CONVERTERS: dict[str, Callable[[str, AstNode], str]] = {}
 """Tag -> the value hook ``hook(source, node)`` that turns a tagged node (possibly cut by the end of the input)
 into JSON arguments."""
 
+HOOK_TAGS: set[str] = set()
+"""The tags of :data:`ARGS_CONVERTERS`: the mapper does not go into such a node's subtree (its tags are the
+family's own, read by the hook; none of them has an action), so a growing argument tree is walked once per parse,
+by its hook."""
+
 
 def register_args_hook(name: str, hook: Callable[[str, AstNode], str]) -> str:
     """A value hook on the mapper: a node tagged with the returned tag has its arguments made by
@@ -478,6 +485,7 @@ def register_args_hook(name: str, hook: Callable[[str, AstNode], str]) -> str:
     what differs per request goes into the parse tree, not into the tag table."""
     tag = TOOL_ARGS_AS + name
     ARGS_CONVERTERS[tag] = hook
+    HOOK_TAGS.add(tag)
 
     def action(m: ChatMapper, node: AstNode) -> None:
         if m.current is not None:

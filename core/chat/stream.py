@@ -37,7 +37,7 @@ from ..peg.scanners import OK as _OK_STATUS
 from .generator import (MAIN_REST, PREFIX_REST, RECOVER_CONTENT, RECOVER_TRAILING, ParserState, Probe, ViewMemo,
                         consistent_view, covering_message, covers, prefix_rest)
 from .grammar_after import grammar_after
-from .mapper import ACTIONS, ChatMapper, escape_json_inner, json_brace_depth, map_parse
+from .mapper import ACTIONS, HOOK_TAGS, ChatMapper, escape_json_inner, json_brace_depth, map_parse
 from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta, apply_deltas,
                       tool_call_delta)
 from .repairs import is_json_object
@@ -77,6 +77,7 @@ class IncrementalMapper:
     def __init__(self) -> None:
         self._Mapper = ChatMapper
         self._actions = ACTIONS
+        self._hook_tags = HOOK_TAGS
         self.m: Any = None
         self.frames: list[list[Any]] = []   # the right spine of the last tree: [node, children, states]
         # ``shared_calls`` of the messages made: (token, n) = the first n calls are live objects of the mapper
@@ -92,6 +93,11 @@ class IncrementalMapper:
         self._last: AssistantMessage | None = None
         self._live: tuple | None = None   # a snapshot of the live state while no action ran since it was taken
         self._acted = False
+        # the spine below a level that _map_from left for children after it: (level, states list of that level,
+        # their count then, the node the spine went into, its frames). A tree where those later children are
+        # gone again (Gemma 4: the end of a call is an answer, until the next call's ``<``) takes that node's
+        # spine back instead of mapping the node again (every call of the stream)
+        self._stash: tuple | None = None
 
     @property
     def prev_nodes(self) -> tuple:
@@ -143,6 +149,7 @@ class IncrementalMapper:
         self._spare = None
         self._last = None
         self._live = None
+        self._stash = None
 
     # -- snapshots -----------------------------------------------------------------------------------------------
     def _snap(self) -> tuple:
@@ -234,10 +241,16 @@ class IncrementalMapper:
         snapshot of the live state after them, or None when an action ran after the last one taken (then
         ``_acted`` is set)."""
         frames = self.frames
+        stash = self._stash
+        if stash is not None and stash[0] >= d:
+            stash = self._stash = None
+        if stash is None and r and len(frames) > d + 1 and frames[d + 1][0] is ch[r - 1]:
+            self._stash = (d, frames[d][2], r, ch[r - 1], frames[d + 1:])
         del frames[d + 1:]
         states = frames[d][2]
         m_ = self.m
         actions = self._actions
+        hook_tags = self._hook_tags
         snap = self._snap
         while True:
             last = len(ch) - 1
@@ -252,6 +265,8 @@ class IncrementalMapper:
                         act(m_, c)
                         state = None
                         self._acted = True
+                        if c.tag in hook_tags:   # a value hook read the subtree (mapper.HOOK_TAGS)
+                            continue
                 cc = c.children
                 if not cc:
                     continue
@@ -276,6 +291,7 @@ class IncrementalMapper:
             m_ = self.m = self._Mapper(source)
             self._token = object()
             self._published = 0
+            self._stash = None
             self.frames = [[None, nodes, []]]
             self._live = self._map_from(0, nodes, 0, None)
             return self._result()
@@ -294,9 +310,30 @@ class IncrementalMapper:
         ch = nodes
         node = None
         path: list[Any] = []    # (level, children, index gone down into) where later children follow
+        stash = self._stash
         while True:
             fr = frames[d]
             och = fr[1]
+            if stash is not None and stash[0] == d:
+                k = stash[2]
+                if len(ch) == k < len(och) and stash[1] is fr[2]:
+                    c = ch[k - 1]
+                    oc = stash[3]
+                    if c is oc or (c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule):
+                        # the level shrank back to the children it had when its spine went into its last
+                        # child, that child the same or re-created: the old tree becomes that one (its spine
+                        # again, the state after it), then the walk goes on as usual
+                        below = stash[4]
+                        self._stash = stash = None
+                        states = fr[2]
+                        state = states[k]
+                        self._restore(state)
+                        self._live = state
+                        self._acted = True
+                        del states[k:]
+                        frames[d + 1:] = below
+                        och = fr[1] = tuple(och[:k])
+                        top = len(frames) - 1
             if ch.__class__ is NodeRun and och.__class__ is NodeRun:
                 # the items of a repetition resumed from the engine's cache (tool calls): read from the runs'
                 # parts, without the tuple protocol's calls (see _run_item, _run_shared)

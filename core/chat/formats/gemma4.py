@@ -162,11 +162,27 @@ def _cut_delimiter(text: str, start: int, delim: str) -> int:
     return n
 
 
-def _g4_value(text: str, pos: int, string: str = STR, types: dict[str, str] | None = None) -> tuple[str, int, bool]:
+def _g4_value(text: str, pos: int, string: str = STR, types: dict[str, str] | None = None,
+              memo: dict[int, tuple[str, int]] | None = None) -> tuple[str, int, bool]:
     """Read one Gemma value at ``pos``: ``(json_text, end, done)``; ``done`` False means the text ended inside it
     and ``json_text`` is the growing partial conversion. Raises :class:`_NotGemma`. ``string`` is the string
     delimiter; ``types`` (key -> JSON-schema type, only for a :attr:`CallSyntax.quoted_values` syntax's
-    top-level dict) converts string values to the declared type and shows a member only once it is complete."""
+    top-level dict) converts string values to the declared type and shows a member only once it is complete.
+    ``memo``: position -> (json_text, end) of the complete values read so far in this text or in a text it
+    extends (a complete value is read from the text before its end, which a longer text keeps)."""
+    if memo is None:
+        return _g4_read(text, pos, string, types, None)
+    hit = memo.get(pos)
+    if hit is not None:
+        return hit[0], hit[1], True
+    out = _g4_read(text, pos, string, types, memo)
+    if out[2]:
+        memo[pos] = (out[0], out[1])
+    return out
+
+
+def _g4_read(text: str, pos: int, string: str, types: dict[str, str] | None,
+             memo: dict[int, tuple[str, int]] | None) -> tuple[str, int, bool]:
     n = len(text)
     if pos >= n:
         return "", n, False
@@ -180,9 +196,9 @@ def _g4_value(text: str, pos: int, string: str = STR, types: dict[str, str] | No
         return "", n, False
     c = text[pos]
     if c == "{":
-        return _g4_container(text, pos, "{", "}", True, string, types)
+        return _g4_container(text, pos, "{", "}", True, string, types, memo)
     if c == "[":
-        return _g4_container(text, pos, "[", "]", False, string)
+        return _g4_container(text, pos, "[", "]", False, string, None, memo)
     if c == "-" or c.isdigit():
         m = _NUMBER.match(text, pos)
         end = m.end() if m is not None else pos
@@ -202,7 +218,8 @@ def _g4_value(text: str, pos: int, string: str = STR, types: dict[str, str] | No
 
 
 def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool, string: str = STR,
-                  types: dict[str, str] | None = None) -> tuple[str, int, bool]:
+                  types: dict[str, str] | None = None,
+                  memo: dict[int, tuple[str, int]] | None = None) -> tuple[str, int, bool]:
     n = len(text)
     parts: list[str] = []
 
@@ -234,7 +251,7 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool, st
             if text[j] != ":":
                 raise _NotGemma("expected ':'")
             p = _skip_ws(text, j + 1)
-            val, p, done = _g4_value(text, p, string)
+            val, p, done = _g4_value(text, p, string, None, memo)
             if types is not None:
                 if not done:  # the type conversion needs the whole value: nothing of it streams before
                     if parts:  # (the comma before this member does)
@@ -243,7 +260,7 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool, st
                 val = typed_value(val, types.get(key, ""))
             parts.append('"' + escape_json_inner(key) + '":' + val)
         else:
-            val, p, done = _g4_value(text, p, string)
+            val, p, done = _g4_value(text, p, string, None, memo)
             parts.append(val)
         if not done:
             return partial()
@@ -266,10 +283,28 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool, st
 def gemma_args_json(text: str, string: str = STR) -> str:
     """The JSON of a Gemma argument dict ``text`` (cut or not by the end of the input: then the growing partial
     conversion); "" when it does not read as one. The mapper's value hook for Gemma 4's arguments."""
+    return _converted(text, string, None)
+
+
+# the complete values of the last text converted (text, string delimiter, types, memo): a stream converts its
+# growing arguments once per parse, and each conversion reads only what the last one left open. Replaced, never
+# changed in place, so that concurrent conversions (each checks that its text extends the memo's) cannot mix.
+_LAST: tuple[str, str, Any, dict[int, tuple[str, int]]] = ("", STR, None, {})
+
+
+def _converted(text: str, string: str, types: dict[str, str] | None) -> str:
+    global _LAST
+    last_text, last_string, last_types, last_memo = _LAST
+    if last_string == string and last_types is types and text.startswith(last_text):
+        memo = dict(last_memo)
+    else:
+        memo = {}
     try:
-        return _g4_value(text, 0, string)[0]
+        out = _g4_value(text, 0, string, types, memo)[0]
     except _NotGemma:
         return ""
+    _LAST = (text, string, types, memo)
+    return out
 
 
 ARGS_TAG = register_args_converter("gemma4", gemma_args_json)
@@ -520,10 +555,7 @@ def _syntax_args_json(source: str, node: Any) -> str:
     if param is None:
         return ""
     string, types = param
-    try:
-        return _g4_value(source[node.start:node.end], 0, string, types)[0]
-    except _NotGemma:
-        return ""
+    return _converted(source[node.start:node.end], string, types)
 
 
 @functools.lru_cache(maxsize=64)

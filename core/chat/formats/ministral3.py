@@ -70,11 +70,16 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
 
     def root(p):
         prefix = p.eps()
-        opener = p.literal("[THINK]")
-        if extract and REASONING_START_WHITESPACE in p.repairs:
-            opener = p.optional(p.repair(REASONING_START_WHITESPACE, p.space())) + opener
-        reasoning = (p.optional(opener + p.reasoning(p.until("[/THINK]")) + "[/THINK]") if extract
-                     else p.eps())
+        if extract:
+            # the body before the opener: node ids name the grammar's until-N rules, in llama.cpp's order
+            body = p.reasoning(p.until("[/THINK]"))
+            opener: Any = "[THINK]"
+            if REASONING_START_WHITESPACE in p.repairs:
+                # a choice, so that the grammar leaves the repair's variant out (core.peg.gbnf.is_repair_variant)
+                opener = p.choice(p.literal("[THINK]"), p.repair(REASONING_START_WHITESPACE, p.space() + "[THINK]"))
+            reasoning = p.optional(opener + body + "[/THINK]")
+        else:
+            reasoning = p.eps()
 
         def answer(until: str = "") -> Any:
             """The content (up to ``until``); repair reasoning-end-unmatched drops a [/THINK] that closes
