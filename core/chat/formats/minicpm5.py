@@ -60,8 +60,10 @@ def _peg_root(p: Any, view: RequestView) -> Any:
         opened = p.literal(THINK_START)
         if REASONING_START_REPEATED in p.repairs:
             # repair reasoning-start-repeated: <think> written again after the one the generation prompt opened
-            opened = opened + p.optional(p.repair(REASONING_START_REPEATED, p.space() + p.literal(THINK_START)
-                                                  + p.negate(p.space() + p.literal(THINK_END))))
+            # (a repair alternative of a choice: the grammar keeps the template's single <think>)
+            opened = p.choice(p.repair(REASONING_START_REPEATED, p.literal(THINK_START) + p.space()
+                                       + p.literal(THINK_START) + p.negate(p.space() + p.literal(THINK_END))),
+                              opened)
         reasoning = (opened << p.reasoning(p.until(THINK_END)) << THINK_END) + p.space()
     if view.has_schema:
         return gen + reasoning + p.content(p.schema(p.json(), "response-format", view.json_schema))

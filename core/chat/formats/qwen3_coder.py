@@ -139,8 +139,9 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                     # repair missing-required-argument (batch 1, s9-r3real): the declared parameters, each at most
                     # once, required ones possibly missing (the client checks the schema), tried last
                     from ..generator import _any_subset
-                    args = p.choice(args, p.repair(MISSING_REQUIRED_ARGUMENT,
-                                                   _any_subset(p, f"tool-{idx}-subset", required + optional)))
+                    # parse-only (gbnf ""): the grammar keeps the template's parameters
+                    args = p.choice(args, p.gbnf(p.repair(MISSING_REQUIRED_ARGUMENT, _any_subset(
+                        p, f"tool-{idx}-subset", required + optional)), ""))
                 func = p.tool(p.tool_open("<function=" + p.tool_name(p.literal(name)) + p.flexible(">\n"))
                               + p.tool_args(args) + p.tool_close(func_close))
                 choices.append(p.rule(f"tool-{idx}", func))
