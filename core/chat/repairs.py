@@ -140,7 +140,6 @@ REASONING_START_WHITESPACE = "reasoning-start-whitespace"
 TRAILING_EOS_TOKEN = "trailing-eos-token"
 MESSAGES_AFTER_CALL = "messages-after-call"
 # issue 25, batch 1 (tests/data/real_outputs_fresh, now dev) repairs (s9-r3real)
-XML_ARGUMENTS_WRAPPER = "xml-arguments-wrapper"
 UNDECLARED_ARGUMENTS = "undeclared-arguments"
 CALLS_AFTER_TEXT = "calls-after-text"
 INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
@@ -204,14 +203,12 @@ REPAIRS: list[Repair] = [
         accepts="An output that writes the reasoning start marker (<think>) although the generation prompt "
                 "already opened reasoning, or writes it twice (whitespace around it allowed): the repeated "
                 "marker is skipped, the reasoning starts after it. Auto-parsed templates (the generic reasoning "
-                "parser), the Qwen3-Coder / Qwen3.5 handler and the MiniCPM5 handler; llama.cpp keeps the "
-                "marker inside reasoning_content.",
+                "parser) and the Qwen3-Coder / Qwen3.5 handler; llama.cpp keeps the marker inside "
+                "reasoning_content.",
         example="<think>This is a reasoning section</think>This is the rest   (generation prompt "
                 "<｜Assistant｜><think>\\n: DeepSeek-R1)",
         source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/test_deepseekr1_reasoning_parser.py (real-output cases r1-new-line, r1-think-no-end: vLLM drops the "
-               "opener wherever it stands before the end); ollama's MiniCPM5 parser strips the re-emitted <think> "
-               "(https://github.com/ollama/ollama/blob/a7f786f12b5f4a05de2d57528cf7a157935810b0/model/parsers/"
-               "minicpm5_test.go, batch-1 cases ollama-minicpm5-think-then-*)"),
+               "opener wherever it stands before the end)"),
     # -- reasoning repairs (issue 25 class 4; docs/fidelity-reasoning.md) -----------------------------------
     Repair(
         name=REASONING_END_WITHOUT_START,
@@ -424,8 +421,7 @@ REPAIRS: list[Repair] = [
         title="A tagged call with a required parameter missing is passed on",
         stage=RepairStage.TOLERANCE,
         accepts="In the auto-parsed XML-tagged argument layouts (Qwen3-Coder <parameter=…>, GLM "
-                "<arg_key>/<arg_value>; also the Qwen3-Coder / Qwen3.5 handler), a complete call that leaves out a "
-                "parameter the tool declares required (or every parameter): "
+                "<arg_key>/<arg_value>), a complete call that leaves out a parameter the tool declares required: "
                 "the call is returned with the arguments it has (checking the schema is the client's job, as "
                 "vLLM's and SGLang's parsers do) instead of being rejected into content. Tried after the "
                 "template's layout and argument-order.",
@@ -581,17 +577,6 @@ REPAIRS: list[Repair] = [
                "https://github.com/vllm-project/vllm/blob/2471a1c1430e2a066029bc743562eee6db2feab0/tests/"
                "tool_parsers/test_phi4mini_tool_parser.py)"),
     # ---- issue 25: batch 1 of the kept-aside outputs, now dev (s9-r3real) --------------------------------------
-    Repair(
-        name=XML_ARGUMENTS_WRAPPER,
-        title="A MiniCPM5 call's params inside an <arguments> element",
-        stage=RepairStage.TOLERANCE,
-        accepts="A MiniCPM5 call <function name=\"…\"> whose <param name=\"…\"> elements sit inside "
-                "<arguments> … </arguments>, which the template never renders: the wrapper is markup, the "
-                "params are read as usual.",
-        example='<function name="get_weather"><arguments><param name="city">Paris</param></arguments></function>',
-        source="ollama's MiniCPM5 parser accepts the wrapper: https://github.com/ollama/ollama/blob/"
-               "a7f786f12b5f4a05de2d57528cf7a157935810b0/model/parsers/minicpm5_test.go (batch-1 case "
-               "ollama-minicpm5-arguments-wrapper)"),
     Repair(
         name=UNDECLARED_ARGUMENTS,
         title="A pythonic call's keyword argument the tool does not declare",
@@ -942,6 +927,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "XML_ARGUMENTS_WRAPPER", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

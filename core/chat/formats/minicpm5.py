@@ -16,7 +16,6 @@ from typing import Any
 
 from ...grammar.json_schema import may_be_string
 from ...jinja.template import ChatTemplate
-from ..repairs import REASONING_START_REPEATED, XML_ARGUMENTS_WRAPPER
 from ..request import ChatRequest
 from ._request_view import RequestView, param_nodes, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
@@ -57,14 +56,7 @@ def _peg_root(p: Any, view: RequestView) -> Any:
     gen = p.literal(GEN_PROMPT)
     reasoning = p.eps()
     if view.extract_reasoning:
-        opened = p.literal(THINK_START)
-        if REASONING_START_REPEATED in p.repairs:
-            # repair reasoning-start-repeated: <think> written again after the one the generation prompt opened
-            # (a repair alternative of a choice: the grammar keeps the template's single <think>)
-            opened = p.choice(p.repair(REASONING_START_REPEATED, p.literal(THINK_START) + p.space()
-                                       + p.literal(THINK_START) + p.negate(p.space() + p.literal(THINK_END))),
-                              opened)
-        reasoning = (opened << p.reasoning(p.until(THINK_END)) << THINK_END) + p.space()
+        reasoning = (THINK_START << p.reasoning(p.until(THINK_END)) << THINK_END) + p.space()
     if view.has_schema:
         return gen + reasoning + p.content(p.schema(p.json(), "response-format", view.json_schema))
     if not view.tools_active:
@@ -84,11 +76,6 @@ def _peg_root(p: Any, view: RequestView) -> Any:
             arg_rules.append(p.tool_arg(p.tool_arg_open(p.literal('<param name="') + p.tool_arg_name(p.literal(pname))
                                                         + p.literal('">')) + value))
         args = p.zero_or_more(p.choice(*arg_rules) + p.space()) if arg_rules else p.eps()
-        if XML_ARGUMENTS_WRAPPER in p.repairs:
-            # repair xml-arguments-wrapper: the params inside <arguments>…</arguments> (tried first: the plain
-            # params may be empty, and the wrapper's opener never starts a param or the closer)
-            args = p.choice(p.repair(XML_ARGUMENTS_WRAPPER, p.literal("<arguments>") + p.space() + args
-                                     + p.literal("</arguments>") + p.space()), args)
         call = p.tool(p.tool_open(p.literal('<function name="') + p.tool_name(p.literal(spec.name)) + p.literal('">'))
                       << p.tool_args(args) << p.tool_close(p.literal(FUNC_END)))
         choices.append(p.rule(f"tool-{spec.index}", call))

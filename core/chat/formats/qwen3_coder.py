@@ -31,7 +31,7 @@ from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function, foreach_function_indexed, foreach_parameter, grammar_for,
                            has_response_format, make_parser, prepared_for, word)
 from ..prompt import render_prompt
-from ..repairs import MISSING_REQUIRED_ARGUMENT, REASONING_START_REPEATED, any_order_args
+from ..repairs import REASONING_START_REPEATED, any_order_args
 
 NAME = "qwen3-coder"
 GEN_PREFIX = "<|im_start|>assistant\n"
@@ -135,13 +135,6 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 # repair argument-order: an optional parameter before a required one (tried after)
                 args = p.tagged_args(idx, required, optional,
                                      any_order_args if "argument-order" in p.repairs else None)
-                if MISSING_REQUIRED_ARGUMENT in p.repairs and required:
-                    # repair missing-required-argument (batch 1, s9-r3real): the declared parameters, each at most
-                    # once, required ones possibly missing (the client checks the schema), tried last
-                    from ..generator import _any_subset
-                    # parse-only (gbnf ""): the grammar keeps the template's parameters
-                    args = p.choice(args, p.gbnf(p.repair(MISSING_REQUIRED_ARGUMENT, _any_subset(
-                        p, f"tool-{idx}-subset", required + optional)), ""))
                 func = p.tool(p.tool_open("<function=" + p.tool_name(p.literal(name)) + p.flexible(">\n"))
                               + p.tool_args(args) + p.tool_close(func_close))
                 choices.append(p.rule(f"tool-{idx}", func))
