@@ -334,3 +334,18 @@ def test_a_clean_parse_with_calls_is_not_given_a_mistake():
     ex, tg = _run(c)
     assert ex.clean and ex.message["tool_calls"][0]["function"]["name"] == "select_execution_pattern"
     assert tg.mistake == Mistake.NONE and not tg.fixes
+
+
+def test_a_fix_command_line_quotes_what_the_model_wrote():
+    """Re-attack (session 9): an override's value is text of the model's output (the key it wrote); the `cli` form
+    shown beside a fix is shell-quoted, and has no form at all when the value holds a character that does not print."""
+    import shlex
+
+    from core.explain.triage import RankedFix, TriageFixKind
+
+    kind = next(iter(TriageFixKind))
+    hostile = "x$(touch /tmp/PWNED) --expect /etc/passwd"
+    fix = RankedFix(kind, "d", {"overrides": {"tools.format.name_field": hostile}}, {})
+    assert shlex.split(fix.cli) == ["--override", f"tools.format.name_field={hostile}"]
+    assert RankedFix(kind, "d", {"overrides": {"k": "a\u202eb"}}, {}).cli == ""
+    assert RankedFix(kind, "d", {"repairs": ["unmarked-calls"]}, {}).cli == "--repair unmarked-calls"

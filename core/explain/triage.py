@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import json
 import re
+import shlex
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -124,6 +125,16 @@ class NearestOutput:
                 "sentence": self.sentence, "diff": self.diff, "repair": self.repair}
 
 
+def _shell_args(pairs: list[tuple[str, str]]) -> str:
+    """``--option value`` pairs as one shell-safe string: an override's value comes from the model's output (a
+    key it wrote, a marker it emitted), so each value is quoted (``shlex.quote``); a value with a character that
+    does not print (control, bidi, invisible) has no command-line form at all, since what the reader sees would
+    not be what runs. ``""`` then: the fix stays offered as data (``change``)."""
+    if any(not v.isprintable() for _o, v in pairs):
+        return ""
+    return " ".join(f"{o} {shlex.quote(v)}" for o, v in pairs)
+
+
 @dataclass
 class RankedFix:
     """A change re-parsed before it is offered; ``message`` is what the re-parse gives; ``cost`` ranks (lower
@@ -140,11 +151,11 @@ class RankedFix:
         """The ``explain`` options that apply this fix (``--repair NAME`` switches one repair on alone), or ``""``
         when it is not an option (a request edit, a template patch, a server setting)."""
         if "repairs" in self.change and len(self.change) == 1:
-            return " ".join(f"--repair {n}" for n in self.change["repairs"])
+            return _shell_args([("--repair", str(n)) for n in self.change["repairs"]])
         if self.change.get("fidelity") == "improved" and len(self.change) == 1:
             return "--improved"
         if "overrides" in self.change and len(self.change) == 1:
-            return " ".join(f"--override {k}={v}" for k, v in self.change["overrides"].items())
+            return _shell_args([("--override", f"{k}={v}") for k, v in self.change["overrides"].items()])
         return ""
 
     def to_json(self) -> dict[str, Any]:
