@@ -89,15 +89,13 @@ def test_errors_are_one_line(tmp_path, capsys, monkeypatch):
 def test_pipeline_caches_analysis_per_source(monkeypatch):
     pipeline.clear_cache()
     calls = []
-    import core.analysis as analysis_pkg
-
-    real = analysis_pkg.analyze
+    real = pipeline.analyze   # the name the pipeline calls
 
     def counting(t, *a, **k):
         calls.append(t.name)
         return real(t, *a, **k)
 
-    monkeypatch.setattr(analysis_pkg, "analyze", counting)
+    monkeypatch.setattr(pipeline, "analyze", counting)
     t = template("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja")
     for msg in ("a", "b", "c"):
         b = pipeline.build_chat_parser(t, ChatRequest.from_dict({"messages": [{"role": "user", "content": msg}]}))
