@@ -7,7 +7,7 @@ import pytest
 
 from bench import app as bench_app
 
-from .conftest import TEMPLATES
+from .conftest import ROOT, TEMPLATES
 
 
 def test_app_bench_reports_every_figure(tmp_path, capsys):
@@ -58,7 +58,7 @@ def test_tree_cpu_counts_a_child_process():
 
 
 @pytest.mark.browser
-def test_server_cpu_mode_drives_both_servers(tmp_path, capsys):
+def test_server_cpu_mode_drives_both_servers(tmp_path):
     import json
     import os
 
@@ -66,11 +66,18 @@ def test_server_cpu_mode_drives_both_servers(tmp_path, capsys):
 
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: apt-get install chromium)")
+    import subprocess
+    import sys
+
     out = tmp_path / "server.json"
-    assert bench_app.main(["--server-cpu", "--visitors", "1", "--runs", "2", "--json", str(out)]) == 0
+    # in a process of its own: Playwright's sync API refuses to start a second time inside a process whose
+    # session-wide browser (tests/conftest.py) already runs one
+    proc = subprocess.run([sys.executable, "-m", "bench.app", "--server-cpu", "--visitors", "1", "--runs", "2",
+                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads(out.read_text())
     assert r["steps"] == 2 and r["visitors"] == 1
     # every step made both servers run a page script: neither spent nothing
     assert r["explorer_cpu_per_step_s"] > 0 and r["plain_cpu_per_step_s"] > 0
     assert r["ratio"] == r["explorer_cpu_per_step_s"] / r["plain_cpu_per_step_s"]
-    assert "| plain Streamlit app (bench/plain_app.py) |" in capsys.readouterr().out
+    assert "| plain Streamlit app (bench/plain_app.py) |" in proc.stdout
