@@ -391,9 +391,10 @@ window.WebSocket = function (...a) {
 };
 window.WebSocket.prototype = _WS.prototype;
 Object.assign(window.WebSocket, _WS);
-new MutationObserver(() => {
-  if (!window.__cte.h1 && document.querySelector('h1')) window.__cte.h1 = performance.now();
-}).observe(document, {subtree: true, childList: true});
+const _seen = new MutationObserver(() => {
+  if (document.querySelector('h1')) { window.__cte.h1 = performance.now(); _seen.disconnect(); }
+});
+_seen.observe(document, {subtree: true, childList: true});
 """
 _PHASES = ("scripts", "ws_open", "first_msg", "h1")
 # what a first view opens: (server script, path, the page's title)
@@ -446,10 +447,15 @@ def bench_first_view(runs: int, baseline: pathlib.Path | None = None) -> dict[st
             _, path, title = views[name]
             page = ctx.new_page()
             page.add_init_script(_PHASE_HOOK)
+            cdp = ctx.new_cdp_session(page)
+            cdp.send("Performance.enable")
             t0 = time.perf_counter()
             page.goto(urls[name] + path)
             page.wait_for_function(PAGE_IDLE_JS, arg=title, timeout=120_000)
             out = {"shown": time.perf_counter() - t0}
+            # the CPU time of the page's main thread: the browser's own work, which the load hardly moves
+            metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+            out["main_thread"] = metrics.get("ThreadTime", float("nan"))
             marks = page.evaluate("() => ({...window.__cte, scripts: performance.getEntriesByType('navigation')[0]"
                                   ".domContentLoadedEventEnd})")
             out.update({k: marks[k] / 1000 for k in _PHASES if marks.get(k)})
@@ -479,6 +485,7 @@ def bench_first_view(runs: int, baseline: pathlib.Path | None = None) -> dict[st
         new = r["new"]
         out[name] = {"first_visitor_s": r["first"]["shown"], "returning_s": r["returning"]["shown"],
                      "new_visitor": _stats([v["shown"] for v in new]),
+                     "main_thread_s": statistics.median([v["main_thread"] for v in new]),
                      "phases_s": {k: statistics.median([v[k] for v in new if k in v]) for k in _PHASES
                                   if any(k in v for v in new)},
                      "first_visitor_phases_s": {k: r["first"][k] for k in _PHASES if k in r["first"]}}
@@ -488,13 +495,14 @@ def bench_first_view(runs: int, baseline: pathlib.Path | None = None) -> dict[st
 def render_first_view(r: dict[str, Any]) -> str:
     """The --first-view figures as a Markdown table (seconds; phases are the new visitors' medians)."""
     lines = ["| first view | first visitor, fresh server | new visitor, median (p90, max) | returning visitor "
-             "| new visitor's phases: scripts loaded / websocket open / first message / title drawn |",
-             "|---|---|---|---|---|"]
+             "| new visitor's phases: scripts loaded / websocket open / first message / title drawn "
+             "| new visitor's browser main-thread CPU |", "|---|---|---|---|---|---|"]
     for name, v in r.items():
         nv, ph = v["new_visitor"], v["phases_s"]
         lines.append(f"| {name} | {v['first_visitor_s']:.2f} s | {nv['median_s']:.2f} s ({nv['p90_s']:.2f}, "
                      f"{nv['max_s']:.2f}) | {v['returning_s']:.2f} s | "
-                     + " / ".join(f"{ph[k]:.2f}" if k in ph else "–" for k in _PHASES) + " s |")
+                     + " / ".join(f"{ph[k]:.2f}" if k in ph else "–" for k in _PHASES)
+                     + f" s | {v['main_thread_s']:.2f} s |")
     return "\n".join(lines)
 
 
