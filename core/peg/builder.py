@@ -79,6 +79,8 @@ class Arena:
         # tags whose nodes show nothing by themselves (grouping / opening): not counted as visible progress
         # when an alternative is abandoned (engine ParseResult.switches); set by the chat builder
         self.quiet_tags: frozenset[str] = frozenset()
+        # choices made by ChatBuilder.widen_late: the grammar reads them as their one non-repair alternative
+        self.repair_choices: set[int] = set()
 
     def add(self, node: N.Node) -> int:
         """Append ``node``, set its ``id`` to its index and return that id (``int``)."""
