@@ -442,6 +442,9 @@ class Builder:
         Raises :class:`PegError` if a reference names an unknown rule.
         """
         arena = self.arena
+        late = getattr(self, "late", None)
+        while late:   # changes made once the tree is complete (ChatBuilder.widen_late): their nodes come last
+            late.pop(0)()
         arena.root = self.lift(root).id
         for name, p in (entries or {}).items():
             arena.entries[name] = self.lift(p).id

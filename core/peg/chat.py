@@ -157,6 +157,7 @@ class ChatBuilder(Builder):
                  whitespace_call_separators: bool | None = None, repairs: Iterable[str] | None = None) -> None:
         super().__init__()
         self.arena.quiet_tags = QUIET_TAGS
+        self.late: list[Callable[[], None]] = []   # run by build() before it resolves the tree (widen_late)
         opts = _OPTIONS.get()
         self.python_literal_values = bool(opts.get("python_literal_values", False)
                                           if python_literal_values is None else python_literal_values)
