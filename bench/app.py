@@ -25,8 +25,13 @@ Two figures the machine's load does not skew (docs/app.md, "Speed"):
 * ``--server-cpu`` — the server process tree's CPU per page switch (/proc), the explorer beside a plain
   Streamlit app (``bench/plain_app.py``), both driven by the same ``--visitors`` chromium visitors.
 
+And the first view (``--first-view``, also part of ``--browser``): a plain Streamlit app beside the explorer's
+front page and Overview, each on its own fresh server — the first visitor, new visitors, a returning visitor —
+with the phases of each view and the browser main thread's CPU; ``--baseline DIR`` adds an earlier checkout's
+front page side by side.
+
 Usage: ``python -m bench.app [--runs N] [--template PATH] [--json FILE] [--skip-slow] [--skip-big]
-[--browser] [--cpu [PAGES]] [--server-cpu [--visitors N]]``.
+[--browser] [--first-view] [--baseline DIR] [--cpu [PAGES]] [--server-cpu [--visitors N]]``.
 """
 
 from __future__ import annotations
