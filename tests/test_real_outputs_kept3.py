@@ -1,6 +1,6 @@
 """The third kept-aside batch of real outputs (tests/data/real_outputs_kept3, split "kept3"): recorded runs printed
 by Unsloth's executed notebooks (transformers generate), a recorded format study and raw outputs quoted in public bug
-reports and a recorded tool-calling benchmark (20 families), collected while the other engineers wrote repairs from the earlier sets, from sources no
+reports, a recorded tool-calling benchmark and Google's and Meta's cookbook notebooks (20 families), collected while the other engineers wrote repairs from the earlier sets, from sources no
 earlier set used. Nobody writes repairs from these cases: they measure
 the product on output none of them was fitted to (docs/realset-baseline.md, "Third kept-aside batch"). Each case runs
 as the main set does (core.chat.realset.run_case: one-shot and streamed at chunk sizes 1, 3, 17, whole and
