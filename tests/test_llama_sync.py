@@ -73,7 +73,10 @@ cases = {{}}
 for line in open(os.path.join(ref, "cases.jsonl"), encoding="utf-8"):
     row = json.loads(line)
     cases[row["id"]] = row
-analyses = {{json.loads(l)["template"]: json.loads(l) for l in open(os.path.join(ref, "analysis.jsonl"), encoding="utf-8")}}
+analyses = {{}}
+for line in open(os.path.join(ref, "analysis.jsonl"), encoding="utf-8"):
+    row = json.loads(line)
+    analyses[row["template"]] = row
 upstream = {{}}
 for line in open(sys.argv[2], encoding="utf-8"):
     row = json.loads(line)
@@ -149,3 +152,13 @@ def test_a_retraction_is_named():
     assert llama_sync._retraction(before, dict(before, content="Hello, world")) is None
     assert llama_sync._retraction(before, dict(before, content="Help")) == "content 'Hello' -> 'Help'"
     assert llama_sync._retraction(before, dict(before, tool_calls=[])) == "tool_calls 1 -> 0"
+
+
+def test_token_id_check_names_a_missing_tokenizer(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("token_id_check",
+                                                  Path(__file__).parent.parent / "scripts" / "token_id_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)   # type: ignore[union-attr]
+    assert mod.main([str(tmp_path / "nope.gguf"), str(tmp_path / "T.jinja")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"token_id_check: {tmp_path / 'nope.gguf'}: no such tokenizer file or directory\n"
