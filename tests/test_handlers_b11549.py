@@ -120,8 +120,12 @@ def test_ling3_response_format_grammar_is_not_lazy():
 APPLIES = json.loads((DATA / "applies.json").read_text(encoding="utf-8"))["rows"]
 
 
-@pytest.mark.parametrize("row", APPLIES, ids=[f"{r['template']}:{'tools' if r['request'].get('tools') else 'plain'}"
-                                               for r in APPLIES])
+def _apply_id(i: int, row: dict) -> str:
+    req = row["request"]
+    return f"{row['template']}:{'tools' if req.get('tools') else 'schema' if req.get('json_schema') else 'plain'}:{i}"
+
+
+@pytest.mark.parametrize("row", APPLIES, ids=[_apply_id(i, r) for i, r in enumerate(APPLIES)])
 def test_apply_is_llama_cpp_b11549s(row):
     """The new families' prompt, generation prompt, grammar, laziness, triggers, preserved tokens, stops and
     thinking tags equal what b11549 itself answers (tests/data/b11549/applies.json, recorded from the b11549
