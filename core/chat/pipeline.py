@@ -171,7 +171,6 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
         parser.turn_header = turn_header(gp, getattr(parser, "thinking_start_tag", ""))
     try:   # what the lossless contract (core.chat.repairs.settle, unparsed-text) reads off the parser
         bundle.parser.lossless_context = (request, getattr(bundle.report, "analysis", None), bundle.format)
-        bundle.parser.lossless_fidelity = fid
         # improved: a stream releases a call whole once accepted, so it ends as the one-shot parse does
         bundle.parser.release_calls_whole = fid == "improved"
     except AttributeError:
