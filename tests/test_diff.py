@@ -233,9 +233,9 @@ def test_segmentize_markers_equals_the_rule_walked_by_hand(text):
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet="ab", max_size=40), st.text(alphabet="ab", max_size=40))
 def test_common_prefix_and_suffix_lengths_equal_a_character_walk(a, b):
-    from core.diff import common_prefix_len, _common_suffix_len
+    from core.diff import common_prefix_len, common_suffix_len
 
     n = min(len(a), len(b))
     pre = next((i for i in range(n) if a[i] != b[i]), n)
     suf = next((i for i in range(n) if a[len(a) - 1 - i] != b[len(b) - 1 - i]), n)
-    assert (common_prefix_len(a, b), _common_suffix_len(a, b)) == (pre, suf)
+    assert (common_prefix_len(a, b), common_suffix_len(a, b)) == (pre, suf)
