@@ -6,7 +6,7 @@ Ports the semantics of llama.cpp's ``common/chat-auto-parser-helpers.cpp`` (anal
 * :func:`calculate_diff_split` splits two renders into a shared ``prefix``/``suffix`` and the differing
   ``left``/``right`` middles, matching whole segments first and refining by characters only between
   TEXT boundaries (so a marker such as ``<|im_end|>`` is never cut in half);
-* :func:`until_common_prefix` / :func:`after_common_suffix`;
+* :func:`until_common_prefix`;
 * :func:`compare_variants` renders a base variant and a modified copy and diffs them.
 
 "Whitespace" is always the C-locale ``isspace`` set (`` \\t\\n\\v\\f\\r``), never Unicode spaces.
@@ -261,17 +261,6 @@ def until_common_prefix(full: str, left: str, right: str) -> str:
         return ""
     pos = full.find(p)
     return "" if pos < 0 else full[:pos]
-
-
-def after_common_suffix(full: str, left: str, right: str) -> str:
-    """Text of ``full`` after the last occurrence of the common suffix of ``left`` and ``right``;
-    "" when they share no suffix or it does not occur in ``full``."""
-    n = common_suffix_len(left, right)
-    if n == 0:
-        return ""
-    s = left[len(left) - n:]
-    pos = full.rfind(s)
-    return "" if pos < 0 else full[pos + n:]
 
 
 @dataclass

@@ -8,7 +8,6 @@ from core.diff import (
     DiffSplit,
     RenderParams,
     SegmentKind,
-    after_common_suffix,
     calculate_diff_split,
     compare_variants,
     prune_whitespace_segments,
@@ -140,23 +139,6 @@ def test_diff_split_completes_special_tokens():
 )
 def test_until_common_prefix(full, left, right, expected):
     assert until_common_prefix(full, left, right) == expected
-
-
-@pytest.mark.parametrize(
-    "full, left, right, expected",
-    [
-        ("<function name=foo><arg name=bar>100</arg></function>", "<arg name=bar>100</arg>",
-         "<arg name=baz>535</arg>", "</function>"),
-        ("rest<common>", "left<common>", "right<common>", ""),
-        ("test", "left", "", ""),
-        ("<outer><inner>value</inner></outer>", "<inner>value</inner>", "<inner>different</inner>", "</outer>"),
-        ("prefix<shared>rest</shared>", "prefix<shared>left</shared>", "prefix<shared>right</shared>", ""),
-        ("<tag>content</tag><extra>", "<tag>value</tag>", "<tag>other</tag>", "<extra>"),
-        ("start<middle>end</middle>", "prefix<middle>left</middle>", "prefix<middle>right</middle>", ""),
-    ],
-)
-def test_after_common_suffix(full, left, right, expected):
-    assert after_common_suffix(full, left, right) == expected
 
 
 def test_compare_variants_renders_both_and_diffs():
