@@ -9,7 +9,10 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   it was measured kept aside (llama.cpp 53, improved 71 then); repairs are written from it.
 - ``real_outputs_kept``: the second kept-aside batch (transformers, lmdeploy, vendors' docs and model cards, SGLang
   and FunctionGemma notebooks, runs quoted in bug reports). Nobody writes repairs from it: it measures them on
-  output none of them was fitted to."""
+  output none of them was fitted to.
+- ``real_outputs_kept3``: the third kept-aside batch, recorded runs printed by Unsloth's executed notebooks
+  (transformers generate) and a published format study, collected while repairs were written from the earlier
+  sets, from pages no earlier set (nor the triage sets) used. Nobody writes repairs from it either."""
 
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ PASS = {
                      ("improved", "dev"): 167, ("improved", "holdout"): 81},
     "real_outputs_fresh": {("llama.cpp", "dev"): 53, ("improved", "dev"): 87},
     "real_outputs_kept": {("llama.cpp", "kept"): 13, ("improved", "kept"): 23},
+    "real_outputs_kept3": {("llama.cpp", "kept3"): 49, ("improved", "kept3"): 66},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -36,6 +40,7 @@ SETS = {
     "real_outputs": (263, 34, {"dev", "holdout"}, False),
     "real_outputs_fresh": (94, 15, {"dev"}, True),
     "real_outputs_kept": (41, 18, {"kept"}, True),
+    "real_outputs_kept3": (66, 15, {"kept3"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -68,6 +73,26 @@ def test_the_set_is_cited_new_and_split_as_said(directory):
     assert all(c.fidelity in ("both", "improved") for c in cases)
     earlier = {c.output for d in list(SETS)[:list(SETS).index(directory)] for c in _cases(d)}
     assert [c.id for c in cases if c.output in earlier] == []
+
+
+def _page(url: str) -> str:
+    """The page a source URL names, whatever commit it is pinned at."""
+    head, _, tail = url.partition("/blob/")
+    return head + "/" + tail.partition("/")[2] if tail else url
+
+
+def test_the_third_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used():
+    cases = _cases("real_outputs_kept3")
+    sources = {c.source for d in ("real_outputs", "real_outputs_fresh", "real_outputs_kept") for c in _cases(d)}
+    outputs: set[str] = set()
+    for path in sorted((DATA / "triage").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            sources.add(row["source"])
+            outputs.add(row["input"])
+    assert [c.id for c in cases if c.output in outputs] == []
+    assert [c.id for c in cases if _page(c.source) in {_page(s) for s in sources}] == []
+    assert len({c.output for c in cases}) == len(cases)
 
 
 def test_the_split_of_a_case_is_stable():

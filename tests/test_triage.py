@@ -9,7 +9,9 @@ case either way fails here and must be looked at (docs/explain.md says where eac
 - ``fresh.jsonl``: the second batch, kept aside and scored once (10/16 cause, 11/16 fix, 2/2 nearest); the classes
   behind its six misses were then fixed by rules written from them, so it is dev now ("Second batch, now dev").
 - ``kept.jsonl``: the second kept-aside batch; nobody writes triage rules from it ("Second kept-aside set"). A case
-  whose template does not render makes explain raise: it counts as a miss on cause and fix."""
+  whose template does not render makes explain raise: it counts as a miss on cause and fix.
+- ``kept2.jsonl``: the second kept-aside triage batch, collected apart while the rules were written from the
+  earlier sets, one report per case, each with a note on its cause ("Second kept-aside triage batch")."""
 
 from __future__ import annotations
 
@@ -33,9 +35,10 @@ SCORES = {
     "cases.jsonl": {"dev": (45, 45, 14, 14), "holdout": (18, 18, 4, 4)},
     "fresh.jsonl": {"dev": (16, 16, 2, 2)},
     "kept.jsonl": {"kept": (3, 4, 1, 2)},
+    "kept2.jsonl": {"kept2": (4, 10, 3, 5)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
-SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6}
+SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 10}
 RENDER_FAILS = {"kept-vllm-14734-gemma3-tool-code-fence"}     # explain raises TemplateRenderError (docs/explain.md)
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
@@ -78,6 +81,19 @@ def test_the_set_is_real_cited_and_new(name):
     earlier = [c for n in list(SIZES)[:list(SIZES).index(name)] for c in SETS[n]]
     assert not {c["source"] for c in cases} & {c["source"] for c in earlier}
     assert not {c["input"] for c in cases} & {c["input"] for c in earlier}
+
+
+def test_the_second_kept_batch_notes_its_causes_and_expected_messages():
+    cases = SETS["kept2.jsonl"]
+    assert all(c["cause_note"] for c in cases) and len({c["source"] for c in cases}) == len(cases)
+    assert all("expect" in c for c in cases if c["fix"]["kind"] != "none")
+
+
+@pytest.mark.parametrize("case", [c for c in SETS["kept2.jsonl"] if c["cause"] == "NONE" and "expect" in c],
+                         ids=lambda c: c["id"])
+def test_a_none_case_with_a_call_parses_clean_to_it(case):
+    msg, clean = apply_fix(_template(case["template"]), ChatRequest.from_dict(case), case["input"], {})
+    assert clean and _same(msg, case["expect"]), msg
 
 
 def test_the_first_set_is_varied():
