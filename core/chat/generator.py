@@ -367,7 +367,6 @@ class ParserState:
     """
 
     caches: dict[str | None, ParseCache] = field(default_factory=dict)
-    last_entry: str | None = None
     view: ViewMemo = field(default_factory=ViewMemo)
 
     def cache(self, entry: str | None) -> ParseCache:
@@ -518,10 +517,8 @@ class GeneratedParser:
         main = self._run(None, text, state)
         covered = main is not None and covers(main, text)
         if covered and not (is_partial and main.switched):
-            if state is not None:
-                state.last_entry = None
-                if is_partial:
-                    state.view.note(text, True, frozenset())
+            if state is not None and is_partial:
+                state.view.note(text, True, frozenset())
             return map_parse(main), main, None
         if not is_partial or main is None:
             return (map_parse(main), main, None) if covered else self._recover(text, output, main, state)
@@ -544,8 +541,6 @@ class GeneratedParser:
         msg = consistent_view(text, gp_len, probe, top, memo)
         if memo is not None:
             memo.note(text, covered, main.switches)
-        if state is not None:
-            state.last_entry = None
         if msg is top.message:
             return msg, main, None
         if recovered and msg is recovered[-1][0]:
@@ -586,8 +581,6 @@ class GeneratedParser:
                 if r is None or r.fail:
                     continue
                 msg = map_parse(r)
-            if state is not None:
-                state.last_entry = entry
             return msg, r, entry
         return AssistantMessage(content=output), None, "raw"
 

@@ -174,7 +174,6 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
         bundle.parser.turn_end_source = (template, request, getattr(bundle.prepared, "caps", None))
     try:   # what the lossless contract (core.chat.repairs.settle, unparsed-text) reads off the parser
         bundle.parser.lossless_context = (request, getattr(bundle.report, "analysis", None), bundle.format)
-        bundle.parser.lossless_fidelity = fid
         # improved: a stream releases a call whole once accepted, so it ends as the one-shot parse does
         bundle.parser.release_calls_whole = fid == "improved"
     except AttributeError:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .. import memo as _memo
+from ..diff import common_suffix_len, segmentize_markers
 from ..errors import ChatTemplateExplorerError
 from ..jinja.template import ChatTemplate
 from .request import ChatRequest, Continuation
@@ -87,18 +88,9 @@ def with_messages(request: ChatRequest, *messages: dict[str, Any]) -> ChatReques
     return r
 
 
-def _common_suffix_len(a: str, b: str) -> int:
-    n, m = 0, min(len(a), len(b))
-    while n < m and a[len(a) - 1 - n] == b[len(b) - 1 - n]:
-        n += 1
-    return n
-
-
 def _boundaries(text: str) -> set[int]:
     """Positions in ``text`` where a cut does not split a marker or a word: segment borders of
     :func:`core.diff.segmentize_markers`, and any position next to whitespace."""
-    from ..diff import segmentize_markers
-
     out = {0, len(text)}
     pos = 0
     for seg in segmentize_markers(text):
@@ -140,12 +132,12 @@ def end_of_turn_candidates(template: ChatTemplate, request: ChatRequest | Mappin
     finals = [render({"role": "assistant", "content": s}) for s in _SENTINELS]
     out: list[str] = []
     if full is not None:
-        n = _common_suffix_len(full, finals[0])
+        n = common_suffix_len(full, finals[0])
         if n:
             cut = min((b for b in _boundaries(full) if b >= len(full) - n), default=len(full))
             if full[cut:]:
                 out.append(full[cut:])
-    n = _common_suffix_len(*finals)
+    n = common_suffix_len(*finals)
     i = finals[0].rfind(_SENTINELS[0])
     if i >= 0:  # never longer than what follows the message (a template may repeat the message later)
         n = min(n, len(finals[0]) - i - len(_SENTINELS[0]))
@@ -219,7 +211,7 @@ def _marker_start(text: str, i: int) -> int:
     """``i``, or the start of the marker of ``text`` that ``i`` falls inside (``<`` of ``<tool_call>``): renders
     that part inside the generation prompt may share a marker's first characters with it (KAT-V1's prompt ends
     ``<judge>``, its rendered turn starts ``<tool_call>``), and a model writes the whole marker."""
-    from ..diff import SegmentKind, segmentize_markers
+    from ..diff import SegmentKind
 
     pos = 0
     for seg in segmentize_markers(text):

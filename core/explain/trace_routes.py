@@ -15,7 +15,6 @@ from ..peg.trace import Expectation, FurthestFailure, traced_parse
 from .spans import Span, SpanLabel, marker_labels, relabel_unparsed, same_message, settled_as, spans_from_ast
 
 MAIN = "main"
-RAW = "raw"
 # control-token-shaped markers (<|x|>, <x|>, <|x>, [X]): a handler that stops before one of these at the end of
 # the output dropped an end-of-turn marker, not text
 _IGNORABLE = re.compile(r"<\|[^<>\s]{0,40}\|>|<[A-Za-z_]{1,40}\|>|<\|[A-Za-z_]{1,40}>|\[[A-Z_]{2,30}\]")
