@@ -406,7 +406,7 @@ class GeneratedParser:
     turn_header: str = ""
     content_header: str = ""
     # repair trailing-end-of-turn (set by the pipeline at improved): (template, request, caps) the end-of-turn
-    # tokens are derived from, core.chat.repairs.turn_end_tokens
+    # tokens are derived from, core.chat.turn_end.turn_end_tokens
     turn_end_source: Any = None
 
     def header_cut(self, output: str, is_partial: bool = False) -> int | None:
@@ -443,7 +443,8 @@ class GeneratedParser:
         partial view of the same output; a call cut off at the end is reported in ``.repairs``).
         """
         if state is None and not is_partial and detailed is None and self.turn_end_source is not None:
-            from .repairs import TRAILING_END_OF_TURN, FiredRepair, turn_end_cut, turn_end_tokens
+            from .repairs import TRAILING_END_OF_TURN, FiredRepair
+            from .turn_end import turn_end_cut, turn_end_tokens
 
             end = turn_end_cut(turn_end_tokens(self), output)
             if end < len(output):   # repair trailing-end-of-turn: the stop token is not content
