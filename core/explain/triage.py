@@ -966,7 +966,7 @@ def apply_request_change(req: Any, change: dict[str, Any]) -> Any:
     ``{tool: {param: type}}`` edit the tools' schemas."""
     from ..chat.request import ChatRequest
 
-    d = {**_req_dict(req)}
+    d = {**req.to_row()}
     tools = json.loads(json.dumps(d.get("tools") or []))
     for k, v in change.items():
         if k == "required":
@@ -988,16 +988,6 @@ def apply_request_change(req: Any, change: dict[str, Any]) -> Any:
     d["messages"] = d.get("messages") or [{"role": "user", "content": "hi"}]
     return ChatRequest.from_dict(d)
 
-
-def _req_dict(req: Any) -> dict[str, Any]:
-    """The request as a dict :meth:`ChatRequest.from_dict` reads back (the keys a cases.jsonl row has)."""
-    def val(v: Any) -> Any:
-        return v.value if isinstance(v, enum.Enum) else v
-    cont = val(req.continue_final_message)
-    return {"messages": req.messages, "tools": req.tools or None, "tool_choice": val(req.tool_choice),
-            "parallel_tool_calls": req.parallel_tool_calls, "reasoning_format": val(req.reasoning_format),
-            "enable_thinking": req.enable_thinking, "add_generation_prompt": req.add_generation_prompt,
-            "continue_final_message": cont if cont not in ("", "none") else None, "json_schema": req.json_schema}
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -1107,7 +1097,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 if ok(p):
                     what = "; ".join(f"`{n}` requires only {v}" for n, v in change.get("required", {}).items()) \
                         or "the argument's type is `string`"
-                    full = _req_dict(apply_request_change(req, change)).get("tools")
+                    full = apply_request_change(req, change).to_row().get("tools")
                     out.append(RankedFix(TriageFixKind.REQUEST, "edit the request's schema: " + what,
                                          {"request": {**change, "tools": full}}, p.message.to_openai(), 2))
             except Exception:  # noqa: BLE001
