@@ -17,7 +17,8 @@ from .conftest import ROOT, TEMPLATES
 CASES = load_cases(str(ROOT / "tests" / "data" / "real_outputs"))
 # right / total per (fidelity, split); measured on this commit (263 cases: the 57 vLLM ones, 20/10/27/16 of these,
 # and the 204 added by branch realset, see docs/realset-baseline.md)
-PASS = {("llama.cpp", "dev"): 95, ("llama.cpp", "holdout"): 45, ("improved", "dev"): 167, ("improved", "holdout"): 81}
+# improved holdout 81 -> 85: the 4 Jamba calls, read once improvement transformers-dialect renders its template
+PASS = {("llama.cpp", "dev"): 95, ("llama.cpp", "holdout"): 45, ("improved", "dev"): 167, ("improved", "holdout"): 85}
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
     "seed-no-tools": "reasoning-end-without-start: Seed-OSS with thinking on reasons from its first token, so an "

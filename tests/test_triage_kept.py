@@ -12,7 +12,6 @@ import json
 import pytest
 
 from core.chat.request import ChatRequest
-from core.errors import TemplateRenderError
 from core.explain.explain import explain
 from core.explain.triage import Mistake, apply_fix
 
@@ -22,7 +21,6 @@ from .test_triage import _run, _same, _score, _template
 from .test_triage_fresh import FRESH
 
 KEPT = [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / "kept.jsonl", encoding="utf-8")]
-RENDER_FAILS = {"kept-vllm-14734-gemma3-tool-code-fence"}     # explain raises TemplateRenderError (docs/explain.md)
 
 
 def test_the_kept_set_is_real_kept_aside_and_new():
@@ -46,14 +44,20 @@ def test_the_hand_fix_works(case):
         assert _same(msg, case["expect"]), msg
 
 
-@pytest.mark.parametrize("case", [c for c in KEPT if c["id"] in RENDER_FAILS], ids=lambda c: c["id"])
-def test_explain_raises_where_the_template_does_not_render(case):
-    with pytest.raises(TemplateRenderError):
-        _run(case)
+def test_a_template_llama_cpp_cannot_render_is_explained_not_raised():
+    # vLLM's Gemma 3 pythonic template uses selectattr("tool_calls", "undefined"), which llama.cpp's engine lacks
+    c = next(c for c in KEPT if c["id"] == "kept-vllm-14734-gemma3-tool-code-fence")
+    ex, tg = _run(c)
+    assert ex.entry == "no-parser" and ex.message["content"] == c["input"] and not ex.message.get("tool_calls")
+    assert tg.evidence[0].startswith("the template does not render in llama.cpp's Jinja dialect (")
+    assert "transformers dialect" in tg.evidence[0] and "--improved" in tg.evidence[0]
+    assert tg.mistake == Mistake.FOREIGN_WRAPPER and not tg.fixes and tg.no_fix
+    # at improved fidelity the template renders (improvement transformers-dialect) and the call is read
+    t = _template(c["template"])
+    msg = explain(t, ChatRequest.from_dict(c), c["input"], fidelity="improved", fixes=False).message
+    assert [tc["function"]["name"] for tc in msg["tool_calls"]] == ["filter_dataframe_by_search_term"]
 
 
 def test_scores_on_the_kept_set():
-    scored = [c for c in KEPT if c["id"] not in RENDER_FAILS]
-    cause, fix, near, near_total = _score(scored)
-    near_total += sum(c["nearest_within_3"] for c in KEPT if c["id"] in RENDER_FAILS)
-    assert (cause, fix, near, near_total) == (3, 4, 1, 2)   # cause, fix verified, nearest found / within 3 edits
+    # measured once while the set was kept aside: (3, 4, 1, 2), Gemma 3's explain raising TemplateRenderError
+    assert _score(KEPT) == (4, 5, 2, 2)   # cause, fix verified, nearest found / within 3 edits

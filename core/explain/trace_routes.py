@@ -309,6 +309,11 @@ def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
     is the settled message; ``stop`` / ``truncated_at`` stay those of the parse of the whole output."""
     from .spans import attach_repairs
 
+    if not hasattr(parser, "arena") and hasattr(parser, "reason"):
+        # no parser (core.chat.pipeline.ContentOnlyParser: the template does not render): all of it content
+        msg = parser.parse(output)
+        return ParseTrace(output, 0, msg, "no-parser", [Span(0, len(output), SpanLabel.UNPARSED, output)] if output
+                          else [])
     parsed = None
     if isinstance(parser, GeneratedParser):  # one parse for the message and the trace (not two)
         parsed = parser.parse_detailed(output)

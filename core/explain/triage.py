@@ -33,6 +33,7 @@ from .model import MARKER_TOKEN as _TOKEN
 from .model import Cause
 from .model import Setup as _Setup
 from .model import stop_point as _stop_point
+from .model import build_bundle, dialect_failure, dialect_line
 from .model import visible_text as _visible
 
 _WS = " \t\n\v\f\r"
@@ -1356,6 +1357,9 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
            parse_cost: float = 0.0) -> Triage:
     """The mistake, the nearest accepted output and the ranked fixes of an explanation (see the module doc).
     ``parse_cost``: seconds one parse of this output took (a parse is not started when it would overrun)."""
+    why = dialect_failure(setup) if getattr(bundle, "format", "") == "content-only" else None
+    if why is not None:
+        return _in_transformers_dialect(ex, setup, why, seconds=seconds, parses=parses, parse_cost=parse_cost)
     budget = _Budget(seconds, parses, parse_cost)
     ctx = _context(setup, bundle)
     tools = bool(setup.request.tools)
@@ -1385,6 +1389,27 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
             nearest.repair = ", ".join(rep[0].change["repairs"])
     sentence = nearest.sentence if nearest else (evidence[-1] if evidence else mistake.value)
     return Triage(mistake, sentence, evidence, nearest, fixes, why, budget.total - budget.left, budget.hit)
+
+
+def _in_transformers_dialect(ex: Any, setup: _Setup, why: str, **budget: Any) -> Triage:
+    """The triage of a template llama.cpp's Jinja dialect cannot render (no parser at llama.cpp fidelity): the
+    model's mistake is read where the template renders — improved fidelity, improvement transformers-dialect —
+    after one line saying so; every fix there needs that fidelity too, so its change says so."""
+    from .explain import explain
+
+    imp = replace(setup, fidelity="improved", only_repairs=None)
+    there = explain(setup.template, setup.request, ex.output, fidelity="improved", overrides=setup.overrides or None,
+                    disabled_workarounds=setup.disabled, fixes=False)
+    tg = triage(there, imp, build_bundle(imp), **budget)
+    tg.evidence.insert(0, dialect_line(why))
+    for f in tg.fixes:
+        f.change = {"fidelity": "improved", **f.change}
+    if tg.mistake == Mistake.NONE and there.clean and there.message.get("tool_calls"):
+        tg.fixes.insert(0, RankedFix(TriageFixKind.FIDELITY, "parse at improved fidelity (improvement "
+                                     "transformers-dialect renders the template)", {"fidelity": "improved"},
+                                     there.message, 6))
+        tg.sentence = dialect_line(why)
+    return tg
 
 
 def apply_fix(template: Any, request: Any, output: str, change: dict[str, Any], fidelity: str = "llama.cpp"
