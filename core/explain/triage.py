@@ -725,6 +725,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                         and first.pos == 0 and Cause.MISSING_OPENER not in causes:
                     return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(edits, out)]
                 return Mistake.OMITTED_OPENER, ev + [sentence_of(edits, out)]
+            stripped = _stripped_tokens(ins, setup, out)
+            if stripped:
+                return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(edits, out), stripped]
             return Mistake.OMITTED_MARKER, ev + [sentence_of(edits, out)]
         if probs and ex.stop is not None:
             return probs[0][0], ev + [p[1] for p in probs]
@@ -790,6 +793,24 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                     return Mistake.REASONING_NOT_CLOSED, ev
                 return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     return Mistake.NONE, ev
+
+
+def _stripped_tokens(ins: list[Edit], setup: _Setup, out: str) -> str:
+    """Evidence that what the nearest output puts back inside a call is control tokens a decoder dropped: every
+    insertion is one token of special shape (``[ARGS]``, ``<|…|>``) that the template writes, and the output still
+    holds another of the template's control tokens (so the model did write the format's tokens; a decoder that
+    skips special tokens keeps the ones its tokenizer does not mark special, as vLLM's Mistral tokenizer keeps
+    ``[TOOL_CALLS]``). ``""`` when not so."""
+    toks = [e.new.strip(_WS) for e in ins if e.new.strip(_WS)]
+    src = getattr(setup.template, "source", "") or ""
+    if not toks or not all(_SPECIAL_SHAPE.fullmatch(t) and t in src for t in toks):
+        return ""
+    kept = [m.group(0) for m in _SPECIAL_SHAPE.finditer(out) if m.group(0) not in toks and m.group(0) in src]
+    if not kept:
+        return ""
+    return (f"{', '.join(_q(t) for t in dict.fromkeys(toks))} is a control token of the template and the output keeps "
+            f"{_q(kept[0])}, another one: the model wrote the format, and a decoder that skips special tokens "
+            "(skip_special_tokens) dropped the one its tokenizer marks special")
 
 
 def _ends_at_opener(out: str, ctx: dict[str, Any]) -> str:
