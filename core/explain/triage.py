@@ -780,6 +780,23 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                                       + _q(text.strip(_WS)[:40])]
     if Cause.DRIFT in causes or Cause.OTHER_MARKER in causes:
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev
+    # a "clean" parse that left a JSON call object in the content or reasoning dropped a call
+    if not msg.get("tool_calls") and ctx["names"]:
+        for where, txt in (("content", content), ("reasoning", reasoning)):
+            named = _json_call_name(txt)
+            if named is None or named in ctx["names"]:
+                continue
+            near_name = _misnamed(named, setup.request)
+            ev.append(f"the {where} holds a JSON call object naming {_q(named)}, which is no tool of the request"
+                      + (f" (a near name of the declared {_q(near_name)})" if near_name else
+                         f" (it declares {', '.join(_q(n) for n in ctx['names'][:4])})")
+                      + ": the parse dropped a call, it is not clean")
+            own = [m for m in ctx["markers"] if m]
+            if own and not any(m in out for m in own):
+                ev.append(f"the template writes calls with {_q(own[0])}, which the output never writes: the bare JSON "
+                          "object is another family's call format")
+                return Mistake.TEMPLATE_MODEL_MISMATCH, ev
+            return Mistake.UNKNOWN_TOOL, ev
     # a "clean" parse that left marker-like text and a tool's name in the content or reasoning dropped a call
     if not msg.get("tool_calls") and ctx["names"]:
         for where, txt in (("reasoning", reasoning), ("content", content)):
@@ -793,6 +810,16 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                     return Mistake.REASONING_NOT_CLOSED, ev
                 return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     return Mistake.NONE, ev
+
+
+_JSON_CALL_NAME = re.compile(r'\{\s{0,40}"name"\s{0,8}:\s{0,8}"([^"\\\n]{1,64})"\s{0,8},\s{0,40}"('
+                             + "|".join(_KEY_ALIASES) + r')"\s{0,8}:')
+
+
+def _json_call_name(text: str) -> str | None:
+    """The name of the first ``{"name": "…", "arguments"|"parameters"|…: …`` object in ``text``, or None."""
+    m = _JSON_CALL_NAME.search(text)
+    return m.group(1) if m else None
 
 
 def _stripped_tokens(ins: list[Edit], setup: _Setup, out: str) -> str:
@@ -1241,7 +1268,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     for f in out:
         if not any(_same(f.message, u.message) and f.kind == u.kind for u in uniq):
             uniq.append(f)
-    why = "" if uniq else _why_none(mistake, near, ex)
+    why = "" if uniq else _why_none(mistake, near, ex, setup.request)
     return uniq, why
 
 
@@ -1366,7 +1393,15 @@ _WHY = {
 }
 
 
-def _why_none(mistake: Mistake, near: Any, ex: Any) -> str:
+def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
+    named = _json_call_name(ex.message.get("content") or ex.message.get("reasoning_content") or "")
+    if req is not None and named is not None and mistake in (Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.UNKNOWN_TOOL):
+        near_name = _misnamed(named, req)
+        return (f"the call names {_q(named)}, which the request does not declare"
+                + (f" (the model misspelt {_q(near_name)})" if near_name else "")
+                + ": no repair, request edit, override or template patch of ours renames a call — offering a tool "
+                  "under the misspelt name would hide the fault; constrain the model to the declared names (the "
+                  "lazy tool-call grammar enumerates them) or prompt it with the template's format")
     return _WHY.get(mistake, "no change of ours (repair, request, override, template patch, server setting) "
                              "re-parses this output to a message with calls")
 
