@@ -1,9 +1,9 @@
-"""Triage scored on the second kept-aside batch of real failing outputs (tests/data/triage/kept.jsonl, "split":
-"kept"): outputs from public reports that no triage rule was written from, each with the true cause and a working
-fix written by hand and committed (and checked with apply_fix) before explain ran on them. Nobody writes triage
-rules from these cases; the scores are pinned exactly so that a change that moves one is seen (then re-measure and
-update docs/explain.md, "Second kept-aside set"). A case whose template does not render makes explain raise: it
-counts as a miss on cause and fix here (docs/explain.md says which)."""
+"""Triage scored on the third batch of real failing outputs (tests/data/triage/kept.jsonl): 6 outputs from public
+reports, each with the true cause and a working fix written by hand and committed (and checked with apply_fix)
+before explain ran on them. It was kept aside and scored once (3/6 cause, 4/6 fix, 1/2 nearest); the classes behind
+its three misses were then fixed by general rules written after reading them, so it is DEV material now: its rows
+say ``"split": "dev"`` and its scores are no honest measure (a new batch, collected apart, is). The scores are
+pinned exactly; docs/explain.md ("Third batch") lists each first-run miss and its rule."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from .test_triage_fresh import FRESH
 KEPT = [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / "kept.jsonl", encoding="utf-8")]
 
 
-def test_the_kept_set_is_real_kept_aside_and_new():
+def test_the_kept_set_is_real_and_new():
     assert len(KEPT) == len({c["id"] for c in KEPT}) == 6
-    assert all(c["split"] == "kept" and c["source"].startswith("https://github.com/") and c["input"]
+    assert all(c["split"] == "dev" and c["source"].startswith("https://github.com/") and c["input"]
                and c["report_says"] for c in KEPT)
     assert {c["cause"] for c in KEPT} <= {m.name for m in Mistake}
     earlier = DEV_CASES + FRESH
