@@ -3,7 +3,7 @@ reports, each with the true cause and a working fix written by hand and committe
 before explain ran on them. It was kept aside and scored once (3/6 cause, 4/6 fix, 1/2 nearest); the classes behind
 its three misses were then fixed by general rules written after reading them, so it is DEV material now: its rows
 say ``"split": "dev"`` and its scores are no honest measure (a new batch, collected apart, is). The scores are
-pinned exactly; docs/explain.md ("Third batch") lists each first-run miss and its rule."""
+pinned exactly; docs/explain.md ("Third batch: kept.jsonl") lists each first-run miss and its rule."""
 
 from __future__ import annotations
 
