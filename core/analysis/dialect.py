@@ -28,22 +28,21 @@ _DIALECT_CACHE = BoundedMemo("dialect", max_entries=4096, max_bytes=4 * 2**20)
 
 
 def llama_dialect_failure(template: ChatTemplate) -> str | None:
-    """The llama.cpp dialect's render error when the reference request does not render in it but renders in the
-    transformers dialect (the template is written in a Jinja llama.cpp's engine lacks); None otherwise (it
-    renders in both, fails in both, or fails on a limit or a sandbox refusal, which no dialect changes).
-    Memoized by source."""
+    """The llama.cpp dialect's render error when a probe request (a user message and the probe tools, with the
+    generation prompt) does not render in it but renders in the transformers dialect (the template is written in a
+    Jinja llama.cpp's engine lacks); None otherwise (it renders in both, fails in both, or fails on a limit or a
+    sandbox refusal, which no dialect changes). Memoized by source."""
     key = source_digest(template.source)
     hit = _DIALECT_CACHE.get(key)
     if hit is not MISSING:
         return hit
-    from .analyzer import REFERENCE_MESSAGES, REFERENCE_TOOLS
+    from . import probes as P
+    from .caps import normalize_messages, probe_caps
     from .generation_prompt import request_extra_context
 
-    from .caps import normalize_messages, probe_caps
-
     # as the request path sends them: string content becomes typed parts for a template that reads only those
-    msgs = normalize_messages([dict(m) for m in REFERENCE_MESSAGES], probe_caps(template))
-    tools = [dict(t) for t in REFERENCE_TOOLS]
+    msgs = normalize_messages([P.user()], probe_caps(template))
+    tools = P.tools()
     extra = request_extra_context()
     found: str | None = None
     try:
@@ -52,7 +51,7 @@ def llama_dialect_failure(template: ChatTemplate) -> str | None:
         pass
     except TemplateRenderError as e:
         try:
-            apply_template(template, [dict(m) for m in REFERENCE_MESSAGES], tools, True, True, extra_context=extra)
+            apply_template(template, [P.user()], tools, True, True, extra_context=extra)
             found = e.message
         except Exception:   # fails in both dialects: the template's own fault, not the dialect's
             pass

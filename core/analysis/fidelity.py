@@ -85,10 +85,10 @@ IMPROVEMENTS: list[Improvement] = [
         name=TRANSFORMERS_DIALECT,
         title="A template llama.cpp's Jinja engine cannot render is rendered as transformers renders it",
         stage="probes",
-        description="When the reference request (user 'Hello' + one tool, with the generation prompt) fails to "
-                    "render in llama.cpp's Jinja dialect and renders in the transformers dialect — the template "
-                    "uses a construct llama.cpp's engine lacks, e.g. selectattr(attr, 'undefined') — the "
-                    "analysis, the prompt and the parser's generation prompt render in the transformers dialect "
+        description="When a probe request (a user message and the two probe tools, with the generation prompt) "
+                    "fails to render in llama.cpp's Jinja dialect and renders in the transformers dialect — the "
+                    "template uses a construct llama.cpp's engine lacks, e.g. selectattr(attr, 'undefined') — "
+                    "the analysis, the prompt and the parser's generation prompt render in the transformers dialect "
                     "(the jinja2 sandbox transformers' apply_chat_template uses). The capabilities are then read "
                     "from what the renders write (a system text, a tool's name, a call's name and its argument "
                     "values), since only llama.cpp's dialect records what a render reads. llama.cpp fails on "
@@ -398,10 +398,10 @@ def with_reasoning_field(messages: list[Any], field: str) -> list[Any]:
             for m in messages]
 
 
-__all__ = ["TRANSFORMERS_DIALECT", "CALL_TURN_CAPS", "NULL_CONTENT_CALLS", "REASONING_FIELD", "REASONING_TURN_HEADER", "CALL_ID_BEFORE_NAME", "CALL_TURN_HEADER", "CONTENT_INSIDE_SECTION_START", "CONTENT_TURN_HEADER",
+__all__ = ["CALL_TURN_CAPS", "NULL_CONTENT_CALLS", "REASONING_FIELD", "REASONING_TURN_HEADER", "CALL_ID_BEFORE_NAME", "CALL_TURN_HEADER", "CONTENT_INSIDE_SECTION_START", "CONTENT_TURN_HEADER",
            "DEFAULT_FIDELITY", "Fidelity", "GEMMA_CALL_SYNTAX", "GENERATION_PROMPT_PREAMBLE", "IMPROVEMENTS",
            "IMPROVEMENTS_BY_NAME", "Improvement", "INSTRUCTION_CALL_FORMAT", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS",
            "MARKER_WHITESPACE_ALIGNMENT",
            "OPEN_CONTENT_BEFORE_CALLS", "PARSER_IMPROVEMENTS", "PYTHONIC_CALLS", "PYTHON_LITERAL_VALUES",
            "STRING_ARGUMENT_PROBES", "WRAPPED_CONTENT_TAGGED_CALLS", "enabled_improvements", "resolve_fidelity",
-           "stringify_call_arguments", "with_reasoning_field"]
+           "stringify_call_arguments", "with_reasoning_field", "TRANSFORMERS_DIALECT"]

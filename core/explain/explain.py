@@ -20,7 +20,7 @@ from ..jinja.limits import analysis_budget
 from .causes import classify
 from .fixes import candidate_fixes
 from .model import (REPARSE_CHARS, Cause, Explanation, Finding, Fix, FixKind, Meter, ReparseLimit, Setup, Span,
-                    StopPoint, message_of, show_invisible, stop_point, trace)
+                    StopPoint, dialect_failure, message_of, show_invisible, stop_point, trace)
 from .spans import SpanLabel, attach_repairs, check_cover, rebuild_message, same_message
 
 # the model's classes are also read from here (the Explain page, the CLI, the tests)
@@ -80,6 +80,10 @@ def _explain_budgeted(template: Any, request: ChatRequest, output: str, fidelity
     left = None if budget is None else max(0.0, budget.until - time.monotonic())
     with analysis_budget(left):
         ex = _explain(setup, bundle, tr, output, fixes)
+        if bundle.format == "content-only" and dialect_failure(setup) is not None:
+            ex.in_transformers_dialect = explain(template, request, output, fidelity="improved",
+                                                 overrides=overrides, disabled_workarounds=disabled_workarounds,
+                                                 fixes=False)
         if fixes:
             from .triage import TIME_BUDGET, triage
 

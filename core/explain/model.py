@@ -140,6 +140,9 @@ class Explanation:
     found_by: dict[str, str] = field(default_factory=dict)
     triage: Any = None      # core.explain.triage.Triage (the mistake, nearest output, ranked fixes)
     only_repairs: list[str] | None = None   # improved fidelity with only these repairs on (a repair switched alone)
+    # a template llama.cpp's Jinja dialect cannot render (no parser here): the explanation at improved fidelity,
+    # where improvement transformers-dialect renders it; the triage reads the model's mistake there
+    in_transformers_dialect: "Explanation | None" = None
 
     @property
     def clean(self) -> bool:

@@ -1413,7 +1413,7 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
            parse_cost: float = 0.0) -> Triage:
     """The mistake, the nearest accepted output and the ranked fixes of an explanation (see the module doc).
     ``parse_cost``: seconds one parse of this output took (a parse is not started when it would overrun)."""
-    why = dialect_failure(setup) if getattr(bundle, "format", "") == "content-only" else None
+    why = dialect_failure(setup) if getattr(ex, "in_transformers_dialect", None) is not None else None
     if why is not None:
         return _in_transformers_dialect(ex, setup, why, seconds=seconds, parses=parses, parse_cost=parse_cost)
     budget = _Budget(seconds, parses, parse_cost)
@@ -1451,11 +1451,8 @@ def _in_transformers_dialect(ex: Any, setup: _Setup, why: str, **budget: Any) ->
     """The triage of a template llama.cpp's Jinja dialect cannot render (no parser at llama.cpp fidelity): the
     model's mistake is read where the template renders — improved fidelity, improvement transformers-dialect —
     after one line saying so; every fix there needs that fidelity too, so its change says so."""
-    from .explain import explain
-
     imp = replace(setup, fidelity="improved", only_repairs=None)
-    there = explain(setup.template, setup.request, ex.output, fidelity="improved", overrides=setup.overrides or None,
-                    disabled_workarounds=setup.disabled, fixes=False)
+    there = ex.in_transformers_dialect
     tg = triage(there, imp, build_bundle(imp), **budget)
     tg.evidence.insert(0, dialect_line(why))
     for f in tg.fixes:
