@@ -47,7 +47,9 @@ def llama_dialect_failure(template: ChatTemplate) -> str | None:
     found: str | None = None
     try:
         _llama.render(template, chat_globals(msgs, tools, True, True, extra))
-    except (RenderLimitError, TemplateSecurityError):
+    except RenderLimitError:
+        return None         # a render cut by a limit decides nothing (and may pass next time: not memoized)
+    except TemplateSecurityError:
         pass
     except TemplateRenderError as e:
         try:
@@ -90,7 +92,8 @@ def written_caps(render: Any) -> Caps:
     return Caps(
         supports_system_role=system in with_system,
         supports_string_content=P.USER_MSG in base,
-        supports_typed_content=system in typed,
+        # the part's text written, not the list printed whole as Python text
+        supports_typed_content=system in typed and "'type'" not in typed,
         supports_tools=P.FUN_FIRST in tools and P.FUN_FIRST not in base,
         supports_tool_calls=renders_call,
         supports_parallel_tool_calls=renders_call and two.count(P.FUN_SECOND) > plain_tools.count(P.FUN_SECOND),
