@@ -27,10 +27,11 @@ from core.chat.realset import load_cases, rate_table, run_case, split_of
 from .conftest import ROOT, TEMPLATES
 
 DATA = ROOT / "tests" / "data"
-# right cases per set (its directory under tests/data), fidelity and split
+# right cases per set (its directory under tests/data), fidelity and split; real_outputs improved holdout 81 -> 85:
+# the 4 Jamba calls, read once improvement transformers-dialect renders its template
 PASS = {
     "real_outputs": {("llama.cpp", "dev"): 95, ("llama.cpp", "holdout"): 45,
-                     ("improved", "dev"): 167, ("improved", "holdout"): 81},
+                     ("improved", "dev"): 167, ("improved", "holdout"): 85},
     "real_outputs_fresh": {("llama.cpp", "dev"): 53, ("improved", "dev"): 92},
     "real_outputs_kept": {("llama.cpp", "dev"): 13, ("improved", "dev"): 36},
     "real_outputs_kept3": {("llama.cpp", "kept3"): 65, ("improved", "kept3"): 87},
