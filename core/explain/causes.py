@@ -329,21 +329,37 @@ def _content_calls(setup: Setup, ex: Any, content: str, names: list[str], opener
     m, clean = ftr.message, ftr.entry == "main" and ftr.stop < 0
     opener = opener.strip(WS)
     stripped = is_special_token(opener, preserved) and not any(p in output for p in preserved if p)
-    cause = Cause.SPECIAL_TOKENS_STRIPPED if stripped else Cause.MISSING_OPENER
+    # an earlier assistant turn of this conversation carries tool calls: the same server read the opener then,
+    # so its decoder keeps the token and this time the model left it out
+    earlier = stripped and _history_has_calls(setup.request)
+    cause = Cause.SPECIAL_TOKENS_STRIPPED if stripped and not earlier else Cause.MISSING_OPENER
     if m.tool_calls:
         ev = [f"the content calls {_q(hits[0])} without the opener {_q(opener)}; with {_q(opener)} inserted at "
               f"output position {idx} the output parses {'clean ' if clean else ''}into {len(m.tool_calls)} tool "
               "call(s)"]
+        if not clean and ftr.stop >= 0:
+            sp = stop_point(ftr.text, ftr.gp_len, ftr.stop, ftr.furthest.expected, ftr.furthest.path)
+            ev[0] += (f", not clean: the parser stops at position {max(0, sp.output_pos - len(ins))} of the output, "
+                      f"where it {sp.words()}")
     else:
         sp = stop_point(ftr.text, ftr.gp_len, ftr.stop, ftr.furthest.expected, ftr.furthest.path)
         ev = [f"the content calls {_q(hits[0])} without the opener {_q(opener)}; with {_q(opener)} inserted at "
               f"output position {idx} the parser reads the call up to position {sp.output_pos - len(ins)}, where "
               f"it {sp.words()}"]
-    if stripped:
+    if earlier:
+        ev.append(f"{_q(opener)} is a special token, but an earlier assistant turn of the conversation carries tool "
+                  "calls, which the same server read with this opener: the model omitted it here (a decoder that "
+                  "strips special tokens would have lost it then too)")
+    elif stripped:
         ev.append(f"{_q(opener)} is a special token and the output holds none of the template's special tokens "
                   f"({', '.join(_q(p) for p in preserved[:6])}): they were dropped when the tokens were "
                   "detokenized (llama.cpp keeps them only when they are in the parser's preserved tokens)")
     return [Finding(cause, ev)]
+
+
+def _history_has_calls(req: Any) -> bool:
+    return any(isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls")
+               for m in getattr(req, "messages", None) or [])
 
 
 def _find_call(value: Any, name: str, path: str = "", depth: int = 0) -> str | None:

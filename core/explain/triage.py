@@ -780,6 +780,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                                       + _q(text.strip(_WS)[:40])]
     if Cause.DRIFT in causes or Cause.OTHER_MARKER in causes:
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev
+    # a JSON call written when the request offers no tools: re-parsed with its tool offered, is it a call?
+    unsent = _unsent_tool_call(setup, out, content or reasoning)
+    if unsent is not None:
+        ctx["unsent"] = unsent
+        return Mistake.TOOLS_NOT_SENT, ev + [unsent[3]]
     # a "clean" parse that left a JSON call object in the content or reasoning dropped a call
     if not msg.get("tool_calls") and ctx["names"]:
         for where, txt in (("content", content), ("reasoning", reasoning)):
@@ -820,6 +825,48 @@ def _json_call_name(text: str) -> str | None:
     """The name of the first ``{"name": "…", "arguments"|"parameters"|…: …`` object in ``text``, or None."""
     m = _JSON_CALL_NAME.search(text)
     return m.group(1) if m else None
+
+
+def _unsent_tool_call(setup: _Setup, out: str, text: str
+                      ) -> tuple[dict[str, Any], dict[str, Any], int, str] | None:
+    """A JSON call object in ``text`` while the request offers no tools (none, or ``tool_choice`` none) that
+    parses as a call once its tool is offered: at this fidelity, else with the tolerance repairs that read it
+    (each alone first). ``(change, message, cost, evidence)`` of that request edit, or None."""
+    from ..chat.repairs import REPAIRS, RepairStage
+    from .model import tool_stub
+
+    req = setup.request
+    if req.tools and getattr(req.tool_choice, "value", req.tool_choice) != "none":
+        return None
+    name = _json_call_name(text)
+    if name is None:
+        return None
+    change: dict[str, Any] = {"tools": list(req.tools or []) + [tool_stub(name)], "tool_choice": "auto"}
+    req2 = apply_request_change(req, change)
+    why = "has no tools" if not req.tools else "has tool_choice none"
+    ev = (f"the output holds a JSON call of {_q(name)} and the request {why}, so the parser reads no calls; "
+          f"with a tool {_q(name)} offered the output parses into a call")
+    try:
+        p = _parse(setup, out, request=req2)
+        if p.clean and p.message.tool_calls:
+            return {"request": change}, p.message.to_openai(), 2, ev
+        tolerance = tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT)
+        p = _parse(setup, out, repairs=tolerance, request=req2)
+        if not (p.clean and p.message.tool_calls):
+            return None
+        fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in p.message.repairs) if n in tolerance]
+        if not fired:
+            return ({"request": change, "fidelity": "improved"}, p.message.to_openai(), 3,
+                    ev + " at improved fidelity (its parser improvements read the syntax; no repair fires)")
+        for n in fired[:2]:
+            one = _parse(setup, out, repairs=(n,), request=req2)
+            if one.clean and len(one.message.tool_calls) >= len(p.message.tool_calls):
+                return ({"request": change, "repairs": [n]}, one.message.to_openai(), 3,
+                        ev + f" once the repair {_q(n)} reads its syntax, which the template's analysis does not give")
+        return ({"request": change, "repairs": fired}, p.message.to_openai(), 2 + len(fired),
+                ev + " once the repairs " + ", ".join(_q(n) for n in fired) + " read its syntax")
+    except Exception:  # noqa: BLE001 - a request that does not build gives no evidence
+        return None
 
 
 def _stripped_tokens(ins: list[Edit], setup: _Setup, out: str) -> str:
@@ -1087,7 +1134,9 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                     if not budget.take(len(ex.output)):
                         break
                     one = _parse(setup, ex.output, repairs=(n,))
-                    if ok(one):
+                    # a repair alone must keep every call the full set reads: a contract fallback (the stream's
+                    # view of a call the final grammar rejects) can settle "clean" with the later calls gone
+                    if ok(one) and len(one.message.tool_calls) >= len(imp.message.tool_calls):
                         out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` alone (improved "
                                              "fidelity with only this repair)", {"repairs": [n]},
                                              one.message.to_openai(), 1))
@@ -1109,7 +1158,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                             if not budget.take(len(ex.output)):
                                 break
                             one = _parse(setup, ex.output, repairs=(n,), request=req2)
-                            if ok(one):
+                            if ok(one) and len(one.message.tool_calls) >= len(both.message.tool_calls):
                                 out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` alone and "
                                                      "set parallel_tool_calls to true", {"repairs": [n],
                                                      "request": par}, one.message.to_openai(), 2))
@@ -1120,6 +1169,13 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                 {"repairs": fired, "request": par}, both.message.to_openai(), len(fired) + 1))
         except Exception:  # noqa: BLE001 - improved may not build; then no repair fix
             pass
+    if mistake == Mistake.TOOLS_NOT_SENT and ctx.get("unsent"):
+        change, message, cost, _ev = ctx["unsent"]
+        what = ", ".join(f"`{t['function']['name']}`" for t in change["request"]["tools"][-1:])
+        extra = (" and switch on " + ", ".join(f"`{n}`" for n in change["repairs"])) if change.get("repairs") else \
+            (" and parse at improved fidelity" if "fidelity" in change else "")
+        out.append(RankedFix(TriageFixKind.REQUEST, f"send the tool {what} in the request (tools){extra}: the "
+                             "output is a call of it", change, message, cost))
     # request edits of the schema
     req = setup.request
     if mistake in (Mistake.MISSING_REQUIRED, Mistake.TYPE_MISMATCH):
