@@ -278,6 +278,17 @@ def _stop_findings(ex: Any, names: list[str], preserved: list[str], output: str,
         return [Finding(Cause.OTHER_MARKER, [where, f"the model wrote {_q(tok.group(0))} where the template's format "
                                              f"has {' or '.join(_q(x) for x in lits) or 'something else'}"
                                              + (" (a special token)" if stripped else "")])]
+    opening = [x for x in lits if any(x.strip(WS).startswith(p) and is_special_token(p, preserved)
+                                      for p in preserved if p)]
+    if st.output_pos == 0 and preserved and len(opening) * 2 > len(lits) and output.strip(WS) \
+            and not any(p in output for p in preserved):
+        # every way the format lets the output begin starts with a control token (but for a header
+        # continuation), and the output holds none of them anywhere: a decoder that skips special tokens
+        # removed them all, it is not another syntax
+        return [Finding(Cause.SPECIAL_TOKENS_STRIPPED, [
+            where, f"{len(opening)} of the {len(lits)} ways the format begins the output start with a special token "
+            f"({', '.join(_q(x) for x in opening[:3])}), and the output holds none of the template's special tokens "
+            f"({', '.join(_q(p) for p in preserved[:6])}) anywhere: they were dropped when the tokens were decoded"])]
     if lits and all(is_special_token(x, preserved) for x in lits if x.strip(WS)) and \
             not any(p in output for p in preserved):
         return [Finding(Cause.SPECIAL_TOKENS_STRIPPED, [where, "the expected marker is a special token and the "

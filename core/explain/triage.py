@@ -620,6 +620,14 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         empty = _empty_comparisons(bundle)
         if empty:
             ev.append("the analysis found no tool-call markers; comparisons that came back empty: " + "; ".join(empty))
+        if not msg.get("tool_calls") and not _call_like(out, ctx["names"]):
+            ev.append("the output holds no call-like text (no JSON call object, no declared tool's name written as "
+                      "a call, no marker): it is a plain answer, which is what the parser returned — the gap of the "
+                      "analysis does not change this output's message")
+            return Mistake.NONE, ev
+        foreign = _foreign_to_unfound_format(setup, out, ctx)
+        if foreign:
+            return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [foreign]
         return Mistake.FORMAT_NOT_FOUND, ev
     if Cause.PARALLEL_NOT_REQUESTED in causes:
         return Mistake.PARALLEL_NOT_REQUESTED, ev + [e for f in ex.findings
@@ -825,6 +833,51 @@ def _json_call_name(text: str) -> str | None:
     """The name of the first ``{"name": "…", "arguments"|"parameters"|…: …`` object in ``text``, or None."""
     m = _JSON_CALL_NAME.search(text)
     return m.group(1) if m else None
+
+
+def _call_like(out: str, names: list[str]) -> bool:
+    """Whether ``out`` holds text that may be a call: a JSON ``{"name": …`` object, a marker-like token, or a
+    declared tool's name followed by what opens arguments (``(``, ``{``, ``"``, ``:``, ``>``, ``=``)."""
+    if _JSON_CALL_START.search(out) or _TOKEN.search(out):
+        return True
+    for n in names:
+        at = out.find(n)
+        while at >= 0:
+            nxt = out[at + len(n):at + len(n) + 8].lstrip(_WS)
+            if nxt[:1] in ("(", "{", '"', ":", ">", "="):
+                return True
+            at = out.find(n, at + 1)
+    return False
+
+
+def _foreign_to_unfound_format(setup: _Setup, out: str, ctx: dict[str, Any]) -> str:
+    """Evidence that a JSON call in ``out`` is another family's format although the analysis did not find the
+    template's: the template's source writes special-shaped control tokens near ``tool_calls``, the output
+    holds none of them, and improved fidelity (whose analysis finds more formats, with every repair on) reads no
+    call either — so the analysis gap is not what keeps the call unread. ``""`` when that does not hold."""
+    from ..chat.repairs import REPAIRS, RepairStage
+
+    name = _json_call_name(out)
+    if name is None:
+        return ""
+    src = getattr(setup.template, "source", "") or ""
+    at = src.find("tool_calls")
+    if at < 0:
+        return ""
+    tokens = list(dict.fromkeys(m.group(0) for m in _SPECIAL_SHAPE.finditer(src, at) if "tool" in m.group(0)))
+    if not tokens or any(t in out for t in tokens):
+        return ""
+    try:
+        tolerance = tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT)
+        p = _parse(setup, out, repairs=tolerance)
+    except Exception:  # noqa: BLE001 - improved may not build: no evidence either way
+        return ""
+    if p.message.tool_calls:
+        return ""
+    return (f"the output writes the call as a JSON object naming {_q(name)}; the template's source writes "
+            f"{', '.join(_q(t) for t in tokens[:3])} after `tool_calls`, none of which the output holds, and at "
+            "improved fidelity (every repair on) the call is still not read: the model writes another family's "
+            "format, whatever the analysis found")
 
 
 def _unsent_tool_call(setup: _Setup, out: str, text: str
@@ -1451,7 +1504,10 @@ _WHY = {
 
 def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
     named = _json_call_name(ex.message.get("content") or ex.message.get("reasoning_content") or "")
-    if req is not None and named is not None and mistake in (Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.UNKNOWN_TOOL):
+    from .causes import tool_names
+
+    if req is not None and named is not None and named not in tool_names(req) \
+            and mistake in (Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.UNKNOWN_TOOL):
         near_name = _misnamed(named, req)
         return (f"the call names {_q(named)}, which the request does not declare"
                 + (f" (the model misspelt {_q(near_name)})" if near_name else "")
