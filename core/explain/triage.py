@@ -308,6 +308,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         fence = re.compile(r"\s{0,8}```").match(s, at)
         if fence:       # a Markdown fence the format has no place for (its opener is deleted below)
             out.append(Edit("delete", at, fence.group(0), ""))
+        quoted = _plain_quoted(s, at, lits)
+        if quoted:
+            out.append(quoted)
         key = re.compile(r'"([A-Za-z_]{1,20})"').match(s, at)
         if key and ctx["args_key"] and key.group(1) in _KEY_ALIASES and key.group(1) != ctx["args_key"]:
             out.append(Edit("replace", at, key.group(0), f'"{ctx["args_key"]}"'))
@@ -365,6 +368,35 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
     return uniq[:8]
 
 
+def _plain_quoted(s: str, at: int, lits: list[str]) -> Edit | None:
+    """A string value in plain quotes at ``at`` where the parser expects a delimiter token holding a quote
+    character (Gemma 4's ``<|"|>``): one edit writing the value between that token on both sides."""
+    q = s[at:at + 1]
+    delims = [x for x in lits if q and q in x and _SPECIAL_SHAPE.fullmatch(x.strip(_WS))]
+    if q not in ('"', "'") or not delims:
+        return None
+    i = at + 1
+    end = min(len(s), at + 4096)
+    while i < end and s[i] != q and s[i] != "\n":
+        i += 2 if s[i] == "\\" else 1
+    if i >= end or s[i] != q:
+        return None
+    d = delims[0].strip(_WS)
+    return Edit("replace", at, s[at:i + 1], d + s[at + 1:i] + d)
+
+
+def _quote_for_delimiter(edits: list[Edit]) -> str:
+    """The delimiter token of edits that each put a plain-quoted value between a delimiter token, else ``""``."""
+    toks = set()
+    for e in edits:
+        d = _SPECIAL_SHAPE.match(e.new)
+        if e.kind != "replace" or not d or len(e.old) < 2 or e.old[0] != e.old[-1] or e.old[0] not in "\"'" \
+                or e.new != d.group(0) + e.old[1:-1] + d.group(0):
+            return ""
+        toks.add(d.group(0))
+    return toks.pop() if len(toks) == 1 else ""
+
+
 def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
     from .causes import tool_names, tool_openers
 
@@ -401,16 +433,20 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
             "markers": markers + [o.strip(_WS) for o in openers if o.strip(_WS)], "special_start": special}
 
 
-def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx: dict[str, Any]
-                   ) -> tuple[list[Edit], _Parsed] | None:
+def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx: dict[str, Any],
+                   stop: Any = None) -> tuple[list[Edit], _Parsed] | None:
     """Breadth-first over edit sequences (≤ :data:`MAX_EDITS`), bounded by ``budget``: the first sequence
-    whose output parses clean with calls and no marker text left in the content."""
+    whose output parses clean with calls and no marker text left in the content. ``stop``: the explanation's
+    stop point, where the search starts when the parse itself settled the output as content."""
     try:
         if not budget.take(len(output)):
             return None
         start = _parse(setup, output)
     except Exception:  # noqa: BLE001 - a parser that does not build has no nearest output
         return None
+    if stop is not None and start.stop < 0 and not start.message.tool_calls and 0 <= stop.output_pos < len(output):
+        # the content route read the whole output; the call route's furthest point is where an edit belongs
+        start = replace(start, stop=stop.output_pos, expected=list(stop.expected))
     frontier: list[tuple[list[Edit], str, _Parsed]] = [([], output, start)]
     seen = {output}
     for _depth in range(MAX_EDITS):
@@ -705,6 +741,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         one = edits[0]
         if len(edits) == 1 and one.kind == "replace" and one.old.strip('"') in _KEY_ALIASES:
             return Mistake.FIELD_ALIAS, ev + [f"the model's JSON key {_q(one.old)} is {_q(one.new)} in the template"]
+        delim = _quote_for_delimiter(edits)
+        if delim:
+            return Mistake.OMITTED_MARKER, ev + [
+                f"the model wrote a string value in plain quotes ({_q(edits[0].old)}) where the template writes it "
+                f"between {_q(delim)} tokens: the call is the template's but for that delimiter"]
         if any(e.kind == "delete" and e.old.startswith("```") for e in edits):
             return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence"]
         solid_edits = [e for e in edits if (e.new or e.old).strip(_WS)]
@@ -1533,7 +1574,7 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     tools = bool(setup.request.tools)
     near = None
     if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings):
-        near = nearest_output(setup, bundle, ex.output, budget, ctx)
+        near = nearest_output(setup, bundle, ex.output, budget, ctx, stop=ex.stop)
     content = ex.message.get("content") or ""
     if ex.clean and not ex.findings and ex.message.get("tool_calls") and not _SPECIAL_SHAPE.search(content) \
             and not any(m and m in content for m in ctx["markers"]):
