@@ -713,6 +713,17 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if m:
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"the model names the function as {_q(m.group(0))}, a syntax "
                                                       "the template never renders"]
+    ops = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS)]
+    pair = ("</" + ops[0][1:]) if ops and re.fullmatch(r"<[A-Za-z_][\w\-]{0,40}>", ops[0]) else ""
+    if len(ops) >= 2 and pair and not msg.get("tool_calls") and ops[0] not in out and pair not in out \
+            and any(o in out for o in ops[1:]):
+        # the call is not wrapped at all: its own opener is written, the section's tag pair around it never is —
+        # the outermost omission (what the parser then meets inside the call is listed above); a call that
+        # keeps the section's closer lost only what the parser stops at
+        inner = next(o for o in ops[1:] if o in out)
+        return Mistake.OMITTED_OPENER, ev + [f"the output writes {_q(inner)} but neither {_q(ops[0])} nor "
+                                             f"{_q(pair)}, which the template writes around it: the call was "
+                                             "started without its section's opener"]
     if ex.stop is not None and not edits:
         lits = _literals(ex.stop.expected)
         found = ex.text[ex.stop.pos:ex.stop.pos + 40]
