@@ -909,7 +909,7 @@ def _foreign_to_unfound_format(setup: _Setup, out: str, ctx: dict[str, Any]) -> 
     call either — so the analysis gap is not what keeps the call unread. ``""`` when that does not hold."""
     from ..chat.repairs import REPAIRS, RepairStage
 
-    name = _json_call_name(out)
+    name = _json_call_name(out) if len(out) <= TRIAGE_CHARS // 8 else None    # one more parse: bounded input
     if name is None:
         return ""
     src = getattr(setup.template, "source", "") or ""
@@ -943,7 +943,7 @@ def _unsent_tool_call(setup: _Setup, out: str, text: str
     req = setup.request
     if req.tools and getattr(req.tool_choice, "value", req.tool_choice) != "none":
         return None
-    name = _json_call_name(text)
+    name = _json_call_name(text) if len(out) <= TRIAGE_CHARS // 8 else None   # up to four parses: bounded
     if name is None:
         return None
     change: dict[str, Any] = {"tools": list(req.tools or []) + [tool_stub(name)], "tool_choice": "auto"}
