@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -379,6 +380,12 @@ class ParserState:
         return c
 
 
+_PARTIAL_MEMO: tuple[Any, str, tuple[AssistantMessage, ParseResult | None, str | None]] | None = None
+"""The last partial :meth:`GeneratedParser.parse_detailed` without a stream state: (weak reference to the
+parser, output, result). One entry for the process (a 256 KB output and its message at most), replaced as one
+tuple so threads never see half of it."""
+
+
 @dataclass
 class GeneratedParser:
     """A generated chat-output parser with its grammar (implements :class:`core.chat.base.ChatOutputParser`).
@@ -456,9 +463,11 @@ class GeneratedParser:
             msg = msg.copy()
             msg.repairs = [FiredRepair(REPEATED_TURN_HEADER, 0, cut, text=output[:cut])] + msg.repairs
         if is_partial:
-            return settle(self, output, msg, True, view=msg)
+            return settle(self, output, msg, True, view=msg, partial_entry=entry)
         clean = entry is None and r is not None and not r.switched   # the partial view is this very parse
-        return settle(self, output, msg, False, view=msg if clean else None)
+        if clean:
+            return settle(self, output, msg, False, view=msg, partial_entry=None)
+        return settle(self, output, msg, False)
 
     def _has_repair_tags(self) -> bool:
         """Whether the arena has ``repair:NAME`` nodes (built with tolerance repairs on): only then is the
@@ -476,6 +485,22 @@ class GeneratedParser:
 
     def parse_detailed(self, output: str, *, state: ParserState | None = None, is_partial: bool = False
                        ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
+        """See :meth:`_parse_detailed`. The partial parse of a whole output (no ``state``) is kept for the next
+        call with the same parser and output: on a text that does not parse it probes O(log n) prefixes, and a
+        final parse asks for it again (:func:`core.chat.repairs.settle`, explain's trace of a settled view)."""
+        global _PARTIAL_MEMO
+        if state is not None or not is_partial:
+            return self._parse_detailed(output, state=state, is_partial=is_partial)
+        memo = _PARTIAL_MEMO
+        if memo is not None and memo[0]() is self and memo[1] == output:
+            msg, r, entry = memo[2]
+            return msg.copy(), r, entry
+        msg, r, entry = self._parse_detailed(output, state=None, is_partial=True)
+        _PARTIAL_MEMO = (weakref.ref(self), output, (msg.copy(), r, entry))
+        return msg, r, entry
+
+    def _parse_detailed(self, output: str, *, state: ParserState | None = None, is_partial: bool = False
+                        ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
         """Like :meth:`parse`, also returning the PEG result used and its entry point: ``None`` = main root,
         ``"recover-trailing"``, ``"recover-content"``, ``"main+rest"`` (the main root stopped before the end
         of the text: its message plus the rest as content), ``"prefix+rest"`` (:func:`prefix_rest`),
