@@ -368,7 +368,6 @@ class ParserState:
     """
 
     caches: dict[str | None, ParseCache] = field(default_factory=dict)
-    last_entry: str | None = None
     view: ViewMemo = field(default_factory=ViewMemo)
 
     def cache(self, entry: str | None) -> ParseCache:
@@ -413,6 +412,9 @@ class GeneratedParser:
     notes: list[str] = field(default_factory=list)
     turn_header: str = ""
     content_header: str = ""
+    # repair trailing-end-of-turn (set by the pipeline at improved): (template, request, caps) the end-of-turn
+    # tokens are derived from, core.chat.turn_end.turn_end_tokens
+    turn_end_source: Any = None
 
     def header_cut(self, output: str, is_partial: bool = False) -> int | None:
         """Repair ``repeated-turn-header`` (on when ``turn_header`` is set, see
@@ -447,6 +449,16 @@ class GeneratedParser:
         Without ``state`` the result is settled by :func:`core.chat.repairs.settle` (a final parse extends the
         partial view of the same output; a call cut off at the end is reported in ``.repairs``).
         """
+        if state is None and not is_partial and detailed is None and self.turn_end_source is not None:
+            from .repairs import TRAILING_END_OF_TURN, FiredRepair
+            from .turn_end import turn_end_cut, turn_end_tokens
+
+            end = turn_end_cut(turn_end_tokens(self), output)
+            if end < len(output):   # repair trailing-end-of-turn: the stop token is not content
+                msg = self.parse(output[:end], False).copy()   # (a repeated token is cut again)
+                msg.repairs = list(msg.repairs) + [FiredRepair(TRAILING_END_OF_TURN, end, len(output),
+                                                               text=output[end:])]
+                return msg
         msg, r, entry = detailed if detailed is not None and state is None else \
             self.parse_detailed(output, state=state, is_partial=is_partial)
         if state is not None:     # a step of a stream: StreamingParser.finish() settles with a one-shot parse
@@ -531,10 +543,8 @@ class GeneratedParser:
         main = self._run(None, text, state)
         covered = main is not None and covers(main, text)
         if covered and not (is_partial and main.switched):
-            if state is not None:
-                state.last_entry = None
-                if is_partial:
-                    state.view.note(text, True, frozenset())
+            if state is not None and is_partial:
+                state.view.note(text, True, frozenset())
             return map_parse(main), main, None
         if not is_partial or main is None:
             return (map_parse(main), main, None) if covered else self._recover(text, output, main, state)
@@ -557,8 +567,6 @@ class GeneratedParser:
         msg = consistent_view(text, gp_len, probe, top, memo)
         if memo is not None:
             memo.note(text, covered, main.switches)
-        if state is not None:
-            state.last_entry = None
         if msg is top.message:
             return msg, main, None
         if recovered and msg is recovered[-1][0]:
@@ -599,8 +607,6 @@ class GeneratedParser:
                 if r is None or r.fail:
                     continue
                 msg = map_parse(r)
-            if state is not None:
-                state.last_entry = entry
             return msg, r, entry
         return AssistantMessage(content=output), None, "raw"
 

@@ -142,6 +142,9 @@ MESSAGES_AFTER_CALL = "messages-after-call"
 # issue 25, batch 1 (tests/data/real_outputs_fresh, now dev) repairs (s9-r3real)
 UNDECLARED_ARGUMENTS = "undeclared-arguments"
 CALLS_AFTER_TEXT = "calls-after-text"
+# issue 25, s10-lossless: the rebuilt batch-1 repairs and the dev set's remaining classes
+XML_ARGUMENTS_WRAPPER = "xml-arguments-wrapper"
+TRAILING_END_OF_TURN = "trailing-end-of-turn"
 INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
 INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
@@ -608,6 +611,38 @@ REPAIRS: list[Repair] = [
                "sgl-py-two-lists, sgl-py-python-start*); ollama's FunctionGemma parser reads a call after text "
                "between calls: https://github.com/ollama/ollama/blob/04e80a45755e22d0d393a93747570fad135e9159/model/parsers/functiongemma_test.go "
                "(batch-1 case ollama-fg-content-between)"),
+    # ---- issue 25, s10-lossless: the whole own set is dev (rebuilt batch-1 repairs, end-of-turn tokens) ------
+    Repair(
+        name=XML_ARGUMENTS_WRAPPER,
+        title="A MiniCPM5 call's params inside an <arguments> element",
+        stage=RepairStage.TOLERANCE,
+        accepts="A MiniCPM5 call <function name=\"…\"> whose <param name=\"…\"> elements sit inside "
+                "<arguments> … </arguments>, which the template never renders: the wrapper is markup, the "
+                "params are read as usual. A parse-only alternative: the grammar keeps the template's layout.",
+        example='<function name="get_weather"><arguments><param name="city">Paris</param></arguments></function>',
+        source="ollama's MiniCPM5 parser accepts the wrapper: https://github.com/ollama/ollama/blob/"
+               "a7f786f12b5f4a05de2d57528cf7a157935810b0/model/parsers/minicpm5_test.go (batch-1 case "
+               "ollama-minicpm5-arguments-wrapper)"),
+    Repair(
+        name=TRAILING_END_OF_TURN,
+        title="The end-of-turn token that ends the output is markup, not content",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output that ends (trailing whitespace allowed) with a token the template writes right after "
+                "an assistant turn (<|im_end|>, <end_of_turn>, <|eot_id|>, <|END_OF_TURN_TOKEN|>: the leading "
+                "markers of the template's end-of-turn text, derived from renders, core.chat.samples."
+                "end_of_turn_candidates), with one of the parser's stop strings, or with a stop token of the "
+                "call format (FunctionGemma <start_function_response>): a raw transcript or an engine that did "
+                "not strip the stop token. The token is cut before parsing, the rest parses as usual; a token "
+                "the parser itself reads (a preserved token) is never cut, nor one followed by text. A stream "
+                "holds back a content or reasoning tail that may still become such a token until the next text "
+                "(or the end) decides, so stream = one-shot.",
+        example="The current temperature in Paris is 22.0 degrees.<|im_end|>   (Qwen2.5)",
+        source="vLLM's SamplingParams: skip_special_tokens=True and include_stop_str_in_output=False by default "
+               "(https://docs.vllm.ai/en/v0.8.3/api/inference_params.html), so neither the end-of-turn token nor "
+               "a stop string reaches its parsers; SGLang the same (skip_special_tokens); Google's FunctionGemma "
+               "notebook (https://github.com/google-gemini/gemma-cookbook/blob/e119e3d24e2f618fafa7203662c8f7a2c"
+               "791de35/docs/functiongemma/finetuning-with-functiongemma.ipynb: generation ends at "
+               "<start_function_response> or <end_of_turn>)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -941,6 +976,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "turn_end_tokens", "turn_end_cut", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -79,6 +79,8 @@ class Arena:
         # tags whose nodes show nothing by themselves (grouping / opening): not counted as visible progress
         # when an alternative is abandoned (engine ParseResult.switches); set by the chat builder
         self.quiet_tags: frozenset[str] = frozenset()
+        # choices made by ChatBuilder.widen_late: the grammar reads them as their one non-repair alternative
+        self.repair_choices: set[int] = set()
 
     def add(self, node: N.Node) -> int:
         """Append ``node``, set its ``id`` to its index and return that id (``int``)."""
@@ -191,31 +193,27 @@ class Builder:
         """An exact string."""
         return self._add(N.Literal(text=text))
 
-    def seq(self, *parts: Parseable) -> P:
-        """Sequence; nested sequences are flattened."""
+    def _flat(self, parts: tuple[Parseable, ...], kind: type) -> list[int]:
+        """The ids of ``parts``, the items of a ``kind`` node spliced in its place."""
         items: list[int] = []
         for part in parts:
             h = self.lift(part)
             n = self.arena.get(h.id)
-            if isinstance(n, N.Sequence):
+            if isinstance(n, kind):
                 items.extend(n.items)
             else:
                 items.append(h.id)
-        return self._add(N.Sequence(items=items))
+        return items
+
+    def seq(self, *parts: Parseable) -> P:
+        """Sequence; nested sequences are flattened."""
+        return self._add(N.Sequence(items=self._flat(parts, N.Sequence)))
 
     sequence = seq
 
     def choice(self, *parts: Parseable) -> P:
         """Ordered choice; nested choices are flattened. ``choice()`` with no parts always fails."""
-        items: list[int] = []
-        for part in parts:
-            h = self.lift(part)
-            n = self.arena.get(h.id)
-            if isinstance(n, N.Choice):
-                items.extend(n.items)
-            else:
-                items.append(h.id)
-        return self._add(N.Choice(items=items))
+        return self._add(N.Choice(items=self._flat(parts, N.Choice)))
 
     def repeat(self, p: Parseable, min: int, max: int | None = None) -> P:
         """``p{min,max}``; ``max=None`` means exactly ``min``; ``max=-1`` unbounded."""
@@ -440,6 +438,9 @@ class Builder:
         Raises :class:`PegError` if a reference names an unknown rule.
         """
         arena = self.arena
+        late = getattr(self, "late", None)
+        while late:   # changes made once the tree is complete (ChatBuilder.widen_late): their nodes come last
+            late.pop(0)()
         arena.root = self.lift(root).id
         for name, p in (entries or {}).items():
             arena.entries[name] = self.lift(p).id
