@@ -320,7 +320,7 @@ def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
         return ParseTrace(output, 0, msg, "no-parser", [Span(0, len(output), SpanLabel.UNPARSED, output)] if output
                           else [])
     if isinstance(parser, GeneratedParser) and getattr(parser, "turn_end_source", None) is not None:
-        from ..chat.repairs import turn_end_cut, turn_end_tokens
+        from ..chat.turn_end import turn_end_cut, turn_end_tokens
 
         end = turn_end_cut(turn_end_tokens(parser), output)
         if end < len(output):
