@@ -13,7 +13,10 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   say ``"split": "dev"`` ("Third batch: kept.jsonl").
 - ``kept2.jsonl``: the fourth batch, kept aside and scored once (4/12 cause, 11/12 fix, 3/5 nearest); the classes
   behind its misses were then fixed by general rules, so its rows say ``"split": "dev"`` ("Fourth batch:
-  kept2.jsonl"). Each case carries a note on its cause."""
+  kept2.jsonl"). Each case carries a note on its cause.
+- ``kept3.jsonl``: the fifth batch, split ``"kept3"``, collected from reports no earlier set used after the rules of
+  core/explain were written, its causes and fixes committed before explain ran on it, scored once (4/11 cause,
+  7/11 fix, 3/3 nearest) and not tuned to ("Fifth batch: kept3.jsonl (kept aside)")."""
 
 from __future__ import annotations
 
@@ -37,9 +40,10 @@ SCORES = {
     "fresh.jsonl": {"dev": (16, 16, 2, 2)},
     "kept.jsonl": {"dev": (6, 6, 2, 2)},
     "kept2.jsonl": {"dev": (12, 12, 5, 5)},
+    "kept3.jsonl": {"kept3": (4, 7, 3, 3)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
-SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12}
+SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -89,7 +93,14 @@ def test_the_second_kept_batch_notes_its_causes_and_expected_messages():
     assert all("expect" in c for c in cases if c["fix"]["kind"] != "none")
 
 
-@pytest.mark.parametrize("case", [c for c in SETS["kept2.jsonl"] if c["cause"] == "NONE" and "expect" in c],
+def test_the_fifth_batch_notes_its_causes_and_how_its_requests_were_written():
+    cases = SETS["kept3.jsonl"]
+    assert all(c["cause_note"] and c["note"] for c in cases) and len({c["source"] for c in cases}) == len(cases)
+    assert len({c["template"] for c in cases}) >= 8 and len({c["cause"] for c in cases}) >= 7
+
+
+@pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl") for c in SETS[n]
+                                  if c["cause"] == "NONE" and "expect" in c],
                          ids=lambda c: c["id"])
 def test_a_none_case_with_a_call_parses_clean_to_it(case):
     msg, clean = apply_fix(_template(case["template"]), ChatRequest.from_dict(case), case["input"], {})
