@@ -28,12 +28,14 @@ from .conftest import ROOT, TEMPLATES
 
 DATA = ROOT / "tests" / "data"
 # right cases per set (its directory under tests/data), fidelity and split; real_outputs improved holdout 81 -> 85:
-# the 4 Jamba calls, read once improvement transformers-dialect renders its template
+# the 4 Jamba calls, read once improvement transformers-dialect renders its template; s10-lossless2: real_outputs
+# improved dev 167 -> 170 (the 3 Magistral fixtures expect current vLLM's message), real_outputs_kept improved
+# 36 -> 39 (Gemma 3's ```tool_code fence read as markup of the calls; SmolLM3 cases on the model's own template)
 PASS = {
     "real_outputs": {("llama.cpp", "dev"): 95, ("llama.cpp", "holdout"): 45,
-                     ("improved", "dev"): 167, ("improved", "holdout"): 85},
+                     ("improved", "dev"): 170, ("improved", "holdout"): 85},
     "real_outputs_fresh": {("llama.cpp", "dev"): 53, ("improved", "dev"): 92},
-    "real_outputs_kept": {("llama.cpp", "dev"): 13, ("improved", "dev"): 36},
+    "real_outputs_kept": {("llama.cpp", "dev"): 13, ("improved", "dev"): 39},
     "real_outputs_kept3": {("llama.cpp", "kept3"): 65, ("improved", "kept3"): 87},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
