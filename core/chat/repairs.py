@@ -603,14 +603,19 @@ REPAIRS: list[Repair] = [
                 "with python-code-markers), so brackets in prose stay content; a list that cannot be read stays "
                 "content. Not with tool_choice required (the answer is the calls). In the Gemma call syntax (Gemma 4, "
                 "FunctionGemma <start_function_call>call:NAME{…}<end_function_call>), with parallel calls, a "
-                "further call after the text that follows the calls.",
-        example="Here's a tool call: [get_weather(location='New York', unit='celsius')]",
+                "further call after the text that follows the calls. A Markdown fence (```tool_code, ```python "
+                "or ```) that holds only a pythonic call list is markup of the calls (Gemma 3 writes its calls so); "
+                "a fence around anything else stays content, and a closing ``` (or a backtick) that ends the "
+                "output is content, not held back for a fence that never comes.",
+        example="Here's a tool call: [get_weather(location='New York', unit='celsius')]   |   "
+                "The search term is \"tech experts\".\n```tool_code\n[filter(column_name='Division')]\n```",
         source="SGLang's PythonicDetector reads the lists anywhere in the text and returns the rest as normal "
                "text: https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/"
                "srt/test_function_call_parser.py (batch-1 cases sgl-py-text-then-call, sgl-py-text-before, "
                "sgl-py-two-lists, sgl-py-python-start*); ollama's FunctionGemma parser reads a call after text "
                "between calls: https://github.com/ollama/ollama/blob/04e80a45755e22d0d393a93747570fad135e9159/model/parsers/functiongemma_test.go "
-               "(batch-1 case ollama-fg-content-between)"),
+               "(batch-1 case ollama-fg-content-between); a fenced list: https://github.com/vllm-project/vllm/issues/14734 "
+               "(Gemma 3 27B, case kept-vllm-14734-tool-code-fence; the reporter expects the call)"),
     # ---- issue 25, s10-lossless: the whole own set is dev (rebuilt batch-1 repairs, end-of-turn tokens) ------
     Repair(
         name=XML_ARGUMENTS_WRAPPER,
