@@ -357,11 +357,17 @@ REPAIRS: list[Repair] = [
         accepts="Qwen3-Coder-style calls (<tool_call>/<function=…>/<parameter=…>) whose tags are separated by "
                 "spaces or by nothing instead of the template's line breaks; a string value loses the "
                 "whitespace next to its tags (Qwen3.5's compact layout value\\n</parameter><parameter=…>: the "
-                "value ends before the newline).",
+                "value ends before the newline). In the Qwen3-Coder handler, markup indented as a block (every "
+                "tag after a line break and indentation) is read when the template's layout fails, its string "
+                "values without the whitespace at their ends (as SGLang and vLLM strip them); a value under an "
+                "unindented tag keeps its own indentation (code). With content-between-calls, text between two "
+                "such calls is content without the layout around it.",
         example="<tool_call> <function=f> <parameter=q> text </parameter> </function> </tool_call>",
         source="https://github.com/openclaw/openclaw/issues/61838, https://github.com/waybarrios/vllm-mlx/issues/63; "
                "ollama's Qwen3.5 parser trims the value (https://github.com/ollama/ollama/blob/"
-               "050b6db095db556a36fa1fb2a13611ebe1eb9349/model/parsers/qwen35_test.go, batch-1 case ollama-qwen35-compact-xml-call)"),
+               "050b6db095db556a36fa1fb2a13611ebe1eb9349/model/parsers/qwen35_test.go, batch-1 case ollama-qwen35-compact-xml-call); "
+               "indented markup: SGLang's qwen3coder detector test (batch-1 cases fresh-sgl-qwen3coder-indented, "
+               "-indented-text-between; https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/srt/test_function_call_parser.py)"),
     Repair(
         name=TRAILING_STOP_TOKEN,
         title="The stop token after a GPT-OSS call kept in the output",
