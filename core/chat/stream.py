@@ -37,7 +37,7 @@ from ..peg.scanners import OK as _OK_STATUS
 from .generator import (MAIN_REST, PREFIX_REST, RECOVER_CONTENT, RECOVER_TRAILING, ParserState, Probe, ViewMemo,
                         consistent_view, covering_message, covers, prefix_rest)
 from .grammar_after import grammar_after
-from .mapper import ACTIONS, HOOK_TAGS, ChatMapper, escape_json_inner, json_brace_depth, map_parse
+from .mapper import ACTIONS, HOOK_STRINGS, HOOK_TAGS, ChatMapper, escape_json_inner, json_brace_depth, map_parse
 from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta, apply_deltas,
                       tool_call_delta)
 from .repairs import is_json_object
@@ -619,7 +619,10 @@ class PegStreamSession:
         compile_arena = getattr(parser.arena, "compile", None)
         if compile_arena is not None:
             compile_arena()
-        self._tag_delimiters()
+        # whether some value hook of the arena declared string values (the fast path of _open_hook_string)
+        self._hooked = any(HOOK_STRINGS.get(t) for t in self._tag_delimiters())
+        # a recovery that parses the text from an entry of its own (its message may change shape as text comes)
+        self._entry_recovery = any(e in parser.arena.entries for e in (RECOVER_TRAILING, RECOVER_CONTENT))
         try:   # what the grammar allows after a call's JSON arguments (kept on the arena, built once)
             grammar_after(parser.arena)
         except Exception:  # noqa: BLE001 - an optimisation: built on first use then
@@ -824,7 +827,12 @@ class PegStreamSession:
                          (lambda: recover(t, t[gp_len:], r, None)[0]) if recover is not None
                          else (lambda: AssistantMessage(content=t[gp_len:])))
         self._rest_msg = None
-        top = Probe(covered, main.switches, lambda: self._recover(text, output, main))
+        recovered: list[AssistantMessage] = []
+
+        def recover_top() -> AssistantMessage:
+            recovered.append(self._recover(text, output, main))
+            return recovered[-1]
+        top = Probe(covered, main.switches, recover_top)
         msg = consistent_view(text, gp_len, probe, top, self.memo)
         self.memo.note(text, covered is not None, main.switches)
         if msg is covered and main.need_more_input and mapper is not None:
@@ -838,6 +846,13 @@ class PegStreamSession:
             # GPT-OSS's ``<|call|>``): a longer text parses the same, so the view stays "its message + the rest
             # as content" (the view of the text where it stopped covering is fixed, and this one extends it)
             self.open_region = OpenRegion("content", ())
+        elif (main.fail and main.blind and recovered and msg is not recovered[-1] and not self._entry_recovery
+              and len(recovered[-1].tool_calls) < len(msg.tool_calls)):
+            # the main root failed without reading the end, so it fails the same on any longer text, and the only
+            # recovery left is prefix_rest: the longest prefix that parses stays where it is, the recovered message
+            # only gains content — never the call the view holds and it dropped. The view is the shorter
+            # prefix's, fixed: appended text changes nothing until the final parse
+            self.open_region = OpenRegion("hidden", ())
         self._rest_msg = None
         return msg
 
@@ -940,6 +955,10 @@ class PegStreamSession:
             path.append(path[-1].children[-1])
         if not path[-1].partial:
             return None
+        if self._hooked:
+            for i, x in enumerate(path):
+                if x.tag in HOOK_TAGS:
+                    return self._open_hook_string(r, n, mapper, msg, path, i)
         action = None
         for i in range(len(path) - 1, -1, -1):
             if path[i].tag not in _GROUPING_TAGS:
@@ -1007,6 +1026,39 @@ class PegStreamSession:
             region.held = held
         elif exact and delims:
             region.can_hold = True   # text ending in a cut delimiter holds it back as the until does
+        return region
+
+    def _open_hook_string(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage, path: list,
+                          h: int) -> "OpenRegion | None":
+        """Fast path inside a value hook's arguments (``path[h]``, :data:`core.chat.mapper.HOOK_TAGS`): the parse
+        stopped in a raw string value the hook declared (:data:`core.chat.mapper.HOOK_STRINGS`), the one
+        ``until`` that looked at the end (``r.pending_until``: its delimiters are exactly the region's). The
+        hook's arguments then end with that string escaped and left open, so text without a delimiter appends
+        its escape to the last call's arguments, as a tagged string value's does."""
+        leaf = path[-1]
+        if (leaf.tag or leaf.rule) not in HOOK_STRINGS.get(path[h].tag, ()) or r.pending_until is None:
+            return None
+        src = r.text
+        for x in path[:h]:
+            if x.tag not in _GROUPING_TAGS:
+                return None
+        if not mapper.current_is_last_named() or not msg.tool_calls:
+            return None
+        # the hook showed the string as declared: its last characters, escaped, end the arguments
+        args = msg.tool_calls[-1].arguments
+        if not args.endswith(escape_json_inner(src[max(leaf.start, leaf.end - 8):leaf.end])) or (
+                leaf.end <= leaf.start and not args.endswith('"')):
+            return None
+        delims = r.pending_until[1]
+        region = OpenRegion("arguments", delims)
+        region.fresh = leaf.start >= n
+        if leaf.end != n:
+            held = src[leaf.end:n]
+            if leaf.end <= leaf.start or not any(len(d) > len(held) and d.startswith(held) for d in delims):
+                return None
+            region.held = held
+        elif delims:
+            region.can_hold = True
         return region
 
     @staticmethod

@@ -1,0 +1,75 @@
+"""Fast paths of the stream inside value-hooked arguments (Gemma 4, MiniMax-M3) and after a rejected call: the
+number of feeds that parse does not grow with the output, and the stream still gives the one-shot parse.
+
+The outputs are :mod:`bench.hostile`'s (an assistant turn rendered through the real template, adversarial payload).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.hostile import hostile_samples, stream_equals_parse
+from core.chat.repairs import TRUNCATED_CALL, WHY_REJECTED
+from core.chat.stream import StreamingParser
+from core.jinja.template import ChatTemplate
+
+from .conftest import TEMPLATES
+
+GEMMA4 = "google-gemma-4-31B-it.jinja"
+MINIMAX = "MiniMax-M3.jinja"
+
+
+def _stream(name: str, kind: str, n: int) -> tuple[list[int], StreamingParser, object]:
+    """Stream the hostile sample one character per feed: (indexes of the feeds that parsed, the finished stream,
+    the sample)."""
+    t = ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name)
+    samples, notes = hostile_samples(t, name, n, kinds=(kind,))
+    assert samples, notes
+    s = samples[0]
+    sp = StreamingParser(s.parser)
+    parsed = []
+    for i, ch in enumerate(s.output):
+        before = sp.fast_steps
+        sp.feed(ch)
+        if sp.fast_steps == before:
+            parsed.append(i)
+    sp.finish()
+    return parsed, sp, s
+
+
+@pytest.mark.parametrize("name", [GEMMA4, MINIMAX])
+def test_hooked_string_value_streams_without_parsing(name):
+    # a string argument dense with JSON escapes: its characters append to the arguments (escaped) on the fast path
+    short, sp_short, s_short = _stream(name, "escapes", 300)
+    long, sp_long, s_long = _stream(name, "escapes", 1200)
+    assert len(s_long.output) - len(s_short.output) == 900
+    assert len(long) == len(short) < 100     # the markers parse; the 900 more characters of the value do not
+    for sp, s in ((sp_short, s_short), (sp_long, s_long)):
+        assert not sp.final_mismatch and stream_equals_parse(sp, s.parser, s.output)
+        args = s.parser.parse(s.output).tool_calls[0].arguments
+        assert args.startswith('{"query":"a\\n\\"\\\\a\\n') and sp.message.tool_calls[0].arguments == args
+
+
+def test_gemma4_bracket_flood_in_a_string_streams_without_parsing():
+    short, sp, s = _stream(GEMMA4, "brackets", 300)
+    long, sp_long, s_long = _stream(GEMMA4, "brackets", 1200)
+    assert len(long) == len(short)   # only the 64-deep array (and the markers) parse, not the "[" of the string
+    assert stream_equals_parse(sp_long, s_long.parser, s_long.output)
+    args = sp_long.message.tool_calls[0].arguments   # (the template writes the keys sorted)
+    assert args.startswith('{"limit":' + "[" * 64 + '"x"' + "]" * 64) and args.endswith('"query":"' + "[" * 1200 + '"}')
+
+
+def test_minimax_rejected_call_settles_to_the_one_shot_parse():
+    # `limit` is declared integer; the hostile output writes a nested array there (<item> elements): the typed
+    # parse rejects the call. The stream had shown its start; the final parse reports it (truncated-call,
+    # rejected), and what a client keeps (repairs.settled) is the one-shot parse: the whole output as content.
+    parsed, sp, s = _stream(MINIMAX, "brackets", 300)
+    one = s.parser.parse(s.output)
+    assert one.tool_calls == [] and one.content == s.output
+    assert [(r.name, r.why) for r in sp.final.repairs] == [(TRUNCATED_CALL, WHY_REJECTED)]
+    assert sp.message.tool_calls[0].arguments == '{"query":"' + "[" * 300 + '","limit":'
+    assert stream_equals_parse(sp, s.parser, s.output)
+    # once the call is rejected the view is fixed: the ~2,600 characters of <item> elements after it do not parse
+    limit = s.output.index("<limit>")
+    assert len(s.output) - limit > 2500
+    assert sum(1 for i in parsed if i > limit) <= 8
