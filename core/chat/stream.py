@@ -993,6 +993,12 @@ class PegStreamSession:
             if leaf is not node and leaf.start == node.start and self._json_rule(leaf.rule):
                 return self._open_json_value(src, node, mapper, path[:action])
             return self._open_json_string(src, node, mapper)
+        if node.tag == "tool-arg-value" and not held:
+            # one tagged JSON value read by the native scanner: copied as it is (valid JSON has nothing that
+            # normalize_python_value rewrites), so the same whole-value path as verbatim arguments, none after it
+            leaf = path[-1]
+            if leaf is not node and leaf.start == node.start and self._json_rule(leaf.rule):
+                return self._open_json_value(src, node, mapper, None, value=True)
         delims = self._tag_delimiters().get(node.tag)
         if delims is None:
             return None
@@ -1007,6 +1013,12 @@ class PegStreamSession:
             if not mapper.current_is_last_named():
                 return None
             field = "arguments"
+        elif tag == "tool-arg-value":
+            # a raw (JSON) value is copied into the arguments unless normalize_python_value rewrites it: a
+            # value without a quote ' or a capital T, F, N grows by what is appended
+            if not mapper.current_is_last_named() or _RAW_UNSAFE.search(src, node.start, node.end) is not None:
+                return None
+            field = "raw-arguments"
         else:
             return None
         exact = tag in self._tag_exact
@@ -1071,7 +1083,7 @@ class PegStreamSession:
         stop, delims = r.pending_until
         node = r.nodes[-1] if r.nodes else None
         while node is not None and node.partial:
-            if node.tag not in _TEXTLESS_TAGS:
+            if node.tag not in _TEXTLESS_TAGS and not (node.tag == "tool-args" and _markup_args(r.text, node, n)):
                 return None
             node = node.children[-1] if node.children else None
         region = OpenRegion("hidden", delims)
@@ -1098,9 +1110,13 @@ class PegStreamSession:
         while node.partial:
             tag = node.tag
             if tag not in _TEXTLESS_TAGS:
-                if lit or tag != "tool-args" or node.start != n:
+                if tag != "tool-args":
                     return None
-                args = node
+                if lit or node.start != n:
+                    if not _markup_args(r.text, node, n):
+                        return None
+                else:
+                    args = node
             leaf = node
             children = node.children
             if not children:
@@ -1144,13 +1160,18 @@ class PegStreamSession:
         return hit
 
     def _open_json_value(self, src: str, node: Any, mapper: "IncrementalMapper",
-                         above: list | None = None) -> "OpenRegion | None":
+                         above: list | None = None, value: bool = False) -> "OpenRegion | None":
         """Fast path inside verbatim JSON arguments scanned by the native JSON scanner: the parse stopped
         anywhere inside the value (a string, a number, a literal, between tokens), which reaches the end of the
         text. Text that keeps the value a valid open prefix extends the arguments verbatim (trailing whitespace
         and a cut escape held back, as the parse reports them); the value's close, or anything invalid, needs a
-        parse. The JSON state is scanned on from where the previous parse left it."""
-        if not mapper.current_is_last_named() or not src.startswith("{", node.start):
+        parse. The JSON state is scanned on from where the previous parse left it. ``value``: ``node`` is one
+        tagged argument value (any JSON value; its close needs a parse)."""
+        # (a value: an array or an object only, whose state the scan keeps until it closes; a number or a
+        # literal ends where the text after it says, which takes a parse)
+        if not mapper.current_is_last_named() or not src.startswith(("{", "[") if value else "{", node.start):
+            return None
+        if value and src[node.end - 1] in _WS:
             return None
         st = self._json_value_scan
         if st is None or st[0] != node.start or st[1] > node.end:
@@ -1162,7 +1183,8 @@ class PegStreamSession:
         self._json_value_scan = (node.start, node.end, state)
         region = OpenRegion("json-arguments", ())
         region.json = state
-        region.after = self._after_arguments(mapper, above)
+        region.value = value
+        region.after = None if value else self._after_arguments(mapper, above)
         return region
 
     def _after_wrapper(self, r: Any, n: int, mapper: "IncrementalMapper") -> "OpenRegion | None":
@@ -1281,6 +1303,17 @@ class PegStreamSession:
         return json_arguments_region(text)
 
 
+def _markup_args(src: str, node: Any, n: int) -> bool:
+    """Whether the open ``tool-args`` ``node`` (up to ``n``, the end of the text) holds tagged arguments, not
+    verbatim JSON: its text already starts with something other than ``{``, so the mapper's ``tool-args``
+    action (which only takes text starting with ``{``) ignores it however it grows — textless, as its
+    children's tags decide the arguments."""
+    i = node.start
+    while i < n and src[i] in _WS:
+        i += 1
+    return i < n and src[i] != "{"
+
+
 # tags whose mapping does not change when whitespace is appended to their text (textless, or right-stripped)
 _WS_INVARIANT_TAGS = _TEXTLESS_TAGS | {"tool-name", "tool-id", "tool-args"}
 
@@ -1311,6 +1344,9 @@ _SUCCESS = ResultType.SUCCESS
 
 _WS = " \t\n\v\f\r"
 _JSON_ESCAPED = re.compile(r'[\x00-\x1f\\"]')
+# what may make mapper.normalize_python_value change a raw value (a quote, the start of True / False / None)
+_RAW_UNSAFE = re.compile("[TFN']")
+_HAS_WS = re.compile(r"[ \t\n\v\f\r]")
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -1522,6 +1558,9 @@ class OpenRegion:
     # (pending_ws); None: not decided yet, ``_ws_invariant_end(*ws_at)`` decides it when first read
     ws_at: tuple | None = None
     json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
+    # json-arguments over one tagged value (mapped verbatim, whitespace included, where the scan holds
+    # whitespace back as the arguments' right-strip does): whitespace takes a parse
+    value = False
     # json-arguments: what text after the value's close does, from a handler (``after_arguments`` of its
     # parser): "content" — it is all content (the root ends with the arguments, the rest is recovered as
     # content); a predicate of all the text after the value — true while it leaves the message as it is
@@ -1966,6 +2005,8 @@ class StreamingParser:
                     region.field, region.json, region.held = "after", None, text
                     self.fast_steps += 1
                     return []
+                if region.value and _HAS_WS.search(text) is not None:
+                    return None
                 out: list[str] = []
                 state = advance_json_value(text, 0, len(text), region.json, out)
                 if state is None:
@@ -1997,6 +2038,8 @@ class StreamingParser:
             self._appended.append(add)
             return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
         field = region.field
+        if field == "raw-arguments" and _RAW_UNSAFE.search(text) is not None:
+            return None
         if region.fresh and text:
             if text[0] in _WS:
                 return None
@@ -2016,7 +2059,7 @@ class StreamingParser:
             if field == "reasoning_content":
                 self._appended.append(add)
                 return [MessageDelta(reasoning_content=add)]
-            if _JSON_ESCAPED.search(add) is not None:    # a tagged string value's arguments, JSON-escaped
+            if field == "arguments" and _JSON_ESCAPED.search(add) is not None:   # a tagged string value, escaped
 
                 add = escape_json_inner(add)
             self._appended.append(add)
@@ -2033,7 +2076,7 @@ class StreamingParser:
         if field == "reasoning_content":
             self._appended.append(text)
             return [MessageDelta(reasoning_content=text)]
-        if _JSON_ESCAPED.search(text) is None:   # what escape_json_inner changes (json's own escape set)
+        if field == "raw-arguments" or _JSON_ESCAPED.search(text) is None:   # (json's own escape set)
             add = text
         else:
             add = escape_json_inner(text)
