@@ -25,13 +25,19 @@ Two figures the machine's load does not skew (docs/app.md, "Speed"):
 * ``--server-cpu`` — the server process tree's CPU per page switch (/proc), the explorer beside a plain
   Streamlit app (``bench/plain_app.py``), both driven by the same ``--visitors`` chromium visitors.
 
+And the first view (``--first-view``, also part of ``--browser``): a plain Streamlit app beside the explorer's
+front page and Overview, each on its own fresh server — the first visitor, new visitors, a returning visitor —
+with the phases of each view and the browser main thread's CPU; ``--baseline DIR`` adds an earlier checkout's
+front page side by side.
+
 Usage: ``python -m bench.app [--runs N] [--template PATH] [--json FILE] [--skip-slow] [--skip-big]
-[--browser] [--cpu [PAGES]] [--server-cpu [--visitors N]]``.
+[--browser] [--first-view] [--baseline DIR] [--cpu [PAGES]] [--server-cpu [--visitors N]]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -377,6 +383,134 @@ def bench_server_cpu(visitors: int, steps: int) -> dict[str, Any]:
             "plain_cpu_per_step_s": per_step["plain"], "ratio": per_step["explorer"] / per_step["plain"]}
 
 
+# Timestamps in the page (ms since navigation start) for the phases of a first view: Streamlit's scripts loaded
+# (DOMContentLoaded), the websocket open, the first message of the script run, the page's title drawn.
+_PHASE_HOOK = """
+window.__cte = {};
+const _WS = window.WebSocket;
+window.WebSocket = function (...a) {
+  const ws = new _WS(...a);
+  ws.addEventListener('open', () => { window.__cte.ws_open = window.__cte.ws_open || performance.now(); });
+  ws.addEventListener('message', () => { window.__cte.first_msg = window.__cte.first_msg || performance.now(); });
+  return ws;
+};
+window.WebSocket.prototype = _WS.prototype;
+Object.assign(window.WebSocket, _WS);
+const _seen = new MutationObserver(() => {
+  if (document.querySelector('h1')) { window.__cte.h1 = performance.now(); _seen.disconnect(); }
+});
+_seen.observe(document, {subtree: true, childList: true});
+"""
+_PHASES = ("scripts", "ws_open", "first_msg", "h1")
+# what a first view opens: (server script, path, the page's title)
+FIRST_VIEWS = {"plain Streamlit app (bench/plain_app.py)": (PLAIN_APP, "/", "One"),
+               "explorer front page": ("app.py", "/", "Chat Template Explorer"),
+               "explorer Overview (deep link)": ("app.py", "/overview", "Overview")}
+BASELINE_VIEW = "explorer front page, --baseline checkout"
+
+
+def _settle(pid: int, quiet_s: float = 0.05, timeout: float = 60.0) -> None:
+    """Wait until the server tree ``pid`` spends under ``quiet_s`` CPU seconds in half a second (its background
+    imports and worker start after a first run are over), at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last = tree_cpu(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = tree_cpu(pid)
+        if now - last < quiet_s:
+            return
+        last = now
+
+
+def bench_first_view(runs: int, baseline: pathlib.Path | None = None) -> dict[str, Any]:
+    """First views in chromium, a plain Streamlit app beside the explorer, each served by its own fresh server
+    (all started at once, the visits alternate): the first visitor of the fresh server, then ``runs`` new
+    visitors (a fresh browser profile each: nothing cached) once the server is quiet, then a returning visitor
+    (a second tab of the last profile: Streamlit's scripts come from the browser's cache). Each view is timed
+    from navigation to the page's title shown and the run idle, with its phases. ``baseline``: another
+    checkout (an earlier commit) whose explorer front page is served and visited beside this one's."""
+    import subprocess
+
+    from playwright.sync_api import sync_playwright
+
+    from .browser import CHROME_ARGS, CHROMIUM, PAGE_IDLE_JS, serve
+
+    views = dict(FIRST_VIEWS)
+    where = {name: ROOT for name in views}
+    if baseline is not None:
+        views[BASELINE_VIEW] = views["explorer front page"]
+        where[BASELINE_VIEW] = baseline
+    procs: list[subprocess.Popen] = []
+    with contextlib.ExitStack() as stack, open(os.devnull, "w") as log:
+        urls = {name: stack.enter_context(serve(log, script=script, started=procs, cwd=where[name]))
+                for name, (script, _, _) in views.items()}
+        pids = dict(zip(views, (p.pid for p in procs)))
+        pw = stack.enter_context(sync_playwright())
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
+
+        def visit(name: str, ctx: Any) -> dict[str, float]:
+            _, path, title = views[name]
+            page = ctx.new_page()
+            page.add_init_script(_PHASE_HOOK)
+            cdp = ctx.new_cdp_session(page)
+            cdp.send("Performance.enable")
+            t0 = time.perf_counter()
+            page.goto(urls[name] + path)
+            page.wait_for_function(PAGE_IDLE_JS, arg=title, timeout=120_000)
+            out = {"shown": time.perf_counter() - t0}
+            # the CPU time of the page's main thread: the browser's own work, which the load hardly moves
+            metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+            out["main_thread"] = metrics.get("ThreadTime", float("nan"))
+            marks = page.evaluate("() => ({...window.__cte, scripts: performance.getEntriesByType('navigation')[0]"
+                                  ".domContentLoadedEventEnd})")
+            out.update({k: marks[k] / 1000 for k in _PHASES if marks.get(k)})
+            return out
+
+        def fresh() -> Any:
+            return b.new_context(viewport={"width": 1400, "height": 1000})
+
+        per: dict[str, dict[str, Any]] = {name: {"new": []} for name in views}
+        for name in views:
+            ctx = fresh()
+            per[name]["first"] = visit(name, ctx)
+            ctx.close()
+            _settle(pids[name])
+        last: dict[str, Any] = {}
+        for _ in range(runs):
+            for name in views:
+                if name in last:
+                    last[name].close()
+                last[name] = fresh()
+                per[name]["new"].append(visit(name, last[name]))
+        for name in views:
+            per[name]["returning"] = visit(name, last[name])
+        b.close()
+    out: dict[str, Any] = {}
+    for name, r in per.items():
+        new = r["new"]
+        out[name] = {"first_visitor_s": r["first"]["shown"], "returning_s": r["returning"]["shown"],
+                     "new_visitor": _stats([v["shown"] for v in new]),
+                     "main_thread_s": statistics.median([v["main_thread"] for v in new]),
+                     "phases_s": {k: statistics.median([v[k] for v in new if k in v]) for k in _PHASES
+                                  if any(k in v for v in new)},
+                     "first_visitor_phases_s": {k: r["first"][k] for k in _PHASES if k in r["first"]}}
+    return out
+
+
+def render_first_view(r: dict[str, Any]) -> str:
+    """The --first-view figures as a Markdown table (seconds; phases are the new visitors' medians)."""
+    lines = ["| first view | first visitor, fresh server | new visitor, median (p90, max) | returning visitor "
+             "| new visitor's phases: scripts loaded / websocket open / first message / title drawn "
+             "| new visitor's browser main-thread CPU |", "|---|---|---|---|---|---|"]
+    for name, v in r.items():
+        nv, ph = v["new_visitor"], v["phases_s"]
+        lines.append(f"| {name} | {v['first_visitor_s']:.2f} s | {nv['median_s']:.2f} s ({nv['p90_s']:.2f}, "
+                     f"{nv['max_s']:.2f}) | {v['returning_s']:.2f} s | "
+                     + " / ".join(f"{ph[k]:.2f}" if k in ph else "–" for k in _PHASES)
+                     + f" s | {v['main_thread_s']:.2f} s |")
+    return "\n".join(lines)
+
+
 def render_server_cpu(r: dict[str, Any]) -> str:
     """The --server-cpu figures as a Markdown table."""
     return "\n".join([
@@ -417,6 +551,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server-cpu", action="store_true",
                     help="only the server's CPU per page switch, the explorer beside a plain Streamlit app, driven "
                          "by --visitors chromium visitors (needs /usr/bin/chromium)")
+    ap.add_argument("--first-view", action="store_true",
+                    help="only the first views in chromium: a plain Streamlit app beside the explorer's front page "
+                         "and Overview, each on its own fresh server (first visitor, new visitors, a returning "
+                         "visitor, with phases; needs /usr/bin/chromium)")
+    ap.add_argument("--baseline", metavar="DIR", help="with --first-view or --browser: also serve the explorer "
+                    "front page of this checkout (e.g. `git archive` of an earlier commit) side by side")
     ap.add_argument("--visitors", type=int, default=2, help="visitors of --server-cpu (default 2)")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = ap.parse_args(argv)
@@ -430,8 +570,10 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(ROOT)
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     if args.cpu_child:
-        print(json.dumps(cpu_child(args.cpu_child, args.runs)))
-        return 0
+        print(json.dumps(cpu_child(args.cpu_child, args.runs)), flush=True)
+        # The measurement is printed; AppTest's script threads and the preload thread may still be inside C
+        # code, and tearing the interpreter down under them can abort ("FATAL: exception not rethrown").
+        os._exit(0)
     if args.server_cpu:
         r = bench_server_cpu(args.visitors, args.runs)
         print(render_server_cpu(r))
@@ -439,6 +581,14 @@ def main(argv: list[str] | None = None) -> int:
               f"turn; load average {os.getloadavg()[0]:.1f})")
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps(r, indent=2), encoding="utf-8")
+        return 0
+    if args.first_view:
+        fv = bench_first_view(args.runs, pathlib.Path(args.baseline) if args.baseline else None)
+        print(render_first_view(fv))
+        print(f"\n(seconds from navigation to the title shown and the run idle; {args.runs} new visitors each; "
+              f"load average {os.getloadavg()[0]:.1f})")
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(fv, indent=2), encoding="utf-8")
         return 0
     if args.cpu:
         rows = bench_cpu(args.runs, [p.strip() for p in args.cpu.split(",") if p.strip()])
@@ -456,15 +606,20 @@ def main(argv: list[str] | None = None) -> int:
         results.update(bench_big_paste(args.template, max(3, args.runs // 3)))
     if not args.skip_slow:
         results.update(bench_slow_template())
+    first_view = None
     if args.browser:
         results.update(bench_browser(args.runs))
+        first_view = bench_first_view(args.runs, pathlib.Path(args.baseline) if args.baseline else None)
     print(render(results))
+    if first_view is not None:
+        print("\n" + render_first_view(first_view))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\n(AppTest script-run times{'; browser: click to shown and idle' if args.browser else ''}; "
           f"{time.perf_counter() - t0:.0f} s in all, load average {load:.1f}; template "
           f"{pathlib.Path(args.template).name if args.template else 'bundled default'})")
     if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
+        pathlib.Path(args.json).write_text(json.dumps(
+            results if first_view is None else {**results, "first view": first_view}, indent=2), encoding="utf-8")
     return 0
 
 

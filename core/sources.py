@@ -31,7 +31,7 @@ import pathlib
 import re
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import (
     HubGatedError,
@@ -42,7 +42,9 @@ from .errors import (
     TemplateTooLargeError,
     VariantNotFoundError,
 )
-from .jinja.template import ChatTemplate
+
+if TYPE_CHECKING:  # jinja2 loads when a template is compiled, not when a file is read (the app's front page)
+    from .jinja.template import ChatTemplate
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -106,6 +108,8 @@ class LoadedTemplate:
 
     def template(self) -> ChatTemplate:
         """The compiled template (raises :class:`core.errors.TemplateSyntaxError` on bad Jinja)."""
+        from .jinja.template import ChatTemplate
+
         return ChatTemplate(self.source, self.name)
 
     def with_variant(self, variant: str) -> "LoadedTemplate":

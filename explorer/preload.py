@@ -6,7 +6,12 @@ explain and corpus modules on their pages — 0.6-1.6 s of CPU per page on a qui
 a loaded one. :func:`start` imports them on a daemon thread right after the first run (the front page's, which
 needs none of them), so the next pages a visitor opens find them loaded. Imports only: no template, no
 analysis, nothing a visitor sent. Then the loaded objects are frozen out of the garbage collector's reach
-(:func:`gc.freeze`), so the collection Streamlit runs after each script run only walks what is new."""
+(:func:`gc.freeze`), so the collection Streamlit runs after each script run only walks what is new.
+
+The first analysis worker is started at the same moment (:func:`core.isolation.warm`: the forkserver's start,
+~1-1.7 s of CPU in its own process), not when the explorer's modules are first imported: on two cores it took
+a core from the first view of the front page, which runs no analysis. A first view that needs a worker (a deep
+link to Overview) starts one itself, as it did before the warm-up was ready."""
 
 from __future__ import annotations
 
@@ -64,4 +69,7 @@ def start() -> None:
         if _started:
             return
         _started = True
+    from core import isolation
+
+    threading.Thread(target=isolation.warm, daemon=True, name="cte-warm-worker").start()
     threading.Thread(target=_run, daemon=True, name="cte-preload").start()

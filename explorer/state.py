@@ -25,20 +25,20 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from core import isolated_ops, isolation
+from core.digest import source_digest
 from core.errors import ChatTemplateExplorerError
 from core.isolation import WorkerLimitError
-from core.jinja.cache import source_digest
-from core.jinja.template import ChatTemplate
-
 from .components.text import md
+
+if TYPE_CHECKING:  # jinja2 and the sandbox load on a page that renders, not on the front page's first view
+    from core.jinja.template import ChatTemplate
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ASSETS = ROOT / "assets"
@@ -49,9 +49,6 @@ DEFAULT_BUNDLED = "chatml-think-tools.jinja"
 INPUT_PREFIX = "in_"
 
 T = TypeVar("T")
-
-# a worker forked before the first visitor asks (the forkserver's start, ~1-1.7 s of imports, is paid here)
-threading.Thread(target=isolation.warm, daemon=True, name="cte-warm-worker").start()
 
 
 class EngineMissing(ChatTemplateExplorerError):
@@ -156,11 +153,13 @@ class CurrentTemplate:
 
     @property
     def digest(self) -> str:
-        """Short stable id of the source: 16 hex chars of its sha256 (:func:`core.jinja.cache.source_digest`)."""
+        """Short stable id of the source: 16 hex chars of its sha256 (:func:`core.digest.source_digest`)."""
         return source_digest(self.source)
 
     def template(self) -> ChatTemplate:
         """Compiled template (raises :class:`core.errors.TemplateSyntaxError`)."""
+        from core.jinja.template import ChatTemplate
+
         return ChatTemplate(self.source, self.name)
 
     def with_variant(self, variant: str) -> "CurrentTemplate":

@@ -18,8 +18,8 @@ from typing import Any
 
 import streamlit as st
 
+from core.digest import source_digest
 from core.errors import ChatTemplateExplorerError
-from core.jinja.cache import source_digest
 
 _DIGEST = re.compile(r"^[0-9a-f]{16}$")
 
@@ -134,7 +134,7 @@ def _prune(d: pathlib.Path, keep: pathlib.Path | None = None) -> None:
 
 
 def save_text(text: str) -> str:
-    """Keep ``text`` under its digest (:func:`core.jinja.cache.source_digest`); returns the digest. The store is
+    """Keep ``text`` under its digest (:func:`core.digest.source_digest`); returns the digest. The store is
     bounded (:data:`EDIT_TTL_S`, :data:`EDIT_STORE_MAX_FILES`, :data:`EDIT_STORE_MAX_BYTES`; a text over
     :data:`EDIT_MAX_BYTES` is not stored). A failure to write is ignored (the session still has the text; only
     a reload loses it)."""

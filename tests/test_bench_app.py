@@ -81,3 +81,31 @@ def test_server_cpu_mode_drives_both_servers(tmp_path):
     assert r["explorer_cpu_per_step_s"] > 0 and r["plain_cpu_per_step_s"] > 0
     assert r["ratio"] == r["explorer_cpu_per_step_s"] / r["plain_cpu_per_step_s"]
     assert "| plain Streamlit app (bench/plain_app.py) |" in proc.stdout
+
+
+@pytest.mark.browser
+def test_first_view_mode_times_the_plain_app_beside_the_explorer(tmp_path):
+    import json
+    import os
+
+    from bench.browser import CHROMIUM
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: apt-get install chromium)")
+    import subprocess
+    import sys
+
+    out = tmp_path / "first.json"
+    # --baseline: this same checkout, served a second time (the flag's path, not a comparison)
+    proc = subprocess.run([sys.executable, "-m", "bench.app", "--first-view", "--runs", "1", "--baseline", str(ROOT),
+                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert list(r) == [*bench_app.FIRST_VIEWS, bench_app.BASELINE_VIEW]
+    for name, v in r.items():
+        assert v["first_visitor_s"] > 0 and v["returning_s"] > 0 and v["new_visitor"]["n"] == 1, name
+        assert v["main_thread_s"] > 0, name
+        ph = v["phases_s"]
+        # the title is drawn from a message of the script run, which comes over the open websocket
+        assert set(ph) == set(bench_app._PHASES) and ph["ws_open"] <= ph["first_msg"] <= ph["h1"], (name, ph)
+    assert "| plain Streamlit app (bench/plain_app.py) |" in proc.stdout

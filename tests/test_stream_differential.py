@@ -63,9 +63,14 @@ def test_incremental_stream_equals_full_reparse(case):
     inc = _run(p, pieces, case["is_partial"], True)
     full = _run(p, pieces, case["is_partial"], False)
     assert inc == full
-    # the step that once differed: the trailing "<" is in the content the full re-parse shows
+    # the step that once differed: the trailing "<" is in the content the full re-parse shows — at once, or, at
+    # improved fidelity where a tail from "<" may still become the template's end-of-turn token (repair
+    # trailing-end-of-turn), held back by the stream and released by finish()
     text = "".join(pieces)
-    assert inc[len(pieces) - 1][1].get("content", "").endswith(text[-1])
+    last_feed, final = inc[len(pieces) - 1][1].get("content", ""), inc[-1][1].get("content", "")
+    assert final.endswith(text[-1])
+    assert last_feed == final or (case["fidelity"] == "improved" and final.startswith(last_feed)
+                                  and final[len(last_feed):].startswith("<"))
 
 
 def test_sample_of_cases_is_the_trailing_lt_family():

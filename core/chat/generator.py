@@ -406,6 +406,9 @@ class GeneratedParser:
     notes: list[str] = field(default_factory=list)
     turn_header: str = ""
     content_header: str = ""
+    # repair trailing-end-of-turn (set by the pipeline at improved): (template, request, caps) the end-of-turn
+    # tokens are derived from, core.chat.repairs.turn_end_tokens
+    turn_end_source: Any = None
 
     def header_cut(self, output: str, is_partial: bool = False) -> int | None:
         """Repair ``repeated-turn-header`` (on when ``turn_header`` is set, see
@@ -440,6 +443,15 @@ class GeneratedParser:
         Without ``state`` the result is settled by :func:`core.chat.repairs.settle` (a final parse extends the
         partial view of the same output; a call cut off at the end is reported in ``.repairs``).
         """
+        if state is None and not is_partial and detailed is None and self.turn_end_source is not None:
+            from .repairs import TRAILING_END_OF_TURN, FiredRepair, turn_end_cut, turn_end_tokens
+
+            end = turn_end_cut(turn_end_tokens(self), output)
+            if end < len(output):   # repair trailing-end-of-turn: the stop token is not content
+                msg = self.parse(output[:end], False).copy()   # (a repeated token is cut again)
+                msg.repairs = list(msg.repairs) + [FiredRepair(TRAILING_END_OF_TURN, end, len(output),
+                                                               text=output[end:])]
+                return msg
         msg, r, entry = detailed if detailed is not None and state is None else \
             self.parse_detailed(output, state=state, is_partial=is_partial)
         if state is not None:     # a step of a stream: StreamingParser.finish() settles with a one-shot parse

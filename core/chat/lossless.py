@@ -88,6 +88,10 @@ def markup_of(parser: Any, request: Any = None, analysis: Any = None) -> list[st
     strs.append(getattr(parser, "thinking_start_tag", "") or "")
     strs += list(getattr(parser, "thinking_end_tags", None) or [])
     strs += list(getattr(parser, "additional_stops", None) or [])
+    if getattr(parser, "turn_end_source", None) is not None:   # repair trailing-end-of-turn's tokens
+        from .repairs import turn_end_tokens
+
+        strs += list(turn_end_tokens(parser))
     strs.append(getattr(parser, "generation_prompt", "") or "")
     strs += _grammar_literals(parser)
     if analysis is not None:

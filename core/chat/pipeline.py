@@ -32,7 +32,7 @@ from .base import ChatOutputParser
 from .call_ids import CallIds
 from .generator import generate_parser
 from .message import AssistantMessage
-from .repairs import REPEATED_TURN_HEADER, UNPARSED_TEXT, FiredRepair, enabled_repairs, turn_header
+from .repairs import REPEATED_TURN_HEADER, TRAILING_END_OF_TURN, UNPARSED_TEXT, FiredRepair, enabled_repairs, turn_header
 from .samples import content_turn_header
 from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request,
                      render_prompt)
@@ -169,6 +169,9 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
         parser = bundle.parser
         gp = getattr(parser, "parser_generation_prompt", None) or parser.generation_prompt
         parser.turn_header = turn_header(gp, getattr(parser, "thinking_start_tag", ""))
+    if TRAILING_END_OF_TURN in repairs and hasattr(bundle.parser, "turn_header"):
+        # repair trailing-end-of-turn: the tokens are derived from renders on first use (core.chat.repairs)
+        bundle.parser.turn_end_source = (template, request, getattr(bundle.prepared, "caps", None))
     try:   # what the lossless contract (core.chat.repairs.settle, unparsed-text) reads off the parser
         bundle.parser.lossless_context = (request, getattr(bundle.report, "analysis", None), bundle.format)
         bundle.parser.lossless_fidelity = fid

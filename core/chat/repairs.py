@@ -142,6 +142,15 @@ MESSAGES_AFTER_CALL = "messages-after-call"
 # issue 25, batch 1 (tests/data/real_outputs_fresh, now dev) repairs (s9-r3real)
 UNDECLARED_ARGUMENTS = "undeclared-arguments"
 CALLS_AFTER_TEXT = "calls-after-text"
+# issue 25, s10-lossless: the rebuilt batch-1 repairs and the dev set's remaining classes
+XML_ARGUMENTS_WRAPPER = "xml-arguments-wrapper"
+TRAILING_END_OF_TURN = "trailing-end-of-turn"
+FORMAT_STOP_TOKENS: tuple[tuple[str, str], ...] = (
+    ("<start_function_call>", "<start_function_response>"),
+)
+"""(a preserved token that identifies a call format, a stop token of the models of that format that no template
+renders after the assistant turn): FunctionGemma stops at <start_function_response>, where the tool's answer
+would begin (Google's FunctionGemma docs; its LiteRT metadata lists it beside <end_of_turn> as a stop token)."""
 INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
 INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
@@ -608,6 +617,38 @@ REPAIRS: list[Repair] = [
                "sgl-py-two-lists, sgl-py-python-start*); ollama's FunctionGemma parser reads a call after text "
                "between calls: https://github.com/ollama/ollama/blob/04e80a45755e22d0d393a93747570fad135e9159/model/parsers/functiongemma_test.go "
                "(batch-1 case ollama-fg-content-between)"),
+    # ---- issue 25, s10-lossless: the whole own set is dev (rebuilt batch-1 repairs, end-of-turn tokens) ------
+    Repair(
+        name=XML_ARGUMENTS_WRAPPER,
+        title="A MiniCPM5 call's params inside an <arguments> element",
+        stage=RepairStage.TOLERANCE,
+        accepts="A MiniCPM5 call <function name=\"…\"> whose <param name=\"…\"> elements sit inside "
+                "<arguments> … </arguments>, which the template never renders: the wrapper is markup, the "
+                "params are read as usual. A parse-only alternative: the grammar keeps the template's layout.",
+        example='<function name="get_weather"><arguments><param name="city">Paris</param></arguments></function>',
+        source="ollama's MiniCPM5 parser accepts the wrapper: https://github.com/ollama/ollama/blob/"
+               "a7f786f12b5f4a05de2d57528cf7a157935810b0/model/parsers/minicpm5_test.go (batch-1 case "
+               "ollama-minicpm5-arguments-wrapper)"),
+    Repair(
+        name=TRAILING_END_OF_TURN,
+        title="The end-of-turn token that ends the output is markup, not content",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output that ends (trailing whitespace allowed) with a token the template writes right after "
+                "an assistant turn (<|im_end|>, <end_of_turn>, <|eot_id|>, <|END_OF_TURN_TOKEN|>: the leading "
+                "markers of the template's end-of-turn text, derived from renders, core.chat.samples."
+                "end_of_turn_candidates), with one of the parser's stop strings, or with a stop token of the "
+                "call format (FunctionGemma <start_function_response>): a raw transcript or an engine that did "
+                "not strip the stop token. The token is cut before parsing, the rest parses as usual; a token "
+                "the parser itself reads (a preserved token) is never cut, nor one followed by text. A stream "
+                "holds back a content or reasoning tail that may still become such a token until the next text "
+                "(or the end) decides, so stream = one-shot.",
+        example="The current temperature in Paris is 22.0 degrees.<|im_end|>   (Qwen2.5)",
+        source="vLLM's SamplingParams: skip_special_tokens=True and include_stop_str_in_output=False by default "
+               "(https://docs.vllm.ai/en/v0.8.3/api/inference_params.html), so neither the end-of-turn token nor "
+               "a stop string reaches its parsers; SGLang the same (skip_special_tokens); Google's FunctionGemma "
+               "notebook (https://github.com/google-gemini/gemma-cookbook/blob/e119e3d24e2f618fafa7203662c8f7a2c"
+               "791de35/docs/functiongemma/finetuning-with-functiongemma.ipynb: generation ends at "
+               "<start_function_response> or <end_of_turn>)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -911,6 +952,70 @@ def settled(streamed: AssistantMessage, final: AssistantMessage) -> AssistantMes
     return out
 
 
+def turn_end_tokens(parser: Any) -> tuple[str, ...]:
+    """Repair ``trailing-end-of-turn``: the tokens an output of ``parser`` may end with that are not content,
+    longest first — the leading markers of each end-of-turn text the template writes after an assistant turn
+    (:func:`core.chat.samples.end_of_turn_candidates`, from the ``turn_end_source`` the pipeline set at
+    ``improved``), the parser's stop strings and the call format's stop tokens (:data:`FORMAT_STOP_TOKENS`),
+    minus the parser's preserved tokens (markup its grammar reads). Computed once per parser; () when the repair
+    is off."""
+    cached = getattr(parser, "_turn_end_tokens", None)
+    if cached is not None:
+        return cached
+    source = getattr(parser, "turn_end_source", None)
+    if source is None:
+        return ()
+    from ..diff import SegmentKind, segmentize_markers
+    from .samples import end_of_turn_candidates
+
+    template, request, caps = source
+    try:
+        texts = end_of_turn_candidates(template, request, caps=caps)
+    except Exception:   # a template that fails on the probe turns: only the stop strings below
+        texts = []
+    found: list[str] = []
+    for text in texts:
+        for seg in segmentize_markers(text.lstrip()):
+            if seg.kind is not SegmentKind.MARKER:
+                break
+            found.append(seg.value)
+    found += list(getattr(parser, "additional_stops", None) or [])
+    preserved = set(getattr(parser, "preserved_tokens", None) or [])
+    found += [stop for marker, stop in FORMAT_STOP_TOKENS if marker in preserved]
+    out = tuple(sorted({t for t in found if len(t) >= 3 and t == t.strip() and not any(c.isspace() for c in t)
+                        and t not in preserved}, key=lambda t: (-len(t), t)))
+    try:
+        parser._turn_end_tokens = out
+    except AttributeError:
+        pass
+    return out
+
+
+def turn_end_cut(tokens: Iterable[str], output: str) -> int:
+    """Where the content of ``output`` ends under repair ``trailing-end-of-turn``: the start of the token of
+    ``tokens`` that ends it (trailing whitespace allowed), else ``len(output)``."""
+    s = output.rstrip()
+    for t in tokens:
+        if s.endswith(t):
+            return len(s) - len(t)
+    return len(output)
+
+
+def turn_end_hold(tokens: Iterable[str], text: str) -> int:
+    """How many trailing characters of a streamed field's ``text`` to hold back under ``trailing-end-of-turn``:
+    the longest tail that is a start of one of ``tokens``, or such a token followed by whitespace only."""
+    best = 0
+    s = text.rstrip()
+    for t in tokens:
+        if s.endswith(t):
+            best = max(best, len(text) - len(s) + len(t))
+        for k in range(min(len(t) - 1, len(text)), best, -1):
+            if text.endswith(t[:k]):
+                best = k
+                break
+    return best
+
+
 def list_text() -> str:
     """The repairs as readable text (``python -m core repairs``)."""
     lines = []
@@ -927,6 +1032,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "turn_end_tokens", "turn_end_cut", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

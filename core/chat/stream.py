@@ -1876,7 +1876,8 @@ class StreamingParser:
         self.repairs: list[Any] = []
         self.final: AssistantMessage | None = None
         # improved fidelity: a call is released whole once accepted (core.chat.stream.CallRelease)
-        self._release = CallRelease() if getattr(parser, "release_calls_whole", False) else None
+        self._release = CallRelease(_turn_end_tokens(parser)) if getattr(parser, "release_calls_whole", False) \
+            else None
 
     @property
     def text(self) -> str:
@@ -2211,16 +2212,43 @@ class CallRelease:
     parse exactly (no :func:`core.chat.repairs.settled` needed). The cost: a call's first argument byte reaches
     the client when the call's arguments close, not as they are written (docs/fidelity-lossless.md)."""
 
-    def __init__(self) -> None:
+    def __init__(self, turn_end: tuple[str, ...] = ()) -> None:
         self._content: list[str] = []
         self._reasoning: list[str] = []
         self._calls: list[list] = []          # released: [id, name, [argument parts]]
         self._pending: dict[int, list] = {}   # held: index -> [id, name, [argument parts], "{" minus "}"]
+        # repair trailing-end-of-turn: the tokens, and the field ("content" / "reasoning_content") and tail held
+        # back because it may still become one of them at the end of the output
+        self._turn_end = turn_end
+        self._tail_field = ""
+        self._tail = ""
+
+    def _hold_tail(self, d: MessageDelta, out: list[MessageDelta], final: bool) -> MessageDelta | None:
+        """``d`` (or any delta when ``d`` is None) with the held tail put back in front of it, minus a new tail
+        that may still become an end-of-turn token (``trailing-end-of-turn``); the held tail of another field
+        goes out first, as the output went on."""
+        field = "content" if d is not None and d.content else "reasoning_content" if d is not None \
+            and d.reasoning_content else ""
+        if self._tail and (field != self._tail_field or final):
+            out.append(MessageDelta(**{self._tail_field: self._tail}))
+            self._tail = ""
+        if not field:
+            return d
+        text = self._tail + getattr(d, field) if field == self._tail_field else getattr(d, field)
+        from .repairs import turn_end_hold
+
+        k = 0 if final else turn_end_hold(self._turn_end, text)
+        self._tail_field, self._tail = field, text[len(text) - k:] if k else ""
+        return MessageDelta(**{field: text[:len(text) - k]}) if k < len(text) else None
 
     def filter(self, deltas: list[MessageDelta], final: bool = False) -> list[MessageDelta]:
         """The deltas a client gets out of the parser's ``deltas`` (``final``: release every held call)."""
         out: list[MessageDelta] = []
         for d in deltas:
+            if self._turn_end:
+                d = self._hold_tail(d, out, final)
+                if d is None:
+                    continue
             tc = d.tool_call
             if tc is None:
                 if d.content:
@@ -2242,6 +2270,8 @@ class CallRelease:
             if tc.arguments:
                 held[2].append(tc.arguments)
                 held[3] += tc.arguments.count("{") - tc.arguments.count("}")
+        if final and self._turn_end and self._tail:
+            self._hold_tail(None, out, True)
         while len(self._calls) in self._pending:
             i = len(self._calls)
             held = self._pending[i]
@@ -2272,7 +2302,17 @@ class CallRelease:
         self._content, self._reasoning = [final.content], [final.reasoning_content]
         self._calls = [[t.id, t.name, [t.arguments]] for t in final.tool_calls]
         self._pending = {}
+        self._tail = ""
         return deltas, mismatch
+
+
+def _turn_end_tokens(parser: Any) -> tuple[str, ...]:
+    """Repair ``trailing-end-of-turn``'s tokens for ``parser`` (() when it is off)."""
+    if getattr(parser, "turn_end_source", None) is None:
+        return ()
+    from .repairs import turn_end_tokens
+
+    return turn_end_tokens(parser)
 
 
 def _recycle(msg: AssistantMessage) -> None:

@@ -20,6 +20,7 @@ import jinja2
 
 from .. import codepack
 from .. import memo as _memo
+from ..digest import source_digest  # noqa: F401 - re-exported: callers import it from here
 from ..errors import TemplateSyntaxError
 from . import hf as _hf
 from . import sandbox as _sandbox
@@ -264,24 +265,4 @@ _memo.register_cache("compiled code", _CODE_MEMO.clear)
 _memo.register_cache("syntax checks", check_syntax.cache_clear)
 
 
-def source_digest(source: str) -> str:
-    """Short stable id of a template source (sha256 prefix, 16 hex chars). An analysis asks 2-3 times for the
-    same source, so digests of sources up to 64 KB are memoized (1,024 of them: the corpus; at most 64 MB of
-    sources held); a larger source is hashed each time."""
-    if len(source) <= _DIGEST_MEMO_MAX_CHARS:
-        return _small_source_digest(source)
-    return _sha256_16(source)
-
-
-_DIGEST_MEMO_MAX_CHARS = 65_536
-
-
-def _sha256_16(source: str) -> str:
-    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-_small_source_digest = functools.lru_cache(maxsize=1024)(_sha256_16)
-
-
-_memo.register_cache("source digests", _small_source_digest.cache_clear)  # it holds the sources themselves
 _memo.register_cache("parse logs read", _parsed_known.clear)  # read again on next use

@@ -79,6 +79,8 @@ class Arena:
         # tags whose nodes show nothing by themselves (grouping / opening): not counted as visible progress
         # when an alternative is abandoned (engine ParseResult.switches); set by the chat builder
         self.quiet_tags: frozenset[str] = frozenset()
+        # choices made by ChatBuilder.widen_late: the grammar reads them as their one non-repair alternative
+        self.repair_choices: set[int] = set()
 
     def add(self, node: N.Node) -> int:
         """Append ``node``, set its ``id`` to its index and return that id (``int``)."""
@@ -440,6 +442,9 @@ class Builder:
         Raises :class:`PegError` if a reference names an unknown rule.
         """
         arena = self.arena
+        late = getattr(self, "late", None)
+        while late:   # changes made once the tree is complete (ChatBuilder.widen_late): their nodes come last
+            late.pop(0)()
         arena.root = self.lift(root).id
         for name, p in (entries or {}).items():
             arena.entries[name] = self.lift(p).id

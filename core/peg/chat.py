@@ -26,11 +26,13 @@ tag (:meth:`ChatBuilder.repair`) so the parse can report where it acted (and the
 from __future__ import annotations
 
 import contextlib
+import copy
 import re
 import contextvars
 from typing import Any, Callable, Iterable, Iterator
 
 from ..grammar.json_schema import SCALAR_TYPES, tool_parameters, value_types
+from . import nodes as N
 from .builder import Builder, P, Parseable
 
 REASONING_BLOCK = "reasoning-block"
@@ -155,6 +157,7 @@ class ChatBuilder(Builder):
                  whitespace_call_separators: bool | None = None, repairs: Iterable[str] | None = None) -> None:
         super().__init__()
         self.arena.quiet_tags = QUIET_TAGS
+        self.late: list[Callable[[], None]] = []   # run by build() before it resolves the tree (widen_late)
         opts = _OPTIONS.get()
         self.python_literal_values = bool(opts.get("python_literal_values", False)
                                           if python_literal_values is None else python_literal_values)
@@ -199,6 +202,28 @@ class ChatBuilder(Builder):
         tag = REPAIR_TAG_PREFIX + name
         self.arena.quiet_tags = self.arena.quiet_tags | {tag}
         return self.tag(tag, p)
+
+    def widen_late(self, target: P, name: str, variant: Callable[[P], Parseable], first: bool = False) -> None:
+        """Make node ``target`` (already part of the tree) also accept repair ``name``'s ``variant(original)``
+        (``original``: a handle on what ``target`` parsed until now), tried before it when ``first``.
+
+        Call it once the tree is built: ``target`` keeps its id and becomes a choice, every node the variant
+        needs is created after all the others, so the grammar is byte-identical to the one without the repair
+        (rule numbers follow node ids; the choice counts as its one non-repair alternative). ``target`` must not
+        be an ``until`` / ``ac`` node (their rules are numbered by their own id)."""
+        arena = self.arena
+        old = arena.nodes[target.id]
+        if isinstance(old, (N.Until, N.Ac)):
+            raise TypeError("widen_late: an until/ac node is named by its id; widen its parent instead")
+        moved = copy.copy(old)
+        moved_id = arena.add(moved)
+        alt = self.repair(name, variant(P(moved_id, self)))
+        items = [alt.id, moved_id] if first else [moved_id, alt.id]
+        choice = N.Choice(items=items)
+        choice.id = target.id
+        arena.nodes[target.id] = choice
+        arena.repair_choices.add(target.id)
+        arena._compiled = None
 
     def ignored(self, p: Parseable) -> P:
         """``p`` read and dropped (:data:`IGNORED`; outside the grammar): text llama.cpp's parser reads past

@@ -181,6 +181,8 @@ class _Emitter:
                 pid = n.child
             elif isinstance(n, N.Schema) and _schema_delegates(n):
                 pid = n.child
+            elif isinstance(n, N.Choice) and pid in getattr(self.arena, "repair_choices", ()):
+                pid = next(c for c in n.items if not self.is_repair(c))
             else:
                 return n
 
@@ -210,6 +212,8 @@ class _Emitter:
                     g = "(" + g + ")"
                 parts.append(g)
             return " ".join(parts)
+        if isinstance(n, N.Choice) and pid in getattr(self.arena, "repair_choices", ()):
+            return self.gbnf(next(c for c in n.items if not self.is_repair(c)))   # its parent adds any parentheses
         if isinstance(n, N.Choice):
             parts = []
             items = [c for c in n.items if not self.is_repair(c)]

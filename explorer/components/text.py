@@ -20,24 +20,61 @@ from typing import Any
 _MD_SPECIAL = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
 
 
-def _invisible_class(keep: str = "") -> str:
+INVISIBLE_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
+_PLANES = ((0, 0x20000), (0xE0000, 0xE1000))  # where Unicode has assigned Cc/Cf/Zl/Zp characters
+
+# The code-point ranges of those categories for Unicode 14.0 (Python 3.11's unicodedata), precomputed: scanning
+# 135k code points cost 60-150 ms of a fresh server's first page view. Another Unicode version is scanned at
+# import (tests/test_app_text.py checks this table against the scan).
+_UNIDATA_VERSION = "14.0.0"
+_RANGES_14 = ((0x0, 0x1F), (0x7F, 0x9F), (0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD),
+              (0x70F, 0x70F), (0x890, 0x891), (0x8E2, 0x8E2), (0x180E, 0x180E), (0x200B, 0x200F),
+              (0x2028, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB),
+              (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x13438), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+              (0xE0001, 0xE0001), (0xE0020, 0xE007F))
+
+
+def scan_invisible_ranges() -> tuple[tuple[int, int], ...]:
+    """The code-point ranges of :data:`INVISIBLE_CATEGORIES` in this Python's Unicode database (a full scan)."""
     import unicodedata
 
-    planes = [*range(0x10000), *range(0x10000, 0x20000), *range(0xE0000, 0xE1000)]
     ranges: list[list[int]] = []
-    for c in planes:
-        if unicodedata.category(chr(c)) in ("Cc", "Cf", "Zl", "Zp") and chr(c) not in keep:
-            if ranges and ranges[-1][1] == c - 1:
-                ranges[-1][1] = c
-            else:
-                ranges.append([c, c])
+    for lo, hi in _PLANES:
+        for c in range(lo, hi):
+            if unicodedata.category(chr(c)) in INVISIBLE_CATEGORIES:
+                if ranges and ranges[-1][1] == c - 1:
+                    ranges[-1][1] = c
+                else:
+                    ranges.append([c, c])
+    return tuple((a, b) for a, b in ranges)
+
+
+def invisible_ranges() -> tuple[tuple[int, int], ...]:
+    """:func:`scan_invisible_ranges`, from the precomputed table when this Python's Unicode version is its."""
+    import unicodedata
+
+    return _RANGES_14 if unicodedata.unidata_version == _UNIDATA_VERSION else scan_invisible_ranges()
+
+
+def _invisible_class(ranges: tuple[tuple[int, int], ...], keep: str = "") -> str:
+    kept = sorted(ord(k) for k in keep)
+    pieces: list[tuple[int, int]] = []
+    for a, b in ranges:
+        for k in kept:  # cut each kept character out of its range
+            if a <= k <= b:
+                if a < k:
+                    pieces.append((a, k - 1))
+                a = k + 1
+        if a <= b:
+            pieces.append((a, b))
     # ranges, not one escape per character: the regex scans 4-5x faster
-    return "[" + "".join(f"\\U{a:08x}" + (f"-\\U{b:08x}" if b > a else "") for a, b in ranges) + "]"
+    return "[" + "".join(f"\\U{a:08x}" + (f"-\\U{b:08x}" if b > a else "") for a, b in pieces) + "]"
 
 
 # Tab and newline are laid out by every view (and made visible by visible_html); the rest is escaped.
-INVISIBLE = re.compile(_invisible_class())
-_INVISIBLE_NO_WS = re.compile(_invisible_class(keep="\t\n"))
+_RANGES = invisible_ranges()
+INVISIBLE = re.compile(_invisible_class(_RANGES))
+_INVISIBLE_NO_WS = re.compile(_invisible_class(_RANGES, keep="\t\n"))
 
 
 def escape_code(ch: str) -> str:

@@ -50,8 +50,10 @@ for c in comparisons:
             st.warning(md(state.for_visitor(c.error)))
         if c.found:
             st.markdown("**Fields this comparison set**")
-            st.dataframe(pd.DataFrame([{"field": k, "value": literal(v) if isinstance(v, str) else str(v)}
-                                       for k, v in c.found.items()]), hide_index=True, width="stretch", height="content")
+            # a static table, not a grid: one grid per comparison (drawn even while its expander is closed)
+            # was most of the browser's work of a switch to this page
+            st.table(pd.DataFrame([{"field": k, "value": literal(v) if isinstance(v, str) else str(v)}
+                                   for k, v in c.found.items()]), hide_index=True)
         else:
             st.caption("This comparison set no field.")
         for note in getattr(c, "notes", None) or []:

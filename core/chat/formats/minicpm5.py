@@ -16,6 +16,7 @@ from typing import Any
 
 from ...grammar.json_schema import may_be_string
 from ...jinja.template import ChatTemplate
+from ..repairs import REASONING_START_REPEATED, XML_ARGUMENTS_WRAPPER
 from ..request import ChatRequest
 from ._request_view import RequestView, param_nodes, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
@@ -52,11 +53,26 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
 
 
 def _peg_root(p: Any, view: RequestView) -> Any:
-    """llama.cpp's MiniCPM5 parser on core.peg's ChatBuilder: the format, for the parse and the grammar."""
+    """llama.cpp's MiniCPM5 parser on core.peg's ChatBuilder: the format, for the parse and the grammar; the
+    repairs widen it once it is built (``widen_late``: the grammar stays llama.cpp's, rule numbers included)."""
+    late: list[Any] = []
+    root = _peg_tree(p, view, late)
+    for widen in late:
+        widen()
+    return root
+
+
+def _peg_tree(p: Any, view: RequestView, late: list[Any]) -> Any:
+    """The format; ``late`` collects the repair widenings to make once the tree is complete."""
     gen = p.literal(GEN_PROMPT)
     reasoning = p.eps()
     if view.extract_reasoning:
-        reasoning = (THINK_START << p.reasoning(p.until(THINK_END)) << THINK_END) + p.space()
+        opened = p.literal(THINK_START)
+        if REASONING_START_REPEATED in p.repairs:
+            # repair reasoning-start-repeated: <think> written again after the one the generation prompt opened
+            late.append(lambda: p.widen_late(opened, REASONING_START_REPEATED, lambda one: one + p.space() + one
+                                             + p.negate(p.space() + p.literal(THINK_END)), first=True))
+        reasoning = (opened << p.reasoning(p.until(THINK_END)) << THINK_END) + p.space()
     if view.has_schema:
         return gen + reasoning + p.content(p.schema(p.json(), "response-format", view.json_schema))
     if not view.tools_active:
@@ -76,6 +92,11 @@ def _peg_root(p: Any, view: RequestView) -> Any:
             arg_rules.append(p.tool_arg(p.tool_arg_open(p.literal('<param name="') + p.tool_arg_name(p.literal(pname))
                                                         + p.literal('">')) + value))
         args = p.zero_or_more(p.choice(*arg_rules) + p.space()) if arg_rules else p.eps()
+        if XML_ARGUMENTS_WRAPPER in p.repairs:
+            # repair xml-arguments-wrapper: the params inside <arguments>…</arguments> (tried first: the plain
+            # params may be empty, and the wrapper's opener never starts a param or the closer)
+            late.append(lambda args=args: p.widen_late(args, XML_ARGUMENTS_WRAPPER, lambda plain: p.literal(
+                "<arguments>") + p.space() + plain + p.literal("</arguments>") + p.space(), first=True))
         call = p.tool(p.tool_open(p.literal('<function name="') + p.tool_name(p.literal(spec.name)) + p.literal('">'))
                       << p.tool_args(args) << p.tool_close(p.literal(FUNC_END)))
         choices.append(p.rule(f"tool-{spec.index}", call))

@@ -31,7 +31,7 @@ from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function, foreach_function_indexed, foreach_parameter, grammar_for,
                            has_response_format, make_parser, prepared_for, word)
 from ..prompt import render_prompt
-from ..repairs import REASONING_START_REPEATED, any_order_args
+from ..repairs import MISSING_REQUIRED_ARGUMENT, REASONING_START_REPEATED, any_order_args
 
 NAME = "qwen3-coder"
 GEN_PREFIX = "<|im_start|>assistant\n"
@@ -70,6 +70,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         tool_call_starts += [f"<function={fn['name']}>" for fn in tools]
 
     def root(p):
+        late: list[Any] = []   # repair widenings made once the tree is built (ChatBuilder.widen_late)
         prefix = p.literal(GEN_PREFIX)
         reasoning = p.eps()
         if supports_reasoning and extract:
@@ -135,6 +136,13 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 # repair argument-order: an optional parameter before a required one (tried after)
                 args = p.tagged_args(idx, required, optional,
                                      any_order_args if "argument-order" in p.repairs else None)
+                if MISSING_REQUIRED_ARGUMENT in p.repairs and required:
+                    # repair missing-required-argument: the declared parameters, each at most once, required ones
+                    # possibly missing (the client checks the schema), tried last; made once the tree is built
+                    # so the grammar stays the template's (widen_late)
+                    from ..generator import _any_subset
+                    late.append(lambda args=args, idx=idx, params=required + optional: p.widen_late(
+                        args, MISSING_REQUIRED_ARGUMENT, lambda _: _any_subset(p, f"tool-{idx}-subset", params)))
                 func = p.tool(p.tool_open("<function=" + p.tool_name(p.literal(name)) + p.flexible(">\n"))
                               + p.tool_args(args) + p.tool_close(func_close))
                 choices.append(p.rule(f"tool-{idx}", func))
@@ -159,7 +167,10 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             first = p.rule("tool-call-first", first_call) if is_qwen3_coder else tool_call
             calls = first + p.zero_or_more(tool_call) if request.parallel_tool_calls else first
             tool_calls = p.trigger_rule("tool-call-root", p.repeat(calls, min_calls, 1))
-            return prefix + (reasoning << p.content(p.until_one_of(tool_call_starts)) << tool_calls)
+            tree = prefix + (reasoning << p.content(p.until_one_of(tool_call_starts)) << tool_calls)
+            for widen in late:
+                widen()
+            return tree
         return prefix + (reasoning << p.content(p.rest()))
 
     arena = build_chat_peg_parser(root)
