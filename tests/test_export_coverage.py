@@ -43,3 +43,33 @@ def test_gpt_oss_is_for_transformers_only():
     assert "other_recipient" in res.response_template["fields"]        # to=python etc. swallowed, left empty
     vllm = export_response_template(template, flavour="vllm")
     assert not vllm.exportable and "vLLM serves no field but thinking" in vllm.reasons[0]
+
+
+# The best response_template for Apertus' calls keyed by the function name (docs/export.md, coverage): a region per
+# call opened by `{"NAME":` after the section opener or a comma, closed by `}` before `,` or `]`.
+APERTUS_ATTEMPT = {
+    "version": 1, "defaults": {"role": "assistant"}, "start_anchor_pattern": r"<\|assistant_start\|>",
+    "fields": {
+        "tool_calls": {"open_pattern": r'(?:<\|tools_prefix\|>\s*\[\s*|,\s*)\{\s*"(?P<name>[^"]+)"\s*:\s*',
+                       "close_pattern": r"\}\s*(?=[,\]])(?:\]\s*<\|tools_suffix\|>)?", "repeats": True,
+                       "content": "json",
+                       "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+        "content": {"content": "text"}}}
+
+
+def test_apertus_best_attempt_misreads_prose_and_code():
+    """Why Apertus stays declined, shown on transformers itself: the attempt reads the reference case, parallel
+    calls and nested objects, but a comma before a JSON object in plain prose opens a call, and `},` inside a
+    string argument (ordinary in code) closes one."""
+    from transformers.utils.chat_parsing import parse_response
+
+    prefix = "<|assistant_start|>"
+    good = parse_response('<|tools_prefix|>[{"special_function": {"arg1": 1}}]<|tools_suffix|>', APERTUS_ATTEMPT,
+                          prefix=prefix)
+    assert good["tool_calls"] == [{"type": "function", "function": {"name": "special_function",
+                                                                     "arguments": {"arg1": 1}}}]
+    prose = parse_response('Use JSON, {"a": 1}, like that.', APERTUS_ATTEMPT, prefix=prefix)
+    assert prose["tool_calls"][0]["function"] == {"name": "a", "arguments": 1}      # prose became a call
+    with pytest.raises(ValueError, match="could not parse region as JSON"):
+        parse_response('<|tools_prefix|>[{"f": {"code": "if (x) { y(); }, z"}}]<|tools_suffix|>', APERTUS_ATTEMPT,
+                       prefix=prefix)

@@ -5,6 +5,8 @@ implementation (llguidance, see test_gbnf_validator.py)."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -17,7 +19,7 @@ from core.grammar.json_schema import SchemaError, may_be_string
 from core.peg import build_peg_parser
 
 from .conftest import SHARED
-from .handler_checks import by_index
+from .handler_checks import by_index, normalize_gbnf
 from .test_gbnf_validator import gbnf_accepts, gbnf_problems
 from .test_generator_cases import autoparser_cases, case_parser
 
@@ -310,3 +312,39 @@ def test_non_ascii_names_get_rules_by_index():
     assert '"höhe"' in rules_["tool-0-arg-0"] and '"hühe"' in rules_["tool-0-arg-1"]
     assert '"grüße"' in rules_["tool-1"] and '"größe"' in rules_["tool-0"]
     assert not any(name.startswith("tool-gr") for name in rules_)
+
+
+B11549_GRAMMARS = json.loads((Path(__file__).parent / "data" / "b11549" / "grammar-collisions.json")
+                             .read_text(encoding="utf-8"))["rows"]
+
+
+def _renumber_helpers(grammar: str) -> list[str]:
+    """normalize_gbnf with the ``ac-N`` helper rules (the until-matchers of a literal set) renumbered too: their
+    N is an emitter counter, one higher in ours after a string parameter, not part of the language."""
+    ids: dict[str, str] = {}
+
+    def ren(m: "re.Match[str]") -> str:
+        return "ac-" + ids.setdefault(m.group(1), str(len(ids)))
+
+    return normalize_gbnf(re.sub(r"\bac-(\d+)(?!\d)", ren, grammar))
+
+
+@pytest.mark.parametrize("row", B11549_GRAMMARS, ids=lambda r: f"{r['template']}:{r['tools_name']}")
+def test_colliding_names_grammar_is_llama_cpp_b11549s(row):
+    """Tools whose names sanitize to one rule name: our grammar, laziness and triggers are the ones llama.cpp
+    b11549 gives for the same request (recorded from b11549's source, tests/data/b11549/README.md)."""
+    from core.chat.pipeline import build_chat_parser
+
+    from .test_handlers_golden import TRIGGER_CODES, template
+
+    req = row["request"]
+    bundle = build_chat_parser(template(row["template"]),
+                               ChatRequest.from_dict({"messages": req["messages"], "tools": req["tools"]}))
+    theirs = row["answer"]
+    assert _renumber_helpers(bundle.parser.grammar) == _renumber_helpers(theirs["grammar"])
+    assert bundle.parser.grammar_lazy == theirs["grammar_lazy"]
+    assert [{"type": TRIGGER_CODES[t.type.value], "value": t.value} for t in bundle.parser.grammar_triggers] == \
+        theirs["grammar_triggers"]
+    # no argument rule is named after a parameter any more (JSON-schema rules keep property names, deduplicated)
+    assert not any("-arg-my" in line.split(" ::= ")[0] or "-arg-h" in line.split(" ::= ")[0]
+                   for line in theirs["grammar"].splitlines())

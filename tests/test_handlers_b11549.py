@@ -115,3 +115,31 @@ def test_ling3_response_format_grammar_is_not_lazy():
     p = build_chat_parser(_template(case["template"]), ChatRequest.from_dict(case)).parser
     assert p.grammar and not p.grammar_lazy and "response-format" in p.grammar
     assert [t.value for t in p.grammar_triggers] == ["<tool_call>"]      # b11549 sets the trigger all the same
+
+
+APPLIES = json.loads((DATA / "applies.json").read_text(encoding="utf-8"))["rows"]
+
+
+def _apply_id(i: int, row: dict) -> str:
+    req = row["request"]
+    return f"{row['template']}:{'tools' if req.get('tools') else 'schema' if req.get('json_schema') else 'plain'}:{i}"
+
+
+@pytest.mark.parametrize("row", APPLIES, ids=[_apply_id(i, r) for i, r in enumerate(APPLIES)])
+def test_apply_is_llama_cpp_b11549s(row):
+    """The new families' prompt, generation prompt, grammar, laziness, triggers, preserved tokens, stops and
+    thinking tags equal what b11549 itself answers (tests/data/b11549/applies.json, recorded from the b11549
+    oracle with the reference clock that conftest pins here too)."""
+    from .handler_checks import normalize_gbnf
+    from .test_handlers_golden import TRIGGER_CODES
+
+    req = {k: v for k, v in row["request"].items() if k not in ("op", "template")}
+    b = build_chat_parser(_template(row["template"]), ChatRequest.from_dict(req))
+    p, want = b.parser, row["answer"]
+    got = {"prompt": b.prompt, "generation_prompt": b.generation_prompt, "grammar_lazy": p.grammar_lazy,
+           "grammar_triggers": [{"type": TRIGGER_CODES[t.type.value], "value": t.value} for t in p.grammar_triggers],
+           "preserved_tokens": p.preserved_tokens, "additional_stops": p.additional_stops,
+           "supports_thinking": p.supports_thinking, "thinking_start_tag": p.thinking_start_tag,
+           "thinking_end_tags": p.thinking_end_tags}
+    assert got == {k: want[k] for k in got}
+    assert normalize_gbnf(p.grammar or "") == normalize_gbnf(want["grammar"])

@@ -21,8 +21,9 @@ from ..jinja.cache import source_digest
 from ..jinja.limits import analysis_budget, default_budget_s
 from ..jinja.template import ChatTemplate
 from .content import analyze_content
+from .dialect import llama_dialect_failure, written_caps
 from .fidelity import (CALL_TURN_CAPS, DEFAULT_FIDELITY, IMPROVEMENTS, INSTRUCTION_CALL_FORMAT, NULL_CONTENT_CALLS,
-                       Fidelity, enabled_improvements, resolve_fidelity)
+                       TRANSFORMERS_DIALECT, Fidelity, enabled_improvements, resolve_fidelity)
 from .instructions import analyze_instructions
 from ..diff import common_prefix_len
 from .generation_prompt import request_extra_context
@@ -182,13 +183,23 @@ def _analyze(template: ChatTemplate, disabled_workarounds: Iterable[str], overri
     improvements = enabled_improvements(fid, disabled_improvements, template.name)
     route = detect_route(template.source)
     failures: list[str] = []
-    if caps is None:
-        try:
-            caps = _probe_caps_cached(template)
-        except Exception as e:  # probes swallow render errors; anything else must not abort the analysis
-            failures.append(f"caps: capability probes failed ({e}); defaults used")
-            caps = Caps()
-    s = ProbeSession(template, caps, normalize_messages, improvements=improvements)
+    dialect_error = llama_dialect_failure(template) if TRANSFORMERS_DIALECT in improvements else None
+    if dialect_error is not None:   # improvement transformers-dialect (core/analysis/dialect.py)
+        # objects as objects while the caps are read: normalize_messages would turn them into text
+        s = ProbeSession(template, caps or Caps(supports_object_arguments=True), normalize_messages,
+                         engine="transformers", improvements=improvements)
+        if caps is None:
+            caps = s.caps = written_caps(s.render)
+        s.note_improvement(TRANSFORMERS_DIALECT, f"llama.cpp's Jinja dialect cannot render the template "
+                                                 f"({dialect_error}); rendered in the transformers dialect")
+    else:
+        if caps is None:
+            try:
+                caps = _probe_caps_cached(template)
+            except Exception as e:  # probes swallow render errors; anything else must not abort the analysis
+                failures.append(f"caps: capability probes failed ({e}); defaults used")
+                caps = Caps()
+        s = ProbeSession(template, caps, normalize_messages, improvements=improvements)
     probed_caps = caps
     if not caps.supports_tool_calls and (NULL_CONTENT_CALLS in improvements or CALL_TURN_CAPS in improvements):
         # improvements call-turn-caps (the caps probe failed to render, the call turn alone renders its call) and

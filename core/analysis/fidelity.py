@@ -74,12 +74,26 @@ REASONING_FIELD = "reasoning-field"
 REASONING_TURN_HEADER = "reasoning-turn-header"
 NULL_CONTENT_CALLS = "null-content-calls"
 CALL_TURN_CAPS = "call-turn-caps"
+TRANSFORMERS_DIALECT = "transformers-dialect"
 PARSER_IMPROVEMENTS = (PYTHON_LITERAL_VALUES, JSON_CALL_SEPARATORS, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
                        GENERATION_PROMPT_PREAMBLE, CONTENT_TURN_HEADER, CONTENT_INSIDE_SECTION_START,
                        GEMMA_CALL_SYNTAX, WRAPPED_CONTENT_TAGGED_CALLS)
 """The improvements that act on the generated parser (stage ``"parser"``)."""
 
 IMPROVEMENTS: list[Improvement] = [
+    Improvement(
+        name=TRANSFORMERS_DIALECT,
+        title="A template llama.cpp's Jinja engine cannot render is rendered as transformers renders it",
+        stage="probes",
+        description="When a probe request (a user message and the two probe tools, with the generation prompt) "
+                    "fails to render in llama.cpp's Jinja dialect and renders in the transformers dialect — the "
+                    "template uses a construct llama.cpp's engine lacks, e.g. selectattr(attr, 'undefined') — "
+                    "the analysis, the prompt and the parser's generation prompt render in the transformers dialect "
+                    "(the jinja2 sandbox transformers' apply_chat_template uses). The capabilities are then read "
+                    "from what the renders write (a system text, a tool's name, a call's name and its argument "
+                    "values), since only llama.cpp's dialect records what a render reads. llama.cpp fails on "
+                    "every request to such a template and serves no parser.",
+        example="vllm-tool_chat_template_gemma3_pythonic.jinja"),
     Improvement(
         name=CALL_TURN_CAPS,
         title="Tool calls are supported when a call turn renders its call",
@@ -390,4 +404,4 @@ __all__ = ["CALL_TURN_CAPS", "NULL_CONTENT_CALLS", "REASONING_FIELD", "REASONING
            "MARKER_WHITESPACE_ALIGNMENT",
            "OPEN_CONTENT_BEFORE_CALLS", "PARSER_IMPROVEMENTS", "PYTHONIC_CALLS", "PYTHON_LITERAL_VALUES",
            "STRING_ARGUMENT_PROBES", "WRAPPED_CONTENT_TAGGED_CALLS", "enabled_improvements", "resolve_fidelity",
-           "stringify_call_arguments", "with_reasoning_field"]
+           "stringify_call_arguments", "with_reasoning_field", "TRANSFORMERS_DIALECT"]

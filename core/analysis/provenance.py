@@ -1,13 +1,10 @@
-"""Where each field of an edited analysis comes from, and which edits change nothing.
+"""Which edits of an analysis change nothing.
 
 A report made with :func:`core.analysis.reapply` carries the user's ``overrides`` (dotted field path → value)
-and ``disabled_workarounds``. This module answers two questions about such a report without rendering:
-
-* :func:`overridden_fields` — the field paths whose value is the user's override, so a display says
-  "override" instead of the comparison that found the automatic value;
-* :func:`ineffective_edits` — overrides that set the value the field already had and workarounds switched off
-  that do not apply to this template, so the command line and the explorer can say the edit changed nothing
-  (``--override reasoning.start='<think>'`` on a template whose reasoning already starts with ``<think>``).
+and ``disabled_workarounds``. :func:`ineffective_edits` finds, without rendering, overrides that set the value
+the field already had and workarounds switched off that do not apply to this template, so the command line and
+the explorer can say the edit changed nothing (``--override reasoning.start='<think>'`` on a template whose
+reasoning already starts with ``<think>``).
 """
 
 from __future__ import annotations
@@ -46,11 +43,6 @@ def _json_path(data: dict[str, Any], path: str) -> Any:
     for part in path.split("."):
         node = node[part]
     return node
-
-
-def overridden_fields(report: AnalysisReport) -> list[str]:
-    """The field paths of ``report.overrides`` (``TemplateAnalysis.to_json()`` paths, in the order given)."""
-    return list(report.overrides or {})
 
 
 def ineffective_edits(report: AnalysisReport) -> list[IneffectiveEdit]:

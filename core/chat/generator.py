@@ -367,7 +367,6 @@ class ParserState:
     """
 
     caches: dict[str | None, ParseCache] = field(default_factory=dict)
-    last_entry: str | None = None
     view: ViewMemo = field(default_factory=ViewMemo)
 
     def cache(self, entry: str | None) -> ParseCache:
@@ -407,7 +406,7 @@ class GeneratedParser:
     turn_header: str = ""
     content_header: str = ""
     # repair trailing-end-of-turn (set by the pipeline at improved): (template, request, caps) the end-of-turn
-    # tokens are derived from, core.chat.repairs.turn_end_tokens
+    # tokens are derived from, core.chat.turn_end.turn_end_tokens
     turn_end_source: Any = None
 
     def header_cut(self, output: str, is_partial: bool = False) -> int | None:
@@ -444,7 +443,8 @@ class GeneratedParser:
         partial view of the same output; a call cut off at the end is reported in ``.repairs``).
         """
         if state is None and not is_partial and detailed is None and self.turn_end_source is not None:
-            from .repairs import TRAILING_END_OF_TURN, FiredRepair, turn_end_cut, turn_end_tokens
+            from .repairs import TRAILING_END_OF_TURN, FiredRepair
+            from .turn_end import turn_end_cut, turn_end_tokens
 
             end = turn_end_cut(turn_end_tokens(self), output)
             if end < len(output):   # repair trailing-end-of-turn: the stop token is not content
@@ -518,10 +518,8 @@ class GeneratedParser:
         main = self._run(None, text, state)
         covered = main is not None and covers(main, text)
         if covered and not (is_partial and main.switched):
-            if state is not None:
-                state.last_entry = None
-                if is_partial:
-                    state.view.note(text, True, frozenset())
+            if state is not None and is_partial:
+                state.view.note(text, True, frozenset())
             return map_parse(main), main, None
         if not is_partial or main is None:
             return (map_parse(main), main, None) if covered else self._recover(text, output, main, state)
@@ -544,8 +542,6 @@ class GeneratedParser:
         msg = consistent_view(text, gp_len, probe, top, memo)
         if memo is not None:
             memo.note(text, covered, main.switches)
-        if state is not None:
-            state.last_entry = None
         if msg is top.message:
             return msg, main, None
         if recovered and msg is recovered[-1][0]:
@@ -586,8 +582,6 @@ class GeneratedParser:
                 if r is None or r.fail:
                     continue
                 msg = map_parse(r)
-            if state is not None:
-                state.last_entry = entry
             return msg, r, entry
         return AssistantMessage(content=output), None, "raw"
 

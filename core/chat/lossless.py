@@ -89,7 +89,7 @@ def markup_of(parser: Any, request: Any = None, analysis: Any = None) -> list[st
     strs += list(getattr(parser, "thinking_end_tags", None) or [])
     strs += list(getattr(parser, "additional_stops", None) or [])
     if getattr(parser, "turn_end_source", None) is not None:   # repair trailing-end-of-turn's tokens
-        from .repairs import turn_end_tokens
+        from .turn_end import turn_end_tokens
 
         strs += list(turn_end_tokens(parser))
     strs.append(getattr(parser, "generation_prompt", "") or "")

@@ -20,8 +20,10 @@ from typing import Any
 from .. import memo as _memo
 from ..analysis import analyze
 from ..analysis.fidelity import (CONTENT_TURN_HEADER, GEMMA_CALL_SYNTAX, INSTRUCTION_CALL_FORMAT, JSON_CALL_SEPARATORS,
-                                 PYTHON_LITERAL_VALUES, REASONING_FIELD, enabled_improvements, resolve_fidelity,
+                                 PYTHON_LITERAL_VALUES, REASONING_FIELD, TRANSFORMERS_DIALECT, enabled_improvements,
+                                 resolve_fidelity,
                                  with_reasoning_field)
+from ..analysis.dialect import llama_dialect_failure
 from ..analysis.instructions import format_for_request
 from ..analysis.routing import Route, detect_route
 from ..errors import AnalysisError, ChatTemplateExplorerError, TemplateRenderError
@@ -101,6 +103,16 @@ def _parser_improvements(fidelity: str, report: Any) -> frozenset[str]:
     return enabled_improvements(fidelity)
 
 
+def _transformers_dialect(template: ChatTemplate, report: Any, improvements: frozenset[str]) -> bool:
+    """Improvement ``transformers-dialect``: whether the prompt renders in the transformers dialect — the given
+    report rendered so, or (no report) the template does not render in llama.cpp's dialect."""
+    if TRANSFORMERS_DIALECT not in improvements:
+        return False
+    if report is not None:
+        return TRANSFORMERS_DIALECT in (getattr(report, "improvements_applied", ()) or ())
+    return llama_dialect_failure(template) is not None
+
+
 _cache_lock = threading.Lock()
 
 
@@ -174,7 +186,6 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
         bundle.parser.turn_end_source = (template, request, getattr(bundle.prepared, "caps", None))
     try:   # what the lossless contract (core.chat.repairs.settle, unparsed-text) reads off the parser
         bundle.parser.lossless_context = (request, getattr(bundle.report, "analysis", None), bundle.format)
-        bundle.parser.lossless_fidelity = fid
         # improved: a stream releases a call whole once accepted, so it ends as the one-shot parse does
         bundle.parser.release_calls_whole = fid == "improved"
     except AttributeError:
@@ -226,7 +237,11 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     route = route_for(template.source)
     notes: list[str] = []
     caps = _report_caps(report)
-    prep = prepare_request(template, request, caps=caps)
+    llama_engine = not _transformers_dialect(template, report, improvements)
+    if not llama_engine:
+        notes.append(f"improvement {TRANSFORMERS_DIALECT}: the template does not render in llama.cpp's Jinja "
+                     "dialect; the prompt is rendered in the transformers dialect")
+    prep = replace(prepare_request(template, request, caps=caps), llama_engine=llama_engine)
     try:
         gp = generation_prompt(prep)
     except TemplateRenderError:
@@ -255,7 +270,7 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     if report is None:
         report = cached_analysis(template, fid)
         if caps is None and _report_caps(report) is not None and _report_caps(report) != prep.caps:
-            prep = prepare_request(template, request, caps=_report_caps(report))
+            prep = replace(prepare_request(template, request, caps=_report_caps(report)), llama_engine=llama_engine)
             gp = generation_prompt(prep)
 
     report, from_request = _request_instructions(report, request, improvements)

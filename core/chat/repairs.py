@@ -145,12 +145,6 @@ CALLS_AFTER_TEXT = "calls-after-text"
 # issue 25, s10-lossless: the rebuilt batch-1 repairs and the dev set's remaining classes
 XML_ARGUMENTS_WRAPPER = "xml-arguments-wrapper"
 TRAILING_END_OF_TURN = "trailing-end-of-turn"
-FORMAT_STOP_TOKENS: tuple[tuple[str, str], ...] = (
-    ("<start_function_call>", "<start_function_response>"),
-)
-"""(a preserved token that identifies a call format, a stop token of the models of that format that no template
-renders after the assistant turn): FunctionGemma stops at <start_function_response>, where the tool's answer
-would begin (Google's FunctionGemma docs; its LiteRT metadata lists it beside <end_of_turn> as a stop token)."""
 INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
 INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
@@ -950,70 +944,6 @@ def settled(streamed: AssistantMessage, final: AssistantMessage) -> AssistantMes
     out = streamed.copy()
     out.tool_calls = out.tool_calls[:len(final.tool_calls)]
     return out
-
-
-def turn_end_tokens(parser: Any) -> tuple[str, ...]:
-    """Repair ``trailing-end-of-turn``: the tokens an output of ``parser`` may end with that are not content,
-    longest first — the leading markers of each end-of-turn text the template writes after an assistant turn
-    (:func:`core.chat.samples.end_of_turn_candidates`, from the ``turn_end_source`` the pipeline set at
-    ``improved``), the parser's stop strings and the call format's stop tokens (:data:`FORMAT_STOP_TOKENS`),
-    minus the parser's preserved tokens (markup its grammar reads). Computed once per parser; () when the repair
-    is off."""
-    cached = getattr(parser, "_turn_end_tokens", None)
-    if cached is not None:
-        return cached
-    source = getattr(parser, "turn_end_source", None)
-    if source is None:
-        return ()
-    from ..diff import SegmentKind, segmentize_markers
-    from .samples import end_of_turn_candidates
-
-    template, request, caps = source
-    try:
-        texts = end_of_turn_candidates(template, request, caps=caps)
-    except Exception:   # a template that fails on the probe turns: only the stop strings below
-        texts = []
-    found: list[str] = []
-    for text in texts:
-        for seg in segmentize_markers(text.lstrip()):
-            if seg.kind is not SegmentKind.MARKER:
-                break
-            found.append(seg.value)
-    found += list(getattr(parser, "additional_stops", None) or [])
-    preserved = set(getattr(parser, "preserved_tokens", None) or [])
-    found += [stop for marker, stop in FORMAT_STOP_TOKENS if marker in preserved]
-    out = tuple(sorted({t for t in found if len(t) >= 3 and t == t.strip() and not any(c.isspace() for c in t)
-                        and t not in preserved}, key=lambda t: (-len(t), t)))
-    try:
-        parser._turn_end_tokens = out
-    except AttributeError:
-        pass
-    return out
-
-
-def turn_end_cut(tokens: Iterable[str], output: str) -> int:
-    """Where the content of ``output`` ends under repair ``trailing-end-of-turn``: the start of the token of
-    ``tokens`` that ends it (trailing whitespace allowed), else ``len(output)``."""
-    s = output.rstrip()
-    for t in tokens:
-        if s.endswith(t):
-            return len(s) - len(t)
-    return len(output)
-
-
-def turn_end_hold(tokens: Iterable[str], text: str) -> int:
-    """How many trailing characters of a streamed field's ``text`` to hold back under ``trailing-end-of-turn``:
-    the longest tail that is a start of one of ``tokens``, or such a token followed by whitespace only."""
-    best = 0
-    s = text.rstrip()
-    for t in tokens:
-        if s.endswith(t):
-            best = max(best, len(text) - len(s) + len(t))
-        for k in range(min(len(t) - 1, len(text)), best, -1):
-            if text.endswith(t[:k]):
-                best = k
-                break
-    return best
 
 
 def list_text() -> str:

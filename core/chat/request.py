@@ -151,6 +151,18 @@ class ChatRequest:
     json_schema: dict[str, Any] | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
+    def to_row(self) -> dict[str, Any]:
+        """The request keys of a ``reference/cases.jsonl`` row, which :meth:`from_dict` reads back (enums as
+        their values, no tools and no continuation as ``None``)."""
+        def val(v: Any) -> Any:
+            return v.value if isinstance(v, enum.Enum) else v
+        cont = val(self.continue_final_message)
+        return {"messages": self.messages, "tools": self.tools or None, "tool_choice": val(self.tool_choice),
+                "parallel_tool_calls": self.parallel_tool_calls, "reasoning_format": val(self.reasoning_format),
+                "enable_thinking": self.enable_thinking, "add_generation_prompt": self.add_generation_prompt,
+                "continue_final_message": cont if cont not in ("", "none") else None,
+                "json_schema": self.json_schema}
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ChatRequest":
         """Build and validate from a dict shaped like a ``reference/cases.jsonl`` row (extra keys such as

@@ -361,6 +361,9 @@ def round_trip(template: ChatTemplate, message: dict[str, Any] | None = None,
         return RoundTripResult(name, RoundTripStatus.PARSER_ERROR, "", None, expected_message(msg, ""),
                                f"parser not built: {e}", notes=notes)
     route = _route_name(bundle)
+    # the sample renders as the parser's prompt does (improvement transformers-dialect)
+    llama_engine = getattr(getattr(bundle, "prepared", None), "llama_engine", True)
+    dialect = {} if llama_engine else {"llama_engine": False, "caps": bundle.prepared.caps}
     rep = report if report is not None else bundle.report
     if rep is None:
         try:
@@ -385,14 +388,14 @@ def round_trip(template: ChatTemplate, message: dict[str, Any] | None = None,
 
     variant = "full"
     try:
-        sample = sample_output_details(template, request, msg)
+        sample = sample_output_details(template, request, msg, **dialect)
     except TemplateRenderError as e:
         return limited(f"template raises on the message: {e}", msg, None, variant)
     missing = missing_parts(msg, sample.output)
     if msg.get("reasoning_content") and ("reasoning" in missing or not sample.prompt_is_prefix):
         plain = {k: v for k, v in msg.items() if k != "reasoning_content"}
         try:
-            alt = sample_output_details(template, request, plain)
+            alt = sample_output_details(template, request, plain, **dialect)
         except TemplateRenderError:
             alt = None
         if alt is not None and not sample.prompt_is_prefix and alt.prompt_is_prefix:

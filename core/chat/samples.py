@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import copy
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from .. import memo as _memo
+from ..diff import common_suffix_len, segmentize_markers
 from ..errors import ChatTemplateExplorerError
 from ..jinja.template import ChatTemplate
 from .request import ChatRequest, Continuation
@@ -87,18 +88,9 @@ def with_messages(request: ChatRequest, *messages: dict[str, Any]) -> ChatReques
     return r
 
 
-def _common_suffix_len(a: str, b: str) -> int:
-    n, m = 0, min(len(a), len(b))
-    while n < m and a[len(a) - 1 - n] == b[len(b) - 1 - n]:
-        n += 1
-    return n
-
-
 def _boundaries(text: str) -> set[int]:
     """Positions in ``text`` where a cut does not split a marker or a word: segment borders of
     :func:`core.diff.segmentize_markers`, and any position next to whitespace."""
-    from ..diff import segmentize_markers
-
     out = {0, len(text)}
     pos = 0
     for seg in segmentize_markers(text):
@@ -112,7 +104,7 @@ def _boundaries(text: str) -> set[int]:
 
 
 def end_of_turn_candidates(template: ChatTemplate, request: ChatRequest | Mapping[str, Any], *,
-                           caps: Any = None, full: str | None = None) -> list[str]:
+                           caps: Any = None, full: str | None = None, llama_engine: bool = True) -> list[str]:
     """Texts the template writes after an assistant turn, derived from renders (no per-model list), in the
     order :func:`sample_output` tries them:
 
@@ -134,18 +126,18 @@ def end_of_turn_candidates(template: ChatTemplate, request: ChatRequest | Mappin
     req = _as_request(request)
 
     def render(*msgs: dict[str, Any]) -> str:
-        prep = prepare_request(template, with_messages(req, *msgs), caps=caps)
+        prep = replace(prepare_request(template, with_messages(req, *msgs), caps=caps), llama_engine=llama_engine)
         return render_prompt(prep, add_generation_prompt=False)
 
     finals = [render({"role": "assistant", "content": s}) for s in _SENTINELS]
     out: list[str] = []
     if full is not None:
-        n = _common_suffix_len(full, finals[0])
+        n = common_suffix_len(full, finals[0])
         if n:
             cut = min((b for b in _boundaries(full) if b >= len(full) - n), default=len(full))
             if full[cut:]:
                 out.append(full[cut:])
-    n = _common_suffix_len(*finals)
+    n = common_suffix_len(*finals)
     i = finals[0].rfind(_SENTINELS[0])
     if i >= 0:  # never longer than what follows the message (a template may repeat the message later)
         n = min(n, len(finals[0]) - i - len(_SENTINELS[0]))
@@ -219,7 +211,7 @@ def _marker_start(text: str, i: int) -> int:
     """``i``, or the start of the marker of ``text`` that ``i`` falls inside (``<`` of ``<tool_call>``): renders
     that part inside the generation prompt may share a marker's first characters with it (KAT-V1's prompt ends
     ``<judge>``, its rendered turn starts ``<tool_call>``), and a model writes the whole marker."""
-    from ..diff import SegmentKind, segmentize_markers
+    from ..diff import SegmentKind
 
     pos = 0
     for seg in segmentize_markers(text):
@@ -233,23 +225,26 @@ def _marker_start(text: str, i: int) -> int:
 
 
 def sample_output_details(template: ChatTemplate, request: ChatRequest | Mapping[str, Any],
-                          message: dict[str, Any]) -> SampleOutput:
+                          message: dict[str, Any], *, llama_engine: bool = True, caps: Any = None
+                          ) -> SampleOutput:
     """:func:`sample_output` with the intermediate renders (:class:`SampleOutput`).
 
     Renders go through :mod:`core.chat.prompt` (llama.cpp's request path: canonical messages, caps
     normalisation, message workarounds). ``request``'s messages are the conversation before ``message``.
-    Raises :class:`~core.errors.TemplateRenderError` when the template fails, :class:`~core.errors.RequestError`
-    for a malformed request or message.
+    ``llama_engine=False`` renders in the transformers dialect (improvement ``transformers-dialect``: what the
+    parser's prepared request says), ``caps`` are the caps to prepare with (default: probed). Raises
+    :class:`~core.errors.TemplateRenderError` when the template fails, :class:`~core.errors.RequestError` for a
+    malformed request or message.
     """
     from ..diff import common_prefix_len
     from .prompt import generation_prompt, prepare_request, render_prompt
 
     req = _as_request(request)
-    prep = prepare_request(template, req)
+    prep = replace(prepare_request(template, req, caps=caps), llama_engine=llama_engine)
     prompt = render_prompt(prep, add_generation_prompt=True)
     gp = generation_prompt(prep)
-    full = render_prompt(prepare_request(template, with_messages(req, message), caps=prep.caps),
-                         add_generation_prompt=False)
+    full = render_prompt(replace(prepare_request(template, with_messages(req, message), caps=prep.caps),
+                                 llama_engine=llama_engine), add_generation_prompt=False)
     i = common_prefix_len(full, prompt)
     user_text = _last_user_text(req)
     rest_has_user = bool(user_text) and user_text in prompt[i:]
@@ -269,7 +264,7 @@ def sample_output_details(template: ChatTemplate, request: ChatRequest | Mapping
         else:
             alignment, start = Alignment.CONVERSATION_DIFFERS, i
     out = full[start:]
-    eot = end_of_turn_candidates(template, req, caps=prep.caps, full=full)
+    eot = end_of_turn_candidates(template, req, caps=prep.caps, full=full, llama_engine=llama_engine)
     stripped = strip_end_of_turn(out, eot)
     return SampleOutput(output=stripped, prompt=prompt, generation_prompt=gp, full=full, alignment=alignment,
                         end_of_turn=eot, eot_removed=out[len(stripped):])

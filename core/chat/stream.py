@@ -2235,7 +2235,7 @@ class CallRelease:
         if not field:
             return d
         text = self._tail + getattr(d, field) if field == self._tail_field else getattr(d, field)
-        from .repairs import turn_end_hold
+        from .turn_end import turn_end_hold
 
         k = 0 if final else turn_end_hold(self._turn_end, text)
         self._tail_field, self._tail = field, text[len(text) - k:] if k else ""
@@ -2310,7 +2310,7 @@ def _turn_end_tokens(parser: Any) -> tuple[str, ...]:
     """Repair ``trailing-end-of-turn``'s tokens for ``parser`` (() when it is off)."""
     if getattr(parser, "turn_end_source", None) is None:
         return ()
-    from .repairs import turn_end_tokens
+    from .turn_end import turn_end_tokens
 
     return turn_end_tokens(parser)
 

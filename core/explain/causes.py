@@ -392,7 +392,6 @@ def _json_call_in_content(content: str, name: str, analysis: Any) -> list[Findin
                     f"{{{json.dumps(f.name_field or 'name')}: …, {json.dumps(f.args_field or 'arguments')}: …}}")
         return [Finding(Cause.OTHER_JSON_SHAPE, [
             f"the content holds the call of {_q(name)} as JSON at {_q(path)} with the keys {keys}{want}"])]
-        break
     return []
 
 

@@ -52,6 +52,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     alone = f" (only the repair(s) {', '.join(ex.only_repairs)})" if ex.only_repairs is not None else ""
     print(f"template {ex.template} · route {ex.route} · fidelity {ex.fidelity}{alone} · parse "
           f"{'clean' if clean else ex.entry if not ex.clean else 'clean but suspicious'}")
+    for note in ex.notes if ex.entry == "no-parser" else ():
+        print(f"\n{show_invisible(note)}")
     if tg is not None and tg.mistake.name != "NONE":
         print(f"\nmistake: {tg.mistake.value} — {show_invisible(tg.sentence)}")
         if tg.nearest:

@@ -6,7 +6,6 @@ after what maintainers write when they close such bug reports (see ``tests/data/
 
 from __future__ import annotations
 
-import enum
 import gc
 import json
 import os
@@ -21,7 +20,7 @@ from ..jinja.limits import analysis_budget
 from .causes import classify
 from .fixes import candidate_fixes
 from .model import (REPARSE_CHARS, Cause, Explanation, Finding, Fix, FixKind, Meter, ReparseLimit, Setup, Span,
-                    StopPoint, message_of, show_invisible, stop_point, trace)
+                    StopPoint, dialect_failure, message_of, show_invisible, stop_point, trace)
 from .spans import SpanLabel, attach_repairs, check_cover, rebuild_message, same_message
 
 # the model's classes are also read from here (the Explain page, the CLI, the tests)
@@ -81,6 +80,10 @@ def _explain_budgeted(template: Any, request: ChatRequest, output: str, fidelity
     left = None if budget is None else max(0.0, budget.until - time.monotonic())
     with analysis_budget(left):
         ex = _explain(setup, bundle, tr, output, fixes)
+        if bundle.format == "content-only" and dialect_failure(setup) is not None:
+            ex.in_transformers_dialect = explain(template, request, output, fidelity="improved",
+                                                 overrides=overrides, disabled_workarounds=disabled_workarounds,
+                                                 fixes=False)
         if fixes:
             from .triage import TIME_BUDGET, triage
 
@@ -114,7 +117,7 @@ def _explain(setup: Setup, bundle: Any, tr: Any, output: str, fixes: bool) -> Ex
     route = bundle.format if bundle.format != "peg-native" else "auto-parser"
     ex = Explanation(template=getattr(template, "name", "template"), route=route, fidelity=fidelity,
                      only_repairs=list(setup.only_repairs) if setup.only_repairs is not None else None,
-                     request=_request_json(request), output=output, generation_prompt=tr.text[:tr.gp_len],
+                     request=request.to_row(), output=output, generation_prompt=tr.text[:tr.gp_len],
                      text=tr.text, entry=tr.entry, message=tr.message.to_openai(), spans=tr.spans,
                      notes=list(getattr(bundle.parser, "notes", []) or []) + list(bundle.notes))
     # repairs of improved fidelity (issue 10) expose (name, [start, end) of the output) on the parsed message
@@ -158,17 +161,6 @@ def _found_by(report: Any, spans: list[Span]) -> dict[str, str]:
                     break
     return out
 
-
-def _request_json(request: ChatRequest) -> dict[str, Any]:
-    """The request as a ``reference/cases.jsonl`` row's request keys."""
-    def val(v: Any) -> Any:
-        return v.value if isinstance(v, enum.Enum) else v
-    cont = val(request.continue_final_message)
-    return {"messages": request.messages, "tools": request.tools or None, "tool_choice": val(request.tool_choice),
-            "parallel_tool_calls": request.parallel_tool_calls, "reasoning_format": val(request.reasoning_format),
-            "enable_thinking": request.enable_thinking, "add_generation_prompt": request.add_generation_prompt,
-            "continue_final_message": cont if cont not in ("", "none") else None,
-            "json_schema": request.json_schema}
 
 
 def dumps(ex: Explanation) -> str:

@@ -14,8 +14,9 @@ from typing import Any
 from ..analysis import reapply
 from ..jinja.limits import over_budget
 from ..chat.message import AssistantMessage
-from ..chat.pipeline import build_chat_parser, cached_analysis
+from ..chat.pipeline import build_chat_parser, build_chat_parser_or_content, cached_analysis
 from ..chat.request import ChatRequest
+from ..errors import TemplateRenderError
 from ..inputs import visible
 from .spans import Span
 from .trace_routes import MAIN, ParseTrace, peg_message, trace_parse
@@ -139,6 +140,9 @@ class Explanation:
     found_by: dict[str, str] = field(default_factory=dict)
     triage: Any = None      # core.explain.triage.Triage (the mistake, nearest output, ranked fixes)
     only_repairs: list[str] | None = None   # improved fidelity with only these repairs on (a repair switched alone)
+    # a template llama.cpp's Jinja dialect cannot render (no parser here): the explanation at improved fidelity,
+    # where improvement transformers-dialect renders it; the triage reads the model's mistake there
+    in_transformers_dialect: "Explanation | None" = None
 
     @property
     def clean(self) -> bool:
@@ -244,8 +248,35 @@ def build_bundle(setup: Setup) -> Any:
     if setup.overrides or setup.disabled:
         report = reapply(cached_analysis(setup.template, setup.fidelity), overrides=setup.overrides or None,
                          disabled_workarounds=setup.disabled)
-    return build_chat_parser(setup.template, setup.request, report=report, fidelity=setup.fidelity,
-                             disabled_repairs=repairs_off(setup.only_repairs) if setup.fidelity == "improved" else ())
+    try:
+        return build_chat_parser(setup.template, setup.request, report=report, fidelity=setup.fidelity,
+                                 disabled_repairs=repairs_off(setup.only_repairs) if setup.fidelity == "improved"
+                                 else ())
+    except TemplateRenderError:
+        why = dialect_failure(setup)
+        if why is None:
+            raise
+        # as llama.cpp: no parser; the output is the content, and the note says what would render it
+        bundle = build_chat_parser_or_content(setup.template, setup.request, fidelity=setup.fidelity)
+        bundle.notes = [dialect_line(why)]
+        return bundle
+
+
+def dialect_failure(setup: Setup) -> str | None:
+    """At llama.cpp fidelity, the llama.cpp dialect's render error of a template that renders only in the
+    transformers dialect (:mod:`core.analysis.dialect`); None otherwise."""
+    if setup.fidelity == "improved":
+        return None
+    from ..analysis.dialect import llama_dialect_failure
+
+    return llama_dialect_failure(setup.template)
+
+
+def dialect_line(why: str) -> str:
+    """The one line explain gives for a template llama.cpp's Jinja dialect cannot render."""
+    return (f"the template does not render in llama.cpp's Jinja dialect ({why}), so llama.cpp serves no parser "
+            "for it; it renders in the transformers dialect — improved fidelity (--improved, improvement "
+            "transformers-dialect) parses with it")
 
 
 def repairs_off(only: tuple[str, ...] | None) -> tuple[str, ...]:

@@ -15,7 +15,6 @@ from ..peg.trace import Expectation, FurthestFailure, traced_parse
 from .spans import Span, SpanLabel, marker_labels, relabel_unparsed, same_message, settled_as, spans_from_ast
 
 MAIN = "main"
-RAW = "raw"
 # control-token-shaped markers (<|x|>, <x|>, <|x>, [X]): a handler that stops before one of these at the end of
 # the output dropped an end-of-turn marker, not text
 _IGNORABLE = re.compile(r"<\|[^<>\s]{0,40}\|>|<[A-Za-z_]{1,40}\|>|<\|[A-Za-z_]{1,40}>|\[[A-Z_]{2,30}\]")
@@ -309,6 +308,17 @@ def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
     is the settled message; ``stop`` / ``truncated_at`` stay those of the parse of the whole output."""
     from .spans import attach_repairs
 
+    if not hasattr(parser, "arena") and hasattr(parser, "reason"):
+        # no parser (core.chat.pipeline.ContentOnlyParser: the template does not render): all of it content
+        msg = parser.parse(output)
+        return ParseTrace(output, 0, msg, "no-parser", [Span(0, len(output), SpanLabel.UNPARSED, output)] if output
+                          else [])
+    if isinstance(parser, GeneratedParser) and getattr(parser, "turn_end_source", None) is not None:
+        from ..chat.turn_end import turn_end_cut, turn_end_tokens
+
+        end = turn_end_cut(turn_end_tokens(parser), output)
+        if end < len(output):
+            return _after_turn_end(trace_parse(parser, output[:end], report), parser, output, end)
     parsed = None
     if isinstance(parser, GeneratedParser):  # one parse for the message and the trace (not two)
         parsed = parser.parse_detailed(output)
@@ -324,6 +334,19 @@ def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
     if final.repairs:
         tr.spans = attach_repairs(tr.spans, [(r.name, (r.start, r.end)) for r in final.repairs], tr.gp_len)
     return tr
+
+
+def _after_turn_end(tr: ParseTrace, parser: Any, output: str, end: int) -> ParseTrace:
+    """The trace ``tr`` of ``output[:end]`` as a trace of ``output`` whose end-of-turn token from ``end`` on was cut
+    before the parse (repair ``trailing-end-of-turn``): that tail an ignored span under the repair, the message the
+    parser's own (which records the repair)."""
+    from .spans import attach_repairs
+
+    final = parser.parse(output)
+    tail = Span(len(tr.text), len(tr.text) + len(output) - end, SpanLabel.IGNORED, output[end:])
+    spans = attach_repairs(tr.spans + [tail], [(r.name, (r.start, r.end)) for r in final.repairs
+                                                if r.start >= end], tr.gp_len)
+    return replace(tr, text=tr.text + output[end:], spans=spans, message=final)
 
 
 __all__ = ["ParseTrace", "StreamStep", "stream_steps", "trace_parse", "trace_peg", "trim_ws"]

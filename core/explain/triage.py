@@ -33,6 +33,7 @@ from .model import MARKER_TOKEN as _TOKEN
 from .model import Cause
 from .model import Setup as _Setup
 from .model import stop_point as _stop_point
+from .model import build_bundle, dialect_failure, dialect_line
 from .model import visible_text as _visible
 
 _WS = " \t\n\v\f\r"
@@ -724,6 +725,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                         and first.pos == 0 and Cause.MISSING_OPENER not in causes:
                     return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(edits, out)]
                 return Mistake.OMITTED_OPENER, ev + [sentence_of(edits, out)]
+            stripped = _stripped_tokens(ins, setup, out)
+            if stripped:
+                return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(edits, out), stripped]
             return Mistake.OMITTED_MARKER, ev + [sentence_of(edits, out)]
         if probs and ex.stop is not None:
             return probs[0][0], ev + [p[1] for p in probs]
@@ -776,6 +780,23 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                                       + _q(text.strip(_WS)[:40])]
     if Cause.DRIFT in causes or Cause.OTHER_MARKER in causes:
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev
+    # a "clean" parse that left a JSON call object in the content or reasoning dropped a call
+    if not msg.get("tool_calls") and ctx["names"]:
+        for where, txt in (("content", content), ("reasoning", reasoning)):
+            named = _json_call_name(txt)
+            if named is None or named in ctx["names"]:
+                continue
+            near_name = _misnamed(named, setup.request)
+            ev.append(f"the {where} holds a JSON call object naming {_q(named)}, which is no tool of the request"
+                      + (f" (a near name of the declared {_q(near_name)})" if near_name else
+                         f" (it declares {', '.join(_q(n) for n in ctx['names'][:4])})")
+                      + ": the parse dropped a call, it is not clean")
+            own = [m for m in ctx["markers"] if m]
+            if own and not any(m in out for m in own):
+                ev.append(f"the template writes calls with {_q(own[0])}, which the output never writes: the bare JSON "
+                          "object is another family's call format")
+                return Mistake.TEMPLATE_MODEL_MISMATCH, ev
+            return Mistake.UNKNOWN_TOOL, ev
     # a "clean" parse that left marker-like text and a tool's name in the content or reasoning dropped a call
     if not msg.get("tool_calls") and ctx["names"]:
         for where, txt in (("reasoning", reasoning), ("content", content)):
@@ -789,6 +810,34 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                     return Mistake.REASONING_NOT_CLOSED, ev
                 return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     return Mistake.NONE, ev
+
+
+_JSON_CALL_NAME = re.compile(r'\{\s{0,40}"name"\s{0,8}:\s{0,8}"([^"\\\n]{1,64})"\s{0,8},\s{0,40}"('
+                             + "|".join(_KEY_ALIASES) + r')"\s{0,8}:')
+
+
+def _json_call_name(text: str) -> str | None:
+    """The name of the first ``{"name": "…", "arguments"|"parameters"|…: …`` object in ``text``, or None."""
+    m = _JSON_CALL_NAME.search(text)
+    return m.group(1) if m else None
+
+
+def _stripped_tokens(ins: list[Edit], setup: _Setup, out: str) -> str:
+    """Evidence that what the nearest output puts back inside a call is control tokens a decoder dropped: every
+    insertion is one token of special shape (``[ARGS]``, ``<|…|>``) that the template writes, and the output still
+    holds another of the template's control tokens (so the model did write the format's tokens; a decoder that
+    skips special tokens keeps the ones its tokenizer does not mark special, as vLLM's Mistral tokenizer keeps
+    ``[TOOL_CALLS]``). ``""`` when not so."""
+    toks = [e.new.strip(_WS) for e in ins if e.new.strip(_WS)]
+    src = getattr(setup.template, "source", "") or ""
+    if not toks or not all(_SPECIAL_SHAPE.fullmatch(t) and t in src for t in toks):
+        return ""
+    kept = [m.group(0) for m in _SPECIAL_SHAPE.finditer(out) if m.group(0) not in toks and m.group(0) in src]
+    if not kept:
+        return ""
+    return (f"{', '.join(_q(t) for t in dict.fromkeys(toks))} is a control token of the template and the output keeps "
+            f"{_q(kept[0])}, another one: the model wrote the format, and a decoder that skips special tokens "
+            "(skip_special_tokens) dropped the one its tokenizer marks special")
 
 
 def _ends_at_opener(out: str, ctx: dict[str, Any]) -> str:
@@ -966,7 +1015,7 @@ def apply_request_change(req: Any, change: dict[str, Any]) -> Any:
     ``{tool: {param: type}}`` edit the tools' schemas."""
     from ..chat.request import ChatRequest
 
-    d = {**_req_dict(req)}
+    d = {**req.to_row()}
     tools = json.loads(json.dumps(d.get("tools") or []))
     for k, v in change.items():
         if k == "required":
@@ -988,16 +1037,6 @@ def apply_request_change(req: Any, change: dict[str, Any]) -> Any:
     d["messages"] = d.get("messages") or [{"role": "user", "content": "hi"}]
     return ChatRequest.from_dict(d)
 
-
-def _req_dict(req: Any) -> dict[str, Any]:
-    """The request as a dict :meth:`ChatRequest.from_dict` reads back (the keys a cases.jsonl row has)."""
-    def val(v: Any) -> Any:
-        return v.value if isinstance(v, enum.Enum) else v
-    cont = val(req.continue_final_message)
-    return {"messages": req.messages, "tools": req.tools or None, "tool_choice": val(req.tool_choice),
-            "parallel_tool_calls": req.parallel_tool_calls, "reasoning_format": val(req.reasoning_format),
-            "enable_thinking": req.enable_thinking, "add_generation_prompt": req.add_generation_prompt,
-            "continue_final_message": cont if cont not in ("", "none") else None, "json_schema": req.json_schema}
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -1107,7 +1146,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 if ok(p):
                     what = "; ".join(f"`{n}` requires only {v}" for n, v in change.get("required", {}).items()) \
                         or "the argument's type is `string`"
-                    full = _req_dict(apply_request_change(req, change)).get("tools")
+                    full = apply_request_change(req, change).to_row().get("tools")
                     out.append(RankedFix(TriageFixKind.REQUEST, "edit the request's schema: " + what,
                                          {"request": {**change, "tools": full}}, p.message.to_openai(), 2))
             except Exception:  # noqa: BLE001
@@ -1229,7 +1268,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     for f in out:
         if not any(_same(f.message, u.message) and f.kind == u.kind for u in uniq):
             uniq.append(f)
-    why = "" if uniq else _why_none(mistake, near, ex)
+    why = "" if uniq else _why_none(mistake, near, ex, setup.request)
     return uniq, why
 
 
@@ -1354,7 +1393,15 @@ _WHY = {
 }
 
 
-def _why_none(mistake: Mistake, near: Any, ex: Any) -> str:
+def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
+    named = _json_call_name(ex.message.get("content") or ex.message.get("reasoning_content") or "")
+    if req is not None and named is not None and mistake in (Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.UNKNOWN_TOOL):
+        near_name = _misnamed(named, req)
+        return (f"the call names {_q(named)}, which the request does not declare"
+                + (f" (the model misspelt {_q(near_name)})" if near_name else "")
+                + ": no repair, request edit, override or template patch of ours renames a call — offering a tool "
+                  "under the misspelt name would hide the fault; constrain the model to the declared names (the "
+                  "lazy tool-call grammar enumerates them) or prompt it with the template's format")
     return _WHY.get(mistake, "no change of ours (repair, request, override, template patch, server setting) "
                              "re-parses this output to a message with calls")
 
@@ -1366,6 +1413,9 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
            parse_cost: float = 0.0) -> Triage:
     """The mistake, the nearest accepted output and the ranked fixes of an explanation (see the module doc).
     ``parse_cost``: seconds one parse of this output took (a parse is not started when it would overrun)."""
+    why = dialect_failure(setup) if getattr(ex, "in_transformers_dialect", None) is not None else None
+    if why is not None:
+        return _in_transformers_dialect(ex, setup, why, seconds=seconds, parses=parses, parse_cost=parse_cost)
     budget = _Budget(seconds, parses, parse_cost)
     ctx = _context(setup, bundle)
     tools = bool(setup.request.tools)
@@ -1395,6 +1445,24 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
             nearest.repair = ", ".join(rep[0].change["repairs"])
     sentence = nearest.sentence if nearest else (evidence[-1] if evidence else mistake.value)
     return Triage(mistake, sentence, evidence, nearest, fixes, why, budget.total - budget.left, budget.hit)
+
+
+def _in_transformers_dialect(ex: Any, setup: _Setup, why: str, **budget: Any) -> Triage:
+    """The triage of a template llama.cpp's Jinja dialect cannot render (no parser at llama.cpp fidelity): the
+    model's mistake is read where the template renders — improved fidelity, improvement transformers-dialect —
+    after one line saying so; every fix there needs that fidelity too, so its change says so."""
+    imp = replace(setup, fidelity="improved", only_repairs=None)
+    there = ex.in_transformers_dialect
+    tg = triage(there, imp, build_bundle(imp), **budget)
+    tg.evidence.insert(0, dialect_line(why))
+    for f in tg.fixes:
+        f.change = {"fidelity": "improved", **f.change}
+    if tg.mistake == Mistake.NONE and there.clean and there.message.get("tool_calls"):
+        tg.fixes.insert(0, RankedFix(TriageFixKind.FIDELITY, "parse at improved fidelity (improvement "
+                                     "transformers-dialect renders the template)", {"fidelity": "improved"},
+                                     there.message, 6))
+        tg.sentence = dialect_line(why)
+    return tg
 
 
 def apply_fix(template: Any, request: Any, output: str, change: dict[str, Any], fidelity: str = "llama.cpp"

@@ -345,7 +345,7 @@ def generate_suite(template: Any, *, fidelity: str = "llama.cpp") -> Suite:
 def check_suite_ours(suite: Suite, template: Any) -> dict[str, str | None]:
     """Run every suite case through our parser (one-shot and one character at a time, as ``conform`` does);
     case id → None (pass) or the first difference."""
-    from ..chat.conformance import run_case
+    from ..chat.conformance import accumulate_deltas, run_case
     from ..chat.roundtrip import compare_messages
 
     class _One:
@@ -362,26 +362,6 @@ def check_suite_ours(suite: Suite, template: Any) -> dict[str, str | None]:
             compare_messages(case["expect"], accumulate_deltas(res["deltas"]))
         out[case["id"]] = why
     return out
-
-
-def accumulate_deltas(deltas: list[dict[str, Any]]) -> dict[str, Any]:
-    """OpenAI delta objects accumulated the way a client does (``reference/README.md``'s streaming rule)."""
-    m: dict[str, Any] = {"role": "assistant", "content": "", "reasoning_content": "", "tool_calls": []}
-    for d in deltas:
-        for k in ("content", "reasoning_content"):
-            if isinstance(d.get(k), str):
-                m[k] += d[k]
-        for tc in d.get("tool_calls") or []:
-            i = tc.get("index", 0)
-            while len(m["tool_calls"]) <= i:
-                m["tool_calls"].append({"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
-            t = m["tool_calls"][i]
-            t["id"] = tc.get("id") or t["id"]
-            f = tc.get("function") or {}
-            t["function"]["name"] = f.get("name") or t["function"]["name"]
-            if isinstance(f.get("arguments"), str):
-                t["function"]["arguments"] += f["arguments"]
-    return m
 
 
 # The file is fixed text: the template's name (untrusted: a file or variant name) enters it only as an ASCII string

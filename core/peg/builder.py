@@ -193,31 +193,27 @@ class Builder:
         """An exact string."""
         return self._add(N.Literal(text=text))
 
-    def seq(self, *parts: Parseable) -> P:
-        """Sequence; nested sequences are flattened."""
+    def _flat(self, parts: tuple[Parseable, ...], kind: type) -> list[int]:
+        """The ids of ``parts``, the items of a ``kind`` node spliced in its place."""
         items: list[int] = []
         for part in parts:
             h = self.lift(part)
             n = self.arena.get(h.id)
-            if isinstance(n, N.Sequence):
+            if isinstance(n, kind):
                 items.extend(n.items)
             else:
                 items.append(h.id)
-        return self._add(N.Sequence(items=items))
+        return items
+
+    def seq(self, *parts: Parseable) -> P:
+        """Sequence; nested sequences are flattened."""
+        return self._add(N.Sequence(items=self._flat(parts, N.Sequence)))
 
     sequence = seq
 
     def choice(self, *parts: Parseable) -> P:
         """Ordered choice; nested choices are flattened. ``choice()`` with no parts always fails."""
-        items: list[int] = []
-        for part in parts:
-            h = self.lift(part)
-            n = self.arena.get(h.id)
-            if isinstance(n, N.Choice):
-                items.extend(n.items)
-            else:
-                items.append(h.id)
-        return self._add(N.Choice(items=items))
+        return self._add(N.Choice(items=self._flat(parts, N.Choice)))
 
     def repeat(self, p: Parseable, min: int, max: int | None = None) -> P:
         """``p{min,max}``; ``max=None`` means exactly ``min``; ``max=-1`` unbounded."""

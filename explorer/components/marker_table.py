@@ -69,12 +69,6 @@ def known_markers(analysis: Any, extra: Iterable[str] = ()) -> list[str]:
     return sorted({m for m in found if m})
 
 
-def modes_frame(analysis: Any) -> pd.DataFrame:
-    """One row per mode: ``field``, ``mode``."""
-    f = analysis_fields(analysis)
-    return pd.DataFrame([{"field": p, "mode": f.get(p, "")} for p in MODE_FIELDS])
-
-
 def found_by_map(report: Any) -> dict[str, list[str]]:
     """Field path → where its value comes from: ``override`` for the user's overrides, ``workaround NAME``
     for fields a workaround set, else the ids of the comparisons that found it (I1: "inferred from

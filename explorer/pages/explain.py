@@ -127,6 +127,9 @@ tg = ex.get("triage") or {}
 suspicious = ex["clean"] and tg.get("mistake") not in (None, "NONE")
 verdict = ("clean but suspicious" if suspicious else "clean") if ex["clean"] else f"recovered ({ex['entry']})"
 st.markdown(md(f"Route {ex['route']} · fidelity {ex['fidelity']} · parse {verdict}"))
+if ex["entry"] == "no-parser":   # the template does not render: why, and what would (improvement transformers-dialect)
+    for note in ex.get("notes") or []:
+        st.warning(md(note))
 
 # ---------------------------------------------------------------- triage: the mistake, nearest output, ranked fixes
 

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ...grammar.json_schema import SchemaNode, schema_from_json_lenient
+from ...grammar.json_schema import SchemaNode, may_be_string, schema_from_json_lenient
 from ..request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 
@@ -201,3 +201,19 @@ def param_nodes(spec: ToolSpec) -> list[tuple[str, SchemaNode, bool]]:
     ``foreach_parameter``: nothing unless the parameters schema is an object)."""
     root = schema_from_json_lenient(spec.parameters)
     return [(prop.name, prop.schema, bool(prop.required)) for prop in getattr(root, "properties", None) or []]
+
+
+def string_or_json_params(p: Any, spec: ToolSpec, param_open: str, param_end: str, string_value: Any) -> Any:
+    """The parameters of one call written ``PARAM_OPEN name="K">VALUE PARAM_END``, in any order with optional
+    space after each (llama.cpp's MiniCPM5 and Muse Glimmer): ``string_value`` (which reads its own close) for a
+    parameter that may be a string, else JSON checked against its schema."""
+    arg_rules = []
+    for j, (pname, node, _) in enumerate(param_nodes(spec)):
+        if may_be_string(node):
+            value = string_value
+        else:
+            value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{spec.index}-arg-{j}-schema", node))
+                     + p.tool_arg_close(p.literal(param_end)))
+        name = p.literal(param_open + ' name="') + p.tool_arg_name(p.literal(pname)) + p.literal('">')
+        arg_rules.append(p.tool_arg(p.tool_arg_open(name) + value))
+    return p.zero_or_more(p.choice(*arg_rules) + p.space()) if arg_rules else p.eps()

@@ -124,27 +124,35 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
 
         return p.zero_or_more(start + any_msg) + start + p.choice(final_msg, unsolicited)
 
-    arena = build_chat_peg_parser(root)
+    return harmony_parser(NAME, build_chat_peg_parser(root), request, prompt, gp, parser_gp,
+                          grammar=include_grammar, has_rf=has_rf,
+                          # the root ends with the call's arguments: what follows them is recovered as content
+                          # (<|call|>, which ends the generation, included unless the repair takes it)
+                          after_arguments="content" if ends_with_arguments else None)
+
+
+def harmony_parser(name: str, arena: Any, request: Any, prompt: str, gp: str, parser_gp: str, *, grammar: bool,
+                   has_rf: bool, space: str = "", after_arguments: str | None = None):
+    """The parser of a Harmony family from its PEG ``arena``: grammar, triggers, preserved tokens and message
+    delimiters shared by GPT-OSS and its dialects; ``space`` is the regex the dialect allows after
+    ``<|start|>`` and ``<|channel|>`` in the triggers."""
     notes: list[str] = []
-    grammar, lazy, triggers = grammar_for(
-        arena, notes, include=include_grammar,
-        lazy=not (has_rf or (has_tools and request.tool_choice == ToolChoice.REQUIRED)),
+    grammar_text, lazy, triggers = grammar_for(
+        arena, notes, include=grammar,
+        lazy=not (has_rf or (bool(request.tools) and request.tool_choice == ToolChoice.REQUIRED)),
         triggers=[pattern(r"^\s+to$"),
-                  pattern(r"^<\|channel\|>(?:commentary|analysis)\s+to=functions$"),
-                  pattern(r"<\|start\|>assistant(\s+to)"),
-                  pattern(r"<\|start\|>assistant(<\|channel\|>(?:commentary|analysis)\s+to)")])
+                  pattern(rf"^<\|channel\|>{space}(?:commentary|analysis)\s+to=functions$"),
+                  pattern(rf"<\|start\|>{space}assistant(\s+to)"),
+                  pattern(rf"<\|start\|>{space}assistant(<\|channel\|>{space}(?:commentary|analysis)\s+to)")])
     return make_parser(
-        NAME, arena, generation_prompt=gp, parser_generation_prompt=parser_gp, prompt=prompt, grammar=grammar,
+        name, arena, generation_prompt=gp, parser_generation_prompt=parser_gp, prompt=prompt, grammar=grammar_text,
         grammar_lazy=lazy, grammar_triggers=triggers,
         preserved_tokens=["<|channel|>", "<|constrain|>", "<|message|>", "<|start|>", "<|end|>"],
         supports_thinking=True, thinking_start_tag="<|channel|>analysis<|message|>", thinking_end_tags=["<|end|>"],
         message_delimiters=[("assistant", "<|start|>assistant"), ("user", "<|start|>user"),
                             ("system", "<|start|>developer"), ("system", "<|start|>system"),
                             ("tool", "<|start|>functions")],
-        notes=notes,
-        # the root ends with the call's arguments: what follows them is recovered as content (<|call|>, which
-        # ends the generation, included unless the repair takes it)
-        after_arguments="content" if ends_with_arguments else None)
+        notes=notes, after_arguments=after_arguments)
 
 
-__all__ = ["NAME", "build", "adjust_messages"]
+__all__ = ["NAME", "build", "adjust_messages", "harmony_parser"]

@@ -16,9 +16,8 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..request import ReasoningFormat, ToolChoice
-from ._peg_handler import (foreach_function_indexed, function_parameters_schema, grammar_for, has_response_format,
-                           make_parser, pattern)
-from .gpt_oss import harmony_prompt
+from ._peg_handler import foreach_function_indexed, function_parameters_schema, has_response_format
+from .gpt_oss import harmony_parser, harmony_prompt
 
 NAME = "llm-jp-harmony"
 DECLARATION = "chat_format=llm-jp-harmony-v1"
@@ -79,24 +78,8 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             return p.zero_or_more(start + any_msg) + start + p.choice(tool_call, final_msg)
         return p.zero_or_more(start + any_msg) + start + final_msg
 
-    arena = build_chat_peg_parser(root)
-    notes: list[str] = []
-    grammar, lazy, triggers = grammar_for(
-        arena, notes, include=has_rf or tools_active,
-        lazy=not (has_rf or (has_tools and request.tool_choice == ToolChoice.REQUIRED)),
-        triggers=[pattern(r"^\s+to$"),
-                  pattern(r"^<\|channel\|>\s*(?:commentary|analysis)\s+to=functions$"),
-                  pattern(r"<\|start\|>\s*assistant(\s+to)"),
-                  pattern(r"<\|start\|>\s*assistant(<\|channel\|>\s*(?:commentary|analysis)\s+to)")])
-    return make_parser(
-        NAME, arena, generation_prompt=gp, parser_generation_prompt=parser_gp, prompt=prompt, grammar=grammar,
-        grammar_lazy=lazy, grammar_triggers=triggers,
-        preserved_tokens=["<|channel|>", "<|constrain|>", "<|message|>", "<|start|>", "<|end|>"],
-        supports_thinking=True, thinking_start_tag="<|channel|>analysis<|message|>", thinking_end_tags=["<|end|>"],
-        message_delimiters=[("assistant", "<|start|>assistant"), ("user", "<|start|>user"),
-                            ("system", "<|start|>developer"), ("system", "<|start|>system"),
-                            ("tool", "<|start|>functions")],
-        notes=notes)
+    return harmony_parser(NAME, build_chat_peg_parser(root), request, prompt, gp, parser_gp,
+                          grammar=has_rf or tools_active, has_rf=has_rf, space=r"\s*")
 
 
 __all__ = ["NAME", "DECLARATION", "detect", "build"]

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...grammar.json_schema import may_be_string
 from ...jinja.template import ChatTemplate
 from ..repairs import REASONING_START_REPEATED, XML_ARGUMENTS_WRAPPER
 from ..request import ChatRequest
-from ._request_view import RequestView, param_nodes, request_view
+from ._request_view import RequestView, request_view, string_or_json_params
 from ._peg_handler import HandlerParser, peg_parser, word
 
 NAME = "minicpm5"
@@ -83,15 +82,7 @@ def _peg_tree(p: Any, view: RequestView, late: list[Any]) -> Any:
         p.negate(p.literal("<![CDATA[")) + p.ac(p.tool_arg_string_value(p.until(PARAM_END)) + close(), PARAM_END))
     choices = []
     for spec in view.tools:
-        arg_rules = []
-        for j, (pname, node, _) in enumerate(param_nodes(spec)):
-            if may_be_string(node):
-                value = string_value
-            else:
-                value = p.tool_arg_json_value(p.schema(p.json(), f"tool-{spec.index}-arg-{j}-schema", node)) + close()
-            arg_rules.append(p.tool_arg(p.tool_arg_open(p.literal('<param name="') + p.tool_arg_name(p.literal(pname))
-                                                        + p.literal('">')) + value))
-        args = p.zero_or_more(p.choice(*arg_rules) + p.space()) if arg_rules else p.eps()
+        args = string_or_json_params(p, spec, "<param", PARAM_END, string_value)
         if XML_ARGUMENTS_WRAPPER in p.repairs:
             # repair xml-arguments-wrapper: the params inside <arguments>…</arguments> (tried first: the plain
             # params may be empty, and the wrapper's opener never starts a param or the closer)

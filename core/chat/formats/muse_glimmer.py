@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...grammar.json_schema import may_be_string
 from ...jinja.template import ChatTemplate
 from ..request import ChatRequest, Continuation
-from ._request_view import RequestView, param_nodes, request_view
+from ._request_view import RequestView, request_view, string_or_json_params
 from ._peg_handler import HandlerParser, pattern, peg_parser
 
 NAME = "muse_glimmer"
@@ -86,17 +85,7 @@ def _peg_root(p: Any, view: RequestView) -> Any:
                         PARAM_END)
     choices = []
     for spec in view.tools:
-        arg_rules = []
-        for j, (pname, node, _) in enumerate(param_nodes(spec)):
-            if may_be_string(node):
-                value = string_value
-            else:
-                value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{spec.index}-arg-{j}-schema", node))
-                         + p.tool_arg_close(p.literal(PARAM_END)))
-            arg_rules.append(p.tool_arg(p.tool_arg_open(p.literal('<atem:parameter name="')
-                                                        + p.tool_arg_name(p.literal(pname)) + p.literal('">'))
-                                        + value))
-        args = p.zero_or_more(p.choice(*arg_rules) + p.space()) if arg_rules else p.eps()
+        args = string_or_json_params(p, spec, "<atem:parameter", PARAM_END, string_value)
         call = p.tool(p.tool_open(p.literal(" to=") + p.until(MESSAGE) + p.literal(MESSAGE + FCALLS) + p.space()
                                   + p.literal('<atem:invoke name="') + p.tool_name(p.literal(spec.name))
                                   + p.literal('">') + p.space())
