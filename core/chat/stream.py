@@ -53,6 +53,30 @@ _GROUPING_TAGS = frozenset({"", "tool", "tool-arg", "reasoning-block"})
 _TEXTLESS_TAGS = _GROUPING_TAGS | {"tool-open", "tool-close", "tool-arg-open", "tool-arg-close"}
 
 
+class _Token:
+    """The identity of an :class:`IncrementalMapper`'s live calls (``shared_calls = (token, n)``: the first ``n``
+    calls of a message made under the token are the mapper's live objects). A restore that replaces a shared
+    call starts a new token whose ``parent`` is the old one: the calls before ``floor`` are the same objects
+    under both, so consecutive messages keep sharing them (comparing or copying the whole call list per parse
+    made the cost of a stream of many calls grow with their number)."""
+
+    __slots__ = ("parent", "floor")
+
+    def __init__(self, parent: "_Token | None" = None, floor: int = 0):
+        self.parent = parent
+        self.floor = floor
+
+
+def _shared_count(old: tuple, token: _Token, n: int) -> int:
+    """How many first calls a message with ``shared_calls`` ``old`` shares with one of ``token`` that claims
+    ``n`` (0 when the tokens are not the same or one link apart)."""
+    if old[0] is token:
+        return old[1] if old[1] < n else n
+    if token.parent is not None and old[0] is token.parent:
+        return min(old[1], n, token.floor)
+    return 0
+
+
 class IncrementalMapper:
     """Maps successive parse trees of a growing text to messages, reusing work on the unchanged prefix.
 
@@ -82,8 +106,9 @@ class IncrementalMapper:
         self.frames: list[list[Any]] = []   # the right spine of the last tree: [node, children, states]
         # ``shared_calls`` of the messages made: (token, n) = the first n calls are live objects of the mapper
         # that stay untouched while the token stays; a restore that cuts or replaces one of the calls
-        # published under the token starts a new one (see stream_deltas_between)
-        self._token = object()
+        # published under the token starts a new one, which shares the calls before the cut with the one before
+        # (see _Token, stream_deltas_between)
+        self._token = _Token()
         self._published = 0
         # the tool-call list of a message its receiver is done with (recycle): the next message's list is
         # that one brought up to date, so a message costs the calls that changed, not a copy of all of them
@@ -144,7 +169,7 @@ class IncrementalMapper:
         """Drop all mapping state; the next :meth:`map` maps its tree from scratch."""
         self.m = None
         self.frames = []
-        self._token = object()
+        self._token = _Token()
         self._published = 0
         self._spare = None
         self._last = None
@@ -178,9 +203,14 @@ class IncrementalMapper:
 
     def _restore(self, s: tuple) -> None:
         (content, reasoning, n, last, pend, kind, orphan, arg_count, quote, buf) = s
-        if (n - 1 if last is not None else n) < self._published:   # a shared call is cut or replaced
-            self._token = object()
+        cut = n - 1 if last is not None else n   # the calls before it stay the same objects
+        token = self._token
+        if cut < self._published:   # a shared call is cut or replaced: a new token, sharing what is before the cut
+            token.parent = None     # (one link back: an older message compares its calls in full)
+            self._token = _Token(token, cut)
             self._published = 0
+        elif token.parent is not None and cut < token.floor:
+            token.floor = cut
         m = self.m
         m.msg.content = content
         m.msg.reasoning_content = reasoning
@@ -289,7 +319,7 @@ class IncrementalMapper:
         m_ = self.m
         if m_ is None or not frames:
             m_ = self.m = self._Mapper(source)
-            self._token = object()
+            self._token = _Token()
             self._published = 0
             self._stash = None
             self.frames = [[None, nodes, []]]
@@ -477,7 +507,7 @@ class IncrementalMapper:
             # a recycled list: its first ``shared`` calls are still the live ones while the token stays
             self._spare = None
             shared, out_calls = spare
-            keep = min(shared[1], live) if shared is not None and shared[0] is self._token else 0
+            keep = _shared_count(shared, self._token, live) if shared is not None else 0
             del out_calls[keep:]
             if live > keep:
                 out_calls += calls[keep:live]
@@ -1789,7 +1819,7 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
         ps = getattr(prev, "shared_calls", None)
         if ps is not None:
             ns = getattr(new, "shared_calls", None)
-            same = (ps[1] if ps[1] < ns[1] else ns[1]) if ns is not None and ps[0] is ns[0] else 0
+            same = _shared_count(ps, ns[0], ns[1]) if ns is not None and ns[0].__class__ is _Token else 0
         else:
             same = 0
         if start > same and ncalls[same:start] != pcalls[same:start]:   # identity first: C-speed when shared
