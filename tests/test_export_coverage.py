@@ -32,7 +32,7 @@ def test_single_call_section_is_one_region_per_turn():
     name = "GigaChat3.1-10B-A1.8B.jinja"
     res = export_response_template(ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name))
     field = res.response_template["fields"]["tool_calls"]
-    assert field["open_pattern"] == r"<\|function_call\|>\s*" and "close_pattern" not in field
+    assert field["open_pattern"] == r"<\|function_call\|>\s{0,1000}" and "close_pattern" not in field
     assert any("no parallel calls" in n for n in res.notes)
 
 

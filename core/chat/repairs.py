@@ -822,8 +822,11 @@ def _pattern_opener(parser: Any, output: str, at: int) -> int:
         best = earlier
 
 
+_UNKNOWN: Any = object()   # settle()'s partial_entry when the caller does not have it
+
+
 def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
-           view: AssistantMessage | None = None) -> AssistantMessage:
+           view: AssistantMessage | None = None, partial_entry: Any = _UNKNOWN) -> AssistantMessage:
     """The message a final parse returns: ``final`` (the parser's own final parse of ``output``) settled
     against the partial view of the same output (``parser.parse(output, True)``, what a stream shows).
 
@@ -833,11 +836,18 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
       unless ``is_partial`` (then only reported).
 
     ``view``: the partial view when the caller already has it (a clean parse is its own view; with
-    ``is_partial`` ``final`` is the view). Never raises; the repairs that acted are in ``.repairs``. ``final``
-    is not modified.
+    ``is_partial`` ``final`` is the view). ``partial_entry``: the entry point of ``parser.parse_detailed(output,
+    is_partial=True)`` when the caller has it (``truncated-call``'s ``why`` is read from it; each partial parse of
+    a text that does not parse probes O(log n) prefixes, so it is computed once). Never raises; the repairs that
+    acted are in ``.repairs``. ``final`` is not modified.
     """
     if view is None:
-        view = parser.parse(output, True)
+        detailed = getattr(parser, "parse_detailed", None)
+        if detailed is not None:
+            d = detailed(output, is_partial=True)
+            view, partial_entry = parser.parse(output, True, detailed=d), d[2]
+        else:
+            view = parser.parse(output, True)
     out = final
     if not message_extends(view, final):
         out = view.copy()
@@ -855,7 +865,8 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
             out.tool_calls = out.tool_calls[:-1]
             out.content = content_with_tail(out.content, output[start:])
         out.repairs = [r for r in out.repairs if r.name != STREAM_CONSISTENT_FINAL] + [
-            FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:], _why_unfinished(parser, output))]
+            FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:],
+                        _why_unfinished(parser, output, partial_entry))]
     if not is_partial:
         out = _keep_unparsed(parser, output, out, final)
     return out
@@ -920,11 +931,14 @@ def content_with_tail(content: str, tail: str) -> str:
     return content + tail
 
 
-def _why_unfinished(parser: Any, output: str) -> str:
+def _why_unfinished(parser: Any, output: str, entry: Any = _UNKNOWN) -> str:
     """``truncated-call``'s ``why``: :data:`WHY_CUT` when the partial parse of ``output`` reaches its end (the
     main root covers the text: the parser waits for more), :data:`WHY_REJECTED` when it stopped before (the view
     is the longest prefix that parses, :meth:`core.chat.generator.GeneratedParser.parse_detailed`). A parser
-    without ``parse_detailed`` (the hand-written non-PEG handlers): :data:`WHY_CUT`."""
+    without ``parse_detailed`` (the hand-written non-PEG handlers): :data:`WHY_CUT`. ``entry``: that partial
+    parse's entry point when the caller has it."""
+    if entry is not _UNKNOWN:
+        return WHY_CUT if entry is None else WHY_REJECTED
     detailed = getattr(parser, "parse_detailed", None)
     if detailed is None:
         return WHY_CUT
