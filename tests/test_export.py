@@ -280,7 +280,9 @@ def test_content_turn_header_exports_as_a_field_for_transformers_only():
 
 @pytest.mark.parametrize("content, why", [(None, "No such file or directory"),
                                           ('{"id":\n', "line 1 is not JSON (Expecting value)"),
-                                          ("[1]\n", "line 1 is not a JSON object")])
+                                          ("[1]\n", "line 1 is not a JSON object"),
+                                          ('{"id": "x", "template": "Qwen3-Coder.jinja"}\n',
+                                           "line 1 has no messages, input")])
 def test_cli_bad_cases_file_is_one_line(tmp_path, content, why):
     # a missing --cases file was skipped silently (exit 0, no reference case checked); one that is not JSON
     # ended in "internal error in export: JSONDecodeError"

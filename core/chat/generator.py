@@ -67,6 +67,8 @@ from .repairs import INSTRUCTED_REASONING_MARKERS, REASONING_END_UNMATCHED, REAS
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
+# the languages a fence around a pythonic call list is written with (calls-after-text)
+PYTHONIC_FENCE_LANGUAGES = ("tool_code", "python", "")
 # repair json-call-wrappers: a template whose tool instructions show the call list as WORD[{"name": …}] (linear)
 _LISTED_CALLS = re.compile(r'\b([A-Za-z_][A-Za-z0-9_]{0,40})\[\{"name"')
 RECOVER_TRAILING = "recover-trailing"
@@ -419,6 +421,9 @@ class GeneratedParser:
     # repair trailing-end-of-turn (set by the pipeline at improved): (template, request, caps) the end-of-turn
     # tokens are derived from, core.chat.turn_end.turn_end_tokens
     turn_end_source: Any = None
+    # repair calls-after-text: the fence openers of the stops that end content before a fenced pythonic call
+    # list; a final parse gives a tail held back as a prefix of one of them (a closing ``` at the end) to content
+    released_stops: tuple[str, ...] = ()
 
     def header_cut(self, output: str, is_partial: bool = False) -> int | None:
         """Repair ``repeated-turn-header`` (on when ``turn_header`` is set, see
@@ -560,7 +565,12 @@ class GeneratedParser:
         if covered and not (is_partial and main.switched):
             if state is not None and is_partial:
                 state.view.note(text, True, frozenset())
-            return map_parse(main), main, None
+            msg = map_parse(main)
+            if not is_partial and self.released_stops and main.pending_until is not None:
+                tail = text[max(main.pending_until[0], len(self.generation_prompt)):]
+                if tail and any(stop.startswith(tail) for stop in self.released_stops):
+                    msg.content += tail
+            return msg, main, None
         if not is_partial or main is None:
             return (map_parse(main), main, None) if covered else self._recover(text, output, main, state)
         gp_len = len(self.generation_prompt)
@@ -711,6 +721,7 @@ class _Gen:
         self.extracting = (request.reasoning_format != ReasoningFormat.NONE
                            and analysis.reasoning.mode != ReasoningMode.NONE)
         self.notes: list[str] = []
+        self.released_stops: tuple[str, ...] = ()
         # improvement instruction-call-format: the format was read from the tool instructions, not from a call
         # the template renders (core.analysis.instructions)
         self.inferred = analysis.tools.inferred_from == INFERRED_FROM_INSTRUCTIONS
@@ -826,6 +837,12 @@ class _Gen:
             stops = [f"[{n}(" for n in names]
             if PYTHON_CODE_MARKERS in p.repairs:
                 stops += ["<|python_start|>", "<|python_tag|>"]
+            # a Markdown fence that holds only the list (Gemma 3 writes ```tool_code) is markup of the calls
+            fences = [f"```{lang}\n" for lang in PYTHONIC_FENCE_LANGUAGES]
+            stops += [fence + stop for fence in fences for stop in stops if stop.startswith("[")]
+            fenced = p.choice(*(p.literal(fence) for fence in fences)) + section + p.space() + p.literal("```")
+            self.released_stops = tuple(fences)
+            section = p.choice(section, p.repair(CALLS_AFTER_TEXT, fenced))
             text = p.content(p.until_one_of(stops))
             return (self.reasoning + p.optional(section) + text
                     + p.zero_or_more(p.repair(CALLS_AFTER_TEXT, section) + text) + p.optional(p.content(p.rest())))
@@ -1334,6 +1351,7 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
         additional_stops=list(analysis.additional_stops),
         eps_fallback=eps_fallback,
         notes=gen.notes,
+        released_stops=gen.released_stops,
     )
     r = analysis.reasoning
     out.supports_thinking = r.mode != ReasoningMode.NONE

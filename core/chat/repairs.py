@@ -357,11 +357,17 @@ REPAIRS: list[Repair] = [
         accepts="Qwen3-Coder-style calls (<tool_call>/<function=…>/<parameter=…>) whose tags are separated by "
                 "spaces or by nothing instead of the template's line breaks; a string value loses the "
                 "whitespace next to its tags (Qwen3.5's compact layout value\\n</parameter><parameter=…>: the "
-                "value ends before the newline).",
+                "value ends before the newline). In the Qwen3-Coder handler, markup indented as a block (every "
+                "tag after a line break and indentation) is read when the template's layout fails, its string "
+                "values without the whitespace at their ends (as SGLang and vLLM strip them); a value under an "
+                "unindented tag keeps its own indentation (code). With content-between-calls, text between two "
+                "such calls is content without the layout around it.",
         example="<tool_call> <function=f> <parameter=q> text </parameter> </function> </tool_call>",
         source="https://github.com/openclaw/openclaw/issues/61838, https://github.com/waybarrios/vllm-mlx/issues/63; "
                "ollama's Qwen3.5 parser trims the value (https://github.com/ollama/ollama/blob/"
-               "050b6db095db556a36fa1fb2a13611ebe1eb9349/model/parsers/qwen35_test.go, batch-1 case ollama-qwen35-compact-xml-call)"),
+               "050b6db095db556a36fa1fb2a13611ebe1eb9349/model/parsers/qwen35_test.go, batch-1 case ollama-qwen35-compact-xml-call); "
+               "indented markup: SGLang's qwen3coder detector test (batch-1 cases fresh-sgl-qwen3coder-indented, "
+               "-indented-text-between; https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/srt/test_function_call_parser.py)"),
     Repair(
         name=TRAILING_STOP_TOKEN,
         title="The stop token after a GPT-OSS call kept in the output",
@@ -603,14 +609,19 @@ REPAIRS: list[Repair] = [
                 "with python-code-markers), so brackets in prose stay content; a list that cannot be read stays "
                 "content. Not with tool_choice required (the answer is the calls). In the Gemma call syntax (Gemma 4, "
                 "FunctionGemma <start_function_call>call:NAME{…}<end_function_call>), with parallel calls, a "
-                "further call after the text that follows the calls.",
-        example="Here's a tool call: [get_weather(location='New York', unit='celsius')]",
+                "further call after the text that follows the calls. A Markdown fence (```tool_code, ```python "
+                "or ```) that holds only a pythonic call list is markup of the calls (Gemma 3 writes its calls so); "
+                "a fence around anything else stays content, and a closing ``` (or a backtick) that ends the "
+                "output is content, not held back for a fence that never comes.",
+        example="Here's a tool call: [get_weather(location='New York', unit='celsius')]   |   "
+                "The search term is \"tech experts\".\n```tool_code\n[filter(column_name='Division')]\n```",
         source="SGLang's PythonicDetector reads the lists anywhere in the text and returns the rest as normal "
                "text: https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/"
                "srt/test_function_call_parser.py (batch-1 cases sgl-py-text-then-call, sgl-py-text-before, "
                "sgl-py-two-lists, sgl-py-python-start*); ollama's FunctionGemma parser reads a call after text "
                "between calls: https://github.com/ollama/ollama/blob/04e80a45755e22d0d393a93747570fad135e9159/model/parsers/functiongemma_test.go "
-               "(batch-1 case ollama-fg-content-between)"),
+               "(batch-1 case ollama-fg-content-between); a fenced list: https://github.com/vllm-project/vllm/issues/14734 "
+               "(Gemma 3 27B, case kept-vllm-14734-tool-code-fence; the reporter expects the call)"),
     # ---- issue 25, s10-lossless: the whole own set is dev (rebuilt batch-1 repairs, end-of-turn tokens) ------
     Repair(
         name=XML_ARGUMENTS_WRAPPER,
