@@ -7,6 +7,8 @@ Kinds (the output is the model's text after the prompt):
 
 * ``brackets``: a flood of ``[``;
 * ``calls``: the template's own rendering of one tool call, repeated (many calls in a row);
+* ``brokencall``: those calls, then one more whose argument value lost its quotes (``paris`` for ``"paris"``:
+  a call that does not parse after thousands that do, so the final parse settles against the partial view);
 * ``near``: the template's tool-call opener without its last character, repeated (near-miss markers);
 * ``longmarker``: one marker-shaped token ``<|aaaa…|>`` as long as the output;
 * ``lt``: a flood of ``<``.
@@ -31,7 +33,7 @@ from core.jinja.template import ChatTemplate
 from .hostile import ROUTES
 from .outputs import TOOLS, _turn_text
 
-KINDS = ("brackets", "calls", "near", "longmarker", "lt")
+KINDS = ("brackets", "calls", "brokencall", "near", "longmarker", "lt")
 SHARED = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "templates"
 
 
@@ -62,7 +64,8 @@ def hostile_output(template: ChatTemplate, kind: str, n: int) -> str:
     call = {"role": "assistant", "content": "", "tool_calls": [
         {"id": "c00000001", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "paris"}}}]}
     unit = _turn_text(template, req.messages, call)
-    return unit * max(1, n // max(1, len(unit)))
+    calls = unit * max(1, n // max(1, len(unit)))
+    return calls + unit.replace('"paris"', "paris") if kind == "brokencall" else calls
 
 
 def measure(template: ChatTemplate, kind: str, n: int) -> tuple[float, float, int, list[str]]:

@@ -90,7 +90,9 @@ def count_feed_ops(parser, output: str, before: str | None = None) -> FeedOps:
                 key = names[code] = (_short(code.co_filename), getattr(code, "co_qualname", code.co_name))
             res.by_function[key] += k
     sp.finish()
-    res.equal = sp.message.to_openai() == parser.parse(output).to_openai()
+    from .hostile import stream_equals_parse
+
+    res.equal = stream_equals_parse(sp, parser, output)
     return res
 
 

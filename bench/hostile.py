@@ -113,8 +113,8 @@ class FeedCosts:
     through a new parser each: ``p50_us``, ``p99_us`` and ``max_us`` of the per-feed median over the passes (the
     parser's cost of each feed with a one-off interruption of the host removed: a feed counts as slow when it
     was slow in most passes; with one pass, that pass's own figures), ``pass_p99_us`` (each pass's own p99),
-    ``total_s`` (CPU of the first pass), ``feeds``, ``stream_equals_parse`` (accumulated deltas equal the
-    one-shot parse, checked after every pass)."""
+    ``total_s`` (CPU of the first pass), ``feeds``, ``stream_equals_parse`` (accumulated deltas, settled, equal the
+    one-shot parse, checked after every pass: :func:`stream_equals_parse`)."""
 
     p50_us: float
     p99_us: float
@@ -148,8 +148,18 @@ def _one_pass(parser: Any, output: str, budget_s: float | None) -> tuple[list[fl
         if budget_s is not None and spent > budget_s:
             break
     sp.finish()
-    same = sp.message.to_openai() == parser.parse(output[:len(costs)]).to_openai()
-    return costs, same
+    return costs, stream_equals_parse(sp, parser, output[:len(costs)])
+
+
+def stream_equals_parse(sp: Any, parser: Any, output: str) -> bool:
+    """Whether the finished stream ``sp`` of ``output`` gives the one-shot ``parser.parse(output)``, as a client
+    keeps it: the accumulated deltas settled by the final parse (:func:`core.chat.repairs.settled` drops a call
+    whose fragments were streamed but that the final parse reports as ``truncated-call``, e.g. a MiniMax-M3 call
+    whose typed value breaks its schema)."""
+    from core.chat.repairs import settled
+
+    final = sp.final if sp.final is not None else parser.parse(output)
+    return settled(sp.message, final).to_openai() == parser.parse(output).to_openai()
 
 
 def feed_costs(parser: Any, output: str, budget_s: float | None = None, passes: int = 1) -> FeedCosts:

@@ -75,6 +75,7 @@ class Bench:
     sizes: list[int]
     parse_kb: int
     stream_chars: list[int] = field(default_factory=lambda: [20_000, 160_000])
+    routes: list[str] = field(default_factory=list)   # P6: only templates whose file name holds one of these
     oracle: "Oracle | None" = None
     rows: list[Row] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
@@ -674,6 +675,10 @@ def bench_p6(b: Bench) -> None:
     from .hostile import FAMILY_ROUTES, ROUTES, feed_costs, hostile_samples
 
     routes = ROUTES[:3] if b.quick else ROUTES + FAMILY_ROUTES
+    if b.routes:
+        routes = [(r, name) for r, name in ROUTES + FAMILY_ROUTES if any(x in name for x in b.routes)]
+        if not routes:
+            b.notes.append(f"P6: no route's template matches --routes {','.join(b.routes)}")
     budget = 3.0 if b.quick else 20.0
     for n in b.stream_chars:
         for route, name in routes:
@@ -813,6 +818,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--sizes", default=None, help="P3: output sizes in KB (default 8,128; 8 with --quick)")
     ap.add_argument("--stream-chars", default=None,
                     help="P6: hostile payload sizes in characters (default 20000,160000; 20000 with --quick)")
+    ap.add_argument("--routes", default="",
+                    help="P6: only the routes whose template file name contains one of these comma-separated "
+                         "strings (e.g. gemma-4,MiniMax; default every route, the first three with --quick)")
     ap.add_argument("--oracle", default=os.environ.get(ORACLE_ENV),
                     help=f"llama.cpp's oracle binary (default ${ORACLE_ENV}); when given, P1 is compared with "
                          "llama.cpp's analysis and P2 with its parse, timed in the same run")
@@ -872,7 +880,8 @@ def main(argv: list[str] | None = None) -> int:
     limit = args.limit or (40 if args.quick else None)  # --quick: the first 40 templates (≤ 60 s in all)
     batch = args.batch or (200 if args.quick else 1000)
     b = Bench(templates=templates, repeats=repeats, quick=args.quick, limit=limit, batch=batch,
-              workers=args.workers, sizes=sizes, parse_kb=args.parse_kb, stream_chars=stream_chars)
+              workers=args.workers, sizes=sizes, parse_kb=args.parse_kb, stream_chars=stream_chars,
+              routes=[x.strip() for x in args.routes.split(",") if x.strip()])
     if args.oracle:
         b.oracle = Oracle(args.oracle)
     else:

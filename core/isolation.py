@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from . import transient
 from .errors import AnalysisError, ChatTemplateExplorerError
+from .serving import current_visitor
 
 #: Wall-clock seconds one call may take before its worker is killed (``$CTE_ISOLATED_TIMEOUT_S``).
 DEFAULT_TIMEOUT_S = float(os.environ.get("CTE_ISOLATED_TIMEOUT_S") or 20.0)
@@ -41,6 +42,10 @@ DEFAULT_TIMEOUT_S = float(os.environ.get("CTE_ISOLATED_TIMEOUT_S") or 20.0)
 DEFAULT_MEMORY_MB = int(os.environ.get("CTE_ISOLATED_MEMORY_MB") or 500)
 #: Workers running at once (``$CTE_ISOLATED_WORKERS``); further calls wait for one.
 MAX_WORKERS = max(1, int(os.environ.get("CTE_ISOLATED_WORKERS") or 4))
+#: Workers one visitor's calls may hold at once (``$CTE_ISOLATED_PER_VISITOR``, default half of
+#: :data:`MAX_WORKERS`): a visitor is who :func:`core.serving.set_visitor` named on the calling thread (the app:
+#: the browser session); calls of no named visitor (the CLI, tests, the corpus batch) are bounded by the pool only.
+PER_VISITOR = max(1, int(os.environ.get("CTE_ISOLATED_PER_VISITOR") or MAX_WORKERS // 2))
 #: Workers kept idle for the next calls.
 MAX_IDLE = 2
 #: Calls one worker serves before it is replaced (its caches are bounded; this bounds fragmentation too).
@@ -206,6 +211,36 @@ _idle: list[_Worker] = []
 _slots = threading.BoundedSemaphore(MAX_WORKERS)
 
 
+_share = threading.Condition()
+_held: dict[str, int] = {}  # visitor -> calls in flight
+
+
+def _enter_share(visitor: str, timeout: float, name: str, what: str) -> None:
+    """Count a call of ``visitor``, waiting up to ``timeout`` for one of the visitor's own calls to end when it
+    already has :data:`PER_VISITOR` in flight; then :class:`WorkerLimitError`. The other workers stay free for
+    other visitors, however many renders one visitor starts (reruns, tabs)."""
+    deadline = time.monotonic() + timeout
+    with _share:
+        while _held.get(visitor, 0) >= PER_VISITOR:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerLimitError(name, f"you already have {PER_VISITOR} renders or analyses running on this "
+                                             "server (limit: isolated workers per visitor; wait for them to finish)",
+                                       what)
+            _share.wait(left)
+        _held[visitor] = _held.get(visitor, 0) + 1
+
+
+def _leave_share(visitor: str) -> None:
+    with _share:
+        left = _held.get(visitor, 1) - 1
+        if left > 0:
+            _held[visitor] = left
+        else:
+            _held.pop(visitor, None)
+        _share.notify_all()
+
+
 def _take(memory_mb: int) -> _Worker:
     with _pool_lock:
         while _idle:
@@ -288,10 +323,23 @@ def call(fn: Callable[..., Any], *args: Any, timeout_s: float | None = None, mem
 
     Returns ``fn``'s result. Raises what ``fn`` raised (the same :mod:`core.errors` class and message; other
     exceptions as :class:`~core.errors.AnalysisError` with their type and message), or
-    :class:`WorkerLimitError` naming the limit when the worker was killed, ran out of memory or died, or when
-    no worker was free within ``timeout_s``."""
+    :class:`WorkerLimitError` naming the limit when the worker was killed, ran out of memory or died, when
+    no worker was free within ``timeout_s``, or when the calling thread's visitor (:func:`core.serving.set_visitor`)
+    kept :data:`PER_VISITOR` calls running that long."""
     timeout = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
     memory = DEFAULT_MEMORY_MB if memory_mb is None else memory_mb
+    visitor = current_visitor()
+    if visitor is not None:
+        _enter_share(visitor, timeout, name, what)
+    try:
+        return _call(fn, args, kwargs, timeout, memory, name, what)
+    finally:
+        if visitor is not None:
+            _leave_share(visitor)
+
+
+def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float, memory: int,
+          name: str, what: str) -> Any:
     if not _slots.acquire(timeout=timeout):
         raise WorkerLimitError(name, f"the server is busy: no worker was free for {timeout:g} s "
                                      f"(limit: isolated workers; try again)", what)

@@ -72,8 +72,8 @@ def llama_root(path: Path) -> Path:
     for cand in (path, path / "vendor" / "llama.cpp", path / "thirdparty" / "llama.cpp", path / "llama.cpp"):
         if (cand / "common" / "chat.cpp").is_file():
             return cand
-    raise SyncError(f"{path}: no llama.cpp tree here (looked for common/chat.cpp, also under vendor/ and "
-                    "thirdparty/)")
+    raise SyncError(f"{path}: no llama.cpp tree here (looked for common/chat.cpp, also under vendor/llama.cpp/, "
+                    "thirdparty/llama.cpp/ and llama.cpp/)")
 
 
 def area_files(root: Path) -> dict[str, Path]:
@@ -231,6 +231,8 @@ def diff_trees(old: Path, new: Path) -> SyncDiff:
 
 def print_diff(d: SyncDiff) -> None:
     print(f"llama.cpp parser area: {d.old} -> {d.new}")
+    if not d.files:
+        print("no change in the parser area")
     for status in ("added", "removed", "changed"):
         group = [f for f in d.files if f.status == status]
         if not group:
@@ -513,11 +515,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="llama_sync", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("diff", help="parser-area difference between two llama.cpp trees")
-    d.add_argument("old", type=Path)
-    d.add_argument("new", type=Path)
+    d.add_argument("old", type=Path, help="the tree we follow now: a llama.cpp checkout, or an unpacked sdist "
+                   "holding one under vendor/llama.cpp, thirdparty/llama.cpp or llama.cpp")
+    d.add_argument("new", type=Path, help="the tree to follow next (same layouts)")
     d.add_argument("--json", action="store_true", help="one JSON object instead of text")
     sub.add_parser("check", help="run the reference guards (shared cases and analyses, b11549 cases)")
-    o = sub.add_parser("oracle-diff", help="the reference rerun through an oracle built from the new tree")
+    o = sub.add_parser("oracle-diff", help="the reference rerun through an oracle built from the new tree "
+                       "(exit 1 when an answer differs)")
     o.add_argument("oracle", type=Path, help="the oracle binary (build/bin/oracle)")
     o.add_argument("--shared", type=Path, default=None, help="the shared folder (default: ../shared)")
     o.add_argument("--upstream", type=Path, action="append", default=None,
@@ -540,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(asdict(report), indent=1))
         else:
             print_oracle_diff(report)
-        return 0
+        return 1 if report.differences else 0
     try:
         result = diff_trees(args.old, args.new)
     except SyncError as e:

@@ -57,3 +57,21 @@ def test_feed_costs_takes_each_feeds_median_over_passes():
     assert cut.passes == 1 and cut.feeds == 1
     with pytest.raises(ValueError, match="passes must be at least 1, got 0"):
         feed_costs(s.parser, s.output, passes=0)
+
+
+def test_p6_routes_option_runs_only_the_matching_routes(tmp_path):
+    import json
+
+    from bench.run import main as bench_main
+
+    from .conftest import TEMPLATES as T
+
+    out = tmp_path / "p6.json"
+    assert bench_main(["--only", "P6", "--routes", "MiniMax", "--stream-chars", "200", "--repeats", "1",
+                       "--templates", str(T), "--json", str(out)]) == 0
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert [r["id"] for r in data["rows"]] == ["P6-200-MiniMax-M3"]
+    p6 = data["raw"]["p6"]
+    assert [r["kind"] for r in p6] == ["escapes", "brackets", "calls", "lt", "plain"]
+    # the brackets call is rejected by its typed value (`limit` is an integer): settled, the stream is the parse
+    assert all(r["stream_equals_parse"] for r in p6) and "STREAM ≠ PARSE" not in data["rows"][0]["detail"]

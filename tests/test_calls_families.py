@@ -163,9 +163,8 @@ def test_explain_rebuilds_the_message_of_a_python_value(case_id):
 
 def test_calls_in_the_list_word_the_template_instructions_show():
     """vLLM's Phi-4-mini template tells the model to write functools[{"name": …, "arguments": …}, …] (vLLM's
-    phi4mini parser reads functools[…]); json-call-wrappers reads the word and brackets as markup. The real-output
-    case's own template (ollama's Phi-4-mini GGUF template) renders no request tools, so this test parses the
-    dev case phi4-parallel with vLLM's template."""
+    phi4mini parser reads functools[…]); json-call-wrappers reads the word and brackets as markup (dev case
+    phi4-parallel, on vLLM's template since s10-lossless2; ollama's Phi-4-mini GGUF template renders no tools)."""
     case = CASES["phi4-parallel"]
     name = "vllm-tool_chat_template_phi4_mini.jinja"
     with open(TEMPLATES / name, encoding="utf-8") as f:
@@ -192,3 +191,20 @@ def test_a_raw_line_break_inside_a_dict_value_is_decoded():
     assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == [
         ("run", {"opts": {"cmd": "cat > f.py << EOF\nimport csv\nEOF"}})]
     assert [r.name for r in msg.repairs] == ["pythonic-values"]
+
+
+KEPT = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept"))}
+
+
+def test_a_fence_that_holds_only_the_call_list_is_markup_of_the_calls():
+    """Gemma 3 (vLLM's pythonic template) writes its list inside ```tool_code … ``` after text (vLLM issue 14734,
+    case kept-vllm-14734-tool-code-fence): the call is read and the fence goes with it (calls-after-text); a
+    fence around other code stays content, verbatim."""
+    case = KEPT["kept-vllm-14734-tool-code-fence"]
+    msg = _parser(case, "improved").parse(case.output)
+    assert compare_messages(case.expect, msg.to_openai()) is None
+    assert "```" not in msg.content and "calls-after-text" in {r.name for r in msg.repairs}
+    off = _parser(case, "improved", disabled=["calls-after-text"]).parse(case.output)
+    assert off.tool_calls == [] and "```tool_code" in off.content
+    code = "Run this:\n```python\n[x(1) for x in fs]\n```"
+    assert _parser(case, "improved").parse(code).content == code

@@ -47,3 +47,19 @@ def test_nothing_exported_nothing_served():
     verdicts = consumer_verdicts(None, ["JSON calls keyed by the function name"])
     assert not any(v.serves for v in verdicts)
     assert all(v.refuses == ["JSON calls keyed by the function name"] for v in verdicts)
+
+
+def test_vllm_flags_name_only_the_parsers_the_template_has_fields_for():
+    # vLLM's hf parser refuses to start when `--reasoning-parser hf` meets a template without a `thinking` field,
+    # or `--tool-call-parser hf` one without `tool_calls` (vllm/parser/response_template.py,
+    # validate_tokenizer_response_template): Llama 3.1's export has no thinking field.
+    calls_only = {"version": 1, "fields": {"content": {}, "tool_calls": {"open": "<c>", "content": "json"}}}
+    by = {v.consumer: v for v in consumer_verdicts(calls_only)}
+    assert by[Consumer.VLLM_HF].serves
+    assert "--tool-call-parser hf" in by[Consumer.VLLM_HF].flags
+    assert "--reasoning-parser" not in by[Consumer.VLLM_HF].flags
+    assert "--reasoning-parser" not in by[Consumer.VLLM_BEAM].flags
+    thinking_only = {"version": 1, "fields": {"thinking": {"open": "<t>", "close": "</t>"}, "content": {}}}
+    by = {v.consumer: v for v in consumer_verdicts(thinking_only)}
+    assert "--reasoning-parser hf" in by[Consumer.VLLM_HF].flags
+    assert "--tool-call-parser" not in by[Consumer.VLLM_HF].flags

@@ -32,7 +32,7 @@ def test_single_call_section_is_one_region_per_turn():
     name = "GigaChat3.1-10B-A1.8B.jinja"
     res = export_response_template(ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name))
     field = res.response_template["fields"]["tool_calls"]
-    assert field["open_pattern"] == r"<\|function_call\|>\s*" and "close_pattern" not in field
+    assert field["open_pattern"] == r"<\|function_call\|>\s{0,1000}" and "close_pattern" not in field
     assert any("no parallel calls" in n for n in res.notes)
 
 
@@ -73,3 +73,28 @@ def test_apertus_best_attempt_misreads_prose_and_code():
     with pytest.raises(ValueError, match="could not parse region as JSON"):
         parse_response('<|tools_prefix|>[{"f": {"code": "if (x) { y(); }, z"}}]<|tools_suffix|>', APERTUS_ATTEMPT,
                        prefix=prefix)
+
+
+def test_37_of_the_39_templates_with_tool_reference_cases_export_and_agree():
+    """Issue 29's figure, pinned: the shared templates with reference cases that carry tools (39), each exported
+    and checked through transformers on its reference cases (the generated suites are checked by
+    ``export --batch``); only the two with a minimal counter-example in docs/export.md are declined."""
+    import json
+    import types
+
+    path = SHARED / "reference" / "cases.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    names = sorted({r["template"] for r in rows if r["tools"]})
+    assert len(names) == 39
+    agreeing, declined = [], []
+    for name in names:
+        template = ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name)
+        res = export_response_template(template)
+        if not res.exportable:
+            declined.append(name)
+            continue
+        v = verify(res.response_template, template, cases=reference_cases(str(path), name),
+                   suite=types.SimpleNamespace(cases=[]))
+        assert v.agrees, (name, v.first_disagreement)
+        agreeing.append(name)
+    assert declined == ["Apertus-8B-Instruct.jinja", "MiniMax-M3.jinja"] and len(agreeing) == 37

@@ -85,3 +85,22 @@ def test_for_hub_errors_name_the_path(tmp_path):
              "--tokenizer-config", str(missing))
     assert p.returncode != 0 and f"--tokenizer-config {missing}: no such file" in p.stderr
     assert not (tmp_path / "kit").exists()
+
+
+def test_hostile_template_name_cannot_open_html_links_or_code_spans_in_the_pr(tmp_path):
+    # A file name that closed the code span around it put a live <img>, a link and an HTML comment (hiding the
+    # verification table) into PR.md.
+    name = "x`<img src=https:..evil.example.t.png> [a](https:..evil) <!-- .jinja"
+    src = tmp_path / name
+    src.write_text((TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text(encoding="utf-8"), encoding="utf-8")
+    out = tmp_path / "kit"
+    p = _run(str(src), "--for", "vllm", "--for-hub", str(out))
+    assert p.returncode == 0, p.stderr
+    pr = (out / "PR.md").read_text(encoding="utf-8")
+    assert "x\\`\\<img src=https:..evil.example.t.png\\> \\[a\\](https:..evil) \\<\\!-- .jinja" in pr
+    assert "`x`" not in pr and "(`x" not in pr
+    assert "| suite:parallel_calls | agree |" in pr
+
+
+def test_cells_escape_what_opens_markdown_or_html():
+    assert _cell("a`b<c>[d](e)!&f") == "a\\`b\\<c\\>\\[d\\](e)\\!\\&f"

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from core.chat.base import TriggerType
 from core.chat.formats import family_by_name, qwen3_coder
 
-from .test_handlers_golden import PYTHON, SPECIAL, SPECIAL_OPT, args, bundle, stream_check, stream_robust
+from .test_handlers_golden import PYTHON, SPECIAL, SPECIAL_OPT, args, bundle, stream_check, stream_robust, template
 
 CALL = "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>"
 
@@ -107,3 +107,25 @@ def _QWEN35_TOOLS():  # noqa: N802 - cached bundle for the property test
     if "b" not in _cache:
         _cache["b"] = bundle("Qwen3.5-4B.jinja", tools=[SPECIAL])
     return _cache["b"]
+
+
+def test_markup_indented_as_a_block_is_read_at_improved_and_a_value_keeps_its_own_indentation():
+    """SGLang's qwen3coder fixture (batch-1 case fresh-sgl-qwen3coder-indented) indents every tag by 8 spaces;
+    tag-whitespace's indented variant reads it (values stripped, as SGLang / vLLM strip them) only where the
+    template's layout fails, so a code value under an unindented tag keeps its indentation (reference ref-0008)."""
+    from core.chat.pipeline import build_chat_parser
+    from core.chat.request import ChatRequest
+
+    def parser(fidelity, disabled=()):
+        req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hello"}], "tools": [PYTHON]})
+        return build_chat_parser(template("Qwen-Qwen3-Coder-30B-A3B-Instruct.jinja"), req, fidelity=fidelity,
+                                 disabled_repairs=disabled).parser
+    indented = ("Sure.<tool_call>\n        <function=python>\n        <parameter=code>\n        print(1)\n"
+                "        </parameter>\n        </function>\n        </tool_call>")
+    msg = parser("improved").parse(indented)   # streamed: the fresh-sgl-qwen3coder-indented* real-output cases
+    assert msg.content == "Sure." and args(msg) == {"code": "print(1)"}
+    assert "tag-whitespace" in {r.name for r in msg.repairs}
+    for off in (parser("llama.cpp"), parser("improved", ["tag-whitespace"])):
+        assert off.parse(indented).tool_calls == []
+    own = "<tool_call>\n<function=python>\n<parameter=code>\n    print(1)\n</parameter>\n</function>\n</tool_call>"
+    assert args(parser("improved").parse(own)) == {"code": "    print(1)"}

@@ -252,3 +252,57 @@ def test_a_render_time_limit_hit_while_the_worker_got_no_cpu_is_not_the_verdict(
     t.join(60)
     assert isinstance(outcome[0], WorkerLimitError), outcome
     assert "(limit: isolated render time under load)" in str(outcome[0])
+
+
+def _wait_for_file(path: str, limit_s: float) -> bool:
+    """In a worker: wait until ``path`` exists (at most ``limit_s``); whether it does."""
+    import time
+
+    deadline = time.monotonic() + limit_s
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return os.path.exists(path)
+
+
+def test_a_visitor_with_many_renders_leaves_workers_for_another(tmp_path):
+    """Issue 24: one visitor (reruns, tabs) starting many renders holds at most ``PER_VISITOR`` workers; another
+    visitor's render gets one of the others at once, while every one of the first visitor's is still running
+    (they wait for a file the test writes afterwards: no clock decides the outcome)."""
+    import time
+
+    from core.serving import set_visitor
+
+    flag = str(tmp_path / "go")
+    done: list[object] = []
+
+    def visitor_a() -> None:
+        set_visitor("a")
+        try:
+            done.append(isolation.call(_wait_for_file, flag, 120, timeout_s=180, what="render"))
+        except BaseException as e:  # noqa: BLE001
+            done.append(e)
+
+    threads = [threading.Thread(target=visitor_a) for _ in range(3 * isolation.MAX_WORKERS)]
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.monotonic() + 120  # only a broken share waits this long (it never counts a's calls)
+        while isolation._held.get("a", 0) < isolation.PER_VISITOR and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert isolation._held == {"a": isolation.PER_VISITOR} and isolation.PER_VISITOR < isolation.MAX_WORKERS
+        set_visitor("b")
+        assert isolation.call(_render, "{{ messages|length }}", timeout_s=100) == "1"
+        assert done == [] and all(t.is_alive() for t in threads)  # b did not wait for any of a's renders
+        assert isolation._held == {"a": isolation.PER_VISITOR}
+        set_visitor("a")  # one more of a's: waits for a's own share, then one line naming the limit
+        with pytest.raises(WorkerLimitError) as e:
+            isolation.call(_render, "{{ 1 }}", timeout_s=0.2, what="render", name="t.jinja")
+        assert str(e.value) == (f"template 't.jinja' stopped: you already have {isolation.PER_VISITOR} renders or "
+                                "analyses running on this server (limit: isolated workers per visitor; wait for "
+                                "them to finish)")
+    finally:
+        set_visitor(None)
+        open(flag, "w").close()
+        for t in threads:
+            t.join(300)
+    assert done == [True] * len(threads) and isolation._held == {}

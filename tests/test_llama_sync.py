@@ -162,3 +162,20 @@ def test_token_id_check_names_a_missing_tokenizer(tmp_path, capsys):
     assert mod.main([str(tmp_path / "nope.gguf"), str(tmp_path / "T.jinja")]) == 2
     err = capsys.readouterr().err
     assert err == f"token_id_check: {tmp_path / 'nope.gguf'}: no such tokenizer file or directory\n"
+
+
+def test_identical_trees_say_so(tmp_path, capsys):
+    tree = _tree(tmp_path / "t", OLD_CHAT, {})
+    assert llama_sync.main(["diff", str(tree), str(tree)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "no change in the parser area"
+
+
+def test_oracle_diff_exits_1_when_an_answer_differs(tmp_path, monkeypatch, capsys):
+    # a maintainer's script (or CI) needs the exit status to see a behaviour change
+    from .conftest import SHARED
+
+    monkeypatch.setenv("TAMPER", "ref-0000")
+    upstream = Path(__file__).parent / "data" / "b11549" / "cases.jsonl"
+    oracle = _fake_oracle(tmp_path, upstream)
+    assert llama_sync.main(["oracle-diff", str(oracle), "--shared", str(SHARED), "--upstream", str(upstream)]) == 1
+    assert "ref-0000" in capsys.readouterr().out

@@ -28,12 +28,17 @@ from .conftest import ROOT, TEMPLATES
 
 DATA = ROOT / "tests" / "data"
 # right cases per set (its directory under tests/data), fidelity and split; real_outputs improved holdout 81 -> 85:
-# the 4 Jamba calls, read once improvement transformers-dialect renders its template
+# the 4 Jamba calls, read once improvement transformers-dialect renders its template; s10-lossless2: real_outputs
+# improved dev 167 -> 171, holdout 85 -> 87 (the 3 Magistral fixtures expect current vLLM's message; the 4 Phi-4-mini
+# cases on vLLM's Phi-4-mini template, a family-wide data decision: dev +1, holdout +2, holdout reasons not read),
+# real_outputs_kept improved 36 -> 39 (Gemma 3's ```tool_code fence read as markup of the calls; SmolLM3 cases on
+# the model's own template), real_outputs_fresh improved 92 -> 94 (Qwen3-Coder markup indented as a block,
+# tag-whitespace's indented variant, tried after the template's layout)
 PASS = {
     "real_outputs": {("llama.cpp", "dev"): 95, ("llama.cpp", "holdout"): 45,
-                     ("improved", "dev"): 167, ("improved", "holdout"): 85},
-    "real_outputs_fresh": {("llama.cpp", "dev"): 53, ("improved", "dev"): 92},
-    "real_outputs_kept": {("llama.cpp", "dev"): 13, ("improved", "dev"): 36},
+                     ("improved", "dev"): 171, ("improved", "holdout"): 87},
+    "real_outputs_fresh": {("llama.cpp", "dev"): 53, ("improved", "dev"): 94},
+    "real_outputs_kept": {("llama.cpp", "dev"): 13, ("improved", "dev"): 39},
     "real_outputs_kept3": {("llama.cpp", "kept3"): 65, ("improved", "kept3"): 87},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,

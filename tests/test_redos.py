@@ -81,12 +81,52 @@ def test_checker_passes_linear_shapes(pattern):
     (r"\A(?P<name>[^\s<>]+?)\s*<c>", r"\A(?P<name>[^\s<>]+?)\s*<c>"),
 ])
 def test_linear_delimiter_rewrites(before, after):
-    assert linear_delimiter(before) == after
+    # where the whitespace goes; the bounds every run then gets are pinned below
+    assert linear_delimiter(before, bounded=False) == after
     assert check_pattern(after) == []
 
 
+@pytest.mark.parametrize("before, after", [
+    # issue 24, streamed: each chunk fed to transformers' ResponseParser searched a pending delimiter again from
+    # its start, so an open name, id or whitespace run was read again on every chunk (Solar Open, Kimi-K2,
+    # Qwen3-Coder, Mistral-Small-3.2, DeepSeek-V4): every run and repeat gets an upper bound
+    (r"<tool_call>\s*", r"<tool_call>\s{0,1000}"),
+    (r"(?:<tool_call>\s*)?<function=(?P<name>[^\s<>]+?)\s*>\s*",
+     r"(?:<tool_call>\s{0,1000})?<function=(?P<name>[^\s<>]{1,256}?)\s{0,1000}(?:>|(?!))\s{0,1000}"),
+    (r"(?:<\|START_RESPONSE\|>\s*)+", r"(?:<\|START_RESPONSE\|>\s{0,1000}){1,4}"),
+    (r"\A\s*(?=\{\s*\"name\"\s*:)", r"\A\s{0,1000}(?=\{\s{0,1000}\"name\"\s{0,1000}:)"),
+    (r'<\|open\|>call tool="(?P<name>[^"]+)"[^<]*<\|sep\|>',
+     r'<\|open\|>call tool="(?P<name>[^"]{1,256})"[^<]{0,256}<\|sep\|>'),
+    (r"(?P<id>functions\.(?P<name>(?:(?!functions\.)[^\s<>])+?)\s*:\d+)",
+     r"(?P<id>functions\.(?P<name>(?:(?!functions\.)[^\s<>]){1,256}?)\s{0,1000}:\d{1,256})"),
+    (r"\[TOOL_CALLS\]\s*(?P<name>[^\s<>\"'{}()\[\]]+)(?:[\s<>\"'}()\[\]](?:(?!\[TOOL_CALLS\])[^{])*)?(?=\{)",
+     r"\[TOOL_CALLS\]\s{0,1000}(?P<name>[^\s<>\"'{}()\[\]]{1,256})(?:[\s<>\"'}()\[\]]"
+     r"(?:(?!\[TOOL_CALLS\])[^{]){0,256})?(?=\{)"),
+    (r"<a>x{2,}y*+z\s+?(?:ab|cd)*", r"<a>x{2,256}y{0,256}+z\s{1,1000}?(?:ab|cd){0,4}"),
+    (r"<a>x{3,5}\s{0,9}", r"<a>x{3,5}\s{0,9}"),  # already bounded
+])
+def test_linear_delimiter_bounds_every_run(before, after):
+    assert linear_delimiter(before) == after
+    assert [f.kind for f in check_pattern(before, streamed=True)].count("STREAM") == (before != after)
+    assert check_pattern(after, streamed=True) == []
+
+
+def test_the_stream_check_bounds_how_far_a_match_reads():
+    from core.export.redos import STREAM_MAX_CHARS, _scan_width
+    from re import _parser as sre
+
+    assert _scan_width(sre.parse(r"<a>\s{0,1000}(?=\{\s{0,10}x)")) == 3 + 1000 + 12
+    assert _scan_width(sre.parse(r"(?:<b>\s{0,10}){1,4}")) == 4 * 13
+    assert _scan_width(sre.parse(r"(?:(?!<x>).){0,256}x")) == 258  # a lookahead reads past what it consumes
+    assert _scan_width(sre.parse(r"a\s*")) is None
+    too_far = r"<a>(?:\s{0,1000}b){0,9}"
+    assert [f.kind for f in check_pattern(too_far, streamed=True)] == ["STREAM"]
+    assert "9,012 characters" in check_pattern(too_far, streamed=True)[0].detail and STREAM_MAX_CHARS < 9012
+    assert check_pattern(too_far) == []  # only delimiters the streaming parser watches
+
+
 def test_linear_delimiter_leaves_a_capture_edge_and_the_checker_still_sees_it():
-    assert linear_delimiter(r"(?P<id>\s*x)\s*") == r"(?P<id>\s*(?:x|(?!)))\s*"
+    assert linear_delimiter(r"(?P<id>\s*x)\s*", bounded=False) == r"(?P<id>\s*(?:x|(?!)))\s*"
     assert {f.kind for f in check_pattern(r"(?P<id>\s*x)\s*")} >= {"LEADING", "PARTIAL"}
 
 
@@ -112,8 +152,8 @@ def test_bundled_chatml_export_is_linear():
     t = ChatTemplate((ROOT / "assets" / "templates" / "chatml-think-tools.jinja").read_text(encoding="utf-8"),
                      "chatml-think-tools.jinja")
     rt = export_response_template(t).response_template
-    assert rt["fields"]["tool_calls"]["open_pattern"] == r"<tool_call>\s*"
-    assert rt["fields"]["tool_calls"]["close_pattern"] == r"</tool_call>\s*"
+    assert rt["fields"]["tool_calls"]["open_pattern"] == r"<tool_call>\s{0,1000}"
+    assert rt["fields"]["tool_calls"]["close_pattern"] == r"</tool_call>\s{0,1000}"
     assert check_response_template(rt) == {}
     outs = fuzz_outputs(rt, 1000)
     assert outs["spaces+letter"] == " " * 1000 + "a" and "near-miss '<tool_call'" in outs
@@ -183,18 +223,26 @@ def test_checker_flags_the_partial_mode_alternation_of_functionary_v22():
                                   fidelity="improved").response_template
     opener = rt["fields"]["tool_calls"]["open_pattern"]
     assert opener == (r"(?:<\|from\|>assistant\
-<\|recipient\|>\s*|\A(?!\s*all\
+<\|recipient\|>\s{0,1000}|\A(?!\s{0,1000}all\
 <\|content\|>))"
-                      r"(?P<name>[^\s<>\"'{}()\[\]]+?)\s*(?:<\|content\|>|(?!))\s*")
+                      r"(?P<name>[^\s<>\"'{}()\[\]]{1,256}?)\s{0,1000}(?:<\|content\|>|(?!))\s{0,1000}")
     assert check_response_template(rt) == {}
-    before = opener.replace(r"(?:<\|content\|>|(?!))", r"<\|content\|>")
+    # the same opener before the rewrite and without the bounds every run got since (with them the partial
+    # search is linear anyway: 0.00 s on 40,000 '<', where the unbounded one took 0.33 s)
+    before = _unbound(opener.replace(r"(?:<\|content\|>|(?!))", r"<\|content\|>"))
     assert [f.kind for f in check_pattern(before)] == ["PARTIAL"]
+    assert check_pattern(opener.replace(r"(?:<\|content\|>|(?!))", r"<\|content\|>")) == []
     # the same matches, spans and name on the texts the opener exists for, and on near misses
     texts = ["get_weather\n<|content|>{}", "all\n<|content|>Hi", "Hi<|from|>assistant\n<|recipient|>f\n<|content|>{}",
              "all\n<|content|>" + "<|content|" * 50, "f <|content|>", "<|from|>assistant\n<|recipient|> g\t<|content|>x"]
     for t in texts:
         a, b = re.search(before, t, re.DOTALL), re.search(opener, t, re.DOTALL)
         assert (a and (a.span(), a.groupdict())) == (b and (b.span(), b.groupdict())), t
+
+
+def _unbound(pattern: str) -> str:
+    """``pattern`` with the bounds of :func:`core.export.linear._bound_runs` taken off again."""
+    return re.sub(r"\{([01]),(?:1000|256)\}", lambda m: "*+"[int(m.group(1))], pattern)
 
 
 # corpus openers before the required-literal rewrite (llama.cpp fidelity unless noted), as the export built them
@@ -230,3 +278,104 @@ def test_the_required_literal_rewrite_keeps_every_match(opener):
         m1, m2 = re.search(opener, t, re.DOTALL), re.search(hidden, t, re.DOTALL)
         assert (m1 and (m1.span(), m1.groupdict())) == (m2 and (m2.span(), m2.groupdict())), (opener, t)
     assert any(re.search(opener, t, re.DOTALL) for t in texts)
+
+
+class _Counted:
+    """A compiled delimiter that records how many characters each search or match is given (from ``pos`` to the
+    end of the text): what the regex engine may read, a count that does not depend on the machine's speed."""
+
+    def __init__(self, rx, log: list[int]) -> None:
+        self.rx, self.log = rx, log
+
+    def search(self, string, pos=0, *args, **kwargs):
+        self.log.append(len(string) - pos)
+        return self.rx.search(string, pos, *args, **kwargs)
+
+    def match(self, string, pos=0, *args, **kwargs):
+        self.log.append(len(string) - pos)
+        return self.rx.match(string, pos, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.rx, name)
+
+
+def _stream(rt, text: str, chunk: int) -> tuple[list[int], object]:
+    """Feed ``text`` to transformers' ``ResponseParser`` ``chunk`` characters at a time; the characters each
+    delimiter search was given, and the message (or the error's class)."""
+    from transformers.utils.chat_parsing import ResponseParser
+    from transformers.utils.chat_parsing.response_templates import load_response_template
+
+    spec = load_response_template(rt)
+    log: list[int] = []
+    for f in spec.fields.values():
+        f.open_re = _Counted(f.open_re, log) if f.open_re is not None else None
+        f.close_re = _Counted(f.close_re, log) if f.close_re is not None else None
+    parser = ResponseParser(spec, prefix="")
+    try:
+        for i in range(0, len(text), chunk):
+            parser.feed(text[i:i + chunk])
+        return log, parser.finalize()[0]
+    except ValueError as e:  # a hostile output the field's content parser refuses
+        return log, type(e)
+
+
+def _one_shot(rt, text: str) -> object:
+    from transformers.utils.chat_parsing import parse_response
+
+    try:
+        return parse_response(text, rt, prefix="")
+    except ValueError as e:
+        return type(e)
+
+
+# issue 24: the exports that were quadratic while streamed (an open name, id or whitespace run inside a
+# delimiter), the gpt-oss export (its other-recipient body was part of a delimiter) and the bundled ChatML example
+_STREAMED = ["upstage-Solar-Open-100B.jinja", "Kimi-K2-Instruct.jinja", "Qwen3-Coder.jinja",
+             "Mistral-Small-3.2-24B-Instruct-2506.jinja", "deepseek-ai-DeepSeek-V4.jinja", "openai-gpt-oss-120b.jinja"]
+_CHUNK = 61  # any size shows a held-back window that keeps growing; a larger one keeps the test short
+
+
+@pytest.mark.parametrize("name", _STREAMED)
+def test_streamed_exports_search_a_bounded_window(name):
+    """Streamed, every hostile output of :func:`fuzz_outputs` (10,000 characters: spaces, near-miss and repeated
+    markers, each marker followed by a run of spaces or letters that never ends) gives each delimiter search at
+    most the chunk plus :data:`STREAM_MAX_CHARS` characters, so a stream costs at most a constant per character;
+    before the bounds, the held-back delimiter grew with the output (the whole 10,000 characters), and so did
+    every search. The streamed message is the one-shot one."""
+    from core.export.redos import STREAM_MAX_CHARS
+
+    path = TEMPLATES / name
+    seen = set()
+    for fidelity in ("llama.cpp", "improved"):
+        rt = export_response_template(ChatTemplate(path.read_text(encoding="utf-8"), name),
+                                      fidelity=fidelity).response_template
+        key = repr(rt)
+        if rt is None or key in seen:
+            continue
+        seen.add(key)
+        worst = (0, "")
+        for what, text in fuzz_outputs(rt, 10_000).items():
+            log, message = _stream(rt, text, _CHUNK)
+            worst = max(worst, (max(log), what))
+            assert message == _one_shot(rt, text), (fidelity, what)
+        assert STREAM_MAX_CHARS < 10_000 and worst[0] <= STREAM_MAX_CHARS + _CHUNK, (fidelity, worst)
+    assert seen
+
+
+def test_an_unbounded_delimiter_is_searched_again_over_the_whole_stream(monkeypatch):
+    # the net under the construction: without the bounds the Solar Open export is refused (STREAM), and its
+    # opener, streamed, is given the whole output again on every chunk
+    import core.export.linear as linear
+
+    path = TEMPLATES / "upstage-Solar-Open-100B.jinja"
+    template = ChatTemplate(path.read_text(encoding="utf-8"), path.name)
+    rt = export_response_template(template).response_template
+    monkeypatch.setattr(linear, "_bound_runs", lambda seq: seq)
+    res = export_response_template(template)
+    assert not res.exportable and "STREAM" in res.reasons[0]
+    unbounded = {**rt, "fields": {k: {**f, **{p: _unbound(f[p]) for p in ("open_pattern", "close_pattern")
+                                              if f.get(p)}} for k, f in rt["fields"].items()}}
+    log, _ = _stream(unbounded, "a" * 10_000, _CHUNK)
+    assert max(log) > 9_000
+    log, _ = _stream(rt, "a" * 10_000, _CHUNK)
+    assert max(log) <= linear.RUN_BOUND + 2 * _CHUNK  # the id run at the start, then only the new chunks

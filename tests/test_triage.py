@@ -11,8 +11,12 @@ case either way fails here and must be looked at (docs/explain.md says where eac
 - ``kept.jsonl``: the third batch, kept aside and scored once (3/6 cause, 4/6 fix, 1/2 nearest, Gemma 3's explain
   raising TemplateRenderError); the classes behind its three misses were then fixed by general rules, so its rows
   say ``"split": "dev"`` ("Third batch: kept.jsonl").
-- ``kept2.jsonl``: the second kept-aside triage batch, collected apart while the rules were written from the
-  earlier sets, one report per case, each with a note on its cause ("Second kept-aside triage batch")."""
+- ``kept2.jsonl``: the fourth batch, kept aside and scored once (4/12 cause, 11/12 fix, 3/5 nearest); the classes
+  behind its misses were then fixed by general rules, so its rows say ``"split": "dev"`` ("Fourth batch:
+  kept2.jsonl"). Each case carries a note on its cause.
+- ``kept3.jsonl``: the fifth batch, split ``"kept3"``, collected from reports no earlier set used after the rules of
+  core/explain were written, its causes and fixes committed before explain ran on it, scored once (4/11 cause,
+  7/11 fix, 3/3 nearest) and not tuned to ("Fifth batch: kept3.jsonl (kept aside)")."""
 
 from __future__ import annotations
 
@@ -35,10 +39,11 @@ SCORES = {
     "cases.jsonl": {"dev": (45, 45, 14, 14), "holdout": (18, 18, 4, 4)},
     "fresh.jsonl": {"dev": (16, 16, 2, 2)},
     "kept.jsonl": {"dev": (6, 6, 2, 2)},
-    "kept2.jsonl": {"kept2": (4, 11, 3, 5)},
+    "kept2.jsonl": {"dev": (12, 12, 5, 5)},
+    "kept3.jsonl": {"kept3": (4, 7, 3, 3)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
-SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12}
+SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -88,7 +93,14 @@ def test_the_second_kept_batch_notes_its_causes_and_expected_messages():
     assert all("expect" in c for c in cases if c["fix"]["kind"] != "none")
 
 
-@pytest.mark.parametrize("case", [c for c in SETS["kept2.jsonl"] if c["cause"] == "NONE" and "expect" in c],
+def test_the_fifth_batch_notes_its_causes_and_how_its_requests_were_written():
+    cases = SETS["kept3.jsonl"]
+    assert all(c["cause_note"] and c["note"] for c in cases) and len({c["source"] for c in cases}) == len(cases)
+    assert len({c["template"] for c in cases}) >= 8 and len({c["cause"] for c in cases}) >= 7
+
+
+@pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl") for c in SETS[n]
+                                  if c["cause"] == "NONE" and "expect" in c],
                          ids=lambda c: c["id"])
 def test_a_none_case_with_a_call_parses_clean_to_it(case):
     msg, clean = apply_fix(_template(case["template"]), ChatRequest.from_dict(case), case["input"], {})
@@ -180,6 +192,63 @@ def test_a_json_call_to_an_undeclared_near_name_is_not_clean():
     assert any("`date_␣difference`, which is no tool of the request (a near name of the declared `date_difference`)"
                in e for e in tg.evidence), tg.evidence
     assert "misspelt `date_difference`" in tg.no_fix and "grammar" in tg.no_fix
+
+
+def _kept2(case_id: str):
+    return _run(next(c for c in SETS["kept2.jsonl"] if c["id"] == case_id))
+
+
+def test_a_single_repair_fix_keeps_every_call():
+    # mistral-large: two calls as a bare JSON list; `unmarked-calls` alone settles "clean" through the stream's
+    # view with the second call gone (the v3 format also wants a call id), so it is not offered alone
+    ex, tg = _kept2("kept2-mistral-common-73-large-bare-list")
+    assert tg.mistake == Mistake.OMITTED_OPENER
+    assert tg.fixes and all(f.change != {"repairs": ["unmarked-calls"]} for f in tg.fixes)
+    assert tg.fixes[0].change == {"repairs": ["unmarked-calls", "call-id-optional"]}
+    assert [json.loads(tc["function"]["arguments"])["parameter"] for tc in tg.fixes[0].message["tool_calls"]] == \
+        ["WIND", "T"]
+    # an earlier assistant turn with calls: the server kept `[TOOL_CALLS]` then, so no stripping decoder is blamed
+    assert not any(f.kind.value == "server" for f in tg.fixes)
+
+
+def test_a_call_written_without_tools_in_the_request_gets_the_tool_sent():
+    # phi4-mini prompted with <tool_call>{JSON}</tool_call> in the system prompt, the request carrying no tools
+    c = next(c for c in SETS["kept2.jsonl"] if c["id"] == "kept2-toolbench-phi4mini-prompted-tool-call-no-tools")
+    ex, tg = _run(c)
+    assert tg.mistake == Mistake.TOOLS_NOT_SENT
+    assert any("JSON call of `get_weather` and the request has no tools" in e for e in tg.evidence), tg.evidence
+    f = tg.fixes[0]
+    assert f.kind.value == "request" and f.change["request"]["tools"][-1]["function"]["name"] == "get_weather"
+    msg, clean = apply_fix(_template(c["template"]), ChatRequest.from_dict(c), c["input"], f.change)
+    assert clean and _same(msg, c["expect"]), msg
+
+
+def test_an_unfound_format_is_said_of_the_analysis_and_judged_by_the_output():
+    # granite3-dense: the analysis finds no call format; the output (a ```bash block) holds no call-like text
+    ex, tg = _kept2("kept2-ollama-7544-granite3-bash-fence")
+    assert tg.mistake == Mistake.NONE and not tg.fixes
+    assert any("a gap of the analysis, not a statement about the template" in e for e in tg.evidence)
+    assert any("holds no call-like text" in e for e in tg.evidence)
+    # DeepSeek-V2.5: a fenced {name, parameters} object with none of the call tokens the template's source writes
+    ex, tg = _kept2("kept2-deepseek-v2-84-fenced-name-parameters")
+    assert tg.mistake == Mistake.TEMPLATE_MODEL_MISMATCH and not tg.fixes
+    assert any("`<｜tool▁calls▁begin｜>`" in e and "improved fidelity" in e for e in tg.evidence), tg.evidence
+    assert "does not declare" not in tg.no_fix        # executeSql is declared: no misspelt-name story
+
+
+def test_a_plain_quoted_value_for_a_delimiter_token_is_one_edit():
+    ex, tg = _kept2("kept2-omlx-581-gemma4-bash-plain-quotes")
+    assert tg.mistake == Mistake.OMITTED_MARKER and not tg.fixes and tg.no_fix
+    assert [(e.kind, e.old, e.new) for e in tg.nearest.edits] == [("replace", '"ls"', '<|"|>ls<|"|>')]
+    assert json.loads(tg.nearest.message["tool_calls"][0]["function"]["arguments"]) == {"command": "ls"}
+
+
+def test_an_unwrapped_call_is_an_omitted_opener_and_every_token_stripped_is_the_decoder():
+    ex, tg = _kept2("kept2-continue-13057-qwen3coder-unwrapped-unclosed")
+    assert tg.mistake == Mistake.OMITTED_OPENER
+    assert any("neither `<tool_call>` nor `</tool_call>`" in e for e in tg.evidence), tg.evidence
+    ex, tg = _kept2("kept2-strands-1949-gptoss-specials-stripped")
+    assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED and not tg.fixes and "skip_special_tokens" in tg.no_fix
 
 
 def test_nearest_output_names_the_omitted_marker():

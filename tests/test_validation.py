@@ -437,3 +437,13 @@ def test_continue_final_message_rejects_other_values_in_one_line(wire):
     with pytest.raises(RequestError) as e:
         ChatRequest.from_dict({"messages": [{"role": "user", "content": "u"}], "continue_final_message": wire})
     assert "continue_final_message" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("field", ["continue_final_message", "tool_choice", "reasoning_format"])
+def test_a_huge_bad_enum_value_is_clipped_in_its_error(field):
+    # the error named the whole value: a 5,000-character continue_final_message printed a 5,000-character line
+    from core.chat.request import ChatRequest
+    from core.errors import RequestError
+    with pytest.raises(RequestError) as e:
+        ChatRequest.from_dict({"messages": [{"role": "user", "content": "u"}], field: "A" * 5000})
+    assert field in str(e.value) and "'AAAA" in str(e.value) and len(str(e.value)) < 400

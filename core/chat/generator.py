@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -65,6 +67,8 @@ from .repairs import INSTRUCTED_REASONING_MARKERS, REASONING_END_UNMATCHED, REAS
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
+# the languages a fence around a pythonic call list is written with (calls-after-text)
+PYTHONIC_FENCE_LANGUAGES = ("tool_code", "python", "")
 # repair json-call-wrappers: a template whose tool instructions show the call list as WORD[{"name": …}] (linear)
 _LISTED_CALLS = re.compile(r'\b([A-Za-z_][A-Za-z0-9_]{0,40})\[\{"name"')
 RECOVER_TRAILING = "recover-trailing"
@@ -281,7 +285,7 @@ class ViewMemo:
 
 
 def consistent_view(text: str, floor: int, probe: Callable[[int], Probe], top: Probe,
-                    memo: ViewMemo | None = None) -> AssistantMessage:
+                    memo: ViewMemo | None = None, found: list[int] | None = None) -> AssistantMessage:
     """The prefix-consistent message of a partial ``text`` (``top``: the probe of the whole text; ``probe(k)``
     parses ``text[:k]``; prefixes shorter than ``floor``, the generation prompt, are never looked at).
 
@@ -354,6 +358,8 @@ def consistent_view(text: str, floor: int, probe: Callable[[int], Probe], top: P
             ref = cand
         if memo is not None and kk < n:
             memo.views[kk] = ref
+    if found is not None and ref is not None and ref is base and k < n:
+        found.append(k)   # the prefix whose clean parse is the view
     return ref if ref is not None else AssistantMessage()
 
 
@@ -376,6 +382,13 @@ class ParserState:
         if c is None:
             c = self.caches[entry] = ParseCache()
         return c
+
+
+_PARTIAL_MEMO: tuple[Any, str, tuple[AssistantMessage, ParseResult | None, str | None], int | None] | None = None
+"""The last partial :meth:`GeneratedParser.parse_detailed` without a stream state: (weak reference to the
+parser, output, result, :meth:`GeneratedParser.partial_view_end`). One entry for the process (a 256 KB output and its message at most), replaced as one
+tuple so threads never see half of it."""
+_VIEW_END = threading.local()   # the partial parse's view prefix, handed from _parse_detailed to parse_detailed
 
 
 @dataclass
@@ -408,6 +421,9 @@ class GeneratedParser:
     # repair trailing-end-of-turn (set by the pipeline at improved): (template, request, caps) the end-of-turn
     # tokens are derived from, core.chat.turn_end.turn_end_tokens
     turn_end_source: Any = None
+    # repair calls-after-text: the fence openers of the stops that end content before a fenced pythonic call
+    # list; a final parse gives a tail held back as a prefix of one of them (a closing ``` at the end) to content
+    released_stops: tuple[str, ...] = ()
 
     def header_cut(self, output: str, is_partial: bool = False) -> int | None:
         """Repair ``repeated-turn-header`` (on when ``turn_header`` is set, see
@@ -468,9 +484,11 @@ class GeneratedParser:
             msg = msg.copy()
             msg.repairs = [FiredRepair(REPEATED_TURN_HEADER, 0, cut, text=output[:cut])] + msg.repairs
         if is_partial:
-            return settle(self, output, msg, True, view=msg)
+            return settle(self, output, msg, True, view=msg, partial_entry=entry)
         clean = entry is None and r is not None and not r.switched   # the partial view is this very parse
-        return settle(self, output, msg, False, view=msg if clean else None)
+        if clean:
+            return settle(self, output, msg, False, view=msg, partial_entry=None)
+        return settle(self, output, msg, False)
 
     def _has_repair_tags(self) -> bool:
         """Whether the arena has ``repair:NAME`` nodes (built with tolerance repairs on): only then is the
@@ -488,6 +506,33 @@ class GeneratedParser:
 
     def parse_detailed(self, output: str, *, state: ParserState | None = None, is_partial: bool = False
                        ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
+        """See :meth:`_parse_detailed`. The partial parse of a whole output (no ``state``) is kept for the next
+        call with the same parser and output: on a text that does not parse it probes O(log n) prefixes, and a
+        final parse asks for it again (:func:`core.chat.repairs.settle`, explain's trace of a settled view)."""
+        global _PARTIAL_MEMO
+        if state is not None or not is_partial:
+            return self._parse_detailed(output, state=state, is_partial=is_partial)
+        memo = _PARTIAL_MEMO
+        if memo is not None and memo[0]() is self and memo[1] == output:
+            msg, r, entry = memo[2]
+            return msg.copy(), r, entry
+        _VIEW_END.value = None
+        msg, r, entry = self._parse_detailed(output, state=None, is_partial=True)
+        seen = _VIEW_END.value
+        end = seen[1] if seen is not None and seen[0] is output else None   # (a header cut: no hint)
+        _PARTIAL_MEMO = (weakref.ref(self), output, (msg.copy(), r, entry), end)
+        return msg, r, entry
+
+    def partial_view_end(self, output: str) -> int | None:
+        """When the partial parse of ``output`` (the last one, :meth:`parse_detailed`) is the message of a shorter
+        prefix that parses cleanly: that prefix's length in ``output``; else None."""
+        memo = _PARTIAL_MEMO
+        if memo is not None and memo[0]() is self and memo[1] == output:
+            return memo[3]
+        return None
+
+    def _parse_detailed(self, output: str, *, state: ParserState | None = None, is_partial: bool = False
+                        ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
         """Like :meth:`parse`, also returning the PEG result used and its entry point: ``None`` = main root,
         ``"recover-trailing"``, ``"recover-content"``, ``"main+rest"`` (the main root stopped before the end
         of the text: its message plus the rest as content), ``"prefix+rest"`` (:func:`prefix_rest`),
@@ -520,7 +565,12 @@ class GeneratedParser:
         if covered and not (is_partial and main.switched):
             if state is not None and is_partial:
                 state.view.note(text, True, frozenset())
-            return map_parse(main), main, None
+            msg = map_parse(main)
+            if not is_partial and self.released_stops and main.pending_until is not None:
+                tail = text[max(main.pending_until[0], len(self.generation_prompt)):]
+                if tail and any(stop.startswith(tail) for stop in self.released_stops):
+                    msg.content += tail
+            return msg, main, None
         if not is_partial or main is None:
             return (map_parse(main), main, None) if covered else self._recover(text, output, main, state)
         gp_len = len(self.generation_prompt)
@@ -539,7 +589,10 @@ class GeneratedParser:
             return Probe(map_parse(r) if covers(r, t) else None, r.switches,
                          lambda: self._recover(t, t[gp_len:], r, None)[0])
         memo = state.view if state is not None else None
-        msg = consistent_view(text, gp_len, probe, top, memo)
+        at: list[int] = []
+        msg = consistent_view(text, gp_len, probe, top, memo, at)
+        if state is None and at:
+            _VIEW_END.value = (output, at[0] - gp_len)   # read by parse_detailed for partial_view_end
         if memo is not None:
             memo.note(text, covered, main.switches)
         if msg is top.message:
@@ -668,6 +721,7 @@ class _Gen:
         self.extracting = (request.reasoning_format != ReasoningFormat.NONE
                            and analysis.reasoning.mode != ReasoningMode.NONE)
         self.notes: list[str] = []
+        self.released_stops: tuple[str, ...] = ()
         # improvement instruction-call-format: the format was read from the tool instructions, not from a call
         # the template renders (core.analysis.instructions)
         self.inferred = analysis.tools.inferred_from == INFERRED_FROM_INSTRUCTIONS
@@ -783,6 +837,12 @@ class _Gen:
             stops = [f"[{n}(" for n in names]
             if PYTHON_CODE_MARKERS in p.repairs:
                 stops += ["<|python_start|>", "<|python_tag|>"]
+            # a Markdown fence that holds only the list (Gemma 3 writes ```tool_code) is markup of the calls
+            fences = [f"```{lang}\n" for lang in PYTHONIC_FENCE_LANGUAGES]
+            stops += [fence + stop for fence in fences for stop in stops if stop.startswith("[")]
+            fenced = p.choice(*(p.literal(fence) for fence in fences)) + section + p.space() + p.literal("```")
+            self.released_stops = tuple(fences)
+            section = p.choice(section, p.repair(CALLS_AFTER_TEXT, fenced))
             text = p.content(p.until_one_of(stops))
             return (self.reasoning + p.optional(section) + text
                     + p.zero_or_more(p.repair(CALLS_AFTER_TEXT, section) + text) + p.optional(p.content(p.rest())))
@@ -1291,6 +1351,7 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
         additional_stops=list(analysis.additional_stops),
         eps_fallback=eps_fallback,
         notes=gen.notes,
+        released_stops=gen.released_stops,
     )
     r = analysis.reasoning
     out.supports_thinking = r.mode != ReasoningMode.NONE

@@ -476,16 +476,25 @@ family's own, read by the hook; none of them has an action), so a growing argume
 by its hook."""
 
 
-def register_args_hook(name: str, hook: Callable[[str, AstNode], str]) -> str:
+HOOK_STRINGS: dict[str, frozenset[str]] = {}
+"""Tag of a value hook -> the names (a node's tag, or its rule when untagged) of the nodes below it that read a
+raw string value up to its close delimiter: while such a node is the last open one, the hook's JSON ends with
+:func:`escape_json_inner` of the node's text (the JSON string left open), so text the node takes only appends its
+escape to the arguments — the stream's fast path (``core.chat.stream``) then appends it without a parse."""
+
+
+def register_args_hook(name: str, hook: Callable[[str, AstNode], str], strings: Iterable[str] = ()) -> str:
     """A value hook on the mapper: a node tagged with the returned tag has its arguments made by
     ``hook(source, node)`` — from the node's text, or from its subtree, whose tags (the family's own, none of
     :data:`ACTIONS`) say how each value was read (MiniMax-M3's schema-typed elements). The node may be cut by
     the end of a partial parse: ``hook`` must give JSON that only grows as the text grows (a partial value
     left open), or "" for nothing yet. Registered once per module (the same ``name`` again replaces the hook):
-    what differs per request goes into the parse tree, not into the tag table."""
+    what differs per request goes into the parse tree, not into the tag table. ``strings``: see
+    :data:`HOOK_STRINGS` (declare only names whose open value the hook shows as it grows)."""
     tag = TOOL_ARGS_AS + name
     ARGS_CONVERTERS[tag] = hook
     HOOK_TAGS.add(tag)
+    HOOK_STRINGS[tag] = frozenset(strings)
 
     def action(m: ChatMapper, node: AstNode) -> None:
         if m.current is not None:
@@ -497,10 +506,10 @@ def register_args_hook(name: str, hook: Callable[[str, AstNode], str]) -> str:
     return tag
 
 
-def register_args_converter(name: str, convert: Callable[[str], str]) -> str:
+def register_args_converter(name: str, convert: Callable[[str], str], strings: Iterable[str] = ()) -> str:
     """:func:`register_args_hook` for a hook that reads the node's text alone: ``convert(text)`` (Gemma 4's
     ``{key:<|"|>v<|"|>}`` dicts, llama.cpp's ``common_chat_peg_gemma4_mapper``)."""
-    return register_args_hook(name, lambda source, node: convert(source[node.start:node.end]))
+    return register_args_hook(name, lambda source, node: convert(source[node.start:node.end]), strings)
 
 
 def map_parse(result: ParseResult) -> AssistantMessage:

@@ -357,11 +357,17 @@ REPAIRS: list[Repair] = [
         accepts="Qwen3-Coder-style calls (<tool_call>/<function=…>/<parameter=…>) whose tags are separated by "
                 "spaces or by nothing instead of the template's line breaks; a string value loses the "
                 "whitespace next to its tags (Qwen3.5's compact layout value\\n</parameter><parameter=…>: the "
-                "value ends before the newline).",
+                "value ends before the newline). In the Qwen3-Coder handler, markup indented as a block (every "
+                "tag after a line break and indentation) is read when the template's layout fails, its string "
+                "values without the whitespace at their ends (as SGLang and vLLM strip them); a value under an "
+                "unindented tag keeps its own indentation (code). With content-between-calls, text between two "
+                "such calls is content without the layout around it.",
         example="<tool_call> <function=f> <parameter=q> text </parameter> </function> </tool_call>",
         source="https://github.com/openclaw/openclaw/issues/61838, https://github.com/waybarrios/vllm-mlx/issues/63; "
                "ollama's Qwen3.5 parser trims the value (https://github.com/ollama/ollama/blob/"
-               "050b6db095db556a36fa1fb2a13611ebe1eb9349/model/parsers/qwen35_test.go, batch-1 case ollama-qwen35-compact-xml-call)"),
+               "050b6db095db556a36fa1fb2a13611ebe1eb9349/model/parsers/qwen35_test.go, batch-1 case ollama-qwen35-compact-xml-call); "
+               "indented markup: SGLang's qwen3coder detector test (batch-1 cases fresh-sgl-qwen3coder-indented, "
+               "-indented-text-between; https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/srt/test_function_call_parser.py)"),
     Repair(
         name=TRAILING_STOP_TOKEN,
         title="The stop token after a GPT-OSS call kept in the output",
@@ -603,14 +609,19 @@ REPAIRS: list[Repair] = [
                 "with python-code-markers), so brackets in prose stay content; a list that cannot be read stays "
                 "content. Not with tool_choice required (the answer is the calls). In the Gemma call syntax (Gemma 4, "
                 "FunctionGemma <start_function_call>call:NAME{…}<end_function_call>), with parallel calls, a "
-                "further call after the text that follows the calls.",
-        example="Here's a tool call: [get_weather(location='New York', unit='celsius')]",
+                "further call after the text that follows the calls. A Markdown fence (```tool_code, ```python "
+                "or ```) that holds only a pythonic call list is markup of the calls (Gemma 3 writes its calls so); "
+                "a fence around anything else stays content, and a closing ``` (or a backtick) that ends the "
+                "output is content, not held back for a fence that never comes.",
+        example="Here's a tool call: [get_weather(location='New York', unit='celsius')]   |   "
+                "The search term is \"tech experts\".\n```tool_code\n[filter(column_name='Division')]\n```",
         source="SGLang's PythonicDetector reads the lists anywhere in the text and returns the rest as normal "
                "text: https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/"
                "srt/test_function_call_parser.py (batch-1 cases sgl-py-text-then-call, sgl-py-text-before, "
                "sgl-py-two-lists, sgl-py-python-start*); ollama's FunctionGemma parser reads a call after text "
                "between calls: https://github.com/ollama/ollama/blob/04e80a45755e22d0d393a93747570fad135e9159/model/parsers/functiongemma_test.go "
-               "(batch-1 case ollama-fg-content-between)"),
+               "(batch-1 case ollama-fg-content-between); a fenced list: https://github.com/vllm-project/vllm/issues/14734 "
+               "(Gemma 3 27B, case kept-vllm-14734-tool-code-fence; the reporter expects the call)"),
     # ---- issue 25, s10-lossless: the whole own set is dev (rebuilt batch-1 repairs, end-of-turn tokens) ------
     Repair(
         name=XML_ARGUMENTS_WRAPPER,
@@ -822,8 +833,11 @@ def _pattern_opener(parser: Any, output: str, at: int) -> int:
         best = earlier
 
 
+_UNKNOWN: Any = object()   # settle()'s partial_entry when the caller does not have it
+
+
 def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
-           view: AssistantMessage | None = None) -> AssistantMessage:
+           view: AssistantMessage | None = None, partial_entry: Any = _UNKNOWN) -> AssistantMessage:
     """The message a final parse returns: ``final`` (the parser's own final parse of ``output``) settled
     against the partial view of the same output (``parser.parse(output, True)``, what a stream shows).
 
@@ -833,11 +847,18 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
       unless ``is_partial`` (then only reported).
 
     ``view``: the partial view when the caller already has it (a clean parse is its own view; with
-    ``is_partial`` ``final`` is the view). Never raises; the repairs that acted are in ``.repairs``. ``final``
-    is not modified.
+    ``is_partial`` ``final`` is the view). ``partial_entry``: the entry point of ``parser.parse_detailed(output,
+    is_partial=True)`` when the caller has it (``truncated-call``'s ``why`` is read from it; each partial parse of
+    a text that does not parse probes O(log n) prefixes, so it is computed once). Never raises; the repairs that
+    acted are in ``.repairs``. ``final`` is not modified.
     """
     if view is None:
-        view = parser.parse(output, True)
+        detailed = getattr(parser, "parse_detailed", None)
+        if detailed is not None:
+            d = detailed(output, is_partial=True)
+            view, partial_entry = parser.parse(output, True, detailed=d), d[2]
+        else:
+            view = parser.parse(output, True)
     out = final
     if not message_extends(view, final):
         out = view.copy()
@@ -855,7 +876,8 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
             out.tool_calls = out.tool_calls[:-1]
             out.content = content_with_tail(out.content, output[start:])
         out.repairs = [r for r in out.repairs if r.name != STREAM_CONSISTENT_FINAL] + [
-            FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:], _why_unfinished(parser, output))]
+            FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:],
+                        _why_unfinished(parser, output, partial_entry))]
     if not is_partial:
         out = _keep_unparsed(parser, output, out, final)
     return out
@@ -945,11 +967,14 @@ def content_with_tail(content: str, tail: str) -> str:
     return content + tail
 
 
-def _why_unfinished(parser: Any, output: str) -> str:
+def _why_unfinished(parser: Any, output: str, entry: Any = _UNKNOWN) -> str:
     """``truncated-call``'s ``why``: :data:`WHY_CUT` when the partial parse of ``output`` reaches its end (the
     main root covers the text: the parser waits for more), :data:`WHY_REJECTED` when it stopped before (the view
     is the longest prefix that parses, :meth:`core.chat.generator.GeneratedParser.parse_detailed`). A parser
-    without ``parse_detailed`` (the hand-written non-PEG handlers): :data:`WHY_CUT`."""
+    without ``parse_detailed`` (the hand-written non-PEG handlers): :data:`WHY_CUT`. ``entry``: that partial
+    parse's entry point when the caller has it."""
+    if entry is not _UNKNOWN:
+        return WHY_CUT if entry is None else WHY_REJECTED
     detailed = getattr(parser, "parse_detailed", None)
     if detailed is None:
         return WHY_CUT

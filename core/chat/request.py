@@ -105,6 +105,12 @@ _CONTINUATION_WIRE: dict[Any, Continuation] = {
 }
 
 
+def _shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` clipped to ``limit`` characters: a hostile request value stays a short error line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def continuation_from_wire(value: Any) -> Continuation:
     """``continue_final_message`` as llama-server b11549 reads it: null or ``false`` -> none, ``true`` -> auto,
     ``"content"`` / ``"reasoning_content"``; also this project's ``"none"`` / ``"auto"`` / ``"reasoning"``.
@@ -117,7 +123,7 @@ def continuation_from_wire(value: Any) -> Continuation:
         return Continuation.AUTO
     if isinstance(value, str) and value in _CONTINUATION_WIRE:
         return _CONTINUATION_WIRE[value]
-    raise RequestError("continue_final_message", f"unknown value {value!r} (allowed: true, false, null, "
+    raise RequestError("continue_final_message", f"unknown value {_shown(value)} (allowed: true, false, null, "
                        '"content", "reasoning_content"; also "none", "auto", "reasoning")')
 
 
@@ -130,7 +136,7 @@ def _enum(cls: type[enum.Enum], value: Any, name: str) -> Any:
         return cls(value)
     except ValueError:
         allowed = ", ".join(m.value for m in cls)  # type: ignore[attr-defined]
-        raise RequestError(name, f"unknown value {value!r} (allowed: {allowed})") from None
+        raise RequestError(name, f"unknown value {_shown(value)} (allowed: {allowed})") from None
 
 
 @dataclass

@@ -37,7 +37,7 @@ from ..peg.scanners import OK as _OK_STATUS
 from .generator import (MAIN_REST, PREFIX_REST, RECOVER_CONTENT, RECOVER_TRAILING, ParserState, Probe, ViewMemo,
                         consistent_view, covering_message, covers, prefix_rest)
 from .grammar_after import grammar_after
-from .mapper import ACTIONS, HOOK_TAGS, ChatMapper, escape_json_inner, json_brace_depth, map_parse
+from .mapper import ACTIONS, HOOK_STRINGS, HOOK_TAGS, ChatMapper, escape_json_inner, json_brace_depth, map_parse
 from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta, apply_deltas,
                       tool_call_delta)
 from .repairs import is_json_object
@@ -51,6 +51,30 @@ from .repairs import is_json_object
 _GROUPING_TAGS = frozenset({"", "tool", "tool-arg", "reasoning-block"})
 # tags whose mapping does not read the node's text at all (only that the node is there)
 _TEXTLESS_TAGS = _GROUPING_TAGS | {"tool-open", "tool-close", "tool-arg-open", "tool-arg-close"}
+
+
+class _Token:
+    """The identity of an :class:`IncrementalMapper`'s live calls (``shared_calls = (token, n)``: the first ``n``
+    calls of a message made under the token are the mapper's live objects). A restore that replaces a shared
+    call starts a new token whose ``parent`` is the old one: the calls before ``floor`` are the same objects
+    under both, so consecutive messages keep sharing them (comparing or copying the whole call list per parse
+    made the cost of a stream of many calls grow with their number)."""
+
+    __slots__ = ("parent", "floor")
+
+    def __init__(self, parent: "_Token | None" = None, floor: int = 0):
+        self.parent = parent
+        self.floor = floor
+
+
+def _shared_count(old: tuple, token: _Token, n: int) -> int:
+    """How many first calls a message with ``shared_calls`` ``old`` shares with one of ``token`` that claims
+    ``n`` (0 when the tokens are not the same or one link apart)."""
+    if old[0] is token:
+        return old[1] if old[1] < n else n
+    if token.parent is not None and old[0] is token.parent:
+        return min(old[1], n, token.floor)
+    return 0
 
 
 class IncrementalMapper:
@@ -82,8 +106,9 @@ class IncrementalMapper:
         self.frames: list[list[Any]] = []   # the right spine of the last tree: [node, children, states]
         # ``shared_calls`` of the messages made: (token, n) = the first n calls are live objects of the mapper
         # that stay untouched while the token stays; a restore that cuts or replaces one of the calls
-        # published under the token starts a new one (see stream_deltas_between)
-        self._token = object()
+        # published under the token starts a new one, which shares the calls before the cut with the one before
+        # (see _Token, stream_deltas_between)
+        self._token = _Token()
         self._published = 0
         # the tool-call list of a message its receiver is done with (recycle): the next message's list is
         # that one brought up to date, so a message costs the calls that changed, not a copy of all of them
@@ -144,7 +169,7 @@ class IncrementalMapper:
         """Drop all mapping state; the next :meth:`map` maps its tree from scratch."""
         self.m = None
         self.frames = []
-        self._token = object()
+        self._token = _Token()
         self._published = 0
         self._spare = None
         self._last = None
@@ -178,9 +203,14 @@ class IncrementalMapper:
 
     def _restore(self, s: tuple) -> None:
         (content, reasoning, n, last, pend, kind, orphan, arg_count, quote, buf) = s
-        if (n - 1 if last is not None else n) < self._published:   # a shared call is cut or replaced
-            self._token = object()
+        cut = n - 1 if last is not None else n   # the calls before it stay the same objects
+        token = self._token
+        if cut < self._published:   # a shared call is cut or replaced: a new token, sharing what is before the cut
+            token.parent = None     # (one link back: an older message compares its calls in full)
+            self._token = _Token(token, cut)
             self._published = 0
+        elif token.parent is not None and cut < token.floor:
+            token.floor = cut
         m = self.m
         m.msg.content = content
         m.msg.reasoning_content = reasoning
@@ -289,7 +319,7 @@ class IncrementalMapper:
         m_ = self.m
         if m_ is None or not frames:
             m_ = self.m = self._Mapper(source)
-            self._token = object()
+            self._token = _Token()
             self._published = 0
             self._stash = None
             self.frames = [[None, nodes, []]]
@@ -477,7 +507,7 @@ class IncrementalMapper:
             # a recycled list: its first ``shared`` calls are still the live ones while the token stays
             self._spare = None
             shared, out_calls = spare
-            keep = min(shared[1], live) if shared is not None and shared[0] is self._token else 0
+            keep = _shared_count(shared, self._token, live) if shared is not None else 0
             del out_calls[keep:]
             if live > keep:
                 out_calls += calls[keep:live]
@@ -619,7 +649,10 @@ class PegStreamSession:
         compile_arena = getattr(parser.arena, "compile", None)
         if compile_arena is not None:
             compile_arena()
-        self._tag_delimiters()
+        # whether some value hook of the arena declared string values (the fast path of _open_hook_string)
+        self._hooked = any(HOOK_STRINGS.get(t) for t in self._tag_delimiters())
+        # a recovery that parses the text from an entry of its own (its message may change shape as text comes)
+        self._entry_recovery = any(e in parser.arena.entries for e in (RECOVER_TRAILING, RECOVER_CONTENT))
         try:   # what the grammar allows after a call's JSON arguments (kept on the arena, built once)
             grammar_after(parser.arena)
         except Exception:  # noqa: BLE001 - an optimisation: built on first use then
@@ -824,7 +857,12 @@ class PegStreamSession:
                          (lambda: recover(t, t[gp_len:], r, None)[0]) if recover is not None
                          else (lambda: AssistantMessage(content=t[gp_len:])))
         self._rest_msg = None
-        top = Probe(covered, main.switches, lambda: self._recover(text, output, main))
+        recovered: list[AssistantMessage] = []
+
+        def recover_top() -> AssistantMessage:
+            recovered.append(self._recover(text, output, main))
+            return recovered[-1]
+        top = Probe(covered, main.switches, recover_top)
         msg = consistent_view(text, gp_len, probe, top, self.memo)
         self.memo.note(text, covered is not None, main.switches)
         if msg is covered and main.need_more_input and mapper is not None:
@@ -838,6 +876,13 @@ class PegStreamSession:
             # GPT-OSS's ``<|call|>``): a longer text parses the same, so the view stays "its message + the rest
             # as content" (the view of the text where it stopped covering is fixed, and this one extends it)
             self.open_region = OpenRegion("content", ())
+        elif (main.fail and main.blind and recovered and msg is not recovered[-1] and not self._entry_recovery
+              and len(recovered[-1].tool_calls) < len(msg.tool_calls)):
+            # the main root failed without reading the end, so it fails the same on any longer text, and the only
+            # recovery left is prefix_rest: the longest prefix that parses stays where it is, the recovered message
+            # only gains content — never the call the view holds and it dropped. The view is the shorter
+            # prefix's, fixed: appended text changes nothing until the final parse
+            self.open_region = OpenRegion("hidden", ())
         self._rest_msg = None
         return msg
 
@@ -940,6 +985,10 @@ class PegStreamSession:
             path.append(path[-1].children[-1])
         if not path[-1].partial:
             return None
+        if self._hooked:
+            for i, x in enumerate(path):
+                if x.tag in HOOK_TAGS:
+                    return self._open_hook_string(r, n, mapper, msg, path, i)
         action = None
         for i in range(len(path) - 1, -1, -1):
             if path[i].tag not in _GROUPING_TAGS:
@@ -974,6 +1023,12 @@ class PegStreamSession:
             if leaf is not node and leaf.start == node.start and self._json_rule(leaf.rule):
                 return self._open_json_value(src, node, mapper, path[:action])
             return self._open_json_string(src, node, mapper)
+        if node.tag == "tool-arg-value" and not held:
+            # one tagged JSON value read by the native scanner: copied as it is (valid JSON has nothing that
+            # normalize_python_value rewrites), so the same whole-value path as verbatim arguments, none after it
+            leaf = path[-1]
+            if leaf is not node and leaf.start == node.start and self._json_rule(leaf.rule):
+                return self._open_json_value(src, node, mapper, None, value=True)
         delims = self._tag_delimiters().get(node.tag)
         if delims is None:
             return None
@@ -988,6 +1043,12 @@ class PegStreamSession:
             if not mapper.current_is_last_named():
                 return None
             field = "arguments"
+        elif tag == "tool-arg-value":
+            # a raw (JSON) value is copied into the arguments unless normalize_python_value rewrites it: a
+            # value without a quote ' or a capital T, F, N grows by what is appended
+            if not mapper.current_is_last_named() or _RAW_UNSAFE.search(src, node.start, node.end) is not None:
+                return None
+            field = "raw-arguments"
         else:
             return None
         exact = tag in self._tag_exact
@@ -1009,6 +1070,39 @@ class PegStreamSession:
             region.can_hold = True   # text ending in a cut delimiter holds it back as the until does
         return region
 
+    def _open_hook_string(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage, path: list,
+                          h: int) -> "OpenRegion | None":
+        """Fast path inside a value hook's arguments (``path[h]``, :data:`core.chat.mapper.HOOK_TAGS`): the parse
+        stopped in a raw string value the hook declared (:data:`core.chat.mapper.HOOK_STRINGS`), the one
+        ``until`` that looked at the end (``r.pending_until``: its delimiters are exactly the region's). The
+        hook's arguments then end with that string escaped and left open, so text without a delimiter appends
+        its escape to the last call's arguments, as a tagged string value's does."""
+        leaf = path[-1]
+        if (leaf.tag or leaf.rule) not in HOOK_STRINGS.get(path[h].tag, ()) or r.pending_until is None:
+            return None
+        src = r.text
+        for x in path[:h]:
+            if x.tag not in _GROUPING_TAGS:
+                return None
+        if not mapper.current_is_last_named() or not msg.tool_calls:
+            return None
+        # the hook showed the string as declared: its last characters, escaped, end the arguments
+        args = msg.tool_calls[-1].arguments
+        if not args.endswith(escape_json_inner(src[max(leaf.start, leaf.end - 8):leaf.end])) or (
+                leaf.end <= leaf.start and not args.endswith('"')):
+            return None
+        delims = r.pending_until[1]
+        region = OpenRegion("arguments", delims)
+        region.fresh = leaf.start >= n
+        if leaf.end != n:
+            held = src[leaf.end:n]
+            if leaf.end <= leaf.start or not any(len(d) > len(held) and d.startswith(held) for d in delims):
+                return None
+            region.held = held
+        elif delims:
+            region.can_hold = True
+        return region
+
     @staticmethod
     def _hidden_until(r: Any, n: int) -> "OpenRegion | None":
         """The parse needed more input only because one ``until`` reached the end (``r.pending_until``) and
@@ -1019,7 +1113,7 @@ class PegStreamSession:
         stop, delims = r.pending_until
         node = r.nodes[-1] if r.nodes else None
         while node is not None and node.partial:
-            if node.tag not in _TEXTLESS_TAGS:
+            if node.tag not in _TEXTLESS_TAGS and not (node.tag == "tool-args" and _markup_args(r.text, node, n)):
                 return None
             node = node.children[-1] if node.children else None
         region = OpenRegion("hidden", delims)
@@ -1046,9 +1140,13 @@ class PegStreamSession:
         while node.partial:
             tag = node.tag
             if tag not in _TEXTLESS_TAGS:
-                if lit or tag != "tool-args" or node.start != n:
+                if tag != "tool-args":
                     return None
-                args = node
+                if lit or node.start != n:
+                    if not _markup_args(r.text, node, n):
+                        return None
+                else:
+                    args = node
             leaf = node
             children = node.children
             if not children:
@@ -1092,13 +1190,18 @@ class PegStreamSession:
         return hit
 
     def _open_json_value(self, src: str, node: Any, mapper: "IncrementalMapper",
-                         above: list | None = None) -> "OpenRegion | None":
+                         above: list | None = None, value: bool = False) -> "OpenRegion | None":
         """Fast path inside verbatim JSON arguments scanned by the native JSON scanner: the parse stopped
         anywhere inside the value (a string, a number, a literal, between tokens), which reaches the end of the
         text. Text that keeps the value a valid open prefix extends the arguments verbatim (trailing whitespace
         and a cut escape held back, as the parse reports them); the value's close, or anything invalid, needs a
-        parse. The JSON state is scanned on from where the previous parse left it."""
-        if not mapper.current_is_last_named() or not src.startswith("{", node.start):
+        parse. The JSON state is scanned on from where the previous parse left it. ``value``: ``node`` is one
+        tagged argument value (any JSON value; its close needs a parse)."""
+        # (a value: an array or an object only, whose state the scan keeps until it closes; a number or a
+        # literal ends where the text after it says, which takes a parse)
+        if not mapper.current_is_last_named() or not src.startswith(("{", "[") if value else "{", node.start):
+            return None
+        if value and src[node.end - 1] in _WS:
             return None
         st = self._json_value_scan
         if st is None or st[0] != node.start or st[1] > node.end:
@@ -1110,7 +1213,8 @@ class PegStreamSession:
         self._json_value_scan = (node.start, node.end, state)
         region = OpenRegion("json-arguments", ())
         region.json = state
-        region.after = self._after_arguments(mapper, above)
+        region.value = value
+        region.after = None if value else self._after_arguments(mapper, above)
         return region
 
     def _after_wrapper(self, r: Any, n: int, mapper: "IncrementalMapper") -> "OpenRegion | None":
@@ -1229,6 +1333,17 @@ class PegStreamSession:
         return json_arguments_region(text)
 
 
+def _markup_args(src: str, node: Any, n: int) -> bool:
+    """Whether the open ``tool-args`` ``node`` (up to ``n``, the end of the text) holds tagged arguments, not
+    verbatim JSON: its text already starts with something other than ``{``, so the mapper's ``tool-args``
+    action (which only takes text starting with ``{``) ignores it however it grows — textless, as its
+    children's tags decide the arguments."""
+    i = node.start
+    while i < n and src[i] in _WS:
+        i += 1
+    return i < n and src[i] != "{"
+
+
 # tags whose mapping does not change when whitespace is appended to their text (textless, or right-stripped)
 _WS_INVARIANT_TAGS = _TEXTLESS_TAGS | {"tool-name", "tool-id", "tool-args"}
 
@@ -1259,6 +1374,9 @@ _SUCCESS = ResultType.SUCCESS
 
 _WS = " \t\n\v\f\r"
 _JSON_ESCAPED = re.compile(r'[\x00-\x1f\\"]')
+# what may make mapper.normalize_python_value change a raw value (a quote, the start of True / False / None)
+_RAW_UNSAFE = re.compile("[TFN']")
+_HAS_WS = re.compile(r"[ \t\n\v\f\r]")
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -1470,6 +1588,9 @@ class OpenRegion:
     # (pending_ws); None: not decided yet, ``_ws_invariant_end(*ws_at)`` decides it when first read
     ws_at: tuple | None = None
     json: tuple | None = None   # json-arguments over a whole JSON value: its advance_json_value state
+    # json-arguments over one tagged value (mapped verbatim, whitespace included, where the scan holds
+    # whitespace back as the arguments' right-strip does): whitespace takes a parse
+    value = False
     # json-arguments: what text after the value's close does, from a handler (``after_arguments`` of its
     # parser): "content" — it is all content (the root ends with the arguments, the rest is recovered as
     # content); a predicate of all the text after the value — true while it leaves the message as it is
@@ -1698,7 +1819,7 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
         ps = getattr(prev, "shared_calls", None)
         if ps is not None:
             ns = getattr(new, "shared_calls", None)
-            same = (ps[1] if ps[1] < ns[1] else ns[1]) if ns is not None and ps[0] is ns[0] else 0
+            same = _shared_count(ps, ns[0], ns[1]) if ns is not None and ns[0].__class__ is _Token else 0
         else:
             same = 0
         if start > same and ncalls[same:start] != pcalls[same:start]:   # identity first: C-speed when shared
@@ -1915,6 +2036,8 @@ class StreamingParser:
                     region.field, region.json, region.held = "after", None, text
                     self.fast_steps += 1
                     return []
+                if region.value and _HAS_WS.search(text) is not None:
+                    return None
                 out: list[str] = []
                 state = advance_json_value(text, 0, len(text), region.json, out)
                 if state is None:
@@ -1946,6 +2069,8 @@ class StreamingParser:
             self._appended.append(add)
             return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
         field = region.field
+        if field == "raw-arguments" and _RAW_UNSAFE.search(text) is not None:
+            return None
         if region.fresh and text:
             if text[0] in _WS:
                 return None
@@ -1965,7 +2090,7 @@ class StreamingParser:
             if field == "reasoning_content":
                 self._appended.append(add)
                 return [MessageDelta(reasoning_content=add)]
-            if _JSON_ESCAPED.search(add) is not None:    # a tagged string value's arguments, JSON-escaped
+            if field == "arguments" and _JSON_ESCAPED.search(add) is not None:   # a tagged string value, escaped
 
                 add = escape_json_inner(add)
             self._appended.append(add)
@@ -1982,7 +2107,7 @@ class StreamingParser:
         if field == "reasoning_content":
             self._appended.append(text)
             return [MessageDelta(reasoning_content=text)]
-        if _JSON_ESCAPED.search(text) is None:   # what escape_json_inner changes (json's own escape set)
+        if field == "raw-arguments" or _JSON_ESCAPED.search(text) is None:   # (json's own escape set)
             add = text
         else:
             add = escape_json_inner(text)

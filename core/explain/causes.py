@@ -278,6 +278,17 @@ def _stop_findings(ex: Any, names: list[str], preserved: list[str], output: str,
         return [Finding(Cause.OTHER_MARKER, [where, f"the model wrote {_q(tok.group(0))} where the template's format "
                                              f"has {' or '.join(_q(x) for x in lits) or 'something else'}"
                                              + (" (a special token)" if stripped else "")])]
+    opening = [x for x in lits if any(x.strip(WS).startswith(p) and is_special_token(p, preserved)
+                                      for p in preserved if p)]
+    if st.output_pos == 0 and preserved and len(opening) * 2 > len(lits) and output.strip(WS) \
+            and not any(p in output for p in preserved):
+        # every way the format lets the output begin starts with a control token (but for a header
+        # continuation), and the output holds none of them anywhere: a decoder that skips special tokens
+        # removed them all, it is not another syntax
+        return [Finding(Cause.SPECIAL_TOKENS_STRIPPED, [
+            where, f"{len(opening)} of the {len(lits)} ways the format begins the output start with a special token "
+            f"({', '.join(_q(x) for x in opening[:3])}), and the output holds none of the template's special tokens "
+            f"({', '.join(_q(p) for p in preserved[:6])}) anywhere: they were dropped when the tokens were decoded"])]
     if lits and all(is_special_token(x, preserved) for x in lits if x.strip(WS)) and \
             not any(p in output for p in preserved):
         return [Finding(Cause.SPECIAL_TOKENS_STRIPPED, [where, "the expected marker is a special token and the "
@@ -329,21 +340,37 @@ def _content_calls(setup: Setup, ex: Any, content: str, names: list[str], opener
     m, clean = ftr.message, ftr.entry == "main" and ftr.stop < 0
     opener = opener.strip(WS)
     stripped = is_special_token(opener, preserved) and not any(p in output for p in preserved if p)
-    cause = Cause.SPECIAL_TOKENS_STRIPPED if stripped else Cause.MISSING_OPENER
+    # an earlier assistant turn of this conversation carries tool calls: the same server read the opener then,
+    # so its decoder keeps the token and this time the model left it out
+    earlier = stripped and _history_has_calls(setup.request)
+    cause = Cause.SPECIAL_TOKENS_STRIPPED if stripped and not earlier else Cause.MISSING_OPENER
     if m.tool_calls:
         ev = [f"the content calls {_q(hits[0])} without the opener {_q(opener)}; with {_q(opener)} inserted at "
               f"output position {idx} the output parses {'clean ' if clean else ''}into {len(m.tool_calls)} tool "
               "call(s)"]
+        if not clean and ftr.stop >= 0:
+            sp = stop_point(ftr.text, ftr.gp_len, ftr.stop, ftr.furthest.expected, ftr.furthest.path)
+            ev[0] += (f", not clean: the parser stops at position {max(0, sp.output_pos - len(ins))} of the output, "
+                      f"where it {sp.words()}")
     else:
         sp = stop_point(ftr.text, ftr.gp_len, ftr.stop, ftr.furthest.expected, ftr.furthest.path)
         ev = [f"the content calls {_q(hits[0])} without the opener {_q(opener)}; with {_q(opener)} inserted at "
               f"output position {idx} the parser reads the call up to position {sp.output_pos - len(ins)}, where "
               f"it {sp.words()}"]
-    if stripped:
+    if earlier:
+        ev.append(f"{_q(opener)} is a special token, but an earlier assistant turn of the conversation carries tool "
+                  "calls, which the same server read with this opener: the model omitted it here (a decoder that "
+                  "strips special tokens would have lost it then too)")
+    elif stripped:
         ev.append(f"{_q(opener)} is a special token and the output holds none of the template's special tokens "
                   f"({', '.join(_q(p) for p in preserved[:6])}): they were dropped when the tokens were "
                   "detokenized (llama.cpp keeps them only when they are in the parser's preserved tokens)")
     return [Finding(cause, ev)]
+
+
+def _history_has_calls(req: Any) -> bool:
+    return any(isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls")
+               for m in getattr(req, "messages", None) or [])
 
 
 def _find_call(value: Any, name: str, path: str = "", depth: int = 0) -> str | None:

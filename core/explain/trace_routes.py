@@ -275,13 +275,27 @@ def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) 
 
     gp = len(parser.generation_prompt)
     n = len(output)
+    seen: dict[int, AssistantMessage] = {}
+
+    def raw(k: int) -> AssistantMessage:   # each prefix parsed once (the search below asks for some twice)
+        if k not in seen:
+            seen[k] = _raw_message(parser, output[:k])
+        return seen[k]
     # the stream's prefixes: the longest whose final parse the view extends (galloping back from the end, as
     # the partial parse searched), then, if that one does not give the view itself, every shorter one (bounded)
-    best = longest_good_prefix(lambda k: message_extends(_raw_message(parser, output[:k]), view), 0, n, True)
+    # the partial parse found the longest prefix that parses cleanly; when its final parse extends the view and
+    # the next prefix's does not, it is what the search below finds whenever goodness is monotone (the search's
+    # own assumption): two parses instead of O(log n)
+    hint = parser.partial_view_end(output) if isinstance(parser, GeneratedParser) else None
+    if hint is not None and 0 <= hint < n and message_extends(raw(hint), view) \
+            and not message_extends(raw(hint + 1), view):
+        best = hint
+    else:
+        best = longest_good_prefix(lambda k: message_extends(raw(k), view), 0, n, True)
     tried = [best] if best >= 0 else []
     tried += [d for d in range(n, max(-1, n - _VIEW_SCAN - 1), -1) if d != best]
     for d in tried:
-        if not same_message(_raw_message(parser, output[:d]), view):
+        if not same_message(raw(d), view):
             continue
         tr = _trace_raw(parser, output[:d], report)
         if d == len(output):

@@ -308,6 +308,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         fence = re.compile(r"\s{0,8}```").match(s, at)
         if fence:       # a Markdown fence the format has no place for (its opener is deleted below)
             out.append(Edit("delete", at, fence.group(0), ""))
+        quoted = _plain_quoted(s, at, lits)
+        if quoted:
+            out.append(quoted)
         key = re.compile(r'"([A-Za-z_]{1,20})"').match(s, at)
         if key and ctx["args_key"] and key.group(1) in _KEY_ALIASES and key.group(1) != ctx["args_key"]:
             out.append(Edit("replace", at, key.group(0), f'"{ctx["args_key"]}"'))
@@ -365,6 +368,35 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
     return uniq[:8]
 
 
+def _plain_quoted(s: str, at: int, lits: list[str]) -> Edit | None:
+    """A string value in plain quotes at ``at`` where the parser expects a delimiter token holding a quote
+    character (Gemma 4's ``<|"|>``): one edit writing the value between that token on both sides."""
+    q = s[at:at + 1]
+    delims = [x for x in lits if q and q in x and _SPECIAL_SHAPE.fullmatch(x.strip(_WS))]
+    if q not in ('"', "'") or not delims:
+        return None
+    i = at + 1
+    end = min(len(s), at + 4096)
+    while i < end and s[i] != q and s[i] != "\n":
+        i += 2 if s[i] == "\\" else 1
+    if i >= end or s[i] != q:
+        return None
+    d = delims[0].strip(_WS)
+    return Edit("replace", at, s[at:i + 1], d + s[at + 1:i] + d)
+
+
+def _quote_for_delimiter(edits: list[Edit]) -> str:
+    """The delimiter token of edits that each put a plain-quoted value between a delimiter token, else ``""``."""
+    toks = set()
+    for e in edits:
+        d = _SPECIAL_SHAPE.match(e.new)
+        if e.kind != "replace" or not d or len(e.old) < 2 or e.old[0] != e.old[-1] or e.old[0] not in "\"'" \
+                or e.new != d.group(0) + e.old[1:-1] + d.group(0):
+            return ""
+        toks.add(d.group(0))
+    return toks.pop() if len(toks) == 1 else ""
+
+
 def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
     from .causes import tool_names, tool_openers
 
@@ -401,16 +433,20 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
             "markers": markers + [o.strip(_WS) for o in openers if o.strip(_WS)], "special_start": special}
 
 
-def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx: dict[str, Any]
-                   ) -> tuple[list[Edit], _Parsed] | None:
+def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx: dict[str, Any],
+                   stop: Any = None) -> tuple[list[Edit], _Parsed] | None:
     """Breadth-first over edit sequences (≤ :data:`MAX_EDITS`), bounded by ``budget``: the first sequence
-    whose output parses clean with calls and no marker text left in the content."""
+    whose output parses clean with calls and no marker text left in the content. ``stop``: the explanation's
+    stop point, where the search starts when the parse itself settled the output as content."""
     try:
         if not budget.take(len(output)):
             return None
         start = _parse(setup, output)
     except Exception:  # noqa: BLE001 - a parser that does not build has no nearest output
         return None
+    if stop is not None and start.stop < 0 and not start.message.tool_calls and 0 <= stop.output_pos < len(output):
+        # the content route read the whole output; the call route's furthest point is where an edit belongs
+        start = replace(start, stop=stop.output_pos, expected=list(stop.expected))
     frontier: list[tuple[list[Edit], str, _Parsed]] = [([], output, start)]
     seen = {output}
     for _depth in range(MAX_EDITS):
@@ -620,6 +656,14 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         empty = _empty_comparisons(bundle)
         if empty:
             ev.append("the analysis found no tool-call markers; comparisons that came back empty: " + "; ".join(empty))
+        if not msg.get("tool_calls") and not _call_like(out, ctx["names"]):
+            ev.append("the output holds no call-like text (no JSON call object, no declared tool's name written as "
+                      "a call, no marker): it is a plain answer, which is what the parser returned — the gap of the "
+                      "analysis does not change this output's message")
+            return Mistake.NONE, ev
+        foreign = _foreign_to_unfound_format(setup, out, ctx)
+        if foreign:
+            return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [foreign]
         return Mistake.FORMAT_NOT_FOUND, ev
     if Cause.PARALLEL_NOT_REQUESTED in causes:
         return Mistake.PARALLEL_NOT_REQUESTED, ev + [e for f in ex.findings
@@ -669,6 +713,17 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if m:
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"the model names the function as {_q(m.group(0))}, a syntax "
                                                       "the template never renders"]
+    ops = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS)]
+    pair = ("</" + ops[0][1:]) if ops and re.fullmatch(r"<[A-Za-z_][\w\-]{0,40}>", ops[0]) else ""
+    if len(ops) >= 2 and pair and not msg.get("tool_calls") and ops[0] not in out and pair not in out \
+            and any(o in out for o in ops[1:]):
+        # the call is not wrapped at all: its own opener is written, the section's tag pair around it never is —
+        # the outermost omission (what the parser then meets inside the call is listed above); a call that
+        # keeps the section's closer lost only what the parser stops at
+        inner = next(o for o in ops[1:] if o in out)
+        return Mistake.OMITTED_OPENER, ev + [f"the output writes {_q(inner)} but neither {_q(ops[0])} nor "
+                                             f"{_q(pair)}, which the template writes around it: the call was "
+                                             "started without its section's opener"]
     if ex.stop is not None and not edits:
         lits = _literals(ex.stop.expected)
         found = ex.text[ex.stop.pos:ex.stop.pos + 40]
@@ -697,6 +752,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         one = edits[0]
         if len(edits) == 1 and one.kind == "replace" and one.old.strip('"') in _KEY_ALIASES:
             return Mistake.FIELD_ALIAS, ev + [f"the model's JSON key {_q(one.old)} is {_q(one.new)} in the template"]
+        delim = _quote_for_delimiter(edits)
+        if delim:
+            return Mistake.OMITTED_MARKER, ev + [
+                f"the model wrote a string value in plain quotes ({_q(edits[0].old)}) where the template writes it "
+                f"between {_q(delim)} tokens: the call is the template's but for that delimiter"]
         if any(e.kind == "delete" and e.old.startswith("```") for e in edits):
             return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence"]
         solid_edits = [e for e in edits if (e.new or e.old).strip(_WS)]
@@ -780,6 +840,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                                       + _q(text.strip(_WS)[:40])]
     if Cause.DRIFT in causes or Cause.OTHER_MARKER in causes:
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev
+    # a JSON call written when the request offers no tools: re-parsed with its tool offered, is it a call?
+    unsent = _unsent_tool_call(setup, out, content or reasoning)
+    if unsent is not None:
+        ctx["unsent"] = unsent
+        return Mistake.TOOLS_NOT_SENT, ev + [unsent[3]]
     # a "clean" parse that left a JSON call object in the content or reasoning dropped a call
     if not msg.get("tool_calls") and ctx["names"]:
         for where, txt in (("content", content), ("reasoning", reasoning)):
@@ -820,6 +885,93 @@ def _json_call_name(text: str) -> str | None:
     """The name of the first ``{"name": "…", "arguments"|"parameters"|…: …`` object in ``text``, or None."""
     m = _JSON_CALL_NAME.search(text)
     return m.group(1) if m else None
+
+
+def _call_like(out: str, names: list[str]) -> bool:
+    """Whether ``out`` holds text that may be a call: a JSON ``{"name": …`` object, a marker-like token, or a
+    declared tool's name followed by what opens arguments (``(``, ``{``, ``"``, ``:``, ``>``, ``=``)."""
+    if _JSON_CALL_START.search(out) or _TOKEN.search(out):
+        return True
+    for n in names:
+        at = out.find(n)
+        while at >= 0:
+            nxt = out[at + len(n):at + len(n) + 8].lstrip(_WS)
+            if nxt[:1] in ("(", "{", '"', ":", ">", "="):
+                return True
+            at = out.find(n, at + 1)
+    return False
+
+
+def _foreign_to_unfound_format(setup: _Setup, out: str, ctx: dict[str, Any]) -> str:
+    """Evidence that a JSON call in ``out`` is another family's format although the analysis did not find the
+    template's: the template's source writes special-shaped control tokens near ``tool_calls``, the output
+    holds none of them, and improved fidelity (whose analysis finds more formats, with every repair on) reads no
+    call either — so the analysis gap is not what keeps the call unread. ``""`` when that does not hold."""
+    from ..chat.repairs import REPAIRS, RepairStage
+
+    name = _json_call_name(out) if len(out) <= TRIAGE_CHARS // 8 else None    # one more parse: bounded input
+    if name is None:
+        return ""
+    src = getattr(setup.template, "source", "") or ""
+    at = src.find("tool_calls")
+    if at < 0:
+        return ""
+    tokens = list(dict.fromkeys(m.group(0) for m in _SPECIAL_SHAPE.finditer(src, at) if "tool" in m.group(0)))
+    if not tokens or any(t in out for t in tokens):
+        return ""
+    try:
+        tolerance = tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT)
+        p = _parse(setup, out, repairs=tolerance)
+    except Exception:  # noqa: BLE001 - improved may not build: no evidence either way
+        return ""
+    if p.message.tool_calls:
+        return ""
+    return (f"the output writes the call as a JSON object naming {_q(name)}; the template's source writes "
+            f"{', '.join(_q(t) for t in tokens[:3])} after `tool_calls`, none of which the output holds, and at "
+            "improved fidelity (every repair on) the call is still not read: the model writes another family's "
+            "format, whatever the analysis found")
+
+
+def _unsent_tool_call(setup: _Setup, out: str, text: str
+                      ) -> tuple[dict[str, Any], dict[str, Any], int, str] | None:
+    """A JSON call object in ``text`` while the request offers no tools (none, or ``tool_choice`` none) that
+    parses as a call once its tool is offered: at this fidelity, else with the tolerance repairs that read it
+    (each alone first). ``(change, message, cost, evidence)`` of that request edit, or None."""
+    from ..chat.repairs import REPAIRS, RepairStage
+    from .model import tool_stub
+
+    req = setup.request
+    if req.tools and getattr(req.tool_choice, "value", req.tool_choice) != "none":
+        return None
+    name = _json_call_name(text) if len(out) <= TRIAGE_CHARS // 8 else None   # up to four parses: bounded
+    if name is None:
+        return None
+    change: dict[str, Any] = {"tools": list(req.tools or []) + [tool_stub(name)], "tool_choice": "auto"}
+    req2 = apply_request_change(req, change)
+    why = "has no tools" if not req.tools else "has tool_choice none"
+    ev = (f"the output holds a JSON call of {_q(name)} and the request {why}, so the parser reads no calls; "
+          f"with a tool {_q(name)} offered the output parses into a call")
+    try:
+        p = _parse(setup, out, request=req2)
+        if p.clean and p.message.tool_calls:
+            return {"request": change}, p.message.to_openai(), 2, ev
+        tolerance = tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT)
+        p = _parse(setup, out, repairs=tolerance, request=req2)
+        if not (p.clean and p.message.tool_calls):
+            return None
+        fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in p.message.repairs) if n in tolerance]
+        if not fired:
+            return ({"request": change, "fidelity": "improved"}, p.message.to_openai(), 3,
+                    ev + " at improved fidelity (its parser improvements read the syntax; no repair fires)")
+        for n in fired[:2]:
+            one = _parse(setup, out, repairs=(n,), request=req2)
+            if one.clean and len(one.message.tool_calls) >= len(p.message.tool_calls):
+                return ({"request": change, "repairs": [n]}, one.message.to_openai(), 3,
+                        ev + f" once the repair {_q(n)} reads its syntax, which the template's analysis does not give")
+        return ({"request": change, "repairs": fired}, p.message.to_openai(), 2 + len(fired),
+                ev + " once the repairs " + ", ".join(_q(n) for n in fired) + " read its syntax")
+    except Exception:  # noqa: BLE001 - a request that does not build gives no evidence
+        return None
 
 
 def _stripped_tokens(ins: list[Edit], setup: _Setup, out: str) -> str:
@@ -1087,7 +1239,9 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                     if not budget.take(len(ex.output)):
                         break
                     one = _parse(setup, ex.output, repairs=(n,))
-                    if ok(one):
+                    # a repair alone must keep every call the full set reads: a contract fallback (the stream's
+                    # view of a call the final grammar rejects) can settle "clean" with the later calls gone
+                    if ok(one) and len(one.message.tool_calls) >= len(imp.message.tool_calls):
                         out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` alone (improved "
                                              "fidelity with only this repair)", {"repairs": [n]},
                                              one.message.to_openai(), 1))
@@ -1109,7 +1263,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                             if not budget.take(len(ex.output)):
                                 break
                             one = _parse(setup, ex.output, repairs=(n,), request=req2)
-                            if ok(one):
+                            if ok(one) and len(one.message.tool_calls) >= len(both.message.tool_calls):
                                 out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` alone and "
                                                      "set parallel_tool_calls to true", {"repairs": [n],
                                                      "request": par}, one.message.to_openai(), 2))
@@ -1120,6 +1274,13 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                 {"repairs": fired, "request": par}, both.message.to_openai(), len(fired) + 1))
         except Exception:  # noqa: BLE001 - improved may not build; then no repair fix
             pass
+    if mistake == Mistake.TOOLS_NOT_SENT and ctx.get("unsent"):
+        change, message, cost, _ev = ctx["unsent"]
+        what = ", ".join(f"`{t['function']['name']}`" for t in change["request"]["tools"][-1:])
+        extra = (" and switch on " + ", ".join(f"`{n}`" for n in change["repairs"])) if change.get("repairs") else \
+            (" and parse at improved fidelity" if "fidelity" in change else "")
+        out.append(RankedFix(TriageFixKind.REQUEST, f"send the tool {what} in the request (tools){extra}: the "
+                             "output is a call of it", change, message, cost))
     # request edits of the schema
     req = setup.request
     if mistake in (Mistake.MISSING_REQUIRED, Mistake.TYPE_MISMATCH):
@@ -1395,7 +1556,10 @@ _WHY = {
 
 def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
     named = _json_call_name(ex.message.get("content") or ex.message.get("reasoning_content") or "")
-    if req is not None and named is not None and mistake in (Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.UNKNOWN_TOOL):
+    from .causes import tool_names
+
+    if req is not None and named is not None and named not in tool_names(req) \
+            and mistake in (Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.UNKNOWN_TOOL):
         near_name = _misnamed(named, req)
         return (f"the call names {_q(named)}, which the request does not declare"
                 + (f" (the model misspelt {_q(near_name)})" if near_name else "")
@@ -1421,7 +1585,7 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     tools = bool(setup.request.tools)
     near = None
     if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings):
-        near = nearest_output(setup, bundle, ex.output, budget, ctx)
+        near = nearest_output(setup, bundle, ex.output, budget, ctx, stop=ex.stop)
     content = ex.message.get("content") or ""
     if ex.clean and not ex.findings and ex.message.get("tool_calls") and not _SPECIAL_SHAPE.search(content) \
             and not any(m and m in content for m in ctx["markers"]):

@@ -38,6 +38,11 @@ def _check_cases(path: str) -> None:
                 if not isinstance(row, dict):
                     raise ChatTemplateExplorerError(f"{path}: line {n} is not a JSON object; --cases takes a "
                                                     "cases.jsonl file, one JSON object a line")
+                missing = [k for k in ("template", "messages", "input") if k not in row]
+                if missing:
+                    # a row without its output or messages compared two empty parses and counted as agreeing
+                    raise ChatTemplateExplorerError(f"{path}: line {n} has no {', '.join(missing)}; a cases.jsonl "
+                                                    "row needs template, messages and input")
     except OSError as e:
         raise ChatTemplateExplorerError(f"{path}: {e.strerror or e}") from None
     except UnicodeDecodeError as e:

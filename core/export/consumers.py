@@ -101,6 +101,22 @@ def vllm_template_problems(template: dict[str, Any]) -> list[str]:
     return out
 
 
+def vllm_flags(consumer: Consumer, template: dict[str, Any]) -> str:
+    """The ``vllm serve`` line for ``template``: vLLM refuses to start when ``--reasoning-parser hf`` meets a
+    template without a ``thinking`` field, or the tool-call parser one without ``tool_calls``, so each flag is
+    named only when its field is there."""
+    fields = template.get("fields") if isinstance(template.get("fields"), dict) else {}
+    parts = ["vllm serve MODEL"]
+    if "tool_calls" in fields:
+        tool_parser = "hf" if consumer == Consumer.VLLM_HF else "beam"
+        parts.append(f"--enable-auto-tool-choice --tool-call-parser {tool_parser}")
+    if "thinking" in fields:
+        parts.append("--reasoning-parser hf")
+    if len(parts) == 1:
+        parts.append("(no parser flag: the template has neither thinking nor tool_calls)")
+    return " ".join(parts) + " (vLLM >= 0.32)"
+
+
 def consumer_verdicts(template: dict[str, Any] | None, reasons: list[str] | None = None) -> list[ConsumerVerdict]:
     """Every consumer's verdict on an exported ``template`` (None: not exported, every consumer refuses with
     the export's ``reasons``)."""
@@ -110,10 +126,13 @@ def consumer_verdicts(template: dict[str, Any] | None, reasons: list[str] | None
         if template is None:
             out.append(ConsumerVerdict(consumer, False, list(reasons or ["not exported"]), [], flags, verified))
             continue
-        problems = vllm_template_problems(template) if consumer in (Consumer.VLLM_HF, Consumer.VLLM_BEAM) else []
+        problems = []
+        if consumer in (Consumer.VLLM_HF, Consumer.VLLM_BEAM):
+            problems = vllm_template_problems(template)
+            flags = vllm_flags(consumer, template)
         limits = list(VLLM_HF_REQUEST_LIMITS) if consumer == Consumer.VLLM_HF else []
         out.append(ConsumerVerdict(consumer, not problems, problems, limits, flags, verified))
     return out
 
 
-__all__ = ["Consumer", "ConsumerVerdict", "FLAGS", "consumer_verdicts", "vllm_template_problems"]
+__all__ = ["Consumer", "ConsumerVerdict", "FLAGS", "consumer_verdicts", "vllm_flags", "vllm_template_problems"]

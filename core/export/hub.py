@@ -9,10 +9,21 @@ from typing import Any
 from .tokenizer_config import merge_tokenizer_config
 
 
+_MARKDOWN_SPECIALS = frozenset("\\`[]<>!&|")
+
+
 def _cell(text: Any) -> str:
-    """Table-cell text: one line, pipes escaped, at most 160 characters (hostile template names and outputs)."""
-    s = " ".join(str(text).split()).replace("|", "\\|")
-    return s if len(s) <= 160 else s[:157] + "…"
+    """Untrusted text (template names, case ids, model outputs) as inert Markdown: one line, at most 160
+    characters, every character that could open a code span, link, image, HTML tag or comment, entity or table
+    cell backslash-escaped (emphasis is left: it cannot hide or link anything) (a name like ``x`<!--`` must not hide the rest of the description)."""
+    s = " ".join(str(text).split())
+    s = s if len(s) <= 160 else s[:157] + "…"
+    return "".join("\\" + ch if ch in _MARKDOWN_SPECIALS else ch for ch in s)
+
+
+def _code(text: str) -> str:
+    """Our own text (the engine flags) as a code span inside a table cell."""
+    return "`" + " ".join(text.split()).replace("`", "'").replace("|", "\\|") + "`"
 
 
 def pr_description(result: Any, verification: Any, merged: bool = True) -> str:
@@ -20,7 +31,7 @@ def pr_description(result: Any, verification: Any, merged: bool = True) -> str:
     proven by ``verification`` (a :class:`~core.export.verify.Verification`); ``merged``: whether the kit's
     tokenizer_config.json is the model's whole file (else it holds only the key to add)."""
     lines = [f"# Add a `response_template` to `tokenizer_config.json`", "",
-             f"This adds the declarative output format of this model's chat template (`{_cell(result.template)}`), "
+             f"This adds the declarative output format of this model's chat template ({_cell(result.template)}), "
              "so servers and `transformers` can split a reply into reasoning, content and tool calls without a "
              "model-specific parser.", ""]
     if not merged:
@@ -30,7 +41,7 @@ def pr_description(result: Any, verification: Any, merged: bool = True) -> str:
     lines += ["## Served by", "", "| engine | serves | how | refuses |", "|---|---|---|---|"]
     for c in result.consumers:
         refuses = "; ".join(c.refuses or [f"per request: {', '.join(c.request_limits)}" if c.request_limits else ""])
-        lines.append(f"| {c.consumer.value} | {'yes' if c.serves else 'no'} | `{_cell(c.flags)}` | {_cell(refuses)} |")
+        lines.append(f"| {c.consumer.value} | {'yes' if c.serves else 'no'} | {_code(c.flags)} | {_cell(refuses)} |")
     lines += ["", "## Verification", "",
               f"Every check parses the same model output with this `response_template` through transformers' own "
               f"parser (one-shot and streamed) and with a llama.cpp-faithful parser ({result.fidelity} fidelity); "

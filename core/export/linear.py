@@ -232,11 +232,61 @@ def _nullable(seq: list[Any]) -> bool:
     return True
 
 
-BOUNDED_WS = r"\s{0,%d}" % 1000
+WS_BOUND = 1000
+"""Most whitespace characters one ``\\s`` run of a delimiter takes (``\\s*`` is written ``\\s{0,1000}``)."""
+RUN_BOUND = 256
+"""Most characters any other run of a delimiter takes: a tool name, a call id, a recipient, the attributes or
+junk before a call's arguments (``[^\\s<>]+?`` is written ``[^\\s<>]{1,256}?``). Four times the 64 characters
+OpenAI allows in a function name; the longest name or id in the reference cases and tests is 28."""
+REPEAT_BOUND = 4
+"""Most repeats of a repeated multi-character group (``(?:<|START_RESPONSE|>\\s*)+``: the opener from the
+generation prompt and once more from the model is two)."""
+
+
+def _bounded_quant(q: str, bound: int) -> str:
+    """The quantifier ``q`` with an upper bound of at least ``bound`` when it has none (lazy or possessive kept)."""
+    if not _unbounded_quant(q):
+        return q
+    core, mode = (q[:-1], q[-1]) if len(q) > 1 and q[-1] in "?+" else (q, "")
+    lo = {"*": 0, "+": 1}[core] if core in ("*", "+") else int(core[1:-2])
+    return "{%d,%d}%s" % (lo, max(lo, bound), mode)
+
+
+def _one_char_body(g: _Group) -> bool:
+    """Whether each repeat of ``g`` takes exactly one character: every alternative is lookarounds, then one
+    unquantified atom (``(?:(?!X).)``, ``(?:a|b)``)."""
+    for a in g.alts:
+        body = [e for e in a if not (isinstance(e, _Group) and e.open.startswith("(?") and e.open[2] in "=!<")]
+        if len(body) != 1 or not isinstance(body[0], _Atom) or _quant_start(body[0].text) != len(body[0].text):
+            return False
+    return True
+
+
+def _bound_runs(seq: list[Any]) -> list[Any]:
+    """``seq`` with every quantifier that has no upper bound given one (:data:`WS_BOUND`, :data:`RUN_BOUND`,
+    :data:`REPEAT_BOUND`), in groups and lookarounds too."""
+    out: list[Any] = []
+    for e in seq:
+        if isinstance(e, _Atom):
+            i = _quant_start(e.text)
+            base = e.text[:i]
+            out.append(_Atom(base + _bounded_quant(e.text[i:], WS_BOUND if base == r"\s" else RUN_BOUND)))
+            continue
+        e.alts = [_bound_runs(a) for a in e.alts]
+        if e.quant:
+            if _one_char_body(e):
+                ws = all(x.text == r"\s" for a in e.alts for x in a if isinstance(x, _Atom))
+                bound = WS_BOUND if ws else RUN_BOUND
+            else:
+                bound = REPEAT_BOUND
+            e.close = ")" + _bounded_quant(e.quant, bound)
+        out.append(e)
+    return out
 
 
 def _bound_leading(seq: list[Any]) -> list[Any]:
-    """``seq`` with each ``\\s*`` inside the optional parts it may start with bounded (:data:`BOUNDED_WS`)."""
+    """``seq`` with each ``\\s*`` inside the optional parts it may start with bounded first, so that
+    :func:`_hide_required` does not count them as parts of unbounded length."""
     for e in seq:
         if isinstance(e, _Atom):
             if _zero_width(e):
@@ -246,17 +296,17 @@ def _bound_leading(seq: list[Any]) -> list[Any]:
             or any(_nullable(a) for a in e.alts)
         if not free:
             return seq
-        e.alts = [_bound_all(a) for a in e.alts]
+        e.alts = [_bound_ws(a) for a in e.alts]
     return seq
 
 
-def _bound_all(seq: list[Any]) -> list[Any]:
+def _bound_ws(seq: list[Any]) -> list[Any]:
     out = []
     for e in seq:
         if isinstance(e, _Atom):
-            out.append(_Atom(BOUNDED_WS) if e.is_ws else e)
+            out.append(_Atom(r"\s{0,%d}" % WS_BOUND) if e.is_ws else e)
         else:
-            e.alts = [_bound_all(a) for a in e.alts]
+            e.alts = [_bound_ws(a) for a in e.alts]
             out.append(e)
     return out
 
@@ -333,16 +383,18 @@ def _hide_required(seq: list[Any], after: bool) -> tuple[list[Any], bool]:
     return out, after
 
 
-def linear_delimiter(pattern: str, *, search: bool = True) -> str:
+def linear_delimiter(pattern: str, *, search: bool = True, bounded: bool = True) -> str:
     """``pattern`` with its whitespace runs placed as the module says (``search``: also without a leading
-    ``\\s*``, bounded inside the optional parts it may start with, and, unless it starts with a literal, the
-    literal texts it needs after a run of unbounded length left to an alternation)."""
+    ``\\s*`` and, unless it starts with a literal, the literal texts it needs after a run of unbounded length
+    left to an alternation; ``bounded``: every run and repeat given an upper bound)."""
     alts = [_dedupe(seq, False)[0] for seq in parse(pattern)]
     if search:
         alts = [_bound_leading(_strip_leading(seq)) for seq in alts]
         if len(alts) == 1 and not _starts_literal(alts[0]) and not (
                 alts[0] and isinstance(alts[0][0], _Atom) and alts[0][0].text == r"\A"):
             alts = [_hide_required(alts[0], False)[0]]
+    if bounded:
+        alts = [_bound_runs(seq) for seq in alts]
     return render(alts)
 
 

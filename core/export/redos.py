@@ -4,7 +4,7 @@ and grammar trigger patterns): a static check on the pattern's parse tree, plus 
 The consumers run our patterns on model output with ``search`` (transformers' ``ResponseParser`` tries every
 start position, with the ``regex`` module's partial matching while streaming) or ``finditer``, with ``DOTALL``.
 A *run* is a repeat of one character class with no upper bound or a bound above one (``\\s*``, ``[^<>]+?``,
-``.*?``). The check reports, per pattern, :class:`Finding` rows of four kinds:
+``.*?``). The check reports, per pattern, :class:`Finding` rows of these kinds:
 
 * ``ADJACENT``: two runs whose classes share a character can match the same text one after the other (only
   optional or zero-width items between them: ``\\s*\\s*``, ``\\s*(?:\\s*X)?``, ``(?:X\\s*)?\\s*``) — every split
@@ -20,9 +20,15 @@ A *run* is a repeat of one character class with no upper bound or a bound above 
 * ``PARTIAL``: a run without an upper bound inside an optional part the pattern may start with
   (``(?:<s>\\s*)?<f>``): linear for ``re``, but the ``regex`` module's partial search — what transformers runs
   on every streamed chunk — is quadratic on a text repeating the first character (measured: 0.06 s at 5k,
-  1.6 s at 20k characters of ``<``), where ``(?:<s>\\s{0,1000})?<f>`` is not.
+  1.6 s at 20k characters of ``<``), where ``(?:<s>\\s{0,1000})?<f>`` is not;
+* ``STREAM`` (delimiters only: ``open_pattern`` / ``close_pattern``): a match that can reach more than
+  :data:`STREAM_MAX_CHARS` characters, or any run or repeat without an upper bound. transformers'
+  ``ResponseParser`` holds a delimiter back while it may still grow (a partial match, or a complete one ending
+  at the buffer's end) and searches it again from its start on every chunk: a name, id or whitespace run that
+  keeps growing is read again on each feed, quadratic in the stream (Solar Open's llama.cpp export: 26.6 s of
+  CPU for 20,000 letters fed 3 at a time). :mod:`core.export.linear` bounds every run.
 
-A pattern that is one run and nothing else is exempt from the last two (it never fails after scanning).
+A pattern that is one run and nothing else is exempt from LEADING and SPAN (it never fails after scanning).
 
 Failure model: the check is sound for these four shapes over the syntax we emit (literals, classes, categories,
 groups, alternations, optional/repeated groups, lookarounds, ``\\A``/``\\Z``) and conservative: a flagged
@@ -47,7 +53,8 @@ from typing import Any, Iterable
 
 @dataclass(frozen=True)
 class Finding:
-    """One reason a pattern is not linear: ``kind`` (ADJACENT, NESTED, LEADING, SPAN) and ``detail``."""
+    """One reason a pattern is not linear: ``kind`` (ADJACENT, NESTED, LEADING, SPAN, PARTIAL, STREAM) and
+    ``detail``."""
 
     kind: str
     detail: str
@@ -290,12 +297,15 @@ def _item_text(item: Any) -> str:
     return "[…]"
 
 
-def check_pattern(pattern: str, *, search: bool = True, partial: bool = True) -> list[Finding]:
+def check_pattern(pattern: str, *, search: bool = True, partial: bool = True,
+                  streamed: bool = False) -> list[Finding]:
     """The findings for ``pattern`` ([] when linear for the shapes above). ``search``: the consumer tries every
     start position (delimiters, tag patterns); False for a pattern only ever matched at one position.
     ``partial``: the consumer may run the search in the regex module's partial mode (transformers' delimiters);
     False leaves out the two ``PARTIAL`` shapes (Python's ``re``, ``finditer`` over a finished text, llama.cpp's
-    triggers). Raises ``re.error`` for a pattern Python's ``re`` cannot parse."""
+    triggers). ``streamed``: the pattern is a delimiter transformers' ``ResponseParser`` watches while streaming
+    (``open_pattern`` / ``close_pattern``): also the ``STREAM`` shape. Raises ``re.error`` for a pattern Python's
+    ``re`` cannot parse."""
     ch = _Checker(pattern)
     info = ch.seq(ch.tree, top=True)
     out = list(ch.findings)
@@ -326,6 +336,14 @@ def check_pattern(pattern: str, *, search: bool = True, partial: bool = True) ->
                 shown = "".join(next(iter(c)) if len(c) == 1 else "…" for c in crossed[0])
                 out.append(Finding("SPAN", f"{r.text} can run across a new start of the pattern "
                                            f"({shown!r})"))
+    if streamed:
+        width = _scan_width(ch.tree)
+        if width is None or width > STREAM_MAX_CHARS:
+            what = f"{_unbounded_run(ch.tree)} has no upper bound" if width is None \
+                else f"a match can reach {width:,} characters"
+            out.append(Finding("STREAM", f"{what}: transformers' streaming parser searches a delimiter that may still "
+                                         "grow again from its start on every chunk; bound every run "
+                                         f"(at most {STREAM_MAX_CHARS:,} characters a match)"))
     seen, uniq = set(), []
     for f in out:
         if (f.kind, f.detail) not in seen:
@@ -350,6 +368,66 @@ def _literal_start(items: Any) -> bool:
             return _literal_start(av[2])
         return False
     return False
+
+
+STREAM_MAX_CHARS = 8192
+"""Most characters a streamed delimiter may reach from its start, lookaheads included: what each chunk fed to
+transformers' ``ResponseParser`` can cost again while the delimiter is pending (the corpus's exports reach at
+most 5,581 with :mod:`core.export.linear`'s bounds)."""
+
+
+def _scan_width(items: Any) -> int | None:
+    """The most characters a match of ``items`` reads from where it starts, lookaheads included (lookbehinds
+    read back, before the start); None when unbounded."""
+    w = _widths(items)
+    return None if w is None else w[1]
+
+
+def _widths(items: Any) -> tuple[int, int] | None:
+    """(most characters consumed, most characters read) by a match of ``items``; None when unbounded."""
+    used = reach = 0
+    for op, av in items:
+        if op in _REPEATS:
+            b = _widths(av[2])
+            if b is None or (av[1] == C.MAXREPEAT and b[0] > 0):
+                return None
+            n = av[1] if b[0] > 0 else min(av[1], 1)
+            w = (b[0] * n, b[0] * (n - 1) + b[1]) if n else (0, 0)
+        elif op is C.SUBPATTERN:
+            w = _widths(av[3])
+        elif op is C.ATOMIC_GROUP:
+            w = _widths(av)
+        elif op is C.BRANCH:
+            ws = [_widths(alt) for alt in av[1]]
+            w = None if None in ws else (max((x[0] for x in ws), default=0), max((x[1] for x in ws), default=0))
+        elif op in (C.ASSERT, C.ASSERT_NOT):
+            b = _widths(av[1]) if av[0] == 1 else (0, 0)
+            w = None if b is None else (0, b[1])
+        elif op is C.AT:
+            w = (0, 0)
+        elif op in (C.GROUPREF, C.GROUPREF_EXISTS):
+            w = None
+        else:
+            w = (1, 1)
+        if w is None:
+            return None
+        reach = max(reach, used + w[1])
+        used += w[0]
+    return used, reach
+
+
+def _unbounded_run(items: Any) -> str:
+    """The text of the first repeat in ``items`` without an upper bound."""
+    for op, av in items:
+        if op in _REPEATS and av[1] == C.MAXREPEAT:
+            return _show_run(av[2][0], av[0], av[1], op)[4:] if len(av[2]) == 1 else "a repeated group"
+        for body in ([av[2]] if op in _REPEATS else [av[3]] if op is C.SUBPATTERN else list(av[1])
+                     if op is C.BRANCH else [av[1]] if op in (C.ASSERT, C.ASSERT_NOT) else
+                     [av] if op is C.ATOMIC_GROUP else []):
+            found = _unbounded_run(body)
+            if found:
+                return found
+    return ""
 
 
 def _unbounded(items: Any) -> bool:
@@ -412,7 +490,9 @@ def check_response_template(rt: dict[str, Any]) -> dict[str, list[Finding]]:
     out: dict[str, list[Finding]] = {}
     for where, pattern in response_template_patterns(rt):
         # the start anchor and tag patterns run with finditer over a finished text, never in partial mode
-        found = check_pattern(pattern, partial=not where.endswith(("start_anchor_pattern", "tag_pattern")))
+        # open_pattern / close_pattern are the delimiters the streaming parser watches (STREAM)
+        found = check_pattern(pattern, partial=not where.endswith(("start_anchor_pattern", "tag_pattern")),
+                              streamed=where.endswith(("open_pattern", "close_pattern")))
         if found:
             out[f"{where}: {pattern}"] = found
     return out
@@ -454,7 +534,7 @@ def fuzz_outputs(rt: dict[str, Any], n: int = 10_000) -> dict[str, str]:
     """Hostile model outputs for ``rt``, about ``n`` characters each: ``n`` spaces (with and without a final
     letter), and for every marker (literal text of its patterns): the marker repeated, the marker less its last
     character repeated (near misses), a long run of each of its characters followed by a letter, and the marker
-    followed by ``n`` spaces. Name → output."""
+    followed by ``n`` spaces or by ``n`` letters (a name or id that never ends). Name → output."""
     outs = {"spaces": " " * n, "spaces+letter": " " * n + "a", "newlines+letter": "\n" * n + "a"}
     markers: list[str] = []
     for _, p in response_template_patterns(rt):
@@ -467,6 +547,7 @@ def fuzz_outputs(rt: dict[str, Any], n: int = 10_000) -> dict[str, str]:
         if len(m) > 1:
             outs[f"near-miss {m[:-1]!r}"] = m[:-1] * max(1, n // (len(m) - 1)) + "a"
         outs[f"{m!r}+spaces"] = m + " " * n + "a"
+        outs[f"{m!r}+letters"] = m + "a" * n
         for c in sorted(set(m)):
             outs.setdefault(f"run {c!r}", c * n + "a")
     return outs

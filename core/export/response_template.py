@@ -569,8 +569,9 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
         # core/chat/formats/gpt_oss.py: messages <|channel|>CHANNEL…<|message|>TEXT<|end|>, each after
         # <|start|>assistant (dropped between regions); analysis is reasoning, final and a recipient-less
         # commentary are content; a call names "to=functions.NAME" in the role header or after the channel;
-        # calls to other recipients are consumed whole by a field that stays empty (transformers drops it)
-        rest = r"(?:(?!<\|end\|>|<\|call\|>|<\|return\|>).)*"
+        # calls to other recipients are read into a field whose transform empties it (transformers drops empty
+        # values); the body is the field's region, not part of its opener: a delimiter's runs are bounded
+        # (core/export/linear.py) and such a body (code for a python tool) can be long
         constraint = r"(?:\s*<\|constrain\|>\s*[A-Za-z0-9_-]+|\s+[A-Za-z0-9_-]+)?"
         fields = {
             think: {"open": "<|channel|>analysis<|message|>", "close_pattern": r"<\|end\|>", "content": "text"},
@@ -584,8 +585,8 @@ def _special(handler: str, analysis: Any, gp: str, flavour: Flavour, prompt: str
                         "close_pattern": r"<\|end\|>|<\|return\|>", "content": "text"},
             "other_recipient": {
                 "open_pattern": (r"(?: to=(?!functions\.|assistant)[^<\s]+<\|channel\|>[a-z]+|<\|channel\|>[a-z]+ "
-                                 r"to=(?!functions\.|assistant)[^<\s]+)" + constraint + r"<\|message\|>" + rest),
-                "close_pattern": "", "content": "text"}}
+                                 r"to=(?!functions\.|assistant)[^<\s]+)" + constraint + r"<\|message\|>"),
+                "close_pattern": r"(?=<\|end\|>|<\|call\|>|<\|return\|>)", "content": "text", "transform": ""}}
         # the turn starts after the last message that is not the assistant's: a continued turn holds several
         # <|start|>assistant messages (the prefilled analysis, then the final one)
         anchor = r"<\|start\|>(?:user|system|developer|functions\.)(?:(?!<\|end\|>).)*<\|end\|>"

@@ -51,6 +51,13 @@ def show_findings(report: Any, *, key: str = "lint") -> None:
             st.caption(md("Hint: " + f.hint))
 
 
+def _as_visitor(visitor: str | None, fn: Callable[..., Any], *args: Any) -> Any:
+    from core.serving import set_visitor
+
+    set_visitor(visitor)
+    return fn(*args)
+
+
 def corpus_lint(paths: list[str], fidelity: str, progress: Callable[[float, str], None]) -> dict[str, dict[str, Any]]:
     """Lint ``paths`` two at a time, each in a limited worker (:func:`core.isolated_ops.lint_file`); template
     name → row of lint columns (``lint_errors``, ``lint_warnings``, ``lint_info``, ``lint_kinds``, ``lint_ids``).
@@ -58,10 +65,12 @@ def corpus_lint(paths: list[str], fidelity: str, progress: Callable[[float, str]
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from core.isolated_ops import lint_file
+    from core.serving import current_visitor
 
+    visitor = current_visitor()  # the pool's threads work for this run's visitor (its share of the workers)
     reports = []
     with ThreadPoolExecutor(2) as pool:  # the threads only wait on their workers' pipes
-        futures = [pool.submit(lint_file, p, fidelity) for p in paths]
+        futures = [pool.submit(_as_visitor, visitor, lint_file, p, fidelity) for p in paths]
         for done, f in enumerate(as_completed(futures), 1):
             reports.append(f.result())
             progress(done / len(paths), f"Lint {done}/{len(paths)} · {reports[-1].template}")

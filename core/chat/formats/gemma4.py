@@ -307,7 +307,8 @@ def _converted(text: str, string: str, types: dict[str, str] | None) -> str:
     return out
 
 
-ARGS_TAG = register_args_converter("gemma4", gemma_args_json)
+# an open string value is the end of the partial conversion: its text streams escaped (mapper.HOOK_STRINGS)
+ARGS_TAG = register_args_converter("gemma4", gemma_args_json, strings=("gemma4-string-content",))
 
 
 def typed_value(json_text: str, schema_type: Any) -> str:

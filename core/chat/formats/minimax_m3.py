@@ -112,7 +112,8 @@ def _arguments(source: str, node: AstNode) -> str:
     return "{" + ",".join(_members(source, node)[0])
 
 
-ARGS_TAG = register_args_hook("minimax-m3", _arguments)
+# an open string value ends the partial arguments (_value): its text streams escaped (mapper.HOOK_STRINGS)
+ARGS_TAG = register_args_hook("minimax-m3", _arguments, strings=(STRING,))
 
 
 def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, report: Any = None,

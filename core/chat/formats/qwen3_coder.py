@@ -166,6 +166,9 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             tool_call = p.rule("tool-call", xml_call)
             first = p.rule("tool-call-first", first_call) if is_qwen3_coder else tool_call
             calls = first + p.zero_or_more(tool_call) if request.parallel_tool_calls else first
+            if "tag-whitespace" in p.repairs:
+                late.append(lambda calls=calls: p.widen_late(
+                    calls, "tag-whitespace", lambda _: _indented_calls(p, request, mistyped)))
             tool_calls = p.trigger_rule("tool-call-root", p.repeat(calls, min_calls, 1))
             tree = prefix + (reasoning << p.content(p.until_one_of(tool_call_starts)) << tool_calls)
             for widen in late:
@@ -187,6 +190,41 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                             ("tool", "<|im_start|>tool_response"), ("user", "<|im_start|>user"),
                             ("system", "<|im_start|>system")],
         notes=notes)
+
+
+def _indented_calls(p: Any, request: Any, mistyped: bool) -> Any:
+    """Repair tag-whitespace, indented layout (tried after the template's): every tag of the call may follow
+    whitespace (the markup indented as a block, SGLang's qwen3coder fixtures) and a string value is read without
+    the whitespace at its ends, as SGLang's and vLLM's parsers strip it. Only reached when the template's layout
+    fails, so a value whose own indentation matters under an unindented tag (reference ref-0008) keeps it."""
+    ws = p.space()
+    close = ws + p.tool_arg_close(p.literal("</parameter>"))
+    word = p.one_or_more(p.choice(p.chars("[^ \\t\\n\\r<]"), p.literal("<") + p.negate(p.literal("/parameter>"))))
+    trimmed = word + p.zero_or_more(p.chars("[ \\t\\n\\r]") + word)
+    string = p.tool_arg_string_value(trimmed) + close
+    funcs = []
+    for idx, fn in foreach_function_indexed(request.tools):
+        required, optional = [], []
+        for j, (pname, pschema, is_req) in enumerate(foreach_parameter(fn)):
+            name = f"tool-{idx}-arg-{j}-indented"
+            opener = p.tool_arg_open(ws + "<parameter=" + p.tool_arg_name(p.literal(pname)) + ">")
+            value = p.tagged_arg_value(name, pschema, string, close, mistyped=mistyped)
+            (required if is_req else optional).append(p.rule(name, p.tool_arg(opener + ws + value)))
+        args = p.permute(f"tool-{idx}-args-indented", required)
+        if optional:
+            args = args + p.zero_or_more(p.choice(*optional))
+        funcs.append(p.tool(p.tool_open(ws + "<function=" + p.tool_name(p.literal(fn["name"])) + ">")
+                            + p.tool_args(args) + p.tool_close(ws + "</function>")))
+    call = ws + "<tool_call>" + p.choice(*funcs) + ws + p.choice(p.literal("</tool_call>"), p.end()) + ws
+    if not request.parallel_tool_calls:
+        return call
+    later = call
+    if "content-between-calls" in p.repairs:
+        # repair content-between-calls: text between two indented calls is content, without the layout around it
+        piece = p.one_or_more(p.choice(p.chars("[^ \\t\\n\\r<]"), p.literal("<") + p.negate(p.literal("tool_call>"))))
+        text = p.content(piece + p.zero_or_more(p.chars("[ \\t\\n\\r]") + piece))
+        later = p.choice(call, p.repair("content-between-calls", text + call))
+    return call + p.zero_or_more(later)
 
 
 __all__ = ["NAME", "build"]
