@@ -56,3 +56,19 @@ def test_a_dropped_name_inside_an_opener_is_a_lost_word(fidelity):
     parser = _parser(fidelity)
     assert [w for w, _ in lost_word_spans("Hi there [get_weather", AssistantMessage(content="Hi there "),
                                           parser_marks(parser))] == ["get", "weather"]
+
+
+@pytest.mark.parametrize("prefix", ["", "Hi "])
+@pytest.mark.parametrize("cut", [13, 15])
+def test_output_cut_after_a_whole_named_opener_keeps_the_bracket(prefix, cut):
+    """``[get_weather(`` whole, then the end of the output (a cut argument list): the call is dropped as
+    ``truncated-call`` and its text comes back from the ``[`` (before the fix: ``get_weather(``, the ``[`` lost)."""
+    parser = _parser("improved")
+    out = prefix + ("[get_weather(x=" if cut == 15 else _case()["output"][:cut])
+    assert out.endswith("[get_weather(" if cut == 13 else "[get_weather(x=")
+    msg = parser.parse(out)
+    assert msg.content == out and not msg.tool_calls
+    (cut_call,) = [r for r in msg.repairs if r.name == "truncated-call"]
+    assert cut_call.start == len(prefix)
+    for chunk in (1, 2, 3, 7, len(out)):
+        assert stream_deltas(parser, out, chunk=chunk)[1].to_openai() == msg.to_openai()

@@ -802,6 +802,8 @@ def _tail_span(parser: Any, output: str, final: AssistantMessage, view: Assistan
         opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
     if opener < 0:
         opener = _pattern_opener(parser, output, at)
+    if opener < 0:   # an opener holding the name (Llama 4's pythonic "[get_weather("), whole or cut
+        opener = _cut_marker_start(parser, output, at)
     if opener >= 0:
         return opener
     # a JSON call without the template's markers (unmarked-calls, fenced-calls): the object around the name
@@ -941,9 +943,10 @@ CUT_MARKER_MAX = 64
 
 
 def _cut_marker_start(parser: Any, output: str, at: int) -> int:
-    """Where a call opener of ``parser`` that holds a tool name and that the output ends inside (cut) starts,
-    when it starts at or before ``at``, else -1: Llama 4's pythonic opener ``[get_weather(`` cut to ``[get_wea``
-    is one construct, and its text comes back whole (not ``wea`` alone)."""
+    """Where a call opener of ``parser`` that holds a tool name starts, when it covers ``at`` (starts at or
+    before it) whole or cut by the end of the output, else -1: Llama 4's pythonic opener ``[get_weather(``, whole
+    before a cut argument list or cut to ``[get_wea``, is one construct, and its text comes back whole (not
+    ``get_weather(`` or ``wea`` alone)."""
     from .lossless import _tool_names, _without, markup_of
 
     request, analysis, _ = getattr(parser, "lossless_context", None) or (None, None, "")
@@ -952,6 +955,9 @@ def _cut_marker_start(parser: Any, output: str, at: int) -> int:
     for m in set(markup_of(parser, request, analysis)):
         if len(m) < 2 or len(m) > CUT_MARKER_MAX or _without(m, sorted(names)) == m:
             continue
+        whole = output.find(m, max(0, at - len(m) + 1), at + len(m))
+        if whole >= 0:
+            best = whole if best < 0 else min(best, whole)
         for k in range(max(0, len(output) - len(m) + 1), min(at, len(output) - 1) + 1):
             if m.startswith(output[k:]):
                 best = k if best < 0 else min(best, k)
