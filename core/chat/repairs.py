@@ -886,14 +886,17 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
 
 
 PINNED_DROP_FORMATS: dict[str, str] = {
-    "gpt-oss": r"\bto=(?!functions\.)",
+    # a complete recipient (name then a space or a marker) that is neither a function nor the assistant (a
+    # tool's reply header, ref-0430): a cut "to=functi" is not a built-in call, its text is the output's. The name
+    # stops at "=" so the scans from successive "to=" never overlap (linear on "to=to=to=…")
+    "gpt-oss": r"\bto=(?!functions\.|assistant\b)[^\s<=]+(?=[\s<])",
     # K2 Horizon with a response format and reasoning_format none reads the think block and drops it before the
     # JSON answer (b11549 tests/test-chat.cpp, case k2h-schema-format-none in tests/data/b11549)
     "k2-horizon": r"</ifm\|think(?:_fast|_faster)?>",
 }
 """Parser formats (with a pattern of the dropped text) whose llama.cpp grammar reads and drops text the reference
-pins as dropped (GPT-OSS calls to a built-in tool, ``<|start|>assistant to=container.exec…``: ref-0428, ref-0429). ``unparsed-text`` there only
-reports the text (the message stays llama.cpp's, at both fidelities: a built-in tool is the server's to run,
+pins as dropped (GPT-OSS calls to a built-in tool, ``<|start|>assistant to=container.exec…``: ref-0428, ref-0429;
+a recipient cut by the end of the output is not one). ``unparsed-text`` there only reports the text (the message stays llama.cpp's, at both fidelities: a built-in tool is the server's to run,
 and the improved fidelity keeps every reference case)."""
 
 
