@@ -436,6 +436,12 @@ _PARTIAL_MEMO: tuple[Any, str, tuple[AssistantMessage, ParseResult | None, str |
 """The last partial :meth:`GeneratedParser.parse_detailed` without a stream state: (weak reference to the
 parser, output, result, :meth:`GeneratedParser.partial_view_end`). One entry for the process (a 256 KB output and its message at most), replaced as one
 tuple so threads never see half of it."""
+_LAST_RUNS = threading.local()
+"""Per thread, the uncached parses (:meth:`GeneratedParser._run` without a stream state) of the last
+``_LAST_RUNS_KEPT`` texts, by entry point: a final parse, the partial parse that settles it and explain's trace
+parse the same 256 KB text from the same entries (issue 24). A result is never modified once made."""
+_LAST_RUNS_KEPT = 2
+_LAST_RUNS_CHARS = 1 << 19   # longer texts are not kept (their parse trees would stay alive with the thread)
 _VIEW_END = threading.local()   # the partial parse's view prefix, handed from _parse_detailed to parse_detailed
 
 
@@ -546,9 +552,27 @@ class GeneratedParser:
 
     def _run(self, entry: str | None, text: str, state: ParserState | None) -> ParseResult | None:
         """The lenient parse of ``text`` from ``entry``; None on absurd nesting (RecursionError/MemoryError)."""
+        if state is None and len(text) <= _LAST_RUNS_CHARS:
+            last = _LAST_RUNS.__dict__.setdefault("runs", [])
+            for arena, t, results in last:
+                if arena is self.arena and t == text:
+                    if entry not in results:
+                        results[entry] = self._run_uncached(entry, text)
+                    return results[entry]
+            r = self._run_uncached(entry, text)
+            last.insert(0, (self.arena, text, {entry: r}))
+            del last[_LAST_RUNS_KEPT:]
+            return r
+        if state is None:
+            return self._run_uncached(entry, text)
         try:
-            cache = state.cache(entry) if state is not None else None
-            return self.arena.parse(text, lenient=True, entry=entry, cache=cache)
+            return self.arena.parse(text, lenient=True, entry=entry, cache=state.cache(entry))
+        except (RecursionError, MemoryError):
+            return None
+
+    def _run_uncached(self, entry: str | None, text: str) -> ParseResult | None:
+        try:
+            return self.arena.parse(text, lenient=True, entry=entry)
         except (RecursionError, MemoryError):
             return None
 
