@@ -293,39 +293,18 @@ class OracleReport:
     differences: list[Difference] = field(default_factory=list)
 
 
-def _args_key(a: Any) -> str:
-    if isinstance(a, (dict, list)):
-        return json.dumps(a, sort_keys=True)
-    try:
-        return json.dumps(json.loads(a), sort_keys=True)
-    except (TypeError, ValueError):
-        return ""
-
-
 def message_difference(expect: dict, got: Any) -> str | None:
-    """How ``got`` differs from ``expect`` under the reference's comparison (../shared/reference/README.md), or
-    None when they are equal."""
+    """How ``got`` differs from ``expect`` under the reference's comparison (../shared/reference/README.md,
+    :func:`core.chat.roundtrip.compare_messages`), or None when they are equal."""
+    from core.chat.roundtrip import compare_messages
+
     if not isinstance(got, dict):
         return "no message"
     if "error" in got:
         return f"error {str(got['error'])[:120]!r}"
-    for k in ("content", "reasoning_content"):
-        e, g = (expect.get(k) or "").strip(), got.get(k) or ""
-        g = g.strip() if isinstance(g, str) else json.dumps(g)
-        if e != g:
-            return f"{k}: reference {e[:80]!r}, oracle {g[:80]!r}"
-    et, gt = expect.get("tool_calls") or [], got.get("tool_calls") or []
-    if len(et) != len(gt):
-        return f"tool_calls: reference {len(et)}, oracle {len(gt)}"
-    for i, (e, g) in enumerate(zip(et, gt)):
-        ef, gf = e.get("function") or {}, g.get("function") or {}
-        if ef.get("name") != gf.get("name"):
-            return f"tool_calls[{i}].name: reference {ef.get('name')!r}, oracle {gf.get('name')!r}"
-        if _args_key(ef.get("arguments", "")) != _args_key(gf.get("arguments", "")):
-            return f"tool_calls[{i}].arguments: reference {ef.get('arguments')!r}, oracle {gf.get('arguments')!r}"
-        if e.get("id") and e.get("id") != g.get("id"):
-            return f"tool_calls[{i}].id: reference {e.get('id')!r}, oracle {g.get('id')!r}"
-    return None
+    text = {k: v if isinstance(v, str) or v is None else json.dumps(v)
+            for k, v in got.items() if k in ("content", "reasoning_content")}
+    return compare_messages(expect, {**got, **text})
 
 
 def _retraction(before: dict, after: dict) -> str | None:

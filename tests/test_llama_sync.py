@@ -133,7 +133,7 @@ def test_oracle_diff_names_a_changed_answer(tmp_path, monkeypatch):
     report = llama_sync.oracle_diff(_fake_oracle(tmp_path, upstream), SHARED, [upstream])
     assert report.cases_same == 353
     assert [(d.kind, d.id) for d in report.differences] == [("case", "ref-0000")]
-    assert report.differences[0].what == "content: reference \"Hello, world!\\nWhat's up?\", oracle 'changed'"
+    assert report.differences[0].what == "content: expected \"Hello, world!\\nWhat's up?\", got 'changed'"
 
 
 def test_parse_request_takes_llama_servers_continuation_values(tmp_path):

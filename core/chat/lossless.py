@@ -234,6 +234,15 @@ def _glued_to_markup(word: str, have: set[str], marks: frozenset[str]) -> bool:
     return False
 
 
+def _without(s: str, names: list[str]) -> str:
+    """``s`` with each occurrence of a tool name of :data:`MIN_WORD` or more characters that stands apart (not
+    inside a longer word: a tool "a" leaves "name" alone) replaced by a space."""
+    for n in names:
+        if len(n) >= MIN_WORD and n in s:
+            s = re.sub(r"(?<![^\W_])%s(?![^\W_])" % re.escape(n), " ", s)
+    return s
+
+
 def parser_marks(parser: Any) -> frozenset[str]:
     """The markup words of ``parser`` (:func:`markup_of` with the request, analysis and format that
     :func:`core.chat.pipeline.build_chat_parser` attached as ``lossless_context``), computed once per parser."""
@@ -241,7 +250,11 @@ def parser_marks(parser: Any) -> frozenset[str]:
     if cached is not None:
         return cached
     request, analysis, fmt = getattr(parser, "lossless_context", None) or (None, None, "")
-    marks = markup_words(markup_of(parser, request, analysis) + list(SKIPPED_MARKUP.get(fmt, ())))
+    strs = markup_of(parser, request, analysis)
+    tools = sorted(_tool_names(request), key=len, reverse=True)
+    if tools:   # a marker that holds a tool name (Llama 4's pythonic "[get_weather(") does not make it markup
+        strs = [_without(s, tools) for s in strs]
+    marks = markup_words(strs + list(SKIPPED_MARKUP.get(fmt, ())))
     try:
         parser._lossless_marks = marks
     except AttributeError:   # a parser that takes no attributes: computed again next time

@@ -931,7 +931,32 @@ def _opener_before(parser: Any, output: str, at: int) -> int:
         opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
     if opener < 0:
         opener = _pattern_opener(parser, output, at)
+    if opener < 0:
+        opener = _cut_marker_start(parser, output, at)
     return opener if opener >= 0 else at
+
+
+CUT_MARKER_MAX = 64
+"""Longest markup string :func:`_cut_marker_start` tries (keeps it linear on a hostile output)."""
+
+
+def _cut_marker_start(parser: Any, output: str, at: int) -> int:
+    """Where a call opener of ``parser`` that holds a tool name and that the output ends inside (cut) starts,
+    when it starts at or before ``at``, else -1: Llama 4's pythonic opener ``[get_weather(`` cut to ``[get_wea``
+    is one construct, and its text comes back whole (not ``wea`` alone)."""
+    from .lossless import _tool_names, _without, markup_of
+
+    request, analysis, _ = getattr(parser, "lossless_context", None) or (None, None, "")
+    names = _tool_names(request)
+    best = -1
+    for m in set(markup_of(parser, request, analysis)):
+        if len(m) < 2 or len(m) > CUT_MARKER_MAX or _without(m, sorted(names)) == m:
+            continue
+        for k in range(max(0, len(output) - len(m) + 1), min(at, len(output) - 1) + 1):
+            if m.startswith(output[k:]):
+                best = k if best < 0 else min(best, k)
+                break
+    return best
 
 
 def content_with_tail(content: str, tail: str) -> str:
