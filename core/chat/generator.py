@@ -363,6 +363,54 @@ def consistent_view(text: str, floor: int, probe: Callable[[int], Probe], top: P
     return ref if ref is not None else AssistantMessage()
 
 
+class _PrefixRuns:
+    """Main-root parses of prefixes of one text for :func:`consistent_view`'s search, in any order.
+
+    Each probe used to parse its prefix from scratch (about 15 full parses of a 256 KB text whose call at the
+    end does not parse). Here a prefix is parsed on a copy of the stream cache of a shorter *base* prefix
+    (:class:`~core.peg.ParseCache`: what the engine memoized there never looked at the base's end, so it
+    holds for every longer prefix; copying keeps the base valid for the next probe, whatever its length).
+    A new base is laid only when a probe falls below every base, far enough back (``_BASE_REACH`` times the
+    probe's distance from the end) that a galloping search needs O(1) bases. Same results as uncached
+    parses: the engine's cache never changes a result."""
+
+    def __init__(self, arena: Arena, text: str, floor: int) -> None:
+        self.arena = arena
+        self.text = text
+        self.floor = floor
+        self.bases: list[tuple[int, ParseCache]] = []
+
+    def _parse(self, k: int, cache: ParseCache | None) -> ParseResult | None:
+        try:
+            return self.arena.parse(self.text[:k], lenient=True, entry=None, cache=cache)
+        except (RecursionError, MemoryError):
+            return None
+
+    def run(self, k: int) -> ParseResult | None:
+        base = None
+        for p, c in self.bases:
+            if p <= k and (base is None or p > base[0]):
+                base = (p, c)
+        if base is None:
+            n = len(self.text)
+            p = max(self.floor, n - _BASE_REACH * max(1, n - k), 0)
+            if p > k:
+                p = k
+            c = ParseCache()
+            if self._parse(p, c) is None:
+                return self._parse(k, None)
+            base = (p, c)
+            self.bases.append(base)
+        p, c = base
+        fork = ParseCache()
+        fork.text, fork.key, fork.fast = c.text, c.key, c.fast
+        fork.memo, fork.hints = dict(c.memo), dict(c.hints)
+        return self._parse(k, fork)
+
+
+_BASE_REACH = 64
+
+
 @dataclass
 class ParserState:
     """Per-stream memo for :meth:`GeneratedParser.parse` (one :class:`~core.peg.ParseCache` per entry point,
@@ -388,6 +436,12 @@ _PARTIAL_MEMO: tuple[Any, str, tuple[AssistantMessage, ParseResult | None, str |
 """The last partial :meth:`GeneratedParser.parse_detailed` without a stream state: (weak reference to the
 parser, output, result, :meth:`GeneratedParser.partial_view_end`). One entry for the process (a 256 KB output and its message at most), replaced as one
 tuple so threads never see half of it."""
+_LAST_RUNS = threading.local()
+"""Per thread, the uncached parses (:meth:`GeneratedParser._run` without a stream state) of the last
+``_LAST_RUNS_KEPT`` texts, by entry point: a final parse, the partial parse that settles it and explain's trace
+parse the same 256 KB text from the same entries (issue 24). A result is never modified once made."""
+_LAST_RUNS_KEPT = 2
+_LAST_RUNS_CHARS = 1 << 19   # longer texts are not kept (their parse trees would stay alive with the thread)
 _VIEW_END = threading.local()   # the partial parse's view prefix, handed from _parse_detailed to parse_detailed
 
 
@@ -498,9 +552,27 @@ class GeneratedParser:
 
     def _run(self, entry: str | None, text: str, state: ParserState | None) -> ParseResult | None:
         """The lenient parse of ``text`` from ``entry``; None on absurd nesting (RecursionError/MemoryError)."""
+        if state is None and len(text) <= _LAST_RUNS_CHARS:
+            last = _LAST_RUNS.__dict__.setdefault("runs", [])
+            for arena, t, results in last:
+                if arena is self.arena and t == text:
+                    if entry not in results:
+                        results[entry] = self._run_uncached(entry, text)
+                    return results[entry]
+            r = self._run_uncached(entry, text)
+            last.insert(0, (self.arena, text, {entry: r}))
+            del last[_LAST_RUNS_KEPT:]
+            return r
+        if state is None:
+            return self._run_uncached(entry, text)
         try:
-            cache = state.cache(entry) if state is not None else None
-            return self.arena.parse(text, lenient=True, entry=entry, cache=cache)
+            return self.arena.parse(text, lenient=True, entry=entry, cache=state.cache(entry))
+        except (RecursionError, MemoryError):
+            return None
+
+    def _run_uncached(self, entry: str | None, text: str) -> ParseResult | None:
+        try:
+            return self.arena.parse(text, lenient=True, entry=entry)
         except (RecursionError, MemoryError):
             return None
 
@@ -581,9 +653,11 @@ class GeneratedParser:
             return recovered[-1][0]
         top = Probe(map_parse(main) if covered else None, main.switches, recover_top)
 
+        prefixes = _PrefixRuns(self.arena, text, gp_len)
+
         def probe(k: int) -> Probe:
             t = text[:k]
-            r = self._run(None, t, None)
+            r = prefixes.run(k)
             if r is None:
                 return Probe(None, frozenset(), lambda: AssistantMessage(content=t[gp_len:]))
             return Probe(map_parse(r) if covers(r, t) else None, r.switches,
