@@ -61,8 +61,9 @@ from ..peg.chat import ChatBuilder, indexed_function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
-from .repairs import BUILTIN_CALL_SYNTAX, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS   # issue 25 (s9-calls2)
-from .repairs import CALLS_AFTER_TEXT   # issue 25, batch 1 (s9-r3real)
+from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
+from .repairs import TRAILING_END_OF_TURN, FiredRepair
+from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import INSTRUCTED_REASONING_MARKERS, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
@@ -439,7 +440,7 @@ tuple so threads never see half of it."""
 _LAST_RUNS = threading.local()
 """Per thread, the uncached parses (:meth:`GeneratedParser._run` without a stream state) of the last
 ``_LAST_RUNS_KEPT`` texts, by entry point: a final parse, the partial parse that settles it and explain's trace
-parse the same 256 KB text from the same entries (issue 24). A result is never modified once made."""
+parse the same 256 KB text from the same entries. A result is never modified once made."""
 _LAST_RUNS_KEPT = 2
 _LAST_RUNS_CHARS = 1 << 19   # longer texts are not kept (their parse trees would stay alive with the thread)
 _VIEW_END = threading.local()   # the partial parse's view prefix, handed from _parse_detailed to parse_detailed
@@ -513,12 +514,10 @@ class GeneratedParser:
         partial view of the same output; a call cut off at the end is reported in ``.repairs``).
         """
         if state is None and not is_partial and detailed is None and self.turn_end_source is not None:
-            from .repairs import TRAILING_END_OF_TURN, FiredRepair
-            from .turn_end import turn_end_cut, turn_end_tokens
-
             end = turn_end_cut(turn_end_tokens(self), output)
-            if end < len(output):   # repair trailing-end-of-turn: the stop token is not content
-                msg = self.parse(output[:end], False).copy()   # (a repeated token is cut again)
+            if end < len(output):   # repair trailing-end-of-turn: the stop tokens are not content
+                kept = output[:end]   # parsed as it is: the cut took the whole trailing run its scan reads
+                msg = self.parse(kept, False, detailed=self.parse_detailed(kept)).copy()
                 msg.repairs = list(msg.repairs) + [FiredRepair(TRAILING_END_OF_TURN, end, len(output),
                                                                text=output[end:])]
                 return msg
@@ -526,7 +525,7 @@ class GeneratedParser:
             self.parse_detailed(output, state=state, is_partial=is_partial)
         if state is not None:     # a step of a stream: StreamingParser.finish() settles with a one-shot parse
             return msg
-        from .repairs import REPEATED_TURN_HEADER, FiredRepair, grammar_repairs, settle
+        from .repairs import REPEATED_TURN_HEADER, grammar_repairs, settle
 
         cut = self.header_cut(output, is_partial) or 0
         if r is not None and entry != RECOVER_CONTENT and self._has_repair_tags():

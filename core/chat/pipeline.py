@@ -183,7 +183,8 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
         parser.turn_header = turn_header(gp, getattr(parser, "thinking_start_tag", ""))
     if TRAILING_END_OF_TURN in repairs and hasattr(bundle.parser, "turn_header"):
         # repair trailing-end-of-turn: the tokens are derived from renders on first use (core.chat.repairs)
-        bundle.parser.turn_end_source = (template, request, getattr(bundle.prepared, "caps", None))
+        bundle.parser.turn_end_source = (template, request, getattr(bundle.prepared, "caps", None),
+                                         getattr(bundle.prepared, "llama_engine", True))
     try:   # what the lossless contract (core.chat.repairs.settle, unparsed-text) reads off the parser
         bundle.parser.lossless_context = (request, getattr(bundle.report, "analysis", None), bundle.format)
         # improved: a stream releases a call whole once accepted, so it ends as the one-shot parse does

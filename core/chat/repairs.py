@@ -125,11 +125,11 @@ MISSING_REQUIRED_ARGUMENT = "missing-required-argument"
 UNPARSED_TEXT = "unparsed-text"
 REASONING_START_REPEATED = "reasoning-start-repeated"
 REASONING_END_WITHOUT_START = "reasoning-end-without-start"
-# issue 25, calls1 block: leniency of vLLM's / SGLang's parsers for Kimi K2, GLM, Qwen3-Coder
+# leniency of vLLM's / SGLang's parsers for Kimi K2, GLM, Qwen3-Coder
 CALL_MARKER_WHITESPACE = "call-marker-whitespace"
 CALL_ID_NAMESPACE_OPTIONAL = "call-id-namespace-optional"
 CONTENT_BETWEEN_CALLS = "content-between-calls"
-# issue 25, JSON and pythonic call families (s9-calls2)
+# JSON and pythonic call families
 PYTHONIC_VALUES = "pythonic-values"
 CALL_LIST_SPACING = "call-list-spacing"
 PYTHON_CODE_MARKERS = "python-code-markers"
@@ -139,10 +139,10 @@ REASONING_END_UNMATCHED = "reasoning-end-unmatched"
 REASONING_START_WHITESPACE = "reasoning-start-whitespace"
 TRAILING_EOS_TOKEN = "trailing-eos-token"
 MESSAGES_AFTER_CALL = "messages-after-call"
-# issue 25, batch 1 (tests/data/real_outputs_fresh, now dev) repairs (s9-r3real)
+# classes of the real-output batch tests/data/real_outputs_fresh
 UNDECLARED_ARGUMENTS = "undeclared-arguments"
 CALLS_AFTER_TEXT = "calls-after-text"
-# issue 25, s10-lossless: the rebuilt batch-1 repairs and the dev set's remaining classes
+# MiniCPM5 and Qwen3-Coder drift, and end-of-turn tokens left at the end of an output
 XML_ARGUMENTS_WRAPPER = "xml-arguments-wrapper"
 TRAILING_END_OF_TURN = "trailing-end-of-turn"
 INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
@@ -512,7 +512,7 @@ REPAIRS: list[Repair] = [
                "before the first as content; here the text between is content too, the lossless contract): "
                "https://github.com/vllm-project/vllm/blob/024364d6695352f41c029121af6b8ecf2ae60184/tests/"
                "tool_parsers/test_glm4_moe_tool_parser.py (real-output case glm-mixed-content)"),
-    # ---- issue 25: JSON and pythonic call families (s9-calls2) -------------------------------------------------
+    # ---- JSON and pythonic call families ---------------------------------------------------------------------------
     Repair(
         name=PYTHONIC_VALUES,
         title="Pythonic call values as Python writes them",
@@ -585,7 +585,7 @@ REPAIRS: list[Repair] = [
                "tests/tool_parsers/test_granite_tool_parser.py) and Phi-4-mini parser (functools[…]: "
                "https://github.com/vllm-project/vllm/blob/2471a1c1430e2a066029bc743562eee6db2feab0/tests/"
                "tool_parsers/test_phi4mini_tool_parser.py)"),
-    # ---- issue 25: batch 1 of the kept-aside outputs, now dev (s9-r3real) --------------------------------------
+    # ---- classes of the real-output batch tests/data/real_outputs_fresh --------------------------------------------
     Repair(
         name=UNDECLARED_ARGUMENTS,
         title="A pythonic call's keyword argument the tool does not declare",
@@ -622,7 +622,7 @@ REPAIRS: list[Repair] = [
                "between calls: https://github.com/ollama/ollama/blob/04e80a45755e22d0d393a93747570fad135e9159/model/parsers/functiongemma_test.go "
                "(batch-1 case ollama-fg-content-between); a fenced list: https://github.com/vllm-project/vllm/issues/14734 "
                "(Gemma 3 27B, case kept-vllm-14734-tool-code-fence; the reporter expects the call)"),
-    # ---- issue 25, s10-lossless: the whole own set is dev (rebuilt batch-1 repairs, end-of-turn tokens) ------
+    # ---- MiniCPM5 and Qwen3-Coder drift, end-of-turn tokens left at the end ---------------------------------------
     Repair(
         name=XML_ARGUMENTS_WRAPPER,
         title="A MiniCPM5 call's params inside an <arguments> element",

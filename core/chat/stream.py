@@ -41,6 +41,7 @@ from .mapper import ACTIONS, HOOK_STRINGS, HOOK_TAGS, ChatMapper, escape_json_in
 from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta, apply_deltas,
                       tool_call_delta)
 from .repairs import is_json_object
+from .turn_end import turn_end_hold, turn_end_tokens
 
 # --------------------------------------------------------------------------------------------------------------
 # incremental mapping of chat parse trees
@@ -1906,7 +1907,7 @@ class StreamingParser:
         self.repairs: list[Any] = []
         self.final: AssistantMessage | None = None
         # improved fidelity: a call is released whole once accepted (core.chat.stream.CallRelease)
-        self._release = CallRelease(_turn_end_tokens(parser)) if getattr(parser, "release_calls_whole", False) \
+        self._release = CallRelease(turn_end_tokens(parser)) if getattr(parser, "release_calls_whole", False) \
             else None
 
     @property
@@ -2265,8 +2266,6 @@ class CallRelease:
         if not field:
             return d
         text = self._tail + getattr(d, field) if field == self._tail_field else getattr(d, field)
-        from .turn_end import turn_end_hold
-
         k = 0 if final else turn_end_hold(self._turn_end, text)
         self._tail_field, self._tail = field, text[len(text) - k:] if k else ""
         return MessageDelta(**{field: text[:len(text) - k]}) if k < len(text) else None
@@ -2334,15 +2333,6 @@ class CallRelease:
         self._pending = {}
         self._tail = ""
         return deltas, mismatch
-
-
-def _turn_end_tokens(parser: Any) -> tuple[str, ...]:
-    """Repair ``trailing-end-of-turn``'s tokens for ``parser`` (() when it is off)."""
-    if getattr(parser, "turn_end_source", None) is None:
-        return ()
-    from .turn_end import turn_end_tokens
-
-    return turn_end_tokens(parser)
 
 
 def _recycle(msg: AssistantMessage) -> None:

@@ -30,9 +30,9 @@ def turn_end_tokens(parser: Any) -> tuple[str, ...]:
     from ..diff import SegmentKind, segmentize_markers
     from .samples import end_of_turn_candidates
 
-    template, request, caps = source
+    template, request, caps, llama_engine = source
     try:
-        texts = end_of_turn_candidates(template, request, caps=caps)
+        texts = end_of_turn_candidates(template, request, caps=caps, llama_engine=llama_engine)
     except Exception:   # a template that fails on the probe turns: only the stop strings below
         texts = []
     found: list[str] = []
@@ -53,26 +53,47 @@ def turn_end_tokens(parser: Any) -> tuple[str, ...]:
     return out
 
 
+RUN_MAX = 256
+"""The longest trailing run the repair reads: one or a few stop tokens and a line break are a few dozen characters;
+a longer run is the model's text, and bounding the backward scan keeps the one-shot cut and every streaming step
+linear (each looks at most this far back)."""
+
+
+def _run_start(tokens: tuple[str, ...], text: str, partial: bool) -> int:
+    """The start of ``text``'s trailing run — a token of ``tokens``, then tokens and whitespace to the end (with
+    ``partial``, also a start of a token at the very end, alone or after such a run) — within the last
+    :data:`RUN_MAX` characters; ``len(text)`` when there is none."""
+    n = len(text)
+    lo = max(0, n - RUN_MAX)
+    j = n
+    if partial:
+        for t in tokens:
+            for k in range(min(len(t) - 1, n - lo), n - j, -1):
+                if text.endswith(t[:k]):
+                    j = n - k
+                    break
+    start = n if j == n else j      # a token's start alone is held, and cut by nothing
+    while True:
+        k = j
+        while k > lo and text[k - 1].isspace():
+            k -= 1
+        t = next((t for t in tokens if k - len(t) >= lo and text.startswith(t, k - len(t))), None)
+        if t is None:
+            return start
+        j = start = k - len(t)
+
+
 def turn_end_cut(tokens: Iterable[str], output: str) -> int:
-    """Where the content of ``output`` ends under repair ``trailing-end-of-turn``: the start of the token of
-    ``tokens`` that ends it (trailing whitespace allowed), else ``len(output)``."""
-    s = output.rstrip()
-    for t in tokens:
-        if s.endswith(t):
-            return len(s) - len(t)
-    return len(output)
+    """Where the content of ``output`` ends under repair ``trailing-end-of-turn``: the start of the trailing run of
+    ``tokens`` (one or more, whitespace between and after them allowed, within :data:`RUN_MAX`), else
+    ``len(output)``."""
+    tokens = tuple(tokens)
+    start = _run_start(tokens, output, False)
+    return start if start < len(output) else len(output)
 
 
 def turn_end_hold(tokens: Iterable[str], text: str) -> int:
     """How many trailing characters of a streamed field's ``text`` to hold back under ``trailing-end-of-turn``:
-    the longest tail that is a start of one of ``tokens``, or such a token followed by whitespace only."""
-    best = 0
-    s = text.rstrip()
-    for t in tokens:
-        if s.endswith(t):
-            best = max(best, len(text) - len(s) + len(t))
-        for k in range(min(len(t) - 1, len(text)), best, -1):
-            if text.endswith(t[:k]):
-                best = k
-                break
-    return best
+    the trailing run :func:`turn_end_cut` would cut, with a start of a token after it — the same scan, so what the
+    stream releases is what the one-shot parse keeps."""
+    return len(text) - _run_start(tuple(tokens), text, True)

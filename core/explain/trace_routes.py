@@ -9,6 +9,7 @@ from typing import Any
 
 from ..chat.generator import (MAIN_REST, GeneratedParser, PREFIX_REST, RECOVER_CONTENT, RECOVER_TRAILING, covers,
                               trim_ws)
+from ..chat.turn_end import turn_end_cut as cut_turn_end, turn_end_tokens
 from ..chat.message import AssistantMessage
 from ..peg import chat as T
 from ..peg.trace import Expectation, FurthestFailure, traced_parse
@@ -313,7 +314,7 @@ def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) 
     return None
 
 
-def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
+def trace_parse(parser: Any, output: str, report: Any = None, *, turn_end_cut: bool = True) -> ParseTrace:
     """The trace of ``parser.parse(output)`` as the parser returns it: its final parse replayed (:func:`trace_peg`) and settled as
     :func:`core.chat.repairs.settle` settles it — when the final parse does not extend the partial view
     (``stream-consistent-final``) the spans are the view's (its prefix replayed, the rest ``unparsed``), a call
@@ -327,12 +328,10 @@ def trace_parse(parser: Any, output: str, report: Any = None) -> ParseTrace:
         msg = parser.parse(output)
         return ParseTrace(output, 0, msg, "no-parser", [Span(0, len(output), SpanLabel.UNPARSED, output)] if output
                           else [])
-    if isinstance(parser, GeneratedParser) and getattr(parser, "turn_end_source", None) is not None:
-        from ..chat.turn_end import turn_end_cut, turn_end_tokens
-
-        end = turn_end_cut(turn_end_tokens(parser), output)
-        if end < len(output):
-            return _after_turn_end(trace_parse(parser, output[:end], report), parser, output, end)
+    if turn_end_cut and isinstance(parser, GeneratedParser) and getattr(parser, "turn_end_source", None) is not None:
+        end = cut_turn_end(turn_end_tokens(parser), output)
+        if end < len(output):   # the parse does not cut again what remains (GeneratedParser.parse)
+            return _after_turn_end(trace_parse(parser, output[:end], report, turn_end_cut=False), parser, output, end)
     parsed = None
     if isinstance(parser, GeneratedParser):  # one parse for the message and the trace (not two)
         parsed = parser.parse_detailed(output)
