@@ -402,11 +402,7 @@ class _PrefixRuns:
                 return self._parse(k, None)
             base = (p, c)
             self.bases.append(base)
-        p, c = base
-        fork = ParseCache()
-        fork.text, fork.key, fork.fast = c.text, c.key, c.fast
-        fork.memo, fork.hints = dict(c.memo), dict(c.hints)
-        return self._parse(k, fork)
+        return self._parse(k, base[1].fork())
 
 
 _BASE_REACH = 64

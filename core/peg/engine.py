@@ -289,6 +289,14 @@ class ParseCache:
         self.key: tuple = ()
         self.fast: tuple | None = None     # (arena, entry, lenient, start, compiled entry) of the last parse
 
+    def fork(self) -> "ParseCache":
+        """A copy to parse a longer text with, leaving this one valid for the text it was made on: the memo and
+        hints are copied (the entries themselves are never changed once made, so they are shared)."""
+        other = ParseCache()
+        other.text, other.key, other.fast = self.text, self.key, self.fast
+        other.memo, other.hints = dict(self.memo), dict(self.hints)
+        return other
+
     def prepare(self, text: str, key: tuple) -> None:
         """Get ready to parse ``text`` with settings ``key`` (arena / entry / lenient tuple).
 
