@@ -19,6 +19,7 @@ import re
 from typing import Any, Iterable
 
 from .message import AssistantMessage
+from .turn_end import turn_end_tokens
 
 MIN_WORD = 3
 SUBSTRING_LOOKUPS = 64
@@ -88,10 +89,7 @@ def markup_of(parser: Any, request: Any = None, analysis: Any = None) -> list[st
     strs.append(getattr(parser, "thinking_start_tag", "") or "")
     strs += list(getattr(parser, "thinking_end_tags", None) or [])
     strs += list(getattr(parser, "additional_stops", None) or [])
-    if getattr(parser, "turn_end_source", None) is not None:   # repair trailing-end-of-turn's tokens
-        from .turn_end import turn_end_tokens
-
-        strs += list(turn_end_tokens(parser))
+    strs += list(turn_end_tokens(parser))   # repair trailing-end-of-turn's tokens (none when it is off)
     strs.append(getattr(parser, "generation_prompt", "") or "")
     strs += _grammar_literals(parser)
     if analysis is not None:
@@ -99,12 +97,12 @@ def markup_of(parser: Any, request: Any = None, analysis: Any = None) -> list[st
     names = _request_names(request)
     # a literal that is only a tool or parameter name (the grammar's "get_weather") is not markup; one that
     # holds a name inside a marker (MiniMax's '<invoke name="') is
-    tools = _tool_names(request)
+    tools = tool_names(request)
     return [s for s in strs if isinstance(s, str) and s
             and not (names and (s.strip() in names or _bare(s) in tools))]
 
 
-def _tool_names(request: Any) -> set[str]:
+def tool_names(request: Any) -> set[str]:
     """The function names of ``request``'s tools (a JSON call's grammar quotes them: ``"book_table"``; a quoted
     parameter name, by contrast, may be a key of the call itself such as ``"name"``)."""
     out: set[str] = set()
@@ -234,7 +232,7 @@ def _glued_to_markup(word: str, have: set[str], marks: frozenset[str]) -> bool:
     return False
 
 
-def _without(s: str, names: list[str]) -> str:
+def without_tool_names(s: str, names: list[str]) -> str:
     """``s`` with each occurrence of a tool name of :data:`MIN_WORD` or more characters that stands apart (not
     inside a longer word: a tool "a" leaves "name" alone) replaced by a space."""
     for n in names:
@@ -251,9 +249,9 @@ def parser_marks(parser: Any) -> frozenset[str]:
         return cached
     request, analysis, fmt = getattr(parser, "lossless_context", None) or (None, None, "")
     strs = markup_of(parser, request, analysis)
-    tools = sorted(_tool_names(request), key=len, reverse=True)
+    tools = sorted(tool_names(request), key=len, reverse=True)
     if tools:   # a marker that holds a tool name (Llama 4's pythonic "[get_weather(") does not make it markup
-        strs = [_without(s, tools) for s in strs]
+        strs = [without_tool_names(s, tools) for s in strs]
     marks = markup_words(strs + list(SKIPPED_MARKUP.get(fmt, ())))
     try:
         parser._lossless_marks = marks

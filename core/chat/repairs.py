@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import ChatTemplateExplorerError
+from .lossless import lost_word_spans, markup_of, parser_marks, tool_names, without_tool_names
 from .message import AssistantMessage, message_extends
 
 
@@ -906,8 +907,6 @@ def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: Assis
     start of the construct holding the first such word (the last call opener before it, else the word) to the
     end of the output is appended to the content and reported. Words of markup the parser knows are not text
     (:func:`core.chat.lossless.parser_marks`)."""
-    from .lossless import lost_word_spans, parser_marks
-
     if getattr(parser, "lossless_context", None) is None:
         return msg
     lost = lost_word_spans(output, msg, parser_marks(parser))
@@ -950,13 +949,11 @@ def _cut_marker_start(parser: Any, output: str, at: int) -> int:
     before it) whole or cut by the end of the output, else -1: Llama 4's pythonic opener ``[get_weather(``, whole
     before a cut argument list or cut to ``[get_wea``, is one construct, and its text comes back whole (not
     ``get_weather(`` or ``wea`` alone)."""
-    from .lossless import _tool_names, _without, markup_of
-
     request, analysis, _ = getattr(parser, "lossless_context", None) or (None, None, "")
-    names = _tool_names(request)
+    names = sorted(tool_names(request))
     best = -1
     for m in set(markup_of(parser, request, analysis)):
-        if len(m) < 2 or len(m) > CUT_MARKER_MAX or _without(m, sorted(names)) == m:
+        if len(m) < 2 or len(m) > CUT_MARKER_MAX or without_tool_names(m, names) == m:
             continue
         whole = output.find(m, max(0, at - len(m) + 1), at + len(m))
         if whole >= 0:

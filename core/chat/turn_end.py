@@ -87,9 +87,7 @@ def turn_end_cut(tokens: Iterable[str], output: str) -> int:
     """Where the content of ``output`` ends under repair ``trailing-end-of-turn``: the start of the trailing run of
     ``tokens`` (one or more, whitespace between and after them allowed, within :data:`RUN_MAX`), else
     ``len(output)``."""
-    tokens = tuple(tokens)
-    start = _run_start(tokens, output, False)
-    return start if start < len(output) else len(output)
+    return _run_start(tuple(tokens), output, False)
 
 
 def turn_end_hold(tokens: Iterable[str], text: str) -> int:
