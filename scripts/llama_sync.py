@@ -47,6 +47,8 @@ _NAMESPACE = re.compile(r"\bnamespace(?:\s+[\w:]+)?\s*\{")
 
 @dataclass
 class FileChange:
+    """One file of the parser area that differs between the two trees, with the C++ functions whose bodies changed."""
+
     path: str
     status: str                      # added / removed / changed
     functions: list[str] = field(default_factory=list)
@@ -54,6 +56,9 @@ class FileChange:
 
 @dataclass
 class SyncDiff:
+    """What `diff` found between two llama.cpp trees: changed files, routing needles and rule-name patterns that
+    came or went."""
+
     old: str
     new: str
     files: list[FileChange]
@@ -230,6 +235,7 @@ def diff_trees(old: Path, new: Path) -> SyncDiff:
 
 
 def print_diff(d: SyncDiff) -> None:
+    """`diff`'s human report on stdout."""
     print(f"llama.cpp parser area: {d.old} -> {d.new}")
     if not d.files:
         print("no change in the parser area")
@@ -275,6 +281,8 @@ _CASE_FIELDS = ("messages", "tools", "tool_choice", "parallel_tool_calls", "reas
 
 @dataclass
 class Difference:
+    """One answer of the oracle that differs from the shared reference or an upstream case."""
+
     kind: str        # case / streamed / analysis / apply / route / error
     id: str          # case id or template
     what: str        # the field and both values, one line
@@ -282,6 +290,8 @@ class Difference:
 
 @dataclass
 class OracleReport:
+    """`oracle-diff`'s totals (answered the same / asked) and every difference."""
+
     oracle: str
     cases: int = 0
     cases_same: int = 0
@@ -357,6 +367,7 @@ class Oracle:
                                      encoding="utf-8", errors="replace", bufsize=1, env=env)
 
     def ask(self, req: dict) -> dict:
+        """Send one JSON-lines request and read its answer; SyncError when the oracle stopped answering."""
         assert self.proc.stdin and self.proc.stdout
         self.proc.stdin.write(json.dumps(req, ensure_ascii=False) + "\n")
         self.proc.stdin.flush()
@@ -366,6 +377,7 @@ class Oracle:
         return json.loads(line)
 
     def close(self) -> None:
+        """End the oracle process (closing its input ends it)."""
         if self.proc.stdin:
             self.proc.stdin.close()
         self.proc.wait(timeout=60)
@@ -481,6 +493,7 @@ def oracle_diff(binary: Path, shared: Path, upstream: list[Path], streamed: bool
 
 
 def print_oracle_diff(r: OracleReport) -> None:
+    """`oracle-diff`'s human report on stdout."""
     print(f"oracle {r.oracle}")
     print(f"reference cases: {r.cases_same}/{r.cases} answered as the reference")
     print(f"analyses: {r.analyses_same}/{r.analyses} as the reference ({r.grammar_renamed_only} grammars differ "
@@ -491,6 +504,7 @@ def print_oracle_diff(r: OracleReport) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line: exit 0 when nothing differs, 1 when the oracle differs, 2 on a bad tree or oracle."""
     ap = argparse.ArgumentParser(prog="llama_sync", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("diff", help="parser-area difference between two llama.cpp trees")

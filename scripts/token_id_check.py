@@ -96,6 +96,8 @@ def check_template(tokenizer: Any, template_path: Path, cases: list[dict[str, An
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line (see the module docstring): one JSON row per template on stdout, its count on stderr;
+    exit 2 when the tokenizer is missing."""
     ap = argparse.ArgumentParser(prog="token_id_check", description=__doc__.split("\n\n")[0])
     ap.add_argument("tokenizer", type=Path)
     ap.add_argument("templates", type=Path, nargs="+")
