@@ -538,3 +538,32 @@ def test_reasoning_start_repeated_is_markup(fidelity, disabled, reasoning):
     assert one.content.strip() == "This is the rest"
     fired = [(r.name, R1_REEMITTED[r.start:r.end]) for r in one.repairs]
     assert fired == ([("reasoning-start-repeated", "\n<think>")] if reasoning == "This is a reasoning section" else [])
+
+
+# kept4 case kept4-bfcl-hermes-2-theta-llama-3-70b-parallel-multiple-function-83 (tests/data/real_outputs_kept4,
+# source in its line): Hermes 2 Theta writes <|im_start|> where </tool_call> belongs. The stream shows the first
+# call, the final parse rejects the text, stream-consistent-final keeps the call: its text must then not be in
+# content too (every character in one field). The smallest input is the output cut before its second <|im_start|>.
+def _kept4_theta_83() -> tuple[dict, str]:
+    path = ROOT / "tests" / "data" / "real_outputs_kept4" / "hermes2-theta.jsonl"
+    case = next(json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+                if json.loads(line)["id"].endswith("theta-llama-3-70b-parallel-multiple-function-83"))
+    return case, case["output"]
+
+
+@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("whole", [False, True])
+def test_a_kept_call_is_not_in_content_too(fidelity, whole):
+    case, output = _kept4_theta_83()
+    first = output.index("<|im_start|>")
+    text = output if whole else output[:output.index("<|im_start|>", first + 1)]
+    parser = build_chat_parser(_tmpl(case["template"]), ChatRequest.from_dict(case["request"]),
+                               fidelity=fidelity).parser
+    one = check_contract(parser, text, list(range(7, len(text), 7)), "theta-83")
+    if one.tool_calls:   # the stream showed the first call: the content is the text after it, once
+        assert [(c.name, json.loads(c.arguments)) for c in one.tool_calls] == [
+            ("calculate_integral", {"func": "3*x**2 - 2*x + 1", "a": 1, "b": 4})]
+        assert one.content == text[first:]
+        assert "stream-consistent-final" in [r.name for r in one.repairs]
+    else:
+        assert one.content == text

@@ -855,16 +855,20 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
     a text that does not parse probes O(log n) prefixes, so it is computed once). Never raises; the repairs that
     acted are in ``.repairs``. ``final`` is not modified.
     """
+    view_end: int | None = None
     if view is None:
         detailed = getattr(parser, "parse_detailed", None)
         if detailed is not None:
             d = detailed(output, is_partial=True)
             view, partial_entry = parser.parse(output, True, detailed=d), d[2]
+            view_end = _view_end(parser, output)
         else:
             view = parser.parse(output, True)
     out = final
+    kept_end: int | None = None
     if not message_extends(view, final):
         out = view.copy()
+        kept_end = view_end
         calls = out.tool_calls
         start = _tail_span(parser, output, final, view, calls[-1].name if calls else "")
         out.repairs = list(final.repairs) + [FiredRepair(STREAM_CONSISTENT_FINAL, start, len(output),
@@ -882,8 +886,16 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
             FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:],
                         _why_unfinished(parser, output, partial_entry))]
     if not is_partial:
-        out = _keep_unparsed(parser, output, out, final)
+        out = _keep_unparsed(parser, output, out, final, kept_end)
     return out
+
+
+def _view_end(parser: Any, output: str) -> int | None:
+    """How much of ``output`` the partial view just computed covers, when it is the message of a shorter prefix
+    (:meth:`core.chat.generator.GeneratedParser.partial_view_end`); None when unknown or the whole output."""
+    end = getattr(parser, "partial_view_end", None)
+    at = end(output) if end is not None else None
+    return at if isinstance(at, int) and 0 <= at < len(output) else None
 
 
 PINNED_DROP_FORMATS: dict[str, str] = {
@@ -901,12 +913,18 @@ a recipient cut by the end of the output is not one). ``unparsed-text`` there on
 and the improved fidelity keeps every reference case)."""
 
 
-def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
+def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: AssistantMessage,
+                   kept_end: int | None = None) -> AssistantMessage:
     """Contract ``unparsed-text``: when a final parse holds no trace of some words of ``output`` (a tail the
     parser held back, waiting for a marker that never came; text a rule read and dropped), the raw text from the
     start of the construct holding the first such word (the last call opener before it, else the word) to the
     end of the output is appended to the content and reported. Words of markup the parser knows are not text
-    (:func:`core.chat.lossless.parser_marks`)."""
+    (:func:`core.chat.lossless.parser_marks`).
+
+    ``kept_end``: when ``msg`` is the stream's view (``stream-consistent-final``), the end of the prefix of
+    ``output`` that view is the message of. The tail never starts before it when the first lost word is after it:
+    the calls the view keeps are in ``tool_calls`` already, and their text must not be in ``content`` too (the
+    opener before the lost word may be the kept call's own)."""
     if getattr(parser, "lossless_context", None) is None:
         return msg
     lost = lost_word_spans(output, msg, parser_marks(parser))
@@ -914,6 +932,8 @@ def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: Assis
         return msg
     at = lost[0][1]
     start = _opener_before(parser, output, at)
+    if kept_end is not None and start < kept_end <= at:
+        start = _held_back_start(parser, output, kept_end)
     tail = output[start:]
     out = msg.copy() if msg is final else msg
     fmt = (getattr(parser, "lossless_context", None) or (None, None, ""))[2]
@@ -923,6 +943,19 @@ def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: Assis
     out.repairs = list(out.repairs) + [FiredRepair(UNPARSED_TEXT, start, len(output), text=tail,
                                                    why="kept-out" if pinned else "content")]
     return out
+
+
+def _held_back_start(parser: Any, output: str, end: int) -> int:
+    """Where the text a partial view of ``output[:end]`` holds back starts: the longest tail of ``output[:end]``
+    that is a proper prefix of a markup string of ``parser`` (``"<"`` of a ``</tool_call>`` that may follow:
+    the view does not show it), else ``end``. At most :data:`CUT_MARKER_MAX` characters back."""
+    request, analysis, _ = getattr(parser, "lossless_context", None) or (None, None, "")
+    marks = [m for m in set(markup_of(parser, request, analysis)) if 1 < len(m) <= CUT_MARKER_MAX]
+    for k in range(max(0, end - CUT_MARKER_MAX + 1), end):
+        tail = output[k:end]
+        if any(len(tail) < len(m) and m.startswith(tail) for m in marks):
+            return k
+    return end
 
 
 def _opener_before(parser: Any, output: str, at: int) -> int:
