@@ -38,14 +38,15 @@ DATA = ROOT / "tests" / "data"
 # cases on vLLM's Phi-4-mini template, a family-wide data decision: dev +1, holdout +2, holdout reasons not read),
 # real_outputs_kept improved 36 -> 39 (Gemma 3's ```tool_code fence read as markup of the calls; SmolLM3 cases on
 # the model's own template), real_outputs_fresh improved 92 -> 94 (Qwen3-Coder markup indented as a block,
-# tag-whitespace's indented variant, tried after the template's layout)
+# tag-whitespace's indented variant, tried after the template's layout); s11-fix4: real_outputs_kept4 improved 53 -> 62
+# (the 9 GLM-4 chat calls, read by improvement metadata-call-turns; kept4 is dev data from then on)
 PASS = {
     "real_outputs": {("llama.cpp", "dev"): 95, ("llama.cpp", "holdout"): 45,
                      ("improved", "dev"): 171, ("improved", "holdout"): 87},
     "real_outputs_fresh": {("llama.cpp", "dev"): 53, ("improved", "dev"): 94},
     "real_outputs_kept": {("llama.cpp", "dev"): 13, ("improved", "dev"): 39},
     "real_outputs_kept3": {("llama.cpp", "kept3"): 65, ("improved", "kept3"): 87},
-    "real_outputs_kept4": {("llama.cpp", "kept4"): 42, ("improved", "kept4"): 53},
+    "real_outputs_kept4": {("llama.cpp", "kept4"): 42, ("improved", "kept4"): 62},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -68,8 +69,9 @@ DELIBERATELY_OTHER = {
         "reads every call (issue 25 class 2: an inner closer missing before the next opener)",
     "kept4-bfcl-hermes-2-theta-llama-3-70b-parallel-multiple-function-83":
         "stream-consistent-final: the stream emits the first call (its </tool_call> replaced by <|im_start|>) before "
-        "the final parse rejects the rest, so improved keeps that call (a streaming client already has it) and "
-        "gives the whole text as content too; vLLM's hermes parser gives content only (issue 25 class 5)",
+        "the final parse rejects the rest, so improved keeps that call (a streaming client already has it) and gives "
+        "the text after it as content, each character once; vLLM's hermes parser gives the whole text as content "
+        "(issue 25 class 5: a call a streaming client may already run is not taken back)",
 }
 FIDELITIES = ["llama.cpp", "improved"]
 

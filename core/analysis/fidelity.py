@@ -75,9 +75,10 @@ REASONING_TURN_HEADER = "reasoning-turn-header"
 NULL_CONTENT_CALLS = "null-content-calls"
 CALL_TURN_CAPS = "call-turn-caps"
 TRANSFORMERS_DIALECT = "transformers-dialect"
+METADATA_CALL_TURNS = "metadata-call-turns"
 PARSER_IMPROVEMENTS = (PYTHON_LITERAL_VALUES, JSON_CALL_SEPARATORS, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
                        GENERATION_PROMPT_PREAMBLE, CONTENT_TURN_HEADER, CONTENT_INSIDE_SECTION_START,
-                       GEMMA_CALL_SYNTAX, WRAPPED_CONTENT_TAGGED_CALLS)
+                       GEMMA_CALL_SYNTAX, WRAPPED_CONTENT_TAGGED_CALLS, METADATA_CALL_TURNS)
 """The improvements that act on the generated parser (stage ``"parser"``)."""
 
 IMPROVEMENTS: list[Improvement] = [
@@ -293,6 +294,23 @@ IMPROVEMENTS: list[Improvement] = [
                     "<escape>}<end_function_call> → get_weather {\"city\": \"Paris\", \"days\": 3}. llama.cpp's "
                     "analysis finds markers made of probe text and returns every call as content.",
         example="vllm-tool_chat_template_functiongemma.jinja"),
+    Improvement(
+        name=METADATA_CALL_TURNS,
+        title="Calls written as the template's metadata turn: the function name, a line break, the JSON arguments",
+        stage="parser",
+        description="When the analysis finds no tool-call format and the template renders an assistant turn's "
+                    "'metadata' and 'content' right after its generation prompt as METADATA, whitespace holding a "
+                    "line break, CONTENT — GLM-4 chat's call turn, whose metadata is the function name and whose "
+                    "content is the JSON arguments (its own server converts tool_calls to such turns) — a request "
+                    "with tools is parsed by the glm4-chat format (core/chat/formats/glm4_chat.py): an output "
+                    "whose first line is a tool's name and whose next text is a JSON object is that call "
+                    "(get_weather\n{\"city\": \"Paris\"}); text after the arguments is content; a further "
+                    "call follows the text the template writes between two call turns (<|assistant|>). Learned "
+                    "from three renders, not from the file name; the lazy grammar starts at a tool's name at the "
+                    "start of the output. As GLM-4's own OpenAI server reads the output (THUDM/GLM-4 "
+                    "basic_demo/openai_api_server.py, process_response). llama.cpp's analysis finds no format "
+                    "(the template never reads tool_calls) and returns every call as content.",
+        example="xinference-glm4-chat.jinja"),
     Improvement(
         name=CALL_ID_BEFORE_NAME,
         title="A call id written before the function name, in a template that lists its tools",

@@ -20,7 +20,7 @@ from typing import Any
 from .. import memo as _memo
 from ..analysis import analyze
 from ..analysis.fidelity import (CONTENT_TURN_HEADER, GEMMA_CALL_SYNTAX, INSTRUCTION_CALL_FORMAT, JSON_CALL_SEPARATORS,
-                                 PYTHON_LITERAL_VALUES, REASONING_FIELD, TRANSFORMERS_DIALECT, enabled_improvements,
+                                 METADATA_CALL_TURNS, PYTHON_LITERAL_VALUES, REASONING_FIELD, TRANSFORMERS_DIALECT, enabled_improvements,
                                  resolve_fidelity,
                                  with_reasoning_field)
 from ..analysis.dialect import llama_dialect_failure
@@ -38,7 +38,7 @@ from .repairs import REPEATED_TURN_HEADER, TRAILING_END_OF_TURN, UNPARSED_TEXT, 
 from .samples import content_turn_header
 from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request,
                      render_prompt)
-from .request import ChatRequest
+from .request import ChatRequest, ToolChoice
 
 
 def route_for(source: str) -> Route:
@@ -262,6 +262,11 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
                                 f"{'; string values typed by the tool schema' if syntax.quoted_values else ''}")
             return _handler_bundle(parser, prep, route, "gemma4", report, notes)
 
+    if route.kind == "autoparser" and not force_autoparser and METADATA_CALL_TURNS in improvements:
+        bundle = _metadata_call_turns(template, request, report, fid, gp, prep, route, notes)
+        if bundle is not None:
+            return bundle
+
     if route.kind == "specialized" and not force_autoparser:
         fam = _formats.family_by_name(route.handler)
         parser = _formats.build_parser(fam, template, request, gp, report, prepared=prep)
@@ -307,6 +312,30 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     return ChatParserBundle(parser=parser, prompt=prompt, generation_prompt=parser.generation_prompt,
                             route=route if route.kind == "autoparser" else _autoroute(route), format="peg-native",
                             report=report, prepared=prep, notes=notes)
+
+
+def _metadata_call_turns(template: ChatTemplate, request: ChatRequest, report: Any, fid: str, gp: str, prep: Any,
+                         route: Any, notes: list[str]) -> ChatParserBundle | None:
+    """Improvement ``metadata-call-turns``: the glm4-chat format's bundle when the request has tools, the template
+    renders a call turn as metadata + line break + content after its generation prompt and the analysis finds no
+    tool-call format (:mod:`core.chat.formats.glm4_chat`); else None (the auto-parser serves the request)."""
+    from ..analysis.result import ToolFormat
+    from .formats import glm4_chat
+
+    if not request.tools or request.tool_choice == ToolChoice.NONE or prep.has_continuation:
+        return None
+    layout = glm4_chat.call_layout_of(template)
+    if layout is None:
+        return None
+    if report is None:
+        report = cached_analysis(template, fid)
+    if report.analysis.tools.format.mode != ToolFormat.NONE:
+        return None
+    parser = glm4_chat.build(template, request, gp, layout, prepared=prep)
+    notes.append(f"improvement {METADATA_CALL_TURNS}: the template renders a call turn as NAME{layout.separator!r}"
+                 f"{{arguments}}{f' and two calls with {layout.between!r} between them' if layout.between else ''}; "
+                 "the parser reads calls so")
+    return _handler_bundle(parser, prep, route, glm4_chat.NAME, report, notes)
 
 
 def _reasoning_first(analysis: Any, request: ChatRequest, prep: Any, gp: str) -> bool:
