@@ -49,9 +49,9 @@ def _streamed(parser, text: str, size: int):
 
 
 def test_layout_learned_from_renders():
-    assert call_layout_of(_tmpl(GLM4)) == CallTurnLayout("\n", "<|assistant|>")
-    assert call_layout_of(_tmpl("xinference-glm4-chat-1m.jinja")) == CallTurnLayout("\n", "<|assistant|>")
-    assert call_layout_of(_tmpl("xinference-glm4-0414.jinja")) == CallTurnLayout(" \n", "<|assistant|>")
+    assert call_layout_of(_tmpl(GLM4)) == CallTurnLayout("\n", "<|assistant|>", tools_in_messages=True)
+    assert call_layout_of(_tmpl("xinference-glm4-chat-1m.jinja")) == CallTurnLayout("\n", "<|assistant|>", True)
+    assert call_layout_of(_tmpl("xinference-glm4-0414.jinja")) == CallTurnLayout(" \n", "<|assistant|>", False)
     # templates that render tool_calls, or no metadata, have no such layout
     for name in ("glm_4_5.jinja", "Qwen-Qwen3-0.6B.jinja", "xinference-glm-edge-chat.jinja",
                  "vllm-tool_chat_template_functiongemma.jinja"):
@@ -137,3 +137,15 @@ def test_a_hostile_tool_name_is_a_literal_in_the_trigger():
     assert re.search(pat, name + "\n{}") and not re.search(pat, "aXb(c)\n{}") and not re.search(pat, "d\n{}")
     msg = p.parse(name + "\n{}").to_openai()
     assert msg["tool_calls"][0]["function"]["name"] == name
+
+
+def test_the_request_tools_reach_a_template_that_reads_them_from_a_message():
+    # BFCL attached the tools to the user turn (kept in the request): the prompt is the request path's
+    b = _bundle(CALL)
+    assert b.prompt.count("## convert_currency") == 1
+    # an OpenAI request with top-level tools only: they go in a first system turn, as GLM-4's own server puts them
+    user_only = [{k: v for k, v in m.items() if k != "tools"} for m in CALL["request"]["messages"]]
+    prompt = _bundle(CALL, messages=user_only).prompt
+    assert prompt.startswith("[gMASK]<sop><|system|>\n") and prompt.count("## convert_currency") == 1
+    assert prompt.index("## convert_currency") < prompt.index("<|user|>") and prompt.endswith("<|assistant|>")
+    assert "## convert_currency" not in _bundle(CALL, "llama.cpp", messages=user_only).prompt

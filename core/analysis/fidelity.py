@@ -305,8 +305,10 @@ IMPROVEMENTS: list[Improvement] = [
                     "with tools is parsed by the glm4-chat format (core/chat/formats/glm4_chat.py): an output "
                     "whose first line is a tool's name and whose next text is a JSON object is that call "
                     "(get_weather\n{\"city\": \"Paris\"}); text after the arguments is content; a further "
-                    "call follows the text the template writes between two call turns (<|assistant|>). Learned "
-                    "from three renders, not from the file name; the lazy grammar starts at a tool's name at the "
+                    "call follows the text the template writes between two call turns (<|assistant|>). A template "
+                    "that reads tools from a message only (message.tools) gets the request's tools in a first "
+                    "system turn, as GLM-4's server passes them, when no message carries them. Learned "
+                    "from renders, not from the file name; the lazy grammar starts at a tool's name at the "
                     "start of the output. As GLM-4's own OpenAI server reads the output (THUDM/GLM-4 "
                     "basic_demo/openai_api_server.py, process_response). llama.cpp's analysis finds no format "
                     "(the template never reads tool_calls) and returns every call as content.",

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...memo import MISSING, BoundedMemo
+from ..prompt import render_prompt
 from ..request import ToolChoice
-from ._peg_handler import function_parameters_schema, foreach_function_indexed, pattern, peg_parser
+from ._peg_handler import function_parameters_schema, foreach_function_indexed, pattern, peg_parser, prepared_for
 
 NAME = "glm4-chat"
 
@@ -40,16 +41,20 @@ _LAYOUT_CACHE = BoundedMemo("metadata call layout", max_entries=1024, max_bytes=
 class CallTurnLayout:
     """How a template renders a call turn after its generation prompt: ``separator`` (the whitespace between
     the name and the arguments; it holds a line break) and ``between`` (the text between two call turns, the
-    turn header again, stripped of whitespace; "" when two call turns do not render one after the other)."""
+    turn header again, stripped of whitespace; "" when two call turns do not render one after the other).
+    ``tools_in_messages``: the template renders the tools a message carries (``message.tools``, GLM-4-9B chat's
+    convention) and not the request's top-level ``tools``."""
 
     separator: str
     between: str = ""
+    tools_in_messages: bool = False
 
 
-def _render(template: Any, messages: list[dict], add_generation_prompt: bool) -> str | None:
+def _render(template: Any, messages: list[dict], add_generation_prompt: bool, tools: list | None = None
+            ) -> str | None:
     try:
-        return template.render({"messages": messages, "tools": [], "add_generation_prompt": add_generation_prompt,
-                                "bos_token": "", "eos_token": ""})
+        return template.render({"messages": messages, "tools": tools or [], "bos_token": "", "eos_token": "",
+                                "add_generation_prompt": add_generation_prompt})
     except Exception:  # noqa: BLE001 - a template that cannot render the probe has no such layout
         return None
 
@@ -97,7 +102,13 @@ def _learn(template: Any) -> CallTurnLayout | None:
         mid, found, tail = two[len(head):].partition(_PROBE_NAME_2 + sep + _PROBE_ARGS)
         if found and not tail.strip() and mid.strip():
             between = mid.strip()
-    return CallTurnLayout(sep, between)
+    probe = [{"type": "function", "function": {"name": _PROBE_NAME, "description": "probe",
+                                               "parameters": {"type": "object", "properties": {}}}}]
+    in_message = _render(template, [{"role": "system", "content": "", "tools": probe}, user], True)
+    top_level = _render(template, [user], True, probe)
+    tools_in_messages = (in_message is not None and _PROBE_NAME in in_message
+                         and top_level is not None and _PROBE_NAME not in top_level)
+    return CallTurnLayout(sep, between, tools_in_messages)
 
 
 def _regex_literal(text: str) -> str:
@@ -111,7 +122,10 @@ def _regex_literal(text: str) -> str:
 def build(template: Any, request: Any, generation_prompt: str, layout: CallTurnLayout, *,
           prepared: Any = None) -> Any:
     """The parser (and lazy grammar) of a template with ``layout``, for ``request`` (see module doc). The
-    parse starts with the request path's ``generation_prompt``; the grammar starts at a call's name."""
+    parse starts with the request path's ``generation_prompt``; the grammar starts at a call's name. When the
+    template reads tools from a message only (``layout.tools_in_messages``) and no message of the request carries
+    them, the prompt renders the request's tools in a first system message, as GLM-4's own server does
+    (``process_messages``); else the request path's prompt."""
     tools = foreach_function_indexed(request.tools)
     tools_active = bool(tools) and request.tool_choice != ToolChoice.NONE
     parallel = bool(layout.between) and bool(request.parallel_tool_calls)
@@ -137,7 +151,15 @@ def build(template: Any, request: Any, generation_prompt: str, layout: CallTurnL
         return turn + p.choice(with_calls, p.content(p.rest()))
 
     names = "|".join(_regex_literal(fn["name"]) for _, fn in tools)
+    prompt = None
+    prep = prepared_for(template, request, prepared)
+    if layout.tools_in_messages and tools_active and not any(isinstance(m, dict) and m.get("tools")
+                                                             for m in prep.messages):
+        # the request's tools reach the template as GLM-4's own server passes them: a first system turn holding them
+        prompt = render_prompt(prep, messages_override=[{"role": "system", "content": "", "tools": prep.tools}]
+                               + list(prep.messages))
     return peg_parser(NAME, root, generation_prompt=generation_prompt, parser_generation_prompt=generation_prompt,
+                      prompt=prompt,
                       include=tools_active, lazy=request.tool_choice == ToolChoice.AUTO,
                       trigger=pattern(rf"^\s*((?:{names})[ \t]*\n)"),
                       preserved_tokens=[layout.between] if parallel else [], supports_thinking=False,
