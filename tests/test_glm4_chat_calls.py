@@ -1,5 +1,5 @@
-"""Improvement ``metadata-call-turns``: GLM-4 chat's calls (``NAME\\n{json}``), read with the layout its template renders
-(core/chat/formats/glm4_chat.py).
+"""Improvement ``metadata-call-turns``: GLM-4 chat's calls (``NAME\\n{json}``), read with the layout its template
+renders (core/chat/formats/glm4_chat.py).
 
 The outputs are GLM-4-9B-chat's raw generations from the Berkeley Function-Calling Leaderboard's result files
 (tests/data/real_outputs_kept4/glm4.jsonl; each line carries its source URL), used exact or cut."""

@@ -20,7 +20,8 @@ from typing import Any
 from .. import memo as _memo
 from ..analysis import analyze
 from ..analysis.fidelity import (CONTENT_TURN_HEADER, GEMMA_CALL_SYNTAX, INSTRUCTION_CALL_FORMAT, JSON_CALL_SEPARATORS,
-                                 METADATA_CALL_TURNS, PYTHON_LITERAL_VALUES, REASONING_FIELD, TRANSFORMERS_DIALECT, enabled_improvements,
+                                 METADATA_CALL_TURNS,
+                                 PYTHON_LITERAL_VALUES, REASONING_FIELD, TRANSFORMERS_DIALECT, enabled_improvements,
                                  resolve_fidelity,
                                  with_reasoning_field)
 from ..analysis.dialect import llama_dialect_failure
