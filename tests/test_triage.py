@@ -558,8 +558,11 @@ def test_a_template_without_a_tool_calls_branch_gets_one_that_reparses():
     c = _case("glm4-0414")
     tg = _triage(c)
     assert tg.mistake == Mistake.FORMAT_NOT_FOUND
-    f = tg.fixes[0]
-    assert f.kind.value == "template"
+    # improved fidelity reads the call (improvement metadata-call-turns learns the template's metadata call turn),
+    # so that fix comes first; the template patch is still offered, and reparses at llama.cpp fidelity
+    assert [f.kind.value for f in tg.fixes] == ["fidelity", "template"]
+    assert tg.fixes[0].message["tool_calls"][0]["function"]["name"] == "get_weather"
+    f = tg.fixes[1]
     [[old, new]] = f.change["template_patch"]
     assert old == "{%- elif role == 'assistant' and not meta %}" and new.endswith(old)
     assert "message.tool_calls" in new and "get_weather" not in new and "Paris" not in new   # no output text

@@ -1231,10 +1231,11 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         try:
             imp = _parse(setup, ex.output, repairs=tuple(tolerance))
             fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in imp.message.repairs) if n in tolerance]
-            if ok(imp) and not fired:
+            imp_ok = ok(imp)
+            if imp_ok and not fired:
                 out.append(RankedFix(TriageFixKind.FIDELITY, "parse at improved fidelity (its parser improvements; "
                                      "no repair fires)", {"fidelity": "improved"}, imp.message.to_openai(), 3))
-            if ok(imp) and fired:
+            elif imp_ok:
                 for n in fired[:2]:
                     if not budget.take(len(ex.output)):
                         break
@@ -1249,7 +1250,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 else:
                     out.append(RankedFix(TriageFixKind.REPAIR, "switch on the repairs " + ", ".join(
                         f"`{n}`" for n in fired), {"repairs": fired}, imp.message.to_openai(), len(fired)))
-            elif imp.message.tool_calls and not setup.request.parallel_tool_calls:
+            elif not imp_ok and imp.message.tool_calls and not setup.request.parallel_tool_calls:
                 # two faults: a repair reads the first call and the parse then stops at a second one the request
                 # did not allow — the repair together with parallel_tool_calls, each repair alone first
                 par = {"parallel_tool_calls": True}
@@ -1258,7 +1259,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                     both = _parse(setup, ex.output, repairs=tuple(tolerance), request=req2)
                     fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in both.message.repairs)
                              if n in tolerance]
-                    if ok(both):
+                    if ok(both) and fired:   # no repair fired: an improvement read it, the fidelity fix says so
                         for n in fired[:2]:
                             if not budget.take(len(ex.output)):
                                 break
