@@ -430,7 +430,27 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
             special = o
             break
     return {"names": tool_names(setup.request), "openers": openers, "closers": closers, "args_key": args_key,
+            "all_markers": _format_markers(a, bundle),
             "markers": markers + [o.strip(_WS) for o in openers if o.strip(_WS)], "special_start": special}
+
+
+def _format_markers(analysis: Any, bundle: Any) -> set[str]:
+    """Every marker of the format, whatever its role: the parser's preserved tokens and each string field of the
+    analysis's tool format (openers, closers, argument markers), stripped; reasoning markers excluded."""
+    from .model import reasoning_markers
+
+    out = {t.strip(_WS) for t in getattr(getattr(bundle, "parser", None), "preserved_tokens", None) or []
+           if isinstance(t, str) and t.strip(_WS)}
+    if analysis is not None:
+        stack = [analysis.to_json().get("tools", {})]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, dict):
+                stack.extend(v.values())
+            elif isinstance(v, str) and len(v.strip(_WS)) >= 2:
+                out.add(v.strip(_WS))
+    r_start, r_ends = reasoning_markers(bundle)
+    return out - {x.strip(_WS) for x in [r_start] + r_ends if x}
 
 
 def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx: dict[str, Any],
@@ -665,6 +685,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         if foreign:
             return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [foreign]
         return Mistake.FORMAT_NOT_FOUND, ev
+    header = _call_header_in_reasoning(out, r_start, ctx["names"])
+    if header:
+        return Mistake.CALL_OUTSIDE_SECTION, ev + [
+            f"the call's header {_q(header)} is written after {_q(_reasoning_head(r_start))}, the header that opens the "
+            f"reasoning ({_q(r_start)}): the model put the call on the reasoning's channel, where the template's "
+            "format has no calls"]
     if Cause.PARALLEL_NOT_REQUESTED in causes:
         return Mistake.PARALLEL_NOT_REQUESTED, ev + [e for f in ex.findings
                                                       if f.cause == Cause.PARALLEL_NOT_REQUESTED for e in f.evidence]
@@ -752,6 +778,13 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         one = edits[0]
         if len(edits) == 1 and one.kind == "replace" and one.old.strip('"') in _KEY_ALIASES:
             return Mistake.FIELD_ALIAS, ev + [f"the model's JSON key {_q(one.old)} is {_q(one.new)} in the template"]
+        if len(edits) == 1 and one.kind == "replace" and _is_closer(one.new) and _is_closer(one.old) \
+                and one.old.strip(_WS) in ctx["all_markers"]:
+            # a closer written as another closer of the same format (`</arg_value>` for `</tool_call>`): the
+            # call's own closer is what is missing, not a wrapper or a marker of another family
+            return Mistake.OMITTED_CLOSER, ev + [
+                f"the model closed with {_q(one.old.strip(_WS))}, which the template writes to close another part "
+                f"of the call, where it writes {_q(one.new.strip(_WS))}: the call's own closer is missing"]
         delim = _quote_for_delimiter(edits)
         if delim:
             return Mistake.OMITTED_MARKER, ev + [
@@ -1008,6 +1041,37 @@ def _ends_at_opener(out: str, ctx: dict[str, Any]) -> str:
     return ""
 
 
+def _reasoning_head(r_start: str) -> str:
+    """The reasoning opener without its last control token (``<|channel|>analysis`` of
+    ``<|channel|>analysis<|message|>``): the header that names the reasoning's channel; ``""`` when the opener is
+    a single token."""
+    toks = list(_SPECIAL_SHAPE.finditer(r_start.strip(_WS)))
+    if len(toks) < 2 or toks[-1].end() != len(r_start.strip(_WS)):
+        return ""
+    head = r_start.strip(_WS)[:toks[-1].start()]
+    return head if head.strip(_WS) and not _SPECIAL_SHAPE.fullmatch(head) else ""
+
+
+def _call_header_in_reasoning(out: str, r_start: str, names: list[str]) -> str:
+    """The header text (``to=functions.grep code``) between the reasoning opener's channel header and its last
+    token when it names a requested tool: a call written on the reasoning's channel. ``""`` otherwise; looks at
+    the first 50 occurrences, 200 characters each."""
+    head = _reasoning_head(r_start)
+    if not head or not names:
+        return ""
+    last = list(_SPECIAL_SHAPE.finditer(r_start.strip(_WS)))[-1].group(0)
+    i = out.find(head)
+    for _ in range(50):
+        if i < 0:
+            return ""
+        j = out.find(last, i + len(head), i + len(head) + 200)
+        header = out[i + len(head):j] if j >= 0 else ""
+        if header.strip(_WS) and any(re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", header) for n in names):
+            return header.strip(_WS)
+        i = out.find(head, i + 1)
+    return ""
+
+
 def _complete_block(text: str, ctx: dict[str, Any]) -> str:
     """``[X] … [/X]`` or ``<x> … </x>`` as the whole of ``text`` (not one of the template's markers) with a
     requested tool's name inside: a call complete in another syntax (shown as ``"`[X]` … `[/X]`"``)."""
@@ -1045,7 +1109,7 @@ def _ids_for_names(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> list[s
 
 
 _FENCE = re.compile(r"\s{0,8}```[\w-]{0,16}\s")
-_ENCODED_ARGS = re.compile(r'"\s{0,8}\{\s{0,8}\\"')
+_ENCODED_ARGS = re.compile(r'"\s{0,8}\{(?:\s|\\[nrt]){0,8}\\"')     # `"{\"k\"` or `"{\n  \"k\"`
 
 
 def _is_stop_closer(text: str, ctx: dict[str, Any]) -> bool:
@@ -1191,6 +1255,19 @@ def apply_request_change(req: Any, change: dict[str, Any]) -> Any:
 
 
 
+def _calls_of(message: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A message's calls as (name, arguments decoded when they are JSON)."""
+    out = []
+    for tc in message.get("tool_calls") or []:
+        f = tc.get("function") or {}
+        try:
+            args = json.loads(f.get("arguments") or "{}")
+        except ValueError:
+            args = f.get("arguments")
+        out.append((f.get("name"), args))
+    return out
+
+
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     from ..chat.message import AssistantMessage
     from .spans import same_message
@@ -1235,16 +1312,22 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 out.append(RankedFix(TriageFixKind.FIDELITY, "parse at improved fidelity (its parser improvements; "
                                      "no repair fires)", {"fidelity": "improved"}, imp.message.to_openai(), 3))
             if ok(imp) and fired:
-                for n in fired[:2]:
+                # a repair alone (then two together) must read the calls the full set reads: a contract fallback
+                # (the stream's view of a call the final grammar rejects, text left unparsed) can settle "clean"
+                # with later calls gone or a call's arguments left behind in the content
+                full = _calls_of(imp.message.to_openai())
+                alone = [(n,) for n in fired[:2]]
+                pairs = [(a, b) for i, a in enumerate(fired[:3]) for b in fired[i + 1:3]] if len(fired) > 2 else []
+                for group in alone + pairs:
                     if not budget.take(len(ex.output)):
                         break
-                    one = _parse(setup, ex.output, repairs=(n,))
-                    # a repair alone must keep every call the full set reads: a contract fallback (the stream's
-                    # view of a call the final grammar rejects) can settle "clean" with the later calls gone
-                    if ok(one) and len(one.message.tool_calls) >= len(imp.message.tool_calls):
-                        out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` alone (improved "
-                                             "fidelity with only this repair)", {"repairs": [n]},
-                                             one.message.to_openai(), 1))
+                    one = _parse(setup, ex.output, repairs=group)
+                    if ok(one) and _calls_of(one.message.to_openai()) == full:
+                        what = f"the repair `{group[0]}` alone" if len(group) == 1 else \
+                            f"the repairs `{group[0]}` and `{group[1]}` together (each alone does not read the call)"
+                        out.append(RankedFix(TriageFixKind.REPAIR, f"switch on {what} (improved fidelity with only "
+                                             "these repairs)", {"repairs": list(group)}, one.message.to_openai(),
+                                             len(group)))
                         break
                 else:
                     out.append(RankedFix(TriageFixKind.REPAIR, "switch on the repairs " + ", ".join(
@@ -1346,6 +1429,8 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             continue    # a tool offered under a name that is not a name (or another tool's, reworded) renames the fault
         if kind == TriageFixKind.OVERRIDE and _turns_call_marker(fx.change.get("overrides") or {}, ctx):
             continue    # an override that makes the call's own marker a content/reasoning marker hides the call
+        if kind == TriageFixKind.OVERRIDE and _swaps_own_marker(fx.change.get("overrides") or {}, ctx, bundle):
+            continue    # teaching the parser the model's slip makes two parts of the format share a marker
         cost = {TriageFixKind.REQUEST: 2, TriageFixKind.OVERRIDE: 3, TriageFixKind.FIDELITY: 6}[kind]
         if any(_same(fx.message, o.message) and o.cost <= cost for o in out):
             continue
@@ -1353,6 +1438,8 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     # a template edit from the nearest output's edits: make the template render what the model wrote
     if near:
         patch = _template_patch(setup, near[0], ex.output)
+        if patch and patch[1].strip(_WS) != patch[0].strip(_WS) and patch[1].strip(_WS) in ctx["all_markers"]:
+            patch = None    # the template would write one of its own markers in another's place: ambiguous
         if patch and budget.take(len(ex.output)):
             old, new = patch
             try:
@@ -1460,6 +1547,21 @@ def _turns_call_marker(overrides: dict[str, Any], ctx: dict[str, Any]) -> bool:
     return False
 
 
+def _swaps_own_marker(overrides: dict[str, Any], ctx: dict[str, Any], bundle: Any) -> bool:
+    """An override that sets a format field to another marker the format already writes in another role
+    (``per_call_end`` = ``</arg_value>``): it "re-parses" by teaching the parser the model's slip, and the two
+    parts of the format would then share a marker."""
+    from .fixes import _field_value
+
+    a = getattr(getattr(bundle, "report", None), "analysis", None)
+    for k, v in overrides.items():
+        vs = v.strip(_WS) if isinstance(v, str) else ""
+        cur = _field_value(a, str(k)).strip(_WS) if a is not None else ""
+        if vs and vs != cur and vs in ctx["all_markers"]:
+            return True
+    return False
+
+
 def _marker_free(message: dict[str, Any], bundle: Any) -> bool:
     from .model import reasoning_markers
 
@@ -1549,6 +1651,10 @@ _WHY = {
                            "only the model's output can change",
     Mistake.TRAILING_TEXT: "the format allows nothing after the JSON call; accepting text there needs a new repair",
     Mistake.OMITTED_OPENER: "no repair reads a call without its opener in this format",
+    Mistake.OMITTED_CLOSER: "the call's closer is missing (or written as another marker of the format) and no "
+                            "repair reads the call without it; teaching the parser to take that marker as the "
+                            "closer would make the format ambiguous — only the model's output (or a new repair) "
+                            "can change",
     Mistake.UNKNOWN_TOOL: "the model called a name the request does not offer; offering a tool under that name "
                           "would only rename the fault — the model's output (or the tool's name) must change",
 }
