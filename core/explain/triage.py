@@ -685,6 +685,14 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         if foreign:
             return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [foreign]
         return Mistake.FORMAT_NOT_FOUND, ev
+    rep = _repeated_call(out, ctx["names"])
+    if rep:
+        ctx["repeat"] = rep
+        first, seg, copies = rep
+        return Mistake.TRAILING_TEXT, ev + [
+            f"after the first call the output repeats {_q(seg)} {copies} more time(s), the last one cut at the end: "
+            "the model did not stop after the call — the server did not stop generation at the call's end (the "
+            "format's end-of-call / end-of-turn token as a stop), so it kept writing copies until max_tokens"]
     header = _call_header_in_reasoning(out, r_start, ctx["names"])
     if header:
         return Mistake.CALL_OUTSIDE_SECTION, ev + [
@@ -857,6 +865,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                                   f"{_q(ctx['args_key'])}"]
         return Mistake.FOREIGN_WRAPPER, ev
     tok = _TOKEN.search(text)
+    invented = _invented_opener(out, text, setup, ctx)
+    if Cause.OTHER_MARKER in causes and invented:
+        return Mistake.OMITTED_OPENER, ev + [invented]
     if Cause.OTHER_MARKER in causes and tok:
         if _SPECIAL_SHAPE.fullmatch(tok.group(0)) and tok.group(0) not in (getattr(setup.template, "source", "")
                                                                               or ""):
@@ -1039,6 +1050,57 @@ def _ends_at_opener(out: str, ctx: dict[str, Any]) -> str:
                 and tail.count(last[-1]) == 1:
             return last[-1]
     return ""
+
+
+def _repeated_call(out: str, names: list[str]) -> tuple[int, str, int] | None:
+    """A call the model kept repeating because nothing stopped it: from the first occurrence of a requested
+    tool's name, the stretch up to its next occurrence comes again right after it, and the output then ends in
+    a third copy, whole or cut (one more, whole, is enough too). ``(start of the second copy, the stretch, copies
+    after the first)`` or None. Linear: a few slices per declared name."""
+    for n in names:
+        i1 = out.find(n) if n else -1
+        i2 = out.find(n, i1 + len(n)) if i1 >= 0 else -1
+        if i2 < 0 or i2 - i1 > 4096:
+            continue
+        seg = out[i1:i2]
+        if out[i2:i2 + len(seg)] != seg:
+            continue
+        copies, at = 1, i2 + len(seg)
+        while copies < 1000 and out[at:at + len(seg)] == seg:
+            copies, at = copies + 1, at + len(seg)
+        tail = out[at:].rstrip(_WS)
+        common = next((k for k in range(min(len(tail), len(seg))) if tail[k] != seg[k]), min(len(tail), len(seg)))
+        cut = bool(tail) and common >= 3 and len(tail) - common <= 3      # a cut copy (`…` of a quoted log aside)
+        if (copies >= 2 and not tail) or (cut and copies >= 1):
+            return i2, seg, copies + (1 if cut else 0)
+    return None
+
+
+_TAG = re.compile(r"</?[A-Za-z_][\w\-]{0,40}(?:=|>)")
+
+
+def _invented_opener(out: str, text: str, setup: _Setup, ctx: dict[str, Any]) -> str:
+    """Evidence that the call starts with a tag the template never writes, right before a requested tool's name
+    (``<name>task``), in place of the template's opener (absent from the output), while the rest of the call
+    uses the template's own tags (``</parameter>``, ``</function>``): the model omitted the opener and invented
+    one — not a wrapper around a call of the template's shape. ``""`` otherwise."""
+    src = getattr(setup.template, "source", "") or ""
+    m = _TAG.search(text)
+    if not m or m.group(0).startswith("</") or m.group(0) in src or not ctx["openers"]:
+        return ""
+    if any(o.strip(_WS) and o.strip(_WS) in out for o in ctx["openers"]):
+        return ""
+    after = text[m.end():m.end() + 130].lstrip(_WS)
+    name = next((n for n in ctx["names"] if n and after.startswith(n)
+                 and not re.match(r"[\w]", after[len(n):len(n) + 1])), "")
+    own = list(dict.fromkeys(t.group(0) for t in _TAG.finditer(text, m.end(), min(len(text), m.end() + 4096))
+                             if t.group(0) in src))
+    if not name or not own:
+        return ""
+    return (f"the call starts with {_q(m.group(0) + name)}: {_q(m.group(0))} is a tag the template never writes, in "
+            f"place of its call opener {_q(ctx['openers'][0].strip(_WS))}, which the output never writes, while the "
+            f"rest of the call uses the template's own tags ({', '.join(_q(t) for t in own[:3])}): the model "
+            "omitted the opener and invented one")
 
 
 def _reasoning_head(r_start: str) -> str:
@@ -1511,6 +1573,15 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                      p.message.to_openai(), 4))
         except Exception:  # noqa: BLE001
             pass
+    if mistake == Mistake.TRAILING_TEXT and ctx.get("repeat"):
+        out = [f for f in out if ctx["repeat"][1] not in (f.message.get("content") or "")]   # leaves the copies
+        stop = _stop_after_call(setup, ex.output, ctx["repeat"], budget)
+        if stop is not None:
+            change, message = stop
+            out.append(RankedFix(TriageFixKind.SERVER, "stop generation after the call (the format's end-of-call / "
+                                 "end-of-turn token as a stop sequence): the output then ends "
+                                 + _q(change["output"][-30:]) + (", parsed at improved fidelity" if "fidelity" in
+                                                                change else ""), change, message, 4))
     out.sort(key=lambda f: (f.cost, _RANK[f.kind]))
     uniq: list[RankedFix] = []
     for f in out:
@@ -1518,6 +1589,30 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             uniq.append(f)
     why = "" if uniq else _why_none(mistake, near, ex, setup.request)
     return uniq, why
+
+
+def _stop_after_call(setup: _Setup, output: str, repeat: tuple[int, str, int], budget: _Budget
+                     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The output cut where its first call ends — after a control token of the first copy (the last first), or
+    where the second copy starts — that parses clean to calls with no content, at this fidelity else at improved:
+    ``(change, message)``, or None."""
+    second = repeat[0]
+    first = second - len(repeat[1])
+    cuts = [m.end() for m in _TOKEN.finditer(output, first, second)][::-1] + [second]
+    for p in list(dict.fromkeys(cuts))[:4]:
+        for fid in dict.fromkeys((setup.fidelity, "improved")):
+            if not budget.take(p):
+                return None
+            try:
+                q = _parse(replace(setup, fidelity=fid), output[:p])
+            except Exception:  # noqa: BLE001 - a parser that does not build at that fidelity
+                continue
+            if q.clean and q.message.tool_calls and not (q.message.content or "").strip(_WS):
+                change: dict[str, Any] = {"server": "stop-after-call", "output": output[:p]}
+                if fid != setup.fidelity:
+                    change["fidelity"] = fid
+                return change, q.message.to_openai()
+    return None
 
 
 _IDENT = re.compile(r"[A-Za-z_][\w.\-]{0,127}")
@@ -1650,7 +1745,8 @@ _WHY = {
     Mistake.CALL_ID_SHAPE: "the call id is not the template's shape and the call's arguments are not complete: "
                            "only the model's output can change",
     Mistake.TRAILING_TEXT: "the format allows nothing after the JSON call; accepting text there needs a new repair",
-    Mistake.OMITTED_OPENER: "no repair reads a call without its opener in this format",
+    Mistake.OMITTED_OPENER: "no repair reads a call without its opener in this format (nor one whose opener "
+                            "the model invented)",
     Mistake.OMITTED_CLOSER: "the call's closer is missing (or written as another marker of the format) and no "
                             "repair reads the call without it; teaching the parser to take that marker as the "
                             "closer would make the format ambiguous — only the model's output (or a new repair) "
