@@ -618,6 +618,14 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ev.append(f"the output ends with {_q(opener)}, which opens a call, and nothing after it: the call was cut "
                   "before any of it was written (max_tokens or a stop string), not left out of the parse")
         return Mistake.CUT_SHORT, ev
+    if not msg.get("tool_calls"):
+        glued = _glued_token_words(setup, bundle, out, ctx)
+        if glued:
+            return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [glued]
+        bare = _bare_call(setup, bundle, out, ctx)
+        if bare:
+            ctx["restored"] = bare[0]
+            return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [bare[1]]
     opened = bool(r_start) and gp.endswith(r_start)
     if opened and reasoning and not content and not msg.get("tool_calls") and r_ends \
             and not any(e in out for e in r_ends):
@@ -1050,6 +1058,117 @@ def _ends_at_opener(out: str, ctx: dict[str, Any]) -> str:
                 and tail.count(last[-1]) == 1:
             return last[-1]
     return ""
+
+
+_STRIPPED_CHARS = 16 * 1024     # outputs longer than this are not rendered against (one render per check)
+_PLACEHOLDER = "\x00V{}\x00"
+
+
+def _special_tokens(bundle: Any) -> list[str]:
+    """The parser's preserved tokens (those a server must keep in the decoded text), reasoning markers aside."""
+    from .model import reasoning_markers
+
+    r_start, r_ends = reasoning_markers(bundle)
+    skip = {x.strip(_WS) for x in [r_start] + r_ends if x}
+    return [t for t in dict.fromkeys(getattr(getattr(bundle, "parser", None), "preserved_tokens", None) or [])
+            if isinstance(t, str) and t.strip(_WS) and t.strip(_WS) not in skip]
+
+
+def _rendered_call(setup: _Setup, name: str, args: dict[str, str]) -> str:
+    """The text the template renders for an assistant turn holding one call of ``name`` with ``args`` (after
+    what a user turn with the generation prompt renders), or ``""`` when it does not render."""
+    from ..jinja.template import apply_template
+
+    tools = list(setup.request.tools or [])
+    user = [{"role": "user", "content": "hi"}]
+    turn = user + [{"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "id": "call_1", "function": {"name": name, "arguments": args}}]}]
+    try:
+        a = apply_template(setup.template, user, tools, add_generation_prompt=True)
+        b = apply_template(setup.template, turn, tools)
+    except Exception:  # noqa: BLE001 - a template that does not render this turn gives no evidence
+        return ""
+    k = 0
+    while k < min(len(a), len(b)) and a[k] == b[k]:
+        k += 1
+    while k > 0 and b[k - 1] not in _WS + ">]":     # not inside a marker the two renders begin alike
+        k -= 1
+    return b[k:]
+
+
+def _glued_token_words(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> str:
+    """Evidence that some control tokens were dropped from the decoded text: the output keeps some of the
+    template's special tokens, but writes two words glued (``toolscall``) that the template's render of a call
+    writes each right after a special token (``<|open|>tools<|sep|><|open|>call``). ``""`` otherwise."""
+    toks = [t for t in _special_tokens(bundle) if _SPECIAL_SHAPE.fullmatch(t.strip(_WS))]
+    names = [n for n in ctx["names"] if n and n in out]
+    if not toks or not names or len(out) > _STRIPPED_CHARS or not any(t in out for t in toks):
+        return ""
+    render = _rendered_call(setup, names[0], {})
+    if not render:
+        return ""
+    alt = "|".join(re.escape(t) for t in toks)
+    pairs = re.finditer(f"(?<![A-Za-z_])([A-Za-z_]{{2,24}})((?:{alt}|\\s){{1,8}})(?=([A-Za-z_]{{2,24}})(?![A-Za-z_]))",
+                        render)
+    for m in pairs:
+        w1, gap, w2 = m.group(1), m.group(2), m.group(3)
+        glued = w1 + w2
+        if any(t in gap for t in toks) and glued in out and glued not in render:
+            return (f"the output writes {_q(glued)} where the template's call writes {_q(w1 + gap + w2, 60)}: the "
+                    f"output keeps some of the template's special tokens ({_q(next(t for t in toks if t in out))}) "
+                    "but lost the ones between those words — a decoder that skips special tokens dropped them")
+    return ""
+
+
+def _bare_call(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> tuple[str, str] | None:
+    """The output is the template's call of a requested tool with every special token removed (MiniCPM5's
+    ``<function name=…><param name=…>`` leaving `` name="get_weather"> name="city">Paris``): the template's render
+    of that call (each argument a placeholder), its special tokens taken out, matches the whole output. Returns
+    ``(the output with the tokens put back, evidence)`` or None."""
+    toks = _special_tokens(bundle)
+    names = [n for n in ctx["names"] if n and n in out]
+    if not toks or not names or len(out) > _STRIPPED_CHARS or any(t.strip(_WS) in out for t in toks):
+        return None
+    name = names[0]
+    tool = next((t.get("function") or {} for t in setup.request.tools or []
+                 if isinstance(t, dict) and (t.get("function") or {}).get("name") == name), {})
+    props = list(((tool.get("parameters") or {}).get("properties") or {}))[:8]
+    required = [r for r in (tool.get("parameters") or {}).get("required") or [] if r in props]
+    tries = list(dict.fromkeys(tuple(x) for x in ([props, required] + [[p] for p in props[:2]] + [[]])))
+    alt = "|".join(re.escape(t.strip(_WS)) for t in sorted(toks, key=len, reverse=True))
+    for keys in tries[:4]:
+        call = _rendered_call(setup, name, {k: _PLACEHOLDER.format(i) for i, k in enumerate(keys)})
+        ends = [m.end() for m in re.finditer(alt, call)]
+        if not call or not ends:
+            continue
+        call = call[:ends[-1]].strip(_WS)          # the call ends with its last special token
+        bare = re.sub(alt, "", call)
+        values = _fill(re.split("\x00V\\d\x00", bare.strip(_WS)), out.strip(_WS))
+        if values is None or not bare.strip(_WS):
+            continue
+        restored = call
+        for i, v in enumerate(values):
+            restored = restored.replace(_PLACEHOLDER.format(i), v)
+        gone = [t.strip(_WS) for t in toks if t.strip(_WS) in call]
+        return restored, (f"the output is the template's call of {_q(name)} with every special token taken out "
+                          f"({', '.join(_q(t) for t in gone[:4])}): no marker of the format is left, only the text "
+                          "between them — a decoder that skips special tokens (skip_special_tokens) dropped them")
+    return None
+
+
+def _fill(literals: list[str], text: str) -> list[str] | None:
+    """The values between ``literals`` when ``text`` is ``literals[0] + v0 + literals[1] + v1 + …`` (each value
+    up to the next literal's first occurrence, non-empty): one left-to-right scan, no backtracking."""
+    if not text.startswith(literals[0]):
+        return None
+    pos, values = len(literals[0]), []
+    for lit in literals[1:]:
+        end = len(text) if lit == "" and lit is literals[-1] else text.find(lit, pos + 1) if lit else -1
+        if end <= pos:
+            return None
+        values.append(text[pos:end])
+        pos = end + len(lit)
+    return values if pos == len(text) else None
 
 
 def _repeated_call(out: str, names: list[str]) -> tuple[int, str, int] | None:
@@ -1558,6 +1677,23 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 out.append(RankedFix(TriageFixKind.SERVER, "keep special tokens in the decoded text "
                                      f"(skip_special_tokens=false / --special){extra}: the output then starts "
                                      + _q(restored[:30]), change, p.message.to_openai(), 4))
+                break
+    if mistake == Mistake.SPECIAL_TOKENS_STRIPPED and ctx.get("restored") and not special:
+        restored = ctx["restored"]
+        for fid in dict.fromkeys((setup.fidelity, "improved")):
+            if not budget.take(len(restored)):
+                break
+            try:
+                p = _parse(replace(setup, fidelity=fid), restored)
+            except Exception:  # noqa: BLE001
+                continue
+            if ok(p):
+                change = {"server": "keep-special-tokens", "output": restored}
+                if fid != setup.fidelity:
+                    change["fidelity"] = fid
+                out.append(RankedFix(TriageFixKind.SERVER, "keep special tokens in the decoded text "
+                                     "(skip_special_tokens=false / --special): the output then reads "
+                                     + _q(restored[:40]), change, p.message.to_openai(), 4))
                 break
     if near and mistake == Mistake.STOP_STRING_STRIPPED and budget.take(len(near[1].output)):
         restored = near[1].output
