@@ -473,6 +473,12 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
         nxt: list[tuple[int, list[Edit], str, _Parsed]] = []
         for edits, s, p in frontier:
             for e in _candidates(s, p, ctx):
+                if e.kind == "insert" and e.new.strip(_WS) == "," and _CLOSING.match(s, e.pos):
+                    # a lone separator before a closing bracket is no model's mistake (a grammar may accept the
+                    # trailing comma): the member the grammar wants after it is what was left out
+                    e = _member_insert(setup, s, e.pos, budget)
+                    if e is None:
+                        continue
                 t = e.apply(s)
                 if t in seen:
                     continue
@@ -497,6 +503,26 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
     return None
 
 
+_CLOSING = re.compile(r"\s{0,40}[}\]]")
+_KEY_LITERAL = re.compile(r'"[A-Za-z_][\w\-]{0,40}"')
+_MEMBER = re.compile(r',\s?("[A-Za-z_][\w\-]{0,40}"): ""')
+
+
+def _member_insert(setup: _Setup, s: str, pos: int, budget: _Budget) -> Edit | None:
+    """Where the parser wants a ``,`` before a closing bracket: the JSON member it wants after the comma (its
+    key from one probe parse; the value an empty string, which the edit's sentence calls any value), as one
+    insert; None when the parser names no key there."""
+    probe = s[:pos] + ", \x01" + s[pos:]
+    if not budget.take(len(probe)):
+        return None
+    try:
+        q = _parse(setup, probe)
+    except Exception:  # noqa: BLE001
+        return None
+    keys = [x for x in _literals(q.expected) if _KEY_LITERAL.fullmatch(x)]
+    return Edit("insert", pos, "", f", {keys[0]}: \"\"") if keys else None
+
+
 def _shift(edits: list[Edit]) -> list[Edit]:
     """Edits made one after another, as positions in the original output (for the diff)."""
     out: list[Edit] = []
@@ -514,6 +540,11 @@ def sentence_of(edits: list[Edit], output: str) -> str:
     parts = []
     for e in edits:
         after = output[e.pos:e.pos + 24].split("\n")[0] if e.pos < len(output) else ""
+        member = _MEMBER.fullmatch(e.new) if e.kind == "insert" else None
+        if member:
+            parts.append(f"the model omitted the member {_q(member.group(1))} (any value)"
+                         + (f" before {_q(after)}" if after.strip(_WS) else ""))
+            continue
         if e.kind == "insert":
             tag = re.match(r"</([\w:\-]+)>?$", e.new.strip(_WS))
             if tag:
@@ -810,34 +841,34 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence"]
         solid_edits = [e for e in edits if (e.new or e.old).strip(_WS)]
         if solid_edits and all(e.kind == "insert" and _is_closer(e.new) for e in solid_edits):
-            return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+            return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
         ins = [e for e in edits if e.kind == "insert"]
         solid = [e for e in ins if e.new.strip(_WS)]
         if ins and not solid and len(ins) == len(edits):
             return Mistake.OMITTED_MARKER, ev + ["the model omitted the whitespace the template writes: "
-                                                 + sentence_of(edits, out)]
+                                                 + sentence_of(_shift(edits), out)]
         if len(solid) != len(ins) and len(ins) == len(edits):
             ins = solid      # whitespace the model also left out is secondary to what else it omitted
             if ins[0].new.strip(_WS) in ("}", "]", "}}", "]}"):
-                return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+                return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
         if ins and ins[0].new.strip(_WS) in ("}", "]", "}}", "]}") and len(ins) == len(edits):
-            return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+            return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
         if ins and all(e.pos >= len(out) for e in ins) and len(ins) == len(edits):
-            return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+            return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
         if ins and len(edits) in (len(ins), len([e for e in edits if e.kind == "insert"])):
             first = ins[0]
             if first.new.strip(_WS).startswith("</"):
-                return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+                return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
             if first.new.strip(_WS) in [o.strip(_WS) for o in ctx["openers"]] or first.pos == 0 \
                     or (ex.stop is None and not msg.get("tool_calls")):
                 if _SPECIAL_SHAPE.fullmatch(first.new.strip(_WS)) and not content.strip(_WS).startswith("{") \
                         and first.pos == 0 and Cause.MISSING_OPENER not in causes:
-                    return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(edits, out)]
-                return Mistake.OMITTED_OPENER, ev + [sentence_of(edits, out)]
+                    return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(_shift(edits), out)]
+                return Mistake.OMITTED_OPENER, ev + [sentence_of(_shift(edits), out)]
             stripped = _stripped_tokens(ins, setup, out)
             if stripped:
-                return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(edits, out), stripped]
-            return Mistake.OMITTED_MARKER, ev + [sentence_of(edits, out)]
+                return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(_shift(edits), out), stripped]
+            return Mistake.OMITTED_MARKER, ev + [sentence_of(_shift(edits), out)]
         if probs and ex.stop is not None:
             return probs[0][0], ev + [p[1] for p in probs]
     # schema of what was parsed / what the stop point says
