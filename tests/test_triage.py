@@ -317,6 +317,8 @@ def test_two_slips_get_two_repairs_together():
     assert tg.mistake == Mistake.DOUBLE_ENCODED_ARGUMENTS
     assert tg.fixes[0].change == {"repairs": ["tag-whitespace", "double-encoded-arguments"]}
     assert all(f.change != {"repairs": ["tag-whitespace"]} for f in tg.fixes)
+    # nor an override whose call is read while the call's markup stays in the content (text left unparsed)
+    assert all("<tool_call>" not in (f.message.get("content") or "") for f in tg.fixes)
     assert json.loads(tg.fixes[0].message["tool_calls"][0]["function"]["arguments"]) == {"param": "max_connections"}
 
 

@@ -1207,7 +1207,7 @@ def _repeated_call(out: str, names: list[str]) -> tuple[int, str, int] | None:
     tool's name, the stretch up to its next occurrence comes again right after it, and the output then ends in
     a third copy, whole or cut (one more, whole, is enough too). ``(start of the second copy, the stretch, copies
     after the first)`` or None. Linear: a few slices per declared name."""
-    for n in names:
+    for n in names[:64]:
         i1 = out.find(n) if n else -1
         i2 = out.find(n, i1 + len(n)) if i1 >= 0 else -1
         if i2 < 0 or i2 - i1 > 4096:
@@ -1278,7 +1278,8 @@ def _call_header_in_reasoning(out: str, r_start: str, names: list[str]) -> str:
             return ""
         j = out.find(last, i + len(head), i + len(head) + 200)
         header = out[i + len(head):j] if j >= 0 else ""
-        if header.strip(_WS) and any(re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", header) for n in names):
+        if header.strip(_WS) and any(re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", header)
+                                     for n in names[:64] if n):
             return header.strip(_WS)
         i = out.find(head, i + 1)
     return ""
@@ -1558,7 +1559,8 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                             if not budget.take(len(ex.output)):
                                 break
                             one = _parse(setup, ex.output, repairs=(n,), request=req2)
-                            if ok(one) and len(one.message.tool_calls) >= len(both.message.tool_calls):
+                            if ok(one) and _calls_of(one.message.to_openai()) == \
+                                    _calls_of(both.message.to_openai()):
                                 out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` alone and "
                                                      "set parallel_tool_calls to true", {"repairs": [n],
                                                      "request": par}, one.message.to_openai(), 2))
@@ -1630,6 +1632,9 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     for fx in ex.fixes:
         if not _marker_free(fx.message, bundle):
             continue    # a setting that leaves reasoning markers in the message fixes nothing
+        if fx.message.get("tool_calls") and any(m and m.strip(_WS) and m.strip(_WS) in (fx.message.get("content") or "")
+                                                for m in markers + ctx["closers"]):
+            continue    # a call read while the call's own markup stays in the content (text left unparsed)
         kind = {FixKind.REQUEST: TriageFixKind.REQUEST, FixKind.OVERRIDE: TriageFixKind.OVERRIDE,
                 FixKind.FIDELITY: TriageFixKind.FIDELITY}[fx.kind]
         if kind == TriageFixKind.FIDELITY and out:
