@@ -1536,11 +1536,12 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                         break
                     one = _parse(setup, ex.output, repairs=group)
                     if ok(one) and _calls_of(one.message.to_openai()) == full:
-                        what = f"the repair `{group[0]}` alone" if len(group) == 1 else \
-                            f"the repairs `{group[0]}` and `{group[1]}` together (each alone does not read the call)"
-                        out.append(RankedFix(TriageFixKind.REPAIR, f"switch on {what} (improved fidelity with only "
-                                             "these repairs)", {"repairs": list(group)}, one.message.to_openai(),
-                                             len(group)))
+                        what = f"the repair `{group[0]}` alone (improved fidelity with only this repair)" \
+                            if len(group) == 1 else (f"the repairs `{group[0]}` and `{group[1]}` together (improved "
+                                                     "fidelity with only these repairs; each alone does not read the "
+                                                     "calls)")
+                        out.append(RankedFix(TriageFixKind.REPAIR, f"switch on {what}", {"repairs": list(group)},
+                                             one.message.to_openai(), len(group)))
                         break
                 else:
                     out.append(RankedFix(TriageFixKind.REPAIR, "switch on the repairs " + ", ".join(
@@ -1760,6 +1761,10 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         if not any(_same(f.message, u.message) and f.kind == u.kind for u in uniq):
             uniq.append(f)
     why = "" if uniq else _why_none(mistake, near, ex, setup.request)
+    if not uniq and mistake == Mistake.TRAILING_TEXT and ctx.get("repeat"):
+        why = ("the model kept repeating the call because nothing stopped it, and its first copy alone does not "
+               "parse clean either: the server must stop at the call's end (the format's end-of-call / end-of-turn "
+               "token as a stop) and the model be re-run")
     return uniq, why
 
 
