@@ -292,7 +292,7 @@ def test_a_call_repeated_past_a_missing_stop_is_trailing_text_with_a_stop_fix():
     c = next(c for c in SETS["kept3.jsonl"] if c["id"] == "kept3-docker-model-runner-1045-functiongemma-no-stop")
     ex, tg = _run(c)
     assert tg.mistake == Mistake.TRAILING_TEXT
-    assert any("repeats `get_time{}<end_function_call>call:` 2 more time(s)" in e for e in tg.evidence)
+    assert any("repeats `get_time{}<end_function_call>call:` 2 more time(s) up to its end" in e for e in tg.evidence)
     f = tg.fixes[0]
     assert f.kind.value == "server" and f.change["server"] == "stop-after-call"
     assert f.change["output"] == "<start_function_call>call:get_time{}<end_function_call>"

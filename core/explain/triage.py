@@ -729,7 +729,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ctx["repeat"] = rep
         first, seg, copies = rep
         return Mistake.TRAILING_TEXT, ev + [
-            f"after the first call the output repeats {_q(seg)} {copies} more time(s), the last one cut at the end: "
+            f"after the first call the output repeats {_q(seg)} {copies} more time(s) up to its end: "
             "the model did not stop after the call — the server did not stop generation at the call's end (the "
             "format's end-of-call / end-of-turn token as a stop), so it kept writing copies until max_tokens"]
     header = _call_header_in_reasoning(out, r_start, ctx["names"])
@@ -1193,8 +1193,9 @@ def _fill(literals: list[str], text: str) -> list[str] | None:
     if not text.startswith(literals[0]):
         return None
     pos, values = len(literals[0]), []
-    for lit in literals[1:]:
-        end = len(text) if lit == "" and lit is literals[-1] else text.find(lit, pos + 1) if lit else -1
+    for i, lit in enumerate(literals[1:], 1):
+        last = i == len(literals) - 1
+        end = (len(text) if last else -1) if not lit else text.find(lit, pos + 1)
         if end <= pos:
             return None
         values.append(text[pos:end])
