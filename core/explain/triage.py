@@ -735,8 +735,8 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     header = _call_header_in_reasoning(out, r_start, ctx["names"])
     if header:
         return Mistake.CALL_OUTSIDE_SECTION, ev + [
-            f"the call's header {_q(header)} is written after {_q(_reasoning_head(r_start))}, the header that opens the "
-            f"reasoning ({_q(r_start)}): the model put the call on the reasoning's channel, where the template's "
+            f"the call's header {_q(header)} is written after {_q(_reasoning_head(r_start))}, the header that opens "
+            f"the reasoning ({_q(r_start)}): the model put the call on the reasoning's channel, where the template's "
             "format has no calls"]
     if Cause.PARALLEL_NOT_REQUESTED in causes:
         return Mistake.PARALLEL_NOT_REQUESTED, ev + [e for f in ex.findings
