@@ -567,3 +567,23 @@ def test_a_kept_call_is_not_in_content_too(fidelity, whole):
         assert "stream-consistent-final" in [r.name for r in one.repairs]
     else:
         assert one.content == text
+
+
+# Mutations of two cases of the evaluation set (tests/data/real_outputs, sources in their lines): cut inside the second
+# call, words appended. The stream's view keeps the first call and holds the second back (its name or "name" key is
+# not complete): the tail in content starts at that second call's "{", not at the first call's opener.
+@pytest.mark.parametrize("case_id, template", [
+    ("granite-arguments-before-name", "gguf-ollama-granite3.1-moe-1b.jinja"),
+    ("jamba-parallel", "hfjs-ai21labs-AI21-Jamba-Large-1.6.jinja"),
+])
+def test_a_call_the_view_holds_back_starts_the_tail(case_id, template):
+    from core.chat.realset import load_cases as load_real
+
+    case = next(c for c in load_real(str(ROOT / "tests" / "data" / "real_outputs")) if c.id == case_id)
+    assert case.template == template
+    text = case.output[:int(len(case.output) * 0.6)] + "\nExtra words here"
+    second = text.rindex("{", 0, text.index("\nExtra"))
+    parser = build_chat_parser(_tmpl(template), ChatRequest.from_dict(case.request), fidelity="improved").parser
+    one = check_contract(parser, text, list(range(5, len(text), 5)), case_id)
+    assert len(one.tool_calls) == 1 and one.content == text[second:]
+    assert "stream-consistent-final" in [r.name for r in one.repairs]
