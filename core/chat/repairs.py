@@ -922,10 +922,9 @@ def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: Assis
     (:func:`core.chat.lossless.parser_marks`).
 
     ``kept_end``: when ``msg`` is the stream's view (``stream-consistent-final``), the end of the prefix of
-    ``output`` that view is the message of. The tail then starts where the text the view shows ends
-    (:func:`_view_start`) when the first lost word is after it: the calls the view keeps are in ``tool_calls``
-    already, and their text must not be in ``content`` too (the opener before the lost word may be the kept
-    call's own)."""
+    ``output`` that view is the message of. The tail then never starts inside the text the view shows
+    (:func:`_after_kept_view`): the calls the view keeps are in ``tool_calls`` already, and their text must not be
+    in ``content`` too (the opener before the lost word may be the kept call's own)."""
     if getattr(parser, "lossless_context", None) is None:
         return msg
     lost = lost_word_spans(output, msg, parser_marks(parser))
@@ -948,18 +947,23 @@ def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: Assis
 
 def _after_kept_view(parser: Any, output: str, view: AssistantMessage, end: int, at: int, start: int) -> int:
     """Where the unparsed tail starts when the message is the stream's ``view`` of ``output[:end]`` and the first
-    lost word is at ``at`` (``start``: the opener before it, which may be the kept call's own): after the text the
-    view shows (:func:`_view_start`), never inside it — at the opener before the word when that is after it, else
-    at the ``{`` of a JSON object the view holds back (a second call whose name is not complete yet), else at a
-    marker prefix the view holds back (:func:`_held_back_start`), else where the view's prefix ends."""
-    shown = _view_start(parser, output, view, end)
-    if shown > at or start >= shown:   # the word is in the text the view shows, or its opener is after that text
-        return start
+    lost word is at ``at`` (``start``: the opener before it, which may be the kept call's own), so that no text the
+    view shows is in the tail: the ``{`` of a JSON object the view holds back (a second call whose name is not
+    complete yet: the partial parse of the text before that ``{`` is still the view; one parse), else a marker
+    prefix the view holds back (:func:`_held_back_start`) when the word is after it, else ``start``."""
     held = _held_back_start(parser, output, end)
-    brace = output.rfind("{", shown, min(at, held) + 1)
-    if brace >= 0:
+    brace = output.rfind("{", 0, min(at, held) + 1)
+    if brace > start and _shows(parser, output[:brace], view):
         return brace
-    return held if at >= held else shown
+    return max(start, held) if at >= held else start
+
+
+def _shows(parser: Any, text: str, view: AssistantMessage) -> bool:
+    """Whether the partial parse of ``text`` is ``view`` (repairs aside)."""
+    try:
+        return parser.parse(text, True).to_openai() == view.to_openai()
+    except Exception:   # a diagnosis of where the tail starts; a failure keeps the longer tail
+        return False
 
 
 def _held_back_start(parser: Any, output: str, end: int) -> int:
@@ -973,31 +977,6 @@ def _held_back_start(parser: Any, output: str, end: int) -> int:
         if any(len(tail) < len(m) and m.startswith(tail) for m in marks):
             return k
     return end
-
-
-def _view_start(parser: Any, output: str, view: AssistantMessage, end: int) -> int:
-    """Where the text the stream's view leaves out starts: the shortest prefix of ``output[:end]`` (``end``: the
-    prefix the view is the partial message of) whose partial parse is still the view — what comes after it is a
-    construct the view held back (``"<"`` of a ``</tool_call>`` that might follow, a second call whose name is not
-    complete yet) or text after a call. Bisection, on the premise that a prefix of a prefix giving the view gives
-    it or less (O(log n) partial parses of prefixes that parse cleanly)."""
-    want = view.to_openai()
-
-    def shows_view(k: int) -> bool:
-        try:
-            return parser.parse(output[:k], True).to_openai() == want
-        except Exception:   # a diagnosis of where the tail starts; a failure keeps the longer tail
-            return False
-    lo, hi = 0, end
-    if shows_view(lo):
-        return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if shows_view(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
 
 
 def _opener_before(parser: Any, output: str, at: int) -> int:
