@@ -545,21 +545,23 @@ class GeneratedParser:
         tags = getattr(self.arena, "quiet_tags", ())
         return any(t.startswith("repair:") for t in tags)
 
-    def _run(self, entry: str | None, text: str, state: ParserState | None) -> ParseResult | None:
-        """The lenient parse of ``text`` from ``entry``; None on absurd nesting (RecursionError/MemoryError)."""
+    def _run(self, entry: str | None, text: str, state: ParserState | None, known: ParseResult | None = None
+             ) -> ParseResult | None:
+        """The lenient parse of ``text`` from ``entry``; None on absurd nesting (RecursionError/MemoryError).
+        ``known``: that very parse when the caller made it (explain's traced run), used instead of parsing."""
         if state is None and len(text) <= _LAST_RUNS_CHARS:
             last = _LAST_RUNS.__dict__.setdefault("runs", [])
             for arena, t, results in last:
                 if arena is self.arena and t == text:
                     if entry not in results:
-                        results[entry] = self._run_uncached(entry, text)
+                        results[entry] = known if known is not None else self._run_uncached(entry, text)
                     return results[entry]
-            r = self._run_uncached(entry, text)
+            r = known if known is not None else self._run_uncached(entry, text)
             last.insert(0, (self.arena, text, {entry: r}))
             del last[_LAST_RUNS_KEPT:]
             return r
         if state is None:
-            return self._run_uncached(entry, text)
+            return known if known is not None else self._run_uncached(entry, text)
         try:
             return self.arena.parse(text, lenient=True, entry=entry, cache=state.cache(entry))
         except (RecursionError, MemoryError):
@@ -571,14 +573,19 @@ class GeneratedParser:
         except (RecursionError, MemoryError):
             return None
 
-    def parse_detailed(self, output: str, *, state: ParserState | None = None, is_partial: bool = False
-                       ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
+    def parse_detailed(self, output: str, *, state: ParserState | None = None, is_partial: bool = False,
+                       main: ParseResult | None = None) -> tuple[AssistantMessage, ParseResult | None, str | None]:
         """See :meth:`_parse_detailed`. The partial parse of a whole output (no ``state``) is kept for the next
         call with the same parser and output: on a text that does not parse it probes O(log n) prefixes, and a
-        final parse asks for it again (:func:`core.chat.repairs.settle`, explain's trace of a settled view)."""
+        final parse asks for it again (:func:`core.chat.repairs.settle`, explain's trace of a settled view).
+        ``main`` (a final parse without ``state`` only): the main root's lenient parse of the text this parses
+        (``generation_prompt`` + ``output`` after a repeated turn header), when the caller made it — explain's
+        traced run (:func:`core.peg.trace.traced_parse`), the same parse with its matched literals as extra
+        nodes the mapper ignores — so the text is parsed once, not twice; ignored when it is of another text."""
         global _PARTIAL_MEMO
         if state is not None or not is_partial:
-            return self._parse_detailed(output, state=state, is_partial=is_partial)
+            return self._parse_detailed(output, state=state, is_partial=is_partial,
+                                        main=main if state is None and not is_partial else None)
         memo = _PARTIAL_MEMO
         if memo is not None and memo[0]() is self and memo[1] == output:
             msg, r, entry = memo[2]
@@ -598,8 +605,8 @@ class GeneratedParser:
             return memo[3]
         return None
 
-    def _parse_detailed(self, output: str, *, state: ParserState | None = None, is_partial: bool = False
-                        ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
+    def _parse_detailed(self, output: str, *, state: ParserState | None = None, is_partial: bool = False,
+                        main: ParseResult | None = None) -> tuple[AssistantMessage, ParseResult | None, str | None]:
         """Like :meth:`parse`, also returning the PEG result used and its entry point: ``None`` = main root,
         ``"recover-trailing"``, ``"recover-content"``, ``"main+rest"`` (the main root stopped before the end
         of the text: its message plus the rest as content), ``"prefix+rest"`` (:func:`prefix_rest`),
@@ -627,7 +634,7 @@ class GeneratedParser:
             if r is not None and not r.fail:
                 return map_parse(r), r, RECOVER_CONTENT
             return AssistantMessage(content=output), None, "raw"
-        main = self._run(None, text, state)
+        main = self._run(None, text, state, main if main is not None and main.text == text else None)
         covered = main is not None and covers(main, text)
         if covered and not (is_partial and main.switched):
             if state is not None and is_partial:

@@ -55,15 +55,26 @@ STRICT_TRACE_CHARS = 1 << 20
 parse of the whole text, ~5 CPU s for 100,000 tool calls (8 MB) where the rest of an explanation took as much."""
 
 
-def trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None) -> ParseTrace:
+def trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None, main: Any = None) -> ParseTrace:
     """Replay a PEG parser's final parse of ``output`` (see :meth:`GeneratedParser.parse_detailed`) traced.
     A turn header the output repeats (repair ``repeated-turn-header``) is skipped as the parse skips it, and
-    shown as a marker span. ``parsed``: ``parse_detailed(output)`` when the caller has it."""
+    shown as a marker span. ``parsed``: ``parse_detailed(output)`` when the caller has it; ``main``: the traced
+    run of the main root (:func:`_traced_main`) when the caller has it."""
     cut = parser.header_cut(output) if hasattr(parser, "header_cut") else 0
     if not cut:
-        return _trace_peg(parser, output, report, parsed)
-    return _after_header(_trace_peg(parser, output[cut:], report, parsed or parser.parse_detailed(output)), parser,
-                         output, cut)
+        return _trace_peg(parser, output, report, parsed, main)
+    return _after_header(_trace_peg(parser, output[cut:], report, parsed or parser.parse_detailed(output), main),
+                         parser, output, cut)
+
+
+def _traced_main(parser: Any, output: str, report: Any) -> Any:
+    """The traced run of ``parser``'s main root over the text its final parse of ``output`` reads (the generation
+    prompt, then the output after a repeated turn header), or None for a parser without one: the parse the
+    message is made from (``parse_detailed(output, main=…)``) and the spans' parse are then one run of the text."""
+    if parser.eps_fallback:
+        return None
+    cut = parser.header_cut(output) or 0
+    return traced_parse(parser.arena, parser.generation_prompt + output[cut:], labels=_labels(parser, report))
 
 
 def _after_header(tr: ParseTrace, parser: Any, output: str, cut: int) -> ParseTrace:
@@ -85,15 +96,19 @@ def _after_header(tr: ParseTrace, parser: Any, output: str, cut: int) -> ParseTr
                                      if tr.truncated_expect.pos >= 0 else tr.truncated_expect))
 
 
-def _trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None) -> ParseTrace:
+def _trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None, main: Any = None) -> ParseTrace:
     """:func:`trace_peg` of an ``output`` without a repeated turn header; ``parsed``: the
-    ``parse_detailed`` result when the caller has it (of the output with its header)."""
+    ``parse_detailed`` result when the caller has it (of the output with its header); ``main``: the traced run
+    of the main root over ``generation_prompt + output`` when the caller has it."""
     msg, _res, entry = parsed if parsed is not None else parser.parse_detailed(output)
     text = parser.generation_prompt + output
     gp = len(parser.generation_prompt)
     labels = _labels(parser, report)
     arena = parser.arena
-    main = traced_parse(arena, text, labels=labels) if not parser.eps_fallback else None
+    if parser.eps_fallback:
+        main = None
+    elif main is None or main.result.text != text:
+        main = traced_parse(arena, text, labels=labels)
     tr = ParseTrace(text, gp, msg, entry or MAIN, [])
     if main is not None:
         r = main.result
@@ -249,10 +264,10 @@ def stream_steps(parser: Any, output: str, chunk: int = 8, report: Any = None) -
     return steps
 
 
-def _trace_raw(parser: Any, output: str, report: Any = None, parsed: Any = None) -> ParseTrace:
+def _trace_raw(parser: Any, output: str, report: Any = None, parsed: Any = None, main: Any = None) -> ParseTrace:
     """:func:`trace_peg`: the spans of the parser's own final parse, before :func:`core.chat.repairs.settle`
     (``message`` is that parse's)."""
-    return trace_peg(parser, output, report, parsed)
+    return trace_peg(parser, output, report, parsed, main)
 
 
 def _raw_message(parser: Any, output: str) -> AssistantMessage:
@@ -332,13 +347,16 @@ def trace_parse(parser: Any, output: str, report: Any = None, *, turn_end_cut: b
         end = cut_turn_end(turn_end_tokens(parser), output)
         if end < len(output):   # the parse does not cut again what remains (GeneratedParser.parse)
             return _after_turn_end(trace_parse(parser, output[:end], report, turn_end_cut=False), parser, output, end)
-    parsed = None
-    if isinstance(parser, GeneratedParser):  # one parse for the message and the trace (not two)
-        parsed = parser.parse_detailed(output)
+    parsed = main = None
+    if isinstance(parser, GeneratedParser):
+        # one run of the main root for the message and the spans: the traced run is that parse (its extra
+        # marker nodes change no message), and parse_detailed maps it instead of parsing the text again
+        main = _traced_main(parser, output, report)
+        parsed = parser.parse_detailed(output, main=main.result if main is not None else None)
         final = parser.parse(output, detailed=parsed)
     else:
         final = parser.parse(output)
-    tr = _trace_raw(parser, output, report, parsed)
+    tr = _trace_raw(parser, output, report, parsed, main)
     if not same_message(settled_as(tr.message, final), final):
         view = _trace_view(parser, output, report, final)
         if view is not None:
