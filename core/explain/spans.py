@@ -157,58 +157,164 @@ def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) 
     whitespace, or ``marker`` if not blank; from ``consumed`` on they are ``unparsed``. Tool-call indexes
     follow the mapper: a call counts from its ``tool-open`` and only once named.
     """
-    n = len(text)
-    paint: list[tuple | None] = [None] * n
+    return _runs(text, _paints(nodes, text, gp_len), gp_len, consumed)
+
+
+# what a tag does in spans_from_ast (looked up once per distinct tag, not tested in turn per node)
+_K_NONE, _K_OPEN, _K_NAME, _K_ARGS, _K_ENCODED, _K_IGNORED, _K_ARGS_AS, _K_LABEL, _K_MARKER = range(9)
+
+
+def _tag_kind(tag: str) -> int:
+    if tag == T.TOOL_OPEN:
+        return _K_OPEN
+    if tag == T.TOOL_NAME:
+        return _K_NAME
+    if tag == T.TOOL_ARGS:
+        return _K_ARGS
+    if tag == T.TOOL_ARGS_ENCODED:
+        return _K_ENCODED
+    if tag == T.IGNORED:
+        return _K_IGNORED
+    if tag.startswith(TOOL_ARGS_AS):
+        return _K_ARGS_AS
+    if tag in _TAG_LABELS:
+        return _K_LABEL
+    if tag.startswith(MARKER_TAG):
+        return _K_MARKER
+    return _K_NONE
+
+
+def _paints(nodes: Iterable[Any], text: str, gp_len: int) -> list[tuple[int, int, tuple]]:
+    """The paint operations of the AST, ``(start, end, (label, field, call, kind))`` in the order they apply
+    (pre-order: a later one paints over an earlier one), empty ranges left out."""
+    ops: list[tuple[int, int, tuple]] = []
+    add = ops.append
+    kinds: dict[str, int] = {}
     named = 0
     cur = -1
     pending = False
     stack: list[tuple[Any, bool | str]] = [(node, False) for node in reversed(list(nodes))]
+    pop = stack.pop
+    push = stack.append
     while stack:
-        node, in_value = stack.pop()
+        node, in_value = pop()
         tag = node.tag
-        if tag == T.TOOL_OPEN:
-            cur, pending = named, True
-        if tag == T.TOOL_NAME and pending:
-            named += 1
-            pending = False
         value = in_value
-        if tag == T.TOOL_ARGS and not text[node.start:node.end].startswith(("{", '"')):
-            pass    # tagged arguments inside: the mapper ignores this text, its children carry the values
-            # (a JSON string is a value: Kimi K2 at llama.cpp fidelity keeps double-encoded arguments as they are)
-        elif tag == T.TOOL_ARGS_ENCODED and not in_value:
-            # repair double-encoded-arguments: the raw JSON string is the arguments; the field carries the
-            # object the mapper decoded from it (nothing when it does not decode: the mapper sets nothing)
-            inner = _decoded_args(text[node.start:node.end])
-            if inner:
-                _paint(paint, node.start, node.end, (SpanLabel.ARGUMENTS, inner, cur, ""))
-                value = True
-        elif tag == T.IGNORED and not in_value:
-            _paint(paint, node.start, node.end, (SpanLabel.IGNORED, "", -1, ""))
-            value = True
-        elif tag.startswith(TOOL_ARGS_AS) and in_value is not True:
-            # arguments in a family's own syntax: the field carries the JSON the mapper's value hook made
-            convert = ARGS_CONVERTERS.get(tag)
-            js = convert(text, node) if convert else ""
-            _paint(paint, node.start, node.end, (SpanLabel.ARGUMENTS, js, cur, ""))
-            value = True
-        elif tag in _TAG_LABELS and in_value is not True:
-            label, kind = _TAG_LABELS[tag]
-            call = cur if label not in (SpanLabel.REASONING, SpanLabel.CONTENT) else -1
-            # an id around the name is painted in two pieces: its field keeps the whole id (rebuild_message)
-            whole = text[node.start:node.end] if tag == T.TOOL_ID and _holds(node, T.TOOL_NAME) else ""
-            _paint(paint, node.start, node.end, (label, whole, call, kind))
-            # a call id may hold the tool name (Kimi K2's functions.NAME:IDX): the name paints over it
-            value = ID_HOLDS_NAME if tag == T.TOOL_ID else True
-        elif tag.startswith(MARKER_TAG) and not in_value:
-            name = tag[len(MARKER_TAG):]
-            in_gp = name == "generation_prompt" or (not name and node.end <= gp_len)
-            label = SpanLabel.GENERATION_PROMPT if in_gp else SpanLabel.MARKER
-            if label == SpanLabel.MARKER and not text[node.start:node.end].strip(_WS):
-                label, name = SpanLabel.WHITESPACE, ""   # an optional newline around a marker
-            _paint(paint, node.start, node.end, (label, name, -1, ""))
-        if node.children:
-            stack.extend((c, value) for c in reversed(node.children))
-    return _runs(text, paint, gp_len, consumed)
+        if tag:
+            k = kinds.get(tag)
+            if k is None:
+                k = kinds[tag] = _tag_kind(tag)
+            if k == _K_OPEN:
+                cur, pending = named, True
+            elif k == _K_NAME and pending:
+                named += 1
+                pending = False
+            if k == _K_ARGS and not text.startswith(("{", '"'), node.start, node.end):
+                pass    # tagged arguments inside: the mapper ignores this text, its children carry the values
+                # (a JSON string is a value: Kimi K2 at llama.cpp fidelity keeps double-encoded arguments as they are)
+            elif k == _K_ENCODED:
+                if not in_value:
+                    # repair double-encoded-arguments: the raw JSON string is the arguments; the field carries the
+                    # object the mapper decoded from it (nothing when it does not decode: the mapper sets nothing)
+                    inner = _decoded_args(text[node.start:node.end])
+                    if inner:
+                        if node.end > node.start:
+                            add((node.start, node.end, (SpanLabel.ARGUMENTS, inner, cur, "")))
+                        value = True
+            elif k == _K_IGNORED:
+                if not in_value:
+                    if node.end > node.start:
+                        add((node.start, node.end, _IGNORED_PAINT))
+                    value = True
+            elif k == _K_ARGS_AS:
+                if in_value is not True:
+                    # arguments in a family's own syntax: the field carries the JSON the mapper's value hook made
+                    convert = ARGS_CONVERTERS.get(tag)
+                    js = convert(text, node) if convert else ""
+                    if node.end > node.start:
+                        add((node.start, node.end, (SpanLabel.ARGUMENTS, js, cur, "")))
+                    value = True
+            elif k == _K_NAME or k == _K_ARGS or k == _K_LABEL:
+                if in_value is not True:
+                    label, kind = _TAG_LABELS[tag]
+                    call = cur if label is not SpanLabel.REASONING and label is not SpanLabel.CONTENT else -1
+                    # an id around the name is painted in two pieces: its field keeps the whole id (rebuild_message)
+                    whole = text[node.start:node.end] if tag == T.TOOL_ID and _holds(node, T.TOOL_NAME) else ""
+                    if node.end > node.start:
+                        add((node.start, node.end, (label, whole, call, kind)))
+                    # a call id may hold the tool name (Kimi K2's functions.NAME:IDX): the name paints over it
+                    value = ID_HOLDS_NAME if tag == T.TOOL_ID else True
+            elif k == _K_MARKER:
+                if not in_value and node.end > node.start:
+                    name = tag[len(MARKER_TAG):]
+                    in_gp = name == "generation_prompt" or (not name and node.end <= gp_len)
+                    label = SpanLabel.GENERATION_PROMPT if in_gp else SpanLabel.MARKER
+                    if label == SpanLabel.MARKER and not text[node.start:node.end].strip(_WS):
+                        label, name = SpanLabel.WHITESPACE, ""   # an optional newline around a marker
+                    add((node.start, node.end, (label, name, -1, "")))
+        children = node.children
+        if children:
+            if len(children) == 1:
+                push((children[0], value))
+            else:
+                for c in reversed(children):
+                    push((c, value))
+    return ops
+
+
+_IGNORED_PAINT = (SpanLabel.IGNORED, "", -1, "")
+
+
+def _segments(ops: list[tuple[int, int, tuple]], n: int) -> list[tuple[int, int, tuple | None]]:
+    """``[start, end)`` runs of equal paint covering ``[0, n)`` (None: unpainted), where a later operation of
+    ``ops`` paints over an earlier one. Operations from an AST nest (a node's range holds its children's, siblings
+    follow each other): one pass with a stack of the open ones; anything else is painted character by
+    character."""
+    segs: list[tuple[int, int, tuple | None]] = []
+    emit = segs.append
+    pos = 0
+    stack: list[tuple[int, tuple]] = []
+    for s, e, v in ops:
+        while stack and stack[-1][0] <= s:
+            te, tv = stack.pop()
+            if te > pos:
+                emit((pos, te, tv))
+                pos = te
+        if s < pos or e > n or (stack and e > stack[-1][0]):
+            return _painted_runs(ops, n)
+        if s > pos:
+            emit((pos, s, stack[-1][1] if stack else None))
+            pos = s
+        stack.append((e, v))
+    while stack:
+        te, tv = stack.pop()
+        if te > pos:
+            emit((pos, te, tv))
+            pos = te
+    if pos < n:
+        emit((pos, n, None))
+    out: list[tuple[int, int, tuple | None]] = []
+    for seg in segs:   # runs of equal paint from different nodes are one run (as equal characters are)
+        if out and out[-1][2] == seg[2]:
+            out[-1] = (out[-1][0], seg[1], seg[2])
+        else:
+            out.append(seg)
+    return out
+
+
+def _painted_runs(ops: list[tuple[int, int, tuple]], n: int) -> list[tuple[int, int, tuple | None]]:
+    from itertools import groupby
+
+    paint: list[tuple | None] = [None] * n
+    for s, e, v in ops:
+        paint[s:e] = [v] * (e - s)
+    out = []
+    i = 0
+    for v, group in groupby(paint):   # runs of equal paint, found in C
+        end = i + sum(1 for _ in group)
+        out.append((i, end, v))
+        i = end
+    return out
 
 
 def _holds(node: Any, tag: str) -> bool:
@@ -232,18 +338,9 @@ def _decoded_args(raw: str) -> str:
     return inner.strip(_WS) if ok else ""
 
 
-def _paint(paint: list, start: int, end: int, value: tuple) -> None:
-    if end > start:
-        paint[start:end] = [value] * (end - start)
-
-
-def _runs(text: str, paint: list, gp_len: int, consumed: int) -> list[Span]:
-    from itertools import groupby
-
+def _runs(text: str, ops: list[tuple[int, int, tuple]], gp_len: int, consumed: int) -> list[Span]:
     spans: list[Span] = []
-    i = 0
-    for v, group in groupby(paint):   # runs of equal paint, found in C (a per-character loop here cost seconds)
-        end = i + len(list(group))
+    for i, end, v in _segments(ops, len(text)):
         cuts = [c for c in (gp_len, consumed if v is None else -1) if i < c < end]
         for j in sorted(set(cuts)) + [end]:
             spans.append(_run_span(text, v, i, j, gp_len, consumed))
