@@ -49,13 +49,21 @@ class SpanLabel(str, enum.Enum):
     HELD_BACK = "held back"          # streaming: the end of a prefix that may still become a marker
 
 
+# the members as module constants, for the per-node and per-span loops (an enum member read from its class costs
+# several times a global read, and set membership hashes an enum in Python)
+_REASONING, _CONTENT, _MARKER, _WHITESPACE = (SpanLabel.REASONING, SpanLabel.CONTENT, SpanLabel.MARKER,
+                                              SpanLabel.WHITESPACE)
+_UNPARSED, _PROMPT, _ARGUMENTS = SpanLabel.UNPARSED, SpanLabel.GENERATION_PROMPT, SpanLabel.ARGUMENTS
+_TOOL_NAME, _CALL_ID, _ARGUMENT_NAME, _ARGUMENT_VALUE = (SpanLabel.TOOL_NAME, SpanLabel.CALL_ID,
+                                                         SpanLabel.ARGUMENT_NAME, SpanLabel.ARGUMENT_VALUE)
+
 #: labels whose text is part of the message
 MESSAGE_LABELS = frozenset({SpanLabel.REASONING, SpanLabel.CONTENT, SpanLabel.TOOL_NAME, SpanLabel.CALL_ID,
                             SpanLabel.ARGUMENTS, SpanLabel.ARGUMENT_NAME, SpanLabel.ARGUMENT_VALUE,
                             SpanLabel.UNPARSED})
 
 
-@dataclass
+@dataclass(slots=True)
 class Span:
     """``text[start:end]`` (code points into ``generation_prompt + output``) became ``label``.
 
@@ -219,7 +227,7 @@ def _paints(nodes: Iterable[Any], text: str, gp_len: int) -> list[tuple[int, int
                     inner = _decoded_args(text[node.start:node.end])
                     if inner:
                         if node.end > node.start:
-                            add((node.start, node.end, (SpanLabel.ARGUMENTS, inner, cur, "")))
+                            add((node.start, node.end, (_ARGUMENTS, inner, cur, "")))
                         value = True
             elif k == _K_IGNORED:
                 if not in_value:
@@ -232,12 +240,12 @@ def _paints(nodes: Iterable[Any], text: str, gp_len: int) -> list[tuple[int, int
                     convert = ARGS_CONVERTERS.get(tag)
                     js = convert(text, node) if convert else ""
                     if node.end > node.start:
-                        add((node.start, node.end, (SpanLabel.ARGUMENTS, js, cur, "")))
+                        add((node.start, node.end, (_ARGUMENTS, js, cur, "")))
                     value = True
             elif k == _K_NAME or k == _K_ARGS or k == _K_LABEL:
                 if in_value is not True:
                     label, kind = _TAG_LABELS[tag]
-                    call = cur if label is not SpanLabel.REASONING and label is not SpanLabel.CONTENT else -1
+                    call = cur if label is not _REASONING and label is not _CONTENT else -1
                     # an id around the name is painted in two pieces: its field keeps the whole id (rebuild_message)
                     whole = text[node.start:node.end] if tag == T.TOOL_ID and _holds(node, T.TOOL_NAME) else ""
                     if node.end > node.start:
@@ -248,9 +256,9 @@ def _paints(nodes: Iterable[Any], text: str, gp_len: int) -> list[tuple[int, int
                 if not in_value and node.end > node.start:
                     name = tag[len(MARKER_TAG):]
                     in_gp = name == "generation_prompt" or (not name and node.end <= gp_len)
-                    label = SpanLabel.GENERATION_PROMPT if in_gp else SpanLabel.MARKER
-                    if label == SpanLabel.MARKER and not text[node.start:node.end].strip(_WS):
-                        label, name = SpanLabel.WHITESPACE, ""   # an optional newline around a marker
+                    label = _PROMPT if in_gp else _MARKER
+                    if label is _MARKER and not text[node.start:node.end].strip(_WS):
+                        label, name = _WHITESPACE, ""   # an optional newline around a marker
                     add((node.start, node.end, (label, name, -1, "")))
         children = node.children
         if children:
@@ -339,28 +347,42 @@ def _decoded_args(raw: str) -> str:
 
 
 def _runs(text: str, ops: list[tuple[int, int, tuple]], gp_len: int, consumed: int) -> list[Span]:
-    spans: list[Span] = []
+    """The spans of the painted runs: a run is cut where the generation prompt ends (and, unpainted, at
+    ``consumed``); unpainted pieces are labelled as :func:`spans_from_ast` says; neighbours with the same label,
+    field, call, kind and place (in the prompt or not) are one span when whitespace, unparsed or prompt text."""
+    rows: list[list] = []   # [start, end, (label, field, call, kind), in_prompt], Spans made once at the end
     for i, end, v in _segments(ops, len(text)):
-        cuts = [c for c in (gp_len, consumed if v is None else -1) if i < c < end]
-        for j in sorted(set(cuts)) + [end]:
-            spans.append(_run_span(text, v, i, j, gp_len, consumed))
-            i = j
-    return _merge(spans)
-
-
-def _run_span(text: str, v: tuple | None, i: int, j: int, gp_len: int, consumed: int) -> Span:
-    if v is None:
-        chunk = text[i:j]
-        if i >= consumed:
-            v = (SpanLabel.UNPARSED, "", -1, "")
-        elif i < gp_len:
-            v = (SpanLabel.GENERATION_PROMPT, "", -1, "")
-        elif not chunk.strip(_WS):
-            v = (SpanLabel.WHITESPACE, "", -1, "")
+        if i < gp_len < end or (v is None and i < consumed < end):
+            cuts = sorted({c for c in (gp_len, consumed if v is None else -1) if i < c < end}) + [end]
         else:
-            v = (SpanLabel.MARKER, "", -1, "")
-    label, name, call, kind = v
-    return Span(i, j, label, text[i:j], name, call, kind, in_prompt=i < gp_len)
+            cuts = (end,)
+        for j in cuts:
+            r = v if v is not None else _unpainted(text, i, j, gp_len, consumed)
+            ip = i < gp_len
+            lab = r[0]
+            if (lab is _WHITESPACE or lab is _UNPARSED or lab is _PROMPT) and rows and rows[-1][2] == r \
+                    and rows[-1][3] == ip:
+                rows[-1][1] = j
+            else:
+                rows.append([i, j, r, ip])
+            i = j
+    return [Span(a, b, r[0], text[a:b], r[1], r[2], r[3], ip) for a, b, r, ip in rows]
+
+
+def _unpainted(text: str, i: int, j: int, gp_len: int, consumed: int) -> tuple:
+    if i >= consumed:
+        return _UNPARSED_PAINT
+    if i < gp_len:
+        return _PROMPT_PAINT
+    if not text[i:j].strip(_WS):
+        return _WHITESPACE_PAINT
+    return _MARKER_PAINT
+
+
+_UNPARSED_PAINT = (_UNPARSED, "", -1, "")
+_PROMPT_PAINT = (_PROMPT, "", -1, "")
+_WHITESPACE_PAINT = (_WHITESPACE, "", -1, "")
+_MARKER_PAINT = (_MARKER, "", -1, "")
 
 
 def _merge(spans: list[Span]) -> list[Span]:
@@ -429,7 +451,7 @@ def check_cover(spans: list[Span], text: str) -> str:
             return f"gap or overlap at {pos} (next span starts at {s.start})"
         if s.end <= s.start:
             return f"empty span at {s.start}"
-        if text[s.start:s.end] != s.text:
+        if len(s.text) != s.end - s.start or not text.startswith(s.text, s.start):
             return f"span text differs at {s.start}"
         pos = s.end
     return "" if pos == len(text) else f"spans end at {pos}, text at {len(text)}"
@@ -451,57 +473,69 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
     cut = _first_repaired(spans, TRUNCATED_CALL)
     moved = _first_repaired(spans, UNPARSED_TEXT)
     msg = AssistantMessage()
-    calls: dict[int, dict[str, Any]] = {}
+    content: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, list[Any]] = {}   # call index -> [name, id, args or None, [[arg name, value, kind]...]]
     for s in spans:
-        if s.label == SpanLabel.UNPARSED and s.field in (STREAM_CONSISTENT_FINAL, UNPARSED_TEXT):
-            continue    # not content of the parse: the settled message leaves it out or takes it as a tail
-        if s.label in (SpanLabel.CONTENT, SpanLabel.UNPARSED):
-            msg.content += s.text
-        elif s.label == SpanLabel.REASONING:
-            msg.reasoning_content += s.text
-        elif s.call >= 0 and s.label in MESSAGE_LABELS:
-            c = calls.setdefault(s.call, {"name": "", "id": "", "args": None, "pairs": []})
-            if s.label == SpanLabel.TOOL_NAME:
-                c["name"] += s.text
-            elif s.label == SpanLabel.CALL_ID:
+        label = s.label
+        if label == _MARKER or label == _WHITESPACE:
+            continue
+        if label == _CONTENT:
+            content.append(s.text)
+        elif label == _UNPARSED:
+            if s.field != STREAM_CONSISTENT_FINAL and s.field != UNPARSED_TEXT:
+                content.append(s.text)
+            # else not content of the parse: the settled message leaves it out or takes it as a tail
+        elif label == _REASONING:
+            reasoning.append(s.text)
+        elif s.call >= 0 and (label == _TOOL_NAME or label == _ARGUMENTS or label == _ARGUMENT_NAME
+                              or label == _ARGUMENT_VALUE or label == _CALL_ID):   # the other MESSAGE_LABELS
+            c = calls.get(s.call)
+            if c is None:
+                c = calls[s.call] = ["", "", None, []]
+            if label == _TOOL_NAME:
+                c[0] += s.text
+            elif label == _CALL_ID:
                 # a handler that reads the id around the name (Kimi: functions.NAME:0) records it as the field
                 if s.field:
-                    c["id"] = s.field
+                    c[1] = s.field
                 else:
-                    c["id"] += s.text
-            elif s.label == SpanLabel.ARGUMENTS:
+                    c[1] += s.text
+            elif label == _ARGUMENTS:
                 # a handler that converts its own argument syntax records the JSON it made as the field
-                c["args"] = (c["args"] or "") + (s.field if s.field.startswith("{") else s.text)
-            elif s.label == SpanLabel.ARGUMENT_NAME:
-                c["pairs"].append([s.text, None, ""])
-            elif s.label == SpanLabel.ARGUMENT_VALUE and c["pairs"]:
-                pair = c["pairs"][-1]
+                c[2] = (c[2] or "") + (s.field if s.field.startswith("{") else s.text)
+            elif label == _ARGUMENT_NAME:
+                c[3].append([s.text, None, ""])
+            elif label == _ARGUMENT_VALUE and c[3]:
+                pair = c[3][-1]
                 pair[1] = (pair[1] or "") + s.text
                 pair[2] = s.kind
+    msg.content = "".join(content)
+    msg.reasoning_content = "".join(reasoning)
     if drop_blank_reasoning and not msg.reasoning_content.strip(" \n\r\t"):
         msg.reasoning_content = ""
     if cut >= 0:
         # the last call is the cut or rejected one: not returned, its raw text (from its opener, which may be a
         # section marker before calls that stay) appended to the content
-        named = [i for i in sorted(calls) if calls[i]["name"].rstrip(_WS)]
+        named = [i for i in sorted(calls) if calls[i][0].rstrip(_WS)]
         if named:
             del calls[named[-1]]
         msg.content = content_with_tail(msg.content, _text_from(spans, cut))
     if moved >= 0 and not _kept_out(spans):
         msg.content = content_with_tail(msg.content, _text_from(spans, moved))
     for i in sorted(calls):
-        c = calls[i]
-        name = c["name"].rstrip(_WS)
+        name, cid, args, pairs = calls[i]
+        name = name.rstrip(_WS)
         if not name:
             continue
-        cid = c["id"].rstrip(_WS)
+        cid = cid.rstrip(_WS)
         if len(cid) >= 2 and cid[0] == '"' and cid[-1] == '"':
             cid = cid[1:-1]
-        if c["args"] is not None and c["args"].lstrip(_WS).startswith("{"):
-            args = c["args"].rstrip(_WS)
+        if args is not None and args.lstrip(_WS).startswith("{"):
+            args = args.rstrip(_WS)
         else:
             parts = []
-            for k, v, kind in c["pairs"]:
+            for k, v, kind in pairs:
                 key = json.dumps(k.strip(_WS), ensure_ascii=False)
                 if kind == "string":
                     parts.append(f"{key}:{json.dumps(v or '', ensure_ascii=False)}")
