@@ -118,7 +118,7 @@ def test_traced_run_is_the_plain_run_plus_markers() -> None:
 
 
 def test_traced_run_stands_for_the_plain_run_in_parse_detailed() -> None:
-    # explain parses once: parse_detailed maps the traced run (main=) instead of parsing the text again, so on
+    # explain parses once: parse_detailed maps the traced runs (runs=) instead of parsing the text again, so on
     # every reference case the traced result must carry what the plain one does and give the same message
     rows = [json.loads(line) for line in open(REFERENCE / "cases.jsonl", encoding="utf-8")]
     fields = ("type", "start", "end", "switches", "pending", "pending_ws", "pending_chain", "pending_until", "blind")
@@ -133,7 +133,8 @@ def test_traced_run_stands_for_the_plain_run_in_parse_detailed() -> None:
         plain = parser.arena.parse(text, lenient=True)
         traced = traced_parse(parser.arena, text).result
         differs = [f for f in fields if getattr(plain, f) != getattr(traced, f)]
-        msg, _r, entry = parser.parse_detailed(c["input"], main=traced)
+        msg, _r, entry = parser.parse_detailed(c["input"], runs=lambda e, t: traced_parse(parser.arena, t,
+                                                                                            entry=e).result)
         want, _r2, want_entry = parser.parse_detailed(c["input"])
         if differs or entry != want_entry or msg.to_openai() != want.to_openai():
             bad.append((c["id"], differs, entry, want_entry))
