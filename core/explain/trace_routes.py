@@ -56,16 +56,18 @@ parse of the whole text, ~5 CPU s for 100,000 tool calls (8 MB) where the rest o
 
 
 def trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None,
-              runs: TracedRuns | None = None) -> ParseTrace:
+              runs: TracedRuns | None = None, *, expect: bool = True, spans: bool = True) -> ParseTrace:
     """Replay a PEG parser's final parse of ``output`` (see :meth:`GeneratedParser.parse_detailed`) traced.
     A turn header the output repeats (repair ``repeated-turn-header``) is skipped as the parse skips it, and
     shown as a marker span. ``parsed``: ``parse_detailed(output)`` when the caller has it; ``runs``: the traced
-    runs that parse was made from (``parse_detailed(output, runs=runs)``), reused here."""
+    runs that parse was made from (``parse_detailed(output, runs=runs)``), reused here. ``expect=False``: no
+    ``truncated_expect`` (a caller that takes only the spans spares the strict parse it needs); ``spans=False``:
+    no spans when the parse recovered (entry not ``main``: a caller that replaces them spares making them)."""
     cut = parser.header_cut(output) if hasattr(parser, "header_cut") else 0
     if not cut:
-        return _trace_peg(parser, output, report, parsed, runs)
-    return _after_header(_trace_peg(parser, output[cut:], report, parsed or parser.parse_detailed(output), runs),
-                         parser, output, cut)
+        return _trace_peg(parser, output, report, parsed, runs, expect, spans)
+    return _after_header(_trace_peg(parser, output[cut:], report, parsed or parser.parse_detailed(output), runs,
+                                    expect, spans), parser, output, cut)
 
 
 class TracedRuns:
@@ -113,10 +115,10 @@ def _after_header(tr: ParseTrace, parser: Any, output: str, cut: int) -> ParseTr
 
 
 def _trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None,
-               runs: TracedRuns | None = None) -> ParseTrace:
+               runs: TracedRuns | None = None, expect: bool = True, spans: bool = True) -> ParseTrace:
     """:func:`trace_peg` of an ``output`` without a repeated turn header; ``parsed``: the
     ``parse_detailed`` result when the caller has it (of the output with its header), ``runs`` the traced runs
-    it was made from."""
+    it was made from; ``expect``, ``spans``: as there."""
     msg, _res, entry = parsed if parsed is not None else parser.parse_detailed(output)
     text = parser.generation_prompt + output
     gp = len(parser.generation_prompt)
@@ -137,11 +139,13 @@ def _trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None,
                 # the output ends inside a call or a reasoning block: what a strict parse wanted there (a second
                 # traced parse of the whole text: left out for texts over STRICT_TRACE_CHARS)
                 exp = []
-                if len(text) <= STRICT_TRACE_CHARS:
+                if expect and len(text) <= STRICT_TRACE_CHARS:
                     strict = traced_parse(arena, text, labels=labels, lenient=False)
                     exp = strict.furthest.expected if strict.furthest.pos >= len(text) else []
                 tr.truncated_at = len(text)
                 tr.truncated_expect = FurthestFailure(len(text), exp, open_path)
+    if not spans and entry is not None:   # (the main entry's spans also decide its entry and stop point)
+        return tr
     if entry is None:
         tr.spans = spans_from_ast(main.result.nodes, text, gp, len(text))
         dropped = next((sp for sp in tr.spans if sp.label == SpanLabel.IGNORED), None)
@@ -282,10 +286,10 @@ def stream_steps(parser: Any, output: str, chunk: int = 8, report: Any = None) -
 
 
 def _trace_raw(parser: Any, output: str, report: Any = None, parsed: Any = None,
-               runs: TracedRuns | None = None) -> ParseTrace:
+               runs: TracedRuns | None = None, *, expect: bool = True, spans: bool = True) -> ParseTrace:
     """:func:`trace_peg`: the spans of the parser's own final parse, before :func:`core.chat.repairs.settle`
     (``message`` is that parse's)."""
-    return trace_peg(parser, output, report, parsed, runs)
+    return trace_peg(parser, output, report, parsed, runs, expect=expect, spans=spans)
 
 
 def _raw_message(parser: Any, output: str) -> AssistantMessage:
@@ -338,7 +342,9 @@ def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) 
     for d in tried:
         if not same_message(raw(d), view):
             continue
-        tr = _trace_raw(parser, output[:d], report, *traced.get(d, (None, None)))
+        # only the spans and the entry are taken from this trace (trace_parse): no strict parse for what a cut-off
+        # end expected
+        tr = _trace_raw(parser, output[:d], report, *traced.get(d, (None, None)), expect=False)
         if d == len(output):
             return tr
         from ..chat.generator import PARTIAL_PREFIX
@@ -381,11 +387,15 @@ def trace_parse(parser: Any, output: str, report: Any = None, *, turn_end_cut: b
         final = parser.parse(output, detailed=parsed)
     else:
         final = parser.parse(output)
-    tr = _trace_raw(parser, output, report, parsed, runs)
-    if not same_message(settled_as(tr.message, final), final):
+    view = None
+    if parsed is not None and not same_message(settled_as(parsed[0], final), final):
+        # the settled message is the partial view's: its spans replace the final parse's (made only if needed)
         view = _trace_view(parser, output, report, final)
-        if view is not None:
-            tr.spans, tr.entry = view.spans, view.entry
+    tr = _trace_raw(parser, output, report, parsed, runs, spans=view is None)
+    if parsed is None and not same_message(settled_as(tr.message, final), final):
+        view = _trace_view(parser, output, report, final)
+    if view is not None:
+        tr.spans, tr.entry = view.spans, view.entry
     tr.message = final
     if final.repairs:
         tr.spans = attach_repairs(tr.spans, [(r.name, (r.start, r.end)) for r in final.repairs], tr.gp_len)
