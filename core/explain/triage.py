@@ -762,13 +762,15 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         return Mistake.DOUBLE_ENCODED_ARGUMENTS, ev + [f"the arguments are written as a JSON string {_q(encoded)} "
                                                        "whose text is a JSON object; the template writes the object "
                                                        "itself"]
-    # reasoning
+    # reasoning — a re-opened block the parse absorbed (clean, no reasoning marker left in the message) is no
+    # mistake: the parse already reads it as the model meant
     opened = bool(r_start) and gp.endswith(r_start)
-    if r_start and opened and out.lstrip(_WS).startswith(r_start):
+    absorbed = ex.clean and not any(x and x.strip(_WS) in content + reasoning for x in [r_start] + r_ends)
+    if r_start and opened and out.lstrip(_WS).startswith(r_start) and not absorbed:
         ev.append(f"the generation prompt already opens the reasoning with {_q(r_start)} and the output opens it again")
         return Mistake.REOPENED_REASONING, ev
     if r_start and not opened and r_start in gp and any(e in gp for e in r_ends) \
-            and out.lstrip(_WS).startswith(r_start):
+            and out.lstrip(_WS).startswith(r_start) and not absorbed:
         ev.append(f"the generation prompt opens and closes the reasoning (enable_thinking="
                   f"{str(setup.request.enable_thinking).lower()}), and the output writes {_q(r_start)} again")
         return Mistake.REOPENED_REASONING, ev
@@ -845,12 +847,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
         ins = [e for e in edits if e.kind == "insert"]
         solid = [e for e in ins if e.new.strip(_WS)]
-        if any(e.kind == "delete" for e in edits) and all(not (e.old + e.new).strip(_WS) for e in edits):
+        if any(e.kind != "insert" for e in edits) and all(_whitespace_only(e) for e in edits):
             # what the edits are names the mistake, whatever the text around them looks like: whitespace the
             # model put inside the call's markup where the template writes none (or after the call, where the
             # format ends the output)
             shifted = _shift(edits)
-            if all(e.pos + len(e.old) >= len(out) for e in shifted if e.kind == "delete"):
+            if all(e.kind == "delete" and e.pos + len(e.old) >= len(out) for e in shifted):
                 return Mistake.TRAILING_TEXT, ev + ["only whitespace follows the complete call, and the format "
                                                     "ends the output there: " + sentence_of(shifted, out)]
             return Mistake.OMITTED_MARKER, ev + ["the call's markup is the template's but for whitespace: "
@@ -988,6 +990,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                     return Mistake.REASONING_NOT_CLOSED, ev
                 return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     return Mistake.NONE, ev
+
+
+def _whitespace_only(e: Edit) -> bool:
+    """The edit changes only whitespace (``<tool_call>`` for ``<tool_call>\\n``, a space deleted)."""
+    return re.sub(r"\s+", "", e.old) == re.sub(r"\s+", "", e.new)
 
 
 def _format_guess(text: str, out: str) -> tuple[Mistake, str] | None:
