@@ -748,3 +748,31 @@ def test_a_correct_output_whose_fidelities_differ_only_in_edge_whitespace_gets_n
     ex, tg = _kept4("kept4-minicpm-v-1016-minicpmv45-thinking-off-filed-as-reasoning")
     assert ex.clean and ex.message["content"].startswith("\n\n6")
     assert tg.mistake == Mistake.NONE and not tg.fixes
+
+
+def _real(path: str, row_id: str):
+    rows = [json.loads(x) for x in open(ROOT / "tests" / "data" / path, encoding="utf-8")]
+    r = next(r for r in rows if r["id"] == row_id)
+    t = _template(r["template"])
+    req = ChatRequest.from_dict(r["request"])
+    ex = explain(t, req, r["output"])
+    s = _Setup(t, req, "llama.cpp", {})
+    return ex, triage(ex, s, _build(s), seconds=30.0)
+
+
+def test_a_reopened_reasoning_the_parse_absorbed_is_no_mistake():
+    # Gemma 4 (real_outputs_kept3): an empty `<|channel>thought<channel|>` after a prompt that closed the reasoning;
+    # the parse is clean and leaves no reasoning marker in the message
+    ex, tg = _real("real_outputs_kept3/gemma4.jsonl", "kept3-unsloth-gemma-4-31b-it-sky")
+    assert ex.clean and tg.mistake == Mistake.NONE and not tg.fixes
+    # DeepSeek-R1 (vLLM's fixture): the re-opened `<think>` is left in the reasoning — still a mistake, with its repair
+    ex, tg = _real("real_outputs/deepseek-r1.jsonl", "r1-with-think")
+    assert tg.mistake == Mistake.REOPENED_REASONING and tg.fixes[0].change == {"repairs": ["reasoning-start-repeated"]}
+
+
+def test_a_tag_rewritten_with_its_newline_is_a_whitespace_slip_not_a_wrapper():
+    # vLLM's Hermes fixture: `<tool_call>{…}</tool_call><tool_call>{…}` without the newline the template writes after
+    # the opener; it was "wraps the call in `<tool_call>`" — the template's own opener
+    ex, tg = _real("real_outputs/hermes.jsonl", "hermes-two-calls-adjacent")
+    assert tg.mistake == Mistake.OMITTED_MARKER
+    assert tg.fixes[0].change == {"repairs": ["tag-whitespace"]}
