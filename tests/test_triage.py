@@ -737,9 +737,12 @@ def test_a_call_written_as_plain_lines_is_not_clean():
     assert tg.no_fix.startswith("none of our changes helps, because the call is written as plain lines (`bash`")
     from core.explain.triage import _plain_line_call
 
-    assert _plain_line_call("I ran it.\nbash\necho hi", ["bash"]) == "bash"
+    assert _plain_line_call("I ran it:\nbash\necho hi", ["bash"]) == "bash"
+    assert _plain_line_call("I ran it.\n\nbash\necho hi", ["bash"]) == "bash"
     assert _plain_line_call("bash is a shell.\nIt runs commands.", ["bash"]) == ""
     assert _plain_line_call("echo hi\nbash", ["bash"]) == ""        # nothing after the name: no argument
+    assert _plain_line_call("I have these tools:\nbash\nread", ["bash", "read"]) == ""   # a list of the tools
+    assert _plain_line_call("Run it with\nbash\nin a terminal", ["bash"]) == ""   # inside a sentence
 
 
 def test_a_correct_output_whose_fidelities_differ_only_in_edge_whitespace_gets_no_fix():

@@ -1285,10 +1285,14 @@ def _stripped_reasoning_closer(setup: _Setup, bundle: Any, out: str, r_start: st
 
 def _plain_line_call(text: str, names: list[str]) -> str:
     """A declared tool's name alone on a line with text on the next line (its argument): a call written as
-    plain lines, the form of no template's markup. The name, or ``""``; looks at the first 200 lines."""
+    plain lines, the form of no template's markup. The name line starts the text or a paragraph (or follows a line
+    ending in ``:``), and the next line is not another declared name (a list of the tools is an answer). The name,
+    or ``""``; looks at the first 200 lines."""
     lines = text.strip(_WS).split("\n", 200)[:200]
     for i, line in enumerate(lines[:-1]):
-        if line.strip(_WS) in names and lines[i + 1].strip(_WS):
+        after = lines[i + 1].strip(_WS)
+        starts = i == 0 or not lines[i - 1].strip(_WS) or lines[i - 1].rstrip(_WS).endswith(":")
+        if starts and line.strip(_WS) in names and after and after not in names:
             return line.strip(_WS)
     return ""
 
