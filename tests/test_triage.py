@@ -768,14 +768,14 @@ def test_a_reopened_reasoning_the_parse_absorbed_is_no_mistake():
     # the parse is clean and leaves no reasoning marker in the message
     ex, tg = _real("real_outputs_kept3/gemma4.jsonl", "kept3-unsloth-gemma-4-31b-it-sky")
     assert ex.clean and tg.mistake == Mistake.NONE and not tg.fixes
-    # DeepSeek-R1 (vLLM's fixture): the re-opened `<think>` is left in the reasoning — still a mistake, with its repair
+    # DeepSeek-R1 (vLLM's fixture): the re-opened `<think>` is left in the reasoning — a mistake, with its repair
     ex, tg = _real("real_outputs/deepseek-r1.jsonl", "r1-with-think")
     assert tg.mistake == Mistake.REOPENED_REASONING and tg.fixes[0].change == {"repairs": ["reasoning-start-repeated"]}
 
 
 def test_a_tag_rewritten_with_its_newline_is_a_whitespace_slip_not_a_wrapper():
-    # vLLM's Hermes fixture: `<tool_call>{…}</tool_call><tool_call>{…}` without the newline the template writes after
-    # the opener; it was "wraps the call in `<tool_call>`" — the template's own opener
+    # vLLM's Hermes fixture: `<tool_call>{…}</tool_call><tool_call>{…}` without the newline the template writes
+    # after the opener; it was "wraps the call in `<tool_call>`" — the template's own opener
     ex, tg = _real("real_outputs/hermes.jsonl", "hermes-two-calls-adjacent")
     assert tg.mistake == Mistake.OMITTED_MARKER
     assert tg.fixes[0].change == {"repairs": ["tag-whitespace"]}

@@ -1275,9 +1275,10 @@ def _stripped_reasoning_closer(setup: _Setup, bundle: Any, out: str, r_start: st
         except Exception:  # noqa: BLE001 - no parser, no evidence
             return None
         if p.clean and (p.message.reasoning_content or "").strip(_WS) and (p.message.content or "").strip(_WS):
+            where = _q(out[max(0, at - 12):at] + "|" + out[at:at + 12])
             return restored, (f"the generation prompt opens the reasoning with {_q(r_start.strip(_WS))} and the output "
-                              f"never closes it, holds none of the template's special tokens, and at {_q(out[max(0, at - 12):at] + '|' + out[at:at + 12])} "
-                              f"the reasoning's last sentence runs into the answer with no space: a decoder that skips "
+                              f"never closes it, holds none of the template's special tokens, and at {where} the "
+                              "reasoning's last sentence runs into the answer with no space: a decoder that skips "
                               f"special tokens (skip_special_tokens) dropped {_q(closer)} there — put back, the output "
                               "parses into reasoning and an answer")
     return None
