@@ -10,6 +10,10 @@ websocket open, first message of the run), and the CPU seconds the server proces
 spent meanwhile (from /proc). The load average is printed beside them; nothing is asserted.
 
     python -m bench.bomb_reload [--reloads 5] [--timeout 60] [--json FILE]
+
+``--share`` measures the mechanism without a browser, which the machine's load does not blur: a runaway ``==``
+render in a worker and a CPU-bound stand-in for the server's and the browser's work, both pinned to one core
+for ``--seconds``; prints the CPU seconds each got, demotion off (``CTE_ISOLATED_RUNAWAY_CPU_S=0``) and on.
 """
 
 from __future__ import annotations
@@ -46,16 +50,19 @@ window.__cte_msgs = [];
 const _WS2 = window.WebSocket;
 window.WebSocket = function (...a) {
   const ws = new _WS2(...a);
-  ws.addEventListener('message', (e) => { window.__cte_msgs.push([performance.now(), e.data.size || e.data.length || 0]); });
+  ws.addEventListener('message', (e) => {
+    window.__cte_msgs.push([performance.now(), e.data.size || e.data.length || 0]); });
   return ws;
 };
 window.WebSocket.prototype = _WS2.prototype;
 Object.assign(window.WebSocket, _WS2);
 const _m = new MutationObserver(() => {
-  if (!window.__cte_metrics && [...document.querySelectorAll('[data-testid="stMetric"]')].some(e => e.innerText.includes('TAG_BASED'))) {
+  const shown = [...document.querySelectorAll('[data-testid="stMetric"]')].some(e => e.innerText.includes('TAG_BASED'));
+  if (!window.__cte_metrics && shown) {
     window.__cte_metrics = performance.now(); _m.disconnect(); }
 });
-document.addEventListener('DOMContentLoaded', () => _m.observe(document.body, {childList: true, subtree: true, characterData: true}));
+document.addEventListener('DOMContentLoaded',
+  () => _m.observe(document.body, {childList: true, subtree: true, characterData: true}));
 """
 _PHASES = ("scripts", "ws_open", "first_msg", "last_msg", "metrics")
 
@@ -103,7 +110,8 @@ def _reload(page: Any, pid: int, cdp: Any = None) -> dict[str, Any]:
     marks = page.evaluate("() => ({...window.__cte, scripts: performance.getEntriesByType('navigation')[0]"
                           ".domContentLoadedEventEnd, metrics: window.__cte_metrics, msgs: window.__cte_msgs,"
                           " late: performance.getEntriesByType('resource').filter(r => r.startTime > "
-                          "(window.__cte.first_msg || 0)).map(r => [r.name.split('/').pop(), r.startTime, r.duration])})")
+                          "(window.__cte.first_msg || 0))"
+                          ".map(r => [r.name.split('/').pop(), r.startTime, r.duration])})")
     msgs = [m for m in marks.pop("msgs") or [] if marks.get("metrics") is None or m[0] <= marks["metrics"]]
     marks["last_msg"] = msgs[-1][0] if msgs else None
     out["msgs_before_metrics"] = len(msgs)
@@ -189,17 +197,90 @@ def run(reloads: int, timeout_s: float, env_extra: dict[str, str], rest_only: bo
     return out
 
 
+_SPIN = "import time\nt = time.monotonic() + {s}\nwhile time.monotonic() < t:\n    sum(range(1000))\n"
+
+
+def share(seconds: float) -> dict[str, Any]:
+    """CPU seconds a runaway worker and a CPU-bound process at the server's priority each get on one shared core,
+    with the worker's demotion off and on (each in a fresh process, so the module constant is read anew)."""
+    import subprocess
+    import sys
+
+    out: dict[str, Any] = {"load_before": os.getloadavg()}
+    for label, cpu_s in (("demotion off", "0"), ("demotion on", "")):
+        env = dict(os.environ, CTE_ISOLATED_RUNAWAY_CPU_S=cpu_s)
+        r = subprocess.run([sys.executable, "-m", "bench.bomb_reload", "--share-child", str(seconds)], env=env,
+                           capture_output=True, text=True, timeout=seconds + 120)
+        out[label] = json.loads(r.stdout.strip().splitlines()[-1])
+    out["load_after"] = os.getloadavg()
+    return out
+
+
+def _share_child(seconds: float) -> dict[str, float]:
+    import subprocess
+    import sys
+    import threading
+
+    from core import isolation
+
+    bomb = ("{%- set ns = namespace(a=[0], b=[0]) -%}{%- for i in range(64) -%}{%- set ns.a = [ns.a, ns.a] -%}"
+            "{%- set ns.b = [ns.b, ns.b] -%}{%- endfor -%}{{ ns.a == ns.b }}")
+    isolation.call(_render, "{{ 1 }}")  # the worker imports this module now
+    pid = isolation.call(os.getpid)
+    core0 = {min(os.sched_getaffinity(0))}
+    os.sched_setaffinity(pid, core0)
+    t = threading.Thread(target=lambda: _swallow(isolation.call, _render, bomb, timeout_s=seconds + 70,
+                                                 what="render"))
+    t.start()
+    c0, deadline = _own_cpu(pid), time.monotonic() + 60
+    while _own_cpu(pid) - c0 < 0.7 and time.monotonic() < deadline:  # in the bomb, past the demotion's 0.5 s
+        time.sleep(0.05)
+    time.sleep(0.2)
+    w0 = _own_cpu(pid)
+    spin = subprocess.Popen([sys.executable, "-c", _SPIN.format(s=seconds)])
+    os.sched_setaffinity(spin.pid, core0)
+    _, _, usage = os.wait4(spin.pid, 0)
+    got = {"worker_cpu_s": round(_own_cpu(pid) - w0, 2), "server_like_cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+           "worker_nice": os.getpriority(os.PRIO_PROCESS, pid)}
+    os.kill(pid, 9)  # the bomb's job is done; its call ends with "the worker died"
+    t.join()
+    return got
+
+
+def _render(source: str) -> str:
+    """In a worker: render ``source`` (sandboxed, with the default limits)."""
+    from core.jinja.template import ChatTemplate
+
+    return ChatTemplate(source, "bomb.jinja").render({"messages": [{"role": "user", "content": "hi"}]})
+
+
+def _swallow(fn: Any, *args: Any, **kwargs: Any) -> None:
+    try:
+        fn(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - the bomb ends at its kill
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.bomb_reload", description=__doc__.splitlines()[0])
     p.add_argument("--reloads", type=int, default=5)
     p.add_argument("--timeout", type=float, default=60.0, help="CTE_ISOLATED_TIMEOUT_S of the server")
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="more server environment")
     p.add_argument("--rest-only", action="store_true", help="only the reloads at rest (no bomb)")
+    p.add_argument("--share", action="store_true", help="the CPU share test (no browser)")
+    p.add_argument("--seconds", type=float, default=5.0, help="with --share: how long both run")
+    p.add_argument("--share-child", type=float, help=argparse.SUPPRESS)
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args(argv)
+    if args.share_child:
+        print(json.dumps(_share_child(args.share_child)))
+        return 0
     extra = dict(kv.split("=", 1) for kv in args.env)
-    r = run(args.reloads, args.timeout, extra, args.rest_only)
-    r["env"] = extra
+    if args.share:
+        r = share(args.seconds)
+    else:
+        r = run(args.reloads, args.timeout, extra, args.rest_only)
+        r["env"] = extra
     text = json.dumps(r, indent=1)
     print(text)
     if args.json:

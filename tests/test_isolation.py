@@ -327,7 +327,8 @@ def test_a_long_call_yields_the_cpu_and_the_next_call_runs_at_full_priority():
     call runs at the server's priority again (the worker's restored, or a new one when the system refuses).
     The call burns CPU until it sees the change itself, so no clock decides the outcome."""
     base = os.getpriority(os.PRIO_PROCESS, 0)
-    if base >= isolation.RUNAWAY_NICE or not 0 < isolation.RUNAWAY_CPU_S < 30 or isolation._cpu_seconds(os.getpid()) is None:
+    if base >= isolation.RUNAWAY_NICE or not 0 < isolation.RUNAWAY_CPU_S < 30 \
+            or isolation._cpu_seconds(os.getpid()) is None:
         pytest.skip("the test process already runs at the demoted priority, or demotion is off")
     isolation.call(_render, "{{ 1 }}")  # the worker imports this module now, not inside the timed call
     _, start, demoted = isolation.call(_nice_once_demoted, 60, timeout_s=90)
@@ -340,7 +341,8 @@ def test_a_long_call_yields_the_cpu_and_the_next_call_runs_at_full_priority():
 def test_a_demoted_worker_the_system_will_not_restore_is_not_reused(monkeypatch):
     # raising a priority again needs a privilege a server seldom has: the demoted worker is then retired
     base = os.getpriority(os.PRIO_PROCESS, 0)
-    if base >= isolation.RUNAWAY_NICE or not 0 < isolation.RUNAWAY_CPU_S < 30 or isolation._cpu_seconds(os.getpid()) is None:
+    if base >= isolation.RUNAWAY_NICE or not 0 < isolation.RUNAWAY_CPU_S < 30 \
+            or isolation._cpu_seconds(os.getpid()) is None:
         pytest.skip("the test process already runs at the demoted priority, or demotion is off")
     real = os.setpriority
 

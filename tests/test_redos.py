@@ -393,7 +393,8 @@ def test_an_unbounded_delimiter_is_searched_again_over_the_whole_stream(monkeypa
     (r"</call>\s*(?:</calls>\s*|(?=<call>)|\Z)", r"</call>\s{0,1000}+(?:</calls>\s{0,1000}|(?=<call>)|\Z)"),
     # kept: the name can hold a backtick, so it may end before ```json; a lazy run at the end; what follows can
     # match without a character (a negative lookahead, \b, $, the end, a repeat's end)
-    (r"<｜tool▁sep｜>(?P<name>[^\s<>]+?)\s*```json\s*", r"<｜tool▁sep｜>(?P<name>[^\s<>]{1,256}?)\s{0,1000}+```json\s{0,1000}"),
+    (r"<｜tool▁sep｜>(?P<name>[^\s<>]+?)\s*```json\s*",
+     r"<｜tool▁sep｜>(?P<name>[^\s<>]{1,256}?)\s{0,1000}+```json\s{0,1000}"),
     (r"<a>(?P<x>[^<]+?)", r"<a>(?P<x>[^<]{1,256}?)"),
     (r"<a>\s*(?!b)", r"<a>\s{0,1000}(?!b)"),
     (r"<a>[a-z]+\b", r"<a>[a-z]{1,256}\b"),

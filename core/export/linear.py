@@ -21,6 +21,16 @@ pattern is read into a small tree of atoms and groups and rewritten:
 
 Both keep the set of texts a delimiter matches where it is anchored (``\\A``) and the text a region yields
 after those parsers; a ``\\s*`` inside a capturing group's edge is left alone (it is part of the capture).
+
+Then, for what transformers' streaming parser pays on every chunk (each feed searches the held-back text again
+in the ``regex`` module's partial mode), rewrites that keep every match, group and partial-match start:
+
+* every run gets an upper bound (:func:`_bound_runs`);
+* a bounded one-character run after which every way on must first consume a character outside its class is
+  made possessive (:func:`_possessive`): ``<|tool_calls|>\\s{0,1000}+``, ``(?P<id>[^\\s<>]{1,256}+)<|name|>`` —
+  no shorter length of it could let the rest match, so none is tried;
+* optional groups a delimiter starts with, before a lookbehind guard, become one alternation
+  (:func:`_spread_leading_optionals`).
 """
 
 from __future__ import annotations
@@ -385,8 +395,8 @@ def _hide_required(seq: list[Any], after: bool) -> tuple[list[Any], bool]:
     return out, after
 
 
-_SAMPLE = frozenset(map(chr, range(256))) | frozenset(
-    c for c in map(chr, range(0x3001)) if c.isspace()) | frozenset("\u0660\uff10\u0436\u03bb\u6771\uff5c\u2581é\U0001f600")
+_SAMPLE = frozenset(map(chr, range(256))) | frozenset(c for c in map(chr, range(0x3001)) if c.isspace()) \
+    | frozenset("\u0660\uff10\u0436\u03bb\u6771\uff5c\u2581é\U0001f600")
 """Characters two classes are compared on (:func:`_disjoint`): Latin-1, every whitespace character, digits and
 letters of other scripts, and the pattern's own literal characters (added per pattern)."""
 _CO_FINITE = (".", r"\S", r"\D", r"\W")
