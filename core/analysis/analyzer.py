@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from ..errors import AnalysisError
 from ..memo import MISSING, BoundedMemo
-from ..jinja.cache import source_digest
+from ..digest import source_digest
 from ..jinja.limits import analysis_budget, default_budget_s
 from ..jinja.template import ChatTemplate
 from .content import analyze_content

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import RenderLimitError, TemplateRenderError, TemplateSecurityError
 from ..jinja import llama as _llama
-from ..jinja.cache import source_digest
+from ..digest import source_digest
 from ..jinja.template import ChatTemplate, apply_template, chat_globals
 from ..memo import MISSING, BoundedMemo
 from .result import Caps

@@ -87,9 +87,4 @@ def run_case(case: DriftCase, templates_dir: str, fidelity: str = "llama.cpp",
                        all(is_json_object(c.arguments) for c in one.tool_calls), got)
 
 
-def run_suite(cases: list[DriftCase], templates_dir: str, fidelity: str) -> list[DriftResult]:
-    """:func:`run_case` for every case."""
-    return [run_case(c, templates_dir, fidelity) for c in cases]
-
-
-__all__ = ["DriftCase", "DriftResult", "load_cases", "run_case", "run_suite"]
+__all__ = ["DriftCase", "DriftResult", "load_cases", "run_case"]

@@ -678,20 +678,6 @@ def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:
     return [FiredRepair(name, s, e, text=output[s:e]) for name, s, e in fired_repairs(result.nodes, offset)]
 
 
-def from_spans(entries: Iterable[Any], offset: int, output: str) -> list[FiredRepair]:
-    """:class:`FiredRepair` entries from ``(name, start, end)`` spans of the parsed text (generation prompt
-    included, ``offset`` its length); entries that already are :class:`FiredRepair` are kept."""
-    out = []
-    for e in entries:
-        if isinstance(e, FiredRepair):
-            out.append(e)
-        else:
-            name, s, t = e
-            s, t = max(s - offset, 0), max(t - offset, 0)
-            out.append(FiredRepair(name, s, t, text=output[s:t]))
-    return out
-
-
 def any_order_args(p: Any, rule_prefix: str, required: list[Any], optional: list[Any],
                    sep: Any = None) -> Any:
     """Repair ``argument-order``: the tagged arguments of one tool in any order — every parser of ``required``
