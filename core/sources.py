@@ -30,6 +30,8 @@ import os
 import pathlib
 import re
 import tempfile
+import threading
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -437,7 +439,6 @@ HUB_CONNECT_TIMEOUT = 1.0
 def _hub_probe_target() -> tuple[str, int] | None:
     """``(host, port)`` a Hub request would connect to first: the HTTPS proxy when one applies to the endpoint
     (``HTTPS_PROXY`` etc., as urllib reads them), else the endpoint (``HF_ENDPOINT``, default huggingface.co)."""
-    import urllib.parse
     import urllib.request
 
     endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
@@ -460,7 +461,6 @@ def _hub_reachable(timeout: float = HUB_CONNECT_TIMEOUT) -> bool:
     The lookup runs in a daemon thread because ``getaddrinfo`` has no timeout of its own.
     """
     import socket
-    import threading
 
     target = _hub_probe_target()
     if target is None:

@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 from typing import Any
+from ..errors import ChatTemplateExplorerError, os_error_text
 
 
 def register(subparsers: Any) -> None:
@@ -81,7 +82,6 @@ def suite_markdown(figures: dict[str, Any]) -> str:
 
 
 def _cmd_repairs(args: argparse.Namespace) -> int:
-    from ..errors import ChatTemplateExplorerError, os_error_text
     from .repairs import REPAIRS, list_text
 
     if not args.suite:

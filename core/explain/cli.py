@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from typing import Any
+from ..errors import ChatTemplateExplorerError
 
 _COLOURS = {"reasoning": "35", "content": "0", "tool name": "1;36", "call id": "36", "arguments": "33",
             "argument name": "1;33", "argument value": "33", "marker": "7", "whitespace": "2",
@@ -14,7 +15,6 @@ _COLOURS = {"reasoning": "35", "content": "0", "tool name": "1;36", "call id": "
 
 def _cmd_explain(args: argparse.Namespace) -> int:
     from ..inputs import load_chat_template, load_request, read_model_output
-    from ..errors import ChatTemplateExplorerError
     from .model import visible_text as visible
     from .explain import explain, show_invisible
     from .reproducer import case_line, peg_tester_snippet, pytest_test

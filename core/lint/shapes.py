@@ -14,6 +14,7 @@ import enum
 import json
 from dataclasses import dataclass, field
 from typing import Any
+from ..chat.roundtrip import ROUND_TRIP_TOOLS
 
 
 class Needs(str, enum.Enum):
@@ -77,8 +78,6 @@ B_RESULT = _tool('{"booked": true}', "call00002", "book_table")
 
 
 def _tools() -> list[dict[str, Any]]:
-    from ..chat.roundtrip import ROUND_TRIP_TOOLS
-
     return copy.deepcopy(ROUND_TRIP_TOOLS)
 
 
