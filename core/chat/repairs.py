@@ -782,15 +782,7 @@ def _tail_span(parser: Any, output: str, final: AssistantMessage, view: Assistan
     at = output.rfind(name) if name else -1
     if at < 0:
         return 0
-    words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
-             if getattr(getattr(t, "type", None), "value", "") == "word"]
-    opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
-    if opener < 0:   # an opener that holds the word itself (Qwen3-Coder's <function=NAME> without <tool_call>)
-        opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
-    if opener < 0:
-        opener = _pattern_opener(parser, output, at)
-    if opener < 0:   # an opener holding the name (Llama 4's pythonic "[get_weather("), whole or cut
-        opener = _cut_marker_start(parser, output, at)
+    opener = _opener_at(parser, output, at)
     if opener >= 0:
         return opener
     # a JSON call without the template's markers (unmarked-calls, fenced-calls): the object around the name
@@ -899,7 +891,8 @@ def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: Assis
     if not lost:
         return msg
     at = lost[0][1]
-    start = _opener_before(parser, output, at)
+    start = _opener_at(parser, output, at)
+    start = start if start >= 0 else at
     tail = output[start:]
     out = msg.copy() if msg is final else msg
     fmt = (getattr(parser, "lossless_context", None) or (None, None, ""))[2]
@@ -911,19 +904,20 @@ def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: Assis
     return out
 
 
-def _opener_before(parser: Any, output: str, at: int) -> int:
-    """The last call opener (a trigger word or pattern of the parser) at or before ``at``, else the start of the
-    ``at``."""
+def _opener_at(parser: Any, output: str, at: int) -> int:
+    """The start of the last call opener at or before ``at``, else -1: a trigger word of the parser, else a
+    trigger word that holds ``at`` (Qwen3-Coder's ``<function=NAME>`` without ``<tool_call>``), else a pattern
+    trigger, else an opener holding a tool name, whole or cut (Llama 4's pythonic ``[get_weather(``)."""
     words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
              if getattr(getattr(t, "type", None), "value", "") == "word"]
     opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
-    if opener < 0:   # an opener that holds the word itself (Qwen3-Coder's <function=NAME> without <tool_call>)
+    if opener < 0:
         opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
     if opener < 0:
         opener = _pattern_opener(parser, output, at)
     if opener < 0:
         opener = _cut_marker_start(parser, output, at)
-    return opener if opener >= 0 else at
+    return opener
 
 
 CUT_MARKER_MAX = 64
