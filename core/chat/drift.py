@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 from .casefiles import CASE_FIELDS, OutputCase, parse_case, read_jsonl_cases, streamed
 from .repairs import is_json_object, settled
+from .roundtrip import compare_messages
 
 
 @dataclass
@@ -72,8 +73,6 @@ def run_case(case: DriftCase, templates_dir: str, fidelity: str = "llama.cpp",
     """Parse ``case.output`` for its template and request at ``fidelity`` (see the module doc), with the
     tolerance repairs ``disabled_repairs`` switched off. Raises ``OSError`` for a missing template and the
     project's errors for a bad request."""
-    from .roundtrip import compare_messages
-
     parser, one = parse_case(templates_dir, case.template, case.request, case.output, fidelity,
                              disabled_repairs=tuple(disabled_repairs))
     got = one.to_openai()

@@ -26,6 +26,8 @@ from ..jinja.template import ChatTemplate, chat_globals
 from .model import Finding, Kind, Severity, visible
 from .shapes import THINK, Needs, Shape, shapes
 from ..chat.roundtrip import CONTENT_TEXT, REASONING_TEXT, eligibility, round_trip, round_trip_message
+from ..chat.pipeline import cached_analysis
+from ..analysis.preserved import get_path
 
 _CONTEXT = 60  # characters of evidence either side of a position
 
@@ -440,8 +442,6 @@ def check_probes(ctx: LintContext) -> list[Finding]:
         seen.add(pid)
         recovered = False
         if pid == "T1" and ctx.fidelity != "improved":
-            from ..chat.pipeline import cached_analysis
-
             try:
                 imp = cached_analysis(ctx.template, "improved")
                 recovered = not any(f.startswith("T1") for f in imp.probe_failures)
@@ -470,8 +470,6 @@ _GEN_S, _GEN_E = "\x1eGEN_OPEN\x1e", "\x1eGEN_CLOSE\x1e"
 
 
 def _markers(ctx: LintContext) -> dict[str, str]:
-    from ..analysis.preserved import get_path
-
     a = ctx.report.analysis
     out = {}
     for path in _HYGIENE_FIELDS:
