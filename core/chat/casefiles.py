@@ -7,6 +7,7 @@ import json
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
+
 from .request import ChatRequest
 
 CASE_FIELDS = ("id", "source", "template", "request", "output", "expect")

@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 from typing import Any
+
 from ..errors import ChatTemplateExplorerError, os_error_text
 
 

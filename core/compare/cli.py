@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
 from ..inputs import guard as _guard, load_chat_template as load
 from . import compare_templates, format_comparison
 

@@ -12,6 +12,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
+
 from ..errors import TemplateLoadError
 
 CAPS = [f"supports_{c}" for c in ("tools", "tool_calls", "parallel_tool_calls", "system_role", "object_arguments",

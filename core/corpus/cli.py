@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from typing import Any
+
 from ..errors import ChatTemplateExplorerError
 from . import corpus_counts, corpus_row, template_files
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from typing import Any
+
 from ..errors import ChatTemplateExplorerError
 from ..inputs import guard as _guard, load_chat_template, load_request, read_model_output
 

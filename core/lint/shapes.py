@@ -14,6 +14,7 @@ import enum
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
 from ..chat.roundtrip import ROUND_TRIP_TOOLS
 
 

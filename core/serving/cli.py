@@ -13,6 +13,7 @@ import os
 import pathlib
 import sys
 from typing import Any
+
 from . import ENV_DEMO, ENV_ROOTS, parse_roots
 from ..errors import ChatTemplateExplorerError
 
