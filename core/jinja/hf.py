@@ -105,19 +105,8 @@ def _indented_json(value: Any, indent: str, ensure_ascii: bool, sort_keys: bool)
         raise _NotPlainJson
 
     def key_text(k: Any) -> str:
-        if isinstance(k, str):
-            return quote(k)
-        if isinstance(k, float):
-            return quote(_json_float(k))
-        if k is True:
-            return '"true"'
-        if k is False:
-            return '"false"'
-        if k is None:
-            return '"null"'
-        if isinstance(k, int):
-            return quote(int.__repr__(k))
-        raise _NotPlainJson
+        # json writes a number, boolean or null key as the string of its value
+        return quote(k) if isinstance(k, str) else quote(leaf(k))
 
     def walk(v: Any, level: int) -> None:
         # lists and dicts share one writer; each item is followed by the separator, and the last separator
