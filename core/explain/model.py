@@ -269,7 +269,6 @@ def dialect_failure(setup: Setup) -> str | None:
     transformers dialect (:mod:`core.analysis.dialect`); None otherwise."""
     if setup.fidelity == "improved":
         return None
-
     return llama_dialect_failure(setup.template)
 
 
