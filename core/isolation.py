@@ -24,8 +24,10 @@ with the CPU at hand is the template's own, and comes back as raised.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -199,7 +201,6 @@ def _die_with_parent() -> None:
     worker busy in C code does not outlive a server that was killed."""
     try:
         import ctypes
-        import signal
 
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # pragma: no cover - not Linux
@@ -353,8 +354,6 @@ def shutdown() -> None:
 def _rebuild(f: _Failure, name: str, what: str, memory_mb: int) -> Exception:
     """The worker's error in this process: the same class of ours (a :class:`ChatTemplateExplorerError` of a
     ``core`` module) with the same text and attributes; anything else as an :class:`AnalysisError`."""
-    import importlib
-
     if f.cls == "MemoryError":
         return WorkerLimitError(name, f"the {what} ran out of its {memory_mb} MB memory limit "
                                       f"(limit: isolated {what} memory)", what)
