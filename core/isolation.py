@@ -57,7 +57,7 @@ MAX_CALLS = 500
 #: threads (every other visitor's page) and other calls go first while a runaway template burns its worker. CPU
 #: time, not wall time: a real template's analysis uses at most 0.7 s of it however loaded the machine is, so
 #: only a runaway (or a long explain of a hostile output) gets there. Linux (``/proc``); elsewhere never.
-RUNAWAY_CPU_S = float(os.environ.get("CTE_ISOLATED_RUNAWAY_CPU_S") or 0.5)
+RUNAWAY_CPU_S = float(os.environ.get("CTE_ISOLATED_RUNAWAY_CPU_S") or 1.0)
 #: The nice value a worker drops to past :data:`RUNAWAY_CPU_S` (``$CTE_ISOLATED_RUNAWAY_NICE``): at 10 it gets
 #: about a tenth of the CPU share of a process at 0 when both want the same core.
 RUNAWAY_NICE = int(os.environ.get("CTE_ISOLATED_RUNAWAY_NICE") or 10)
