@@ -851,25 +851,14 @@ class PegStreamSession:
                     memo.last_len = len(text)
                     memo.last_covers = True
                     memo.last_switches = _NO_SWITCHES
-                    if mapper is not None:
-                        region = None
-                        if nmi:
-                            region = (self._pending_literal(main, len(text), mapper, msg) if main.pending is not None
-                                      else self._region_of(main, len(text), mapper, msg))
-                        if self.wrapper_after and mapper.m is not None and mapper.m.pending is None:
-                            if region is None:
-                                # decided on the next feed (a fast one when it holds): not paid by this parse,
-                                # which closed a call's wrapper, one of the costliest feeds of a stream of calls
-                                region = OpenRegion("after", ())
-                                region.lazy = (self, main, len(text), mapper)
-                            elif region.after_rule:
-                                # text the literal (and what follows it) does not take may still be text after a
-                                # closed wrapper (Qwen3: after ``}\n``, the ``<`` of ``</tool_call>`` is not the
-                                # ``,`` of another call): then the region becomes "after" (StreamingParser._fast)
-                                region.lazy = (self, main, len(text), mapper)
-                        if region is not None:
-                            self.open_region = region
-                            self._view = msg
+                    if mapper is not None and (nmi or (self.wrapper_after and mapper.m is not None
+                                                       and mapper.m.pending is None)):
+                        # the region is found on the next feed (resolve_region), before its text is tried on it:
+                        # not paid by this parse (the parses that open or close a value, the costliest of a stream
+                        # of calls, are followed by fast feeds) — what it reads stays as it is until then
+                        region = OpenRegion("lazy", ())
+                        region.lazy = (main, len(text), mapper, msg, nmi)
+                        self.open_region = region
                     return msg
         is_partial = True
         parser = self.parser
@@ -929,6 +918,30 @@ class PegStreamSession:
             self.open_region = OpenRegion("hidden", ())
         self._rest_msg = None
         return msg
+
+    def resolve_region(self, lazy: tuple) -> "OpenRegion | None":
+        """The open region of a parse whose region was left to the next feed (``OpenRegion("lazy")``, set by
+        :meth:`_parse_text`; ``lazy`` = (parse result, length of its text, mapper, its message, whether it needed
+        more input)), or None. Reads only what no feed changes before the next parse: that parse's result, the
+        mapper's state after it, the message the stream holds."""
+        main, n, mapper, msg, nmi = lazy
+        region = None
+        if nmi:
+            region = (self._pending_literal(main, n, mapper, msg) if main.pending is not None
+                      else self._region_of(main, n, mapper, msg))
+        if self.wrapper_after and mapper.m is not None and mapper.m.pending is None:
+            if region is None:
+                # decided when text comes (a fast feed when it holds): the parse closed a call's wrapper
+                region = OpenRegion("after", ())
+                region.lazy = (self, main, n, mapper)
+            elif region.after_rule:
+                # text the literal (and what follows it) does not take may still be text after a closed
+                # wrapper (Qwen3: after ``}\n``, the ``<`` of ``</tool_call>`` is not the ``,`` of another
+                # call): then the region becomes "after" (StreamingParser._fast)
+                region.lazy = (self, main, n, mapper)
+        if region is not None:
+            self._view = msg
+        return region
 
     def _recover(self, text: str, output: str | None, main: Any) -> AssistantMessage:
         """The recovered message of a text the main root does not cover (as the parser's ``_recover``, with
@@ -1640,7 +1653,8 @@ class OpenRegion:
     # content); a predicate of all the text after the value — true while it leaves the message as it is
     after: "Callable[[str], bool] | str | None" = None
     # "after" not decided yet: (session, parse result, length, mapper) to decide it; on a "pending" region, the same
-    # for the text the literal's way does not take
+    # for the text the literal's way does not take; on a "lazy" region (not found yet): what
+    # PegStreamSession.resolve_region reads
     lazy: tuple | None = None
     after_rule = False   # "pending": the parse's right spine reaches a finished rule node (see _pending_literal)
     # ``after`` not decided yet: (session, mapper, top node, arguments node) of the parse that made the region
@@ -2004,6 +2018,12 @@ class StreamingParser:
         region = self._region
         if region is None:
             return None
+        if region.field == "lazy":   # the last parse left its region to this feed (PegStreamSession)
+            session = self._session
+            region = self._region = session.resolve_region(region.lazy)
+            if region is None:
+                return None
+            self._tail = session.tail(region.keep) if region.keep else ""
         if region.field == "pending":
             w = region.held + text
             if region.ws is None:
