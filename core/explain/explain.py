@@ -149,9 +149,12 @@ def _found_by(report: Any, spans: list[Span]) -> dict[str, str]:
     """Field path -> ``"<comparison id>: <title>"`` of the comparison that set it, for the marker spans."""
     comps = getattr(report, "comparisons", None) or []
     out: dict[str, str] = {}
+    marker = SpanLabel.MARKER
+    fields: set[str] = set()   # each marker field looked up once (100,000 calls repeat a few of them)
     for s in spans:
-        if s.label != SpanLabel.MARKER or not s.field:
+        if s.label != marker or not s.field or s.field in fields:
             continue
+        fields.add(s.field)
         for path in s.field.split(" / "):
             if path in out:
                 continue
