@@ -67,3 +67,4 @@ except Exception as e:  # noqa: BLE001 - a failing page shows a message, never a
     state.show_error(e, "This page failed: ")
 finally:  # st.stop / st.rerun end a page with a BaseException: the first run starts the imports all the same
     preload.start()  # after the first run's page: the other pages' libraries load while the visitor reads it
+    state.finished_run()

@@ -22,9 +22,11 @@ message (escaped) with ``st.error`` and never a traceback.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import pathlib
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
@@ -340,19 +342,93 @@ def app_analysis_budget() -> float | None:
     return None if os.environ.get("CTE_ANALYSIS_BUDGET_S", "").strip() else APP_ANALYSIS_BUDGET_S
 
 
-@st.cache_resource(max_entries=48, show_spinner="Analysing the template…")
-def _base_report(source: str, name: str, fidelity: str = FIDELITIES[0]) -> Any:
+def _analyse(source: str, name: str, fidelity: str) -> Any:
+    """The analysis (uncached): the report, a :class:`Failed` for a template's own failure, or raises a transient
+    :class:`~core.isolation.WorkerLimitError`."""
     from core.analysis.isolated import analyze_isolated  # a worker process: a runaway cannot hold the server
     from core.serving import WorkKind, policy_or_closed, work_slot
 
     _analysis_api()
     with work_slot(WorkKind.ANALYSIS, policy_or_closed()[0].limits):  # demo mode: bounded analyses per server
         try:
-            return analyze_isolated(source, name, fidelity=fidelity, budget_s=app_analysis_budget())
+            result = analyze_isolated(source, name, fidelity=fidelity, budget_s=app_analysis_budget())
         except WorkerLimitError:  # transient: not cached (st.cache_resource keeps no exception)
             raise
         except ChatTemplateExplorerError as e:  # cached: a busy server (BusyError, above) is not
-            return Failed(e)
+            result = Failed(e)
+    _analysed.add((source, name, fidelity))
+    return result
+
+
+@st.cache_resource(max_entries=48, show_spinner="Analysing the template…")
+def _base_report(source: str, name: str, fidelity: str = FIDELITIES[0]) -> Any:
+    with _pending_lock:
+        job = _pending.pop((source, name, fidelity), None)
+    if job is not None:  # started in the background by a first view (analysis_pending): its answer, once
+        return job.result()  # a transient failure re-raises here, so it is not cached either
+    return _analyse(source, name, fidelity)
+
+
+# A session's first view (a deep link to Overview, often on a fresh server that must first start a worker)
+# painted nothing but the title until the analysis was over. There the analysis runs on a background thread
+# instead: the page draws a placeholder and finishes its run, and a small fragment reruns the page once the
+# answer is in. _base_report collects that answer, so it is cached exactly as one computed in the run.
+_pending: dict[tuple[str, str, str], "concurrent.futures.Future[Any]"] = {}
+_pending_lock = threading.Lock()
+_analysed: set[tuple[str, str, str]] = set()   # keys analysed in this process (the cache may have evicted some)
+_RAN = "_cte_ran"   # session state: this session has finished a script run
+POLL_S = 0.25
+
+
+def finished_run() -> None:
+    """Mark the session's first script run as done (``app.py``, after the page)."""
+    st.session_state[_RAN] = True
+
+
+def analysis_pending(tpl: CurrentTemplate) -> bool:
+    """On a session's first run, when this template's analysis was not made in this process yet: start it on a
+    background thread (once per key, shared by the sessions asking) and answer True until it is over. Any
+    later run answers False (the page computes in the run, with the spinner, as before)."""
+    key = (tpl.source, tpl.name, fidelity())
+    with _pending_lock:
+        job = _pending.get(key)
+        if job is not None:
+            return not job.done()
+        if st.session_state.get(_RAN) or key in _analysed:
+            return False
+        from core.serving import set_visitor
+        from .visitor import session_id
+
+        who = session_id()
+
+        def work() -> Any:
+            set_visitor(who)   # the demo mode's per-visitor slots count this analysis as the visitor's
+            return _analyse(*key)
+
+        _pending[key] = _executor().submit(work)
+        return True
+
+
+_pool: "concurrent.futures.ThreadPoolExecutor | None" = None
+
+
+def _executor() -> "concurrent.futures.ThreadPoolExecutor":
+    global _pool
+    if _pool is None:
+        _pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="cte-first-analysis")
+    return _pool
+
+
+def wait_for_analysis(tpl: CurrentTemplate) -> None:
+    """Draw the placeholder of a pending analysis (:func:`analysis_pending`) and rerun the page when it is over."""
+    st.info("Analysing the template… the analysis appears here in a moment.", icon=":material/hourglass_top:")
+
+    @st.fragment(run_every=POLL_S)
+    def poll() -> None:
+        if not analysis_pending(tpl):
+            st.rerun()
+
+    poll()
 
 
 @st.cache_resource(max_entries=96, show_spinner=False)
