@@ -47,7 +47,7 @@ UNDERSCORE_JS = """() => {
 
 # the computed text colour of every diff part, marker box and row label, with the background colours from the
 # element up to the first opaque one (translucent tints are composited in Python, innermost last)
-LAYERS_JS = """root => [...root.querySelectorAll('.cte-part, [data-marker], .cte-diff-row > strong')].map(e => {
+LAYERS_JS = """root => [...root.querySelectorAll('.cte-part, [data-legend], [data-marker], .cte-diff-row > strong')].map(e => {
   const layers = [];
   for (let b = e; b; b = b.parentElement) {
     const bg = getComputedStyle(b).backgroundColor;
@@ -55,7 +55,8 @@ LAYERS_JS = """root => [...root.querySelectorAll('.cte-part, [data-marker], .cte
     layers.push(bg);
     if (!bg.startsWith('rgba')) break;
   }
-  return [e.dataset.part || (e.dataset.marker ? 'marker' : 'label'), getComputedStyle(e).color, layers];
+  const kind = e.dataset.part || (e.dataset.legend ? 'legend ' + e.dataset.legend : e.dataset.marker ? 'marker' : 'label');
+  return [kind, getComputedStyle(e).color, layers];
 })"""
 
 
@@ -156,7 +157,7 @@ def test_comparisons_diff_reads_in_both_themes(app_url, browser, scheme, scale):
 
     seen = diff.evaluate(LAYERS_JS)
     kinds = {k for k, _, _ in seen}
-    assert {"prefix", "left", "right", "suffix", "marker", "label"} <= kinds, kinds
+    assert {"prefix", "left", "right", "suffix", "marker", "label", "legend left", "legend right"} <= kinds, kinds
     app_bg = _hex(page.locator('[data-testid="stApp"]').evaluate("e => getComputedStyle(e).backgroundColor"))
     low = []
     for kind, fg, layers in seen:

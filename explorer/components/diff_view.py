@@ -71,7 +71,7 @@ def diff_html(diff: Any, *, label_a: str = "A", label_b: str = "B", context: int
                 f"{_elided(cut_s)}</div>")
 
     legend = ('<div class="cte-diff-legend" style="font-size:0.8rem">'
-              + " ".join(f'<span class="cte-part" data-part="{k}" style="background:{COLOURS[k]};padding:0 4px;'
+              + " ".join(f'<span data-legend="{k}" style="background:{COLOURS[k]};padding:0 4px;'
                          f'border-radius:3px">{k}</span>' for k in ("prefix", "left", "right", "suffix"))
               + ' &nbsp;· space ↵ newline → tab; boxed = marker of the analysis or preserved token</div>')
     return f'<div class="cte-diff">{legend}{row(label_a, "left", diff.left)}{row(label_b, "right", diff.right)}</div>'

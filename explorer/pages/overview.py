@@ -41,15 +41,18 @@ if rep is not None and getattr(rep, "all_probes_failed", False):
     st.error(md("The template failed to render every probe, so the analysis below is only the default one (as "
                 f"llama.cpp's): it tells nothing about this template. First failure: {first}"))
 
-tab_analysis, tab_source = st.tabs(["Analysis", "Template source"])
+# only the open tab is drawn (a rerun on a tab click): the highlighted source in the hidden tab was a few
+# thousand elements of the browser's work on every switch to this page
+tab_analysis, tab_source = st.tabs(["Analysis", "Template source"], key="ov_tab", on_change="rerun")
 
-with tab_source:
-    if len(tpl.variants) > 1:
-        st.caption(md(f"Variants: {', '.join(tpl.variants)}; showing {tpl.variant}"))
-    show_code(tpl.source, "jinja")
+if tab_source.open:
+    with tab_source:
+        if len(tpl.variants) > 1:
+            st.caption(md(f"Variants: {', '.join(tpl.variants)}; showing {tpl.variant}"))
+        show_code(tpl.source, "jinja")
 
 with tab_analysis:
-    if rep is None:
+    if rep is None or not tab_analysis.open:
         st.stop()
     a = rep.analysis
     if rep.workarounds_applied:
