@@ -155,6 +155,6 @@ if rep is not None:
 with st.expander("Diff against the loaded source", expanded=text != base.source):
     diff = "".join(difflib.unified_diff(base.source.splitlines(True), text.splitlines(True),
                                         fromfile=f"loaded/{base.name}", tofile=f"edited/{base.name}"))
-    st.code(shown(diff) or "(no changes)", language="diff")
+    st.code(shown(diff) or "(no changes)", language="diff", wrap_lines=True)
 with st.expander("Source with line numbers"):
-    st.code(shown(text), language=None, line_numbers=True)
+    st.code(shown(text), language=None, line_numbers=True, wrap_lines=True)

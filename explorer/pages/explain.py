@@ -140,7 +140,7 @@ if tg.get("mistake") not in (None, "NONE"):
     if near:
         st.caption(md(f"Nearest accepted output: {len(near['edits'])} edit(s)"
                       + (f"; the repair {near['repair']} already accepts it" if near["repair"] else "")))
-        st.code(show_invisible(near["diff"]), language="diff")
+        st.code(show_invisible(near["diff"]), language="diff", wrap_lines=True)
     st.markdown("**Fixes, ranked** (each re-parsed before it is offered)")
     if not tg.get("fixes"):
         st.caption(md_code("No change of ours helps: " + (tg.get("no_fix") or "")))
@@ -328,9 +328,9 @@ c2.download_button("pytest test", rep["pytest"], file_name="test_explain_case.py
 c3.download_button("peg_tester snippet", rep["peg_tester"], file_name="peg_tester_case.cpp", mime="text/x-c++src",
                    key="explain_dl_cpp")
 with st.expander("Show the reproducers"):
-    st.code(rep["case"], language="json")
-    st.code(rep["pytest"], language="python")
-    st.code(rep["peg_tester"], language="cpp")
+    st.code(rep["case"], language="json", wrap_lines=True)
+    st.code(rep["pytest"], language="python", wrap_lines=True)
+    st.code(rep["peg_tester"], language="cpp", wrap_lines=True)
 
 # ---------------------------------------------------------------- permalink
 # template, fidelity and overrides are in the URL already (urlstate.sync); x adds the request and the output, so

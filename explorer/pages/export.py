@@ -100,5 +100,5 @@ from core.isolated_ops import export_gbnf  # noqa: E402  (in a limited worker)
 
 gbnf = state.attempt(export_gbnf, tpl.source, tpl.name, fid)
 if gbnf is not None:
-    st.code(gbnf, language=None)
+    st.code(gbnf, language=None, wrap_lines=True)  # long rules wrap, not clipped
     st.download_button("Download grammar (.gbnf)", gbnf, file_name="grammar.gbnf", mime="text/plain")

@@ -53,6 +53,6 @@ with right:
 
 with st.expander("Parser structure (PEG)"):
     try:
-        st.code(visible_text(parser.describe()), language=None)
+        st.code(visible_text(parser.describe()), language=None, wrap_lines=True)
     except Exception as e:  # noqa: BLE001
         state.show_error(e)
