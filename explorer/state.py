@@ -22,6 +22,7 @@ message (escaped) with ``st.error`` and never a traceback.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import json
 import os
@@ -362,22 +363,97 @@ def _analyse(source: str, name: str, fidelity: str) -> Any:
 
 @st.cache_resource(max_entries=48, show_spinner="Analysing the template…")
 def _base_report(source: str, name: str, fidelity: str = FIDELITIES[0]) -> Any:
-    with _pending_lock:
-        job = _pending.pop((source, name, fidelity), None)
+    job = take_job(("analysis", source, name, fidelity))
     if job is not None:  # started in the background by a first view (analysis_pending): its answer, once
         return job.result()  # a transient failure re-raises here, so it is not cached either
     return _analyse(source, name, fidelity)
 
 
-# A session's first view (a deep link to Overview, often on a fresh server that must first start a worker)
-# painted nothing but the title until the analysis was over. There the analysis runs on a background thread
-# instead: the page draws a placeholder and finishes its run, and a small fragment reruns the page once the
-# answer is in. _base_report collects that answer, so it is cached exactly as one computed in the run.
-_pending: dict[tuple[str, str, str], "concurrent.futures.Future[Any]"] = {}
-_pending_lock = threading.Lock()
-_analysed: set[tuple[str, str, str]] = set()   # keys analysed in this process (the cache may have evicted some)
-_RAN = "_cte_ran"   # session state: this session has finished a script run
+# ------------------------------------------------------------------------------------------------ later
+# Work a page shows after its first paint: the page starts it on a background thread, draws a placeholder and
+# finishes its run; a small fragment reruns the page once the work is over, and the rerun takes the answer.
+# A session's first view of Overview (a deep link, often on a fresh server that must first start a worker)
+# painted nothing but its title until the analysis was over; Export's first view of a template waited ~2 s for
+# transformers' verification.
+
+_jobs: dict[tuple[Any, ...], "concurrent.futures.Future[Any]"] = {}
+_jobs_lock = threading.Lock()
+_pool: "concurrent.futures.ThreadPoolExecutor | None" = None
 POLL_S = 0.25
+_RAN = "_cte_ran"   # session state: this session has finished a script run
+
+
+def start_job(key: tuple[Any, ...], work: Callable[[], Any]) -> None:
+    """Run ``work`` on a background thread under ``key`` unless a job with that key exists (sessions asking for
+    the same thing share one job). The job counts as this run's visitor's in the demo mode's slots."""
+    global _pool
+    from core.serving import set_visitor
+    from .visitor import session_id
+
+    who = session_id()
+
+    def job() -> Any:
+        set_visitor(who)
+        return work()
+
+    with _jobs_lock:
+        if key in _jobs:
+            return
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="cte-later")
+        _jobs[key] = _pool.submit(job)
+
+
+def job_running(key: tuple[Any, ...]) -> bool:
+    """Whether a job with ``key`` exists and is not over."""
+    with _jobs_lock:
+        job = _jobs.get(key)
+    return job is not None and not job.done()
+
+
+def take_job(key: tuple[Any, ...]) -> "concurrent.futures.Future[Any] | None":
+    """The job with ``key``, removed (its answer is the taker's to keep), or None."""
+    with _jobs_lock:
+        return _jobs.pop(key, None)
+
+
+def rerun_when_done(key: tuple[Any, ...], note: str) -> None:
+    """Draw ``note`` as the placeholder of job ``key`` and rerun the page once the job is over."""
+    st.info(note, icon=":material/hourglass_top:")
+
+    @st.fragment(run_every=POLL_S)
+    def poll() -> None:
+        if not job_running(key):
+            st.rerun()
+
+    poll()
+
+
+_kept: "collections.OrderedDict[tuple[Any, ...], Any]" = collections.OrderedDict()
+KEPT_MAX = 64
+
+
+def later(key: tuple[Any, ...], work: Callable[[], Any]) -> tuple[bool, Any]:
+    """``(True, answer)`` once ``work``'s answer for ``key`` is in (the newest :data:`KEPT_MAX` are kept, shared
+    by all sessions); until then ``(False, None)``, with ``work`` started in the background (:func:`start_job`;
+    show :func:`rerun_when_done`). A failure is raised to the run that collects it and is not kept: the next
+    ask starts the work again (a worker killed under load says nothing about the input)."""
+    with _jobs_lock:
+        if key in _kept:
+            _kept.move_to_end(key)
+            return True, _kept[key]
+    if job_running(key):
+        return False, None
+    job = take_job(key)
+    if job is None:
+        start_job(key, work)
+        return False, None
+    value = job.result()
+    with _jobs_lock:
+        _kept[key] = value
+        while len(_kept) > KEPT_MAX:
+            _kept.popitem(last=False)
+    return True, value
 
 
 def finished_run() -> None:
@@ -385,50 +461,29 @@ def finished_run() -> None:
     st.session_state[_RAN] = True
 
 
+_analysed: set[tuple[str, str, str]] = set()   # keys analysed in this process (the cache may have evicted some)
+
+
 def analysis_pending(tpl: CurrentTemplate) -> bool:
     """On a session's first run, when this template's analysis was not made in this process yet: start it on a
-    background thread (once per key, shared by the sessions asking) and answer True until it is over. Any
-    later run answers False (the page computes in the run, with the spinner, as before)."""
+    background thread (one job per key) and answer True until it is over; :func:`_base_report` takes the answer
+    and caches it as one computed in the run. Any later run answers False (the page computes in the run, with
+    the spinner, as before)."""
     key = (tpl.source, tpl.name, fidelity())
-    with _pending_lock:
-        job = _pending.get(key)
-        if job is not None:
-            return not job.done()
-        if st.session_state.get(_RAN) or key in _analysed:
-            return False
-        from core.serving import set_visitor
-        from .visitor import session_id
-
-        who = session_id()
-
-        def work() -> Any:
-            set_visitor(who)   # the demo mode's per-visitor slots count this analysis as the visitor's
-            return _analyse(*key)
-
-        _pending[key] = _executor().submit(work)
-        return True
-
-
-_pool: "concurrent.futures.ThreadPoolExecutor | None" = None
-
-
-def _executor() -> "concurrent.futures.ThreadPoolExecutor":
-    global _pool
-    if _pool is None:
-        _pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="cte-first-analysis")
-    return _pool
+    job_key = ("analysis", *key)
+    with _jobs_lock:
+        if job_key in _jobs:
+            return not _jobs[job_key].done()
+    if st.session_state.get(_RAN) or key in _analysed:
+        return False
+    start_job(job_key, lambda: _analyse(*key))
+    return True
 
 
 def wait_for_analysis(tpl: CurrentTemplate) -> None:
     """Draw the placeholder of a pending analysis (:func:`analysis_pending`) and rerun the page when it is over."""
-    st.info("Analysing the template… the analysis appears here in a moment.", icon=":material/hourglass_top:")
-
-    @st.fragment(run_every=POLL_S)
-    def poll() -> None:
-        if not analysis_pending(tpl):
-            st.rerun()
-
-    poll()
+    rerun_when_done(("analysis", tpl.source, tpl.name, fidelity()),
+                    "Analysing the template… the analysis appears here in a moment.")
 
 
 @st.cache_resource(max_entries=96, show_spinner=False)
