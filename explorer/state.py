@@ -23,6 +23,7 @@ message (escaped) with ``st.error`` and never a traceback.
 from __future__ import annotations
 
 import collections
+import gc
 import concurrent.futures
 import json
 import os
@@ -404,6 +405,12 @@ def start_job(key: tuple[Any, ...], work: Callable[[], Any]) -> None:
         _jobs[key] = _pool.submit(job)
 
 
+def any_job_running() -> bool:
+    """Whether some background job is not over (``app.py`` holds the background imports back until then)."""
+    with _jobs_lock:
+        return any(not job.done() for job in _jobs.values())
+
+
 def job_running(key: tuple[Any, ...]) -> bool:
     """Whether a job with ``key`` exists and is not over."""
     with _jobs_lock:
@@ -420,6 +427,9 @@ def take_job(key: tuple[Any, ...]) -> "concurrent.futures.Future[Any] | None":
 def rerun_when_done(key: tuple[Any, ...], note: str) -> None:
     """Draw ``note`` as the placeholder of job ``key`` and rerun the page once the job is over."""
     st.info(note, icon=":material/hourglass_top:")
+    # Streamlit collects garbage after every script run, a poll's too: before explorer.preload froze the loaded
+    # modules, each collection walked them all (~0.1 s of CPU, four times a second, beside the job)
+    gc.freeze()
 
     @st.fragment(run_every=POLL_S)
     def poll() -> None:
