@@ -23,8 +23,8 @@ message (escaped) with ``st.error`` and never a traceback.
 from __future__ import annotations
 
 import collections
-import gc
 import concurrent.futures
+import gc
 import json
 import os
 import pathlib
@@ -358,7 +358,10 @@ def _analyse(source: str, name: str, fidelity: str) -> Any:
             raise
         except ChatTemplateExplorerError as e:  # cached: a busy server (BusyError, above) is not
             result = Failed(e)
-    _analysed.add((source, name, fidelity))
+    with _jobs_lock:
+        _analysed[_analysed_key(source, name, fidelity)] = None
+        while len(_analysed) > ANALYSED_MAX:
+            _analysed.popitem(last=False)
     return result
 
 
@@ -384,9 +387,15 @@ POLL_S = 0.25
 _RAN = "_cte_ran"   # session state: this session has finished a script run
 
 
-def start_job(key: tuple[Any, ...], work: Callable[[], Any]) -> None:
+MAX_JOBS = 4       # jobs not over at once; past it a page computes in its run, as before (a visitor who keeps
+#                    starting views and leaving must not queue work without end)
+MAX_DONE = 16      # finished jobs nobody took (the visitor left) kept for a rerun that may still come
+
+
+def start_job(key: tuple[Any, ...], work: Callable[[], Any]) -> bool:
     """Run ``work`` on a background thread under ``key`` unless a job with that key exists (sessions asking for
-    the same thing share one job). The job counts as this run's visitor's in the demo mode's slots."""
+    the same thing share one job); False when :data:`MAX_JOBS` are running (then compute in the run). The job
+    counts as this run's visitor's in the demo mode's slots."""
     global _pool
     from core.serving import set_visitor
     from .visitor import session_id
@@ -399,10 +408,16 @@ def start_job(key: tuple[Any, ...], work: Callable[[], Any]) -> None:
 
     with _jobs_lock:
         if key in _jobs:
-            return
+            return True
+        done = [k for k, j in _jobs.items() if j.done()]
+        if len(_jobs) - len(done) >= MAX_JOBS:
+            return False
+        for k in done[:max(0, len(done) - MAX_DONE)]:
+            del _jobs[k]
         if _pool is None:
             _pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="cte-later")
         _jobs[key] = _pool.submit(job)
+        return True
 
 
 def any_job_running() -> bool:
@@ -456,9 +471,11 @@ def later(key: tuple[Any, ...], work: Callable[[], Any]) -> tuple[bool, Any]:
         return False, None
     job = take_job(key)
     if job is None:
-        start_job(key, work)
-        return False, None
-    value = job.result()
+        if start_job(key, work):
+            return False, None
+        value = work()   # too many jobs running: in this run, as before
+    else:
+        value = job.result()
     with _jobs_lock:
         _kept[key] = value
         while len(_kept) > KEPT_MAX:
@@ -471,7 +488,13 @@ def finished_run() -> None:
     st.session_state[_RAN] = True
 
 
-_analysed: set[tuple[str, str, str]] = set()   # keys analysed in this process (the cache may have evicted some)
+# the templates analysed in this process (the cache may have evicted some since), by digest, the newest kept
+_analysed: "collections.OrderedDict[tuple[str, str, str], None]" = collections.OrderedDict()
+ANALYSED_MAX = 4096
+
+
+def _analysed_key(source: str, name: str, fidelity: str) -> tuple[str, str, str]:
+    return source_digest(source), name, fidelity
 
 
 def analysis_pending(tpl: CurrentTemplate) -> bool:
@@ -484,10 +507,9 @@ def analysis_pending(tpl: CurrentTemplate) -> bool:
     with _jobs_lock:
         if job_key in _jobs:
             return not _jobs[job_key].done()
-    if st.session_state.get(_RAN) or key in _analysed:
+    if st.session_state.get(_RAN) or _analysed_key(*key) in _analysed:
         return False
-    start_job(job_key, lambda: _analyse(*key))
-    return True
+    return start_job(job_key, lambda: _analyse(*key))
 
 
 def wait_for_analysis(tpl: CurrentTemplate) -> None:

@@ -54,3 +54,38 @@ def test_later_views_and_analysed_templates_compute_in_the_run():
     again.switch_page("explorer/pages/overview.py").run()
     assert not again.exception, again.exception
     assert not _placeholder(again) and metrics(again)["Reasoning"] == "TAG_BASED"
+
+
+def test_background_jobs_are_bounded_and_a_failure_is_not_kept():
+    import threading
+
+    gate = threading.Event()
+    keys = [("test-bound", i, time.time_ns()) for i in range(state.MAX_JOBS + 1)]
+    try:
+        started = [state.start_job(k, gate.wait) for k in keys]
+        # past MAX_JOBS running jobs, a page computes in its run: a visitor cannot queue work without end
+        assert started == [True] * state.MAX_JOBS + [False]
+        assert state.start_job(keys[0], gate.wait)          # the same key joins the running job
+    finally:
+        gate.set()
+    for k in keys[:-1]:
+        state.take_job(k).result(timeout=10)
+
+    def boom() -> None:
+        raise RuntimeError("worker killed")
+
+    key = ("test-fail", time.time_ns())
+    assert state.later(key, boom) == (False, None)
+    deadline = time.monotonic() + 10
+    while state.job_running(key):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    try:
+        state.later(key, boom)
+        raise AssertionError("the failure was not raised")
+    except RuntimeError as e:
+        assert str(e) == "worker killed"
+    assert state.later(key, lambda: 42) == (False, None)   # not kept: asked again, the work starts again
+    while state.job_running(key):
+        time.sleep(0.05)
+    assert state.later(key, lambda: 0) == (True, 42)        # the answer is kept once in
