@@ -14,9 +14,14 @@ case either way fails here and must be looked at (docs/explain.md says where eac
 - ``kept2.jsonl``: the fourth batch, kept aside and scored once (4/12 cause, 11/12 fix, 3/5 nearest); the classes
   behind its misses were then fixed by general rules, so its rows say ``"split": "dev"`` ("Fourth batch:
   kept2.jsonl"). Each case carries a note on its cause.
-- ``kept3.jsonl``: the fifth batch, split ``"kept3"``, collected from reports no earlier set used after the rules of
-  core/explain were written, its causes and fixes committed before explain ran on it, scored once (4/11 cause,
-  7/11 fix, 3/3 nearest) and not tuned to ("Fifth batch: kept3.jsonl (kept aside)")."""
+- ``kept3.jsonl``: the fifth batch, collected from reports no earlier set used after the rules of core/explain were
+  written, its causes and fixes committed before explain ran on it, kept aside and scored once (4/11 cause, 7/11
+  fix, 3/3 nearest); the classes behind its seven misses were then fixed by general rules, so its rows say
+  ``"split": "dev"`` ("Fifth batch: kept3.jsonl").
+- ``kept4.jsonl``: the sixth batch, split ``"kept4"``, collected the same way from reports no earlier set used, its
+  causes and fixes committed before explain ran on it, scored once (6/12 cause, 8/12 fix, 1/1 nearest) and not tuned
+  to ("Sixth batch: kept4.jsonl (kept aside)"). One report (hermes-agent#8965) gives two rows: the same text read
+  against the two templates of the models it names, with a different true cause for each."""
 
 from __future__ import annotations
 
@@ -40,10 +45,12 @@ SCORES = {
     "fresh.jsonl": {"dev": (16, 16, 2, 2)},
     "kept.jsonl": {"dev": (6, 6, 2, 2)},
     "kept2.jsonl": {"dev": (12, 12, 5, 5)},
-    "kept3.jsonl": {"kept3": (4, 7, 3, 3)},
+    "kept3.jsonl": {"dev": (11, 11, 3, 3)},
+    "kept4.jsonl": {"kept4": (6, 8, 1, 1)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
-SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11}
+SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
+         "kept4.jsonl": 12}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -99,8 +106,16 @@ def test_the_fifth_batch_notes_its_causes_and_how_its_requests_were_written():
     assert len({c["template"] for c in cases}) >= 8 and len({c["cause"] for c in cases}) >= 7
 
 
-@pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl") for c in SETS[n]
-                                  if c["cause"] == "NONE" and "expect" in c],
+def test_the_sixth_batch_notes_its_causes_and_how_its_requests_were_written():
+    cases = SETS["kept4.jsonl"]
+    assert all(c["cause_note"] and c["note"] for c in cases)
+    assert len({(c["source"], c["template"]) for c in cases}) == len(cases)
+    assert len({c["template"] for c in cases}) >= 8 and len({c["cause"] for c in cases}) >= 5
+
+
+@pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl", "kept4.jsonl") for c in SETS[n]
+                                  if c["cause"] == "NONE" and "expect" in c
+                                  and (n != "kept4.jsonl" or c["expect"].get("tool_calls"))],
                          ids=lambda c: c["id"])
 def test_a_none_case_with_a_call_parses_clean_to_it(case):
     msg, clean = apply_fix(_template(case["template"]), ChatRequest.from_dict(case), case["input"], {})
@@ -249,6 +264,85 @@ def test_an_unwrapped_call_is_an_omitted_opener_and_every_token_stripped_is_the_
     assert any("neither `<tool_call>` nor `</tool_call>`" in e for e in tg.evidence), tg.evidence
     ex, tg = _kept2("kept2-strands-1949-gptoss-specials-stripped")
     assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED and not tg.fixes and "skip_special_tokens" in tg.no_fix
+
+
+def _kept3(case_id: str):
+    return _run(next(c for c in SETS["kept3.jsonl"] if c["id"] == case_id))
+
+
+def test_a_closer_written_as_another_marker_is_an_omitted_closer_and_the_slip_is_not_taught():
+    ex, tg = _kept3("kept3-fireworks-sdk-119-glm52-arg-value-closer")
+    assert tg.mistake == Mistake.OMITTED_CLOSER
+    assert [(e.kind, e.old, e.new) for e in tg.nearest.edits] == [("replace", "</arg_value>", "</tool_call>")]
+    assert any("closed with `</arg_value>`" in e for e in tg.evidence), tg.evidence
+    # the override per_call_end = </arg_value> and the template patch writing </arg_value> both re-parse, but
+    # only by making two parts of the format share a marker
+    assert not tg.fixes and "ambiguous" in tg.no_fix
+
+
+def test_stripped_tokens_are_seen_without_a_surviving_marker_pair():
+    # MiniCPM5: every tag token gone, only ` name="get_weather"> name="city">Paris` left — the restored call
+    # re-parses, and is the hand fix's output
+    c = next(c for c in SETS["kept3.jsonl"] if c["id"] == "kept3-ollama-18483-minicpm5-markup-stripped")
+    ex, tg = _run(c)
+    assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED
+    server = tg.fixes[0]
+    assert server.kind.value == "server" and server.change["server"] == "keep-special-tokens"
+    assert server.change["output"] == c["fix"]["change"]["output"]
+    assert _same(server.message, c["expect"])
+    # the same template's call written whole (oMLX#3429) is no stripping
+    assert _kept3("kept3-omlx-3429-minicpm5-bare-function-xml")[1].mistake == Mistake.NONE
+
+
+def test_an_invented_opener_tag_is_an_omitted_opener():
+    ex, tg = _kept3("kept3-q27-24-qwen-name-tag-task-call")
+    assert tg.mistake == Mistake.OMITTED_OPENER and not tg.fixes and tg.no_fix
+    assert any("`<name>task`" in e and "`<tool_call>`" in e and "`</parameter>`" in e for e in tg.evidence)
+
+
+def test_a_call_repeated_past_a_missing_stop_is_trailing_text_with_a_stop_fix():
+    from core.explain.triage import _repeated_call
+
+    c = next(c for c in SETS["kept3.jsonl"] if c["id"] == "kept3-docker-model-runner-1045-functiongemma-no-stop")
+    ex, tg = _run(c)
+    assert tg.mistake == Mistake.TRAILING_TEXT
+    assert any("repeats `get_time{}<end_function_call>call:` 2 more time(s) up to its end" in e for e in tg.evidence)
+    f = tg.fixes[0]
+    assert f.kind.value == "server" and f.change["server"] == "stop-after-call"
+    assert f.change["output"] == "<start_function_call>call:get_time{}<end_function_call>"
+    assert all("get_time" not in (x.message.get("content") or "") for x in tg.fixes)   # no fix keeps the copies
+    msg, clean = apply_fix(_template(c["template"]), ChatRequest.from_dict(c), c["input"], f.change)
+    assert clean and _same(msg, c["expect"])
+    # the first two copies alone, nothing after: two calls, not a loop
+    assert _repeated_call(c["input"][:c["input"].index("call:get_ti\u2026")], ["get_time"]) is None
+
+
+def test_a_call_on_the_reasoning_channel_is_outside_the_section():
+    ex, tg = _kept3("kept3-dynamo-10366-gptoss-call-on-analysis-channel")
+    assert tg.mistake == Mistake.CALL_OUTSIDE_SECTION
+    assert any("`to=functions.grep␣code`" in e and "`<|channel|>analysis`" in e for e in tg.evidence), tg.evidence
+    assert tg.fixes[0].change == {"repairs": ["trailing-stop-token"]}
+
+
+def test_two_slips_get_two_repairs_together():
+    # Granite 4: no newlines inside <tool_call> and the arguments as a string with escaped newlines; the first
+    # repair alone settles "clean" with `{}` arguments and the rest left as content, so it is not offered alone
+    ex, tg = _kept3("kept3-vllm-54964-granite4-double-encoded-arguments")
+    assert tg.mistake == Mistake.DOUBLE_ENCODED_ARGUMENTS
+    assert tg.fixes[0].change == {"repairs": ["tag-whitespace", "double-encoded-arguments"]}
+    assert all(f.change != {"repairs": ["tag-whitespace"]} for f in tg.fixes)
+    # nor an override whose call is read while the call's markup stays in the content (text left unparsed)
+    assert all("<tool_call>" not in (f.message.get("content") or "") for f in tg.fixes)
+    assert json.loads(tg.fixes[0].message["tool_calls"][0]["function"]["arguments"]) == {"param": "max_connections"}
+
+
+def test_the_nearest_output_names_a_left_out_member_not_a_trailing_comma():
+    # Mistral v3 grammar accepts `{…},}`: a lone `,` was the "nearest" edit; the model left out the call id
+    ex, tg = _kept2("kept2-mistral-common-73-large-bare-list")
+    assert [(e.kind, e.new) for e in tg.nearest.edits] == [("insert", "[TOOL_CALLS]"), ("insert", ', "id": ""'),
+                                                          ("insert", ', "id": ""')]
+    assert "omitted the member `\"id\"` (any value)" in tg.nearest.sentence
+    assert not any(e.new.strip() == "," for e in tg.nearest.edits)
 
 
 def test_nearest_output_names_the_omitted_marker():
@@ -413,10 +507,11 @@ def test_explain_view_in_the_worker_returns_the_triage():
 
 
 def test_a_clean_parse_that_drops_a_call_is_not_called_clean():
-    """Kimi-K3 markup left whole in the reasoning (leak A of https://github.com/can1357/oh-my-pi/issues/8495, as
-    the report quotes it): the call was dropped into the reasoning. The PEG port of Kimi K3 reports the output as
-    ending inside the reasoning (the scanner called it clean); either way triage must name the unclosed reasoning,
-    not a cut output."""
+    """Kimi-K3 markup left in the reasoning (leak A of https://github.com/can1357/oh-my-pi/issues/8495, as the
+    report quotes it): the call was dropped into the reasoning. The PEG port of Kimi K3 reports the output as
+    ending inside the reasoning (the scanner called it clean); triage must not call it clean or cut. It named the
+    unclosed reasoning until the fifth batch (kept3.jsonl holds the same leak, labelled by hand): `toolscall`
+    shows that control tokens between `tools` and `call` were dropped, so the decoder is named first."""
     t = _template("Kimi-K3.jinja")
     tool = {"type": "function", "function": {"name": "StrReplace", "parameters": {
         "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
@@ -424,8 +519,10 @@ def test_a_clean_parse_that_drops_a_call_is_not_called_clean():
            'src/rendererargument<|sep|><|close|>call<|sep|><|close|>toolstoolsmessage<|sep|>')
     ex = explain(t, ChatRequest.from_dict({"messages": [{"role": "user", "content": "hi"}], "tools": [tool]}), out)
     assert not ex.message.get("tool_calls") and "StrReplace" in ex.message["reasoning_content"]
-    assert ex.triage.mistake == Mistake.REASONING_NOT_CLOSED
-    assert any("before closing the reasoning" in e for e in ex.triage.evidence)
+    assert ex.triage.mistake == Mistake.SPECIAL_TOKENS_STRIPPED
+    assert any("`toolscall`" in e and "`tools<|sep|><|open|>call`" in e for e in ex.triage.evidence), \
+        ex.triage.evidence
+    assert not ex.triage.fixes and "skip_special_tokens" in ex.triage.no_fix
 
 
 def test_server_setting_is_offered_only_when_the_restored_output_reparses():

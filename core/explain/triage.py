@@ -430,7 +430,27 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
             special = o
             break
     return {"names": tool_names(setup.request), "openers": openers, "closers": closers, "args_key": args_key,
+            "all_markers": _format_markers(a, bundle),
             "markers": markers + [o.strip(_WS) for o in openers if o.strip(_WS)], "special_start": special}
+
+
+def _format_markers(analysis: Any, bundle: Any) -> set[str]:
+    """Every marker of the format, whatever its role: the parser's preserved tokens and each string field of the
+    analysis's tool format (openers, closers, argument markers), stripped; reasoning markers excluded."""
+    from .model import reasoning_markers
+
+    out = {t.strip(_WS) for t in getattr(getattr(bundle, "parser", None), "preserved_tokens", None) or []
+           if isinstance(t, str) and t.strip(_WS)}
+    if analysis is not None:
+        stack = [analysis.to_json().get("tools", {})]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, dict):
+                stack.extend(v.values())
+            elif isinstance(v, str) and len(v.strip(_WS)) >= 2:
+                out.add(v.strip(_WS))
+    r_start, r_ends = reasoning_markers(bundle)
+    return out - {x.strip(_WS) for x in [r_start] + r_ends if x}
 
 
 def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx: dict[str, Any],
@@ -453,6 +473,12 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
         nxt: list[tuple[int, list[Edit], str, _Parsed]] = []
         for edits, s, p in frontier:
             for e in _candidates(s, p, ctx):
+                if e.kind == "insert" and e.new.strip(_WS) == "," and _CLOSING.match(s, e.pos):
+                    # a lone separator before a closing bracket is no model's mistake (a grammar may accept the
+                    # trailing comma): the member the grammar wants after it is what was left out
+                    e = _member_insert(setup, s, e.pos, budget)
+                    if e is None:
+                        continue
                 t = e.apply(s)
                 if t in seen:
                     continue
@@ -477,6 +503,26 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
     return None
 
 
+_CLOSING = re.compile(r"\s{0,40}[}\]]")
+_KEY_LITERAL = re.compile(r'"[A-Za-z_][\w\-]{0,40}"')
+_MEMBER = re.compile(r',\s?("[A-Za-z_][\w\-]{0,40}"): ""')
+
+
+def _member_insert(setup: _Setup, s: str, pos: int, budget: _Budget) -> Edit | None:
+    """Where the parser wants a ``,`` before a closing bracket: the JSON member it wants after the comma (its
+    key from one probe parse; the value an empty string, which the edit's sentence calls any value), as one
+    insert; None when the parser names no key there."""
+    probe = s[:pos] + ", \x01" + s[pos:]
+    if not budget.take(len(probe)):
+        return None
+    try:
+        q = _parse(setup, probe)
+    except Exception:  # noqa: BLE001
+        return None
+    keys = [x for x in _literals(q.expected) if _KEY_LITERAL.fullmatch(x)]
+    return Edit("insert", pos, "", f", {keys[0]}: \"\"") if keys else None
+
+
 def _shift(edits: list[Edit]) -> list[Edit]:
     """Edits made one after another, as positions in the original output (for the diff)."""
     out: list[Edit] = []
@@ -494,6 +540,11 @@ def sentence_of(edits: list[Edit], output: str) -> str:
     parts = []
     for e in edits:
         after = output[e.pos:e.pos + 24].split("\n")[0] if e.pos < len(output) else ""
+        member = _MEMBER.fullmatch(e.new) if e.kind == "insert" else None
+        if member:
+            parts.append(f"the model omitted the member {_q(member.group(1))} (any value)"
+                         + (f" before {_q(after)}" if after.strip(_WS) else ""))
+            continue
         if e.kind == "insert":
             tag = re.match(r"</([\w:\-]+)>?$", e.new.strip(_WS))
             if tag:
@@ -598,6 +649,14 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ev.append(f"the output ends with {_q(opener)}, which opens a call, and nothing after it: the call was cut "
                   "before any of it was written (max_tokens or a stop string), not left out of the parse")
         return Mistake.CUT_SHORT, ev
+    if not msg.get("tool_calls"):
+        glued = _glued_token_words(setup, bundle, out, ctx)
+        if glued:
+            return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [glued]
+        bare = _bare_call(setup, bundle, out, ctx)
+        if bare:
+            ctx["restored"] = bare[0]
+            return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [bare[1]]
     opened = bool(r_start) and gp.endswith(r_start)
     if opened and reasoning and not content and not msg.get("tool_calls") and r_ends \
             and not any(e in out for e in r_ends):
@@ -665,6 +724,20 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         if foreign:
             return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [foreign]
         return Mistake.FORMAT_NOT_FOUND, ev
+    rep = _repeated_call(out, ctx["names"])
+    if rep:
+        ctx["repeat"] = rep
+        first, seg, copies = rep
+        return Mistake.TRAILING_TEXT, ev + [
+            f"after the first call the output repeats {_q(seg)} {copies} more time(s) up to its end: "
+            "the model did not stop after the call — the server did not stop generation at the call's end (the "
+            "format's end-of-call / end-of-turn token as a stop), so it kept writing copies until max_tokens"]
+    header = _call_header_in_reasoning(out, r_start, ctx["names"])
+    if header:
+        return Mistake.CALL_OUTSIDE_SECTION, ev + [
+            f"the call's header {_q(header)} is written after {_q(_reasoning_head(r_start))}, the header that opens "
+            f"the reasoning ({_q(r_start)}): the model put the call on the reasoning's channel, where the template's "
+            "format has no calls"]
     if Cause.PARALLEL_NOT_REQUESTED in causes:
         return Mistake.PARALLEL_NOT_REQUESTED, ev + [e for f in ex.findings
                                                       if f.cause == Cause.PARALLEL_NOT_REQUESTED for e in f.evidence]
@@ -752,6 +825,13 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         one = edits[0]
         if len(edits) == 1 and one.kind == "replace" and one.old.strip('"') in _KEY_ALIASES:
             return Mistake.FIELD_ALIAS, ev + [f"the model's JSON key {_q(one.old)} is {_q(one.new)} in the template"]
+        if len(edits) == 1 and one.kind == "replace" and _is_closer(one.new) and _is_closer(one.old) \
+                and one.old.strip(_WS) in ctx["all_markers"]:
+            # a closer written as another closer of the same format (`</arg_value>` for `</tool_call>`): the
+            # call's own closer is what is missing, not a wrapper or a marker of another family
+            return Mistake.OMITTED_CLOSER, ev + [
+                f"the model closed with {_q(one.old.strip(_WS))}, which the template writes to close another part "
+                f"of the call, where it writes {_q(one.new.strip(_WS))}: the call's own closer is missing"]
         delim = _quote_for_delimiter(edits)
         if delim:
             return Mistake.OMITTED_MARKER, ev + [
@@ -761,34 +841,34 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence"]
         solid_edits = [e for e in edits if (e.new or e.old).strip(_WS)]
         if solid_edits and all(e.kind == "insert" and _is_closer(e.new) for e in solid_edits):
-            return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+            return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
         ins = [e for e in edits if e.kind == "insert"]
         solid = [e for e in ins if e.new.strip(_WS)]
         if ins and not solid and len(ins) == len(edits):
             return Mistake.OMITTED_MARKER, ev + ["the model omitted the whitespace the template writes: "
-                                                 + sentence_of(edits, out)]
+                                                 + sentence_of(_shift(edits), out)]
         if len(solid) != len(ins) and len(ins) == len(edits):
             ins = solid      # whitespace the model also left out is secondary to what else it omitted
             if ins[0].new.strip(_WS) in ("}", "]", "}}", "]}"):
-                return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+                return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
         if ins and ins[0].new.strip(_WS) in ("}", "]", "}}", "]}") and len(ins) == len(edits):
-            return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+            return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
         if ins and all(e.pos >= len(out) for e in ins) and len(ins) == len(edits):
-            return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+            return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
         if ins and len(edits) in (len(ins), len([e for e in edits if e.kind == "insert"])):
             first = ins[0]
             if first.new.strip(_WS).startswith("</"):
-                return Mistake.OMITTED_CLOSER, ev + [sentence_of(edits, out)]
+                return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
             if first.new.strip(_WS) in [o.strip(_WS) for o in ctx["openers"]] or first.pos == 0 \
                     or (ex.stop is None and not msg.get("tool_calls")):
                 if _SPECIAL_SHAPE.fullmatch(first.new.strip(_WS)) and not content.strip(_WS).startswith("{") \
                         and first.pos == 0 and Cause.MISSING_OPENER not in causes:
-                    return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(edits, out)]
-                return Mistake.OMITTED_OPENER, ev + [sentence_of(edits, out)]
+                    return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(_shift(edits), out)]
+                return Mistake.OMITTED_OPENER, ev + [sentence_of(_shift(edits), out)]
             stripped = _stripped_tokens(ins, setup, out)
             if stripped:
-                return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(edits, out), stripped]
-            return Mistake.OMITTED_MARKER, ev + [sentence_of(edits, out)]
+                return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(_shift(edits), out), stripped]
+            return Mistake.OMITTED_MARKER, ev + [sentence_of(_shift(edits), out)]
         if probs and ex.stop is not None:
             return probs[0][0], ev + [p[1] for p in probs]
     # schema of what was parsed / what the stop point says
@@ -824,6 +904,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                                   f"{_q(ctx['args_key'])}"]
         return Mistake.FOREIGN_WRAPPER, ev
     tok = _TOKEN.search(text)
+    invented = _invented_opener(out, text, setup, ctx)
+    if Cause.OTHER_MARKER in causes and invented:
+        return Mistake.OMITTED_OPENER, ev + [invented]
     if Cause.OTHER_MARKER in causes and tok:
         if _SPECIAL_SHAPE.fullmatch(tok.group(0)) and tok.group(0) not in (getattr(setup.template, "source", "")
                                                                               or ""):
@@ -1008,6 +1091,201 @@ def _ends_at_opener(out: str, ctx: dict[str, Any]) -> str:
     return ""
 
 
+_STRIPPED_CHARS = 16 * 1024     # outputs longer than this are not rendered against (one render per check)
+_PLACEHOLDER = "\x00V{}\x00"
+
+
+def _special_tokens(bundle: Any) -> list[str]:
+    """The parser's preserved tokens (those a server must keep in the decoded text), reasoning markers aside."""
+    from .model import reasoning_markers
+
+    r_start, r_ends = reasoning_markers(bundle)
+    skip = {x.strip(_WS) for x in [r_start] + r_ends if x}
+    return [t for t in dict.fromkeys(getattr(getattr(bundle, "parser", None), "preserved_tokens", None) or [])
+            if isinstance(t, str) and t.strip(_WS) and t.strip(_WS) not in skip]
+
+
+def _rendered_call(setup: _Setup, name: str, args: dict[str, str]) -> str:
+    """The text the template renders for an assistant turn holding one call of ``name`` with ``args`` (after
+    what a user turn with the generation prompt renders), or ``""`` when it does not render."""
+    from ..jinja.template import apply_template
+
+    tools = list(setup.request.tools or [])
+    user = [{"role": "user", "content": "hi"}]
+    turn = user + [{"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "id": "call_1", "function": {"name": name, "arguments": args}}]}]
+    try:
+        a = apply_template(setup.template, user, tools, add_generation_prompt=True)
+        b = apply_template(setup.template, turn, tools)
+    except Exception:  # noqa: BLE001 - a template that does not render this turn gives no evidence
+        return ""
+    k = 0
+    while k < min(len(a), len(b)) and a[k] == b[k]:
+        k += 1
+    while k > 0 and b[k - 1] not in _WS + ">]":     # not inside a marker the two renders begin alike
+        k -= 1
+    return b[k:]
+
+
+def _glued_token_words(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> str:
+    """Evidence that some control tokens were dropped from the decoded text: the output keeps some of the
+    template's special tokens, but writes two words glued (``toolscall``) that the template's render of a call
+    writes each right after a special token (``<|open|>tools<|sep|><|open|>call``). ``""`` otherwise."""
+    toks = [t for t in _special_tokens(bundle) if _SPECIAL_SHAPE.fullmatch(t.strip(_WS))]
+    names = [n for n in ctx["names"] if n and n in out]
+    if not toks or not names or len(out) > _STRIPPED_CHARS or not any(t in out for t in toks):
+        return ""
+    render = _rendered_call(setup, names[0], {})
+    if not render:
+        return ""
+    alt = "|".join(re.escape(t) for t in toks)
+    pairs = re.finditer(f"(?<![A-Za-z_])([A-Za-z_]{{2,24}})((?:{alt}|\\s){{1,8}})(?=([A-Za-z_]{{2,24}})(?![A-Za-z_]))",
+                        render)
+    for m in pairs:
+        w1, gap, w2 = m.group(1), m.group(2), m.group(3)
+        glued = w1 + w2
+        if any(t in gap for t in toks) and glued in out and glued not in render:
+            return (f"the output writes {_q(glued)} where the template's call writes {_q(w1 + gap + w2, 60)}: the "
+                    f"output keeps some of the template's special tokens ({_q(next(t for t in toks if t in out))}) "
+                    "but lost the ones between those words — a decoder that skips special tokens dropped them")
+    return ""
+
+
+def _bare_call(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> tuple[str, str] | None:
+    """The output is the template's call of a requested tool with every special token removed (MiniCPM5's
+    ``<function name=…><param name=…>`` leaving `` name="get_weather"> name="city">Paris``): the template's render
+    of that call (each argument a placeholder), its special tokens taken out, matches the whole output. Returns
+    ``(the output with the tokens put back, evidence)`` or None."""
+    toks = _special_tokens(bundle)
+    names = [n for n in ctx["names"] if n and n in out]
+    if not toks or not names or len(out) > _STRIPPED_CHARS or any(t.strip(_WS) in out for t in toks):
+        return None
+    name = names[0]
+    tool = next((t.get("function") or {} for t in setup.request.tools or []
+                 if isinstance(t, dict) and (t.get("function") or {}).get("name") == name), {})
+    props = list(((tool.get("parameters") or {}).get("properties") or {}))[:8]
+    required = [r for r in (tool.get("parameters") or {}).get("required") or [] if r in props]
+    tries = list(dict.fromkeys(tuple(x) for x in ([props, required] + [[p] for p in props[:2]] + [[]])))
+    alt = "|".join(re.escape(t.strip(_WS)) for t in sorted(toks, key=len, reverse=True))
+    for keys in tries[:4]:
+        call = _rendered_call(setup, name, {k: _PLACEHOLDER.format(i) for i, k in enumerate(keys)})
+        ends = [m.end() for m in re.finditer(alt, call)]
+        if not call or not ends:
+            continue
+        call = call[:ends[-1]].strip(_WS)          # the call ends with its last special token
+        bare = re.sub(alt, "", call)
+        values = _fill(re.split("\x00V\\d\x00", bare.strip(_WS)), out.strip(_WS))
+        if values is None or not bare.strip(_WS):
+            continue
+        restored = call
+        for i, v in enumerate(values):
+            restored = restored.replace(_PLACEHOLDER.format(i), v)
+        gone = [t.strip(_WS) for t in toks if t.strip(_WS) in call]
+        return restored, (f"the output is the template's call of {_q(name)} with every special token taken out "
+                          f"({', '.join(_q(t) for t in gone[:4])}): no marker of the format is left, only the text "
+                          "between them — a decoder that skips special tokens (skip_special_tokens) dropped them")
+    return None
+
+
+def _fill(literals: list[str], text: str) -> list[str] | None:
+    """The values between ``literals`` when ``text`` is ``literals[0] + v0 + literals[1] + v1 + …`` (each value
+    up to the next literal's first occurrence, non-empty): one left-to-right scan, no backtracking."""
+    if not text.startswith(literals[0]):
+        return None
+    pos, values = len(literals[0]), []
+    for i, lit in enumerate(literals[1:], 1):
+        last = i == len(literals) - 1
+        end = (len(text) if last else -1) if not lit else text.find(lit, pos + 1)
+        if end <= pos:
+            return None
+        values.append(text[pos:end])
+        pos = end + len(lit)
+    return values if pos == len(text) else None
+
+
+def _repeated_call(out: str, names: list[str]) -> tuple[int, str, int] | None:
+    """A call the model kept repeating because nothing stopped it: from the first occurrence of a requested
+    tool's name, the stretch up to its next occurrence comes again right after it, and the output then ends in
+    a third copy, whole or cut (one more, whole, is enough too). ``(start of the second copy, the stretch, copies
+    after the first)`` or None. Linear: a few slices per declared name."""
+    for n in names[:64]:
+        i1 = out.find(n) if n else -1
+        i2 = out.find(n, i1 + len(n)) if i1 >= 0 else -1
+        if i2 < 0 or i2 - i1 > 4096:
+            continue
+        seg = out[i1:i2]
+        if out[i2:i2 + len(seg)] != seg:
+            continue
+        copies, at = 1, i2 + len(seg)
+        while copies < 1000 and out[at:at + len(seg)] == seg:
+            copies, at = copies + 1, at + len(seg)
+        tail = out[at:].rstrip(_WS)
+        common = next((k for k in range(min(len(tail), len(seg))) if tail[k] != seg[k]), min(len(tail), len(seg)))
+        cut = bool(tail) and common >= 3 and len(tail) - common <= 3      # a cut copy (`…` of a quoted log aside)
+        if (copies >= 2 and not tail) or (cut and copies >= 1):
+            return i2, seg, copies + (1 if cut else 0)
+    return None
+
+
+_TAG = re.compile(r"</?[A-Za-z_][\w\-]{0,40}(?:=|>)")
+
+
+def _invented_opener(out: str, text: str, setup: _Setup, ctx: dict[str, Any]) -> str:
+    """Evidence that the call starts with a tag the template never writes, right before a requested tool's name
+    (``<name>task``), in place of the template's opener (absent from the output), while the rest of the call
+    uses the template's own tags (``</parameter>``, ``</function>``): the model omitted the opener and invented
+    one — not a wrapper around a call of the template's shape. ``""`` otherwise."""
+    src = getattr(setup.template, "source", "") or ""
+    m = _TAG.search(text)
+    if not m or m.group(0).startswith("</") or m.group(0) in src or not ctx["openers"]:
+        return ""
+    if any(o.strip(_WS) and o.strip(_WS) in out for o in ctx["openers"]):
+        return ""
+    after = text[m.end():m.end() + 130].lstrip(_WS)
+    name = next((n for n in ctx["names"] if n and after.startswith(n)
+                 and not re.match(r"[\w]", after[len(n):len(n) + 1])), "")
+    own = list(dict.fromkeys(t.group(0) for t in _TAG.finditer(text, m.end(), min(len(text), m.end() + 4096))
+                             if t.group(0) in src))
+    if not name or not own:
+        return ""
+    return (f"the call starts with {_q(m.group(0) + name)}: {_q(m.group(0))} is a tag the template never writes, in "
+            f"place of its call opener {_q(ctx['openers'][0].strip(_WS))}, which the output never writes, while the "
+            f"rest of the call uses the template's own tags ({', '.join(_q(t) for t in own[:3])}): the model "
+            "omitted the opener and invented one")
+
+
+def _reasoning_head(r_start: str) -> str:
+    """The reasoning opener without its last control token (``<|channel|>analysis`` of
+    ``<|channel|>analysis<|message|>``): the header that names the reasoning's channel; ``""`` when the opener is
+    a single token."""
+    toks = list(_SPECIAL_SHAPE.finditer(r_start.strip(_WS)))
+    if len(toks) < 2 or toks[-1].end() != len(r_start.strip(_WS)):
+        return ""
+    head = r_start.strip(_WS)[:toks[-1].start()]
+    return head if head.strip(_WS) and not _SPECIAL_SHAPE.fullmatch(head) else ""
+
+
+def _call_header_in_reasoning(out: str, r_start: str, names: list[str]) -> str:
+    """The header text (``to=functions.grep code``) between the reasoning opener's channel header and its last
+    token when it names a requested tool: a call written on the reasoning's channel. ``""`` otherwise; looks at
+    the first 50 occurrences, 200 characters each."""
+    head = _reasoning_head(r_start)
+    if not head or not names:
+        return ""
+    last = list(_SPECIAL_SHAPE.finditer(r_start.strip(_WS)))[-1].group(0)
+    i = out.find(head)
+    for _ in range(50):
+        if i < 0:
+            return ""
+        j = out.find(last, i + len(head), i + len(head) + 200)
+        header = out[i + len(head):j] if j >= 0 else ""
+        if header.strip(_WS) and any(re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", header)
+                                     for n in names[:64] if n):
+            return header.strip(_WS)
+        i = out.find(head, i + 1)
+    return ""
+
+
 def _complete_block(text: str, ctx: dict[str, Any]) -> str:
     """``[X] … [/X]`` or ``<x> … </x>`` as the whole of ``text`` (not one of the template's markers) with a
     requested tool's name inside: a call complete in another syntax (shown as ``"`[X]` … `[/X]`"``)."""
@@ -1045,7 +1323,7 @@ def _ids_for_names(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> list[s
 
 
 _FENCE = re.compile(r"\s{0,8}```[\w-]{0,16}\s")
-_ENCODED_ARGS = re.compile(r'"\s{0,8}\{\s{0,8}\\"')
+_ENCODED_ARGS = re.compile(r'"\s{0,8}\{(?:\s|\\[nrt]){0,8}\\"')     # `"{\"k\"` or `"{\n  \"k\"`
 
 
 def _is_stop_closer(text: str, ctx: dict[str, Any]) -> bool:
@@ -1191,6 +1469,19 @@ def apply_request_change(req: Any, change: dict[str, Any]) -> Any:
 
 
 
+def _calls_of(message: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A message's calls as (name, arguments decoded when they are JSON)."""
+    out = []
+    for tc in message.get("tool_calls") or []:
+        f = tc.get("function") or {}
+        try:
+            args = json.loads(f.get("arguments") or "{}")
+        except ValueError:
+            args = f.get("arguments")
+        out.append((f.get("name"), args))
+    return out
+
+
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     from ..chat.message import AssistantMessage
     from .spans import same_message
@@ -1235,16 +1526,23 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 out.append(RankedFix(TriageFixKind.FIDELITY, "parse at improved fidelity (its parser improvements; "
                                      "no repair fires)", {"fidelity": "improved"}, imp.message.to_openai(), 3))
             if ok(imp) and fired:
-                for n in fired[:2]:
+                # a repair alone (then two together) must read the calls the full set reads: a contract fallback
+                # (the stream's view of a call the final grammar rejects, text left unparsed) can settle "clean"
+                # with later calls gone or a call's arguments left behind in the content
+                full = _calls_of(imp.message.to_openai())
+                alone = [(n,) for n in fired[:2]]
+                pairs = [(a, b) for i, a in enumerate(fired[:3]) for b in fired[i + 1:3]] if len(fired) > 2 else []
+                for group in alone + pairs:
                     if not budget.take(len(ex.output)):
                         break
-                    one = _parse(setup, ex.output, repairs=(n,))
-                    # a repair alone must keep every call the full set reads: a contract fallback (the stream's
-                    # view of a call the final grammar rejects) can settle "clean" with the later calls gone
-                    if ok(one) and len(one.message.tool_calls) >= len(imp.message.tool_calls):
-                        out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` alone (improved "
-                                             "fidelity with only this repair)", {"repairs": [n]},
-                                             one.message.to_openai(), 1))
+                    one = _parse(setup, ex.output, repairs=group)
+                    if ok(one) and _calls_of(one.message.to_openai()) == full:
+                        what = f"the repair `{group[0]}` alone (improved fidelity with only this repair)" \
+                            if len(group) == 1 else (f"the repairs `{group[0]}` and `{group[1]}` together (improved "
+                                                     "fidelity with only these repairs; each alone does not read the "
+                                                     "calls)")
+                        out.append(RankedFix(TriageFixKind.REPAIR, f"switch on {what}", {"repairs": list(group)},
+                                             one.message.to_openai(), len(group)))
                         break
                 else:
                     out.append(RankedFix(TriageFixKind.REPAIR, "switch on the repairs " + ", ".join(
@@ -1263,7 +1561,8 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                             if not budget.take(len(ex.output)):
                                 break
                             one = _parse(setup, ex.output, repairs=(n,), request=req2)
-                            if ok(one) and len(one.message.tool_calls) >= len(both.message.tool_calls):
+                            if ok(one) and _calls_of(one.message.to_openai()) == \
+                                    _calls_of(both.message.to_openai()):
                                 out.append(RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{n}` alone and "
                                                      "set parallel_tool_calls to true", {"repairs": [n],
                                                      "request": par}, one.message.to_openai(), 2))
@@ -1335,6 +1634,9 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     for fx in ex.fixes:
         if not _marker_free(fx.message, bundle):
             continue    # a setting that leaves reasoning markers in the message fixes nothing
+        if fx.message.get("tool_calls") and any(m and m.strip(_WS) and m.strip(_WS) in (fx.message.get("content") or "")
+                                                for m in markers + ctx["closers"]):
+            continue    # a call read while the call's own markup stays in the content (text left unparsed)
         kind = {FixKind.REQUEST: TriageFixKind.REQUEST, FixKind.OVERRIDE: TriageFixKind.OVERRIDE,
                 FixKind.FIDELITY: TriageFixKind.FIDELITY}[fx.kind]
         if kind == TriageFixKind.FIDELITY and out:
@@ -1346,6 +1648,8 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             continue    # a tool offered under a name that is not a name (or another tool's, reworded) renames the fault
         if kind == TriageFixKind.OVERRIDE and _turns_call_marker(fx.change.get("overrides") or {}, ctx):
             continue    # an override that makes the call's own marker a content/reasoning marker hides the call
+        if kind == TriageFixKind.OVERRIDE and _swaps_own_marker(fx.change.get("overrides") or {}, ctx, bundle):
+            continue    # teaching the parser the model's slip makes two parts of the format share a marker
         cost = {TriageFixKind.REQUEST: 2, TriageFixKind.OVERRIDE: 3, TriageFixKind.FIDELITY: 6}[kind]
         if any(_same(fx.message, o.message) and o.cost <= cost for o in out):
             continue
@@ -1353,6 +1657,8 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     # a template edit from the nearest output's edits: make the template render what the model wrote
     if near:
         patch = _template_patch(setup, near[0], ex.output)
+        if patch and patch[1].strip(_WS) != patch[0].strip(_WS) and patch[1].strip(_WS) in ctx["all_markers"]:
+            patch = None    # the template would write one of its own markers in another's place: ambiguous
         if patch and budget.take(len(ex.output)):
             old, new = patch
             try:
@@ -1410,6 +1716,23 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                      f"(skip_special_tokens=false / --special){extra}: the output then starts "
                                      + _q(restored[:30]), change, p.message.to_openai(), 4))
                 break
+    if mistake == Mistake.SPECIAL_TOKENS_STRIPPED and ctx.get("restored") and not special:
+        restored = ctx["restored"]
+        for fid in dict.fromkeys((setup.fidelity, "improved")):
+            if not budget.take(len(restored)):
+                break
+            try:
+                p = _parse(replace(setup, fidelity=fid), restored)
+            except Exception:  # noqa: BLE001
+                continue
+            if ok(p):
+                change = {"server": "keep-special-tokens", "output": restored}
+                if fid != setup.fidelity:
+                    change["fidelity"] = fid
+                out.append(RankedFix(TriageFixKind.SERVER, "keep special tokens in the decoded text "
+                                     "(skip_special_tokens=false / --special): the output then reads "
+                                     + _q(restored[:40]), change, p.message.to_openai(), 4))
+                break
     if near and mistake == Mistake.STOP_STRING_STRIPPED and budget.take(len(near[1].output)):
         restored = near[1].output
         try:
@@ -1424,13 +1747,50 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                      p.message.to_openai(), 4))
         except Exception:  # noqa: BLE001
             pass
+    if mistake == Mistake.TRAILING_TEXT and ctx.get("repeat"):
+        out = [f for f in out if ctx["repeat"][1] not in (f.message.get("content") or "")]   # leaves the copies
+        stop = _stop_after_call(setup, ex.output, ctx["repeat"], budget)
+        if stop is not None:
+            change, message = stop
+            out.append(RankedFix(TriageFixKind.SERVER, "stop generation after the call (the format's end-of-call / "
+                                 "end-of-turn token as a stop sequence): the output then ends "
+                                 + _q(change["output"][-30:]) + (", parsed at improved fidelity" if "fidelity" in
+                                                                change else ""), change, message, 4))
     out.sort(key=lambda f: (f.cost, _RANK[f.kind]))
     uniq: list[RankedFix] = []
     for f in out:
         if not any(_same(f.message, u.message) and f.kind == u.kind for u in uniq):
             uniq.append(f)
     why = "" if uniq else _why_none(mistake, near, ex, setup.request)
+    if not uniq and mistake == Mistake.TRAILING_TEXT and ctx.get("repeat"):
+        why = ("the model kept repeating the call because nothing stopped it, and its first copy alone does not "
+               "parse clean either: the server must stop at the call's end (the format's end-of-call / end-of-turn "
+               "token as a stop) and the model be re-run")
     return uniq, why
+
+
+def _stop_after_call(setup: _Setup, output: str, repeat: tuple[int, str, int], budget: _Budget
+                     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The output cut where its first call ends — after a control token of the first copy (the last first), or
+    where the second copy starts — that parses clean to calls with no content, at this fidelity else at improved:
+    ``(change, message)``, or None."""
+    second = repeat[0]
+    first = second - len(repeat[1])
+    cuts = [m.end() for m in _TOKEN.finditer(output, first, second)][::-1] + [second]
+    for p in list(dict.fromkeys(cuts))[:4]:
+        for fid in dict.fromkeys((setup.fidelity, "improved")):
+            if not budget.take(p):
+                return None
+            try:
+                q = _parse(replace(setup, fidelity=fid), output[:p])
+            except Exception:  # noqa: BLE001 - a parser that does not build at that fidelity
+                continue
+            if q.clean and q.message.tool_calls and not (q.message.content or "").strip(_WS):
+                change: dict[str, Any] = {"server": "stop-after-call", "output": output[:p]}
+                if fid != setup.fidelity:
+                    change["fidelity"] = fid
+                return change, q.message.to_openai()
+    return None
 
 
 _IDENT = re.compile(r"[A-Za-z_][\w.\-]{0,127}")
@@ -1456,6 +1816,21 @@ def _turns_call_marker(overrides: dict[str, Any], ctx: dict[str, Any]) -> bool:
         if str(k).startswith("tools.") or not isinstance(v, str) or not v.strip(_WS):
             continue
         if any(v.strip(_WS) == m or m.endswith(v.strip(_WS)) for m in marks):
+            return True
+    return False
+
+
+def _swaps_own_marker(overrides: dict[str, Any], ctx: dict[str, Any], bundle: Any) -> bool:
+    """An override that sets a format field to another marker the format already writes in another role
+    (``per_call_end`` = ``</arg_value>``): it "re-parses" by teaching the parser the model's slip, and the two
+    parts of the format would then share a marker."""
+    from .fixes import _field_value
+
+    a = getattr(getattr(bundle, "report", None), "analysis", None)
+    for k, v in overrides.items():
+        vs = v.strip(_WS) if isinstance(v, str) else ""
+        cur = _field_value(a, str(k)).strip(_WS) if a is not None else ""
+        if vs and vs != cur and vs in ctx["all_markers"]:
             return True
     return False
 
@@ -1548,7 +1923,12 @@ _WHY = {
     Mistake.CALL_ID_SHAPE: "the call id is not the template's shape and the call's arguments are not complete: "
                            "only the model's output can change",
     Mistake.TRAILING_TEXT: "the format allows nothing after the JSON call; accepting text there needs a new repair",
-    Mistake.OMITTED_OPENER: "no repair reads a call without its opener in this format",
+    Mistake.OMITTED_OPENER: "no repair reads a call without its opener in this format (nor one whose opener "
+                            "the model invented)",
+    Mistake.OMITTED_CLOSER: "the call's closer is missing (or written as another marker of the format) and no "
+                            "repair reads the call without it; teaching the parser to take that marker as the "
+                            "closer would make the format ambiguous — only the model's output (or a new repair) "
+                            "can change",
     Mistake.UNKNOWN_TOOL: "the model called a name the request does not offer; offering a tool under that name "
                           "would only rename the fault — the model's output (or the tool's name) must change",
 }
