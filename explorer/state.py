@@ -395,7 +395,8 @@ MAX_DONE = 16      # finished jobs nobody took (the visitor left) kept for a rer
 def start_job(key: tuple[Any, ...], work: Callable[[], Any]) -> bool:
     """Run ``work`` on a background thread under ``key`` unless a job with that key exists (sessions asking for
     the same thing share one job); False when :data:`MAX_JOBS` are running (then compute in the run). The job
-    counts as this run's visitor's in the demo mode's slots."""
+    runs under this run's visitor's name (:func:`core.serving.set_visitor`), so a demo-mode slot it takes is
+    that visitor's."""
     global _pool
     from core.serving import set_visitor
     from .visitor import session_id
