@@ -440,6 +440,21 @@ def take_job(key: tuple[Any, ...]) -> "concurrent.futures.Future[Any] | None":
         return _jobs.pop(key, None)
 
 
+def main_has_spec() -> None:
+    """Give the ``__main__`` module Streamlit installed for this run a spec, if it has none. Streamlit installs a
+    fresh spec-less one for every run, a fragment's too, and leaves it there; ``app.py`` gives its own one a spec,
+    but a fragment's run does not execute ``app.py``. A worker process started while a spec-less ``__main__`` is
+    installed (by any thread: a background job, the warm-up, another session) re-runs the script file in bare
+    mode before its work: "missing ScriptRunContext!" on the server console and a failed bootstrap. Every
+    fragment of the explorer calls this first."""
+    import importlib.machinery
+    import sys
+
+    main = sys.modules.get("__main__")
+    if main is not None and getattr(main, "__spec__", None) is None:
+        main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
+
+
 def rerun_when_done(key: tuple[Any, ...], note: str) -> None:
     """Draw ``note`` as the placeholder of job ``key`` and rerun the page once the job is over."""
     st.info(note, icon=":material/hourglass_top:")
@@ -449,6 +464,7 @@ def rerun_when_done(key: tuple[Any, ...], note: str) -> None:
 
     @st.fragment(run_every=POLL_S)
     def poll() -> None:
+        main_has_spec()
         if not job_running(key):
             st.rerun()
 

@@ -89,3 +89,20 @@ def test_background_jobs_are_bounded_and_a_failure_is_not_kept():
     while state.job_running(key):
         time.sleep(0.05)
     assert state.later(key, lambda: 0) == (True, 42)        # the answer is kept once in
+
+
+def test_a_fragments_main_module_gets_a_spec():
+    # Streamlit installs a fresh spec-less __main__ for every run, a fragment's too (the placeholder's poll, the
+    # replay); a worker started meanwhile re-ran the script file in bare mode (console noise, failed bootstrap)
+    import sys
+    import types
+
+    saved = sys.modules["__main__"]
+    bare = types.ModuleType("__main__")
+    assert bare.__spec__ is None
+    sys.modules["__main__"] = bare
+    try:
+        state.main_has_spec()
+        assert bare.__spec__ is not None and bare.__spec__.name == "__main__"
+    finally:
+        sys.modules["__main__"] = saved
