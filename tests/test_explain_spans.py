@@ -117,6 +117,50 @@ def test_traced_run_is_the_plain_run_plus_markers() -> None:
     assert names == ["get_weather"]
 
 
+def test_traced_run_stands_for_the_plain_run_in_parse_detailed() -> None:
+    # explain parses once: parse_detailed maps the traced runs (runs=) instead of parsing the text again, so on
+    # every reference case the traced result must carry what the plain one does and give the same message
+    rows = [json.loads(line) for line in open(REFERENCE / "cases.jsonl", encoding="utf-8")]
+    fields = ("type", "start", "end", "switches", "pending", "pending_ws", "pending_chain", "pending_until", "blind")
+    bad = []
+    checked = 0
+    for c in rows:
+        parser = build_chat_parser(_template(c["template"]), ChatRequest.from_dict(c)).parser
+        if not hasattr(parser, "arena") or parser.eps_fallback:
+            continue
+        cut = parser.header_cut(c["input"]) or 0
+        text = parser.generation_prompt + c["input"][cut:]
+        plain = parser.arena.parse(text, lenient=True)
+        traced = traced_parse(parser.arena, text).result
+        differs = [f for f in fields if getattr(plain, f) != getattr(traced, f)]
+        msg, _r, entry = parser.parse_detailed(c["input"], runs=lambda e, t: traced_parse(parser.arena, t,
+                                                                                            entry=e).result)
+        want, _r2, want_entry = parser.parse_detailed(c["input"])
+        if differs or entry != want_entry or msg.to_openai() != want.to_openai():
+            bad.append((c["id"], differs, entry, want_entry))
+        checked += 1
+    assert not bad, bad[:5]
+    assert checked >= 300
+
+
+def test_range_paint_is_the_character_paint() -> None:
+    from core.explain.spans import _painted_runs, _paints, _segments
+
+    # nested ranges (as an AST gives them): one pass with a stack, the same runs as painting per character
+    req = ChatRequest.from_dict({"messages": [USER], "tools": TOOLS, "parallel_tool_calls": True})
+    bundle = build_chat_parser(_template("Qwen-Qwen2.5-7B-Instruct.jinja"), req)
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+    text = bundle.parser.generation_prompt + "Sure.\n" + call * 3
+    ops = _paints(traced_parse(bundle.parser.arena, text).result.nodes, text, len(bundle.parser.generation_prompt))
+    assert len(ops) > 20
+    assert _segments(ops, len(text)) == _painted_runs(ops, len(text))
+    # ranges that do not nest (the second starts inside the first and ends after it): painted per character
+    a, b = ("a",), ("b",)
+    assert _segments([(0, 4, a), (2, 6, b)], 8) == [(0, 2, a), (2, 6, b), (6, 8, None)]
+    # equal paint of two neighbouring ranges is one run, as equal characters are
+    assert _segments([(0, 2, a), (2, 5, ("a",))], 5) == [(0, 5, a)]
+
+
 def test_repairs_attach_without_changing_the_message() -> None:
     req = ChatRequest.from_dict({"messages": [USER], "tools": TOOLS})
     bundle = build_chat_parser(_template("Qwen-Qwen2.5-7B-Instruct.jinja"), req)

@@ -18,10 +18,15 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   written, its causes and fixes committed before explain ran on it, kept aside and scored once (4/11 cause, 7/11
   fix, 3/3 nearest); the classes behind its seven misses were then fixed by general rules, so its rows say
   ``"split": "dev"`` ("Fifth batch: kept3.jsonl").
-- ``kept4.jsonl``: the sixth batch, split ``"kept4"``, collected the same way from reports no earlier set used, its
-  causes and fixes committed before explain ran on it, scored once (6/12 cause, 8/12 fix, 1/1 nearest) and not tuned
-  to ("Sixth batch: kept4.jsonl (kept aside)"). One report (hermes-agent#8965) gives two rows: the same text read
-  against the two templates of the models it names, with a different true cause for each."""
+- ``kept4.jsonl``: the sixth batch, collected the same way from reports no earlier set used, its causes and fixes
+  committed before explain ran on it, kept aside and scored (6/12 cause, 8/12 fix, 1/1 nearest, on first run and
+  again on the rules written from kept3); the classes behind its misses were then fixed by structural rules, so its
+  rows say ``"split": "dev"`` ("Sixth batch: kept4.jsonl"). One report (hermes-agent#8965) gives two rows: the same
+  text read against the two templates of the models it names, with a different true cause for each.
+- ``kept5.jsonl``: the seventh batch, split ``"kept5"``, picked by a query rule fixed before reading and committed
+  before explain ran, scored once (0/1 cause, 0/1 fix) and not tuned to ("Seventh batch: kept5.jsonl (kept aside)").
+  The rule found four eligible new reports; three parse clean (cause ``NONE``) and the cap of a third ``NONE`` rows
+  leaves one row — a data point, not a rate."""
 
 from __future__ import annotations
 
@@ -46,11 +51,12 @@ SCORES = {
     "kept.jsonl": {"dev": (6, 6, 2, 2)},
     "kept2.jsonl": {"dev": (12, 12, 5, 5)},
     "kept3.jsonl": {"dev": (11, 11, 3, 3)},
-    "kept4.jsonl": {"kept4": (6, 8, 1, 1)},
+    "kept4.jsonl": {"dev": (12, 12, 1, 1)},
+    "kept5.jsonl": {"kept5": (0, 0, 0, 0)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
-         "kept4.jsonl": 12}
+         "kept4.jsonl": 12, "kept5.jsonl": 1}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -111,6 +117,12 @@ def test_the_sixth_batch_notes_its_causes_and_how_its_requests_were_written():
     assert all(c["cause_note"] and c["note"] for c in cases)
     assert len({(c["source"], c["template"]) for c in cases}) == len(cases)
     assert len({c["template"] for c in cases}) >= 8 and len({c["cause"] for c in cases}) >= 5
+
+
+def test_the_seventh_batch_notes_its_cause_and_keeps_none_rows_within_a_third():
+    cases = SETS["kept5.jsonl"]
+    assert all(c["cause_note"] and c["note"] and c["split"] == "kept5" for c in cases)
+    assert 3 * sum(c["cause"] == "NONE" for c in cases) <= len(cases)
 
 
 @pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl", "kept4.jsonl") for c in SETS[n]
@@ -663,3 +675,118 @@ def test_a_template_without_a_tool_calls_branch_gets_one_that_reparses():
     msg, clean = apply_fix(_template(c["template"]), ChatRequest.from_dict(c), c["input"], f.change)
     assert clean and json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"location": "Paris",
                                                                                    "unit": "celsius"}
+
+
+def _kept4(case_id: str):
+    return _run(next(c for c in SETS["kept4.jsonl"] if c["id"] == case_id))
+
+
+def test_whitespace_edits_name_a_whitespace_slip_before_any_format_guess():
+    # LFM2.5: `[get_current_temperature(location="Tokyo")] <|tool_call_end|>` — one deleted space is the nearest
+    # output; it was named another family's format
+    ex, tg = _kept4("kept4-vllm-39243-lfm25-pythonic-space-before-end")
+    assert tg.mistake == Mistake.OMITTED_MARKER
+    assert [(e.kind, e.old, e.new) for e in tg.nearest.edits] == [("delete", " ", "")]
+    assert any("markup is the template's but for whitespace" in e for e in tg.evidence), tg.evidence
+    assert tg.fixes[0].change == {"repairs": ["call-list-spacing"]}
+
+
+def test_a_whole_foreign_call_syntax_is_a_mismatch_and_a_wrapper_holds_the_templates_shape():
+    # Qwen 3.5 reading `<function_calls><invoke name=…><parameter name=… string=…>`: no markup of the template
+    # inside the outer tag, so it is another family's syntax, not a wrapper named after its outer tag
+    ex, tg = _kept4("kept4-hermes-agent-8965-qwen35-function-calls-invoke")
+    assert tg.mistake == Mistake.TEMPLATE_MODEL_MISMATCH and not tg.fixes and tg.no_fix
+    assert any("inside `<function_calls>`" in e and "`<invoke`" in e and "not the template's call inside an extra "
+               "wrapper" in e for e in tg.evidence), tg.evidence
+    from core.explain.triage import _foreign_inner
+
+    ctx = {"markers": ["<tool_call>"], "closers": [], "all_markers": {"</tool_call>"}, "names": ["cronjob"]}
+    s = _Setup(_template("Qwen3.5-4B.jinja"), ChatRequest.from_dict({"messages": []}), "llama.cpp", {})
+    assert _foreign_inner('\n<invoke name="cronjob">x</invoke>', s, ctx)
+    # the template's own call (or a JSON call object) inside the outer tag is a wrapper
+    assert _foreign_inner("\n<tool_call>\n<function=cronjob>", s, ctx) == ""
+    assert _foreign_inner('\n{"name": "cronjob", "arguments": {}}', s, ctx) == ""
+
+
+def test_a_call_to_an_undeclared_unrelated_name_is_an_unknown_tool():
+    # thClaws: bare JSON calling `Skill` (declared: Bash, Read) — no near name, so the name is the fault whatever
+    # the format; a near name of a declared tool (date_ difference, kept.jsonl) stays a format mismatch
+    ex, tg = _kept4("kept4-thclaws-50-qwen25coder-unregistered-skill-tool")
+    assert tg.mistake == Mistake.UNKNOWN_TOOL and not tg.fixes
+    assert any("`Skill` is no declared tool nor a near name of one" in e for e in tg.evidence), tg.evidence
+    assert "`Skill`, which the request does not declare" in tg.no_fix
+
+
+@pytest.mark.parametrize("case_id", ["kept4-hermes-agent-8965-deepseek-v32-dsml-token-dropped",
+                                     "kept4-vllm-29837-deepseek-v32-think-end-stripped"])
+def test_a_token_stripped_with_none_of_its_family_left_is_put_back_and_reparsed(case_id):
+    # DeepSeek-V3.2: `｜DSML｜` gone from every tag (the template's render shows it inside the tags); `</think>`
+    # gone so the reasoning runs into the answer (`friendlier.1 + 1 = 2`)
+    c = next(c for c in SETS["kept4.jsonl"] if c["id"] == case_id)
+    ex, tg = _run(c)
+    assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED
+    server = tg.fixes[0]
+    assert server.kind.value == "server" and server.change["server"] == "keep-special-tokens"
+    assert server.change["output"] == c["fix"]["change"]["output"]
+    assert _same(server.message, c["expect"])
+    if "think-end" in case_id:     # enable_thinking false reads the whole text as the answer: not offered
+        assert all((f.message.get("reasoning_content") or "").strip() for f in tg.fixes)
+
+
+def test_a_stripped_reasoning_closer_needs_a_glued_sentence_and_a_clean_reparse():
+    from core.explain.triage import _GLUE
+
+    assert [m.start() for m in _GLUE.finditer("friendlier.1 + 1 = 2")] == [11]
+    # a decimal, an abbreviation and a sentence followed by a space are no glue points
+    assert not list(_GLUE.finditer("version 2.5 and e.g. this. Then U.S.A"))
+
+
+def test_a_call_written_as_plain_lines_is_not_clean():
+    # Qwen 3.6: `bash` on one line, its command on the next, none of <tool_call>/<function=…>
+    ex, tg = _kept4("kept4-vmlx-192-qwen36-plain-line-call")
+    assert ex.clean and tg.mistake == Mistake.TEMPLATE_MODEL_MISMATCH and not tg.fixes
+    assert tg.no_fix.startswith("none of our changes helps, because the call is written as plain lines (`bash`")
+    from core.explain.triage import _plain_line_call
+
+    assert _plain_line_call("I ran it:\nbash\necho hi", ["bash"]) == "bash"
+    assert _plain_line_call("I ran it.\n\nbash\necho hi", ["bash"]) == "bash"
+    assert _plain_line_call("bash is a shell.\nIt runs commands.", ["bash"]) == ""
+    assert _plain_line_call("echo hi\nbash", ["bash"]) == ""        # nothing after the name: no argument
+    assert _plain_line_call("I have these tools:\nbash\nread", ["bash", "read"]) == ""   # a list of the tools
+    assert _plain_line_call("Run it with\nbash\nin a terminal", ["bash"]) == ""   # inside a sentence
+
+
+def test_a_correct_output_whose_fidelities_differ_only_in_edge_whitespace_gets_no_fix():
+    # MiniCPM-V 4.5, thinking off: llama.cpp keeps the `\n\n` after the prompt's empty think block in the content,
+    # improved drops it; the output is the answer either way
+    ex, tg = _kept4("kept4-minicpm-v-1016-minicpmv45-thinking-off-filed-as-reasoning")
+    assert ex.clean and ex.message["content"].startswith("\n\n6")
+    assert tg.mistake == Mistake.NONE and not tg.fixes
+
+
+def _real(path: str, row_id: str):
+    rows = [json.loads(x) for x in open(ROOT / "tests" / "data" / path, encoding="utf-8")]
+    r = next(r for r in rows if r["id"] == row_id)
+    t = _template(r["template"])
+    req = ChatRequest.from_dict(r["request"])
+    ex = explain(t, req, r["output"])
+    s = _Setup(t, req, "llama.cpp", {})
+    return ex, triage(ex, s, _build(s), seconds=30.0)
+
+
+def test_a_reopened_reasoning_the_parse_absorbed_is_no_mistake():
+    # Gemma 4 (real_outputs_kept3): an empty `<|channel>thought<channel|>` after a prompt that closed the reasoning;
+    # the parse is clean and leaves no reasoning marker in the message
+    ex, tg = _real("real_outputs_kept3/gemma4.jsonl", "kept3-unsloth-gemma-4-31b-it-sky")
+    assert ex.clean and tg.mistake == Mistake.NONE and not tg.fixes
+    # DeepSeek-R1 (vLLM's fixture): the re-opened `<think>` is left in the reasoning — a mistake, with its repair
+    ex, tg = _real("real_outputs/deepseek-r1.jsonl", "r1-with-think")
+    assert tg.mistake == Mistake.REOPENED_REASONING and tg.fixes[0].change == {"repairs": ["reasoning-start-repeated"]}
+
+
+def test_a_tag_rewritten_with_its_newline_is_a_whitespace_slip_not_a_wrapper():
+    # vLLM's Hermes fixture: `<tool_call>{…}</tool_call><tool_call>{…}` without the newline the template writes
+    # after the opener; it was "wraps the call in `<tool_call>`" — the template's own opener
+    ex, tg = _real("real_outputs/hermes.jsonl", "hermes-two-calls-adjacent")
+    assert tg.mistake == Mistake.OMITTED_MARKER
+    assert tg.fixes[0].change == {"repairs": ["tag-whitespace"]}

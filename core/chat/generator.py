@@ -45,7 +45,7 @@ import re
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from ..analysis.fidelity import (CALL_TURN_HEADER, GENERATION_PROMPT_PREAMBLE, INSTRUCTION_CALL_FORMAT, JSON_ARRAY_START,
                                  OPEN_CONTENT_BEFORE_CALLS, PYTHON_LITERAL_VALUES,
@@ -433,6 +433,8 @@ _PARTIAL_MEMO: tuple[Any, str, tuple[AssistantMessage, ParseResult | None, str |
 """The last partial :meth:`GeneratedParser.parse_detailed` without a stream state: (weak reference to the
 parser, output, result, :meth:`GeneratedParser.partial_view_end`). One entry for the process (a 256 KB output and its message at most), replaced as one
 tuple so threads never see half of it."""
+Runs = Callable[[Optional[str], str], Optional[ParseResult]]
+"""A maker of lenient parses (``(entry, text) -> result``) a caller hands :meth:`GeneratedParser.parse_detailed`."""
 _LAST_RUNS = threading.local()
 """Per thread, the uncached parses (:meth:`GeneratedParser._run` without a stream state) of the last
 ``_LAST_RUNS_KEPT`` texts, by entry point: a final parse, the partial parse that settles it and explain's trace
@@ -545,40 +547,50 @@ class GeneratedParser:
         tags = getattr(self.arena, "quiet_tags", ())
         return any(t.startswith("repair:") for t in tags)
 
-    def _run(self, entry: str | None, text: str, state: ParserState | None) -> ParseResult | None:
-        """The lenient parse of ``text`` from ``entry``; None on absurd nesting (RecursionError/MemoryError)."""
+    def _run(self, entry: str | None, text: str, state: ParserState | None, runs: Runs | None = None
+             ) -> ParseResult | None:
+        """The lenient parse of ``text`` from ``entry``; None on absurd nesting (RecursionError/MemoryError).
+        ``runs``: the caller's maker of that parse (see :meth:`parse_detailed`), used instead of parsing."""
         if state is None and len(text) <= _LAST_RUNS_CHARS:
             last = _LAST_RUNS.__dict__.setdefault("runs", [])
             for arena, t, results in last:
                 if arena is self.arena and t == text:
                     if entry not in results:
-                        results[entry] = self._run_uncached(entry, text)
+                        results[entry] = self._run_uncached(entry, text, runs)
                     return results[entry]
-            r = self._run_uncached(entry, text)
+            r = self._run_uncached(entry, text, runs)
             last.insert(0, (self.arena, text, {entry: r}))
             del last[_LAST_RUNS_KEPT:]
             return r
         if state is None:
-            return self._run_uncached(entry, text)
+            return self._run_uncached(entry, text, runs)
         try:
             return self.arena.parse(text, lenient=True, entry=entry, cache=state.cache(entry))
         except (RecursionError, MemoryError):
             return None
 
-    def _run_uncached(self, entry: str | None, text: str) -> ParseResult | None:
+    def _run_uncached(self, entry: str | None, text: str, runs: Runs | None = None) -> ParseResult | None:
+        if runs is not None:
+            return runs(entry, text)
         try:
             return self.arena.parse(text, lenient=True, entry=entry)
         except (RecursionError, MemoryError):
             return None
 
-    def parse_detailed(self, output: str, *, state: ParserState | None = None, is_partial: bool = False
-                       ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
+    def parse_detailed(self, output: str, *, state: ParserState | None = None, is_partial: bool = False,
+                       runs: Runs | None = None) -> tuple[AssistantMessage, ParseResult | None, str | None]:
         """See :meth:`_parse_detailed`. The partial parse of a whole output (no ``state``) is kept for the next
         call with the same parser and output: on a text that does not parse it probes O(log n) prefixes, and a
-        final parse asks for it again (:func:`core.chat.repairs.settle`, explain's trace of a settled view)."""
+        final parse asks for it again (:func:`core.chat.repairs.settle`, explain's trace of a settled view).
+        ``runs`` (a final parse without ``state`` only): ``runs(entry, text)`` makes the lenient parse of ``text``
+        (``generation_prompt`` + ``output`` after a repeated turn header) from ``entry`` (None: the main root),
+        or None where the engine gives up on absurd nesting, in place of the parser's own — explain passes its
+        traced runs (:func:`core.peg.trace.traced_parse`: the same parses, their matched literals extra nodes
+        the mapper ignores), so a text it explains is parsed once from each entry, not twice."""
         global _PARTIAL_MEMO
         if state is not None or not is_partial:
-            return self._parse_detailed(output, state=state, is_partial=is_partial)
+            return self._parse_detailed(output, state=state, is_partial=is_partial,
+                                        runs=runs if state is None and not is_partial else None)
         memo = _PARTIAL_MEMO
         if memo is not None and memo[0]() is self and memo[1] == output:
             msg, r, entry = memo[2]
@@ -598,8 +610,8 @@ class GeneratedParser:
             return memo[3]
         return None
 
-    def _parse_detailed(self, output: str, *, state: ParserState | None = None, is_partial: bool = False
-                        ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
+    def _parse_detailed(self, output: str, *, state: ParserState | None = None, is_partial: bool = False,
+                        runs: Runs | None = None) -> tuple[AssistantMessage, ParseResult | None, str | None]:
         """Like :meth:`parse`, also returning the PEG result used and its entry point: ``None`` = main root,
         ``"recover-trailing"``, ``"recover-content"``, ``"main+rest"`` (the main root stopped before the end
         of the text: its message plus the rest as content), ``"prefix+rest"`` (:func:`prefix_rest`),
@@ -627,7 +639,7 @@ class GeneratedParser:
             if r is not None and not r.fail:
                 return map_parse(r), r, RECOVER_CONTENT
             return AssistantMessage(content=output), None, "raw"
-        main = self._run(None, text, state)
+        main = self._run(None, text, state, runs)
         covered = main is not None and covers(main, text)
         if covered and not (is_partial and main.switched):
             if state is not None and is_partial:
@@ -639,7 +651,8 @@ class GeneratedParser:
                     msg.content += tail
             return msg, main, None
         if not is_partial or main is None:
-            return (map_parse(main), main, None) if covered else self._recover(text, output, main, state)
+            return (map_parse(main), main, None) if covered else self._recover(text, output, main, state,
+                                                                                runs=runs)
         gp_len = len(self.generation_prompt)
         recovered: list = []
 
@@ -676,9 +689,10 @@ class GeneratedParser:
         return covering_message(self.arena, text)
 
     def _recover(self, text: str, output: str, main: ParseResult | None, state: ParserState | None,
-                 partial: bool = False) -> tuple[AssistantMessage, ParseResult | None, str | None]:
+                 partial: bool = False, runs: Runs | None = None
+                 ) -> tuple[AssistantMessage, ParseResult | None, str | None]:
         """The recovered message of a text the main root does not cover (see :meth:`parse_detailed`);
-        ``partial``: a step of the stream ``state`` belongs to (its memo may be used)."""
+        ``partial``: a step of the stream ``state`` belongs to (its memo may be used); ``runs``: as there."""
         tried_main = False
         for entry in (RECOVER_TRAILING, MAIN_REST, RECOVER_CONTENT, PREFIX_REST):
             if entry == MAIN_REST:
@@ -700,7 +714,7 @@ class GeneratedParser:
             else:
                 if entry not in self.arena.entries:
                     continue
-                r = self._run(entry, text, state)
+                r = self._run(entry, text, state, runs)
                 if r is None or r.fail:
                     continue
                 msg = map_parse(r)

@@ -488,28 +488,42 @@ def _schema_evidence(req: ChatRequest, msg: Any) -> list[str]:
     ev: list[str] = []
     tools = {t["function"]["name"]: t["function"] for t in req.tools or []
              if isinstance(t, dict) and isinstance(t.get("function"), dict)}
+    # what a call's arguments say depends on its name and arguments only: thousands of equal calls are read once
+    said: dict[tuple[str, str], list[str]] = {}
     for i, call in enumerate(msg.tool_calls):
         fn = tools.get(call.name)
         if fn is None:
             continue
-        try:
-            args = json.loads(call.arguments)
-        except ValueError:
-            ev.append(f"call {i} ({_q(call.name)}): the arguments are not valid JSON: {_q(call.arguments[:60])}")
-            continue
-        schema = fn.get("parameters") or {}
-        if not isinstance(args, dict) or not isinstance(schema, dict):
-            continue
-        props = schema.get("properties") or {}
-        for r in schema.get("required") or []:
-            if r not in args:
-                ev.append(f"call {i} ({_q(call.name)}): required argument {_q(r)} is missing")
-        for k, v in args.items():
-            if props and k not in props and schema.get("additionalProperties") is False:
-                ev.append(f"call {i} ({_q(call.name)}): argument {_q(k)} is not in the schema")
-            t = (props.get(k) or {}).get("type") if isinstance(props.get(k), dict) else None
-            if isinstance(t, str) and not _type_ok(v, t):
-                ev.append(f"call {i} ({_q(call.name)}): argument {_q(k)} is {type(v).__name__}, the schema says {t}")
+        key = (call.name, call.arguments)
+        found = said.get(key)
+        if found is None:
+            found = said[key] = _call_evidence(fn, call.arguments)
+        if found:
+            where = f"call {i} ({_q(call.name)}): "
+            ev.extend(where + e for e in found)
+    return ev
+
+
+def _call_evidence(fn: dict[str, Any], arguments: str) -> list[str]:
+    """What is wrong with ``arguments`` for the function ``fn`` against its schema (each without the call)."""
+    try:
+        args = json.loads(arguments)
+    except ValueError:
+        return [f"the arguments are not valid JSON: {_q(arguments[:60])}"]
+    schema = fn.get("parameters") or {}
+    if not isinstance(args, dict) or not isinstance(schema, dict):
+        return []
+    ev: list[str] = []
+    props = schema.get("properties") or {}
+    for r in schema.get("required") or []:
+        if r not in args:
+            ev.append(f"required argument {_q(r)} is missing")
+    for k, v in args.items():
+        if props and k not in props and schema.get("additionalProperties") is False:
+            ev.append(f"argument {_q(k)} is not in the schema")
+        t = (props.get(k) or {}).get("type") if isinstance(props.get(k), dict) else None
+        if isinstance(t, str) and not _type_ok(v, t):
+            ev.append(f"argument {_q(k)} is {type(v).__name__}, the schema says {t}")
     return ev
 
 

@@ -49,13 +49,21 @@ class SpanLabel(str, enum.Enum):
     HELD_BACK = "held back"          # streaming: the end of a prefix that may still become a marker
 
 
+# the members as module constants, for the per-node and per-span loops (an enum member read from its class costs
+# several times a global read, and set membership hashes an enum in Python)
+_REASONING, _CONTENT, _MARKER, _WHITESPACE = (SpanLabel.REASONING, SpanLabel.CONTENT, SpanLabel.MARKER,
+                                              SpanLabel.WHITESPACE)
+_UNPARSED, _PROMPT, _ARGUMENTS = SpanLabel.UNPARSED, SpanLabel.GENERATION_PROMPT, SpanLabel.ARGUMENTS
+_TOOL_NAME, _CALL_ID, _ARGUMENT_NAME, _ARGUMENT_VALUE = (SpanLabel.TOOL_NAME, SpanLabel.CALL_ID,
+                                                         SpanLabel.ARGUMENT_NAME, SpanLabel.ARGUMENT_VALUE)
+
 #: labels whose text is part of the message
 MESSAGE_LABELS = frozenset({SpanLabel.REASONING, SpanLabel.CONTENT, SpanLabel.TOOL_NAME, SpanLabel.CALL_ID,
                             SpanLabel.ARGUMENTS, SpanLabel.ARGUMENT_NAME, SpanLabel.ARGUMENT_VALUE,
                             SpanLabel.UNPARSED})
 
 
-@dataclass
+@dataclass(slots=True)
 class Span:
     """``text[start:end]`` (code points into ``generation_prompt + output``) became ``label``.
 
@@ -157,58 +165,164 @@ def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) 
     whitespace, or ``marker`` if not blank; from ``consumed`` on they are ``unparsed``. Tool-call indexes
     follow the mapper: a call counts from its ``tool-open`` and only once named.
     """
-    n = len(text)
-    paint: list[tuple | None] = [None] * n
+    return _runs(text, _paints(nodes, text, gp_len), gp_len, consumed)
+
+
+# what a tag does in spans_from_ast (looked up once per distinct tag, not tested in turn per node)
+_K_NONE, _K_OPEN, _K_NAME, _K_ARGS, _K_ENCODED, _K_IGNORED, _K_ARGS_AS, _K_LABEL, _K_MARKER = range(9)
+
+
+def _tag_kind(tag: str) -> int:
+    if tag == T.TOOL_OPEN:
+        return _K_OPEN
+    if tag == T.TOOL_NAME:
+        return _K_NAME
+    if tag == T.TOOL_ARGS:
+        return _K_ARGS
+    if tag == T.TOOL_ARGS_ENCODED:
+        return _K_ENCODED
+    if tag == T.IGNORED:
+        return _K_IGNORED
+    if tag.startswith(TOOL_ARGS_AS):
+        return _K_ARGS_AS
+    if tag in _TAG_LABELS:
+        return _K_LABEL
+    if tag.startswith(MARKER_TAG):
+        return _K_MARKER
+    return _K_NONE
+
+
+def _paints(nodes: Iterable[Any], text: str, gp_len: int) -> list[tuple[int, int, tuple]]:
+    """The paint operations of the AST, ``(start, end, (label, field, call, kind))`` in the order they apply
+    (pre-order: a later one paints over an earlier one), empty ranges left out."""
+    ops: list[tuple[int, int, tuple]] = []
+    add = ops.append
+    kinds: dict[str, int] = {}
     named = 0
     cur = -1
     pending = False
     stack: list[tuple[Any, bool | str]] = [(node, False) for node in reversed(list(nodes))]
+    pop = stack.pop
+    push = stack.append
     while stack:
-        node, in_value = stack.pop()
+        node, in_value = pop()
         tag = node.tag
-        if tag == T.TOOL_OPEN:
-            cur, pending = named, True
-        if tag == T.TOOL_NAME and pending:
-            named += 1
-            pending = False
         value = in_value
-        if tag == T.TOOL_ARGS and not text[node.start:node.end].startswith(("{", '"')):
-            pass    # tagged arguments inside: the mapper ignores this text, its children carry the values
-            # (a JSON string is a value: Kimi K2 at llama.cpp fidelity keeps double-encoded arguments as they are)
-        elif tag == T.TOOL_ARGS_ENCODED and not in_value:
-            # repair double-encoded-arguments: the raw JSON string is the arguments; the field carries the
-            # object the mapper decoded from it (nothing when it does not decode: the mapper sets nothing)
-            inner = _decoded_args(text[node.start:node.end])
-            if inner:
-                _paint(paint, node.start, node.end, (SpanLabel.ARGUMENTS, inner, cur, ""))
-                value = True
-        elif tag == T.IGNORED and not in_value:
-            _paint(paint, node.start, node.end, (SpanLabel.IGNORED, "", -1, ""))
-            value = True
-        elif tag.startswith(TOOL_ARGS_AS) and in_value is not True:
-            # arguments in a family's own syntax: the field carries the JSON the mapper's value hook made
-            convert = ARGS_CONVERTERS.get(tag)
-            js = convert(text, node) if convert else ""
-            _paint(paint, node.start, node.end, (SpanLabel.ARGUMENTS, js, cur, ""))
-            value = True
-        elif tag in _TAG_LABELS and in_value is not True:
-            label, kind = _TAG_LABELS[tag]
-            call = cur if label not in (SpanLabel.REASONING, SpanLabel.CONTENT) else -1
-            # an id around the name is painted in two pieces: its field keeps the whole id (rebuild_message)
-            whole = text[node.start:node.end] if tag == T.TOOL_ID and _holds(node, T.TOOL_NAME) else ""
-            _paint(paint, node.start, node.end, (label, whole, call, kind))
-            # a call id may hold the tool name (Kimi K2's functions.NAME:IDX): the name paints over it
-            value = ID_HOLDS_NAME if tag == T.TOOL_ID else True
-        elif tag.startswith(MARKER_TAG) and not in_value:
-            name = tag[len(MARKER_TAG):]
-            in_gp = name == "generation_prompt" or (not name and node.end <= gp_len)
-            label = SpanLabel.GENERATION_PROMPT if in_gp else SpanLabel.MARKER
-            if label == SpanLabel.MARKER and not text[node.start:node.end].strip(_WS):
-                label, name = SpanLabel.WHITESPACE, ""   # an optional newline around a marker
-            _paint(paint, node.start, node.end, (label, name, -1, ""))
-        if node.children:
-            stack.extend((c, value) for c in reversed(node.children))
-    return _runs(text, paint, gp_len, consumed)
+        if tag:
+            k = kinds.get(tag)
+            if k is None:
+                k = kinds[tag] = _tag_kind(tag)
+            if k == _K_OPEN:
+                cur, pending = named, True
+            elif k == _K_NAME and pending:
+                named += 1
+                pending = False
+            if k == _K_ARGS and not text.startswith(("{", '"'), node.start, node.end):
+                pass    # tagged arguments inside: the mapper ignores this text, its children carry the values
+                # (a JSON string is a value: Kimi K2 at llama.cpp fidelity keeps double-encoded arguments as they are)
+            elif k == _K_ENCODED:
+                if not in_value:
+                    # repair double-encoded-arguments: the raw JSON string is the arguments; the field carries the
+                    # object the mapper decoded from it (nothing when it does not decode: the mapper sets nothing)
+                    inner = _decoded_args(text[node.start:node.end])
+                    if inner:
+                        if node.end > node.start:
+                            add((node.start, node.end, (_ARGUMENTS, inner, cur, "")))
+                        value = True
+            elif k == _K_IGNORED:
+                if not in_value:
+                    if node.end > node.start:
+                        add((node.start, node.end, _IGNORED_PAINT))
+                    value = True
+            elif k == _K_ARGS_AS:
+                if in_value is not True:
+                    # arguments in a family's own syntax: the field carries the JSON the mapper's value hook made
+                    convert = ARGS_CONVERTERS.get(tag)
+                    js = convert(text, node) if convert else ""
+                    if node.end > node.start:
+                        add((node.start, node.end, (_ARGUMENTS, js, cur, "")))
+                    value = True
+            elif k == _K_NAME or k == _K_ARGS or k == _K_LABEL:
+                if in_value is not True:
+                    label, kind = _TAG_LABELS[tag]
+                    call = cur if label is not _REASONING and label is not _CONTENT else -1
+                    # an id around the name is painted in two pieces: its field keeps the whole id (rebuild_message)
+                    whole = text[node.start:node.end] if tag == T.TOOL_ID and _holds(node, T.TOOL_NAME) else ""
+                    if node.end > node.start:
+                        add((node.start, node.end, (label, whole, call, kind)))
+                    # a call id may hold the tool name (Kimi K2's functions.NAME:IDX): the name paints over it
+                    value = ID_HOLDS_NAME if tag == T.TOOL_ID else True
+            elif k == _K_MARKER:
+                if not in_value and node.end > node.start:
+                    name = tag[len(MARKER_TAG):]
+                    in_gp = name == "generation_prompt" or (not name and node.end <= gp_len)
+                    label = _PROMPT if in_gp else _MARKER
+                    if label is _MARKER and not text[node.start:node.end].strip(_WS):
+                        label, name = _WHITESPACE, ""   # an optional newline around a marker
+                    add((node.start, node.end, (label, name, -1, "")))
+        children = node.children
+        if children:
+            if len(children) == 1:
+                push((children[0], value))
+            else:
+                for c in reversed(children):
+                    push((c, value))
+    return ops
+
+
+_IGNORED_PAINT = (SpanLabel.IGNORED, "", -1, "")
+
+
+def _segments(ops: list[tuple[int, int, tuple]], n: int) -> list[tuple[int, int, tuple | None]]:
+    """``[start, end)`` runs of equal paint covering ``[0, n)`` (None: unpainted), where a later operation of
+    ``ops`` paints over an earlier one. Operations from an AST nest (a node's range holds its children's, siblings
+    follow each other): one pass with a stack of the open ones; anything else is painted character by
+    character."""
+    segs: list[tuple[int, int, tuple | None]] = []
+    emit = segs.append
+    pos = 0
+    stack: list[tuple[int, tuple]] = []
+    for s, e, v in ops:
+        while stack and stack[-1][0] <= s:
+            te, tv = stack.pop()
+            if te > pos:
+                emit((pos, te, tv))
+                pos = te
+        if s < pos or e > n or (stack and e > stack[-1][0]):
+            return _painted_runs(ops, n)
+        if s > pos:
+            emit((pos, s, stack[-1][1] if stack else None))
+            pos = s
+        stack.append((e, v))
+    while stack:
+        te, tv = stack.pop()
+        if te > pos:
+            emit((pos, te, tv))
+            pos = te
+    if pos < n:
+        emit((pos, n, None))
+    out: list[tuple[int, int, tuple | None]] = []
+    for seg in segs:   # runs of equal paint from different nodes are one run (as equal characters are)
+        if out and out[-1][2] == seg[2]:
+            out[-1] = (out[-1][0], seg[1], seg[2])
+        else:
+            out.append(seg)
+    return out
+
+
+def _painted_runs(ops: list[tuple[int, int, tuple]], n: int) -> list[tuple[int, int, tuple | None]]:
+    from itertools import groupby
+
+    paint: list[tuple | None] = [None] * n
+    for s, e, v in ops:
+        paint[s:e] = [v] * (e - s)
+    out = []
+    i = 0
+    for v, group in groupby(paint):   # runs of equal paint, found in C
+        end = i + sum(1 for _ in group)
+        out.append((i, end, v))
+        i = end
+    return out
 
 
 def _holds(node: Any, tag: str) -> bool:
@@ -232,38 +346,43 @@ def _decoded_args(raw: str) -> str:
     return inner.strip(_WS) if ok else ""
 
 
-def _paint(paint: list, start: int, end: int, value: tuple) -> None:
-    if end > start:
-        paint[start:end] = [value] * (end - start)
-
-
-def _runs(text: str, paint: list, gp_len: int, consumed: int) -> list[Span]:
-    from itertools import groupby
-
-    spans: list[Span] = []
-    i = 0
-    for v, group in groupby(paint):   # runs of equal paint, found in C (a per-character loop here cost seconds)
-        end = i + len(list(group))
-        cuts = [c for c in (gp_len, consumed if v is None else -1) if i < c < end]
-        for j in sorted(set(cuts)) + [end]:
-            spans.append(_run_span(text, v, i, j, gp_len, consumed))
-            i = j
-    return _merge(spans)
-
-
-def _run_span(text: str, v: tuple | None, i: int, j: int, gp_len: int, consumed: int) -> Span:
-    if v is None:
-        chunk = text[i:j]
-        if i >= consumed:
-            v = (SpanLabel.UNPARSED, "", -1, "")
-        elif i < gp_len:
-            v = (SpanLabel.GENERATION_PROMPT, "", -1, "")
-        elif not chunk.strip(_WS):
-            v = (SpanLabel.WHITESPACE, "", -1, "")
+def _runs(text: str, ops: list[tuple[int, int, tuple]], gp_len: int, consumed: int) -> list[Span]:
+    """The spans of the painted runs: a run is cut where the generation prompt ends (and, unpainted, at
+    ``consumed``); unpainted pieces are labelled as :func:`spans_from_ast` says; neighbours with the same label,
+    field, call, kind and place (in the prompt or not) are one span when whitespace, unparsed or prompt text."""
+    rows: list[list] = []   # [start, end, (label, field, call, kind), in_prompt], Spans made once at the end
+    for i, end, v in _segments(ops, len(text)):
+        if i < gp_len < end or (v is None and i < consumed < end):
+            cuts = sorted({c for c in (gp_len, consumed if v is None else -1) if i < c < end}) + [end]
         else:
-            v = (SpanLabel.MARKER, "", -1, "")
-    label, name, call, kind = v
-    return Span(i, j, label, text[i:j], name, call, kind, in_prompt=i < gp_len)
+            cuts = (end,)
+        for j in cuts:
+            r = v if v is not None else _unpainted(text, i, j, gp_len, consumed)
+            ip = i < gp_len
+            lab = r[0]
+            if (lab is _WHITESPACE or lab is _UNPARSED or lab is _PROMPT) and rows and rows[-1][2] == r \
+                    and rows[-1][3] == ip:
+                rows[-1][1] = j
+            else:
+                rows.append([i, j, r, ip])
+            i = j
+    return [Span(a, b, r[0], text[a:b], r[1], r[2], r[3], ip) for a, b, r, ip in rows]
+
+
+def _unpainted(text: str, i: int, j: int, gp_len: int, consumed: int) -> tuple:
+    if i >= consumed:
+        return _UNPARSED_PAINT
+    if i < gp_len:
+        return _PROMPT_PAINT
+    if not text[i:j].strip(_WS):
+        return _WHITESPACE_PAINT
+    return _MARKER_PAINT
+
+
+_UNPARSED_PAINT = (_UNPARSED, "", -1, "")
+_PROMPT_PAINT = (_PROMPT, "", -1, "")
+_WHITESPACE_PAINT = (_WHITESPACE, "", -1, "")
+_MARKER_PAINT = (_MARKER, "", -1, "")
 
 
 def _merge(spans: list[Span]) -> list[Span]:
@@ -332,7 +451,7 @@ def check_cover(spans: list[Span], text: str) -> str:
             return f"gap or overlap at {pos} (next span starts at {s.start})"
         if s.end <= s.start:
             return f"empty span at {s.start}"
-        if text[s.start:s.end] != s.text:
+        if len(s.text) != s.end - s.start or not text.startswith(s.text, s.start):
             return f"span text differs at {s.start}"
         pos = s.end
     return "" if pos == len(text) else f"spans end at {pos}, text at {len(text)}"
@@ -354,57 +473,69 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
     cut = _first_repaired(spans, TRUNCATED_CALL)
     moved = _first_repaired(spans, UNPARSED_TEXT)
     msg = AssistantMessage()
-    calls: dict[int, dict[str, Any]] = {}
+    content: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, list[Any]] = {}   # call index -> [name, id, args or None, [[arg name, value, kind]...]]
     for s in spans:
-        if s.label == SpanLabel.UNPARSED and s.field in (STREAM_CONSISTENT_FINAL, UNPARSED_TEXT):
-            continue    # not content of the parse: the settled message leaves it out or takes it as a tail
-        if s.label in (SpanLabel.CONTENT, SpanLabel.UNPARSED):
-            msg.content += s.text
-        elif s.label == SpanLabel.REASONING:
-            msg.reasoning_content += s.text
-        elif s.call >= 0 and s.label in MESSAGE_LABELS:
-            c = calls.setdefault(s.call, {"name": "", "id": "", "args": None, "pairs": []})
-            if s.label == SpanLabel.TOOL_NAME:
-                c["name"] += s.text
-            elif s.label == SpanLabel.CALL_ID:
+        label = s.label
+        if label == _MARKER or label == _WHITESPACE:
+            continue
+        if label == _CONTENT:
+            content.append(s.text)
+        elif label == _UNPARSED:
+            if s.field != STREAM_CONSISTENT_FINAL and s.field != UNPARSED_TEXT:
+                content.append(s.text)
+            # else not content of the parse: the settled message leaves it out or takes it as a tail
+        elif label == _REASONING:
+            reasoning.append(s.text)
+        elif s.call >= 0 and (label == _TOOL_NAME or label == _ARGUMENTS or label == _ARGUMENT_NAME
+                              or label == _ARGUMENT_VALUE or label == _CALL_ID):   # the other MESSAGE_LABELS
+            c = calls.get(s.call)
+            if c is None:
+                c = calls[s.call] = ["", "", None, []]
+            if label == _TOOL_NAME:
+                c[0] += s.text
+            elif label == _CALL_ID:
                 # a handler that reads the id around the name (Kimi: functions.NAME:0) records it as the field
                 if s.field:
-                    c["id"] = s.field
+                    c[1] = s.field
                 else:
-                    c["id"] += s.text
-            elif s.label == SpanLabel.ARGUMENTS:
+                    c[1] += s.text
+            elif label == _ARGUMENTS:
                 # a handler that converts its own argument syntax records the JSON it made as the field
-                c["args"] = (c["args"] or "") + (s.field if s.field.startswith("{") else s.text)
-            elif s.label == SpanLabel.ARGUMENT_NAME:
-                c["pairs"].append([s.text, None, ""])
-            elif s.label == SpanLabel.ARGUMENT_VALUE and c["pairs"]:
-                pair = c["pairs"][-1]
+                c[2] = (c[2] or "") + (s.field if s.field.startswith("{") else s.text)
+            elif label == _ARGUMENT_NAME:
+                c[3].append([s.text, None, ""])
+            elif label == _ARGUMENT_VALUE and c[3]:
+                pair = c[3][-1]
                 pair[1] = (pair[1] or "") + s.text
                 pair[2] = s.kind
+    msg.content = "".join(content)
+    msg.reasoning_content = "".join(reasoning)
     if drop_blank_reasoning and not msg.reasoning_content.strip(" \n\r\t"):
         msg.reasoning_content = ""
     if cut >= 0:
         # the last call is the cut or rejected one: not returned, its raw text (from its opener, which may be a
         # section marker before calls that stay) appended to the content
-        named = [i for i in sorted(calls) if calls[i]["name"].rstrip(_WS)]
+        named = [i for i in sorted(calls) if calls[i][0].rstrip(_WS)]
         if named:
             del calls[named[-1]]
         msg.content = content_with_tail(msg.content, _text_from(spans, cut))
     if moved >= 0 and not _kept_out(spans):
         msg.content = content_with_tail(msg.content, _text_from(spans, moved))
     for i in sorted(calls):
-        c = calls[i]
-        name = c["name"].rstrip(_WS)
+        name, cid, args, pairs = calls[i]
+        name = name.rstrip(_WS)
         if not name:
             continue
-        cid = c["id"].rstrip(_WS)
+        cid = cid.rstrip(_WS)
         if len(cid) >= 2 and cid[0] == '"' and cid[-1] == '"':
             cid = cid[1:-1]
-        if c["args"] is not None and c["args"].lstrip(_WS).startswith("{"):
-            args = c["args"].rstrip(_WS)
+        if args is not None and args.lstrip(_WS).startswith("{"):
+            args = args.rstrip(_WS)
         else:
             parts = []
-            for k, v, kind in c["pairs"]:
+            for k, v, kind in pairs:
                 key = json.dumps(k.strip(_WS), ensure_ascii=False)
                 if kind == "string":
                     parts.append(f"{key}:{json.dumps(v or '', ensure_ascii=False)}")

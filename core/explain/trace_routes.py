@@ -55,15 +55,44 @@ STRICT_TRACE_CHARS = 1 << 20
 parse of the whole text, ~5 CPU s for 100,000 tool calls (8 MB) where the rest of an explanation took as much."""
 
 
-def trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None) -> ParseTrace:
+def trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None,
+              runs: TracedRuns | None = None, *, expect: bool = True, spans: bool = True) -> ParseTrace:
     """Replay a PEG parser's final parse of ``output`` (see :meth:`GeneratedParser.parse_detailed`) traced.
     A turn header the output repeats (repair ``repeated-turn-header``) is skipped as the parse skips it, and
-    shown as a marker span. ``parsed``: ``parse_detailed(output)`` when the caller has it."""
+    shown as a marker span. ``parsed``: ``parse_detailed(output)`` when the caller has it; ``runs``: the traced
+    runs that parse was made from (``parse_detailed(output, runs=runs)``), reused here. ``expect=False``: no
+    ``truncated_expect`` (a caller that takes only the spans spares the strict parse it needs); ``spans=False``:
+    no spans when the parse recovered (entry not ``main``: a caller that replaces them spares making them)."""
     cut = parser.header_cut(output) if hasattr(parser, "header_cut") else 0
     if not cut:
-        return _trace_peg(parser, output, report, parsed)
-    return _after_header(_trace_peg(parser, output[cut:], report, parsed or parser.parse_detailed(output)), parser,
-                         output, cut)
+        return _trace_peg(parser, output, report, parsed, runs, expect, spans)
+    return _after_header(_trace_peg(parser, output[cut:], report, parsed or parser.parse_detailed(output), runs,
+                                    expect, spans), parser, output, cut)
+
+
+class TracedRuns:
+    """The traced runs (:func:`core.peg.trace.traced_parse`) a final parse is made from: handed to
+    :meth:`GeneratedParser.parse_detailed` as ``runs``, it parses each entry the parse tries once, traced — the
+    message comes from the same run as the spans (the traced run is the plain one plus marker nodes, which the
+    mapper ignores), and the trace reuses them instead of parsing the text again."""
+
+    def __init__(self, parser: Any, report: Any = None):
+        self.arena = parser.arena
+        self.labels = _labels(parser, report)
+        self.made: dict[str | None, tuple[str, Any]] = {}
+
+    def __call__(self, entry: str | None, text: str) -> Any:
+        try:
+            traced = traced_parse(self.arena, text, labels=self.labels, entry=entry)
+        except (RecursionError, MemoryError):   # as the parser's own run: no result (the trace raises again)
+            traced = None
+        self.made[entry] = (text, traced)
+        return traced.result if traced is not None else None
+
+    def get(self, entry: str | None, text: str) -> Any:
+        """The traced run of ``text`` from ``entry`` when one was made, else None."""
+        made = self.made.get(entry)
+        return made[1] if made is not None and made[0] == text else None
 
 
 def _after_header(tr: ParseTrace, parser: Any, output: str, cut: int) -> ParseTrace:
@@ -85,15 +114,19 @@ def _after_header(tr: ParseTrace, parser: Any, output: str, cut: int) -> ParseTr
                                      if tr.truncated_expect.pos >= 0 else tr.truncated_expect))
 
 
-def _trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None) -> ParseTrace:
+def _trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None,
+               runs: TracedRuns | None = None, expect: bool = True, spans: bool = True) -> ParseTrace:
     """:func:`trace_peg` of an ``output`` without a repeated turn header; ``parsed``: the
-    ``parse_detailed`` result when the caller has it (of the output with its header)."""
+    ``parse_detailed`` result when the caller has it (of the output with its header), ``runs`` the traced runs
+    it was made from; ``expect``, ``spans``: as there."""
     msg, _res, entry = parsed if parsed is not None else parser.parse_detailed(output)
     text = parser.generation_prompt + output
     gp = len(parser.generation_prompt)
     labels = _labels(parser, report)
     arena = parser.arena
-    main = traced_parse(arena, text, labels=labels) if not parser.eps_fallback else None
+    main = None
+    if not parser.eps_fallback:
+        main = (runs.get(None, text) if runs is not None else None) or traced_parse(arena, text, labels=labels)
     tr = ParseTrace(text, gp, msg, entry or MAIN, [])
     if main is not None:
         r = main.result
@@ -106,11 +139,13 @@ def _trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None)
                 # the output ends inside a call or a reasoning block: what a strict parse wanted there (a second
                 # traced parse of the whole text: left out for texts over STRICT_TRACE_CHARS)
                 exp = []
-                if len(text) <= STRICT_TRACE_CHARS:
+                if expect and len(text) <= STRICT_TRACE_CHARS:
                     strict = traced_parse(arena, text, labels=labels, lenient=False)
                     exp = strict.furthest.expected if strict.furthest.pos >= len(text) else []
                 tr.truncated_at = len(text)
                 tr.truncated_expect = FurthestFailure(len(text), exp, open_path)
+    if not spans and entry is not None:   # (the main entry's spans also decide its entry and stop point)
+        return tr
     if entry is None:
         tr.spans = spans_from_ast(main.result.nodes, text, gp, len(text))
         dropped = next((sp for sp in tr.spans if sp.label == SpanLabel.IGNORED), None)
@@ -123,7 +158,8 @@ def _trace_peg(parser: Any, output: str, report: Any = None, parsed: Any = None)
                 tr.furthest = far or FurthestFailure(dropped.start, [Expectation("end", "")], ())
                 tr.stop = max(tr.furthest.pos, gp)
     elif entry in (RECOVER_TRAILING, RECOVER_CONTENT):
-        rec = traced_parse(arena, text, labels=labels, entry=entry).result
+        rec = ((runs.get(entry, text) if runs is not None else None)
+               or traced_parse(arena, text, labels=labels, entry=entry)).result
         spans = spans_from_ast(rec.nodes, text, gp, len(text))
         last = rec.nodes[-1] if rec.nodes else None
         cut = tr.stop if tr.stop >= 0 else len(text)
@@ -249,10 +285,11 @@ def stream_steps(parser: Any, output: str, chunk: int = 8, report: Any = None) -
     return steps
 
 
-def _trace_raw(parser: Any, output: str, report: Any = None, parsed: Any = None) -> ParseTrace:
+def _trace_raw(parser: Any, output: str, report: Any = None, parsed: Any = None,
+               runs: TracedRuns | None = None, *, expect: bool = True, spans: bool = True) -> ParseTrace:
     """:func:`trace_peg`: the spans of the parser's own final parse, before :func:`core.chat.repairs.settle`
     (``message`` is that parse's)."""
-    return trace_peg(parser, output, report, parsed)
+    return trace_peg(parser, output, report, parsed, runs, expect=expect, spans=spans)
 
 
 def _raw_message(parser: Any, output: str) -> AssistantMessage:
@@ -277,10 +314,17 @@ def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) 
     gp = len(parser.generation_prompt)
     n = len(output)
     seen: dict[int, AssistantMessage] = {}
+    traced: dict[int, tuple[Any, TracedRuns]] = {}
 
-    def raw(k: int) -> AssistantMessage:   # each prefix parsed once (the search below asks for some twice)
+    def raw(k: int, trace: bool = False) -> AssistantMessage:   # each prefix parsed once (the search asks again)
         if k not in seen:
-            seen[k] = _raw_message(parser, output[:k])
+            if trace:   # the prefix likely replayed below: parsed through traced runs the replay reuses
+                runs = TracedRuns(parser, report)
+                parsed = parser.parse_detailed(output[:k], runs=runs)
+                traced[k] = (parsed, runs)
+                seen[k] = parsed[0]
+            else:
+                seen[k] = _raw_message(parser, output[:k])
         return seen[k]
     # the stream's prefixes: the longest whose final parse the view extends (galloping back from the end, as
     # the partial parse searched), then, if that one does not give the view itself, every shorter one (bounded)
@@ -288,7 +332,7 @@ def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) 
     # the next prefix's does not, it is what the search below finds whenever goodness is monotone (the search's
     # own assumption): two parses instead of O(log n)
     hint = parser.partial_view_end(output) if isinstance(parser, GeneratedParser) else None
-    if hint is not None and 0 <= hint < n and message_extends(raw(hint), view) \
+    if hint is not None and 0 <= hint < n and message_extends(raw(hint, True), view) \
             and not message_extends(raw(hint + 1), view):
         best = hint
     else:
@@ -298,7 +342,9 @@ def _trace_view(parser: Any, output: str, report: Any, final: AssistantMessage) 
     for d in tried:
         if not same_message(raw(d), view):
             continue
-        tr = _trace_raw(parser, output[:d], report)
+        # only the spans and the entry are taken from this trace (trace_parse): no strict parse for what a cut-off
+        # end expected
+        tr = _trace_raw(parser, output[:d], report, *traced.get(d, (None, None)), expect=False)
         if d == len(output):
             return tr
         from ..chat.generator import PARTIAL_PREFIX
@@ -332,17 +378,24 @@ def trace_parse(parser: Any, output: str, report: Any = None, *, turn_end_cut: b
         end = cut_turn_end(turn_end_tokens(parser), output)
         if end < len(output):   # the parse does not cut again what remains (GeneratedParser.parse)
             return _after_turn_end(trace_parse(parser, output[:end], report, turn_end_cut=False), parser, output, end)
-    parsed = None
-    if isinstance(parser, GeneratedParser):  # one parse for the message and the trace (not two)
-        parsed = parser.parse_detailed(output)
+    parsed = runs = None
+    if isinstance(parser, GeneratedParser):
+        # one run per entry for the message and the spans: parse_detailed maps the traced runs, the trace
+        # reuses them
+        runs = TracedRuns(parser, report)
+        parsed = parser.parse_detailed(output, runs=runs)
         final = parser.parse(output, detailed=parsed)
     else:
         final = parser.parse(output)
-    tr = _trace_raw(parser, output, report, parsed)
-    if not same_message(settled_as(tr.message, final), final):
+    view = None
+    if parsed is not None and not same_message(settled_as(parsed[0], final), final):
+        # the settled message is the partial view's: its spans replace the final parse's (made only if needed)
         view = _trace_view(parser, output, report, final)
-        if view is not None:
-            tr.spans, tr.entry = view.spans, view.entry
+    tr = _trace_raw(parser, output, report, parsed, runs, spans=view is None)
+    if parsed is None and not same_message(settled_as(tr.message, final), final):
+        view = _trace_view(parser, output, report, final)
+    if view is not None:
+        tr.spans, tr.entry = view.spans, view.entry
     tr.message = final
     if final.repairs:
         tr.spans = attach_repairs(tr.spans, [(r.name, (r.start, r.end)) for r in final.repairs], tr.gp_len)

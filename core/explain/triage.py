@@ -658,6 +658,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             ctx["restored"] = bare[0]
             return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [bare[1]]
     opened = bool(r_start) and gp.endswith(r_start)
+    if opened and reasoning and not content and not msg.get("tool_calls") and r_ends:
+        closer = _stripped_reasoning_closer(setup, bundle, out, r_start, r_ends)
+        if closer:
+            ctx["restored"], ctx["restored_reasoning"] = closer[0], True
+            return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [closer[1]]
     if opened and reasoning and not content and not msg.get("tool_calls") and r_ends \
             and not any(e in out for e in r_ends):
         lead = [m for m in ctx["markers"] if m and reasoning.lstrip(_WS).startswith(m)]
@@ -757,13 +762,15 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         return Mistake.DOUBLE_ENCODED_ARGUMENTS, ev + [f"the arguments are written as a JSON string {_q(encoded)} "
                                                        "whose text is a JSON object; the template writes the object "
                                                        "itself"]
-    # reasoning
+    # reasoning — a re-opened block the parse absorbed (clean, no reasoning marker left in the message) is no
+    # mistake: the parse already reads it as the model meant
     opened = bool(r_start) and gp.endswith(r_start)
-    if r_start and opened and out.lstrip(_WS).startswith(r_start):
+    absorbed = ex.clean and not any(x and x.strip(_WS) in content + reasoning for x in [r_start] + r_ends)
+    if r_start and opened and out.lstrip(_WS).startswith(r_start) and not absorbed:
         ev.append(f"the generation prompt already opens the reasoning with {_q(r_start)} and the output opens it again")
         return Mistake.REOPENED_REASONING, ev
     if r_start and not opened and r_start in gp and any(e in gp for e in r_ends) \
-            and out.lstrip(_WS).startswith(r_start):
+            and out.lstrip(_WS).startswith(r_start) and not absorbed:
         ev.append(f"the generation prompt opens and closes the reasoning (enable_thinking="
                   f"{str(setup.request.enable_thinking).lower()}), and the output writes {_q(r_start)} again")
         return Mistake.REOPENED_REASONING, ev
@@ -779,13 +786,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.REASONING_NOT_CLOSED, ev
         return Mistake.REASONING_SETTING, ev
     text0 = content or reasoning
-    if _WRAPPER_JSON.search(text0):
-        return Mistake.FOREIGN_WRAPPER, ev + ["the call is wrapped in a structure the template never renders: "
-                                              + _q(text0.strip(_WS)[:30])]
-    m = re.search(r"<function>[\w.\-]{1,64}</function>", out)
-    if m:
-        return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"the model names the function as {_q(m.group(0))}, a syntax "
-                                                      "the template never renders"]
+    guess = _format_guess(text0, out)
+    if guess and not near:
+        return guess[0], ev + [guess[1]]
     ops = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS)]
     pair = ("</" + ops[0][1:]) if ops and re.fullmatch(r"<[A-Za-z_][\w\-]{0,40}>", ops[0]) else ""
     if len(ops) >= 2 and pair and not msg.get("tool_calls") and ops[0] not in out and pair not in out \
@@ -844,6 +847,17 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
         ins = [e for e in edits if e.kind == "insert"]
         solid = [e for e in ins if e.new.strip(_WS)]
+        if any(e.kind != "insert" for e in edits) and all(_whitespace_only(e) for e in edits):
+            # what the edits are names the mistake, whatever the text around them looks like: whitespace the
+            # model put inside the call's markup where the template writes none (or after the call, where the
+            # format ends the output)
+            shifted = _shift(edits)
+            if all(e.kind == "delete" and e.pos + len(e.old) >= len(out) for e in shifted):
+                return Mistake.TRAILING_TEXT, ev + ["only whitespace follows the complete call, and the format "
+                                                    "ends the output there: " + sentence_of(shifted, out)]
+            return Mistake.OMITTED_MARKER, ev + ["the call's markup is the template's but for whitespace: "
+                                                 + sentence_of(shifted, out) + " (the template writes the "
+                                                 "markers there with no whitespace between them)"]
         if ins and not solid and len(ins) == len(edits):
             return Mistake.OMITTED_MARKER, ev + ["the model omitted the whitespace the template writes: "
                                                  + sentence_of(_shift(edits), out)]
@@ -871,6 +885,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.OMITTED_MARKER, ev + [sentence_of(_shift(edits), out)]
         if probs and ex.stop is not None:
             return probs[0][0], ev + [p[1] for p in probs]
+    if guess:
+        # the edits of the nearest output named no mistake: the format reading stands
+        return guess[0], ev + [guess[1]]
     # schema of what was parsed / what the stop point says
     probs = _schema_problems(setup.request, msg)
     if probs:
@@ -912,6 +929,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                                                               or ""):
             return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"the output uses {_q(tok.group(0))}, a control token of "
                                                           "another template family"]
+        foreign = _foreign_inner(text[tok.end():], setup, ctx)
+        if foreign:
+            return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"inside {_q(tok.group(0))} the call is written {foreign}"]
         return Mistake.FOREIGN_WRAPPER, ev + [f"the output wraps the call in {_q(tok.group(0))}"]
     if "<|channel|>" in out and "analysis" in out and "to=functions." in out and not msg.get("tool_calls"):
         return Mistake.CALL_OUTSIDE_SECTION, ev + ["the recipient `to=functions.…` is written on the analysis "
@@ -940,11 +960,23 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                          f" (it declares {', '.join(_q(n) for n in ctx['names'][:4])})")
                       + ": the parse dropped a call, it is not clean")
             own = [m for m in ctx["markers"] if m]
+            if not near_name:
+                ev.append(f"{_q(named)} is no declared tool nor a near name of one: even written in the template's "
+                          "format the call would name no tool of the request, so the name is the fault before the "
+                          "format")
+                return Mistake.UNKNOWN_TOOL, ev
             if own and not any(m in out for m in own):
                 ev.append(f"the template writes calls with {_q(own[0])}, which the output never writes: the bare JSON "
                           "object is another family's call format")
                 return Mistake.TEMPLATE_MODEL_MISMATCH, ev
             return Mistake.UNKNOWN_TOOL, ev
+    plain = _plain_line_call(content, ctx["names"]) if not msg.get("tool_calls") and ctx["markers"] else ""
+    if plain:
+        ctx["plain_line"] = plain
+        return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [
+            f"the content writes {_q(plain)}, a declared tool's name, alone on a line and its argument on the next: a "
+            f"call as plain lines, with none of the template's call markup ({_q(ctx['markers'][0])}): the parse is not "
+            "clean, it dropped a call"]
     # a "clean" parse that left marker-like text and a tool's name in the content or reasoning dropped a call
     if not msg.get("tool_calls") and ctx["names"]:
         for where, txt in (("reasoning", reasoning), ("content", content)):
@@ -958,6 +990,24 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                     return Mistake.REASONING_NOT_CLOSED, ev
                 return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     return Mistake.NONE, ev
+
+
+def _whitespace_only(e: Edit) -> bool:
+    """The edit changes only whitespace (``<tool_call>`` for ``<tool_call>\\n``, a space deleted)."""
+    return re.sub(r"\s+", "", e.old) == re.sub(r"\s+", "", e.new)
+
+
+def _format_guess(text: str, out: str) -> tuple[Mistake, str] | None:
+    """A cause read off the output's look (a JSON wrapper, ``<function>name</function>``). When a nearest output
+    exists its edits are asked first: what they are is the model's mistake, found by construction."""
+    if _WRAPPER_JSON.search(text):
+        return Mistake.FOREIGN_WRAPPER, ("the call is wrapped in a structure the template never renders: "
+                                         + _q(text.strip(_WS)[:30]))
+    m = re.search(r"<function>[\w.\-]{1,64}</function>", out)
+    if m:
+        return Mistake.TEMPLATE_MODEL_MISMATCH, (f"the model names the function as {_q(m.group(0))}, a syntax the "
+                                                 "template never renders")
+    return None
 
 
 _JSON_CALL_NAME = re.compile(r'\{\s{0,40}"name"\s{0,8}:\s{0,8}"([^"\\\n]{1,64})"\s{0,8},\s{0,40}"('
@@ -1168,23 +1218,84 @@ def _bare_call(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> tup
     tries = list(dict.fromkeys(tuple(x) for x in ([props, required] + [[p] for p in props[:2]] + [[]])))
     alt = "|".join(re.escape(t.strip(_WS)) for t in sorted(toks, key=len, reverse=True))
     for keys in tries[:4]:
-        call = _rendered_call(setup, name, {k: _PLACEHOLDER.format(i) for i, k in enumerate(keys)})
-        ends = [m.end() for m in re.finditer(alt, call)]
-        if not call or not ends:
+        render = _rendered_call(setup, name, {k: _PLACEHOLDER.format(i) for i, k in enumerate(keys)})
+        found = list(re.finditer(alt, render))
+        if not render or not found:
             continue
-        call = call[:ends[-1]].strip(_WS)          # the call ends with its last special token
-        bare = re.sub(alt, "", call)
-        values = _fill(re.split("\x00V\\d\x00", bare.strip(_WS)), out.strip(_WS))
-        if values is None or not bare.strip(_WS):
-            continue
-        restored = call
-        for i, v in enumerate(values):
-            restored = restored.replace(_PLACEHOLDER.format(i), v)
-        gone = [t.strip(_WS) for t in toks if t.strip(_WS) in call]
-        return restored, (f"the output is the template's call of {_q(name)} with every special token taken out "
-                          f"({', '.join(_q(t) for t in gone[:4])}): no marker of the format is left, only the text "
-                          "between them — a decoder that skips special tokens (skip_special_tokens) dropped them")
+        for call in _call_spans(render, found):
+            bare = re.sub(alt, "", call)
+            values = _fill(re.split("\x00V\\d\x00", bare.strip(_WS)), out.strip(_WS))
+            if values is None or not bare.strip(_WS):
+                continue
+            restored = call
+            for i, v in enumerate(values):
+                restored = restored.replace(_PLACEHOLDER.format(i), v)
+            gone = [t.strip(_WS) for t in toks if t.strip(_WS) in call]
+            return restored, (f"the output is the template's call of {_q(name)} with every special token taken out "
+                              f"({', '.join(_q(t) for t in gone[:4])}): no marker of the format is left, only the "
+                              "text between them — a decoder that skips special tokens (skip_special_tokens) "
+                              "dropped them")
     return None
+
+
+def _call_spans(render: str, found: list[Any]) -> list[str]:
+    """The stretch of a rendered call turn that is the call: up to its last special token — as rendered, then
+    trimmed to whole markup (from the start of the whitespace-free chunk holding the first token, which drops a
+    reasoning closer the turn renders before it, to the end of the tag holding the last token, for a token
+    written inside a tag such as DeepSeek-V3.2's ``</｜DSML｜function_calls>``)."""
+    first = render[:found[-1].end()].strip(_WS)
+    a = found[0].start()
+    while a > 0 and render[a - 1] not in _WS:
+        a -= 1
+    b = found[-1].end()
+    tail = re.compile(r"[^\s<]{0,60}").match(render, b)
+    b = tail.end() if tail else b
+    return list(dict.fromkeys((first, render[a:b].strip(_WS))))
+
+
+# a sentence's end glued to the next one's start (`friendlier.1 + 1`): where a dropped token sat between them
+_GLUE = re.compile(r"(?<=[a-z)\]\"'][.!?])(?=[A-Z0-9])")
+
+
+def _stripped_reasoning_closer(setup: _Setup, bundle: Any, out: str, r_start: str, r_ends: list[str]
+                               ) -> tuple[str, str] | None:
+    """The reasoning closer put back where a decoder dropped it: the generation prompt opened the reasoning, the
+    output never closes it and holds none of the template's special tokens (so nothing tells a cut output from
+    one whose tokens were all dropped), and at one of the last places where a sentence's end runs into the next
+    with no space the closer put back makes the output parse clean into reasoning and an answer. Returns
+    ``(the restored output, evidence)`` or None; at most three parses, only for outputs up to 16 KiB."""
+    if len(out) > _STRIPPED_CHARS or any(t.strip(_WS) in out for t in _special_tokens(bundle)) \
+            or r_start.strip(_WS) in out or any(e.strip(_WS) in out for e in r_ends if e.strip(_WS)):
+        return None
+    closer = r_ends[0].strip(_WS)
+    for at in [m.start() for m in _GLUE.finditer(out)][-3:][::-1]:
+        restored = out[:at] + closer + out[at:]
+        try:
+            p = _parse(setup, restored)
+        except Exception:  # noqa: BLE001 - no parser, no evidence
+            return None
+        if p.clean and (p.message.reasoning_content or "").strip(_WS) and (p.message.content or "").strip(_WS):
+            where = _q(out[max(0, at - 12):at] + "|" + out[at:at + 12])
+            return restored, (f"the generation prompt opens the reasoning with {_q(r_start.strip(_WS))} and the output "
+                              f"never closes it, holds none of the template's special tokens, and at {where} the "
+                              "reasoning's last sentence runs into the answer with no space: a decoder that skips "
+                              f"special tokens (skip_special_tokens) dropped {_q(closer)} there — put back, the output "
+                              "parses into reasoning and an answer")
+    return None
+
+
+def _plain_line_call(text: str, names: list[str]) -> str:
+    """A declared tool's name alone on a line with text on the next line (its argument): a call written as
+    plain lines, the form of no template's markup. The name line starts the text or a paragraph (or follows a line
+    ending in ``:``), and the next line is not another declared name (a list of the tools is an answer). The name,
+    or ``""``; looks at the first 200 lines."""
+    lines = text.strip(_WS).split("\n", 200)[:200]
+    for i, line in enumerate(lines[:-1]):
+        after = lines[i + 1].strip(_WS)
+        starts = i == 0 or not lines[i - 1].strip(_WS) or lines[i - 1].rstrip(_WS).endswith(":")
+        if starts and line.strip(_WS) in names and after and after not in names:
+            return line.strip(_WS)
+    return ""
 
 
 def _fill(literals: list[str], text: str) -> list[str] | None:
@@ -1228,6 +1339,28 @@ def _repeated_call(out: str, names: list[str]) -> tuple[int, str, int] | None:
 
 
 _TAG = re.compile(r"</?[A-Za-z_][\w\-]{0,40}(?:=|>)")
+_OPEN_TAG = re.compile(r"<([A-Za-z_][\w:\-]{0,40})[\s=>]")
+
+
+def _foreign_inner(inner: str, setup: _Setup, ctx: dict[str, Any]) -> str:
+    """The boundary between a wrapper and another family's syntax, judged by what is inside the outer tag: a
+    wrapper (:attr:`Mistake.FOREIGN_WRAPPER`) holds the template's own call shape — one of its call markers, or a
+    JSON call object; another family's call (:attr:`Mistake.TEMPLATE_MODEL_MISMATCH`) holds tags of its own that
+    the template never writes and none of the template's markers. Returns the evidence for the latter (the inner
+    tags), ``""`` otherwise."""
+    inner = inner[:4096]
+    own = {m.strip(_WS) for m in list(ctx["markers"]) + list(ctx["closers"]) + list(ctx["all_markers"])
+           if m and m.strip(_WS)}
+    if not own or any(m in inner for m in own) or _JSON_CALL_START.search(inner):
+        return ""
+    src = getattr(setup.template, "source", "") or ""
+    tags = list(dict.fromkeys("<" + m.group(1) for m in _OPEN_TAG.finditer(inner)
+                              if "<" + m.group(1) not in src))[:3]
+    if not tags or not any(n and n in inner for n in ctx["names"]):
+        return ""
+    return (f"with tags of its own ({', '.join(_q(t) for t in tags)}) and none of the template's call markup "
+            f"({', '.join(_q(m) for m in sorted(own)[:3])}): another family's call syntax, not the template's call "
+            "inside an extra wrapper")
 
 
 def _invented_opener(out: str, text: str, setup: _Setup, ctx: dict[str, Any]) -> str:
@@ -1761,12 +1894,31 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     for f in out:
         if not any(_same(f.message, u.message) and f.kind == u.kind for u in uniq):
             uniq.append(f)
+    if ctx.get("restored_reasoning"):
+        # the reasoning closer was dropped: a setting that reads the whole text as the answer hides the fault
+        uniq = [f for f in uniq if (f.message.get("reasoning_content") or "").strip(_WS)]
+    if ex.clean:
+        # a change whose message differs from this clean parse only by whitespace at the edges of the content or
+        # reasoning fixes nothing (llama.cpp keeps the whitespace after an empty think block; improved drops it)
+        uniq = [f for f in uniq if not _same_but_edge_whitespace(f.message, cur)]
     why = "" if uniq else _why_none(mistake, near, ex, setup.request)
+    if not uniq and ctx.get("plain_line"):
+        why = (f"none of our changes helps, because the call is written as plain lines ({_q(ctx['plain_line'])} on "
+               "one line, its argument on the next) with no markup at all: no repair, request edit, override or "
+               "template patch can tell a tool's name on a line from the text of an answer — the model must write "
+               f"the template's call ({_q(ctx['markers'][0])} …), e.g. under the lazy tool-call grammar")
     if not uniq and mistake == Mistake.TRAILING_TEXT and ctx.get("repeat"):
         why = ("the model kept repeating the call because nothing stopped it, and its first copy alone does not "
                "parse clean either: the server must stop at the call's end (the format's end-of-call / end-of-turn "
                "token as a stop) and the model be re-run")
     return uniq, why
+
+
+def _same_but_edge_whitespace(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    def norm(m: dict[str, Any]) -> dict[str, Any]:
+        return {k: (v.strip(_WS) if k in ("content", "reasoning_content") and isinstance(v, str) else v)
+                for k, v in m.items() if v not in (None, "")}
+    return norm(a) == norm(b)
 
 
 def _stop_after_call(setup: _Setup, output: str, repeat: tuple[int, str, int], budget: _Budget

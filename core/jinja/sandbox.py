@@ -14,6 +14,7 @@ import functools
 import io
 import pprint
 import re
+import string as _string
 import time
 import types
 from typing import Any, Callable, Iterator
@@ -254,8 +255,6 @@ def _check_percent(fmt: str, limit: int) -> None:
 
 def _check_format_spec(fmt: str, limit: int, depth: int = 0) -> None:
     """Refuse a ``str.format`` string whose field widths/precisions exceed ``limit`` (``{:>999999999}``)."""
-    import string as _string
-
     try:
         fields = list(_string.Formatter().parse(fmt))
     except ValueError:

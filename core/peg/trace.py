@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import nodes as N
-from .engine import AstNode, ParseResult, ResultType, _Compiler, _Ctx
+from .engine import AstNode, ParseResult, _Compiler, _Ctx, _result
 from .scanners import FAIL, OK
 
 MARKER_TAG = "marker:"
@@ -167,12 +167,12 @@ def traced_parse(arena: Any, text: str, *, labels: dict[str, str] | None = None,
     """Parse ``text`` from the arena's root (or ``entry``) as :func:`core.peg.engine.parse` does, recording
     matched literals as ``marker:<label>`` nodes and the furthest failure (see the module doc).
 
-    ``labels``: literal text -> label. No cache; compiles the arena each call (a few ms for a chat parser).
+    ``labels``: literal text -> label. No cache; compiles the arena each call (a few ms for a chat parser). The
+    result carries what :func:`core.peg.engine.parse`'s does (pending literal, switches…), so a caller may use
+    it as that parse (:meth:`core.chat.generator.GeneratedParser.parse_detailed`'s ``main``).
     Raises :class:`~core.peg.builder.PegError` for an unknown entry, ``RecursionError`` on absurd nesting.
     """
     pid = arena.entry_id(entry)
     fns = _TraceCompiler(arena, labels or {}).run()
     ctx = _TraceCtx(text, lenient)
-    st, end, nodes = fns[pid](ctx, 0)
-    return TracedResult(ParseResult(ResultType(st), 0, end, tuple(nodes), text, frozenset(ctx.switches)),
-                        ctx.far)
+    return TracedResult(_result(ctx, fns[pid](ctx, 0), 0, text), ctx.far)
