@@ -790,3 +790,20 @@ def test_a_tag_rewritten_with_its_newline_is_a_whitespace_slip_not_a_wrapper():
     ex, tg = _real("real_outputs/hermes.jsonl", "hermes-two-calls-adjacent")
     assert tg.mistake == Mistake.OMITTED_MARKER
     assert tg.fixes[0].change == {"repairs": ["tag-whitespace"]}
+
+
+def test_a_template_patch_never_writes_the_models_jinja_syntax_into_the_source() -> None:
+    """A re-attack found that the template patch wrote the model's token (an ``<|...|>`` token may hold quotes and
+    braces) verbatim into the Jinja source where the template writes its own literal: inside a ``'...'`` literal a
+    quote closes the string and what follows runs as template code in the offered, downloadable template. Such a
+    replacement is refused; the plain key alias (issue 26's example) is still patched."""
+    from types import SimpleNamespace
+
+    from core.explain.triage import Edit, _template_patch
+
+    setup = SimpleNamespace(template=SimpleNamespace(source="{{- '<|tool_call|>' + tool.name }}{{ '\"arguments\": ' }}"))
+    hostile = "<|a' ~ cycler.__init__ ~ '|>"
+    assert _template_patch(setup, [Edit("replace", 0, hostile, "<|tool_call|>")], hostile) is None
+    assert _template_patch(setup, [Edit("replace", 0, "<|{{ 7*7 }}|>", "<|tool_call|>")], "") is None
+    assert _template_patch(setup, [Edit("replace", 0, '"parameters"', '"arguments"')], "") == ('"arguments"',
+                                                                                                '"parameters"')

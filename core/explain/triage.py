@@ -2001,6 +2001,8 @@ def _template_patch(setup: _Setup, edits: list[Edit], output: str) -> tuple[str,
         return None
     e = edits[0]
     lit = e.new.strip(_WS)
+    if e.kind == "replace" and any(ch in _JINJA_SYNTAX for ch in e.old.strip('"')):
+        return None     # the model's text goes into the Jinja source: nothing that could quote out or open a tag
     if e.kind == "replace" and e.new.strip('"') and e.new in src:
         return e.new, e.old
     if e.kind == "replace" and f"'{e.new.strip(chr(34))}'" in src:
@@ -2008,6 +2010,9 @@ def _template_patch(setup: _Setup, edits: list[Edit], output: str) -> tuple[str,
     if e.kind == "insert" and lit and src.count(lit) == 1 and _TOKEN.fullmatch(lit):
         return lit, ""
     return None
+
+
+_JINJA_SYNTAX = frozenset("{}%#'\"\\\n\r")
 
 
 _ROLE_BRANCH = re.compile(r"\{%-?\s{0,4}(el)?if\s{1,4}(role|\w{1,20}\.role|\w{1,20}\[['\"]role['\"]\])\s{0,4}==\s{0,4}"
