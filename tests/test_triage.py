@@ -807,3 +807,25 @@ def test_a_template_patch_never_writes_the_models_jinja_syntax_into_the_source()
     assert _template_patch(setup, [Edit("replace", 0, "<|{{ 7*7 }}|>", "<|tool_call|>")], "") is None
     assert _template_patch(setup, [Edit("replace", 0, '"parameters"', '"arguments"')], "") == ('"arguments"',
                                                                                                 '"parameters"')
+
+
+def test_a_type_union_in_the_schema_does_not_break_the_triage() -> None:
+    """A re-attack found explain raising ``TypeError: unhashable type: 'list'`` (a traceback) from the triage's
+    schema check when a parameter's ``type`` is a list — valid JSON Schema, used by the reference cases ref-0132
+    (Qwen3-Coder, ``["string", "null"]``) — on any output that does not parse clean (here ref-0132's output with its
+    opener written twice). A union is checked as any of its types."""
+    from .conftest import REFERENCE
+
+    row = json.loads(next(line for line in (REFERENCE / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+                          if '"ref-0132"' in line))
+    tools = row["tools"]
+    assert tools[0]["function"]["parameters"]["properties"]["name"]["type"] == ["string", "null"]
+    request = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hey there!"}], "tools": tools})
+    template = ChatTemplate((TEMPLATES / "Qwen3-Coder.jinja").read_text(encoding="utf-8"), "Qwen3-Coder.jinja")
+    output = ("<tool_call><tool_call>\n<function=set_nullable_str>\n<parameter=name>\nhello world\n</parameter>\n"
+              "</function>\n</tool_call>")
+    ex = explain(template, request, output)
+    assert ex.triage is not None and ex.triage.mistake != Mistake.NONE
+    from core.explain.causes import _type_ok
+
+    assert _type_ok(None, ["string", "null"]) and not _type_ok(3, ["string", "null"]) and _type_ok(3, {"x": 1})
