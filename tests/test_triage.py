@@ -829,3 +829,23 @@ def test_a_type_union_in_the_schema_does_not_break_the_triage() -> None:
     from core.explain.causes import _type_ok
 
     assert _type_ok(None, ["string", "null"]) and not _type_ok(3, ["string", "null"]) and _type_ok(3, {"x": 1})
+
+
+@pytest.mark.parametrize("params", [
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": [1, None]},
+    {"type": "object", "properties": {"city": "string"}, "required": [{"x": 1}]},
+    {"type": "object", "properties": ["city"], "required": [["city"]]},
+])
+def test_a_hostile_schema_is_read_without_a_traceback(params: dict) -> None:
+    """A re-attack found explain raising (``unhashable type: 'dict'``, ``'int' object has no attribute
+    'isascii'``, ``'list' object has no attribute 'get'``) when the request's schema lists non-names in
+    ``required`` or gives ``properties`` as a list, on outputs that do not parse clean. The request is untrusted:
+    those entries name no parameter and are left out."""
+    tools = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": params}}]
+    request = ChatRequest.from_dict({"messages": [{"role": "user", "content": "hi"}], "tools": tools})
+    template = ChatTemplate((TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8"), "q")
+    for output in ('<tool_call>\n{"name": "f", "arguments": {"city": 1, "zz": [1]}}\n</tool_call>x',
+                   '<tool_call>\n{"name": "f", "parameters": {"city": 1}}'):
+        for fidelity in ("llama.cpp", "improved"):
+            ex = explain(template, request, output, fidelity=fidelity)
+            assert ex.triage is not None and ex.consistency == ""

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..chat.request import ChatRequest, ToolChoice
-from .model import (MARKER_TOKEN, WS, Cause, Finding, Setup, build_bundle, called_names, message_of, reasoning_markers,
+from .model import (MARKER_TOKEN, properties_of, required_of, WS, Cause, Finding, Setup, build_bundle, called_names, message_of, reasoning_markers,
                    stop_point, tool_stub, trace, visible_text)
 from .spans import SpanLabel
 from .trace_routes import ParseTrace
@@ -514,8 +514,8 @@ def _call_evidence(fn: dict[str, Any], arguments: str) -> list[str]:
     if not isinstance(args, dict) or not isinstance(schema, dict):
         return []
     ev: list[str] = []
-    props = schema.get("properties") or {}
-    for r in schema.get("required") or []:
+    props = properties_of(schema)
+    for r in required_of(schema):
         if r not in args:
             ev.append(f"required argument {_q(r)} is missing")
     for k, v in args.items():
