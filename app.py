@@ -66,4 +66,9 @@ except Exception as e:  # noqa: BLE001 - a failing page shows a message, never a
     logging.getLogger("explorer").exception("page failed")
     state.show_error(e, "This page failed: ")
 finally:  # st.stop / st.rerun end a page with a BaseException: the first run starts the imports all the same
-    preload.start()  # after the first run's page: the other pages' libraries load while the visitor reads it
+    # after the first run's page: the other pages' libraries load while the visitor reads it. Not beside a
+    # first view's background analysis (explorer.state.analysis_pending): the imports and a second worker's start
+    # took the two cores from it (its result came 3-4 s later); the rerun that shows its result starts them.
+    if not state.any_job_running():
+        preload.start()
+    state.finished_run()

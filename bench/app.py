@@ -50,6 +50,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 PAGES = ["overview", "comparisons", "overrides", "playground", "grammar"]
 TARGET_S = 0.3
+BROWSER_SWITCH_TARGET_S = 0.5   # issue 28: a page switch in the browser, click to shown and idle
 DEFAULT_TEMPLATE = ROOT.parent / "shared" / "templates" / "Qwen-QwQ-32B.jinja"
 SLOW_TEMPLATE = ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
                  "{{ messages[0].content }}")  # tests/data/pathological_templates.json: nested_range_loops
@@ -148,14 +149,22 @@ def bench_slow_template() -> dict[str, Any]:
             "time-limit template: each page after": _stats(others)}
 
 
+# every page of the navigation (its link's text), in the order the bench visits them, and the heading a page
+# shows when it differs from its link
+BROWSER_PAGES = {"comparisons": "Comparisons", "overrides": "Overrides", "playground": "Playground",
+                 "grammar": "Grammar", "explain": "Explain", "edit": "Edit", "lint": "Lint", "compare": "Compare",
+                 "sources": "Sources", "corpus": "Corpus", "export": "Export", "home": "Start here",
+                 "overview": "Overview"}   # the first load is Overview: it comes last, so every click switches
+HEADINGS = {"Start here": "Chat Template Explorer"}
+
+
 def bench_browser(runs: int) -> dict[str, Any]:
     """Click → shown-and-idle times in chromium: first load, page switches, Playground re-parse, replay steps."""
     from playwright.sync_api import sync_playwright
 
     from .browser import CHROME_ARGS, CHROMIUM, IDLE_JS, PAGE_IDLE_JS, serve, wait_idle
 
-    titles = {"overview": "Overview", "comparisons": "Comparisons", "overrides": "Overrides",
-              "playground": "Playground", "grammar": "Grammar"}
+    titles = BROWSER_PAGES
     out: dict[str, Any] = {}
     with serve() as url, sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
@@ -164,20 +173,41 @@ def bench_browser(runs: int) -> dict[str, Any]:
         def shown(title: str) -> None:
             page.wait_for_function(PAGE_IDLE_JS, arg=title, timeout=120_000)
 
-        def go(title: str) -> None:
-            page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).click()
-            page.wait_for_timeout(30)  # let the click start the run before the idle check
-            shown(title)
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Performance.enable")
 
-        out["browser: first load"] = _stats([_timed(lambda: (page.goto(url + "/overview"), shown("Overview")))])
-        for t in titles.values():
-            go(t)
+        def thread_time() -> float:
+            return {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}["ThreadTime"]
+
+        def go(title: str) -> None:
+            page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=title, exact=True).click()
+            page.wait_for_timeout(30)  # let the click start the run before the idle check
+            shown(HEADINGS.get(title, title))
+
+        def timed_go(title: str, into: dict[str, list[float]], cpu: dict[str, list[float]]) -> None:
+            c0 = thread_time()
+            into[title].append(_timed(lambda: go(title)))
+            cpu[title].append(thread_time() - c0)  # the browser main thread's CPU: the load hardly moves it
+
+        t0 = time.perf_counter()
+        page.goto(url + "/overview")
+        shown("Overview")
+        out["browser: first load"] = _stats([time.perf_counter() - t0])
+        page.locator('[data-testid="stMetric"]').first.wait_for(timeout=120_000)  # a fresh server's deep link
+        out["browser: first load, analysis shown"] = _stats([time.perf_counter() - t0])
+        first: dict[str, list[float]] = {t: [] for t in titles.values()}
+        first_cpu: dict[str, list[float]] = {t: [] for t in titles.values()}
+        for t in titles.values():  # each page's first visit: its first run in this session
+            timed_go(t, first, first_cpu)
         per: dict[str, list[float]] = {t: [] for t in titles.values()}
+        cpu: dict[str, list[float]] = {t: [] for t in titles.values()}
         for _ in range(runs):
             for t in titles.values():
-                per[t].append(_timed(lambda: go(t)))
+                timed_go(t, per, cpu)
+        out.update({f"browser: first visit: {t.lower()}": _stats(v) for t, v in first.items()})
         out.update({f"browser: page switch: {t.lower()}": _stats(v) for t, v in per.items()})
         out["browser: page switch: all pages"] = _stats([x for v in per.values() for x in v])
+        out.update({f"browser main-thread CPU per switch: {t.lower()}": _stats(v) for t, v in cpu.items()})
 
         go("Playground")
         area = page.locator('[data-testid="stTextArea"]').filter(has_text="Text the model generated").locator("textarea")
@@ -406,6 +436,9 @@ _PHASES = ("scripts", "ws_open", "first_msg", "h1")
 FIRST_VIEWS = {"plain Streamlit app (bench/plain_app.py)": (PLAIN_APP, "/", "One"),
                "explorer front page": ("app.py", "/", "Chat Template Explorer"),
                "explorer Overview (deep link)": ("app.py", "/overview", "Overview")}
+# what a view shows once its content is in, when that can come after the first paint: Overview's analysis (a
+# session's first view paints a placeholder while the analysis runs, explorer.state.analysis_pending)
+RESULT = {"explorer Overview (deep link)": '[data-testid="stMetric"]'}
 BASELINE_VIEW = "explorer front page, --baseline checkout"
 
 
@@ -458,6 +491,9 @@ def bench_first_view(runs: int, baseline: pathlib.Path | None = None) -> dict[st
             page.goto(urls[name] + path)
             page.wait_for_function(PAGE_IDLE_JS, arg=title, timeout=120_000)
             out = {"shown": time.perf_counter() - t0}
+            if name in RESULT:
+                page.locator(RESULT[name]).first.wait_for(timeout=120_000)
+                out["result"] = time.perf_counter() - t0
             # the CPU time of the page's main thread: the browser's own work, which the load hardly moves
             metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
             out["main_thread"] = metrics.get("ThreadTime", float("nan"))
@@ -489,6 +525,7 @@ def bench_first_view(runs: int, baseline: pathlib.Path | None = None) -> dict[st
     for name, r in per.items():
         new = r["new"]
         out[name] = {"first_visitor_s": r["first"]["shown"], "returning_s": r["returning"]["shown"],
+                     "first_visitor_result_s": r["first"].get("result"),
                      "new_visitor": _stats([v["shown"] for v in new]),
                      "main_thread_s": statistics.median([v["main_thread"] for v in new]),
                      "phases_s": {k: statistics.median([v[k] for v in new if k in v]) for k in _PHASES
@@ -499,12 +536,13 @@ def bench_first_view(runs: int, baseline: pathlib.Path | None = None) -> dict[st
 
 def render_first_view(r: dict[str, Any]) -> str:
     """The --first-view figures as a Markdown table (seconds; phases are the new visitors' medians)."""
-    lines = ["| first view | first visitor, fresh server | new visitor, median (p90, max) | returning visitor "
-             "| new visitor's phases: scripts loaded / websocket open / first message / title drawn "
-             "| new visitor's browser main-thread CPU |", "|---|---|---|---|---|---|"]
+    lines = ["| first view | first visitor, fresh server (its content in) | new visitor, median (p90, max) "
+             "| returning visitor | new visitor's phases: scripts loaded / websocket open / first message / title "
+             "drawn | new visitor's browser main-thread CPU |", "|---|---|---|---|---|---|"]
     for name, v in r.items():
         nv, ph = v["new_visitor"], v["phases_s"]
-        lines.append(f"| {name} | {v['first_visitor_s']:.2f} s | {nv['median_s']:.2f} s ({nv['p90_s']:.2f}, "
+        res = f" ({v['first_visitor_result_s']:.2f} s)" if v.get("first_visitor_result_s") else ""
+        lines.append(f"| {name} | {v['first_visitor_s']:.2f} s{res} | {nv['median_s']:.2f} s ({nv['p90_s']:.2f}, "
                      f"{nv['max_s']:.2f}) | {v['returning_s']:.2f} s | "
                      + " / ".join(f"{ph[k]:.2f}" if k in ph else "–" for k in _PHASES)
                      + f" s | {v['main_thread_s']:.2f} s |")
@@ -522,12 +560,16 @@ def render_server_cpu(r: dict[str, Any]) -> str:
 
 def render(results: dict[str, Any]) -> str:
     """A Markdown table: figure, median, p90, max, runs, target verdict."""
-    lines = ["| figure | median | p90 | max | runs | ≤ 0.3 s |", "|---|---|---|---|---|---|"]
+    lines = ["| figure | median | p90 | max | runs | target |", "|---|---|---|---|---|---|"]
     for k, v in results.items():
-        if k.startswith("time-limit template: first") or k.endswith(("first run (parse + replay)", "first load")):
+        if k.startswith("time-limit template: first") or k.endswith(("first run (parse + replay)", "first load", "analysis shown")):
             verdict = "(once)"
+        elif k.startswith("browser main-thread CPU"):
+            verdict = "(CPU)"
+        elif k.startswith(("browser: page switch", "browser: first visit")):  # every switch, the max included
+            verdict = f"≤ {BROWSER_SWITCH_TARGET_S} s: " + ("✓" if v["max_s"] <= BROWSER_SWITCH_TARGET_S else "✗")
         else:
-            verdict = "✓" if v["median_s"] <= TARGET_S else "✗"
+            verdict = f"≤ {TARGET_S} s: " + ("✓" if v["median_s"] <= TARGET_S else "✗")
         lines.append(f"| {k} | {v['median_s'] * 1000:.0f} ms | {v['p90_s'] * 1000:.0f} ms | "
                      f"{v['max_s'] * 1000:.0f} ms | {v['n']} | {verdict} |")
     return "\n".join(lines)

@@ -8,25 +8,13 @@ A Python literal is ``ascii()`` of a ``str`` (never of another type: a non-``str
 than writing an object's repr). A C++ literal is an ordinary narrow string literal holding the text's UTF-8 bytes,
 where every byte other than printable ASCII, and ``"``, ``\\`` and ``?`` (trigraphs), is a three-digit octal
 escape (three digits, so a following digit is never read into the escape); a text holding NUL is written as
-``std::string(literal, length)`` so it is not cut at the NUL. A name that must be an identifier is
-either a plain ASCII identifier that is not a keyword, or it is replaced — never escaped into place.
+``std::string(literal, length)`` so it is not cut at the NUL. A Python identifier is made of the name's ASCII
+letters and digits (everything else replaced, never escaped into place) and is never a keyword.
 """
 
 from __future__ import annotations
 
 import keyword
-import re
-
-_IDENT = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
-
-CPP_KEYWORDS = frozenset("""
-alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t class compl
-concept const consteval constexpr constinit const_cast continue co_await co_return co_yield decltype default delete
-do double dynamic_cast else enum explicit export extern false float for friend goto if inline int long mutable
-namespace new noexcept not not_eq nullptr operator or or_eq private protected public register reinterpret_cast
-requires return short signed sizeof static static_assert static_cast struct switch template this thread_local throw
-true try typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq
-""".split())
 
 
 def py_str(text: str) -> str:
@@ -63,10 +51,3 @@ def cpp_string(text: str) -> str:
     lit = cpp_str(text)
     return f"std::string({lit}, {len(text.encode('utf-8', 'surrogatepass'))})" if "\0" in text else lit
 
-
-def cpp_identifier(text: str) -> str | None:
-    """``text`` when it is a plain ASCII C++ identifier (letter first, no keyword, no reserved ``__``), else
-    None: the caller writes a placeholder instead."""
-    if not isinstance(text, str) or not _IDENT.match(text) or text in CPP_KEYWORDS or "__" in text:
-        return None
-    return text

@@ -6,8 +6,7 @@ Ports the semantics of llama.cpp's ``common/chat-auto-parser-helpers.cpp`` (anal
 * :func:`calculate_diff_split` splits two renders into a shared ``prefix``/``suffix`` and the differing
   ``left``/``right`` middles, matching whole segments first and refining by characters only between
   TEXT boundaries (so a marker such as ``<|im_end|>`` is never cut in half);
-* :func:`until_common_prefix`;
-* :func:`compare_variants` renders a base variant and a modified copy and diffs them.
+* :func:`until_common_prefix`.
 
 "Whitespace" is always the C-locale ``isspace`` set (`` \\t\\n\\v\\f\\r``), never Unicode spaces.
 """
@@ -18,7 +17,7 @@ import copy
 import enum
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 from .memo import MISSING, BoundedMemo
 
@@ -297,41 +296,3 @@ class RenderParams:
         if self.extra_context:
             d["extra_context"] = self.extra_context
         return d
-
-
-@dataclass
-class VariantComparison:
-    """Result of :func:`compare_variants`: the diff split of the two renders and both renders."""
-
-    diff: DiffSplit
-    output_a: str
-    output_b: str
-
-
-def compare_variants(
-    template: Any,
-    params: RenderParams,
-    modifier: Callable[[RenderParams], None] | None,
-    render: Callable[[RenderParams], str] | None = None,
-) -> VariantComparison:
-    """Render ``params`` (A) and a deep copy changed by ``modifier`` (B), and diff them.
-
-    ``render`` (optional) renders one :class:`RenderParams`; by default it is
-    :func:`core.jinja.template.apply_template` on ``template`` with the analysis conventions (§2).
-    Raises the render's :class:`~core.errors.TemplateRenderError` when either side fails (llama.cpp returns
-    "no result" there; callers treat the exception as that). Follows llama.cpp ``compare_variants``.
-    """
-    b = params.copy()
-    if modifier is not None:
-        modifier(b)
-    if render is None:
-        from .jinja.template import apply_template
-
-        def render(p: RenderParams) -> str:
-            ctx = dict(p.extra_context or {})
-            ctx["enable_thinking"] = p.enable_thinking
-            return apply_template(template, p.messages, p.tools, p.add_generation_prompt, p.enable_thinking,
-                                  extra_context=ctx)
-    out_a = render(params)
-    out_b = render(b)
-    return VariantComparison(calculate_diff_split(out_a, out_b), out_a, out_b)

@@ -1,5 +1,5 @@
 """A template source's short stable id (sha256 prefix), without the template engine: the app's front page and
-links name a template by it before anything is compiled (``core.jinja.cache`` re-exports it)."""
+links name a template by it before anything is compiled."""
 
 from __future__ import annotations
 

@@ -22,6 +22,21 @@ from typing import Any
 
 from . import isolation
 
+
+def _template(source: str, name: str) -> Any:
+    """``ChatTemplate(source, name)``, imported on first use: the app imports this module, its workers run the ops."""
+    from .jinja.template import ChatTemplate
+
+    return ChatTemplate(source, name)
+
+
+def _request(request_json: str) -> Any:
+    """The :class:`core.chat.request.ChatRequest` of ``request_json``, imported on first use."""
+    from .chat.request import ChatRequest
+
+    return ChatRequest.from_dict(json.loads(request_json))
+
+
 # ------------------------------------------------------------------------------------------------ analysis
 
 
@@ -69,11 +84,9 @@ def _bundle(recipe: ParserRecipe) -> Any:
         _BUNDLES.move_to_end(key)
         return bundle
     from .chat.pipeline import build_chat_parser
-    from .chat.request import ChatRequest
-    from .jinja.template import ChatTemplate
 
-    req = ChatRequest.from_dict(json.loads(recipe.request_json))
-    bundle = build_chat_parser(ChatTemplate(recipe.source, recipe.name), req, report=recipe.report,
+    req = _request(recipe.request_json)
+    bundle = build_chat_parser(_template(recipe.source, recipe.name), req, report=recipe.report,
                                fidelity=recipe.fidelity)
     _BUNDLES[key] = bundle
     while len(_BUNDLES) > _BUNDLES_MAX:
@@ -202,12 +215,10 @@ def stream_replay(recipe: ParserRecipe, output: str, partial: bool, limit: int =
 def _explain(source: str, name: str, request_json: str, output: str, fidelity: str, overrides_json: str,
              disabled: tuple[str, ...], expect_json: str = "", only_repairs: tuple[str, ...] | None = None
              ) -> dict[str, Any]:
-    from .chat.request import ChatRequest
     from .explain.explain import explain
     from .explain.reproducer import case_line, peg_tester_snippet, pytest_test
-    from .jinja.template import ChatTemplate
 
-    ex = explain(ChatTemplate(source, name), ChatRequest.from_dict(json.loads(request_json)), output,
+    ex = explain(_template(source, name), _request(request_json), output,
                  fidelity=fidelity, overrides=json.loads(overrides_json), disabled_workarounds=disabled,
                  only_repairs=tuple(only_repairs) if only_repairs is not None else None)
     data = ex.to_json()
@@ -234,17 +245,14 @@ def _explain_steps(source: str, name: str, request_json: str, output: str, fidel
                    disabled: tuple[str, ...], chunk: int) -> list[dict[str, Any]]:
     from .analysis import reapply as _re
     from .chat.pipeline import build_chat_parser, cached_analysis
-    from .chat.request import ChatRequest
     from .explain.trace_routes import stream_steps
-    from .jinja.template import ChatTemplate
 
-    tpl = ChatTemplate(source, name)
+    tpl = _template(source, name)
     overrides = json.loads(overrides_json)
     report = None
     if overrides or disabled:
         report = _re(cached_analysis(tpl, fidelity), overrides=overrides or None, disabled_workarounds=disabled)
-    bundle = build_chat_parser(tpl, ChatRequest.from_dict(json.loads(request_json)), report=report,
-                               fidelity=fidelity)
+    bundle = build_chat_parser(tpl, _request(request_json), report=report, fidelity=fidelity)
     gp = len(bundle.parser.generation_prompt)
     return [{"end": s.end, "new": [gp + s.new_start, gp + s.end], "spans": [x.to_json() for x in s.spans]}
             for s in stream_steps(bundle.parser, output, chunk, bundle.report)]
@@ -263,9 +271,8 @@ def explain_steps(source: str, name: str, request_json: str, output: str, fideli
 
 def _lint(source: str, name: str, fidelity: str, suppressed: tuple[str, ...], report: Any) -> Any:
     from .lint import lint as _run
-    from .jinja.template import ChatTemplate
 
-    return _run(ChatTemplate(source, name), fidelity=fidelity, suppressed=suppressed, report=report)
+    return _run(_template(source, name), fidelity=fidelity, suppressed=suppressed, report=report)
 
 
 def lint(source: str, name: str, fidelity: str, suppressed: tuple[str, ...] = (), report: Any = None) -> Any:
@@ -275,9 +282,8 @@ def lint(source: str, name: str, fidelity: str, suppressed: tuple[str, ...] = ()
 
 def _compare(src_a: str, name_a: str, src_b: str, name_b: str, fidelity: str, with_lint: bool) -> Any:
     from .compare import compare_templates
-    from .jinja.template import ChatTemplate
 
-    return compare_templates(ChatTemplate(src_a, name_a), ChatTemplate(src_b, name_b), fidelity=fidelity,
+    return compare_templates(_template(src_a, name_a), _template(src_b, name_b), fidelity=fidelity,
                              with_lint=with_lint)
 
 
@@ -292,9 +298,8 @@ def compare(src_a: str, name_a: str, src_b: str, name_b: str, fidelity: str, wit
 
 def _export(source: str, name: str, fidelity: str, flavour: str) -> dict[str, Any]:
     from .export.response_template import export_response_template
-    from .jinja.template import ChatTemplate
 
-    return export_response_template(ChatTemplate(source, name), fidelity=fidelity, flavour=flavour).to_json()
+    return export_response_template(_template(source, name), fidelity=fidelity, flavour=flavour).to_json()
 
 
 def export_response_template(source: str, name: str, fidelity: str, flavour: str) -> dict[str, Any]:
@@ -304,9 +309,8 @@ def export_response_template(source: str, name: str, fidelity: str, flavour: str
 
 def _verify(source: str, name: str, fidelity: str, rt_json: str) -> dict[str, Any]:
     from .export.verify import verify
-    from .jinja.template import ChatTemplate
 
-    return verify(json.loads(rt_json), ChatTemplate(source, name), fidelity=fidelity).to_json()
+    return verify(json.loads(rt_json), _template(source, name), fidelity=fidelity).to_json()
 
 
 def verify_export(source: str, name: str, fidelity: str, rt_json: str) -> dict[str, Any]:
@@ -317,9 +321,8 @@ def verify_export(source: str, name: str, fidelity: str, rt_json: str) -> dict[s
 
 def _gbnf(source: str, name: str, fidelity: str) -> str:
     from .export.gbnf import export_gbnf as _run
-    from .jinja.template import ChatTemplate
 
-    return _run(ChatTemplate(source, name), fidelity=fidelity)
+    return _run(_template(source, name), fidelity=fidelity)
 
 
 def export_gbnf(source: str, name: str, fidelity: str) -> str:
@@ -332,9 +335,8 @@ def export_gbnf(source: str, name: str, fidelity: str) -> str:
 
 def _sample(source: str, name: str, request: dict[str, Any], message: dict[str, Any]) -> str:
     from .chat.roundtrip import sample_output as _run
-    from .jinja.template import ChatTemplate
 
-    return _run(ChatTemplate(source, name), request, message)
+    return _run(_template(source, name), request, message)
 
 
 def sample_output(source: str, name: str, request: dict[str, Any], message: dict[str, Any]) -> str:

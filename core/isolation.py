@@ -24,8 +24,10 @@ with the CPU at hand is the template's own, and comes back as raised.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -50,6 +52,17 @@ PER_VISITOR = max(1, int(os.environ.get("CTE_ISOLATED_PER_VISITOR") or MAX_WORKE
 MAX_IDLE = 2
 #: Calls one worker serves before it is replaced (its caches are bounded; this bounds fragmentation too).
 MAX_CALLS = 500
+#: CPU seconds a call may use before its worker yields the CPU (``$CTE_ISOLATED_RUNAWAY_CPU_S``; 0: never): past
+#: them the worker's scheduling priority drops to :data:`RUNAWAY_NICE`, so on a busy machine the server's own
+#: threads (every other visitor's page) and other calls go first while a runaway template burns its worker. CPU
+#: time, not wall time: a real template's analysis uses at most 0.7 s of it however loaded the machine is, so
+#: only a runaway (or a long explain of a hostile output) gets there. Linux (``/proc``); elsewhere never.
+RUNAWAY_CPU_S = float(os.environ.get("CTE_ISOLATED_RUNAWAY_CPU_S") or 1.0)
+#: The nice value a worker drops to past :data:`RUNAWAY_CPU_S` (``$CTE_ISOLATED_RUNAWAY_NICE``): at 10 it gets
+#: about a tenth of the CPU share of a process at 0 when both want the same core.
+RUNAWAY_NICE = int(os.environ.get("CTE_ISOLATED_RUNAWAY_NICE") or 10)
+#: How often a waiting caller looks at its worker's CPU time until it is demoted (it is woken at once by a reply).
+_RUNAWAY_POLL_S = 0.1
 #: A call that hit a wall-clock limit with less CPU than this share of its wall time was starved by the machine's
 #: load: its failure is transient (a CPU-bound render on a quiet machine gets close to 1).
 STARVED_CPU_SHARE = 0.5
@@ -96,6 +109,17 @@ def _context() -> Any:
             if "forkserver" in methods:
                 _ctx.set_forkserver_preload(["core.analysis", "core.isolation", "core.isolated_ops"])
         return _ctx
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system) process ``pid`` used so far; None where /proc cannot tell (not Linux, gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            s = f.read()
+        fields = s[s.rindex(b")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 def _rss_mb() -> float:
@@ -177,7 +201,6 @@ def _die_with_parent() -> None:
     worker busy in C code does not outlive a server that was killed."""
     try:
         import ctypes
-        import signal
 
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # pragma: no cover - not Linux
@@ -185,7 +208,7 @@ def _die_with_parent() -> None:
 
 
 class _Worker:
-    __slots__ = ("proc", "conn", "memory_mb", "calls")
+    __slots__ = ("proc", "conn", "memory_mb", "calls", "demoted")
 
     def __init__(self, memory_mb: int):
         ctx = _context()
@@ -195,6 +218,50 @@ class _Worker:
         child.close()
         self.memory_mb = memory_mb
         self.calls = 0
+        self.demoted: int | None = None  # the nice value to restore after a call that used RUNAWAY_CPU_S
+
+    def wait(self, timeout: float) -> bool:
+        """Whether the worker answered within ``timeout`` seconds; once the call used :data:`RUNAWAY_CPU_S` of
+        CPU the worker is demoted to :data:`RUNAWAY_NICE` for the rest of it."""
+        start = _cpu_seconds(self.proc.pid) if RUNAWAY_CPU_S > 0 else None
+        if start is None:
+            return self.conn.poll(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self.conn.poll(0)
+            if self.demoted is not None:
+                return self.conn.poll(left)
+            if self.conn.poll(min(_RUNAWAY_POLL_S, left)):
+                return True
+            used = _cpu_seconds(self.proc.pid)
+            if used is None:
+                return self.conn.poll(max(0.0, deadline - time.monotonic()))
+            if used - start >= RUNAWAY_CPU_S:
+                self._demote()
+
+    def _demote(self) -> None:
+        try:
+            nice = os.getpriority(os.PRIO_PROCESS, self.proc.pid)
+            if nice < RUNAWAY_NICE:
+                os.setpriority(os.PRIO_PROCESS, self.proc.pid, RUNAWAY_NICE)
+            self.demoted = nice
+        except (OSError, AttributeError):  # gone already, or no priorities here: the kill still bounds it
+            self.demoted = RUNAWAY_NICE
+
+    def restore(self) -> bool:
+        """Give a demoted worker its priority back; False when the system refuses (raising a priority needs
+        privileges a server seldom has): the worker is then not reused."""
+        if self.demoted is None or self.demoted >= RUNAWAY_NICE:
+            self.demoted = None
+            return True
+        try:
+            os.setpriority(os.PRIO_PROCESS, self.proc.pid, self.demoted)
+        except (OSError, AttributeError):
+            return False
+        self.demoted = None
+        return True
 
     def kill(self) -> None:
         try:
@@ -252,7 +319,7 @@ def _take(memory_mb: int) -> _Worker:
 
 
 def _give_back(w: _Worker, rss_mb: float) -> None:
-    if w.calls >= MAX_CALLS or rss_mb > w.memory_mb / 2 or not w.proc.is_alive():
+    if w.calls >= MAX_CALLS or rss_mb > w.memory_mb / 2 or not w.proc.is_alive() or not w.restore():
         w.kill()
         return
     with _pool_lock:
@@ -287,8 +354,6 @@ def shutdown() -> None:
 def _rebuild(f: _Failure, name: str, what: str, memory_mb: int) -> Exception:
     """The worker's error in this process: the same class of ours (a :class:`ChatTemplateExplorerError` of a
     ``core`` module) with the same text and attributes; anything else as an :class:`AnalysisError`."""
-    import importlib
-
     if f.cls == "MemoryError":
         return WorkerLimitError(name, f"the {what} ran out of its {memory_mb} MB memory limit "
                                       f"(limit: isolated {what} memory)", what)
@@ -355,7 +420,7 @@ def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                 w = _Worker(memory)
                 w.calls += 1
                 w.conn.send((fn, args, kwargs, timeout))
-            if not w.conn.poll(timeout):
+            if not w.wait(timeout):
                 raise WorkerLimitError(name, f"the {what} was stopped after {timeout:g} s "
                                              f"(limit: isolated {what} time; set CTE_ISOLATED_TIMEOUT_S)", what)
             try:

@@ -1,5 +1,5 @@
 """Where chat templates come from: a string, a ``.jinja`` file, a ``tokenizer_config.json`` /
-``chat_template.json``, a ``.gguf`` file, a local model folder, a Hugging Face Hub repo, bundled examples.
+``chat_template.json``, a ``.gguf`` file, a local model folder, a Hugging Face Hub repo.
 
 Every loader returns a :class:`LoadedTemplate` holding *all* named templates of the source (``variants``,
 ``"default"`` for the unnamed one, as transformers and llama.cpp name them) and the selected one.
@@ -30,6 +30,8 @@ import os
 import pathlib
 import re
 import tempfile
+import threading
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,11 +51,9 @@ if TYPE_CHECKING:  # jinja2 loads when a template is compiled, not when a file i
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_JSON_BYTES",
-    "BUNDLED_DIR",
     "HUB_TEMPLATE_FILES",
     "LoadedTemplate",
     "is_repo_id",
-    "list_bundled",
     "load_bytes",
     "load_file",
     "load_folder",
@@ -70,8 +70,6 @@ DEFAULT_MAX_BYTES = 2 * 1024 * 1024
 #: Largest JSON file accepted, in bytes: tokenizer_config.json can carry thousands of added tokens
 #: (over 1 MB for some models) around a small template.
 DEFAULT_MAX_JSON_BYTES = 32 * 1024 * 1024
-
-BUNDLED_DIR = pathlib.Path(__file__).resolve().parent.parent / "assets" / "templates"
 
 #: Files looked for in a Hub repo or a local model folder, in this order.
 HUB_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
@@ -437,7 +435,6 @@ HUB_CONNECT_TIMEOUT = 1.0
 def _hub_probe_target() -> tuple[str, int] | None:
     """``(host, port)`` a Hub request would connect to first: the HTTPS proxy when one applies to the endpoint
     (``HTTPS_PROXY`` etc., as urllib reads them), else the endpoint (``HF_ENDPOINT``, default huggingface.co)."""
-    import urllib.parse
     import urllib.request
 
     endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
@@ -460,7 +457,6 @@ def _hub_reachable(timeout: float = HUB_CONNECT_TIMEOUT) -> bool:
     The lookup runs in a daemon thread because ``getaddrinfo`` has no timeout of its own.
     """
     import socket
-    import threading
 
     target = _hub_probe_target()
     if target is None:
@@ -658,7 +654,7 @@ def _hub_additional(repo_id: str, revision: str | None, token: Any, cache: str |
 
 
 # ---------------------------------------------------------------------------------------------------------
-# dispatch and bundled examples
+# dispatch
 # ---------------------------------------------------------------------------------------------------------
 
 
@@ -701,20 +697,3 @@ def load_hub_spec(spec: str, variant: str | None = None, *, revision: str | None
     repo_id, rev = repo
     return load_hub(repo_id, variant, revision=revision or rev, token=token, max_bytes=max_bytes,
                     max_json_bytes=max_json_bytes)
-
-
-def list_bundled(directory: str | os.PathLike[str] | None = None) -> list[LoadedTemplate]:
-    """The bundled example templates (``assets/templates/*.jinja``, sorted by file name), origin
-    ``"bundled"``. Returns [] when the folder is missing; a file that cannot be read is skipped."""
-    d = pathlib.Path(directory) if directory is not None else BUNDLED_DIR
-    if not d.is_dir():
-        return []
-    out: list[LoadedTemplate] = []
-    for f in sorted(d.glob("*.jinja")):
-        try:
-            loaded = load_file(f)
-        except TemplateLoadError:
-            continue
-        loaded.origin = "bundled"
-        out.append(loaded)
-    return out

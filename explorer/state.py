@@ -22,9 +22,13 @@ message (escaped) with ``st.error`` and never a traceback.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
+import gc
 import json
 import os
 import pathlib
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
@@ -340,19 +344,195 @@ def app_analysis_budget() -> float | None:
     return None if os.environ.get("CTE_ANALYSIS_BUDGET_S", "").strip() else APP_ANALYSIS_BUDGET_S
 
 
-@st.cache_resource(max_entries=48, show_spinner="Analysing the template…")
-def _base_report(source: str, name: str, fidelity: str = FIDELITIES[0]) -> Any:
+def _analyse(source: str, name: str, fidelity: str) -> Any:
+    """The analysis (uncached): the report, a :class:`Failed` for a template's own failure, or raises a transient
+    :class:`~core.isolation.WorkerLimitError`."""
     from core.analysis.isolated import analyze_isolated  # a worker process: a runaway cannot hold the server
     from core.serving import WorkKind, policy_or_closed, work_slot
 
     _analysis_api()
     with work_slot(WorkKind.ANALYSIS, policy_or_closed()[0].limits):  # demo mode: bounded analyses per server
         try:
-            return analyze_isolated(source, name, fidelity=fidelity, budget_s=app_analysis_budget())
+            result = analyze_isolated(source, name, fidelity=fidelity, budget_s=app_analysis_budget())
         except WorkerLimitError:  # transient: not cached (st.cache_resource keeps no exception)
             raise
         except ChatTemplateExplorerError as e:  # cached: a busy server (BusyError, above) is not
-            return Failed(e)
+            result = Failed(e)
+    with _jobs_lock:
+        _analysed[_analysed_key(source, name, fidelity)] = None
+        while len(_analysed) > ANALYSED_MAX:
+            _analysed.popitem(last=False)
+    return result
+
+
+@st.cache_resource(max_entries=48, show_spinner="Analysing the template…")
+def _base_report(source: str, name: str, fidelity: str = FIDELITIES[0]) -> Any:
+    job = take_job(("analysis", source, name, fidelity))
+    if job is not None:  # started in the background by a first view (analysis_pending): its answer, once
+        return job.result()  # a transient failure re-raises here, so it is not cached either
+    return _analyse(source, name, fidelity)
+
+
+# ------------------------------------------------------------------------------------------------ later
+# Work a page shows after its first paint: the page starts it on a background thread, draws a placeholder and
+# finishes its run; a small fragment reruns the page once the work is over, and the rerun takes the answer.
+# A session's first view of Overview (a deep link, often on a fresh server that must first start a worker)
+# painted nothing but its title until the analysis was over; Export's first view of a template waited ~2 s for
+# transformers' verification.
+
+_jobs: dict[tuple[Any, ...], "concurrent.futures.Future[Any]"] = {}
+_jobs_lock = threading.Lock()
+_pool: "concurrent.futures.ThreadPoolExecutor | None" = None
+POLL_S = 0.25
+_RAN = "_cte_ran"   # session state: this session has finished a script run
+
+
+MAX_JOBS = 4       # jobs not over at once; past it a page computes in its run, as before (a visitor who keeps
+#                    starting views and leaving must not queue work without end)
+MAX_DONE = 16      # finished jobs nobody took (the visitor left) kept for a rerun that may still come
+
+
+def start_job(key: tuple[Any, ...], work: Callable[[], Any]) -> bool:
+    """Run ``work`` on a background thread under ``key`` unless a job with that key exists (sessions asking for
+    the same thing share one job); False when :data:`MAX_JOBS` are running (then compute in the run). The job
+    runs under this run's visitor's name (:func:`core.serving.set_visitor`), so a demo-mode slot it takes is
+    that visitor's."""
+    global _pool
+    from core.serving import set_visitor
+    from .visitor import session_id
+
+    who = session_id()
+
+    def job() -> Any:
+        set_visitor(who)
+        return work()
+
+    with _jobs_lock:
+        if key in _jobs:
+            return True
+        done = [k for k, j in _jobs.items() if j.done()]
+        if len(_jobs) - len(done) >= MAX_JOBS:
+            return False
+        for k in done[:max(0, len(done) - MAX_DONE)]:
+            del _jobs[k]
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="cte-later")
+        _jobs[key] = _pool.submit(job)
+        return True
+
+
+def any_job_running() -> bool:
+    """Whether some background job is not over (``app.py`` holds the background imports back until then)."""
+    with _jobs_lock:
+        return any(not job.done() for job in _jobs.values())
+
+
+def job_running(key: tuple[Any, ...]) -> bool:
+    """Whether a job with ``key`` exists and is not over."""
+    with _jobs_lock:
+        job = _jobs.get(key)
+    return job is not None and not job.done()
+
+
+def take_job(key: tuple[Any, ...]) -> "concurrent.futures.Future[Any] | None":
+    """The job with ``key``, removed (its answer is the taker's to keep), or None."""
+    with _jobs_lock:
+        return _jobs.pop(key, None)
+
+
+def main_has_spec() -> None:
+    """Give the ``__main__`` module Streamlit installed for this run a spec, if it has none. Streamlit installs a
+    fresh spec-less one for every run, a fragment's too, and leaves it there; ``app.py`` gives its own one a spec,
+    but a fragment's run does not execute ``app.py``. A worker process started while a spec-less ``__main__`` is
+    installed (by any thread: a background job, the warm-up, another session) re-runs the script file in bare
+    mode before its work: "missing ScriptRunContext!" on the server console and a failed bootstrap. Every
+    fragment of the explorer calls this first."""
+    import importlib.machinery
+    import sys
+
+    main = sys.modules.get("__main__")
+    if main is not None and getattr(main, "__spec__", None) is None:
+        main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
+
+
+def rerun_when_done(key: tuple[Any, ...], note: str) -> None:
+    """Draw ``note`` as the placeholder of job ``key`` and rerun the page once the job is over."""
+    st.info(note, icon=":material/hourglass_top:")
+    # Streamlit collects garbage after every script run, a poll's too: before explorer.preload froze the loaded
+    # modules, each collection walked them all (~0.1 s of CPU, four times a second, beside the job)
+    gc.freeze()
+
+    @st.fragment(run_every=POLL_S)
+    def poll() -> None:
+        main_has_spec()
+        if not job_running(key):
+            st.rerun()
+
+    poll()
+
+
+_kept: "collections.OrderedDict[tuple[Any, ...], Any]" = collections.OrderedDict()
+KEPT_MAX = 64
+
+
+def later(key: tuple[Any, ...], work: Callable[[], Any]) -> tuple[bool, Any]:
+    """``(True, answer)`` once ``work``'s answer for ``key`` is in (the newest :data:`KEPT_MAX` are kept, shared
+    by all sessions); until then ``(False, None)``, with ``work`` started in the background (:func:`start_job`;
+    show :func:`rerun_when_done`). A failure is raised to the run that collects it and is not kept: the next
+    ask starts the work again (a worker killed under load says nothing about the input)."""
+    with _jobs_lock:
+        if key in _kept:
+            _kept.move_to_end(key)
+            return True, _kept[key]
+    if job_running(key):
+        return False, None
+    job = take_job(key)
+    if job is None:
+        if start_job(key, work):
+            return False, None
+        value = work()   # too many jobs running: in this run, as before
+    else:
+        value = job.result()
+    with _jobs_lock:
+        _kept[key] = value
+        while len(_kept) > KEPT_MAX:
+            _kept.popitem(last=False)
+    return True, value
+
+
+def finished_run() -> None:
+    """Mark the session's first script run as done (``app.py``, after the page)."""
+    st.session_state[_RAN] = True
+
+
+# the templates analysed in this process (the cache may have evicted some since), by digest, the newest kept
+_analysed: "collections.OrderedDict[tuple[str, str, str], None]" = collections.OrderedDict()
+ANALYSED_MAX = 4096
+
+
+def _analysed_key(source: str, name: str, fidelity: str) -> tuple[str, str, str]:
+    return source_digest(source), name, fidelity
+
+
+def analysis_pending(tpl: CurrentTemplate) -> bool:
+    """On a session's first run, when this template's analysis was not made in this process yet: start it on a
+    background thread (one job per key) and answer True until it is over; :func:`_base_report` takes the answer
+    and caches it as one computed in the run. Any later run answers False (the page computes in the run, with
+    the spinner, as before)."""
+    key = (tpl.source, tpl.name, fidelity())
+    job_key = ("analysis", *key)
+    with _jobs_lock:
+        if job_key in _jobs:
+            return not _jobs[job_key].done()
+    if st.session_state.get(_RAN) or _analysed_key(*key) in _analysed:
+        return False
+    return start_job(job_key, lambda: _analyse(*key))
+
+
+def wait_for_analysis(tpl: CurrentTemplate) -> None:
+    """Draw the placeholder of a pending analysis (:func:`analysis_pending`) and rerun the page when it is over."""
+    rerun_when_done(("analysis", tpl.source, tpl.name, fidelity()),
+                    "Analysing the template… the analysis appears here in a moment.")
 
 
 @st.cache_resource(max_entries=96, show_spinner=False)

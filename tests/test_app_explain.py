@@ -23,7 +23,14 @@ def _explain(output: str):
     at = use_corpus(start(), "Qwen-Qwen2.5-7B-Instruct.jinja")
     at.session_state["in_tools"] = json.dumps([TOOL])
     at.session_state["in_output"] = output
+    _open_expanders(at)
     return page(at, "explain")
+
+
+def _open_expanders(at) -> None:
+    # the replay and the reproducers' code are drawn only once their expander is opened (what a click does)
+    at.session_state["explain_open_replay"] = True
+    at.session_state["explain_open_repro"] = True
 
 
 class _Spans(HTMLParser):
@@ -163,6 +170,7 @@ def test_streaming_replay_marks_new_and_held_back_text():
     at.session_state["in_output"] = DRIFT
     at.session_state["in_explain_chunk"] = 10
     at.session_state["in_explain_step"] = 1
+    _open_expanders(at)
     at = page(at, "explain")
     body = next(b for b in html_bodies(at) if "cte-stream" in b)
     assert 'data-label="held back"' in body and 'class="cte-new"' in body   # "<too" of "<tool_call>" waits
@@ -259,3 +267,19 @@ def test_a_template_llama_cpp_cannot_render_is_explained_in_one_line():
     warned = [unmd(w.value) for w in at.warning]
     assert any(w.startswith("the template does not render in llama.cpp's Jinja dialect") and "--improved" in w
                for w in warned), warned
+
+
+def test_closed_replay_and_reproducers_are_not_drawn():
+    # drawn only once opened: the replay (computed in a worker) and three highlighted code blocks were paid on
+    # every visit of the page while their expanders stayed closed
+    at = use_corpus(start(), "Qwen-Qwen2.5-7B-Instruct.jinja")
+    at.session_state["in_tools"] = json.dumps([TOOL])
+    at.session_state["in_output"] = DRIFT
+    at = page(at, "explain")
+    assert not [b for b in html_bodies(at) if "cte-stream" in b]
+    assert not [c for c in at.code if c.language in ("json", "python", "cpp")]
+    assert {"cases.jsonl line", "pytest test", "peg_tester snippet"} <= {b.label for b in at.get("download_button")}
+    _open_expanders(at)
+    at.run()
+    assert [b for b in html_bodies(at) if "cte-stream" in b]
+    assert len([c for c in at.code if c.language in ("json", "python", "cpp")]) == 3

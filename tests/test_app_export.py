@@ -9,7 +9,7 @@ import pytest
 from core.export.verify import transformers_available
 
 from .conftest import TEMPLATES
-from .test_app_helpers import errors, frame_with, page, start, use_corpus
+from .test_app_helpers import LATER, errors, frame_with, page, settle, start, use_corpus
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
 
@@ -18,6 +18,11 @@ pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templa
 def test_export_page_shows_template_and_verification():
     at = page(use_corpus(start(), "Qwen-Qwen3-0.6B.jinja"), "export")
     assert not errors(at)
+    # the verification (~2 s in a worker) is drawn after the rest of the page: a placeholder first, unless an
+    # earlier test of this process verified the same template already
+    verified = any("result" in t.value.columns for t in at.table)
+    assert at.code and (verified or any(LATER in i.value for i in at.info))
+    settle(at)
     rt = json.loads(at.code[0].value)
     assert rt["fields"]["reasoning_content"]["open"] == "<think>"
     table = frame_with(at, "result")

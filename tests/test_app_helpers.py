@@ -45,6 +45,23 @@ def page(at: AppTest, name: str) -> AppTest:
     return at
 
 
+LATER = "appears here in a moment"   # the placeholder of work drawn after the first paint (explorer.state.later)
+
+
+def settle(at: AppTest, timeout: float = TIMEOUT) -> AppTest:
+    """Rerun ``at`` until no placeholder of background work is shown (what the placeholder's fragment does in a
+    browser: rerun the page once the work is over)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while any(LATER in i.value for i in at.info):
+        assert time.monotonic() < deadline, "background work did not finish"
+        time.sleep(0.2)
+        at.run()
+        assert not at.exception, at.exception
+    return at
+
+
 def errors(at: AppTest) -> list[str]:
     return [unmd(e.value) for e in at.error]
 

@@ -62,6 +62,9 @@ def test_special_handler_route_is_named():
 
 def test_source_is_highlighted_and_escaped():
     at = page(use_corpus(start(), "Qwen-Qwen3-0.6B.jinja"), "overview")
+    assert not [b for b in html_bodies(at) if 'class="cte-code"' in b]   # drawn only when its tab is open
+    at.session_state["ov_tab"] = "Template source"                     # what a click on the tab does
+    at.run()
     code = [b for b in html_bodies(at) if 'class="cte-code"' in b]
     assert code, "the template source is shown"
     # the source contains <tools></tools> and <tool_call>: shown escaped, never as tags

@@ -103,12 +103,19 @@ def test_template_with_script_and_html_is_shown_as_text():
     _assert_no_raw_html(at)
     assert "<b>evil</b>.jinja" in unmd(at.markdown[0].value)            # the name reads as typed…
     assert "\\<b\\>" in at.markdown[0].value                             # …because it was escaped
-    source_views = [b for b in html_bodies(at) if 'class="cte-code"' in b]
-    assert source_views and "&lt;script&gt;" in source_views[0] and "&lt;img src=x" in source_views[0]
     assert metrics(at)["Reasoning"] == "TAG_BASED"                       # <think> around reasoning found
     assert any('<iframe src="javascript:alert(2)">' in t for t in html_texts(at))  # generation prompt, as text
+    at.session_state["ov_tab"] = "Template source"                     # the source tab is drawn when opened
+    at.run()
+    _assert_no_raw_html(at)
+    source_views = [b for b in html_bodies(at) if 'class="cte-code"' in b]
+    assert source_views and "&lt;script&gt;" in source_views[0] and "&lt;img src=x" in source_views[0]
 
     at = page(at, "comparisons")
+    _assert_no_raw_html(at)
+    for label in [e.label for e in at.expander if ":" in e.label]:      # a comparison is drawn when opened
+        at.session_state[f"cmp_open_{unmd(label).split(':')[0]}"] = True
+    at.run()
     _assert_no_raw_html(at)
     texts = "\n".join(html_texts(at))
     assert "<script>assistant</script>" in texts and "&lt;script&gt;" in "".join(html_bodies(at))

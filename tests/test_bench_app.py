@@ -81,6 +81,10 @@ def test_server_cpu_mode_drives_both_servers(tmp_path):
     assert r["explorer_cpu_per_step_s"] > 0 and r["plain_cpu_per_step_s"] > 0
     assert r["ratio"] == r["explorer_cpu_per_step_s"] / r["plain_cpu_per_step_s"]
     assert "| plain Streamlit app (bench/plain_app.py) |" in proc.stdout
+    # the deep link paints before its analysis: the analysis shown is timed too, at or after the first paint
+    deep = r["explorer Overview (deep link)"]
+    assert deep["first_visitor_result_s"] >= deep["first_visitor_s"] > 0
+    assert r["explorer front page"]["first_visitor_result_s"] is None
 
 
 @pytest.mark.browser
@@ -109,3 +113,7 @@ def test_first_view_mode_times_the_plain_app_beside_the_explorer(tmp_path):
         # the title is drawn from a message of the script run, which comes over the open websocket
         assert set(ph) == set(bench_app._PHASES) and ph["ws_open"] <= ph["first_msg"] <= ph["h1"], (name, ph)
     assert "| plain Streamlit app (bench/plain_app.py) |" in proc.stdout
+    # the deep link paints before its analysis: the analysis shown is timed too, at or after the first paint
+    deep = r["explorer Overview (deep link)"]
+    assert deep["first_visitor_result_s"] >= deep["first_visitor_s"] > 0
+    assert r["explorer front page"]["first_visitor_result_s"] is None

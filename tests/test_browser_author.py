@@ -48,6 +48,11 @@ def test_edit_live_render_reload_then_compare(app_url, browser):  # noqa: F811 -
     page.reload(wait_until="networkidle")
     page.get_by_role("heading", name="Edit").wait_for(timeout=60_000)
     _wait_idle(page)
+    # the restored text arrives with the run's widget values, which can come after the idle flag on a loaded
+    # machine (a full-suite run at load 12 read the box empty): wait for it, then check it whole
+    from playwright.sync_api import expect
+
+    expect(_source_area(page)).to_have_value(edited, timeout=60_000)
     assert _source_area(page).input_value() == edited
 
     _nav(page, "Compare")

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from core.chat.request import ChatRequest
-from core.codegen import cpp_identifier, cpp_str, py_identifier, py_str
+from core.codegen import cpp_str, py_identifier, py_str
 from core.explain.explain import explain
 from core.explain.reproducer import peg_tester_snippet, pytest_test
 from core.export.suite import generate_suite, write_suite
@@ -54,8 +54,6 @@ def test_literal_helpers_round_trip():
         assert cpp_str(s).isascii() and "\n" not in cpp_str(s)
     assert py_identifier("test_a\"\"\"\nimport os ²_x") == "test_a____import_os___x"
     assert py_identifier("1st") == "x_1st" and py_identifier("class") == "x_class"
-    assert [cpp_identifier(n) for n in ("get_weather", "a b", "int", "x__y", "_X", "é", "x\n")] == \
-        ["get_weather", None, None, None, None, None, None]
     with pytest.raises(TypeError):
         py_str(3)  # type: ignore[arg-type]
 

@@ -6,16 +6,12 @@ import pytest
 
 from core.diff import (
     DiffSplit,
-    RenderParams,
     SegmentKind,
     calculate_diff_split,
-    compare_variants,
     prune_whitespace_segments,
     segmentize_markers,
     until_common_prefix,
 )
-from core.errors import TemplateRenderError
-from core.jinja.template import ChatTemplate
 
 T, M = SegmentKind.TEXT, SegmentKind.MARKER
 
@@ -139,28 +135,6 @@ def test_diff_split_completes_special_tokens():
 )
 def test_until_common_prefix(full, left, right, expected):
     assert until_common_prefix(full, left, right) == expected
-
-
-def test_compare_variants_renders_both_and_diffs():
-    tmpl = ChatTemplate("{{ messages[0]['content'] }}")
-    params = RenderParams(messages=[{"role": "user", "content": "Hello"}])
-
-    def modify(p):
-        p.messages[0]["content"] = "World"
-
-    res = compare_variants(tmpl, params, modify)
-    assert (res.output_a, res.output_b) == ("Hello", "World")
-    assert res.diff == DiffSplit(prefix="", suffix="", left="Hello", right="World")
-    assert params.messages[0]["content"] == "Hello"  # A is not modified
-
-
-def test_compare_variants_identity_and_failure():
-    tmpl = ChatTemplate("{{ messages[0]['content'] }}")
-    res = compare_variants(tmpl, RenderParams(messages=[{"role": "user", "content": "Hi"}]), None)
-    assert res.diff == DiffSplit(prefix="Hi")
-    bad = ChatTemplate("{{ raise_exception('no') }}")
-    with pytest.raises(TemplateRenderError):
-        compare_variants(bad, RenderParams(messages=[]), None)
 
 
 from hypothesis import given, settings, strategies as st  # noqa: E402

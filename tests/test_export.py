@@ -91,7 +91,7 @@ def test_kimi_call_id_is_captured():
 def test_repeated_opener_field_only_for_transformers():
     t = load("CohereForAI-c4ai-command-r-plus-tool_use.jinja")
     rt = export_response_template(t).response_template
-    assert rt["fields"]["repeated_opener"] == {"open_pattern": r"\A\s{0,1000}<\|CHATBOT_TOKEN\|>", "close_pattern": "",
+    assert rt["fields"]["repeated_opener"] == {"open_pattern": r"\A\s{0,1000}+<\|CHATBOT_TOKEN\|>", "close_pattern": "",
                                               "content": "text"}
     vllm = export_response_template(t, flavour=Flavour.VLLM)
     assert vllm.exportable and "repeated_opener" not in vllm.response_template["fields"]
@@ -111,7 +111,7 @@ def test_text_after_the_reasoning_opener_is_part_of_the_opener():
     rt = export_response_template(load("Apriel-1.6-15b-Thinker-fixed.jinja")).response_template
     assert rt["start_anchor_pattern"].startswith("(?=<\\|begin_assistant\\|>")
     assert rt["fields"]["reasoning_content"]["open_pattern"] == \
-        r"<\|begin_assistant\|>(?:\s{0,1000}Here\ are\ my\ reasoning\ steps:)?"
+        r"<\|begin_assistant\|>(?:\s{0,1000}+Here\ are\ my\ reasoning\ steps:)?"
 
 
 def test_python_literal_values_get_a_value_parser():
@@ -272,7 +272,7 @@ def test_content_turn_header_exports_as_a_field_for_transformers_only():
 
     t = load("vllm-tool_chat_template_hunyuan_a13b.jinja")
     res = export_response_template(t, fidelity="improved")
-    assert res.response_template["fields"][CONTENT_HEADER_FIELD]["open_pattern"] == r"\A\s{0,1000}助手："
+    assert res.response_template["fields"][CONTENT_HEADER_FIELD]["open_pattern"] == r"\A\s{0,1000}+助手："
     assert CONTENT_HEADER_FIELD not in (export_response_template(t).response_template or {}).get("fields", {})
     vllm = export_response_template(t, fidelity="improved", flavour="vllm")
     assert vllm.response_template is None and "header" in vllm.reasons[0]

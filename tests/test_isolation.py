@@ -306,3 +306,55 @@ def test_a_visitor_with_many_renders_leaves_workers_for_another(tmp_path):
         for t in threads:
             t.join(300)
     assert done == [True] * len(threads) and isolation._held == {}
+
+
+def _nice_once_demoted(limit_s: float) -> tuple[int, int, int]:
+    """In a worker: burn CPU until the worker's nice value changes (at most ``limit_s``); its pid, its nice value
+    at the start, and after."""
+    import time
+
+    start = os.getpriority(os.PRIO_PROCESS, 0)
+    deadline = time.monotonic() + limit_s
+    while os.getpriority(os.PRIO_PROCESS, 0) == start and time.monotonic() < deadline:
+        sum(range(20_000))
+    return os.getpid(), start, os.getpriority(os.PRIO_PROCESS, 0)
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="needs process priorities")
+def test_a_long_call_yields_the_cpu_and_the_next_call_runs_at_full_priority():
+    """Issue 24: a call that used ``RUNAWAY_CPU_S`` of CPU (a runaway template) gets its worker demoted to
+    ``RUNAWAY_NICE``, so the server's threads and other visitors' calls go first on a busy machine; the next
+    call runs at the server's priority again (the worker's restored, or a new one when the system refuses).
+    The call burns CPU until it sees the change itself, so no clock decides the outcome."""
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    if base >= isolation.RUNAWAY_NICE or not 0 < isolation.RUNAWAY_CPU_S < 30 \
+            or isolation._cpu_seconds(os.getpid()) is None:
+        pytest.skip("the test process already runs at the demoted priority, or demotion is off")
+    isolation.call(_render, "{{ 1 }}")  # the worker imports this module now, not inside the timed call
+    _, start, demoted = isolation.call(_nice_once_demoted, 60, timeout_s=90)
+    assert (start, demoted) == (base, isolation.RUNAWAY_NICE)
+    assert isolation.call(os.getpriority, os.PRIO_PROCESS, 0) == base
+    assert isolation.call(_render, "{{ messages[0].content }}") == "hi"
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="needs process priorities")
+def test_a_demoted_worker_the_system_will_not_restore_is_not_reused(monkeypatch):
+    # raising a priority again needs a privilege a server seldom has: the demoted worker is then retired
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    if base >= isolation.RUNAWAY_NICE or not 0 < isolation.RUNAWAY_CPU_S < 30 \
+            or isolation._cpu_seconds(os.getpid()) is None:
+        pytest.skip("the test process already runs at the demoted priority, or demotion is off")
+    real = os.setpriority
+
+    def unprivileged(which: int, who: int, prio: int) -> None:
+        if prio < os.getpriority(which, who):
+            raise PermissionError(13, "Permission denied")
+        real(which, who, prio)
+
+    isolation.shutdown()
+    isolation.call(_render, "{{ 1 }}")  # the worker imports this module now, not inside the timed call
+    monkeypatch.setattr(os, "setpriority", unprivileged)
+    pid, start, demoted = isolation.call(_nice_once_demoted, 60, timeout_s=90)
+    assert (start, demoted) == (base, isolation.RUNAWAY_NICE)
+    assert isolation.call(os.getpid) != pid
+    assert isolation.call(os.getpriority, os.PRIO_PROCESS, 0) == base

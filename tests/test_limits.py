@@ -532,3 +532,51 @@ def test_hub_can_load_without_the_operators_token(monkeypatch):
     with pytest.raises(TemplateLoadError):
         load_hub("someone/model", token=False)
     assert seen and all(t is False for t in seen)
+
+
+class _Clock:
+    """A fake monotonic clock and thread CPU clock, moved by hand (no real time passes in these tests)."""
+
+    def __init__(self) -> None:
+        self.wall = 1000.0
+        self.cpu = 5.0
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = _Clock()
+    monkeypatch.setattr(jinja_limits.time, "monotonic", lambda: c.wall)
+    monkeypatch.setattr(jinja_limits.time, "thread_time", lambda: c.cpu)
+    return c
+
+
+def test_a_starved_render_is_not_cut_at_the_wall_clock_limit(clock):
+    """A render past its wall-clock limit that had less CPU than the limit (a loaded machine) goes on by the CPU
+    it still has; the same template passes or fails whatever the load."""
+    d = jinja_limits._Deadline(jinja_limits.RenderLimits(timeout_s=2.0))
+    clock.wall += 2.5
+    clock.cpu += 0.5                      # starved: 0.5 s of CPU in 2.5 s
+    d.check()                             # no error: moved on by the 1.5 s of CPU left
+    assert d.end == pytest.approx(clock.wall + 1.5)
+    clock.wall += 1.6
+    clock.cpu += 1.5                      # now it had its 2 s of CPU
+    with pytest.raises(RenderLimitError, match="render took longer than 2 s"):
+        d.check()
+
+
+def test_a_starved_render_still_ends_at_ten_times_its_limit(clock):
+    d = jinja_limits._Deadline(jinja_limits.RenderLimits(timeout_s=2.0))
+    with pytest.raises(RenderLimitError, match="render time"):
+        for _ in range(100):               # almost no CPU at all, ever
+            clock.wall += 0.5
+            clock.cpu += 0.01
+            d.check()
+    assert clock.wall - 1000.0 == 2.0 * jinja_limits.STARVED_WALL_FACTOR + 0.5
+
+
+def test_a_render_that_had_its_cpu_is_cut_at_the_limit(clock):
+    d = jinja_limits._Deadline(jinja_limits.RenderLimits(timeout_s=2.0))
+    clock.wall += 2.1
+    clock.cpu += 2.0
+    with pytest.raises(RenderLimitError, match="render took longer than 2 s"):
+        d.check()

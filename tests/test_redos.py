@@ -92,17 +92,17 @@ def test_linear_delimiter_rewrites(before, after):
     # Qwen3-Coder, Mistral-Small-3.2, DeepSeek-V4): every run and repeat gets an upper bound
     (r"<tool_call>\s*", r"<tool_call>\s{0,1000}"),
     (r"(?:<tool_call>\s*)?<function=(?P<name>[^\s<>]+?)\s*>\s*",
-     r"(?:<tool_call>\s{0,1000})?<function=(?P<name>[^\s<>]{1,256}?)\s{0,1000}(?:>|(?!))\s{0,1000}"),
+     r"(?:<tool_call>\s{0,1000}+)?<function=(?P<name>[^\s<>]{1,256}+)\s{0,1000}+(?:>|(?!))\s{0,1000}"),
     (r"(?:<\|START_RESPONSE\|>\s*)+", r"(?:<\|START_RESPONSE\|>\s{0,1000}){1,4}"),
-    (r"\A\s*(?=\{\s*\"name\"\s*:)", r"\A\s{0,1000}(?=\{\s{0,1000}\"name\"\s{0,1000}:)"),
+    (r"\A\s*(?=\{\s*\"name\"\s*:)", r"\A\s{0,1000}+(?=\{\s{0,1000}+\"name\"\s{0,1000}+:)"),
     (r'<\|open\|>call tool="(?P<name>[^"]+)"[^<]*<\|sep\|>',
-     r'<\|open\|>call tool="(?P<name>[^"]{1,256})"[^<]{0,256}<\|sep\|>'),
+     r'<\|open\|>call tool="(?P<name>[^"]{1,256}+)"[^<]{0,256}+<\|sep\|>'),
     (r"(?P<id>functions\.(?P<name>(?:(?!functions\.)[^\s<>])+?)\s*:\d+)",
-     r"(?P<id>functions\.(?P<name>(?:(?!functions\.)[^\s<>]){1,256}?)\s{0,1000}:\d{1,256})"),
+     r"(?P<id>functions\.(?P<name>(?:(?!functions\.)[^\s<>]){1,256}?)\s{0,1000}+:\d{1,256})"),
     (r"\[TOOL_CALLS\]\s*(?P<name>[^\s<>\"'{}()\[\]]+)(?:[\s<>\"'}()\[\]](?:(?!\[TOOL_CALLS\])[^{])*)?(?=\{)",
-     r"\[TOOL_CALLS\]\s{0,1000}(?P<name>[^\s<>\"'{}()\[\]]{1,256})(?:[\s<>\"'}()\[\]]"
+     r"\[TOOL_CALLS\]\s{0,1000}+(?P<name>[^\s<>\"'{}()\[\]]{1,256}+)(?:[\s<>\"'}()\[\]]"
      r"(?:(?!\[TOOL_CALLS\])[^{]){0,256})?(?=\{)"),
-    (r"<a>x{2,}y*+z\s+?(?:ab|cd)*", r"<a>x{2,256}y{0,256}+z\s{1,1000}?(?:ab|cd){0,4}"),
+    (r"<a>x{2,}y*+z\s+?(?:ab|cd)*", r"<a>x{2,256}+y{0,256}+z\s{1,1000}?(?:ab|cd){0,4}"),
     (r"<a>x{3,5}\s{0,9}", r"<a>x{3,5}\s{0,9}"),  # already bounded
 ])
 def test_linear_delimiter_bounds_every_run(before, after):
@@ -223,9 +223,9 @@ def test_checker_flags_the_partial_mode_alternation_of_functionary_v22():
                                   fidelity="improved").response_template
     opener = rt["fields"]["tool_calls"]["open_pattern"]
     assert opener == (r"(?:<\|from\|>assistant\
-<\|recipient\|>\s{0,1000}|\A(?!\s{0,1000}all\
+<\|recipient\|>\s{0,1000}+|\A(?!\s{0,1000}+all\
 <\|content\|>))"
-                      r"(?P<name>[^\s<>\"'{}()\[\]]{1,256}?)\s{0,1000}(?:<\|content\|>|(?!))\s{0,1000}")
+                      r"(?P<name>[^\s<>\"'{}()\[\]]{1,256}+)\s{0,1000}+(?:<\|content\|>|(?!))\s{0,1000}")
     assert check_response_template(rt) == {}
     # the same opener before the rewrite and without the bounds every run got since (with them the partial
     # search is linear anyway: 0.00 s on 40,000 '<', where the unbounded one took 0.33 s)
@@ -241,8 +241,9 @@ def test_checker_flags_the_partial_mode_alternation_of_functionary_v22():
 
 
 def _unbound(pattern: str) -> str:
-    """``pattern`` with the bounds of :func:`core.export.linear._bound_runs` taken off again."""
-    return re.sub(r"\{([01]),(?:1000|256)\}", lambda m: "*+"[int(m.group(1))], pattern)
+    """``pattern`` with the bounds of :func:`core.export.linear._bound_runs` taken off again (and the possessive
+    marks of ``_possessive``: a possessive run of the whole text is no run the checker rescans)."""
+    return re.sub(r"\{([01]),(?:1000|256)\}\+?", lambda m: "*+"[int(m.group(1))], pattern)
 
 
 # corpus openers before the required-literal rewrite (llama.cpp fidelity unless noted), as the export built them
@@ -379,3 +380,75 @@ def test_an_unbounded_delimiter_is_searched_again_over_the_whole_stream(monkeypa
     assert max(log) > 9_000
     log, _ = _stream(rt, "a" * 10_000, _CHUNK)
     assert max(log) <= linear.RUN_BOUND + 2 * _CHUNK  # the id run at the start, then only the new chunks
+
+
+@pytest.mark.parametrize("before, after", [
+    # Solar Open's llama.cpp opener (the call id may start the pattern, behind a lookbehind): the optional section
+    # openers spread into one alternation, every run that nothing after it can continue made possessive
+    (r"(?:<\|tool_calls\|>\s*)?(?:<\|tool_call:begin\|>\s*)?(?<![^\s<>])(?P<id>[^\s<>]+?)<\|tool_call:name\|>"
+     r"(?P<name>[^\s<>\"'{}()\[\]]+?)\s*<\|tool_call:args\|>\s*",
+     r"(?:<\|tool_calls\|>\s{0,1000}+(?:<\|tool_call:begin\|>\s{0,1000}+)?|<\|tool_call:begin\|>\s{0,1000}+|)"
+     r"(?<![^\s<>])(?P<id>[^\s<>]{1,256}+)(?:<\|tool_call:name\|>|(?!))(?P<name>[^\s<>\"'{}()\[\]]{1,256}+)"
+     r"\s{0,1000}+(?:<\|tool_call:args\|>|(?!))\s{0,1000}"),
+    (r"</call>\s*(?:</calls>\s*|(?=<call>)|\Z)", r"</call>\s{0,1000}+(?:</calls>\s{0,1000}|(?=<call>)|\Z)"),
+    # kept: the name can hold a backtick, so it may end before ```json; a lazy run at the end; what follows can
+    # match without a character (a negative lookahead, \b, $, the end, a repeat's end)
+    (r"<｜tool▁sep｜>(?P<name>[^\s<>]+?)\s*```json\s*",
+     r"<｜tool▁sep｜>(?P<name>[^\s<>]{1,256}?)\s{0,1000}+```json\s{0,1000}"),
+    (r"<a>(?P<x>[^<]+?)", r"<a>(?P<x>[^<]{1,256}?)"),
+    (r"<a>\s*(?!b)", r"<a>\s{0,1000}(?!b)"),
+    (r"<a>[a-z]+\b", r"<a>[a-z]{1,256}\b"),
+    (r"<a>\s*(?:<b>)?$", r"<a>\s{0,1000}(?:<b>)?$"),
+    (r"(?:<b>\s*)+", r"(?:<b>\s{0,1000}){1,4}"),
+])
+def test_runs_are_possessive_only_where_what_follows_cannot_take_their_characters(before, after):
+    # issue 24, streamed: a run that gives characters back is retried at every shorter length on every chunk
+    # (Solar Open, <|tool_calls|> + 1,000 spaces: 1,000 tries per partial search)
+    assert linear_delimiter(before) == after
+    assert check_pattern(after, streamed=True) == []
+
+
+_KEPT = list(_OPENERS) + [
+    r"<\|tool_call:end\|>\s*(?:<\|calls\|>\s*|(?=(?:<\|tool_call:begin\|>|call\d+<\|tool_call:name\|>))|\Z)",
+    r"(?:<\|tool_calls\|>\s*)?<\|tool_call:begin\|>\s*(?P<id>[^\s<>]+?)\s*<\|tool_call:name\|>"
+    r"(?P<name>[^\s<>\"'{}()\[\]]+?)\s*<\|tool_call:args\|>\s*",  # Solar Open, improved
+    r"(?:<｜tool▁calls▁begin｜>\s*)?(?:<｜tool▁call▁begin｜>\s*)?function<｜tool▁sep｜>(?P<name>[^\s<>\"'{}()\[\]]+?)"
+    r"\s*```json\s*",  # DeepSeek R1
+    r"\A\s*(?=\[\s*[A-Za-z_][\w.-]*\()",  # ToolACE
+    r"(?:<a>\s*)?(?:<b>|<c>\s*)?(?<![^\s<>])(?P<id>\w+?)\s*<n>",
+]
+
+
+@pytest.mark.parametrize("pattern", _KEPT)
+def test_possessive_runs_and_spread_openers_keep_every_match(pattern, monkeypatch):
+    """The possessive runs and the spread optional openers change no match, no group and no partial match's start
+    (what transformers' streaming holds back), in the ``regex`` module the consumers run: compared with the same
+    export without them, on texts built from the pattern's markers, near misses and long runs."""
+    regex = pytest.importorskip("regex")
+    import core.export.linear as linear
+    from core.export.redos import _literals
+
+    new = linear_delimiter(pattern)
+    monkeypatch.setattr(linear, "_possessive", lambda seq, after, sample: None)
+    monkeypatch.setattr(linear, "_spread_leading_optionals", lambda seq: seq)
+    old = linear_delimiter(pattern)
+    assert new != old
+    a, b = regex.compile(new, regex.DOTALL), regex.compile(old, regex.DOTALL)
+    lits = [x for x in _literals(pattern) if x]
+    pieces = lits + ["get_weather", "call00001", "f", " ", "  \n", "\t", "x" * 300, " " * 1001, "<", ">", "`", "7",
+                     "[", "(", "functions.f", ":0", "all\n"]
+    texts = {"".join(lits), " ".join(lits)}
+    for p in pieces:
+        for q in pieces:
+            texts |= {p + q, p + q + "".join(lits), "".join(lits[:1]) + p + q}
+            for c in lits:
+                texts |= {c + p + q + c, p + c + q}
+    for t in sorted(texts):
+        for pos in (0, 1):
+            m1, m2 = a.search(t, pos), b.search(t, pos)
+            assert (m1 and (m1.span(), m1.groupdict())) == (m2 and (m2.span(), m2.groupdict())), (new, t, pos)
+            m1, m2 = a.search(t, pos, partial=True), b.search(t, pos, partial=True)
+            assert (m1 and (m1.span(), m1.partial)) == (m2 and (m2.span(), m2.partial)), (new, t, pos)
+            if m1 and not m1.partial:  # transformers' check whether a match at the buffer's end may still grow
+                x1, x2 = a.match(t + "\x00", m1.start()), b.match(t + "\x00", m1.start())
+                assert (x1 and (x1.span(), x1.groupdict())) == (x2 and (x2.span(), x2.groupdict())), (new, t)

@@ -22,7 +22,7 @@ from core.errors import (
     TemplateTooLargeError,
     VariantNotFoundError,
 )
-from core.sources import LoadedTemplate, list_bundled, load_bytes, load_string, load_template
+from core.sources import LoadedTemplate, load_bytes, load_string, load_template
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
@@ -257,19 +257,6 @@ def test_local_model_folder(tmp_path):
     empty.mkdir()
     with pytest.raises(TemplateLoadError, match="none of chat_template.jinja"):
         load_template(str(empty))
-
-
-def test_list_bundled_reads_assets(tmp_path):
-    (tmp_path / "a.jinja").write_text(CHATML)
-    (tmp_path / "b.jinja").write_text(TOOL_USE)
-    (tmp_path / "README.md").write_text("not a template")
-    got = list_bundled(tmp_path)
-    assert [(t.name, t.origin) for t in got] == [("a.jinja", "bundled"), ("b.jinja", "bundled")]
-    assert list_bundled(tmp_path / "missing") == []
-    real = list_bundled()
-    if sources.BUNDLED_DIR.is_dir():
-        assert {t.name for t in real} == {p.name for p in sources.BUNDLED_DIR.glob("*.jinja")}
-        assert all(t.origin == "bundled" and t.source.strip() for t in real)
 
 
 def test_spec_neither_path_nor_repo():

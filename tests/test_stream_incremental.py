@@ -655,3 +655,81 @@ def test_text_after_a_closed_call_leaves_the_pending_literal_without_a_parse():
         assert sum(parsed[a:b]) == 4, (a, b, out[a:b])
     i = out.index("}}\n</tool_call>") + 3
     assert out[i] == "<" and not parsed[i]      # the `<` of `</tool_call>` after `}}\n`: no parse
+
+
+def test_fast_built_messages_and_results_equal_their_dataclasses():
+    # the stream builds its messages, calls and deltas, and the engine its parse results, field by field (no
+    # __init__ call per parsing feed): each equals the object its class makes, with the very same fields, so a
+    # field added to one of those classes fails here rather than going missing on the streaming path
+    from dataclasses import fields
+
+    from core.chat.message import MessageDelta, ToolCall, ToolCallDelta
+    from core.chat.stream import _call, _call_delta, _message
+    from core.peg.engine import ParseResult
+
+    call = _call("run", '{"a":1}', "c1")
+    assert call == ToolCall("run", '{"a":1}', "c1") and vars(call) == vars(ToolCall("run", '{"a":1}', "c1"))
+    msg = _message("hi", "think", [call], "assistant")
+    ref = AssistantMessage("hi", "think", [ToolCall("run", '{"a":1}', "c1")], "assistant")
+    assert msg == ref and vars(msg) == vars(ref)
+    delta = _call_delta(2, "c1", "run", "{")
+    ref_delta = MessageDelta(tool_call=ToolCallDelta(2, "c1", "run", "{"))
+    assert delta == ref_delta and vars(delta) == vars(ref_delta) and vars(delta.tool_call) == vars(ref_delta.tool_call)
+    parser = bundle("Qwen-Qwen3-0.6B.jinja", tools=[RUN]).parser
+    r = parser.arena.parse(parser.generation_prompt + '<tool_call>\n{"name": "run", "argu', lenient=True)
+    assert r.need_more_input and set(vars(r)) == {f.name for f in fields(ParseResult)}
+
+
+def test_tagged_arguments_spine_equals_a_fresh_mapping_at_every_step():
+    # the mapper goes down into a tool-args node of tagged arguments (its action reads nothing of a text that
+    # does not start with "{"), as into a grouping node: after every feed of a stream of tagged calls (Ling 3,
+    # Muse Glimmer: bench.hostile's many-calls output), the spine and its snapshots equal a fresh mapping's
+    from pathlib import Path
+
+    from bench.hostile import FAMILY_ROUTES, hostile_samples
+    from core.jinja.template import ChatTemplate
+
+    for route, name in FAMILY_ROUTES:
+        if name not in ("inclusionai-ling-3.0-flash.jinja", "muse-glimmer.jinja"):
+            continue
+        sample = hostile_samples(ChatTemplate(Path(TEMPLATES, name).read_text(), name), route, 200,
+                                 kinds=("calls",))[0][0]
+        session = PegStreamSession(sample.parser)
+        gp = sample.parser.generation_prompt
+        went_down = 0
+        for i, ch in enumerate(sample.output):
+            session.parse_appended(ch)
+            mapper = session.mappers[session.entries[0]]
+            if mapper.m is None or not mapper.frames:
+                continue
+            fresh = IncrementalMapper()
+            fresh.map(mapper.prev_nodes, gp + sample.output[:i + 1])
+            assert len(mapper.frames) == len(fresh.frames), (name, i)
+            for f, g in zip(mapper.frames, fresh.frames):
+                assert f[0] is g[0] and f[1] is g[1] and f[2] == g[2], (name, i)
+            assert mapper._snap() == fresh._snap(), (name, i)
+            went_down += any(f[0] is not None and f[0].tag == "tool-args" for f in mapper.frames)
+        assert went_down > 10, name
+
+
+def test_region_of_a_parse_is_found_on_the_next_feed():
+    # a parsing feed leaves its open region to the next feed (PegStreamSession.resolve_region): right after
+    # each parse the stream holds a "lazy" region or none, the feeds after a parse are still taken by the fast
+    # path (the content and the arguments' string here), and the streamed message is the one-shot parse's
+    parser = bundle("Qwen-Qwen3-0.6B.jinja", tools=[RUN]).parser
+    text = 'Hello there <tool_call>\n{"name": "run", "arguments": {"command": "ls -la"}}\n</tool_call>'
+    sp = StreamingParser(parser)
+    acc = AssistantMessage()
+    parsed_then_fast = 0
+    last_parsed = False
+    for ch in text:
+        steps = sp.fast_steps
+        acc = apply_deltas(acc, sp.feed(ch))
+        parsed = sp.fast_steps == steps
+        if parsed:
+            assert sp._region is None or sp._region.field == "lazy", ch
+        parsed_then_fast += last_parsed and not parsed
+        last_parsed = parsed
+    acc = apply_deltas(acc, sp.finish())
+    assert acc == parser.parse(text)
+    assert parsed_then_fast >= 4

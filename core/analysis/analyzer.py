@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable
 
 from ..errors import AnalysisError
 from ..memo import MISSING, BoundedMemo
-from ..jinja.cache import source_digest
+from ..digest import source_digest
 from ..jinja.limits import analysis_budget, default_budget_s
 from ..jinja.template import ChatTemplate
 from .content import analyze_content
@@ -25,7 +25,7 @@ from .dialect import llama_dialect_failure, written_caps
 from .fidelity import (CALL_TURN_CAPS, DEFAULT_FIDELITY, IMPROVEMENTS, INSTRUCTION_CALL_FORMAT, NULL_CONTENT_CALLS,
                        TRANSFORMERS_DIALECT, Fidelity, enabled_improvements, resolve_fidelity)
 from .instructions import analyze_instructions
-from ..diff import common_prefix_len
+from ..diff import RenderParams, common_prefix_len, trim
 from .generation_prompt import request_extra_context
 from .preserved import MARKER_FIELDS, collect_preserved_tokens
 from .reasoning import analyze_reasoning
@@ -39,11 +39,12 @@ from .result import (
     ToolsAnalysis,
 )
 from .roles import detect_assistant_start, detect_user_start
-from .caps import normalize_messages, probe_caps
+from .caps import normalize_messages, probe_caps, probe_caps_report
 from .routing import Route, detect_route
 from .session import Comparison, ProbeSession
 from .tools import analyze_tools
 from .workarounds import WORKAROUNDS_BY_NAME, apply_workarounds
+from . import probes as P
 
 REFERENCE_TOOLS: list[dict[str, Any]] = [{
     "type": "function",
@@ -265,10 +266,6 @@ _CAPS_CACHE = BoundedMemo("caps", max_entries=8192, max_bytes=16 * 2**20)
 
 def _holds_probe_text(tools: ToolsAnalysis) -> bool:
     """Whether a marker of ``tools`` holds text of the probe call (its function or argument names)."""
-    from dataclasses import asdict
-
-    from . import probes as P
-
     probe_words = (P.FUN_FIRST, P.FUN_SECOND, P.ARG_FIRST, P.ARG_SECOND)
 
     def strings(obj: Any) -> Iterable[str]:
@@ -287,8 +284,6 @@ def _holds_probe_text(tools: ToolsAnalysis) -> bool:
 def _tool_probes_failed(template: ChatTemplate) -> bool:
     """Improvement ``call-turn-caps``: whether every tool-call capability probe failed to render (rather than
     rendered without reading the calls)."""
-    from .caps import probe_caps_report
-
     probes = [p for p in probe_caps_report(template).probes if p.id.startswith("tool_call_")]
     return bool(probes) and not any(p.success for p in probes)
 
@@ -297,9 +292,6 @@ def _call_turn_renders(s: ProbeSession, content: Any) -> bool | None:
     """Improvements ``call-turn-caps`` / ``null-content-calls``: None unless a user turn followed by a turn with
     one probe call and ``content`` ("" or None) renders the call's name (a render error: None); else whether two
     calls both render (parallel calls)."""
-    from . import probes as P
-    from ..diff import RenderParams
-
     def turn(*calls: dict[str, Any]) -> RenderParams:
         return RenderParams([P.user(), P.assistant(content, tool_calls=list(calls))], tools=P.tools())
 
@@ -350,8 +342,6 @@ _ATOMIC = frozenset({str, int, float, bool, type(None)})
 def _generation_prompt(s: ProbeSession) -> tuple[str, str | None]:
     """Generation prompt for the reference request, rendered through the session (recorded as the
     ``generation_prompt`` comparison)."""
-    from ..diff import RenderParams
-
     msgs = _json_copy(REFERENCE_MESSAGES)
     extra = request_extra_context()
     a = RenderParams(msgs, tools=_json_copy(REFERENCE_TOOLS), add_generation_prompt=False,
@@ -433,8 +423,6 @@ def apply_overrides(name: str, analysis: TemplateAnalysis, overrides: dict[str, 
         node[leaf] = value
     out = TemplateAnalysis.from_json(data)
     if "preserved_tokens" not in overrides:
-        from ..diff import trim
-
         for path in overrides:
             if path in MARKER_FIELDS:
                 tok = trim(overrides[path])

@@ -19,10 +19,14 @@ from typing import Any
 
 from ..errors import RenderLimitError, TemplateRenderError, TemplateSecurityError
 from ..jinja import llama as _llama
-from ..jinja.cache import source_digest
+from ..digest import source_digest
 from ..jinja.template import ChatTemplate, apply_template, chat_globals
 from ..memo import MISSING, BoundedMemo
 from .result import Caps
+from . import probes as P
+from .caps import normalize_messages, probe_caps
+from .generation_prompt import request_extra_context
+from ..diff import RenderParams
 
 _DIALECT_CACHE = BoundedMemo("dialect", max_entries=4096, max_bytes=4 * 2**20)
 
@@ -36,9 +40,6 @@ def llama_dialect_failure(template: ChatTemplate) -> str | None:
     hit = _DIALECT_CACHE.get(key)
     if hit is not MISSING:
         return hit
-    from . import probes as P
-    from .caps import normalize_messages, probe_caps
-    from .generation_prompt import request_extra_context
 
     # as the request path sends them: string content becomes typed parts for a template that reads only those
     msgs = normalize_messages([P.user()], probe_caps(template))
@@ -66,9 +67,6 @@ def written_caps(render: Any) -> Caps:
     renders one probe (raising on failure). A capability holds when a render with the input writes the input's
     marker text (a system message's text, a tool's name, a call's name, an object argument's value) that the
     render without it does not; the probe texts are the analysis' own (:mod:`core.analysis.probes`)."""
-    from . import probes as P
-    from ..diff import RenderParams
-
     def text(params: RenderParams) -> str:
         try:
             return render(params)

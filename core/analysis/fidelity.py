@@ -18,6 +18,7 @@ with, the improvements enabled and the ones that changed something (``improvemen
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -363,8 +364,6 @@ def stringify_call_arguments(messages: list[Any]) -> tuple[list[Any], bool]:
     path's ``json.dumps(..., separators=(",", ":"))``, non-ASCII kept); returns ``(messages, changed)``.
     New dicts where something changes; the input is never modified (improvement
     :data:`STRING_ARGUMENT_PROBES`)."""
-    import json
-
     out: list[Any] = []
     changed = False
     for m in messages:

@@ -28,6 +28,7 @@ from typing import Any
 from ..diff import RenderParams, SegmentKind, segmentize_markers
 from . import probes as P
 from .result import TemplateAnalysis, ToolFormat, ToolsAnalysis
+from .fidelity import INSTRUCTION_CALL_FORMAT
 
 INFERRED_FROM_INSTRUCTIONS = "instructions"
 """Value of ``ToolsAnalysis.inferred_from`` when the format was read from the tool instructions."""
@@ -211,8 +212,6 @@ def analyze_instructions(s: Any, tools: ToolsAnalysis) -> InstructionFormat | No
     """Comparison I1 (improvement ``instruction-call-format``): the probe user message without vs with the probe
     tools; the added text is read by :func:`read_call_format` and, when it spells a format, ``tools`` is filled
     (:func:`apply_format`). ``s``: the :class:`~core.analysis.session.ProbeSession`. Returns the format read."""
-    from .fidelity import INSTRUCTION_CALL_FORMAT
-
     cmp = s.compare("I1", "No call is ever rendered: what do the tool instructions say? A user message without vs "
                           "with tools.", RenderParams([P.user()]), RenderParams([P.user()], tools=P.tools()))
     if not cmp.ok:

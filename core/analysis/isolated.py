@@ -12,6 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from .. import isolation
+from ..jinja.template import ChatTemplate
+from .analyzer import analyze
+from ..jinja.limits import default_budget_s
 
 #: Wall-clock seconds an isolated analysis may take before its worker is killed (``$CTE_ISOLATED_TIMEOUT_S``).
 DEFAULT_TIMEOUT_S = isolation.DEFAULT_TIMEOUT_S
@@ -20,9 +23,6 @@ DEFAULT_MEMORY_MB = isolation.DEFAULT_MEMORY_MB
 
 
 def _analyze(source: str, name: str, kwargs: dict[str, Any]) -> Any:
-    from ..jinja.template import ChatTemplate
-    from .analyzer import analyze
-
     return analyze(ChatTemplate(source, name), **kwargs)
 
 
@@ -37,8 +37,6 @@ def analyze_isolated(source: str, name: str = "<template>", *, timeout_s: float 
     Raises what ``analyze`` raises (rebuilt in this process: the same error class and message), or
     :class:`~core.isolation.WorkerLimitError` naming the limit when the worker was killed at ``timeout_s``,
     ran out of memory, or died."""
-    from ..jinja.limits import default_budget_s
-
     # the caller's budget setting, not the one the long-lived forkserver saw when it started
     analyze_kwargs.setdefault("budget_s", default_budget_s())
     return isolation.call(_analyze, source, name, analyze_kwargs, timeout_s=timeout_s, memory_mb=memory_mb,

@@ -183,13 +183,7 @@ class Seq(Pattern):
     __slots__ = ("items",)
 
     def __init__(self, *items: Pattern):
-        flat: list[Pattern] = []
-        for it in items:
-            if isinstance(it, Seq):
-                flat.extend(it.items)
-            else:
-                flat.append(it)
-        self.items = tuple(flat)
+        self.items = tuple(x for it in items for x in (it.items if isinstance(it, Seq) else (it,)))
 
     def match(self, s: str, pos: int, caps: Caps) -> int:
         """End after all items, or -1 (captures of a failed sequence removed)."""
@@ -210,13 +204,7 @@ class Choice(Pattern):
     __slots__ = ("alts",)
 
     def __init__(self, *alts: Pattern):
-        flat: list[Pattern] = []
-        for a in alts:
-            if isinstance(a, Choice):
-                flat.extend(a.alts)
-            else:
-                flat.append(a)
-        self.alts = tuple(flat)
+        self.alts = tuple(x for a in alts for x in (a.alts if isinstance(a, Choice) else (a,)))
 
     def match(self, s: str, pos: int, caps: Caps) -> int:
         """End of the first alternative that matches, or -1."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -220,8 +221,6 @@ def _field_kinds(cls: type) -> tuple[tuple[str, str, Any], ...]:
     once per class (``typing.get_type_hints`` evaluates every annotation string and costs ~0.1 ms)."""
     kinds = _FIELD_KINDS.get(cls)
     if kinds is None:
-        import typing
-
         hints = typing.get_type_hints(cls)
         out = []
         for f in dataclasses.fields(cls):

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from ..diff import DiffSplit, RenderParams, calculate_diff_split
 from ..errors import ChatTemplateExplorerError, RenderLimitError, TemplateRenderError
 from ..memo import MISSING, BoundedMemo
-from ..jinja.cache import source_digest
+from ..digest import source_digest
 from ..jinja.template import ChatTemplate, apply_template, chat_globals
 from .fidelity import STRING_ARGUMENT_PROBES, stringify_call_arguments, with_reasoning_field
 from .result import Caps

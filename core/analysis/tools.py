@@ -20,7 +20,8 @@ import json
 import re
 from typing import Any
 
-from ..diff import RenderParams, calculate_diff_split, trim, trim_leading, until_common_prefix
+from ..diff import (RenderParams, SegmentKind, calculate_diff_split, segmentize_markers, trim, trim_leading,
+                    until_common_prefix)
 from . import probes as P
 from .patterns import (
     ANY,
@@ -169,8 +170,6 @@ def align_padded_markers(left: str, right: str) -> tuple[str, str] | None:
     non-whitespace characters agree; when that common run covers at least one whole marker of ``right``,
     return ``(the text of right up to the end of the last such marker, the rest of right without leading
     whitespace)``; else None."""
-    from ..diff import SegmentKind, segmentize_markers
-
     i = j = 0
     nl, nr = len(left), len(right)
     while True:

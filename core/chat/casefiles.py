@@ -8,6 +8,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
+from .request import ChatRequest
+
 CASE_FIELDS = ("id", "source", "template", "request", "output", "expect")
 """The fields every case of these suites has (:class:`OutputCase`)."""
 
@@ -56,7 +58,6 @@ def parse_case(templates_dir: str, template_name: str, request: dict[str, Any], 
     Raises ``OSError`` for a missing template and the project's errors for a bad request."""
     from ..jinja.template import ChatTemplate
     from .pipeline import build_chat_parser_or_content
-    from .request import ChatRequest
 
     with open(os.path.join(templates_dir, template_name), encoding="utf-8") as f:
         template = ChatTemplate(f.read(), template_name)

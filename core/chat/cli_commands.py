@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import ChatTemplateExplorerError, TemplateLoadError
 from ..inputs import guard as _guard
 from ..inputs import load_chat_template, load_request, read_model_output
-from .conformance import TemplateDir, iter_cases, run_case
+from .conformance import ConformSummary, TemplateDir, iter_cases, parse_rate, run_case, score_case
 
 
 # ------------------------------------------------------------------------------------------------ commands
@@ -140,8 +140,6 @@ def _cmd_grammar(args: argparse.Namespace) -> int:
 
 
 def _cmd_conform(args: argparse.Namespace) -> int:
-    from .conformance import ConformSummary, parse_rate, score_case
-
     try:
         minimum = None if args.min is None else parse_rate(args.min)
     except ValueError as e:

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 from ..errors import ChatTemplateExplorerError, RequestError, RequestFileError, TemplateLoadError
 from ..jinja.template import ChatTemplate
 from .request import ChatRequest
+from .roundtrip import compare_messages
 
 
 @dataclass
@@ -120,8 +121,6 @@ def accumulate_deltas(deltas: list[dict[str, Any]]) -> dict[str, Any]:
 def score_case(case: dict[str, Any], result: dict[str, Any]) -> CaseScore:
     """Compare one ``conform`` result row (``{"id", "message", "deltas"}`` or ``{"id", "error"}``) with its
     case row; a case without a dict ``expect`` is counted as not compared."""
-    from .roundtrip import compare_messages
-
     expect = case.get("expect")
     score = CaseScore(case.get("id"), str(case.get("template", "")), isinstance(expect, dict))
     if result.get("error") is not None:

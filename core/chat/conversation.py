@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import RequestError
+from ..errors import ChatTemplateExplorerError, RequestError, TemplateLoadError
 
 
 def render_conversation(source: str, name: str, messages: Any, tools: Any = None, *,
@@ -15,7 +15,6 @@ def render_conversation(source: str, name: str, messages: Any, tools: Any = None
     """The text ``source`` renders for ``messages`` (a list of message objects) and ``tools`` (a list, or
     None). Raises :class:`~core.errors.RequestError` naming the field for a malformed conversation,
     :class:`~core.errors.TemplateLoadError` for an empty template, and the template's syntax / render errors."""
-    from ..errors import TemplateLoadError
     from ..jinja.template import ChatTemplate, apply_template
     from .prompt import extra_context
     from .request import ChatRequest
@@ -40,7 +39,6 @@ def render_located(source: str, name: str, messages: Any, tools: Any = None, *, 
     :class:`~core.lint.locate.ErrorLocation` ``)`` — located where it happened (in a worker process the traceback
     that holds the line is gone once the error is sent back). ``(text, None)`` on success; a malformed
     conversation or an empty template still raises."""
-    from ..errors import ChatTemplateExplorerError, RequestError, TemplateLoadError
     from ..lint.locate import locate_error
 
     try:

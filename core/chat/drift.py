@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .casefiles import CASE_FIELDS, OutputCase, parse_case, read_jsonl_cases, streamed
+from .repairs import is_json_object, settled
+from .roundtrip import compare_messages
 
 
 @dataclass
@@ -71,9 +73,6 @@ def run_case(case: DriftCase, templates_dir: str, fidelity: str = "llama.cpp",
     """Parse ``case.output`` for its template and request at ``fidelity`` (see the module doc), with the
     tolerance repairs ``disabled_repairs`` switched off. Raises ``OSError`` for a missing template and the
     project's errors for a bad request."""
-    from .repairs import is_json_object, settled
-    from .roundtrip import compare_messages
-
     parser, one = parse_case(templates_dir, case.template, case.request, case.output, fidelity,
                              disabled_repairs=tuple(disabled_repairs))
     got = one.to_openai()
@@ -87,9 +86,4 @@ def run_case(case: DriftCase, templates_dir: str, fidelity: str = "llama.cpp",
                        all(is_json_object(c.arguments) for c in one.tool_calls), got)
 
 
-def run_suite(cases: list[DriftCase], templates_dir: str, fidelity: str) -> list[DriftResult]:
-    """:func:`run_case` for every case."""
-    return [run_case(c, templates_dir, fidelity) for c in cases]
-
-
-__all__ = ["DriftCase", "DriftResult", "load_cases", "run_case", "run_suite"]
+__all__ = ["DriftCase", "DriftResult", "load_cases", "run_case"]

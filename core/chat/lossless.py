@@ -7,7 +7,7 @@ grammar such as a JSON call's ``"name"`` key). The check works on *words*: every
 and JSON-decoded, so an escaped string still counts) or inside one of the markup strings. A grammar literal
 that is just a tool or parameter name of the request is not markup, so a dropped call's name is a lost word.
 
-:func:`markup_of` collects the markup strings of a parser, :func:`lost_words` lists the words a message lost.
+:func:`markup_of` collects the markup strings of a parser, :func:`lost_word_spans` lists the words a message lost.
 Used by the property test (``tests/test_lossless.py``) and the measurement script
 (``bench/lossless_measure.py``).
 """
@@ -167,12 +167,6 @@ def _keys(obj: Any, depth: int = 0) -> Iterable[Any]:
             yield from _keys(v, depth + 1)
 
 
-def lost_words(output: str, msg: AssistantMessage, markup: Iterable[str] = ()) -> list[str]:
-    """The words (runs of :data:`MIN_WORD` or more letters/digits) of ``output`` found neither in ``msg``'s
-    standard fields nor inside a ``markup`` string, in output order, each once."""
-    return [w for w, _ in lost_word_spans(output, msg, markup_words(markup))]
-
-
 def markup_words(markup: Iterable[str]) -> frozenset[str]:
     """The words of the ``markup`` strings."""
     return frozenset(_WORD.findall("\n".join(markup)))
@@ -260,5 +254,5 @@ def parser_marks(parser: Any) -> frozenset[str]:
     return marks
 
 
-__all__ = ["MIN_WORD", "SKIPPED_MARKUP", "lost_word_spans", "lost_words", "markup_of", "markup_words", "message_text",
+__all__ = ["MIN_WORD", "SKIPPED_MARKUP", "lost_word_spans", "markup_of", "markup_words", "message_text",
            "parser_marks"]

@@ -363,12 +363,16 @@ class ChatMapper:
         self.quote_pending = False
 
     def _tool_arg_name(self, node: AstNode) -> None:
-        if self.current is not None:
+        cur = self.current
+        if cur is not None:
             key = _encode_string(_trim_key(self.source[node.start:node.end]))
             entry = ("," + key + ":") if self.arg_count > 0 else key + ":"
             self.arg_count += 1
-            target = self._target_get() or "{"
-            self._target_set(target + entry)
+            # (_target_get / _target_set, inlined here and below: a stream maps an argument per parsing feed)
+            if cur.name:
+                cur.arguments = (cur.arguments or "{") + entry
+            else:
+                self.args_buffer = (self.args_buffer or "{") + entry
 
     def _tool_arg_value(self, node: AstNode) -> None:
         if self.current is not None:
@@ -387,7 +391,8 @@ class ChatMapper:
                 self._target_set(self._target_get() + add)
 
     def _tool_arg_string_value(self, node: AstNode) -> None:
-        if self.current is not None:
+        cur = self.current
+        if cur is not None:
             value = self.source[node.start:node.end]
             if not value:
                 add = '"'
@@ -397,13 +402,19 @@ class ChatMapper:
                 if not self.quote_pending:
                     add = '"'
                     self.quote_pending = True
-                add += escape_json_inner(value)
-            if add:
-                self._target_set(self._target_get() + add)
+                add += _encode_string(value)[1:-1]
+            if cur.name:
+                cur.arguments += add
+            else:
+                self.args_buffer += add
 
     def _tool_arg_close(self, node: AstNode) -> None:
-        if self.current is not None and self.quote_pending:
-            self._target_set(self._target_get() + '"')
+        cur = self.current
+        if cur is not None and self.quote_pending:
+            if cur.name:
+                cur.arguments += '"'
+            else:
+                self.args_buffer += '"'
             self.quote_pending = False
 
     def _tool_close(self, node: AstNode) -> None:

@@ -8,6 +8,7 @@ OpenAI delta chunks, as llama.cpp's ``common_chat_msg_diff`` does (parser notes 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,8 +54,6 @@ class AssistantMessage:
     @classmethod
     def from_openai(cls, data: dict[str, Any]) -> "AssistantMessage":
         """Inverse of :meth:`to_openai`; ``arguments`` given as an object are dumped to JSON text."""
-        import json
-
         calls = []
         for tc in data.get("tool_calls") or []:
             fn = tc.get("function") or {}

@@ -28,17 +28,20 @@ from ..analysis.instructions import format_for_request
 from ..analysis.routing import Route, detect_route
 from ..errors import AnalysisError, ChatTemplateExplorerError, TemplateRenderError
 from ..jinja.template import ChatTemplate
-from ..peg.chat import builder_options
+from ..peg.chat import builder_options, current_repairs
 from . import formats as _formats
 from .base import ChatOutputParser
 from .call_ids import CallIds
 from .generator import generate_parser
 from .message import AssistantMessage
-from .repairs import REPEATED_TURN_HEADER, TRAILING_END_OF_TURN, UNPARSED_TEXT, FiredRepair, enabled_repairs, turn_header
+from .repairs import (INSTRUCTED_MARKERS, INSTRUCTED_REASONING_MARKERS, REASONING_END_WITHOUT_START,
+                      REPEATED_TURN_HEADER, TRAILING_END_OF_TURN, UNPARSED_TEXT, FiredRepair, enabled_repairs,
+                      turn_header)
 from .samples import content_turn_header
-from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request,
-                     render_prompt)
-from .request import ChatRequest
+from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request, render_prompt,
+                     thinking_switched_on)
+from .request import ChatRequest, ReasoningFormat
+from ..analysis.result import ReasoningMode
 
 
 def route_for(source: str) -> Route:
@@ -313,12 +316,6 @@ def _reasoning_first(analysis: Any, request: ChatRequest, prep: Any, gp: str) ->
     """Repair ``reasoning-end-without-start`` applies: it is on, the analysis found a reasoning start and end
     marker, the generation prompt does not write the start, the request extracts reasoning and switches the
     template's thinking on (:func:`core.chat.prompt.thinking_switched_on`); not for a continuation."""
-    from ..analysis.result import ReasoningMode
-    from ..peg.chat import current_repairs
-    from .prompt import thinking_switched_on
-    from .repairs import REASONING_END_WITHOUT_START
-    from .request import ReasoningFormat
-
     r = analysis.reasoning
     start = r.start.strip() if r.start else ""
     if (REASONING_END_WITHOUT_START not in current_repairs() or r.mode != ReasoningMode.TAG_BASED
@@ -332,11 +329,6 @@ def _instructed_markers(analysis: Any, request: ChatRequest, prep: Any) -> tuple
     """The (start, end) phrases of :data:`core.chat.repairs.INSTRUCTED_MARKERS` whose first phrases the prompt
     of this request writes (repair ``instructed-reasoning-markers``), or () — only for templates without
     reasoning tags, when the repair is on and the request extracts reasoning."""
-    from ..analysis.result import ReasoningMode
-    from ..peg.chat import current_repairs
-    from .repairs import INSTRUCTED_MARKERS, INSTRUCTED_REASONING_MARKERS
-    from .request import ReasoningFormat
-
     if (INSTRUCTED_REASONING_MARKERS not in current_repairs() or analysis.reasoning.mode != ReasoningMode.NONE
             or request.reasoning_format == ReasoningFormat.NONE):
         return ()

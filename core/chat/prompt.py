@@ -274,6 +274,14 @@ class PreparedRequest:
         """Content of the continued message as text (:func:`message_text`; "" if none)."""
         return message_text(self.continue_msg)
 
+    def prefill(self, reasoning_open: str, content_open: str) -> str:
+        """The generation prompt of a continuation as a family rebuilds it: ``reasoning_open`` + the continued
+        reasoning, then, when the content is continued, ``content_open`` + the continued content."""
+        gp = reasoning_open + self.continue_reasoning
+        if self.continuation == Continuation.CONTENT:
+            gp += content_open + self.continue_content
+        return gp
+
 
 def prepare_request(template: ChatTemplate, request: ChatRequest, *, caps: Caps | None = None,
                     now: _dt.datetime | None = None) -> PreparedRequest:

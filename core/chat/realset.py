@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .casefiles import CASE_FIELDS, OutputCase, parse_case, read_jsonl_cases, streamed
+from .lossless import lost_word_spans, parser_marks
+from .repairs import settled
+from .roundtrip import compare_messages
 
 HOLDOUT_SHARE = 3   # one case in three is held out
 
@@ -92,10 +95,6 @@ def _chunks(output: str, how: Any, openers: Iterable[str]) -> list[str]:
 def run_case(case: RealCase, templates_dir: str, fidelity: str) -> RealResult:
     """Parse ``case`` at ``fidelity`` one-shot and streamed (:data:`CHUNKS`); never raises for a bad parse (a
     missing template file raises ``OSError``)."""
-    from .lossless import lost_word_spans, parser_marks
-    from .repairs import settled
-    from .roundtrip import compare_messages
-
     parser, one = parse_case(templates_dir, case.template, case.request, case.output, fidelity)
     got = one.to_openai()
     lost = [w for w, _ in lost_word_spans(case.output, one, parser_marks(parser))]

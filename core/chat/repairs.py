@@ -678,20 +678,6 @@ def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:
     return [FiredRepair(name, s, e, text=output[s:e]) for name, s, e in fired_repairs(result.nodes, offset)]
 
 
-def from_spans(entries: Iterable[Any], offset: int, output: str) -> list[FiredRepair]:
-    """:class:`FiredRepair` entries from ``(name, start, end)`` spans of the parsed text (generation prompt
-    included, ``offset`` its length); entries that already are :class:`FiredRepair` are kept."""
-    out = []
-    for e in entries:
-        if isinstance(e, FiredRepair):
-            out.append(e)
-        else:
-            name, s, t = e
-            s, t = max(s - offset, 0), max(t - offset, 0)
-            out.append(FiredRepair(name, s, t, text=output[s:t]))
-    return out
-
-
 def any_order_args(p: Any, rule_prefix: str, required: list[Any], optional: list[Any],
                    sep: Any = None) -> Any:
     """Repair ``argument-order``: the tagged arguments of one tool in any order — every parser of ``required``
@@ -796,15 +782,7 @@ def _tail_span(parser: Any, output: str, final: AssistantMessage, view: Assistan
     at = output.rfind(name) if name else -1
     if at < 0:
         return 0
-    words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
-             if getattr(getattr(t, "type", None), "value", "") == "word"]
-    opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
-    if opener < 0:   # an opener that holds the word itself (Qwen3-Coder's <function=NAME> without <tool_call>)
-        opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
-    if opener < 0:
-        opener = _pattern_opener(parser, output, at)
-    if opener < 0:   # an opener holding the name (Llama 4's pythonic "[get_weather("), whole or cut
-        opener = _cut_marker_start(parser, output, at)
+    opener = _opener_at(parser, output, at)
     if opener >= 0:
         return opener
     # a JSON call without the template's markers (unmarked-calls, fenced-calls): the object around the name
@@ -913,7 +891,8 @@ def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: Assis
     if not lost:
         return msg
     at = lost[0][1]
-    start = _opener_before(parser, output, at)
+    start = _opener_at(parser, output, at)
+    start = start if start >= 0 else at
     tail = output[start:]
     out = msg.copy() if msg is final else msg
     fmt = (getattr(parser, "lossless_context", None) or (None, None, ""))[2]
@@ -925,19 +904,20 @@ def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: Assis
     return out
 
 
-def _opener_before(parser: Any, output: str, at: int) -> int:
-    """The last call opener (a trigger word or pattern of the parser) at or before ``at``, else the start of the
-    ``at``."""
+def _opener_at(parser: Any, output: str, at: int) -> int:
+    """The start of the last call opener at or before ``at``, else -1: a trigger word of the parser, else a
+    trigger word that holds ``at`` (Qwen3-Coder's ``<function=NAME>`` without ``<tool_call>``), else a pattern
+    trigger, else an opener holding a tool name, whole or cut (Llama 4's pythonic ``[get_weather(``)."""
     words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
              if getattr(getattr(t, "type", None), "value", "") == "word"]
     opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
-    if opener < 0:   # an opener that holds the word itself (Qwen3-Coder's <function=NAME> without <tool_call>)
+    if opener < 0:
         opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
     if opener < 0:
         opener = _pattern_opener(parser, output, at)
     if opener < 0:
         opener = _cut_marker_start(parser, output, at)
-    return opener if opener >= 0 else at
+    return opener
 
 
 CUT_MARKER_MAX = 64
@@ -1018,6 +998,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "turn_end_tokens", "turn_end_cut", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -18,6 +18,8 @@ import json
 import sys
 from typing import Any
 
+from ..errors import ChatTemplateExplorerError, os_error_text
+
 
 def register(subparsers: Any) -> None:
     """Add the ``repairs`` sub-command to ``subparsers`` (of ``python -m core``)."""
@@ -81,7 +83,6 @@ def suite_markdown(figures: dict[str, Any]) -> str:
 
 
 def _cmd_repairs(args: argparse.Namespace) -> int:
-    from ..errors import ChatTemplateExplorerError, os_error_text
     from .repairs import REPAIRS, list_text
 
     if not args.suite:

@@ -11,6 +11,7 @@ none / auto / reasoning), ``json_schema`` (response format),
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,8 +220,6 @@ _ROLES = {"system", "developer", "user", "assistant", "tool"}
 
 def validate_message(m: Any, where: str) -> None:
     """Check one OpenAI message; raises :class:`RequestError` naming ``where`` (e.g. ``messages[2]``)."""
-    import json
-
     if not isinstance(m, dict):
         raise RequestError(where, "must be an object with 'role' and 'content'")
     role = m.get("role")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from .. import memo as _memo
-from ..diff import common_suffix_len, segmentize_markers
+from ..diff import SegmentKind, common_prefix_len, common_suffix_len, segmentize_markers
 from ..errors import ChatTemplateExplorerError
 from ..jinja.template import ChatTemplate
 from .request import ChatRequest, Continuation
@@ -211,8 +211,6 @@ def _marker_start(text: str, i: int) -> int:
     """``i``, or the start of the marker of ``text`` that ``i`` falls inside (``<`` of ``<tool_call>``): renders
     that part inside the generation prompt may share a marker's first characters with it (KAT-V1's prompt ends
     ``<judge>``, its rendered turn starts ``<tool_call>``), and a model writes the whole marker."""
-    from ..diff import SegmentKind
-
     pos = 0
     for seg in segmentize_markers(text):
         end = pos + len(seg.value)
@@ -236,7 +234,6 @@ def sample_output_details(template: ChatTemplate, request: ChatRequest | Mapping
     :class:`~core.errors.TemplateRenderError` when the template fails, :class:`~core.errors.RequestError` for a
     malformed request or message.
     """
-    from ..diff import common_prefix_len
     from .prompt import generation_prompt, prepare_request, render_prompt
 
     req = _as_request(request)

@@ -44,6 +44,48 @@ from .repairs import is_json_object
 from .turn_end import turn_end_hold, turn_end_tokens
 
 # --------------------------------------------------------------------------------------------------------------
+# messages made per parsing feed: the dataclasses' fields set directly (a class call through a Python
+# ``__init__`` costs about twice the attribute stores; a stream's parsing feed makes a message, a call or two and
+# a delta). tests/test_stream_incremental.py checks each against its dataclass.
+
+_new = object.__new__
+
+
+def _call(name: str, arguments: str, cid: str) -> ToolCall:
+    """``ToolCall(name, arguments, cid)``."""
+    c = _new(ToolCall)
+    c.name = name
+    c.arguments = arguments
+    c.id = cid
+    return c
+
+
+def _message(content: str, reasoning: str, calls: list, role: str) -> AssistantMessage:
+    """``AssistantMessage(content, reasoning, calls, role)``."""
+    m = _new(AssistantMessage)
+    m.content = content
+    m.reasoning_content = reasoning
+    m.tool_calls = calls
+    m.role = role
+    m.repairs = []
+    return m
+
+
+def _call_delta(i: int, cid: str, name: str, arguments: str) -> MessageDelta:
+    """``MessageDelta(tool_call=ToolCallDelta(i, cid, name, arguments))``."""
+    t = _new(ToolCallDelta)
+    t.index = i
+    t.id = cid
+    t.name = name
+    t.arguments = arguments
+    d = _new(MessageDelta)
+    d.content = ""
+    d.reasoning_content = ""
+    d.tool_call = t
+    return d
+
+
+# --------------------------------------------------------------------------------------------------------------
 # incremental mapping of chat parse trees
 
 
@@ -218,10 +260,10 @@ class IncrementalMapper:
         calls = m.msg.tool_calls
         del calls[n:]
         if last is not None:
-            calls[-1] = ToolCall(*last)   # a fresh object: earlier messages may share the old one
-        m.pending = ToolCall(*pend) if pend is not None else None
+            calls[-1] = _call(*last)   # a fresh object: earlier messages may share the old one
+        m.pending = _call(*pend) if pend is not None else None
         m.current = (None, m.pending, calls[-1] if calls else None,
-                     ToolCall(*orphan) if orphan is not None else None)[kind]
+                     _call(*orphan) if orphan is not None else None)[kind]
         m.arg_count = arg_count
         m.quote_pending = quote
         m.args_buffer = buf
@@ -394,7 +436,8 @@ class IncrementalMapper:
                 c = ch[j]
                 oc = och[j]
                 if (c is not oc and c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule
-                        and (c.end == oc.end or c.tag in _GROUPING_TAGS)
+                        and (c.end == oc.end or c.tag in _GROUPING_TAGS
+                             or (c.tag == "tool-args" and source[c.start:c.start + 1] != "{"))
                         and (j == 0 or ch[j - 1] is och[j - 1]
                              and (j == 1 or (ch[:j - 1] == och[:j - 1] if j < 8   # a few siblings: at C speed
                                              else self._first_diff(ch, och, node, fr[0], j - 1) == j - 1)))):
@@ -495,11 +538,11 @@ class IncrementalMapper:
             args = m.args_buffer or p.arguments
             if m.quote_pending and args:
                 args += '"'
-            fresh = ToolCall(p.name, args, p.id)
+            fresh = _call(p.name, args, p.id)
             live = len(calls)
         elif calls:
             last = calls[-1]
-            fresh = ToolCall(last.name, last.arguments, last.id)
+            fresh = _call(last.name, last.arguments, last.id)
             live = len(calls) - 1
         else:
             live = 0
@@ -519,7 +562,7 @@ class IncrementalMapper:
         r = msg.reasoning_content
         if r and not r.strip(" \n\r\t"):
             r = ""
-        out = AssistantMessage(msg.content, r, out_calls, msg.role)
+        out = _message(msg.content, r, out_calls, msg.role)
         # the receiver holds the only reference to out_calls; it may give it back (recycle) or change its
         # last call (StreamingParser._fold)
         out.recycler = self
@@ -808,25 +851,14 @@ class PegStreamSession:
                     memo.last_len = len(text)
                     memo.last_covers = True
                     memo.last_switches = _NO_SWITCHES
-                    if mapper is not None:
-                        region = None
-                        if nmi:
-                            region = (self._pending_literal(main, len(text), mapper, msg) if main.pending is not None
-                                      else self._region_of(main, len(text), mapper, msg))
-                        if self.wrapper_after and mapper.m is not None and mapper.m.pending is None:
-                            if region is None:
-                                # decided on the next feed (a fast one when it holds): not paid by this parse,
-                                # which closed a call's wrapper, one of the costliest feeds of a stream of calls
-                                region = OpenRegion("after", ())
-                                region.lazy = (self, main, len(text), mapper)
-                            elif region.after_rule:
-                                # text the literal (and what follows it) does not take may still be text after a
-                                # closed wrapper (Qwen3: after ``}\n``, the ``<`` of ``</tool_call>`` is not the
-                                # ``,`` of another call): then the region becomes "after" (StreamingParser._fast)
-                                region.lazy = (self, main, len(text), mapper)
-                        if region is not None:
-                            self.open_region = region
-                            self._view = msg
+                    if mapper is not None and (nmi or (self.wrapper_after and mapper.m is not None
+                                                       and mapper.m.pending is None)):
+                        # the region is found on the next feed (resolve_region), before its text is tried on it:
+                        # not paid by this parse (the parses that open or close a value, the costliest of a stream
+                        # of calls, are followed by fast feeds) — what it reads stays as it is until then
+                        region = OpenRegion("lazy", ())
+                        region.lazy = (main, len(text), mapper, msg, nmi)
+                        self.open_region = region
                     return msg
         is_partial = True
         parser = self.parser
@@ -886,6 +918,30 @@ class PegStreamSession:
             self.open_region = OpenRegion("hidden", ())
         self._rest_msg = None
         return msg
+
+    def resolve_region(self, lazy: tuple) -> "OpenRegion | None":
+        """The open region of a parse whose region was left to the next feed (``OpenRegion("lazy")``, set by
+        :meth:`_parse_text`; ``lazy`` = (parse result, length of its text, mapper, its message, whether it needed
+        more input)), or None. Reads only what no feed changes before the next parse: that parse's result, the
+        mapper's state after it, the message the stream holds."""
+        main, n, mapper, msg, nmi = lazy
+        region = None
+        if nmi:
+            region = (self._pending_literal(main, n, mapper, msg) if main.pending is not None
+                      else self._region_of(main, n, mapper, msg))
+        if self.wrapper_after and mapper.m is not None and mapper.m.pending is None:
+            if region is None:
+                # decided when text comes (a fast feed when it holds): the parse closed a call's wrapper
+                region = OpenRegion("after", ())
+                region.lazy = (self, main, n, mapper)
+            elif region.after_rule:
+                # text the literal (and what follows it) does not take may still be text after a closed
+                # wrapper (Qwen3: after ``}\n``, the ``<`` of ``</tool_call>`` is not the ``,`` of another
+                # call): then the region becomes "after" (StreamingParser._fast)
+                region.lazy = (self, main, n, mapper)
+        if region is not None:
+            self._view = msg
+        return region
 
     def _recover(self, text: str, output: str | None, main: Any) -> AssistantMessage:
         """The recovered message of a text the main root does not cover (as the parser's ``_recover``, with
@@ -1597,7 +1653,8 @@ class OpenRegion:
     # content); a predicate of all the text after the value — true while it leaves the message as it is
     after: "Callable[[str], bool] | str | None" = None
     # "after" not decided yet: (session, parse result, length, mapper) to decide it; on a "pending" region, the same
-    # for the text the literal's way does not take
+    # for the text the literal's way does not take; on a "lazy" region (not found yet): what
+    # PegStreamSession.resolve_region reads
     lazy: tuple | None = None
     after_rule = False   # "pending": the parse's right spine reaches a finished rule node (see _pending_literal)
     # ``after`` not decided yet: (session, mapper, top node, arguments node) of the parse that made the region
@@ -1831,13 +1888,20 @@ def stream_deltas_between(prev: AssistantMessage, new: AssistantMessage) -> list
         call = ncalls[i]
         if i < n_prev:
             old = pcalls[i]
-            if old is call or (old.arguments == call.arguments and old.name == call.name and old.id == call.id):
+            if old is call:
                 continue
+            oa, na = old.arguments, call.arguments
+            if old.name == call.name and old.id == call.id:
+                if na == oa:
+                    continue
+                if na.startswith(oa):   # the common step: the arguments grew (tool_call_delta's answer)
+                    out.append(_call_delta(i, "", "", na[len(oa):]))
+                    continue
             delta = tool_call_delta(i, old, call)
             if delta is not None:
                 out.append(delta)
         else:
-            out.append(MessageDelta(tool_call=ToolCallDelta(i, call.id, call.name, call.arguments)))
+            out.append(_call_delta(i, call.id, call.name, call.arguments))
     return out
 
 
@@ -1947,13 +2011,19 @@ class StreamingParser:
             if getattr(e, "recycler", None) is None:   # a list others may hold: copied (a mapper's is ours)
                 calls = e.tool_calls = list(calls)
             last = calls[-1]
-            calls[-1] = ToolCall(last.name, last.arguments + add, last.id)
+            calls[-1] = _call(last.name, last.arguments + add, last.id)
 
     def _fast(self, text: str) -> list[MessageDelta] | None:
         """Deltas for ``text`` if it only extends the open region of the last parse, else None."""
         region = self._region
         if region is None:
             return None
+        if region.field == "lazy":   # the last parse left its region to this feed (PegStreamSession)
+            session = self._session
+            region = self._region = session.resolve_region(region.lazy)
+            if region is None:
+                return None
+            self._tail = session.tail(region.keep) if region.keep else ""
         if region.field == "pending":
             w = region.held + text
             if region.ws is None:
@@ -1985,7 +2055,7 @@ class StreamingParser:
                 if not add:
                     return []
                 self._appended.append(add)
-                return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
+                return [_call_delta(len(self._emitted.tool_calls) - 1, "", "", add)]
             lazy = region.lazy
             if lazy is not None and self._appender is not None:
                 # not the literal's way: maybe text after the wrapper the last parse closed, which the region
@@ -2068,7 +2138,7 @@ class StreamingParser:
                 add = region.ws_tail + stripped
                 region.ws_tail = text[len(stripped):]
             self._appended.append(add)
-            return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
+            return [_call_delta(len(self._emitted.tool_calls) - 1, "", "", add)]
         field = region.field
         if field == "raw-arguments" and _RAW_UNSAFE.search(text) is not None:
             return None
@@ -2095,7 +2165,7 @@ class StreamingParser:
 
                 add = escape_json_inner(add)
             self._appended.append(add)
-            return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
+            return [_call_delta(len(self._emitted.tool_calls) - 1, "", "", add)]
         window = self._tail + text
         if not region.extends(window):
             return None
@@ -2113,7 +2183,7 @@ class StreamingParser:
         else:
             add = escape_json_inner(text)
         self._appended.append(add)
-        return [MessageDelta(tool_call=ToolCallDelta(len(self._emitted.tool_calls) - 1, "", "", add))]
+        return [_call_delta(len(self._emitted.tool_calls) - 1, "", "", add)]
 
     def _step(self, is_partial: bool) -> list[MessageDelta]:
         if self._appended:

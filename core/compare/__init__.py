@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..jinja.template import ChatTemplate
+from ..jinja.limits import command_budget
 
 
 class Side(str, enum.Enum):
@@ -199,8 +200,6 @@ def compare_templates(a: ChatTemplate, b: ChatTemplate, *, fidelity: str = "llam
     ``budget_s``: the analysis budget per template (default ``$CTE_ANALYSIS_BUDGET_S`` or 5 s, so 10 s for the
     whole comparison; ``0``: none; :mod:`core.jinja.limits`).
     Raises :class:`~core.errors.AnalysisError` when an analysis fails or the budget runs out."""
-    from ..jinja.limits import command_budget
-
     with command_budget("the comparison", f"{a.name} vs {b.name}", budget_s, templates=2):
         return _compare(a, b, fidelity, with_lint, report_a, report_b)
 

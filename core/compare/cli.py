@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..inputs import guard as _guard, load_chat_template as load
+from . import compare_templates, format_comparison
+
 
 def _cmd_compare(args: Any) -> int:
-    from ..inputs import load_chat_template as load
-    from . import compare_templates, format_comparison
-
     a, b = load(args.a, args.variant), load(args.b, args.variant)
     c = compare_templates(a, b, fidelity="improved" if args.improved else "llama.cpp", with_lint=not args.no_lint)
     if args.json:
@@ -22,8 +22,6 @@ def _cmd_compare(args: Any) -> int:
 def register(subparsers: Any) -> None:
     """Add ``compare A B [--json] [--no-lint] [--improved] [--variant V]`` to an ``argparse`` sub-parsers object.
     Exit status: 0 when the parser would not change, 1 when it would, 2 on bad input."""
-    from ..inputs import guard as _guard
-
     p = subparsers.add_parser("compare", help="compare two templates: analysis, renders, lint findings, parses "
                                               "(exit 1 when the parser would change)")
     p.add_argument("a", help="template A (.jinja, tokenizer_config.json, chat_template.json, .gguf or Hub id)")

@@ -13,6 +13,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
+from ..errors import TemplateLoadError
+
 CAPS = [f"supports_{c}" for c in ("tools", "tool_calls", "parallel_tool_calls", "system_role", "object_arguments",
                                   "typed_content", "string_content", "preserve_reasoning", "reasoning_effort")]
 COLUMNS = ["template", "route", "handler", "tools", "reasoning", "content", "warning", "error", "reasoning_start",
@@ -23,8 +25,6 @@ SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
 def template_files(folder: str | os.PathLike[str]) -> list[str]:
     """Paths of the template files (``.jinja``, ``.j2``, ``.json``, ``.gguf``) directly in ``folder``, sorted
     by name. Raises :class:`core.errors.TemplateLoadError` when ``folder`` is not a directory."""
-    from ..errors import TemplateLoadError
-
     if not os.path.isdir(folder):
         raise TemplateLoadError(str(folder), "not a directory")
     return sorted(os.path.join(folder, n) for n in os.listdir(folder)

@@ -8,11 +8,11 @@ import json
 import sys
 from typing import Any
 
+from ..errors import ChatTemplateExplorerError
+from . import corpus_counts, corpus_row, template_files
+
 
 def _cmd_corpus(args: argparse.Namespace) -> int:
-    from ..errors import ChatTemplateExplorerError
-    from . import corpus_counts, corpus_row, template_files
-
     try:
         paths = template_files(args.folder)
     except ChatTemplateExplorerError as e:

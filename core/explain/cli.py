@@ -7,14 +7,15 @@ import argparse
 import json
 from typing import Any
 
+from ..errors import ChatTemplateExplorerError
+from ..inputs import guard as _guard, load_chat_template, load_request, read_model_output
+
 _COLOURS = {"reasoning": "35", "content": "0", "tool name": "1;36", "call id": "36", "arguments": "33",
             "argument name": "1;33", "argument value": "33", "marker": "7", "whitespace": "2",
             "generation prompt": "2;37", "unparsed": "1;31", "ignored": "2;31"}
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from ..inputs import load_chat_template, load_request, read_model_output
-    from ..errors import ChatTemplateExplorerError
     from .model import visible_text as visible
     from .explain import explain, show_invisible
     from .reproducer import case_line, peg_tester_snippet, pytest_test
@@ -104,8 +105,6 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the ``explain`` verb to an ``argparse`` sub-parsers object (sets ``func``)."""
-    from ..inputs import guard as _guard
-
     p = subparsers.add_parser("explain", help="explain a parse of model output (stdin): spans, stop point, "
                                               "cause, checked fixes, reproducer")
     p.add_argument("file", help="template: .jinja, tokenizer_config.json, chat_template.json, .gguf or Hub id")

@@ -20,8 +20,9 @@ from ..jinja.limits import analysis_budget
 from .causes import classify
 from .fixes import candidate_fixes
 from .model import (REPARSE_CHARS, Cause, Explanation, Finding, Fix, FixKind, Meter, ReparseLimit, Setup, Span,
-                    StopPoint, dialect_failure, message_of, show_invisible, stop_point, trace)
+                    StopPoint, dialect_failure, message_of, repairs_off, show_invisible, stop_point, trace)
 from .spans import SpanLabel, attach_repairs, check_cover, rebuild_message, same_message
+from .triage import TIME_BUDGET, triage
 
 # the model's classes are also read from here (the Explain page, the CLI, the tests)
 __all__ = ["REPARSE_CHARS", "Cause", "Explanation", "Finding", "Fix", "FixKind", "ReparseLimit", "StopPoint", "dumps",
@@ -65,8 +66,6 @@ def _explain_budgeted(template: Any, request: ChatRequest, output: str, fidelity
                       only_repairs: tuple[str, ...] | None = None) -> Explanation:
     started = time.monotonic()
     if only_repairs is not None:
-        from .model import repairs_off
-
         repairs_off(tuple(only_repairs))      # an unknown name: one line, before any work
         fidelity = "improved"
     setup = Setup(template, request, fidelity, dict(overrides or {}), tuple(disabled_workarounds or ()),
@@ -85,8 +84,6 @@ def _explain_budgeted(template: Any, request: ChatRequest, output: str, fidelity
                                                  overrides=overrides, disabled_workarounds=disabled_workarounds,
                                                  fixes=False)
         if fixes:
-            from .triage import TIME_BUDGET, triage
-
             # the triage (issue 26: the mistake, the nearest accepted output, ranked fixes) gets what is left of
             # EXPLAIN_BUDGET seconds, so explain as a whole stays within it on hostile outputs
             overall, search = triage_budgets(TIME_BUDGET)

@@ -20,6 +20,8 @@ from ..errors import TemplateRenderError
 from ..inputs import visible
 from .spans import Span
 from .trace_routes import MAIN, ParseTrace, peg_message, trace_parse
+from ..analysis.dialect import llama_dialect_failure
+from ..chat.repairs import REPAIRS, REPAIRS_BY_NAME, RepairStage, UnknownRepairError
 
 WS = " \t\n\v\f\r"
 _CALLED_IDENT = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
@@ -267,8 +269,6 @@ def dialect_failure(setup: Setup) -> str | None:
     transformers dialect (:mod:`core.analysis.dialect`); None otherwise."""
     if setup.fidelity == "improved":
         return None
-    from ..analysis.dialect import llama_dialect_failure
-
     return llama_dialect_failure(setup.template)
 
 
@@ -282,8 +282,6 @@ def dialect_line(why: str) -> str:
 def repairs_off(only: tuple[str, ...] | None) -> tuple[str, ...]:
     """The tolerance repairs to switch off so that only ``only`` stay on (``None``: switch none off). Raises
     :class:`core.chat.repairs.UnknownRepairError` (one line, naming the known ones) for an unknown name."""
-    from ..chat.repairs import REPAIRS, REPAIRS_BY_NAME, RepairStage, UnknownRepairError
-
     if only is None:
         return ()
     unknown = sorted(set(only) - set(REPAIRS_BY_NAME))

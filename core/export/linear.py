@@ -21,10 +21,22 @@ pattern is read into a small tree of atoms and groups and rewritten:
 
 Both keep the set of texts a delimiter matches where it is anchored (``\\A``) and the text a region yields
 after those parsers; a ``\\s*`` inside a capturing group's edge is left alone (it is part of the capture).
+
+Then, for what transformers' streaming parser pays on every chunk (each feed searches the held-back text again
+in the ``regex`` module's partial mode), rewrites that keep every match, group and partial-match start:
+
+* every run gets an upper bound (:func:`_bound_runs`);
+* a bounded one-character run after which every way on must first consume a character outside its class is
+  made possessive (:func:`_possessive`): ``<|tool_calls|>\\s{0,1000}+``, ``(?P<id>[^\\s<>]{1,256}+)<|name|>`` —
+  no shorter length of it could let the rest match, so none is tried;
+* optional groups a delimiter starts with, before a lookbehind guard, become one alternation
+  (:func:`_spread_leading_optionals`).
 """
 
 from __future__ import annotations
 
+import copy
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -383,6 +395,160 @@ def _hide_required(seq: list[Any], after: bool) -> tuple[list[Any], bool]:
     return out, after
 
 
+_SAMPLE = frozenset(map(chr, range(256))) | frozenset(c for c in map(chr, range(0x3001)) if c.isspace()) \
+    | frozenset("\u0660\uff10\u0436\u03bb\u6771\uff5c\u2581é\U0001f600")
+"""Characters two classes are compared on (:func:`_disjoint`): Latin-1, every whitespace character, digits and
+letters of other scripts, and the pattern's own literal characters (added per pattern)."""
+_CO_FINITE = (".", r"\S", r"\D", r"\W")
+
+
+@dataclass(frozen=True)
+class _First:
+    """What can start the rest of a pattern: the one-character classes it may consume first (``classes``), and
+    whether it can reach the pattern's end without consuming (``end``)."""
+
+    classes: frozenset[str] = frozenset()
+    end: bool = False
+
+    def __or__(self, other: "_First") -> "_First":
+        return _First(self.classes | other.classes, self.end or other.end)
+
+
+_END = _First(end=True)
+
+
+def _quant_range(q: str) -> tuple[int, float]:
+    core = q[:-1] if len(q) > 1 and q[-1] in "?+" else q
+    if core in ("", "?", "*", "+"):
+        return {"": (1, 1), "?": (0, 1), "*": (0, float("inf")), "+": (1, float("inf"))}[core]
+    lo, _, hi = core[1:-1].partition(",")
+    return int(lo or 0), (float("inf") if _ and not hi else int(hi or lo))
+
+
+def _first(seq: list[Any], i: int, after: Any) -> _First | None:
+    """What can start ``seq[i:]`` followed by ``after()`` (None: an item this does not model: ``\\A``, ``\\b``,
+    ``$``…)."""
+    acc = _First()
+    for j in range(i, len(seq)):
+        e = seq[j]
+        if isinstance(e, _Atom):
+            k = _quant_start(e.text)
+            base = e.text[:k]
+            if e.text in (r"\Z", NEVER):
+                return acc  # only the text's end, or never: no character can follow
+            if base in (r"\A", r"\b", r"\B", "$", "^") or base.startswith("\\") and base[1:].isdigit():
+                return None
+            acc = acc | _First(frozenset({base}))
+            if _quant_range(e.text[k:])[0] >= 1:
+                return acc
+            continue
+        if e.open in ("(?<=", "(?<!"):
+            continue  # looks back: what follows still has to match
+        if e.open == "(?!":
+            if e.alts == [[]]:
+                return acc  # (?!): this path never matches
+            continue
+        rest = lambda j=j: _first(seq, j + 1, after)  # noqa: E731 - the continuation after this group
+        if e.lookahead:
+            inside = _alts_first(e.alts, lambda: _END)
+            if inside is None:
+                return None
+            if inside.end:
+                continue
+            return acc | inside  # the next character must start the lookahead's text
+        lo, hi = _quant_range(e.quant)
+        body = _alts_first(e.alts, rest)
+        if body is None:
+            return None
+        acc = acc | body
+        if lo >= 1 and not body.end:
+            return acc
+        nxt = rest()
+        return None if nxt is None else acc | nxt
+    nxt = after()
+    return None if nxt is None else acc | nxt
+
+
+def _alts_first(alts: list[list[Any]], after: Any) -> _First | None:
+    out = _First()
+    for a in alts:
+        f = _first(a, 0, after)
+        if f is None:
+            return None
+        out = out | f
+    return out
+
+
+def _disjoint(a: str, b: str, sample: frozenset[str]) -> bool:
+    """Whether the one-character classes ``a`` and ``b`` share no character (of ``sample``; two classes that
+    each match all but a few characters always share one)."""
+    if (a.startswith("[^") or a in _CO_FINITE) and (b.startswith("[^") or b in _CO_FINITE):
+        return False
+    ra, rb = re.compile(a, re.DOTALL), re.compile(b, re.DOTALL)
+    return not any(ra.fullmatch(c) and rb.fullmatch(c) for c in sample)
+
+
+def _possessive(seq: list[Any], after: Any, sample: frozenset[str]) -> None:
+    """Make possessive (in place) each bounded one-character run of ``seq`` after which every way on must
+    consume a character outside the run's class first (or meet ``\\Z`` or an always-failing ``(?!)``): giving a
+    character back would leave one of the run's own next, where nothing that follows can match, so the
+    possessive run matches exactly the texts of the greedy or lazy one, with the same groups. What changes is
+    the work: the ``regex`` module no longer tries every shorter length of the run before failing at a start
+    (``<|tool_calls|>`` and 1,000 spaces: 1,000 tries per partial search, on every streamed chunk)."""
+    for j, e in enumerate(seq):
+        rest = lambda j=j: _first(seq, j + 1, after)  # noqa: E731
+        if isinstance(e, _Group):
+            if e.open in ("(?<=", "(?<!"):
+                continue
+            if e.open.startswith("(?") and e.open[2] in "=!":
+                for a in e.alts:
+                    _possessive(a, lambda: _END, sample)
+                continue
+            _, hi = _quant_range(e.quant)
+            if hi > 1:
+                def cont(rest=rest, e=e):
+                    again, nxt = _alts_first(e.alts, rest), rest()
+                    return None if again is None or nxt is None else again | nxt
+            else:
+                cont = rest
+            for a in e.alts:
+                _possessive(a, cont, sample)
+            continue
+        if e.text == NEVER:
+            continue
+        k = _quant_start(e.text)
+        q = e.text[k:]
+        if not q or q.endswith("+") and len(q) > 1 and q != "+" or _unbounded_quant(q) or _quant_range(q)[1] <= 1:
+            continue
+        base = e.text[:k]
+        if base in (r"\A", r"\Z", r"\b", r"\B", "$", "^"):
+            continue
+        f = rest()
+        if f is None or f.end or not all(_disjoint(base, c, sample) for c in f.classes):
+            continue
+        e.text = base + (q[:-1] if q.endswith("?") else q) + "+"
+
+
+def _spread_leading_optionals(seq: list[Any]) -> list[Any]:
+    """``G1? G2? … Gk? (?<!C)…`` as ``(?:G1 G2? … Gk?|G2 … Gk?|…|Gk|)(?<!C)…``: the same texts, groups and
+    order of tries (each branch is what the optional groups' greedy tries did in turn, the empty one last), for
+    a delimiter that can start with a guarded run (Solar Open's call id behind ``(?<![^\\s<>])``). The ``regex``
+    module tries one alternation at every start of a partial search where it tried each optional group in turn:
+    about a third less work per streamed chunk on such a delimiter."""
+    k = 0
+    while k < len(seq) and isinstance(seq[k], _Group) and seq[k].open == "(?:" and seq[k].quant == "?":
+        k += 1
+    if k == 0 or k >= len(seq) or not isinstance(seq[k], _Group) or seq[k].open not in ("(?<=", "(?<!"):
+        return seq
+    branches = []
+    for i in range(k):
+        g = seq[i]
+        first = list(g.alts[0]) if len(g.alts) == 1 else [_Group("(?:", g.alts)]
+        branches.append(copy.deepcopy(first + seq[i + 1:k]))
+    branches.append([])
+    return [_Group("(?:", branches)] + seq[k:]
+
+
 def linear_delimiter(pattern: str, *, search: bool = True, bounded: bool = True) -> str:
     """``pattern`` with its whitespace runs placed as the module says (``search``: also without a leading
     ``\\s*`` and, unless it starts with a literal, the literal texts it needs after a run of unbounded length
@@ -395,6 +561,11 @@ def linear_delimiter(pattern: str, *, search: bool = True, bounded: bool = True)
             alts = [_hide_required(alts[0], False)[0]]
     if bounded:
         alts = [_bound_runs(seq) for seq in alts]
+        if search:
+            alts = [_spread_leading_optionals(seq) for seq in alts]
+        sample = _SAMPLE | frozenset(pattern)
+        for seq in alts:
+            _possessive(seq, lambda: _END, sample)
     return render(alts)
 
 

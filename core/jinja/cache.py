@@ -20,7 +20,6 @@ import jinja2
 
 from .. import codepack
 from .. import memo as _memo
-from ..digest import source_digest  # noqa: F401 - re-exported: callers import it from here
 from ..errors import TemplateSyntaxError
 from . import hf as _hf
 from . import sandbox as _sandbox

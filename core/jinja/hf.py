@@ -89,7 +89,7 @@ def _indented_json(value: Any, indent: str, ensure_ascii: bool, sort_keys: bool)
     out: list[str] = []
     put = out.append
 
-    def leaf(v: Any) -> str | None:
+    def leaf(v: Any) -> str:
         if isinstance(v, str):
             return quote(v)
         if v is None:
@@ -102,67 +102,40 @@ def _indented_json(value: Any, indent: str, ensure_ascii: bool, sort_keys: bool)
             return int.__repr__(v)
         if isinstance(v, float):
             return _json_float(v)
-        return None
-
-    def key_text(k: Any) -> str:
-        if isinstance(k, str):
-            return quote(k)
-        if isinstance(k, float):
-            return quote(_json_float(k))
-        if k is True:
-            return '"true"'
-        if k is False:
-            return '"false"'
-        if k is None:
-            return '"null"'
-        if isinstance(k, int):
-            return quote(int.__repr__(k))
         raise _NotPlainJson
 
+    def key_text(k: Any) -> str:
+        # json writes a number, boolean or null key as the string of its value
+        return quote(k) if isinstance(k, str) else quote(leaf(k))
+
     def walk(v: Any, level: int) -> None:
-        text = leaf(v)
-        if text is not None:
-            put(text)
-            return
+        # lists and dicts share one writer; each item is followed by the separator, and the last separator
+        # becomes the closing line (no first-item test per item)
         if isinstance(v, (list, tuple)):
-            if not v:
-                put("[]")
-                return
-            newline = "\n" + indent * (level + 1)
-            put("[" + newline)
-            sep = "," + newline
-            first = True
-            for x in v:
-                if first:
-                    first = False
-                else:
-                    put(sep)
-                if type(x) is str:  # the commonest item: no call
-                    put(quote(x))
-                else:
-                    walk(x, level + 1)
-            put("\n" + indent * level + "]")
+            keyed, close, pairs = False, "]", v
+            put("[")
         elif isinstance(v, dict):
-            if not v:
-                put("{}")
-                return
-            newline = "\n" + indent * (level + 1)
-            put("{" + newline)
-            sep = "," + newline
-            first = True
-            for k, x in (sorted(v.items()) if sort_keys else v.items()):
-                if first:
-                    first = False
-                else:
-                    put(sep)
-                put((quote(k) if type(k) is str else key_text(k)) + ": ")
-                if type(x) is str:
-                    put(quote(x))
-                else:
-                    walk(x, level + 1)
-            put("\n" + indent * level + "}")
+            keyed, close, pairs = True, "}", (sorted(v.items()) if sort_keys else v.items())
+            put("{")
         else:
-            raise _NotPlainJson
+            put(leaf(v))
+            return
+        if not v:
+            put(close)
+            return
+        newline = "\n" + indent * (level + 1)
+        put(newline)
+        sep = "," + newline
+        for x in pairs:
+            if keyed:
+                k, x = x
+                put((quote(k) if type(k) is str else key_text(k)) + ": ")
+            if type(x) is str:  # the commonest value: no call
+                put(quote(x))
+            else:
+                walk(x, level + 1)
+            put(sep)
+        out[-1] = "\n" + indent * level + close
 
     walk(value, 0)
     return "".join(out)

@@ -67,6 +67,24 @@ _monotonic = time.monotonic
 MEMORY_CHECK_S = 0.005
 
 
+#: A time limit reached while its thread had less CPU than the limit (a loaded machine, not a long render) is moved
+#: on by the CPU time the thread still has, up to this many times the limit in wall time: the limits bound the
+#: work a template does, so the same template passes or fails whatever the machine's load. Work inside C code,
+#: which no hook sees, is bounded by the worker's wall-clock kill (:mod:`core.isolation`), not by this.
+STARVED_WALL_FACTOR = 10.0
+
+
+def starved_until(limit_s: float, wall0: float, cpu0: float, now: float) -> float | None:
+    """The later deadline a wall-clock limit of ``limit_s`` seconds, started at ``wall0`` with this thread's CPU
+    time at ``cpu0``, moves on to when it passes at ``now`` on a starved thread (it used under 90 % of the limit
+    as CPU); None when the thread had its CPU (the limit is hit) or :data:`STARVED_WALL_FACTOR` is reached."""
+    used = time.thread_time() - cpu0
+    cap = wall0 + limit_s * STARVED_WALL_FACTOR
+    if used >= limit_s * 0.9 or now >= cap:
+        return None
+    return min(cap, now + limit_s - used)
+
+
 def _rss_bytes() -> int | None:
     """Resident memory of this process in bytes (``/proc/self/statm``; opened each time: a descriptor kept open
     would read the parent's after a fork), or None where there is no procfs."""
@@ -88,13 +106,15 @@ class _Deadline:
     ``until`` is when the hooks next call :meth:`check`: the end, or earlier, the next memory sample (the hooks
     compare one number, so sampling costs them nothing); ``end`` is the end itself."""
 
-    __slots__ = ("limits", "until", "end", "budget", "rss0")
+    __slots__ = ("limits", "until", "end", "budget", "rss0", "wall0", "cpu0", "cap")
 
     def __init__(self, limits: RenderLimits):
         self.limits = limits
         now = time.monotonic()
+        self.wall0, self.cpu0 = now, time.thread_time()
         self.end = now + limits.timeout_s
         self.budget = getattr(_local, "budget", None)
+        self.cap = self.budget.until if self.budget is not None else float("inf")  # where a starved render stops
         if self.budget is not None and self.budget.until < self.end:
             self.end = self.budget.until
         else:
@@ -107,6 +127,12 @@ class _Deadline:
         if now <= self.until:
             return
         if now > self.end:
+            later = None if self.budget is not None else starved_until(self.limits.timeout_s, self.wall0,
+                                                                        self.cpu0, now)
+            if later is not None and now < self.cap:
+                self.end = min(later, self.cap)
+                self.until = min(self.end, now + MEMORY_CHECK_S)
+                return
             transient.hit(transient.TIME)
             if self.budget is not None:
                 self.budget.exceeded = True

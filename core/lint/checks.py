@@ -25,6 +25,9 @@ from ..diff import common_prefix_len
 from ..jinja.template import ChatTemplate, chat_globals
 from .model import Finding, Kind, Severity, visible
 from .shapes import THINK, Needs, Shape, shapes
+from ..chat.roundtrip import CONTENT_TEXT, REASONING_TEXT, eligibility, round_trip, round_trip_message
+from ..chat.pipeline import cached_analysis
+from ..analysis.preserved import get_path
 
 _CONTEXT = 60  # characters of evidence either side of a position
 
@@ -330,8 +333,6 @@ def _cause_key(status: str, why: str) -> str:
 def roundtrip_messages() -> dict[str, tuple[dict[str, Any], bool]]:
     """The assistant messages of the per-shape round trip: id → (message, needs tool calls). ``standard`` is
     :func:`core.chat.roundtrip.round_trip_message` (the message ``tests/test_roundtrip.py`` uses)."""
-    from ..chat.roundtrip import CONTENT_TEXT, REASONING_TEXT, round_trip_message
-
     single = round_trip_message()
     single["tool_calls"] = single["tool_calls"][:1]
     single["content"] = ""
@@ -347,8 +348,6 @@ def check_roundtrip(ctx: LintContext) -> list[Finding]:
     parsed back with our generated parser (:func:`core.chat.roundtrip.round_trip`, the template's fidelity);
     what is lost and why (the round trip's own reason, verbatim in the evidence). Messages with tool calls only
     for tool-capable templates (:func:`core.chat.roundtrip.eligibility`)."""
-    from ..chat.roundtrip import eligibility, round_trip
-
     if ctx.report is None:
         return []
     el = eligibility(ctx.template, ctx.fidelity)
@@ -443,8 +442,6 @@ def check_probes(ctx: LintContext) -> list[Finding]:
         seen.add(pid)
         recovered = False
         if pid == "T1" and ctx.fidelity != "improved":
-            from ..chat.pipeline import cached_analysis
-
             try:
                 imp = cached_analysis(ctx.template, "improved")
                 recovered = not any(f.startswith("T1") for f in imp.probe_failures)
@@ -473,8 +470,6 @@ _GEN_S, _GEN_E = "\x1eGEN_OPEN\x1e", "\x1eGEN_CLOSE\x1e"
 
 
 def _markers(ctx: LintContext) -> dict[str, str]:
-    from ..analysis.preserved import get_path
-
     a = ctx.report.analysis
     out = {}
     for path in _HYGIENE_FIELDS:

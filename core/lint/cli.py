@@ -7,6 +7,9 @@ import sys
 from typing import Any
 
 from .model import SEVERITY_ORDER, Severity, visible
+from ..errors import ChatTemplateExplorerError
+from ..inputs import guard as _guard, load_chat_template as load
+from .run import lint
 
 
 def _bar(done: int, total: int, name: str) -> None:
@@ -35,8 +38,6 @@ def format_lint(report: Any) -> str:
 
 
 def _cmd_lint(args: Any) -> int:
-    from ..errors import ChatTemplateExplorerError
-
     fidelity = "improved" if args.improved else "llama.cpp"
     suppressed = tuple(args.suppress or ())
     fail_on = Severity(args.fail_on) if args.fail_on != "never" else None
@@ -56,8 +57,6 @@ def _cmd_lint(args: Any) -> int:
         return 0
     if not args.file:
         raise ChatTemplateExplorerError("lint needs TEMPLATE or --batch DIR")
-    from ..inputs import load_chat_template as load
-    from .run import lint
 
     report = lint(load(args.file, args.variant), fidelity=fidelity, suppressed=suppressed)
     if args.json:
@@ -74,8 +73,6 @@ def register(subparsers: Any) -> None:
     """Add ``lint TEMPLATE [--json] [--suppress ID]… [--fail-on S]`` and ``lint --batch DIR [--markdown]`` to an
     ``argparse`` sub-parsers object. Exit status: 1 when a finding at or above ``--fail-on`` (default error)
     remains after suppression, 0 otherwise, 2 on bad input."""
-    from ..inputs import guard as _guard
-
     p = subparsers.add_parser("lint", help="lint a template: render matrix, round trip, prefix stability, "
                                            "renderer divergence, probes, markers, dates")
     p.add_argument("file", nargs="?", help="template: .jinja, tokenizer_config.json, chat_template.json, .gguf or "

@@ -9,6 +9,9 @@ import pathlib
 from typing import Any, Callable, Iterable
 
 from .model import Kind, LintReport, Severity
+from ..errors import ChatTemplateExplorerError, TemplateLoadError
+from ..jinja.template import ChatTemplate
+from .run import lint
 
 ProgressFn = Callable[[int, int, str], None]
 """``progress(done, total, template name)``, called after each template."""
@@ -17,10 +20,6 @@ ProgressFn = Callable[[int, int, str], None]
 def lint_file(path: str, fidelity: str = "llama.cpp", suppressed: tuple[str, ...] = ()) -> LintReport:
     """Load one template file and :func:`core.lint.lint` it; a file that cannot be loaded or compiled gives a
     report with ``error`` set (never raises)."""
-    from ..errors import ChatTemplateExplorerError
-    from ..jinja.template import ChatTemplate
-    from .run import lint
-
     name = os.path.basename(path)
     try:
         template = ChatTemplate(pathlib.Path(path).read_text(encoding="utf-8"), name)
@@ -42,8 +41,6 @@ def _task(args: tuple[int, str, str, tuple[str, ...]]) -> tuple[int, dict[str, A
 def template_files(directory: str | os.PathLike, pattern: str = "*.jinja") -> list[str]:
     """The template files of ``directory`` matching ``pattern``, sorted by name. Raises
     :class:`~core.errors.TemplateLoadError` when it is not a directory."""
-    from ..errors import TemplateLoadError
-
     d = pathlib.Path(directory)
     if not d.is_dir():
         raise TemplateLoadError(str(d), "not a directory")

@@ -6,7 +6,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import TemplateSyntaxError
+from jinja2.exceptions import TemplateSyntaxError as JinjaSyntaxError
+
+from ..errors import ChatTemplateExplorerError, TemplateSyntaxError
+from ..jinja.hf import ENV as _ENV
+from ..jinja.template import ChatTemplate
 
 
 @dataclass
@@ -89,10 +93,6 @@ def open_blocks(source: str, upto_line: int | None = None) -> list[tuple[str, in
     """The blocks still open (``(tag, line it opened on)``, outermost first) after the tags that start before
     ``upto_line`` (all of them when None). Lexes only (jinja2's lexer, no parse, no render); text that does not
     lex gives the blocks open up to where it stopped."""
-    from jinja2.exceptions import TemplateSyntaxError as JinjaSyntaxError
-
-    from ..jinja.hf import ENV as _ENV
-
     stack: list[tuple[str, int]] = []
     tokens = _ENV.lex(source)
     try:
@@ -162,9 +162,6 @@ def check_source(source: str, name: str = "<edited>") -> tuple[Any, ErrorLocatio
     """Compile ``source`` and render one user turn with a generation prompt (through the sandbox). Returns
     ``(ChatTemplate, None)`` when both work, ``(None, location)`` on a syntax error and ``(template,
     location)`` on a render error."""
-    from ..errors import ChatTemplateExplorerError
-    from ..jinja.template import ChatTemplate
-
     try:
         t = ChatTemplate(source, name)
     except TemplateSyntaxError as e:

@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..chat.roundtrip import ROUND_TRIP_TOOLS
+
 
 class Needs(str, enum.Enum):
     """What a shape relies on beyond a user turn: ``BASIC`` nothing; ``SYSTEM`` a system role; ``TOOLS`` tool
@@ -77,8 +79,6 @@ B_RESULT = _tool('{"booked": true}', "call00002", "book_table")
 
 
 def _tools() -> list[dict[str, Any]]:
-    from ..chat.roundtrip import ROUND_TRIP_TOOLS
-
     return copy.deepcopy(ROUND_TRIP_TOOLS)
 
 

@@ -84,6 +84,9 @@ class AstNode:
         return f"AstNode({what}, {self.start}:{self.end}{', partial' if self.partial else ''})"
 
 
+_new_node = object.__new__
+
+
 class NodeRun:
     """A read-only sequence of AST nodes, ``head + run[:k] + tail``, that a stream builds without copying.
 
@@ -407,11 +410,20 @@ def _result(ctx: _Ctx, res: tuple, start: int, text: str) -> ParseResult:
             pending = ctx.cut
             pending_ws = True
     chain = ctx.chain
-    return ParseResult(_RESULT_TYPES[st], start, end, tuple(nodes), text,
-                       frozenset(ctx.switches) if ctx.switches else _NO_SWITCHES, pending, pending_ws,
-                       chain[1] if pending is not None and chain is not None and chain[0] is pending else (),
-                       ctx.until if st == NMI and ctx.ends == 1 and ctx.until is not None else None,
-                       ctx.ends == 0)
+    # (the dataclass's __init__, inlined: one result per parse of a stream's parsing feed)
+    r = _new_node(ParseResult)
+    r.type = _RESULT_TYPES[st]
+    r.start = start
+    r.end = end
+    r.nodes = nodes if nodes.__class__ is tuple else tuple(nodes)
+    r.text = text
+    r.switches = frozenset(ctx.switches) if ctx.switches else _NO_SWITCHES
+    r.pending = pending
+    r.pending_ws = pending_ws
+    r.pending_chain = chain[1] if pending is not None and chain is not None and chain[0] is pending else ()
+    r.pending_until = ctx.until if st == NMI and ctx.ends == 1 and ctx.until is not None else None
+    r.blind = ctx.ends == 0
+    return r
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -585,7 +597,8 @@ def _make_sequence(children: list[Fn], pid: int = -1, chains: list | None = None
                 if st == FAIL:
                     return FAIL, end if end > start else start, _EMPTY
                 if ns:
-                    nodes = _concat(ctx, nodes, ns) if nodes else ns
+                    nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
+                             else _concat(ctx, nodes, ns)) if nodes else ns
                 if st == NMI:
                     return NMI, end, nodes
                 pos = end
@@ -614,7 +627,8 @@ def _make_chained_sequence(children: list[Fn], chains: list) -> Fn:
             if st == FAIL:
                 return FAIL, end if end > start else start, _EMPTY
             if ns:
-                nodes = _concat(ctx, nodes, ns) if nodes else ns
+                nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
+                         else _concat(ctx, nodes, ns)) if nodes else ns
             if st == NMI:
                 if chains[i]:
                     _note_chain(ctx, pos, chains[i])
@@ -654,7 +668,8 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
             if st != OK:
                 break
             if ns:
-                nodes = _concat(ctx, nodes, ns) if nodes else ns
+                nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
+                         else _concat(ctx, nodes, ns)) if nodes else ns
             pos = end
             i += 1
             if ctx.ends != e0:
@@ -664,7 +679,8 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
                     if st != OK:
                         break
                     if ns:
-                        nodes = _concat(ctx, nodes, ns) if nodes else ns
+                        nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
+                                 else _concat(ctx, nodes, ns)) if nodes else ns
                     pos = end
                     i += 1
                 else:
@@ -678,7 +694,8 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
         if st == FAIL:
             return FAIL, end if end > start else start, _EMPTY
         if ns:
-            nodes = _concat(ctx, nodes, ns) if nodes else ns
+            nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
+                     else _concat(ctx, nodes, ns)) if nodes else ns
         if chains[i]:
             _note_chain(ctx, pos, chains[i])
         return NMI, end, nodes
@@ -1100,10 +1117,17 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
         else:
             if shows and end > pos:
                 ctx.made += 1
-            node = AstNode(rule, tag, pos, end, ns, st == NMI)
+            # (AstNode's __init__, inlined: a class call through a Python __init__ costs twice as much, and
+            # a stream's parsing feed makes a node per level of the open call)
+            node = _new_node(AstNode)
+            node.rule = rule
+            node.tag = tag
+            node.start = pos
+            node.end = end
+            node.children = ns
+            node.partial = st == NMI
             b = ctx.base
-            if b is not None and ns is b[0]:
-                node.base = b[1]
+            node.base = b[1] if b is not None and ns is b[0] else None
             r = (st, end, (node,))
         if ctx.ends != e0:     # looked at the end: not memoized
             return r

@@ -14,6 +14,9 @@ import pathlib
 import sys
 from typing import Any
 
+from . import ENV_DEMO, ENV_ROOTS, parse_roots
+from ..errors import ChatTemplateExplorerError
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 
 
@@ -25,8 +28,6 @@ def serve_command(roots: list[str], demo: bool, port: int, address: str,
     :class:`core.serving.ServingConfigError`); the returned environment is ``environ`` (default ``os.environ``)
     with ``CTE_ALLOW_ROOTS`` set to exactly these roots (an inherited value is replaced) and ``CTE_DEMO``.
     """
-    from . import ENV_DEMO, ENV_ROOTS, parse_roots
-
     resolved = parse_roots(roots, "--allow-root")
     env = dict(os.environ if environ is None else environ)
     env[ENV_ROOTS] = os.pathsep.join(str(r) for r in resolved)
@@ -37,8 +38,6 @@ def serve_command(roots: list[str], demo: bool, port: int, address: str,
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from ..errors import ChatTemplateExplorerError
-
     if not 0 < args.port < 65536:
         print(f"error: --port {args.port}: expected a port number between 1 and 65535", file=sys.stderr)
         return 2

@@ -12,20 +12,25 @@ from typing import Any
 
 from .text import html_text, tokens_html
 
+# Colours from the theme: the panel's text is the theme's own (inherited), its background the page's, and each
+# part a translucent tint laid over it — so the same CSS reads on Streamlit's light and dark backgrounds (the
+# theme's text on a tint of its own background keeps the theme's contrast; tests/test_browser_themes.py computes
+# it for both). A fixed light panel stayed white in the dark theme.
 COLOURS = {
-    "prefix": ("#f1f5f9", "#475569"),   # shared, grey
-    "left": ("#fee2e2", "#7f1d1d"),     # only in A, red
-    "right": ("#dcfce7", "#14532d"),    # only in B, green
-    "suffix": ("#f1f5f9", "#475569"),   # shared, grey
+    "prefix": "rgba(100,116,139,0.16)",   # shared, grey
+    "left": "rgba(239,68,68,0.24)",       # only in A, red
+    "right": "rgba(34,197,94,0.24)",      # only in B, green
+    "suffix": "rgba(100,116,139,0.16)",   # shared, grey
 }
+BORDER = "rgba(128,128,128,0.4)"
+FAINT = "opacity:0.75"   # notes and ∅: the theme's text, dimmed (still ≥ 4.5:1 on both themes' backgrounds)
 BOX_STYLE = ("font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:0.85rem;"
-             "white-space:pre-wrap;word-break:break-all;line-height:1.8;color:#0f172a;background:#ffffff;"
-             "border:1px solid #e2e8f0;border-radius:6px;padding:6px 8px;margin:4px 0")
+             "white-space:pre-wrap;word-break:break-all;line-height:1.8;color:inherit;background:transparent;"
+             f"border:1px solid {BORDER};border-radius:6px;padding:6px 8px;margin:4px 0")
 
 
 def _part(kind: str, text: str, markers: Any = None) -> str:
-    bg, fg = COLOURS[kind]
-    return (f'<span data-part="{kind}" title="{kind}" style="background:{bg};color:{fg}">'
+    return (f'<span class="cte-part" data-part="{kind}" title="{kind}" style="background:{COLOURS[kind]}">'
             f"{tokens_html(text, fill=kind in ('prefix', 'suffix'), markers=markers)}</span>")
 
 
@@ -42,7 +47,7 @@ def _clip_suffix(suffix: str, context: int | None) -> tuple[str, int]:
 
 
 def _elided(n: int) -> str:
-    return f'<span style="color:#94a3b8;font-style:italic">… {n} more characters …</span>' if n else ""
+    return f'<span style="{FAINT};font-style:italic">… {n} more characters …</span>' if n else ""
 
 
 def diff_html(diff: Any, *, label_a: str = "A", label_b: str = "B", context: int | None = 400,
@@ -59,13 +64,14 @@ def diff_html(diff: Any, *, label_a: str = "A", label_b: str = "B", context: int
 
     def row(label: str, kind: str, middle: str) -> str:
         mid = _part(kind, middle, markers) if middle else (
-            f'<span data-part="{kind}" style="background:{COLOURS[kind][0]};color:#94a3b8">∅</span>')
-        return (f'<div style="{BOX_STYLE}"><strong style="color:#334155">{html_text(label)}</strong>&nbsp; '
+            f'<span class="cte-part" data-part="{kind}" style="background:{COLOURS[kind]}">'
+            f'<span style="{FAINT}">∅</span></span>')
+        return (f'<div class="cte-diff-row" style="{BOX_STYLE}"><strong>{html_text(label)}</strong>&nbsp; '
                 f"{_elided(cut_p)}{_part('prefix', prefix, markers)}{mid}{_part('suffix', suffix, markers)}"
                 f"{_elided(cut_s)}</div>")
 
-    legend = ('<div style="font-size:0.8rem;color:#475569">'
-              + " ".join(f'<span style="background:{COLOURS[k][0]};color:{COLOURS[k][1]};padding:0 4px;'
+    legend = ('<div class="cte-diff-legend" style="font-size:0.8rem">'
+              + " ".join(f'<span data-legend="{k}" style="background:{COLOURS[k]};padding:0 4px;'
                          f'border-radius:3px">{k}</span>' for k in ("prefix", "left", "right", "suffix"))
               + ' &nbsp;· space ↵ newline → tab; boxed = marker of the analysis or preserved token</div>')
     return f'<div class="cte-diff">{legend}{row(label_a, "left", diff.left)}{row(label_b, "right", diff.right)}</div>'
@@ -77,7 +83,7 @@ def parts_html(diff: Any, markers: Any = None) -> str:
     for kind in ("prefix", "left", "right", "suffix"):
         text = getattr(diff, kind)
         rows.append(f'<tr><td style="padding:2px 8px;vertical-align:top"><strong>{kind}</strong><br>'
-                    f'<span style="color:#64748b;font-size:0.75rem">{len(text)} chars</span></td>'
+                    f'<span style="{FAINT};font-size:0.75rem">{len(text)} chars</span></td>'
                     f'<td style="padding:2px 8px"><div style="{BOX_STYLE};max-height:14rem;overflow:auto">'
                     f'{_part(kind, text, markers) if text else "∅"}</div></td></tr>')
     return f'<table class="cte-parts" style="width:100%;border-collapse:collapse">{"".join(rows)}</table>'
@@ -96,7 +102,7 @@ def text_html(text: str, *, max_height: str = "22rem", markers: Any = None, star
     part = text[start:start + window]
     note = ""
     if len(part) < len(text):
-        note = (f'<div style="color:#64748b;font-size:0.8rem">characters {start + 1:,}–{start + len(part):,} '
+        note = (f'<div style="{FAINT};font-size:0.8rem">characters {start + 1:,}–{start + len(part):,} '
                 f"of {len(text):,}</div>")
     return (f'{note}<div class="cte-text" style="{BOX_STYLE};max-height:{max_height};overflow:auto">'
             f"{tokens_html(part, markers=markers)}</div>")

@@ -111,7 +111,7 @@ def show_comparison(c: Any) -> None:
             for side, split, err in (("A", r.a, r.error_a), ("B", r.b, r.error_b)):
                 st.caption(side)
                 if split is None:
-                    st.code(shown_text(err or ""), language=None)
+                    st.code(shown_text(err or ""), language=None, wrap_lines=True)
                 else:
                     show_diff(DiffSplit(**split))
     if not c.renders:

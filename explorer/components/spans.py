@@ -1,9 +1,9 @@
 """Colours and HTML of Explain's span view ("where every character went") and its legend.
 
-The view is drawn on its own light panel in every theme (a stated fixed theme, as the diff view's): dark text
-on pastel label colours, so the same colours read in Streamlit's light and dark themes alike. Every pair of text
-and background colour used here meets WCAG AA for normal text (contrast ≥ 4.5:1, :func:`contrast_ratio`); the
-browser test checks what the page actually computes.
+The view is drawn on its own light panel in every theme (a stated fixed theme; the diff view's colours come from
+the theme instead): dark text on pastel label colours, so the same colours read in Streamlit's light and dark
+themes alike. Every pair of text and background colour used here meets WCAG AA for normal text (contrast ≥ 4.5:1,
+:func:`contrast_ratio`); the browser test checks what the page actually computes.
 
 Spans get vertical padding: an underscore is drawn at the very bottom of a monospace glyph's box, exactly where a
 marker's border line (or the next background) would sit, so at 1× ``<|im_start|>`` read ``<|im start|>``.

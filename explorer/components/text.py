@@ -125,8 +125,9 @@ def literal(text: str) -> str:
 # Visible forms of whitespace inside HTML views: a faint glyph, then (for newlines) the real break.
 _WS_GLYPHS = {" ": "·", "\t": "→", "\n": "↵", "\r": "␍", "\v": "␋", "\f": "␌"}
 GLYPH_STYLE = "opacity:0.45"
-MARKER_STYLE = "border:1px solid #94a3b8;border-radius:3px;padding:0.08em 1px 0.22em;color:#1e3a8a"
-MARKER_FILL = ";background:rgba(191,219,254,0.45)"
+# the theme's text colour in a box tinted over the panel's background: readable in the light and dark themes
+MARKER_STYLE = "border:1px solid rgba(100,116,139,0.85);border-radius:3px;padding:0.08em 1px 0.22em;color:inherit"
+MARKER_FILL = ";background:rgba(59,130,246,0.22)"
 
 
 def _visible_char(m: "re.Match[str]") -> str:

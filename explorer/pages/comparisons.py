@@ -45,13 +45,21 @@ for c in comparisons:
     if only_found and not c.found:
         continue
     status = " — render failed" if c.error else ""
-    with st.expander(md(f"{c.id}: {c.title}{status}"), expanded=focus == c.id):
+    label = md(f"{c.id}: {c.title}{status}")
+    if focus == "All":
+        # the list view draws a comparison only once its expander is opened (a rerun): ~10 diffs drawn inside
+        # closed expanders made this the slowest page to switch to (most of it the browser laying them out)
+        box = st.expander(label, key=f"cmp_open_{c.id}", on_change="rerun")
+        if not box.open:
+            continue
+    else:
+        box = st.expander(label, expanded=True)
+    with box:
         if c.error:
             st.warning(md(state.for_visitor(c.error)))
         if c.found:
             st.markdown("**Fields this comparison set**")
-            # a static table, not a grid: one grid per comparison (drawn even while its expander is closed)
-            # was most of the browser's work of a switch to this page
+            # a static table, not a grid (a grid per comparison was most of the browser's work on this page)
             st.table(pd.DataFrame([{"field": k, "value": literal(v) if isinstance(v, str) else str(v)}
                                    for k, v in c.found.items()]), hide_index=True)
         else:
@@ -59,8 +67,8 @@ for c in comparisons:
         for note in getattr(c, "notes", None) or []:
             st.caption(md(note))
         if focus == "All":
-            # the list view draws only the diff split: both renders and inputs of ~30 comparisons made this
-            # page the slowest to switch to (seconds in the browser); one comparison at a time shows them all
+            # the list view draws only the diff split; one comparison at a time (Show) draws both renders and
+            # inputs too
             if c.diff is not None:
                 show_diff(c.diff, context=None if full else 400, markers=markers)
             st.caption(md(f"Pick {c.id} under Show for both renders, both inputs and the four parts."))

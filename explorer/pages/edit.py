@@ -17,7 +17,7 @@ from explorer.components.glossary import mode_help
 from explorer.components import serving
 from explorer.components.lint_view import shown_text as shown
 from explorer.components.marker_table import known_markers, markers_frame
-from explorer.components.text import md, md_code
+from explorer.components.text import literal, md, md_code
 
 KEY = "in_edit_source"
 EMPTY = ("the template is empty (or only whitespace): there is nothing to analyse. Type a template, or press "
@@ -139,11 +139,12 @@ rep = state.attempt(state.report, tpl)
 if rep is not None:
     a = rep.analysis
     st.subheader("Analysis of the current source")
-    m1, m2, m3, m4 = st.columns(4)
+    m1, m2, m3 = st.columns(3)
     m1.metric("Reasoning", a.reasoning.mode.value, help=mode_help("Reasoning", a.reasoning.mode))
     m2.metric("Content", a.content.mode.value, help=mode_help("Content", a.content.mode))
     m3.metric("Tools", a.tools.format.mode.value, help=mode_help("Tool calls", a.tools.format.mode))
-    m4.metric("Generation prompt", repr(rep.generation_prompt)[:40])
+    # whole, as a JSON literal (a metric cut it to "'<|im_start|>…" at 1400 px)
+    st.markdown("**Generation prompt** " + md_code(f"`{literal(rep.generation_prompt)}`"))
     st.dataframe(markers_frame(a), hide_index=True, width="stretch", height="content", key="edit_markers")
     bundle = state.attempt(state.parser_bundle, tpl)
     if bundle is not None:
@@ -155,6 +156,6 @@ if rep is not None:
 with st.expander("Diff against the loaded source", expanded=text != base.source):
     diff = "".join(difflib.unified_diff(base.source.splitlines(True), text.splitlines(True),
                                         fromfile=f"loaded/{base.name}", tofile=f"edited/{base.name}"))
-    st.code(shown(diff) or "(no changes)", language="diff")
+    st.code(shown(diff) or "(no changes)", language="diff", wrap_lines=True)
 with st.expander("Source with line numbers"):
-    st.code(shown(text), language=None, line_numbers=True)
+    st.code(shown(text), language=None, line_numbers=True, wrap_lines=True)

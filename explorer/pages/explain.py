@@ -140,7 +140,7 @@ if tg.get("mistake") not in (None, "NONE"):
     if near:
         st.caption(md(f"Nearest accepted output: {len(near['edits'])} edit(s)"
                       + (f"; the repair {near['repair']} already accepts it" if near["repair"] else "")))
-        st.code(show_invisible(near["diff"]), language="diff")
+        st.code(show_invisible(near["diff"]), language="diff", wrap_lines=True)
     st.markdown("**Fixes, ranked** (each re-parsed before it is offered)")
     if not tg.get("fixes"):
         st.caption(md_code("No change of ours helps: " + (tg.get("no_fix") or "")))
@@ -236,34 +236,39 @@ def _replay(source: str, name: str, request_json: str, output: str, fidelity: st
     return explain_steps(source, name, request_json, output, fidelity, overrides_json, disabled, chunk)
 
 
-with st.expander("Streaming replay (the same view, step by step)"):
-    state.default("in_explain_chunk", 8)
-    st.number_input("characters per step", min_value=1, max_value=256, key="in_explain_chunk")
-    steps = state.attempt(_replay, tpl.source, tpl.name, json.dumps(request, sort_keys=True, ensure_ascii=False),
-                          st.session_state.get("in_output", ""), state.fidelity(),
-                          json.dumps(state.overrides_for(tpl), sort_keys=True), tuple(state.disabled_for(tpl)),
-                          int(st.session_state.get("in_explain_chunk", 8)))
-    if steps:
-        # a new output may have fewer steps than the slider's remembered position
-        if int(st.session_state.get("in_explain_step", len(steps))) > len(steps):
-            st.session_state["in_explain_step"] = len(steps)
-        state.default("in_explain_step", len(steps))
-        k = st.slider("step", 1, len(steps), key="in_explain_step") if len(steps) > 1 else 1
-        step = steps[k - 1]
-        a, b = step["new"]
-        parts = []
-        for sp in step["spans"]:
-            for lo, hi, new in ((sp["start"], min(sp["end"], a), False), (max(sp["start"], a), min(sp["end"], b), True)):
-                if hi > lo:
-                    piece = {**sp, "text": sp["text"][lo - sp["start"]:hi - sp["start"]]}
-                    html_piece = _span_html(piece)
-                    if new:
-                        html_piece = f'<span class="cte-new" style="outline:2px solid #f59e0b">{html_piece}</span>'
-                    parts.append(html_piece)
-        held = "".join(sp["text"] for sp in step["spans"] if sp["label"] == "held back")
-        st.html(panel_html("cte-stream", "".join(parts)))
-        st.caption(md(f"step {k} of {len(steps)}: output characters {step['new'][0] - len(ex['generation_prompt'])}"
-                      f"–{step['end']} new (outlined)" + (f"; {len(held)} held back" if held else "")))
+# drawn only when opened (a rerun): the replay is computed in a worker and drawn step by step, and inside a
+# closed expander it was paid on every visit of this page
+replay_box = st.expander("Streaming replay (the same view, step by step)", key="explain_open_replay",
+                         on_change="rerun")
+if replay_box.open:
+    with replay_box:
+        state.default("in_explain_chunk", 8)
+        st.number_input("characters per step", min_value=1, max_value=256, key="in_explain_chunk")
+        steps = state.attempt(_replay, tpl.source, tpl.name, json.dumps(request, sort_keys=True, ensure_ascii=False),
+                              st.session_state.get("in_output", ""), state.fidelity(),
+                              json.dumps(state.overrides_for(tpl), sort_keys=True), tuple(state.disabled_for(tpl)),
+                              int(st.session_state.get("in_explain_chunk", 8)))
+        if steps:
+            # a new output may have fewer steps than the slider's remembered position
+            if int(st.session_state.get("in_explain_step", len(steps))) > len(steps):
+                st.session_state["in_explain_step"] = len(steps)
+            state.default("in_explain_step", len(steps))
+            k = st.slider("step", 1, len(steps), key="in_explain_step") if len(steps) > 1 else 1
+            step = steps[k - 1]
+            a, b = step["new"]
+            parts = []
+            for sp in step["spans"]:
+                for lo, hi, new in ((sp["start"], min(sp["end"], a), False), (max(sp["start"], a), min(sp["end"], b), True)):
+                    if hi > lo:
+                        piece = {**sp, "text": sp["text"][lo - sp["start"]:hi - sp["start"]]}
+                        html_piece = _span_html(piece)
+                        if new:
+                            html_piece = f'<span class="cte-new" style="outline:2px solid #f59e0b">{html_piece}</span>'
+                        parts.append(html_piece)
+            held = "".join(sp["text"] for sp in step["spans"] if sp["label"] == "held back")
+            st.html(panel_html("cte-stream", "".join(parts)))
+            st.caption(md(f"step {k} of {len(steps)}: output characters {step['new'][0] - len(ex['generation_prompt'])}"
+                          f"–{step['end']} new (outlined)" + (f"; {len(held)} held back" if held else "")))
 
 # ---------------------------------------------------------------- why
 
@@ -327,10 +332,12 @@ c2.download_button("pytest test", rep["pytest"], file_name="test_explain_case.py
                    key="explain_dl_pytest")
 c3.download_button("peg_tester snippet", rep["peg_tester"], file_name="peg_tester_case.cpp", mime="text/x-c++src",
                    key="explain_dl_cpp")
-with st.expander("Show the reproducers"):
-    st.code(rep["case"], language="json")
-    st.code(rep["pytest"], language="python")
-    st.code(rep["peg_tester"], language="cpp")
+repro_box = st.expander("Show the reproducers", key="explain_open_repro", on_change="rerun")
+if repro_box.open:  # three highlighted code blocks, drawn when opened (the downloads above need no drawing)
+    with repro_box:
+        st.code(rep["case"], language="json", wrap_lines=True)
+        st.code(rep["pytest"], language="python", wrap_lines=True)
+        st.code(rep["peg_tester"], language="cpp", wrap_lines=True)
 
 # ---------------------------------------------------------------- permalink
 # template, fidelity and overrides are in the URL already (urlstate.sync); x adds the request and the output, so

@@ -40,18 +40,19 @@ st.subheader("Triggers")
 st.caption("Values as JSON strings, so whitespace shows (\\n is a newline).")
 trig = pd.DataFrame([{"type": getattr(t.type, "value", str(t.type)), "value": literal(t.value)}
                      for t in parser.grammar_triggers or []], columns=["type", "value"])
-st.dataframe(trig, hide_index=True, width="stretch", height="content")
+# small static tables, not grids: a grid's setup was most of the browser's work of a switch to this page
+st.table(trig, hide_index=True)
 
 left, right = st.columns(2)
 with left:
     st.subheader("Preserved tokens")
-    st.dataframe(pd.DataFrame({"token": [visible_text(t) for t in parser.preserved_tokens or []]}), hide_index=True, width="stretch", height="content")
+    st.table(pd.DataFrame({"token": [visible_text(t) for t in parser.preserved_tokens or []]}), hide_index=True)
 with right:
     st.subheader("Additional stops")
-    st.dataframe(pd.DataFrame({"stop": [literal(t) for t in parser.additional_stops or []]}), hide_index=True, width="stretch", height="content")
+    st.table(pd.DataFrame({"stop": [literal(t) for t in parser.additional_stops or []]}), hide_index=True)
 
 with st.expander("Parser structure (PEG)"):
     try:
-        st.code(visible_text(parser.describe()), language=None)
+        st.code(visible_text(parser.describe()), language=None, wrap_lines=True)
     except Exception as e:  # noqa: BLE001
         state.show_error(e)

@@ -191,9 +191,13 @@ def _workaround_toggle(w) -> None:
 
 for w in relevant:
     _workaround_toggle(w)
-with st.expander(f"Other workarounds ({len(others)})"):
-    for w in others:
-        _workaround_toggle(w)
+# drawn only when opened (a rerun): two dozen switches inside closed expanders were a third of the browser's
+# work of a switch to this page; the switches' truth is the session's lists, so nothing is lost while closed
+box = st.expander(f"Other workarounds ({len(others)})", key=f"ov_open_others_{D}", on_change="rerun")
+if box.open:
+    with box:
+        for w in others:
+            _workaround_toggle(w)
 
 # ---------------------------------------------------------------- editors
 try:
@@ -224,12 +228,14 @@ st.data_editor(frame, key=ekey, hide_index=True, width="stretch", height="conten
                               "overridden": st.column_config.CheckboxColumn("overridden")},
                on_change=_on_editor, args=(ekey, frame))
 
-with st.expander("Flags"):
-    for path, v in fields.items():
-        if isinstance(v, bool) and path != "analysis_complete":
-            key = f"{PFX}{path}"
-            state.default(key, v)
-            st.toggle(path, key=key, on_change=_on_widget, args=(path,))
+box = st.expander("Flags", key=f"ov_open_flags_{D}", on_change="rerun")
+if box.open:
+    with box:
+        for path, v in fields.items():
+            if isinstance(v, bool) and path != "analysis_complete":
+                key = f"{PFX}{path}"
+                state.default(key, v)
+                st.toggle(path, key=key, on_change=_on_widget, args=(path,))
 
 # ---------------------------------------------------------------- diff, export, import
 st.subheader("Difference from the automatic analysis")

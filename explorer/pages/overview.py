@@ -1,23 +1,30 @@
 """Overview: the template source, caps, the three modes, every marker, the generation prompt, preserved
 tokens and the route llama.cpp would take (auto-parser, workaround, special handler)."""
 
-import pandas as pd
 import streamlit as st
 
-from core.analysis.instructions import inferred_summary
 from explorer import state
-from explorer.components import marker_table as mt
-from explorer.components.code_view import show_code
-from explorer.components.diff_view import show_text
-from explorer.components.glossary import mode_help
-from explorer.components.provenance import banner
-from explorer.components.text import md, visible_text
+from explorer.components.text import md
 
 st.title("Overview")
 tpl = state.attempt(state.current)
 if tpl is None:
     st.stop()
 st.markdown(f"**{md(tpl.name)}** · {md(tpl.origin)}" + (f" · variant {md(tpl.variant)}" if tpl.variant else ""))
+if state.analysis_pending(tpl):  # a deep link's first view: paint now, the analysis follows (explorer.state)
+    state.wait_for_analysis(tpl)
+    st.stop()
+
+# below the first paint: a fresh server's first view imports these (pandas alone ~0.4 s of CPU)
+import pandas as pd  # noqa: E402
+
+from core.analysis.instructions import inferred_summary  # noqa: E402
+from explorer.components import marker_table as mt  # noqa: E402
+from explorer.components.code_view import show_code  # noqa: E402
+from explorer.components.diff_view import show_text  # noqa: E402
+from explorer.components.glossary import mode_help  # noqa: E402
+from explorer.components.provenance import banner  # noqa: E402
+from explorer.components.text import visible_text  # noqa: E402
 
 rep = state.attempt(state.report, tpl)
 route = state.attempt(state.route, tpl) if rep is not None else None  # no route shown above a failed analysis
@@ -34,15 +41,18 @@ if rep is not None and getattr(rep, "all_probes_failed", False):
     st.error(md("The template failed to render every probe, so the analysis below is only the default one (as "
                 f"llama.cpp's): it tells nothing about this template. First failure: {first}"))
 
-tab_analysis, tab_source = st.tabs(["Analysis", "Template source"])
+# only the open tab is drawn (a rerun on a tab click): the highlighted source in the hidden tab was a few
+# thousand elements of the browser's work on every switch to this page
+tab_analysis, tab_source = st.tabs(["Analysis", "Template source"], key="ov_tab", on_change="rerun")
 
-with tab_source:
-    if len(tpl.variants) > 1:
-        st.caption(md(f"Variants: {', '.join(tpl.variants)}; showing {tpl.variant}"))
-    show_code(tpl.source, "jinja")
+if tab_source.open:
+    with tab_source:
+        if len(tpl.variants) > 1:
+            st.caption(md(f"Variants: {', '.join(tpl.variants)}; showing {tpl.variant}"))
+        show_code(tpl.source, "jinja")
 
 with tab_analysis:
-    if rep is None:
+    if rep is None or not tab_analysis.open:
         st.stop()
     a = rep.analysis
     if rep.workarounds_applied:
@@ -72,7 +82,8 @@ with tab_analysis:
         st.table(mt.flags_frame(a), hide_index=True)   # wraps: a list value is read whole
     with right:
         st.subheader("Capabilities")
-        st.dataframe(mt.caps_frame(a.caps), hide_index=True, width="stretch", height="content")
+        # small static tables, not grids: each grid's setup cost the browser more than the rest of its page
+        st.table(mt.caps_frame(a.caps), hide_index=True)
 
     st.subheader("Generation prompt")
     st.caption("Text the template appends for the assistant turn (user “Hello”, one tool, thinking on); "
@@ -80,8 +91,8 @@ with tab_analysis:
     show_text(rep.generation_prompt, max_height="8rem", markers=markers_shown)
 
     st.subheader("Preserved tokens")
-    st.dataframe(pd.DataFrame({"token": [visible_text(t) for t in a.preserved_tokens]}), hide_index=True,
-                 width="content")
+    st.table(pd.DataFrame({"token": [visible_text(t) for t in a.preserved_tokens]}), hide_index=True,
+             width="content")
     if a.additional_stops:
         st.caption(md("Additional stops: " + ", ".join(a.additional_stops)))
 

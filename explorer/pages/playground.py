@@ -65,6 +65,7 @@ def replay_view(output: str, partial: bool, markers: list[str]) -> None:
     what its deltas add up to."""
     from core.chat.conformance import accumulate_deltas
 
+    state.main_has_spec()   # a fragment's run installs a spec-less __main__ (explorer.state.main_has_spec)
     request = state.request_dict()
     rp = state.attempt(state.replay, tpl, request, output, partial)  # in a worker: it can be stopped
     if rp is None:

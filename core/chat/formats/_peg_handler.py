@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...grammar import json_schema as S
-from ...grammar.json_schema import SCALAR_TYPES, value_types  # noqa: F401  (the families read them here)
 from ...grammar.converter import GrammarBuilder
 from ...peg import Arena
-from ...peg.chat import function_tools, indexed_function_tools
+from ...peg.chat import build_chat_peg_parser, function_tools, indexed_function_tools
 from ..base import GrammarTrigger, TriggerType
 from ..generator import GeneratedParser
 from ..prompt import PreparedRequest, prepare_request
@@ -153,8 +152,6 @@ def peg_parser(name: str, root: Any, *, generation_prompt: str, parser_generatio
     """The :class:`HandlerParser` of a family whose format is the PEG ``root(builder)`` returns: the arena, its
     grammar when ``include`` (lazy or not, one ``trigger``; see :func:`grammar_for`) and ``fields`` (preserved
     tokens, thinking tags, …) as :func:`make_parser` takes them."""
-    from ...peg.chat import build_chat_peg_parser
-
     arena = build_chat_peg_parser(root)
     notes: list[str] = []
     grammar, lazy, triggers = grammar_for(arena, notes, include=include, lazy=lazy, triggers=[trigger])

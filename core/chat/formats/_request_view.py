@@ -15,6 +15,8 @@ from typing import Any, Iterable
 
 from ...grammar.json_schema import SchemaNode, may_be_string, schema_from_json_lenient
 from ..request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
+from .. import prompt as _prompt
+from ...jinja.template import apply_template
 
 
 @dataclass
@@ -158,8 +160,6 @@ class PromptContext:
         self.prep = prepared
         self._prompt_mod: Any = None
         try:
-            from .. import prompt as _prompt
-
             self._prompt_mod = _prompt
             if self.prep is None:
                 self.prep = _prompt.prepare_request(template, request)
@@ -180,7 +180,6 @@ class PromptContext:
             if self.prep is not None:
                 return self._prompt_mod.render_prompt(self.prep, add_generation_prompt=add_generation_prompt,
                                                       messages_override=msgs)
-            from ...jinja.template import apply_template
 
             view = request_view(self.request)
             return apply_template(self.template, msgs, self.request.tools or None, add_generation_prompt,

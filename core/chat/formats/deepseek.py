@@ -104,9 +104,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             if prep.continuation == Continuation.CONTENT:
                 gp += prep.continue_content
         else:
-            gp = GEN_PROMPT + THINK_START + prep.continue_reasoning
-            if prep.continuation == Continuation.CONTENT:
-                gp += THINK_END + prep.continue_content
+            gp = prep.prefill(GEN_PROMPT + THINK_START, THINK_END)
         prompt += gp
 
     require_tools = request.tool_choice == ToolChoice.REQUIRED

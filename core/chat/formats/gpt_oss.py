@@ -18,7 +18,7 @@ from typing import Any
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
 from ..repairs import MESSAGES_AFTER_CALL
-from ..request import Continuation, ReasoningFormat, ToolChoice
+from ..request import ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function_indexed,
                            function_parameters_schema, grammar_for, has_response_format,
                            make_parser, pattern, prepared_for)
@@ -55,9 +55,8 @@ def harmony_prompt(template: Any, request: Any, prepared: Any = None) -> tuple[A
     gp = compute_generation_prompt(prep, messages_override=msgs)
     parser_gp = gp
     if prep.has_continuation:
-        gp = "<|start|>assistant<|channel|>analysis<|message|>" + prep.continue_reasoning
-        if prep.continuation == Continuation.CONTENT:
-            gp += "<|end|><|start|>assistant<|channel|>final<|message|>" + prep.continue_content
+        gp = prep.prefill("<|start|>assistant<|channel|>analysis<|message|>",
+                          "<|end|><|start|>assistant<|channel|>final<|message|>")
         prompt += gp
     return prep, prompt, gp, parser_gp
 

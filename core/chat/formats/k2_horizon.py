@@ -26,7 +26,7 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
-from ..request import Continuation, ReasoningFormat, ToolChoice
+from ..request import ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function_indexed, foreach_parameter, grammar_for, has_response_format,
                            make_parser, prepared_for, word)
 
@@ -83,9 +83,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
     required = request.tool_choice == ToolChoice.REQUIRED
 
     if prep.has_continuation:
-        gp = GEN_PREFIX + think_start + "\n" + prep.continue_reasoning
-        if prep.continuation == Continuation.CONTENT:
-            gp += think_end_tag + prep.continue_content
+        gp = prep.prefill(GEN_PREFIX + think_start + "\n", think_end_tag)
         prompt += gp
 
     def root(p):

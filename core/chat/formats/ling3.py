@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...grammar.json_schema import SchemaNode
+from ...grammar.json_schema import SchemaNode, value_types
 from ...jinja.template import ChatTemplate
 from ..request import ChatRequest, Continuation
 from ._request_view import RequestView, param_nodes, request_view
-from ._peg_handler import (HandlerParser, grammar_for, has_response_format, make_parser, peg_parser, value_types,
-                           word)
+from ._peg_handler import HandlerParser, grammar_for, has_response_format, make_parser, peg_parser, word
 from ...peg.chat import build_chat_peg_parser
 
 NAME = "ling3"

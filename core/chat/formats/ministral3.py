@@ -16,7 +16,7 @@ from typing import Any
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
 from ..repairs import REASONING_END_UNMATCHED, REASONING_START_WHITESPACE
-from ..request import Continuation, ReasoningFormat, ToolChoice
+from ..request import ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function_indexed,
                            function_parameters_schema, grammar_for, has_response_format,
                            make_parser, prepared_for, word)
@@ -57,9 +57,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
     gp = compute_generation_prompt(prep, messages_override=msgs)
     parser_gp = gp
     if prep.has_continuation:
-        gp = "[THINK]" + prep.continue_reasoning
-        if prep.continuation == Continuation.CONTENT:
-            gp += "[/THINK]" + prep.continue_content
+        gp = prep.prefill("[THINK]", "[/THINK]")
         prompt += gp
 
     has_tools = bool(request.tools)

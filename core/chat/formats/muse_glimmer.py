@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...jinja.template import ChatTemplate
-from ..request import ChatRequest, Continuation
+from ..request import ChatRequest
 from ._request_view import RequestView, request_view, string_or_json_params
 from ._peg_handler import HandlerParser, pattern, peg_parser
 
@@ -48,9 +48,7 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     view = request_view(request)
     gp = START
     if view.has_continuation:
-        gp = START + SELF + view.continue_reasoning()
-        if view.continuation == Continuation.CONTENT:
-            gp += EOM + START + TO_USER + MESSAGE + view.continue_content()
+        gp = view.prefill(START + SELF, EOM + START + TO_USER + MESSAGE)
 
     include_grammar = view.has_schema or view.tools_active
     lazy = not (view.has_schema or (view.tools_active and view.required))

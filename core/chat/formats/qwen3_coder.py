@@ -32,6 +32,7 @@ from ._peg_handler import (foreach_function, foreach_function_indexed, foreach_p
                            has_response_format, make_parser, prepared_for, word)
 from ..prompt import render_prompt
 from ..repairs import MISSING_REQUIRED_ARGUMENT, REASONING_START_REPEATED, any_order_args
+from ..generator import _any_subset
 
 NAME = "qwen3-coder"
 GEN_PREFIX = "<|im_start|>assistant\n"
@@ -140,7 +141,6 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                     # repair missing-required-argument: the declared parameters, each at most once, required ones
                     # possibly missing (the client checks the schema), tried last; made once the tree is built
                     # so the grammar stays the template's (widen_late)
-                    from ..generator import _any_subset
                     late.append(lambda args=args, idx=idx, params=required + optional: p.widen_late(
                         args, MISSING_REQUIRED_ARGUMENT, lambda _: _any_subset(p, f"tool-{idx}-subset", params)))
                 func = p.tool(p.tool_open("<function=" + p.tool_name(p.literal(name)) + p.flexible(">\n"))
