@@ -264,3 +264,44 @@ def test_spans_follow_the_lossless_contract(template_name: str, output: str, rec
     assert not check_cover(tr.spans, tr.text)
     rebuilt = rebuild_message(tr.spans, getattr(bundle.parser, "drop_blank_reasoning", True))
     assert same_message(rebuilt, tr.message), (rebuilt.to_openai(), tr.message.to_openai())
+
+
+def _drift_rows() -> list[dict]:
+    from pathlib import Path
+
+    rows = []
+    for path in sorted((Path(__file__).parent / "data" / "drift").glob("*.jsonl")):
+        rows += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return rows
+
+
+@pytest.mark.parametrize("fidelity", ["llama.cpp", "improved"])
+def test_explain_gives_the_parsers_message_on_the_drift_suite(fidelity: str) -> None:
+    """explain's message is the parser's on every drifted real output (tests/data/drift, each row with its
+    source), and its spans rebuild it. Found by a re-attack: Qwen3.5 (lmstudio-bug-tracker#1592) writes an empty
+    string argument (``<parameter=arg1>\\n\\n</parameter>``); its value node is empty, so no span carried it and
+    the rebuilt arguments were ``{"arg1":}``."""
+    from core.explain.explain import explain
+
+    bad = []
+    for row in _drift_rows():
+        request = ChatRequest.from_dict(row["request"])
+        template = _template(row["template"])
+        want = build_chat_parser(template, request, fidelity=fidelity).parser.parse(row["output"]).to_openai()
+        ex = explain(template, request, row["output"], fidelity=fidelity, fixes=False)
+        if ex.message != want or ex.consistency:
+            bad.append(f"{row['id']}: {ex.consistency or 'message differs'}")
+    assert not bad, bad
+
+
+def test_an_empty_string_argument_is_rebuilt_as_an_empty_string() -> None:
+    """The minimal form of the drift row above (Qwen3.5's tagged arguments, one empty string value)."""
+    from core.explain.explain import explain
+
+    tools = [{"type": "function", "function": {"name": "g", "description": "", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}}]
+    request = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hi"}], "tools": tools})
+    output = "<tool_call>\n<function=g>\n<parameter=a>\n\n</parameter>\n</function>\n</tool_call>"
+    ex = explain(_template("Qwen3.5-4B.jinja"), request, output, fixes=False)
+    assert ex.message["tool_calls"][0]["function"]["arguments"] == '{"a":""}'
+    assert ex.consistency == ""

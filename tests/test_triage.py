@@ -793,3 +793,62 @@ def test_a_tag_rewritten_with_its_newline_is_a_whitespace_slip_not_a_wrapper():
     ex, tg = _real("real_outputs/hermes.jsonl", "hermes-two-calls-adjacent")
     assert tg.mistake == Mistake.OMITTED_MARKER
     assert tg.fixes[0].change == {"repairs": ["tag-whitespace"]}
+
+
+def test_a_template_patch_never_writes_the_models_jinja_syntax_into_the_source() -> None:
+    """A re-attack found that the template patch wrote the model's token (an ``<|...|>`` token may hold quotes and
+    braces) verbatim into the Jinja source where the template writes its own literal: inside a ``'...'`` literal a
+    quote closes the string and what follows runs as template code in the offered, downloadable template. Such a
+    replacement is refused; the plain key alias (issue 26's example) is still patched."""
+    from types import SimpleNamespace
+
+    from core.explain.triage import Edit, _template_patch
+
+    setup = SimpleNamespace(template=SimpleNamespace(source="{{- '<|tool_call|>' + tool.name }}{{ '\"arguments\": ' }}"))
+    hostile = "<|a' ~ cycler.__init__ ~ '|>"
+    assert _template_patch(setup, [Edit("replace", 0, hostile, "<|tool_call|>")], hostile) is None
+    assert _template_patch(setup, [Edit("replace", 0, "<|{{ 7*7 }}|>", "<|tool_call|>")], "") is None
+    assert _template_patch(setup, [Edit("replace", 0, '"parameters"', '"arguments"')], "") == ('"arguments"',
+                                                                                                '"parameters"')
+
+
+def test_a_type_union_in_the_schema_does_not_break_the_triage() -> None:
+    """A re-attack found explain raising ``TypeError: unhashable type: 'list'`` (a traceback) from the triage's
+    schema check when a parameter's ``type`` is a list — valid JSON Schema, used by the reference cases ref-0132
+    (Qwen3-Coder, ``["string", "null"]``) — on any output that does not parse clean (here ref-0132's output with its
+    opener written twice). A union is checked as any of its types."""
+    from .conftest import REFERENCE
+
+    row = json.loads(next(line for line in (REFERENCE / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+                          if '"ref-0132"' in line))
+    tools = row["tools"]
+    assert tools[0]["function"]["parameters"]["properties"]["name"]["type"] == ["string", "null"]
+    request = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hey there!"}], "tools": tools})
+    template = ChatTemplate((TEMPLATES / "Qwen3-Coder.jinja").read_text(encoding="utf-8"), "Qwen3-Coder.jinja")
+    output = ("<tool_call><tool_call>\n<function=set_nullable_str>\n<parameter=name>\nhello world\n</parameter>\n"
+              "</function>\n</tool_call>")
+    ex = explain(template, request, output)
+    assert ex.triage is not None and ex.triage.mistake != Mistake.NONE
+    from core.explain.causes import _type_ok
+
+    assert _type_ok(None, ["string", "null"]) and not _type_ok(3, ["string", "null"]) and _type_ok(3, {"x": 1})
+
+
+@pytest.mark.parametrize("params", [
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": [1, None]},
+    {"type": "object", "properties": {"city": "string"}, "required": [{"x": 1}]},
+    {"type": "object", "properties": ["city"], "required": [["city"]]},
+])
+def test_a_hostile_schema_is_read_without_a_traceback(params: dict) -> None:
+    """A re-attack found explain raising (``unhashable type: 'dict'``, ``'int' object has no attribute
+    'isascii'``, ``'list' object has no attribute 'get'``) when the request's schema lists non-names in
+    ``required`` or gives ``properties`` as a list, on outputs that do not parse clean. The request is untrusted:
+    those entries name no parameter and are left out."""
+    tools = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": params}}]
+    request = ChatRequest.from_dict({"messages": [{"role": "user", "content": "hi"}], "tools": tools})
+    template = ChatTemplate((TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8"), "q")
+    for output in ('<tool_call>\n{"name": "f", "arguments": {"city": 1, "zz": [1]}}\n</tool_call>x',
+                   '<tool_call>\n{"name": "f", "parameters": {"city": 1}}'):
+        for fidelity in ("llama.cpp", "improved"):
+            ex = explain(template, request, output, fidelity=fidelity)
+            assert ex.triage is not None and ex.consistency == ""

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..chat.request import ChatRequest, ToolChoice
-from .model import (MARKER_TOKEN, WS, Cause, Finding, Setup, build_bundle, called_names, message_of, reasoning_markers,
+from .model import (MARKER_TOKEN, properties_of, required_of, WS, Cause, Finding, Setup, build_bundle, called_names, message_of, reasoning_markers,
                    stop_point, tool_stub, trace, visible_text)
 from .spans import SpanLabel
 from .trace_routes import ParseTrace
@@ -514,8 +514,8 @@ def _call_evidence(fn: dict[str, Any], arguments: str) -> list[str]:
     if not isinstance(args, dict) or not isinstance(schema, dict):
         return []
     ev: list[str] = []
-    props = schema.get("properties") or {}
-    for r in schema.get("required") or []:
+    props = properties_of(schema)
+    for r in required_of(schema):
         if r not in args:
             ev.append(f"required argument {_q(r)} is missing")
     for k, v in args.items():
@@ -527,7 +527,13 @@ def _call_evidence(fn: dict[str, Any], arguments: str) -> list[str]:
     return ev
 
 
-def _type_ok(v: Any, t: str) -> bool:
+def _type_ok(v: Any, t: Any) -> bool:
+    """Whether ``v`` is of JSON Schema type ``t``: a name, or a list of names (any of them); any other ``type``
+    (the request's schema is untrusted) says nothing."""
+    if isinstance(t, list):
+        return not t or any(_type_ok(v, x) for x in t[:16] if isinstance(x, str))
+    if not isinstance(t, str):
+        return True
     return {"string": isinstance(v, str), "integer": isinstance(v, int) and not isinstance(v, bool),
             "number": isinstance(v, (int, float)) and not isinstance(v, bool), "boolean": isinstance(v, bool),
             "object": isinstance(v, dict), "array": isinstance(v, list), "null": v is None}.get(t, True)

@@ -356,3 +356,16 @@ def called_names(ex: Any, req: Any) -> list[str]:
         if n not in out and n not in have:
             out.append(n)
     return out
+
+
+def required_of(params: Any) -> list[str]:
+    """The names a tool's ``parameters`` schema lists in ``required`` — the string entries of a list, nothing else
+    (the request's schema is untrusted: a number, an object or a string there is no parameter name)."""
+    req = params.get("required") if isinstance(params, dict) else None
+    return [r for r in req if isinstance(r, str)] if isinstance(req, list) else []
+
+
+def properties_of(params: Any) -> dict[str, Any]:
+    """A tool's ``parameters.properties`` when it is an object, else ``{}`` (the request's schema is untrusted)."""
+    props = params.get("properties") if isinstance(params, dict) else None
+    return props if isinstance(props, dict) else {}

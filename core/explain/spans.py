@@ -544,7 +544,9 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
                 elif v is not None:
                     parts.append(f"{key}:{normalize_python_value(v)}")
                 else:
-                    parts.append(f"{key}:")
+                    # no value span: the only value a parse can close empty is a string (a JSON value has at least
+                    # one character); a call cut there is compared as a prefix (same_message)
+                    parts.append(f'{key}:""')
             args = "{" + ",".join(parts) + "}"
         msg.tool_calls.append(ToolCall(name=name, arguments=args, id=cid))
     return msg

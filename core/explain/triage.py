@@ -33,7 +33,7 @@ from .model import MARKER_TOKEN as _TOKEN
 from .model import Cause
 from .model import Setup as _Setup
 from .model import stop_point as _stop_point
-from .model import build_bundle, dialect_failure, dialect_line
+from .model import build_bundle, dialect_failure, dialect_line, properties_of, required_of
 from .model import visible_text as _visible
 
 _WS = " \t\n\v\f\r"
@@ -605,8 +605,8 @@ def _schema_problems(req: Any, message: dict[str, Any]) -> list[tuple[Mistake, s
             continue
         if not isinstance(args, dict):
             continue
-        props = schema.get("properties") or {}
-        for r in schema.get("required") or []:
+        props = properties_of(schema)
+        for r in required_of(schema):
             if r not in args:
                 out.append((Mistake.MISSING_REQUIRED, f"`{f.get('name')}` is called without `{r}`, which the "
                                                       "request's schema lists in `required`"))
@@ -1213,8 +1213,8 @@ def _bare_call(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> tup
     name = names[0]
     tool = next((t.get("function") or {} for t in setup.request.tools or []
                  if isinstance(t, dict) and (t.get("function") or {}).get("name") == name), {})
-    props = list(((tool.get("parameters") or {}).get("properties") or {}))[:8]
-    required = [r for r in (tool.get("parameters") or {}).get("required") or [] if r in props]
+    props = list(properties_of(tool.get("parameters")))[:8]
+    required = [r for r in required_of(tool.get("parameters")) if r in props]
     tries = list(dict.fromkeys(tuple(x) for x in ([props, required] + [[p] for p in props[:2]] + [[]])))
     alt = "|".join(re.escape(t.strip(_WS)) for t in sorted(toks, key=len, reverse=True))
     for keys in tries[:4]:
@@ -1563,7 +1563,7 @@ def _missing_from_text(req: Any, output: str) -> str:
         name = f.get("name")
         if not name or name not in output:
             continue
-        for r in (f.get("parameters") or {}).get("required") or []:
+        for r in required_of(f.get("parameters")):
             if r not in output:
                 return f"`{name}` is called without `{r}`, which the request's schema lists in `required`"
     return ""
@@ -1726,8 +1726,8 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             if not f.get("name") or f["name"] not in text:
                 continue
             if mistake == Mistake.MISSING_REQUIRED:
-                keep = [r for r in params.get("required") or [] if r in text]
-                if keep != list(params.get("required") or []):
+                keep = [r for r in required_of(params) if r in text]
+                if keep != required_of(params):
                     change.setdefault("required", {})[f["name"]] = keep
             elif probe:
                 for tc in probe.get("tool_calls") or []:
@@ -2002,6 +2002,8 @@ def _template_patch(setup: _Setup, edits: list[Edit], output: str) -> tuple[str,
         return None
     e = edits[0]
     lit = e.new.strip(_WS)
+    if e.kind == "replace" and any(ch in _JINJA_SYNTAX for ch in e.old.strip('"')):
+        return None     # the model's text goes into the Jinja source: nothing that could quote out or open a tag
     if e.kind == "replace" and e.new.strip('"') and e.new in src:
         return e.new, e.old
     if e.kind == "replace" and f"'{e.new.strip(chr(34))}'" in src:
@@ -2009,6 +2011,9 @@ def _template_patch(setup: _Setup, edits: list[Edit], output: str) -> tuple[str,
     if e.kind == "insert" and lit and src.count(lit) == 1 and _TOKEN.fullmatch(lit):
         return lit, ""
     return None
+
+
+_JINJA_SYNTAX = frozenset("{}%#'\"\\\n\r")
 
 
 _ROLE_BRANCH = re.compile(r"\{%-?\s{0,4}(el)?if\s{1,4}(role|\w{1,20}\.role|\w{1,20}\[['\"]role['\"]\])\s{0,4}==\s{0,4}"
