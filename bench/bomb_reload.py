@@ -29,7 +29,8 @@ from typing import Any
 from .app import _PHASE_HOOK, _TICK, tree_cpu
 from .browser import CHROME_ARGS, CHROMIUM, IDLE_JS, serve
 
-# the template of tests/test_browser_isolation.py: ChatML until the first message is "detonate"
+# the runaway of the browser isolation test (tests/test_browser_isolation.py): ChatML until the first message is
+# "detonate", then `==` on two deep lists (work inside C code, which only the worker kill stops)
 TRIPWIRE = """{%- if messages[0].content == 'detonate' -%}
 {%- set ns = namespace(a=[0], b=[0]) -%}
 {%- for i in range(64) -%}{%- set ns.a = [ns.a, ns.a] -%}{%- set ns.b = [ns.b, ns.b] -%}{%- endfor -%}

@@ -26,6 +26,7 @@ import urllib.request
 
 import pytest
 
+from bench import bomb_reload
 from bench.browser import IDLE_JS
 
 from .test_browser import (ARTIFACTS, _shot, _wait_idle, paste_template,  # noqa: F401
@@ -33,16 +34,7 @@ from .test_browser import (ARTIFACTS, _shot, _wait_idle, paste_template,  # noqa
 
 pytestmark = pytest.mark.browser
 
-TRIPWIRE = """{%- if messages[0].content == 'detonate' -%}
-{%- set ns = namespace(a=[0], b=[0]) -%}
-{%- for i in range(64) -%}{%- set ns.a = [ns.a, ns.a] -%}{%- set ns.b = [ns.b, ns.b] -%}{%- endfor -%}
-{{- ns.a == ns.b -}}
-{%- endif -%}
-{%- for m in messages -%}<|im_start|>{{ m.role }}
-{{ m.content }}<|im_end|>
-{% endfor -%}
-{%- if add_generation_prompt -%}<|im_start|>assistant
-{% endif -%}"""
+TRIPWIRE = bomb_reload.TRIPWIRE  # ChatML until the first message is "detonate", then `==` on deep lists
 TIMEOUT_S = 15
 RUNNING_JS = ("() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
               " return !!a && a.getAttribute('data-test-script-state') === 'running'; }")

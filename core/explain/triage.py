@@ -1622,6 +1622,26 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return same_message(AssistantMessage.from_openai(a), AssistantMessage.from_openai(b))
 
 
+
+def _keep_special_tokens(setup: _Setup, budget: _Budget, ok: Any, restored: str, shown: str) -> RankedFix | None:
+    """The server fix "keep special tokens" when ``restored`` (the output with the tokens a decoder dropped put
+    back) re-parses as ``ok`` wants, at the setup's fidelity, else at improved fidelity; None when it does not."""
+    for fid in dict.fromkeys((setup.fidelity, "improved")):
+        if not budget.take(len(restored)):
+            return None
+        try:
+            p = _parse(replace(setup, fidelity=fid), restored)
+        except Exception:  # noqa: BLE001
+            continue
+        if ok(p):
+            change: dict[str, Any] = {"server": "keep-special-tokens", "output": restored}
+            extra = ""
+            if fid != setup.fidelity:
+                change["fidelity"], extra = fid, ", and parse at improved fidelity"
+            return RankedFix(TriageFixKind.SERVER, "keep special tokens in the decoded text (skip_special_tokens="
+                             f"false / --special){extra}: the output then {shown}", change, p.message.to_openai(), 4)
+    return None
+
 def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tuple[list[Edit], _Parsed] | None,
                  budget: _Budget, ctx: dict[str, Any]) -> tuple[list[RankedFix], str]:  # noqa: C901
     """Fixes of every kind, each re-parsed; ``(fixes, why none)``."""
@@ -1834,39 +1854,14 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         restored = ex.output
         for e in sorted(special, key=lambda e: -e.pos):
             restored = e.apply(restored)
-        for fid in (setup.fidelity, "improved"):
-            if not budget.take(len(restored)):
-                break
-            try:
-                p = _parse(replace(setup, fidelity=fid), restored)
-            except Exception:  # noqa: BLE001
-                continue
-            if ok(p):
-                extra = "" if fid == setup.fidelity else ", and parse at improved fidelity"
-                change: dict[str, Any] = {"server": "keep-special-tokens", "output": restored}
-                if extra:
-                    change["fidelity"] = "improved"
-                out.append(RankedFix(TriageFixKind.SERVER, "keep special tokens in the decoded text "
-                                     f"(skip_special_tokens=false / --special){extra}: the output then starts "
-                                     + _q(restored[:30]), change, p.message.to_openai(), 4))
-                break
+        fix = _keep_special_tokens(setup, budget, ok, restored, "starts " + _q(restored[:30]))
+        if fix is not None:
+            out.append(fix)
     if mistake == Mistake.SPECIAL_TOKENS_STRIPPED and ctx.get("restored") and not special:
         restored = ctx["restored"]
-        for fid in dict.fromkeys((setup.fidelity, "improved")):
-            if not budget.take(len(restored)):
-                break
-            try:
-                p = _parse(replace(setup, fidelity=fid), restored)
-            except Exception:  # noqa: BLE001
-                continue
-            if ok(p):
-                change = {"server": "keep-special-tokens", "output": restored}
-                if fid != setup.fidelity:
-                    change["fidelity"] = fid
-                out.append(RankedFix(TriageFixKind.SERVER, "keep special tokens in the decoded text "
-                                     "(skip_special_tokens=false / --special): the output then reads "
-                                     + _q(restored[:40]), change, p.message.to_openai(), 4))
-                break
+        fix = _keep_special_tokens(setup, budget, ok, restored, "reads " + _q(restored[:40]))
+        if fix is not None:
+            out.append(fix)
     if near and mistake == Mistake.STOP_STRING_STRIPPED and budget.take(len(near[1].output)):
         restored = near[1].output
         try:
