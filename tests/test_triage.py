@@ -278,8 +278,13 @@ def test_an_unwrapped_call_is_an_omitted_opener_and_every_token_stripped_is_the_
     assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED and not tg.fixes and "skip_special_tokens" in tg.no_fix
 
 
+def _set_case(name: str, case_id: str):
+    """explain and triage of the case ``case_id`` of the set ``name``."""
+    return _run(next(c for c in SETS[name] if c["id"] == case_id))
+
+
 def _kept3(case_id: str):
-    return _run(next(c for c in SETS["kept3.jsonl"] if c["id"] == case_id))
+    return _set_case("kept3.jsonl", case_id)
 
 
 def test_a_closer_written_as_another_marker_is_an_omitted_closer_and_the_slip_is_not_taught():
@@ -681,7 +686,7 @@ def test_a_template_without_a_tool_calls_branch_gets_one_that_reparses():
 
 
 def _kept4(case_id: str):
-    return _run(next(c for c in SETS["kept4.jsonl"] if c["id"] == case_id))
+    return _set_case("kept4.jsonl", case_id)
 
 
 def test_whitespace_edits_name_a_whitespace_slip_before_any_format_guess():
