@@ -949,8 +949,7 @@ def _held_back_start(parser: Any, output: str, end: int) -> int:
     """Where a marker prefix the partial view of ``output[:end]`` holds back starts: the longest tail of
     ``output[:end]`` that is a proper prefix of a markup string of ``parser`` (``"<"`` of a ``</tool_call>`` that
     may follow), else ``end``. At most :data:`CUT_MARKER_MAX` characters back."""
-    request, analysis, _ = getattr(parser, "lossless_context", None) or (None, None, "")
-    marks = [m for m in set(markup_of(parser, request, analysis)) if 1 < len(m) <= CUT_MARKER_MAX]
+    marks = _short_markup(parser)
     for k in range(max(0, end - CUT_MARKER_MAX + 1), end):
         tail = output[k:end]
         if any(len(tail) < len(m) and m.startswith(tail) for m in marks):
@@ -975,7 +974,24 @@ def _opener_at(parser: Any, output: str, at: int) -> int:
 
 
 CUT_MARKER_MAX = 64
-"""Longest markup string :func:`_cut_marker_start` tries (keeps it linear on a hostile output)."""
+"""Longest markup string :func:`_cut_marker_start` and :func:`_held_back_start` try (keeps them linear on a
+hostile output)."""
+
+
+def _short_markup(parser: Any) -> tuple[str, ...]:
+    """The distinct markup strings of ``parser`` (:func:`core.chat.lossless.markup_of` with its
+    ``lossless_context``) of 2 to :data:`CUT_MARKER_MAX` characters, computed once per parser (one unparsed tail
+    asks for them up to twice: its opener, and what a kept view holds back)."""
+    cached = getattr(parser, "_short_markup", None)
+    if cached is not None:
+        return cached
+    request, analysis, _ = getattr(parser, "lossless_context", None) or (None, None, "")
+    marks = tuple(sorted(m for m in set(markup_of(parser, request, analysis)) if 1 < len(m) <= CUT_MARKER_MAX))
+    try:
+        parser._short_markup = marks
+    except AttributeError:   # a parser that takes no attributes: computed again next time
+        pass
+    return marks
 
 
 def _cut_marker_start(parser: Any, output: str, at: int) -> int:
@@ -983,11 +999,11 @@ def _cut_marker_start(parser: Any, output: str, at: int) -> int:
     before it) whole or cut by the end of the output, else -1: Llama 4's pythonic opener ``[get_weather(``, whole
     before a cut argument list or cut to ``[get_wea``, is one construct, and its text comes back whole (not
     ``get_weather(`` or ``wea`` alone)."""
-    request, analysis, _ = getattr(parser, "lossless_context", None) or (None, None, "")
+    request = (getattr(parser, "lossless_context", None) or (None, None, ""))[0]
     names = sorted(tool_names(request))
     best = -1
-    for m in set(markup_of(parser, request, analysis)):
-        if len(m) < 2 or len(m) > CUT_MARKER_MAX or without_tool_names(m, names) == m:
+    for m in _short_markup(parser):
+        if without_tool_names(m, names) == m:
             continue
         whole = output.find(m, max(0, at - len(m) + 1), at + len(m))
         if whole >= 0:

@@ -1622,7 +1622,6 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return same_message(AssistantMessage.from_openai(a), AssistantMessage.from_openai(b))
 
 
-
 def _keep_special_tokens(setup: _Setup, budget: _Budget, ok: Any, restored: str, shown: str) -> RankedFix | None:
     """The server fix "keep special tokens" when ``restored`` (the output with the tokens a decoder dropped put
     back) re-parses as ``ok`` wants, at the setup's fidelity, else at improved fidelity; None when it does not."""
@@ -1641,6 +1640,7 @@ def _keep_special_tokens(setup: _Setup, budget: _Budget, ok: Any, restored: str,
             return RankedFix(TriageFixKind.SERVER, "keep special tokens in the decoded text (skip_special_tokens="
                              f"false / --special){extra}: the output then {shown}", change, p.message.to_openai(), 4)
     return None
+
 
 def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tuple[list[Edit], _Parsed] | None,
                  budget: _Budget, ctx: dict[str, Any]) -> tuple[list[RankedFix], str]:  # noqa: C901
