@@ -11,7 +11,7 @@ import streamlit as st
 
 from explorer import state, urlstate
 from explorer.components import serving
-from explorer.components.spans import legend_html, panel_html, span_style, stop_html
+from explorer.components.spans import NEW_OUTLINE, legend_html, panel_html, span_style, stop_html
 from core.explain.explain import show_invisible
 from explorer.components.text import md, md_code, split_rule_path, visible_html
 
@@ -263,7 +263,7 @@ if replay_box.open:
                         piece = {**sp, "text": sp["text"][lo - sp["start"]:hi - sp["start"]]}
                         html_piece = _span_html(piece)
                         if new:
-                            html_piece = f'<span class="cte-new" style="outline:2px solid #f59e0b">{html_piece}</span>'
+                            html_piece = f'<span class="cte-new" style="outline:2px solid {NEW_OUTLINE}">{html_piece}</span>'
                         parts.append(html_piece)
             held = "".join(sp["text"] for sp in step["spans"] if sp["label"] == "held back")
             st.html(panel_html("cte-stream", "".join(parts)))
