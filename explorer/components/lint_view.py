@@ -19,6 +19,14 @@ def shown_text(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
     return "\n".join(visible(line, None, spaces=False) for line in text.split("\n"))
 
+# Compare's field table in the page's left half: fixed column shares (Streamlit sizes a static table to its
+# longest unbreakable cell, and the B column ran off the page), every cell wrapping, anywhere if it must
+FIELDS_TABLE_CSS = ("<style>.st-key-cte_fields_table table{table-layout:fixed;width:100%}"
+                    ".st-key-cte_fields_table tr>:nth-child(1){width:38%}"
+                    ".st-key-cte_fields_table tr>:nth-child(2){width:10%}"
+                    ".st-key-cte_fields_table td [data-testid=stMarkdownContainer],.st-key-cte_fields_table td p"
+                    "{width:auto !important;overflow-wrap:anywhere !important;white-space:normal !important}</style>")
+
 SEVERITY_ICON = {"error": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 
 
@@ -99,10 +107,14 @@ def show_comparison(c: Any) -> None:
         st.info("The two templates are identical.")
     st.subheader("Analysis fields that differ")
     if c.fields:
-        st.table(pd.DataFrame([{"field": f.path, "A": shown_text(json.dumps(f.a, ensure_ascii=False)),
-                                    "B": shown_text(json.dumps(f.b, ensure_ascii=False)),
-                                    "changes the parser": "yes" if f.parser else "no (order only)"}
-                                   for f in c.fields]), hide_index=True)   # wraps: values are long
+        # whether the parser changes comes right after the field (it was the fourth column, cut off in the
+        # page's left half); values without spaces (marker strings) break anywhere instead of pushing B off
+        with st.container(key="cte_fields_table"):
+            st.html(FIELDS_TABLE_CSS)
+            st.table(pd.DataFrame([{"field": f.path, "changes the parser": "yes" if f.parser else "no (order only)",
+                                    "A": shown_text(json.dumps(f.a, ensure_ascii=False)),
+                                    "B": shown_text(json.dumps(f.b, ensure_ascii=False))}
+                                   for f in c.fields]), hide_index=True)
     else:
         st.caption("None.")
     st.subheader("Comparisons whose renders differ")
