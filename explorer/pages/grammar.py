@@ -24,9 +24,13 @@ if bundle is None:
 parser = bundle.parser
 
 c1, c2, c3 = st.columns(3)
-c1.metric("Grammar", "present" if parser.grammar else "none")
-c2.metric("Lazy", "yes" if parser.grammar_lazy else "no")
-c3.metric("Triggers", len(parser.grammar_triggers or []))
+c1.metric("Grammar", "present" if parser.grammar else "none",
+          help="A GBNF grammar that holds the model's sampling to the format's tool calls (built when the request "
+               "has tools).")
+c2.metric("Lazy", "yes" if parser.grammar_lazy else "no",
+          help="yes: the grammar applies only from a trigger on, so the text before a call is not constrained.")
+c3.metric("Triggers", len(parser.grammar_triggers or []),
+          help="Words or patterns in the output that switch a lazy grammar on (listed below).")
 
 if parser.grammar:
     show_code(parser.grammar, "gbnf", max_height="36rem")
