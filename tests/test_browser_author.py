@@ -76,7 +76,8 @@ def test_edit_live_render_reload_then_compare(app_url, browser):  # noqa: F811 -
     over = fields.evaluate("""e => { const t = e.querySelector('[data-testid=stTable]'), out = [];
         if (t.scrollWidth > t.clientWidth + 1) out.push(['table', t.scrollWidth, t.clientWidth]);
         for (const td of e.querySelectorAll('td')) for (const p of td.querySelectorAll('p'))
-            if (p.getBoundingClientRect().right > td.getBoundingClientRect().right + 1 || p.scrollWidth > p.clientWidth + 1)
+            if (p.getBoundingClientRect().right > td.getBoundingClientRect().right + 1
+                || p.scrollWidth > p.clientWidth + 1)
                 out.push([p.innerText, p.scrollWidth, td.clientWidth]);
         return out; }""")
     assert not over, over

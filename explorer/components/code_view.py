@@ -48,8 +48,8 @@ _CLASS = {kind: f"t{i}" for i, kind in enumerate(PALETTE)}
 # inline style). light-dark() picks by the color-scheme Streamlit set for its theme. Each line is a block whose
 # wrapped rows are indented under its text, not under the line numbers (--cte-w: the numbers' width).
 STYLE = ("<style>"
-         + "".join(f".cte-code .{_CLASS[k]}{{color:light-dark({lt},{dk}){';font-style:italic' if k is Comment else ''}}}"
-                   for k, (lt, dk) in PALETTE.items())
+         + "".join(f".cte-code .{_CLASS[k]}{{color:light-dark({lt},{dk})"
+                   f"{';font-style:italic' if k is Comment else ''}}}" for k, (lt, dk) in PALETTE.items())
          + ".cte-code .cte-line{display:block;min-height:1.5em;padding-left:calc(var(--cte-w) + 1ch);"
            "text-indent:calc(-1 * (var(--cte-w) + 1ch))}"
            ".cte-code .cte-lineno{display:inline-block;width:var(--cte-w);margin-right:1ch;text-align:right;"

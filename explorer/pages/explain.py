@@ -218,11 +218,11 @@ if stop is not None:
     st.subheader("Where it stopped")
     st.error(md_code(f"At output position {stop['output_pos']}: {stop['words']}"))
     if stop.get("path"):
-        st.caption("Hover ⓘ for the parser's grammar rules at that point.", help=md(" > ".join(stop["path"])))
+        st.caption("Hover the ? icon for the parser's grammar rules at that point.", help=md(" > ".join(stop["path"])))
 if ex["truncated"] is not None:
     st.warning(md_code(f"The output ends inside a tool call: {ex['truncated']['words']}"))
     if ex["truncated"].get("path"):
-        st.caption("Hover ⓘ for the parser's grammar rules at that point.",
+        st.caption("Hover the ? icon for the parser's grammar rules at that point.",
                    help=md(" > ".join(ex["truncated"]["path"])))
 
 # ---------------------------------------------------------------- streaming replay

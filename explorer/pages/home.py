@@ -53,5 +53,5 @@ if tpl is not None:
 
 st.subheader("Glossary")
 rows = "\n".join(f"| {g} | `{n}` | {md(m)} |" for (g, n), m in MODES.items())
-st.markdown("| | mode | meaning |\n|---|---|---|\n" + rows)
+st.markdown("| part | mode | meaning |\n|---|---|---|\n" + rows)
 st.markdown("\n".join(f"- **{k}**: {md(v)}" for k, v in TERMS.items()))
