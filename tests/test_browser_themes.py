@@ -254,3 +254,23 @@ def test_comparisons_diff_reads_in_both_themes(app_url, browser, scheme, scale):
     tint = {k: _composite(layers) for k, _, layers in seen if k in ("prefix", "left", "right")}
     assert len(set(tint.values())) == 3, tint
     ctx.close()
+
+
+def test_code_inputs_use_the_code_font(app_url, browser):  # noqa: F811 - fixtures
+    """The Edit page's template box is fixed-width (Streamlit draws text areas in its prose font), the Explain
+    page's model output box is not (prose and markup): the same number of "i" and "W" take the same width."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    widths = """e => { const c = document.createElement('canvas').getContext('2d'), s = getComputedStyle(e);
+        c.font = s.fontSize + ' ' + s.fontFamily;
+        return [c.measureText('iiiiiiii').width, c.measureText('WWWWWWWW').width]; }"""
+    for path, title, key, fixed in (("edit", "Edit", "in_edit_source", True),
+                                    ("explain", "Explain", "in_output", False)):
+        page.goto(f"{app_url}/{path}", wait_until="networkidle")
+        page.get_by_role("heading", name=title).wait_for(timeout=60_000)
+        _wait_idle(page)
+        box = page.locator(f".st-key-{key} textarea")
+        box.wait_for(timeout=60_000)
+        narrow, wide = box.evaluate(widths)
+        assert (abs(narrow - wide) < 0.5) == fixed, (path, narrow, wide,
+                                                     box.evaluate("e => getComputedStyle(e).fontFamily"))
+    page.close()

@@ -149,6 +149,15 @@ def visible_html(text: str) -> str:
     return _VISIBLE_HTML.sub(_visible_char, html.escape(text, quote=True))
 
 
+# The text boxes that hold code — templates and JSON — in the code font, like the code views (Jinja's indentation
+# and JSON's nesting read in a fixed-width font; Streamlit draws every text area in its prose font). Drawn once per
+# run by the sidebar, so each page's box keeps its place.
+CODE_INPUTS = ("in_edit_source", "in_paste_text", "in_compare_text_A", "in_compare_text_B", "in_tools",
+               "in_messages", "in_live_messages", "in_live_tools", "in_ov_import", "explain_expect")
+CODE_INPUTS_CSS = ("<style>" + ",".join(f".st-key-{k} textarea" for k in CODE_INPUTS)
+                   + "{font-family:'Source Code Pro',ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;"
+                     "font-size:0.85rem}</style>")
+
 TOKEN_STYLE = "white-space:nowrap"  # a special token is never broken across lines
 
 
