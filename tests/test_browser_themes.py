@@ -274,3 +274,30 @@ def test_code_inputs_use_the_code_font(app_url, browser):  # noqa: F811 - fixtur
         assert (abs(narrow - wide) < 0.5) == fixed, (path, narrow, wide,
                                                      box.evaluate("e => getComputedStyle(e).fontFamily"))
     page.close()
+
+
+def test_long_lines_wrap_between_words(app_url, browser):  # noqa: F811 - fixtures
+    """A long line of model output in Explain's span view wraps inside the panel, between words: a visible
+    space is a glyph, not a space, and such a line ran 3× past the panel's right edge."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(app_url + "/explain", wait_until="networkidle")
+    page.get_by_role("heading", name="Explain").wait_for(timeout=60_000)
+    _wait_idle(page)
+    area = page.locator('[data-testid="stTextArea"]').filter(has_text="Model output").locator("textarea")
+    area.fill("The user wants the weather in Paris, so I should think about it carefully before answering. " * 5
+              + "\n</think>\n\nIt is sunny.")
+    area.press("Control+Enter")
+    _wait_idle(page)
+    view = page.locator("pre.cte-spans")
+    view.filter(has_text="sunny").wait_for(timeout=60_000)
+    width, inner = view.evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert width <= inner, (width, inner)
+    # no word is cut across two lines: each "carefully" is drawn in one box
+    split = view.evaluate("""e => { const out = [], w = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+        for (let n = w.nextNode(); n; n = w.nextNode()) for (let i = n.data.indexOf('carefully'); i >= 0;
+             i = n.data.indexOf('carefully', i + 1)) {
+            const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 9);
+            out.push(r.getClientRects().length); }
+        return out; }""")
+    assert len(split) == 5 and set(split) == {1}, split
+    page.close()

@@ -46,7 +46,7 @@ MEANINGS = {
 # padding: room below the glyphs so an underscore never sits on the box's bottom edge
 SPAN_PAD = "padding:0.08em 0 0.22em"
 BOX = f"border:1px solid {BORDER};border-radius:3px;padding:0.08em 1px 0.22em"
-PANEL = ("white-space:pre-wrap;font-size:0.9em;line-height:1.9;color:inherit;background:transparent;"
+PANEL = ("white-space:pre-wrap;overflow-wrap:anywhere;font-size:0.9em;line-height:1.9;color:inherit;background:transparent;"
          "border:1px solid rgba(128,128,128,0.4);border-radius:6px;padding:0.5em 0.7em")
 
 

@@ -134,7 +134,9 @@ def _visible_char(m: "re.Match[str]") -> str:
     ch = m.group()
     g = _WS_GLYPHS.get(ch)
     if g is not None:
-        return f'<span style="{GLYPH_STYLE}">{g}</span>' + ("\n" if ch == "\n" else "")
+        # a visible space is a glyph, not a space: <wbr> gives the line its break opportunity back (a long line
+        # ran off the view's right edge, or broke inside a word)
+        return f'<span style="{GLYPH_STYLE}">{g}</span>' + ("\n" if ch == "\n" else "<wbr>" if ch in " \t" else "")
     return f'<span style="{GLYPH_STYLE}">{escape_code(ch)}</span>'
 
 
@@ -143,9 +145,9 @@ _VISIBLE_HTML = re.compile(f"[ \\t\\n\\r\\v\\f]|{INVISIBLE.pattern}")
 
 def visible_html(text: str) -> str:
     """Escaped HTML of ``text`` with whitespace made visible: each space, tab, CR, VT, FF becomes a faint
-    glyph (``·`` ``→`` ``␍`` ``␋`` ``␌``), a newline becomes ``↵`` followed by the real line break; other
-    invisible characters (controls, bidi, zero-width) show as escapes (``\\x1b``, ``\\u202e``). Every piece of
-    ``text`` goes through :func:`html.escape`."""
+    glyph (``·`` ``→`` ``␍`` ``␋`` ``␌``; a line may break after a space or tab), a newline becomes ``↵``
+    followed by the real line break; other invisible characters (controls, bidi, zero-width) show as escapes
+    (``\\x1b``, ``\\u202e``). Every piece of ``text`` goes through :func:`html.escape`."""
     return _VISIBLE_HTML.sub(_visible_char, html.escape(text, quote=True))
 
 
