@@ -27,6 +27,18 @@ FIELDS_TABLE_CSS = ("<style>.st-key-cte_fields_table table{table-layout:fixed;wi
                     ".st-key-cte_fields_table td [data-testid=stMarkdownContainer],.st-key-cte_fields_table td p"
                     "{width:auto !important;overflow-wrap:anywhere !important;white-space:normal !important}</style>")
 
+# what each finding kind checks, in plain words (the metric labels are the ids' first part)
+KIND_HELP = {
+    "render": "Conversation shapes (system turn, tool results, images, …) that make the template raise.",
+    "roundtrip": "An assistant message rendered and parsed back loses something (content, reasoning, a call, its id).",
+    "prefix": "A conversation extended by one turn does not start with its previous render (breaks prompt caches "
+              "and training masks).",
+    "divergence": "transformers-style and llama.cpp-compatible renders of the same conversation differ.",
+    "probe": "One of the analysis' probe renders raised.",
+    "marker": "Marker hygiene: a marker that is a prefix of another, ordinary text, an instruction, or generated.",
+    "time": "The output depends on the date.",
+}
+
 SEVERITY_ICON = {"error": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 
 
@@ -41,7 +53,7 @@ def show_findings(report: Any, *, key: str = "lint") -> None:
     kinds = report.by_kind()
     cols = st.columns(len(kinds))
     for c, (k, n) in zip(cols, kinds.items()):
-        c.metric(k, n)
+        c.metric(k, n, help=KIND_HELP.get(k))
     if report.error:
         from ..visitor import shown
 
