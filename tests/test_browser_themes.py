@@ -301,3 +301,18 @@ def test_long_lines_wrap_between_words(app_url, browser):  # noqa: F811 - fixtur
         return out; }""")
     assert len(split) == 5 and set(split) == {1}, split
     page.close()
+
+
+def test_static_table_shows_markdown_characters_as_text(app_url, browser):  # noqa: F811 - fixtures
+    """xml-function-tags' preserved tokens include ``>\\n``: Streamlit's static table drew it as an empty quote
+    (its cells are Markdown); it reads ``>`` now, and no table cell holds Markdown's own elements."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(app_url + "/grammar?src=bundled:xml-function-tags.jinja", wait_until="networkidle")
+    page.get_by_role("heading", name="Grammar").wait_for(timeout=60_000)
+    _wait_idle(page)
+    tokens = page.locator('[data-testid="stTable"]').filter(has_text="<function=").first
+    tokens.wait_for(timeout=60_000)
+    cells = [c.strip() for c in tokens.locator("td").all_inner_texts()]
+    assert ">" in cells and "" not in cells, cells
+    assert page.locator('[data-testid="stTable"] td :is(blockquote, a, strong, em, code, h1, h2)').count() == 0
+    page.close()

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import pandas as pd
 import streamlit as st
 
-from .text import md
+from .text import md, show_table
 
 
 def shown_text(value: Any) -> str:
@@ -61,7 +61,7 @@ def show_findings(report: Any, *, key: str = "lint") -> None:
     if not report.findings:
         st.success(f"No findings ({report.shapes} conversation shapes rendered).")
         return
-    st.table(findings_frame(report), hide_index=True)   # wraps: a hint is a sentence, never cut off
+    show_table(findings_frame(report), hide_index=True)   # wraps: a hint is a sentence, never cut off
     for f in report.findings:
         with st.expander(f"{f.severity.value} · {f.id}", icon=SEVERITY_ICON.get(f.severity.value)):
             st.markdown(md(f.title))
@@ -123,7 +123,7 @@ def show_comparison(c: Any) -> None:
         # page's left half); values without spaces (marker strings) break anywhere instead of pushing B off
         with st.container(key="cte_fields_table"):
             st.html(FIELDS_TABLE_CSS)
-            st.table(pd.DataFrame([{"field": f.path, "changes the parser": "yes" if f.parser else "no (order only)",
+            show_table(pd.DataFrame([{"field": f.path, "changes the parser": "yes" if f.parser else "no (order only)",
                                     "A": shown_text(json.dumps(f.a, ensure_ascii=False)),
                                     "B": shown_text(json.dumps(f.b, ensure_ascii=False))}
                                    for f in c.fields]), hide_index=True)

@@ -110,6 +110,20 @@ def md(text: Any) -> str:
     return s.replace("\n", "  \n")
 
 
+def table_md(frame: Any) -> Any:
+    """A copy of a DataFrame for ``st.table`` with every text cell escaped by :func:`md`: Streamlit draws a
+    static table's cells as Markdown (a preserved token ``>\\n`` became an empty quote, ``**`` bold, a
+    ``[link](…)`` in a template a live link)."""
+    return frame.map(lambda v: md(v) if isinstance(v, str) else v)
+
+
+def show_table(frame: Any, **kw: Any) -> None:
+    """``st.table`` of :func:`table_md` of ``frame`` (every cell shown as the text it is)."""
+    import streamlit as st
+
+    st.table(table_md(frame), **kw)
+
+
 def html_text(text: Any) -> str:
     """HTML-escaped text (``&``, ``<``, ``>``, both quotes)."""
     return html.escape(str(text), quote=True)

@@ -7,7 +7,7 @@ import streamlit as st
 from explorer import state
 from explorer.components.code_view import show_code
 from explorer.components.provenance import banner
-from explorer.components.text import literal, md, visible_text
+from explorer.components.text import literal, md, show_table, visible_text
 
 st.title("Grammar")
 tpl = state.attempt(state.current)
@@ -45,15 +45,15 @@ st.caption("Values as JSON strings, so whitespace shows (\\n is a newline).")
 trig = pd.DataFrame([{"type": getattr(t.type, "value", str(t.type)), "value": literal(t.value)}
                      for t in parser.grammar_triggers or []], columns=["type", "value"])
 # small static tables, not grids: a grid's setup was most of the browser's work of a switch to this page
-st.table(trig, hide_index=True)
+show_table(trig, hide_index=True)
 
 left, right = st.columns(2)
 with left:
     st.subheader("Preserved tokens")
-    st.table(pd.DataFrame({"token": [visible_text(t) for t in parser.preserved_tokens or []]}), hide_index=True)
+    show_table(pd.DataFrame({"token": [visible_text(t) for t in parser.preserved_tokens or []]}), hide_index=True)
 with right:
     st.subheader("Additional stops")
-    st.table(pd.DataFrame({"stop": [literal(t) for t in parser.additional_stops or []]}), hide_index=True)
+    show_table(pd.DataFrame({"stop": [literal(t) for t in parser.additional_stops or []]}), hide_index=True)
 
 with st.expander("Parser structure (PEG)"):
     try:
