@@ -797,7 +797,9 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
     try:
         special = _special(route.handler, analysis, res.generation_prompt, flavour, prompt, literals) \
             if route.kind == "specialized" else None
-        if special is not None:
+        if bundle.format == "glm4-chat":  # improvement metadata-call-turns chose the glm4-chat format
+            res.response_template = metadata_call_turns(template, analysis, res.generation_prompt, prompt, res.notes)
+        elif special is not None:
             res.notes.append(f"special handler {route.handler}: format written from the handler")
             res.response_template = special
         else:
@@ -829,6 +831,42 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
         res.reasons.append(str(e))
         res.response_template = None
     return res
+
+
+def metadata_call_turns(template: Any, analysis: Any, gp: str, prompt: str | tuple[str, ...] = "",
+                        notes: list[str] | None = None) -> dict[str, Any]:
+    """Improvement ``metadata-call-turns`` (GLM-4 chat, :mod:`core.chat.formats.glm4_chat`): after the generation
+    prompt a call is ``NAME`` + the learned separator (a line break) + a JSON object, further calls follow the
+    learned ``between`` text (the turn header again), and a plain answer starts with a line break.
+
+    The call region opens at the start of the output (or at ``between`` right after a call) on a first line of one
+    name followed by a line break and ``{``; it closes just after a ``}`` that a line break and a character no JSON value can
+    continue with follow (a raw line break never occurs inside a JSON string, so such a ``}`` ends the object), or
+    ``between``, or the end of the output — so text after the call stays content. Raises
+    :class:`NotExpressible` when the template has no such layout."""
+    from ..chat.formats import glm4_chat
+
+    notes = notes if notes is not None else []
+    layout = glm4_chat.call_layout_of(template)
+    if layout is None:
+        raise NotExpressible("improvement metadata-call-turns: the template renders no call turn (NAME, line break, "
+                             "JSON arguments) after its generation prompt")
+    between = re.escape(layout.between) if layout.between else ""
+    # a further call turn only right after a call's "}" (or its line break), as the parser reads parallel calls:
+    # a turn header after text is content
+    start = rf"(?:\A|(?<=\}}){between}|(?<=\}}\n){between})" if between else r"\A"
+    # no run of spaces before the line break: the lookahead would start with a run (not linear; core/export/redos.py)
+    after = rf"\r?\n\s*[^\s,\]\}}]|{between}" if between else r"\r?\n\s*[^\s,\]\}]"
+    fields: dict[str, Any] = {
+        "tool_calls": {"open_pattern": rf"{start}\s*(?P<name>{_NAME_CHAR}+)[ \t]*\n(?=\s*\{{)",
+                       "close_pattern": rf"(?<=\}})(?={after})", "repeats": True, "content": "json",
+                       "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+        "content": {"content": "text"}}
+    notes.append(f"improvement metadata-call-turns: a call is NAME{layout.separator!r}{{json arguments}} at the start "
+                 "of the output" + (f", further calls after {layout.between!r}" if layout.between else "")
+                 + "; any name on the first line is read as a call (the parser reads only the request's tools)")
+    return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
+            "fields": fields}
 
 
 def _handler_fields_kept(handler: str, parser: Any, rt: dict[str, Any], flavour: Flavour) -> None:
