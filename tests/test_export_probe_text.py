@@ -115,3 +115,10 @@ def test_a_pattern_with_probe_text_is_refused(monkeypatch):
     assert not res.exportable
     assert res.reasons and "exported pattern holds probe text" in res.reasons[0]
     assert roundtrip.USER_MESSAGE[:40] in res.reasons[0]
+
+
+def test_an_anchor_is_never_the_reasoning_opener_it_cuts():
+    # RWKV World's prompt ends "User: MESSAGE\n\nAssistant: <think>": cut before the opener, it ends with no marker;
+    # anchoring on the uncut "<think>" would swallow the opener the reasoning field needs, so it is still refused
+    res = export_response_template(_template("llama-cpp-rwkv-world.jinja"), fidelity="improved")
+    assert not res.exportable and "the generation prompt is empty" in res.reasons[0]

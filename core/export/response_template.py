@@ -166,9 +166,13 @@ def _anchor(gp: str, analysis: Any, prompt: str | tuple[str, ...] = "", opener: 
         for m in (analysis.reasoning.end.strip(), start, opener):  # as the generation prompt: cut before an opener
             if m and p.endswith(m):
                 p = p[:-len(m)].rstrip()
-        # a cut that reaches back into the conversation (Solar Open's reasoning end "<|end|><|begin|>assistant" is
-        # the turn header itself: without it the prompt ends with the user's message) anchors on the uncut end
-        b = _prompt_end_marker(p) or (_prompt_end_marker(whole) if p != whole else "")
+        b = _last_marker(p)
+        if _probe_in(b):
+            # the anchor would hold conversation text: the template's text after it, or the uncut prompt's end
+            # where the cut reached back into the conversation (Solar Open's reasoning end
+            # "<|end|><|begin|>assistant" is the turn header itself: without it the prompt ends with the user's
+            # message)
+            b = _prompt_end_marker(p) or _prompt_end_marker(whole)
         if b and b not in bases:
             bases.append(b)
     if not bases:
