@@ -844,9 +844,9 @@ def metadata_call_turns(template: Any, analysis: Any, gp: str, prompt: str | tup
     learned ``between`` text (the turn header again), and a plain answer starts with a line break.
 
     The call region opens at the start of the output (or at ``between`` right after a call) on a first line of one
-    name followed by a line break and ``{``; it closes just after a ``}`` that a line break and a character no JSON value can
-    continue with follow (a raw line break never occurs inside a JSON string, so such a ``}`` ends the object), or
-    ``between``, or the end of the output — so text after the call stays content. Raises
+    name followed by a line break and ``{``; it closes just after a ``}`` that a line break and a character no JSON
+    value can continue with follow (a raw line break never occurs inside a JSON string, so such a ``}`` ends the
+    object), or ``between``, or the end of the output — so text after the call stays content. Raises
     :class:`NotExpressible` when the template has no such layout."""
     from ..chat.formats import glm4_chat
 

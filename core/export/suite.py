@@ -281,7 +281,7 @@ def _metadata_layout(template: Any, tools: list[dict[str, Any]], fidelity: str) 
     return (bundle, layout) if layout is not None else None
 
 
-def _metadata_call_turns(template: Any, found: tuple[Any, Any], msg: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
+def _metadata_call_turns(found: tuple[Any, Any], msg: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
     """The output of ``msg``'s calls as the template renders call turns after the prompt of the suite request
     (``found``: :func:`_metadata_layout`), and the expected message; or why the case is not written."""
     from ..chat.prompt import render_prompt
@@ -360,7 +360,7 @@ def generate_suite(template: Any, *, fidelity: str = "llama.cpp") -> Suite:
                 call = copy.deepcopy(msg["tool_calls"][0])
                 call["function"]["arguments"]["tz"] = f"UTC {turns[1].between or '<|assistant|>'} Paris"
                 msg = {**msg, "tool_calls": [call]}
-            got = _metadata_call_turns(template, turns, msg)
+            got = _metadata_call_turns(turns, msg)
             if isinstance(got, str):
                 suite.skipped[name] = got
             else:
