@@ -466,9 +466,19 @@ def _settle(pid: int, quiet_s: float = 0.05, timeout: float = 60.0) -> None:
         last = now
 
 
+def _quiet(page: Any, pid: int, timeout: float = 10.0) -> None:
+    """Wait until ``page`` loads nothing more (at most 10 s) and its server ``pid`` is quiet (at most
+    ``timeout`` seconds)."""
+    with contextlib.suppress(Exception):  # a page that keeps a request open is not waited for longer
+        page.wait_for_load_state("networkidle", timeout=10_000)
+    _settle(pid, timeout=timeout)
+
+
 def bench_first_view(runs: int, baseline: pathlib.Path | None = None) -> dict[str, Any]:
     """First views in chromium, a plain Streamlit app beside the explorer, each served by its own fresh server
-    (all started at once, the visits alternate): the first visitor of the fresh server, then ``runs`` new
+    (all started at once; the visits alternate, every other round in reverse order, and each view's loading
+    and its server's work are over before the next visit starts): the first visitor of the fresh server, then
+    ``runs`` new
     visitors (a fresh browser profile each: nothing cached) once the server is quiet, then a returning visitor
     (a second tab of the last profile: Streamlit's scripts come from the browser's cache). Each view is timed
     from navigation to the page's title shown and the run idle, with its phases. ``baseline``: another
@@ -521,15 +531,21 @@ def bench_first_view(runs: int, baseline: pathlib.Path | None = None) -> dict[st
         for name in views:
             ctx = fresh()
             per[name]["first"] = visit(name, ctx)
+            _quiet(ctx.pages[0], pids[name], timeout=60.0)   # a fresh server's background imports too
             ctx.close()
-            _settle(pids[name])
         last: dict[str, Any] = {}
-        for _ in range(runs):
-            for name in views:
-                if name in last:
-                    last[name].close()
-                last[name] = fresh()
-                per[name]["new"].append(visit(name, last[name]))
+        for i in range(runs):
+            # every other run in reverse order, and each visit's tail over before the next visit starts: what a
+            # view loads after it is shown (the code of its widgets, fonts, the icon) took the cores from the
+            # next view's start, and the plain app's tail (its table's code, ~1.2 MB) always fell on the front page
+            for name in (views if i % 2 == 0 else list(views)[::-1]):
+                ctx = fresh()
+                per[name]["new"].append(visit(name, ctx))
+                _quiet(ctx.pages[0], pids[name])
+                if i == runs - 1:
+                    last[name] = ctx
+                else:
+                    ctx.close()
         for name in views:
             per[name]["returning"] = visit(name, last[name])
         b.close()
