@@ -212,15 +212,10 @@ def message_is_empty(msg: dict[str, Any] | None) -> bool:
 # ------------------------------------------------------------------------------------------------ context
 
 
-def default_now() -> _dt.datetime:
-    """The clock the request path uses: :func:`core.jinja.hf.now` (so ``pin_clock`` pins it too)."""
-    return templating_now()
-
-
 def extra_context(request: ChatRequest, now: _dt.datetime | None = None) -> dict[str, Any]:
     """``datetime`` / ``date_string`` plus ``chat_template_kwargs`` (later keys win), as llama.cpp
     ``common_chat_extra_context`` + kwargs."""
-    ctx: dict[str, Any] = dict(request_extra_context(now or default_now()))
+    ctx: dict[str, Any] = dict(request_extra_context(now or templating_now()))
     for k, v in (request.chat_template_kwargs or {}).items():
         ctx[k] = v
     return ctx

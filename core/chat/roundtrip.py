@@ -250,11 +250,6 @@ class RoundTripResult:
         """True if the status is PASS."""
         return self.status == RoundTripStatus.PASS
 
-    @property
-    def diff(self) -> str | None:
-        """Alias of ``why``."""
-        return self.why
-
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (status as its value; ``reduced`` nested)."""
         return {"template": self.template, "status": self.status.value, "ok": self.ok, "variant": self.variant,

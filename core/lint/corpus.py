@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import multiprocessing as mp
 import os
 import pathlib
@@ -58,17 +59,13 @@ def lint_corpus(paths: Iterable[str], *, workers: int = 2, fidelity: str = "llam
     out: list[LintReport | None] = [None] * len(paths)
     tasks = [(i, p, fidelity, sup) for i, p in enumerate(paths)]
     done = 0
-    if workers <= 1 or len(paths) < 4:
-        for t in tasks:
-            i, row = _task(t)
-            out[i] = LintReport.from_json(row)
-            done += 1
-            if progress:
-                progress(done, len(paths), out[i].template)
-        return [r for r in out if r is not None]
-    ctx = mp.get_context(start_method if start_method in mp.get_all_start_methods() else None)
-    with ctx.Pool(workers) as pool:
-        for i, row in pool.imap_unordered(_task, tasks, chunksize=2):
+    with contextlib.ExitStack() as stack:
+        if workers <= 1 or len(paths) < 4:
+            rows: Iterable[tuple[int, dict[str, Any]]] = map(_task, tasks)
+        else:
+            ctx = mp.get_context(start_method if start_method in mp.get_all_start_methods() else None)
+            rows = stack.enter_context(ctx.Pool(workers)).imap_unordered(_task, tasks, chunksize=2)
+        for i, row in rows:
             out[i] = LintReport.from_json(row)
             done += 1
             if progress:
