@@ -309,11 +309,17 @@ def load_file(path: str | os.PathLike[str], variant: str | None = None, *,
         data = p.read_bytes()
     except OSError as e:
         raise TemplateLoadError(source, f"cannot read the file: {e.strerror or e}") from None
+    return _text_template(source, name, data, is_json, variant, str(p), max_bytes)
+
+
+def _text_template(source: str, name: str, data: bytes, is_json: bool, variant: str | None, path: str | None,
+                   max_bytes: int | None) -> LoadedTemplate:
+    """A JSON or Jinja file's bytes as a :class:`LoadedTemplate` (errors name ``source``)."""
     text = _decode(source, data)
     if is_json:
-        return _select(name, _json_variants(source, text, max_bytes), variant, "json", str(p))
-    return _select(name, {"default": _check_template_text(source, "default", text, max_bytes)}, variant,
-                   "file", str(p))
+        return _select(name, _json_variants(source, text, max_bytes), variant, "json", path)
+    return _select(name, {"default": _check_template_text(source, "default", text, max_bytes)}, variant, "file",
+                   path)
 
 
 def load_bytes(data: bytes, filename: str, variant: str | None = None, *,
@@ -339,11 +345,7 @@ def load_bytes(data: bytes, filename: str, variant: str | None = None, *,
                 pass
     is_json = suffix == ".json"
     _check_size(name, len(data), max_json_bytes if is_json else max_bytes)
-    text = _decode(name, data)
-    if is_json:
-        return _select(name, _json_variants(name, text, max_bytes), variant, "json", None)
-    return _select(name, {"default": _check_template_text(name, "default", text, max_bytes)}, variant, "file",
-                   None)
+    return _text_template(name, name, data, is_json, variant, None, max_bytes)
 
 
 def _additional_templates(source: str, folder: pathlib.Path, max_bytes: int | None) -> dict[str, str]:
