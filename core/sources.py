@@ -582,8 +582,7 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
     missing: list[str] = []
     for fname in HUB_TEMPLATE_FILES:
         try:
-            # once the Hub proved unreachable, the other files come from the cache only: huggingface_hub retries
-            # a failing connection with backoff (~25 s a file), and asking for each file multiplied the wait
+            # once the Hub proved unreachable, the other files come from the cache only
             path = hf_hub_download(repo_id, fname, revision=revision, token=token, cache_dir=cache,
                                    local_files_only=offline or unreachable, etag_timeout=etag_timeout)
         except hf_errors.LocalEntryNotFoundError as e:  # not cached and (offline or Hub unreachable)
