@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # jinja2 loads when a template is compiled, not when a file i
     from .jinja.template import ChatTemplate
 
 __all__ = [
+    "ADDITIONAL_TEMPLATES_DIR",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_JSON_BYTES",
     "HUB_TEMPLATE_FILES",
@@ -73,7 +74,8 @@ DEFAULT_MAX_JSON_BYTES = 32 * 1024 * 1024
 
 #: Files looked for in a Hub repo or a local model folder, in this order.
 HUB_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
-_ADDITIONAL_DIR = "additional_chat_templates"
+#: Folder of named variants (``<name>.jinja``) next to ``chat_template.jinja`` (transformers' layout).
+ADDITIONAL_TEMPLATES_DIR = "additional_chat_templates"
 
 _GGUF_MAGIC = b"GGUF"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -350,7 +352,7 @@ def load_bytes(data: bytes, filename: str, variant: str | None = None, *,
 
 def _additional_templates(source: str, folder: pathlib.Path, max_bytes: int | None) -> dict[str, str]:
     out: dict[str, str] = {}
-    extra = folder / _ADDITIONAL_DIR
+    extra = folder / ADDITIONAL_TEMPLATES_DIR
     if extra.is_dir():
         for f in sorted(extra.glob("*.jinja")):
             try:
@@ -635,7 +637,7 @@ def _hub_additional(repo_id: str, revision: str | None, token: Any, cache: str |
             from huggingface_hub import list_repo_files
 
             names = [f for f in list_repo_files(repo_id, revision=revision, token=token)
-                     if f.startswith(_ADDITIONAL_DIR + "/") and f.endswith(".jinja")]
+                     if f.startswith(ADDITIONAL_TEMPLATES_DIR + "/") and f.endswith(".jinja")]
         except Exception:
             names = []
     if names:
