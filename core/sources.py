@@ -434,6 +434,8 @@ def _hub_cache_dir() -> str | None:
 
 #: Seconds the reachability check before a Hub download may take (see :func:`_hub_reachable`).
 HUB_CONNECT_TIMEOUT = 1.0
+#: Seconds huggingface_hub waits for a file's metadata (``etag_timeout``).
+_ETAG_TIMEOUT_S = 10.0
 
 
 def _hub_probe_target() -> tuple[str, int] | None:
@@ -556,15 +558,14 @@ def _offline_error(repo: str, revision: str | None, offline: bool, cache: str | 
 
 def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None = None,
              token: str | bool | None = None, max_bytes: int | None = DEFAULT_MAX_BYTES,
-             max_json_bytes: int | None = DEFAULT_MAX_JSON_BYTES, etag_timeout: float = 10.0,
-             connect_timeout: float = HUB_CONNECT_TIMEOUT) -> LoadedTemplate:
+             max_json_bytes: int | None = DEFAULT_MAX_JSON_BYTES) -> LoadedTemplate:
     """Fetch a repo's chat template: the first of ``chat_template.jinja`` (plus
     ``additional_chat_templates/*.jinja``), ``chat_template.json``, ``tokenizer_config.json`` that exists,
     via ``huggingface_hub.hf_hub_download`` (standard cache; ``HF_HUB_CACHE`` / ``HF_HOME`` respected;
     with ``HF_HUB_OFFLINE=1`` only the cache is read). ``token``: None uses ``HF_TOKEN`` or the stored login —
     unless ``CTE_HUB_ANONYMOUS=1`` is set, which makes None mean ``False``; ``False`` sends no token at all (a
     public demo must not send the operator's token for any repo a visitor names); a string is that token.
-    When the Hub (or the HTTPS proxy) does not accept a connection within ``connect_timeout`` seconds, only the
+    When the Hub (or the HTTPS proxy) does not accept a connection within :data:`HUB_CONNECT_TIMEOUT`, only the
     cache is read, so an offline machine answers in about that time rather than after minutes of retries.
 
     Raises :class:`HubOfflineError` (offline / unreachable and not cached), :class:`HubNotFoundError` (repo,
@@ -580,13 +581,13 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
     cache = _hub_cache_dir()
     what = repo_id if not revision else f"{repo_id}@{revision}"
     # no network: read the cache only, at once, instead of huggingface_hub's ~25 s of retries per file
-    unreachable = not offline and not _hub_reachable(connect_timeout)
+    unreachable = not offline and not _hub_reachable()
     missing: list[str] = []
     for fname in HUB_TEMPLATE_FILES:
         try:
             # once the Hub proved unreachable, the other files come from the cache only
             path = hf_hub_download(repo_id, fname, revision=revision, token=token, cache_dir=cache,
-                                   local_files_only=offline or unreachable, etag_timeout=etag_timeout)
+                                   local_files_only=offline or unreachable, etag_timeout=_ETAG_TIMEOUT_S)
         except hf_errors.LocalEntryNotFoundError as e:  # not cached and (offline or Hub unreachable)
             mapped = _map_hub_error(repo_id, revision, e)
             if isinstance(mapped, HubTimeoutError):
@@ -618,7 +619,7 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
         variants = dict(loaded.variants)
         if fname == "chat_template.jinja":
             extra = _hub_additional(repo_id, revision, token, cache, offline or unreachable,
-                                    pathlib.Path(path).parent, max_bytes, etag_timeout)
+                                    pathlib.Path(path).parent, max_bytes)
             variants.update({k: v for k, v in extra.items() if k not in variants})
         return _select(repo_id, variants, variant, "hub", str(path), revision)
     if unreachable:
@@ -628,7 +629,7 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
 
 
 def _hub_additional(repo_id: str, revision: str | None, token: Any, cache: str | None, offline: bool,
-                    snapshot: pathlib.Path, max_bytes: int | None, etag_timeout: float) -> dict[str, str]:
+                    snapshot: pathlib.Path, max_bytes: int | None) -> dict[str, str]:
     """Named variants stored as ``additional_chat_templates/<name>.jinja`` (transformers' layout): listed on
     the Hub when online, else whatever the cached snapshot holds. Failures here never hide the main template."""
     names: list[str] = []
@@ -647,7 +648,7 @@ def _hub_additional(repo_id: str, revision: str | None, token: Any, cache: str |
         for f in names:
             try:
                 p = hf_hub_download(repo_id, f, revision=revision, token=token, cache_dir=cache,
-                                    etag_timeout=etag_timeout)
+                                    etag_timeout=_ETAG_TIMEOUT_S)
                 stem = pathlib.PurePosixPath(f).stem
                 out[stem] = _check_template_text(repo_id, stem, _decode(f, pathlib.Path(p).read_bytes()), max_bytes)
             except Exception:

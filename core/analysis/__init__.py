@@ -2,11 +2,10 @@
 
 Public API: :func:`analyze` → :class:`AnalysisReport`, :func:`reapply` (workarounds and overrides again,
 no renders), :class:`Comparison`, the result dataclasses (:class:`TemplateAnalysis` …), the workaround
-rules (:data:`WORKAROUNDS`), routing (:func:`detect_route`) and :func:`generation_prompt`.
+rules (:data:`WORKAROUNDS`) and routing (:func:`detect_route`).
 """
 
 from .analyzer import REFERENCE_MESSAGES, REFERENCE_TOOLS, AnalysisReport, analyze, apply_overrides, reapply
-from .generation_prompt import generation_prompt
 from .result import (
     CallIdPosition,
     Caps,
@@ -31,5 +30,5 @@ __all__ = [
     "REFERENCE_MESSAGES", "REFERENCE_TOOLS", "ReasoningAnalysis", "ReasoningMode", "Route", "TemplateAnalysis",
     "ToolArgumentsAnalysis", "ToolCallIdAnalysis", "ToolFormat", "ToolFormatAnalysis", "ToolFunctionAnalysis",
     "ToolsAnalysis", "WORKAROUNDS", "Workaround", "analyze", "apply_overrides", "clear_render_cache",
-    "detect_route", "generation_prompt", "reapply",
+    "detect_route", "reapply",
 ]

@@ -49,11 +49,9 @@ def template_files(directory: str | os.PathLike, pattern: str = "*.jinja") -> li
 
 
 def lint_corpus(paths: Iterable[str], *, workers: int = 2, fidelity: str = "llama.cpp",
-                suppressed: Iterable[str] = (), progress: ProgressFn | None = None,
-                start_method: str = "fork") -> list[LintReport]:
-    """:func:`lint_file` for every path, on ``workers`` processes (0 or 1: in this process), in input order.
-    ``progress`` is called as templates finish. ``start_method``: ``"fork"`` (the CLI: workers inherit the
-    imports) or ``"spawn"`` (a multi-threaded host such as the Streamlit server, where forking is unsafe)."""
+                suppressed: Iterable[str] = (), progress: ProgressFn | None = None) -> list[LintReport]:
+    """:func:`lint_file` for every path, on ``workers`` forked processes (0 or 1: in this process; the command
+    line's, so forking is safe), in input order. ``progress`` is called as templates finish."""
     paths = list(paths)
     sup = tuple(suppressed)
     out: list[LintReport | None] = [None] * len(paths)
@@ -63,7 +61,7 @@ def lint_corpus(paths: Iterable[str], *, workers: int = 2, fidelity: str = "llam
         if workers <= 1 or len(paths) < 4:
             rows: Iterable[tuple[int, dict[str, Any]]] = map(_task, tasks)
         else:
-            ctx = mp.get_context(start_method if start_method in mp.get_all_start_methods() else None)
+            ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else None)
             rows = stack.enter_context(ctx.Pool(workers)).imap_unordered(_task, tasks, chunksize=2)
         for i, row in rows:
             out[i] = LintReport.from_json(row)
