@@ -194,7 +194,7 @@ def test_template_failing_every_probe():
 
 
 def test_each_distinct_render_runs_once(monkeypatch):
-    session.clear_render_cache()
+    session._GLOBAL_CACHE.clear()
     calls = []
     real = llama.render
 

@@ -22,13 +22,13 @@ from .result import (
     ToolsAnalysis,
 )
 from .routing import Route, detect_route
-from .session import Comparison, clear_render_cache
+from .session import Comparison
 from .workarounds import WORKAROUNDS, Workaround
 
 __all__ = [
     "AnalysisReport", "CallIdPosition", "Caps", "Comparison", "ContentAnalysis", "ContentMode",
     "REFERENCE_MESSAGES", "REFERENCE_TOOLS", "ReasoningAnalysis", "ReasoningMode", "Route", "TemplateAnalysis",
     "ToolArgumentsAnalysis", "ToolCallIdAnalysis", "ToolFormat", "ToolFormatAnalysis", "ToolFunctionAnalysis",
-    "ToolsAnalysis", "WORKAROUNDS", "Workaround", "analyze", "apply_overrides", "clear_render_cache",
+    "ToolsAnalysis", "WORKAROUNDS", "Workaround", "analyze", "apply_overrides",
     "detect_route", "reapply",
 ]

@@ -106,11 +106,6 @@ def _identity(messages: list[dict[str, Any]], caps: Caps) -> list[dict[str, Any]
 _GLOBAL_CACHE = BoundedMemo("renders", max_entries=32_768, max_bytes=128 * 2**20)
 
 
-def clear_render_cache() -> None:
-    """Forget every memoized render (tests, benchmarks of cold analysis)."""
-    _GLOBAL_CACHE.clear()
-
-
 def _memo_key(inputs: dict[str, Any]) -> Any:
     """Memo key of render inputs: their ``marshal`` bytes (format 2: no back-references, so the bytes depend
     on the values only, not on how objects are shared), ~8x cheaper than ``repr`` and ~14x than JSON for these
