@@ -50,11 +50,6 @@ class Improvement:
     description: str
     example: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"name", "title", "stage", "description", "example"}``."""
-        return {"name": self.name, "title": self.title, "stage": self.stage, "description": self.description,
-                "example": self.example}
-
 
 STRING_ARGUMENT_PROBES = "string-argument-probes"
 MARKER_WHITESPACE_ALIGNMENT = "marker-whitespace-alignment"
