@@ -94,6 +94,10 @@ def _call_delta(i: int, cid: str, name: str, arguments: str) -> MessageDelta:
 _GROUPING_TAGS = frozenset({"", "tool", "tool-arg", "reasoning-block"})
 # tags whose mapping does not read the node's text at all (only that the node is there)
 _TEXTLESS_TAGS = _GROUPING_TAGS | {"tool-open", "tool-close", "tool-arg-open", "tool-arg-close"}
+# tags whose mapping reads the node's own text and nothing else (not the text's length, as the Python-literal
+# repair's cut value does, nor the subtree, as a value hook does)
+_SPAN_TAGS = frozenset({"content", "reasoning", "tool-name", "tool-id", "tool-args", "tool-args-encoded",
+                        "tool-arg-name", "tool-arg-value", "tool-arg-string-value"})
 
 
 class _Token:
@@ -384,10 +388,11 @@ class IncrementalMapper:
         node = None
         path: list[Any] = []    # (level, children, index gone down into) where later children follow
         stash = self._stash
+        sd = stash[0] if stash is not None else -1    # the level of the stash
         while True:
             fr = frames[d]
             och = fr[1]
-            if stash is not None and stash[0] == d:
+            if d == sd:
                 k = stash[2]
                 if len(ch) == k < len(och) and stash[1] is fr[2]:
                     c = ch[k - 1]
@@ -398,6 +403,7 @@ class IncrementalMapper:
                         # again, the state after it), then the walk goes on as usual
                         below = stash[4]
                         self._stash = stash = None
+                        sd = -1
                         states = fr[2]
                         state = states[k]
                         self._restore(state)
@@ -417,7 +423,7 @@ class IncrementalMapper:
                     c = _run_item(ch, j)
                     oc = _run_item(och, j)
                     if (c is not oc and c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule
-                            and (c.end == oc.end or c.tag in _GROUPING_TAGS) and _run_shared(ch, och, j) == j):
+                            and (c.end == oc.end or c.tag in _TEXTLESS_TAGS) and _run_shared(ch, och, j) == j):
                         fr[0] = node
                         fr[1] = ch
                         if j + 1 < nch:
@@ -435,9 +441,9 @@ class IncrementalMapper:
             if d < top and j < nch:
                 c = ch[j]
                 oc = och[j]
-                if (c is not oc and c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule
-                        and (c.end == oc.end or c.tag in _GROUPING_TAGS
-                             or (c.tag == "tool-args" and source[c.start:c.start + 1] != "{"))
+                if (c is not oc and c.start == oc.start and (tag := c.tag) == oc.tag and c.rule == oc.rule
+                        and (tag in _TEXTLESS_TAGS or c.end == oc.end
+                             or (tag == "tool-args" and source[c.start:c.start + 1] != "{"))
                         and (j == 0 or ch[j - 1] is och[j - 1]
                              and (j == 1 or (ch[:j - 1] == och[:j - 1] if j < 8   # a few siblings: at C speed
                                              else self._first_diff(ch, och, node, fr[0], j - 1) == j - 1)))):
@@ -450,7 +456,14 @@ class IncrementalMapper:
                     ch = c.children
                     continue
             n_old = len(och)
-            j = self._first_diff(ch, och, node, fr[0], nch if nch < n_old else n_old)
+            c = nch if nch < n_old else n_old
+            j = self._first_diff(ch, och, node, fr[0], c)
+            while j < c and _equivalent(ch[j], och[j]):
+                # a textless node made again (its end moved: trailing whitespace it took) over the very same
+                # children maps the same: the first difference is after it
+                j += 1
+                while j < c and ch[j] is och[j]:
+                    j += 1
             fr[0] = node
             fr[1] = ch
             break
@@ -575,6 +588,19 @@ class IncrementalMapper:
             out.shared_calls = (self._token, n)
         self._last = out
         return out
+
+
+def _equivalent(c: Any, oc: Any) -> bool:
+    """Whether ``c``, a node of the new tree, maps as ``oc`` of the old one did: made again (it looked at the end)
+    for the same rule or tag at the same start, over the very same children (a tuple, compared item by item by
+    identity), and either its tag's action does not read the node's text (:data:`_TEXTLESS_TAGS`, or a tag with
+    no action) or it ends
+    where it did (the same text: the stream's text only grows) and the action reads nothing else
+    (:data:`_SPAN_TAGS`)."""
+    tag = c.tag
+    return (c.start == oc.start and tag == oc.tag and c.rule == oc.rule
+            and (tag in _TEXTLESS_TAGS or tag not in ACTIONS or (c.end == oc.end and tag in _SPAN_TAGS))
+            and c.children.__class__ is tuple and c.children == oc.children)
 
 
 def _run_item(r: NodeRun, i: int) -> Any:
@@ -1037,11 +1063,18 @@ class PegStreamSession:
         that region (and its ancestors) longer: the message changes by the appended text in one field."""
         if not r.nodes:
             return None
-        path = [r.nodes[-1]]
-        while path[-1].partial and path[-1].children and path[-1].children[-1].partial:
-            path.append(path[-1].children[-1])
-        if not path[-1].partial:
+        x = r.nodes[-1]
+        if not x.partial:
             return None
+        path = [x]
+        while True:   # down the partial last children
+            ch = x.children
+            if not ch:
+                break
+            x = ch[-1]
+            if not x.partial:
+                break
+            path.append(x)
         if self._hooked:
             for i, x in enumerate(path):
                 if x.tag in HOOK_TAGS:
