@@ -471,23 +471,6 @@ class _Compiler:
         self.fns[pid] = fn
         return fn
 
-    def _plain_items(self, pid: int) -> list[Fn] | None:
-        """The compiled items of node ``pid`` when it is a sequence a rule or tag node runs in its own body
-        (:func:`_make_node_over`): 2 or 3 items (shorter than a resumable one), none a plain literal (whose
-        cut names what follows it in the sequence: ``_literal_chains``); else None."""
-        node = self.arena.nodes[pid]
-        if not isinstance(node, N.Sequence) or not 2 <= len(node.items) < _RESUMABLE_SEQUENCE:
-            return None
-        chains = _literal_chains([self.arena.nodes[c] for c in node.items])
-        if any(c for c in chains):
-            return None
-        if pid in self.in_progress:
-            return None
-        self.in_progress.add(pid)
-        items = [self.get(c) for c in node.items]
-        self.in_progress.discard(pid)
-        return items
-
     def make(self, node: N.Node) -> Fn:  # noqa: C901 - one branch per combinator
         if isinstance(node, N.Epsilon):
             return lambda ctx, pos: (OK, pos, _EMPTY)
@@ -524,9 +507,6 @@ class _Compiler:
             if node.native:
                 body = _make_native(node.id, node.native)
             else:
-                items = self._plain_items(node.child)
-                if items is not None:
-                    return _make_node_over(node.id, items, node.name, "")
                 body = self.get(node.child)
             return _make_node(node.id, body, node.name, "")
         if isinstance(node, N.Ref):
@@ -534,11 +514,8 @@ class _Compiler:
         if isinstance(node, N.Atomic):
             return _make_atomic(self.get(node.child))
         if isinstance(node, N.Tag):
-            shows = node.tag not in getattr(self.arena, "quiet_tags", ())
-            items = self._plain_items(node.child)
-            if items is not None:
-                return _make_node_over(node.id, items, "", node.tag, shows)
-            return _make_node(node.id, self.get(node.child), "", node.tag, shows)
+            return _make_node(node.id, self.get(node.child), "", node.tag,
+                              node.tag not in getattr(self.arena, "quiet_tags", ()))
         raise TypeError(f"unknown parser node {type(node).__name__}")
 
 
@@ -1108,88 +1085,6 @@ def _make_atomic(child: Fn) -> Fn:
             ctx.made = made     # nodes of an unfinished atomic are never shown
             if r[0] == NMI and r[2]:
                 return NMI, r[1], _EMPTY
-        return r
-    return f
-
-
-def _make_node_over(pid: int, items: list[Fn], rule: str, tag: str, shows: bool = False) -> Fn:
-    """:func:`_make_node` over a short plain sequence of ``items`` (:meth:`_Compiler._plain_items`), the
-    sequence run in the node's own body: the same results and bookkeeping as the two closures, one call
-    fewer per level of a stream's open call (each parsing feed re-runs every level that looked at the end)."""
-    def seq(ctx: _Ctx, pos: int) -> tuple:
-        nodes: tuple = _EMPTY
-        start = pos
-        for child in items:
-            st, end, ns = child(ctx, pos)
-            if st == FAIL:
-                return FAIL, end if end > start else start, _EMPTY
-            if ns:
-                nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
-                         else _concat(ctx, nodes, ns)) if nodes else ns
-            if st == NMI:
-                return NMI, end, nodes
-            pos = end
-        return OK, pos, nodes
-
-    def f(ctx: _Ctx, pos: int) -> tuple:
-        memo = ctx.memo
-        if memo is None:
-            st, end, ns = seq(ctx, pos)
-            if st == FAIL:
-                return FAIL, end, _EMPTY
-            if shows and end > pos:
-                ctx.made += 1
-            return st, end, (AstNode(rule, tag, pos, end, ns, st == NMI),)
-        key = (pid, pos)
-        r = memo.get(key)
-        if r is not None:
-            if r.__class__ is list:
-                ctx.made += r[1]
-                if r[2]:
-                    ctx.switches.extend(r[2])
-                return r[0]
-            return r
-        e0 = ctx.ends
-        switches = ctx.switches
-        made0, switches0 = ctx.made, len(switches)
-        # (the sequence, inlined)
-        nodes: tuple = _EMPTY
-        at = pos
-        for child in items:
-            st, end, ns = child(ctx, at)
-            if st == FAIL:
-                if end <= pos:
-                    end = pos
-                break
-            if ns:
-                nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
-                         else _concat(ctx, nodes, ns)) if nodes else ns
-            if st == NMI:
-                break
-            at = end
-        else:
-            st, end = OK, at
-        if st == FAIL:
-            r = (FAIL, end, _EMPTY)
-        else:
-            if shows and end > pos:
-                ctx.made += 1
-            node = _new_node(AstNode)
-            node.rule = rule
-            node.tag = tag
-            node.start = pos
-            node.end = end
-            node.children = nodes
-            node.partial = st == NMI
-            b = ctx.base
-            node.base = b[1] if b is not None and nodes is b[0] else None
-            r = (st, end, (node,))
-        if ctx.ends != e0:     # looked at the end: not memoized
-            return r
-        if ctx.made != made0 or len(switches) != switches0:
-            memo[key] = [r, ctx.made - made0, tuple(switches[switches0:])]
-        else:
-            memo[key] = r
         return r
     return f
 
