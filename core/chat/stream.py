@@ -165,11 +165,13 @@ class IncrementalMapper:
         self._last: AssistantMessage | None = None
         self._live: tuple | None = None   # a snapshot of the live state while no action ran since it was taken
         self._acted = False
-        # the spine below a level that _map_from left for children after it: (level, states list of that level,
-        # their count then, the node the spine went into, its frames). A tree where those later children are
-        # gone again (Gemma 4: the end of a call is an answer, until the next call's ``<``) takes that node's
-        # spine back instead of mapping the node again (every call of the stream)
-        self._stash: tuple | None = None
+        # the spine below a level that _map_from left for children after it, by level: (states list of that
+        # level, their count then, the node the spine went into, its frames). A tree where those later children
+        # are gone again takes that node's spine back instead of mapping the node again: Gemma 4, at the level of
+        # the calls (the end of a call is an answer, until the next call's ``<``); tagged arguments, at the level
+        # of a call's arguments (after an argument's close, another argument's start, until ``</`` closes the
+        # call). Every call of a stream does it
+        self._stash: dict[int, tuple] = {}
 
     @property
     def prev_nodes(self) -> tuple:
@@ -221,7 +223,7 @@ class IncrementalMapper:
         self._spare = None
         self._last = None
         self._live = None
-        self._stash = None
+        self._stash = {}
 
     # -- snapshots -----------------------------------------------------------------------------------------------
     def _snap(self) -> tuple:
@@ -319,10 +321,11 @@ class IncrementalMapper:
         ``_acted`` is set)."""
         frames = self.frames
         stash = self._stash
-        if stash is not None and stash[0] >= d:
-            stash = self._stash = None
-        if stash is None and r and len(frames) > d + 1 and frames[d + 1][0] is ch[r - 1]:
-            self._stash = (d, frames[d][2], r, ch[r - 1], frames[d + 1:])
+        if stash and max(stash) >= d:   # the frames of this level and those below change: their stashes go
+            for k in [k for k in stash if k >= d]:
+                del stash[k]
+        if r and len(frames) > d + 1 and frames[d + 1][0] is ch[r - 1]:
+            stash[d] = (frames[d][2], r, ch[r - 1], frames[d + 1:])
         del frames[d + 1:]
         states = frames[d][2]
         m_ = self.m
@@ -368,7 +371,7 @@ class IncrementalMapper:
             m_ = self.m = self._Mapper(source)
             self._token = _Token()
             self._published = 0
-            self._stash = None
+            self._stash = {}
             self.frames = [[None, nodes, []]]
             self._live = self._map_from(0, nodes, 0, None)
             return self._result()
@@ -387,23 +390,23 @@ class IncrementalMapper:
         ch = nodes
         node = None
         path: list[Any] = []    # (level, children, index gone down into) where later children follow
-        stash = self._stash
-        sd = stash[0] if stash is not None else -1    # the level of the stash
+        stashes = self._stash
         while True:
             fr = frames[d]
             och = fr[1]
-            if d == sd:
-                k = stash[2]
-                if len(ch) == k < len(och) and stash[1] is fr[2]:
+            if d in stashes:
+                stash = stashes[d]
+                k = stash[1]
+                if len(ch) == k < len(och) and stash[0] is fr[2]:
                     c = ch[k - 1]
-                    oc = stash[3]
+                    oc = stash[2]
                     if c is oc or (c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule):
                         # the level shrank back to the children it had when its spine went into its last
                         # child, that child the same or re-created: the old tree becomes that one (its spine
                         # again, the state after it), then the walk goes on as usual
-                        below = stash[4]
-                        self._stash = stash = None
-                        sd = -1
+                        below = stash[3]
+                        for k2 in [k2 for k2 in stashes if k2 >= d]:   # (the frames below are replaced)
+                            del stashes[k2]
                         states = fr[2]
                         state = states[k]
                         self._restore(state)
