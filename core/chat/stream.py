@@ -135,9 +135,10 @@ class IncrementalMapper:
     same objects. So on the next tree, each level's children are compared by identity (the engine's
     ``AstNode.base`` says which need no reading); where the first different child is the old last one and is
     a re-created node with the same rule, tag and start (and, for text-dependent tags, the same end), the walk
-    goes down into it; elsewhere the state is restored to the snapshot before the first different child and
-    the rest of that level (and, on the way back up, of every level above) is mapped afresh — the children
-    that are not last plainly, the last one as the new spine. Between two maps the live state is the state
+    goes down into it; elsewhere the state is restored to the snapshot before the first different child (a child
+    made again that maps as before, :func:`_equivalent`, is not different) and the rest of that level (and, on
+    the way back up, of every level above) is mapped afresh — the children that are not last plainly, the last
+    one as the new spine. Between two maps the live state is the state
     after the whole tree, so a tree that only grew maps its new nodes from there without a restore.
     Snapshots are O(1): strings are immutable and only the last / pending tool call can still change.
     Raises nothing. :meth:`map` returns a fresh :class:`AssistantMessage`, except when no action ran and nothing
