@@ -138,8 +138,8 @@ class IncrementalMapper:
     goes down into it; elsewhere the state is restored to the snapshot before the first different child (a child
     made again that maps as before, :func:`_equivalent`, is not different) and the rest of that level (and, on
     the way back up, of every level above) is mapped afresh — the children that are not last plainly, the last
-    one as the new spine. Between two maps the live state is the state
-    after the whole tree, so a tree that only grew maps its new nodes from there without a restore.
+    one as the new spine. Between two maps the live state is the state after the whole tree, so a tree that only
+    grew maps its new nodes from there without a restore.
     Snapshots are O(1): strings are immutable and only the last / pending tool call can still change.
     Raises nothing. :meth:`map` returns a fresh :class:`AssistantMessage`, except when no action ran and nothing
     was restored (the message is then the same): it returns the message it made last time, unless that one
@@ -463,8 +463,8 @@ class IncrementalMapper:
             c = nch if nch < n_old else n_old
             j = self._first_diff(ch, och, node, fr[0], c)
             while j < c and _equivalent(ch[j], och[j]):
-                # a textless node made again (its end moved: trailing whitespace it took) over the very same
-                # children maps the same: the first difference is after it
+                # a node made again that maps as before (a call's opening that took the whitespace after the
+                # name, a complete value): the first difference is after it
                 j += 1
                 while j < c and ch[j] is och[j]:
                     j += 1
@@ -597,9 +597,8 @@ class IncrementalMapper:
 def _equivalent(c: Any, oc: Any) -> bool:
     """Whether ``c``, a node of the new tree, maps as ``oc`` of the old one did: made again (it looked at the end)
     for the same rule or tag at the same start, over the very same children (a tuple, compared item by item by
-    identity), and either its tag's action does not read the node's text (:data:`_TEXTLESS_TAGS`, or a tag with
-    no action) or it ends
-    where it did (the same text: the stream's text only grows) and the action reads nothing else
+    identity), and either its tag's action reads no text (:data:`_TEXTLESS_TAGS`, or the tag has no action) or it
+    ends where it did (the same text: the stream's text only grows) and its action reads nothing else
     (:data:`_SPAN_TAGS`)."""
     tag = c.tag
     return (c.start == oc.start and tag == oc.tag and c.rule == oc.rule
