@@ -370,11 +370,60 @@ PLAIN_STEPS = [("One", "One"), ("Two", "Two"), ("Three", "Three")]
 PLAIN_APP = "bench/plain_app.py"
 
 
-def bench_server_cpu(visitors: int, steps: int) -> dict[str, Any]:
-    """The server's CPU per step, the explorer beside a plain Streamlit app (:mod:`bench.plain_app`), both served
-    at once and driven by the same chromium visitors in turn: each step is a page switch in the sidebar, waited
-    until the new page is shown and the run is over. CPU is read from /proc for each server's process tree
-    (worker processes included), so the browsers' own CPU and the machine's load do not count."""
+# Arms a latency probe in the page and clicks the sidebar link ``link`` (one call, so every visitor of a round
+# clicks at once): t0 just before the click, t1 when the page titled ``title`` is shown and the run idle (the
+# first DOM change that makes it so), and the time the page last received a websocket message before t1 (the
+# run's end as it reached the page: server + transport, and the page's main thread when it is busy).
+_CLICK_JS = """([link, title]) => {
+  const a = [...document.querySelectorAll('[data-testid="stSidebarNav"] a')]
+    .find(a => [a, ...a.querySelectorAll('*')].some(e => e.textContent.trim() === link));  // past its icon
+  if (!a) return false;
+  const shown = () => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    return !!app && app.getAttribute('data-test-script-state') === 'notRunning'
+      && [...document.querySelectorAll('h1')].some(e => e.textContent.trim() === title);
+  };
+  const lat = window.__lat = {t0: performance.now(), t1: null, msg: null};
+  const seen = new MutationObserver(() => {
+    if (lat.t1 === null && shown()) { lat.t1 = performance.now(); lat.msg = window.__lastMsg || null; seen.disconnect(); }
+  });
+  seen.observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true,
+                               attributeFilter: ['data-test-script-state']});
+  a.click();
+  return true;
+}"""
+_LAST_MSG_HOOK = """
+const _WS = window.WebSocket;
+window.WebSocket = function (...a) {
+  const ws = new _WS(...a);
+  ws.addEventListener('message', () => { window.__lastMsg = performance.now(); });
+  return ws;
+};
+window.WebSocket.prototype = _WS.prototype;
+Object.assign(window.WebSocket, _WS);
+"""
+
+
+def _pcts(values: list[float]) -> dict[str, float]:
+    """p50 / p95 (nearest rank) / max of ``values`` (seconds) and their count."""
+    vs = sorted(values)
+    return {"p50_s": statistics.median(vs), "p95_s": vs[max(0, -(-95 * len(vs) // 100) - 1)], "max_s": vs[-1],
+            "n": len(vs)}
+
+
+def bench_server_cpu(visitor_counts: list[int], steps: int) -> list[dict[str, Any]]:
+    """The server's CPU and the visitors' latency per step, the explorer beside a plain Streamlit app
+    (:mod:`bench.plain_app`), both served at once and driven by the same chromium visitors. A step is a page
+    switch in the sidebar; in each round the ``N`` visitors of one app click at the same moment and each is
+    waited for until its new page is shown and the run is over; the rounds alternate between the two apps
+    (every other pair in reverse order), so neither app is loaded while the other is measured. For each count
+    ``N`` of ``visitor_counts``, ``steps`` rounds per app, on the same two servers (every visitor warmed first):
+
+    * CPU per step, read from /proc for each server's process tree (worker processes included): neither the
+      browsers' CPU nor the machine's load counts;
+    * latency per step, timed in each visitor's page (click → the new page shown and idle), p50 / p95 / max,
+      and the same to the run's last websocket message received, which leaves out the drawing after it; both
+      include the browsers' own CPU, which shares the machine's cores with the servers."""
     import subprocess
 
     from playwright.sync_api import sync_playwright
@@ -382,35 +431,60 @@ def bench_server_cpu(visitors: int, steps: int) -> dict[str, Any]:
     from .browser import CHROME_ARGS, CHROMIUM, PAGE_IDLE_JS, serve
 
     procs: list[subprocess.Popen] = []
+    out: list[dict[str, Any]] = []
     with open(os.devnull, "w") as log, serve(log, started=procs) as url_x, \
             serve(log, script=PLAIN_APP, started=procs) as url_p, sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
         apps = {"explorer": (url_x, EXPLORER_STEPS, procs[0].pid), "plain": (url_p, PLAIN_STEPS, procs[1].pid)}
-        pages = {name: [b.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-                        for _ in range(visitors)] for name in apps}
 
-        def step(name: str, page: Any, i: int) -> None:
-            link, title = apps[name][1][i % len(apps[name][1])]
-            page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=link, exact=True).click()
-            page.wait_for_timeout(30)  # let the click start the run before the idle check
-            page.wait_for_function(PAGE_IDLE_JS, arg=title, timeout=120_000)
+        def visitor() -> Any:
+            page = b.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+            page.add_init_script(_LAST_MSG_HOOK)
+            return page
+        pages = {name: [visitor() for _ in range(max(visitor_counts))] for name in apps}
+
+        at: dict[Any, int] = {}   # visitor's page → the index of the step it shows
+
+        def round_(name: str, group: list[Any]) -> list[tuple[float, float]]:
+            """Every page of ``group`` clicks its next step at once; (shown, last message) seconds per page."""
+            seq = apps[name][1]
+            for page in group:
+                at[page] = (at[page] + 1) % len(seq)
+                if not page.evaluate(_CLICK_JS, list(seq[at[page]])):
+                    raise RuntimeError(f"{name}: no sidebar link {seq[at[page]][0]!r}")
+            lat = []
+            for page in group:
+                page.wait_for_function("() => window.__lat.t1 !== null", timeout=120_000)
+                page.wait_for_function(PAGE_IDLE_JS, arg=seq[at[page]][1], timeout=120_000)
+                t = page.evaluate("() => window.__lat")
+                msg = t["msg"] if t["msg"] is not None and t["msg"] >= t["t0"] else t["t1"]
+                lat.append(((t["t1"] - t["t0"]) / 1000, (msg - t["t0"]) / 1000))
+            return lat
 
         for name, (url, seq, _) in apps.items():  # warm: each visitor opens the app and visits every page once
             for page in pages[name]:
                 page.goto(url, wait_until="networkidle")
-                for i in range(len(seq)):
-                    step(name, page, i)
-        before = {name: tree_cpu(pid) for name, (_, _, pid) in apps.items()}
-        n = 0
-        for i in range(steps):
-            for v in range(visitors):
-                for name in apps:
-                    step(name, pages[name][v], i)
-                n += 1
-        per_step = {name: (tree_cpu(pid) - before[name]) / n for name, (_, _, pid) in apps.items()}
+                at[page] = len(seq) - 1 if name == "explorer" else 0   # the front page / page One
+                page.wait_for_function(PAGE_IDLE_JS, arg=seq[at[page]][1], timeout=120_000)
+                for _ in seq:
+                    round_(name, [page])
+        for visitors in visitor_counts:
+            load0 = os.getloadavg()[0]
+            before = {name: tree_cpu(pid) for name, (_, _, pid) in apps.items()}
+            lat: dict[str, list[tuple[float, float]]] = {name: [] for name in apps}
+            for i in range(steps):
+                for name in (apps if i % 2 == 0 else list(apps)[::-1]):
+                    lat[name] += round_(name, pages[name][:visitors])
+            n = steps * visitors
+            per_step = {name: (tree_cpu(pid) - before[name]) / n for name, (_, _, pid) in apps.items()}
+            out.append({"visitors": visitors, "steps": n, "explorer_cpu_per_step_s": per_step["explorer"],
+                        "plain_cpu_per_step_s": per_step["plain"],
+                        "ratio": per_step["explorer"] / per_step["plain"],
+                        "latency": {name: {"shown": _pcts([s for s, _ in v]), "last_message": _pcts([m for _, m in v])}
+                                    for name, v in lat.items()},
+                        "load_average": [load0, os.getloadavg()[0]]})
         b.close()
-    return {"visitors": visitors, "steps": n, "explorer_cpu_per_step_s": per_step["explorer"],
-            "plain_cpu_per_step_s": per_step["plain"], "ratio": per_step["explorer"] / per_step["plain"]}
+    return out
 
 
 # Timestamps in the page (ms since navigation start) for the phases of a first view: Streamlit's scripts loaded
@@ -580,13 +654,22 @@ def render_first_view(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_server_cpu(r: dict[str, Any]) -> str:
-    """The --server-cpu figures as a Markdown table."""
-    return "\n".join([
-        "| server | CPU per step | steps |", "|---|---|---|",
-        f"| explorer (app.py) | {r['explorer_cpu_per_step_s'] * 1000:.0f} ms | {r['steps']} |",
-        f"| plain Streamlit app (bench/plain_app.py) | {r['plain_cpu_per_step_s'] * 1000:.0f} ms | {r['steps']} |",
-        f"| ratio | {r['ratio']:.2f}× (target ≤ 1.5×) | |"])
+def render_server_cpu(rows: list[dict[str, Any]]) -> str:
+    """The --server-cpu figures as a Markdown table, a row per visitor count."""
+    lines = ["| visitors | steps per app | server CPU per step: explorer / plain (ratio, target ≤ 1.5×) "
+             "| step shown, explorer: p50 / p95 / max | step shown, plain: p50 / p95 / max | p95 explorer ÷ plain "
+             "| run's last message in, p95: explorer / plain | load average |", "|---|---|---|---|---|---|---|---|"]
+
+    def lat(v: dict[str, float]) -> str:
+        return f"{v['p50_s']:.2f} / {v['p95_s']:.2f} / {v['max_s']:.2f} s"
+    for r in rows:
+        x, pl = r["latency"]["explorer"], r["latency"]["plain"]
+        lines.append(f"| {r['visitors']} | {r['steps']} | {r['explorer_cpu_per_step_s'] * 1000:.0f} / "
+                     f"{r['plain_cpu_per_step_s'] * 1000:.0f} ms ({r['ratio']:.2f}×) | {lat(x['shown'])} "
+                     f"| {lat(pl['shown'])} | {x['shown']['p95_s'] / pl['shown']['p95_s']:.2f}× "
+                     f"| {x['last_message']['p95_s']:.2f} / {pl['last_message']['p95_s']:.2f} s "
+                     f"| {r['load_average'][0]:.1f} → {r['load_average'][1]:.1f} |")
+    return "\n".join(lines)
 
 
 def render(results: dict[str, Any]) -> str:
@@ -630,7 +713,9 @@ def main(argv: list[str] | None = None) -> int:
                          "visitor, with phases; needs /usr/bin/chromium)")
     ap.add_argument("--baseline", metavar="DIR", help="with --first-view or --browser: also serve the explorer "
                     "front page of this checkout (e.g. `git archive` of an earlier commit) side by side")
-    ap.add_argument("--visitors", type=int, default=2, help="visitors of --server-cpu (default 2)")
+    ap.add_argument("--visitors", default="2", metavar="N[,N…]",
+                    help="visitors of --server-cpu, clicking at once; a comma-separated list measures each count "
+                         "in turn on the same servers (default 2)")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = ap.parse_args(argv)
     if args.runs < 1:
@@ -648,10 +733,19 @@ def main(argv: list[str] | None = None) -> int:
         # code, and tearing the interpreter down under them can abort ("FATAL: exception not rethrown").
         os._exit(0)
     if args.server_cpu:
-        r = bench_server_cpu(args.visitors, args.runs)
+        try:
+            counts = [int(v) for v in args.visitors.split(",") if v.strip()]
+        except ValueError:
+            counts = []
+        if not counts or min(counts) < 1:
+            print(f"error: --visitors must be whole numbers >= 1, got {args.visitors!r}", file=sys.stderr)
+            return 2
+        r = bench_server_cpu(counts, args.runs)
         print(render_server_cpu(r))
-        print(f"\n(CPU of each server's process tree from /proc, per page switch, {args.visitors} visitor(s) in "
-              f"turn; load average {os.getloadavg()[0]:.1f})")
+        print(f"\n(CPU of each server's process tree from /proc, per page switch; latency timed in each visitor's "
+              f"page, click → the new page shown and the run idle, the visitors of a round clicking at once and "
+              f"the rounds alternating between the apps; {args.runs} rounds per app and count; the browsers share "
+              f"the machine with the servers)")
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps(r, indent=2), encoding="utf-8")
         return 0
