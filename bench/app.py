@@ -423,8 +423,11 @@ def bench_server_cpu(visitor_counts: list[int], steps: int) -> list[dict[str, An
       browsers' CPU nor the machine's load counts;
     * latency per step, timed in each visitor's page (click → the new page shown and idle), p50 / p95 / max,
       and the same to the run's last websocket message received, which leaves out the drawing after it; both
-      include the browsers' own CPU, which shares the machine's cores with the servers."""
+      include the browsers' own CPU, which shares the machine's cores with the servers;
+    * the server's share: the wall time of each script run, from its start to its end, as the server logs it
+      (:mod:`bench.timed_server`) — the other visitors' runs of the round, taking turns at the GIL, included."""
     import subprocess
+    import tempfile
 
     from playwright.sync_api import sync_playwright
 
@@ -432,8 +435,15 @@ def bench_server_cpu(visitor_counts: list[int], steps: int) -> list[dict[str, An
 
     procs: list[subprocess.Popen] = []
     out: list[dict[str, Any]] = []
-    with open(os.devnull, "w") as log, serve(log, started=procs) as url_x, \
-            serve(log, script=PLAIN_APP, started=procs) as url_p, sync_playwright() as pw:
+    with contextlib.ExitStack() as stack, open(os.devnull, "w") as log:
+        tmp = pathlib.Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        runs_log = {name: tmp / f"{name}.runs" for name in ("explorer", "plain")}
+        urls = [stack.enter_context(serve(log, script=script, started=procs, module="bench.timed_server", env=dict(
+                    os.environ, HF_HUB_OFFLINE="1", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false",
+                    CTE_RUN_LOG=str(runs_log[name]))))
+                for name, script in (("explorer", "app.py"), ("plain", PLAIN_APP))]
+        url_x, url_p = urls
+        pw = stack.enter_context(sync_playwright())
         b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
         apps = {"explorer": (url_x, EXPLORER_STEPS, procs[0].pid), "plain": (url_p, PLAIN_STEPS, procs[1].pid)}
 
@@ -468,8 +478,15 @@ def bench_server_cpu(visitor_counts: list[int], steps: int) -> list[dict[str, An
                 page.wait_for_function(PAGE_IDLE_JS, arg=seq[at[page]][1], timeout=120_000)
                 for _ in seq:
                     round_(name, [page])
+
+        def script_runs(name: str) -> list[float]:
+            """The wall seconds of each script run the server ``name`` has logged so far."""
+            text = runs_log[name].read_text(encoding="utf-8") if runs_log[name].exists() else ""
+            return [float(line.split()[0]) for line in text.splitlines() if line.strip()]
+
         for visitors in visitor_counts:
             load0 = os.getloadavg()[0]
+            logged = {name: len(script_runs(name)) for name in apps}
             before = {name: tree_cpu(pid) for name, (_, _, pid) in apps.items()}
             lat: dict[str, list[tuple[float, float]]] = {name: [] for name in apps}
             for i in range(steps):
@@ -480,7 +497,8 @@ def bench_server_cpu(visitor_counts: list[int], steps: int) -> list[dict[str, An
             out.append({"visitors": visitors, "steps": n, "explorer_cpu_per_step_s": per_step["explorer"],
                         "plain_cpu_per_step_s": per_step["plain"],
                         "ratio": per_step["explorer"] / per_step["plain"],
-                        "latency": {name: {"shown": _pcts([s for s, _ in v]), "last_message": _pcts([m for _, m in v])}
+                        "latency": {name: {"shown": _pcts([s for s, _ in v]), "last_message": _pcts([m for _, m in v]),
+                                           "server_run": _pcts(script_runs(name)[logged[name]:])}
                                     for name, v in lat.items()},
                         "load_average": [load0, os.getloadavg()[0]]})
         b.close()
@@ -658,7 +676,8 @@ def render_server_cpu(rows: list[dict[str, Any]]) -> str:
     """The --server-cpu figures as a Markdown table, a row per visitor count."""
     lines = ["| visitors | steps per app | server CPU per step: explorer / plain (ratio, target ≤ 1.5×) "
              "| step shown, explorer: p50 / p95 / max | step shown, plain: p50 / p95 / max | p95 explorer ÷ plain "
-             "| run's last message in, p95: explorer / plain | load average |", "|---|---|---|---|---|---|---|---|"]
+             "| run's last message in, p95: explorer / plain | server's script run: p50 / p95 / max, explorer; plain "
+             "| load average |", "|---|---|---|---|---|---|---|---|---|"]
 
     def lat(v: dict[str, float]) -> str:
         return f"{v['p50_s']:.2f} / {v['p95_s']:.2f} / {v['max_s']:.2f} s"
@@ -668,6 +687,7 @@ def render_server_cpu(rows: list[dict[str, Any]]) -> str:
                      f"{r['plain_cpu_per_step_s'] * 1000:.0f} ms ({r['ratio']:.2f}×) | {lat(x['shown'])} "
                      f"| {lat(pl['shown'])} | {x['shown']['p95_s'] / pl['shown']['p95_s']:.2f}× "
                      f"| {x['last_message']['p95_s']:.2f} / {pl['last_message']['p95_s']:.2f} s "
+                     f"| {lat(x['server_run'])}; {lat(pl['server_run'])} "
                      f"| {r['load_average'][0]:.1f} → {r['load_average'][1]:.1f} |")
     return "\n".join(lines)
 

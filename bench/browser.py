@@ -39,20 +39,22 @@ def free_port() -> int:
 @contextlib.contextmanager
 def serve(log: IO[str] | None = None, timeout: float = 90.0, env: dict[str, str] | None = None,
           extra_args: tuple[str, ...] = (), port: int | None = None, script: str = "app.py",
-          started: list[subprocess.Popen] | None = None, cwd: pathlib.Path | None = None) -> Iterator[str]:
+          started: list[subprocess.Popen] | None = None, cwd: pathlib.Path | None = None,
+          module: str = "streamlit") -> Iterator[str]:
     """Run ``streamlit run app.py`` (headless, 127.0.0.1, ``HF_HUB_OFFLINE=1``, no usage statistics, no file
     watcher) and yield its URL once ``/_stcore/health`` answers ``ok``; the server is stopped on exit. ``env``
     replaces the default environment (this process's plus the two settings above); ``extra_args`` are more
     ``streamlit run`` options; ``port``: this one instead of a free one (a restart on the same address);
     ``script``: another Streamlit script of the checkout; ``started``: the server's process is appended to it;
-    ``cwd``: serve another checkout (an earlier commit, side by side) instead of this one.
+    ``cwd``: serve another checkout (an earlier commit, side by side) instead of this one; ``module``: the module
+    run as ``python -m MODULE run …`` (``bench.timed_server`` logs each script run's time).
 
     Raises ``RuntimeError`` when the server exits early or is not healthy within ``timeout`` seconds."""
     port = port or free_port()
     if env is None:
         env = dict(os.environ, HF_HUB_OFFLINE="1", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(port),
+        [sys.executable, "-m", module, "run", script, "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
          *extra_args],
         cwd=cwd or ROOT, env=env, stdout=log if log is not None else subprocess.DEVNULL, stderr=subprocess.STDOUT)
