@@ -23,7 +23,9 @@ Two figures the machine's load does not skew (docs/app.md, "Speed"):
   worker processes: the page as a fresh server's first run, its first view after the front page, a second
   visitor's first view, a page switch;
 * ``--server-cpu`` — the server process tree's CPU per page switch (/proc), the explorer beside a plain
-  Streamlit app (``bench/plain_app.py``), both driven by the same ``--visitors`` chromium visitors.
+  Streamlit app (``bench/plain_app.py``), both driven by the same ``--visitors`` chromium visitors (clicking at
+  once, the apps alternated), with each step's latency (click → shown, p50 / p95 / max) and the server's own
+  share of it (its script runs' wall time); ``--visitors 1,5,10`` measures each count on the same servers.
 
 And the first view (``--first-view``, also part of ``--browser``): a plain Streamlit app beside the explorer's
 front page and Overview, each on its own fresh server — the first visitor, new visitors, a returning visitor —
@@ -31,7 +33,7 @@ with the phases of each view and the browser main thread's CPU; ``--baseline DIR
 front page side by side.
 
 Usage: ``python -m bench.app [--runs N] [--template PATH] [--json FILE] [--skip-slow] [--skip-big]
-[--browser] [--first-view] [--baseline DIR] [--cpu [PAGES]] [--server-cpu [--visitors N]]``.
+[--browser] [--first-view] [--baseline DIR] [--cpu [PAGES]] [--server-cpu [--visitors N[,N…]]]``.
 """
 
 from __future__ import annotations

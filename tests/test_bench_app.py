@@ -72,15 +72,33 @@ def test_server_cpu_mode_drives_both_servers(tmp_path):
     out = tmp_path / "server.json"
     # in a process of its own: Playwright's sync API refuses to start a second time inside a process whose
     # session-wide browser (tests/conftest.py) already runs one
-    proc = subprocess.run([sys.executable, "-m", "bench.app", "--server-cpu", "--visitors", "1", "--runs", "2",
+    proc = subprocess.run([sys.executable, "-m", "bench.app", "--server-cpu", "--visitors", "1,2", "--runs", "2",
                            "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    r = json.loads(out.read_text())
-    assert r["steps"] == 2 and r["visitors"] == 1
-    # every step made both servers run a page script: neither spent nothing
-    assert r["explorer_cpu_per_step_s"] > 0 and r["plain_cpu_per_step_s"] > 0
-    assert r["ratio"] == r["explorer_cpu_per_step_s"] / r["plain_cpu_per_step_s"]
-    assert "| plain Streamlit app (bench/plain_app.py) |" in proc.stdout
+    rows = json.loads(out.read_text())
+    assert [(r["visitors"], r["steps"]) for r in rows] == [(1, 2), (2, 4)]   # a row per count, steps × visitors
+    for r in rows:
+        # every step made both servers run a page script: neither spent nothing
+        assert r["explorer_cpu_per_step_s"] > 0 and r["plain_cpu_per_step_s"] > 0
+        assert r["ratio"] == r["explorer_cpu_per_step_s"] / r["plain_cpu_per_step_s"]
+        for app in ("explorer", "plain"):
+            lat = r["latency"][app]
+            # one latency per visitor's step, in the page and in the server's log of its script runs
+            assert lat["shown"]["n"] == lat["last_message"]["n"] == lat["server_run"]["n"] == r["steps"], (app, lat)
+            for v in lat.values():
+                assert 0 < v["p50_s"] <= v["p95_s"] <= v["max_s"], (app, lat)
+            # the run's last message reaches the page before the page is drawn idle
+            assert lat["last_message"]["max_s"] <= lat["shown"]["max_s"], (app, lat)
+        assert r["load_average"][0] > 0
+    assert proc.stdout.count("\n| 1 | 2 |") == 1 and proc.stdout.count("\n| 2 | 4 |") == 1
+    assert bench_app.main(["--server-cpu", "--visitors", "0"]) == 2
+    assert bench_app.main(["--server-cpu", "--visitors", "two"]) == 2
+
+
+def test_percentiles_take_the_nearest_rank():
+    r = bench_app._pcts([float(x) for x in range(1, 21)])   # 20 values: p95 is the 19th
+    assert r == {"p50_s": 10.5, "p95_s": 19.0, "max_s": 20.0, "n": 20}
+    assert bench_app._pcts([0.3]) == {"p50_s": 0.3, "p95_s": 0.3, "max_s": 0.3, "n": 1}
 
 
 @pytest.mark.browser
