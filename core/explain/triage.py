@@ -786,6 +786,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.REASONING_NOT_CLOSED, ev
         return Mistake.REASONING_SETTING, ev
     text0 = content or reasoning
+    if not (ex.clean and msg.get("tool_calls")) and all(e.kind == "replace" and e.old.strip('"') in _KEY_ALIASES
+                                                        for e in edits):
+        # the model's JSON call object against the template's render of one: what differs names the slip
+        shape = _json_shape_slip(setup, out, ctx)
+        if shape:
+            return shape[0], ev + [shape[1]]
     guess = _format_guess(text0, out)
     if guess and not near:
         return guess[0], ev + [guess[1]]
@@ -990,6 +996,114 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                     return Mistake.REASONING_NOT_CLOSED, ev
                 return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     return Mistake.NONE, ev
+
+
+_SHAPE_SCAN = 8              # JSON values tried per text (each one linear scan)
+_SHAPE_CHARS = 256 * 1024    # text looked at for a call object
+
+
+@dataclass
+class _CallShape:
+    """Where a call object sits in a JSON value and how it is written: the dict keys from the value's root down
+    to the call object (list indices left out), its keys in order, the key holding the tool's name and the key
+    holding the arguments object (``""`` when none)."""
+
+    path: tuple[str, ...]
+    keys: tuple[str, ...]
+    name_key: str
+    args_key: str
+
+
+def _find_call(value: Any, names: set[str], path: tuple[str, ...] = (), depth: int = 0) -> _CallShape | None:
+    """The first dict under ``value`` (depth ≤ 4) with a member whose value is one of ``names``."""
+    if depth > 4:
+        return None
+    if isinstance(value, dict):
+        name_key = next((k for k, v in value.items() if isinstance(v, str) and v in names), "")
+        if name_key:
+            args_key = next((k for k, v in value.items() if k != name_key and isinstance(v, dict)), "")
+            return _CallShape(path, tuple(value), name_key, args_key)
+        for k, v in value.items():
+            found = _find_call(v, names, path + (k,), depth + 1)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for v in value[:8]:
+            found = _find_call(v, names, path, depth + 1)
+            if found:
+                return found
+    return None
+
+
+def _json_call_in(text: str, names: set[str]) -> _CallShape | None:
+    """The call object of the first JSON object or list in ``text`` that holds one (a declared tool's name as a
+    member's value); at most :data:`_SHAPE_SCAN` starts tried, within the first :data:`_SHAPE_CHARS`."""
+    text = text[:_SHAPE_CHARS]
+    dec = json.JSONDecoder()
+    for m in list(re.finditer(r"[{\[]", text))[:_SHAPE_SCAN * 4]:
+        try:
+            value, _end = dec.raw_decode(text, m.start())
+        except ValueError:
+            continue
+        found = _find_call(value, names) if isinstance(value, (dict, list)) else None
+        if found:
+            return found
+        if isinstance(value, (dict, list)):
+            return None          # the first JSON value holds no call: the text is not a JSON call
+    return None
+
+
+def _json_shape_slip(setup: _Setup, out: str, ctx: dict[str, Any]) -> tuple[Mistake, str] | None:
+    """What differs between the model's JSON call object and the one the template renders for a call of the same
+    tool — computed from both, not guessed: an extra level around the call (``{"function": {…}}``,
+    ``{"tool_calls": […]}``) is a wrapper the template never renders; a key renamed (``"parameters"`` for
+    ``"arguments"``, ``"function"`` for ``"name"``) or the keys in another order (``{"arguments": …, "name": …}``) is
+    a field slip of the template's own call shape. ``(mistake, evidence)``, or None when the template renders no
+    JSON call object, the output holds none, or they do not differ."""
+    names = [n for n in ctx["names"] if n]
+    if not names or len(out) > _SHAPE_CHARS:
+        return None
+    mine = _json_call_in(out, set(names))
+    if mine is None:
+        return None
+    tool = next((t.get("function") or {} for t in setup.request.tools or [] if isinstance(t, dict)
+                 and (t.get("function") or {}).get("name") in names), {})
+    name = tool.get("name") or names[0]
+    props = list(properties_of(tool.get("parameters")))[:1]
+    render = _rendered_call(setup, name, {p: "V0" for p in props})
+    theirs = _json_call_in(render, {name}) if render else None
+    if theirs is None:
+        return None
+    q = _q
+    extra = [k for k in mine.path if k not in theirs.path]
+    if len(mine.path) > len(theirs.path) and extra:
+        return Mistake.FOREIGN_WRAPPER, (
+            f"the model's call object sits under {', '.join(q(chr(34) + k + chr(34)) for k in extra)}, a level the "
+            f"template's call never writes (it writes {q('{' + ','.join(chr(34) + k + chr(34) for k in theirs.keys) + '}')}"
+            + (f" under {', '.join(q(chr(34) + k + chr(34)) for k in theirs.path)}" if theirs.path else " at the top")
+            + "): an extra wrapper around the template's own call shape")
+    slips = []
+    if mine.name_key != theirs.name_key:
+        slips.append(f"names the tool under {q(chr(34) + mine.name_key + chr(34))} where the template writes "
+                     f"{q(chr(34) + theirs.name_key + chr(34))}")
+    if theirs.args_key and mine.args_key and mine.args_key != theirs.args_key:
+        slips.append(f"writes the arguments under {q(chr(34) + mine.args_key + chr(34))} where the template writes "
+                     f"{q(chr(34) + theirs.args_key + chr(34))}")
+    if len(mine.path) < len(theirs.path):
+        slips.append("writes the call object without the level "
+                     + ", ".join(q(chr(34) + k + chr(34)) for k in theirs.path if k not in mine.path)
+                     + " the template puts around it")
+    rename = {mine.name_key: theirs.name_key, mine.args_key: theirs.args_key}
+    order = [rename.get(k, k) for k in mine.keys if rename.get(k, k) in theirs.keys]
+    want = [k for k in theirs.keys if k in order]
+    if not slips and order != want:
+        slips.append(f"writes the keys in the order {', '.join(q(chr(34) + k + chr(34)) for k in order)} where the "
+                     f"template writes {', '.join(q(chr(34) + k + chr(34)) for k in want)}")
+    if not slips:
+        return None
+    return Mistake.FIELD_ALIAS, ("the model's JSON call object " + "; ".join(slips) + ": a field slip of the "
+                                 "template's own call shape (compared with the template's render of a call of "
+                                 f"{q(name)})")
 
 
 def _whitespace_only(e: Edit) -> bool:
