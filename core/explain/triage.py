@@ -774,6 +774,22 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ev.append(f"the generation prompt opens and closes the reasoning (enable_thinking="
                   f"{str(setup.request.enable_thinking).lower()}), and the output writes {_q(r_start)} again")
         return Mistake.REOPENED_REASONING, ev
+    left = [x for x in [r_start] + r_ends if x and x in content + reasoning]
+    if r_start and out.lstrip(_WS).startswith(r_start) and r_start in left:
+        # the output's own opener read, and the same marker written again inside the block: left in the message
+        ev.append(f"the output opens the reasoning with {_q(r_start)} and writes {_q(r_start)} again inside the "
+                  "block, which the parse leaves in the message")
+        return Mistake.REOPENED_REASONING, ev
+    ends = [e for e in r_ends if e in out and e not in ctx["markers"] and e not in ctx["all_markers"]]
+    end_at = min((out.find(e) for e in ends), default=-1)
+    if r_start and ends and r_start not in out and end_at > 0 and out[:end_at].strip(_WS) and not absorbed \
+            and r_start not in gp:
+        end = next(e for e in ends if out.find(e) == end_at)
+        ev.append(f"the output closes the reasoning with {_q(end)} but never opens it with {_q(r_start)}, and the "
+                  "generation prompt does not open it either: the model reasons from its first token as if the "
+                  "prompt had opened the block (the prompt it was trained with does); no decoder dropped "
+                  f"{_q(r_start)}, since it kept {_q(end)}, the other marker of the pair")
+        return Mistake.REASONING_SETTING, ev
     if reasoning and not content and not msg.get("tool_calls") and r_ends and not any(e in out for e in r_ends):
         lead = [m for m in ctx["markers"] if m and m in reasoning]
         if lead:
@@ -930,6 +946,21 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     invented = _invented_opener(out, text, setup, ctx)
     if Cause.OTHER_MARKER in causes and invented:
         return Mistake.OMITTED_OPENER, ev + [invented]
+    if Cause.OTHER_MARKER in causes and tok and tok.group(0) in [r_start] + r_ends and msg.get("tool_calls") \
+            and not out[out.rfind(tok.group(0)) + len(tok.group(0)):].strip(_WS):
+        # a reasoning marker of the template's own after the calls: not a wrapper, text the format ends before
+        return Mistake.TRAILING_TEXT, ev + [f"the output ends with {_q(tok.group(0))}, the template's reasoning "
+                                            "marker, after the complete calls, where the format ends the output"]
+    src = getattr(setup.template, "source", "") or ""
+    if Cause.OTHER_MARKER in causes and tok and _SPECIAL_SHAPE.fullmatch(tok.group(0)) and tok.group(0) in src \
+            and tok.group(0) not in ctx["all_markers"] | set(ctx["markers"]) | {r_start, *r_ends}:
+        # a control token the template itself writes, which the analysis placed in no role: its gap, not the
+        # model's wrapper (Command R7B's <|START_THINKING|> where the analysis found no reasoning markers)
+        empty = _empty_comparisons(bundle)
+        return Mistake.FORMAT_NOT_FOUND, ev + [
+            f"the output writes {_q(tok.group(0))}, a control token the template's source writes, but our analysis "
+            "found it in no role (reasoning, content or call marker) — a gap of the analysis, not a statement about "
+            "the template" + ("; comparisons that came back empty: " + "; ".join(empty) if empty else "")]
     if Cause.OTHER_MARKER in causes and tok:
         if _SPECIAL_SHAPE.fullmatch(tok.group(0)) and tok.group(0) not in (getattr(setup.template, "source", "")
                                                                               or ""):
@@ -1905,6 +1936,10 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         if fx.message.get("tool_calls") and any(m and m.strip(_WS) and m.strip(_WS) in (fx.message.get("content") or "")
                                                 for m in markers + ctx["closers"]):
             continue    # a call read while the call's own markup stays in the content (text left unparsed)
+        src = getattr(setup.template, "source", "") or ""
+        if any(t.group(0) in src for t in _SPECIAL_SHAPE.finditer((fx.message.get("content") or "")
+                                                                  + (fx.message.get("reasoning_content") or ""))):
+            continue    # the template's own control tokens left in the message: the markup is still unread
         kind = {FixKind.REQUEST: TriageFixKind.REQUEST, FixKind.OVERRIDE: TriageFixKind.OVERRIDE,
                 FixKind.FIDELITY: TriageFixKind.FIDELITY}[fx.kind]
         if kind == TriageFixKind.FIDELITY and out:
@@ -2196,6 +2231,9 @@ _WHY = {
                             "repair reads the call without it; teaching the parser to take that marker as the "
                             "closer would make the format ambiguous — only the model's output (or a new repair) "
                             "can change",
+    Mistake.REASONING_SETTING: "the model writes its reasoning without the opener the generation prompt does not "
+                               "write either, and no repair reads that here: a template whose generation prompt "
+                               "opens the reasoning (the one the model was trained with) would be needed",
     Mistake.UNKNOWN_TOOL: "the model called a name the request does not offer; offering a tool under that name "
                           "would only rename the fault — the model's output (or the tool's name) must change",
 }
@@ -2235,7 +2273,7 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
         near = nearest_output(setup, bundle, ex.output, budget, ctx, stop=ex.stop)
     content = ex.message.get("content") or ""
     if ex.clean and not ex.findings and ex.message.get("tool_calls") and not _SPECIAL_SHAPE.search(content) \
-            and not any(m and m in content for m in ctx["markers"]):
+            and not any(m and m in content for m in ctx["markers"]) and _marker_free(ex.message, bundle):
         # the format read the calls and left nothing marker-like: the loose rules below (call syntax of another
         # family, a recipient on the analysis channel) describe misreads, not a parse like this one
         return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", [],
