@@ -649,6 +649,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ev.append(f"the output ends with {_q(opener)}, which opens a call, and nothing after it: the call was cut "
                   "before any of it was written (max_tokens or a stop string), not left out of the parse")
         return Mistake.CUT_SHORT, ev
+    if not ex.clean or not msg.get("tool_calls"):
+        spaced = _decoder_spaced(setup, bundle, out, ctx, ctx["budget"]) if ctx.get("budget") else None
+        if spaced:
+            ctx["restored"], ctx["restored_server"] = spaced[0], "spaces"
+            return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [spaced[1]]
     if not msg.get("tool_calls"):
         glued = _glued_token_words(setup, bundle, out, ctx)
         if glued:
@@ -1312,14 +1317,77 @@ def _rendered_call(setup: _Setup, name: str, args: dict[str, str]) -> str:
     try:
         a = apply_template(setup.template, user, tools, add_generation_prompt=True)
         b = apply_template(setup.template, turn, tools)
-    except Exception:  # noqa: BLE001 - a template that does not render this turn gives no evidence
-        return ""
+    except Exception:  # noqa: BLE001 - the transformers dialect refused: llama.cpp's (list.append works there)
+        from ..jinja.llama import render as llama_render
+        from ..jinja.template import chat_globals
+
+        try:
+            a = llama_render(setup.template, chat_globals(user, tools, True), template_tracebacks=False)
+            b = llama_render(setup.template, chat_globals(turn, tools), template_tracebacks=False)
+        except Exception:  # noqa: BLE001 - a template that does not render this turn gives no evidence
+            return ""
     k = 0
     while k < min(len(a), len(b)) and a[k] == b[k]:
         k += 1
     while k > 0 and b[k - 1] not in _WS + ">]":     # not inside a marker the two renders begin alike
         k -= 1
     return b[k:]
+
+
+def _decoder_spaced(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any], budget: _Budget
+                    ) -> tuple[str, str] | None:
+    """The output as the model wrote it when a decoder joined the special tokens with spaces (vLLM's
+    ``spaces_between_special_tokens``): every one of at least two of the template's special tokens inside the
+    output has a space on each side (one space between two adjacent tokens), where the template's render of a call
+    writes them with none. The spaces next to the tokens are deleted; a reasoning marker that encloses the output
+    and has no such space (not decoded with the rest: a client's wrapper around the reasoning) stays, or — the
+    closing one — is left out when only then the output parses. ``(restored output, evidence)`` once it parses
+    clean with calls, else None; one render and at most two parses, outputs up to 16 KiB."""
+    from .model import reasoning_markers
+
+    r_start, r_ends = reasoning_markers(bundle)
+    toks = sorted({t.strip(_WS) for t in getattr(getattr(bundle, "parser", None), "preserved_tokens", None) or []
+                   if isinstance(t, str) and t.strip(_WS)} | {x for x in [r_start] + r_ends if x}, key=len,
+                  reverse=True)
+    names = [n for n in ctx["names"] if n and n in out]
+    if not toks or not names or len(out) > _STRIPPED_CHARS or " " not in out:
+        return None
+    head = r_start if r_start and out.startswith(r_start) else ""
+    tail = next((e for e in r_ends if out.endswith(e) and len(out) - len(e) >= len(head)), "")
+    core = out[len(head):len(out) - len(tail)]
+    alt = "|".join(re.escape(t) for t in toks)
+    occ = list(re.finditer(alt, core))
+    if len(occ) < 2 or any((m.start() > 0 and core[m.start() - 1] != " ") or (m.end() < len(core)
+                                                                               and core[m.end()] != " ")
+                           for m in occ):
+        return None
+    render = _rendered_call(setup, names[0], {})
+    spaced = {m.group(0) for m in occ}
+    bare = [m.group(0) for m in re.finditer(alt, render) if m.group(0) in spaced
+            and (render[m.start() - 1:m.start()] not in (" ", "") or render[m.end():m.end() + 1] not in (" ", ""))]
+    if not bare:
+        return None      # the template itself writes its tokens between spaces: nothing to tell
+    fixed = re.sub(" ?(" + alt + ") ?", r"\1", core)
+    for restored in dict.fromkeys((head + fixed + tail, head + fixed)):
+        if not budget.take(len(restored)):
+            return None
+        try:
+            p = _parse(setup, restored)
+        except Exception:  # noqa: BLE001 - no parser, no evidence
+            return None
+        if not _accepts(p, ctx["markers"]):
+            continue
+        shown = [m.group(0) for m in occ[:3]]
+        ev = (f"every one of the {len(occ)} special tokens inside the output has a space on each side "
+              f"({', '.join(_q(' ' + t + ' ') for t in shown)}), where the template's render of a call writes "
+              f"{_q(bare[0])} with none: the decoder joined the special tokens with spaces (vLLM's "
+              "spaces_between_special_tokens, on by default) — with those spaces deleted the output parses into the "
+              "call")
+        if tail and not restored.endswith(tail):
+            ev += (f"; the closing {_q(tail)} after the calls has no such space — it was not decoded with the rest "
+                   "(a client's wrapper around the reasoning) and is left out")
+        return restored, ev
+    return None
 
 
 def _glued_token_words(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> str:
@@ -1402,30 +1470,79 @@ def _call_spans(render: str, found: list[Any]) -> list[str]:
 _GLUE = re.compile(r"(?<=[a-z)\]\"'][.!?])(?=[A-Z0-9])")
 
 
+def _marker_whitespace(setup: _Setup, bundle: Any, marker: str) -> tuple[str, str]:
+    """The whitespace the template writes right before and right after the reasoning marker ``marker``: read off
+    its render of an assistant turn with reasoning and an answer (Qwen3's ``\\n</think>\\n\\n``), else off the
+    analysis's marker, which keeps it; ``("", "")`` when neither gives it."""
+    from ..jinja.template import apply_template
+
+    turn = [{"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "ANSWER7", "reasoning_content": "REASON7"}]
+    try:
+        render = apply_template(setup.template, turn, list(setup.request.tools or []) or None)
+    except Exception:  # noqa: BLE001 - a template that does not render this turn: the analysis's marker below
+        render = ""
+    m = re.search(r"REASON7(\s*)" + re.escape(marker) + r"(\s*)ANSWER7", render)
+    if m:
+        return m.group(1), m.group(2)
+    rep = getattr(bundle, "report", None)
+    if rep is None or getattr(bundle, "format", "") != "peg-native":
+        return "", ""
+    r = rep.analysis.reasoning
+    for raw in (r.end, r.start):
+        if raw and raw.strip(_WS) == marker:
+            i = raw.index(marker)
+            return raw[:i], raw[i + len(marker):]
+    return "", ""
+
+
+_SEPARATORS = ("\n\n", "\n", " ")    # whitespace prose writes anyway: as a marker's place it must be the only one
+
+
+def _stripped_places(out: str, before: str, after: str) -> list[int]:
+    """Where a marker the template writes between ``before`` and ``after`` (whitespace) may have been dropped:
+    each maximal whitespace run of the output equal to ``before + after`` (at the position the marker would
+    take), or — when the template writes no whitespace there — each place where a sentence's end runs into the
+    next with no space (:data:`_GLUE`). A run that prose writes anyway (a paragraph break) counts only when it is
+    the output's only one. The last three, last first."""
+    ws = before + after
+    if not ws:
+        return [m.start() for m in _GLUE.finditer(out)][-3:][::-1]
+    runs = [m.start() + len(before) for m in re.finditer(r"(?<!\s)" + re.escape(ws) + r"(?!\s)", out)]
+    if ws in _SEPARATORS and len(runs) != 1:
+        return []
+    return runs[-3:][::-1]
+
+
 def _stripped_reasoning_closer(setup: _Setup, bundle: Any, out: str, r_start: str, r_ends: list[str]
                                ) -> tuple[str, str] | None:
     """The reasoning closer put back where a decoder dropped it: the generation prompt opened the reasoning, the
     output never closes it and holds none of the template's special tokens (so nothing tells a cut output from
-    one whose tokens were all dropped), and at one of the last places where a sentence's end runs into the next
-    with no space the closer put back makes the output parse clean into reasoning and an answer. Returns
-    ``(the restored output, evidence)`` or None; at most three parses, only for outputs up to 16 KiB."""
+    one whose tokens were all dropped), and at one of the last places where the output has exactly the whitespace
+    the template writes around the closer (:func:`_stripped_places`: Qwen3's ``\\n`` before and ``\\n\\n`` after
+    ``</think>``; none at all for DeepSeek-V3.2, where the reasoning's last sentence then runs into the answer)
+    the closer put back makes the output parse clean into reasoning and an answer. Returns ``(the restored
+    output, evidence)`` or None; at most three parses, only for outputs up to 16 KiB."""
     if len(out) > _STRIPPED_CHARS or any(t.strip(_WS) in out for t in _special_tokens(bundle)) \
             or r_start.strip(_WS) in out or any(e.strip(_WS) in out for e in r_ends if e.strip(_WS)):
         return None
     closer = r_ends[0].strip(_WS)
-    for at in [m.start() for m in _GLUE.finditer(out)][-3:][::-1]:
+    before, after = _marker_whitespace(setup, bundle, closer)
+    for at in _stripped_places(out, before, after):
         restored = out[:at] + closer + out[at:]
         try:
             p = _parse(setup, restored)
         except Exception:  # noqa: BLE001 - no parser, no evidence
             return None
         if p.clean and (p.message.reasoning_content or "").strip(_WS) and (p.message.content or "").strip(_WS):
-            where = _q(out[max(0, at - 12):at] + "|" + out[at:at + 12])
+            where = _q(out[max(0, at - len(before) - 12):at] + "|" + out[at:at + 12])
+            how = (f"the output has exactly the whitespace the template writes around {_q(closer)} "
+                   f"({_q(before + closer + after)}) and nothing between" if before + after else
+                   "the reasoning's last sentence runs into the answer with no space")
             return restored, (f"the generation prompt opens the reasoning with {_q(r_start.strip(_WS))} and the output "
-                              f"never closes it, holds none of the template's special tokens, and at {where} the "
-                              "reasoning's last sentence runs into the answer with no space: a decoder that skips "
-                              f"special tokens (skip_special_tokens) dropped {_q(closer)} there — put back, the output "
-                              "parses into reasoning and an answer")
+                              f"never closes it, holds none of the template's special tokens, and at {where} {how}: "
+                              "a decoder that skips special tokens (skip_special_tokens) dropped "
+                              f"{_q(closer)} there — put back, the output parses into reasoning and an answer")
     return None
 
 
@@ -1767,9 +1884,13 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return same_message(AssistantMessage.from_openai(a), AssistantMessage.from_openai(b))
 
 
-def _keep_special_tokens(setup: _Setup, budget: _Budget, ok: Any, restored: str, shown: str) -> RankedFix | None:
-    """The server fix "keep special tokens" when ``restored`` (the output with the tokens a decoder dropped put
-    back) re-parses as ``ok`` wants, at the setup's fidelity, else at improved fidelity; None when it does not."""
+def _keep_special_tokens(setup: _Setup, budget: _Budget, ok: Any, restored: str, shown: str,
+                         server: str = "keep-special-tokens",
+                         what: str = "keep special tokens in the decoded text (skip_special_tokens=false / --special)"
+                         ) -> RankedFix | None:
+    """The server fix ``server`` ("keep special tokens" unless said) when ``restored`` (the output as the model
+    wrote it, the decoder's change undone) re-parses as ``ok`` wants, at the setup's fidelity, else at improved
+    fidelity; None when it does not."""
     for fid in dict.fromkeys((setup.fidelity, "improved")):
         if not budget.take(len(restored)):
             return None
@@ -1778,12 +1899,12 @@ def _keep_special_tokens(setup: _Setup, budget: _Budget, ok: Any, restored: str,
         except Exception:  # noqa: BLE001
             continue
         if ok(p):
-            change: dict[str, Any] = {"server": "keep-special-tokens", "output": restored}
+            change: dict[str, Any] = {"server": server, "output": restored}
             extra = ""
             if fid != setup.fidelity:
                 change["fidelity"], extra = fid, ", and parse at improved fidelity"
-            return RankedFix(TriageFixKind.SERVER, "keep special tokens in the decoded text (skip_special_tokens="
-                             f"false / --special){extra}: the output then {shown}", change, p.message.to_openai(), 4)
+            return RankedFix(TriageFixKind.SERVER, f"{what}{extra}: the output then {shown}", change,
+                             p.message.to_openai(), 4)
     return None
 
 
@@ -2006,7 +2127,15 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         fix = _keep_special_tokens(setup, budget, ok, restored, "starts " + _q(restored[:30]))
         if fix is not None:
             out.append(fix)
-    if mistake == Mistake.SPECIAL_TOKENS_STRIPPED and ctx.get("restored") and not special:
+    if mistake == Mistake.SPECIAL_TOKENS_STRIPPED and ctx.get("restored_server") == "spaces":
+        restored = ctx["restored"]
+        fix = _keep_special_tokens(setup, budget, ok, restored, "reads " + _q(restored[:40]),
+                                   server="decode-special-tokens-without-spaces",
+                                   what="decode special tokens without spaces between them "
+                                        "(spaces_between_special_tokens=false)")
+        if fix is not None:
+            out.append(fix)
+    elif mistake == Mistake.SPECIAL_TOKENS_STRIPPED and ctx.get("restored") and not special:
         restored = ctx["restored"]
         fix = _keep_special_tokens(setup, budget, ok, restored, "reads " + _q(restored[:40]))
         if fix is not None:
@@ -2267,6 +2396,7 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
         return _in_transformers_dialect(ex, setup, why, seconds=seconds, parses=parses, parse_cost=parse_cost)
     budget = _Budget(seconds, parses, parse_cost)
     ctx = _context(setup, bundle)
+    ctx["budget"] = budget
     tools = bool(setup.request.tools)
     near = None
     if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings):
