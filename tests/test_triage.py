@@ -858,3 +858,119 @@ def test_a_hostile_schema_is_read_without_a_traceback(params: dict) -> None:
         for fidelity in ("llama.cpp", "improved"):
             ex = explain(template, request, output, fidelity=fidelity)
             assert ex.triage is not None and ex.consistency == ""
+
+
+def _reference(case_id: str) -> dict:
+    """A case of llama.cpp's own parser tests (/work/shared/reference/cases.jsonl: the inputs of its
+    tests/test-chat.cpp), whose output the tests below change the way a model or a decoder does."""
+    from .conftest import REFERENCE
+
+    return json.loads(next(line for line in (REFERENCE / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+                           if f'"{case_id}"' in line))
+
+
+def _run_output(case: dict, output: str, template: str = ""):
+    c = {**case, "input": output, "template": template or case["template"]}
+    return _run(c)
+
+
+def test_spaces_a_decoder_put_around_special_tokens_are_deleted_and_the_output_reparsed():
+    # Kimi K2 Thinking via Chutes (kept5): ` <|tool_calls_section_begin|> <|tool_call_begin|> functions.… ` — one
+    # space on each side of every special token; the closing </think> has none (the client's wrapper)
+    c = SETS["kept5.jsonl"][0]
+    ex, tg = _run(c)
+    assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED
+    assert any("every one of the 5 special tokens inside the output has a space on each side" in e
+               and "spaces_between_special_tokens" in e and "`</think>`" in e for e in tg.evidence), tg.evidence
+    server = tg.fixes[0]
+    assert server.kind.value == "server" and server.change["server"] == "decode-special-tokens-without-spaces"
+    assert server.change["output"] == c["fix"]["change"]["output"]
+    assert _same(server.message, c["expect"])
+    from core.explain.triage import _Budget, _context, _decoder_spaced
+
+    t, req = _template(c["template"]), ChatRequest.from_dict(c)
+    s = _Setup(t, req, "llama.cpp", {})
+    b = _build(s)
+    ctx = _context(s, b)
+    # one token without its spaces: not a decoder that spaces every special token
+    one = c["input"].replace(" <|tool_call_begin|> ", "<|tool_call_begin|> ")
+    assert _decoder_spaced(s, b, one, ctx, _Budget(30.0, 10)) is None
+
+
+def test_a_json_call_object_is_compared_with_the_templates_render_of_a_call():
+    # Hermes 2 Pro (llama.cpp's test input ref-0096) with the model's slips: keys swapped, a "function" level
+    # around the call, "parameters" for "arguments"
+    c = _reference("ref-0096")
+    ex, tg = _run_output(c, '<tool_call>\n{"arguments": {"arg1": 1}, "name": "special_function"}</tool_call>')
+    assert tg.mistake == Mistake.FIELD_ALIAS
+    assert any("writes the keys in the order `\"arguments\"`, `\"name\"` where the template writes `\"name\"`, "
+               "`\"arguments\"`" in e for e in tg.evidence), tg.evidence
+    assert tg.fixes[0].change == {"repairs": ["json-field-order"]}
+    assert _calls_of_message(tg.fixes[0].message) == [("special_function", {"arg1": 1})]
+    ex, tg = _run_output(c, '<tool_call>\n{"function": {"name": "special_function", "arguments": {"arg1": 1}}}'
+                            '</tool_call>')
+    assert tg.mistake == Mistake.FOREIGN_WRAPPER
+    assert any("sits under `\"function\"`, a level the template's call never writes" in e for e in tg.evidence)
+    ex, tg = _run_output(c, '<tool_call>\n{"name": "special_function", "parameters": {"arg1": 1}}</tool_call>')
+    assert tg.mistake == Mistake.FIELD_ALIAS
+    assert any("under `\"parameters\"` where the template writes `\"arguments\"`" in e for e in tg.evidence)
+    # Command R7B writes `tool_name` / `parameters` after `tool_call_id`: its own order is no slip
+    from core.explain.triage import _json_call_in
+
+    shape = _json_call_in('[{"tool_call_id": "0", "tool_name": "f", "parameters": {}}]', {"f"})
+    assert shape.keys == ("tool_call_id", "tool_name", "parameters") and shape.name_key == "tool_name"
+    assert shape.args_key == "parameters" and shape.path == ()
+    assert _json_call_in('{"tool_calls": [{"function": {"name": "f"}}]}', {"f"}).path == ("tool_calls", "function")
+    assert _json_call_in('{"answer": "f"', {"f"}) is None and _json_call_in('{"x": 1} {"name": "f"}', {"f"}) is None
+
+
+def _calls_of_message(message: dict) -> list:
+    return [(tc["function"]["name"], json.loads(tc["function"]["arguments"])) for tc in message.get("tool_calls") or []]
+
+
+def test_reasoning_causes_read_the_analysis_markers_not_think():
+    # Command R7B (llama.cpp's test input ref-0048): <|START_THINKING|> … <|END_THINKING|><|START_ACTION|>[…]
+    c = _reference("ref-0048")
+    out = c["input"]
+    ex, tg = _run_output(c, "<|START_THINKING|>" + out)        # the opener written twice
+    assert ex.clean and tg.mistake == Mistake.REOPENED_REASONING
+    assert tg.fixes[0].change == {"repairs": ["reasoning-start-repeated"]}
+    ex, tg = _run_output(c, out.replace("<|END_THINKING|>", ""))     # never closed, the call inside
+    assert tg.mistake == Mistake.REASONING_NOT_CLOSED
+    assert any("`<|START_ACTION|>`" in e and "`<|END_THINKING|>`" in e for e in tg.evidence)
+    ex, tg = _run_output(c, out.replace("<|START_THINKING|>", ""))   # the end without the start
+    assert tg.mistake == Mistake.REASONING_SETTING
+    assert any("closes the reasoning with `<|END_THINKING|>` but never opens it with `<|START_THINKING|>`" in e
+               for e in tg.evidence), tg.evidence
+    assert not any(f.kind.value == "server" for f in tg.fixes)     # the decoder kept its pair: not stripped
+    # the template as Cohere ships it: our analysis finds no reasoning markers there — its gap, not a wrapper
+    ex, tg = _run_output(c, out, "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja")
+    assert tg.mistake == Mistake.FORMAT_NOT_FOUND
+    assert any("`<|START_THINKING|>`, a control token the template's source writes, but our analysis found it in "
+               "no role" in e and "a gap of the analysis" in e for e in tg.evidence), tg.evidence
+    assert [f.kind.value for f in tg.fixes] == ["fidelity"]        # not content.start = <|START_THINKING|>
+    assert _calls_of_message(tg.fixes[0].message) == [("special_function", {"arg1": 1})]
+
+
+def test_a_dropped_reasoning_closer_is_where_the_output_has_only_its_whitespace():
+    # Qwen3.5 (llama.cpp's test input ref-0000) with `</think>` taken out as a decoder skipping special tokens
+    # does: `thinking\n\n\nHello` — the template writes `\n</think>\n\n` there
+    c = _reference("ref-0000")
+    assert "thinking\n</think>\n\nHello" in c["input"]
+    ex, tg = _run_output(c, c["input"].replace("</think>", ""))
+    assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED
+    assert any("exactly the whitespace the template writes around `</think>` (`↵</think>↵↵`)" in e
+               for e in tg.evidence), tg.evidence
+    server = tg.fixes[0]
+    assert server.change == {"server": "keep-special-tokens", "output": c["input"]}
+    # llama.cpp's own answer for the output as written (explain's parse keeps the `\n` before `</think>` in the
+    # reasoning here, where llama.cpp's final message trims it)
+    assert server.message["content"] == c["expect"]["content"]
+    assert server.message["reasoning_content"].strip() == c["expect"]["reasoning_content"]
+    from core.explain.triage import _stripped_places
+
+    assert _stripped_places("R one.\n\nR two\n\n\nAnswer.", "\n", "\n\n") == [14]
+    # a paragraph break is a place only when it is the output's only one; no whitespace: glued sentences
+    assert _stripped_places("R one.\n\nAnswer.", "", "\n\n") == [6]
+    assert _stripped_places("R one.\n\nR two.\n\nAnswer.", "", "\n\n") == []
+    assert _stripped_places("friendlier.1 + 1 = 2", "", "") == [11]
