@@ -22,6 +22,7 @@ budget is shared with the fixes), and each candidate is one linear parse of the 
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 import re
 import shlex
@@ -1076,10 +1077,10 @@ def _json_call_in(text: str, names: set[str]) -> _CallShape | None:
     member's value); at most :data:`_SHAPE_SCAN` starts tried, within the first :data:`_SHAPE_CHARS`."""
     text = text[:_SHAPE_CHARS]
     dec = json.JSONDecoder()
-    for m in list(re.finditer(r"[{\[]", text))[:_SHAPE_SCAN * 4]:
+    for m in itertools.islice(re.finditer(r"[{\[]", text), _SHAPE_SCAN):
         try:
             value, _end = dec.raw_decode(text, m.start())
-        except ValueError:
+        except (ValueError, RecursionError):     # not JSON there, or nested past the decoder's depth
             continue
         found = _find_call(value, names) if isinstance(value, (dict, list)) else None
         if found:
