@@ -914,6 +914,11 @@ def test_a_json_call_object_is_compared_with_the_templates_render_of_a_call():
     ex, tg = _run_output(c, '<tool_call>\n{"name": "special_function", "parameters": {"arg1": 1}}</tool_call>')
     assert tg.mistake == Mistake.FIELD_ALIAS
     assert any("under `\"parameters\"` where the template writes `\"arguments\"`" in e for e in tg.evidence)
+    # a member the template's call never has, in the object the parse stopped inside
+    ex, tg = _run_output(c, '<tool_call>\n{"name": "special_function", "arguments": {"arg1": 1}, "id": "call_1"}'
+                            '</tool_call>')
+    assert tg.mistake == Mistake.FIELD_ALIAS
+    assert any("writes `\"id\"` beside the members the template writes" in e for e in tg.evidence), tg.evidence
     # Command R7B writes `tool_name` / `parameters` after `tool_call_id`: its own order is no slip
     from core.explain.triage import _json_call_in
 
@@ -974,3 +979,14 @@ def test_a_dropped_reasoning_closer_is_where_the_output_has_only_its_whitespace(
     assert _stripped_places("R one.\n\nAnswer.", "", "\n\n") == [6]
     assert _stripped_places("R one.\n\nR two.\n\nAnswer.", "", "\n\n") == []
     assert _stripped_places("friendlier.1 + 1 = 2", "", "") == [11]
+
+
+def test_an_end_of_turn_token_kept_after_the_call_is_trailing_text_not_a_wrapper():
+    # Hermes 2 Pro (llama.cpp's test input ref-0096) with the `<|im_end|>` a server stops at left at the end: it was
+    # "a wrapper the template does not render"
+    c = _reference("ref-0096")
+    ex, tg = _run_output(c, c["input"] + "<|im_end|>")
+    assert tg.mistake == Mistake.TRAILING_TEXT
+    assert any("ends with `<|im_end|>` after the complete call, which the template writes to end the assistant turn"
+               in e for e in tg.evidence), tg.evidence
+    assert tg.fixes[0].change == {"repairs": ["trailing-end-of-turn"]}

@@ -810,8 +810,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     text0 = content or reasoning
     if not (ex.clean and msg.get("tool_calls")) and all(e.kind == "replace" and e.old.strip('"') in _KEY_ALIASES
                                                         for e in edits):
-        # the model's JSON call object against the template's render of one: what differs names the slip
-        shape = _json_shape_slip(setup, out, ctx)
+        # the call object the parse did not read (or stopped inside) against the template's render of one: what
+        # differs names the slip
+        shape = _json_shape_slip(setup, out, ctx, bool(msg.get("tool_calls")),
+                                 ex.stop.output_pos if ex.stop is not None else -1)
         if shape:
             return shape[0], ev + [shape[1]]
     guess = _format_guess(text0, out)
@@ -873,6 +875,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         solid_edits = [e for e in edits if (e.new or e.old).strip(_WS)]
         if solid_edits and all(e.kind == "insert" and _is_closer(e.new) for e in solid_edits):
             return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
+        tail = _trailing_token(out, near, setup)
+        if tail:
+            return Mistake.TRAILING_TEXT, ev + [tail]
         ins = [e for e in edits if e.kind == "insert"]
         solid = [e for e in ins if e.new.strip(_WS)]
         if any(e.kind != "insert" for e in edits) and all(_whitespace_only(e) for e in edits):
@@ -1049,6 +1054,7 @@ class _CallShape:
     keys: tuple[str, ...]
     name_key: str
     args_key: str
+    end: int = -1       # where the JSON value holding it ends in the text looked at
 
 
 def _find_call(value: Any, names: set[str], path: tuple[str, ...] = (), depth: int = 0) -> _CallShape | None:
@@ -1079,30 +1085,32 @@ def _json_call_in(text: str, names: set[str]) -> _CallShape | None:
     dec = json.JSONDecoder()
     for m in itertools.islice(re.finditer(r"[{\[]", text), _SHAPE_SCAN):
         try:
-            value, _end = dec.raw_decode(text, m.start())
+            value, end = dec.raw_decode(text, m.start())
         except (ValueError, RecursionError):     # not JSON there, or nested past the decoder's depth
             continue
         found = _find_call(value, names) if isinstance(value, (dict, list)) else None
         if found:
-            return found
+            return replace(found, end=end)
         if isinstance(value, (dict, list)):
             return None          # the first JSON value holds no call: the text is not a JSON call
     return None
 
 
-def _json_shape_slip(setup: _Setup, out: str, ctx: dict[str, Any]) -> tuple[Mistake, str] | None:
+def _json_shape_slip(setup: _Setup, out: str, ctx: dict[str, Any], read: bool = False, stop: int = -1
+                     ) -> tuple[Mistake, str] | None:
     """What differs between the model's JSON call object and the one the template renders for a call of the same
     tool — computed from both, not guessed: an extra level around the call (``{"function": {…}}``,
     ``{"tool_calls": […]}``) is a wrapper the template never renders; a key renamed (``"parameters"`` for
     ``"arguments"``, ``"function"`` for ``"name"``) or the keys in another order (``{"arguments": …, "name": …}``) is
-    a field slip of the template's own call shape. ``(mistake, evidence)``, or None when the template renders no
-    JSON call object, the output holds none, or they do not differ."""
+    a field slip of the template's own call shape. ``read``: the parse read a call — then only an object the parse
+    stopped inside (``stop``) is looked at. ``(mistake, evidence)``, or None when the template renders no JSON call
+    object, the output holds none, or they do not differ."""
     names = [n for n in ctx["names"] if n]
     if not names or len(out) > _SHAPE_CHARS:
         return None
     mine = _json_call_in(out, set(names))
-    if mine is None:
-        return None
+    if mine is None or (read and not 0 <= stop < mine.end):
+        return None      # a call the parse read, and stopped after: its shape is not what stopped it
     tool = next((t.get("function") or {} for t in setup.request.tools or [] if isinstance(t, dict)
                  and (t.get("function") or {}).get("name") in names), {})
     name = tool.get("name") or names[0]
@@ -1136,11 +1144,38 @@ def _json_shape_slip(setup: _Setup, out: str, ctx: dict[str, Any]) -> tuple[Mist
     if not slips and order != want:
         slips.append(f"writes the keys in the order {', '.join(q(chr(34) + k + chr(34)) for k in order)} where the "
                      f"template writes {', '.join(q(chr(34) + k + chr(34)) for k in want)}")
+    extra_keys = [k for k in mine.keys if rename.get(k, k) not in theirs.keys]
+    if not slips and extra_keys and set(want) == set(theirs.keys):
+        slips.append(f"writes {', '.join(q(chr(34) + k + chr(34)) for k in extra_keys[:3])} beside the members the "
+                     f"template writes ({', '.join(q(chr(34) + k + chr(34)) for k in theirs.keys)}), a member its call "
+                     "never has")
     if not slips:
         return None
     return Mistake.FIELD_ALIAS, ("the model's JSON call object " + "; ".join(slips) + ": a field slip of the "
                                  "template's own call shape (compared with the template's render of a call of "
                                  f"{q(name)})")
+
+
+def _trailing_token(out: str, near: tuple[list[Edit], _Parsed], setup: _Setup) -> str:
+    """Evidence when the nearest output only deletes control tokens from the very end of the output, after the
+    complete calls (``…</tool_call><|im_end|>``): a token a server stops generation at and strips, kept — not a
+    wrapper nor another format. ``""`` otherwise."""
+    edits, parsed = near
+    kept = parsed.output.rstrip(_WS)
+    if not edits or any(e.kind != "delete" for e in edits) or not parsed.message.tool_calls \
+            or not out.startswith(kept) or not out[len(kept):].strip(_WS):
+        return ""
+    rest = out[len(kept):].strip(_WS)
+    toks = [m.group(0) for m in _TOKEN.finditer(rest)]
+    if not toks or "".join(toks) != re.sub(r"\s+", "", rest):
+        return ""
+    names = [tc.name for tc in parsed.message.tool_calls if getattr(tc, "name", "")]
+    render = _rendered_call(setup, names[0], {}) if names else ""
+    own = [t for t in toks if t in render]
+    return (f"the output ends with {', '.join(_q(t) for t in toks[:3])} after the complete call"
+            + (", which the template writes to end the assistant turn" if own else "")
+            + ": a token a server stops generation at and strips from the output, kept here — the call itself is "
+              "the template's")
 
 
 def _whitespace_only(e: Edit) -> bool:
