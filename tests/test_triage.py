@@ -919,6 +919,12 @@ def test_a_json_call_object_is_compared_with_the_templates_render_of_a_call():
                             '</tool_call>')
     assert tg.mistake == Mistake.FIELD_ALIAS
     assert any("writes `\"id\"` beside the members the template writes" in e for e in tg.evidence), tg.evidence
+    # Mistral Nemo (ref-0344): its template renders a call only with a nine-digit id, which the render uses
+    ex, tg = _run_output(_reference("ref-0344"), '[TOOL_CALLS][{"arguments": {"arg1": 1}, "name": "special_function", '
+                                                 '"id": "123456789"}]')
+    assert tg.mistake == Mistake.FIELD_ALIAS
+    assert any("in the order `\"arguments\"`, `\"name\"`, `\"id\"` where the template writes `\"name\"`, "
+               "`\"arguments\"`, `\"id\"`" in e for e in tg.evidence), tg.evidence
     # Command R7B writes `tool_name` / `parameters` after `tool_call_id`: its own order is no slip
     from core.explain.triage import _json_call_in
 

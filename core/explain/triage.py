@@ -808,17 +808,19 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.REASONING_NOT_CLOSED, ev
         return Mistake.REASONING_SETTING, ev
     text0 = content or reasoning
-    if not (ex.clean and msg.get("tool_calls")) and all(e.kind == "replace" and e.old.strip('"') in _KEY_ALIASES
-                                                        for e in edits):
+    guess = _format_guess(text0, out)
+    if guess and not near:
+        return guess[0], ev + [guess[1]]
+    fenced = bool(_FENCE.match(out)) and out.rstrip(_WS).endswith("```")
+    if not (ex.clean and msg.get("tool_calls")) and not fenced \
+            and all(e.kind == "replace" and e.old.strip('"') in _KEY_ALIASES for e in edits):
         # the call object the parse did not read (or stopped inside) against the template's render of one: what
-        # differs names the slip
+        # differs names the slip (asked after the structures read off the output's look — a JSON-RPC or tool_calls
+        # wrapper is no slip — and not inside a fence, the outer fault)
         shape = _json_shape_slip(setup, out, ctx, bool(msg.get("tool_calls")),
                                  ex.stop.output_pos if ex.stop is not None else -1)
         if shape:
             return shape[0], ev + [shape[1]]
-    guess = _format_guess(text0, out)
-    if guess and not near:
-        return guess[0], ev + [guess[1]]
     ops = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS)]
     pair = ("</" + ops[0][1:]) if ops and re.fullmatch(r"<[A-Za-z_][\w\-]{0,40}>", ops[0]) else ""
     if len(ops) >= 2 and pair and not msg.get("tool_calls") and ops[0] not in out and pair not in out \
@@ -1343,31 +1345,36 @@ def _special_tokens(bundle: Any) -> list[str]:
 
 def _rendered_call(setup: _Setup, name: str, args: dict[str, str]) -> str:
     """The text the template renders for an assistant turn holding one call of ``name`` with ``args`` (after
-    what a user turn with the generation prompt renders), or ``""`` when it does not render."""
-    from ..jinja.template import apply_template
+    what a user turn with the generation prompt renders), or ``""`` when it does not render. Tried in the
+    transformers dialect, then in llama.cpp's (``list.append`` works there); with the call id ``call_1``, then a
+    nine-digit one (Mistral's templates refuse any other)."""
+    from ..jinja.llama import render as llama_render
+    from ..jinja.template import apply_template, chat_globals
 
     tools = list(setup.request.tools or [])
     user = [{"role": "user", "content": "hi"}]
-    turn = user + [{"role": "assistant", "content": "", "tool_calls": [
-        {"type": "function", "id": "call_1", "function": {"name": name, "arguments": args}}]}]
-    try:
-        a = apply_template(setup.template, user, tools, add_generation_prompt=True)
-        b = apply_template(setup.template, turn, tools)
-    except Exception:  # noqa: BLE001 - the transformers dialect refused: llama.cpp's (list.append works there)
-        from ..jinja.llama import render as llama_render
-        from ..jinja.template import chat_globals
 
-        try:
-            a = llama_render(setup.template, chat_globals(user, tools, True), template_tracebacks=False)
-            b = llama_render(setup.template, chat_globals(turn, tools), template_tracebacks=False)
-        except Exception:  # noqa: BLE001 - a template that does not render this turn gives no evidence
-            return ""
-    k = 0
-    while k < min(len(a), len(b)) and a[k] == b[k]:
-        k += 1
-    while k > 0 and b[k - 1] not in _WS + ">]":     # not inside a marker the two renders begin alike
-        k -= 1
-    return b[k:]
+    def hf(messages: list[dict[str, Any]], gen: bool) -> str:
+        return apply_template(setup.template, messages, tools, add_generation_prompt=gen)
+
+    def llama(messages: list[dict[str, Any]], gen: bool) -> str:
+        return llama_render(setup.template, chat_globals(messages, tools, gen), template_tracebacks=False)
+
+    for render in (hf, llama):
+        for call_id in ("call_1", "123456789"):
+            turn = user + [{"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "id": call_id, "function": {"name": name, "arguments": args}}]}]
+            try:
+                a, b = render(user, True), render(turn, False)
+            except Exception:  # noqa: BLE001 - this dialect or id does not render the turn: the next one
+                continue
+            k = 0
+            while k < min(len(a), len(b)) and a[k] == b[k]:
+                k += 1
+            while k > 0 and b[k - 1] not in _WS + ">]":     # not inside a marker the two renders begin alike
+                k -= 1
+            return b[k:]
+    return ""
 
 
 def _decoder_spaced(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any], budget: _Budget
