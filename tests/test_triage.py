@@ -996,3 +996,17 @@ def test_an_end_of_turn_token_kept_after_the_call_is_trailing_text_not_a_wrapper
     assert any("ends with `<|im_end|>` after the complete call, which the template writes to end the assistant turn"
                in e for e in tg.evidence), tg.evidence
     assert tg.fixes[0].change == {"repairs": ["trailing-end-of-turn"]}
+
+
+def test_the_templates_own_call_markup_without_its_opener_is_an_omitted_opener_not_a_wrapper():
+    # Qwen3.5 (llama.cpp's test input ref-0002): the call without `<tool_call>` was "wrapped in `<function=`", the
+    # template's own markup; without `</tool_call>` at the very end (a stop string a server removed) it was a cut
+    c = _reference("ref-0002")
+    out = c["input"]
+    ex, tg = _run_output(c, out[len("<tool_call>\n"):])
+    assert tg.mistake == Mistake.OMITTED_OPENER
+    assert tg.nearest.edits[0].new == "<tool_call>"
+    ex, tg = _run_output(c, out[:-len("</tool_call>")])
+    assert tg.mistake == Mistake.STOP_STRING_STRIPPED
+    server = [f for f in tg.fixes if f.kind.value == "server"]
+    assert server and server[0].change == {"server": "keep-stop-string", "output": out}

@@ -424,6 +424,9 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
             if f'"{k}"' in src or f"'{k}'" in src:
                 args_key = k
                 break
+    if not closers:     # a handler's format (no analysis): the preserved tokens that close a tag
+        closers = [t.strip(_WS) for t in getattr(getattr(bundle, "parser", None), "preserved_tokens", None) or []
+                   if isinstance(t, str) and t.strip(_WS).startswith("</")][:2]
     openers = tool_openers(setup)
     special = ""
     for o in openers:
@@ -904,7 +907,8 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
         if ins and all(e.pos >= len(out) for e in ins) and len(ins) == len(edits):
             return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
-        if ins and len(edits) in (len(ins), len([e for e in edits if e.kind == "insert"])):
+        if ins and (len(edits) == len(ins) or all(_whitespace_only(e) for e in edits if e.kind != "insert")):
+            # (an opener rewritten with the whitespace the template writes after it is secondary to the insert)
             first = ins[0]
             if first.new.strip(_WS).startswith("</"):
                 return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
@@ -982,6 +986,13 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         foreign = _foreign_inner(text[tok.end():], setup, ctx)
         if foreign:
             return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"inside {_q(tok.group(0))} the call is written {foreign}"]
+        own = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS) and o.strip(_WS) not in out]
+        if (tok.group(0) in ctx["all_markers"] | set(ctx["markers"]) or tok.group(0) in src) and own \
+                and not msg.get("tool_calls") and _call_like(text[tok.start():], ctx["names"]):
+            # the template's own call markup, not a wrapper of it: the call opener before it is what is missing
+            return Mistake.OMITTED_OPENER, ev + [f"the output writes {_q(tok.group(0))}, the template's own call "
+                                                 f"markup, without the opener {_q(own[0])} the template writes "
+                                                 "before it"]
         return Mistake.FOREIGN_WRAPPER, ev + [f"the output wraps the call in {_q(tok.group(0))}"]
     if "<|channel|>" in out and "analysis" in out and "to=functions." in out and not msg.get("tool_calls"):
         return Mistake.CALL_OUTSIDE_SECTION, ev + ["the recipient `to=functions.…` is written on the analysis "
