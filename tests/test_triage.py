@@ -1010,3 +1010,32 @@ def test_the_templates_own_call_markup_without_its_opener_is_an_omitted_opener_n
     assert tg.mistake == Mistake.STOP_STRING_STRIPPED
     server = [f for f in tg.fixes if f.kind.value == "server"]
     assert server and server[0].change == {"server": "keep-stop-string", "output": out}
+
+
+def test_a_python_literal_inside_json_arguments_is_a_type_mismatch():
+    # Hermes 2 Pro (llama.cpp's test input ref-0096) with Python's `True` for the integer `arg1`: the parse stops
+    # at the arguments object; it was "another family's format"
+    c = _reference("ref-0096")
+    ex, tg = _run_output(c, c["input"].replace('"arg1": 1', '"arg1": True'))
+    assert tg.mistake == Mistake.TYPE_MISMATCH
+    assert any("`arg1` = `True`: the model wrote the Python literal `True` inside the call's JSON arguments, where "
+               "JSON writes true (the schema's type is `integer`)" in e for e in tg.evidence), tg.evidence
+    from core.explain.triage import _python_literal_inside
+
+    req = ChatRequest.from_dict(c)
+    assert _python_literal_inside(req, '{"a": "True", "b": None}', 0).startswith("`b` = `None`")
+    assert "Python literal `False`" in _python_literal_inside(req, '[1, False]', 0)
+    assert _python_literal_inside(req, '{"a": "it\'s", "b": \'x\'}', 0).startswith("`b` = `'x'`")
+    assert _python_literal_inside(req, '{"a": "True"} True', 0) == ""        # outside the value: not its fault
+
+
+def test_an_end_of_sequence_token_left_after_a_clean_call_is_trailing_text_with_a_server_fix():
+    # Gemma 4 (llama.cpp's test input ref-0075) with `<|endoftext|>` kept: the parse reads the call and leaves the
+    # token as content; "call:" (Gemma 4's own syntax) made it "another format"
+    c = _reference("ref-0075")
+    ex, tg = _run_output(c, c["input"] + "<|endoftext|>")
+    assert ex.clean and ex.message["content"] == "<|endoftext|>"
+    assert tg.mistake == Mistake.TRAILING_TEXT
+    server = [f for f in tg.fixes if f.kind.value == "server"]
+    assert server and server[0].change == {"server": "strip-stop-token", "output": c["input"]}
+    assert _same(server[0].message, c["expect"])

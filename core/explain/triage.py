@@ -752,6 +752,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"the call's header {_q(header)} is written after {_q(_reasoning_head(r_start))}, the header that opens "
             f"the reasoning ({_q(r_start)}): the model put the call on the reasoning's channel, where the template's "
             "format has no calls"]
+    tail = _trailing_token(out, near, setup) if near else ""
+    if tail:        # what the nearest output deletes names it before a reading of the stop point ("a second call")
+        ctx["trailing_token"] = True
+        return Mistake.TRAILING_TEXT, ev + [tail]
     if Cause.PARALLEL_NOT_REQUESTED in causes:
         return Mistake.PARALLEL_NOT_REQUESTED, ev + [e for f in ex.findings
                                                       if f.cause == Cause.PARALLEL_NOT_REQUESTED for e in f.evidence]
@@ -880,9 +884,6 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         solid_edits = [e for e in edits if (e.new or e.old).strip(_WS)]
         if solid_edits and all(e.kind == "insert" and _is_closer(e.new) for e in solid_edits):
             return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
-        tail = _trailing_token(out, near, setup)
-        if tail:
-            return Mistake.TRAILING_TEXT, ev + [tail]
         ins = [e for e in edits if e.kind == "insert"]
         solid = [e for e in ins if e.new.strip(_WS)]
         if any(e.kind != "insert" for e in edits) and all(_whitespace_only(e) for e in edits):
@@ -999,7 +1000,8 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                                    "channel, where the format has no calls"]
     if ex.stop is not None and re.match(r"\s*\{", out) and out.strip(_WS).endswith(("?", ".", "!")):
         return Mistake.TRAILING_TEXT, ev + ["text follows the JSON call; the format is the JSON call alone"]
-    if _PY_CALL.search(text) or "call:" in out or re.search(r"<function>[\w.\-]{1,64}</function>", out):
+    if _PY_CALL.search(text) or ("call:" in out and "call:" not in src) \
+            or re.search(r"<function>[\w.\-]{1,64}</function>", out):
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + ["the call is written in a syntax of another format: "
                                                       + _q(text.strip(_WS)[:40])]
     if Cause.DRIFT in causes or Cause.OTHER_MARKER in causes:
@@ -1855,7 +1857,7 @@ def _mistyped_at_stop(req: Any, ex: Any) -> str:
         return ""
     m = _PY_LITERAL.match(ex.text, stop.pos)
     if not m:
-        return ""
+        return _python_literal_inside(req, ex.text, stop.pos)
     # the parser's rules name an argument ``tool-<name>-arg-<param>`` or, by position, ``tool-<i>-arg-<j>``
     typed: dict[str, tuple[str, str]] = {}
     for i, t in enumerate(req.tools or []):
@@ -1870,6 +1872,46 @@ def _mistyped_at_stop(req: Any, ex: Any) -> str:
         if ty != "string":
             return (f"`{k}` is of type `{ty}`, but the model wrote the Python literal "
                     f"{_q(ex.text[stop.pos:stop.pos + 20].strip(_WS))} where JSON is expected")
+    return ""
+
+
+_PY_WORD = re.compile(r"(True|False|None)(?![\w])")
+_KEY_BEFORE = re.compile(r'"([^"\\\n]{1,64})"\s{0,8}:\s{0,8}$')
+
+
+def _python_literal_inside(req: Any, text: str, at: int) -> str:
+    """Evidence when the JSON value that starts at ``at`` (where the parse stopped) holds a Python literal
+    outside its strings — ``True`` / ``False`` / ``None`` or a single-quoted string — that JSON does not have
+    (``{"arg1": True}``): the model wrote the arguments as Python, not JSON. ``""`` otherwise; one scan of at most
+    4 KiB, inside the value only."""
+    if text[at:at + 1] not in ("{", "["):
+        return ""
+    depth, in_str, esc = 0, False, False
+    for i in range(at, min(len(text), at + 4096)):
+        ch = text[i]
+        if in_str:
+            esc, in_str = (False, True) if esc else (ch == "\\", ch != '"')
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth <= 0:
+                return ""
+        elif ch == "'" or (ch in "TFN" and not text[i - 1:i].isalnum() and _PY_WORD.match(text, i)):
+            lit = _PY_WORD.match(text, i).group(1) if ch != "'" else text[i:text.find("'", i + 1) + 1 or i + 20]
+            key = _KEY_BEFORE.search(text, max(at, i - 80), i)
+            k = key.group(1) if key else ""
+            types = [((t.get("function") or {}).get("parameters") or {}).get("properties", {}).get(k, {})
+                     for t in req.tools or [] if isinstance(t, dict) and isinstance((t.get("function") or {})
+                                                                                     .get("parameters"), dict)]
+            ty = next((x.get("type") for x in types if isinstance(x, dict) and x.get("type")), "")
+            json_form = {"True": "true", "False": "false", "None": "null"}.get(lit, "a double-quoted string")
+            return (f"{'`' + k + '` = ' if k else ''}{_q(lit, 20)}: the model wrote the Python literal {_q(lit, 20)} "
+                    f"inside the call's JSON arguments, where JSON writes {json_form}"
+                    + (f" (the schema's type is `{ty}`)" if ty else ""))
     return ""
 
 
@@ -2208,6 +2250,17 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                      p.message.to_openai(), 4))
         except Exception:  # noqa: BLE001
             pass
+    if near and mistake == Mistake.TRAILING_TEXT and ctx.get("trailing_token") and budget.take(len(near[1].output)):
+        restored = near[1].output
+        try:
+            p = _parse(setup, restored)
+            if ok(p):
+                out.append(RankedFix(TriageFixKind.SERVER, "stop at the end token and strip it from the output (the "
+                                     "server's stop list / skip_special_tokens): the output then ends "
+                                     + _q(restored[-30:]), {"server": "strip-stop-token", "output": restored},
+                                     p.message.to_openai(), 4))
+        except Exception:  # noqa: BLE001 - no parser, no fix
+            pass
     if mistake == Mistake.TRAILING_TEXT and ctx.get("repeat"):
         out = [f for f in out if ctx["repeat"][1] not in (f.message.get("content") or "")]   # leaves the copies
         stop = _stop_after_call(setup, ex.output, ctx["repeat"], budget)
@@ -2417,6 +2470,9 @@ _WHY = {
     Mistake.REASONING_SETTING: "the model writes its reasoning without the opener the generation prompt does not "
                                "write either, and no repair reads that here: a template whose generation prompt "
                                "opens the reasoning (the one the model was trained with) would be needed",
+    Mistake.TYPE_MISMATCH: "the value is not of its schema's type (or is written as Python, not JSON) and no repair "
+                           "or schema edit of ours reads it: the model's output must change — the lazy tool-call "
+                           "grammar constrains the arguments to the schema",
     Mistake.UNKNOWN_TOOL: "the model called a name the request does not offer; offering a tool under that name "
                           "would only rename the fault — the model's output (or the tool's name) must change",
 }
@@ -2453,7 +2509,8 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     ctx["budget"] = budget
     tools = bool(setup.request.tools)
     near = None
-    if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings):
+    if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings
+                      and not _SPECIAL_SHAPE.search(ex.message.get("content") or "")):
         near = nearest_output(setup, bundle, ex.output, budget, ctx, stop=ex.stop)
     content = ex.message.get("content") or ""
     if ex.clean and not ex.findings and ex.message.get("tool_calls") and not _SPECIAL_SHAPE.search(content) \
