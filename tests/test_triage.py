@@ -1039,3 +1039,17 @@ def test_an_end_of_sequence_token_left_after_a_clean_call_is_trailing_text_with_
     server = [f for f in tg.fixes if f.kind.value == "server"]
     assert server and server[0].change == {"server": "strip-stop-token", "output": c["input"]}
     assert _same(server[0].message, c["expect"])
+
+
+def test_an_argument_name_the_schema_does_not_declare_is_an_unknown_parameter_with_a_schema_edit():
+    # Qwen3-Coder (llama.cpp's test input ref-0118) with the argument named `zzz`: the parse stops where it expects a
+    # declared name (`arg1`); it was "an omitted marker"
+    c = _reference("ref-0118")
+    ex, tg = _run_output(c, c["input"].replace("arg1", "zzz"))
+    assert tg.mistake == Mistake.UNKNOWN_PARAMETER
+    assert any("names an argument `zzz`, which `special_function`'s schema does not declare, where the parser "
+               "expected a declared name (`arg1`)" in e for e in tg.evidence), tg.evidence
+    f = next(f for f in tg.fixes if f.kind.value == "request")
+    assert f.change["request"]["type"] == {"special_function": {"zzz": "string"}}
+    assert f.change["request"]["required"] == {"special_function": []}
+    assert _calls_of_message(f.message) == [("special_function", {"zzz": "1"})]

@@ -847,7 +847,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             if lit != core_ and core_ and found.startswith(core_) and not found.startswith(lit):
                 return Mistake.OMITTED_MARKER, ev + [f"the model omitted the whitespace the template writes in "
                                                      f"{_q(lit)} (it wrote {_q(core_)} and went on)"]
-    if _FENCE.match(out) and (msg.get("tool_calls") or _JSON_CALL_START.search(out)) \
+    if _FENCE.match(out) and "```" not in _src(setup) and (msg.get("tool_calls") or _JSON_CALL_START.search(out)) \
             and out.rstrip(_WS).endswith("```"):
         return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence (" + _q(out.lstrip(_WS)[:8])
                                               + " … ```), which the template never renders"]
@@ -879,7 +879,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.OMITTED_MARKER, ev + [
                 f"the model wrote a string value in plain quotes ({_q(edits[0].old)}) where the template writes it "
                 f"between {_q(delim)} tokens: the call is the template's but for that delimiter"]
-        if any(e.kind == "delete" and e.old.startswith("```") for e in edits):
+        if any(e.kind == "delete" and e.old.startswith("```") for e in edits) and "```" not in _src(setup):
             return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence"]
         solid_edits = [e for e in edits if (e.new or e.old).strip(_WS)]
         if solid_edits and all(e.kind == "insert" and _is_closer(e.new) for e in solid_edits):
@@ -941,6 +941,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             req_missing = _missing_from_text(setup.request, out)
             if req_missing:
                 return Mistake.MISSING_REQUIRED, ev + [req_missing]
+        undeclared = _undeclared_at_stop(setup.request, ex)
+        if undeclared:
+            ctx["undeclared"] = undeclared[:2]
+            return Mistake.UNKNOWN_PARAMETER, ev + [undeclared[2]]
         if tool_names(setup.request):
             return Mistake.OMITTED_MARKER, ev
     # the whole output misread (a call left in the content, or in the reasoning)
@@ -1191,6 +1195,11 @@ def _trailing_token(out: str, near: tuple[list[Edit], _Parsed], setup: _Setup) -
             + (", which the template writes to end the assistant turn" if own else "")
             + ": a token a server stops generation at and strips from the output, kept here — the call itself is "
               "the template's")
+
+
+def _src(setup: _Setup) -> str:
+    """The template's source (``""`` when it has none)."""
+    return getattr(setup.template, "source", "") or ""
 
 
 def _whitespace_only(e: Edit) -> bool:
@@ -1915,6 +1924,30 @@ def _python_literal_inside(req: Any, text: str, at: int) -> str:
     return ""
 
 
+_IDENT_AT = re.compile(r"[A-Za-z_][\w\-]{0,63}")
+
+
+def _undeclared_at_stop(req: Any, ex: Any) -> tuple[str, str, str] | None:
+    """Where the parse stopped expecting an argument's name (the expected literals are parameter names a tool of
+    the request declares) and the model wrote another name there: ``(tool, the name written, evidence)``, or
+    None. The tool is the one whose declared names were expected."""
+    if ex.stop is None:
+        return None
+    m = _IDENT_AT.match(ex.text, ex.stop.pos)
+    lits = [x.strip(_WS) for x in _literals(ex.stop.expected)]
+    if not m:
+        return None
+    for t in req.tools or []:
+        f = t.get("function") or {} if isinstance(t, dict) else {}
+        props = list(properties_of(f.get("parameters")))
+        wanted = [x for x in lits if x in props]
+        if f.get("name") and wanted and m.group(0) not in props:
+            return f["name"], m.group(0), (f"the model names an argument {_q(m.group(0))}, which `{f['name']}`'s schema "
+                                           f"does not declare, where the parser expected a declared name "
+                                           f"({', '.join(_q(w) for w in wanted[:3])})")
+    return None
+
+
 def _missing_from_text(req: Any, output: str) -> str:
     for t in req.tools or []:
         f = t.get("function", {}) if isinstance(t, dict) else {}
@@ -2098,6 +2131,23 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                              "output is a call of it", change, message, cost))
     # request edits of the schema
     req = setup.request
+    if mistake == Mistake.UNKNOWN_PARAMETER and ctx.get("undeclared") and budget.take(len(ex.output)):
+        # declare the argument the model sends (a string) and require only what the call holds
+        tool, arg = ctx["undeclared"]
+        t = next((t.get("function") or {} for t in req.tools or [] if isinstance(t, dict)
+                  and (t.get("function") or {}).get("name") == tool), {})
+        keep = [r for r in required_of(t.get("parameters")) if r in ex.output]
+        change = {"type": {tool: {arg: "string"}}, "required": {tool: keep}}
+        try:
+            p = _parse(setup, ex.output, request=apply_request_change(req, change))
+            if ok(p):
+                full = apply_request_change(req, change).to_row().get("tools")
+                out.append(RankedFix(TriageFixKind.REQUEST, f"edit the request's schema: declare {_q(arg)} (a string) "
+                                     f"in `{tool}`" + (f" and require only {keep}" if keep != required_of(
+                                         t.get("parameters")) else ""), {"request": {**change, "tools": full}},
+                                     p.message.to_openai(), 2))
+        except Exception:  # noqa: BLE001 - a request that does not build is not offered
+            pass
     if mistake in (Mistake.MISSING_REQUIRED, Mistake.TYPE_MISMATCH):
         change: dict[str, Any] = {}
         probe = near[1].message.to_openai() if near else None
