@@ -1053,3 +1053,17 @@ def test_an_argument_name_the_schema_does_not_declare_is_an_unknown_parameter_wi
     assert f.change["request"]["type"] == {"special_function": {"zzz": "string"}}
     assert f.change["request"]["required"] == {"special_function": []}
     assert _calls_of_message(f.message) == [("special_function", {"zzz": "1"})]
+
+
+def test_a_reasoning_opener_left_in_the_message_is_named_before_a_loose_call_reading():
+    # gpt-oss (llama.cpp's test input, reasoning then answer) with its analysis header written twice: the parse is
+    # clean and leaves `<|channel|>analysis<|message|>` in the reasoning; a loose "`<` starts a call" reading named
+    # it "tools not sent"
+    from .conftest import REFERENCE
+
+    c = next(json.loads(x) for x in (REFERENCE / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+             if '"openai-gpt-oss-120b.jinja"' in x and '"reasoning_content"' in x and '"is_partial": false' in x)
+    r_start = "<|channel|>analysis<|message|>"
+    assert c["input"].startswith(r_start)
+    ex, tg = _run_output(c, r_start + c["input"])
+    assert ex.clean and tg.mistake == Mistake.REOPENED_REASONING

@@ -721,6 +721,13 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if Cause.SPECIAL_TOKENS_STRIPPED in causes:
         ev += [e for f in ex.findings if f.cause == Cause.SPECIAL_TOKENS_STRIPPED for e in f.evidence]
         return Mistake.SPECIAL_TOKENS_STRIPPED, ev
+    left = [x for x in [r_start] + r_ends if x and x in content + reasoning]
+    if r_start and out.lstrip(_WS).startswith(r_start) and r_start in left:
+        # (before the readings of the stop point: a marker left in the message is the plainest evidence)
+        # the output's own opener read, and the same marker written again inside the block: left in the message
+        ev.append(f"the output opens the reasoning with {_q(r_start)} and writes {_q(r_start)} again inside the "
+                  "block, which the parse leaves in the message")
+        return Mistake.REOPENED_REASONING, ev
     if Cause.TOOLS_NOT_REQUESTED in causes:
         ev += [e for f in ex.findings if f.cause == Cause.TOOLS_NOT_REQUESTED for e in f.evidence]
         return Mistake.TOOLS_NOT_SENT, ev
@@ -786,12 +793,6 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             and out.lstrip(_WS).startswith(r_start) and not absorbed:
         ev.append(f"the generation prompt opens and closes the reasoning (enable_thinking="
                   f"{str(setup.request.enable_thinking).lower()}), and the output writes {_q(r_start)} again")
-        return Mistake.REOPENED_REASONING, ev
-    left = [x for x in [r_start] + r_ends if x and x in content + reasoning]
-    if r_start and out.lstrip(_WS).startswith(r_start) and r_start in left:
-        # the output's own opener read, and the same marker written again inside the block: left in the message
-        ev.append(f"the output opens the reasoning with {_q(r_start)} and writes {_q(r_start)} again inside the "
-                  "block, which the parse leaves in the message")
         return Mistake.REOPENED_REASONING, ev
     ends = [e for e in r_ends if e in out and e not in ctx["markers"] and e not in ctx["all_markers"]]
     end_at = min((out.find(e) for e in ends), default=-1)
