@@ -15,6 +15,7 @@ from core.export.response_template import export_response_template
 from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
+from .export_corpus import corpus_exports
 
 BAD = {
     # the bundled ChatML example's export before the fix (issue 24: 8.7 s at 1,000 spaces in transformers)
@@ -163,15 +164,14 @@ def test_bundled_chatml_export_is_linear():
 @pytest.mark.parametrize("fidelity", ["llama.cpp", "improved"])
 def test_every_corpus_export_passes_the_static_check(fidelity):
     exported, flagged = 0, {}
-    for path in sorted(TEMPLATES.glob("*.jinja")):
-        res = export_response_template(ChatTemplate(path.read_text(encoding="utf-8"), path.name), fidelity=fidelity)
+    for name, res in corpus_exports(fidelity).items():
         if not res.exportable:
             continue
         exported += 1
         assert response_template_patterns(res.response_template)
         found = check_response_template(res.response_template)
         if found:
-            flagged[path.name] = found
+            flagged[name] = found
     assert exported >= 290, exported  # 294 (llama.cpp) and 306 (improved) when this was written
     assert flagged == {}
 

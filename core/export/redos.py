@@ -38,7 +38,9 @@ compared on a finite alphabet: ASCII, the pattern's own literal characters and a
 spaces — two classes that share only a character outside it would go unreported. A possessive repeat or atomic
 group gives nothing back, so it ends no ambiguity with what follows (it may still start one). A tempered run
 ``(?:(?!X)c)*`` counts as a run of ``c`` that never crosses a new start (we temper with the pattern's own
-opener); a run right after a lookbehind ``(?<!C)`` with ``C`` holding its characters is no leading run. The timed
+opener); a run right after a lookbehind ``(?<!C)`` with ``C`` holding its characters is no leading run; a pattern
+that starts with a one-character lookbehind ``(?<=C)`` starts only after a ``C``, so a run that cannot match ``C``
+never runs across a new start (SPAN). The timed
 fuzz (:func:`fuzz_outputs`, ``bench/redos.py``) covers what the static check does not model.
 """
 
@@ -157,6 +159,12 @@ class _Checker:
                 return []  # this path matches only at the start of the text: no new start to run across
             if op is C.ASSERT and av[0] == 1 and not prefix:  # the lookahead's text is where the match starts
                 return self.starts(list(av[1]), 0, run, limit)
+            if op is C.ASSERT and av[0] == -1 and not prefix and len(av[1]) == 1 \
+                    and (behind := self._charset(*list(av[1])[0])) is not None:
+                # (?<=C): a start follows a character of C, which a run crossing that start must match too
+                prefix.append(behind)
+                i += 1
+                continue
             if op in (C.AT, C.ASSERT, C.ASSERT_NOT):
                 i += 1
                 continue

@@ -162,11 +162,17 @@ def _anchor(gp: str, analysis: Any, prompt: str | tuple[str, ...] = "", opener: 
     for i, p in enumerate((prompt,) if isinstance(prompt, str) else prompt):
         if not p or (base and i == 0):
             continue
-        p = p.rstrip()
+        whole = p = p.rstrip()
         for m in (analysis.reasoning.end.strip(), start, opener):  # as the generation prompt: cut before an opener
             if m and p.endswith(m):
                 p = p[:-len(m)].rstrip()
         b = _last_marker(p)
+        if _probe_in(b):
+            # the anchor would hold conversation text: the template's text after it, or the uncut prompt's end
+            # where the cut reached back into the conversation (Solar Open's reasoning end
+            # "<|end|><|begin|>assistant" is the turn header itself: without it the prompt ends with the user's
+            # message)
+            b = _prompt_end_marker(p) or _prompt_end_marker(whole)
         if b and b not in bases:
             bases.append(b)
     if not bases:
@@ -179,6 +185,20 @@ def _anchor(gp: str, analysis: Any, prompt: str | tuple[str, ...] = "", opener: 
     if end and analysis.reasoning.mode.value != "NONE":
         pattern += f"(?:{_WS}{re.escape(end)})?"
     return {"start_anchor_pattern": pattern}
+
+
+def _prompt_end_marker(prompt: str) -> str:
+    """The template's own text at the end of ``prompt`` to anchor on: its last marker and the text after it
+    (:func:`_last_marker`), never text of the conversation the prompt was rendered from (:func:`probe_texts`).
+    When the text after the last marker holds the conversation (Ernie 4.5 writes no marker between the user's
+    message and ``\nAssistant: ``), the anchor is what the template writes after the conversation's last text:
+    its last marker with the text after it, else that text alone; "" when nothing follows the conversation."""
+    b = _last_marker(prompt)
+    if not _probe_in(b):
+        return b
+    end = max(prompt.rfind(t) + len(t) for t in probe_texts() if t in prompt)
+    tail = prompt[end:]
+    return _last_marker(tail) or tail.strip()
 
 
 def _last_marker(prompt: str) -> str:
@@ -671,20 +691,66 @@ _REFUSED_HANDLERS = {
 }
 
 
-def _probe_text_in_markers(analysis: Any) -> str:
-    """A probe needle (:mod:`core.analysis.probes`) found inside a marker of the analysis, else ""."""
-    from ..analysis import probes
+_PROBE_TEXTS: tuple[str, ...] = ()
 
-    needles = [probes.FUN_FIRST, probes.FUN_SECOND, probes.ARG_FIRST, probes.ARG_SECOND, "XXXX", "YYYY"]
+
+def probe_texts() -> tuple[str, ...]:
+    """The conversation text our analysis and export render to learn a template (the differential analysis's
+    needles, :mod:`core.analysis.probes`; the round trip's messages and tools, :mod:`core.chat.roundtrip`; the
+    suite's tool): text the template was given, never text it or the model writes, so no exported pattern may
+    hold it. Distinctive strings only (no short key or type name a marker could contain)."""
+    global _PROBE_TEXTS
+    if not _PROBE_TEXTS:
+        from ..analysis import probes
+        from ..chat import roundtrip
+        from .suite import SUITE_TOOLS, UNICODE_CITY
+
+        calls = roundtrip.round_trip_message()["tool_calls"]
+        _PROBE_TEXTS = tuple(dict.fromkeys([
+            probes.FUN_FIRST, probes.FUN_SECOND, probes.ARG_FIRST, probes.ARG_SECOND, probes.USER_MSG,
+            probes.USER_MSG_TWO, probes.ASSISTANT_MSG, probes.THINKING_CONTENT, probes.CALL_ID_001,
+            probes.CALL_ID_002, probes.CALL_ID_999, "XXXX", "YYYY",
+            roundtrip.USER_MESSAGE, roundtrip.REASONING_TEXT, roundtrip.CONTENT_TEXT, UNICODE_CITY,
+            *(c["id"] for c in calls), *(str(v) for c in calls for v in c["function"]["arguments"].values()
+                                         if isinstance(v, str)),
+            *(t["function"][k] for t in roundtrip.ROUND_TRIP_TOOLS + SUITE_TOOLS for k in ("name", "description"))]))
+    return _PROBE_TEXTS
+
+
+def _probe_in(text: str, *, ids: bool = True) -> str:
+    """The first of :func:`probe_texts` that ``text`` holds — read as a regex's literal text too (``\\ `` is a
+    space) — else "". ``ids=False`` leaves out the call ids (``call00001``)."""
+    if not text:
+        return ""
+    plain = re.sub(r"\\(.)", r"\1", text, flags=re.S)
+    return next((t for t in probe_texts() if (ids or not _is_call_id(t)) and (t in text or t in plain)), "")
+
+
+def _is_call_id(text: str) -> bool:
+    return re.fullmatch(r"call\d{5}", text) is not None
+
+
+def _probe_text_in_markers(analysis: Any) -> str:
+    """A marker of the analysis that holds probe text (:func:`probe_texts`), else "". A call id is left out: the
+    analysis may keep it in a marker (Solar Open's name prefix ``call00001<|tool_call:name|>``), which the
+    mapping turns into the call id's group (:func:`_tool_field`); the exported patterns are checked for it again."""
     t = analysis.tools
     markers = [t.format.section_start, t.format.section_end, t.format.per_call_start, t.format.per_call_end,
                *vars(t.function).values(), *(v for v in vars(t.arguments).values() if isinstance(v, str)),
                analysis.reasoning.start, analysis.reasoning.end, analysis.content.start, analysis.content.end]
-    for m in markers:
-        for n in needles:
-            if isinstance(m, str) and n in m:
-                return m
-    return ""
+    return next((m for m in markers if isinstance(m, str) and _probe_in(m, ids=False)), "")
+
+
+def probe_text_in_export(rt: Any) -> tuple[str, str]:
+    """(the string of ``rt`` — a response_template — that holds probe text, that probe text), or ("", "")."""
+    if isinstance(rt, str):
+        found = _probe_in(rt)
+        return (rt, found) if found else ("", "")
+    for v in (rt.values() if isinstance(rt, dict) else rt if isinstance(rt, list) else ()):
+        hit = probe_text_in_export(v)
+        if hit[1]:
+            return hit
+    return "", ""
 
 
 def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
@@ -735,7 +801,9 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
     try:
         special = _special(route.handler, analysis, res.generation_prompt, flavour, prompt, literals) \
             if route.kind == "specialized" else None
-        if special is not None:
+        if bundle.format == "glm4-chat":  # improvement metadata-call-turns chose the glm4-chat format
+            res.response_template = metadata_call_turns(template, analysis, res.generation_prompt, prompt, res.notes)
+        elif special is not None:
             res.notes.append(f"special handler {route.handler}: format written from the handler")
             res.response_template = special
         else:
@@ -751,6 +819,10 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
                 res.notes.append(f"special handler {route.handler}: exported from the analysis; verification "
                                  "compares with the handler's parses")
         if res.response_template is not None:
+            where, probe = probe_text_in_export(res.response_template)
+            if probe:  # a safety net: the anchor and markers are built to avoid it (_prompt_end_marker)
+                raise NotExpressible(f"an exported pattern holds probe text ({probe[:40]!r} in {where[:80]!r}): text "
+                                     "the analysis rendered as the conversation, not text the model writes")
             linear_response_template(res.response_template)  # core/export/linear.py
             slow = check_response_template(res.response_template)  # core/export/redos.py: never export one
             if slow:
@@ -763,6 +835,42 @@ def export_response_template(template: Any, *, fidelity: str = "llama.cpp",
         res.reasons.append(str(e))
         res.response_template = None
     return res
+
+
+def metadata_call_turns(template: Any, analysis: Any, gp: str, prompt: str | tuple[str, ...] = "",
+                        notes: list[str] | None = None) -> dict[str, Any]:
+    """Improvement ``metadata-call-turns`` (GLM-4 chat, :mod:`core.chat.formats.glm4_chat`): after the generation
+    prompt a call is ``NAME`` + the learned separator (a line break) + a JSON object, further calls follow the
+    learned ``between`` text (the turn header again), and a plain answer starts with a line break.
+
+    The call region opens at the start of the output (or at ``between`` right after a call) on a first line of one
+    name followed by a line break and ``{``; it closes just after a ``}`` that a line break and a character no JSON
+    value can continue with follow (a raw line break never occurs inside a JSON string, so such a ``}`` ends the
+    object), or ``between``, or the end of the output — so text after the call stays content. Raises
+    :class:`NotExpressible` when the template has no such layout."""
+    from ..chat.formats import glm4_chat
+
+    notes = notes if notes is not None else []
+    layout = glm4_chat.call_layout_of(template)
+    if layout is None:
+        raise NotExpressible("improvement metadata-call-turns: the template renders no call turn (NAME, line break, "
+                             "JSON arguments) after its generation prompt")
+    between = re.escape(layout.between) if layout.between else ""
+    # a further call turn only right after a call's "}" (or its line break), as the parser reads parallel calls:
+    # a turn header after text is content
+    start = rf"(?:\A|(?<=\}}){between}|(?<=\}}\n){between})" if between else r"\A"
+    # no run of spaces before the line break: the lookahead would start with a run (not linear; core/export/redos.py)
+    after = rf"\r?\n\s*[^\s,\]\}}]|{between}" if between else r"\r?\n\s*[^\s,\]\}]"
+    fields: dict[str, Any] = {
+        "tool_calls": {"open_pattern": rf"{start}\s*(?P<name>{_NAME_CHAR}+)[ \t]*\n(?=\s*\{{)",
+                       "close_pattern": rf"(?<=\}})(?={after})", "repeats": True, "content": "json",
+                       "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}},
+        "content": {"content": "text"}}
+    notes.append(f"improvement metadata-call-turns: a call is NAME{layout.separator!r}{{json arguments}} at the start "
+                 "of the output" + (f", further calls after {layout.between!r}" if layout.between else "")
+                 + "; any name on the first line is read as a call (the parser reads only the request's tools)")
+    return {"version": FORMAT_VERSION, "defaults": {"role": "assistant"}, **_anchor(gp, analysis, prompt),
+            "fields": fields}
 
 
 def _handler_fields_kept(handler: str, parser: Any, rt: dict[str, Any], flavour: Flavour) -> None:

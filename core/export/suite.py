@@ -260,6 +260,54 @@ def _content_written_as_reasoning(template: Any, msg: dict[str, Any], tools: lis
     return text in as_content and as_content == as_reasoning
 
 
+METADATA_NOTE = ("calls rendered as the template renders a call turn (improvement metadata-call-turns): one assistant "
+                 "turn per call, metadata the name and content the JSON arguments, as GLM-4's own server writes a "
+                 "call into the history")
+
+
+def _metadata_layout(template: Any, tools: list[dict[str, Any]], fidelity: str) -> tuple[Any, Any] | None:
+    """(the suite request's bundle, the call-turn layout) when that request is parsed by the glm4-chat format
+    (improvement ``metadata-call-turns``: the template renders calls only as metadata turns), else None."""
+    from ..chat.formats import glm4_chat
+    from ..chat.pipeline import build_chat_parser
+    from ..chat.request import ChatRequest
+    from ..chat.roundtrip import round_trip_request
+
+    try:
+        bundle = build_chat_parser(template, ChatRequest.from_dict(round_trip_request(tools)), fidelity=fidelity)
+    except Exception:  # noqa: BLE001 - the round trips report the failure
+        return None
+    layout = glm4_chat.call_layout_of(template) if bundle.format == glm4_chat.NAME else None
+    return (bundle, layout) if layout is not None else None
+
+
+def _metadata_call_turns(found: tuple[Any, Any], msg: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
+    """The output of ``msg``'s calls as the template renders call turns after the prompt of the suite request
+    (``found``: :func:`_metadata_layout`), and the expected message; or why the case is not written."""
+    from ..chat.prompt import render_prompt
+    from ..chat.roundtrip import expected_message
+
+    bundle, layout = found
+    if (msg.get("content") or "").strip():
+        return ("template_limited: the template writes text beside a call as a turn of its own before the call "
+                "turn, and the glm4-chat parser reads calls only at the start of the output (as GLM-4's own server)")
+    prep = bundle.prepared
+    base = list(prep.messages)
+    if layout.tools_in_messages and not any(isinstance(m, dict) and m.get("tools") for m in base):
+        base = [{"role": "system", "content": "", "tools": prep.tools}, *base]  # as the parser's prompt has them
+    turns = [{"role": "assistant", "metadata": c["function"]["name"],
+              "content": json.dumps(c["function"]["arguments"], ensure_ascii=False)} for c in msg["tool_calls"]]
+    try:
+        prompt = render_prompt(prep, add_generation_prompt=True, messages_override=base)
+        full = render_prompt(prep, add_generation_prompt=False, messages_override=[*base, *turns])
+    except Exception as e:  # noqa: BLE001 - a template that cannot render the turns has no such case
+        return f"template_limited: the call turns do not render ({type(e).__name__})"
+    if prompt != bundle.prompt or not full.startswith(prompt) or not full.rstrip().endswith(turns[-1]["content"]):
+        return "template_limited: the call turns do not continue the prompt"
+    output = full[len(prompt):].rstrip()
+    return output, expected_message(msg, output)
+
+
 def _forced_reasoning(template: Any, analysis: Any, tools: list[dict[str, Any]], fidelity: str) -> bool:
     """The suite request's generation prompt opens reasoning (holds the reasoning start marker and no end marker
     after it): forced-open reasoning."""
@@ -302,10 +350,22 @@ def generate_suite(template: Any, *, fidelity: str = "llama.cpp") -> Suite:
 
     reads_reasoning = analysis.reasoning.mode.value != "NONE" or route_for(template.source).kind == "specialized"
     rows: dict[str, dict[str, Any]] = {}
+    turns = _metadata_layout(template, tools, fidelity) if not has_tools else None
     for name, msg in suite_messages(analysis).items():
         if forced and not msg.get("reasoning_content"):
             # the generation prompt opens reasoning: a model always writes reasoning and its end marker first
             msg = {**msg, "reasoning_content": REASONING_TEXT}
+        if msg.get("tool_calls") and turns is not None:
+            if name == "marker_in_argument":  # the text that starts the next call turn, inside a string
+                call = copy.deepcopy(msg["tool_calls"][0])
+                call["function"]["arguments"]["tz"] = f"UTC {turns[1].between or '<|assistant|>'} Paris"
+                msg = {**msg, "tool_calls": [call]}
+            got = _metadata_call_turns(turns, msg)
+            if isinstance(got, str):
+                suite.skipped[name] = got
+            else:
+                rows[name] = _row(template.name, name, tools, got[0], got[1], note=METADATA_NOTE)
+            continue
         if msg.get("tool_calls") and not has_tools:
             suite.skipped[name] = "the template does not render tool calls"
             continue

@@ -213,6 +213,13 @@ def check_case(rt: dict[str, Any], case: dict[str, Any], template: Any, fidelity
                  partial, notes)
 
 
+def case_from_real_output(row: dict[str, Any]) -> dict[str, Any]:
+    """A real-output row (``tests/data/real_outputs*/*.jsonl``, :mod:`core.chat.realset`: ``request``, ``output``,
+    ``expect``) as a ``cases.jsonl`` row for :func:`check_case` (complete output, the request's fields at the top)."""
+    return {**copy.deepcopy(row.get("request") or {}), "id": row.get("id"), "template": row.get("template"),
+            "input": row.get("output", ""), "is_partial": False, "expect": copy.deepcopy(row.get("expect"))}
+
+
 def reference_cases(path: str, template_name: str) -> list[dict[str, Any]]:
     """Rows of a ``cases.jsonl`` file for ``template_name`` ([] when the file is missing)."""
     try:
