@@ -1067,3 +1067,15 @@ def test_a_reasoning_opener_left_in_the_message_is_named_before_a_loose_call_rea
     assert c["input"].startswith(r_start)
     ex, tg = _run_output(c, r_start + c["input"])
     assert ex.clean and tg.mistake == Mistake.REOPENED_REASONING
+
+
+def test_a_call_written_before_the_reasoning_closes_is_not_a_cut():
+    # Qwen3's template with llama.cpp's Hermes-format test call (ref-0096, the same `<tool_call>\n{…}</tool_call>`)
+    # written inside the think block, `</think>` after it: the parse ends inside a call in the reasoning, which
+    # read as a cut
+    c = {**_reference("ref-0096"), "reasoning_format": "auto", "enable_thinking": True}
+    out = "<think>\nI'm\nthinking\n" + c["input"] + "\n</think>\n\n"
+    ex, tg = _run_output(c, out, "Qwen-Qwen3-0.6B.jinja")
+    assert not ex.message.get("tool_calls") and "<tool_call>" in ex.message["reasoning_content"]
+    assert tg.mistake == Mistake.REASONING_NOT_CLOSED
+    assert any("closes the reasoning with `</think>` only after it" in e for e in tg.evidence), tg.evidence

@@ -702,6 +702,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             ev.append(f"the reasoning holds {what}, which starts a call: the model called the tool before "
                       f"closing the reasoning with {_q(r_ends[0])}")
             return Mistake.REASONING_NOT_CLOSED, ev
+    inside = _call_before_reasoning_end(out, reasoning, msg, ctx, r_ends)
+    if inside:
+        return Mistake.REASONING_NOT_CLOSED, ev + [inside]
     if len(edits) == 1 and edits[0].kind == "insert" and edits[0].pos >= len(out) \
             and _is_stop_closer(edits[0].new, ctx):
         ev.append(f"the call is complete and only {_q(edits[0].new.strip(_WS))}, the closer the template writes after "
@@ -1201,6 +1204,26 @@ def _trailing_token(out: str, near: tuple[list[Edit], _Parsed], setup: _Setup) -
 def _src(setup: _Setup) -> str:
     """The template's source (``""`` when it has none)."""
     return getattr(setup.template, "source", "") or ""
+
+
+def _call_before_reasoning_end(out: str, reasoning: str, msg: dict[str, Any], ctx: dict[str, Any],
+                               r_ends: list[str]) -> str:
+    """Evidence when the reasoning the parse read holds the template's call opener with a requested tool's name
+    after it, and the output's reasoning closer comes only after that call (``…<tool_call>{…}</tool_call></think>``):
+    the model called the tool before closing the reasoning — the call sits inside the block, not cut. ``""``
+    otherwise."""
+    if msg.get("tool_calls") or not reasoning or not r_ends:
+        return ""
+    for m in ctx["markers"]:
+        at = out.find(m) if m and m in reasoning else -1
+        if at < 0 or not any(n and n in out[at:at + 400] for n in ctx["names"]):
+            continue
+        end = next((e for e in r_ends if e and e not in ctx["markers"] and out.find(e, at) > at), "")
+        if end:
+            return (f"the reasoning holds {_q(m)} and a call of a requested tool, and the output closes the "
+                    f"reasoning with {_q(end)} only after it: the model called the tool before closing the "
+                    "reasoning — the call sits inside the block, where the format reads none")
+    return ""
 
 
 def _whitespace_only(e: Edit) -> bool:
@@ -2521,6 +2544,9 @@ _WHY = {
     Mistake.REASONING_SETTING: "the model writes its reasoning without the opener the generation prompt does not "
                                "write either, and no repair reads that here: a template whose generation prompt "
                                "opens the reasoning (the one the model was trained with) would be needed",
+    Mistake.REASONING_NOT_CLOSED: "the call is written inside the reasoning, which the format never reads calls "
+                                  "from, and no repair of ours moves it out: the model must close the reasoning "
+                                  "before calling (or a new repair read calls there)",
     Mistake.TYPE_MISMATCH: "the value is not of its schema's type (or is written as Python, not JSON) and no repair "
                            "or schema edit of ours reads it: the model's output must change — the lazy tool-call "
                            "grammar constrains the arguments to the schema",
