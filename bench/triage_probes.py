@@ -56,6 +56,9 @@ def _reasoning(case: dict, start: str, ends: list[str]) -> dict[str, tuple[str, 
                                            STRIPPED | {"CUT_SHORT", "REASONING_NOT_CLOSED", "NONE"})}
     if start:
         probes["reasoning opener written twice"] = (start + out, {"REOPENED_REASONING", "NONE"})
+    if case["expect"].get("tool_calls") and "tool" not in end:     # (a handler may end reasoning at a call opener)
+        probes["call written before the reasoning closer"] = (out.replace(end, "", 1) + end,
+                                                              {"REASONING_NOT_CLOSED", "NONE"})
     return probes
 
 
