@@ -25,7 +25,7 @@ SHARED = ROOT.parent / "shared"
 STRIPPED = {"SPECIAL_TOKENS_STRIPPED"}
 
 
-def _calls(case: dict, toks: list[str]) -> dict[str, tuple[str, set[str]]]:
+def _calls(case: dict, toks: list[str], reasoning: set[str]) -> dict[str, tuple[str, set[str]]]:
     out = case["input"]
     probes: dict[str, tuple[str, set[str]]] = {}
     special = [t for t in toks if re.fullmatch(r"<\|[^|]{1,40}\|>|<｜[^｜]{1,40}｜>|\[[A-Z_]{3,30}\]", t) and t in out]
@@ -41,6 +41,15 @@ def _calls(case: dict, toks: list[str]) -> dict[str, tuple[str, set[str]]]:
         probes["argument name not declared"] = (out.replace("arg1", "zzz"), {"UNKNOWN_PARAMETER", "MISSING_REQUIRED"})
         probes["Python literal in the arguments"] = (re.sub(r"(arg1\W{1,8})1", r"\1True", out, count=1),
                                                      {"TYPE_MISMATCH", "NONE"})
+    m = re.search(r'"(arguments|parameters)"(\s*:\s*)(\{[^{}]*\})', out)
+    if m:
+        probes["arguments as a JSON string"] = (out[:m.start(3)] + json.dumps(m.group(3)) + out[m.end(3):],
+                                                {"DOUBLE_ENCODED_ARGUMENTS"})
+        probes["required argument left out"] = (out[:m.start(3)] + "{}" + out[m.end(3):], {"MISSING_REQUIRED"})
+    first = min((t for t in toks if t in out and t not in reasoning), key=out.find, default="")
+    if first:
+        probes["first marker left out"] = (out.replace(first, "", 1), {"OMITTED_OPENER", "OMITTED_MARKER",
+                                                                       "SPECIAL_TOKENS_STRIPPED", "NONE"})
     probes["tool name not declared"] = (out.replace("special_function", "launch_rocket"), {"UNKNOWN_TOOL"})
     probes["end-of-sequence token kept"] = (out + "<|endoftext|>", {"TRAILING_TEXT"})
     probes["cut at 70 %"] = (out[:int(len(out) * 0.7)], {"CUT_SHORT"})
@@ -84,7 +93,8 @@ def main() -> None:
             continue
         toks = sorted({x.strip() for x in getattr(bundle.parser, "preserved_tokens", None) or [] if x.strip()},
                       key=len, reverse=True)
-        probes = _calls(c, toks) if kind == "calls" else _reasoning(c, *reasoning_markers(bundle))
+        start, ends = reasoning_markers(bundle)
+        probes = _calls(c, toks, {start, *ends}) if kind == "calls" else _reasoning(c, start, ends)
         for name, (out, right) in probes.items():
             ex = explain(t, req, out, fixes=False)
             s = Setup(t, req, "llama.cpp", {})

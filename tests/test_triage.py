@@ -1079,3 +1079,19 @@ def test_a_call_written_before_the_reasoning_closes_is_not_a_cut():
     assert not ex.message.get("tool_calls") and "<tool_call>" in ex.message["reasoning_content"]
     assert tg.mistake == Mistake.REASONING_NOT_CLOSED
     assert any("closes the reasoning with `</think>` only after it" in e for e in tg.evidence), tg.evidence
+
+
+def test_a_marker_written_with_a_piece_left_out_is_an_omitted_marker_not_a_wrapper():
+    # DeepSeek-V4 (llama.cpp's test input ref-0165) with `｜DSML｜` left out of the first tag only: the other tags
+    # keep it (no decoder dropped it); it was "the output wraps the call in `<tool_calls>`"
+    c = _reference("ref-0165")
+    assert c["input"].startswith("<｜DSML｜tool_calls>")
+    ex, tg = _run_output(c, c["input"].replace("｜DSML｜", "", 1))
+    assert tg.mistake == Mistake.OMITTED_MARKER
+    assert any("wrote `<tool_calls>` where the template writes `<｜DSML｜tool_calls>`: it left `｜DSML｜` out" in e
+               for e in tg.evidence), tg.evidence
+    from core.explain.triage import Edit, _inserted_piece
+
+    assert _inserted_piece(Edit("replace", 0, "<tool_calls>", "<｜DSML｜tool_calls>")) == "｜DSML｜"
+    assert _inserted_piece(Edit("replace", 0, "<tool_call>", "<tool_call>\n")) == ""      # whitespace: no piece
+    assert _inserted_piece(Edit("replace", 0, '"parameters"', '"arguments"')) == ""

@@ -885,6 +885,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                 f"between {_q(delim)} tokens: the call is the template's but for that delimiter"]
         if any(e.kind == "delete" and e.old.startswith("```") for e in edits) and "```" not in _src(setup):
             return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence"]
+        pieces = [_inserted_piece(e) for e in edits if not _whitespace_only(e)]
+        if pieces and all(pieces):
+            # a marker written with a piece of it left out (`<tool_calls>` for `<｜DSML｜tool_calls>`)
+            return Mistake.OMITTED_MARKER, ev + [
+                sentence_of(_shift(edits), out) + ": the model left "
+                + ", ".join(_q(x) for x in dict.fromkeys(pieces)) + " out of the template's marker"]
         solid_edits = [e for e in edits if (e.new or e.old).strip(_WS)]
         if solid_edits and all(e.kind == "insert" and _is_closer(e.new) for e in solid_edits):
             return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
@@ -988,6 +994,13 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             "found it in no role (reasoning, content or call marker) — a gap of the analysis, not a statement about "
             "the template" + ("; comparisons that came back empty: " + "; ".join(empty) if empty else "")]
     if Cause.OTHER_MARKER in causes and tok:
+        whole = next((m for m in sorted(ctx["all_markers"] | set(ctx["markers"])) if m not in out
+                      and _inserted_piece(Edit("replace", 0, tok.group(0), m))), "")
+        if whole:
+            # one of the template's own markers with a piece left out: a slip of its markup, not a wrapper
+            piece = _inserted_piece(Edit("replace", 0, tok.group(0), whole))
+            return Mistake.OMITTED_MARKER, ev + [f"the model wrote {_q(tok.group(0))} where the template writes "
+                                                 f"{_q(whole)}: it left {_q(piece)} out of the template's marker"]
         if _SPECIAL_SHAPE.fullmatch(tok.group(0)) and tok.group(0) not in (getattr(setup.template, "source", "")
                                                                               or ""):
             return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"the output uses {_q(tok.group(0))}, a control token of "
@@ -1224,6 +1237,18 @@ def _call_before_reasoning_end(out: str, reasoning: str, msg: dict[str, Any], ct
                     f"reasoning with {_q(end)} only after it: the model called the tool before closing the "
                     "reasoning — the call sits inside the block, where the format reads none")
     return ""
+
+
+def _inserted_piece(e: Edit) -> str:
+    """The text a replacement puts inside what the model wrote, when the template's marker is the model's with
+    one piece added (``<tool_calls>`` → ``<｜DSML｜tool_calls>``: ``｜DSML｜``); ``""`` otherwise."""
+    if e.kind != "replace" or not e.old.strip(_WS) or len(e.new) <= len(e.old):
+        return ""
+    i = 0
+    while i < len(e.old) and e.old[i] == e.new[i]:
+        i += 1
+    piece = e.new[i:i + len(e.new) - len(e.old)]
+    return piece if i > 0 and e.new == e.old[:i] + piece + e.old[i:] and piece.strip(_WS) else ""
 
 
 def _whitespace_only(e: Edit) -> bool:
