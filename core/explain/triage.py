@@ -1147,6 +1147,8 @@ def _json_shape_slip(setup: _Setup, out: str, ctx: dict[str, Any], read: bool = 
     mine = _json_call_in(out, set(names))
     if mine is None or (read and not 0 <= stop < mine.end):
         return None      # a call the parse read, and stopped after: its shape is not what stopped it
+    if not mine.args_key and not (mine.path and mine.keys == (mine.name_key,)):
+        return None      # a tool's name as some value, with no arguments object beside it: no call written
     tool = next((t.get("function") or {} for t in setup.request.tools or [] if isinstance(t, dict)
                  and (t.get("function") or {}).get("name") in names), {})
     name = tool.get("name") or names[0]
