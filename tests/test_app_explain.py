@@ -187,6 +187,19 @@ def test_invisible_and_bidi_characters_are_shown_not_applied():
     assert "<b>x</b>" not in body and "&lt;b&gt;x&lt;/b&gt;" in body
 
 
+def test_json_views_mark_invisible_characters_of_tools_and_output():
+    # the request's tool schema and every message shown as JSON: a U+202E there reversed what followed
+    tool = json.loads(json.dumps(TOOL))
+    tool["function"]["description"] = "x\u202ey"
+    at = use_corpus(start(), "Qwen-Qwen2.5-7B-Instruct.jinja")
+    at.session_state["in_tools"] = json.dumps([tool])
+    at.session_state["in_output"] = "Hi \u202eevil\u200b\n" + DRIFT
+    at = page(at, "explain")
+    views = [json.dumps(json.loads(j.value), ensure_ascii=False) for j in at.json]
+    assert len(views) >= 2 and any("x\\\\u202ey" in v for v in views), views
+    assert not any(ch in v for v in views for ch in "\u202e\u200b"), views
+
+
 def test_replay_step_follows_a_shorter_output():
     at = _explain(DRIFT)
     at.session_state["in_explain_chunk"] = 4
