@@ -249,6 +249,18 @@ def test_permalink_reopens_the_same_explanation(tmp_path, monkeypatch):
     assert again.session_state["in_output"] == "Hi" and _permalink(again) != link
 
 
+def test_damaged_permalink_says_so_on_the_page_it_opens():
+    # the sidebar is drawn before the page reads x=…: the message once waited for the next click, shown
+    # then beside whatever the visitor did
+    from .test_app_edit import start_with
+
+    at = page(start_with({"src": "bundled:plain-chat.jinja", "x": "A" * 300}), "explain")
+    errs = [unmd(e.value) for e in at.error]
+    assert any(e.startswith("the link's x=… cannot be read:") for e in errs), errs
+    at = page(at, "explain")
+    assert not any("the link's x=" in unmd(e.value) for e in at.error)
+
+
 def test_permalink_too_large_offers_the_reproducer():
     # 4000 CJK characters in a scrambled order: they do not compress below the link limit
     big = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(4000))
