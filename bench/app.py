@@ -414,14 +414,18 @@ def bench_server_cpu(visitors: int, steps: int) -> dict[str, Any]:
 
 
 # Timestamps in the page (ms since navigation start) for the phases of a first view: Streamlit's scripts loaded
-# (DOMContentLoaded), the websocket open, the first message of the script run, the page's title drawn.
+# (DOMContentLoaded), the websocket open, the first message of the script run, the page's title drawn; and the
+# number of websocket messages received (read when the view is shown: the run's messages).
 _PHASE_HOOK = """
 window.__cte = {};
 const _WS = window.WebSocket;
 window.WebSocket = function (...a) {
   const ws = new _WS(...a);
   ws.addEventListener('open', () => { window.__cte.ws_open = window.__cte.ws_open || performance.now(); });
-  ws.addEventListener('message', () => { window.__cte.first_msg = window.__cte.first_msg || performance.now(); });
+  ws.addEventListener('message', () => {
+    window.__cte.first_msg = window.__cte.first_msg || performance.now();
+    window.__cte.msgs = (window.__cte.msgs || 0) + 1;
+  });
   return ws;
 };
 window.WebSocket.prototype = _WS.prototype;
@@ -440,6 +444,13 @@ FIRST_VIEWS = {"plain Streamlit app (bench/plain_app.py)": (PLAIN_APP, "/", "One
 # session's first view paints a placeholder while the analysis runs, explorer.state.analysis_pending)
 RESULT = {"explorer Overview (deep link)": '[data-testid="stMetric"]'}
 BASELINE_VIEW = "explorer front page, --baseline checkout"
+# what a first view had drawn once shown (counts, which the machine's load does not move): the page's elements,
+# the blocks that went through Streamlit's Markdown renderer (~5 ms of the browser's main thread each: headings,
+# text, captions, navigation labels) and the page's HTML elements
+_DRAWN_JS = ("() => ({elements: document.querySelectorAll('[data-testid=\"stElementContainer\"]').length,"
+             " 'Markdown blocks': document.querySelectorAll('[data-testid=\"stMarkdownContainer\"],"
+             " [data-testid=\"stCaptionContainer\"]').length,"
+             " 'DOM nodes': document.getElementsByTagName('*').length})")
 
 
 def _settle(pid: int, quiet_s: float = 0.05, timeout: float = 60.0) -> None:
@@ -455,9 +466,19 @@ def _settle(pid: int, quiet_s: float = 0.05, timeout: float = 60.0) -> None:
         last = now
 
 
+def _quiet(page: Any, pid: int, timeout: float = 10.0) -> None:
+    """Wait until ``page`` loads nothing more (at most 10 s) and its server ``pid`` is quiet (at most
+    ``timeout`` seconds)."""
+    with contextlib.suppress(Exception):  # a page that keeps a request open is not waited for longer
+        page.wait_for_load_state("networkidle", timeout=10_000)
+    _settle(pid, timeout=timeout)
+
+
 def bench_first_view(runs: int, baseline: pathlib.Path | None = None) -> dict[str, Any]:
     """First views in chromium, a plain Streamlit app beside the explorer, each served by its own fresh server
-    (all started at once, the visits alternate): the first visitor of the fresh server, then ``runs`` new
+    (all started at once; the visits alternate, every other round in reverse order, and each view's loading
+    and its server's work are over before the next visit starts): the first visitor of the fresh server, then
+    ``runs`` new
     visitors (a fresh browser profile each: nothing cached) once the server is quiet, then a returning visitor
     (a second tab of the last profile: Streamlit's scripts come from the browser's cache). Each view is timed
     from navigation to the page's title shown and the run idle, with its phases. ``baseline``: another
@@ -500,6 +521,7 @@ def bench_first_view(runs: int, baseline: pathlib.Path | None = None) -> dict[st
             marks = page.evaluate("() => ({...window.__cte, scripts: performance.getEntriesByType('navigation')[0]"
                                   ".domContentLoadedEventEnd})")
             out.update({k: marks[k] / 1000 for k in _PHASES if marks.get(k)})
+            out["drawn"] = {**page.evaluate(_DRAWN_JS), "messages": marks.get("msgs", 0)}
             return out
 
         def fresh() -> Any:
@@ -509,15 +531,21 @@ def bench_first_view(runs: int, baseline: pathlib.Path | None = None) -> dict[st
         for name in views:
             ctx = fresh()
             per[name]["first"] = visit(name, ctx)
+            _quiet(ctx.pages[0], pids[name], timeout=60.0)   # a fresh server's background imports too
             ctx.close()
-            _settle(pids[name])
         last: dict[str, Any] = {}
-        for _ in range(runs):
-            for name in views:
-                if name in last:
-                    last[name].close()
-                last[name] = fresh()
-                per[name]["new"].append(visit(name, last[name]))
+        for i in range(runs):
+            # every other run in reverse order, and each visit's tail over before the next visit starts: what a
+            # view loads after it is shown (the code of its widgets, fonts, the icon) took the cores from the
+            # next view's start, and the plain app's tail (its table's code, ~1.2 MB) always fell on the front page
+            for name in (views if i % 2 == 0 else list(views)[::-1]):
+                ctx = fresh()
+                per[name]["new"].append(visit(name, ctx))
+                _quiet(ctx.pages[0], pids[name])
+                if i == runs - 1:
+                    last[name] = ctx
+                else:
+                    ctx.close()
         for name in views:
             per[name]["returning"] = visit(name, last[name])
         b.close()
@@ -530,7 +558,8 @@ def bench_first_view(runs: int, baseline: pathlib.Path | None = None) -> dict[st
                      "main_thread_s": statistics.median([v["main_thread"] for v in new]),
                      "phases_s": {k: statistics.median([v[k] for v in new if k in v]) for k in _PHASES
                                   if any(k in v for v in new)},
-                     "first_visitor_phases_s": {k: r["first"][k] for k in _PHASES if k in r["first"]}}
+                     "first_visitor_phases_s": {k: r["first"][k] for k in _PHASES if k in r["first"]},
+                     "drawn": {k: statistics.median([v["drawn"][k] for v in new]) for k in new[0]["drawn"]}}
     return out
 
 
@@ -538,14 +567,16 @@ def render_first_view(r: dict[str, Any]) -> str:
     """The --first-view figures as a Markdown table (seconds; phases are the new visitors' medians)."""
     lines = ["| first view | first visitor, fresh server (its content in) | new visitor, median (p90, max) "
              "| returning visitor | new visitor's phases: scripts loaded / websocket open / first message / title "
-             "drawn | new visitor's browser main-thread CPU |", "|---|---|---|---|---|---|"]
+             "drawn | new visitor's browser main-thread CPU | drawn: elements / Markdown blocks / DOM nodes "
+             "/ messages |", "|---|---|---|---|---|---|---|"]
     for name, v in r.items():
         nv, ph = v["new_visitor"], v["phases_s"]
         res = f" ({v['first_visitor_result_s']:.2f} s)" if v.get("first_visitor_result_s") else ""
         lines.append(f"| {name} | {v['first_visitor_s']:.2f} s{res} | {nv['median_s']:.2f} s ({nv['p90_s']:.2f}, "
                      f"{nv['max_s']:.2f}) | {v['returning_s']:.2f} s | "
                      + " / ".join(f"{ph[k]:.2f}" if k in ph else "–" for k in _PHASES)
-                     + f" s | {v['main_thread_s']:.2f} s |")
+                     + f" s | {v['main_thread_s']:.2f} s | "
+                     + " / ".join(f"{x:.0f}" for x in v["drawn"].values()) + " |")
     return "\n".join(lines)
 
 

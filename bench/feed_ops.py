@@ -8,7 +8,8 @@ it in each::
 
     PYTHONPATH=. python -m bench.feed_ops --chars 4000 --kind calls --top 20
 
-Output per route: parsing feeds / all feeds, mean and p99 instructions and lines per parsing feed, the share of
+Output per route: parsing feeds / all feeds, mean and p99 instructions and lines per parsing feed, the p99 of the
+instructions over every feed (fast ones included: the noise-free counterpart of the timed P6 p99), the share of
 each source file and class, and the ``--top`` functions by instructions per parsing feed (``--after FIELD``: only the
 feeds that left an open region of that field, e.g. ``after``). The counts are exact and repeatable; they are a
 proxy for time (an instruction costs 10–60 ns), so confirm a change by CPU time (``bench.hostile.feed_costs``).
@@ -29,7 +30,9 @@ ROOT_TEMPLATES = Path("/work/shared/templates")
 class FeedOps:
     """Counts for one stream: ``feeds`` (all), ``parsing`` (feeds that parsed), ``ops`` and ``lines`` (one entry
     per parsing feed, in feed order), ``by_function`` (``(file, function)`` → instructions over all parsing
-    feeds), ``equal`` (the streamed message equals the one-shot parse of the whole output)."""
+    feeds), ``equal`` (the streamed message equals the one-shot parse of the whole output), ``every`` (the
+    instructions of every feed, fast ones included, in feed order: their p99 is the noise-free counterpart of
+    :func:`bench.hostile.feed_costs`'s timed p99)."""
 
     feeds: int
     parsing: int
@@ -37,6 +40,7 @@ class FeedOps:
     lines: list[int] = field(default_factory=list)
     by_function: collections.Counter = field(default_factory=collections.Counter)
     equal: bool = True
+    every: list[int] = field(default_factory=list)
 
 
 def _short(path: str) -> str:
@@ -79,6 +83,7 @@ def count_feed_ops(parser, output: str, before: str | None = None) -> FeedOps:
             sp.feed(ch)
         finally:
             sys.settrace(None)
+        res.every.append(sum(ops.values()))
         if sp.fast_steps != steps or (before is not None and field_before != before):
             continue
         res.parsing += 1
@@ -137,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         k = r.parsing
         print(f"{name}: {k}/{r.feeds} feeds parse; per parsing feed: instructions mean {sum(r.ops) / k:.0f} "
               f"p99 {_pct(r.ops, 0.99)}, lines mean {sum(r.lines) / k:.0f} p99 {_pct(r.lines, 0.99)}; "
-              f"stream = one-shot: {r.equal}")
+              f"every feed: instructions p99 {_pct(r.every, 0.99)}; stream = one-shot: {r.equal}")
         parts = collections.Counter()
         for (f, fn), v in r.by_function.items():
             parts[f + (":" + fn.split(".")[0] if "." in fn else "")] += v

@@ -26,20 +26,9 @@ import sys
 import time
 from typing import Any, Iterable
 
-from .errors import ChatTemplateExplorerError, TemplateLoadError
+from .errors import ChatTemplateExplorerError
 from .inputs import guard as _guard
 from .inputs import load_chat_template, visible
-from .jinja.template import ChatTemplate
-
-TEMPLATE_SUFFIXES = (".jinja", ".j2", ".json", ".gguf")
-
-
-# ------------------------------------------------------------------------------------------------ loading
-
-def load(spec: str, variant: str | None = None) -> ChatTemplate:
-    """The template at ``spec`` (:func:`core.inputs.load_chat_template`). Raises
-    :class:`~core.errors.TemplateLoadError` / :class:`~core.errors.TemplateSyntaxError` naming the file."""
-    return load_chat_template(spec, variant)
 
 
 # ------------------------------------------------------------------------------------------------ display
@@ -154,7 +143,7 @@ def analyze_one(path: str, variant: str | None = None, caps_json: dict[str, Any]
     from .analysis import analyze
     from .analysis.result import Caps
 
-    tmpl = load(path, variant)
+    tmpl = load_chat_template(path, variant)
     caps = Caps(**caps_json) if caps_json else None
     return analyze(tmpl, caps=caps, disabled_workarounds=disabled, overrides=overrides, strict=strict,
                    fidelity=fidelity, disabled_improvements=disabled_improvements)
@@ -307,13 +296,6 @@ def run_batch(paths: list[str], workers: int = 2, timeout: float = 120.0,
     return errors
 
 
-def _list_template_files(d: str) -> list[str]:
-    if not os.path.isdir(d):
-        raise TemplateLoadError(d, "not a directory")
-    names = sorted(n for n in os.listdir(d) if n.endswith(TEMPLATE_SUFFIXES) and os.path.isfile(os.path.join(d, n)))
-    return [os.path.join(d, n) for n in names]
-
-
 def _load_caps_reference(path: str) -> dict[str, dict[str, Any]]:
     out = {}
     with open(path, encoding="utf-8") as f:
@@ -331,8 +313,9 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     if args.disable_improvement and not args.improved:
         raise ChatTemplateExplorerError("--disable-improvement needs --improved")
     if args.batch:
-        paths = _list_template_files(args.batch)
-        run_batch(paths, workers=args.workers, timeout=args.timeout, caps_by_name=caps_ref, fidelity=fidelity)
+        from .corpus import template_files
+
+        run_batch(template_files(args.batch), workers=args.workers, timeout=args.timeout, caps_by_name=caps_ref, fidelity=fidelity)
         return 0
     if not args.file:
         raise ChatTemplateExplorerError("analyze needs FILE or --batch DIR")
@@ -414,31 +397,17 @@ def build_parser(own_only: bool = False) -> argparse.ArgumentParser:
     w.set_defaults(func=_guard(_cmd_workarounds))
     if own_only:
         return ap
-    from .chat import cli_commands  # `parse`, `grammar`, `conform`
+    from .chat import cli_commands, repairs_cli, roundtrip_cli
+    from .compare import cli as compare_cli
+    from .corpus import cli as corpus_cli
+    from .explain import cli as explain_cli
+    from .export import cli as export_cli
+    from .lint import cli as lint_cli
+    from .serving import cli as serving_cli
 
-    cli_commands.register(sub)
-    from .chat import roundtrip_cli  # `roundtrip`
-
-    roundtrip_cli.register(sub)
-    from .serving import cli as _serving_cli  # `serve`: the app with the operator's serving policy
-
-    _serving_cli.register(sub)
-    from .chat import repairs_cli  # `repairs` (issue 10): repair rules, drift suite
-    repairs_cli.register(sub)
-    from .explain import cli as _explain_cli  # `explain` (issue 11); heavy imports inside its command
-    _explain_cli.register(sub)
-    from .lint import cli as _lint_cli  # heavy imports happen inside the command
-
-    _lint_cli.register(sub)
-    from .compare import cli as _compare_cli
-
-    _compare_cli.register(sub)
-    from .export import cli as _export_cli  # `export`, `suite` (issue 13); heavy imports inside the commands
-
-    _export_cli.register(sub)
-    from .corpus import cli as _corpus_cli
-
-    _corpus_cli.register(sub)
+    for module in (cli_commands, roundtrip_cli, serving_cli, repairs_cli, explain_cli, lint_cli, compare_cli,
+                   export_cli, corpus_cli):
+        module.register(sub)
     return ap
 
 

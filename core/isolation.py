@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 from . import transient
 from .errors import AnalysisError, ChatTemplateExplorerError
+from .jinja.limits import rss_bytes
 from .serving import current_visitor
 
 #: Wall-clock seconds one call may take before its worker is killed (``$CTE_ISOLATED_TIMEOUT_S``).
@@ -123,11 +124,7 @@ def _cpu_seconds(pid: int) -> float | None:
 
 
 def _rss_mb() -> float:
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError, AttributeError):
-        return 0.0
+    return (rss_bytes() or 0) / 2**20
 
 
 def _serve(conn: Any, memory_mb: int) -> None:

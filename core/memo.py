@@ -156,13 +156,9 @@ def clear_caches() -> None:
     cached analyses; the disk cache of compiled code stays), then the interpreter's type-attribute cache
     (it keeps the attribute names renders looked up alive), collect garbage and, where the C library is
     glibc, return its free heap pages (``malloc_trim``); also ``re.purge()``: the patterns built from templates'
-    markers sit in ``re``'s process-wide cache (at most 512, recompiled on next use). What a server calls to give memory back: the next
-    analysis of a template loads its compiled code from disk again (~1 ms) and redoes every render.
-
-    Why all of it: the 50 resource bombs of ``tests/data/bombs`` leave the process ~27 MB larger although
-    the Python objects still held after :func:`clear_memos` are ~0.5 MB: each compiled template, and each
-    name in the type cache, sits in a 1 MB pymalloc arena otherwise emptied, which it keeps from being
-    freed (measured 2026-12-02, docs/security.md, "Resource limits"). Never raises."""
+    markers sit in ``re``'s process-wide cache (at most 512, recompiled on next use). What a server calls to give
+    memory back: a compiled template or a type-cache name left alive keeps a whole pymalloc arena from being freed
+    (docs/security.md, "Resource limits"). Never raises."""
     clear_memos()
     for clear in list(_CLEARERS.values()):
         clear()

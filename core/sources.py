@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # jinja2 loads when a template is compiled, not when a file i
     from .jinja.template import ChatTemplate
 
 __all__ = [
+    "ADDITIONAL_TEMPLATES_DIR",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_JSON_BYTES",
     "HUB_TEMPLATE_FILES",
@@ -73,7 +74,8 @@ DEFAULT_MAX_JSON_BYTES = 32 * 1024 * 1024
 
 #: Files looked for in a Hub repo or a local model folder, in this order.
 HUB_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
-_ADDITIONAL_DIR = "additional_chat_templates"
+#: Folder of named variants (``<name>.jinja``) next to ``chat_template.jinja`` (transformers' layout).
+ADDITIONAL_TEMPLATES_DIR = "additional_chat_templates"
 
 _GGUF_MAGIC = b"GGUF"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -309,11 +311,17 @@ def load_file(path: str | os.PathLike[str], variant: str | None = None, *,
         data = p.read_bytes()
     except OSError as e:
         raise TemplateLoadError(source, f"cannot read the file: {e.strerror or e}") from None
+    return _text_template(source, name, data, is_json, variant, str(p), max_bytes)
+
+
+def _text_template(source: str, name: str, data: bytes, is_json: bool, variant: str | None, path: str | None,
+                   max_bytes: int | None) -> LoadedTemplate:
+    """A JSON or Jinja file's bytes as a :class:`LoadedTemplate` (errors name ``source``)."""
     text = _decode(source, data)
     if is_json:
-        return _select(name, _json_variants(source, text, max_bytes), variant, "json", str(p))
-    return _select(name, {"default": _check_template_text(source, "default", text, max_bytes)}, variant,
-                   "file", str(p))
+        return _select(name, _json_variants(source, text, max_bytes), variant, "json", path)
+    return _select(name, {"default": _check_template_text(source, "default", text, max_bytes)}, variant, "file",
+                   path)
 
 
 def load_bytes(data: bytes, filename: str, variant: str | None = None, *,
@@ -339,16 +347,12 @@ def load_bytes(data: bytes, filename: str, variant: str | None = None, *,
                 pass
     is_json = suffix == ".json"
     _check_size(name, len(data), max_json_bytes if is_json else max_bytes)
-    text = _decode(name, data)
-    if is_json:
-        return _select(name, _json_variants(name, text, max_bytes), variant, "json", None)
-    return _select(name, {"default": _check_template_text(name, "default", text, max_bytes)}, variant, "file",
-                   None)
+    return _text_template(name, name, data, is_json, variant, None, max_bytes)
 
 
 def _additional_templates(source: str, folder: pathlib.Path, max_bytes: int | None) -> dict[str, str]:
     out: dict[str, str] = {}
-    extra = folder / _ADDITIONAL_DIR
+    extra = folder / ADDITIONAL_TEMPLATES_DIR
     if extra.is_dir():
         for f in sorted(extra.glob("*.jinja")):
             try:
@@ -430,6 +434,8 @@ def _hub_cache_dir() -> str | None:
 
 #: Seconds the reachability check before a Hub download may take (see :func:`_hub_reachable`).
 HUB_CONNECT_TIMEOUT = 1.0
+#: Seconds huggingface_hub waits for a file's metadata (``etag_timeout``).
+_ETAG_TIMEOUT_S = 10.0
 
 
 def _hub_probe_target() -> tuple[str, int] | None:
@@ -552,15 +558,14 @@ def _offline_error(repo: str, revision: str | None, offline: bool, cache: str | 
 
 def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None = None,
              token: str | bool | None = None, max_bytes: int | None = DEFAULT_MAX_BYTES,
-             max_json_bytes: int | None = DEFAULT_MAX_JSON_BYTES, etag_timeout: float = 10.0,
-             connect_timeout: float = HUB_CONNECT_TIMEOUT) -> LoadedTemplate:
+             max_json_bytes: int | None = DEFAULT_MAX_JSON_BYTES) -> LoadedTemplate:
     """Fetch a repo's chat template: the first of ``chat_template.jinja`` (plus
     ``additional_chat_templates/*.jinja``), ``chat_template.json``, ``tokenizer_config.json`` that exists,
     via ``huggingface_hub.hf_hub_download`` (standard cache; ``HF_HUB_CACHE`` / ``HF_HOME`` respected;
     with ``HF_HUB_OFFLINE=1`` only the cache is read). ``token``: None uses ``HF_TOKEN`` or the stored login —
     unless ``CTE_HUB_ANONYMOUS=1`` is set, which makes None mean ``False``; ``False`` sends no token at all (a
     public demo must not send the operator's token for any repo a visitor names); a string is that token.
-    When the Hub (or the HTTPS proxy) does not accept a connection within ``connect_timeout`` seconds, only the
+    When the Hub (or the HTTPS proxy) does not accept a connection within :data:`HUB_CONNECT_TIMEOUT`, only the
     cache is read, so an offline machine answers in about that time rather than after minutes of retries.
 
     Raises :class:`HubOfflineError` (offline / unreachable and not cached), :class:`HubNotFoundError` (repo,
@@ -576,14 +581,13 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
     cache = _hub_cache_dir()
     what = repo_id if not revision else f"{repo_id}@{revision}"
     # no network: read the cache only, at once, instead of huggingface_hub's ~25 s of retries per file
-    unreachable = not offline and not _hub_reachable(connect_timeout)
+    unreachable = not offline and not _hub_reachable()
     missing: list[str] = []
     for fname in HUB_TEMPLATE_FILES:
         try:
-            # once the Hub proved unreachable, the other files come from the cache only: huggingface_hub retries
-            # a failing connection with backoff (~25 s a file), and asking for each file multiplied the wait
+            # once the Hub proved unreachable, the other files come from the cache only
             path = hf_hub_download(repo_id, fname, revision=revision, token=token, cache_dir=cache,
-                                   local_files_only=offline or unreachable, etag_timeout=etag_timeout)
+                                   local_files_only=offline or unreachable, etag_timeout=_ETAG_TIMEOUT_S)
         except hf_errors.LocalEntryNotFoundError as e:  # not cached and (offline or Hub unreachable)
             mapped = _map_hub_error(repo_id, revision, e)
             if isinstance(mapped, HubTimeoutError):
@@ -615,7 +619,7 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
         variants = dict(loaded.variants)
         if fname == "chat_template.jinja":
             extra = _hub_additional(repo_id, revision, token, cache, offline or unreachable,
-                                    pathlib.Path(path).parent, max_bytes, etag_timeout)
+                                    pathlib.Path(path).parent, max_bytes)
             variants.update({k: v for k, v in extra.items() if k not in variants})
         return _select(repo_id, variants, variant, "hub", str(path), revision)
     if unreachable:
@@ -625,7 +629,7 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
 
 
 def _hub_additional(repo_id: str, revision: str | None, token: Any, cache: str | None, offline: bool,
-                    snapshot: pathlib.Path, max_bytes: int | None, etag_timeout: float) -> dict[str, str]:
+                    snapshot: pathlib.Path, max_bytes: int | None) -> dict[str, str]:
     """Named variants stored as ``additional_chat_templates/<name>.jinja`` (transformers' layout): listed on
     the Hub when online, else whatever the cached snapshot holds. Failures here never hide the main template."""
     names: list[str] = []
@@ -634,7 +638,7 @@ def _hub_additional(repo_id: str, revision: str | None, token: Any, cache: str |
             from huggingface_hub import list_repo_files
 
             names = [f for f in list_repo_files(repo_id, revision=revision, token=token)
-                     if f.startswith(_ADDITIONAL_DIR + "/") and f.endswith(".jinja")]
+                     if f.startswith(ADDITIONAL_TEMPLATES_DIR + "/") and f.endswith(".jinja")]
         except Exception:
             names = []
     if names:
@@ -644,7 +648,7 @@ def _hub_additional(repo_id: str, revision: str | None, token: Any, cache: str |
         for f in names:
             try:
                 p = hf_hub_download(repo_id, f, revision=revision, token=token, cache_dir=cache,
-                                    etag_timeout=etag_timeout)
+                                    etag_timeout=_ETAG_TIMEOUT_S)
                 stem = pathlib.PurePosixPath(f).stem
                 out[stem] = _check_template_text(repo_id, stem, _decode(f, pathlib.Path(p).read_bytes()), max_bytes)
             except Exception:

@@ -13,7 +13,6 @@ from core.analysis import (
     ToolFormat,
     analyze,
     detect_route,
-    generation_prompt,
     reapply,
 )
 from core.analysis import session
@@ -195,7 +194,7 @@ def test_template_failing_every_probe():
 
 
 def test_each_distinct_render_runs_once(monkeypatch):
-    session.clear_render_cache()
+    session._GLOBAL_CACHE.clear()
     calls = []
     real = llama.render
 
@@ -288,9 +287,9 @@ def test_detect_route(name, kind, handler):
 def test_generation_prompt_is_tail_after_common_prefix():
     t = ChatTemplate("{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}"
                      "{% if add_generation_prompt %}<assistant>\n{% endif %}")
-    assert generation_prompt(t, [{"role": "user", "content": "Hi"}], None) == "<assistant>\n"
+    assert analyze(t).generation_prompt == "<assistant>\n"
     ignores = ChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}")
-    assert generation_prompt(ignores, [{"role": "user", "content": "Hi"}], None) == ""
+    assert analyze(ignores).generation_prompt == ""
 
 
 def test_pattern_scans_skip_only_where_no_match_can_start():

@@ -124,3 +124,16 @@ def test_corpus_charts_count_what_the_table_holds(folder):
     assert counted == int(metrics(at)["Templates"]), (counted, data)
     captions = " ".join(unmd(c.value) for c in at.caption)
     assert "Tool-call format, by route" in captions and "Problems per family" in captions
+
+
+def test_empty_problem_and_handler_columns_are_left_out(tmp_path):
+    """Two auto-parser templates that analyse cleanly: no problem, no handler — the columns that would be empty are
+    not drawn, so the modes come right after the route (they were cut off at the right edge at 1400 px)."""
+    for name in ("Qwen-Qwen3-0.6B.jinja", "meta-llama-Llama-3.2-3B-Instruct.jinja"):
+        shutil.copy(TEMPLATES / name, tmp_path / name)
+    at = page(start(), "corpus")
+    at.text_input(key="in_corpus_folder").input(str(tmp_path)).run()
+    [b for b in at.button if b.label.startswith("Analyse")][0].click().run()
+    assert not errors(at)
+    table = frame_with(at, "reasoning")
+    assert list(table.columns[:5]) == ["template", "route", "tools", "reasoning", "content"], list(table.columns)

@@ -124,6 +124,11 @@ def test_lint_page_and_suppression():
     ids = set(frame_with(at, "hint")["id"])
     assert "prefix/generation-prompt" in ids and "roundtrip/standard/drops-reasoning" in ids
     assert metrics(at)["roundtrip"] == "5"  # 3 messages drop reasoning; 2 carry call ids QwQ does not render
+    # every kind's metric says in plain words what it checks
+    from core.lint.model import Kind
+
+    tips = {m.label: m.proto.help for m in at.metric}
+    assert {k.value for k in Kind} <= set(tips) and all(tips[k.value] for k in Kind), tips
     at.text_input(key="in_lint_suppress").input("render/* prefix/*").run()
     ids = set(frame_with(at, "hint")["id"])
     assert not any(i.startswith(("render/", "prefix/")) for i in ids)

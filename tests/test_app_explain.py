@@ -308,3 +308,29 @@ def test_closed_replay_and_reproducers_are_not_drawn():
     at.run()
     assert [b for b in html_bodies(at) if "cte-stream" in b]
     assert len([c for c in at.code if c.language in ("json", "python", "cpp")]) == 3
+
+
+def test_a_fix_re_parsed_at_improved_says_so_and_its_click_applies_it_there():
+    """mistral-inference-162 (tests/data/triage/cases.jsonl, its source URL there): the decoder dropped
+    `[TOOL_CALLS]`; keeping special tokens re-parses only at improved fidelity (the v0.3 format then also wants the
+    call id the model never wrote). The fix's line says so, and its one click puts the restored output in the box
+    and switches to improved, where it parses clean into the call."""
+    from .conftest import ROOT
+
+    c = next(json.loads(x) for x in open(ROOT / "tests" / "data" / "triage" / "cases.jsonl", encoding="utf-8")
+             if '"mistral-inference-162"' in x)
+    at = use_corpus(start(), c["template"])
+    at.session_state["in_tools"] = json.dumps(c["tools"])
+    at.session_state["in_output"] = c["input"]
+    at = page(at, "explain")
+    texts = [unmd(m.value) for m in at.markdown]
+    server = [t for t in texts if t.startswith("2. server: ")]
+    assert server and server[0].endswith("— re-parsed at improved fidelity: its one click switches to improved"), texts
+    assert not [t for t in texts if t.startswith("1. repair: ") and "re-parsed at" in t]   # says improved itself
+    assert at.session_state["fidelity"] != "improved"
+    at.button(key="triage_fix_1").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["fidelity"] == "improved"
+    assert at.session_state["in_output"] == "[TOOL_CALLS] " + c["input"]
+    assert any(unmd(s.value).endswith("at improved fidelity (switched)") for s in at.success), [s.value for s in at.success]
+    assert any("fidelity improved · parse clean" in unmd(m.value) for m in at.markdown)

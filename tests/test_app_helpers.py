@@ -72,9 +72,12 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 def frame_with(at: AppTest, column: str):
     """The first dataframe or static table shown that has ``column``."""
-    for df in [*at.dataframe, *at.table]:
+    for df in at.dataframe:
         if column in df.value.columns:
             return df.value
+    for df in at.table:   # a static table's cells are Markdown, escaped by the page: read them as shown
+        if column in df.value.columns:
+            return df.value.map(lambda v: unmd(v) if isinstance(v, str) else v)
     raise AssertionError(f"no dataframe with column {column!r}")
 
 

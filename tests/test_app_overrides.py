@@ -109,3 +109,22 @@ def test_import_errors_are_plain_messages(text, message):
     assert any(message in e for e in shown), shown
     assert not any("Error:" in e or "import:" in e for e in shown), shown
     assert at.text_area(key="in_ov_import").value == text
+
+
+def test_mode_fields_explain_every_choice():
+    """Each mode selectbox's tooltip explains every value it offers (the names alone are jargon), the shown mode
+    first; the Grammar page's metrics say what a lazy grammar and its triggers are."""
+    from explorer.components.marker_table import MODE_FIELDS, mode_choices
+
+    at = page(use_corpus(start(), "Qwen-QwQ-32B.jinja"), "overrides")
+    assert not errors(at)
+    boxes = {b.label: b for b in at.selectbox if b.label in MODE_FIELDS}
+    assert set(boxes) == set(MODE_FIELDS), set(boxes)
+    for path, box in boxes.items():
+        tip = box.proto.help
+        missing = [c for c in mode_choices(path) if c not in tip]
+        assert not missing, (path, missing, tip)
+    assert boxes["reasoning.mode"].proto.help.startswith("**TAG_BASED**: Reasoning sits between")
+    at = page(at, "grammar")
+    tips = {m.label: m.proto.help for m in at.metric}
+    assert "trigger" in tips["Lazy"] and "switch a lazy grammar on" in tips["Triggers"], tips

@@ -108,7 +108,13 @@ def test_first_view_mode_times_the_plain_app_beside_the_explorer(tmp_path):
         ph = v["phases_s"]
         # the title is drawn from a message of the script run, which comes over the open websocket
         assert set(ph) == set(bench_app._PHASES) and ph["ws_open"] <= ph["first_msg"] <= ph["h1"], (name, ph)
+        drawn = v["drawn"]   # counts of what the view drew: its title at least, the run's messages
+        assert drawn["elements"] >= 1 and drawn["Markdown blocks"] >= 1 and drawn["messages"] >= 3, (name, drawn)
+        assert drawn["DOM nodes"] > drawn["elements"], (name, drawn)
     assert "| plain Streamlit app (bench/plain_app.py) |" in proc.stdout
+    # the navigation lists 13 pages against the plain app's 3: more Markdown blocks (each link's label is one)
+    assert r["explorer front page"]["drawn"]["Markdown blocks"] > r[next(iter(bench_app.FIRST_VIEWS))]["drawn"][
+        "Markdown blocks"]
     # the deep link paints before its analysis: the analysis shown is timed too, at or after the first paint
     deep = r["explorer Overview (deep link)"]
     assert deep["first_visitor_result_s"] >= deep["first_visitor_s"] > 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+
 from bench.feed_ops import count_feed_ops, main
 from bench.hostile import hostile_samples
 from core.jinja.template import ChatTemplate
@@ -26,6 +28,11 @@ def test_counts_only_parsing_feeds_and_are_repeatable():
     # exact, not timed (the median: a process-wide cache, e.g. re's, may be refilled on any one feed)
     assert a.parsing == b.parsing and sorted(a.ops)[a.parsing // 2] == sorted(b.ops)[b.parsing // 2]
     assert len(a.ops) == a.parsing and min(a.ops) > max(a.lines) // 2
+    # every feed counted, the parsing ones as in ops; the p99 over all feeds is a parsing feed's count
+    from bench.feed_ops import _pct
+
+    assert len(a.every) == a.feeds and not collections.Counter(a.ops) - collections.Counter(a.every)
+    assert _pct(a.every, 0.99) in a.ops
     fns = {fn for _, fn in a.by_function}
     assert "StreamingParser._step" in fns and "PegStreamSession._parse_text" in fns
 

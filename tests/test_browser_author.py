@@ -67,6 +67,20 @@ def test_edit_live_render_reload_then_compare(app_url, browser):  # noqa: F811 -
     parser = page.locator('[data-testid="stMetric"]').filter(has_text="Parser changes").first
     assert "yes" in parser.inner_text()
     _shot(page, "author-02-compare-after-reload")
+    # the field table fits the page's left half: no sideways scroll, no cell's text running past its cell (the
+    # B column was cut off, and long field names ran into the next column)
+    fields = page.locator(".st-key-cte_fields_table")
+    fields.wait_for(timeout=60_000)
+    heads = fields.locator("th").all_inner_texts()
+    assert [h.strip() for h in heads] == ["field", "changes the parser", "A", "B"], heads
+    over = fields.evaluate("""e => { const t = e.querySelector('[data-testid=stTable]'), out = [];
+        if (t.scrollWidth > t.clientWidth + 1) out.push(['table', t.scrollWidth, t.clientWidth]);
+        for (const td of e.querySelectorAll('td')) for (const p of td.querySelectorAll('p'))
+            if (p.getBoundingClientRect().right > td.getBoundingClientRect().right + 1
+                || p.scrollWidth > p.clientWidth + 1)
+                out.push([p.innerText, p.scrollWidth, td.clientWidth]);
+        return out; }""")
+    assert not over, over
 
     _nav(page, "Edit")
     page.get_by_role("button", name="Revert to loaded").click()

@@ -3,6 +3,8 @@ failures not cached, and the analysis renderer running the probe environment's c
 
 from __future__ import annotations
 
+import re
+
 import jinja2
 import pytest
 
@@ -125,6 +127,13 @@ def test_syntax_errors_are_raised_and_not_cached(fresh_cache):
     assert ("", "{% for x in %}") not in jinja_cache._CODE_MEMO
 
 
+def _own_use() -> "re.Pattern[str]":
+    """The plain regex :func:`core.jinja.llama._uses_own` answers as: one of the dialect's own names after ``|``,
+    ``filter`` or ``is`` / ``is not``."""
+    names = "|".join(re.escape(n) for n in llama._own_names())
+    return re.compile(r"(?:\||\bfilter\b|\bis\b(?:\s+not\b)?)\s*(?:" + names + r")\b")
+
+
 def test_engine_shares_the_probe_code_only_for_sources_without_its_own_filters():
     assert set(llama._own_names()) == {"safe", "format"}
     # every corpus template in this sample that names neither generates identical code in both environments
@@ -132,12 +141,12 @@ def test_engine_shares_the_probe_code_only_for_sources_without_its_own_filters()
              "meta-llama-Llama-3.1-8B-Instruct.jinja", "Apertus-8B-Instruct.jinja", "Kimi-K3.jinja"]
     for name in names:
         src = template_source(name)
-        if not llama._own_use().search(src):
+        if not llama._uses_own(src):
             assert llama._llama_env().compile(src, raw=True) == llama.probe_environment().compile(src, raw=True), name
 
 
 def test_only_filter_or_test_syntax_counts_as_using_safe_or_format():
-    use = llama._own_use().search
+    use = llama._uses_own
     assert not use("Answer in the format you like; {{ messages[0].content }} stays safe")
     assert use("{{ x | safe }}") and use("{{ '%s'|format(x) }}") and use("{% filter safe %}x{% endfilter %}")
     assert use("{{ x|trim|\n  format(y) }}") and not use("{{ x | safety }}")
@@ -146,7 +155,7 @@ def test_only_filter_or_test_syntax_counts_as_using_safe_or_format():
 def test_fast_own_filter_check_agrees_with_the_pattern_on_the_corpus_and_generated_text():
     import random
 
-    pattern = llama._own_use().search
+    pattern = _own_use().search
     for p in sorted(TEMPLATES.glob("*.jinja")):
         src = p.read_text(encoding="utf-8")
         assert llama._uses_own(src) == bool(pattern(src)), p.name

@@ -350,7 +350,7 @@ def test_analysis_budget_setting(monkeypatch):
 
 
 def test_render_memo_holds_plain_data_only():
-    session_mod.clear_render_cache()
+    session_mod._GLOBAL_CACHE.clear()
     analyze(ChatTemplate("{{ raise_exception('no ' ~ messages|length) }}", "raises.jinja"))
     failures = [v for v in session_mod._GLOBAL_CACHE.values() if not isinstance(v, str)]
     assert failures

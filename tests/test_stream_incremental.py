@@ -733,3 +733,37 @@ def test_region_of_a_parse_is_found_on_the_next_feed():
     acc = apply_deltas(acc, sp.finish())
     assert acc == parser.parse(text)
     assert parsed_then_fast >= 4
+
+
+def test_a_node_made_again_that_maps_the_same_is_not_mapped_again(monkeypatch):
+    # a re-created node whose action reads no text (a call's opening, which takes the whitespace after the name),
+    # or one that ends where it did (a complete argument name or value), over the very same children maps as it
+    # did: the parse after a call's name does not map the opening again. bench.hostile's many-calls output of
+    # each special family: the opening's action runs once per call (Ling 3 and Muse Glimmer ran it three times
+    # per call before), and the stream still gives the one-shot parse
+    from pathlib import Path
+
+    from bench.hostile import FAMILY_ROUTES, hostile_samples
+    from core.chat import mapper as mapper_module
+    from core.jinja.template import ChatTemplate
+
+    opened = [0]
+    action = mapper_module.ACTIONS["tool-open"]
+
+    def counted(m, node):
+        opened[0] += 1
+        action(m, node)
+
+    for route, name in FAMILY_ROUTES:
+        sample = hostile_samples(ChatTemplate(Path(TEMPLATES, name).read_text(), name), route, 400,
+                                 kinds=("calls",))[0][0]
+        sp = StreamingParser(sample.parser)
+        opened[0] = 0
+        monkeypatch.setitem(mapper_module.ACTIONS, "tool-open", counted)
+        acc = AssistantMessage()
+        for ch in sample.output:
+            acc = apply_deltas(acc, sp.feed(ch))
+        monkeypatch.setitem(mapper_module.ACTIONS, "tool-open", action)
+        acc = apply_deltas(acc, sp.finish())
+        assert acc == sample.parser.parse(sample.output), name
+        assert len(acc.tool_calls) == 10 and opened[0] == 10, (name, opened[0])

@@ -23,10 +23,16 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   again on the rules written from kept3); the classes behind its misses were then fixed by structural rules, so its
   rows say ``"split": "dev"`` ("Sixth batch: kept4.jsonl"). One report (hermes-agent#8965) gives two rows: the same
   text read against the two templates of the models it names, with a different true cause for each.
-- ``kept5.jsonl``: the seventh batch, split ``"kept5"``, picked by a query rule fixed before reading and committed
-  before explain ran, scored once (0/1 cause, 0/1 fix) and not tuned to ("Seventh batch: kept5.jsonl (kept aside)").
-  The rule found four eligible new reports; three parse clean (cause ``NONE``) and the cap of a third ``NONE`` rows
-  leaves one row — a data point, not a rate."""
+- ``kept5.jsonl``: the seventh batch, picked by a query rule fixed before reading and committed before explain ran,
+  scored once (0/1 cause, 0/1 fix) as split ``"kept5"``; the class behind its miss (spaces a decoder put around
+  special tokens) was then fixed by a structural rule, so its row says ``"split": "dev"`` ("Seventh batch:
+  kept5.jsonl"). The rule found four eligible new reports; three parse clean (cause ``NONE``) and the cap of a third
+  ``NONE`` rows leaves one row — a data point, not a rate.
+- ``kept6.jsonl``: the eighth batch, split ``"kept6"``: 40 recorded real outputs from ``tests/data/real_outputs*/``
+  that our parser at ``llama.cpp`` fidelity reads differently from the message their source's engine read, picked
+  by a rule committed before explain ran (``scripts/triage_kept6_queue.py``), labelled and committed before the
+  triage ran, scored on first run (23/40 cause, 37/40 fix, 10/17 nearest), then again on the eighth round's rules,
+  written without it (25/40, 36/40, 10/17: pinned); not tuned to ("Eighth batch: kept6.jsonl (kept aside)")."""
 
 from __future__ import annotations
 
@@ -52,11 +58,12 @@ SCORES = {
     "kept2.jsonl": {"dev": (12, 12, 5, 5)},
     "kept3.jsonl": {"dev": (11, 11, 3, 3)},
     "kept4.jsonl": {"dev": (12, 12, 1, 1)},
-    "kept5.jsonl": {"kept5": (0, 0, 0, 0)},
+    "kept5.jsonl": {"dev": (1, 1, 0, 0)},
+    "kept6.jsonl": {"kept6": (25, 36, 10, 17)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
-         "kept4.jsonl": 12, "kept5.jsonl": 1}
+         "kept4.jsonl": 12, "kept5.jsonl": 1, "kept6.jsonl": 40}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -92,7 +99,8 @@ def _run(case: dict):
 def test_the_set_is_real_cited_and_new(name):
     cases = SETS[name]
     assert len(cases) == len({c["id"] for c in cases}) == SIZES[name]
-    assert all(c["source"].startswith("https://github.com/") and c["input"] and c["report_says"] for c in cases)
+    assert all(c["source"].startswith(("https://github.com/", "https://huggingface.co/")) and c["input"]
+               and c["report_says"] for c in cases)
     assert {c["cause"] for c in cases} <= {m.name for m in Mistake}
     assert {split(c) for c in cases} == set(SCORES[name])
     earlier = [c for n in list(SIZES)[:list(SIZES).index(name)] for c in SETS[n]]
@@ -121,8 +129,28 @@ def test_the_sixth_batch_notes_its_causes_and_how_its_requests_were_written():
 
 def test_the_seventh_batch_notes_its_cause_and_keeps_none_rows_within_a_third():
     cases = SETS["kept5.jsonl"]
-    assert all(c["cause_note"] and c["note"] and c["split"] == "kept5" for c in cases)
+    assert all(c["cause_note"] and c["note"] and c["split"] == "dev" for c in cases)
     assert 3 * sum(c["cause"] == "NONE" for c in cases) <= len(cases)
+
+
+def test_the_eighth_batch_is_recorded_real_outputs_picked_by_its_rule():
+    """Every kept6 row is a failing row of tests/data/real_outputs*/ (same source and output, the engine's message
+    kept as ``engine_message``), at its queue position; NONE rows stay within a third; the set spreads over
+    families and causes."""
+    from core.chat.realset import load_cases
+
+    real = {c.id: c for d in sorted((ROOT / "tests" / "data").glob("real_outputs*")) for c in load_cases(str(d))}
+    cases = SETS["kept6.jsonl"]
+    for c in cases:
+        r = real[c["id"].removeprefix("kept6-")]
+        assert (c["source"], c["input"], c["template"], c["engine_message"]) == (r.source, r.output, r.template,
+                                                                               r.expect)
+        assert c["cause_note"] and c["note"] and c["split"] == "kept6"
+        assert "expect" not in c or c["expect"] == r.expect
+    positions = [int(c["note"].split("queue position ")[1].split(",")[0]) for c in cases]
+    assert positions == list(range(1, 41))
+    assert 3 * sum(c["cause"] == "NONE" for c in cases) <= len(cases)
+    assert len({c["template"] for c in cases}) >= 30 and len({c["cause"] for c in cases}) >= 10
 
 
 @pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl", "kept4.jsonl") for c in SETS[n]
@@ -148,7 +176,8 @@ def test_the_hand_fix_works(case):
     req = ChatRequest.from_dict(case)
     broken = explain(t, req, case["input"], fixes=False).message
     msg, clean = apply_fix(t, req, case["input"], case["fix"]["change"])
-    assert clean and msg != broken, msg
+    # a fix marked "clean": false reads the message right but the output stays unfinished (reasoning never closed)
+    assert clean != (case["fix"].get("clean") is False) and msg != broken, msg
     if "expect" in case:        # the message the report (tests/data/drift) says the output means
         assert _same(msg, case["expect"]), msg
 
@@ -857,3 +886,240 @@ def test_a_hostile_schema_is_read_without_a_traceback(params: dict) -> None:
         for fidelity in ("llama.cpp", "improved"):
             ex = explain(template, request, output, fidelity=fidelity)
             assert ex.triage is not None and ex.consistency == ""
+
+
+def _reference(case_id: str) -> dict:
+    """A case of llama.cpp's own parser tests (/work/shared/reference/cases.jsonl: the inputs of its
+    tests/test-chat.cpp), whose output the tests below change the way a model or a decoder does."""
+    from .conftest import REFERENCE
+
+    return json.loads(next(line for line in (REFERENCE / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+                           if f'"{case_id}"' in line))
+
+
+def _run_output(case: dict, output: str, template: str = ""):
+    c = {**case, "input": output, "template": template or case["template"]}
+    return _run(c)
+
+
+def test_spaces_a_decoder_put_around_special_tokens_are_deleted_and_the_output_reparsed():
+    # Kimi K2 Thinking via Chutes (kept5): ` <|tool_calls_section_begin|> <|tool_call_begin|> functions.… ` — one
+    # space on each side of every special token; the closing </think> has none (the client's wrapper)
+    c = SETS["kept5.jsonl"][0]
+    ex, tg = _run(c)
+    assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED
+    assert any("every one of the 5 special tokens inside the output has a space on each side" in e
+               and "spaces_between_special_tokens" in e and "`</think>`" in e for e in tg.evidence), tg.evidence
+    server = tg.fixes[0]
+    assert server.kind.value == "server" and server.change["server"] == "decode-special-tokens-without-spaces"
+    assert server.change["output"] == c["fix"]["change"]["output"]
+    assert _same(server.message, c["expect"])
+    from core.explain.triage import _Budget, _context, _decoder_spaced
+
+    t, req = _template(c["template"]), ChatRequest.from_dict(c)
+    s = _Setup(t, req, "llama.cpp", {})
+    b = _build(s)
+    ctx = _context(s, b)
+    # one token without its spaces: not a decoder that spaces every special token
+    one = c["input"].replace(" <|tool_call_begin|> ", "<|tool_call_begin|> ")
+    assert _decoder_spaced(s, b, one, ctx, _Budget(30.0, 10)) is None
+
+
+def test_a_json_call_object_is_compared_with_the_templates_render_of_a_call():
+    # Hermes 2 Pro (llama.cpp's test input ref-0096) with the model's slips: keys swapped, a "function" level
+    # around the call, "parameters" for "arguments"
+    c = _reference("ref-0096")
+    ex, tg = _run_output(c, '<tool_call>\n{"arguments": {"arg1": 1}, "name": "special_function"}</tool_call>')
+    assert tg.mistake == Mistake.FIELD_ALIAS
+    assert any("writes the keys in the order `\"arguments\"`, `\"name\"` where the template writes `\"name\"`, "
+               "`\"arguments\"`" in e for e in tg.evidence), tg.evidence
+    assert tg.fixes[0].change == {"repairs": ["json-field-order"]}
+    assert _calls_of_message(tg.fixes[0].message) == [("special_function", {"arg1": 1})]
+    ex, tg = _run_output(c, '<tool_call>\n{"function": {"name": "special_function", "arguments": {"arg1": 1}}}'
+                            '</tool_call>')
+    assert tg.mistake == Mistake.FOREIGN_WRAPPER
+    assert any("sits under `\"function\"`, a level the template's call never writes" in e for e in tg.evidence)
+    ex, tg = _run_output(c, '<tool_call>\n{"name": "special_function", "parameters": {"arg1": 1}}</tool_call>')
+    assert tg.mistake == Mistake.FIELD_ALIAS
+    assert any("under `\"parameters\"` where the template writes `\"arguments\"`" in e for e in tg.evidence)
+    # a member the template's call never has, in the object the parse stopped inside
+    ex, tg = _run_output(c, '<tool_call>\n{"name": "special_function", "arguments": {"arg1": 1}, "id": "call_1"}'
+                            '</tool_call>')
+    assert tg.mistake == Mistake.FIELD_ALIAS
+    assert any("writes `\"id\"` beside the members the template writes" in e for e in tg.evidence), tg.evidence
+    # Mistral Nemo (ref-0344): its template renders a call only with a nine-digit id, which the render uses
+    ex, tg = _run_output(_reference("ref-0344"), '[TOOL_CALLS][{"arguments": {"arg1": 1}, "name": "special_function", '
+                                                 '"id": "123456789"}]')
+    assert tg.mistake == Mistake.FIELD_ALIAS
+    assert any("in the order `\"arguments\"`, `\"name\"`, `\"id\"` where the template writes `\"name\"`, "
+               "`\"arguments\"`, `\"id\"`" in e for e in tg.evidence), tg.evidence
+    # Command R7B writes `tool_name` / `parameters` after `tool_call_id`: its own order is no slip
+    from core.explain.triage import _json_call_in
+
+    shape = _json_call_in('[{"tool_call_id": "0", "tool_name": "f", "parameters": {}}]', {"f"})
+    assert shape.keys == ("tool_call_id", "tool_name", "parameters") and shape.name_key == "tool_name"
+    assert shape.args_key == "parameters" and shape.path == ()
+    assert _json_call_in('{"tool_calls": [{"function": {"name": "f"}}]}', {"f"}).path == ("tool_calls", "function")
+    assert _json_call_in('{"answer": "f"', {"f"}) is None and _json_call_in('{"x": 1} {"name": "f"}', {"f"}) is None
+
+
+def _calls_of_message(message: dict) -> list:
+    return [(tc["function"]["name"], json.loads(tc["function"]["arguments"])) for tc in message.get("tool_calls") or []]
+
+
+def test_reasoning_causes_read_the_analysis_markers_not_think():
+    # Command R7B (llama.cpp's test input ref-0048): <|START_THINKING|> … <|END_THINKING|><|START_ACTION|>[…]
+    c = _reference("ref-0048")
+    out = c["input"]
+    ex, tg = _run_output(c, "<|START_THINKING|>" + out)        # the opener written twice
+    assert ex.clean and tg.mistake == Mistake.REOPENED_REASONING
+    assert tg.fixes[0].change == {"repairs": ["reasoning-start-repeated"]}
+    ex, tg = _run_output(c, out.replace("<|END_THINKING|>", ""))     # never closed, the call inside
+    assert tg.mistake == Mistake.REASONING_NOT_CLOSED
+    assert any("`<|START_ACTION|>`" in e and "`<|END_THINKING|>`" in e for e in tg.evidence)
+    ex, tg = _run_output(c, out.replace("<|START_THINKING|>", ""))   # the end without the start
+    assert tg.mistake == Mistake.REASONING_SETTING
+    assert any("closes the reasoning with `<|END_THINKING|>` but never opens it with `<|START_THINKING|>`" in e
+               for e in tg.evidence), tg.evidence
+    assert not any(f.kind.value == "server" for f in tg.fixes)     # the decoder kept its pair: not stripped
+    # the template as Cohere ships it: our analysis finds no reasoning markers there — its gap, not a wrapper
+    ex, tg = _run_output(c, out, "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja")
+    assert tg.mistake == Mistake.FORMAT_NOT_FOUND
+    assert any("`<|START_THINKING|>`, a control token the template's source writes, but our analysis found it in "
+               "no role" in e and "a gap of the analysis" in e for e in tg.evidence), tg.evidence
+    assert [f.kind.value for f in tg.fixes] == ["fidelity"]        # not content.start = <|START_THINKING|>
+    assert _calls_of_message(tg.fixes[0].message) == [("special_function", {"arg1": 1})]
+
+
+def test_a_dropped_reasoning_closer_is_where_the_output_has_only_its_whitespace():
+    # Qwen3.5 (llama.cpp's test input ref-0000) with `</think>` taken out as a decoder skipping special tokens
+    # does: `thinking\n\n\nHello` — the template writes `\n</think>\n\n` there
+    c = _reference("ref-0000")
+    assert "thinking\n</think>\n\nHello" in c["input"]
+    ex, tg = _run_output(c, c["input"].replace("</think>", ""))
+    assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED
+    assert any("exactly the whitespace the template writes around `</think>` (`↵</think>↵↵`)" in e
+               for e in tg.evidence), tg.evidence
+    server = tg.fixes[0]
+    assert server.change == {"server": "keep-special-tokens", "output": c["input"]}
+    # llama.cpp's own answer for the output as written (explain's parse keeps the `\n` before `</think>` in the
+    # reasoning here, where llama.cpp's final message trims it)
+    assert server.message["content"] == c["expect"]["content"]
+    assert server.message["reasoning_content"].strip() == c["expect"]["reasoning_content"]
+    from core.explain.triage import _stripped_places
+
+    assert _stripped_places("R one.\n\nR two\n\n\nAnswer.", "\n", "\n\n") == [14]
+    # a paragraph break is a place only when it is the output's only one; no whitespace: glued sentences
+    assert _stripped_places("R one.\n\nAnswer.", "", "\n\n") == [6]
+    assert _stripped_places("R one.\n\nR two.\n\nAnswer.", "", "\n\n") == []
+    assert _stripped_places("friendlier.1 + 1 = 2", "", "") == [11]
+
+
+def test_an_end_of_turn_token_kept_after_the_call_is_trailing_text_not_a_wrapper():
+    # Hermes 2 Pro (llama.cpp's test input ref-0096) with the `<|im_end|>` a server stops at left at the end: it was
+    # "a wrapper the template does not render"
+    c = _reference("ref-0096")
+    ex, tg = _run_output(c, c["input"] + "<|im_end|>")
+    assert tg.mistake == Mistake.TRAILING_TEXT
+    assert any("ends with `<|im_end|>` after the complete call, which the template writes to end the assistant turn"
+               in e for e in tg.evidence), tg.evidence
+    assert tg.fixes[0].change == {"repairs": ["trailing-end-of-turn"]}
+
+
+def test_the_templates_own_call_markup_without_its_opener_is_an_omitted_opener_not_a_wrapper():
+    # Qwen3.5 (llama.cpp's test input ref-0002): the call without `<tool_call>` was "wrapped in `<function=`", the
+    # template's own markup; without `</tool_call>` at the very end (a stop string a server removed) it was a cut
+    c = _reference("ref-0002")
+    out = c["input"]
+    ex, tg = _run_output(c, out[len("<tool_call>\n"):])
+    assert tg.mistake == Mistake.OMITTED_OPENER
+    assert tg.nearest.edits[0].new == "<tool_call>"
+    ex, tg = _run_output(c, out[:-len("</tool_call>")])
+    assert tg.mistake == Mistake.STOP_STRING_STRIPPED
+    server = [f for f in tg.fixes if f.kind.value == "server"]
+    assert server and server[0].change == {"server": "keep-stop-string", "output": out}
+
+
+def test_a_python_literal_inside_json_arguments_is_a_type_mismatch():
+    # Hermes 2 Pro (llama.cpp's test input ref-0096) with Python's `True` for the integer `arg1`: the parse stops
+    # at the arguments object; it was "another family's format"
+    c = _reference("ref-0096")
+    ex, tg = _run_output(c, c["input"].replace('"arg1": 1', '"arg1": True'))
+    assert tg.mistake == Mistake.TYPE_MISMATCH
+    assert any("`arg1` = `True`: the model wrote the Python literal `True` inside the call's JSON arguments, where "
+               "JSON writes true (the schema's type is `integer`)" in e for e in tg.evidence), tg.evidence
+    from core.explain.triage import _python_literal_inside
+
+    req = ChatRequest.from_dict(c)
+    assert _python_literal_inside(req, '{"a": "True", "b": None}', 0).startswith("`b` = `None`")
+    assert "Python literal `False`" in _python_literal_inside(req, '[1, False]', 0)
+    assert _python_literal_inside(req, '{"a": "it\'s", "b": \'x\'}', 0).startswith("`b` = `'x'`")
+    assert _python_literal_inside(req, '{"a": "True"} True', 0) == ""        # outside the value: not its fault
+
+
+def test_an_end_of_sequence_token_left_after_a_clean_call_is_trailing_text_with_a_server_fix():
+    # Gemma 4 (llama.cpp's test input ref-0075) with `<|endoftext|>` kept: the parse reads the call and leaves the
+    # token as content; "call:" (Gemma 4's own syntax) made it "another format"
+    c = _reference("ref-0075")
+    ex, tg = _run_output(c, c["input"] + "<|endoftext|>")
+    assert ex.clean and ex.message["content"] == "<|endoftext|>"
+    assert tg.mistake == Mistake.TRAILING_TEXT
+    server = [f for f in tg.fixes if f.kind.value == "server"]
+    assert server and server[0].change == {"server": "strip-stop-token", "output": c["input"]}
+    assert _same(server[0].message, c["expect"])
+
+
+def test_an_argument_name_the_schema_does_not_declare_is_an_unknown_parameter_with_a_schema_edit():
+    # Qwen3-Coder (llama.cpp's test input ref-0118) with the argument named `zzz`: the parse stops where it expects a
+    # declared name (`arg1`); it was "an omitted marker"
+    c = _reference("ref-0118")
+    ex, tg = _run_output(c, c["input"].replace("arg1", "zzz"))
+    assert tg.mistake == Mistake.UNKNOWN_PARAMETER
+    assert any("names an argument `zzz`, which `special_function`'s schema does not declare, where the parser "
+               "expected a declared name (`arg1`)" in e for e in tg.evidence), tg.evidence
+    f = next(f for f in tg.fixes if f.kind.value == "request")
+    assert f.change["request"]["type"] == {"special_function": {"zzz": "string"}}
+    assert f.change["request"]["required"] == {"special_function": []}
+    assert _calls_of_message(f.message) == [("special_function", {"zzz": "1"})]
+
+
+def test_a_reasoning_opener_left_in_the_message_is_named_before_a_loose_call_reading():
+    # gpt-oss (llama.cpp's test input, reasoning then answer) with its analysis header written twice: the parse is
+    # clean and leaves `<|channel|>analysis<|message|>` in the reasoning; a loose "`<` starts a call" reading named
+    # it "tools not sent"
+    from .conftest import REFERENCE
+
+    c = next(json.loads(x) for x in (REFERENCE / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+             if '"openai-gpt-oss-120b.jinja"' in x and '"reasoning_content"' in x and '"is_partial": false' in x)
+    r_start = "<|channel|>analysis<|message|>"
+    assert c["input"].startswith(r_start)
+    ex, tg = _run_output(c, r_start + c["input"])
+    assert ex.clean and tg.mistake == Mistake.REOPENED_REASONING
+
+
+def test_a_call_written_before_the_reasoning_closes_is_not_a_cut():
+    # Qwen3's template with llama.cpp's Hermes-format test call (ref-0096, the same `<tool_call>\n{…}</tool_call>`)
+    # written inside the think block, `</think>` after it: the parse ends inside a call in the reasoning, which
+    # read as a cut
+    c = {**_reference("ref-0096"), "reasoning_format": "auto", "enable_thinking": True}
+    out = "<think>\nI'm\nthinking\n" + c["input"] + "\n</think>\n\n"
+    ex, tg = _run_output(c, out, "Qwen-Qwen3-0.6B.jinja")
+    assert not ex.message.get("tool_calls") and "<tool_call>" in ex.message["reasoning_content"]
+    assert tg.mistake == Mistake.REASONING_NOT_CLOSED
+    assert any("closes the reasoning with `</think>` only after it" in e for e in tg.evidence), tg.evidence
+
+
+def test_a_marker_written_with_a_piece_left_out_is_an_omitted_marker_not_a_wrapper():
+    # DeepSeek-V4 (llama.cpp's test input ref-0165) with `｜DSML｜` left out of the first tag only: the other tags
+    # keep it (no decoder dropped it); it was "the output wraps the call in `<tool_calls>`"
+    c = _reference("ref-0165")
+    assert c["input"].startswith("<｜DSML｜tool_calls>")
+    ex, tg = _run_output(c, c["input"].replace("｜DSML｜", "", 1))
+    assert tg.mistake == Mistake.OMITTED_MARKER
+    assert any("wrote `<tool_calls>` where the template writes `<｜DSML｜tool_calls>`: it left `｜DSML｜` out" in e
+               for e in tg.evidence), tg.evidence
+    from core.explain.triage import Edit, _inserted_piece
+
+    assert _inserted_piece(Edit("replace", 0, "<tool_calls>", "<｜DSML｜tool_calls>")) == "｜DSML｜"
+    assert _inserted_piece(Edit("replace", 0, "<tool_call>", "<tool_call>\n")) == ""      # whitespace: no piece
+    assert _inserted_piece(Edit("replace", 0, '"parameters"', '"arguments"')) == ""

@@ -2,11 +2,10 @@
 
 Public API: :func:`analyze` → :class:`AnalysisReport`, :func:`reapply` (workarounds and overrides again,
 no renders), :class:`Comparison`, the result dataclasses (:class:`TemplateAnalysis` …), the workaround
-rules (:data:`WORKAROUNDS`), routing (:func:`detect_route`) and :func:`generation_prompt`.
+rules (:data:`WORKAROUNDS`) and routing (:func:`detect_route`).
 """
 
 from .analyzer import REFERENCE_MESSAGES, REFERENCE_TOOLS, AnalysisReport, analyze, apply_overrides, reapply
-from .generation_prompt import generation_prompt
 from .result import (
     CallIdPosition,
     Caps,
@@ -23,13 +22,13 @@ from .result import (
     ToolsAnalysis,
 )
 from .routing import Route, detect_route
-from .session import Comparison, clear_render_cache
+from .session import Comparison
 from .workarounds import WORKAROUNDS, Workaround
 
 __all__ = [
     "AnalysisReport", "CallIdPosition", "Caps", "Comparison", "ContentAnalysis", "ContentMode",
     "REFERENCE_MESSAGES", "REFERENCE_TOOLS", "ReasoningAnalysis", "ReasoningMode", "Route", "TemplateAnalysis",
     "ToolArgumentsAnalysis", "ToolCallIdAnalysis", "ToolFormat", "ToolFormatAnalysis", "ToolFunctionAnalysis",
-    "ToolsAnalysis", "WORKAROUNDS", "Workaround", "analyze", "apply_overrides", "clear_render_cache",
-    "detect_route", "generation_prompt", "reapply",
+    "ToolsAnalysis", "WORKAROUNDS", "Workaround", "analyze", "apply_overrides",
+    "detect_route", "reapply",
 ]

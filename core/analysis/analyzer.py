@@ -141,8 +141,7 @@ class AnalysisReport:
 
 
 def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
-            overrides: dict[str, Any] | None = None, caps: Caps | None = None,
-            with_generation_prompt: bool = True, strict: bool = False,
+            overrides: dict[str, Any] | None = None, caps: Caps | None = None, strict: bool = False,
             fidelity: Fidelity | str = DEFAULT_FIDELITY,
             disabled_improvements: Iterable[str] = (),
             budget_s: float | None = None) -> AnalysisReport:
@@ -166,8 +165,7 @@ def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
     """
     budget = default_budget_s() if budget_s is None else budget_s
     with analysis_budget(budget if budget > 0 else None) as b:
-        report = _analyze(template, disabled_workarounds, overrides, caps, with_generation_prompt, strict,
-                          fidelity, disabled_improvements)
+        report = _analyze(template, disabled_workarounds, overrides, caps, strict, fidelity, disabled_improvements)
     if b is not None and b.exceeded:
         _CAPS_CACHE.discard(source_digest(template.source))  # caps probed under a cut budget may be wrong
         raise AnalysisError(template.name, b.message())
@@ -175,7 +173,7 @@ def analyze(template: ChatTemplate, *, disabled_workarounds: Iterable[str] = (),
 
 
 def _analyze(template: ChatTemplate, disabled_workarounds: Iterable[str], overrides: dict[str, Any] | None,
-             caps: Caps | None, with_generation_prompt: bool, strict: bool, fidelity: Fidelity | str,
+             caps: Caps | None, strict: bool, fidelity: Fidelity | str,
              disabled_improvements: Iterable[str]) -> AnalysisReport:
     t0 = time.perf_counter()
     disabled = list(disabled_workarounds or ())
@@ -243,9 +241,7 @@ def _analyze(template: ChatTemplate, disabled_workarounds: Iterable[str], overri
         first = s.failures[0] if s.failures else "no probe ran"
         raise AnalysisError(template.name, f"the template fails to render every probe (first: {first})")
 
-    gp, gp_error = "", None
-    if with_generation_prompt:
-        gp, gp_error = _generation_prompt(s)
+    gp, gp_error = _generation_prompt(s)
     report = AnalysisReport(
         analysis=raw, raw=raw, comparisons=s.comparisons, workarounds_applied=[],
         probe_failures=failures + s.failures, generation_prompt=gp, route=route, template_name=template.name,

@@ -4,14 +4,14 @@ Follows llama.cpp ``common/jinja/caps.cpp`` (``caps_get``): every probe renders 
 whose values *record how the template uses them* (:func:`core.jinja.llama.render_tracked`, usage tracking of
 :mod:`core.jinja.usage`, rendered in llama.cpp's dialect), then reads those records.
 
-Public API: :func:`probe_caps`, :func:`probe_caps_report` (every probe kept for display) and
+Public API: :func:`probe_caps`, :func:`probe_caps_report` (with every probe run) and
 :func:`normalize_messages`.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..jinja.llama import ProbeResult, render_tracked
@@ -75,19 +75,13 @@ def _base_context(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
 
 @dataclass
 class CapsProbe:
-    """One capability probe, kept for display: ``id`` (e.g. ``"system_role"``), ``title`` (a sentence),
-    ``inputs`` (the plain globals rendered: messages, tools, extra variables), ``success``, ``output``,
-    ``error``, ``observed`` (what the probe read from the usage records, e.g.
-    ``{"messages[0].content used": False}``) and ``changed`` (flags this probe set, name -> value)."""
+    """One capability probe: ``id`` (e.g. ``"system_role"``), ``title`` (what it asks), ``success`` and
+    ``error`` of its render."""
 
     id: str
     title: str
-    inputs: dict[str, Any]
     success: bool
-    output: str
     error: str | None
-    observed: dict[str, Any] = field(default_factory=dict)
-    changed: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass
@@ -107,10 +101,7 @@ class _Runner:
         self.timed_out: str | None = None
         self.probes: list[CapsProbe] = []
 
-    def run(self, pid: str, title: str, context: dict[str, Any], **kw: Any) -> tuple[ProbeResult, CapsProbe]:
-        # not copied: every probe builds its context afresh and nothing changes it after this call (the render
-        # gets tracked copies of it, see render_tracked)
-        inputs = {k: v for k, v in context.items() if k not in ("bos_token", "eos_token")}
+    def run(self, pid: str, title: str, context: dict[str, Any], **kw: Any) -> ProbeResult:
         if self.timed_out:
             rec = UsageRecorder()
             res = ProbeResult(False, "", f"skipped: an earlier probe hit the time limit ({self.timed_out})",
@@ -122,11 +113,9 @@ class _Runner:
             elif not res.success:
                 retry = _with_empty_reasoning(context)
                 if retry is not None:   # b11549 caps.cpp: one retry, for templates that need the field
-                    context, inputs = retry, {k: v for k, v in retry.items() if k not in ("bos_token", "eos_token")}
-                    res = render_tracked(self.template, context, **kw)
-        probe = CapsProbe(pid, title, inputs, res.success, res.output, res.error)
-        self.probes.append(probe)
-        return res, probe
+                    res = render_tracked(self.template, retry, **kw)
+        self.probes.append(CapsProbe(pid, title, res.success, res.error))
+        return res
 
 
 def _with_empty_reasoning(context: dict[str, Any]) -> dict[str, Any] | None:
@@ -156,15 +145,9 @@ def _wrapped_copy(rec: UsageRecorder, context: dict[str, Any], kw: dict[str, Any
     return ctx
 
 
-def _set(caps: Caps, probe: CapsProbe, flag: str, value: bool) -> None:
-    if getattr(caps, flag) != value:
-        probe.changed[flag] = value
-    setattr(caps, flag, value)
-
-
 def probe_caps_report(template: ChatTemplate) -> CapsReport:
     """Probe a template's capabilities by instrumented renders, as llama.cpp's ``caps_get`` does
-    (``common/jinja/caps.cpp``; analysis notes §3), and keep every probe for display.
+    (``common/jinja/caps.cpp``; analysis notes §3), and list every probe run.
 
     Probes in upstream order: typed content (plus a second typed-content probe with ``content: []`` when
     the template tested ``content is string``), system role, one tool call with object arguments, one
@@ -179,90 +162,72 @@ def probe_caps_report(template: ChatTemplate) -> CapsReport:
     rec_has = UsageRecorder.has_op
 
     # 1. typed content
-    r, p = run.run("typed_content", "Is string content rendered, or is content read as a list of parts?",
-                   _base_context([{"role": "user", "content": STRING_MARKER}], None))
+    r = run.run("typed_content", "Is string content rendered, or is content read as a list of parts?",
+                _base_context([{"role": "user", "content": STRING_MARKER}], None))
     content = r.context["messages"][0]["content"]
     checks_for_string = rec_has(r.recorder, content, "test_is_string")
     used_as_array = rec_has(r.recorder, content, "selectattr") or rec_has(r.recorder, content, "array_access")
-    p.observed = {"messages[0].content ops": sorted(r.recorder.stats(content).ops),
-                  "marker in output": STRING_MARKER in r.output}
     if used_as_array:
-        _set(caps, p, "supports_typed_content", True)
+        caps.supports_typed_content = True
     if not r.success:
-        _set(caps, p, "supports_string_content", False)
+        caps.supports_string_content = False
     elif used_as_array and STRING_MARKER not in r.output:
-        _set(caps, p, "supports_string_content", False)
+        caps.supports_string_content = False
 
     if checks_for_string:
-        r, p = run.run("typed_content_list", "The template tests `content is string`: is list content read?",
-                       _base_context([{"role": "user", "content": []}], None))
+        r = run.run("typed_content_list", "The template tests `content is string`: is list content read?",
+                    _base_context([{"role": "user", "content": []}], None))
         content = r.context["messages"][0]["content"]
         used_as_array = rec_has(r.recorder, content, "selectattr") or rec_has(r.recorder, content, "array_access")
-        p.observed = {"messages[0].content ops": sorted(r.recorder.stats(content).ops)}
         if used_as_array and r.success:
-            _set(caps, p, "supports_typed_content", True)
+            caps.supports_typed_content = True
 
     # 2. system role
-    r, p = run.run("system_role", "Is the system message's content read?", _base_context([
+    r = run.run("system_role", "Is the system message's content read?", _base_context([
         {"role": "system", "content": "System message"},
         {"role": "user", "content": "User message"},
     ], None))
-    used = r.recorder.used(r.context["messages"][0]["content"])
-    p.observed = {"messages[0].content used": used}
-    if not used:
-        _set(caps, p, "supports_system_role", False)
+    if not r.recorder.used(r.context["messages"][0]["content"]):
+        caps.supports_system_role = False
 
     # 3. one tool call, object arguments
-    r, p = run.run("tool_call_object_args", "One tool call with object arguments: are tools, calls and "
-                   "argument values read?",
-                   _base_context(_tool_conversation([_tool_call("call00001", {"arg": "value"})]), _probe_tools()))
+    r = run.run("tool_call_object_args", "One tool call with object arguments: are tools, calls and "
+                "argument values read?",
+                _base_context(_tool_conversation([_tool_call("call00001", {"arg": "value"})]), _probe_tools()))
     if r.success:
         msgs, tools = r.context["messages"], r.context["tools"]
         tool_calls = msgs[1]["tool_calls"]
-        p.observed = {
-            "tools[0].function.name used": r.recorder.used(tools[0]["function"]["name"]),
-            "messages[1].tool_calls used": r.recorder.used(tool_calls),
-            "messages[1].tool_calls[0].function.arguments.arg used":
-                r.recorder.used(tool_calls[0]["function"]["arguments"]["arg"]),
-        }
         if not r.recorder.used(tools[0]["function"]["name"]):
-            _set(caps, p, "supports_tools", False)
+            caps.supports_tools = False
         if not r.recorder.used(tool_calls):
-            _set(caps, p, "supports_tool_calls", False)
+            caps.supports_tool_calls = False
         elif r.recorder.used(tool_calls[0]["function"]["arguments"]["arg"]):
-            _set(caps, p, "supports_object_arguments", True)
+            caps.supports_object_arguments = True
 
     # 4. one tool call, string arguments
     if not caps.supports_object_arguments:
-        r, p = run.run("tool_call_string_args", "One tool call with arguments as a JSON string: does it render, "
-                       "are tools and calls read?",
-                       _base_context(_tool_conversation([_tool_call("call00001", '{"arg": "value"}')]),
-                                     _probe_tools()))
+        r = run.run("tool_call_string_args", "One tool call with arguments as a JSON string: does it render, "
+                    "are tools and calls read?",
+                    _base_context(_tool_conversation([_tool_call("call00001", '{"arg": "value"}')]),
+                                  _probe_tools()))
         if not r.success:
-            _set(caps, p, "supports_tool_calls", False)
-            _set(caps, p, "supports_tools", False)
+            caps.supports_tool_calls = False
+            caps.supports_tools = False
         else:
             msgs, tools = r.context["messages"], r.context["tools"]
-            p.observed = {"tools[0].function.name used": r.recorder.used(tools[0]["function"]["name"]),
-                          "messages[1].tool_calls used": r.recorder.used(msgs[1]["tool_calls"])}
             if not r.recorder.used(tools[0]["function"]["name"]):
-                _set(caps, p, "supports_tools", False)
+                caps.supports_tools = False
             if not r.recorder.used(msgs[1]["tool_calls"]):
-                _set(caps, p, "supports_tool_calls", False)
+                caps.supports_tool_calls = False
 
     # 5. parallel tool calls
     args: Any = {"arg": "value"} if caps.supports_object_arguments else '{"arg": "value"}'
-    r, p = run.run("parallel_tool_calls", "Two tool calls in one message: is the second call read?",
-                   _base_context(_tool_conversation([_tool_call("call00001", args),
-                                                     _tool_call("call00002", copy.deepcopy(args))]),
-                                 _probe_tools()))
-    if not r.success:
-        _set(caps, p, "supports_parallel_tool_calls", False)
-    else:
-        used = r.recorder.used(r.context["messages"][1]["tool_calls"][1]["function"])
-        p.observed = {"messages[1].tool_calls[1].function used": used}
-        if not used:
-            _set(caps, p, "supports_parallel_tool_calls", False)
+    r = run.run("parallel_tool_calls", "Two tool calls in one message: is the second call read?",
+                _base_context(_tool_conversation([_tool_call("call00001", args),
+                                                  _tool_call("call00002", copy.deepcopy(args))]),
+                              _probe_tools()))
+    if not r.success or not r.recorder.used(r.context["messages"][1]["tool_calls"][1]["function"]):
+        caps.supports_parallel_tool_calls = False
 
     # 6. preserve reasoning (judged on the output only: a test on reasoning_content is not enough)
     ctx = _base_context([
@@ -274,20 +239,17 @@ def probe_caps_report(template: ChatTemplate) -> CapsReport:
     ], None)
     ctx.update(enable_thinking=True, preserve_thinking=True, clear_thinking=False,
                truncate_history_thinking=False, drop_thinking=False)
-    r, p = run.run("preserve_reasoning", "Is reasoning of an earlier assistant turn rendered?", ctx)
-    p.observed = {"placeholder in output": REASONING_PLACEHOLDER in r.output}
+    r = run.run("preserve_reasoning", "Is reasoning of an earlier assistant turn rendered?", ctx)
     if REASONING_PLACEHOLDER in r.output:
-        _set(caps, p, "supports_preserve_reasoning", True)
+        caps.supports_preserve_reasoning = True
 
     # 7. reasoning effort: reasoning_effort and reasoning_strength are bound to one shared value
     ctx = _base_context([{"role": "user", "content": "User message"}], None)
     ctx.update(enable_thinking=True, reasoning_effort="low")
-    r, p = run.run("reasoning_effort", "Is `reasoning_effort` (or `reasoning_strength`) read?", ctx,
-                   tracked_keys=("messages", "tools", "reasoning_effort"),
-                   aliases={"reasoning_strength": "reasoning_effort"})
-    used = r.recorder.used(r.context["reasoning_effort"])
-    p.observed = {"reasoning_effort used": used}
-    _set(caps, p, "supports_reasoning_effort", used)
+    r = run.run("reasoning_effort", "Is `reasoning_effort` (or `reasoning_strength`) read?", ctx,
+                tracked_keys=("messages", "tools", "reasoning_effort"),
+                aliases={"reasoning_strength": "reasoning_effort"})
+    caps.supports_reasoning_effort = r.recorder.used(r.context["reasoning_effort"])
     return CapsReport(caps, run.probes)
 
 

@@ -50,11 +50,6 @@ class Improvement:
     description: str
     example: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"name", "title", "stage", "description", "example"}``."""
-        return {"name": self.name, "title": self.title, "stage": self.stage, "description": self.description,
-                "example": self.example}
-
 
 STRING_ARGUMENT_PROBES = "string-argument-probes"
 MARKER_WHITESPACE_ALIGNMENT = "marker-whitespace-alignment"
@@ -77,10 +72,6 @@ NULL_CONTENT_CALLS = "null-content-calls"
 CALL_TURN_CAPS = "call-turn-caps"
 TRANSFORMERS_DIALECT = "transformers-dialect"
 METADATA_CALL_TURNS = "metadata-call-turns"
-PARSER_IMPROVEMENTS = (PYTHON_LITERAL_VALUES, JSON_CALL_SEPARATORS, JSON_ARRAY_START, OPEN_CONTENT_BEFORE_CALLS,
-                       GENERATION_PROMPT_PREAMBLE, CONTENT_TURN_HEADER, CONTENT_INSIDE_SECTION_START,
-                       GEMMA_CALL_SYNTAX, WRAPPED_CONTENT_TAGGED_CALLS, METADATA_CALL_TURNS)
-"""The improvements that act on the generated parser (stage ``"parser"``)."""
 
 IMPROVEMENTS: list[Improvement] = [
     Improvement(
@@ -421,6 +412,6 @@ __all__ = ["CALL_TURN_CAPS", "NULL_CONTENT_CALLS", "REASONING_FIELD", "REASONING
            "DEFAULT_FIDELITY", "Fidelity", "GEMMA_CALL_SYNTAX", "GENERATION_PROMPT_PREAMBLE", "IMPROVEMENTS",
            "IMPROVEMENTS_BY_NAME", "Improvement", "INSTRUCTION_CALL_FORMAT", "JSON_ARRAY_START", "JSON_CALL_SEPARATORS",
            "MARKER_WHITESPACE_ALIGNMENT",
-           "OPEN_CONTENT_BEFORE_CALLS", "PARSER_IMPROVEMENTS", "PYTHONIC_CALLS", "PYTHON_LITERAL_VALUES",
+           "OPEN_CONTENT_BEFORE_CALLS", "PYTHONIC_CALLS", "PYTHON_LITERAL_VALUES",
            "STRING_ARGUMENT_PROBES", "WRAPPED_CONTENT_TAGGED_CALLS", "enabled_improvements", "resolve_fidelity",
            "stringify_call_arguments", "with_reasoning_field", "TRANSFORMERS_DIALECT"]

@@ -55,11 +55,6 @@ class InstructionFormat:
     array: bool
     evidence: str
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"opener", "closer", "name_key", "args_key", "array", "evidence"}``."""
-        return {"opener": self.opener, "closer": self.closer, "name_key": self.name_key,
-                "args_key": self.args_key, "array": self.array, "evidence": self.evidence}
-
 
 _SHAPE_START = re.compile(r'\{\s*"name"\s*:\s*')
 _ARGS_KEY = re.compile(r'\s*,\s*"(arguments|parameters)"\s*:\s*')

@@ -161,10 +161,6 @@ class ToolsAnalysis:
     inferred_from: str = ""
 
 
-# Keys the reference does not print; emitted by to_json() but never required by from_json().
-_EXTRA_KEYS = {"openai_wrapper_trigger", "tolerate_intertag_whitespace"}
-
-
 @dataclass
 class TemplateAnalysis:
     """The whole analysis of one template (llama.cpp ``autoparser`` struct).

@@ -20,10 +20,6 @@ class Route:
     kind: str
     handler: str | None = None
 
-    def to_json(self) -> dict[str, str | None]:
-        """``{"kind": str, "handler": str | None}``."""
-        return {"kind": self.kind, "handler": self.handler}
-
 
 def detect_route(source: str) -> Route:
     """Route of a template source (normalised here). Never raises."""

@@ -106,11 +106,6 @@ def _identity(messages: list[dict[str, Any]], caps: Caps) -> list[dict[str, Any]
 _GLOBAL_CACHE = BoundedMemo("renders", max_entries=32_768, max_bytes=128 * 2**20)
 
 
-def clear_render_cache() -> None:
-    """Forget every memoized render (tests, benchmarks of cold analysis)."""
-    _GLOBAL_CACHE.clear()
-
-
 def _memo_key(inputs: dict[str, Any]) -> Any:
     """Memo key of render inputs: their ``marshal`` bytes (format 2: no back-references, so the bytes depend
     on the values only, not on how objects are shared), ~8x cheaper than ``repr`` and ~14x than JSON for these
@@ -127,14 +122,13 @@ class ProbeSession:
     """Renders probe inputs for one template with the analysis conventions (analysis notes §2).
 
     ``normalize(messages, caps)`` converts content shapes to what the template accepts (caps module).
-    ``bos_token``/``eos_token`` default to "" as in the reference. ``improvements``: names of the
+    ``bos_token`` / ``eos_token`` are "" as in the reference. ``improvements``: names of the
     :mod:`core.analysis.fidelity` improvements in force (empty at llama.cpp fidelity, the default); the
     steps read it, and record in ``improvement_notes`` (name → remarks) the ones that changed something.
     """
 
     def __init__(self, template: ChatTemplate, caps: Caps,
                  normalize: Callable[[list[dict[str, Any]], Caps], list[dict[str, Any]]] | None = None,
-                 bos_token: str = "", eos_token: str = "", use_global_cache: bool = True,
                  engine: str = "llama", improvements: frozenset[str] = frozenset()):
         self.template = template
         self.caps = caps
@@ -145,16 +139,13 @@ class ProbeSession:
         # improvement null-content-calls: a call turn's empty content is sent as None
         self.null_call_content = False
         self.normalize = normalize or _identity
-        self.bos_token = bos_token
-        self.eos_token = eos_token
         self.comparisons: list[Comparison] = []
         self.failures: list[str] = []
         self.render_count = 0
         self._cache: dict[str, Any] = {}
-        self._use_global = use_global_cache
         self.engine = engine
         # memo key of everything a render depends on besides its inputs (the source as its digest: it can be large)
-        self._src = (engine, template.name, source_digest(template.source), bos_token, eos_token)
+        self._src = (engine, template.name, source_digest(template.source))
 
     def note_improvement(self, name: str, remark: str) -> None:
         """Record that improvement ``name`` changed something (``remark`` says what; duplicates dropped)."""
@@ -189,7 +180,7 @@ class ProbeSession:
         """Render an ``inputs_of`` dict (memoized). Raises the render error (also memoized)."""
         key = _memo_key(inputs)
         hit = self._cache.get(key)
-        if hit is None and self._use_global:
+        if hit is None:
             hit = _GLOBAL_CACHE.get((self._src, key))
             if hit is MISSING:
                 hit = None
@@ -199,8 +190,8 @@ class ProbeSession:
             hit = self._render_uncached(inputs)
             self.render_count += 1
             self._cache[key] = hit
-            if self._use_global and not (isinstance(hit, _RenderFailure) and issubclass(hit.cls, RenderLimitError)
-                                         and any(m in hit.message for m in _MOMENT_LIMITS)):
+            if not (isinstance(hit, _RenderFailure) and issubclass(hit.cls, RenderLimitError)
+                    and any(m in hit.message for m in _MOMENT_LIMITS)):
                 # a render cut by a wall-clock or memory limit may pass next time (core/transient.py): not shared
                 size = len(key) + (len(hit) if isinstance(hit, str) else hit.size()) + 200
                 _GLOBAL_CACHE.put((self._src, key), hit, size)
@@ -213,7 +204,7 @@ class ProbeSession:
         ctx["enable_thinking"] = inputs["enable_thinking"]
         if self.engine == "llama":
             full = chat_globals(inputs["messages"], inputs["tools"], inputs["add_generation_prompt"],
-                                inputs["enable_thinking"], ctx, self.bos_token, self.eos_token)
+                                inputs["enable_thinking"], ctx)
             try:
                 return _llama.render(self.template, full, template_tracebacks=False)  # kept: the message
             except Exception as e:
@@ -221,7 +212,7 @@ class ProbeSession:
         try:
             return apply_template(self.template, inputs["messages"], inputs["tools"],
                                   inputs["add_generation_prompt"], inputs["enable_thinking"],
-                                  extra_context=ctx, bos_token=self.bos_token, eos_token=self.eos_token)
+                                  extra_context=ctx)
         except ChatTemplateExplorerError as e:
             return _RenderFailure(e)
         except Exception as e:  # a template-level bug we did not classify: still only this probe fails

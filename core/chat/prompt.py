@@ -26,7 +26,6 @@ special handler consume. Handlers that rewrite messages (GPT-OSS, Ministral 3, D
 from __future__ import annotations
 
 import copy
-import datetime as _dt
 import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
@@ -38,7 +37,6 @@ from ..errors import RenderLimitError, RequestError, TemplateRenderError
 from ..analysis.generation_prompt import request_extra_context
 from ..diff import common_prefix_len
 from ..jinja.template import ChatTemplate, apply_template, chat_globals
-from ..jinja.hf import now as templating_now
 from .request import ChatRequest, Continuation
 
 STEPFUN_TRIM_TRIGGER = "You have access to the following functions in JSONSchema format"
@@ -212,18 +210,10 @@ def message_is_empty(msg: dict[str, Any] | None) -> bool:
 # ------------------------------------------------------------------------------------------------ context
 
 
-def default_now() -> _dt.datetime:
-    """The clock the request path uses: :func:`core.jinja.hf.now` (so ``pin_clock`` pins it too)."""
-    return templating_now()
-
-
-def extra_context(request: ChatRequest, now: _dt.datetime | None = None) -> dict[str, Any]:
-    """``datetime`` / ``date_string`` plus ``chat_template_kwargs`` (later keys win), as llama.cpp
-    ``common_chat_extra_context`` + kwargs."""
-    ctx: dict[str, Any] = dict(request_extra_context(now or default_now()))
-    for k, v in (request.chat_template_kwargs or {}).items():
-        ctx[k] = v
-    return ctx
+def extra_context(request: ChatRequest) -> dict[str, Any]:
+    """``datetime`` / ``date_string`` (the templating clock's, :func:`core.jinja.hf.now`) plus
+    ``chat_template_kwargs`` (later keys win), as llama.cpp ``common_chat_extra_context`` + kwargs."""
+    return {**request_extra_context(), **(request.chat_template_kwargs or {})}
 
 
 # ------------------------------------------------------------------------------------------------ prepared
@@ -283,8 +273,7 @@ class PreparedRequest:
         return gp
 
 
-def prepare_request(template: ChatTemplate, request: ChatRequest, *, caps: Caps | None = None,
-                    now: _dt.datetime | None = None) -> PreparedRequest:
+def prepare_request(template: ChatTemplate, request: ChatRequest, *, caps: Caps | None = None) -> PreparedRequest:
     """Apply llama.cpp's request-path steps 2-6 to ``request`` for ``template`` (already the chosen variant,
     see :func:`choose_variant`). ``caps`` defaults to probing the template (:func:`core.analysis.caps.probe_caps`).
 
@@ -341,7 +330,7 @@ def prepare_request(template: ChatTemplate, request: ChatRequest, *, caps: Caps 
     return PreparedRequest(
         request=request, template=template, caps=caps, messages=msgs, tools=canonical_tools(request.tools),
         add_generation_prompt=add_gp, enable_thinking=request.enable_thinking,
-        extra_context=extra_context(request, now), continuation=continuation, continue_msg=continue_msg,
+        extra_context=extra_context(request), continuation=continuation, continue_msg=continue_msg,
     )
 
 
@@ -371,32 +360,19 @@ def _render_context(prep: PreparedRequest, additional_context: Mapping[str, Any]
     return ctx
 
 
-def render_prompt(prep: "PreparedRequest | ChatTemplate", request: ChatRequest | None = None, *,
-                  add_generation_prompt: bool | None = None,
+def render_prompt(prep: PreparedRequest, *, add_generation_prompt: bool | None = None,
                   messages_override: list[dict[str, Any]] | None = None,
-                  tools_override: list[dict[str, Any]] | None = None,
-                  additional_context: Mapping[str, Any] | None = None,
-                  messages: list[dict[str, Any]] | None = None) -> str:
+                  additional_context: Mapping[str, Any] | None = None) -> str:
     """Render the prepared request (llama.cpp ``common_chat_template_direct_apply_impl``).
 
-    ``add_generation_prompt`` defaults to the prepared value (off for continuations). Overrides replace the
-    messages / tools / add context keys, as handlers that rewrite messages need. Also callable as
-    ``render_prompt(template, request, add_generation_prompt=…, messages=…)``: the request is prepared first
-    (``messages`` then replaces the prepared messages). Raises :class:`~core.errors.TemplateRenderError` when
-    the template fails.
+    ``add_generation_prompt`` defaults to the prepared value (off for continuations). ``messages_override``
+    and ``additional_context`` replace the messages / add context keys, as handlers that rewrite messages need.
+    Raises :class:`~core.errors.TemplateRenderError` when the template fails.
     """
-    if isinstance(prep, ChatTemplate):
-        if request is None:
-            raise TypeError("render_prompt(template, request): request is required")
-        prep = prepare_request(prep, request)
-    if messages is not None and messages_override is None:
-        messages_override = messages
     agp = prep.add_generation_prompt if add_generation_prompt is None else add_generation_prompt
-    msgs = messages_override if messages_override is not None else prep.messages
-    tools = tools_override if tools_override is not None else prep.tools
+    msgs = copy.deepcopy(messages_override if messages_override is not None else prep.messages)
+    tools = copy.deepcopy(prep.tools) if prep.tools else None
     extra = _render_context(prep, additional_context)
-    msgs = copy.deepcopy(msgs)
-    tools = copy.deepcopy(tools) if tools else None
     if not prep.llama_engine:
         return apply_template(prep.template, msgs, tools, add_generation_prompt=agp,
                               enable_thinking=prep.enable_thinking, extra_context=extra)
@@ -404,14 +380,12 @@ def render_prompt(prep: "PreparedRequest | ChatTemplate", request: ChatRequest |
 
 
 def generation_prompt(prep: PreparedRequest, *, messages_override: list[dict[str, Any]] | None = None,
-                      tools_override: list[dict[str, Any]] | None = None,
                       additional_context: Mapping[str, Any] | None = None) -> str:
     """What the template appends for the assistant turn: render without and with ``add_generation_prompt``
     (continuation ignored), return the second render after their character-level longest common prefix
     (llama.cpp ``common_chat_template_generation_prompt_impl``, analysis notes §14). "" when the template
     ignores the flag."""
-    kw = dict(messages_override=messages_override, tools_override=tools_override,
-              additional_context=additional_context)
+    kw = dict(messages_override=messages_override, additional_context=additional_context)
     without = render_prompt(prep, add_generation_prompt=False, **kw)
     with_gp = render_prompt(prep, add_generation_prompt=True, **kw)
     return with_gp[common_prefix_len(without, with_gp):]

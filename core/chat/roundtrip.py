@@ -34,8 +34,8 @@ from typing import Any, Iterable
 from ..errors import ChatTemplateExplorerError, TemplateRenderError
 from ..jinja.template import ChatTemplate
 from .request import ChatRequest
-# sample_output and its helpers live in core.chat.samples (the pipeline reads them too); this module is where
-# the round trip's callers have always found them
+# sample_output and its helpers live in core.chat.samples (the pipeline reads them too), re-exported for the
+# round trip's callers
 from .samples import (Alignment, SampleOutput, content_turn_header, end_of_turn_candidates,  # noqa: F401
                       render_prompt_for, sample_output, sample_output_details, strip_end_of_turn, with_messages)
 
@@ -249,11 +249,6 @@ class RoundTripResult:
     def ok(self) -> bool:
         """True if the status is PASS."""
         return self.status == RoundTripStatus.PASS
-
-    @property
-    def diff(self) -> str | None:
-        """Alias of ``why``."""
-        return self.why
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (status as its value; ``reduced`` nested)."""

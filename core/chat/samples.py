@@ -335,10 +335,7 @@ def _learn_content_header(template: ChatTemplate, request: ChatRequest, analysis
             return ""
         outs.append((d.output, text))
     (a, ta), (b, tb) = outs
-    k = 0
-    while k < min(len(a), len(b)) and a[k] == b[k]:
-        k += 1
-    header = a[:k].rstrip()
+    header = a[:common_prefix_len(a, b)].rstrip()
     if not header.strip() or not a[len(header):].lstrip().startswith(ta) \
             or not b[len(header):].lstrip().startswith(tb):
         return ""

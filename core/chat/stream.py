@@ -94,6 +94,10 @@ def _call_delta(i: int, cid: str, name: str, arguments: str) -> MessageDelta:
 _GROUPING_TAGS = frozenset({"", "tool", "tool-arg", "reasoning-block"})
 # tags whose mapping does not read the node's text at all (only that the node is there)
 _TEXTLESS_TAGS = _GROUPING_TAGS | {"tool-open", "tool-close", "tool-arg-open", "tool-arg-close"}
+# tags whose mapping reads the node's own text and nothing else (not the text's length, as the Python-literal
+# repair's cut value does, nor the subtree, as a value hook does)
+_SPAN_TAGS = frozenset({"content", "reasoning", "tool-name", "tool-id", "tool-args", "tool-args-encoded",
+                        "tool-arg-name", "tool-arg-value", "tool-arg-string-value"})
 
 
 class _Token:
@@ -131,10 +135,11 @@ class IncrementalMapper:
     same objects. So on the next tree, each level's children are compared by identity (the engine's
     ``AstNode.base`` says which need no reading); where the first different child is the old last one and is
     a re-created node with the same rule, tag and start (and, for text-dependent tags, the same end), the walk
-    goes down into it; elsewhere the state is restored to the snapshot before the first different child and
-    the rest of that level (and, on the way back up, of every level above) is mapped afresh — the children
-    that are not last plainly, the last one as the new spine. Between two maps the live state is the state
-    after the whole tree, so a tree that only grew maps its new nodes from there without a restore.
+    goes down into it; elsewhere the state is restored to the snapshot before the first different child (a child
+    made again that maps as before, :func:`_equivalent`, is not different) and the rest of that level (and, on
+    the way back up, of every level above) is mapped afresh — the children that are not last plainly, the last
+    one as the new spine. Between two maps the live state is the state after the whole tree, so a tree that only
+    grew maps its new nodes from there without a restore.
     Snapshots are O(1): strings are immutable and only the last / pending tool call can still change.
     Raises nothing. :meth:`map` returns a fresh :class:`AssistantMessage`, except when no action ran and nothing
     was restored (the message is then the same): it returns the message it made last time, unless that one
@@ -161,11 +166,13 @@ class IncrementalMapper:
         self._last: AssistantMessage | None = None
         self._live: tuple | None = None   # a snapshot of the live state while no action ran since it was taken
         self._acted = False
-        # the spine below a level that _map_from left for children after it: (level, states list of that level,
-        # their count then, the node the spine went into, its frames). A tree where those later children are
-        # gone again (Gemma 4: the end of a call is an answer, until the next call's ``<``) takes that node's
-        # spine back instead of mapping the node again (every call of the stream)
-        self._stash: tuple | None = None
+        # the spine below a level that _map_from left for children after it, by level: (states list of that
+        # level, their count then, the node the spine went into, its frames). A tree where those later children
+        # are gone again takes that node's spine back instead of mapping the node again: Gemma 4, at the level of
+        # the calls (the end of a call is an answer, until the next call's ``<``); tagged arguments, at the level
+        # of a call's arguments (after an argument's close, another argument's start, until ``</`` closes the
+        # call). Every call of a stream does it
+        self._stash: dict[int, tuple] = {}
 
     @property
     def prev_nodes(self) -> tuple:
@@ -217,7 +224,7 @@ class IncrementalMapper:
         self._spare = None
         self._last = None
         self._live = None
-        self._stash = None
+        self._stash = {}
 
     # -- snapshots -----------------------------------------------------------------------------------------------
     def _snap(self) -> tuple:
@@ -315,10 +322,11 @@ class IncrementalMapper:
         ``_acted`` is set)."""
         frames = self.frames
         stash = self._stash
-        if stash is not None and stash[0] >= d:
-            stash = self._stash = None
-        if stash is None and r and len(frames) > d + 1 and frames[d + 1][0] is ch[r - 1]:
-            self._stash = (d, frames[d][2], r, ch[r - 1], frames[d + 1:])
+        if stash and max(stash) >= d:   # the frames of this level and those below change: their stashes go
+            for k in [k for k in stash if k >= d]:
+                del stash[k]
+        if r and len(frames) > d + 1 and frames[d + 1][0] is ch[r - 1]:
+            stash[d] = (frames[d][2], r, ch[r - 1], frames[d + 1:])
         del frames[d + 1:]
         states = frames[d][2]
         m_ = self.m
@@ -364,7 +372,7 @@ class IncrementalMapper:
             m_ = self.m = self._Mapper(source)
             self._token = _Token()
             self._published = 0
-            self._stash = None
+            self._stash = {}
             self.frames = [[None, nodes, []]]
             self._live = self._map_from(0, nodes, 0, None)
             return self._result()
@@ -383,21 +391,23 @@ class IncrementalMapper:
         ch = nodes
         node = None
         path: list[Any] = []    # (level, children, index gone down into) where later children follow
-        stash = self._stash
+        stashes = self._stash
         while True:
             fr = frames[d]
             och = fr[1]
-            if stash is not None and stash[0] == d:
-                k = stash[2]
-                if len(ch) == k < len(och) and stash[1] is fr[2]:
+            if d in stashes:
+                stash = stashes[d]
+                k = stash[1]
+                if len(ch) == k < len(och) and stash[0] is fr[2]:
                     c = ch[k - 1]
-                    oc = stash[3]
+                    oc = stash[2]
                     if c is oc or (c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule):
                         # the level shrank back to the children it had when its spine went into its last
                         # child, that child the same or re-created: the old tree becomes that one (its spine
                         # again, the state after it), then the walk goes on as usual
-                        below = stash[4]
-                        self._stash = stash = None
+                        below = stash[3]
+                        for k2 in [k2 for k2 in stashes if k2 >= d]:   # (the frames below are replaced)
+                            del stashes[k2]
                         states = fr[2]
                         state = states[k]
                         self._restore(state)
@@ -417,7 +427,7 @@ class IncrementalMapper:
                     c = _run_item(ch, j)
                     oc = _run_item(och, j)
                     if (c is not oc and c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule
-                            and (c.end == oc.end or c.tag in _GROUPING_TAGS) and _run_shared(ch, och, j) == j):
+                            and (c.end == oc.end or c.tag in _TEXTLESS_TAGS) and _run_shared(ch, och, j) == j):
                         fr[0] = node
                         fr[1] = ch
                         if j + 1 < nch:
@@ -435,9 +445,9 @@ class IncrementalMapper:
             if d < top and j < nch:
                 c = ch[j]
                 oc = och[j]
-                if (c is not oc and c.start == oc.start and c.tag == oc.tag and c.rule == oc.rule
-                        and (c.end == oc.end or c.tag in _GROUPING_TAGS
-                             or (c.tag == "tool-args" and source[c.start:c.start + 1] != "{"))
+                if (c is not oc and c.start == oc.start and (tag := c.tag) == oc.tag and c.rule == oc.rule
+                        and (tag in _TEXTLESS_TAGS or c.end == oc.end
+                             or (tag == "tool-args" and source[c.start:c.start + 1] != "{"))
                         and (j == 0 or ch[j - 1] is och[j - 1]
                              and (j == 1 or (ch[:j - 1] == och[:j - 1] if j < 8   # a few siblings: at C speed
                                              else self._first_diff(ch, och, node, fr[0], j - 1) == j - 1)))):
@@ -450,7 +460,14 @@ class IncrementalMapper:
                     ch = c.children
                     continue
             n_old = len(och)
-            j = self._first_diff(ch, och, node, fr[0], nch if nch < n_old else n_old)
+            c = nch if nch < n_old else n_old
+            j = self._first_diff(ch, och, node, fr[0], c)
+            while j < c and _equivalent(ch[j], och[j]):
+                # a node made again that maps as before (a call's opening that took the whitespace after the
+                # name, a complete value): the first difference is after it
+                j += 1
+                while j < c and ch[j] is och[j]:
+                    j += 1
             fr[0] = node
             fr[1] = ch
             break
@@ -575,6 +592,18 @@ class IncrementalMapper:
             out.shared_calls = (self._token, n)
         self._last = out
         return out
+
+
+def _equivalent(c: Any, oc: Any) -> bool:
+    """Whether ``c``, a node of the new tree, maps as ``oc`` of the old one did: made again (it looked at the end)
+    for the same rule or tag at the same start, over the very same children (a tuple, compared item by item by
+    identity), and either its tag's action reads no text (:data:`_TEXTLESS_TAGS`, or the tag has no action) or it
+    ends where it did (the same text: the stream's text only grows) and its action reads nothing else
+    (:data:`_SPAN_TAGS`)."""
+    tag = c.tag
+    return (c.start == oc.start and tag == oc.tag and c.rule == oc.rule
+            and (tag in _TEXTLESS_TAGS or tag not in ACTIONS or (c.end == oc.end and tag in _SPAN_TAGS))
+            and c.children.__class__ is tuple and c.children == oc.children)
 
 
 def _run_item(r: NodeRun, i: int) -> Any:
@@ -1037,11 +1066,18 @@ class PegStreamSession:
         that region (and its ancestors) longer: the message changes by the appended text in one field."""
         if not r.nodes:
             return None
-        path = [r.nodes[-1]]
-        while path[-1].partial and path[-1].children and path[-1].children[-1].partial:
-            path.append(path[-1].children[-1])
-        if not path[-1].partial:
+        x = r.nodes[-1]
+        if not x.partial:
             return None
+        path = [x]
+        while True:   # down the partial last children
+            ch = x.children
+            if not ch:
+                break
+            x = ch[-1]
+            if not x.partial:
+                break
+            path.append(x)
         if self._hooked:
             for i, x in enumerate(path):
                 if x.tag in HOOK_TAGS:

@@ -193,25 +193,22 @@ def parse_diffs(a: ChatTemplate, b: ChatTemplate, report_a: Any, report_b: Any,
 
 
 def compare_templates(a: ChatTemplate, b: ChatTemplate, *, fidelity: str = "llama.cpp", with_lint: bool = True,
-                      report_a: Any = None, report_b: Any = None, budget_s: float | None = None
-                      ) -> TemplateComparison:
-    """Compare templates ``a`` and ``b`` (see :class:`TemplateComparison`). ``report_a`` / ``report_b``: analysis
-    reports to use (e.g. with overrides), else analysed (cached) at ``fidelity``. ``with_lint``: also lint both.
+                      budget_s: float | None = None) -> TemplateComparison:
+    """Compare templates ``a`` and ``b`` (see :class:`TemplateComparison`), analysed (cached) at ``fidelity``.
+    ``with_lint``: also lint both.
     ``budget_s``: the analysis budget per template (default ``$CTE_ANALYSIS_BUDGET_S`` or 5 s, so 10 s for the
     whole comparison; ``0``: none; :mod:`core.jinja.limits`).
     Raises :class:`~core.errors.AnalysisError` when an analysis fails or the budget runs out."""
     with command_budget("the comparison", f"{a.name} vs {b.name}", budget_s, templates=2):
-        return _compare(a, b, fidelity, with_lint, report_a, report_b)
+        return _compare(a, b, fidelity, with_lint)
 
 
-def _compare(a: ChatTemplate, b: ChatTemplate, fidelity: str, with_lint: bool, report_a: Any, report_b: Any
-             ) -> TemplateComparison:
+def _compare(a: ChatTemplate, b: ChatTemplate, fidelity: str, with_lint: bool) -> TemplateComparison:
     from ..chat.pipeline import cached_analysis
 
-    ra = report_a if report_a is not None else cached_analysis(a, fidelity)
-    rb = report_b if report_b is not None else cached_analysis(b, fidelity)
+    ra, rb = cached_analysis(a, fidelity), cached_analysis(b, fidelity)
     out = TemplateComparison(a.name, b.name, a.source == b.source, fidelity=fidelity)
-    if out.identical and report_a is None and report_b is None:
+    if out.identical:
         return out
     out.fields = field_diffs(ra, rb)
     out.renders = render_diffs(ra, rb)

@@ -22,6 +22,7 @@ budget is shared with the fixes), and each candidate is one linear parse of the 
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 import re
 import shlex
@@ -423,6 +424,9 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
             if f'"{k}"' in src or f"'{k}'" in src:
                 args_key = k
                 break
+    if not closers:     # a handler's format (no analysis): the preserved tokens that close a tag
+        closers = [t.strip(_WS) for t in getattr(getattr(bundle, "parser", None), "preserved_tokens", None) or []
+                   if isinstance(t, str) and t.strip(_WS).startswith("</")][:2]
     openers = tool_openers(setup)
     special = ""
     for o in openers:
@@ -649,6 +653,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ev.append(f"the output ends with {_q(opener)}, which opens a call, and nothing after it: the call was cut "
                   "before any of it was written (max_tokens or a stop string), not left out of the parse")
         return Mistake.CUT_SHORT, ev
+    if not ex.clean or not msg.get("tool_calls"):
+        spaced = _decoder_spaced(setup, bundle, out, ctx, ctx["budget"]) if ctx.get("budget") else None
+        if spaced:
+            ctx["restored"], ctx["restored_server"] = spaced[0], "spaces"
+            return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [spaced[1]]
     if not msg.get("tool_calls"):
         glued = _glued_token_words(setup, bundle, out, ctx)
         if glued:
@@ -693,6 +702,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             ev.append(f"the reasoning holds {what}, which starts a call: the model called the tool before "
                       f"closing the reasoning with {_q(r_ends[0])}")
             return Mistake.REASONING_NOT_CLOSED, ev
+    inside = _call_before_reasoning_end(out, reasoning, msg, ctx, r_ends)
+    if inside:
+        return Mistake.REASONING_NOT_CLOSED, ev + [inside]
     if len(edits) == 1 and edits[0].kind == "insert" and edits[0].pos >= len(out) \
             and _is_stop_closer(edits[0].new, ctx):
         ev.append(f"the call is complete and only {_q(edits[0].new.strip(_WS))}, the closer the template writes after "
@@ -712,6 +724,13 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if Cause.SPECIAL_TOKENS_STRIPPED in causes:
         ev += [e for f in ex.findings if f.cause == Cause.SPECIAL_TOKENS_STRIPPED for e in f.evidence]
         return Mistake.SPECIAL_TOKENS_STRIPPED, ev
+    left = [x for x in [r_start] + r_ends if x and x in content + reasoning]
+    if r_start and out.lstrip(_WS).startswith(r_start) and r_start in left:
+        # (before the readings of the stop point: a marker left in the message is the plainest evidence)
+        # the output's own opener read, and the same marker written again inside the block: left in the message
+        ev.append(f"the output opens the reasoning with {_q(r_start)} and writes {_q(r_start)} again inside the "
+                  "block, which the parse leaves in the message")
+        return Mistake.REOPENED_REASONING, ev
     if Cause.TOOLS_NOT_REQUESTED in causes:
         ev += [e for f in ex.findings if f.cause == Cause.TOOLS_NOT_REQUESTED for e in f.evidence]
         return Mistake.TOOLS_NOT_SENT, ev
@@ -743,6 +762,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"the call's header {_q(header)} is written after {_q(_reasoning_head(r_start))}, the header that opens "
             f"the reasoning ({_q(r_start)}): the model put the call on the reasoning's channel, where the template's "
             "format has no calls"]
+    tail = _trailing_token(out, near, setup) if near else ""
+    if tail:        # what the nearest output deletes names it before a reading of the stop point ("a second call")
+        ctx["trailing_token"] = True
+        return Mistake.TRAILING_TEXT, ev + [tail]
     if Cause.PARALLEL_NOT_REQUESTED in causes:
         return Mistake.PARALLEL_NOT_REQUESTED, ev + [e for f in ex.findings
                                                       if f.cause == Cause.PARALLEL_NOT_REQUESTED for e in f.evidence]
@@ -774,6 +797,16 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ev.append(f"the generation prompt opens and closes the reasoning (enable_thinking="
                   f"{str(setup.request.enable_thinking).lower()}), and the output writes {_q(r_start)} again")
         return Mistake.REOPENED_REASONING, ev
+    ends = [e for e in r_ends if e in out and e not in ctx["markers"] and e not in ctx["all_markers"]]
+    end_at = min((out.find(e) for e in ends), default=-1)
+    if r_start and ends and r_start not in out and end_at > 0 and out[:end_at].strip(_WS) and not absorbed \
+            and r_start not in gp:
+        end = next(e for e in ends if out.find(e) == end_at)
+        ev.append(f"the output closes the reasoning with {_q(end)} but never opens it with {_q(r_start)}, and the "
+                  "generation prompt does not open it either: the model reasons from its first token as if the "
+                  "prompt had opened the block (the prompt it was trained with does); no decoder dropped "
+                  f"{_q(r_start)}, since it kept {_q(end)}, the other marker of the pair")
+        return Mistake.REASONING_SETTING, ev
     if reasoning and not content and not msg.get("tool_calls") and r_ends and not any(e in out for e in r_ends):
         lead = [m for m in ctx["markers"] if m and m in reasoning]
         if lead:
@@ -789,6 +822,16 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     guess = _format_guess(text0, out)
     if guess and not near:
         return guess[0], ev + [guess[1]]
+    fenced = bool(_FENCE.match(out)) and out.rstrip(_WS).endswith("```")
+    if not (ex.clean and msg.get("tool_calls")) and not fenced \
+            and all(e.kind == "replace" and e.old.strip('"') in _KEY_ALIASES for e in edits):
+        # the call object the parse did not read (or stopped inside) against the template's render of one: what
+        # differs names the slip (asked after the structures read off the output's look — a JSON-RPC or tool_calls
+        # wrapper is no slip — and not inside a fence, the outer fault)
+        shape = _json_shape_slip(setup, out, ctx, bool(msg.get("tool_calls")),
+                                 ex.stop.output_pos if ex.stop is not None else -1)
+        if shape:
+            return shape[0], ev + [shape[1]]
     ops = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS)]
     pair = ("</" + ops[0][1:]) if ops and re.fullmatch(r"<[A-Za-z_][\w\-]{0,40}>", ops[0]) else ""
     if len(ops) >= 2 and pair and not msg.get("tool_calls") and ops[0] not in out and pair not in out \
@@ -808,7 +851,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             if lit != core_ and core_ and found.startswith(core_) and not found.startswith(lit):
                 return Mistake.OMITTED_MARKER, ev + [f"the model omitted the whitespace the template writes in "
                                                      f"{_q(lit)} (it wrote {_q(core_)} and went on)"]
-    if _FENCE.match(out) and (msg.get("tool_calls") or _JSON_CALL_START.search(out)) \
+    if _FENCE.match(out) and "```" not in _src(setup) and (msg.get("tool_calls") or _JSON_CALL_START.search(out)) \
             and out.rstrip(_WS).endswith("```"):
         return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence (" + _q(out.lstrip(_WS)[:8])
                                               + " … ```), which the template never renders"]
@@ -840,8 +883,14 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.OMITTED_MARKER, ev + [
                 f"the model wrote a string value in plain quotes ({_q(edits[0].old)}) where the template writes it "
                 f"between {_q(delim)} tokens: the call is the template's but for that delimiter"]
-        if any(e.kind == "delete" and e.old.startswith("```") for e in edits):
+        if any(e.kind == "delete" and e.old.startswith("```") for e in edits) and "```" not in _src(setup):
             return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence"]
+        pieces = [_inserted_piece(e) for e in edits if not _whitespace_only(e)]
+        if pieces and all(pieces):
+            # a marker written with a piece of it left out (`<tool_calls>` for `<｜DSML｜tool_calls>`)
+            return Mistake.OMITTED_MARKER, ev + [
+                sentence_of(_shift(edits), out) + ": the model left "
+                + ", ".join(_q(x) for x in dict.fromkeys(pieces)) + " out of the template's marker"]
         solid_edits = [e for e in edits if (e.new or e.old).strip(_WS)]
         if solid_edits and all(e.kind == "insert" and _is_closer(e.new) for e in solid_edits):
             return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
@@ -869,7 +918,8 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
         if ins and all(e.pos >= len(out) for e in ins) and len(ins) == len(edits):
             return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
-        if ins and len(edits) in (len(ins), len([e for e in edits if e.kind == "insert"])):
+        if ins and (len(edits) == len(ins) or all(_whitespace_only(e) for e in edits if e.kind != "insert")):
+            # (an opener rewritten with the whitespace the template writes after it is secondary to the insert)
             first = ins[0]
             if first.new.strip(_WS).startswith("</"):
                 return Mistake.OMITTED_CLOSER, ev + [sentence_of(_shift(edits), out)]
@@ -901,6 +951,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             req_missing = _missing_from_text(setup.request, out)
             if req_missing:
                 return Mistake.MISSING_REQUIRED, ev + [req_missing]
+        undeclared = _undeclared_at_stop(setup.request, ex)
+        if undeclared:
+            ctx["undeclared"] = undeclared[:2]
+            return Mistake.UNKNOWN_PARAMETER, ev + [undeclared[2]]
         if tool_names(setup.request):
             return Mistake.OMITTED_MARKER, ev
     # the whole output misread (a call left in the content, or in the reasoning)
@@ -924,7 +978,29 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     invented = _invented_opener(out, text, setup, ctx)
     if Cause.OTHER_MARKER in causes and invented:
         return Mistake.OMITTED_OPENER, ev + [invented]
+    if Cause.OTHER_MARKER in causes and tok and tok.group(0) in [r_start] + r_ends and msg.get("tool_calls") \
+            and not out[out.rfind(tok.group(0)) + len(tok.group(0)):].strip(_WS):
+        # a reasoning marker of the template's own after the calls: not a wrapper, text the format ends before
+        return Mistake.TRAILING_TEXT, ev + [f"the output ends with {_q(tok.group(0))}, the template's reasoning "
+                                            "marker, after the complete calls, where the format ends the output"]
+    src = getattr(setup.template, "source", "") or ""
+    if Cause.OTHER_MARKER in causes and tok and _SPECIAL_SHAPE.fullmatch(tok.group(0)) and tok.group(0) in src \
+            and tok.group(0) not in ctx["all_markers"] | set(ctx["markers"]) | {r_start, *r_ends}:
+        # a control token the template itself writes, which the analysis placed in no role: its gap, not the
+        # model's wrapper (Command R7B's <|START_THINKING|> where the analysis found no reasoning markers)
+        empty = _empty_comparisons(bundle)
+        return Mistake.FORMAT_NOT_FOUND, ev + [
+            f"the output writes {_q(tok.group(0))}, a control token the template's source writes, but our analysis "
+            "found it in no role (reasoning, content or call marker) — a gap of the analysis, not a statement about "
+            "the template" + ("; comparisons that came back empty: " + "; ".join(empty) if empty else "")]
     if Cause.OTHER_MARKER in causes and tok:
+        whole = next((m for m in sorted(ctx["all_markers"] | set(ctx["markers"])) if m not in out
+                      and _inserted_piece(Edit("replace", 0, tok.group(0), m))), "")
+        if whole:
+            # one of the template's own markers with a piece left out: a slip of its markup, not a wrapper
+            piece = _inserted_piece(Edit("replace", 0, tok.group(0), whole))
+            return Mistake.OMITTED_MARKER, ev + [f"the model wrote {_q(tok.group(0))} where the template writes "
+                                                 f"{_q(whole)}: it left {_q(piece)} out of the template's marker"]
         if _SPECIAL_SHAPE.fullmatch(tok.group(0)) and tok.group(0) not in (getattr(setup.template, "source", "")
                                                                               or ""):
             return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"the output uses {_q(tok.group(0))}, a control token of "
@@ -932,13 +1008,21 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         foreign = _foreign_inner(text[tok.end():], setup, ctx)
         if foreign:
             return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"inside {_q(tok.group(0))} the call is written {foreign}"]
+        own = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS) and o.strip(_WS) not in out]
+        if (tok.group(0) in ctx["all_markers"] | set(ctx["markers"]) or tok.group(0) in src) and own \
+                and not msg.get("tool_calls") and _call_like(text[tok.start():], ctx["names"]):
+            # the template's own call markup, not a wrapper of it: the call opener before it is what is missing
+            return Mistake.OMITTED_OPENER, ev + [f"the output writes {_q(tok.group(0))}, the template's own call "
+                                                 f"markup, without the opener {_q(own[0])} the template writes "
+                                                 "before it"]
         return Mistake.FOREIGN_WRAPPER, ev + [f"the output wraps the call in {_q(tok.group(0))}"]
     if "<|channel|>" in out and "analysis" in out and "to=functions." in out and not msg.get("tool_calls"):
         return Mistake.CALL_OUTSIDE_SECTION, ev + ["the recipient `to=functions.…` is written on the analysis "
                                                    "channel, where the format has no calls"]
     if ex.stop is not None and re.match(r"\s*\{", out) and out.strip(_WS).endswith(("?", ".", "!")):
         return Mistake.TRAILING_TEXT, ev + ["text follows the JSON call; the format is the JSON call alone"]
-    if _PY_CALL.search(text) or "call:" in out or re.search(r"<function>[\w.\-]{1,64}</function>", out):
+    if _PY_CALL.search(text) or ("call:" in out and "call:" not in src) \
+            or re.search(r"<function>[\w.\-]{1,64}</function>", out):
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + ["the call is written in a syntax of another format: "
                                                       + _q(text.strip(_WS)[:40])]
     if Cause.DRIFT in causes or Cause.OTHER_MARKER in causes:
@@ -990,6 +1074,183 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                     return Mistake.REASONING_NOT_CLOSED, ev
                 return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     return Mistake.NONE, ev
+
+
+_SHAPE_SCAN = 8              # JSON values tried per text (each one linear scan)
+_SHAPE_CHARS = 256 * 1024    # text looked at for a call object
+
+
+@dataclass
+class _CallShape:
+    """Where a call object sits in a JSON value and how it is written: the dict keys from the value's root down
+    to the call object (list indices left out), its keys in order, the key holding the tool's name and the key
+    holding the arguments object (``""`` when none)."""
+
+    path: tuple[str, ...]
+    keys: tuple[str, ...]
+    name_key: str
+    args_key: str
+    end: int = -1       # where the JSON value holding it ends in the text looked at
+
+
+def _find_call(value: Any, names: set[str], path: tuple[str, ...] = (), depth: int = 0) -> _CallShape | None:
+    """The first dict under ``value`` (depth ≤ 4) with a member whose value is one of ``names``."""
+    if depth > 4:
+        return None
+    if isinstance(value, dict):
+        name_key = next((k for k, v in value.items() if isinstance(v, str) and v in names), "")
+        if name_key:
+            args_key = next((k for k, v in value.items() if k != name_key and isinstance(v, dict)), "")
+            return _CallShape(path, tuple(value), name_key, args_key)
+        for k, v in value.items():
+            found = _find_call(v, names, path + (k,), depth + 1)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for v in value[:8]:
+            found = _find_call(v, names, path, depth + 1)
+            if found:
+                return found
+    return None
+
+
+def _json_call_in(text: str, names: set[str]) -> _CallShape | None:
+    """The call object of the first JSON object or list in ``text`` that holds one (a declared tool's name as a
+    member's value); at most :data:`_SHAPE_SCAN` starts tried, within the first :data:`_SHAPE_CHARS`."""
+    text = text[:_SHAPE_CHARS]
+    dec = json.JSONDecoder()
+    for m in itertools.islice(re.finditer(r"[{\[]", text), _SHAPE_SCAN):
+        try:
+            value, end = dec.raw_decode(text, m.start())
+        except (ValueError, RecursionError):     # not JSON there, or nested past the decoder's depth
+            continue
+        found = _find_call(value, names) if isinstance(value, (dict, list)) else None
+        if found:
+            return replace(found, end=end)
+        if isinstance(value, (dict, list)):
+            return None          # the first JSON value holds no call: the text is not a JSON call
+    return None
+
+
+def _json_shape_slip(setup: _Setup, out: str, ctx: dict[str, Any], read: bool = False, stop: int = -1
+                     ) -> tuple[Mistake, str] | None:
+    """What differs between the model's JSON call object and the one the template renders for a call of the same
+    tool — computed from both, not guessed: an extra level around the call (``{"function": {…}}``,
+    ``{"tool_calls": […]}``) is a wrapper the template never renders; a key renamed (``"parameters"`` for
+    ``"arguments"``, ``"function"`` for ``"name"``) or the keys in another order (``{"arguments": …, "name": …}``) is
+    a field slip of the template's own call shape. ``read``: the parse read a call — then only an object the parse
+    stopped inside (``stop``) is looked at. ``(mistake, evidence)``, or None when the template renders no JSON call
+    object, the output holds none, or they do not differ."""
+    names = [n for n in ctx["names"] if n]
+    if not names or len(out) > _SHAPE_CHARS:
+        return None
+    mine = _json_call_in(out, set(names))
+    if mine is None or (read and not 0 <= stop < mine.end):
+        return None      # a call the parse read, and stopped after: its shape is not what stopped it
+    if not mine.args_key and not (mine.path and mine.keys == (mine.name_key,)):
+        return None      # a tool's name as some value, with no arguments object beside it: no call written
+    tool = next((t.get("function") or {} for t in setup.request.tools or [] if isinstance(t, dict)
+                 and (t.get("function") or {}).get("name") in names), {})
+    name = tool.get("name") or names[0]
+    props = list(properties_of(tool.get("parameters")))[:1]
+    render = _rendered_call(setup, name, {p: "V0" for p in props})
+    theirs = _json_call_in(render, {name}) if render else None
+    if theirs is None:
+        return None
+    q = _q
+    extra = [k for k in mine.path if k not in theirs.path]
+    if len(mine.path) > len(theirs.path) and extra:
+        return Mistake.FOREIGN_WRAPPER, (
+            f"the model's call object sits under {', '.join(q(chr(34) + k + chr(34)) for k in extra)}, a level the "
+            f"template's call never writes (it writes {q('{' + ','.join(chr(34) + k + chr(34) for k in theirs.keys) + '}')}"
+            + (f" under {', '.join(q(chr(34) + k + chr(34)) for k in theirs.path)}" if theirs.path else " at the top")
+            + "): an extra wrapper around the template's own call shape")
+    slips = []
+    if mine.name_key != theirs.name_key:
+        slips.append(f"names the tool under {q(chr(34) + mine.name_key + chr(34))} where the template writes "
+                     f"{q(chr(34) + theirs.name_key + chr(34))}")
+    if theirs.args_key and mine.args_key and mine.args_key != theirs.args_key:
+        slips.append(f"writes the arguments under {q(chr(34) + mine.args_key + chr(34))} where the template writes "
+                     f"{q(chr(34) + theirs.args_key + chr(34))}")
+    if len(mine.path) < len(theirs.path):
+        slips.append("writes the call object without the level "
+                     + ", ".join(q(chr(34) + k + chr(34)) for k in theirs.path if k not in mine.path)
+                     + " the template puts around it")
+    rename = {mine.name_key: theirs.name_key, mine.args_key: theirs.args_key}
+    order = [rename.get(k, k) for k in mine.keys if rename.get(k, k) in theirs.keys]
+    want = [k for k in theirs.keys if k in order]
+    if not slips and order != want:
+        slips.append(f"writes the keys in the order {', '.join(q(chr(34) + k + chr(34)) for k in order)} where the "
+                     f"template writes {', '.join(q(chr(34) + k + chr(34)) for k in want)}")
+    extra_keys = [k for k in mine.keys if rename.get(k, k) not in theirs.keys]
+    if not slips and extra_keys and set(want) == set(theirs.keys):
+        slips.append(f"writes {', '.join(q(chr(34) + k + chr(34)) for k in extra_keys[:3])} beside the members the "
+                     f"template writes ({', '.join(q(chr(34) + k + chr(34)) for k in theirs.keys)}), a member its call "
+                     "never has")
+    if not slips:
+        return None
+    return Mistake.FIELD_ALIAS, ("the model's JSON call object " + "; ".join(slips) + ": a field slip of the "
+                                 "template's own call shape (compared with the template's render of a call of "
+                                 f"{q(name)})")
+
+
+def _trailing_token(out: str, near: tuple[list[Edit], _Parsed], setup: _Setup) -> str:
+    """Evidence when the nearest output only deletes control tokens from the very end of the output, after the
+    complete calls (``…</tool_call><|im_end|>``): a token a server stops generation at and strips, kept — not a
+    wrapper nor another format. ``""`` otherwise."""
+    edits, parsed = near
+    kept = parsed.output.rstrip(_WS)
+    if not edits or any(e.kind != "delete" for e in edits) or not parsed.message.tool_calls \
+            or not out.startswith(kept) or not out[len(kept):].strip(_WS):
+        return ""
+    rest = out[len(kept):].strip(_WS)
+    toks = [m.group(0) for m in _TOKEN.finditer(rest)]
+    if not toks or "".join(toks) != re.sub(r"\s+", "", rest):
+        return ""
+    names = [tc.name for tc in parsed.message.tool_calls if getattr(tc, "name", "")]
+    render = _rendered_call(setup, names[0], {}) if names else ""
+    own = [t for t in toks if t in render]
+    return (f"the output ends with {', '.join(_q(t) for t in toks[:3])} after the complete call"
+            + (", which the template writes to end the assistant turn" if own else "")
+            + ": a token a server stops generation at and strips from the output, kept here — the call itself is "
+              "the template's")
+
+
+def _src(setup: _Setup) -> str:
+    """The template's source (``""`` when it has none)."""
+    return getattr(setup.template, "source", "") or ""
+
+
+def _call_before_reasoning_end(out: str, reasoning: str, msg: dict[str, Any], ctx: dict[str, Any],
+                               r_ends: list[str]) -> str:
+    """Evidence when the reasoning the parse read holds the template's call opener with a requested tool's name
+    after it, and the output's reasoning closer comes only after that call (``…<tool_call>{…}</tool_call></think>``):
+    the model called the tool before closing the reasoning — the call sits inside the block, not cut. ``""``
+    otherwise."""
+    if msg.get("tool_calls") or not reasoning or not r_ends:
+        return ""
+    for m in ctx["markers"]:
+        at = out.find(m) if m and m in reasoning else -1
+        if at < 0 or not any(n and n in out[at:at + 400] for n in ctx["names"]):
+            continue
+        end = next((e for e in r_ends if e and e not in ctx["markers"] and out.find(e, at) > at), "")
+        if end:
+            return (f"the reasoning holds {_q(m)} and a call of a requested tool, and the output closes the "
+                    f"reasoning with {_q(end)} only after it: the model called the tool before closing the "
+                    "reasoning — the call sits inside the block, where the format reads none")
+    return ""
+
+
+def _inserted_piece(e: Edit) -> str:
+    """The text a replacement puts inside what the model wrote, when the template's marker is the model's with
+    one piece added (``<tool_calls>`` → ``<｜DSML｜tool_calls>``: ``｜DSML｜``); ``""`` otherwise."""
+    if e.kind != "replace" or not e.old.strip(_WS) or len(e.new) <= len(e.old):
+        return ""
+    i = 0
+    while i < len(e.old) and e.old[i] == e.new[i]:
+        i += 1
+    piece = e.new[i:i + len(e.new) - len(e.old)]
+    return piece if i > 0 and e.new == e.old[:i] + piece + e.old[i:] and piece.strip(_WS) else ""
 
 
 def _whitespace_only(e: Edit) -> bool:
@@ -1157,24 +1418,92 @@ def _special_tokens(bundle: Any) -> list[str]:
 
 def _rendered_call(setup: _Setup, name: str, args: dict[str, str]) -> str:
     """The text the template renders for an assistant turn holding one call of ``name`` with ``args`` (after
-    what a user turn with the generation prompt renders), or ``""`` when it does not render."""
-    from ..jinja.template import apply_template
+    what a user turn with the generation prompt renders), or ``""`` when it does not render. Tried in the
+    transformers dialect, then in llama.cpp's (``list.append`` works there); with the call id ``call_1``, then a
+    nine-digit one (Mistral's templates refuse any other)."""
+    from ..jinja.llama import render as llama_render
+    from ..jinja.template import apply_template, chat_globals
 
     tools = list(setup.request.tools or [])
     user = [{"role": "user", "content": "hi"}]
-    turn = user + [{"role": "assistant", "content": "", "tool_calls": [
-        {"type": "function", "id": "call_1", "function": {"name": name, "arguments": args}}]}]
-    try:
-        a = apply_template(setup.template, user, tools, add_generation_prompt=True)
-        b = apply_template(setup.template, turn, tools)
-    except Exception:  # noqa: BLE001 - a template that does not render this turn gives no evidence
-        return ""
-    k = 0
-    while k < min(len(a), len(b)) and a[k] == b[k]:
-        k += 1
-    while k > 0 and b[k - 1] not in _WS + ">]":     # not inside a marker the two renders begin alike
-        k -= 1
-    return b[k:]
+
+    def hf(messages: list[dict[str, Any]], gen: bool) -> str:
+        return apply_template(setup.template, messages, tools, add_generation_prompt=gen)
+
+    def llama(messages: list[dict[str, Any]], gen: bool) -> str:
+        return llama_render(setup.template, chat_globals(messages, tools, gen), template_tracebacks=False)
+
+    for render in (hf, llama):
+        for call_id in ("call_1", "123456789"):
+            turn = user + [{"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "id": call_id, "function": {"name": name, "arguments": args}}]}]
+            try:
+                a, b = render(user, True), render(turn, False)
+            except Exception:  # noqa: BLE001 - this dialect or id does not render the turn: the next one
+                continue
+            k = 0
+            while k < min(len(a), len(b)) and a[k] == b[k]:
+                k += 1
+            while k > 0 and b[k - 1] not in _WS + ">]":     # not inside a marker the two renders begin alike
+                k -= 1
+            return b[k:]
+    return ""
+
+
+def _decoder_spaced(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any], budget: _Budget
+                    ) -> tuple[str, str] | None:
+    """The output as the model wrote it when a decoder joined the special tokens with spaces (vLLM's
+    ``spaces_between_special_tokens``): every one of at least two of the template's special tokens inside the
+    output has a space on each side (one space between two adjacent tokens), where the template's render of a call
+    writes them with none. The spaces next to the tokens are deleted; a reasoning marker that encloses the output
+    and has no such space (not decoded with the rest: a client's wrapper around the reasoning) stays, or — the
+    closing one — is left out when only then the output parses. ``(restored output, evidence)`` once it parses
+    clean with calls, else None; one render and at most two parses, outputs up to 16 KiB."""
+    from .model import reasoning_markers
+
+    r_start, r_ends = reasoning_markers(bundle)
+    toks = sorted({t.strip(_WS) for t in getattr(getattr(bundle, "parser", None), "preserved_tokens", None) or []
+                   if isinstance(t, str) and t.strip(_WS)} | {x for x in [r_start] + r_ends if x}, key=len,
+                  reverse=True)
+    names = [n for n in ctx["names"] if n and n in out]
+    if not toks or not names or len(out) > _STRIPPED_CHARS or " " not in out:
+        return None
+    head = r_start if r_start and out.startswith(r_start) else ""
+    tail = next((e for e in r_ends if out.endswith(e) and len(out) - len(e) >= len(head)), "")
+    core = out[len(head):len(out) - len(tail)]
+    alt = "|".join(re.escape(t) for t in toks)
+    occ = list(re.finditer(alt, core))
+    if len(occ) < 2 or any((m.start() > 0 and core[m.start() - 1] != " ") or (m.end() < len(core)
+                                                                               and core[m.end()] != " ")
+                           for m in occ):
+        return None
+    render = _rendered_call(setup, names[0], {})
+    spaced = {m.group(0) for m in occ}
+    bare = [m.group(0) for m in re.finditer(alt, render) if m.group(0) in spaced
+            and (render[m.start() - 1:m.start()] not in (" ", "") or render[m.end():m.end() + 1] not in (" ", ""))]
+    if not bare:
+        return None      # the template itself writes its tokens between spaces: nothing to tell
+    fixed = re.sub(" ?(" + alt + ") ?", r"\1", core)
+    for restored in dict.fromkeys((head + fixed + tail, head + fixed)):
+        if not budget.take(len(restored)):
+            return None
+        try:
+            p = _parse(setup, restored)
+        except Exception:  # noqa: BLE001 - no parser, no evidence
+            return None
+        if not _accepts(p, ctx["markers"]):
+            continue
+        shown = [m.group(0) for m in occ[:3]]
+        ev = (f"every one of the {len(occ)} special tokens inside the output has a space on each side "
+              f"({', '.join(_q(' ' + t + ' ') for t in shown)}), where the template's render of a call writes "
+              f"{_q(bare[0])} with none: the decoder joined the special tokens with spaces (vLLM's "
+              "spaces_between_special_tokens, on by default) — with those spaces deleted the output parses into the "
+              "call")
+        if tail and not restored.endswith(tail):
+            ev += (f"; the closing {_q(tail)} after the calls has no such space — it was not decoded with the rest "
+                   "(a client's wrapper around the reasoning) and is left out")
+        return restored, ev
+    return None
 
 
 def _glued_token_words(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> str:
@@ -1257,30 +1586,79 @@ def _call_spans(render: str, found: list[Any]) -> list[str]:
 _GLUE = re.compile(r"(?<=[a-z)\]\"'][.!?])(?=[A-Z0-9])")
 
 
+def _marker_whitespace(setup: _Setup, bundle: Any, marker: str) -> tuple[str, str]:
+    """The whitespace the template writes right before and right after the reasoning marker ``marker``: read off
+    its render of an assistant turn with reasoning and an answer (Qwen3's ``\\n</think>\\n\\n``), else off the
+    analysis's marker, which keeps it; ``("", "")`` when neither gives it."""
+    from ..jinja.template import apply_template
+
+    turn = [{"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "ANSWER7", "reasoning_content": "REASON7"}]
+    try:
+        render = apply_template(setup.template, turn, list(setup.request.tools or []) or None)
+    except Exception:  # noqa: BLE001 - a template that does not render this turn: the analysis's marker below
+        render = ""
+    m = re.search(r"REASON7(\s*)" + re.escape(marker) + r"(\s*)ANSWER7", render)
+    if m:
+        return m.group(1), m.group(2)
+    rep = getattr(bundle, "report", None)
+    if rep is None or getattr(bundle, "format", "") != "peg-native":
+        return "", ""
+    r = rep.analysis.reasoning
+    for raw in (r.end, r.start):
+        if raw and raw.strip(_WS) == marker:
+            i = raw.index(marker)
+            return raw[:i], raw[i + len(marker):]
+    return "", ""
+
+
+_SEPARATORS = ("\n\n", "\n", " ")    # whitespace prose writes anyway: as a marker's place it must be the only one
+
+
+def _stripped_places(out: str, before: str, after: str) -> list[int]:
+    """Where a marker the template writes between ``before`` and ``after`` (whitespace) may have been dropped:
+    each maximal whitespace run of the output equal to ``before + after`` (at the position the marker would
+    take), or — when the template writes no whitespace there — each place where a sentence's end runs into the
+    next with no space (:data:`_GLUE`). A run that prose writes anyway (a paragraph break) counts only when it is
+    the output's only one. The last three, last first."""
+    ws = before + after
+    if not ws:
+        return [m.start() for m in _GLUE.finditer(out)][-3:][::-1]
+    runs = [m.start() + len(before) for m in re.finditer(r"(?<!\s)" + re.escape(ws) + r"(?!\s)", out)]
+    if ws in _SEPARATORS and len(runs) != 1:
+        return []
+    return runs[-3:][::-1]
+
+
 def _stripped_reasoning_closer(setup: _Setup, bundle: Any, out: str, r_start: str, r_ends: list[str]
                                ) -> tuple[str, str] | None:
     """The reasoning closer put back where a decoder dropped it: the generation prompt opened the reasoning, the
     output never closes it and holds none of the template's special tokens (so nothing tells a cut output from
-    one whose tokens were all dropped), and at one of the last places where a sentence's end runs into the next
-    with no space the closer put back makes the output parse clean into reasoning and an answer. Returns
-    ``(the restored output, evidence)`` or None; at most three parses, only for outputs up to 16 KiB."""
+    one whose tokens were all dropped), and at one of the last places where the output has exactly the whitespace
+    the template writes around the closer (:func:`_stripped_places`: Qwen3's ``\\n`` before and ``\\n\\n`` after
+    ``</think>``; none at all for DeepSeek-V3.2, where the reasoning's last sentence then runs into the answer)
+    the closer put back makes the output parse clean into reasoning and an answer. Returns ``(the restored
+    output, evidence)`` or None; at most three parses, only for outputs up to 16 KiB."""
     if len(out) > _STRIPPED_CHARS or any(t.strip(_WS) in out for t in _special_tokens(bundle)) \
             or r_start.strip(_WS) in out or any(e.strip(_WS) in out for e in r_ends if e.strip(_WS)):
         return None
     closer = r_ends[0].strip(_WS)
-    for at in [m.start() for m in _GLUE.finditer(out)][-3:][::-1]:
+    before, after = _marker_whitespace(setup, bundle, closer)
+    for at in _stripped_places(out, before, after):
         restored = out[:at] + closer + out[at:]
         try:
             p = _parse(setup, restored)
         except Exception:  # noqa: BLE001 - no parser, no evidence
             return None
         if p.clean and (p.message.reasoning_content or "").strip(_WS) and (p.message.content or "").strip(_WS):
-            where = _q(out[max(0, at - 12):at] + "|" + out[at:at + 12])
+            where = _q(out[max(0, at - len(before) - 12):at] + "|" + out[at:at + 12])
+            how = (f"the output has exactly the whitespace the template writes around {_q(closer)} "
+                   f"({_q(before + closer + after)}) and nothing between" if before + after else
+                   "the reasoning's last sentence runs into the answer with no space")
             return restored, (f"the generation prompt opens the reasoning with {_q(r_start.strip(_WS))} and the output "
-                              f"never closes it, holds none of the template's special tokens, and at {where} the "
-                              "reasoning's last sentence runs into the answer with no space: a decoder that skips "
-                              f"special tokens (skip_special_tokens) dropped {_q(closer)} there — put back, the output "
-                              "parses into reasoning and an answer")
+                              f"never closes it, holds none of the template's special tokens, and at {where} {how}: "
+                              "a decoder that skips special tokens (skip_special_tokens) dropped "
+                              f"{_q(closer)} there — put back, the output parses into reasoning and an answer")
     return None
 
 
@@ -1539,7 +1917,7 @@ def _mistyped_at_stop(req: Any, ex: Any) -> str:
         return ""
     m = _PY_LITERAL.match(ex.text, stop.pos)
     if not m:
-        return ""
+        return _python_literal_inside(req, ex.text, stop.pos)
     # the parser's rules name an argument ``tool-<name>-arg-<param>`` or, by position, ``tool-<i>-arg-<j>``
     typed: dict[str, tuple[str, str]] = {}
     for i, t in enumerate(req.tools or []):
@@ -1555,6 +1933,70 @@ def _mistyped_at_stop(req: Any, ex: Any) -> str:
             return (f"`{k}` is of type `{ty}`, but the model wrote the Python literal "
                     f"{_q(ex.text[stop.pos:stop.pos + 20].strip(_WS))} where JSON is expected")
     return ""
+
+
+_PY_WORD = re.compile(r"(True|False|None)(?![\w])")
+_KEY_BEFORE = re.compile(r'"([^"\\\n]{1,64})"\s{0,8}:\s{0,8}$')
+
+
+def _python_literal_inside(req: Any, text: str, at: int) -> str:
+    """Evidence when the JSON value that starts at ``at`` (where the parse stopped) holds a Python literal
+    outside its strings — ``True`` / ``False`` / ``None`` or a single-quoted string — that JSON does not have
+    (``{"arg1": True}``): the model wrote the arguments as Python, not JSON. ``""`` otherwise; one scan of at most
+    4 KiB, inside the value only."""
+    if text[at:at + 1] not in ("{", "["):
+        return ""
+    depth, in_str, esc = 0, False, False
+    for i in range(at, min(len(text), at + 4096)):
+        ch = text[i]
+        if in_str:
+            esc, in_str = (False, True) if esc else (ch == "\\", ch != '"')
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth <= 0:
+                return ""
+        elif ch == "'" or (ch in "TFN" and not text[i - 1:i].isalnum() and _PY_WORD.match(text, i)):
+            lit = _PY_WORD.match(text, i).group(1) if ch != "'" else text[i:text.find("'", i + 1) + 1 or i + 20]
+            key = _KEY_BEFORE.search(text, max(at, i - 80), i)
+            k = key.group(1) if key else ""
+            types = [((t.get("function") or {}).get("parameters") or {}).get("properties", {}).get(k, {})
+                     for t in req.tools or [] if isinstance(t, dict) and isinstance((t.get("function") or {})
+                                                                                     .get("parameters"), dict)]
+            ty = next((x.get("type") for x in types if isinstance(x, dict) and x.get("type")), "")
+            json_form = {"True": "true", "False": "false", "None": "null"}.get(lit, "a double-quoted string")
+            return (f"{'`' + k + '` = ' if k else ''}{_q(lit, 20)}: the model wrote the Python literal {_q(lit, 20)} "
+                    f"inside the call's JSON arguments, where JSON writes {json_form}"
+                    + (f" (the schema's type is `{ty}`)" if ty else ""))
+    return ""
+
+
+_IDENT_AT = re.compile(r"[A-Za-z_][\w\-]{0,63}")
+
+
+def _undeclared_at_stop(req: Any, ex: Any) -> tuple[str, str, str] | None:
+    """Where the parse stopped expecting an argument's name (the expected literals are parameter names a tool of
+    the request declares) and the model wrote another name there: ``(tool, the name written, evidence)``, or
+    None. The tool is the one whose declared names were expected."""
+    if ex.stop is None:
+        return None
+    m = _IDENT_AT.match(ex.text, ex.stop.pos)
+    lits = [x.strip(_WS) for x in _literals(ex.stop.expected)]
+    if not m:
+        return None
+    for t in req.tools or []:
+        f = t.get("function") or {} if isinstance(t, dict) else {}
+        props = list(properties_of(f.get("parameters")))
+        wanted = [x for x in lits if x in props]
+        if f.get("name") and wanted and m.group(0) not in props:
+            return f["name"], m.group(0), (f"the model names an argument {_q(m.group(0))}, which `{f['name']}`'s schema "
+                                           f"does not declare, where the parser expected a declared name "
+                                           f"({', '.join(_q(w) for w in wanted[:3])})")
+    return None
 
 
 def _missing_from_text(req: Any, output: str) -> str:
@@ -1622,9 +2064,13 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return same_message(AssistantMessage.from_openai(a), AssistantMessage.from_openai(b))
 
 
-def _keep_special_tokens(setup: _Setup, budget: _Budget, ok: Any, restored: str, shown: str) -> RankedFix | None:
-    """The server fix "keep special tokens" when ``restored`` (the output with the tokens a decoder dropped put
-    back) re-parses as ``ok`` wants, at the setup's fidelity, else at improved fidelity; None when it does not."""
+def _keep_special_tokens(setup: _Setup, budget: _Budget, ok: Any, restored: str, shown: str,
+                         server: str = "keep-special-tokens",
+                         what: str = "keep special tokens in the decoded text (skip_special_tokens=false / --special)"
+                         ) -> RankedFix | None:
+    """The server fix ``server`` ("keep special tokens" unless said) when ``restored`` (the output as the model
+    wrote it, the decoder's change undone) re-parses as ``ok`` wants, at the setup's fidelity, else at improved
+    fidelity; None when it does not."""
     for fid in dict.fromkeys((setup.fidelity, "improved")):
         if not budget.take(len(restored)):
             return None
@@ -1633,12 +2079,12 @@ def _keep_special_tokens(setup: _Setup, budget: _Budget, ok: Any, restored: str,
         except Exception:  # noqa: BLE001
             continue
         if ok(p):
-            change: dict[str, Any] = {"server": "keep-special-tokens", "output": restored}
+            change: dict[str, Any] = {"server": server, "output": restored}
             extra = ""
             if fid != setup.fidelity:
                 change["fidelity"], extra = fid, ", and parse at improved fidelity"
-            return RankedFix(TriageFixKind.SERVER, "keep special tokens in the decoded text (skip_special_tokens="
-                             f"false / --special){extra}: the output then {shown}", change, p.message.to_openai(), 4)
+            return RankedFix(TriageFixKind.SERVER, f"{what}{extra}: the output then {shown}", change,
+                             p.message.to_openai(), 4)
     return None
 
 
@@ -1736,6 +2182,23 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                              "output is a call of it", change, message, cost))
     # request edits of the schema
     req = setup.request
+    if mistake == Mistake.UNKNOWN_PARAMETER and ctx.get("undeclared") and budget.take(len(ex.output)):
+        # declare the argument the model sends (a string) and require only what the call holds
+        tool, arg = ctx["undeclared"]
+        t = next((t.get("function") or {} for t in req.tools or [] if isinstance(t, dict)
+                  and (t.get("function") or {}).get("name") == tool), {})
+        keep = [r for r in required_of(t.get("parameters")) if r in ex.output]
+        change = {"type": {tool: {arg: "string"}}, "required": {tool: keep}}
+        try:
+            p = _parse(setup, ex.output, request=apply_request_change(req, change))
+            if ok(p):
+                full = apply_request_change(req, change).to_row().get("tools")
+                out.append(RankedFix(TriageFixKind.REQUEST, f"edit the request's schema: declare {_q(arg)} (a string) "
+                                     f"in `{tool}`" + (f" and require only {keep}" if keep != required_of(
+                                         t.get("parameters")) else ""), {"request": {**change, "tools": full}},
+                                     p.message.to_openai(), 2))
+        except Exception:  # noqa: BLE001 - a request that does not build is not offered
+            pass
     if mistake in (Mistake.MISSING_REQUIRED, Mistake.TYPE_MISMATCH):
         change: dict[str, Any] = {}
         probe = near[1].message.to_openai() if near else None
@@ -1791,6 +2254,10 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         if fx.message.get("tool_calls") and any(m and m.strip(_WS) and m.strip(_WS) in (fx.message.get("content") or "")
                                                 for m in markers + ctx["closers"]):
             continue    # a call read while the call's own markup stays in the content (text left unparsed)
+        src = getattr(setup.template, "source", "") or ""
+        if any(t.group(0) in src for t in _SPECIAL_SHAPE.finditer((fx.message.get("content") or "")
+                                                                  + (fx.message.get("reasoning_content") or ""))):
+            continue    # the template's own control tokens left in the message: the markup is still unread
         kind = {FixKind.REQUEST: TriageFixKind.REQUEST, FixKind.OVERRIDE: TriageFixKind.OVERRIDE,
                 FixKind.FIDELITY: TriageFixKind.FIDELITY}[fx.kind]
         if kind == TriageFixKind.FIDELITY and out:
@@ -1857,7 +2324,15 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         fix = _keep_special_tokens(setup, budget, ok, restored, "starts " + _q(restored[:30]))
         if fix is not None:
             out.append(fix)
-    if mistake == Mistake.SPECIAL_TOKENS_STRIPPED and ctx.get("restored") and not special:
+    if mistake == Mistake.SPECIAL_TOKENS_STRIPPED and ctx.get("restored_server") == "spaces":
+        restored = ctx["restored"]
+        fix = _keep_special_tokens(setup, budget, ok, restored, "reads " + _q(restored[:40]),
+                                   server="decode-special-tokens-without-spaces",
+                                   what="decode special tokens without spaces between them "
+                                        "(spaces_between_special_tokens=false)")
+        if fix is not None:
+            out.append(fix)
+    elif mistake == Mistake.SPECIAL_TOKENS_STRIPPED and ctx.get("restored") and not special:
         restored = ctx["restored"]
         fix = _keep_special_tokens(setup, budget, ok, restored, "reads " + _q(restored[:40]))
         if fix is not None:
@@ -1875,6 +2350,17 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                      "ends " + _q(restored[-30:]), {"server": "keep-stop-string", "output": restored},
                                      p.message.to_openai(), 4))
         except Exception:  # noqa: BLE001
+            pass
+    if near and mistake == Mistake.TRAILING_TEXT and ctx.get("trailing_token") and budget.take(len(near[1].output)):
+        restored = near[1].output
+        try:
+            p = _parse(setup, restored)
+            if ok(p):
+                out.append(RankedFix(TriageFixKind.SERVER, "stop at the end token and strip it from the output (the "
+                                     "server's stop list / skip_special_tokens): the output then ends "
+                                     + _q(restored[-30:]), {"server": "strip-stop-token", "output": restored},
+                                     p.message.to_openai(), 4))
+        except Exception:  # noqa: BLE001 - no parser, no fix
             pass
     if mistake == Mistake.TRAILING_TEXT and ctx.get("repeat"):
         out = [f for f in out if ctx["repeat"][1] not in (f.message.get("content") or "")]   # leaves the copies
@@ -2082,6 +2568,15 @@ _WHY = {
                             "repair reads the call without it; teaching the parser to take that marker as the "
                             "closer would make the format ambiguous — only the model's output (or a new repair) "
                             "can change",
+    Mistake.REASONING_SETTING: "the model writes its reasoning without the opener the generation prompt does not "
+                               "write either, and no repair reads that here: a template whose generation prompt "
+                               "opens the reasoning (the one the model was trained with) would be needed",
+    Mistake.REASONING_NOT_CLOSED: "the call is written inside the reasoning, which the format never reads calls "
+                                  "from, and no repair of ours moves it out: the model must close the reasoning "
+                                  "before calling (or a new repair read calls there)",
+    Mistake.TYPE_MISMATCH: "the value is not of its schema's type (or is written as Python, not JSON) and no repair "
+                           "or schema edit of ours reads it: the model's output must change — the lazy tool-call "
+                           "grammar constrains the arguments to the schema",
     Mistake.UNKNOWN_TOOL: "the model called a name the request does not offer; offering a tool under that name "
                           "would only rename the fault — the model's output (or the tool's name) must change",
 }
@@ -2115,13 +2610,15 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
         return _in_transformers_dialect(ex, setup, why, seconds=seconds, parses=parses, parse_cost=parse_cost)
     budget = _Budget(seconds, parses, parse_cost)
     ctx = _context(setup, bundle)
+    ctx["budget"] = budget
     tools = bool(setup.request.tools)
     near = None
-    if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings):
+    if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings
+                      and not _SPECIAL_SHAPE.search(ex.message.get("content") or "")):
         near = nearest_output(setup, bundle, ex.output, budget, ctx, stop=ex.stop)
     content = ex.message.get("content") or ""
     if ex.clean and not ex.findings and ex.message.get("tool_calls") and not _SPECIAL_SHAPE.search(content) \
-            and not any(m and m in content for m in ctx["markers"]):
+            and not any(m and m in content for m in ctx["markers"]) and _marker_free(ex.message, bundle):
         # the format read the calls and left nothing marker-like: the loose rules below (call syntax of another
         # family, a recipient on the analysis channel) describe misreads, not a parse like this one
         return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", [],

@@ -19,15 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-SUITE_TOOLS: list[dict[str, Any]] = [
-    {"type": "function", "function": {
-        "name": "get_time", "description": "Current time (optionally in a time zone)",
-        "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}, "required": []}}},
-]
-"""Added to :data:`core.chat.roundtrip.ROUND_TRIP_TOOLS`: a tool without required arguments (empty calls)."""
-
-UNICODE_CITY = "São Paulo — 東京 🌧"
-
+from .probe_text import SUITE_TOOLS, UNICODE_CITY
 
 @dataclass
 class Suite:

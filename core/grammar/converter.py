@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Callable
 
 from . import json_schema as S
 
@@ -247,14 +246,13 @@ class _Invalid(Exception):
 
 
 class GrammarBuilder:
-    """Collects GBNF rules (see module doc). ``dotall``: ``.`` in patterns also matches newlines.
+    """Collects GBNF rules (see module doc); ``.`` in patterns matches any character but a line break.
 
     ``errors`` / ``warnings``: problems met while converting schemas (an invalid ``pattern`` is an error, an
     unsupported one a warning; both leave a usable grammar).
     """
 
-    def __init__(self, dotall: bool = False):
-        self.dotall = dotall
+    def __init__(self) -> None:
         self.rules: dict[str, str] = {"space": SPACE_RULE}
         self.errors: list[str] = []
         self.warnings: list[str] = []
@@ -518,8 +516,7 @@ class GrammarBuilder:
             return '"' + item[0] + '"' if item[1] else item[0]
 
         def get_dot() -> str:
-            rule = "[\\U00000000-\\U0010FFFF]" if self.dotall else "[^\\x0A\\x0D]"
-            return self.add_rule("dot", rule)
+            return self.add_rule("dot", "[^\\x0A\\x0D]")
 
         def transform() -> tuple[str, bool]:
             seq: list[tuple[str, bool]] = []
@@ -677,12 +674,3 @@ def json_schema_to_grammar(schema: dict) -> str:
         raise S.SchemaError("JSON schema conversion failed: " + "; ".join(gb.errors))
     return gb.format()
 
-
-BuilderCallback = Callable[[GrammarBuilder], None]
-
-
-def build_grammar(callback: BuilderCallback, dotall: bool = False) -> str:
-    """Run ``callback(builder)`` and return the formatted grammar (llama.cpp ``build_grammar``)."""
-    gb = GrammarBuilder(dotall)
-    callback(gb)
-    return gb.format()

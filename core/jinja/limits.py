@@ -85,7 +85,7 @@ def starved_until(limit_s: float, wall0: float, cpu0: float, now: float) -> floa
     return min(cap, now + limit_s - used)
 
 
-def _rss_bytes() -> int | None:
+def rss_bytes() -> int | None:
     """Resident memory of this process in bytes (``/proc/self/statm``; opened each time: a descriptor kept open
     would read the parent's after a fork), or None where there is no procfs."""
     try:
@@ -140,7 +140,7 @@ class _Deadline:
             raise RenderLimitError("<render>", f"render took longer than {self.limits.timeout_s:g} s "
                                                "(limit: render time)")
         self.until = min(self.end, now + MEMORY_CHECK_S)
-        rss = _rss_bytes()
+        rss = rss_bytes()
         if rss is None or self.rss0 is None:
             self.rss0 = None  # no procfs: the time limit and the size checks only
         elif self.rss0 < 0:

@@ -702,18 +702,10 @@ def _own_names() -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=1)
-def _own_use() -> "re.Pattern[str]":
-    """Where a source may apply one of :func:`_own_names`: after ``|`` (filter), ``filter`` (filter block)
-    or ``is`` / ``is not`` (test) — the only syntax that makes a Filter/Test node jinja2 could fold."""
-    names = "|".join(re.escape(n) for n in _own_names()) or "(?!)"
-    return re.compile(r"(?:\||\bfilter\b|\bis\b(?:\s+not\b)?)\s*(?:" + names + r")\b")
-
-
-@functools.lru_cache(maxsize=1)
 def _own_use_parts() -> "tuple[re.Pattern[str], re.Pattern[str]] | None":
-    """:func:`_own_use` split for a fast search (see :func:`_uses_own`): the names followed by a word boundary,
-    and what must precede them — whitespace, then ``|``, ``filter`` or ``is`` / ``is not`` — written backwards,
-    to be matched on the reversed text from where a name starts. None when there are no names."""
+    """The search of :func:`_uses_own`: the names followed by a word boundary, and what must precede them —
+    whitespace, then ``|``, ``filter`` or ``is`` / ``is not`` — written backwards, to be matched on the reversed
+    text from where a name starts. None when there are no names."""
     names = _own_names()
     if not names:
         return None
@@ -723,12 +715,11 @@ def _own_use_parts() -> "tuple[re.Pattern[str], re.Pattern[str]] | None":
 
 
 def _uses_own(source: str) -> bool:
-    """True exactly when :func:`_own_use` finds a match in ``source``. That search costs ~100 µs on a typical
-    template (its pattern starts with an alternation of common letters, so every ``i``, ``f`` and ``|`` is a
-    start to try); this finds the names first (rare, by substring search) and checks the text before each one
-    by matching the preceding part of the pattern, reversed, on the reversed source: same verdict (word
-    boundaries and whitespace read the same either way; tested against the pattern on the corpus and on
-    generated strings)."""
+    """True when ``source`` may apply one of :func:`_own_names`: after ``|`` (filter), ``filter`` (filter block)
+    or ``is`` / ``is not`` (test) — the only syntax that makes a Filter/Test node jinja2 could fold. One regex of
+    that shape costs ~100 µs a template (every ``i``, ``f`` and ``|`` is a start to try); this finds the names
+    first (rare, by substring search) and matches what precedes each one, reversed, on the reversed source: the
+    same verdict (tests/test_compile_cache.py checks it against that regex)."""
     parts = _own_use_parts()
     if parts is None:
         return False

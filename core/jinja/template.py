@@ -148,13 +148,11 @@ def _chunks(compiled: jinja2.Template, ctx: dict[str, Any]) -> Iterator[str]:
 
 def chat_globals(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  add_generation_prompt: bool = False, enable_thinking: bool = True,
-                 extra_context: dict[str, Any] | None = None, bos_token: str = "", eos_token: str = ""
-                 ) -> dict[str, Any]:
+                 extra_context: dict[str, Any] | None = None) -> dict[str, Any]:
     """The globals llama.cpp's analysis renders with (analysis notes §2), in this order: ``messages``,
-    ``bos_token``/``eos_token``, ``enable_thinking``, ``tools`` only when non-empty, each ``extra_context`` key,
-    and ``add_generation_prompt`` **only when true** (otherwise undefined)."""
-    ctx: dict[str, Any] = {"messages": messages, "bos_token": bos_token, "eos_token": eos_token,
-                           "enable_thinking": enable_thinking}
+    ``bos_token`` / ``eos_token`` (""), ``enable_thinking``, ``tools`` only when non-empty, each ``extra_context``
+    key, and ``add_generation_prompt`` **only when true** (otherwise undefined)."""
+    ctx: dict[str, Any] = {"messages": messages, "bos_token": "", "eos_token": "", "enable_thinking": enable_thinking}
     if tools:
         ctx["tools"] = tools
     if extra_context:
@@ -164,17 +162,9 @@ def chat_globals(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | N
     return ctx
 
 
-def apply_template(
-    template: ChatTemplate,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None = None,
-    add_generation_prompt: bool = False,
-    enable_thinking: bool = True,
-    extra_context: dict[str, Any] | None = None,
-    bos_token: str = "",
-    eos_token: str = "",
-) -> str:
+def apply_template(template: ChatTemplate, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                   add_generation_prompt: bool = False, enable_thinking: bool = True,
+                   extra_context: dict[str, Any] | None = None) -> str:
     """Render ``template`` with :func:`chat_globals` (llama.cpp's analysis conventions) in the transformers
     dialect. Raises what :meth:`ChatTemplate.render` raises."""
-    return template.render(chat_globals(messages, tools, add_generation_prompt, enable_thinking, extra_context,
-                                        bos_token, eos_token))
+    return template.render(chat_globals(messages, tools, add_generation_prompt, enable_thinking, extra_context))

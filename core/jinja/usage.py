@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import threading
-from dataclasses import dataclass, field
 from types import GeneratorType as _GeneratorType
 from typing import Any, Callable
 
@@ -25,16 +24,9 @@ from .limits import tick
 from .sandbox import PLAIN_STR_TYPES
 
 
-@dataclass
-class ValueStats:
-    """Usage of one input value: ``used`` and the set of operation names (``ops``) applied to it."""
-
-    used: bool = False
-    ops: set[str] = field(default_factory=set)
-
-
 class UsageRecorder:
-    """Collects :class:`ValueStats` per tracked value (keyed by object identity) during one render."""
+    """Records, per tracked value (keyed by object identity), whether one render used it and the operation names
+    (``ops``) applied to it."""
 
     def __init__(self) -> None:
         # ids of the tracked values, of those used, and the ops applied per id: plain sets, not a record per
@@ -63,13 +55,6 @@ class UsageRecorder:
         self._keep.append(out)
         self._tracked.add(id(out))
         return out
-
-    def stats(self, value: Any) -> ValueStats:
-        """Stats of ``value`` (a snapshot; an unused record for anything untracked or unused)."""
-        key = id(value)
-        if key not in self._tracked:
-            return ValueStats()
-        return ValueStats(key in self._used, set(self._ops.get(key, ())))
 
     def used(self, value: Any) -> bool:
         """True if the template read the tracked ``value`` during the render."""

@@ -9,6 +9,6 @@ processes. Finding kinds (:class:`~core.lint.model.Kind`): ``render`` (render ma
 from __future__ import annotations
 
 from .model import Finding, Kind, LintReport, Severity, visible
-from .run import CHECKS, lint
+from .run import lint
 
-__all__ = ["lint", "Finding", "Kind", "LintReport", "Severity", "visible", "CHECKS"]
+__all__ = ["lint", "Finding", "Kind", "LintReport", "Severity", "visible"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import multiprocessing as mp
 import os
 import pathlib
@@ -48,27 +49,21 @@ def template_files(directory: str | os.PathLike, pattern: str = "*.jinja") -> li
 
 
 def lint_corpus(paths: Iterable[str], *, workers: int = 2, fidelity: str = "llama.cpp",
-                suppressed: Iterable[str] = (), progress: ProgressFn | None = None,
-                start_method: str = "fork") -> list[LintReport]:
-    """:func:`lint_file` for every path, on ``workers`` processes (0 or 1: in this process), in input order.
-    ``progress`` is called as templates finish. ``start_method``: ``"fork"`` (the CLI: workers inherit the
-    imports) or ``"spawn"`` (a multi-threaded host such as the Streamlit server, where forking is unsafe)."""
+                suppressed: Iterable[str] = (), progress: ProgressFn | None = None) -> list[LintReport]:
+    """:func:`lint_file` for every path, on ``workers`` forked processes (0 or 1: in this process; the command
+    line's, so forking is safe), in input order. ``progress`` is called as templates finish."""
     paths = list(paths)
     sup = tuple(suppressed)
     out: list[LintReport | None] = [None] * len(paths)
     tasks = [(i, p, fidelity, sup) for i, p in enumerate(paths)]
     done = 0
-    if workers <= 1 or len(paths) < 4:
-        for t in tasks:
-            i, row = _task(t)
-            out[i] = LintReport.from_json(row)
-            done += 1
-            if progress:
-                progress(done, len(paths), out[i].template)
-        return [r for r in out if r is not None]
-    ctx = mp.get_context(start_method if start_method in mp.get_all_start_methods() else None)
-    with ctx.Pool(workers) as pool:
-        for i, row in pool.imap_unordered(_task, tasks, chunksize=2):
+    with contextlib.ExitStack() as stack:
+        if workers <= 1 or len(paths) < 4:
+            rows: Iterable[tuple[int, dict[str, Any]]] = map(_task, tasks)
+        else:
+            ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else None)
+            rows = stack.enter_context(ctx.Pool(workers)).imap_unordered(_task, tasks, chunksize=2)
+        for i, row in rows:
             out[i] = LintReport.from_json(row)
             done += 1
             if progress:

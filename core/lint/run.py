@@ -18,10 +18,6 @@ def _checks() -> list[Any]:
             C.check_probes, C.check_markers, C.check_time]
 
 
-CHECKS = ("render", "roundtrip", "prefix", "divergence", "probe", "marker", "time")
-"""The finding kinds, in the order the checks run."""
-
-
 def lint(template: ChatTemplate, *, fidelity: str = "llama.cpp", report: Any = None,
          suppressed: Iterable[str] = (), budget_s: float | None = None) -> LintReport:
     """Lint ``template`` (a compiled :class:`~core.jinja.template.ChatTemplate`).

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import enum
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..chat.roundtrip import ROUND_TRIP_TOOLS
@@ -42,7 +42,6 @@ class Shape:
     tools: list[dict[str, Any]] | None = None
     needs: Needs = Needs.BASIC
     enable_thinking: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def add_generation_prompt(self) -> bool:

@@ -123,6 +123,8 @@ class NodeRun:
                 return self.tail[i - self._t]
             if i < 0:
                 i += self._n
+                if i >= self._t:   # (``run[-1]``: the last item, most often in the tail)
+                    return self.tail[i - self._t]
                 if i < 0:
                     raise IndexError("node run index out of range")
             h = len(self.head)

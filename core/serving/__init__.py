@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
 from ..errors import ChatTemplateExplorerError
+from ..sources import ADDITIONAL_TEMPLATES_DIR, HUB_TEMPLATE_FILES
 
 __all__ = [
     "ENV_DEMO",
@@ -58,10 +59,6 @@ __all__ = [
 
 ENV_ROOTS = "CTE_ALLOW_ROOTS"
 ENV_DEMO = "CTE_DEMO"
-
-#: What the loader reads inside a model folder (``core.sources.HUB_TEMPLATE_FILES`` plus the named variants).
-_MODEL_FOLDER_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
-_ADDITIONAL_DIR = "additional_chat_templates"
 
 
 class ServingConfigError(ChatTemplateExplorerError):
@@ -265,7 +262,7 @@ def confined_entries(folder: pathlib.Path, roots: Sequence[pathlib.Path], suffix
         if target.is_file() and entry.suffix.lower() in suffixes:
             out.append(entry)
         elif target.is_dir() and any(is_within(pathlib.Path(os.path.realpath(target / f)), roots)
-                                     and (target / f).is_file() for f in _MODEL_FOLDER_FILES):
+                                     and (target / f).is_file() for f in HUB_TEMPLATE_FILES):
             out.append(entry)
     return out
 
@@ -278,8 +275,8 @@ def confined_template_path(path_text: str, roots: Sequence[pathlib.Path]) -> pat
     """
     resolved = confine(path_text, roots)
     if resolved.is_dir():
-        inner = [resolved / f for f in _MODEL_FOLDER_FILES]
-        extra = resolved / _ADDITIONAL_DIR
+        inner = [resolved / f for f in HUB_TEMPLATE_FILES]
+        extra = resolved / ADDITIONAL_TEMPLATES_DIR
         inner.append(extra)
         if is_within(pathlib.Path(os.path.realpath(extra)), roots) and extra.is_dir():
             inner += sorted(extra.glob("*.jinja"))

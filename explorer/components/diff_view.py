@@ -25,7 +25,7 @@ COLOURS = {
 BORDER = "rgba(128,128,128,0.4)"
 FAINT = "opacity:0.75"   # notes and ∅: the theme's text, dimmed (still ≥ 4.5:1 on both themes' backgrounds)
 BOX_STYLE = ("font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:0.85rem;"
-             "white-space:pre-wrap;word-break:break-all;line-height:1.8;color:inherit;background:transparent;"
+             "white-space:pre-wrap;overflow-wrap:anywhere;line-height:1.8;color:inherit;background:transparent;"
              f"border:1px solid {BORDER};border-radius:6px;padding:6px 8px;margin:4px 0")
 
 

@@ -28,6 +28,12 @@ MODES: dict[tuple[str, str], str] = {
                                 "only.",
 }
 
+# what an Overrides mode field holds: its glossary group (the tooltip lists that group's modes), or the words
+CALL_ID_POSITIONS = ("Where a tool call's id is written: NONE (not written), PRE_FUNC_NAME (before the function "
+                     "name), BETWEEN_FUNC_AND_ARGS (between the name and the arguments), POST_ARGS (after the "
+                     "arguments).")
+FIELD_GROUPS = {"reasoning.mode": "Reasoning", "content.mode": "Content", "tools.format.mode": "Tool calls"}
+
 TERMS: dict[str, str] = {
     "fidelity": "llama.cpp: exactly what llama.cpp finds and parses (the reference). improved: this tool's named, "
                 "documented repairs on top.",
@@ -54,3 +60,8 @@ def mode_help(group: str, mode: Any = None) -> str:
 def column_help(group: str) -> str:
     """One-line tooltip for a table column of ``group``'s modes."""
     return "; ".join(f"{n}: {m}" for (g, n), m in MODES.items() if g == group)
+
+
+def field_help(path: str, mode: Any = None) -> str:
+    """Tooltip for an analysis mode field (``reasoning.mode``, ``tools.call_id.pos``, …) showing ``mode``."""
+    return mode_help(FIELD_GROUPS[path], mode) if path in FIELD_GROUPS else CALL_ID_POSITIONS

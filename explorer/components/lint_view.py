@@ -8,7 +8,7 @@ from typing import Any, Callable
 import pandas as pd
 import streamlit as st
 
-from .text import md
+from .text import md, show_table
 
 
 def shown_text(value: Any) -> str:
@@ -18,6 +18,26 @@ def shown_text(value: Any) -> str:
 
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
     return "\n".join(visible(line, None, spaces=False) for line in text.split("\n"))
+
+# Compare's field table in the page's left half: fixed column shares (Streamlit sizes a static table to its
+# longest unbreakable cell, and the B column ran off the page), every cell wrapping, anywhere if it must
+FIELDS_TABLE_CSS = ("<style>.st-key-cte_fields_table table{table-layout:fixed;width:100%}"
+                    ".st-key-cte_fields_table tr>:nth-child(1){width:38%}"
+                    ".st-key-cte_fields_table tr>:nth-child(2){width:10%}"
+                    ".st-key-cte_fields_table td [data-testid=stMarkdownContainer],.st-key-cte_fields_table td p"
+                    "{width:auto !important;overflow-wrap:anywhere !important;white-space:normal !important}</style>")
+
+# what each finding kind checks, in plain words (the metric labels are the ids' first part)
+KIND_HELP = {
+    "render": "Conversation shapes (system turn, tool results, images, …) that make the template raise.",
+    "roundtrip": "An assistant message rendered and parsed back loses something (content, reasoning, a call, its id).",
+    "prefix": "A conversation extended by one turn does not start with its previous render (breaks prompt caches "
+              "and training masks).",
+    "divergence": "transformers-style and llama.cpp-compatible renders of the same conversation differ.",
+    "probe": "One of the analysis' probe renders raised.",
+    "marker": "Marker hygiene: a marker that is a prefix of another, ordinary text, an instruction, or generated.",
+    "time": "The output depends on the date.",
+}
 
 SEVERITY_ICON = {"error": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 
@@ -33,7 +53,7 @@ def show_findings(report: Any, *, key: str = "lint") -> None:
     kinds = report.by_kind()
     cols = st.columns(len(kinds))
     for c, (k, n) in zip(cols, kinds.items()):
-        c.metric(k, n)
+        c.metric(k, n, help=KIND_HELP.get(k))
     if report.error:
         from ..visitor import shown
 
@@ -41,7 +61,7 @@ def show_findings(report: Any, *, key: str = "lint") -> None:
     if not report.findings:
         st.success(f"No findings ({report.shapes} conversation shapes rendered).")
         return
-    st.table(findings_frame(report), hide_index=True)   # wraps: a hint is a sentence, never cut off
+    show_table(findings_frame(report), hide_index=True)   # wraps: a hint is a sentence, never cut off
     for f in report.findings:
         with st.expander(f"{f.severity.value} · {f.id}", icon=SEVERITY_ICON.get(f.severity.value)):
             st.markdown(md(f.title))
@@ -99,10 +119,14 @@ def show_comparison(c: Any) -> None:
         st.info("The two templates are identical.")
     st.subheader("Analysis fields that differ")
     if c.fields:
-        st.table(pd.DataFrame([{"field": f.path, "A": shown_text(json.dumps(f.a, ensure_ascii=False)),
-                                    "B": shown_text(json.dumps(f.b, ensure_ascii=False)),
-                                    "changes the parser": "yes" if f.parser else "no (order only)"}
-                                   for f in c.fields]), hide_index=True)   # wraps: values are long
+        # whether the parser changes comes right after the field (it was the fourth column, cut off in the
+        # page's left half); values without spaces (marker strings) break anywhere instead of pushing B off
+        with st.container(key="cte_fields_table"):
+            st.html(FIELDS_TABLE_CSS)
+            show_table(pd.DataFrame([{"field": f.path, "changes the parser": "yes" if f.parser else "no (order only)",
+                                    "A": shown_text(json.dumps(f.a, ensure_ascii=False)),
+                                    "B": shown_text(json.dumps(f.b, ensure_ascii=False))}
+                                   for f in c.fields]), hide_index=True)
     else:
         st.caption("None.")
     st.subheader("Comparisons whose renders differ")

@@ -8,7 +8,7 @@ import streamlit as st
 from core.serving import Mode, policy_or_closed
 
 from .. import state
-from .text import md
+from .text import CODE_INPUTS_CSS, md
 
 
 def _serving_note() -> None:
@@ -36,6 +36,7 @@ def _pick_bundled() -> None:
 def render() -> None:
     """Draw the sidebar: current template (name, origin, variant) and the bundled-example picker."""
     with st.sidebar:
+        st.html(CODE_INPUTS_CSS)
         try:
             tpl = state.current()
         except Exception as e:  # noqa: BLE001

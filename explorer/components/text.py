@@ -116,6 +116,20 @@ def md(text: Any) -> str:
     return s.replace("\n", "  \n")
 
 
+def table_md(frame: Any) -> Any:
+    """A copy of a DataFrame for ``st.table`` with every text cell escaped by :func:`md`: Streamlit draws a
+    static table's cells as Markdown (a preserved token ``>\\n`` became an empty quote, ``**`` bold, a
+    ``[link](…)`` in a template a live link)."""
+    return frame.map(lambda v: md(v) if isinstance(v, str) else v)
+
+
+def show_table(frame: Any, **kw: Any) -> None:
+    """``st.table`` of :func:`table_md` of ``frame`` (every cell shown as the text it is)."""
+    import streamlit as st
+
+    st.table(table_md(frame), **kw)
+
+
 def html_text(text: Any) -> str:
     """HTML-escaped text (``&``, ``<``, ``>``, both quotes)."""
     return html.escape(str(text), quote=True)
@@ -140,7 +154,9 @@ def _visible_char(m: "re.Match[str]") -> str:
     ch = m.group()
     g = _WS_GLYPHS.get(ch)
     if g is not None:
-        return f'<span style="{GLYPH_STYLE}">{g}</span>' + ("\n" if ch == "\n" else "")
+        # a visible space is a glyph, not a space: <wbr> gives the line its break opportunity back (a long line
+        # ran off the view's right edge, or broke inside a word)
+        return f'<span style="{GLYPH_STYLE}">{g}</span>' + ("\n" if ch == "\n" else "<wbr>" if ch in " \t" else "")
     return f'<span style="{GLYPH_STYLE}">{escape_code(ch)}</span>'
 
 
@@ -149,11 +165,20 @@ _VISIBLE_HTML = re.compile(f"[ \\t\\n\\r\\v\\f]|{INVISIBLE.pattern}")
 
 def visible_html(text: str) -> str:
     """Escaped HTML of ``text`` with whitespace made visible: each space, tab, CR, VT, FF becomes a faint
-    glyph (``·`` ``→`` ``␍`` ``␋`` ``␌``), a newline becomes ``↵`` followed by the real line break; other
-    invisible characters (controls, bidi, zero-width) show as escapes (``\\x1b``, ``\\u202e``). Every piece of
-    ``text`` goes through :func:`html.escape`."""
+    glyph (``·`` ``→`` ``␍`` ``␋`` ``␌``; a line may break after a space or tab), a newline becomes ``↵``
+    followed by the real line break; other invisible characters (controls, bidi, zero-width) show as escapes
+    (``\\x1b``, ``\\u202e``). Every piece of ``text`` goes through :func:`html.escape`."""
     return _VISIBLE_HTML.sub(_visible_char, html.escape(text, quote=True))
 
+
+# The text boxes that hold code — templates and JSON — in the code font, like the code views (Jinja's indentation
+# and JSON's nesting read in a fixed-width font; Streamlit draws every text area in its prose font). Drawn once per
+# run by the sidebar, so each page's box keeps its place.
+CODE_INPUTS = ("in_edit_source", "in_paste_text", "in_compare_text_A", "in_compare_text_B", "in_tools",
+               "in_messages", "in_live_messages", "in_live_tools", "in_ov_import", "explain_expect")
+CODE_INPUTS_CSS = ("<style>" + ",".join(f".st-key-{k} textarea" for k in CODE_INPUTS)
+                   + "{font-family:'Source Code Pro',ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;"
+                     "font-size:0.85rem}</style>")
 
 TOKEN_STYLE = "white-space:nowrap"  # a special token is never broken across lines
 

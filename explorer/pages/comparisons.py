@@ -9,7 +9,7 @@ from explorer import state
 from explorer.components.diff_view import parts_html, show_diff, show_text
 from explorer.components.marker_table import known_markers
 from explorer.components.provenance import banner
-from explorer.components.text import literal, md, visible_json
+from explorer.components.text import literal, md, show_table, visible_json
 
 st.title("Comparisons")
 tpl = state.attempt(state.current)
@@ -37,7 +37,7 @@ overview = pd.DataFrame([{
 } for c in comparisons], columns=["id", "status", "fields set", "title"])
 with st.expander("Summary table", expanded=focus == "All"):
     # a static table: its cells wrap (the fields a comparison sets were cut off in a grid), what it found first
-    st.table(overview, hide_index=True)
+    show_table(overview, hide_index=True)
 
 for c in comparisons:
     if focus != "All" and c.id != focus:
@@ -60,7 +60,7 @@ for c in comparisons:
         if c.found:
             st.markdown("**Fields this comparison set**")
             # a static table, not a grid (a grid per comparison was most of the browser's work on this page)
-            st.table(pd.DataFrame([{"field": k, "value": literal(v) if isinstance(v, str) else str(v)}
+            show_table(pd.DataFrame([{"field": k, "value": literal(v) if isinstance(v, str) else str(v)}
                                    for k, v in c.found.items()]), hide_index=True)
         else:
             st.caption("This comparison set no field.")

@@ -196,6 +196,9 @@ HELP = {"tools": column_help("Tool calls"), "reasoning": column_help("Reasoning"
         "route": "auto-parser: llama.cpp builds the parser from the analysis; specialized: a hand-written handler"}
 widths = {"template": 280, "problem": 320 if only_errors else 160, "route": 90, "handler": 110, "tools": 130,
           "reasoning": 100, "content": 170, "workarounds": 120}
+# a problem or handler column empty in every row shown only pushed the modes off the right edge at 1400 px
+order = [c for c in order if c not in ("problem", "handler") or shown[c].fillna("").astype(bool).any()]
+widths = {c: w for c, w in widths.items() if c in order}
 event = st.dataframe(shown[order], hide_index=True, width="stretch", height=min(38 + 35 * len(shown), 740),
                      on_select="rerun", selection_mode="single-row", key="corpus_table",
                      column_config={c: st.column_config.TextColumn(c, width=w, help=HELP.get(c))

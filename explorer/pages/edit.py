@@ -148,9 +148,10 @@ if rep is not None:
     st.dataframe(markers_frame(a), hide_index=True, width="stretch", height="content", key="edit_markers")
     bundle = state.attempt(state.parser_bundle, tpl)
     if bundle is not None:
-        st.caption("Parser: lazy-grammar triggers and preserved tokens")
+        st.caption("Parser: the words that switch its lazy grammar on (triggers)")
         st.dataframe({"trigger": [visible_text(getattr(t, "value", t)) for t in bundle.parser.grammar_triggers or []]},
                      hide_index=True, width="stretch", height="content", key="edit_triggers")
+        st.caption("…and its preserved tokens (kept whole as special tokens)")
         st.code(visible_text(" ".join(bundle.parser.preserved_tokens or [])) or "(none)", language=None)
 
 with st.expander("Diff against the loaded source", expanded=text != base.source):

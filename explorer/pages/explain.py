@@ -11,7 +11,7 @@ import streamlit as st
 
 from explorer import state, urlstate
 from explorer.components import serving
-from explorer.components.spans import legend_html, panel_html, span_style, stop_html
+from explorer.components.spans import NEW_OUTLINE, legend_html, panel_html, span_style, stop_html
 from core.explain.explain import show_invisible
 from explorer.components.text import md, md_code, split_rule_path, visible_html, visible_json
 
@@ -24,9 +24,16 @@ urlstate.restore_explain()      # a permalink (x=…) puts its request and outpu
 state.default("in_output", state.sample_output(tpl))
 
 def _apply_fix(fix: dict) -> None:
-    """One click: put the fix's change where the explorer keeps it, and go where it shows."""
+    """One click: put the fix's change where the explorer keeps it, and go where it shows. A change carries
+    ``fidelity`` beside its other parts when its re-parse needed that fidelity (a request edit or a server setting
+    re-parsed at improved): the session's fidelity is set too, so the click gives the message the fix promised."""
     change = fix["change"]
     st.session_state["explain_applied"] = fix["description"]
+    if "fidelity" in change and len(change) > 1:
+        st.session_state["fidelity"] = change["fidelity"]
+        _apply_fix({**fix, "change": {k: v for k, v in change.items() if k != "fidelity"}})
+        st.session_state["explain_applied"] = fix["description"] + f" — at {change['fidelity']} fidelity (switched)"
+        return
     if "overrides" in change:
         ov = state.overrides_for(tpl)
         ov.update(change["overrides"])
@@ -69,8 +76,23 @@ def _apply_triage_fix(fix: dict) -> None:
     elif "server" in change:
         st.session_state["in_output"] = change["output"]
         st.session_state["explain_applied"] = fix["description"]
+        if change.get("fidelity"):   # the restored output re-parsed only at that fidelity: apply it there
+            st.session_state["fidelity"] = change["fidelity"]
+            st.session_state["explain_applied"] += f" — at {change['fidelity']} fidelity (switched)"
     else:
         _apply_fix(fix)
+
+
+def _needs_fidelity(fix: dict) -> str:
+    """What a ranked fix's line says when its re-parse needed another fidelity than this page's: the fidelity
+    goes with it (its one click switches it; a downloaded template patch is to be used there). ``""`` otherwise —
+    a repair switched on alone says improved in its own words."""
+    want = fix["change"].get("fidelity")
+    if not want or want == state.fidelity() or fix["kind"] == "fidelity":
+        return ""
+    if "template_patch" in fix["change"]:
+        return md(f" — re-parsed at {want} fidelity: use the patched template there")
+    return md(f" — re-parsed at {want} fidelity: its one click switches to {want}")
 
 
 goto = st.session_state.pop("explain_goto", None)
@@ -145,7 +167,7 @@ if tg.get("mistake") not in (None, "NONE"):
     if not tg.get("fixes"):
         st.caption(md_code("No change of ours helps: " + (tg.get("no_fix") or "")))
     for i, fx in enumerate(tg.get("fixes") or []):
-        st.markdown(md(f"{i + 1}. {fx['kind']}: ") + md_code(fx["description"]),
+        st.markdown(md(f"{i + 1}. {fx['kind']}: ") + md_code(fx["description"]) + _needs_fidelity(fx),
                     help=md(f"CLI: explain … {fx['cli']}") if fx.get("cli") else None)
         if "template_patch" in fx["change"]:
             patched = tpl.source
@@ -218,11 +240,11 @@ if stop is not None:
     st.subheader("Where it stopped")
     st.error(md_code(f"At output position {stop['output_pos']}: {stop['words']}"))
     if stop.get("path"):
-        st.caption("Hover ⓘ for the parser's grammar rules at that point.", help=md(" > ".join(stop["path"])))
+        st.caption("Hover the ? icon for the parser's grammar rules at that point.", help=md(" > ".join(stop["path"])))
 if ex["truncated"] is not None:
     st.warning(md_code(f"The output ends inside a tool call: {ex['truncated']['words']}"))
     if ex["truncated"].get("path"):
-        st.caption("Hover ⓘ for the parser's grammar rules at that point.",
+        st.caption("Hover the ? icon for the parser's grammar rules at that point.",
                    help=md(" > ".join(ex["truncated"]["path"])))
 
 # ---------------------------------------------------------------- streaming replay
@@ -263,7 +285,7 @@ if replay_box.open:
                         piece = {**sp, "text": sp["text"][lo - sp["start"]:hi - sp["start"]]}
                         html_piece = _span_html(piece)
                         if new:
-                            html_piece = f'<span class="cte-new" style="outline:2px solid #f59e0b">{html_piece}</span>'
+                            html_piece = f'<span class="cte-new" style="outline:2px solid {NEW_OUTLINE}">{html_piece}</span>'
                         parts.append(html_piece)
             held = "".join(sp["text"] for sp in step["spans"] if sp["label"] == "held back")
             st.html(panel_html("cte-stream", "".join(parts)))

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer import state
-from explorer.components.text import literal, md, visible_json_text, visible_text
+from explorer.components.text import literal, md, show_table, visible_json_text, visible_text
 
 
 @st.cache_data(max_entries=32, show_spinner="Exporting…")
@@ -50,7 +50,7 @@ def _verification(v: dict) -> None:
     # disagreements first: the rows that need reading
     rows.sort(key=lambda r: (r["result"] != "disagrees", r["result"] == "agrees"))
     # a static table: its cells wrap, so a long "why" is read whole (it was five characters wide in a grid)
-    st.table(pd.DataFrame(rows, columns=["result", "case", "why"]), hide_index=True)
+    show_table(pd.DataFrame(rows, columns=["result", "case", "why"]), hide_index=True)
 
 
 st.title("Export")

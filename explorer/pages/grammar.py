@@ -7,7 +7,7 @@ import streamlit as st
 from explorer import state
 from explorer.components.code_view import show_code
 from explorer.components.provenance import banner
-from explorer.components.text import literal, md, visible_text
+from explorer.components.text import literal, md, show_table, visible_text
 
 st.title("Grammar")
 tpl = state.attempt(state.current)
@@ -24,9 +24,13 @@ if bundle is None:
 parser = bundle.parser
 
 c1, c2, c3 = st.columns(3)
-c1.metric("Grammar", "present" if parser.grammar else "none")
-c2.metric("Lazy", "yes" if parser.grammar_lazy else "no")
-c3.metric("Triggers", len(parser.grammar_triggers or []))
+c1.metric("Grammar", "present" if parser.grammar else "none",
+          help="A GBNF grammar that holds the model's sampling to the format's tool calls (built when the request "
+               "has tools).")
+c2.metric("Lazy", "yes" if parser.grammar_lazy else "no",
+          help="yes: the grammar applies only from a trigger on, so the text before a call is not constrained.")
+c3.metric("Triggers", len(parser.grammar_triggers or []),
+          help="Words or patterns in the output that switch a lazy grammar on (listed below).")
 
 if parser.grammar:
     show_code(parser.grammar, "gbnf", max_height="36rem")
@@ -41,15 +45,15 @@ st.caption("Values as JSON strings, so whitespace shows (\\n is a newline).")
 trig = pd.DataFrame([{"type": getattr(t.type, "value", str(t.type)), "value": literal(t.value)}
                      for t in parser.grammar_triggers or []], columns=["type", "value"])
 # small static tables, not grids: a grid's setup was most of the browser's work of a switch to this page
-st.table(trig, hide_index=True)
+show_table(trig, hide_index=True)
 
 left, right = st.columns(2)
 with left:
     st.subheader("Preserved tokens")
-    st.table(pd.DataFrame({"token": [visible_text(t) for t in parser.preserved_tokens or []]}), hide_index=True)
+    show_table(pd.DataFrame({"token": [visible_text(t) for t in parser.preserved_tokens or []]}), hide_index=True)
 with right:
     st.subheader("Additional stops")
-    st.table(pd.DataFrame({"stop": [literal(t) for t in parser.additional_stops or []]}), hide_index=True)
+    show_table(pd.DataFrame({"stop": [literal(t) for t in parser.additional_stops or []]}), hide_index=True)
 
 with st.expander("Parser structure (PEG)"):
     try:

@@ -13,6 +13,7 @@ from explorer import state
 from explorer.components import marker_table as mt
 from explorer.components import serving
 from explorer.components.code_view import show_code
+from explorer.components.glossary import field_help
 from explorer.components.provenance import banner
 from explorer.components.text import literal, md, visible_json
 
@@ -214,7 +215,8 @@ cols = st.columns(len(mt.MODE_FIELDS))
 for col, path in zip(cols, mt.MODE_FIELDS):
     key = f"{PFX}{path}"
     state.default(key, fields[path])
-    col.selectbox(path, mt.mode_choices(path), key=key, on_change=_on_widget, args=(path,))
+    col.selectbox(path, mt.mode_choices(path), key=key, on_change=_on_widget, args=(path,),
+                  help=field_help(path, st.session_state.get(key)))
 
 st.subheader("Markers")
 st.caption("Edit a value as a JSON string (\\n for a newline) or as plain text. Clear an edit by typing the "

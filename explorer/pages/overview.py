@@ -4,7 +4,7 @@ tokens and the route llama.cpp would take (auto-parser, workaround, special hand
 import streamlit as st
 
 from explorer import state
-from explorer.components.text import md
+from explorer.components.text import md, show_table
 
 st.title("Overview")
 tpl = state.attempt(state.current)
@@ -79,11 +79,11 @@ with tab_analysis:
     left, right = st.columns([3, 2])
     with left:
         st.subheader("Other fields")
-        st.table(mt.flags_frame(a), hide_index=True)   # wraps: a list value is read whole
+        show_table(mt.flags_frame(a), hide_index=True)   # wraps: a list value is read whole
     with right:
         st.subheader("Capabilities")
         # small static tables, not grids: each grid's setup cost the browser more than the rest of its page
-        st.table(mt.caps_frame(a.caps), hide_index=True)
+        show_table(mt.caps_frame(a.caps), hide_index=True)
 
     st.subheader("Generation prompt")
     st.caption("Text the template appends for the assistant turn (user “Hello”, one tool, thinking on); "
@@ -91,7 +91,7 @@ with tab_analysis:
     show_text(rep.generation_prompt, max_height="8rem", markers=markers_shown)
 
     st.subheader("Preserved tokens")
-    st.table(pd.DataFrame({"token": [visible_text(t) for t in a.preserved_tokens]}), hide_index=True,
+    show_table(pd.DataFrame({"token": [visible_text(t) for t in a.preserved_tokens]}), hide_index=True,
              width="content")
     if a.additional_stops:
         st.caption(md("Additional stops: " + ", ".join(a.additional_stops)))
