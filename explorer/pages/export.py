@@ -104,6 +104,6 @@ from core.isolated_ops import export_gbnf  # noqa: E402  (in a limited worker)
 
 gbnf = state.attempt(export_gbnf, tpl.source, tpl.name, fid)
 if gbnf is not None:
-    # long rules wrap, not clipped; an invisible character in a literal shows as its GBNF escape (\\u202e)
+    # long rules wrap, not clipped; an invisible character in a literal shows as its GBNF escape (\u202e)
     st.code(visible_text(gbnf), language=None, wrap_lines=True)
     st.download_button("Download grammar (.gbnf)", gbnf, file_name="grammar.gbnf", mime="text/plain")
