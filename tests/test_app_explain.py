@@ -261,6 +261,15 @@ def test_damaged_permalink_says_so_on_the_page_it_opens():
     assert not any("the link's x=" in unmd(e.value) for e in at.error)
 
 
+def test_no_second_fixes_section_contradicts_a_ranked_fix():
+    # a call whose closer a stop string took: the ranked fix is the server's; the candidate changes below once
+    # said "No candidate change … parses this output clean" under it
+    at = _explain('Sure.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}')
+    assert any(b.label == "Use this fix" for b in at.button)
+    assert "Fixes that re-parse clean" not in [h.value for h in at.subheader]
+    assert not any("No candidate change" in c.value for c in at.caption)
+
+
 def test_permalink_too_large_offers_the_reproducer():
     # 4000 CJK characters in a scrambled order: they do not compress below the link limit
     big = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(4000))

@@ -329,6 +329,9 @@ def _fix_words(fx: dict) -> str:
 
 if ex["clean"] and not ex["fixes"]:
     pass            # nothing to fix: no "Fixes" section at all
+elif not ex["fixes"] and tg.get("mistake") not in (None, "NONE"):
+    pass            # the ranked fixes above say what helps (or that nothing of ours does); "no candidate" here
+                    # contradicted a ranked fix offered a screen up
 else:
     st.subheader("Fixes that re-parse clean")
     if not ex["fixes"]:
