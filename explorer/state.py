@@ -73,10 +73,21 @@ def keep_inputs() -> None:
     gone. A widget key that is still there is never assigned: an assignment is sent to the browser as the
     widget's new value, and it overwrote what the visitor typed while the run was under way."""
     ss = st.session_state
+    page = _page_hash()
+    switched = page is not None and ss.get(_KEPT_PAGE) not in (None, page)
+    ss[_KEPT_PAGE] = page
     for key in list(ss.keys()):
-        if isinstance(key, str) and key.startswith(KEPT_PREFIX) and key[len(KEPT_PREFIX):] not in ss:
+        if not (isinstance(key, str) and key.startswith(KEPT_PREFIX)) or key == _KEPT_PAGE:
+            continue
+        name = key[len(KEPT_PREFIX):]
+        # A value put back in an earlier run whose page did not draw its widget is a plain value by now, and
+        # Streamlit sends a widget the session's value only in the run that assigned it: the box came back
+        # empty while the page worked on the kept text. So on a page switch (no box of the new page is in the
+        # browser yet: the assignment lands on nothing typed) an unchanged kept value is assigned again; a
+        # value a page set since (a permalink's output, a fix) differs from the kept one and stays.
+        if name not in ss or (switched and _same(ss[name], ss[key])):
             try:
-                ss[key[len(KEPT_PREFIX):]] = ss[key]
+                ss[name] = ss[key]
             except StreamlitAPIException:  # buttons, uploaders: not settable, nothing to keep
                 pass
     for key in list(ss.keys()):
@@ -85,6 +96,27 @@ def keep_inputs() -> None:
                 ss[KEPT_PREFIX + key] = ss[key]
             except (StreamlitAPIException, KeyError):
                 pass
+
+
+_KEPT_PAGE = KEPT_PREFIX + "page"
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 - a value without a plain equality is not assigned again
+        return False
+
+
+def _page_hash() -> str | None:
+    """The script hash of the page this run draws, or None outside a Streamlit run."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    try:
+        return ctx.page_script_hash if ctx is not None else None
+    except AttributeError:
+        return None
 
 
 def default(key: str, value: Any) -> Any:

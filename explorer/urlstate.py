@@ -356,7 +356,9 @@ def restore_explain() -> bool:
     try:
         req, output = read_explain(value)
     except LinkStateError as e:
-        st.session_state["sidebar_error"] = e
+        from . import state
+
+        state.show_error(e)  # here, on the page: the sidebar was drawn before this page read the link
         return False
     ss = st.session_state
     ss["in_output"] = output

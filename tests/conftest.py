@@ -13,7 +13,8 @@ import pytest
 from core.jinja.hf import pinned_clock
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+# resolved as the app resolves the folders it may read: ../shared may be a link to where the material lives
+SHARED = (ROOT.parent / "shared").resolve()
 TEMPLATES = SHARED / "templates"
 REFERENCE = SHARED / "reference"
 # explain's triage tries as many candidate edits and fixes as fit in its time budget; the tests (and the CLI and

@@ -83,6 +83,19 @@ def start_with(params: dict[str, str]):
     return at
 
 
+def test_edit_parser_tokens_show_invisible_characters_as_escapes(cache_dir):
+    at = page(start(), "edit")
+    src = at.text_area(key="in_edit_source").value
+    at.text_area(key="in_edit_source").input(src.replace("tool_call>", "tool\u200b_call\u202e>")).run()
+    _button(at, "Analyse").click().run()
+    assert not errors(at)
+    triggers = list(frame_with(at, "trigger")["trigger"])
+    tokens = [c.value for c in at.code if "<think>" in c.value and "</think>" in c.value and "\n" not in c.value]
+    assert any("<tool\\u200b_call\\u202e>" in t for t in triggers), triggers
+    assert tokens and "</tool\\u200b_call\\u202e>" in tokens[0], tokens
+    assert not any(ch in t for t in triggers + tokens for ch in "\u200b\u202e")
+
+
 def test_url_state_bundled_fidelity_overrides(cache_dir):
     at = start_with({"src": "bundled:mistral-tool-calls.jinja", "fidelity": "improved",
                      "ov": '{"reasoning.start": "<x>"}'})

@@ -187,6 +187,19 @@ def test_invisible_and_bidi_characters_are_shown_not_applied():
     assert "<b>x</b>" not in body and "&lt;b&gt;x&lt;/b&gt;" in body
 
 
+def test_json_views_mark_invisible_characters_of_tools_and_output():
+    # the request's tool schema and every message shown as JSON: a U+202E there reversed what followed
+    tool = json.loads(json.dumps(TOOL))
+    tool["function"]["description"] = "x\u202ey"
+    at = use_corpus(start(), "Qwen-Qwen2.5-7B-Instruct.jinja")
+    at.session_state["in_tools"] = json.dumps([tool])
+    at.session_state["in_output"] = "Hi \u202eevil\u200b\n" + DRIFT
+    at = page(at, "explain")
+    views = [json.dumps(json.loads(j.value), ensure_ascii=False) for j in at.json]
+    assert len(views) >= 2 and any("x\\\\u202ey" in v for v in views), views
+    assert not any(ch in v for v in views for ch in "\u202e\u200b"), views
+
+
 def test_replay_step_follows_a_shorter_output():
     at = _explain(DRIFT)
     at.session_state["in_explain_chunk"] = 4
@@ -234,6 +247,27 @@ def test_permalink_reopens_the_same_explanation(tmp_path, monkeypatch):
     again.session_state["in_output"] = "Hi"
     again = page(again, "explain")
     assert again.session_state["in_output"] == "Hi" and _permalink(again) != link
+
+
+def test_damaged_permalink_says_so_on_the_page_it_opens():
+    # the sidebar is drawn before the page reads x=…: the message once waited for the next click, shown
+    # then beside whatever the visitor did
+    from .test_app_edit import start_with
+
+    at = page(start_with({"src": "bundled:plain-chat.jinja", "x": "A" * 300}), "explain")
+    errs = [unmd(e.value) for e in at.error]
+    assert any(e.startswith("the link's x=… cannot be read:") for e in errs), errs
+    at = page(at, "explain")
+    assert not any("the link's x=" in unmd(e.value) for e in at.error)
+
+
+def test_no_second_fixes_section_contradicts_a_ranked_fix():
+    # a call whose closer a stop string took: the ranked fix is the server's; the candidate changes below once
+    # said "No candidate change … parses this output clean" under it
+    at = _explain('Sure.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}')
+    assert any(b.label == "Use this fix" for b in at.button)
+    assert "Fixes that re-parse clean" not in [h.value for h in at.subheader]
+    assert not any("No candidate change" in c.value for c in at.caption)
 
 
 def test_permalink_too_large_offers_the_reproducer():

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 
 from core.export.verify import transformers_available
 
 from .conftest import TEMPLATES
-from .test_app_helpers import LATER, errors, frame_with, page, settle, start, use_corpus
+from .test_app_helpers import LATER, errors, frame_with, page, settle, start, use_corpus, use_file
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
 
@@ -65,3 +66,21 @@ def test_the_page_asks_whether_transformers_is_installed_without_importing_it(mo
     assert "transformers" not in sys.modules
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert verify.transformers_installed() is False
+
+
+def _bidi_markers_template(tmp_path) -> str:
+    # the bundled ChatML template with a zero-width space and a right-to-left override inside its call markers
+    src = (pathlib.Path(__file__).parents[1] / "assets/templates/chatml-think-tools.jinja").read_text()
+    path = tmp_path / "bidi-markers.jinja"
+    path.write_text(src.replace("tool_call>", "tool\u200b_call\u202e>"))
+    return str(path)
+
+
+def test_export_shows_invisible_marker_characters_as_escapes(tmp_path):
+    at = page(use_file(start(), _bidi_markers_template(tmp_path)), "export")
+    assert not errors(at)
+    shown_json, gbnf = at.code[0].value, at.code[-1].value
+    rt = json.loads(shown_json)     # still the same JSON: the escapes are JSON's own
+    assert rt["fields"]["tool_calls"]["open_pattern"].startswith("<tool\u200b_call\u202e>")
+    assert "<tool\\u200b_call\\u202e>" in shown_json and "<tool\\u200b_call\\u202e>" in gbnf
+    assert not any(ch in shown_json + gbnf for ch in "\u200b\u202e")

@@ -82,3 +82,28 @@ def test_text_typed_during_a_slow_rerun_is_kept(app_url, browser):  # noqa: F811
     assert typed_during_run, "no attempt typed its text while a run was under way"
     _shot(page, "typing-01-after-slow-run")
     page.close()
+
+
+def test_text_typed_on_a_page_is_back_after_visiting_another(app_url, browser):  # noqa: F811 - fixtures
+    # keep_inputs put the text back into the session on the page that did not draw its box; the run that drew
+    # the box again sent the browser no value, so the box came back empty while the page parsed the kept text
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{app_url}/playground", wait_until="networkidle")
+    page.get_by_role("heading", name="Playground").wait_for(timeout=60_000)
+    _wait_idle(page)
+    nav = page.locator('[data-testid="stSidebarNav"]')
+    for label, text in (("Text the model generated", "typed on the Playground"),
+                        ("tools (JSON list", '[{"type": "function", "function": {"name": "typed_tool"}}]')):
+        box = _area(page, label)
+        box.fill(text)
+        box.press("Control+Enter")
+        _wait_idle(page)
+        nav.get_by_role("link", name="Overview", exact=True).click()
+        page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
+        _wait_idle(page)
+        nav.get_by_role("link", name="Playground", exact=True).click()
+        page.get_by_role("heading", name="Playground").wait_for(timeout=60_000)
+        _wait_idle(page)
+        assert _area(page, label).input_value() == text, label
+    _shot(page, "typing-02-back-from-another-page")
+    page.close()

@@ -147,6 +147,22 @@ def test_integer_bounds_property(lo, width, samples):
         assert gbnf_accepts(g, str(v))[0] == (lo <= v <= hi), (lo, hi, v)
 
 
+def test_integer_bounds_past_int64():
+    # A hostile tool schema: 1e400 loads as infinity (was an OverflowError), a 4,200-digit bound overflowed the
+    # recursion of the digit-range grammar. llama.cpp reads bounds as int64_t: a bound past it on its own side
+    # bounds nothing; on the other side it is a schema error naming the field.
+    g = json_schema_to_grammar({"type": "integer", "minimum": -10 ** 4200, "maximum": 7})
+    assert gbnf_accepts(g, "-123456789")[0] and gbnf_accepts(g, "7")[0] and not gbnf_accepts(g, "8")[0]
+    assert schema_from_json({"type": "integer", "maximum": float("inf")}).root.maximum is None
+    assert schema_from_json({"type": "integer", "exclusiveMinimum": -1e300}).root.minimum is None
+    with pytest.raises(SchemaError, match="#/properties/n: minimum is outside the 64-bit integer range"):
+        schema_from_json({"type": "object", "properties": {"n": {"type": "integer", "minimum": float("inf")}}})
+    with pytest.raises(SchemaError, match="exclusiveMaximum is outside the 64-bit integer range"):
+        schema_from_json({"type": "integer", "exclusiveMaximum": -(2 ** 64)})
+    with pytest.raises(SchemaError, match="minimum must be a number"):
+        schema_from_json({"type": "integer", "minimum": float("nan")})
+
+
 def test_schema_errors_and_string_detection():
     with pytest.raises(SchemaError, match="#/properties/x"):
         schema_from_json({"type": "object", "properties": {"x": {"type": "strange"}}})

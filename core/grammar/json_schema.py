@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
 class SchemaError(ValueError):
     """A JSON schema outside the supported subset; the message names the path (``#/properties/x``)."""
 
@@ -301,23 +304,31 @@ class _Builder:
     def build_integer(self, schema: dict, path: str) -> SchemaNode:
         node = IntegerSchema()
 
-        def bound(key: str, up: bool) -> int | None:
+        def bound(key: str, lower: bool, up: bool) -> int | None:
+            # llama.cpp reads the bounds as int64_t: a bound past that range on its own side bounds nothing (and
+            # its digit-range grammar would grow with the digits); past it on the other side no int64 fits it.
             v = schema[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and math.isnan(v)):
                 raise SchemaError(f"JSON schema error at {path}: {key} must be a number")
+            if v < _INT64_MIN if lower else v > _INT64_MAX:
+                return None
+            if v > _INT64_MAX if lower else v < _INT64_MIN:
+                raise SchemaError(f"JSON schema error at {path}: {key} is outside the 64-bit integer range")
             if isinstance(v, int):
                 return v
             return int(math.ceil(v) if up else math.floor(v))
 
         try:
             if "minimum" in schema:
-                node.minimum = bound("minimum", True)
+                node.minimum = bound("minimum", True, True)
             elif "exclusiveMinimum" in schema:
-                node.minimum = bound("exclusiveMinimum", False) + 1  # type: ignore[operator]
+                lo = bound("exclusiveMinimum", True, False)
+                node.minimum = None if lo is None else lo + 1
             if "maximum" in schema:
-                node.maximum = bound("maximum", False)
+                node.maximum = bound("maximum", False, False)
             elif "exclusiveMaximum" in schema:
-                node.maximum = bound("exclusiveMaximum", True) - 1  # type: ignore[operator]
+                hi = bound("exclusiveMaximum", False, True)
+                node.maximum = None if hi is None else hi - 1
         except SchemaError:
             if not self.lenient:
                 raise

@@ -103,6 +103,12 @@ def visible_json(value: Any, clip: int | None = None) -> Any:
     return value
 
 
+def visible_json_text(text: str) -> str:
+    """JSON text (``json.dumps(..., ensure_ascii=False)``) with its invisible characters as JSON escapes
+    (``\\u202e``): the same JSON, and the copy button copies valid JSON. The layout's newlines stay."""
+    return _INVISIBLE_NO_WS.sub(lambda m: json.dumps(m.group()).strip('"'), text)
+
+
 def md(text: Any) -> str:
     """``text`` as a Markdown string that displays literally (invisible characters escaped, every ASCII
     punctuation backslash-escaped, newlines kept as hard line breaks)."""

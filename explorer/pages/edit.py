@@ -17,7 +17,7 @@ from explorer.components.glossary import mode_help
 from explorer.components import serving
 from explorer.components.lint_view import shown_text as shown
 from explorer.components.marker_table import known_markers, markers_frame
-from explorer.components.text import literal, md, md_code
+from explorer.components.text import literal, md, md_code, visible_text
 
 KEY = "in_edit_source"
 EMPTY = ("the template is empty (or only whitespace): there is nothing to analyse. Type a template, or press "
@@ -149,10 +149,10 @@ if rep is not None:
     bundle = state.attempt(state.parser_bundle, tpl)
     if bundle is not None:
         st.caption("Parser: the words that switch its lazy grammar on (triggers)")
-        st.dataframe({"trigger": [str(getattr(t, "value", t)) for t in bundle.parser.grammar_triggers or []]},
+        st.dataframe({"trigger": [visible_text(getattr(t, "value", t)) for t in bundle.parser.grammar_triggers or []]},
                      hide_index=True, width="stretch", height="content", key="edit_triggers")
         st.caption("…and its preserved tokens (kept whole as special tokens)")
-        st.code(" ".join(bundle.parser.preserved_tokens or []) or "(none)", language=None)
+        st.code(visible_text(" ".join(bundle.parser.preserved_tokens or [])) or "(none)", language=None)
 
 with st.expander("Diff against the loaded source", expanded=text != base.source):
     diff = "".join(difflib.unified_diff(base.source.splitlines(True), text.splitlines(True),

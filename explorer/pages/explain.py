@@ -13,7 +13,7 @@ from explorer import state, urlstate
 from explorer.components import serving
 from explorer.components.spans import NEW_OUTLINE, legend_html, panel_html, span_style, stop_html
 from core.explain.explain import show_invisible
-from explorer.components.text import md, md_code, split_rule_path, visible_html
+from explorer.components.text import md, md_code, split_rule_path, visible_html, visible_json
 
 st.title("Explain")
 tpl = state.attempt(state.current)
@@ -105,7 +105,7 @@ request = state.attempt(state.request_dict)
 if request is None or not fits:
     st.stop()
 with st.expander("Request (edit it on the Playground)"):
-    st.json(request)
+    st.json(visible_json(request))
 
 
 @st.cache_data(max_entries=32, show_spinner="Explaining the parse…")
@@ -306,13 +306,13 @@ if ex["other_fidelity_message"] is not None:
     left, right = st.columns(2)
     with left:
         st.caption(md(f"{ex['fidelity']} fidelity"))
-        st.json(ex["message"])
+        st.json(visible_json(ex["message"]))
     with right:
         st.caption("the other fidelity")
-        st.json(ex["other_fidelity_message"])
+        st.json(visible_json(ex["other_fidelity_message"]))
 else:
     with st.expander("Parsed message"):
-        st.json(ex["message"])
+        st.json(visible_json(ex["message"]))
 
 # ---------------------------------------------------------------- fixes
 
@@ -329,13 +329,16 @@ def _fix_words(fx: dict) -> str:
 
 if ex["clean"] and not ex["fixes"]:
     pass            # nothing to fix: no "Fixes" section at all
+elif not ex["fixes"] and tg.get("mistake") not in (None, "NONE"):
+    pass            # the ranked fixes above say what helps (or that nothing of ours does); "no candidate" here
+                    # contradicted a ranked fix offered a screen up
 else:
     st.subheader("Fixes that re-parse clean")
     if not ex["fixes"]:
         st.caption("No candidate change (fidelity, analysis override, request setting) parses this output clean.")
 for i, fx in enumerate(ex["fixes"]):
     st.markdown(_fix_words(fx))
-    st.json(fx["message"], expanded=False)
+    st.json(visible_json(fx["message"]), expanded=False)
     st.button("Apply", key=f"explain_fix_{i}", on_click=_apply_fix, args=(fx,))
 
 # ---------------------------------------------------------------- reproducer

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer import state
-from explorer.components.text import literal, md, show_table
+from explorer.components.text import literal, md, show_table, visible_json_text, visible_text
 
 
 @st.cache_data(max_entries=32, show_spinner="Exporting…")
@@ -73,7 +73,7 @@ else:
     left, right = st.columns(2)
     with left:
         st.subheader("response_template")
-        st.code(text, language="json", wrap_lines=True)
+        st.code(visible_json_text(text), language="json", wrap_lines=True)
         st.download_button("Download response_template.json", text, file_name="response_template.json",
                            mime="application/json")
         cfg = json.dumps({"response_template": rt}, ensure_ascii=False, indent=2)
@@ -104,5 +104,6 @@ from core.isolated_ops import export_gbnf  # noqa: E402  (in a limited worker)
 
 gbnf = state.attempt(export_gbnf, tpl.source, tpl.name, fid)
 if gbnf is not None:
-    st.code(gbnf, language=None, wrap_lines=True)  # long rules wrap, not clipped
+    # long rules wrap, not clipped; an invisible character in a literal shows as its GBNF escape (\u202e)
+    st.code(visible_text(gbnf), language=None, wrap_lines=True)
     st.download_button("Download grammar (.gbnf)", gbnf, file_name="grammar.gbnf", mime="text/plain")
