@@ -117,7 +117,11 @@ def test_triage_first_nearest_diff_ranked_fixes_and_expected_message():
     assert any(t.startswith("**field-name alias** — the model wrote `\"parameters\"` where the template writes "
                             "`\"arguments\"`") for t in texts), texts
     diff = [c.value for c in at.code if c.language == "diff"]
-    assert diff and '[-"parameters"-]{+"arguments"+}' in diff[0]
+    # the original and the edited window on their own lines, the changed columns marked under each (issue 26)
+    assert diff and ['- call>↵{"name":␣"get_weather",␣"parameters":␣{"city":␣"Paris"}}↵</tool_ca',
+                     '?                               ------------',
+                     '+ call>↵{"name":␣"get_weather",␣"arguments":␣{"city":␣"Paris"}}↵</tool_ca',
+                     '?                               +++++++++++'] == diff[0].splitlines()[1:]
     fixes = [t for t in texts if t[:3] in ("1. ", "2. ", "3. ")]
     assert fixes[0] == ("1. repair: switch on the repair `arguments-key-alias` alone (improved fidelity with only "
                         "this repair)")

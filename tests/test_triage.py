@@ -1123,3 +1123,60 @@ def test_a_marker_written_with_a_piece_left_out_is_an_omitted_marker_not_a_wrapp
     assert _inserted_piece(Edit("replace", 0, "<tool_calls>", "<｜DSML｜tool_calls>")) == "｜DSML｜"
     assert _inserted_piece(Edit("replace", 0, "<tool_call>", "<tool_call>\n")) == ""      # whitespace: no piece
     assert _inserted_piece(Edit("replace", 0, '"parameters"', '"arguments"')) == ""
+
+
+def test_a_call_written_without_its_opener_and_closer_is_one_omission_told_once():
+    # issue 26: llama.cpp's Hermes 2 Pro and Qwen2.5 test inputs (ref-0096, ref-0376) with the call written bare,
+    # neither `<tool_call>` nor `</tool_call>`: it read "omitted `<tool_call>` …; then the model never closed
+    # `<tool_call>`" — one mistake told twice, and nothing was opened to be left open
+    for case_id in ("ref-0096", "ref-0376"):
+        ex, tg = _run_output(_reference(case_id), '{"name": "special_function", "arguments": {"arg1": 1}}')
+        assert tg.mistake == Mistake.OMITTED_OPENER
+        assert [(e.kind, e.new.strip()) for e in tg.nearest.edits] == [("insert", "<tool_call>"),
+                                                                      ("insert", "</tool_call>")]
+        assert tg.nearest.sentence == ("the model omitted both `<tool_call>` and its closer `</tool_call>` around "
+                                       "`{\"name\":␣\"special_functi…`")
+    from core.explain.triage import Edit, sentence_of
+
+    # an opener the model did write and left open is still "never closed"; one it closed is not
+    out = '<tool_call>\n{"name": "f"}'
+    assert sentence_of([Edit("insert", len(out), "", "</tool_call>")], out + "x") == \
+        "the model never closed `<tool_call>` (expected `</tool_call>` before `x`)"
+    out = '<tool_call>{"name": "f"}</tool_call>\n{"name": "g"}x'
+    assert sentence_of([Edit("insert", len(out) - 1, "", "</tool_call>")], out) == \
+        "the model omitted `</tool_call>` before `x`"
+
+
+def test_the_nearest_output_diff_cannot_collide_with_the_text_it_shows(tmp_path):
+    # issue 26: an inserted `}` showed as `{+}+}` (ref-0096 with the arguments' `}` left out); the diff now puts
+    # the original and the edited window on their own `-` / `+` lines with `?` guides under the changed columns,
+    # and the text view (CLI) and `explain --json` carry the same lines
+    import subprocess
+    import sys
+
+    c = _reference("ref-0096")
+    output = '<tool_call>\n{"name": "special_function", "arguments": {"arg1": 1}</tool_call>'
+    ex, tg = _run_output(c, output)
+    assert tg.mistake == Mistake.OMITTED_CLOSER and [e.new for e in tg.nearest.edits] == ["}"]
+    want = ['@@ output position 65: insert 1 character(s) @@',
+            '- ion",␣"arguments":␣{"arg1":␣1}</tool_call>',
+            '+ ion",␣"arguments":␣{"arg1":␣1}}</tool_call>',
+            '?                               +']
+    assert tg.nearest.diff.splitlines() == want
+    # the model's own markup-like text is shown as itself; a line separator in it cannot start a forged line
+    from core.explain.triage import Edit, diff_of
+
+    d = diff_of([Edit("replace", 3, "[-x-]", "{+y+}")], "ab\u2028[-x-]+}", width=3).splitlines()
+    assert d == ["@@ output position 3: replace 5 character(s) with 5 @@",
+                 "- ab⟨U+2028⟩[-x-]+}",
+                 "?           -----",
+                 "+ ab⟨U+2028⟩{+y+}+}",
+                 "?           +++++"]
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps({k: c[k] for k in ("messages", "tools")}), encoding="utf-8")
+    cmd = [sys.executable, "-m", "core", "explain", str(TEMPLATES / c["template"]), "--request", str(req)]
+    data = json.loads(subprocess.run(cmd + ["--json"], input=output, capture_output=True, text=True, cwd=ROOT,
+                                     timeout=120).stdout)
+    assert data["triage"]["nearest"]["diff"].splitlines() == want
+    text = subprocess.run(cmd, input=output, capture_output=True, text=True, cwd=ROOT, timeout=120).stdout
+    assert "\n".join("  " + line for line in want) in text

@@ -540,21 +540,31 @@ def _shift(edits: list[Edit]) -> list[Edit]:
 
 
 def sentence_of(edits: list[Edit], output: str) -> str:
-    """One line naming what the model did, from the edits (positions in ``output``)."""
+    """One line naming what the model did, from the edits (positions in ``output``). An opener and its closer
+    both inserted around the same text are one mistake (the model wrote the call bare), told once: "never
+    closed" is said only of an opener the model did write and left open."""
     parts = []
-    for e in edits:
+    paired = _inserted_pairs(edits, output)
+    for i, e in enumerate(edits):
+        if i in paired.values():
+            continue
         after = output[e.pos:e.pos + 24].split("\n")[0] if e.pos < len(output) else ""
         member = _MEMBER.fullmatch(e.new) if e.kind == "insert" else None
         if member:
             parts.append(f"the model omitted the member {_q(member.group(1))} (any value)"
                          + (f" before {_q(after)}" if after.strip(_WS) else ""))
             continue
+        if i in paired:
+            closer = edits[paired[i]]
+            parts.append(f"the model omitted both {_q(e.new.strip(_WS))} and its closer {_q(closer.new.strip(_WS))}"
+                         + (f" around {_q(output[e.pos:closer.pos].strip(_WS), 24)}"
+                            if output[e.pos:closer.pos].strip(_WS) else ""))
+            continue
         if e.kind == "insert":
-            tag = re.match(r"</([\w:\-]+)>?$", e.new.strip(_WS))
-            if tag:
-                i = output.rfind("<" + tag.group(1), 0, e.pos)
-                opener = output[i:output.find(">", i) + 1] if i >= 0 and output.find(">", i) > 0 else ""
-                parts.append(f"the model never closed {_q(opener or '<' + tag.group(1) + '>')}"
+            tag = _CLOSER_TAG.match(e.new.strip(_WS))
+            opener = _open_tag_before(output, tag.group(1), e.pos) if tag else ""
+            if tag and opener:
+                parts.append(f"the model never closed {_q(opener)}"
                              + (f" (expected {_q(e.new.strip(_WS))} before {_q(after)})" if after else ""))
             elif e.pos >= len(output):
                 parts.append(f"the model stopped before {_q(e.new.strip(_WS) or e.new)}")
@@ -569,14 +579,66 @@ def sentence_of(edits: list[Edit], output: str) -> str:
     return "; then ".join(parts)
 
 
+_CLOSER_TAG = re.compile(r"</([\w:\-]{1,64})>?$")
+
+
+def _open_tag_before(output: str, name: str, pos: int) -> str:
+    """The last ``<name…>`` the model wrote before ``pos`` and did not close before it (``""`` if none)."""
+    i = output.rfind("<" + name, 0, pos)
+    while i >= 0 and output[i + 1 + len(name):i + 2 + len(name)] not in (">", "=", " ", "\n", "\t"):
+        i = output.rfind("<" + name, 0, i)          # `<tool_call_x` is no `<tool_call`
+    if i < 0 or output.find("</" + name, i, pos) >= 0:
+        return ""
+    j = output.find(">", i, pos)
+    return output[i:j + 1] if j > 0 else "<" + name + ">"
+
+
+def _inserted_pairs(edits: list[Edit], output: str) -> dict[int, int]:
+    """Index of an inserted opener -> index of the inserted closer of the same tag after it, where the model
+    wrote no such opener between them: both edits put back one wrapper the model left out."""
+    pairs: dict[int, int] = {}
+    for j, c in enumerate(edits):
+        tag = _CLOSER_TAG.match(c.new.strip(_WS)) if c.kind == "insert" else None
+        if not tag or _open_tag_before(output, tag.group(1), c.pos):
+            continue
+        name = tag.group(1)
+        for i, o in enumerate(edits):
+            if i != j and i not in pairs and o.kind == "insert" and o.pos <= c.pos \
+                    and re.fullmatch(rf"<{re.escape(name)}(?:[\s=][^<>]{{0,200}})?>", o.new.strip(_WS)) \
+                    and output.find("<" + name, o.pos, c.pos) < 0:
+                pairs[i] = j
+                break
+    return pairs
+
+
+def _diff_visible(s: str) -> str:
+    """``s`` as one line of the diff: whitespace and format characters visible, and every other character that
+    could break a line (NEL, LINE/PARAGRAPH SEPARATOR, C1 controls) as ``⟨U+XXXX⟩``, so no text of the output
+    can start a diff line of its own."""
+    return "".join(f"⟨U+{ord(ch):04X}⟩" if 0x80 <= ord(ch) < 0xA0 or ch in "\u2028\u2029" else ch
+                   for ch in _visible(s))
+
+
 def diff_of(edits: list[Edit], output: str, width: int = 30) -> str:
-    """A readable diff: each edit with ``width`` characters of context, ``[-old-]{+new+}``."""
+    """A readable diff that no text can forge: per edit a header with its position (numbers only), the original
+    window on a ``-`` line and the edited one on a ``+`` line, each followed by a ``?`` guide line that marks the
+    removed (``-``) or inserted (``+``) characters in columns (difflib's ndiff style). The output's own text is
+    never wrapped in markup, so a ``}``, ``[-`` or ``+}`` the model wrote reads as itself."""
     lines = []
     for e in edits:
         a = max(0, e.pos - width)
-        b = min(len(output), e.pos + len(e.old) + width)
-        lines.append(f"@{e.pos}: " + _visible(output[a:e.pos]) + (f"[-{_visible(e.old)}-]" if e.old else "")
-                     + (f"{{+{_visible(e.new)}+}}" if e.new else "") + _visible(output[e.pos + len(e.old):b]))
+        before = _diff_visible(output[a:e.pos])
+        old, new = _diff_visible(e.old), _diff_visible(e.new)
+        after = _diff_visible(output[e.pos + len(e.old):min(len(output), e.pos + len(e.old) + width)])
+        what = (f"insert {len(e.new)} character(s)" if not e.old else f"delete {len(e.old)} character(s)"
+                if not e.new else f"replace {len(e.old)} character(s) with {len(e.new)}")
+        lines.append(f"@@ output position {e.pos}: {what} @@")
+        lines.append("- " + before + old + after)
+        if old:
+            lines.append("? " + " " * len(before) + "-" * len(old))
+        lines.append("+ " + before + new + after)
+        if new:
+            lines.append("? " + " " * len(before) + "+" * len(new))
     return "\n".join(lines)
 
 
