@@ -17,7 +17,7 @@ import streamlit as st
 if globals().get("__spec__") is None:
     __spec__ = importlib.machinery.ModuleSpec("__main__", None)
 
-from explorer import preload, resume, state, visitor
+from explorer import preload, resume, state, urlstate, visitor
 from explorer.components import sidebar
 
 # the icon is our own file, served by this server: a :material/…: page icon is fetched from fonts.gstatic.com
@@ -60,6 +60,8 @@ nav = st.navigation(PAGES, expanded=True)
 resume.recall(page_is_default=nav.url_path == "")   # a reconnected page's next click keeps its template
 sidebar.render()
 resume.remember()
+# what a link asked for and did not get, above the page it opened (the sidebar's foot is below the fold)
+urlstate.show_link_notice(nav.url_path)
 try:
     nav.run()
 except Exception as e:  # noqa: BLE001 - a failing page shows a message, never a traceback (logged for us)

@@ -217,7 +217,9 @@ def sync(tpl: Any) -> None:
 
 def restore() -> Any:
     """The :class:`~explorer.state.CurrentTemplate` the URL names (fidelity and overrides put back into the
-    session), or None when the URL names none or it cannot be loaded (a clear error is kept for the sidebar)."""
+    session), or None when the URL names none or it cannot be loaded. What the link asked for and could not get
+    (a source that cannot be loaded, an override that does not apply) is kept as a notice for the top of the
+    page the link opened (:func:`show_link_notice`); an unusable override is dropped, not carried on."""
     from . import state
 
     qp = st.query_params
@@ -227,13 +229,15 @@ def restore() -> Any:
     try:
         tpl = _load(src, qp.get("name"))
     except Exception as e:  # noqa: BLE001 - a stale link shows a message and the default template
-        st.session_state["sidebar_error"] = e
+        _notice(f"This link's src={_shown(src)} cannot be opened, so the default template "
+                f"({state.DEFAULT_BUNDLED}) is shown instead: {_reason(e)}")
         return None
     if tpl.origin == "edited" and qp.get("base"):
         try:    # the loaded source the edit started from: Revert and Compare find it again
             st.session_state["edit_base"] = _load(qp["base"], tpl.name)
         except Exception as e:  # noqa: BLE001 - the edit itself is restored; the message says what is missing
-            st.session_state["sidebar_error"] = e
+            _notice(f"This link's base={_shown(qp['base'])} (the source the edit started from) cannot be opened: "
+                    f"{_reason(e)}")
     fid = qp.get("fidelity")
     if fid in state.FIDELITIES:
         st.session_state["fidelity"] = fid
@@ -242,10 +246,86 @@ def restore() -> Any:
             ov = load_link_json(qp["ov"], "ov", OV_MAX_CHARS)
             if not isinstance(ov, dict):
                 raise LinkStateError("ov", "it is not a JSON object of field paths and values")
-            st.session_state.setdefault("overrides", {})[tpl.digest] = ov
         except LinkStateError as e:
-            st.session_state["sidebar_error"] = e
+            _notice(f"This link's ov={_shown(qp['ov'])} was ignored: {e.reason}")
+        else:
+            kept, dropped = {}, 0
+            for path, value in ov.items():
+                problem = override_problem(path, value)
+                if problem is None:
+                    kept[path] = value
+                    continue
+                dropped += 1
+                if dropped <= NOTICE_MAX_OVERRIDES:
+                    _notice(f"This link's override {_shown(path)}={_shown(json.dumps(value, ensure_ascii=False))} "
+                            f"was dropped: {problem}")
+            if dropped > NOTICE_MAX_OVERRIDES:
+                _notice(f"This link's ov=… had {dropped - NOTICE_MAX_OVERRIDES} more overrides that were dropped.")
+            if kept:
+                st.session_state.setdefault("overrides", {})[tpl.digest] = kept
     return tpl
+
+
+# ------------------------------------------------------------------------------------ link notices
+
+#: session key of what a link asked for and did not get: ``{"messages": [...], "page": …, "digest": …}``
+NOTICE_KEY = "link_notice"
+#: characters of a link's value repeated in a notice (a hostile link may be kilobytes long)
+NOTICE_VALUE_CHARS = 120
+#: dropped overrides named one line each; the rest are counted in one line (a 16 KB ``ov`` holds thousands)
+NOTICE_MAX_OVERRIDES = 5
+
+
+def _shown(value: str) -> str:
+    """A link's value as a notice repeats it: cut to :data:`NOTICE_VALUE_CHARS` (escaped when shown)."""
+    value = str(value)
+    return value if len(value) <= NOTICE_VALUE_CHARS else value[:NOTICE_VALUE_CHARS] + "…"
+
+
+def _reason(err: BaseException) -> str:
+    return str(err) if isinstance(err, ChatTemplateExplorerError) else f"{type(err).__name__}: {err}"
+
+
+def _notice(message: str) -> None:
+    st.session_state.setdefault(NOTICE_KEY, {"messages": [], "page": None, "digest": None})["messages"].append(
+        message)
+
+
+def override_problem(path: Any, value: Any) -> str | None:
+    """Why ``path`` = ``value`` cannot be an override of any analysis (an unknown field path, a value of the
+    wrong type or outside its enum), or None when it can. Checked on an empty analysis: every analysis has the
+    same fields, so no template is analysed for this."""
+    from core.analysis.analyzer import apply_overrides
+    from core.analysis.result import TemplateAnalysis
+
+    if not isinstance(path, str):
+        return "an override's field path must be a string"
+    try:
+        apply_overrides("link", TemplateAnalysis(), {path: value})
+    except ChatTemplateExplorerError as e:
+        return getattr(e, "message", None) or str(e)
+    return None
+
+
+def show_link_notice(page: str) -> None:
+    """At the top of the page a link opened (``page``: its URL path): what the link asked for and did not get,
+    one escaped line each. Shown on that page's reruns while its template is current; gone once the visitor
+    moves to another page or template."""
+    from . import state
+    from .components.text import md
+
+    notice = st.session_state.get(NOTICE_KEY)
+    if not notice:
+        return
+    tpl = st.session_state.get("template")
+    digest = tpl.digest if tpl is not None else None
+    if notice["page"] is None:
+        notice["page"], notice["digest"] = page, digest
+    elif (notice["page"], notice["digest"]) != (page, digest):
+        del st.session_state[NOTICE_KEY]
+        return
+    for message in notice["messages"]:
+        st.error(md(state.for_visitor(message)))
 
 
 def _load(src: str, name: str | None) -> Any:

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from .test_app_edit import start_with
-from .test_app_helpers import errors, page, start
+from .test_app_helpers import errors, page, start, unmd
 
 SECRET = "SECRET_TOKEN_DO_NOT_SHOW"
 
@@ -101,3 +101,65 @@ def test_corpus_opens_a_bundled_example_by_name_not_by_server_path(server):
     src = at.query_params["src"]
     src = src[0] if isinstance(src, list) else src
     assert src == "bundled:xml-function-tags.jinja"
+
+
+# ---------------------------------------------------------------- a link that cannot be honoured says so on top
+# (issue 28: it silently showed the default template, its one-line error at the sidebar's foot, below the fold)
+
+def _top_error(at) -> str:
+    """The main area's first element, which must be an error (the notice above the page the link opened)."""
+    first = at.main.children[0]
+    assert first.type == "error", first
+    return first.value
+
+
+@pytest.mark.parametrize("src, reason", [
+    ("file:/etc/passwd", "reading server files is off"),
+    ("bundled:nope.jinja", "not one of the bundled examples"),
+    ("hub:not a repo!", "not a Hub repository id"),
+    ("text:0123456789abcdef", "edited text that this server does not keep"),
+    ("bundled:**bold**[x](http://e.example)", "not one of the bundled examples"),
+])
+def test_a_link_that_cannot_be_opened_says_so_at_the_top(server, src, reason):
+    from explorer.components.text import md
+    from explorer.state import DEFAULT_BUNDLED
+
+    at = start_with({"src": src})
+    cur = at.session_state["template"]
+    assert cur.origin == "bundled" and cur.name == DEFAULT_BUNDLED          # the fallback
+    top = _top_error(at)
+    assert md(f"src={src}") in top, top                                    # the link's value, escaped
+    assert reason in unmd(top) and DEFAULT_BUNDLED in unmd(top)
+    assert not at.sidebar.error                                            # not (also) at the sidebar's foot
+    at.run()                                                               # a rerun of the same page keeps it
+    assert md(f"src={src}") in _top_error(at)
+    page(at, "overview")                                                   # another page: said once is enough
+    assert not [e for e in errors(at) if "src=" in e], errors(at)
+
+
+def test_a_link_with_an_unknown_override_path_drops_it_and_says_so(server):
+    import json
+
+    at = start_with({"src": "bundled:chatml-think-tools.jinja",
+                     "ov": json.dumps({"nope.field": 1, "reasoning.start": "<think>\n"})})
+    top = unmd(_top_error(at))
+    assert "override nope.field=1 was dropped" in top and "unknown override path" in top, top
+    cur = at.session_state["template"]
+    assert at.session_state["overrides"][cur.digest] == {"reasoning.start": "<think>\n"}  # the good one kept
+    ov = at.query_params["ov"]
+    assert json.loads(ov[0] if isinstance(ov, list) else ov) == {"reasoning.start": "<think>\n"}  # link rewritten
+    for name in ("overrides", "explain"):                                  # no page carries the bad path on
+        page(at, name)
+        assert not [e for e in errors(at) if "override" in e], (name, errors(at))
+
+
+def test_a_link_with_many_bad_overrides_names_a_few_and_counts_the_rest(server):
+    import json
+
+    from explorer.urlstate import NOTICE_MAX_OVERRIDES
+
+    at = start_with({"src": "bundled:chatml-think-tools.jinja", "ov": json.dumps({f"x{i}": i for i in range(300)})})
+    shown = [unmd(e.value) for e in at.main.error]
+    assert len(shown) == NOTICE_MAX_OVERRIDES + 1, shown
+    assert shown[-1] == f"This link's ov=… had {300 - NOTICE_MAX_OVERRIDES} more overrides that were dropped."
+    assert "ov" not in at.query_params and not at.session_state["overrides"].get(at.session_state["template"].digest)
