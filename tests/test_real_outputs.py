@@ -113,6 +113,10 @@ def _page(url: str) -> str:
     return head + "/" + tail.partition("/")[2] if tail else url
 
 
+# triage batches built later from these sets' own rows (tests/test_triage.py traces each row back): not earlier sources
+TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl"}
+
+
 @pytest.mark.parametrize("directory", ["real_outputs_kept3", "real_outputs_kept4", "real_outputs_kept5"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
@@ -120,6 +124,8 @@ def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory
     sources = {c.source for d in earlier_sets for c in _cases(d)}
     outputs = {c.output for d in earlier_sets for c in _cases(d)}
     for path in sorted((DATA / "triage").glob("*.jsonl")):
+        if path.name in TRIAGE_FROM_REAL_OUTPUTS:
+            continue
         for line in path.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             sources.add(row["source"])
