@@ -245,14 +245,13 @@ def test_demo_edit_box_is_capped_and_nothing_over_it_is_stored(tmp_path, monkeyp
     assert at.session_state["template"].origin == "bundled"
 
 
-def test_zip_bomb_link_on_the_explain_page_is_one_line_in_the_sidebar(tmp_path, monkeypatch):
+def test_zip_bomb_link_on_the_explain_page_is_one_line_on_the_page(tmp_path, monkeypatch):
     from .test_app_edit import start_with
     from .test_app_helpers import errors
 
     monkeypatch.setenv("CTE_CACHE_DIR", str(tmp_path))
     at = start_with({"x": _x(b'{"r":{},"o":"' + b"a" * 12_000_000 + b'"}')})
-    at.switch_page("explorer/pages/explain.py").run()
-    at.run()   # the page reads the link after the sidebar is drawn: its message shows on the next run
+    at.switch_page("explorer/pages/explain.py").run()   # the page that reads the link says so at once
     assert not at.exception, at.exception
     shown = [e for e in errors(at) if "x=" in e]
     assert shown and "decompresses to more than 1 MB (limit: link size)" in shown[0], errors(at)
