@@ -147,6 +147,8 @@ CALLS_AFTER_TEXT = "calls-after-text"
 XML_ARGUMENTS_WRAPPER = "xml-arguments-wrapper"
 TRAILING_END_OF_TURN = "trailing-end-of-turn"
 INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
+# tool-call class of kept7 (serving engines' own parser tests: how calls are delimited and read)
+CONSECUTIVE_CALL_BLOCKS = "consecutive-call-blocks"
 INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
 )
@@ -655,6 +657,27 @@ REPAIRS: list[Repair] = [
                "notebook (https://github.com/google-gemini/gemma-cookbook/blob/e119e3d24e2f618fafa7203662c8f7a2c"
                "791de35/docs/functiongemma/finetuning-with-functiongemma.ipynb: generation ends at "
                "<start_function_response> or <end_of_turn>)"),
+    # ---- tool-call class of kept7 (serving engines' parser tests): how calls are delimited and read ----------------
+    Repair(
+        name=CONSECUTIVE_CALL_BLOCKS,
+        title="A second marked call block right after the first",
+        stage=RepairStage.TOLERANCE,
+        accepts="With parallel calls, a further call block written right after the first (whitespace between "
+                "allowed) where the format reads one: LFM2's marked call list <|tool_call_start|>[…]"
+                "<|tool_call_end|> twice in a row; Qwen3-Coder's bare <function=…>…</function> blocks (the "
+                "first call may come without <tool_call>, so may the next ones: a bare block closes where the "
+                "next bare one opens). Their calls follow the first block's; the grammar keeps the template's "
+                "layout. llama.cpp ends the calls at the first block and the second one's raw text becomes "
+                "content.",
+        example='Getting weather.<|tool_call_start|>[get_weather(location="Paris")]<|tool_call_end|>'
+                '<|tool_call_start|>[get_weather(location="London")]<|tool_call_end|>',
+        source="ollama's LFM2 parser goes on reading calls when <|tool_call_start|> follows <|tool_call_end|>: "
+               "https://github.com/ollama/ollama/blob/20d29840046b355919953111e869827e35ab8134/model/parsers/"
+               "lfm2.go (eat, LFM2CollectingToolCalls); case kept7-oll-lfm2-two-calls (ollama lfm2_test.go "
+               "multiple_tool_calls); SGLang's Qwen3-Coder detector reads every <function=…> block "
+               "(https://github.com/sgl-project/sglang/blob/2c5fa03198d0630444a1bfe74b4eaae310173eee/test/"
+               "registered/function_call/test_qwen3_coder_detector/test_cases.py, test_double_tool_call: case "
+               "kept7-sgl-qwen3coder-double)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -1068,6 +1091,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "EOS_TOKENS", "trailing_eos",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "CONSECUTIVE_CALL_BLOCKS", "EOS_TOKENS", "trailing_eos",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
