@@ -471,6 +471,8 @@ class GeneratedParser:
     notes: list[str] = field(default_factory=list)
     turn_header: str = ""
     content_header: str = ""
+    # repair repeated-prompt-tail (set by the pipeline at improved): core.chat.repairs.prompt_tails
+    prompt_tails: tuple[str, ...] = ()
     # repair trailing-end-of-turn (set by the pipeline at improved): (template, request, caps) the end-of-turn
     # tokens are derived from, core.chat.turn_end.turn_end_tokens
     turn_end_source: Any = None
@@ -490,6 +492,10 @@ class GeneratedParser:
         cut = header_cut(self.turn_header, output, is_partial)
         if cut == 0 and self.content_header:
             cut = header_cut(self.content_header, output, is_partial)
+        for tail in self.prompt_tails if cut == 0 else ():
+            cut = header_cut(tail, output, is_partial)
+            if cut != 0:
+                break
         return cut
 
     def new_state(self) -> ParserState:
@@ -534,6 +540,11 @@ class GeneratedParser:
         if cut and self.turn_header and output.startswith(self.turn_header):
             msg = msg.copy()
             msg.repairs = [FiredRepair(REPEATED_TURN_HEADER, 0, cut, text=output[:cut])] + msg.repairs
+        elif cut and any(output.startswith(t) for t in self.prompt_tails):
+            from .repairs import REPEATED_PROMPT_TAIL
+
+            msg = msg.copy()
+            msg.repairs = [FiredRepair(REPEATED_PROMPT_TAIL, 0, cut, text=output[:cut])] + msg.repairs
         if is_partial:
             return settle(self, output, msg, True, view=msg, partial_entry=entry)
         clean = entry is None and r is not None and not r.switched   # the partial view is this very parse

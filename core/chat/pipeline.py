@@ -38,6 +38,7 @@ from .message import AssistantMessage
 from .repairs import (INSTRUCTED_MARKERS, INSTRUCTED_REASONING_MARKERS, REASONING_END_WITHOUT_START,
                       REPEATED_TURN_HEADER, TRAILING_END_OF_TURN, UNPARSED_TEXT, FiredRepair, enabled_repairs,
                       turn_header)
+from .repairs import REPEATED_PROMPT_TAIL, prompt_tails
 from .samples import content_turn_header
 from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request, render_prompt,
                      thinking_switched_on)
@@ -185,6 +186,11 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
         parser = bundle.parser
         gp = getattr(parser, "parser_generation_prompt", None) or parser.generation_prompt
         parser.turn_header = turn_header(gp, getattr(parser, "thinking_start_tag", ""))
+    if REPEATED_PROMPT_TAIL in repairs and not bundle.prepared.has_continuation \
+            and hasattr(bundle.parser, "prompt_tails"):
+        parser = bundle.parser
+        gp = getattr(parser, "parser_generation_prompt", None) or parser.generation_prompt
+        parser.prompt_tails = prompt_tails(turn_header(gp, getattr(parser, "thinking_start_tag", "")))
     if TRAILING_END_OF_TURN in repairs and hasattr(bundle.parser, "turn_header"):
         # repair trailing-end-of-turn: the tokens are derived from renders on first use (core.chat.repairs)
         bundle.parser.turn_end_source = (template, request, getattr(bundle.prepared, "caps", None),

@@ -149,6 +149,7 @@ TRAILING_END_OF_TURN = "trailing-end-of-turn"
 INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
 # tool-call class of kept7 (serving engines' own parser tests: how calls are delimited and read)
 CONSECUTIVE_CALL_BLOCKS = "consecutive-call-blocks"
+REPEATED_PROMPT_TAIL = "repeated-prompt-tail"
 INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
 )
@@ -678,6 +679,25 @@ REPAIRS: list[Repair] = [
                "(https://github.com/sgl-project/sglang/blob/2c5fa03198d0630444a1bfe74b4eaae310173eee/test/"
                "registered/function_call/test_qwen3_coder_detector/test_cases.py, test_double_tool_call: case "
                "kept7-sgl-qwen3coder-double)"),
+    Repair(
+        name=REPEATED_PROMPT_TAIL,
+        title="The section the generation prompt opened last, opened again by the model",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output that starts with the last section the generation prompt opens — the tail of the "
+                "assistant turn header (repeated-turn-header's header) from the last place where the header's "
+                "own opening token comes again (Kimi K3 with thinking off: the prompt ends "
+                "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>, the output writes "
+                "<|open|>response<|sep|> again) — then optional whitespace: that tail is skipped once, the rest "
+                "parsed as usual. Read off the generation prompt, never per family; acts where "
+                "repeated-turn-header acts (before the grammar, a stream shows nothing while the output may still "
+                "be the tail). A tail holding the reasoning start marker is reasoning-start-repeated's.",
+        example='<|open|>response<|sep|>hi there<|close|>response<|sep|><|close|>message<|sep|>   (Kimi K3, '
+                'thinking off)',
+        source="SGLang's Kimi K3 detector reads the response section wherever it opens: "
+               "https://github.com/sgl-project/sglang/blob/0396a0526bdc9deb22e3aa0c50157b62a75ff7a3/test/"
+               "registered/function_call/test_kimik3_detector.py (cases kept7-sgl-kimik3-single, "
+               "kept7-sgl-kimik3-no-tools-channel); the same shape as the repeated <think> vLLM drops "
+               "(reasoning-start-repeated)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -761,6 +781,23 @@ def turn_header(generation_prompt: str, thinking_start_tag: str = "") -> str:
         gp = gp[:gp.index(thinking_start_tag)]
     gp = gp.rstrip(" \t\r\n")
     return gp if gp.strip() and any(c in gp for c in "<[|") else ""
+
+
+def prompt_tails(header: str) -> tuple[str, ...]:
+    """Repair ``repeated-prompt-tail``: the proper tails of the turn ``header`` (:func:`turn_header`) that start
+    where the header's own opening token (its text up to the first ``>`` or ``]``) comes again, longest first;
+    () when it does not. ``'<|open|>message role="assistant"<|sep|><|open|>response<|sep|>'`` ->
+    ``('<|open|>response<|sep|>',)``."""
+    ends = [k for k in (header.find(">"), header.find("]")) if k > 0]
+    if not ends:
+        return ()
+    token = header[:min(ends) + 1]
+    out = []
+    at = header.find(token, 1)
+    while at > 0:
+        out.append(header[at:])
+        at = header.find(token, at + 1)
+    return tuple(out)
 
 
 def header_cut(header: str, output: str, is_partial: bool = False) -> int | None:
@@ -1091,6 +1128,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "CONSECUTIVE_CALL_BLOCKS", "EOS_TOKENS", "trailing_eos",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "prompt_tails", "EOS_TOKENS", "trailing_eos",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

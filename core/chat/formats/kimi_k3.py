@@ -24,6 +24,7 @@ from ...jinja.template import ChatTemplate
 from ..request import ChatRequest
 from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
+from ..repairs import UNDECLARED_ARGUMENTS
 
 NAME = "kimi_k3"
 
@@ -74,6 +75,7 @@ def _peg_root(p: Any, view: RequestView) -> Any:
     if not view.tools_active:
         return start + reasoning + response + trailer + p.end()
     choices = []
+    late: list[Any] = []   # repair widenings made once the tree is built (the grammar stays llama.cpp's)
     for spec in view.tools:
         props = spec.parameters.get("properties") if isinstance(spec.parameters, dict) else None
         args = p.eps()
@@ -86,7 +88,11 @@ def _peg_root(p: Any, view: RequestView) -> Any:
                 arg_choices.append(p.rule(f"kimi-k3-arg-{spec.index}-{j}", p.tool_arg(
                     p.tool_arg_open(p.literal(ARG_START)) + p.tool_arg_name(p.literal(key)) + p.literal('"')
                     + p.until(SEP) + p.literal(SEP) + value + p.tool_arg_close(p.literal(ARG_END)))))
-            args = p.zero_or_more(p.choice(*arg_choices))
+            one_arg = p.choice(*arg_choices)
+            args = p.zero_or_more(one_arg)
+            if UNDECLARED_ARGUMENTS in p.repairs:
+                late.append(lambda one_arg=one_arg, keys=list(props): p.widen_late(
+                    one_arg, UNDECLARED_ARGUMENTS, lambda _: _undeclared_arg(p, keys)))
         call = p.tool(p.tool_open(p.literal(CALL_START) + p.tool_name(p.literal(spec.name)) + p.literal('"')
                                   + p.until(SEP) + p.literal(SEP)) + p.tool_args(args)
                       + p.tool_close(p.literal(CALL_END)))
@@ -94,4 +100,18 @@ def _peg_root(p: Any, view: RequestView) -> Any:
     section = p.trigger_rule("kimi-k3-tool-call", p.literal(TOOLS_START) + p.one_or_more(p.choice(*choices))
                              + p.literal(TOOLS_END) + p.optional(p.literal(MSG_END)) + p.optional(p.literal(EOM)))
     tools = section if view.required else p.optional(section)
-    return start + reasoning + response + tools + trailer + p.end()
+    tree = start + reasoning + response + tools + trailer + p.end()
+    for widen in late:
+        widen()
+    return tree
+
+
+def _undeclared_arg(p: Any, declared: list[str]) -> Any:
+    """Repair ``undeclared-arguments``: an argument whose key the tool does not declare, its JSON type read off
+    its own ``type`` attribute (``type="string"``: the raw text; else a JSON value), as SGLang's K3 detector
+    reads it. Only reached when no declared key matched."""
+    known = p.choice(*[p.literal(k + '"') for k in declared])
+    string = p.literal(' type="string"') + p.literal(SEP) + p.tool_arg_string_value(p.until(ARG_END))
+    other = p.until(SEP) + p.literal(SEP) + p.tool_arg_value(p.until(ARG_END))
+    return p.tool_arg(p.tool_arg_open(p.literal(ARG_START)) + p.negate(known) + p.tool_arg_name(p.until('"'))
+                      + p.literal('"') + p.choice(string, other) + p.tool_arg_close(p.literal(ARG_END)))
