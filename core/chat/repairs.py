@@ -414,12 +414,22 @@ REPAIRS: list[Repair] = [
                 "value of a parameter declared number / integer / boolean / null whose text is not such a JSON "
                 "value (\"2026-01-15\" for an integer, \"yes\" for a boolean): the call is returned with the "
                 "value as a JSON string instead of being rejected. A scalar-typed value shows in a stream once "
-                "its closing tag is there (the parse cannot know its type earlier).",
+                "its closing tag is there (the parse cannot know its type earlier). Also DeepSeek V3.2 / V4 DSML "
+                "<parameter … string=\"false\"> and MiniMax-M3 typed <key> elements (any non-string type, "
+                "object and array included): a value that is no JSON of its type from its first character (prose) "
+                "is the string it is, the call kept (tried after the JSON reading; the grammar stays llama.cpp's). "
+                "A value that starts as one of its type and then goes on (12abc) was already streamed as that "
+                "value; a stream cannot take it back, so that call stays rejected (truncated-call, why rejected).",
         example="<tool_call>\n<function=get_weather>\n<parameter=days>\n2026-01-15\n</parameter>\n</function>\n"
                 "</tool_call>   (days declared integer)",
         source="https://github.com/ml-explore/mlx-lm/pull/1330, https://github.com/ml-explore/mlx-lm/pull/1310 "
                "(Qwen3-Coder: the raw string rather than a dropped call); https://github.com/antirez/ds4/pull/571 "
-               "(GLM: a value that does not match its declared type stays a string)"),
+               "(GLM: a value that does not match its declared type stays a string); SGLang's DeepSeek V3.2 / V4 "
+               "detectors keep a string=\"false\" value that is not JSON as the raw string "
+               "(https://github.com/sgl-project/sglang/blob/ce5e431ba686ac578d8b0191eaca7765817e4959/test/"
+               "registered/function_call/test_deepseekv32_detector.py, TestNonJsonObjectParamStreaming: cases "
+               "kept7-sgl-dsv32-nonjson-object-param, kept7-sgl-dsv4-nonjson-object-param); MiniMax-M3 by the "
+               "same rule (no engine test of its element values seen)"),
     Repair(
         name=JSON_CALL_IN_TAGS,
         title="A Hermes JSON call inside <tool_call> where the template renders XML tags",
