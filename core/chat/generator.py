@@ -62,7 +62,7 @@ from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
-from .repairs import TRAILING_END_OF_TURN, FiredRepair
+from .repairs import TRAILING_END_OF_TURN, FiredRepair, next_call_section
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import INSTRUCTED_REASONING_MARKERS, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
@@ -1216,8 +1216,11 @@ class _Gen:
             else:
                 calls = p.trigger_rule("tool-call", wrapped)
             if f.section_start:
+                end = p.end() if not f.section_end else p.literal(f.section_end)
                 calls = p.trigger_rule("tool-calls", p.literal(f.section_start) + p.space() + calls + p.space()
-                                       + (p.end() if not f.section_end else p.literal(f.section_end)))
+                                       + end)
+                if f.section_end and req.parallel_tool_calls:   # repair consecutive-call-blocks
+                    next_call_section(p, end, trim_ws(f.section_start), "tool-calls")
         else:
             if req.parallel_tool_calls:
                 calls = p.trigger_rule("tool-call", f.section_start + choice
@@ -1321,8 +1324,11 @@ class _Gen:
             else:
                 calls = p.trigger_rule("tool-call", wrapped + p.space())
             if f.section_start:
+                end = p.end() if not f.section_end else p.literal(f.section_end)
                 calls = p.trigger_rule("tool-calls", p.literal(f.section_start) + p.space() + calls + p.space()
-                                       + (p.end() if not f.section_end else p.literal(f.section_end) + p.space()))
+                                       + (end if not f.section_end else end + p.space()))
+                if f.section_end and req.parallel_tool_calls:   # repair consecutive-call-blocks
+                    next_call_section(p, end, trim_ws(f.section_start), "tool-calls")
         else:
             if req.parallel_tool_calls:
                 calls = p.trigger_rule("tool-call", f.section_start + p.space() + choice

@@ -35,9 +35,11 @@ never taken back, as with OpenAI's ``finish_reason: "length"``) — :func:`settl
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -150,6 +152,7 @@ INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
 # tool-call class of kept7 (serving engines' own parser tests: how calls are delimited and read)
 CONSECUTIVE_CALL_BLOCKS = "consecutive-call-blocks"
 REPEATED_PROMPT_TAIL = "repeated-prompt-tail"
+UNCLOSED_FINAL_CALL = "unclosed-final-call"
 INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
 )
@@ -708,6 +711,28 @@ REPAIRS: list[Repair] = [
                "registered/function_call/test_kimik3_detector.py (cases kept7-sgl-kimik3-single, "
                "kept7-sgl-kimik3-no-tools-channel); the same shape as the repeated <think> vLLM drops "
                "(reasoning-start-repeated)"),
+    Repair(
+        name=UNCLOSED_FINAL_CALL,
+        title="A last call whose arguments are complete, at the end of the output without its closer",
+        stage=RepairStage.TOLERANCE,
+        accepts="A final parse (not is_partial) of an output that ends inside its last call after the call's "
+                "arguments are complete: every value closed, every required parameter present, only the call's "
+                "closing markup missing or cut (GLM <tool_call>…<arg_value>.</arg_value> then nothing, or a cut "
+                "</tool_). The call is returned as the output would be with that one closer completed; the "
+                "closer must not complete a value nor need another repair, so a cut value (<arg_value>nee) or a "
+                "call missing a required parameter stays truncated-call's (content, why cut). An optional "
+                "parameter the cut may have dropped cannot be told apart: a caller that knows the output was cut "
+                "(finish_reason length) passes is_partial and gets llama.cpp's partial call. The stream shows "
+                "the arguments as they grow and the call whole at its end (improved releases calls whole), as "
+                "the one-shot parse.",
+        example="<tool_call>grep\n<arg_key>pattern</arg_key>\n<arg_value>needle</arg_value>\n<arg_key>path"
+                "</arg_key>\n<arg_value>.</arg_value></tool_   (GLM-4.6)",
+        source="ollama's GLM-4.6 parser finalizes a call whose body is complete when the output ends: "
+               "https://github.com/ollama/ollama/blob/fb30760996871fa9460115c753afd2c60d4ab0f7/model/parsers/"
+               "glm46_test.go (TestGLM46ParserFinalizesCompleteToolCallOnDone: cases "
+               "kept7-oll-glm46-unclosed-call-at-end, kept7-oll-glm46-partial-closer-at-end; its "
+               "TestGLM46ParserRejectsIncompleteToolCallOnDone rejects a call whose value is cut, as here); the "
+               "same reading as missing-closing-tags' </tool_call> left out at the end (vLLM, Qwen3-Coder)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -720,6 +745,19 @@ def trailing_eos(p: Any) -> Any:
     if TRAILING_EOS_TOKEN not in p.repairs:
         return p.eps()
     return p.optional(p.repair(TRAILING_EOS_TOKEN, p.choice(*[p.literal(t) for t in EOS_TOKENS])))
+
+
+def next_call_section(p: Any, end: Any, start: str, section: str) -> None:
+    """Repair ``consecutive-call-blocks`` for a format whose calls sit in one section ``start`` … end: once the
+    tree is built, the section's closing node ``end`` (a handle of builder ``p``) may be followed (whitespace
+    between) by a further section, the rule named ``section`` again (so any number of them). Tried first, it
+    fails unless ``start`` follows, and never waits at the end of the output (only whitespace left), so a
+    single section parses and reports as before; the grammar stays the template's (``widen_late``)."""
+    if CONSECUTIVE_CALL_BLOCKS not in p.repairs or not start:
+        return
+    p.late.append(lambda: p.widen_late(end, CONSECUTIVE_CALL_BLOCKS, lambda orig: (
+        orig + p.negate(p.space() + p.end()) + p.peek(p.space() + p.literal(start)) + p.space()
+        + p.ref(section)), first=True))
 
 
 def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:
@@ -922,6 +960,11 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
         out.repairs = list(final.repairs) + [FiredRepair(STREAM_CONSISTENT_FINAL, start, len(output),
                                                          text=output[start:])]
     calls = out.tool_calls
+    if calls and not is_partial and not is_json_object(calls[-1].arguments) \
+            and getattr(parser, "close_final_call", False) and not _CLOSING.get():
+        closed = _closed_final_call(parser, output, out)
+        if closed is not None:
+            return closed
     if calls and not is_json_object(calls[-1].arguments):
         last = calls[-1]
         if out is final:
@@ -936,6 +979,54 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
     if not is_partial:
         out = _keep_unparsed(parser, output, out, final, kept_end)
     return out
+
+
+_CLOSING: contextvars.ContextVar[bool] = contextvars.ContextVar("unclosed_final_call", default=False)
+
+
+def _closed_final_call(parser: Any, output: str, msg: AssistantMessage) -> AssistantMessage | None:
+    """Repair ``unclosed-final-call``: the message of ``output`` with one closing markup string of ``parser``
+    completed at its end (a cut one completed first, then a whole one; the template's line break before it
+    allowed), when that parse keeps
+    ``msg`` (the settled message so far): the same content and reasoning, the same calls (the earlier ones
+    unchanged, the last one's arguments now a JSON object: a value the partial view still held open, such as
+    ``.</arg_value></tool_`` before a cut closer, is read as the completed text reads it), and no repair that
+    ``msg`` did not already need (the closer must close the call, not complete a value). None when no closer does
+    that. At most two parses per closing markup string."""
+    # closing markup only (a closer of the call or of its section: "</…", "<|close…", "…end…"), the rest of one
+    # the output ends with cut first (longest cut first), then whole ones; each with or without the line break
+    # the template writes before it
+    marks = [m for m in _short_markup(parser) if type(m) is str and m.strip()
+             and (m.lstrip().startswith(("</", "[/")) or "close" in m or "end" in m)]
+    tries: list[tuple[int, str]] = []
+    for m in marks:
+        for k in range(min(len(m) - 1, len(output)), 0, -1):
+            if output.endswith(m[:k]):
+                tries += [(k, output[:-k] + m), (k, output[:-k] + "\n" + m)]
+                break
+        tries += [(0, output + m), (0, output + "\n" + m)]
+    had = Counter(r.name for r in msg.repairs if r.name != TRUNCATED_CALL)
+    for _, text in sorted(tries, key=lambda t: -t[0]):
+        token = _CLOSING.set(True)   # the completed output is parsed without this repair (no recursion)
+        try:
+            got = parser.parse(text)
+        except Exception:   # a diagnosis: a completion that does not parse is not the answer
+            continue
+        finally:
+            _CLOSING.reset(token)
+        if (got.content != msg.content or got.reasoning_content != msg.reasoning_content
+                or len(got.tool_calls) != len(msg.tool_calls)
+                or Counter(r.name for r in got.repairs) - had
+                or not all(is_json_object(c.arguments) for c in got.tool_calls)
+                or any(a.name != b.name or (a is not msg.tool_calls[-1] and a.arguments != b.arguments)
+                       for a, b in zip(msg.tool_calls, got.tool_calls))):
+            continue
+        out = got.copy()
+        start = _tail_span(parser, output, msg, msg, msg.tool_calls[-1].name)
+        out.repairs = [r for r in got.repairs if r.end <= len(output)] + [
+            FiredRepair(UNCLOSED_FINAL_CALL, start, len(output), msg.tool_calls[-1].name, output[start:])]
+        return out
+    return None
 
 
 def _view_end(parser: Any, output: str) -> int | None:
@@ -1138,6 +1229,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "prompt_tails", "EOS_TOKENS", "trailing_eos",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "next_call_section", "prompt_tails", "EOS_TOKENS", "trailing_eos",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

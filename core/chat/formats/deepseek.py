@@ -24,7 +24,7 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
-from ..repairs import MISTYPED_VALUE_AS_STRING, any_order_args
+from ..repairs import MISTYPED_VALUE_AS_STRING, any_order_args, next_call_section
 from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function_indexed,
                            foreach_parameter, grammar_for, has_response_format, make_parser,
@@ -154,8 +154,10 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             choices.append(p.rule(f"tool-{idx}", func))
         tool_choice = p.choice(*choices)
         if request.parallel_tool_calls:
+            end = p.literal(fc_end)
             tool_calls = p.trigger_rule("tool-call", p.literal(fc_start) + p.space() + tool_choice
-                                        + p.zero_or_more(p.space() + tool_choice) + p.space() + p.literal(fc_end))
+                                        + p.zero_or_more(p.space() + tool_choice) + p.space() + end)
+            next_call_section(p, end, fc_start, "tool-call")   # repair consecutive-call-blocks
         else:
             tool_calls = p.trigger_rule("tool-call", p.literal(fc_start) + p.space() + tool_choice + p.space()
                                         + p.literal(fc_end))

@@ -24,7 +24,7 @@ from ...jinja.template import ChatTemplate
 from ..request import ChatRequest
 from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
-from ..repairs import UNDECLARED_ARGUMENTS
+from ..repairs import UNDECLARED_ARGUMENTS, next_call_section
 
 NAME = "kimi_k3"
 
@@ -97,8 +97,11 @@ def _peg_root(p: Any, view: RequestView) -> Any:
                                   + p.until(SEP) + p.literal(SEP)) + p.tool_args(args)
                       + p.tool_close(p.literal(CALL_END)))
         choices.append(p.rule(f"kimi-k3-tool-{spec.index}", call))
+    end = p.literal(TOOLS_END)
     section = p.trigger_rule("kimi-k3-tool-call", p.literal(TOOLS_START) + p.one_or_more(p.choice(*choices))
-                             + p.literal(TOOLS_END) + p.optional(p.literal(MSG_END)) + p.optional(p.literal(EOM)))
+                             + end + p.optional(p.literal(MSG_END)) + p.optional(p.literal(EOM)))
+    if view.parallel:   # repair consecutive-call-blocks: a further tools section after the first
+        next_call_section(p, end, TOOLS_START, "kimi-k3-tool-call")
     tools = section if view.required else p.optional(section)
     tree = start + reasoning + response + tools + trailer + p.end()
     for widen in late:
