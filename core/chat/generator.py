@@ -810,6 +810,7 @@ class _Gen:
         self.reasoning_preamble = reasoning_preamble
         self.reasoning_first = reasoning_first
         self.instructed = instructed   # (start phrases, end phrases): repair instructed-reasoning-markers
+        self.next_section = ""   # repair consecutive-call-blocks: the call section's start, set by the tag formats
         self.generation_prompt = generation_prompt
         self.p = ChatBuilder(python_literal_values=True if PYTHON_LITERAL_VALUES in improvements else None)
         self.extracting = (request.reasoning_format != ReasoningFormat.NONE
@@ -1216,11 +1217,10 @@ class _Gen:
             else:
                 calls = p.trigger_rule("tool-call", wrapped)
             if f.section_start:
-                end = p.end() if not f.section_end else p.literal(f.section_end)
                 calls = p.trigger_rule("tool-calls", p.literal(f.section_start) + p.space() + calls + p.space()
-                                       + end)
-                if f.section_end and req.parallel_tool_calls:   # repair consecutive-call-blocks
-                    next_call_section(p, end, trim_ws(f.section_start), "tool-calls")
+                                       + (p.end() if not f.section_end else p.literal(f.section_end)))
+                if f.section_end and req.parallel_tool_calls:   # repair consecutive-call-blocks (build())
+                    self.next_section = trim_ws(f.section_start)
         else:
             if req.parallel_tool_calls:
                 calls = p.trigger_rule("tool-call", f.section_start + choice
@@ -1324,11 +1324,10 @@ class _Gen:
             else:
                 calls = p.trigger_rule("tool-call", wrapped + p.space())
             if f.section_start:
-                end = p.end() if not f.section_end else p.literal(f.section_end)
                 calls = p.trigger_rule("tool-calls", p.literal(f.section_start) + p.space() + calls + p.space()
-                                       + (end if not f.section_end else end + p.space()))
-                if f.section_end and req.parallel_tool_calls:   # repair consecutive-call-blocks
-                    next_call_section(p, end, trim_ws(f.section_start), "tool-calls")
+                                       + (p.end() if not f.section_end else p.literal(f.section_end) + p.space()))
+                if f.section_end and req.parallel_tool_calls:   # repair consecutive-call-blocks (build())
+                    self.next_section = trim_ws(f.section_start)
         else:
             if req.parallel_tool_calls:
                 calls = p.trigger_rule("tool-call", f.section_start + p.space() + choice
@@ -1371,8 +1370,11 @@ class _Gen:
         else:
             if not pure_content and not has_rf and TRAILING_EOS_TOKEN in p.repairs:
                 pre = pre + trailing_eos(p)   # a stop token the server left after the last call
-            body = pre + p.end()
+            final_end = p.end()
+            body = pre + final_end
             root = prefix + body if pure_content else prefix << body
+            if self.next_section:   # repair consecutive-call-blocks: further call sections before the end
+                next_call_section(p, final_end, self.next_section, "tool-calls")
         entries: dict[str, P] = {RECOVER_CONTENT: prefix + self.reasoning + p.content(p.rest())}
         if pre is not None:
             entries[RECOVER_TRAILING] = prefix + pre + p.content(p.rest()) if pure_content \

@@ -747,17 +747,16 @@ def trailing_eos(p: Any) -> Any:
     return p.optional(p.repair(TRAILING_EOS_TOKEN, p.choice(*[p.literal(t) for t in EOS_TOKENS])))
 
 
-def next_call_section(p: Any, end: Any, start: str, section: str) -> None:
-    """Repair ``consecutive-call-blocks`` for a format whose calls sit in one section ``start`` … end: once the
-    tree is built, the section's closing node ``end`` (a handle of builder ``p``) may be followed (whitespace
-    between) by a further section, the rule named ``section`` again (so any number of them). Tried first, it
-    fails unless ``start`` follows, and never waits at the end of the output (only whitespace left), so a
-    single section parses and reports as before; the grammar stays the template's (``widen_late``)."""
+def next_call_section(p: Any, final_end: Any, start: str, section: str) -> None:
+    """Repair ``consecutive-call-blocks`` for a format whose calls sit in one section ``start`` … (the rule named
+    ``section``) and nothing but the end of the output may follow it: once the tree is built, the root's
+    ``final_end`` (a ``p.end()`` handle of builder ``p``) may instead be preceded by further such sections
+    (whitespace between). Tried only where the end of the output was expected and is not there, so a single
+    section parses and reports as before; the grammar stays the template's (``widen_late``)."""
     if CONSECUTIVE_CALL_BLOCKS not in p.repairs or not start:
         return
-    p.late.append(lambda: p.widen_late(end, CONSECUTIVE_CALL_BLOCKS, lambda orig: (
-        orig + p.negate(p.space() + p.end()) + p.peek(p.space() + p.literal(start)) + p.space()
-        + p.ref(section)), first=True))
+    p.late.append(lambda: p.widen_late(final_end, CONSECUTIVE_CALL_BLOCKS, lambda orig: (
+        p.one_or_more(p.space() + p.peek(p.literal(start)) + p.ref(section)) + orig)))
 
 
 def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:

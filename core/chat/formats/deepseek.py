@@ -154,9 +154,8 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             choices.append(p.rule(f"tool-{idx}", func))
         tool_choice = p.choice(*choices)
         if request.parallel_tool_calls:
-            end = p.literal(fc_end)
             tool_calls = p.trigger_rule("tool-call", p.literal(fc_start) + p.space() + tool_choice
-                                        + p.zero_or_more(p.space() + tool_choice) + p.space() + end)
+                                        + p.zero_or_more(p.space() + tool_choice) + p.space() + p.literal(fc_end))
             next_call_section(p, end, fc_start, "tool-call")   # repair consecutive-call-blocks
         else:
             tool_calls = p.trigger_rule("tool-call", p.literal(fc_start) + p.space() + tool_choice + p.space()

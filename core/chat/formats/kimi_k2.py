@@ -91,10 +91,10 @@ def _peg_root(p: Any, view: RequestView) -> Any:
         else:
             body = strict
         choices.append(p.rule(f"tool-{spec.index}", p.tool(body)))
-    end = p.literal(SECTION_END)
     calls = p.rule("tool-calls", p.optional(p.literal(SECTION_BEGIN)) + p.trigger_rule(
         "tool-call", p.repeat(CALL_BEGIN + p.choice(*choices), 1 if view.required else 0, -1 if view.parallel else 1)
-        + p.optional(end)))
+        + p.optional(p.literal(SECTION_END))))
+    final_end = p.end()
     if view.parallel:   # repair consecutive-call-blocks: a further section after the first
-        next_call_section(p, end, SECTION_BEGIN, "tool-calls")
-    return gen + reasoning + p.content(p.until_one_of([SECTION_BEGIN, CALL_BEGIN])) + calls + p.end()
+        next_call_section(p, final_end, SECTION_BEGIN, "tool-calls")
+    return gen + reasoning + p.content(p.until_one_of([SECTION_BEGIN, CALL_BEGIN])) + calls + final_end

@@ -97,13 +97,13 @@ def _peg_root(p: Any, view: RequestView) -> Any:
                                   + p.until(SEP) + p.literal(SEP)) + p.tool_args(args)
                       + p.tool_close(p.literal(CALL_END)))
         choices.append(p.rule(f"kimi-k3-tool-{spec.index}", call))
-    end = p.literal(TOOLS_END)
     section = p.trigger_rule("kimi-k3-tool-call", p.literal(TOOLS_START) + p.one_or_more(p.choice(*choices))
-                             + end + p.optional(p.literal(MSG_END)) + p.optional(p.literal(EOM)))
-    if view.parallel:   # repair consecutive-call-blocks: a further tools section after the first
-        next_call_section(p, end, TOOLS_START, "kimi-k3-tool-call")
+                             + p.literal(TOOLS_END) + p.optional(p.literal(MSG_END)) + p.optional(p.literal(EOM)))
     tools = section if view.required else p.optional(section)
-    tree = start + reasoning + response + tools + trailer + p.end()
+    final_end = p.end()
+    if view.parallel:   # repair consecutive-call-blocks: a further tools section after the first
+        next_call_section(p, final_end, TOOLS_START, "kimi-k3-tool-call")
+    tree = start + reasoning + response + tools + trailer + final_end
     for widen in late:
         widen()
     return tree
