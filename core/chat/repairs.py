@@ -605,16 +605,21 @@ REPAIRS: list[Repair] = [
     # ---- classes of the real-output batch tests/data/real_outputs_fresh --------------------------------------------
     Repair(
         name=UNDECLARED_ARGUMENTS,
-        title="A pythonic call's keyword argument the tool does not declare",
+        title="A call's argument the tool does not declare (pythonic keyword, Kimi K3 typed argument)",
         stage=RepairStage.TOLERANCE,
         accepts="In pythonic calls (Llama 3.2 / 4 [f(a=1)], LFM2), a keyword argument whose name the tool's "
                 "schema does not declare, its value any Python literal (a list, a nested dict): it is passed on "
                 "in the arguments instead of the whole call being rejected into content. Checking the schema is "
-                "the client's job.",
+                "the client's job. Also Kimi K3's <|open|>argument key=\"K\" type=\"T\"<|sep|>V<|close|>argument<|sep|> "
+                "with an undeclared key: the value read by its own type attribute (string: the raw text; another "
+                "type: a JSON value, and text that is no JSON the string it is).",
         example="[get_weather(location='New York', unit='celsius', data=[1, 2, 3])]   (data not declared)",
         source="SGLang's PythonicDetector and vLLM's pythonic parsers read every keyword with ast and pass it on: "
                "https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/srt/test_function_call_parser.py "
-               "(batch-1 cases sgl-py-list-arg, sgl-py-dict-arg, sgl-py-two-calls-nested)"),
+               "(batch-1 cases sgl-py-list-arg, sgl-py-dict-arg, sgl-py-two-calls-nested); SGLang's Kimi K3 detector reads "
+               "an undeclared argument by its type attribute: https://github.com/sgl-project/sglang/blob/"
+               "0396a0526bdc9deb22e3aa0c50157b62a75ff7a3/test/registered/function_call/test_kimik3_detector.py "
+               "(test_detect_and_parse_single_call: case kept7-sgl-kimik3-single, opts declared nowhere)"),
     Repair(
         name=CALLS_AFTER_TEXT,
         title="A call after text: a pythonic list after text, text between two lists or two Gemma-syntax calls",

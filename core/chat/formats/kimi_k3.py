@@ -111,10 +111,18 @@ def _peg_root(p: Any, view: RequestView) -> Any:
 
 def _undeclared_arg(p: Any, declared: list[str]) -> Any:
     """Repair ``undeclared-arguments``: an argument whose key the tool does not declare, its JSON type read off
-    its own ``type`` attribute (``type="string"``: the raw text; else a JSON value), as SGLang's K3 detector
-    reads it. Only reached when no declared key matched."""
+    its own ``type`` attribute, as SGLang's K3 detector reads it: ``type="string"`` the raw text, another type a
+    JSON value (shown once complete), and text that is no JSON the string it is. Only reached when no declared
+    key matched."""
     known = p.choice(*[p.literal(k + '"') for k in declared])
-    string = p.literal(' type="string"') + p.literal(SEP) + p.tool_arg_string_value(p.until(ARG_END))
-    other = p.until(SEP) + p.literal(SEP) + p.tool_arg_value(p.until(ARG_END))
+
+    def close() -> Any:
+        return p.tool_arg_close(p.literal(ARG_END))
+
+    def raw() -> Any:
+        return p.tool_arg_string_value(p.until(ARG_END)) + close()
+
+    string = p.literal(' type="string"') + p.literal(SEP) + raw()
+    other = p.until(SEP) + p.literal(SEP) + p.choice(p.atomic(p.tool_arg_value(p.json()) + close()), raw())
     return p.tool_arg(p.tool_arg_open(p.literal(ARG_START)) + p.negate(known) + p.tool_arg_name(p.until('"'))
-                      + p.literal('"') + p.choice(string, other) + p.tool_arg_close(p.literal(ARG_END)))
+                      + p.literal('"') + p.choice(string, other))
