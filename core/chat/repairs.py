@@ -756,12 +756,16 @@ def next_call_section(p: Any, final_end: Any, start: str, section: str) -> None:
     """Repair ``consecutive-call-blocks`` for a format whose calls sit in one section ``start`` … (the rule named
     ``section``) and nothing but the end of the output may follow it: once the tree is built, the root's
     ``final_end`` (a ``p.end()`` handle of builder ``p``) may instead be preceded by further such sections
-    (whitespace between). Tried only where the end of the output was expected and is not there, so a single
-    section parses and reports as before; the grammar stays the template's (``widen_late``)."""
+    (whitespace between). Tried only where the end of the output was expected and is not there, and never waiting
+    on trailing whitespace, so a single section parses, recovers and reports as before; the grammar stays the
+    template's (``widen_late``)."""
     if CONSECUTIVE_CALL_BLOCKS not in p.repairs or not start:
         return
+    # only whitespace left is no next section (never "wait for more" there: the longest parsing prefix a recovery
+    # looks for stays where it was without the repair)
     p.late.append(lambda: p.widen_late(final_end, CONSECUTIVE_CALL_BLOCKS, lambda orig: (
-        p.one_or_more(p.space() + p.peek(p.literal(start)) + p.ref(section)) + orig)))
+        p.one_or_more(p.negate(p.space() + p.end()) + p.space() + p.peek(p.literal(start)) + p.ref(section))
+        + orig)))
 
 
 def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:
