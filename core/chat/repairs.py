@@ -1006,6 +1006,15 @@ def _closed_final_call(parser: Any, output: str, msg: AssistantMessage) -> Assis
     # the template writes before it
     marks = [m for m in _short_markup(parser) if type(m) is str and m.strip()
              and (m.lstrip().startswith(("</", "[/")) or "close" in m or "end" in m)]
+    # the output must end on a closer, whole or followed by a cut one (else a value is open: nothing to try)
+    cut = 0
+    for m in marks:
+        for k in range(min(len(m) - 1, len(output)), cut, -1):
+            if output.endswith(m[:k]):
+                cut = k
+                break
+    if not any(text.rstrip().endswith(m.strip()) for text in {output, output[:len(output) - cut]} for m in marks):
+        return None
     tries: list[tuple[int, str]] = []
     for m in marks:
         for k in range(min(len(m) - 1, len(output)), 0, -1):
