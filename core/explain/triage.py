@@ -688,6 +688,52 @@ def _schema_problems(req: Any, message: dict[str, Any]) -> list[tuple[Mistake, s
     return out
 
 
+def _unfound_format(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], ev: list[str], placeholder: str
+                    ) -> tuple[Mistake, list[str]]:
+    """The mistake when the analysis found no tool-call format (or, ``placeholder`` saying so, one that is an
+    artefact of its probes): the empty comparisons listed; no mistake for an output with nothing call-like; another
+    family's format when improved fidelity reads no call either; else the format not found."""
+    ev = ev + [e for f in ex.findings if f.cause == Cause.NO_TOOL_FORMAT for e in f.evidence]
+    empty = _empty_comparisons(bundle)
+    if empty:
+        ev.append(("the analysis found no tool-call markers; " if not placeholder else "")
+                  + "comparisons that came back empty: " + "; ".join(empty))
+    if placeholder:
+        ev.append(placeholder)
+    out = ex.output
+    if not ex.message.get("tool_calls") and not _call_like(out, ctx["names"]):
+        ev.append("the output holds no call-like text (no JSON call object, no declared tool's name written as "
+                  "a call, no marker): it is a plain answer, which is what the parser returned — the gap of the "
+                  "analysis does not change this output's message")
+        return Mistake.NONE, ev
+    foreign = _foreign_to_unfound_format(setup, out, ctx)
+    if foreign:
+        return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [foreign]
+    return Mistake.FORMAT_NOT_FOUND, ev
+
+
+def _probe_placeholder(bundle: Any) -> tuple[str, str, str] | None:
+    """``(field, placeholder, value)`` when a string field of the analysis's tool format holds one of the probe's
+    own function or argument names (``name_suffix`` = ``(AA_ARG_FST_AA=%s, …)]``): the analysis took text of its
+    probe renders for markers, so the format it learned is none the template writes; None otherwise."""
+    from ..analysis import probes as P
+
+    a = getattr(getattr(bundle, "report", None), "analysis", None)
+    if a is None or getattr(bundle, "format", "") != "peg-native":
+        return None
+    needles = (P.FUN_FIRST, P.FUN_SECOND, P.ARG_FIRST, P.ARG_SECOND)
+    stack: list[tuple[str, Any]] = [("tools", a.to_json().get("tools", {}))]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend((f"{path}.{k}", x) for k, x in v.items())
+        elif isinstance(v, str):
+            hit = next((n for n in needles if n in v), "")
+            if hit:
+                return path, hit, v
+    return None
+
+
 def _empty_comparisons(bundle: Any) -> list[str]:
     comps = getattr(getattr(bundle, "report", None), "comparisons", None) or []
     return [f"{c.id}: {c.title}" for c in comps if not (getattr(c, "found", None) or {})][:6]
@@ -797,19 +843,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ev += [e for f in ex.findings if f.cause == Cause.TOOLS_NOT_REQUESTED for e in f.evidence]
         return Mistake.TOOLS_NOT_SENT, ev
     if Cause.NO_TOOL_FORMAT in causes:
-        ev += [e for f in ex.findings if f.cause == Cause.NO_TOOL_FORMAT for e in f.evidence]
-        empty = _empty_comparisons(bundle)
-        if empty:
-            ev.append("the analysis found no tool-call markers; comparisons that came back empty: " + "; ".join(empty))
-        if not msg.get("tool_calls") and not _call_like(out, ctx["names"]):
-            ev.append("the output holds no call-like text (no JSON call object, no declared tool's name written as "
-                      "a call, no marker): it is a plain answer, which is what the parser returned — the gap of the "
-                      "analysis does not change this output's message")
-            return Mistake.NONE, ev
-        foreign = _foreign_to_unfound_format(setup, out, ctx)
-        if foreign:
-            return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [foreign]
-        return Mistake.FORMAT_NOT_FOUND, ev
+        return _unfound_format(ex, setup, bundle, ctx, ev, "")
     rep = _repeated_call(out, ctx["names"])
     if rep:
         ctx["repeat"] = rep
@@ -818,12 +852,30 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"after the first call the output repeats {_q(seg)} {copies} more time(s) up to its end: "
             "the model did not stop after the call — the server did not stop generation at the call's end (the "
             "format's end-of-call / end-of-turn token as a stop), so it kept writing copies until max_tokens"]
+    placeholder = _probe_placeholder(bundle)
+    if placeholder:
+        # the analysis kept the probe's own names in a marker: what it learned is an artefact of its renders
+        # (llama.cpp's Jinja leaving `%s` unformatted, a probe value copied into a marker) — no format was found
+        return _unfound_format(ex, setup, bundle, ctx, ev, (
+            f"the analysis's tool format holds the probe's placeholder {_q(placeholder[1])} in "
+            f"{_q(placeholder[0])} ({_q(placeholder[2], 60)}): what it learned is an artefact of its probe "
+            "renders, not the template's format — a gap of the analysis, not a statement about the template"))
     header = _call_header_in_reasoning(out, r_start, ctx["names"])
     if header:
         return Mistake.CALL_OUTSIDE_SECTION, ev + [
             f"the call's header {_q(header)} is written after {_q(_reasoning_head(r_start))}, the header that opens "
             f"the reasoning ({_q(r_start)}): the model put the call on the reasoning's channel, where the template's "
             "format has no calls"]
+    wrapped = _wrapper_layers(setup, out, ctx)
+    if wrapped:
+        ctx["fault_markup"] = wrapped[0]
+        return Mistake.FOREIGN_WRAPPER, ev + [wrapped[1]]
+    before = _token_before_call(setup, out, msg, near)
+    if before:
+        return Mistake.FOREIGN_WRAPPER, ev + [before]
+    ended = _end_token_then_more(setup, ex, ctx)
+    if ended:
+        return Mistake.TRAILING_TEXT, ev + [ended]
     tail = _trailing_token(out, near, setup) if near else ""
     if tail:        # what the nearest output deletes names it before a reading of the stop point ("a second call")
         ctx["trailing_token"] = True
@@ -945,6 +997,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.OMITTED_MARKER, ev + [
                 f"the model wrote a string value in plain quotes ({_q(edits[0].old)}) where the template writes it "
                 f"between {_q(delim)} tokens: the call is the template's but for that delimiter"]
+        pair = _deleted_tag_pair(edits, setup, msg, near)
+        if pair:
+            ctx["fault_markup"] = [pair[0]]
+            return Mistake.FOREIGN_WRAPPER, ev + [pair[1]]
         if any(e.kind == "delete" and e.old.startswith("```") for e in edits) and "```" not in _src(setup):
             return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence"]
         pieces = [_inserted_piece(e) for e in edits if not _whitespace_only(e)]
@@ -1153,6 +1209,8 @@ class _CallShape:
     name_key: str
     args_key: str
     end: int = -1       # where the JSON value holding it ends in the text looked at
+    start: int = -1     # where that JSON value starts
+    root: str = ""      # "list" or "dict": the JSON value's own type
 
 
 def _find_call(value: Any, names: set[str], path: tuple[str, ...] = (), depth: int = 0) -> _CallShape | None:
@@ -1188,7 +1246,7 @@ def _json_call_in(text: str, names: set[str]) -> _CallShape | None:
             continue
         found = _find_call(value, names) if isinstance(value, (dict, list)) else None
         if found:
-            return replace(found, end=end)
+            return replace(found, end=end, start=m.start(), root="list" if isinstance(value, list) else "dict")
         if isinstance(value, (dict, list)):
             return None          # the first JSON value holds no call: the text is not a JSON call
     return None
@@ -1242,8 +1300,18 @@ def _json_shape_slip(setup: _Setup, out: str, ctx: dict[str, Any], read: bool = 
     order = [rename.get(k, k) for k in mine.keys if rename.get(k, k) in theirs.keys]
     want = [k for k in theirs.keys if k in order]
     if not slips and order != want:
-        slips.append(f"writes the keys in the order {', '.join(q(chr(34) + k + chr(34)) for k in order)} where the "
-                     f"template writes {', '.join(q(chr(34) + k + chr(34)) for k in want)}")
+        # the template's own keys, every one named right, in another order: no slip of a token — the call object of
+        # another prompt or format the model was trained with (decided by the template's render, which writes the
+        # keys in its order in the call and, when it shows one, in the system prompt's example)
+        shown = _prompt_key_order(setup, order)
+        return Mistake.TEMPLATE_MODEL_MISMATCH, (
+            f"the model's JSON call object writes the template's keys, each named as the template names it, in the "
+            f"order {', '.join(q(chr(34) + k + chr(34)) for k in order)} where the template's render of a call of "
+            f"{q(name)} writes {', '.join(q(chr(34) + k + chr(34)) for k in want)}: a key order is learned, not "
+            "slipped — the model writes the call shape of another prompt or format it was trained with"
+            + (f"; the template's own system prompt shows that order ({q(shown, 60)}) while its render of a call "
+               "writes the other: the template contradicts itself" if shown else
+               " (the template's prompt shows no call object in that order)"))
     extra_keys = [k for k in mine.keys if rename.get(k, k) not in theirs.keys]
     if not slips and extra_keys and set(want) == set(theirs.keys):
         slips.append(f"writes {', '.join(q(chr(34) + k + chr(34)) for k in extra_keys[:3])} beside the members the "
@@ -1254,6 +1322,137 @@ def _json_shape_slip(setup: _Setup, out: str, ctx: dict[str, Any], read: bool = 
     return Mistake.FIELD_ALIAS, ("the model's JSON call object " + "; ".join(slips) + ": a field slip of the "
                                  "template's own call shape (compared with the template's render of a call of "
                                  f"{q(name)})")
+
+
+_LAYER_OPEN = re.compile(r"<([A-Za-z_][\w:\-]{0,40})(?:\s[^<>\n]{0,200})?>$")
+_GLUED_IDENT = re.compile(r"[A-Za-z_][\w.]{0,40}$")
+
+
+def _layers(text: str, start: int, end: int, root: str, bare: bool) -> list[tuple[str, str]]:
+    """The pairs written around ``text[start:end]`` (a JSON value), innermost first: a tag pair ``<x …>`` …
+    ``</x>`` (whitespace between allowed), repeated outward; when ``bare`` (the template writes the call as a
+    lone object) a list holding the call is a layer too, named with an identifier glued before its ``[``
+    (``functools[`` … ``]``). At most 4 layers."""
+    out: list[tuple[str, str]] = []
+    a, b = start, end
+    if bare and root == "list":
+        glued = _GLUED_IDENT.search(text, max(0, a - 41), a)
+        name = glued.group(0) if glued else ""
+        out.append((name + "[", "]"))
+        a -= len(name)
+    for _ in range(4):
+        head = text[max(0, a - 240):a].rstrip(_WS)
+        m = _LAYER_OPEN.search(head)
+        tail = text[b:b + 80].lstrip(_WS)
+        if not m or not tail.startswith(f"</{m.group(1)}>"):
+            break
+        out.append((m.group(0), f"</{m.group(1)}>"))
+        a = a - (len(text[max(0, a - 240):a]) - len(head)) - len(m.group(0))
+        b = b + (len(text[b:b + 80]) - len(tail)) + len(f"</{m.group(1)}>")
+    return out
+
+
+def _wrapper_layers(setup: _Setup, out: str, ctx: dict[str, Any]) -> tuple[list[str], str] | None:
+    """A wrapper the template never renders around its own call: the pairs written around the output's JSON call
+    value (:func:`_layers`) set against those around the JSON call in the template's render of a call of the same
+    tool. The output keeps every layer of the template's and adds one (``<answer>`` around ``<tool_calls>[…]``,
+    ``<tool_call>`` around a bare list, ``functools[…]`` around a lone object). ``([its opener, its closer],
+    evidence)`` or None; one render, outputs up to 256 KiB."""
+    names = [n for n in ctx["names"] if n]
+    if not names or len(out) > _SHAPE_CHARS:
+        return None
+    mine = _json_call_in(out, set(names))
+    if mine is None or (not mine.args_key and not mine.path):
+        return None
+    tool = next((t.get("function") or {} for t in setup.request.tools or [] if isinstance(t, dict)
+                 and (t.get("function") or {}).get("name") in names), {})
+    name = tool.get("name") or names[0]
+    theirs = None
+    for args in ({p: "V0" for p in list(properties_of(tool.get("parameters")))[:1]}, {}):
+        render = _rendered_call(setup, name, args)
+        theirs = _json_call_in(render, {name}) if render else None
+        if theirs is not None:
+            break       # (a template that writes argument values as Python renders no JSON with one)
+    if theirs is None:
+        return None
+    bare = theirs.root == "dict"
+    own = _layers(render, theirs.start, theirs.end, theirs.root, bare)
+    got = _layers(out, mine.start, mine.end, mine.root, bare)
+    if any(o not in got for o in own):
+        return None         # a layer of the template's missing or renamed: not a wrapper around its shape
+    extra = [g for g in got if g not in own and g[0] not in render]
+    if not extra:
+        return None
+    shown = " … ".join(_q(x) for x in (extra[-1][0], extra[-1][1]))
+    inside = "the template's own call" + (" section " + _q(own[-1][0]) if own else
+                                          " list" if theirs.root == "list" else " object")
+    return [extra[-1][0], extra[-1][1]], (
+        f"the model writes {shown} around {inside}, a pair the template's render of a call of {_q(name)} never "
+        "writes: a wrapper around the template's own call shape")
+
+
+def _token_before_call(setup: _Setup, out: str, msg: dict[str, Any], near: tuple[list[Edit], _Parsed] | None
+                       ) -> str:
+    """Evidence when the parse read the calls and left a control token before them in the content, and the nearest
+    output only deletes such tokens (``<|python_tag|>{"name": …}`` where the template writes the call bare): a
+    marker the template's render of a call never writes before it, left in the content — the parse is not clean.
+    ``""`` otherwise."""
+    if not near or not msg.get("tool_calls"):
+        return ""
+    edits, parsed = near
+    if not edits or any(e.kind != "delete" or not _SPECIAL_SHAPE.fullmatch(e.old.strip(_WS)) for e in edits) \
+            or len(parsed.message.tool_calls) != len(msg["tool_calls"]):
+        return ""
+    shifted = _shift(edits)
+    if any(not out[e.pos + len(e.old):].strip(_WS) for e in shifted):
+        return ""           # a token at the very end is a kept stop token (trailing text), not a marker before
+    name = msg["tool_calls"][0].get("function", {}).get("name") or ""
+    render = _rendered_call(setup, name, {}) if name else ""
+    toks = list(dict.fromkeys(e.old.strip(_WS) for e in shifted))
+    if not render or any(t in render for t in toks):
+        return ""
+    return (f"the model writes {', '.join(_q(t) for t in toks)} before the call, which the template's render of a call "
+            f"of {_q(name)} never writes (it writes the call without it): a marker around the template's own call "
+            "shape, left in the content — the parse read the call but is not clean")
+
+
+def _end_token_then_more(setup: _Setup, ex: Any, ctx: dict[str, Any]) -> str:
+    """Evidence when the parse read the calls and stopped at a control token that the template's render of a call
+    writes after the arguments (``<|call|>``: the end of the call turn, where a server stops generation) and that
+    the analysis placed in no role: the model ended the call and went on writing. ``""`` otherwise."""
+    msg = ex.message
+    if ex.stop is None or not msg.get("tool_calls"):
+        return ""
+    tok = _SPECIAL_SHAPE.match(ex.text, ex.stop.pos)
+    if not tok or tok.group(0) in ctx["all_markers"] | set(ctx["markers"]) | set(ctx["closers"]):
+        return ""
+    name = msg["tool_calls"][-1].get("function", {}).get("name") or ""
+    render = _rendered_call(setup, name, {"a": "V0"}) if name else ""
+    at = render.find("V0")
+    if at < 0 or tok.group(0) not in render[at:]:
+        return ""
+    rest = ex.text[tok.end():].strip(_WS)
+    return (f"after the complete call the model writes {_q(tok.group(0))}, the token the template's render of a call "
+            "writes to end the call turn (a server stops generation there and strips it)"
+            + (f", and goes on: {_q(rest, 30)} is text after the turn the format ends" if rest else ""))
+
+
+def _prompt_key_order(setup: _Setup, order: list[str]) -> str:
+    """The text of the template's rendered prompt (a user turn and the generation prompt, with the request's
+    tools) where a JSON object names the keys ``order`` in that order (``{"arguments": <args-dict>, "name": …``),
+    or ``""``."""
+    from ..jinja.template import apply_template
+
+    if len(order) < 2:
+        return ""
+    try:
+        prompt = apply_template(setup.template, [{"role": "user", "content": "hi"}], list(setup.request.tools or []),
+                                add_generation_prompt=True)
+    except Exception:  # noqa: BLE001 - a template that does not render the prompt shows nothing
+        return ""
+    pat = re.compile(r"\{\s{0,8}" + r"[^{}\n]{0,120}?".join(re.escape(f'"{k}"') + r"\s{0,8}:" for k in order[:2]))
+    m = pat.search(prompt[:_SHAPE_CHARS])
+    return m.group(0) if m else ""
 
 
 def _trailing_token(out: str, near: tuple[list[Edit], _Parsed], setup: _Setup) -> str:
@@ -1313,6 +1512,27 @@ def _inserted_piece(e: Edit) -> str:
         i += 1
     piece = e.new[i:i + len(e.new) - len(e.old)]
     return piece if i > 0 and e.new == e.old[:i] + piece + e.old[i:] and piece.strip(_WS) else ""
+
+
+def _deleted_tag_pair(edits: list[Edit], setup: _Setup, msg: dict[str, Any], near: tuple[list[Edit], _Parsed]
+                      ) -> tuple[str, str] | None:
+    """The nearest output only deletes a tag pair (``<arguments>`` … ``</arguments>``) that the template's render of
+    a call never writes: a wrapper inside the call around the template's own markup. ``(opener, evidence)`` or
+    None."""
+    if len(edits) != 2 or any(e.kind != "delete" for e in edits):
+        return None
+    a, b = sorted(_shift(edits), key=lambda e: e.pos)
+    m = re.fullmatch(r"<([A-Za-z_][\w:\-]{0,40})(?:\s[^<>]{0,200})?>", a.old.strip(_WS))
+    if not m or b.old.strip(_WS) != f"</{m.group(1)}>":
+        return None
+    calls = near[1].message.tool_calls
+    name = getattr(calls[0], "name", "") if calls else ""
+    render = _rendered_call(setup, name, {}) if name else ""
+    if not render or f"<{m.group(1)}" in render:
+        return None
+    return a.old.strip(_WS), (f"the model writes {_q(a.old.strip(_WS))} … {_q(b.old.strip(_WS))} inside the call, a "
+                              f"tag pair the template's render of a call of {_q(name)} never writes: a wrapper "
+                              "around the template's own markup (with both deleted the call is the template's)")
 
 
 def _whitespace_only(e: Edit) -> bool:
@@ -2433,6 +2653,13 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                  "end-of-turn token as a stop sequence): the output then ends "
                                  + _q(change["output"][-30:]) + (", parsed at improved fidelity" if "fidelity" in
                                                                 change else ""), change, message, 4))
+    out = _cut_kept_tokens(setup, ex.output, out, ok, budget,
+                           ctx["all_markers"] | set(ctx["markers"]) | set(ctx["closers"]))
+    fault = [m for m in ctx.get("fault_markup") or [] if m]
+    if fault:
+        # a change that still leaves the fault's markup in the message fixes nothing (the wrapper's opener after
+        # its closer was cut as a "stop token")
+        out = [f for f in out if not any(m in (f.message.get("content") or "") for m in fault)]
     out.sort(key=lambda f: (f.cost, _RANK[f.kind]))
     uniq: list[RankedFix] = []
     for f in out:
@@ -2456,6 +2683,42 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                "parse clean either: the server must stop at the call's end (the format's end-of-call / end-of-turn "
                "token as a stop) and the model be re-run")
     return uniq, why
+
+
+def _cut_kept_tokens(setup: _Setup, output: str, fixes: list[RankedFix], ok: Any, budget: _Budget,
+                     own: set[str]) -> list[RankedFix]:
+    """A fix that reads the calls but leaves, as the whole content, markup tokens the output ends with
+    (``<start_function_response>``: the next turn's opener the model went on to) leaves markup in the message; the
+    server fix "stop at that token and strip it" with the same change is put in its place when the cut output
+    re-parses to the same calls and no content, else the fix stays. A marker of the format itself (``own``: a
+    call closer the model wrote without its opener) is the call's markup, not a token the model went on to."""
+    out: list[RankedFix] = []
+    for f in fixes:
+        left = (f.message.get("content") or "").strip(_WS)
+        toks = [m.group(0) for m in _TOKEN.finditer(left)]
+        tail = output.rstrip(_WS)
+        if not f.message.get("tool_calls") or not toks or any(t in own for t in toks) or "".join(toks) != re.sub(r"\s+", "", left) \
+                or not tail.endswith(toks[-1]) or "server" in f.change:
+            out.append(f)
+            continue
+        cut = tail[:len(tail) - len(left)] if tail.endswith(left) else ""
+        change = {**f.change, "server": "strip-stop-token", "output": cut}
+        try:
+            if not cut.strip(_WS) or not budget.take(len(cut)):
+                raise ValueError
+            p = _parse(replace(setup, fidelity=change.get("fidelity", setup.fidelity)), cut,
+                       repairs=tuple(change["repairs"]) if "repairs" in change else None)
+        except Exception:  # noqa: BLE001 - no cut, or no parser: the fix stays as it was
+            out.append(f)
+            continue
+        if ok(p) and not (p.message.content or "").strip(_WS) and _calls_of(p.message.to_openai()) == \
+                _calls_of(f.message):
+            out.append(RankedFix(TriageFixKind.SERVER, f"stop at {_q(toks[0])} and strip it from the output (the "
+                                 "server's stop list) — the model went on past the call's end — "
+                                 f"with {f.description}", change, p.message.to_openai(), max(4, f.cost)))
+        else:
+            out.append(f)
+    return out
 
 
 def _same_but_edge_whitespace(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -2718,6 +2981,12 @@ def _in_transformers_dialect(ex: Any, setup: _Setup, why: str, **budget: Any) ->
                                      "transformers-dialect renders the template)", {"fidelity": "improved"},
                                      there.message, 6))
         tg.sentence = dialect_line(why)
+        if not ex.message.get("tool_calls"):
+            # llama.cpp serves no parser, so its message is the whole output as content while the template's own
+            # parser reads calls: no format was found at this fidelity — not "nothing wrong"
+            tg.mistake, tg.no_fix = Mistake.FORMAT_NOT_FOUND, ""
+            tg.evidence.append("at llama.cpp fidelity no tool-call format exists for this template (it does not "
+                               "render there), so the calls the template's own format reads stay content")
     return tg
 
 
