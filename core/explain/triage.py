@@ -712,6 +712,52 @@ def _unfound_format(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], ev
     return Mistake.FORMAT_NOT_FOUND, ev
 
 
+def _unfound_reasoning(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[str, Any], r_start: str,
+                       r_ends: list[str]) -> tuple[dict[str, Any], list[str], str] | None:
+    """A reasoning block the analysis did not find: it found no reasoning markers, the output opens with a tag pair
+    ``<x>`` … ``</x>`` that is none of the format's markers and the parse leaves in the content, holding prose (no
+    markup, no brackets, no declared tool's name) and followed by more of the output, and with that pair
+    as the reasoning markers (an analysis override, whitespace as the output writes it) the output parses clean
+    with its reasoning split off and at least the calls read now — at this fidelity, else at improved.
+    ``(change, [opener, closer], evidence)`` or None; at most two parses."""
+    budget = ctx.get("budget")
+    if r_start or any(r_ends) or budget is None or len(out) > _STRIPPED_CHARS:
+        return None
+    m = re.match(r"\s*<([A-Za-z_][\w\-]{0,30})>(\s*)", out)
+    if not m:
+        return None
+    opener, closer = f"<{m.group(1)}>", f"</{m.group(1)}>"
+    own = ctx["all_markers"] | set(ctx["markers"]) | set(ctx["closers"])
+    c = re.compile(r"(\s*)" + re.escape(closer) + r"(\s*)").search(out, m.end())
+    if opener in own or closer in own or c is None or opener not in (msg.get("content") or ""):
+        return None
+    inner = out[m.end():c.start()]
+    if not inner.strip(_WS) or not out[c.end():].strip(_WS) or _TOKEN.search(inner) or "{" in inner \
+            or any(n and n in inner for n in ctx["names"]):
+        return None     # a block of prose followed by the answer or the calls; a call inside is no reasoning
+    overrides = {"reasoning.mode": "TAG_BASED", "reasoning.start": opener + m.group(2),
+                 "reasoning.end": c.group(1) + closer + c.group(2)}
+    for fid in dict.fromkeys((setup.fidelity, "improved")):
+        if not budget.take(len(out)):
+            return None
+        try:
+            p = _parse(replace(setup, fidelity=fid, overrides={**setup.overrides, **overrides}), out)
+        except Exception:  # noqa: BLE001 - an override that does not build gives no evidence
+            continue
+        content = p.message.content or ""
+        if p.clean and (p.message.reasoning_content or "").strip(_WS) and opener not in content \
+                and closer not in content and len(p.message.tool_calls) >= len(msg.get("tool_calls") or []):
+            change: dict[str, Any] = {"overrides": overrides}
+            if fid != setup.fidelity:
+                change["fidelity"] = fid
+            return change, [opener, closer], (
+                f"the output opens with a reasoning block {_q(opener)} … {_q(closer)}, which the parse leaves in the "
+                "content: our analysis found no reasoning markers for this template — a gap of the analysis, not a "
+                "statement about the template; with that pair as the reasoning markers (an override"
+                + (", at improved fidelity" if fid != setup.fidelity else "") + ") the output parses clean")
+    return None
+
+
 def _probe_placeholder(bundle: Any) -> tuple[str, str, str] | None:
     """``(field, placeholder, value)`` when a string field of the analysis's tool format holds one of the probe's
     own function or argument names (``name_suffix`` = ``(AA_ARG_FST_AA=%s, …)]``): the analysis took text of its
@@ -819,6 +865,16 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                   "it, is missing at the very end: the string a stop sequence matches — a server removes a matched "
                   "stop string from the output (or max_tokens ran out exactly there)")
         return Mistake.STOP_STRING_STRIPPED, ev
+    if ex.truncated is not None and tuple(ex.truncated.path)[-1:] == ("reasoning",) and r_start \
+            and gp.endswith(r_start.strip(_WS)) and out.lstrip(_WS).startswith(r_start.strip(_WS)) \
+            and r_start.strip(_WS) in reasoning and not msg.get("tool_calls"):
+        # unfinished reasoning loses nothing (the message is the reasoning so far); the opener written again and
+        # kept in the reasoning is what makes the message differ
+        ctx["unfinished_reasoning"] = True
+        ev.append(f"the generation prompt already opens the reasoning with {_q(r_start.strip(_WS))} and the output "
+                  "opens it again; the parse keeps the second opener in the reasoning (the output also ends inside "
+                  "the reasoning, which loses no text)")
+        return Mistake.REOPENED_REASONING, ev
     if Cause.TRUNCATED in causes or (ex.truncated is not None and not edits):
         where = " > ".join(ex.truncated.path) if ex.truncated else "the format"
         if not near or all(e.kind == "insert" and e.pos >= len(out) for e in edits):
@@ -844,6 +900,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         return Mistake.TOOLS_NOT_SENT, ev
     if Cause.NO_TOOL_FORMAT in causes:
         return _unfound_format(ex, setup, bundle, ctx, ev, "")
+    raw = _raw_line_breaks(setup, out, msg, ctx)
+    if raw:
+        ctx["near"] = raw[0]
+        return Mistake.TYPE_MISMATCH, ev + [raw[1]]
     rep = _repeated_call(out, ctx["names"])
     if rep:
         ctx["repeat"] = rep
@@ -860,6 +920,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"the analysis's tool format holds the probe's placeholder {_q(placeholder[1])} in "
             f"{_q(placeholder[0])} ({_q(placeholder[2], 60)}): what it learned is an artefact of its probe "
             "renders, not the template's format — a gap of the analysis, not a statement about the template"))
+    unfound = _unfound_reasoning(setup, out, msg, ctx, r_start, r_ends)
+    if unfound:
+        ctx["reasoning_override"], ctx["fault_markup"] = unfound[0], unfound[1]
+        empty = [c for c in _empty_comparisons(bundle) if c.startswith("R")]
+        return Mistake.FORMAT_NOT_FOUND, ev + [unfound[2] + ("; comparisons that came back empty: " + "; ".join(empty)
+                                                             if empty else "")]
     header = _call_header_in_reasoning(out, r_start, ctx["names"])
     if header:
         return Mistake.CALL_OUTSIDE_SECTION, ev + [
@@ -2132,6 +2198,86 @@ def _is_closer(text: str) -> bool:
     return bool(t) and (t.startswith("</") or set(t) <= set("}]"))
 
 
+@dataclass
+class _Walk:
+    """The state of one :func:`_walk` pass: bracket depth and whether it ended inside a string."""
+
+    depth: int = 0
+    in_str: bool = False
+
+
+def _walk(text: str, start: int, end: int, state: _Walk, quotes: str = '"', inside: bool = False
+          ) -> Any:
+    """The one string/escape walker of the triage's scans: yields ``(index, kind)`` over ``text[start:end]`` —
+    ``"open"`` / ``"close"`` for a bracket outside strings (``state.depth`` already changed), ``"string"`` for the
+    quote that ends a string, ``"other"`` for any other non-whitespace character outside strings, and with
+    ``inside`` ``"in"`` for each character inside a string. A string opens with one of ``quotes`` and ends with the
+    same quote; a backslash escapes the next character inside it. Linear in the text walked."""
+    esc = False
+    quote = ""
+    for i in range(start, end):
+        ch = text[i]
+        if state.in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == quote:
+                state.in_str = False
+                yield i, "string"
+                continue
+            if inside:
+                yield i, "in"
+            continue
+        if ch in quotes:
+            state.in_str, quote = True, ch
+        elif ch in "{[":
+            state.depth += 1
+            yield i, "open"
+        elif ch in "}]":
+            state.depth -= 1
+            yield i, "close"
+        elif ch not in _WS:
+            yield i, "other"
+
+
+def _raw_line_breaks(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[str, Any]
+                     ) -> tuple[tuple[list[Edit], _Parsed], str] | None:
+    """A string value with raw line breaks inside the template's own call (``<|tool_call_start|>[exec(command='cat
+    …\nEOF')]``, a pythonic value): from the first of the template's call markers (else a declared tool's name and
+    ``(``) on, each line break inside a quoted string (either quote) is written as the escape ``\\n``; when the
+    output then parses clean with calls, the format writes a string on one line and the model did not.
+    ``((edits, parse), evidence)`` or None; one walk and one parse, outputs up to 16 KiB."""
+    budget = ctx.get("budget")
+    if msg.get("tool_calls") or len(out) > _STRIPPED_CHARS or "\n" not in out or budget is None:
+        return None
+    starts = [out.find(m) for m in ctx["markers"] if m and m in out]
+    starts += [out.find(n + "(") for n in ctx["names"] if n and n + "(" in out]
+    if not starts:
+        return None
+    breaks = [i for i, kind in _walk(out, min(starts), len(out), _Walk(), quotes="'\"", inside=True)
+              if kind == "in" and out[i] == "\n"][:64]
+    if not breaks:
+        return None
+    fixed = out
+    for i in reversed(breaks):
+        fixed = fixed[:i] + "\\n" + fixed[i + 1:]
+    if not budget.take(len(fixed)):
+        return None
+    try:
+        p = _parse(setup, fixed)
+    except Exception:  # noqa: BLE001 - no parser, no evidence
+        return None
+    if not _accepts(p, ctx["markers"]):
+        return None
+    edits = [Edit("replace", i + k, "\n", "\\n") for k, i in enumerate(breaks)]
+    near = (edits, p) if len(edits) <= MAX_EDITS else None
+    return near, (f"a string value inside the template's own call syntax holds {len(breaks)} raw line break(s) "
+                  f"(from {_q(out[min(starts):min(starts) + 30])}); the format writes a string on one line, a line "
+                  "break as the escape `\\n` — with each one escaped the output parses into the call: the value is "
+                  "not of the form the format's string takes")
+
+
 def _open_json_at_end(out: str, names: list[str]) -> int:
     """Brackets still open when ``out`` ends inside a JSON value that follows a tool's name (the tail after the
     last value is whitespace): a call cut before it was complete; 0 otherwise. One linear scan."""
@@ -2141,37 +2287,18 @@ def _open_json_at_end(out: str, names: list[str]) -> int:
     start = out.find("{", first)
     if start < 0:
         return 0
-    depth = 0
-    in_str = esc = False
+    state = _Walk()
     last_value = start
-    for i in range(start, len(out)):
-        ch = out[i]
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-                last_value = i
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            last_value = i
-            if depth == 0:
-                start = out.find("{", i)
-                if start < 0:
-                    return 0
-        elif ch not in _WS:
-            last_value = i
-    if in_str or depth <= 0:
+    for i, kind in _walk(out, start, len(out), state):
+        last_value = i if kind != "open" else last_value
+        if kind == "close" and state.depth == 0:
+            start = out.find("{", i)
+            if start < 0:
+                return 0
+    if state.in_str or state.depth <= 0:
         return 0
     tail = out[last_value + 1:]
-    return depth if not tail.strip(_WS) and not _TOKEN.search(out[start:]) else 0
+    return state.depth if not tail.strip(_WS) and not _TOKEN.search(out[start:]) else 0
 
 
 def _encoded_arguments(out: str) -> str:
@@ -2228,21 +2355,12 @@ def _python_literal_inside(req: Any, text: str, at: int) -> str:
     4 KiB, inside the value only."""
     if text[at:at + 1] not in ("{", "["):
         return ""
-    depth, in_str, esc = 0, False, False
-    for i in range(at, min(len(text), at + 4096)):
+    state = _Walk()
+    for i, kind in _walk(text, at, min(len(text), at + 4096), state):
+        if kind == "close" and state.depth <= 0:
+            return ""
         ch = text[i]
-        if in_str:
-            esc, in_str = (False, True) if esc else (ch == "\\", ch != '"')
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            if depth <= 0:
-                return ""
-        elif ch == "'" or (ch in "TFN" and not text[i - 1:i].isalnum() and _PY_WORD.match(text, i)):
+        if kind == "other" and (ch == "'" or (ch in "TFN" and not text[i - 1:i].isalnum() and _PY_WORD.match(text, i))):
             lit = _PY_WORD.match(text, i).group(1) if ch != "'" else text[i:text.find("'", i + 1) + 1 or i + 20]
             key = _KEY_BEFORE.search(text, max(at, i - 80), i)
             k = key.group(1) if key else ""
@@ -2381,8 +2499,9 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     markers = ctx["markers"]
 
     def ok(p: _Parsed) -> bool:
-        if not p.clean:
-            return False
+        if not p.clean and not (ctx.get("unfinished_reasoning") and p.truncated and p.stop < 0
+                                and not p.message.tool_calls):
+            return False    # (an output that ends inside its reasoning stays unfinished whatever the change)
         m = p.message.to_openai()
         if m == cur:
             return False
@@ -2510,6 +2629,18 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                          {"request": {**change, "tools": full}}, p.message.to_openai(), 2))
             except Exception:  # noqa: BLE001
                 pass
+    if ctx.get("reasoning_override") and budget.take(len(ex.output)):
+        change = ctx["reasoning_override"]
+        try:
+            p = _parse(replace(setup, fidelity=change.get("fidelity", setup.fidelity),
+                               overrides={**setup.overrides, **change["overrides"]}), ex.output)
+            if ok(p):
+                out.append(RankedFix(TriageFixKind.OVERRIDE, "override the reasoning markers: " + ", ".join(
+                    f"{k} = {_q(v)}" for k, v in change["overrides"].items()) + (" (at improved fidelity)" if
+                                                                                "fidelity" in change else ""),
+                    change, p.message.to_openai(), 3))
+        except Exception:  # noqa: BLE001 - an override that does not build is not offered
+            pass
     # the reasoning was split off before the output reached us: stop extracting it (re-parsed like the rest)
     if mistake == Mistake.REASONING_SETTING and not cur.get("tool_calls") \
             and req.reasoning_format.value != "none" and budget.take(len(ex.output)):
@@ -2949,6 +3080,8 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
         return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", [],
                       searched=budget.total - budget.left)
     mistake, evidence = classify_mistake(ex, setup, bundle, near, ctx)
+    if near is None and ctx.get("near"):
+        near = ctx["near"]      # a nearest output the classification constructed (escaped line breaks)
     if ex.clean and not ex.findings and mistake == Mistake.NONE:
         return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", evidence,
                       searched=budget.total - budget.left)
