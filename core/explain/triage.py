@@ -306,6 +306,21 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             out.append(Edit("delete", at, tok.group(0), ""))
         elif word and s[at:at + 1] in _WS:
             out.append(Edit("delete", at, word.group(0), ""))
+        ws = re.compile(r"[ \t\r\n]{1,40}$").search(s, max(0, at - 40), at)
+        if ws and lits:     # whitespace written just before what the parser wanted there (`…</arg_value>\n</tool_call>`)
+            out.append(Edit("delete", ws.start(), ws.group(0), ""))
+        out.extend(_gap_in_literal(s, at, lits))
+        invented = _invented_call(s, at, p, ctx)
+        if invented:
+            out.append(invented)
+        if p.message.tool_calls:
+            rest = s[at:]
+            lead = rest.lstrip(_WS)
+            if lead and (_TOKEN.match(lead) or _JSON_CALL_START.match(lead)
+                         or re.match(r"[;,]\s{0,8}\{\s{0,40}\"name\"", lead)
+                         or any(o.strip(_WS) and lead.startswith(o.strip(_WS)) for o in ctx["openers"])):
+                # after the complete calls: another call, or an end token and what followed it — one deletion
+                out.append(Edit("delete", at, rest, ""))
         fence = re.compile(r"\s{0,8}```").match(s, at)
         if fence:       # a Markdown fence the format has no place for (its opener is deleted below)
             out.append(Edit("delete", at, fence.group(0), ""))
@@ -367,6 +382,46 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             seen.add(k)
             uniq.append(e)
     return uniq[:8]
+
+
+def _gap_in_literal(s: str, at: int, lits: list[str]) -> list[Edit]:
+    """Where the parser wants a literal of several tokens (``<|START_THINKING|><|END_THINKING|><|START_ACTION|>``)
+    and the output writes its first token(s) there and the rest further on: deleting the text between (what the
+    model wrote inside a marker sequence the format writes glued) — one edit per literal, looked for within 4 KiB."""
+    out: list[Edit] = []
+    for lit in lits[:4]:
+        toks = list(_TOKEN.finditer(lit))
+        if len(toks) < 2:
+            continue
+        for t in toks[:-1][::-1]:
+            head, rest = lit[:t.end()], lit[t.end():]
+            if s.startswith(head, at) and rest.strip(_WS):
+                j = s.find(rest, at + len(head), at + len(head) + 4096)
+                if j > at + len(head):
+                    out.append(Edit("delete", at + len(head), s[at + len(head):j], ""))
+                break
+    return out
+
+
+def _invented_call(s: str, at: int, p: _Parsed, ctx: dict[str, Any]) -> Edit | None:
+    """Where the parser wants a declared tool's name and the output names another, and a further call follows: the
+    whole invented call deleted, up to where the next call starts (one edit)."""
+    names = [n for n in ctx["names"] if n]
+    lits = [x.strip(_WS) for x in _literals(p.expected)]
+    word = re.compile(r"[A-Za-z_][\w.\-]{0,63}").match(s, at)
+    if not word or word.group(0) in names or not lits or not set(lits) <= set(names):
+        return None
+    opens = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS)]
+    starts = [m.start() for m in _JSON_CALL_START.finditer(s, max(0, at - 200), at)]
+    starts += [i for i in (s.rfind(o, max(0, at - 200), at) for o in opens) if i >= 0]
+    if not starts:
+        return None
+    a = max(starts)
+    nxt = [m.start() for m in itertools.islice(_JSON_CALL_START.finditer(s, at), 1)]
+    nxt += [i for i in (s.find(o, at) for o in opens) if i >= 0]
+    if not nxt:
+        return None
+    return Edit("delete", a, s[a:min(nxt)], "")
 
 
 def _plain_quoted(s: str, at: int, lits: list[str]) -> Edit | None:
@@ -932,6 +987,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"the call's header {_q(header)} is written after {_q(_reasoning_head(r_start))}, the header that opens "
             f"the reasoning ({_q(r_start)}): the model put the call on the reasoning's channel, where the template's "
             "format has no calls"]
+    ctx["near_content"] = (near[1].message.content or "") if near else None
     wrapped = _wrapper_layers(setup, out, ctx)
     if wrapped:
         ctx["fault_markup"] = wrapped[0]
@@ -1394,27 +1450,29 @@ _LAYER_OPEN = re.compile(r"<([A-Za-z_][\w:\-]{0,40})(?:\s[^<>\n]{0,200})?>$")
 _GLUED_IDENT = re.compile(r"[A-Za-z_][\w.]{0,40}$")
 
 
-def _layers(text: str, start: int, end: int, root: str, bare: bool) -> list[tuple[str, str]]:
-    """The pairs written around ``text[start:end]`` (a JSON value), innermost first: a tag pair ``<x …>`` …
-    ``</x>`` (whitespace between allowed), repeated outward; when ``bare`` (the template writes the call as a
-    lone object) a list holding the call is a layer too, named with an identifier glued before its ``[``
-    (``functools[`` … ``]``). At most 4 layers."""
-    out: list[tuple[str, str]] = []
+def _layers(text: str, start: int, end: int, root: str, bare: bool) -> list[tuple[str, str, int, int]]:
+    """The pairs written around ``text[start:end]`` (a JSON value), innermost first, each as ``(opener, closer,
+    where the opener starts, where the closer starts)``: a tag pair ``<x …>`` … ``</x>`` (whitespace between
+    allowed), repeated outward; when ``bare`` (the template writes the call as a lone object) a list holding the
+    call is a layer too, named with an identifier glued before its ``[`` (``functools[`` … ``]``). At most 4."""
+    out: list[tuple[str, str, int, int]] = []
     a, b = start, end
     if bare and root == "list":
         glued = _GLUED_IDENT.search(text, max(0, a - 41), a)
         name = glued.group(0) if glued else ""
-        out.append((name + "[", "]"))
+        out.append((name + "[", "]", a - len(name), b - 1))
         a -= len(name)
     for _ in range(4):
         head = text[max(0, a - 240):a].rstrip(_WS)
         m = _LAYER_OPEN.search(head)
         tail = text[b:b + 80].lstrip(_WS)
-        if not m or not tail.startswith(f"</{m.group(1)}>"):
+        close = f"</{m.group(1)}>" if m else ""
+        if not m or not tail.startswith(close):
             break
-        out.append((m.group(0), f"</{m.group(1)}>"))
-        a = a - (len(text[max(0, a - 240):a]) - len(head)) - len(m.group(0))
-        b = b + (len(text[b:b + 80]) - len(tail)) + len(f"</{m.group(1)}>")
+        a = max(0, a - 240) + m.start()
+        b = b + (len(text[b:b + 80]) - len(tail))
+        out.append((m.group(0), close, a, b))
+        b += len(close)
     return out
 
 
@@ -1442,17 +1500,31 @@ def _wrapper_layers(setup: _Setup, out: str, ctx: dict[str, Any]) -> tuple[list[
     if theirs is None:
         return None
     bare = theirs.root == "dict"
-    own = _layers(render, theirs.start, theirs.end, theirs.root, bare)
+    own = [x[:2] for x in _layers(render, theirs.start, theirs.end, theirs.root, bare)]
     got = _layers(out, mine.start, mine.end, mine.root, bare)
-    if any(o not in got for o in own):
+    if any(o not in [g[:2] for g in got] for o in own):
         return None         # a layer of the template's missing or renamed: not a wrapper around its shape
-    extra = [g for g in got if g not in own and g[0] not in render]
+    extra = [g for g in got if g[:2] not in own and g[0] not in render]
     if not extra:
         return None
-    shown = " … ".join(_q(x) for x in (extra[-1][0], extra[-1][1]))
+    budget = ctx.get("budget")
+    o, c, oa, ca = extra[-1]
+    edits = [Edit("delete", oa, o, ""), Edit("delete", ca - len(o), c, "")]
+    unwrapped = edits[1].apply(edits[0].apply(out))
+    left = ctx.get("near_content")
+    if budget is not None and (left is None or o in left) and budget.take(len(unwrapped)):
+        try:
+            p = _parse(setup, unwrapped)
+            if _accepts(p, ctx["markers"]):
+                # the nearest output by construction: the wrapper's two halves deleted (in place of a search's
+                # that left the wrapper's opener in the content)
+                ctx["near"], ctx["near_replaces"] = (edits, p), left is not None
+        except Exception:  # noqa: BLE001 - no parser, no nearest output
+            pass
+    shown = f"{_q(o)} … {_q(c)}"
     inside = "the template's own call" + (" section " + _q(own[-1][0]) if own else
                                           " list" if theirs.root == "list" else " object")
-    return [extra[-1][0], extra[-1][1]], (
+    return [o, c], (
         f"the model writes {shown} around {inside}, a pair the template's render of a call of {_q(name)} never "
         "writes: a wrapper around the template's own call shape")
 
@@ -3080,8 +3152,8 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
         return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", [],
                       searched=budget.total - budget.left)
     mistake, evidence = classify_mistake(ex, setup, bundle, near, ctx)
-    if near is None and ctx.get("near"):
-        near = ctx["near"]      # a nearest output the classification constructed (escaped line breaks)
+    if ctx.get("near") and (near is None or ctx.get("near_replaces")):
+        near = ctx["near"]      # a nearest output the classification constructed (escaped line breaks, a wrapper)
     if ex.clean and not ex.findings and mistake == Mistake.NONE:
         return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", evidence,
                       searched=budget.total - budget.left)
