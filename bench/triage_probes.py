@@ -25,6 +25,9 @@ SHARED = ROOT.parent / "shared"
 STRIPPED = {"SPECIAL_TOKENS_STRIPPED"}
 
 
+_JSON_CALL = re.compile(r'\{\s*"name"\s*:\s*"special_function"')
+
+
 def _calls(case: dict, toks: list[str], reasoning: set[str]) -> dict[str, tuple[str, set[str]]]:
     out = case["input"]
     probes: dict[str, tuple[str, set[str]]] = {}
@@ -35,8 +38,15 @@ def _calls(case: dict, toks: list[str], reasoning: set[str]) -> dict[str, tuple[
             re.sub("(" + alt + ")", r" \1 ", out).replace("  ", " ").strip(), STRIPPED | {"NONE"})
     m = re.search(r'"name"(\s*:\s*"[^"]*")(\s*,\s*)"(arguments|parameters)"(\s*:\s*)(\{[^{}]*\})', out)
     if m:
+        # the template's keys, each named right, in another order: the call shape of another prompt the model was
+        # trained with (issue 26, ninth round), not a field alias — a renamed key stays FIELD_ALIAS
         probes["JSON keys swapped"] = (out[:m.start()] + '"' + m.group(3) + '"' + m.group(4) + m.group(5)
-                                       + m.group(2) + '"name"' + m.group(1) + out[m.end():], {"FIELD_ALIAS"})
+                                       + m.group(2) + '"name"' + m.group(1) + out[m.end():],
+                                       {"TEMPLATE_MODEL_MISMATCH"})
+        probes["JSON key renamed"] = (out[:m.start(3)] + ("parameters" if m.group(3) == "arguments" else "arguments")
+                                      + out[m.end(3):], {"FIELD_ALIAS", "NONE"})
+    if _JSON_CALL.search(out):
+        probes["the calls wrapped in a tag pair"] = ("<wrapped>" + out + "</wrapped>", {"FOREIGN_WRAPPER"})
     if "arg1" in out:
         probes["argument name not declared"] = (out.replace("arg1", "zzz"), {"UNKNOWN_PARAMETER", "MISSING_REQUIRED"})
         probes["Python literal in the arguments"] = (re.sub(r"(arg1\W{1,8})1", r"\1True", out, count=1),

@@ -1485,6 +1485,9 @@ def _wrapper_layers(setup: _Setup, out: str, ctx: dict[str, Any]) -> tuple[list[
     names = [n for n in ctx["names"] if n]
     if not names or len(out) > _SHAPE_CHARS:
         return None
+    outer = _outer_tag_pair(setup, out, ctx)
+    if outer:
+        return outer
     mine = _json_call_in(out, set(names))
     if mine is None or (not mine.args_key and not mine.path):
         return None
@@ -1527,6 +1530,40 @@ def _wrapper_layers(setup: _Setup, out: str, ctx: dict[str, Any]) -> tuple[list[
     return [o, c], (
         f"the model writes {shown} around {inside}, a pair the template's render of a call of {_q(name)} never "
         "writes: a wrapper around the template's own call shape")
+
+
+def _outer_tag_pair(setup: _Setup, out: str, ctx: dict[str, Any]) -> tuple[list[str], str] | None:
+    """The whole output (or its part after a leading block) closed by a tag ``</x>`` at its very end whose opener
+    ``<x…>`` the output writes before the calls, ``x`` a tag the template's source never writes, and with both
+    halves deleted the output parses clean with calls (the nearest output, by construction): a wrapper around
+    the template's own output. ``([opener, closer], evidence)`` or None; one parse."""
+    budget = ctx.get("budget")
+    tail = out.rstrip(_WS)
+    m = re.search(r"</([A-Za-z_][\w:\-]{0,40})>$", tail)
+    if not m or budget is None or len(out) > _STRIPPED_CHARS:
+        return None
+    name = m.group(1)
+    o = re.compile(r"<" + re.escape(name) + r"(?:\s[^<>\n]{0,200})?>").search(out, 0, m.start())
+    if not o or f"<{name}" in _src(setup) or out.find(f"</{name}>", o.end(), m.start()) >= 0:
+        return None
+    if not any(n and n in out[o.end():m.start()] for n in ctx["names"]):
+        return None
+    edits = [Edit("delete", o.start(), o.group(0), ""), Edit("delete", m.start() - len(o.group(0)), m.group(0), "")]
+    unwrapped = edits[1].apply(edits[0].apply(out))
+    if not budget.take(len(unwrapped)):
+        return None
+    try:
+        p = _parse(setup, unwrapped)
+    except Exception:  # noqa: BLE001 - no parser, no evidence
+        return None
+    if not _accepts(p, ctx["markers"]):
+        return None
+    left = ctx.get("near_content")
+    if left is None or o.group(0) in left:
+        ctx["near"], ctx["near_replaces"] = (edits, p), left is not None
+    return [o.group(0), m.group(0)], (
+        f"the model writes {_q(o.group(0))} … {_q(m.group(0))} around the template's own output, a tag pair the "
+        "template never writes: with both deleted the output parses into the calls — a wrapper, not another format")
 
 
 def _token_before_call(setup: _Setup, out: str, msg: dict[str, Any], near: tuple[list[Edit], _Parsed] | None
