@@ -1594,7 +1594,8 @@ def _token_before_call(setup: _Setup, out: str, msg: dict[str, Any], near: tuple
 def _end_token_then_more(setup: _Setup, ex: Any, ctx: dict[str, Any]) -> str:
     """Evidence when the parse read the calls and stopped at a control token that the template's render of a call
     writes after the arguments (``<|call|>``: the end of the call turn, where a server stops generation) and that
-    the analysis placed in no role: the model ended the call and went on writing. ``""`` otherwise."""
+    the analysis placed in no role, and more text after it: the model ended the call and went on writing. ``""``
+    otherwise."""
     msg = ex.message
     if ex.stop is None or not msg.get("tool_calls"):
         return ""
@@ -1607,9 +1608,11 @@ def _end_token_then_more(setup: _Setup, ex: Any, ctx: dict[str, Any]) -> str:
     if at < 0 or tok.group(0) not in render[at:]:
         return ""
     rest = ex.text[tok.end():].strip(_WS)
+    if not rest:
+        return ""       # the token alone at the end: a kept stop token (the nearest output's deletion names it)
     return (f"after the complete call the model writes {_q(tok.group(0))}, the token the template's render of a call "
-            "writes to end the call turn (a server stops generation there and strips it)"
-            + (f", and goes on: {_q(rest, 30)} is text after the turn the format ends" if rest else ""))
+            "writes to end the call turn (a server stops generation there and strips it), and goes on: "
+            f"{_q(rest, 30)} is text after the turn the format ends")
 
 
 def _prompt_key_order(setup: _Setup, order: list[str]) -> str:
@@ -2324,7 +2327,7 @@ def _walk(text: str, start: int, end: int, state: _Walk, quotes: str = '"', insi
     same quote; a backslash escapes the next character inside it. Linear in the text walked."""
     esc = False
     quote = ""
-    for i in range(start, end):
+    for i in range(start, min(end, len(text))):
         ch = text[i]
         if state.in_str:
             if esc:
