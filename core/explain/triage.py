@@ -627,8 +627,12 @@ def sentence_of(edits: list[Edit], output: str) -> str:
                 parts.append(f"the model omitted {_q(e.new.strip(_WS) or e.new)}"
                              + (f" before {_q(after)}" if after.strip(_WS) else ""))
         elif e.kind == "delete":
-            parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, which the template's format has no "
-                         "place for")
+            body = e.old.strip(_WS + ";,")
+            tok = _TOKEN.match(body)
+            whole = (_JSON_CALL_START.match(body) and body.endswith("}")) or (tok and len(body) > tok.end() + 10)
+            parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, "
+                         + ("a whole call or turn more than the format, as requested, reads there" if whole else
+                            "which the template's format has no place for"))
         else:
             parts.append(f"the model wrote {_q(e.old)} where the template writes {_q(e.new)}")
     return "; then ".join(parts)
