@@ -28,7 +28,7 @@ STRIPPED = {"SPECIAL_TOKENS_STRIPPED"}
 _JSON_CALL = re.compile(r'\{\s*"name"\s*:\s*"special_function"')
 
 
-def _calls(case: dict, toks: list[str], reasoning: set[str]) -> dict[str, tuple[str, set[str]]]:
+def _calls(case: dict, toks: list[str], reasoning: set[str], end_token: str = "") -> dict[str, tuple[str, set[str]]]:
     out = case["input"]
     probes: dict[str, tuple[str, set[str]]] = {}
     special = [t for t in toks if re.fullmatch(r"<\|[^|]{1,40}\|>|<｜[^｜]{1,40}｜>|\[[A-Z_]{3,30}\]", t) and t in out]
@@ -62,6 +62,8 @@ def _calls(case: dict, toks: list[str], reasoning: set[str]) -> dict[str, tuple[
                                                                        "SPECIAL_TOKENS_STRIPPED", "NONE"})
     probes["tool name not declared"] = (out.replace("special_function", "launch_rocket"), {"UNKNOWN_TOOL"})
     probes["end-of-sequence token kept"] = (out + "<|endoftext|>", {"TRAILING_TEXT"})
+    if end_token and not out.rstrip().endswith(end_token):
+        probes["the turn's end token, then more text"] = (out + end_token + "\nAnything else?", {"TRAILING_TEXT"})
     probes["cut at 70 %"] = (out[:int(len(out) * 0.7)], {"CUT_SHORT"})
     return probes
 
@@ -79,6 +81,18 @@ def _reasoning(case: dict, start: str, ends: list[str]) -> dict[str, tuple[str, 
         probes["call written before the reasoning closer"] = (out.replace(end, "", 1) + end,
                                                               {"REASONING_NOT_CLOSED", "NONE"})
     return probes
+
+
+def _end_token(t: ChatTemplate, req: ChatRequest) -> str:
+    """The last control token the template's render of a call turn of ``special_function`` ends with (``<|im_end|>``,
+    ``<|call|>``), or ``""`` when it ends with none."""
+    from core.explain.triage import _SPECIAL_SHAPE, _rendered_call
+
+    render = _rendered_call(Setup(t, req, "llama.cpp", {}), "special_function", {"arg1": "V0"})
+    end = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r"|\s)+$", render[render.find("V0") + 2:]) \
+        if "V0" in render else None      # the tokens the call turn ends with, none of the call's own markup
+    toks = list(_SPECIAL_SHAPE.finditer(end.group(0))) if end else []
+    return toks[-1].group(0) if toks else ""
 
 
 def main() -> None:
@@ -104,7 +118,8 @@ def main() -> None:
         toks = sorted({x.strip() for x in getattr(bundle.parser, "preserved_tokens", None) or [] if x.strip()},
                       key=len, reverse=True)
         start, ends = reasoning_markers(bundle)
-        probes = _calls(c, toks, {start, *ends}) if kind == "calls" else _reasoning(c, start, ends)
+        probes = _calls(c, toks, {start, *ends}, _end_token(t, req)) if kind == "calls" \
+            else _reasoning(c, start, ends)
         for name, (out, right) in probes.items():
             ex = explain(t, req, out, fixes=False)
             s = Setup(t, req, "llama.cpp", {})

@@ -1597,20 +1597,21 @@ def _token_before_call(setup: _Setup, out: str, msg: dict[str, Any], near: tuple
 
 def _end_token_then_more(setup: _Setup, ex: Any, ctx: dict[str, Any]) -> str:
     """Evidence when the parse read the calls and stopped at a control token that the template's render of a call
-    writes after the arguments (``<|call|>``: the end of the call turn, where a server stops generation) and that
-    the analysis placed in no role, and more text after it: the model ended the call and went on writing. ``""``
+    turn ends with (``<|call|>``, ``<|eom_id|>``: the end of the call turn, where a server stops generation) and that
+    is no call opener or closer of the analysis, and more text after it: the model ended the call and went on writing. ``""``
     otherwise."""
     msg = ex.message
     if ex.stop is None or not msg.get("tool_calls"):
         return ""
     tok = _SPECIAL_SHAPE.match(ex.text, ex.stop.pos)
-    if not tok or tok.group(0) in ctx["all_markers"] | set(ctx["markers"]) | set(ctx["closers"]):
+    if not tok or tok.group(0) in set(ctx["markers"]) | set(ctx["closers"]):
         return ""
     name = msg["tool_calls"][-1].get("function", {}).get("name") or ""
     render = _rendered_call(setup, name, {"a": "V0"}) if name else ""
     at = render.find("V0")
-    if at < 0 or tok.group(0) not in render[at:]:
-        return ""
+    end = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r"|\s)+$", render[at:]) if at >= 0 else None
+    if end is None or tok.group(0) not in end.group(0):
+        return ""       # not among the tokens the render of the call turn ends with
     rest = ex.text[tok.end():].strip(_WS)
     if not rest:
         return ""       # the token alone at the end: a kept stop token (the nearest output's deletion names it)
