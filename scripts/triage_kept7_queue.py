@@ -24,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIR = "real_outputs_kept7"
+BATCH = "kept7.jsonl"
 
 
 def _key(text: str) -> str:
@@ -39,8 +40,9 @@ def queue(templates: str) -> list[dict]:
     sys.path.insert(0, str(ROOT))
     from core.chat.realset import load_cases, run_case
 
+    # the batch taken from this queue (kept7.jsonl) is left out, so the queue prints the same once it exists
     triage = [json.loads(line) for f in sorted((ROOT / "tests" / "data" / "triage").glob("*.jsonl"))
-              for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+              if f.name != BATCH for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
     used_sources = {_bare(t["source"]) for t in triage}
     used_inputs = {t["input"].strip() for t in triage}
     by_family: dict[str, list[dict]] = {}
