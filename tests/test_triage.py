@@ -37,9 +37,10 @@ case either way fails here and must be looked at (docs/explain.md says where eac
 - ``kept7.jsonl``: the ninth batch, split ``"kept7"``: the 35 rows of ``tests/data/real_outputs_kept7/`` (engines' own
   parser-test outputs) that our parser at ``llama.cpp`` fidelity reads differently from the engine's message, picked
   by a rule committed before explain ran (``scripts/triage_kept7_queue.py``), labelled and committed before the
-  triage ran, scored once with the rules as they stood (19/35 cause, 27/35 fix, 1/13 nearest: pinned until the
-  ninth round of rules is measured on it; ``python scripts/triage_kept7_score.py`` prints it row by row); not
-  tuned to ("Ninth batch: kept7.jsonl (kept aside)")."""
+  triage ran, scored once with the rules as they stood (19/35 cause, 27/35 fix, 1/13 nearest), then once on the
+  ninth round of rules, written without it and frozen before it was run (20/35, 27/35, 4/13: pinned; ``python
+  scripts/triage_kept7_score.py`` prints it row by row); not tuned to ("Ninth batch: kept7.jsonl (kept aside)",
+  "Ninth round of rules")."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ SCORES = {
     "kept4.jsonl": {"dev": (12, 12, 1, 1)},
     "kept5.jsonl": {"dev": (1, 1, 0, 0)},
     "kept6.jsonl": {"dev": (40, 40, 17, 17)},      # kept aside: (25, 36, 10, 17) before the ninth round
-    "kept7.jsonl": {"kept7": (19, 27, 1, 13)},
+    "kept7.jsonl": {"kept7": (20, 27, 4, 13)},     # kept aside: (19, 27, 1, 13) on the eighth round's rules
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
