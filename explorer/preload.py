@@ -16,11 +16,12 @@ link to Overview) starts one itself, as it did before the warm-up was ready.
 The imports never run beside page code. CPython's import system is not safe for two threads that initialise the
 same package at once (python/cpython#83065, fixed only in 3.15): a visitor who opened Overview while this thread
 was inside ``import core.analysis`` had the page import ``core.analysis.instructions`` from the half-initialised
-package, this thread's import failed on the import system's deadlock check and took ``core.analysis`` out of
-``sys.modules``, and the page failed with ``KeyError: 'core.analysis'`` (an intermittent CI failure of the Space's
-test under load, 1 run in 7). So each import is a step of its own, taken only while no thread runs page code
-(:func:`page_started` .. :func:`page_finished`, :func:`page_work`), and page code that starts during a step waits
-for that one step (at most one library's import), not for the rest."""
+package, this thread's import failed ("cannot import name … from partially initialized module", or the import
+system's deadlock check) and took ``core.analysis`` out of ``sys.modules``, and the page failed with
+``KeyError: 'core.analysis'`` (an intermittent CI failure of the Space's test under load, 1 run in 7). So each
+import is a step of its own, taken only while no thread runs page code (:func:`page_started` ..
+:func:`page_finished`, :func:`page_work`), and page code that starts during a step waits for that one step (at
+most one library's import), not for the rest."""
 
 from __future__ import annotations
 
@@ -75,6 +76,7 @@ class Status:
 
 
 def status() -> Status:
+    """The state of the background imports now (tests and diagnostics)."""
     with _gate:
         return Status(_step, len(_pages), _pages_waiting, _step_waiting, done.is_set())
 

@@ -184,7 +184,8 @@ waited = t.is_alive()
 go.set()
 t.join(60)
 assert preload.done.wait(60)
-print(json.dumps({"waited": waited, "errors": errors, "analysis": hasattr(sys.modules.get("core.analysis"), "analyze")}))
+analysed = hasattr(sys.modules.get("core.analysis"), "analyze")
+print(json.dumps({"waited": waited, "errors": errors, "analysis": analysed}))
 """
 
 
