@@ -285,7 +285,7 @@ class ParseCache:
     extension of the previous one.
     """
 
-    __slots__ = ("text", "memo", "hints", "key", "fast", "frames")
+    __slots__ = ("text", "memo", "hints", "key", "fast")
 
     def __init__(self) -> None:
         self.text = ""
@@ -293,14 +293,12 @@ class ParseCache:
         self.hints: dict = {}
         self.key: tuple = ()
         self.fast: tuple | None = None     # (arena, entry, lenient, start, compiled entry) of the last parse
-        # the last parse needed more input: its frames from the anchor up to the root (see _resume), or None
-        self.frames: list | None = None
 
     def fork(self) -> "ParseCache":
         """A copy to parse a longer text with, leaving this one valid for the text it was made on: the memo and
         hints are copied (the entries themselves are never changed once made, so they are shared)."""
         other = ParseCache()
-        other.text, other.key, other.fast, other.frames = self.text, self.key, self.fast, self.frames
+        other.text, other.key, other.fast = self.text, self.key, self.fast
         other.memo, other.hints = dict(self.memo), dict(self.hints)
         return other
 
@@ -313,7 +311,6 @@ class ParseCache:
         if key != self.key or (text is not self.text and not text.startswith(self.text)):
             self.memo = {}
             self.hints = {}
-            self.frames = None
             if key != self.key:
                 self.fast = None
             self.key = key
@@ -331,12 +328,11 @@ class ParseCache:
         self.hints = {}
         self.key = ()
         self.fast = None
-        self.frames = None
 
 
 class _Ctx:
     __slots__ = ("text", "n", "lenient", "memo", "hints", "made", "switches", "ends", "cut",
-                 "spaces", "base", "chain", "until", "frames")
+                 "spaces", "base", "chain", "until")
 
     def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
         self.text = text
@@ -352,8 +348,6 @@ class _Ctx:
         self.base: tuple | None = None      # (nodes, (prefix, parent)) of the last resumed repetition
         self.chain: tuple | None = None     # (cut, what follows that literal in its sequence: _literal_chains)
         self.until: tuple | None = None     # (where it stopped, delimiters) of the last until that reached the end
-        # streaming (a cache): the frames of the need-more-input return path from the anchor up (see _resume)
-        self.frames: list | None = None if hints is None else []
 
 
 Fn = Callable[[_Ctx, int], tuple]
@@ -375,7 +369,6 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
             if text is not cache.text and not text.startswith(cache.text):
                 cache.memo = {}
                 cache.hints = {}
-                cache.frames = None
             cache.text = text
         else:
             pid = arena.entry_id(entry)
@@ -383,12 +376,9 @@ def parse(arena: _AnyT, text: str, *, lenient: bool = True, start: int = 0, entr
             cache.prepare(text, (id(arena), pid, lenient, start))
             cache.fast = (arena, entry, lenient, start, root)
         ctx = _Ctx(text, lenient, cache.memo, cache.hints)
-        frames = cache.frames
-        res = root(ctx, start) if frames is None else _resume(ctx, frames)
-        cache.frames = ctx.frames if res[0] == NMI and ctx.frames else None
-        return _result(ctx, res, start, text)
-    root = _compiled(arena)[arena.entry_id(entry)]
-    ctx = _Ctx(text, lenient, None, None)
+    else:
+        root = _compiled(arena)[arena.entry_id(entry)]
+        ctx = _Ctx(text, lenient, None, None)
     return _result(ctx, root(ctx, start), start, text)
 
 
@@ -402,67 +392,10 @@ def parse_next(cache: ParseCache, text: str) -> ParseResult | None:
     if text is not cache.text and not text.startswith(cache.text):
         cache.memo = {}
         cache.hints = {}
-        cache.frames = None
     cache.text = text
     ctx = _Ctx(text, fast[2], cache.memo, cache.hints)
     start = fast[3]
-    frames = cache.frames
-    res = fast[4](ctx, start) if frames is None else _resume(ctx, frames)
-    cache.frames = ctx.frames if res[0] == NMI and ctx.frames else None
-    return _result(ctx, res, start, text)
-
-
-def _resume(ctx: _Ctx, frames: list) -> tuple:
-    """The root's result on a longer text, resumed from the last parse's need-more-input path.
-
-    In a parse that needed more input, every frame on the way back up returned NMI because its child did.
-    The *anchor* is the deepest rule or tag node on that path that called its child before anything looked
-    at the end of the text: everything the parse did before that call read only text that a longer one keeps,
-    so a parse of the longer text reaches the same call in the same state (position, nodes and hints so far,
-    ``made``, switches, ``base``). Each frame recorded on that path (``frames``, the anchor first) holds its
-    local state at its child's call and a continuation: here the anchor's child runs again on the longer
-    text and each frame, from the anchor up, goes on with its child's new result as its own body would —
-    a sequence with its next items, a choice with its next alternatives, a repetition with its next items
-    and hints, a node wraps and memoizes. Same result as parsing from the root (a combinator without a
-    continuation, a lookahead, drops the frames below it, so the anchor is above it)."""
-    a = frames[0]
-    ctx.made = a[3]
-    ctx.switches = list(a[6])
-    ctx.base = a[5]
-    r = a[1](ctx, a[2])
-    n = len(frames)
-    i = 0
-    # the frames whose resumed child did not need more input go on as their bodies would (recording the
-    # frames of a new call that needs more input, as a parse from the root does)
-    while r[0] != NMI:
-        fr = frames[i]
-        r = fr[0](ctx, fr, r)
-        i += 1
-        if i == n:
-            return r
-    # from here up, each frame's resumed child needs more input: it only wraps the result (NMI short-circuits
-    # every combinator), and it is the same frame for the next parse
-    below = ctx.frames
-    if below:
-        ctx.frames = below + frames[i:]
-    else:
-        # no anchor below: the deepest node frame from here up is the anchor, with the switches before its
-        # call (taken now: a frame above it may cut the list back when it wraps)
-        j = i
-        while j < n and len(frames[j]) != _NODE_FRAME:
-            j += 1
-        if j < n:
-            fr = frames[j]
-            if fr[6] is not None:
-                ctx.frames = frames[j:] if j else frames
-            else:
-                ctx.frames = [fr[:6] + (tuple(ctx.switches[:fr[4]]),)] + frames[j + 1:]
-    for fr in _islice(frames, i, None):
-        r = fr[0](ctx, fr, r)
-    return r
-
-
-_NODE_FRAME = 7   # the length of a rule or tag node's frame (the only frame that can be an anchor)
+    return _result(ctx, fast[4](ctx, start), start, text)
 
 
 def _result(ctx: _Ctx, res: tuple, start: int, text: str) -> ParseResult:
@@ -657,60 +590,23 @@ def _make_sequence(children: list[Fn], pid: int = -1, chains: list | None = None
         return lambda ctx, pos: (OK, pos, _EMPTY)
     if chains is None or not any(chains):
         chains = [None] * len(children)
-    count = len(children)
 
-    def cont(ctx: _Ctx, fr: tuple, res: tuple) -> tuple:
-        # the rest of the body below after item i's call ``fr = (cont, i, pos, nodes so far, start)``, given
-        # that call's result ``res`` (see _resume)
-        i, pos, nodes, start = fr[1], fr[2], fr[3], fr[4]
-        st, end, ns = res
-        while True:
-            if st == FAIL:
-                return FAIL, end if end > start else start, _EMPTY
-            if st == NMI:
-                if i != fr[1]:
-                    frames = ctx.frames
-                    if frames:
-                        frames.append((cont, i, pos, nodes, start))
-                if ns:
-                    nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
-                             else _concat(ctx, nodes, ns)) if nodes else ns
-                if chains[i]:
-                    _note_chain(ctx, pos, chains[i])
-                return NMI, end, nodes
-            if ns:
-                nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
-                         else _concat(ctx, nodes, ns)) if nodes else ns
-            pos = end
-            i += 1
-            if i == count:
-                return OK, pos, nodes
-            st, end, ns = children[i](ctx, pos)
-
-    if not any(chains):
         def f(ctx: _Ctx, pos: int) -> tuple:
             nodes: tuple = _EMPTY
             start = pos
-            for i, child in enumerate(children):
+            for child in children:
                 st, end, ns = child(ctx, pos)
                 if st == FAIL:
                     return FAIL, end if end > start else start, _EMPTY
-                if st == NMI:
-                    # on the need-more-input path above the anchor (see _resume): this call is a frame
-                    frames = ctx.frames
-                    if frames:
-                        frames.append((cont, i, pos, nodes, start))
-                    if ns:
-                        nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
-                                 else _concat(ctx, nodes, ns)) if nodes else ns
-                    return NMI, end, nodes
                 if ns:
                     nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
                              else _concat(ctx, nodes, ns)) if nodes else ns
+                if st == NMI:
+                    return NMI, end, nodes
                 pos = end
             return OK, pos, nodes
     else:
-        f = _make_chained_sequence(children, chains, cont)
+        f = _make_chained_sequence(children, chains)
     return _resumable_sequence(children, pid, chains, f)
 
 
@@ -723,7 +619,7 @@ def _note_chain(ctx: _Ctx, pos: int, chain: tuple) -> None:
         ctx.chain = (cut, chain)
 
 
-def _make_chained_sequence(children: list[Fn], chains: list, cont: Fn) -> Fn:
+def _make_chained_sequence(children: list[Fn], chains: list) -> Fn:
     """A sequence with plain literal items (see _literal_chains): one cut by the end names what follows it."""
     def f(ctx: _Ctx, pos: int) -> tuple:
         nodes: tuple = _EMPTY
@@ -732,19 +628,13 @@ def _make_chained_sequence(children: list[Fn], chains: list, cont: Fn) -> Fn:
             st, end, ns = child(ctx, pos)
             if st == FAIL:
                 return FAIL, end if end > start else start, _EMPTY
-            if st == NMI:
-                frames = ctx.frames
-                if frames:
-                    frames.append((cont, i, pos, nodes, start))
-                if ns:
-                    nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
-                             else _concat(ctx, nodes, ns)) if nodes else ns
-                if chains[i]:
-                    _note_chain(ctx, pos, chains[i])
-                return NMI, end, nodes
             if ns:
                 nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
                          else _concat(ctx, nodes, ns)) if nodes else ns
+            if st == NMI:
+                if chains[i]:
+                    _note_chain(ctx, pos, chains[i])
+                return NMI, end, nodes
             pos = end
         return OK, pos, nodes
     return f
@@ -755,12 +645,30 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
         return f
     count = len(children)
 
-    def run(ctx: _Ctx, key: tuple, start: int, made0: int, sw0: int, i: int, pos: int, nodes: tuple, e0: int,
-            st: int, end: int, ns: tuple) -> tuple:
-        # item i was called at ``pos`` (``e0``: ctx.ends before the first item this call ran) and gave
-        # (st, end, ns): the rest of the sequence
+    def resumable(ctx: _Ctx, pos: int) -> tuple:
+        # Streaming: as a repetition does, resume after the items an earlier parse of this sequence (same
+        # position, a shorter prefix of the text) matched without looking at the end of the input, replaying
+        # what they did to the switch bookkeeping: per feed inside a tool call, the items of its opening
+        # (``{``, ``"name"``, ``:`` ...) are not matched again.
         hints = ctx.hints
-        while st == OK:
+        if hints is None:
+            return f(ctx, pos)
+        key = (pid, pos, "seq")
+        h = hints.get(key)
+        made0, sw0 = ctx.made, len(ctx.switches)
+        start = pos
+        if h is not None:
+            i, pos, nodes, made_d, sw = h
+            ctx.made += made_d
+            if sw:
+                ctx.switches.extend(sw)
+        else:
+            i, nodes = 0, _EMPTY
+        e0 = ctx.ends       # a look at the end since here: the items from there on are not settled
+        while i < count:
+            st, end, ns = children[i](ctx, pos)
+            if st != OK:
+                break
             if ns:
                 nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
                          else _concat(ctx, nodes, ns)) if nodes else ns
@@ -780,17 +688,11 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
                 else:
                     return OK, pos, nodes
                 break
-            if i == count:
-                return OK, pos, nodes
-            sw = ctx.switches
-            hints[key] = (i, pos, nodes, ctx.made - made0, tuple(sw[sw0:]) if len(sw) > sw0 else _EMPTY)
-            st, end, ns = children[i](ctx, pos)
+            if i < count:
+                sw = ctx.switches
+                hints[key] = (i, pos, nodes, ctx.made - made0, tuple(sw[sw0:]) if len(sw) > sw0 else _EMPTY)
         else:
-            if st == NMI:
-                # every item before this one settled (its hint, if any, is what a parse from here reads)
-                frames = ctx.frames
-                if frames:
-                    frames.append((rcont, key, start, made0, sw0, hints.get(key)))
+            return OK, pos, nodes
         if st == FAIL:
             return FAIL, end if end > start else start, _EMPTY
         if ns:
@@ -799,81 +701,15 @@ def _resumable_sequence(children: list[Fn], pid: int, chains: list, f: Fn) -> Fn
         if chains[i]:
             _note_chain(ctx, pos, chains[i])
         return NMI, end, nodes
-
-    def rcont(ctx: _Ctx, fr: tuple, res: tuple) -> tuple:
-        # fr = (rcont, key, start, made0, sw0, hint read at the call): the call's item, resumed (see _resume)
-        h = fr[5]
-        if res[0] == NMI:
-            # the resumed item needs more input again: the body's own need-more-input return, without its frame
-            ns = res[2]
-            if h is None:
-                i, nodes = 0, _EMPTY
-            else:
-                i, nodes = h[0], h[2]
-            if ns:
-                nodes = (nodes + ns if (b := ctx.base) is None or (ns is not b[0] and nodes is not b[0])
-                         else _concat(ctx, nodes, ns)) if nodes else ns
-            if chains[i]:
-                _note_chain(ctx, h[1] if h is not None else fr[2], chains[i])
-            return NMI, res[1], nodes
-        if h is None:
-            return run(ctx, fr[1], fr[2], fr[3], fr[4], 0, fr[2], _EMPTY, 0, *res)
-        return run(ctx, fr[1], fr[2], fr[3], fr[4], h[0], h[1], h[2], 0, *res)
-
-    def resumable(ctx: _Ctx, pos: int) -> tuple:
-        # Streaming: as a repetition does, resume after the items an earlier parse of this sequence (same
-        # position, a shorter prefix of the text) matched without looking at the end of the input, replaying
-        # what they did to the switch bookkeeping: per feed inside a tool call, the items of its opening
-        # (``{``, ``"name"``, ``:`` ...) are not matched again.
-        hints = ctx.hints
-        if hints is None:
-            return f(ctx, pos)
-        key = (pid, pos, "seq")
-        h = hints.get(key)
-        made0, sw0 = ctx.made, len(ctx.switches)
-        if h is not None:
-            i, p, nodes, made_d, sw = h
-            ctx.made += made_d
-            if sw:
-                ctx.switches.extend(sw)
-        else:
-            i, p, nodes = 0, pos, _EMPTY
-        e0 = ctx.ends       # a look at the end since here: the items from there on are not settled
-        st, end, ns = children[i](ctx, p)
-        return run(ctx, key, pos, made0, sw0, i, p, nodes, e0, st, end, ns)
     return resumable
 
 
 def _make_choice(pid: int, children: list[Fn]) -> Fn:
-    count = len(children)
-
-    def cont(ctx: _Ctx, fr: tuple, r: tuple) -> tuple:
-        # fr = (cont, i, pos, made before alternative i): the rest of the body after that call (see _resume)
-        if r[0] != FAIL:
-            return r
-        i, pos, made = fr[1], fr[2], fr[3]
-        if ctx.made != made:
-            ctx.switches.append((pid, pos, i))
-        for j in range(i + 1, count):
-            made = ctx.made
-            r = children[j](ctx, pos)
-            st = r[0]
-            if st != FAIL:
-                if st == NMI and ctx.frames:
-                    ctx.frames.append((cont, j, pos, made))
-                return r
-            if ctx.made != made:
-                ctx.switches.append((pid, pos, j))
-        return FAIL, pos, _EMPTY
-
     def f(ctx: _Ctx, pos: int) -> tuple:
         for i, child in enumerate(children):
             made = ctx.made
             r = child(ctx, pos)
-            st = r[0]
-            if st != FAIL:
-                if st == NMI and ctx.frames:
-                    ctx.frames.append((cont, i, pos, made))
+            if r[0] != FAIL:
                 return r
             if ctx.made != made:
                 ctx.switches.append((pid, pos, i))
@@ -923,12 +759,31 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
             return FAIL, start, _EMPTY
         return OK, pos, out
 
-    def run(ctx: _Ctx, key: tuple, start: int, made0: int, sw0: int, count: int, pos: int, prefix: _AnyT,
-            parent: _AnyT, made: int, res: tuple | None) -> tuple:
-        # the loop from item ``count`` at ``pos`` on, after the replay of ``prefix``; ``res``: that item's
-        # result when it was already called (with ``made`` before it, nothing looked at the end), else None
+    def f(ctx: _Ctx, pos: int) -> tuple:
         hints = ctx.hints
+        if hints is None:
+            return plain(ctx, pos)
+        # Streaming: resume after the items an earlier parse of this repetition (same rule and position, a
+        # shorter prefix of the text) matched without looking at the end of the input — they match the same
+        # way now — replaying what they did to the switch bookkeeping, as a memoized node does. Per feed this
+        # costs the items still open, not every item since the start (repeated tool calls); the items
+        # replayed (``prefix``) are a NodeRun, never copied.
+        key = (pid, pos, "repeat")
+        h = hints.get(key)
+        start = pos
+        made0 = ctx.made
         switches = ctx.switches
+        sw0 = len(switches)
+        if h is None:
+            count = 0
+            prefix: _AnyT = _EMPTY
+            parent = None
+        else:
+            count, pos, prefix, made_d, sw, parent = h
+            if made_d:
+                ctx.made = made0 + made_d
+            if sw:
+                switches.extend(sw)
         # settled: the items matched without looking at the end; where they stop (s_pos, s_k, s_made, s_sw) is
         # set with it, and read only once settled > resumed
         resumed = settled = count
@@ -936,18 +791,13 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
         n = ctx.n
         r = None
         while hi == -1 or count < hi:
-            if res is None:
-                if pos >= n:
-                    ctx.ends += 1
-                    break
-                made = ctx.made
-                e = ctx.ends
-                st, end, ns = child(ctx, pos)
-                touched = ctx.ends != e
-            else:
-                st, end, ns = res
-                res = None
-                touched = ctx.ends != 0
+            if pos >= n:
+                ctx.ends += 1
+                break
+            made = ctx.made
+            e = ctx.ends
+            st, end, ns = child(ctx, pos)
+            touched = ctx.ends != e
             if st == OK:
                 if end == pos:
                     break
@@ -990,11 +840,6 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
             hints[key] = (settled, s_pos, grown, s_made - made0, tuple(switches[sw0:s_sw]),
                           None if prefix is _EMPTY else prefix)
         if r is not None:
-            frames = ctx.frames
-            if frames:
-                # on the need-more-input path above the anchor: every item before the open one settled, so the
-                # hint now stored is where a parse of this repetition resumes (see _resume)
-                frames.append((cont, key, start, made0, sw0, hints.get(key)))
             return r
         if prefix is _EMPTY:
             out = tuple(nodes) if nodes else _EMPTY
@@ -1006,65 +851,12 @@ def _make_repeat(pid: int, child: Fn, lo: int, hi: int) -> Fn:
                 return NMI, pos, out
             return FAIL, start, _EMPTY
         return OK, pos, out
-
-    def cont(ctx: _Ctx, fr: tuple, res: tuple) -> tuple:
-        # fr = (cont, key, start, made0, sw0, hint read at entry): its open item, resumed (see _resume)
-        h = fr[5]
-        if res[0] == NMI:
-            # the open item needs more input again: the body's own need-more-input return, without its frame
-            # (no item settled, so no hint either)
-            if h is None:
-                return res
-            prefix = h[2]
-            if prefix is _EMPTY:
-                return res
-            ns = res[2]
-            r = (NMI, res[1], NodeRun(prefix.head, prefix.run, prefix.k, prefix.tail + tuple(ns)) if ns else prefix)
-            ctx.base = (r[2], (prefix, h[5], 0))
-            return r
-        if h is None:
-            return run(ctx, fr[1], fr[2], fr[3], fr[4], 0, fr[2], _EMPTY, None, fr[3], res)
-        return run(ctx, fr[1], fr[2], fr[3], fr[4], h[0], h[1], h[2], h[5], fr[3] + h[3], res)
-
-    def f(ctx: _Ctx, pos: int) -> tuple:
-        hints = ctx.hints
-        if hints is None:
-            return plain(ctx, pos)
-        # Streaming: resume after the items an earlier parse of this repetition (same rule and position, a
-        # shorter prefix of the text) matched without looking at the end of the input — they match the same
-        # way now — replaying what they did to the switch bookkeeping, as a memoized node does. Per feed this
-        # costs the items still open, not every item since the start (repeated tool calls); the items
-        # replayed (``prefix``) are a NodeRun, never copied.
-        key = (pid, pos, "repeat")
-        h = hints.get(key)
-        made0 = ctx.made
-        sw0 = len(ctx.switches)
-        if h is None:
-            return run(ctx, key, pos, made0, sw0, 0, pos, _EMPTY, None, made0, None)
-        count, p, prefix, made_d, sw, parent = h
-        if made_d:
-            ctx.made = made0 + made_d
-        if sw:
-            ctx.switches.extend(sw)
-        return run(ctx, key, pos, made0, sw0, count, p, prefix, parent, made0, None)
     return f
 
 
 def _make_optional(pid: int, child: Fn) -> Fn:
     """``child?``: a repetition of at most one item (no replay from the hints: one item is the child's own
     memoized result). Its nodes are the child's, as they are."""
-    def cont(ctx: _Ctx, fr: tuple, r: tuple) -> tuple:
-        # fr = (cont, pos, made before the child's call): see _resume
-        st = r[0]
-        pos = fr[1]
-        if st == OK:
-            return r if r[1] != pos else (OK, pos, _EMPTY)
-        if st == NMI:
-            return r
-        if ctx.made != fr[2]:
-            ctx.switches.append((pid, pos, -1))
-        return OK, pos, _EMPTY
-
     def f(ctx: _Ctx, pos: int) -> tuple:
         if pos >= ctx.n:
             ctx.ends += 1
@@ -1075,8 +867,6 @@ def _make_optional(pid: int, child: Fn) -> Fn:
         if st == OK:
             return r if r[1] != pos else (OK, pos, _EMPTY)
         if st == NMI:
-            if ctx.frames:
-                ctx.frames.append((cont, pos, made))
             return r
         if ctx.made != made:
             ctx.switches.append((pid, pos, -1))
@@ -1091,9 +881,6 @@ def _lookahead(child: Fn, ctx: _Ctx, pos: int) -> int:
     st = child(ctx, pos)[0]
     ctx.made = made
     del ctx.switches[switches:]
-    if st == NMI and ctx.frames:
-        # no continuation here: a parse of a longer text resumes above the lookahead (see _resume)
-        ctx.frames.clear()
     return st
 
 
@@ -1289,15 +1076,6 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
 
 
 def _make_atomic(child: Fn) -> Fn:
-    def cont(ctx: _Ctx, fr: tuple, r: tuple) -> tuple:
-        # fr = (cont, made, len(switches) before the child's call): see _resume
-        del ctx.switches[fr[2]:]
-        if r[0] != OK:
-            ctx.made = fr[1]
-            if r[0] == NMI and r[2]:
-                return NMI, r[1], _EMPTY
-        return r
-
     def f(ctx: _Ctx, pos: int) -> tuple:
         made, switches = ctx.made, len(ctx.switches)
         r = child(ctx, pos)
@@ -1305,50 +1083,15 @@ def _make_atomic(child: Fn) -> Fn:
         del ctx.switches[switches:]
         if r[0] != OK:
             ctx.made = made     # nodes of an unfinished atomic are never shown
-            if r[0] == NMI:
-                if ctx.frames:
-                    ctx.frames.append((cont, made, switches))
-                if r[2]:
-                    return NMI, r[1], _EMPTY
+            if r[0] == NMI and r[2]:
+                return NMI, r[1], _EMPTY
         return r
     return f
 
 
 def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) -> Fn:
     """A rule or tag node (``shows``: a non-empty node of this tag counts as visible progress, see
-    ``ParseResult.switches``).
-
-    Streaming: a node on the need-more-input path that called its child before anything looked at the end is
-    recorded as a frame ``(cont, child, pos, made, len(switches), base, switches)`` — the state at that call;
-    ``switches`` (the list's content up to there) only when it is the deepest such frame, the anchor (see
-    :func:`_resume`); ``cont`` wraps a new result of the child as this body does."""
-    def cont(ctx: _Ctx, fr: tuple, res: tuple) -> tuple:
-        pos = fr[2]
-        st, end, ns = res
-        if st == FAIL:
-            r = (FAIL, end, _EMPTY)
-        else:
-            if shows and end > pos:
-                ctx.made += 1
-            node = _new_node(AstNode)
-            node.rule = rule
-            node.tag = tag
-            node.start = pos
-            node.end = end
-            node.children = ns
-            node.partial = st == NMI
-            b = ctx.base
-            node.base = b[1] if b is not None and ns is b[0] else None
-            r = (st, end, (node,))
-        if ctx.ends:
-            return r
-        made0, switches0 = fr[3], fr[4]
-        if ctx.made != made0 or len(ctx.switches) != switches0:
-            ctx.memo[(pid, pos)] = [r, ctx.made - made0, tuple(ctx.switches[switches0:])]
-        else:
-            ctx.memo[(pid, pos)] = r
-        return r
-
+    ``ParseResult.switches``)."""
     def f(ctx: _Ctx, pos: int) -> tuple:
         memo = ctx.memo
         if memo is None:
@@ -1370,7 +1113,6 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
             return r
         e0 = ctx.ends
         made0, switches0 = ctx.made, len(ctx.switches)
-        b0 = ctx.base
         st, end, ns = child(ctx, pos)
         if st == FAIL:
             r = (FAIL, end, _EMPTY)
@@ -1390,11 +1132,6 @@ def _make_node(pid: int, child: Fn, rule: str, tag: str, shows: bool = False) ->
             node.base = b[1] if b is not None and ns is b[0] else None
             r = (st, end, (node,))
         if ctx.ends != e0:     # looked at the end: not memoized
-            if st == NMI and not e0:
-                frames = ctx.frames
-                if frames is not None:
-                    frames.append((cont, child, pos, made0, switches0, b0,
-                                   None if frames else tuple(ctx.switches[:switches0])))
             return r
         if ctx.made != made0 or len(ctx.switches) != switches0:
             memo[key] = [r, ctx.made - made0, tuple(ctx.switches[switches0:])]
