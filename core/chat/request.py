@@ -160,15 +160,19 @@ class ChatRequest:
 
     def to_row(self) -> dict[str, Any]:
         """The request keys of a ``reference/cases.jsonl`` row, which :meth:`from_dict` reads back (enums as
-        their values, no tools and no continuation as ``None``)."""
+        their values, no tools and no continuation as ``None``; ``chat_template_kwargs`` only when there are
+        some)."""
         def val(v: Any) -> Any:
             return v.value if isinstance(v, enum.Enum) else v
         cont = val(self.continue_final_message)
-        return {"messages": self.messages, "tools": self.tools or None, "tool_choice": val(self.tool_choice),
-                "parallel_tool_calls": self.parallel_tool_calls, "reasoning_format": val(self.reasoning_format),
-                "enable_thinking": self.enable_thinking, "add_generation_prompt": self.add_generation_prompt,
-                "continue_final_message": cont if cont not in ("", "none") else None,
-                "json_schema": self.json_schema}
+        row = {"messages": self.messages, "tools": self.tools or None, "tool_choice": val(self.tool_choice),
+               "parallel_tool_calls": self.parallel_tool_calls, "reasoning_format": val(self.reasoning_format),
+               "enable_thinking": self.enable_thinking, "add_generation_prompt": self.add_generation_prompt,
+               "continue_final_message": cont if cont not in ("", "none") else None,
+               "json_schema": self.json_schema}
+        if self.chat_template_kwargs:  # a reference row has none; a request edit or reproducer must keep them
+            row["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+        return row
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ChatRequest":
@@ -195,6 +199,15 @@ class ChatRequest:
         kwargs = data.get("chat_template_kwargs") or {}
         if not isinstance(kwargs, dict):
             raise RequestError("chat_template_kwargs", "must be a JSON object")
+        enable_thinking = _flag(data, "enable_thinking", True)
+        # llama.cpp's server lets the template kwarg decide: a boolean `enable_thinking` there overrides the
+        # request's flag for the parser too (else the render closes the reasoning the parser expects open), a
+        # string is refused, any other value is passed to the template only (server-common.cpp).
+        kwarg = kwargs.get("enable_thinking")
+        if isinstance(kwarg, bool):
+            enable_thinking = kwarg
+        elif isinstance(kwarg, str):
+            raise RequestError("chat_template_kwargs.enable_thinking", f"must be true or false, got {kwarg!r}")
         return cls(
             messages=messages,
             tools=tools,
@@ -202,7 +215,7 @@ class ChatRequest:
             parallel_tool_calls=_flag(data, "parallel_tool_calls", False),
             reasoning_format=_enum(ReasoningFormat, data.get("reasoning_format", "auto") or "auto",
                                    "reasoning_format"),
-            enable_thinking=_flag(data, "enable_thinking", True),
+            enable_thinking=enable_thinking,
             add_generation_prompt=_flag(data, "add_generation_prompt", True),
             continue_final_message=_enum(Continuation, data.get("continue_final_message"),
                                          "continue_final_message"),
