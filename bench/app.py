@@ -203,12 +203,16 @@ def bench_browser(runs: int) -> dict[str, Any]:
             timed_go(t, first, first_cpu)
         per: dict[str, list[float]] = {t: [] for t in titles.values()}
         cpu: dict[str, list[float]] = {t: [] for t in titles.values()}
-        for _ in range(runs):
+        drawn: dict[str, dict[str, int]] = {}
+        for i in range(runs):
             for t in titles.values():
                 timed_go(t, per, cpu)
+                if i == runs - 1:   # what each page had drawn once shown (counts the load does not move)
+                    drawn[t.lower()] = page.evaluate(_DRAWN_JS)
         out.update({f"browser: first visit: {t.lower()}": _stats(v) for t, v in first.items()})
         out.update({f"browser: page switch: {t.lower()}": _stats(v) for t, v in per.items()})
         out["browser: page switch: all pages"] = _stats([x for v in per.values() for x in v])
+        out["browser: drawn per page"] = drawn
         out.update({f"browser main-thread CPU per switch: {t.lower()}": _stats(v) for t, v in cpu.items()})
 
         go("Playground")
@@ -697,7 +701,10 @@ def render_server_cpu(rows: list[dict[str, Any]]) -> str:
 def render(results: dict[str, Any]) -> str:
     """A Markdown table: figure, median, p90, max, runs, target verdict."""
     lines = ["| figure | median | p90 | max | runs | target |", "|---|---|---|---|---|---|"]
+    drawn = results.get("browser: drawn per page")
     for k, v in results.items():
+        if k == "browser: drawn per page":
+            continue
         if k.startswith("time-limit template: first") or k.endswith(("first run (parse + replay)", "first load", "analysis shown")):
             verdict = "(once)"
         elif k.startswith("browser main-thread CPU"):
@@ -708,6 +715,9 @@ def render(results: dict[str, Any]) -> str:
             verdict = f"≤ {TARGET_S} s: " + ("✓" if v["median_s"] <= TARGET_S else "✗")
         lines.append(f"| {k} | {v['median_s'] * 1000:.0f} ms | {v['p90_s'] * 1000:.0f} ms | "
                      f"{v['max_s'] * 1000:.0f} ms | {v['n']} | {verdict} |")
+    if drawn:
+        lines += ["", "| page (after a switch) | elements | Markdown blocks | DOM nodes |", "|---|---|---|---|"]
+        lines += [f"| {p} | {d['elements']} | {d['Markdown blocks']} | {d['DOM nodes']} |" for p, d in drawn.items()]
     return "\n".join(lines)
 
 
@@ -733,6 +743,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="only the first views in chromium: a plain Streamlit app beside the explorer's front page "
                          "and Overview, each on its own fresh server (first visitor, new visitors, a returning "
                          "visitor, with phases; needs /usr/bin/chromium)")
+    ap.add_argument("--switches", action="store_true",
+                    help="only the page switches in chromium (every page; the Playground and replay steps), with "
+                         "the elements and Markdown blocks each page draws (needs /usr/bin/chromium)")
     ap.add_argument("--baseline", metavar="DIR", help="with --first-view or --browser: also serve the explorer "
                     "front page of this checkout (e.g. `git archive` of an earlier commit) side by side")
     ap.add_argument("--visitors", default="2", metavar="N[,N…]",
@@ -778,6 +791,13 @@ def main(argv: list[str] | None = None) -> int:
               f"load average {os.getloadavg()[0]:.1f})")
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps(fv, indent=2), encoding="utf-8")
+        return 0
+    if args.switches:
+        r = bench_browser(args.runs)
+        print(render(r))
+        print(f"\n(click to shown and idle; {args.runs} switches per page; load average {os.getloadavg()[0]:.1f})")
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(r, indent=2), encoding="utf-8")
         return 0
     if args.cpu:
         rows = bench_cpu(args.runs, [p.strip() for p in args.cpu.split(",") if p.strip()])
