@@ -187,7 +187,7 @@ def test_streaming_replay_marks_new_and_held_back_text():
 def test_invisible_and_bidi_characters_are_shown_not_applied():
     at = _explain("Hi \u202eevil <b>x</b>")
     body = next(b for b in html_bodies(at) if "cte-spans" in b)
-    assert "\u202e" not in body and "⟨U+202E⟩" in body
+    assert "\u202e" not in body and "\\u202e" in body   # the app's one escape (core.escapes)
     assert "<b>x</b>" not in body and "&lt;b&gt;x&lt;/b&gt;" in body
 
 

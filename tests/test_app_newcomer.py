@@ -33,14 +33,14 @@ def _banner(at) -> str:
 def test_imported_override_is_marked_override_on_every_page():
     at = page(use_corpus(start(), QWEN3), "overrides")
     _import(at, {"overrides": {"reasoning.start": "<thought>"}})
-    assert "reasoning.start = '<thought>'" in _banner(at)
+    assert 'reasoning.start = "<thought>"' in _banner(at)
     at = page(at, "overview")
     by = frame_with(at, "found by").set_index("field")["found by"]
     assert by["reasoning.start"] == "override"              # was "R1…" as if a comparison had found it
     assert by["reasoning.end"] != "override"
     assert "Overrides active (1)" in _banner(at)
     for name in ("comparisons", "playground", "grammar", "sources"):
-        assert "reasoning.start = '<thought>'" in _banner(page(at, name)), name
+        assert 'reasoning.start = "<thought>"' in _banner(page(at, name)), name
 
 
 def test_override_that_changes_nothing_is_named_in_the_banner():
@@ -64,7 +64,7 @@ def test_overrides_for_another_template_ask_first():
     _import(at, {"template": "other.jinja", "template_digest": "0123456789abcdef",
                  "overrides": {"reasoning.start": "<thought>"}})
     _click(at, "Import anyway")
-    assert "reasoning.start = '<thought>'" in _banner(at)
+    assert 'reasoning.start = "<thought>"' in _banner(at)
     # a file exported for this very template imports without asking
     digest = at.session_state["template"].digest
     _import(at, {"template": QWEN3, "template_digest": digest, "overrides": {"reasoning.end": "</thought>"}})

@@ -269,7 +269,7 @@ def test_overrides_provenance_bidi_and_corpus_columns(app_url, browser):
     _wait_idle(page)
     banner = page.locator('[data-testid="stAlert"]').filter(has_text="Overrides active")
     banner.first.wait_for(timeout=30_000)
-    assert "reasoning.start = '<thought>'" in banner.first.inner_text()
+    assert 'reasoning.start = "<thought>"' in banner.first.inner_text()
     page.get_by_text("Imported 1 override(s)").wait_for(timeout=30_000)
     _shot(page, "40-overrides-imported")
 
