@@ -225,7 +225,7 @@ def bench_browser(runs: int) -> dict[str, Any]:
             def reparse_once() -> None:
                 area.fill(text)
                 area.press("Control+Enter")
-                page.locator('[data-testid="stJson"]').filter(has_text=f"{1000 + i}").first.wait_for(timeout=60_000)
+                page.locator('[data-testid="stCode"]').filter(has_text=f"{1000 + i}").first.wait_for(timeout=60_000)
                 shown("Playground")
             reparse.append(_timed(reparse_once))
         out["browser: playground re-parse"] = _stats(reparse)

@@ -140,3 +140,9 @@ REF_TOOLS = [{"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"arg1": {"type": "integer", "description": "The arg."}},
                    "required": ["arg1"]}}}]
 """The one tool of reference/analysis.jsonl's ``apply`` request."""
+
+
+def json_views(at: AppTest) -> list:
+    """The page's JSON views (:func:`explorer.components.text.show_json`: code blocks in JSON), in page order;
+    each ``.value`` is the JSON text shown, invisible characters as JSON escapes."""
+    return [c for c in at.code if c.language == "json"]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from .test_app_helpers import errors, frame_with, html_bodies, page, start, unmd, use_corpus
+from .test_app_helpers import errors, frame_with, html_bodies, json_views, page, start, unmd, use_corpus
 from .conftest import TEMPLATES
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
@@ -77,12 +77,12 @@ def test_bidi_controls_in_model_output_are_escaped_everywhere():
     at.session_state["in_tools"] = "[]"
     at.text_area(key="in_output").input("<think>plan\u202eevil</think>Hello \u202Dnow\u2066 [] {\"required\": []}").run()
     assert not errors(at)
-    shown = html_bodies(at) + [j.value for j in at.json] + [m.value for m in at.markdown] + \
+    shown = html_bodies(at) + [j.value for j in json_views(at)] + [m.value for m in at.markdown] + \
         [c.value for c in at.caption]
     for raw in ("\u202e", "\u202d", "\u2066"):
         assert not any(raw in s for s in shown), raw
-    msg = json.loads(at.json[0].value)
-    assert msg["content"].startswith("Hello \\u202dnow\\u2066")
+    assert '"Hello \\u202dnow\\u2066' in json_views(at)[0].value            # shown as JSON escapes…
+    assert json.loads(json_views(at)[0].value)["content"].startswith("Hello \u202dnow\u2066")   # …of the text
     assert any("\\u202e" in h for h in html_bodies(at))
 
 
@@ -107,7 +107,7 @@ def test_empty_playground_says_there_is_nothing_to_parse():
     at = page(use_corpus(start(), QWEN3), "playground")
     at.text_area(key="in_output").input("").run()
     assert any("Nothing to parse" in i.value for i in at.info)
-    assert not at.json                                     # no {"content": ""} posing as a parse result
+    assert not json_views(at)                                     # no {"content": ""} posing as a parse result
 
 
 def test_failed_analysis_shows_no_route_above_nothing():

@@ -3,6 +3,7 @@ fresh server's first view no longer scans 135k code points); the table must be w
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 
@@ -92,7 +93,7 @@ def test_invisible_notice_names_each_kind_and_its_places():
 def test_text_boxes_with_invisible_characters_get_the_notice_and_the_parse_uses_the_text_as_typed():
     """Playground's output box, Edit's template box and Sources' paste box: a notice under the box names each
     kind and place, the escaped view shows ``\\u202e``; the box keeps the text as typed."""
-    from .test_app_helpers import html_bodies, page, start, unmd
+    from .test_app_helpers import html_bodies, json_views, page, start, unmd
 
     output = "<think>\nok</think>\nHi \u202eevil\u200b"
     at = start()
@@ -104,7 +105,8 @@ def test_text_boxes_with_invisible_characters_get_the_notice_and_the_parse_uses_
     view = [b for b in html_bodies(at) if "\\u202e" in b and "\\u200b" in b]
     assert view and not any("\u202e" in b for b in html_bodies(at))
     assert at.session_state["in_output"] == output
-    assert any("evil" in j.value and "\\\\u202e" in j.value for j in at.json)   # the parse kept the U+202E
+    assert any(json.loads(j.value).get("content") == "Hi \u202eevil\u200b" and "\\u202eevil\\u200b" in j.value
+               for j in json_views(at))   # the parse kept both characters; the JSON view shows their escapes
 
     page(at, "edit")
     at.text_area(key="in_edit_source").input("{{ messages[0].content }}\u2067").run()

@@ -92,18 +92,34 @@ def visible_text(text: Any) -> str:
     return _INVISIBLE_NO_WS.sub(lambda m: escape_code(m.group()), str(text))
 
 
-def visible_json(value: Any, clip: int | None = None) -> Any:
-    """A copy of a JSON value with :func:`visible_text` applied to every string (keys too), for ``st.json``;
-    strings longer than ``clip`` characters are cut there with a note of how many characters follow."""
+def clip_json(value: Any, clip: int | None) -> Any:
+    """A copy of a JSON value whose strings longer than ``clip`` characters are cut there with a note of how many
+    characters follow (``None``: the value itself)."""
+    if clip is None:
+        return value
     if isinstance(value, str):
-        if clip is not None and len(value) > clip:
-            return visible_text(value[:clip]) + f" … ({len(value) - clip:,} more characters)"
-        return visible_text(value)
+        return value if len(value) <= clip else value[:clip] + f" … ({len(value) - clip:,} more characters)"
     if isinstance(value, dict):
-        return {visible_text(k): visible_json(v, clip) for k, v in value.items()}
+        return {k: clip_json(v, clip) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [visible_json(v, clip) for v in value]
+        return [clip_json(v, clip) for v in value]
     return value
+
+
+def json_text(value: Any, clip: int | None = None) -> str:
+    """A JSON value as indented JSON text with its invisible characters as JSON escapes (``"Hi \\u202e…"``):
+    the same JSON value, valid, and its copy button copies it (:func:`visible_json_text`; ``clip``:
+    :func:`clip_json`)."""
+    return visible_json_text(json.dumps(clip_json(value, clip), indent=2, ensure_ascii=False))
+
+
+def show_json(value: Any, *, clip: int | None = None, height: int | str = "content") -> None:
+    """A JSON view: :func:`json_text` in a code block (``height`` in pixels scrolls a long one). Not ``st.json``:
+    its tree shows a string JSON-escaped, so an escape we put in the string read ``\\\\u202e`` there and its
+    copy gave the escape's text instead of the character — no JSON escape could be shown as one."""
+    import streamlit as st
+
+    st.code(json_text(value, clip), language="json", wrap_lines=True, height=height)
 
 
 def visible_json_text(text: str) -> str:
