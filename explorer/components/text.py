@@ -106,20 +106,25 @@ def clip_json(value: Any, clip: int | None) -> Any:
     return value
 
 
-def json_text(value: Any, clip: int | None = None) -> str:
+def json_text(value: Any, clip: int | None = None, *, rows: bool = False) -> str:
     """A JSON value as indented JSON text with its invisible characters as JSON escapes (``"Hi \\u202e…"``):
     the same JSON value, valid, and its copy button copies it (:func:`visible_json_text`; ``clip``:
-    :func:`clip_json`)."""
-    return visible_json_text(json.dumps(clip_json(value, clip), indent=2, ensure_ascii=False))
+    :func:`clip_json`). ``rows``: a list written one item per line (a stream's deltas: a tenth of the lines)."""
+    value = clip_json(value, clip)
+    if rows and isinstance(value, list) and value:
+        text = "[\n" + ",\n".join(json.dumps(v, ensure_ascii=False) for v in value) + "\n]"
+    else:
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+    return visible_json_text(text)
 
 
-def show_json(value: Any, *, clip: int | None = None, height: int | str = "content") -> None:
+def show_json(value: Any, *, clip: int | None = None, height: int | str = "content", rows: bool = False) -> None:
     """A JSON view: :func:`json_text` in a code block (``height`` in pixels scrolls a long one). Not ``st.json``:
     its tree shows a string JSON-escaped, so an escape we put in the string read ``\\\\u202e`` there and its
     copy gave the escape's text instead of the character — no JSON escape could be shown as one."""
     import streamlit as st
 
-    st.code(json_text(value, clip), language="json", wrap_lines=True, height=height)
+    st.code(json_text(value, clip, rows=rows), language="json", wrap_lines=True, height=height)
 
 
 def visible_json_text(text: str) -> str:

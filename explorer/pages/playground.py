@@ -107,7 +107,7 @@ def replay_view(output: str, partial: bool, markers: list[str]) -> None:
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Deltas so far**" + (f" (the last {DELTAS_SHOWN})" if len(deltas) > DELTAS_SHOWN else ""))
-        show_json(deltas[-DELTAS_SHOWN:], clip=CLIP, height=240)
+        show_json(deltas[-DELTAS_SHOWN:], clip=CLIP, height=240, rows=True)   # a delta per line
     with c2:
         st.markdown("**Partial message**")
         show_json(partial_msg, clip=CLIP)
