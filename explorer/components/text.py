@@ -143,16 +143,21 @@ def _char_name(ch: str) -> str:
     return f"U+{ord(ch):04X} {unicodedata.name(ch, 'control character' if ord(ch) < 0xA0 else 'unnamed')}"
 
 
-def invisible_places(text: str, keep: int = NOTICE_PLACES) -> dict[str, tuple[list[tuple[int, int]], int]]:
+def invisible_places(text: str, keep: int = NOTICE_PLACES,
+                     kinds_shown: int = NOTICE_KINDS) -> dict[str, tuple[list[tuple[int, int]], int]]:
     """Each invisible character of ``text`` but tab and newline (:data:`INVISIBLE_CATEGORIES`), in order of first
     appearance → (its first ``keep`` places as (line, column), both counted from 1 in characters; how many
-    times it occurs). Searched per kind with the string methods: a megabyte of U+200B took 3.5 s match by match."""
+    times it occurs), for the first ``kinds_shown`` kinds (the others: ``([], 0)``). Searched per kind with the
+    string methods: a megabyte of U+200B took 3.5 s match by match."""
     plain_ascii = text.isascii() and text.replace("\n", "").replace("\t", "").isprintable()  # 10x the search's speed
     if plain_ascii or not _INVISIBLE_NO_WS.search(text):
         return {}
     kinds = sorted((ch for ch in set(text) if _INVISIBLE_NO_WS.match(ch)), key=text.find)
     places: dict[str, tuple[list[tuple[int, int]], int]] = {}
-    for ch in kinds:
+    for i, ch in enumerate(kinds):
+        if i >= kinds_shown:
+            places[ch] = ([], 0)
+            continue
         where, pos = [], text.find(ch)
         while pos >= 0 and len(where) < keep:
             where.append((text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos)))
