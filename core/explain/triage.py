@@ -2098,6 +2098,9 @@ def apply_request_change(req: Any, change: dict[str, Any]) -> Any:
                     t["function"]["parameters"]["properties"].setdefault(p, {})["type"] = ty
         else:
             d[k] = v
+    if "enable_thinking" in change and "enable_thinking" in (d.get("chat_template_kwargs") or {}):
+        # the kwarg decides the flag (ChatRequest.from_dict): the edit must change it there too
+        d["chat_template_kwargs"] = {**d["chat_template_kwargs"], "enable_thinking": change["enable_thinking"]}
     if "tools" not in change:
         d["tools"] = tools or None
     d["messages"] = d.get("messages") or [{"role": "user", "content": "hi"}]
