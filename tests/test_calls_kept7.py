@@ -1,8 +1,8 @@
 """The tool-call class of the seventh real-output batch (tests/data/real_outputs_kept7, serving engines' own
 parser tests; development data since s13-calls13): how calls are delimited and read, at ``improved`` fidelity.
 
-Repairs ``consecutive-call-blocks``, ``repeated-prompt-tail``, ``unclosed-final-call`` and the widened
-``undeclared-arguments`` (Kimi K3) and ``mistyped-value-as-string`` (DeepSeek DSML, MiniMax-M3)
+Repairs ``consecutive-call-blocks``, ``repeated-prompt-tail``, ``unclosed-final-call``, ``attribute-entities``
+and the widened ``undeclared-arguments`` (Kimi K3) and ``mistyped-value-as-string`` (DeepSeek DSML, MiniMax-M3)
 (core/chat/repairs.py, docs/realset-baseline.md "kept7 as development data"). Each is shown on the kept7 cases
 that need it (each case cites its public source in its file): right at ``improved`` one-shot and streamed, with its
 record; switched off, the case fails again; at ``llama.cpp`` fidelity the message stays llama.cpp's. The shapes
@@ -211,3 +211,19 @@ def test_kimi_k3_entity_escaped_name_of_an_undeclared_tool_stays_content():
     case = CASES["kept7-sgl-kimik3-attr-unescape"]
     msg = _parser(case.template, case.request).parse(case.output)
     assert msg.tool_calls == [] and msg.content == case.output
+
+
+def test_kimi_k3_entity_escaped_name_of_a_declared_tool_is_that_tool():
+    """The template writes attribute values with escape_attr (& as &amp;): with a&b declared, the case's call is
+    a&b's (repair attribute-entities); its string value stays raw, as the format writes values."""
+    case = CASES["kept7-sgl-kimik3-attr-unescape"]
+    request = dict(case.request, tools=case.request["tools"] + [{"type": "function", "function": {
+        "name": "a&b", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}])
+    assert run_case(RealCase("k3-escaped", case.source, case.template, request, case.output, case.expect),
+                    str(TEMPLATES), "improved").ok
+    msg = _parser(case.template, request).parse(case.output)
+    assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == [("a&b", {"q": "say &quot;hi&quot;"})]
+    assert "attribute-entities" in {r.name for r in msg.repairs}
+    for off in (_parser(case.template, request, "llama.cpp"),
+                _parser(case.template, request, disabled=["attribute-entities"])):
+        assert off.parse(case.output).tool_calls == []

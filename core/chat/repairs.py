@@ -153,6 +153,7 @@ INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
 CONSECUTIVE_CALL_BLOCKS = "consecutive-call-blocks"
 REPEATED_PROMPT_TAIL = "repeated-prompt-tail"
 UNCLOSED_FINAL_CALL = "unclosed-final-call"
+ATTRIBUTE_ENTITIES = "attribute-entities"
 INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
 )
@@ -610,16 +611,16 @@ REPAIRS: list[Repair] = [
         accepts="In pythonic calls (Llama 3.2 / 4 [f(a=1)], LFM2), a keyword argument whose name the tool's "
                 "schema does not declare, its value any Python literal (a list, a nested dict): it is passed on "
                 "in the arguments instead of the whole call being rejected into content. Checking the schema is "
-                "the client's job. Also Kimi K3's <|open|>argument key=\"K\" type=\"T\"<|sep|>V<|close|>argument<|sep|> "
-                "with an undeclared key: the value read by its own type attribute (string: the raw text; another "
-                "type: a JSON value, and text that is no JSON the string it is).",
+                "the client's job. Also Kimi K3's <|open|>argument key=\"K\" type=\"T\"<|sep|>V"
+                "<|close|>argument<|sep|> with an undeclared key: the value read by its own type attribute "
+                "(string: the raw text; another type: a JSON value, and text that is no JSON the string it is).",
         example="[get_weather(location='New York', unit='celsius', data=[1, 2, 3])]   (data not declared)",
         source="SGLang's PythonicDetector and vLLM's pythonic parsers read every keyword with ast and pass it on: "
                "https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/srt/test_function_call_parser.py "
-               "(batch-1 cases sgl-py-list-arg, sgl-py-dict-arg, sgl-py-two-calls-nested); SGLang's Kimi K3 detector reads "
-               "an undeclared argument by its type attribute: https://github.com/sgl-project/sglang/blob/"
-               "0396a0526bdc9deb22e3aa0c50157b62a75ff7a3/test/registered/function_call/test_kimik3_detector.py "
-               "(test_detect_and_parse_single_call: case kept7-sgl-kimik3-single, opts declared nowhere)"),
+               "(batch-1 cases sgl-py-list-arg, sgl-py-dict-arg, sgl-py-two-calls-nested); SGLang's Kimi K3 "
+               "detector reads an undeclared argument by its type attribute: "
+               "https://github.com/sgl-project/sglang/blob/0396a0526bdc9deb22e3aa0c50157b62a75ff7a3/test/"
+               "registered/function_call/test_kimik3_detector.py (test_detect_and_parse_single_call: case kept7-sgl-kimik3-single, opts declared nowhere)"),
     Repair(
         name=CALLS_AFTER_TEXT,
         title="A call after text: a pythonic list after text, text between two lists or two Gemma-syntax calls",
@@ -738,6 +739,22 @@ REPAIRS: list[Repair] = [
                "kept7-oll-glm46-unclosed-call-at-end, kept7-oll-glm46-partial-closer-at-end; its "
                "TestGLM46ParserRejectsIncompleteToolCallOnDone rejects a call whose value is cut, as here); the "
                "same reading as missing-closing-tags' </tool_call> left out at the end (vLLM, Qwen3-Coder)"),
+    Repair(
+        name=ATTRIBUTE_ENTITIES,
+        title="A declared tool's name written with the template's attribute escaping",
+        stage=RepairStage.TOLERANCE,
+        accepts="Kimi K3, whose template writes attribute values escaped (escape_attr: & as &amp;, \" as &quot;): "
+                "a call tool=\"a&amp;b\" to the declared tool a&b is read as that tool (llama.cpp matches the raw "
+                "name only). Argument values are raw in this format and stay as written; a name that is no "
+                "declared tool, escaped or not, stays content (calls to undeclared tools are never returned). "
+                "Argument keys written escaped are not read yet.",
+        example='<|open|>tools<|sep|><|open|>call tool="a&amp;b" index="1"<|sep|>…<|close|>call<|sep|>'
+                '<|close|>tools<|sep|>   (a&b declared)',
+        source="the Kimi K3 template's escape_attr macro (shared/templates/Kimi-K3.jinja); SGLang's Kimi K3 "
+               "detector unescapes attributes: https://github.com/sgl-project/sglang/blob/"
+               "0396a0526bdc9deb22e3aa0c50157b62a75ff7a3/test/registered/function_call/test_kimik3_detector.py "
+               "(test_attr_unescaping_and_raw_string_args: case kept7-sgl-kimik3-attr-unescape, whose tool is "
+               "not declared: a miss by policy)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -1246,6 +1263,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "next_call_section", "prompt_tails", "EOS_TOKENS", "trailing_eos",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails", "EOS_TOKENS", "trailing_eos",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

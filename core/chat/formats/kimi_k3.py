@@ -24,7 +24,8 @@ from ...jinja.template import ChatTemplate
 from ..request import ChatRequest
 from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
-from ..repairs import UNDECLARED_ARGUMENTS, next_call_section
+from ..mapper import ACTIONS, ChatMapper
+from ..repairs import ATTRIBUTE_ENTITIES, UNDECLARED_ARGUMENTS, next_call_section
 
 NAME = "kimi_k3"
 
@@ -63,6 +64,31 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
                       message_delimiters=list(DELIMITERS.items()))
 
 
+def escape_attr(value: str) -> str:
+    """An attribute value as the template writes it (its ``escape_attr`` macro: ``&`` then ``"``)."""
+    return value.replace("&", "&amp;").replace('"', "&quot;")
+
+
+def unescape_attr(text: str) -> str:
+    """The inverse of :func:`escape_attr`."""
+    return text.replace("&quot;", '"').replace("&amp;", "&")
+
+
+ESCAPED_NAME = "kimi-k3-escaped-tool-name"
+"""Tag of a tool name written with the template's attribute escaping (repair ``attribute-entities``): the mapper
+takes the name unescaped."""
+
+
+def _escaped_tool_name(m: ChatMapper, node: Any) -> None:
+    cur = m.current
+    m._tool_name(node)
+    if cur is not None:
+        cur.name = unescape_attr(cur.name)
+
+
+ACTIONS[ESCAPED_NAME] = _escaped_tool_name
+
+
 def _peg_root(p: Any, view: RequestView) -> Any:
     """llama.cpp's Kimi K3 parser on core.peg's ChatBuilder: the format, for the parse and the grammar."""
     start = p.optional(p.literal(MSG_START))
@@ -93,7 +119,13 @@ def _peg_root(p: Any, view: RequestView) -> Any:
             if UNDECLARED_ARGUMENTS in p.repairs:
                 late.append(lambda one_arg=one_arg, keys=list(props): p.widen_late(
                     one_arg, UNDECLARED_ARGUMENTS, lambda _: _undeclared_arg(p, keys)))
-        call = p.tool(p.tool_open(p.literal(CALL_START) + p.tool_name(p.literal(spec.name)) + p.literal('"')
+        name = p.tool_name(p.literal(spec.name))
+        if ATTRIBUTE_ENTITIES in p.repairs and escape_attr(spec.name) != spec.name:
+            # repair attribute-entities: the name as the template writes it in tool="…" (made once the tree is
+            # built, so the grammar stays llama.cpp's)
+            late.append(lambda name=name, text=escape_attr(spec.name): p.widen_late(
+                name, ATTRIBUTE_ENTITIES, lambda _: p.atomic(p.tag(ESCAPED_NAME, p.literal(text)))))
+        call = p.tool(p.tool_open(p.literal(CALL_START) + name + p.literal('"')
                                   + p.until(SEP) + p.literal(SEP)) + p.tool_args(args)
                       + p.tool_close(p.literal(CALL_END)))
         choices.append(p.rule(f"kimi-k3-tool-{spec.index}", call))
