@@ -68,7 +68,11 @@ SCORES = {
     "kept4.jsonl": {"dev": (12, 12, 1, 1)},
     "kept5.jsonl": {"dev": (1, 1, 0, 0)},
     "kept6.jsonl": {"dev": (40, 40, 17, 17)},      # kept aside: (25, 36, 10, 17) before the ninth round
-    "kept7.jsonl": {"kept7": (20, 27, 4, 13)},     # kept aside: (19, 27, 1, 13) on the eighth round's rules
+    # kept aside: (19, 27, 1, 13) on the eighth round's rules, (20, 27, 4, 13) on the ninth; s13-calls13's repairs
+    # now fix four rows labelled "none helps" (DSML nonjson ×2, LFM2 two calls, Qwen3-Coder double: the triage offers
+    # the repair, verified by re-parsing, where the frozen label wants no fix) and make Kimi K3's no-tools-channel
+    # fixable by improved fidelity (labelled so): fix 27 -> 24 against the frozen labels
+    "kept7.jsonl": {"kept7": (20, 24, 4, 13)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
