@@ -88,3 +88,17 @@ def test_peg_tester_snippet_sets_what_the_builder_can_and_names_what_it_cannot()
     no_tools = {"messages": REQUEST["messages"], "json_schema": schema, "add_generation_prompt": False}
     s2 = peg_tester_snippet(explain(_tmpl(), ChatRequest.from_dict(no_tools), "{\"a\": \"b\"}", fixes=False))
     assert "        .add_generation_prompt(false)" in s2 and "        .json_schema(" in s2
+
+
+def test_cases_line_escapes_bidi_and_invisible_characters_but_keeps_other_text_readable():
+    # the Explain page shows this line in a code block and the CLI prints it: a raw U+202E there reversed the
+    # rest of the line on screen (found pasting a call to "get\u202eweather" on the Playground)
+    from core.explain.reproducer import case_line
+
+    output = 'plan\n</think>\n\n<tool_call>\n{"name": "get\u202eweather\u200b", "arguments": {"city": "Pa\u2066ris 東京"}}\n</tool_call>'
+    ex = explain(_tmpl(), ChatRequest.from_dict(REQUEST), output, fixes=False)
+    line = case_line(ex, expect={"role": "assistant", "content": "tag \U000E0041 \u2028"})
+    assert not any(ch in line for ch in "\u202e\u200b\u2066\u2028\U000E0041")
+    assert "get\\u202eweather\\u200b" in line and "東京" in line and "\\udb40\\udc41" in line
+    row = json.loads(line)
+    assert row["input"] == output and row["expect"]["content"] == "tag \U000E0041 \u2028"

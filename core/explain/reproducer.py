@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 from typing import Any
 
 from ..codegen import cpp_string, py_identifier, py_str
@@ -37,7 +38,26 @@ def case_line(ex: Any, case_id_: str | None = None, expect: dict[str, Any] | Non
     (without one: the message the current parser gives — edit it to the message you expected)."""
     row = {"id": case_id_ or case_id(ex), "template": ex.template, **ex.request, "input": ex.output,
            "is_partial": False, "expect": expect if expect is not None else ex.message}
-    return json.dumps(row, ensure_ascii=False)
+    return _escape_format_chars(json.dumps(row, ensure_ascii=False))
+
+
+def _escape_format_chars(line: str) -> str:
+    """``line`` (JSON text) with every Unicode format character (category Cf: bidi controls, zero-width
+    characters, BOM) and the line/paragraph separators written as ``\\uXXXX`` escapes: the same JSON value, but
+    a terminal, an editor or the app's code view cannot reorder or hide what the line says. Other non-ASCII text
+    (CJK, Cyrillic) stays readable. Such characters only occur inside JSON strings, where the escape is valid."""
+    if line.isascii():
+        return line
+    return "".join(_json_escape(ch) if unicodedata.category(ch) in ("Cf", "Zl", "Zp") else ch for ch in line)
+
+
+def _json_escape(ch: str) -> str:
+    """One character as JSON ``\\u`` escapes (a surrogate pair above U+FFFF: tag characters are format characters)."""
+    code = ord(ch)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def _cause(ex: Any) -> str:
