@@ -39,6 +39,7 @@ from core import isolated_ops, isolation
 from core.digest import source_digest
 from core.errors import ChatTemplateExplorerError
 from core.isolation import WorkerLimitError
+from . import preload
 from .components.text import md
 
 if TYPE_CHECKING:  # jinja2 and the sandbox load on a page that renders, not on the front page's first view
@@ -139,22 +140,37 @@ def for_visitor(msg: str) -> str:
     return msg
 
 
-def show_error(err: BaseException, prefix: str = "") -> None:
+def edited_words(msg: str, name: str) -> str:
+    """``msg`` about a template text edited from the file ``name``: the engine names a template by its name
+    (``template 'x.jinja' stopped: …``), which for an edit is the loaded file's, as if that file were at fault;
+    here it says ``the edited template (from x.jinja)``."""
+    return msg.replace(f"template {name!r}", f"the edited template (from {name})")
+
+
+def show_error(err: BaseException, prefix: str = "", *, edited_from: str | None = None) -> None:
     """``st.error`` with the error's message (escaped, never a traceback; operator hints replaced for demo
-    visitors, :func:`for_visitor`). Unexpected exceptions show their type and message too."""
+    visitors, :func:`for_visitor`). Unexpected exceptions show their type and message too. ``edited_from``: the
+    error is about a text edited from that file (:func:`edited_words`); by default, when the current template
+    is an edit, about it."""
     if isinstance(err, ChatTemplateExplorerError):
         msg = str(err)
     else:
         msg = f"{type(err).__name__}: {err}"
+    if edited_from is None:
+        cur = st.session_state.get("template")
+        edited_from = cur.name if getattr(cur, "origin", None) == "edited" else None
+    if edited_from is not None:
+        msg = edited_words(msg, edited_from)
     st.error(md(for_visitor(f"{prefix}{msg}")))
 
 
-def attempt(fn: Callable[..., T], *args: Any, prefix: str = "", **kw: Any) -> T | None:
+def attempt(fn: Callable[..., T], *args: Any, prefix: str = "", edited_from: str | None = None,
+            **kw: Any) -> T | None:
     """Call ``fn``; on any exception show it with :func:`show_error` and return ``None``."""
     try:
         return fn(*args, **kw)
     except Exception as e:  # noqa: BLE001 - the UI must show every failure as a message
-        show_error(e, prefix)
+        show_error(e, prefix, edited_from=edited_from)
         return None
 
 
@@ -437,7 +453,8 @@ def start_job(key: tuple[Any, ...], work: Callable[[], Any]) -> bool:
 
     def job() -> Any:
         set_visitor(who)
-        return work()
+        with preload.page_work():  # its imports must not run beside the background imports (explorer.preload)
+            return work()
 
     with _jobs_lock:
         if key in _jobs:
@@ -478,13 +495,21 @@ def main_has_spec() -> None:
     but a fragment's run does not execute ``app.py``. A worker process started while a spec-less ``__main__`` is
     installed (by any thread: a background job, the warm-up, another session) re-runs the script file in bare
     mode before its work: "missing ScriptRunContext!" on the server console and a failed bootstrap. Every
-    fragment of the explorer calls this first."""
+    fragment of the explorer calls this first (:func:`fragment_started`)."""
     import importlib.machinery
     import sys
 
     main = sys.modules.get("__main__")
     if main is not None and getattr(main, "__spec__", None) is None:
         main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
+
+
+def fragment_started() -> None:
+    """The first call of every fragment of the explorer: :func:`main_has_spec`, and the run is page code for
+    :mod:`explorer.preload` (a fragment's run does not pass ``app.py``, which registers the others): its imports
+    must not run beside the background imports. The registration ends with the run's thread."""
+    main_has_spec()
+    preload.page_started()
 
 
 def rerun_when_done(key: tuple[Any, ...], note: str) -> None:
@@ -496,7 +521,7 @@ def rerun_when_done(key: tuple[Any, ...], note: str) -> None:
 
     @st.fragment(run_every=POLL_S)
     def poll() -> None:
-        main_has_spec()
+        fragment_started()
         if not job_running(key):
             st.rerun()
 
