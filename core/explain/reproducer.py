@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import unicodedata
 from typing import Any
 
 from ..codegen import cpp_string, py_identifier, py_str
+from ..escapes import escape_char, is_invisible
 
 REASONING_FORMATS = ("NONE", "AUTO", "DEEPSEEK", "DEEPSEEK_LEGACY")
 """llama.cpp's ``COMMON_REASONING_FORMAT_*`` names the snippet may write (anything else is written as AUTO)."""
@@ -42,20 +42,21 @@ def case_line(ex: Any, case_id_: str | None = None, expect: dict[str, Any] | Non
 
 
 def _escape_format_chars(line: str) -> str:
-    """``line`` (JSON text) with every Unicode format character (category Cf: bidi controls, zero-width
-    characters, BOM) and the line/paragraph separators written as ``\\uXXXX`` escapes: the same JSON value, but
+    """``line`` (JSON text) with every invisible character (:func:`core.escapes.is_invisible`: bidi controls,
+    zero-width characters, BOM, the line/paragraph separators) written as ``\\uXXXX`` escapes: the same JSON value, but
     a terminal, an editor or the app's code view cannot reorder or hide what the line says. Other non-ASCII text
     (CJK, Cyrillic) stays readable. Such characters only occur inside JSON strings, where the escape is valid."""
     if line.isascii():
         return line
-    return "".join(_json_escape(ch) if unicodedata.category(ch) in ("Cf", "Zl", "Zp") else ch for ch in line)
+    return "".join(_json_escape(ch) if is_invisible(ch) else ch for ch in line)
 
 
 def _json_escape(ch: str) -> str:
-    """One character as JSON ``\\u`` escapes (a surrogate pair above U+FFFF: tag characters are format characters)."""
+    """One character as JSON ``\\u`` escapes: :func:`core.escapes.escape_char` up to U+FFFF, a surrogate pair above
+    (JSON has no ``\\U``; tag characters there are format characters)."""
     code = ord(ch)
     if code <= 0xFFFF:
-        return f"\\u{code:04x}"
+        return escape_char(ch)
     code -= 0x10000
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
