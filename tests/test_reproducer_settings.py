@@ -65,7 +65,8 @@ def test_overrides_are_kept_by_the_pytest_reproducer():
 
 
 def test_a_repair_switched_on_alone_is_kept_by_the_pytest_reproducer():
-    output = 'plan\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": "{\\"location\\": \\"Paris\\"}"}\n</tool_call>'
+    output = ('plan\n</think>\n\n<tool_call>\n'
+              '{"name": "get_weather", "arguments": "{\\"location\\": \\"Paris\\"}"}\n</tool_call>')
     request = dict(REQUEST, chat_template_kwargs={"enable_thinking": True, "custom_flag": "x"})
     ex = explain(_tmpl(), ChatRequest.from_dict(request), output, only_repairs=("double-encoded-arguments",),
                  fixes=False)
@@ -95,7 +96,8 @@ def test_cases_line_escapes_bidi_and_invisible_characters_but_keeps_other_text_r
     # rest of the line on screen (found pasting a call to "get\u202eweather" on the Playground)
     from core.explain.reproducer import case_line
 
-    output = 'plan\n</think>\n\n<tool_call>\n{"name": "get\u202eweather\u200b", "arguments": {"city": "Pa\u2066ris 東京"}}\n</tool_call>'
+    output = ('plan\n</think>\n\n<tool_call>\n'
+              '{"name": "get\u202eweather\u200b", "arguments": {"city": "Pa\u2066ris 東京"}}\n</tool_call>')
     ex = explain(_tmpl(), ChatRequest.from_dict(REQUEST), output, fixes=False)
     line = case_line(ex, expect={"role": "assistant", "content": "tag \U000E0041 \u2028"})
     assert not any(ch in line for ch in "\u202e\u200b\u2066\u2028\U000E0041")

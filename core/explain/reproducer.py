@@ -77,8 +77,9 @@ def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
     test of the message as parsed now. Either way it parses with the explanation's settings (overrides, workarounds
     off, a repair alone) and compares messages as the reference scoring does
     (:func:`core.chat.roundtrip.compare_messages`): at ``improved`` fidelity a call the model wrote without an id
-    gets a random one, which an expected id left empty must not pin. With ``source`` (the template text) the test carries the template itself
-    and runs from any directory; without it the template is read from ``../shared/templates`` by name."""
+    gets a random one, which an expected id left empty must not pin. With ``source`` (the template text) the test
+    carries the template itself and runs from any directory; without it the template is read from
+    ``../shared/templates`` by name."""
     cid = case_id_ or case_id(ex)
     settings = _settings(ex)
     # untrusted text (template name, output, tools, source, cause) enters the file only as ASCII string literals
