@@ -844,6 +844,158 @@ def _empty_comparisons(bundle: Any) -> list[str]:
     return [f"{c.id}: {c.title}" for c in comps if not (getattr(c, "found", None) or {})][:6]
 
 
+def _thinking_flag_change(req: Any, on: bool) -> dict[str, Any]:
+    """The request change that sets the template's thinking flag: the ``chat_template_kwargs`` key the request
+    already passes (``thinking``, ``enable_thinking``) when it passes one, else ``enable_thinking``."""
+    kw = dict(getattr(req, "chat_template_kwargs", None) or {})
+    for key in ("enable_thinking", "thinking"):
+        if isinstance(kw.get(key), bool):
+            return {"chat_template_kwargs": {**kw, key: on}, **({"enable_thinking": on} if key == "enable_thinking"
+                                                                else {})}
+    return {"enable_thinking": on}
+
+
+def _reread_without_thinking(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tuple[Any, _Setup, dict[str, Any]] | None:
+    """The output explained again with the request's thinking flag off, when that changes the generation prompt:
+    ``(explanation, setup, change)`` or None (one parse, outputs up to 16 KiB)."""
+    budget = ctx.get("budget")
+    if budget is None or len(ex.output) > _STRIPPED_CHARS or not budget.take(len(ex.output)):
+        return None
+    from .explain import explain as _explain
+
+    change = _thinking_flag_change(setup.request, False)
+    try:
+        req2 = apply_request_change(setup.request, change)
+        ex2 = _explain(setup.template, req2, ex.output, fidelity=setup.fidelity, overrides=dict(setup.overrides),
+                       fixes=False)
+    except Exception:  # noqa: BLE001 - a request the template does not render gives no evidence
+        return None
+    if ex2.generation_prompt == ex.generation_prompt:
+        return None
+    return ex2, replace(setup, request=req2), change
+
+
+def _complete_without_thinking(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], r_ends: list[str]
+                               ) -> tuple[Mistake, list[str]] | None:
+    """An output "cut inside the reasoning" that is a complete reply: the generation prompt opened the reasoning
+    (the request's thinking flag on, as by default), the output writes no reasoning closer and no call is read —
+    re-read with the flag off, it parses clean (the answer itself: ``REASONING_SETTING``) or stops somewhere not at
+    its end (a fault of the reply, named by the same rules on that reading). Cut only when the parse really needs
+    more input at the end."""
+    out = ex.output
+    own = ctx["all_markers"] | set(ctx["markers"])
+    r_ends = [e for e in r_ends if e.strip(_WS) not in own] or r_ends[:1]    # (a call opener also ends it)
+    if ex.message.get("tool_calls") or not r_ends or any(e.strip(_WS) and e.strip(_WS) in out for e in r_ends) \
+            or not setup.request.enable_thinking and "thinking" not in (setup.request.chat_template_kwargs or {}):
+        return None
+    again = _reread_without_thinking(ex, setup, ctx)
+    if again is None:
+        return None
+    ex2, s2, change = again
+    flag = ", ".join(f"{k}={json.dumps(v)}" for k, v in change.items())
+    if ex2.clean and ex2.truncated is None:
+        ctx["thinking_fix"] = change
+        return Mistake.REASONING_SETTING, [
+            f"the output ends inside the reasoning only because the generation prompt opens it ({_q(ex.generation_prompt.rstrip(_WS)[-24:])}, "
+            f"the request's thinking flag on) and the output never writes {_q(r_ends[0].strip(_WS))}: read with "
+            f"{flag} it parses clean as the reply — it is complete, not cut; the model answered without reasoning"]
+    if ex2.truncated is not None or ex2.stop is None:
+        return None
+    from .model import build_bundle
+
+    b2 = build_bundle(s2)
+    c2 = _context(s2, b2)
+    c2["budget"] = ctx["budget"]
+    m2, ev2 = classify_mistake(ex2, s2, b2, None, c2)
+    if m2 in (Mistake.NONE, Mistake.CUT_SHORT):
+        return None
+    return m2, [f"the output writes no reasoning closer ({_q(r_ends[0].strip(_WS))}) and is no cut reasoning: read "
+                f"with {flag} (a generation prompt that does not open the reasoning) its parse needs no more input "
+                "at the end and stops inside the reply — that stop is the fault"] + ev2
+
+
+def _unfound_token_pair(setup: _Setup, bundle: Any, out: str, msg: dict[str, Any], ctx: dict[str, Any], r_start: str,
+                        r_ends: list[str]) -> tuple[dict[str, Any] | None, list[str], str] | None:
+    """Control tokens of the template's own source left in a clean content, in pairs the analysis placed in no
+    role while it found no reasoning markers: a block ``<|a|>`` … ``<|b|>`` (two distinct special-shaped tokens
+    the source writes, as often each, opener first). With the pair as the reasoning markers (an override) the
+    output may parse clean with the block split off — then that override is the fix; ``(change or None, [a, b],
+    evidence)``; at most one parse."""
+    content = msg.get("content") or ""
+    budget = ctx.get("budget")
+    if r_start or any(r_ends) or budget is None or len(out) > _STRIPPED_CHARS or not content:
+        return None
+    src = _src(setup)
+    own = ctx["all_markers"] | set(ctx["markers"]) | set(ctx["closers"])
+    toks = [m.group(0) for m in _SPECIAL_SHAPE.finditer(content)]
+    mine = [t for t in toks if t in src and t not in own and not any(t in o for o in own if o)]
+    if len(mine) < 2 or mine[0] == mine[1]:
+        return None
+    a, b = mine[0], mine[1]
+    if content.count(a) != content.count(b) or any(t not in (a, b) for t in mine) \
+            or [t for t in mine] != [a, b] * (len(mine) // 2):
+        return None
+    empty = [c for c in _empty_comparisons(bundle) if c.startswith("R")]
+    ev = (f"the content keeps {_q(a)} … {_q(b)}, control tokens the template's source writes, which our analysis "
+          "placed in no role and with no reasoning markers found — a gap of the analysis, not a statement about the "
+          "template; the parse is not clean" + ("; comparisons that came back empty: " + "; ".join(empty)
+                                                 if empty else ""))
+    overrides = {"reasoning.mode": "TAG_BASED", "reasoning.start": a, "reasoning.end": b}
+    if not budget.take(len(out)):
+        return None, [a, b], ev
+    try:
+        p = _parse(replace(setup, overrides={**setup.overrides, **overrides}), out)
+        got = p.message.content or ""
+        if p.clean and (p.message.reasoning_content or "").strip(_WS) and a not in got and b not in got \
+                and len(p.message.tool_calls) >= len(msg.get("tool_calls") or []):
+            return {"overrides": overrides}, [a, b], ev + "; with that pair as the reasoning markers (an override) " \
+                                                          "the output parses clean"
+    except Exception:  # noqa: BLE001 - an override that does not build gives no evidence
+        pass
+    where = "after other text" if not out.lstrip(_WS).startswith(a) else "more than once"
+    ctx["why_none"] = (f"the block {_q(a)} … {_q(b)} is written {where}: the reasoning markers as an override read "
+                       "one block at the very start of the output, so no change of ours (repair, request edit, "
+                       "override, template patch, server setting) takes it out of the content — an analysis that "
+                       "finds the template's reasoning markers and a parser that reads such blocks anywhere would "
+                       "be needed")
+    return None, [a, b], ev
+
+
+def _prompt_tail_repeated(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """A clean content that starts with control text the generation prompt already ends with (an opener written
+    again): the longest tail of the prompt, holding a whole control token, that the content starts with. When the
+    request's thinking flag switched over gives a prompt that does not end with it and the output then parses
+    clean without it, the setting is the fault: ``(change, evidence)``; at most two parses."""
+    content = (ex.message.get("content") or "").lstrip(_WS)
+    gp = ex.generation_prompt.rstrip(_WS)
+    budget = ctx.get("budget")
+    if not content or not gp or budget is None or len(ex.output) > _STRIPPED_CHARS:
+        return None
+    tail = ""
+    for m in _SPECIAL_SHAPE.finditer(gp[-200:]):
+        cand = gp[-200:][m.start():]
+        if content.startswith(cand):
+            tail = cand
+            break
+    if not tail:
+        return None
+    for on in (not setup.request.enable_thinking, setup.request.enable_thinking):
+        change = _thinking_flag_change(setup.request, on)
+        if not budget.take(len(ex.output)):
+            return None
+        try:
+            req2 = apply_request_change(setup.request, change)
+            p = _parse(setup, ex.output, request=req2)
+        except Exception:  # noqa: BLE001
+            continue
+        if p.clean and tail not in (p.message.content or "") and p.message.to_openai() != ex.message:
+            return change, (f"the content starts with {_q(tail)}, the control text the generation prompt already ends "
+                            f"with: the model wrote that opener again, as the prompt of the other thinking setting "
+                            f"leaves it to the model; read with {json.dumps(change)} the output parses clean — "
+                            "the parse was not clean")
+    return None
+
+
 def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Parsed] | None,
                      ctx: dict[str, Any]) -> tuple[Mistake, list[str]]:  # noqa: C901
     """The mistake and its evidence (most specific rule first)."""
@@ -934,6 +1086,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                   "opens it again; the parse keeps the second opener in the reasoning (the output also ends inside "
                   "the reasoning, which loses no text)")
         return Mistake.REOPENED_REASONING, ev
+    if in_reasoning and not ctx.get("rereading"):
+        ctx["rereading"] = True
+        done = _complete_without_thinking(ex, setup, bundle, ctx, r_ends)
+        if done:
+            return done[0], ev + done[1]
     if Cause.TRUNCATED in causes or (ex.truncated is not None and not edits):
         where = " > ".join(ex.truncated.path) if ex.truncated else "the format"
         if not near or all(e.kind == "insert" and e.pos >= len(out) for e in edits):
@@ -954,6 +1111,16 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ev.append(f"the output opens the reasoning with {_q(r_start)} and writes {_q(r_start)} again inside the "
                   "block, which the parse leaves in the message")
         return Mistake.REOPENED_REASONING, ev
+    pair = _unfound_token_pair(setup, bundle, out, msg, ctx, r_start, r_ends) if ex.clean else None
+    if pair:
+        if pair[0]:
+            ctx["reasoning_override"] = pair[0]
+        ctx["fault_markup"] = pair[1]
+        return Mistake.FORMAT_NOT_FOUND, ev + [pair[2]]
+    again = _prompt_tail_repeated(ex, setup, ctx) if ex.clean and not msg.get("tool_calls") else None
+    if again:
+        ctx["thinking_fix"] = again[0]
+        return Mistake.REASONING_SETTING, ev + [again[1]]
     if Cause.TOOLS_NOT_REQUESTED in causes:
         ev += [e for f in ex.findings if f.cause == Cause.TOOLS_NOT_REQUESTED for e in f.evidence]
         return Mistake.TOOLS_NOT_SENT, ev
@@ -2442,7 +2609,9 @@ def _mistyped_at_stop(req: Any, ex: Any) -> str:
     if stop is None:
         return ""
     m = _PY_LITERAL.match(ex.text, stop.pos)
-    if not m:
+    prose = not m and "a JSON value" in stop.expected and bool(ex.text[stop.pos:stop.pos + 1].strip(_WS)) \
+        and ex.text[stop.pos] not in '{["-0123456789tfn'
+    if not m and not prose:
         return _python_literal_inside(req, ex.text, stop.pos)
     # the parser's rules name an argument ``tool-<name>-arg-<param>`` or, by position, ``tool-<i>-arg-<j>``
     typed: dict[str, tuple[str, str]] = {}
@@ -2455,6 +2624,10 @@ def _mistyped_at_stop(req: Any, ex: Any) -> str:
                 typed[f"tool-{f.get('name')}-arg-{k}"] = (k, v["type"])
     for part in reversed(stop.path):
         k, ty = typed.get(part, ("", "string"))
+        if ty != "string" and prose:
+            # text where the call's markup announces a JSON value (a non-string parameter): not of its type
+            return (f"`{k}` is of type `{ty}` and the call marks its value as JSON, but the model wrote text "
+                    f"{_q(ex.text[stop.pos:stop.pos + 20].strip(_WS))} there: the value is not of its type")
         if ty != "string":
             return (f"`{k}` is of type `{ty}`, but the model wrote the Python literal "
                     f"{_q(ex.text[stop.pos:stop.pos + 20].strip(_WS))} where JSON is expected")
@@ -2749,12 +2922,26 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                          {"request": {**change, "tools": full}}, p.message.to_openai(), 2))
             except Exception:  # noqa: BLE001
                 pass
+    if ctx.get("thinking_fix") and budget.take(len(ex.output)):
+        change = ctx["thinking_fix"]
+        try:
+            p = _parse(setup, ex.output, request=apply_request_change(req, change))
+            if ok(p):
+                out.append(RankedFix(TriageFixKind.REQUEST, "set the template's thinking flag: " + ", ".join(
+                    f"{k} = {json.dumps(v)}" for k, v in change.items()), {"request": change},
+                    p.message.to_openai(), 1))
+        except Exception:  # noqa: BLE001 - a request the template does not render is not offered
+            pass
     if ctx.get("reasoning_override") and budget.take(len(ex.output)):
         change = ctx["reasoning_override"]
         try:
             p = _parse(replace(setup, fidelity=change.get("fidelity", setup.fidelity),
                                overrides={**setup.overrides, **change["overrides"]}), ex.output)
-            if ok(p):
+            fault = [m for m in ctx.get("fault_markup") or [] if m]
+            if ok(p) or (mistake == Mistake.FORMAT_NOT_FOUND and fault and p.clean and not cur.get("tool_calls")
+                         and p.message.to_openai() != cur and (p.message.reasoning_content or "").strip(_WS)
+                         and not any(m in (p.message.content or "") for m in fault)):
+                # (a reply with no calls is fixed when the block the analysis missed leaves its content)
                 out.append(RankedFix(TriageFixKind.OVERRIDE, "override the reasoning markers: " + ", ".join(
                     f"{k} = {_q(v)}" for k, v in change["overrides"].items()) + (" (at improved fidelity)" if
                                                                                 "fidelity" in change else ""),
@@ -2923,7 +3110,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         # a change whose message differs from this clean parse only by whitespace at the edges of the content or
         # reasoning fixes nothing (llama.cpp keeps the whitespace after an empty think block; improved drops it)
         uniq = [f for f in uniq if not _same_but_edge_whitespace(f.message, cur)]
-    why = "" if uniq else _why_none(mistake, near, ex, setup.request)
+    why = "" if uniq else (ctx.get("why_none") or _why_none(mistake, near, ex, setup.request))
     if not uniq and ctx.get("plain_line"):
         why = (f"none of our changes helps, because the call is written as plain lines ({_q(ctx['plain_line'])} on "
                "one line, its argument on the next) with no markup at all: no repair, request edit, override or "
