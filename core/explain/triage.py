@@ -961,6 +961,28 @@ def _unfound_token_pair(setup: _Setup, bundle: Any, out: str, msg: dict[str, Any
     return None, [a, b], ev
 
 
+def _omitted_control_token(setup: _Setup, ex: Any, ctx: dict[str, Any]) -> str:
+    """Evidence when the parse stopped where it expected a control token the template's source writes, and with
+    that token put in at the stop the output parses clean: plain text after an omitted marker is no call syntax.
+    ``""`` otherwise; at most two parses."""
+    stop, budget = ex.stop, ctx.get("budget")
+    if stop is None or budget is None or len(ex.output) > _STRIPPED_CHARS or not 0 <= stop.output_pos <= len(ex.output):
+        return ""
+    src = _src(setup)
+    for lit in [x for x in _literals(stop.expected) if _SPECIAL_SHAPE.fullmatch(x.strip(_WS)) and x.strip(_WS) in src][:2]:
+        if not budget.take(len(ex.output)):
+            return ""
+        try:
+            p = _parse(setup, Edit("insert", stop.output_pos, "", lit).apply(ex.output))
+        except Exception:  # noqa: BLE001
+            continue
+        if p.clean and lit.strip(_WS) not in (p.message.content or ""):
+            return (f"the parse wanted {_q(lit.strip(_WS))}, a marker the template writes, at output position "
+                    f"{stop.output_pos} and found {_q(stop.found)}: with it put there the output parses clean — the "
+                    "model omitted the marker; the text after it is the reply, no call syntax")
+    return ""
+
+
 def _prompt_tail_repeated(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
     """A clean content that starts with control text the generation prompt already ends with (an opener written
     again): the longest tail of the prompt, holding a whole control token, that the content starts with. When the
@@ -1105,7 +1127,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ev += [e for f in ex.findings if f.cause == Cause.SPECIAL_TOKENS_STRIPPED for e in f.evidence]
         return Mistake.SPECIAL_TOKENS_STRIPPED, ev
     left = [x for x in [r_start] + r_ends if x and x in content + reasoning]
-    if r_start and out.lstrip(_WS).startswith(r_start) and r_start in left:
+    head = len(out) - len(out.lstrip(_WS)) + len(r_start)
+    again = out.find(r_start, head) if r_start else -1
+    shut = min((i for i in (out.find(e, head) for e in r_ends if e and e.strip(_WS)) if i >= 0), default=-1)
+    if r_start and out.lstrip(_WS).startswith(r_start) and r_start in left and (shut < 0 or again < shut):
+        # (written again after the block's closer it is a later message, not a re-opened block)
         # (before the readings of the stop point: a marker left in the message is the plainest evidence)
         # the output's own opener read, and the same marker written again inside the block: left in the message
         ev.append(f"the output opens the reasoning with {_q(r_start)} and writes {_q(r_start)} again inside the "
@@ -1121,7 +1147,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if again:
         ctx["thinking_fix"] = again[0]
         return Mistake.REASONING_SETTING, ev + [again[1]]
-    if Cause.TOOLS_NOT_REQUESTED in causes:
+    seen = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS) and o.strip(_WS) in out]
+    weak = Cause.TOOLS_NOT_REQUESTED in causes and bool(seen) and all(len(o) < 2 for o in seen) \
+        and ex.clean and _unsent_tool_call(setup, out, content or reasoning) is None
+    # (a one-character opener such as `<` is in any reply with markup: a call only when it re-parses as one)
+    if Cause.TOOLS_NOT_REQUESTED in causes and not weak:
         ev += [e for f in ex.findings if f.cause == Cause.TOOLS_NOT_REQUESTED for e in f.evidence]
         return Mistake.TOOLS_NOT_SENT, ev
     if Cause.NO_TOOL_FORMAT in causes:
@@ -1426,6 +1456,15 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.OMITTED_OPENER, ev + [f"the output writes {_q(tok.group(0))}, the template's own call "
                                                  f"markup, without the opener {_q(own[0])} the template writes "
                                                  "before it"]
+        mine = ctx["all_markers"] | set(ctx["markers"])
+        if tok.group(0) in mine and msg.get("tool_calls") and len(edits) == 1 and edits[0].kind == "delete" \
+                and edits[0].old.lstrip(_WS).startswith(tok.group(0)) \
+                and not out[edits[0].pos + len(edits[0].old):].strip(_WS):
+            # the analysis's own call marker opening a second section after the complete calls: no wrapper
+            return Mistake.TRAILING_TEXT, ev + [
+                f"after the complete call the output opens the template's own call section again with "
+                f"{_q(tok.group(0))} (a marker of the format, no wrapper) and the parse, as requested, ends there: "
+                + sentence_of(_shift(edits), out)]
         return Mistake.FOREIGN_WRAPPER, ev + [f"the output wraps the call in {_q(tok.group(0))}"]
     if "<|channel|>" in out and "analysis" in out and "to=functions." in out and not msg.get("tool_calls"):
         return Mistake.CALL_OUTSIDE_SECTION, ev + ["the recipient `to=functions.…` is written on the analysis "
@@ -1436,6 +1475,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             or re.search(r"<function>[\w.\-]{1,64}</function>", out):
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + ["the call is written in a syntax of another format: "
                                                       + _q(text.strip(_WS)[:40])]
+    omitted = _omitted_control_token(setup, ex, ctx) if not msg.get("tool_calls") else ""
+    if omitted:
+        ctx["why_none"] = ("the output omits a marker the template writes outside any call (the parse stopped "
+                           "there and reads the rest as nothing it expects), and no repair of ours reads a reply "
+                           "without it: only the model's output (or a new repair) can change")
+        return Mistake.OMITTED_MARKER, ev + [omitted]
     if Cause.DRIFT in causes or Cause.OTHER_MARKER in causes:
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     # a JSON call written when the request offers no tools: re-parsed with its tool offered, is it a call?
@@ -3324,7 +3369,8 @@ _WHY = {
                             "send the tools and re-run the model",
     Mistake.CALL_ID_SHAPE: "the call id is not the template's shape and the call's arguments are not complete: "
                            "only the model's output can change",
-    Mistake.TRAILING_TEXT: "the format allows nothing after the JSON call; accepting text there needs a new repair",
+    Mistake.TRAILING_TEXT: "the format, as requested, allows nothing after the call it reads; accepting text there "
+                           "needs a new repair",
     Mistake.OMITTED_OPENER: "no repair reads a call without its opener in this format (nor one whose opener "
                             "the model invented)",
     Mistake.OMITTED_CLOSER: "the call's closer is missing (or written as another marker of the format) and no "
