@@ -371,9 +371,22 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         if i >= 0:
             out.append(Edit("delete", i, m.group(0), ""))
     if p.truncated or (p.stop < 0 and not p.message.tool_calls):
-        for c in ctx["closers"][:2]:
-            if not s.rstrip(_WS).endswith(c):
+        if "rendered_closers" not in ctx:
+            ctx["rendered_closers"] = _closers_as_rendered(ctx.get("setup"), ctx)
+        ctx["spaced_closers"] = list(dict.fromkeys(ctx.get("spaced_closers", []) + ctx["rendered_closers"]))
+        for c in ctx.get("spaced_closers", [])[:2] + ctx["closers"][:2]:
+            if not s.rstrip(_WS).endswith(c.strip(_WS)):
                 out.append(Edit("insert", len(s), "", c))
+        tail = re.compile(r"<[^<>\s]{1,40}$").search(s, max(0, len(s) - 42))
+        for c in ctx.get("spaced_closers", [])[:2] + ctx["closers"][:2]:
+            core_ = c.strip(_WS)
+            if tail and core_.startswith(tail.group(0)) and core_ != tail.group(0):
+                # a closer cut part-way (`</tool_` for `</tool_call>`): completing it is one edit (with the
+                # whitespace the template writes before it, when the model left that out too)
+                if c != core_:
+                    out.append(Edit("replace", tail.start(), tail.group(0), c))
+                out.append(Edit("insert", len(s), "", core_[len(tail.group(0)):]))
+                break
     seen: set[tuple] = set()
     uniq = []
     for e in out:
@@ -382,6 +395,20 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             seen.add(k)
             uniq.append(e)
     return uniq[:8]
+
+
+def _closers_as_rendered(setup: _Setup | None, ctx: dict[str, Any]) -> list[str]:
+    """The analysis's closers with the whitespace the template's render of a call writes before them
+    (GLM's ``\n</tool_call>``): what a server's stop string may have removed, whitespace and all."""
+    if setup is None or not ctx["names"] or not ctx["closers"]:
+        return []
+    render = _rendered_call(setup, ctx["names"][0], {"a": "V0"})
+    out = []
+    for c in ctx["closers"][:2]:
+        m = re.compile(r"([ \t\r\n]{1,8})" + re.escape(c)).search(render)
+        if m:
+            out.append(m.group(0))
+    return out
 
 
 def _gap_in_literal(s: str, at: int, lits: list[str]) -> list[Edit]:
@@ -459,6 +486,7 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
     a = getattr(getattr(bundle, "report", None), "analysis", None)
     args_key = ""
     closers: list[str] = []
+    spaced: list[str] = []
     markers: list[str] = []
     if a is not None and bundle.format == "peg-native":
         fj = a.to_json().get("tools", {})
@@ -466,9 +494,12 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
         args_key = (fmt.get("args_field") or fj.get("function", {}).get("args_field") or "").strip(_WS) \
             if isinstance(fmt, dict) else ""
         for k in ("per_call_end", "section_end"):
-            v = (fmt.get(k) or "").strip(_WS) if isinstance(fmt, dict) else ""
+            raw = (fmt.get(k) or "") if isinstance(fmt, dict) else ""
+            v = raw.strip(_WS)
             if v:
                 closers.append(v)
+                if raw.rstrip(_WS) != v:
+                    spaced.append(raw.rstrip(_WS))     # the closer as the template writes it, its whitespace first
         for k in ("per_call_start", "section_start"):
             v = (fmt.get(k) or "").strip(_WS) if isinstance(fmt, dict) else ""
             if v:
@@ -488,7 +519,8 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
         if o.strip(_WS).startswith("[") or o.strip(_WS).startswith("<|"):
             special = o
             break
-    return {"names": tool_names(setup.request), "openers": openers, "closers": closers, "args_key": args_key,
+    return {"names": tool_names(setup.request), "openers": openers, "closers": closers, "spaced_closers": spaced,
+            "args_key": args_key,
             "all_markers": _format_markers(a, bundle),
             "markers": markers + [o.strip(_WS) for o in openers if o.strip(_WS)], "special_start": special}
 
@@ -1115,7 +1147,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return done[0], ev + done[1]
     if Cause.TRUNCATED in causes or (ex.truncated is not None and not edits):
         where = " > ".join(ex.truncated.path) if ex.truncated else "the format"
-        if not near or all(e.kind == "insert" and e.pos >= len(out) for e in edits):
+        if not near or all((e.kind == "insert" and e.pos >= len(out)) or (
+                e.kind == "replace" and e.pos + len(e.old) >= len(out) and e.new.strip(_WS).startswith(e.old))
+                for e in edits):    # (a closer cut part-way, completed)
             ev.append(f"the output ends inside {where or 'a call'}: nothing after that point was generated")
             return Mistake.CUT_SHORT, ev
     open_json = _open_json_at_end(out, ctx["names"])
@@ -3419,7 +3453,7 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
         return _in_transformers_dialect(ex, setup, why, seconds=seconds, parses=parses, parse_cost=parse_cost)
     budget = _Budget(seconds, parses, parse_cost)
     ctx = _context(setup, bundle)
-    ctx["budget"] = budget
+    ctx["budget"], ctx["setup"] = budget, setup
     tools = bool(setup.request.tools)
     near = None
     if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings
