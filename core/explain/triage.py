@@ -362,6 +362,16 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                     out.append(Edit("insert", i, "", op))
         if ctx["special_start"] and not s.startswith(ctx["special_start"]):
             out.append(Edit("insert", 0, "", ctx["special_start"]))
+    if not p.message.tool_calls and (p.truncated or p.stop < 0) and ctx.get("r_ends"):
+        # a call written while the reasoning is open: the reasoning closer put in before the first call marker
+        own = set(ctx["markers"]) | ctx["all_markers"]
+        ends = [e for e in ctx["r_ends"] if e.strip(_WS) and e.strip(_WS) not in own and e.strip(_WS) not in s]
+        at = min((i for i in (s.find(m_) for m_ in ctx["markers"] if m_) if i >= 0), default=-1)
+        for e in ends[:1]:
+            if at >= 0:
+                out.append(Edit("insert", at, "", e))
+                if e != e.strip(_WS):
+                    out.append(Edit("insert", at, "", e.strip(_WS)))
     m = re.search(r"```\w{0,16}\n", s)
     if m:
         out.append(Edit("delete", m.start(), m.group(0), ""))
@@ -519,7 +529,14 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
         if o.strip(_WS).startswith("[") or o.strip(_WS).startswith("<|"):
             special = o
             break
+    from .model import reasoning_markers
+
+    try:
+        r_ends = [e for e in reasoning_markers(bundle)[1] if e]
+    except Exception:  # noqa: BLE001 - a bundle without an analysis has no reasoning markers
+        r_ends = []
     return {"names": tool_names(setup.request), "openers": openers, "closers": closers, "spaced_closers": spaced,
+            "r_ends": r_ends,
             "args_key": args_key,
             "all_markers": _format_markers(a, bundle),
             "markers": markers + [o.strip(_WS) for o in openers if o.strip(_WS)], "special_start": special}
