@@ -1032,6 +1032,25 @@ def _omitted_control_token(setup: _Setup, ex: Any, ctx: dict[str, Any]) -> str:
     return ""
 
 
+def _restore_stripped_at_stop(ex: Any) -> str:
+    """The output with the marker the parse wanted at its stop put back where the decoder left only its word:
+    the expected literal whose text without its control tokens is the word found there (``analysis`` for
+    ``<|channel|>analysis<|message|>``), the one space the decoder put after the word dropped. ``""`` if none."""
+    stop = ex.stop
+    if stop is None or not 0 <= stop.output_pos < len(ex.output):
+        return ""
+    out, at = ex.output, stop.output_pos
+    word = re.compile(r"[\w.\-]{1,40}").match(out, at)
+    if not word:
+        return ""
+    for lit in _literals(stop.expected):
+        bare = _SPECIAL_SHAPE.sub("", lit).strip(_WS)
+        if bare == word.group(0) and bare != lit.strip(_WS):
+            rest = out[word.end():]
+            return out[:at] + lit + (rest[1:] if rest.startswith(" ") else rest)
+    return ""
+
+
 def _prompt_tail_repeated(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
     """A clean content that starts with control text the generation prompt already ends with (an opener written
     again): the longest tail of the prompt, holding a whole control token, that the content starts with. When the
@@ -1175,6 +1194,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                   "last value): the call was cut before it was complete")
         return Mistake.CUT_SHORT, ev
     if Cause.SPECIAL_TOKENS_STRIPPED in causes:
+        back = _restore_stripped_at_stop(ex)
+        if back:
+            # (restored, a reasoning the fixture ends inside stays unfinished: the message is the reasoning so far)
+            ctx["restored"], ctx["unfinished_reasoning"] = back, True
         ev += [e for f in ex.findings if f.cause == Cause.SPECIAL_TOKENS_STRIPPED for e in f.evidence]
         return Mistake.SPECIAL_TOKENS_STRIPPED, ev
     left = [x for x in [r_start] + r_ends if x and x in content + reasoning]
