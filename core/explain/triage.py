@@ -1137,6 +1137,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                       f"generation prompt opens the reasoning with {_q(r_start)}: the text is what follows "
                       f"{_q(r_ends[0])} (the reasoning was split off before it reached us), so extracting reasoning "
                       "again reads the whole call as reasoning")
+            ctx["why_none"] = (
+                "the text is what follows the reasoning (split off before it reached us), and read as that — without "
+                "reasoning extraction (reasoning_format none) or with the thinking flag off — it still does not "
+                "parse to a message with calls: the call itself then differs from what the template's format reads, "
+                "and no repair of ours reads it; only the model's output (or a new repair) can change")
             return Mistake.REASONING_SETTING, ev
         block = _complete_block(reasoning, ctx)
         if block:
