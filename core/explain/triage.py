@@ -942,13 +942,15 @@ def _complete_without_thinking(ex: Any, setup: _Setup, bundle: Any, ctx: dict[st
         return None
     ex2, s2, change = again
     flag = ", ".join(f"{k}={json.dumps(v)}" for k, v in change.items())
-    if ex2.clean and ex2.truncated is None:
+    if ex2.clean and ex2.truncated is None and "\n" not in out.strip(_WS):
+        # (one line holds no reasoning and an answer after it; on several lines a closer the decoder dropped
+        # reads the same, so that text keeps the reading below)
         ctx["thinking_fix"] = change
         return Mistake.REASONING_SETTING, [
             f"the output ends inside the reasoning only because the generation prompt opens it ({_q(ex.generation_prompt.rstrip(_WS)[-24:])}, "
             f"the request's thinking flag on) and the output never writes {_q(r_ends[0].strip(_WS))}: read with "
             f"{flag} it parses clean as the reply — it is complete, not cut; the model answered without reasoning"]
-    if ex2.truncated is not None or ex2.stop is None:
+    if ex2.clean or ex2.truncated is not None or ex2.stop is None:
         return None
     from .model import build_bundle
 
