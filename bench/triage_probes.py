@@ -129,7 +129,7 @@ def main() -> None:
         for name, (out, right) in probes.items():
             ex = explain(t, req, out, fixes=False)
             s = Setup(t, req, "llama.cpp", {})
-            got = triage(ex, s, build_bundle(s), seconds=30.0).mistake.name
+            got = triage(ex, s, build_bundle(s), seconds=30.0, reexplain=explain).mistake.name
             score[name][got in right] += 1
             if got not in right:
                 misses.append(f"  {name}: {c['template']} → {got}  {out[:70]!r}")

@@ -109,7 +109,7 @@ def _run(case: dict):
     req = ChatRequest.from_dict(case)
     ex = explain(t, req, case["input"])
     s = _Setup(t, req, "llama.cpp", {})
-    return ex, triage(ex, s, _build(s), seconds=30.0)   # generous: counts must not depend on the machine
+    return ex, triage(ex, s, _build(s), seconds=30.0, reexplain=explain)   # generous: counts must not depend on the machine
 
 
 @pytest.mark.parametrize("name", list(SIZES))
@@ -514,7 +514,7 @@ def test_hostile_output_stays_bounded():
     out = "<tool_call>search<arg_key>query</arg_key>" + "x" * (256 * 1024) + "</arg_value></tool_call>"
     ex = explain(t, req, out, fixes=False)
     s = _Setup(t, req, "llama.cpp", {})
-    tg = triage(ex, s, _build(s), parses=6)
+    tg = triage(ex, s, _build(s), parses=6, reexplain=explain)
     assert tg.searched <= 6
     assert tg.mistake == Mistake.OMITTED_MARKER
 
@@ -678,7 +678,7 @@ def test_a_stripped_stop_string_is_named_and_keeping_it_reparses():
     out = out[:-len("</tool_call>")]
     ex = explain(t, req, out, fixes=False)
     s = _Setup(t, req, "llama.cpp", {})
-    tg = triage(ex, s, _build(s), seconds=30.0)
+    tg = triage(ex, s, _build(s), seconds=30.0, reexplain=explain)
     assert tg.mistake == Mistake.STOP_STRING_STRIPPED
     assert any("a server removes a matched stop string" in e for e in tg.evidence)
     server = [f for f in tg.fixes if f.kind.value == "server"]
@@ -870,7 +870,7 @@ def _real(path: str, row_id: str):
     req = ChatRequest.from_dict(r["request"])
     ex = explain(t, req, r["output"])
     s = _Setup(t, req, "llama.cpp", {})
-    return ex, triage(ex, s, _build(s), seconds=30.0)
+    return ex, triage(ex, s, _build(s), seconds=30.0, reexplain=explain)
 
 
 def test_a_reopened_reasoning_the_parse_absorbed_is_no_mistake():

@@ -88,7 +88,8 @@ def _explain_budgeted(template: Any, request: ChatRequest, output: str, fidelity
             # EXPLAIN_BUDGET seconds, so explain as a whole stays within it on hostile outputs
             overall, search = triage_budgets(TIME_BUDGET)
             spare = overall - (time.monotonic() - started)
-            ex.triage = triage(ex, setup, bundle, seconds=max(0.0, min(search, spare)), parse_cost=parse_cost)
+            ex.triage = triage(ex, setup, bundle, seconds=max(0.0, min(search, spare)), parse_cost=parse_cost,
+                               reexplain=explain)
         return ex
 
 

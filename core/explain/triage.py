@@ -28,7 +28,7 @@ import re
 import shlex
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 from .model import MARKER_TOKEN as _TOKEN
 from .model import Cause
@@ -906,11 +906,9 @@ def _thinking_flag_change(req: Any, on: bool) -> dict[str, Any]:
 def _reread_without_thinking(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tuple[Any, _Setup, dict[str, Any]] | None:
     """The output explained again with the request's thinking flag off, when that changes the generation prompt:
     ``(explanation, setup, change)`` or None (one parse, outputs up to 16 KiB)."""
-    budget = ctx.get("budget")
-    if budget is None or len(ex.output) > _STRIPPED_CHARS or not budget.take(len(ex.output)):
+    budget, _explain = ctx.get("budget"), ctx.get("reexplain")
+    if budget is None or _explain is None or len(ex.output) > _STRIPPED_CHARS or not budget.take(len(ex.output)):
         return None
-    from .explain import explain as _explain
-
     change = _thinking_flag_change(setup.request, False)
     try:
         req2 = apply_request_change(setup.request, change)
@@ -3491,15 +3489,18 @@ def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
 
 
 def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET, parses: int = MAX_PARSES,
-           parse_cost: float = 0.0) -> Triage:
+           parse_cost: float = 0.0, reexplain: Callable[..., Any] | None = None) -> Triage:
     """The mistake, the nearest accepted output and the ranked fixes of an explanation (see the module doc).
-    ``parse_cost``: seconds one parse of this output took (a parse is not started when it would overrun)."""
+    ``parse_cost``: seconds one parse of this output took (a parse is not started when it would overrun).
+    ``reexplain``: :func:`core.explain.explain.explain`, for the rules that read the output again under another
+    request (passed in: explain calls the triage, so the triage cannot import it); without it they are skipped."""
     why = dialect_failure(setup) if getattr(ex, "in_transformers_dialect", None) is not None else None
     if why is not None:
-        return _in_transformers_dialect(ex, setup, why, seconds=seconds, parses=parses, parse_cost=parse_cost)
+        return _in_transformers_dialect(ex, setup, why, seconds=seconds, parses=parses, parse_cost=parse_cost,
+                                        reexplain=reexplain)
     budget = _Budget(seconds, parses, parse_cost)
     ctx = _context(setup, bundle)
-    ctx["budget"], ctx["setup"] = budget, setup
+    ctx["budget"], ctx["setup"], ctx["reexplain"] = budget, setup, reexplain
     tools = bool(setup.request.tools)
     near = None
     if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings
