@@ -42,7 +42,7 @@ def score(templates: str, name: str) -> tuple[list[dict], tuple[int, int, int, i
         req = ChatRequest.from_dict(c)
         ex = explain(t, req, c["input"])
         s = Setup(t, req, "llama.cpp", {})
-        tg = triage(ex, s, build_bundle(s), seconds=30.0)
+        tg = triage(ex, s, build_bundle(s), seconds=30.0, reexplain=explain)
         cause = tg.mistake.name == c["cause"]
         if c["cause"] == "NONE":
             fix = not tg.fixes
