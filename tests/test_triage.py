@@ -75,7 +75,11 @@ SCORES = {
     "kept4.jsonl": {"dev": (12, 12, 1, 1)},
     "kept5.jsonl": {"dev": (1, 1, 0, 0)},
     "kept6.jsonl": {"dev": (40, 40, 17, 17)},      # kept aside: (25, 36, 10, 17) before the ninth round
-    "kept7.jsonl": {"dev": (33, 34, 8, 13)},     # kept aside: (19, 27, 1, 13), then (20, 27, 4, 13) on the ninth round
+    # kept aside: (19, 27, 1, 13), then (20, 27, 4, 13) on the ninth round; dev (33, 34, 8, 13) on the tenth; with
+    # s13-calls13's repairs the triage offers a verified repair for four rows labelled "none helps" (DSML nonjson x2,
+    # LFM2 two calls, Qwen3-Coder double) and a repair before the labelled request fix on Kimi K3's single call: fix
+    # 34 -> 30 against the labels as they stand (the labels are the triage writers' to update)
+    "kept7.jsonl": {"dev": (33, 30, 8, 13)},
     "kept8.jsonl": {"kept8": (23, 28, 3, 9)},      # kept aside: first run, on the ninth round's rules
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
