@@ -189,6 +189,7 @@ def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -
         near[i] = (words[kept[k - 1]][0] if k else "", words[kept[k + 1]][0] if k + 1 < len(kept) else "")
     lost: list[tuple[str, int]] = []
     seen: set[str] = set()
+    out_words = {w for w, _ in words}
     lookups = 0
     for i, (w, at) in enumerate(words):
         if w in seen:
@@ -202,7 +203,8 @@ def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -
         if lookups < SUBSTRING_LOOKUPS:
             lookups += 1
             before, after = near.get(i, ("", ""))
-            if (before and before + w in text) or (after and w + after in text) or _glued_to_markup(w, have, marks):
+            if (before and before + w in text) or (after and w + after in text) or _glued_to_markup(w, have, marks) \
+                    or _joined_to_a_word(w, have, out_words):
                 continue
         lost.append((w, at))
     return lost
@@ -210,6 +212,20 @@ def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -
 
 GLUED_WORD_MAX = 64
 """Longest word :func:`_glued_to_markup` splits (keeps the check linear on hostile output)."""
+
+
+def _joined_to_a_word(word: str, have: set[str], out_words: set[str]) -> bool:
+    """True when a word of the message is ``word`` joined to another whole word of the output, whatever stood
+    between them there: GPT-OSS's reasoning "weatherTool" of two analysis messages with calls between them
+    ("weather" and "Tool" are not neighbours in the output). Words up to :data:`GLUED_WORD_MAX` characters."""
+    if len(word) > GLUED_WORD_MAX:
+        return False
+    for h in have:
+        if len(h) <= len(word) or len(h) > 2 * GLUED_WORD_MAX:
+            continue
+        if (h.endswith(word) and h[:-len(word)] in out_words) or (h.startswith(word) and h[len(word):] in out_words):
+            return True
+    return False
 
 
 def _glued_to_markup(word: str, have: set[str], marks: frozenset[str]) -> bool:
