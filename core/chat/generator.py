@@ -848,13 +848,13 @@ class _Gen:
                 block = start + p.reasoning(p.until(end)) + p.optspace(r.end)
                 ahead = self.call_ahead(end) if CALL_ENDS_REASONING in p.repairs else None
                 if ahead is not None:
-                    # a call in the template's format opened before any end marker ends the reasoning (the model
-                    # went on to act; the end marker is then never written)
-                    # only when no end marker follows. While streaming, the text from the opener waits until the
-                    # end marker or the end of the output decides
-                    cut = (start + p.repair(CALL_ENDS_REASONING, p.reasoning(p.until_one_of([end, ahead[0]])))
-                           + p.peek(ahead[1]))
-                    block = p.choice(cut, block)
+                    # a call in the template's format opened before the end marker, with no end marker after it,
+                    # ends the reasoning (the model went on to act); else the reasoning goes on past the opener.
+                    # One reasoning prefix for every alternative (nothing shown is abandoned); a stream holds the
+                    # text from the opener back until the end marker or the end of the output decides
+                    block = (start + p.reasoning(p.until_one_of([end, ahead[0]]))
+                             + p.choice(p.optspace(r.end), p.repair(CALL_ENDS_REASONING, p.peek(ahead[1])),
+                                        p.reasoning(p.until(end)) + p.optspace(r.end)))
                     self.holds_calls = ahead[0]
                     self.notes.append(f"repair {CALL_ENDS_REASONING}: a call opened with {ahead[0]!r} before "
                                       f"{end!r} ends the reasoning")
@@ -1449,9 +1449,9 @@ _HOLD_SCAN_NODES = 64   # the reasoning block is among the first nodes of a pars
 
 
 def _ended_reasoning_at_call(result: ParseResult, text: str, opener: str) -> bool:
-    """Whether repair ``call-ends-reasoning`` acted in the parse ``result`` of ``text``: its node is there and the
-    call ``opener`` follows it (while the reasoning streams the node is there too, pending). The node encloses the
-    first reasoning node, so the walk stops there (or after :data:`_HOLD_SCAN_NODES` nodes)."""
+    """Whether repair ``call-ends-reasoning`` acted in the parse ``result`` of ``text``: its (empty) node is there,
+    at the call ``opener``. It follows the first reasoning node, among the first nodes of the parse: the walk stops
+    after :data:`_HOLD_SCAN_NODES` nodes, whatever the length of the text."""
     stack = list(reversed(list(result.nodes)))
     seen = 0
     while stack and seen < _HOLD_SCAN_NODES:
@@ -1459,8 +1459,6 @@ def _ended_reasoning_at_call(result: ParseResult, text: str, opener: str) -> boo
         seen += 1
         if node.tag == _CALL_ENDS_REASONING_TAG:
             return text.startswith(opener, node.end)
-        if node.tag == "reasoning":
-            return False
         if node.children:
             stack.extend(reversed(node.children))
     return False
