@@ -11,6 +11,7 @@ import pytest
 from core.analysis.result import Caps
 from core.chat.prompt import (canonical_message, canonical_tools, choose_variant, continuation_generation_prompt,
                               generation_prompt, message_text, prepare_request, render_prompt)
+from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest, Continuation
 from core.diff import common_prefix_len
 from core.errors import RequestError
@@ -140,6 +141,24 @@ def test_extra_context_dates_and_kwargs_override_enable_thinking():
         prep = prepare_request(_tmpl(src, "ctx"), _req(chat_template_kwargs={"enable_thinking": False,
                                                                             "flag": "on"}), caps=Caps())
         assert render_prompt(prep) == "07 Mar 2025|Mar 07 2025|False|on"
+
+
+def test_enable_thinking_kwarg_is_the_parsers_flag_too():
+    """llama.cpp's server reads a boolean ``enable_thinking`` template kwarg into the request's flag, so the parser
+    expects what the render wrote (DeepSeek V4 with the kwarg off: the prompt closes the reasoning, no `</think>`
+    is owed in the content); a string is refused, other values only reach the template."""
+    msgs = [{"role": "user", "content": "Hi"}]
+    assert ChatRequest.from_dict({"messages": msgs, "chat_template_kwargs": {"enable_thinking": False}}).enable_thinking \
+        is False
+    assert ChatRequest.from_dict({"messages": msgs, "enable_thinking": False,
+                                  "chat_template_kwargs": {"enable_thinking": True}}).enable_thinking is True
+    assert ChatRequest.from_dict({"messages": msgs, "chat_template_kwargs": {"enable_thinking": 0}}).enable_thinking
+    with pytest.raises(RequestError, match="chat_template_kwargs.enable_thinking"):
+        ChatRequest.from_dict({"messages": msgs, "chat_template_kwargs": {"enable_thinking": "false"}})
+    t = ChatTemplate(template_source("deepseek-ai-DeepSeek-V4.jinja"), "deepseek-ai-DeepSeek-V4.jinja")
+    req = ChatRequest.from_dict({"messages": msgs, "chat_template_kwargs": {"enable_thinking": False}})
+    msg = build_chat_parser(t, req).parser.parse("Hello there.", False)
+    assert (msg.content, msg.reasoning_content) == ("Hello there.", "")
 
 
 def test_preserve_reasoning_and_reasoning_effort_bind_companions():

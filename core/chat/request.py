@@ -198,6 +198,15 @@ class ChatRequest:
         kwargs = data.get("chat_template_kwargs") or {}
         if not isinstance(kwargs, dict):
             raise RequestError("chat_template_kwargs", "must be a JSON object")
+        enable_thinking = _flag(data, "enable_thinking", True)
+        # llama.cpp's server lets the template kwarg decide: a boolean `enable_thinking` there overrides the
+        # request's flag for the parser too (else the render closes the reasoning the parser expects open), a
+        # string is refused, any other value is passed to the template only (server-common.cpp).
+        kwarg = kwargs.get("enable_thinking")
+        if isinstance(kwarg, bool):
+            enable_thinking = kwarg
+        elif isinstance(kwarg, str):
+            raise RequestError("chat_template_kwargs.enable_thinking", f"must be true or false, got {kwarg!r}")
         return cls(
             messages=messages,
             tools=tools,
@@ -205,7 +214,7 @@ class ChatRequest:
             parallel_tool_calls=_flag(data, "parallel_tool_calls", False),
             reasoning_format=_enum(ReasoningFormat, data.get("reasoning_format", "auto") or "auto",
                                    "reasoning_format"),
-            enable_thinking=_flag(data, "enable_thinking", True),
+            enable_thinking=enable_thinking,
             add_generation_prompt=_flag(data, "add_generation_prompt", True),
             continue_final_message=_enum(Continuation, data.get("continue_final_message"),
                                          "continue_final_message"),

@@ -1,0 +1,89 @@
+"""Score the triage on the ninth batch (``tests/data/triage/kept7.jsonl``) the way ``tests/test_triage.py`` scores a
+set (cause right, fix verified or a correct "none helps", nearest output found on the rows within 3 edits), and print
+each row's outcome:
+
+    python scripts/triage_kept7_score.py [--templates ../shared/templates] [--set kept7.jsonl] [--json]
+
+The last line is the tuple pinned in ``SCORES["kept7.jsonl"]["kept7"]``. The triage gets 30 s per row, as in the
+tests, so the figures do not depend on the machine. Nothing here is imported by the library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def score(templates: str, name: str) -> tuple[list[dict], tuple[int, int, int, int]]:
+    sys.path.insert(0, str(ROOT))
+    from core.chat.message import AssistantMessage
+    from core.chat.request import ChatRequest
+    from core.explain.explain import explain
+    from core.explain.model import Setup, build_bundle
+    from core.explain.spans import same_message
+    from core.explain.triage import MAX_EDITS, apply_fix, triage
+    from core.jinja.template import ChatTemplate
+
+    def same(a: dict, b: dict) -> bool:
+        return same_message(AssistantMessage.from_openai(a), AssistantMessage.from_openai(b))
+
+    rows, totals = [], [0, 0, 0, 0]
+    for line in (ROOT / "tests" / "data" / "triage" / name).read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        c = json.loads(line)
+        t = ChatTemplate((Path(templates) / c["template"]).read_text(encoding="utf-8"), c["template"])
+        req = ChatRequest.from_dict(c)
+        ex = explain(t, req, c["input"])
+        s = Setup(t, req, "llama.cpp", {})
+        tg = triage(ex, s, build_bundle(s), seconds=30.0)
+        cause = tg.mistake.name == c["cause"]
+        if c["cause"] == "NONE":
+            fix = not tg.fixes
+        elif c["fix"]["kind"] == "none":
+            fix = not tg.fixes and bool(tg.no_fix)
+        else:
+            want, _ = apply_fix(t, req, c["input"], c["fix"]["change"])
+            fix = any(same(f.message, want) for f in tg.fixes)
+        near = None
+        if c["nearest_within_3"]:
+            near = tg.nearest is not None and len(tg.nearest.edits) <= MAX_EDITS
+            totals[2] += near
+            totals[3] += 1
+        totals[0] += cause
+        totals[1] += fix
+        rows.append({"id": c["id"], "cause": c["cause"], "said": tg.mistake.name, "cause_ok": cause,
+                     "fix_kind": c["fix"]["kind"], "fix_ok": fix,
+                     "fixes": [f"{f.kind.value}: {json.dumps(f.change, ensure_ascii=False)[:160]}" for f in tg.fixes],
+                     "no_fix": bool(tg.no_fix), "nearest": near,
+                     "nearest_edits": len(tg.nearest.edits) if tg.nearest is not None else None})
+    return rows, tuple(totals)  # type: ignore[return-value]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--templates", default=os.path.join(ROOT.parent, "shared", "templates"))
+    ap.add_argument("--set", default="kept7.jsonl")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    rows, totals = score(args.templates, args.set)
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=1))
+    else:
+        for r in rows:
+            print(f"{r['id']:48s} {r['cause']:24s} said {r['said']:24s} cause {'✓' if r['cause_ok'] else '✗'} "
+                  f"fix {'✓' if r['fix_ok'] else '✗'} ({r['fix_kind']}) nearest {r['nearest']}")
+            for f in r["fixes"]:
+                print(f"    offered {f}")
+    print(f"{args.set}: cause {totals[0]}/{len(rows)}, fix {totals[1]}/{len(rows)}, nearest {totals[2]}/{totals[3]} "
+          f"-> {totals}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
