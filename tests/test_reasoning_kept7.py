@@ -245,3 +245,14 @@ def test_harmony_text_with_its_special_tokens_stripped_stays_content():
     # answer may start with that word, so the text stays content
     _, one = _parse("kept7-sgl-harmony-text-format-analysis")
     assert (one.content, one.reasoning_content) == ("analysis test content", "")
+
+
+def test_a_word_joined_to_a_non_neighbour_word_is_found_and_a_piece_of_a_word_is_not():
+    from core.chat.lossless import _joined_to_a_word
+
+    # kept7-sgl-harmony-repeated-calls-filler: "weather" and "Tool" end two analysis messages, calls between them
+    out_words = {"Need", "weather", "Boston", "Tool", "responding"}
+    assert _joined_to_a_word("Tool", {"weatherTool", "responding"}, out_words)
+    assert not _joined_to_a_word("Tool", {"weatherTools"}, out_words)       # "weatherTools" is not two words
+    assert not _joined_to_a_word("book", {"booking"}, {"book", "king"})     # "ing" is no word of the output
+    assert not _joined_to_a_word("x" * 65, {"y" + "x" * 65}, {"y"})         # longer than GLUED_WORD_MAX
