@@ -683,7 +683,7 @@ class GeneratedParser:
         if memo is not None:
             memo.note(text, covered, main.switches)
         if msg is top.message:
-            return msg, main, None
+            return held_view(self, main, text, msg) or msg, main, None
         if recovered and msg is recovered[-1][0]:
             return recovered[-1]
         return msg, None, PARTIAL_PREFIX

@@ -950,6 +950,10 @@ class PegStreamSession:
             # prefix's, fixed: appended text changes nothing until the final parse
             self.open_region = OpenRegion("hidden", ())
         self._rest_msg = None
+        held = held_view(self.parser, main, text, msg) if msg is covered else None
+        if held is not None:   # repair call-ends-reasoning (as in the common case above)
+            self.open_region = OpenRegion("hidden", ())
+            return held
         return msg
 
     def resolve_region(self, lazy: tuple) -> "OpenRegion | None":
