@@ -20,6 +20,10 @@ if globals().get("__spec__") is None:
 from explorer import preload, resume, state, urlstate, visitor
 from explorer.components import sidebar
 
+# page code from here to the end of the run: the background imports wait for it, and it waits for the one import
+# running, never beside it (two threads importing one package at once broke a page: explorer.preload)
+preload.page_started()
+
 # the icon is our own file, served by this server: a :material/…: page icon is fetched from fonts.gstatic.com
 st.set_page_config(page_title="Chat Template Explorer", page_icon=str(state.ASSETS / "icon.png"), layout="wide")
 state.keep_inputs()
@@ -74,3 +78,4 @@ finally:  # st.stop / st.rerun end a page with a BaseException: the first run st
     if not state.any_job_running():
         preload.start()
     state.finished_run()
+    preload.page_finished()

@@ -25,7 +25,10 @@ SHARED = ROOT.parent / "shared"
 STRIPPED = {"SPECIAL_TOKENS_STRIPPED"}
 
 
-def _calls(case: dict, toks: list[str], reasoning: set[str]) -> dict[str, tuple[str, set[str]]]:
+_JSON_CALL = re.compile(r'\{\s*"name"\s*:\s*"special_function"')
+
+
+def _calls(case: dict, toks: list[str], reasoning: set[str], end_token: str = "") -> dict[str, tuple[str, set[str]]]:
     out = case["input"]
     probes: dict[str, tuple[str, set[str]]] = {}
     special = [t for t in toks if re.fullmatch(r"<\|[^|]{1,40}\|>|<｜[^｜]{1,40}｜>|\[[A-Z_]{3,30}\]", t) and t in out]
@@ -35,8 +38,15 @@ def _calls(case: dict, toks: list[str], reasoning: set[str]) -> dict[str, tuple[
             re.sub("(" + alt + ")", r" \1 ", out).replace("  ", " ").strip(), STRIPPED | {"NONE"})
     m = re.search(r'"name"(\s*:\s*"[^"]*")(\s*,\s*)"(arguments|parameters)"(\s*:\s*)(\{[^{}]*\})', out)
     if m:
+        # the template's keys, each named right, in another order: the call shape of another prompt the model was
+        # trained with (issue 26, ninth round), not a field alias — a renamed key stays FIELD_ALIAS
         probes["JSON keys swapped"] = (out[:m.start()] + '"' + m.group(3) + '"' + m.group(4) + m.group(5)
-                                       + m.group(2) + '"name"' + m.group(1) + out[m.end():], {"FIELD_ALIAS"})
+                                       + m.group(2) + '"name"' + m.group(1) + out[m.end():],
+                                       {"TEMPLATE_MODEL_MISMATCH"})
+        probes["JSON key renamed"] = (out[:m.start(3)] + ("parameters" if m.group(3) == "arguments" else "arguments")
+                                      + out[m.end(3):], {"FIELD_ALIAS", "NONE"})
+    if _JSON_CALL.search(out):
+        probes["the calls wrapped in a tag pair"] = ("<wrapped>" + out + "</wrapped>", {"FOREIGN_WRAPPER"})
     if "arg1" in out:
         probes["argument name not declared"] = (out.replace("arg1", "zzz"), {"UNKNOWN_PARAMETER", "MISSING_REQUIRED"})
         probes["Python literal in the arguments"] = (re.sub(r"(arg1\W{1,8})1", r"\1True", out, count=1),
@@ -52,6 +62,8 @@ def _calls(case: dict, toks: list[str], reasoning: set[str]) -> dict[str, tuple[
                                                                        "SPECIAL_TOKENS_STRIPPED", "NONE"})
     probes["tool name not declared"] = (out.replace("special_function", "launch_rocket"), {"UNKNOWN_TOOL"})
     probes["end-of-sequence token kept"] = (out + "<|endoftext|>", {"TRAILING_TEXT"})
+    if end_token and not out.rstrip().endswith(end_token):
+        probes["the turn's end token, then more text"] = (out + end_token + "\nAnything else?", {"TRAILING_TEXT"})
     probes["cut at 70 %"] = (out[:int(len(out) * 0.7)], {"CUT_SHORT"})
     return probes
 
@@ -69,6 +81,18 @@ def _reasoning(case: dict, start: str, ends: list[str]) -> dict[str, tuple[str, 
         probes["call written before the reasoning closer"] = (out.replace(end, "", 1) + end,
                                                               {"REASONING_NOT_CLOSED", "NONE"})
     return probes
+
+
+def _end_token(t: ChatTemplate, req: ChatRequest) -> str:
+    """The last control token the template's render of a call turn of ``special_function`` ends with (``<|im_end|>``,
+    ``<|call|>``), or ``""`` when it ends with none."""
+    from core.explain.triage import _SPECIAL_SHAPE, _rendered_call
+
+    render = _rendered_call(Setup(t, req, "llama.cpp", {}), "special_function", {"arg1": "V0"})
+    end = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r"|\s)+$", render[render.find("V0") + 2:]) \
+        if "V0" in render else None      # the tokens the call turn ends with, none of the call's own markup
+    toks = list(_SPECIAL_SHAPE.finditer(end.group(0))) if end else []
+    return toks[-1].group(0) if toks else ""
 
 
 def main() -> None:
@@ -94,7 +118,8 @@ def main() -> None:
         toks = sorted({x.strip() for x in getattr(bundle.parser, "preserved_tokens", None) or [] if x.strip()},
                       key=len, reverse=True)
         start, ends = reasoning_markers(bundle)
-        probes = _calls(c, toks, {start, *ends}) if kind == "calls" else _reasoning(c, start, ends)
+        probes = _calls(c, toks, {start, *ends}, _end_token(t, req)) if kind == "calls" \
+            else _reasoning(c, start, ends)
         for name, (out, right) in probes.items():
             ex = explain(t, req, out, fixes=False)
             s = Setup(t, req, "llama.cpp", {})

@@ -39,6 +39,7 @@ from core import isolated_ops, isolation
 from core.digest import source_digest
 from core.errors import ChatTemplateExplorerError
 from core.isolation import WorkerLimitError
+from . import preload
 from .components.text import md
 
 if TYPE_CHECKING:  # jinja2 and the sandbox load on a page that renders, not on the front page's first view
@@ -437,7 +438,8 @@ def start_job(key: tuple[Any, ...], work: Callable[[], Any]) -> bool:
 
     def job() -> Any:
         set_visitor(who)
-        return work()
+        with preload.page_work():  # its imports must not run beside the background imports (explorer.preload)
+            return work()
 
     with _jobs_lock:
         if key in _jobs:
@@ -478,13 +480,21 @@ def main_has_spec() -> None:
     but a fragment's run does not execute ``app.py``. A worker process started while a spec-less ``__main__`` is
     installed (by any thread: a background job, the warm-up, another session) re-runs the script file in bare
     mode before its work: "missing ScriptRunContext!" on the server console and a failed bootstrap. Every
-    fragment of the explorer calls this first."""
+    fragment of the explorer calls this first (:func:`fragment_started`)."""
     import importlib.machinery
     import sys
 
     main = sys.modules.get("__main__")
     if main is not None and getattr(main, "__spec__", None) is None:
         main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
+
+
+def fragment_started() -> None:
+    """The first call of every fragment of the explorer: :func:`main_has_spec`, and the run is page code for
+    :mod:`explorer.preload` (a fragment's run does not pass ``app.py``, which registers the others): its imports
+    must not run beside the background imports. The registration ends with the run's thread."""
+    main_has_spec()
+    preload.page_started()
 
 
 def rerun_when_done(key: tuple[Any, ...], note: str) -> None:
@@ -496,7 +506,7 @@ def rerun_when_done(key: tuple[Any, ...], note: str) -> None:
 
     @st.fragment(run_every=POLL_S)
     def poll() -> None:
-        main_has_spec()
+        fragment_started()
         if not job_running(key):
             st.rerun()
 

@@ -21,7 +21,36 @@ from bench.browser import CHROMIUM, free_port
 from .conftest import ROOT
 from .test_browser import ARTIFACTS, _wait_idle, wait_for_metrics
 
+try:
+    from playwright.sync_api import Error as PlaywrightError
+except ImportError:  # pragma: no cover - the browser fixture skips without Playwright
+    PlaywrightError = Exception  # type: ignore[assignment,misc]
+
 SPACE = ROOT / "deploy" / "hf-space"
+
+
+def _what_the_page_showed(page, err: BaseException, log_path, shot: str) -> str:
+    """A failed wait's message that explains itself: the error, what the page's main block showed (an error box, a
+    spinner, a Streamlit exception), the run state, and the tail of the server's log; the screenshot goes to
+    ARTIFACTS/``shot``.png."""
+    parts = [f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"]
+    try:
+        page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
+        parts.append(f"screenshot: {ARTIFACTS / f'{shot}.png'}")
+        text = page.locator('[data-testid="stMain"]').inner_text(timeout=5_000)
+        lines = [x.strip() for x in text.splitlines() if x.strip()]
+        parts.append("page main block (its top):\n" + "\n".join(lines)[:2500])
+        state = page.evaluate("() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
+                              " return (a ? a.getAttribute('data-test-script-state') : 'no app') + ' / ' +"
+                              " (document.querySelector('[data-testid=\"stStatusWidget\"]')?.innerText ?? ''); }")
+        parts.append(f"script state / status widget: {state}")
+    except Exception as e:  # noqa: BLE001 - a dead page still gets the server's side told
+        parts.append(f"(the page could not be read: {type(e).__name__}: {e})")
+    try:
+        parts.append("server log tail:\n" + log_path.read_text(encoding="utf-8", errors="replace")[-3000:])
+    except OSError as e:
+        parts.append(f"(no server log: {e})")
+    return "\n".join(parts)
 
 
 def _card() -> dict[str, str]:
@@ -82,17 +111,21 @@ def test_space_starts_as_the_sdk_starts_it(browser, tmp_path):  # noqa: F811 - f
                 assert proc.poll() is None and time.monotonic() < deadline, "the Space did not start"
                 time.sleep(0.3)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url, wait_until="networkidle")
-            # generous waits: a Space's first view compiles into an empty cache and starts the worker pool, and the
-            # suite runs beside it on the same cores
-            page.get_by_role("heading", name="Chat Template Explorer").wait_for(timeout=120_000)
-            _wait_idle(page)
-            page.get_by_text("Demo mode: pastes up to", exact=False).first.wait_for(timeout=30_000)
-            page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Overview", exact=True).click()
-            page.get_by_role("heading", name="Overview").wait_for(timeout=120_000)
-            assert "TAG_BASED" in wait_for_metrics(page, "TAG_BASED", timeout=120_000)
-            page.screenshot(path=str(ARTIFACTS / "space-01-overview.png"))
-            page.close()
+            try:
+                page.goto(url, wait_until="networkidle")
+                # generous waits: a Space's first view compiles into an empty cache and starts the worker pool, and
+                # the suite runs beside it on the same cores
+                page.get_by_role("heading", name="Chat Template Explorer").wait_for(timeout=120_000)
+                _wait_idle(page)
+                page.get_by_text("Demo mode: pastes up to", exact=False).first.wait_for(timeout=30_000)
+                page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Overview", exact=True).click()
+                page.get_by_role("heading", name="Overview").wait_for(timeout=120_000)
+                assert "TAG_BASED" in wait_for_metrics(page, "TAG_BASED", timeout=120_000)
+                page.screenshot(path=str(ARTIFACTS / "space-01-overview.png"))
+            except (PlaywrightError, AssertionError) as e:
+                pytest.fail(_what_the_page_showed(page, e, ARTIFACTS / "streamlit-space.log", "space-failed"))
+            finally:
+                page.close()
         finally:
             proc.terminate()
             try:

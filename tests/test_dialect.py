@@ -62,13 +62,15 @@ def test_switched_off_it_changes_nothing():
     {**REQ, "tool_choice": "required", "parallel_tool_calls": True, "reasoning_format": "none",
      "enable_thinking": False, "add_generation_prompt": False, "continue_final_message": "auto",
      "json_schema": {"type": "object"}},
-    {"messages": [{"role": "user", "content": "hi"}], "tools": None}])
+    {"messages": [{"role": "user", "content": "hi"}], "tools": None},
+    {**REQ, "chat_template_kwargs": {"thinking": False, "enable_thinking": False}}])
 def test_to_row_is_the_inverse_of_from_dict(row):
     req = ChatRequest.from_dict(row)
     back = req.to_row()
     assert ChatRequest.from_dict(back) == req
     assert back["messages"] == row["messages"] and back["tools"] == (row.get("tools") or None)
     assert back["tool_choice"] == row.get("tool_choice", "auto")
+    assert back.get("chat_template_kwargs") == row.get("chat_template_kwargs")
 
 
 def test_the_round_trip_renders_as_the_parser_does():

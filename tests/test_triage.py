@@ -28,17 +28,19 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   special tokens) was then fixed by a structural rule, so its row says ``"split": "dev"`` ("Seventh batch:
   kept5.jsonl"). The rule found four eligible new reports; three parse clean (cause ``NONE``) and the cap of a third
   ``NONE`` rows leaves one row — a data point, not a rate.
-- ``kept6.jsonl``: the eighth batch, split ``"kept6"``: 40 recorded real outputs from ``tests/data/real_outputs*/``
-  that our parser at ``llama.cpp`` fidelity reads differently from the message their source's engine read, picked
-  by a rule committed before explain ran (``scripts/triage_kept6_queue.py``), labelled and committed before the
-  triage ran, scored on first run (23/40 cause, 37/40 fix, 10/17 nearest), then again on the eighth round's rules,
-  written without it (25/40, 36/40, 10/17: pinned); not tuned to ("Eighth batch: kept6.jsonl (kept aside)").
+- ``kept6.jsonl``: the eighth batch: 40 recorded real outputs from ``tests/data/real_outputs*/`` that our parser at
+  ``llama.cpp`` fidelity reads differently from the message their source's engine read, picked by a rule committed
+  before explain ran (``scripts/triage_kept6_queue.py``), labelled and committed before the triage ran, scored on
+  first run (23/40 cause, 37/40 fix, 10/17 nearest), then again on the eighth round's rules, written without it
+  (25/40, 36/40, 10/17); the classes behind its misses were then fixed by the ninth round's structural rules, so its
+  rows say ``"split": "dev"`` ("Eighth batch: kept6.jsonl", "Ninth round of rules").
 - ``kept7.jsonl``: the ninth batch, split ``"kept7"``: the 35 rows of ``tests/data/real_outputs_kept7/`` (engines' own
   parser-test outputs) that our parser at ``llama.cpp`` fidelity reads differently from the engine's message, picked
   by a rule committed before explain ran (``scripts/triage_kept7_queue.py``), labelled and committed before the
-  triage ran, scored once with the rules as they stood (19/35 cause, 27/35 fix, 1/13 nearest: pinned until the
-  ninth round of rules is measured on it; ``python scripts/triage_kept7_score.py`` prints it row by row); not
-  tuned to ("Ninth batch: kept7.jsonl (kept aside)")."""
+  triage ran, scored once with the rules as they stood (19/35 cause, 27/35 fix, 1/13 nearest), then once on the
+  ninth round of rules, written without it and frozen before it was run (20/35, 27/35, 4/13: pinned; ``python
+  scripts/triage_kept7_score.py`` prints it row by row); not tuned to ("Ninth batch: kept7.jsonl (kept aside)",
+  "Ninth round of rules")."""
 
 from __future__ import annotations
 
@@ -65,8 +67,8 @@ SCORES = {
     "kept3.jsonl": {"dev": (11, 11, 3, 3)},
     "kept4.jsonl": {"dev": (12, 12, 1, 1)},
     "kept5.jsonl": {"dev": (1, 1, 0, 0)},
-    "kept6.jsonl": {"kept6": (25, 36, 10, 17)},
-    "kept7.jsonl": {"kept7": (19, 27, 1, 13)},
+    "kept6.jsonl": {"dev": (40, 40, 17, 17)},      # kept aside: (25, 36, 10, 17) before the ninth round
+    "kept7.jsonl": {"kept7": (20, 27, 4, 13)},     # kept aside: (19, 27, 1, 13) on the eighth round's rules
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
@@ -152,7 +154,7 @@ def test_the_eighth_batch_is_recorded_real_outputs_picked_by_its_rule():
         r = real[c["id"].removeprefix("kept6-")]
         assert (c["source"], c["input"], c["template"], c["engine_message"]) == (r.source, r.output, r.template,
                                                                                r.expect)
-        assert c["cause_note"] and c["note"] and c["split"] == "kept6"
+        assert c["cause_note"] and c["note"] and c["split"] == "dev"
         assert "expect" not in c or c["expect"] == r.expect
     positions = [int(c["note"].split("queue position ")[1].split(",")[0]) for c in cases]
     assert positions == list(range(1, 41))
@@ -959,9 +961,11 @@ def test_a_json_call_object_is_compared_with_the_templates_render_of_a_call():
     # around the call, "parameters" for "arguments"
     c = _reference("ref-0096")
     ex, tg = _run_output(c, '<tool_call>\n{"arguments": {"arg1": 1}, "name": "special_function"}</tool_call>')
-    assert tg.mistake == Mistake.FIELD_ALIAS
-    assert any("writes the keys in the order `\"arguments\"`, `\"name\"` where the template writes `\"name\"`, "
-               "`\"arguments\"`" in e for e in tg.evidence), tg.evidence
+    # the template's keys, each named right, in another order: another prompt's call shape (ninth round), no alias
+    assert tg.mistake == Mistake.TEMPLATE_MODEL_MISMATCH
+    assert any("in the order `\"arguments\"`, `\"name\"` where the template's render of a call of "
+               "`special_function` writes `\"name\"`, `\"arguments\"`" in e and "prompt shows no call object" in e
+               for e in tg.evidence), tg.evidence
     assert tg.fixes[0].change == {"repairs": ["json-field-order"]}
     assert _calls_of_message(tg.fixes[0].message) == [("special_function", {"arg1": 1})]
     ex, tg = _run_output(c, '<tool_call>\n{"function": {"name": "special_function", "arguments": {"arg1": 1}}}'
@@ -979,9 +983,9 @@ def test_a_json_call_object_is_compared_with_the_templates_render_of_a_call():
     # Mistral Nemo (ref-0344): its template renders a call only with a nine-digit id, which the render uses
     ex, tg = _run_output(_reference("ref-0344"), '[TOOL_CALLS][{"arguments": {"arg1": 1}, "name": "special_function", '
                                                  '"id": "123456789"}]')
-    assert tg.mistake == Mistake.FIELD_ALIAS
-    assert any("in the order `\"arguments\"`, `\"name\"`, `\"id\"` where the template writes `\"name\"`, "
-               "`\"arguments\"`, `\"id\"`" in e for e in tg.evidence), tg.evidence
+    assert tg.mistake == Mistake.TEMPLATE_MODEL_MISMATCH
+    assert any("in the order `\"arguments\"`, `\"name\"`, `\"id\"` where the template's render of a call of "
+               "`special_function` writes `\"name\"`, `\"arguments\"`, `\"id\"`" in e for e in tg.evidence), tg.evidence
     # Command R7B writes `tool_name` / `parameters` after `tool_call_id`: its own order is no slip
     from core.explain.triage import _json_call_in
 
@@ -1209,3 +1213,150 @@ def test_the_nearest_output_diff_cannot_collide_with_the_text_it_shows(tmp_path)
     assert data["triage"]["nearest"]["diff"].splitlines() == want
     text = subprocess.run(cmd, input=output, capture_output=True, text=True, cwd=ROOT, timeout=120).stdout
     assert "\n".join("  " + line for line in want) in text
+
+
+# ---------------------------------------------------------------- ninth round (issue 26): rules from kept6's misses
+
+
+def _kept6(case_id: str):
+    return _set_case("kept6.jsonl", case_id)
+
+
+def test_an_analysis_holding_the_probes_placeholders_is_a_format_not_found():
+    # vLLM's Llama 3.2 pythonic template: llama.cpp's Jinja leaves `%s` in the renders, so the "format" learned is
+    # `(AA_ARG_FST_AA=%s, …)]` — it was "another family's syntax" for the template's own call
+    ex, tg = _kept6("kept6-l32-two-calls")
+    assert tg.mistake == Mistake.FORMAT_NOT_FOUND
+    assert any("holds the probe's placeholder `FFF_FIRST_FUN_F`" in e and "a gap of the analysis" in e
+               for e in tg.evidence), tg.evidence
+    assert not any("found no tool-call markers" in e for e in tg.evidence)     # it found some: artefacts
+    # FunctionGemma: the same class; the recording kept the next turn's opener after the call, which the fix cuts
+    ex, tg = _kept6("kept6-kept-gemma-docs-fg-base-one-call-stock")
+    assert tg.mistake == Mistake.FORMAT_NOT_FOUND
+    f = tg.fixes[0]
+    assert f.change["server"] == "strip-stop-token" and f.change["fidelity"] == "improved"
+    assert f.change["output"].endswith("<end_function_call>") and not f.message.get("content")
+    assert not any("<start_function_response>" in (g.message.get("content") or "") for g in tg.fixes)
+
+
+def test_a_template_llama_cpp_cannot_render_with_calls_left_as_content_is_a_format_not_found():
+    ex, tg = _kept6("kept6-jamba-parallel")
+    assert ex.entry == "no-parser" and not ex.message.get("tool_calls")
+    assert tg.mistake == Mistake.FORMAT_NOT_FOUND and not tg.no_fix
+    assert tg.evidence[0].startswith("the template does not render in llama.cpp's Jinja dialect (")
+    assert [f.change for f in tg.fixes] == [{"fidelity": "improved"}]
+
+
+@pytest.mark.parametrize("case_id,opener,closer", [
+    ("kept6-xlam-tool-call-tags", "<tool_call>", "</tool_call>"),          # around the template's bare list
+    ("kept6-phi4-empty-arguments", "functools[", "]"),                     # a list around the lone object
+    ("kept6-kept-doc-hunyuan-fast-think-two-calls", "<answer>", "</answer>"),   # around the template's section
+])
+def test_a_pair_the_template_never_writes_around_its_call_is_a_foreign_wrapper(case_id, opener, closer):
+    ex, tg = _kept6(case_id)
+    assert tg.mistake == Mistake.FOREIGN_WRAPPER
+    assert any(f"writes `{opener}` … `{closer}` around the template's own" in e for e in tg.evidence), tg.evidence
+    if tg.nearest is not None:          # by construction: the wrapper's two halves deleted
+        assert [(e.kind, e.old) for e in tg.nearest.edits] == [("delete", opener), ("delete", closer)]
+    # a fix that still leaves the wrapper's opener in the message is not offered (Hunyuan's "strip `</answer>` as a
+    # stop token" re-parsed, but left `<answer>`)
+    assert not any(opener in (f.message.get("content") or "") for f in tg.fixes)
+
+
+def test_a_tag_pair_around_the_whole_output_is_a_wrapper_once_unwrapped_it_parses():
+    c = _reference("ref-0096")      # Hermes 2 Pro
+    ex, tg = _run_output(c, "<wrapped>" + c["input"] + "</wrapped>")
+    assert tg.mistake == Mistake.FOREIGN_WRAPPER
+    assert [(e.kind, e.old) for e in tg.nearest.edits] == [("delete", "<wrapped>"), ("delete", "</wrapped>")]
+    ex, tg = _run_output(c, "<wrapped>" + c["input"])           # no closer: no pair
+    assert tg.mistake != Mistake.FOREIGN_WRAPPER
+
+
+def test_a_tag_pair_inside_the_call_is_a_wrapper_not_a_stray_marker():
+    ex, tg = _kept6("kept6-fresh-ollama-minicpm5-arguments-wrapper")
+    assert tg.mistake == Mistake.FOREIGN_WRAPPER
+    assert any("`<arguments>` … `</arguments>` inside the call" in e for e in tg.evidence), tg.evidence
+    assert tg.fixes[0].change == {"repairs": ["xml-arguments-wrapper"]}
+
+
+@pytest.mark.parametrize("case_id", ["kept6-l33-json-call", "kept6-fresh-sgl-llama32-intro-python-tag"])
+def test_a_control_token_left_before_a_read_call_is_named_not_called_clean(case_id):
+    # Llama 3.1 / 3.2 render a custom call bare; `<|python_tag|>` before it stays as content of a parse with the call
+    ex, tg = _kept6(case_id)
+    assert ex.message.get("tool_calls") and "<|python_tag|>" in ex.message["content"]
+    assert tg.mistake == Mistake.FOREIGN_WRAPPER
+    assert any("writes `<|python_tag|>` before the call" in e for e in tg.evidence), tg.evidence
+    assert tg.fixes[0].change == {"repairs": ["python-code-markers"]}
+
+
+def test_the_formats_end_token_then_more_text_is_trailing_text_not_a_gap_or_a_wrapper():
+    ex, tg = _kept6("kept6-gptoss-call-then-final")
+    assert tg.mistake == Mistake.TRAILING_TEXT
+    assert any("writes `<|call|>`, the token the template's render of a call writes to end the call turn" in e
+               for e in tg.evidence), tg.evidence
+    # the nearest output: what follows the complete call deleted, one edit
+    assert [(e.kind, e.old[:8]) for e in tg.nearest.edits] == [("delete", "<|call|>")]
+
+
+def test_the_templates_keys_in_another_order_say_whether_the_prompt_shows_that_order():
+    from core.explain.triage import _prompt_key_order
+
+    c = _reference("ref-0096")
+    req = ChatRequest.from_dict(c)
+    shows = _Setup(_template("hfjs-NousResearch-Hermes-2-Pro-Llama-3-8B-JSON-Schema.jinja"), req, "llama.cpp", {})
+    assert _prompt_key_order(shows, ["arguments", "name"]).startswith('{"arguments": <args-dict>, "name"')
+    assert _prompt_key_order(_Setup(_template(c["template"]), req, "llama.cpp", {}), ["arguments", "name"]) == ""
+    ex, tg = _kept6("kept6-kept-vllm-5649-hermes2pro-call")
+    assert tg.mistake == Mistake.TEMPLATE_MODEL_MISMATCH and tg.fixes[0].change == {"repairs": ["json-field-order"]}
+
+
+def test_raw_line_breaks_in_a_string_of_the_templates_own_call_are_a_type_mismatch():
+    ex, tg = _kept6("kept6-lfm2-multiline-string")
+    assert tg.mistake == Mistake.TYPE_MISMATCH
+    assert any("holds 3 raw line break(s)" in e for e in tg.evidence), tg.evidence
+    assert [(e.kind, e.old, e.new) for e in tg.nearest.edits] == [("replace", "\n", "\\n")] * 3
+    assert tg.fixes[0].change == {"repairs": ["pythonic-values"]}
+
+
+def test_a_reasoning_block_the_analysis_did_not_find_gets_a_marker_override():
+    ex, tg = _kept6("kept6-kept-doc-m1-two-searches")
+    assert tg.mistake == Mistake.FORMAT_NOT_FOUND
+    assert any("reasoning block `<think>` … `</think>`" in e and "found no reasoning markers" in e
+               for e in tg.evidence), tg.evidence
+    f = tg.fixes[0]
+    assert f.kind.value == "override" and f.change["overrides"]["reasoning.start"] == "<think>\n"
+    assert len(f.message["tool_calls"]) == 2 and f.message["reasoning_content"]
+    # improved fidelity alone left the `<think>` block in the content: not offered
+    assert not any("<think>" in (g.message.get("content") or "") for g in tg.fixes)
+
+
+def test_a_reasoning_opener_written_again_in_unfinished_reasoning_is_named_and_repaired():
+    ex, tg = _kept6("kept6-r1-think-no-end")
+    assert tg.mistake == Mistake.REOPENED_REASONING
+    assert tg.fixes[0].change == {"repairs": ["reasoning-start-repeated"]}
+    assert tg.fixes[0].message["reasoning_content"] == "This is a reasoning section"
+
+
+@pytest.mark.parametrize("case_id,edit", [
+    ("kept6-llama3-two-deep", ("delete", '; {"name": "complexTool"')),      # a whole second call
+    ("kept6-kept3-deadreckoning-30-llama32-semicolon-calls", ("delete", '{"name": "slugify"')),  # the invented one
+    ("kept6-glm-content-then-call", ("delete", "\n")),                      # the line break before `</tool_call>`
+    ("kept6-cmd3-two-calls", ("delete", "first I think about foo")),        # text inside a glued marker sequence
+])
+def test_the_nearest_output_deletes_a_whole_call_or_what_the_parser_could_not_place(case_id, edit):
+    ex, tg = _kept6(case_id)
+    assert [(e.kind, e.old[:len(edit[1])]) for e in tg.nearest.edits] == [edit]
+
+
+def test_one_string_escape_walker_serves_the_json_scans():
+    from core.explain.triage import _Walk, _open_json_at_end, _walk
+
+    state = _Walk()
+    events = list(_walk('{"a": "x\\"}", \'b\': [1]', 0, 24, state, quotes="\"'"))
+    assert [k for _i, k in events] == ["open", "string", "other", "string", "other", "string", "other", "open",
+                                       "other", "close"]
+    assert state.depth == 1 and not state.in_str
+    assert [i for i, k in _walk("'a\nb' \"c\nd\"", 0, 11, _Walk(), quotes="'\"", inside=True) if k == "in"] == \
+        [1, 2, 3, 7, 8, 9]
+    assert _open_json_at_end('f {"a": [1, {"b": "x}"', ["f"]) == 3
+    assert _open_json_at_end('f {"a": "x', ["f"]) == 0           # ends inside a string: not a cut after a value

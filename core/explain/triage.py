@@ -306,6 +306,21 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             out.append(Edit("delete", at, tok.group(0), ""))
         elif word and s[at:at + 1] in _WS:
             out.append(Edit("delete", at, word.group(0), ""))
+        ws = re.compile(r"[ \t\r\n]{1,40}$").search(s, max(0, at - 40), at)
+        if ws and lits:     # whitespace written just before what the parser wanted there (`…</arg_value>\n</tool_call>`)
+            out.append(Edit("delete", ws.start(), ws.group(0), ""))
+        out.extend(_gap_in_literal(s, at, lits))
+        invented = _invented_call(s, at, p, ctx)
+        if invented:
+            out.append(invented)
+        if p.message.tool_calls:
+            rest = s[at:]
+            lead = rest.lstrip(_WS)
+            if lead and (_TOKEN.match(lead) or _JSON_CALL_START.match(lead)
+                         or re.match(r"[;,]\s{0,8}\{\s{0,40}\"name\"", lead)
+                         or any(o.strip(_WS) and lead.startswith(o.strip(_WS)) for o in ctx["openers"])):
+                # after the complete calls: another call, or an end token and what followed it — one deletion
+                out.append(Edit("delete", at, rest, ""))
         fence = re.compile(r"\s{0,8}```").match(s, at)
         if fence:       # a Markdown fence the format has no place for (its opener is deleted below)
             out.append(Edit("delete", at, fence.group(0), ""))
@@ -367,6 +382,46 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             seen.add(k)
             uniq.append(e)
     return uniq[:8]
+
+
+def _gap_in_literal(s: str, at: int, lits: list[str]) -> list[Edit]:
+    """Where the parser wants a literal of several tokens (``<|START_THINKING|><|END_THINKING|><|START_ACTION|>``)
+    and the output writes its first token(s) there and the rest further on: deleting the text between (what the
+    model wrote inside a marker sequence the format writes glued) — one edit per literal, looked for within 4 KiB."""
+    out: list[Edit] = []
+    for lit in lits[:4]:
+        toks = list(_TOKEN.finditer(lit))
+        if len(toks) < 2:
+            continue
+        for t in toks[:-1][::-1]:
+            head, rest = lit[:t.end()], lit[t.end():]
+            if s.startswith(head, at) and rest.strip(_WS):
+                j = s.find(rest, at + len(head), at + len(head) + 4096)
+                if j > at + len(head):
+                    out.append(Edit("delete", at + len(head), s[at + len(head):j], ""))
+                break
+    return out
+
+
+def _invented_call(s: str, at: int, p: _Parsed, ctx: dict[str, Any]) -> Edit | None:
+    """Where the parser wants a declared tool's name and the output names another, and a further call follows: the
+    whole invented call deleted, up to where the next call starts (one edit)."""
+    names = [n for n in ctx["names"] if n]
+    lits = [x.strip(_WS) for x in _literals(p.expected)]
+    word = re.compile(r"[A-Za-z_][\w.\-]{0,63}").match(s, at)
+    if not word or word.group(0) in names or not lits or not set(lits) <= set(names):
+        return None
+    opens = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS)]
+    starts = [m.start() for m in _JSON_CALL_START.finditer(s, max(0, at - 200), at)]
+    starts += [i for i in (s.rfind(o, max(0, at - 200), at) for o in opens) if i >= 0]
+    if not starts:
+        return None
+    a = max(starts)
+    nxt = [m.start() for m in itertools.islice(_JSON_CALL_START.finditer(s, at), 1)]
+    nxt += [i for i in (s.find(o, at) for o in opens) if i >= 0]
+    if not nxt:
+        return None
+    return Edit("delete", a, s[a:min(nxt)], "")
 
 
 def _plain_quoted(s: str, at: int, lits: list[str]) -> Edit | None:
@@ -572,8 +627,12 @@ def sentence_of(edits: list[Edit], output: str) -> str:
                 parts.append(f"the model omitted {_q(e.new.strip(_WS) or e.new)}"
                              + (f" before {_q(after)}" if after.strip(_WS) else ""))
         elif e.kind == "delete":
-            parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, which the template's format has no "
-                         "place for")
+            body = e.old.strip(_WS + ";,")
+            tok = _TOKEN.match(body)
+            whole = (_JSON_CALL_START.match(body) and body.endswith("}")) or (tok and len(body) > tok.end() + 10)
+            parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, "
+                         + ("a whole call or turn more than the format, as requested, reads there" if whole else
+                            "which the template's format has no place for"))
         else:
             parts.append(f"the model wrote {_q(e.old)} where the template writes {_q(e.new)}")
     return "; then ".join(parts)
@@ -688,6 +747,98 @@ def _schema_problems(req: Any, message: dict[str, Any]) -> list[tuple[Mistake, s
     return out
 
 
+def _unfound_format(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], ev: list[str], placeholder: str
+                    ) -> tuple[Mistake, list[str]]:
+    """The mistake when the analysis found no tool-call format (or, ``placeholder`` saying so, one that is an
+    artefact of its probes): the empty comparisons listed; no mistake for an output with nothing call-like; another
+    family's format when improved fidelity reads no call either; else the format not found."""
+    ev = ev + [e for f in ex.findings if f.cause == Cause.NO_TOOL_FORMAT for e in f.evidence]
+    empty = _empty_comparisons(bundle)
+    if empty:
+        ev.append(("the analysis found no tool-call markers; " if not placeholder else "")
+                  + "comparisons that came back empty: " + "; ".join(empty))
+    if placeholder:
+        ev.append(placeholder)
+    out = ex.output
+    if not ex.message.get("tool_calls") and not _call_like(out, ctx["names"]):
+        ev.append("the output holds no call-like text (no JSON call object, no declared tool's name written as "
+                  "a call, no marker): it is a plain answer, which is what the parser returned — the gap of the "
+                  "analysis does not change this output's message")
+        return Mistake.NONE, ev
+    foreign = _foreign_to_unfound_format(setup, out, ctx)
+    if foreign:
+        return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [foreign]
+    return Mistake.FORMAT_NOT_FOUND, ev
+
+
+def _unfound_reasoning(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[str, Any], r_start: str,
+                       r_ends: list[str]) -> tuple[dict[str, Any], list[str], str] | None:
+    """A reasoning block the analysis did not find: it found no reasoning markers, the output opens with a tag pair
+    ``<x>`` … ``</x>`` that is none of the format's markers and the parse leaves in the content, holding prose (no
+    markup, no brackets, no declared tool's name) and followed by more of the output, and with that pair
+    as the reasoning markers (an analysis override, whitespace as the output writes it) the output parses clean
+    with its reasoning split off and at least the calls read now — at this fidelity, else at improved.
+    ``(change, [opener, closer], evidence)`` or None; at most two parses."""
+    budget = ctx.get("budget")
+    if r_start or any(r_ends) or budget is None or len(out) > _STRIPPED_CHARS:
+        return None
+    m = re.match(r"\s*<([A-Za-z_][\w\-]{0,30})>(\s*)", out)
+    if not m:
+        return None
+    opener, closer = f"<{m.group(1)}>", f"</{m.group(1)}>"
+    own = ctx["all_markers"] | set(ctx["markers"]) | set(ctx["closers"])
+    c = re.compile(r"(\s*)" + re.escape(closer) + r"(\s*)").search(out, m.end())
+    if opener in own or closer in own or c is None or opener not in (msg.get("content") or ""):
+        return None
+    inner = out[m.end():c.start()]
+    if not inner.strip(_WS) or not out[c.end():].strip(_WS) or _TOKEN.search(inner) or "{" in inner \
+            or any(n and n in inner for n in ctx["names"]):
+        return None     # a block of prose followed by the answer or the calls; a call inside is no reasoning
+    overrides = {"reasoning.mode": "TAG_BASED", "reasoning.start": opener + m.group(2),
+                 "reasoning.end": c.group(1) + closer + c.group(2)}
+    for fid in dict.fromkeys((setup.fidelity, "improved")):
+        if not budget.take(len(out)):
+            return None
+        try:
+            p = _parse(replace(setup, fidelity=fid, overrides={**setup.overrides, **overrides}), out)
+        except Exception:  # noqa: BLE001 - an override that does not build gives no evidence
+            continue
+        content = p.message.content or ""
+        if p.clean and (p.message.reasoning_content or "").strip(_WS) and opener not in content \
+                and closer not in content and len(p.message.tool_calls) >= len(msg.get("tool_calls") or []):
+            change: dict[str, Any] = {"overrides": overrides}
+            if fid != setup.fidelity:
+                change["fidelity"] = fid
+            return change, [opener, closer], (
+                f"the output opens with a reasoning block {_q(opener)} … {_q(closer)}, which the parse leaves in the "
+                "content: our analysis found no reasoning markers for this template — a gap of the analysis, not a "
+                "statement about the template; with that pair as the reasoning markers (an override"
+                + (", at improved fidelity" if fid != setup.fidelity else "") + ") the output parses clean")
+    return None
+
+
+def _probe_placeholder(bundle: Any) -> tuple[str, str, str] | None:
+    """``(field, placeholder, value)`` when a string field of the analysis's tool format holds one of the probe's
+    own function or argument names (``name_suffix`` = ``(AA_ARG_FST_AA=%s, …)]``): the analysis took text of its
+    probe renders for markers, so the format it learned is none the template writes; None otherwise."""
+    from ..analysis import probes as P
+
+    a = getattr(getattr(bundle, "report", None), "analysis", None)
+    if a is None or getattr(bundle, "format", "") != "peg-native":
+        return None
+    needles = (P.FUN_FIRST, P.FUN_SECOND, P.ARG_FIRST, P.ARG_SECOND)
+    stack: list[tuple[str, Any]] = [("tools", a.to_json().get("tools", {}))]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend((f"{path}.{k}", x) for k, x in v.items())
+        elif isinstance(v, str):
+            hit = next((n for n in needles if n in v), "")
+            if hit:
+                return path, hit, v
+    return None
+
+
 def _empty_comparisons(bundle: Any) -> list[str]:
     comps = getattr(getattr(bundle, "report", None), "comparisons", None) or []
     return [f"{c.id}: {c.title}" for c in comps if not (getattr(c, "found", None) or {})][:6]
@@ -773,6 +924,16 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                   "it, is missing at the very end: the string a stop sequence matches — a server removes a matched "
                   "stop string from the output (or max_tokens ran out exactly there)")
         return Mistake.STOP_STRING_STRIPPED, ev
+    if ex.truncated is not None and tuple(ex.truncated.path)[-1:] == ("reasoning",) and r_start \
+            and gp.endswith(r_start.strip(_WS)) and out.lstrip(_WS).startswith(r_start.strip(_WS)) \
+            and r_start.strip(_WS) in reasoning and not msg.get("tool_calls"):
+        # unfinished reasoning loses nothing (the message is the reasoning so far); the opener written again and
+        # kept in the reasoning is what makes the message differ
+        ctx["unfinished_reasoning"] = True
+        ev.append(f"the generation prompt already opens the reasoning with {_q(r_start.strip(_WS))} and the output "
+                  "opens it again; the parse keeps the second opener in the reasoning (the output also ends inside "
+                  "the reasoning, which loses no text)")
+        return Mistake.REOPENED_REASONING, ev
     if Cause.TRUNCATED in causes or (ex.truncated is not None and not edits):
         where = " > ".join(ex.truncated.path) if ex.truncated else "the format"
         if not near or all(e.kind == "insert" and e.pos >= len(out) for e in edits):
@@ -797,19 +958,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ev += [e for f in ex.findings if f.cause == Cause.TOOLS_NOT_REQUESTED for e in f.evidence]
         return Mistake.TOOLS_NOT_SENT, ev
     if Cause.NO_TOOL_FORMAT in causes:
-        ev += [e for f in ex.findings if f.cause == Cause.NO_TOOL_FORMAT for e in f.evidence]
-        empty = _empty_comparisons(bundle)
-        if empty:
-            ev.append("the analysis found no tool-call markers; comparisons that came back empty: " + "; ".join(empty))
-        if not msg.get("tool_calls") and not _call_like(out, ctx["names"]):
-            ev.append("the output holds no call-like text (no JSON call object, no declared tool's name written as "
-                      "a call, no marker): it is a plain answer, which is what the parser returned — the gap of the "
-                      "analysis does not change this output's message")
-            return Mistake.NONE, ev
-        foreign = _foreign_to_unfound_format(setup, out, ctx)
-        if foreign:
-            return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [foreign]
-        return Mistake.FORMAT_NOT_FOUND, ev
+        return _unfound_format(ex, setup, bundle, ctx, ev, "")
+    raw = _raw_line_breaks(setup, out, msg, ctx)
+    if raw:
+        ctx["near"] = raw[0]
+        return Mistake.TYPE_MISMATCH, ev + [raw[1]]
     rep = _repeated_call(out, ctx["names"])
     if rep:
         ctx["repeat"] = rep
@@ -818,12 +971,37 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"after the first call the output repeats {_q(seg)} {copies} more time(s) up to its end: "
             "the model did not stop after the call — the server did not stop generation at the call's end (the "
             "format's end-of-call / end-of-turn token as a stop), so it kept writing copies until max_tokens"]
+    placeholder = _probe_placeholder(bundle)
+    if placeholder:
+        # the analysis kept the probe's own names in a marker: what it learned is an artefact of its renders
+        # (llama.cpp's Jinja leaving `%s` unformatted, a probe value copied into a marker) — no format was found
+        return _unfound_format(ex, setup, bundle, ctx, ev, (
+            f"the analysis's tool format holds the probe's placeholder {_q(placeholder[1])} in "
+            f"{_q(placeholder[0])} ({_q(placeholder[2], 60)}): what it learned is an artefact of its probe "
+            "renders, not the template's format — a gap of the analysis, not a statement about the template"))
+    unfound = _unfound_reasoning(setup, out, msg, ctx, r_start, r_ends)
+    if unfound:
+        ctx["reasoning_override"], ctx["fault_markup"] = unfound[0], unfound[1]
+        empty = [c for c in _empty_comparisons(bundle) if c.startswith("R")]
+        return Mistake.FORMAT_NOT_FOUND, ev + [unfound[2] + ("; comparisons that came back empty: " + "; ".join(empty)
+                                                             if empty else "")]
     header = _call_header_in_reasoning(out, r_start, ctx["names"])
     if header:
         return Mistake.CALL_OUTSIDE_SECTION, ev + [
             f"the call's header {_q(header)} is written after {_q(_reasoning_head(r_start))}, the header that opens "
             f"the reasoning ({_q(r_start)}): the model put the call on the reasoning's channel, where the template's "
             "format has no calls"]
+    ctx["near_content"] = (near[1].message.content or "") if near else None
+    wrapped = _wrapper_layers(setup, out, ctx)
+    if wrapped:
+        ctx["fault_markup"] = wrapped[0]
+        return Mistake.FOREIGN_WRAPPER, ev + [wrapped[1]]
+    before = _token_before_call(setup, out, msg, near)
+    if before:
+        return Mistake.FOREIGN_WRAPPER, ev + [before]
+    ended = _end_token_then_more(setup, ex, ctx)
+    if ended:
+        return Mistake.TRAILING_TEXT, ev + [ended]
     tail = _trailing_token(out, near, setup) if near else ""
     if tail:        # what the nearest output deletes names it before a reading of the stop point ("a second call")
         ctx["trailing_token"] = True
@@ -945,6 +1123,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.OMITTED_MARKER, ev + [
                 f"the model wrote a string value in plain quotes ({_q(edits[0].old)}) where the template writes it "
                 f"between {_q(delim)} tokens: the call is the template's but for that delimiter"]
+        pair = _deleted_tag_pair(edits, setup, msg, near)
+        if pair:
+            ctx["fault_markup"] = [pair[0]]
+            return Mistake.FOREIGN_WRAPPER, ev + [pair[1]]
         if any(e.kind == "delete" and e.old.startswith("```") for e in edits) and "```" not in _src(setup):
             return Mistake.FOREIGN_WRAPPER, ev + ["the call is inside a Markdown code fence"]
         pieces = [_inserted_piece(e) for e in edits if not _whitespace_only(e)]
@@ -1153,6 +1335,8 @@ class _CallShape:
     name_key: str
     args_key: str
     end: int = -1       # where the JSON value holding it ends in the text looked at
+    start: int = -1     # where that JSON value starts
+    root: str = ""      # "list" or "dict": the JSON value's own type
 
 
 def _find_call(value: Any, names: set[str], path: tuple[str, ...] = (), depth: int = 0) -> _CallShape | None:
@@ -1188,7 +1372,7 @@ def _json_call_in(text: str, names: set[str]) -> _CallShape | None:
             continue
         found = _find_call(value, names) if isinstance(value, (dict, list)) else None
         if found:
-            return replace(found, end=end)
+            return replace(found, end=end, start=m.start(), root="list" if isinstance(value, list) else "dict")
         if isinstance(value, (dict, list)):
             return None          # the first JSON value holds no call: the text is not a JSON call
     return None
@@ -1242,8 +1426,18 @@ def _json_shape_slip(setup: _Setup, out: str, ctx: dict[str, Any], read: bool = 
     order = [rename.get(k, k) for k in mine.keys if rename.get(k, k) in theirs.keys]
     want = [k for k in theirs.keys if k in order]
     if not slips and order != want:
-        slips.append(f"writes the keys in the order {', '.join(q(chr(34) + k + chr(34)) for k in order)} where the "
-                     f"template writes {', '.join(q(chr(34) + k + chr(34)) for k in want)}")
+        # the template's own keys, every one named right, in another order: no slip of a token — the call object of
+        # another prompt or format the model was trained with (decided by the template's render, which writes the
+        # keys in its order in the call and, when it shows one, in the system prompt's example)
+        shown = _prompt_key_order(setup, order)
+        return Mistake.TEMPLATE_MODEL_MISMATCH, (
+            f"the model's JSON call object writes the template's keys, each named as the template names it, in the "
+            f"order {', '.join(q(chr(34) + k + chr(34)) for k in order)} where the template's render of a call of "
+            f"{q(name)} writes {', '.join(q(chr(34) + k + chr(34)) for k in want)}: a key order is learned, not "
+            "slipped — the model writes the call shape of another prompt or format it was trained with"
+            + (f"; the template's own system prompt shows that order ({q(shown, 60)}) while its render of a call "
+               "writes the other: the template contradicts itself" if shown else
+               " (the template's prompt shows no call object in that order)"))
     extra_keys = [k for k in mine.keys if rename.get(k, k) not in theirs.keys]
     if not slips and extra_keys and set(want) == set(theirs.keys):
         slips.append(f"writes {', '.join(q(chr(34) + k + chr(34)) for k in extra_keys[:3])} beside the members the "
@@ -1254,6 +1448,194 @@ def _json_shape_slip(setup: _Setup, out: str, ctx: dict[str, Any], read: bool = 
     return Mistake.FIELD_ALIAS, ("the model's JSON call object " + "; ".join(slips) + ": a field slip of the "
                                  "template's own call shape (compared with the template's render of a call of "
                                  f"{q(name)})")
+
+
+_LAYER_OPEN = re.compile(r"<([A-Za-z_][\w:\-]{0,40})(?:\s[^<>\n]{0,200})?>$")
+_GLUED_IDENT = re.compile(r"[A-Za-z_][\w.]{0,40}$")
+
+
+def _layers(text: str, start: int, end: int, root: str, bare: bool) -> list[tuple[str, str, int, int]]:
+    """The pairs written around ``text[start:end]`` (a JSON value), innermost first, each as ``(opener, closer,
+    where the opener starts, where the closer starts)``: a tag pair ``<x …>`` … ``</x>`` (whitespace between
+    allowed), repeated outward; when ``bare`` (the template writes the call as a lone object) a list holding the
+    call is a layer too, named with an identifier glued before its ``[`` (``functools[`` … ``]``). At most 4."""
+    out: list[tuple[str, str, int, int]] = []
+    a, b = start, end
+    if bare and root == "list":
+        glued = _GLUED_IDENT.search(text, max(0, a - 41), a)
+        name = glued.group(0) if glued else ""
+        out.append((name + "[", "]", a - len(name), b - 1))
+        a -= len(name)
+    for _ in range(4):
+        head = text[max(0, a - 240):a].rstrip(_WS)
+        m = _LAYER_OPEN.search(head)
+        tail = text[b:b + 80].lstrip(_WS)
+        close = f"</{m.group(1)}>" if m else ""
+        if not m or not tail.startswith(close):
+            break
+        a = max(0, a - 240) + m.start()
+        b = b + (len(text[b:b + 80]) - len(tail))
+        out.append((m.group(0), close, a, b))
+        b += len(close)
+    return out
+
+
+def _wrapper_layers(setup: _Setup, out: str, ctx: dict[str, Any]) -> tuple[list[str], str] | None:
+    """A wrapper the template never renders around its own call: the pairs written around the output's JSON call
+    value (:func:`_layers`) set against those around the JSON call in the template's render of a call of the same
+    tool. The output keeps every layer of the template's and adds one (``<answer>`` around ``<tool_calls>[…]``,
+    ``<tool_call>`` around a bare list, ``functools[…]`` around a lone object). ``([its opener, its closer],
+    evidence)`` or None; one render, outputs up to 256 KiB."""
+    names = [n for n in ctx["names"] if n]
+    if not names or len(out) > _SHAPE_CHARS:
+        return None
+    outer = _outer_tag_pair(setup, out, ctx)
+    if outer:
+        return outer
+    mine = _json_call_in(out, set(names))
+    if mine is None or (not mine.args_key and not mine.path):
+        return None
+    tool = next((t.get("function") or {} for t in setup.request.tools or [] if isinstance(t, dict)
+                 and (t.get("function") or {}).get("name") in names), {})
+    name = tool.get("name") or names[0]
+    theirs = None
+    for args in ({p: "V0" for p in list(properties_of(tool.get("parameters")))[:1]}, {}):
+        render = _rendered_call(setup, name, args)
+        theirs = _json_call_in(render, {name}) if render else None
+        if theirs is not None:
+            break       # (a template that writes argument values as Python renders no JSON with one)
+    if theirs is None:
+        return None
+    bare = theirs.root == "dict"
+    own = [x[:2] for x in _layers(render, theirs.start, theirs.end, theirs.root, bare)]
+    got = _layers(out, mine.start, mine.end, mine.root, bare)
+    if any(o not in [g[:2] for g in got] for o in own):
+        return None         # a layer of the template's missing or renamed: not a wrapper around its shape
+    extra = [g for g in got if g[:2] not in own and g[0] not in render]
+    if not extra:
+        return None
+    budget = ctx.get("budget")
+    o, c, oa, ca = extra[-1]
+    edits = [Edit("delete", oa, o, ""), Edit("delete", ca - len(o), c, "")]
+    unwrapped = edits[1].apply(edits[0].apply(out))
+    left = ctx.get("near_content")
+    if budget is not None and (left is None or o in left) and budget.take(len(unwrapped)):
+        try:
+            p = _parse(setup, unwrapped)
+            if _accepts(p, ctx["markers"]):
+                # the nearest output by construction: the wrapper's two halves deleted (in place of a search's
+                # that left the wrapper's opener in the content)
+                ctx["near"], ctx["near_replaces"] = (edits, p), left is not None
+        except Exception:  # noqa: BLE001 - no parser, no nearest output
+            pass
+    shown = f"{_q(o)} … {_q(c)}"
+    inside = "the template's own call" + (" section " + _q(own[-1][0]) if own else
+                                          " list" if theirs.root == "list" else " object")
+    return [o, c], (
+        f"the model writes {shown} around {inside}, a pair the template's render of a call of {_q(name)} never "
+        "writes: a wrapper around the template's own call shape")
+
+
+def _outer_tag_pair(setup: _Setup, out: str, ctx: dict[str, Any]) -> tuple[list[str], str] | None:
+    """The whole output (or its part after a leading block) closed by a tag ``</x>`` at its very end whose opener
+    ``<x…>`` the output writes before the calls, ``x`` a tag the template's source never writes, and with both
+    halves deleted the output parses clean with calls (the nearest output, by construction): a wrapper around
+    the template's own output. ``([opener, closer], evidence)`` or None; one parse."""
+    budget = ctx.get("budget")
+    tail = out.rstrip(_WS)
+    m = re.search(r"</([A-Za-z_][\w:\-]{0,40})>$", tail)
+    if not m or budget is None or len(out) > _STRIPPED_CHARS:
+        return None
+    name = m.group(1)
+    o = re.compile(r"<" + re.escape(name) + r"(?:\s[^<>\n]{0,200})?>").search(out, 0, m.start())
+    if not o or f"<{name}" in _src(setup) or out.find(f"</{name}>", o.end(), m.start()) >= 0:
+        return None
+    if not any(n and n in out[o.end():m.start()] for n in ctx["names"]):
+        return None
+    edits = [Edit("delete", o.start(), o.group(0), ""), Edit("delete", m.start() - len(o.group(0)), m.group(0), "")]
+    unwrapped = edits[1].apply(edits[0].apply(out))
+    if not budget.take(len(unwrapped)):
+        return None
+    try:
+        p = _parse(setup, unwrapped)
+    except Exception:  # noqa: BLE001 - no parser, no evidence
+        return None
+    if not _accepts(p, ctx["markers"]):
+        return None
+    left = ctx.get("near_content")
+    if left is None or o.group(0) in left:
+        ctx["near"], ctx["near_replaces"] = (edits, p), left is not None
+    return [o.group(0), m.group(0)], (
+        f"the model writes {_q(o.group(0))} … {_q(m.group(0))} around the template's own output, a tag pair the "
+        "template never writes: with both deleted the output parses into the calls — a wrapper, not another format")
+
+
+def _token_before_call(setup: _Setup, out: str, msg: dict[str, Any], near: tuple[list[Edit], _Parsed] | None
+                       ) -> str:
+    """Evidence when the parse read the calls and left a control token before them in the content, and the nearest
+    output only deletes such tokens (``<|python_tag|>{"name": …}`` where the template writes the call bare): a
+    marker the template's render of a call never writes before it, left in the content — the parse is not clean.
+    ``""`` otherwise."""
+    if not near or not msg.get("tool_calls"):
+        return ""
+    edits, parsed = near
+    if not edits or any(e.kind != "delete" or not _SPECIAL_SHAPE.fullmatch(e.old.strip(_WS)) for e in edits) \
+            or len(parsed.message.tool_calls) != len(msg["tool_calls"]):
+        return ""
+    shifted = _shift(edits)
+    if any(not out[e.pos + len(e.old):].strip(_WS) for e in shifted):
+        return ""           # a token at the very end is a kept stop token (trailing text), not a marker before
+    name = msg["tool_calls"][0].get("function", {}).get("name") or ""
+    render = _rendered_call(setup, name, {}) if name else ""
+    toks = list(dict.fromkeys(e.old.strip(_WS) for e in shifted))
+    if not render or any(t in render for t in toks):
+        return ""
+    return (f"the model writes {', '.join(_q(t) for t in toks)} before the call, which the template's render of a call "
+            f"of {_q(name)} never writes (it writes the call without it): a marker around the template's own call "
+            "shape, left in the content — the parse read the call but is not clean")
+
+
+def _end_token_then_more(setup: _Setup, ex: Any, ctx: dict[str, Any]) -> str:
+    """Evidence when the parse read the calls and stopped at a control token that the template's render of a call
+    turn ends with (``<|call|>``, ``<|eom_id|>``: the end of the call turn, where a server stops generation) and that
+    is no call opener or closer of the analysis, and more text after it: the model ended the call and went on writing. ``""``
+    otherwise."""
+    msg = ex.message
+    if ex.stop is None or not msg.get("tool_calls"):
+        return ""
+    tok = _SPECIAL_SHAPE.match(ex.text, ex.stop.pos)
+    if not tok or tok.group(0) in set(ctx["markers"]) | set(ctx["closers"]):
+        return ""
+    name = msg["tool_calls"][-1].get("function", {}).get("name") or ""
+    render = _rendered_call(setup, name, {"a": "V0"}) if name else ""
+    at = render.find("V0")
+    end = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r"|\s)+$", render[at:]) if at >= 0 else None
+    if end is None or tok.group(0) not in end.group(0):
+        return ""       # not among the tokens the render of the call turn ends with
+    rest = ex.text[tok.end():].strip(_WS)
+    if not rest:
+        return ""       # the token alone at the end: a kept stop token (the nearest output's deletion names it)
+    return (f"after the complete call the model writes {_q(tok.group(0))}, the token the template's render of a call "
+            "writes to end the call turn (a server stops generation there and strips it), and goes on: "
+            f"{_q(rest, 30)} is text after the turn the format ends")
+
+
+def _prompt_key_order(setup: _Setup, order: list[str]) -> str:
+    """The text of the template's rendered prompt (a user turn and the generation prompt, with the request's
+    tools) where a JSON object names the keys ``order`` in that order (``{"arguments": <args-dict>, "name": …``),
+    or ``""``."""
+    from ..jinja.template import apply_template
+
+    if len(order) < 2:
+        return ""
+    try:
+        prompt = apply_template(setup.template, [{"role": "user", "content": "hi"}], list(setup.request.tools or []),
+                                add_generation_prompt=True)
+    except Exception:  # noqa: BLE001 - a template that does not render the prompt shows nothing
+        return ""
+    pat = re.compile(r"\{\s{0,8}" + r"[^{}\n]{0,120}?".join(re.escape(f'"{k}"') + r"\s{0,8}:" for k in order[:2]))
+    m = pat.search(prompt[:_SHAPE_CHARS])
+    return m.group(0) if m else ""
 
 
 def _trailing_token(out: str, near: tuple[list[Edit], _Parsed], setup: _Setup) -> str:
@@ -1313,6 +1695,27 @@ def _inserted_piece(e: Edit) -> str:
         i += 1
     piece = e.new[i:i + len(e.new) - len(e.old)]
     return piece if i > 0 and e.new == e.old[:i] + piece + e.old[i:] and piece.strip(_WS) else ""
+
+
+def _deleted_tag_pair(edits: list[Edit], setup: _Setup, msg: dict[str, Any], near: tuple[list[Edit], _Parsed]
+                      ) -> tuple[str, str] | None:
+    """The nearest output only deletes a tag pair (``<arguments>`` … ``</arguments>``) that the template's render of
+    a call never writes: a wrapper inside the call around the template's own markup. ``(opener, evidence)`` or
+    None."""
+    if len(edits) != 2 or any(e.kind != "delete" for e in edits):
+        return None
+    a, b = sorted(_shift(edits), key=lambda e: e.pos)
+    m = re.fullmatch(r"<([A-Za-z_][\w:\-]{0,40})(?:\s[^<>]{0,200})?>", a.old.strip(_WS))
+    if not m or b.old.strip(_WS) != f"</{m.group(1)}>":
+        return None
+    calls = near[1].message.tool_calls
+    name = getattr(calls[0], "name", "") if calls else ""
+    render = _rendered_call(setup, name, {}) if name else ""
+    if not render or f"<{m.group(1)}" in render:
+        return None
+    return a.old.strip(_WS), (f"the model writes {_q(a.old.strip(_WS))} … {_q(b.old.strip(_WS))} inside the call, a "
+                              f"tag pair the template's render of a call of {_q(name)} never writes: a wrapper "
+                              "around the template's own markup (with both deleted the call is the template's)")
 
 
 def _whitespace_only(e: Edit) -> bool:
@@ -1912,6 +2315,86 @@ def _is_closer(text: str) -> bool:
     return bool(t) and (t.startswith("</") or set(t) <= set("}]"))
 
 
+@dataclass
+class _Walk:
+    """The state of one :func:`_walk` pass: bracket depth and whether it ended inside a string."""
+
+    depth: int = 0
+    in_str: bool = False
+
+
+def _walk(text: str, start: int, end: int, state: _Walk, quotes: str = '"', inside: bool = False
+          ) -> Any:
+    """The one string/escape walker of the triage's scans: yields ``(index, kind)`` over ``text[start:end]`` —
+    ``"open"`` / ``"close"`` for a bracket outside strings (``state.depth`` already changed), ``"string"`` for the
+    quote that ends a string, ``"other"`` for any other non-whitespace character outside strings, and with
+    ``inside`` ``"in"`` for each character inside a string. A string opens with one of ``quotes`` and ends with the
+    same quote; a backslash escapes the next character inside it. Linear in the text walked."""
+    esc = False
+    quote = ""
+    for i in range(start, min(end, len(text))):
+        ch = text[i]
+        if state.in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == quote:
+                state.in_str = False
+                yield i, "string"
+                continue
+            if inside:
+                yield i, "in"
+            continue
+        if ch in quotes:
+            state.in_str, quote = True, ch
+        elif ch in "{[":
+            state.depth += 1
+            yield i, "open"
+        elif ch in "}]":
+            state.depth -= 1
+            yield i, "close"
+        elif ch not in _WS:
+            yield i, "other"
+
+
+def _raw_line_breaks(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[str, Any]
+                     ) -> tuple[tuple[list[Edit], _Parsed], str] | None:
+    """A string value with raw line breaks inside the template's own call (``<|tool_call_start|>[exec(command='cat
+    …\nEOF')]``, a pythonic value): from the first of the template's call markers (else a declared tool's name and
+    ``(``) on, each line break inside a quoted string (either quote) is written as the escape ``\\n``; when the
+    output then parses clean with calls, the format writes a string on one line and the model did not.
+    ``((edits, parse), evidence)`` or None; one walk and one parse, outputs up to 16 KiB."""
+    budget = ctx.get("budget")
+    if msg.get("tool_calls") or len(out) > _STRIPPED_CHARS or "\n" not in out or budget is None:
+        return None
+    starts = [out.find(m) for m in ctx["markers"] if m and m in out]
+    starts += [out.find(n + "(") for n in ctx["names"] if n and n + "(" in out]
+    if not starts:
+        return None
+    breaks = [i for i, kind in _walk(out, min(starts), len(out), _Walk(), quotes="'\"", inside=True)
+              if kind == "in" and out[i] == "\n"][:64]
+    if not breaks:
+        return None
+    fixed = out
+    for i in reversed(breaks):
+        fixed = fixed[:i] + "\\n" + fixed[i + 1:]
+    if not budget.take(len(fixed)):
+        return None
+    try:
+        p = _parse(setup, fixed)
+    except Exception:  # noqa: BLE001 - no parser, no evidence
+        return None
+    if not _accepts(p, ctx["markers"]):
+        return None
+    edits = [Edit("replace", i + k, "\n", "\\n") for k, i in enumerate(breaks)]
+    near = (edits, p) if len(edits) <= MAX_EDITS else None
+    return near, (f"a string value inside the template's own call syntax holds {len(breaks)} raw line break(s) "
+                  f"(from {_q(out[min(starts):min(starts) + 30])}); the format writes a string on one line, a line "
+                  "break as the escape `\\n` — with each one escaped the output parses into the call: the value is "
+                  "not of the form the format's string takes")
+
+
 def _open_json_at_end(out: str, names: list[str]) -> int:
     """Brackets still open when ``out`` ends inside a JSON value that follows a tool's name (the tail after the
     last value is whitespace): a call cut before it was complete; 0 otherwise. One linear scan."""
@@ -1921,37 +2404,18 @@ def _open_json_at_end(out: str, names: list[str]) -> int:
     start = out.find("{", first)
     if start < 0:
         return 0
-    depth = 0
-    in_str = esc = False
+    state = _Walk()
     last_value = start
-    for i in range(start, len(out)):
-        ch = out[i]
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-                last_value = i
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            last_value = i
-            if depth == 0:
-                start = out.find("{", i)
-                if start < 0:
-                    return 0
-        elif ch not in _WS:
-            last_value = i
-    if in_str or depth <= 0:
+    for i, kind in _walk(out, start, len(out), state):
+        last_value = i if kind != "open" else last_value
+        if kind == "close" and state.depth == 0:
+            start = out.find("{", i)
+            if start < 0:
+                return 0
+    if state.in_str or state.depth <= 0:
         return 0
     tail = out[last_value + 1:]
-    return depth if not tail.strip(_WS) and not _TOKEN.search(out[start:]) else 0
+    return state.depth if not tail.strip(_WS) and not _TOKEN.search(out[start:]) else 0
 
 
 def _encoded_arguments(out: str) -> str:
@@ -2008,21 +2472,12 @@ def _python_literal_inside(req: Any, text: str, at: int) -> str:
     4 KiB, inside the value only."""
     if text[at:at + 1] not in ("{", "["):
         return ""
-    depth, in_str, esc = 0, False, False
-    for i in range(at, min(len(text), at + 4096)):
+    state = _Walk()
+    for i, kind in _walk(text, at, min(len(text), at + 4096), state):
+        if kind == "close" and state.depth <= 0:
+            return ""
         ch = text[i]
-        if in_str:
-            esc, in_str = (False, True) if esc else (ch == "\\", ch != '"')
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            if depth <= 0:
-                return ""
-        elif ch == "'" or (ch in "TFN" and not text[i - 1:i].isalnum() and _PY_WORD.match(text, i)):
+        if kind == "other" and (ch == "'" or (ch in "TFN" and not text[i - 1:i].isalnum() and _PY_WORD.match(text, i))):
             lit = _PY_WORD.match(text, i).group(1) if ch != "'" else text[i:text.find("'", i + 1) + 1 or i + 20]
             key = _KEY_BEFORE.search(text, max(at, i - 80), i)
             k = key.group(1) if key else ""
@@ -2099,6 +2554,9 @@ def apply_request_change(req: Any, change: dict[str, Any]) -> Any:
                     t["function"]["parameters"]["properties"].setdefault(p, {})["type"] = ty
         else:
             d[k] = v
+    if "enable_thinking" in change and "enable_thinking" in (d.get("chat_template_kwargs") or {}):
+        # the kwarg decides the flag (ChatRequest.from_dict): the edit must change it there too
+        d["chat_template_kwargs"] = {**d["chat_template_kwargs"], "enable_thinking": change["enable_thinking"]}
     if "tools" not in change:
         d["tools"] = tools or None
     d["messages"] = d.get("messages") or [{"role": "user", "content": "hi"}]
@@ -2161,8 +2619,9 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     markers = ctx["markers"]
 
     def ok(p: _Parsed) -> bool:
-        if not p.clean:
-            return False
+        if not p.clean and not (ctx.get("unfinished_reasoning") and p.truncated and p.stop < 0
+                                and not p.message.tool_calls):
+            return False    # (an output that ends inside its reasoning stays unfinished whatever the change)
         m = p.message.to_openai()
         if m == cur:
             return False
@@ -2290,6 +2749,18 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                          {"request": {**change, "tools": full}}, p.message.to_openai(), 2))
             except Exception:  # noqa: BLE001
                 pass
+    if ctx.get("reasoning_override") and budget.take(len(ex.output)):
+        change = ctx["reasoning_override"]
+        try:
+            p = _parse(replace(setup, fidelity=change.get("fidelity", setup.fidelity),
+                               overrides={**setup.overrides, **change["overrides"]}), ex.output)
+            if ok(p):
+                out.append(RankedFix(TriageFixKind.OVERRIDE, "override the reasoning markers: " + ", ".join(
+                    f"{k} = {_q(v)}" for k, v in change["overrides"].items()) + (" (at improved fidelity)" if
+                                                                                "fidelity" in change else ""),
+                    change, p.message.to_openai(), 3))
+        except Exception:  # noqa: BLE001 - an override that does not build is not offered
+            pass
     # the reasoning was split off before the output reached us: stop extracting it (re-parsed like the rest)
     if mistake == Mistake.REASONING_SETTING and not cur.get("tool_calls") \
             and req.reasoning_format.value != "none" and budget.take(len(ex.output)):
@@ -2433,6 +2904,13 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                  "end-of-turn token as a stop sequence): the output then ends "
                                  + _q(change["output"][-30:]) + (", parsed at improved fidelity" if "fidelity" in
                                                                 change else ""), change, message, 4))
+    out = _cut_kept_tokens(setup, ex.output, out, ok, budget,
+                           ctx["all_markers"] | set(ctx["markers"]) | set(ctx["closers"]))
+    fault = [m for m in ctx.get("fault_markup") or [] if m]
+    if fault:
+        # a change that still leaves the fault's markup in the message fixes nothing (the wrapper's opener after
+        # its closer was cut as a "stop token")
+        out = [f for f in out if not any(m in (f.message.get("content") or "") for m in fault)]
     out.sort(key=lambda f: (f.cost, _RANK[f.kind]))
     uniq: list[RankedFix] = []
     for f in out:
@@ -2456,6 +2934,42 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                "parse clean either: the server must stop at the call's end (the format's end-of-call / end-of-turn "
                "token as a stop) and the model be re-run")
     return uniq, why
+
+
+def _cut_kept_tokens(setup: _Setup, output: str, fixes: list[RankedFix], ok: Any, budget: _Budget,
+                     own: set[str]) -> list[RankedFix]:
+    """A fix that reads the calls but leaves, as the whole content, markup tokens the output ends with
+    (``<start_function_response>``: the next turn's opener the model went on to) leaves markup in the message; the
+    server fix "stop at that token and strip it" with the same change is put in its place when the cut output
+    re-parses to the same calls and no content, else the fix stays. A marker of the format itself (``own``: a
+    call closer the model wrote without its opener) is the call's markup, not a token the model went on to."""
+    out: list[RankedFix] = []
+    for f in fixes:
+        left = (f.message.get("content") or "").strip(_WS)
+        toks = [m.group(0) for m in _TOKEN.finditer(left)]
+        tail = output.rstrip(_WS)
+        if not f.message.get("tool_calls") or not toks or any(t in own for t in toks) or "".join(toks) != re.sub(r"\s+", "", left) \
+                or not tail.endswith(toks[-1]) or "server" in f.change:
+            out.append(f)
+            continue
+        cut = tail[:len(tail) - len(left)] if tail.endswith(left) else ""
+        change = {**f.change, "server": "strip-stop-token", "output": cut}
+        try:
+            if not cut.strip(_WS) or not budget.take(len(cut)):
+                raise ValueError
+            p = _parse(replace(setup, fidelity=change.get("fidelity", setup.fidelity)), cut,
+                       repairs=tuple(change["repairs"]) if "repairs" in change else None)
+        except Exception:  # noqa: BLE001 - no cut, or no parser: the fix stays as it was
+            out.append(f)
+            continue
+        if ok(p) and not (p.message.content or "").strip(_WS) and _calls_of(p.message.to_openai()) == \
+                _calls_of(f.message):
+            out.append(RankedFix(TriageFixKind.SERVER, f"stop at {_q(toks[0])} and strip it from the output (the "
+                                 "server's stop list) — the model went on past the call's end — "
+                                 f"with {f.description}", change, p.message.to_openai(), max(4, f.cost)))
+        else:
+            out.append(f)
+    return out
 
 
 def _same_but_edge_whitespace(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -2686,6 +3200,8 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
         return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", [],
                       searched=budget.total - budget.left)
     mistake, evidence = classify_mistake(ex, setup, bundle, near, ctx)
+    if ctx.get("near") and (near is None or ctx.get("near_replaces")):
+        near = ctx["near"]      # a nearest output the classification constructed (escaped line breaks, a wrapper)
     if ex.clean and not ex.findings and mistake == Mistake.NONE:
         return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", evidence,
                       searched=budget.total - budget.left)
@@ -2718,6 +3234,12 @@ def _in_transformers_dialect(ex: Any, setup: _Setup, why: str, **budget: Any) ->
                                      "transformers-dialect renders the template)", {"fidelity": "improved"},
                                      there.message, 6))
         tg.sentence = dialect_line(why)
+        if not ex.message.get("tool_calls"):
+            # llama.cpp serves no parser, so its message is the whole output as content while the template's own
+            # parser reads calls: no format was found at this fidelity — not "nothing wrong"
+            tg.mistake, tg.no_fix = Mistake.FORMAT_NOT_FOUND, ""
+            tg.evidence.append("at llama.cpp fidelity no tool-call format exists for this template (it does not "
+                               "render there), so the calls the template's own format reads stay content")
     return tg
 
 

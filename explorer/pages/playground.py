@@ -63,9 +63,9 @@ def replay_view(output: str, partial: bool, markers: list[str]) -> None:
     """The streaming replay (a fragment: moving the slider redraws only this part). The deltas of every step
     come from one cached streaming run (:func:`explorer.state.replay`); the partial message at a step is
     what its deltas add up to."""
+    state.fragment_started()   # a spec for __main__, and page code for the background imports (explorer.state)
     from core.chat.conformance import accumulate_deltas
 
-    state.main_has_spec()   # a fragment's run installs a spec-less __main__ (explorer.state.main_has_spec)
     request = state.request_dict()
     rp = state.attempt(state.replay, tpl, request, output, partial)  # in a worker: it can be stopped
     if rp is None:
