@@ -882,11 +882,12 @@ class _Gen:
         return [o for o in (trim_ws(f.section_start or ""), trim_ws(f.per_call_start or "")) if o][:1]
 
     def call_ahead(self, end: str) -> tuple[str, P] | None:
-        """Repair ``call-ends-reasoning``: ``(opener, a parser that looks ahead at the start of a call and finds
-        no reasoning ``end`` marker after it)`` of this request's calls, or None without tools. A call body starts
-        with ``{``, ``[`` or ``<`` after the opener (prose that names the opener, "I will use <tool_call> tags",
-        goes on with a word); a call quoted in reasoning that the model then closes stays reasoning (llama.cpp's
-        reference case ref-0303)."""
+        """Repair ``call-ends-reasoning``: ``(opener, a parser that looks ahead at complete calls of this request,
+        as the format's own call rule reads them, with no reasoning ``end`` marker after them)``, or None without
+        tools. The call rule is referred to by :data:`CALL_AHEAD_RULE`, defined once the calls are built
+        (:meth:`define_call_ahead`): a call the format cannot read (another layout, cut) never ends the reasoning,
+        and a call quoted in reasoning that the model then closes stays reasoning (llama.cpp's reference case
+        ref-0303)."""
         openers = self.call_openers()
         if not openers or not end:
             return None
@@ -896,9 +897,15 @@ class _Gen:
         skip = p.negate(p.literal(end)) + p.any()
         if head not in "]\\^-":
             skip = p.choice(p.chars(f"[^{head}]", 1, -1), skip)
-        no_end = p.zero_or_more(skip) + p.end()
-        return openers[0], (p.literal(openers[0]) + p.space() + p.choice(*[p.literal(c) for c in "{[<"])
-                            + no_end)
+        return openers[0], p.ref(CALL_AHEAD_RULE) + p.zero_or_more(skip) + p.end()
+
+    def define_call_ahead(self) -> None:
+        """The rule :meth:`call_ahead` refers to: the format's top call rule (``tool-calls``, else ``tool-call``);
+        a parser that never matches when the format has none."""
+        p = self.p
+        rules = p.arena.rules
+        top = next((n for n in ("tool-calls", "tool-call") if n in rules), None)
+        p.rule(CALL_AHEAD_RULE, p.ref(top) if top is not None else p.negate(p.eps()))
 
     def content_pre(self) -> P:
         """The content body without its final ``end()``."""
@@ -1395,6 +1402,8 @@ class _Gen:
                                   "detected: tool calls will not be parsed")
         else:
             pre = self.content_pre()
+        if self.holds_calls:
+            self.define_call_ahead()
         prefix = p.prefix(generation_prompt, trim_ws(a.reasoning.start))
         if pre is None:
             root = prefix << p.eps()
@@ -1445,6 +1454,7 @@ def reasoning_preamble(analysis: TemplateAnalysis, generation_prompt: str) -> st
 
 
 _CALL_ENDS_REASONING_TAG = "repair:" + CALL_ENDS_REASONING
+CALL_AHEAD_RULE = "reasoning-call-ahead"   # repair call-ends-reasoning: the calls the reasoning may end at
 _HOLD_SCAN_NODES = 64   # the reasoning block is among the first nodes of a parse (after the generation prompt's)
 
 

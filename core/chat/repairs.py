@@ -322,14 +322,14 @@ REPAIRS: list[Repair] = [
         title="A call written inside open reasoning, never closed after it, ends the reasoning",
         stage=RepairStage.TOLERANCE,
         accepts="An output whose reasoning block (opened by the generation prompt or by the model) is not closed "
-                "before a tool call opener of the template's format followed by a call body ({, [ or <), with no "
-                "reasoning end marker anywhere after it: the reasoning ends at the opener, the call is a call, "
-                "text after it is content. The text before the call stays reasoning (the prompt opened the "
-                "block). A call quoted in reasoning that the model then closes with the end marker stays "
-                "reasoning (llama.cpp's reference case ref-0303), and so does prose naming the opener. A stream "
-                "shows the reasoning up to the opener and holds the rest back until the end marker or the end of "
-                "the output decides (deltas are never taken back). Auto-parsed templates; llama.cpp keeps the "
-                "call inside reasoning_content.",
+                "before complete tool calls that the template's format reads (its own call rule, opener to "
+                "closer), with no reasoning end marker anywhere after them: the reasoning ends at the call opener, "
+                "the calls are calls, text after them is content. The text before the calls stays reasoning (the "
+                "prompt opened the block). A call quoted in reasoning that the model then closes with the end "
+                "marker stays reasoning (llama.cpp's reference case ref-0303), and so do prose naming the opener, "
+                "a call the format cannot read (another layout) and a cut call. A stream shows the reasoning up to "
+                "the opener and holds the rest back until the end marker or the end of the output decides (deltas "
+                "are never taken back). Auto-parsed templates; llama.cpp keeps the call inside reasoning_content.",
         example='Let me think<tool_call>{"name":"get_weather","arguments":{"location":"Paris"}}</tool_call>   '
                 "(Qwen3 thinking, the generation prompt opens <think>)",
         source="ollama's Qwen3 parser ends the thinking at <tool_call> (https://github.com/ollama/ollama/blob/"
