@@ -32,8 +32,13 @@ front page and Overview, each on its own fresh server — the first visitor, new
 with the phases of each view and the browser main thread's CPU; ``--baseline DIR`` adds an earlier checkout's
 front page side by side.
 
+``--switches``: only the chromium tour of ``--browser`` (every page's switches, the Playground's re-parse and
+replay steps) and what each page has drawn after a switch (elements, Markdown blocks, DOM nodes: counts the load
+does not move); with ``--baseline DIR``, this checkout and DIR's side by side instead, the rounds alternated
+(Overview and Playground switches and a re-parse, wall time and browser CPU).
+
 Usage: ``python -m bench.app [--runs N] [--template PATH] [--json FILE] [--skip-slow] [--skip-big]
-[--browser] [--first-view] [--baseline DIR] [--cpu [PAGES]] [--server-cpu [--visitors N[,N…]]]``.
+[--browser] [--first-view] [--switches] [--baseline DIR] [--cpu [PAGES]] [--server-cpu [--visitors N[,N…]]]``.
 """
 
 from __future__ import annotations
@@ -203,12 +208,16 @@ def bench_browser(runs: int) -> dict[str, Any]:
             timed_go(t, first, first_cpu)
         per: dict[str, list[float]] = {t: [] for t in titles.values()}
         cpu: dict[str, list[float]] = {t: [] for t in titles.values()}
-        for _ in range(runs):
+        drawn: dict[str, dict[str, int]] = {}
+        for i in range(runs):
             for t in titles.values():
                 timed_go(t, per, cpu)
+                if i == runs - 1:   # what each page had drawn once shown (counts the load does not move)
+                    drawn[t.lower()] = page.evaluate(_DRAWN_JS)
         out.update({f"browser: first visit: {t.lower()}": _stats(v) for t, v in first.items()})
         out.update({f"browser: page switch: {t.lower()}": _stats(v) for t, v in per.items()})
         out["browser: page switch: all pages"] = _stats([x for v in per.values() for x in v])
+        out["browser: drawn per page"] = drawn
         out.update({f"browser main-thread CPU per switch: {t.lower()}": _stats(v) for t, v in cpu.items()})
 
         go("Playground")
@@ -221,7 +230,7 @@ def bench_browser(runs: int) -> dict[str, Any]:
             def reparse_once() -> None:
                 area.fill(text)
                 area.press("Control+Enter")
-                page.locator('[data-testid="stJson"]').filter(has_text=f"{1000 + i}").first.wait_for(timeout=60_000)
+                page.locator('[data-testid="stCode"]').filter(has_text=f"{1000 + i}").first.wait_for(timeout=60_000)
                 shown("Playground")
             reparse.append(_timed(reparse_once))
         out["browser: playground re-parse"] = _stats(reparse)
@@ -242,6 +251,71 @@ def bench_browser(runs: int) -> dict[str, Any]:
         out["browser: replay step"] = _stats(steps)
         b.close()
     return out
+
+
+def bench_switches_ab(runs: int, baseline: pathlib.Path) -> dict[str, Any]:
+    """This checkout and ``baseline`` served side by side, one chromium page each, the rounds alternating which
+    goes first (so both see the same load): per round, Start here → Overview, → Playground, and a Playground
+    re-parse of a typed output; wall time (click to shown and idle) and the browser main thread's CPU."""
+    from playwright.sync_api import sync_playwright
+
+    from .browser import CHROME_ARGS, CHROMIUM, PAGE_IDLE_JS, serve, wait_idle
+
+    sides = {"this checkout": ROOT, "baseline": baseline}
+    figures = ("switch to overview", "switch to playground", "playground re-parse")
+    out: dict[str, dict[str, list[float]]] = {k: {f: [] for f in figures} | {f"CPU {f}": [] for f in figures}
+                                              for k in sides}
+    with contextlib.ExitStack() as stack:
+        urls = {k: stack.enter_context(serve(cwd=root)) for k, root in sides.items()}
+        b = stack.enter_context(sync_playwright()).chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS,
+                                                                   headless=True)
+        pages, cdps = {}, {}
+        for k, url in urls.items():
+            page = b.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(url + "/overview")
+            page.locator('[data-testid="stMetric"]').first.wait_for(timeout=120_000)
+            wait_idle(page)
+            cdps[k] = page.context.new_cdp_session(page)
+            cdps[k].send("Performance.enable")
+            pages[k] = page
+
+        def go(k: str, link: str, title: str | None = None) -> None:
+            pages[k].locator('[data-testid="stSidebarNav"]').get_by_role("link", name=link, exact=True).click()
+            pages[k].wait_for_timeout(30)
+            pages[k].wait_for_function(PAGE_IDLE_JS, arg=title or link, timeout=120_000)
+
+        def timed(k: str, figure: str, fn: Callable[[], Any]) -> None:
+            c0 = {m["name"]: m["value"] for m in cdps[k].send("Performance.getMetrics")["metrics"]}["ThreadTime"]
+            out[k][figure].append(_timed(fn))
+            c1 = {m["name"]: m["value"] for m in cdps[k].send("Performance.getMetrics")["metrics"]}["ThreadTime"]
+            out[k][f"CPU {figure}"].append(c1 - c0)
+
+        for k in sides:   # each page visited once before the rounds
+            go(k, "Playground")
+            go(k, "Overview")
+        for i in range(runs):
+            for k in (list(sides) if i % 2 == 0 else list(sides)[::-1]):
+                page = pages[k]
+                go(k, "Start here", HEADINGS["Start here"])
+                timed(k, "switch to overview", lambda: go(k, "Overview"))
+                timed(k, "switch to playground", lambda: go(k, "Playground"))
+                area = page.locator('[data-testid="stTextArea"]').filter(
+                    has_text="Text the model generated").locator("textarea")
+                days = 3000 + i
+                text = ("Plan.\n</think>\n\nChecking.\n<tool_call>\n"
+                        f'{{"name": "get_weather", "arguments": {{"city": "Paris", "days": {days}}}}}\n</tool_call>')
+
+                def reparse() -> None:
+                    area.fill(text)
+                    area.press("Control+Enter")
+                    # the parsed message shows the number (a JSON view of either kind: code block or tree)
+                    page.locator('[data-testid="stMain"]').get_by_text(str(days), exact=False).first.wait_for(
+                        timeout=60_000)
+                    page.wait_for_function(PAGE_IDLE_JS, arg="Playground", timeout=60_000)
+                timed(k, "playground re-parse", reparse)
+        b.close()
+    return {(f"browser main-thread {f.split(' ', 1)[0]}, {k}: {f.split(' ', 1)[1]}" if f.startswith("CPU ")
+             else f"{k}: {f}"): _stats(v) for k, r in out.items() for f, v in r.items()}
 
 
 ALL_PAGES = ["home", "overview", "comparisons", "overrides", "grammar", "playground", "explain", "edit", "lint",
@@ -697,7 +771,10 @@ def render_server_cpu(rows: list[dict[str, Any]]) -> str:
 def render(results: dict[str, Any]) -> str:
     """A Markdown table: figure, median, p90, max, runs, target verdict."""
     lines = ["| figure | median | p90 | max | runs | target |", "|---|---|---|---|---|---|"]
+    drawn = results.get("browser: drawn per page")
     for k, v in results.items():
+        if k == "browser: drawn per page":
+            continue
         if k.startswith("time-limit template: first") or k.endswith(("first run (parse + replay)", "first load", "analysis shown")):
             verdict = "(once)"
         elif k.startswith("browser main-thread CPU"):
@@ -708,6 +785,9 @@ def render(results: dict[str, Any]) -> str:
             verdict = f"≤ {TARGET_S} s: " + ("✓" if v["median_s"] <= TARGET_S else "✗")
         lines.append(f"| {k} | {v['median_s'] * 1000:.0f} ms | {v['p90_s'] * 1000:.0f} ms | "
                      f"{v['max_s'] * 1000:.0f} ms | {v['n']} | {verdict} |")
+    if drawn:
+        lines += ["", "| page (after a switch) | elements | Markdown blocks | DOM nodes |", "|---|---|---|---|"]
+        lines += [f"| {p} | {d['elements']} | {d['Markdown blocks']} | {d['DOM nodes']} |" for p, d in drawn.items()]
     return "\n".join(lines)
 
 
@@ -733,8 +813,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="only the first views in chromium: a plain Streamlit app beside the explorer's front page "
                          "and Overview, each on its own fresh server (first visitor, new visitors, a returning "
                          "visitor, with phases; needs /usr/bin/chromium)")
+    ap.add_argument("--switches", action="store_true",
+                    help="only the page switches in chromium (every page; the Playground and replay steps), with "
+                         "the elements and Markdown blocks each page draws (needs /usr/bin/chromium)")
     ap.add_argument("--baseline", metavar="DIR", help="with --first-view or --browser: also serve the explorer "
-                    "front page of this checkout (e.g. `git archive` of an earlier commit) side by side")
+                    "front page of this checkout (e.g. `git archive` of an earlier commit) side by side; with "
+                    "--switches: only Overview and Playground switches and a re-parse, this checkout and DIR's "
+                    "alternated")
     ap.add_argument("--visitors", default="2", metavar="N[,N…]",
                     help="visitors of --server-cpu, clicking at once; a comma-separated list measures each count "
                          "in turn on the same servers (default 2)")
@@ -778,6 +863,21 @@ def main(argv: list[str] | None = None) -> int:
               f"load average {os.getloadavg()[0]:.1f})")
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps(fv, indent=2), encoding="utf-8")
+        return 0
+    if args.switches and args.baseline:
+        r = bench_switches_ab(args.runs, pathlib.Path(args.baseline))
+        print(render(r))
+        print(f"\n(click to shown and idle, and the browser main thread's CPU in the rows 'CPU …'; {args.runs} "
+              f"alternated rounds; load average {os.getloadavg()[0]:.1f})")
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(r, indent=2), encoding="utf-8")
+        return 0
+    if args.switches:
+        r = bench_browser(args.runs)
+        print(render(r))
+        print(f"\n(click to shown and idle; {args.runs} switches per page; load average {os.getloadavg()[0]:.1f})")
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(r, indent=2), encoding="utf-8")
         return 0
     if args.cpu:
         rows = bench_cpu(args.runs, [p.strip() for p in args.cpu.split(",") if p.strip()])

@@ -8,14 +8,16 @@ show ``str(err)`` to the user instead of a traceback.
 
 from __future__ import annotations
 
+from .escapes import escape_char
+
 
 class ChatTemplateExplorerError(Exception):
     """Base class of every error this package raises on purpose."""
 
 
-_LINE_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r", "\v": "\\v", "\f": "\\f", "\x1c": "\\x1c",
-                              "\x1d": "\\x1d", "\x1e": "\\x1e", "\x85": "\\x85", "\u2028": "\\u2028",
-                              "\u2029": "\\u2029"})
+# JSON's short forms for CR and LF, the one escape of core.escapes (\\u2028) for the others
+_LINE_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r",
+                              **{ch: escape_char(ch) for ch in "\v\f\x1c\x1d\x1e\x85\u2028\u2029"}})
 
 
 def one_line(text: str) -> str:

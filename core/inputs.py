@@ -10,6 +10,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
+from .escapes import visible as _visible
 from .errors import ChatTemplateExplorerError, RequestError, RequestFileError, os_error_text
 from .jinja.template import ChatTemplate
 
@@ -71,21 +72,10 @@ def read_model_output(stream: Any = None) -> str:
     return _INVALID_RUN.sub("\ufffd", text)
 
 
-_VISIBLE = {" ": "␣", "\n": "↵", "\t": "→", "\r": "␍", "\v": "␋", "\f": "␌"}
-
-
 def visible(s: str) -> str:
-    """Whitespace made visible (``␣`` ``↵`` ``→`` …), other control characters as ``\\xNN``; special tokens
-    and all other text as is."""
-    out = []
-    for ch in s:
-        if ch in _VISIBLE:
-            out.append(_VISIBLE[ch])
-        elif ord(ch) < 32 or ord(ch) == 127:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    """Whitespace made visible (``␣`` ``↵`` ``→``), every other invisible character escaped (``\\u001b``,
+    ``\\u202e``: :mod:`core.escapes`); special tokens and all other text as is."""
+    return _visible(s)
 
 
 def guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

@@ -140,22 +140,37 @@ def for_visitor(msg: str) -> str:
     return msg
 
 
-def show_error(err: BaseException, prefix: str = "") -> None:
+def edited_words(msg: str, name: str) -> str:
+    """``msg`` about a template text edited from the file ``name``: the engine names a template by its name
+    (``template 'x.jinja' stopped: …``), which for an edit is the loaded file's, as if that file were at fault;
+    here it says ``the edited template (from x.jinja)``."""
+    return msg.replace(f"template {name!r}", f"the edited template (from {name})")
+
+
+def show_error(err: BaseException, prefix: str = "", *, edited_from: str | None = None) -> None:
     """``st.error`` with the error's message (escaped, never a traceback; operator hints replaced for demo
-    visitors, :func:`for_visitor`). Unexpected exceptions show their type and message too."""
+    visitors, :func:`for_visitor`). Unexpected exceptions show their type and message too. ``edited_from``: the
+    error is about a text edited from that file (:func:`edited_words`); by default, when the current template
+    is an edit, about it."""
     if isinstance(err, ChatTemplateExplorerError):
         msg = str(err)
     else:
         msg = f"{type(err).__name__}: {err}"
+    if edited_from is None:
+        cur = st.session_state.get("template")
+        edited_from = cur.name if getattr(cur, "origin", None) == "edited" else None
+    if edited_from is not None:
+        msg = edited_words(msg, edited_from)
     st.error(md(for_visitor(f"{prefix}{msg}")))
 
 
-def attempt(fn: Callable[..., T], *args: Any, prefix: str = "", **kw: Any) -> T | None:
+def attempt(fn: Callable[..., T], *args: Any, prefix: str = "", edited_from: str | None = None,
+            **kw: Any) -> T | None:
     """Call ``fn``; on any exception show it with :func:`show_error` and return ``None``."""
     try:
         return fn(*args, **kw)
     except Exception as e:  # noqa: BLE001 - the UI must show every failure as a message
-        show_error(e, prefix)
+        show_error(e, prefix, edited_from=edited_from)
         return None
 
 

@@ -13,7 +13,7 @@ from core import serving
 from core.serving import WorkKind, work_slot
 
 from .conftest import ROOT
-from .test_app_helpers import errors, page, start, unmd
+from .test_app_helpers import errors, json_views, page, start, unmd
 from .test_serving import no_network  # noqa: F401 - fixture
 
 PAGES = ["overview", "sources", "comparisons", "overrides", "playground", "grammar", "corpus"]
@@ -120,7 +120,7 @@ def test_demo_playground_output_over_the_cap_is_refused_and_kept(demo):
     assert "The model output is 262,145 characters, over this server's 262,144-character cap (limit: paste size). "\
            "It is kept in the box but not used; shorten it to go on." in errors(at)
     assert at.text_area(key="in_output").value == text
-    assert not at.json  # nothing parsed
+    assert not json_views(at)  # nothing parsed
 
 
 def test_demo_over_cap_tools_are_refused_by_the_request(demo):

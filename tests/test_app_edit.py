@@ -166,3 +166,24 @@ def test_corpus_lint_columns(tmp_path, monkeypatch):
     assert table.loc["vllm-tool_chat_template_functiongemma.jinja", "lint_errors"] > 0
     assert "render/user" in table.loc["vllm-tool_chat_template_functiongemma.jinja", "lint_ids"]
     assert "roundtrip" in table.loc["Qwen-QwQ-32B.jinja", "lint_kinds"]
+
+
+RUNAWAY = ("{% set ns = namespace(a=0) %}{% for i in range(99999) %}{% for j in range(99999) %}"
+           "{% set ns.a = ns.a + 1 %}{% endfor %}{% endfor %}")
+
+
+def test_an_edit_stopped_at_a_limit_is_named_as_the_edit_not_the_loaded_file(cache_dir, monkeypatch):
+    """The engine names a template by its name, which an edit keeps from the loaded file: a worker's limit on the
+    edited text read as if the loaded file were at fault."""
+    from core import isolation
+
+    monkeypatch.setattr(isolation, "DEFAULT_TIMEOUT_S", 1.0)   # the worker stops the runaway edit after 1 s
+    at = page(start(), "edit")
+    loaded = at.session_state["template"].name
+    at.text_area(key="in_edit_source").input(RUNAWAY).run()     # the live render beside the editor
+    _button(at, "Analyse").click().run()                        # the check before the analysis
+    errs = errors(at)
+    named = [e for e in errs if f"the edited template (from {loaded})" in e]
+    assert len(named) == 2, errs
+    assert not any(f"template {loaded!r}" in e for e in errs), errs
+    assert at.session_state["template"].origin == "bundled"

@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 import pytest
 
 from .conftest import TEMPLATES
-from .test_app_helpers import html_bodies, page, start, unmd, use_corpus
+from .test_app_helpers import html_bodies, json_views, page, start, unmd, use_corpus
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
 
@@ -92,12 +92,19 @@ def test_one_click_fix_applies_the_override_on_the_overrides_page():
     assert [lab for lab, _ in _labels(at)].count("tool name") == 1
 
 
+def _repro_codes(at) -> list[str]:
+    """The reproducers' code blocks: the case line (one line of JSON), the pytest test, the peg_tester snippet —
+    not the page's JSON views (indented JSON, explorer.components.text.show_json)."""
+    return [c.value for c in at.code if c.language in ("python", "cpp")
+            or c.language == "json" and c.value.startswith('{"') and "\n" not in c.value.strip()]
+
+
 def test_reproducer_downloads():
     at = _explain(DRIFT)
     buttons = {b.label: b for b in at.get("download_button")}
     assert set(buttons) == {"cases.jsonl line", "pytest test", "peg_tester snippet",
                             "Download the patched template"}     # the triage's template fix (see below)
-    codes = [c.value for c in at.code if c.language in ("json", "python", "cpp")]
+    codes = _repro_codes(at)
     case = json.loads(codes[0])
     assert case["template"] == "Qwen-Qwen2.5-7B-Instruct.jinja" and case["input"] == DRIFT
     assert "def test_" in codes[1] and "run_case(CASE" in codes[1]
@@ -187,7 +194,7 @@ def test_streaming_replay_marks_new_and_held_back_text():
 def test_invisible_and_bidi_characters_are_shown_not_applied():
     at = _explain("Hi \u202eevil <b>x</b>")
     body = next(b for b in html_bodies(at) if "cte-spans" in b)
-    assert "\u202e" not in body and "⟨U+202E⟩" in body
+    assert "\u202e" not in body and "\\u202e" in body   # the app's one escape (core.escapes)
     assert "<b>x</b>" not in body and "&lt;b&gt;x&lt;/b&gt;" in body
 
 
@@ -199,8 +206,10 @@ def test_json_views_mark_invisible_characters_of_tools_and_output():
     at.session_state["in_tools"] = json.dumps([tool])
     at.session_state["in_output"] = "Hi \u202eevil\u200b\n" + DRIFT
     at = page(at, "explain")
-    views = [json.dumps(json.loads(j.value), ensure_ascii=False) for j in at.json]
-    assert len(views) >= 2 and any("x\\\\u202ey" in v for v in views), views
+    views = [j.value for j in json_views(at)]   # JSON text, the characters as JSON escapes (the same JSON)
+    assert len(views) >= 2 and any("x\\u202ey" in v for v in views), views
+    assert any(json.loads(v).get("tools", [{}])[0].get("function", {}).get("description") == "x\u202ey"
+               for v in views if v.lstrip().startswith("{"))
     assert not any(ch in v for v in views for ch in "\u202e\u200b"), views
 
 
@@ -315,12 +324,12 @@ def test_closed_replay_and_reproducers_are_not_drawn():
     at.session_state["in_output"] = DRIFT
     at = page(at, "explain")
     assert not [b for b in html_bodies(at) if "cte-stream" in b]
-    assert not [c for c in at.code if c.language in ("json", "python", "cpp")]
+    assert not _repro_codes(at)
     assert {"cases.jsonl line", "pytest test", "peg_tester snippet"} <= {b.label for b in at.get("download_button")}
     _open_expanders(at)
     at.run()
     assert [b for b in html_bodies(at) if "cte-stream" in b]
-    assert len([c for c in at.code if c.language in ("json", "python", "cpp")]) == 3
+    assert len(_repro_codes(at)) == 3
 
 
 def test_a_fix_re_parsed_at_improved_says_so_and_its_click_applies_it_there():

@@ -78,14 +78,49 @@ def frame_with(at: AppTest, column: str):
     for df in at.table:   # a static table's cells are Markdown, escaped by the page: read them as shown
         if column in df.value.columns:
             return df.value.map(lambda v: unmd(v) if isinstance(v, str) else v)
+    for rows in md_tables(at):   # a table drawn as one Markdown block (explorer.components.text.md_table)
+        if column in rows[0]:
+            import pandas as pd
+
+            return pd.DataFrame(rows[1:], columns=rows[0])
     raise AssertionError(f"no dataframe with column {column!r}")
+
+
+def md_cells(line: str) -> list[str]:
+    """The cells of one Markdown table row, split at its unescaped ``|`` and read as shown (:func:`unmd`)."""
+    body = line.strip()
+    body = body[1:-1] if body.startswith("|") and body.endswith("|") and not body.endswith("\\|") else body
+    cells, cur, i = [], "", 0
+    while i < len(body):
+        if body[i] == "\\" and i + 1 < len(body):
+            cur += body[i:i + 2]
+            i += 2
+            continue
+        if body[i] == "|":
+            cells.append(cur)
+            cur = ""
+        else:
+            cur += body[i]
+        i += 1
+    cells.append(cur)
+    return [unmd(c.strip()) for c in cells]
+
+
+def md_tables(at: AppTest) -> list[list[list[str]]]:
+    """Every Markdown table the page drew (header row first, the ``|---|`` row left out), cells as shown."""
+    out = []
+    for m in at.markdown:
+        lines = m.value.split("\n")
+        if len(lines) >= 2 and lines[0].startswith("| ") and set(lines[1]) <= set("|-"):
+            out.append([md_cells(line) for line in lines[:1] + lines[2:]])
+    return out
 
 
 def html_bodies(at: AppTest) -> list[str]:
     return [h.value for h in at.html]
 
 
-_GLYPHS = {"·": " ", "→": "\t", "↵": "", "␍": "\r", "␋": "\v", "␌": "\f"}
+_GLYPHS = {"·": " ", "→": "\t", "↵": ""}
 
 
 def html_texts(at: AppTest) -> list[str]:
@@ -105,3 +140,9 @@ REF_TOOLS = [{"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"arg1": {"type": "integer", "description": "The arg."}},
                    "required": ["arg1"]}}}]
 """The one tool of reference/analysis.jsonl's ``apply`` request."""
+
+
+def json_views(at: AppTest) -> list:
+    """The page's JSON views (:func:`explorer.components.text.show_json`: code blocks in JSON), in page order;
+    each ``.value`` is the JSON text shown, invisible characters as JSON escapes."""
+    return [c for c in at.code if c.language == "json"]

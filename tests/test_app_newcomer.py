@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from .test_app_helpers import errors, frame_with, html_bodies, page, start, unmd, use_corpus
+from .test_app_helpers import errors, frame_with, html_bodies, json_views, page, start, unmd, use_corpus
 from .conftest import TEMPLATES
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
@@ -33,14 +33,14 @@ def _banner(at) -> str:
 def test_imported_override_is_marked_override_on_every_page():
     at = page(use_corpus(start(), QWEN3), "overrides")
     _import(at, {"overrides": {"reasoning.start": "<thought>"}})
-    assert "reasoning.start = '<thought>'" in _banner(at)
+    assert 'reasoning.start = "<thought>"' in _banner(at)
     at = page(at, "overview")
     by = frame_with(at, "found by").set_index("field")["found by"]
     assert by["reasoning.start"] == "override"              # was "R1…" as if a comparison had found it
     assert by["reasoning.end"] != "override"
     assert "Overrides active (1)" in _banner(at)
     for name in ("comparisons", "playground", "grammar", "sources"):
-        assert "reasoning.start = '<thought>'" in _banner(page(at, name)), name
+        assert 'reasoning.start = "<thought>"' in _banner(page(at, name)), name
 
 
 def test_override_that_changes_nothing_is_named_in_the_banner():
@@ -64,7 +64,7 @@ def test_overrides_for_another_template_ask_first():
     _import(at, {"template": "other.jinja", "template_digest": "0123456789abcdef",
                  "overrides": {"reasoning.start": "<thought>"}})
     _click(at, "Import anyway")
-    assert "reasoning.start = '<thought>'" in _banner(at)
+    assert 'reasoning.start = "<thought>"' in _banner(at)
     # a file exported for this very template imports without asking
     digest = at.session_state["template"].digest
     _import(at, {"template": QWEN3, "template_digest": digest, "overrides": {"reasoning.end": "</thought>"}})
@@ -77,12 +77,12 @@ def test_bidi_controls_in_model_output_are_escaped_everywhere():
     at.session_state["in_tools"] = "[]"
     at.text_area(key="in_output").input("<think>plan\u202eevil</think>Hello \u202Dnow\u2066 [] {\"required\": []}").run()
     assert not errors(at)
-    shown = html_bodies(at) + [j.value for j in at.json] + [m.value for m in at.markdown] + \
+    shown = html_bodies(at) + [j.value for j in json_views(at)] + [m.value for m in at.markdown] + \
         [c.value for c in at.caption]
     for raw in ("\u202e", "\u202d", "\u2066"):
         assert not any(raw in s for s in shown), raw
-    msg = json.loads(at.json[0].value)
-    assert msg["content"].startswith("Hello \\u202dnow\\u2066")
+    assert '"Hello \\u202dnow\\u2066' in json_views(at)[0].value            # shown as JSON escapes…
+    assert json.loads(json_views(at)[0].value)["content"].startswith("Hello \u202dnow\u2066")   # …of the text
     assert any("\\u202e" in h for h in html_bodies(at))
 
 
@@ -107,7 +107,7 @@ def test_empty_playground_says_there_is_nothing_to_parse():
     at = page(use_corpus(start(), QWEN3), "playground")
     at.text_area(key="in_output").input("").run()
     assert any("Nothing to parse" in i.value for i in at.info)
-    assert not at.json                                     # no {"content": ""} posing as a parse result
+    assert not json_views(at)                                     # no {"content": ""} posing as a parse result
 
 
 def test_failed_analysis_shows_no_route_above_nothing():

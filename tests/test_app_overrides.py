@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from .test_app_helpers import errors, frame_with, html_bodies, html_texts, metrics, page, start, unmd, use_corpus
+from .test_app_helpers import (errors, frame_with, html_bodies, html_texts, json_views, metrics, page, start, unmd,
+                               use_corpus)
 from .conftest import TEMPLATES
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
@@ -79,13 +80,13 @@ def test_edit_rebuilds_parser_and_grammar_at_once():
     at = use_corpus(start(), "Qwen-Qwen3-0.6B.jinja")
     at.session_state["in_output"] = '<call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</call>'
     at = page(at, "overrides")
-    before = json.loads(at.json[0].value)
+    before = json.loads(json_views(at)[0].value)
     assert "tool_calls" not in before and "<call>" in before["content"]  # automatic markers: not a call
     at.text_area(key="in_ov_import").input(json.dumps({"overrides": {
         "tools.format.per_call_start": "<call>\n", "tools.format.per_call_end": "</call>"}})).run()
     _click(at, "Apply imported JSON")
     assert not errors(at)
-    after = json.loads(at.json[0].value)
+    after = json.loads(json_views(at)[0].value)
     assert after["tool_calls"][0]["function"]["name"] == "get_weather"
     assert json.loads(after["tool_calls"][0]["function"]["arguments"]) == {"city": "Oslo"}
     grammar = [t for t, b in zip(html_texts(at), html_bodies(at)) if 'class="cte-code"' in b]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from .test_app_helpers import errors, html_texts, page, start, unmd, use_corpus
+from .test_app_helpers import errors, html_texts, json_views, page, start, unmd, use_corpus
 from .conftest import TEMPLATES
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
@@ -59,7 +59,7 @@ def test_reference_case_parses_as_expected(template, reference_cases):
     _set_request(at, case)
     at = page(at, "playground")
     assert not errors(at)
-    parsed = json.loads(at.json[0].value)
+    parsed = json.loads(json_views(at)[0].value)
     _same(parsed, case["expect"])
     assert at.text_area(key="in_output").value == case["input"]
 
@@ -67,10 +67,10 @@ def test_reference_case_parses_as_expected(template, reference_cases):
     slider = at.slider(key="in_stream_step")
     n = slider.max
     assert n >= 2 and slider.value == n
-    final_partial = json.loads(at.json[2].value)
+    final_partial = json.loads(json_views(at)[2].value)
     _same(final_partial, case["expect"])
     slider.set_value(1).run()
-    deltas, partial = json.loads(at.json[1].value), json.loads(at.json[2].value)
+    deltas, partial = json.loads(json_views(at)[1].value), json.loads(json_views(at)[2].value)
     assert len(deltas) <= 2
     assert (parsed.get("content") or "").startswith(partial.get("content") or "")
     assert len(partial.get("tool_calls") or []) <= len(parsed.get("tool_calls") or [])
@@ -78,7 +78,7 @@ def test_reference_case_parses_as_expected(template, reference_cases):
 
 def test_bundled_default_sample_and_generated_sample():
     at = page(start(), "playground")
-    parsed = json.loads(at.json[0].value)
+    parsed = json.loads(json_views(at)[0].value)
     assert parsed["reasoning_content"].startswith("The user wants the weather in Paris")
     call = parsed["tool_calls"][0]["function"]
     assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "Paris", "days": 2}
@@ -89,7 +89,7 @@ def test_bundled_default_sample_and_generated_sample():
     out = at.text_area(key="in_output").value
     assert out.startswith("The user asked a question; I will answer it.\n</think>\n\nHere is what I found.\n<tool_call>")
     assert out.endswith("</tool_call>") and "<|im_end|>" not in out  # the end of turn is not part of it
-    parsed = json.loads(at.json[0].value)
+    parsed = json.loads(json_views(at)[0].value)
     assert parsed["content"].strip() == "Here is what I found."
     assert [json.loads(c["function"]["arguments"]) for c in parsed["tool_calls"]] == [{"city": "Paris", "days": 2}] * 2
 
@@ -107,7 +107,7 @@ def test_bad_tools_json_is_reported_and_kept():
 def test_output_with_html_shown_as_text():
     at = page(start(), "playground")
     at.text_area(key="in_output").input("Hi</think>\n\n<script>alert(1)</script><img src=x onerror=alert(2)>").run()
-    parsed = json.loads(at.json[0].value)
+    parsed = json.loads(json_views(at)[0].value)
     assert parsed["content"] == "<script>alert(1)</script><img src=x onerror=alert(2)>"
     for h in at.html:
         assert "<script" not in h.value and "<img" not in h.value
@@ -128,7 +128,7 @@ def test_typed_output_survives_template_and_page_switches():
     assert at.text_area(key="in_output").value == "my own output"
     at = page(page(at, "grammar"), "playground")
     assert at.text_area(key="in_output").value == "my own output"
-    assert json.loads(at.json[0].value)["content"] == "my own output"
+    assert json.loads(json_views(at)[0].value)["content"] == "my own output"
 
 
 def test_replay_starts_at_the_end_for_a_new_output():
@@ -142,7 +142,7 @@ def test_replay_starts_at_the_end_for_a_new_output():
     at.run()
     slider = at.slider(key="in_stream_step")
     assert slider.value == slider.max > 2
-    final = json.loads(at.json[2].value)
+    final = json.loads(json_views(at)[2].value)
     assert final["content"].endswith("at the end of it.")
     slider.set_value(3).run()  # moving the slider on the same output keeps the chosen step
     assert at.slider(key="in_stream_step").value == 3

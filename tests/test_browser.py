@@ -95,7 +95,7 @@ def test_load_pick_template_parse(app_url, browser):
     page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Playground").click()
     page.get_by_role("heading", name="Playground").wait_for(timeout=60_000)
     _wait_idle(page)
-    result = page.locator('[data-testid="stJson"]').first
+    result = page.locator('[data-testid="stCode"]').first
     result.wait_for(timeout=60_000)
     shown = result.inner_text()
     assert "get_weather" in shown and "Paris" in shown, shown
@@ -108,9 +108,9 @@ def test_load_pick_template_parse(app_url, browser):
     area.press("Control+Enter")
     _wait_idle(page)
     page.get_by_text("Lyon <b>&amp;</b>", exact=False).first.wait_for(timeout=60_000)
-    shown = page.locator('[data-testid="stJson"]').first.inner_text()
+    shown = page.locator('[data-testid="stCode"]').first.inner_text()
     assert "Lyon <b>&amp;</b>" in shown and "Checking." in shown, shown
-    assert page.locator('[data-testid="stJson"] b').count() == 0  # the HTML in the output stayed text
+    assert page.locator('[data-testid="stCode"] b').count() == 0  # the HTML in the output stayed text
     _shot(page, "04-playground-typed")
 
     # streaming replay tab
@@ -269,7 +269,7 @@ def test_overrides_provenance_bidi_and_corpus_columns(app_url, browser):
     _wait_idle(page)
     banner = page.locator('[data-testid="stAlert"]').filter(has_text="Overrides active")
     banner.first.wait_for(timeout=30_000)
-    assert "reasoning.start = '<thought>'" in banner.first.inner_text()
+    assert 'reasoning.start = "<thought>"' in banner.first.inner_text()
     page.get_by_text("Imported 1 override(s)").wait_for(timeout=30_000)
     _shot(page, "40-overrides-imported")
 
@@ -288,7 +288,7 @@ def test_overrides_provenance_bidi_and_corpus_columns(app_url, browser):
     out.press("Control+Enter")
     _wait_idle(page)
     page.get_by_text("\\u202eworld", exact=False).first.wait_for(timeout=30_000)
-    shown = page.locator('[data-testid="stJson"]').first.inner_text()
+    shown = page.locator('[data-testid="stCode"]').first.inner_text()
     assert "\\u202eworld" in shown and "\u202e" not in shown, shown
     assert "\u202e" not in page.locator('[data-testid="stMain"]').inner_text()
     _shot(page, "42-playground-bidi")

@@ -109,11 +109,11 @@ def test_deferred_ids_come_in_the_final_deltas_when_the_model_wrote_none() -> No
 
 
 def test_playground_shows_call_ids_at_improved_only():
-    from .test_app_helpers import page, start
+    from .test_app_helpers import json_views, page, start
 
     at = page(start(), "playground")
-    assert [c["id"] for c in json.loads(at.json[0].value)["tool_calls"]] == [""]          # llama.cpp: as is
+    assert [c["id"] for c in json.loads(json_views(at)[0].value)["tool_calls"]] == [""]          # llama.cpp: as is
     at.radio(key="fidelity").set_value("improved").run()
-    parsed = json.loads(at.json[0].value)
-    final = json.loads(at.json[2].value)                                                   # the stream's end
+    parsed = json.loads(json_views(at)[0].value)
+    final = json.loads(json_views(at)[2].value)                                                   # the stream's end
     assert SHAPE.fullmatch(parsed["tool_calls"][0]["id"]) and SHAPE.fullmatch(final["tool_calls"][0]["id"])

@@ -43,7 +43,7 @@ def bad_dir(tmp_path_factory) -> pathlib.Path:
 
 
 def test_visible_whitespace():
-    assert visible("a b\n\t<|im_end|>\x01") == "a␣b↵→<|im_end|>\\x01"
+    assert visible("a b\n\t<|im_end|>\x01\u202e") == "a␣b↵→<|im_end|>\\u0001\\u202e"
 
 
 def test_readable_report(capsys):

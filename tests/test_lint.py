@@ -180,7 +180,7 @@ def test_suppression_and_visible():
     again = lint(_tmpl("Qwen-QwQ-32B.jinja"), suppressed=["render/*"])
     assert again.suppressed == sorted(again.suppressed, key=lambda i: i) or again.suppressed
     assert not any(f.id.startswith("render/") for f in again.findings)
-    assert visible("a b\n\u202e\u200bx") == "a␣b↵⟨U+202E⟩⟨U+200B⟩x"
+    assert visible("a b\n\u202e\u200bx\r") == "a␣b↵\\u202e\\u200bx\\u000d"   # core.escapes: one escape
     assert LintReport.from_json(json.loads(json.dumps(r.to_json()))).ids() == r.ids()
 
 

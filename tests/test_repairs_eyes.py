@@ -128,26 +128,26 @@ def test_playground_replay_finish_drops_the_cut_call():
     streaming replay's last step (the finish) still showed the call with arguments '{"city":"Par'. At the finish
     the replay's message is now what a client keeps (the call dropped, = the parsed message) and a caption
     names the cut call; with "output is cut off" the call stays."""
-    from .test_app_helpers import page, start, unmd, use_corpus
+    from .test_app_helpers import json_views, page, start, unmd, use_corpus
 
     at = use_corpus(start(), "Qwen3-Coder.jinja")
     at.session_state["in_tools"] = json.dumps([WEATHER])
     at.session_state["in_output"] = "Hi\n<tool_call>\n<function=get_weather>\n<parameter=city>\nPar"
     at = page(at, "playground")
-    parsed, at_finish = json.loads(at.json[0].value), json.loads(at.json[2].value)
+    parsed, at_finish = json.loads(json_views(at)[0].value), json.loads(json_views(at)[2].value)
     assert parsed == at_finish == {"role": "assistant",      # the cut call's text is content (lossless)
                                    "content": "Hi\n<tool_call>\n<function=get_weather>\n<parameter=city>\nPar"}
     assert any("the last call (get_weather) was cut off" in unmd(c.value) for c in at.caption)
     at.session_state["in_partial"] = True
     at.run()
-    at_finish = json.loads(at.json[2].value)
+    at_finish = json.loads(json_views(at)[2].value)
     assert [c["function"]["arguments"] for c in at_finish["tool_calls"]] == ['{"city":"Par']
 
 
 def test_playground_names_a_rejected_call_apart_from_a_cut_one():
     """A complete call that does not fit the tools (here days before the required city, at llama.cpp fidelity)
     is settled by truncated-call too; the finish caption and the badge say it was rejected, not cut off."""
-    from .test_app_helpers import page, start, unmd, use_corpus
+    from .test_app_helpers import json_views, page, start, unmd, use_corpus
 
     at = use_corpus(start(), "Qwen3-Coder.jinja")
     at.session_state["in_tools"] = json.dumps([WEATHER])

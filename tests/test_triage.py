@@ -1210,10 +1210,10 @@ def test_the_nearest_output_diff_cannot_collide_with_the_text_it_shows(tmp_path)
 
     d = diff_of([Edit("replace", 3, "[-x-]", "{+y+}")], "ab\u2028[-x-]+}", width=3).splitlines()
     assert d == ["@@ output position 3: replace 5 character(s) with 5 @@",
-                 "- ab⟨U+2028⟩[-x-]+}",
-                 "?           -----",
-                 "+ ab⟨U+2028⟩{+y+}+}",
-                 "?           +++++"]
+                 "- ab\\u2028[-x-]+}",
+                 "?         -----",
+                 "+ ab\\u2028{+y+}+}",
+                 "?         +++++"]
     req = tmp_path / "req.json"
     req.write_text(json.dumps({k: c[k] for k in ("messages", "tools")}), encoding="utf-8")
     cmd = [sys.executable, "-m", "core", "explain", str(TEMPLATES / c["template"]), "--request", str(req)]

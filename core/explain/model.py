@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import enum
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +16,7 @@ from ..chat.message import AssistantMessage
 from ..chat.pipeline import build_chat_parser, build_chat_parser_or_content, cached_analysis
 from ..chat.request import ChatRequest
 from ..errors import TemplateRenderError
+from ..escapes import escape_invisible
 from ..inputs import visible
 from .spans import Span
 from .trace_routes import MAIN, ParseTrace, peg_message, trace_parse
@@ -170,17 +170,15 @@ class Explanation:
 
 
 def visible_text(s: str) -> str:
-    """Whitespace and control characters visible (``core.inputs.visible``), and invisible format characters
-    (bidi overrides, zero-width, BOM, soft hyphen: Unicode category Cf) shown as ``⟨U+XXXX⟩``."""
-    return visible(show_invisible(s))
+    """Whitespace visible and every invisible character escaped (``core.inputs.visible``, :mod:`core.escapes`):
+    bidi overrides, zero-width characters, BOM, soft hyphen, controls."""
+    return visible(s)
 
 
 def show_invisible(s: str) -> str:
-    """``s`` with every Unicode format character (category Cf: bidi controls, zero-width characters, BOM, soft
-    hyphen) replaced by ``⟨U+XXXX⟩``, so text from templates and models cannot hide or reorder what is shown."""
-    if s.isascii():
-        return s
-    return "".join(f"⟨U+{ord(ch):04X}⟩" if unicodedata.category(ch) == "Cf" else ch for ch in s)
+    """``s`` with every invisible character but tab and newline written as its escape (``\\u202e``,
+    :mod:`core.escapes`), so text from templates and models cannot hide or reorder what is shown."""
+    return escape_invisible(s)
 
 
 def stop_point(text: str, gp: int, pos: int, expected: list, path: tuple) -> StopPoint:

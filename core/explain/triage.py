@@ -671,11 +671,10 @@ def _inserted_pairs(edits: list[Edit], output: str) -> dict[int, int]:
 
 
 def _diff_visible(s: str) -> str:
-    """``s`` as one line of the diff: whitespace and format characters visible, and every other character that
-    could break a line (NEL, LINE/PARAGRAPH SEPARATOR, C1 controls) as ``⟨U+XXXX⟩``, so no text of the output
-    can start a diff line of its own."""
-    return "".join(f"⟨U+{ord(ch):04X}⟩" if 0x80 <= ord(ch) < 0xA0 or ch in "\u2028\u2029" else ch
-                   for ch in _visible(s))
+    """``s`` as one line of the diff: whitespace visible and every invisible character escaped (``\\u2028``,
+    ``\\u0085``: every character that could break a line among them), so no text of the output can start a diff
+    line of its own."""
+    return _visible(s)
 
 
 def diff_of(edits: list[Edit], output: str, width: int = 30) -> str:

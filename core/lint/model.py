@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import enum
 import fnmatch
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Iterable
+
+from ..escapes import visible as _visible
 
 
 class Severity(str, enum.Enum):
@@ -132,27 +133,13 @@ def suppress(findings: Iterable[Finding], patterns: Iterable[str]) -> tuple[list
     return kept, dropped
 
 
-_WS = {" ": "␣", "\n": "↵", "\t": "→", "\r": "␍", "\v": "␋", "\f": "␌"}
-
-
 def visible(s: str, limit: int | None = 400, *, spaces: bool = True) -> str:
-    """``s`` with whitespace made visible (``␣`` ``↵`` ``→``), control characters as ``\\xNN`` and invisible or
-    bidirectional-control characters (format category Cf: zero-width spaces, BOM, LRE/RLO/isolates) as
-    ``⟨U+XXXX⟩``, so template text never reorders or hides what is shown. Clipped to ``limit`` characters
-    with ``…`` (None: no clip). ``spaces=False`` leaves plain spaces as they are (for messages and reasons)."""
-    out = []
-    for ch in s:
-        if ch == " " and not spaces:
-            out.append(ch)
-        elif ch in _WS:
-            out.append(_WS[ch])
-        elif ord(ch) < 32 or ord(ch) == 127:
-            out.append(f"\\x{ord(ch):02x}")
-        elif unicodedata.category(ch) in ("Cf", "Zl", "Zp"):
-            out.append(f"⟨U+{ord(ch):04X}⟩")
-        else:
-            out.append(ch)
-    text = "".join(out)
+    """``s`` with whitespace made visible (``␣`` ``↵`` ``→``) and every control, bidirectional-control or
+    invisible character (zero-width spaces, BOM, LRE/RLO/isolates, separators) escaped as ``\\u202e``
+    (:mod:`core.escapes`), so template text never reorders or hides what is shown. Clipped to ``limit``
+    characters with ``…`` (None: no clip). ``spaces=False`` leaves plain spaces as they are (for messages and
+    reasons)."""
+    text = _visible(s, spaces=spaces)
     if limit is not None and len(text) > limit:
         text = text[:limit] + "…"
     return text

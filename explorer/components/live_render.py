@@ -14,6 +14,8 @@ import streamlit as st
 
 from core.chat.conversation import render_located
 
+from .text import show_invisible_notice
+
 DEFAULT_CONVERSATION = [
     {"role": "system", "content": "You are a helpful assistant."},
     {"role": "user", "content": "What is the weather in Paris?"},
@@ -71,9 +73,13 @@ def conversation_inputs() -> None:
     st.toggle("enable_thinking", key="in_live_thinking")
     with st.expander("Messages (JSON)", expanded=False):
         st.text_area("messages", key="in_live_messages", height=260, label_visibility="collapsed")
+        with st.container():   # one slot, shown or not (explorer.components.serving.capped_text_area)
+            show_invisible_notice(st.session_state.get("in_live_messages") or "")
     with st.expander("Tools (JSON)", expanded=False):
         st.text_area("tools", key="in_live_tools", height=200, label_visibility="collapsed",
                      help="Empty: no tools are passed.")
+        with st.container():
+            show_invisible_notice(st.session_state.get("in_live_tools") or "")
 
 
 def rendered(source: str, name: str) -> tuple:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from .text import md, visible_text
+from .text import literal, md
 
 
 def provenance_lines(overrides: Mapping[str, Any], disabled: Iterable[str], fidelity: str,
@@ -14,7 +14,7 @@ def provenance_lines(overrides: Mapping[str, Any], disabled: Iterable[str], fide
     """Plain-text lines of the banner (empty when the analysis is the automatic ``llama.cpp`` one)."""
     lines = []
     if overrides:
-        shown = ", ".join(f"{p} = {visible_text(repr(v))}" for p, v in list(overrides.items())[:4])
+        shown = ", ".join(f"{p} = {literal(v)}" for p, v in list(overrides.items())[:4])   # JSON, as the tables
         more = f" and {len(overrides) - 4} more" if len(overrides) > 4 else ""
         lines.append(f"Overrides active ({len(overrides)}): {shown}{more}. Fields marked “override” are yours, "
                      "not found by a comparison.")

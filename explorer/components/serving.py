@@ -11,7 +11,7 @@ import streamlit as st
 
 from core.serving import PathNotAllowedError, ServingPolicy, confine, confined_entries, policy_or_closed
 
-from .text import md
+from .text import md, show_invisible_notice
 
 
 def policy() -> ServingPolicy:
@@ -40,7 +40,9 @@ def text_over_cap(text: str, cap: int | None, what: str, unit: str = "characters
 def capped_text_area(label: str, key: str, cap: int | None, what: str, unit: str = "characters",
                      **kwargs) -> bool:
     """A ``st.text_area`` capped at ``cap`` that never loses a paste: the browser accepts up to
-    :data:`OVERSHOOT` × ``cap`` and an over-long text shows :func:`text_over_cap`'s error under the box.
+    :data:`OVERSHOOT` × ``cap`` and an over-long text shows :func:`text_over_cap`'s error under the box; a text
+    that fits and holds bidi or invisible characters gets their notice and escaped view there
+    (:func:`explorer.components.text.show_invisible_notice`).
 
     Returns True when the text fits (the caller may use it), False when it is over the cap."""
     limit = None if cap is None else cap * OVERSHOOT
@@ -49,6 +51,8 @@ def capped_text_area(label: str, key: str, cap: int | None, what: str, unit: str
     with st.container():  # one slot, error or not: the boxes below keep their places (and what is typed in them)
         if problem:
             st.error(md(problem))
+        else:   # bidi and invisible characters the box shows as the browser applies them: named, and escaped
+            show_invisible_notice(st.session_state.get(key) or "")
     return not problem
 
 

@@ -7,7 +7,8 @@ of them), so the text shows literally. :func:`html_text` escapes for HTML built 
 
 Invisible characters (controls, bidi overrides and isolates such as U+202E, zero-width characters, BOM, line
 and paragraph separators — Unicode categories Cc, Cf, Zl, Zp) are shown as escapes (``\\u202e``) by every helper
-here: a U+202E in model output would otherwise reverse the displayed text and JSON after it.
+here: a U+202E in model output would otherwise reverse the displayed text and JSON after it. The escape is the
+one of :mod:`core.escapes` (the CLI's too); inside JSON, JSON's own escapes, so a JSON view stays valid JSON.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import json
 import re
 from typing import Any
 
+from core.escapes import INVISIBLE_CATEGORIES, escape_char
+
 _MD_SPECIAL = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
 
-
-INVISIBLE_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
 _PLANES = ((0, 0x20000), (0xE0000, 0xE1000))  # where Unicode has assigned Cc/Cf/Zl/Zp characters
 
 # The code-point ranges of those categories for Unicode 14.0 (Python 3.11's unicodedata), precomputed: scanning
@@ -78,9 +79,11 @@ _INVISIBLE_NO_WS = re.compile(_invisible_class(_RANGES, keep="\t\n"))
 
 
 def escape_code(ch: str) -> str:
-    """``\\xNN`` / ``\\uNNNN`` / ``\\UNNNNNNNN`` for one character (Python escape syntax)."""
-    o = ord(ch)
-    return f"\\x{o:02x}" if o < 0x100 else (f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
+    """The app's one written form of an invisible character (:func:`core.escapes.escape_char`): ``\\u`` and four
+    lowercase hex digits, as JSON writes it (``\\u202e``, ``\\u200b``, ``\\u001b``), so the same character reads
+    the same in a text view and in a JSON view or export; beyond U+FFFF ``\\U`` and eight digits. docs/app.md,
+    "One escape for invisible characters"."""
+    return escape_char(ch)
 
 
 def visible_text(text: Any) -> str:
@@ -89,18 +92,39 @@ def visible_text(text: Any) -> str:
     return _INVISIBLE_NO_WS.sub(lambda m: escape_code(m.group()), str(text))
 
 
-def visible_json(value: Any, clip: int | None = None) -> Any:
-    """A copy of a JSON value with :func:`visible_text` applied to every string (keys too), for ``st.json``;
-    strings longer than ``clip`` characters are cut there with a note of how many characters follow."""
+def clip_json(value: Any, clip: int | None) -> Any:
+    """A copy of a JSON value whose strings longer than ``clip`` characters are cut there with a note of how many
+    characters follow (``None``: the value itself)."""
+    if clip is None:
+        return value
     if isinstance(value, str):
-        if clip is not None and len(value) > clip:
-            return visible_text(value[:clip]) + f" … ({len(value) - clip:,} more characters)"
-        return visible_text(value)
+        return value if len(value) <= clip else value[:clip] + f" … ({len(value) - clip:,} more characters)"
     if isinstance(value, dict):
-        return {visible_text(k): visible_json(v, clip) for k, v in value.items()}
+        return {k: clip_json(v, clip) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [visible_json(v, clip) for v in value]
+        return [clip_json(v, clip) for v in value]
     return value
+
+
+def json_text(value: Any, clip: int | None = None, *, rows: bool = False) -> str:
+    """A JSON value as indented JSON text with its invisible characters as JSON escapes (``"Hi \\u202e…"``):
+    the same JSON value, valid, and its copy button copies it (:func:`visible_json_text`; ``clip``:
+    :func:`clip_json`). ``rows``: a list written one item per line (a stream's deltas: a tenth of the lines)."""
+    value = clip_json(value, clip)
+    if rows and isinstance(value, list) and value:
+        text = "[\n" + ",\n".join(json.dumps(v, ensure_ascii=False) for v in value) + "\n]"
+    else:
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+    return visible_json_text(text)
+
+
+def show_json(value: Any, *, clip: int | None = None, height: int | str = "content", rows: bool = False) -> None:
+    """A JSON view: :func:`json_text` in a code block (``height`` in pixels scrolls a long one). Not ``st.json``:
+    its tree shows a string JSON-escaped, so an escape we put in the string read ``\\\\u202e`` there and its
+    copy gave the escape's text instead of the character — no JSON escape could be shown as one."""
+    import streamlit as st
+
+    st.code(json_text(value, clip, rows=rows), language="json", wrap_lines=True, height=height)
 
 
 def visible_json_text(text: str) -> str:
@@ -109,11 +133,103 @@ def visible_json_text(text: str) -> str:
     return _INVISIBLE_NO_WS.sub(lambda m: json.dumps(m.group()).strip('"'), text)
 
 
+NOTICE_KINDS = 4       # kinds of invisible character named in a text box's notice, then "+N more kinds"
+NOTICE_PLACES = 3      # places named per kind, then "+N more"
+
+
+def _char_name(ch: str) -> str:
+    import unicodedata
+
+    return f"U+{ord(ch):04X} {unicodedata.name(ch, 'control character' if ord(ch) < 0xA0 else 'unnamed')}"
+
+
+def invisible_places(text: str, keep: int = NOTICE_PLACES,
+                     kinds_shown: int = NOTICE_KINDS) -> dict[str, tuple[list[tuple[int, int]], int]]:
+    """Each invisible character of ``text`` but tab and newline (:data:`INVISIBLE_CATEGORIES`), in order of first
+    appearance → (its first ``keep`` places as (line, column), both counted from 1 in characters; how many
+    times it occurs), for the first ``kinds_shown`` kinds (the others: ``([], 0)``). Searched per kind with the
+    string methods: a megabyte of U+200B took 3.5 s match by match."""
+    plain_ascii = text.isascii() and text.replace("\n", "").replace("\t", "").isprintable()  # 10x the search's speed
+    if plain_ascii or not _INVISIBLE_NO_WS.search(text):
+        return {}
+    kinds = sorted((ch for ch in set(text) if _INVISIBLE_NO_WS.match(ch)), key=text.find)
+    places: dict[str, tuple[list[tuple[int, int]], int]] = {}
+    for i, ch in enumerate(kinds):
+        if i >= kinds_shown:
+            places[ch] = ([], 0)
+            continue
+        where, pos = [], text.find(ch)
+        while pos >= 0 and len(where) < keep:
+            where.append((text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos)))
+            pos = text.find(ch, pos + 1)
+        places[ch] = (where, text.count(ch))
+    return places
+
+
+def invisible_notice(text: str) -> str | None:
+    """One line naming each kind of invisible character in ``text`` and where it is ("U+202E RIGHT-TO-LEFT
+    OVERRIDE at line 3, col 7 …", a few places per kind, then "+N more"), or None when there is none: a text box
+    shows such characters as the browser applies them (a U+202E reorders what follows, a U+200B is not seen)."""
+    places = invisible_places(text)
+    if not places:
+        return None
+    parts = []
+    for ch, (where, n) in list(places.items())[:NOTICE_KINDS]:
+        more = f" (+{n - len(where)} more)" if n > len(where) else ""
+        parts.append(f"{_char_name(ch)} at " + "; ".join(f"line {ln}, col {col}" for ln, col in where) + more)
+    rest = len(places) - NOTICE_KINDS
+    return ("Invisible characters in this text, used as typed and shown escaped below: " + " · ".join(parts)
+            + (f" · +{rest} more kind{'s' if rest > 1 else ''}" if rest > 0 else ""))
+
+
+def show_invisible_notice(text: str) -> None:
+    """Under a text box: :func:`invisible_notice` and the text around the first such character in the escaped
+    view every page uses (:func:`explorer.components.diff_view.text_html`); nothing when there is none. The
+    caller keeps it in one container, shown or not, so the boxes below keep their places."""
+    notice = invisible_notice(text)
+    if notice is None:
+        return
+    import streamlit as st
+
+    from .diff_view import WINDOW, text_html
+
+    first = _INVISIBLE_NO_WS.search(text)
+    st.warning(md(notice), icon=":material/visibility:")
+    st.html(text_html(text, max_height="8rem", start=max(0, first.start() - WINDOW // 4)))
+
+
 def md(text: Any) -> str:
     """``text`` as a Markdown string that displays literally (invisible characters escaped, every ASCII
     punctuation backslash-escaped, newlines kept as hard line breaks)."""
-    s = _MD_SPECIAL.sub(r"\\\1", visible_text(str(text)).replace("\t", "\\x09"))
+    s = _MD_SPECIAL.sub(r"\\\1", visible_text(str(text)).replace("\t", "\\t"))
     return s.replace("\n", "  \n")
+
+
+def md_cell(value: Any) -> str:
+    """One cell of a Markdown table, shown literally: as :func:`md`, and a tab or line break, which a table row
+    cannot hold, written ``\\t`` / ``\\n``; every ``|`` is escaped, so no text can end the cell. A bool reads
+    ``true`` / ``false`` as in ``st.table``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    s = visible_text("" if value is None else str(value)).replace("\t", "\\t").replace("\n", "\\n")
+    return _MD_SPECIAL.sub(r"\\\1", s)
+
+
+def md_table(frame: Any) -> str:
+    """A DataFrame as one Markdown table (its columns and rows, no index), every cell escaped by :func:`md_cell`.
+    One Markdown block for the whole table: ``st.table`` draws each cell as a block of its own, and the
+    browser runs Streamlit's Markdown renderer once per block."""
+    rows = ["| " + " | ".join(md_cell(c) for c in frame.columns) + " |",
+            "|" + "---|" * len(frame.columns)]
+    rows += ["| " + " | ".join(md_cell(v) for v in r) + " |" for r in frame.itertuples(index=False, name=None)]
+    return "\n".join(rows)
+
+
+def show_md_table(frame: Any) -> None:
+    """``st.markdown`` of :func:`md_table` (one element, one Markdown block)."""
+    import streamlit as st
+
+    st.markdown(md_table(frame))
 
 
 def table_md(frame: Any) -> Any:
@@ -143,7 +259,7 @@ def literal(text: str) -> str:
 
 
 # Visible forms of whitespace inside HTML views: a faint glyph, then (for newlines) the real break.
-_WS_GLYPHS = {" ": "·", "\t": "→", "\n": "↵", "\r": "␍", "\v": "␋", "\f": "␌"}
+_WS_GLYPHS = {" ": "·", "\t": "→", "\n": "↵"}   # layout; CR, VT, FF are controls: escaped like the others
 GLYPH_STYLE = "opacity:0.45"
 # the theme's text colour in a box tinted over the panel's background: readable in the light and dark themes
 MARKER_STYLE = "border:1px solid rgba(100,116,139,0.85);border-radius:3px;padding:0.08em 1px 0.22em;color:inherit"
@@ -160,14 +276,14 @@ def _visible_char(m: "re.Match[str]") -> str:
     return f'<span style="{GLYPH_STYLE}">{escape_code(ch)}</span>'
 
 
-_VISIBLE_HTML = re.compile(f"[ \\t\\n\\r\\v\\f]|{INVISIBLE.pattern}")
+_VISIBLE_HTML = re.compile(f"[ \\t\\n]|{INVISIBLE.pattern}")
 
 
 def visible_html(text: str) -> str:
-    """Escaped HTML of ``text`` with whitespace made visible: each space, tab, CR, VT, FF becomes a faint
-    glyph (``·`` ``→`` ``␍`` ``␋`` ``␌``; a line may break after a space or tab), a newline becomes ``↵``
-    followed by the real line break; other invisible characters (controls, bidi, zero-width) show as escapes
-    (``\\x1b``, ``\\u202e``). Every piece of ``text`` goes through :func:`html.escape`."""
+    """Escaped HTML of ``text`` with whitespace made visible: each space and tab becomes a faint glyph (``·``
+    ``→``; a line may break after it), a newline becomes ``↵`` followed by the real line break; every other
+    invisible character (controls — CR, VT, FF too —, bidi, zero-width) shows faint as its escape (``\\u000d``,
+    ``\\u202e``, :func:`escape_code`). Every piece of ``text`` goes through :func:`html.escape`."""
     return _VISIBLE_HTML.sub(_visible_char, html.escape(text, quote=True))
 
 

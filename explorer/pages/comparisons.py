@@ -9,7 +9,7 @@ from explorer import state
 from explorer.components.diff_view import parts_html, show_diff, show_text
 from explorer.components.marker_table import known_markers
 from explorer.components.provenance import banner
-from explorer.components.text import literal, md, show_table, visible_json
+from explorer.components.text import literal, md, show_json, show_table
 
 st.title("Comparisons")
 tpl = state.attempt(state.current)
@@ -93,7 +93,7 @@ for c in comparisons:
             a, b = st.columns(2)
             with a:
                 st.markdown("**A**")
-                st.json(visible_json(c.inputs_a), expanded=False)
+                show_json(c.inputs_a, height=200)
             with b:
                 st.markdown("**B**")
-                st.json(visible_json(c.inputs_b), expanded=False)
+                show_json(c.inputs_b, height=200)

@@ -114,11 +114,12 @@ with right:
                "press Ctrl+Enter).")
     live_render.conversation_inputs()
     if text.strip() and fits:
-        got = state.attempt(live_render.rendered, text, base.name)   # a bad conversation, a worker's limit
+        # a bad conversation, a worker's limit (named as the edit's, not the loaded file's)
+        got = state.attempt(live_render.rendered, text, base.name, edited_from=base.name)
         if got is not None:
             out, where = got
             if where is not None:         # the template's own syntax or render error, at its line
-                st.error(md_code(where.headline()))
+                st.error(md_code(state.edited_words(where.headline(), base.name)))
                 if where.excerpt:
                     st.code(shown(where.excerpt), language=None)
             else:   # the markers the current analysis learned, boxed as on the Overview
@@ -130,7 +131,7 @@ with right:
 
 loc = st.session_state.get("edit_error")
 if loc is not None:
-    st.error(md_code(state.for_visitor(loc.headline())))
+    st.error(md_code(state.for_visitor(state.edited_words(loc.headline(), base.name))))
     if loc.excerpt:
         st.code(shown(loc.excerpt), language=None)
     st.warning("The analysis below (and on every page) is still that of the last good source.")

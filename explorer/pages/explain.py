@@ -12,8 +12,8 @@ import streamlit as st
 from explorer import state, urlstate
 from explorer.components import serving
 from explorer.components.spans import NEW_OUTLINE, legend_html, panel_html, span_style, stop_html
-from core.explain.explain import show_invisible
-from explorer.components.text import md, md_code, split_rule_path, visible_html, visible_json
+from explorer.components.text import (md, md_code, show_invisible_notice, show_json, split_rule_path, visible_html,
+                                       visible_json_text, visible_text)
 
 st.title("Explain")
 tpl = state.attempt(state.current)
@@ -105,7 +105,7 @@ request = state.attempt(state.request_dict)
 if request is None or not fits:
     st.stop()
 with st.expander("Request (edit it on the Playground)"):
-    st.json(visible_json(request))
+    show_json(request)
 
 
 @st.cache_data(max_entries=32, show_spinner="Explaining the parse…")
@@ -162,7 +162,7 @@ if tg.get("mistake") not in (None, "NONE"):
     if near:
         st.caption(md(f"Nearest accepted output: {len(near['edits'])} edit(s)"
                       + (f"; the repair {near['repair']} already accepts it" if near["repair"] else "")))
-        st.code(show_invisible(near["diff"]), language="diff", wrap_lines=True)
+        st.code(visible_text(near["diff"]), language="diff", wrap_lines=True)
     st.markdown("**Fixes, ranked** (each re-parsed before it is offered)")
     if not tg.get("fixes"):
         st.caption(md_code("No change of ours helps: " + (tg.get("no_fix") or "")))
@@ -206,7 +206,7 @@ def _title(sp: dict) -> str:
 
 def _span_html(sp: dict) -> str:
     return (f'<span class="cte-span" data-label="{html.escape(sp["label"])}" style="{span_style(sp["label"])}" '
-            f'title="{html.escape(show_invisible(_title(sp)), quote=True)}">{visible_html(show_invisible(sp["text"]))}'
+            f'title="{html.escape(visible_text(_title(sp)), quote=True)}">{visible_html(sp["text"])}'
             '</span>')
 
 
@@ -306,13 +306,13 @@ if ex["other_fidelity_message"] is not None:
     left, right = st.columns(2)
     with left:
         st.caption(md(f"{ex['fidelity']} fidelity"))
-        st.json(visible_json(ex["message"]))
+        show_json(ex["message"])
     with right:
         st.caption("the other fidelity")
-        st.json(visible_json(ex["other_fidelity_message"]))
+        show_json(ex["other_fidelity_message"])
 else:
     with st.expander("Parsed message"):
-        st.json(visible_json(ex["message"]))
+        show_json(ex["message"])
 
 # ---------------------------------------------------------------- fixes
 
@@ -338,7 +338,7 @@ else:
         st.caption("No candidate change (fidelity, analysis override, request setting) parses this output clean.")
 for i, fx in enumerate(ex["fixes"]):
     st.markdown(_fix_words(fx))
-    st.json(visible_json(fx["message"]), expanded=False)
+    show_json(fx["message"], height=160)
     st.button("Apply", key=f"explain_fix_{i}", on_click=_apply_fix, args=(fx,))
 
 # ---------------------------------------------------------------- reproducer
@@ -347,6 +347,8 @@ st.subheader("Reproducer")
 st.text_area("Expected message (OpenAI JSON): the pytest reproducer then asserts it and is marked xfail (strict) "
              "until the parser gives it; left empty, the test is a characterisation test", key="explain_expect",
              height=100)
+with st.container():   # one slot, shown or not (explorer.components.serving.capped_text_area)
+    show_invisible_notice(st.session_state.get("explain_expect") or "")
 if (st.session_state.get("explain_expect") or "").strip() and not _expect_json():
     st.warning("The expected message is not a JSON object: the reproducers below pin the message as parsed now.")
 rep = ex["reproducer"]
@@ -360,7 +362,7 @@ c3.download_button("peg_tester snippet", rep["peg_tester"], file_name="peg_teste
 repro_box = st.expander("Show the reproducers", key="explain_open_repro", on_change="rerun")
 if repro_box.open:  # three highlighted code blocks, drawn when opened (the downloads above need no drawing)
     with repro_box:
-        st.code(rep["case"], language="json", wrap_lines=True)
+        st.code(visible_json_text(rep["case"]), language="json", wrap_lines=True)
         st.code(rep["pytest"], language="python", wrap_lines=True)
         st.code(rep["peg_tester"], language="cpp", wrap_lines=True)
 

@@ -15,7 +15,7 @@ from explorer.components import serving
 from explorer.components.code_view import show_code
 from explorer.components.glossary import field_help
 from explorer.components.provenance import banner
-from explorer.components.text import literal, md, visible_json
+from explorer.components.text import literal, md, show_json
 
 st.title("Overrides")
 tpl = state.attempt(state.current)
@@ -273,7 +273,7 @@ if bundle is not None:
     with c1:
         st.markdown("**Playground output parsed**")
         if msg is not None:
-            st.json(visible_json(msg.to_openai(), clip=2000))
+            show_json(msg.to_openai(), clip=2000)
     with c2:
         st.markdown("**Grammar**")
         if bundle.parser.grammar:

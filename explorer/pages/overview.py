@@ -4,7 +4,7 @@ tokens and the route llama.cpp would take (auto-parser, workaround, special hand
 import streamlit as st
 
 from explorer import state
-from explorer.components.text import md, show_table
+from explorer.components.text import md, show_md_table
 
 st.title("Overview")
 tpl = state.attempt(state.current)
@@ -24,7 +24,6 @@ from explorer.components.code_view import show_code  # noqa: E402
 from explorer.components.diff_view import show_text  # noqa: E402
 from explorer.components.glossary import mode_help  # noqa: E402
 from explorer.components.provenance import banner  # noqa: E402
-from explorer.components.text import visible_text  # noqa: E402
 
 rep = state.attempt(state.report, tpl)
 route = state.attempt(state.route, tpl) if rep is not None else None  # no route shown above a failed analysis
@@ -77,13 +76,14 @@ with tab_analysis:
     else:
         st.dataframe(markers, hide_index=True, width="stretch", height="content", column_config=mt.marker_column_config(markers))
     left, right = st.columns([3, 2])
+    # small tables as one Markdown block each (every cell escaped): not grids, whose setup cost the browser more
+    # than the rest of the page, nor st.table, which draws each cell as a Markdown block of its own (96 → 44)
     with left:
         st.subheader("Other fields")
-        show_table(mt.flags_frame(a), hide_index=True)   # wraps: a list value is read whole
+        show_md_table(mt.flags_frame(a))   # wraps: a list value is read whole
     with right:
         st.subheader("Capabilities")
-        # small static tables, not grids: each grid's setup cost the browser more than the rest of its page
-        show_table(mt.caps_frame(a.caps), hide_index=True)
+        show_md_table(mt.caps_frame(a.caps))
 
     st.subheader("Generation prompt")
     st.caption("Text the template appends for the assistant turn (user “Hello”, one tool, thinking on); "
@@ -91,8 +91,7 @@ with tab_analysis:
     show_text(rep.generation_prompt, max_height="8rem", markers=markers_shown)
 
     st.subheader("Preserved tokens")
-    show_table(pd.DataFrame({"token": [visible_text(t) for t in a.preserved_tokens]}), hide_index=True,
-             width="content")
+    show_md_table(pd.DataFrame({"token": list(a.preserved_tokens)}))
     if a.additional_stops:
         st.caption(md("Additional stops: " + ", ".join(a.additional_stops)))
 

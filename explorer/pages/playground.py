@@ -14,7 +14,7 @@ from explorer.components import marker_table as mt
 from explorer.components import serving
 from explorer.components.diff_view import WINDOW, show_text
 from explorer.components.provenance import banner
-from explorer.components.text import md, visible_json
+from explorer.components.text import literal, md, show_json
 
 CLIP = 2000  # characters of a string shown in a JSON view (the whole text is in the windowed view below it)
 DELTAS_SHOWN = 200
@@ -85,7 +85,7 @@ def replay_view(output: str, partial: bool, markers: list[str]) -> None:
     fed = "".join(rp.pieces[:step])
     deltas = [d for ds in rp.deltas[:step] for d in ds]
     token = rp.pieces[step - 1] if step < n else "(finish)"
-    st.caption(md(f"Step {step} of {n}: token {token[:80]!r}; {len(deltas)} deltas so far"
+    st.caption(md(f"Step {step} of {n}: token {literal(token[:80])}; {len(deltas)} deltas so far"
                   + (f"; {rp.held_back} steps held back (would have retracted text)" if rp.held_back else "")))
     st.markdown("**Text fed so far**" + (" (its end)" if len(fed) > WINDOW else ""))
     show_text(fed, max_height="8rem", markers=markers, start=max(0, len(fed) - WINDOW))
@@ -107,10 +107,10 @@ def replay_view(output: str, partial: bool, markers: list[str]) -> None:
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Deltas so far**" + (f" (the last {DELTAS_SHOWN})" if len(deltas) > DELTAS_SHOWN else ""))
-        st.json(visible_json(deltas[-DELTAS_SHOWN:], clip=CLIP), expanded=False)
+        show_json(deltas[-DELTAS_SHOWN:], clip=CLIP, height=240, rows=True)   # a delta per line
     with c2:
         st.markdown("**Partial message**")
-        st.json(visible_json(partial_msg, clip=CLIP), expanded=True)
+        show_json(partial_msg, clip=CLIP)
 
 
 settings, main = st.columns([1, 2], gap="large")
@@ -183,7 +183,7 @@ with main:
         for r in repairs_fired:
             why = f" ({r.why})" if getattr(r, "why", "") else ""   # truncated-call: cut / rejected
             st.badge(f"repair {r.name}{why} [{r.start}, {r.end})", icon=":material/build:", color="orange")
-        st.json(visible_json(msg, clip=CLIP), expanded=True)
+        show_json(msg, clip=CLIP)
         for field in ("reasoning_content", "content"):
             if msg.get(field):
                 st.markdown(f"**{field}**")
