@@ -1480,7 +1480,8 @@ def held_view(parser: Any, result: ParseResult | None, text: str, msg: Assistant
     back until the final parse (an end marker may still come and make the call reasoning: llama.cpp's reference
     case ref-0303), so it is ``msg``'s reasoning alone; else None."""
     opener = getattr(parser, "hold_calls_in_reasoning", "")
-    if result is None or not opener or not _ended_reasoning_at_call(result, text, opener):
+    # the repair fires only where the format read complete calls: a view without calls needs no walk
+    if result is None or not opener or not msg.tool_calls or not _ended_reasoning_at_call(result, text, opener):
         return None
     return AssistantMessage(reasoning_content=msg.reasoning_content)
 
