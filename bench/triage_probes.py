@@ -65,6 +65,12 @@ def _calls(case: dict, toks: list[str], reasoning: set[str], end_token: str = ""
     if end_token and not out.rstrip().endswith(end_token):
         probes["the turn's end token, then more text"] = (out + end_token + "\nAnything else?", {"TRAILING_TEXT"})
     probes["cut at 70 %"] = (out[:int(len(out) * 0.7)], {"CUT_SHORT"})
+    closer = next((t for t in toks if t not in reasoning and t.startswith("</") and out.rstrip().endswith(t)), "")
+    if closer:
+        # the closer a stop string matched, removed with the whitespace before it (GLM's `\n</tool_call>`; tenth
+        # round): a complete call, not a cut one
+        probes["closer removed with its whitespace"] = (out.rstrip()[:-len(closer)].rstrip(),
+                                                        {"STOP_STRING_STRIPPED"})
     return probes
 
 

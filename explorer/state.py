@@ -686,7 +686,10 @@ def request_dict() -> dict[str, Any]:
 
     tools = parse_json("in_tools", "tools", json.dumps(default_tools(), indent=2))
     messages = parse_json("in_messages", "messages", json.dumps(DEFAULT_MESSAGES, indent=2))
-    return {
+    kwargs = parse_json("in_kwargs", "chat_template_kwargs", "")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise RequestError("chat_template_kwargs", "must be a JSON object, e.g. {\"thinking\": false}")
+    req = {
         "messages": messages or [],
         "tools": tools or None,
         "tool_choice": st.session_state.get("in_tool_choice", "auto"),
@@ -695,6 +698,9 @@ def request_dict() -> dict[str, Any]:
         "enable_thinking": bool(st.session_state.get("in_enable_thinking", True)),
         "add_generation_prompt": True,
     }
+    if kwargs:  # a report's request often carries them (Kimi K3's thinking, Cohere's reasoning): kept as given
+        req["chat_template_kwargs"] = kwargs
+    return req
 
 
 DEFAULT_MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]

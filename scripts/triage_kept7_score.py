@@ -3,6 +3,7 @@ set (cause right, fix verified or a correct "none helps", nearest output found o
 each row's outcome:
 
     python scripts/triage_kept7_score.py [--templates ../shared/templates] [--set kept7.jsonl] [--json]
+    python scripts/triage_kept7_score.py --set kept8.jsonl      # the tenth batch (SCORES["kept8.jsonl"]["kept8"])
 
 The last line is the tuple pinned in ``SCORES["kept7.jsonl"]["kept7"]``. The triage gets 30 s per row, as in the
 tests, so the figures do not depend on the machine. Nothing here is imported by the library.
@@ -60,7 +61,7 @@ def score(templates: str, name: str) -> tuple[list[dict], tuple[int, int, int, i
         rows.append({"id": c["id"], "cause": c["cause"], "said": tg.mistake.name, "cause_ok": cause,
                      "fix_kind": c["fix"]["kind"], "fix_ok": fix,
                      "fixes": [f"{f.kind.value}: {json.dumps(f.change, ensure_ascii=False)[:160]}" for f in tg.fixes],
-                     "no_fix": bool(tg.no_fix), "nearest": near,
+                     "no_fix": bool(tg.no_fix), "no_fix_text": tg.no_fix, "sentence": tg.sentence, "nearest": near,
                      "nearest_edits": len(tg.nearest.edits) if tg.nearest is not None else None})
     return rows, tuple(totals)  # type: ignore[return-value]
 

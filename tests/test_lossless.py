@@ -214,3 +214,16 @@ def test_output_cut_inside_a_json_call_name_reaches_content(fidelity):
     assert msg.content.endswith('"tool_name": "book_') and [t.name for t in msg.tool_calls] == ["get_weather"]
     assert [r.why for r in msg.repairs if r.name == "unparsed-text"] == ["content"]
     assert lost_word_spans(cut, msg, parser_marks(parser)) == []
+
+
+def test_a_word_joined_to_an_output_word_across_a_call_is_not_lost():
+    """With reasoning_format none, a prompt-opened reasoning "hello" and the text "hi" after the call the parse
+    took out meet in the content as "hellohi" (vLLM's Step-3.5 fixture, tests/data/real_outputs_kept6): "hello" is
+    there, so the contract appends nothing — it used to append the whole output again, every call's text a second
+    time. A word found only inside a longer one whose rest is no output word is still lost."""
+    from core.chat.message import AssistantMessage
+
+    out = "hello<tool_call>\n<function=f>\n</function>\n</tool_call>hi<tool_call>"
+    msg = AssistantMessage(content="<think>\nhellohi<tool_call>")
+    assert lost_word_spans(out, msg, frozenset({"tool_call", "function"})) == []
+    assert lost_word_spans("book_", AssistantMessage(content="booking"), frozenset()) == [("book", 0)]

@@ -176,11 +176,28 @@ class TemplateDir:
         return self._cache[name]
 
 
-def run_case(case: dict[str, Any], templates: TemplateDir, fidelity: str = "llama.cpp") -> dict[str, Any]:
+def repairs_off(only: Iterable[str] | None) -> tuple[str, ...]:
+    """The tolerance repairs to switch off so that only ``only`` stay on (``None``: none off; contract rules
+    always stay on). Unknown names are not checked here (see :func:`core.explain.model.repairs_off`)."""
+    from .repairs import REPAIRS, RepairStage
+
+    if only is None:
+        return ()
+    keep = set(only)
+    return tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT and r.name not in keep)
+
+
+def run_case(case: dict[str, Any], templates: TemplateDir, fidelity: str = "llama.cpp", *,
+             overrides: dict[str, Any] | None = None, disabled_workarounds: Iterable[str] = (),
+             only_repairs: Iterable[str] | None = None) -> dict[str, Any]:
     """Run one ``cases.jsonl`` row: build the parser, parse the input once (``message``) and stream it one
     character at a time (``deltas``, OpenAI delta objects). Never raises: failures become ``error``.
-    ``fidelity``: ``"llama.cpp"`` (default) or ``"improved"`` (:mod:`core.analysis.fidelity`)."""
-    from .pipeline import build_chat_parser
+    ``fidelity``: ``"llama.cpp"`` (default) or ``"improved"`` (:mod:`core.analysis.fidelity`). The rest are an
+    explanation's settings, so its reproducer parses as it did: analysis ``overrides`` and
+    ``disabled_workarounds`` (as on the Overrides page), ``only_repairs`` (improved fidelity with only these
+    tolerance repairs on)."""
+    from ..analysis import reapply
+    from .pipeline import build_chat_parser, cached_analysis
     from .stream import StreamingParser
 
     out: dict[str, Any] = {"id": case.get("id")}
@@ -189,7 +206,12 @@ def run_case(case: dict[str, Any], templates: TemplateDir, fidelity: str = "llam
             raise RequestError("template", "missing: each case names its template file")
         template = templates.get(case["template"])
         request = ChatRequest.from_dict(case)
-        bundle = build_chat_parser(template, request, fidelity=fidelity)
+        report = None
+        if overrides or disabled_workarounds:
+            report = reapply(cached_analysis(template, fidelity), overrides=dict(overrides or {}) or None,
+                             disabled_workarounds=tuple(disabled_workarounds))
+        bundle = build_chat_parser(template, request, report=report, fidelity=fidelity,
+                                   disabled_repairs=repairs_off(only_repairs) if fidelity == "improved" else ())
         text = case.get("input", "")
         partial = bool(case.get("is_partial"))
         out["message"] = bundle.call_ids().message(bundle.parser.parse(text, partial)).to_openai()

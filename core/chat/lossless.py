@@ -182,6 +182,7 @@ def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -
     if not set(_WORD.findall(output)) - have - marks:
         return []
     words = [(m.group(0), m.start()) for m in _WORD.finditer(output)]
+    out_words = {w for w, _ in words}
     # the neighbours a word may have been joined to: the text words (not markup) around it in the output
     kept = [i for i, (w, _) in enumerate(words) if w not in marks]
     near: dict[int, tuple[str, str]] = {}
@@ -204,7 +205,7 @@ def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -
             lookups += 1
             before, after = near.get(i, ("", ""))
             if (before and before + w in text) or (after and w + after in text) or _glued_to_markup(w, have, marks) \
-                    or _joined_to_a_word(w, have, out_words):
+                    or _joined_to_a_word(w, have, out_words) or _joined_to_output_word(w, text, out_words):
                 continue
         lost.append((w, at))
     return lost
@@ -212,6 +213,28 @@ def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -
 
 GLUED_WORD_MAX = 64
 """Longest word :func:`_glued_to_markup` splits (keeps the check linear on hostile output)."""
+
+_WORD_TAIL = re.compile(r"[^\W_]*\Z")
+_WORD_HEAD = re.compile(r"[^\W_]*")
+
+
+def _joined_to_output_word(word: str, text: str, out_words: set[str], tries: int = 4) -> bool:
+    """True when ``text`` holds ``word`` joined to other words of the output, whatever stood between them in the
+    output: reasoning "hello" of a prompt-opened block whose content "hi" follows a call the parse took out is
+    content "hellohi" with reasoning_format none. The pieces beside it must be output words or shorter than a word
+    (:data:`MIN_WORD`), so "book" inside "booking" is still lost. At most ``tries`` occurrences, each looked at within :data:`GLUED_WORD_MAX`
+    characters (linear)."""
+    at = 0
+    for _ in range(tries):
+        p = text.find(word, at)
+        if p < 0:
+            return False
+        at = p + 1
+        head = _WORD_TAIL.search(text, max(0, p - GLUED_WORD_MAX), p).group(0)
+        tail = _WORD_HEAD.match(text, p + len(word), p + len(word) + GLUED_WORD_MAX).group(0)
+        if (head or tail) and all(not x or x in out_words or len(x) < MIN_WORD for x in (head, tail)):
+            return True
+    return False
 
 
 def _joined_to_a_word(word: str, have: set[str], out_words: set[str]) -> bool:

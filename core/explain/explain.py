@@ -114,6 +114,7 @@ def _explain(setup: Setup, bundle: Any, tr: Any, output: str, fixes: bool) -> Ex
     route = bundle.format if bundle.format != "peg-native" else "auto-parser"
     ex = Explanation(template=getattr(template, "name", "template"), route=route, fidelity=fidelity,
                      only_repairs=list(setup.only_repairs) if setup.only_repairs is not None else None,
+                     overrides=dict(setup.overrides), disabled_workarounds=list(setup.disabled),
                      request=request.to_row(), output=output, generation_prompt=tr.text[:tr.gp_len],
                      text=tr.text, entry=tr.entry, message=tr.message.to_openai(), spans=tr.spans,
                      notes=list(getattr(bundle.parser, "notes", []) or []) + list(bundle.notes))

@@ -21,7 +21,8 @@ from ..inputs import visible
 from .spans import Span
 from .trace_routes import MAIN, ParseTrace, peg_message, trace_parse
 from ..analysis.dialect import llama_dialect_failure
-from ..chat.repairs import REPAIRS, REPAIRS_BY_NAME, RepairStage, UnknownRepairError
+from ..chat.conformance import repairs_off as conformance_repairs_off
+from ..chat.repairs import REPAIRS_BY_NAME, UnknownRepairError
 
 WS = " \t\n\v\f\r"
 _CALLED_IDENT = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
@@ -142,6 +143,8 @@ class Explanation:
     found_by: dict[str, str] = field(default_factory=dict)
     triage: Any = None      # core.explain.triage.Triage (the mistake, nearest output, ranked fixes)
     only_repairs: list[str] | None = None   # improved fidelity with only these repairs on (a repair switched alone)
+    overrides: dict[str, Any] = field(default_factory=dict)     # the analysis overrides it was parsed with
+    disabled_workarounds: list[str] = field(default_factory=list)   # and the workarounds switched off
     # a template llama.cpp's Jinja dialect cannot render (no parser here): the explanation at improved fidelity,
     # where improvement transformers-dialect renders it; the triage reads the model's mistake there
     in_transformers_dialect: "Explanation | None" = None
@@ -285,7 +288,7 @@ def repairs_off(only: tuple[str, ...] | None) -> tuple[str, ...]:
     unknown = sorted(set(only) - set(REPAIRS_BY_NAME))
     if unknown:
         raise UnknownRepairError(f"unknown repair {unknown[0]!r}; known: {', '.join(REPAIRS_BY_NAME)}")
-    return tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT and r.name not in only)
+    return conformance_repairs_off(only)
 
 
 def trace(setup: Setup, output: str) -> tuple[Any, ParseTrace]:

@@ -14,9 +14,14 @@ import json
 from typing import Any
 
 from ..codegen import cpp_string, py_identifier, py_str
+from ..escapes import escape_char, is_invisible
 
 REASONING_FORMATS = ("NONE", "AUTO", "DEEPSEEK", "DEEPSEEK_LEGACY")
 """llama.cpp's ``COMMON_REASONING_FORMAT_*`` names the snippet may write (anything else is written as AUTO)."""
+TOOL_CHOICES = ("AUTO", "REQUIRED", "NONE")
+"""llama.cpp's ``COMMON_CHAT_TOOL_CHOICE_*`` names."""
+CONTINUATIONS = ("NONE", "AUTO", "REASONING", "CONTENT")
+"""llama.cpp's ``COMMON_CHAT_CONTINUATION_*`` names."""
 
 
 def case_id(ex: Any) -> str:
@@ -33,7 +38,27 @@ def case_line(ex: Any, case_id_: str | None = None, expect: dict[str, Any] | Non
     (without one: the message the current parser gives — edit it to the message you expected)."""
     row = {"id": case_id_ or case_id(ex), "template": ex.template, **ex.request, "input": ex.output,
            "is_partial": False, "expect": expect if expect is not None else ex.message}
-    return json.dumps(row, ensure_ascii=False)
+    return _escape_format_chars(json.dumps(row, ensure_ascii=False))
+
+
+def _escape_format_chars(line: str) -> str:
+    """``line`` (JSON text) with every invisible character (:func:`core.escapes.is_invisible`: bidi controls,
+    zero-width characters, BOM, the line/paragraph separators) written as ``\\uXXXX`` escapes: the same JSON value, but
+    a terminal, an editor or the app's code view cannot reorder or hide what the line says. Other non-ASCII text
+    (CJK, Cyrillic) stays readable. Such characters only occur inside JSON strings, where the escape is valid."""
+    if line.isascii():
+        return line
+    return "".join(_json_escape(ch) if is_invisible(ch) else ch for ch in line)
+
+
+def _json_escape(ch: str) -> str:
+    """One character as JSON ``\\u`` escapes: :func:`core.escapes.escape_char` up to U+FFFF, a surrogate pair above
+    (JSON has no ``\\U``; tag characters there are format characters)."""
+    code = ord(ch)
+    if code <= 0xFFFF:
+        return escape_char(ch)
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def _cause(ex: Any) -> str:
@@ -49,18 +74,25 @@ def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
                 expect: dict[str, Any] | None = None) -> str:
     """A pytest test for this project. With ``expect`` it asserts the expected message and is marked
     ``xfail(strict=True)`` with the cause (a reproducer that fails until fixed); without, a characterisation
-    test of the message as parsed now. With ``source`` (the template text) the test carries the template itself
-    and runs from any directory; without it the template is read from ``../shared/templates`` by name."""
+    test of the message as parsed now. Either way it parses with the explanation's settings (overrides, workarounds
+    off, a repair alone) and compares messages as the reference scoring does
+    (:func:`core.chat.roundtrip.compare_messages`): at ``improved`` fidelity a call the model wrote without an id
+    gets a random one, which an expected id left empty must not pin. With ``source`` (the template text) the test
+    carries the template itself and runs from any directory; without it the template is read from
+    ``../shared/templates`` by name."""
     cid = case_id_ or case_id(ex)
+    settings = _settings(ex)
     # untrusted text (template name, output, tools, source, cause) enters the file only as ASCII string literals
     # (core.codegen): the case as JSON text the test decodes; the function name is ASCII alnum only
     name = py_identifier("test_" + cid, prefix="test_")
     case = py_str(case_line(ex, cid, expect))
     if source is None:
-        head = "import json\n\nimport pytest\n\nfrom core.chat.conformance import TemplateDir, run_case\n"
+        head = ("import json\n\nimport pytest\n\nfrom core.chat.conformance import TemplateDir, run_case\n"
+                "from core.chat.roundtrip import compare_messages\n")
         templates = 'TemplateDir("../shared/templates")'
     else:
         head = ("import json\n\nimport pytest\n\nfrom core.chat.conformance import run_case\n"
+                "from core.chat.roundtrip import compare_messages\n"
                 "from core.jinja.template import ChatTemplate\n\n"
                 f"SOURCE = {py_str(source)}\n\n\nclass _Template:\n    def get(self, name):\n"
                 "        return ChatTemplate(SOURCE, name)\n")
@@ -74,16 +106,33 @@ def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
         doc = ('    """Characterisation test: no expected message was given, so this pins the message as parsed\n'
                '    now and passes while the behaviour stays as it is. Give the expected message (explain --expect\n'
                '    FILE, or the box on the Explain page) to get a reproducer that fails until the bug is fixed."""\n')
+    # the explanation's analysis settings, so the test parses as the explanation did (as JSON text, like CASE)
+    setting_line = f"SETTINGS = json.loads({py_str(json.dumps(settings, ensure_ascii=False))})\n" if settings else ""
+    setting_arg = ", **SETTINGS" if settings else ""
     return f'''{head}
 CASE = json.loads({case})
-
+{setting_line}
 
 {mark}def {name}():
 {doc}    templates = {templates}
-    out = run_case(CASE, templates, fidelity={py_str(str(ex.fidelity))})
+    out = run_case(CASE, templates, fidelity={py_str(str(ex.fidelity))}{setting_arg})
     assert "error" not in out, out.get("error")
-    assert out["message"] == CASE["expect"]
+    why = compare_messages(CASE["expect"], out["message"])
+    assert why is None, why
 '''
+
+
+def _settings(ex: Any) -> dict[str, Any]:
+    """The explanation's settings beyond the request and the fidelity (overrides, workarounds switched off, a
+    repair switched on alone), as :func:`core.chat.conformance.run_case` takes them; empty when none."""
+    out: dict[str, Any] = {}
+    if getattr(ex, "overrides", None):
+        out["overrides"] = dict(ex.overrides)
+    if getattr(ex, "disabled_workarounds", None):
+        out["disabled_workarounds"] = list(ex.disabled_workarounds)
+    if getattr(ex, "only_repairs", None) is not None:
+        out["only_repairs"] = list(ex.only_repairs)
+    return out
 
 
 def _text(value: Any) -> str:
@@ -107,6 +156,10 @@ def peg_tester_snippet(ex: Any, expect: dict[str, Any] | None = None) -> str:
         params = json.dumps(f.get("parameters") or {"type": "object", "properties": {}}, ensure_ascii=False)
         out.append(f"    static common_chat_tool repro_tool_{i}{{ {cpp_string(str(f.get('name', '')))}, "
                    f"{cpp_string(str(f.get('description', '')))}, {cpp_string(params)} }};")
+    missing = _not_in_snippet(ex)
+    if missing:
+        out.append(f"    // not set here (peg_test_builder has no setter): {', '.join(missing)}; this test renders a "
+                   "different prompt or parser than the explanation did")
     out += [f"    auto tst = peg_tester({cpp_string('models/templates/' + ex.template)}, detailed_debug);",
             f"    tst.test({cpp_string(ex.output)})"]
     if tools:
@@ -118,6 +171,17 @@ def peg_tester_snippet(ex: Any, expect: dict[str, Any] | None = None) -> str:
     if fmt not in REASONING_FORMATS:
         fmt = "AUTO"
     out.append(f"        .reasoning_format(COMMON_REASONING_FORMAT_{fmt})")
+    # the other request settings peg_test_builder has setters for; enum values only from fixed tables
+    choice = str(req.get("tool_choice") or "auto").upper()
+    if choice in TOOL_CHOICES and choice != "AUTO":
+        out.append(f"        .tool_choice(COMMON_CHAT_TOOL_CHOICE_{choice})")
+    if req.get("add_generation_prompt") is False:
+        out.append("        .add_generation_prompt(false)")
+    cont = str(req.get("continue_final_message") or "none").upper()
+    if cont in CONTINUATIONS and cont != "NONE":
+        out.append(f"        .continue_final_message(COMMON_CHAT_CONTINUATION_{cont})")
+    if isinstance(req.get("json_schema"), dict):
+        out.append(f"        .json_schema({cpp_string(json.dumps(req['json_schema'], ensure_ascii=False))})")
     if msg.get("reasoning_content"):
         out.append(f"        .expect_reasoning({cpp_string(_text(msg['reasoning_content']))})")
     out.append(f"        .expect_content({cpp_string(_text(msg.get('content') or ''))})")
@@ -129,3 +193,20 @@ def peg_tester_snippet(ex: Any, expect: dict[str, Any] | None = None) -> str:
     out.append("        .run();")
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _not_in_snippet(ex: Any) -> list[str]:
+    """What the explanation parsed with that a ``peg_tester`` snippet cannot set, as fixed words (never input
+    text: the line is a C++ comment): template kwargs other than ``enable_thinking`` (which the snippet sets),
+    analysis overrides, workarounds switched off, a repair switched on alone."""
+    req = ex.request
+    missing = []
+    if set(req.get("chat_template_kwargs") or {}) - {"enable_thinking"}:
+        missing.append("the request's chat_template_kwargs")
+    if getattr(ex, "overrides", None):
+        missing.append("analysis overrides")
+    if getattr(ex, "disabled_workarounds", None):
+        missing.append("workarounds switched off")
+    if getattr(ex, "only_repairs", None) is not None or ex.fidelity == "improved":
+        missing.append("improved fidelity (llama.cpp parses as llama.cpp)")
+    return missing

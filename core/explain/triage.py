@@ -362,6 +362,16 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                     out.append(Edit("insert", i, "", op))
         if ctx["special_start"] and not s.startswith(ctx["special_start"]):
             out.append(Edit("insert", 0, "", ctx["special_start"]))
+    if not p.message.tool_calls and (p.truncated or p.stop < 0) and ctx.get("r_ends"):
+        # a call written while the reasoning is open: the reasoning closer put in before the first call marker
+        own = set(ctx["markers"]) | ctx["all_markers"]
+        ends = [e for e in ctx["r_ends"] if e.strip(_WS) and e.strip(_WS) not in own and e.strip(_WS) not in s]
+        at = min((i for i in (s.find(m_) for m_ in ctx["markers"] if m_) if i >= 0), default=-1)
+        for e in ends[:1]:
+            if at >= 0:
+                out.append(Edit("insert", at, "", e))
+                if e != e.strip(_WS):
+                    out.append(Edit("insert", at, "", e.strip(_WS)))
     m = re.search(r"```\w{0,16}\n", s)
     if m:
         out.append(Edit("delete", m.start(), m.group(0), ""))
@@ -371,9 +381,22 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         if i >= 0:
             out.append(Edit("delete", i, m.group(0), ""))
     if p.truncated or (p.stop < 0 and not p.message.tool_calls):
-        for c in ctx["closers"][:2]:
-            if not s.rstrip(_WS).endswith(c):
+        if "rendered_closers" not in ctx:
+            ctx["rendered_closers"] = _closers_as_rendered(ctx.get("setup"), ctx)
+        ctx["spaced_closers"] = list(dict.fromkeys(ctx.get("spaced_closers", []) + ctx["rendered_closers"]))
+        for c in ctx.get("spaced_closers", [])[:2] + ctx["closers"][:2]:
+            if not s.rstrip(_WS).endswith(c.strip(_WS)):
                 out.append(Edit("insert", len(s), "", c))
+        tail = re.compile(r"<[^<>\s]{1,40}$").search(s, max(0, len(s) - 42))
+        for c in ctx.get("spaced_closers", [])[:2] + ctx["closers"][:2]:
+            core_ = c.strip(_WS)
+            if tail and core_.startswith(tail.group(0)) and core_ != tail.group(0):
+                # a closer cut part-way (`</tool_` for `</tool_call>`): completing it is one edit (with the
+                # whitespace the template writes before it, when the model left that out too)
+                if c != core_:
+                    out.append(Edit("replace", tail.start(), tail.group(0), c))
+                out.append(Edit("insert", len(s), "", core_[len(tail.group(0)):]))
+                break
     seen: set[tuple] = set()
     uniq = []
     for e in out:
@@ -382,6 +405,20 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             seen.add(k)
             uniq.append(e)
     return uniq[:8]
+
+
+def _closers_as_rendered(setup: _Setup | None, ctx: dict[str, Any]) -> list[str]:
+    """The analysis's closers with the whitespace the template's render of a call writes before them
+    (GLM's ``\n</tool_call>``): what a server's stop string may have removed, whitespace and all."""
+    if setup is None or not ctx["names"] or not ctx["closers"]:
+        return []
+    render = _rendered_call(setup, ctx["names"][0], {"a": "V0"})
+    out = []
+    for c in ctx["closers"][:2]:
+        m = re.compile(r"([ \t\r\n]{1,8})" + re.escape(c)).search(render)
+        if m:
+            out.append(m.group(0))
+    return out
 
 
 def _gap_in_literal(s: str, at: int, lits: list[str]) -> list[Edit]:
@@ -459,6 +496,7 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
     a = getattr(getattr(bundle, "report", None), "analysis", None)
     args_key = ""
     closers: list[str] = []
+    spaced: list[str] = []
     markers: list[str] = []
     if a is not None and bundle.format == "peg-native":
         fj = a.to_json().get("tools", {})
@@ -466,9 +504,12 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
         args_key = (fmt.get("args_field") or fj.get("function", {}).get("args_field") or "").strip(_WS) \
             if isinstance(fmt, dict) else ""
         for k in ("per_call_end", "section_end"):
-            v = (fmt.get(k) or "").strip(_WS) if isinstance(fmt, dict) else ""
+            raw = (fmt.get(k) or "") if isinstance(fmt, dict) else ""
+            v = raw.strip(_WS)
             if v:
                 closers.append(v)
+                if raw.rstrip(_WS) != v:
+                    spaced.append(raw.rstrip(_WS))     # the closer as the template writes it, its whitespace first
         for k in ("per_call_start", "section_start"):
             v = (fmt.get(k) or "").strip(_WS) if isinstance(fmt, dict) else ""
             if v:
@@ -488,7 +529,15 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
         if o.strip(_WS).startswith("[") or o.strip(_WS).startswith("<|"):
             special = o
             break
-    return {"names": tool_names(setup.request), "openers": openers, "closers": closers, "args_key": args_key,
+    from .model import reasoning_markers
+
+    try:
+        r_ends = [e for e in reasoning_markers(bundle)[1] if e]
+    except Exception:  # noqa: BLE001 - a bundle without an analysis has no reasoning markers
+        r_ends = []
+    return {"names": tool_names(setup.request), "openers": openers, "closers": closers, "spaced_closers": spaced,
+            "r_ends": r_ends,
+            "args_key": args_key,
             "all_markers": _format_markers(a, bundle),
             "markers": markers + [o.strip(_WS) for o in openers if o.strip(_WS)], "special_start": special}
 
@@ -843,6 +892,201 @@ def _empty_comparisons(bundle: Any) -> list[str]:
     return [f"{c.id}: {c.title}" for c in comps if not (getattr(c, "found", None) or {})][:6]
 
 
+def _thinking_flag_change(req: Any, on: bool) -> dict[str, Any]:
+    """The request change that sets the template's thinking flag: the ``chat_template_kwargs`` key the request
+    already passes (``thinking``, ``enable_thinking``) when it passes one, else ``enable_thinking``."""
+    kw = dict(getattr(req, "chat_template_kwargs", None) or {})
+    for key in ("enable_thinking", "thinking"):
+        if isinstance(kw.get(key), bool):
+            return {"chat_template_kwargs": {**kw, key: on}, **({"enable_thinking": on} if key == "enable_thinking"
+                                                                else {})}
+    return {"enable_thinking": on}
+
+
+def _reread_without_thinking(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tuple[Any, _Setup, dict[str, Any]] | None:
+    """The output explained again with the request's thinking flag off, when that changes the generation prompt:
+    ``(explanation, setup, change)`` or None (one parse, outputs up to 16 KiB)."""
+    budget = ctx.get("budget")
+    if budget is None or len(ex.output) > _STRIPPED_CHARS or not budget.take(len(ex.output)):
+        return None
+    from .explain import explain as _explain
+
+    change = _thinking_flag_change(setup.request, False)
+    try:
+        req2 = apply_request_change(setup.request, change)
+        ex2 = _explain(setup.template, req2, ex.output, fidelity=setup.fidelity, overrides=dict(setup.overrides),
+                       fixes=False)
+    except Exception:  # noqa: BLE001 - a request the template does not render gives no evidence
+        return None
+    if ex2.generation_prompt == ex.generation_prompt:
+        return None
+    return ex2, replace(setup, request=req2), change
+
+
+def _complete_without_thinking(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], r_ends: list[str]
+                               ) -> tuple[Mistake, list[str]] | None:
+    """An output "cut inside the reasoning" that is a complete reply: the generation prompt opened the reasoning
+    (the request's thinking flag on, as by default), the output writes no reasoning closer and no call is read —
+    re-read with the flag off, it parses clean (the answer itself: ``REASONING_SETTING``) or stops somewhere not at
+    its end (a fault of the reply, named by the same rules on that reading). Cut only when the parse really needs
+    more input at the end."""
+    out = ex.output
+    own = ctx["all_markers"] | set(ctx["markers"])
+    r_ends = [e for e in r_ends if e.strip(_WS) not in own] or r_ends[:1]    # (a call opener also ends it)
+    if ex.message.get("tool_calls") or not r_ends or any(e.strip(_WS) and e.strip(_WS) in out for e in r_ends) \
+            or not setup.request.enable_thinking and "thinking" not in (setup.request.chat_template_kwargs or {}):
+        return None
+    again = _reread_without_thinking(ex, setup, ctx)
+    if again is None:
+        return None
+    ex2, s2, change = again
+    flag = ", ".join(f"{k}={json.dumps(v)}" for k, v in change.items())
+    if ex2.clean and ex2.truncated is None and "\n" not in out.strip(_WS):
+        # (one line holds no reasoning and an answer after it; on several lines a closer the decoder dropped
+        # reads the same, so that text keeps the reading below)
+        ctx["thinking_fix"] = change
+        return Mistake.REASONING_SETTING, [
+            f"the output ends inside the reasoning only because the generation prompt opens it ({_q(ex.generation_prompt.rstrip(_WS)[-24:])}, "
+            f"the request's thinking flag on) and the output never writes {_q(r_ends[0].strip(_WS))}: read with "
+            f"{flag} it parses clean as the reply — it is complete, not cut; the model answered without reasoning"]
+    if ex2.clean or ex2.truncated is not None or ex2.stop is None:
+        return None
+    from .model import build_bundle
+
+    b2 = build_bundle(s2)
+    c2 = _context(s2, b2)
+    c2["budget"] = ctx["budget"]
+    m2, ev2 = classify_mistake(ex2, s2, b2, None, c2)
+    if m2 in (Mistake.NONE, Mistake.CUT_SHORT):
+        return None
+    return m2, [f"the output writes no reasoning closer ({_q(r_ends[0].strip(_WS))}) and is no cut reasoning: read "
+                f"with {flag} (a generation prompt that does not open the reasoning) its parse needs no more input "
+                "at the end and stops inside the reply — that stop is the fault"] + ev2
+
+
+def _unfound_token_pair(setup: _Setup, bundle: Any, out: str, msg: dict[str, Any], ctx: dict[str, Any], r_start: str,
+                        r_ends: list[str]) -> tuple[dict[str, Any] | None, list[str], str] | None:
+    """Control tokens of the template's own source left in a clean content, in pairs the analysis placed in no
+    role while it found no reasoning markers: a block ``<|a|>`` … ``<|b|>`` (two distinct special-shaped tokens
+    the source writes, as often each, opener first). With the pair as the reasoning markers (an override) the
+    output may parse clean with the block split off — then that override is the fix; ``(change or None, [a, b],
+    evidence)``; at most one parse."""
+    content = msg.get("content") or ""
+    budget = ctx.get("budget")
+    if r_start or any(r_ends) or budget is None or len(out) > _STRIPPED_CHARS or not content:
+        return None
+    src = _src(setup)
+    own = ctx["all_markers"] | set(ctx["markers"]) | set(ctx["closers"])
+    toks = [m.group(0) for m in _SPECIAL_SHAPE.finditer(content)]
+    mine = [t for t in toks if t in src and t not in own and not any(t in o for o in own if o)]
+    if len(mine) < 2 or mine[0] == mine[1]:
+        return None
+    a, b = mine[0], mine[1]
+    if content.count(a) != content.count(b) or any(t not in (a, b) for t in mine) \
+            or [t for t in mine] != [a, b] * (len(mine) // 2):
+        return None
+    empty = [c for c in _empty_comparisons(bundle) if c.startswith("R")]
+    ev = (f"the content keeps {_q(a)} … {_q(b)}, control tokens the template's source writes, which our analysis "
+          "placed in no role and with no reasoning markers found — a gap of the analysis, not a statement about the "
+          "template; the parse is not clean" + ("; comparisons that came back empty: " + "; ".join(empty)
+                                                 if empty else ""))
+    overrides = {"reasoning.mode": "TAG_BASED", "reasoning.start": a, "reasoning.end": b}
+    if not budget.take(len(out)):
+        return None, [a, b], ev
+    try:
+        p = _parse(replace(setup, overrides={**setup.overrides, **overrides}), out)
+        got = p.message.content or ""
+        if p.clean and (p.message.reasoning_content or "").strip(_WS) and a not in got and b not in got \
+                and len(p.message.tool_calls) >= len(msg.get("tool_calls") or []):
+            return {"overrides": overrides}, [a, b], ev + "; with that pair as the reasoning markers (an override) " \
+                                                          "the output parses clean"
+    except Exception:  # noqa: BLE001 - an override that does not build gives no evidence
+        pass
+    where = "after other text" if not out.lstrip(_WS).startswith(a) else "more than once"
+    ctx["why_none"] = (f"the block {_q(a)} … {_q(b)} is written {where}: the reasoning markers as an override read "
+                       "one block at the very start of the output, so no change of ours (repair, request edit, "
+                       "override, template patch, server setting) takes it out of the content — an analysis that "
+                       "finds the template's reasoning markers and a parser that reads such blocks anywhere would "
+                       "be needed")
+    return None, [a, b], ev
+
+
+def _omitted_control_token(setup: _Setup, ex: Any, ctx: dict[str, Any]) -> str:
+    """Evidence when the parse stopped where it expected a control token the template's source writes, and with
+    that token put in at the stop the output parses clean: plain text after an omitted marker is no call syntax.
+    ``""`` otherwise; at most two parses."""
+    stop, budget = ex.stop, ctx.get("budget")
+    if stop is None or budget is None or len(ex.output) > _STRIPPED_CHARS or not 0 <= stop.output_pos <= len(ex.output):
+        return ""
+    src = _src(setup)
+    for lit in [x for x in _literals(stop.expected) if _SPECIAL_SHAPE.fullmatch(x.strip(_WS)) and x.strip(_WS) in src][:2]:
+        if not budget.take(len(ex.output)):
+            return ""
+        try:
+            p = _parse(setup, Edit("insert", stop.output_pos, "", lit).apply(ex.output))
+        except Exception:  # noqa: BLE001
+            continue
+        if p.clean and lit.strip(_WS) not in (p.message.content or ""):
+            return (f"the parse wanted {_q(lit.strip(_WS))}, a marker the template writes, at output position "
+                    f"{stop.output_pos} and found {_q(stop.found)}: with it put there the output parses clean — the "
+                    "model omitted the marker; the text after it is the reply, no call syntax")
+    return ""
+
+
+def _restore_stripped_at_stop(ex: Any) -> str:
+    """The output with the marker the parse wanted at its stop put back where the decoder left only its word:
+    the expected literal whose text without its control tokens is the word found there (``analysis`` for
+    ``<|channel|>analysis<|message|>``), the one space the decoder put after the word dropped. ``""`` if none."""
+    stop = ex.stop
+    if stop is None or not 0 <= stop.output_pos < len(ex.output):
+        return ""
+    out, at = ex.output, stop.output_pos
+    word = re.compile(r"[\w.\-]{1,40}").match(out, at)
+    if not word:
+        return ""
+    for lit in _literals(stop.expected):
+        bare = _SPECIAL_SHAPE.sub("", lit).strip(_WS)
+        if bare == word.group(0) and bare != lit.strip(_WS):
+            rest = out[word.end():]
+            return out[:at] + lit + (rest[1:] if rest.startswith(" ") else rest)
+    return ""
+
+
+def _prompt_tail_repeated(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """A clean content that starts with control text the generation prompt already ends with (an opener written
+    again): the longest tail of the prompt, holding a whole control token, that the content starts with. When the
+    request's thinking flag switched over gives a prompt that does not end with it and the output then parses
+    clean without it, the setting is the fault: ``(change, evidence)``; at most two parses."""
+    content = (ex.message.get("content") or "").lstrip(_WS)
+    gp = ex.generation_prompt.rstrip(_WS)
+    budget = ctx.get("budget")
+    if not content or not gp or budget is None or len(ex.output) > _STRIPPED_CHARS:
+        return None
+    tail = ""
+    for m in _SPECIAL_SHAPE.finditer(gp[-200:]):
+        cand = gp[-200:][m.start():]
+        if content.startswith(cand):
+            tail = cand
+            break
+    if not tail:
+        return None
+    for on in (not setup.request.enable_thinking, setup.request.enable_thinking):
+        change = _thinking_flag_change(setup.request, on)
+        if not budget.take(len(ex.output)):
+            return None
+        try:
+            req2 = apply_request_change(setup.request, change)
+            p = _parse(setup, ex.output, request=req2)
+        except Exception:  # noqa: BLE001
+            continue
+        if p.clean and tail not in (p.message.content or "") and p.message.to_openai() != ex.message:
+            return change, (f"the content starts with {_q(tail)}, the control text the generation prompt already ends "
+                            f"with: the model wrote that opener again, as the prompt of the other thinking setting "
+                            f"leaves it to the model; read with {json.dumps(change)} the output parses clean — "
+                            "the parse was not clean")
+    return None
+
+
 def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Parsed] | None,
                      ctx: dict[str, Any]) -> tuple[Mistake, list[str]]:  # noqa: C901
     """The mistake and its evidence (most specific rule first)."""
@@ -894,6 +1138,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                       f"generation prompt opens the reasoning with {_q(r_start)}: the text is what follows "
                       f"{_q(r_ends[0])} (the reasoning was split off before it reached us), so extracting reasoning "
                       "again reads the whole call as reasoning")
+            ctx["why_none"] = (
+                "the text is what follows the reasoning (split off before it reached us), and read as that — without "
+                "reasoning extraction (reasoning_format none) or with the thinking flag off — it still does not "
+                "parse to a message with calls: the call itself then differs from what the template's format reads, "
+                "and no repair of ours reads it; only the model's output (or a new repair) can change")
             return Mistake.REASONING_SETTING, ev
         block = _complete_block(reasoning, ctx)
         if block:
@@ -933,9 +1182,16 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                   "opens it again; the parse keeps the second opener in the reasoning (the output also ends inside "
                   "the reasoning, which loses no text)")
         return Mistake.REOPENED_REASONING, ev
+    if in_reasoning and not ctx.get("rereading"):
+        ctx["rereading"] = True
+        done = _complete_without_thinking(ex, setup, bundle, ctx, r_ends)
+        if done:
+            return done[0], ev + done[1]
     if Cause.TRUNCATED in causes or (ex.truncated is not None and not edits):
         where = " > ".join(ex.truncated.path) if ex.truncated else "the format"
-        if not near or all(e.kind == "insert" and e.pos >= len(out) for e in edits):
+        if not near or all((e.kind == "insert" and e.pos >= len(out)) or (
+                e.kind == "replace" and e.pos + len(e.old) >= len(out) and e.new.strip(_WS).startswith(e.old))
+                for e in edits):    # (a closer cut part-way, completed)
             ev.append(f"the output ends inside {where or 'a call'}: nothing after that point was generated")
             return Mistake.CUT_SHORT, ev
     open_json = _open_json_at_end(out, ctx["names"])
@@ -944,16 +1200,38 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                   "last value): the call was cut before it was complete")
         return Mistake.CUT_SHORT, ev
     if Cause.SPECIAL_TOKENS_STRIPPED in causes:
+        back = _restore_stripped_at_stop(ex)
+        if back:
+            # (restored, a reasoning the fixture ends inside stays unfinished: the message is the reasoning so far)
+            ctx["restored"], ctx["unfinished_reasoning"] = back, True
         ev += [e for f in ex.findings if f.cause == Cause.SPECIAL_TOKENS_STRIPPED for e in f.evidence]
         return Mistake.SPECIAL_TOKENS_STRIPPED, ev
     left = [x for x in [r_start] + r_ends if x and x in content + reasoning]
-    if r_start and out.lstrip(_WS).startswith(r_start) and r_start in left:
+    head = len(out) - len(out.lstrip(_WS)) + len(r_start)
+    again = out.find(r_start, head) if r_start else -1
+    shut = min((i for i in (out.find(e, head) for e in r_ends if e and e.strip(_WS)) if i >= 0), default=-1)
+    if r_start and out.lstrip(_WS).startswith(r_start) and r_start in left and (shut < 0 or again < shut):
+        # (written again after the block's closer it is a later message, not a re-opened block)
         # (before the readings of the stop point: a marker left in the message is the plainest evidence)
         # the output's own opener read, and the same marker written again inside the block: left in the message
         ev.append(f"the output opens the reasoning with {_q(r_start)} and writes {_q(r_start)} again inside the "
                   "block, which the parse leaves in the message")
         return Mistake.REOPENED_REASONING, ev
-    if Cause.TOOLS_NOT_REQUESTED in causes:
+    pair = _unfound_token_pair(setup, bundle, out, msg, ctx, r_start, r_ends) if ex.clean else None
+    if pair:
+        if pair[0]:
+            ctx["reasoning_override"] = pair[0]
+        ctx["fault_markup"] = pair[1]
+        return Mistake.FORMAT_NOT_FOUND, ev + [pair[2]]
+    again = _prompt_tail_repeated(ex, setup, ctx) if ex.clean and not msg.get("tool_calls") else None
+    if again:
+        ctx["thinking_fix"] = again[0]
+        return Mistake.REASONING_SETTING, ev + [again[1]]
+    seen = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS) and o.strip(_WS) in out]
+    weak = Cause.TOOLS_NOT_REQUESTED in causes and bool(seen) and all(len(o) < 2 for o in seen) \
+        and ex.clean and _unsent_tool_call(setup, out, content or reasoning) is None
+    # (a one-character opener such as `<` is in any reply with markup: a call only when it re-parses as one)
+    if Cause.TOOLS_NOT_REQUESTED in causes and not weak:
         ev += [e for f in ex.findings if f.cause == Cause.TOOLS_NOT_REQUESTED for e in f.evidence]
         return Mistake.TOOLS_NOT_SENT, ev
     if Cause.NO_TOOL_FORMAT in causes:
@@ -1258,6 +1536,15 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.OMITTED_OPENER, ev + [f"the output writes {_q(tok.group(0))}, the template's own call "
                                                  f"markup, without the opener {_q(own[0])} the template writes "
                                                  "before it"]
+        mine = ctx["all_markers"] | set(ctx["markers"])
+        if tok.group(0) in mine and msg.get("tool_calls") and len(edits) == 1 and edits[0].kind == "delete" \
+                and edits[0].old.lstrip(_WS).startswith(tok.group(0)) \
+                and not out[edits[0].pos + len(edits[0].old):].strip(_WS):
+            # the analysis's own call marker opening a second section after the complete calls: no wrapper
+            return Mistake.TRAILING_TEXT, ev + [
+                f"after the complete call the output opens the template's own call section again with "
+                f"{_q(tok.group(0))} (a marker of the format, no wrapper) and the parse, as requested, ends there: "
+                + sentence_of(_shift(edits), out)]
         return Mistake.FOREIGN_WRAPPER, ev + [f"the output wraps the call in {_q(tok.group(0))}"]
     if "<|channel|>" in out and "analysis" in out and "to=functions." in out and not msg.get("tool_calls"):
         return Mistake.CALL_OUTSIDE_SECTION, ev + ["the recipient `to=functions.…` is written on the analysis "
@@ -1268,6 +1555,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             or re.search(r"<function>[\w.\-]{1,64}</function>", out):
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + ["the call is written in a syntax of another format: "
                                                       + _q(text.strip(_WS)[:40])]
+    omitted = _omitted_control_token(setup, ex, ctx) if not msg.get("tool_calls") else ""
+    if omitted:
+        ctx["why_none"] = ("the output omits a marker the template writes outside any call (the parse stopped "
+                           "there and reads the rest as nothing it expects), and no repair of ours reads a reply "
+                           "without it: only the model's output (or a new repair) can change")
+        return Mistake.OMITTED_MARKER, ev + [omitted]
     if Cause.DRIFT in causes or Cause.OTHER_MARKER in causes:
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     # a JSON call written when the request offers no tools: re-parsed with its tool offered, is it a call?
@@ -2441,7 +2734,9 @@ def _mistyped_at_stop(req: Any, ex: Any) -> str:
     if stop is None:
         return ""
     m = _PY_LITERAL.match(ex.text, stop.pos)
-    if not m:
+    prose = not m and "a JSON value" in stop.expected and bool(ex.text[stop.pos:stop.pos + 1].strip(_WS)) \
+        and ex.text[stop.pos] not in '{["-0123456789tfn'
+    if not m and not prose:
         return _python_literal_inside(req, ex.text, stop.pos)
     # the parser's rules name an argument ``tool-<name>-arg-<param>`` or, by position, ``tool-<i>-arg-<j>``
     typed: dict[str, tuple[str, str]] = {}
@@ -2454,6 +2749,10 @@ def _mistyped_at_stop(req: Any, ex: Any) -> str:
                 typed[f"tool-{f.get('name')}-arg-{k}"] = (k, v["type"])
     for part in reversed(stop.path):
         k, ty = typed.get(part, ("", "string"))
+        if ty != "string" and prose:
+            # text where the call's markup announces a JSON value (a non-string parameter): not of its type
+            return (f"`{k}` is of type `{ty}` and the call marks its value as JSON, but the model wrote text "
+                    f"{_q(ex.text[stop.pos:stop.pos + 20].strip(_WS))} there: the value is not of its type")
         if ty != "string":
             return (f"`{k}` is of type `{ty}`, but the model wrote the Python literal "
                     f"{_q(ex.text[stop.pos:stop.pos + 20].strip(_WS))} where JSON is expected")
@@ -2748,12 +3047,26 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                          {"request": {**change, "tools": full}}, p.message.to_openai(), 2))
             except Exception:  # noqa: BLE001
                 pass
+    if ctx.get("thinking_fix") and budget.take(len(ex.output)):
+        change = ctx["thinking_fix"]
+        try:
+            p = _parse(setup, ex.output, request=apply_request_change(req, change))
+            if ok(p):
+                out.append(RankedFix(TriageFixKind.REQUEST, "set the template's thinking flag: " + ", ".join(
+                    f"{k} = {json.dumps(v)}" for k, v in change.items()), {"request": change},
+                    p.message.to_openai(), 1))
+        except Exception:  # noqa: BLE001 - a request the template does not render is not offered
+            pass
     if ctx.get("reasoning_override") and budget.take(len(ex.output)):
         change = ctx["reasoning_override"]
         try:
             p = _parse(replace(setup, fidelity=change.get("fidelity", setup.fidelity),
                                overrides={**setup.overrides, **change["overrides"]}), ex.output)
-            if ok(p):
+            fault = [m for m in ctx.get("fault_markup") or [] if m]
+            if ok(p) or (mistake == Mistake.FORMAT_NOT_FOUND and fault and p.clean and not cur.get("tool_calls")
+                         and p.message.to_openai() != cur and (p.message.reasoning_content or "").strip(_WS)
+                         and not any(m in (p.message.content or "") for m in fault)):
+                # (a reply with no calls is fixed when the block the analysis missed leaves its content)
                 out.append(RankedFix(TriageFixKind.OVERRIDE, "override the reasoning markers: " + ", ".join(
                     f"{k} = {_q(v)}" for k, v in change["overrides"].items()) + (" (at improved fidelity)" if
                                                                                 "fidelity" in change else ""),
@@ -2922,7 +3235,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         # a change whose message differs from this clean parse only by whitespace at the edges of the content or
         # reasoning fixes nothing (llama.cpp keeps the whitespace after an empty think block; improved drops it)
         uniq = [f for f in uniq if not _same_but_edge_whitespace(f.message, cur)]
-    why = "" if uniq else _why_none(mistake, near, ex, setup.request)
+    why = "" if uniq else (ctx.get("why_none") or _why_none(mistake, near, ex, setup.request))
     if not uniq and ctx.get("plain_line"):
         why = (f"none of our changes helps, because the call is written as plain lines ({_q(ctx['plain_line'])} on "
                "one line, its argument on the next) with no markup at all: no repair, request edit, override or "
@@ -3136,7 +3449,8 @@ _WHY = {
                             "send the tools and re-run the model",
     Mistake.CALL_ID_SHAPE: "the call id is not the template's shape and the call's arguments are not complete: "
                            "only the model's output can change",
-    Mistake.TRAILING_TEXT: "the format allows nothing after the JSON call; accepting text there needs a new repair",
+    Mistake.TRAILING_TEXT: "the format, as requested, allows nothing after the call it reads; accepting text there "
+                           "needs a new repair",
     Mistake.OMITTED_OPENER: "no repair reads a call without its opener in this format (nor one whose opener "
                             "the model invented)",
     Mistake.OMITTED_CLOSER: "the call's closer is missing (or written as another marker of the format) and no "
@@ -3185,7 +3499,7 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
         return _in_transformers_dialect(ex, setup, why, seconds=seconds, parses=parses, parse_cost=parse_cost)
     budget = _Budget(seconds, parses, parse_cost)
     ctx = _context(setup, bundle)
-    ctx["budget"] = budget
+    ctx["budget"], ctx["setup"] = budget, setup
     tools = bool(setup.request.tools)
     near = None
     if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings

@@ -55,6 +55,9 @@ def _apply_fix(fix: dict) -> None:
             st.session_state["in_parallel"] = bool(req["parallel_tool_calls"])
         if "reasoning_format" in req:
             st.session_state["in_reasoning_format"] = req["reasoning_format"]
+        if "chat_template_kwargs" in req:
+            kw = req["chat_template_kwargs"]
+            st.session_state["in_kwargs"] = json.dumps(kw, ensure_ascii=False) if kw else ""
 
 
 def _only_key() -> str:

@@ -32,6 +32,7 @@ state.default("in_tool_choice", "auto")
 state.default("in_parallel", False)
 state.default("in_reasoning_format", "auto")
 state.default("in_enable_thinking", True)
+state.default("in_kwargs", "")
 state.default("in_partial", False)
 state.default("in_output", "")
 
@@ -127,6 +128,9 @@ with settings:
             st.session_state.get("in_messages") or "", cap, "messages JSON") is None):
         fits &= serving.capped_text_area("messages", "in_messages", cap, "messages JSON", height=160,
                                          label_visibility="collapsed")
+    with st.expander("chat_template_kwargs (JSON)", expanded=bool((st.session_state.get("in_kwargs") or "").strip())):
+        fits &= serving.capped_text_area("chat_template_kwargs (JSON object; empty = none)", "in_kwargs", cap,
+                                         "chat_template_kwargs JSON", height=80, label_visibility="collapsed")
     with st.expander("Generate a sample from the template", expanded=False):
         state.default("in_gen_reasoning", True)
         state.default("in_gen_content", True)

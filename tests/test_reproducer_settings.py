@@ -1,0 +1,106 @@
+"""Explain's pytest reproducer parses with the explanation's own settings and compares messages as the reference
+scoring does; its peg_tester snippet carries every request setting llama.cpp's test builder can set and says
+which it cannot (found trying the product as a new user: each generated test below failed the moment it was
+written — an ``improved`` explanation's calls get random ids, and overrides or a repair switched on alone were
+dropped — so a characterisation test never passed and an expected-message reproducer never turned green)."""
+
+from __future__ import annotations
+
+import json
+
+from core.chat.request import ChatRequest
+from core.explain.explain import explain
+from core.explain.reproducer import peg_tester_snippet, pytest_test
+from core.jinja.template import ChatTemplate
+
+from .conftest import ROOT
+
+TOUR = ROOT / "assets" / "templates" / "chatml-think-tools.jinja"
+REQUEST = json.loads((ROOT / "assets" / "requests" / "req.json").read_text(encoding="utf-8"))
+OUTPUT = (ROOT / "assets" / "outputs" / "output.txt").read_text(encoding="utf-8")
+
+
+def _tmpl() -> ChatTemplate:
+    return ChatTemplate(TOUR.read_text(encoding="utf-8"), TOUR.name)
+
+
+def _run_generated(code: str) -> None:
+    ns: dict = {}
+    exec(compile(code, "generated_test.py", "exec"), ns)
+    next(v for k, v in ns.items() if k.startswith("test_"))()
+
+
+def test_improved_characterisation_test_passes_although_call_ids_are_random():
+    ex = explain(_tmpl(), ChatRequest.from_dict(REQUEST), OUTPUT, fidelity="improved", fixes=False)
+    assert [c["id"] for c in ex.message["tool_calls"]] == ["", ""]   # the template writes no ids
+    code = pytest_test(ex, source=_tmpl().source)
+    assert "compare_messages(CASE[\"expect\"], out[\"message\"])" in code
+    _run_generated(code)
+
+
+def test_expected_message_reproducer_turns_green_once_the_parse_gives_it():
+    # the expected message as a user writes it: no ids, arguments spaced their own way
+    ex = explain(_tmpl(), ChatRequest.from_dict(REQUEST), OUTPUT, fidelity="improved", fixes=False)
+    expect = json.loads(json.dumps(ex.message))
+    for call in expect["tool_calls"]:
+        call["function"]["arguments"] = json.dumps(json.loads(call["function"]["arguments"]), indent=1)
+    code = pytest_test(ex, source=_tmpl().source, expect=expect)
+    ns: dict = {}
+    exec(compile(code, "generated_test.py", "exec"), ns)
+    fn = next(v for k, v in ns.items() if k.startswith("test_"))
+    assert fn.pytestmark[0].kwargs["strict"] is True
+    fn()    # the body passes, so the strict xfail reports the fix instead of staying xfail for ever
+
+
+def test_overrides_are_kept_by_the_pytest_reproducer():
+    output = "plan\n</think>\n\nThe answer is 4."
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "2+2?"}]})
+    ex = explain(_tmpl(), req, output, overrides={"reasoning.end": "</plan>"}, fixes=False)
+    assert ex.message.get("reasoning_content") == output            # the override moved the answer
+    code = pytest_test(ex, source=_tmpl().source)
+    assert "SETTINGS = json.loads(" in code and "**SETTINGS" in code
+    _run_generated(code)
+    plain = explain(_tmpl(), req, output, fixes=False)
+    assert "SETTINGS" not in pytest_test(plain, source=_tmpl().source)
+
+
+def test_a_repair_switched_on_alone_is_kept_by_the_pytest_reproducer():
+    output = ('plan\n</think>\n\n<tool_call>\n'
+              '{"name": "get_weather", "arguments": "{\\"location\\": \\"Paris\\"}"}\n</tool_call>')
+    request = dict(REQUEST, chat_template_kwargs={"enable_thinking": True, "custom_flag": "x"})
+    ex = explain(_tmpl(), ChatRequest.from_dict(request), output, only_repairs=("double-encoded-arguments",),
+                 fixes=False)
+    code = pytest_test(ex, source=_tmpl().source)
+    assert '"only_repairs": ["double-encoded-arguments"]' in code and "custom_flag" in code
+    _run_generated(code)
+
+
+def test_peg_tester_snippet_sets_what_the_builder_can_and_names_what_it_cannot():
+    request = dict(REQUEST, tool_choice="required", add_generation_prompt=True,
+                   json_schema=None, chat_template_kwargs={"thinking": False})
+    ex = explain(_tmpl(), ChatRequest.from_dict(request), OUTPUT, fixes=False)
+    snippet = peg_tester_snippet(ex)
+    assert "        .tool_choice(COMMON_CHAT_TOOL_CHOICE_REQUIRED)" in snippet
+    assert ("    // not set here (peg_test_builder has no setter): the request's chat_template_kwargs; this test "
+            "renders a different prompt or parser than the explanation did\n") in snippet   # fixed words only
+    plain = peg_tester_snippet(explain(_tmpl(), ChatRequest.from_dict(REQUEST), OUTPUT, fixes=False))
+    assert "tool_choice" not in plain and "not set here" not in plain
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    no_tools = {"messages": REQUEST["messages"], "json_schema": schema, "add_generation_prompt": False}
+    s2 = peg_tester_snippet(explain(_tmpl(), ChatRequest.from_dict(no_tools), "{\"a\": \"b\"}", fixes=False))
+    assert "        .add_generation_prompt(false)" in s2 and "        .json_schema(" in s2
+
+
+def test_cases_line_escapes_bidi_and_invisible_characters_but_keeps_other_text_readable():
+    # the Explain page shows this line in a code block and the CLI prints it: a raw U+202E there reversed the
+    # rest of the line on screen (found pasting a call to "get\u202eweather" on the Playground)
+    from core.explain.reproducer import case_line
+
+    output = ('plan\n</think>\n\n<tool_call>\n'
+              '{"name": "get\u202eweather\u200b", "arguments": {"city": "Pa\u2066ris 東京"}}\n</tool_call>')
+    ex = explain(_tmpl(), ChatRequest.from_dict(REQUEST), output, fixes=False)
+    line = case_line(ex, expect={"role": "assistant", "content": "tag \U000E0041 \u2028"})
+    assert not any(ch in line for ch in "\u202e\u200b\u2066\u2028\U000E0041")
+    assert "get\\u202eweather\\u200b" in line and "東京" in line and "\\udb40\\udc41" in line
+    row = json.loads(line)
+    assert row["input"] == output and row["expect"]["content"] == "tag \U000E0041 \u2028"
