@@ -216,7 +216,7 @@ def test_each_distinct_render_runs_once(monkeypatch):
 
 def test_workarounds_are_named_listable_rules():
     names = [w.name for w in WORKAROUNDS]
-    assert len(names) == 12 and len(set(names)) == 12
+    assert len(names) == 13 and len(set(names)) == 13
     for w in WORKAROUNDS:
         assert w.trigger_text and w.description
     fc = WORKAROUNDS_BY_NAME["functionary-3.1"]

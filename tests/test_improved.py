@@ -67,6 +67,10 @@ IMPROVED_ANALYSIS_DIFFERS = {
     # reasoning read from message.thinking / message.reasoning, which the template renders and reasoning_content not
     "hfjs-CohereLabs-command-a-reasoning-08-2025.jinja": "reasoning-field; call-turn-caps",
     "vllm-fallback-template_minicpmv45.jinja": "reasoning-field",
+    # reasoning rendered only from content blocks of type 'thoughts' between <|inner_prefix|> and <|inner_suffix|>:
+    # the explorer workaround apertus-inner-thoughts sets the markers (kept7; docs/fidelity-reasoning.md)
+    **{name: "workaround apertus-inner-thoughts" for name in (
+        "Apertus-8B-Instruct.jinja", "vllm-tool_chat_template_apertus.jinja")},
     # calls rendered only under `message['content'] is none`: probed with null content, DeepSeek's
     # <｜tool▁calls▁begin｜> format is read (llama.cpp finds no tool calls)
     **{name: "null-content-calls" for name in (
@@ -439,8 +443,9 @@ def improved_results(reference_analysis):
 
 
 def test_reference_agreement_under_improved(improved_results):
-    """252/297 (258 before transformers-dialect, 267 before null-content-calls, call-turn-caps and tool_plan, 269
-    before reasoning-field): the 45 templates of IMPROVED_ANALYSIS_DIFFERS differ on purpose."""
+    """250/297 (252 before the Apertus workaround, 258 before transformers-dialect, 267 before null-content-calls,
+    call-turn-caps and tool_plan, 269 before reasoning-field): the 47 templates of IMPROVED_ANALYSIS_DIFFERS differ
+    on purpose."""
     differ = {}
     for name, (row, rep) in improved_results.items():
         ours = rep.analysis.to_json()
@@ -466,9 +471,11 @@ def test_reference_agreement_under_improved(improved_results):
             differ[name] = why
     print(f"improved fidelity: reference agreement {len(improved_results) - len(differ)}/{len(improved_results)}")
     assert set(differ) == set(IMPROVED_ANALYSIS_DIFFERS), sorted(set(differ) ^ set(IMPROVED_ANALYSIS_DIFFERS))
-    # each difference comes from an improvement that the report says it applied
+    # each difference comes from an improvement, or a workaround of the explorer's, that the report says it applied
+    explorer = {w.name for w in WORKAROUNDS if w.origin == "explorer"}
     for name in differ:
-        assert improved_results[name][1].improvements_applied, name
+        rep = improved_results[name][1]
+        assert rep.improvements_applied or explorer & set(rep.workarounds_applied), name
 
 
 def test_reference_cases_under_improved(reference_cases):

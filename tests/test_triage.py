@@ -75,11 +75,14 @@ SCORES = {
     "kept4.jsonl": {"dev": (12, 12, 1, 1)},
     "kept5.jsonl": {"dev": (1, 1, 0, 0)},
     "kept6.jsonl": {"dev": (40, 40, 17, 17)},      # kept aside: (25, 36, 10, 17) before the ninth round
-    # kept aside: (19, 27, 1, 13), then (20, 27, 4, 13) on the ninth round; dev (33, 34, 8, 13) on the tenth; with
-    # s13-calls13's repairs the triage offers a verified repair for four rows labelled "none helps" (DSML nonjson x2,
-    # LFM2 two calls, Qwen3-Coder double) and a repair before the labelled request fix on Kimi K3's single call: fix
-    # 34 -> 30 against the labels as they stand (the labels are the triage writers' to update)
-    "kept7.jsonl": {"dev": (33, 30, 8, 13)},
+    # kept aside: (19, 27, 1, 13), then (20, 27, 4, 13) on the ninth round; (33, 34, 8, 13) on the tenth; with
+    # s13-reason13's repairs fix 34 -> 30: four rows labelled "none helps" (kept7-oll-cohere-bare-content,
+    # kept7-oll-qwen3-call-inside-thinking, kept7-sgl-apertus-text-before-block, kept7-sgl-apertus-two-blocks) are
+    # offered a fix (improved fidelity, or repair call-ends-reasoning) that gives the expected message, against
+    # their labels (written before those repairs existed); with s13-calls13's
+    # tool-call repairs too, four more 'none helps' rows (DSML nonjson x2, LFM2 two calls, Qwen3-Coder double) get a
+    # verified repair and Kimi K3's single call a repair before its labelled request fix: 30 -> 26
+    "kept7.jsonl": {"dev": (33, 26, 8, 13)},
     "kept8.jsonl": {"kept8": (23, 28, 3, 9)},      # kept aside: first run, on the ninth round's rules
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
@@ -741,12 +744,16 @@ def test_a_call_only_text_under_an_opened_reasoning_gets_reasoning_format_none(k
     c = _case(key)
     tg = _triage(c)
     assert tg.mistake == Mistake.REASONING_SETTING
-    f = tg.fixes[0]
-    assert f.kind.value == "request" and f.change == {"request": {"reasoning_format": "none"}}
-    msg, clean = apply_fix(_template(c["template"]), ChatRequest.from_dict(c), c["input"], f.change)
-    assert clean and msg == f.message
-    assert [(tc["function"]["name"], json.loads(tc["function"]["arguments"])) for tc in msg["tool_calls"]] == calls
-    assert (msg.get("content") or "").strip() in ("", "<think>")   # the prompt's own opener, not the model's
+    # first the improved repair call-ends-reasoning (s13-reason13): the calls, nothing else; then the request fix
+    kinds = [(f.kind.value, f.change) for f in tg.fixes]
+    assert kinds[0] == ("repair", {"repairs": ["call-ends-reasoning"]})
+    assert ("request", {"request": {"reasoning_format": "none"}}) in kinds
+    for f in tg.fixes[:2]:
+        msg, clean = apply_fix(_template(c["template"]), ChatRequest.from_dict(c), c["input"], f.change)
+        assert clean and msg == f.message
+        assert [(tc["function"]["name"], json.loads(tc["function"]["arguments"])) for tc in msg["tool_calls"]] == calls
+        assert (msg.get("content") or "").strip() in ("", "<think>")   # the prompt's own opener, not the model's
+    assert not tg.fixes[0].message.get("content") and not tg.fixes[0].message.get("reasoning_content")
 
 
 def test_a_complete_foreign_block_in_unclosed_reasoning_is_not_cut():

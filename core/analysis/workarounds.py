@@ -251,6 +251,21 @@ WORKAROUNDS: list[Workaround] = [
         append_stops=("</assistant>",),
     ),
     Workaround(
+        name="apertus-inner-thoughts",
+        title="Apertus thoughts blocks",
+        description="Apertus renders reasoning only from content blocks of type 'thoughts' (message.content."
+                    "blocks), between <|inner_prefix|> and <|inner_suffix|>, never from reasoning_content, so the "
+                    "diff cannot see it (llama.cpp finds no reasoning either); the model writes the markers "
+                    "itself. SGLang's apertus reasoning parser reads them (docs/fidelity-reasoning.md).",
+        requires=("'<|inner_prefix|>'", "'<|inner_suffix|>'", "block.type == 'thoughts'"),
+        condition=lambda a: a.reasoning.mode == ReasoningMode.NONE,
+        condition_text="reasoning.mode == NONE",
+        sets=(("reasoning.mode", ReasoningMode.TAG_BASED), ("reasoning.start", "<|inner_prefix|>"),
+              ("reasoning.end", "<|inner_suffix|>")),
+        append_tokens=("<|inner_prefix|>", "<|inner_suffix|>"),
+        origin=ORIGIN_EXPLORER,
+    ),
+    Workaround(
         name="bailing-v3",
         title="Bailing V3",
         description="Bailing V3 renders argument values with trailing whitespace the model does not emit.",
@@ -262,6 +277,11 @@ WORKAROUNDS: list[Workaround] = [
 """All workarounds, in application order (llama.cpp's order)."""
 
 WORKAROUNDS_BY_NAME: dict[str, Workaround] = {w.name: w for w in WORKAROUNDS}
+
+MODEL_WRITTEN_REASONING: frozenset[str] = frozenset({"apertus-inner-thoughts"})
+"""Workarounds whose reasoning markers the model writes itself, as blocks anywhere in its turn (between calls and
+answers), never opened by the generation prompt: the model does not reason from its first token, so repair
+``reasoning-end-without-start`` does not apply (:func:`core.chat.pipeline._reasoning_first`)."""
 
 
 def apply_workarounds(source: str, analysis: TemplateAnalysis, disabled: Any = (),

@@ -64,7 +64,7 @@ from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
 from .repairs import TRAILING_END_OF_TURN, FiredRepair, next_call_section
 from .turn_end import turn_end_cut, turn_end_tokens
-from .repairs import INSTRUCTED_REASONING_MARKERS, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
+from .repairs import CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
@@ -498,6 +498,8 @@ class GeneratedParser:
                 break
         return cut
 
+    hold_calls_in_reasoning: str = ""   # repair call-ends-reasoning's call opener, when it is in the arena (held_view)
+
     def new_state(self) -> ParserState:
         """A fresh per-stream state for :meth:`parse` (``state=``)."""
         return ParserState()
@@ -656,6 +658,9 @@ class GeneratedParser:
             if state is not None and is_partial:
                 state.view.note(text, True, frozenset())
             msg = map_parse(main)
+            held = held_view(self, main, text, msg) if is_partial else None
+            if held is not None:
+                msg = held
             if not is_partial and self.released_stops and main.pending_until is not None:
                 tail = text[max(main.pending_until[0], len(self.generation_prompt)):]
                 if tail and any(stop.startswith(tail) for stop in self.released_stops):
@@ -689,7 +694,7 @@ class GeneratedParser:
         if memo is not None:
             memo.note(text, covered, main.switches)
         if msg is top.message:
-            return msg, main, None
+            return held_view(self, main, text, msg) or msg, main, None
         if recovered and msg is recovered[-1][0]:
             return recovered[-1]
         return msg, None, PARTIAL_PREFIX
@@ -817,6 +822,8 @@ class _Gen:
                            and analysis.reasoning.mode != ReasoningMode.NONE)
         self.notes: list[str] = []
         self.released_stops: tuple[str, ...] = ()
+        self.interleaved = False   # repair reasoning-blocks-interleaved (generate_parser's interleaved_reasoning)
+        self.holds_calls = ""   # repair call-ends-reasoning built into the reasoning parser: the call opener
         # improvement instruction-call-format: the format was read from the tool instructions, not from a call
         # the template renders (core.analysis.instructions)
         self.inferred = analysis.tools.inferred_from == INFERRED_FROM_INSTRUCTIONS
@@ -851,6 +858,18 @@ class _Gen:
                     start = start + p.optional(p.repair(REASONING_START_REPEATED,
                                                         p.space() + p.optspace(r.start)))
                 block = start + p.reasoning(p.until(end)) + p.optspace(r.end)
+                ahead = self.call_ahead(end) if CALL_ENDS_REASONING in p.repairs else None
+                if ahead is not None:
+                    # a call in the template's format opened before the end marker, with no end marker after it,
+                    # ends the reasoning (the model went on to act); else the reasoning goes on past the opener.
+                    # One reasoning prefix for every alternative (nothing shown is abandoned); a stream holds the
+                    # text from the opener back until the end marker or the end of the output decides
+                    block = (start + p.reasoning(p.until_one_of([end, ahead[0]]))
+                             + p.choice(p.optspace(r.end), p.repair(CALL_ENDS_REASONING, p.peek(ahead[1])),
+                                        p.reasoning(p.until(end)) + p.optspace(r.end)))
+                    self.holds_calls = ahead[0]
+                    self.notes.append(f"repair {CALL_ENDS_REASONING}: a call opened with {ahead[0]!r} before "
+                                      f"{end!r} ends the reasoning")
                 if self.reasoning_first and REASONING_END_WITHOUT_START in p.repairs:
                     # thinking is on and the prompt does not open it: the model reasons from its first token
                     # (a stripped or never-written start marker) until the end marker or a call opener
@@ -874,6 +893,32 @@ class _Gen:
             return []
         return [o for o in (trim_ws(f.section_start or ""), trim_ws(f.per_call_start or "")) if o][:1]
 
+    def call_ahead(self, end: str) -> tuple[str, P] | None:
+        """Repair ``call-ends-reasoning``: ``(opener, a parser that looks ahead at complete calls of this request,
+        as the format's own call rule reads them, with no reasoning ``end`` marker after them)``, or None without
+        tools. The call rule is referred to by :data:`CALL_AHEAD_RULE`, defined once the calls are built
+        (:meth:`define_call_ahead`): a call the format cannot read (another layout, cut) never ends the reasoning,
+        and a call quoted in reasoning that the model then closes stays reasoning (llama.cpp's reference case
+        ref-0303)."""
+        openers = self.call_openers()
+        if not openers or not end:
+            return None
+        p = self.p
+        head = end[0]
+        # runs of characters that cannot start the end marker, else one character that does not start it
+        skip = p.negate(p.literal(end)) + p.any()
+        if head not in "]\\^-":
+            skip = p.choice(p.chars(f"[^{head}]", 1, -1), skip)
+        return openers[0], p.ref(CALL_AHEAD_RULE) + p.zero_or_more(skip) + p.end()
+
+    def define_call_ahead(self) -> None:
+        """The rule :meth:`call_ahead` refers to: the format's top call rule (``tool-calls``, else ``tool-call``);
+        a parser that never matches when the format has none."""
+        p = self.p
+        rules = p.arena.rules
+        top = next((n for n in ("tool-calls", "tool-call") if n in rules), None)
+        p.rule(CALL_AHEAD_RULE, p.ref(top) if top is not None else p.negate(p.eps()))
+
     def content_pre(self) -> P:
         """The content body without its final ``end()``."""
         p, c = self.p, self.a.content
@@ -882,6 +927,15 @@ class _Gen:
                 return self.reasoning + c.start + p.content(p.until(c.end)) + c.end
             return p.content(p.until(c.start)) + c.start + p.content(p.until(c.end)) + c.end
         end = trim_ws(self.a.reasoning.end)
+        start = trim_ws(self.a.reasoning.start)
+        if self.extracting and end and start and self.interleaved and REASONING_BLOCKS_INTERLEAVED in p.repairs:
+            # further reasoning blocks between pieces of the answer: reasoning, the text around them content
+            block = p.repair(REASONING_BLOCKS_INTERLEAVED,
+                             p.literal(start) + p.reasoning(p.until(end)) + p.optional(p.literal(end)))
+            if REASONING_END_UNMATCHED in p.repairs:
+                block = p.choice(block, p.repair(REASONING_END_UNMATCHED, p.literal(end)))
+            piece = p.content(p.until_one_of([start, end])) + block
+            return self.reasoning + p.zero_or_more(piece) + p.content(p.rest())
         if self.extracting and end and REASONING_END_UNMATCHED in p.repairs:
             # the end marker again after the reasoning closed (or with none open) closes nothing: markup
             stray = p.content(p.until(end)) + p.repair(REASONING_END_UNMATCHED, p.literal(end))
@@ -1364,6 +1418,8 @@ class _Gen:
                                   "detected: tool calls will not be parsed")
         else:
             pre = self.content_pre()
+        if self.holds_calls:
+            self.define_call_ahead()
         prefix = p.prefix(generation_prompt, trim_ws(a.reasoning.start))
         if pre is None:
             root = prefix << p.eps()
@@ -1416,9 +1472,42 @@ def reasoning_preamble(analysis: TemplateAnalysis, generation_prompt: str) -> st
     return trim_ws(after)
 
 
+_CALL_ENDS_REASONING_TAG = "repair:" + CALL_ENDS_REASONING
+CALL_AHEAD_RULE = "reasoning-call-ahead"   # repair call-ends-reasoning: the calls the reasoning may end at
+_HOLD_SCAN_NODES = 64   # the reasoning block is among the first nodes of a parse (after the generation prompt's)
+
+
+def _ended_reasoning_at_call(result: ParseResult, text: str, opener: str) -> bool:
+    """Whether repair ``call-ends-reasoning`` acted in the parse ``result`` of ``text``: its (empty) node is there,
+    at the call ``opener``. It follows the first reasoning node, among the first nodes of the parse: the walk stops
+    after :data:`_HOLD_SCAN_NODES` nodes, whatever the length of the text."""
+    stack = list(reversed(list(result.nodes)))
+    seen = 0
+    while stack and seen < _HOLD_SCAN_NODES:
+        node = stack.pop()
+        seen += 1
+        if node.tag == _CALL_ENDS_REASONING_TAG:
+            return text.startswith(opener, node.end)
+        if node.children:
+            stack.extend(reversed(node.children))
+    return False
+
+
+def held_view(parser: Any, result: ParseResult | None, text: str, msg: AssistantMessage) -> AssistantMessage | None:
+    """Repair ``call-ends-reasoning`` in a partial view of ``text`` (generation prompt + output): when the
+    reasoning of ``result`` (its parse by ``parser``) ended at a call opener, the view holds everything from there
+    back until the final parse (an end marker may still come and make the call reasoning: llama.cpp's reference
+    case ref-0303), so it is ``msg``'s reasoning alone; else None."""
+    opener = getattr(parser, "hold_calls_in_reasoning", "")
+    # the repair fires only where the format read complete calls: a view without calls needs no walk
+    if result is None or not opener or not msg.tool_calls or not _ended_reasoning_at_call(result, text, opener):
+        return None
+    return AssistantMessage(reasoning_content=msg.reasoning_content)
+
+
 def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation_prompt: str, *,
                     improvements: Any = (), template_source: str = "", reasoning_first: bool = False,
-                    instructed: tuple = ()) -> GeneratedParser:
+                    instructed: tuple = (), interleaved_reasoning: bool = False) -> GeneratedParser:
     """Build the chat parser and grammar for ``request`` from a template ``analysis``.
 
     ``improvements``: names of the parser-stage improvements of :mod:`core.analysis.fidelity` to apply
@@ -1434,6 +1523,8 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     then reasoning until the end marker even without a start marker (as vLLM's DeepSeek-R1 parser reads it).
     ``instructed``: ``(start phrases, end phrases)`` the prompt tells the model to write its reasoning between
     (:data:`core.chat.repairs.INSTRUCTED_MARKERS`; repair ``instructed-reasoning-markers``), or ().
+    ``interleaved_reasoning``: the model writes its reasoning as blocks anywhere in its turn
+    (:data:`core.analysis.workarounds.MODEL_WRITTEN_REASONING`; repair ``reasoning-blocks-interleaved``).
     Follows llama.cpp ``peg_generator::generate_parser`` / ``autoparser::build_parser``; never raises for a
     valid analysis and request (schema parts the grammar cannot express are noted in ``notes``).
     ``template_source``: the template's text, where a repair looks for a token the template knows
@@ -1444,6 +1535,7 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
     if GENERATION_PROMPT_PREAMBLE in active and request.reasoning_format != ReasoningFormat.NONE:
         preamble = reasoning_preamble(analysis, generation_prompt)
     gen = _Gen(analysis, request, active, preamble, generation_prompt, template_source, reasoning_first, instructed)
+    gen.interleaved = interleaved_reasoning
     arena, eps_fallback = gen.build(generation_prompt)
     out = GeneratedParser(
         arena=arena,
@@ -1456,6 +1548,7 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
         released_stops=gen.released_stops,
     )
     r = analysis.reasoning
+    out.hold_calls_in_reasoning = gen.holds_calls
     out.supports_thinking = r.mode != ReasoningMode.NONE
     if out.supports_thinking:
         out.thinking_start_tag = trim_ws(r.start)

@@ -190,6 +190,7 @@ def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -
         near[i] = (words[kept[k - 1]][0] if k else "", words[kept[k + 1]][0] if k + 1 < len(kept) else "")
     lost: list[tuple[str, int]] = []
     seen: set[str] = set()
+    out_words = {w for w, _ in words}
     lookups = 0
     for i, (w, at) in enumerate(words):
         if w in seen:
@@ -204,7 +205,7 @@ def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -
             lookups += 1
             before, after = near.get(i, ("", ""))
             if (before and before + w in text) or (after and w + after in text) or _glued_to_markup(w, have, marks) \
-                    or _joined_to_output_word(w, text, out_words):
+                    or _joined_to_a_word(w, have, out_words) or _joined_to_output_word(w, text, out_words):
                 continue
         lost.append((w, at))
     return lost
@@ -232,6 +233,20 @@ def _joined_to_output_word(word: str, text: str, out_words: set[str], tries: int
         head = _WORD_TAIL.search(text, max(0, p - GLUED_WORD_MAX), p).group(0)
         tail = _WORD_HEAD.match(text, p + len(word), p + len(word) + GLUED_WORD_MAX).group(0)
         if (head or tail) and all(not x or x in out_words or len(x) < MIN_WORD for x in (head, tail)):
+            return True
+    return False
+
+
+def _joined_to_a_word(word: str, have: set[str], out_words: set[str]) -> bool:
+    """True when a word of the message is ``word`` joined to another whole word of the output, whatever stood
+    between them there: GPT-OSS's reasoning "weatherTool" of two analysis messages with calls between them
+    ("weather" and "Tool" are not neighbours in the output). Words up to :data:`GLUED_WORD_MAX` characters."""
+    if len(word) > GLUED_WORD_MAX:
+        return False
+    for h in have:
+        if len(h) <= len(word) or len(h) > 2 * GLUED_WORD_MAX:
+            continue
+        if (h.endswith(word) and h[:-len(word)] in out_words) or (h.startswith(word) and h[len(word):] in out_words):
             return True
     return False
 

@@ -12,6 +12,7 @@ improvements (e.g. Python-literal argument values), for the auto-parser and the 
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,7 @@ from ..analysis.fidelity import (CONTENT_TURN_HEADER, GEMMA_CALL_SYNTAX, INSTRUC
 from ..analysis.dialect import llama_dialect_failure
 from ..analysis.instructions import format_for_request
 from ..analysis.routing import Route, detect_route
+from ..analysis.workarounds import MODEL_WRITTEN_REASONING
 from ..errors import AnalysisError, ChatTemplateExplorerError, TemplateRenderError
 from ..jinja.template import ChatTemplate
 from ..peg.chat import builder_options, current_repairs
@@ -36,14 +38,14 @@ from .call_ids import CallIds
 from .generator import generate_parser
 from .message import AssistantMessage
 from .repairs import (INSTRUCTED_MARKERS, INSTRUCTED_REASONING_MARKERS, REASONING_END_WITHOUT_START,
-                      REPEATED_TURN_HEADER, TRAILING_END_OF_TURN, UNPARSED_TEXT, FiredRepair, enabled_repairs,
-                      turn_header)
+                      REPEATED_TURN_HEADER, TEMPLATE_DEFAULT_THINKING, TRAILING_END_OF_TURN, UNPARSED_TEXT,
+                      FiredRepair, enabled_repairs, turn_header)
 from .repairs import REPEATED_PROMPT_TAIL, UNCLOSED_FINAL_CALL, prompt_tails
 from .samples import content_turn_header
 from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request, render_prompt,
                      thinking_switched_on)
 from .request import ChatRequest, ReasoningFormat, ToolChoice
-from ..analysis.result import ReasoningMode
+from ..analysis.result import ReasoningAnalysis, ReasoningMode
 
 
 def route_for(source: str) -> Route:
@@ -258,6 +260,10 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
         notes.append(f"improvement {TRANSFORMERS_DIALECT}: the template does not render in llama.cpp's Jinja "
                      "dialect; the prompt is rendered in the transformers dialect")
     prep = replace(prepare_request(template, request, caps=caps), llama_engine=llama_engine)
+    if route.kind == "autoparser" or force_autoparser:
+        prep, default_note = _template_default_thinking(prep, request)
+        if default_note:
+            notes.append(default_note)
     try:
         gp = generation_prompt(prep)
     except TemplateRenderError:
@@ -298,10 +304,17 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     if from_request:
         notes.append(from_request)
     analysis = report.analysis
+    model_written = bool(MODEL_WRITTEN_REASONING & set(getattr(report, "workarounds_applied", ()) or ()))
+    if model_written and prep.has_continuation:
+        # the template never renders reasoning_content, so a continued message's prefill holds no reasoning block:
+        # the continuation is read as llama.cpp reads it, without the workaround's markers
+        analysis = replace(analysis, reasoning=ReasoningAnalysis())
+        model_written = False
     try:
         parser = generate_parser(analysis, request, gp, improvements=improvements, template_source=template.source,
-                                 reasoning_first=_reasoning_first(analysis, request, prep, gp),
-                                 instructed=_instructed_markers(analysis, request, prep))
+                                 reasoning_first=_reasoning_first(analysis, request, prep, gp, report),
+                                 instructed=_instructed_markers(analysis, request, prep),
+                                 interleaved_reasoning=model_written)
     except ChatTemplateExplorerError:
         raise
     except Exception as e:
@@ -353,12 +366,42 @@ def _metadata_call_turns(template: ChatTemplate, request: ChatRequest, report: A
     return _handler_bundle(parser, prep, route, glm4_chat.NAME, report, notes)
 
 
-def _reasoning_first(analysis: Any, request: ChatRequest, prep: Any, gp: str) -> bool:
+OWN_THINKING_DEFAULT = re.compile(r"enable_thinking\s+is\s+(?:not\s+)?defined|enable_thinking\s*\|\s*default\s*\(")
+"""A template that says what happens when ``enable_thinking`` is not passed (``is defined`` tests, a ``default``
+filter): it has a default of its own. One that only tests the flag's truth (``if not enable_thinking``, llama.cpp's
+edited templates) counts on the caller passing it, and keeps llama.cpp's render."""
+
+
+def _template_default_thinking(prep: PreparedRequest, request: ChatRequest) -> tuple[PreparedRequest, str]:
+    """Repair ``template-default-thinking``: ``(prep rendering without the enable_thinking global, a note)`` when
+    the repair is on, the request leaves the flag unset and the template renders differently so; else
+    ``(prep, "")``. Only for a template with a default of its own (:data:`OWN_THINKING_DEFAULT`); one that fails
+    without the flag keeps llama.cpp's render."""
+    kwargs = request.chat_template_kwargs or {}
+    if (TEMPLATE_DEFAULT_THINKING not in current_repairs() or request.enable_thinking_given
+            or not request.enable_thinking or "enable_thinking" in kwargs
+            or not OWN_THINKING_DEFAULT.search(prep.template.source)):
+        return prep, ""
+    own = replace(prep, template_default_thinking=True)
+    try:
+        if render_prompt(own) == render_prompt(prep):
+            return prep, ""
+    except TemplateRenderError:
+        return prep, ""
+    return own, (f"repair {TEMPLATE_DEFAULT_THINKING}: the request does not set enable_thinking; the prompt is "
+                 "rendered with the template's own default (llama.cpp renders with enable_thinking=true)")
+
+
+def _reasoning_first(analysis: Any, request: ChatRequest, prep: Any, gp: str, report: Any = None) -> bool:
     """Repair ``reasoning-end-without-start`` applies: it is on, the analysis found a reasoning start and end
     marker, the generation prompt does not write the start, the request extracts reasoning and switches the
-    template's thinking on (:func:`core.chat.prompt.thinking_switched_on`); not for a continuation."""
+    template's thinking on (:func:`core.chat.prompt.thinking_switched_on`); not for a continuation, nor for
+    markers a workaround says the model writes itself anywhere in its turn
+    (:data:`core.analysis.workarounds.MODEL_WRITTEN_REASONING`)."""
     r = analysis.reasoning
     start = r.start.strip() if r.start else ""
+    if MODEL_WRITTEN_REASONING & set(getattr(report, "workarounds_applied", None) or ()):
+        return False
     if (REASONING_END_WITHOUT_START not in current_repairs() or r.mode != ReasoningMode.TAG_BASED
             or not start or not (r.end or "").strip() or start in gp or prep.has_continuation
             or request.reasoning_format == ReasoningFormat.NONE):

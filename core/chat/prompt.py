@@ -36,7 +36,7 @@ from ..analysis.result import Caps
 from ..errors import RenderLimitError, RequestError, TemplateRenderError
 from ..analysis.generation_prompt import request_extra_context
 from ..diff import common_prefix_len
-from ..jinja.template import ChatTemplate, apply_template, chat_globals
+from ..jinja.template import ChatTemplate, chat_globals
 from .request import ChatRequest, Continuation
 
 STEPFUN_TRIM_TRIGGER = "You have access to the following functions in JSONSchema format"
@@ -243,6 +243,9 @@ class PreparedRequest:
     continuation: Continuation = Continuation.NONE
     continue_msg: dict[str, Any] | None = None
     llama_engine: bool = True
+    # repair template-default-thinking: render without the enable_thinking global, so the template's own
+    # default decides (the request did not set the flag)
+    template_default_thinking: bool = False
 
     @property
     def has_continuation(self) -> bool:
@@ -373,10 +376,12 @@ def render_prompt(prep: PreparedRequest, *, add_generation_prompt: bool | None =
     msgs = copy.deepcopy(messages_override if messages_override is not None else prep.messages)
     tools = copy.deepcopy(prep.tools) if prep.tools else None
     extra = _render_context(prep, additional_context)
+    ctx = chat_globals(msgs, tools, agp, prep.enable_thinking, extra)
+    if prep.template_default_thinking and "enable_thinking" not in extra:
+        del ctx["enable_thinking"]
     if not prep.llama_engine:
-        return apply_template(prep.template, msgs, tools, add_generation_prompt=agp,
-                              enable_thinking=prep.enable_thinking, extra_context=extra)
-    return _llama.render(prep.template, chat_globals(msgs, tools, agp, prep.enable_thinking, extra))
+        return prep.template.render(ctx)
+    return _llama.render(prep.template, ctx)
 
 
 def generation_prompt(prep: PreparedRequest, *, messages_override: list[dict[str, Any]] | None = None,

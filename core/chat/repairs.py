@@ -154,6 +154,12 @@ CONSECUTIVE_CALL_BLOCKS = "consecutive-call-blocks"
 REPEATED_PROMPT_TAIL = "repeated-prompt-tail"
 UNCLOSED_FINAL_CALL = "unclosed-final-call"
 ATTRIBUTE_ENTITIES = "attribute-entities"
+# where reasoning starts and ends, from the seventh batch (tests/data/real_outputs_kept7; docs/fidelity-reasoning.md)
+TEMPLATE_DEFAULT_THINKING = "template-default-thinking"
+CALL_ENDS_REASONING = "call-ends-reasoning"
+BARE_ANSWER_AFTER_REASONING = "bare-answer-after-reasoning"
+REASONING_BLOCKS_INTERLEAVED = "reasoning-blocks-interleaved"
+HARMONY_BARE_HEADER = "harmony-bare-header"
 INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
 )
@@ -300,6 +306,90 @@ REPAIRS: list[Repair] = [
         source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/"
                "test_granite_reasoning_parser.py (real-output cases granite-think-*); vLLM "
                "vllm/reasoning/granite_reasoning_parser.py (both phrasings)"),
+    # -- reasoning repairs from kept7 (s13-reason13; docs/fidelity-reasoning.md "Where reasoning starts and ends") --
+    Repair(
+        name=TEMPLATE_DEFAULT_THINKING,
+        title="A request that does not set enable_thinking gets the template's own default",
+        stage=RepairStage.TOLERANCE,
+        accepts="A request that leaves enable_thinking unset (missing or null, and not in chat_template_kwargs), "
+                "for a template whose own default differs from enable_thinking=true: the prompt and generation "
+                "prompt are rendered without the enable_thinking variable, so the template decides (DeepSeek "
+                "V3.1: thinking off, the generation prompt closes the block with </think>), and the output is "
+                "parsed for that prompt. llama.cpp always passes enable_thinking=true, so it reads the answer "
+                "or the calls as reasoning. Auto-parsed templates; reported in the bundle's notes.",
+        example='<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Tokyo"}'
+                '<｜tool▁call▁end｜><｜tool▁calls▁end｜>   (DeepSeek V3.1, enable_thinking unset)',
+        source="transformers' apply_chat_template passes only the kwargs a caller gives, and vLLM and SGLang pass "
+               "the request's chat_template_kwargs as they are; lmdeploy's DeepSeek-V3 reasoning parser test "
+               "asserts content for enable_thinking unset (https://github.com/InternLM/lmdeploy/blob/"
+               "1263d5cd889b7ad500e85b8eb20401327a4516ab/tests/test_lmdeploy/serve/parsers/"
+               "test_deepseek_v3_parser.py, kept7 case kept7-lmd-dsv3-hello-no-thinking-flag)"),
+    Repair(
+        name=CALL_ENDS_REASONING,
+        title="A call written inside open reasoning, never closed after it, ends the reasoning",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output whose reasoning block (opened by the generation prompt or by the model) is not closed "
+                "before complete tool calls that the template's format reads (its own call rule, opener to "
+                "closer), with no reasoning end marker anywhere after them: the reasoning ends at the call opener, "
+                "the calls are calls, text after them is content. The text before the calls stays reasoning (the "
+                "prompt opened the block). A call quoted in reasoning that the model then closes with the end "
+                "marker stays reasoning (llama.cpp's reference case ref-0303), and so do prose naming the opener, "
+                "a call the format cannot read (another layout) and a cut call. A stream shows the reasoning up to "
+                "the opener and holds the rest back until the end marker or the end of the output decides (deltas "
+                "are never taken back). Auto-parsed templates; llama.cpp keeps the call inside reasoning_content.",
+        example='Let me think<tool_call>{"name":"get_weather","arguments":{"location":"Paris"}}</tool_call>   '
+                "(Qwen3 thinking, the generation prompt opens <think>)",
+        source="ollama's Qwen3 parser ends the thinking at <tool_call> (https://github.com/ollama/ollama/blob/"
+               "fb30760996871fa9460115c753afd2c60d4ab0f7/model/parsers/qwen3_test.go, kept7 case "
+               "kept7-oll-qwen3-call-inside-thinking); vLLM's Kimi K2 reasoning parser ends the reasoning at "
+               "<|tool_calls_section_begin|> and keeps the text before it as reasoning (https://github.com/"
+               "vllm-project/vllm/blob/01a703487ceb168659d63f5a71c84a6f9fef937b/vllm/reasoning/"
+               "kimi_k2_reasoning_parser.py, 'implicitly end reasoning by starting a tool call section')"),
+    Repair(
+        name=BARE_ANSWER_AFTER_REASONING,
+        title="An answer right after the reasoning end marker, without the content marker",
+        stage=RepairStage.TOLERANCE,
+        accepts="In a format that wraps the answer in its own markers after the reasoning (Cohere2 MoE: "
+                "<|END_THINKING|><|START_TEXT|>answer<|END_TEXT|>), an answer written straight after the "
+                "reasoning end marker without the opening marker: it is content (up to <|END_TEXT|> or the end of "
+                "the turn), not a reasoning end marker left in the content. An answer that opens with the text "
+                "or action marker parses as before.",
+        example="thought<|END_THINKING|>Just plain text output   (Cohere2 MoE, the prompt opens <|START_THINKING|>)",
+        source="ollama's Cohere parser reads the text after <|END_THINKING|> as content with or without "
+               "<|START_TEXT|> (https://github.com/ollama/ollama/blob/fb30760996871fa9460115c753afd2c60d4ab0f7/"
+               "model/parsers/cohere_test.go, TestCohereParseBareContent: kept7 case kept7-oll-cohere-bare-content)"),
+    Repair(
+        name=REASONING_BLOCKS_INTERLEAVED,
+        title="Reasoning blocks between pieces of the answer, in a format that writes several per turn",
+        stage=RepairStage.TOLERANCE,
+        accepts="In a format whose template renders reasoning as blocks anywhere in the assistant turn, the model "
+                "writing the markers itself (Apertus <|inner_prefix|>…<|inner_suffix|>, found by the improved "
+                "workaround apertus-inner-thoughts): a block after some answer text, or a second block, is "
+                "reasoning; the text around the blocks is content, in order. An unclosed last block is reasoning "
+                "to the end of the output (as a first one is). Other formats keep one leading block.",
+        example="hello <|inner_prefix|>think<|inner_suffix|>world   (Apertus: reasoning 'think', content "
+                "'hello world')",
+        source="SGLang's Apertus reasoning parser test reads every block, wherever it stands "
+               "(https://github.com/sgl-project/sglang/blob/40bdc21b517b2ab496232796f11e732b488a9044/test/registered/"
+               "unit/parser/test_reasoning_parser_apertus_cohere.py, kept7 cases kept7-sgl-apertus-text-before-block, "
+               "kept7-sgl-apertus-two-blocks); the Apertus template renders thoughts blocks between tool calls"),
+    Repair(
+        name=HARMONY_BARE_HEADER,
+        title="A harmony message after a call's <|call|> without its <|start|>assistant header",
+        stage=RepairStage.TOLERANCE,
+        accepts="With messages-after-call, a GPT-OSS message that follows a call's <|call|> and starts at "
+                "<|channel|> without the <|start|>assistant header, or with the stray word 'commentary' in its "
+                "place (the header's channel name written before the real channel): the filler is markup, the "
+                "message is read as usual (analysis as reasoning, a further call as a call with parallel tool "
+                "calls, final as content).",
+        example='…{"location":"SF"}<|call|>commentary<|channel|>commentary to=functions.get_temp<|message|>'
+                '{"location":"NYC"}<|call|>',
+        source="SGLang's HarmonyParser returns to its idle state after <|call|>, opens a message at any "
+               "<|channel|> and drops a 'commentary' text between <|call|> and <|channel|> "
+               "(python/sglang/srt/parser/harmony_parser.py, _is_commentary_filler_between_blocks; its tests "
+               "https://github.com/sgl-project/sglang/blob/05f70dc503324fcbc7cb999e78ab990f27a9597e/test/registered/"
+               "unit/parser/test_harmony_parser.py: kept7 cases kept7-sgl-harmony-two-calls-commentary-filler, "
+               "kept7-sgl-harmony-repeated-calls-filler)"),
     # -- end of the reasoning repairs -------------------------------------------------------------------------
     Repair(
         name=ARGUMENTS_KEY_ALIAS,
@@ -1263,6 +1353,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails", "EOS_TOKENS", "trailing_eos",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -157,6 +157,9 @@ class ChatRequest:
     continue_final_message: Continuation = Continuation.NONE
     json_schema: dict[str, Any] | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    # False when the request did not say (``enable_thinking`` missing or null): llama.cpp renders with true all
+    # the same; repair template-default-thinking renders with the template's own default instead
+    enable_thinking_given: bool = True
 
     def to_row(self) -> dict[str, Any]:
         """The request keys of a ``reference/cases.jsonl`` row, which :meth:`from_dict` reads back (enums as
@@ -221,6 +224,7 @@ class ChatRequest:
                                          "continue_final_message"),
             json_schema=schema,
             chat_template_kwargs=kwargs,
+            enable_thinking_given=data.get("enable_thinking") is not None,
         )
 
     def tool_names(self) -> list[str]:

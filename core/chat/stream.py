@@ -35,7 +35,7 @@ from ..peg import nodes as N
 from ..peg.engine import NodeRun, ResultType, parse_next as _parse_next
 from ..peg.scanners import OK as _OK_STATUS
 from .generator import (MAIN_REST, PREFIX_REST, RECOVER_CONTENT, RECOVER_TRAILING, ParserState, Probe, ViewMemo,
-                        consistent_view, covering_message, covers, prefix_rest)
+                        consistent_view, covering_message, covers, held_view, prefix_rest)
 from .grammar_after import grammar_after
 from .mapper import ACTIONS, HOOK_STRINGS, HOOK_TAGS, ChatMapper, escape_json_inner, json_brace_depth, map_parse
 from .message import (AssistantMessage, MessageDelta, StreamRetractionError, ToolCall, ToolCallDelta, apply_deltas,
@@ -889,6 +889,10 @@ class PegStreamSession:
                         region = OpenRegion("lazy", ())
                         region.lazy = (main, len(text), mapper, msg, nmi)
                         self.open_region = region
+                    held = held_view(self.parser, main, text, msg)
+                    if held is not None:   # repair call-ends-reasoning: the rest waits for the final parse
+                        self.open_region = OpenRegion("hidden", ())
+                        return held
                     return msg
         is_partial = True
         parser = self.parser
@@ -947,6 +951,10 @@ class PegStreamSession:
             # prefix's, fixed: appended text changes nothing until the final parse
             self.open_region = OpenRegion("hidden", ())
         self._rest_msg = None
+        held = held_view(self.parser, main, text, msg) if msg is covered else None
+        if held is not None:   # repair call-ends-reasoning (as in the common case above)
+            self.open_region = OpenRegion("hidden", ())
+            return held
         return msg
 
     def resolve_region(self, lazy: tuple) -> "OpenRegion | None":

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...jinja.template import ChatTemplate
+from ..repairs import BARE_ANSWER_AFTER_REASONING
 from ..request import ChatRequest
 from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
@@ -74,6 +75,11 @@ def _peg_root(p: Any, view: RequestView) -> Any:
                 + p.optional(p.literal(TEXT_END)))
     else:
         text = p.literal(TEXT_START) + p.content(p.until(TEXT_END)) + p.optional(p.literal(TEXT_END))
+        if BARE_ANSWER_AFTER_REASONING in p.repairs:
+            # the answer written right after <|END_THINKING|>, without its <|START_TEXT|> wrapper
+            bare = (p.negate(p.choice(p.literal(TEXT_START), p.literal(ACTION_START))) + p.peek(p.any())
+                    + p.content(p.until_one_of([TEXT_END, TURN_END])) + p.optional(p.literal(TEXT_END)))
+            text = p.choice(text, p.repair(BARE_ANSWER_AFTER_REASONING, bare))
     gen = p.literal(GEN_PREFIX)
     if not view.tools_active:
         return gen + reasoning + text + p.optional(p.literal(TURN_END)) + p.end()

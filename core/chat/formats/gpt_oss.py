@@ -17,7 +17,7 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
-from ..repairs import MESSAGES_AFTER_CALL
+from ..repairs import HARMONY_BARE_HEADER, MESSAGES_AFTER_CALL
 from ..request import ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function_indexed,
                            function_parameters_schema, grammar_for, has_response_format,
@@ -112,8 +112,18 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             if "trailing-stop-token" in p.repairs:   # <|call|> ends the generation; a logged output keeps it
                 stop = p.repair("trailing-stop-token", p.literal("<|call|>"))
                 if MESSAGES_AFTER_CALL in p.repairs:   # the turn went on past <|call|>: its messages, not raw text
+                    head = start
+                    if HARMONY_BARE_HEADER in p.repairs:   # the next message opened at <|channel|>, or after a filler
+                        filler = p.repair(HARMONY_BARE_HEADER, p.literal("commentary"))
+                        head = p.optional(filler) + p.choice(start, p.repair(HARMONY_BARE_HEADER, p.peek(
+                            p.literal("<|channel|>"))))
+                    msg = any_msg
+                    if request.parallel_tool_calls:   # further calls, each ended by its own <|call|>
+                        msg = p.choice(any_msg, tool_call + p.optional(stop))
                     stop = stop + p.optional(p.repair(MESSAGES_AFTER_CALL,
-                                                      p.zero_or_more(start + any_msg) + start + final_msg))
+                                                      p.choice(p.zero_or_more(start + any_msg) + start + final_msg,
+                                                               p.one_or_more(head + msg)
+                                                               + p.optional(head + final_msg))))
                 tool_call = tool_call + p.optional(stop)
             else:
                 ends_with_arguments.append(True)
