@@ -50,7 +50,9 @@ DATA = ROOT / "tests" / "data"
 # aside, measured, not read) improved 56 -> 60: its 4 GLM-4 chat calls; s13-reason13 (kept7 as development data):
 # real_outputs_kept7 improved 36 -> 46 (where reasoning starts and ends: template-default-thinking 3,
 # reasoning-blocks-interleaved + the Apertus workaround 3, harmony-bare-header 2, call-ends-reasoning 1,
-# bare-answer-after-reasoning 1; docs/realset-baseline.md "kept7 as development data")
+# bare-answer-after-reasoning 1; docs/realset-baseline.md "kept7 as development data"); s13-calls13 (the tool-call
+# class, same data): consecutive-call-blocks 2, repeated-prompt-tail 2, undeclared-arguments in Kimi K3,
+# mistyped-value-as-string in DSML 2, unclosed-final-call 2: 46 -> 54
 PASS = {
     "real_outputs": {("llama.cpp", "dev"): 95, ("llama.cpp", "holdout"): 45,
                      ("improved", "dev"): 171, ("improved", "holdout"): 87},
@@ -60,7 +62,7 @@ PASS = {
     "real_outputs_kept4": {("llama.cpp", "kept4"): 42, ("improved", "kept4"): 62},
     "real_outputs_kept5": {("llama.cpp", "kept5"): 48, ("improved", "kept5"): 60},
     "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 50},
-    "real_outputs_kept7": {("llama.cpp", "kept7"): 27, ("improved", "kept7"): 46},
+    "real_outputs_kept7": {("llama.cpp", "kept7"): 27, ("improved", "kept7"): 54},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity

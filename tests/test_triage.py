@@ -79,8 +79,10 @@ SCORES = {
     # s13-reason13's repairs fix 34 -> 30: four rows labelled "none helps" (kept7-oll-cohere-bare-content,
     # kept7-oll-qwen3-call-inside-thinking, kept7-sgl-apertus-text-before-block, kept7-sgl-apertus-two-blocks) are
     # offered a fix (improved fidelity, or repair call-ends-reasoning) that gives the expected message, against
-    # their labels (written before those repairs existed)
-    "kept7.jsonl": {"dev": (33, 30, 8, 13)},
+    # their labels (written before those repairs existed); with s13-calls13's
+    # tool-call repairs too, four more 'none helps' rows (DSML nonjson x2, LFM2 two calls, Qwen3-Coder double) get a
+    # verified repair and Kimi K3's single call a repair before its labelled request fix: 30 -> 26
+    "kept7.jsonl": {"dev": (33, 26, 8, 13)},
     "kept8.jsonl": {"kept8": (23, 28, 3, 9)},      # kept aside: first run, on the ninth round's rules
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases

@@ -62,7 +62,7 @@ from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
-from .repairs import TRAILING_END_OF_TURN, FiredRepair
+from .repairs import TRAILING_END_OF_TURN, FiredRepair, next_call_section
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
@@ -471,6 +471,8 @@ class GeneratedParser:
     notes: list[str] = field(default_factory=list)
     turn_header: str = ""
     content_header: str = ""
+    # repair repeated-prompt-tail (set by the pipeline at improved): core.chat.repairs.prompt_tails
+    prompt_tails: tuple[str, ...] = ()
     # repair trailing-end-of-turn (set by the pipeline at improved): (template, request, caps) the end-of-turn
     # tokens are derived from, core.chat.turn_end.turn_end_tokens
     turn_end_source: Any = None
@@ -490,6 +492,10 @@ class GeneratedParser:
         cut = header_cut(self.turn_header, output, is_partial)
         if cut == 0 and self.content_header:
             cut = header_cut(self.content_header, output, is_partial)
+        for tail in self.prompt_tails if cut == 0 else ():
+            cut = header_cut(tail, output, is_partial)
+            if cut != 0:
+                break
         return cut
 
     hold_calls_in_reasoning: str = ""   # repair call-ends-reasoning's call opener, when it is in the arena (held_view)
@@ -536,6 +542,11 @@ class GeneratedParser:
         if cut and self.turn_header and output.startswith(self.turn_header):
             msg = msg.copy()
             msg.repairs = [FiredRepair(REPEATED_TURN_HEADER, 0, cut, text=output[:cut])] + msg.repairs
+        elif cut and any(output.startswith(t) for t in self.prompt_tails):
+            from .repairs import REPEATED_PROMPT_TAIL
+
+            msg = msg.copy()
+            msg.repairs = [FiredRepair(REPEATED_PROMPT_TAIL, 0, cut, text=output[:cut])] + msg.repairs
         if is_partial:
             return settle(self, output, msg, True, view=msg, partial_entry=entry)
         clean = entry is None and r is not None and not r.switched   # the partial view is this very parse
@@ -804,6 +815,7 @@ class _Gen:
         self.reasoning_preamble = reasoning_preamble
         self.reasoning_first = reasoning_first
         self.instructed = instructed   # (start phrases, end phrases): repair instructed-reasoning-markers
+        self.next_section = ""   # repair consecutive-call-blocks: the call section's start, set by the tag formats
         self.generation_prompt = generation_prompt
         self.p = ChatBuilder(python_literal_values=True if PYTHON_LITERAL_VALUES in improvements else None)
         self.extracting = (request.reasoning_format != ReasoningFormat.NONE
@@ -1261,6 +1273,8 @@ class _Gen:
             if f.section_start:
                 calls = p.trigger_rule("tool-calls", p.literal(f.section_start) + p.space() + calls + p.space()
                                        + (p.end() if not f.section_end else p.literal(f.section_end)))
+                if f.section_end and req.parallel_tool_calls:   # repair consecutive-call-blocks (build())
+                    self.next_section = trim_ws(f.section_start)
         else:
             if req.parallel_tool_calls:
                 calls = p.trigger_rule("tool-call", f.section_start + choice
@@ -1366,6 +1380,8 @@ class _Gen:
             if f.section_start:
                 calls = p.trigger_rule("tool-calls", p.literal(f.section_start) + p.space() + calls + p.space()
                                        + (p.end() if not f.section_end else p.literal(f.section_end) + p.space()))
+                if f.section_end and req.parallel_tool_calls:   # repair consecutive-call-blocks (build())
+                    self.next_section = trim_ws(f.section_start)
         else:
             if req.parallel_tool_calls:
                 calls = p.trigger_rule("tool-call", f.section_start + p.space() + choice
@@ -1410,8 +1426,11 @@ class _Gen:
         else:
             if not pure_content and not has_rf and TRAILING_EOS_TOKEN in p.repairs:
                 pre = pre + trailing_eos(p)   # a stop token the server left after the last call
-            body = pre + p.end()
+            final_end = p.end()
+            body = pre + final_end
             root = prefix + body if pure_content else prefix << body
+            if self.next_section:   # repair consecutive-call-blocks: further call sections before the end
+                next_call_section(p, final_end, self.next_section, "tool-calls")
         entries: dict[str, P] = {RECOVER_CONTENT: prefix + self.reasoning + p.content(p.rest())}
         if pre is not None:
             entries[RECOVER_TRAILING] = prefix + pre + p.content(p.rest()) if pure_content \

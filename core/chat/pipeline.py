@@ -40,6 +40,7 @@ from .message import AssistantMessage
 from .repairs import (INSTRUCTED_MARKERS, INSTRUCTED_REASONING_MARKERS, REASONING_END_WITHOUT_START,
                       REPEATED_TURN_HEADER, TEMPLATE_DEFAULT_THINKING, TRAILING_END_OF_TURN, UNPARSED_TEXT,
                       FiredRepair, enabled_repairs, turn_header)
+from .repairs import REPEATED_PROMPT_TAIL, UNCLOSED_FINAL_CALL, prompt_tails
 from .samples import content_turn_header
 from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request, render_prompt,
                      thinking_switched_on)
@@ -187,6 +188,16 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
         parser = bundle.parser
         gp = getattr(parser, "parser_generation_prompt", None) or parser.generation_prompt
         parser.turn_header = turn_header(gp, getattr(parser, "thinking_start_tag", ""))
+    if REPEATED_PROMPT_TAIL in repairs and not bundle.prepared.has_continuation \
+            and hasattr(bundle.parser, "prompt_tails"):
+        parser = bundle.parser
+        gp = getattr(parser, "parser_generation_prompt", None) or parser.generation_prompt
+        parser.prompt_tails = prompt_tails(turn_header(gp, getattr(parser, "thinking_start_tag", "")))
+    if UNCLOSED_FINAL_CALL in repairs:
+        try:   # repair unclosed-final-call: read by core.chat.repairs.settle
+            bundle.parser.close_final_call = True
+        except AttributeError:
+            pass
     if TRAILING_END_OF_TURN in repairs and hasattr(bundle.parser, "turn_header"):
         # repair trailing-end-of-turn: the tokens are derived from renders on first use (core.chat.repairs)
         bundle.parser.turn_end_source = (template, request, getattr(bundle.prepared, "caps", None),

@@ -35,9 +35,11 @@ never taken back, as with OpenAI's ``finish_reason: "length"``) — :func:`settl
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -147,6 +149,11 @@ CALLS_AFTER_TEXT = "calls-after-text"
 XML_ARGUMENTS_WRAPPER = "xml-arguments-wrapper"
 TRAILING_END_OF_TURN = "trailing-end-of-turn"
 INSTRUCTED_REASONING_MARKERS = "instructed-reasoning-markers"
+# tool-call class of kept7 (serving engines' own parser tests: how calls are delimited and read)
+CONSECUTIVE_CALL_BLOCKS = "consecutive-call-blocks"
+REPEATED_PROMPT_TAIL = "repeated-prompt-tail"
+UNCLOSED_FINAL_CALL = "unclosed-final-call"
+ATTRIBUTE_ENTITIES = "attribute-entities"
 # where reasoning starts and ends, from the seventh batch (tests/data/real_outputs_kept7; docs/fidelity-reasoning.md)
 TEMPLATE_DEFAULT_THINKING = "template-default-thinking"
 CALL_ENDS_REASONING = "call-ends-reasoning"
@@ -501,12 +508,22 @@ REPAIRS: list[Repair] = [
                 "value of a parameter declared number / integer / boolean / null whose text is not such a JSON "
                 "value (\"2026-01-15\" for an integer, \"yes\" for a boolean): the call is returned with the "
                 "value as a JSON string instead of being rejected. A scalar-typed value shows in a stream once "
-                "its closing tag is there (the parse cannot know its type earlier).",
+                "its closing tag is there (the parse cannot know its type earlier). Also DeepSeek V3.2 / V4 DSML "
+                "<parameter … string=\"false\"> and MiniMax-M3 typed <key> elements (any non-string type, "
+                "object and array included): a value that is no JSON of its type from its first character (prose) "
+                "is the string it is, the call kept (tried after the JSON reading; the grammar stays llama.cpp's). "
+                "A value that starts as one of its type and then goes on (12abc) was already streamed as that "
+                "value; a stream cannot take it back, so that call stays rejected (truncated-call, why rejected).",
         example="<tool_call>\n<function=get_weather>\n<parameter=days>\n2026-01-15\n</parameter>\n</function>\n"
                 "</tool_call>   (days declared integer)",
         source="https://github.com/ml-explore/mlx-lm/pull/1330, https://github.com/ml-explore/mlx-lm/pull/1310 "
                "(Qwen3-Coder: the raw string rather than a dropped call); https://github.com/antirez/ds4/pull/571 "
-               "(GLM: a value that does not match its declared type stays a string)"),
+               "(GLM: a value that does not match its declared type stays a string); SGLang's DeepSeek V3.2 / V4 "
+               "detectors keep a string=\"false\" value that is not JSON as the raw string "
+               "(https://github.com/sgl-project/sglang/blob/ce5e431ba686ac578d8b0191eaca7765817e4959/test/"
+               "registered/function_call/test_deepseekv32_detector.py, TestNonJsonObjectParamStreaming: cases "
+               "kept7-sgl-dsv32-nonjson-object-param, kept7-sgl-dsv4-nonjson-object-param); MiniMax-M3 by the "
+               "same rule (no engine test of its element values seen)"),
     Repair(
         name=JSON_CALL_IN_TAGS,
         title="A Hermes JSON call inside <tool_call> where the template renders XML tags",
@@ -679,16 +696,21 @@ REPAIRS: list[Repair] = [
     # ---- classes of the real-output batch tests/data/real_outputs_fresh --------------------------------------------
     Repair(
         name=UNDECLARED_ARGUMENTS,
-        title="A pythonic call's keyword argument the tool does not declare",
+        title="A call's argument the tool does not declare (pythonic keyword, Kimi K3 typed argument)",
         stage=RepairStage.TOLERANCE,
         accepts="In pythonic calls (Llama 3.2 / 4 [f(a=1)], LFM2), a keyword argument whose name the tool's "
                 "schema does not declare, its value any Python literal (a list, a nested dict): it is passed on "
                 "in the arguments instead of the whole call being rejected into content. Checking the schema is "
-                "the client's job.",
+                "the client's job. Also Kimi K3's <|open|>argument key=\"K\" type=\"T\"<|sep|>V"
+                "<|close|>argument<|sep|> with an undeclared key: the value read by its own type attribute "
+                "(string: the raw text; another type: a JSON value, and text that is no JSON the string it is).",
         example="[get_weather(location='New York', unit='celsius', data=[1, 2, 3])]   (data not declared)",
         source="SGLang's PythonicDetector and vLLM's pythonic parsers read every keyword with ast and pass it on: "
                "https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/srt/test_function_call_parser.py "
-               "(batch-1 cases sgl-py-list-arg, sgl-py-dict-arg, sgl-py-two-calls-nested)"),
+               "(batch-1 cases sgl-py-list-arg, sgl-py-dict-arg, sgl-py-two-calls-nested); SGLang's Kimi K3 "
+               "detector reads an undeclared argument by its type attribute: "
+               "https://github.com/sgl-project/sglang/blob/0396a0526bdc9deb22e3aa0c50157b62a75ff7a3/test/"
+               "registered/function_call/test_kimik3_detector.py (test_detect_and_parse_single_call: case kept7-sgl-kimik3-single, opts declared nowhere)"),
     Repair(
         name=CALLS_AFTER_TEXT,
         title="A call after text: a pythonic list after text, text between two lists or two Gemma-syntax calls",
@@ -745,6 +767,84 @@ REPAIRS: list[Repair] = [
                "notebook (https://github.com/google-gemini/gemma-cookbook/blob/e119e3d24e2f618fafa7203662c8f7a2c"
                "791de35/docs/functiongemma/finetuning-with-functiongemma.ipynb: generation ends at "
                "<start_function_response> or <end_of_turn>)"),
+    # ---- tool-call class of kept7 (serving engines' parser tests): how calls are delimited and read ----------------
+    Repair(
+        name=CONSECUTIVE_CALL_BLOCKS,
+        title="A second marked call block right after the first",
+        stage=RepairStage.TOLERANCE,
+        accepts="With parallel calls, a further call block written right after the first (whitespace between "
+                "allowed) where the format reads one: LFM2's marked call list <|tool_call_start|>[…]"
+                "<|tool_call_end|> twice in a row; Qwen3-Coder's bare <function=…>…</function> blocks (the "
+                "first call may come without <tool_call>, so may the next ones: a bare block closes where the "
+                "next bare one opens). Their calls follow the first block's; the grammar keeps the template's "
+                "layout. llama.cpp ends the calls at the first block and the second one's raw text becomes "
+                "content.",
+        example='Getting weather.<|tool_call_start|>[get_weather(location="Paris")]<|tool_call_end|>'
+                '<|tool_call_start|>[get_weather(location="London")]<|tool_call_end|>',
+        source="ollama's LFM2 parser goes on reading calls when <|tool_call_start|> follows <|tool_call_end|>: "
+               "https://github.com/ollama/ollama/blob/20d29840046b355919953111e869827e35ab8134/model/parsers/"
+               "lfm2.go (eat, LFM2CollectingToolCalls); case kept7-oll-lfm2-two-calls (ollama lfm2_test.go "
+               "multiple_tool_calls); SGLang's Qwen3-Coder detector reads every <function=…> block "
+               "(https://github.com/sgl-project/sglang/blob/2c5fa03198d0630444a1bfe74b4eaae310173eee/test/"
+               "registered/function_call/test_qwen3_coder_detector/test_cases.py, test_double_tool_call: case "
+               "kept7-sgl-qwen3coder-double)"),
+    Repair(
+        name=REPEATED_PROMPT_TAIL,
+        title="The section the generation prompt opened last, opened again by the model",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output that starts with the last section the generation prompt opens — the tail of the "
+                "assistant turn header (repeated-turn-header's header) from the last place where the header's "
+                "own opening token comes again (Kimi K3 with thinking off: the prompt ends "
+                "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>, the output writes "
+                "<|open|>response<|sep|> again) — then optional whitespace: that tail is skipped once, the rest "
+                "parsed as usual. Read off the generation prompt, never per family; acts where "
+                "repeated-turn-header acts (before the grammar, a stream shows nothing while the output may still "
+                "be the tail). A tail holding the reasoning start marker is reasoning-start-repeated's.",
+        example='<|open|>response<|sep|>hi there<|close|>response<|sep|><|close|>message<|sep|>   (Kimi K3, '
+                'thinking off)',
+        source="SGLang's Kimi K3 detector reads the response section wherever it opens: "
+               "https://github.com/sgl-project/sglang/blob/0396a0526bdc9deb22e3aa0c50157b62a75ff7a3/test/"
+               "registered/function_call/test_kimik3_detector.py (cases kept7-sgl-kimik3-single, "
+               "kept7-sgl-kimik3-no-tools-channel); the same shape as the repeated <think> vLLM drops "
+               "(reasoning-start-repeated)"),
+    Repair(
+        name=UNCLOSED_FINAL_CALL,
+        title="A last call whose arguments are complete, at the end of the output without its closer",
+        stage=RepairStage.TOLERANCE,
+        accepts="A final parse (not is_partial) of an output that ends inside its last call after the call's "
+                "arguments are complete: every value closed, every required parameter present, only the call's "
+                "closing markup missing or cut (GLM <tool_call>…<arg_value>.</arg_value> then nothing, or a cut "
+                "</tool_). The call is returned as the output would be with that one closer completed; the "
+                "closer must not complete a value nor need another repair, so a cut value (<arg_value>nee) or a "
+                "call missing a required parameter stays truncated-call's (content, why cut). An optional "
+                "parameter the cut may have dropped cannot be told apart: a caller that knows the output was cut "
+                "(finish_reason length) passes is_partial and gets llama.cpp's partial call. The stream shows "
+                "the arguments as they grow and the call whole at its end (improved releases calls whole), as "
+                "the one-shot parse.",
+        example="<tool_call>grep\n<arg_key>pattern</arg_key>\n<arg_value>needle</arg_value>\n<arg_key>path"
+                "</arg_key>\n<arg_value>.</arg_value></tool_   (GLM-4.6)",
+        source="ollama's GLM-4.6 parser finalizes a call whose body is complete when the output ends: "
+               "https://github.com/ollama/ollama/blob/fb30760996871fa9460115c753afd2c60d4ab0f7/model/parsers/"
+               "glm46_test.go (TestGLM46ParserFinalizesCompleteToolCallOnDone: cases "
+               "kept7-oll-glm46-unclosed-call-at-end, kept7-oll-glm46-partial-closer-at-end; its "
+               "TestGLM46ParserRejectsIncompleteToolCallOnDone rejects a call whose value is cut, as here); the "
+               "same reading as missing-closing-tags' </tool_call> left out at the end (vLLM, Qwen3-Coder)"),
+    Repair(
+        name=ATTRIBUTE_ENTITIES,
+        title="A declared tool's name written with the template's attribute escaping",
+        stage=RepairStage.TOLERANCE,
+        accepts="Kimi K3, whose template writes attribute values escaped (escape_attr: & as &amp;, \" as &quot;): "
+                "a call tool=\"a&amp;b\" to the declared tool a&b is read as that tool (llama.cpp matches the raw "
+                "name only). Argument values are raw in this format and stay as written; a name that is no "
+                "declared tool, escaped or not, stays content (calls to undeclared tools are never returned). "
+                "Argument keys written escaped are not read yet.",
+        example='<|open|>tools<|sep|><|open|>call tool="a&amp;b" index="1"<|sep|>…<|close|>call<|sep|>'
+                '<|close|>tools<|sep|>   (a&b declared)',
+        source="the Kimi K3 template's escape_attr macro (shared/templates/Kimi-K3.jinja); SGLang's Kimi K3 "
+               "detector unescapes attributes: https://github.com/sgl-project/sglang/blob/"
+               "0396a0526bdc9deb22e3aa0c50157b62a75ff7a3/test/registered/function_call/test_kimik3_detector.py "
+               "(test_attr_unescaping_and_raw_string_args: case kept7-sgl-kimik3-attr-unescape, whose tool is "
+               "not declared: a miss by policy)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -757,6 +857,22 @@ def trailing_eos(p: Any) -> Any:
     if TRAILING_EOS_TOKEN not in p.repairs:
         return p.eps()
     return p.optional(p.repair(TRAILING_EOS_TOKEN, p.choice(*[p.literal(t) for t in EOS_TOKENS])))
+
+
+def next_call_section(p: Any, final_end: Any, start: str, section: str) -> None:
+    """Repair ``consecutive-call-blocks`` for a format whose calls sit in one section ``start`` … (the rule named
+    ``section``) and nothing but the end of the output may follow it: once the tree is built, the root's
+    ``final_end`` (a ``p.end()`` handle of builder ``p``) may instead be preceded by further such sections
+    (whitespace between). Tried only where the end of the output was expected and is not there, and never waiting
+    on trailing whitespace, so a single section parses, recovers and reports as before; the grammar stays the
+    template's (``widen_late``)."""
+    if CONSECUTIVE_CALL_BLOCKS not in p.repairs or not start:
+        return
+    # only whitespace left is no next section (never "wait for more" there: the longest parsing prefix a recovery
+    # looks for stays where it was without the repair)
+    p.late.append(lambda: p.widen_late(final_end, CONSECUTIVE_CALL_BLOCKS, lambda orig: (
+        p.one_or_more(p.negate(p.space() + p.end()) + p.space() + p.peek(p.literal(start)) + p.ref(section))
+        + orig)))
 
 
 def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:
@@ -828,6 +944,23 @@ def turn_header(generation_prompt: str, thinking_start_tag: str = "") -> str:
         gp = gp[:gp.index(thinking_start_tag)]
     gp = gp.rstrip(" \t\r\n")
     return gp if gp.strip() and any(c in gp for c in "<[|") else ""
+
+
+def prompt_tails(header: str) -> tuple[str, ...]:
+    """Repair ``repeated-prompt-tail``: the proper tails of the turn ``header`` (:func:`turn_header`) that start
+    where the header's own opening token (its text up to the first ``>`` or ``]``) comes again, longest first;
+    () when it does not. ``'<|open|>message role="assistant"<|sep|><|open|>response<|sep|>'`` ->
+    ``('<|open|>response<|sep|>',)``."""
+    ends = [k for k in (header.find(">"), header.find("]")) if k > 0]
+    if not ends:
+        return ()
+    token = header[:min(ends) + 1]
+    out = []
+    at = header.find(token, 1)
+    while at > 0:
+        out.append(header[at:])
+        at = header.find(token, at + 1)
+    return tuple(out)
 
 
 def header_cut(header: str, output: str, is_partial: bool = False) -> int | None:
@@ -942,6 +1075,11 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
         out.repairs = list(final.repairs) + [FiredRepair(STREAM_CONSISTENT_FINAL, start, len(output),
                                                          text=output[start:])]
     calls = out.tool_calls
+    if calls and not is_partial and not is_json_object(calls[-1].arguments) \
+            and getattr(parser, "close_final_call", False) and not _CLOSING.get():
+        closed = _closed_final_call(parser, output, out)
+        if closed is not None:
+            return closed
     if calls and not is_json_object(calls[-1].arguments):
         last = calls[-1]
         if out is final:
@@ -956,6 +1094,63 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
     if not is_partial:
         out = _keep_unparsed(parser, output, out, final, kept_end)
     return out
+
+
+_CLOSING: contextvars.ContextVar[bool] = contextvars.ContextVar("unclosed_final_call", default=False)
+
+
+def _closed_final_call(parser: Any, output: str, msg: AssistantMessage) -> AssistantMessage | None:
+    """Repair ``unclosed-final-call``: the message of ``output`` with one closing markup string of ``parser``
+    completed at its end (a cut one completed first, then a whole one; the template's line break before it
+    allowed), when that parse keeps
+    ``msg`` (the settled message so far): the same content and reasoning, the same calls (the earlier ones
+    unchanged, the last one's arguments now a JSON object: a value the partial view still held open, such as
+    ``.</arg_value></tool_`` before a cut closer, is read as the completed text reads it), and no repair that
+    ``msg`` did not already need (the closer must close the call, not complete a value). None when no closer does
+    that. At most two parses per closing markup string."""
+    # closing markup only (a closer of the call or of its section: "</…", "<|close…", "…end…"), the rest of one
+    # the output ends with cut first (longest cut first), then whole ones; each with or without the line break
+    # the template writes before it
+    marks = [m for m in _short_markup(parser) if type(m) is str and m.strip()
+             and (m.lstrip().startswith(("</", "[/")) or "close" in m or "end" in m)]
+    # the output must end on a closer, whole or followed by a cut one (else a value is open: nothing to try)
+    cut = 0
+    for m in marks:
+        for k in range(min(len(m) - 1, len(output)), cut, -1):
+            if output.endswith(m[:k]):
+                cut = k
+                break
+    if not any(text.rstrip().endswith(m.strip()) for text in {output, output[:len(output) - cut]} for m in marks):
+        return None
+    tries: list[tuple[int, str]] = []
+    for m in marks:
+        for k in range(min(len(m) - 1, len(output)), 0, -1):
+            if output.endswith(m[:k]):
+                tries += [(k, output[:-k] + m), (k, output[:-k] + "\n" + m)]
+                break
+        tries += [(0, output + m), (0, output + "\n" + m)]
+    had = Counter(r.name for r in msg.repairs if r.name != TRUNCATED_CALL)
+    for _, text in sorted(tries, key=lambda t: -t[0]):
+        token = _CLOSING.set(True)   # the completed output is parsed without this repair (no recursion)
+        try:
+            got = parser.parse(text)
+        except Exception:   # a diagnosis: a completion that does not parse is not the answer
+            continue
+        finally:
+            _CLOSING.reset(token)
+        if (got.content != msg.content or got.reasoning_content != msg.reasoning_content
+                or len(got.tool_calls) != len(msg.tool_calls)
+                or Counter(r.name for r in got.repairs) - had
+                or not all(is_json_object(c.arguments) for c in got.tool_calls)
+                or any(a.name != b.name or (a is not msg.tool_calls[-1] and a.arguments != b.arguments)
+                       for a, b in zip(msg.tool_calls, got.tool_calls))):
+            continue
+        out = got.copy()
+        start = _tail_span(parser, output, msg, msg, msg.tool_calls[-1].name)
+        out.repairs = [r for r in got.repairs if r.end <= len(output)] + [
+            FiredRepair(UNCLOSED_FINAL_CALL, start, len(output), msg.tool_calls[-1].name, output[start:])]
+        return out
+    return None
 
 
 def _view_end(parser: Any, output: str) -> int | None:
@@ -1158,6 +1353,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "EOS_TOKENS", "trailing_eos",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -650,7 +650,8 @@ class TurnHeaderCut:
         self.fn = getattr(parser, "header_cut", None)
         self.head = ""                                # the output while the cut is undecided
         # no header to cut (the parsers' header_cut reads these two): decided at once, nothing called per stream
-        none = getattr(parser, "turn_header", None) == "" and not getattr(parser, "content_header", "")
+        none = getattr(parser, "turn_header", None) == "" and not getattr(parser, "content_header", "") \
+            and not getattr(parser, "prompt_tails", ())
         self.cut: int | None = None if callable(self.fn) and not none else 0
         self.prefix = ""                              # what was cut
 

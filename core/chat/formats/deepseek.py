@@ -24,7 +24,7 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
-from ..repairs import any_order_args
+from ..repairs import MISTYPED_VALUE_AS_STRING, any_order_args, next_call_section
 from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function_indexed,
                            foreach_parameter, grammar_for, has_response_format, make_parser,
@@ -110,7 +110,15 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
     require_tools = request.tool_choice == ToolChoice.REQUIRED
     has_tool_calls = has_tools and request.tool_choice != ToolChoice.NONE
 
+    late: list[Any] = []   # repair widenings made once the tree is built (the grammar stays llama.cpp's)
+
     def root(p):
+        tree = body(p)
+        for widen in late:
+            widen()
+        return tree
+
+    def body(p):
         prefix = p.literal(GEN_PROMPT)
         end = p.end()
         choices = []
@@ -125,6 +133,13 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                     p.tool_arg_open(p.literal(param_start + ' name="') + p.tool_arg_name(p.literal(pname))
                                     + p.literal('" string="' + ("true" if is_string else "false") + '">'))
                     + value + p.tool_arg_close(p.literal(param_end)))
+                if not is_string and MISTYPED_VALUE_AS_STRING in p.repairs:
+                    # repair mistyped-value-as-string: a string="false" value that is no JSON of its type (prose)
+                    # is kept as the string it is, not the call dropped (tried after the JSON reading)
+                    late.append(lambda arg=arg, pname=pname: p.widen_late(arg, MISTYPED_VALUE_AS_STRING, lambda _: (
+                        p.tool_arg(p.tool_arg_open(p.literal(param_start + ' name="') + p.tool_arg_name(
+                            p.literal(pname)) + p.literal('" string="false">')) + p.tool_arg_string_value(
+                            p.until(param_end)) + p.tool_arg_close(p.literal(param_end))))))
                 named = p.rule(f"tool-{idx}-arg-{j}", arg)
                 (required if is_req else optional).append(named)
             args = p.required_then_optional(required, optional)
@@ -141,6 +156,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         if request.parallel_tool_calls:
             tool_calls = p.trigger_rule("tool-call", p.literal(fc_start) + p.space() + tool_choice
                                         + p.zero_or_more(p.space() + tool_choice) + p.space() + p.literal(fc_end))
+            next_call_section(p, end, fc_start, "tool-call")   # repair consecutive-call-blocks
         else:
             tool_calls = p.trigger_rule("tool-call", p.literal(fc_start) + p.space() + tool_choice + p.space()
                                         + p.literal(fc_end))

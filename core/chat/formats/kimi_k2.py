@@ -19,6 +19,7 @@ from ...jinja.template import ChatTemplate
 from ..request import ChatRequest, ToolChoice
 from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
+from ..repairs import next_call_section
 
 NAME = "kimi_k2"
 
@@ -93,4 +94,7 @@ def _peg_root(p: Any, view: RequestView) -> Any:
     calls = p.rule("tool-calls", p.optional(p.literal(SECTION_BEGIN)) + p.trigger_rule(
         "tool-call", p.repeat(CALL_BEGIN + p.choice(*choices), 1 if view.required else 0, -1 if view.parallel else 1)
         + p.optional(p.literal(SECTION_END))))
-    return gen + reasoning + p.content(p.until_one_of([SECTION_BEGIN, CALL_BEGIN])) + calls + p.end()
+    final_end = p.end()
+    if view.parallel:   # repair consecutive-call-blocks: a further section after the first
+        next_call_section(p, final_end, SECTION_BEGIN, "tool-calls")
+    return gen + reasoning + p.content(p.until_one_of([SECTION_BEGIN, CALL_BEGIN])) + calls + final_end

@@ -24,6 +24,8 @@ from ...jinja.template import ChatTemplate
 from ..request import ChatRequest
 from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
+from ..mapper import ACTIONS, ChatMapper
+from ..repairs import ATTRIBUTE_ENTITIES, UNDECLARED_ARGUMENTS, next_call_section
 
 NAME = "kimi_k3"
 
@@ -62,6 +64,31 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
                       message_delimiters=list(DELIMITERS.items()))
 
 
+def escape_attr(value: str) -> str:
+    """An attribute value as the template writes it (its ``escape_attr`` macro: ``&`` then ``"``)."""
+    return value.replace("&", "&amp;").replace('"', "&quot;")
+
+
+def unescape_attr(text: str) -> str:
+    """The inverse of :func:`escape_attr`."""
+    return text.replace("&quot;", '"').replace("&amp;", "&")
+
+
+ESCAPED_NAME = "kimi-k3-escaped-tool-name"
+"""Tag of a tool name written with the template's attribute escaping (repair ``attribute-entities``): the mapper
+takes the name unescaped."""
+
+
+def _escaped_tool_name(m: ChatMapper, node: Any) -> None:
+    cur = m.current
+    m._tool_name(node)
+    if cur is not None:
+        cur.name = unescape_attr(cur.name)
+
+
+ACTIONS[ESCAPED_NAME] = _escaped_tool_name
+
+
 def _peg_root(p: Any, view: RequestView) -> Any:
     """llama.cpp's Kimi K3 parser on core.peg's ChatBuilder: the format, for the parse and the grammar."""
     start = p.optional(p.literal(MSG_START))
@@ -74,6 +101,7 @@ def _peg_root(p: Any, view: RequestView) -> Any:
     if not view.tools_active:
         return start + reasoning + response + trailer + p.end()
     choices = []
+    late: list[Any] = []   # repair widenings made once the tree is built (the grammar stays llama.cpp's)
     for spec in view.tools:
         props = spec.parameters.get("properties") if isinstance(spec.parameters, dict) else None
         args = p.eps()
@@ -86,12 +114,47 @@ def _peg_root(p: Any, view: RequestView) -> Any:
                 arg_choices.append(p.rule(f"kimi-k3-arg-{spec.index}-{j}", p.tool_arg(
                     p.tool_arg_open(p.literal(ARG_START)) + p.tool_arg_name(p.literal(key)) + p.literal('"')
                     + p.until(SEP) + p.literal(SEP) + value + p.tool_arg_close(p.literal(ARG_END)))))
-            args = p.zero_or_more(p.choice(*arg_choices))
-        call = p.tool(p.tool_open(p.literal(CALL_START) + p.tool_name(p.literal(spec.name)) + p.literal('"')
+            one_arg = p.choice(*arg_choices)
+            args = p.zero_or_more(one_arg)
+            if UNDECLARED_ARGUMENTS in p.repairs:
+                late.append(lambda one_arg=one_arg, keys=list(props): p.widen_late(
+                    one_arg, UNDECLARED_ARGUMENTS, lambda _: _undeclared_arg(p, keys)))
+        name = p.tool_name(p.literal(spec.name))
+        if ATTRIBUTE_ENTITIES in p.repairs and escape_attr(spec.name) != spec.name:
+            # repair attribute-entities: the name as the template writes it in tool="…" (made once the tree is
+            # built, so the grammar stays llama.cpp's)
+            late.append(lambda name=name, text=escape_attr(spec.name): p.widen_late(
+                name, ATTRIBUTE_ENTITIES, lambda _: p.atomic(p.tag(ESCAPED_NAME, p.literal(text)))))
+        call = p.tool(p.tool_open(p.literal(CALL_START) + name + p.literal('"')
                                   + p.until(SEP) + p.literal(SEP)) + p.tool_args(args)
                       + p.tool_close(p.literal(CALL_END)))
         choices.append(p.rule(f"kimi-k3-tool-{spec.index}", call))
     section = p.trigger_rule("kimi-k3-tool-call", p.literal(TOOLS_START) + p.one_or_more(p.choice(*choices))
                              + p.literal(TOOLS_END) + p.optional(p.literal(MSG_END)) + p.optional(p.literal(EOM)))
     tools = section if view.required else p.optional(section)
-    return start + reasoning + response + tools + trailer + p.end()
+    final_end = p.end()
+    if view.parallel:   # repair consecutive-call-blocks: a further tools section after the first
+        next_call_section(p, final_end, TOOLS_START, "kimi-k3-tool-call")
+    tree = start + reasoning + response + tools + trailer + final_end
+    for widen in late:
+        widen()
+    return tree
+
+
+def _undeclared_arg(p: Any, declared: list[str]) -> Any:
+    """Repair ``undeclared-arguments``: an argument whose key the tool does not declare, its JSON type read off
+    its own ``type`` attribute, as SGLang's K3 detector reads it: ``type="string"`` the raw text, another type a
+    JSON value (shown once complete), and text that is no JSON the string it is. Only reached when no declared
+    key matched."""
+    known = p.choice(*[p.literal(k + '"') for k in declared])
+
+    def close() -> Any:
+        return p.tool_arg_close(p.literal(ARG_END))
+
+    def raw() -> Any:
+        return p.tool_arg_string_value(p.until(ARG_END)) + close()
+
+    string = p.literal(' type="string"') + p.literal(SEP) + raw()
+    other = p.until(SEP) + p.literal(SEP) + p.choice(p.atomic(p.tool_arg_value(p.json()) + close()), raw())
+    return p.tool_arg(p.tool_arg_open(p.literal(ARG_START)) + p.negate(known) + p.tool_arg_name(p.until('"'))
+                      + p.literal('"') + p.choice(string, other))

@@ -18,7 +18,7 @@ from ...jinja.template import ChatTemplate
 from ..request import ChatRequest
 from ._request_view import PromptContext, RequestView, request_view
 from . import family_by_name
-from ..repairs import CALL_LIST_SPACING, PYTHONIC_VALUES
+from ..repairs import CALL_LIST_SPACING, PYTHONIC_VALUES, next_call_section
 from ._peg_handler import HandlerParser, peg_parser, word
 
 NAME = "lfm2"
@@ -154,4 +154,7 @@ def _peg_root(p: Any, view: RequestView, extract: bool) -> Any:
     if CALL_LIST_SPACING in p.repairs:
         end = p.optional(p.repair(CALL_LIST_SPACING, p.chars("[ \t\r\n]", 1, -1))) + end
     calls = p.rule("tool-calls", p.trigger_rule("tool-call", start + _python_style_calls(p, view) + end))
-    return gen + reasoning + p.content(p.until(CALL_START)) + calls + p.end()
+    final_end = p.end()
+    if view.parallel:   # repair consecutive-call-blocks: a further marked call list right after one
+        next_call_section(p, final_end, CALL_START, "tool-calls")
+    return gen + reasoning + p.content(p.until(CALL_START)) + calls + final_end

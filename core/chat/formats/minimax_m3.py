@@ -26,6 +26,7 @@ from ..mapper import encode_json_string, escape_json_inner, normalize_python_val
 from ..request import ChatRequest
 from ._peg_handler import HandlerParser, peg_parser, word
 from ._request_view import RequestView, request_view
+from ..repairs import MISTYPED_VALUE_AS_STRING
 
 NAME = "minimax_m3"
 
@@ -164,7 +165,14 @@ def _peg_root(p: Any, view: RequestView, gen_literal: str) -> Any:
     def element(tag: str, node: Any, rule_name: str, refs: frozenset) -> Any:
         close = NS + "</" + tag + ">"
         opener = p.atomic(p.tag(OPEN, p.literal(NS + "<") + p.atomic(p.tag(KEY, p.literal(tag))) + p.literal(">")))
-        return p.rule(rule_name, p.tag(MEMBER, opener + value_of(node, rule_name, close, refs)))
+        member = p.tag(MEMBER, opener + value_of(node, rule_name, close, refs))
+        if MISTYPED_VALUE_AS_STRING in p.repairs and not JS.may_be_string(node):
+            # repair mistyped-value-as-string: an element whose text is no value of its type is kept as the text
+            # it is (a string), the call kept; made once the tree is built, so the grammar stays llama.cpp's
+            p.late.append(lambda: p.widen_late(member, MISTYPED_VALUE_AS_STRING, lambda _: p.tag(MEMBER, p.atomic(
+                p.tag(OPEN, p.literal(NS + "<") + p.atomic(p.tag(KEY, p.literal(tag))) + p.literal(">")))
+                + p.ac(p.tag(STRING, p.until(close)) + p.atomic(p.tag(CLOSE, p.literal(close))), close))))
+        return p.rule(rule_name, member)
 
     def value_of(node: Any, rule_name: str, close: str, refs: frozenset) -> Any:
         close_tag = p.atomic(p.tag(CLOSE, p.literal(close)))

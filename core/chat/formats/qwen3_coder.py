@@ -31,7 +31,7 @@ from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function, foreach_function_indexed, foreach_parameter, grammar_for,
                            has_response_format, make_parser, prepared_for, word)
 from ..prompt import render_prompt
-from ..repairs import MISSING_REQUIRED_ARGUMENT, REASONING_START_REPEATED, any_order_args
+from ..repairs import CONSECUTIVE_CALL_BLOCKS, MISSING_REQUIRED_ARGUMENT, REASONING_START_REPEATED, any_order_args
 from ..generator import _any_subset
 
 NAME = "qwen3-coder"
@@ -166,6 +166,13 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             tool_call = p.rule("tool-call", xml_call)
             first = p.rule("tool-call-first", first_call) if is_qwen3_coder else tool_call
             calls = first + p.zero_or_more(tool_call) if request.parallel_tool_calls else first
+            if is_qwen3_coder and request.parallel_tool_calls and CONSECUTIVE_CALL_BLOCKS in p.repairs:
+                # repair consecutive-call-blocks: as the first call may come without <tool_call>, so may the next
+                # ones: a bare <function=…> block closes where the next bare one opens (grammar unchanged)
+                bare_next = p.space() + p.peek(p.literal("<function="))
+                late.append(lambda: p.widen_late(call_close, CONSECUTIVE_CALL_BLOCKS, lambda _: bare_next))
+                late.append(lambda: p.widen_late(xml_call, CONSECUTIVE_CALL_BLOCKS, lambda _: p.peek(
+                    p.literal("<function=")) + body))
             if "tag-whitespace" in p.repairs:
                 late.append(lambda calls=calls: p.widen_late(
                     calls, "tag-whitespace", lambda _: _indented_calls(p, request, mistyped)))
