@@ -30,13 +30,13 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   ``NONE`` rows leaves one row — a data point, not a rate.
 - ``kept6.jsonl``: the eighth batch: 40 recorded real outputs from ``tests/data/real_outputs*/`` that our parser at
   ``llama.cpp`` fidelity reads differently from the message their source's engine read, picked by a rule committed
-  before explain ran (``scripts/triage_kept6_queue.py``), labelled and committed before the triage ran, scored on
+  before explain ran (``scripts/triage_queue.py kept6``), labelled and committed before the triage ran, scored on
   first run (23/40 cause, 37/40 fix, 10/17 nearest), then again on the eighth round's rules, written without it
   (25/40, 36/40, 10/17); the classes behind its misses were then fixed by the ninth round's structural rules, so its
   rows say ``"split": "dev"`` ("Eighth batch: kept6.jsonl", "Ninth round of rules").
 - ``kept7.jsonl``: the ninth batch, first split ``"kept7"``: the 35 rows of ``tests/data/real_outputs_kept7/`` (engines' own
   parser-test outputs) that our parser at ``llama.cpp`` fidelity reads differently from the engine's message, picked
-  by a rule committed before explain ran (``scripts/triage_kept7_queue.py``), labelled and committed before the
+  by a rule committed before explain ran (``scripts/triage_queue.py kept7``), labelled and committed before the
   triage ran, scored once with the rules as they stood (19/35 cause, 27/35 fix, 1/13 nearest), then once on the
   ninth round of rules, written without it and frozen before it was run (20/35, 27/35, 4/13; ``python
   scripts/triage_kept7_score.py`` prints it row by row); the classes behind its misses were then fixed by the tenth
@@ -44,7 +44,7 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   rules").
 - ``kept8.jsonl``: the tenth batch, split ``"kept8"``: 40 rows of ``tests/data/real_outputs_kept6/`` (vLLM's own
   parser-test outputs) that our parser at ``llama.cpp`` fidelity reads differently from the engine's message, the
-  first 40 of the queue of a rule committed before explain ran (``scripts/triage_kept8_queue.py``), labelled and
+  first 40 of the queue of a rule committed before explain ran (``scripts/triage_queue.py kept8``), labelled and
   committed before the triage ran, scored once on the ninth round of rules (23/40 cause, 28/40 fix, 3/9 nearest:
   pinned; ``python scripts/triage_kept7_score.py --set kept8.jsonl`` prints it row by row); not tuned to ("Tenth
   batch: kept8.jsonl (kept aside)")."""

@@ -1,0 +1,89 @@
+"""The queue a kept-aside triage batch built from recorded real outputs is taken from, by the selection rule fixed
+and committed before explain ran on any of its rows (docs/explain.md: "Eighth batch: kept6.jsonl", "Ninth batch:
+kept7.jsonl", "Tenth batch: kept8.jsonl"; each rule was first committed as a script of its own, in git history).
+
+    python scripts/triage_queue.py BATCH [--templates ../shared/templates] [--json]      # BATCH: kept6, kept7, kept8
+
+Every row of the batch's real-output sets that our parser at ``llama.cpp`` fidelity gets wrong (not
+``core.chat.realset.run_case(...).ok``), minus the rows whose output (ends' whitespace aside) is the ``input`` of a row
+of another ``tests/data/triage/*.jsonl`` file or whose source URL (fragment and query aside) one of them cites.
+Families (a real-output file's name, merged across the sets) are ordered by sha256(BATCH + ":" + family), the rows
+of a family by sha256(BATCH + ":" + id). Round r takes each family's r-th row in family order. The batch takes the
+queue in order until it holds 40 rows (all of it if shorter); a row labelled ``NONE`` by hand once a third of the
+batch's size (rounded down) is ``NONE`` is skipped. Nothing here is imported by the library; it runs no explain and
+no triage. The queue depends on the parser's ``llama.cpp`` answers, which never change."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BATCHES = {
+    # batch: the real-output sets it was drawn from (kept6: every set there was then)
+    "kept6": ("real_outputs", "real_outputs_fresh", "real_outputs_kept", "real_outputs_kept3", "real_outputs_kept4",
+              "real_outputs_kept5"),
+    "kept7": ("real_outputs_kept7",),   # SGLang's, ollama's, lmdeploy's and TensorRT-LLM's own parser tests
+    "kept8": ("real_outputs_kept6",),   # vLLM's own tool- and reasoning-parser tests
+}
+
+
+def _bare(url: str) -> str:
+    return url.split("#")[0].split("?")[0].rstrip("/")
+
+
+def queue(batch: str, templates: str) -> list[dict]:
+    """The failing rows in queue order: ``{"round", "family", "id", "dir", "reason"}``."""
+    sys.path.insert(0, str(ROOT))
+    from core.chat.realset import load_cases, run_case
+
+    def key(text: str) -> str:
+        return hashlib.sha256(f"{batch}:{text}".encode("utf-8")).hexdigest()
+
+    # the batch taken from this queue is left out, so the queue prints the same once it exists
+    triage = [json.loads(line) for f in sorted((ROOT / "tests" / "data" / "triage").glob("*.jsonl"))
+              if f.name != f"{batch}.jsonl" for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+    used_sources = {_bare(t["source"]) for t in triage}
+    used_inputs = {t["input"].strip() for t in triage}
+    by_family: dict[str, list[dict]] = {}
+    for d in BATCHES[batch]:
+        for case in load_cases(str(ROOT / "tests" / "data" / d)):
+            if _bare(case.source) in used_sources or case.output.strip() in used_inputs:
+                continue
+            result = run_case(case, templates, "llama.cpp")
+            if not result.ok:
+                by_family.setdefault(case.family, []).append(
+                    {"family": case.family, "id": case.id, "dir": d, "reason": result.reason})
+    families = sorted(by_family, key=key)
+    for rows in by_family.values():
+        rows.sort(key=lambda r: key(r["id"]))
+    out = []
+    for rnd in range(max((len(v) for v in by_family.values()), default=0)):
+        for fam in families:
+            if rnd < len(by_family[fam]):
+                out.append({"round": rnd + 1, **by_family[fam][rnd]})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("batch", choices=sorted(BATCHES))
+    ap.add_argument("--templates", default=os.path.join(ROOT.parent, "shared", "templates"))
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    rows = queue(args.batch, args.templates)
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=1))
+    else:
+        for i, r in enumerate(rows, 1):
+            print(f"{i:3d} r{r['round']} {r['family']:20s} {r['dir']:20s} {r['id']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
