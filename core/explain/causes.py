@@ -14,7 +14,9 @@ from .model import (MARKER_TOKEN, properties_of, required_of, WS, Cause, Finding
 from .spans import SpanLabel
 from .trace_routes import ParseTrace
 
-_IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
+# a name as the model wrote it, invisible format characters included (a zero-width space inside `get_\u200bweather`
+# must show in the cause, not cut the name at `get_`)
+_IDENT = re.compile(r"[A-Za-z_](?:[\w.\-]|[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff])*")
 _CALL_WORDS = ("tool_call", "tool_calls", "function", "tools")
 
 

@@ -184,6 +184,11 @@ def show_invisible(s: str) -> str:
     return escape_invisible(s)
 
 
+# a word at the stop as written, invisible format characters included (`get_\u200bweather` is shown whole, escaped,
+# not cut at `get_`)
+_FOUND_WORD = re.compile(r"(?:[\w.:\-]|[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]){2,40}")
+
+
 def stop_point(text: str, gp: int, pos: int, expected: list, path: tuple) -> StopPoint:
     """The :class:`StopPoint` at ``pos`` of ``text`` (``gp``: the generation prompt's length), its expected
     alternatives in words and the token found there."""
@@ -193,7 +198,7 @@ def stop_point(text: str, gp: int, pos: int, expected: list, path: tuple) -> Sto
         if w not in words:
             words.append(w)
     found = text[pos:pos + 40]
-    m = MARKER_TOKEN.match(found) or re.match(r'"[^"\n]{0,38}"', found) or re.match(r"[\w.:\-]{2,40}", found)
+    m = MARKER_TOKEN.match(found) or re.match(r'"[^"\n]{0,38}"', found) or re.match(_FOUND_WORD, found)
     if m:
         found = m.group(0)
     elif "\n" in found[1:]:
