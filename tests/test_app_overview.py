@@ -126,3 +126,18 @@ def test_markers_table_has_fixed_column_widths_that_fit():
     widths = [config[c]["width"] for c in cols]
     assert all(isinstance(w, int) and w >= 150 for w in widths), widths
     assert sum(widths) <= 900, widths
+
+
+def test_other_fields_spell_booleans_as_the_capabilities_beside_them():
+    """"Other fields" printed Python's `False` beside Capabilities' `false` (a newcomer's finding): both tables
+    read `true` / `false`, the spelling an override takes."""
+    from core.analysis import analyze
+    from core.jinja.template import ChatTemplate
+    from explorer.components.marker_table import flags_frame
+
+    name = "Qwen-Qwen3-0.6B.jinja"
+    with open(TEMPLATES / name, encoding="utf-8") as f:
+        values = dict(flags_frame(analyze(ChatTemplate(f.read(), name)).analysis).itertuples(index=False))
+    assert values["tools.format.fun_name_is_key"] == "false"
+    assert values["analysis_complete"] == "true"
+    assert not {v for v in values.values() if v in ("True", "False")}

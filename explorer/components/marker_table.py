@@ -8,6 +8,7 @@ overrides use (``reasoning.start``, ``tools.format.mode``, …).
 from __future__ import annotations
 
 import enum
+import json
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
@@ -120,8 +121,10 @@ def marker_column_config(frame: pd.DataFrame) -> dict[str, Any]:
 
 def flags_frame(analysis: Any) -> pd.DataFrame:
     """JSON key names, boolean and list fields (``name_field``, ``fun_name_is_key``, ``parameter_order``,
-    …) as ``field`` / ``value``."""
-    rows = [{"field": p, "value": literal(v) if isinstance(v, (list, str)) else str(v)}
+    …) as ``field`` / ``value``; booleans read ``true`` / ``false``, as the capabilities beside them and an override
+    does."""
+    rows = [{"field": p, "value": literal(v) if isinstance(v, (list, str)) else json.dumps(v) if isinstance(v, bool)
+             else str(v)}
             for p, v in analysis_fields(analysis).items()
             if (not isinstance(v, str) or p in JSON_KEY_FIELDS) and p not in MODE_FIELDS]
     return pd.DataFrame(rows, columns=["field", "value"])
