@@ -163,14 +163,15 @@ class ChatRequest:
 
     def to_row(self) -> dict[str, Any]:
         """The request keys of a ``reference/cases.jsonl`` row, which :meth:`from_dict` reads back (enums as
-        their values, no tools and no continuation as ``None``; ``chat_template_kwargs`` only when there are
-        some)."""
+        their values, no tools and no continuation as ``None``; ``enable_thinking`` ``None`` when the request left it
+        unset; ``chat_template_kwargs`` only when there are some)."""
         def val(v: Any) -> Any:
             return v.value if isinstance(v, enum.Enum) else v
         cont = val(self.continue_final_message)
         row = {"messages": self.messages, "tools": self.tools or None, "tool_choice": val(self.tool_choice),
                "parallel_tool_calls": self.parallel_tool_calls, "reasoning_format": val(self.reasoning_format),
-               "enable_thinking": self.enable_thinking, "add_generation_prompt": self.add_generation_prompt,
+               "enable_thinking": self.enable_thinking if self.enable_thinking_given else None,
+               "add_generation_prompt": self.add_generation_prompt,
                "continue_final_message": cont if cont not in ("", "none") else None,
                "json_schema": self.json_schema}
         if self.chat_template_kwargs:  # a reference row has none; a request edit or reproducer must keep them
@@ -224,7 +225,7 @@ class ChatRequest:
                                          "continue_final_message"),
             json_schema=schema,
             chat_template_kwargs=kwargs,
-            enable_thinking_given=data.get("enable_thinking") is not None,
+            enable_thinking_given=data.get("enable_thinking") is not None or isinstance(kwarg, bool),
         )
 
     def tool_names(self) -> list[str]:
