@@ -74,7 +74,7 @@ def test_overview_tables_are_one_markdown_block_each_with_a_hostile_token():
     assert tables["token"] == [["token"], [HOSTILE_SHOWN], ["<think>"]]
     fields = dict(tables["field"][1:])
     assert fields["preserved_tokens"] == '["a|b\\\\|c`d`<script>alert(1)</script>\\n\\u202eZ", "<think>"]'
-    assert fields["analysis_complete"] == "True"
+    assert fields["analysis_complete"] == "true"          # spelled as the Capabilities beside it
     caps = frame_with(at, "supported").set_index("capability")["supported"]
     assert caps["tool_calls"] == "true" and caps["reasoning_effort"] == "false"
 
