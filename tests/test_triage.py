@@ -157,69 +157,50 @@ def test_the_seventh_batch_notes_its_cause_and_keeps_none_rows_within_a_third():
     assert 3 * sum(c["cause"] == "NONE" for c in cases) <= len(cases)
 
 
-def test_the_eighth_batch_is_recorded_real_outputs_picked_by_its_rule():
-    """Every kept6 row is a failing row of tests/data/real_outputs*/ (same source and output, the engine's message
-    kept as ``engine_message``), at its queue position; NONE rows stay within a third; the set spreads over
-    families and causes."""
+def _check_queue_batch(name: str, real_dirs: list[str], *, prefix: str, split: str, size: int, templates: int,
+                       causes: int, request: bool = True, fix_why: bool = False) -> None:
+    """A triage batch taken from the failing queue of real-output sets (``scripts/triage_queue.py``): every row is the
+    real-output row of its id (``prefix`` + id there: same source, output, template, and with ``request`` the same
+    messages, tools and template kwargs; the engine's message kept as ``engine_message``), at queue positions
+    1..``size``; NONE rows stay within a third; a fix's ``expect`` is the engine's message itself; the set spreads
+    over at least ``templates`` templates and ``causes`` causes (``fix_why``: a "none helps" fix says why)."""
     from core.chat.realset import load_cases
 
-    real = {c.id: c for d in sorted((ROOT / "tests" / "data").glob("real_outputs*")) for c in load_cases(str(d))}
-    cases = SETS["kept6.jsonl"]
+    real = {c.id: c for d in real_dirs for c in load_cases(str(ROOT / "tests" / "data" / d))}
+    cases = SETS[name]
     for c in cases:
-        r = real[c["id"].removeprefix("kept6-")]
+        r = real[c["id"].removeprefix(prefix)]
         assert (c["source"], c["input"], c["template"], c["engine_message"]) == (r.source, r.output, r.template,
                                                                                r.expect)
-        assert c["cause_note"] and c["note"] and c["split"] == "dev"
+        if request:
+            assert c["messages"] == r.request["messages"] and c["tools"] == (r.request.get("tools") or None)
+            assert c.get("chat_template_kwargs") == r.request.get("chat_template_kwargs")
+        assert c["cause_note"] and c["note"] and c["split"] == split
         assert "expect" not in c or c["expect"] == r.expect
+        if fix_why:
+            assert c["fix"]["kind"] != "none" or c["cause"] == "NONE" or c["fix"]["why"]
     positions = [int(c["note"].split("queue position ")[1].split(",")[0]) for c in cases]
-    assert positions == list(range(1, 41))
+    assert positions == list(range(1, size + 1))
     assert 3 * sum(c["cause"] == "NONE" for c in cases) <= len(cases)
-    assert len({c["template"] for c in cases}) >= 30 and len({c["cause"] for c in cases}) >= 10
+    assert len({c["template"] for c in cases}) >= templates and len({c["cause"] for c in cases}) >= causes
+
+
+def test_the_eighth_batch_is_recorded_real_outputs_picked_by_its_rule():
+    """kept6: failing rows of every real-output set there was then (its queue's first 40)."""
+    _check_queue_batch("kept6.jsonl", sorted(p.name for p in (ROOT / "tests" / "data").glob("real_outputs*")),
+                       prefix="kept6-", split="dev", size=40, templates=30, causes=10, request=False)
 
 
 def test_the_ninth_batch_is_the_whole_failing_queue_of_real_outputs_kept7():
-    """Every kept7 row is a row of tests/data/real_outputs_kept7/ that fails at llama.cpp fidelity (same id, source,
-    output, template and request; the engine's message kept as ``engine_message``), at its queue position (the queue
-    held 35 rows, all taken); NONE rows stay within a third; a fix's ``expect`` is the engine's message itself."""
-    from core.chat.realset import load_cases
-
-    real = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept7"))}
-    cases = SETS["kept7.jsonl"]
-    for c in cases:
-        r = real[c["id"]]
-        assert (c["source"], c["input"], c["template"], c["engine_message"]) == (r.source, r.output, r.template,
-                                                                               r.expect)
-        assert c["messages"] == r.request["messages"] and c["tools"] == (r.request.get("tools") or None)
-        assert c.get("chat_template_kwargs") == r.request.get("chat_template_kwargs")
-        assert c["cause_note"] and c["note"] and c["split"] == "dev"
-        assert "expect" not in c or c["expect"] == r.expect
-    positions = [int(c["note"].split("queue position ")[1].split(",")[0]) for c in cases]
-    assert positions == list(range(1, 36))
-    assert 3 * sum(c["cause"] == "NONE" for c in cases) <= len(cases)
-    assert len({c["template"] for c in cases}) >= 12 and len({c["cause"] for c in cases}) >= 10
+    """kept7: the whole failing queue of tests/data/real_outputs_kept7/ (35 rows)."""
+    _check_queue_batch("kept7.jsonl", ["real_outputs_kept7"], prefix="", split="dev", size=35, templates=12,
+                       causes=10)
 
 
 def test_the_tenth_batch_is_the_head_of_the_failing_queue_of_real_outputs_kept6():
-    """Every kept8 row is a row of tests/data/real_outputs_kept6/ that fails at llama.cpp fidelity (same id, source,
-    output, template and request; the engine's message kept as ``engine_message``), at its queue position (the first
-    40 of the 46 queued rows); NONE rows stay within a third; a fix's ``expect`` is the engine's message itself."""
-    from core.chat.realset import load_cases
-
-    real = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept6"))}
-    cases = SETS["kept8.jsonl"]
-    for c in cases:
-        r = real[c["id"]]
-        assert (c["source"], c["input"], c["template"], c["engine_message"]) == (r.source, r.output, r.template,
-                                                                               r.expect)
-        assert c["messages"] == r.request["messages"] and c["tools"] == (r.request.get("tools") or None)
-        assert c.get("chat_template_kwargs") == r.request.get("chat_template_kwargs")
-        assert c["cause_note"] and c["note"] and c["split"] == "kept8"
-        assert "expect" not in c or c["expect"] == r.expect
-        assert c["fix"]["kind"] != "none" or c["cause"] == "NONE" or c["fix"]["why"]
-    positions = [int(c["note"].split("queue position ")[1].split(",")[0]) for c in cases]
-    assert positions == list(range(1, 41))
-    assert 3 * sum(c["cause"] == "NONE" for c in cases) <= len(cases)
-    assert len({c["template"] for c in cases}) >= 13 and len({c["cause"] for c in cases}) >= 8
+    """kept8: the first 40 of the 46 failing rows of tests/data/real_outputs_kept6/."""
+    _check_queue_batch("kept8.jsonl", ["real_outputs_kept6"], prefix="", split="kept8", size=40, templates=13,
+                       causes=8, fix_why=True)
 
 
 @pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl", "kept4.jsonl") for c in SETS[n]
