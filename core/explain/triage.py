@@ -229,6 +229,18 @@ class _Parsed:
     truncated: bool
 
 
+def _accepted_parse(setup: _Setup, text: str, budget: Any, ctx: dict[str, Any]) -> Any:
+    """The parse of an edited ``text`` when the budget allows it, it builds and it is accepted (clean, calls, no
+    marker left: :func:`_accepts`); else None."""
+    if not budget.take(len(text)):
+        return None
+    try:
+        p = _parse(setup, text)
+    except Exception:  # noqa: BLE001 - no parser, no evidence
+        return None
+    return p if _accepts(p, ctx["markers"]) else None
+
+
 def _parse(setup: _Setup, output: str, *, repairs: tuple[str, ...] | None = None, template: Any = None,
            request: Any = None) -> _Parsed:
     """Parse ``output``; ``repairs``: improved fidelity with only these tolerance repairs on."""
@@ -1844,13 +1856,8 @@ def _outer_tag_pair(setup: _Setup, out: str, ctx: dict[str, Any]) -> tuple[list[
         return None
     edits = [Edit("delete", o.start(), o.group(0), ""), Edit("delete", m.start() - len(o.group(0)), m.group(0), "")]
     unwrapped = edits[1].apply(edits[0].apply(out))
-    if not budget.take(len(unwrapped)):
-        return None
-    try:
-        p = _parse(setup, unwrapped)
-    except Exception:  # noqa: BLE001 - no parser, no evidence
-        return None
-    if not _accepts(p, ctx["markers"]):
+    p = _accepted_parse(setup, unwrapped, budget, ctx)
+    if p is None:
         return None
     left = ctx.get("near_content")
     if left is None or o.group(0) in left:
@@ -2669,13 +2676,8 @@ def _raw_line_breaks(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[str
     fixed = out
     for i in reversed(breaks):
         fixed = fixed[:i] + "\\n" + fixed[i + 1:]
-    if not budget.take(len(fixed)):
-        return None
-    try:
-        p = _parse(setup, fixed)
-    except Exception:  # noqa: BLE001 - no parser, no evidence
-        return None
-    if not _accepts(p, ctx["markers"]):
+    p = _accepted_parse(setup, fixed, budget, ctx)
+    if p is None:
         return None
     edits = [Edit("replace", i + k, "\n", "\\n") for k, i in enumerate(breaks)]
     near = (edits, p) if len(edits) <= MAX_EDITS else None
