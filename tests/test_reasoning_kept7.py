@@ -15,15 +15,11 @@ from core.chat.pipeline import build_chat_parser
 from core.chat.realset import load_cases
 from core.chat.request import ChatRequest
 from core.chat.stream import StreamingParser
-from core.jinja.template import ChatTemplate
 
-from .conftest import ROOT, TEMPLATES
+from .conftest import ROOT
+from .test_reasoning_repairs import _names, _streamed, _template  # the same helpers over another set
 
 CASES = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept7"))}
-
-
-def _template(name: str) -> ChatTemplate:
-    return ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name)
 
 
 def _bundle(case_id: str, fidelity: str = "improved", disabled=(), **request_changes):
@@ -38,16 +34,6 @@ def _parse(case_id: str, fidelity: str = "improved", disabled=(), output: str | 
     return parser, parser.parse(CASES[case_id].output if output is None else output, False)
 
 
-def _streamed(parser, output: str, size: int):
-    sp = StreamingParser(parser)
-    for i in range(0, len(output), size):
-        sp.feed(output[i:i + size])
-    sp.finish()
-    return sp.message
-
-
-def _names(msg) -> list[str]:
-    return [r.name for r in msg.repairs]
 
 
 def _calls(msg) -> list[tuple[str, dict]]:
