@@ -1,5 +1,5 @@
 """The tool-call class of the seventh real-output batch (tests/data/real_outputs_kept7, serving engines' own
-parser tests; development data since s13-calls13): how calls are delimited and read, at ``improved`` fidelity.
+parser tests; development data since its first measure): how calls are delimited and read, at ``improved`` fidelity.
 
 Repairs ``consecutive-call-blocks``, ``repeated-prompt-tail``, ``unclosed-final-call``, ``attribute-entities``
 and the widened ``undeclared-arguments`` (Kimi K3) and ``mistyped-value-as-string`` (DeepSeek DSML, MiniMax-M3)

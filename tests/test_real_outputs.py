@@ -47,10 +47,12 @@ DATA = ROOT / "tests" / "data"
 # the model's own template), real_outputs_fresh improved 92 -> 94 (Qwen3-Coder markup indented as a block,
 # tag-whitespace's indented variant, tried after the template's layout); s11-fix4: real_outputs_kept4 improved 53 -> 62
 # (the 9 GLM-4 chat calls, read by improvement metadata-call-turns; kept4 is dev data from then on), and kept5 (kept
-# aside, measured, not read) improved 56 -> 60: its 4 GLM-4 chat calls; s13-reason13 (kept7 as development data):
+# aside, measured, not read) improved 56 -> 60: its 4 GLM-4 chat calls;
+# the reasoning repairs (kept7 as development data):
 # real_outputs_kept7 improved 36 -> 46 (where reasoning starts and ends: template-default-thinking 3,
 # reasoning-blocks-interleaved + the Apertus workaround 3, harmony-bare-header 2, call-ends-reasoning 1,
-# bare-answer-after-reasoning 1; docs/realset-baseline.md "kept7 as development data"); s13-calls13 (the tool-call
+# bare-answer-after-reasoning 1; docs/realset-baseline.md "kept7 as development data");
+# the tool-call repairs (the tool-call
 # class, same data): consecutive-call-blocks 2, repeated-prompt-tail 2, undeclared-arguments in Kimi K3,
 # mistyped-value-as-string in DSML 2, unclosed-final-call 2: 46 -> 54
 PASS = {

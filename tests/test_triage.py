@@ -76,10 +76,10 @@ SCORES = {
     "kept5.jsonl": {"dev": (1, 1, 0, 0)},
     "kept6.jsonl": {"dev": (40, 40, 17, 17)},      # kept aside: (25, 36, 10, 17) before the ninth round
     # kept aside: (19, 27, 1, 13), then (20, 27, 4, 13) on the ninth round; (33, 34, 8, 13) on the tenth; with
-    # s13-reason13's repairs fix 34 -> 30: four rows labelled "none helps" (kept7-oll-cohere-bare-content,
+    # the reasoning repairs fix 34 -> 30: four rows labelled "none helps" (kept7-oll-cohere-bare-content,
     # kept7-oll-qwen3-call-inside-thinking, kept7-sgl-apertus-text-before-block, kept7-sgl-apertus-two-blocks) are
     # offered a fix (improved fidelity, or repair call-ends-reasoning) that gives the expected message, against
-    # their labels (written before those repairs existed); with s13-calls13's
+    # their labels (written before those repairs existed); with the
     # tool-call repairs too, four more 'none helps' rows (DSML nonjson x2, LFM2 two calls, Qwen3-Coder double) get a
     # verified repair and Kimi K3's single call a repair before its labelled request fix: 30 -> 26
     "kept7.jsonl": {"dev": (33, 26, 8, 13)},
@@ -725,7 +725,7 @@ def test_a_call_only_text_under_an_opened_reasoning_gets_reasoning_format_none(k
     c = _case(key)
     tg = _triage(c)
     assert tg.mistake == Mistake.REASONING_SETTING
-    # first the improved repair call-ends-reasoning (s13-reason13): the calls, nothing else; then the request fix
+    # first the improved repair call-ends-reasoning : the calls, nothing else; then the request fix
     kinds = [(f.kind.value, f.change) for f in tg.fixes]
     assert kinds[0] == ("repair", {"repairs": ["call-ends-reasoning"]})
     assert ("request", {"request": {"reasoning_format": "none"}}) in kinds

@@ -306,7 +306,7 @@ REPAIRS: list[Repair] = [
         source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/"
                "test_granite_reasoning_parser.py (real-output cases granite-think-*); vLLM "
                "vllm/reasoning/granite_reasoning_parser.py (both phrasings)"),
-    # -- reasoning repairs from kept7 (s13-reason13; docs/fidelity-reasoning.md "Where reasoning starts and ends") --
+    # -- reasoning repairs from kept7 (docs/fidelity-reasoning.md "Where reasoning starts and ends") --
     Repair(
         name=TEMPLATE_DEFAULT_THINKING,
         title="A request that does not set enable_thinking gets the template's own default",
