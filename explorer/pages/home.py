@@ -28,29 +28,29 @@ st.markdown(
     + small("For people who serve or fine-tune models, write chat templates, or debug tool calls that come "
             "back as plain text. Everything runs on this server; nothing is sent to a model.")
     + "\n\n### Where to start")
-c1, c2, c3 = st.columns(3)
-with c1:
-    with st.container(border=True):
-        st.markdown("**A model's output parses wrong**\n\n"
-                    + small("Paste the output: see which part became reasoning, content or a call, where the "
-                            "parser stopped, why, and a fix that was re-parsed before it is offered."))
-        st.page_link("explorer/pages/explain.py", label="Explain an output", icon=":material/troubleshoot:")
-        st.page_link("explorer/pages/playground.py", label="Playground (stream it)", icon=":material/play_arrow:")
-with c2:
-    with st.container(border=True):
-        st.markdown("**I am writing a template**\n\n"
-                    + small("Edit it with a live render of a conversation beside it, see the analysis update, "
-                            "and lint it for shapes that break parsers."))
-        st.page_link("explorer/pages/edit.py", label="Edit a template", icon=":material/edit:")
-        st.page_link("explorer/pages/lint.py", label="Lint it", icon=":material/rule:")
-with c3:
-    with st.container(border=True):
-        st.markdown("**How was a model's format found?**\n\n"
-                    + small("See the markers the analysis learned and the pairs of renders each one came from; "
-                            "compare two templates or two revisions."))
-        st.page_link("explorer/pages/overview.py", label="Overview of the analysis", icon=":material/search:")
-        st.page_link("explorer/pages/comparisons.py", label="Comparisons (the renders)",
-                     icon=":material/compare_arrows:")
+# the three stories: (who, what they get, (page, label, icon) links)
+STORIES = (
+    ("A model's output parses wrong",
+     "Paste the output: see which part became reasoning, content or a call, where the parser stopped, why, and a "
+     "fix that was re-parsed before it is offered.",
+     (("explorer/pages/explain.py", "Explain an output", ":material/troubleshoot:"),
+      ("explorer/pages/playground.py", "Playground (stream it)", ":material/play_arrow:"))),
+    ("I am writing a template",
+     "Edit it with a live render of a conversation beside it, see the analysis update, and lint it for shapes "
+     "that break parsers.",
+     (("explorer/pages/edit.py", "Edit a template", ":material/edit:"),
+      ("explorer/pages/lint.py", "Lint it", ":material/rule:"))),
+    ("How was a model's format found?",
+     "See the markers the analysis learned and the pairs of renders each one came from; compare two templates "
+     "or two revisions.",
+     (("explorer/pages/overview.py", "Overview of the analysis", ":material/search:"),
+      ("explorer/pages/comparisons.py", "Comparisons (the renders)", ":material/compare_arrows:"))),
+)
+for column, (who, what, links) in zip(st.columns(len(STORIES)), STORIES):
+    with column, st.container(border=True):
+        st.markdown(f"**{who}**\n\n" + small(what))
+        for page, label, icon in links:
+            st.page_link(page, label=label, icon=icon)
 
 try:
     tpl = state.current()
