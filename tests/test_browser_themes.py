@@ -165,14 +165,25 @@ def _theme_colours(page, scheme: str) -> str:
     return bg
 
 
-@pytest.mark.parametrize("scheme,scale", [("light", 1), ("dark", 1), ("light", 2), ("dark", 2)])
-def test_span_view_reads_in_both_themes(app_url, browser, scheme, scale):  # noqa: F811 - fixtures
+def _open(page, url: str, heading: str) -> None:
+    """Go to ``url`` and wait until its page's heading shows and its script run is over."""
+    page.goto(url, wait_until="networkidle")
+    page.get_by_role("heading", name=heading).wait_for(timeout=60_000)
+    _wait_idle(page)
+
+
+def _themed_page(browser, scheme: str, scale: int, url: str, heading: str):
+    """A new context in ``scheme`` at ``scale``, on ``url`` opened as :func:`_open` does: (context, page)."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=scale,
                               color_scheme=scheme)
     page = ctx.new_page()
-    page.goto(app_url + "/explain", wait_until="networkidle")
-    page.get_by_role("heading", name="Explain").wait_for(timeout=60_000)
-    _wait_idle(page)
+    _open(page, url, heading)
+    return ctx, page
+
+
+@pytest.mark.parametrize("scheme,scale", [("light", 1), ("dark", 1), ("light", 2), ("dark", 2)])
+def test_span_view_reads_in_both_themes(app_url, browser, scheme, scale):  # noqa: F811 - fixtures
+    ctx, page = _themed_page(browser, scheme, scale, app_url + "/explain", "Explain")
     view = page.locator("pre.cte-spans")
     view.wait_for(timeout=60_000)
     _theme_is(page, scheme)
@@ -198,12 +209,7 @@ def test_span_view_reads_in_both_themes(app_url, browser, scheme, scale):  # noq
 @pytest.mark.parametrize("scheme,scale", [("light", 1), ("dark", 1), ("light", 2), ("dark", 2)])
 def test_code_view_reads_in_both_themes(app_url, browser, scheme, scale):  # noqa: F811 - fixtures
     """The Grammar page's GBNF (a pygments-highlighted code view, as the Overview's template source)."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=scale,
-                              color_scheme=scheme)
-    page = ctx.new_page()
-    page.goto(app_url + "/grammar", wait_until="networkidle")
-    page.get_by_role("heading", name="Grammar").wait_for(timeout=60_000)
-    _wait_idle(page)
+    ctx, page = _themed_page(browser, scheme, scale, app_url + "/grammar", "Grammar")
     code = page.locator(".cte-code").first
     code.wait_for(timeout=60_000)
     _theme_is(page, scheme)
@@ -224,12 +230,7 @@ def test_code_view_reads_in_both_themes(app_url, browser, scheme, scale):  # noq
 
 @pytest.mark.parametrize("scheme,scale", [("light", 1), ("dark", 1), ("light", 2), ("dark", 2)])
 def test_comparisons_diff_reads_in_both_themes(app_url, browser, scheme, scale):  # noqa: F811 - fixtures
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=scale,
-                              color_scheme=scheme)
-    page = ctx.new_page()
-    page.goto(app_url + "/comparisons", wait_until="networkidle")
-    page.get_by_role("heading", name="Comparisons").wait_for(timeout=60_000)
-    _wait_idle(page)
+    ctx, page = _themed_page(browser, scheme, scale, app_url + "/comparisons", "Comparisons")
     _theme_is(page, scheme)
     _pick(page, "Show", "T1")
     diff = page.locator(".cte-diff").first
@@ -265,9 +266,7 @@ def test_code_inputs_use_the_code_font(app_url, browser):  # noqa: F811 - fixtur
         return [c.measureText('iiiiiiii').width, c.measureText('WWWWWWWW').width]; }"""
     for path, title, key, fixed in (("edit", "Edit", "in_edit_source", True),
                                     ("explain", "Explain", "in_output", False)):
-        page.goto(f"{app_url}/{path}", wait_until="networkidle")
-        page.get_by_role("heading", name=title).wait_for(timeout=60_000)
-        _wait_idle(page)
+        _open(page, f"{app_url}/{path}", title)
         box = page.locator(f".st-key-{key} textarea")
         box.wait_for(timeout=60_000)
         narrow, wide = box.evaluate(widths)
@@ -280,9 +279,7 @@ def test_long_lines_wrap_between_words(app_url, browser):  # noqa: F811 - fixtur
     """A long line of model output in Explain's span view wraps inside the panel, between words: a visible
     space is a glyph, not a space, and such a line ran 3× past the panel's right edge."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(app_url + "/explain", wait_until="networkidle")
-    page.get_by_role("heading", name="Explain").wait_for(timeout=60_000)
-    _wait_idle(page)
+    _open(page, app_url + "/explain", "Explain")
     area = page.locator('[data-testid="stTextArea"]').filter(has_text="Model output").locator("textarea")
     area.fill("The user wants the weather in Paris, so I should think about it carefully before answering. " * 5
               + "\n</think>\n\nIt is sunny.")
@@ -307,9 +304,7 @@ def test_static_table_shows_markdown_characters_as_text(app_url, browser):  # no
     """xml-function-tags' preserved tokens include ``>\\n``: Streamlit's static table drew it as an empty quote
     (its cells are Markdown); it reads ``>`` now, and no table cell holds Markdown's own elements."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(app_url + "/grammar?src=bundled:xml-function-tags.jinja", wait_until="networkidle")
-    page.get_by_role("heading", name="Grammar").wait_for(timeout=60_000)
-    _wait_idle(page)
+    _open(page, app_url + "/grammar?src=bundled:xml-function-tags.jinja", "Grammar")
     tokens = page.locator('[data-testid="stTable"]').filter(has_text="<function=").first
     tokens.wait_for(timeout=60_000)
     cells = [c.strip() for c in tokens.locator("td").all_inner_texts()]
