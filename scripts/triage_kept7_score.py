@@ -4,6 +4,7 @@ each row's outcome:
 
     python scripts/triage_kept7_score.py [--templates ../shared/templates] [--set kept7.jsonl] [--json]
     python scripts/triage_kept7_score.py --set kept8.jsonl      # the tenth batch (SCORES["kept8.jsonl"]["kept8"])
+    python scripts/triage_kept7_score.py --set kept9.jsonl      # the eleventh batch (SCORES["kept9.jsonl"]["kept9"])
 
 The last line is the tuple pinned in ``SCORES["kept7.jsonl"]["kept7"]``. The triage gets 30 s per row, as in the
 tests, so the figures do not depend on the machine. Nothing here is imported by the library.

@@ -25,7 +25,12 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   llama-cookbook's Tool_Calling_101 notebook; more than half of it expects a tool call. Nobody writes repairs from
   it.
 - ``real_outputs_kept6``: the sixth kept-aside batch, outputs quoted by vLLM's own parser tests from test files no
-  earlier set used (eighteen families), each with the message the test asserts; two in three expect a tool call."""
+  earlier set used (eighteen families), each with the message the test asserts; two in three expect a tool call.
+- ``real_outputs_kept7``: the seventh kept-aside batch, outputs quoted by SGLang's, lmdeploy's, ollama's and
+  TensorRT-LLM's parser tests; development data for the reasoning and tool-call repairs since.
+- ``real_outputs_kept8``: the eighth kept-aside batch, outputs quoted by SGLang's per-detector unit tests and vLLM's
+  Gemma 4 tool-parser and Kimi K3 / Step-3.5 reasoning-parser tests (eleven families, test files no earlier set
+  used); four in five expect a tool call. Nobody writes repairs from it."""
 
 from __future__ import annotations
 
@@ -65,6 +70,7 @@ PASS = {
     "real_outputs_kept5": {("llama.cpp", "kept5"): 48, ("improved", "kept5"): 60},
     "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 50},
     "real_outputs_kept7": {("llama.cpp", "kept7"): 27, ("improved", "kept7"): 54},
+    "real_outputs_kept8": {("llama.cpp", "kept8"): 26, ("improved", "kept8"): 49},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -77,6 +83,7 @@ SETS = {
     "real_outputs_kept5": (60, 10, {"kept5"}, True),
     "real_outputs_kept6": (81, 18, {"kept6"}, True),
     "real_outputs_kept7": (62, 14, {"kept7"}, True),
+    "real_outputs_kept8": (60, 11, {"kept8"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -127,11 +134,11 @@ def _page(url: str) -> str:
 
 
 # triage batches built later from these sets' own rows (tests/test_triage.py traces each row back): not earlier sources
-TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl"}
+TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.jsonl"}
 
 
 @pytest.mark.parametrize("directory", ["real_outputs_kept3", "real_outputs_kept4", "real_outputs_kept5",
-                                       "real_outputs_kept6", "real_outputs_kept7"])
+                                       "real_outputs_kept6", "real_outputs_kept7", "real_outputs_kept8"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]
