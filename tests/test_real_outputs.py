@@ -30,7 +30,10 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   TensorRT-LLM's parser tests; development data for the reasoning and tool-call repairs since.
 - ``real_outputs_kept8``: the eighth kept-aside batch, outputs quoted by SGLang's per-detector unit tests and vLLM's
   Gemma 4 tool-parser and Kimi K3 / Step-3.5 reasoning-parser tests (eleven families, test files no earlier set
-  used); four in five expect a tool call. Nobody writes repairs from it."""
+  used); four in five expect a tool call. Nobody writes repairs from it.
+- ``real_outputs_kept9``: the ninth kept-aside batch, outputs fed to their parsers by mlx-lm's, TensorRT-LLM's and
+  lmdeploy's own parser tests from test files no earlier set used (fifteen families), each with the message the
+  test asserts; all but one expect a tool call. Nobody writes repairs from it."""
 
 from __future__ import annotations
 
@@ -71,6 +74,7 @@ PASS = {
     "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 50},
     "real_outputs_kept7": {("llama.cpp", "kept7"): 27, ("improved", "kept7"): 54},
     "real_outputs_kept8": {("llama.cpp", "kept8"): 26, ("improved", "kept8"): 49},
+    "real_outputs_kept9": {("llama.cpp", "kept9"): 27, ("improved", "kept9"): 43},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -84,6 +88,7 @@ SETS = {
     "real_outputs_kept6": (81, 18, {"kept6"}, True),
     "real_outputs_kept7": (62, 14, {"kept7"}, True),
     "real_outputs_kept8": (60, 11, {"kept8"}, True),
+    "real_outputs_kept9": (60, 15, {"kept9"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -134,11 +139,12 @@ def _page(url: str) -> str:
 
 
 # triage batches built later from these sets' own rows (tests/test_triage.py traces each row back): not earlier sources
-TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.jsonl"}
+TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.jsonl", "kept10.jsonl"}
 
 
 @pytest.mark.parametrize("directory", ["real_outputs_kept3", "real_outputs_kept4", "real_outputs_kept5",
-                                       "real_outputs_kept6", "real_outputs_kept7", "real_outputs_kept8"])
+                                       "real_outputs_kept6", "real_outputs_kept7", "real_outputs_kept8",
+                                       "real_outputs_kept9"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]

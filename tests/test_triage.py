@@ -52,7 +52,13 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   ``tests/data/real_outputs_kept8/`` (SGLang's per-detector and vLLM's Gemma 4 / Kimi K3 / Step-3.5 parser-test
   outputs), picked by a rule committed before explain ran (``scripts/triage_queue.py kept9``), labelled and committed
   before the triage ran, scored once (23/34 cause, 25/34 fix, 14/16 nearest: pinned; ``python
-  scripts/triage_kept7_score.py --set kept9.jsonl``); not tuned to ("Eleventh batch: kept9.jsonl (kept aside)")."""
+  scripts/triage_kept7_score.py --set kept9.jsonl``); not tuned to ("Eleventh batch: kept9.jsonl (kept aside)").
+- ``kept10.jsonl``: the twelfth batch, split ``"kept10"``: the whole failing queue (33 rows) of
+  ``tests/data/real_outputs_kept9/`` (mlx-lm's, TensorRT-LLM's and lmdeploy's own tool-parser tests), by a rule
+  committed before explain ran (``scripts/triage_queue.py kept10``), labelled and committed before the triage ran,
+  scored once on the tenth round of rules (24/33 cause, 32/33 fix, 11/17 nearest: pinned; ``python
+  scripts/triage_kept7_score.py --set kept10.jsonl`` prints it row by row); not tuned to ("Twelfth batch:
+  kept10.jsonl (kept aside)")."""
 
 from __future__ import annotations
 
@@ -90,11 +96,12 @@ SCORES = {
     "kept7.jsonl": {"dev": (33, 26, 8, 13)},
     "kept8.jsonl": {"kept8": (23, 28, 3, 9)},      # kept aside: first run, on the ninth round's rules
     "kept9.jsonl": {"kept9": (23, 25, 14, 16)},    # kept aside: first run (docs/explain.md "Eleventh batch")
+    "kept10.jsonl": {"kept10": (24, 32, 11, 17)},  # kept aside: first run, on the tenth round's rules
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
          "kept4.jsonl": 12, "kept5.jsonl": 1, "kept6.jsonl": 40, "kept7.jsonl": 35, "kept8.jsonl": 40,
-         "kept9.jsonl": 34}
+         "kept9.jsonl": 34, "kept10.jsonl": 33}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -215,6 +222,12 @@ def test_the_eleventh_batch_is_the_whole_failing_queue_of_real_outputs_kept8():
     Gemma 4 / Kimi K3 / Step-3.5 parser tests)."""
     _check_queue_batch("kept9.jsonl", ["real_outputs_kept8"], prefix="", split="kept9", size=34, templates=9,
                        causes=9, fix_why=True)
+
+
+def test_the_twelfth_batch_is_the_whole_failing_queue_of_real_outputs_kept9():
+    """kept10: the whole failing queue of tests/data/real_outputs_kept9/ (33 rows)."""
+    _check_queue_batch("kept10.jsonl", ["real_outputs_kept9"], prefix="", split="kept10", size=33, templates=12,
+                       causes=6, fix_why=True)
 
 
 @pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl", "kept4.jsonl") for c in SETS[n]
