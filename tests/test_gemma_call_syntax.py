@@ -116,3 +116,71 @@ def test_cli_parse_switches_an_improvement_off(tmp_path):
     rc, out, err = parse("--improved", "--disable-improvement", "nope")
     assert rc == 2 and err.strip().splitlines()[-1].startswith(
         f"error: cannot analyse template {FG!r}: unknown improvement name(s) nope; known: ")
+
+
+# ---------------------------------------------------------------- repair unmarked-argument-values (a class of drift)
+
+G4 = "google-gemma-4-31B-it.jinja"
+
+
+def _parser(name: str, fidelity: str, off: tuple = ()):
+    req = ChatRequest.from_dict(RT.round_trip_request())
+    return build_chat_parser(_tmpl(name), req, fidelity=fidelity, disabled_repairs=off).parser
+
+
+def _streamed_args(parser, out: str, size: int) -> list[str]:
+    from core.chat.stream import StreamingParser
+
+    sp = StreamingParser(parser)
+    for i in range(0, len(out), size):
+        sp.feed(out[i:i + size])
+    sp.finish()
+    assert sp.held_back == 0 and not sp.final_mismatch
+    return [c.arguments for c in sp.message.tool_calls]
+
+
+@pytest.mark.parametrize("value, expected", [
+    ('"2+2"', "2+2"),                                  # the report's call (ml-explore/mlx#3460)
+    ('"Paris, \\"France\\" \\u00e9"', 'Paris, "France" é'),   # commas, escapes and \u inside the quotes
+    ('"a}b"', "a}b"),
+])
+def test_gemma4_string_in_plain_quotes_is_read_at_improved_only(value, expected):
+    out = f"<|tool_call>call:get_weather{{city:{value},days:3}}<tool_call|>"
+    improved = _parser(G4, "improved")
+    msg = improved.parse(out)
+    assert [json.loads(c.arguments) for c in msg.tool_calls] == [{"city": expected, "days": 3}]
+    assert [r.name for r in msg.repairs] == ["unmarked-argument-values"]
+    assert out[msg.repairs[0].start:msg.repairs[0].end] == value
+    for size in (1, 3, 17):   # stream = one-shot
+        assert _streamed_args(improved, out, size) == [c.arguments for c in msg.tool_calls]
+    for parser in (_parser(G4, "llama.cpp"), _parser(G4, "improved", ("unmarked-argument-values",))):
+        assert not parser.parse(out).tool_calls
+
+
+def test_gemma4_values_of_the_template_fire_nothing():
+    out = '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:3}<tool_call|>'
+    msg = _parser(G4, "improved").parse(out)
+    assert json.loads(msg.tool_calls[0].arguments) == {"city": "Paris", "days": 3} and msg.repairs == []
+
+
+@pytest.mark.parametrize("args, expected", [
+    ("city:None,days:<escape>3<escape>", {"city": None, "days": 3}),
+    ("city:2025-06-06 14:00:00,days:3", {"city": "2025-06-06 14:00:00", "days": 3}),
+    ("city:Paris ,days:True", {"city": "Paris", "days": True}),
+])
+def test_functiongemma_bare_values_are_read(args, expected):
+    out = f"<start_function_call>call:get_weather{{{args}}}<end_function_call>"
+    parser = _parser(FG, "improved")
+    msg = parser.parse(out)
+    assert [json.loads(c.arguments) for c in msg.tool_calls] == [expected]
+    assert {r.name for r in msg.repairs} == {"unmarked-argument-values"}
+    for size in (1, 3, 17):
+        assert _streamed_args(parser, out, size) == [c.arguments for c in msg.tool_calls]
+    assert not _parser(FG, "improved", ("unmarked-argument-values",)).parse(out).tool_calls
+
+
+def test_bare_values_stay_off_where_the_template_writes_values_unquoted():
+    # Gemma 4 writes numbers bare, so a bare word there is no drift of this class: the call stays content
+    out = "<|tool_call>call:get_weather{city:Paris,days:3}<tool_call|>"
+    msg = _parser(G4, "improved").parse(out)
+    assert not msg.tool_calls and msg.content == out

@@ -120,6 +120,7 @@ TRAILING_STOP_TOKEN = "trailing-stop-token"
 REPEATED_TURN_HEADER = "repeated-turn-header"
 MISSING_CLOSING_TAGS = "missing-closing-tags"
 MISTYPED_VALUE_AS_STRING = "mistyped-value-as-string"
+UNMARKED_ARGUMENT_VALUES = "unmarked-argument-values"
 JSON_CALL_IN_TAGS = "json-call-in-tags"
 CALLS_INSIDE_SECTION_MARKERS = "calls-inside-section-markers"
 ARGUMENT_ORDER = "argument-order"
@@ -524,6 +525,26 @@ REPAIRS: list[Repair] = [
                "registered/function_call/test_deepseekv32_detector.py, TestNonJsonObjectParamStreaming: cases "
                "kept7-sgl-dsv32-nonjson-object-param, kept7-sgl-dsv4-nonjson-object-param); MiniMax-M3 by the "
                "same rule (no engine test of its element values seen)"),
+    Repair(
+        name=UNMARKED_ARGUMENT_VALUES,
+        title="A Gemma-syntax argument value written without the template's string markers",
+        stage=RepairStage.TOLERANCE,
+        accepts="In a Gemma-style call (Gemma 4 <|tool_call>call:NAME{k:v}, FunctionGemma "
+                "<start_function_call>call:NAME{k:v}), a string value the model quotes with plain double quotes "
+                "instead of the template's string delimiter (<|\"|>, <escape>) is read as that JSON string. Where "
+                "the template writes every value between its delimiters (FunctionGemma), a value written bare up "
+                "to the next ',' / '}' / ']' is read too: None / True / False (Python's spelling, the model's "
+                "source language) as null / true / false, a JSON number or literal as itself, any other text as "
+                "the string it is (trimmed); such a value shows in a stream once its delimiter is there. Both are "
+                "tried only where the template's own reading fails (the grammar stays llama.cpp's).",
+        example='<|tool_call>call:calculator{expression:"2+2"}<tool_call|>   (the template writes <|"|>2+2<|"|>)',
+        source="https://github.com/ml-explore/mlx/issues/3460 (Gemma 4 via mlx: the call with the string in "
+               "plain quotes returned as content; the report expects {\"expression\": \"2+2\"}: case "
+               "kept3-mlx-3460-gemma4-calculator-plain-quotes); Unsloth's FunctionGemma fine-tuning notebook "
+               "(https://github.com/unslothai/notebooks, a recorded generation with body:None and "
+               "datetime:2025-06-06 14:00:00 written bare: case kept3-unsloth-fg-mobile-calendar-none); llama.cpp's "
+               "FunctionGemma format writes non-string values raw (common_chat_params_init_function_gemma: "
+               "<escape> around strings only), so a raw value is FunctionGemma's own spelling"),
     Repair(
         name=JSON_CALL_IN_TAGS,
         title="A Hermes JSON call inside <tool_call> where the template renders XML tags",

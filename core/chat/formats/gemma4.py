@@ -22,7 +22,7 @@ from typing import Any
 from ...memo import MISSING, BoundedMemo
 from ...jinja.template import ChatTemplate
 from ..mapper import escape_json_inner, register_args_converter, register_args_hook
-from ..repairs import CALLS_AFTER_TEXT
+from ..repairs import CALLS_AFTER_TEXT, UNMARKED_ARGUMENT_VALUES
 from ..request import ChatRequest
 from ._peg_handler import HandlerParser, peg_parser, word
 from ._request_view import PromptContext, RequestView, request_view
@@ -163,26 +163,28 @@ def _cut_delimiter(text: str, start: int, delim: str) -> int:
 
 
 def _g4_value(text: str, pos: int, string: str = STR, types: dict[str, str] | None = None,
-              memo: dict[int, tuple[str, int]] | None = None) -> tuple[str, int, bool]:
+              memo: dict[int, tuple[str, int]] | None = None, bare: bool = False) -> tuple[str, int, bool]:
     """Read one Gemma value at ``pos``: ``(json_text, end, done)``; ``done`` False means the text ended inside it
     and ``json_text`` is the growing partial conversion. Raises :class:`_NotGemma`. ``string`` is the string
     delimiter; ``types`` (key -> JSON-schema type, only for a :attr:`CallSyntax.quoted_values` syntax's
     top-level dict) converts string values to the declared type and shows a member only once it is complete.
     ``memo``: position -> (json_text, end) of the complete values read so far in this text or in a text it
-    extends (a complete value is read from the text before its end, which a longer text keeps)."""
+    extends (a complete value is read from the text before its end, which a longer text keeps). ``bare``: values
+    written without the string delimiter are read too (repair ``unmarked-argument-values``,
+    :func:`_bare_value`)."""
     if memo is None:
-        return _g4_read(text, pos, string, types, None)
+        return _g4_read(text, pos, string, types, None, bare)
     hit = memo.get(pos)
     if hit is not None:
         return hit[0], hit[1], True
-    out = _g4_read(text, pos, string, types, memo)
+    out = _g4_read(text, pos, string, types, memo, bare)
     if out[2]:
         memo[pos] = (out[0], out[1])
     return out
 
 
 def _g4_read(text: str, pos: int, string: str, types: dict[str, str] | None,
-             memo: dict[int, tuple[str, int]] | None) -> tuple[str, int, bool]:
+             memo: dict[int, tuple[str, int]] | None, bare: bool = False) -> tuple[str, int, bool]:
     n = len(text)
     if pos >= n:
         return "", n, False
@@ -196,9 +198,13 @@ def _g4_read(text: str, pos: int, string: str, types: dict[str, str] | None,
         return "", n, False
     c = text[pos]
     if c == "{":
-        return _g4_container(text, pos, "{", "}", True, string, types, memo)
+        return _g4_container(text, pos, "{", "}", True, string, types, memo, bare)
     if c == "[":
-        return _g4_container(text, pos, "[", "]", False, string, None, memo)
+        return _g4_container(text, pos, "[", "]", False, string, None, memo, bare)
+    if c == '"':   # repair unmarked-argument-values: a JSON string in plain quotes (the grammar gates it)
+        return _plain_string(text, pos)
+    if bare:
+        return _bare_value(text, pos)
     if c == "-" or c.isdigit():
         m = _NUMBER.match(text, pos)
         end = m.end() if m is not None else pos
@@ -219,7 +225,7 @@ def _g4_read(text: str, pos: int, string: str, types: dict[str, str] | None,
 
 def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool, string: str = STR,
                   types: dict[str, str] | None = None,
-                  memo: dict[int, tuple[str, int]] | None = None) -> tuple[str, int, bool]:
+                  memo: dict[int, tuple[str, int]] | None = None, bare: bool = False) -> tuple[str, int, bool]:
     n = len(text)
     parts: list[str] = []
 
@@ -251,7 +257,7 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool, st
             if text[j] != ":":
                 raise _NotGemma("expected ':'")
             p = _skip_ws(text, j + 1)
-            val, p, done = _g4_value(text, p, string, None, memo)
+            val, p, done = _g4_value(text, p, string, None, memo, bare)
             if types is not None:
                 if not done:  # the type conversion needs the whole value: nothing of it streams before
                     if parts:  # (the comma before this member does)
@@ -260,7 +266,7 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool, st
                 val = typed_value(val, types.get(key, ""))
             parts.append('"' + escape_json_inner(key) + '":' + val)
         else:
-            val, p, done = _g4_value(text, p, string, None, memo)
+            val, p, done = _g4_value(text, p, string, None, memo, bare)
             parts.append(val)
         if not done:
             return partial()
@@ -280,6 +286,74 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool, st
         raise _NotGemma(f"expected ',' or {close!r}")
 
 
+_ENDS_BARE = ",}]"
+_JSON_SCALAR = re.compile(r"(?:-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)")
+_PYTHON_WORDS = {"None": "null", "True": "true", "False": "false"}
+
+
+def _plain_string(text: str, pos: int) -> tuple[str, int, bool]:
+    """A JSON string in plain double quotes at ``pos`` (repair ``unmarked-argument-values``): ``(json_text, end,
+    done)`` like :func:`_g4_value`, the string as written (its escapes kept); a cut string up to its last whole
+    escape (a surrogate pair counts as one). Raises :class:`_NotGemma` for text that is no JSON string."""
+    n = len(text)
+    i = pos + 1
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            try:
+                json.loads(text[pos:i + 1])
+            except ValueError as e:
+                raise _NotGemma("not a JSON string") from e
+            return text[pos:i + 1], i + 1, True   # as written: valid JSON, every escape kept
+        if ch != "\\":
+            i += 1
+            continue
+        if i + 1 >= n:
+            break
+        if text[i + 1] != "u":
+            i += 2
+            continue
+        if i + 6 > n:
+            break
+        high = 0xD800 <= _hex(text[i + 2:i + 6]) <= 0xDBFF
+        if high and i + 12 > n:
+            break
+        i += 12 if high else 6
+    try:
+        json.loads(text[pos:i] + '"')
+    except ValueError as e:
+        raise _NotGemma("not a JSON string") from e
+    return text[pos:i], n, False
+
+
+def _hex(digits: str) -> int:
+    try:
+        return int(digits, 16)
+    except ValueError as e:
+        raise _NotGemma("bad \\u escape") from e
+
+
+def _bare_value(text: str, pos: int) -> tuple[str, int, bool]:
+    """A value written without the string delimiter, up to the next ``,`` / ``}`` / ``]`` (repair
+    ``unmarked-argument-values``, for a template that writes every value between its delimiters): Python's
+    ``None`` / ``True`` / ``False`` and JSON's own scalars as themselves, any other text as the string it is
+    (trimmed). Nothing of it shows before its delimiter: until then it may still turn out a number or a string."""
+    n = len(text)
+    end = pos
+    while end < n and text[end] not in _ENDS_BARE:
+        end += 1
+    if end >= n:
+        return "", n, False
+    word = text[pos:end].strip()
+    if not word or word[0] in "<{[\"":
+        raise _NotGemma("expected a value")
+    if word in _PYTHON_WORDS:
+        return _PYTHON_WORDS[word], end, True
+    if _JSON_SCALAR.fullmatch(word):
+        return word, end, True
+    return '"' + escape_json_inner(word) + '"', end, True
+
+
 def gemma_args_json(text: str, string: str = STR) -> str:
     """The JSON of a Gemma argument dict ``text`` (cut or not by the end of the input: then the growing partial
     conversion); "" when it does not read as one. The mapper's value hook for Gemma 4's arguments."""
@@ -289,21 +363,21 @@ def gemma_args_json(text: str, string: str = STR) -> str:
 # the complete values of the last text converted (text, string delimiter, types, memo): a stream converts its
 # growing arguments once per parse, and each conversion reads only what the last one left open. Replaced, never
 # changed in place, so that concurrent conversions (each checks that its text extends the memo's) cannot mix.
-_LAST: tuple[str, str, Any, dict[int, tuple[str, int]]] = ("", STR, None, {})
+_LAST: tuple[str, tuple[str, bool], Any, dict[int, tuple[str, int]]] = ("", (STR, False), None, {})
 
 
-def _converted(text: str, string: str, types: dict[str, str] | None) -> str:
+def _converted(text: str, string: str, types: dict[str, str] | None, bare: bool = False) -> str:
     global _LAST
     last_text, last_string, last_types, last_memo = _LAST
-    if last_string == string and last_types is types and text.startswith(last_text):
+    if last_string == (string, bare) and last_types is types and text.startswith(last_text):
         memo = dict(last_memo)
     else:
         memo = {}
     try:
-        out = _g4_value(text, 0, string, types, memo)[0]
+        out = _g4_value(text, 0, string, types, memo, bare)[0]
     except _NotGemma:
         return ""
-    _LAST = (text, string, types, memo)
+    _LAST = (text, (string, bare), types, memo)
     return out
 
 
@@ -432,13 +506,34 @@ def _peg_root(p: Any, view: RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, tur
 
         p.rule("gemma4-dict", dict_body)
         p.rule("gemma4-array", array_body)
-        p.rule("gemma4-value", lambda: p.choice(p.ref("gemma4-string"), p.ref("gemma4-dict"), p.ref("gemma4-array"),
-                                                p.ref("gemma4-number"), p.ref("gemma4-bool"), p.ref("gemma4-null")))
+        held: list[Any] = []   # the value choice, widened below
+
+        def value_body() -> Any:
+            held.append(p.choice(p.ref("gemma4-string"), p.ref("gemma4-dict"), p.ref("gemma4-array"),
+                                 p.ref("gemma4-number"), p.ref("gemma4-bool"), p.ref("gemma4-null")))
+            return held[0]
+
+        p.rule("gemma4-value", value_body)
+        values = held[0]
+        bare = syntax.quoted_values and UNMARKED_ARGUMENT_VALUES in p.repairs
+        if UNMARKED_ARGUMENT_VALUES in p.repairs:
+            # repair unmarked-argument-values: a string in plain JSON quotes (tried after the template's values),
+            # and where the template quotes every value, a bare one (tried first, where no value of the template's
+            # ends before the next delimiter); made once the tree is built, so the grammar stays llama.cpp's
+            p.late.append(lambda: p.widen_late(values, UNMARKED_ARGUMENT_VALUES, lambda _: p.json_string()))
+            if bare:
+                delimiter = p.space() + p.one("[,}\\]]")
+                scalar = p.choice(p.ref("gemma4-number"), p.ref("gemma4-bool"), p.ref("gemma4-null"))
+                p.late.append(lambda: p.widen_late(values, UNMARKED_ARGUMENT_VALUES, lambda _: p.negate(
+                    scalar + delimiter) + p.choice(*[p.literal(w) + p.peek(delimiter) for w in _PYTHON_WORDS], (
+                        p.negate(p.one('[<{\\["]')) + p.chars('[^,}\\]<{\\["]', 1, -1)
+                        + p.peek(p.one("[,}\\]]")))), first=True))
+
         def args(tool: Any) -> Any:
             if syntax == GEMMA4_SYNTAX:
                 return p.tag(ARGS_TAG, p.ref("gemma4-dict"))
             # the syntax (and the tool's declared types) ride in the tree, read by the hook
-            param = {"string": STR, "types": _declared_types(tool) if syntax.quoted_values else None}
+            param = {"string": STR, "types": _declared_types(tool) if syntax.quoted_values else None, "bare": bare}
             return p.tag(SYNTAX_ARGS_TAG, p.tag(SYNTAX_PARAM + json.dumps(param), p.ref("gemma4-dict")))
 
         choices = [p.rule(f"tool-{t.index}", p.tool(p.seq(
@@ -555,16 +650,16 @@ def _syntax_args_json(source: str, node: Any) -> str:
     param = _syntax_param(node.children[0].tag) if node.children else None
     if param is None:
         return ""
-    string, types = param
-    return _converted(source[node.start:node.end], string, types)
+    string, types, bare = param
+    return _converted(source[node.start:node.end], string, types, bare)
 
 
 @functools.lru_cache(maxsize=64)
-def _syntax_param(tag: str) -> tuple[str, dict[str, Any] | None] | None:
+def _syntax_param(tag: str) -> tuple[str, dict[str, Any] | None, bool] | None:
     if not tag.startswith(SYNTAX_PARAM):
         return None
     param = json.loads(tag[len(SYNTAX_PARAM):])
-    return param["string"], param["types"]
+    return param["string"], param["types"], bool(param.get("bare"))
 
 
 SYNTAX_ARGS_TAG = register_args_hook("gemma-syntax", _syntax_args_json)
