@@ -58,3 +58,63 @@ def test_kimi_repeated_think_stays_reasoning_at_llama_cpp_or_switched_off(fideli
 def test_kimi_reasoning_without_a_second_think_fires_nothing():
     _, one = _parse(KIMI, output="plain reasoning</think>answer")
     assert (one.reasoning_content, one.content, _names(one)) == ("plain reasoning", "answer", [])
+
+
+# -- tag-whitespace for auto-parsed tagged calls (MiniMax-M2: the tags back to back) --------------------------------
+
+MM2 = "kept6-vllm-minimax-m2-two-invokes"
+COMPACT = ('<minimax:tool_call><invoke name="search_web"><parameter name="query">OpenAI</parameter></invoke>'
+           '<invoke name="search_web"><parameter name="query">Gemini</parameter></invoke></minimax:tool_call>')
+
+
+def _calls(msg) -> list[tuple[str, str]]:
+    return [(c.name, c.arguments) for c in msg.tool_calls]
+
+
+@pytest.mark.parametrize("output", [
+    COMPACT,
+    # spaces where the template writes line breaks, and a mix of both
+    COMPACT.replace("><", "> <"),
+    COMPACT.replace("<minimax:tool_call>", "<minimax:tool_call>\n").replace("</invoke>", "</invoke>\n"),
+])
+def test_tagged_calls_without_the_templates_line_breaks_are_calls(output):
+    parser, one = _parse(MM2, output=output)
+    assert _calls(one) == [("search_web", '{"query":"OpenAI"}'), ("search_web", '{"query":"Gemini"}')]
+    assert (one.content, one.reasoning_content) == ("", "")
+    # the prompt opened <think>: the call at the very start of the output ends the reasoning
+    assert _names(one) == ["call-ends-reasoning", "tag-whitespace"]
+    for size in (1, 3, 17):
+        assert _streamed(parser, output, size).to_openai() == one.to_openai()
+
+
+def test_the_templates_own_layout_fires_no_tag_whitespace():
+    output = ('<minimax:tool_call>\n<invoke name="search_web">\n<parameter name="query">OpenAI</parameter>\n'
+              '</invoke>\n</minimax:tool_call>')
+    _, one = _parse(MM2, output=output)
+    assert _calls(one) == [("search_web", '{"query":"OpenAI"}')]
+    assert _names(one) == ["call-ends-reasoning"]
+
+
+@pytest.mark.parametrize("fidelity, disabled", [("llama.cpp", ()), ("improved", ("tag-whitespace",))])
+def test_compact_calls_stay_reasoning_at_llama_cpp_or_switched_off(fidelity, disabled):
+    _, one = _parse(MM2, fidelity, disabled, output=COMPACT)
+    assert one.tool_calls == [] and one.reasoning_content == COMPACT
+
+
+def test_a_compact_call_the_output_cuts_keeps_its_markup_in_the_message():
+    # the section never closed: the cut call's text, its opener included, is content (the lossless contract)
+    output = 'Let me look.<minimax:tool_call><invoke name="search_web"><parameter name="query">OpenAI</parameter>'
+    _, one = _parse(MM2, output=output)
+    assert one.tool_calls == []
+    assert one.reasoning_content + one.content == output
+
+
+def test_compact_copy_only_for_markers_with_layout_whitespace():
+    from core.analysis.result import ToolsAnalysis, ToolFormatAnalysis
+    from core.chat.generator import compact_tools
+
+    tight = ToolsAnalysis(format=ToolFormatAnalysis(section_start="<calls>", section_end="</calls>"))
+    assert compact_tools(tight) is None
+    loose = ToolsAnalysis(format=ToolFormatAnalysis(section_start="<calls>\n", section_end="\n</calls>"))
+    got = compact_tools(loose)
+    assert (got.format.section_start, got.format.section_end) == ("<calls>", "</calls>")

@@ -461,13 +461,19 @@ REPAIRS: list[Repair] = [
                 "tag after a line break and indentation) is read when the template's layout fails, its string "
                 "values without the whitespace at their ends (as SGLang and vLLM strip them); a value under an "
                 "unindented tag keeps its own indentation (code). With content-between-calls, text between two "
-                "such calls is content without the layout around it.",
+                "such calls is content without the layout around it. Auto-parsed tagged calls (MiniMax-M2's "
+                "<minimax:tool_call>\\n<invoke name=\"f\">\\n…) are also read with the tags back to back or "
+                "spaced: the template's markers without their layout whitespace, tried after the template's "
+                "layout.",
         example="<tool_call> <function=f> <parameter=q> text </parameter> </function> </tool_call>",
         source="https://github.com/openclaw/openclaw/issues/61838, https://github.com/waybarrios/vllm-mlx/issues/63; "
                "ollama's Qwen3.5 parser trims the value (https://github.com/ollama/ollama/blob/"
                "050b6db095db556a36fa1fb2a13611ebe1eb9349/model/parsers/qwen35_test.go, batch-1 case ollama-qwen35-compact-xml-call); "
                "indented markup: SGLang's qwen3coder detector test (batch-1 cases fresh-sgl-qwen3coder-indented, "
-               "-indented-text-between; https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/srt/test_function_call_parser.py)"),
+               "-indented-text-between; https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/srt/test_function_call_parser.py); "
+               "MiniMax-M2 back to back: https://github.com/vllm-project/vllm/blob/0c927c3451653f28e60cd552cff13ddc3c9ff49e/tests/tool_parsers/"
+               "test_minimax_m2_tool_parser.py (cases kept6-vllm-minimax-m2-single, -multiple-params, -two-invokes, "
+               "-two-invokes-one-delta) and https://github.com/sgl-project/sglang/blob/9f0bd17f0febd56547da510fca9c75ec2539a556/test/registered/function_call/test_minimax_m2_detector.py (kept7-sgl-minimaxm2-anyof-string)"),
     Repair(
         name=TRAILING_STOP_TOKEN,
         title="The stop token after a GPT-OSS call kept in the output",
@@ -1253,6 +1259,9 @@ def _opener_at(parser: Any, output: str, at: int) -> int:
     opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
     if opener < 0:
         opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
+    if opener < 0:   # the word without the layout whitespace the template writes around it (tag-whitespace)
+        opener = max((output.rfind(w.strip(), 0, at + 1) for w in words if w.strip() and w.strip() != w),
+                     default=-1)
     if opener < 0:
         opener = _pattern_opener(parser, output, at)
     if opener < 0:
