@@ -63,7 +63,7 @@ PASS = {
     "real_outputs_kept3": {("llama.cpp", "kept3"): 65, ("improved", "kept3"): 87},
     "real_outputs_kept4": {("llama.cpp", "kept4"): 42, ("improved", "kept4"): 62},
     "real_outputs_kept5": {("llama.cpp", "kept5"): 48, ("improved", "kept5"): 60},
-    "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 56},
+    "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 57},
     "real_outputs_kept7": {("llama.cpp", "kept7"): 27, ("improved", "kept7"): 55},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,

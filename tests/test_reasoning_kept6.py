@@ -118,3 +118,54 @@ def test_compact_copy_only_for_markers_with_layout_whitespace():
     loose = ToolsAnalysis(format=ToolFormatAnalysis(section_start="<calls>\n", section_end="\n</calls>"))
     got = compact_tools(loose)
     assert (got.format.section_start, got.format.section_end) == ("<calls>", "</calls>")
+
+
+# -- force-nonempty-content (the request's chat_template_kwargs ask for it) -----------------------------------------
+
+NM3 = "kept6-vllm-nemotron-v3-r-promote-unclosed"
+
+
+@pytest.mark.parametrize("output, reasoning", [
+    ("<think>4", "4"),                              # reasoning never closed
+    ("<think>plan</think>", "plan"),                # closed, nothing after it
+])
+def test_a_turn_of_reasoning_only_also_answers_with_it_when_the_request_asks(output, reasoning):
+    parser, one = _parse(NM3, output=output)
+    assert (one.reasoning_content, one.content) == (reasoning, reasoning)
+    assert _names(one)[-1] == "force-nonempty-content"
+    for size in (1, 3, 17):
+        assert _streamed(parser, output, size).to_openai() == one.to_openai()
+
+
+@pytest.mark.parametrize("output", ["<think>reason</think>real answer", "\n</think>\n"])
+def test_a_turn_with_an_answer_or_nothing_to_repeat_is_left_as_it_is(output):
+    _, one = _parse(NM3, output=output)
+    assert "force-nonempty-content" not in _names(one)
+    assert one.content != one.reasoning_content or not one.content
+
+
+@pytest.mark.parametrize("fidelity, disabled, kwargs", [
+    ("llama.cpp", (), {"force_nonempty_content": True}),
+    ("improved", ("force-nonempty-content",), {"force_nonempty_content": True}),
+    ("improved", (), {}),
+    ("improved", (), {"force_nonempty_content": "yes"}),   # only a JSON true asks for it
+])
+def test_without_the_flag_or_the_repair_reasoning_stays_reasoning(fidelity, disabled, kwargs):
+    case = CASES[NM3]
+    req = dict(case.request, chat_template_kwargs=kwargs)
+    parser = build_chat_parser(_template(case.template), ChatRequest.from_dict(req), fidelity=fidelity,
+                               disabled_repairs=disabled).parser
+    one = parser.parse("4", False)   # the generation prompt opened <think>
+    assert (one.reasoning_content, one.content) == ("4", "")
+    assert "force-nonempty-content" not in _names(one)
+
+
+def test_a_call_is_an_answer():
+    case = CASES[NM3]
+    tools = [{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}]
+    req = dict(case.request, tools=tools)
+    parser = build_chat_parser(_template(case.template), ChatRequest.from_dict(req), fidelity="improved").parser
+    one = parser.parse("<think>need the time\n</think>\n<tool_call>\n<function=get_time>\n</function>\n</tool_call>",
+                       False)
+    assert [c.name for c in one.tool_calls] == ["get_time"] and one.content == ""
+    assert "force-nonempty-content" not in _names(one)

@@ -160,6 +160,10 @@ CALL_ENDS_REASONING = "call-ends-reasoning"
 BARE_ANSWER_AFTER_REASONING = "bare-answer-after-reasoning"
 REASONING_BLOCKS_INTERLEAVED = "reasoning-blocks-interleaved"
 HARMONY_BARE_HEADER = "harmony-bare-header"
+# where reasoning starts and ends, from the sixth batch (tests/data/real_outputs_kept6; docs/fidelity-reasoning.md)
+FORCE_NONEMPTY_CONTENT = "force-nonempty-content"
+FORCE_NONEMPTY_KWARG = "force_nonempty_content"
+"""The request's ``chat_template_kwargs`` key (vLLM's spelling) that asks for :data:`FORCE_NONEMPTY_CONTENT`."""
 INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
 )
@@ -347,6 +351,23 @@ REPAIRS: list[Repair] = [
                "<|tool_calls_section_begin|> and keeps the text before it as reasoning (https://github.com/"
                "vllm-project/vllm/blob/01a703487ceb168659d63f5a71c84a6f9fef937b/vllm/reasoning/"
                "kimi_k2_reasoning_parser.py, 'implicitly end reasoning by starting a tool call section')"),
+    Repair(
+        name=FORCE_NONEMPTY_CONTENT,
+        title="On the request's force_nonempty_content, a turn of reasoning only also answers with it",
+        stage=RepairStage.TOLERANCE,
+        accepts="A request whose chat_template_kwargs set force_nonempty_content (vLLM's request option, sent by "
+                "clients of Nemotron 3 that cannot use an answer without content) and an output whose message has "
+                "reasoning but no content and no tool call (a reasoning never closed, or closed with nothing after "
+                "it): the content is the reasoning text, repeated; reasoning_content keeps it, as vLLM's stream "
+                "ends (a stream has shown the reasoning and never takes it back; vLLM's one-shot parse moves it and "
+                "leaves no reasoning). A turn with any content or call is left as it is.",
+        example="<think>4   (Nemotron 3 Nano, chat_template_kwargs {\"force_nonempty_content\": true}: reasoning "
+                "'4', content '4')",
+        source="https://github.com/vllm-project/vllm/blob/028e77a725cd7c49766aa61a66abdcfc033d5bac/tests/reasoning/"
+               "test_nemotron_v3_reasoning_parser.py (test_nemotron_v3_streaming_promotes_reasoning_to_content: "
+               "real-output case kept6-vllm-nemotron-v3-r-promote-unclosed; the one-shot test's reading, "
+               "kept6-vllm-nemotron-v3-r-force-nonempty, is not ours); clients that send the flag: "
+               "https://github.com/openclaw/openclaw (its vLLM plugin, for vllm/nemotron-3-* with thinking off)"),
     Repair(
         name=BARE_ANSWER_AFTER_REASONING,
         title="An answer right after the reasoning end marker, without the content marker",
@@ -1101,6 +1122,20 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
                         _why_unfinished(parser, output, partial_entry))]
     if not is_partial:
         out = _keep_unparsed(parser, output, out, final, kept_end)
+        if getattr(parser, "force_nonempty_content", False):
+            out = _nonempty_content(output, out, final)
+    return out
+
+
+def _nonempty_content(output: str, msg: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
+    """Repair ``force-nonempty-content`` (the request asked for it): a message of reasoning only, without
+    content or calls, also answers with the reasoning text; any other message is returned as it is."""
+    if msg.content.strip() or msg.tool_calls or not msg.reasoning_content.strip():
+        return msg
+    out = msg.copy() if msg is final else msg
+    out.content = out.reasoning_content
+    out.repairs = list(out.repairs) + [FiredRepair(FORCE_NONEMPTY_CONTENT, 0, len(output),
+                                                   detail="content repeats the reasoning")]
     return out
 
 
@@ -1364,6 +1399,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
