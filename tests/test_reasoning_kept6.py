@@ -169,3 +169,57 @@ def test_a_call_is_an_answer():
                        False)
     assert [c.name for c in one.tool_calls] == ["get_time"] and one.content == ""
     assert "force-nonempty-content" not in _names(one)
+
+
+# -- leading-think-block (a template that shows no reasoning) -------------------------------------------------------
+
+KEPT = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept"))}
+M1 = KEPT["kept-doc-m1-two-searches"]
+
+
+def _m1(output: str, fidelity: str = "improved", disabled=(), **changes):
+    req = dict(M1.request, **changes)
+    parser = build_chat_parser(_template(M1.template), ChatRequest.from_dict(req), fidelity=fidelity,
+                               disabled_repairs=disabled).parser
+    return parser, parser.parse(output, False)
+
+
+def test_a_think_block_opening_the_output_is_reasoning_before_the_calls():
+    parser, one = _m1(M1.output)
+    assert one.reasoning_content.strip() == "Okay, I will search for the OpenAI and Gemini latest release."
+    assert [c.name for c in one.tool_calls] == ["search_web", "search_web"] and one.content.strip() == ""
+    assert _names(one) == ["leading-think-block"]
+    for size in (1, 3, 17):
+        assert _streamed(parser, M1.output, size).to_openai() == one.to_openai()
+
+
+@pytest.mark.parametrize("output, reasoning, content", [
+    ("<think>plan</think>The answer.", "plan", "The answer."),
+    ("  <think>still thinking when cut", "still thinking when cut", ""),   # never closed: all reasoning
+    ("The tag <think> opens reasoning.", "", "The tag <think> opens reasoning."),   # not at the start: content
+    ("Plain answer.", "", "Plain answer."),
+])
+def test_only_a_block_at_the_start_is_reasoning(output, reasoning, content):
+    parser, one = _m1(output)
+    assert (one.reasoning_content, one.content) == (reasoning, content)
+    assert _names(one) == (["leading-think-block"] if reasoning else [])
+    for size in (1, 3, 17):
+        assert _streamed(parser, output, size).to_openai() == one.to_openai()
+
+
+@pytest.mark.parametrize("fidelity, disabled, changes", [
+    ("llama.cpp", (), {}),
+    ("improved", ("leading-think-block",), {}),
+    ("improved", (), {"reasoning_format": "none"}),
+])
+def test_the_block_stays_content_at_llama_cpp_switched_off_or_without_reasoning_extraction(fidelity, disabled,
+                                                                                            changes):
+    _, one = _m1("<think>plan</think>The answer.", fidelity, disabled, **changes)
+    assert (one.reasoning_content, one.content) == ("", "<think>plan</think>The answer.")
+
+
+def test_a_template_with_its_own_reasoning_markers_is_not_concerned():
+    # MiniMax-M2's template renders <think>: its reasoning parser reads the block, the repair is not built
+    parser = _parser("kept6-vllm-minimax-m2-plain")
+    one = parser.parse("plan</think>The answer.", False)
+    assert (one.reasoning_content, one.content, _names(one)) == ("plan", "The answer.", [])

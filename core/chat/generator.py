@@ -62,7 +62,7 @@ from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
-from .repairs import TAG_WHITESPACE, TRAILING_END_OF_TURN, FiredRepair, next_call_section
+from .repairs import LEADING_THINK_BLOCK, TAG_WHITESPACE, THINK_BLOCK, TRAILING_END_OF_TURN, FiredRepair, next_call_section
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
@@ -844,6 +844,14 @@ class _Gen:
             block = (p.choice(*[p.literal(t) for t in starts]) + p.reasoning(p.until_one_of(list(ends)))
                      + p.optional(p.choice(*[p.literal(t) for t in ends])))
             return p.optional(p.repair(INSTRUCTED_REASONING_MARKERS, block))
+        if r.mode == ReasoningMode.NONE and self.req.reasoning_format != ReasoningFormat.NONE \
+                and LEADING_THINK_BLOCK in p.repairs:
+            # the template shows no reasoning, the model opens its output with a think block anyway
+            start, end = THINK_BLOCK
+            self.notes.append(f"repair {LEADING_THINK_BLOCK}: a {start!r} block at the start of the output is "
+                              "reasoning")
+            return p.optional(p.repair(LEADING_THINK_BLOCK, p.optspace(start) + p.reasoning(p.until(end))
+                                       + p.optional(p.optspace(end))))
         if not self.extracting:
             return p.eps()
         if r.mode in (ReasoningMode.TAG_BASED, ReasoningMode.TOOLS_ONLY) and r.end:

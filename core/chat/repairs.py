@@ -162,6 +162,10 @@ REASONING_BLOCKS_INTERLEAVED = "reasoning-blocks-interleaved"
 HARMONY_BARE_HEADER = "harmony-bare-header"
 # where reasoning starts and ends, from the sixth batch (tests/data/real_outputs_kept6; docs/fidelity-reasoning.md)
 FORCE_NONEMPTY_CONTENT = "force-nonempty-content"
+LEADING_THINK_BLOCK = "leading-think-block"
+THINK_BLOCK = ("<think>", "</think>")
+"""The reasoning markers ``leading-think-block`` reads at the start of an output whose template has none (the
+DeepSeek-R1 / Qwen3 / MiniMax / Hunyuan / ERNIE convention, and the pair llama.cpp's content-only format read)."""
 FORCE_NONEMPTY_KWARG = "force_nonempty_content"
 """The request's ``chat_template_kwargs`` key (vLLM's spelling) that asks for :data:`FORCE_NONEMPTY_CONTENT`."""
 INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
@@ -368,6 +372,23 @@ REPAIRS: list[Repair] = [
                "real-output case kept6-vllm-nemotron-v3-r-promote-unclosed; the one-shot test's reading, "
                "kept6-vllm-nemotron-v3-r-force-nonempty, is not ours); clients that send the flag: "
                "https://github.com/openclaw/openclaw (its vLLM plugin, for vllm/nemotron-3-* with thinking off)"),
+    Repair(
+        name=LEADING_THINK_BLOCK,
+        title="A <think> block that opens the output is reasoning, though the template shows none",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output that starts (after whitespace) with <think> although the template renders no reasoning "
+                "markup (a thinking model served with a template that does not show its reasoning: a vendor's "
+                "tool-call template, a copy of the non-thinking template): the text up to </think> (or to the end "
+                "of the output when it never closes) is reasoning, the rest is parsed as the template's answer or "
+                "calls. Only at the very start, so a <think> quoted inside an answer stays content; a stream holds "
+                "back at most the few characters that may begin <think>. Auto-parsed templates.",
+        example="<think>\nOkay, I will search.\n</think>\n<tool_calls>\n{\"name\": \"search_web\", …}\n"
+                "</tool_calls>   (MiniMax-M1's template, which renders no reasoning)",
+        source="llama.cpp's content-only format before the auto-parser read a leading <think> block whatever the "
+               "template (common/chat.cpp common_chat_parse_content_only: try_parse_reasoning(\"<think>\", "
+               "\"</think>\")); MiniMax-M1's function-call guide https://github.com/MiniMax-AI/MiniMax-M1/blob/"
+               "4410f3bd16c96570bd4af5dbdb1911f6ac29b9de/docs/function_call_guide.md (real-output case "
+               "kept-doc-m1-two-searches)"),
     Repair(
         name=BARE_ANSWER_AFTER_REASONING,
         title="An answer right after the reasoning end marker, without the content marker",
@@ -1399,6 +1420,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
