@@ -371,7 +371,8 @@ REPAIRS: list[Repair] = [
                "test_nemotron_v3_reasoning_parser.py (test_nemotron_v3_streaming_promotes_reasoning_to_content: "
                "real-output case kept6-vllm-nemotron-v3-r-promote-unclosed; the one-shot test's reading, "
                "kept6-vllm-nemotron-v3-r-force-nonempty, is not ours); clients that send the flag: "
-               "https://github.com/openclaw/openclaw (its vLLM plugin, for vllm/nemotron-3-* with thinking off)"),
+               "https://github.com/openclaw/openclaw/blob/3ec1beb0d6a9f9b1ad5c33a64da7c0bfe380b75f/docs/providers/vllm.md "
+               "(its vLLM plugin sends it for vllm/nemotron-3-* with thinking off)"),
     Repair(
         name=LEADING_THINK_BLOCK,
         title="A <think> block that opens the output is reasoning, though the template shows none",
