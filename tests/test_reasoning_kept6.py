@@ -223,3 +223,14 @@ def test_a_template_with_its_own_reasoning_markers_is_not_concerned():
     parser = _parser("kept6-vllm-minimax-m2-plain")
     one = parser.parse("plan</think>The answer.", False)
     assert (one.reasoning_content, one.content, _names(one)) == ("plan", "The answer.", [])
+
+
+def test_a_call_cut_inside_prompt_opened_reasoning_ends_it_and_its_text_is_content():
+    # call-ends-reasoning's lookahead cannot tell a cut call from a prefix of one: the reasoning before the opener
+    # stays reasoning, the cut call's text is content (unparsed-text), nothing lost
+    output = 'Let me see.<minimax:tool_call><invoke name="search_web"><parameter name="query">Op'
+    parser, one = _parse(MM2, output=output)
+    assert (one.reasoning_content, one.content, one.tool_calls) == ("Let me see.", output[len("Let me see."):], [])
+    assert _names(one) == ["call-ends-reasoning", "unparsed-text"]
+    for size in (1, 3, 17):
+        assert _streamed(parser, output, size).to_openai() == one.to_openai()

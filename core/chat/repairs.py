@@ -343,8 +343,10 @@ REPAIRS: list[Repair] = [
                 "closer), with no reasoning end marker anywhere after them: the reasoning ends at the call opener, "
                 "the calls are calls, text after them is content. The text before the calls stays reasoning (the "
                 "prompt opened the block). A call quoted in reasoning that the model then closes with the end "
-                "marker stays reasoning (llama.cpp's reference case ref-0303), and so do prose naming the opener, "
-                "a call the format cannot read (another layout) and a cut call. A stream shows the reasoning up to "
+                "marker stays reasoning (llama.cpp's reference case ref-0303), and so do prose naming the opener "
+                "and a call the format cannot read (another layout). A call cut by the end of the output ends the "
+                "reasoning too (a final parse cannot tell a cut from a prefix): its text is content, reported by "
+                "unparsed-text. A stream shows the reasoning up to "
                 "the opener and holds the rest back until the end marker or the end of the output decides (deltas "
                 "are never taken back). Auto-parsed templates; llama.cpp keeps the call inside reasoning_content.",
         example='Let me think<tool_call>{"name":"get_weather","arguments":{"location":"Paris"}}</tool_call>   '
