@@ -65,16 +65,18 @@ DATA = ROOT / "tests" / "data"
 # mistyped-value-as-string in DSML 2, unclosed-final-call 2: 46 -> 54
 PASS = {
     "real_outputs": {("llama.cpp", "dev"): 95, ("llama.cpp", "holdout"): 45,
-                     ("improved", "dev"): 171, ("improved", "holdout"): 87},
+                     # improved dev 171 -> 170: xlam-think-tag expects vLLM's xLAM tool-parser reading (no
+                     # reasoning parser) of a leading think block, which leading-think-block reads as reasoning
+                     ("improved", "dev"): 170, ("improved", "holdout"): 87},
     "real_outputs_fresh": {("llama.cpp", "dev"): 53, ("improved", "dev"): 94},
-    "real_outputs_kept": {("llama.cpp", "dev"): 13, ("improved", "dev"): 39},
+    "real_outputs_kept": {("llama.cpp", "dev"): 13, ("improved", "dev"): 40},
     "real_outputs_kept3": {("llama.cpp", "kept3"): 65, ("improved", "kept3"): 89},
     "real_outputs_kept4": {("llama.cpp", "kept4"): 42, ("improved", "kept4"): 62},
     "real_outputs_kept5": {("llama.cpp", "kept5"): 48, ("improved", "kept5"): 60},
-    "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 50},
-    "real_outputs_kept7": {("llama.cpp", "kept7"): 27, ("improved", "kept7"): 54},
+    "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 57},
+    "real_outputs_kept7": {("llama.cpp", "kept7"): 27, ("improved", "kept7"): 55},
     "real_outputs_kept8": {("llama.cpp", "kept8"): 26, ("improved", "kept8"): 49},
-    "real_outputs_kept9": {("llama.cpp", "kept9"): 27, ("improved", "kept9"): 43},
+    "real_outputs_kept9": {("llama.cpp", "kept9"): 27, ("improved", "kept9"): 46},
     "real_outputs_reports": {("llama.cpp", "dev"): 4, ("improved", "dev"): 4},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,

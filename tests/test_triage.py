@@ -92,9 +92,15 @@ SCORES = {
     # offered a fix (improved fidelity, or repair call-ends-reasoning) that gives the expected message, against
     # their labels (written before those repairs existed); with the
     # tool-call repairs too, four more 'none helps' rows (DSML nonjson x2, LFM2 two calls, Qwen3-Coder double) get a
-    # verified repair and Kimi K3's single call a repair before its labelled request fix: 30 -> 26
-    "kept7.jsonl": {"dev": (33, 26, 8, 13)},
-    "kept8.jsonl": {"kept8": (23, 28, 3, 9)},      # kept aside: first run, on the ninth round's rules
+    # verified repair and Kimi K3's single call a repair before its labelled request fix: 30 -> 26; with
+    # tag-whitespace for auto-parsed tagged calls 26 -> 23: two MiniMax-M2 rows labelled "none helps"
+    # (kept7-sgl-minimaxm2-anyof-string, -anyof-null) are offered call-ends-reasoning + tag-whitespace, which reads
+    # their call, and kept7-sgl-minimaxm2-unclosed-section is offered improved fidelity (its cut call's text
+    # becomes content after the reasoning; the call is not read, so the label stands)
+    "kept7.jsonl": {"dev": (33, 23, 8, 13)},
+    # kept aside: first run, on the ninth round's rules; 28 -> 26 with tag-whitespace for auto-parsed tagged calls,
+    # -> 27 with leading-think-block (measured, the rows not opened)
+    "kept8.jsonl": {"kept8": (23, 27, 3, 9)},
     "kept9.jsonl": {"kept9": (23, 25, 14, 16)},    # kept aside: first run (docs/explain.md "Eleventh batch")
     "kept10.jsonl": {"kept10": (24, 32, 11, 17)},  # kept aside: first run, on the tenth round's rules
 }
@@ -371,7 +377,9 @@ def test_an_unfound_format_is_said_of_the_analysis_and_judged_by_the_output():
 
 def test_a_plain_quoted_value_for_a_delimiter_token_is_one_edit():
     ex, tg = _kept2("kept2-omlx-581-gemma4-bash-plain-quotes")
-    assert tg.mistake == Mistake.OMITTED_MARKER and not tg.fixes and tg.no_fix
+    # the row was labelled "none helps" before the unmarked-argument-values repair existed; it is the fix now
+    assert tg.mistake == Mistake.OMITTED_MARKER
+    assert [(f.kind.value, f.change) for f in tg.fixes[:1]] == [("repair", {"repairs": ["unmarked-argument-values"]})]
     assert [(e.kind, e.old, e.new) for e in tg.nearest.edits] == [("replace", '"ls"', '<|"|>ls<|"|>')]
     assert json.loads(tg.nearest.message["tool_calls"][0]["function"]["arguments"]) == {"command": "ls"}
 
@@ -1373,10 +1381,15 @@ def test_a_reasoning_block_the_analysis_did_not_find_gets_a_marker_override():
     assert tg.mistake == Mistake.FORMAT_NOT_FOUND
     assert any("reasoning block `<think>` … `</think>`" in e and "found no reasoning markers" in e
                for e in tg.evidence), tg.evidence
-    f = tg.fixes[0]
-    assert f.kind.value == "override" and f.change["overrides"]["reasoning.start"] == "<think>\n"
-    assert len(f.message["tool_calls"]) == 2 and f.message["reasoning_content"]
-    # improved fidelity alone left the `<think>` block in the content: not offered
+    # the smallest change first: repair leading-think-block reads the block the template does not show; the
+    # analysis override of the reasoning markers reads it too
+    first = tg.fixes[0]
+    assert first.kind.value == "repair" and first.change == {"repairs": ["leading-think-block"]}
+    f = next(g for g in tg.fixes if g.kind.value == "override")
+    assert f.change["overrides"]["reasoning.start"] == "<think>\n"
+    for g in (first, f):
+        assert len(g.message["tool_calls"]) == 2 and g.message["reasoning_content"]
+    # a fix that leaves the `<think>` block in the content is not offered
     assert not any("<think>" in (g.message.get("content") or "") for g in tg.fixes)
 
 

@@ -44,14 +44,14 @@ import json
 import re
 import threading
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 from ..analysis.fidelity import (CALL_TURN_HEADER, GENERATION_PROMPT_PREAMBLE, INSTRUCTION_CALL_FORMAT, JSON_ARRAY_START,
                                  OPEN_CONTENT_BEFORE_CALLS, PYTHON_LITERAL_VALUES,
                                  CONTENT_INSIDE_SECTION_START, CALL_ID_BEFORE_NAME, WRAPPED_CONTENT_TAGGED_CALLS)
 from ..analysis.instructions import INFERRED_FROM_INSTRUCTIONS
-from ..analysis.result import CallIdPosition, ReasoningMode, TemplateAnalysis, ToolFormat
+from ..analysis.result import CallIdPosition, ReasoningMode, TemplateAnalysis, ToolFormat, ToolsAnalysis
 from ..grammar.converter import GrammarBuilder
 from ..grammar.json_schema import (SCALAR_TYPES, ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters,
                                    value_types)
@@ -62,7 +62,7 @@ from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
-from .repairs import TRAILING_END_OF_TURN, FiredRepair, next_call_section
+from .repairs import LEADING_THINK_BLOCK, TAG_WHITESPACE, THINK_BLOCK, TRAILING_END_OF_TURN, FiredRepair, next_call_section
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
@@ -824,6 +824,7 @@ class _Gen:
         self.released_stops: tuple[str, ...] = ()
         self.interleaved = False   # repair reasoning-blocks-interleaved (generate_parser's interleaved_reasoning)
         self.holds_calls = ""   # repair call-ends-reasoning built into the reasoning parser: the call opener
+        self.compact_calls: P | None = None   # repair tag-whitespace: the calls with their layout whitespace optional
         # improvement instruction-call-format: the format was read from the tool instructions, not from a call
         # the template renders (core.analysis.instructions)
         self.inferred = analysis.tools.inferred_from == INFERRED_FROM_INSTRUCTIONS
@@ -843,6 +844,14 @@ class _Gen:
             block = (p.choice(*[p.literal(t) for t in starts]) + p.reasoning(p.until_one_of(list(ends)))
                      + p.optional(p.choice(*[p.literal(t) for t in ends])))
             return p.optional(p.repair(INSTRUCTED_REASONING_MARKERS, block))
+        if r.mode == ReasoningMode.NONE and self.req.reasoning_format != ReasoningFormat.NONE \
+                and LEADING_THINK_BLOCK in p.repairs:
+            # the template shows no reasoning, the model opens its output with a think block anyway
+            start, end = THINK_BLOCK
+            self.notes.append(f"repair {LEADING_THINK_BLOCK}: a {start!r} block at the start of the output is "
+                              "reasoning")
+            return p.optional(p.repair(LEADING_THINK_BLOCK, p.optspace(start) + p.reasoning(p.until(end))
+                                       + p.optional(p.optspace(end))))
         if not self.extracting:
             return p.eps()
         if r.mode in (ReasoningMode.TAG_BASED, ReasoningMode.TOOLS_ONLY) and r.end:
@@ -917,7 +926,10 @@ class _Gen:
         p = self.p
         rules = p.arena.rules
         top = next((n for n in ("tool-calls", "tool-call") if n in rules), None)
-        p.rule(CALL_AHEAD_RULE, p.ref(top) if top is not None else p.negate(p.eps()))
+        calls = p.ref(top) if top is not None else p.negate(p.eps())
+        if self.compact_calls is not None:
+            calls = p.choice(calls, self.compact_calls)
+        p.rule(CALL_AHEAD_RULE, calls)
 
     def content_pre(self) -> P:
         """The content body without its final ``end()``."""
@@ -1309,9 +1321,34 @@ class _Gen:
         return p.rule("tool-call-bare", first)
 
     def tag_tagged(self) -> P:
+        p, req = self.p, self.req
+        calls = self.tagged_calls("")
+        compact = compact_tools(self.a.tools) if TAG_WHITESPACE in p.repairs else None
+        if compact is not None:
+            # repair tag-whitespace: the same calls with the markers' layout whitespace optional (the template
+            # writes <minimax:tool_call>\n<invoke name="f">\n…; engines' fixtures write the tags back to back),
+            # built on a copy of the format whose markers are trimmed, rule names apart; tried after the template's
+            whole = self.a
+            self.a = replace(whole, tools=compact)
+            try:
+                loose = p.repair(TAG_WHITESPACE, self.tagged_calls("compact-"))
+            finally:
+                self.a = whole
+            self.compact_calls = loose
+            calls = p.choice(calls, loose)
+        if req.tool_choice != ToolChoice.REQUIRED:
+            calls = p.optional(calls)
+        trigger, before = self._trigger_content()
+        if compact is not None and trim_ws(trigger) != trigger:
+            before = p.until(trim_ws(trigger))   # the content before the calls ends at the marker without its layout
+        return self.reasoning + self.content_before_tagged_calls(trigger, before) + calls
+
+    def tagged_calls(self, prefix: str) -> P:
+        """The TAG_WITH_TAGGED calls of the analysed format (without the content before them); ``prefix`` sets the
+        rule names apart (repair ``tag-whitespace`` builds a second copy)."""
         p, f, a = self.p, self.a.tools.format, self.a.tools.arguments
         req = self.req
-        until_suffix = p.rule("until-suffix", p.until(a.value_suffix))
+        until_suffix = p.rule(prefix + "until-suffix", p.until(a.value_suffix))
         mistyped = "mistyped-value-as-string" in p.repairs
         p.choice()
         choices: list[P] = []
@@ -1328,7 +1365,7 @@ class _Gen:
                     if a.value_suffix:
                         value = p.ac(value, a.value_suffix)
                 else:
-                    value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{idx}-arg-{j}-schema",
+                    value = (p.tool_arg_json_value(p.schema(p.json(), f"{prefix}tool-{idx}-arg-{j}-schema",
                                                             prop.schema))
                              + p.tool_arg_close(p.literal(a.value_suffix)))
                     if mistyped and a.value_suffix and _scalar_only(prop.schema):
@@ -1341,28 +1378,29 @@ class _Gen:
                 arg = p.tool_arg(p.tool_arg_open(a.name_prefix + p.tool_arg_name(p.literal(prop.name))
                                                  + self.loose_marker(a.name_suffix))
                                  + self.loose_marker(a.value_prefix) + value)
-                named = p.rule(f"tool-{idx}-arg-{j}", arg)
+                named = p.rule(f"{prefix}tool-{idx}-arg-{j}", arg)
                 (required if prop.required else optional).append(named)
             seq = p.required_then_optional(required, optional)
             if "argument-order" in p.repairs:
                 from .repairs import any_order_args   # repair argument-order: any order, tried after
 
-                any_order = any_order_args(p, f"tool-{idx}-any-order", required, optional, p.space())
+                any_order = any_order_args(p, f"{prefix}tool-{idx}-any-order", required, optional, p.space())
                 if any_order is not None:
                     seq = p.choice(seq, any_order)
             if "missing-required-argument" in p.repairs and required:
                 # repair missing-required-argument: the declared parameters, each at most once, the required
                 # ones may be missing (checking the schema is the client's job), tried last
                 seq = p.choice(seq, p.repair("missing-required-argument",
-                                             _any_subset(p, f"tool-{name}-subset", required + optional)))
+                                             _any_subset(p, f"{prefix}tool-{name}-subset", required + optional)))
             if a.start:
                 seq = p.literal(a.start) + seq
             if a.end:
                 seq = seq + p.literal(a.end)
             call_id, have_id = self.call_id_section(inside_suffix=True)
             peek = p.peek(p.literal(a.name_prefix)) if (a.name_prefix and required) else None
-            choices.append(p.rule(f"tool-{idx}", self.func_parser(name, call_id, have_id, seq, peek)))
+            choices.append(p.rule(f"{prefix}tool-{idx}", self.func_parser(name, call_id, have_id, seq, peek)))
         choice = p.choice(*choices)
+        rule = p.rule if prefix else p.trigger_rule
         if f.per_call_start:
             wrapped = f.per_call_start + p.space() + choice + p.space() + f.per_call_end
             if req.parallel_tool_calls:
@@ -1374,26 +1412,23 @@ class _Gen:
                     stops = [f.per_call_start] + ([f.section_end] if f.section_end else [])
                     next_call = p.choice(next_call, p.repair("content-between-calls", p.content(
                         p.until_one_of(stops)) + p.negate(p.end()) + wrapped))
-                calls = p.trigger_rule("tool-call", wrapped + p.zero_or_more(next_call) + p.space())
+                calls = rule(prefix + "tool-call", wrapped + p.zero_or_more(next_call) + p.space())
             else:
-                calls = p.trigger_rule("tool-call", wrapped + p.space())
+                calls = rule(prefix + "tool-call", wrapped + p.space())
             if f.section_start:
-                calls = p.trigger_rule("tool-calls", p.literal(f.section_start) + p.space() + calls + p.space()
+                calls = rule(prefix + "tool-calls", p.literal(f.section_start) + p.space() + calls + p.space()
                                        + (p.end() if not f.section_end else p.literal(f.section_end) + p.space()))
-                if f.section_end and req.parallel_tool_calls:   # repair consecutive-call-blocks (build())
+                if f.section_end and req.parallel_tool_calls and not prefix:   # repair consecutive-call-blocks
                     self.next_section = trim_ws(f.section_start)
         else:
             if req.parallel_tool_calls:
-                calls = p.trigger_rule("tool-call", f.section_start + p.space() + choice
+                calls = rule(prefix + "tool-call", f.section_start + p.space() + choice
                                        + p.zero_or_more(self.call_separator() + choice) + p.space()
                                        + f.section_end)
             else:
-                calls = p.trigger_rule("tool-call", f.section_start + p.space() + choice + p.space()
+                calls = rule(prefix + "tool-call", f.section_start + p.space() + choice + p.space()
                                        + f.section_end)
-        if req.tool_choice != ToolChoice.REQUIRED:
-            calls = p.optional(calls)
-        trigger, before = self._trigger_content()
-        return self.reasoning + self.content_before_tagged_calls(trigger, before) + calls
+        return calls
 
     # -- top level ------------------------------------------------------------------------------------------
     def build(self, generation_prompt: str) -> tuple[Arena, bool]:
@@ -1436,6 +1471,24 @@ class _Gen:
             entries[RECOVER_TRAILING] = prefix + pre + p.content(p.rest()) if pure_content \
                 else prefix << (pre + p.content(p.rest()))
         return p.build(root, entries), eps_fallback
+
+
+def compact_tools(tools: ToolsAnalysis) -> ToolsAnalysis | None:
+    """Repair ``tag-whitespace`` for tagged calls: a copy of ``tools`` whose markers are trimmed of the layout
+    whitespace the template writes around them (``<minimax:tool_call>\n`` → ``<minimax:tool_call>``, ``">\n`` →
+    ``">``); the parser allows whitespace between the trimmed markers. None when no marker has any."""
+    f, fn, a, cid = tools.format, tools.function, tools.arguments, tools.call_id
+    trimmed = replace(
+        tools,
+        format=replace(f, section_start=trim_ws(f.section_start), section_end=trim_ws(f.section_end),
+                       per_call_start=trim_ws(f.per_call_start), per_call_end=trim_ws(f.per_call_end)),
+        function=replace(fn, name_prefix=trim_ws(fn.name_prefix), name_suffix=trim_ws(fn.name_suffix),
+                         args_separator=trim_ws(fn.args_separator), close=trim_ws(fn.close)),
+        arguments=replace(a, start=trim_ws(a.start), end=trim_ws(a.end), name_prefix=trim_ws(a.name_prefix),
+                          name_suffix=trim_ws(a.name_suffix), value_prefix=trim_ws(a.value_prefix),
+                          value_suffix=trim_ws(a.value_suffix)),
+        call_id=replace(cid, prefix=trim_ws(cid.prefix), suffix=trim_ws(cid.suffix)))
+    return None if trimmed == tools else trimmed
 
 
 def _scalar_only(schema: Any) -> bool:

@@ -161,6 +161,14 @@ CALL_ENDS_REASONING = "call-ends-reasoning"
 BARE_ANSWER_AFTER_REASONING = "bare-answer-after-reasoning"
 REASONING_BLOCKS_INTERLEAVED = "reasoning-blocks-interleaved"
 HARMONY_BARE_HEADER = "harmony-bare-header"
+# where reasoning starts and ends, from the sixth batch (tests/data/real_outputs_kept6; docs/fidelity-reasoning.md)
+FORCE_NONEMPTY_CONTENT = "force-nonempty-content"
+LEADING_THINK_BLOCK = "leading-think-block"
+THINK_BLOCK = ("<think>", "</think>")
+"""The reasoning markers ``leading-think-block`` reads at the start of an output whose template has none (the
+DeepSeek-R1 / Qwen3 / MiniMax / Hunyuan / ERNIE convention, and the pair llama.cpp's content-only format read)."""
+FORCE_NONEMPTY_KWARG = "force_nonempty_content"
+"""The request's ``chat_template_kwargs`` key (vLLM's spelling) that asks for :data:`FORCE_NONEMPTY_CONTENT`."""
 INSTRUCTED_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")),
 )
@@ -221,12 +229,14 @@ REPAIRS: list[Repair] = [
         accepts="An output that writes the reasoning start marker (<think>) although the generation prompt "
                 "already opened reasoning, or writes it twice (whitespace around it allowed): the repeated "
                 "marker is skipped, the reasoning starts after it. Auto-parsed templates (the generic reasoning "
-                "parser) and the Qwen3-Coder / Qwen3.5 handler; llama.cpp keeps the marker inside "
-                "reasoning_content.",
+                "parser), the Qwen3-Coder / Qwen3.5 handler and the Kimi K2 format (there an empty block after it "
+                "too: <think></think> is no reasoning); llama.cpp keeps the marker inside reasoning_content.",
         example="<think>This is a reasoning section</think>This is the rest   (generation prompt "
                 "<｜Assistant｜><think>\\n: DeepSeek-R1)",
         source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/test_deepseekr1_reasoning_parser.py (real-output cases r1-new-line, r1-think-no-end: vLLM drops the "
-               "opener wherever it stands before the end)"),
+               "opener wherever it stands before the end); Kimi K2.5: https://github.com/vllm-project/vllm/blob/"
+               "0847a95f7ff542cb8c7e8b517841c5a29d84ff1f/tests/reasoning/test_kimi_k2_reasoning_parser.py "
+               "(real-output cases kept6-vllm-kimi-k2-r-think-tags, -r-empty-thinking)"),
     # -- reasoning repairs (issue 25 class 4; docs/fidelity-reasoning.md) -----------------------------------
     Repair(
         name=REASONING_END_WITHOUT_START,
@@ -334,8 +344,10 @@ REPAIRS: list[Repair] = [
                 "closer), with no reasoning end marker anywhere after them: the reasoning ends at the call opener, "
                 "the calls are calls, text after them is content. The text before the calls stays reasoning (the "
                 "prompt opened the block). A call quoted in reasoning that the model then closes with the end "
-                "marker stays reasoning (llama.cpp's reference case ref-0303), and so do prose naming the opener, "
-                "a call the format cannot read (another layout) and a cut call. A stream shows the reasoning up to "
+                "marker stays reasoning (llama.cpp's reference case ref-0303), and so do prose naming the opener "
+                "and a call the format cannot read (another layout). A call cut by the end of the output ends the "
+                "reasoning too (a final parse cannot tell a cut from a prefix): its text is content, reported by "
+                "unparsed-text. A stream shows the reasoning up to "
                 "the opener and holds the rest back until the end marker or the end of the output decides (deltas "
                 "are never taken back). Auto-parsed templates; llama.cpp keeps the call inside reasoning_content.",
         example='Let me think<tool_call>{"name":"get_weather","arguments":{"location":"Paris"}}</tool_call>   '
@@ -346,6 +358,41 @@ REPAIRS: list[Repair] = [
                "<|tool_calls_section_begin|> and keeps the text before it as reasoning (https://github.com/"
                "vllm-project/vllm/blob/01a703487ceb168659d63f5a71c84a6f9fef937b/vllm/reasoning/"
                "kimi_k2_reasoning_parser.py, 'implicitly end reasoning by starting a tool call section')"),
+    Repair(
+        name=FORCE_NONEMPTY_CONTENT,
+        title="On the request's force_nonempty_content, a turn of reasoning only also answers with it",
+        stage=RepairStage.TOLERANCE,
+        accepts="A request whose chat_template_kwargs set force_nonempty_content (vLLM's request option, sent by "
+                "clients of Nemotron 3 that cannot use an answer without content) and an output whose message has "
+                "reasoning but no content and no tool call (a reasoning never closed, or closed with nothing after "
+                "it): the content is the reasoning text, repeated; reasoning_content keeps it, as vLLM's stream "
+                "ends (a stream has shown the reasoning and never takes it back; vLLM's one-shot parse moves it and "
+                "leaves no reasoning). A turn with any content or call is left as it is.",
+        example="<think>4   (Nemotron 3 Nano, chat_template_kwargs {\"force_nonempty_content\": true}: reasoning "
+                "'4', content '4')",
+        source="https://github.com/vllm-project/vllm/blob/028e77a725cd7c49766aa61a66abdcfc033d5bac/tests/reasoning/"
+               "test_nemotron_v3_reasoning_parser.py (test_nemotron_v3_streaming_promotes_reasoning_to_content: "
+               "real-output case kept6-vllm-nemotron-v3-r-promote-unclosed; the one-shot test's reading, "
+               "kept6-vllm-nemotron-v3-r-force-nonempty, is not ours); clients that send the flag: "
+               "https://github.com/openclaw/openclaw/blob/3ec1beb0d6a9f9b1ad5c33a64da7c0bfe380b75f/docs/providers/vllm.md "
+               "(its vLLM plugin sends it for vllm/nemotron-3-* with thinking off)"),
+    Repair(
+        name=LEADING_THINK_BLOCK,
+        title="A <think> block that opens the output is reasoning, though the template shows none",
+        stage=RepairStage.TOLERANCE,
+        accepts="An output that starts (after whitespace) with <think> although the template renders no reasoning "
+                "markup (a thinking model served with a template that does not show its reasoning: a vendor's "
+                "tool-call template, a copy of the non-thinking template): the text up to </think> (or to the end "
+                "of the output when it never closes) is reasoning, the rest is parsed as the template's answer or "
+                "calls. Only at the very start, so a <think> quoted inside an answer stays content; a stream holds "
+                "back at most the few characters that may begin <think>. Auto-parsed templates.",
+        example="<think>\nOkay, I will search.\n</think>\n<tool_calls>\n{\"name\": \"search_web\", …}\n"
+                "</tool_calls>   (MiniMax-M1's template, which renders no reasoning)",
+        source="llama.cpp's content-only format before the auto-parser read a leading <think> block whatever the "
+               "template (common/chat.cpp common_chat_parse_content_only: try_parse_reasoning(\"<think>\", "
+               "\"</think>\")); MiniMax-M1's function-call guide https://github.com/MiniMax-AI/MiniMax-M1/blob/"
+               "4410f3bd16c96570bd4af5dbdb1911f6ac29b9de/docs/function_call_guide.md (real-output case "
+               "kept-doc-m1-two-searches)"),
     Repair(
         name=BARE_ANSWER_AFTER_REASONING,
         title="An answer right after the reasoning end marker, without the content marker",
@@ -460,13 +507,19 @@ REPAIRS: list[Repair] = [
                 "tag after a line break and indentation) is read when the template's layout fails, its string "
                 "values without the whitespace at their ends (as SGLang and vLLM strip them); a value under an "
                 "unindented tag keeps its own indentation (code). With content-between-calls, text between two "
-                "such calls is content without the layout around it.",
+                "such calls is content without the layout around it. Auto-parsed tagged calls (MiniMax-M2's "
+                "<minimax:tool_call>\\n<invoke name=\"f\">\\n…) are also read with the tags back to back or "
+                "spaced: the template's markers without their layout whitespace, tried after the template's "
+                "layout.",
         example="<tool_call> <function=f> <parameter=q> text </parameter> </function> </tool_call>",
         source="https://github.com/openclaw/openclaw/issues/61838, https://github.com/waybarrios/vllm-mlx/issues/63; "
                "ollama's Qwen3.5 parser trims the value (https://github.com/ollama/ollama/blob/"
                "050b6db095db556a36fa1fb2a13611ebe1eb9349/model/parsers/qwen35_test.go, batch-1 case ollama-qwen35-compact-xml-call); "
                "indented markup: SGLang's qwen3coder detector test (batch-1 cases fresh-sgl-qwen3coder-indented, "
-               "-indented-text-between; https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/srt/test_function_call_parser.py)"),
+               "-indented-text-between; https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/srt/test_function_call_parser.py); "
+               "MiniMax-M2 back to back: https://github.com/vllm-project/vllm/blob/0c927c3451653f28e60cd552cff13ddc3c9ff49e/tests/tool_parsers/"
+               "test_minimax_m2_tool_parser.py (cases kept6-vllm-minimax-m2-single, -multiple-params, -two-invokes, "
+               "-two-invokes-one-delta) and https://github.com/sgl-project/sglang/blob/9f0bd17f0febd56547da510fca9c75ec2539a556/test/registered/function_call/test_minimax_m2_detector.py (kept7-sgl-minimaxm2-anyof-string)"),
     Repair(
         name=TRAILING_STOP_TOKEN,
         title="The stop token after a GPT-OSS call kept in the output",
@@ -1114,6 +1167,20 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
                         _why_unfinished(parser, output, partial_entry))]
     if not is_partial:
         out = _keep_unparsed(parser, output, out, final, kept_end)
+        if getattr(parser, "force_nonempty_content", False):
+            out = _nonempty_content(output, out, final)
+    return out
+
+
+def _nonempty_content(output: str, msg: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
+    """Repair ``force-nonempty-content`` (the request asked for it): a message of reasoning only, without
+    content or calls, also answers with the reasoning text; any other message is returned as it is."""
+    if msg.content.strip() or msg.tool_calls or not msg.reasoning_content.strip():
+        return msg
+    out = msg.copy() if msg is final else msg
+    out.content = out.reasoning_content
+    out.repairs = list(out.repairs) + [FiredRepair(FORCE_NONEMPTY_CONTENT, 0, len(output),
+                                                   detail="content repeats the reasoning")]
     return out
 
 
@@ -1272,6 +1339,9 @@ def _opener_at(parser: Any, output: str, at: int) -> int:
     opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
     if opener < 0:
         opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
+    if opener < 0:   # the word without the layout whitespace the template writes around it (tag-whitespace)
+        opener = max((output.rfind(w.strip(), 0, at + 1) for w in words if w.strip() and w.strip() != w),
+                     default=-1)
     if opener < 0:
         opener = _pattern_opener(parser, output, at)
     if opener < 0:
@@ -1374,6 +1444,6 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -19,7 +19,7 @@ from ...jinja.template import ChatTemplate
 from ..request import ChatRequest, ToolChoice
 from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
-from ..repairs import next_call_section
+from ..repairs import REASONING_START_REPEATED, next_call_section
 
 NAME = "kimi_k2"
 
@@ -42,19 +42,35 @@ def build(template: ChatTemplate, request: ChatRequest, generation_prompt: str, 
     gp = generation_prompt
     if view.has_continuation:
         gp = view.prefill(GEN_PROMPT + THINK_START, THINK_END)
-    return peg_parser(NAME, lambda p: _peg_root(p, view), generation_prompt=gp,
+    return peg_parser(NAME, lambda p: _widened_root(p, view), generation_prompt=gp,
                       parser_generation_prompt=generation_prompt, include=view.tools_active,
                       lazy=view.tool_choice == ToolChoice.AUTO, trigger=word(CALL_BEGIN),
                       preserved_tokens=PRESERVED, thinking_start_tag=THINK_START, thinking_end_tags=[THINK_END])
 
 
-def _peg_root(p: Any, view: RequestView) -> Any:
+def _widened_root(p: Any, view: RequestView) -> Any:
+    """:func:`_peg_root`, then the repair widenings it asked for (``widen_late``: the grammar stays llama.cpp's,
+    rule numbers included)."""
+    late: list[Any] = []
+    root = _peg_root(p, view, late)
+    for widen in late:
+        widen()
+    return root
+
+
+def _peg_root(p: Any, view: RequestView, late: list[Any] | None = None) -> Any:
     """The format: llama.cpp's Kimi K2 parser (``common/parsers/kimi-k2.cpp``) on core.peg's ChatBuilder; the
-    parse and the grammar both come from it."""
+    parse and the grammar both come from it. ``late`` collects the repair widenings to make once it is built."""
     reasoning = p.eps()
     if view.extract_reasoning:
-        reasoning = p.optional(THINK_START + p.reasoning(p.until_one_of([THINK_END, SECTION_BEGIN, CALL_BEGIN]))
-                               + p.optional(p.literal(THINK_END)))
+        body = p.reasoning(p.until_one_of([THINK_END, SECTION_BEGIN, CALL_BEGIN]))
+        opened = p.literal(THINK_START)   # made after the body, as llama.cpp's tree numbers its nodes
+        if late is not None and REASONING_START_REPEATED in p.repairs:
+            # repair reasoning-start-repeated: <think> written again after the one the generation prompt opened
+            # (an empty block after it included: vLLM's Kimi K2 parser reads <think></think> as no reasoning)
+            late.append(lambda: p.widen_late(opened, REASONING_START_REPEATED,
+                                             lambda one: one + p.space() + p.literal(THINK_START), first=True))
+        reasoning = p.optional(opened + body + p.optional(p.literal(THINK_END)))
     gen = p.literal(GEN_PROMPT)
     if not view.tools_active:
         return gen + reasoning + p.content(p.rest()) + p.end()
