@@ -932,7 +932,9 @@ def _reread_without_thinking(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tup
     budget, _explain = ctx.get("budget"), ctx.get("reexplain")
     if budget is None or _explain is None or len(ex.output) > _STRIPPED_CHARS:
         return None
-    for change in _thinking_off_changes(setup):
+    last = ex.output.rstrip(_WS)[-80:]
+    ended = any(m.end() == len(last) for m in _SPECIAL_SHAPE.finditer(last))
+    for change in _thinking_off_changes(setup, ended):
         if not budget.take(len(ex.output)):
             return None
         try:
@@ -1026,15 +1028,17 @@ def _prompt_opener_patch(setup: _Setup, ex: Any, ctx: dict[str, Any], r_start: s
 _READS_THINKING = re.compile(r"\bthinking\b(?!_)")
 
 
-def _thinking_off_changes(setup: _Setup) -> list[dict[str, Any]]:
+def _thinking_off_changes(setup: _Setup, ended: bool) -> list[dict[str, Any]]:
     """The request changes that may turn the template's thinking off, the likeliest first: the flag the request
-    passes (else ``enable_thinking``), then — when the request passes no template kwarg for it and the source
-    reads a variable ``thinking`` (Kimi's templates) — ``chat_template_kwargs.thinking: false``."""
+    passes (else ``enable_thinking``), then — when the request passes no template kwarg for it, the source reads a
+    variable ``thinking`` (Kimi's templates) and the output ``ended`` with a control token (a turn or message it
+    closed: no reasoning cut by a budget) — ``chat_template_kwargs.thinking: false``."""
     req = setup.request
     first = _thinking_flag_change(req, False)
     out = [first]
     kw = dict(getattr(req, "chat_template_kwargs", None) or {})
-    if "thinking" not in kw and "chat_template_kwargs" not in first and _READS_THINKING.search(_src(setup)):
+    if ended and "thinking" not in kw and "chat_template_kwargs" not in first \
+            and _READS_THINKING.search(_src(setup)):
         out.append({"chat_template_kwargs": {**kw, "thinking": False}})
     return out
 
@@ -1138,6 +1142,10 @@ def _reply_filed_as_reasoning(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str
     if again is None:
         return []
     ex2, _s2, change, flag = again
+    if "template_patch" not in change:
+        # with a thinking flag the request turned on, text before a call that ends the reasoning is reasoning
+        # (llama.cpp's own inputs read it so); only a prompt that opens it whatever the request sets is in doubt
+        return []
     m2 = ex2.message
     text = (msg.get("reasoning_content") or "").strip(_WS)
     if (m2.get("reasoning_content") or "").strip(_WS) or len(m2.get("tool_calls") or []) < len(msg["tool_calls"]) \
