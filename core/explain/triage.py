@@ -310,7 +310,15 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         lits = _literals(p.expected)
         lits = [x for x in lits if x.strip(_WS) not in ctx["names"]]
         for lit in lits[:4]:
-            out.append(Edit("insert", at, "", lit))
+            # the literal written but for its whitespace tail (`>` of `>\n`): the whitespace put in alone, not
+            # the literal again before what the model wrote of it
+            k = 0
+            while k < len(lit) and at + k < len(s) and s[at + k] == lit[k]:
+                k += 1
+            if 0 < k < len(lit) and not lit[k:].strip(_WS):
+                out.append(Edit("insert", at + k, "", lit[k:]))
+            else:
+                out.append(Edit("insert", at, "", lit))
         for lit in lits[:2]:
             if tok:
                 out.append(Edit("replace", at, tok.group(0), lit))
@@ -392,6 +400,17 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         i = s.find(m.group(0)) if m else -1
         if i >= 0:
             out.append(Edit("delete", i, m.group(0), ""))
+    if p.truncated:
+        # a tag the template's render of a call writes after whitespace (`\n</parameter>`), written bare: the
+        # parse of the value before it waits for more input — the whitespace put in before its first bare use
+        if "rendered_tags" not in ctx:
+            ctx["rendered_tags"] = _tags_as_rendered(ctx.get("setup"), ctx)
+        for ws, tag in ctx["rendered_tags"][:3]:
+            i = s.find(tag)
+            while i > 0 and s[:i].endswith(ws):
+                i = s.find(tag, i + len(tag))
+            if i > 0:
+                out.append(Edit("insert", i, "", ws))
     if p.truncated or (p.stop < 0 and not p.message.tool_calls):
         if "rendered_closers" not in ctx:
             ctx["rendered_closers"] = _closers_as_rendered(ctx.get("setup"), ctx)
@@ -431,6 +450,18 @@ def _closers_as_rendered(setup: _Setup | None, ctx: dict[str, Any]) -> list[str]
         if m:
             out.append(m.group(0))
     return out
+
+
+_WS_TAG = re.compile(r"([ \t\r\n]{1,8})(</[A-Za-z_][\w:\-]{0,40}>)")
+
+
+def _tags_as_rendered(setup: _Setup | None, ctx: dict[str, Any]) -> list[tuple[str, str]]:
+    """Closing tags the template's render of a call writes after whitespace, with that whitespace
+    (``("\n", "</parameter>")``); one render per triage."""
+    if setup is None or not ctx["names"]:
+        return []
+    render = _rendered_call(setup, ctx["names"][0], {"a": "V0"})
+    return list(dict.fromkeys((m.group(1), m.group(2)) for m in _WS_TAG.finditer(render)))
 
 
 def _gap_in_literal(s: str, at: int, lits: list[str]) -> list[Edit]:
@@ -612,7 +643,9 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
                 if _accepts(q, ctx["markers"]):
                     return edits + [e], q
                 # progress: how far the parse got (a clean parse with calls got all the way; one step from done)
-                progress = q.stop if q.stop >= 0 else (len(t) + 1 if q.message.tool_calls else -1)
+                # (a parse that reads to the end and waits for more got past any stop inside the output)
+                progress = q.stop if q.stop >= 0 else (len(t) + 1 if q.message.tool_calls else
+                                                       len(t) if q.truncated else -1)
                 base = p.stop if p.stop >= 0 else -1
                 if progress > base or (q.message.tool_calls and not p.message.tool_calls):
                     nxt.append((progress, edits + [e], t, q))
