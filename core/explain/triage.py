@@ -981,14 +981,15 @@ def _reread_without_thinking(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tup
     return None
 
 
-def _reread_unopened(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+def _reread_unopened(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], flags: bool = True
                      ) -> tuple[Any, _Setup, dict[str, Any], str] | None:
     """The output explained again with a generation prompt that does not open the reasoning: the request's thinking
-    flag off when the request has it on and that changes the prompt, else a template patch that drops the opener
-    the generation prompt ends with (:func:`_prompt_opener_patch`: a template that opens it whatever the request
-    sets). ``(explanation, setup, change, what)`` — ``change`` a fix's change (``request`` or ``template_patch``)."""
+    flag off when the request has it on and that changes the prompt (with ``flags``), else a template patch that
+    drops the opener the generation prompt ends with (:func:`_prompt_opener_patch`: a template that opens it
+    whatever the request sets). ``(explanation, setup, change, what)`` — ``change`` a fix's change (``request`` or
+    ``template_patch``)."""
     req = setup.request
-    if req.enable_thinking or "thinking" in (req.chat_template_kwargs or {}):
+    if flags and (req.enable_thinking or "thinking" in (req.chat_template_kwargs or {})):
         again = _reread_without_thinking(ex, setup, ctx)
         if again is not None:
             ex2, s2, change = again
@@ -1056,6 +1057,19 @@ def _prompt_opener_patch(setup: _Setup, ex: Any, ctx: dict[str, Any], r_start: s
             ctx["prompt_patch"] = ([[old, new]], replace(setup, template=t2))
             break
     return ctx["prompt_patch"]
+
+
+def _reread_opens(setup: _Setup, ex: Any) -> bool:
+    """True when the request's thinking switches turned off give a prompt that no longer ends as this one does (the
+    request's flag is what opened the reasoning); one render."""
+    from ..chat.prompt import THINKING_OFF_CONTEXT, prepare_request, render_prompt
+
+    try:
+        prep = prepare_request(setup.template, setup.request)
+        off = render_prompt(replace(prep, enable_thinking=False), additional_context=THINKING_OFF_CONTEXT)
+    except Exception:  # noqa: BLE001 - a prompt that does not render with the switches off: no flag to blame
+        return False
+    return not off.rstrip(_WS).endswith(ex.generation_prompt.rstrip(_WS))
 
 
 _READS_THINKING = re.compile(r"\bthinking\b(?!_)")
@@ -1160,36 +1174,35 @@ def _reasoning_from_prompt_only(ex: Any, bundle: Any, ctx: dict[str, Any]) -> bo
 
 def _reply_filed_as_reasoning(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], r_start: str,
                               r_ends: list[str]) -> list[str]:
-    """Evidence when calls were read after text the parse filed as reasoning only because the generation prompt
-    opens it: the output writes neither the reasoning's opener nor its closer (a model that reasons closes its
-    reasoning before it answers), and read with a prompt that does not open it (the thinking flag off, else the
-    template patched) the text before the calls is content and at least the same calls are read. A clean re-read
-    gives the fix; one that stops later names that stop as a second fault. ``[]`` otherwise; one re-read."""
+    """Evidence when calls were read after text the parse filed as reasoning only because a generation prompt that
+    opens it whatever the request sets did: the output writes neither the reasoning's opener nor its closer, and
+    read with the template patched not to open it (:func:`_prompt_opener_patch`) the text before the calls is
+    content and at least the same calls are read. A clean re-read gives the fix; one that stops later names that
+    stop as a second fault. With a thinking flag the request turned on, that text is reasoning ended by the call
+    (llama.cpp's own inputs read it so) and a patch that changes the prompt is not looked for: the request's flag
+    re-read is not tried here. ``[]`` otherwise; one re-read."""
     msg = ex.message
     opener = r_start.strip(_WS)
     own = {m.strip(_WS) for m in ctx["all_markers"] | set(ctx["markers"]) if m}
     closers = [e.strip(_WS) for e in r_ends if e.strip(_WS) and e.strip(_WS) not in own]
     if not _reasoning_from_prompt_only(ex, bundle, ctx):
         return []
-    again = _reread_unopened(ex, setup, bundle, ctx)
+    req = setup.request
+    if req.enable_thinking and _reread_opens(setup, ex):
+        return []       # the request's own thinking flag opened it: reasoning ended by the call
+    again = _reread_unopened(ex, setup, bundle, ctx, flags=False)
     if again is None:
         return []
     ex2, _s2, change, flag = again
-    if "template_patch" not in change:
-        # with a thinking flag the request turned on, text before a call that ends the reasoning is reasoning
-        # (llama.cpp's own inputs read it so); only a prompt that opens it whatever the request sets is in doubt
-        return []
     m2 = ex2.message
     text = (msg.get("reasoning_content") or "").strip(_WS)
     if (m2.get("reasoning_content") or "").strip(_WS) or len(m2.get("tool_calls") or []) < len(msg["tool_calls"]) \
             or text not in (m2.get("content") or ""):
         return []
-    ev = [f"the parse files {_q(text)} as reasoning only because the generation prompt opens it with {_q(opener)}; "
-          f"the output writes neither {_q(opener)} nor {_q(closers[0])} (a model that reasons closes its reasoning "
-          f"before it calls), and read with {flag} that text is the reply's content before the calls"]
+    ev = [f"the parse files {_q(text)} as reasoning only because the generation prompt opens it with {_q(opener)} "
+          f"whatever the request sets; the output writes neither {_q(opener)} nor {_q(closers[0])}, and read with "
+          f"{flag} that text is the reply's content before the calls"]
     if ex2.clean:
-        if "request" in change:
-            ctx["thinking_fix"] = change["request"]
         return ev
     where = ex2.stop.words() if ex2.stop is not None else "before its end"
     ctx["why_none"] = (f"read with {flag} the output still does not parse clean (it stops at {where}): a second "
@@ -1431,6 +1444,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ctx["rereading"] = True
         before = _reply_filed_as_reasoning(ex, setup, bundle, ctx, r_start, r_ends)
         if before:
+            ctx["headline"] = before[0]     # (the nearest output's edits would name the second fault first)
             return Mistake.REASONING_SETTING, ev + before
     if Cause.TRUNCATED in causes or (ex.truncated is not None and not edits):
         where = " > ".join(ex.truncated.path) if ex.truncated else "the format"
@@ -1552,6 +1566,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             "occurs nowhere in the output): an id of another shape, not another call syntax"]
     between = _text_between_calls(out, msg, ctx)
     if between:
+        ctx["headline"] = between
         return Mistake.TRAILING_TEXT, ev + [between]
     encoded = _encoded_arguments(out)
     if encoded:
