@@ -1496,3 +1496,14 @@ def test_the_nearest_output_puts_in_the_whitespace_a_value_was_written_without()
     ex, tg = _kept8("qwen3xml-single")
     assert [(e.kind, e.new) for e in tg.nearest.edits] == [("insert", "\n"), ("insert", "\n")]
     assert json.loads(tg.nearest.message["tool_calls"][0]["function"]["arguments"]) == {"city": "Tokyo"}
+
+
+def test_a_candidate_explain_lists_is_said_to_fix_nothing_when_the_triage_offers_none():
+    # gpt-oss with a commentary filler after its calls: explain lists "parse at improved fidelity" (re-parsed clean,
+    # calls read) while the triage said only "no change of ours helps" — both shown, a contradiction
+    c = next(c for c in SETS["kept7.jsonl"] if c["id"] == "kept7-sgl-harmony-repeated-calls-filler")
+    ex, tg = _run(c)
+    assert not tg.fixes and any(fx.message.get("tool_calls") for fx in ex.fixes)
+    assert "the candidate change listed with the explanation re-parses clean but fixes nothing: parse at improved " \
+           "fidelity" in tg.no_fix
+    assert "reads a call but leaves call markup in the content" in tg.no_fix

@@ -3542,16 +3542,26 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         except Exception:  # noqa: BLE001 - a request that does not build is not offered
             pass
     # what explain's own candidates re-parsed (request settings, overrides, fidelity)
+    passed: list[str] = []      # explain's own candidates that re-parse clean but are no fix, and why
     for fx in ex.fixes:
         if not _marker_free(fx.message, bundle):
-            continue    # a setting that leaves reasoning markers in the message fixes nothing
+            # a setting that leaves reasoning markers in the message fixes nothing
+            passed.append(f"{_short(fx.description)} leaves the reasoning's markers in the message")
+            continue
         if fx.message.get("tool_calls") and any(m and m.strip(_WS) and m.strip(_WS) in (fx.message.get("content") or "")
                                                 for m in markers + ctx["closers"]):
-            continue    # a call read while the call's own markup stays in the content (text left unparsed)
+            # a call read while the call's own markup stays in the content (text left unparsed)
+            passed.append(f"{_short(fx.description)} reads a call but leaves call markup in the content")
+            continue
         src = getattr(setup.template, "source", "") or ""
-        if any(t.group(0) in src for t in _SPECIAL_SHAPE.finditer((fx.message.get("content") or "")
-                                                                  + (fx.message.get("reasoning_content") or ""))):
-            continue    # the template's own control tokens left in the message: the markup is still unread
+        left = [t.group(0) for t in _SPECIAL_SHAPE.finditer((fx.message.get("content") or "")
+                                                            + (fx.message.get("reasoning_content") or ""))
+                if t.group(0) in src]
+        if left:
+            # the template's own control tokens left in the message: the markup is still unread
+            passed.append(f"{_short(fx.description)} leaves the template's control token {_q(left[0])} in the "
+                          "message (its markup still unread)")
+            continue
         kind = {FixKind.REQUEST: TriageFixKind.REQUEST, FixKind.OVERRIDE: TriageFixKind.OVERRIDE,
                 FixKind.FIDELITY: TriageFixKind.FIDELITY}[fx.kind]
         if kind == TriageFixKind.FIDELITY and out:
@@ -3560,15 +3570,20 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                  and (t.get("function") or {}).get("description") == "added by explain"]
         if any(not _IDENT.fullmatch(t["function"]["name"]) or _misnamed(t["function"]["name"], req)
                for t in added):
-            continue    # a tool offered under a name that is not a name (or another tool's, reworded) renames the fault
+            # a tool offered under a name that is not a name (or another tool's, reworded) renames the fault
+            passed.append(f"{_short(fx.description)} offers a tool under the name the model got wrong")
+            continue
         if kind == TriageFixKind.OVERRIDE and _turns_call_marker(fx.change.get("overrides") or {}, ctx):
             continue    # an override that makes the call's own marker a content/reasoning marker hides the call
         if kind == TriageFixKind.OVERRIDE and _swaps_own_marker(fx.change.get("overrides") or {}, ctx, bundle):
-            continue    # teaching the parser the model's slip makes two parts of the format share a marker
+            # teaching the parser the model's slip makes two parts of the format share a marker
+            passed.append(f"{_short(fx.description)} would make two parts of the format share a marker")
+            continue
         cost = {TriageFixKind.REQUEST: 2, TriageFixKind.OVERRIDE: 3, TriageFixKind.FIDELITY: 6}[kind]
         if any(_same(fx.message, o.message) and o.cost <= cost for o in out):
             continue
         out.append(RankedFix(kind, fx.description, fx.change, fx.message, cost))
+    ctx["passed_candidates"] = passed
     if not out and ctx.get("partial_fix"):
         fired, message, stop = ctx["partial_fix"]
         left = f" at output position {stop}" if stop >= 0 else ""
@@ -3694,6 +3709,12 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         # reasoning fixes nothing (llama.cpp keeps the whitespace after an empty think block; improved drops it)
         uniq = [f for f in uniq if not _same_but_edge_whitespace(f.message, cur)]
     why = "" if uniq else (ctx.get("why_none") or _why_none(mistake, near, ex, setup.request))
+    if why and ctx.get("passed_candidates"):
+        # explain lists its own candidates beside this: say why a clean re-parse among them is no fix
+        many = len(ctx["passed_candidates"]) > 1
+        why += (" (the candidate changes listed with the explanation re-parse clean but fix nothing: " if many else
+                " (the candidate change listed with the explanation re-parses clean but fixes nothing: ") \
+            + "; ".join(ctx["passed_candidates"][:3]) + ")"
     if not uniq and ctx.get("plain_line"):
         why = (f"none of our changes helps, because the call is written as plain lines ({_q(ctx['plain_line'])} on "
                "one line, its argument on the next) with no markup at all: no repair, request edit, override or "
@@ -3927,6 +3948,15 @@ _WHY = {
     Mistake.UNKNOWN_TOOL: "the model called a name the request does not offer; offering a tool under that name "
                           "would only rename the fault — the model's output (or the tool's name) must change",
 }
+
+
+def _short(description: str, n: int = 70) -> str:
+    """A fix's own description, cut at ``n`` characters; the names in it may be the model's, so invisible, bidi
+    and control characters are escaped."""
+    from ..escapes import escape_invisible
+
+    d = escape_invisible(description, keep="")
+    return d if len(d) <= n else d[:n - 1] + "…"
 
 
 def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
