@@ -310,7 +310,15 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         lits = _literals(p.expected)
         lits = [x for x in lits if x.strip(_WS) not in ctx["names"]]
         for lit in lits[:4]:
-            out.append(Edit("insert", at, "", lit))
+            # the literal written but for its whitespace tail (`>` of `>\n`): the whitespace put in alone, not
+            # the literal again before what the model wrote of it
+            k = 0
+            while k < len(lit) and at + k < len(s) and s[at + k] == lit[k]:
+                k += 1
+            if 0 < k < len(lit) and not lit[k:].strip(_WS):
+                out.append(Edit("insert", at + k, "", lit[k:]))
+            else:
+                out.append(Edit("insert", at, "", lit))
         for lit in lits[:2]:
             if tok:
                 out.append(Edit("replace", at, tok.group(0), lit))
@@ -392,6 +400,17 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         i = s.find(m.group(0)) if m else -1
         if i >= 0:
             out.append(Edit("delete", i, m.group(0), ""))
+    if p.truncated:
+        # a tag the template's render of a call writes after whitespace (`\n</parameter>`), written bare: the
+        # parse of the value before it waits for more input — the whitespace put in before its first bare use
+        if "rendered_tags" not in ctx:
+            ctx["rendered_tags"] = _tags_as_rendered(ctx.get("setup"), ctx)
+        for ws, tag in ctx["rendered_tags"][:3]:
+            i = s.find(tag)
+            while i > 0 and s[:i].endswith(ws):
+                i = s.find(tag, i + len(tag))
+            if i > 0:
+                out.append(Edit("insert", i, "", ws))
     if p.truncated or (p.stop < 0 and not p.message.tool_calls):
         if "rendered_closers" not in ctx:
             ctx["rendered_closers"] = _closers_as_rendered(ctx.get("setup"), ctx)
@@ -431,6 +450,18 @@ def _closers_as_rendered(setup: _Setup | None, ctx: dict[str, Any]) -> list[str]
         if m:
             out.append(m.group(0))
     return out
+
+
+_WS_TAG = re.compile(r"([ \t\r\n]{1,8})(</[A-Za-z_][\w:\-]{0,40}>)")
+
+
+def _tags_as_rendered(setup: _Setup | None, ctx: dict[str, Any]) -> list[tuple[str, str]]:
+    """Closing tags the template's render of a call writes after whitespace, with that whitespace
+    (``("\n", "</parameter>")``); one render per triage."""
+    if setup is None or not ctx["names"]:
+        return []
+    render = _rendered_call(setup, ctx["names"][0], {"a": "V0"})
+    return list(dict.fromkeys((m.group(1), m.group(2)) for m in _WS_TAG.finditer(render)))
 
 
 def _gap_in_literal(s: str, at: int, lits: list[str]) -> list[Edit]:
@@ -612,7 +643,9 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
                 if _accepts(q, ctx["markers"]):
                     return edits + [e], q
                 # progress: how far the parse got (a clean parse with calls got all the way; one step from done)
-                progress = q.stop if q.stop >= 0 else (len(t) + 1 if q.message.tool_calls else -1)
+                # (a parse that reads to the end and waits for more got past any stop inside the output)
+                progress = q.stop if q.stop >= 0 else (len(t) + 1 if q.message.tool_calls else
+                                                       len(t) if q.truncated else -1)
                 base = p.stop if p.stop >= 0 else -1
                 if progress > base or (q.message.tool_calls and not p.message.tool_calls):
                     nxt.append((progress, edits + [e], t, q))
@@ -828,6 +861,15 @@ def _unfound_format(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], ev
     foreign = _foreign_to_unfound_format(setup, out, ctx)
     if foreign:
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [foreign]
+    if not placeholder and not re.search(r"tool", _src(setup), re.IGNORECASE):
+        # nothing for an analysis to find: a template without tools is not the template of a model that calls them
+        ctx["why_none"] = ("the template takes no tools and renders no calls, so there is no format to repair or "
+                           "override, and no patch of a few lines gives it one: the template the model was trained "
+                           "with (one with its tool-call branch) is needed")
+        return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [
+            "the template's source never mentions a tool (no tools, no tool calls, no tool role): it is a template "
+            "without tool support, while the output writes a call — the model was trained with another template "
+            "(its own, which renders its calls); the analysis has nothing to find here"]
     return Mistake.FORMAT_NOT_FOUND, ev
 
 
@@ -851,9 +893,10 @@ def _unfound_reasoning(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[s
     if opener in own or closer in own or c is None or opener not in (msg.get("content") or ""):
         return None
     inner = out[m.end():c.start()]
-    if not inner.strip(_WS) or not out[c.end():].strip(_WS) or _TOKEN.search(inner) or "{" in inner \
-            or any(n and n in inner for n in ctx["names"]):
-        return None     # a block of prose followed by the answer or the calls; a call inside is no reasoning
+    plain = not (_TOKEN.search(inner) or "{" in inner or any(n and n in inner for n in ctx["names"]))
+    if not inner.strip(_WS) or not out[c.end():].strip(_WS) or (not plain and inner.lstrip(_WS)[:1] in "<{["):
+        return None     # a block of prose followed by the answer or the calls; a call alone in it is no reasoning
+    # (prose that goes on to markup — a call it plans — is reasoning only if taking the block out reads more calls)
     overrides = {"reasoning.mode": "TAG_BASED", "reasoning.start": opener + m.group(2),
                  "reasoning.end": c.group(1) + closer + c.group(2)}
     for fid in dict.fromkeys((setup.fidelity, "improved")):
@@ -865,7 +908,8 @@ def _unfound_reasoning(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[s
             continue
         content = p.message.content or ""
         if p.clean and (p.message.reasoning_content or "").strip(_WS) and opener not in content \
-                and closer not in content and len(p.message.tool_calls) >= len(msg.get("tool_calls") or []):
+                and closer not in content and len(p.message.tool_calls) >= len(msg.get("tool_calls") or []) \
+                + (0 if plain else 1):
             change: dict[str, Any] = {"overrides": overrides}
             if fid != setup.fidelity:
                 change["fidelity"] = fid
@@ -919,18 +963,131 @@ def _reread_without_thinking(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tup
     """The output explained again with the request's thinking flag off, when that changes the generation prompt:
     ``(explanation, setup, change)`` or None (one parse, outputs up to 16 KiB)."""
     budget, _explain = ctx.get("budget"), ctx.get("reexplain")
-    if budget is None or _explain is None or len(ex.output) > _STRIPPED_CHARS or not budget.take(len(ex.output)):
+    if budget is None or _explain is None or len(ex.output) > _STRIPPED_CHARS:
         return None
-    change = _thinking_flag_change(setup.request, False)
+    last = ex.output.rstrip(_WS)[-80:]
+    ended = any(m.end() == len(last) for m in _SPECIAL_SHAPE.finditer(last))
+    for change in _thinking_off_changes(setup, ended):
+        if not budget.take(len(ex.output)):
+            return None
+        try:
+            req2 = apply_request_change(setup.request, change)
+            ex2 = _explain(setup.template, req2, ex.output, fidelity=setup.fidelity, overrides=dict(setup.overrides),
+                           fixes=False)
+        except Exception:  # noqa: BLE001 - a request the template does not render gives no evidence
+            continue
+        if ex2.generation_prompt != ex.generation_prompt:
+            return ex2, replace(setup, request=req2), change
+    return None
+
+
+def _reread_unopened(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], flags: bool = True
+                     ) -> tuple[Any, _Setup, dict[str, Any], str] | None:
+    """The output explained again with a generation prompt that does not open the reasoning: the request's thinking
+    flag off when the request has it on and that changes the prompt (with ``flags``), else a template patch that
+    drops the opener the generation prompt ends with (:func:`_prompt_opener_patch`: a template that opens it
+    whatever the request sets). ``(explanation, setup, change, what)`` — ``change`` a fix's change (``request`` or
+    ``template_patch``)."""
+    req = setup.request
+    if flags and (req.enable_thinking or "thinking" in (req.chat_template_kwargs or {})):
+        again = _reread_without_thinking(ex, setup, ctx)
+        if again is not None:
+            ex2, s2, change = again
+            return ex2, s2, {"request": change}, ", ".join(f"{k}={json.dumps(v)}" for k, v in change.items())
+    from .model import reasoning_markers
+
+    patch = _prompt_opener_patch(setup, ex, ctx, reasoning_markers(bundle)[0].strip(_WS))
+    budget, _explain = ctx.get("budget"), ctx.get("reexplain")
+    if patch is None or _explain is None or not budget.take(len(ex.output)):
+        return None
+    s2 = patch[1]
     try:
-        req2 = apply_request_change(setup.request, change)
-        ex2 = _explain(setup.template, req2, ex.output, fidelity=setup.fidelity, overrides=dict(setup.overrides),
+        ex2 = _explain(s2.template, req, ex.output, fidelity=setup.fidelity, overrides=dict(setup.overrides),
                        fixes=False)
-    except Exception:  # noqa: BLE001 - a request the template does not render gives no evidence
+    except Exception:  # noqa: BLE001 - a patched template that does not render gives no evidence
         return None
-    if ex2.generation_prompt == ex.generation_prompt:
+    return ex2, s2, {"template_patch": patch[0]}, "the template's generation prompt patched not to open it"
+
+
+_OPENER_TAIL = re.compile(r"(?:\s|\\n){0,4}")
+
+
+def _prompt_opener_patch(setup: _Setup, ex: Any, ctx: dict[str, Any], r_start: str
+                         ) -> tuple[list[list[str]], _Setup] | None:
+    """A template patch that drops the reasoning opener the generation prompt ends with: the opener's literal in
+    the source (with the whitespace or ``\\n`` escapes written right after it) taken out at one place, written as the
+    shortest text around it that occurs once; kept only when the patched template renders this request's prompt
+    exactly as before without that opener at its end (so nothing else the template writes changes). Only the
+    template's own text goes into the patch. At most three places tried (one render each); cached per triage."""
+    if "prompt_patch" in ctx:
+        return ctx["prompt_patch"]
+    ctx["prompt_patch"] = None
+    from ..chat.prompt import prepare_request, render_prompt
+    from ..jinja.template import ChatTemplate
+
+    gp = ex.generation_prompt.rstrip(_WS)
+    src = _src(setup)
+    if not r_start or not gp.endswith(r_start) or not src:
         return None
-    return ex2, replace(setup, request=req2), change
+    try:
+        prep = prepare_request(setup.template, setup.request)
+        before = render_prompt(prep).rstrip(_WS)
+    except Exception:  # noqa: BLE001 - a prompt that does not render gives no patch
+        return None
+    if not before.endswith(r_start):
+        return None
+    want = before[:-len(r_start)].rstrip(_WS)
+    places = [m.start() for m in re.finditer(re.escape(r_start), src)][-3:]
+    for at in reversed(places):
+        end = _OPENER_TAIL.match(src, at + len(r_start)).end()
+        a = at
+        while src.count(src[a:end]) > 1 and at - a < 80 and a > 0:
+            a -= 1
+        edge = max(src.rfind(q, max(0, at - 60), a) for q in "'\"\n}")
+        a = edge if edge >= 0 else a       # (shown from the literal's quote or the line's start)
+        old, new = src[a:end], src[a:at]
+        if src.count(old) != 1:
+            continue
+        try:
+            t2 = ChatTemplate(src.replace(old, new), getattr(setup.template, "name", ""))
+            after = render_prompt(replace(prep, template=t2)).rstrip(_WS)
+        except Exception:  # noqa: BLE001
+            continue
+        if after == want:
+            ctx["prompt_patch"] = ([[old, new]], replace(setup, template=t2))
+            break
+    return ctx["prompt_patch"]
+
+
+def _reread_opens(setup: _Setup, ex: Any) -> bool:
+    """True when the request's thinking switches turned off give a prompt that no longer ends as this one does (the
+    request's flag is what opened the reasoning); one render."""
+    from ..chat.prompt import THINKING_OFF_CONTEXT, prepare_request, render_prompt
+
+    try:
+        prep = prepare_request(setup.template, setup.request)
+        off = render_prompt(replace(prep, enable_thinking=False), additional_context=THINKING_OFF_CONTEXT)
+    except Exception:  # noqa: BLE001 - a prompt that does not render with the switches off: no flag to blame
+        return False
+    return not off.rstrip(_WS).endswith(ex.generation_prompt.rstrip(_WS))
+
+
+_READS_THINKING = re.compile(r"\bthinking\b(?!_)")
+
+
+def _thinking_off_changes(setup: _Setup, ended: bool) -> list[dict[str, Any]]:
+    """The request changes that may turn the template's thinking off, the likeliest first: the flag the request
+    passes (else ``enable_thinking``), then — when the request passes no template kwarg for it, the source reads a
+    variable ``thinking`` (Kimi's templates) and the output ``ended`` with a control token (a turn or message it
+    closed: no reasoning cut by a budget) — ``chat_template_kwargs.thinking: false``."""
+    req = setup.request
+    first = _thinking_flag_change(req, False)
+    out = [first]
+    kw = dict(getattr(req, "chat_template_kwargs", None) or {})
+    if ended and "thinking" not in kw and "chat_template_kwargs" not in first \
+            and _READS_THINKING.search(_src(setup)):
+        out.append({"chat_template_kwargs": {**kw, "thinking": False}})
+    return out
 
 
 def _complete_without_thinking(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], r_ends: list[str]
@@ -943,22 +1100,22 @@ def _complete_without_thinking(ex: Any, setup: _Setup, bundle: Any, ctx: dict[st
     out = ex.output
     own = ctx["all_markers"] | set(ctx["markers"])
     r_ends = [e for e in r_ends if e.strip(_WS) not in own] or r_ends[:1]    # (a call opener also ends it)
-    if ex.message.get("tool_calls") or not r_ends or any(e.strip(_WS) and e.strip(_WS) in out for e in r_ends) \
-            or not setup.request.enable_thinking and "thinking" not in (setup.request.chat_template_kwargs or {}):
+    if ex.message.get("tool_calls") or not r_ends or any(e.strip(_WS) and e.strip(_WS) in out for e in r_ends):
         return None
-    again = _reread_without_thinking(ex, setup, ctx)
+    again = _reread_unopened(ex, setup, bundle, ctx)
     if again is None:
         return None
-    ex2, s2, change = again
-    flag = ", ".join(f"{k}={json.dumps(v)}" for k, v in change.items())
+    ex2, s2, change, flag = again
     if ex2.clean and ex2.truncated is None and "\n" not in out.strip(_WS):
         # (one line holds no reasoning and an answer after it; on several lines a closer the decoder dropped
         # reads the same, so that text keeps the reading below)
-        ctx["thinking_fix"] = change
+        if "request" in change:
+            ctx["thinking_fix"] = change["request"]
         return Mistake.REASONING_SETTING, [
             f"the output ends inside the reasoning only because the generation prompt opens it ({_q(ex.generation_prompt.rstrip(_WS)[-24:])}, "
-            f"the request's thinking flag on) and the output never writes {_q(r_ends[0].strip(_WS))}: read with "
-            f"{flag} it parses clean as the reply — it is complete, not cut; the model answered without reasoning"]
+            f"{'the request' + chr(39) + 's thinking flag on' if 'request' in change else 'whatever the request sets'}) "
+            f"and the output never writes {_q(r_ends[0].strip(_WS))}: read with {flag} it parses clean as the reply — "
+            "it is complete, not cut; the model answered without reasoning"]
     if ex2.clean or ex2.truncated is not None or ex2.stop is None:
         return None
     from .model import build_bundle
@@ -972,6 +1129,86 @@ def _complete_without_thinking(ex: Any, setup: _Setup, bundle: Any, ctx: dict[st
     return m2, [f"the output writes no reasoning closer ({_q(r_ends[0].strip(_WS))}) and is no cut reasoning: read "
                 f"with {flag} (a generation prompt that does not open the reasoning) its parse needs no more input "
                 "at the end and stops inside the reply — that stop is the fault"] + ev2
+
+
+_LONE_CLOSER = re.compile(r"</([A-Za-z_][\w:\-]{0,40})>")
+
+
+def _closer_without_opener(setup: _Setup, out: str, msg: dict[str, Any], r_start: str, r_ends: list[str],
+                           gp: str) -> str:
+    """Evidence when a clean content keeps a closing tag ``</x>`` after prose that nothing opened: the output and
+    the generation prompt write no ``<x>``, the template's source writes neither tag, and the analysis found no
+    reasoning. The model closes a block its own template opens for it in the generation prompt (a reasoning it
+    was trained to end): the template is not the model's. ``""`` otherwise."""
+    content = msg.get("content") or ""
+    if r_start.strip(_WS) or any(e.strip(_WS) for e in r_ends) or msg.get("tool_calls") or not content:
+        return ""
+    m = _LONE_CLOSER.search(content)
+    if m is None or not content[:m.start()].strip(_WS) or _TAG.search(content[:m.start()]) \
+            or _SPECIAL_SHAPE.search(content[:m.start()]):
+        return ""
+    tag = m.group(0)
+    head = f"<{m.group(1)}"
+    src = _src(setup)
+    if tag in src or head + ">" in src or head in out or head in gp:
+        return ""
+    return (f"the content keeps {_q(tag)} after {_q(content[:m.start()].strip(_WS), 30)}: a closer of a block that "
+            f"neither the output nor the generation prompt opens, and that the template's source never writes (the "
+            "analysis found no reasoning either) — the model ends a reasoning its own template opens for it in the "
+            "generation prompt; this template, which renders no reasoning at all, is not the model's")
+
+
+def _reasoning_from_prompt_only(ex: Any, bundle: Any, ctx: dict[str, Any]) -> bool:
+    """The message holds reasoning that only the generation prompt opened: the output writes neither the
+    reasoning's opener nor a closer of it (a call opener that also ends the reasoning does not count)."""
+    from .model import reasoning_markers
+
+    r_start, r_ends = reasoning_markers(bundle)
+    opener = r_start.strip(_WS)
+    own = {m.strip(_WS) for m in ctx["all_markers"] | set(ctx["markers"]) if m}
+    closers = [e.strip(_WS) for e in r_ends if e.strip(_WS) and e.strip(_WS) not in own]
+    return bool(opener and closers and (ex.message.get("reasoning_content") or "").strip(_WS)
+                and ex.generation_prompt.rstrip(_WS).endswith(opener) and opener not in ex.output
+                and not any(c in ex.output for c in closers))
+
+
+def _reply_filed_as_reasoning(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], r_start: str,
+                              r_ends: list[str]) -> list[str]:
+    """Evidence when calls were read after text the parse filed as reasoning only because a generation prompt that
+    opens it whatever the request sets did: the output writes neither the reasoning's opener nor its closer, and
+    read with the template patched not to open it (:func:`_prompt_opener_patch`) the text before the calls is
+    content and at least the same calls are read. A clean re-read gives the fix; one that stops later names that
+    stop as a second fault. With a thinking flag the request turned on, that text is reasoning ended by the call
+    (llama.cpp's own inputs read it so) and a patch that changes the prompt is not looked for: the request's flag
+    re-read is not tried here. ``[]`` otherwise; one re-read."""
+    msg = ex.message
+    opener = r_start.strip(_WS)
+    own = {m.strip(_WS) for m in ctx["all_markers"] | set(ctx["markers"]) if m}
+    closers = [e.strip(_WS) for e in r_ends if e.strip(_WS) and e.strip(_WS) not in own]
+    if not _reasoning_from_prompt_only(ex, bundle, ctx):
+        return []
+    req = setup.request
+    if req.enable_thinking and _reread_opens(setup, ex):
+        return []       # the request's own thinking flag opened it: reasoning ended by the call
+    again = _reread_unopened(ex, setup, bundle, ctx, flags=False)
+    if again is None:
+        return []
+    ex2, _s2, change, flag = again
+    m2 = ex2.message
+    text = (msg.get("reasoning_content") or "").strip(_WS)
+    if (m2.get("reasoning_content") or "").strip(_WS) or len(m2.get("tool_calls") or []) < len(msg["tool_calls"]) \
+            or text not in (m2.get("content") or ""):
+        return []
+    ev = [f"the parse files {_q(text)} as reasoning only because the generation prompt opens it with {_q(opener)} "
+          f"whatever the request sets; the output writes neither {_q(opener)} nor {_q(closers[0])}, and read with "
+          f"{flag} that text is the reply's content before the calls"]
+    if ex2.clean:
+        return ev
+    where = ex2.stop.words() if ex2.stop is not None else "before its end"
+    ctx["why_none"] = (f"read with {flag} the output still does not parse clean (it stops at {where}): a second "
+                       "fault of the output, which no repair, request edit, override or template patch of ours reads "
+                       "together with the reasoning setting — only the model's output (or a new repair) can change")
+    return ev + [f"a second fault: read so, the parse stops at {where}"]
 
 
 def _unfound_token_pair(setup: _Setup, bundle: Any, out: str, msg: dict[str, Any], ctx: dict[str, Any], r_start: str,
@@ -1114,6 +1351,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ev.append(f"the parse stopped at output position {ex.stop.output_pos}: {ex.stop.words()}")
     # cut short: the output ends inside a structure and no edit inside it makes it a call
     edits = near[0] if near else []
+    part = _ends_inside_opener(out, msg, ctx)
+    if part:
+        ev.append(f"the output ends with {_q(part[0])}, the first {len(part[0])} characters of the call opener "
+                  f"{_q(part[1])}, and nothing after them: it was cut while writing the opener (max_tokens or a stop "
+                  "string); the parse holds those characters back as a marker that may go on, and no call was lost")
+        return Mistake.CUT_SHORT, ev
     opener = _ends_at_opener(out, ctx)
     if opener:
         ev.append(f"the output ends with {_q(opener)}, which opens a call, and nothing after it: the call was cut "
@@ -1197,6 +1440,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         done = _complete_without_thinking(ex, setup, bundle, ctx, r_ends)
         if done:
             return done[0], ev + done[1]
+    if msg.get("tool_calls") and not ctx.get("rereading"):
+        ctx["rereading"] = True
+        before = _reply_filed_as_reasoning(ex, setup, bundle, ctx, r_start, r_ends)
+        if before:
+            ctx["headline"] = before[0]     # (the nearest output's edits would name the second fault first)
+            return Mistake.REASONING_SETTING, ev + before
     if Cause.TRUNCATED in causes or (ex.truncated is not None and not edits):
         where = " > ".join(ex.truncated.path) if ex.truncated else "the format"
         if not near or all((e.kind == "insert" and e.pos >= len(out)) or (
@@ -1233,6 +1482,14 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             ctx["reasoning_override"] = pair[0]
         ctx["fault_markup"] = pair[1]
         return Mistake.FORMAT_NOT_FOUND, ev + [pair[2]]
+    lone = _closer_without_opener(setup, out, msg, r_start, r_ends, gp) if ex.clean else ""
+    if lone:
+        ctx["why_none"] = (
+            "the template renders no reasoning and its generation prompt opens none, so nothing of ours gives the "
+            "closer a role: an override of the reasoning markers reads a block only from its opener (the output "
+            "writes none, the prompt neither), and no repair reads a reasoning this template never has — the "
+            "template the model was trained with (one whose generation prompt opens the reasoning) is needed")
+        return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [lone]
     again = _prompt_tail_repeated(ex, setup, ctx) if ex.clean and not msg.get("tool_calls") else None
     if again:
         ctx["thinking_fix"] = again[0]
@@ -1307,6 +1564,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"after the call opener the model writes {', '.join(_q(i) for i in ids[:3])} — call ids that name no "
             f"tool — where the template's calls name the tool ({', '.join(_q(n) for n in ctx['names'][:3])} "
             "occurs nowhere in the output): an id of another shape, not another call syntax"]
+    between = _text_between_calls(out, msg, ctx)
+    if between:
+        ctx["headline"] = between
+        return Mistake.TRAILING_TEXT, ev + [between]
     encoded = _encoded_arguments(out)
     if encoded:
         return Mistake.DOUBLE_ENCODED_ARGUMENTS, ev + [f"the arguments are written as a JSON string {_q(encoded)} "
@@ -1463,6 +1724,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             stripped = _stripped_tokens(ins, setup, out)
             if stripped:
                 return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(_shift(edits), out), stripped]
+            learned = _learned_separator(setup, edits, out, ctx)
+            if learned:
+                ctx["headline"] = learned     # (the nearest output's "omitted `,`" is the analysis' gap here)
+                empty = _empty_comparisons(bundle)
+                return Mistake.FORMAT_NOT_FOUND, ev + [learned + ("; comparisons that came back empty: "
+                                                                  + "; ".join(empty) if empty else "")]
             return Mistake.OMITTED_MARKER, ev + [sentence_of(_shift(edits), out)]
         if probs and ex.stop is not None:
             return probs[0][0], ev + [p[1] for p in probs]
@@ -2159,9 +2426,64 @@ def _ends_at_opener(out: str, ctx: dict[str, Any]) -> str:
             return m
         last = [t.group(0) for t in _TOKEN.finditer(m)]
         if last and m.endswith(last[-1]) and _SPECIAL_SHAPE.fullmatch(last[-1]) and tail.endswith(last[-1]) \
-                and tail.count(last[-1]) == 1:
+                and tail.count(last[-1]) == 1 and _same_token_head(m[:-len(last[-1])], tail[:-len(last[-1])]):
             return last[-1]
     return ""
+
+
+def _ends_inside_opener(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
+    """``(piece, opener)`` when the output ends with a proper beginning of a call opener of the format (at least
+    three characters, markup: not a word alone) that the message does not keep: a cut in the middle of the
+    opener, which the parse holds back. None otherwise."""
+    if msg.get("tool_calls"):
+        return None
+    kept = (msg.get("content") or "") + (msg.get("reasoning_content") or "")
+    for m in dict.fromkeys(x.strip(_WS) for x in ctx["markers"] if x and x.strip(_WS)):
+        for k in range(len(m) - 1, 2, -1):
+            piece = m[:k]
+            if out.endswith(piece) and not piece.isalnum() and not kept.rstrip(_WS).endswith(piece.rstrip(_WS)):
+                return piece, m
+    return None
+
+
+def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> str:
+    """Evidence when the output writes the format's own call blocks (its opener … its closer) more than once with
+    text between a closer and the next opener, and the parse read fewer calls than it wrote: the format, as
+    requested, reads nothing but another call after a call, so the text between loses every later call. ``""``
+    otherwise (one linear scan per opener)."""
+    closers = [c for c in ctx["closers"] if c]
+    for o in dict.fromkeys(m.strip(_WS) for m in ctx["markers"] if m and m.strip(_WS)):
+        starts = [m.start() for m in re.finditer(re.escape(o), out[:_SHAPE_CHARS])]
+        if len(starts) < 2 or len(msg.get("tool_calls") or []) >= len(starts):
+            continue
+        for i, j in zip(starts, starts[1:]):
+            ends = [out.find(c, i + len(o), j) for c in closers]
+            end = max((e + len(c) for e, c in zip(ends, closers) if e >= 0), default=-1)
+            text = out[end:j].strip(_WS) if end >= 0 else ""
+            if text and not _SPECIAL_SHAPE.search(text):
+                return (f"after a call's closer the output writes {_q(text, 30)} and then {_q(o)} again: text "
+                        "between two calls, where the format, as requested, reads nothing but another call after "
+                        f"a call — the output writes {len(starts)} call blocks and the parse reads "
+                        f"{len(msg.get('tool_calls') or [])}")
+    return ""
+
+
+def _token_head(text: str) -> str:
+    """The control token the text ends with and the word after it (``<|open|>tools`` of ``…<|open|>tools``);
+    ``""`` when the text does not end so."""
+    toks = list(_SPECIAL_SHAPE.finditer(text[-80:]))
+    if not toks:
+        return ""
+    seg = text[-80:][toks[-1].start():]
+    return seg if not any(c in _WS for c in seg) else ""
+
+
+def _same_token_head(marker_head: str, out_head: str) -> bool:
+    """A shared last control token opens a call only when the output writes it after the marker's own head: a
+    closer token followed by another word (``<|close|>message<|sep|>`` where the opener is
+    ``<|open|>tools<|sep|>``) ends something else."""
+    m, o = _token_head(marker_head), _token_head(out_head)
+    return not (m and o and m != o)
 
 
 _STRIPPED_CHARS = 16 * 1024     # outputs longer than this are not rendered against (one render per check)
@@ -2178,11 +2500,39 @@ def _special_tokens(bundle: Any) -> list[str]:
             if isinstance(t, str) and t.strip(_WS) and t.strip(_WS) not in skip]
 
 
-def _rendered_call(setup: _Setup, name: str, args: dict[str, str]) -> str:
+_SEPARATOR = re.compile(r"[,;|]")
+
+
+def _learned_separator(setup: _Setup, edits: list[Edit], out: str, ctx: dict[str, Any]) -> str:
+    """Evidence when the nearest output only inserts a separator (``,`` ``;`` ``|``) between two JSON call objects
+    and the template's own render of a turn with two calls writes only whitespace between them: the separator is
+    what the analysis learned, not what the template writes — the output follows the template. ``""`` otherwise
+    (one render)."""
+    if len(edits) != 1 or edits[0].kind != "insert" or not _SEPARATOR.fullmatch(edits[0].new.strip(_WS)) \
+            or len(out) > _STRIPPED_CHARS:
+        return ""
+    at = edits[0].pos
+    if not out[:at].rstrip(_WS).endswith("}") or not out[at:].lstrip(_WS).startswith("{") or not ctx["names"]:
+        return ""
+    name = ctx["names"][0]
+    render = _rendered_call(setup, name, {"a": "x"}, copies=2)
+    first = render.find(name)
+    second = render.find(name, first + len(name)) if first >= 0 else -1
+    if second < 0:
+        return ""
+    gap = render[render.rfind("}", 0, second) + 1:render.rfind("{", 0, second)] if "}" in render[:second] else ""
+    if gap.strip(_WS) or not gap:
+        return ""
+    return (f"the output writes its calls as the template's render of two calls does, {_q(gap)} between the JSON "
+            f"objects, while the analysis learned {_q(edits[0].new.strip(_WS))} between calls: a separator the "
+            "template does not write — a gap of the analysis, not a slip of the model")
+
+
+def _rendered_call(setup: _Setup, name: str, args: dict[str, str], copies: int = 1) -> str:
     """The text the template renders for an assistant turn holding one call of ``name`` with ``args`` (after
     what a user turn with the generation prompt renders), or ``""`` when it does not render. Tried in the
     transformers dialect, then in llama.cpp's (``list.append`` works there); with the call id ``call_1``, then a
-    nine-digit one (Mistral's templates refuse any other)."""
+    nine-digit one (Mistral's templates refuse any other). ``copies``: that many calls in the turn."""
     from ..jinja.llama import render as llama_render
     from ..jinja.template import apply_template, chat_globals
 
@@ -2198,7 +2548,8 @@ def _rendered_call(setup: _Setup, name: str, args: dict[str, str]) -> str:
     for render in (hf, llama):
         for call_id in ("call_1", "123456789"):
             turn = user + [{"role": "assistant", "content": "", "tool_calls": [
-                {"type": "function", "id": call_id, "function": {"name": name, "arguments": args}}]}]
+                {"type": "function", "id": call_id if not i else f"{call_id}{i}",
+                 "function": {"name": name, "arguments": args}} for i in range(copies)]}]
             try:
                 a, b = render(user, True), render(turn, False)
             except Exception:  # noqa: BLE001 - this dialect or id does not render the turn: the next one
@@ -2906,6 +3257,53 @@ def _keep_special_tokens(setup: _Setup, budget: _Budget, ok: Any, restored: str,
     return None
 
 
+def _json_type_of(message: dict[str, Any], tool: str, arg: str, raw: bool = False) -> str:
+    """The JSON type of argument ``arg`` of the first call of ``tool``: with ``raw``, of the value as it is; else
+    of a string value's text read as JSON, when that is an object or an array (``'{"a": 1}'`` → ``object``; a
+    text such as ``1`` stays a string: a tagged format writes every value as text). ``""`` if none."""
+    names = {dict: "object", list: "array", bool: "boolean", int: "integer", float: "number", str: "string"}
+    for tc in message.get("tool_calls") or []:
+        if tc["function"]["name"] != tool:
+            continue
+        try:
+            v = json.loads(tc["function"]["arguments"] or "{}").get(arg)
+            if not raw:
+                if not isinstance(v, str):
+                    return ""
+                v = json.loads(v)
+                if not isinstance(v, (dict, list)):
+                    return ""
+        except (ValueError, AttributeError):
+            return ""
+        return names.get(type(v), "") if v is not None else ""
+    return ""
+
+
+def _prompt_tail_fixed(ex: Any, setup: _Setup, p: _Parsed, change: dict[str, Any], budget: _Budget,
+                       ok: Callable[[_Parsed], bool]) -> tuple[dict[str, Any], _Parsed] | None:
+    """A request fix whose message still starts its content with control text the generation prompt already ends
+    with (the model wrote that opener again: a second fault of the thinking setting), with the thinking flag
+    switched over too, when that re-parses and the text is gone: ``(change, parse)``; None otherwise."""
+    content = (p.message.content or "").lstrip(_WS)
+    gp = ex.generation_prompt.rstrip(_WS)
+    tail = next((gp[-200:][m.start():] for m in _SPECIAL_SHAPE.finditer(gp[-200:])
+                 if content.startswith(gp[-200:][m.start():])), "")
+    if not tail:
+        return None
+    for on in (not setup.request.enable_thinking, setup.request.enable_thinking):
+        flag = _thinking_flag_change(setup.request, on)
+        both = {**change, **flag}
+        if not budget.take(len(ex.output)):
+            return None
+        try:
+            p2 = _parse(setup, ex.output, request=apply_request_change(setup.request, both))
+        except Exception:  # noqa: BLE001
+            continue
+        if ok(p2) and tail not in (p2.message.content or "") and len(p2.message.tool_calls) >= len(p.message.tool_calls):
+            return both, p2
+    return None
+
+
 def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tuple[list[Edit], _Parsed] | None,
                  budget: _Budget, ctx: dict[str, Any]) -> tuple[list[RankedFix], str]:  # noqa: C901
     """Fixes of every kind, each re-parsed; ``(fixes, why none)``."""
@@ -2941,6 +3339,15 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             imp = _parse(setup, ex.output, repairs=tuple(tolerance))
             fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in imp.message.repairs) if n in tolerance]
             imp_ok = ok(imp)
+            if not imp_ok and not imp.message.tool_calls and fired and budget.take(len(ex.output)):
+                # a repair that fired may have taken the text the call is in (read as reasoning, say) before the
+                # one that reads the call could: the set again without those
+                rest = tuple(n for n in tolerance if n not in fired)
+                again = _parse(setup, ex.output, repairs=rest)
+                if ok(again) and again.message.tool_calls:
+                    imp, imp_ok = again, True
+                    fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in again.message.repairs)
+                             if n in tolerance]
             if imp_ok and not fired:
                 out.append(RankedFix(TriageFixKind.FIDELITY, "parse at improved fidelity (its parser improvements; "
                                      "no repair fires)", {"fidelity": "improved"}, imp.message.to_openai(), 3))
@@ -2966,7 +3373,16 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 else:
                     out.append(RankedFix(TriageFixKind.REPAIR, "switch on the repairs " + ", ".join(
                         f"`{n}`" for n in fired), {"repairs": fired}, imp.message.to_openai(), len(fired)))
-            elif not imp_ok and imp.message.tool_calls and not setup.request.parallel_tool_calls:
+            elif not imp_ok and len(imp.message.tool_calls) > len(cur.get("tool_calls") or []) \
+                    and _marker_free(imp.message.to_openai(), bundle) \
+                    and imp.stop >= max((ex.output.rfind(c) + len(c) for c in ctx["closers"] if c in ex.output),
+                                        default=len(ex.output) + 1) \
+                    and not any(m and m.strip(_WS) in (imp.message.content or "") for m in markers + ctx["closers"]):
+                # the repairs read every call the output writes, its markup all consumed (the parse stops after
+                # the last call's closer), but the parse stays unclean (a second fault, such as text after the
+                # call): offered last, saying what is left
+                ctx["partial_fix"] = (fired, imp.message.to_openai(), imp.stop)
+            if not imp_ok and imp.message.tool_calls and not setup.request.parallel_tool_calls:
                 # two faults: a repair reads the first call and the parse then stops at a second one the request
                 # did not allow — the repair together with parallel_tool_calls, each repair alone first
                 par = {"parallel_tool_calls": True}
@@ -3011,11 +3427,24 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         try:
             p = _parse(setup, ex.output, request=apply_request_change(req, change))
             if ok(p):
+                # the type of the value the model wrote: a string that is JSON of another type is declared so
+                typed = _json_type_of(p.message.to_openai(), tool, arg)
+                if typed and budget.take(len(ex.output)):
+                    change2 = {"type": {tool: {arg: typed}}, "required": {tool: keep}}
+                    p2 = _parse(setup, ex.output, request=apply_request_change(req, change2))
+                    if ok(p2) and _json_type_of(p2.message.to_openai(), tool, arg, raw=True) == typed:
+                        change, p = change2, p2
+                extra = _prompt_tail_fixed(ex, setup, p, change, budget, ok)
+                if extra is not None:
+                    change, p = extra
+                ty = change["type"][tool][arg]
                 full = apply_request_change(req, change).to_row().get("tools")
-                out.append(RankedFix(TriageFixKind.REQUEST, f"edit the request's schema: declare {_q(arg)} (a string) "
-                                     f"in `{tool}`" + (f" and require only {keep}" if keep != required_of(
-                                         t.get("parameters")) else ""), {"request": {**change, "tools": full}},
-                                     p.message.to_openai(), 2))
+                out.append(RankedFix(TriageFixKind.REQUEST, f"edit the request's schema: declare {_q(arg)} (type "
+                                     f"{ty}) in `{tool}`" + (f" and require only {keep}" if keep != required_of(
+                                         t.get("parameters")) else "") + "".join(
+                                         f", and set {k} = {json.dumps(v)}" for k, v in change.items()
+                                         if k not in ("type", "required")),
+                                     {"request": {**change, "tools": full}}, p.message.to_openai(), 2))
         except Exception:  # noqa: BLE001 - a request that does not build is not offered
             pass
     if mistake in (Mistake.MISSING_REQUIRED, Mistake.TYPE_MISMATCH):
@@ -3057,6 +3486,26 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                     p.message.to_openai(), 1))
         except Exception:  # noqa: BLE001 - a request the template does not render is not offered
             pass
+    if mistake in (Mistake.REASONING_SETTING, Mistake.REOPENED_REASONING) and not out and "thinking_fix" not in ctx:
+        # a generation prompt that opens the reasoning whatever the request sets: the template patched not to
+        from .model import reasoning_markers
+
+        opener = reasoning_markers(bundle)[0].strip(_WS)
+        patch = _prompt_opener_patch(setup, ex, ctx, opener)
+        if patch is not None and budget.take(len(ex.output)):
+            try:
+                p = _parse(patch[1], ex.output)
+                left = any(m and m.strip(_WS) in (p.message.content or "") for m in markers)
+                if not left and (ok(p) or (p.clean and not p.message.tool_calls and not cur.get("tool_calls")
+                                           and p.message.to_openai() != cur and opener not in
+                                           (p.message.content or "") + (p.message.reasoning_content or ""))):
+                    # (a reply without calls is fixed only when no call markup is left in it)
+                    out.append(RankedFix(TriageFixKind.TEMPLATE, f"patch the template: its generation prompt no "
+                                         f"longer opens the reasoning with {_q(opener)} (write {_q(patch[0][0][1], 60)} "
+                                         f"for {_q(patch[0][0][0], 60)})", {"template_patch": patch[0]},
+                                         p.message.to_openai(), 2))
+            except Exception:  # noqa: BLE001 - a patched template that does not build is not offered
+                pass
     if ctx.get("reasoning_override") and budget.take(len(ex.output)):
         change = ctx["reasoning_override"]
         try:
@@ -3093,16 +3542,26 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         except Exception:  # noqa: BLE001 - a request that does not build is not offered
             pass
     # what explain's own candidates re-parsed (request settings, overrides, fidelity)
+    passed: list[str] = []      # explain's own candidates that re-parse clean but are no fix, and why
     for fx in ex.fixes:
         if not _marker_free(fx.message, bundle):
-            continue    # a setting that leaves reasoning markers in the message fixes nothing
+            # a setting that leaves reasoning markers in the message fixes nothing
+            passed.append(f"{_short(fx.description)} leaves the reasoning's markers in the message")
+            continue
         if fx.message.get("tool_calls") and any(m and m.strip(_WS) and m.strip(_WS) in (fx.message.get("content") or "")
                                                 for m in markers + ctx["closers"]):
-            continue    # a call read while the call's own markup stays in the content (text left unparsed)
+            # a call read while the call's own markup stays in the content (text left unparsed)
+            passed.append(f"{_short(fx.description)} reads a call but leaves call markup in the content")
+            continue
         src = getattr(setup.template, "source", "") or ""
-        if any(t.group(0) in src for t in _SPECIAL_SHAPE.finditer((fx.message.get("content") or "")
-                                                                  + (fx.message.get("reasoning_content") or ""))):
-            continue    # the template's own control tokens left in the message: the markup is still unread
+        left = [t.group(0) for t in _SPECIAL_SHAPE.finditer((fx.message.get("content") or "")
+                                                            + (fx.message.get("reasoning_content") or ""))
+                if t.group(0) in src]
+        if left:
+            # the template's own control tokens left in the message: the markup is still unread
+            passed.append(f"{_short(fx.description)} leaves the template's control token {_q(left[0])} in the "
+                          "message (its markup still unread)")
+            continue
         kind = {FixKind.REQUEST: TriageFixKind.REQUEST, FixKind.OVERRIDE: TriageFixKind.OVERRIDE,
                 FixKind.FIDELITY: TriageFixKind.FIDELITY}[fx.kind]
         if kind == TriageFixKind.FIDELITY and out:
@@ -3111,15 +3570,29 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                  and (t.get("function") or {}).get("description") == "added by explain"]
         if any(not _IDENT.fullmatch(t["function"]["name"]) or _misnamed(t["function"]["name"], req)
                for t in added):
-            continue    # a tool offered under a name that is not a name (or another tool's, reworded) renames the fault
+            # a tool offered under a name that is not a name (or another tool's, reworded) renames the fault
+            passed.append(f"{_short(fx.description)} offers a tool under the name the model got wrong")
+            continue
         if kind == TriageFixKind.OVERRIDE and _turns_call_marker(fx.change.get("overrides") or {}, ctx):
             continue    # an override that makes the call's own marker a content/reasoning marker hides the call
         if kind == TriageFixKind.OVERRIDE and _swaps_own_marker(fx.change.get("overrides") or {}, ctx, bundle):
-            continue    # teaching the parser the model's slip makes two parts of the format share a marker
+            # teaching the parser the model's slip makes two parts of the format share a marker
+            passed.append(f"{_short(fx.description)} would make two parts of the format share a marker")
+            continue
         cost = {TriageFixKind.REQUEST: 2, TriageFixKind.OVERRIDE: 3, TriageFixKind.FIDELITY: 6}[kind]
         if any(_same(fx.message, o.message) and o.cost <= cost for o in out):
             continue
         out.append(RankedFix(kind, fx.description, fx.change, fx.message, cost))
+    ctx["passed_candidates"] = passed
+    if not out and ctx.get("partial_fix"):
+        fired, message, stop = ctx["partial_fix"]
+        left = f" at output position {stop}" if stop >= 0 else ""
+        what = ("switch on the repairs " + ", ".join(f"`{n}`" for n in fired)) if fired else \
+            "parse at improved fidelity"
+        out.append(RankedFix(TriageFixKind.REPAIR if fired else TriageFixKind.FIDELITY,
+                             f"{what}: it reads the call(s), but the parse is still not clean{left} (a second fault "
+                             "of the output, which no change of ours reads)",
+                             {"repairs": fired} if fired else {"fidelity": "improved"}, message, 8))
     # a template edit from the nearest output's edits: make the template render what the model wrote
     if near:
         patch = _template_patch(setup, near[0], ex.output)
@@ -3236,6 +3709,12 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         # reasoning fixes nothing (llama.cpp keeps the whitespace after an empty think block; improved drops it)
         uniq = [f for f in uniq if not _same_but_edge_whitespace(f.message, cur)]
     why = "" if uniq else (ctx.get("why_none") or _why_none(mistake, near, ex, setup.request))
+    if why and ctx.get("passed_candidates"):
+        # explain lists its own candidates beside this: say why a clean re-parse among them is no fix
+        many = len(ctx["passed_candidates"]) > 1
+        why += (" (the candidate changes listed with the explanation re-parse clean but fix nothing: " if many else
+                " (the candidate change listed with the explanation re-parses clean but fixes nothing: ") \
+            + "; ".join(ctx["passed_candidates"][:3]) + ")"
     if not uniq and ctx.get("plain_line"):
         why = (f"none of our changes helps, because the call is written as plain lines ({_q(ctx['plain_line'])} on "
                "one line, its argument on the next) with no markup at all: no repair, request edit, override or "
@@ -3471,6 +3950,15 @@ _WHY = {
 }
 
 
+def _short(description: str, n: int = 70) -> str:
+    """A fix's own description, cut at ``n`` characters; the names in it may be the model's, so invisible, bidi
+    and control characters are escaped."""
+    from ..escapes import escape_invisible
+
+    d = escape_invisible(description, keep="")
+    return d if len(d) <= n else d[:n - 1] + "…"
+
+
 def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
     named = _json_call_name(ex.message.get("content") or ex.message.get("reasoning_content") or "")
     from .causes import tool_names
@@ -3510,7 +3998,8 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
         near = nearest_output(setup, bundle, ex.output, budget, ctx, stop=ex.stop)
     content = ex.message.get("content") or ""
     if ex.clean and not ex.findings and ex.message.get("tool_calls") and not _SPECIAL_SHAPE.search(content) \
-            and not any(m and m in content for m in ctx["markers"]) and _marker_free(ex.message, bundle):
+            and not any(m and m in content for m in ctx["markers"]) and _marker_free(ex.message, bundle) \
+            and not _reasoning_from_prompt_only(ex, bundle, ctx):
         # the format read the calls and left nothing marker-like: the loose rules below (call syntax of another
         # family, a recipient on the analysis channel) describe misreads, not a parse like this one
         return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", [],
@@ -3531,7 +4020,13 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
         rep = [f for f in fixes if f.kind == TriageFixKind.REPAIR]
         if rep:
             nearest.repair = ", ".join(rep[0].change["repairs"])
-    sentence = nearest.sentence if nearest else (evidence[-1] if evidence else mistake.value)
+    sentence = ctx.get("headline") or (nearest.sentence if nearest else (evidence[-1] if evidence else
+                                                                         mistake.value))
+    parts = sentence.split("; then ")
+    if len(parts) > 1:
+        # the headline names one mistake, the first the edits meet; the others follow in the evidence
+        sentence = parts[0]
+        evidence = evidence + ["the nearest accepted output also needs: " + "; then ".join(parts[1:])]
     return Triage(mistake, sentence, evidence, nearest, fixes, why, budget.total - budget.left, budget.hit)
 
 
