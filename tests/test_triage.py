@@ -1397,3 +1397,40 @@ def test_one_string_escape_walker_serves_the_json_scans():
         [1, 2, 3, 7, 8, 9]
     assert _open_json_at_end('f {"a": [1, {"b": "x}"', ["f"]) == 3
     assert _open_json_at_end('f {"a": "x', ["f"]) == 0           # ends inside a string: not a cut after a value
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"role": "assistant", "tool_calls": "get_weather"}, "tool_calls"),
+    ({"role": "assistant", "tool_calls": [{"function": 5}]}, "tool_calls[0]"),
+    ({"role": "assistant", "tool_calls": [{"function": {"name": ["a"], "arguments": "{}"}}]},
+     "tool_calls[0].function.name"),
+    ({"role": "assistant", "tool_calls": [{"function": {"name": "a", "arguments": [1]}}]},
+     "tool_calls[0].function.arguments"),
+    ({"role": "assistant", "content": ["part"]}, "content"),
+])
+def test_an_expected_message_of_another_shape_is_refused_by_field(bad, field):
+    """The reproducers index tool_calls[i].function.name/arguments and strip content: an expected message of
+    another shape was an internal TypeError (exit 3) on the CLI and an error box on the Explain page."""
+    from core.errors import ExpectedMessageError
+    from core.explain.reproducer import check_expected
+
+    with pytest.raises(ExpectedMessageError) as e:
+        check_expected(bad, "--expect e.json")
+    assert e.value.field == field and str(e.value).startswith(f"expected message (--expect e.json, field '{field}')")
+    ok = {"role": "assistant", "content": None,
+          "tool_calls": [{"type": "function", "id": None, "function": {"name": "a", "arguments": {"x": 1}}}]}
+    assert check_expected(ok) is ok
+
+
+def test_cli_explain_refuses_a_malformed_expected_message_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    exp = tmp_path / "expect.json"
+    exp.write_text(json.dumps({"role": "assistant", "tool_calls": "get_weather"}), encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "core", "explain", "assets/templates/chatml-think-tools.jinja",
+                        "--request", "assets/requests/req.json", "--expect", str(exp), "--reproducer"],
+                       input="hi", capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 2 and p.stdout == "", (p.returncode, p.stderr)
+    assert p.stderr.strip().splitlines() == [f"error: expected message (--expect {exp}, field 'tool_calls'): "
+                                             "expected a list of calls, got a string"]

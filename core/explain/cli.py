@@ -18,7 +18,7 @@ _COLOURS = {"reasoning": "35", "content": "0", "tool name": "1;36", "call id": "
 def _cmd_explain(args: argparse.Namespace) -> int:
     from .model import visible_text as visible
     from .explain import explain, show_invisible
-    from .reproducer import case_line, peg_tester_snippet, pytest_test
+    from .reproducer import case_line, check_expected, peg_tester_snippet, pytest_test
 
     overrides: dict[str, Any] = {}
     for item in args.override or []:
@@ -33,8 +33,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
                 expect = json.load(fh)
         except (OSError, ValueError) as e:
             raise ChatTemplateExplorerError(f"--expect {args.expect}: cannot read a JSON message ({e})") from None
-        if not isinstance(expect, dict):
-            raise ChatTemplateExplorerError(f"--expect {args.expect}: expected a JSON object (an OpenAI message)")
+        check_expected(expect, f"--expect {args.expect}")
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)
     output = read_model_output()
