@@ -7,6 +7,7 @@ import argparse
 import json
 from typing import Any
 
+from ..escapes import json_visible
 from ..errors import ChatTemplateExplorerError
 from ..inputs import guard as _guard, load_chat_template, load_request, read_model_output
 
@@ -45,7 +46,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         data["reproducer"] = {"case": json.loads(case_line(ex, expect=expect)),
                               "pytest": pytest_test(ex, source=template.source, expect=expect),
                               "peg_tester": peg_tester_snippet(ex, expect=expect)}
-        print(json.dumps(data, ensure_ascii=False, indent=2))
+        print(json_visible(data, indent=2))
         return 0
     tg = ex.triage
     clean = ex.clean and (tg is None or tg.mistake.name == "NONE")
