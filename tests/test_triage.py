@@ -1434,3 +1434,22 @@ def test_cli_explain_refuses_a_malformed_expected_message_in_one_line(tmp_path):
     assert p.returncode == 2 and p.stdout == "", (p.returncode, p.stderr)
     assert p.stderr.strip().splitlines() == [f"error: expected message (--expect {exp}, field 'tool_calls'): "
                                              "expected a list of calls, got a string"]
+
+
+@pytest.mark.parametrize("arguments", [
+    '{"city": ' + '{"a":' * 3000 + '1' + '}' * 3000 + '}',     # a required argument there, nested deep
+    '{"x": ' + '[' * 3000 + ']' * 3000 + '}',                   # the required argument missing
+], ids=["required-argument-deep", "required-argument-missing"])
+def test_arguments_nested_past_the_json_decoder_still_get_an_explanation(arguments):
+    """The parser reads a call whose arguments nest deeper than Python's JSON decoder goes; explain decoded them
+    for its schema checks and stopped with "input too large or nested too deeply (RecursionError)", so the
+    maintainer got no explanation of an output the parser accepts."""
+    out = '<tool_call>\n{"name": "get_weather", "arguments": ' + arguments + '}\n</tool_call>'
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Weather?"}], "enable_thinking": False,
+                                 "tools": [{"type": "function", "function": {
+                                     "name": "get_weather", "parameters": {
+                                         "type": "object", "properties": {"city": {"type": "string"}},
+                                         "required": ["city"]}}}]})
+    ex = explain(_template("Qwen-Qwen3-0.6B.jinja"), req, out)
+    assert [c["function"]["name"] for c in ex.message["tool_calls"]] == ["get_weather"]
+    assert ex.triage is not None and ex.stop is None
