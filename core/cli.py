@@ -26,6 +26,7 @@ import sys
 import time
 from typing import Any, Iterable
 
+from .escapes import json_visible
 from .errors import ChatTemplateExplorerError
 from .inputs import guard as _guard
 from .inputs import load_chat_template, visible
@@ -233,7 +234,7 @@ def run_batch(paths: list[str], workers: int = 2, timeout: float = 120.0,
         while next_out in results:
             row = results.pop(next_out)
             errors += "error" in row
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            out.write(json_visible(row) + "\n")
             next_out += 1
         out.flush()
         if bar is not None and next_out != before:
@@ -327,7 +328,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     for edit in ineffective_edits(rep):
         print(f"note: {edit.message()}", file=sys.stderr)
     if args.json:
-        print(json.dumps(rep.to_json(comparisons=not args.no_comparisons), ensure_ascii=False, indent=2))
+        print(json_visible(rep.to_json(comparisons=not args.no_comparisons), indent=2))
     else:
         print(format_report(rep, full=args.full, comparisons=not args.no_comparisons))
     return 0
@@ -338,7 +339,7 @@ def _cmd_workarounds(args: argparse.Namespace) -> int:
     from .analysis.workarounds import WORKAROUNDS
 
     if args.json:
-        print(json.dumps([w.to_json() for w in WORKAROUNDS], ensure_ascii=False, indent=2))
+        print(json_visible([w.to_json() for w in WORKAROUNDS], indent=2))
         return 0
     for w in WORKAROUNDS:
         origin = "" if w.origin == "llama.cpp" else f"  [origin {w.origin}: only with --improved]"

@@ -149,6 +149,18 @@ class RequestFileError(RequestError):
         ChatTemplateExplorerError.__init__(self, f"{where}: {message}")
 
 
+class ExpectedMessageError(ChatTemplateExplorerError):
+    """An expected message (``explain --expect FILE``, the Explain page's box) is not an OpenAI assistant message
+    the reproducers can assert: ``source`` names where it came from, ``field`` the bad part (``tool_calls[0]``)."""
+
+    def __init__(self, source: str, field: str, message: str):
+        self.source = source
+        self.field = field
+        self.message = message
+        where = f"{source}, field {field!r}" if field else source
+        super().__init__(f"expected message ({where}): {one_line(message)}")
+
+
 def os_error_text(e: OSError) -> str:
     """One line for an ``OSError`` met on a path the user gave: ``"PATH: reason"`` (``"out: File exists"``)
     rather than Python's ``"[Errno 17] File exists: 'out'"``; the reason alone when no path is attached."""

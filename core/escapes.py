@@ -12,7 +12,9 @@ matters. A leaf module (no imports of ours).
 
 from __future__ import annotations
 
+import json
 import unicodedata
+from typing import Any
 
 INVISIBLE_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
 WS_GLYPHS = {" ": "␣", "\n": "↵", "\t": "→"}
@@ -41,3 +43,25 @@ def visible(s: str, *, spaces: bool = True) -> str:
     is when ``spaces`` is False) and every other invisible character escaped (:func:`escape_char`)."""
     glyphs = WS_GLYPHS if spaces else {k: v for k, v in WS_GLYPHS.items() if k != " "}
     return "".join(glyphs.get(ch) or (escape_char(ch) if is_invisible(ch) else ch) for ch in s)
+
+
+def json_visible(value: Any, **kw: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, **kw)`` with every invisible character written as JSON's own escape
+    (``\\u202e``; a pair of ``\\u`` surrogates beyond U+FFFF): the same JSON, read back to the same value, but a
+    bidi override in a tool name cannot reorder the line a terminal or a diff shows. JSON itself escapes only the
+    controls below U+0020; the format characters and the other controls stay raw in ``ensure_ascii=False``."""
+    text = json.dumps(value, ensure_ascii=False, **kw)
+    if text.isascii() and "\x7f" not in text:
+        return text
+    # below U+007F only layout can be raw (JSON escapes the controls inside strings), so only the rest is looked at
+    table = {ord(ch): _json_escape(ch) for ch in set(text) if ch >= "\x7f" and is_invisible(ch)}
+    return text.translate(table) if table else text
+
+
+def _json_escape(ch: str) -> str:
+    """JSON's escape of ``ch``: ``\\u202e``, or the surrogate pair beyond U+FFFF (``\\udb40\\udc41``)."""
+    o = ord(ch)
+    if o < 0x10000:
+        return f"\\u{o:04x}"
+    o -= 0x10000
+    return f"\\u{0xD800 + (o >> 10):04x}\\u{0xDC00 + (o & 0x3FF):04x}"

@@ -216,14 +216,13 @@ def _explain(source: str, name: str, request_json: str, output: str, fidelity: s
              disabled: tuple[str, ...], expect_json: str = "", only_repairs: tuple[str, ...] | None = None
              ) -> dict[str, Any]:
     from .explain.explain import explain
-    from .explain.reproducer import case_line, peg_tester_snippet, pytest_test
+    from .explain.reproducer import case_line, check_expected, peg_tester_snippet, pytest_test
 
     ex = explain(_template(source, name), _request(request_json), output,
                  fidelity=fidelity, overrides=json.loads(overrides_json), disabled_workarounds=disabled,
                  only_repairs=tuple(only_repairs) if only_repairs is not None else None)
     data = ex.to_json()
-    expect = json.loads(expect_json) if expect_json else None
-    expect = expect if isinstance(expect, dict) else None
+    expect = check_expected(json.loads(expect_json)) if expect_json else None
     data["reproducer"] = {"case": case_line(ex, expect=expect), "pytest": pytest_test(ex, source=source, expect=expect),
                           "peg_tester": peg_tester_snippet(ex, expect=expect)}
     return data

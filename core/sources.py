@@ -306,11 +306,17 @@ def load_file(path: str | os.PathLike[str], variant: str | None = None, *,
     if head == _GGUF_MAGIC or p.suffix.lower() == ".gguf":
         return _select(name, _gguf_variants(source, str(p), max_bytes), variant, "gguf", str(p))
     is_json = p.suffix.lower() == ".json"
-    _check_size(source, size, max_json_bytes if is_json else max_bytes)
+    limit = max_json_bytes if is_json else max_bytes
+    _check_size(source, size, limit)
     try:
-        data = p.read_bytes()
+        with open(p, "rb") as f:
+            # at most one byte past the limit: a device or pipe has no size to check first (/dev/zero never ends)
+            data = f.read() if limit is None else f.read(limit + 1)
     except OSError as e:
         raise TemplateLoadError(source, f"cannot read the file: {e.strerror or e}") from None
+    if limit is not None and len(data) > limit:
+        raise TemplateLoadError(source, f"the file holds more than the limit of {limit:,} bytes (it is not a "
+                                        "regular file, or it grew while read); chat templates are kilobytes")
     return _text_template(source, name, data, is_json, variant, str(p), max_bytes)
 
 

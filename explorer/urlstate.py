@@ -241,6 +241,9 @@ def restore() -> Any:
     fid = qp.get("fidelity")
     if fid in state.FIDELITIES:
         st.session_state["fidelity"] = fid
+    elif fid:
+        _notice(f"This link's fidelity={_shown(fid)} was ignored: it is not one of {', '.join(state.FIDELITIES)}, "
+                f"so the page shows {st.session_state.get('fidelity', state.FIDELITIES[0])}")
     if qp.get("ov"):
         try:
             ov = load_link_json(qp["ov"], "ov", OV_MAX_CHARS)

@@ -163,3 +163,13 @@ def test_a_link_with_many_bad_overrides_names_a_few_and_counts_the_rest(server):
     assert len(shown) == NOTICE_MAX_OVERRIDES + 1, shown
     assert shown[-1] == f"This link's ov=… had {300 - NOTICE_MAX_OVERRIDES} more overrides that were dropped."
     assert "ov" not in at.query_params and not at.session_state["overrides"].get(at.session_state["template"].digest)
+
+
+def test_a_link_with_an_unknown_fidelity_says_it_was_ignored(server):
+    """A hand-edited ``fidelity=`` that is no fidelity was dropped without a word, while a bad ``ov`` or ``src``
+    is named at the top of the page."""
+    at = start_with({"src": "bundled:chatml-think-tools.jinja", "fidelity": "improve"})
+    top = unmd(_top_error(at))
+    assert "This link's fidelity=improve was ignored: it is not one of llama.cpp, improved, so the page shows " \
+           "llama.cpp" in top, top
+    assert at.session_state["fidelity"] == "llama.cpp"

@@ -137,3 +137,13 @@ def test_app_analysis_budget_is_short_unless_the_operator_sets_one(monkeypatch):
     assert state.app_analysis_budget() == 2.5
     monkeypatch.setenv("CTE_ANALYSIS_BUDGET_S", "10")
     assert state.app_analysis_budget() is None
+
+
+def test_the_banner_cuts_a_long_override_value_and_names_its_length():
+    """A link's ``ov`` may carry a marker of thousands of characters; the banner on every page drew all of them."""
+    from explorer.components.provenance import provenance_lines
+
+    [line] = provenance_lines({"reasoning.start": "x" * 10_000, "reasoning.end": "</think>\u202e"}, [], "llama.cpp")
+    assert line.startswith('Overrides active (2): reasoning.start = "' + "x" * 60 + '…" (10,000 characters), '
+                           'reasoning.end = "</think>\\u202e".'), line
+    assert len(line) < 250

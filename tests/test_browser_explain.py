@@ -89,3 +89,25 @@ def test_explain_span_view_stop_fix_and_reproducer(app_url, browser):  # noqa: F
     _shot(page, "explain-04-clean-after-fix")
     assert not errors, errors
     page.close()
+
+
+def test_a_malformed_expected_message_is_named_and_the_explanation_stays(app_url, browser):  # noqa: F811
+    """An expected message whose tool_calls is not a list of calls: the page names the field under the box and
+    keeps the explanation (it was replaced by "cannot analyse template …: TypeError")."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(app_url + "/explain", wait_until="networkidle")
+    page.get_by_role("heading", name="Explain").wait_for(timeout=60_000)
+    _wait_idle(page)
+    box = page.locator('[data-testid="stTextArea"]').filter(has_text="Expected message").locator("textarea")
+    box.fill('{"role": "assistant", "tool_calls": "get_weather"}')
+    box.press("Control+Enter")
+    _wait_idle(page)
+    alerts = page.locator('[data-testid="stAlert"]').all_inner_texts()
+    assert any("The expected message cannot be used (field tool_calls: expected a list of calls, got a string)"
+               in a for a in alerts), alerts
+    assert not any("cannot analyse template" in a for a in alerts), alerts
+    page.locator("pre.cte-spans").wait_for(timeout=30_000)
+    assert not errors, errors
+    page.close()

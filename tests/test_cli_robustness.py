@@ -117,3 +117,21 @@ def test_conform_cases_file_missing(tmp_path: Any) -> None:
     missing = str(tmp_path / "nope.jsonl")
     err = _one_line_error(_run(["conform", missing, "--templates", str(TEMPLATES)]), missing, "cases file")
     assert "Errno" not in err
+
+
+def test_json_on_stdout_writes_invisible_characters_as_escapes() -> None:
+    """A bidi override or zero-width character in the output reached the terminal raw in the printed JSON (a
+    U+202E in a tool name reversed the rest of the line as shown); it is JSON's own escape now, the same JSON."""
+    from core.escapes import json_visible
+
+    raw = "Hi\u202e there\u200b \U000e0041\x85\x7f ｜▁ é"
+    for args in (["parse", QWEN3, "--compact"], ["parse", QWEN3, "--stream"]):
+        proc = _run(args, raw.encode("utf-8"))
+        out = proc.stdout.decode("utf-8")
+        assert proc.returncode == 0, proc.stderr
+        assert not any(ch in out for ch in "\u202e\u200b\U000e0041\x85\x7f"), out
+        assert "\\u202e" in out and "\\udb40\\udc41" in out and "｜▁ é" in out
+        assert json.loads(out.splitlines()[-1])["content"] == raw
+    value = {"name": raw, "nested": [raw]}
+    assert json.loads(json_visible(value, indent=2)) == value
+    assert json_visible({"a": "plain ASCII"}) == json.dumps({"a": "plain ASCII"})

@@ -91,6 +91,27 @@ def test_size_limit(tmp_path):
     assert sources.DEFAULT_MAX_BYTES == 2 * 1024 * 1024
 
 
+def test_a_file_whose_size_says_less_is_read_only_up_to_the_limit(tmp_path, monkeypatch):
+    """A device or pipe reports size 0 (and a file may grow after its size was read), so the size check passed and
+    the whole stream was read: ``analyze /dev/zero`` never returned. At most one byte past the limit is read now;
+    here the file's reported size is made small, as a device's is."""
+    import os
+
+    f = tmp_path / "grows.jinja"
+    f.write_text("x" * 5000, encoding="utf-8")
+    real_stat = pathlib.Path.stat
+
+    def small_stat(self, *a, **kw):
+        st = real_stat(self, *a, **kw)
+        return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, 0,
+                               int(st.st_atime), int(st.st_mtime), int(st.st_ctime))) if self == f else st
+
+    monkeypatch.setattr(pathlib.Path, "stat", small_stat)
+    with pytest.raises(TemplateLoadError, match="holds more than the limit of 4,096 bytes"):
+        sources.load_file(f, max_bytes=4096)
+    assert sources.load_file(f, max_bytes=None).source == "x" * 5000
+
+
 def test_upload_bytes_and_limits():
     t = load_bytes(CHATML.encode(), "up.jinja")
     assert (t.name, t.origin, t.source, t.path) == ("up.jinja", "file", CHATML, None)

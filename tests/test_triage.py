@@ -1541,3 +1541,59 @@ def test_a_candidate_explain_lists_is_said_to_fix_nothing_when_the_triage_offers
     assert "the candidate change listed with the explanation re-parses clean but fixes nothing: parse at improved " \
            "fidelity" in tg.no_fix
     assert "reads a call but leaves call markup in the content" in tg.no_fix
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"role": "assistant", "tool_calls": "get_weather"}, "tool_calls"),
+    ({"role": "assistant", "tool_calls": [{"function": 5}]}, "tool_calls[0]"),
+    ({"role": "assistant", "tool_calls": [{"function": {"name": ["a"], "arguments": "{}"}}]},
+     "tool_calls[0].function.name"),
+    ({"role": "assistant", "tool_calls": [{"function": {"name": "a", "arguments": [1]}}]},
+     "tool_calls[0].function.arguments"),
+    ({"role": "assistant", "content": ["part"]}, "content"),
+])
+def test_an_expected_message_of_another_shape_is_refused_by_field(bad, field):
+    """The reproducers index tool_calls[i].function.name/arguments and strip content: an expected message of
+    another shape was an internal TypeError (exit 3) on the CLI and an error box on the Explain page."""
+    from core.errors import ExpectedMessageError
+    from core.explain.reproducer import check_expected
+
+    with pytest.raises(ExpectedMessageError) as e:
+        check_expected(bad, "--expect e.json")
+    assert e.value.field == field and str(e.value).startswith(f"expected message (--expect e.json, field '{field}')")
+    ok = {"role": "assistant", "content": None,
+          "tool_calls": [{"type": "function", "id": None, "function": {"name": "a", "arguments": {"x": 1}}}]}
+    assert check_expected(ok) is ok
+
+
+def test_cli_explain_refuses_a_malformed_expected_message_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    exp = tmp_path / "expect.json"
+    exp.write_text(json.dumps({"role": "assistant", "tool_calls": "get_weather"}), encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "core", "explain", "assets/templates/chatml-think-tools.jinja",
+                        "--request", "assets/requests/req.json", "--expect", str(exp), "--reproducer"],
+                       input="hi", capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 2 and p.stdout == "", (p.returncode, p.stderr)
+    assert p.stderr.strip().splitlines() == [f"error: expected message (--expect {exp}, field 'tool_calls'): "
+                                             "expected a list of calls, got a string"]
+
+
+@pytest.mark.parametrize("arguments", [
+    '{"city": ' + '{"a":' * 3000 + '1' + '}' * 3000 + '}',     # a required argument there, nested deep
+    '{"x": ' + '[' * 3000 + ']' * 3000 + '}',                   # the required argument missing
+], ids=["required-argument-deep", "required-argument-missing"])
+def test_arguments_nested_past_the_json_decoder_still_get_an_explanation(arguments):
+    """The parser reads a call whose arguments nest deeper than Python's JSON decoder goes; explain decoded them
+    for its schema checks and stopped with "input too large or nested too deeply (RecursionError)", so the
+    maintainer got no explanation of an output the parser accepts."""
+    out = '<tool_call>\n{"name": "get_weather", "arguments": ' + arguments + '}\n</tool_call>'
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Weather?"}], "enable_thinking": False,
+                                 "tools": [{"type": "function", "function": {
+                                     "name": "get_weather", "parameters": {
+                                         "type": "object", "properties": {"city": {"type": "string"}},
+                                         "required": ["city"]}}}]})
+    ex = explain(_template("Qwen-Qwen3-0.6B.jinja"), req, out)
+    assert [c["function"]["name"] for c in ex.message["tool_calls"]] == ["get_weather"]
+    assert ex.triage is not None and ex.stop is None

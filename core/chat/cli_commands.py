@@ -19,11 +19,11 @@ Every failure prints a one-line error naming the input (exit status 2) instead o
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
 
+from ..escapes import json_visible
 from ..errors import ChatTemplateExplorerError, TemplateLoadError
 from ..inputs import guard as _guard
 from ..inputs import load_chat_template, load_request, read_model_output
@@ -75,15 +75,15 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         ids = bundle.call_ids()
         for i in range(0, len(output), args.chunk):
             for d in ids.deltas(sp.feed(output[i:i + args.chunk])):
-                print(json.dumps(d.to_openai(), ensure_ascii=False))
+                print(json_visible(d.to_openai()))
         for d in ids.deltas(sp.finish(args.partial), final=True):
-            print(json.dumps(d.to_openai(), ensure_ascii=False))
+            print(json_visible(d.to_openai()))
         # the message a client keeps: a cut call whose fragments were streamed is dropped (truncated-call)
         msg = sp.message if sp.final is None else settled(sp.message, sp.final)
-        print(json.dumps(_with_repairs(ids.message(msg)), ensure_ascii=False))
+        print(json_visible(_with_repairs(ids.message(msg))))
     else:
         msg = bundle.call_ids().message(bundle.parser.parse(output, args.partial))
-        print(json.dumps(_with_repairs(msg), ensure_ascii=False, indent=None if args.compact else 2))
+        print(json_visible(_with_repairs(msg), indent=None if args.compact else 2))
     return 0
 
 
@@ -123,19 +123,18 @@ def _cmd_grammar(args: argparse.Namespace) -> int:
     p = bundle.parser
     triggers = [t.to_json() if hasattr(t, "to_json") else t for t in (p.grammar_triggers or [])]
     if args.json:
-        print(json.dumps({"grammar": p.grammar, "grammar_lazy": p.grammar_lazy, "grammar_triggers": triggers,
-                          "preserved_tokens": p.preserved_tokens, "additional_stops": p.additional_stops,
-                          "generation_prompt": bundle.generation_prompt, "format": bundle.format},
-                         ensure_ascii=False, indent=2))
+        print(json_visible({"grammar": p.grammar, "grammar_lazy": p.grammar_lazy, "grammar_triggers": triggers,
+                            "preserved_tokens": p.preserved_tokens, "additional_stops": p.additional_stops,
+                            "generation_prompt": bundle.generation_prompt, "format": bundle.format}, indent=2))
         return 0
     print(p.grammar if p.grammar else "# no grammar for this request")
     print(f"# lazy: {str(bool(p.grammar_lazy)).lower()}")
     for t in triggers:
-        print(f"# trigger {t.get('type')}: {json.dumps(t.get('value'), ensure_ascii=False)}")
+        print(f"# trigger {t.get('type')}: {json_visible(t.get('value'))}")
     if p.preserved_tokens:
-        print("# preserved tokens: " + json.dumps(p.preserved_tokens, ensure_ascii=False))
+        print("# preserved tokens: " + json_visible(p.preserved_tokens))
     if p.additional_stops:
-        print("# additional stops: " + json.dumps(p.additional_stops, ensure_ascii=False))
+        print("# additional stops: " + json_visible(p.additional_stops))
     return 0
 
 
@@ -152,7 +151,7 @@ def _cmd_conform(args: argparse.Namespace) -> int:
         result = run_case(case, templates, _fidelity(args))
         summary.add(score_case(case, result))
         if not args.summary_only:
-            print(json.dumps(result, ensure_ascii=False), flush=True)
+            print(json_visible(result), flush=True)
     if not args.quiet:
         print("\n".join(summary.lines(args.show)), file=sys.stderr)
     if minimum is not None and summary.rate < minimum:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ..escapes import json_visible
 from ..inputs import guard as _guard, load_chat_template as load
 from . import compare_templates, format_comparison
 
@@ -13,7 +13,7 @@ def _cmd_compare(args: Any) -> int:
     a, b = load(args.a, args.variant), load(args.b, args.variant)
     c = compare_templates(a, b, fidelity="improved" if args.improved else "llama.cpp", with_lint=not args.no_lint)
     if args.json:
-        print(json.dumps(c.to_json(), ensure_ascii=False, indent=2))
+        print(json_visible(c.to_json(), indent=2))
     else:
         print(format_comparison(c))
     return 1 if c.parser_changes else 0

@@ -512,6 +512,8 @@ def _call_evidence(fn: dict[str, Any], arguments: str) -> list[str]:
         args = json.loads(arguments)
     except ValueError:
         return [f"the arguments are not valid JSON: {_q(arguments[:60])}"]
+    except RecursionError:      # valid JSON may nest past the decoder's depth: nothing to check it against
+        return []
     schema = fn.get("parameters") or {}
     if not isinstance(args, dict) or not isinstance(schema, dict):
         return []

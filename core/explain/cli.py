@@ -7,6 +7,7 @@ import argparse
 import json
 from typing import Any
 
+from ..escapes import json_visible
 from ..errors import ChatTemplateExplorerError
 from ..inputs import guard as _guard, load_chat_template, load_request, read_model_output
 
@@ -18,7 +19,7 @@ _COLOURS = {"reasoning": "35", "content": "0", "tool name": "1;36", "call id": "
 def _cmd_explain(args: argparse.Namespace) -> int:
     from .model import visible_text as visible
     from .explain import explain, show_invisible
-    from .reproducer import case_line, peg_tester_snippet, pytest_test
+    from .reproducer import case_line, check_expected, peg_tester_snippet, pytest_test
 
     overrides: dict[str, Any] = {}
     for item in args.override or []:
@@ -33,8 +34,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
                 expect = json.load(fh)
         except (OSError, ValueError) as e:
             raise ChatTemplateExplorerError(f"--expect {args.expect}: cannot read a JSON message ({e})") from None
-        if not isinstance(expect, dict):
-            raise ChatTemplateExplorerError(f"--expect {args.expect}: expected a JSON object (an OpenAI message)")
+        check_expected(expect, f"--expect {args.expect}")
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)
     output = read_model_output()
@@ -46,7 +46,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         data["reproducer"] = {"case": json.loads(case_line(ex, expect=expect)),
                               "pytest": pytest_test(ex, source=template.source, expect=expect),
                               "peg_tester": peg_tester_snippet(ex, expect=expect)}
-        print(json.dumps(data, ensure_ascii=False, indent=2))
+        print(json_visible(data, indent=2))
         return 0
     tg = ex.triage
     clean = ex.clean and (tg is None or tg.mistake.name == "NONE")

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from ..codegen import cpp_string, py_identifier, py_str
+from ..errors import ExpectedMessageError
 from ..escapes import escape_char, is_invisible
 
 REASONING_FORMATS = ("NONE", "AUTO", "DEEPSEEK", "DEEPSEEK_LEGACY")
@@ -22,6 +23,43 @@ TOOL_CHOICES = ("AUTO", "REQUIRED", "NONE")
 """llama.cpp's ``COMMON_CHAT_TOOL_CHOICE_*`` names."""
 CONTINUATIONS = ("NONE", "AUTO", "REASONING", "CONTENT")
 """llama.cpp's ``COMMON_CHAT_CONTINUATION_*`` names."""
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+
+
+def check_expected(value: Any, source: str = "the expected message") -> dict[str, Any]:
+    """``value`` when it is an OpenAI assistant message the reproducers can write and assert — an object whose
+    ``content`` / ``reasoning_content`` are text or null and whose ``tool_calls`` is a list of objects with a
+    ``function`` object (``name`` text, ``arguments`` JSON text or an object, ``id`` text or null) — else
+    :class:`ExpectedMessageError` naming the first bad field (``source``: where the message came from). The
+    reproducers index these fields, so a message of another shape would fail inside them instead."""
+    if not isinstance(value, dict):
+        raise ExpectedMessageError(source, "", f"expected a JSON object (an OpenAI message), got {_kind(value)}")
+    for key in ("role", "content", "reasoning_content"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            raise ExpectedMessageError(source, key, f"expected text or null, got {_kind(value[key])}")
+    calls = value.get("tool_calls")
+    if calls is None:
+        return value
+    if not isinstance(calls, list):
+        raise ExpectedMessageError(source, "tool_calls", f"expected a list of calls, got {_kind(calls)}")
+    for n, call in enumerate(calls):
+        where = f"tool_calls[{n}]"
+        if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+            got = _kind(call.get("function")) if isinstance(call, dict) else _kind(call)
+            raise ExpectedMessageError(source, where, f"expected an object with a \"function\" object, got {got}")
+        fn = call["function"]
+        if not isinstance(fn.get("name"), str):
+            raise ExpectedMessageError(source, where + ".function.name", f"expected text, got {_kind(fn.get('name'))}")
+        if not isinstance(fn.get("arguments", ""), (str, dict)):
+            raise ExpectedMessageError(source, where + ".function.arguments",
+                                       f"expected JSON text or an object, got {_kind(fn['arguments'])}")
+        if call.get("id") is not None and not isinstance(call["id"], str):
+            raise ExpectedMessageError(source, where + ".id", f"expected text or null, got {_kind(call['id'])}")
+    return value
 
 
 def case_id(ex: Any) -> str:

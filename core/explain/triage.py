@@ -815,7 +815,7 @@ def _schema_problems(req: Any, message: dict[str, Any]) -> list[tuple[Mistake, s
             continue
         try:
             args = json.loads(f.get("arguments") or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):    # not JSON, or nested past the decoder's depth
             continue
         if isinstance(args, str):
             out.append((Mistake.DOUBLE_ENCODED_ARGUMENTS, f"the arguments of `{f.get('name')}` are a JSON string, "
@@ -3070,7 +3070,7 @@ def _encoded_arguments(out: str) -> str:
     try:
         val, end = json.JSONDecoder().raw_decode(out, m.start())
         inner = json.loads(val) if isinstance(val, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     return out[m.start():end] if isinstance(inner, dict) else ""
 
@@ -3220,7 +3220,7 @@ def _calls_of(message: dict[str, Any]) -> list[tuple[str, Any]]:
         f = tc.get("function") or {}
         try:
             args = json.loads(f.get("arguments") or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             args = f.get("arguments")
         out.append((f.get("name"), args))
     return out
@@ -3463,7 +3463,11 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             elif probe:
                 for tc in probe.get("tool_calls") or []:
                     if tc["function"]["name"] == f["name"]:
-                        for k in json.loads(tc["function"]["arguments"] or "{}"):
+                        try:
+                            keys = list(json.loads(tc["function"]["arguments"] or "{}"))
+                        except (ValueError, RecursionError):
+                            keys = []
+                        for k in keys:
                             change.setdefault("type", {}).setdefault(f["name"], {})[k] = "string"
         if change and budget.take(len(ex.output)):
             try:

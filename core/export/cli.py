@@ -8,6 +8,8 @@ import os
 import sys
 from typing import Any
 
+from ..escapes import json_visible
+
 FORMATS = ("response-template", "tokenizer-config", "gbnf")
 
 
@@ -73,7 +75,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         result = corpus_export(args.batch, fidelity=fidelity, flavour=args.flavour, cases=args.cases,
                                progress=sys.stderr if args.progress else None)
         for row in result.rows:
-            print(json.dumps(row, ensure_ascii=False))
+            print(json_visible(row))
         print(result.summary(), file=sys.stderr)
         return 0
     if not args.file:
@@ -120,9 +122,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 raise ChatTemplateExplorerError(f"{args.tokenizer_config}: {msg}") from None
         else:
             merged = merge_tokenizer_config(None, res.response_template)
-        print(json.dumps(merged, ensure_ascii=False, indent=2))
+        print(json_visible(merged, indent=2))
     else:
-        print(json.dumps(res.response_template, ensure_ascii=False, indent=2))
+        print(json_visible(res.response_template, indent=2))
     return 0
 
 
@@ -211,7 +213,7 @@ def _cmd_suite(args: argparse.Namespace) -> int:
             raise ChatTemplateExplorerError(f"{args.batch}: not a directory")
         rows = suite_batch(args.batch, fidelity=fidelity)
         for row in rows:
-            print(json.dumps(row, ensure_ascii=False))
+            print(json_visible(row))
         green = sum(not r["failed"] for r in rows)
         cases = sum(r["cases"] for r in rows)
         failed = sum(len(r["failed"]) for r in rows)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 from .model import SEVERITY_ORDER, Severity, visible
+from ..escapes import json_visible
 from ..errors import ChatTemplateExplorerError
 from ..inputs import guard as _guard, load_chat_template as load
 from .run import lint
@@ -52,7 +52,7 @@ def _cmd_lint(args: Any) -> int:
             print(summary_markdown(reports))
         else:
             for r in reports:
-                print(json.dumps(r.to_json(), ensure_ascii=False))
+                print(json_visible(r.to_json()))
             print(summary_markdown(reports), file=sys.stderr)
         return 0
     if not args.file:
@@ -60,7 +60,7 @@ def _cmd_lint(args: Any) -> int:
 
     report = lint(load(args.file, args.variant), fidelity=fidelity, suppressed=suppressed)
     if args.json:
-        print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+        print(json_visible(report.to_json(), indent=2))
     else:
         print(format_lint(report))
     worst = report.worst()

@@ -9,12 +9,24 @@ from typing import Any, Iterable, Mapping
 from .text import literal, md
 
 
+#: characters of an override's value the banner shows; a marker is a few characters, a value from a link may be
+#: thousands (the banner drew all of them on every page)
+BANNER_VALUE_CHARS = 60
+
+
+def _short(value: Any) -> str:
+    """``value`` as a JSON literal, a long string cut to :data:`BANNER_VALUE_CHARS` with its length named."""
+    if isinstance(value, str) and len(value) > BANNER_VALUE_CHARS:
+        return f"{literal(value[:BANNER_VALUE_CHARS])[:-1]}…\" ({len(value):,} characters)"
+    return literal(value)
+
+
 def provenance_lines(overrides: Mapping[str, Any], disabled: Iterable[str], fidelity: str,
                      improvements: Iterable[str] = ()) -> list[str]:
     """Plain-text lines of the banner (empty when the analysis is the automatic ``llama.cpp`` one)."""
     lines = []
     if overrides:
-        shown = ", ".join(f"{p} = {literal(v)}" for p, v in list(overrides.items())[:4])   # JSON, as the tables
+        shown = ", ".join(f"{p} = {_short(v)}" for p, v in list(overrides.items())[:4])   # JSON, as the tables
         more = f" and {len(overrides) - 4} more" if len(overrides) > 4 else ""
         lines.append(f"Overrides active ({len(overrides)}): {shown}{more}. Fields marked “override” are yours, "
                      "not found by a comparison.")

@@ -120,16 +120,30 @@ def _explain(source: str, name: str, request_json: str, output: str, fidelity: s
                         only_repairs)
 
 
-def _expect_json() -> str:
-    """The expected message typed in the Reproducer box, as JSON text ("" when empty or not a JSON object)."""
+def _expect_problem() -> str:
+    """Why the expected message typed in the Reproducer box cannot be used ("" when it is empty or usable)."""
+    from core.explain.reproducer import check_expected
+    from core.errors import ExpectedMessageError
+
     raw = (st.session_state.get("explain_expect") or "").strip()
     if not raw:
         return ""
     try:
-        val = json.loads(raw)
-    except ValueError:
+        check_expected(json.loads(raw), "the Reproducer box")
+    except ValueError as e:
+        return f"it is not JSON ({e})"
+    except ExpectedMessageError as e:
+        return f"field {e.field}: {e.message}" if e.field else e.message
+    return ""
+
+
+def _expect_json() -> str:
+    """The expected message typed in the Reproducer box, as JSON text ("" when empty or not usable, see
+    :func:`_expect_problem`)."""
+    raw = (st.session_state.get("explain_expect") or "").strip()
+    if not raw or _expect_problem():
         return ""
-    return json.dumps(val, sort_keys=True, ensure_ascii=False) if isinstance(val, dict) else ""
+    return json.dumps(json.loads(raw), sort_keys=True, ensure_ascii=False)
 
 
 only = st.session_state.get(_only_key())
@@ -352,8 +366,10 @@ st.text_area("Expected message (OpenAI JSON): the pytest reproducer then asserts
              height=100)
 with st.container():   # one slot, shown or not (explorer.components.serving.capped_text_area)
     show_invisible_notice(st.session_state.get("explain_expect") or "")
-if (st.session_state.get("explain_expect") or "").strip() and not _expect_json():
-    st.warning("The expected message is not a JSON object: the reproducers below pin the message as parsed now.")
+problem = _expect_problem()
+if problem:
+    st.warning(md_code(f"The expected message cannot be used ({problem}): the reproducers below pin the message "
+                       "as parsed now."))
 rep = ex["reproducer"]
 c1, c2, c3 = st.columns(3)
 c1.download_button("cases.jsonl line", rep["case"] + "\n", file_name="explain_case.jsonl",
