@@ -13,6 +13,10 @@ instructions over every feed (fast ones included: the noise-free counterpart of 
 each source file and class, and the ``--top`` functions by instructions per parsing feed (``--after FIELD``: only the
 feeds that left an open region of that field, e.g. ``after``). The counts are exact and repeatable; they are a
 proxy for time (an instruction costs 10–60 ns), so confirm a change by CPU time (``bench.hostile.feed_costs``).
+
+``--ceilings`` prints, per route, how far three kinds of change could take the p99 over every feed at best
+(:func:`ceilings`): every parsing feed that emitted no delta taken by the fast path instead, the mapper's walk down
+the spine free, the engine free, and both — exact upper bounds on the gain, to weigh an idea before building it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,43 @@ class FeedOps:
     by_function: collections.Counter = field(default_factory=collections.Counter)
     equal: bool = True
     every: list[int] = field(default_factory=list)
+    # per feed, in feed order (fast ones included): whether it parsed, whether it emitted a delta, the instructions
+    # of the parser engine (core/peg/engine.py) and of the mapper's walk (IncrementalMapper.map's own)
+    parsed: list[bool] = field(default_factory=list)
+    emitted: list[bool] = field(default_factory=list)
+    engine: list[int] = field(default_factory=list)
+    walk: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Ceilings:
+    """The p99 of the instructions over every feed of one stream (``now``), and what it would be at best if:
+    ``quiet_fast`` every parsing feed that emitted no delta cost what the fast feeds' p99 costs (a fast path wide
+    enough to take every feed that leaves the message as it is); ``walk_free`` the mapper's walk down the spine
+    cost nothing; ``engine_free`` the parser engine cost nothing; ``both_free`` neither. Lower bounds on the p99
+    each kind of change can reach (upper bounds on its gain), not predictions."""
+
+    now: int
+    quiet_fast: int
+    walk_free: int
+    engine_free: int
+    both_free: int
+
+
+def ceilings(r: FeedOps) -> Ceilings:
+    """The :class:`Ceilings` of a counted stream (``r`` from :func:`count_feed_ops`). Raises nothing; a stream
+    with no fast feed counts a quiet parsing feed as 0 instructions."""
+    fast = [k for k, p in zip(r.every, r.parsed) if not p]
+    fast_p99 = _pct(fast, 0.99)
+    quiet = [fast_p99 if p and not e else k for k, p, e in zip(r.every, r.parsed, r.emitted)]
+    return Ceilings(_pct(r.every, 0.99), _pct(quiet, 0.99),
+                    _pct([k - w for k, w in zip(r.every, r.walk)], 0.99),
+                    _pct([k - g for k, g in zip(r.every, r.engine)], 0.99),
+                    _pct([k - g - w for k, g, w in zip(r.every, r.engine, r.walk)], 0.99))
+
+
+_ENGINE = "core/peg/engine.py"
+_WALK = ("core/chat/stream.py", "IncrementalMapper.map")
 
 
 def _short(path: str) -> str:
@@ -80,20 +121,30 @@ def count_feed_ops(parser, output: str, before: str | None = None) -> FeedOps:
         steps = sp.fast_steps
         sys.settrace(call)
         try:
-            sp.feed(ch)
+            deltas = sp.feed(ch)
         finally:
             sys.settrace(None)
         res.every.append(sum(ops.values()))
+        res.parsed.append(sp.fast_steps == steps)
+        res.emitted.append(bool(deltas))
+        engine = walk = 0
+        for code, k in ops.items():
+            key = names.get(code)
+            if key is None:
+                key = names[code] = (_short(code.co_filename), getattr(code, "co_qualname", code.co_name))
+            if key[0] == _ENGINE:
+                engine += k
+            elif key == _WALK:
+                walk += k
+        res.engine.append(engine)
+        res.walk.append(walk)
         if sp.fast_steps != steps or (before is not None and field_before != before):
             continue
         res.parsing += 1
         res.ops.append(sum(ops.values()))
         res.lines.append(nlines[0])
         for code, k in ops.items():
-            key = names.get(code)
-            if key is None:
-                key = names[code] = (_short(code.co_filename), getattr(code, "co_qualname", code.co_name))
-            res.by_function[key] += k
+            res.by_function[names[code]] += k
     sp.finish()
     from .hostile import stream_equals_parse
 
@@ -119,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=15, help="functions listed per route")
     ap.add_argument("--after", default=None, help="only feeds whose previous open region had this field")
     ap.add_argument("--templates", type=Path, default=ROOT_TEMPLATES)
+    ap.add_argument("--ceilings", action="store_true",
+                    help="also print how low the p99 over every feed could go at best (see ceilings())")
     a = ap.parse_args(argv)
     if a.chars < 1:
         print("error: --chars must be >= 1", file=sys.stderr)
@@ -147,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         for (f, fn), v in r.by_function.items():
             parts[f + (":" + fn.split(".")[0] if "." in fn else "")] += v
         print("  by file and class: " + ", ".join(f"{f} {v / k:.0f}" for f, v in parts.most_common(8)))
+        if a.ceilings:
+            c = ceilings(r)
+            print(f"  p99 over every feed {c.now}; at best: quiet parsing feeds fast {c.quiet_fast}, mapper walk free "
+                  f"{c.walk_free}, engine free {c.engine_free}, both free {c.both_free}")
         for (f, fn), v in r.by_function.most_common(a.top):
             print(f"  {v / k:8.1f}  {f}:{fn}")
     return 0
