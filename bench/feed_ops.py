@@ -51,6 +51,9 @@ class FeedOps:
     emitted: list[bool] = field(default_factory=list)
     engine: list[int] = field(default_factory=list)
     walk: list[int] = field(default_factory=list)
+    # with ``open_points``: per feed, the instructions a parser that kept its open nodes between parses would not
+    # spend (see :func:`count_feed_ops`), 0 on fast feeds
+    above: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -58,14 +61,17 @@ class Ceilings:
     """The p99 of the instructions over every feed of one stream (``now``), and what it would be at best if:
     ``quiet_fast`` every parsing feed that emitted no delta cost what the fast feeds' p99 costs (a fast path wide
     enough to take every feed that leaves the message as it is); ``walk_free`` the mapper's walk down the spine
-    cost nothing; ``engine_free`` the parser engine cost nothing; ``both_free`` neither. Lower bounds on the p99
-    each kind of change can reach (upper bounds on its gain), not predictions."""
+    cost nothing; ``engine_free`` the parser engine cost nothing; ``both_free`` neither; ``open_kept`` (counted with
+    ``open_points``) the engine and the walk spent nothing above the deepest level the parse shares with the last
+    one (open nodes kept between parses). Lower bounds on the p99 each kind of change can reach (upper bounds on
+    its gain), not predictions."""
 
     now: int
     quiet_fast: int
     walk_free: int
     engine_free: int
     both_free: int
+    open_kept: int | None = None
 
 
 def ceilings(r: FeedOps) -> Ceilings:
@@ -77,7 +83,8 @@ def ceilings(r: FeedOps) -> Ceilings:
     return Ceilings(_pct(r.every, 0.99), _pct(quiet, 0.99),
                     _pct([k - w for k, w in zip(r.every, r.walk)], 0.99),
                     _pct([k - g for k, g in zip(r.every, r.engine)], 0.99),
-                    _pct([k - g - w for k, g, w in zip(r.every, r.engine, r.walk)], 0.99))
+                    _pct([k - g - w for k, g, w in zip(r.every, r.engine, r.walk)], 0.99),
+                    _pct([k - a for k, a in zip(r.every, r.above)], 0.99) if r.above else None)
 
 
 _ENGINE = "core/peg/engine.py"
@@ -92,28 +99,63 @@ def _short(path: str) -> str:
     return path
 
 
-def count_feed_ops(parser, output: str, before: str | None = None) -> FeedOps:
+def count_feed_ops(parser, output: str, before: str | None = None, open_points: bool = False) -> FeedOps:
     """Stream ``output`` through a :class:`core.chat.stream.StreamingParser` of ``parser`` one character per feed,
     counting instructions and lines on the parsing feeds (``before``: only those whose previous open region had
-    that field; None: all). Raises nothing of its own (a parser error propagates as in ``feed``)."""
+    that field; None: all). Raises nothing of its own (a parser error propagates as in ``feed``).
+
+    ``open_points``: also follow the engine's combinator frames and fill ``FeedOps.above``. A parse's open point is
+    the path of frames (combinator, position) from the root to where it first looked at the end of the text; the
+    deepest frame it shares with the last parse's open point is where the two trees part. Above it every frame's
+    child needed more input both times, so a parser that kept its open nodes between parses would not run those
+    frames again: ``above`` is the engine's instructions outside that frame's subtree, plus the mapper's walk
+    prorated by the node levels above it (an estimate: the walk is counted as a whole). Only the first root parse
+    of a feed is followed; the other parses of a feed count as kept."""
     from core.chat.stream import StreamingParser
 
     sp = StreamingParser(parser)
     res = FeedOps(feeds=len(output), parsing=0)
     names: dict = {}
+    prev_path: list | None = None
     for ch in output:
         ops = collections.Counter()
         nlines = [0]
+        # open points: tracked combinator frames by id -> [key, own ops, ops of tracked children, ctx, node?]
+        tracked: dict = {}
+        stack: list = []
+        first: list = [None, None]   # [path to the first look at the end, the root's entry]
 
-        def local(frame, event, arg, ops=ops, nlines=nlines):
+        def local(frame, event, arg, ops=ops, nlines=nlines, tracked=tracked, stack=stack, first=first):
             if event == "opcode":
                 ops[frame.f_code] += 1
+                if stack:
+                    e = tracked.get(id(frame))
+                    (e if e is not None else stack[-1])[1] += 1
             elif event == "line":
                 nlines[0] += 1
+            elif event == "return" and tracked:
+                e = tracked.pop(id(frame), None)
+                if e is not None:
+                    stack.pop()
+                    e[2] += e[1]    # (now the frame's inclusive count)
+                    if stack:
+                        stack[-1][2] += e[2]
+                    if first[0] is None and e[3].ends > 0:
+                        first[0] = [x[0] for x in stack] + [e[0]]
+                        first.append(stack + [e])
             return local
 
-        def call(frame, event, arg):
+        def call(frame, event, arg, tracked=tracked, stack=stack, first=first):
             frame.f_trace_opcodes = True
+            code = frame.f_code
+            if open_points and code.co_varnames[:2] == ("ctx", "pos") and code.co_filename.endswith(_ENGINE):
+                if stack or first[1] is None:
+                    e = [(code, frame.f_locals["pos"]), 0, 0, frame.f_locals["ctx"],
+                         code.co_name == "f" and "_make_node" in getattr(code, "co_qualname", "")]
+                    if not stack:
+                        first[1] = e
+                    tracked[id(frame)] = e
+                    stack.append(e)
             return local
 
         region = sp._region
@@ -138,6 +180,21 @@ def count_feed_ops(parser, output: str, before: str | None = None) -> FeedOps:
                 walk += k
         res.engine.append(engine)
         res.walk.append(walk)
+        if open_points:
+            res.above.append(0)
+            path = first[0]
+            if sp.fast_steps == steps and path is not None:
+                if prev_path is not None:
+                    entries = first[2]
+                    k = 0
+                    while k < len(path) and k < len(prev_path) and path[k] == prev_path[k]:
+                        k += 1
+                    if k:
+                        lca = entries[k - 1]
+                        nodes = [x[4] for x in entries]
+                        share = sum(nodes[:k - 1]) / max(1, sum(nodes))
+                        res.above[-1] = first[1][2] - lca[2] + int(walk * share)
+                prev_path = path
         if sp.fast_steps != steps or (before is not None and field_before != before):
             continue
         res.parsing += 1
@@ -188,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         if not samples:
             print(f"{name}: {'; '.join(notes) or 'no sample'}")
             continue
-        r = count_feed_ops(samples[0].parser, samples[0].output, a.after)
+        r = count_feed_ops(samples[0].parser, samples[0].output, a.after, open_points=a.ceilings)
         if not r.parsing:
             print(f"{name}: no parsing feed of {r.feeds}")
             continue
@@ -203,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.ceilings:
             c = ceilings(r)
             print(f"  p99 over every feed {c.now}; at best: quiet parsing feeds fast {c.quiet_fast}, mapper walk free "
-                  f"{c.walk_free}, engine free {c.engine_free}, both free {c.both_free}")
+                  f"{c.walk_free}, engine free {c.engine_free}, both free {c.both_free}, open nodes kept "
+                  f"{c.open_kept}")
         for (f, fn), v in r.by_function.most_common(a.top):
             print(f"  {v / k:8.1f}  {f}:{fn}")
     return 0

@@ -109,3 +109,20 @@ def test_ceilings_bound_the_p99_from_below_and_are_computed_from_the_counts():
     assert c.quiet_fast == sorted(priced)[int(n * 0.99)] < c.now
     # the engine is the larger half of a parsing feed at the p99
     assert c.engine_free < c.now // 2 + c.now // 10
+
+
+def test_open_points_estimate_what_kept_open_nodes_would_not_spend():
+    from bench.feed_ops import ceilings
+
+    s = _sample()
+    count_feed_ops(s.parser, s.output)
+    plain = count_feed_ops(s.parser, s.output)
+    r = count_feed_ops(s.parser, s.output, open_points=True)
+    assert r.every == plain.every and plain.above == []   # following the frames changes no count
+    assert len(r.above) == r.feeds
+    assert all(a == 0 for a, p in zip(r.above, r.parsed) if not p)
+    # never more than the engine and the walk spent, and something on most parsing feeds after the first
+    assert all(0 <= a <= g + w for a, g, w in zip(r.above, r.engine, r.walk))
+    assert sum(a > 0 for a in r.above) > r.parsing // 2
+    c = ceilings(r)
+    assert c.both_free <= c.open_kept < c.now and ceilings(plain).open_kept is None
