@@ -173,6 +173,9 @@ class IncrementalMapper:
         # of a call's arguments (after an argument's close, another argument's start, until ``</`` closes the
         # call). Every call of a stream does it
         self._stash: dict[int, tuple] = {}
+        # map() may grow ``current``'s last call's arguments in place (see map): set by a receiver that takes
+        # the growth as its delta and never replaces the message it gets back
+        self.grow_current = False
 
     @property
     def prev_nodes(self) -> tuple:
@@ -365,7 +368,10 @@ class IncrementalMapper:
     def map(self, nodes: tuple, source: str, current: AssistantMessage | None = None) -> AssistantMessage:
         """The message for a parse tree (top-level ``nodes``) over ``source``. ``current``: the message its
         receiver holds (the stream's emitted one, which it may have grown in place since this mapper made it);
-        when the tree maps to a message equal to it, ``current`` itself is returned (nothing is built)."""
+        when the tree maps to a message equal to it, ``current`` itself is returned (nothing is built). With
+        :attr:`grow_current`, also when it differs from ``current`` only in that its last call's arguments
+        extend: they are written into ``current`` in place (as the stream's fold writes a fast feed's text), and
+        ``current.grown`` is the text appended, for the receiver to take as its delta (and remove)."""
         frames = self.frames
         m_ = self.m
         if m_ is None or not frames:
@@ -494,17 +500,26 @@ class IncrementalMapper:
             # no action ran and nothing was restored: the message is the one made last time, which nobody
             # has given back or changed (a parse that only settled what the fast path saw, a marker's nodes)
             return self._last
-        if current is not None and self._same_as(current):
-            # actions ran (or a restore) but the message is the one the receiver holds (a parse that changed no
-            # field: an empty value starting, a call closing with complete arguments, a literal completing)
-            self._last = current if getattr(current, "recycler", None) is self else None
-            return current
+        if current is not None:
+            grown = self._grown_from(current, self.grow_current)
+            if grown is not None:
+                # actions ran (or a restore) but the message is the one the receiver holds (a parse that changed
+                # no field: an empty value starting, a call closing with complete arguments, a literal
+                # completing), or that one with its last call's arguments grown in place (a value or key closing
+                # or opening): no message built, no diff of two messages
+                self._last = current if getattr(current, "recycler", None) is self else None
+                if grown:
+                    current.grown = grown
+                return current
         return self._result()
 
-    def _same_as(self, msg: AssistantMessage) -> bool:
-        """Whether :meth:`_result` would give a message equal to ``msg`` (compared field by field; the calls
-        before the last one only through ``shared_calls``: the same live objects of this mapper, untouched while
-        its token stays — otherwise False, and the message is built). Raises nothing."""
+    def _grown_from(self, msg: AssistantMessage, grow: bool) -> str | None:
+        """The empty string when :meth:`_result` would give a message equal to ``msg`` (compared field by field;
+        the calls before the last one only through ``shared_calls``: the same live objects of this mapper,
+        untouched while its token stays — otherwise None, and the message is built); with ``grow``, when it
+        would differ only in that its last call's arguments extend ``msg``'s, those are written into ``msg`` (a
+        fresh last call; the list copied unless this mapper made it) and the text appended is returned; else
+        None. Raises nothing."""
         m = self.m
         mm = m.msg
         calls = mm.tool_calls
@@ -513,33 +528,44 @@ class IncrementalMapper:
         named = p is not None and p.name
         # the number of calls first: a parse that names a new call (a delta) is told apart at once
         if len(mc) != (len(calls) + 1 if named else len(calls)):
-            return False
+            return None
         if msg.content != mm.content or msg.role != mm.role:
-            return False
+            return None
         r = mm.reasoning_content
         if r != msg.reasoning_content and (msg.reasoning_content or r.strip(" \n\r\t")):
-            return False
+            return None
         if named:
             args = m.args_buffer or p.arguments
             if m.quote_pending and args:
                 args += '"'
             last = mc[-1]
-            if last.arguments != args or last.name != p.name or last.id != p.id:
-                return False
+            old = last.arguments
+            grew = args != old
+            if (grew and not (grow and args.startswith(old))) or last.name != p.name or last.id != p.id:
+                return None
             live = len(calls)
         elif calls:
             last = mc[-1]
             c = calls[-1]
-            if last.arguments != c.arguments or last.name != c.name or last.id != c.id:
-                return False
+            args = c.arguments
+            old = last.arguments
+            grew = args != old
+            if (grew and not (grow and args.startswith(old))) or last.name != c.name or last.id != c.id:
+                return None
             live = len(calls) - 1
         else:
-            return True
+            return ""
         if live:
             shared = getattr(msg, "shared_calls", None)
             if shared is None or shared[0] is not self._token or shared[1] < live:
-                return False
-        return True
+                return None
+        if not grew:
+            return ""
+        out = msg.tool_calls
+        if getattr(msg, "recycler", None) is not self:   # a list others may hold: copied (ours is the receiver's)
+            out = msg.tool_calls = list(out)
+        out[-1] = _call(last.name, args, last.id)
+        return args[len(old):]
 
     def _result(self) -> AssistantMessage:
         """What ``ChatMapper.finish()`` returns, computed without touching the live state (which must stay
@@ -735,6 +761,10 @@ class PegStreamSession:
         self.mappers[self.entries[0]] = IncrementalMapper()
         if self.entries[0] is None:
             self._prime()
+            # the main root's mapping is given the stream's message (``current``, parse_appended) and may grow
+            # its last call's arguments in place: StreamingParser takes that as the delta. Not with repair
+            # call-ends-reasoning, whose held view may replace the mapped message after the mapping
+            self.mappers[None].grow_current = not getattr(parser, "hold_calls_in_reasoning", "")
 
     def _prime(self) -> None:
         """Request setup, continued: parse and map the generation prompt alone (every text of the stream starts
@@ -2273,6 +2303,10 @@ class StreamingParser:
             rec = getattr(prev, "recycler", None)
             if rec is not None:
                 rec.recycle(prev)
+        elif "grown" in new.__dict__:
+            # the session's mapping grew this message's last call's arguments in place (IncrementalMapper.map's
+            # grow_current): what it appended is the delta
+            deltas = [_call_delta(len(new.tool_calls) - 1, "", "", new.__dict__.pop("grown"))]
         if is_partial:
             session = self._session
             if session is not None:
