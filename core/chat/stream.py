@@ -2303,7 +2303,7 @@ class StreamingParser:
             rec = getattr(prev, "recycler", None)
             if rec is not None:
                 rec.recycle(prev)
-        elif "grown" in new.__dict__:
+        elif self._peg and "grown" in new.__dict__:
             # the session's mapping grew this message's last call's arguments in place (IncrementalMapper.map's
             # grow_current): what it appended is the delta
             deltas = [_call_delta(len(new.tool_calls) - 1, "", "", new.__dict__.pop("grown"))]
