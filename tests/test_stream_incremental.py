@@ -771,8 +771,8 @@ def test_a_node_made_again_that_maps_the_same_is_not_mapped_again(monkeypatch):
 
 def test_arguments_grown_in_place_give_the_deltas_of_a_built_message():
     # a parse whose message differs from the stream's only in that its last call's arguments grew (a value or key
-    # closing or opening) writes them into the stream's message in place and hands the text appended over as the
-    # delta (IncrementalMapper.grow_current): no message built, no diff of two messages. On the many-calls output
+    # closing or opening) or a call was added (a name completing) makes the stream's message so in place and hands
+    # the one delta over (IncrementalMapper.grow_current): no message built, no diff of two messages. On the many-calls output
     # of every P6 route, one character per feed and in seeded chunks: the same deltas feed by feed as with the
     # growth switched off (a message built and diffed), the message kept, the stream equal to the one-shot parse
     import random
@@ -803,16 +803,18 @@ def test_arguments_grown_in_place_give_the_deltas_of_a_built_message():
                 assert "grown" not in sp._emitted.__dict__, name      # every growth was taken as a delta
             assert runs[0] == runs[1], name
             assert runs[0][1] == s.parser.parse(s.output).to_openai(), name
-        # the growth path is taken: a parse that grew the arguments kept the stream's message object
+        # the path is taken: a parse that grew the arguments or added a call kept the stream's message object
         sp = StreamingParser(s.parser)
-        grew = 0
+        grew = added = 0
         for ch in s.output:
             before, steps = sp._emitted, sp.fast_steps
             got = sp.feed(ch)
-            grew += sp.fast_steps == steps and sp._emitted is before and len(got) == 1 \
-                and got[0].tool_call is not None and bool(got[0].tool_call.arguments)
+            if sp.fast_steps == steps and sp._emitted is before and len(got) == 1 and got[0].tool_call is not None:
+                added += bool(got[0].tool_call.name)
+                grew += not got[0].tool_call.name and bool(got[0].tool_call.arguments)
+        assert added == len(s.parser.parse(s.output).tool_calls) > 0, name   # every call, the first one too
         if grew:
             grown_routes.append(name.split("-")[0])
-    # the tagged-argument routes: JSON arguments (Qwen3, Hermes, Mistral, DeepSeek, Reka, Kimi K2, GPT-OSS) grow on
-    # the fast path, and a parse there changes more than the arguments (a call named)
+    # arguments grown by a parse: the routes whose arguments the mapper writes from markup (JSON arguments grow on
+    # the fast path)
     assert grown_routes == ["GLM", "google", "MiniMax", "Kimi", "muse", "inclusionai"]

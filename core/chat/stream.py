@@ -173,8 +173,8 @@ class IncrementalMapper:
         # of a call's arguments (after an argument's close, another argument's start, until ``</`` closes the
         # call). Every call of a stream does it
         self._stash: dict[int, tuple] = {}
-        # map() may grow ``current``'s last call's arguments in place (see map): set by a receiver that takes
-        # the growth as its delta and never replaces the message it gets back
+        # map() may grow ``current`` in place (see map): set by a receiver that takes the growth as its delta and
+        # never replaces the message it gets back
         self.grow_current = False
 
     @property
@@ -370,8 +370,9 @@ class IncrementalMapper:
         receiver holds (the stream's emitted one, which it may have grown in place since this mapper made it);
         when the tree maps to a message equal to it, ``current`` itself is returned (nothing is built). With
         :attr:`grow_current`, also when it differs from ``current`` only in that its last call's arguments
-        extend: they are written into ``current`` in place (as the stream's fold writes a fast feed's text), and
-        ``current.grown`` is the text appended, for the receiver to take as its delta (and remove)."""
+        extend or a call was added after it: ``current`` is made equal to it in place (as the stream's fold
+        writes a fast feed's text), and ``current.grown`` is the one delta that took it there, for the receiver
+        to take (and remove)."""
         frames = self.frames
         m_ = self.m
         if m_ is None or not frames:
@@ -505,21 +506,22 @@ class IncrementalMapper:
             if grown is not None:
                 # actions ran (or a restore) but the message is the one the receiver holds (a parse that changed
                 # no field: an empty value starting, a call closing with complete arguments, a literal
-                # completing), or that one with its last call's arguments grown in place (a value or key closing
-                # or opening): no message built, no diff of two messages
+                # completing), or that one grown in place (a value or key closing or opening: the last call's
+                # arguments; a name completing: a call added): no message built, no diff of two messages
                 self._last = current if getattr(current, "recycler", None) is self else None
                 if grown:
                     current.grown = grown
                 return current
         return self._result()
 
-    def _grown_from(self, msg: AssistantMessage, grow: bool) -> str | None:
+    def _grown_from(self, msg: AssistantMessage, grow: bool) -> MessageDelta | str | None:
         """The empty string when :meth:`_result` would give a message equal to ``msg`` (compared field by field;
         the calls before the last one only through ``shared_calls``: the same live objects of this mapper,
         untouched while its token stays — otherwise None, and the message is built); with ``grow``, when it
-        would differ only in that its last call's arguments extend ``msg``'s, those are written into ``msg`` (a
-        fresh last call; the list copied unless this mapper made it) and the text appended is returned; else
-        None. Raises nothing."""
+        would differ only in that its last call's arguments extend ``msg``'s (those are written into ``msg``: a
+        fresh last call, the list copied unless this mapper made it) or that it has one call more
+        (:meth:`_call_added`), ``msg`` made equal to it in place and the one delta from the old ``msg`` to it;
+        else None. Raises nothing."""
         m = self.m
         mm = m.msg
         calls = mm.tool_calls
@@ -527,8 +529,9 @@ class IncrementalMapper:
         p = m.pending
         named = p is not None and p.name
         # the number of calls first: a parse that names a new call (a delta) is told apart at once
-        if len(mc) != (len(calls) + 1 if named else len(calls)):
-            return None
+        k = len(mc)
+        if k != (len(calls) + 1 if named else len(calls)):
+            return self._call_added(msg, k) if grow and k + 1 == (len(calls) + 1 if named else len(calls)) else None
         if msg.content != mm.content or msg.role != mm.role:
             return None
         r = mm.reasoning_content
@@ -565,7 +568,54 @@ class IncrementalMapper:
         if getattr(msg, "recycler", None) is not self:   # a list others may hold: copied (ours is the receiver's)
             out = msg.tool_calls = list(out)
         out[-1] = _call(last.name, args, last.id)
-        return args[len(old):]
+        return _call_delta(k - 1, "", "", args[len(old):])
+
+    def _call_added(self, msg: AssistantMessage, k: int) -> MessageDelta | None:
+        """:meth:`_grown_from` for a mapping with one call more than ``msg`` (its ``k`` calls): when ``msg``'s
+        content, reasoning and role are the mapping's and its calls those of the mapping before the new one (the
+        earlier ones the same live objects, through ``shared_calls``; its last one equal), the new call is
+        appended to ``msg`` and ``msg`` becomes what :meth:`_result` would give (the calls before the new one the
+        live objects, ``shared_calls`` as it sets them); the new call's delta is returned. Else None."""
+        m = self.m
+        mm = m.msg
+        if msg.content != mm.content or msg.role != mm.role:
+            return None
+        r = mm.reasoning_content
+        if r != msg.reasoning_content and (msg.reasoning_content or r.strip(" \n\r\t")):
+            return None
+        calls = mm.tool_calls
+        if k:
+            if k > 1:
+                shared = getattr(msg, "shared_calls", None)
+                if shared is None or shared[0] is not self._token or shared[1] < k - 1:
+                    return None
+            last = msg.tool_calls[-1]
+            live = calls[k - 1]
+            if last.arguments != live.arguments or last.name != live.name or last.id != live.id:
+                return None
+        p = m.pending
+        if p is not None and p.name:
+            args = m.args_buffer or p.arguments
+            if m.quote_pending and args:
+                args += '"'
+            new = _call(p.name, args, p.id)
+        else:
+            c = calls[k]
+            new = _call(c.name, c.arguments, c.id)
+        out = msg.tool_calls
+        if getattr(msg, "recycler", None) is not self:   # (as in _grown_from)
+            out = msg.tool_calls = list(out)
+        if k:
+            out[k - 1] = live
+        out.append(new)
+        n = len(calls) - 1
+        if n > 0:
+            if n > self._published:
+                self._published = n
+            msg.shared_calls = (self._token, n)
+        else:
+            msg.__dict__.pop("shared_calls", None)
+        return _call_delta(k, new.id, new.name, new.arguments)
 
     def _result(self) -> AssistantMessage:
         """What ``ChatMapper.finish()`` returns, computed without touching the live state (which must stay
@@ -2286,27 +2336,27 @@ class StreamingParser:
             self.held_back += 1
             return []
         prev = self._emitted
-        try:
-            deltas = stream_deltas_between(prev, new)
-        except StreamRetractionError:
-            if is_partial:
-                self.held_back += 1
+        if new is prev:
+            # the session gave the stream's message back: unchanged, or grown in place by its mapping
+            # (IncrementalMapper.map's grow_current), which left on it the delta that did it
+            deltas = [new.__dict__.pop("grown")] if self._peg and "grown" in new.__dict__ else []
+        else:
+            try:
+                deltas = stream_deltas_between(prev, new)
+            except StreamRetractionError:
+                if is_partial:
+                    self.held_back += 1
+                    _recycle(new)
+                    return []
+                deltas = lenient_deltas(self._emitted, new)
                 _recycle(new)
-                return []
-            deltas = lenient_deltas(self._emitted, new)
-            _recycle(new)
-            self.final_mismatch = True
-            self._emitted = apply_deltas(self._emitted, deltas)
-            return deltas
-        self._emitted = new
-        if prev is not new:
+                self.final_mismatch = True
+                self._emitted = apply_deltas(self._emitted, deltas)
+                return deltas
+            self._emitted = new
             rec = getattr(prev, "recycler", None)
             if rec is not None:
                 rec.recycle(prev)
-        elif self._peg and "grown" in new.__dict__:
-            # the session's mapping grew this message's last call's arguments in place (IncrementalMapper.map's
-            # grow_current): what it appended is the delta
-            deltas = [_call_delta(len(new.tool_calls) - 1, "", "", new.__dict__.pop("grown"))]
         if is_partial:
             session = self._session
             if session is not None:
