@@ -82,3 +82,47 @@ def test_p6_routes_option_runs_only_the_matching_routes(tmp_path):
     assert [r["kind"] for r in p6] == ["escapes", "brackets", "calls", "lt", "plain"]
     # the brackets call is rejected by its typed value (`limit` is an integer): settled, the stream is the parse
     assert all(r["stream_equals_parse"] for r in p6) and "STREAM ≠ PARSE" not in data["rows"][0]["detail"]
+
+
+def test_ceilings_bound_the_p99_from_below_and_are_computed_from_the_counts():
+    from bench.feed_ops import _pct, ceilings
+
+    s = _sample()
+    count_feed_ops(s.parser, s.output)
+    r = count_feed_ops(s.parser, s.output)
+    n = r.feeds
+    assert len(r.parsed) == len(r.emitted) == len(r.engine) == len(r.walk) == n
+    assert sum(r.parsed) == r.parsing                 # every feed counted, as FeedOps.parsing counts them
+    # the walk runs only on parsing feeds (a fast feed may call into the engine: a region's scan); on every feed
+    # the engine and the walk are a part of its instructions
+    assert all(w == 0 for w, p in zip(r.walk, r.parsed) if not p)
+    assert all(0 <= g + w < k for k, g, w in zip(r.every, r.engine, r.walk))
+    assert all(g > 0 for g, p in zip(r.engine, r.parsed) if p)
+    c = ceilings(r)
+    assert c.now == _pct(r.every, 0.99)
+    assert c.walk_free == _pct([k - w for k, w in zip(r.every, r.walk)], 0.99)
+    assert c.both_free <= min(c.walk_free, c.engine_free) and max(c.walk_free, c.engine_free, c.quiet_fast) <= c.now
+    # the parsing feeds that emitted no delta priced as the fast feeds' p99
+    fast = sorted(k for k, p in zip(r.every, r.parsed) if not p)
+    priced = [fast[int(len(fast) * 0.99)] if p and not e else k for k, p, e in zip(r.every, r.parsed, r.emitted)]
+    assert 0 < sum(p and not e for p, e in zip(r.parsed, r.emitted)) < r.parsing
+    assert c.quiet_fast == sorted(priced)[int(n * 0.99)] < c.now
+    # the engine is the larger half of a parsing feed at the p99
+    assert c.engine_free < c.now // 2 + c.now // 10
+
+
+def test_open_points_estimate_what_kept_open_nodes_would_not_spend():
+    from bench.feed_ops import ceilings
+
+    s = _sample()
+    count_feed_ops(s.parser, s.output)
+    plain = count_feed_ops(s.parser, s.output)
+    r = count_feed_ops(s.parser, s.output, open_points=True)
+    assert r.every == plain.every and plain.above == []   # following the frames changes no count
+    assert len(r.above) == r.feeds
+    assert all(a == 0 for a, p in zip(r.above, r.parsed) if not p)
+    # never more than the engine and the walk spent, and something on most parsing feeds after the first
+    assert all(0 <= a <= g + w for a, g, w in zip(r.above, r.engine, r.walk))
+    assert sum(a > 0 for a in r.above) > r.parsing // 2
+    c = ceilings(r)
+    assert c.both_free <= c.open_kept < c.now and ceilings(plain).open_kept is None

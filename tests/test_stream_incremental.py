@@ -767,3 +767,54 @@ def test_a_node_made_again_that_maps_the_same_is_not_mapped_again(monkeypatch):
         acc = apply_deltas(acc, sp.finish())
         assert acc == sample.parser.parse(sample.output), name
         assert len(acc.tool_calls) == 10 and opened[0] == 10, (name, opened[0])
+
+
+def test_arguments_grown_in_place_give_the_deltas_of_a_built_message():
+    # a parse whose message differs from the stream's only in that its last call's arguments grew (a value or key
+    # closing or opening) or a call was added (a name completing) makes the stream's message so in place and hands
+    # the one delta over (IncrementalMapper.grow_current): no message built, no diff of two messages. On the many-calls output
+    # of every P6 route, one character per feed and in seeded chunks: the same deltas feed by feed as with the
+    # growth switched off (a message built and diffed), the message kept, the stream equal to the one-shot parse
+    import random
+    from pathlib import Path
+
+    from bench.hostile import FAMILY_ROUTES, ROUTES, hostile_samples
+    from core.jinja.template import ChatTemplate
+
+    rng = random.Random(2712)
+    grown_routes = []
+    for route, name in ROUTES + FAMILY_ROUTES:
+        if not (TEMPLATES / name).is_file():
+            continue
+        samples = hostile_samples(ChatTemplate(Path(TEMPLATES, name).read_text(), name), route, 300,
+                                  kinds=("calls",))[0]
+        if not samples or not PegStreamSession.supports(samples[0].parser):
+            continue
+        s = samples[0]
+        cuts = sorted(rng.sample(range(1, len(s.output)), len(s.output) // 3))
+        for pieces in (list(s.output), [s.output[a:b] for a, b in zip([0] + cuts, cuts + [len(s.output)])]):
+            runs = []
+            for grow in (True, False):
+                sp = StreamingParser(s.parser)
+                sp._session.mappers[None].grow_current = grow
+                deltas = [[repr(x) for x in sp.feed(p)] for p in pieces]
+                deltas.append([repr(x) for x in sp.finish()])
+                runs.append((deltas, sp.message.to_openai()))
+                assert "grown" not in sp._emitted.__dict__, name      # every growth was taken as a delta
+            assert runs[0] == runs[1], name
+            assert runs[0][1] == s.parser.parse(s.output).to_openai(), name
+        # the path is taken: a parse that grew the arguments or added a call kept the stream's message object
+        sp = StreamingParser(s.parser)
+        grew = added = 0
+        for ch in s.output:
+            before, steps = sp._emitted, sp.fast_steps
+            got = sp.feed(ch)
+            if sp.fast_steps == steps and sp._emitted is before and len(got) == 1 and got[0].tool_call is not None:
+                added += bool(got[0].tool_call.name)
+                grew += not got[0].tool_call.name and bool(got[0].tool_call.arguments)
+        assert added == len(s.parser.parse(s.output).tool_calls) > 0, name   # every call, the first one too
+        if grew:
+            grown_routes.append(name.split("-")[0])
+    # arguments grown by a parse: the routes whose arguments the mapper writes from markup (JSON arguments grow on
+    # the fast path)
+    assert grown_routes == ["GLM", "google", "MiniMax", "Kimi", "muse", "inclusionai"]

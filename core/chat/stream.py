@@ -173,6 +173,9 @@ class IncrementalMapper:
         # of a call's arguments (after an argument's close, another argument's start, until ``</`` closes the
         # call). Every call of a stream does it
         self._stash: dict[int, tuple] = {}
+        # map() may grow ``current`` in place (see map): set by a receiver that takes the growth as its delta and
+        # never replaces the message it gets back
+        self.grow_current = False
 
     @property
     def prev_nodes(self) -> tuple:
@@ -365,7 +368,11 @@ class IncrementalMapper:
     def map(self, nodes: tuple, source: str, current: AssistantMessage | None = None) -> AssistantMessage:
         """The message for a parse tree (top-level ``nodes``) over ``source``. ``current``: the message its
         receiver holds (the stream's emitted one, which it may have grown in place since this mapper made it);
-        when the tree maps to a message equal to it, ``current`` itself is returned (nothing is built)."""
+        when the tree maps to a message equal to it, ``current`` itself is returned (nothing is built). With
+        :attr:`grow_current`, also when it differs from ``current`` only in that its last call's arguments
+        extend or a call was added after it: ``current`` is made equal to it in place (as the stream's fold
+        writes a fast feed's text), and ``current.grown`` is the one delta that took it there, for the receiver
+        to take (and remove)."""
         frames = self.frames
         m_ = self.m
         if m_ is None or not frames:
@@ -494,17 +501,27 @@ class IncrementalMapper:
             # no action ran and nothing was restored: the message is the one made last time, which nobody
             # has given back or changed (a parse that only settled what the fast path saw, a marker's nodes)
             return self._last
-        if current is not None and self._same_as(current):
-            # actions ran (or a restore) but the message is the one the receiver holds (a parse that changed no
-            # field: an empty value starting, a call closing with complete arguments, a literal completing)
-            self._last = current if getattr(current, "recycler", None) is self else None
-            return current
+        if current is not None:
+            grown = self._grown_from(current, self.grow_current)
+            if grown is not None:
+                # actions ran (or a restore) but the message is the one the receiver holds (a parse that changed
+                # no field: an empty value starting, a call closing with complete arguments, a literal
+                # completing), or that one grown in place (a value or key closing or opening: the last call's
+                # arguments; a name completing: a call added): no message built, no diff of two messages
+                self._last = current if getattr(current, "recycler", None) is self else None
+                if grown:
+                    current.grown = grown
+                return current
         return self._result()
 
-    def _same_as(self, msg: AssistantMessage) -> bool:
-        """Whether :meth:`_result` would give a message equal to ``msg`` (compared field by field; the calls
-        before the last one only through ``shared_calls``: the same live objects of this mapper, untouched while
-        its token stays — otherwise False, and the message is built). Raises nothing."""
+    def _grown_from(self, msg: AssistantMessage, grow: bool) -> MessageDelta | str | None:
+        """The empty string when :meth:`_result` would give a message equal to ``msg`` (compared field by field;
+        the calls before the last one only through ``shared_calls``: the same live objects of this mapper,
+        untouched while its token stays — otherwise None, and the message is built); with ``grow``, when it
+        would differ only in that its last call's arguments extend ``msg``'s (those are written into ``msg``: a
+        fresh last call, the list copied unless this mapper made it) or that it has one call more
+        (:meth:`_call_added`), ``msg`` made equal to it in place and the one delta from the old ``msg`` to it;
+        else None. Raises nothing."""
         m = self.m
         mm = m.msg
         calls = mm.tool_calls
@@ -512,34 +529,93 @@ class IncrementalMapper:
         p = m.pending
         named = p is not None and p.name
         # the number of calls first: a parse that names a new call (a delta) is told apart at once
-        if len(mc) != (len(calls) + 1 if named else len(calls)):
-            return False
+        k = len(mc)
+        if k != (len(calls) + 1 if named else len(calls)):
+            return self._call_added(msg, k) if grow and k + 1 == (len(calls) + 1 if named else len(calls)) else None
         if msg.content != mm.content or msg.role != mm.role:
-            return False
+            return None
         r = mm.reasoning_content
         if r != msg.reasoning_content and (msg.reasoning_content or r.strip(" \n\r\t")):
-            return False
+            return None
         if named:
             args = m.args_buffer or p.arguments
             if m.quote_pending and args:
                 args += '"'
             last = mc[-1]
-            if last.arguments != args or last.name != p.name or last.id != p.id:
-                return False
+            old = last.arguments
+            grew = args != old
+            if (grew and not (grow and args.startswith(old))) or last.name != p.name or last.id != p.id:
+                return None
             live = len(calls)
         elif calls:
             last = mc[-1]
             c = calls[-1]
-            if last.arguments != c.arguments or last.name != c.name or last.id != c.id:
-                return False
+            args = c.arguments
+            old = last.arguments
+            grew = args != old
+            if (grew and not (grow and args.startswith(old))) or last.name != c.name or last.id != c.id:
+                return None
             live = len(calls) - 1
         else:
-            return True
+            return ""
         if live:
             shared = getattr(msg, "shared_calls", None)
             if shared is None or shared[0] is not self._token or shared[1] < live:
-                return False
-        return True
+                return None
+        if not grew:
+            return ""
+        out = msg.tool_calls
+        if getattr(msg, "recycler", None) is not self:   # a list others may hold: copied (ours is the receiver's)
+            out = msg.tool_calls = list(out)
+        out[-1] = _call(last.name, args, last.id)
+        return _call_delta(k - 1, "", "", args[len(old):])
+
+    def _call_added(self, msg: AssistantMessage, k: int) -> MessageDelta | None:
+        """:meth:`_grown_from` for a mapping with one call more than ``msg`` (its ``k`` calls): when ``msg``'s
+        content, reasoning and role are the mapping's and its calls those of the mapping before the new one (the
+        earlier ones the same live objects, through ``shared_calls``; its last one equal), the new call is
+        appended to ``msg`` and ``msg`` becomes what :meth:`_result` would give (the calls before the new one the
+        live objects, ``shared_calls`` as it sets them); the new call's delta is returned. Else None."""
+        m = self.m
+        mm = m.msg
+        if msg.content != mm.content or msg.role != mm.role:
+            return None
+        r = mm.reasoning_content
+        if r != msg.reasoning_content and (msg.reasoning_content or r.strip(" \n\r\t")):
+            return None
+        calls = mm.tool_calls
+        if k:
+            if k > 1:
+                shared = getattr(msg, "shared_calls", None)
+                if shared is None or shared[0] is not self._token or shared[1] < k - 1:
+                    return None
+            last = msg.tool_calls[-1]
+            live = calls[k - 1]
+            if last.arguments != live.arguments or last.name != live.name or last.id != live.id:
+                return None
+        p = m.pending
+        if p is not None and p.name:
+            args = m.args_buffer or p.arguments
+            if m.quote_pending and args:
+                args += '"'
+            new = _call(p.name, args, p.id)
+        else:
+            c = calls[k]
+            new = _call(c.name, c.arguments, c.id)
+        out = msg.tool_calls
+        if getattr(msg, "recycler", None) is not self:   # (as in _grown_from)
+            out = msg.tool_calls = list(out)
+        if k:
+            out[k - 1] = live
+        out.append(new)
+        n = len(calls) - 1
+        if n > 0:
+            if n > self._published:
+                self._published = n
+            msg.shared_calls = (self._token, n)
+        else:
+            msg.__dict__.pop("shared_calls", None)
+        return _call_delta(k, new.id, new.name, new.arguments)
 
     def _result(self) -> AssistantMessage:
         """What ``ChatMapper.finish()`` returns, computed without touching the live state (which must stay
@@ -735,6 +811,10 @@ class PegStreamSession:
         self.mappers[self.entries[0]] = IncrementalMapper()
         if self.entries[0] is None:
             self._prime()
+            # the main root's mapping is given the stream's message (``current``, parse_appended) and may grow
+            # its last call's arguments in place: StreamingParser takes that as the delta. Not with repair
+            # call-ends-reasoning, whose held view may replace the mapped message after the mapping
+            self.mappers[None].grow_current = not getattr(parser, "hold_calls_in_reasoning", "")
 
     def _prime(self) -> None:
         """Request setup, continued: parse and map the generation prompt alone (every text of the stream starts
@@ -2256,20 +2336,24 @@ class StreamingParser:
             self.held_back += 1
             return []
         prev = self._emitted
-        try:
-            deltas = stream_deltas_between(prev, new)
-        except StreamRetractionError:
-            if is_partial:
-                self.held_back += 1
+        if new is prev:
+            # the session gave the stream's message back: unchanged, or grown in place by its mapping
+            # (IncrementalMapper.map's grow_current), which left on it the delta that did it
+            deltas = [new.__dict__.pop("grown")] if self._peg and "grown" in new.__dict__ else []
+        else:
+            try:
+                deltas = stream_deltas_between(prev, new)
+            except StreamRetractionError:
+                if is_partial:
+                    self.held_back += 1
+                    _recycle(new)
+                    return []
+                deltas = lenient_deltas(self._emitted, new)
                 _recycle(new)
-                return []
-            deltas = lenient_deltas(self._emitted, new)
-            _recycle(new)
-            self.final_mismatch = True
-            self._emitted = apply_deltas(self._emitted, deltas)
-            return deltas
-        self._emitted = new
-        if prev is not new:
+                self.final_mismatch = True
+                self._emitted = apply_deltas(self._emitted, deltas)
+                return deltas
+            self._emitted = new
             rec = getattr(prev, "recycler", None)
             if rec is not None:
                 rec.recycle(prev)
