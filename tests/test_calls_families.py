@@ -164,7 +164,7 @@ def test_explain_rebuilds_the_message_of_a_python_value(case_id):
 def test_calls_in_the_list_word_the_template_instructions_show():
     """vLLM's Phi-4-mini template tells the model to write functools[{"name": …, "arguments": …}, …] (vLLM's
     phi4mini parser reads functools[…]); json-call-wrappers reads the word and brackets as markup (dev case
-    phi4-parallel, on vLLM's template since s10-lossless2; ollama's Phi-4-mini GGUF template renders no tools)."""
+    phi4-parallel, on vLLM's template since the lossless contract; ollama's Phi-4-mini GGUF template renders no tools)."""
     case = CASES["phi4-parallel"]
     name = "vllm-tool_chat_template_phi4_mini.jinja"
     with open(TEMPLATES / name, encoding="utf-8") as f:

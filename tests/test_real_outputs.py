@@ -48,12 +48,12 @@ from .conftest import ROOT, TEMPLATES
 
 DATA = ROOT / "tests" / "data"
 # right cases per set (its directory under tests/data), fidelity and split; real_outputs improved holdout 81 -> 85:
-# the 4 Jamba calls, read once improvement transformers-dialect renders its template; s10-lossless2: real_outputs
+# the 4 Jamba calls, read once improvement transformers-dialect renders its template; the lossless contract: real_outputs
 # improved dev 167 -> 171, holdout 85 -> 87 (the 3 Magistral fixtures expect current vLLM's message; the 4 Phi-4-mini
 # cases on vLLM's Phi-4-mini template, a family-wide data decision: dev +1, holdout +2, holdout reasons not read),
 # real_outputs_kept improved 36 -> 39 (Gemma 3's ```tool_code fence read as markup of the calls; SmolLM3 cases on
 # the model's own template), real_outputs_fresh improved 92 -> 94 (Qwen3-Coder markup indented as a block,
-# tag-whitespace's indented variant, tried after the template's layout); s11-fix4: real_outputs_kept4 improved 53 -> 62
+# tag-whitespace's indented variant, tried after the template's layout); the kept4 repairs: real_outputs_kept4 improved 53 -> 62
 # (the 9 GLM-4 chat calls, read by improvement metadata-call-turns; kept4 is dev data from then on), and kept5 (kept
 # aside, measured, not read) improved 56 -> 60: its 4 GLM-4 chat calls;
 # the reasoning repairs (kept7 as development data):
