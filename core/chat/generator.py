@@ -50,7 +50,7 @@ from typing import Any, Callable, Optional
 from ..analysis.fidelity import (CALL_TURN_HEADER, GENERATION_PROMPT_PREAMBLE, INSTRUCTION_CALL_FORMAT, JSON_ARRAY_START,
                                  OPEN_CONTENT_BEFORE_CALLS, PYTHON_LITERAL_VALUES,
                                  CONTENT_INSIDE_SECTION_START, CALL_ID_BEFORE_NAME, WRAPPED_CONTENT_TAGGED_CALLS)
-from ..analysis.instructions import INFERRED_FROM_INSTRUCTIONS
+from ..analysis.instructions import INFERRED_FROM_INSTRUCTIONS, INFERRED_WELL_KNOWN
 from ..analysis.result import CallIdPosition, ReasoningMode, TemplateAnalysis, ToolFormat
 from ..grammar.converter import GrammarBuilder
 from ..grammar.json_schema import (SCALAR_TYPES, ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters,
@@ -62,6 +62,7 @@ from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
+from .repairs import WELL_KNOWN_CALL_BLOCKS
 from .repairs import TRAILING_END_OF_TURN, FiredRepair, next_call_section
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
@@ -826,7 +827,9 @@ class _Gen:
         self.holds_calls = ""   # repair call-ends-reasoning built into the reasoning parser: the call opener
         # improvement instruction-call-format: the format was read from the tool instructions, not from a call
         # the template renders (core.analysis.instructions)
-        self.inferred = analysis.tools.inferred_from == INFERRED_FROM_INSTRUCTIONS
+        # repair well-known-call-blocks: the template shows no format at all, the parser reads the well-known one
+        self.well_known = analysis.tools.inferred_from == INFERRED_WELL_KNOWN
+        self.inferred = analysis.tools.inferred_from == INFERRED_FROM_INSTRUCTIONS or self.well_known
         # Node ids name the until/ac automata in the GBNF; the placeholder eps/choice nodes below are created
         # where the reference creates them, so that the ids (hence the grammar text) match its output.
         self.p.eps()
@@ -1022,6 +1025,8 @@ class _Gen:
             single = p.standard_json_tools(f.per_call_start, f.per_call_end, req.tools, req.parallel_tool_calls,
                                            force, **kw)
             tools = p.trigger_rule("tool-calls", p.one_or_more(single + p.space()))
+            if self.well_known:
+                tools = p.repair(WELL_KNOWN_CALL_BLOCKS, tools)
         else:
             tools = p.standard_json_tools(f.section_start, f.section_end, req.tools, req.parallel_tool_calls,
                                           force, **kw)
@@ -1049,6 +1054,7 @@ class _Gen:
         if self.inferred:
             # instructions say how a call starts, not that the answer ends with it: text after the calls is content
             body = body + p.optional(p.content(p.rest()))
+        if self.inferred and not self.well_known:
             self.notes.append(f"improvement {INSTRUCTION_CALL_FORMAT}: the tool-call format was read from the tool "
                               "instructions; its end marker is optional and content may follow the calls")
         unmarked = self.unmarked_calls(bool(f.section_start or f.per_call_start))

@@ -154,6 +154,8 @@ CONSECUTIVE_CALL_BLOCKS = "consecutive-call-blocks"
 REPEATED_PROMPT_TAIL = "repeated-prompt-tail"
 UNCLOSED_FINAL_CALL = "unclosed-final-call"
 ATTRIBUTE_ENTITIES = "attribute-entities"
+# tool-call class of kept6 (vLLM's parser tests)
+WELL_KNOWN_CALL_BLOCKS = "well-known-call-blocks"
 # where reasoning starts and ends, from the seventh batch (tests/data/real_outputs_kept7; docs/fidelity-reasoning.md)
 TEMPLATE_DEFAULT_THINKING = "template-default-thinking"
 CALL_ENDS_REASONING = "call-ends-reasoning"
@@ -829,6 +831,26 @@ REPAIRS: list[Repair] = [
                "kept7-oll-glm46-unclosed-call-at-end, kept7-oll-glm46-partial-closer-at-end; its "
                "TestGLM46ParserRejectsIncompleteToolCallOnDone rejects a call whose value is cut, as here); the "
                "same reading as missing-closing-tags' </tool_call> left out at the end (vLLM, Qwen3-Coder)"),
+    # ---- tool-call class of kept6 (vLLM's own parser tests) ------------------------------------------------------
+    Repair(
+        name=WELL_KNOWN_CALL_BLOCKS,
+        title="Calls in the well-known <tool_call> JSON block when the template shows no tool-call format",
+        stage=RepairStage.TOLERANCE,
+        accepts="A request that declares tools, for a template that shows no tool-call format at all (it renders "
+                "no call in history and no tool instructions spell one: the analysis found no format and no "
+                "tool-call support), and an output that writes <tool_call>{\"name\": …, \"arguments\": {…}}"
+                "</tool_call> blocks, the call format most open models are trained on (Hermes, Qwen2.5, ERNIE "
+                "4.5): each block whose JSON is complete and names a declared tool is a call, the text before "
+                "and after them content. A block naming no declared tool, or cut, stays content. A template "
+                "that shows a format of its own, or a request without tools, parses as before; llama.cpp keeps "
+                "every such block in content.",
+        example='<tool_call>\n{"name": "get_current_temperature", "arguments": {"location": "Beijing"}}\n'
+                '</tool_call>   (xinference\'s ERNIE 4.5 template, which renders no tools)',
+        source="vLLM's ERNIE 4.5 tool parser reads these blocks for a model whose chat template (xinference's "
+               "copy) renders no tool markup: https://github.com/vllm-project/vllm/blob/"
+               "0a26f84cc20c2dae0b6af221007a9a26d507a417/tests/tool_parsers/test_ernie45_moe_tool_parser.py "
+               "(cases kept6-vllm-ernie45-single, -multiple, -content-before); the same block is the Hermes "
+               "format of vLLM's hermes parser and llama.cpp's Hermes 2 Pro handler"),
     Repair(
         name=ATTRIBUTE_ENTITIES,
         title="A declared tool's name written with the template's attribute escaping",

@@ -1,0 +1,100 @@
+"""The tool-call class of the sixth real-output batch (tests/data/real_outputs_kept6, vLLM's own parser tests;
+development data since its first measure): how calls are found and read, at ``improved`` fidelity.
+
+Each repair is shown on the kept6 cases that need it (each case cites its public source in its file): right at
+``improved`` one-shot and streamed, with its record; switched off, the case fails again; at ``llama.cpp`` fidelity
+the message stays llama.cpp's. The class around each case (a call to an undeclared tool, a cut block, a template
+with a format of its own) is checked on outputs written here from the format's markup."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.chat.pipeline import build_chat_parser
+from core.chat.realset import load_cases, run_case
+from core.chat.request import ChatRequest
+from core.chat.roundtrip import compare_messages
+from core.jinja.template import ChatTemplate
+
+from .conftest import ROOT, TEMPLATES
+
+CASES = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept6"))}
+
+# case id -> the repairs its right message needs
+NEEDS = {
+    "kept6-vllm-ernie45-single": {"well-known-call-blocks"},
+    "kept6-vllm-ernie45-multiple": {"well-known-call-blocks"},
+    "kept6-vllm-ernie45-content-before": {"well-known-call-blocks"},
+}
+
+
+def _parser(template: str, request: dict, fidelity: str = "improved", disabled=()):
+    with open(TEMPLATES / template, encoding="utf-8") as f:
+        tmpl = ChatTemplate(f.read(), template)
+    return build_chat_parser(tmpl, ChatRequest.from_dict(request), fidelity=fidelity,
+                             disabled_repairs=disabled).parser
+
+
+@pytest.mark.parametrize("case_id", sorted(NEEDS))
+def test_each_repair_on_the_kept6_cases_that_need_it(case_id):
+    case = CASES[case_id]
+    msg = _parser(case.template, case.request).parse(case.output)
+    assert compare_messages(case.expect, msg.to_openai()) is None
+    assert NEEDS[case_id] <= {r.name for r in msg.repairs}
+    assert run_case(case, str(TEMPLATES), "improved").ok   # streamed at 1, 3, 17, whole; no word lost
+    plain = _parser(case.template, case.request, "llama.cpp").parse(case.output)
+    assert compare_messages(case.expect, plain.to_openai()) is not None
+    assert not plain.repairs
+    off = _parser(case.template, case.request, disabled=sorted(NEEDS[case_id])).parse(case.output)
+    assert compare_messages(case.expect, off.to_openai()) is not None
+    assert not NEEDS[case_id] & {r.name for r in off.repairs}
+
+
+# -- well-known-call-blocks ---------------------------------------------------------------------------------------
+
+ERNIE = "xinference-Ernie4.5.jinja"   # renders no tools at all
+WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+def _request(tools=WEATHER, **kw) -> dict:
+    return {"messages": [{"role": "user", "content": "Help me."}], "tools": tools, **kw}
+
+
+def _block(name: str, args: str = '{"city": "Paris"}') -> str:
+    return f'<tool_call>\n{{"name": "{name}", "arguments": {args}}}\n</tool_call>'
+
+
+def test_well_known_blocks_are_calls_with_the_text_around_them_content():
+    out = "Let me look.\n" + _block("get_weather") + "\nDone."
+    msg = _parser(ERNIE, _request()).parse(out)
+    assert [(c.name, c.arguments) for c in msg.tool_calls] == [("get_weather", '{"city": "Paris"}')]
+    assert msg.content == "Let me look.\nDone."
+    fired = [r for r in msg.repairs if r.name == "well-known-call-blocks"]
+    assert len(fired) == 1 and out[fired[0].start:fired[0].end].startswith("<tool_call>")
+
+
+def test_a_block_naming_an_undeclared_tool_stays_content():
+    out = _block("rm_everything")
+    msg = _parser(ERNIE, _request()).parse(out)
+    assert msg.tool_calls == [] and msg.content == out
+
+
+def test_a_cut_block_is_content_not_a_call():
+    out = "Hi " + _block("get_weather")[:40]
+    msg = _parser(ERNIE, _request()).parse(out)
+    assert msg.tool_calls == [] and msg.content == out
+    assert ("truncated-call", "cut") in {(r.name, r.why) for r in msg.repairs}
+
+
+def test_no_blocks_are_read_without_tools_or_with_tool_choice_none():
+    out = _block("get_weather")
+    assert _parser(ERNIE, _request(tools=[])).parse(out).content == out
+    assert _parser(ERNIE, _request(tool_choice="none")).parse(out).content == out
+
+
+def test_a_template_with_a_format_of_its_own_is_not_read_the_well_known_way():
+    # MiniMax-M1 renders its calls in <tool_calls> … </tool_calls>: a <tool_call> block there is not its format
+    out = _block("get_weather")
+    msg = _parser("MiniMax-M1.jinja", _request()).parse(out)
+    assert "well-known-call-blocks" not in {r.name for r in msg.repairs}
