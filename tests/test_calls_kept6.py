@@ -25,6 +25,8 @@ NEEDS = {
     "kept6-vllm-ernie45-single": {"well-known-call-blocks"},
     "kept6-vllm-ernie45-multiple": {"well-known-call-blocks"},
     "kept6-vllm-ernie45-content-before": {"well-known-call-blocks"},
+    "kept6-vllm-granite4-complex": {"content-between-calls"},
+    "kept6-vllm-granite4-content-between": {"content-between-calls"},
 }
 
 
@@ -98,3 +100,42 @@ def test_a_template_with_a_format_of_its_own_is_not_read_the_well_known_way():
     out = _block("get_weather")
     msg = _parser("MiniMax-M1.jinja", _request()).parse(out)
     assert "well-known-call-blocks" not in {r.name for r in msg.repairs}
+
+
+# -- content-between-calls in JSON call blocks ------------------------------------------------------------------
+
+GRANITE = "ibm-granite-granite-4.0.jinja"   # <tool_call>\n{…}\n</tool_call>, one block per call
+
+
+def _granite_call(city: str) -> str:
+    return f'<tool_call> {{"name": "get_weather", "arguments": {{"city": "{city}"}}}} </tool_call>'
+
+
+def test_text_between_json_call_blocks_is_content_with_its_whitespace():
+    out = "A\n" + _granite_call("Paris") + " B \n " + _granite_call("Rome") + " C"
+    msg = _parser(GRANITE, _request(parallel_tool_calls=True)).parse(out)
+    assert [c.arguments for c in msg.tool_calls] == ['{"city": "Paris"}', '{"city": "Rome"}']
+    assert msg.content == "A\n B \n  C"
+    assert [out[r.start:r.end] for r in msg.repairs if r.name == "content-between-calls"] == [" B \n ", " C"]
+
+
+def test_whitespace_alone_between_json_call_blocks_stays_layout():
+    out = _granite_call("Paris") + "\n" + _granite_call("Rome") + "\n"
+    msg = _parser(GRANITE, _request(parallel_tool_calls=True)).parse(out)
+    assert len(msg.tool_calls) == 2 and msg.content == ""
+    assert "content-between-calls" not in {r.name for r in msg.repairs}
+
+
+def test_text_between_json_call_blocks_needs_parallel_calls():
+    out = _granite_call("Paris") + " then " + _granite_call("Rome")
+    msg = _parser(GRANITE, _request(parallel_tool_calls=False)).parse(out)
+    assert len(msg.tool_calls) == 1 and msg.content == "then " + _granite_call("Rome")
+    assert "content-between-calls" not in {r.name for r in msg.repairs}
+
+
+def test_a_block_naming_no_declared_tool_after_text_stays_content():
+    bad = '<tool_call> {"name": "rm_rf", "arguments": {}} </tool_call>'
+    out = _granite_call("Paris") + " then " + bad
+    msg = _parser(GRANITE, _request(parallel_tool_calls=True)).parse(out)
+    assert [c.name for c in msg.tool_calls] == ["get_weather"]
+    assert bad in msg.content

@@ -62,7 +62,7 @@ from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
-from .repairs import WELL_KNOWN_CALL_BLOCKS
+from .repairs import CONTENT_BETWEEN_CALLS, WELL_KNOWN_CALL_BLOCKS
 from .repairs import TRAILING_END_OF_TURN, FiredRepair, next_call_section
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
@@ -1024,7 +1024,9 @@ class _Gen:
         if not f.section_start and f.per_call_start:
             single = p.standard_json_tools(f.per_call_start, f.per_call_end, req.tools, req.parallel_tool_calls,
                                            force, **kw)
-            tools = p.trigger_rule("tool-calls", p.one_or_more(single + p.space()))
+            gap = p.space()
+            tools = p.trigger_rule("tool-calls", p.one_or_more(single + gap))
+            self.text_between_json_calls(gap, trim_ws(f.per_call_start))
             if self.well_known:
                 tools = p.repair(WELL_KNOWN_CALL_BLOCKS, tools)
         else:
@@ -1061,6 +1063,19 @@ class _Gen:
         if unmarked is not None:
             body = p.choice(unmarked, body)
         return self.reasoning + body
+
+    def text_between_json_calls(self, gap: P, opener: str) -> None:
+        """Repair ``content-between-calls`` for JSON calls each in its own marker block (Granite 4, Hermes:
+        ``<tool_call>{…}</tool_call>``): the whitespace ``gap`` after a call may instead be text — up to the next
+        call's ``opener`` or to the end of the output — that is content with its whitespace, in order; the next
+        block is a call. Tried first (whitespace alone, up to a call or the end, stays the gap); the grammar keeps
+        the template's layout (``widen_late``)."""
+        p = self.p
+        if CONTENT_BETWEEN_CALLS not in p.repairs or not opener or not self.req.parallel_tool_calls:
+            return
+        p.late.append(lambda: p.widen_late(gap, CONTENT_BETWEEN_CALLS, lambda _orig: (
+            p.negate(p.space() + p.choice(p.end(), p.literal(opener)))
+            + p.content(p.until(opener)) + p.choice(p.peek(p.literal(opener)), p.end())), first=True))
 
     def json_call_variants(self) -> tuple[list[str], list[P]]:
         """The issue-25 repairs of a JSON call format, as ``(stops, variants)``: markers where the content before
