@@ -40,7 +40,7 @@ from .message import AssistantMessage
 from .repairs import (INSTRUCTED_MARKERS, INSTRUCTED_REASONING_MARKERS, REASONING_END_WITHOUT_START,
                       REPEATED_TURN_HEADER, TEMPLATE_DEFAULT_THINKING, TRAILING_END_OF_TURN, UNPARSED_TEXT,
                       FiredRepair, enabled_repairs, turn_header)
-from .repairs import REPEATED_PROMPT_TAIL, UNCLOSED_FINAL_CALL, WELL_KNOWN_CALL_BLOCKS, prompt_tails
+from .repairs import REPEATED_PROMPT_TAIL, SETTLE_REPAIRS, UNCLOSED_FINAL_CALL, WELL_KNOWN_CALL_BLOCKS, prompt_tails
 from .samples import content_turn_header
 from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request, render_prompt,
                      thinking_switched_on)
@@ -193,6 +193,11 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
         parser = bundle.parser
         gp = getattr(parser, "parser_generation_prompt", None) or parser.generation_prompt
         parser.prompt_tails = prompt_tails(turn_header(gp, getattr(parser, "thinking_start_tag", "")))
+    if repairs & SETTLE_REPAIRS:
+        try:   # repairs cut-marker-text, cut-call-own-text: read by core.chat.repairs.settle
+            bundle.parser.settle_repairs = repairs & SETTLE_REPAIRS
+        except AttributeError:
+            pass
     if UNCLOSED_FINAL_CALL in repairs:
         try:   # repair unclosed-final-call: read by core.chat.repairs.settle
             bundle.parser.close_final_call = True

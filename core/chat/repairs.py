@@ -156,6 +156,11 @@ UNCLOSED_FINAL_CALL = "unclosed-final-call"
 ATTRIBUTE_ENTITIES = "attribute-entities"
 # tool-call class of kept6 (vLLM's parser tests)
 WELL_KNOWN_CALL_BLOCKS = "well-known-call-blocks"
+CUT_MARKER_TEXT = "cut-marker-text"
+CUT_CALL_OWN_TEXT = "cut-call-own-text"
+SETTLE_REPAIRS = frozenset({CUT_MARKER_TEXT, CUT_CALL_OWN_TEXT})
+"""Tolerance repairs :func:`settle` applies (the pipeline hands the enabled ones to the parser as
+``settle_repairs``)."""
 # where reasoning starts and ends, from the seventh batch (tests/data/real_outputs_kept7; docs/fidelity-reasoning.md)
 TEMPLATE_DEFAULT_THINKING = "template-default-thinking"
 CALL_ENDS_REASONING = "call-ends-reasoning"
@@ -838,6 +843,37 @@ REPAIRS: list[Repair] = [
                "same reading as missing-closing-tags' </tool_call> left out at the end (vLLM, Qwen3-Coder)"),
     # ---- tool-call class of kept6 (vLLM's own parser tests) ------------------------------------------------------
     Repair(
+        name=CUT_MARKER_TEXT,
+        title="A marker cut by the end of a final output is text",
+        stage=RepairStage.TOLERANCE,
+        accepts="A final parse (not is_partial) of an output that ends with a proper prefix of the format's "
+                "call opener (a trigger word of its lazy grammar: ]<]minimax[>[<tool_ca, <tool_c): nothing "
+                "follows, so it never became markup; it is appended to the content (to the reasoning when the "
+                "message is reasoning only) instead of being held back and dropped. A stream holds it back while "
+                "more may come and shows it at the finish. A whole opener, other markers and text the "
+                "unparsed-text contract gives back are as before.",
+        example="plain ]<]minimax[>[<tool_ca   (MiniMax-M3: content 'plain ]<]minimax[>[<tool_ca')",
+        source="vLLM's MiniMax-M3 parser returns a cut marker at the end as content: https://github.com/"
+               "vllm-project/vllm/blob/06726266c0e0000947fca394f70a1148fda0ac46/tests/tool_parsers/"
+               "test_minimax_m3_tool_parser.py (case kept6-vllm-minimax-m3-partial-start); llama.cpp's until "
+               "parser succeeds on a cut delimiter in a final parse, so the text reaches its content too "
+               "(core/peg/engine.py's divergence note)"),
+    Repair(
+        name=CUT_CALL_OWN_TEXT,
+        title="A cut last call after complete ones gives back only its own text",
+        stage=RepairStage.TOLERANCE,
+        accepts="A final parse whose last call is cut (or rejected) after complete calls of the same section "
+                "(MiniMax-M3's second <invoke> cut inside a value): truncated-call gives back the raw text from "
+                "that call's own opener (the format's marker right before its name, with the whitespace "
+                "between it and the call before), not from the section's opener, whose complete calls are in "
+                "tool_calls already: no call's text is both a call and content.",
+        example=']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="f">]<]minimax[>[<a>1]<]minimax[>[</a>'
+                ']<]minimax[>[</invoke>\n]<]minimax[>[<invoke name="f">]<]minimax[>[<a>2',
+        source="vLLM's MiniMax-M3 parser returns the complete invoke as a call and the cut one as content: "
+               "https://github.com/vllm-project/vllm/blob/06726266c0e0000947fca394f70a1148fda0ac46/tests/"
+               "tool_parsers/test_minimax_m3_tool_parser.py (case kept6-vllm-minimax-m3-cut-second-invoke); "
+               "the lossless contract (docs/fidelity-lossless.md: every character once)"),
+    Repair(
         name=WELL_KNOWN_CALL_BLOCKS,
         title="Calls in the well-known <tool_call> JSON block when the template shows no tool-call format",
         stage=RepairStage.TOLERANCE,
@@ -1107,11 +1143,19 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
         closed = _closed_final_call(parser, output, out)
         if closed is not None:
             return closed
+    settle_repairs = getattr(parser, "settle_repairs", frozenset())
     if calls and not is_json_object(calls[-1].arguments):
         last = calls[-1]
         if out is final:
             out = final.copy()
         start = _tail_span(parser, output, final, view, last.name)
+        own = _own_opener(parser, output, start, last.name) \
+            if CUT_CALL_OWN_TEXT in settle_repairs and len(calls) > 1 and not is_partial else -1
+        # only when the span from the section's opener holds the text of a call kept before it
+        if own > start and any(c.name and c.name in output[start:own] for c in calls[:-1]):
+            start = own
+            out.repairs = list(out.repairs) + [FiredRepair(CUT_CALL_OWN_TEXT, own, len(output), last.name,
+                                                           output[own:])]
         if not is_partial:
             out.tool_calls = out.tool_calls[:-1]
             out.content = content_with_tail(out.content, output[start:])
@@ -1119,7 +1163,54 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
             FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:],
                         _why_unfinished(parser, output, partial_entry))]
     if not is_partial:
+        if CUT_MARKER_TEXT in settle_repairs:
+            out = _cut_marker_text(parser, output, out, final)
         out = _keep_unparsed(parser, output, out, final, kept_end)
+    return out
+
+
+def _own_opener(parser: Any, output: str, start: int, name: str) -> int:
+    """Repair ``cut-call-own-text``: where the last call named ``name`` opens its own text after ``start`` (the
+    section's opener): the start of the longest markup string of ``parser`` that ends right before the last
+    mention of ``name`` (MiniMax-M3's ``]<]minimax[>[<invoke name="``), moved back over the whitespace after the
+    call before it; -1 when there is none after ``start``."""
+    at = output.rfind(name) if name else -1
+    if at <= start:
+        return -1
+    marks = [m for m in _short_markup(parser)
+             if m.strip() and at - len(m) > start and output.startswith(m, at - len(m))]
+    if not marks:
+        return -1
+    own = at - max(len(m) for m in marks)
+    while own - 1 > start and output[own - 1] in " \t\r\n":
+        own -= 1
+    return own
+
+
+def _cut_marker_text(parser: Any, output: str, msg: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
+    """Repair ``cut-marker-text``: the proper prefix of a call opener of ``parser`` (a word of its lazy grammar's
+    triggers) that ends ``output`` (held back for a marker that never came) appended to the content — to the
+    reasoning when the message is reasoning only — minus what the message already ends with."""
+    words = [w for w in (getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
+                         if getattr(getattr(t, "type", None), "value", "") == "word") if w.strip()]
+    n = len(output)
+    start = next((k for k in range(max(0, n - max((len(w) for w in words), default=0) + 1), n)
+                  if any(len(w) > n - k and w.startswith(output[k:]) for w in words)), n)
+    if start >= n:
+        return msg
+    to_reasoning = bool(msg.reasoning_content) and not msg.content and not msg.tool_calls
+    field = (msg.reasoning_content if to_reasoning else msg.content) or ""
+    # the part of the tail the field already ends with (the space before a marker is often content already)
+    start += next((k for k in range(len(output) - start, 0, -1) if field.endswith(output[start:start + k])), 0)
+    tail = output[start:]
+    if not tail.strip():
+        return msg
+    out = msg.copy() if msg is final else msg
+    if to_reasoning:
+        out.reasoning_content = field + tail
+    else:
+        out.content = field + tail
+    out.repairs = list(out.repairs) + [FiredRepair(CUT_MARKER_TEXT, start, len(output), text=tail)]
     return out
 
 
