@@ -31,6 +31,8 @@ NEEDS = {
     "kept6-vllm-granite4-content-between": {"content-between-calls"},
     "kept6-vllm-minimax-m3-partial-start": {"cut-marker-text"},
     "kept6-vllm-minimax-m3-cut-second-invoke": {"cut-call-own-text"},
+    "kept6-vllm-functiongemma-stream-two-keys": {"glued-arguments"},
+    "kept6-vllm-functiongemma-stream-three-keys": {"glued-arguments"},
 }
 
 
@@ -191,3 +193,41 @@ def test_the_cut_second_invoke_is_content_once_and_the_first_a_call():
     first_end = case.output.index("]<]minimax[>[</invoke>") + len("]<]minimax[>[</invoke>")
     assert msg.content == "plain " + case.output[first_end:]
     assert case.output[first_end:first_end + 1] == "\n"
+
+
+# -- glued-arguments (the Gemma call syntax) ----------------------------------------------------------------------
+
+GEMMA4 = "google-gemma-4-31B-it.jinja"
+TYPED = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string"}, "unit": {"type": "string"}, "days": {"type": "integer"}}}}}]
+
+
+def _gemma4(args: str) -> str:
+    return "<|tool_call>call:get_weather{" + args + "}<tool_call|>"
+
+
+S = '<|"|>'
+
+
+@pytest.mark.parametrize("args,want", [
+    (f"city:{S}Paris{S}unit:{S}c{S}", '{"city":"Paris","unit":"c"}'),
+    (f"city:{S}Paris{S}days:3", '{"city":"Paris","days":3}'),
+    (f"city:{S}Paris{S},unit:{S}c{S}days:3", '{"city":"Paris","unit":"c","days":3}'),
+])
+def test_a_key_right_after_a_strings_closing_delimiter_is_the_next_argument(args, want):
+    msg = _parser(GEMMA4, _request(tools=TYPED)).parse(_gemma4(args))
+    assert [(c.name, c.arguments) for c in msg.tool_calls] == [("get_weather", want)]
+    assert "glued-arguments" in {r.name for r in msg.repairs}
+    plain = _parser(GEMMA4, _request(tools=TYPED), "llama.cpp").parse(_gemma4(args))
+    assert plain.tool_calls == []
+
+
+def test_commas_written_fire_no_repair():
+    msg = _parser(GEMMA4, _request(tools=TYPED)).parse(_gemma4(f"city:{S}Paris{S},days:3"))
+    assert [c.arguments for c in msg.tool_calls] == ['{"city":"Paris","days":3}'] and not msg.repairs
+
+
+def test_a_number_run_into_the_next_key_stays_rejected():
+    out = _gemma4(f"days:3unit:{S}c{S}")
+    msg = _parser(GEMMA4, _request(tools=TYPED)).parse(out)
+    assert msg.tool_calls == [] and msg.content == out

@@ -158,6 +158,7 @@ ATTRIBUTE_ENTITIES = "attribute-entities"
 WELL_KNOWN_CALL_BLOCKS = "well-known-call-blocks"
 CUT_MARKER_TEXT = "cut-marker-text"
 CUT_CALL_OWN_TEXT = "cut-call-own-text"
+GLUED_ARGUMENTS = "glued-arguments"
 SETTLE_REPAIRS = frozenset({CUT_MARKER_TEXT, CUT_CALL_OWN_TEXT})
 """Tolerance repairs :func:`settle` applies (the pipeline hands the enabled ones to the parser as
 ``settle_repairs``)."""
@@ -844,7 +845,7 @@ REPAIRS: list[Repair] = [
     # ---- tool-call class of kept6 (vLLM's own parser tests) ------------------------------------------------------
     Repair(
         name=CUT_MARKER_TEXT,
-        title="A marker cut by the end of a final output is text",
+        title="A call opener cut by the end of a final output is text",
         stage=RepairStage.TOLERANCE,
         accepts="A final parse (not is_partial) of an output that ends with a proper prefix of the format's "
                 "call opener (a trigger word of its lazy grammar: ]<]minimax[>[<tool_ca, <tool_c): nothing "
@@ -892,6 +893,21 @@ REPAIRS: list[Repair] = [
                "0a26f84cc20c2dae0b6af221007a9a26d507a417/tests/tool_parsers/test_ernie45_moe_tool_parser.py "
                "(cases kept6-vllm-ernie45-single, -multiple, -content-before); the same block is the Hermes "
                "format of vLLM's hermes parser and llama.cpp's Hermes 2 Pro handler"),
+    Repair(
+        name=GLUED_ARGUMENTS,
+        title="Gemma-syntax arguments without the comma after a string value",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the Gemma call syntax (Gemma 4 call:NAME{k:<|\"|>v<|\"|>,…}, FunctionGemma "
+                "call:NAME{k:<escape>v<escape>,…}), a string value whose closing delimiter is followed straight "
+                "by the next key, with no comma: the delimiter ends the value, so the key that follows is the next "
+                "argument. Only after a string (a number or a literal runs into the next key's letters); the "
+                "grammar keeps the template's commas.",
+        example="<start_function_call>call:get_weather{city:<escape>NYC<escape>unit:<escape>celsius<escape>}"
+                "<end_function_call>",
+        source="vLLM's FunctionGemma parser reads every key:<escape>value<escape> pair, comma or not: "
+               "https://github.com/vllm-project/vllm/blob/26c3628ca8265f4f5007ed8e3e28ac66dd23c8ae/tests/"
+               "tool_parsers/test_functiongemma_tool_parser.py (streaming tests: cases "
+               "kept6-vllm-functiongemma-stream-two-keys, -stream-three-keys)"),
     Repair(
         name=ATTRIBUTE_ENTITIES,
         title="A declared tool's name written with the template's attribute escaping",
@@ -1473,4 +1489,5 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "R
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
            "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
+           "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
