@@ -33,6 +33,7 @@ NEEDS = {
     "kept6-vllm-minimax-m3-cut-second-invoke": {"cut-call-own-text"},
     "kept6-vllm-functiongemma-stream-two-keys": {"glued-arguments"},
     "kept6-vllm-functiongemma-stream-three-keys": {"glued-arguments"},
+    "kept6-vllm-minimax-thinking-tags": {"think-block-calls"},
 }
 
 
@@ -231,3 +232,36 @@ def test_a_number_run_into_the_next_key_stays_rejected():
     out = _gemma4(f"days:3unit:{S}c{S}")
     msg = _parser(GEMMA4, _request(tools=TYPED)).parse(out)
     assert msg.tool_calls == [] and msg.content == out
+
+
+# -- think-block-calls -------------------------------------------------------------------------------------------
+
+M1 = "MiniMax-M1.jinja"   # JSON calls in <tool_calls> … </tool_calls>; the template knows no <think>
+
+
+def _m1_calls(name: str, city: str = "Miami") -> str:
+    return f'<tool_calls>\n{{"name": "{name}", "arguments": {{"city": "{city}"}}}}\n</tool_calls>'
+
+
+def test_a_declared_call_inside_the_think_block_is_not_returned():
+    think = "<think>Maybe " + _m1_calls("get_weather", "Rome") + " first.</think>"
+    out = think + "\nSure. " + _m1_calls("get_weather")
+    msg = _parser(M1, _request()).parse(out)
+    assert [(c.name, c.arguments) for c in msg.tool_calls] == [("get_weather", '{"city": "Miami"}')]
+    assert msg.content == think + "\nSure. "
+    assert "think-block-calls" in {r.name for r in msg.repairs}
+
+
+def test_a_think_block_without_a_call_parses_as_before():
+    out = "<think>plan</think>\nSure. " + _m1_calls("get_weather")
+    msg = _parser(M1, _request()).parse(out)
+    assert [c.name for c in msg.tool_calls] == ["get_weather"] and msg.content == "<think>plan</think>\nSure. "
+    assert "think-block-calls" not in {r.name for r in msg.repairs}
+
+
+def test_a_think_block_never_closed_is_thought_to_the_end():
+    out = "<think>Maybe " + _m1_calls("get_weather")
+    msg = _parser(M1, _request()).parse(out)
+    assert msg.tool_calls == [] and msg.content == out   # as the stream showed it: content, never a call
+    off = _parser(M1, _request(), disabled=["think-block-calls"]).parse(out)
+    assert [c.name for c in off.tool_calls] == ["get_weather"]

@@ -62,7 +62,7 @@ from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
-from .repairs import CONTENT_BETWEEN_CALLS, WELL_KNOWN_CALL_BLOCKS
+from .repairs import CONTENT_BETWEEN_CALLS, THINK_BLOCK_CALLS, WELL_KNOWN_CALL_BLOCKS
 from .repairs import TRAILING_END_OF_TURN, FiredRepair, next_call_section
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
@@ -1062,7 +1062,22 @@ class _Gen:
         unmarked = self.unmarked_calls(bool(f.section_start or f.per_call_start))
         if unmarked is not None:
             body = p.choice(unmarked, body)
+        self.calls_in_think_block(body, trim_ws(tool_start))
         return self.reasoning + body
+
+    def calls_in_think_block(self, body: P, opener: str) -> None:
+        """Repair ``think-block-calls``: for a template that knows no reasoning markup (no reasoning found, no
+        ``<think>`` in its source), an output that opens with a ``<think>`` … ``</think>`` block holding the call
+        ``opener``: the block is content as it stands, the calls written inside it are thought, not calls, and
+        the parse goes on after it (``body``, widened once the tree is built: the grammar stays the template's). A
+        stream shows the open block as content; a block never closed is thought to the end (content, no call)."""
+        p = self.p
+        if THINK_BLOCK_CALLS not in p.repairs or not opener or self.a.reasoning.mode != ReasoningMode.NONE \
+                or "<think>" in self.template_source:
+            return
+        p.late.append(lambda: p.widen_late(body, THINK_BLOCK_CALLS, lambda orig: p.content(
+            p.literal("<think>") + p.until_one_of(["</think>", opener]) + p.literal(opener) + p.until("</think>")
+            + p.literal("</think>")) + orig, first=True))
 
     def text_between_json_calls(self, gap: P, opener: str) -> None:
         """Repair ``content-between-calls`` for JSON calls each in its own marker block (Granite 4, Hermes:

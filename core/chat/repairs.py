@@ -159,6 +159,7 @@ WELL_KNOWN_CALL_BLOCKS = "well-known-call-blocks"
 CUT_MARKER_TEXT = "cut-marker-text"
 CUT_CALL_OWN_TEXT = "cut-call-own-text"
 GLUED_ARGUMENTS = "glued-arguments"
+THINK_BLOCK_CALLS = "think-block-calls"
 SETTLE_REPAIRS = frozenset({CUT_MARKER_TEXT, CUT_CALL_OWN_TEXT})
 """Tolerance repairs :func:`settle` applies (the pipeline hands the enabled ones to the parser as
 ``settle_repairs``)."""
@@ -909,6 +910,24 @@ REPAIRS: list[Repair] = [
                "tool_parsers/test_functiongemma_tool_parser.py (streaming tests: cases "
                "kept6-vllm-functiongemma-stream-two-keys, -stream-three-keys)"),
     Repair(
+        name=THINK_BLOCK_CALLS,
+        title="A call written inside a <think> block the template does not know is thought, not a call",
+        stage=RepairStage.TOLERANCE,
+        accepts="A JSON tool-call format of a template that knows no reasoning markup (no reasoning found, no "
+                "<think> in its source; MiniMax-M1's), an output that opens with a <think> … </think> block "
+                "holding the call opener: the block stays content as written (the template gives it no other "
+                "field), the calls inside it are not returned, and the calls after it are read as usual; a block "
+                "never closed is thought to the end (content, as a stream showed it, no call). llama.cpp "
+                "ends the content at the first opener, inside the block, and when that call cannot be read (an "
+                "undeclared tool) every later call becomes content too.",
+        example='<think>I should use a tool. <tool_calls>\n{"name": "ignored_tool", "arguments": {}}\n</tool_calls>'
+                '</think>\n\nLet me help. <tool_calls>\n{"name": "get_current_weather", "arguments": {"city": '
+                '"Miami"}}\n</tool_calls>',
+        source="vLLM's MiniMax tool parser skips the calls inside <think> and reads the ones after it: "
+               "https://github.com/vllm-project/vllm/blob/41c5903d049b80b83a6e570f52f0f55e31316e49/tests/"
+               "tool_parsers/test_minimax_tool_parser.py (test_extract_tool_calls_with_thinking_tags: case "
+               "kept6-vllm-minimax-thinking-tags); a call in the model's thinking is a plan, not an action"),
+    Repair(
         name=ATTRIBUTE_ENTITIES,
         title="A declared tool's name written with the template's attribute escaping",
         stage=RepairStage.TOLERANCE,
@@ -1490,4 +1509,5 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "R
            "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
+           "THINK_BLOCK_CALLS",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
