@@ -1075,9 +1075,11 @@ class _Gen:
         if THINK_BLOCK_CALLS not in p.repairs or not opener or self.a.reasoning.mode != ReasoningMode.NONE \
                 or "<think>" in self.template_source:
             return
-        p.late.append(lambda: p.widen_late(body, THINK_BLOCK_CALLS, lambda orig: p.content(
-            p.literal("<think>") + p.until_one_of(["</think>", opener]) + p.literal(opener) + p.until("</think>")
-            + p.literal("</think>")) + orig, first=True))
+        # (the peek first: a cut "<t" must not show as content before the block is known to open)
+        p.late.append(lambda: p.widen_late(body, THINK_BLOCK_CALLS, lambda orig: p.peek(p.literal("<think>"))
+                                           + p.content(p.literal("<think>") + p.until_one_of(["</think>", opener])
+                                                       + p.literal(opener) + p.until("</think>")
+                                                       + p.literal("</think>")) + orig, first=True))
 
     def text_between_json_calls(self, gap: P, opener: str) -> None:
         """Repair ``content-between-calls`` for JSON calls each in its own marker block (Granite 4, Hermes:
