@@ -34,6 +34,7 @@ NEEDS = {
     "kept6-vllm-functiongemma-stream-two-keys": {"glued-arguments"},
     "kept6-vllm-functiongemma-stream-three-keys": {"glued-arguments"},
     "kept6-vllm-minimax-thinking-tags": {"think-block-calls"},
+    "kept6-vllm-minimax-m3-nested": {"free-object-elements", "leading-zero-integer"},
 }
 
 
@@ -265,3 +266,49 @@ def test_a_think_block_never_closed_is_thought_to_the_end():
     assert msg.tool_calls == [] and msg.content == out   # as the stream showed it: content, never a call
     off = _parser(M1, _request(), disabled=["think-block-calls"]).parse(out)
     assert [c.name for c in off.tool_calls] == ["get_weather"]
+
+
+# -- free-object-elements, leading-zero-integer (MiniMax-M3) ------------------------------------------------------
+
+NS = "]<]minimax[>["
+
+
+def _m3(body: str) -> str:
+    return f'{NS}<tool_call>\n{NS}<invoke name="create_order">{body}{NS}</invoke>\n{NS}</tool_call>'
+
+
+def _el(key: str, inner: str) -> str:
+    return f"{NS}<{key}>{inner}{NS}</{key}>"
+
+
+def _m3_parse(body: str, fidelity: str = "improved"):
+    case = CASES["kept6-vllm-minimax-m3-nested"]
+    return _parser(case.template, case.request, fidelity).parse(_m3(body))
+
+
+@pytest.mark.parametrize("body,want", [
+    (_el("metadata", _el("source", "mobile")), {"metadata": {"source": "mobile"}}),
+    (_el("duplicate_demo", _el("tag", "a") + _el("tag", "b") + _el("tag", "c")),
+     {"duplicate_demo": {"tag": ["a", "b", "c"]}}),
+    (_el("duplicate_demo", _el("outer", _el("inner", "x"))), {"duplicate_demo": {"outer": {"inner": "x"}}}),
+])
+def test_an_object_without_declared_properties_is_read_from_its_elements(body, want):
+    import json
+
+    msg = _m3_parse(body)
+    assert [json.loads(c.arguments) for c in msg.tool_calls] == [want]
+    assert "free-object-elements" in {r.name for r in msg.repairs}
+    assert _m3_parse(body, "llama.cpp").tool_calls == []
+
+
+def test_an_object_without_properties_written_as_json_reads_as_before():
+    msg = _m3_parse(_el("metadata", '{"source": "mobile"}'))
+    assert [c.arguments for c in msg.tool_calls] == ['{"metadata":{"source": "mobile"}}'] and not msg.repairs
+
+
+def test_an_integer_with_leading_zeros_is_its_value_and_no_word_is_lost():
+    body = _el("user_id", "0042")
+    msg = _m3_parse(body)
+    assert [c.arguments for c in msg.tool_calls] == ['{"user_id":42}']
+    assert msg.content == "" and "leading-zero-integer" in {r.name for r in msg.repairs}
+    assert _m3_parse(_el("user_id", "42")).repairs == []

@@ -160,6 +160,8 @@ CUT_MARKER_TEXT = "cut-marker-text"
 CUT_CALL_OWN_TEXT = "cut-call-own-text"
 GLUED_ARGUMENTS = "glued-arguments"
 THINK_BLOCK_CALLS = "think-block-calls"
+FREE_OBJECT_ELEMENTS = "free-object-elements"
+LEADING_ZERO_INTEGER = "leading-zero-integer"
 SETTLE_REPAIRS = frozenset({CUT_MARKER_TEXT, CUT_CALL_OWN_TEXT})
 """Tolerance repairs :func:`settle` applies (the pipeline hands the enabled ones to the parser as
 ``settle_repairs``)."""
@@ -928,6 +930,34 @@ REPAIRS: list[Repair] = [
                "tool_parsers/test_minimax_tool_parser.py (test_extract_tool_calls_with_thinking_tags: case "
                "kept6-vllm-minimax-thinking-tags); a call in the model's thinking is a plan, not an action"),
     Repair(
+        name=FREE_OBJECT_ELEMENTS,
+        title="A MiniMax-M3 object parameter without declared properties, written as elements",
+        stage=RepairStage.TOLERANCE,
+        accepts="MiniMax-M3 (whose template's to_xml macro writes every mapping as nested ]<]minimax[>[<key> "
+                "elements, declared properties or not): a parameter whose schema is an object without properties "
+                "(additionalProperties, or none said) written as elements is read as the object they spell, a "
+                "text value a string, a key written more than once a list of its values (up to three levels of "
+                "elements); llama.cpp reads such a value as one JSON text and rejects the call. The object shows "
+                "in a stream once its closing element is there (a later repeat changes an earlier value).",
+        example=']<]minimax[>[<metadata>]<]minimax[>[<source>mobile]<]minimax[>[</source>]<]minimax[>[</metadata>'
+                '   (metadata: {"type": "object", "additionalProperties": {"type": "string"}})',
+        source="the MiniMax-M3 template's to_xml macro (shared/templates/MiniMax-M3.jinja); vLLM's MiniMax-M3 "
+               "parser reads the elements and gathers repeats in a list: https://github.com/vllm-project/vllm/"
+               "blob/06726266c0e0000947fca394f70a1148fda0ac46/tests/tool_parsers/test_minimax_m3_tool_parser.py "
+               "(case kept6-vllm-minimax-m3-nested)"),
+    Repair(
+        name=LEADING_ZERO_INTEGER,
+        title="A MiniMax-M3 integer element written with leading zeros",
+        stage=RepairStage.TOLERANCE,
+        accepts="MiniMax-M3, a parameter or element the schema declares integer whose text is digits with leading "
+                "zeros (018956): the integer they spell (18956), as Python's int() reads them; JSON forbids the "
+                "zeros, so llama.cpp rejects the call. The value shows in a stream once it is complete.",
+        example=']<]minimax[>[<zip>018956]<]minimax[>[</zip>   (zip: integer)',
+        source="vLLM's MiniMax-M3 parser converts integer elements with int(): https://github.com/vllm-project/"
+               "vllm/blob/06726266c0e0000947fca394f70a1148fda0ac46/tests/tool_parsers/"
+               "test_minimax_m3_tool_parser.py (case kept6-vllm-minimax-m3-nested); pythonic-values reads 07 the "
+               "same way"),
+    Repair(
         name=ATTRIBUTE_ENTITIES,
         title="A declared tool's name written with the template's attribute escaping",
         stage=RepairStage.TOLERANCE,
@@ -1509,5 +1539,5 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "R
            "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
-           "THINK_BLOCK_CALLS",
+           "THINK_BLOCK_CALLS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
