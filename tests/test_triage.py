@@ -83,7 +83,12 @@ SCORES = {
     # tool-call repairs too, four more 'none helps' rows (DSML nonjson x2, LFM2 two calls, Qwen3-Coder double) get a
     # verified repair and Kimi K3's single call a repair before its labelled request fix: 30 -> 26
     "kept7.jsonl": {"dev": (33, 26, 8, 13)},
-    "kept8.jsonl": {"kept8": (23, 28, 3, 9)},      # kept aside: first run, on the ninth round's rules
+    # kept8: first run, on the ninth round's rules (23, 28, 3, 9); with the kept6 tool-call repairs fix 28 -> 24: four
+    # rows labelled "none helps" (kept6-vllm-ernie45-single, kept6-vllm-functiongemma-stream-three-keys,
+    # kept6-vllm-granite4-content-between, kept6-vllm-minimax-m3-nested) are offered a verified repair
+    # (well-known-call-blocks, glued-arguments, content-between-calls, free-object-elements + leading-zero-integer)
+    # that gives the expected message, against their labels (written before those repairs existed)
+    "kept8.jsonl": {"kept8": (23, 24, 3, 9)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
