@@ -1024,9 +1024,8 @@ class _Gen:
         if not f.section_start and f.per_call_start:
             single = p.standard_json_tools(f.per_call_start, f.per_call_end, req.tools, req.parallel_tool_calls,
                                            force, **kw)
-            gap = p.space()
-            tools = p.trigger_rule("tool-calls", p.one_or_more(single + gap))
-            self.text_between_json_calls(gap, trim_ws(f.per_call_start))
+            tools = p.trigger_rule("tool-calls", p.one_or_more(single + p.space()))
+            self.text_between_json_calls(single, trim_ws(f.per_call_start))
             if self.well_known:
                 tools = p.repair(WELL_KNOWN_CALL_BLOCKS, tools)
         else:
@@ -1081,18 +1080,24 @@ class _Gen:
                                                        + p.literal(opener) + p.until("</think>")
                                                        + p.literal("</think>")) + orig, first=True))
 
-    def text_between_json_calls(self, gap: P, opener: str) -> None:
+    def text_between_json_calls(self, single: P, opener: str) -> None:
         """Repair ``content-between-calls`` for JSON calls each in its own marker block (Granite 4, Hermes:
-        ``<tool_call>{…}</tool_call>``): the whitespace ``gap`` after a call may instead be text — up to the next
-        call's ``opener`` or to the end of the output — that is content with its whitespace, in order; the next
-        block is a call. Tried first (whitespace alone, up to a call or the end, stays the gap); the grammar keeps
-        the template's layout (``widen_late``)."""
+        ``<tool_call>{…}</tool_call>``): where a further call block is expected and text stands instead, the text
+        up to the next block's ``opener`` is content and the block a call (``single``, widened once the tree is
+        built and tried after the template's reading: the grammar, and the stream's fast path after a call, stay
+        as they were). The whitespace right after a call stays layout; text after the last call is the trailing
+        content it always was."""
         p = self.p
         if CONTENT_BETWEEN_CALLS not in p.repairs or not opener or not self.req.parallel_tool_calls:
             return
-        p.late.append(lambda: p.widen_late(gap, CONTENT_BETWEEN_CALLS, lambda _orig: (
-            p.negate(p.space() + p.choice(p.end(), p.literal(opener)))
-            + p.content(p.until(opener)) + p.choice(p.peek(p.literal(opener)), p.end())), first=True))
+        # the text stops at a reasoning end marker too: a call followed by one was quoted in the reasoning
+        # (call-ends-reasoning leaves it there), not a call with text after it
+        stops = [opener] + [m for m in (trim_ws(self.a.reasoning.end),) if m]
+        node = p.arena.nodes[single.id]
+        # standard_json_tools gives the block optional unless the calls are required: widen the block itself
+        block = P(node.child, p) if getattr(node, "min", None) == 0 and getattr(node, "max", None) == 1 else single
+        p.late.append(lambda: p.widen_late(block, CONTENT_BETWEEN_CALLS, lambda orig: (
+            p.content(p.until_one_of(stops)) + p.peek(p.literal(opener)) + orig)))
 
     def json_call_variants(self) -> tuple[list[str], list[P]]:
         """The issue-25 repairs of a JSON call format, as ``(stops, variants)``: markers where the content before

@@ -623,8 +623,9 @@ REPAIRS: list[Repair] = [
                 "text written between two calls: it goes to content (with its whitespace, after the text "
                 "before the first call) and the call after it is parsed. llama.cpp ends the calls at the text and "
                 "returns the later call as content. Also JSON calls each in its own marker block (Granite 4, "
-                "Hermes: <tool_call> {…} </tool_call>), with parallel calls: the text after a call, up to the next "
-                "block or the end of the output, is content with its whitespace, in order.",
+                "Hermes: <tool_call> {…} </tool_call>), with parallel calls: text where a further block was "
+                "expected is content up to that block, which is a call (the whitespace right after a call stays "
+                "layout, as the stream's fast path after a call reads it).",
         example="I will help you get the weather info.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
                 "<arg_value>Beijing</arg_value>\n</tool_call>\n\nmeaningwhile, I will also check the weather in "
                 "Shanghai.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Shanghai</arg_value>\n"
@@ -633,9 +634,9 @@ REPAIRS: list[Repair] = [
                "before the first as content; here the text between is content too, the lossless contract): "
                "https://github.com/vllm-project/vllm/blob/024364d6695352f41c029121af6b8ecf2ae60184/tests/"
                "tool_parsers/test_glm4_moe_tool_parser.py (real-output case glm-mixed-content); vLLM's Granite 4 "
-               "parser keeps the text around every <tool_call> block, whitespace and all: https://github.com/"
+               "parser keeps the text between <tool_call> blocks as content: https://github.com/"
                "vllm-project/vllm/blob/34f830e95846db95409c0cd6d8a168066ebd8df9/tests/tool_parsers/"
-               "test_granite4_tool_parser.py (cases kept6-vllm-granite4-complex, -content-between)"),
+               "test_granite4_tool_parser.py (case kept6-vllm-granite4-content-between)"),
     # ---- JSON and pythonic call families ---------------------------------------------------------------------------
     Repair(
         name=PYTHONIC_VALUES,
