@@ -63,6 +63,11 @@ DATA = ROOT / "tests" / "data"
 # the tool-call repairs (the tool-call
 # class, same data): consecutive-call-blocks 2, repeated-prompt-tail 2, undeclared-arguments in Kimi K3,
 # mistyped-value-as-string in DSML 2, unclosed-final-call 2: 46 -> 54
+# the tool-call repairs from kept6 (development data since its first measure): real_outputs_kept6 improved
+# 50 -> 60: well-known-call-blocks 3 (ERNIE 4.5's <tool_call> blocks on a template that renders no tools),
+# content-between-calls in JSON call blocks 1 (Granite 4), cut-marker-text 1 and cut-call-own-text 1 (MiniMax-M3),
+# glued-arguments 2 (FunctionGemma), think-block-calls 1 (MiniMax-M1), free-object-elements with
+# leading-zero-integer 1 (MiniMax-M3)
 PASS = {
     "real_outputs": {("llama.cpp", "dev"): 95, ("llama.cpp", "holdout"): 45,
                      # improved dev 171 -> 170: xlam-think-tag expects vLLM's xLAM tool-parser reading (no

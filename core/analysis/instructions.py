@@ -33,6 +33,11 @@ from .fidelity import INSTRUCTION_CALL_FORMAT
 INFERRED_FROM_INSTRUCTIONS = "instructions"
 """Value of ``ToolsAnalysis.inferred_from`` when the format was read from the tool instructions."""
 
+INFERRED_WELL_KNOWN = "well-known"
+"""Value of ``ToolsAnalysis.inferred_from`` when the template shows no tool-call format at all and the parser
+reads the well-known ``<tool_call>{"name": …, "arguments": …}</tool_call>`` blocks (repair
+``well-known-call-blocks``, :func:`well_known_format`)."""
+
 FOUND_BY_LABEL = "inferred from instructions (I1)"
 """What the explorer's "found by" column says for a field set by comparison I1."""
 
@@ -54,6 +59,11 @@ class InstructionFormat:
     args_key: str
     array: bool
     evidence: str
+
+
+WELL_KNOWN_CALL = InstructionFormat("<tool_call>", "</tool_call>", "name", "arguments", False,
+                                    '<tool_call> {"name": …, "arguments": {…}} </tool_call>')
+"""The call block most open models write (Hermes / Qwen2.5 / ERNIE 4.5 / SmolLM3 templates render it)."""
 
 
 _SHAPE_START = re.compile(r'\{\s*"name"\s*:\s*')
@@ -258,6 +268,24 @@ def format_for_request(analysis: TemplateAnalysis, messages: Any) -> TemplateAna
     return out
 
 
+def well_known_format(analysis: TemplateAnalysis) -> TemplateAnalysis | None:
+    """Request-time half of repair ``well-known-call-blocks``: when the template shows no tool-call format at
+    all — it renders no call (format NONE, not read from instructions either) and reports no tool-call support —
+    a copy of ``analysis`` whose format is :data:`WELL_KNOWN_CALL` (marked ``inferred_from`` =
+    :data:`INFERRED_WELL_KNOWN`); else None. The caller decides whether the repair is on and the request
+    declares tools."""
+    if analysis.tools.format.mode != ToolFormat.NONE or analysis.tools.inferred_from \
+            or analysis.caps.supports_tool_calls:
+        return None
+    out = analysis.copy()
+    out.tools = ToolsAnalysis()
+    apply_format(out.tools, WELL_KNOWN_CALL)
+    out.tools.inferred_from = INFERRED_WELL_KNOWN
+    if WELL_KNOWN_CALL.opener not in out.preserved_tokens:
+        out.preserved_tokens.append(WELL_KNOWN_CALL.opener)
+    return out
+
+
 def example_call(fmt: Any, name: str, arguments: dict[str, Any]) -> str:
     """One call to ``name`` with ``arguments`` written in a JSON format described by ``fmt`` (a
     :class:`~core.analysis.result.ToolFormatAnalysis`): opener, ``[`` when list-wrapped, the JSON object,
@@ -294,6 +322,6 @@ def inferred_summary(report: Any) -> str | None:
             "marker is optional and text after the calls is content. llama.cpp finds no tool format here.")
 
 
-__all__ = ["FOUND_BY_LABEL", "INFERRED_FROM_INSTRUCTIONS", "InstructionFormat", "analyze_instructions",
-           "apply_format", "comparison_label", "example_call", "format_for_request", "inferred_summary",
-           "read_call_format", "system_text"]
+__all__ = ["FOUND_BY_LABEL", "INFERRED_FROM_INSTRUCTIONS", "INFERRED_WELL_KNOWN", "InstructionFormat", "WELL_KNOWN_CALL",
+           "analyze_instructions", "apply_format", "comparison_label", "example_call", "format_for_request",
+           "inferred_summary", "read_call_format", "system_text", "well_known_format"]

@@ -50,7 +50,7 @@ from typing import Any, Callable, Optional
 from ..analysis.fidelity import (CALL_TURN_HEADER, GENERATION_PROMPT_PREAMBLE, INSTRUCTION_CALL_FORMAT, JSON_ARRAY_START,
                                  OPEN_CONTENT_BEFORE_CALLS, PYTHON_LITERAL_VALUES,
                                  CONTENT_INSIDE_SECTION_START, CALL_ID_BEFORE_NAME, WRAPPED_CONTENT_TAGGED_CALLS)
-from ..analysis.instructions import INFERRED_FROM_INSTRUCTIONS
+from ..analysis.instructions import INFERRED_FROM_INSTRUCTIONS, INFERRED_WELL_KNOWN
 from ..analysis.result import CallIdPosition, ReasoningMode, TemplateAnalysis, ToolFormat, ToolsAnalysis
 from ..grammar.converter import GrammarBuilder
 from ..grammar.json_schema import (SCALAR_TYPES, ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters,
@@ -62,7 +62,8 @@ from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
-from .repairs import LEADING_THINK_BLOCK, TAG_WHITESPACE, THINK_BLOCK, TRAILING_END_OF_TURN, FiredRepair, next_call_section
+from .repairs import CONTENT_BETWEEN_CALLS, LEADING_THINK_BLOCK, TAG_WHITESPACE, THINK_BLOCK, THINK_BLOCK_CALLS
+from .repairs import TRAILING_END_OF_TURN, WELL_KNOWN_CALL_BLOCKS, FiredRepair, next_call_section
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
@@ -827,7 +828,9 @@ class _Gen:
         self.compact_calls: P | None = None   # repair tag-whitespace: the calls with their layout whitespace optional
         # improvement instruction-call-format: the format was read from the tool instructions, not from a call
         # the template renders (core.analysis.instructions)
-        self.inferred = analysis.tools.inferred_from == INFERRED_FROM_INSTRUCTIONS
+        # repair well-known-call-blocks: the template shows no format at all, the parser reads the well-known one
+        self.well_known = analysis.tools.inferred_from == INFERRED_WELL_KNOWN
+        self.inferred = analysis.tools.inferred_from == INFERRED_FROM_INSTRUCTIONS or self.well_known
         # Node ids name the until/ac automata in the GBNF; the placeholder eps/choice nodes below are created
         # where the reference creates them, so that the ids (hence the grammar text) match its output.
         self.p.eps()
@@ -1034,6 +1037,9 @@ class _Gen:
             single = p.standard_json_tools(f.per_call_start, f.per_call_end, req.tools, req.parallel_tool_calls,
                                            force, **kw)
             tools = p.trigger_rule("tool-calls", p.one_or_more(single + p.space()))
+            self.text_between_json_calls(single, trim_ws(f.per_call_start))
+            if self.well_known:
+                tools = p.repair(WELL_KNOWN_CALL_BLOCKS, tools)
         else:
             tools = p.standard_json_tools(f.section_start, f.section_end, req.tools, req.parallel_tool_calls,
                                           force, **kw)
@@ -1061,12 +1067,49 @@ class _Gen:
         if self.inferred:
             # instructions say how a call starts, not that the answer ends with it: text after the calls is content
             body = body + p.optional(p.content(p.rest()))
+        if self.inferred and not self.well_known:
             self.notes.append(f"improvement {INSTRUCTION_CALL_FORMAT}: the tool-call format was read from the tool "
                               "instructions; its end marker is optional and content may follow the calls")
         unmarked = self.unmarked_calls(bool(f.section_start or f.per_call_start))
         if unmarked is not None:
             body = p.choice(unmarked, body)
+        self.calls_in_think_block(body, trim_ws(tool_start))
         return self.reasoning + body
+
+    def calls_in_think_block(self, body: P, opener: str) -> None:
+        """Repair ``think-block-calls``: for a template that knows no reasoning markup (no reasoning found, no
+        ``<think>`` in its source), an output that opens with a ``<think>`` … ``</think>`` block holding the call
+        ``opener``: the block is content as it stands, the calls written inside it are thought, not calls, and
+        the parse goes on after it (``body``, widened once the tree is built: the grammar stays the template's). A
+        stream shows the open block as content; a block never closed is thought to the end (content, no call)."""
+        p = self.p
+        if THINK_BLOCK_CALLS not in p.repairs or not opener or self.a.reasoning.mode != ReasoningMode.NONE \
+                or "<think>" in self.template_source:
+            return
+        # (the peek first: a cut "<t" must not show as content before the block is known to open)
+        p.late.append(lambda: p.widen_late(body, THINK_BLOCK_CALLS, lambda orig: p.peek(p.literal("<think>"))
+                                           + p.content(p.literal("<think>") + p.until_one_of(["</think>", opener])
+                                                       + p.literal(opener) + p.until("</think>")
+                                                       + p.literal("</think>")) + orig, first=True))
+
+    def text_between_json_calls(self, single: P, opener: str) -> None:
+        """Repair ``content-between-calls`` for JSON calls each in its own marker block (Granite 4, Hermes:
+        ``<tool_call>{…}</tool_call>``): where a further call block is expected and text stands instead, the text
+        up to the next block's ``opener`` is content and the block a call (``single``, widened once the tree is
+        built and tried after the template's reading: the grammar, and the stream's fast path after a call, stay
+        as they were). The whitespace right after a call stays layout; text after the last call is the trailing
+        content it always was."""
+        p = self.p
+        if CONTENT_BETWEEN_CALLS not in p.repairs or not opener or not self.req.parallel_tool_calls:
+            return
+        # the text stops at a reasoning end marker too: a call followed by one was quoted in the reasoning
+        # (call-ends-reasoning leaves it there), not a call with text after it
+        stops = [opener] + [m for m in (trim_ws(self.a.reasoning.end),) if m]
+        node = p.arena.nodes[single.id]
+        # standard_json_tools gives the block optional unless the calls are required: widen the block itself
+        block = P(node.child, p) if getattr(node, "min", None) == 0 and getattr(node, "max", None) == 1 else single
+        p.late.append(lambda: p.widen_late(block, CONTENT_BETWEEN_CALLS, lambda orig: (
+            p.content(p.until_one_of(stops)) + p.peek(p.literal(opener)) + orig)))
 
     def json_call_variants(self) -> tuple[list[str], list[P]]:
         """The issue-25 repairs of a JSON call format, as ``(stops, variants)``: markers where the content before

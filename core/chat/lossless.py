@@ -205,10 +205,20 @@ def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -
             lookups += 1
             before, after = near.get(i, ("", ""))
             if (before and before + w in text) or (after and w + after in text) or _glued_to_markup(w, have, marks) \
-                    or _joined_to_a_word(w, have, out_words) or _joined_to_output_word(w, text, out_words):
+                    or _joined_to_a_word(w, have, out_words) or _joined_to_output_word(w, text, out_words) \
+                    or _zero_padded(w, text):
                 continue
         lost.append((w, at))
     return lost
+
+
+def _zero_padded(word: str, text: str) -> bool:
+    """True when ``word`` is a number written with leading zeros (``018956``, ``042``) and ``text`` holds that
+    number without them, standing apart from other digits (a call's JSON argument ``18956``)."""
+    if not (word.isdigit() and word[0] == "0"):
+        return False
+    bare = word.lstrip("0") or "0"
+    return re.search(rf"(?<![0-9]){bare}(?![0-9])", text) is not None
 
 
 GLUED_WORD_MAX = 64

@@ -26,7 +26,7 @@ from ..analysis.fidelity import (CONTENT_TURN_HEADER, GEMMA_CALL_SYNTAX, INSTRUC
                                  resolve_fidelity,
                                  with_reasoning_field)
 from ..analysis.dialect import llama_dialect_failure
-from ..analysis.instructions import format_for_request
+from ..analysis.instructions import format_for_request, well_known_format
 from ..analysis.routing import Route, detect_route
 from ..analysis.workarounds import MODEL_WRITTEN_REASONING
 from ..errors import AnalysisError, ChatTemplateExplorerError, TemplateRenderError
@@ -40,7 +40,8 @@ from .message import AssistantMessage
 from .repairs import (INSTRUCTED_MARKERS, INSTRUCTED_REASONING_MARKERS, REASONING_END_WITHOUT_START,
                       REPEATED_TURN_HEADER, TEMPLATE_DEFAULT_THINKING, TRAILING_END_OF_TURN, UNPARSED_TEXT,
                       FiredRepair, enabled_repairs, turn_header)
-from .repairs import FORCE_NONEMPTY_CONTENT, FORCE_NONEMPTY_KWARG, REPEATED_PROMPT_TAIL, UNCLOSED_FINAL_CALL, prompt_tails
+from .repairs import FORCE_NONEMPTY_CONTENT, FORCE_NONEMPTY_KWARG, REPEATED_PROMPT_TAIL, SETTLE_REPAIRS, UNCLOSED_FINAL_CALL
+from .repairs import WELL_KNOWN_CALL_BLOCKS, prompt_tails
 from .samples import content_turn_header
 from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request, render_prompt,
                      thinking_switched_on)
@@ -193,6 +194,11 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
         parser = bundle.parser
         gp = getattr(parser, "parser_generation_prompt", None) or parser.generation_prompt
         parser.prompt_tails = prompt_tails(turn_header(gp, getattr(parser, "thinking_start_tag", "")))
+    if repairs & SETTLE_REPAIRS:
+        try:   # repairs cut-marker-text, cut-call-own-text: read by core.chat.repairs.settle
+            bundle.parser.settle_repairs = repairs & SETTLE_REPAIRS
+        except AttributeError:
+            pass
     if UNCLOSED_FINAL_CALL in repairs:
         try:   # repair unclosed-final-call: read by core.chat.repairs.settle
             bundle.parser.close_final_call = True
@@ -308,6 +314,9 @@ def _build(template: ChatTemplate, request: ChatRequest, report: Any, force_auto
     report, from_request = _request_instructions(report, request, improvements)
     if from_request:
         notes.append(from_request)
+    report, known = _well_known_calls(report, request)
+    if known:
+        notes.append(known)
     analysis = report.analysis
     model_written = bool(MODEL_WRITTEN_REASONING & set(getattr(report, "workarounds_applied", ()) or ()))
     if model_written and prep.has_continuation:
@@ -459,6 +468,22 @@ def _request_instructions(report: Any, request: ChatRequest, improvements: froze
             f"(opener {f.section_start or f.per_call_start or '(none)'!r}, arguments key {f.args_field!r}"
             f"{', a JSON list' if f.tools_array_wrapped else ''}); the parser reads calls in it")
     return replace(report, analysis=analysis), note
+
+
+def _well_known_calls(report: Any, request: ChatRequest) -> tuple[Any, str]:
+    """Repair ``well-known-call-blocks``: the request declares tools (and does not forbid calls) but the template
+    shows no tool-call format at all (it renders no call and no instructions spell one): ``(a copy of report
+    whose format is the well-known <tool_call> JSON block, a note)``; else ``(report, "")``
+    (:func:`core.analysis.instructions.well_known_format`)."""
+    if WELL_KNOWN_CALL_BLOCKS not in current_repairs() or not request.tools \
+            or request.tool_choice == ToolChoice.NONE:
+        return report, ""
+    analysis = well_known_format(report.analysis)
+    if analysis is None:
+        return report, ""
+    return replace(report, analysis=analysis), (
+        f"repair {WELL_KNOWN_CALL_BLOCKS}: the template shows no tool-call format; calls to the declared tools "
+        "are read in the well-known <tool_call>{\"name\": …, \"arguments\": {…}}</tool_call> blocks")
 
 
 def _autoroute(route: Route) -> Route:

@@ -155,6 +155,17 @@ CONSECUTIVE_CALL_BLOCKS = "consecutive-call-blocks"
 REPEATED_PROMPT_TAIL = "repeated-prompt-tail"
 UNCLOSED_FINAL_CALL = "unclosed-final-call"
 ATTRIBUTE_ENTITIES = "attribute-entities"
+# tool-call class of kept6 (vLLM's parser tests)
+WELL_KNOWN_CALL_BLOCKS = "well-known-call-blocks"
+CUT_MARKER_TEXT = "cut-marker-text"
+CUT_CALL_OWN_TEXT = "cut-call-own-text"
+GLUED_ARGUMENTS = "glued-arguments"
+THINK_BLOCK_CALLS = "think-block-calls"
+FREE_OBJECT_ELEMENTS = "free-object-elements"
+LEADING_ZERO_INTEGER = "leading-zero-integer"
+SETTLE_REPAIRS = frozenset({CUT_MARKER_TEXT, CUT_CALL_OWN_TEXT})
+"""Tolerance repairs :func:`settle` applies (the pipeline hands the enabled ones to the parser as
+``settle_repairs``)."""
 # where reasoning starts and ends, from the seventh batch (tests/data/real_outputs_kept7; docs/fidelity-reasoning.md)
 TEMPLATE_DEFAULT_THINKING = "template-default-thinking"
 CALL_ENDS_REASONING = "call-ends-reasoning"
@@ -685,7 +696,10 @@ REPAIRS: list[Repair] = [
         accepts="In the auto-parsed XML-tagged layouts with a per-call marker (GLM <tool_call>NAME<arg_key>…), "
                 "text written between two calls: it goes to content (with its whitespace, after the text "
                 "before the first call) and the call after it is parsed. llama.cpp ends the calls at the text and "
-                "returns the later call as content.",
+                "returns the later call as content. Also JSON calls each in its own marker block (Granite 4, "
+                "Hermes: <tool_call> {…} </tool_call>), with parallel calls: text where a further block was "
+                "expected is content up to that block, which is a call (the whitespace right after a call stays "
+                "layout, as the stream's fast path after a call reads it).",
         example="I will help you get the weather info.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
                 "<arg_value>Beijing</arg_value>\n</tool_call>\n\nmeaningwhile, I will also check the weather in "
                 "Shanghai.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Shanghai</arg_value>\n"
@@ -693,7 +707,10 @@ REPAIRS: list[Repair] = [
         source="vLLM's GLM-4.5 parser extracts every <tool_call> block wherever it stands (it keeps only the text "
                "before the first as content; here the text between is content too, the lossless contract): "
                "https://github.com/vllm-project/vllm/blob/024364d6695352f41c029121af6b8ecf2ae60184/tests/"
-               "tool_parsers/test_glm4_moe_tool_parser.py (real-output case glm-mixed-content)"),
+               "tool_parsers/test_glm4_moe_tool_parser.py (real-output case glm-mixed-content); vLLM's Granite 4 "
+               "parser keeps the text between <tool_call> blocks as content: https://github.com/"
+               "vllm-project/vllm/blob/34f830e95846db95409c0cd6d8a168066ebd8df9/tests/tool_parsers/"
+               "test_granite4_tool_parser.py (case kept6-vllm-granite4-content-between)"),
     # ---- JSON and pythonic call families ---------------------------------------------------------------------------
     Repair(
         name=PYTHONIC_VALUES,
@@ -903,6 +920,118 @@ REPAIRS: list[Repair] = [
                "kept7-oll-glm46-unclosed-call-at-end, kept7-oll-glm46-partial-closer-at-end; its "
                "TestGLM46ParserRejectsIncompleteToolCallOnDone rejects a call whose value is cut, as here); the "
                "same reading as missing-closing-tags' </tool_call> left out at the end (vLLM, Qwen3-Coder)"),
+    # ---- tool-call class of kept6 (vLLM's own parser tests) ------------------------------------------------------
+    Repair(
+        name=CUT_MARKER_TEXT,
+        title="A call opener cut by the end of a final output is text",
+        stage=RepairStage.TOLERANCE,
+        accepts="A final parse (not is_partial) of an output that ends with a proper prefix of the format's "
+                "call opener (a trigger word of its lazy grammar: ]<]minimax[>[<tool_ca, <tool_c): nothing "
+                "follows, so it never became markup; it is appended to the content (to the reasoning when the "
+                "message is reasoning only) instead of being held back and dropped. A stream holds it back while "
+                "more may come and shows it at the finish. A whole opener, other markers and text the "
+                "unparsed-text contract gives back are as before.",
+        example="plain ]<]minimax[>[<tool_ca   (MiniMax-M3: content 'plain ]<]minimax[>[<tool_ca')",
+        source="vLLM's MiniMax-M3 parser returns a cut marker at the end as content: https://github.com/"
+               "vllm-project/vllm/blob/06726266c0e0000947fca394f70a1148fda0ac46/tests/tool_parsers/"
+               "test_minimax_m3_tool_parser.py (case kept6-vllm-minimax-m3-partial-start); llama.cpp's until "
+               "parser succeeds on a cut delimiter in a final parse, so the text reaches its content too "
+               "(core/peg/engine.py's divergence note)"),
+    Repair(
+        name=CUT_CALL_OWN_TEXT,
+        title="A cut last call after complete ones gives back only its own text",
+        stage=RepairStage.TOLERANCE,
+        accepts="A final parse whose last call is cut (or rejected) after complete calls of the same section "
+                "(MiniMax-M3's second <invoke> cut inside a value): truncated-call gives back the raw text from "
+                "that call's own opener (the format's marker right before its name, with the whitespace "
+                "between it and the call before), not from the section's opener, whose complete calls are in "
+                "tool_calls already: no call's text is both a call and content.",
+        example=']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="f">]<]minimax[>[<a>1]<]minimax[>[</a>'
+                ']<]minimax[>[</invoke>\n]<]minimax[>[<invoke name="f">]<]minimax[>[<a>2',
+        source="vLLM's MiniMax-M3 parser returns the complete invoke as a call and the cut one as content: "
+               "https://github.com/vllm-project/vllm/blob/06726266c0e0000947fca394f70a1148fda0ac46/tests/"
+               "tool_parsers/test_minimax_m3_tool_parser.py (case kept6-vllm-minimax-m3-cut-second-invoke); "
+               "the lossless contract (docs/fidelity-lossless.md: every character once)"),
+    Repair(
+        name=WELL_KNOWN_CALL_BLOCKS,
+        title="Calls in the well-known <tool_call> JSON block when the template shows no tool-call format",
+        stage=RepairStage.TOLERANCE,
+        accepts="A request that declares tools, for a template that shows no tool-call format at all (it renders "
+                "no call in history and no tool instructions spell one: the analysis found no format and no "
+                "tool-call support), and an output that writes <tool_call>{\"name\": …, \"arguments\": {…}}"
+                "</tool_call> blocks, the call format most open models are trained on (Hermes, Qwen2.5, ERNIE "
+                "4.5): each block whose JSON is complete and names a declared tool is a call, the text before "
+                "and after them content. A block naming no declared tool, or cut, stays content. A template "
+                "that shows a format of its own, or a request without tools, parses as before; llama.cpp keeps "
+                "every such block in content.",
+        example='<tool_call>\n{"name": "get_current_temperature", "arguments": {"location": "Beijing"}}\n'
+                '</tool_call>   (xinference\'s ERNIE 4.5 template, which renders no tools)',
+        source="vLLM's ERNIE 4.5 tool parser reads these blocks for a model whose chat template (xinference's "
+               "copy) renders no tool markup: https://github.com/vllm-project/vllm/blob/"
+               "0a26f84cc20c2dae0b6af221007a9a26d507a417/tests/tool_parsers/test_ernie45_moe_tool_parser.py "
+               "(cases kept6-vllm-ernie45-single, -multiple, -content-before); the same block is the Hermes "
+               "format of vLLM's hermes parser and llama.cpp's Hermes 2 Pro handler"),
+    Repair(
+        name=GLUED_ARGUMENTS,
+        title="Gemma-syntax arguments without the comma after a string value",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the Gemma call syntax (Gemma 4 call:NAME{k:<|\"|>v<|\"|>,…}, FunctionGemma "
+                "call:NAME{k:<escape>v<escape>,…}), a string value whose closing delimiter is followed straight "
+                "by the next key, with no comma: the delimiter ends the value, so the key that follows is the next "
+                "argument. Only after a string (a number or a literal runs into the next key's letters); the "
+                "grammar keeps the template's commas.",
+        example="<start_function_call>call:get_weather{city:<escape>NYC<escape>unit:<escape>celsius<escape>}"
+                "<end_function_call>",
+        source="vLLM's FunctionGemma parser reads every key:<escape>value<escape> pair, comma or not: "
+               "https://github.com/vllm-project/vllm/blob/26c3628ca8265f4f5007ed8e3e28ac66dd23c8ae/tests/"
+               "tool_parsers/test_functiongemma_tool_parser.py (streaming tests: cases "
+               "kept6-vllm-functiongemma-stream-two-keys, -stream-three-keys)"),
+    Repair(
+        name=THINK_BLOCK_CALLS,
+        title="A call written inside a <think> block the template does not know is thought, not a call",
+        stage=RepairStage.TOLERANCE,
+        accepts="A JSON tool-call format of a template that knows no reasoning markup (no reasoning found, no "
+                "<think> in its source; MiniMax-M1's), an output that opens with a <think> … </think> block "
+                "holding the call opener: the block stays content as written (the template gives it no other "
+                "field), the calls inside it are not returned, and the calls after it are read as usual; a block "
+                "never closed is thought to the end (content, as a stream showed it, no call). llama.cpp "
+                "ends the content at the first opener, inside the block, and when that call cannot be read (an "
+                "undeclared tool) every later call becomes content too.",
+        example='<think>I should use a tool. <tool_calls>\n{"name": "ignored_tool", "arguments": {}}\n</tool_calls>'
+                '</think>\n\nLet me help. <tool_calls>\n{"name": "get_current_weather", "arguments": {"city": '
+                '"Miami"}}\n</tool_calls>',
+        source="vLLM's MiniMax tool parser skips the calls inside <think> and reads the ones after it: "
+               "https://github.com/vllm-project/vllm/blob/41c5903d049b80b83a6e570f52f0f55e31316e49/tests/"
+               "tool_parsers/test_minimax_tool_parser.py (test_extract_tool_calls_with_thinking_tags: case "
+               "kept6-vllm-minimax-thinking-tags); a call in the model's thinking is a plan, not an action"),
+    Repair(
+        name=FREE_OBJECT_ELEMENTS,
+        title="A MiniMax-M3 object parameter without declared properties, written as elements",
+        stage=RepairStage.TOLERANCE,
+        accepts="MiniMax-M3 (whose template's to_xml macro writes every mapping as nested ]<]minimax[>[<key> "
+                "elements, declared properties or not): a parameter whose schema is an object without properties "
+                "(additionalProperties, or none said) written as elements is read as the object they spell, a "
+                "text value a string, a key written more than once a list of its values (up to three levels of "
+                "elements); llama.cpp reads such a value as one JSON text and rejects the call. The object shows "
+                "in a stream once its closing element is there (a later repeat changes an earlier value).",
+        example=']<]minimax[>[<metadata>]<]minimax[>[<source>mobile]<]minimax[>[</source>]<]minimax[>[</metadata>'
+                '   (metadata: {"type": "object", "additionalProperties": {"type": "string"}})',
+        source="the MiniMax-M3 template's to_xml macro (shared/templates/MiniMax-M3.jinja); vLLM's MiniMax-M3 "
+               "parser reads the elements and gathers repeats in a list: https://github.com/vllm-project/vllm/"
+               "blob/06726266c0e0000947fca394f70a1148fda0ac46/tests/tool_parsers/test_minimax_m3_tool_parser.py "
+               "(case kept6-vllm-minimax-m3-nested)"),
+    Repair(
+        name=LEADING_ZERO_INTEGER,
+        title="A MiniMax-M3 integer element written with leading zeros",
+        stage=RepairStage.TOLERANCE,
+        accepts="MiniMax-M3, a parameter or element the schema declares integer whose text is digits with leading "
+                "zeros (018956): the integer they spell (18956), as Python's int() reads them; JSON forbids the "
+                "zeros, so llama.cpp rejects the call. The value shows in a stream once it is complete.",
+        example=']<]minimax[>[<zip>018956]<]minimax[>[</zip>   (zip: integer)',
+        source="vLLM's MiniMax-M3 parser converts integer elements with int(): https://github.com/vllm-project/"
+               "vllm/blob/06726266c0e0000947fca394f70a1148fda0ac46/tests/tool_parsers/"
+               "test_minimax_m3_tool_parser.py (case kept6-vllm-minimax-m3-nested); pythonic-values reads 07 the "
+               "same way"),
     Repair(
         name=ATTRIBUTE_ENTITIES,
         title="A declared tool's name written with the template's attribute escaping",
@@ -1154,11 +1283,19 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
         closed = _closed_final_call(parser, output, out)
         if closed is not None:
             return closed
+    settle_repairs = getattr(parser, "settle_repairs", frozenset())
     if calls and not is_json_object(calls[-1].arguments):
         last = calls[-1]
         if out is final:
             out = final.copy()
         start = _tail_span(parser, output, final, view, last.name)
+        own = _own_opener(parser, output, start, last.name) \
+            if CUT_CALL_OWN_TEXT in settle_repairs and len(calls) > 1 and not is_partial else -1
+        # only when the span from the section's opener holds the text of a call kept before it
+        if own > start and any(c.name and c.name in output[start:own] for c in calls[:-1]):
+            start = own
+            out.repairs = list(out.repairs) + [FiredRepair(CUT_CALL_OWN_TEXT, own, len(output), last.name,
+                                                           output[own:])]
         if not is_partial:
             out.tool_calls = out.tool_calls[:-1]
             out.content = content_with_tail(out.content, output[start:])
@@ -1166,6 +1303,8 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
             FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:],
                         _why_unfinished(parser, output, partial_entry))]
     if not is_partial:
+        if CUT_MARKER_TEXT in settle_repairs:
+            out = _cut_marker_text(parser, output, out, final)
         out = _keep_unparsed(parser, output, out, final, kept_end)
         if getattr(parser, "force_nonempty_content", False):
             out = _nonempty_content(output, out, final)
@@ -1181,6 +1320,51 @@ def _nonempty_content(output: str, msg: AssistantMessage, final: AssistantMessag
     out.content = out.reasoning_content
     out.repairs = list(out.repairs) + [FiredRepair(FORCE_NONEMPTY_CONTENT, 0, len(output),
                                                    detail="content repeats the reasoning")]
+    return out
+
+
+def _own_opener(parser: Any, output: str, start: int, name: str) -> int:
+    """Repair ``cut-call-own-text``: where the last call named ``name`` opens its own text after ``start`` (the
+    section's opener): the start of the longest markup string of ``parser`` that ends right before the last
+    mention of ``name`` (MiniMax-M3's ``]<]minimax[>[<invoke name="``), moved back over the whitespace after the
+    call before it; -1 when there is none after ``start``."""
+    at = output.rfind(name) if name else -1
+    if at <= start:
+        return -1
+    marks = [m for m in _short_markup(parser)
+             if m.strip() and at - len(m) > start and output.startswith(m, at - len(m))]
+    if not marks:
+        return -1
+    own = at - max(len(m) for m in marks)
+    while own - 1 > start and output[own - 1] in " \t\r\n":
+        own -= 1
+    return own
+
+
+def _cut_marker_text(parser: Any, output: str, msg: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
+    """Repair ``cut-marker-text``: the proper prefix of a call opener of ``parser`` (a word of its lazy grammar's
+    triggers) that ends ``output`` (held back for a marker that never came) appended to the content — to the
+    reasoning when the message is reasoning only — minus what the message already ends with."""
+    words = [w for w in (getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
+                         if getattr(getattr(t, "type", None), "value", "") == "word") if w.strip()]
+    n = len(output)
+    start = next((k for k in range(max(0, n - max((len(w) for w in words), default=0) + 1), n)
+                  if any(len(w) > n - k and w.startswith(output[k:]) for w in words)), n)
+    if start >= n:
+        return msg
+    to_reasoning = bool(msg.reasoning_content) and not msg.content and not msg.tool_calls
+    field = (msg.reasoning_content if to_reasoning else msg.content) or ""
+    # the part of the tail the field already ends with (the space before a marker is often content already)
+    start += next((k for k in range(len(output) - start, 0, -1) if field.endswith(output[start:start + k])), 0)
+    tail = output[start:]
+    if not tail.strip():
+        return msg
+    out = msg.copy() if msg is final else msg
+    if to_reasoning:
+        out.reasoning_content = field + tail
+    else:
+        out.content = field + tail
+    out.repairs = list(out.repairs) + [FiredRepair(CUT_MARKER_TEXT, start, len(output), text=tail)]
     return out
 
 
@@ -1446,4 +1630,6 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "R
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
            "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
+           "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
+           "THINK_BLOCK_CALLS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

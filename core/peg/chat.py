@@ -96,7 +96,8 @@ def fired_repairs(nodes: Iterable[Any], offset: int = 0) -> list[tuple[str, int,
     while stack:
         node = stack.pop()
         tag = node.tag
-        if tag and tag.startswith(REPAIR_TAG_PREFIX):
+        # (a variant cut by the end of a partial text before it read anything has not acted: no record)
+        if tag and tag.startswith(REPAIR_TAG_PREFIX) and not (node.partial and node.start == node.end):
             out.append((tag[len(REPAIR_TAG_PREFIX):], max(node.start - offset, 0), max(node.end - offset, 0)))
         if node.children:
             stack.extend(reversed(node.children))

@@ -22,7 +22,7 @@ from typing import Any
 from ...memo import MISSING, BoundedMemo
 from ...jinja.template import ChatTemplate
 from ..mapper import escape_json_inner, register_args_converter, register_args_hook
-from ..repairs import CALLS_AFTER_TEXT, UNMARKED_ARGUMENT_VALUES
+from ..repairs import CALLS_AFTER_TEXT, GLUED_ARGUMENTS, UNMARKED_ARGUMENT_VALUES
 from ..request import ChatRequest
 from ._peg_handler import HandlerParser, peg_parser, word
 from ._request_view import PromptContext, RequestView, request_view
@@ -257,6 +257,7 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool, st
             if text[j] != ":":
                 raise _NotGemma("expected ':'")
             p = _skip_ws(text, j + 1)
+            at_value = p
             val, p, done = _g4_value(text, p, string, None, memo, bare)
             if types is not None:
                 if not done:  # the type conversion needs the whole value: nothing of it streams before
@@ -278,6 +279,8 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool, st
                 parts.append("")
                 return partial()
             continue
+        if is_dict and text[p] not in close and text.startswith(string, at_value):
+            continue   # repair glued-arguments: the next key right after a string's closing delimiter
         p = _skip_ws(text, p)
         if p >= n:
             return partial()
@@ -495,6 +498,13 @@ def _peg_root(p: Any, view: RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, tur
         def dict_body() -> Any:
             member = p.ref("gemma4-dict-kv")
             members = p.seq(member, p.zero_or_more(p.seq(p.literal(","), p.space(), member)))
+            if GLUED_ARGUMENTS in p.repairs:
+                # repair glued-arguments: string members whose closing delimiter runs straight into the next
+                # key, no comma between; made once the tree is built, so the grammar stays llama.cpp's
+                p.late.append(lambda: p.widen_late(member, GLUED_ARGUMENTS, lambda orig: p.seq(p.one_or_more(p.seq(
+                    p.ref("gemma4-dict-key"), p.space(), p.ref("gemma4-string"), p.negate(p.literal(",")),
+                    p.peek(p.ref("gemma4-dict-key")))),
+                    orig), first=True))
             return p.seq(p.literal("{"), p.space(),
                          p.choice(p.literal("}"), p.seq(members, p.space(), p.literal("}"))))
 

@@ -12,11 +12,14 @@ text, objects as nested ``NS<key>…NS</key>`` elements and arrays as ``NS<item>
 parameter schema decides how each value is read (a union tries its alternatives in order; a union that may be
 a string is read as a string). The arguments are rebuilt as JSON from that structure. One deliberate difference
 from llama.cpp: a ``$ref`` is followed once per path (llama.cpp reads a referenced object or array as one JSON
-value, while the template writes it as nested elements); a recursive reference is read as a JSON value.
+value, while the template writes it as nested elements); a recursive reference is read as a JSON value. At
+``improved``, repairs ``free-object-elements`` (an object without declared properties written as elements) and
+``leading-zero-integer`` (``018956`` for an integer) widen the value reading (:mod:`core.chat.repairs`).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ...grammar import json_schema as JS
@@ -26,7 +29,7 @@ from ..mapper import encode_json_string, escape_json_inner, normalize_python_val
 from ..request import ChatRequest
 from ._peg_handler import HandlerParser, peg_parser, word
 from ._request_view import RequestView, request_view
-from ..repairs import MISTYPED_VALUE_AS_STRING
+from ..repairs import FREE_OBJECT_ELEMENTS, LEADING_ZERO_INTEGER, MISTYPED_VALUE_AS_STRING
 
 NAME = "minimax_m3"
 
@@ -48,7 +51,12 @@ DELIMITERS = {"assistant": "]~b]ai", "user": "]~b]user", "tool": "]~b]tool", "sy
 
 MEMBER, OPEN, KEY, STRING, JSON_VALUE, OBJECT, ARRAY, ITEM, CLOSE = (
     "mm-member", "mm-open", "mm-key", "mm-string", "mm-json", "mm-object", "mm-array", "mm-item", "mm-close")
-_OWN = frozenset({MEMBER, KEY, STRING, JSON_VALUE, OBJECT, ARRAY, ITEM, CLOSE})
+# repairs free-object-elements (an object without declared properties, written as elements) and
+# leading-zero-integer (an integer element written 018956)
+FREE_OBJECT, ZERO_INT = "mm-free-object", "mm-zero-int"
+_OWN = frozenset({MEMBER, KEY, STRING, JSON_VALUE, OBJECT, ARRAY, ITEM, CLOSE, FREE_OBJECT, ZERO_INT})
+FREE_DEPTH = 3
+"""How deep free-object-elements reads elements inside elements (the grammar of each level is its own rule)."""
 
 
 def _tagged(node: AstNode) -> list[AstNode]:
@@ -89,6 +97,11 @@ def _value(source: str, kids: list[AstNode]) -> tuple[str, bool]:
         return '"' + escape_json_inner(source[v.start:v.end]) + ('"' if closed else ""), closed
     if v.tag == JSON_VALUE:
         return normalize_python_value(source[v.start:v.end]), closed
+    if v.tag == ZERO_INT:   # shown once complete (a stream cannot take back a 0 shown before its digits)
+        digits = source[v.start:v.end]
+        return (str(int(digits)), True) if closed and digits.lstrip("-").isdigit() else ("", False)
+    if v.tag == FREE_OBJECT:   # shown whole once closed: a later repeated key turns a value into a list
+        return (_free_object(source, v), True) if closed else ("", False)
     if v.tag == OBJECT:
         parts, done = _members(source, v)
         return "{" + ",".join(parts) + ("}" if done and closed else ""), done and closed
@@ -106,6 +119,35 @@ def _value(source: str, kids: list[AstNode]) -> tuple[str, bool]:
                 break
         return "[" + ",".join(items) + ("]" if done and closed else ""), done and closed
     return "", False
+
+
+def _free_object(source: str, node: AstNode) -> str:
+    """The JSON of a complete free-object-elements value: its elements by key, in order, a repeated key's
+    values gathered in a list; a text value is a string."""
+    out: dict[str, Any] = {}
+    for el in _tagged(node):
+        kids = _tagged(el) if el.tag == MEMBER else []
+        if len(kids) < 2 or kids[0].tag != KEY:
+            continue
+        key, v = source[kids[0].start:kids[0].end], kids[1]
+        value: Any = json.loads(_free_object(source, v)) if v.tag == FREE_OBJECT else source[v.start:v.end]
+        if key not in out:
+            out[key] = value
+        elif isinstance(out[key], list) and key in _listed(out):
+            out[key].append(value)
+        else:
+            out[key] = [out[key], value]
+            _listed(out).add(key)
+    out.pop(_LISTED_KEY, None)
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+_LISTED_KEY = "\x00listed"
+
+
+def _listed(out: dict[str, Any]) -> set:
+    """The keys of ``out`` whose value is a list gathered from repeats (not a list the text held)."""
+    return out.setdefault(_LISTED_KEY, set())
 
 
 def _arguments(source: str, node: AstNode) -> str:
@@ -190,7 +232,29 @@ def _peg_root(p: Any, view: RequestView, gen_literal: str) -> Any:
         value = p.schema(p.json(), rule_name + "-schema", node)
         if p.python_literal_values:   # improved fidelity: a Python literal where JSON fails
             value = p.choice(value, p.python_literal())
-        return p.tag(JSON_VALUE, value) + close_tag
+        json_value = p.tag(JSON_VALUE, value)
+        if LEADING_ZERO_INTEGER in p.repairs and isinstance(target, JS.IntegerSchema):
+            # repair leading-zero-integer: 018956 is the integer 18956 (tried first; the grammar stays llama.cpp's)
+            p.late.append(lambda: p.widen_late(json_value, LEADING_ZERO_INTEGER, lambda _: p.tag(
+                ZERO_INT, p.optional(p.literal("-")) + p.chars("[0]", 1, -1) + p.chars("[0-9]", 1, -1)), first=True))
+        if FREE_OBJECT_ELEMENTS in p.repairs and isinstance(target, JS.ObjectSchema) and not target.properties:
+            # repair free-object-elements: the template's to_xml writes every mapping as elements, declared
+            # properties or not; tried first, the JSON value after it
+            p.late.append(lambda: p.widen_late(json_value, FREE_OBJECT_ELEMENTS, lambda _: p.tag(
+                FREE_OBJECT, p.one_or_more(p.space() + free_element(rule_name + "-free", FREE_DEPTH))) + p.space()
+                + p.peek(p.literal(close)), first=True))
+        return json_value + close_tag
+
+    def free_element(rule_name: str, depth: int) -> Any:
+        # NS<key>text NS</key> or, below the depth bound, NS<key> elements NS</key> (the closing name unchecked)
+        name = p.chars("[A-Za-z0-9_.-]", 1, -1)
+        close_any = p.atomic(p.tag(CLOSE, p.literal(NS + "</") + name + p.literal(">")))
+        opener = p.atomic(p.tag(OPEN, p.literal(NS + "<") + p.atomic(p.tag(KEY, name)) + p.literal(">")))
+        text = p.tag(STRING, p.until(NS + "</")) + close_any
+        if depth > 0:
+            inner = p.tag(FREE_OBJECT, p.one_or_more(p.space() + free_element(f"{rule_name}-{depth}", depth - 1)))
+            text = p.choice(inner + p.space() + close_any, text)
+        return p.rule(f"{rule_name}-{depth}", p.tag(MEMBER, opener + text))
 
     def members_of(obj: Any, prefix: str, refs: frozenset = frozenset()) -> Any:
         required, optional = [], []
