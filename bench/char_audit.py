@@ -3,6 +3,7 @@ reference cases, the drift suite, the real-output sets and the hostile outputs, 
 counted by class. Deterministic (counts characters, not time).
 
     python -m bench.char_audit [--templates ../shared/templates] [--show N] [--sets real_outputs,drift,...]
+                               [--disable-repair unparsed-characters]
 
 The kept-aside real-output batches that are being collected (``real_outputs_kept8``, ``real_outputs_kept9``) are
 never read.
@@ -64,8 +65,10 @@ def hostile_rows(templates: str) -> Iterator[tuple[str, str, str, Any, str, bool
             yield "hostile", f"{name}:{s.kind}", name, req, s.output, False
 
 
-def measure(templates: str, sets: list[str] | None = None, hostile: bool = True) -> list[dict[str, Any]]:
-    """One row per case and fidelity: suite, id, fidelity, characters, lost characters by class, lost spans."""
+def measure(templates: str, sets: list[str] | None = None, hostile: bool = True,
+            disabled: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """One row per case and fidelity: suite, id, fidelity, characters, lost characters by class, lost spans
+    (``disabled``: repairs switched off at ``improved``, e.g. ``unparsed-characters`` for the figures before it)."""
     from core.chat.char_audit import audit_parse
     from core.chat.conformance import TemplateDir
     from core.chat.pipeline import build_chat_parser_or_content
@@ -78,7 +81,8 @@ def measure(templates: str, sets: list[str] | None = None, hostile: bool = True)
         every += list(hostile_rows(templates))
     for suite, cid, tname, req, output, partial in every:
         for fid in ("llama.cpp", "improved"):
-            b = build_chat_parser_or_content(tdir.get(tname), ChatRequest.from_dict(req), fidelity=fid)
+            b = build_chat_parser_or_content(tdir.get(tname), ChatRequest.from_dict(req), fidelity=fid,
+                                             disabled_repairs=disabled if fid == "improved" else ())
             msg = b.parser.parse(output, partial)
             a = audit_parse(b.parser, output, msg, partial=partial)
             out.append({"suite": suite, "id": cid, "fidelity": fid, "chars": len(output),
@@ -108,9 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--templates", default=os.path.join("..", "shared", "templates"))
     ap.add_argument("--show", type=int, default=0, help="list the lost spans of up to N cases")
     ap.add_argument("--sets", default="", help="comma-separated suites (reference, drift, hostile, real_outputs…)")
+    ap.add_argument("--disable-repair", action="append", default=[], metavar="NAME",
+                    help="switch a repair off at improved (the figures without it)")
     args = ap.parse_args(argv)
     sets = [s for s in args.sets.split(",") if s] or None
-    results = measure(args.templates, sets)
+    results = measure(args.templates, sets, disabled=tuple(args.disable_repair))
     print(table(results))
     shown = 0
     for r in results:

@@ -54,7 +54,10 @@ DATA = ROOT / "tests" / "data"
 # bare-answer-after-reasoning 1; docs/realset-baseline.md "kept7 as development data");
 # the tool-call repairs (the tool-call
 # class, same data): consecutive-call-blocks 2, repeated-prompt-tail 2, undeclared-arguments in Kimi K3,
-# mistyped-value-as-string in DSML 2, unclosed-final-call 2: 46 -> 54
+# mistyped-value-as-string in DSML 2, unclosed-final-call 2: 46 -> 54;
+# the character audit (docs/fidelity-lossless.md "To the character"): real_outputs_kept6 improved 50 -> 51, the
+# MiniMax-M3 output cut inside its call marker comes back whole as content (unparsed-characters; that case is the
+# example the class was written from, so it no longer counts as unfitted material)
 PASS = {
     "real_outputs": {("llama.cpp", "dev"): 95, ("llama.cpp", "holdout"): 45,
                      ("improved", "dev"): 171, ("improved", "holdout"): 87},
@@ -63,7 +66,7 @@ PASS = {
     "real_outputs_kept3": {("llama.cpp", "kept3"): 65, ("improved", "kept3"): 87},
     "real_outputs_kept4": {("llama.cpp", "kept4"): 42, ("improved", "kept4"): 62},
     "real_outputs_kept5": {("llama.cpp", "kept5"): 48, ("improved", "kept5"): 60},
-    "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 50},
+    "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 51},
     "real_outputs_kept7": {("llama.cpp", "kept7"): 27, ("improved", "kept7"): 54},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,

@@ -48,6 +48,11 @@ CALL_WINDOW = 3
 """Calls tried at once from the first one not yet read (calls are written in the message's order)."""
 
 
+CLOSED_FINAL_CALL = "unclosed-final-call"
+"""The record of the repair that closes a last call whose closer the output cut (core.chat.repairs names it; this
+module cannot import repairs, which imports it)."""
+
+
 class Account(enum.Enum):
     """Where one character of an output went."""
 
@@ -260,23 +265,25 @@ _PUNCT = frozenset('{}[]()"\'\\:,=;')
 
 
 def audit_chars(output: str, msg: AssistantMessage, markup: Iterable[str], *, partial: bool = False,
-                names: Iterable[str] = ()) -> CharAudit:
+                names: Iterable[str] = (), openers: Iterable[str] = ()) -> CharAudit:
     """Account for every character of ``output`` against the parsed ``msg`` and the ``markup`` strings of its
-    parser (see the module doc; ``names``: tool names to cut out of markup, :func:`markup_pieces`). ``partial``:
-    the output is a stream's prefix, and a tail that is neither field nor markup is ``PENDING``.
+    parser (see the module doc; ``names``: tool names to cut out of markup, :func:`markup_pieces`; ``openers``: the
+    markers that open a call or reasoning, which a final output cut inside loses, :func:`_cut_marker`).
+    ``partial``: the output is a stream's prefix, and a tail that is neither field nor markup is ``PENDING``.
 
     The walk runs forward and backward and keeps the reading that loses fewer characters: a field that repeats
     text written earlier (the unparsed tail of a second call whose keys the first call also has) is read from its
     end, a field that repeats text written later (content that names the call it announces) from its start. Each
     reading uses every character of a field at most once, so either one losing nothing proves nothing was lost."""
     pieces = markup_pieces(markup, names)
-    forward = _settle(output, _merge(_walk(output, msg, pieces, False)), pieces, partial)
+    closed = [(r.start, r.end) for r in msg.repairs if getattr(r, "name", "") == CLOSED_FINAL_CALL]
+    forward = _settle(output, _merge(_walk(output, msg, pieces, False)), pieces, partial, closed, tuple(openers))
     lost = sum(s.end - s.start for s in forward if s.account is Account.LOST)
     if not lost:
         return CharAudit(output, forward)
     n = len(output)
     back = [(n - e, n - s, acc, where) for s, e, acc, where in reversed(_walk(output[::-1], msg, pieces, True))]
-    backward = _settle(output, _merge(back), pieces, partial)
+    backward = _settle(output, _merge(back), pieces, partial, closed, tuple(openers))
     if sum(s.end - s.start for s in backward if s.account is Account.LOST) < lost:
         return CharAudit(output, backward)
     return CharAudit(output, forward)
@@ -419,7 +426,8 @@ def _is_call(where: str) -> bool:
     return where.startswith("tool_calls[")
 
 
-def _settle(output: str, marks: list, pieces: list[str], partial: bool) -> list[Span]:
+def _settle(output: str, marks: list, pieces: list[str], partial: bool, closed: list[tuple[int, int]],
+            openers: tuple[str, ...]) -> list[Span]:
     """Give the characters no field or markup read an account: call syntax, a trim rule, pending, or lost."""
     spans: list[Span] = []
     n = len(output)
@@ -454,30 +462,41 @@ def _settle(output: str, marks: list, pieces: list[str], partial: bool) -> list[
             spans.append(Span(s, e, Account.MARKUP, "call-syntax"))
             continue
         spans.append(Span(s, e, Account.LOST, _lost_kind(text, e == n, pieces)))
-    return _cut_marker(output, spans, pieces)
+    return _cut_marker(output, spans, pieces, closed, openers)
 
 
-def _cut_marker(output: str, spans: list[Span], pieces: list[str]) -> list[Span]:
-    """A final output that ends inside a marker: the marker's start (any markup read just before the lost tail,
-    ``]<]minimax[>[<`` of ``]<]minimax[>[<tool_ca``) joins the tail. After a call (the nearest field before it is
-    a call's) the cut marker is that call's closer, ``</tool_`` of ``</tool_call>``: markup; else it opened a
-    construct nothing read, and all of it is lost (``marker-prefix``)."""
-    if not spans or spans[-1].account is not Account.LOST or spans[-1].end != len(output):
+def _cut_marker(output: str, spans: list[Span], pieces: list[str], closed: list[tuple[int, int]],
+                openers: tuple[str, ...]) -> list[Span]:
+    """A final output that ends inside a marker: the marker's start (markup read just before the lost tail,
+    ``]<]minimax[>[<`` of ``]<]minimax[>[<tool_ca``) joins the tail. Right after a call, a cut marker that does not
+    start an opener (``openers``: the call triggers and the reasoning start) is that call's closer, ``</tool_`` of
+    ``</tool_call>``: markup; so is one the parse closed itself (``closed``: the ranges of its unclosed-final-call
+    records). Else it opened a construct nothing read (``<|tool_call>ca`` after a whole call, ``<`` after
+    content), and all of it is lost (``marker-prefix``). Looks back at most 64 characters."""
+    n = len(output)
+    if not spans or spans[-1].account is not Account.LOST or spans[-1].end != n:
         return spans
-    k = len(spans) - 1
-    start = spans[k].start
-    j = k
-    while j > 0 and spans[j - 1].account is Account.MARKUP and len(output) - spans[j - 1].start <= 64 \
-            and _is_prefix(output[spans[j - 1].start:], pieces):
+    last = spans[-1]
+    lo = last.start   # the marker may start in the markup (or lost text) read just before the lost tail
+    j = len(spans) - 1
+    while j > 0 and spans[j - 1].account in (Account.MARKUP, Account.LOST) and spans[j - 1].start >= n - 64:
         j -= 1
-        start = spans[j].start
-    tail = output[start:]
-    if not _is_prefix(tail.lstrip(), pieces) and spans[k].where != LostKind.MARKER_PREFIX.value:
-        return spans
-    before = next((x for x in reversed(spans[:j]) if x.account is Account.FIELD or x.where == "call-syntax"), None)
-    if before is not None and (_is_call(before.where) or before.where == "call-syntax"):
-        return spans[:j] + [Span(start, len(output), Account.MARKUP, "cut-closer")]
-    return spans[:j] + [Span(start, len(output), Account.LOST, LostKind.MARKER_PREFIX.value)]
+        lo = spans[j].start
+    if j > 0 and spans[j - 1].account is Account.MARKUP and spans[j - 1].end > n - 64:
+        lo = max(spans[j - 1].start, n - 64)
+    start = next((k for k in range(lo, last.start + 1) if _is_prefix(output[k:], pieces)), -1)
+    if start < 0:
+        if last.where != LostKind.MARKER_PREFIX.value:
+            return spans
+        start = last.start
+    keep = [x for x in spans if x.end <= start]
+    keep += [Span(x.start, start, x.account, x.where) for x in spans if x.start < start < x.end]
+    cut = output[start:].lstrip()
+    before = next((x for x in reversed(keep) if x.account is Account.FIELD or x.where == "call-syntax"), None)
+    after_call = before is not None and (_is_call(before.where) or before.where == "call-syntax")
+    if any(a <= start < b for a, b in closed) or (after_call and not any(o.startswith(cut) for o in openers)):
+        return keep + [Span(start, n, Account.MARKUP, "cut-closer")]
+    return keep + [Span(start, n, Account.LOST, LostKind.MARKER_PREFIX.value)]
 
 
 def _is_prefix(text: str, pieces: list[str]) -> bool:
@@ -503,7 +522,11 @@ def audit_parse(parser: Any, output: str, msg: AssistantMessage, *, partial: boo
     analysis :func:`core.chat.pipeline.build_chat_parser` attached, and the words its grammar skips)."""
     request, analysis, fmt = getattr(parser, "lossless_context", None) or (None, None, "")
     strs = markup_of(parser, request, analysis) + list(SKIPPED_MARKUP.get(fmt, ()))
-    return audit_chars(output, msg, strs, partial=partial, names=tool_names(request))
+    openers = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
+               if getattr(getattr(t, "type", None), "value", "") == "word"]
+    openers.append(getattr(parser, "thinking_start_tag", "") or "")
+    return audit_chars(output, msg, strs, partial=partial, names=tool_names(request),
+                       openers=[o for o in openers if o])
 
 
 __all__ = ["Account", "CharAudit", "LostKind", "Span", "TrimRule", "audit_chars", "audit_parse", "markup_pieces"]

@@ -91,6 +91,7 @@ def markup_of(parser: Any, request: Any = None, analysis: Any = None) -> list[st
     strs += list(getattr(parser, "additional_stops", None) or [])
     strs += list(turn_end_tokens(parser))   # repair trailing-end-of-turn's tokens (none when it is off)
     strs.append(getattr(parser, "generation_prompt", "") or "")
+    strs.append(getattr(parser, "content_header", "") or "")   # an answer's own turn header (Hunyuan's 助手：)
     strs += _grammar_literals(parser)
     if analysis is not None:
         strs += list(_strings_of(analysis))

@@ -40,7 +40,7 @@ from .message import AssistantMessage
 from .repairs import (INSTRUCTED_MARKERS, INSTRUCTED_REASONING_MARKERS, REASONING_END_WITHOUT_START,
                       REPEATED_TURN_HEADER, TEMPLATE_DEFAULT_THINKING, TRAILING_END_OF_TURN, UNPARSED_TEXT,
                       FiredRepair, enabled_repairs, turn_header)
-from .repairs import REPEATED_PROMPT_TAIL, UNCLOSED_FINAL_CALL, prompt_tails
+from .repairs import REPEATED_PROMPT_TAIL, UNCLOSED_FINAL_CALL, UNPARSED_CHARACTERS, prompt_tails
 from .samples import content_turn_header
 from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request, render_prompt,
                      thinking_switched_on)
@@ -196,6 +196,11 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
     if UNCLOSED_FINAL_CALL in repairs:
         try:   # repair unclosed-final-call: read by core.chat.repairs.settle
             bundle.parser.close_final_call = True
+        except AttributeError:
+            pass
+    if UNPARSED_CHARACTERS in repairs:
+        try:   # repair unparsed-characters: read by core.chat.repairs.settle
+            bundle.parser.keep_lost_characters = True
         except AttributeError:
             pass
     if TRAILING_END_OF_TURN in repairs and hasattr(bundle.parser, "turn_header"):
