@@ -29,6 +29,7 @@ swapped in the span list); it proves that no character went nowhere.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import json
 import re
@@ -42,8 +43,9 @@ RESYNC_WINDOW = 64
 """How far ahead in a field a tape looks for the output's next characters after text the output does not hold."""
 RESYNC_MIN = 3
 """Characters of the output that must match for a tape to skip ahead (a lone stray ``}`` never resyncs)."""
-LOOKAHEAD = 8
+LOOKAHEAD = 16
 """Pieces of a call tried beyond its first unread one (a format may write keys out of the message's order)."""
+_NONE: tuple[list[int], list[str]] = ([], [])
 CALL_WINDOW = 3
 """Calls tried at once from the first one not yet read (calls are written in the message's order)."""
 
@@ -148,8 +150,15 @@ class _Call:
     args_read: bool = False             # a piece of the arguments was read (the whole no longer can be)
     name_reads: int = 0
 
+    by_char: dict[str, tuple[list[int], list[str]]] = field(default_factory=dict)   # first char -> groups, forms
+
     def __post_init__(self) -> None:
         self.done = [False] * len(self.groups)
+        for g, (_, forms) in enumerate(self.groups):
+            for f in forms:
+                gs, fs = self.by_char.setdefault(f[0], ([], []))
+                gs.append(g)
+                fs.append(f)
 
     def read(self, g: int) -> None:
         self.done[g] = True
@@ -254,10 +263,19 @@ def markup_pieces(markup: Iterable[str], names: Iterable[str] = ()) -> list[str]
 # --- the walk --------------------------------------------------------------------------------------------------
 
 def _common(a: str, i: int, b: str, j: int) -> int:
-    n = 0
-    la, lb = len(a), len(b)
-    while i + n < la and j + n < lb and a[i + n] == b[j + n]:
-        n += 1
+    """Length of the common prefix of ``a[i:]`` and ``b[j:]``, compared in slices that double while they match
+    and halve at a mismatch (C-speed comparisons; the cost stays linear in the length found)."""
+    limit = min(len(a) - i, len(b) - j)
+    n, step = 0, 16
+    while n < limit:
+        k = min(step, limit - n)
+        if a[i + n:i + n + k] == b[j + n:j + n + k]:
+            n += k
+            step *= 2
+        elif k == 1:
+            break
+        else:
+            step = k // 2
     return n
 
 
@@ -296,6 +314,7 @@ def _walk(output: str, msg: AssistantMessage, pieces: list[str], reverse: bool) 
     by_char: dict[str, list[str]] = {}
     for p in sorted((flip(p) for p in pieces), key=len, reverse=True):
         by_char.setdefault(p[0], []).append(p)
+    longest = max(map(len, pieces), default=0)
     tapes = [_Tape(w, flip(t)) for w, t in (("content", msg.content), ("reasoning_content", msg.reasoning_content))
              if t]
     calls = _calls(msg)
@@ -308,6 +327,7 @@ def _walk(output: str, msg: AssistantMessage, pieces: list[str], reverse: bool) 
     marks: list[tuple[int, int, Account | None, str]] = []
     i = 0
     last_tape = ""
+    window_at, starts = -1, set()
     while i < n:
         ch = output[i]
         best_len, best_where, best_kind, best_ref = 0, "", Account.FIELD, None
@@ -317,7 +337,13 @@ def _walk(output: str, msg: AssistantMessage, pieces: list[str], reverse: bool) 
                 k = _common(output, i, t.text, j)
                 if k > best_len or (k == best_len and t.where == last_tape):
                     best_len, best_where, best_kind, best_ref = k, t.where, Account.FIELD, (t, j)
-        for c in calls[cur:cur + CALL_WINDOW]:
+        if window_at != cur:   # the first characters any piece of the calls tried starts with
+            window_at = cur
+            starts = set()
+            for c in calls[cur:cur + CALL_WINDOW]:
+                starts.update(c.by_char)
+                starts.update(x[0] for x in (c.name, c.whole) if x)
+        for c in (calls[cur:cur + CALL_WINDOW] if ch in starts else ()):
             # a name is read once, or twice before the arguments (to=NAME then name="NAME"): a call the parse
             # dropped after a kept one of the same name does not lend it its name
             if c.name and len(c.name) > best_len and (c.name_reads == 0 or (c.name_reads == 1 and not c.args_read)) \
@@ -327,18 +353,16 @@ def _walk(output: str, msg: AssistantMessage, pieces: list[str], reverse: bool) 
             if c.whole and not c.args_read and len(c.whole) > best_len and output.startswith(c.whole, i):
                 best_len, best_where, best_kind, best_ref = len(c.whole), f"tool_calls[{c.index}].arguments", \
                     Account.FIELD, (c, -1)
-            looked = 0
-            for g in range(c.first, len(c.groups)):
-                if c.done[g]:
-                    continue
-                looked += 1
-                if looked > LOOKAHEAD + 1:
+            gs, fs = c.by_char.get(ch, _NONE)
+            for k in range(bisect.bisect_left(gs, c.first), len(gs)):
+                g = gs[k]
+                if g > c.first + LOOKAHEAD:
                     break
-                where, forms = c.groups[g]
-                for f in forms:
-                    if len(f) > best_len and f[0] == ch and output.startswith(f, i):
-                        best_len, best_where, best_ref = len(f), where, (c, g)
-                        best_kind = Account.MARKUP if where == CALL_INDEX else Account.FIELD
+                f = fs[k]
+                if len(f) > best_len and not c.done[g] and output.startswith(f, i):
+                    where = c.groups[g][0]
+                    best_len, best_where, best_ref = len(f), where, (c, g)
+                    best_kind = Account.MARKUP if where == CALL_INDEX else Account.FIELD
         for p in by_char.get(ch, ()):
             if len(p) <= best_len:
                 break   # longest first: nothing shorter can win
@@ -348,7 +372,7 @@ def _walk(output: str, msg: AssistantMessage, pieces: list[str], reverse: bool) 
         if best_len:
             if best_ref is not None and isinstance(best_ref[0], _Tape):
                 t, j = best_ref
-                best_len = _until_markup(output, i, best_len, by_char)
+                best_len = _until_markup(output, i, best_len, by_char, longest)
                 t.pos = j + best_len
                 last_tape = t.where
             elif best_ref is not None:
@@ -372,12 +396,12 @@ def _walk(output: str, msg: AssistantMessage, pieces: list[str], reverse: bool) 
     return marks
 
 
-def _until_markup(output: str, i: int, length: int, by_char: dict[str, list[str]]) -> int:
+def _until_markup(output: str, i: int, length: int, by_char: dict[str, list[str]], longest: int) -> int:
     """``length``, or less where a markup piece starts inside the field's match and runs past its end: content
     ``<answer></answer>`` around a call list ``<tool_calls>…</tool_calls>`` reads ``<answer>``, not ``<answer><``
     (the piece would then be unreadable). Compares at most the longest piece per character."""
     end = i + length
-    for p in range(i + 1, end):
+    for p in range(max(i + 1, end - longest), end):   # a piece that starts earlier ends inside the match
         for piece in by_char.get(output[p], ()):
             if len(piece) <= end - p:
                 break
