@@ -200,3 +200,23 @@ def test_llama_cpp_fidelity_is_untouched(case_id):
     """The repair is improved's: at llama.cpp fidelity no unparsed-characters record, whatever is lost."""
     _, _, msg = _parse(case_id, "llama.cpp")
     assert not [r for r in msg.repairs if r.name == "unparsed-characters"]
+
+
+def test_parse_chars_says_where_the_text_went(tmp_path, monkeypatch, capsys):
+    """``parse --chars`` prints, on stderr, the characters per account and each lost span: the cut marker that
+    llama.cpp's parse drops, nothing lost at improved."""
+    import io
+
+    from core.cli import main
+
+    c = _case("kept6-vllm-minimax-m3-partial-start")
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps(c.request), encoding="utf-8")
+    template = str(TEMPLATES / c.template)
+    monkeypatch.setattr("sys.stdin", io.StringIO(c.output))
+    assert main(["parse", template, "--request", str(req), "--compact", "--chars"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["chars: field 6, lost 21", 'lost 6-27 marker-prefix: "]<]minimax[>[<tool_ca"']
+    monkeypatch.setattr("sys.stdin", io.StringIO(c.output))
+    assert main(["parse", template, "--request", str(req), "--compact", "--chars", "--improved"]) == 0
+    assert capsys.readouterr().err.splitlines() == ["chars: field 27"]
