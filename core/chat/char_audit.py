@@ -1,6 +1,7 @@
 """The lossless contract to the character: where every character of a model output went.
 
-:func:`audit_chars` walks an output once and gives each character one account (:class:`Account`):
+:func:`audit_chars` walks an output (forward, and backward when that reading loses less) and gives each
+character one account (:class:`Account`):
 
 * ``FIELD`` — text of a standard field: ``content``, ``reasoning_content``, a call's ``name``, ``id`` or
   ``arguments`` (a key or a value of the decoded arguments, in any of the spellings a format writes it: as JSON,

@@ -9,7 +9,8 @@ that is just a tool or parameter name of the request is not markup, so a dropped
 
 :func:`markup_of` collects the markup strings of a parser, :func:`lost_word_spans` lists the words a message lost.
 Used by the property test (``tests/test_lossless.py``) and the measurement script
-(``bench/lossless_measure.py``).
+(``bench/lossless.py``). Words miss what loses no word (punctuation, a marker cut at the end, a dropped call whose
+words the message holds elsewhere): :mod:`core.chat.char_audit` checks the same contract to the character.
 """
 
 from __future__ import annotations
