@@ -220,3 +220,20 @@ def test_parse_chars_says_where_the_text_went(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.StringIO(c.output))
     assert main(["parse", template, "--request", str(req), "--compact", "--chars", "--improved"]) == 0
     assert capsys.readouterr().err.splitlines() == ["chars: field 27"]
+
+
+@pytest.mark.parametrize("fidelity", ["llama.cpp", "improved"])
+def test_a_cut_reasoning_start_replaces_the_word_tail(fidelity):
+    """MiniMax-M2's output (ref-0315) cut inside its reasoning start `<mm:think>`: unparsed-text keeps the word
+    `thi`; at improved the whole cut marker `<mm:thi` replaces that tail (one record), at llama.cpp fidelity the
+    word tail stays and the audit reports `<mm:` (found by the mutation test)."""
+    from .test_lossless import _bundle
+
+    parser = _bundle("ref-0315", fidelity).parser
+    msg = parser.parse("<mm:thi")
+    if fidelity == "improved":
+        assert msg.content == "<mm:thi" and [(r.name, r.start) for r in msg.repairs] == [("unparsed-characters", 0)]
+        assert audit_parse(parser, "<mm:thi", msg).lost() == []
+    else:
+        assert msg.content == "thi" and [(r.name, r.start) for r in msg.repairs] == [("unparsed-text", 4)]
+        assert _lost(audit_parse(parser, "<mm:thi", msg)) == [(0, 4, LostKind.TEXT.value, "<mm:")]

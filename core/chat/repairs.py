@@ -224,8 +224,9 @@ REPAIRS: list[Repair] = [
                 "after content, 'plain ]<]minimax[>[<tool_ca'), a call the parse dropped whose words a kept call "
                 "of the same name already holds, stray punctuation. The raw text from the first lost character "
                 "(from the opener of the construct holding it when no kept call's text lies between) to the end "
-                "is appended to content, and reported. A cut closer after an accepted call ('</tool_' of "
-                "'</tool_call>') is that call's markup, not lost.",
+                "is appended to content, and reported, when no field reads from that tail (a character lost "
+                "between two pieces of a field is only reported). A cut closer after an accepted call ('</tool_' "
+                "of '</tool_call>') is that call's markup, not lost.",
         example="plain ]<]minimax[>[<tool_ca   (MiniMax-M3: content 'plain ' at llama.cpp fidelity)",
         source="vLLM returns a final output whose call marker never completes as content: "
                "https://github.com/vllm-project/vllm/blob/06726266c0e0000947fca394f70a1148fda0ac46/tests/"
@@ -1235,7 +1236,9 @@ def _keep_lost_characters(parser: Any, output: str, msg: AssistantMessage, final
     characters of ``output`` in no field and no markup, the raw text from the first of them to the end is appended
     to the content and reported — from the opener of the construct that holds it (:func:`_opener_at`) when that
     opener comes after the last text of a call the message keeps, and never from inside what a kept stream view
-    shows (:func:`_after_kept_view`). Formats whose dropped text the reference pins are left as they are."""
+    shows (:func:`_after_kept_view`). Only a tail that no field reads from: a character lost between two pieces of
+    a field stays reported by the audit, not appended (the tail would repeat the field's text). Formats whose
+    dropped text the reference pins are left as they are."""
     context = getattr(parser, "lossless_context", None)
     if context is None:
         return msg
@@ -1253,10 +1256,18 @@ def _keep_lost_characters(parser: Any, output: str, msg: AssistantMessage, final
     start = opener if opener >= kept_call_end and opener >= 0 else at
     if kept_end is not None and start < kept_end:
         start = _after_kept_view(parser, output, msg, kept_end, at, start)
+    word_tail = next((r for r in reversed(msg.repairs) if r.name == UNPARSED_TEXT and r.why == "content"), None)
+    if word_tail is not None and not (word_tail.start >= start and msg.content.endswith(word_tail.text)):
+        word_tail = None
+    # a field that goes on after it (a character lost between two of its pieces): a tail would repeat it; the
+    # content unparsed-text appended from a later start is replaced below, not repeated
+    if any(s.account is Account.FIELD and s.end > start
+           and not (word_tail is not None and s.where == "content" and s.start >= word_tail.start)
+           for s in audit.spans):
+        return msg
     tail = output[start:]
     out = msg.copy() if msg is final else msg
-    word_tail = next((r for r in reversed(out.repairs) if r.name == UNPARSED_TEXT and r.why == "content"), None)
-    if word_tail is not None and word_tail.start >= start and out.content.endswith(word_tail.text):
+    if word_tail is not None:
         # unparsed-text appended a later start of the same tail (its first lost word): this tail replaces it
         out.content = out.content[:len(out.content) - len(word_tail.text)]
         out.repairs = [r for r in out.repairs if r is not word_tail]
