@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.chat.char_audit import audit_parse
 from core.chat.conformance import TemplateDir
 from core.chat.drift import load_cases
 from core.chat.lossless import lost_word_spans, parser_marks
@@ -57,13 +58,18 @@ def _bundle(case_id: str, fidelity: str):
 
 
 def _lost(case_id: str, fidelity: str, text: str, partial: bool = False, chunk: int = 0) -> list[str]:
+    """The words of ``text`` the message lost; at improved also every lost character (core.chat.char_audit),
+    as its escaped text."""
     parser = _bundle(case_id, fidelity).parser
     msg = one = parser.parse(text, partial)
     if chunk:
         _, streamed = stream_deltas(parser, text, chunk=chunk, is_partial=partial)
         msg = settled(streamed, one)
         assert msg.to_openai() == one.to_openai() or fidelity == "llama.cpp"
-    return [w for w, _ in lost_word_spans(text, msg, parser_marks(parser))]
+    words = [w for w, _ in lost_word_spans(text, msg, parser_marks(parser))]
+    if fidelity == "improved":
+        words += [json.dumps(s.text(text)) for s in audit_parse(parser, text, msg, partial=partial).lost()]
+    return words
 
 
 def _exempt(case_id: str, fidelity: str) -> bool:

@@ -82,9 +82,23 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         msg = sp.message if sp.final is None else settled(sp.message, sp.final)
         print(json_visible(_with_repairs(ids.message(msg))))
     else:
-        msg = bundle.call_ids().message(bundle.parser.parse(output, args.partial))
+        parsed = bundle.parser.parse(output, args.partial)
+        msg = bundle.call_ids().message(parsed)
         print(json_visible(_with_repairs(msg), indent=None if args.compact else 2))
+        if getattr(args, "chars", False):
+            for line in _char_lines(bundle.parser, output, parsed, args.partial):
+                print(line, file=sys.stderr)
     return 0
+
+
+def _char_lines(parser: Any, output: str, msg: Any, partial: bool) -> list[str]:
+    """``parse --chars``: where the output's characters went (core.chat.char_audit), counts then each lost span."""
+    from .char_audit import audit_parse
+
+    audit = audit_parse(parser, output, msg, partial=partial)
+    counts = ", ".join(f"{k} {v}" for k, v in audit.counts().items() if v)
+    lost = audit.lost()
+    return [f"chars: {counts or 'none'}"] + [f"lost {line}" for line in audit.explain(limit=len(lost))]
 
 
 def _disable_repair_notes(names: Any, fidelity: str) -> list[str]:
@@ -171,6 +185,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--chunk", type=int, default=1, help="characters fed per streaming step (default 1)")
     p.add_argument("--partial", action="store_true", help="the output was cut off mid-generation")
     p.add_argument("--compact", action="store_true", help="print the message on one line")
+    p.add_argument("--chars", action="store_true",
+                   help="on stderr: where every character of the output went, each lost span (one-shot parse)")
     p.set_defaults(func=_guard(_cmd_parse))
     improved_help = "improved fidelity: the explorer's improvements over llama.cpp (default: llama.cpp's behaviour)"
     p.add_argument("--improved", action="store_true", help=improved_help)

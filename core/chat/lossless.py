@@ -9,7 +9,8 @@ that is just a tool or parameter name of the request is not markup, so a dropped
 
 :func:`markup_of` collects the markup strings of a parser, :func:`lost_word_spans` lists the words a message lost.
 Used by the property test (``tests/test_lossless.py``) and the measurement script
-(``bench/lossless_measure.py``).
+(``bench/lossless.py``). Words miss what loses no word (punctuation, a marker cut at the end, a dropped call whose
+words the message holds elsewhere): :mod:`core.chat.char_audit` checks the same contract to the character.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def markup_of(parser: Any, request: Any = None, analysis: Any = None) -> list[st
     strs += list(getattr(parser, "additional_stops", None) or [])
     strs += list(turn_end_tokens(parser))   # repair trailing-end-of-turn's tokens (none when it is off)
     strs.append(getattr(parser, "generation_prompt", "") or "")
+    strs.append(getattr(parser, "content_header", "") or "")   # an answer's own turn header (Hunyuan's 助手：)
     strs += _grammar_literals(parser)
     if analysis is not None:
         strs += list(_strings_of(analysis))

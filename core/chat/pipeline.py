@@ -41,7 +41,7 @@ from .repairs import (INSTRUCTED_MARKERS, INSTRUCTED_REASONING_MARKERS, REASONIN
                       REPEATED_TURN_HEADER, TEMPLATE_DEFAULT_THINKING, TRAILING_END_OF_TURN, UNPARSED_TEXT,
                       FiredRepair, enabled_repairs, turn_header)
 from .repairs import FORCE_NONEMPTY_CONTENT, FORCE_NONEMPTY_KWARG, REPEATED_PROMPT_TAIL, SETTLE_REPAIRS, UNCLOSED_FINAL_CALL
-from .repairs import WELL_KNOWN_CALL_BLOCKS, prompt_tails
+from .repairs import UNPARSED_CHARACTERS, WELL_KNOWN_CALL_BLOCKS, prompt_tails
 from .samples import content_turn_header
 from .prompt import (PreparedRequest, continuation_generation_prompt, generation_prompt, prepare_request, render_prompt,
                      thinking_switched_on)
@@ -207,6 +207,11 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
     if FORCE_NONEMPTY_CONTENT in repairs and request.chat_template_kwargs.get(FORCE_NONEMPTY_KWARG) is True:
         try:   # repair force-nonempty-content, asked for by the request: read by core.chat.repairs.settle
             bundle.parser.force_nonempty_content = True
+        except AttributeError:
+            pass
+    if UNPARSED_CHARACTERS in repairs:
+        try:   # repair unparsed-characters: read by core.chat.repairs.settle
+            bundle.parser.keep_lost_characters = True
         except AttributeError:
             pass
     if TRAILING_END_OF_TURN in repairs and hasattr(bundle.parser, "turn_header"):

@@ -15,7 +15,8 @@ repairs were measured on it, dev since; a kept-aside batch names its own split).
 :func:`run_case` parses a case one-shot and streamed at chunk sizes 1, 3, 17, the whole output in one delta and
 "several calls in one delta" (the text before the first call opener, then the rest at once), and checks the
 message, stream = one-shot (at ``improved`` the accumulated deltas exactly; at ``llama.cpp`` what a client keeps,
-:func:`core.chat.repairs.settled`) and that no word is lost (:mod:`core.chat.lossless`).
+:func:`core.chat.repairs.settled`) and that no word is lost (:mod:`core.chat.lossless`) — at ``improved`` no
+character either (:mod:`core.chat.char_audit`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .casefiles import CASE_FIELDS, OutputCase, parse_case, read_jsonl_cases, streamed
+from .char_audit import audit_parse
 from .lossless import lost_word_spans, parser_marks
 from .repairs import settled
 from .roundtrip import compare_messages
@@ -73,7 +75,8 @@ def load_cases(directory: str) -> list[RealCase]:
 @dataclass
 class RealResult:
     """How one case went at one fidelity: ``ok`` (one-shot message right, every stream the same, no word
-    lost), ``reason`` (the first problem), ``lost`` (words lost by the one-shot parse), ``message``."""
+    lost — at ``improved`` no character), ``reason`` (the first problem), ``lost`` (words, and at ``improved``
+    the text of lost characters, of the one-shot parse), ``message``."""
 
     case: RealCase
     fidelity: str
@@ -98,9 +101,11 @@ def run_case(case: RealCase, templates_dir: str, fidelity: str) -> RealResult:
     parser, one = parse_case(templates_dir, case.template, case.request, case.output, fidelity)
     got = one.to_openai()
     lost = [w for w, _ in lost_word_spans(case.output, one, parser_marks(parser))]
+    if fidelity == "improved":   # to the character (repair unparsed-characters keeps what no word shows)
+        lost += [s.text(case.output) for s in audit_parse(parser, case.output, one).lost()]
     reason = compare_messages(case.expect, got) or ""
     if not reason and lost:
-        reason = f"lost words {lost[:5]}"
+        reason = f"lost text {lost[:5]}"
     openers = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
                if getattr(getattr(t, "type", None), "value", "") == "word"]
     for how in CHUNKS:

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import ChatTemplateExplorerError
+from .char_audit import Account, audit_parse
 from .lossless import lost_word_spans, markup_of, parser_marks, tool_names, without_tool_names
 from .message import AssistantMessage, message_extends
 
@@ -127,6 +128,7 @@ ARGUMENT_ORDER = "argument-order"
 CALL_ID_OPTIONAL = "call-id-optional"
 MISSING_REQUIRED_ARGUMENT = "missing-required-argument"
 UNPARSED_TEXT = "unparsed-text"
+UNPARSED_CHARACTERS = "unparsed-characters"
 REASONING_START_REPEATED = "reasoning-start-repeated"
 REASONING_END_WITHOUT_START = "reasoning-end-without-start"
 # leniency of vLLM's / SGLang's parsers for Kimi K2, GLM, Qwen3-Coder
@@ -233,6 +235,23 @@ REPAIRS: list[Repair] = [
         example="<tool_call>\n<function=special_functi   (cut inside the name)",
         source="issue 25 (lost text: vLLM and SGLang return text they cannot parse as content); "
                "llama.cpp ref-0428 / ref-0429 (GPT-OSS built-in tool recipients dropped)"),
+    Repair(
+        name=UNPARSED_CHARACTERS,
+        title="Characters the final parse dropped without dropping a word are content",
+        stage=RepairStage.TOLERANCE,
+        accepts="A final parse that loses characters but no word, so unparsed-text does not see it (the character "
+                "audit, core.chat.char_audit): the start of a marker cut by the end of the output (a lone '<' "
+                "after content, 'plain ]<]minimax[>[<tool_ca'), a call the parse dropped whose words a kept call "
+                "of the same name already holds, stray punctuation. The raw text from the first lost character "
+                "(from the opener of the construct holding it when no kept call's text lies between) to the end "
+                "is appended to content, and reported, when no field reads from that tail (a character lost "
+                "between two pieces of a field is only reported). A cut closer after an accepted call ('</tool_' "
+                "of '</tool_call>') is that call's markup, not lost.",
+        example="plain ]<]minimax[>[<tool_ca   (MiniMax-M3: content 'plain ' at llama.cpp fidelity)",
+        source="vLLM returns a final output whose call marker never completes as content: "
+               "https://github.com/vllm-project/vllm/blob/06726266c0e0000947fca394f70a1148fda0ac46/tests/"
+               "tool_parsers/test_minimax_m3_tool_parser.py#L248 (case kept6-vllm-minimax-m3-partial-start); "
+               "the lossless contract (docs/fidelity-lossless.md) to the character"),
     Repair(
         name=REASONING_START_REPEATED,
         title="The reasoning start marker written again is markup, not reasoning",
@@ -1306,6 +1325,8 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
         if CUT_MARKER_TEXT in settle_repairs:
             out = _cut_marker_text(parser, output, out, final)
         out = _keep_unparsed(parser, output, out, final, kept_end)
+        if getattr(parser, "keep_lost_characters", False):   # repair unparsed-characters (improved)
+            out = _keep_lost_characters(parser, output, out, final, kept_end)
         if getattr(parser, "force_nonempty_content", False):
             out = _nonempty_content(output, out, final)
     return out
@@ -1478,6 +1499,53 @@ def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: Assis
         out.content = content_with_tail(out.content, tail)
     out.repairs = list(out.repairs) + [FiredRepair(UNPARSED_TEXT, start, len(output), text=tail,
                                                    why="kept-out" if pinned else "content")]
+    return out
+
+
+def _keep_lost_characters(parser: Any, output: str, msg: AssistantMessage, final: AssistantMessage,
+                          kept_end: int | None = None) -> AssistantMessage:
+    """Repair ``unparsed-characters``: when the character audit (:func:`core.chat.char_audit.audit_parse`) finds
+    characters of ``output`` in no field and no markup, the raw text from the first of them to the end is appended
+    to the content and reported — from the opener of the construct that holds it (:func:`_opener_at`) when that
+    opener comes after the last text of a call the message keeps, and never from inside what a kept stream view
+    shows (:func:`_after_kept_view`). Only a tail that no field reads from: a character lost between two pieces of
+    a field stays reported by the audit, not appended (the tail would repeat the field's text). Formats whose
+    dropped text the reference pins are left as they are."""
+    context = getattr(parser, "lossless_context", None)
+    if context is None:
+        return msg
+    fmt = context[2]
+    if fmt in PINNED_DROP_FORMATS and re.search(PINNED_DROP_FORMATS[fmt], output) is not None:
+        return msg
+    audit = audit_parse(parser, output, msg)
+    lost = audit.lost()
+    if not lost:
+        return msg
+    at = lost[0].start
+    kept_call_end = max((s.end for s in audit.spans if s.start < at and s.account is Account.FIELD
+                         and s.where.startswith("tool_calls[")), default=0)
+    opener = _opener_at(parser, output, at)
+    start = opener if opener >= kept_call_end and opener >= 0 else at
+    if kept_end is not None and start < kept_end:
+        start = _after_kept_view(parser, output, msg, kept_end, at, start)
+    word_tail = next((r for r in reversed(msg.repairs) if r.name == UNPARSED_TEXT and r.why == "content"), None)
+    if word_tail is not None and not (word_tail.start >= start and msg.content.endswith(word_tail.text)):
+        word_tail = None
+    # a field that goes on after it (a character lost between two of its pieces): a tail would repeat it; the
+    # content unparsed-text appended from a later start is replaced below, not repeated
+    if any(s.account is Account.FIELD and s.end > start
+           and not (word_tail is not None and s.where == "content" and s.start >= word_tail.start)
+           for s in audit.spans):
+        return msg
+    tail = output[start:]
+    out = msg.copy() if msg is final else msg
+    if word_tail is not None:
+        # unparsed-text appended a later start of the same tail (its first lost word): this tail replaces it
+        out.content = out.content[:len(out.content) - len(word_tail.text)]
+        out.repairs = [r for r in out.repairs if r is not word_tail]
+    out.content += tail   # the audit found these characters in no field: never "already there" (content_with_tail)
+    out.repairs = list(out.repairs) + [FiredRepair(UNPARSED_CHARACTERS, start, len(output), text=tail,
+                                                   why="content")]
     return out
 
 

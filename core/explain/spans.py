@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from ..chat.mapper import ARGS_CONVERTERS, TOOL_ARGS_AS, normalize_python_value, python_literal_to_json
-from ..chat.repairs import (PINNED_DROP_FORMATS, STREAM_CONSISTENT_FINAL, TRUNCATED_CALL, UNPARSED_TEXT,
-                             content_with_tail)
+from ..chat.repairs import (PINNED_DROP_FORMATS, STREAM_CONSISTENT_FINAL, TRUNCATED_CALL, UNPARSED_CHARACTERS,
+                             UNPARSED_TEXT, content_with_tail)
 from ..chat.message import AssistantMessage, ToolCall
 from ..peg import chat as T
 from ..peg.trace import MARKER_TAG
@@ -521,8 +521,11 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
         if named:
             del calls[named[-1]]
         msg.content = content_with_tail(msg.content, _text_from(spans, cut))
+    chars = _first_repaired(spans, UNPARSED_CHARACTERS)
     if moved >= 0 and not _kept_out(spans):
         msg.content = content_with_tail(msg.content, _text_from(spans, moved))
+    if chars >= 0:   # repair unparsed-characters: the raw text from its start, appended as it is
+        msg.content += _text_from(spans, chars)
     for i in sorted(calls):
         name, cid, args, pairs = calls[i]
         name = name.rstrip(_WS)
@@ -587,7 +590,7 @@ def settled_as(msg: AssistantMessage, final: AssistantMessage) -> AssistantMessa
     of an ``unparsed-text`` record (why ``content``) is appended. For the explain trace, which must find the
     parse whose spans rebuild ``final`` (``same_message(settled_as(view, final), final)``)."""
     records = [r for r in getattr(final, "repairs", None) or []
-               if getattr(r, "name", "") == TRUNCATED_CALL
+               if getattr(r, "name", "") in (TRUNCATED_CALL, UNPARSED_CHARACTERS)
                or (getattr(r, "name", "") == UNPARSED_TEXT and getattr(r, "why", "") == "content")]
     if not records:
         return msg
@@ -595,7 +598,10 @@ def settled_as(msg: AssistantMessage, final: AssistantMessage) -> AssistantMessa
     for r in records:
         if r.name == TRUNCATED_CALL:
             out.tool_calls = out.tool_calls[:-1]
-        out.content = content_with_tail(out.content, r.text)
+        if r.name == UNPARSED_CHARACTERS:   # characters in no field: appended as they are
+            out.content += r.text
+        else:
+            out.content = content_with_tail(out.content, r.text)
     return out
 
 
