@@ -23,6 +23,10 @@ from .conftest import ROOT, TEMPLATES
 
 DATA = ROOT / "tests" / "data"
 PINNED_DROPS = {"ref-0428", "ref-0429"}   # GPT-OSS built-in tool calls: llama.cpp's message, pinned (test_lossless)
+# an audit limit, not a loss: MiniMax-M3's nested elements (free-object-elements) write each key again in its
+# closing element and a list as its key repeated; the message holds every key and value, the in-order walk reads
+# each once and counts the rest (23 characters) lost
+AUDIT_LIMITS = {"kept6-vllm-minimax-m3-nested": {"text": 23}}
 
 
 @lru_cache(maxsize=None)
@@ -71,13 +75,16 @@ def test_a_marker_cut_by_the_end_of_the_output():
     out, parser, msg = _parse("kept6-vllm-minimax-m3-partial-start", "llama.cpp")
     assert msg.content == "plain " and _lost(audit_parse(parser, out, msg)) == [
         (6, 27, LostKind.MARKER_PREFIX.value, "]<]minimax[>[<tool_ca")]
-    out, parser, msg = _parse("kept6-vllm-minimax-m3-partial-start", "improved")
-    assert msg.content == out and [(r.name, r.start, r.why) for r in msg.repairs] == [
-        ("unparsed-characters", 6, "content")]
-    assert audit_parse(parser, out, msg).lost() == []
-    for chunk in (1, 3, len(out)):
-        assert stream_deltas(parser, out, chunk=chunk)[1].to_openai() == msg.to_openai()
-    _, _, off = _parse("kept6-vllm-minimax-m3-partial-start", "improved", disabled_repairs=("unparsed-characters",))
+    # cut-marker-text (a call opener cut by the end is text) takes it first; unparsed-characters, the general
+    # catch, takes it when that repair is off; with both off it is llama.cpp's message again
+    for off_repairs, name, why in ((), "cut-marker-text", ""), (("cut-marker-text",), "unparsed-characters", "content"):
+        out, parser, msg = _parse("kept6-vllm-minimax-m3-partial-start", "improved", disabled_repairs=off_repairs)
+        assert msg.content == out and [(r.name, r.start, r.why) for r in msg.repairs] == [(name, 6, why)]
+        assert audit_parse(parser, out, msg).lost() == []
+        for chunk in (1, 3, len(out)):
+            assert stream_deltas(parser, out, chunk=chunk)[1].to_openai() == msg.to_openai()
+    _, _, off = _parse("kept6-vllm-minimax-m3-partial-start", "improved",
+                       disabled_repairs=("unparsed-characters", "cut-marker-text"))
     assert off.content == "plain " and off.repairs == []
 
 
@@ -177,9 +184,12 @@ def _measured() -> list[dict]:
 def test_nothing_lost_at_improved():
     """Every character of every real output (the kept-aside batches being collected are not read), drift case,
     reference case and hostile output is in a field or markup at improved — except the pinned GPT-OSS drops."""
-    results = [r for r in _measured() if r["id"] not in PINNED_DROPS]
+    results = [r for r in _measured() if r["id"] not in PINNED_DROPS | set(AUDIT_LIMITS)]
     assert _by_suite(results, "improved") == {}
-    assert sorted(r["id"] for r in _measured() if r["fidelity"] == "improved" and r["lost"]) == sorted(PINNED_DROPS)
+    assert sorted(r["id"] for r in _measured() if r["fidelity"] == "improved" and r["lost"]) == sorted(
+        PINNED_DROPS | set(AUDIT_LIMITS))
+    assert {r["id"]: r["lost"] for r in _measured() if r["id"] in AUDIT_LIMITS and r["fidelity"] == "improved"} \
+        == AUDIT_LIMITS
 
 
 def test_what_llama_cpp_drops_is_reported():

@@ -1,0 +1,221 @@
+"""The sets of real outputs (core.chat.realset), each a directory of tests/data: every case at both fidelities,
+one-shot and streamed at chunk sizes 1, 3, 17, whole and "several calls in one delta". No word is lost on any case
+at either fidelity; the rates per set, fidelity and split are pinned exactly (:data:`PASS`), so a change that makes
+a case worse (or better: then raise the figure) is seen. docs/realset-baseline.md says where each set comes from:
+
+- ``real_outputs``: the evaluation set; holdout cases (by hash) were not looked at while the repairs were written
+  (docs/fidelity-lossless.md).
+- ``real_outputs_fresh``: batch 1 of kept-aside outputs (SGLang's detector tests, ollama's parser tests), dev since
+  it was measured kept aside (llama.cpp 53, improved 71 then); repairs are written from it.
+- ``real_outputs_kept``: the second kept-aside batch (transformers, lmdeploy, vendors' docs and model cards, SGLang
+  and FunctionGemma notebooks, runs quoted in bug reports), dev since its kept-aside rate was reported (llama.cpp
+  13, improved 23 then; "Second kept-aside split").
+- ``real_outputs_kept3``: the third kept-aside batch, recorded runs printed by Unsloth's executed notebooks
+  (transformers generate), a recorded format study and raw outputs quoted in public bug reports, a recorded
+  tool-calling benchmark and Google's and Meta's cookbook notebooks, collected while repairs were written from the
+  earlier sets, from pages no earlier set (nor the triage sets) used. Nobody writes repairs from it either.
+- ``real_outputs_kept4``: the fourth kept-aside batch, recorded runs again from pages and outputs no earlier set (nor
+  the triage sets) used: raw generations of open models in the Berkeley Function-Calling Leaderboard's published
+  result files (GLM-4 chat, Granite 20B function-calling, Hermes 2 Pro / Theta), NVIDIA's executed Nemotron Super
+  cookbooks, a NousResearch notebook, a Braintrust cookbook, unused files of the tool-calling benchmark and of
+  Unsloth's notebooks, and one bug report; half of it expects a tool call. Nobody writes repairs from it.
+- ``real_outputs_kept5``: the fifth kept-aside batch, recorded runs from pages and outputs no earlier set (nor the
+  triage sets) used: gpt-oss-20b's multi-turn tool-calling trials served by llama.cpp (raw harmony text), another run
+  of the Berkeley Function-Calling Leaderboard's result files (2024-07-25) and the Groq answers printed by
+  llama-cookbook's Tool_Calling_101 notebook; more than half of it expects a tool call. Nobody writes repairs from
+  it.
+- ``real_outputs_kept6``: the sixth kept-aside batch, outputs quoted by vLLM's own parser tests from test files no
+  earlier set used (eighteen families), each with the message the test asserts; two in three expect a tool call.
+- ``real_outputs_kept7``: the seventh kept-aside batch, outputs quoted by SGLang's, lmdeploy's, ollama's and
+  TensorRT-LLM's parser tests; development data for the reasoning and tool-call repairs since.
+- ``real_outputs_kept8``: the eighth kept-aside batch, outputs quoted by SGLang's per-detector unit tests and vLLM's
+  Gemma 4 tool-parser and Kimi K3 / Step-3.5 reasoning-parser tests (eleven families, test files no earlier set
+  used); four in five expect a tool call. Nobody writes repairs from it.
+- ``real_outputs_kept9``: the ninth kept-aside batch, outputs fed to their parsers by mlx-lm's, TensorRT-LLM's and
+  lmdeploy's own parser tests from test files no earlier set used (fifteen families), each with the message the
+  test asserts; all but one expect a tool call. Nobody writes repairs from it."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+import pytest
+
+from core.chat.realset import load_cases, rate_table, run_case, split_of
+
+from .conftest import ROOT, TEMPLATES
+
+DATA = ROOT / "tests" / "data"
+# right cases per set (its directory under tests/data), fidelity and split; real_outputs improved holdout 81 -> 85:
+# the 4 Jamba calls, read once improvement transformers-dialect renders its template; the lossless contract: real_outputs
+# improved dev 167 -> 171, holdout 85 -> 87 (the 3 Magistral fixtures expect current vLLM's message; the 4 Phi-4-mini
+# cases on vLLM's Phi-4-mini template, a family-wide data decision: dev +1, holdout +2, holdout reasons not read),
+# real_outputs_kept improved 36 -> 39 (Gemma 3's ```tool_code fence read as markup of the calls; SmolLM3 cases on
+# the model's own template), real_outputs_fresh improved 92 -> 94 (Qwen3-Coder markup indented as a block,
+# tag-whitespace's indented variant, tried after the template's layout); the kept4 repairs: real_outputs_kept4 improved 53 -> 62
+# (the 9 GLM-4 chat calls, read by improvement metadata-call-turns; kept4 is dev data from then on), and kept5 (kept
+# aside, measured, not read) improved 56 -> 60: its 4 GLM-4 chat calls;
+# the reasoning repairs (kept7 as development data):
+# real_outputs_kept7 improved 36 -> 46 (where reasoning starts and ends: template-default-thinking 3,
+# reasoning-blocks-interleaved + the Apertus workaround 3, harmony-bare-header 2, call-ends-reasoning 1,
+# bare-answer-after-reasoning 1; docs/realset-baseline.md "kept7 as development data");
+# the tool-call repairs (the tool-call
+# class, same data): consecutive-call-blocks 2, repeated-prompt-tail 2, undeclared-arguments in Kimi K3,
+# mistyped-value-as-string in DSML 2, unclosed-final-call 2: 46 -> 54
+# the tool-call repairs from kept6 (development data since its first measure): real_outputs_kept6 improved
+# 50 -> 60: well-known-call-blocks 3 (ERNIE 4.5's <tool_call> blocks on a template that renders no tools),
+# content-between-calls in JSON call blocks 1 (Granite 4), cut-marker-text 1 and cut-call-own-text 1 (MiniMax-M3),
+# glued-arguments 2 (FunctionGemma), think-block-calls 1 (MiniMax-M1), free-object-elements with
+# leading-zero-integer 1 (MiniMax-M3)
+# the character audit (docs/fidelity-lossless.md "To the character"): the MiniMax-M3 output cut inside its
+# call marker comes back whole as content (cut-marker-text, and unparsed-characters behind it)
+PASS = {
+    "real_outputs": {("llama.cpp", "dev"): 95, ("llama.cpp", "holdout"): 45,
+                     # improved dev 171 -> 170: xlam-think-tag expects vLLM's xLAM tool-parser reading (no
+                     # reasoning parser) of a leading think block, which leading-think-block reads as reasoning
+                     ("improved", "dev"): 170, ("improved", "holdout"): 87},
+    "real_outputs_fresh": {("llama.cpp", "dev"): 53, ("improved", "dev"): 94},
+    "real_outputs_kept": {("llama.cpp", "dev"): 13, ("improved", "dev"): 40},
+    "real_outputs_kept3": {("llama.cpp", "kept3"): 65, ("improved", "kept3"): 89},
+    "real_outputs_kept4": {("llama.cpp", "kept4"): 42, ("improved", "kept4"): 62},
+    "real_outputs_kept5": {("llama.cpp", "kept5"): 48, ("improved", "kept5"): 60},
+    "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 65},
+    "real_outputs_kept7": {("llama.cpp", "kept7"): 27, ("improved", "kept7"): 55},
+    "real_outputs_kept8": {("llama.cpp", "kept8"): 26, ("improved", "kept8"): 49},
+    "real_outputs_kept9": {("llama.cpp", "kept9"): 27, ("improved", "kept9"): 46},
+    "real_outputs_reports": {("llama.cpp", "dev"): 4, ("improved", "dev"): 4},
+}
+# per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
+# splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
+SETS = {
+    "real_outputs": (263, 34, {"dev", "holdout"}, False),
+    "real_outputs_fresh": (94, 15, {"dev"}, True),
+    "real_outputs_kept": (41, 18, {"dev"}, True),
+    "real_outputs_kept3": (90, 20, {"kept3"}, True),
+    "real_outputs_kept4": (65, 14, {"kept4"}, True),
+    "real_outputs_kept5": (60, 10, {"kept5"}, True),
+    "real_outputs_kept6": (81, 18, {"kept6"}, True),
+    "real_outputs_kept7": (62, 14, {"kept7"}, True),
+    "real_outputs_kept8": (60, 11, {"kept8"}, True),
+    "real_outputs_kept9": (60, 15, {"kept9"}, True),
+    "real_outputs_reports": (5, 4, {"dev"}, True),
+}
+# cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
+DELIBERATELY_OTHER = {
+    "seed-no-tools": "reasoning-end-without-start: Seed-OSS with thinking on reasons from its first token, so an "
+                     "answer with no end marker is reasoning (vLLM's seed_oss reasoning parser, q3-without-think); "
+                     "the expected message comes from vLLM's tool-parser test, which runs without a reasoning parser "
+                     "(docs/fidelity-reasoning.md)",
+    "kept4-bfcl-hermes-2-pro-llama-3-70b-parallel-function-71":
+        "missing-closing-tags: a 27-call degenerate loop where three calls lack </tool_call> before the next "
+        "<tool_call>; vLLM's hermes parser (the expected message) gives the whole text back as content, improved "
+        "reads every call (issue 25 class 2: an inner closer missing before the next opener)",
+    "kept4-bfcl-hermes-2-theta-llama-3-70b-parallel-multiple-function-83":
+        "stream-consistent-final: the stream emits the first call (its </tool_call> replaced by <|im_start|>) before "
+        "the final parse rejects the rest, so improved keeps that call (a streaming client already has it) and gives "
+        "the text after it as content, each character once; vLLM's hermes parser gives the whole text as content "
+        "(issue 25 class 5: a call a streaming client may already run is not taken back)",
+}
+FIDELITIES = ["llama.cpp", "improved"]
+
+
+@lru_cache(maxsize=None)
+def _cases(directory: str) -> tuple:
+    return tuple(load_cases(str(DATA / directory)))
+
+
+@lru_cache(maxsize=None)
+def _results(directory: str, fidelity: str) -> tuple:
+    return tuple(run_case(c, str(TEMPLATES), fidelity) for c in _cases(directory))
+
+
+@pytest.mark.parametrize("directory", list(SETS))
+def test_the_set_is_cited_new_and_split_as_said(directory):
+    cases = _cases(directory)
+    count, families, splits, _ = SETS[directory]
+    assert len(cases) == count and len({c.family for c in cases}) == families
+    assert {c.split for c in cases} == splits
+    assert all(c.source.startswith("https://") for c in cases)
+    assert all((TEMPLATES / c.template).is_file() for c in cases)
+    assert all(c.fidelity in ("both", "improved") for c in cases)
+    earlier = {c.output for d in list(SETS)[:list(SETS).index(directory)] for c in _cases(d)}
+    assert [c.id for c in cases if c.output in earlier] == []
+
+
+def _page(url: str) -> str:
+    """The page a source URL names, whatever commit it is pinned at."""
+    head, _, tail = url.partition("/blob/")
+    return head + "/" + tail.partition("/")[2] if tail else url
+
+
+# triage batches built later from these sets' own rows (tests/test_triage.py traces each row back): not earlier sources
+TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.jsonl", "kept10.jsonl"}
+
+
+@pytest.mark.parametrize("directory", ["real_outputs_kept3", "real_outputs_kept4", "real_outputs_kept5",
+                                       "real_outputs_kept6", "real_outputs_kept7", "real_outputs_kept8",
+                                       "real_outputs_kept9", "real_outputs_reports"])
+def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
+    cases = _cases(directory)
+    earlier_sets = list(SETS)[:list(SETS).index(directory)]
+    sources = {c.source for d in earlier_sets for c in _cases(d)}
+    outputs = {c.output for d in earlier_sets for c in _cases(d)}
+    for path in sorted((DATA / "triage").glob("*.jsonl")):
+        if path.name in TRIAGE_FROM_REAL_OUTPUTS:
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            sources.add(row["source"])
+            outputs.add(row["input"])
+    pages = {_page(s).partition("#")[0] for s in sources}
+    assert [c.id for c in cases if c.output in outputs] == []
+    assert [c.id for c in cases if _page(c.source).partition("#")[0] in pages] == []
+    assert len({c.output for c in cases}) == len(cases)
+
+
+def test_the_split_of_a_case_is_stable():
+    assert split_of("https://example.org/a", "x") == split_of("https://example.org/a", "x")
+
+
+@pytest.mark.parametrize("directory", [d for d, (_, _, splits, _) in SETS.items() if len(splits) == 1])
+def test_every_line_of_a_set_with_one_split_names_it(directory):
+    [split] = SETS[directory][2]
+    for path in sorted((DATA / directory).glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            assert json.loads(line)["split"] == split, path.name
+
+
+@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("directory", list(SETS))
+def test_no_word_lost_on_any_real_output(directory, fidelity):
+    assert {r.case.id: r.lost for r in _results(directory, fidelity) if r.lost} == {}
+
+
+@pytest.mark.parametrize("directory,fidelity,split", [(d, f, s) for d, pins in PASS.items() for f, s in pins])
+def test_rates(directory, fidelity, split):
+    rows = [r for r in _results(directory, fidelity) if r.case.split == split]
+    assert sum(r.ok for r in rows) == PASS[directory][(fidelity, split)], \
+        [(r.case.id, r.reason) for r in rows if not r.ok]
+
+
+@pytest.mark.parametrize("directory", list(SETS))
+def test_improved_is_never_worse_but_where_listed(directory):
+    """A case right at llama.cpp fidelity is right at improved too, except the listed cases where a repair follows
+    another peer's policy on purpose."""
+    one = {r.case.id: r.ok for r in _results(directory, "llama.cpp")}
+    better = {r.case.id: r.ok for r in _results(directory, "improved")}
+    assert sorted(cid for cid, ok in one.items() if ok and not better[cid]) == \
+        sorted(cid for cid in DELIBERATELY_OTHER if cid in one)
+
+
+@pytest.mark.parametrize("directory", [d for d, spec in SETS.items() if spec[3]])
+def test_cases_marked_both_are_the_ones_right_at_llama_cpp_fidelity(directory):
+    assert {r.case.id for r in _results(directory, "llama.cpp") if r.ok} == \
+        {c.id for c in _cases(directory) if c.fidelity == "both"}
+
+
+def test_rate_table_lists_every_family():
+    results = [r for f in FIDELITIES for r in _results("real_outputs", f)]
+    table = rate_table(results)
+    assert all(f"| {r.case.family} |" in table for r in results) and "| **all** |" in table
