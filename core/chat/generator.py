@@ -64,7 +64,7 @@ from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
 from .repairs import LEADING_THINK_BLOCK, TAG_WHITESPACE, THINK_BLOCK, TRAILING_END_OF_TURN, FiredRepair, next_call_section
 from .turn_end import turn_end_cut, turn_end_tokens
-from .repairs import CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
+from .repairs import ANSWER_MARKER_WHITESPACE, CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 
 _WS = " \t\n\v\f\r"
@@ -936,6 +936,9 @@ class _Gen:
         p, c = self.p, self.a.content
         if c.is_always_wrapped():
             if self.extracting:
+                if ANSWER_MARKER_WHITESPACE in p.repairs:
+                    gap = p.optional(p.repair(ANSWER_MARKER_WHITESPACE, p.chars("[ \t\r\n]", 1, -1)))
+                    return self.reasoning + gap + c.start + p.content(p.until(c.end)) + c.end
                 return self.reasoning + c.start + p.content(p.until(c.end)) + c.end
             return p.content(p.until(c.start)) + c.start + p.content(p.until(c.end)) + c.end
         end = trim_ws(self.a.reasoning.end)
