@@ -155,15 +155,32 @@ class Explanation:
         return self.entry == MAIN and self.stop is None and self.truncated is None
 
     @property
+    def suspicious(self) -> bool:
+        """A clean parse in which the triage still names a mistake (marker-like text left in the content, a call
+        dropped): it is not called clean (issue 26)."""
+        return self.clean and self.triage is not None and self.triage.mistake.name != "NONE"
+
+    @property
+    def verdict(self) -> str:
+        """What the text view and the page say of the parse: ``"clean"``, ``"clean but suspicious"``, or the entry
+        that made the message (``"recover-trailing"``, ``"no-parser"``, …)."""
+        if not self.clean:
+            return self.entry
+        return "clean but suspicious" if self.suspicious else "clean"
+
+    @property
     def causes(self) -> list[str]:
         """Names (``Cause`` enum names) of the findings, in order."""
         return [f.cause.name for f in self.findings]
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict (``--json``)."""
+        """JSON-ready dict (``--json``). ``clean`` is the verdict the text view gives: false for a parse that
+        accounted for everything but is ``suspicious``; ``parse_clean`` is the parse alone (main entry, nothing
+        cut); ``verdict`` is the text view's word for it."""
         return {"template": self.template, "route": self.route, "fidelity": self.fidelity,
                 "only_repairs": self.only_repairs, "entry": self.entry,
-                "clean": self.clean, "generation_prompt": self.generation_prompt, "message": self.message,
+                "clean": self.clean and not self.suspicious, "suspicious": self.suspicious,
+                "parse_clean": self.clean, "verdict": self.verdict, "generation_prompt": self.generation_prompt, "message": self.message,
                 "spans": [s.to_json() for s in self.spans],
                 "stop": self.stop.to_json() if self.stop else None,
                 "truncated": self.truncated.to_json() if self.truncated else None,
