@@ -1616,3 +1616,19 @@ def test_explain_json_says_what_the_text_says_of_a_clean_but_suspicious_parse(tm
     assert data["triage"]["mistake"] == "TEMPLATE_MODEL_MISMATCH"
     text = subprocess.run(cmd, input=c["input"], capture_output=True, text=True, cwd=ROOT, timeout=120).stdout
     assert text.splitlines()[0].endswith("· parse clean but suspicious")
+
+
+@pytest.mark.parametrize("value, kind", [('["Paris"]', "a JSON array"), ("5", "a number")])
+def test_arguments_written_as_a_non_object_are_a_type_mismatch_not_a_missing_parameter(value, kind):
+    """A hostile output whose call's arguments are JSON but no object: the parser shows the call with ``{}``, and
+    triage and the causes said "missing required parameter" from that ``{}``; the mistake is the value's type."""
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Weather?"}], "tools": [weather]})
+    t = _template("Qwen-Qwen2.5-7B-Instruct.jinja")
+    ex = explain(t, req, '<tool_call>\n{"name": "get_weather", "arguments": ' + value + '}\n</tool_call>')
+    assert ex.triage.mistake == Mistake.TYPE_MISMATCH, ex.triage.sentence
+    assert f"the arguments of `get_weather` are {kind}, not an object" in ex.triage.sentence
+    assert any(f"the arguments are {kind}, not an object" in e for f in ex.findings for e in f.evidence)
+    empty = explain(t, req, '<tool_call>\n{"name": "get_weather", "arguments": {}}\n</tool_call>')
+    assert empty.triage.mistake == Mistake.MISSING_REQUIRED       # an object without `city` is what it says

@@ -6,6 +6,7 @@ helpers the causes and fixes both read. :mod:`core.explain.explain` assembles an
 from __future__ import annotations
 
 import enum
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -386,6 +387,48 @@ def required_of(params: Any) -> list[str]:
     (the request's schema is untrusted: a number, an object or a string there is no parameter name)."""
     req = params.get("required") if isinstance(params, dict) else None
     return [r for r in req if isinstance(r, str)] if isinstance(req, list) else []
+
+
+ARGUMENTS_KEYS = ("arguments", "parameters")
+"""The JSON keys a call object holds its arguments under (OpenAI's and the Llama / Cohere spelling)."""
+_DECODER = json.JSONDecoder()
+_NON_OBJECT = ((bool, "a boolean"), (list, "a JSON array"), ((int, float), "a number"), (type(None), "null"))
+
+
+def written_arguments_kind(output: str, name: str, keys: tuple[str, ...] = ARGUMENTS_KEYS, looks: int = 16) -> str:
+    """What the model wrote as the arguments of its call to ``name`` when that is JSON but not an object (``"a
+    JSON array"``, ``"a number"``, ``"a boolean"``, ``"null"``), else ``""``. A parser reads only an object there
+    and shows the call with ``{}``: the call is then "missing" every required parameter, while the model's mistake
+    is the type of the whole value. Looks at the first ``looks`` ``"KEY":`` of ``output`` (bounded work on a hostile
+    output) whose value decodes, with the call's quoted name within 300 characters of it."""
+    quoted = json.dumps(name)
+    seen = 0
+    for key in keys:
+        at = 0
+        needle = json.dumps(key)
+        while seen < looks:
+            at = output.find(needle, at)
+            if at < 0:
+                break
+            seen += 1
+            start = at
+            at += len(needle)
+            i = at
+            while i < len(output) and output[i] in " \t\r\n":
+                i += 1
+            if i >= len(output) or output[i] != ":":
+                continue
+            i += 1
+            while i < len(output) and output[i] in " \t\r\n":
+                i += 1
+            try:
+                value, end = _DECODER.raw_decode(output, i)
+            except (ValueError, RecursionError):
+                continue
+            kind = next((k for t, k in _NON_OBJECT if isinstance(value, t)), "")
+            if kind and quoted in output[max(0, start - 300):end + 300]:
+                return kind
+    return ""
 
 
 def properties_of(params: Any) -> dict[str, Any]:
