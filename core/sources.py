@@ -29,6 +29,7 @@ import json
 import os
 import pathlib
 import re
+import stat
 import tempfile
 import threading
 import urllib.parse
@@ -298,26 +299,43 @@ def load_file(path: str | os.PathLike[str], variant: str | None = None, *,
     if p.is_dir():
         return load_folder(p, variant, max_bytes=max_bytes, max_json_bytes=max_json_bytes)
     try:
-        size = p.stat().st_size
-        with open(p, "rb") as f:
+        st = p.stat()
+        _check_regular(source, st.st_mode)
+        # one open, never blocking: a FIFO put in the file's place after the check opens at once and is refused
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with os.fdopen(fd, "rb") as f:
+            _check_regular(source, os.fstat(f.fileno()).st_mode)
             head = f.read(4)
+            if head == _GGUF_MAGIC or p.suffix.lower() == ".gguf":
+                data = None
+            else:
+                is_json = p.suffix.lower() == ".json"
+                limit = max_json_bytes if is_json else max_bytes
+                _check_size(source, st.st_size, limit)
+                # at most one byte past the limit: the file may have grown since its size was read
+                data = head + (f.read() if limit is None else f.read(max(0, limit + 1 - len(head))))
     except OSError as e:
         raise TemplateLoadError(source, f"cannot read the file: {e.strerror or e}") from None
-    if head == _GGUF_MAGIC or p.suffix.lower() == ".gguf":
+    if data is None:
         return _select(name, _gguf_variants(source, str(p), max_bytes), variant, "gguf", str(p))
-    is_json = p.suffix.lower() == ".json"
-    limit = max_json_bytes if is_json else max_bytes
-    _check_size(source, size, limit)
-    try:
-        with open(p, "rb") as f:
-            # at most one byte past the limit: a device or pipe has no size to check first (/dev/zero never ends)
-            data = f.read() if limit is None else f.read(limit + 1)
-    except OSError as e:
-        raise TemplateLoadError(source, f"cannot read the file: {e.strerror or e}") from None
     if limit is not None and len(data) > limit:
-        raise TemplateLoadError(source, f"the file holds more than the limit of {limit:,} bytes (it is not a "
-                                        "regular file, or it grew while read); chat templates are kilobytes")
+        raise TemplateLoadError(source, f"the file holds more than the limit of {limit:,} bytes (it grew while "
+                                        "read); chat templates are kilobytes")
     return _text_template(source, name, data, is_json, variant, str(p), max_bytes)
+
+
+_NOT_REGULAR = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _check_regular(source: str, mode: int) -> None:
+    """Refuse anything but a regular file before reading it: a pipe without a writer blocks its reader, a device
+    may never end, a socket cannot be opened."""
+    if stat.S_ISREG(mode):
+        return
+    kind = next((what for test, what in _NOT_REGULAR if test(mode)), "not a regular file")
+    raise TemplateLoadError(source, f"{kind}, not a regular file: a chat template is read from a .jinja, .json "
+                                    "or .gguf file")
 
 
 def _text_template(source: str, name: str, data: bytes, is_json: bool, variant: str | None, path: str | None,
@@ -361,6 +379,8 @@ def _additional_templates(source: str, folder: pathlib.Path, max_bytes: int | No
     extra = folder / ADDITIONAL_TEMPLATES_DIR
     if extra.is_dir():
         for f in sorted(extra.glob("*.jinja")):
+            if not f.is_file():
+                continue  # a pipe or device named *.jinja would block or never end
             try:
                 out[f.stem] = _check_template_text(source, f.stem, _decode(str(f), f.read_bytes()), max_bytes)
             except (OSError, TemplateLoadError):

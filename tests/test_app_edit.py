@@ -112,8 +112,25 @@ def test_edit_render_error_shows_line(cache_dir):
     at.text_area(key="in_edit_source").input("{% for m in messages %}\n{{ m.content.nope() }}\n{% endfor %}").run()
     _button(at, "Analyse").click().run()
     errs = errors(at)
-    # the live render beside the editor and the analysis both say where
-    assert len(errs) == 2 and all(e.startswith("Render error at line 2") for e in errs), errs
+    # the analysis says where, once: the live render beside the editor points to it instead of repeating it
+    assert len(errs) == 1 and errs[0].startswith("Render error at line 2"), errs
+    assert any("the error Analyse found" in c.value for c in at.caption)
+    assert at.session_state["template"].origin == "bundled"
+
+
+def test_an_oversized_edit_shows_its_render_error_once(cache_dir):
+    """A template over the compile size limit: the live render and Analyse both stop at it, and the page showed
+    the same "Render error" twice."""
+    from core.jinja.limits import MAX_SOURCE_CHARS
+
+    at = page(start(), "edit")
+    big = "{{ messages[0].content }}" + "x" * MAX_SOURCE_CHARS
+    at.text_area(key="in_edit_source").input(big).run()
+    errs = errors(at)
+    assert len(errs) == 1 and f"above {MAX_SOURCE_CHARS}" in errs[0], errs   # before Analyse: the live render
+    _button(at, "Analyse").click().run()
+    errs = errors(at)
+    assert len(errs) == 1 and errs[0].startswith(f"Render error: template source of {len(big)} characters"), errs
     assert at.session_state["template"].origin == "bundled"
 
 

@@ -166,3 +166,57 @@ def test_a_glued_markup_word_is_not_lost_and_long_words_are_not_split():
     assert _glued_to_markup("sectionHere", {"section"}, marks)
     assert not _glued_to_markup("sectionThere", {"section"}, marks)
     assert not _glued_to_markup("x" * GLUED_WORD_MAX + "Here", {"x" * GLUED_WORD_MAX}, marks)
+
+
+# -- answer-marker-whitespace ---------------------------------------------------------------------------------------
+
+# Cohere's own output parser test (cohere-ai/melody parsing/stream_filter_test.go at 1e571356, "thinking and
+# response with citations"): a line break between <|END_THINKING|> and <|START_RESPONSE|>; the <co> citation markup
+# is Cohere's own answer syntax, kept in content as every other parser here keeps it
+MELODY_OUTPUT = ("<|START_THINKING|>This is a rainbow <co>emoji: 🌈</co: 0:[1]><|END_THINKING|>\n<|START_RESPONSE|>"
+                 "foo <co>bar</co: 0:[1,2],1:[3,4]><|END_RESPONSE|>")
+HELLO = {"messages": [{"role": "user", "content": "Hello"}]}
+
+
+def _parse_output(template: str, output: str, fidelity: str = "improved", disabled=()):
+    parser = build_chat_parser(_template(template), ChatRequest.from_dict(HELLO), fidelity=fidelity,
+                               disabled_repairs=disabled).parser
+    return parser, parser.parse(output, False)
+
+
+@pytest.mark.parametrize("template", ["hfjs-CohereLabs-command-a-reasoning-08-2025.jinja",
+                                      "CohereForAI-c4ai-command-r7b-12-2024-tool_use.llamacpp-edit.jinja"])
+def test_a_line_break_before_the_answer_marker_is_layout(template):
+    parser, msg = _parse_output(template, MELODY_OUTPUT)
+    assert (msg.reasoning_content, msg.content) == ("This is a rainbow <co>emoji: 🌈</co: 0:[1]>",
+                                                    "foo <co>bar</co: 0:[1,2],1:[3,4]>")
+    assert [(r.name, MELODY_OUTPUT[r.start:r.end]) for r in msg.repairs] == [("answer-marker-whitespace", "\n")]
+    for size in (1, 3, 17):
+        assert _streamed(parser, MELODY_OUTPUT, size).to_openai() == msg.to_openai()
+    _, off = _parse_output(template, MELODY_OUTPUT, disabled=("answer-marker-whitespace",))
+    assert off.content.startswith("\n<|START_RESPONSE|>foo")   # the markers left in the content, as before
+
+
+def test_llama_cpp_fidelity_reads_the_line_break_as_before():
+    _, a = _parse_output("hfjs-CohereLabs-command-a-reasoning-08-2025.jinja", MELODY_OUTPUT, "llama.cpp")
+    assert (a.reasoning_content, a.content) == ("", "<|START_THINKING|>This is a rainbow <co>emoji: 🌈</co: 0:[1]>"
+                                                    "<|END_THINKING|>\nfoo <co>bar</co: 0:[1,2],1:[3,4]>")
+    _, r7b = _parse_output("CohereForAI-c4ai-command-r7b-12-2024-tool_use.llamacpp-edit.jinja", MELODY_OUTPUT,
+                           "llama.cpp")
+    assert r7b.content == "\n<|START_RESPONSE|>foo <co>bar</co: 0:[1,2],1:[3,4]><|END_RESPONSE|>"
+    assert not a.repairs and not r7b.repairs
+
+
+def test_cohere2moe_reads_whitespace_before_its_text_marker():
+    """The same class in the Cohere2 MoE format (its answer marker is <|START_TEXT|>): ollama's real output
+    kept7-oll-cohere-thinking-then-text with the line break of Cohere's parser test put before the marker."""
+    output = "Let me think about this.<|END_THINKING|>\n<|START_TEXT|>Hello world!<|END_TEXT|>"
+    parser, msg = _parse_output("Cohere2MoE.jinja", output)
+    assert (msg.reasoning_content, msg.content) == ("Let me think about this.", "Hello world!")
+    assert _names(msg) == ["answer-marker-whitespace"]
+    for size in (1, 3, 17):
+        assert _streamed(parser, output, size).to_openai() == msg.to_openai()
+    _, off = _parse_output("Cohere2MoE.jinja", output, disabled=("answer-marker-whitespace",))
+    assert off.content == "\n<|START_TEXT|>Hello world!"   # bare-answer-after-reasoning kept the markers
+    _, plain = _parse_output("Cohere2MoE.jinja", output.replace("\n", ""))
+    assert plain.content == "Hello world!" and not plain.repairs

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import pathlib
 
@@ -110,6 +111,49 @@ def test_a_file_whose_size_says_less_is_read_only_up_to_the_limit(tmp_path, monk
     with pytest.raises(TemplateLoadError, match="holds more than the limit of 4,096 bytes"):
         sources.load_file(f, max_bytes=4096)
     assert sources.load_file(f, max_bytes=None).source == "x" * 5000
+
+
+def _load_in_thread(fn):
+    """``fn()`` run where a hang cannot stop the suite: returns (finished, result or exception)."""
+    import threading
+
+    box: list = []
+
+    def run():
+        try:
+            box.append(fn())
+        except Exception as e:  # noqa: BLE001 - the test inspects it
+            box.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(60)
+    return (not t.is_alive()), (box[0] if box else None)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_named_pipe_is_refused_at_once_never_read(tmp_path):
+    """A FIFO with no writer blocked the loader in ``open`` (it opened the file twice); now a pipe, device or
+    socket is refused by its file type before anything is read."""
+    fifo = tmp_path / "pipe.jinja"
+    os.mkfifo(fifo)
+    done, got = _load_in_thread(lambda: load_template(str(fifo)))
+    assert done, "loading a FIFO blocked"
+    assert isinstance(got, TemplateLoadError)
+    assert "named pipe (FIFO), not a regular file" in str(got) and "\n" not in str(got)
+    if os.path.exists("/dev/zero"):
+        with pytest.raises(TemplateLoadError, match="a character device, not a regular file"):
+            sources.load_file("/dev/zero")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_named_pipe_among_a_folders_extra_templates_is_skipped(tmp_path):
+    (tmp_path / "chat_template.jinja").write_text(CHATML)
+    (tmp_path / "additional_chat_templates").mkdir()
+    os.mkfifo(tmp_path / "additional_chat_templates" / "tool_use.jinja")
+    done, got = _load_in_thread(lambda: load_template(str(tmp_path)))
+    assert done, "loading a folder with a FIFO variant blocked"
+    assert isinstance(got, LoadedTemplate) and list(got.variants) == ["default"]
 
 
 def test_upload_bytes_and_limits():

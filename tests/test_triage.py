@@ -1597,3 +1597,38 @@ def test_arguments_nested_past_the_json_decoder_still_get_an_explanation(argumen
     ex = explain(_template("Qwen-Qwen3-0.6B.jinja"), req, out)
     assert [c["function"]["name"] for c in ex.message["tool_calls"]] == ["get_weather"]
     assert ex.triage is not None and ex.stop is None
+
+
+def test_explain_json_says_what_the_text_says_of_a_clean_but_suspicious_parse(tmp_path):
+    """A parse that accounts for every character but leaves a call-shaped object in the content is "clean but
+    suspicious" in the text view and on the page; ``--json`` said ``"clean": true`` for it."""
+    import subprocess
+    import sys
+
+    c = next(c for c in SETS["kept.jsonl"] if c["id"] == "kept-ollama-8517-r1-distill-nested-calls")
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps({k: c[k] for k in ("messages", "tools") if k in c}), encoding="utf-8")
+    cmd = [sys.executable, "-m", "core", "explain", str(TEMPLATES / c["template"]), "--request", str(req)]
+    data = json.loads(subprocess.run(cmd + ["--json"], input=c["input"], capture_output=True, text=True, cwd=ROOT,
+                                     timeout=120).stdout)
+    assert (data["clean"], data["suspicious"], data["parse_clean"], data["verdict"]) == \
+        (False, True, True, "clean but suspicious")
+    assert data["triage"]["mistake"] == "TEMPLATE_MODEL_MISMATCH"
+    text = subprocess.run(cmd, input=c["input"], capture_output=True, text=True, cwd=ROOT, timeout=120).stdout
+    assert text.splitlines()[0].endswith("· parse clean but suspicious")
+
+
+@pytest.mark.parametrize("value, kind", [('["Paris"]', "a JSON array"), ("5", "a number")])
+def test_arguments_written_as_a_non_object_are_a_type_mismatch_not_a_missing_parameter(value, kind):
+    """A hostile output whose call's arguments are JSON but no object: the parser shows the call with ``{}``, and
+    triage and the causes said "missing required parameter" from that ``{}``; the mistake is the value's type."""
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Weather?"}], "tools": [weather]})
+    t = _template("Qwen-Qwen2.5-7B-Instruct.jinja")
+    ex = explain(t, req, '<tool_call>\n{"name": "get_weather", "arguments": ' + value + '}\n</tool_call>')
+    assert ex.triage.mistake == Mistake.TYPE_MISMATCH, ex.triage.sentence
+    assert f"the arguments of `get_weather` are {kind}, not an object" in ex.triage.sentence
+    assert any(f"the arguments are {kind}, not an object" in e for f in ex.findings for e in f.evidence)
+    empty = explain(t, req, '<tool_call>\n{"name": "get_weather", "arguments": {}}\n</tool_call>')
+    assert empty.triage.mistake == Mistake.MISSING_REQUIRED       # an object without `city` is what it says

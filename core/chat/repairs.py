@@ -172,6 +172,7 @@ SETTLE_REPAIRS = frozenset({CUT_MARKER_TEXT, CUT_CALL_OWN_TEXT})
 TEMPLATE_DEFAULT_THINKING = "template-default-thinking"
 CALL_ENDS_REASONING = "call-ends-reasoning"
 BARE_ANSWER_AFTER_REASONING = "bare-answer-after-reasoning"
+ANSWER_MARKER_WHITESPACE = "answer-marker-whitespace"
 REASONING_BLOCKS_INTERLEAVED = "reasoning-blocks-interleaved"
 HARMONY_BARE_HEADER = "harmony-bare-header"
 # where reasoning starts and ends, from the sixth batch (tests/data/real_outputs_kept6; docs/fidelity-reasoning.md)
@@ -436,6 +437,22 @@ REPAIRS: list[Repair] = [
         source="ollama's Cohere parser reads the text after <|END_THINKING|> as content with or without "
                "<|START_TEXT|> (https://github.com/ollama/ollama/blob/fb30760996871fa9460115c753afd2c60d4ab0f7/"
                "model/parsers/cohere_test.go, TestCohereParseBareContent: kept7 case kept7-oll-cohere-bare-content)"),
+    Repair(
+        name=ANSWER_MARKER_WHITESPACE,
+        title="Whitespace between the reasoning and the marker that opens the answer",
+        stage=RepairStage.TOLERANCE,
+        accepts="In a format that always wraps the answer in its own markers (Command A reasoning "
+                "<|START_RESPONSE|>…<|END_RESPONSE|>, Command R7B, Cohere2 MoE <|START_TEXT|>…<|END_TEXT|>), "
+                "whitespace (a line break) between the reasoning block's end marker and the answer's start marker, "
+                "or before that marker at the start of the output: the whitespace is layout, the wrapped text is "
+                "content and both markers are markup. Without it the answer failed to parse and came out as "
+                "content with its markers in it. An answer with nothing between the markers parses as before.",
+        example="<|START_THINKING|>abc<|END_THINKING|>\n<|START_RESPONSE|>Hello<|END_RESPONSE|>   (Command A "
+                "reasoning: reasoning 'abc', content 'Hello')",
+        source="Cohere's own output parser reads the thinking and the response across that line break "
+               "(https://github.com/cohere-ai/melody/blob/1e571356e073288e27941b97b01180c44892ed79/parsing/"
+               "stream_filter_test.go, case 'thinking and response with citations': "
+               "<|END_THINKING|>\n<|START_RESPONSE|>, plan and text extracted)"),
     Repair(
         name=REASONING_BLOCKS_INTERLEAVED,
         title="Reasoning blocks between pieces of the answer, in a format that writes several per turn",
@@ -1696,7 +1713,7 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "ANSWER_MARKER_WHITESPACE", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",

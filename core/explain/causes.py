@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..chat.request import ChatRequest, ToolChoice
-from .model import (MARKER_TOKEN, properties_of, required_of, WS, Cause, Finding, Setup, build_bundle, called_names, message_of, reasoning_markers,
+from .model import (MARKER_TOKEN, properties_of, required_of, written_arguments_kind, WS, Cause, Finding, Setup, build_bundle, called_names, message_of, reasoning_markers,
                    stop_point, tool_stub, trace, visible_text)
 from .spans import SpanLabel
 from .trace_routes import ParseTrace
@@ -174,7 +174,7 @@ def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding
 
     # -- arguments vs schema
     if active and msg.tool_calls:
-        ev = _schema_evidence(req, msg)
+        ev = _schema_evidence(req, msg, output)
         if ev:
             out.append(Finding(Cause.SCHEMA_MISMATCH, ev))
 
@@ -486,7 +486,7 @@ def _call_start(content: str, pos: int) -> int:
     return line
 
 
-def _schema_evidence(req: ChatRequest, msg: Any) -> list[str]:
+def _schema_evidence(req: ChatRequest, msg: Any, output: str = "") -> list[str]:
     ev: list[str] = []
     tools = {t["function"]["name"]: t["function"] for t in req.tools or []
              if isinstance(t, dict) and isinstance(t.get("function"), dict)}
@@ -499,11 +499,17 @@ def _schema_evidence(req: ChatRequest, msg: Any) -> list[str]:
         key = (call.name, call.arguments)
         found = said.get(key)
         if found is None:
-            found = said[key] = _call_evidence(fn, call.arguments)
+            kind = written_arguments_kind(output, call.name) if _empty_object(call.arguments) else ""
+            found = said[key] = [f"the arguments are {kind}, not an object: a call's arguments must be a JSON "
+                                 "object (the parser shows {})"] if kind else _call_evidence(fn, call.arguments)
         if found:
             where = f"call {i} ({_q(call.name)}): "
             ev.extend(where + e for e in found)
     return ev
+
+
+def _empty_object(arguments: str) -> bool:
+    return arguments.strip(WS) in ("{}", "")
 
 
 def _call_evidence(fn: dict[str, Any], arguments: str) -> list[str]:

@@ -49,10 +49,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         print(json_visible(data, indent=2))
         return 0
     tg = ex.triage
-    clean = ex.clean and (tg is None or tg.mistake.name == "NONE")
     alone = f" (only the repair(s) {', '.join(ex.only_repairs)})" if ex.only_repairs is not None else ""
-    print(f"template {ex.template} · route {ex.route} · fidelity {ex.fidelity}{alone} · parse "
-          f"{'clean' if clean else ex.entry if not ex.clean else 'clean but suspicious'}")
+    print(f"template {ex.template} · route {ex.route} · fidelity {ex.fidelity}{alone} · parse {ex.verdict}")
     for note in ex.notes if ex.entry == "no-parser" else ():
         print(f"\n{show_invisible(note)}")
     if tg is not None and tg.mistake.name != "NONE":

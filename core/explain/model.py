@@ -6,6 +6,7 @@ helpers the causes and fixes both read. :mod:`core.explain.explain` assembles an
 from __future__ import annotations
 
 import enum
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -155,15 +156,32 @@ class Explanation:
         return self.entry == MAIN and self.stop is None and self.truncated is None
 
     @property
+    def suspicious(self) -> bool:
+        """A clean parse in which the triage still names a mistake (marker-like text left in the content, a call
+        dropped): it is not called clean (issue 26)."""
+        return self.clean and self.triage is not None and self.triage.mistake.name != "NONE"
+
+    @property
+    def verdict(self) -> str:
+        """What the text view and the page say of the parse: ``"clean"``, ``"clean but suspicious"``, or the entry
+        that made the message (``"recover-trailing"``, ``"no-parser"``, …)."""
+        if not self.clean:
+            return self.entry
+        return "clean but suspicious" if self.suspicious else "clean"
+
+    @property
     def causes(self) -> list[str]:
         """Names (``Cause`` enum names) of the findings, in order."""
         return [f.cause.name for f in self.findings]
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict (``--json``)."""
+        """JSON-ready dict (``--json``). ``clean`` is the verdict the text view gives: false for a parse that
+        accounted for everything but is ``suspicious``; ``parse_clean`` is the parse alone (main entry, nothing
+        cut); ``verdict`` is the text view's word for it."""
         return {"template": self.template, "route": self.route, "fidelity": self.fidelity,
                 "only_repairs": self.only_repairs, "entry": self.entry,
-                "clean": self.clean, "generation_prompt": self.generation_prompt, "message": self.message,
+                "clean": self.clean and not self.suspicious, "suspicious": self.suspicious,
+                "parse_clean": self.clean, "verdict": self.verdict, "generation_prompt": self.generation_prompt, "message": self.message,
                 "spans": [s.to_json() for s in self.spans],
                 "stop": self.stop.to_json() if self.stop else None,
                 "truncated": self.truncated.to_json() if self.truncated else None,
@@ -369,6 +387,48 @@ def required_of(params: Any) -> list[str]:
     (the request's schema is untrusted: a number, an object or a string there is no parameter name)."""
     req = params.get("required") if isinstance(params, dict) else None
     return [r for r in req if isinstance(r, str)] if isinstance(req, list) else []
+
+
+ARGUMENTS_KEYS = ("arguments", "parameters")
+"""The JSON keys a call object holds its arguments under (OpenAI's and the Llama / Cohere spelling)."""
+_DECODER = json.JSONDecoder()
+_NON_OBJECT = ((bool, "a boolean"), (list, "a JSON array"), ((int, float), "a number"), (type(None), "null"))
+
+
+def written_arguments_kind(output: str, name: str, keys: tuple[str, ...] = ARGUMENTS_KEYS, looks: int = 16) -> str:
+    """What the model wrote as the arguments of its call to ``name`` when that is JSON but not an object (``"a
+    JSON array"``, ``"a number"``, ``"a boolean"``, ``"null"``), else ``""``. A parser reads only an object there
+    and shows the call with ``{}``: the call is then "missing" every required parameter, while the model's mistake
+    is the type of the whole value. Looks at the first ``looks`` ``"KEY":`` of ``output`` (bounded work on a hostile
+    output) whose value decodes, with the call's quoted name within 300 characters of it."""
+    quoted = json.dumps(name)
+    seen = 0
+    for key in keys:
+        at = 0
+        needle = json.dumps(key)
+        while seen < looks:
+            at = output.find(needle, at)
+            if at < 0:
+                break
+            seen += 1
+            start = at
+            at += len(needle)
+            i = at
+            while i < len(output) and output[i] in " \t\r\n":
+                i += 1
+            if i >= len(output) or output[i] != ":":
+                continue
+            i += 1
+            while i < len(output) and output[i] in " \t\r\n":
+                i += 1
+            try:
+                value, end = _DECODER.raw_decode(output, i)
+            except (ValueError, RecursionError):
+                continue
+            kind = next((k for t, k in _NON_OBJECT if isinstance(value, t)), "")
+            if kind and quoted in output[max(0, start - 300):end + 300]:
+                return kind
+    return ""
 
 
 def properties_of(params: Any) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from .model import MARKER_TOKEN as _TOKEN
 from .model import Cause
 from .model import Setup as _Setup
 from .model import stop_point as _stop_point
-from .model import build_bundle, dialect_failure, dialect_line, properties_of, required_of
+from .model import build_bundle, dialect_failure, dialect_line, properties_of, required_of, written_arguments_kind
 from .model import visible_text as _visible
 
 _WS = " \t\n\v\f\r"
@@ -803,8 +803,10 @@ _SPECIAL_SHAPE = re.compile(r"<\|[^|<>\n]{1,40}\|>|<｜[^｜<>\n]{1,40}｜>|\[[A
 _PY_CALL = re.compile(r"\b([A-Za-z_][\w.]{0,64})\((?:[A-Za-z_]\w{0,64}\s{0,8}[=:]|\))")
 
 
-def _schema_problems(req: Any, message: dict[str, Any]) -> list[tuple[Mistake, str]]:
-    """Missing required / undeclared / mistyped arguments of the calls in ``message`` against the request."""
+def _schema_problems(req: Any, message: dict[str, Any], output: str = "") -> list[tuple[Mistake, str]]:
+    """Missing required / undeclared / mistyped arguments of the calls in ``message`` against the request; a call
+    shown with ``{}`` whose arguments ``output`` writes as JSON of another type is a type mismatch, not a call
+    missing every required parameter."""
     tools = {t["function"]["name"]: t["function"].get("parameters") or {} for t in req.tools or []
              if isinstance(t, dict) and isinstance(t.get("function"), dict)}
     out: list[tuple[Mistake, str]] = []
@@ -822,6 +824,11 @@ def _schema_problems(req: Any, message: dict[str, Any]) -> list[tuple[Mistake, s
                                                           "not an object"))
             continue
         if not isinstance(args, dict):
+            continue
+        kind = written_arguments_kind(output, f.get("name") or "") if not args and output else ""
+        if kind:
+            out.append((Mistake.TYPE_MISMATCH, f"the arguments of `{f.get('name')}` are {kind}, not an object: a "
+                                               "call's arguments must be a JSON object"))
             continue
         props = properties_of(schema)
         for r in required_of(schema):
@@ -1737,7 +1744,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         # the edits of the nearest output named no mistake: the format reading stands
         return guess[0], ev + [guess[1]]
     # schema of what was parsed / what the stop point says
-    probs = _schema_problems(setup.request, msg)
+    probs = _schema_problems(setup.request, msg, out)
     if probs:
         return probs[0][0], ev + [p[1] for p in probs]
     if ex.stop is not None and Cause.SCHEMA_MISMATCH in causes:

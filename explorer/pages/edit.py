@@ -95,6 +95,9 @@ if KEY not in st.session_state:
 
 st.caption(md(f"Editing {base.name} ({base.origin}). The current analysis is of "
               f"{'the edited source' if tpl.origin == 'edited' else 'the loaded source'} · digest {tpl.digest}"))
+loc = st.session_state.get("edit_error")
+# what Analyse found, in the words shown below the editor: the live render does not repeat the same error
+analyse_said = state.for_visitor(state.edited_words(loc.headline(), base.name)) if loc is not None else None
 left, right = st.columns([3, 2])
 with left:
     fits = serving.capped_text_area("Template source", KEY, serving.policy().limits.max_paste_bytes,
@@ -118,8 +121,11 @@ with right:
         got = state.attempt(live_render.rendered, text, base.name, edited_from=base.name)
         if got is not None:
             out, where = got
-            if where is not None:         # the template's own syntax or render error, at its line
-                st.error(md_code(state.edited_words(where.headline(), base.name)))
+            said = state.for_visitor(state.edited_words(where.headline(), base.name)) if where else None
+            if said is not None and said == analyse_said:
+                st.caption("Not rendered: the text stops at the error Analyse found, shown below the editor.")
+            elif where is not None:         # the template's own syntax or render error, at its line
+                st.error(md_code(said))
                 if where.excerpt:
                     st.code(shown(where.excerpt), language=None)
             else:   # the markers the current analysis learned, boxed as on the Overview
@@ -129,9 +135,8 @@ with right:
                     markers = None
                 show_text(out, max_height="30rem", key="edit_live_part", markers=markers)
 
-loc = st.session_state.get("edit_error")
 if loc is not None:
-    st.error(md_code(state.for_visitor(state.edited_words(loc.headline(), base.name))))
+    st.error(md_code(analyse_said))
     if loc.excerpt:
         st.code(shown(loc.excerpt), language=None)
     st.warning("The analysis below (and on every page) is still that of the last good source.")

@@ -163,8 +163,7 @@ if applied:
     st.success(md(f"Applied: {applied}"))
 
 tg = ex.get("triage") or {}
-suspicious = ex["clean"] and tg.get("mistake") not in (None, "NONE")
-verdict = ("clean but suspicious" if suspicious else "clean") if ex["clean"] else f"recovered ({ex['entry']})"
+verdict = ex["verdict"] if ex["parse_clean"] else f"recovered ({ex['entry']})"
 st.markdown(md(f"Route {ex['route']} · fidelity {ex['fidelity']} · parse {verdict}"))
 if ex["entry"] == "no-parser":   # the template does not render: why, and what would (improvement transformers-dialect)
     for note in ex.get("notes") or []:
@@ -344,7 +343,7 @@ def _fix_words(fx: dict) -> str:
     return f"**{md(FIX_KINDS.get(fx['kind'], fx['kind']))}**: {md_code(desc)}"
 
 
-if ex["clean"] and not ex["fixes"]:
+if ex["parse_clean"] and not ex["fixes"]:
     pass            # nothing to fix: no "Fixes" section at all
 elif not ex["fixes"] and tg.get("mistake") not in (None, "NONE"):
     pass            # the ranked fixes above say what helps (or that nothing of ours does); "no candidate" here

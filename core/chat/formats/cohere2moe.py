@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...jinja.template import ChatTemplate
-from ..repairs import BARE_ANSWER_AFTER_REASONING
+from ..repairs import ANSWER_MARKER_WHITESPACE, BARE_ANSWER_AFTER_REASONING
 from ..request import ChatRequest
 from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
@@ -75,6 +75,8 @@ def _peg_root(p: Any, view: RequestView) -> Any:
                 + p.optional(p.literal(TEXT_END)))
     else:
         text = p.literal(TEXT_START) + p.content(p.until(TEXT_END)) + p.optional(p.literal(TEXT_END))
+        if ANSWER_MARKER_WHITESPACE in p.repairs:
+            text = p.optional(p.repair(ANSWER_MARKER_WHITESPACE, p.chars("[ \t\r\n]", 1, -1))) + text
         if BARE_ANSWER_AFTER_REASONING in p.repairs:
             # the answer written right after <|END_THINKING|>, without its <|START_TEXT|> wrapper
             bare = (p.negate(p.choice(p.literal(TEXT_START), p.literal(ACTION_START))) + p.peek(p.any())
