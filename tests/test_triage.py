@@ -92,10 +92,22 @@ SCORES = {
     # reasoning and tool-call repairs then gave eight rows labelled "none helps" a verified fix (fix 34 -> 26 against
     # the old labels): as dev data those rows were relabelled with the fix that now verifies (34 again); the eleventh
     # round's typed schema edit fixes Kimi K3's single call (35)
-    "kept7.jsonl": {"dev": (33, 35, 9, 13)},
-    "kept8.jsonl": {"dev": (37, 40, 4, 9)},        # kept aside: (23, 28, 3, 9) on the ninth and on the tenth round
-    "kept9.jsonl": {"kept9": (23, 25, 14, 16)},    # kept aside: first run (docs/explain.md "Eleventh batch")
-    "kept10.jsonl": {"kept10": (24, 32, 11, 17)},  # kept aside: first run, on the tenth round's rules
+    # after the kept6 repairs: kept7-sgl-minimaxm2-anyof-string relabelled with the fix that now gives the engine's
+    # message; three MiniMax-M2 rows labelled "none helps" (text-around, anyof-null, unclosed-section) are offered a
+    # fix that reads the call but keeps the text the engine calls content in the reasoning: 35 -> 32
+    "kept7.jsonl": {"dev": (33, 32, 9, 13)},
+    # kept aside: (23, 28, 3, 9) on the ninth and on the tenth round; dev since the eleventh (37, 40, 4, 9); after the
+    # kept6 repairs seven rows labelled "none helps" relabelled with the fix that now gives the engine's message, two
+    # (granite4-content-between, minimax-m2-content-before) offered a fix whose message differs: 40 -> 38
+    "kept8.jsonl": {"dev": (37, 38, 4, 9)},
+    # kept aside: first run (23, 25, 14, 16) (docs/explain.md "Eleventh batch"); on the eleventh round's rules and
+    # this session's repairs, neither written from it:
+    "kept9.jsonl": {"kept9": (24, 25, 14, 16)},
+    # kept aside: first run (24, 32, 11, 17), on the tenth round's rules; on the eleventh round's rules and this
+    # session's repairs, neither written from it: 3 rows labelled "none helps" (MiniMax-M2 fixtures without the
+    # reasoning block the prompt opens) are now offered call-ends-reasoning + tag-whitespace, which gives the
+    # engine's message; the labels stand (kept aside), so fix 32 -> 29 (32 counting those fixes)
+    "kept10.jsonl": {"kept10": (25, 29, 17, 17)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
@@ -1438,9 +1450,11 @@ def test_a_reply_under_a_prompt_that_always_opens_the_reasoning_gets_the_prompt_
     ex, tg = _kept8("step3p5-mixed-content")
     assert tg.mistake == Mistake.REASONING_SETTING and not tg.fixes
     assert "second fault" in tg.no_fix and "hi" in tg.no_fix
-    # the same patch for a reasoning opener written again after a prompt that opened it (Kimi K2.5)
+    # a reasoning opener written again after a prompt that opened it (Kimi K2.5): the Kimi K2 format's
+    # reasoning-start-repeated repair reads it now, the smallest fix (the prompt patch was offered before it existed)
     ex, tg = _kept8("kimi-k2-r-think-tags")
-    assert tg.mistake == Mistake.REOPENED_REASONING and tg.fixes[0].kind.value == "template"
+    assert tg.mistake == Mistake.REOPENED_REASONING
+    assert [(f.kind.value, f.change) for f in tg.fixes[:1]] == [("repair", {"repairs": ["reasoning-start-repeated"]})]
     assert tg.fixes[0].message["reasoning_content"] == "step by step reasoning"
 
 
