@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from core.chat.pipeline import build_chat_parser
 from core.chat.realset import load_cases, run_case
 from core.chat.repairs import REPAIRS, RepairStage
-from core.chat.request import ChatRequest
 from core.chat.roundtrip import compare_messages
-from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
+from .test_calls_kept7 import _parser
 
 TOLERANCE = {r.name for r in REPAIRS if r.stage is RepairStage.TOLERANCE}
 CASES = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept6"))}
@@ -40,13 +38,6 @@ NEEDS = {
 # elements write each key again in its closing element and a list as the key repeated, which it counts lost (the
 # message holds every key and value: an audit limit, docs/fidelity-lossless.md)
 AUDIT_LIMITS = {"kept6-vllm-minimax-m3-nested"}
-
-
-def _parser(template: str, request: dict, fidelity: str = "improved", disabled=()):
-    with open(TEMPLATES / template, encoding="utf-8") as f:
-        tmpl = ChatTemplate(f.read(), template)
-    return build_chat_parser(tmpl, ChatRequest.from_dict(request), fidelity=fidelity,
-                             disabled_repairs=disabled).parser
 
 
 @pytest.mark.parametrize("case_id", sorted(NEEDS))
