@@ -1477,8 +1477,11 @@ def test_a_closer_nothing_opened_and_a_template_without_tools_are_a_template_mod
 
 def test_an_output_cut_inside_the_call_opener_is_cut_short():
     ex, tg = _kept8("minimax-m3-partial-start")
-    assert tg.mistake == Mistake.CUT_SHORT and not tg.fixes and tg.no_fix
+    assert tg.mistake == Mistake.CUT_SHORT
     assert "the first 21 characters of the call opener" in tg.sentence
+    # improved fidelity returns the cut opener as text (cut-marker-text): the engine's message, the whole output
+    assert [(f.change, f.message) for f in tg.fixes] == [({"fidelity": "improved"},
+                                                         {"role": "assistant", "content": ex.output})]
 
 
 def test_text_between_the_templates_own_call_blocks_is_trailing_text():
