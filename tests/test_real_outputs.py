@@ -80,7 +80,7 @@ PASS = {
     "real_outputs_kept3": {("llama.cpp", "kept3"): 65, ("improved", "kept3"): 89},
     "real_outputs_kept4": {("llama.cpp", "kept4"): 42, ("improved", "kept4"): 62},
     "real_outputs_kept5": {("llama.cpp", "kept5"): 48, ("improved", "kept5"): 60},
-    "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 65},
+    "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 66},
     "real_outputs_kept7": {("llama.cpp", "kept7"): 27, ("improved", "kept7"): 55},
     "real_outputs_kept8": {("llama.cpp", "kept8"): 26, ("improved", "kept8"): 49},
     "real_outputs_kept9": {("llama.cpp", "kept9"): 27, ("improved", "kept9"): 46},
@@ -189,14 +189,7 @@ def test_every_line_of_a_set_with_one_split_names_it(directory):
 @pytest.mark.parametrize("fidelity", FIDELITIES)
 @pytest.mark.parametrize("directory", list(SETS))
 def test_no_word_lost_on_any_real_output(directory, fidelity):
-    want = {k: v for k, v in AUDIT_LIMITS.items() if fidelity == "improved" and k.startswith(directory[13:] + "-")}
-    assert {r.case.id: r.lost for r in _results(directory, fidelity) if r.lost} == want
-
-
-# the character audit's one limit (tests/test_char_audit.py AUDIT_LIMITS): MiniMax-M3's nested elements write each
-# key again in its closing element and a list as its key repeated; the message holds every key and value, the audit's
-# in-order walk reads each once and counts the rest lost (the case fails its rate for it: kept6 65, not 66)
-AUDIT_LIMITS = {"kept6-vllm-minimax-m3-nested": ["source", "campaign", "tag", "a", "tag", "t", "g"]}
+    assert {r.case.id: r.lost for r in _results(directory, fidelity) if r.lost} == {}
 
 
 @pytest.mark.parametrize("directory,fidelity,split", [(d, f, s) for d, pins in PASS.items() for f, s in pins])

@@ -49,6 +49,8 @@ LOOKAHEAD = 16
 _NONE: tuple[list[int], list[str]] = ([], [])
 CALL_WINDOW = 3
 """Calls tried at once from the first one not yet read (calls are written in the message's order)."""
+KEY_MAX = 128
+"""Longest key a call's syntax may write again (:func:`_key_again`); a longer one written twice stays lost."""
 
 
 CLOSED_FINAL_CALL = "unclosed-final-call"
@@ -150,6 +152,8 @@ class _Call:
     first: int = 0                      # first unread group
     args_read: bool = False             # a piece of the arguments was read (the whole no longer can be)
     name_reads: int = 0
+    keys: frozenset[int] = frozenset()  # the groups that are keys of the decoded arguments
+    keys_read: set[str] = field(default_factory=set)   # spellings of the keys read: the call may write them again
 
     by_char: dict[str, tuple[list[int], list[str]]] = field(default_factory=dict)   # first char -> groups, forms
 
@@ -163,6 +167,8 @@ class _Call:
 
     def read(self, g: int) -> None:
         self.done[g] = True
+        if g in self.keys:
+            self.keys_read.update(self.groups[g][1])
         self.args_read = self.args_read or self.groups[g][0].endswith(".arguments")
         while self.first < len(self.groups) and self.done[self.first]:
             self.first += 1
@@ -191,16 +197,17 @@ def _spellings(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(f for f in forms if f))
 
 
-def _value_groups(value: Any, where: str, out: list, depth: int = 0) -> None:
+def _value_groups(value: Any, where: str, out: list, keys: set[int], depth: int = 0) -> None:
     if depth > 256:
         return
     if isinstance(value, dict):
         for k, v in value.items():
+            keys.add(len(out))
             out.append((where, _spellings(str(k))))
-            _value_groups(v, where, out, depth + 1)
+            _value_groups(v, where, out, keys, depth + 1)
     elif isinstance(value, list):
         for v in value:
-            _value_groups(v, where, out, depth + 1)
+            _value_groups(v, where, out, keys, depth + 1)
     else:
         forms = _spellings(value)
         if forms:
@@ -232,6 +239,7 @@ def _calls(msg: AssistantMessage) -> list[_Call]:
     calls = []
     for k, c in enumerate(msg.tool_calls):
         groups: list[tuple[str, tuple[str, ...]]] = []
+        keys: set[int] = set()
         if c.id:
             groups.append((f"tool_calls[{k}].id", (c.id,)))
         groups.append((CALL_INDEX, (str(k), str(k + 1))))
@@ -240,10 +248,10 @@ def _calls(msg: AssistantMessage) -> list[_Call]:
         except (ValueError, RecursionError):
             value = None
         if value is not None:
-            _value_groups(value, f"tool_calls[{k}].arguments", groups)
+            _value_groups(value, f"tool_calls[{k}].arguments", groups, keys)
         elif c.arguments:   # arguments that are not JSON (a partial call)
             _partial_groups(c.arguments, f"tool_calls[{k}].arguments", groups)
-        calls.append(_Call(k, c.name, c.arguments if len(c.arguments) > 2 else "", groups))
+        calls.append(_Call(k, c.name, c.arguments if len(c.arguments) > 2 else "", groups, keys=frozenset(keys)))
     return calls
 
 
@@ -321,7 +329,8 @@ def _walk(output: str, msg: AssistantMessage, pieces: list[str], reverse: bool) 
     calls = _calls(msg)
     if reverse:
         calls = [_Call(c.index, flip(c.name), flip(c.whole),
-                       [(w, tuple(flip(f) for f in forms)) for w, forms in reversed(c.groups)]) for c in reversed(calls)]
+                       [(w, tuple(flip(f) for f in forms)) for w, forms in reversed(c.groups)],
+                       keys=frozenset(len(c.groups) - 1 - g for g in c.keys)) for c in reversed(calls)]
     order = {id(c): k for k, c in enumerate(calls)}
     cur = 0
     n = len(output)
@@ -370,6 +379,10 @@ def _walk(output: str, msg: AssistantMessage, pieces: list[str], reverse: bool) 
             if output.startswith(p, i):
                 best_len, best_where, best_kind, best_ref = len(p), "markup", Account.MARKUP, None
                 break
+        if calls and marks and marks[-1][2] is Account.MARKUP and marks[-1][1] == i:
+            k = _key_again(output, i, calls[cur], by_char)
+            if k > best_len:
+                best_len, best_where, best_kind, best_ref = k, "call-syntax", Account.MARKUP, None
         if best_len:
             if best_ref is not None and isinstance(best_ref[0], _Tape):
                 t, j = best_ref
@@ -395,6 +408,20 @@ def _walk(output: str, msg: AssistantMessage, pieces: list[str], reverse: bool) 
         marks.append((i, i + 1, None, ""))
         i += 1
     return marks
+
+
+def _key_again(output: str, i: int, call: _Call, by_char: dict[str, list[str]]) -> int:
+    """Length of a key of ``call``'s arguments, already read, written again at ``i`` between two markup pieces
+    (0 if none): XML-like elements write a key in their closing element (``</source>``) and a list as its key
+    repeated (``<tag>a</tag><tag>b</tag>``), which is call syntax. A key written again with a value the message
+    does not hold leaves that value lost. Compares at most :data:`KEY_MAX` positions, each against the pieces
+    starting with its character."""
+    if not call.keys_read:
+        return 0
+    for p in range(i + 1, min(len(output), i + KEY_MAX + 1)):
+        if any(output.startswith(piece, p) for piece in by_char.get(output[p], ())) and output[i:p] in call.keys_read:
+            return p - i
+    return 0
 
 
 def _until_markup(output: str, i: int, length: int, by_char: dict[str, list[str]], longest: int) -> int:
