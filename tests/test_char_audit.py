@@ -164,21 +164,27 @@ def test_a_key_written_again_between_markup_is_call_syntax():
     out, parser, msg = _parse("kept6-vllm-minimax-m3-nested", "improved")
     audit = audit_parse(parser, out, msg)
     assert audit.lost() == []
-    again = [s.text(out) for s in audit.spans if s.where == "call-syntax"]
+    again = [s.text(out) for s in audit.spans if s.where == "call-key"]
     assert again == ["source", "campaign", "tag", "tag", "tag"]
     reads = [s.text(out) for s in audit.spans if s.where == "tool_calls[0].arguments"]
     assert reads[-4:] == ["duplicate_demo", "a", "b", "tag"]   # read from its end: the last closer is the key
 
 
 def test_a_key_written_again_does_not_hide_a_value_the_message_drops():
-    """The same output against a message without the list's second item: the repeated key is call syntax, the
-    dropped value is lost."""
+    """The same output against a message without the list's second item: the dropped value is lost, and so are the
+    keys written again on either side of it up to text that is read (`</tag>` of `a`, `<tag>` of `b`; the last
+    `</tag>` is read from the end as the key): a key written again is call syntax only between text that is read."""
     out, parser, msg = _parse("kept6-vllm-minimax-m3-nested", "improved")
     args = json.loads(msg.tool_calls[0].arguments)
     args["duplicate_demo"]["tag"] = ["a"]
     dropped = AssistantMessage(content=msg.content, tool_calls=[ToolCall("create_order", json.dumps(args))])
-    lost = _lost(audit_parse(parser, out, dropped))
-    assert [(where, text) for _, _, where, text in lost] == [(LostKind.TEXT.value, "b")]
+    assert [text for _, _, _, text in _lost(audit_parse(parser, out, dropped))] == ["tag", "tag", "b"]
+    # a second call the parse dropped writes the kept call's key: lost with it, as its name and value are
+    out = '<invoke name="f"><city>Paris</city></invoke><invoke name="f"><city>London</city></invoke>'
+    kept = AssistantMessage(tool_calls=[ToolCall("f", '{"city": "Paris"}')])
+    markup = ['<invoke name="', '">', "<", "</", ">", "</invoke>"]
+    # (read from its end: the dropped call's name, value and one key; the kept call's opening key and name)
+    assert [text for _, _, _, text in _lost(audit_chars(out, kept, markup))] == ["f", "city", "city", "London"]
 
 
 # -- the figures: lost characters per suite and fidelity (python -m bench.char_audit) ----------------------------

@@ -7,7 +7,8 @@ character one account (:class:`Account`):
   ``arguments`` (a key or a value of the decoded arguments, in any of the spellings a format writes it: as JSON,
   JSON-escaped, raw, Python's ``True``/``None``);
 * ``MARKUP`` — markup the analysis or the format identified (a marker, a special token, a literal of the parser's
-  grammar), or call syntax (quotes, braces, ``=``, ``,``, ``:`` between the pieces of a call);
+  grammar), or call syntax (quotes, braces, ``=``, ``,``, ``:`` between the pieces of a call; a key the call's
+  elements write again, ``</source>``: :func:`_key_again`);
 * ``TRIMMED`` — whitespace a documented rule trims (:class:`TrimRule`: the edges of the output, beside markup,
   between two fields);
 * ``PENDING`` — the tail a partial (streaming) parse holds back because it may still become a marker;
@@ -214,6 +215,8 @@ def _value_groups(value: Any, where: str, out: list, keys: set[int], depth: int 
             out.append((where, forms))
 
 
+CALL_KEY = "call-key"
+"""``where`` of a key of a call's arguments written again (:func:`_key_again`): call syntax."""
 CALL_INDEX = "call-index"
 """``where`` of a call's ordinal the format writes (Kimi K3's ``index="1"``): markup, not a field."""
 
@@ -382,7 +385,7 @@ def _walk(output: str, msg: AssistantMessage, pieces: list[str], reverse: bool) 
         if calls and marks and marks[-1][2] is Account.MARKUP and marks[-1][1] == i:
             k = _key_again(output, i, calls[cur], by_char)
             if k > best_len:
-                best_len, best_where, best_kind, best_ref = k, "call-syntax", Account.MARKUP, None
+                best_len, best_where, best_kind, best_ref = k, CALL_KEY, Account.MARKUP, None
         if best_len:
             if best_ref is not None and isinstance(best_ref[0], _Tape):
                 t, j = best_ref
@@ -514,7 +517,25 @@ def _settle(output: str, marks: list, pieces: list[str], partial: bool, closed: 
             spans.append(Span(s, e, Account.MARKUP, "call-syntax"))
             continue
         spans.append(Span(s, e, Account.LOST, _lost_kind(text, e == n, pieces)))
-    return _cut_marker(output, spans, pieces, closed, openers)
+    return _cut_marker(output, _keys_beside_loss(output, spans), pieces, closed, openers)
+
+
+def _keys_beside_loss(output: str, spans: list[Span]) -> list[Span]:
+    """A key written again is call syntax only between text that is read: one whose nearest field or loss on either
+    side (past markup, trimmed whitespace and other keys written again) is a loss — the key of a call the parse
+    dropped, written like a key the kept call has, or the element of a value the message lacks — is lost text."""
+    def beside(order: Iterable[int]) -> list[bool]:
+        out, lost = [False] * len(spans), False
+        for k in order:
+            s = spans[k]
+            if s.where == CALL_KEY:
+                out[k] = lost
+            elif s.account not in (Account.MARKUP, Account.TRIMMED):
+                lost = s.account is Account.LOST
+        return out
+    left, right = beside(range(len(spans))), beside(reversed(range(len(spans))))
+    return [Span(s.start, s.end, Account.LOST, _lost_kind(s.text(output), False, []))
+            if s.where == CALL_KEY and (left[k] or right[k]) else s for k, s in enumerate(spans)]
 
 
 def _cut_marker(output: str, spans: list[Span], pieces: list[str], closed: list[tuple[int, int]],
