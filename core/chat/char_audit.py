@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .lossless import SKIPPED_MARKUP, markup_of, tool_names
+from .lossless import SKIPPED_MARKUP, markup_of, tool_names, trigger_words
 from .message import AssistantMessage
 
 RESYNC_WINDOW = 64
@@ -595,8 +595,7 @@ def audit_parse(parser: Any, output: str, msg: AssistantMessage, *, partial: boo
     analysis :func:`core.chat.pipeline.build_chat_parser` attached, and the words its grammar skips)."""
     request, analysis, fmt = getattr(parser, "lossless_context", None) or (None, None, "")
     strs = markup_of(parser, request, analysis) + list(SKIPPED_MARKUP.get(fmt, ()))
-    openers = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
-               if getattr(getattr(t, "type", None), "value", "") == "word"]
+    openers = trigger_words(parser)
     openers.append(getattr(parser, "thinking_start_tag", "") or "")
     return audit_chars(output, msg, strs, partial=partial, names=tool_names(request),
                        openers=[o for o in openers if o])

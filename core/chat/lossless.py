@@ -79,6 +79,13 @@ SKIPPED_MARKUP: dict[str, tuple[str, ...]] = {
 parser's format name (:attr:`core.chat.pipeline.ChatParserBundle.format`)."""
 
 
+def trigger_words(parser: Any) -> list[str]:
+    """The words of ``parser``'s lazy-grammar triggers (a call opener such as ``<tool_call>``), in trigger order;
+    pattern triggers are left out."""
+    return [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
+            if getattr(getattr(t, "type", None), "value", "") == "word"]
+
+
 def markup_of(parser: Any, request: Any = None, analysis: Any = None) -> list[str]:
     """The strings of ``parser`` that are markup, not model text: its preserved tokens, grammar triggers,
     thinking tags, stops, generation prompt, the literals of its grammar and the string fields of ``analysis``
@@ -306,4 +313,4 @@ def parser_marks(parser: Any) -> frozenset[str]:
 
 
 __all__ = ["MIN_WORD", "SKIPPED_MARKUP", "lost_word_spans", "markup_of", "markup_words", "message_text",
-           "parser_marks"]
+           "parser_marks", "trigger_words"]

@@ -28,7 +28,7 @@ from typing import Any, Iterable
 
 from .casefiles import CASE_FIELDS, OutputCase, parse_case, read_jsonl_cases, streamed
 from .char_audit import audit_parse
-from .lossless import lost_word_spans, parser_marks
+from .lossless import lost_word_spans, parser_marks, trigger_words
 from .repairs import settled
 from .roundtrip import compare_messages
 
@@ -106,8 +106,7 @@ def run_case(case: RealCase, templates_dir: str, fidelity: str) -> RealResult:
     reason = compare_messages(case.expect, got) or ""
     if not reason and lost:
         reason = f"lost text {lost[:5]}"
-    openers = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
-               if getattr(getattr(t, "type", None), "value", "") == "word"]
+    openers = trigger_words(parser)
     for how in CHUNKS:
         if reason:
             break

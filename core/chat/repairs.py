@@ -45,7 +45,7 @@ from typing import Any, Iterable
 
 from ..errors import ChatTemplateExplorerError
 from .char_audit import Account, audit_parse
-from .lossless import lost_word_spans, markup_of, parser_marks, tool_names, without_tool_names
+from .lossless import lost_word_spans, markup_of, parser_marks, tool_names, trigger_words, without_tool_names
 from .message import AssistantMessage, message_extends
 
 
@@ -1383,8 +1383,7 @@ def _cut_marker_text(parser: Any, output: str, msg: AssistantMessage, final: Ass
     """Repair ``cut-marker-text``: the proper prefix of a call opener of ``parser`` (a word of its lazy grammar's
     triggers) that ends ``output`` (held back for a marker that never came) appended to the content — to the
     reasoning when the message is reasoning only — minus what the message already ends with."""
-    words = [w for w in (getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
-                         if getattr(getattr(t, "type", None), "value", "") == "word") if w.strip()]
+    words = [w for w in trigger_words(parser) if w.strip()]
     n = len(output)
     start = next((k for k in range(max(0, n - max((len(w) for w in words), default=0) + 1), n)
                   if any(len(w) > n - k and w.startswith(output[k:]) for w in words)), n)
@@ -1603,8 +1602,7 @@ def _opener_at(parser: Any, output: str, at: int) -> int:
     """The start of the last call opener at or before ``at``, else -1: a trigger word of the parser, else a
     trigger word that holds ``at`` (Qwen3-Coder's ``<function=NAME>`` without ``<tool_call>``), else a pattern
     trigger, else an opener holding a tool name, whole or cut (Llama 4's pythonic ``[get_weather(``)."""
-    words = [getattr(t, "value", "") for t in getattr(parser, "grammar_triggers", None) or []
-             if getattr(getattr(t, "type", None), "value", "") == "word"]
+    words = trigger_words(parser)
     opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
     if opener < 0:
         opener = max((output.rfind(w, 0, at + len(w)) for w in words if w), default=-1)
