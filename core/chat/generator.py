@@ -532,7 +532,7 @@ class GeneratedParser:
             self.parse_detailed(output, state=state, is_partial=is_partial)
         if state is not None:     # a step of a stream: StreamingParser.finish() settles with a one-shot parse
             return msg
-        from .repairs import REPEATED_TURN_HEADER, grammar_repairs, settle
+        from .repairs import REPEATED_PROMPT_TAIL, REPEATED_TURN_HEADER, grammar_repairs, settle
 
         cut = self.header_cut(output, is_partial) or 0
         if r is not None and entry != RECOVER_CONTENT and self._has_repair_tags():
@@ -544,8 +544,6 @@ class GeneratedParser:
             msg = msg.copy()
             msg.repairs = [FiredRepair(REPEATED_TURN_HEADER, 0, cut, text=output[:cut])] + msg.repairs
         elif cut and any(output.startswith(t) for t in self.prompt_tails):
-            from .repairs import REPEATED_PROMPT_TAIL
-
             msg = msg.copy()
             msg.repairs = [FiredRepair(REPEATED_PROMPT_TAIL, 0, cut, text=output[:cut])] + msg.repairs
         if is_partial:

@@ -35,6 +35,7 @@ from .model import Cause
 from .model import Setup as _Setup
 from .model import stop_point as _stop_point
 from .model import build_bundle, dialect_failure, dialect_line, properties_of, required_of, written_arguments_kind
+from .model import FixKind, reasoning_markers, tool_stub
 from .model import visible_text as _visible
 
 _WS = " \t\n\v\f\r"
@@ -572,8 +573,6 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
         if o.strip(_WS).startswith("[") or o.strip(_WS).startswith("<|"):
             special = o
             break
-    from .model import reasoning_markers
-
     try:
         r_ends = [e for e in reasoning_markers(bundle)[1] if e]
     except Exception:  # noqa: BLE001 - a bundle without an analysis has no reasoning markers
@@ -588,8 +587,6 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
 def _format_markers(analysis: Any, bundle: Any) -> set[str]:
     """Every marker of the format, whatever its role: the parser's preserved tokens and each string field of the
     analysis's tool format (openers, closers, argument markers), stripped; reasoning markers excluded."""
-    from .model import reasoning_markers
-
     out = {t.strip(_WS) for t in getattr(getattr(bundle, "parser", None), "preserved_tokens", None) or []
            if isinstance(t, str) and t.strip(_WS)}
     if analysis is not None:
@@ -1001,8 +998,6 @@ def _reread_unopened(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], f
         if again is not None:
             ex2, s2, change = again
             return ex2, s2, {"request": change}, ", ".join(f"{k}={json.dumps(v)}" for k, v in change.items())
-    from .model import reasoning_markers
-
     patch = _prompt_opener_patch(setup, ex, ctx, reasoning_markers(bundle)[0].strip(_WS))
     budget, _explain = ctx.get("budget"), ctx.get("reexplain")
     if patch is None or _explain is None or not budget.take(len(ex.output)):
@@ -1125,8 +1120,6 @@ def _complete_without_thinking(ex: Any, setup: _Setup, bundle: Any, ctx: dict[st
             "it is complete, not cut; the model answered without reasoning"]
     if ex2.clean or ex2.truncated is not None or ex2.stop is None:
         return None
-    from .model import build_bundle
-
     b2 = build_bundle(s2)
     c2 = _context(s2, b2)
     c2["budget"] = ctx["budget"]
@@ -1168,8 +1161,6 @@ def _closer_without_opener(setup: _Setup, out: str, msg: dict[str, Any], r_start
 def _reasoning_from_prompt_only(ex: Any, bundle: Any, ctx: dict[str, Any]) -> bool:
     """The message holds reasoning that only the generation prompt opened: the output writes neither the
     reasoning's opener nor a closer of it (a call opener that also ends the reasoning does not count)."""
-    from .model import reasoning_markers
-
     r_start, r_ends = reasoning_markers(bundle)
     opener = r_start.strip(_WS)
     own = {m.strip(_WS) for m in ctx["all_markers"] | set(ctx["markers"]) if m}
@@ -1350,8 +1341,6 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     msg = ex.message
     content = msg.get("content") or ""
     reasoning = msg.get("reasoning_content") or ""
-    from .model import reasoning_markers
-
     r_start, r_ends = reasoning_markers(bundle)
     gp = ex.generation_prompt.rstrip(_WS)
     if ex.stop is not None:
@@ -2368,7 +2357,6 @@ def _unsent_tool_call(setup: _Setup, out: str, text: str
     parses as a call once its tool is offered: at this fidelity, else with the tolerance repairs that read it
     (each alone first). ``(change, message, cost, evidence)`` of that request edit, or None."""
     from ..chat.repairs import REPAIRS, RepairStage
-    from .model import tool_stub
 
     req = setup.request
     if req.tools and getattr(req.tool_choice, "value", req.tool_choice) != "none":
@@ -2499,8 +2487,6 @@ _PLACEHOLDER = "\x00V{}\x00"
 
 def _special_tokens(bundle: Any) -> list[str]:
     """The parser's preserved tokens (those a server must keep in the decoded text), reasoning markers aside."""
-    from .model import reasoning_markers
-
     r_start, r_ends = reasoning_markers(bundle)
     skip = {x.strip(_WS) for x in [r_start] + r_ends if x}
     return [t for t in dict.fromkeys(getattr(getattr(bundle, "parser", None), "preserved_tokens", None) or [])
@@ -2579,8 +2565,6 @@ def _decoder_spaced(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any], b
     and has no such space (not decoded with the rest: a client's wrapper around the reasoning) stays, or — the
     closing one — is left out when only then the output parses. ``(restored output, evidence)`` once it parses
     clean with calls, else None; one render and at most two parses, outputs up to 16 KiB."""
-    from .model import reasoning_markers
-
     r_start, r_ends = reasoning_markers(bundle)
     toks = sorted({t.strip(_WS) for t in getattr(getattr(bundle, "parser", None), "preserved_tokens", None) or []
                    if isinstance(t, str) and t.strip(_WS)} | {x for x in [r_start] + r_ends if x}, key=len,
@@ -3315,7 +3299,6 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                  budget: _Budget, ctx: dict[str, Any]) -> tuple[list[RankedFix], str]:  # noqa: C901
     """Fixes of every kind, each re-parsed; ``(fixes, why none)``."""
     from ..chat.repairs import REPAIRS, RepairStage
-    from .model import FixKind
 
     out: list[RankedFix] = []
     cur = ex.message
@@ -3328,8 +3311,6 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         m = p.message.to_openai()
         if m == cur:
             return False
-        from .model import reasoning_markers
-
         r_start, r_ends = reasoning_markers(bundle)
         if any(x and (x in (p.message.content or "") or x in (p.message.reasoning_content or ""))
                for x in [r_start] + r_ends):
@@ -3499,8 +3480,6 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             pass
     if mistake in (Mistake.REASONING_SETTING, Mistake.REOPENED_REASONING) and not out and "thinking_fix" not in ctx:
         # a generation prompt that opens the reasoning whatever the request sets: the template patched not to
-        from .model import reasoning_markers
-
         opener = reasoning_markers(bundle)[0].strip(_WS)
         patch = _prompt_opener_patch(setup, ex, ctx, opener)
         if patch is not None and budget.take(len(ex.output)):
@@ -3539,8 +3518,6 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         change = {"reasoning_format": "none"}
         try:
             p = _parse(setup, ex.output, request=apply_request_change(req, change))
-            from .model import reasoning_markers
-
             r_start = reasoning_markers(bundle)[0]
             # without extraction the prompt's own reasoning opener comes back as the content's first line: that
             # is the generation prompt's text, not the model's
@@ -3848,8 +3825,6 @@ def _swaps_own_marker(overrides: dict[str, Any], ctx: dict[str, Any], bundle: An
 
 
 def _marker_free(message: dict[str, Any], bundle: Any) -> bool:
-    from .model import reasoning_markers
-
     r_start, r_ends = reasoning_markers(bundle)
     text = (message.get("content") or "") + (message.get("reasoning_content") or "")
     return not any(x and x in text for x in [r_start] + r_ends)
