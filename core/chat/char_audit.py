@@ -99,6 +99,7 @@ class Span:
     where: str
 
     def text(self, output: str) -> str:
+        """The characters of ``output`` this span covers."""
         return output[self.start:self.end]
 
 
@@ -110,9 +111,11 @@ class CharAudit:
     spans: list[Span] = field(default_factory=list)
 
     def lost(self) -> list[Span]:
+        """The spans whose characters are in no field and no markup, in output order."""
         return [s for s in self.spans if s.account is Account.LOST]
 
     def lost_chars(self) -> int:
+        """How many characters :meth:`lost` covers."""
         return sum(s.end - s.start for s in self.lost())
 
     def counts(self) -> dict[str, int]:
@@ -123,6 +126,7 @@ class CharAudit:
         return out
 
     def lost_by_kind(self) -> dict[str, int]:
+        """Lost characters per kind (:class:`LostKind` value: text, stray punctuation, whitespace, marker prefix)."""
         out: dict[str, int] = {}
         for s in self.lost():
             out[s.where] = out.get(s.where, 0) + s.end - s.start
