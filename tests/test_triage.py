@@ -60,7 +60,11 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   committed before explain ran (``scripts/triage_queue.py kept10``), labelled and committed before the triage ran,
   scored once on the tenth round of rules (24/33 cause, 32/33 fix, 11/17 nearest: pinned; ``python
   scripts/triage_kept7_score.py --set kept10.jsonl`` prints it row by row); not tuned to ("Twelfth batch:
-  kept10.jsonl (kept aside)")."""
+  kept10.jsonl (kept aside)").
+- ``kept12.jsonl``: the fourteenth batch, split ``"kept12"``: six failing outputs quoted in public bug reports (ollama,
+  Qwen3-VL, llama-box, vLLM ×2, SGLang), picked by a query rule committed before any report was read, labelled and
+  committed before explain or the triage ran, scored once (3/6 cause, 3/6 fix, 2/4 nearest: pinned; ``python
+  scripts/triage_kept7_score.py --set kept12.jsonl``); not tuned to ("Fourteenth batch: kept12.jsonl")."""
 
 from __future__ import annotations
 
@@ -108,11 +112,13 @@ SCORES = {
     # reasoning block the prompt opens) are now offered call-ends-reasoning + tag-whitespace, which gives the
     # engine's message; the labels stand (kept aside), so fix 32 -> 29 (32 counting those fixes)
     "kept10.jsonl": {"kept10": (25, 29, 17, 17)},
+    # kept aside, public reports: first and only run, at the labelled commit, no change to the product
+    "kept12.jsonl": {"kept12": (3, 3, 2, 4)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
          "kept4.jsonl": 12, "kept5.jsonl": 1, "kept6.jsonl": 40, "kept7.jsonl": 35, "kept8.jsonl": 40,
-         "kept9.jsonl": 34, "kept10.jsonl": 33}
+         "kept9.jsonl": 34, "kept10.jsonl": 33, "kept12.jsonl": 6}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
