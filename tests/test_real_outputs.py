@@ -158,7 +158,8 @@ def _page(url: str) -> str:
 
 
 # triage batches built later from these sets' own rows (tests/test_triage.py traces each row back): not earlier sources
-TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.jsonl", "kept10.jsonl"}
+TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.jsonl", "kept10.jsonl",
+                            "kept11.jsonl"}
 
 
 @pytest.mark.parametrize("directory", ["real_outputs_kept3", "real_outputs_kept4", "real_outputs_kept5",
