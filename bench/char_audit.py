@@ -5,7 +5,8 @@ counted by class. Deterministic (counts characters, not time).
     python -m bench.char_audit [--templates ../shared/templates] [--show N] [--sets real_outputs,drift,...]
                                [--disable-repair unparsed-characters]
 
-The kept-aside real-output batches that are being collected (``real_outputs_kept8``, ``real_outputs_kept9``) are
+The kept-aside real-output batches that are being collected (``real_outputs_kept8``, ``real_outputs_kept9``,
+``real_outputs_kept10``) are
 never read.
 """
 
@@ -18,7 +19,7 @@ import sys
 from typing import Any, Iterator
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KEPT_ASIDE = ("real_outputs_kept8", "real_outputs_kept9")
+KEPT_ASIDE = ("real_outputs_kept8", "real_outputs_kept9", "real_outputs_kept10")
 HOSTILE_CHARS = 300
 
 

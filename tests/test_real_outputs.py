@@ -34,6 +34,11 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
 - ``real_outputs_kept9``: the ninth kept-aside batch, outputs fed to their parsers by mlx-lm's, TensorRT-LLM's and
   lmdeploy's own parser tests from test files no earlier set used (fifteen families), each with the message the
   test asserts; all but one expect a tool call. Nobody writes repairs from it.
+- ``real_outputs_kept10``: the tenth kept-aside batch, outputs fed to their parsers by vLLM's (Hy3, Nemotron Nano v2,
+  Poolside, Gemma 4 bare calls), ollama's (GLM-5.2, Qwen3-VL, Command R, Qwen 3.8, Muse Glimmer, Laguna, Apertus 1.5,
+  Granite thinking, DeepSeek) and TensorRT-LLM's (DeepSeek-R1 reasoning) parser tests from test files no earlier set
+  used (thirteen families), each with the message the test asserts; three in five expect a tool call. Nobody writes
+  repairs from it.
 - ``real_outputs_reports2``: outputs quoted in public bug reports, the rows of the fourteenth triage batch
   (``tests/data/triage/kept12.jsonl``) whose report says what the right message is, each with that message; kept
   aside with the batch. Nobody writes repairs from it."""
@@ -88,6 +93,8 @@ PASS = {
     "real_outputs_kept8": {("llama.cpp", "kept8"): 26, ("improved", "kept8"): 49},
     "real_outputs_kept9": {("llama.cpp", "kept9"): 27, ("improved", "kept9"): 46},
     "real_outputs_reports": {("llama.cpp", "dev"): 4, ("improved", "dev"): 4},
+    # kept aside, first measure (docs/realset-baseline.md "Tenth kept-aside batch")
+    "real_outputs_kept10": {("llama.cpp", "kept10"): 18, ("improved", "kept10"): 27},
     # kept aside with the fourteenth triage batch, measured once, not read
     "real_outputs_reports2": {("llama.cpp", "reports2"): 1, ("improved", "reports2"): 2},
 }
@@ -105,6 +112,7 @@ SETS = {
     "real_outputs_kept8": (60, 11, {"kept8"}, True),
     "real_outputs_kept9": (60, 15, {"kept9"}, True),
     "real_outputs_reports": (5, 4, {"dev"}, True),
+    "real_outputs_kept10": (60, 13, {"kept10"}, True),
     "real_outputs_reports2": (5, 5, {"reports2"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
@@ -156,7 +164,8 @@ def _page(url: str) -> str:
 
 
 # triage batches built later from these sets' own rows (tests/test_triage.py traces each row back): not earlier sources
-TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.jsonl", "kept10.jsonl"}
+TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.jsonl", "kept10.jsonl",
+                            "kept11.jsonl"}
 # real-output sets built from a triage batch's own rows (the same reports, with the reporter's message): that batch
 # is not an earlier source of the set
 REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}}
@@ -164,7 +173,8 @@ REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}}
 
 @pytest.mark.parametrize("directory", ["real_outputs_kept3", "real_outputs_kept4", "real_outputs_kept5",
                                        "real_outputs_kept6", "real_outputs_kept7", "real_outputs_kept8",
-                                       "real_outputs_kept9", "real_outputs_reports", "real_outputs_reports2"])
+                                       "real_outputs_kept9", "real_outputs_reports", "real_outputs_kept10",
+                                       "real_outputs_reports2"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]
