@@ -193,6 +193,9 @@ EOS_TOKENS: tuple[str, ...] = ("</s>", "<|endoftext|>", "<|end_of_text|>", "<|eo
 """End-of-sequence tokens of the common tokenizers (SentencePiece, GPT-2/Qwen, Llama 3, Gemma) that
 ``trailing-eos-token`` drops after the last call: servers stop at them and usually strip them."""
 
+# tool-call classes of the ninth batch (serving engines' parser tests: TensorRT-LLM, mlx-lm)
+JSON_ARGUMENTS_BODY = "json-arguments-body"
+
 REPAIRS: list[Repair] = [
     Repair(
         name=STREAM_CONSISTENT_FINAL,
@@ -557,7 +560,8 @@ REPAIRS: list[Repair] = [
                 "such calls is content without the layout around it. Auto-parsed tagged calls (MiniMax-M2's "
                 "<minimax:tool_call>\\n<invoke name=\"f\">\\n…) are also read with the tags back to back or "
                 "spaced: the template's markers without their layout whitespace, tried after the template's "
-                "layout.",
+                "layout. DeepSeek V3.2 / V4 DSML: any whitespace (or none) after an invoke's "
+                "<｜DSML｜invoke name=\"…\"> where the template writes one line break.",
         example="<tool_call> <function=f> <parameter=q> text </parameter> </function> </tool_call>",
         source="https://github.com/openclaw/openclaw/issues/61838, https://github.com/waybarrios/vllm-mlx/issues/63; "
                "ollama's Qwen3.5 parser trims the value (https://github.com/ollama/ollama/blob/"
@@ -566,7 +570,11 @@ REPAIRS: list[Repair] = [
                "-indented-text-between; https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/srt/test_function_call_parser.py); "
                "MiniMax-M2 back to back: https://github.com/vllm-project/vllm/blob/0c927c3451653f28e60cd552cff13ddc3c9ff49e/tests/tool_parsers/"
                "test_minimax_m2_tool_parser.py (cases kept6-vllm-minimax-m2-single, -multiple-params, -two-invokes, "
-               "-two-invokes-one-delta) and https://github.com/sgl-project/sglang/blob/9f0bd17f0febd56547da510fca9c75ec2539a556/test/registered/function_call/test_minimax_m2_detector.py (kept7-sgl-minimaxm2-anyof-string)"),
+               "-two-invokes-one-delta) and https://github.com/sgl-project/sglang/blob/9f0bd17f0febd56547da510fca9c75ec2539a556/test/registered/function_call/test_minimax_m2_detector.py (kept7-sgl-minimaxm2-anyof-string); "
+               "DSML: SGLang's DeepSeek V3.2 detector matches <｜DSML｜invoke\\s+name=\"…\"\\s*> and any text "
+               "between the tags (https://github.com/sgl-project/sglang/blob/0071fe9c407ad59f2803cc319e1bcaa3ac2021f1/"
+               "python/sglang/srt/function_call/deepseekv32_detector.py; TensorRT-LLM's copy, its test: cases "
+               "kept9-trt-dsv32-single, kept9-trt-dsv4-single)"),
     Repair(
         name=TRAILING_STOP_TOKEN,
         title="The stop token after a GPT-OSS call kept in the output",
@@ -1084,6 +1092,26 @@ REPAIRS: list[Repair] = [
                "0396a0526bdc9deb22e3aa0c50157b62a75ff7a3/test/registered/function_call/test_kimik3_detector.py "
                "(test_attr_unescaping_and_raw_string_args: case kept7-sgl-kimik3-attr-unescape, whose tool is "
                "not declared: a miss by policy)"),
+    # ---- tool-call classes of the ninth batch (TensorRT-LLM's and mlx-lm's parser tests) --------------------------
+    Repair(
+        name=JSON_ARGUMENTS_BODY,
+        title="A DSML invoke whose arguments are one JSON object instead of parameter tags",
+        stage=RepairStage.TOLERANCE,
+        accepts="DeepSeek V3.2 / V4 DSML calls (<｜DSML｜invoke name=\"NAME\">…</｜DSML｜invoke>) whose body is a "
+                "JSON object of the arguments ({ \"query\": \"AI\" }, whitespace around it) instead of "
+                "<｜DSML｜parameter …> tags: the object is the call's arguments, the invoke markup stays markup. "
+                "Tried after the template's parameter layout; a body that is no JSON object leaves the call to "
+                "the other rules (content, as before). llama.cpp reads parameter tags only.",
+        example='<｜DSML｜function_calls>\n<｜DSML｜invoke name="search_web">\n{ "query": "AI" }\n'
+                '</｜DSML｜invoke>\n</｜DSML｜function_calls>',
+        source="SGLang's DeepSeek V3.2 detector reads the invoke body as direct JSON first, then as parameter "
+               "tags ('Format 2 - Direct JSON'): https://github.com/sgl-project/sglang/blob/"
+               "0071fe9c407ad59f2803cc319e1bcaa3ac2021f1/python/sglang/srt/function_call/deepseekv32_detector.py; "
+               "TensorRT-LLM's copy and its tests: https://github.com/NVIDIA/TensorRT-LLM/blob/"
+               "0c8de69a1ca6213eebb20a51873890ff128666c2/tensorrt_llm/serve/tool_parser/deepseekv32_parser.py, "
+               "https://github.com/NVIDIA/TensorRT-LLM/blob/0563b7c7f6ce0d11e0b35165141a34797e81ed9d/tests/"
+               "unittest/llmapi/apps/test_tool_parsers.py (cases kept9-trt-dsv32-json-body, -multiple, "
+               "kept9-trt-dsv4-json-body, -multiple)"),
 ]
 """Every repair rule, in the order they act."""
 
