@@ -64,6 +64,7 @@ from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
 from .repairs import CONTENT_BETWEEN_CALLS, LEADING_THINK_BLOCK, TAG_WHITESPACE, THINK_BLOCK, THINK_BLOCK_CALLS
 from .repairs import TRAILING_END_OF_TURN, WELL_KNOWN_CALL_BLOCKS, FiredRepair, next_call_section
+from .repairs import SECTION_OPENER_REPEATED
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import ANSWER_MARKER_WHITESPACE, CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
@@ -1323,7 +1324,13 @@ class _Gen:
         if f.per_call_start:
             wrapped = f.per_call_start + choice + f.per_call_end
             if req.parallel_tool_calls:
-                calls = p.trigger_rule("tool-call", wrapped + p.zero_or_more(p.space() + wrapped))
+                next_call = p.space() + wrapped
+                calls = p.trigger_rule("tool-call", wrapped + p.zero_or_more(next_call))
+                opener = trim_ws(f.section_start)
+                if opener and f.section_end and SECTION_OPENER_REPEATED in p.repairs:
+                    # repair section-opener-repeated: the section's opener written again before a further call
+                    p.late.append(lambda: p.widen_late(next_call, SECTION_OPENER_REPEATED, lambda orig: (
+                        p.space() + p.literal(opener) + orig)))
             else:
                 calls = p.trigger_rule("tool-call", wrapped)
             if f.section_start:

@@ -195,6 +195,7 @@ EOS_TOKENS: tuple[str, ...] = ("</s>", "<|endoftext|>", "<|end_of_text|>", "<|eo
 
 # tool-call classes of the ninth batch (serving engines' parser tests: TensorRT-LLM, mlx-lm)
 JSON_ARGUMENTS_BODY = "json-arguments-body"
+SECTION_OPENER_REPEATED = "section-opener-repeated"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -710,7 +711,8 @@ REPAIRS: list[Repair] = [
         stage=RepairStage.TOLERANCE,
         accepts="Whitespace (spaces, line breaks) between the markers of a call where the template renders none "
                 "or other whitespace: Kimi K2 around the call id and the JSON arguments "
-                "(functions.f:0 <|tool_call_argument_begin|> {…} <|tool_call_end|>); "
+                "(functions.f:0 <|tool_call_argument_begin|> {…} <|tool_call_end|>) and between the calls of one "
+                "section (<|tool_call_end|>\\n<|tool_call_begin|>, before <|tool_calls_section_end|>); "
                 "auto-parsed XML-tagged argument layouts (GLM <arg_key>/<arg_value>) after the function name, "
                 "between the tags and before the call's closing marker (GLM-4.5/4.6 write a line break after "
                 "each, a template edited for llama.cpp writes none).",
@@ -718,7 +720,10 @@ REPAIRS: list[Repair] = [
                 '<|tool_call_argument_begin|>{"city": "Beijing"}<|tool_call_end|><|tool_calls_section_end|>',
         source="vLLM's Kimi K2 parser allows whitespace around the id and the arguments: "
                "https://github.com/vllm-project/vllm/blob/0825a6c362795d1643ce5684bb3cfa26ff6ffed2/tests/"
-               "tool_parsers/test_kimi_k2_tool_parser.py (real-output cases kimi-*); vLLM's GLM-4.5 parser "
+               "tool_parsers/test_kimi_k2_tool_parser.py (real-output cases kimi-*); TensorRT-LLM's Kimi K2 "
+               "parser finds every <|tool_call_begin|>…<|tool_call_end|> in the section, whatever lies between: "
+               "https://github.com/NVIDIA/TensorRT-LLM/blob/65b31db1b401d3752b8ebe7c29093cbfb6af04b7/tensorrt_llm/"
+               "serve/tool_parser/kimi_k2_tool_parser.py (case kept9-trt-kimi-multiple); vLLM's GLM-4.5 parser "
                "reads <arg_key>…</arg_key> and <arg_value> with any whitespace between them: "
                "https://github.com/vllm-project/vllm/blob/024364d6695352f41c029121af6b8ecf2ae60184/tests/"
                "tool_parsers/test_glm4_moe_tool_parser.py (real-output cases glm-*)"),
@@ -1112,6 +1117,27 @@ REPAIRS: list[Repair] = [
                "https://github.com/NVIDIA/TensorRT-LLM/blob/0563b7c7f6ce0d11e0b35165141a34797e81ed9d/tests/"
                "unittest/llmapi/apps/test_tool_parsers.py (cases kept9-trt-dsv32-json-body, -multiple, "
                "kept9-trt-dsv4-json-body, -multiple)"),
+    Repair(
+        name=SECTION_OPENER_REPEATED,
+        title="A call section's opener written again before a further call of the section",
+        stage=RepairStage.TOLERANCE,
+        accepts="With parallel calls, in a JSON call format whose calls each sit in their own markers inside one "
+                "section with an opener and a closer (DeepSeek V3 / V3.1 <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+                "…<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>), the section's opener written again right before a "
+                "further call (whitespace around it allowed): the repeated opener is markup and the call after it "
+                "the next call of the same section. llama.cpp ends the calls at the repeated opener and returns "
+                "the rest, that call included, as content.",
+        example='<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"location": "Paris"}'
+                '<｜tool▁call▁end｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search_web<｜tool▁sep｜>'
+                '{"query": "AI"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+        source="SGLang's DeepSeek V3.1 detector (and TensorRT-LLM's copy) reads every <｜tool▁call▁begin｜>…"
+               "<｜tool▁call▁end｜> after the first section opener, whatever lies between two calls: "
+               "https://github.com/sgl-project/sglang/blob/94e1251131ca27260cb0e8938aeb7b4a4e630b19/python/sglang/"
+               "srt/function_call/deepseekv31_detector.py, https://github.com/NVIDIA/TensorRT-LLM/blob/"
+               "1262edbc3809b30af94c3cf2ec2736a14642b821/tensorrt_llm/serve/tool_parser/deepseekv31_parser.py; "
+               "TensorRT-LLM's tests feed both names of such an output and assert both calls: "
+               "https://github.com/NVIDIA/TensorRT-LLM/blob/0563b7c7f6ce0d11e0b35165141a34797e81ed9d/tests/"
+               "unittest/llmapi/apps/test_tool_parsers.py (cases kept9-trt-dsv3-multiple, kept9-trt-dsv31-multiple)"),
 ]
 """Every repair rule, in the order they act."""
 

@@ -107,9 +107,16 @@ def _peg_root(p: Any, view: RequestView, late: list[Any] | None = None) -> Any:
         else:
             body = strict
         choices.append(p.rule(f"tool-{spec.index}", p.tool(body)))
+    one_call = CALL_BEGIN + p.choice(*choices)
+    section_end = p.literal(SECTION_END)
     calls = p.rule("tool-calls", p.optional(p.literal(SECTION_BEGIN)) + p.trigger_rule(
-        "tool-call", p.repeat(CALL_BEGIN + p.choice(*choices), 1 if view.required else 0, -1 if view.parallel else 1)
-        + p.optional(p.literal(SECTION_END))))
+        "tool-call", p.repeat(one_call, 1 if view.required else 0, -1 if view.parallel else 1)
+        + p.optional(section_end)))
+    if loose_ws and late is not None:
+        # repair call-marker-whitespace: whitespace (a line break) before a call's <|tool_call_begin|> and
+        # before the section's end marker, between the calls of one section
+        late.append(lambda: p.widen_late(one_call, "call-marker-whitespace", lambda orig: ws() + orig))
+        late.append(lambda: p.widen_late(section_end, "call-marker-whitespace", lambda orig: ws() + orig))
     final_end = p.end()
     if view.parallel:   # repair consecutive-call-blocks: a further section after the first
         next_call_section(p, final_end, SECTION_BEGIN, "tool-calls")
