@@ -64,7 +64,7 @@ from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
 from .repairs import CONTENT_BETWEEN_CALLS, LEADING_THINK_BLOCK, TAG_WHITESPACE, THINK_BLOCK, THINK_BLOCK_CALLS
 from .repairs import TRAILING_END_OF_TURN, WELL_KNOWN_CALL_BLOCKS, FiredRepair, next_call_section
-from .repairs import SECTION_OPENER_REPEATED
+from .repairs import SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED, string_type_alias
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import ANSWER_MARKER_WHITESPACE, CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
@@ -1410,11 +1410,21 @@ class _Gen:
             required: list[P] = []
             optional: list[P] = []
             props = root.properties if isinstance(root, ObjectSchema) else []
+            raw_props = params.get("properties") if isinstance(params, dict) else None
             for j, prop in enumerate(props):
                 if may_be_string(prop.schema):
                     value = p.tool_arg_string_value(until_suffix) + p.tool_arg_close(p.literal(a.value_suffix))
                     if a.value_suffix:
                         value = p.ac(value, a.value_suffix)
+                elif SCHEMA_TYPE_ALIAS in p.repairs and a.value_suffix and string_type_alias(
+                        raw_props.get(prop.name) if isinstance(raw_props, dict) else None):
+                    # repair schema-type-alias: a type written "str" / "text" is a string (the raw text, tried
+                    # first), not the any-JSON value llama.cpp makes of an unknown type (the grammar stays its)
+                    typed = p.tool_arg_json_value(p.schema(p.json(), f"{prefix}tool-{idx}-arg-{j}-schema",
+                                                           prop.schema))
+                    value = typed + p.tool_arg_close(p.literal(a.value_suffix))
+                    p.late.append(lambda typed=typed: p.widen_late(typed, SCHEMA_TYPE_ALIAS, lambda _: (
+                        p.tool_arg_string_value(until_suffix)), first=True))
                 else:
                     value = (p.tool_arg_json_value(p.schema(p.json(), f"{prefix}tool-{idx}-arg-{j}-schema",
                                                             prop.schema))

@@ -196,6 +196,10 @@ EOS_TOKENS: tuple[str, ...] = ("</s>", "<|endoftext|>", "<|end_of_text|>", "<|eo
 # tool-call classes of the ninth batch (serving engines' parser tests: TensorRT-LLM, mlx-lm)
 JSON_ARGUMENTS_BODY = "json-arguments-body"
 SECTION_OPENER_REPEATED = "section-opener-repeated"
+SCHEMA_TYPE_ALIAS = "schema-type-alias"
+STRING_TYPE_ALIASES = ("str", "text")
+"""The names of the string type that ``schema-type-alias`` reads in a parameter's ``"type"`` (vLLM's and mlx-lm's
+MiniMax-M2 parsers read them as "string"; JSON Schema knows only "string")."""
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -1138,10 +1142,35 @@ REPAIRS: list[Repair] = [
                "TensorRT-LLM's tests feed both names of such an output and assert both calls: "
                "https://github.com/NVIDIA/TensorRT-LLM/blob/0563b7c7f6ce0d11e0b35165141a34797e81ed9d/tests/"
                "unittest/llmapi/apps/test_tool_parsers.py (cases kept9-trt-dsv3-multiple, kept9-trt-dsv31-multiple)"),
+    Repair(
+        name=SCHEMA_TYPE_ALIAS,
+        title="A parameter declared with type \"str\" or \"text\" is a string",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the auto-parsed XML-tagged argument layouts (MiniMax-M2 <parameter name=…>, GLM "
+                "<arg_key>/<arg_value>), a parameter whose schema declares its type by a name JSON Schema does not "
+                "know but tool authors write for a string (\"type\": \"str\" or \"text\"): its value is the raw "
+                "text up to the value's closing tag, as for \"string\". llama.cpp reads an unknown type as any "
+                "JSON value, so a plain word (London) fails the call. The grammar keeps llama.cpp's spot.",
+        example='<minimax:tool_call><invoke name="get_current_temperature">\n<parameter name="location">London'
+                '</parameter>\n</invoke></minimax:tool_call>   (location: {"type": "str"})',
+        source="vLLM's MiniMax-M2 parser converts a value by its declared type, \"string\", \"str\" and "
+               "\"text\" alike kept raw: https://github.com/vllm-project/vllm/blob/"
+               "9412856add437f03009a0804f61f3bed6731ddeb/vllm/tool_parsers/minimax_m2_tool_parser.py "
+               "(_convert_param_value_with_types); mlx-lm's the same: https://github.com/ml-explore/mlx-lm/blob/"
+               "90933f57503bf350806645850ef689e9b7634a2d/mlx_lm/tool_parsers/minimax_m2.py, whose test declares "
+               "\"str\": https://github.com/ml-explore/mlx-lm/blob/d78bf58e217c904ec282ed8da9b947491f78c022/tests/"
+               "test_tool_parsing.py#L107 (case kept9-mlx-minimax-temperature)"),
 ]
 """Every repair rule, in the order they act."""
 
 REPAIRS_BY_NAME: dict[str, Repair] = {r.name: r for r in REPAIRS}
+
+
+def string_type_alias(schema: Any) -> bool:
+    """Repair ``schema-type-alias``: whether a parameter's JSON-schema dict declares its type by one of
+    :data:`STRING_TYPE_ALIASES` (case and surrounding spaces aside)."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    return isinstance(kind, str) and kind.strip().lower() in STRING_TYPE_ALIASES
 
 
 def trailing_eos(p: Any) -> Any:
