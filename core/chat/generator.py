@@ -64,7 +64,7 @@ from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
 from .repairs import CONTENT_BETWEEN_CALLS, LEADING_THINK_BLOCK, TAG_WHITESPACE, THINK_BLOCK, THINK_BLOCK_CALLS
 from .repairs import TRAILING_END_OF_TURN, WELL_KNOWN_CALL_BLOCKS, FiredRepair, next_call_section
-from .repairs import SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED, string_type_alias
+from .repairs import JSON_CALL_IN_TAGS, SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED, string_type_alias
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import ANSWER_MARKER_WHITESPACE, CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
@@ -1461,6 +1461,9 @@ class _Gen:
             peek = p.peek(p.literal(a.name_prefix)) if (a.name_prefix and required) else None
             choices.append(p.rule(f"{prefix}tool-{idx}", self.func_parser(name, call_id, have_id, seq, peek)))
         choice = p.choice(*choices)
+        if JSON_CALL_IN_TAGS in p.repairs and not prefix and trim_ws(f.per_call_start) == "<tool_call>":
+            # repair json-call-in-tags: the Hermes JSON call inside the template's <tool_call> (GLM), tried after
+            p.late.append(lambda: p.widen_late(choice, JSON_CALL_IN_TAGS, lambda _: p.flat_json_call(req.tools)))
         rule = p.rule if prefix else p.trigger_rule
         if f.per_call_start:
             wrapped = f.per_call_start + p.space() + choice + p.space() + f.per_call_end

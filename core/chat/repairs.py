@@ -664,9 +664,15 @@ REPAIRS: list[Repair] = [
         stage=RepairStage.TOLERANCE,
         accepts="Qwen3-Coder-family output (<tool_call><function=…><parameter=…>) whose call is written the "
                 "Qwen2.5/Hermes way: <tool_call>{\"name\": …, \"arguments\": {…}}</tool_call> ('parameters' "
-                "also taken for 'arguments'), for a known tool.",
+                "also taken for 'arguments'), for a known tool. The same in the auto-parsed tagged layouts whose "
+                "call marker is <tool_call> (GLM-4.5 / 4.7 <tool_call>NAME<arg_key>…): the JSON call inside it, "
+                "tried after the template's layout.",
         example='<tool_call>\n{"name": "square_the_number", "arguments": {"input_num": 1024}}\n</tool_call>',
-        source="https://github.com/gpustack/gpustack/issues/2660"),
+        source="https://github.com/gpustack/gpustack/issues/2660; GLM: mlx-lm's GLM-4.7 parser reads a JSON call "
+               "payload ('used by some GLM outputs') when the body has no <arg_key>: https://github.com/ml-explore/"
+               "mlx-lm/blob/30fba516195cbc6abc159b7c0a23778bfb2f2177/mlx_lm/tool_parsers/glm47.py "
+               "(_parse_json_tool_call), its test: https://github.com/ml-explore/mlx-lm/blob/"
+               "d78bf58e217c904ec282ed8da9b947491f78c022/tests/test_tool_parsing.py#L24 (case kept9-mlx-glm47-json)"),
     Repair(
         name=MISSING_REQUIRED_ARGUMENT,
         title="A tagged call with a required parameter missing is passed on",
