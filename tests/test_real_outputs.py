@@ -33,7 +33,8 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   used); four in five expect a tool call. Nobody writes repairs from it.
 - ``real_outputs_kept9``: the ninth kept-aside batch, outputs fed to their parsers by mlx-lm's, TensorRT-LLM's and
   lmdeploy's own parser tests from test files no earlier set used (fifteen families), each with the message the
-  test asserts; all but one expect a tool call. Nobody writes repairs from it."""
+  test asserts; all but one expect a tool call. Development data for the tool-call repairs since its first
+  measure."""
 
 from __future__ import annotations
 
@@ -83,7 +84,11 @@ PASS = {
     "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 66},
     "real_outputs_kept7": {("llama.cpp", "kept7"): 27, ("improved", "kept7"): 55},
     "real_outputs_kept8": {("llama.cpp", "kept8"): 26, ("improved", "kept8"): 49},
-    "real_outputs_kept9": {("llama.cpp", "kept9"): 27, ("improved", "kept9"): 46},
+    # kept9 improved 46 -> 57 (kept9 as development data): json-arguments-body 4 and tag-whitespace in DSML 2
+    # (DeepSeek V3.2 / V4 trt-dsv32-*, trt-dsv4-*), section-opener-repeated 2 (trt-dsv3-multiple,
+    # trt-dsv31-multiple), call-marker-whitespace between Kimi K2 calls 1 (trt-kimi-multiple), schema-type-alias 1
+    # (mlx-minimax-temperature), json-call-in-tags in GLM 1 (mlx-glm47-json)
+    "real_outputs_kept9": {("llama.cpp", "kept9"): 27, ("improved", "kept9"): 57},
     "real_outputs_reports": {("llama.cpp", "dev"): 4, ("improved", "dev"): 4},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
