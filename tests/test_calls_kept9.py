@@ -3,7 +3,8 @@ TensorRT-LLM's and lmdeploy's own parser tests feed their parsers; development d
 
 Repairs ``json-arguments-body``, ``section-opener-repeated``, ``schema-type-alias`` and the widened
 ``tag-whitespace`` (DeepSeek DSML), ``call-marker-whitespace`` (Kimi K2 between calls) and ``json-call-in-tags``
-(GLM) (core/chat/repairs.py, docs/realset-baseline.md "kept9 as development data"). Each is shown on the kept9
+(GLM), and ``nullable-null`` (read on kept7's MiniMax-M2 explicit null) (core/chat/repairs.py,
+docs/realset-baseline.md "kept9 as development data"). Each is shown on the kept9
 cases that need it (each case cites its public source in its file): right at ``improved`` one-shot and streamed,
 with its record; switched off, the case fails again; at ``llama.cpp`` fidelity the message stays llama.cpp's. The
 shapes beside them are checked on outputs written here from each format's markup."""
@@ -24,7 +25,8 @@ from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
 
-CASES = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept9"))}
+CASES = {c.id: c for d in ("real_outputs_kept9", "real_outputs_kept7")
+         for c in load_cases(str(ROOT / "tests" / "data" / d))}
 
 # case id -> the repairs its right message needs (switched off together, the case fails)
 NEEDS = {
@@ -39,6 +41,7 @@ NEEDS = {
     "kept9-trt-kimi-multiple": {"call-marker-whitespace"},
     "kept9-mlx-minimax-temperature": {"schema-type-alias"},
     "kept9-mlx-glm47-json": {"json-call-in-tags"},
+    "kept7-sgl-minimaxm2-anyof-null": {"nullable-null"},
 }
 
 
@@ -134,3 +137,15 @@ def test_a_json_call_in_glm_tags_needs_a_declared_tool():
     out = case.output.replace('"multiply"', '"divide"')
     msg = _parser(case.template, case.request).parse(out)
     assert not msg.tool_calls and msg.content == out
+
+
+def test_only_an_exact_null_of_a_nullable_string_parameter_is_null():
+    case = CASES["kept7-sgl-minimaxm2-anyof-null"]
+    parser = _parser(case.template, case.request)
+    for text, value in (("null", None), ("nullable", "nullable"), (" null", " null"), ("Null", "Null")):
+        out = case.output.replace(">null<", ">" + text + "<")
+        assert _args(parser.parse(out)) == [{"args": value}], text
+    plain = json.loads(json.dumps(case.request))
+    plain["tools"][0]["function"]["parameters"]["properties"]["args"] = {"type": "string"}
+    msg = _parser(case.template, plain).parse(case.output)
+    assert _args(msg) == [{"args": "null"}] and "nullable-null" not in {r.name for r in msg.repairs}

@@ -64,7 +64,7 @@ from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
 from .repairs import CONTENT_BETWEEN_CALLS, LEADING_THINK_BLOCK, TAG_WHITESPACE, THINK_BLOCK, THINK_BLOCK_CALLS
 from .repairs import TRAILING_END_OF_TURN, WELL_KNOWN_CALL_BLOCKS, FiredRepair, next_call_section
-from .repairs import JSON_CALL_IN_TAGS, SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED, string_type_alias
+from .repairs import JSON_CALL_IN_TAGS, NULLABLE_NULL, SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED, string_type_alias
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import ANSWER_MARKER_WHITESPACE, CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
@@ -1413,9 +1413,15 @@ class _Gen:
             raw_props = params.get("properties") if isinstance(params, dict) else None
             for j, prop in enumerate(props):
                 if may_be_string(prop.schema):
-                    value = p.tool_arg_string_value(until_suffix) + p.tool_arg_close(p.literal(a.value_suffix))
+                    text = p.tool_arg_string_value(until_suffix)
+                    value = text + p.tool_arg_close(p.literal(a.value_suffix))
                     if a.value_suffix:
                         value = p.ac(value, a.value_suffix)
+                    if NULLABLE_NULL in p.repairs and a.value_suffix and "null" in value_types(prop.schema):
+                        # repair nullable-null: the text null, alone up to the value's closing tag, is JSON null
+                        p.late.append(lambda text=text: p.widen_late(text, NULLABLE_NULL, lambda _: (
+                            p.tool_arg_json_value(p.literal("null")) + p.peek(p.literal(a.value_suffix))),
+                            first=True))
                 elif SCHEMA_TYPE_ALIAS in p.repairs and a.value_suffix and string_type_alias(
                         raw_props.get(prop.name) if isinstance(raw_props, dict) else None):
                     # repair schema-type-alias: a type written "str" / "text" is a string (the raw text, tried

@@ -197,6 +197,7 @@ EOS_TOKENS: tuple[str, ...] = ("</s>", "<|endoftext|>", "<|end_of_text|>", "<|eo
 JSON_ARGUMENTS_BODY = "json-arguments-body"
 SECTION_OPENER_REPEATED = "section-opener-repeated"
 SCHEMA_TYPE_ALIAS = "schema-type-alias"
+NULLABLE_NULL = "nullable-null"
 STRING_TYPE_ALIASES = ("str", "text")
 """The names of the string type that ``schema-type-alias`` reads in a parameter's ``"type"`` (vLLM's and mlx-lm's
 MiniMax-M2 parsers read them as "string"; JSON Schema knows only "string")."""
@@ -1166,6 +1167,25 @@ REPAIRS: list[Repair] = [
                "90933f57503bf350806645850ef689e9b7634a2d/mlx_lm/tool_parsers/minimax_m2.py, whose test declares "
                "\"str\": https://github.com/ml-explore/mlx-lm/blob/d78bf58e217c904ec282ed8da9b947491f78c022/tests/"
                "test_tool_parsing.py#L107 (case kept9-mlx-minimax-temperature)"),
+    Repair(
+        name=NULLABLE_NULL,
+        title="A tagged value written null, for a parameter that may be a string or null, is null",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the auto-parsed XML-tagged argument layouts (MiniMax-M2 <parameter name=…>, GLM "
+                "<arg_key>/<arg_value>), a parameter whose schema allows both a string and null (anyOf [string, "
+                "null], \"type\": [\"string\", \"null\"]) written as exactly null up to its closing tag: the "
+                "value is JSON null, not the four-letter string llama.cpp reads for a string-typed value. Any other "
+                "text (nullable, \"null\" with spaces) stays the string it is; a parameter that does not allow "
+                "null is unchanged.",
+        example='<minimax:tool_call><invoke name="the_tool"><parameter name="args">null</parameter></invoke>'
+                '</minimax:tool_call>   (args: {"anyOf": [{"type": "string"}, {"type": "null"}]})',
+        source="SGLang's MiniMax-M2 detector test asserts None for an explicit null of an anyOf [string, null] "
+               "parameter: https://github.com/sgl-project/sglang/blob/9f0bd17f0febd56547da510fca9c75ec2539a556/"
+               "test/registered/function_call/test_minimax_m2_detector.py "
+               "(test_anyof_with_null_should_allow_explicit_null: case kept7-sgl-minimaxm2-anyof-null); vLLM's "
+               "MiniMax-M2 parser reads a value null as None: https://github.com/vllm-project/vllm/blob/"
+               "9412856add437f03009a0804f61f3bed6731ddeb/vllm/tool_parsers/minimax_m2_tool_parser.py "
+               "(_convert_param_value_with_types)"),
 ]
 """Every repair rule, in the order they act."""
 
