@@ -64,6 +64,7 @@ from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
 from .repairs import CONTENT_BETWEEN_CALLS, LEADING_THINK_BLOCK, TAG_WHITESPACE, THINK_BLOCK, THINK_BLOCK_CALLS
 from .repairs import TRAILING_END_OF_TURN, WELL_KNOWN_CALL_BLOCKS, FiredRepair, next_call_section
+from .repairs import JSON_CALL_IN_TAGS, NULLABLE_NULL, SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED, string_type_alias
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import ANSWER_MARKER_WHITESPACE, CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
@@ -1323,7 +1324,13 @@ class _Gen:
         if f.per_call_start:
             wrapped = f.per_call_start + choice + f.per_call_end
             if req.parallel_tool_calls:
-                calls = p.trigger_rule("tool-call", wrapped + p.zero_or_more(p.space() + wrapped))
+                next_call = p.space() + wrapped
+                calls = p.trigger_rule("tool-call", wrapped + p.zero_or_more(next_call))
+                opener = trim_ws(f.section_start)
+                if opener and f.section_end and SECTION_OPENER_REPEATED in p.repairs:
+                    # repair section-opener-repeated: the section's opener written again before a further call
+                    p.late.append(lambda: p.widen_late(next_call, SECTION_OPENER_REPEATED, lambda orig: (
+                        p.space() + p.literal(opener) + orig)))
             else:
                 calls = p.trigger_rule("tool-call", wrapped)
             if f.section_start:
@@ -1403,11 +1410,27 @@ class _Gen:
             required: list[P] = []
             optional: list[P] = []
             props = root.properties if isinstance(root, ObjectSchema) else []
+            raw_props = params.get("properties") if isinstance(params, dict) else None
             for j, prop in enumerate(props):
                 if may_be_string(prop.schema):
-                    value = p.tool_arg_string_value(until_suffix) + p.tool_arg_close(p.literal(a.value_suffix))
+                    text = p.tool_arg_string_value(until_suffix)
+                    value = text + p.tool_arg_close(p.literal(a.value_suffix))
                     if a.value_suffix:
                         value = p.ac(value, a.value_suffix)
+                    if NULLABLE_NULL in p.repairs and a.value_suffix and "null" in value_types(prop.schema):
+                        # repair nullable-null: the text null, alone up to the value's closing tag, is JSON null
+                        p.late.append(lambda text=text: p.widen_late(text, NULLABLE_NULL, lambda _: (
+                            p.tool_arg_json_value(p.literal("null")) + p.peek(p.literal(a.value_suffix))),
+                            first=True))
+                elif SCHEMA_TYPE_ALIAS in p.repairs and a.value_suffix and string_type_alias(
+                        raw_props.get(prop.name) if isinstance(raw_props, dict) else None):
+                    # repair schema-type-alias: a type written "str" / "text" is a string (the raw text, tried
+                    # first), not the any-JSON value llama.cpp makes of an unknown type (the grammar stays its)
+                    typed = p.tool_arg_json_value(p.schema(p.json(), f"{prefix}tool-{idx}-arg-{j}-schema",
+                                                           prop.schema))
+                    value = typed + p.tool_arg_close(p.literal(a.value_suffix))
+                    p.late.append(lambda typed=typed: p.widen_late(typed, SCHEMA_TYPE_ALIAS, lambda _: (
+                        p.tool_arg_string_value(until_suffix)), first=True))
                 else:
                     value = (p.tool_arg_json_value(p.schema(p.json(), f"{prefix}tool-{idx}-arg-{j}-schema",
                                                             prop.schema))
@@ -1444,6 +1467,9 @@ class _Gen:
             peek = p.peek(p.literal(a.name_prefix)) if (a.name_prefix and required) else None
             choices.append(p.rule(f"{prefix}tool-{idx}", self.func_parser(name, call_id, have_id, seq, peek)))
         choice = p.choice(*choices)
+        if JSON_CALL_IN_TAGS in p.repairs and not prefix and trim_ws(f.per_call_start) == "<tool_call>":
+            # repair json-call-in-tags: the Hermes JSON call inside the template's <tool_call> (GLM), tried after
+            p.late.append(lambda: p.widen_late(choice, JSON_CALL_IN_TAGS, lambda _: p.flat_json_call(req.tools)))
         rule = p.rule if prefix else p.trigger_rule
         if f.per_call_start:
             wrapped = f.per_call_start + p.space() + choice + p.space() + f.per_call_end

@@ -193,6 +193,15 @@ EOS_TOKENS: tuple[str, ...] = ("</s>", "<|endoftext|>", "<|end_of_text|>", "<|eo
 """End-of-sequence tokens of the common tokenizers (SentencePiece, GPT-2/Qwen, Llama 3, Gemma) that
 ``trailing-eos-token`` drops after the last call: servers stop at them and usually strip them."""
 
+# tool-call classes of the ninth batch (serving engines' parser tests: TensorRT-LLM, mlx-lm)
+JSON_ARGUMENTS_BODY = "json-arguments-body"
+SECTION_OPENER_REPEATED = "section-opener-repeated"
+SCHEMA_TYPE_ALIAS = "schema-type-alias"
+NULLABLE_NULL = "nullable-null"
+STRING_TYPE_ALIASES = ("str", "text")
+"""The names of the string type that ``schema-type-alias`` reads in a parameter's ``"type"`` (vLLM's and mlx-lm's
+MiniMax-M2 parsers read them as "string"; JSON Schema knows only "string")."""
+
 REPAIRS: list[Repair] = [
     Repair(
         name=STREAM_CONSISTENT_FINAL,
@@ -557,7 +566,8 @@ REPAIRS: list[Repair] = [
                 "such calls is content without the layout around it. Auto-parsed tagged calls (MiniMax-M2's "
                 "<minimax:tool_call>\\n<invoke name=\"f\">\\n…) are also read with the tags back to back or "
                 "spaced: the template's markers without their layout whitespace, tried after the template's "
-                "layout.",
+                "layout. DeepSeek V3.2 / V4 DSML: any whitespace (or none) after an invoke's "
+                "<｜DSML｜invoke name=\"…\"> where the template writes one line break.",
         example="<tool_call> <function=f> <parameter=q> text </parameter> </function> </tool_call>",
         source="https://github.com/openclaw/openclaw/issues/61838, https://github.com/waybarrios/vllm-mlx/issues/63; "
                "ollama's Qwen3.5 parser trims the value (https://github.com/ollama/ollama/blob/"
@@ -566,7 +576,11 @@ REPAIRS: list[Repair] = [
                "-indented-text-between; https://github.com/sgl-project/sglang/blob/03400a9e4d955eff2606cfe621c83a710c16cc97/test/srt/test_function_call_parser.py); "
                "MiniMax-M2 back to back: https://github.com/vllm-project/vllm/blob/0c927c3451653f28e60cd552cff13ddc3c9ff49e/tests/tool_parsers/"
                "test_minimax_m2_tool_parser.py (cases kept6-vllm-minimax-m2-single, -multiple-params, -two-invokes, "
-               "-two-invokes-one-delta) and https://github.com/sgl-project/sglang/blob/9f0bd17f0febd56547da510fca9c75ec2539a556/test/registered/function_call/test_minimax_m2_detector.py (kept7-sgl-minimaxm2-anyof-string)"),
+               "-two-invokes-one-delta) and https://github.com/sgl-project/sglang/blob/9f0bd17f0febd56547da510fca9c75ec2539a556/test/registered/function_call/test_minimax_m2_detector.py (kept7-sgl-minimaxm2-anyof-string); "
+               "DSML: SGLang's DeepSeek V3.2 detector matches <｜DSML｜invoke\\s+name=\"…\"\\s*> and any text "
+               "between the tags (https://github.com/sgl-project/sglang/blob/0071fe9c407ad59f2803cc319e1bcaa3ac2021f1/"
+               "python/sglang/srt/function_call/deepseekv32_detector.py; TensorRT-LLM's copy, its test: cases "
+               "kept9-trt-dsv32-single, kept9-trt-dsv4-single)"),
     Repair(
         name=TRAILING_STOP_TOKEN,
         title="The stop token after a GPT-OSS call kept in the output",
@@ -651,9 +665,15 @@ REPAIRS: list[Repair] = [
         stage=RepairStage.TOLERANCE,
         accepts="Qwen3-Coder-family output (<tool_call><function=…><parameter=…>) whose call is written the "
                 "Qwen2.5/Hermes way: <tool_call>{\"name\": …, \"arguments\": {…}}</tool_call> ('parameters' "
-                "also taken for 'arguments'), for a known tool.",
+                "also taken for 'arguments'), for a known tool. The same in the auto-parsed tagged layouts whose "
+                "call marker is <tool_call> (GLM-4.5 / 4.7 <tool_call>NAME<arg_key>…): the JSON call inside it, "
+                "tried after the template's layout.",
         example='<tool_call>\n{"name": "square_the_number", "arguments": {"input_num": 1024}}\n</tool_call>',
-        source="https://github.com/gpustack/gpustack/issues/2660"),
+        source="https://github.com/gpustack/gpustack/issues/2660; GLM: mlx-lm's GLM-4.7 parser reads a JSON call "
+               "payload ('used by some GLM outputs') when the body has no <arg_key>: https://github.com/ml-explore/"
+               "mlx-lm/blob/30fba516195cbc6abc159b7c0a23778bfb2f2177/mlx_lm/tool_parsers/glm47.py "
+               "(_parse_json_tool_call), its test: https://github.com/ml-explore/mlx-lm/blob/"
+               "d78bf58e217c904ec282ed8da9b947491f78c022/tests/test_tool_parsing.py#L24 (case kept9-mlx-glm47-json)"),
     Repair(
         name=MISSING_REQUIRED_ARGUMENT,
         title="A tagged call with a required parameter missing is passed on",
@@ -702,7 +722,8 @@ REPAIRS: list[Repair] = [
         stage=RepairStage.TOLERANCE,
         accepts="Whitespace (spaces, line breaks) between the markers of a call where the template renders none "
                 "or other whitespace: Kimi K2 around the call id and the JSON arguments "
-                "(functions.f:0 <|tool_call_argument_begin|> {…} <|tool_call_end|>); "
+                "(functions.f:0 <|tool_call_argument_begin|> {…} <|tool_call_end|>) and between the calls of one "
+                "section (<|tool_call_end|>\\n<|tool_call_begin|>, before <|tool_calls_section_end|>); "
                 "auto-parsed XML-tagged argument layouts (GLM <arg_key>/<arg_value>) after the function name, "
                 "between the tags and before the call's closing marker (GLM-4.5/4.6 write a line break after "
                 "each, a template edited for llama.cpp writes none).",
@@ -710,7 +731,10 @@ REPAIRS: list[Repair] = [
                 '<|tool_call_argument_begin|>{"city": "Beijing"}<|tool_call_end|><|tool_calls_section_end|>',
         source="vLLM's Kimi K2 parser allows whitespace around the id and the arguments: "
                "https://github.com/vllm-project/vllm/blob/0825a6c362795d1643ce5684bb3cfa26ff6ffed2/tests/"
-               "tool_parsers/test_kimi_k2_tool_parser.py (real-output cases kimi-*); vLLM's GLM-4.5 parser "
+               "tool_parsers/test_kimi_k2_tool_parser.py (real-output cases kimi-*); TensorRT-LLM's Kimi K2 "
+               "parser finds every <|tool_call_begin|>…<|tool_call_end|> in the section, whatever lies between: "
+               "https://github.com/NVIDIA/TensorRT-LLM/blob/65b31db1b401d3752b8ebe7c29093cbfb6af04b7/tensorrt_llm/"
+               "serve/tool_parser/kimi_k2_tool_parser.py (case kept9-trt-kimi-multiple); vLLM's GLM-4.5 parser "
                "reads <arg_key>…</arg_key> and <arg_value> with any whitespace between them: "
                "https://github.com/vllm-project/vllm/blob/024364d6695352f41c029121af6b8ecf2ae60184/tests/"
                "tool_parsers/test_glm4_moe_tool_parser.py (real-output cases glm-*)"),
@@ -1084,10 +1108,95 @@ REPAIRS: list[Repair] = [
                "0396a0526bdc9deb22e3aa0c50157b62a75ff7a3/test/registered/function_call/test_kimik3_detector.py "
                "(test_attr_unescaping_and_raw_string_args: case kept7-sgl-kimik3-attr-unescape, whose tool is "
                "not declared: a miss by policy)"),
+    # ---- tool-call classes of the ninth batch (TensorRT-LLM's and mlx-lm's parser tests) --------------------------
+    Repair(
+        name=JSON_ARGUMENTS_BODY,
+        title="A DSML invoke whose arguments are one JSON object instead of parameter tags",
+        stage=RepairStage.TOLERANCE,
+        accepts="DeepSeek V3.2 / V4 DSML calls (<｜DSML｜invoke name=\"NAME\">…</｜DSML｜invoke>) whose body is a "
+                "JSON object of the arguments ({ \"query\": \"AI\" }, whitespace around it) instead of "
+                "<｜DSML｜parameter …> tags: the object is the call's arguments, the invoke markup stays markup. "
+                "Tried after the template's parameter layout; a body that is no JSON object leaves the call to "
+                "the other rules (content, as before). llama.cpp reads parameter tags only.",
+        example='<｜DSML｜function_calls>\n<｜DSML｜invoke name="search_web">\n{ "query": "AI" }\n'
+                '</｜DSML｜invoke>\n</｜DSML｜function_calls>',
+        source="SGLang's DeepSeek V3.2 detector reads the invoke body as direct JSON first, then as parameter "
+               "tags ('Format 2 - Direct JSON'): https://github.com/sgl-project/sglang/blob/"
+               "0071fe9c407ad59f2803cc319e1bcaa3ac2021f1/python/sglang/srt/function_call/deepseekv32_detector.py; "
+               "TensorRT-LLM's copy and its tests: https://github.com/NVIDIA/TensorRT-LLM/blob/"
+               "0c8de69a1ca6213eebb20a51873890ff128666c2/tensorrt_llm/serve/tool_parser/deepseekv32_parser.py, "
+               "https://github.com/NVIDIA/TensorRT-LLM/blob/0563b7c7f6ce0d11e0b35165141a34797e81ed9d/tests/"
+               "unittest/llmapi/apps/test_tool_parsers.py (cases kept9-trt-dsv32-json-body, -multiple, "
+               "kept9-trt-dsv4-json-body, -multiple)"),
+    Repair(
+        name=SECTION_OPENER_REPEATED,
+        title="A call section's opener written again before a further call of the section",
+        stage=RepairStage.TOLERANCE,
+        accepts="With parallel calls, in a JSON call format whose calls each sit in their own markers inside one "
+                "section with an opener and a closer (DeepSeek V3 / V3.1 <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+                "…<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>), the section's opener written again right before a "
+                "further call (whitespace around it allowed): the repeated opener is markup and the call after it "
+                "the next call of the same section. llama.cpp ends the calls at the repeated opener and returns "
+                "the rest, that call included, as content.",
+        example='<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"location": "Paris"}'
+                '<｜tool▁call▁end｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search_web<｜tool▁sep｜>'
+                '{"query": "AI"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+        source="SGLang's DeepSeek V3.1 detector (and TensorRT-LLM's copy) reads every <｜tool▁call▁begin｜>…"
+               "<｜tool▁call▁end｜> after the first section opener, whatever lies between two calls: "
+               "https://github.com/sgl-project/sglang/blob/94e1251131ca27260cb0e8938aeb7b4a4e630b19/python/sglang/"
+               "srt/function_call/deepseekv31_detector.py, https://github.com/NVIDIA/TensorRT-LLM/blob/"
+               "1262edbc3809b30af94c3cf2ec2736a14642b821/tensorrt_llm/serve/tool_parser/deepseekv31_parser.py; "
+               "TensorRT-LLM's tests feed both names of such an output and assert both calls: "
+               "https://github.com/NVIDIA/TensorRT-LLM/blob/0563b7c7f6ce0d11e0b35165141a34797e81ed9d/tests/"
+               "unittest/llmapi/apps/test_tool_parsers.py (cases kept9-trt-dsv3-multiple, kept9-trt-dsv31-multiple)"),
+    Repair(
+        name=SCHEMA_TYPE_ALIAS,
+        title="A parameter declared with type \"str\" or \"text\" is a string",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the auto-parsed XML-tagged argument layouts (MiniMax-M2 <parameter name=…>, GLM "
+                "<arg_key>/<arg_value>), a parameter whose schema declares its type by a name JSON Schema does not "
+                "know but tool authors write for a string (\"type\": \"str\" or \"text\"): its value is the raw "
+                "text up to the value's closing tag, as for \"string\". llama.cpp reads an unknown type as any "
+                "JSON value, so a plain word (London) fails the call. The grammar keeps llama.cpp's spot.",
+        example='<minimax:tool_call><invoke name="get_current_temperature">\n<parameter name="location">London'
+                '</parameter>\n</invoke></minimax:tool_call>   (location: {"type": "str"})',
+        source="vLLM's MiniMax-M2 parser converts a value by its declared type, \"string\", \"str\" and "
+               "\"text\" alike kept raw: https://github.com/vllm-project/vllm/blob/"
+               "9412856add437f03009a0804f61f3bed6731ddeb/vllm/tool_parsers/minimax_m2_tool_parser.py "
+               "(_convert_param_value_with_types); mlx-lm's the same: https://github.com/ml-explore/mlx-lm/blob/"
+               "90933f57503bf350806645850ef689e9b7634a2d/mlx_lm/tool_parsers/minimax_m2.py, whose test declares "
+               "\"str\": https://github.com/ml-explore/mlx-lm/blob/d78bf58e217c904ec282ed8da9b947491f78c022/tests/"
+               "test_tool_parsing.py#L107 (case kept9-mlx-minimax-temperature)"),
+    Repair(
+        name=NULLABLE_NULL,
+        title="A tagged value written null, for a parameter that may be a string or null, is null",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the auto-parsed XML-tagged argument layouts (MiniMax-M2 <parameter name=…>, GLM "
+                "<arg_key>/<arg_value>), a parameter whose schema allows both a string and null (anyOf [string, "
+                "null], \"type\": [\"string\", \"null\"]) written as exactly null up to its closing tag: the "
+                "value is JSON null, not the four-letter string llama.cpp reads for a string-typed value. Any other "
+                "text (nullable, \"null\" with spaces) stays the string it is; a parameter that does not allow "
+                "null is unchanged.",
+        example='<minimax:tool_call><invoke name="the_tool"><parameter name="args">null</parameter></invoke>'
+                '</minimax:tool_call>   (args: {"anyOf": [{"type": "string"}, {"type": "null"}]})',
+        source="SGLang's MiniMax-M2 detector test asserts None for an explicit null of an anyOf [string, null] "
+               "parameter: https://github.com/sgl-project/sglang/blob/9f0bd17f0febd56547da510fca9c75ec2539a556/"
+               "test/registered/function_call/test_minimax_m2_detector.py "
+               "(test_anyof_with_null_should_allow_explicit_null: case kept7-sgl-minimaxm2-anyof-null); vLLM's "
+               "MiniMax-M2 parser reads a value null as None: https://github.com/vllm-project/vllm/blob/"
+               "9412856add437f03009a0804f61f3bed6731ddeb/vllm/tool_parsers/minimax_m2_tool_parser.py "
+               "(_convert_param_value_with_types)"),
 ]
 """Every repair rule, in the order they act."""
 
 REPAIRS_BY_NAME: dict[str, Repair] = {r.name: r for r in REPAIRS}
+
+
+def string_type_alias(schema: Any) -> bool:
+    """Repair ``schema-type-alias``: whether a parameter's JSON-schema dict declares its type by one of
+    :data:`STRING_TYPE_ALIASES` (case and surrounding spaces aside)."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    return isinstance(kind, str) and kind.strip().lower() in STRING_TYPE_ALIASES
 
 
 def trailing_eos(p: Any) -> Any:

@@ -24,11 +24,11 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
-from ..repairs import MISTYPED_VALUE_AS_STRING, any_order_args, next_call_section
+from ..repairs import (JSON_ARGUMENTS_BODY, MISTYPED_VALUE_AS_STRING, TAG_WHITESPACE, any_order_args,
+                       next_call_section)
 from ..request import Continuation, ReasoningFormat, ToolChoice
-from ._peg_handler import (foreach_function_indexed,
-                           foreach_parameter, grammar_for, has_response_format, make_parser,
-                           prepared_for, word)
+from ._peg_handler import (foreach_function_indexed, foreach_parameter, function_parameters_schema, grammar_for,
+                           has_response_format, make_parser, prepared_for, word)
 from ...grammar.json_schema import may_be_string
 
 NAME = "deepseek-v3.2"
@@ -151,6 +151,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             func = p.tool(p.tool_open(p.literal(invoke_start + ' name="') + p.tool_name(p.literal(name))
                                       + p.literal('">\n'))
                           + args + p.space() + p.tool_close(p.literal(invoke_end)))
+            late.extend(_loose_invokes(p, func, idx, fn, args, invoke_start, invoke_end))
             choices.append(p.rule(f"tool-{idx}", func))
         tool_choice = p.choice(*choices)
         if request.parallel_tool_calls:
@@ -199,6 +200,26 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         grammar_lazy=lazy, grammar_triggers=triggers, preserved_tokens=[DSML, THINK_START, THINK_END],
         supports_thinking=True, thinking_start_tag=THINK_START, thinking_end_tags=[THINK_END, fc_start],
         message_delimiters=[("assistant", GEN_PROMPT), ("user", "<｜User｜>")], notes=notes)
+
+
+def _loose_invokes(p: Any, func: Any, idx: int, fn: dict, args: Any, invoke_start: str, invoke_end: str) -> list[Any]:
+    """The late widenings of one invoke ``func`` (tried after the template's layout): repair ``tag-whitespace``
+    (any whitespace, or none, after the opener's ``">`` where the template writes one line break) and repair
+    ``json-arguments-body`` (the arguments as one JSON object in place of the parameter tags)."""
+    def opener() -> Any:
+        return p.tool_open(p.literal(invoke_start + ' name="') + p.tool_name(p.literal(fn["name"]))
+                           + p.literal('">')) + p.space()
+
+    def close() -> Any:
+        return p.space() + p.tool_close(p.literal(invoke_end))
+
+    out = []
+    if TAG_WHITESPACE in p.repairs:
+        out.append(lambda: p.widen_late(func, TAG_WHITESPACE, lambda _: p.tool(opener() + args + close())))
+    if JSON_ARGUMENTS_BODY in p.repairs:
+        out.append(lambda: p.widen_late(func, JSON_ARGUMENTS_BODY, lambda _: p.tool(opener() + p.tool_args(
+            p.schema(p.json_object(), f"tool-{idx}-body-schema", function_parameters_schema(fn))) + close())))
+    return out
 
 
 __all__ = ["NAME", "build", "sort_tool_results"]

@@ -84,6 +84,13 @@ def _peg_root(p: Any, view: RequestView, late: list[Any] | None = None) -> Any:
         return p.chars("[ \t\r\n]", 1, -1)
 
     choices = []
+    call_ends: list[Any] = []   # the <|tool_call_end|> nodes (repair call-marker-whitespace widens them)
+
+    def call_end() -> Any:
+        end = p.literal(CALL_END)
+        call_ends.append(end)
+        return end
+
     for spec in view.tools:
         def call_of(namespace: Any, gap: Any) -> Any:
             tool_id = p.tool_id(namespace + p.tool_name(p.literal(spec.name)) + p.literal(":")
@@ -91,9 +98,9 @@ def _peg_root(p: Any, view: RequestView, late: list[Any] | None = None) -> Any:
             args = p.json_tool_args(spec.index, spec.parameters)
             if gap is None:   # the template's form (llama.cpp's grammar, node for node)
                 return (p.tool_open(tool_id + p.literal(ARGS_BEGIN)) + args
-                        + p.tool_close(p.optional(p.literal(CALL_END))))
+                        + p.tool_close(p.optional(call_end())))
             return (p.tool_open(gap() + tool_id + gap() + p.literal(ARGS_BEGIN)) + gap() + args
-                    + p.tool_close(gap() + p.optional(p.literal(CALL_END))))
+                    + p.tool_close(gap() + p.optional(call_end())))
 
         strict = call_of(p.literal("functions."), None)
         if loose_ws or loose_id:
@@ -110,6 +117,15 @@ def _peg_root(p: Any, view: RequestView, late: list[Any] | None = None) -> Any:
     calls = p.rule("tool-calls", p.optional(p.literal(SECTION_BEGIN)) + p.trigger_rule(
         "tool-call", p.repeat(CALL_BEGIN + p.choice(*choices), 1 if view.required else 0, -1 if view.parallel else 1)
         + p.optional(p.literal(SECTION_END))))
+    if loose_ws and late is not None:
+        # repair call-marker-whitespace: whitespace (a line break) after a call's <|tool_call_end|> when the next
+        # call or the section's end follows it (between the calls of one section); other text after it stays
+        # content as before, and whitespace that ends the output is never waited on (a prefix ending there stays
+        # clean, so a failed parse's rest starts after the closer, as without the repair)
+        for end in call_ends:
+            late.append(lambda end=end: p.widen_late(end, "call-marker-whitespace", lambda orig: (
+                orig + p.negate(ws() + p.end()) + ws()
+                + p.peek(p.choice(p.literal(CALL_BEGIN), p.literal(SECTION_END)))), first=True))
     final_end = p.end()
     if view.parallel:   # repair consecutive-call-blocks: a further section after the first
         next_call_section(p, final_end, SECTION_BEGIN, "tool-calls")
