@@ -99,8 +99,9 @@ PASS = {
     # (mlx-minimax-temperature), json-call-in-tags in GLM 1 (mlx-glm47-json)
     "real_outputs_kept9": {("llama.cpp", "kept9"): 27, ("improved", "kept9"): 57},
     "real_outputs_reports": {("llama.cpp", "dev"): 4, ("improved", "dev"): 4},
-    # kept aside, first measure (docs/realset-baseline.md "Tenth kept-aside batch")
-    "real_outputs_kept10": {("llama.cpp", "kept10"): 18, ("improved", "kept10"): 27},
+    # kept aside, first measure 27 (docs/realset-baseline.md "Tenth kept-aside batch"); 27 -> 28 after the kept9
+    # repairs merged (written without reading it)
+    "real_outputs_kept10": {("llama.cpp", "kept10"): 18, ("improved", "kept10"): 28},
     # kept aside with the fourteenth triage batch, measured once, not read
     "real_outputs_reports2": {("llama.cpp", "reports2"): 1, ("improved", "reports2"): 2},
 }
