@@ -57,7 +57,7 @@ from ..grammar.json_schema import (SCALAR_TYPES, ObjectSchema, may_be_string, sc
                                    value_types)
 from ..peg import Arena, ParseCache, ParseResult
 from ..peg.builder import P
-from ..peg.chat import ChatBuilder, indexed_function_tools, split_marker_pair
+from ..peg.chat import IGNORED, ChatBuilder, indexed_function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
@@ -550,7 +550,11 @@ class GeneratedParser:
             return settle(self, output, msg, True, view=msg, partial_entry=entry)
         clean = entry is None and r is not None and not r.switched   # the partial view is this very parse
         if clean:
-            return settle(self, output, msg, False, view=msg, partial_entry=None)
+            # the grammar read every character to the end, none held back and none read to be dropped: repair
+            # unparsed-characters has no tail to keep, and its character audit is not run
+            whole = r.success and r.end >= len(self.generation_prompt) + len(output) - cut \
+                and IGNORED not in self.arena.quiet_tags
+            return settle(self, output, msg, False, view=msg, partial_entry=None, read_whole=whole)
         return settle(self, output, msg, False)
 
     def _has_repair_tags(self) -> bool:

@@ -1280,7 +1280,8 @@ _UNKNOWN: Any = object()   # settle()'s partial_entry when the caller does not h
 
 
 def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
-           view: AssistantMessage | None = None, partial_entry: Any = _UNKNOWN) -> AssistantMessage:
+           view: AssistantMessage | None = None, partial_entry: Any = _UNKNOWN,
+           read_whole: bool = False) -> AssistantMessage:
     """The message a final parse returns: ``final`` (the parser's own final parse of ``output``) settled
     against the partial view of the same output (``parser.parse(output, True)``, what a stream shows).
 
@@ -1292,8 +1293,11 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
     ``view``: the partial view when the caller already has it (a clean parse is its own view; with
     ``is_partial`` ``final`` is the view). ``partial_entry``: the entry point of ``parser.parse_detailed(output,
     is_partial=True)`` when the caller has it (``truncated-call``'s ``why`` is read from it; each partial parse of
-    a text that does not parse probes O(log n) prefixes, so it is computed once). Never raises; the repairs that
-    acted are in ``.repairs``. ``final`` is not modified.
+    a text that does not parse probes O(log n) prefixes, so it is computed once). ``read_whole``: the parser's
+    grammar read all of ``output`` to its end, holding nothing back and dropping nothing it read (the gate of
+    ``unparsed-characters``: when no other step changed ``final`` either, no character can be lost, and the
+    character audit, several times the parse's cost on an output of many calls, is not run). Never raises; the
+    repairs that acted are in ``.repairs``. ``final`` is not modified.
     """
     view_end: int | None = None
     if view is None:
@@ -1342,8 +1346,8 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
         if CUT_MARKER_TEXT in settle_repairs:
             out = _cut_marker_text(parser, output, out, final)
         out = _keep_unparsed(parser, output, out, final, kept_end)
-        if getattr(parser, "keep_lost_characters", False):   # repair unparsed-characters (improved)
-            out = _keep_lost_characters(parser, output, out, final, kept_end)
+        if getattr(parser, "keep_lost_characters", False) and not (read_whole and out is final):
+            out = _keep_lost_characters(parser, output, out, final, kept_end)   # repair unparsed-characters
         if getattr(parser, "force_nonempty_content", False):
             out = _nonempty_content(output, out, final)
     return out
