@@ -306,3 +306,16 @@ def test_the_gate_keeps_every_message_of_the_sets():
                 repairs.settle = settle
             assert (forced.to_openai(), [(r.name, r.start, r.end) for r in forced.repairs]) == \
                 (gated.to_openai(), [(r.name, r.start, r.end) for r in gated.repairs]), c.id
+
+
+def test_run_case_walks_the_output_once(monkeypatch):
+    """Llama 4's pythonic three calls: the parse's repair audits the final message (not a parse its gate skips),
+    and run_case's check of that message and the streams' finishing parses reuse that audit: one walk."""
+    import core.chat.char_audit as char_audit
+    from core.chat.realset import run_case
+
+    walks: list[int] = []
+    audit_chars_ = char_audit.audit_chars
+    monkeypatch.setattr(char_audit, "audit_chars", lambda *a, **kw: walks.append(1) or audit_chars_(*a, **kw))
+    result = run_case(_case("l4py-three-calls"), str(TEMPLATES), "improved")
+    assert result.ok and result.lost == [] and walks == [1]
