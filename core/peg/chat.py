@@ -173,11 +173,18 @@ class ChatBuilder(Builder):
         ``double-encoded-arguments`` also a JSON string holding them
         (:meth:`tool_args_encoded`), with ``leading_ws`` and repair ``tag-whitespace`` also whitespace
         before them."""
-        args = self.tool_args(self.schema(self.json(), f"tool-{index}-schema", params))
+        # repair non-object-arguments: only what the mapper reads (an object, a string holding one) is the
+        # arguments; any other value (a bare 5, a list) would map to {} and drop its text, so the call fails and
+        # stays content whole
+        objects_only = "non-object-arguments" in self.repairs
+        args = self.tool_args(self.schema(self.json_object() if objects_only else self.json(),
+                                          f"tool-{index}-schema", params))
         if "double-encoded-arguments" in self.repairs:
             # the string alternative first: json() would also take the string (and map it to nothing)
-            args = self.choice(self.repair("double-encoded-arguments", self.tool_args_encoded(self.json_string())),
-                               args)
+            encoded = self.tool_args_encoded(self.json_string())
+            if objects_only:
+                encoded = self.peek(self.literal('"') + self.space() + self.literal("{")) + encoded
+            args = self.choice(self.repair("double-encoded-arguments", encoded), args)
         if leading_ws and "tag-whitespace" in self.repairs:
             args = self.optional(self.repair("tag-whitespace", self.chars("[ \t\r\n]", 1, -1))) + args
         return args
