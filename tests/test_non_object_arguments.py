@@ -51,3 +51,13 @@ def test_objects_and_strings_holding_one_are_still_the_arguments(template):
         msg = parser.parse(_call(args))
         assert [(c.name, c.arguments) for c in msg.tool_calls] == [("get_weather", '{"city": "Paris"}')], args
         assert msg.content == ""
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_with_the_repair_off_the_dropped_value_is_still_audited(template):
+    """The grammar reads the whole output and the mapper drops the 5: the character audit's gate audits a call
+    with empty arguments, so unparsed-characters still keeps the text (llama.cpp's message plus the tail)."""
+    out = _call("5")
+    msg = _parser(template, _request(), disabled=["non-object-arguments"]).parse(out)
+    assert [(c.name, c.arguments) for c in msg.tool_calls] == [("get_weather", "{}")]
+    assert msg.content == "5}\n</tool_call>" and [r.name for r in msg.repairs] == ["unparsed-characters"]
