@@ -1,7 +1,8 @@
-"""Repair ``non-object-arguments`` (improved): a JSON call whose arguments are a value other than an object stays
-content whole. llama.cpp's mapper takes a call's argument text only when it opens with ``{`` (common/chat-peg-
-parser.cpp), so ``"arguments": 5`` came back as a call with ``{}`` and the rest of the call's text as content;
-vLLM's Hermes parser returns ``"5"`` as the arguments, no object a client can pass as parameters. Outputs are
+"""Repair ``non-object-arguments`` (improved): a JSON call whose arguments are a value other than an object keeps
+that value's text as its arguments, as vLLM's Hermes parser returns it (``"5"``), instead of llama.cpp's ``{}``
+(its mapper takes a call's argument text only when it opens with ``{``: common/chat-peg-parser.cpp) followed by
+the rest of the call's text as content. As the last call, arguments that are no object are settled by the contract
+rule truncated-call: the call's text is content whole, why ``rejected``. Outputs are
 written here from the Hermes / Qwen 2.5 call markup (``<tool_call>\\n{"name": …, "arguments": …}\\n</tool_call>``,
 the templates' own render of a call) with the value changed."""
 
@@ -29,7 +30,8 @@ def test_a_value_that_is_not_an_object_leaves_the_call_content_whole(template, v
     parser = _parser(template, _request())
     msg = parser.parse(out)
     assert msg.tool_calls == [] and msg.content == out
-    assert [(r.name, r.start, r.why) for r in msg.repairs] == [("truncated-call", 0, "rejected")]
+    assert [(r.name, r.start, r.why) for r in msg.repairs if r.name != "double-encoded-arguments"] == [
+        ("non-object-arguments", 49, ""), ("truncated-call", 0, "rejected")]
     assert audit_parse(parser, out, msg).lost() == []
     for chunk in (1, 3, 17, len(out)):
         assert stream_deltas(parser, out, chunk=chunk)[1].to_openai() == msg.to_openai()
@@ -61,3 +63,15 @@ def test_with_the_repair_off_the_dropped_value_is_still_audited(template):
     msg = _parser(template, _request(), disabled=["non-object-arguments"]).parse(out)
     assert [(c.name, c.arguments) for c in msg.tool_calls] == [("get_weather", "{}")]
     assert msg.content == "5}\n</tool_call>" and [r.name for r in msg.repairs] == ["unparsed-characters"]
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_before_another_call_the_value_is_the_arguments(template):
+    out = _call("5") + "\n" + _call('{"city": "Paris"}')
+    parser = _parser(template, _request())
+    msg = parser.parse(out)
+    assert [(c.name, c.arguments) for c in msg.tool_calls] == [("get_weather", "5"), ("get_weather", '{"city": "Paris"}')]
+    assert msg.content == "" and [r.name for r in msg.repairs] == ["non-object-arguments"]
+    assert audit_parse(parser, out, msg).lost() == []
+    for chunk in (1, 3, 17, len(out)):
+        assert stream_deltas(parser, out, chunk=chunk)[1].to_openai() == msg.to_openai()

@@ -163,7 +163,7 @@ CUT_MARKER_TEXT = "cut-marker-text"
 CUT_CALL_OWN_TEXT = "cut-call-own-text"
 GLUED_ARGUMENTS = "glued-arguments"
 THINK_BLOCK_CALLS = "think-block-calls"
-NON_OBJECT_ARGUMENTS = "non-object-arguments"
+NON_OBJECT_ARGUMENTS = "non-object-arguments"   # read in core.peg.chat (ChatBuilder.value_arguments)
 FREE_OBJECT_ELEMENTS = "free-object-elements"
 LEADING_ZERO_INTEGER = "leading-zero-integer"
 SETTLE_REPAIRS = frozenset({CUT_MARKER_TEXT, CUT_CALL_OWN_TEXT})
@@ -1043,16 +1043,16 @@ REPAIRS: list[Repair] = [
                "kept6-vllm-minimax-thinking-tags); a call in the model's thinking is a plan, not an action"),
     Repair(
         name=NON_OBJECT_ARGUMENTS,
-        title="A JSON call whose arguments are not an object stays content whole",
+        title="A JSON call whose arguments are not an object keeps them as written",
         stage=RepairStage.TOLERANCE,
         accepts="A JSON tool call (Hermes, Qwen 2.5 / 3: {\"name\": …, \"arguments\": …}) whose arguments are a "
                 "JSON value other than an object (a bare number, a list, true, null, a string that does not hold an "
                 "object): llama.cpp reads the value and drops it (its mapper takes only text that opens with '{'), "
-                "so the call comes back with {} and, after it, the rest of the call's text as content. The value "
-                "is not read as arguments: the call is not returned, its text is content whole and reported "
-                "(truncated-call, why 'rejected', as any call that does not fit the tools). vLLM's Hermes parser "
-                "returns the value's JSON text ('5') as the arguments, which is no object a client can pass as "
-                "the function's parameters.",
+                "so the call came back with {} and, after it, the rest of the call's text as content (half a call "
+                "each side). The value's text is the call's arguments, as vLLM's Hermes parser returns it; as the "
+                "last call, arguments that are no object are then settled by truncated-call like any such last "
+                "call: the call's text is content whole, reported with why 'rejected'. The grammar is the "
+                "template's.",
         example='<tool_call>\n{"name": "get_weather", "arguments": 5}\n</tool_call>   (Qwen 2.5 template)',
         source="llama.cpp common/chat-peg-parser.cpp (common_chat_peg_mapper: tool-args text is taken only when "
                "it starts with '{'); vLLM's Hermes parser "
@@ -1362,7 +1362,8 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
             out.content = content_with_tail(out.content, output[start:])
         out.repairs = [r for r in out.repairs if r.name != STREAM_CONSISTENT_FINAL] + [
             FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:],
-                        _why_unfinished(parser, output, partial_entry))]
+                        WHY_REJECTED if _no_object_ever(last.arguments) else _why_unfinished(parser, output,
+                                                                                            partial_entry))]
     if not is_partial:
         if CUT_MARKER_TEXT in settle_repairs:
             out = _cut_marker_text(parser, output, out, final)
@@ -1374,6 +1375,15 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
         if getattr(parser, "force_nonempty_content", False):
             out = _nonempty_content(output, out, final)
     return out
+
+
+def _no_object_ever(arguments: str) -> bool:
+    """Whether ``arguments`` are a complete JSON value that is no object (repair ``non-object-arguments`` keeps such
+    a value as written): no more text makes them an object, so the call is rejected, not cut."""
+    try:
+        return not isinstance(json.loads(arguments), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _no_arguments(arguments: str) -> bool:

@@ -51,6 +51,8 @@ TOOL_ARG_NAME = "tool-arg-name"
 TOOL_ARG_VALUE = "tool-arg-value"
 TOOL_ARG_STRING_VALUE = "tool-arg-string-value"
 TOOL_ARGS_ENCODED = "tool-args-encoded"
+TOOL_ARGS_VALUE = "tool-args-value"
+"""Arguments written as a JSON value that is no object (repair ``non-object-arguments``): the mapper keeps the text."""
 TOOL_ARG_PY_VALUE = "tool-arg-py-value"
 """A Python literal as Python itself writes it (repair ``pythonic-values``): the mapper decodes it to JSON with
 Python's own rules (:func:`core.chat.mapper.python_literal_to_json`), not llama.cpp's quote swap."""
@@ -173,21 +175,28 @@ class ChatBuilder(Builder):
         ``double-encoded-arguments`` also a JSON string holding them
         (:meth:`tool_args_encoded`), with ``leading_ws`` and repair ``tag-whitespace`` also whitespace
         before them."""
-        # repair non-object-arguments: only what the mapper reads (an object, a string holding one) is the
-        # arguments; any other value (a bare 5, a list) would map to {} and drop its text, so the call fails and
-        # stays content whole
-        objects_only = "non-object-arguments" in self.repairs
-        args = self.tool_args(self.schema(self.json_object() if objects_only else self.json(),
-                                          f"tool-{index}-schema", params))
+        args = self.tool_args(self.schema(self.json(), f"tool-{index}-schema", params))
+        self.value_arguments(args, lambda: self.negate("{"))
         if "double-encoded-arguments" in self.repairs:
             # the string alternative first: json() would also take the string (and map it to nothing)
             encoded = self.tool_args_encoded(self.json_string())
-            if objects_only:
-                encoded = self.peek(self.literal('"') + self.space() + self.literal("{")) + encoded
+            self.value_arguments(encoded, lambda: self.negate(self.literal('"') + self.space() + "{"),
+                                 self.json_string)
             args = self.choice(self.repair("double-encoded-arguments", encoded), args)
         if leading_ws and "tag-whitespace" in self.repairs:
             args = self.optional(self.repair("tag-whitespace", self.chars("[ \t\r\n]", 1, -1))) + args
         return args
+
+    def value_arguments(self, args: P, not_object: Callable[[], P], value: Callable[[], P] | None = None) -> None:
+        """Repair ``non-object-arguments``: the JSON ``args`` node (``tool-args``, or ``tool-args-encoded``) also
+        reads, first, a JSON value (``value()``, any by default) that ``not_object()`` (a zero-width test) says is
+        no object, tagged ``tool-args-value`` (:data:`TOOL_ARGS_VALUE`): its text is the arguments as written,
+        where the mapper would leave ``{}`` and drop it, so the call's settling sees arguments that are no object.
+        Both are made once the tree is built (widened late: the grammar stays the template's)."""
+        if "non-object-arguments" in self.repairs:
+            self.late.append(lambda: self.widen_late(
+                args, "non-object-arguments",
+                lambda orig: not_object() + self.tag(TOOL_ARGS_VALUE, (value or self.json)()), first=True))
 
     def flexible(self, text: str, name: str = "tag-whitespace") -> P:
         """``text`` (a marker with line breaks), or — when repair ``name`` is on — the same marker with any
