@@ -11,8 +11,13 @@ from __future__ import annotations
 import pytest
 
 from core.chat.char_audit import audit_parse
+from core.chat.request import ChatRequest
 from core.chat.stream import stream_deltas
+from core.explain.explain import explain
+from core.explain.spans import rebuild_message, same_message
+from core.jinja.template import ChatTemplate
 
+from .conftest import TEMPLATES as DIR
 from .test_calls_kept6 import _request
 from .test_calls_kept7 import _parser
 
@@ -75,3 +80,12 @@ def test_before_another_call_the_value_is_the_arguments(template):
     assert audit_parse(parser, out, msg).lost() == []
     for chunk in (1, 3, 17, len(out)):
         assert stream_deltas(parser, out, chunk=chunk)[1].to_openai() == msg.to_openai()
+
+
+@pytest.mark.parametrize("output", [_call("5"), _call("5") + "\n" + _call('{"city": "Paris"}')])
+def test_explain_rebuilds_the_message_from_its_spans(output):
+    name = TEMPLATES[0]
+    template = ChatTemplate((DIR / name).read_text(encoding="utf-8"), name)
+    ex = explain(template, ChatRequest.from_dict(_request()), output, fidelity="improved")
+    assert same_message(rebuild_message(ex.spans), _parser(name, _request()).parse(output))
+    assert ex.message == _parser(name, _request()).parse(output).to_openai()
