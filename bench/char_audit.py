@@ -5,12 +5,6 @@ counted by class. Deterministic (counts characters, not time).
     python -m bench.char_audit [--templates ../shared/templates] [--show N] [--sets real_outputs,drift,...]
                                [--disable-repair unparsed-characters]
 
-    python -m bench.char_audit --cost [--calls N] [--template FILE]
-
-``--cost`` times instead the final parse at ``improved`` of an output of many calls (the template's own rendering
-of one call, repeated: :func:`bench.explain_hostile.hostile_output`, kind ``calls``) with repair
-``unparsed-characters`` on and off — CPU milliseconds per parse, each parse of a text not parsed before.
-
 The kept-aside real-output batches that are being collected (``real_outputs_kept8``, ``real_outputs_kept9``) are
 never read.
 """
@@ -99,7 +93,7 @@ def measure(templates: str, sets: list[str] | None = None, hostile: bool = True,
 
 def repair_cost(templates: str, template: str = "Qwen-Qwen2.5-7B-Instruct.jinja", calls: int = 60,
                 repeats: int = 5) -> dict[str, float]:
-    """CPU milliseconds of one final parse at ``improved`` of ``calls`` calls in a row (the template's own rendering
+    """``python -m bench.char_audit --cost [--calls N] [--template FILE]``: CPU milliseconds of one final parse at ``improved`` of ``calls`` calls in a row (the template's own rendering
     of one, repeated), with repair ``unparsed-characters`` on (``"on"``) and off (``"off"``): the median of
     ``repeats`` parses, each of a text not parsed before (a trailing space more), the parser built and warmed."""
     from core.chat.pipeline import build_chat_parser
