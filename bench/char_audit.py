@@ -93,9 +93,10 @@ def measure(templates: str, sets: list[str] | None = None, hostile: bool = True,
 
 def repair_cost(templates: str, template: str = "Qwen-Qwen2.5-7B-Instruct.jinja", calls: int = 60,
                 repeats: int = 5) -> dict[str, float]:
-    """``python -m bench.char_audit --cost [--calls N] [--template FILE]``: CPU milliseconds of one final parse at ``improved`` of ``calls`` calls in a row (the template's own rendering
-    of one, repeated), with repair ``unparsed-characters`` on (``"on"``) and off (``"off"``): the median of
-    ``repeats`` parses, each of a text not parsed before (a trailing space more), the parser built and warmed."""
+    """``python -m bench.char_audit --cost [--calls N] [--template FILE]``: CPU milliseconds of one final parse at
+    ``improved`` of ``calls`` calls in a row (the template's own rendering of one, repeated), with repair
+    ``unparsed-characters`` on (``"on"``) and off (``"off"``): the median of ``repeats`` parses, each of a text
+    not parsed before (a trailing space more), the parser built and warmed."""
     from core.chat.pipeline import build_chat_parser
     from core.jinja.template import ChatTemplate
 
