@@ -75,7 +75,8 @@ def test_before_another_call_the_value_is_the_arguments(template):
     out = _call("5") + "\n" + _call('{"city": "Paris"}')
     parser = _parser(template, _request())
     msg = parser.parse(out)
-    assert [(c.name, c.arguments) for c in msg.tool_calls] == [("get_weather", "5"), ("get_weather", '{"city": "Paris"}')]
+    assert [(c.name, c.arguments) for c in msg.tool_calls] == [("get_weather", "5"),
+                                                               ("get_weather", '{"city": "Paris"}')]
     assert msg.content == "" and [r.name for r in msg.repairs] == ["non-object-arguments"]
     assert audit_parse(parser, out, msg).lost() == []
     for chunk in (1, 3, 17, len(out)):
