@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Any, Iterator
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -91,6 +92,34 @@ def measure(templates: str, sets: list[str] | None = None, hostile: bool = True,
     return out
 
 
+def repair_cost(templates: str, template: str = "Qwen-Qwen2.5-7B-Instruct.jinja", calls: int = 60,
+                repeats: int = 5) -> dict[str, float]:
+    """``python -m bench.char_audit --cost [--calls N] [--template FILE]``: CPU milliseconds of one final parse at
+    ``improved`` of ``calls`` calls in a row (the template's own rendering of one, repeated), with repair
+    ``unparsed-characters`` on (``"on"``) and off (``"off"``): the median of ``repeats`` parses, each of a text
+    not parsed before (a trailing space more), the parser built and warmed."""
+    from core.chat.pipeline import build_chat_parser
+    from core.jinja.template import ChatTemplate
+
+    from .explain_hostile import _request, hostile_output
+
+    with open(os.path.join(templates, template), encoding="utf-8") as f:
+        tpl = ChatTemplate(f.read(), template)
+    unit = hostile_output(tpl, "calls", 1)
+    out = unit * calls
+    times: dict[str, float] = {}
+    for key, disabled in (("on", ()), ("off", ("unparsed-characters",))):
+        parser = build_chat_parser(tpl, _request(), fidelity="improved", disabled_repairs=disabled).parser
+        parser.parse(unit)
+        runs = []
+        for k in range(repeats):
+            t0 = time.thread_time()
+            parser.parse(out + " " * (k + 1))
+            runs.append((time.thread_time() - t0) * 1000)
+        times[key] = sorted(runs)[len(runs) // 2]
+    return times
+
+
 def table(results: list[dict[str, Any]]) -> str:
     """Markdown: per suite and fidelity, cases, cases with a lost character, lost characters by class."""
     agg: dict[tuple[str, str], dict[str, int]] = {}
@@ -115,7 +144,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sets", default="", help="comma-separated suites (reference, drift, hostile, real_outputs…)")
     ap.add_argument("--disable-repair", action="append", default=[], metavar="NAME",
                     help="switch a repair off at improved (the figures without it)")
+    ap.add_argument("--cost", action="store_true", help="time the final parse of many calls, the repair on and off")
+    ap.add_argument("--calls", type=int, default=60, help="--cost: calls in the output")
+    ap.add_argument("--template", default="Qwen-Qwen2.5-7B-Instruct.jinja", help="--cost: the template file")
     args = ap.parse_args(argv)
+    if args.cost:
+        t = repair_cost(args.templates, args.template, args.calls)
+        print(f"{args.template}, {args.calls} calls, final parse at improved: unparsed-characters on "
+              f"{t['on']:.1f} ms, off {t['off']:.1f} ms (CPU, median)")
+        return 0
     sets = [s for s in args.sets.split(",") if s] or None
     results = measure(args.templates, sets, disabled=tuple(args.disable_repair))
     print(table(results))

@@ -269,3 +269,53 @@ def test_a_cut_reasoning_start_replaces_the_word_tail(fidelity):
     else:
         assert msg.content == "thi" and [(r.name, r.start) for r in msg.repairs] == [("unparsed-text", 4)]
         assert _lost(audit_parse(parser, "<mm:thi", msg)) == [(0, 4, LostKind.TEXT.value, "<mm:")]
+
+
+def test_the_audit_runs_only_when_the_grammar_left_characters(monkeypatch):
+    """Repair unparsed-characters audits a final parse only when a cheap check says a character may be lost: a
+    parse whose grammar read every character to the end (Kimi K2's three calls) is not audited; an output cut
+    inside a marker (MiniMax-M3's) is, and the repair still fires there."""
+    import core.chat.repairs as repairs
+
+    audited: list[str] = []
+
+    def counting(parser, output, msg, **kw):
+        audited.append(output)
+        return audit_parse(parser, output, msg, **kw)
+
+    monkeypatch.setattr(repairs, "audit_parse", counting)
+    out, parser, msg = _parse("kimi-three", "improved")
+    assert len(msg.tool_calls) == 3 and audited == [] and audit_parse(parser, out, msg).lost() == []
+    out, parser, msg = _parse("kept6-vllm-minimax-m3-partial-start", "improved", disabled_repairs=("cut-marker-text",))
+    assert audited == [out] and [r.name for r in msg.repairs] == ["unparsed-characters"]
+
+
+def test_the_gate_keeps_every_message_of_the_sets():
+    """The gate changes no message: every real-output case (one-shot, improved) parses to the same message and
+    records with the audit forced on every parse."""
+    import core.chat.repairs as repairs
+
+    settle = repairs.settle
+    for d in real_sets():
+        for c in load_cases(str(DATA / d)):
+            parser, gated = parse_case(str(TEMPLATES), c.template, c.request, c.output, "improved")
+            repairs.settle = lambda *a, **kw: settle(*a, **{**kw, "read_whole": False})
+            try:
+                forced = parser.parse(c.output, False)
+            finally:
+                repairs.settle = settle
+            assert (forced.to_openai(), [(r.name, r.start, r.end) for r in forced.repairs]) == \
+                (gated.to_openai(), [(r.name, r.start, r.end) for r in gated.repairs]), c.id
+
+
+def test_run_case_walks_the_output_once(monkeypatch):
+    """Llama 4's pythonic three calls: the parse's repair audits the final message (not a parse its gate skips),
+    and run_case's check of that message and the streams' finishing parses reuse that audit: one walk."""
+    import core.chat.char_audit as char_audit
+    from core.chat.realset import run_case
+
+    walks: list[int] = []
+    audit_chars_ = char_audit.audit_chars
+    monkeypatch.setattr(char_audit, "audit_chars", lambda *a, **kw: walks.append(1) or audit_chars_(*a, **kw))
+    result = run_case(_case("l4py-three-calls"), str(TEMPLATES), "improved")
+    assert result.ok and result.lost == [] and walks == [1]

@@ -35,6 +35,8 @@ import bisect
 import enum
 import json
 import re
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -594,15 +596,39 @@ def _lost_kind(text: str, at_end: bool, pieces: list[str]) -> str:
     return LostKind.STRAY_PUNCTUATION.value
 
 
+_LAST_AUDIT = threading.local()
+"""The last :func:`audit_parse` of this thread: ``(weakref to the parser, key, audit)``."""
+
+
+def _audit_key(output: str, msg: AssistantMessage, partial: bool) -> tuple:
+    """What an audit of ``output`` reads of ``msg``: its fields, its calls and the spans a closed final call covers."""
+    return (output, partial, msg.content, msg.reasoning_content,
+            tuple((c.name, c.arguments, c.id) for c in msg.tool_calls),
+            tuple((r.start, r.end) for r in msg.repairs if getattr(r, "name", "") == CLOSED_FINAL_CALL))
+
+
 def audit_parse(parser: Any, output: str, msg: AssistantMessage, *, partial: bool = False) -> CharAudit:
     """:func:`audit_chars` with the markup of ``parser`` (:func:`core.chat.lossless.markup_of` with the request and
-    analysis :func:`core.chat.pipeline.build_chat_parser` attached, and the words its grammar skips)."""
+    analysis :func:`core.chat.pipeline.build_chat_parser` attached, and the words its grammar skips).
+
+    The last audit of the thread is kept: the same parser, output and message (repair ``unparsed-characters``
+    audits a final parse, then a caller checking that message — :func:`core.chat.realset.run_case`, a stream's
+    finish — audits it again) give the same :class:`CharAudit` without a second walk. Treat it as read-only."""
+    key = _audit_key(output, msg, partial)
+    last = getattr(_LAST_AUDIT, "audit", None)
+    if last is not None and last[0]() is parser and last[1] == key:
+        return last[2]
     request, analysis, fmt = getattr(parser, "lossless_context", None) or (None, None, "")
     strs = markup_of(parser, request, analysis) + list(SKIPPED_MARKUP.get(fmt, ()))
     openers = trigger_words(parser)
     openers.append(getattr(parser, "thinking_start_tag", "") or "")
-    return audit_chars(output, msg, strs, partial=partial, names=tool_names(request),
-                       openers=[o for o in openers if o])
+    audit = audit_chars(output, msg, strs, partial=partial, names=tool_names(request),
+                        openers=[o for o in openers if o])
+    try:
+        _LAST_AUDIT.audit = (weakref.ref(parser), key, audit)
+    except TypeError:   # a parser that takes no weak reference is audited every time
+        _LAST_AUDIT.audit = None
+    return audit
 
 
 __all__ = ["Account", "CharAudit", "LostKind", "Span", "TrimRule", "audit_chars", "audit_parse", "markup_pieces"]

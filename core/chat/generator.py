@@ -57,7 +57,7 @@ from ..grammar.json_schema import (SCALAR_TYPES, ObjectSchema, may_be_string, sc
                                    value_types)
 from ..peg import Arena, ParseCache, ParseResult
 from ..peg.builder import P
-from ..peg.chat import ChatBuilder, indexed_function_tools, split_marker_pair
+from ..peg.chat import IGNORED, ChatBuilder, indexed_function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
@@ -551,7 +551,11 @@ class GeneratedParser:
             return settle(self, output, msg, True, view=msg, partial_entry=entry)
         clean = entry is None and r is not None and not r.switched   # the partial view is this very parse
         if clean:
-            return settle(self, output, msg, False, view=msg, partial_entry=None)
+            # the grammar read every character to the end, none held back and none read to be dropped: repair
+            # unparsed-characters has no tail to keep, and its character audit is not run
+            whole = r.success and r.end >= len(self.generation_prompt) + len(output) - cut \
+                and IGNORED not in self.arena.quiet_tags
+            return settle(self, output, msg, False, view=msg, partial_entry=None, read_whole=whole)
         return settle(self, output, msg, False)
 
     def _has_repair_tags(self) -> bool:
@@ -846,14 +850,8 @@ class _Gen:
             block = (p.choice(*[p.literal(t) for t in starts]) + p.reasoning(p.until_one_of(list(ends)))
                      + p.optional(p.choice(*[p.literal(t) for t in ends])))
             return p.optional(p.repair(INSTRUCTED_REASONING_MARKERS, block))
-        if r.mode == ReasoningMode.NONE and self.req.reasoning_format != ReasoningFormat.NONE \
-                and LEADING_THINK_BLOCK in p.repairs:
-            # the template shows no reasoning, the model opens its output with a think block anyway
-            start, end = THINK_BLOCK
-            self.notes.append(f"repair {LEADING_THINK_BLOCK}: a {start!r} block at the start of the output is "
-                              "reasoning")
-            return p.optional(p.repair(LEADING_THINK_BLOCK, p.optspace(start) + p.reasoning(p.until(end))
-                                       + p.optional(p.optspace(end))))
+        if self.reads_unplaced_think_block():   # the template shows no reasoning, the output opens with a block
+            return p.optional(self.unplaced_think_block())
         if not self.extracting:
             return p.eps()
         if r.mode in (ReasoningMode.TAG_BASED, ReasoningMode.TOOLS_ONLY) and r.end:
@@ -1079,20 +1077,47 @@ class _Gen:
         return self.reasoning + body
 
     def calls_in_think_block(self, body: P, opener: str) -> None:
-        """Repair ``think-block-calls``: for a template that knows no reasoning markup (no reasoning found, no
-        ``<think>`` in its source), an output that opens with a ``<think>`` … ``</think>`` block holding the call
-        ``opener``: the block is content as it stands, the calls written inside it are thought, not calls, and
-        the parse goes on after it (``body``, widened once the tree is built: the grammar stays the template's). A
-        stream shows the open block as content; a block never closed is thought to the end (content, no call)."""
+        """Repair ``think-block-calls``: the JSON calls' ``body`` also reads, first, the leading ``<think>`` block
+        holding the call ``opener`` (:meth:`unplaced_think_block`), then the calls after it (widened once the tree
+        is built: the grammar stays the template's). A stream shows the open block as content; a block never
+        closed is thought to the end (content, no call)."""
+        if opener and self.reads_unplaced_think_block(opener):
+            self.p.late.append(lambda: self.p.widen_late(body, THINK_BLOCK_CALLS,
+                                                         lambda orig: self.unplaced_think_block(opener) + orig,
+                                                         first=True))
+
+    def reads_unplaced_think_block(self, call_opener: str = "") -> bool:
+        """Whether :meth:`unplaced_think_block` reads a block for this template and request: the template places
+        none (its analysis finds no reasoning markup) and the repair is on — ``leading-think-block`` (no
+        ``call_opener``) when reasoning is extracted, ``think-block-calls`` when the template's source has no
+        ``<think>``."""
+        if self.a.reasoning.mode != ReasoningMode.NONE:
+            return False
+        if not call_opener:
+            return LEADING_THINK_BLOCK in self.p.repairs and self.req.reasoning_format != ReasoningFormat.NONE
+        return THINK_BLOCK_CALLS in self.p.repairs and THINK_BLOCK[0] not in self.template_source
+
+    def unplaced_think_block(self, call_opener: str = "") -> P:
+        """The one reader of a ``<think>`` … ``</think>`` block (:data:`THINK_BLOCK`) that opens the output of a
+        template placing none, for the two repairs that read it (:meth:`reads_unplaced_think_block` says when):
+
+        * ``leading-think-block`` (no ``call_opener``): the text inside is reasoning, to the end when the block
+          never closes (a record of its own);
+        * ``think-block-calls`` (the JSON calls' ``call_opener``): a closed block holding ``call_opener`` is
+          content as written, the calls inside it thought, not calls (the caller's widening records it).
+
+        Either way the block is read before the template's own reading, so the calls after it are read as usual;
+        with both on, the first reads the block and the second is never needed."""
         p = self.p
-        if THINK_BLOCK_CALLS not in p.repairs or not opener or self.a.reasoning.mode != ReasoningMode.NONE \
-                or "<think>" in self.template_source:
-            return
+        start, end = THINK_BLOCK
+        if not call_opener:
+            self.notes.append(f"repair {LEADING_THINK_BLOCK}: a {start!r} block at the start of the output is "
+                              "reasoning")
+            return p.repair(LEADING_THINK_BLOCK, p.optspace(start) + p.reasoning(p.until(end))
+                            + p.optional(p.optspace(end)))
         # (the peek first: a cut "<t" must not show as content before the block is known to open)
-        p.late.append(lambda: p.widen_late(body, THINK_BLOCK_CALLS, lambda orig: p.peek(p.literal("<think>"))
-                                           + p.content(p.literal("<think>") + p.until_one_of(["</think>", opener])
-                                                       + p.literal(opener) + p.until("</think>")
-                                                       + p.literal("</think>")) + orig, first=True))
+        return p.peek(p.literal(start)) + p.content(p.literal(start) + p.until_one_of([end, call_opener])
+                                                    + p.literal(call_opener) + p.until(end) + p.literal(end))
 
     def text_between_json_calls(self, single: P, opener: str) -> None:
         """Repair ``content-between-calls`` for JSON calls each in its own marker block (Granite 4, Hermes:

@@ -359,6 +359,11 @@ class ChatMapper:
             if ok:
                 self._target_set(inner.strip(_WS))
 
+    def _tool_args_value(self, node: AstNode) -> None:
+        # repair non-object-arguments: a JSON value that is no object, kept as written (settling rejects it)
+        if self.current is not None:
+            self._target_set(_rstrip(self.source[node.start:node.end]))
+
     def _tool_arg_open(self, node: AstNode) -> None:
         self.quote_pending = False
 
@@ -464,6 +469,7 @@ ACTIONS = {
     T.TOOL_NAME: ChatMapper._tool_name,
     T.TOOL_ARGS: ChatMapper._tool_args,
     T.TOOL_ARGS_ENCODED: ChatMapper._tool_args_encoded,
+    T.TOOL_ARGS_VALUE: ChatMapper._tool_args_value,
     T.TOOL_ARG_OPEN: ChatMapper._tool_arg_open,
     T.TOOL_ARG_NAME: ChatMapper._tool_arg_name,
     T.TOOL_ARG_VALUE: ChatMapper._tool_arg_value,

@@ -101,7 +101,8 @@ def run_case(case: RealCase, templates_dir: str, fidelity: str) -> RealResult:
     parser, one = parse_case(templates_dir, case.template, case.request, case.output, fidelity)
     got = one.to_openai()
     lost = [w for w, _ in lost_word_spans(case.output, one, parser_marks(parser))]
-    if fidelity == "improved":   # to the character (repair unparsed-characters keeps what no word shows)
+    if fidelity == "improved":   # to the character (repair unparsed-characters keeps what no word shows); the
+        # audit that repair made of this very message is reused (audit_parse keeps the last): one walk per case
         lost += [s.text(case.output) for s in audit_parse(parser, case.output, one).lost()]
     reason = compare_messages(case.expect, got) or ""
     if not reason and lost:

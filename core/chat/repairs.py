@@ -163,6 +163,7 @@ CUT_MARKER_TEXT = "cut-marker-text"
 CUT_CALL_OWN_TEXT = "cut-call-own-text"
 GLUED_ARGUMENTS = "glued-arguments"
 THINK_BLOCK_CALLS = "think-block-calls"
+NON_OBJECT_ARGUMENTS = "non-object-arguments"   # read in core.peg.chat (ChatBuilder.value_arguments)
 FREE_OBJECT_ELEMENTS = "free-object-elements"
 LEADING_ZERO_INTEGER = "leading-zero-integer"
 SETTLE_REPAIRS = frozenset({CUT_MARKER_TEXT, CUT_CALL_OWN_TEXT})
@@ -1065,6 +1066,25 @@ REPAIRS: list[Repair] = [
                "tool_parsers/test_minimax_tool_parser.py (test_extract_tool_calls_with_thinking_tags: case "
                "kept6-vllm-minimax-thinking-tags); a call in the model's thinking is a plan, not an action"),
     Repair(
+        name=NON_OBJECT_ARGUMENTS,
+        title="A JSON call whose arguments are not an object keeps them as written",
+        stage=RepairStage.TOLERANCE,
+        accepts="A JSON tool call (Hermes, Qwen 2.5 / 3: {\"name\": …, \"arguments\": …}) whose arguments are a "
+                "JSON value other than an object (a bare number, a list, true, null, a string that does not hold an "
+                "object): llama.cpp reads the value and drops it (its mapper takes only text that opens with '{'), "
+                "so the call came back with {} and, after it, the rest of the call's text as content (half a call "
+                "each side). The value's text is the call's arguments, as vLLM's Hermes parser returns it; as the "
+                "last call, arguments that are no object are then settled by truncated-call like any such last "
+                "call: the call's text is content whole, reported with why 'rejected'. The grammar is the "
+                "template's.",
+        example='<tool_call>\n{"name": "get_weather", "arguments": 5}\n</tool_call>   (Qwen 2.5 template)',
+        source="llama.cpp common/chat-peg-parser.cpp (common_chat_peg_mapper: tool-args text is taken only when "
+               "it starts with '{'); vLLM's Hermes parser "
+               "https://github.com/vllm-project/vllm/blob/836d1f31211015f62485b0151fbbf85b6cc7a934/vllm/"
+               "entrypoints/openai/tool_parsers/hermes_tool_parser.py (extract_tool_calls: "
+               "json.dumps(function_call[\"arguments\"])); OpenAI's function arguments are a JSON object of "
+               "the function's parameters"),
+    Repair(
         name=FREE_OBJECT_ELEMENTS,
         title="A MiniMax-M3 object parameter without declared properties, written as elements",
         stage=RepairStage.TOLERANCE,
@@ -1389,7 +1409,8 @@ _UNKNOWN: Any = object()   # settle()'s partial_entry when the caller does not h
 
 
 def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
-           view: AssistantMessage | None = None, partial_entry: Any = _UNKNOWN) -> AssistantMessage:
+           view: AssistantMessage | None = None, partial_entry: Any = _UNKNOWN,
+           read_whole: bool = False) -> AssistantMessage:
     """The message a final parse returns: ``final`` (the parser's own final parse of ``output``) settled
     against the partial view of the same output (``parser.parse(output, True)``, what a stream shows).
 
@@ -1401,8 +1422,12 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
     ``view``: the partial view when the caller already has it (a clean parse is its own view; with
     ``is_partial`` ``final`` is the view). ``partial_entry``: the entry point of ``parser.parse_detailed(output,
     is_partial=True)`` when the caller has it (``truncated-call``'s ``why`` is read from it; each partial parse of
-    a text that does not parse probes O(log n) prefixes, so it is computed once). Never raises; the repairs that
-    acted are in ``.repairs``. ``final`` is not modified.
+    a text that does not parse probes O(log n) prefixes, so it is computed once). ``read_whole``: the parser's
+    grammar read all of ``output`` to its end, holding nothing back and dropping nothing it read (the gate of
+    ``unparsed-characters``: when no other step changed ``final`` either and no call has empty arguments — the
+    mapper drops a JSON value that is not an object — no character can be lost, and the character audit, several
+    times the parse's cost on an output of many calls, is not run). Never raises; the
+    repairs that acted are in ``.repairs``. ``final`` is not modified.
     """
     view_end: int | None = None
     if view is None:
@@ -1446,16 +1471,33 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
             out.content = content_with_tail(out.content, output[start:])
         out.repairs = [r for r in out.repairs if r.name != STREAM_CONSISTENT_FINAL] + [
             FiredRepair(TRUNCATED_CALL, start, len(output), last.name, output[start:],
-                        _why_unfinished(parser, output, partial_entry))]
+                        WHY_REJECTED if _no_object_ever(last.arguments) else _why_unfinished(parser, output,
+                                                                                            partial_entry))]
     if not is_partial:
         if CUT_MARKER_TEXT in settle_repairs:
             out = _cut_marker_text(parser, output, out, final)
         out = _keep_unparsed(parser, output, out, final, kept_end)
-        if getattr(parser, "keep_lost_characters", False):   # repair unparsed-characters (improved)
-            out = _keep_lost_characters(parser, output, out, final, kept_end)
+        # (a call with no arguments may be one whose value the mapper read and dropped: audited)
+        if getattr(parser, "keep_lost_characters", False) \
+                and not (read_whole and out is final and not any(_no_arguments(c.arguments) for c in out.tool_calls)):
+            out = _keep_lost_characters(parser, output, out, final, kept_end)   # repair unparsed-characters
         if getattr(parser, "force_nonempty_content", False):
             out = _nonempty_content(output, out, final)
     return out
+
+
+def _no_object_ever(arguments: str) -> bool:
+    """Whether ``arguments`` are a complete JSON value that is no object (repair ``non-object-arguments`` keeps such
+    a value as written): no more text makes them an object, so the call is rejected, not cut."""
+    try:
+        return not isinstance(json.loads(arguments), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _no_arguments(arguments: str) -> bool:
+    """Whether a call's ``arguments`` are empty: ``""`` or an object without members (``{}``, ``{ }``)."""
+    return "".join(arguments.split()) in ("", "{}")
 
 
 def _nonempty_content(output: str, msg: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
@@ -1823,5 +1865,5 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "R
            "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "ANSWER_MARKER_WHITESPACE", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
-           "THINK_BLOCK_CALLS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
+           "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -169,7 +169,11 @@ def spans_from_ast(nodes: Iterable[Any], text: str, gp_len: int, consumed: int) 
 
 
 # what a tag does in spans_from_ast (looked up once per distinct tag, not tested in turn per node)
-_K_NONE, _K_OPEN, _K_NAME, _K_ARGS, _K_ENCODED, _K_IGNORED, _K_ARGS_AS, _K_LABEL, _K_MARKER = range(9)
+_K_NONE, _K_OPEN, _K_NAME, _K_ARGS, _K_ENCODED, _K_IGNORED, _K_ARGS_AS, _K_LABEL, _K_MARKER, _K_VALUE = range(10)
+
+
+ARGS_VALUE_KIND = "value"
+"""The ``kind`` of an arguments span whose text is a JSON value kept as written (repair ``non-object-arguments``)."""
 
 
 def _tag_kind(tag: str) -> int:
@@ -181,6 +185,8 @@ def _tag_kind(tag: str) -> int:
         return _K_ARGS
     if tag == T.TOOL_ARGS_ENCODED:
         return _K_ENCODED
+    if tag == T.TOOL_ARGS_VALUE:
+        return _K_VALUE
     if tag == T.IGNORED:
         return _K_IGNORED
     if tag.startswith(TOOL_ARGS_AS):
@@ -233,6 +239,12 @@ def _paints(nodes: Iterable[Any], text: str, gp_len: int) -> list[tuple[int, int
                 if not in_value:
                     if node.end > node.start:
                         add((node.start, node.end, _IGNORED_PAINT))
+                    value = True
+            elif k == _K_VALUE:
+                if in_value is not True:
+                    # repair non-object-arguments: the value as written is the arguments (kind "value")
+                    if node.end > node.start:
+                        add((node.start, node.end, (_ARGUMENTS, "", cur, ARGS_VALUE_KIND)))
                     value = True
             elif k == _K_ARGS_AS:
                 if in_value is not True:
@@ -476,6 +488,7 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
     content: list[str] = []
     reasoning: list[str] = []
     calls: dict[int, list[Any]] = {}   # call index -> [name, id, args or None, [[arg name, value, kind]...]]
+    as_written: set[int] = set()   # calls whose arguments are a value kept as written (non-object-arguments)
     for s in spans:
         label = s.label
         if label == _MARKER or label == _WHITESPACE:
@@ -504,6 +517,8 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
             elif label == _ARGUMENTS:
                 # a handler that converts its own argument syntax records the JSON it made as the field
                 c[2] = (c[2] or "") + (s.field if s.field.startswith("{") else s.text)
+                if s.kind == ARGS_VALUE_KIND:
+                    as_written.add(s.call)
             elif label == _ARGUMENT_NAME:
                 c[3].append([s.text, None, ""])
             elif label == _ARGUMENT_VALUE and c[3]:
@@ -534,7 +549,7 @@ def rebuild_message(spans: list[Span], drop_blank_reasoning: bool = True) -> Ass
         cid = cid.rstrip(_WS)
         if len(cid) >= 2 and cid[0] == '"' and cid[-1] == '"':
             cid = cid[1:-1]
-        if args is not None and args.lstrip(_WS).startswith("{"):
+        if args is not None and (args.lstrip(_WS).startswith("{") or i in as_written):
             args = args.rstrip(_WS)
         else:
             parts = []

@@ -2589,13 +2589,7 @@ def _decoder_spaced(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any], b
         return None      # the template itself writes its tokens between spaces: nothing to tell
     fixed = re.sub(" ?(" + alt + ") ?", r"\1", core)
     for restored in dict.fromkeys((head + fixed + tail, head + fixed)):
-        if not budget.take(len(restored)):
-            return None
-        try:
-            p = _parse(setup, restored)
-        except Exception:  # noqa: BLE001 - no parser, no evidence
-            return None
-        if not _accepts(p, ctx["markers"]):
+        if _accepted_parse(setup, restored, budget, ctx) is None:
             continue
         shown = [m.group(0) for m in occ[:3]]
         ev = (f"every one of the {len(occ)} special tokens inside the output has a space on each side "

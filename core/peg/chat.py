@@ -51,6 +51,8 @@ TOOL_ARG_NAME = "tool-arg-name"
 TOOL_ARG_VALUE = "tool-arg-value"
 TOOL_ARG_STRING_VALUE = "tool-arg-string-value"
 TOOL_ARGS_ENCODED = "tool-args-encoded"
+TOOL_ARGS_VALUE = "tool-args-value"
+"""Arguments written as a JSON value that is no object (repair ``non-object-arguments``): the mapper keeps the text."""
 TOOL_ARG_PY_VALUE = "tool-arg-py-value"
 """A Python literal as Python itself writes it (repair ``pythonic-values``): the mapper decodes it to JSON with
 Python's own rules (:func:`core.chat.mapper.python_literal_to_json`), not llama.cpp's quote swap."""
@@ -174,13 +176,27 @@ class ChatBuilder(Builder):
         (:meth:`tool_args_encoded`), with ``leading_ws`` and repair ``tag-whitespace`` also whitespace
         before them."""
         args = self.tool_args(self.schema(self.json(), f"tool-{index}-schema", params))
+        self.value_arguments(args, lambda: self.negate("{"))
         if "double-encoded-arguments" in self.repairs:
             # the string alternative first: json() would also take the string (and map it to nothing)
-            args = self.choice(self.repair("double-encoded-arguments", self.tool_args_encoded(self.json_string())),
-                               args)
+            encoded = self.tool_args_encoded(self.json_string())
+            self.value_arguments(encoded, lambda: self.negate(self.literal('"') + self.space() + "{"),
+                                 self.json_string)
+            args = self.choice(self.repair("double-encoded-arguments", encoded), args)
         if leading_ws and "tag-whitespace" in self.repairs:
             args = self.optional(self.repair("tag-whitespace", self.chars("[ \t\r\n]", 1, -1))) + args
         return args
+
+    def value_arguments(self, args: P, not_object: Callable[[], P], value: Callable[[], P] | None = None) -> None:
+        """Repair ``non-object-arguments``: the JSON ``args`` node (``tool-args``, or ``tool-args-encoded``) also
+        reads, first, a JSON value (``value()``, any by default) that ``not_object()`` (a zero-width test) says is
+        no object, tagged ``tool-args-value`` (:data:`TOOL_ARGS_VALUE`): its text is the arguments as written,
+        where the mapper would leave ``{}`` and drop it, so the call's settling sees arguments that are no object.
+        Both are made once the tree is built (widened late: the grammar stays the template's)."""
+        if "non-object-arguments" in self.repairs:
+            self.late.append(lambda: self.widen_late(
+                args, "non-object-arguments",
+                lambda orig: not_object() + self.tag(TOOL_ARGS_VALUE, (value or self.json)()), first=True))
 
     def flexible(self, text: str, name: str = "tag-whitespace") -> P:
         """``text`` (a marker with line breaks), or — when repair ``name`` is on — the same marker with any
