@@ -118,8 +118,11 @@ SCORES = {
     # reasoning block the prompt opens) are now offered call-ends-reasoning + tag-whitespace, which gives the
     # engine's message; the labels stand (kept aside), so fix 32 -> 29 (32 counting those fixes)
     "kept10.jsonl": {"kept10": (25, 29, 17, 17)},
-    # kept aside: first run, on the rules and repairs as they stood (docs/explain.md "Thirteenth batch")
-    "kept11.jsonl": {"kept11": (14, 19, 6, 13)},
+    # kept aside: first run (14, 19, 6, 13), on the rules and repairs as they stood (docs/explain.md "Thirteenth
+    # batch"); the kept9 repairs widened json-call-in-tags, which now reads kept10-ollama-laguna-json-tool-call (the
+    # engine's message) and is offered there; that row's label ("none helps") stands (kept aside), so fix 19 -> 18
+    # (19 counting that fix)
+    "kept11.jsonl": {"kept11": (14, 18, 6, 13)},
     # kept aside, public reports: first and only run, at the labelled commit, no change to the product
     "kept12.jsonl": {"kept12": (3, 3, 2, 4)},
 }
