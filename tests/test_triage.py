@@ -105,12 +105,12 @@ SCORES = {
     "kept8.jsonl": {"dev": (37, 38, 4, 9)},
     # kept aside: first run (23, 25, 14, 16) (docs/explain.md "Eleventh batch"), (24, 25, 14, 16) on the eleventh
     # round's rules and repairs, neither written from it; dev since the twelfth round:
-    "kept9.jsonl": {"dev": (24, 25, 14, 16)},
+    "kept9.jsonl": {"dev": (25, 25, 14, 16)},
     # kept aside: first run (24, 32, 11, 17), on the tenth round's rules; (25, 29, 17, 17) on the eleventh round's
     # rules and repairs, neither written from it (3 rows labelled "none helps" offered a fix that gives the engine's
     # message); as dev data those three and MiniMax-M2's text-before-call row relabelled with the fix that now gives
     # the engine's message (their notes say so): 29 -> 32
-    "kept10.jsonl": {"dev": (25, 32, 17, 17)},
+    "kept10.jsonl": {"dev": (30, 32, 17, 17)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
@@ -1652,3 +1652,26 @@ def test_arguments_written_as_a_non_object_are_a_type_mismatch_not_a_missing_par
     assert any(f"the arguments are {kind}, not an object" in e for f in ex.findings for e in f.evidence)
     empty = explain(t, req, '<tool_call>\n{"name": "get_weather", "arguments": {}}\n</tool_call>')
     assert empty.triage.mistake == Mistake.MISSING_REQUIRED       # an object without `city` is what it says
+
+
+# ------------------------------------------------------------------ twelfth round (written from kept9 and kept10, now dev)
+
+def _kept9(case_id: str):
+    return _set_case("kept9.jsonl", case_id)
+
+
+def _kept10(case_id: str):
+    return _set_case("kept10.jsonl", case_id)
+
+
+def test_a_json_body_inside_markup_the_template_never_writes_as_json_is_a_template_model_mismatch():
+    # a JSON call object where the template writes a pythonic list (LFM2) or a name and <arg_key> pairs (GLM-4.7)
+    for ex, tg in (_kept9("kept8-sgl-lfm2-json"), _kept10("kept9-mlx-glm47-json")):
+        assert tg.mistake == Mistake.TEMPLATE_MODEL_MISMATCH and not tg.fixes and tg.no_fix
+        assert "a JSON call object" in tg.sentence and "writes no JSON keys" in tg.sentence
+    # a DSML invoke's arguments as a JSON object, alone or after a call in the template's own shape
+    for case_id in ("kept9-trt-dsv32-json-body", "kept9-trt-dsv4-json-body", "kept9-trt-dsv32-multiple",
+                    "kept9-trt-dsv4-multiple"):
+        ex, tg = _kept10(case_id)
+        assert tg.mistake == Mistake.TEMPLATE_MODEL_MISMATCH, case_id
+        assert tg.sentence.startswith("the output writes the arguments of `search_web` as a JSON object"), case_id

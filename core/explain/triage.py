@@ -1546,6 +1546,13 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if tail:        # what the nearest output deletes names it before a reading of the stop point ("a second call")
         ctx["trailing_token"] = True
         return Mistake.TRAILING_TEXT, ev + [tail]
+    body = _json_body_in_markup(setup, out, msg, ctx, ex.stop.output_pos) \
+        if ex.stop is not None and not ex.clean else ""
+    if body:
+        ctx["why_none"] = ("no change of ours reads a JSON body where the template's format writes markup: the "
+                           "request, an override or a repair reads the template's format (improved fidelity its "
+                           "other renders), not a second call format — only the model's output can change")
+        return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [body]
     if Cause.PARALLEL_NOT_REQUESTED in causes:
         return Mistake.PARALLEL_NOT_REQUESTED, ev + [e for f in ex.findings
                                                       if f.cause == Cause.PARALLEL_NOT_REQUESTED for e in f.evidence]
@@ -2460,6 +2467,59 @@ def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> s
                         "between two calls, where the format, as requested, reads nothing but another call after "
                         f"a call — the output writes {len(starts)} call blocks and the parse reads "
                         f"{len(msg.get('tool_calls') or [])}")
+    return ""
+
+
+def _declared_params(req: Any) -> dict[str, set[str]]:
+    """Each offered tool's declared parameter names (an untrusted schema yields what it holds)."""
+    out: dict[str, set[str]] = {}
+    for t in getattr(req, "tools", None) or []:
+        fn = t.get("function") if isinstance(t, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            out[fn["name"]] = set(properties_of(fn.get("parameters")))
+    return out
+
+
+def _json_body_in_markup(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[str, Any], start: int) -> str:
+    """Evidence when the unread output (from ``start``) holds a JSON object standing for a call — a call object
+    (``{"name": <offered tool>, "arguments": {…}}``) or the arguments of the tool named just before it (every key
+    a declared parameter) — while the template's own render of that very call writes none of its keys as JSON
+    keys: the model wrote the call in a JSON dialect inside markup whose format is not JSON (a JSON list inside
+    LFM2's pythonic markers, a JSON body in GLM's ``<tool_call>`` or in a DSML invoke). ``""`` otherwise (at most
+    :data:`_SHAPE_SCAN` objects decoded, each a linear scan)."""
+    params = _declared_params(setup.request)
+    if not params or start < 0:
+        return ""
+    dec = json.JSONDecoder()
+    at, tried = out.find("{", start), 0
+    while at >= 0 and tried < _SHAPE_SCAN and at < _SHAPE_CHARS:
+        tried += 1
+        try:
+            obj, end = dec.raw_decode(out, at)
+        except ValueError:
+            at = out.find("{", at + 1)
+            continue
+        name, args, what = "", None, ""
+        if isinstance(obj, dict):
+            called = obj.get("name")
+            body = next((obj[k] for k in _KEY_ALIASES if isinstance(obj.get(k), dict)), None)
+            if isinstance(called, str) and called in params and body is not None:
+                name, args, what = called, body, "a JSON call object"
+            elif obj and all(isinstance(k, str) for k in obj):
+                before = out[max(0, at - 200):at]
+                named = [n for n in params if n and n in before and set(obj) <= params[n]]
+                if named:
+                    name, args = max(named, key=before.rfind), obj
+                    what = f"the arguments of {_q(name)} as a JSON object"
+        if name and isinstance(args, dict) and args:
+            render = _rendered_call(setup, name, args)
+            keys = [k for k in args if isinstance(k, str)]
+            if render and not any(re.search(r'"' + re.escape(k) + r'"\s{0,8}:', render) for k in keys) \
+                    and not re.search(r'"name"\s{0,8}:', render):
+                return (f"the output writes {what} ({_q(out[at:end], 50)}) inside the call markup, where the "
+                        f"template's own render of that call writes no JSON keys ({_q(render.strip(_WS), 60)}): "
+                        "a call format of another dialect (a JSON body), which the template never renders")
+        at = out.find("{", end if name else at + 1)
     return ""
 
 
