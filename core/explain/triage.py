@@ -1209,6 +1209,71 @@ def _reply_filed_as_reasoning(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str
     return ev + [f"a second fault: read so, the parse stops at {where}"]
 
 
+def _reply_before_repaired_calls(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], r_start: str,
+                                 r_ends: list[str]) -> list[str]:
+    """:func:`_reply_filed_as_reasoning` for calls that only a repair reads: no call is read, the reasoning (opened
+    by a generation prompt that opens it whatever the request sets; the output writes neither marker) holds text
+    and then the template's call opener (or the content starts with it), and read with the template patched not to open it and the tolerance
+    repairs that text is the content before the calls the repairs read. A second fault of the call's markup (its
+    layout's whitespace left out) does not hide the first. Not asked when the request turns thinking on: text it
+    asked to be reasoning, then a call, is a reasoning the model did not close (REASONING_NOT_CLOSED). The clean re-read's change (the patch and the fewest
+    repairs that read the same message) is kept in ``ctx["patch_repairs"]``; one that stops later names that stop as
+    a third fault. ``[]`` otherwise; at most four parses."""
+    from ..chat.repairs import REPAIRS, RepairStage
+
+    msg = ex.message
+    opener = r_start.strip(_WS)
+    if msg.get("tool_calls") or not _reasoning_from_prompt_only(ex, bundle, ctx):
+        return []
+    if setup.request.enable_thinking and setup.request.enable_thinking_given:
+        return []       # a request that asks for thinking reads text in the block as reasoning the model left open
+    reasoning = msg.get("reasoning_content") or ""
+    own = [m.strip(_WS) for m in ctx["markers"] if m and m.strip(_WS) and len(m.strip(_WS)) >= 2]
+    at = min((reasoning.find(m) for m in own if m in reasoning), default=-1)
+    if at < 0 and any((msg.get("content") or "").lstrip(_WS).startswith(m) for m in own):
+        at = len(reasoning)     # (the call's opener ended the reasoning and the call was left in the content)
+    text = reasoning[:at].strip(_WS) if at > 0 else ""
+    budget = ctx.get("budget")
+    if not text or budget is None:
+        return []
+    patch = _prompt_opener_patch(setup, ex, ctx, opener)
+    if patch is None or not budget.take(len(ex.output)):
+        return []
+    tolerance = tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT)
+    try:
+        p = _parse(patch[1], ex.output, repairs=tolerance)
+    except Exception:  # noqa: BLE001 - improved may not build on the patched template: no evidence
+        return []
+    m2 = p.message
+    if not m2.tool_calls or (m2.reasoning_content or "").strip(_WS) or text not in (m2.content or "") \
+            or (p.clean and any(m in (m2.content or "") for m in own)):
+        return []
+    fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in m2.repairs) if n in tolerance]
+    closers = [e.strip(_WS) for e in r_ends if e.strip(_WS) and e.strip(_WS) not in own]
+    ev = [f"the parse files {_q(text)} and the call after it as reasoning only because the generation prompt opens "
+          f"it with {_q(opener)} whatever the request sets; the output writes neither {_q(opener)} nor "
+          f"{_q(closers[0] if closers else '')}, and read with the template's generation prompt patched not to open "
+          f"it and the repair(s) {', '.join(f'`{n}`' for n in fired) or 'of improved fidelity'} that text is the "
+          "reply's content before the calls (a second fault: the calls' markup is not the template's exactly)"]
+    if p.clean:
+        group, best = fired, m2.to_openai()
+        for n in fired[:3] if len(fired) > 1 else []:
+            if not budget.take(len(ex.output)):
+                break
+            one = _parse(patch[1], ex.output, repairs=(n,))
+            if one.clean and _same(one.message.to_openai(), best):
+                group = [n]
+                break
+        ctx["patch_repairs"] = (patch[0], group, best)
+        return ev
+    ctx["why_none"] = (f"read with the template's generation prompt patched not to open the reasoning and the "
+                       f"repairs of improved fidelity, the output still does not parse clean (it stops at output "
+                       f"position {p.stop}, {_q(ex.output[p.stop:], 30)}): a third fault, which no repair, request edit, override or template patch "
+                       "of ours reads together with the others — only the model's output (or a new repair) can "
+                       "change")
+    return ev + [f"a third fault: read so, the parse stops at output position {p.stop}, {_q(ex.output[p.stop:], 30)}"]
+
+
 def _unfound_token_pair(setup: _Setup, bundle: Any, out: str, msg: dict[str, Any], ctx: dict[str, Any], r_start: str,
                         r_ends: list[str]) -> tuple[dict[str, Any] | None, list[str], str] | None:
     """Control tokens of the template's own source left in a clean content, in pairs the analysis placed in no
@@ -1399,6 +1464,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                       f"reasoning only because the generation prompt opens {_q(r_start)} and the output never "
                       f"closes it, and its syntax is not the template's ({_q(ctx['markers'][0]) if ctx['markers'] else 'none found'})")
             return Mistake.TEMPLATE_MODEL_MISMATCH, ev
+    if not msg.get("tool_calls") and not ctx.get("rereading"):
+        before = _reply_before_repaired_calls(ex, setup, bundle, ctx, r_start, r_ends)
+        if before:
+            ctx["rereading"] = True
+            ctx["headline"] = before[0]
+            return Mistake.REASONING_SETTING, ev + before
     # an output that "ends inside reasoning" while its reasoning holds a call opener was not cut: the model called
     # the tool before closing the reasoning (a parser that reads an unclosed reasoning as cut names it so)
     in_reasoning = ex.truncated is not None and tuple(ex.truncated.path)[-1:] == ("reasoning",)
@@ -3556,6 +3627,14 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                          p.message.to_openai(), 2))
             except Exception:  # noqa: BLE001 - a patched template that does not build is not offered
                 pass
+    if mistake == Mistake.REASONING_SETTING and ctx.get("patch_repairs"):
+        patch_, group, message = ctx["patch_repairs"]
+        out.append(RankedFix(TriageFixKind.TEMPLATE, f"patch the template: its generation prompt no longer opens the "
+                             f"reasoning (write {_q(patch_[0][1], 60)} for {_q(patch_[0][0], 60)}), and switch on "
+                             + (", ".join(f"`{n}`" for n in group) + " for the calls' markup" if group else
+                                "improved fidelity"),
+                             {"template_patch": patch_, **({"repairs": group} if group else {"fidelity": "improved"})},
+                             message, 2))
     if ctx.get("reasoning_override") and budget.take(len(ex.output)):
         change = ctx["reasoning_override"]
         try:
