@@ -1610,6 +1610,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     before = _token_before_call(setup, out, msg, near)
     if before:
         return Mistake.FOREIGN_WRAPPER, ev + [before]
+    wrapped_slips = _foreign_token_then_slips(setup, out, near)
+    if wrapped_slips:
+        ctx["headline"] = wrapped_slips
+        ctx["fault_markup"] = [e.old.strip(_WS) for e in near[0] if e.kind == "delete"
+                               and _SPECIAL_SHAPE.fullmatch(e.old.strip(_WS))]
+        return Mistake.FOREIGN_WRAPPER, ev + [wrapped_slips]
     ended = _end_token_then_more(setup, ex, ctx)
     if ended:
         return Mistake.TRAILING_TEXT, ev + [ended]
@@ -2231,6 +2237,26 @@ def _token_before_call(setup: _Setup, out: str, msg: dict[str, Any], near: tuple
     return (f"the model writes {', '.join(_q(t) for t in toks)} before the call, which the template's render of a call "
             f"of {_q(name)} never writes (it writes the call without it): a marker around the template's own call "
             "shape, left in the content — the parse read the call but is not clean")
+
+
+def _foreign_token_then_slips(setup: _Setup, out: str, near: tuple[list[Edit], _Parsed] | None) -> str:
+    """Evidence when the nearest output deletes a control token the template's source never writes, right before
+    the call it reads (text follows it), and also mends the call itself (``<|python_tag|>`` before a JSON call that
+    writes ``"arguments"`` for ``"parameters"``): the token wraps the call — the outer fault, named first; the
+    call's own slips follow. Every such token deleted comes before the call's slips (no closer after it). ``""`` otherwise (:func:`_token_before_call` names a token that is the only edit)."""
+    if not near:
+        return ""
+    edits = _shift(near[0])
+    src = _src(setup)
+    toks = [e for e in edits if e.kind == "delete" and _SPECIAL_SHAPE.fullmatch(e.old.strip(_WS))
+            and e.old.strip(_WS) not in src]
+    rest = [e for e in edits if e not in toks]
+    if not toks or not rest or not near[1].message.tool_calls or max(e.pos for e in toks) > min(e.pos for e in rest) \
+            or not out[toks[0].pos + len(toks[0].old):].strip(_WS):
+        return ""       # (a token pair around the call, `<|python_start|>` … `<|python_end|>`, is another section)
+    return (f"the model writes {_q(toks[0].old.strip(_WS))} before the call, a control token the template's source "
+            f"never writes: a wrapper around the call, the outer fault; inside it the call also differs from the "
+            f"template's: {sentence_of(rest, out)}")
 
 
 def _end_token_then_more(setup: _Setup, ex: Any, ctx: dict[str, Any]) -> str:
@@ -3481,7 +3507,10 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                     if not budget.take(len(ex.output)):
                         break
                     one = _parse(setup, ex.output, repairs=group)
-                    if ok(one) and _calls_of(one.message.to_openai()) == full:
+                    if ok(one) and _calls_of(one.message.to_openai()) == full \
+                            and set(_SPECIAL_SHAPE.findall(one.message.content or "")) \
+                            <= set(_SPECIAL_SHAPE.findall(imp.message.content or "")):
+                        # (reading the calls while leaving a control token the full set took is half the fix)
                         what = f"the repair `{group[0]}` alone (improved fidelity with only this repair)" \
                             if len(group) == 1 else (f"the repairs `{group[0]}` and `{group[1]}` together (improved "
                                                      "fidelity with only these repairs; each alone does not read the "
