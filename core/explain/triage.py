@@ -1644,7 +1644,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"after the call opener the model writes {', '.join(_q(i) for i in ids[:3])} — call ids that name no "
             f"tool — where the template's calls name the tool ({', '.join(_q(n) for n in ctx['names'][:3])} "
             "occurs nowhere in the output): an id of another shape, not another call syntax"]
-    between = _text_between_calls(out, msg, ctx)
+    between = _text_between_calls(out, msg, ctx, setup, ex.stop.output_pos if ex.stop is not None else -1)
     if between:
         ctx["headline"] = between
         return Mistake.TRAILING_TEXT, ev + [between]
@@ -2545,11 +2545,13 @@ def _ends_inside_opener(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> t
     return None
 
 
-def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> str:
+def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any], setup: _Setup | None = None,
+                        stop: int = -1) -> str:
     """Evidence when the output writes the format's own call blocks (its opener … its closer) more than once with
     text between a closer and the next opener, and the parse read fewer calls than it wrote: the format, as
-    requested, reads nothing but another call after a call, so the text between loses every later call. ``""``
-    otherwise (one linear scan per opener)."""
+    requested, reads nothing but another call after a call, so the text between loses every later call. With
+    ``setup``, whitespace or a marker of the format's own between them counts too when the template's render of two
+    calls writes something else there (:func:`_rendered_gap`) and the parse stopped (``stop``) right there. ``""`` otherwise (one linear scan per opener)."""
     closers = [c for c in ctx["closers"] if c]
     for o in dict.fromkeys(m.strip(_WS) for m in ctx["markers"] if m and m.strip(_WS)):
         starts = [m.start() for m in re.finditer(re.escape(o), out[:_SHAPE_CHARS])]
@@ -2558,13 +2560,45 @@ def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> s
         for i, j in zip(starts, starts[1:]):
             ends = [out.find(c, i + len(o), j) for c in closers]
             end = max((e + len(c) for e, c in zip(ends, closers) if e >= 0), default=-1)
-            text = out[end:j].strip(_WS) if end >= 0 else ""
+            raw = out[end:j] if end >= 0 else ""
+            text = raw.strip(_WS)
             if text and not _SPECIAL_SHAPE.search(text):
                 return (f"after a call's closer the output writes {_q(text, 30)} and then {_q(o)} again: text "
                         "between two calls, where the format, as requested, reads nothing but another call after "
                         f"a call — the output writes {len(starts)} call blocks and the parse reads "
                         f"{len(msg.get('tool_calls') or [])}")
+            prev, gap = _rendered_gap(setup, o, ctx) if setup is not None else ("", "")
+            at = out.rfind(prev, i + len(o), j) if prev else -1
+            raw = out[at + len(prev):j] if at >= 0 else ""
+            text = raw.strip(_WS)
+            if prev and raw and raw != gap and stop == at + len(prev) and ((not text and not gap)
+                                                or text in ctx["all_markers"] | set(ctx["markers"])):
+                # whitespace where the template's render of two calls writes nothing between them (other
+                # whitespace where it writes some is a slip of the layout), or a marker of the format's own (its
+                # section opener written again)
+                return (f"after a call's closer the output writes {_q(raw, 30)} and then {_q(o)} again, where the "
+                        f"template's render of two calls writes {_q(gap) if gap else 'nothing'} between them: text "
+                        "between two calls, which the format, as requested, does not read — the output writes "
+                        f"{len(starts)} call blocks and the parse reads {len(msg.get('tool_calls') or [])}")
     return ""
+
+
+def _rendered_gap(setup: _Setup, opener: str, ctx: dict[str, Any]) -> tuple[str, str]:
+    """The marker the template's own render of a turn with two calls writes last before the second call's
+    ``opener`` (a control token or tag) and what it writes between the two, or ``("", "")`` when that render or
+    marker is not found (one render, cached)."""
+    key = ("rendered_gap", opener)
+    if key not in ctx:
+        ctx[key] = ("", "")
+        name = ctx["names"][0] if ctx["names"] else ""
+        render = _rendered_call(setup, name, {}, copies=2) if name else ""
+        second = render.find(opener, render.find(opener) + len(opener)) if opener in render else -1
+        marks = list(_SPECIAL_SHAPE.finditer(render, 0, second)) + list(_TAG.finditer(render, 0, second)) \
+            if second > 0 else []
+        last = max(marks, key=lambda m: m.end(), default=None)
+        if last is not None and not render[last.end():second].strip(_WS):
+            ctx[key] = (last.group(0), render[last.end():second])
+    return ctx[key]
 
 
 def _declared_params(req: Any) -> dict[str, set[str]]:
