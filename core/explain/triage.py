@@ -1660,6 +1660,17 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if r_start and opened and out.lstrip(_WS).startswith(r_start) and not absorbed:
         ev.append(f"the generation prompt already opens the reasoning with {_q(r_start)} and the output opens it again")
         return Mistake.REOPENED_REASONING, ev
+    head = r_start.strip(_WS)
+    if head and opened and head in reasoning and head in out and not out.lstrip(_WS).startswith(head):
+        # the same opener written again after text: kept inside the reasoning whatever the parse reads around it
+        ev.append(f"the generation prompt already opens the reasoning with {_q(head)}; the output writes "
+                  f"{_q(out[:out.find(head)].strip(_WS), 30)} and then opens it again with {_q(head)}, which the parse "
+                  "keeps inside the reasoning")
+        ctx["why_none"] = (f"no change of ours takes an opener written again after text off: the repair "
+                           f"`reasoning-start-repeated` reads one only at the start of the reasoning, and without the "
+                           f"prompt's {_q(head)} the text before the model's own opener is read otherwise than the "
+                           "block it wrote — only the model's output can change")
+        return Mistake.REOPENED_REASONING, ev
     if r_start and not opened and r_start in gp and any(e in gp for e in r_ends) \
             and out.lstrip(_WS).startswith(r_start) and not absorbed:
         ev.append(f"the generation prompt opens and closes the reasoning (enable_thinking="
