@@ -1020,7 +1020,9 @@ def _prompt_opener_patch(setup: _Setup, ex: Any, ctx: dict[str, Any], r_start: s
     the source (with the whitespace or ``\\n`` escapes written right after it) taken out at one place, written as the
     shortest text around it that occurs once; kept only when the patched template renders this request's prompt
     exactly as before without that opener at its end (so nothing else the template writes changes). Only the
-    template's own text goes into the patch. At most three places tried (one render each); cached per triage."""
+    template's own text goes into the patch. At most three places tried (one render each), then, when the opener
+    is no literal of the source, at most four expressions after the generation-prompt switch dropped in turn;
+    cached per triage."""
     if "prompt_patch" in ctx:
         return ctx["prompt_patch"]
     ctx["prompt_patch"] = None
@@ -1058,7 +1060,26 @@ def _prompt_opener_patch(setup: _Setup, ex: Any, ctx: dict[str, Any], r_start: s
         if after == want:
             ctx["prompt_patch"] = ([[old, new]], replace(setup, template=t2))
             break
+    if ctx["prompt_patch"] is None and "add_generation_prompt" in src:
+        # the opener written by an expression (a macro call, Kimi K3's `open_tag('think' …)`), not a literal: the
+        # last expressions after the generation-prompt switch, each dropped in turn
+        tail = src.rfind("add_generation_prompt")
+        for m in list(_EXPRESSION.finditer(src, tail))[:4]:
+            old = m.group(0)
+            if src.count(old) != 1:
+                continue
+            try:
+                t2 = ChatTemplate(src.replace(old, ""), getattr(setup.template, "name", ""))
+                after = render_prompt(replace(prep, template=t2)).rstrip(_WS)
+            except Exception:  # noqa: BLE001
+                continue
+            if after == want:
+                ctx["prompt_patch"] = ([[old, ""]], replace(setup, template=t2))
+                break
     return ctx["prompt_patch"]
+
+
+_EXPRESSION = re.compile(r"\{\{-?[^{}\n]{1,200}?-?\}\}")
 
 
 def _reread_opens(setup: _Setup, ex: Any) -> bool:
