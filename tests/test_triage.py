@@ -108,12 +108,13 @@ SCORES = {
     # engine's message, and named REASONING_SETTING: 37/38 -> 38/39)
     "kept8.jsonl": {"dev": (38, 39, 4, 9)},
     # kept aside: first run (23, 25, 14, 16) (docs/explain.md "Eleventh batch"), (24, 25, 14, 16) on the eleventh
-    # round's rules and repairs, neither written from it; dev since the twelfth round:
+    # round's rules and repairs, neither written from it; dev since the twelfth round, whose rules were written from
+    # its misses ("Twelfth round of rules"):
     "kept9.jsonl": {"dev": (33, 34, 14, 16)},
     # kept aside: first run (24, 32, 11, 17), on the tenth round's rules; (25, 29, 17, 17) on the eleventh round's
     # rules and repairs, neither written from it (3 rows labelled "none helps" offered a fix that gives the engine's
     # message); as dev data those three and MiniMax-M2's text-before-call row relabelled with the fix that now gives
-    # the engine's message (their notes say so): 29 -> 32
+    # the engine's message (their notes say so): 29 -> 32; then the twelfth round's rules, written from its misses:
     "kept10.jsonl": {"dev": (33, 33, 17, 17)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
