@@ -1234,20 +1234,21 @@ def _reply_before_repaired_calls(ex: Any, setup: _Setup, bundle: Any, ctx: dict[
                                  r_ends: list[str]) -> list[str]:
     """:func:`_reply_filed_as_reasoning` for calls that only a repair reads: no call is read, the reasoning (opened
     by a generation prompt that opens it whatever the request sets; the output writes neither marker) holds text
-    and then the template's call opener (or the content starts with it), and read with the template patched not to open it and the tolerance
-    repairs that text is the content before the calls the repairs read. A second fault of the call's markup (its
-    layout's whitespace left out) does not hide the first. Not asked when the request turns thinking on: text it
-    asked to be reasoning, then a call, is a reasoning the model did not close (REASONING_NOT_CLOSED). The clean re-read's change (the patch and the fewest
-    repairs that read the same message) is kept in ``ctx["patch_repairs"]``; one that stops later names that stop as
-    a third fault. ``[]`` otherwise; at most four parses."""
+    and then the template's call opener (or the content starts with it), and read with the template patched not to
+    open it and the tolerance repairs, that text is the content before the calls the repairs read. A second fault of
+    the call's markup (its layout's whitespace left out) does not hide the first. Not asked when the request's
+    thinking is on (llama.cpp's default when it says nothing): text it asked to be reasoning, then a call, is a
+    reasoning the model did not close. The clean re-read's change (the patch and the fewest repairs that read the
+    same message) is kept in ``ctx["patch_repairs"]``; one that stops later names that stop as a third fault. ``[]``
+    otherwise; at most four parses."""
     from ..chat.repairs import REPAIRS, RepairStage
 
     msg = ex.message
     opener = r_start.strip(_WS)
     if msg.get("tool_calls") or not _reasoning_from_prompt_only(ex, bundle, ctx):
         return []
-    if setup.request.enable_thinking and setup.request.enable_thinking_given:
-        return []       # a request that asks for thinking reads text in the block as reasoning the model left open
+    if setup.request.enable_thinking:
+        return []       # thinking asked for (or left at its default): text in the block is reasoning left open
     reasoning = msg.get("reasoning_content") or ""
     own = [m.strip(_WS) for m in ctx["markers"] if m and m.strip(_WS) and len(m.strip(_WS)) >= 2]
     at = min((reasoning.find(m) for m in own if m in reasoning), default=-1)
@@ -1289,9 +1290,9 @@ def _reply_before_repaired_calls(ex: Any, setup: _Setup, bundle: Any, ctx: dict[
         return ev
     ctx["why_none"] = (f"read with the template's generation prompt patched not to open the reasoning and the "
                        f"repairs of improved fidelity, the output still does not parse clean (it stops at output "
-                       f"position {p.stop}, {_q(ex.output[p.stop:], 30)}): a third fault, which no repair, request edit, override or template patch "
-                       "of ours reads together with the others — only the model's output (or a new repair) can "
-                       "change")
+                       f"position {p.stop}, {_q(ex.output[p.stop:], 30)}): a third fault, which no repair, request "
+                       "edit, override or template patch of ours reads together with the others — only the "
+                       "model's output (or a new repair) can change")
     return ev + [f"a third fault: read so, the parse stops at output position {p.stop}, {_q(ex.output[p.stop:], 30)}"]
 
 
@@ -2275,7 +2276,8 @@ def _foreign_token_then_slips(setup: _Setup, out: str, near: tuple[list[Edit], _
     """Evidence when the nearest output deletes a control token the template's source never writes, right before
     the call it reads (text follows it), and also mends the call itself (``<|python_tag|>`` before a JSON call that
     writes ``"arguments"`` for ``"parameters"``): the token wraps the call — the outer fault, named first; the
-    call's own slips follow. Every such token deleted comes before the call's slips (no closer after it). ``""`` otherwise (:func:`_token_before_call` names a token that is the only edit)."""
+    call's own slips follow. Every such token deleted comes before the call's slips (no closer after it). ``""``
+    otherwise (:func:`_token_before_call` names a token that is the only edit)."""
     if not near:
         return ""
     edits = _shift(near[0])
@@ -2583,7 +2585,8 @@ def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any], setu
     text between a closer and the next opener, and the parse read fewer calls than it wrote: the format, as
     requested, reads nothing but another call after a call, so the text between loses every later call. With
     ``setup``, whitespace or a marker of the format's own between them counts too when the template's render of two
-    calls writes something else there (:func:`_rendered_gap`) and the parse stopped (``stop``) right there. ``""`` otherwise (one linear scan per opener)."""
+    calls writes something else there (:func:`_rendered_gap`) and the parse stopped (``stop``) right there. ``""``
+    otherwise (one linear scan per opener)."""
     closers = [c for c in ctx["closers"] if c]
     for o in dict.fromkeys(m.strip(_WS) for m in ctx["markers"] if m and m.strip(_WS)):
         starts = [m.start() for m in re.finditer(re.escape(o), out[:_SHAPE_CHARS])]
