@@ -1020,7 +1020,9 @@ def _prompt_opener_patch(setup: _Setup, ex: Any, ctx: dict[str, Any], r_start: s
     the source (with the whitespace or ``\\n`` escapes written right after it) taken out at one place, written as the
     shortest text around it that occurs once; kept only when the patched template renders this request's prompt
     exactly as before without that opener at its end (so nothing else the template writes changes). Only the
-    template's own text goes into the patch. At most three places tried (one render each); cached per triage."""
+    template's own text goes into the patch. At most three places tried (one render each), then, when the opener
+    is no literal of the source, at most four expressions after the generation-prompt switch dropped in turn;
+    cached per triage."""
     if "prompt_patch" in ctx:
         return ctx["prompt_patch"]
     ctx["prompt_patch"] = None
@@ -1058,7 +1060,26 @@ def _prompt_opener_patch(setup: _Setup, ex: Any, ctx: dict[str, Any], r_start: s
         if after == want:
             ctx["prompt_patch"] = ([[old, new]], replace(setup, template=t2))
             break
+    if ctx["prompt_patch"] is None and "add_generation_prompt" in src:
+        # the opener written by an expression (a macro call, Kimi K3's `open_tag('think' …)`), not a literal: the
+        # last expressions after the generation-prompt switch, each dropped in turn
+        tail = src.rfind("add_generation_prompt")
+        for m in list(_EXPRESSION.finditer(src, tail))[:4]:
+            old = m.group(0)
+            if src.count(old) != 1:
+                continue
+            try:
+                t2 = ChatTemplate(src.replace(old, ""), getattr(setup.template, "name", ""))
+                after = render_prompt(replace(prep, template=t2)).rstrip(_WS)
+            except Exception:  # noqa: BLE001
+                continue
+            if after == want:
+                ctx["prompt_patch"] = ([[old, ""]], replace(setup, template=t2))
+                break
     return ctx["prompt_patch"]
+
+
+_EXPRESSION = re.compile(r"\{\{-?[^{}\n]{1,200}?-?\}\}")
 
 
 def _reread_opens(setup: _Setup, ex: Any) -> bool:
@@ -1207,6 +1228,72 @@ def _reply_filed_as_reasoning(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str
                        "fault of the output, which no repair, request edit, override or template patch of ours reads "
                        "together with the reasoning setting — only the model's output (or a new repair) can change")
     return ev + [f"a second fault: read so, the parse stops at {where}"]
+
+
+def _reply_before_repaired_calls(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], r_start: str,
+                                 r_ends: list[str]) -> list[str]:
+    """:func:`_reply_filed_as_reasoning` for calls that only a repair reads: no call is read, the reasoning (opened
+    by a generation prompt that opens it whatever the request sets; the output writes neither marker) holds text
+    and then the template's call opener (or the content starts with it), and read with the template patched not to
+    open it and the tolerance repairs, that text is the content before the calls the repairs read. A second fault of
+    the call's markup (its layout's whitespace left out) does not hide the first. Not asked when the request's
+    thinking is on (llama.cpp's default when it says nothing): text it asked to be reasoning, then a call, is a
+    reasoning the model did not close. The clean re-read's change (the patch and the fewest repairs that read the
+    same message) is kept in ``ctx["patch_repairs"]``; one that stops later names that stop as a third fault. ``[]``
+    otherwise; at most four parses."""
+    from ..chat.repairs import REPAIRS, RepairStage
+
+    msg = ex.message
+    opener = r_start.strip(_WS)
+    if msg.get("tool_calls") or not _reasoning_from_prompt_only(ex, bundle, ctx):
+        return []
+    if setup.request.enable_thinking:
+        return []       # thinking asked for (or left at its default): text in the block is reasoning left open
+    reasoning = msg.get("reasoning_content") or ""
+    own = [m.strip(_WS) for m in ctx["markers"] if m and m.strip(_WS) and len(m.strip(_WS)) >= 2]
+    at = min((reasoning.find(m) for m in own if m in reasoning), default=-1)
+    if at < 0 and any((msg.get("content") or "").lstrip(_WS).startswith(m) for m in own):
+        at = len(reasoning)     # (the call's opener ended the reasoning and the call was left in the content)
+    text = reasoning[:at].strip(_WS) if at > 0 else ""
+    budget = ctx.get("budget")
+    if not text or budget is None:
+        return []
+    patch = _prompt_opener_patch(setup, ex, ctx, opener)
+    if patch is None or not budget.take(len(ex.output)):
+        return []
+    tolerance = tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT)
+    try:
+        p = _parse(patch[1], ex.output, repairs=tolerance)
+    except Exception:  # noqa: BLE001 - improved may not build on the patched template: no evidence
+        return []
+    m2 = p.message
+    if not m2.tool_calls or (m2.reasoning_content or "").strip(_WS) or text not in (m2.content or "") \
+            or (p.clean and any(m in (m2.content or "") for m in own)):
+        return []
+    fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in m2.repairs) if n in tolerance]
+    closers = [e.strip(_WS) for e in r_ends if e.strip(_WS) and e.strip(_WS) not in own]
+    ev = [f"the parse files {_q(text)} and the call after it as reasoning only because the generation prompt opens "
+          f"it with {_q(opener)} whatever the request sets; the output writes neither {_q(opener)} nor "
+          f"{_q(closers[0] if closers else '')}, and read with the template's generation prompt patched not to open "
+          f"it and the repair(s) {', '.join(f'`{n}`' for n in fired) or 'of improved fidelity'} that text is the "
+          "reply's content before the calls (a second fault: the calls' markup is not the template's exactly)"]
+    if p.clean:
+        group, best = fired, m2.to_openai()
+        for n in fired[:3] if len(fired) > 1 else []:
+            if not budget.take(len(ex.output)):
+                break
+            one = _parse(patch[1], ex.output, repairs=(n,))
+            if one.clean and _same(one.message.to_openai(), best):
+                group = [n]
+                break
+        ctx["patch_repairs"] = (patch[0], group, best)
+        return ev
+    ctx["why_none"] = (f"read with the template's generation prompt patched not to open the reasoning and the "
+                       f"repairs of improved fidelity, the output still does not parse clean (it stops at output "
+                       f"position {p.stop}, {_q(ex.output[p.stop:], 30)}): a third fault, which no repair, request "
+                       "edit, override or template patch of ours reads together with the others — only the "
+                       "model's output (or a new repair) can change")
+    return ev + [f"a third fault: read so, the parse stops at output position {p.stop}, {_q(ex.output[p.stop:], 30)}"]
 
 
 def _unfound_token_pair(setup: _Setup, bundle: Any, out: str, msg: dict[str, Any], ctx: dict[str, Any], r_start: str,
@@ -1399,6 +1486,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                       f"reasoning only because the generation prompt opens {_q(r_start)} and the output never "
                       f"closes it, and its syntax is not the template's ({_q(ctx['markers'][0]) if ctx['markers'] else 'none found'})")
             return Mistake.TEMPLATE_MODEL_MISMATCH, ev
+    if not msg.get("tool_calls") and not ctx.get("rereading"):
+        before = _reply_before_repaired_calls(ex, setup, bundle, ctx, r_start, r_ends)
+        if before:
+            ctx["rereading"] = True
+            ctx["headline"] = before[0]
+            return Mistake.REASONING_SETTING, ev + before
     # an output that "ends inside reasoning" while its reasoning holds a call opener was not cut: the model called
     # the tool before closing the reasoning (a parser that reads an unclosed reasoning as cut names it so)
     in_reasoning = ex.truncated is not None and tuple(ex.truncated.path)[-1:] == ("reasoning",)
@@ -1539,6 +1632,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     before = _token_before_call(setup, out, msg, near)
     if before:
         return Mistake.FOREIGN_WRAPPER, ev + [before]
+    wrapped_slips = _foreign_token_then_slips(setup, out, near)
+    if wrapped_slips:
+        ctx["headline"] = wrapped_slips
+        ctx["fault_markup"] = [e.old.strip(_WS) for e in near[0] if e.kind == "delete"
+                               and _SPECIAL_SHAPE.fullmatch(e.old.strip(_WS))]
+        return Mistake.FOREIGN_WRAPPER, ev + [wrapped_slips]
     ended = _end_token_then_more(setup, ex, ctx)
     if ended:
         return Mistake.TRAILING_TEXT, ev + [ended]
@@ -1546,6 +1645,13 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if tail:        # what the nearest output deletes names it before a reading of the stop point ("a second call")
         ctx["trailing_token"] = True
         return Mistake.TRAILING_TEXT, ev + [tail]
+    body = _json_body_in_markup(setup, out, msg, ctx, ex.stop.output_pos) \
+        if ex.stop is not None and not ex.clean else ""
+    if body:
+        ctx["why_none"] = ("no change of ours reads a JSON body where the template's format writes markup: the "
+                           "request, an override or a repair reads the template's format (improved fidelity its "
+                           "other renders), not a second call format — only the model's output can change")
+        return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [body]
     if Cause.PARALLEL_NOT_REQUESTED in causes:
         return Mistake.PARALLEL_NOT_REQUESTED, ev + [e for f in ex.findings
                                                       if f.cause == Cause.PARALLEL_NOT_REQUESTED for e in f.evidence]
@@ -1560,7 +1666,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"after the call opener the model writes {', '.join(_q(i) for i in ids[:3])} — call ids that name no "
             f"tool — where the template's calls name the tool ({', '.join(_q(n) for n in ctx['names'][:3])} "
             "occurs nowhere in the output): an id of another shape, not another call syntax"]
-    between = _text_between_calls(out, msg, ctx)
+    between = _text_between_calls(out, msg, ctx, setup, ex.stop.output_pos if ex.stop is not None else -1)
     if between:
         ctx["headline"] = between
         return Mistake.TRAILING_TEXT, ev + [between]
@@ -1575,6 +1681,17 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     absorbed = ex.clean and not any(x and x.strip(_WS) in content + reasoning for x in [r_start] + r_ends)
     if r_start and opened and out.lstrip(_WS).startswith(r_start) and not absorbed:
         ev.append(f"the generation prompt already opens the reasoning with {_q(r_start)} and the output opens it again")
+        return Mistake.REOPENED_REASONING, ev
+    head = r_start.strip(_WS)
+    if head and opened and head in reasoning and head in out and not out.lstrip(_WS).startswith(head):
+        # the same opener written again after text: kept inside the reasoning whatever the parse reads around it
+        ev.append(f"the generation prompt already opens the reasoning with {_q(head)}; the output writes "
+                  f"{_q(out[:out.find(head)].strip(_WS), 30)} and then opens it again with {_q(head)}, which the parse "
+                  "keeps inside the reasoning")
+        ctx["why_none"] = (f"no change of ours takes an opener written again after text off: the repair "
+                           f"`reasoning-start-repeated` reads one only at the start of the reasoning, and without the "
+                           f"prompt's {_q(head)} the text before the model's own opener is read otherwise than the "
+                           "block it wrote — only the model's output can change")
         return Mistake.REOPENED_REASONING, ev
     if r_start and not opened and r_start in gp and any(e in gp for e in r_ends) \
             and out.lstrip(_WS).startswith(r_start) and not absorbed:
@@ -2155,6 +2272,27 @@ def _token_before_call(setup: _Setup, out: str, msg: dict[str, Any], near: tuple
             "shape, left in the content — the parse read the call but is not clean")
 
 
+def _foreign_token_then_slips(setup: _Setup, out: str, near: tuple[list[Edit], _Parsed] | None) -> str:
+    """Evidence when the nearest output deletes a control token the template's source never writes, right before
+    the call it reads (text follows it), and also mends the call itself (``<|python_tag|>`` before a JSON call that
+    writes ``"arguments"`` for ``"parameters"``): the token wraps the call — the outer fault, named first; the
+    call's own slips follow. Every such token deleted comes before the call's slips (no closer after it). ``""``
+    otherwise (:func:`_token_before_call` names a token that is the only edit)."""
+    if not near:
+        return ""
+    edits = _shift(near[0])
+    src = _src(setup)
+    toks = [e for e in edits if e.kind == "delete" and _SPECIAL_SHAPE.fullmatch(e.old.strip(_WS))
+            and e.old.strip(_WS) not in src]
+    rest = [e for e in edits if e not in toks]
+    if not toks or not rest or not near[1].message.tool_calls or max(e.pos for e in toks) > min(e.pos for e in rest) \
+            or not out[toks[0].pos + len(toks[0].old):].strip(_WS):
+        return ""       # (a token pair around the call, `<|python_start|>` … `<|python_end|>`, is another section)
+    return (f"the model writes {_q(toks[0].old.strip(_WS))} before the call, a control token the template's source "
+            f"never writes: a wrapper around the call, the outer fault; inside it the call also differs from the "
+            f"template's: {sentence_of(rest, out)}")
+
+
 def _end_token_then_more(setup: _Setup, ex: Any, ctx: dict[str, Any]) -> str:
     """Evidence when the parse read the calls and stopped at a control token that the template's render of a call
     turn ends with (``<|call|>``, ``<|eom_id|>``: the end of the call turn, where a server stops generation) and that
@@ -2441,10 +2579,13 @@ def _ends_inside_opener(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> t
     return None
 
 
-def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> str:
+def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any], setup: _Setup | None = None,
+                        stop: int = -1) -> str:
     """Evidence when the output writes the format's own call blocks (its opener … its closer) more than once with
     text between a closer and the next opener, and the parse read fewer calls than it wrote: the format, as
-    requested, reads nothing but another call after a call, so the text between loses every later call. ``""``
+    requested, reads nothing but another call after a call, so the text between loses every later call. With
+    ``setup``, whitespace or a marker of the format's own between them counts too when the template's render of two
+    calls writes something else there (:func:`_rendered_gap`) and the parse stopped (``stop``) right there. ``""``
     otherwise (one linear scan per opener)."""
     closers = [c for c in ctx["closers"] if c]
     for o in dict.fromkeys(m.strip(_WS) for m in ctx["markers"] if m and m.strip(_WS)):
@@ -2454,12 +2595,97 @@ def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> s
         for i, j in zip(starts, starts[1:]):
             ends = [out.find(c, i + len(o), j) for c in closers]
             end = max((e + len(c) for e, c in zip(ends, closers) if e >= 0), default=-1)
-            text = out[end:j].strip(_WS) if end >= 0 else ""
+            raw = out[end:j] if end >= 0 else ""
+            text = raw.strip(_WS)
             if text and not _SPECIAL_SHAPE.search(text):
                 return (f"after a call's closer the output writes {_q(text, 30)} and then {_q(o)} again: text "
                         "between two calls, where the format, as requested, reads nothing but another call after "
                         f"a call — the output writes {len(starts)} call blocks and the parse reads "
                         f"{len(msg.get('tool_calls') or [])}")
+            prev, gap = _rendered_gap(setup, o, ctx) if setup is not None else ("", "")
+            at = out.rfind(prev, i + len(o), j) if prev else -1
+            raw = out[at + len(prev):j] if at >= 0 else ""
+            text = raw.strip(_WS)
+            if prev and raw and raw != gap and stop == at + len(prev) and ((not text and not gap)
+                                                or text in ctx["all_markers"] | set(ctx["markers"])):
+                # whitespace where the template's render of two calls writes nothing between them (other
+                # whitespace where it writes some is a slip of the layout), or a marker of the format's own (its
+                # section opener written again)
+                return (f"after a call's closer the output writes {_q(raw, 30)} and then {_q(o)} again, where the "
+                        f"template's render of two calls writes {_q(gap) if gap else 'nothing'} between them: text "
+                        "between two calls, which the format, as requested, does not read — the output writes "
+                        f"{len(starts)} call blocks and the parse reads {len(msg.get('tool_calls') or [])}")
+    return ""
+
+
+def _rendered_gap(setup: _Setup, opener: str, ctx: dict[str, Any]) -> tuple[str, str]:
+    """The marker the template's own render of a turn with two calls writes last before the second call's
+    ``opener`` (a control token or tag) and what it writes between the two, or ``("", "")`` when that render or
+    marker is not found (one render, cached)."""
+    key = ("rendered_gap", opener)
+    if key not in ctx:
+        ctx[key] = ("", "")
+        name = ctx["names"][0] if ctx["names"] else ""
+        render = _rendered_call(setup, name, {}, copies=2) if name else ""
+        second = render.find(opener, render.find(opener) + len(opener)) if opener in render else -1
+        marks = list(_SPECIAL_SHAPE.finditer(render, 0, second)) + list(_TAG.finditer(render, 0, second)) \
+            if second > 0 else []
+        last = max(marks, key=lambda m: m.end(), default=None)
+        if last is not None and not render[last.end():second].strip(_WS):
+            ctx[key] = (last.group(0), render[last.end():second])
+    return ctx[key]
+
+
+def _declared_params(req: Any) -> dict[str, set[str]]:
+    """Each offered tool's declared parameter names (an untrusted schema yields what it holds)."""
+    out: dict[str, set[str]] = {}
+    for t in getattr(req, "tools", None) or []:
+        fn = t.get("function") if isinstance(t, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            out[fn["name"]] = set(properties_of(fn.get("parameters")))
+    return out
+
+
+def _json_body_in_markup(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[str, Any], start: int) -> str:
+    """Evidence when the unread output (from ``start``) holds a JSON object standing for a call — a call object
+    (``{"name": <offered tool>, "arguments": {…}}``) or the arguments of the tool named just before it (every key
+    a declared parameter) — while the template's own render of that very call writes none of its keys as JSON
+    keys: the model wrote the call in a JSON dialect inside markup whose format is not JSON (a JSON list inside
+    LFM2's pythonic markers, a JSON body in GLM's ``<tool_call>`` or in a DSML invoke). ``""`` otherwise (at most
+    :data:`_SHAPE_SCAN` objects decoded, each a linear scan)."""
+    params = _declared_params(setup.request)
+    if not params or start < 0:
+        return ""
+    dec = json.JSONDecoder()
+    at, tried = out.find("{", start), 0
+    while at >= 0 and tried < _SHAPE_SCAN and at < _SHAPE_CHARS:
+        tried += 1
+        try:
+            obj, end = dec.raw_decode(out, at)
+        except ValueError:
+            at = out.find("{", at + 1)
+            continue
+        name, args, what = "", None, ""
+        if isinstance(obj, dict):
+            called = obj.get("name")
+            body = next((obj[k] for k in _KEY_ALIASES if isinstance(obj.get(k), dict)), None)
+            if isinstance(called, str) and called in params and body is not None:
+                name, args, what = called, body, "a JSON call object"
+            elif obj and all(isinstance(k, str) for k in obj):
+                before = out[max(0, at - 200):at]
+                named = [n for n in params if n and n in before and set(obj) <= params[n]]
+                if named:
+                    name, args = max(named, key=before.rfind), obj
+                    what = f"the arguments of {_q(name)} as a JSON object"
+        if name and isinstance(args, dict) and args:
+            render = _rendered_call(setup, name, args)
+            keys = [k for k in args if isinstance(k, str)]
+            if render and not any(re.search(r'"' + re.escape(k) + r'"\s{0,8}:', render) for k in keys) \
+                    and not re.search(r'"name"\s{0,8}:', render):
+                return (f"the output writes {what} ({_q(out[at:end], 50)}) inside the call markup, where the "
+                        f"template's own render of that call writes no JSON keys ({_q(render.strip(_WS), 60)}): "
+                        "a call format of another dialect (a JSON body), which the template never renders")
+        at = out.find("{", end if name else at + 1)
     return ""
 
 
@@ -3344,7 +3570,10 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                     if not budget.take(len(ex.output)):
                         break
                     one = _parse(setup, ex.output, repairs=group)
-                    if ok(one) and _calls_of(one.message.to_openai()) == full:
+                    if ok(one) and _calls_of(one.message.to_openai()) == full \
+                            and set(_SPECIAL_SHAPE.findall(one.message.content or "")) \
+                            <= set(_SPECIAL_SHAPE.findall(imp.message.content or "")):
+                        # (reading the calls while leaving a control token the full set took is half the fix)
                         what = f"the repair `{group[0]}` alone (improved fidelity with only this repair)" \
                             if len(group) == 1 else (f"the repairs `{group[0]}` and `{group[1]}` together (improved "
                                                      "fidelity with only these repairs; each alone does not read the "
@@ -3490,6 +3719,14 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                          p.message.to_openai(), 2))
             except Exception:  # noqa: BLE001 - a patched template that does not build is not offered
                 pass
+    if mistake == Mistake.REASONING_SETTING and ctx.get("patch_repairs"):
+        patch_, group, message = ctx["patch_repairs"]
+        out.append(RankedFix(TriageFixKind.TEMPLATE, f"patch the template: its generation prompt no longer opens the "
+                             f"reasoning (write {_q(patch_[0][1], 60)} for {_q(patch_[0][0], 60)}), and switch on "
+                             + (", ".join(f"`{n}`" for n in group) + " for the calls' markup" if group else
+                                "improved fidelity"),
+                             {"template_patch": patch_, **({"repairs": group} if group else {"fidelity": "improved"})},
+                             message, 2))
     if ctx.get("reasoning_override") and budget.take(len(ex.output)):
         change = ctx["reasoning_override"]
         try:
