@@ -135,3 +135,38 @@ def test_json_on_stdout_writes_invisible_characters_as_escapes() -> None:
     value = {"name": raw, "nested": [raw]}
     assert json.loads(json_visible(value, indent=2)) == value
     assert json_visible({"a": "plain ASCII"}) == json.dumps({"a": "plain ASCII"})
+
+
+ASSET_TEMPLATE = "assets/templates/chatml-think-tools.jinja"
+ASSET_REQUEST = "assets/requests/req.json"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+@pytest.mark.parametrize("args", [
+    ["parse", ASSET_TEMPLATE, "--request", "/dev/zero"],
+    ["conform", "/dev/zero", "--templates", str(TEMPLATES)],
+    ["explain", ASSET_TEMPLATE, "--request", ASSET_REQUEST, "--expect", "/dev/zero"],
+    ["export", ASSET_TEMPLATE, "--format", "tokenizer-config", "--tokenizer-config", "/dev/zero"],
+    ["export", ASSET_TEMPLATE, "--verify", "--cases", "/dev/zero"],
+], ids=["request", "cases", "expect", "tokenizer-config", "export-cases"])
+def test_a_device_named_as_an_input_file_is_refused(args: list[str]) -> None:
+    """A file option naming a device that never ends (/dev/zero) read it until memory ran out: every one of
+    them hung; now each is one line naming the file and what it is, before any byte is read."""
+    _one_line_error(_run(args, b"Hi"), "/dev/zero", "character device")
+
+
+def test_model_output_above_the_input_limit_is_refused() -> None:
+    """`parse < /dev/zero` read stdin without end; model output is read up to the input limit, then refused
+    with one line naming stdin and the limit."""
+    import io
+
+    from core.errors import ChatTemplateExplorerError
+    from core.inputs import read_model_output
+
+    assert read_model_output(io.TextIOWrapper(io.BytesIO(b"a" * 10)), limit=10) == "a" * 10
+    with pytest.raises(ChatTemplateExplorerError, match=r"model output on stdin .*above the limit of 10 bytes"):
+        read_model_output(io.TextIOWrapper(io.BytesIO(b"a" * 11)), limit=10)
+    with open("/dev/zero", "rb") as zero:
+        proc = subprocess.run([sys.executable, "-m", "core", "parse", ASSET_TEMPLATE], stdin=zero,
+                              capture_output=True, cwd=ROOT, env=_env(), timeout=120)
+    _one_line_error(proc, "stdin", "limit")

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..escapes import json_visible
 from ..errors import ChatTemplateExplorerError
-from ..inputs import guard as _guard, load_chat_template, load_request, read_model_output
+from ..inputs import check_input_file, guard as _guard, load_chat_template, load_request, read_model_output
 
 _COLOURS = {"reasoning": "35", "content": "0", "tool name": "1;36", "call id": "36", "arguments": "33",
             "argument name": "1;33", "argument value": "33", "marker": "7", "whitespace": "2",
@@ -29,6 +29,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         overrides[k] = v
     expect = None
     if args.expect:
+        check_input_file(args.expect, "--expect file")
         try:
             with open(args.expect, encoding="utf-8") as fh:
                 expect = json.load(fh)

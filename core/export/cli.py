@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from ..escapes import json_visible
+from ..inputs import check_input_file
 
 FORMATS = ("response-template", "tokenizer-config", "gbnf")
 
@@ -27,6 +28,7 @@ def _check_cases(path: str) -> None:
     (no reference case checked) or end in an internal error."""
     from ..errors import ChatTemplateExplorerError
 
+    check_input_file(path, "cases file")
     try:
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
@@ -60,6 +62,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     fidelity = "improved" if args.improved else "llama.cpp"
     if args.cases:
         _check_cases(args.cases)
+    if args.tokenizer_config:
+        check_input_file(args.tokenizer_config, "--tokenizer-config file")
     if args.tokenizer_config and args.format != "tokenizer-config" and not args.for_hub:
         # it was ignored: the plain response_template came out, not the merged file the author asked for
         raise ChatTemplateExplorerError(f"--tokenizer-config is merged into only with --format tokenizer-config "
