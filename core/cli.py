@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any, Iterable
 
-from .escapes import json_visible
+from .escapes import escape_invisible, json_visible
 from .errors import ChatTemplateExplorerError
 from .inputs import guard as _guard
 from .inputs import load_chat_template, visible
@@ -116,7 +116,8 @@ def format_report(report: Any, *, full: bool = False, comparisons: bool = True) 
                 L.append(f"    note:   {note}")
         if not full:
             L.append("(long prefixes/suffixes are clipped; --full shows them whole)")
-    return "\n".join(L)
+    # the template's file name, its probe errors and notes are the template author's text too
+    return escape_invisible("\n".join(L))
 
 
 # ------------------------------------------------------------------------------------------------ analyze
@@ -326,7 +327,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis.provenance import ineffective_edits
 
     for edit in ineffective_edits(rep):
-        print(f"note: {edit.message()}", file=sys.stderr)
+        print(f"note: {escape_invisible(edit.message(), keep='')}", file=sys.stderr)
     if args.json:
         print(json_visible(rep.to_json(comparisons=not args.no_comparisons), indent=2))
     else:

@@ -12,7 +12,7 @@ import stat
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
-from .escapes import visible as _visible
+from .escapes import escape_invisible, visible as _visible
 from .errors import ChatTemplateExplorerError, RequestError, RequestFileError, os_error_text
 from .jinja.template import ChatTemplate
 
@@ -118,7 +118,9 @@ def guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespa
             request_path = getattr(args, "request", None)
             if request_path and isinstance(e, RequestError) and not isinstance(e, RequestFileError):
                 e = RequestFileError(request_path, e.message, field=e.field)  # found late, e.g. a content part
-            print(f"error: {e}", file=sys.stderr)
+            # the message quotes the input (a file name, a template's raise_exception text): no character of it may
+            # reorder, hide or break the line a terminal shows
+            print(f"error: {escape_invisible(str(e), keep='')}", file=sys.stderr)
             return 2
         except BrokenPipeError:  # an OSError: core.cli.main ends quietly (`… | head`)
             raise

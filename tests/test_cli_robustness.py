@@ -170,3 +170,44 @@ def test_model_output_above_the_input_limit_is_refused() -> None:
         proc = subprocess.run([sys.executable, "-m", "core", "parse", ASSET_TEMPLATE], stdin=zero,
                               capture_output=True, cwd=ROOT, env=_env(), timeout=120)
     _one_line_error(proc, "stdin", "limit")
+
+
+_INVISIBLE = "\u202e\u200b\x1b"
+
+
+@pytest.fixture(scope="module")
+def bidi_named_template(tmp_path_factory: Any) -> str:
+    """The tour's template under a file name holding a bidi override, a zero-width space and an escape."""
+    d = tmp_path_factory.mktemp("bidi")
+    path = d / "evil\u202elmth\u200b\x1b[2J.jinja"
+    path.write_text((ROOT / ASSET_TEMPLATE).read_text(encoding="utf-8"), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("args", [["analyze"], ["lint", "--fail-on", "never"], ["roundtrip"], ["roundtrip", "--json"],
+                                  ["explain", "--request", ASSET_REQUEST], ["compare", "--no-lint"]],
+                         ids=["analyze", "lint", "roundtrip", "roundtrip-json", "explain", "compare"])
+def test_a_template_name_with_invisible_characters_is_shown_escaped(args: list[str], bidi_named_template: str
+                                                                     ) -> None:
+    """A template file named with U+202E showed raw in the text reports' header (`Template: evil‮lmth.jinja`
+    printed reversed in a terminal) and an ESC could clear the screen; every text report writes them as escapes."""
+    files = [bidi_named_template] * (2 if args[0] == "compare" else 1)
+    proc = _run([args[0], *files, *args[1:]], (ROOT / "assets/outputs/output.txt").read_bytes())
+    out = proc.stdout.decode("utf-8") + proc.stderr.decode("utf-8")
+    assert "Traceback" not in out and proc.returncode in (0, 1), out[-2000:]
+    assert not any(ch in out for ch in _INVISIBLE), [line for line in out.splitlines()
+                                                     if any(ch in line for ch in _INVISIBLE)][:3]
+    assert "evil\\u202elmth\\u200b\\u001b[2J.jinja" in out
+
+
+def test_an_error_raised_by_a_template_is_shown_escaped(tmp_path: Any) -> None:
+    """`raise_exception('…\\u202e…')` reached the one-line error raw, so the template could reorder what the terminal
+    shows of our message; the error line (parse: its note) writes every invisible character as its escape."""
+    t = tmp_path / "raises.jinja"
+    t.write_text("{{ raise_exception('bad\u202e input\u200b\x1b[2J') }}", encoding="utf-8")
+    for cmd in ("analyze", "grammar", "parse"):
+        proc = _run([cmd, str(t)])
+        # parse still answers (the output as content) and names the template's error in a note
+        err = proc.stderr.decode("utf-8").strip() if cmd == "parse" else _one_line_error(proc, "raises.jinja")
+        assert len(err.splitlines()) == 1 and "raises.jinja" in err, err
+        assert not any(ch in err for ch in _INVISIBLE) and "bad\\u202e input\\u200b\\u001b[2J" in err, err

@@ -23,7 +23,7 @@ import os
 import sys
 from typing import Any
 
-from ..escapes import json_visible
+from ..escapes import escape_invisible, json_visible
 from ..errors import ChatTemplateExplorerError, TemplateLoadError
 from ..inputs import guard as _guard
 from ..inputs import load_chat_template, load_request, read_model_output
@@ -64,9 +64,9 @@ def _cmd_parse(args: argparse.Namespace) -> int:
                                           disabled_repairs=tuple(getattr(args, "disable_repair", None) or ()))
     for note in bundle.notes:
         if bundle.format == "content-only":
-            print(f"note: {note}", file=sys.stderr)
+            print(f"note: {escape_invisible(note, keep='')}", file=sys.stderr)
     for note in _disable_repair_notes(getattr(args, "disable_repair", None) or (), _fidelity(args)):
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {escape_invisible(note, keep='')}", file=sys.stderr)
     output = read_model_output()
     if args.stream:
         if args.chunk < 1:

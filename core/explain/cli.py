@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from ..escapes import json_visible
+from ..escapes import escape_invisible, json_visible
 from ..errors import ChatTemplateExplorerError
 from ..inputs import check_input_file, guard as _guard, load_chat_template, load_request, read_model_output
 
@@ -51,7 +51,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         return 0
     tg = ex.triage
     alone = f" (only the repair(s) {', '.join(ex.only_repairs)})" if ex.only_repairs is not None else ""
-    print(f"template {ex.template} · route {ex.route} · fidelity {ex.fidelity}{alone} · parse {ex.verdict}")
+    print(f"template {escape_invisible(ex.template, keep='')} · route {ex.route} · fidelity {ex.fidelity}{alone} · parse {ex.verdict}")
     for note in ex.notes if ex.entry == "no-parser" else ():
         print(f"\n{show_invisible(note)}")
     if tg is not None and tg.mistake.name != "NONE":
