@@ -230,14 +230,14 @@ def restore() -> Any:
         tpl = _load(src, qp.get("name"))
     except Exception as e:  # noqa: BLE001 - a stale link shows a message and the default template
         _notice(f"This link's src={_shown(src)} cannot be opened, so the default template "
-                f"({state.DEFAULT_BUNDLED}) is shown instead: {_reason(e)}")
+                f"({state.DEFAULT_BUNDLED}) is shown instead: {_reason(e, src)}")
         return None
     if tpl.origin == "edited" and qp.get("base"):
         try:    # the loaded source the edit started from: Revert and Compare find it again
             st.session_state["edit_base"] = _load(qp["base"], tpl.name)
         except Exception as e:  # noqa: BLE001 - the edit itself is restored; the message says what is missing
             _notice(f"This link's base={_shown(qp['base'])} (the source the edit started from) cannot be opened: "
-                    f"{_reason(e)}")
+                    f"{_reason(e, qp['base'])}")
     fid = qp.get("fidelity")
     if fid in state.FIDELITIES:
         st.session_state["fidelity"] = fid
@@ -285,8 +285,15 @@ def _shown(value: str) -> str:
     return value if len(value) <= NOTICE_VALUE_CHARS else value[:NOTICE_VALUE_CHARS] + "…"
 
 
-def _reason(err: BaseException) -> str:
-    return str(err) if isinstance(err, ChatTemplateExplorerError) else f"{type(err).__name__}: {err}"
+def _reason(err: BaseException, src: str) -> str:
+    """``err`` as a notice says it. A load error names what it could not load — the ``src`` value after its kind,
+    without its ``#variant`` — in full: cut like the value itself (a 6 KB link once filled the page's top)."""
+    text = str(err) if isinstance(err, ChatTemplateExplorerError) else f"{type(err).__name__}: {err}"
+    rest = src.partition(":")[2]
+    for part in (src, rest, rest.partition("#")[0]):
+        if len(part) > NOTICE_VALUE_CHARS:
+            text = text.replace(part, _shown(part))
+    return text
 
 
 def _notice(message: str) -> None:
