@@ -64,6 +64,7 @@ __all__ = [
     "load_string",
     "load_template",
     "parse_template_json",
+    "read_template_file",
 ]
 
 #: Largest template text (and ``.jinja`` file) accepted, in bytes. Real templates are a few KB; the
@@ -159,6 +160,17 @@ def json_kind(value: Any) -> str:
 def _check_size(source: str, size: int, limit: int | None, what: str = "file") -> None:
     if limit is not None and size > limit:
         raise TemplateTooLargeError(source, size, limit, what)
+
+
+def read_template_file(path: str | os.PathLike[str], max_bytes: int | None = DEFAULT_MAX_BYTES) -> str:
+    """The text of one template file of a batch folder, read as ``Path.read_text`` reads it. Raises
+    :class:`TemplateLoadError` for a named pipe, device or socket in the folder (a pipe without a writer blocks its
+    reader for good, ``/dev/zero`` never ends) and :class:`TemplateTooLargeError` above ``max_bytes``, before a byte
+    is read."""
+    st = os.stat(path)
+    _check_regular(str(path), st.st_mode)
+    _check_size(str(path), st.st_size, max_bytes)
+    return pathlib.Path(path).read_text(encoding="utf-8")
 
 
 def _check_template_text(source: str, name: str, text: Any, limit: int | None) -> str:

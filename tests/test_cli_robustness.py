@@ -211,3 +211,18 @@ def test_an_error_raised_by_a_template_is_shown_escaped(tmp_path: Any) -> None:
         err = proc.stderr.decode("utf-8").strip() if cmd == "parse" else _one_line_error(proc, "raises.jinja")
         assert len(err.splitlines()) == 1 and "raises.jinja" in err, err
         assert not any(ch in err for ch in _INVISIBLE) and "bad\\u202e input\\u200b\\u001b[2J" in err, err
+
+
+@pytest.mark.skipif(not (hasattr(os, "mkfifo") and os.path.exists("/dev/zero")), reason="needs mkfifo, /dev/zero")
+@pytest.mark.parametrize("command", ["lint", "roundtrip", "export", "suite"])
+def test_a_batch_folder_holding_a_pipe_or_a_device_skips_them(tmp_path: Any, command: str) -> None:
+    """`lint`, `roundtrip`, `export` and `suite` with `--batch DIR` read every `*.jinja` whole: a named pipe with no
+    writer blocked the batch for good and a link to /dev/zero read until memory ran out (`analyze --batch` and
+    `corpus` skipped them already). They are skipped now, each named, and the batch goes on to the real template."""
+    (tmp_path / "good.jinja").write_text((ROOT / ASSET_TEMPLATE).read_text(encoding="utf-8"), encoding="utf-8")
+    os.mkfifo(tmp_path / "pipe.jinja")
+    os.symlink("/dev/zero", tmp_path / "zero.jinja")
+    proc = _run([command, "--batch", str(tmp_path)], b"")
+    out = proc.stdout.decode("utf-8") + proc.stderr.decode("utf-8")
+    assert proc.returncode == 0 and "Traceback" not in out, out[-2000:]
+    assert "good.jinja" in out or command == "suite", out[-2000:]
