@@ -395,7 +395,7 @@ def build_parser(own_only: bool = False) -> argparse.ArgumentParser:
                    help="(with --improved) switch a generic improvement off")
     a.set_defaults(func=_guard(_cmd_analyze))
     w = sub.add_parser("workarounds", help="list the workaround rules and the generic improvements")
-    w.add_argument("--json", action="store_true")
+    w.add_argument("--json", action="store_true", help="print the rules as JSON")
     w.set_defaults(func=_guard(_cmd_workarounds))
     if own_only:
         return ap

@@ -226,3 +226,16 @@ def test_a_batch_folder_holding_a_pipe_or_a_device_skips_them(tmp_path: Any, com
     out = proc.stdout.decode("utf-8") + proc.stderr.decode("utf-8")
     assert proc.returncode == 0 and "Traceback" not in out, out[-2000:]
     assert "good.jinja" in out or command == "suite", out[-2000:]
+
+
+def test_every_argument_of_every_command_has_a_help_line() -> None:
+    """A newcomer reads `python -m core grammar --help`: its `file` and `--request`, `conform`'s `cases`, `suite`'s
+    `file` and `--for` and `export`'s `--format` were listed with no word on what they take."""
+    import argparse
+
+    from core.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [f"{name} {action.dest}" for name, parser in sub.choices.items() for action in parser._actions
+            if not isinstance(action, argparse._HelpAction) and not action.help]
+    assert bare == [], bare

@@ -196,16 +196,17 @@ def register(subparsers: Any) -> None:
                    help="(with --improved) switch an improvement off (python -m core workarounds lists them)")
 
     g = subparsers.add_parser("grammar", help="print the GBNF grammar and triggers for a request")
-    g.add_argument("file")
-    g.add_argument("--request")
-    g.add_argument("--variant")
+    g.add_argument("file", help="template: .jinja, tokenizer_config.json, chat_template.json, .gguf or Hub id")
+    g.add_argument("--request", help="request JSON (messages, tools, tool_choice, json_schema, …); default: one "
+                                     "user message, no tools")
+    g.add_argument("--variant", help="named template variant (e.g. tool_use)")
     g.add_argument("--json", action="store_true", help="one JSON object instead of GBNF text")
     g.add_argument("--improved", action="store_true", help=improved_help)
     g.set_defaults(func=_guard(_cmd_grammar))
 
     c = subparsers.add_parser("conform", help="run reference cases (cases.jsonl format): one JSON line each on "
                                               "stdout, the score on stderr")
-    c.add_argument("cases")
+    c.add_argument("cases", help="reference cases, one JSON object a line (../shared/reference/cases.jsonl)")
     c.add_argument("--templates", required=True, help="directory holding the cases' template files")
     c.add_argument("--min", metavar="RATE", help="exit 1 when fewer cases pass (0.95, 95%%)")
     c.add_argument("--summary-only", action="store_true", help="print only the score, not the JSON lines")

@@ -249,7 +249,9 @@ def register(subparsers: Any) -> None:
     e = subparsers.add_parser("export", help="export the analysis as a response_template, tokenizer_config.json "
                                              "or GBNF (verified by transformers with --verify)")
     e.add_argument("file", nargs="?", help="template: .jinja, tokenizer_config.json, chat_template.json, .gguf or Hub id")
-    e.add_argument("--format", choices=FORMATS, default="response-template")
+    e.add_argument("--format", choices=FORMATS, default="response-template",
+                   help="what to print: the response_template (default), a tokenizer_config.json holding it, or "
+                        "the GBNF grammar")
     e.add_argument("--for", dest="flavour", choices=("transformers", "vllm"), default="transformers",
                    help="field names for transformers (reasoning_content) or vLLM (thinking)")
     e.add_argument("--tokenizer-config", help="with --format tokenizer-config: the file to merge into")
@@ -267,10 +269,12 @@ def register(subparsers: Any) -> None:
     e.set_defaults(func=_guard(_cmd_export))
 
     s = subparsers.add_parser("suite", help="write a conformance suite (cases.jsonl + pytest file) for a template")
-    s.add_argument("file", nargs="?")
+    s.add_argument("file", nargs="?", help="template: .jinja, tokenizer_config.json, chat_template.json, .gguf or "
+                                           "Hub id")
     s.add_argument("-o", "--output", help="directory to write into (created)")
     s.add_argument("--batch", metavar="DIR", help="generate and run the suite of every tool-capable template of DIR "
                                                   "with our parser; one JSON line each, figures on stderr")
-    s.add_argument("--for", dest="flavour", choices=("transformers", "vllm"), default="transformers")
+    s.add_argument("--for", dest="flavour", choices=("transformers", "vllm"), default="transformers",
+                   help="field names for transformers (reasoning_content) or vLLM (thinking)")
     s.add_argument("--improved", action="store_true", help="improved fidelity (default: llama.cpp's)")
     s.set_defaults(func=_guard(_cmd_suite))
