@@ -239,3 +239,17 @@ def test_every_argument_of_every_command_has_a_help_line() -> None:
     bare = [f"{name} {action.dest}" for name, parser in sub.choices.items() for action in parser._actions
             if not isinstance(action, argparse._HelpAction) and not action.help]
     assert bare == [], bare
+
+
+def test_gbnf_text_writes_invisible_characters_as_gbnf_escapes(tmp_path: Any) -> None:
+    """`grammar` printed a tool name holding U+202E raw inside its GBNF literal (the grammar line showed reversed);
+    it writes GBNF's own escape (`\\u202e`, which llama.cpp's grammar parser reads back as the same character)."""
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function",
+                   "function": {"name": "get\u202eweather\u200b", "parameters": {"type": "object", "properties": {
+                       "ci\u202ety": {"type": "string"}}, "required": ["ci\u202ety"]}}}]}), encoding="utf-8")
+    proc = _run(["grammar", ASSET_TEMPLATE, "--request", str(req)])
+    out = proc.stdout.decode("utf-8")
+    assert proc.returncode == 0, proc.stderr
+    assert not any(ch in out for ch in "\u202e\u200b"), [line for line in out.splitlines() if "weather" in line]
+    assert '"get\\u202eweather\\u200b' in out

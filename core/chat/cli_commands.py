@@ -141,7 +141,8 @@ def _cmd_grammar(args: argparse.Namespace) -> int:
                             "preserved_tokens": p.preserved_tokens, "additional_stops": p.additional_stops,
                             "generation_prompt": bundle.generation_prompt, "format": bundle.format}, indent=2))
         return 0
-    print(p.grammar if p.grammar else "# no grammar for this request")
+    # GBNF reads \u202e in a literal or a class as that character: a tool name cannot reorder the line shown
+    print(escape_invisible(p.grammar, keep="\n") if p.grammar else "# no grammar for this request")
     print(f"# lazy: {str(bool(p.grammar_lazy)).lower()}")
     for t in triggers:
         print(f"# trigger {t.get('type')}: {json_visible(t.get('value'))}")

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from ..escapes import json_visible
+from ..escapes import escape_invisible, json_visible
 from ..inputs import check_input_file
 
 FORMATS = ("response-template", "tokenizer-config", "gbnf")
@@ -88,7 +88,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.format == "gbnf":
         from .gbnf import export_gbnf
 
-        print(export_gbnf(template, fidelity=fidelity))
+        print(escape_invisible(export_gbnf(template, fidelity=fidelity), keep="\n"))  # GBNF reads \u202e back
         return 0
     res = export_response_template(template, fidelity=fidelity, flavour=args.flavour)
     if not res.exportable:
