@@ -211,6 +211,10 @@ def test_an_error_raised_by_a_template_is_shown_escaped(tmp_path: Any) -> None:
         err = proc.stderr.decode("utf-8").strip() if cmd == "parse" else _one_line_error(proc, "raises.jinja")
         assert len(err.splitlines()) == 1 and "raises.jinja" in err, err
         assert not any(ch in err for ch in _INVISIBLE) and "bad\\u202e input\\u200b\\u001b[2J" in err, err
+    proc = _run(["export", str(t)])  # its error lines on stderr, before the exit status 1
+    err = proc.stderr.decode("utf-8")
+    assert proc.returncode == 1 and not any(ch in err for ch in _INVISIBLE), err
+    assert "bad\\u202e input\\u200b\\u001b[2J" in err, err
 
 
 @pytest.mark.skipif(not (hasattr(os, "mkfifo") and os.path.exists("/dev/zero")), reason="needs mkfifo, /dev/zero")
