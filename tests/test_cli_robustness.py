@@ -257,3 +257,13 @@ def test_gbnf_text_writes_invisible_characters_as_gbnf_escapes(tmp_path: Any) ->
     assert proc.returncode == 0, proc.stderr
     assert not any(ch in out for ch in "\u202e\u200b"), [line for line in out.splitlines() if "weather" in line]
     assert '"get\\u202eweather\\u200b' in out
+
+
+def test_conform_score_writes_a_case_id_with_invisible_characters_escaped(tmp_path: Any) -> None:
+    """The score's failing-case lines printed a case id holding U+202E raw (`FAIL c‮x …`, shown reversed)."""
+    cases = _write(tmp_path, "cases.jsonl", json.dumps({
+        "id": "c\u202ex", "template": "Qwen-Qwen3-0.6B.jinja", "messages": [{"role": "user", "content": "hi"}],
+        "tools": None, "input": "Hi", "is_partial": False, "expect": {"role": "assistant", "content": "Other"}}))
+    proc = _run(["conform", cases, "--templates", str(TEMPLATES)])
+    err = proc.stderr.decode("utf-8")
+    assert "FAIL c\\u202ex [Qwen-Qwen3-0.6B.jinja]" in err and "\u202e" not in err, err

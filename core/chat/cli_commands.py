@@ -168,7 +168,8 @@ def _cmd_conform(args: argparse.Namespace) -> int:
         if not args.summary_only:
             print(json_visible(result), flush=True)
     if not args.quiet:
-        print("\n".join(summary.lines(args.show)), file=sys.stderr)
+        # case ids and expected values are the cases file's text
+        print(escape_invisible("\n".join(summary.lines(args.show))), file=sys.stderr)
     if minimum is not None and summary.rate < minimum:
         print(f"conform: pass rate {100 * summary.rate:.1f}% is below --min {100 * minimum:g}%", file=sys.stderr)
         return 1
