@@ -267,3 +267,11 @@ def test_conform_score_writes_a_case_id_with_invisible_characters_escaped(tmp_pa
     proc = _run(["conform", cases, "--templates", str(TEMPLATES)])
     err = proc.stderr.decode("utf-8")
     assert "FAIL c\\u202ex [Qwen-Qwen3-0.6B.jinja]" in err and "\u202e" not in err, err
+
+
+def test_an_expect_file_nested_too_deeply_names_the_file(tmp_path: Any) -> None:
+    """`explain --expect FILE` with JSON nested past Python's reader said only "input too large or nested too
+    deeply (RecursionError)", naming neither the option nor the file."""
+    deep = _write(tmp_path, "deep.json", "[" * 100_000)
+    _one_line_error(_run(["explain", ASSET_TEMPLATE, "--request", ASSET_REQUEST, "--expect", deep], b"Hi"),
+                    "--expect", deep, "nested too deeply")

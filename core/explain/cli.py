@@ -35,6 +35,9 @@ def _cmd_explain(args: argparse.Namespace) -> int:
                 expect = json.load(fh)
         except (OSError, ValueError) as e:
             raise ChatTemplateExplorerError(f"--expect {args.expect}: cannot read a JSON message ({e})") from None
+        except RecursionError:
+            raise ChatTemplateExplorerError(f"--expect {args.expect}: cannot read a JSON message (nested too "
+                                            "deeply)") from None
         check_expected(expect, f"--expect {args.expect}")
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)
