@@ -273,6 +273,8 @@ def restore() -> Any:
 
 #: session key of what a link asked for and did not get: ``{"messages": [...], "page": …, "digest": …}``
 NOTICE_KEY = "link_notice"
+#: characters of a ``text:`` link's display name (``name=``): a file name's limit on common file systems
+LINK_NAME_MAX_CHARS = 255
 #: characters of a link's value repeated in a notice (a hostile link may be kilobytes long)
 NOTICE_VALUE_CHARS = 120
 #: dropped overrides named one line each; the rest are counted in one line (a 16 KB ``ov`` holds thousands)
@@ -359,6 +361,10 @@ def _load(src: str, name: str | None) -> Any:
         text = load_text(rest)
         if text is None:
             raise TemplateLoadError(f"text:{rest}", "this link names edited text that this server does not keep")
+        if name and len(name) > LINK_NAME_MAX_CHARS:  # every page and the sidebar show it
+            _notice(f"This link's name={_shown(name)} was cut to {LINK_NAME_MAX_CHARS} characters (a file name's "
+                    "limit)")
+            name = name[:LINK_NAME_MAX_CHARS] + "…"
         tpl = state.from_edit(None, text, name or f"edited-{rest[:8]}.jinja")
     else:
         raise TemplateLoadError(src, "a link's src must start with bundled:, hub:, file: or text:")
