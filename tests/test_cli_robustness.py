@@ -164,6 +164,26 @@ def test_model_output_above_the_input_limit_is_refused() -> None:
     from core.inputs import read_model_output
 
     assert read_model_output(io.TextIOWrapper(io.BytesIO(b"a" * 10)), limit=10) == "a" * 10
+
+    class Terminal(io.RawIOBase):  # a terminal hands over one line per read
+        def __init__(self, data: bytes) -> None:
+            self.lines = data.splitlines(keepends=True)
+
+        def readable(self) -> bool:
+            return True
+
+        def isatty(self) -> bool:
+            return True
+
+        def readinto(self, b) -> int:
+            if not self.lines:
+                return 0
+            line = self.lines.pop(0)
+            b[:len(line)] = line
+            return len(line)
+
+    typed = b"<think>plan</think>\n<tool_call>\n{}\n</tool_call>\n"
+    assert read_model_output(io.TextIOWrapper(io.BufferedReader(Terminal(typed))), limit=100) == typed.decode()
     with pytest.raises(ChatTemplateExplorerError, match=r"model output on stdin .*above the limit of 10 bytes"):
         read_model_output(io.TextIOWrapper(io.BytesIO(b"a" * 11)), limit=10)
     with open("/dev/zero", "rb") as zero:
