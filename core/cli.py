@@ -29,7 +29,7 @@ from typing import Any, Iterable
 from .escapes import escape_invisible, json_visible
 from .errors import ChatTemplateExplorerError
 from .inputs import guard as _guard
-from .inputs import load_chat_template, visible
+from .inputs import check_input_file, load_chat_template, visible
 
 
 # ------------------------------------------------------------------------------------------------ display
@@ -300,6 +300,7 @@ def run_batch(paths: list[str], workers: int = 2, timeout: float = 120.0,
 
 def _load_caps_reference(path: str) -> dict[str, dict[str, Any]]:
     out = {}
+    check_input_file(path, "--caps-from file")
     with open(path, encoding="utf-8") as f:
         for line in f:
             if line.strip():
@@ -317,6 +318,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     if args.batch:
         from .corpus import template_files
 
+        if not 0 < args.timeout < float("inf"):  # nan fails this too
+            raise ChatTemplateExplorerError(f"--timeout {args.timeout:g}: expected a positive number of seconds")
         run_batch(template_files(args.batch), workers=args.workers, timeout=args.timeout, caps_by_name=caps_ref, fidelity=fidelity)
         return 0
     if not args.file:

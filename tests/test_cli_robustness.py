@@ -295,3 +295,12 @@ def test_an_expect_file_nested_too_deeply_names_the_file(tmp_path: Any) -> None:
     deep = _write(tmp_path, "deep.json", "[" * 100_000)
     _one_line_error(_run(["explain", ASSET_TEMPLATE, "--request", ASSET_REQUEST, "--expect", deep], b"Hi"),
                     "--expect", deep, "nested too deeply")
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-1"])
+def test_analyze_batch_timeout_must_be_a_positive_number(tmp_path: Any, value: str) -> None:
+    """`analyze --batch DIR --timeout inf` ended in "internal error … OverflowError"; 0 and -1 failed every
+    template "within -1 s"; nan switched the limit off. Each is one line naming the option and the value."""
+    (tmp_path / "t.jinja").write_text("{{ messages[0].content }}", encoding="utf-8")
+    err = _one_line_error(_run(["analyze", "--batch", str(tmp_path), "--timeout", value]), "--timeout", value)
+    assert "internal error" not in err
