@@ -30,6 +30,7 @@ from .escapes import escape_invisible, json_visible
 from .errors import ChatTemplateExplorerError
 from .inputs import guard as _guard
 from .inputs import check_input_file, load_chat_template, visible
+from .jinja.limits import setting_problems
 
 
 # ------------------------------------------------------------------------------------------------ display
@@ -423,6 +424,10 @@ def main(argv: list[str] | None = None) -> int:
     # huggingface_hub logs every connection retry as a multi-line warning; the CLI reports the outcome in one
     # line (HubOfflineError, HubTimeoutError …), so only its errors are shown.
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+    problems = setting_problems()
+    if problems:
+        print(f"error: {escape_invisible(problems[0], keep='')}", file=sys.stderr)
+        return 2
     try:
         status = int(args.func(args) or 0)
         sys.stdout.flush()

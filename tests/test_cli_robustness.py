@@ -304,3 +304,15 @@ def test_analyze_batch_timeout_must_be_a_positive_number(tmp_path: Any, value: s
     (tmp_path / "t.jinja").write_text("{{ messages[0].content }}", encoding="utf-8")
     err = _one_line_error(_run(["analyze", "--batch", str(tmp_path), "--timeout", value]), "--timeout", value)
     assert "internal error" not in err
+
+
+@pytest.mark.parametrize("name, value", [("CTE_MAX_SOURCE_CHARS", "abc"), ("CTE_MAX_SOURCE_CHARS", "-1"),
+                                         ("CTE_COMPILE_TIMEOUT_S", "nan"), ("CTE_CACHE_MAX_BYTES", "1e9")])
+def test_a_number_setting_that_is_no_number_is_one_line(name: str, value: str) -> None:
+    """`CTE_CACHE_MAX_BYTES=abc` (or `CTE_COMPILE_TIMEOUT_S=abc`, `CTE_MAX_SOURCE_CHARS=nan`) ended every
+    command in a traceback from the import of the limits (`ValueError: invalid literal for int()`), and
+    `CTE_MAX_SOURCE_CHARS=-1` refused every template. Each is one line naming the variable and its value."""
+    env = dict(_env(), **{name: value})
+    proc = subprocess.run([sys.executable, "-m", "core", "analyze", ASSET_TEMPLATE], capture_output=True, cwd=ROOT,
+                          env=env, timeout=120)
+    _one_line_error(proc, f"{name}={value!r}")
