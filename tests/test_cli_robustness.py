@@ -316,3 +316,19 @@ def test_a_number_setting_that_is_no_number_is_one_line(name: str, value: str) -
     proc = subprocess.run([sys.executable, "-m", "core", "analyze", ASSET_TEMPLATE], capture_output=True, cwd=ROOT,
                           env=env, timeout=120)
     _one_line_error(proc, f"{name}={value!r}")
+
+
+@pytest.mark.parametrize("name, value", [("CTE_ISOLATED_WORKERS", "four"), ("CTE_ISOLATED_TIMEOUT_S", "-5"),
+                                         ("CTE_ISOLATED_RUNAWAY_NICE", "x")])
+def test_serve_names_a_bad_worker_setting_before_starting(name: str, value: str) -> None:
+    """The app's worker settings were read with int()/float() when the app first rendered: `serve` started and every
+    visitor's page then failed with a ValueError. `serve` names the bad setting in one line and starts nothing."""
+    import socket
+
+    env = dict(_env(), **{name: value})
+    with socket.socket() as busy:  # were the setting let through, serve stops at the busy port, never starts
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        proc = subprocess.run([sys.executable, "-m", "core", "serve", "--port", str(busy.getsockname()[1])],
+                              capture_output=True, cwd=ROOT, env=env, timeout=60)
+    _one_line_error(proc, f"{name}={value!r}")

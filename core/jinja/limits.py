@@ -45,7 +45,11 @@ DEFAULT_LIMITS = RenderLimits()
 
 #: The number settings read once at import: name, type, whether 0 is allowed
 NUMBER_SETTINGS = (("CTE_MAX_SOURCE_CHARS", int, False), ("CTE_COMPILE_TIMEOUT_S", float, False),
-                   ("CTE_CACHE_MAX_BYTES", int, True))
+                   ("CTE_CACHE_MAX_BYTES", int, True),
+                   # the app's render workers (core.isolation)
+                   ("CTE_ISOLATED_TIMEOUT_S", float, False), ("CTE_ISOLATED_MEMORY_MB", int, False),
+                   ("CTE_ISOLATED_WORKERS", int, False), ("CTE_ISOLATED_PER_VISITOR", int, False),
+                   ("CTE_ISOLATED_RUNAWAY_CPU_S", float, False), ("CTE_ISOLATED_RUNAWAY_NICE", int, True))
 
 
 def _setting_value(name: str) -> tuple[Any, str | None]:
