@@ -44,6 +44,7 @@ from .errors import (
     TemplateLoadError,
     TemplateTooLargeError,
     VariantNotFoundError,
+    shown_source,
 )
 
 if TYPE_CHECKING:  # jinja2 loads when a template is compiled, not when a file is read (the app's front page)
@@ -652,7 +653,7 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
             loaded = load_file(path, None, max_bytes=max_bytes, max_json_bytes=max_json_bytes)
         except TemplateLoadError as e:  # name the repo file, not the cache path
             e.source = f"{what}/{fname}"
-            e.args = (f"cannot load chat template from {e.source!r}: {e.reason}",)
+            e.args = (f"cannot load chat template from {shown_source(e.source)!r}: {e.reason}",)
             raise
         variants = dict(loaded.variants)
         if fname == "chat_template.jinja":

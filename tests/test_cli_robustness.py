@@ -332,3 +332,19 @@ def test_serve_names_a_bad_worker_setting_before_starting(name: str, value: str)
         proc = subprocess.run([sys.executable, "-m", "core", "serve", "--port", str(busy.getsockname()[1])],
                               capture_output=True, cwd=ROOT, env=env, timeout=60)
     _one_line_error(proc, f"{name}={value!r}")
+
+
+def test_a_very_long_source_is_cut_in_its_load_error() -> None:
+    """A 20,000-character Hub id typed on the Compare page came back as a 40,000-character error (the id quoted
+    twice); the load error quotes a source of more than 200 characters cut, and keeps it whole on ``.source``."""
+    from core.errors import TemplateLoadError
+
+    spec = "org/" + "m" * 20_000
+    with pytest.raises(TemplateLoadError) as info:
+        import core
+
+        core.load_template(spec)
+    assert info.value.source == spec and len(str(info.value)) < 700, len(str(info.value))
+    assert "org/mmm" in str(info.value) and "…" in str(info.value)
+    err = _one_line_error(_run(["analyze", spec]), "org/mmm")
+    assert len(err) < 700
