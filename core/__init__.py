@@ -111,6 +111,14 @@ def build_parser(template: TemplateLike, request: RequestLike = None, *, fidelit
     return build_chat_parser(_template(template), _request(request), fidelity=fidelity, report=report)
 
 
+def _output(output: Any) -> str:
+    """``output`` when it is text; else a ``TypeError`` naming its type (bytes, None…) at the call, rather than
+    one from deep inside the parser."""
+    if not isinstance(output, str):
+        raise TypeError(f"output must be the model's text (str), not {type(output).__name__}: {output!r:.60}")
+    return output
+
+
 def _bundle(target: Any, request: RequestLike, fidelity: str) -> ChatParserBundle:
     from .chat.pipeline import ChatParserBundle
 
@@ -121,9 +129,9 @@ def parse(template: TemplateLike | ChatParserBundle, output: str, request: Reque
           fidelity: str = "llama.cpp", is_partial: bool = False) -> AssistantMessage:
     """Parse a model's raw ``output`` into an assistant message (``to_openai()``: ``content``,
     ``reasoning_content``, ``tool_calls``; ``repairs``: what the parse had to settle). ``template`` may also be a
-    :func:`build_parser` bundle, built once for many outputs. Never raises on the output: text the format does
-    not account for becomes content."""
-    return _bundle(template, request, fidelity).parser.parse(output, is_partial)
+    :func:`build_parser` bundle, built once for many outputs. Never raises on the output's text: text the format
+    does not account for becomes content (an ``output`` that is not a ``str`` is a ``TypeError``)."""
+    return _bundle(template, request, fidelity).parser.parse(_output(output), is_partial)
 
 
 def stream(template: TemplateLike | ChatParserBundle, chunks: Iterable[str], request: RequestLike = None, *,
@@ -144,10 +152,10 @@ def explain_output(template: TemplateLike, output: str, request: RequestLike = N
             overrides: Mapping[str, Any] | None = None) -> Explanation:
     """Explain how ``template``'s parser reads ``output``: labelled spans over the text, where the parse
     stopped, the causes with evidence, fixes checked by re-parsing, and reproducers. Raises what
-    :func:`build_parser` raises; never raises on the output."""
+    :func:`build_parser` raises; never raises on the output's text (one that is not a ``str``: ``TypeError``)."""
     from .explain.explain import explain as _explain
 
-    return _explain(_template(template), _request(request), output, fidelity=fidelity,
+    return _explain(_template(template), _request(request), _output(output), fidelity=fidelity,
                     overrides=dict(overrides or {}))
 
 

@@ -26,10 +26,11 @@ import sys
 import time
 from typing import Any, Iterable
 
-from .escapes import json_visible
+from .escapes import escape_invisible, json_visible
 from .errors import ChatTemplateExplorerError
 from .inputs import guard as _guard
-from .inputs import load_chat_template, visible
+from .inputs import check_input_file, load_chat_template, visible
+from .jinja.limits import setting_problems
 
 
 # ------------------------------------------------------------------------------------------------ display
@@ -116,7 +117,8 @@ def format_report(report: Any, *, full: bool = False, comparisons: bool = True) 
                 L.append(f"    note:   {note}")
         if not full:
             L.append("(long prefixes/suffixes are clipped; --full shows them whole)")
-    return "\n".join(L)
+    # the template's file name, its probe errors and notes are the template author's text too
+    return escape_invisible("\n".join(L))
 
 
 # ------------------------------------------------------------------------------------------------ analyze
@@ -299,6 +301,7 @@ def run_batch(paths: list[str], workers: int = 2, timeout: float = 120.0,
 
 def _load_caps_reference(path: str) -> dict[str, dict[str, Any]]:
     out = {}
+    check_input_file(path, "--caps-from file")
     with open(path, encoding="utf-8") as f:
         for line in f:
             if line.strip():
@@ -316,6 +319,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     if args.batch:
         from .corpus import template_files
 
+        if not 0 < args.timeout < float("inf"):  # nan fails this too
+            raise ChatTemplateExplorerError(f"--timeout {args.timeout:g}: expected a positive number of seconds")
         run_batch(template_files(args.batch), workers=args.workers, timeout=args.timeout, caps_by_name=caps_ref, fidelity=fidelity)
         return 0
     if not args.file:
@@ -326,7 +331,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from .analysis.provenance import ineffective_edits
 
     for edit in ineffective_edits(rep):
-        print(f"note: {edit.message()}", file=sys.stderr)
+        print(f"note: {escape_invisible(edit.message(), keep='')}", file=sys.stderr)
     if args.json:
         print(json_visible(rep.to_json(comparisons=not args.no_comparisons), indent=2))
     else:
@@ -394,7 +399,7 @@ def build_parser(own_only: bool = False) -> argparse.ArgumentParser:
                    help="(with --improved) switch a generic improvement off")
     a.set_defaults(func=_guard(_cmd_analyze))
     w = sub.add_parser("workarounds", help="list the workaround rules and the generic improvements")
-    w.add_argument("--json", action="store_true")
+    w.add_argument("--json", action="store_true", help="print the rules as JSON")
     w.set_defaults(func=_guard(_cmd_workarounds))
     if own_only:
         return ap
@@ -419,6 +424,10 @@ def main(argv: list[str] | None = None) -> int:
     # huggingface_hub logs every connection retry as a multi-line warning; the CLI reports the outcome in one
     # line (HubOfflineError, HubTimeoutError …), so only its errors are shown.
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+    problems = setting_problems()
+    if problems:
+        print(f"error: {escape_invisible(problems[0], keep='')}", file=sys.stderr)
+        return 2
     try:
         status = int(args.func(args) or 0)
         sys.stdout.flush()

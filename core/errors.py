@@ -27,6 +27,16 @@ def one_line(text: str) -> str:
     return text.translate(_LINE_BREAKS)
 
 
+#: characters of a template source (a path, a Hub id) a load error quotes: a 20,000-character id typed in a box
+#: came back as a 40,000-character error; ``TemplateLoadError.source`` keeps it whole
+SOURCE_SHOWN_CHARS = 200
+
+
+def shown_source(source: str) -> str:
+    """``source`` as a load error quotes it: cut after :data:`SOURCE_SHOWN_CHARS` characters (``…``)."""
+    return source if len(source) <= SOURCE_SHOWN_CHARS else source[:SOURCE_SHOWN_CHARS] + "…"
+
+
 class TemplateLoadError(ChatTemplateExplorerError):
     """A template source could not be read: missing file, empty file, binary data, no template in a
     ``tokenizer_config.json`` / ``chat_template.json`` / ``.gguf``, unknown variant name.
@@ -37,7 +47,10 @@ class TemplateLoadError(ChatTemplateExplorerError):
     def __init__(self, source: str, reason: str):
         self.source = source
         self.reason = reason
-        super().__init__(f"cannot load chat template from {source!r}: {reason}")
+        shown = shown_source(source)
+        if shown != source:  # a reason may name the source again (a Hub id's revision, a variant's file)
+            reason = reason.replace(source, shown)
+        super().__init__(f"cannot load chat template from {shown!r}: {reason}")
 
 
 class TemplateTooLargeError(TemplateLoadError):

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import stat
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
-from .escapes import visible as _visible
+from .escapes import escape_invisible, visible as _visible
 from .errors import ChatTemplateExplorerError, RequestError, RequestFileError, os_error_text
 from .jinja.template import ChatTemplate
 
@@ -35,6 +37,29 @@ def load_chat_template(spec: str, variant: str | None = None, request: "ChatRequ
     return loaded.template()
 
 
+#: the most bytes a file option or stdin may hold: a request, a cases file or a model's output is megabytes at most,
+#: and a device or stream without end (``/dev/zero``, ``yes |``) must not be read until memory runs out
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+
+_NOT_A_FILE = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
+
+
+def check_input_file(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> None:
+    """Raise :class:`~core.errors.RequestFileError` naming ``path`` (a ``kind`` such as ``"request file"``) when it
+    is a folder, a device or a socket, or a regular file above ``limit`` bytes — before a byte is read. A named pipe
+    passes (``--request <(…)``); a missing file is left to ``open``, whose error names it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    what = next((name for test, name in _NOT_A_FILE if test(st.st_mode)), None)
+    if what:
+        raise RequestFileError(path, f"{what}, not a file", kind=kind)
+    if stat.S_ISREG(st.st_mode) and st.st_size > limit:
+        raise RequestFileError(path, f"{st.st_size:,} bytes, above the limit of {limit:,}", kind=kind)
+
+
 def load_request(path: str | None) -> "ChatRequest":
     """A request from a JSON file (``None``: one user message "Hello", no tools). Raises
     :class:`~core.errors.RequestFileError` naming the file (and the bad field)."""
@@ -42,6 +67,7 @@ def load_request(path: str | None) -> "ChatRequest":
 
     if path is None:
         return ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hello"}]})
+    check_input_file(path, "request file")
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -62,13 +88,17 @@ def load_request(path: str | None) -> "ChatRequest":
 _INVALID_RUN = re.compile("[\udc80-\udcff]+")
 
 
-def read_model_output(stream: Any = None) -> str:
+def read_model_output(stream: Any = None, limit: int = MAX_INPUT_BYTES) -> str:
     """Model output from ``stream`` (stdin): UTF-8, each run of invalid bytes replaced by one U+FFFD as
     llama.cpp sanitizes undecodable text (stdin's surrogateescape would pass the raw bytes through to the JSON
-    we print, which is then not UTF-8). A text stream without ``buffer`` is read as it is."""
+    we print, which is then not UTF-8). A text stream without ``buffer`` is read as it is (``limit`` counts its
+    characters). Raises :class:`~core.errors.ChatTemplateExplorerError` when there is more than ``limit``."""
     stream = stream or sys.stdin
     buffer = getattr(stream, "buffer", None)
-    text = stream.read() if buffer is None else buffer.read().decode("utf-8", "surrogateescape")
+    data = stream.read(limit + 1) if buffer is None else buffer.read(limit + 1)
+    if len(data) > limit:
+        raise ChatTemplateExplorerError(f"model output on stdin is above the limit of {limit:,} bytes")
+    text = data if buffer is None else data.decode("utf-8", "surrogateescape")
     return _INVALID_RUN.sub("\ufffd", text)
 
 
@@ -88,7 +118,9 @@ def guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespa
             request_path = getattr(args, "request", None)
             if request_path and isinstance(e, RequestError) and not isinstance(e, RequestFileError):
                 e = RequestFileError(request_path, e.message, field=e.field)  # found late, e.g. a content part
-            print(f"error: {e}", file=sys.stderr)
+            # the message quotes the input (a file name, a template's raise_exception text): no character of it may
+            # reorder, hide or break the line a terminal shows
+            print(f"error: {escape_invisible(str(e), keep='')}", file=sys.stderr)
             return 2
         except BrokenPipeError:  # an OSError: core.cli.main ends quietly (`… | head`)
             raise

@@ -35,20 +35,20 @@ from typing import Any, Callable
 
 from . import transient
 from .errors import AnalysisError, ChatTemplateExplorerError
-from .jinja.limits import rss_bytes
+from .jinja.limits import env_number, rss_bytes
 from .serving import current_visitor
 
 #: Wall-clock seconds one call may take before its worker is killed (``$CTE_ISOLATED_TIMEOUT_S``).
-DEFAULT_TIMEOUT_S = float(os.environ.get("CTE_ISOLATED_TIMEOUT_S") or 20.0)
+DEFAULT_TIMEOUT_S = float(env_number("CTE_ISOLATED_TIMEOUT_S", 20.0))
 #: Address-space limit of a worker in MB (``$CTE_ISOLATED_MEMORY_MB``); the analysis of a real template peaks
 #: well under 100 MB.
-DEFAULT_MEMORY_MB = int(os.environ.get("CTE_ISOLATED_MEMORY_MB") or 500)
+DEFAULT_MEMORY_MB = env_number("CTE_ISOLATED_MEMORY_MB", 500)
 #: Workers running at once (``$CTE_ISOLATED_WORKERS``); further calls wait for one.
-MAX_WORKERS = max(1, int(os.environ.get("CTE_ISOLATED_WORKERS") or 4))
+MAX_WORKERS = env_number("CTE_ISOLATED_WORKERS", 4)
 #: Workers one visitor's calls may hold at once (``$CTE_ISOLATED_PER_VISITOR``, default half of
 #: :data:`MAX_WORKERS`): a visitor is who :func:`core.serving.set_visitor` named on the calling thread (the app:
 #: the browser session); calls of no named visitor (the CLI, tests, the corpus batch) are bounded by the pool only.
-PER_VISITOR = max(1, int(os.environ.get("CTE_ISOLATED_PER_VISITOR") or MAX_WORKERS // 2))
+PER_VISITOR = max(1, env_number("CTE_ISOLATED_PER_VISITOR", MAX_WORKERS // 2))
 #: Workers kept idle for the next calls.
 MAX_IDLE = 2
 #: Calls one worker serves before it is replaced (its caches are bounded; this bounds fragmentation too).
@@ -58,10 +58,10 @@ MAX_CALLS = 500
 #: threads (every other visitor's page) and other calls go first while a runaway template burns its worker. CPU
 #: time, not wall time: a real template's analysis uses at most 0.7 s of it however loaded the machine is, so
 #: only a runaway (or a long explain of a hostile output) gets there. Linux (``/proc``); elsewhere never.
-RUNAWAY_CPU_S = float(os.environ.get("CTE_ISOLATED_RUNAWAY_CPU_S") or 1.0)
+RUNAWAY_CPU_S = float(env_number("CTE_ISOLATED_RUNAWAY_CPU_S", 1.0))
 #: The nice value a worker drops to past :data:`RUNAWAY_CPU_S` (``$CTE_ISOLATED_RUNAWAY_NICE``): at 10 it gets
 #: about a tenth of the CPU share of a process at 0 when both want the same core.
-RUNAWAY_NICE = int(os.environ.get("CTE_ISOLATED_RUNAWAY_NICE") or 10)
+RUNAWAY_NICE = env_number("CTE_ISOLATED_RUNAWAY_NICE", 10)
 #: How often a waiting caller looks at its worker's CPU time until it is demoted (it is woken at once by a reply).
 _RUNAWAY_POLL_S = 0.1
 #: A call that hit a wall-clock limit with less CPU than this share of its wall time was starved by the machine's

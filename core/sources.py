@@ -44,6 +44,7 @@ from .errors import (
     TemplateLoadError,
     TemplateTooLargeError,
     VariantNotFoundError,
+    shown_source,
 )
 
 if TYPE_CHECKING:  # jinja2 loads when a template is compiled, not when a file is read (the app's front page)
@@ -64,6 +65,7 @@ __all__ = [
     "load_string",
     "load_template",
     "parse_template_json",
+    "read_template_file",
 ]
 
 #: Largest template text (and ``.jinja`` file) accepted, in bytes. Real templates are a few KB; the
@@ -159,6 +161,17 @@ def json_kind(value: Any) -> str:
 def _check_size(source: str, size: int, limit: int | None, what: str = "file") -> None:
     if limit is not None and size > limit:
         raise TemplateTooLargeError(source, size, limit, what)
+
+
+def read_template_file(path: str | os.PathLike[str], max_bytes: int | None = DEFAULT_MAX_BYTES) -> str:
+    """The text of one template file of a batch folder, read as ``Path.read_text`` reads it. Raises
+    :class:`TemplateLoadError` for a named pipe, device or socket in the folder (a pipe without a writer blocks its
+    reader for good, ``/dev/zero`` never ends) and :class:`TemplateTooLargeError` above ``max_bytes``, before a byte
+    is read."""
+    st = os.stat(path)
+    _check_regular(str(path), st.st_mode)
+    _check_size(str(path), st.st_size, max_bytes)
+    return pathlib.Path(path).read_text(encoding="utf-8")
 
 
 def _check_template_text(source: str, name: str, text: Any, limit: int | None) -> str:
@@ -640,7 +653,7 @@ def load_hub(repo_id: str, variant: str | None = None, *, revision: str | None =
             loaded = load_file(path, None, max_bytes=max_bytes, max_json_bytes=max_json_bytes)
         except TemplateLoadError as e:  # name the repo file, not the cache path
             e.source = f"{what}/{fname}"
-            e.args = (f"cannot load chat template from {e.source!r}: {e.reason}",)
+            e.args = (f"cannot load chat template from {shown_source(e.source)!r}: {e.reason}",)
             raise
         variants = dict(loaded.variants)
         if fname == "chat_template.jinja":

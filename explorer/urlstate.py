@@ -230,14 +230,14 @@ def restore() -> Any:
         tpl = _load(src, qp.get("name"))
     except Exception as e:  # noqa: BLE001 - a stale link shows a message and the default template
         _notice(f"This link's src={_shown(src)} cannot be opened, so the default template "
-                f"({state.DEFAULT_BUNDLED}) is shown instead: {_reason(e)}")
+                f"({state.DEFAULT_BUNDLED}) is shown instead: {_reason(e, src)}")
         return None
     if tpl.origin == "edited" and qp.get("base"):
         try:    # the loaded source the edit started from: Revert and Compare find it again
             st.session_state["edit_base"] = _load(qp["base"], tpl.name)
         except Exception as e:  # noqa: BLE001 - the edit itself is restored; the message says what is missing
             _notice(f"This link's base={_shown(qp['base'])} (the source the edit started from) cannot be opened: "
-                    f"{_reason(e)}")
+                    f"{_reason(e, qp['base'])}")
     fid = qp.get("fidelity")
     if fid in state.FIDELITIES:
         st.session_state["fidelity"] = fid
@@ -273,6 +273,8 @@ def restore() -> Any:
 
 #: session key of what a link asked for and did not get: ``{"messages": [...], "page": …, "digest": …}``
 NOTICE_KEY = "link_notice"
+#: characters of a ``text:`` link's display name (``name=``): a file name's limit on common file systems
+LINK_NAME_MAX_CHARS = 255
 #: characters of a link's value repeated in a notice (a hostile link may be kilobytes long)
 NOTICE_VALUE_CHARS = 120
 #: dropped overrides named one line each; the rest are counted in one line (a 16 KB ``ov`` holds thousands)
@@ -285,8 +287,15 @@ def _shown(value: str) -> str:
     return value if len(value) <= NOTICE_VALUE_CHARS else value[:NOTICE_VALUE_CHARS] + "…"
 
 
-def _reason(err: BaseException) -> str:
-    return str(err) if isinstance(err, ChatTemplateExplorerError) else f"{type(err).__name__}: {err}"
+def _reason(err: BaseException, src: str) -> str:
+    """``err`` as a notice says it. A load error names what it could not load — the ``src`` value after its kind,
+    without its ``#variant`` — in full: cut like the value itself (a 6 KB link once filled the page's top)."""
+    text = str(err) if isinstance(err, ChatTemplateExplorerError) else f"{type(err).__name__}: {err}"
+    rest = src.partition(":")[2]
+    for part in (src, rest, rest.partition("#")[0]):
+        if len(part) > NOTICE_VALUE_CHARS:
+            text = text.replace(part, _shown(part))
+    return text
 
 
 def _notice(message: str) -> None:
@@ -352,6 +361,10 @@ def _load(src: str, name: str | None) -> Any:
         text = load_text(rest)
         if text is None:
             raise TemplateLoadError(f"text:{rest}", "this link names edited text that this server does not keep")
+        if name and len(name) > LINK_NAME_MAX_CHARS:  # every page and the sidebar show it
+            _notice(f"This link's name={_shown(name)} was cut to {LINK_NAME_MAX_CHARS} characters (a file name's "
+                    "limit)")
+            name = name[:LINK_NAME_MAX_CHARS] + "…"
         tpl = state.from_edit(None, text, name or f"edited-{rest[:8]}.jinja")
     else:
         raise TemplateLoadError(src, "a link's src must start with bundled:, hub:, file: or text:")

@@ -135,3 +135,13 @@ def test_import_core_loads_no_stage():
     code = "import sys, core; print(sorted(m for m in sys.modules if m.startswith('core.')))"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("output", [b"<tool_call>", None, 42], ids=["bytes", "None", "int"])
+def test_parse_and_explain_name_an_output_that_is_not_text(tmpl, output):
+    """`core.parse(tmpl, b"…")` failed deep in the parser with "can only concatenate str (not "bytes") to str"
+    (None: "'NoneType' object is not subscriptable"); the output's type is named at the call, as
+    StreamingParser.feed() names it."""
+    for call in (core.parse, core.explain_output):
+        with pytest.raises(TypeError, match=rf"output must be the model's text \(str\), not {type(output).__name__}"):
+            call(tmpl, output, REQUEST)

@@ -356,3 +356,16 @@ def test_a_fix_re_parsed_at_improved_says_so_and_its_click_applies_it_there():
     assert at.session_state["in_output"] == "[TOOL_CALLS] " + c["input"]
     assert any(unmd(s.value).endswith("at improved fidelity (switched)") for s in at.success), [s.value for s in at.success]
     assert any("fidelity improved · parse clean" in unmd(m.value) for m in at.markdown)
+
+
+def test_an_expected_message_nested_too_deeply_is_named_not_a_page_failure():
+    """`[` typed 100,000 times in the Reproducer box stopped the page with "This page failed: RecursionError"
+    (seen in chromium); it is named like any other unusable expected message and the reproducers stay."""
+    at = _explain('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>')
+    at.text_area(key="explain_expect").input("[" * 100_000).run()
+    assert not at.exception, at.exception
+    shown = [unmd(w.value) for w in at.warning] + [unmd(e.value) for e in at.error]
+    assert any(t.startswith("The expected message cannot be used (it nests too deeply to read as JSON)")
+               for t in shown), shown
+    assert not any("page failed" in t for t in shown), shown
+    assert any(c.language == "python" and "def test_" in c.value for c in at.code)

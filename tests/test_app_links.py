@@ -173,3 +173,31 @@ def test_a_link_with_an_unknown_fidelity_says_it_was_ignored(server):
     assert "This link's fidelity=improve was ignored: it is not one of llama.cpp, improved, so the page shows " \
            "llama.cpp" in top, top
     assert at.session_state["fidelity"] == "llama.cpp"
+
+
+@pytest.mark.parametrize("src", ["hub:" + "a/" * 3000, "file:" + "/x" * 3000, "bundled:" + "y" * 6000,
+                                 "hub:org/model@" + "b" * 6000], ids=["hub", "file", "bundled", "revision"])
+def test_a_long_link_value_is_cut_in_the_reason_too(server, src):
+    """The notice cut a link's value to a line, but the load error it quotes repeated the value in full: a 6 KB
+    ``src`` filled the top of the page with 6,000 characters (seen in chromium). The reason names it cut too."""
+    from explorer.urlstate import NOTICE_VALUE_CHARS
+
+    at = start_with({"src": src})
+    top = unmd(_top_error(at))
+    assert len(top) < 3 * NOTICE_VALUE_CHARS + 400, (len(top), top[-300:])
+    assert "cannot be opened" in top and top.count("…") >= 2, top
+
+
+def test_a_long_display_name_in_a_link_is_cut(server):
+    """A ``text:`` link's ``name=`` is the template's display name: 20,000 characters of it filled the Overview
+    page and the sidebar (seen in chromium). A name longer than a file name may be is cut, and the page says so."""
+    from explorer import urlstate
+    from explorer.urlstate import LINK_NAME_MAX_CHARS
+
+    digest = urlstate.save_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    at = start_with({"src": f"text:{digest}", "name": "n" * 20_000})
+    cur = at.session_state["template"]
+    assert cur.origin == "edited" and cur.name == "n" * LINK_NAME_MAX_CHARS + "…", len(cur.name)
+    assert "was cut to" in unmd(_top_error(at))
+    at = start_with({"src": f"text:{digest}", "name": "mine.jinja"})
+    assert at.session_state["template"].name == "mine.jinja" and not at.main.error

@@ -135,3 +135,216 @@ def test_json_on_stdout_writes_invisible_characters_as_escapes() -> None:
     value = {"name": raw, "nested": [raw]}
     assert json.loads(json_visible(value, indent=2)) == value
     assert json_visible({"a": "plain ASCII"}) == json.dumps({"a": "plain ASCII"})
+
+
+ASSET_TEMPLATE = "assets/templates/chatml-think-tools.jinja"
+ASSET_REQUEST = "assets/requests/req.json"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+@pytest.mark.parametrize("args", [
+    ["parse", ASSET_TEMPLATE, "--request", "/dev/zero"],
+    ["conform", "/dev/zero", "--templates", str(TEMPLATES)],
+    ["explain", ASSET_TEMPLATE, "--request", ASSET_REQUEST, "--expect", "/dev/zero"],
+    ["export", ASSET_TEMPLATE, "--format", "tokenizer-config", "--tokenizer-config", "/dev/zero"],
+    ["export", ASSET_TEMPLATE, "--verify", "--cases", "/dev/zero"],
+], ids=["request", "cases", "expect", "tokenizer-config", "export-cases"])
+def test_a_device_named_as_an_input_file_is_refused(args: list[str]) -> None:
+    """A file option naming a device that never ends (/dev/zero) read it until memory ran out: every one of
+    them hung; now each is one line naming the file and what it is, before any byte is read."""
+    _one_line_error(_run(args, b"Hi"), "/dev/zero", "character device")
+
+
+def test_model_output_above_the_input_limit_is_refused() -> None:
+    """`parse < /dev/zero` read stdin without end; model output is read up to the input limit, then refused
+    with one line naming stdin and the limit."""
+    import io
+
+    from core.errors import ChatTemplateExplorerError
+    from core.inputs import read_model_output
+
+    assert read_model_output(io.TextIOWrapper(io.BytesIO(b"a" * 10)), limit=10) == "a" * 10
+
+    class Terminal(io.RawIOBase):  # a terminal hands over one line per read
+        def __init__(self, data: bytes) -> None:
+            self.lines = data.splitlines(keepends=True)
+
+        def readable(self) -> bool:
+            return True
+
+        def isatty(self) -> bool:
+            return True
+
+        def readinto(self, b) -> int:
+            if not self.lines:
+                return 0
+            line = self.lines.pop(0)
+            b[:len(line)] = line
+            return len(line)
+
+    typed = b"<think>plan</think>\n<tool_call>\n{}\n</tool_call>\n"
+    assert read_model_output(io.TextIOWrapper(io.BufferedReader(Terminal(typed))), limit=100) == typed.decode()
+    with pytest.raises(ChatTemplateExplorerError, match=r"model output on stdin .*above the limit of 10 bytes"):
+        read_model_output(io.TextIOWrapper(io.BytesIO(b"a" * 11)), limit=10)
+    with open("/dev/zero", "rb") as zero:
+        proc = subprocess.run([sys.executable, "-m", "core", "parse", ASSET_TEMPLATE], stdin=zero,
+                              capture_output=True, cwd=ROOT, env=_env(), timeout=120)
+    _one_line_error(proc, "stdin", "limit")
+
+
+_INVISIBLE = "\u202e\u200b\x1b"
+
+
+@pytest.fixture(scope="module")
+def bidi_named_template(tmp_path_factory: Any) -> str:
+    """The tour's template under a file name holding a bidi override, a zero-width space and an escape."""
+    d = tmp_path_factory.mktemp("bidi")
+    path = d / "evil\u202elmth\u200b\x1b[2J.jinja"
+    path.write_text((ROOT / ASSET_TEMPLATE).read_text(encoding="utf-8"), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("args", [["analyze"], ["lint", "--fail-on", "never"], ["roundtrip"], ["roundtrip", "--json"],
+                                  ["explain", "--request", ASSET_REQUEST], ["compare", "--no-lint"]],
+                         ids=["analyze", "lint", "roundtrip", "roundtrip-json", "explain", "compare"])
+def test_a_template_name_with_invisible_characters_is_shown_escaped(args: list[str], bidi_named_template: str
+                                                                     ) -> None:
+    """A template file named with U+202E showed raw in the text reports' header (`Template: evil‮lmth.jinja`
+    printed reversed in a terminal) and an ESC could clear the screen; every text report writes them as escapes."""
+    files = [bidi_named_template] * (2 if args[0] == "compare" else 1)
+    proc = _run([args[0], *files, *args[1:]], (ROOT / "assets/outputs/output.txt").read_bytes())
+    out = proc.stdout.decode("utf-8") + proc.stderr.decode("utf-8")
+    assert "Traceback" not in out and proc.returncode in (0, 1), out[-2000:]
+    assert not any(ch in out for ch in _INVISIBLE), [line for line in out.splitlines()
+                                                     if any(ch in line for ch in _INVISIBLE)][:3]
+    assert "evil\\u202elmth\\u200b\\u001b[2J.jinja" in out
+
+
+def test_an_error_raised_by_a_template_is_shown_escaped(tmp_path: Any) -> None:
+    """`raise_exception('…\\u202e…')` reached the one-line error raw, so the template could reorder what the terminal
+    shows of our message; the error line (parse: its note) writes every invisible character as its escape."""
+    t = tmp_path / "raises.jinja"
+    t.write_text("{{ raise_exception('bad\u202e input\u200b\x1b[2J') }}", encoding="utf-8")
+    for cmd in ("analyze", "grammar", "parse"):
+        proc = _run([cmd, str(t)])
+        # parse still answers (the output as content) and names the template's error in a note
+        err = proc.stderr.decode("utf-8").strip() if cmd == "parse" else _one_line_error(proc, "raises.jinja")
+        assert len(err.splitlines()) == 1 and "raises.jinja" in err, err
+        assert not any(ch in err for ch in _INVISIBLE) and "bad\\u202e input\\u200b\\u001b[2J" in err, err
+    proc = _run(["export", str(t)])  # its error lines on stderr, before the exit status 1
+    err = proc.stderr.decode("utf-8")
+    assert proc.returncode == 1 and not any(ch in err for ch in _INVISIBLE), err
+    assert "bad\\u202e input\\u200b\\u001b[2J" in err, err
+
+
+@pytest.mark.skipif(not (hasattr(os, "mkfifo") and os.path.exists("/dev/zero")), reason="needs mkfifo, /dev/zero")
+@pytest.mark.parametrize("command", ["lint", "roundtrip", "export", "suite"])
+def test_a_batch_folder_holding_a_pipe_or_a_device_skips_them(tmp_path: Any, command: str) -> None:
+    """`lint`, `roundtrip`, `export` and `suite` with `--batch DIR` read every `*.jinja` whole: a named pipe with no
+    writer blocked the batch for good and a link to /dev/zero read until memory ran out (`analyze --batch` and
+    `corpus` skipped them already). They are skipped now, each named, and the batch goes on to the real template."""
+    (tmp_path / "good.jinja").write_text((ROOT / ASSET_TEMPLATE).read_text(encoding="utf-8"), encoding="utf-8")
+    os.mkfifo(tmp_path / "pipe.jinja")
+    os.symlink("/dev/zero", tmp_path / "zero.jinja")
+    proc = _run([command, "--batch", str(tmp_path)], b"")
+    out = proc.stdout.decode("utf-8") + proc.stderr.decode("utf-8")
+    assert proc.returncode == 0 and "Traceback" not in out, out[-2000:]
+    assert "good.jinja" in out or command == "suite", out[-2000:]
+
+
+def test_every_argument_of_every_command_has_a_help_line() -> None:
+    """A newcomer reads `python -m core grammar --help`: its `file` and `--request`, `conform`'s `cases`, `suite`'s
+    `file` and `--for` and `export`'s `--format` were listed with no word on what they take."""
+    import argparse
+
+    from core.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [f"{name} {action.dest}" for name, parser in sub.choices.items() for action in parser._actions
+            if not isinstance(action, argparse._HelpAction) and not action.help]
+    assert bare == [], bare
+
+
+def test_gbnf_text_writes_invisible_characters_as_gbnf_escapes(tmp_path: Any) -> None:
+    """`grammar` printed a tool name holding U+202E raw inside its GBNF literal (the grammar line showed reversed);
+    it writes GBNF's own escape (`\\u202e`, which llama.cpp's grammar parser reads back as the same character)."""
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function",
+                   "function": {"name": "get\u202eweather\u200b", "parameters": {"type": "object", "properties": {
+                       "ci\u202ety": {"type": "string"}}, "required": ["ci\u202ety"]}}}]}), encoding="utf-8")
+    proc = _run(["grammar", ASSET_TEMPLATE, "--request", str(req)])
+    out = proc.stdout.decode("utf-8")
+    assert proc.returncode == 0, proc.stderr
+    assert not any(ch in out for ch in "\u202e\u200b"), [line for line in out.splitlines() if "weather" in line]
+    assert '"get\\u202eweather\\u200b' in out
+
+
+def test_conform_score_writes_a_case_id_with_invisible_characters_escaped(tmp_path: Any) -> None:
+    """The score's failing-case lines printed a case id holding U+202E raw (`FAIL c‮x …`, shown reversed)."""
+    cases = _write(tmp_path, "cases.jsonl", json.dumps({
+        "id": "c\u202ex", "template": "Qwen-Qwen3-0.6B.jinja", "messages": [{"role": "user", "content": "hi"}],
+        "tools": None, "input": "Hi", "is_partial": False, "expect": {"role": "assistant", "content": "Other"}}))
+    proc = _run(["conform", cases, "--templates", str(TEMPLATES)])
+    err = proc.stderr.decode("utf-8")
+    assert "FAIL c\\u202ex [Qwen-Qwen3-0.6B.jinja]" in err and "\u202e" not in err, err
+
+
+def test_an_expect_file_nested_too_deeply_names_the_file(tmp_path: Any) -> None:
+    """`explain --expect FILE` with JSON nested past Python's reader said only "input too large or nested too
+    deeply (RecursionError)", naming neither the option nor the file."""
+    deep = _write(tmp_path, "deep.json", "[" * 100_000)
+    _one_line_error(_run(["explain", ASSET_TEMPLATE, "--request", ASSET_REQUEST, "--expect", deep], b"Hi"),
+                    "--expect", deep, "nested too deeply")
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-1"])
+def test_analyze_batch_timeout_must_be_a_positive_number(tmp_path: Any, value: str) -> None:
+    """`analyze --batch DIR --timeout inf` ended in "internal error … OverflowError"; 0 and -1 failed every
+    template "within -1 s"; nan switched the limit off. Each is one line naming the option and the value."""
+    (tmp_path / "t.jinja").write_text("{{ messages[0].content }}", encoding="utf-8")
+    err = _one_line_error(_run(["analyze", "--batch", str(tmp_path), "--timeout", value]), "--timeout", value)
+    assert "internal error" not in err
+
+
+@pytest.mark.parametrize("name, value", [("CTE_MAX_SOURCE_CHARS", "abc"), ("CTE_MAX_SOURCE_CHARS", "-1"),
+                                         ("CTE_COMPILE_TIMEOUT_S", "nan"), ("CTE_CACHE_MAX_BYTES", "1e9")])
+def test_a_number_setting_that_is_no_number_is_one_line(name: str, value: str) -> None:
+    """`CTE_CACHE_MAX_BYTES=abc` (or `CTE_COMPILE_TIMEOUT_S=abc`, `CTE_MAX_SOURCE_CHARS=nan`) ended every
+    command in a traceback from the import of the limits (`ValueError: invalid literal for int()`), and
+    `CTE_MAX_SOURCE_CHARS=-1` refused every template. Each is one line naming the variable and its value."""
+    env = dict(_env(), **{name: value})
+    proc = subprocess.run([sys.executable, "-m", "core", "analyze", ASSET_TEMPLATE], capture_output=True, cwd=ROOT,
+                          env=env, timeout=120)
+    _one_line_error(proc, f"{name}={value!r}")
+
+
+@pytest.mark.parametrize("name, value", [("CTE_ISOLATED_WORKERS", "four"), ("CTE_ISOLATED_TIMEOUT_S", "-5"),
+                                         ("CTE_ISOLATED_RUNAWAY_NICE", "x")])
+def test_serve_names_a_bad_worker_setting_before_starting(name: str, value: str) -> None:
+    """The app's worker settings were read with int()/float() when the app first rendered: `serve` started and every
+    visitor's page then failed with a ValueError. `serve` names the bad setting in one line and starts nothing."""
+    import socket
+
+    env = dict(_env(), **{name: value})
+    with socket.socket() as busy:  # were the setting let through, serve stops at the busy port, never starts
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        proc = subprocess.run([sys.executable, "-m", "core", "serve", "--port", str(busy.getsockname()[1])],
+                              capture_output=True, cwd=ROOT, env=env, timeout=60)
+    _one_line_error(proc, f"{name}={value!r}")
+
+
+def test_a_very_long_source_is_cut_in_its_load_error() -> None:
+    """A 20,000-character Hub id typed on the Compare page came back as a 40,000-character error (the id quoted
+    twice); the load error quotes a source of more than 200 characters cut, and keeps it whole on ``.source``."""
+    from core.errors import TemplateLoadError
+
+    spec = "org/" + "m" * 20_000
+    with pytest.raises(TemplateLoadError) as info:
+        import core
+
+        core.load_template(spec)
+    assert info.value.source == spec and len(str(info.value)) < 700, len(str(info.value))
+    assert "org/mmm" in str(info.value) and "…" in str(info.value)
+    err = _one_line_error(_run(["analyze", spec]), "org/mmm")
+    assert len(err) < 700

@@ -262,3 +262,19 @@ def test_demo_hub_sends_no_token(monkeypatch):
     policy = policy_from_env({"CTE_DEMO": "1"})
     sources.load_hub_spec("visitor/repo", token=policy.hub_token)
     assert seen == [False, False]  # huggingface_hub sends no Authorization header for token=False
+
+
+def test_serve_names_an_address_or_port_it_cannot_listen_on():
+    """`serve --address 999.1.1.1` ended in streamlit's 40-line traceback (socket.gaierror) after the "serving on"
+    line; an address or port that cannot be bound is one error line naming the flag, before streamlit starts."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        for args, flag in ((["--address", "999.1.1.1", "--port", str(port)], "--address 999.1.1.1"),
+                           (["--port", str(port)], f"--port {port}")):
+            r = subprocess.run([sys.executable, "-m", "core", "serve", *args], cwd=ROOT, capture_output=True,
+                               text=True, timeout=60)
+            assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+            assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith(f"error: {flag}: cannot listen on "), \
+                r.stderr

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
+from ..inputs import check_input_file
 from .request import ChatRequest
 
 CASE_FIELDS = ("id", "source", "template", "request", "output", "expect")
@@ -33,6 +34,7 @@ def read_jsonl_cases(files: Iterable[str], required: tuple[str, ...], label: Cal
     ``label`` gives it) and line of a line that is not JSON, lacks a ``required`` field, or repeats an ``id``."""
     seen: set[str] = set()
     for path in files:
+        check_input_file(path, "cases file")
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
                 if not line.strip():

@@ -23,7 +23,7 @@ import os
 import sys
 from typing import Any
 
-from ..escapes import json_visible
+from ..escapes import escape_invisible, json_visible
 from ..errors import ChatTemplateExplorerError, TemplateLoadError
 from ..inputs import guard as _guard
 from ..inputs import load_chat_template, load_request, read_model_output
@@ -64,9 +64,9 @@ def _cmd_parse(args: argparse.Namespace) -> int:
                                           disabled_repairs=tuple(getattr(args, "disable_repair", None) or ()))
     for note in bundle.notes:
         if bundle.format == "content-only":
-            print(f"note: {note}", file=sys.stderr)
+            print(f"note: {escape_invisible(note, keep='')}", file=sys.stderr)
     for note in _disable_repair_notes(getattr(args, "disable_repair", None) or (), _fidelity(args)):
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {escape_invisible(note, keep='')}", file=sys.stderr)
     output = read_model_output()
     if args.stream:
         if args.chunk < 1:
@@ -141,7 +141,8 @@ def _cmd_grammar(args: argparse.Namespace) -> int:
                             "preserved_tokens": p.preserved_tokens, "additional_stops": p.additional_stops,
                             "generation_prompt": bundle.generation_prompt, "format": bundle.format}, indent=2))
         return 0
-    print(p.grammar if p.grammar else "# no grammar for this request")
+    # GBNF reads \u202e in a literal or a class as that character: a tool name cannot reorder the line shown
+    print(escape_invisible(p.grammar, keep="\n") if p.grammar else "# no grammar for this request")
     print(f"# lazy: {str(bool(p.grammar_lazy)).lower()}")
     for t in triggers:
         print(f"# trigger {t.get('type')}: {json_visible(t.get('value'))}")
@@ -167,7 +168,8 @@ def _cmd_conform(args: argparse.Namespace) -> int:
         if not args.summary_only:
             print(json_visible(result), flush=True)
     if not args.quiet:
-        print("\n".join(summary.lines(args.show)), file=sys.stderr)
+        # case ids and expected values are the cases file's text
+        print(escape_invisible("\n".join(summary.lines(args.show))), file=sys.stderr)
     if minimum is not None and summary.rate < minimum:
         print(f"conform: pass rate {100 * summary.rate:.1f}% is below --min {100 * minimum:g}%", file=sys.stderr)
         return 1
@@ -196,16 +198,17 @@ def register(subparsers: Any) -> None:
                    help="(with --improved) switch an improvement off (python -m core workarounds lists them)")
 
     g = subparsers.add_parser("grammar", help="print the GBNF grammar and triggers for a request")
-    g.add_argument("file")
-    g.add_argument("--request")
-    g.add_argument("--variant")
+    g.add_argument("file", help="template: .jinja, tokenizer_config.json, chat_template.json, .gguf or Hub id")
+    g.add_argument("--request", help="request JSON (messages, tools, tool_choice, json_schema, …); default: one "
+                                     "user message, no tools")
+    g.add_argument("--variant", help="named template variant (e.g. tool_use)")
     g.add_argument("--json", action="store_true", help="one JSON object instead of GBNF text")
     g.add_argument("--improved", action="store_true", help=improved_help)
     g.set_defaults(func=_guard(_cmd_grammar))
 
     c = subparsers.add_parser("conform", help="run reference cases (cases.jsonl format): one JSON line each on "
                                               "stdout, the score on stderr")
-    c.add_argument("cases")
+    c.add_argument("cases", help="reference cases, one JSON object a line (../shared/reference/cases.jsonl)")
     c.add_argument("--templates", required=True, help="directory holding the cases' template files")
     c.add_argument("--min", metavar="RATE", help="exit 1 when fewer cases pass (0.95, 95%%)")
     c.add_argument("--summary-only", action="store_true", help="print only the score, not the JSON lines")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..errors import ChatTemplateExplorerError, RequestError, RequestFileError, TemplateLoadError
+from ..inputs import check_input_file
 from ..jinja.template import ChatTemplate
 from .request import ChatRequest
 from .roundtrip import compare_messages
@@ -232,6 +233,7 @@ def run_case(case: dict[str, Any], templates: TemplateDir, fidelity: str = "llam
 def iter_cases(path: str) -> Iterable[dict[str, Any]]:
     """Rows of a JSONL file; raises :class:`RequestError` naming the file and line on bad JSON, text that is
     not UTF-8, or JSON nested too deeply, or naming the file when it cannot be read."""
+    check_input_file(path, "cases file")
     try:
         f = open(path, encoding="utf-8", errors="surrogateescape")
     except OSError as e:

@@ -33,6 +33,7 @@ from typing import Any, Iterable
 
 from ..errors import ChatTemplateExplorerError, TemplateRenderError
 from ..jinja.template import ChatTemplate
+from ..sources import read_template_file
 from .request import ChatRequest
 # sample_output and its helpers live in core.chat.samples (the pipeline reads them too), re-exported for the
 # round trip's callers
@@ -522,7 +523,7 @@ def corpus_round_trip(directory: str | os.PathLike, *, pattern: str = "*.jinja",
     skipped: dict[str, str] = {}
     for path in files:
         try:
-            template = ChatTemplate(path.read_text(encoding="utf-8"), path.name)
+            template = ChatTemplate(read_template_file(path), path.name)
         except (OSError, UnicodeDecodeError, ChatTemplateExplorerError) as e:
             skipped[path.name] = f"cannot load: {e}"
             continue

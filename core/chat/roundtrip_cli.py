@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import json
 import pathlib
 import sys
 from typing import Any
 
 from ..errors import ChatTemplateExplorerError, TemplateLoadError
+from ..escapes import escape_invisible, json_visible
 from ..inputs import guard as _guard
 from ..inputs import load_chat_template
 from .request import ChatRequest
@@ -23,7 +23,7 @@ def _cmd_roundtrip(args: Any) -> int:
             raise TemplateLoadError(str(d), "not a directory")
         corpus = corpus_round_trip(d, fidelity=fidelity)
         for r in corpus.results:
-            print(json.dumps(r.to_json(), ensure_ascii=False))
+            print(json_visible(r.to_json()))
         print(corpus.summary(), file=sys.stderr)
         return 0
     if not args.file:
@@ -31,19 +31,18 @@ def _cmd_roundtrip(args: Any) -> int:
     template = load_chat_template(args.file, args.variant, ChatRequest.from_dict(round_trip_request()))
     result = round_trip(template, fidelity=fidelity)
     if args.json:
-        print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+        print(json_visible(result.to_json(), indent=2))
     else:
-        print(f"{result.template}: {result.status.value} ({result.route}, variant {result.variant})")
+        L = [f"{result.template}: {result.status.value} ({result.route}, variant {result.variant})"]
         if result.why:
-            print(f"  why: {result.why}")
-        for n in result.notes:
-            print(f"  note: {n}")
-        print("  output:")
-        for line in result.rendered_output.splitlines() or [""]:
-            print(f"    {line}")
+            L.append(f"  why: {result.why}")
+        L.extend(f"  note: {n}" for n in result.notes)
+        L.append("  output:")
+        L.extend(f"    {line}" for line in result.rendered_output.splitlines() or [""])
         if result.reduced is not None:
-            print(f"  reduced message: {result.reduced.status.value}"
-                  + (f" ({result.reduced.why})" if result.reduced.why else ""))
+            L.append(f"  reduced message: {result.reduced.status.value}"
+                     + (f" ({result.reduced.why})" if result.reduced.why else ""))
+        print(escape_invisible("\n".join(L)))  # the file name and the render are the template author's text
     return 0 if result.status in (RoundTripStatus.PASS, RoundTripStatus.TEMPLATE_LIMITED) else 1
 
 

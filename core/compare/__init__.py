@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..escapes import escape_invisible
 from ..jinja.template import ChatTemplate
 from ..jinja.limits import command_budget
 
@@ -253,4 +254,4 @@ def format_comparison(c: TemplateComparison) -> str:
         if not p.same:
             L.append(f"    A: {visible(json.dumps(p.parsed_a, ensure_ascii=False), 300, spaces=False)}")
             L.append(f"    B: {visible(json.dumps(p.parsed_b, ensure_ascii=False), 300, spaces=False)}")
-    return "\n".join(L)
+    return escape_invisible("\n".join(L))  # file names, renders and notes are the template authors' text

@@ -7,9 +7,9 @@ import argparse
 import json
 from typing import Any
 
-from ..escapes import json_visible
+from ..escapes import escape_invisible, json_visible
 from ..errors import ChatTemplateExplorerError
-from ..inputs import guard as _guard, load_chat_template, load_request, read_model_output
+from ..inputs import check_input_file, guard as _guard, load_chat_template, load_request, read_model_output
 
 _COLOURS = {"reasoning": "35", "content": "0", "tool name": "1;36", "call id": "36", "arguments": "33",
             "argument name": "1;33", "argument value": "33", "marker": "7", "whitespace": "2",
@@ -29,11 +29,15 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         overrides[k] = v
     expect = None
     if args.expect:
+        check_input_file(args.expect, "--expect file")
         try:
             with open(args.expect, encoding="utf-8") as fh:
                 expect = json.load(fh)
         except (OSError, ValueError) as e:
             raise ChatTemplateExplorerError(f"--expect {args.expect}: cannot read a JSON message ({e})") from None
+        except RecursionError:
+            raise ChatTemplateExplorerError(f"--expect {args.expect}: cannot read a JSON message (nested too "
+                                            "deeply)") from None
         check_expected(expect, f"--expect {args.expect}")
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)
@@ -50,7 +54,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         return 0
     tg = ex.triage
     alone = f" (only the repair(s) {', '.join(ex.only_repairs)})" if ex.only_repairs is not None else ""
-    print(f"template {ex.template} · route {ex.route} · fidelity {ex.fidelity}{alone} · parse {ex.verdict}")
+    print(f"template {escape_invisible(ex.template, keep='')} · route {ex.route} · fidelity {ex.fidelity}{alone} · parse {ex.verdict}")
     for note in ex.notes if ex.entry == "no-parser" else ():
         print(f"\n{show_invisible(note)}")
     if tg is not None and tg.mistake.name != "NONE":

@@ -8,9 +8,16 @@ import os
 import sys
 from typing import Any
 
-from ..escapes import json_visible
+from ..escapes import escape_invisible, json_visible
+from ..inputs import check_input_file
 
 FORMATS = ("response-template", "tokenizer-config", "gbnf")
+
+
+def _note(text: str) -> None:
+    """One line on stderr. Template names and reasons are the template author's text: every invisible character
+    in them is written as its escape, so none can reorder or break the line a terminal shows."""
+    print(escape_invisible(text, keep=""), file=sys.stderr)
 
 
 def _load(spec: str) -> Any:
@@ -27,6 +34,7 @@ def _check_cases(path: str) -> None:
     (no reference case checked) or end in an internal error."""
     from ..errors import ChatTemplateExplorerError
 
+    check_input_file(path, "cases file")
     try:
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
@@ -60,6 +68,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     fidelity = "improved" if args.improved else "llama.cpp"
     if args.cases:
         _check_cases(args.cases)
+    if args.tokenizer_config:
+        check_input_file(args.tokenizer_config, "--tokenizer-config file")
     if args.tokenizer_config and args.format != "tokenizer-config" and not args.for_hub:
         # it was ignored: the plain response_template came out, not the merged file the author asked for
         raise ChatTemplateExplorerError(f"--tokenizer-config is merged into only with --format tokenizer-config "
@@ -76,7 +86,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                                progress=sys.stderr if args.progress else None)
         for row in result.rows:
             print(json_visible(row))
-        print(result.summary(), file=sys.stderr)
+        _note(result.summary())
         return 0
     if not args.file:
         raise ChatTemplateExplorerError("export needs TEMPLATE or --batch DIR")
@@ -84,12 +94,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.format == "gbnf":
         from .gbnf import export_gbnf
 
-        print(export_gbnf(template, fidelity=fidelity))
+        print(escape_invisible(export_gbnf(template, fidelity=fidelity), keep="\n"))  # GBNF reads \u202e back
         return 0
     res = export_response_template(template, fidelity=fidelity, flavour=args.flavour)
     if not res.exportable:
-        print(f"error: {template.name}: cannot be exported as a response_template: {'; '.join(res.reasons)}",
-              file=sys.stderr)
+        _note(f"error: {template.name}: cannot be exported as a response_template: {'; '.join(res.reasons)}")
         return 1
     if args.for_hub:
         return _write_hub_kit(args, res, template, fidelity)
@@ -98,18 +107,18 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
         v = verify(res.response_template, template, fidelity=fidelity,
                    cases=reference_cases(args.cases, template.name) if args.cases else ())
-        print(f"verification: {v.count_summary() or 'nothing checked'}", file=sys.stderr)
+        _note(f"verification: {v.count_summary() or 'nothing checked'}")
         if not v.agrees:
             d = v.first_disagreement
             if d is None:
-                print(f"error: {template.name}: no check could be run (no usable reference case for this template, and "
-                      "no round-trip message the template renders and parses back); not exported", file=sys.stderr)
+                _note(f"error: {template.name}: no check could be run (no usable reference case for this template, and "
+                      "no round-trip message the template renders and parses back); not exported")
             else:
-                print(f"error: {template.name}: transformers disagrees with our parser on {d.source}: {d.why}; "
-                      "not exported", file=sys.stderr)
+                _note(f"error: {template.name}: transformers disagrees with our parser on {d.source}: {d.why}; "
+                      "not exported")
             return 1
     for verdict in res.consumers:
-        print(f"engine {verdict.line()}", file=sys.stderr)
+        _note(f"engine {verdict.line()}")
     if args.format == "tokenizer-config":
         base = None
         if args.tokenizer_config:
@@ -158,11 +167,11 @@ def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: 
         raise ChatTemplateExplorerError(f"--tokenizer-config {args.tokenizer_config}: no such file")
     v = verify(res.response_template, template, fidelity=fidelity,
                cases=reference_cases(args.cases, template.name) if args.cases else ())
-    print(f"verification: {v.count_summary() or 'nothing checked'}", file=sys.stderr)
+    _note(f"verification: {v.count_summary() or 'nothing checked'}")
     if not v.agrees:
         d = v.first_disagreement
         why = f"transformers disagrees with our parser on {d.source}: {d.why}" if d else "no check could be run"
-        print(f"error: {template.name}: {why}; nothing written", file=sys.stderr)
+        _note(f"error: {template.name}: {why}; nothing written")
         return 1
     base = None
     if base_path:
@@ -194,12 +203,12 @@ def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: 
         where = f" ({e.filename})" if getattr(e, "filename", None) and e.filename != out else ""
         raise ChatTemplateExplorerError(f"--for-hub {out}: {e.strerror or e}{where}") from None
     if base is None:
-        print(f"note: no tokenizer_config.json to merge into (pass --tokenizer-config, or give the model's "
+        _note(f"note: no tokenizer_config.json to merge into (pass --tokenizer-config, or give the model's "
               f"tokenizer_config.json as the template): {os.path.join(out, 'tokenizer_config.json')} holds only the "
-              "response_template key to add", file=sys.stderr)
+              "response_template key to add")
     else:
-        print(f"merged into {base_path} (every other key kept)", file=sys.stderr)
-    print(f"wrote {', '.join(os.path.join(out, n) for n in files)}", file=sys.stderr)
+        _note(f"merged into {base_path} (every other key kept)")
+    _note(f"wrote {', '.join(os.path.join(out, n) for n in files)}")
     return 0
 
 
@@ -217,8 +226,8 @@ def _cmd_suite(args: argparse.Namespace) -> int:
         green = sum(not r["failed"] for r in rows)
         cases = sum(r["cases"] for r in rows)
         failed = sum(len(r["failed"]) for r in rows)
-        print(f"suite ({fidelity}): {green}/{len(rows)} tool-capable templates pass their whole suite with our "
-              f"parser; {cases - failed}/{cases} cases pass", file=sys.stderr)
+        _note(f"suite ({fidelity}): {green}/{len(rows)} tool-capable templates pass their whole suite with our "
+              f"parser; {cases - failed}/{cases} cases pass")
         return 0
     if not args.file or not args.output:
         raise ChatTemplateExplorerError("suite needs TEMPLATE -o DIR, or --batch DIR")
@@ -232,9 +241,8 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     except OSError as e:
         raise ChatTemplateExplorerError(f"-o {args.output}: cannot write the suite ({os_error_text(e)})") from None
     for name, why in suite.skipped.items():
-        print(f"skipped {name}: {why}", file=sys.stderr)
-    print(f"{len(suite.cases)} cases written to {paths['cases']}; run: python3 -m pytest -q {paths['test']}",
-          file=sys.stderr)
+        _note(f"skipped {name}: {why}")
+    _note(f"{len(suite.cases)} cases written to {paths['cases']}; run: python3 -m pytest -q {paths['test']}")
     return 0
 
 
@@ -245,7 +253,9 @@ def register(subparsers: Any) -> None:
     e = subparsers.add_parser("export", help="export the analysis as a response_template, tokenizer_config.json "
                                              "or GBNF (verified by transformers with --verify)")
     e.add_argument("file", nargs="?", help="template: .jinja, tokenizer_config.json, chat_template.json, .gguf or Hub id")
-    e.add_argument("--format", choices=FORMATS, default="response-template")
+    e.add_argument("--format", choices=FORMATS, default="response-template",
+                   help="what to print: the response_template (default), a tokenizer_config.json holding it, or "
+                        "the GBNF grammar")
     e.add_argument("--for", dest="flavour", choices=("transformers", "vllm"), default="transformers",
                    help="field names for transformers (reasoning_content) or vLLM (thinking)")
     e.add_argument("--tokenizer-config", help="with --format tokenizer-config: the file to merge into")
@@ -263,10 +273,12 @@ def register(subparsers: Any) -> None:
     e.set_defaults(func=_guard(_cmd_export))
 
     s = subparsers.add_parser("suite", help="write a conformance suite (cases.jsonl + pytest file) for a template")
-    s.add_argument("file", nargs="?")
+    s.add_argument("file", nargs="?", help="template: .jinja, tokenizer_config.json, chat_template.json, .gguf or "
+                                           "Hub id")
     s.add_argument("-o", "--output", help="directory to write into (created)")
     s.add_argument("--batch", metavar="DIR", help="generate and run the suite of every tool-capable template of DIR "
                                                   "with our parser; one JSON line each, figures on stderr")
-    s.add_argument("--for", dest="flavour", choices=("transformers", "vllm"), default="transformers")
+    s.add_argument("--for", dest="flavour", choices=("transformers", "vllm"), default="transformers",
+                   help="field names for transformers (reasoning_content) or vLLM (thinking)")
     s.add_argument("--improved", action="store_true", help="improved fidelity (default: llama.cpp's)")
     s.set_defaults(func=_guard(_cmd_suite))

@@ -6,6 +6,8 @@ import pathlib
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from ..sources import read_template_file
+
 
 @dataclass
 class CorpusExport:
@@ -72,7 +74,7 @@ def corpus_export(directory: str, *, fidelity: str = "llama.cpp", flavour: str =
     paths = [d / n for n in names] if names is not None else sorted(d.glob("*.jinja"))
     for path in paths:
         try:
-            template = ChatTemplate(path.read_text(encoding="utf-8"), path.name)
+            template = ChatTemplate(read_template_file(path), path.name)
         except Exception as e:  # noqa: BLE001 - one bad file never stops the batch
             out.skipped[path.name] = f"cannot load: {e}"
             continue

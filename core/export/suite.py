@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..sources import read_template_file
 from .probe_text import SUITE_TOOLS, UNICODE_CITY
 
 @dataclass
@@ -560,7 +561,7 @@ def suite_batch(directory: str, *, fidelity: str = "llama.cpp") -> list[dict[str
     rows = []
     for path in sorted(pathlib.Path(directory).glob("*.jinja")):
         try:
-            template = ChatTemplate(path.read_text(encoding="utf-8"), path.name)
+            template = ChatTemplate(read_template_file(path), path.name)
         except Exception:  # noqa: BLE001 - unreadable files are not part of the population
             continue
         if not eligibility(template, fidelity).eligible:

@@ -24,11 +24,12 @@ from ..errors import TemplateSyntaxError
 from . import hf as _hf
 from . import sandbox as _sandbox
 from .hf import ENV
+from .limits import env_number
 from .sandbox import keep_parsed, parses_alike
 
 
 #: Bytes the compiled-code disk cache may hold; the oldest files are removed beyond it (``$CTE_CACHE_MAX_BYTES``).
-DISK_CACHE_MAX_BYTES = int(os.environ.get("CTE_CACHE_MAX_BYTES") or 256 * 1024 * 1024)
+DISK_CACHE_MAX_BYTES = env_number("CTE_CACHE_MAX_BYTES", 256 * 1024 * 1024)
 #: Sources longer than this are compiled but not written to the disk cache (compiled code is ~40x the source).
 DISK_CACHE_MAX_SOURCE = 100_000
 

@@ -43,11 +43,50 @@ class RenderLimits:
 DEFAULT_LIMITS = RenderLimits()
 
 
+#: The number settings read once at import: name, type, whether 0 is allowed
+NUMBER_SETTINGS = (("CTE_MAX_SOURCE_CHARS", int, False), ("CTE_COMPILE_TIMEOUT_S", float, False),
+                   ("CTE_CACHE_MAX_BYTES", int, True),
+                   # the app's render workers (core.isolation)
+                   ("CTE_ISOLATED_TIMEOUT_S", float, False), ("CTE_ISOLATED_MEMORY_MB", int, False),
+                   ("CTE_ISOLATED_WORKERS", int, False), ("CTE_ISOLATED_PER_VISITOR", int, False),
+                   ("CTE_ISOLATED_RUNAWAY_CPU_S", float, False), ("CTE_ISOLATED_RUNAWAY_NICE", int, True))
+
+
+def _setting_value(name: str) -> tuple[Any, str | None]:
+    """``($name read as its number or None when unset, why it cannot be used or None)``."""
+    raw = os.environ.get(name)
+    if not raw:
+        return None, None
+    cast, zero_ok = next((c, z) for n, c, z in NUMBER_SETTINGS if n == name)
+    kind = "whole number" if cast is int else "number"
+    want = f"a {kind} of 0 or more" if zero_ok else f"a positive {kind}"
+    try:
+        value = cast(raw)
+    except ValueError:
+        return None, f"{name}={raw!r} is not {want}"
+    if not (0 <= value if zero_ok else 0 < value) or not value < float("inf"):  # nan fails too
+        return None, f"{name}={raw!r} is not {want}"
+    return value, None
+
+
+def env_number(name: str, default: Any) -> Any:
+    """``$name`` (one of :data:`NUMBER_SETTINGS`) as its number, or ``default`` when unset or unusable — read at
+    import, where raising would end every command in a traceback; :func:`setting_problems` names what is wrong."""
+    value, problem = _setting_value(name)
+    return default if value is None or problem else value
+
+
+def setting_problems() -> list[str]:
+    """One line for each of :data:`NUMBER_SETTINGS` that is set to something it cannot be (the command line stops
+    on the first, naming the variable and its value)."""
+    return [problem for name, _, _ in NUMBER_SETTINGS if (problem := _setting_value(name)[1])]
+
+
 #: Largest template source compiled, in characters (10x the largest of the 351 real templates, 18.7 KB);
 #: ``$CTE_MAX_SOURCE_CHARS`` changes it.
-MAX_SOURCE_CHARS = int(os.environ.get("CTE_MAX_SOURCE_CHARS") or 200_000)
+MAX_SOURCE_CHARS = env_number("CTE_MAX_SOURCE_CHARS", 200_000)
 #: Seconds of wall time lexing and parsing one template may take (``$CTE_COMPILE_TIMEOUT_S``).
-COMPILE_TIMEOUT_S = float(os.environ.get("CTE_COMPILE_TIMEOUT_S") or 2.0)
+COMPILE_TIMEOUT_S = float(env_number("CTE_COMPILE_TIMEOUT_S", 2.0))
 
 
 def check_source_size(name: str, source: str) -> None:

@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from .model import SEVERITY_ORDER, Severity, visible
-from ..escapes import json_visible
+from ..escapes import escape_invisible, json_visible
 from ..errors import ChatTemplateExplorerError
 from ..inputs import guard as _guard, load_chat_template as load
 from .run import lint
@@ -34,7 +34,7 @@ def format_lint(report: Any) -> str:
         for k, v in f.evidence.items():
             L.append(f"    {k}: {v}")
         L.append(f"    hint: {f.hint}")
-    return "\n".join(L)
+    return escape_invisible("\n".join(L))  # the file name and the evidence are the template author's text
 
 
 def _cmd_lint(args: Any) -> int:

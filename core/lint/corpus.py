@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable
 from .model import Kind, LintReport, Severity
 from ..errors import ChatTemplateExplorerError, TemplateLoadError
 from ..jinja.template import ChatTemplate
+from ..sources import read_template_file
 from .run import lint
 
 ProgressFn = Callable[[int, int, str], None]
@@ -23,7 +24,7 @@ def lint_file(path: str, fidelity: str = "llama.cpp", suppressed: tuple[str, ...
     report with ``error`` set (never raises)."""
     name = os.path.basename(path)
     try:
-        template = ChatTemplate(pathlib.Path(path).read_text(encoding="utf-8"), name)
+        template = ChatTemplate(read_template_file(path), name)
     except (OSError, UnicodeDecodeError, ChatTemplateExplorerError) as e:
         return LintReport(name, error=f"cannot load: {e}")
     try:

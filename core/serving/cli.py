@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import socket
 import sys
 from typing import Any
 
@@ -37,6 +38,20 @@ def serve_command(roots: list[str], demo: bool, port: int, address: str,
     return cmd, env
 
 
+def listen_problem(address: str, port: int) -> str | None:
+    """Why this machine cannot listen on ``address``:``port`` (an unknown name, a port in use or reserved), or
+    None. Checked by binding once, so the error is ours — one line — and not streamlit's traceback after start."""
+    try:
+        infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, where = infos[0]
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does: a TIME_WAIT is no bar
+            s.bind(where)
+    except OSError as e:  # socket.gaierror too
+        return e.strerror or str(e)
+    return None
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         print(f"error: --port {args.port}: expected a port number between 1 and 65535", file=sys.stderr)
@@ -45,6 +60,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         cmd, env = serve_command(args.allow_root or [], args.demo, args.port, args.address)
     except ChatTemplateExplorerError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    problem = listen_problem(args.address, args.port)
+    if problem:
+        flag = f"--address {args.address}" if args.address != "127.0.0.1" else f"--port {args.port}"
+        print(f"error: {flag}: cannot listen on {args.address}:{args.port} ({problem})", file=sys.stderr)
         return 2
     roots = env["CTE_ALLOW_ROOTS"]
     print(f"serving on http://{args.address}:{args.port} · {'demo mode' if args.demo else 'local mode'} · "

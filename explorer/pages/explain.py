@@ -132,6 +132,8 @@ def _expect_problem() -> str:
         check_expected(json.loads(raw), "the Reproducer box")
     except ValueError as e:
         return f"it is not JSON ({e})"
+    except RecursionError:  # Python's JSON reader recurses once per level
+        return "it nests too deeply to read as JSON"
     except ExpectedMessageError as e:
         return f"field {e.field}: {e.message}" if e.field else e.message
     return ""
