@@ -261,13 +261,20 @@ REPAIRS: list[Repair] = [
                 "already opened reasoning, or writes it twice (whitespace around it allowed): the repeated "
                 "marker is skipped, the reasoning starts after it. Auto-parsed templates (the generic reasoning "
                 "parser), the Qwen3-Coder / Qwen3.5 handler and the Kimi K2 format (there an empty block after it "
-                "too: <think></think> is no reasoning); llama.cpp keeps the marker inside reasoning_content.",
+                "too: <think></think> is no reasoning), and Kimi K3, whose marker is the section opener "
+                "<|open|>think<|sep|> its thinking prompt ends with; llama.cpp keeps the marker inside "
+                "reasoning_content.",
         example="<think>This is a reasoning section</think>This is the rest   (generation prompt "
                 "<｜Assistant｜><think>\\n: DeepSeek-R1)",
         source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/test_deepseekr1_reasoning_parser.py (real-output cases r1-new-line, r1-think-no-end: vLLM drops the "
                "opener wherever it stands before the end); Kimi K2.5: https://github.com/vllm-project/vllm/blob/"
                "0847a95f7ff542cb8c7e8b517841c5a29d84ff1f/tests/reasoning/test_kimi_k2_reasoning_parser.py "
-               "(real-output cases kept6-vllm-kimi-k2-r-think-tags, -r-empty-thinking)"),
+               "(real-output cases kept6-vllm-kimi-k2-r-think-tags, -r-empty-thinking); Kimi K3: vLLM's K3 reasoning "
+               "parser starts the reasoning after <|open|>think<|sep|> wherever it opens, the prompt's own one "
+               "consumed as the generation prefix: https://github.com/vllm-project/vllm/blob/"
+               "0ad0a4635e6fe4ec751cd0bdd8f9ece7898a88ec/tests/reasoning/test_kimi_k3_reasoning_parser.py "
+               "(test_extract_reasoning_with_xtml_tags, test_streaming_split_open_marker_is_held_back: cases "
+               "kept8-vllm-kimik3-xtml, -split-open)"),
     # -- reasoning repairs (issue 25 class 4; docs/fidelity-reasoning.md) -----------------------------------
     Repair(
         name=REASONING_END_WITHOUT_START,

@@ -1,0 +1,52 @@
+"""Repairs written from the misses of real_outputs_kept8 (development data since its first measure): each on the
+batch's own cases (every case cites its public source), where it fires, that it is switchable and that the
+llama.cpp fidelity reads the output as before."""
+
+from __future__ import annotations
+
+from core.chat.pipeline import build_chat_parser
+from core.chat.realset import load_cases
+from core.chat.request import ChatRequest
+from core.chat.stream import StreamingParser
+from core.jinja.template import ChatTemplate
+
+from .conftest import ROOT, TEMPLATES
+
+CASES = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept8"))}
+
+
+def _parse(case_id: str, fidelity: str = "improved", disabled=()):
+    case = CASES[case_id]
+    template = ChatTemplate((TEMPLATES / case.template).read_text(encoding="utf-8"), case.template)
+    parser = build_chat_parser(template, ChatRequest.from_dict(case.request), fidelity=fidelity,
+                               disabled_repairs=disabled).parser
+    return parser, parser.parse(case.output, False)
+
+
+def _streamed(parser, output: str, size: int):
+    sp = StreamingParser(parser)
+    for i in range(0, len(output), size):
+        sp.feed(output[i:i + size])
+    sp.finish()
+    return sp.message
+
+
+def _names(msg) -> list[str]:
+    return [r.name for r in msg.repairs]
+
+
+# -- reasoning-start-repeated in the Kimi K3 format --------------------------------------------------------------
+
+def test_kimi_k3_think_opener_written_again_is_markup():
+    parser, msg = _parse("kept8-vllm-kimik3-xtml")   # <|open|>think<|sep|>step<|close|>think<|sep|>…answer
+    assert (msg.reasoning_content, msg.content) == ("step", "answer")
+    assert "reasoning-start-repeated" in _names(msg)
+    for size in (1, 3, 17):
+        assert _streamed(parser, CASES["kept8-vllm-kimik3-xtml"].output, size).to_openai() == msg.to_openai()
+
+
+def test_kimi_k3_repeated_opener_without_the_repair_stays_reasoning():
+    for kw in ({"disabled": ("reasoning-start-repeated",)}, {"fidelity": "llama.cpp"}):
+        _, msg = _parse("kept8-vllm-kimik3-split-open", **kw)
+        assert msg.reasoning_content == "<|open|>think<|sep|>step"
+        assert "reasoning-start-repeated" not in _names(msg)
