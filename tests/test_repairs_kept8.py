@@ -50,3 +50,22 @@ def test_kimi_k3_repeated_opener_without_the_repair_stays_reasoning():
         _, msg = _parse("kept8-vllm-kimik3-split-open", **kw)
         assert msg.reasoning_content == "<|open|>think<|sep|>step"
         assert "reasoning-start-repeated" not in _names(msg)
+
+
+# -- content-between-calls in the MiniCPM5 format ----------------------------------------------------------------
+
+def test_minicpm5_text_between_and_after_calls_is_content_with_its_whitespace():
+    parser, msg = _parse("kept8-sgl-minicpm5-interleaved")   # Head\n<function…>…\nTXT\n<function…>…\nTail\n
+    assert msg.content == "Head\n\nTXT\n\nTail\n"
+    assert [c.name for c in msg.tool_calls] == ["get_weather", "sum_values"]
+    assert [(r.name, r.text) for r in msg.repairs] == [("content-between-calls", "\nTXT\n"),
+                                                        ("content-between-calls", "\nTail\n")]
+    for size in (1, 3, 17):
+        assert _streamed(parser, CASES["kept8-sgl-minicpm5-interleaved"].output, size).to_openai() == msg.to_openai()
+
+
+def test_minicpm5_without_the_repair_ends_the_calls_at_the_text():
+    for kw in ({"disabled": ("content-between-calls",)}, {"fidelity": "llama.cpp"}):
+        _, msg = _parse("kept8-sgl-minicpm5-interleaved", **kw)
+        assert [c.name for c in msg.tool_calls] == ["get_weather"]
+        assert msg.content.startswith("Head\nTXT\n<function name=\"sum_values\">")

@@ -742,7 +742,10 @@ REPAIRS: list[Repair] = [
                 "returns the later call as content. Also JSON calls each in its own marker block (Granite 4, "
                 "Hermes: <tool_call> {…} </tool_call>), with parallel calls: text where a further block was "
                 "expected is content up to that block, which is a call (the whitespace right after a call stays "
-                "layout, as the stream's fast path after a call reads it).",
+                "layout, as the stream's fast path after a call reads it). And MiniCPM5's <function name=…> "
+                "calls, whose template renders text between and after the calls (a content's <tool_sep> marks "
+                "where each call goes): text after a call, up to the next call or the end, is content with the "
+                "whitespace around it; whitespace alone after a call stays layout.",
         example="I will help you get the weather info.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
                 "<arg_value>Beijing</arg_value>\n</tool_call>\n\nmeaningwhile, I will also check the weather in "
                 "Shanghai.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Shanghai</arg_value>\n"
@@ -753,7 +756,11 @@ REPAIRS: list[Repair] = [
                "tool_parsers/test_glm4_moe_tool_parser.py (real-output case glm-mixed-content); vLLM's Granite 4 "
                "parser keeps the text between <tool_call> blocks as content: https://github.com/"
                "vllm-project/vllm/blob/34f830e95846db95409c0cd6d8a168066ebd8df9/tests/tool_parsers/"
-               "test_granite4_tool_parser.py (case kept6-vllm-granite4-content-between)"),
+               "test_granite4_tool_parser.py (case kept6-vllm-granite4-content-between); SGLang's MiniCPM5 detector "
+               "keeps the text around every <function> block, whitespace included, as normal text: "
+               "https://github.com/sgl-project/sglang/blob/032cfb6f206222145c6d0b377a90b89d05a3c170/test/"
+               "registered/unit/function_call/test_minicpm5_detector.py (test_detect_and_parse_single_call_v3, "
+               "test_multiple_calls_interleaved_text_v3: cases kept8-sgl-minicpm5-single, -interleaved)"),
     # ---- JSON and pythonic call families ---------------------------------------------------------------------------
     Repair(
         name=PYTHONIC_VALUES,
