@@ -69,3 +69,24 @@ def test_minicpm5_without_the_repair_ends_the_calls_at_the_text():
         _, msg = _parse("kept8-sgl-minicpm5-interleaved", **kw)
         assert [c.name for c in msg.tool_calls] == ["get_weather"]
         assert msg.content.startswith("Head\nTXT\n<function name=\"sum_values\">")
+
+
+# -- json-calls-in-call-markers (LFM2) ------------------------------------------------------------------------------
+
+def test_lfm2_json_call_list_inside_its_call_markers_is_a_call():
+    parser, msg = _parse("kept8-sgl-lfm2-json")   # <|tool_call_start|>[{"name": "search", …}]<|tool_call_end|>
+    assert [(c.name, c.arguments) for c in msg.tool_calls] == [("search", '{"query": "sglang"}')]
+    assert msg.content == "" and _names(msg) == ["json-calls-in-call-markers"]
+    for size in (1, 3, 17):
+        assert _streamed(parser, CASES["kept8-sgl-lfm2-json"].output, size).to_openai() == msg.to_openai()
+
+
+def test_lfm2_json_call_list_without_the_repair_stays_content():
+    for kw in ({"disabled": ("json-calls-in-call-markers",)}, {"fidelity": "llama.cpp"}):
+        _, msg = _parse("kept8-sgl-lfm2-json", **kw)
+        assert msg.tool_calls == [] and msg.content == CASES["kept8-sgl-lfm2-json"].output
+
+
+def test_lfm2_pythonic_list_is_still_read_first():
+    _, msg = _parse("kept8-sgl-lfm2-two-calls")
+    assert [c.name for c in msg.tool_calls] == ["get_weather", "search"] and not _names(msg)

@@ -166,6 +166,8 @@ THINK_BLOCK_CALLS = "think-block-calls"
 FREE_OBJECT_ELEMENTS = "free-object-elements"
 LEADING_ZERO_INTEGER = "leading-zero-integer"
 SETTLE_REPAIRS = frozenset({CUT_MARKER_TEXT, CUT_CALL_OWN_TEXT})
+# from the misses of the eighth batch (tests/data/real_outputs_kept8; docs/fidelity.md)
+JSON_CALLS_IN_CALL_MARKERS = "json-calls-in-call-markers"
 """Tolerance repairs :func:`settle` applies (the pipeline hands the enabled ones to the parser as
 ``settle_repairs``)."""
 # where reasoning starts and ends, from the seventh batch (tests/data/real_outputs_kept7; docs/fidelity-reasoning.md)
@@ -1098,6 +1100,23 @@ REPAIRS: list[Repair] = [
                "0396a0526bdc9deb22e3aa0c50157b62a75ff7a3/test/registered/function_call/test_kimik3_detector.py "
                "(test_attr_unescaping_and_raw_string_args: case kept7-sgl-kimik3-attr-unescape, whose tool is "
                "not declared: a miss by policy)"),
+    # ---- from the misses of the eighth batch (tests/data/real_outputs_kept8; docs/fidelity.md) ------------------
+    Repair(
+        name=JSON_CALLS_IN_CALL_MARKERS,
+        title="JSON calls inside the call markers of a pythonic call list",
+        stage=RepairStage.TOLERANCE,
+        accepts="LFM2 / LFM2.5, whose template writes calls as a Python list between <|tool_call_start|> and "
+                "<|tool_call_end|>: the list written in JSON instead, [{\"name\": …, \"arguments\": {…}}, …] "
+                "('parameters' also taken for 'arguments'), for known tools — the form LFM2 writes when its "
+                "system prompt asks for JSON function calls. Tried after the pythonic list; llama.cpp leaves the "
+                "whole block in content.",
+        example='<|tool_call_start|>[{"name": "search", "arguments": {"query": "sglang"}}]<|tool_call_end|>',
+        source="SGLang's LFM2 detector reads both the pythonic and the JSON list between the markers: "
+               "https://github.com/sgl-project/sglang/blob/38de5808e13ce232ccd88f1bc2f418e3d879e015/test/"
+               "registered/unit/function_call/test_lfm2_detector.py (test_single_call_json: case "
+               "kept8-sgl-lfm2-json); Liquid's tool-use guide: the models write Pythonic calls by default and "
+               "JSON when the system prompt says \"Output function calls as JSON\" "
+               "(https://docs.liquid.ai/docs/key-concepts/tool-use)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -1725,7 +1744,7 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "ANSWER_MARKER_WHITESPACE", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "ANSWER_MARKER_WHITESPACE", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "JSON_CALLS_IN_CALL_MARKERS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
