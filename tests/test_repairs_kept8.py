@@ -90,3 +90,21 @@ def test_lfm2_json_call_list_without_the_repair_stays_content():
 def test_lfm2_pythonic_list_is_still_read_first():
     _, msg = _parse("kept8-sgl-lfm2-two-calls")
     assert [c.name for c in msg.tool_calls] == ["get_weather", "search"] and not _names(msg)
+
+
+# -- quoted-number (GLM-4.5 tagged arguments) -------------------------------------------------------------------------
+
+def test_glm45_quoted_digits_for_a_number_parameter_are_the_number():
+    parser, msg = _parse("kept8-sgl-glm45-type-coercion")   # <arg_key>count</arg_key>\n<arg_value>"42"</arg_value>
+    assert msg.tool_calls[0].arguments == '{"city":"北京","count":42,"filters":{"a": 1}}'
+    assert "quoted-number" in _names(msg)
+    for size in (1, 3, 17):
+        assert _streamed(parser, CASES["kept8-sgl-glm45-type-coercion"].output, size).to_openai() == msg.to_openai()
+
+
+def test_glm45_quoted_digits_without_the_repair_stay_a_string():
+    _, msg = _parse("kept8-sgl-glm45-type-coercion", disabled=("quoted-number",))
+    assert msg.tool_calls[0].arguments == '{"city":"北京","count":"42","filters":{"a": 1}}'
+    assert "quoted-number" not in _names(msg)
+    _, msg = _parse("kept8-sgl-glm45-type-coercion", fidelity="llama.cpp")   # the line breaks are not its layout
+    assert msg.tool_calls == [] and msg.content == CASES["kept8-sgl-glm45-type-coercion"].output

@@ -168,6 +168,7 @@ LEADING_ZERO_INTEGER = "leading-zero-integer"
 SETTLE_REPAIRS = frozenset({CUT_MARKER_TEXT, CUT_CALL_OWN_TEXT})
 # from the misses of the eighth batch (tests/data/real_outputs_kept8; docs/fidelity.md)
 JSON_CALLS_IN_CALL_MARKERS = "json-calls-in-call-markers"
+QUOTED_NUMBER = "quoted-number"
 """Tolerance repairs :func:`settle` applies (the pipeline hands the enabled ones to the parser as
 ``settle_repairs``)."""
 # where reasoning starts and ends, from the seventh batch (tests/data/real_outputs_kept7; docs/fidelity-reasoning.md)
@@ -1117,6 +1118,21 @@ REPAIRS: list[Repair] = [
                "kept8-sgl-lfm2-json); Liquid's tool-use guide: the models write Pythonic calls by default and "
                "JSON when the system prompt says \"Output function calls as JSON\" "
                "(https://docs.liquid.ai/docs/key-concepts/tool-use)"),
+    Repair(
+        name=QUOTED_NUMBER,
+        title="A number written in JSON string quotes for a parameter that takes only numbers",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the auto-parsed XML-tagged argument layouts (GLM <arg_key>/<arg_value>, <parameter=…>) "
+                "and the Qwen3-Coder / Qwen3.5 handler, a value that is a JSON number in string quotes (\"42\", \"-1.5\") for a parameter "
+                "whose schema allows only number / integer: the number, as the schema asks. Anything else in "
+                "quotes stays the JSON string the value spells (llama.cpp's reading, which hands the client "
+                "\"42\" where the schema says number). A stream shows the value once it is whole.",
+        example='<tool_call>get_weather\n<arg_key>count</arg_key>\n<arg_value>"42"</arg_value>\n</tool_call>   '
+                '(count: number)',
+        source="SGLang's GLM-4.5 detector coerces the value to the schema's type: https://github.com/sgl-project/"
+               "sglang/blob/33d0813d223177af28e4a7c668e8e9721e97b760/test/registered/unit/function_call/"
+               "test_glm4_moe_detector.py (test_schema_type_coercion, \"Quoted digits in a number parameter are "
+               "coerced to an int\": case kept8-sgl-glm45-type-coercion)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -1744,7 +1760,7 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "ANSWER_MARKER_WHITESPACE", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "JSON_CALLS_IN_CALL_MARKERS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "ANSWER_MARKER_WHITESPACE", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "JSON_CALLS_IN_CALL_MARKERS", "QUOTED_NUMBER", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",

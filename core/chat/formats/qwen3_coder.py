@@ -31,7 +31,7 @@ from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function, foreach_function_indexed, foreach_parameter, grammar_for,
                            has_response_format, make_parser, prepared_for, word)
 from ..prompt import render_prompt
-from ..repairs import CONSECUTIVE_CALL_BLOCKS, MISSING_REQUIRED_ARGUMENT, REASONING_START_REPEATED, any_order_args
+from ..repairs import CONSECUTIVE_CALL_BLOCKS, MISSING_REQUIRED_ARGUMENT, QUOTED_NUMBER, REASONING_START_REPEATED, any_order_args
 from ..generator import _any_subset
 
 NAME = "qwen3-coder"
@@ -131,7 +131,8 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                         tool_string = p.gbnf(p.choice(loose, arg_string), "xml-arg-string")
                     rule_name = f"tool-{idx}-arg-{j}"
                     arg_open = p.tool_arg_open("<parameter=" + p.tool_arg_name(p.literal(pname)) + p.flexible(">\n"))
-                    value = p.tagged_arg_value(rule_name, pschema, tool_string, typed_close, mistyped=mistyped)
+                    value = p.tagged_arg_value(rule_name, pschema, tool_string, typed_close, mistyped=mistyped,
+                                             quoted=QUOTED_NUMBER in p.repairs)
                     arg_rule = p.rule(rule_name, p.tool_arg(arg_open + value))
                     (required if is_req else optional).append(arg_rule)
                 # repair argument-order: an optional parameter before a required one (tried after)
@@ -215,7 +216,8 @@ def _indented_calls(p: Any, request: Any, mistyped: bool) -> Any:
         for j, (pname, pschema, is_req) in enumerate(foreach_parameter(fn)):
             name = f"tool-{idx}-arg-{j}-indented"
             opener = p.tool_arg_open(ws + "<parameter=" + p.tool_arg_name(p.literal(pname)) + ">")
-            value = p.tagged_arg_value(name, pschema, string, close, mistyped=mistyped)
+            value = p.tagged_arg_value(name, pschema, string, close, mistyped=mistyped,
+                                     quoted=QUOTED_NUMBER in p.repairs)
             (required if is_req else optional).append(p.rule(name, p.tool_arg(opener + ws + value)))
         args = p.permute(f"tool-{idx}-args-indented", required)
         if optional:
