@@ -96,7 +96,9 @@ def _peg_tree(p: Any, view: RequestView, late: list[Any]) -> Any:
     if CONTENT_BETWEEN_CALLS in p.repairs:
         # repair content-between-calls: text after a call, up to the next call or the end, is content with the
         # whitespace around it (the template glues the text it renders to the calls); whitespace alone stays layout
+        # (the peek decides before any of it shows: whitespace then the end, or then a call, is not this)
         late.append(lambda: p.widen_late(after, CONTENT_BETWEEN_CALLS, lambda _: p.peek(
-            p.space() + p.negate(p.literal(FUNC)) + p.any()) + p.content(p.space() + p.until(FUNC)), first=True))
+            p.space() + p.negate(p.end()) + p.negate(p.literal(FUNC))) + p.content(p.space() + p.until(FUNC)),
+            first=True))
     calls = p.trigger_rule("tool-call", p.repeat(one + after, 1, -1 if view.parallel else 1))
     return gen + reasoning + p.content(p.until(FUNC)) + calls + p.end()
