@@ -108,3 +108,29 @@ def test_glm45_quoted_digits_without_the_repair_stay_a_string():
     assert "quoted-number" not in _names(msg)
     _, msg = _parse("kept8-sgl-glm45-type-coercion", fidelity="llama.cpp")   # the line breaks are not its layout
     assert msg.tool_calls == [] and msg.content == CASES["kept8-sgl-glm45-type-coercion"].output
+
+
+# -- content-between-calls in the Qwen3-Coder format (kept6 and kept8 cases) ---------------------------------------
+
+KEPT6 = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept6"))}
+
+
+def test_qwen3_coder_text_after_the_call_keeps_its_line_breaks():
+    case = KEPT6["kept6-vllm-qwen3xml-surrounding-text"]   # …for you.\n\n<tool_call>…</tool_call>\n\nI will get…
+    template = ChatTemplate((TEMPLATES / case.template).read_text(encoding="utf-8"), case.template)
+    for disabled, content in (((), "Let me check the weather for you.\n\n\n\nI will get that information."),
+                              (("content-between-calls",), "Let me check the weather for you.\n\nI will get that "
+                                                           "information.")):
+        parser = build_chat_parser(template, ChatRequest.from_dict(case.request), fidelity="improved",
+                                   disabled_repairs=disabled).parser
+        msg = parser.parse(case.output, False)
+        assert msg.content == content and [c.name for c in msg.tool_calls] == ["get_weather"]
+        assert ("content-between-calls" in _names(msg)) is not bool(disabled)
+        for size in (1, 3, 17):
+            assert _streamed(parser, case.output, size).to_openai() == msg.to_openai()
+
+
+def test_step35_text_between_two_calls_is_content_and_the_second_call_a_call():
+    _, msg = _parse("kept8-sgl-step35-interleaved")   # hello<tool_call>…</tool_call>between<tool_call>…bye
+    assert [c.name for c in msg.tool_calls] == ["bash", "weather"] and msg.content == "betweenbye"
+    assert msg.reasoning_content == "hello"   # the prompt opened <think>: the policy of docs/fidelity-reasoning.md

@@ -748,7 +748,9 @@ REPAIRS: list[Repair] = [
                 "layout, as the stream's fast path after a call reads it). And MiniCPM5's <function name=…> "
                 "calls, whose template renders text between and after the calls (a content's <tool_sep> marks "
                 "where each call goes): text after a call, up to the next call or the end, is content with the "
-                "whitespace around it; whitespace alone after a call stays layout.",
+                "whitespace around it; whitespace alone after a call stays layout. The same in the Qwen3-Coder / "
+                "Qwen3.5 handler's <tool_call><function=…> calls (Step-3.5 writes them too): text after a call, "
+                "with the whitespace before it, up to the next call (which is read) or the end.",
         example="I will help you get the weather info.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
                 "<arg_value>Beijing</arg_value>\n</tool_call>\n\nmeaningwhile, I will also check the weather in "
                 "Shanghai.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Shanghai</arg_value>\n"
@@ -763,7 +765,13 @@ REPAIRS: list[Repair] = [
                "keeps the text around every <function> block, whitespace included, as normal text: "
                "https://github.com/sgl-project/sglang/blob/032cfb6f206222145c6d0b377a90b89d05a3c170/test/"
                "registered/unit/function_call/test_minicpm5_detector.py (test_detect_and_parse_single_call_v3, "
-               "test_multiple_calls_interleaved_text_v3: cases kept8-sgl-minicpm5-single, -interleaved)"),
+               "test_multiple_calls_interleaved_text_v3: cases kept8-sgl-minicpm5-single, -interleaved); vLLM's "
+               "Qwen3 XML parser keeps the text after the call, line breaks included: https://github.com/"
+               "vllm-project/vllm/blob/1cbe721380ab9295854e4db1e819c40b14c54828/tests/tool_parsers/"
+               "test_qwen3xml_tool_parser.py#L35 (case kept6-vllm-qwen3xml-surrounding-text); SGLang's Step-3.5 "
+               "detector keeps text between calls: https://github.com/sgl-project/sglang/blob/"
+               "df758f476f27b65811ec800db143a4a003fa493d/test/registered/unit/function_call/"
+               "test_step3p5_detector.py (test_interleaved_text_is_preserved_in_both_modes)"),
     # ---- JSON and pythonic call families ---------------------------------------------------------------------------
     Repair(
         name=PYTHONIC_VALUES,

@@ -31,7 +31,7 @@ from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function, foreach_function_indexed, foreach_parameter, grammar_for,
                            has_response_format, make_parser, prepared_for, word)
 from ..prompt import render_prompt
-from ..repairs import CONSECUTIVE_CALL_BLOCKS, MISSING_REQUIRED_ARGUMENT, QUOTED_NUMBER, REASONING_START_REPEATED, any_order_args
+from ..repairs import CONSECUTIVE_CALL_BLOCKS, CONTENT_BETWEEN_CALLS, MISSING_REQUIRED_ARGUMENT, QUOTED_NUMBER, REASONING_START_REPEATED, any_order_args
 from ..generator import _any_subset
 
 NAME = "qwen3-coder"
@@ -154,7 +154,16 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 # repair missing-closing-tags: </tool_call> left out at the very end of the output
                 call_close = p.gbnf(p.choice(p.repair("missing-closing-tags", p.space() + p.end()), call_close),
                                     format_literal("</tool_call>"))
-            body = tool_choice + call_close + p.space()
+            closed = tool_choice + call_close
+            after = p.space()
+            body = closed + after
+            if CONTENT_BETWEEN_CALLS in p.repairs:
+                # repair content-between-calls: text after a call, up to the next call or the end, is content with
+                # the whitespace before it; whitespace alone (then the end or a call) stays layout, decided before
+                # any of it shows
+                late.append(lambda: p.widen_late(after, CONTENT_BETWEEN_CALLS, lambda _: p.peek(
+                    p.space() + p.negate(p.end()) + p.negate(p.choice(*[p.literal(s) for s in tool_call_starts])))
+                    + p.content(p.space() + p.until_one_of(tool_call_starts)), first=True))
             xml_call = p.flexible("<tool_call>\n") + body
             if "json-call-in-tags" in p.repairs:
                 # repair json-call-in-tags: the Hermes JSON call inside <tool_call> (tried after the XML one)
