@@ -79,6 +79,11 @@ DATA = ROOT / "tests" / "data"
 # leading-zero-integer 1 (MiniMax-M3)
 # the character audit (docs/fidelity-lossless.md "To the character"): the MiniMax-M3 output cut inside its
 # call marker comes back whole as content (cut-marker-text, and unparsed-characters behind it)
+# the repairs from kept8's misses (development data since): real_outputs_kept8 improved
+# reasoning-start-repeated in the Kimi K3 format 2 (kept8-vllm-kimik3-xtml, -split-open), content-between-calls
+# in the MiniCPM5 format 2 (kept8-sgl-minicpm5-single, -interleaved), json-calls-in-call-markers 1
+# (kept8-sgl-lfm2-json), quoted-number 1 (kept8-sgl-glm45-type-coercion): 49 -> 55; content-between-calls in
+# the Qwen3-Coder handler: real_outputs_kept6 improved 66 -> 67 (kept6-vllm-qwen3xml-surrounding-text)
 PASS = {
     "real_outputs": {("llama.cpp", "dev"): 95, ("llama.cpp", "holdout"): 45,
                      # improved dev 171 -> 170: xlam-think-tag expects vLLM's xLAM tool-parser reading (no
@@ -89,10 +94,10 @@ PASS = {
     "real_outputs_kept3": {("llama.cpp", "kept3"): 65, ("improved", "kept3"): 89},
     "real_outputs_kept4": {("llama.cpp", "kept4"): 42, ("improved", "kept4"): 62},
     "real_outputs_kept5": {("llama.cpp", "kept5"): 48, ("improved", "kept5"): 60},
-    "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 66},
+    "real_outputs_kept6": {("llama.cpp", "kept6"): 35, ("improved", "kept6"): 67},
     # kept7 improved 55 -> 56: nullable-null (kept7-sgl-minimaxm2-anyof-null, an explicit null for anyOf [string, null])
     "real_outputs_kept7": {("llama.cpp", "kept7"): 27, ("improved", "kept7"): 56},
-    "real_outputs_kept8": {("llama.cpp", "kept8"): 26, ("improved", "kept8"): 49},
+    "real_outputs_kept8": {("llama.cpp", "kept8"): 26, ("improved", "kept8"): 55},
     # kept9 improved 46 -> 57 (kept9 as development data): json-arguments-body 4 and tag-whitespace in DSML 2
     # (DeepSeek V3.2 / V4 trt-dsv32-*, trt-dsv4-*), section-opener-repeated 2 (trt-dsv3-multiple,
     # trt-dsv31-multiple), call-marker-whitespace between Kimi K2 calls 1 (trt-kimi-multiple), schema-type-alias 1

@@ -113,6 +113,7 @@ SCORES = {
     "kept7.jsonl": {"dev": (33, 32, 9, 13)},
     # kept aside: (23, 28, 3, 9) on the ninth and on the tenth round; dev since the eleventh (37, 40, 4, 9); after the
     # kept6 repairs seven rows labelled "none helps" relabelled with the fix that now gives the engine's message, two
+<<<<<<< HEAD
     # (granite4-content-between, minimax-m2-content-before) offered a fix whose message differs: 40 -> 38
     # (twelfth round: minimax-m2-content-before relabelled with the prompt patch + tag-whitespace, which gives the
     # engine's message, and named REASONING_SETTING: 37/38 -> 38/39)
@@ -133,6 +134,29 @@ SCORES = {
     "kept11.jsonl": {"kept11": (14, 18, 6, 13)},
     # kept aside, public reports: first and only run, at the labelled commit, no change to the product
     "kept12.jsonl": {"kept12": (3, 3, 2, 4)},
+=======
+    # (granite4-content-between, minimax-m2-content-before) offered a fix whose message differs: 40 -> 38; after the
+    # kept8 repairs (content-between-calls in the Qwen3-Coder handler, and text after the last call no longer taken
+    # for a cut-off call) two more rows labelled "none helps" are offered a fix whose message differs from the
+    # engine's: granite4-complex (the whitespace right after a call stays layout) and step3p5-mixed-content (`hello`
+    # stays reasoning, the prompt opened it): 38 -> 36
+    "kept8.jsonl": {"dev": (37, 36, 4, 9)},
+    # kept aside: first run (23, 25, 14, 16) (docs/explain.md "Eleventh batch"); on the eleventh round's rules and
+    # this session's repairs, neither written from it: (24, 25, 14, 16); the repairs written from kept8's misses
+    # (its real outputs are these rows' source) answer five rows whose labels stand: three labelled "none helps"
+    # (minicpm5-single, minicpm5-interleaved, lfm2-json) now get the engine's message from content-between-calls /
+    # json-calls-in-call-markers, step35-interleaved (labelled "none helps") is offered content-between-calls, which
+    # reads both calls while `hello` stays reasoning, and glm45-type-coercion is offered quoted-number with
+    # call-marker-whitespace (the engine's message) instead of its label's change; the two Kimi K3 rows labelled with
+    # a template edit are now also fixed by reasoning-start-repeated: fix 25 -> 22 (26 counting the four fixes that
+    # give the engine's message)
+    "kept9.jsonl": {"kept9": (24, 22, 14, 16)},
+    # kept aside: first run (24, 32, 11, 17), on the tenth round's rules; on the eleventh round's rules and this
+    # session's repairs, neither written from it: 3 rows labelled "none helps" (MiniMax-M2 fixtures without the
+    # reasoning block the prompt opens) are now offered call-ends-reasoning + tag-whitespace, which gives the
+    # engine's message; the labels stand (kept aside), so fix 32 -> 29 (32 counting those fixes)
+    "kept10.jsonl": {"kept10": (25, 29, 17, 17)},
+>>>>>>> s15-R4
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
@@ -1477,10 +1501,11 @@ def test_a_reply_under_a_prompt_that_always_opens_the_reasoning_gets_the_prompt_
     ex, tg = _kept8("step3p5-no-content-between")
     assert tg.mistake == Mistake.REASONING_SETTING and tg.fixes[0].kind.value == "template"
     assert tg.fixes[0].message["content"] == "hello" and len(tg.fixes[0].message["tool_calls"]) == 2
-    # text between the calls too: the patch reads `hello` and the first call, and the second fault is said
+    # text between the calls too: content-between-calls reads it and the second call (the prompt-opened `hello`
+    # stays reasoning, so the engine's message is not reached; docs/fidelity-reasoning.md)
     ex, tg = _kept8("step3p5-mixed-content")
-    assert tg.mistake == Mistake.REASONING_SETTING and not tg.fixes
-    assert "second fault" in tg.no_fix and "hi" in tg.no_fix
+    assert tg.mistake == Mistake.REASONING_SETTING and tg.fixes[0].change == {"repairs": ["content-between-calls"]}
+    assert len(tg.fixes[0].message["tool_calls"]) == 2 and tg.fixes[0].message["reasoning_content"] == "hello"
     # a reasoning opener written again after a prompt that opened it (Kimi K2.5): the Kimi K2 format's
     # reasoning-start-repeated repair reads it now, the smallest fix (the prompt patch was offered before it existed)
     ex, tg = _kept8("kimi-k2-r-think-tags")
@@ -1535,15 +1560,16 @@ def test_the_headline_names_one_mistake_and_the_rest_follow():
     assert any(e.startswith("the nearest accepted output also needs: the model wrote `↵`") for e in tg.evidence)
 
 
-def test_a_repair_that_reads_the_call_but_leaves_a_second_fault_is_offered_saying_so():
-    # "no change of ours helps" was said while tag-whitespace read the call (text after it left the parse unclean)
+def test_a_repair_that_reads_the_call_and_one_that_reads_the_text_after_it_are_offered_together():
+    # "no change of ours helps" was said while tag-whitespace read the call (text after it left the parse unclean);
+    # then tag-whitespace was offered saying the parse stays unclean; content-between-calls now reads that text
     c = next(c for c in SETS["kept8.jsonl"] if c["id"] == "kept6-vllm-qwen3xml-surrounding-text")
     ex, tg = _run(c)
     assert tg.fixes and not tg.no_fix
     f = tg.fixes[-1]
-    assert f.change == {"repairs": ["tag-whitespace"]} and "still not clean" in f.description
+    assert f.change == {"repairs": ["tag-whitespace", "content-between-calls"]}
     want, clean = apply_fix(_template(c["template"]), ChatRequest.from_dict(c), c["input"], c["fix"]["change"])
-    assert not clean and _same(f.message, want)
+    assert clean and _same(f.message, want) and _same(f.message, c["engine_message"])
 
 
 def test_a_fenced_call_is_offered_the_fenced_calls_repair_when_a_reasoning_repair_fires_first():

@@ -167,6 +167,9 @@ NON_OBJECT_ARGUMENTS = "non-object-arguments"   # read in core.peg.chat (ChatBui
 FREE_OBJECT_ELEMENTS = "free-object-elements"
 LEADING_ZERO_INTEGER = "leading-zero-integer"
 SETTLE_REPAIRS = frozenset({CUT_MARKER_TEXT, CUT_CALL_OWN_TEXT})
+# from the misses of the eighth batch (tests/data/real_outputs_kept8; docs/fidelity.md)
+JSON_CALLS_IN_CALL_MARKERS = "json-calls-in-call-markers"
+QUOTED_NUMBER = "quoted-number"
 """Tolerance repairs :func:`settle` applies (the pipeline hands the enabled ones to the parser as
 ``settle_repairs``)."""
 # where reasoning starts and ends, from the seventh batch (tests/data/real_outputs_kept7; docs/fidelity-reasoning.md)
@@ -271,13 +274,20 @@ REPAIRS: list[Repair] = [
                 "already opened reasoning, or writes it twice (whitespace around it allowed): the repeated "
                 "marker is skipped, the reasoning starts after it. Auto-parsed templates (the generic reasoning "
                 "parser), the Qwen3-Coder / Qwen3.5 handler and the Kimi K2 format (there an empty block after it "
-                "too: <think></think> is no reasoning); llama.cpp keeps the marker inside reasoning_content.",
+                "too: <think></think> is no reasoning), and Kimi K3, whose marker is the section opener "
+                "<|open|>think<|sep|> its thinking prompt ends with; llama.cpp keeps the marker inside "
+                "reasoning_content.",
         example="<think>This is a reasoning section</think>This is the rest   (generation prompt "
                 "<｜Assistant｜><think>\\n: DeepSeek-R1)",
         source="https://github.com/vllm-project/vllm/blob/04dbd8f32c4dc8ef1254eeaabd154a225948cf57/tests/reasoning/test_deepseekr1_reasoning_parser.py (real-output cases r1-new-line, r1-think-no-end: vLLM drops the "
                "opener wherever it stands before the end); Kimi K2.5: https://github.com/vllm-project/vllm/blob/"
                "0847a95f7ff542cb8c7e8b517841c5a29d84ff1f/tests/reasoning/test_kimi_k2_reasoning_parser.py "
-               "(real-output cases kept6-vllm-kimi-k2-r-think-tags, -r-empty-thinking)"),
+               "(real-output cases kept6-vllm-kimi-k2-r-think-tags, -r-empty-thinking); Kimi K3: vLLM's K3 reasoning "
+               "parser starts the reasoning after <|open|>think<|sep|> wherever it opens, the prompt's own one "
+               "consumed as the generation prefix: https://github.com/vllm-project/vllm/blob/"
+               "0ad0a4635e6fe4ec751cd0bdd8f9ece7898a88ec/tests/reasoning/test_kimi_k3_reasoning_parser.py "
+               "(test_extract_reasoning_with_xtml_tags, test_streaming_split_open_marker_is_held_back: cases "
+               "kept8-vllm-kimik3-xtml, -split-open)"),
     # -- reasoning repairs (issue 25 class 4; docs/fidelity-reasoning.md) -----------------------------------
     Repair(
         name=REASONING_END_WITHOUT_START,
@@ -760,7 +770,12 @@ REPAIRS: list[Repair] = [
                 "returns the later call as content. Also JSON calls each in its own marker block (Granite 4, "
                 "Hermes: <tool_call> {…} </tool_call>), with parallel calls: text where a further block was "
                 "expected is content up to that block, which is a call (the whitespace right after a call stays "
-                "layout, as the stream's fast path after a call reads it).",
+                "layout, as the stream's fast path after a call reads it). And MiniCPM5's <function name=…> "
+                "calls, whose template renders text between and after the calls (a content's <tool_sep> marks "
+                "where each call goes): text after a call, up to the next call or the end, is content with the "
+                "whitespace around it; whitespace alone after a call stays layout. The same in the Qwen3-Coder / "
+                "Qwen3.5 handler's <tool_call><function=…> calls (Step-3.5 writes them too): text after a call, "
+                "with the whitespace before it, up to the next call (which is read) or the end.",
         example="I will help you get the weather info.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
                 "<arg_value>Beijing</arg_value>\n</tool_call>\n\nmeaningwhile, I will also check the weather in "
                 "Shanghai.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Shanghai</arg_value>\n"
@@ -771,7 +786,17 @@ REPAIRS: list[Repair] = [
                "tool_parsers/test_glm4_moe_tool_parser.py (real-output case glm-mixed-content); vLLM's Granite 4 "
                "parser keeps the text between <tool_call> blocks as content: https://github.com/"
                "vllm-project/vllm/blob/34f830e95846db95409c0cd6d8a168066ebd8df9/tests/tool_parsers/"
-               "test_granite4_tool_parser.py (case kept6-vllm-granite4-content-between)"),
+               "test_granite4_tool_parser.py (case kept6-vllm-granite4-content-between); SGLang's MiniCPM5 detector "
+               "keeps the text around every <function> block, whitespace included, as normal text: "
+               "https://github.com/sgl-project/sglang/blob/032cfb6f206222145c6d0b377a90b89d05a3c170/test/"
+               "registered/unit/function_call/test_minicpm5_detector.py (test_detect_and_parse_single_call_v3, "
+               "test_multiple_calls_interleaved_text_v3: cases kept8-sgl-minicpm5-single, -interleaved); vLLM's "
+               "Qwen3 XML parser keeps the text after the call, line breaks included: https://github.com/"
+               "vllm-project/vllm/blob/1cbe721380ab9295854e4db1e819c40b14c54828/tests/tool_parsers/"
+               "test_qwen3xml_tool_parser.py#L35 (case kept6-vllm-qwen3xml-surrounding-text); SGLang's Step-3.5 "
+               "detector keeps text between calls: https://github.com/sgl-project/sglang/blob/"
+               "df758f476f27b65811ec800db143a4a003fa493d/test/registered/unit/function_call/"
+               "test_step3p5_detector.py (test_interleaved_text_is_preserved_in_both_modes)"),
     # ---- JSON and pythonic call families ---------------------------------------------------------------------------
     Repair(
         name=PYTHONIC_VALUES,
@@ -1206,6 +1231,38 @@ REPAIRS: list[Repair] = [
                "MiniMax-M2 parser reads a value null as None: https://github.com/vllm-project/vllm/blob/"
                "9412856add437f03009a0804f61f3bed6731ddeb/vllm/tool_parsers/minimax_m2_tool_parser.py "
                "(_convert_param_value_with_types)"),
+    # ---- from the misses of the eighth batch (tests/data/real_outputs_kept8; docs/fidelity.md) ------------------
+    Repair(
+        name=JSON_CALLS_IN_CALL_MARKERS,
+        title="JSON calls inside the call markers of a pythonic call list",
+        stage=RepairStage.TOLERANCE,
+        accepts="LFM2 / LFM2.5, whose template writes calls as a Python list between <|tool_call_start|> and "
+                "<|tool_call_end|>: the list written in JSON instead, [{\"name\": …, \"arguments\": {…}}, …] "
+                "('parameters' also taken for 'arguments'), for known tools — the form LFM2 writes when its "
+                "system prompt asks for JSON function calls. Tried after the pythonic list; llama.cpp leaves the "
+                "whole block in content.",
+        example='<|tool_call_start|>[{"name": "search", "arguments": {"query": "sglang"}}]<|tool_call_end|>',
+        source="SGLang's LFM2 detector reads both the pythonic and the JSON list between the markers: "
+               "https://github.com/sgl-project/sglang/blob/38de5808e13ce232ccd88f1bc2f418e3d879e015/test/"
+               "registered/unit/function_call/test_lfm2_detector.py (test_single_call_json: case "
+               "kept8-sgl-lfm2-json); Liquid's tool-use guide: the models write Pythonic calls by default and "
+               "JSON when the system prompt says \"Output function calls as JSON\" "
+               "(https://docs.liquid.ai/docs/key-concepts/tool-use)"),
+    Repair(
+        name=QUOTED_NUMBER,
+        title="A number written in JSON string quotes for a parameter that takes only numbers",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the auto-parsed XML-tagged argument layouts (GLM <arg_key>/<arg_value>, <parameter=…>) "
+                "and the Qwen3-Coder / Qwen3.5 handler, a value that is a JSON number in string quotes (\"42\", \"-1.5\") for a parameter "
+                "whose schema allows only number / integer: the number, as the schema asks. Anything else in "
+                "quotes stays the JSON string the value spells (llama.cpp's reading, which hands the client "
+                "\"42\" where the schema says number). A stream shows the value once it is whole.",
+        example='<tool_call>get_weather\n<arg_key>count</arg_key>\n<arg_value>"42"</arg_value>\n</tool_call>   '
+                '(count: number)',
+        source="SGLang's GLM-4.5 detector coerces the value to the schema's type: https://github.com/sgl-project/"
+               "sglang/blob/33d0813d223177af28e4a7c668e8e9721e97b760/test/registered/unit/function_call/"
+               "test_glm4_moe_detector.py (test_schema_type_coercion, \"Quoted digits in a number parameter are "
+               "coerced to an int\": case kept8-sgl-glm45-type-coercion)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -1862,7 +1919,7 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "ANSWER_MARKER_WHITESPACE", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "ANSWER_MARKER_WHITESPACE", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "JSON_CALLS_IN_CALL_MARKERS", "QUOTED_NUMBER", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",

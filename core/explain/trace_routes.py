@@ -191,15 +191,19 @@ def _open_structures(nodes: Any) -> tuple[str, ...]:
     when one of them is a tool call or a reasoning block (an open content run is not a cut-off output)."""
     path: list[str] = []
     hit = False
+    innermost = ""
     stack = list(nodes)
     while stack:
         node = stack.pop()
         if not node.partial:
             continue
         path.append(node.rule or node.tag)
+        innermost = node.tag
         hit = hit or node.tag in _OPEN_TAGS or node.rule.startswith("tool")
         stack = list(node.children)
-    return tuple(path) if hit else ()
+    # text after the last call read as content (repair content-between-calls) ends the output inside the calls'
+    # rule, but in a content run
+    return tuple(path) if hit and innermost != T.CONTENT else ()
 
 
 def peg_message(parser: Any, output: str) -> tuple[AssistantMessage, bool] | None:

@@ -503,6 +503,8 @@ def json_type(v: Any) -> str:
 SCALAR_TYPES = frozenset({"number", "integer", "boolean", "null"})
 """JSON types whose values end where their text ends (repair ``mistyped-value-as-string`` takes other text for a
 parameter of only these types as a string)."""
+NUMBER_TYPES = frozenset({"number", "integer"})
+"""The numeric JSON types (repair ``quoted-number`` reads a number in string quotes for a parameter of only these)."""
 
 
 def value_types(node: SchemaNode | None, _visiting: set[int] | None = None) -> frozenset[str]:

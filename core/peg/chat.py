@@ -31,7 +31,7 @@ import re
 import contextvars
 from typing import Any, Callable, Iterable, Iterator
 
-from ..grammar.json_schema import SCALAR_TYPES, tool_parameters, value_types
+from ..grammar.json_schema import NUMBER_TYPES, SCALAR_TYPES, tool_parameters, value_types
 from . import nodes as N
 from .builder import Builder, P, Parseable
 
@@ -370,20 +370,30 @@ class ChatBuilder(Builder):
                                self.choice("True", "False", "None", "true", "false", "null"))
         return self.rule("py-lenient-literal", body)
 
+    def quoted_number(self, close: Parseable) -> P:
+        """Repair ``quoted-number``'s reading of a tagged value: a JSON number in string quotes (``"42"``), taken as
+        the number, then ``close``; atomic, so a stream shows it once it is whole."""
+        return self.atomic(self.literal('"') + self.tool_arg_json_value(self.json_number()) + self.literal('"')
+                           + close)
+
     def tagged_arg_value(self, rule_name: str, schema: Any, arg_string: Parseable, close: Parseable, *,
-                         mistyped: bool = False) -> P:
+                         mistyped: bool = False, quoted: bool = False) -> P:
         """The value of one parameter written between tags (``<parameter=K>V</parameter>``,
         ``<arg_value>V</arg_value>``), by the JSON types its ``schema`` node allows: raw text (``arg_string``, which
         ends with its own close) for a string-only parameter; JSON checked against the schema, then ``close``, for one
         that cannot be a string; for one that may be either, the JSON value tried first (atomic) and the text after
         it (the string alternative takes any text, so only the parser needs the JSON ones). ``mistyped``: repair
-        ``mistyped-value-as-string`` — a scalar-typed value that is no such JSON is kept as text."""
+        ``mistyped-value-as-string`` — a scalar-typed value that is no such JSON is kept as text. ``quoted``: repair
+        ``quoted-number`` — for a number-only parameter, a number in string quotes is that number."""
         types = value_types(schema)
         if "string" not in types:
             value = self.tool_arg_json_value(self.schema(self.json(), rule_name + "-schema", schema)) + close
             if mistyped and types and types <= SCALAR_TYPES:
                 # whole typed value first (atomic: its type is only known at its end), else the text as a string
                 value = self.choice(self.atomic(value), self.repair("mistyped-value-as-string", arg_string))
+            if quoted and types and types <= NUMBER_TYPES:
+                # repair quoted-number: a number in string quotes is that number (before the JSON string reading)
+                value = self.choice(self.repair("quoted-number", self.quoted_number(close)), value)
             return value
         if types == {"string"}:
             return arg_string  # type: ignore[return-value]

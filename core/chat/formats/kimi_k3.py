@@ -25,7 +25,7 @@ from ..request import ChatRequest
 from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
 from ..mapper import ACTIONS, ChatMapper
-from ..repairs import ATTRIBUTE_ENTITIES, UNDECLARED_ARGUMENTS, next_call_section
+from ..repairs import ATTRIBUTE_ENTITIES, REASONING_START_REPEATED, UNDECLARED_ARGUMENTS, next_call_section
 
 NAME = "kimi_k3"
 
@@ -94,14 +94,22 @@ def _peg_root(p: Any, view: RequestView) -> Any:
     start = p.optional(p.literal(MSG_START))
     stops = [THINK_END, RESP_START]
     think_body = p.reasoning(p.until_one_of(stops)) if view.extract_reasoning else p.content(p.until_one_of(stops))
-    reasoning = p.optional(p.optional(p.literal(THINK_START)) + think_body + p.optional(p.literal(THINK_END)))
+    opened = p.literal(THINK_START)
+    reasoning = p.optional(p.optional(opened) + think_body + p.optional(p.literal(THINK_END)))
+    late: list[Any] = []   # repair widenings made once the tree is built (the grammar stays llama.cpp's)
+    if view.extract_reasoning and REASONING_START_REPEATED in p.repairs:
+        # repair reasoning-start-repeated: the think section the generation prompt opened, opened again
+        late.append(lambda: p.widen_late(opened, REASONING_START_REPEATED,
+                                         lambda one: one + p.space() + p.literal(THINK_START), first=True))
     response = (p.optional(p.literal(RESP_START)) + p.content(p.until_one_of([RESP_END, TOOLS_START, MSG_END]))
                 + p.optional(p.literal(RESP_END)))
     trailer = p.optional(p.literal(MSG_END)) + p.optional(p.literal(EOM))
     if not view.tools_active:
-        return start + reasoning + response + trailer + p.end()
+        tree = start + reasoning + response + trailer + p.end()
+        for widen in late:
+            widen()
+        return tree
     choices = []
-    late: list[Any] = []   # repair widenings made once the tree is built (the grammar stays llama.cpp's)
     for spec in view.tools:
         props = spec.parameters.get("properties") if isinstance(spec.parameters, dict) else None
         args = p.eps()

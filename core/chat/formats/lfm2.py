@@ -18,7 +18,7 @@ from ...jinja.template import ChatTemplate
 from ..request import ChatRequest
 from ._request_view import PromptContext, RequestView, request_view
 from . import family_by_name
-from ..repairs import CALL_LIST_SPACING, PYTHONIC_VALUES, next_call_section
+from ..repairs import CALL_LIST_SPACING, JSON_CALLS_IN_CALL_MARKERS, PYTHONIC_VALUES, next_call_section
 from ._peg_handler import HandlerParser, peg_parser, word
 
 NAME = "lfm2"
@@ -153,8 +153,23 @@ def _peg_root(p: Any, view: RequestView, extract: bool) -> Any:
     end = p.literal(CALL_END)
     if CALL_LIST_SPACING in p.repairs:
         end = p.optional(p.repair(CALL_LIST_SPACING, p.chars("[ \t\r\n]", 1, -1))) + end
-    calls = p.rule("tool-calls", p.trigger_rule("tool-call", start + _python_style_calls(p, view) + end))
+    body = start + _python_style_calls(p, view) + end
+    calls = p.rule("tool-calls", p.trigger_rule("tool-call", body))
     final_end = p.end()
     if view.parallel:   # repair consecutive-call-blocks: a further marked call list right after one
         next_call_section(p, final_end, CALL_START, "tool-calls")
-    return gen + reasoning + p.content(p.until(CALL_START)) + calls + final_end
+    tree = gen + reasoning + p.content(p.until(CALL_START)) + calls + final_end
+    if JSON_CALLS_IN_CALL_MARKERS in p.repairs:
+        # repair json-calls-in-call-markers: the list in JSON, tried after the pythonic one (made once the tree
+        # is built, so the grammar stays llama.cpp's)
+        p.widen_late(body, JSON_CALLS_IN_CALL_MARKERS, lambda _: p.literal(CALL_START) + p.space()
+                     + _json_calls(p, view) + p.space() + p.literal(CALL_END))
+    return tree
+
+
+def _json_calls(p: Any, view: RequestView) -> Any:
+    """Repair ``json-calls-in-call-markers``: ``[{"name": …, "arguments": {…}}, …]`` of the declared tools."""
+    tools = [{"type": "function", "function": {"name": s.name, "parameters": s.parameters}} for s in view.tools]
+    one = p.flat_json_call(tools)
+    more = p.zero_or_more(p.space() + "," + p.space() + one) if view.parallel else p.eps()
+    return "[" + p.space() + one + more + p.space() + "]"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...jinja.template import ChatTemplate
-from ..repairs import REASONING_START_REPEATED, XML_ARGUMENTS_WRAPPER
+from ..repairs import CONTENT_BETWEEN_CALLS, REASONING_START_REPEATED, XML_ARGUMENTS_WRAPPER
 from ..request import ChatRequest
 from ._request_view import RequestView, request_view, string_or_json_params
 from ._peg_handler import HandlerParser, peg_parser, word
@@ -91,5 +91,14 @@ def _peg_tree(p: Any, view: RequestView, late: list[Any]) -> Any:
         call = p.tool(p.tool_open(p.literal('<function name="') + p.tool_name(p.literal(spec.name)) + p.literal('">'))
                       << p.tool_args(args) << p.tool_close(p.literal(FUNC_END)))
         choices.append(p.rule(f"tool-{spec.index}", call))
-    calls = p.trigger_rule("tool-call", p.repeat(p.choice(*choices) + p.space(), 1, -1 if view.parallel else 1))
+    one = p.choice(*choices)
+    after = p.space()
+    if CONTENT_BETWEEN_CALLS in p.repairs:
+        # repair content-between-calls: text after a call, up to the next call or the end, is content with the
+        # whitespace around it (the template glues the text it renders to the calls); whitespace alone stays layout
+        # (the peek decides before any of it shows: whitespace then the end, or then a call, is not this)
+        late.append(lambda: p.widen_late(after, CONTENT_BETWEEN_CALLS, lambda _: p.peek(
+            p.space() + p.negate(p.end()) + p.negate(p.literal(FUNC))) + p.content(p.space() + p.until(FUNC)),
+            first=True))
+    calls = p.trigger_rule("tool-call", p.repeat(one + after, 1, -1 if view.parallel else 1))
     return gen + reasoning + p.content(p.until(FUNC)) + calls + p.end()

@@ -31,7 +31,7 @@ from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function, foreach_function_indexed, foreach_parameter, grammar_for,
                            has_response_format, make_parser, prepared_for, word)
 from ..prompt import render_prompt
-from ..repairs import CONSECUTIVE_CALL_BLOCKS, MISSING_REQUIRED_ARGUMENT, REASONING_START_REPEATED, any_order_args
+from ..repairs import CONSECUTIVE_CALL_BLOCKS, CONTENT_BETWEEN_CALLS, MISSING_REQUIRED_ARGUMENT, QUOTED_NUMBER, REASONING_START_REPEATED, any_order_args
 from ..generator import _any_subset
 
 NAME = "qwen3-coder"
@@ -131,7 +131,8 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                         tool_string = p.gbnf(p.choice(loose, arg_string), "xml-arg-string")
                     rule_name = f"tool-{idx}-arg-{j}"
                     arg_open = p.tool_arg_open("<parameter=" + p.tool_arg_name(p.literal(pname)) + p.flexible(">\n"))
-                    value = p.tagged_arg_value(rule_name, pschema, tool_string, typed_close, mistyped=mistyped)
+                    value = p.tagged_arg_value(rule_name, pschema, tool_string, typed_close, mistyped=mistyped,
+                                             quoted=QUOTED_NUMBER in p.repairs)
                     arg_rule = p.rule(rule_name, p.tool_arg(arg_open + value))
                     (required if is_req else optional).append(arg_rule)
                 # repair argument-order: an optional parameter before a required one (tried after)
@@ -153,7 +154,16 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 # repair missing-closing-tags: </tool_call> left out at the very end of the output
                 call_close = p.gbnf(p.choice(p.repair("missing-closing-tags", p.space() + p.end()), call_close),
                                     format_literal("</tool_call>"))
-            body = tool_choice + call_close + p.space()
+            closed = tool_choice + call_close
+            after = p.space()
+            body = closed + after
+            if CONTENT_BETWEEN_CALLS in p.repairs:
+                # repair content-between-calls: text after a call, up to the next call or the end, is content with
+                # the whitespace before it; whitespace alone (then the end or a call) stays layout, decided before
+                # any of it shows
+                late.append(lambda: p.widen_late(after, CONTENT_BETWEEN_CALLS, lambda _: p.peek(
+                    p.space() + p.negate(p.end()) + p.negate(p.choice(*[p.literal(s) for s in tool_call_starts])))
+                    + p.content(p.space() + p.until_one_of(tool_call_starts)), first=True))
             xml_call = p.flexible("<tool_call>\n") + body
             if "json-call-in-tags" in p.repairs:
                 # repair json-call-in-tags: the Hermes JSON call inside <tool_call> (tried after the XML one)
@@ -215,7 +225,8 @@ def _indented_calls(p: Any, request: Any, mistyped: bool) -> Any:
         for j, (pname, pschema, is_req) in enumerate(foreach_parameter(fn)):
             name = f"tool-{idx}-arg-{j}-indented"
             opener = p.tool_arg_open(ws + "<parameter=" + p.tool_arg_name(p.literal(pname)) + ">")
-            value = p.tagged_arg_value(name, pschema, string, close, mistyped=mistyped)
+            value = p.tagged_arg_value(name, pschema, string, close, mistyped=mistyped,
+                                     quoted=QUOTED_NUMBER in p.repairs)
             (required if is_req else optional).append(p.rule(name, p.tool_arg(opener + ws + value)))
         args = p.permute(f"tool-{idx}-args-indented", required)
         if optional:
