@@ -113,50 +113,36 @@ SCORES = {
     "kept7.jsonl": {"dev": (33, 32, 9, 13)},
     # kept aside: (23, 28, 3, 9) on the ninth and on the tenth round; dev since the eleventh (37, 40, 4, 9); after the
     # kept6 repairs seven rows labelled "none helps" relabelled with the fix that now gives the engine's message, two
-<<<<<<< HEAD
     # (granite4-content-between, minimax-m2-content-before) offered a fix whose message differs: 40 -> 38
     # (twelfth round: minimax-m2-content-before relabelled with the prompt patch + tag-whitespace, which gives the
-    # engine's message, and named REASONING_SETTING: 37/38 -> 38/39)
-    "kept8.jsonl": {"dev": (38, 39, 4, 9)},
+    # engine's message, and named REASONING_SETTING: 37/38 -> 38/39); after the kept8 repairs (content-between-calls
+    # in the Qwen3-Coder handler, and text after the last call no longer taken for a cut-off call) two more rows
+    # labelled "none helps" are offered a fix whose message differs from the engine's: granite4-complex (the
+    # whitespace right after a call stays layout) and step3p5-mixed-content (`hello` stays reasoning, the prompt
+    # opened it): 39 -> 37
+    "kept8.jsonl": {"dev": (38, 37, 4, 9)},
     # kept aside: first run (23, 25, 14, 16) (docs/explain.md "Eleventh batch"), (24, 25, 14, 16) on the eleventh
     # round's rules and repairs, neither written from it; dev since the twelfth round, whose rules were written from
-    # its misses ("Twelfth round of rules"):
-    "kept9.jsonl": {"dev": (33, 34, 14, 16)},
+    # its misses ("Twelfth round of rules"): (33, 34, 14, 16); the repairs written from kept8's misses (its real
+    # outputs are these rows' source) then read four rows, relabelled (their notes say so): lfm2-json
+    # (json-calls-in-call-markers), glm45-type-coercion (quoted-number + call-marker-whitespace), minicpm5-single and
+    # -interleaved (content-between-calls); step35-interleaved (labelled "none helps") is offered
+    # content-between-calls, which reads both calls while `hello` stays reasoning, and is now named TRAILING_TEXT
+    # (labelled REASONING_SETTING): cause 33 -> 32, fix 34 -> 33
+    "kept9.jsonl": {"dev": (32, 33, 14, 16)},
     # kept aside: first run (24, 32, 11, 17), on the tenth round's rules; (25, 29, 17, 17) on the eleventh round's
     # rules and repairs, neither written from it (3 rows labelled "none helps" offered a fix that gives the engine's
     # message); as dev data those three and MiniMax-M2's text-before-call row relabelled with the fix that now gives
-    # the engine's message (their notes say so): 29 -> 32; then the twelfth round's rules, written from its misses:
+    # the engine's message (their notes say so): 29 -> 32; then the twelfth round's rules, written from its misses;
+    # the kept9 repairs' relabels (eleven rows, their notes say so) leave it as it is:
     "kept10.jsonl": {"dev": (32, 32, 17, 17)},
     # kept aside: first run (14, 19, 6, 13), on the rules and repairs as they stood (docs/explain.md "Thirteenth
-    # batch"); the kept9 repairs widened json-call-in-tags, which now reads kept10-ollama-laguna-json-tool-call (the
-    # engine's message) and is offered there; that row's label ("none helps") stands (kept aside), so fix 19 -> 18
-    # (19 counting that fix)
-    "kept11.jsonl": {"kept11": (14, 18, 6, 13)},
-    # kept aside, public reports: first and only run, at the labelled commit, no change to the product
+    # batch"); then on the twelfth round's rules and the repairs written from kept8's and kept9's misses, none
+    # written from it: cause 14 -> 16, fix 19 -> 20 (json-call-in-tags, widened, now reads
+    # kept10-ollama-laguna-json-tool-call, labelled "none helps": the label stands, kept aside; 21 counting it)
+    "kept11.jsonl": {"kept11": (16, 20, 6, 13)},
+    # kept aside, public reports: first run, at the labelled commit; unchanged by the twelfth round and the repairs
     "kept12.jsonl": {"kept12": (3, 3, 2, 4)},
-=======
-    # (granite4-content-between, minimax-m2-content-before) offered a fix whose message differs: 40 -> 38; after the
-    # kept8 repairs (content-between-calls in the Qwen3-Coder handler, and text after the last call no longer taken
-    # for a cut-off call) two more rows labelled "none helps" are offered a fix whose message differs from the
-    # engine's: granite4-complex (the whitespace right after a call stays layout) and step3p5-mixed-content (`hello`
-    # stays reasoning, the prompt opened it): 38 -> 36
-    "kept8.jsonl": {"dev": (37, 36, 4, 9)},
-    # kept aside: first run (23, 25, 14, 16) (docs/explain.md "Eleventh batch"); on the eleventh round's rules and
-    # this session's repairs, neither written from it: (24, 25, 14, 16); the repairs written from kept8's misses
-    # (its real outputs are these rows' source) answer five rows whose labels stand: three labelled "none helps"
-    # (minicpm5-single, minicpm5-interleaved, lfm2-json) now get the engine's message from content-between-calls /
-    # json-calls-in-call-markers, step35-interleaved (labelled "none helps") is offered content-between-calls, which
-    # reads both calls while `hello` stays reasoning, and glm45-type-coercion is offered quoted-number with
-    # call-marker-whitespace (the engine's message) instead of its label's change; the two Kimi K3 rows labelled with
-    # a template edit are now also fixed by reasoning-start-repeated: fix 25 -> 22 (26 counting the four fixes that
-    # give the engine's message)
-    "kept9.jsonl": {"kept9": (24, 22, 14, 16)},
-    # kept aside: first run (24, 32, 11, 17), on the tenth round's rules; on the eleventh round's rules and this
-    # session's repairs, neither written from it: 3 rows labelled "none helps" (MiniMax-M2 fixtures without the
-    # reasoning block the prompt opens) are now offered call-ends-reasoning + tag-whitespace, which gives the
-    # engine's message; the labels stand (kept aside), so fix 32 -> 29 (32 counting those fixes)
-    "kept10.jsonl": {"kept10": (25, 29, 17, 17)},
->>>>>>> s15-R4
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
@@ -1720,8 +1706,11 @@ def _kept10(case_id: str):
 
 def test_a_json_body_inside_markup_the_template_never_writes_as_json_is_a_template_model_mismatch():
     # a JSON call object where the template writes a pythonic list (LFM2) or a name and <arg_key> pairs (GLM-4.7)
-    for ex, tg in (_kept9("kept8-sgl-lfm2-json"), _kept10("kept9-mlx-glm47-json")):
-        assert tg.mistake == Mistake.TEMPLATE_MODEL_MISMATCH and not tg.fixes and tg.no_fix
+    # the repairs written since read both (json-calls-in-call-markers, json-call-in-tags): each is the first fix
+    for (ex, tg), repair in ((_kept9("kept8-sgl-lfm2-json"), "json-calls-in-call-markers"),
+                             (_kept10("kept9-mlx-glm47-json"), "json-call-in-tags")):
+        assert tg.mistake == Mistake.TEMPLATE_MODEL_MISMATCH and not tg.no_fix
+        assert tg.fixes[0].change == {"repairs": [repair]} and tg.fixes[0].message["tool_calls"]
         assert "a JSON call object" in tg.sentence and "writes no JSON keys" in tg.sentence
     # a DSML invoke's arguments as a JSON object, alone or after a call in the template's own shape
     for case_id in ("kept9-trt-dsv32-json-body", "kept9-trt-dsv4-json-body", "kept9-trt-dsv32-multiple",
@@ -1741,10 +1730,9 @@ def test_text_before_a_call_only_a_repair_reads_under_a_prompt_that_always_opens
         f = next(f for f in tg.fixes if f.kind.value == "template")
         assert f.change["repairs"] == ["tag-whitespace"] and f.message["content"] in ("prefix", "Let me check. ")
         assert "reasoning_content" not in f.message
-    # text between the calls too: a third fault, said, and no fix
-    ex, tg = _kept9("kept8-sgl-step35-interleaved")
-    assert tg.mistake == Mistake.REASONING_SETTING and not tg.fixes
-    assert "a third fault" in tg.no_fix and "`between<tool_call>" in tg.no_fix
+    # (kept8-sgl-step35-interleaved, text between the calls too, is a known miss since content-between-calls reads
+    # both of its calls: the triage names the text between them and offers that repair, which leaves `hello` in the
+    # reasoning; SCORES["kept9.jsonl"] counts it)
     # thinking on (asked for, or left at llama.cpp's default): text then a call is a reasoning the model did not close
     ex, tg = _set_case("kept7.jsonl", "kept7-oll-qwen3-call-inside-thinking")
     assert tg.mistake == Mistake.REASONING_NOT_CLOSED
@@ -1791,7 +1779,17 @@ def test_the_reasoning_opener_written_again_after_text_is_reopened_reasoning_eve
 def test_a_prompt_opener_written_by_a_macro_call_is_patched_out_by_dropping_that_expression():
     # Kimi K3's generation prompt opens the think channel with `open_tag('think' if thinking else 'response')`, no
     # literal of the opener: the patch drops that one expression (the prompt renders as before without the opener)
-    ex, tg = _kept9("kept8-vllm-kimik3-xtml")
+    from core.explain.model import reasoning_markers
+    from core.explain.triage import _prompt_opener_patch
+    case = next(c for c in SETS["kept9.jsonl"] if c["id"] == "kept8-vllm-kimik3-xtml")
+    ex, tg = _run(case)
     assert tg.mistake == Mistake.REOPENED_REASONING
-    assert tg.fixes[0].change == {"template_patch": [["{{- open_tag('think' if thinking else 'response') -}}", ""]]}
-    assert tg.fixes[0].message == {"role": "assistant", "content": "answer", "reasoning_content": "step"}
+    # the repair that reads the opener written again (reasoning-start-repeated) gives the same message for less, so
+    # it is the fix offered; the patch is still found and still gives that message
+    assert tg.fixes[0].change == {"repairs": ["reasoning-start-repeated"]}
+    t, req = _template(case["template"]), ChatRequest.from_dict(case)
+    s = _Setup(t, req, "llama.cpp", {})
+    patch = _prompt_opener_patch(s, ex, {}, reasoning_markers(_build(s))[0].strip())
+    assert patch is not None and patch[0] == [["{{- open_tag('think' if thinking else 'response') -}}", ""]]
+    msg, _ = apply_fix(t, req, case["input"], {"template_patch": patch[0]})
+    assert msg == tg.fixes[0].message == {"role": "assistant", "content": "answer", "reasoning_content": "step"}
