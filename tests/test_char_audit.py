@@ -319,3 +319,15 @@ def test_run_case_walks_the_output_once(monkeypatch):
     monkeypatch.setattr(char_audit, "audit_chars", lambda *a, **kw: walks.append(1) or audit_chars_(*a, **kw))
     result = run_case(_case("l4py-three-calls"), str(TEMPLATES), "improved")
     assert result.ok and result.lost == [] and walks == [1]
+
+
+def test_a_cut_closer_whose_middle_is_markup_is_markup():
+    """TensorRT-LLM's DeepSeek V3.2 call cut inside its invoke closer (``</｜DSML｜`` of ``</｜DSML｜invoke>``): repair
+    unclosed-final-call closes the call, so the cut closer is markup. The audit read ``｜DSML｜`` as a marker of its
+    own and reported the ``</`` before it lost; a cut one character earlier (``</｜``) was already markup."""
+    c = next(c for c in load_cases(str(DATA / "real_outputs_kept9")) if c.id == "kept9-trt-dsv32-single")
+    for end in ("</｜DSML｜", "</｜"):
+        out = c.output[:c.output.index("</｜DSML｜invoke>") + len(end)]
+        parser, msg = parse_case(str(TEMPLATES), c.template, c.request, out, "improved")
+        assert [t.name for t in msg.tool_calls] == ["get_weather"] and msg.content == "Normal text"
+        assert _lost(audit_parse(parser, out, msg)) == [], end
