@@ -60,17 +60,20 @@ def check_input_file(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> None
         raise RequestFileError(path, f"{st.st_size:,} bytes, above the limit of {limit:,}", kind=kind)
 
 
-def load_request(path: str | None) -> "ChatRequest":
-    """A request from a JSON file (``None``: one user message "Hello", no tools). Raises
+def load_request(path: str | None, limit: int = MAX_INPUT_BYTES) -> "ChatRequest":
+    """A request from a JSON file (``None``: one user message "Hello", no tools) of at most ``limit`` bytes. Raises
     :class:`~core.errors.RequestFileError` naming the file (and the bad field)."""
     from .chat.request import ChatRequest
 
     if path is None:
         return ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hello"}]})
-    check_input_file(path, "request file")
+    check_input_file(path, "request file", limit)
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)   # a named pipe passes the check: one without end stops here
+        if len(raw) > limit:
+            raise RequestFileError(path, f"above the limit of {limit:,} bytes")
+        data = json.loads(raw.decode("utf-8"))
     except OSError as e:
         raise RequestFileError(path, f"cannot read: {e.strerror or e}") from None
     except json.JSONDecodeError as e:
