@@ -358,7 +358,7 @@ def test_a_request_pipe_without_end_is_refused_at_the_limit(tmp_path: Any) -> No
     import threading
 
     from core.errors import RequestFileError
-    from core.inputs import load_request
+    from core.inputs import load_request, read_input_file
 
     def feed(path: Any, data: bytes) -> threading.Thread:
         def write() -> None:
@@ -382,3 +382,8 @@ def test_a_request_pipe_without_end_is_refused_at_the_limit(tmp_path: Any) -> No
         load_request(str(fifo), limit=1000)
     writer.join(5)
     assert str(fifo) in str(e.value) and "above the limit of 1,000 bytes" in str(e.value), str(e.value)
+    writer = feed(fifo, b"[" * 100_000)   # explain's --expect file reads through the same reader
+    with pytest.raises(RequestFileError) as e:
+        read_input_file(str(fifo), "--expect file", limit=1000)
+    writer.join(5)
+    assert str(e.value).startswith("--expect file") and "above the limit of 1,000 bytes" in str(e.value), str(e.value)
