@@ -60,17 +60,28 @@ def check_input_file(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> None
         raise RequestFileError(path, f"{st.st_size:,} bytes, above the limit of {limit:,}", kind=kind)
 
 
-def load_request(path: str | None) -> "ChatRequest":
-    """A request from a JSON file (``None``: one user message "Hello", no tools). Raises
+def read_input_file(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of the file option ``path`` (a ``kind`` such as ``"request file"``), checked by
+    :func:`check_input_file` and read to at most ``limit`` bytes: a named pipe passes the check, and one without end
+    (``<(yes)``, ``/dev/stdin`` fed forever) raises :class:`~core.errors.RequestFileError` once past the limit.
+    ``OSError`` is the caller's to name."""
+    check_input_file(path, kind, limit)
+    with open(path, "rb") as f:
+        raw = f.read(limit + 1)
+    if len(raw) > limit:
+        raise RequestFileError(path, f"above the limit of {limit:,} bytes", kind=kind)
+    return raw
+
+
+def load_request(path: str | None, limit: int = MAX_INPUT_BYTES) -> "ChatRequest":
+    """A request from a JSON file (``None``: one user message "Hello", no tools) of at most ``limit`` bytes. Raises
     :class:`~core.errors.RequestFileError` naming the file (and the bad field)."""
     from .chat.request import ChatRequest
 
     if path is None:
         return ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hello"}]})
-    check_input_file(path, "request file")
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(read_input_file(path, "request file", limit).decode("utf-8"))
     except OSError as e:
         raise RequestFileError(path, f"cannot read: {e.strerror or e}") from None
     except json.JSONDecodeError as e:

@@ -319,3 +319,37 @@ def test_run_case_walks_the_output_once(monkeypatch):
     monkeypatch.setattr(char_audit, "audit_chars", lambda *a, **kw: walks.append(1) or audit_chars_(*a, **kw))
     result = run_case(_case("l4py-three-calls"), str(TEMPLATES), "improved")
     assert result.ok and result.lost == [] and walks == [1]
+
+
+def test_a_cut_closer_whose_middle_is_markup_is_markup():
+    """TensorRT-LLM's DeepSeek V3.2 call cut inside its invoke closer (``</｜DSML｜`` of ``</｜DSML｜invoke>``): repair
+    unclosed-final-call closes the call, so the cut closer is markup. The audit read ``｜DSML｜`` as a marker of its
+    own and reported the ``</`` before it lost; a cut one character earlier (``</｜``) was already markup."""
+    c = next(c for c in load_cases(str(DATA / "real_outputs_kept9")) if c.id == "kept9-trt-dsv32-single")
+    for end in ("</｜DSML｜", "</｜"):
+        out = c.output[:c.output.index("</｜DSML｜invoke>") + len(end)]
+        parser, msg = parse_case(str(TEMPLATES), c.template, c.request, out, "improved")
+        assert [t.name for t in msg.tool_calls] == ["get_weather"] and msg.content == "Normal text"
+        assert _lost(audit_parse(parser, out, msg)) == [], end
+
+
+def test_the_gate_audits_a_call_whose_arguments_repeat_a_key():
+    """GLM-4.5's two calls with one `<` of a closing `</arg_value>` missing: the grammar reads every character, the
+    first call's date runs on to the second call's value, and the arguments write "date" twice — a JSON reader
+    keeps the second, so the first value's text (the rest of the output) is lost. The gate skipped the audit (the
+    message had that text nowhere else); a call whose arguments repeat a key is audited, as with the audit forced."""
+    import core.chat.repairs as repairs
+
+    c = _case("glm-mixed-content")
+    out = c.output.replace("2025-08-01</arg_value>", "2025-08-01/arg_value>", 1)
+    parser, gated = parse_case(str(TEMPLATES), c.template, c.request, out, "improved")
+    settle = repairs.settle
+    repairs.settle = lambda *a, **kw: settle(*a, **{**kw, "read_whole": False})
+    try:
+        forced = parser.parse(out, False)
+    finally:
+        repairs.settle = settle
+    assert [(r.name, r.start, r.end) for r in gated.repairs] == [("call-marker-whitespace", 382, 383),
+                                                                 ("unparsed-characters", 162, 395)]
+    assert gated.to_openai() == forced.to_openai() and gated.content.endswith("2025-08-01</arg_value>\n</tool_call>")
+    assert _lost(audit_parse(parser, out, gated)) == []

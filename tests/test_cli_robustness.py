@@ -348,3 +348,42 @@ def test_a_very_long_source_is_cut_in_its_load_error() -> None:
     assert "org/mmm" in str(info.value) and "…" in str(info.value)
     err = _one_line_error(_run(["analyze", spec]), "org/mmm")
     assert len(err) < 700
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_request_pipe_without_end_is_refused_at_the_limit(tmp_path: Any) -> None:
+    """A named pipe passes the request file's check (`--request <(…)` is a legit use), but `--request <(yes)` or
+    `--request /dev/stdin` fed without end was then read whole by the JSON reader until memory ran out; the read
+    stops one byte past the limit and names the file. A request that fits in the pipe still loads."""
+    import threading
+
+    from core.errors import RequestFileError
+    from core.inputs import load_request, read_input_file
+
+    def feed(path: Any, data: bytes) -> threading.Thread:
+        def write() -> None:
+            try:
+                with open(path, "wb") as f:
+                    f.write(data)
+            except BrokenPipeError:   # the reader stopped at the limit
+                pass
+        t = threading.Thread(target=write, daemon=True)
+        t.start()
+        return t
+
+    request = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode("utf-8")
+    fifo = tmp_path / "req.json"
+    os.mkfifo(fifo)
+    writer = feed(fifo, request)
+    assert load_request(str(fifo), limit=len(request)).messages[0]["content"] == "hi"
+    writer.join(5)
+    writer = feed(fifo, b" " * 100_000)
+    with pytest.raises(RequestFileError) as e:
+        load_request(str(fifo), limit=1000)
+    writer.join(5)
+    assert str(fifo) in str(e.value) and "above the limit of 1,000 bytes" in str(e.value), str(e.value)
+    writer = feed(fifo, b"[" * 100_000)   # explain's --expect file reads through the same reader
+    with pytest.raises(RequestFileError) as e:
+        read_input_file(str(fifo), "--expect file", limit=1000)
+    writer.join(5)
+    assert str(e.value).startswith("--expect file") and "above the limit of 1,000 bytes" in str(e.value), str(e.value)

@@ -553,9 +553,13 @@ def _cut_marker(output: str, spans: list[Span], pieces: list[str], closed: list[
     records). Else it opened a construct nothing read (``<|tool_call>ca`` after a whole call, ``<`` after
     content), and all of it is lost (``marker-prefix``). Looks back at most 64 characters."""
     n = len(output)
-    if not spans or spans[-1].account is not Account.LOST or spans[-1].end != n:
+    t = len(spans) - 1   # the lost tail; a marker's middle read as markup may end it (</ lost, ｜DSML｜ markup)
+    while t > 0 and spans[t].account is Account.MARKUP and spans[t].start >= n - 64:
+        t -= 1
+    if not spans or spans[t].account is not Account.LOST or spans[t].start < n - 64 or (
+            t < len(spans) - 1 and not _is_prefix(output[spans[t].start:], pieces)) or spans[-1].end != n:
         return spans
-    last = spans[-1]
+    last = spans[t]
     lo = last.start   # the marker may start in the markup (or lost text) read just before the lost tail
     j = len(spans) - 1
     while j > 0 and spans[j - 1].account in (Account.MARKUP, Account.LOST) and spans[j - 1].start >= n - 64:

@@ -1534,9 +1534,11 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
         if CUT_MARKER_TEXT in settle_repairs:
             out = _cut_marker_text(parser, output, out, final)
         out = _keep_unparsed(parser, output, out, final, kept_end)
-        # (a call with no arguments may be one whose value the mapper read and dropped: audited)
-        if getattr(parser, "keep_lost_characters", False) \
-                and not (read_whole and out is final and not any(_no_arguments(c.arguments) for c in out.tool_calls)):
+        # (a call with no arguments may be one whose value the mapper read and dropped, one whose arguments repeat
+        # a key loses the first value to any JSON reader: audited)
+        if getattr(parser, "keep_lost_characters", False) and not (
+                read_whole and out is final
+                and not any(_no_arguments(c.arguments) or _repeated_key(c.arguments) for c in out.tool_calls)):
             out = _keep_lost_characters(parser, output, out, final, kept_end)   # repair unparsed-characters
         if getattr(parser, "force_nonempty_content", False):
             out = _nonempty_content(output, out, final)
@@ -1550,6 +1552,26 @@ def _no_object_ever(arguments: str) -> bool:
         return not isinstance(json.loads(arguments), dict)
     except (ValueError, RecursionError):
         return False
+
+
+def _repeated_key(arguments: str) -> bool:
+    """Whether ``arguments`` (JSON) write a key twice in one object, at any depth (a JSON reader keeps the last)."""
+    def pairs(items: list) -> dict:
+        keys = [k for k, _ in items]
+        if len(set(keys)) < len(keys):
+            raise _RepeatedKey
+        return dict(items)
+    try:
+        json.loads(arguments, object_pairs_hook=pairs)
+    except _RepeatedKey:
+        return True
+    except (ValueError, RecursionError):
+        pass
+    return False
+
+
+class _RepeatedKey(Exception):
+    """Raised by :func:`_repeated_key`'s reader at the first key written twice."""
 
 
 def _no_arguments(arguments: str) -> bool:
