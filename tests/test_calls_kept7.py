@@ -46,20 +46,23 @@ def _parser(template: str, request: dict, fidelity: str = "improved", disabled=(
                              disabled_repairs=disabled).parser
 
 
-@pytest.mark.parametrize("case_id", sorted(NEEDS))
-def test_each_repair_on_the_kept7_cases_that_need_it(case_id):
-    case = CASES[case_id]
+def check_repairs_needed(case, needs: set[str]) -> None:
+    """``case`` is right at ``improved`` with the repairs ``needs`` fired, one-shot and streamed (1, 3, 17, whole)
+    with nothing lost; at ``llama.cpp`` fidelity, or with those repairs switched off, it is not."""
     msg = _parser(case.template, case.request).parse(case.output)
     assert compare_messages(case.expect, msg.to_openai()) is None
-    assert NEEDS[case_id] <= {r.name for r in msg.repairs}
-    assert run_case(case, str(TEMPLATES), "improved").ok   # streamed at 1, 3, 17, whole; no word lost
-    # llama.cpp fidelity keeps llama.cpp's answer
+    assert needs <= {r.name for r in msg.repairs}
+    assert run_case(case, str(TEMPLATES), "improved").ok
     plain = _parser(case.template, case.request, "llama.cpp").parse(case.output)
     assert compare_messages(case.expect, plain.to_openai()) is not None
-    # switched off, the case fails again
-    off = _parser(case.template, case.request, disabled=sorted(NEEDS[case_id])).parse(case.output)
+    off = _parser(case.template, case.request, disabled=sorted(needs)).parse(case.output)
     assert compare_messages(case.expect, off.to_openai()) is not None
-    assert not NEEDS[case_id] & {r.name for r in off.repairs}
+    assert not needs & {r.name for r in off.repairs}
+
+
+@pytest.mark.parametrize("case_id", sorted(NEEDS))
+def test_each_repair_on_the_kept7_cases_that_need_it(case_id):
+    check_repairs_needed(CASES[case_id], NEEDS[case_id])
 
 
 def test_prompt_tails_come_from_the_headers_own_opening_token():

@@ -16,14 +16,11 @@ import json
 import pytest
 
 from core.chat.char_audit import audit_parse
-from core.chat.pipeline import build_chat_parser
-from core.chat.realset import load_cases, run_case
+from core.chat.realset import load_cases
 from core.chat.repairs import string_type_alias
-from core.chat.request import ChatRequest
-from core.chat.roundtrip import compare_messages
-from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
+from .test_calls_kept7 import _parser, check_repairs_needed
 
 CASES = {c.id: c for d in ("real_outputs_kept9", "real_outputs_kept7")
          for c in load_cases(str(ROOT / "tests" / "data" / d))}
@@ -45,25 +42,9 @@ NEEDS = {
 }
 
 
-def _parser(template: str, request: dict, fidelity: str = "improved", disabled=()):
-    with open(TEMPLATES / template, encoding="utf-8") as f:
-        tmpl = ChatTemplate(f.read(), template)
-    return build_chat_parser(tmpl, ChatRequest.from_dict(request), fidelity=fidelity,
-                             disabled_repairs=disabled).parser
-
-
 @pytest.mark.parametrize("case_id", sorted(NEEDS))
 def test_each_repair_on_the_kept9_cases_that_need_it(case_id):
-    case = CASES[case_id]
-    msg = _parser(case.template, case.request).parse(case.output)
-    assert compare_messages(case.expect, msg.to_openai()) is None
-    assert NEEDS[case_id] <= {r.name for r in msg.repairs}
-    assert run_case(case, str(TEMPLATES), "improved").ok   # streamed at 1, 3, 17, whole; nothing lost
-    plain = _parser(case.template, case.request, "llama.cpp").parse(case.output)
-    assert compare_messages(case.expect, plain.to_openai()) is not None
-    off = _parser(case.template, case.request, disabled=sorted(NEEDS[case_id])).parse(case.output)
-    assert compare_messages(case.expect, off.to_openai()) is not None
-    assert not NEEDS[case_id] & {r.name for r in off.repairs}
+    check_repairs_needed(CASES[case_id], NEEDS[case_id])
 
 
 def _args(msg) -> list[dict]:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from core.chat.pipeline import build_chat_parser
 from core.chat.realset import load_cases
 from core.chat.request import ChatRequest
-from core.chat.stream import StreamingParser
 from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
+from .test_reasoning_repairs import _names, _streamed
 
 CASES = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept8"))}
 
@@ -21,18 +21,6 @@ def _parse(case_id: str, fidelity: str = "improved", disabled=()):
     parser = build_chat_parser(template, ChatRequest.from_dict(case.request), fidelity=fidelity,
                                disabled_repairs=disabled).parser
     return parser, parser.parse(case.output, False)
-
-
-def _streamed(parser, output: str, size: int):
-    sp = StreamingParser(parser)
-    for i in range(0, len(output), size):
-        sp.feed(output[i:i + size])
-    sp.finish()
-    return sp.message
-
-
-def _names(msg) -> list[str]:
-    return [r.name for r in msg.repairs]
 
 
 # -- reasoning-start-repeated in the Kimi K3 format --------------------------------------------------------------
