@@ -19,6 +19,7 @@ from typing import Any, Iterable
 from ..errors import ChatTemplateExplorerError, RequestError, RequestFileError, TemplateLoadError
 from ..inputs import check_input_file
 from ..jinja.template import ChatTemplate
+from .repairs import TOLERANCE_REPAIRS
 from .request import ChatRequest
 from .roundtrip import compare_messages
 
@@ -180,12 +181,10 @@ class TemplateDir:
 def repairs_off(only: Iterable[str] | None) -> tuple[str, ...]:
     """The tolerance repairs to switch off so that only ``only`` stay on (``None``: none off; contract rules
     always stay on). Unknown names are not checked here (see :func:`core.explain.model.repairs_off`)."""
-    from .repairs import REPAIRS, RepairStage
-
     if only is None:
         return ()
     keep = set(only)
-    return tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT and r.name not in keep)
+    return tuple(n for n in TOLERANCE_REPAIRS if n not in keep)
 
 
 def run_case(case: dict[str, Any], templates: TemplateDir, fidelity: str = "llama.cpp", *,

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from ..chat.repairs import TOLERANCE_REPAIRS
 from .model import MARKER_TOKEN as _TOKEN
 from .model import Cause
 from .model import Setup as _Setup
@@ -253,9 +254,7 @@ def _parse(setup: _Setup, output: str, *, repairs: tuple[str, ...] | None = None
     if repairs is None and setup.only_repairs is not None and setup.fidelity == "improved":
         repairs = setup.only_repairs
     if repairs is not None:
-        from ..chat.repairs import REPAIRS, RepairStage
-
-        off = tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT and r.name not in repairs)
+        off = tuple(n for n in TOLERANCE_REPAIRS if n not in repairs)
         bundle = build_chat_parser(tpl, req, fidelity="improved", disabled_repairs=off)
     else:
         report = None
@@ -1241,8 +1240,6 @@ def _reply_before_repaired_calls(ex: Any, setup: _Setup, bundle: Any, ctx: dict[
     reasoning the model did not close. The clean re-read's change (the patch and the fewest repairs that read the
     same message) is kept in ``ctx["patch_repairs"]``; one that stops later names that stop as a third fault. ``[]``
     otherwise; at most four parses."""
-    from ..chat.repairs import REPAIRS, RepairStage
-
     msg = ex.message
     opener = r_start.strip(_WS)
     if msg.get("tool_calls") or not _reasoning_from_prompt_only(ex, bundle, ctx):
@@ -1261,7 +1258,7 @@ def _reply_before_repaired_calls(ex: Any, setup: _Setup, bundle: Any, ctx: dict[
     patch = _prompt_opener_patch(setup, ex, ctx, opener)
     if patch is None or not budget.take(len(ex.output)):
         return []
-    tolerance = tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT)
+    tolerance = TOLERANCE_REPAIRS
     try:
         p = _parse(patch[1], ex.output, repairs=tolerance)
     except Exception:  # noqa: BLE001 - improved may not build on the patched template: no evidence
@@ -2464,8 +2461,6 @@ def _foreign_to_unfound_format(setup: _Setup, out: str, ctx: dict[str, Any]) -> 
     template's: the template's source writes special-shaped control tokens near ``tool_calls``, the output
     holds none of them, and improved fidelity (whose analysis finds more formats, with every repair on) reads no
     call either — so the analysis gap is not what keeps the call unread. ``""`` when that does not hold."""
-    from ..chat.repairs import REPAIRS, RepairStage
-
     name = _json_call_name(out) if len(out) <= TRIAGE_CHARS // 8 else None    # one more parse: bounded input
     if name is None:
         return ""
@@ -2477,7 +2472,7 @@ def _foreign_to_unfound_format(setup: _Setup, out: str, ctx: dict[str, Any]) -> 
     if not tokens or any(t in out for t in tokens):
         return ""
     try:
-        tolerance = tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT)
+        tolerance = TOLERANCE_REPAIRS
         p = _parse(setup, out, repairs=tolerance)
     except Exception:  # noqa: BLE001 - improved may not build: no evidence either way
         return ""
@@ -2494,8 +2489,6 @@ def _unsent_tool_call(setup: _Setup, out: str, text: str
     """A JSON call object in ``text`` while the request offers no tools (none, or ``tool_choice`` none) that
     parses as a call once its tool is offered: at this fidelity, else with the tolerance repairs that read it
     (each alone first). ``(change, message, cost, evidence)`` of that request edit, or None."""
-    from ..chat.repairs import REPAIRS, RepairStage
-
     req = setup.request
     if req.tools and getattr(req.tool_choice, "value", req.tool_choice) != "none":
         return None
@@ -2511,7 +2504,7 @@ def _unsent_tool_call(setup: _Setup, out: str, text: str
         p = _parse(setup, out, request=req2)
         if p.clean and p.message.tool_calls:
             return {"request": change}, p.message.to_openai(), 2, ev
-        tolerance = tuple(r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT)
+        tolerance = TOLERANCE_REPAIRS
         p = _parse(setup, out, repairs=tolerance, request=req2)
         if not (p.clean and p.message.tool_calls):
             return None
@@ -3518,8 +3511,6 @@ def _prompt_tail_fixed(ex: Any, setup: _Setup, p: _Parsed, change: dict[str, Any
 def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tuple[list[Edit], _Parsed] | None,
                  budget: _Budget, ctx: dict[str, Any]) -> tuple[list[RankedFix], str]:  # noqa: C901
     """Fixes of every kind, each re-parsed; ``(fixes, why none)``."""
-    from ..chat.repairs import REPAIRS, RepairStage
-
     out: list[RankedFix] = []
     cur = ex.message
     markers = ctx["markers"]
@@ -3541,7 +3532,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                                         Mistake.SPECIAL_TOKENS_STRIPPED)
 
     # one repair switched on
-    tolerance = [r.name for r in REPAIRS if r.stage is not RepairStage.CONTRACT]
+    tolerance = list(TOLERANCE_REPAIRS)
     if budget.take(len(ex.output)):
         try:
             imp = _parse(setup, ex.output, repairs=tuple(tolerance))
