@@ -53,7 +53,7 @@ from ..analysis.fidelity import (CALL_TURN_HEADER, GENERATION_PROMPT_PREAMBLE, I
 from ..analysis.instructions import INFERRED_FROM_INSTRUCTIONS, INFERRED_WELL_KNOWN
 from ..analysis.result import CallIdPosition, ReasoningMode, TemplateAnalysis, ToolFormat, ToolsAnalysis
 from ..grammar.converter import GrammarBuilder
-from ..grammar.json_schema import (NUMBER_TYPES, SCALAR_TYPES, ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters,
+from ..grammar.json_schema import (SCALAR_TYPES, ObjectSchema, may_be_string, schema_from_json_lenient, tool_parameters,
                                    value_types)
 from ..peg import Arena, ParseCache, ParseResult
 from ..peg.builder import P
@@ -64,8 +64,8 @@ from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
 from .repairs import CONTENT_BETWEEN_CALLS, LEADING_THINK_BLOCK, TAG_WHITESPACE, THINK_BLOCK, THINK_BLOCK_CALLS
 from .repairs import TRAILING_END_OF_TURN, WELL_KNOWN_CALL_BLOCKS, FiredRepair, next_call_section
-from .repairs import JSON_CALL_IN_TAGS, NULLABLE_NULL, SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED, string_type_alias
-from .repairs import QUOTED_NUMBER
+from .repairs import JSON_CALL_IN_TAGS, NULLABLE_NULL, QUOTED_NUMBER, SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED
+from .repairs import string_type_alias
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import ANSWER_MARKER_WHITESPACE, CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
@@ -1467,11 +1467,8 @@ class _Gen:
                         as_string = p.ac(p.tool_arg_string_value(until_suffix)
                                          + p.tool_arg_close(p.literal(a.value_suffix)), a.value_suffix)
                         value = p.choice(p.atomic(value), p.repair("mistyped-value-as-string", as_string))
-                    if QUOTED_NUMBER in p.repairs and a.value_suffix and _number_only(prop.schema):
-                        # repair quoted-number: a number in JSON string quotes is that number (tried first: the
-                        # JSON reading takes it as a string)
-                        value = p.choice(p.repair(QUOTED_NUMBER, p.quoted_number(
-                            p.tool_arg_close(p.literal(a.value_suffix)))), value)
+                    if QUOTED_NUMBER in p.repairs and a.value_suffix:
+                        value = p.quoted_number_first(value, prop.schema, p.tool_arg_close(p.literal(a.value_suffix)))
                 # repair call-marker-whitespace: the key's closer and the value's opener with any whitespace
                 arg = p.tool_arg(p.tool_arg_open(a.name_prefix + p.tool_arg_name(p.literal(prop.name))
                                                  + self.loose_marker(a.name_suffix))
@@ -1590,12 +1587,6 @@ def compact_tools(tools: ToolsAnalysis) -> ToolsAnalysis | None:
                           value_suffix=trim_ws(a.value_suffix)),
         call_id=replace(cid, prefix=trim_ws(cid.prefix), suffix=trim_ws(cid.suffix)))
     return None if trimmed == tools else trimmed
-
-
-def _number_only(schema: Any) -> bool:
-    """Whether a value of ``schema`` can only be a number / integer (repair ``quoted-number``)."""
-    types = value_types(schema)
-    return bool(types) and types <= NUMBER_TYPES
 
 
 def _scalar_only(schema: Any) -> bool:

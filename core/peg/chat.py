@@ -376,6 +376,15 @@ class ChatBuilder(Builder):
         return self.atomic(self.literal('"') + self.tool_arg_json_value(self.json_number()) + self.literal('"')
                            + close)
 
+    def quoted_number_first(self, value: P, schema: Any, close: Parseable) -> P:
+        """Repair ``quoted-number`` for a tagged value of a number-only ``schema``: a number in string quotes read
+        first (:meth:`quoted_number`, then ``close``), before ``value`` (whose JSON reading takes it as a string);
+        ``value`` itself for any other schema."""
+        types = value_types(schema)
+        if not types or not types <= NUMBER_TYPES:
+            return value
+        return self.choice(self.repair("quoted-number", self.quoted_number(close)), value)
+
     def tagged_arg_value(self, rule_name: str, schema: Any, arg_string: Parseable, close: Parseable, *,
                          mistyped: bool = False, quoted: bool = False) -> P:
         """The value of one parameter written between tags (``<parameter=K>V</parameter>``,
@@ -391,9 +400,8 @@ class ChatBuilder(Builder):
             if mistyped and types and types <= SCALAR_TYPES:
                 # whole typed value first (atomic: its type is only known at its end), else the text as a string
                 value = self.choice(self.atomic(value), self.repair("mistyped-value-as-string", arg_string))
-            if quoted and types and types <= NUMBER_TYPES:
-                # repair quoted-number: a number in string quotes is that number (before the JSON string reading)
-                value = self.choice(self.repair("quoted-number", self.quoted_number(close)), value)
+            if quoted:
+                value = self.quoted_number_first(value, schema, close)
             return value
         if types == {"string"}:
             return arg_string  # type: ignore[return-value]
