@@ -42,7 +42,10 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   repairs from it.
 - ``real_outputs_reports2``: outputs quoted in public bug reports, the rows of the fourteenth triage batch
   (``tests/data/triage/kept12.jsonl``) whose report says what the right message is, each with that message; kept
-  aside with the batch. Nobody writes repairs from it."""
+  aside with the batch. Nobody writes repairs from it.
+- ``real_outputs_reports3``: outputs quoted in public reports on agents and clients, the rows of the sixteenth
+  triage batch (``tests/data/triage/kept14.jsonl``) whose report says what the right message is, each with that
+  message; kept aside with the batch. Nobody writes repairs from it."""
 
 from __future__ import annotations
 
@@ -109,6 +112,8 @@ PASS = {
     "real_outputs_kept10": {("llama.cpp", "kept10"): 18, ("improved", "kept10"): 28},
     # kept aside with the fourteenth triage batch, measured once, not read
     "real_outputs_reports2": {("llama.cpp", "reports2"): 1, ("improved", "reports2"): 2},
+    # kept aside with the sixteenth triage batch, measured once, not read
+    "real_outputs_reports3": {("llama.cpp", "reports3"): 0, ("improved", "reports3"): 5},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -126,6 +131,7 @@ SETS = {
     "real_outputs_reports": (5, 4, {"dev"}, True),
     "real_outputs_kept10": (60, 13, {"kept10"}, True),
     "real_outputs_reports2": (5, 5, {"reports2"}, True),
+    "real_outputs_reports3": (9, 3, {"reports3"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -180,13 +186,13 @@ TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.
                             "kept11.jsonl"}
 # real-output sets built from a triage batch's own rows (the same reports, with the reporter's message): that batch
 # is not an earlier source of the set
-REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}}
+REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_outputs_reports3": {"kept14.jsonl"}}
 
 
 @pytest.mark.parametrize("directory", ["real_outputs_kept3", "real_outputs_kept4", "real_outputs_kept5",
                                        "real_outputs_kept6", "real_outputs_kept7", "real_outputs_kept8",
                                        "real_outputs_kept9", "real_outputs_reports", "real_outputs_kept10",
-                                       "real_outputs_reports2"])
+                                       "real_outputs_reports2", "real_outputs_reports3"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]

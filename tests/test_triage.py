@@ -73,7 +73,13 @@ case either way fails here and must be looked at (docs/explain.md says where eac
 - ``kept12.jsonl``: the fourteenth batch, split ``"kept12"``: six failing outputs quoted in public bug reports (ollama,
   Qwen3-VL, llama-box, vLLM ×2, SGLang), picked by a query rule committed before any report was read, labelled and
   committed before explain or the triage ran, scored once (3/6 cause, 3/6 fix, 2/4 nearest: pinned; ``python
-  scripts/triage_kept7_score.py --set kept12.jsonl``); not tuned to ("Fourteenth batch: kept12.jsonl")."""
+  scripts/triage_kept7_score.py --set kept12.jsonl``); not tuned to ("Fourteenth batch: kept12.jsonl").
+- ``kept14.jsonl``: the sixteenth batch, split ``"kept14"``: eleven failing outputs quoted in public reports on
+  agents and clients (ollama, Cline, Roo Code ×2, NemoClaw, opencode ×2, Open Interpreter, crush, Kilo Code,
+  ollama-vscode), picked by a query rule committed before any report was read (two amendments, each committed
+  before any row), labelled and committed before explain or the triage ran, scored once (7/11 cause, 11/11 fix, 4/6
+  nearest: pinned; ``python scripts/triage_kept7_score.py --set kept14.jsonl``); not tuned to ("Sixteenth batch:
+  kept14.jsonl")."""
 
 from __future__ import annotations
 
@@ -143,11 +149,15 @@ SCORES = {
     "kept11.jsonl": {"kept11": (16, 20, 6, 13)},
     # kept aside, public reports: first run, at the labelled commit; unchanged by the twelfth round and the repairs
     "kept12.jsonl": {"kept12": (3, 3, 2, 4)},
+    # kept aside, public reports on agents and clients: first run, at the labelled commit (docs/explain.md
+    # "Sixteenth batch")
+    "kept14.jsonl": {"kept14": (7, 11, 4, 6)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
          "kept4.jsonl": 12, "kept5.jsonl": 1, "kept6.jsonl": 40, "kept7.jsonl": 35, "kept8.jsonl": 40,
-         "kept9.jsonl": 34, "kept10.jsonl": 33, "kept11.jsonl": 40, "kept12.jsonl": 6}
+         "kept9.jsonl": 34, "kept10.jsonl": 33, "kept11.jsonl": 40, "kept12.jsonl": 6,
+         "kept14.jsonl": 11}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
