@@ -1,8 +1,8 @@
 """The queue a kept-aside triage batch built from recorded real outputs is taken from, by the selection rule fixed
 and committed before explain ran on any of its rows (docs/explain.md: "Eighth batch: kept6.jsonl", "Ninth batch:
-kept7.jsonl", "Tenth batch: kept8.jsonl", "Eleventh batch: kept9.jsonl", "Twelfth batch: kept10.jsonl", "Thirteenth batch: kept11.jsonl"; each rule was first committed as a script of its own, in git history).
+kept7.jsonl", "Tenth batch: kept8.jsonl", "Eleventh batch: kept9.jsonl", "Twelfth batch: kept10.jsonl", "Thirteenth batch: kept11.jsonl", "Fifteenth batch: kept13.jsonl"; each rule was first committed as a script of its own, in git history).
 
-    python scripts/triage_queue.py BATCH [--templates ../shared/templates] [--json]      # BATCH: kept6 … kept11
+    python scripts/triage_queue.py BATCH [--templates ../shared/templates] [--json]      # BATCH: kept6 … kept11, kept13
 
 Every row of the batch's real-output sets that our parser at ``llama.cpp`` fidelity gets wrong (not
 ``core.chat.realset.run_case(...).ok``), minus the rows whose output (ends' whitespace aside) is the ``input`` of a row
@@ -33,6 +33,8 @@ BATCHES = {
     "kept9": ("real_outputs_kept8",),   # SGLang's per-detector unit tests, vLLM's Gemma 4 / Kimi K3 / Step-3.5 tests
     "kept10": ("real_outputs_kept9",),  # mlx-lm's, TensorRT-LLM's and lmdeploy's own tool-parser tests
     "kept11": ("real_outputs_kept10",),  # vLLM's, ollama's and TensorRT-LLM's parser tests (files no set used)
+    # SGLang's, lmdeploy's, ollama's and vLLM's parser tests (files no set used); kept12 and kept14 are public reports
+    "kept13": ("real_outputs_kept11",),
 }
 
 

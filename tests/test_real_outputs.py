@@ -40,6 +40,12 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   Granite thinking, DeepSeek) and TensorRT-LLM's (DeepSeek-R1 reasoning) parser tests from test files no earlier set
   used (thirteen families), each with the message the test asserts; three in five expect a tool call. Nobody writes
   repairs from it.
+- ``real_outputs_kept11``: the eleventh kept-aside batch, outputs fed to their parsers by SGLang's (DeepSeek V3 / V4,
+  MiniMax-M3, Spark 2.5, Apertus, InternLM2, GigaChat 3, Muse Glimmer), lmdeploy's (DeepSeek V4), ollama's (bare
+  Qwen3-Coder calls, Qwen 3.5 calls inside the thinking) and vLLM's (MiniMax-M3, DeepSeek V4, Kimi K2.5, Gemma 4 and
+  MiniMax-M1 reasoning, sanitized MiniMax-M2 calls) parser tests from test files no earlier set used (fourteen
+  families), each with the message the test asserts; seven in twelve expect a tool call. Nobody writes repairs from
+  it.
 - ``real_outputs_reports2``: outputs quoted in public bug reports, the rows of the fourteenth triage batch
   (``tests/data/triage/kept12.jsonl``) whose report says what the right message is, each with that message; kept
   aside with the batch. Nobody writes repairs from it.
@@ -112,6 +118,8 @@ PASS = {
     "real_outputs_kept10": {("llama.cpp", "kept10"): 18, ("improved", "kept10"): 28},
     # kept aside with the fourteenth triage batch, measured once, not read
     "real_outputs_reports2": {("llama.cpp", "reports2"): 1, ("improved", "reports2"): 2},
+    # kept aside, first measure (docs/realset-baseline.md "Eleventh kept-aside batch")
+    "real_outputs_kept11": {("llama.cpp", "kept11"): 24, ("improved", "kept11"): 38},
     # kept aside with the sixteenth triage batch, measured once, not read
     "real_outputs_reports3": {("llama.cpp", "reports3"): 0, ("improved", "reports3"): 5},
 }
@@ -131,6 +139,7 @@ SETS = {
     "real_outputs_reports": (5, 4, {"dev"}, True),
     "real_outputs_kept10": (60, 13, {"kept10"}, True),
     "real_outputs_reports2": (5, 5, {"reports2"}, True),
+    "real_outputs_kept11": (60, 14, {"kept11"}, True),
     "real_outputs_reports3": (9, 3, {"reports3"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
@@ -149,6 +158,11 @@ DELIBERATELY_OTHER = {
         "the text after it as content, each character once; vLLM's hermes parser gives the whole text as content "
         "(issue 25 class 5: a call a streaming client may already run is not taken back)",
 }
+# words the lossless check finds lost, per set and fidelity, where a kept-aside batch found a loss on its first
+# measure (nobody writes repairs from a kept-aside batch; the loss is reported, pinned exactly, and goes when fixed):
+# Spark 2.5's text, call, text, call, text at improved gives the visible text, then the whole output again (the
+# first call's markup too, though that call is extracted) as content, and the audit of that message loses "before"
+KNOWN_LOST = {("real_outputs_kept11", "improved"): {"kept11-sglang-spark25-multiple-calls-normal-text": ["before"]}}
 FIDELITIES = ["llama.cpp", "improved"]
 
 
@@ -183,7 +197,7 @@ def _page(url: str) -> str:
 
 # triage batches built later from these sets' own rows (tests/test_triage.py traces each row back): not earlier sources
 TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.jsonl", "kept10.jsonl",
-                            "kept11.jsonl"}
+                            "kept11.jsonl", "kept13.jsonl"}
 # real-output sets built from a triage batch's own rows (the same reports, with the reporter's message): that batch
 # is not an earlier source of the set
 REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_outputs_reports3": {"kept14.jsonl"}}
@@ -192,7 +206,7 @@ REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_out
 @pytest.mark.parametrize("directory", ["real_outputs_kept3", "real_outputs_kept4", "real_outputs_kept5",
                                        "real_outputs_kept6", "real_outputs_kept7", "real_outputs_kept8",
                                        "real_outputs_kept9", "real_outputs_reports", "real_outputs_kept10",
-                                       "real_outputs_reports2", "real_outputs_reports3"])
+                                       "real_outputs_reports2", "real_outputs_kept11", "real_outputs_reports3"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]
@@ -226,7 +240,8 @@ def test_every_line_of_a_set_with_one_split_names_it(directory):
 @pytest.mark.parametrize("fidelity", FIDELITIES)
 @pytest.mark.parametrize("directory", list(SETS))
 def test_no_word_lost_on_any_real_output(directory, fidelity):
-    assert {r.case.id: r.lost for r in _results(directory, fidelity) if r.lost} == {}
+    assert {r.case.id: r.lost for r in _results(directory, fidelity) if r.lost} == \
+        KNOWN_LOST.get((directory, fidelity), {})
 
 
 @pytest.mark.parametrize("directory,fidelity,split", [(d, f, s) for d, pins in PASS.items() for f, s in pins])
