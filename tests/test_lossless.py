@@ -233,3 +233,17 @@ def test_a_word_joined_to_an_output_word_across_a_call_is_not_lost():
     msg = AssistantMessage(content="<think>\nhellohi<tool_call>")
     assert lost_word_spans(out, msg, frozenset({"tool_call", "function"})) == []
     assert lost_word_spans("book_", AssistantMessage(content="booking"), frozenset()) == [("book", 0)]
+
+
+def test_a_word_joined_to_several_output_words_is_not_lost():
+    """Three texts around two calls meet in the content as one word: Spark 2.5's "before", "middle" and "after"
+    are content "beforemiddleafter" (SGLang's detector test, tests/data/real_outputs_kept11). "before" is glued to
+    "middleafter", two output words: it is there, so the contract appends nothing — it used to append the whole
+    output again, the first call's markup too. A word glued to a rest that is not made of output words ("xyzafter")
+    is still lost."""
+    from core.chat.message import AssistantMessage
+
+    out = "before<tool_call></tool_call>middle<tool_call></tool_call>after"
+    marks = frozenset({"tool", "call"})
+    assert lost_word_spans(out, AssistantMessage(content="beforemiddleafter"), marks) == []
+    assert lost_word_spans(out, AssistantMessage(content="beforemiddlexyzafter"), marks) == [("after", 58)]
