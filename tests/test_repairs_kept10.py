@@ -17,6 +17,8 @@ BARE = "kept10-vllm-gemma4-bare-call-after-thought-channel"
 COLON = "kept10-vllm-gemma4-colon-prefixed-tool-call"
 STANDALONE = "kept10-ollama-laguna-standalone-json-tool-call"
 AFTER_TEXT = "kept10-ollama-laguna-standalone-json-tool-call-after-leading-content"
+SINGLE = "kept10-vllm-nemotron-nano-v2-extract-tool-calls-wraps-single-object"
+ARRAY = "kept10-vllm-nemotron-nano-v2-extract-tool-calls-from-nemotron-array"
 # vLLM's test_bare_call_with_leading_whitespace (tests/tool_parsers/test_gemma4_regex_and_bare_calls.py at
 # 33a7f0986ab85b31a5af305eb7e7b0b6ec03f406): a bare call after a line of prose, which vLLM's fallback tier reads
 PROSE_THEN_BARE = 'some prose\ncall:bash{command:<|"|>make -j8<|"|>}'
@@ -91,3 +93,31 @@ def test_laguna_json_of_an_undeclared_tool_stays_content():
     template = ChatTemplate((TEMPLATES / case.template).read_text(encoding="utf-8"), case.template)
     msg = build_chat_parser(template, request, fidelity="improved").parser.parse(case.output, False)
     assert msg.tool_calls == [] and msg.content == case.output
+
+
+# -- call-list-unbracketed (Nemotron Nano v2) ---------------------------------------------------------------------
+
+def test_nemotron_single_call_object_between_the_markers_is_a_call():
+    parser, msg = _parse(SINGLE)   # <TOOLCALL>{"name": "lookup", …}</TOOLCALL>, the template writes [ … ]
+    assert [(c.name, c.arguments) for c in msg.tool_calls] == [("lookup", '{"query": "vllm"}')]
+    assert not msg.content and _names(msg) == ["call-list-unbracketed"]
+    for size in (1, 3, 17):
+        assert _streamed(parser, CASES[SINGLE].output, size).to_openai() == msg.to_openai()
+
+
+def test_nemotron_single_call_object_without_the_repair_stays_content():
+    for kw in ({"disabled": ("call-list-unbracketed",)}, {"fidelity": "llama.cpp"}):
+        _, msg = _parse(SINGLE, **kw)
+        assert msg.tool_calls == [] and msg.content == CASES[SINGLE].output
+
+
+def test_nemotron_bracketed_list_fires_nothing():
+    _, msg = _parse(ARRAY)
+    assert [c.name for c in msg.tool_calls] == ["get_weather"] and not _names(msg)
+
+
+def test_nemotron_single_object_without_the_markers_stays_content():
+    # the call object of the single-object case, without its <TOOLCALL> markers: JSON in the text, not a call
+    bare = CASES[SINGLE].output.removeprefix("<TOOLCALL>").removesuffix("</TOOLCALL>")
+    _, msg = _parse(SINGLE, output=bare)
+    assert msg.tool_calls == [] and msg.content == bare

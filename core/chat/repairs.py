@@ -209,6 +209,7 @@ MiniMax-M2 parsers read them as "string"; JSON Schema knows only "string")."""
 # fallback-tier call shapes read by the engines' parsers (R7 round: real_outputs_kept10, real_outputs_reports2)
 CALL_OPENER_DROPPED = "call-opener-dropped"
 STANDALONE_JSON_CALL = "standalone-json-call"
+CALL_LIST_UNBRACKETED = "call-list-unbracketed"   # read in core.peg.chat (ChatBuilder.standard_json_tools)
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -1307,6 +1308,23 @@ REPAIRS: list[Repair] = [
                "TestLagunaParserStreamingStandaloneJSONToolCall in model/parsers/laguna_test.go at the same "
                "commit: cases kept10-ollama-laguna-standalone-json-tool-call, "
                "kept10-ollama-laguna-streaming-standalone-json-tool-call"),
+    Repair(
+        name=CALL_LIST_UNBRACKETED,
+        title="A JSON call list written without its [ ] between the call section's markers",
+        stage=RepairStage.TOLERANCE,
+        accepts="JSON call formats whose template writes the calls as an array between section markers "
+                "(Nemotron Nano v2 <TOOLCALL>[…]</TOOLCALL>, Mistral-style [TOOL_CALLS][…]): one call object, or "
+                "calls separated as in the list, between the markers without the brackets, for declared tools. "
+                "Tried after the bracketed list; a format without a section start marker is not widened, so JSON "
+                "in the text never becomes a call.",
+        example='<TOOLCALL>{"name": "lookup", "arguments": {"query": "vllm"}}</TOOLCALL>',
+        source="vLLM's Nemotron Nano v2 parser adds the missing [ and ] around the payload and reads a single "
+               "object as a one-call list (_normalize_tool_call_payload; the stream the same: \"if "
+               "isinstance(parsed_tool_calls, dict)\"): https://github.com/vllm-project/vllm/blob/"
+               "719d683d6bfae310145462f0b5be3bb8fa1301b7/vllm/tool_parsers/nemotron_nano_v2_tool_parser.py, its "
+               "test test_extract_tool_calls_wraps_single_object in https://github.com/vllm-project/vllm/blob/"
+               "644451fdcaa660e647fb44a8b6f412aff8dea408/tests/tool_parsers/test_nemotron_nano_v2_tool_parser.py: case "
+               "kept10-vllm-nemotron-nano-v2-extract-tool-calls-wraps-single-object"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -1992,4 +2010,5 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
-           "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
