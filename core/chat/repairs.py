@@ -1278,7 +1278,9 @@ REPAIRS: list[Repair] = [
                 "channel's <channel|>, or at the start of the answer, past white space), and a call opened "
                 "<|tool_call>:call:NAME{…} with a colon between the token and call:. Only a declared tool's name "
                 "followed by arguments that read whole in the Gemma syntax; the closer may be missing. Never "
-                "inside the thought channel; prose that mentions call:… after other text stays content.",
+                "inside the thought channel; prose that mentions call:… after other text stays content. (vLLM "
+                "tries its bare tier only when no marked call was found; here a marked call after a bare one is "
+                "read as well.)",
         example='<|channel>thought\nI need to read the file.\n<channel|>call:bash{command:<|"|>cat '
                 '/work/src/entry.c<|"|>}',
         source="vLLM's Gemma 4 call reader keeps a fallback tier for bare call:NAME{…} when no <|tool_call> "
