@@ -153,7 +153,12 @@ SCORES = {
     # batch"); then on the twelfth round's rules and the repairs written from kept8's and kept9's misses, none
     # written from it: cause 14 -> 16, fix 19 -> 20 (json-call-in-tags, widened, now reads
     # kept10-ollama-laguna-json-tool-call, labelled "none helps": the label stands, kept aside; 21 counting it)
-    "kept11.jsonl": {"kept11": (16, 20, 6, 13)},
+    # fix 20 -> 18 once kept10 became development data: call-opener-dropped and call-list-unbracketed read the
+    # outputs of two rows labelled "none helps" (kept10-vllm-gemma4-bare-call-after-thought-channel,
+    # kept10-vllm-nemotron-nano-v2-extract-tool-calls-wraps-single-object); explain offers the repair, the labels
+    # stand with a note saying they are stale. The rows keep the template / request they were labelled on where
+    # their real-output rows were corrected since (CORRECTED_AFTER_LABELLING)
+    "kept11.jsonl": {"kept11": (16, 18, 6, 13)},
     # kept aside, public reports: first run, at the labelled commit; unchanged by the twelfth round and the repairs
     "kept12.jsonl": {"kept12": (3, 3, 2, 4)},
     # kept aside: first run, at the labelled commit (docs/explain.md "Fifteenth batch"); spark25-multiple-calls
@@ -237,6 +242,17 @@ def test_the_seventh_batch_notes_its_cause_and_keeps_none_rows_within_a_third():
     assert 3 * sum(c["cause"] == "NONE" for c in cases) <= len(cases)
 
 
+# triage rows whose real-output row was corrected after the batch was labelled (the row keeps what it was labelled
+# on, its note says so, and its hand fix is that very correction): the fields that may differ
+CORRECTED_AFTER_LABELLING = {
+    **{f"kept10-trtllm-deepseek-r1-reasoning-{i}": ("template",) for i in range(5)},
+    **{f"kept10-vllm-nemotron-nano-v2-{t}": ("messages",) for t in (
+        "extract-tool-calls-returns-content-without-tool-call", "extract-tool-calls-from-nemotron-array",
+        "extract-tool-calls-wraps-single-object", "extract-tool-calls-supports-string-arguments",
+        "streaming-reconstructs-tool-call")},
+}
+
+
 def _check_queue_batch(name: str, real_dirs: list[str], *, prefix: str, split: str, size: int, templates: int,
                        causes: int, request: bool = True, fix_why: bool = False) -> None:
     """A triage batch taken from the failing queue of real-output sets (``scripts/triage_queue.py``): every row is the
@@ -250,10 +266,12 @@ def _check_queue_batch(name: str, real_dirs: list[str], *, prefix: str, split: s
     cases = SETS[name]
     for c in cases:
         r = real[c["id"].removeprefix(prefix)]
-        assert (c["source"], c["input"], c["template"], c["engine_message"]) == (r.source, r.output, r.template,
-                                                                               r.expect)
+        corrected = CORRECTED_AFTER_LABELLING.get(c["id"], ())
+        assert (c["source"], c["input"], c["engine_message"]) == (r.source, r.output, r.expect)
+        assert c["template"] == r.template or "template" in corrected
         if request:
-            assert c["messages"] == r.request["messages"] and c["tools"] == (r.request.get("tools") or None)
+            assert c["messages"] == r.request["messages"] or "messages" in corrected
+            assert c["tools"] == (r.request.get("tools") or None)
             assert c.get("chat_template_kwargs") == r.request.get("chat_template_kwargs")
         assert c["cause_note"] and c["note"] and c["split"] == split
         assert "expect" not in c or c["expect"] == r.expect

@@ -64,7 +64,8 @@ from .message import AssistantMessage, ToolCall, message_extends
 from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, PYTHON_CODE_MARKERS
 from .repairs import CONTENT_BETWEEN_CALLS, LEADING_THINK_BLOCK, TAG_WHITESPACE, THINK_BLOCK, THINK_BLOCK_CALLS
 from .repairs import TRAILING_END_OF_TURN, WELL_KNOWN_CALL_BLOCKS, FiredRepair, next_call_section
-from .repairs import JSON_CALL_IN_TAGS, NULLABLE_NULL, QUOTED_NUMBER, SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED
+from .repairs import (JSON_CALL_IN_TAGS, NULLABLE_NULL, QUOTED_NUMBER, SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED,
+                      STANDALONE_JSON_CALL)
 from .repairs import string_type_alias
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import ANSWER_MARKER_WHITESPACE, CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
@@ -1418,7 +1419,17 @@ class _Gen:
         trigger, before = self._trigger_content()
         if compact is not None and trim_ws(trigger) != trigger:
             before = p.until(trim_ws(trigger))   # the content before the calls ends at the marker without its layout
-        return self.reasoning + self.content_before_tagged_calls(trigger, before) + calls
+        content = self.content_before_tagged_calls(trigger, before)
+        opener = trim_ws(self.a.tools.format.per_call_start)
+        if STANDALONE_JSON_CALL in p.repairs and opener == "<tool_call>" and not self.a.tools.format.section_start:
+            # repair standalone-json-call: the answer starts with a Hermes JSON call with no markers at all, text
+            # after it is content; widened once the tree is built (the grammar stays the template's), tried first.
+            # Only at the answer's start: a variant that first scans text for a later call would run off the end
+            # of every answer without one, and a stream could not tell text from a call's lead-in
+            p.late.append(lambda: p.widen_late(content, STANDALONE_JSON_CALL, lambda _: (
+                p.space() + p.flat_json_call(req.tools, rule_prefix="standalone-json-tool-")
+                + p.optional(p.content(p.rest()))), first=True))
+        return self.reasoning + content + calls
 
     def tagged_calls(self, prefix: str) -> P:
         """The TAG_WITH_TAGGED calls of the analysed format (without the content before them); ``prefix`` sets the

@@ -206,6 +206,11 @@ STRING_TYPE_ALIASES = ("str", "text")
 """The names of the string type that ``schema-type-alias`` reads in a parameter's ``"type"`` (vLLM's and mlx-lm's
 MiniMax-M2 parsers read them as "string"; JSON Schema knows only "string")."""
 
+# fallback-tier call shapes read by the engines' parsers (R7 round: real_outputs_kept10, real_outputs_reports2)
+CALL_OPENER_DROPPED = "call-opener-dropped"
+STANDALONE_JSON_CALL = "standalone-json-call"
+CALL_LIST_UNBRACKETED = "call-list-unbracketed"   # read in core.peg.chat (ChatBuilder.standard_json_tools)
+
 REPAIRS: list[Repair] = [
     Repair(
         name=STREAM_CONSISTENT_FINAL,
@@ -1263,6 +1268,65 @@ REPAIRS: list[Repair] = [
                "sglang/blob/33d0813d223177af28e4a7c668e8e9721e97b760/test/registered/unit/function_call/"
                "test_glm4_moe_detector.py (test_schema_type_coercion, \"Quoted digits in a number parameter are "
                "coerced to an int\": case kept8-sgl-glm45-type-coercion)"),
+    # ---- R7 round: fallback-tier call shapes of the engines' parsers (kept10 and reports2 as development data) ----
+    Repair(
+        name=CALL_OPENER_DROPPED,
+        title="A Gemma-style call whose opener token is dropped or written with a stray colon",
+        stage=RepairStage.TOLERANCE,
+        accepts="Gemma 4 (and the Gemma call syntax with a template's own markers): a call written call:NAME{…} "
+                "without the <|tool_call> token, where a content segment starts (right after the thought "
+                "channel's <channel|>, or at the start of the answer, past white space), and a call opened "
+                "<|tool_call>:call:NAME{…} with a colon between the token and call:. Only a declared tool's name "
+                "followed by arguments that read whole in the Gemma syntax; the closer may be missing. Never "
+                "inside the thought channel; prose that mentions call:… after other text stays content. (vLLM "
+                "tries its bare tier only when no marked call was found; here a marked call after a bare one is "
+                "read as well.)",
+        example='<|channel>thought\nI need to read the file.\n<channel|>call:bash{command:<|"|>cat '
+                '/work/src/entry.c<|"|>}',
+        source="vLLM's Gemma 4 call reader keeps a fallback tier for bare call:NAME{…} when no <|tool_call> "
+               "call is found (vllm/tool_parsers/gemma4_utils.py, parse_tool_calls, \"Tier 2: Fallback for "
+               "known Gemma4 output variations\"), and its test asserts both shapes: https://github.com/"
+               "vllm-project/vllm/blob/33a7f0986ab85b31a5af305eb7e7b0b6ec03f406/tests/tool_parsers/"
+               "test_gemma4_regex_and_bare_calls.py (test_bare_call_after_thought_channel, "
+               "test_colon_prefixed_tool_call; the server's Gemma4EngineToolParser the same in "
+               "test_engine_tool_parser_bare_call_extraction): cases kept10-vllm-gemma4-bare-call-after-"
+               "thought-channel, kept10-vllm-gemma4-colon-prefixed-tool-call"),
+    Repair(
+        name=STANDALONE_JSON_CALL,
+        title="An answer that starts with a Hermes JSON call with no markers, in a <tool_call> tagged format",
+        stage=RepairStage.TOLERANCE,
+        accepts="The auto-parsed tagged layouts whose call marker is <tool_call> (Poolside Laguna, GLM "
+                "<tool_call>NAME<arg_key>…): an answer that starts (past white space) with a JSON call "
+                "{\"name\": …, \"arguments\": {…}} of a declared tool written without any marker; text after it "
+                "is content (as unmarked-calls reads the JSON formats). Any other JSON (not a declared tool's call, "
+                "text before it) stays content; the thinking block is never read. Not read: a call after a line "
+                "of text (ollama reads one there too), because telling it from text would hold every answer's "
+                "lines back in a stream.",
+        example='{"name":"get_weather","arguments":{"location":"Paris","days":3}}',
+        source="ollama's Laguna parser reads a standalone JSON call when no <tool_call> block came "
+               "(consumeStandaloneJSONTool, lagunaLooksLikeJSONToolCall): https://github.com/ollama/ollama/blob/"
+               "fb30760996871fa9460115c753afd2c60d4ab0f7/model/parsers/laguna.go, its tests "
+               "TestLagunaParserStandaloneJSONToolCall and "
+               "TestLagunaParserStreamingStandaloneJSONToolCall in model/parsers/laguna_test.go at the same "
+               "commit: cases kept10-ollama-laguna-standalone-json-tool-call, "
+               "kept10-ollama-laguna-streaming-standalone-json-tool-call"),
+    Repair(
+        name=CALL_LIST_UNBRACKETED,
+        title="A JSON call list written without its [ ] between the call section's markers",
+        stage=RepairStage.TOLERANCE,
+        accepts="JSON call formats whose template writes the calls as an array between section markers "
+                "(Nemotron Nano v2 <TOOLCALL>[…]</TOOLCALL>, Mistral-style [TOOL_CALLS][…]): one call object, or "
+                "calls separated as in the list, between the markers without the brackets, for declared tools. "
+                "Tried after the bracketed list; a format without a section start marker is not widened, so JSON "
+                "in the text never becomes a call.",
+        example='<TOOLCALL>{"name": "lookup", "arguments": {"query": "vllm"}}</TOOLCALL>',
+        source="vLLM's Nemotron Nano v2 parser adds the missing [ and ] around the payload and reads a single "
+               "object as a one-call list (_normalize_tool_call_payload; the stream the same: \"if "
+               "isinstance(parsed_tool_calls, dict)\"): https://github.com/vllm-project/vllm/blob/"
+               "719d683d6bfae310145462f0b5be3bb8fa1301b7/vllm/tool_parsers/nemotron_nano_v2_tool_parser.py, its "
+               "test test_extract_tool_calls_wraps_single_object in https://github.com/vllm-project/vllm/blob/"
+               "644451fdcaa660e647fb44a8b6f412aff8dea408/tests/tool_parsers/test_nemotron_nano_v2_tool_parser.py: case "
+               "kept10-vllm-nemotron-nano-v2-extract-tool-calls-wraps-single-object"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -1948,4 +2012,5 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
-           "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

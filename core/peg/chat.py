@@ -662,6 +662,7 @@ class ChatBuilder(Builder):
             else:
                 sep = self.space() + "," + self.space()
             tool_calls = tool_calls + self.zero_or_more(sep + calls)
+        listed = tool_calls
         if array_wrapped:
             tool_calls = self.literal("[") + self.space() + tool_calls + self.space() + "]"
         self.last_json_calls = tool_calls   # the calls without their section markers (repair unmarked-calls)
@@ -669,6 +670,11 @@ class ChatBuilder(Builder):
         if optional_end and section_end:
             end = self.optional(end)
         body = self.flexible(section_start) + self.space() + tool_calls + self.space() + end
+        if array_wrapped and section_start.strip() and "call-list-unbracketed" in self.repairs:
+            # repair call-list-unbracketed: between the section's markers, the call list without its [ ]; made
+            # once the tree is built, so the grammar stays the template's
+            self.late.append(lambda: self.widen_late(body, "call-list-unbracketed", lambda _: (
+                self.flexible(section_start) + self.space() + listed + self.space() + end)))
         pair = split_marker_pair(section_start) if not section_end else None
         if pair and "calls-inside-section-markers" in self.repairs:
             # repair calls-inside-section-markers: the calls between the two markers of the section start

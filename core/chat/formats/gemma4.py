@@ -22,7 +22,7 @@ from typing import Any
 from ...memo import MISSING, BoundedMemo
 from ...jinja.template import ChatTemplate
 from ..mapper import escape_json_inner, register_args_converter, register_args_hook
-from ..repairs import CALLS_AFTER_TEXT, GLUED_ARGUMENTS, UNMARKED_ARGUMENT_VALUES
+from ..repairs import CALL_OPENER_DROPPED, CALLS_AFTER_TEXT, GLUED_ARGUMENTS, UNMARKED_ARGUMENT_VALUES
 from ..request import ChatRequest
 from ._peg_handler import HandlerParser, peg_parser, word
 from ._request_view import PromptContext, RequestView, request_view
@@ -548,8 +548,14 @@ def _peg_root(p: Any, view: RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, tur
 
         choices = [p.rule(f"tool-{t.index}", p.tool(p.seq(
             p.tool_open(p.tool_name(p.literal(t.name)) + p.peek(p.literal("{"))), args(t)))) for t in view.tools]
-        tool_call = p.trigger_rule("tool-call", p.repeat(CALL_OPEN + p.choice(*choices) + CALL_END,
+        named = p.choice(*choices)
+        opener = p.literal(CALL_OPEN)
+        tool_call = p.trigger_rule("tool-call", p.repeat(opener + named + CALL_END,
                                                           1 if view.required else 0, -1 if view.parallel else 1))
+        if CALL_OPENER_DROPPED in p.repairs:
+            # repair call-opener-dropped: the opener with a stray colon (<|tool_call>:call:); made once the tree
+            # is built, so the grammar stays llama.cpp's
+            p.late.append(lambda: p.widen_late(opener, CALL_OPENER_DROPPED, lambda _: p.literal(CALL + ":call:")))
         # extension (llama.cpp ignores text after the calls; not in the grammar): the templates render a final
         # answer after a turn's calls, kept as content up to Gemma's end-of-turn tokens (the rest is ignored)
         after = p.content(p.until_one_of([CHANNEL, CHANNEL_END, CALL, TOOL_RESPONSE, TURN_END]))
@@ -562,7 +568,15 @@ def _peg_root(p: Any, view: RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, tur
         if view.required:
             return start + thought + tool_call + answer
         scan = p.rule("scan-to-toolcall", p.until(CALL))
-        content = p.rule("content", p.content(p.until_one_of([CHANNEL, CHANNEL_END, CALL])))
+        text = p.content(p.until_one_of([CHANNEL, CHANNEL_END, CALL]))
+        content = p.rule("content", text)
+        if CALL_OPENER_DROPPED in p.repairs:
+            # repair call-opener-dropped: calls written without their opener token (call:NAME{…}) where a
+            # content segment starts (after the thought channel or at the start of the answer, past white
+            # space) and only for a declared tool whose arguments read whole; prose that mentions a call
+            # further in stays content
+            p.late.append(lambda: p.widen_late(text, CALL_OPENER_DROPPED, lambda _: p.one_or_more(
+                p.content(p.space()) + p.literal("call:") + named + p.optional(p.literal(CALL_END))), first=True))
         message = p.rule("message", thought + content)
         return start + p.zero_or_more(message) + scan + tool_call + answer
 

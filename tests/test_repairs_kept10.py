@@ -1,0 +1,123 @@
+"""Repairs written from the misses of real_outputs_kept10 (development data since its first measure): each on the
+batch's own cases (every case cites its public source), where it fires, that it is switchable and that the
+llama.cpp fidelity reads the output as before."""
+
+from __future__ import annotations
+
+from core.chat.pipeline import build_chat_parser
+from core.chat.realset import load_cases
+from core.chat.request import ChatRequest
+from core.jinja.template import ChatTemplate
+
+from .conftest import ROOT, TEMPLATES
+from .test_reasoning_repairs import _names, _streamed
+
+CASES = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept10"))}
+BARE = "kept10-vllm-gemma4-bare-call-after-thought-channel"
+COLON = "kept10-vllm-gemma4-colon-prefixed-tool-call"
+STANDALONE = "kept10-ollama-laguna-standalone-json-tool-call"
+AFTER_TEXT = "kept10-ollama-laguna-standalone-json-tool-call-after-leading-content"
+SINGLE = "kept10-vllm-nemotron-nano-v2-extract-tool-calls-wraps-single-object"
+ARRAY = "kept10-vllm-nemotron-nano-v2-extract-tool-calls-from-nemotron-array"
+# vLLM's test_bare_call_with_leading_whitespace (tests/tool_parsers/test_gemma4_regex_and_bare_calls.py at
+# 33a7f0986ab85b31a5af305eb7e7b0b6ec03f406): a bare call after a line of prose, which vLLM's fallback tier reads
+PROSE_THEN_BARE = 'some prose\ncall:bash{command:<|"|>make -j8<|"|>}'
+
+
+def _parse(case_id: str, fidelity: str = "improved", disabled=(), output: str | None = None):
+    case = CASES[case_id]
+    template = ChatTemplate((TEMPLATES / case.template).read_text(encoding="utf-8"), case.template)
+    parser = build_chat_parser(template, ChatRequest.from_dict(case.request), fidelity=fidelity,
+                               disabled_repairs=disabled).parser
+    return parser, parser.parse(case.output if output is None else output, False)
+
+
+# -- call-opener-dropped (Gemma 4) --------------------------------------------------------------------------------
+
+def test_gemma4_bare_call_after_the_thought_channel_is_a_call():
+    parser, msg = _parse(BARE)
+    assert [(c.name, c.arguments) for c in msg.tool_calls] == [("bash", '{"command":"cat /work/src/entry.c"}')]
+    assert msg.reasoning_content.strip() == "I need to read the entry source file to inspect the crash point."
+    assert not msg.content and _names(msg) == ["call-opener-dropped"]
+    for size in (1, 3, 17):
+        assert _streamed(parser, CASES[BARE].output, size).to_openai() == msg.to_openai()
+
+
+def test_gemma4_opener_with_a_stray_colon_is_a_call():
+    parser, msg = _parse(COLON)
+    assert [(c.name, c.arguments) for c in msg.tool_calls] == [("bash", '{"command":"pytest"}')]
+    assert not msg.content and _names(msg) == ["call-opener-dropped"]
+    for size in (1, 3, 17):
+        assert _streamed(parser, CASES[COLON].output, size).to_openai() == msg.to_openai()
+
+
+def test_gemma4_dropped_opener_without_the_repair_stays_content():
+    for kw in ({"disabled": ("call-opener-dropped",)}, {"fidelity": "llama.cpp"}):
+        for case_id, tail in ((BARE, 'call:bash{command:<|"|>cat /work/src/entry.c<|"|>}'),
+                              (COLON, CASES[COLON].output)):
+            _, msg = _parse(case_id, **kw)
+            assert msg.tool_calls == [] and msg.content == tail
+
+
+def test_gemma4_bare_call_after_prose_stays_content():
+    _, msg = _parse(BARE, output=PROSE_THEN_BARE)
+    assert msg.tool_calls == [] and msg.content == PROSE_THEN_BARE and not _names(msg)
+
+
+# -- standalone-json-call (Poolside Laguna) ------------------------------------------------------------------------
+
+def test_laguna_answer_that_is_a_json_call_is_a_call():
+    parser, msg = _parse(STANDALONE)
+    assert [(c.name, c.arguments) for c in msg.tool_calls] == [("get_weather", '{"location":"Paris","days":3}')]
+    assert not msg.content and _names(msg) == ["standalone-json-call"]
+    for size in (1, 3, 17):
+        assert _streamed(parser, CASES[STANDALONE].output, size).to_openai() == msg.to_openai()
+
+
+def test_laguna_json_call_without_the_repair_is_no_call():
+    _, msg = _parse(STANDALONE, disabled=("standalone-json-call",))
+    assert msg.tool_calls == [] and msg.content == CASES[STANDALONE].output
+    _, msg = _parse(STANDALONE, fidelity="llama.cpp")   # llama.cpp reads the answer as reasoning
+    assert msg.tool_calls == [] and msg.reasoning_content == CASES[STANDALONE].output
+
+
+def test_laguna_json_call_after_a_line_of_text_stays_content():
+    _, msg = _parse(AFTER_TEXT)
+    assert msg.tool_calls == [] and msg.content == CASES[AFTER_TEXT].output and not _names(msg)
+
+
+def test_laguna_json_of_an_undeclared_tool_stays_content():
+    case = CASES[STANDALONE]
+    request = ChatRequest.from_dict({**case.request, "tools": [
+        {**t, "function": {**t["function"], "name": "get_forecast"}} for t in case.request["tools"]]})
+    template = ChatTemplate((TEMPLATES / case.template).read_text(encoding="utf-8"), case.template)
+    msg = build_chat_parser(template, request, fidelity="improved").parser.parse(case.output, False)
+    assert msg.tool_calls == [] and msg.content == case.output
+
+
+# -- call-list-unbracketed (Nemotron Nano v2) ---------------------------------------------------------------------
+
+def test_nemotron_single_call_object_between_the_markers_is_a_call():
+    parser, msg = _parse(SINGLE)   # <TOOLCALL>{"name": "lookup", …}</TOOLCALL>, the template writes [ … ]
+    assert [(c.name, c.arguments) for c in msg.tool_calls] == [("lookup", '{"query": "vllm"}')]
+    assert not msg.content and _names(msg) == ["call-list-unbracketed"]
+    for size in (1, 3, 17):
+        assert _streamed(parser, CASES[SINGLE].output, size).to_openai() == msg.to_openai()
+
+
+def test_nemotron_single_call_object_without_the_repair_stays_content():
+    for kw in ({"disabled": ("call-list-unbracketed",)}, {"fidelity": "llama.cpp"}):
+        _, msg = _parse(SINGLE, **kw)
+        assert msg.tool_calls == [] and msg.content == CASES[SINGLE].output
+
+
+def test_nemotron_bracketed_list_fires_nothing():
+    _, msg = _parse(ARRAY)
+    assert [c.name for c in msg.tool_calls] == ["get_weather"] and not _names(msg)
+
+
+def test_nemotron_single_object_without_the_markers_stays_content():
+    # the call object of the single-object case, without its <TOOLCALL> markers: JSON in the text, not a call
+    bare = CASES[SINGLE].output.removeprefix("<TOOLCALL>").removesuffix("</TOOLCALL>")
+    _, msg = _parse(SINGLE, output=bare)
+    assert msg.tool_calls == [] and msg.content == bare
