@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from core.chat.request import ChatRequest
 from core.explain.explain import explain
 from core.explain.reproducer import peg_tester_snippet, pytest_test
 from core.jinja.template import ChatTemplate
 
-from .conftest import ROOT
+from .conftest import ROOT, TEMPLATES
 
 TOUR = ROOT / "assets" / "templates" / "chatml-think-tools.jinja"
 REQUEST = json.loads((ROOT / "assets" / "requests" / "req.json").read_text(encoding="utf-8"))
@@ -48,8 +50,41 @@ def test_expected_message_reproducer_turns_green_once_the_parse_gives_it():
     ns: dict = {}
     exec(compile(code, "generated_test.py", "exec"), ns)
     fn = next(v for k, v in ns.items() if k.startswith("test_"))
-    assert fn.pytestmark[0].kwargs["strict"] is True
-    fn()    # the body passes, so the strict xfail reports the fix instead of staying xfail for ever
+    # the parse already gives the expected message: a regression test, not an xfail that would XPASS at once
+    assert not hasattr(fn, "pytestmark") and "Regression test" in (fn.__doc__ or "")
+    fn()
+
+
+def _kept11_row(case: str) -> dict:
+    rows = (ROOT / "tests" / "data" / "triage" / "kept11.jsonl").read_text(encoding="utf-8").splitlines()
+    return next(r for r in map(json.loads, rows) if r["id"] == case)
+
+
+def test_an_expected_message_reproducer_fails_before_the_fix_and_passes_after_it():
+    """A real failing output (ollama's Qwen3-VL parser test: two calls without the line break the template writes
+    after `<tool_call>`) with the message the engine reads: explained as it is, the reproducer is a strict xfail
+    whose body fails; explained with the triage's fix applied (its one click: `--repair tag-whitespace`), the
+    reproducer is written for a parse that already gives the message — it was still marked xfail(strict), so the
+    test of the fixed parse failed at once as XPASS."""
+    row = _kept11_row("kept10-ollama-qwen3vl-nonthinking-sequential-indices")
+    tmpl = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    request = ChatRequest.from_dict({k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls",
+                                                          "reasoning_format", "add_generation_prompt")})
+    before = explain(tmpl, request, row["input"])
+    fix = before.triage.fixes[0]
+    assert (fix.change, fix.cli) == ({"repairs": ["tag-whitespace"]}, "--repair tag-whitespace")
+    after = explain(tmpl, request, row["input"], only_repairs=("tag-whitespace",))
+    for ex, marked in ((before, True), (after, False)):
+        ns: dict = {}
+        exec(compile(pytest_test(ex, source=tmpl.source, expect=row["expect"]), "generated_test.py", "exec"), ns)
+        fn = next(v for k, v in ns.items() if k.startswith("test_"))
+        assert hasattr(fn, "pytestmark") is marked
+        if marked:
+            assert fn.pytestmark[0].kwargs["strict"] is True
+            with pytest.raises(AssertionError, match="content"):
+                fn()
+        else:
+            fn()
 
 
 def test_overrides_are_kept_by_the_pytest_reproducer():

@@ -13,6 +13,7 @@ import hashlib
 import json
 from typing import Any
 
+from ..chat.roundtrip import compare_messages
 from ..codegen import cpp_string, py_identifier, py_str
 from ..errors import ExpectedMessageError
 from ..escapes import escape_char, is_invisible
@@ -111,7 +112,8 @@ def _cause(ex: Any) -> str:
 def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
                 expect: dict[str, Any] | None = None) -> str:
     """A pytest test for this project. With ``expect`` it asserts the expected message and is marked
-    ``xfail(strict=True)`` with the cause (a reproducer that fails until fixed); without, a characterisation
+    ``xfail(strict=True)`` with the cause (a reproducer that fails until fixed) — unless the explanation's parse
+    already gives that message (explained with the fix applied): then a regression test; without, a characterisation
     test of the message as parsed now. Either way it parses with the explanation's settings (overrides, workarounds
     off, a repair alone) and compares messages as the reference scoring does
     (:func:`core.chat.roundtrip.compare_messages`): at ``improved`` fidelity a call the model wrote without an id
@@ -135,7 +137,12 @@ def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
                 f"SOURCE = {py_str(source)}\n\n\nclass _Template:\n    def get(self, name):\n"
                 "        return ChatTemplate(SOURCE, name)\n")
         templates = "_Template()"
-    if expect is not None:
+    if expect is not None and compare_messages(expect, ex.message) is None:
+        # explained with the fix applied (a repair alone, an override): a strict xfail would XPASS at once
+        mark = ""
+        doc = ('    """Regression test: the expected message below is what the output should parse to, and the\n'
+               '    explanation\'s settings already give it."""\n')
+    elif expect is not None:
         mark = f"@pytest.mark.xfail(strict=True, reason={py_str(_cause(ex))})\n"
         doc = ('    """Reproducer: the expected message below is what the output should parse to; marked xfail\n'
                '    (strict) until the parser gives it — then remove the mark."""\n')
