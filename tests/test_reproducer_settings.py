@@ -139,3 +139,22 @@ def test_cases_line_escapes_bidi_and_invisible_characters_but_keeps_other_text_r
     assert "get\\u202eweather\\u200b" in line and "東京" in line and "\\udb40\\udc41" in line
     row = json.loads(line)
     assert row["input"] == output and row["expect"]["content"] == "tag \U000E0041 \u2028"
+
+
+def test_peg_tester_snippet_thinks_as_the_explanation_did_when_the_request_leaves_it_unset():
+    """A request that leaves enable_thinking unset renders with llama.cpp's default, true, but the snippet wrote
+    `.enable_thinking(false)`: for vLLM's Gemma 4 test output (kept11) that renders another generation prompt
+    (`<|channel>thought\\n<channel|>`), so the pasted test checked another parser than the one explained."""
+    row = _kept11_row("kept10-vllm-gemma4-multiple-sequential-canonical-calls")
+    assert row["enable_thinking"] is None
+    tmpl = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    base = {k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format")}
+    unset = explain(tmpl, ChatRequest.from_dict(base), row["input"], fixes=False)
+    off = explain(tmpl, ChatRequest.from_dict(dict(base, enable_thinking=False)), row["input"], fixes=False)
+    assert unset.generation_prompt == "<|turn>model\n" != off.generation_prompt
+    assert "        .enable_thinking(true)\n" in peg_tester_snippet(unset)
+    assert "        .enable_thinking(false)\n" in peg_tester_snippet(off)
+    kwarg = explain(tmpl, ChatRequest.from_dict(dict(base, chat_template_kwargs={"enable_thinking": False})),
+                    row["input"], fixes=False)
+    assert kwarg.generation_prompt == off.generation_prompt
+    assert "        .enable_thinking(false)\n" in peg_tester_snippet(kwarg)

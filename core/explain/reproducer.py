@@ -211,7 +211,9 @@ def peg_tester_snippet(ex: Any, expect: dict[str, Any] | None = None) -> str:
         out.append(f"        .tools({{ {', '.join(f'repro_tool_{i}' for i in range(len(tools)))} }})")
     if req.get("parallel_tool_calls"):
         out.append("        .parallel_tool_calls(true)")
-    out.append(f"        .enable_thinking({str(bool(req.get('enable_thinking', True))).lower()})")
+    # unset (null) renders with llama.cpp's default, true, as the explanation did; a template kwarg that set it is
+    # already folded into the request's value
+    out.append(f"        .enable_thinking({'false' if req.get('enable_thinking') is False else 'true'})")
     fmt = str(req.get("reasoning_format") or "auto").upper().replace("-", "_")
     if fmt not in REASONING_FORMATS:
         fmt = "AUTO"
