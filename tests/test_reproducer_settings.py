@@ -158,3 +158,41 @@ def test_peg_tester_snippet_thinks_as_the_explanation_did_when_the_request_leave
                     row["input"], fixes=False)
     assert kwarg.generation_prompt == off.generation_prompt
     assert "        .enable_thinking(false)\n" in peg_tester_snippet(kwarg)
+
+
+def test_peg_tester_snippet_sends_the_requests_messages():
+    """The snippet never set the request's messages, so llama.cpp's peg_tester rendered its own one-line user
+    message: llama-box's Granite 3.1 report (kept12) sends a system message with the date, which the explained
+    prompt holds and the pasted test's prompt did not. Each message is a `common_chat_msg` of the snippet's
+    `repro_msgs`, its text only in string literals; content parts, the calls of an earlier assistant turn and a
+    tool result's id go in as well."""
+    row = json.loads((ROOT / "tests" / "data" / "triage" / "kept12.jsonl").read_text(encoding="utf-8")
+                     .splitlines()[2])
+    assert row["id"] == "kept12-llama-box-17-granite31-hermes-opener-unclosed-list"
+    tmpl = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    req = {k: row[k] for k in ("messages", "tools", "tool_choice", "reasoning_format")}
+    snippet = peg_tester_snippet(explain(tmpl, ChatRequest.from_dict(req), row["input"], fixes=False))
+    # (a `?` is written \077: no trigraph)
+    assert ("    std::vector<common_chat_msg> repro_msgs(2);\n"
+            "    repro_msgs[0].role = \"system\";\n"
+            "    repro_msgs[0].content = \"Today is 2024-12-24.\\012You are a helpful assistant.\";\n"
+            "    repro_msgs[1].role = \"user\";\n"
+            "    repro_msgs[1].content = \"What's the weather like today in ShenZhen\\077\";\n") in snippet
+    assert "        .messages(repro_msgs)\n" in snippet and "not set here" not in snippet
+    turns = [{"role": "user", "content": [{"type": "text", "text": "Weather?"},
+                                          {"type": "media_marker", "text": "<image>"}]},
+             {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                 "name": "get_weather", "arguments": "{\"location\": \"ShenZhen\"}"}}]},
+             {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+             {"role": "user", "content": "And tomorrow?"}]
+    ex = explain(tmpl, ChatRequest.from_dict(dict(req, messages=turns)), row["input"], fixes=False)
+    snippet = peg_tester_snippet(ex)
+    assert ("    repro_msgs[0].content_parts.push_back({ \"text\", \"Weather\\077\" });\n"
+            "    repro_msgs[0].content_parts.push_back({ \"media_marker\", \"<image>\" });\n"
+            "    repro_msgs[1].role = \"assistant\";\n"
+            "    repro_msgs[1].tool_calls.push_back({ \"get_weather\", \"{\\042location\\042: \\042ShenZhen\\042}\", "
+            "\"c1\" });\n"
+            "    repro_msgs[2].role = \"tool\";\n"
+            "    repro_msgs[2].content = \"sunny\";\n"
+            "    repro_msgs[2].tool_call_id = \"c1\";\n") in snippet
+    assert "not set here" not in snippet

@@ -201,12 +201,20 @@ def peg_tester_snippet(ex: Any, expect: dict[str, Any] | None = None) -> str:
         params = json.dumps(f.get("parameters") or {"type": "object", "properties": {}}, ensure_ascii=False)
         out.append(f"    static common_chat_tool repro_tool_{i}{{ {cpp_string(str(f.get('name', '')))}, "
                    f"{cpp_string(str(f.get('description', '')))}, {cpp_string(params)} }};")
+    msgs = [m for m in req.get("messages") or [] if isinstance(m, dict)]
+    if msgs:
+        # the request's conversation; without .messages() peg_tester renders its own one-line user message
+        out.append(f"    std::vector<common_chat_msg> repro_msgs({len(msgs)});")
+        for i, m in enumerate(msgs):
+            out += _message_lines(f"repro_msgs[{i}]", m)
     missing = _not_in_snippet(ex)
     if missing:
         out.append(f"    // not set here (peg_test_builder has no setter): {', '.join(missing)}; this test renders a "
                    "different prompt or parser than the explanation did")
     out += [f"    auto tst = peg_tester({cpp_string('models/templates/' + ex.template)}, detailed_debug);",
             f"    tst.test({cpp_string(ex.output)})"]
+    if msgs:
+        out.append("        .messages(repro_msgs)")
     if tools:
         out.append(f"        .tools({{ {', '.join(f'repro_tool_{i}' for i in range(len(tools)))} }})")
     if req.get("parallel_tool_calls"):
@@ -240,6 +248,31 @@ def peg_tester_snippet(ex: Any, expect: dict[str, Any] | None = None) -> str:
     out.append("        .run();")
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _message_lines(var: str, m: dict[str, Any]) -> list[str]:
+    """The C++ statements that fill the ``common_chat_msg`` ``var`` from the OpenAI message ``m``, as llama.cpp's
+    server reads one: text content or its parts, reasoning, the calls of an assistant turn, a tool result's
+    id and name. Text only in :func:`core.codegen.cpp_string` literals."""
+    out = [f"    {var}.role = {cpp_string(str(m.get('role') or ''))};"]
+    content = m.get("content")
+    if isinstance(content, str) and content:
+        out.append(f"    {var}.content = {cpp_string(content)};")
+    for part in content if isinstance(content, list) else ():   # text / media_marker parts (request checked)
+        if isinstance(part, dict):
+            out.append(f"    {var}.content_parts.push_back({{ {cpp_string(str(part.get('type') or ''))}, "
+                       f"{cpp_string(str(part.get('text') or ''))} }});")
+    if isinstance(m.get("reasoning_content"), str) and m["reasoning_content"]:
+        out.append(f"    {var}.reasoning_content = {cpp_string(m['reasoning_content'])};")
+    for tc in m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else ():
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        if isinstance(fn, dict):
+            out.append(f"    {var}.tool_calls.push_back({{ {cpp_string(str(fn.get('name') or ''))}, "
+                       f"{cpp_string(_text(fn.get('arguments') or ''))}, {cpp_string(str(tc.get('id') or ''))} }});")
+    for key, field in (("tool_call_id", "tool_call_id"), ("name", "tool_name")):
+        if m.get("role") == "tool" and isinstance(m.get(key), str) and m[key]:
+            out.append(f"    {var}.{field} = {cpp_string(m[key])};")
+    return out
 
 
 def _not_in_snippet(ex: Any) -> list[str]:
