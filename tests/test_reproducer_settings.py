@@ -196,3 +196,31 @@ def test_peg_tester_snippet_sends_the_requests_messages():
             "    repro_msgs[2].content = \"sunny\";\n"
             "    repro_msgs[2].tool_call_id = \"c1\";\n") in snippet
     assert "not set here" not in snippet
+
+
+def test_case_ids_differ_when_the_settings_differ():
+    """The reproducer of an output as it fails and the one written with the fix applied (`--repair NAME`) had one
+    case id, so both tests pasted into one file defined one function name and the first was silently replaced —
+    and two cases.jsonl lines carried the same id. The settings (fidelity, a repair alone, overrides, workarounds
+    off) are hashed too when any is set; an explanation with none keeps the id of template, request and output."""
+    from core.explain.reproducer import case_id
+
+    row = _kept11_row("kept10-ollama-qwen3vl-nonthinking-sequential-indices")
+    tmpl = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    request = ChatRequest.from_dict({k: row[k] for k in ("messages", "tools", "parallel_tool_calls")})
+    runs = [explain(tmpl, request, row["input"], fixes=False),
+            explain(tmpl, request, row["input"], fixes=False, only_repairs=("tag-whitespace",)),
+            explain(tmpl, request, row["input"], fixes=False, fidelity="improved"),
+            explain(tmpl, request, row["input"], fixes=False, overrides={"tools.format.per_call_start": "<tool_call>"})]
+    ids = [case_id(ex) for ex in runs]
+    assert len(set(ids)) == 4, ids
+    assert ids[0] == case_id(explain(tmpl, request, row["input"], fixes=False))
+    import hashlib
+    h = hashlib.sha256()
+    for part in (row["template"], json.dumps(runs[0].request, sort_keys=True, ensure_ascii=False), row["input"]):
+        h.update(part.encode("utf-8") + b"\0")
+    assert ids[0] == "explain-" + h.hexdigest()[:12]   # the id of an explanation without settings is unchanged
+    ns: dict = {}
+    for ex in runs[:2]:
+        exec(compile(pytest_test(ex, source=tmpl.source, expect=row["expect"]), "generated_test.py", "exec"), ns)
+    assert len([k for k in ns if k.startswith("test_")]) == 2

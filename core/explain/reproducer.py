@@ -64,9 +64,15 @@ def check_expected(value: Any, source: str = "the expected message") -> dict[str
 
 
 def case_id(ex: Any) -> str:
-    """``explain-`` and 12 hex digits of a hash of the template name, the request and the output."""
+    """``explain-`` and 12 hex digits of a hash of the template name, the request and the output — and of the
+    settings when any is set (fidelity ``improved``, a repair alone, overrides, workarounds off), so the reproducer
+    of a failing parse and the one written with its fix applied do not share an id (nor a test function name)."""
     h = hashlib.sha256()
-    for part in (ex.template, json.dumps(ex.request, sort_keys=True, ensure_ascii=False), ex.output):
+    parts = [ex.template, json.dumps(ex.request, sort_keys=True, ensure_ascii=False), ex.output]
+    settings = _settings(ex)
+    if settings or ex.fidelity != "llama.cpp":
+        parts.append(json.dumps({"fidelity": str(ex.fidelity), **settings}, sort_keys=True, ensure_ascii=False))
+    for part in parts:
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\0")
     return "explain-" + h.hexdigest()[:12]
