@@ -116,7 +116,8 @@ def test_reproducer_downloads():
 
 def test_triage_first_nearest_diff_ranked_fixes_and_expected_message():
     """The mistake, the nearest accepted output as a diff and the ranked fixes come first; a fix applies in one
-    click; an expected message makes the pytest reproducer an xfail(strict) test carrying the cause."""
+    click; an expected message makes the pytest reproducer an xfail(strict) test carrying the cause (a regression
+    test once the applied fix gives that message)."""
     at = _explain(DRIFT)
     heads = [h.value for h in at.subheader]
     assert heads.index("What the model did") < heads.index("Where every character went")
@@ -152,6 +153,11 @@ def test_triage_first_nearest_diff_ranked_fixes_and_expected_message():
     at.text_area(key="explain_expect").input(json.dumps(
         {"role": "assistant", "content": "Sure.", "tool_calls": [{"type": "function", "id": "", "function": {
             "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]})).run()
+    # the fix is on, so the parse gives the expected message: a regression test that passes, not a strict xfail
+    # that would fail at once as XPASS; with the repair off again, the reproducer fails until fixed
+    code = next(c.value for c in at.code if c.language == "python")
+    assert "Regression test" in code and "xfail" not in code
+    at.button(key="explain_only_off").click().run()
     code = next(c.value for c in at.code if c.language == "python")
     assert "@pytest.mark.xfail(strict=True, reason='field-name alias: " in code
 
@@ -369,3 +375,4 @@ def test_an_expected_message_nested_too_deeply_is_named_not_a_page_failure():
                for t in shown), shown
     assert not any("page failed" in t for t in shown), shown
     assert any(c.language == "python" and "def test_" in c.value for c in at.code)
+
