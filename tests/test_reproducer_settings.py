@@ -224,3 +224,16 @@ def test_case_ids_differ_when_the_settings_differ():
     for ex in runs[:2]:
         exec(compile(pytest_test(ex, source=tmpl.source, expect=row["expect"]), "generated_test.py", "exec"), ns)
     assert len([k for k in ns if k.startswith("test_")]) == 2
+
+
+def test_an_expected_call_without_arguments_is_written_with_empty_arguments():
+    """`check_expected` lets a call leave out `arguments` (as the message comparison does: none is ""), but the
+    peg_tester snippet indexed it and `explain --expect` ended in "internal error in explain: KeyError:
+    'arguments'" (exit 3)."""
+    from core.explain.reproducer import check_expected
+
+    expect = check_expected({"role": "assistant", "tool_calls": [{"function": {"name": "get_weather"}}]})
+    ex = explain(_tmpl(), ChatRequest.from_dict(REQUEST), OUTPUT, fixes=False)
+    snippet = peg_tester_snippet(ex, expect=expect)
+    assert '        .expect_tool_calls({ { "get_weather", "", {} } })\n' in snippet
+    assert "def test_" in pytest_test(ex, source=_tmpl().source, expect=expect)

@@ -248,7 +248,7 @@ def peg_tester_snippet(ex: Any, expect: dict[str, Any] | None = None) -> str:
     out.append(f"        .expect_content({cpp_string(_text(msg.get('content') or ''))})")
     if msg.get("tool_calls"):
         calls = ", ".join(f"{{ {cpp_string(_text(tc['function']['name']))}, "
-                          f"{cpp_string(_text(tc['function']['arguments']))}, "
+                          f"{cpp_string(_text(tc['function'].get('arguments', '')))}, "
                           f"{cpp_string(_text(tc['id'])) if tc.get('id') else '{}'} }}" for tc in msg["tool_calls"])
         out.append(f"        .expect_tool_calls({{ {calls} }})")
     out.append("        .run();")
