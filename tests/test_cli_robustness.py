@@ -430,3 +430,29 @@ def test_a_cases_pipe_of_one_endless_line_is_refused_at_the_limit(tmp_path: Any)
     bad.write_bytes(b'{"id": "a"}\n{"id": \xff}\n')
     with pytest.raises(RequestFileError, match=r"bad.jsonl:2.*not UTF-8"):
         list(iter_cases(str(bad)))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_tokenizer_config_pipe_without_end_is_refused_at_the_limit(tmp_path: Any) -> None:
+    """`export --format tokenizer-config --tokenizer-config <(yes)`: a named pipe passes the file check and the
+    JSON reader then read it whole, without end; it stops one byte past the input limit, one line naming it."""
+    import threading
+
+    from core.inputs import MAX_INPUT_BYTES
+
+    fifo = tmp_path / "tokenizer_config.json"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        chunk = b" " * (1 << 20)
+        try:
+            with open(fifo, "wb") as f:
+                for _ in range(MAX_INPUT_BYTES // len(chunk) + 16):
+                    f.write(chunk)
+        except BrokenPipeError:   # the reader stopped at the limit
+            pass
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    proc = _run(["export", ASSET_TEMPLATE, "--format", "tokenizer-config", "--tokenizer-config", str(fifo)])
+    writer.join(30)
+    _one_line_error(proc, str(fifo), f"above the limit of {MAX_INPUT_BYTES:,} bytes")

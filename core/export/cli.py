@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ..escapes import escape_invisible, json_visible
-from ..inputs import check_input_file, read_input_lines
+from ..inputs import read_input_file, read_input_lines
 
 FORMATS = ("response-template", "tokenizer-config", "gbnf")
 
@@ -71,8 +71,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     fidelity = "improved" if args.improved else "llama.cpp"
     cases = _check_cases(args.cases) if args.cases else None
-    if args.tokenizer_config:
-        check_input_file(args.tokenizer_config, "--tokenizer-config file")
+    # read here, once and within the input limit (a pipe passes the file check): the refusal comes before the
+    # export's notes, on one line
+    tok_raw = read_input_file(args.tokenizer_config, "--tokenizer-config file") \
+        if args.tokenizer_config and os.path.exists(args.tokenizer_config) else None
     if args.tokenizer_config and args.format != "tokenizer-config" and not args.for_hub:
         # it was ignored: the plain response_template came out, not the merged file the author asked for
         raise ChatTemplateExplorerError(f"--tokenizer-config is merged into only with --format tokenizer-config "
@@ -104,7 +106,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         _note(f"error: {template.name}: cannot be exported as a response_template: {'; '.join(res.reasons)}")
         return 1
     if args.for_hub:
-        return _write_hub_kit(args, res, template, fidelity, cases)
+        return _write_hub_kit(args, res, template, fidelity, cases, tok_raw)
     if args.verify:
         from .verify import reference_cases, verify
 
@@ -125,9 +127,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.format == "tokenizer-config":
         base = None
         if args.tokenizer_config:
+            if tok_raw is None:
+                raise ChatTemplateExplorerError(f"{args.tokenizer_config}: No such file or directory")
             try:
-                with open(args.tokenizer_config, encoding="utf-8") as f:
-                    base = json.load(f)
+                base = json.loads(tok_raw.decode("utf-8"))
                 merged = merge_tokenizer_config(base, res.response_template)
             except (OSError, UnicodeDecodeError, ValueError) as e:
                 msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
@@ -152,7 +155,7 @@ def _source_tokenizer_config(spec: str) -> str | None:
 
 
 def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: str,
-                   cases: list[dict[str, Any]] | None) -> int:
+                   cases: list[dict[str, Any]] | None, tok_raw: bytes | None) -> int:
     """``--for-hub DIR``: verify (reference cases too with --cases), then write tokenizer_config.json (merged
     into --tokenizer-config when given, else into the template's own tokenizer_config.json when it was read from
     one) and PR.md into DIR, each through a temporary file renamed into place. Nothing is written when
@@ -180,8 +183,9 @@ def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: 
     base = None
     if base_path:
         try:
-            with open(base_path, encoding="utf-8") as f:
-                base = json.load(f)
+            raw = tok_raw if base_path == args.tokenizer_config and tok_raw is not None else \
+                read_input_file(base_path, "tokenizer_config.json")
+            base = json.loads(raw.decode("utf-8"))
             files = hub_files(res, v, base)
         except (OSError, UnicodeDecodeError, ValueError) as e:
             msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
