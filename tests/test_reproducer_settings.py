@@ -237,3 +237,19 @@ def test_an_expected_call_without_arguments_is_written_with_empty_arguments():
     snippet = peg_tester_snippet(ex, expect=expect)
     assert '        .expect_tool_calls({ { "get_weather", "", {} } })\n' in snippet
     assert "def test_" in pytest_test(ex, source=_tmpl().source, expect=expect)
+
+
+def test_expected_arguments_nested_too_deeply_are_named():
+    """Expected arguments whose JSON text nests 100,000 arrays: comparing them with the parse (to tell a
+    reproducer from a regression test) ended explain in a RecursionError, which the CLI reported naming no input.
+    The check of the expected message names the field instead."""
+    from core.errors import ExpectedMessageError
+    from core.explain.reproducer import check_expected
+
+    deep = "[" * 100_000 + "]" * 100_000
+    msg = {"role": "assistant", "tool_calls": [{"function": {"name": "get_weather", "arguments": deep}}]}
+    with pytest.raises(ExpectedMessageError) as e:
+        check_expected(msg, "--expect deep.json")
+    assert "tool_calls[0].function.arguments" in str(e.value) and "nested too deeply" in str(e.value), str(e.value)
+    ok = {"role": "assistant", "tool_calls": [{"function": {"name": "get_weather", "arguments": "not JSON {"}}]}
+    assert check_expected(ok) is ok      # text that is no JSON stays allowed, as the comparison reads it

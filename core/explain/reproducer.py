@@ -58,6 +58,13 @@ def check_expected(value: Any, source: str = "the expected message") -> dict[str
         if not isinstance(fn.get("arguments", ""), (str, dict)):
             raise ExpectedMessageError(source, where + ".function.arguments",
                                        f"expected JSON text or an object, got {_kind(fn['arguments'])}")
+        if isinstance(fn.get("arguments"), str):
+            try:    # the comparison with the parse reads it as JSON
+                json.loads(fn["arguments"])
+            except RecursionError:
+                raise ExpectedMessageError(source, where + ".function.arguments", "JSON nested too deeply") from None
+            except ValueError:
+                pass    # text that is no JSON: compared as such
         if call.get("id") is not None and not isinstance(call["id"], str):
             raise ExpectedMessageError(source, where + ".id", f"expected text or null, got {_kind(call['id'])}")
     return value
