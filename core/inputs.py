@@ -10,7 +10,7 @@ import os
 import re
 import stat
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .escapes import escape_invisible, visible as _visible
 from .errors import ChatTemplateExplorerError, RequestError, RequestFileError, os_error_text
@@ -71,6 +71,27 @@ def read_input_file(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> bytes
     if len(raw) > limit:
         raise RequestFileError(path, f"above the limit of {limit:,} bytes", kind=kind)
     return raw
+
+
+def read_input_lines(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of every line of the file option ``path`` (a ``kind`` such as ``"cases file"``),
+    checked by :func:`check_input_file`; the bytes read are counted over the whole file, so a named pipe of one
+    endless line (``conform <(yes)``) raises :class:`~core.errors.RequestFileError` one byte past ``limit`` instead
+    of being read until memory runs out. Text is UTF-8 with invalid bytes kept as surrogate escapes (the caller
+    names the line); ``OSError`` is the caller's to name."""
+    check_input_file(path, kind, limit)
+    total = 0
+    with open(path, "rb") as f:
+        n = 0
+        while True:
+            raw = f.readline(limit - total + 1)
+            if not raw:
+                return
+            total += len(raw)
+            if total > limit:
+                raise RequestFileError(path, f"above the limit of {limit:,} bytes", kind=kind)
+            n += 1
+            yield n, raw.decode("utf-8", "surrogateescape")
 
 
 def load_request(path: str | None, limit: int = MAX_INPUT_BYTES) -> "ChatRequest":

@@ -116,7 +116,8 @@ def test_reproducer_downloads():
 
 def test_triage_first_nearest_diff_ranked_fixes_and_expected_message():
     """The mistake, the nearest accepted output as a diff and the ranked fixes come first; a fix applies in one
-    click; an expected message makes the pytest reproducer an xfail(strict) test carrying the cause."""
+    click; an expected message makes the pytest reproducer an xfail(strict) test carrying the cause (a regression
+    test once the applied fix gives that message)."""
     at = _explain(DRIFT)
     heads = [h.value for h in at.subheader]
     assert heads.index("What the model did") < heads.index("Where every character went")
@@ -152,6 +153,11 @@ def test_triage_first_nearest_diff_ranked_fixes_and_expected_message():
     at.text_area(key="explain_expect").input(json.dumps(
         {"role": "assistant", "content": "Sure.", "tool_calls": [{"type": "function", "id": "", "function": {
             "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]})).run()
+    # the fix is on, so the parse gives the expected message: a regression test that passes, not a strict xfail
+    # that would fail at once as XPASS; with the repair off again, the reproducer fails until fixed
+    code = next(c.value for c in at.code if c.language == "python")
+    assert "Regression test" in code and "xfail" not in code
+    at.button(key="explain_only_off").click().run()
     code = next(c.value for c in at.code if c.language == "python")
     assert "@pytest.mark.xfail(strict=True, reason='field-name alias: " in code
 
@@ -369,3 +375,28 @@ def test_an_expected_message_nested_too_deeply_is_named_not_a_page_failure():
                for t in shown), shown
     assert not any("page failed" in t for t in shown), shown
     assert any(c.language == "python" and "def test_" in c.value for c in at.code)
+
+
+def test_a_link_whose_request_leaves_thinking_unset_keeps_thinking_on():
+    """A request that leaves enable_thinking null (as explain's cases.jsonl line writes an unset flag; here vLLM's
+    Gemma 4 test output of kept11) renders with llama.cpp's default, true; opened from a link, `bool(None)` turned
+    the Playground's thinking off, so the page explained another prompt than the CLI did for the same request."""
+    from streamlit.testing.v1 import AppTest
+
+    from explorer.urlstate import encode_explain
+
+    from .conftest import ROOT
+    from .test_app_helpers import APP, TIMEOUT
+
+    rows = (ROOT / "tests" / "data" / "triage" / "kept11.jsonl").read_text(encoding="utf-8").splitlines()
+    row = next(r for r in map(json.loads, rows) if r["id"] == "kept10-vllm-gemma4-multiple-sequential-canonical-calls")
+    req = {k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format",
+                               "enable_thinking")}
+    assert req["enable_thinking"] is None
+    for flag, want in ((None, True), (False, False)):
+        at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+        at.query_params["x"] = encode_explain(dict(req, enable_thinking=flag), row["input"])
+        at.switch_page("explorer/pages/explain.py").run()
+        assert not at.exception, at.exception
+        assert at.session_state["in_enable_thinking"] is want
+        assert at.session_state["in_output"] == row["input"]

@@ -387,3 +387,72 @@ def test_a_request_pipe_without_end_is_refused_at_the_limit(tmp_path: Any) -> No
         read_input_file(str(fifo), "--expect file", limit=1000)
     writer.join(5)
     assert str(e.value).startswith("--expect file") and "above the limit of 1,000 bytes" in str(e.value), str(e.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_cases_pipe_of_one_endless_line_is_refused_at_the_limit(tmp_path: Any) -> None:
+    """A cases file is read line by line, so the whole-file check never saw a pipe (`conform <(yes)`): one line
+    without end was read into memory until it ran out. The read stops one byte past the limit, counted over the
+    whole file, and names it; a cases file that fits still gives its rows, line numbers intact."""
+    import threading
+
+    from core.chat.conformance import iter_cases
+    from core.errors import RequestFileError
+
+    def feed(path: Any, data: bytes) -> threading.Thread:
+        def write() -> None:
+            try:
+                with open(path, "wb") as f:
+                    f.write(data)
+            except BrokenPipeError:   # the reader stopped at the limit
+                pass
+        t = threading.Thread(target=write, daemon=True)
+        t.start()
+        return t
+
+    fifo = tmp_path / "cases.jsonl"
+    os.mkfifo(fifo)
+    rows = b'{"id": "a"}\n\n{"id": "b"}\n'
+    writer = feed(fifo, rows)
+    assert [r["id"] for r in iter_cases(str(fifo), limit=len(rows))] == ["a", "b"]
+    writer.join(5)
+    writer = feed(fifo, b"y" * 200_000)          # one line, no line break
+    with pytest.raises(RequestFileError) as e:
+        list(iter_cases(str(fifo), limit=1000))
+    writer.join(5)
+    assert str(fifo) in str(e.value) and "above the limit of 1,000 bytes" in str(e.value), str(e.value)
+    writer = feed(fifo, b'{"id": "a"}\n' * 20_000)   # many short lines: the limit counts the whole file
+    with pytest.raises(RequestFileError) as e:
+        list(iter_cases(str(fifo), limit=1000))
+    writer.join(5)
+    assert "above the limit of 1,000 bytes" in str(e.value), str(e.value)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"id": "a"}\n{"id": \xff}\n')
+    with pytest.raises(RequestFileError, match=r"bad.jsonl:2.*not UTF-8"):
+        list(iter_cases(str(bad)))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_tokenizer_config_pipe_without_end_is_refused_at_the_limit(tmp_path: Any) -> None:
+    """`export --format tokenizer-config --tokenizer-config <(yes)`: a named pipe passes the file check and the
+    JSON reader then read it whole, without end; it stops one byte past the input limit, one line naming it."""
+    import threading
+
+    from core.inputs import MAX_INPUT_BYTES
+
+    fifo = tmp_path / "tokenizer_config.json"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        chunk = b" " * (1 << 20)
+        try:
+            with open(fifo, "wb") as f:
+                for _ in range(MAX_INPUT_BYTES // len(chunk) + 16):
+                    f.write(chunk)
+        except BrokenPipeError:   # the reader stopped at the limit
+            pass
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    proc = _run(["export", ASSET_TEMPLATE, "--format", "tokenizer-config", "--tokenizer-config", str(fifo)])
+    writer.join(30)
+    _one_line_error(proc, str(fifo), f"above the limit of {MAX_INPUT_BYTES:,} bytes")

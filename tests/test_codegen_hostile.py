@@ -125,7 +125,16 @@ static void dump(const char* what, const std::string& s) {
     for (unsigned char c : s) std::printf("%02x", c);
     std::printf("\n");
 }
+#include <vector>
 struct common_chat_tool { std::string name, description, parameters; };
+struct common_chat_msg_content_part { std::string type, text; };
+struct common_chat_tool_call { std::string name, arguments, id; };
+struct common_chat_msg {
+    std::string role, content;
+    std::vector<common_chat_msg_content_part> content_parts;
+    std::vector<common_chat_tool_call> tool_calls;
+    std::string reasoning_content, tool_name, tool_call_id;
+};
 struct call_t {
     std::string name, args, id;
     call_t(std::string n, std::string a, std::string i) : name(n), args(a), id(i) {}
@@ -135,6 +144,10 @@ enum common_reasoning_format { COMMON_REASONING_FORMAT_NONE, COMMON_REASONING_FO
 struct test_t {
     test_t& tools(std::initializer_list<common_chat_tool> ts) {
         for (const auto& t : ts) { dump("tool", t.name); dump("params", t.parameters); }
+        return *this;
+    }
+    test_t& messages(std::vector<common_chat_msg> ms) {
+        for (const auto& m : ms) { dump("role", m.role); dump("message", m.content); }
         return *this;
     }
     test_t& parallel_tool_calls(bool) { return *this; }
@@ -181,7 +194,7 @@ def test_peg_tester_snippet_from_hostile_names_compiles_and_round_trips(tmp_path
         got = dict(line.split(" ", 1) if " " in line else (line, "") for line in r.stdout.splitlines())
         msg = ex.message
         assert got["file"] == _hex("models/templates/" + name) and got["input"] == _hex(ex.output)
-        assert got["tool"] == _hex(name)
+        assert got["tool"] == _hex(name) and got["role"] == _hex("user") and got["message"] == _hex(name)
         assert got["content"] == _hex(msg.get("content") or "")
         if msg.get("reasoning_content"):
             assert got["reasoning"] == _hex(msg["reasoning_content"])

@@ -460,3 +460,19 @@ def test_a_handler_family_whose_analysis_misses_its_reasoning_and_calls_is_refus
     assert res.response_template is None
     assert res.reasons == ["special handler k2-horizon: the handler parses reasoning and tool calls, but the generic "
                            "analysis (the export's source for this family) finds none; the export would drop them"]
+
+
+def test_cli_cases_from_a_pipe_are_read_once():
+    """`export --verify --cases <(cat cases.jsonl)`: the file was read twice (checked, then read for the
+    template's rows), and a pipe is empty the second time, so the verification silently left out every
+    reference case (Qwen2.5: "agree 7" instead of "agree 10"). Read once, a pipe gives what the file gives."""
+    ref = pathlib.Path(TEMPLATES).parent / "reference" / "cases.jsonl"
+    args = [sys.executable, "-m", "core", "export", str(TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja"), "--verify",
+            "--cases"]
+    root = pathlib.Path(__file__).resolve().parents[1]
+    from_file = subprocess.run([*args, str(ref)], capture_output=True, text=True, timeout=120, cwd=root)
+    piped = subprocess.run([*args, "/dev/stdin"], input=ref.read_text(encoding="utf-8"), capture_output=True,
+                           text=True, timeout=120, cwd=root)
+    line = next(x for x in from_file.stderr.splitlines() if x.startswith("verification:"))
+    assert line.startswith("verification: agree 10,"), line
+    assert line in piped.stderr.splitlines(), piped.stderr

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from core.chat.request import ChatRequest
 from core.explain.explain import explain
 from core.explain.reproducer import peg_tester_snippet, pytest_test
 from core.jinja.template import ChatTemplate
 
-from .conftest import ROOT
+from .conftest import ROOT, TEMPLATES
 
 TOUR = ROOT / "assets" / "templates" / "chatml-think-tools.jinja"
 REQUEST = json.loads((ROOT / "assets" / "requests" / "req.json").read_text(encoding="utf-8"))
@@ -48,8 +50,41 @@ def test_expected_message_reproducer_turns_green_once_the_parse_gives_it():
     ns: dict = {}
     exec(compile(code, "generated_test.py", "exec"), ns)
     fn = next(v for k, v in ns.items() if k.startswith("test_"))
-    assert fn.pytestmark[0].kwargs["strict"] is True
-    fn()    # the body passes, so the strict xfail reports the fix instead of staying xfail for ever
+    # the parse already gives the expected message: a regression test, not an xfail that would XPASS at once
+    assert not hasattr(fn, "pytestmark") and "Regression test" in (fn.__doc__ or "")
+    fn()
+
+
+def _kept11_row(case: str) -> dict:
+    rows = (ROOT / "tests" / "data" / "triage" / "kept11.jsonl").read_text(encoding="utf-8").splitlines()
+    return next(r for r in map(json.loads, rows) if r["id"] == case)
+
+
+def test_an_expected_message_reproducer_fails_before_the_fix_and_passes_after_it():
+    """A real failing output (ollama's Qwen3-VL parser test: two calls without the line break the template writes
+    after `<tool_call>`) with the message the engine reads: explained as it is, the reproducer is a strict xfail
+    whose body fails; explained with the triage's fix applied (its one click: `--repair tag-whitespace`), the
+    reproducer is written for a parse that already gives the message — it was still marked xfail(strict), so the
+    test of the fixed parse failed at once as XPASS."""
+    row = _kept11_row("kept10-ollama-qwen3vl-nonthinking-sequential-indices")
+    tmpl = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    request = ChatRequest.from_dict({k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls",
+                                                          "reasoning_format", "add_generation_prompt")})
+    before = explain(tmpl, request, row["input"])
+    fix = before.triage.fixes[0]
+    assert (fix.change, fix.cli) == ({"repairs": ["tag-whitespace"]}, "--repair tag-whitespace")
+    after = explain(tmpl, request, row["input"], only_repairs=("tag-whitespace",))
+    for ex, marked in ((before, True), (after, False)):
+        ns: dict = {}
+        exec(compile(pytest_test(ex, source=tmpl.source, expect=row["expect"]), "generated_test.py", "exec"), ns)
+        fn = next(v for k, v in ns.items() if k.startswith("test_"))
+        assert hasattr(fn, "pytestmark") is marked
+        if marked:
+            assert fn.pytestmark[0].kwargs["strict"] is True
+            with pytest.raises(AssertionError, match="content"):
+                fn()
+        else:
+            fn()
 
 
 def test_overrides_are_kept_by_the_pytest_reproducer():
@@ -104,3 +139,117 @@ def test_cases_line_escapes_bidi_and_invisible_characters_but_keeps_other_text_r
     assert "get\\u202eweather\\u200b" in line and "東京" in line and "\\udb40\\udc41" in line
     row = json.loads(line)
     assert row["input"] == output and row["expect"]["content"] == "tag \U000E0041 \u2028"
+
+
+def test_peg_tester_snippet_thinks_as_the_explanation_did_when_the_request_leaves_it_unset():
+    """A request that leaves enable_thinking unset renders with llama.cpp's default, true, but the snippet wrote
+    `.enable_thinking(false)`: for vLLM's Gemma 4 test output (kept11) that renders another generation prompt
+    (`<|channel>thought\\n<channel|>`), so the pasted test checked another parser than the one explained."""
+    row = _kept11_row("kept10-vllm-gemma4-multiple-sequential-canonical-calls")
+    assert row["enable_thinking"] is None
+    tmpl = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    base = {k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format")}
+    unset = explain(tmpl, ChatRequest.from_dict(base), row["input"], fixes=False)
+    off = explain(tmpl, ChatRequest.from_dict(dict(base, enable_thinking=False)), row["input"], fixes=False)
+    assert unset.generation_prompt == "<|turn>model\n" != off.generation_prompt
+    assert "        .enable_thinking(true)\n" in peg_tester_snippet(unset)
+    assert "        .enable_thinking(false)\n" in peg_tester_snippet(off)
+    kwarg = explain(tmpl, ChatRequest.from_dict(dict(base, chat_template_kwargs={"enable_thinking": False})),
+                    row["input"], fixes=False)
+    assert kwarg.generation_prompt == off.generation_prompt
+    assert "        .enable_thinking(false)\n" in peg_tester_snippet(kwarg)
+
+
+def test_peg_tester_snippet_sends_the_requests_messages():
+    """The snippet never set the request's messages, so llama.cpp's peg_tester rendered its own one-line user
+    message: llama-box's Granite 3.1 report (kept12) sends a system message with the date, which the explained
+    prompt holds and the pasted test's prompt did not. Each message is a `common_chat_msg` of the snippet's
+    `repro_msgs`, its text only in string literals; content parts, the calls of an earlier assistant turn and a
+    tool result's id go in as well."""
+    row = json.loads((ROOT / "tests" / "data" / "triage" / "kept12.jsonl").read_text(encoding="utf-8")
+                     .splitlines()[2])
+    assert row["id"] == "kept12-llama-box-17-granite31-hermes-opener-unclosed-list"
+    tmpl = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    req = {k: row[k] for k in ("messages", "tools", "tool_choice", "reasoning_format")}
+    snippet = peg_tester_snippet(explain(tmpl, ChatRequest.from_dict(req), row["input"], fixes=False))
+    # (a `?` is written \077: no trigraph)
+    assert ("    std::vector<common_chat_msg> repro_msgs(2);\n"
+            "    repro_msgs[0].role = \"system\";\n"
+            "    repro_msgs[0].content = \"Today is 2024-12-24.\\012You are a helpful assistant.\";\n"
+            "    repro_msgs[1].role = \"user\";\n"
+            "    repro_msgs[1].content = \"What's the weather like today in ShenZhen\\077\";\n") in snippet
+    assert "        .messages(repro_msgs)\n" in snippet and "not set here" not in snippet
+    turns = [{"role": "user", "content": [{"type": "text", "text": "Weather?"},
+                                          {"type": "media_marker", "text": "<image>"}]},
+             {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                 "name": "get_weather", "arguments": "{\"location\": \"ShenZhen\"}"}}]},
+             {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+             {"role": "user", "content": "And tomorrow?"}]
+    ex = explain(tmpl, ChatRequest.from_dict(dict(req, messages=turns)), row["input"], fixes=False)
+    snippet = peg_tester_snippet(ex)
+    assert ("    repro_msgs[0].content_parts.push_back({ \"text\", \"Weather\\077\" });\n"
+            "    repro_msgs[0].content_parts.push_back({ \"media_marker\", \"<image>\" });\n"
+            "    repro_msgs[1].role = \"assistant\";\n"
+            "    repro_msgs[1].tool_calls.push_back({ \"get_weather\", \"{\\042location\\042: \\042ShenZhen\\042}\", "
+            "\"c1\" });\n"
+            "    repro_msgs[2].role = \"tool\";\n"
+            "    repro_msgs[2].content = \"sunny\";\n"
+            "    repro_msgs[2].tool_call_id = \"c1\";\n") in snippet
+    assert "not set here" not in snippet
+
+
+def test_case_ids_differ_when_the_settings_differ():
+    """The reproducer of an output as it fails and the one written with the fix applied (`--repair NAME`) had one
+    case id, so both tests pasted into one file defined one function name and the first was silently replaced —
+    and two cases.jsonl lines carried the same id. The settings (fidelity, a repair alone, overrides, workarounds
+    off) are hashed too when any is set; an explanation with none keeps the id of template, request and output."""
+    from core.explain.reproducer import case_id
+
+    row = _kept11_row("kept10-ollama-qwen3vl-nonthinking-sequential-indices")
+    tmpl = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    request = ChatRequest.from_dict({k: row[k] for k in ("messages", "tools", "parallel_tool_calls")})
+    runs = [explain(tmpl, request, row["input"], fixes=False),
+            explain(tmpl, request, row["input"], fixes=False, only_repairs=("tag-whitespace",)),
+            explain(tmpl, request, row["input"], fixes=False, fidelity="improved"),
+            explain(tmpl, request, row["input"], fixes=False, overrides={"tools.format.per_call_start": "<tool_call>"})]
+    ids = [case_id(ex) for ex in runs]
+    assert len(set(ids)) == 4, ids
+    assert ids[0] == case_id(explain(tmpl, request, row["input"], fixes=False))
+    import hashlib
+    h = hashlib.sha256()
+    for part in (row["template"], json.dumps(runs[0].request, sort_keys=True, ensure_ascii=False), row["input"]):
+        h.update(part.encode("utf-8") + b"\0")
+    assert ids[0] == "explain-" + h.hexdigest()[:12]   # the id of an explanation without settings is unchanged
+    ns: dict = {}
+    for ex in runs[:2]:
+        exec(compile(pytest_test(ex, source=tmpl.source, expect=row["expect"]), "generated_test.py", "exec"), ns)
+    assert len([k for k in ns if k.startswith("test_")]) == 2
+
+
+def test_an_expected_call_without_arguments_is_written_with_empty_arguments():
+    """`check_expected` lets a call leave out `arguments` (as the message comparison does: none is ""), but the
+    peg_tester snippet indexed it and `explain --expect` ended in "internal error in explain: KeyError:
+    'arguments'" (exit 3)."""
+    from core.explain.reproducer import check_expected
+
+    expect = check_expected({"role": "assistant", "tool_calls": [{"function": {"name": "get_weather"}}]})
+    ex = explain(_tmpl(), ChatRequest.from_dict(REQUEST), OUTPUT, fixes=False)
+    snippet = peg_tester_snippet(ex, expect=expect)
+    assert '        .expect_tool_calls({ { "get_weather", "", {} } })\n' in snippet
+    assert "def test_" in pytest_test(ex, source=_tmpl().source, expect=expect)
+
+
+def test_expected_arguments_nested_too_deeply_are_named():
+    """Expected arguments whose JSON text nests 100,000 arrays: comparing them with the parse (to tell a
+    reproducer from a regression test) ended explain in a RecursionError, which the CLI reported naming no input.
+    The check of the expected message names the field instead."""
+    from core.errors import ExpectedMessageError
+    from core.explain.reproducer import check_expected
+
+    deep = "[" * 100_000 + "]" * 100_000
+    msg = {"role": "assistant", "tool_calls": [{"function": {"name": "get_weather", "arguments": deep}}]}
+    with pytest.raises(ExpectedMessageError) as e:
+        check_expected(msg, "--expect deep.json")
+    assert "tool_calls[0].function.arguments" in str(e.value) and "nested too deeply" in str(e.value), str(e.value)
+    ok = {"role": "assistant", "tool_calls": [{"function": {"name": "get_weather", "arguments": "not JSON {"}}]}
+    assert check_expected(ok) is ok      # text that is no JSON stays allowed, as the comparison reads it

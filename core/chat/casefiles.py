@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from ..inputs import check_input_file
+from ..inputs import read_input_lines
 from .request import ChatRequest
 
 CASE_FIELDS = ("id", "source", "template", "request", "output", "expect")
@@ -34,23 +34,25 @@ def read_jsonl_cases(files: Iterable[str], required: tuple[str, ...], label: Cal
     ``label`` gives it) and line of a line that is not JSON, lacks a ``required`` field, or repeats an ``id``."""
     seen: set[str] = set()
     for path in files:
-        check_input_file(path, "cases file")
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                where = f"{label(path)}:{n}"
-                try:
-                    d = json.loads(line)
-                except ValueError as e:
-                    raise ValueError(f"{where}: not JSON ({e})") from None
-                missing = [k for k in required if k not in d]
-                if missing:
-                    raise ValueError(f"{where}: missing field {missing[0]!r}")
-                if d["id"] in seen:
-                    raise ValueError(f"{where}: duplicate id {d['id']!r}")
-                seen.add(d["id"])
-                yield path, d
+        for n, line in read_input_lines(path, "cases file"):
+            if not line.strip():
+                continue
+            where = f"{label(path)}:{n}"
+            try:
+                line.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"{where}: not UTF-8 text") from None
+            try:
+                d = json.loads(line)
+            except ValueError as e:
+                raise ValueError(f"{where}: not JSON ({e})") from None
+            missing = [k for k in required if k not in d]
+            if missing:
+                raise ValueError(f"{where}: missing field {missing[0]!r}")
+            if d["id"] in seen:
+                raise ValueError(f"{where}: duplicate id {d['id']!r}")
+            seen.add(d["id"])
+            yield path, d
 
 
 def parse_case(templates_dir: str, template_name: str, request: dict[str, Any], output: str, fidelity: str,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..errors import ChatTemplateExplorerError, RequestError, RequestFileError, TemplateLoadError
-from ..inputs import check_input_file
+from ..inputs import MAX_INPUT_BYTES, read_input_lines
 from ..jinja.template import ChatTemplate
 from .repairs import TOLERANCE_REPAIRS
 from .request import ChatRequest
@@ -229,16 +229,12 @@ def run_case(case: dict[str, Any], templates: TemplateDir, fidelity: str = "llam
     return out
 
 
-def iter_cases(path: str) -> Iterable[dict[str, Any]]:
+def iter_cases(path: str, limit: int = MAX_INPUT_BYTES) -> Iterable[dict[str, Any]]:
     """Rows of a JSONL file; raises :class:`RequestError` naming the file and line on bad JSON, text that is
-    not UTF-8, or JSON nested too deeply, or naming the file when it cannot be read."""
-    check_input_file(path, "cases file")
+    not UTF-8, or JSON nested too deeply, or naming the file when it cannot be read or holds more than ``limit``
+    bytes (a pipe of one endless line included: :func:`core.inputs.read_input_lines`)."""
     try:
-        f = open(path, encoding="utf-8", errors="surrogateescape")
-    except OSError as e:
-        raise RequestFileError(path, f"cannot read: {e.strerror or e}", kind="cases file") from None
-    with f:
-        for n, line in enumerate(f, 1):
+        for n, line in read_input_lines(path, "cases file", limit):
             if not line.strip():
                 continue
             try:
@@ -255,3 +251,5 @@ def iter_cases(path: str) -> Iterable[dict[str, Any]]:
                 raise RequestFileError(f"{path}:{n}", f"expected a JSON object, got {type(row).__name__}",
                                        kind="cases file")
             yield row
+    except OSError as e:
+        raise RequestFileError(path, f"cannot read: {e.strerror or e}", kind="cases file") from None

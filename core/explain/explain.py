@@ -11,7 +11,7 @@ import json
 import os
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from ..jinja.limits import command_budget
 from ..chat.repairs import UNPARSED_TEXT
@@ -23,6 +23,8 @@ from .model import (REPARSE_CHARS, Cause, Explanation, Finding, Fix, FixKind, Me
                     StopPoint, dialect_failure, message_of, repairs_off, show_invisible, stop_point, trace)
 from .spans import SpanLabel, attach_repairs, check_cover, rebuild_message, same_message
 from .triage import TIME_BUDGET, triage
+
+T = TypeVar("T")
 
 # the model's classes are also read from here (the Explain page, the CLI, the tests)
 __all__ = ["REPARSE_CHARS", "Cause", "Explanation", "Finding", "Fix", "FixKind", "ReparseLimit", "StopPoint", "dumps",
@@ -88,8 +90,9 @@ def _explain_budgeted(template: Any, request: ChatRequest, output: str, fidelity
             # EXPLAIN_BUDGET seconds, so explain as a whole stays within it on hostile outputs
             overall, search = triage_budgets(TIME_BUDGET)
             spare = overall - (time.monotonic() - started)
-            ex.triage = triage(ex, setup, bundle, seconds=max(0.0, min(search, spare)), parse_cost=parse_cost,
-                               reexplain=explain)
+            ex.triage = _within_nesting(ex, "triage", lambda: triage(
+                ex, setup, bundle, seconds=max(0.0, min(search, spare)), parse_cost=parse_cost, reexplain=explain),
+                None)
         return ex
 
 
@@ -134,14 +137,25 @@ def _explain(setup: Setup, bundle: Any, tr: Any, output: str, fixes: bool) -> Ex
     if tr.truncated_at >= 0:
         ex.truncated = stop_point(tr.text, tr.gp_len, tr.truncated_at, tr.truncated_expect.expected,
                                   tr.truncated_expect.path)
-    ex.findings = classify(setup, bundle, tr, ex)
+    ex.findings = _within_nesting(ex, "causes", lambda: classify(setup, bundle, tr, ex), [])
     if fixes:
-        ex.fixes = candidate_fixes(setup, bundle, tr, ex)
+        ex.fixes = _within_nesting(ex, "fixes", lambda: candidate_fixes(setup, bundle, tr, ex), [])
     if setup.meter is not None and setup.meter.skipped:
         ex.notes.append(f"{setup.meter.skipped} re-parse(s) for causes and fixes left out: the output is "
                         f"{len(output):,} characters and explain re-parses at most {REPARSE_CHARS:,} in all, within "
                         "the analysis budget (limit: explain re-parses)")
     return ex
+
+
+def _within_nesting(ex: Explanation, what: str, step: Callable[[], T], default: T) -> T:
+    """``step()``, or ``default`` with a note when the output is nested deeper than Python's recursion limit lets
+    a step read (JSON arrays opened 2,000 deep inside a call: the parse keeps them as text, a cause's JSON reader
+    recursed): explain never raises on the output, it leaves that part out and says so."""
+    try:
+        return step()
+    except RecursionError:
+        ex.notes.append(f"{what} left out: the output is nested too deeply to read (limit: recursion depth)")
+        return default
 
 
 def _found_by(report: Any, spans: list[Span]) -> dict[str, str]:

@@ -13,6 +13,7 @@ import hashlib
 import json
 from typing import Any
 
+from ..chat.roundtrip import compare_messages
 from ..codegen import cpp_string, py_identifier, py_str
 from ..errors import ExpectedMessageError
 from ..escapes import escape_char, is_invisible
@@ -57,15 +58,28 @@ def check_expected(value: Any, source: str = "the expected message") -> dict[str
         if not isinstance(fn.get("arguments", ""), (str, dict)):
             raise ExpectedMessageError(source, where + ".function.arguments",
                                        f"expected JSON text or an object, got {_kind(fn['arguments'])}")
+        if isinstance(fn.get("arguments"), str):
+            try:    # the comparison with the parse reads it as JSON
+                json.loads(fn["arguments"])
+            except RecursionError:
+                raise ExpectedMessageError(source, where + ".function.arguments", "JSON nested too deeply") from None
+            except ValueError:
+                pass    # text that is no JSON: compared as such
         if call.get("id") is not None and not isinstance(call["id"], str):
             raise ExpectedMessageError(source, where + ".id", f"expected text or null, got {_kind(call['id'])}")
     return value
 
 
 def case_id(ex: Any) -> str:
-    """``explain-`` and 12 hex digits of a hash of the template name, the request and the output."""
+    """``explain-`` and 12 hex digits of a hash of the template name, the request and the output — and of the
+    settings when any is set (fidelity ``improved``, a repair alone, overrides, workarounds off), so the reproducer
+    of a failing parse and the one written with its fix applied do not share an id (nor a test function name)."""
     h = hashlib.sha256()
-    for part in (ex.template, json.dumps(ex.request, sort_keys=True, ensure_ascii=False), ex.output):
+    parts = [ex.template, json.dumps(ex.request, sort_keys=True, ensure_ascii=False), ex.output]
+    settings = _settings(ex)
+    if settings or ex.fidelity != "llama.cpp":
+        parts.append(json.dumps({"fidelity": str(ex.fidelity), **settings}, sort_keys=True, ensure_ascii=False))
+    for part in parts:
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\0")
     return "explain-" + h.hexdigest()[:12]
@@ -111,7 +125,8 @@ def _cause(ex: Any) -> str:
 def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
                 expect: dict[str, Any] | None = None) -> str:
     """A pytest test for this project. With ``expect`` it asserts the expected message and is marked
-    ``xfail(strict=True)`` with the cause (a reproducer that fails until fixed); without, a characterisation
+    ``xfail(strict=True)`` with the cause (a reproducer that fails until fixed) — unless the explanation's parse
+    already gives that message (explained with the fix applied): then a regression test; without, a characterisation
     test of the message as parsed now. Either way it parses with the explanation's settings (overrides, workarounds
     off, a repair alone) and compares messages as the reference scoring does
     (:func:`core.chat.roundtrip.compare_messages`): at ``improved`` fidelity a call the model wrote without an id
@@ -135,7 +150,12 @@ def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
                 f"SOURCE = {py_str(source)}\n\n\nclass _Template:\n    def get(self, name):\n"
                 "        return ChatTemplate(SOURCE, name)\n")
         templates = "_Template()"
-    if expect is not None:
+    if expect is not None and compare_messages(expect, ex.message) is None:
+        # explained with the fix applied (a repair alone, an override): a strict xfail would XPASS at once
+        mark = ""
+        doc = ('    """Regression test: the expected message below is what the output should parse to, and the\n'
+               '    explanation\'s settings already give it."""\n')
+    elif expect is not None:
         mark = f"@pytest.mark.xfail(strict=True, reason={py_str(_cause(ex))})\n"
         doc = ('    """Reproducer: the expected message below is what the output should parse to; marked xfail\n'
                '    (strict) until the parser gives it — then remove the mark."""\n')
@@ -194,17 +214,27 @@ def peg_tester_snippet(ex: Any, expect: dict[str, Any] | None = None) -> str:
         params = json.dumps(f.get("parameters") or {"type": "object", "properties": {}}, ensure_ascii=False)
         out.append(f"    static common_chat_tool repro_tool_{i}{{ {cpp_string(str(f.get('name', '')))}, "
                    f"{cpp_string(str(f.get('description', '')))}, {cpp_string(params)} }};")
+    msgs = [m for m in req.get("messages") or [] if isinstance(m, dict)]
+    if msgs:
+        # the request's conversation; without .messages() peg_tester renders its own one-line user message
+        out.append(f"    std::vector<common_chat_msg> repro_msgs({len(msgs)});")
+        for i, m in enumerate(msgs):
+            out += _message_lines(f"repro_msgs[{i}]", m)
     missing = _not_in_snippet(ex)
     if missing:
         out.append(f"    // not set here (peg_test_builder has no setter): {', '.join(missing)}; this test renders a "
                    "different prompt or parser than the explanation did")
     out += [f"    auto tst = peg_tester({cpp_string('models/templates/' + ex.template)}, detailed_debug);",
             f"    tst.test({cpp_string(ex.output)})"]
+    if msgs:
+        out.append("        .messages(repro_msgs)")
     if tools:
         out.append(f"        .tools({{ {', '.join(f'repro_tool_{i}' for i in range(len(tools)))} }})")
     if req.get("parallel_tool_calls"):
         out.append("        .parallel_tool_calls(true)")
-    out.append(f"        .enable_thinking({str(bool(req.get('enable_thinking', True))).lower()})")
+    # unset (null) renders with llama.cpp's default, true, as the explanation did; a template kwarg that set it is
+    # already folded into the request's value
+    out.append(f"        .enable_thinking({'false' if req.get('enable_thinking') is False else 'true'})")
     fmt = str(req.get("reasoning_format") or "auto").upper().replace("-", "_")
     if fmt not in REASONING_FORMATS:
         fmt = "AUTO"
@@ -225,12 +255,37 @@ def peg_tester_snippet(ex: Any, expect: dict[str, Any] | None = None) -> str:
     out.append(f"        .expect_content({cpp_string(_text(msg.get('content') or ''))})")
     if msg.get("tool_calls"):
         calls = ", ".join(f"{{ {cpp_string(_text(tc['function']['name']))}, "
-                          f"{cpp_string(_text(tc['function']['arguments']))}, "
+                          f"{cpp_string(_text(tc['function'].get('arguments', '')))}, "
                           f"{cpp_string(_text(tc['id'])) if tc.get('id') else '{}'} }}" for tc in msg["tool_calls"])
         out.append(f"        .expect_tool_calls({{ {calls} }})")
     out.append("        .run();")
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _message_lines(var: str, m: dict[str, Any]) -> list[str]:
+    """The C++ statements that fill the ``common_chat_msg`` ``var`` from the OpenAI message ``m``, as llama.cpp's
+    server reads one: text content or its parts, reasoning, the calls of an assistant turn, a tool result's
+    id and name. Text only in :func:`core.codegen.cpp_string` literals."""
+    out = [f"    {var}.role = {cpp_string(str(m.get('role') or ''))};"]
+    content = m.get("content")
+    if isinstance(content, str) and content:
+        out.append(f"    {var}.content = {cpp_string(content)};")
+    for part in content if isinstance(content, list) else ():   # text / media_marker parts (request checked)
+        if isinstance(part, dict):
+            out.append(f"    {var}.content_parts.push_back({{ {cpp_string(str(part.get('type') or ''))}, "
+                       f"{cpp_string(str(part.get('text') or ''))} }});")
+    if isinstance(m.get("reasoning_content"), str) and m["reasoning_content"]:
+        out.append(f"    {var}.reasoning_content = {cpp_string(m['reasoning_content'])};")
+    for tc in m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else ():
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        if isinstance(fn, dict):
+            out.append(f"    {var}.tool_calls.push_back({{ {cpp_string(str(fn.get('name') or ''))}, "
+                       f"{cpp_string(_text(fn.get('arguments') or ''))}, {cpp_string(str(tc.get('id') or ''))} }});")
+    for key, field in (("tool_call_id", "tool_call_id"), ("name", "tool_name")):
+        if m.get("role") == "tool" and isinstance(m.get(key), str) and m[key]:
+            out.append(f"    {var}.{field} = {cpp_string(m[key])};")
+    return out
 
 
 def _not_in_snippet(ex: Any) -> list[str]:

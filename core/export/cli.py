@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ..escapes import escape_invisible, json_visible
-from ..inputs import check_input_file
+from ..inputs import read_input_file, read_input_lines
 
 FORMATS = ("response-template", "tokenizer-config", "gbnf")
 
@@ -28,35 +28,39 @@ def _load(spec: str) -> Any:
     return load_chat_template(spec, None, ChatRequest.from_dict(round_trip_request()))
 
 
-def _check_cases(path: str) -> None:
-    """Raise :class:`~core.errors.ChatTemplateExplorerError` (one line) unless ``path`` is a readable
-    ``cases.jsonl``: a missing file or a line that is not a JSON object would otherwise be skipped silently
-    (no reference case checked) or end in an internal error."""
+def _check_cases(path: str) -> list[dict[str, Any]]:
+    """The rows of ``path``, a readable ``cases.jsonl``, read once (a pipe, ``--cases <(…)``, is empty a second
+    time) and to at most the input limit; else :class:`~core.errors.ChatTemplateExplorerError` (one line): a
+    missing file or a line that is not a JSON object would otherwise be skipped silently (no reference case
+    checked) or end in an internal error."""
     from ..errors import ChatTemplateExplorerError
 
-    check_input_file(path, "cases file")
+    rows = []
     try:
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError as e:
-                    raise ChatTemplateExplorerError(f"{path}: line {n} is not JSON ({e.msg}); --cases takes a "
-                                                    "cases.jsonl file, one JSON object a line") from None
-                if not isinstance(row, dict):
-                    raise ChatTemplateExplorerError(f"{path}: line {n} is not a JSON object; --cases takes a "
-                                                    "cases.jsonl file, one JSON object a line")
-                missing = [k for k in ("template", "messages", "input") if k not in row]
-                if missing:
-                    # a row without its output or messages compared two empty parses and counted as agreeing
-                    raise ChatTemplateExplorerError(f"{path}: line {n} has no {', '.join(missing)}; a cases.jsonl "
-                                                    "row needs template, messages and input")
+        for n, line in read_input_lines(path, "cases file"):
+            if not line.strip():
+                continue
+            try:
+                line.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ChatTemplateExplorerError(f"{path}: not UTF-8 text (line {n})") from None
+            try:
+                row = json.loads(line)
+            except ValueError as e:
+                raise ChatTemplateExplorerError(f"{path}: line {n} is not JSON ({e.msg}); --cases takes a "
+                                                "cases.jsonl file, one JSON object a line") from None
+            if not isinstance(row, dict):
+                raise ChatTemplateExplorerError(f"{path}: line {n} is not a JSON object; --cases takes a "
+                                                "cases.jsonl file, one JSON object a line")
+            missing = [k for k in ("template", "messages", "input") if k not in row]
+            if missing:
+                # a row without its output or messages compared two empty parses and counted as agreeing
+                raise ChatTemplateExplorerError(f"{path}: line {n} has no {', '.join(missing)}; a cases.jsonl "
+                                                "row needs template, messages and input")
+            rows.append(row)
     except OSError as e:
         raise ChatTemplateExplorerError(f"{path}: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise ChatTemplateExplorerError(f"{path}: not UTF-8 text ({e.reason})") from None
+    return rows
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -66,10 +70,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from .tokenizer_config import merge_tokenizer_config
 
     fidelity = "improved" if args.improved else "llama.cpp"
-    if args.cases:
-        _check_cases(args.cases)
-    if args.tokenizer_config:
-        check_input_file(args.tokenizer_config, "--tokenizer-config file")
+    cases = _check_cases(args.cases) if args.cases else None
+    # read here, once and within the input limit (a pipe passes the file check): the refusal comes before the
+    # export's notes, on one line
+    tok_raw = read_input_file(args.tokenizer_config, "--tokenizer-config file") \
+        if args.tokenizer_config and os.path.exists(args.tokenizer_config) else None
     if args.tokenizer_config and args.format != "tokenizer-config" and not args.for_hub:
         # it was ignored: the plain response_template came out, not the merged file the author asked for
         raise ChatTemplateExplorerError(f"--tokenizer-config is merged into only with --format tokenizer-config "
@@ -82,7 +87,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.batch:
         if not os.path.isdir(args.batch):
             raise ChatTemplateExplorerError(f"{args.batch}: not a directory")
-        result = corpus_export(args.batch, fidelity=fidelity, flavour=args.flavour, cases=args.cases,
+        result = corpus_export(args.batch, fidelity=fidelity, flavour=args.flavour, cases=cases,
                                progress=sys.stderr if args.progress else None)
         for row in result.rows:
             print(json_visible(row))
@@ -101,12 +106,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
         _note(f"error: {template.name}: cannot be exported as a response_template: {'; '.join(res.reasons)}")
         return 1
     if args.for_hub:
-        return _write_hub_kit(args, res, template, fidelity)
+        return _write_hub_kit(args, res, template, fidelity, cases, tok_raw)
     if args.verify:
         from .verify import reference_cases, verify
 
         v = verify(res.response_template, template, fidelity=fidelity,
-                   cases=reference_cases(args.cases, template.name) if args.cases else ())
+                   cases=reference_cases(cases, template.name) if cases else ())
         _note(f"verification: {v.count_summary() or 'nothing checked'}")
         if not v.agrees:
             d = v.first_disagreement
@@ -122,9 +127,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.format == "tokenizer-config":
         base = None
         if args.tokenizer_config:
+            if tok_raw is None:
+                raise ChatTemplateExplorerError(f"{args.tokenizer_config}: No such file or directory")
             try:
-                with open(args.tokenizer_config, encoding="utf-8") as f:
-                    base = json.load(f)
+                base = json.loads(tok_raw.decode("utf-8"))
                 merged = merge_tokenizer_config(base, res.response_template)
             except (OSError, UnicodeDecodeError, ValueError) as e:
                 msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
@@ -148,7 +154,8 @@ def _source_tokenizer_config(spec: str) -> str | None:
     return None
 
 
-def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: str) -> int:
+def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: str,
+                   cases: list[dict[str, Any]] | None, tok_raw: bytes | None) -> int:
     """``--for-hub DIR``: verify (reference cases too with --cases), then write tokenizer_config.json (merged
     into --tokenizer-config when given, else into the template's own tokenizer_config.json when it was read from
     one) and PR.md into DIR, each through a temporary file renamed into place. Nothing is written when
@@ -166,7 +173,7 @@ def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: 
     if args.tokenizer_config and not os.path.isfile(args.tokenizer_config):
         raise ChatTemplateExplorerError(f"--tokenizer-config {args.tokenizer_config}: no such file")
     v = verify(res.response_template, template, fidelity=fidelity,
-               cases=reference_cases(args.cases, template.name) if args.cases else ())
+               cases=reference_cases(cases, template.name) if cases else ())
     _note(f"verification: {v.count_summary() or 'nothing checked'}")
     if not v.agrees:
         d = v.first_disagreement
@@ -176,8 +183,9 @@ def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: 
     base = None
     if base_path:
         try:
-            with open(base_path, encoding="utf-8") as f:
-                base = json.load(f)
+            raw = tok_raw if base_path == args.tokenizer_config and tok_raw is not None else \
+                read_input_file(base_path, "tokenizer_config.json")
+            base = json.loads(raw.decode("utf-8"))
             files = hub_files(res, v, base)
         except (OSError, UnicodeDecodeError, ValueError) as e:
             msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]

@@ -58,11 +58,11 @@ class CorpusExport:
 
 
 def corpus_export(directory: str, *, fidelity: str = "llama.cpp", flavour: str = "transformers",
-                  cases: str | None = None, names: list[str] | None = None,
+                  cases: str | list[dict[str, Any]] | None = None, names: list[str] | None = None,
                   progress: TextIO | None = None) -> CorpusExport:
     """Export every tool-capable template (:func:`core.chat.roundtrip.eligibility`) of ``directory``
     (``*.jinja``, or only ``names``) and verify each export with transformers on its reference ``cases`` (a
-    ``cases.jsonl`` path) and its generated suite; templates outside that population that have reference cases
+    ``cases.jsonl`` path, or its rows already read) and its generated suite; templates outside that population that have reference cases
     are verified too (``tool_capable`` False). Never raises for a template; needs transformers."""
     from ..chat.roundtrip import eligibility
     from ..jinja.template import ChatTemplate

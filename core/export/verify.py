@@ -220,8 +220,11 @@ def case_from_real_output(row: dict[str, Any]) -> dict[str, Any]:
             "input": row.get("output", ""), "is_partial": False, "expect": copy.deepcopy(row.get("expect"))}
 
 
-def reference_cases(path: str, template_name: str) -> list[dict[str, Any]]:
-    """Rows of a ``cases.jsonl`` file for ``template_name`` ([] when the file is missing)."""
+def reference_cases(path: str | list[dict[str, Any]], template_name: str) -> list[dict[str, Any]]:
+    """Rows of a ``cases.jsonl`` file for ``template_name`` ([] when the file is missing); ``path`` may be the
+    file's rows already read (a pipe is read once)."""
+    if isinstance(path, list):
+        return [r for r in path if r.get("template") == template_name]
     try:
         with open(path, encoding="utf-8") as f:
             return [r for r in (json.loads(line) for line in f if line.strip()) if r.get("template") == template_name]
