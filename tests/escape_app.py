@@ -9,8 +9,9 @@ from explorer.components.text import md, md_cell
 # GFM autolink literals, a Markdown link, Streamlit's :streamlit: logo, a Material icon, an emoji shortcode and the
 # typographic arrows: every pattern Streamlit's renderer finds in text after escapes are resolved
 BAIT = ("x\\` [click](https://evil.example/a) www.evil.example a@b.cd http://e.example/y mailto:c@d.example "
-           ":streamlit: :material_star: :smile: a -> b -- c >= d <= e ~= f <- g <-> h")
-APP_LINK = "[llama.cpp's function-calling docs](https://github.com/ggml-org/llama.cpp/blob/master/docs/function-calling.md)"
+        ":streamlit: :material_star: :smile: a -> b -- c >= d <= e ~= f <- g <-> h")
+DOCS = "https://github.com/ggml-org/llama.cpp/blob/master/docs/function-calling.md"
+APP_LINK = f"[llama.cpp's function-calling docs]({DOCS})"
 
 
 def main() -> None:

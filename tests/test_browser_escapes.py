@@ -16,7 +16,7 @@ import urllib.parse
 import pytest
 
 from .conftest import streamlit_server
-from .escape_app import BAIT
+from .escape_app import BAIT, DOCS
 from .test_browser import _shot, _wait_idle
 
 pytestmark = pytest.mark.browser
@@ -99,8 +99,7 @@ def test_the_escape_leaves_no_link_image_or_icon_and_the_apps_own_link_stays(bro
         assert joined.locator(ACTIVE).count() == 0, joined.inner_html()
         assert joined.inner_text().strip() == "see www.evil.example and a@b.cd"
         link = page.locator(".st-key-esc_app_link a")
-        assert link.count() == 1 and link.get_attribute("href") == (
-            "https://github.com/ggml-org/llama.cpp/blob/master/docs/function-calling.md")
+        assert link.count() == 1 and link.get_attribute("href") == DOCS
         # copying the text gives it back as it is: the empty spans between its pieces add nothing
         page.locator(".st-key-esc_markdown p").first.select_text()
         assert page.evaluate("() => window.getSelection().toString()") == BAIT
@@ -111,7 +110,8 @@ def test_the_escape_leaves_no_link_image_or_icon_and_the_apps_own_link_stays(bro
 
 # a tool name that tries to close the stop line's code span and write a link, with two autolink literals
 LINK_TOOL = "x\\` [click](https://evil.example/a) www.evil.example a@b.cd"
-LINK_OUTPUT = 'ok</think>\n<tool_call>\n{"name": "' + LINK_TOOL.replace("\\", "\\\\") + '", "arguments": {}}\n</tool_call>'
+LINK_OUTPUT = ('ok</think>\n<tool_call>\n{"name": "' + LINK_TOOL.replace("\\", "\\\\")
+               + '", "arguments": {}}\n</tool_call>')
 
 
 def test_the_explain_page_shows_a_hostile_tool_name_as_text(app_url, browser):  # noqa: F811 - fixtures

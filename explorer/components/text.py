@@ -4,7 +4,8 @@ Streamlit renders ``st.markdown`` / ``st.error`` / ``st.caption`` / ``st.info`` 
 emphasis, ``:red[...]`` colour directives, ``$`` maths). Template and model text must never reach those
 functions raw: :func:`md` backslash-escapes every ASCII punctuation character (CommonMark allows it for all
 of them) and cuts the text node where Streamlit's renderer would find a URL, an e-mail address, an icon or logo
-shortcode or an arrow in it (:data:`MD_CUT`), so the text shows literally and nothing in it becomes a link. :func:`html_text` escapes for HTML built by hand.
+shortcode or an arrow in it (:data:`MD_CUT`), so the text shows literally and nothing in it becomes a link.
+:func:`html_text` escapes for HTML built by hand.
 
 Invisible characters (controls, bidi overrides and isolates such as U+202E, zero-width characters, BOM, line
 and paragraph separators — Unicode categories Cc, Cf, Zl, Zp) are shown as escapes (``\\u202e``) by every helper
