@@ -5,11 +5,13 @@ the reproducer downloads — on a corpus template with a real drift (``"paramete
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from html.parser import HTMLParser
 
 import pytest
 
-from .conftest import TEMPLATES
+from .conftest import ROOT, TEMPLATES
 from .test_app_helpers import html_bodies, json_views, page, start, unmd, use_corpus
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
@@ -343,8 +345,6 @@ def test_a_fix_re_parsed_at_improved_says_so_and_its_click_applies_it_there():
     `[TOOL_CALLS]`; keeping special tokens re-parses only at improved fidelity (the v0.3 format then also wants the
     call id the model never wrote). The fix's line says so, and its one click puts the restored output in the box
     and switches to improved, where it parses clean into the call."""
-    from .conftest import ROOT
-
     c = next(json.loads(x) for x in open(ROOT / "tests" / "data" / "triage" / "cases.jsonl", encoding="utf-8")
              if '"mistral-inference-162"' in x)
     at = use_corpus(start(), c["template"])
@@ -386,7 +386,6 @@ def test_a_link_whose_request_leaves_thinking_unset_keeps_it_unset():
 
     from explorer.urlstate import encode_explain
 
-    from .conftest import ROOT
     from .test_app_helpers import APP, TIMEOUT
 
     rows = (ROOT / "tests" / "data" / "triage" / "kept11.jsonl").read_text(encoding="utf-8").splitlines()
@@ -410,11 +409,6 @@ LAGUNA_ID = "kept10-ollama-laguna-tool-call"
 def _cli_fixes(tmp_path, row: dict, flag) -> list[str]:
     """``python -m core explain --json``'s fixes for the row's request with enable_thinking ``flag``, as the page
     writes them: the ranked fixes ("1. repair: …") and the fixes that re-parse clean ("**Fidelity**: …")."""
-    import subprocess
-    import sys
-
-    from .conftest import ROOT, TEMPLATES
-
     req = {k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format",
                                "add_generation_prompt")}
     req_file = tmp_path / "request.json"
@@ -438,8 +432,6 @@ def test_the_playgrounds_template_default_thinking_gives_the_clis_fixes(tmp_path
     """kept11's Laguna row leaves enable_thinking unset: the CLI offers call-marker-whitespace alone (thinking on,
     the page's only choice before, adds call-ends-reasoning). The Playground's three-way choice sends each of
     template default / on / off, and the Explain page then offers exactly the CLI's fixes for that flag."""
-    from .conftest import ROOT
-
     rows = (ROOT / "tests" / "data" / "triage" / "kept11.jsonl").read_text(encoding="utf-8").splitlines()
     row = next(r for r in map(json.loads, rows) if r["id"] == LAGUNA_ID)
     assert row["enable_thinking"] is None
