@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import enum
 import gc
 import json
 import os
@@ -663,6 +664,41 @@ def sample_output(tpl: CurrentTemplate) -> str:
     return p.read_text(encoding="utf-8") if tpl.origin == "bundled" and p.is_file() else ""
 
 
+class Thinking(enum.Enum):
+    """The Playground's ``enable_thinking`` choice. ``in_enable_thinking`` holds its flag: ``None`` for the template
+    default — the request leaves the flag unset, as a request file without it does for ``python -m core``: llama.cpp
+    renders with true, and at improved fidelity the repair ``template-default-thinking`` may render with the
+    template's own default instead — else ``True`` / ``False``."""
+
+    TEMPLATE_DEFAULT = "template default"
+    ON = "on"
+    OFF = "off"
+
+    @property
+    def flag(self) -> bool | None:
+        return {Thinking.ON: True, Thinking.OFF: False}.get(self)
+
+    @classmethod
+    def of(cls, flag: Any) -> "Thinking":
+        """The choice of a request's ``enable_thinking`` (``None``: unset)."""
+        return cls.TEMPLATE_DEFAULT if flag is None else cls.ON if flag else cls.OFF
+
+
+THINKING_KEY = "in_enable_thinking"
+THINKING_WIDGET = "in_thinking_choice"
+
+
+def sync_thinking_widget() -> None:
+    """Before the Playground draws its ``enable_thinking`` choice: show the flag the session holds (a link, a fix or
+    a test may have set it since the last run)."""
+    st.session_state[THINKING_WIDGET] = Thinking.of(st.session_state.get(THINKING_KEY)).value
+
+
+def thinking_chosen() -> None:
+    """``on_change`` of the ``enable_thinking`` choice: keep its flag."""
+    st.session_state[THINKING_KEY] = Thinking(st.session_state[THINKING_WIDGET]).flag
+
+
 def request_dict() -> dict[str, Any]:
     """The request settings of the playground (shared with the grammar and overrides pages) as a
     ``reference/cases.jsonl``-shaped dict. Raises :class:`core.errors.RequestError` for bad JSON."""
@@ -695,7 +731,7 @@ def request_dict() -> dict[str, Any]:
         "tool_choice": st.session_state.get("in_tool_choice", "auto"),
         "parallel_tool_calls": bool(st.session_state.get("in_parallel", False)),
         "reasoning_format": st.session_state.get("in_reasoning_format", "auto"),
-        "enable_thinking": bool(st.session_state.get("in_enable_thinking", True)),
+        "enable_thinking": Thinking.of(st.session_state.get(THINKING_KEY)).flag,   # None: unset
         "add_generation_prompt": True,
     }
     if kwargs:  # a report's request often carries them (Kimi K3's thinking, Cohere's reasoning): kept as given

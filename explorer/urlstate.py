@@ -463,7 +463,8 @@ def restore_explain() -> bool:
     ss["in_tool_choice"] = req.get("tool_choice") or "auto"
     ss["in_parallel"] = bool(req.get("parallel_tool_calls"))
     ss["in_reasoning_format"] = req.get("reasoning_format") or "auto"
-    ss["in_enable_thinking"] = req.get("enable_thinking") is not False   # unset (null) renders with true
+    flag = req.get("enable_thinking")
+    ss["in_enable_thinking"] = None if flag is None else bool(flag)   # unset (null): the template default
     kwargs = req.get("chat_template_kwargs")
     ss["in_kwargs"] = json.dumps(kwargs, ensure_ascii=False) if isinstance(kwargs, dict) and kwargs else ""
     return True

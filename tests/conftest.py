@@ -122,9 +122,10 @@ APP_LOG_NAME = (f"streamlit-{os.environ['PYTEST_XDIST_WORKER']}.log" if "PYTEST_
 
 @contextlib.contextmanager
 def streamlit_server(env: dict[str, str] | None = None, log_name: str = APP_LOG_NAME,
-                     extra_args: tuple[str, ...] = ()):
-    """``streamlit run app.py`` on a free local port (:func:`bench.browser.serve`; ``env`` replaces its default
-    offline environment); yields its URL once ``/_stcore/health`` answers
+                     extra_args: tuple[str, ...] = (), script: str = "app.py"):
+    """``streamlit run app.py`` (or another ``script`` of the checkout) on a free local port
+    (:func:`bench.browser.serve`; ``env`` replaces its default offline environment); yields its URL once
+    ``/_stcore/health`` answers
     (fails the test after 90 s or when it exits), stops it afterwards. Output goes to ``tests/artifacts/<log_name>``."""
     from bench.browser import CHROMIUM, serve
 
@@ -133,7 +134,7 @@ def streamlit_server(env: dict[str, str] | None = None, log_name: str = APP_LOG_
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with open(ARTIFACTS / log_name, "w") as log:
         try:
-            with serve(log, env=env, extra_args=extra_args) as url:
+            with serve(log, env=env, extra_args=extra_args, script=script) as url:
                 yield url
         except RuntimeError as e:
             pytest.fail(f"{e}; see {ARTIFACTS / log_name}")

@@ -5,11 +5,13 @@ the reproducer downloads — on a corpus template with a real drift (``"paramete
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from html.parser import HTMLParser
 
 import pytest
 
-from .conftest import TEMPLATES
+from .conftest import ROOT, TEMPLATES
 from .test_app_helpers import html_bodies, json_views, page, start, unmd, use_corpus
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
@@ -343,8 +345,6 @@ def test_a_fix_re_parsed_at_improved_says_so_and_its_click_applies_it_there():
     `[TOOL_CALLS]`; keeping special tokens re-parses only at improved fidelity (the v0.3 format then also wants the
     call id the model never wrote). The fix's line says so, and its one click puts the restored output in the box
     and switches to improved, where it parses clean into the call."""
-    from .conftest import ROOT
-
     c = next(json.loads(x) for x in open(ROOT / "tests" / "data" / "triage" / "cases.jsonl", encoding="utf-8")
              if '"mistral-inference-162"' in x)
     at = use_corpus(start(), c["template"])
@@ -377,15 +377,15 @@ def test_an_expected_message_nested_too_deeply_is_named_not_a_page_failure():
     assert any(c.language == "python" and "def test_" in c.value for c in at.code)
 
 
-def test_a_link_whose_request_leaves_thinking_unset_keeps_thinking_on():
+def test_a_link_whose_request_leaves_thinking_unset_keeps_it_unset():
     """A request that leaves enable_thinking null (as explain's cases.jsonl line writes an unset flag; here vLLM's
-    Gemma 4 test output of kept11) renders with llama.cpp's default, true; opened from a link, `bool(None)` turned
-    the Playground's thinking off, so the page explained another prompt than the CLI did for the same request."""
+    Gemma 4 test output of kept11) opens with the Playground's choice "template default" and sends null again, as
+    the command line does; opened from a link, `bool(None)` first turned thinking off, then it was read as true —
+    and true let no template-default-thinking repair apply, so the page offered other fixes than the CLI."""
     from streamlit.testing.v1 import AppTest
 
     from explorer.urlstate import encode_explain
 
-    from .conftest import ROOT
     from .test_app_helpers import APP, TIMEOUT
 
     rows = (ROOT / "tests" / "data" / "triage" / "kept11.jsonl").read_text(encoding="utf-8").splitlines()
@@ -393,10 +393,65 @@ def test_a_link_whose_request_leaves_thinking_unset_keeps_thinking_on():
     req = {k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format",
                                "enable_thinking")}
     assert req["enable_thinking"] is None
-    for flag, want in ((None, True), (False, False)):
+    for flag in (None, False, True):
         at = AppTest.from_file(APP, default_timeout=TIMEOUT)
         at.query_params["x"] = encode_explain(dict(req, enable_thinking=flag), row["input"])
         at.switch_page("explorer/pages/explain.py").run()
         assert not at.exception, at.exception
-        assert at.session_state["in_enable_thinking"] is want
+        assert at.session_state["in_enable_thinking"] is flag
         assert at.session_state["in_output"] == row["input"]
+        assert json.loads(at.code[0].value)["enable_thinking"] is flag      # the request the page explains
+
+
+LAGUNA_ID = "kept10-ollama-laguna-tool-call"
+
+
+def _cli_fixes(tmp_path, row: dict, flag) -> list[str]:
+    """``python -m core explain --json``'s fixes for the row's request with enable_thinking ``flag``, as the page
+    writes them: the ranked fixes ("1. repair: …") and the fixes that re-parse clean ("**Fidelity**: …")."""
+    req = {k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format",
+                               "add_generation_prompt")}
+    req_file = tmp_path / "request.json"
+    req_file.write_text(json.dumps(dict(req, enable_thinking=flag)), encoding="utf-8")
+    out = subprocess.run([sys.executable, "-m", "core", "explain", str(TEMPLATES / row["template"]), "--request",
+                          str(req_file), "--json"], input=row["input"], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    ex = json.loads(out)
+    kinds = {"override": "Analysis override", "fidelity": "Fidelity", "request": "Request setting"}
+    return ([f"{i + 1}. {f['kind']}: {f['description']}" for i, f in enumerate(ex["triage"]["fixes"])]
+            + [f"**{kinds[f['kind']]}**: {f['description']}" for f in ex["fixes"]])
+
+
+def _page_fixes(at) -> list[str]:
+    lines = [unmd(m.value) for m in at.markdown]
+    return [t for t in lines if t[:3] in ("1. ", "2. ", "3. ") or t.startswith(("**Fidelity**", "**Analysis",
+                                                                               "**Request"))]
+
+
+def test_the_playgrounds_template_default_thinking_gives_the_clis_fixes(tmp_path):
+    """kept11's Laguna row leaves enable_thinking unset: the CLI offers call-marker-whitespace alone (thinking on,
+    the page's only choice before, adds call-ends-reasoning). The Playground's three-way choice sends each of
+    template default / on / off, and the Explain page then offers exactly the CLI's fixes for that flag."""
+    rows = (ROOT / "tests" / "data" / "triage" / "kept11.jsonl").read_text(encoding="utf-8").splitlines()
+    row = next(r for r in map(json.loads, rows) if r["id"] == LAGUNA_ID)
+    assert row["enable_thinking"] is None
+    at = use_corpus(start(), row["template"])
+    at.session_state["in_tools"] = json.dumps(row["tools"])
+    at.session_state["in_messages"] = json.dumps(row["messages"])
+    at.session_state["in_parallel"] = row["parallel_tool_calls"]
+    at.session_state["in_output"] = row["input"]
+    page(at, "playground")
+    choice = at.radio(key="in_thinking_choice")
+    assert choice.options == ["template default", "on", "off"] and choice.value == "template default"
+    seen = {}
+    for shown, flag in (("on", True), ("off", False), ("template default", None)):
+        page(at, "playground")
+        at.radio(key="in_thinking_choice").set_value(shown).run()
+        assert at.session_state["in_enable_thinking"] is flag
+        page(at, "explain")
+        assert json.loads(at.code[0].value)["enable_thinking"] is flag
+        seen[shown] = _page_fixes(at)
+        assert seen[shown] == _cli_fixes(tmp_path, row, flag), shown
+    assert seen["template default"] == ["1. repair: switch on the repairs `call-marker-whitespace`",
+                                        "**Fidelity**: parse at improved fidelity (repaired: call-marker-whitespace)"]
+    assert "call-ends-reasoning" in seen["on"][0] and "call-ends-reasoning" not in seen["template default"][0]

@@ -7,6 +7,8 @@ import re
 
 from streamlit.testing.v1 import AppTest
 
+from explorer.components.text import MD_CUT
+
 from .conftest import ROOT, TEMPLATES
 
 APP = str(ROOT / "app.py")
@@ -14,8 +16,9 @@ TIMEOUT = 120
 
 
 def unmd(s: str) -> str:
-    """Undo the explorer's Markdown escaping (backslash before punctuation, hard line breaks)."""
-    return re.sub(r"\\(.)", r"\1", s.replace("  \n", "\n"))
+    """Undo the explorer's Markdown escaping (backslash before punctuation, hard line breaks, the empty colour
+    directives that keep Streamlit's text patterns from matching)."""
+    return re.sub(r"\\(.)", r"\1", s.replace("  \n", "\n").replace(MD_CUT, ""))
 
 
 def start() -> AppTest:

@@ -38,7 +38,8 @@ def test_static_table_cells_are_shown_as_text():
     out = table_md(pd.DataFrame({"cell": cells, "n": range(len(cells))}))
     assert list(out["n"]) == list(range(len(cells)))
     for raw, shown in zip(cells, out["cell"]):
-        assert not re.search(r"(?<!\\)[>\[\]()*`#_]", shown), shown   # no Markdown-active character left bare
+        # no Markdown-active character left bare (but the empty colour directives md() writes on purpose)
+        assert not re.search(r"(?<!\\)[>\[\]()*`#_]", shown.replace(text.MD_CUT, "")), shown
         assert unmd(shown) == raw
 
 

@@ -3,7 +3,9 @@
 A text box shows a pasted U+202E as the browser applies it (the rest of the line reversed) and a U+200B not at
 all; the box cannot style a character, so a notice under it names each one and where it is, above the escaped
 view the pages use. Overview's small tables are single Markdown tables built by the app's own escaping: a
-preserved token holding a pipe, a backtick, HTML, a line break and a U+202E stays in its one cell.
+preserved token holding a pipe, a backtick, HTML, a line break and a U+202E stays in its one cell. Text the
+app escapes never becomes a link, an image or an icon — Streamlit's renderer finds URLs, e-mail addresses,
+``:streamlit:`` and the like in the text after the escapes are resolved — while a link the app writes still is one.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import urllib.parse
 
 import pytest
 
+from .conftest import streamlit_server
+from .escape_app import BAIT, DOCS
 from .test_browser import _shot, _wait_idle
 
 pytestmark = pytest.mark.browser
@@ -68,3 +72,79 @@ def test_overview_tables_keep_a_hostile_token_in_its_cell(app_url, browser):  # 
     assert not errors, errors
     fields.scroll_into_view_if_needed()
     _shot(page, "escapes-overview-tables")
+
+
+# where Streamlit's renderer drew an active element or rewrote the text: links, images (``:streamlit:``), icons
+# (``:material_star:``)
+ACTIVE = "a, img, [role=img]"
+
+
+def test_the_escape_leaves_no_link_image_or_icon_and_the_apps_own_link_stays(browser):  # noqa: F811 - fixtures
+    """tests/escape_app.py: hostile text through md() / md_cell() in a paragraph, a caption, an error, a table
+    cell, a widget label and as pieces joined side by side; each shows the text as it is, with no active
+    element. The Markdown link the app writes beside them is a link."""
+    with streamlit_server(log_name="streamlit-escape-app.log", script="tests/escape_app.py") as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url, wait_until="networkidle")
+        page.locator(".st-key-esc_app_link a").wait_for(timeout=60_000)
+        _wait_idle(page)
+        for key in ("markdown", "caption", "error", "table", "label"):
+            box = page.locator(f".st-key-esc_{key}")
+            assert box.locator(ACTIVE).count() == 0, (key, box.inner_html())
+            shown = box.locator("td" if key == "table" else "p").first.inner_text()
+            assert shown == BAIT, (key, shown)                   # read as it is: no arrow, emoji or logo
+        joined = page.locator(".st-key-esc_joined")
+        assert joined.locator(ACTIVE).count() == 0, joined.inner_html()
+        assert joined.inner_text().strip() == "see www.evil.example and a@b.cd"
+        link = page.locator(".st-key-esc_app_link a")
+        assert link.count() == 1 and link.get_attribute("href") == DOCS
+        # copying the text gives it back as it is: the empty spans between its pieces add nothing
+        page.locator(".st-key-esc_markdown p").first.select_text()
+        assert page.evaluate("() => window.getSelection().toString()") == BAIT
+        assert not errors, errors
+        _shot(page, "escapes-no-autolink")
+        page.close()
+
+
+# a tool name that tries to close the stop line's code span and write a link, with two autolink literals
+LINK_TOOL = "x\\` [click](https://evil.example/a) www.evil.example a@b.cd"
+LINK_OUTPUT = ('ok</think>\n<tool_call>\n{"name": "' + LINK_TOOL.replace("\\", "\\\\")
+               + '", "arguments": {}}\n</tool_call>')
+
+
+def test_the_explain_page_shows_a_hostile_tool_name_as_text(app_url, browser):  # noqa: F811 - fixtures
+    """An output calling a tool whose name holds a Markdown link and autolink literals: the stop point, the causes
+    and the fixes name it as it is, and no element of the page's main area is a link, image or icon. The app's own
+    links (the page navigation) still lead to their pages."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(app_url + "/overview", wait_until="networkidle")
+    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
+    _wait_idle(page)
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Explain").click()     # an app link: it works
+    page.get_by_role("heading", name="Explain").wait_for(timeout=60_000)
+    _wait_idle(page)
+    area = page.locator('[data-testid="stTextArea"]').filter(has_text="Model output").locator("textarea")
+    area.fill(LINK_OUTPUT)
+    area.press("Control+Enter")
+    _wait_idle(page)
+    page.locator("pre.cte-spans").wait_for(timeout=60_000)
+    stop = page.locator('[data-testid="stAlert"]').filter(has_text="At output position")
+    stop.first.wait_for(timeout=60_000)
+    assert "␣[click](https://evil.example/a)␣www" in stop.first.inner_text(), stop.first.inner_text()
+    main = page.locator('[data-testid="stMain"]')
+    shown = main.inner_text()
+    assert shown.count("(https://evil.example/a) www.evil.example a@b.cd") >= 2, shown  # causes, fixes: as text
+    hrefs = [a.get_attribute("href") for a in main.locator("a").all()]
+    assert hrefs and all(h.startswith("#") for h in hrefs), hrefs         # the headings' own anchors only
+    assert "#where-it-stopped" in hrefs
+    icons = main.locator("img, [role=img]").all_inner_texts()
+    assert set(icons) <= {"keyboard_arrow_right", "keyboard_arrow_down"}, icons  # the expanders' own icons
+    assert page.locator('[data-testid="stSidebarNav"] a').count() >= 10      # the navigation's links are there
+    assert not errors, errors
+    stop.first.scroll_into_view_if_needed()
+    _shot(page, "escapes-explain-hostile-tool")
+    page.close()

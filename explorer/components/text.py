@@ -3,7 +3,9 @@
 Streamlit renders ``st.markdown`` / ``st.error`` / ``st.caption`` / ``st.info`` bodies as Markdown (links,
 emphasis, ``:red[...]`` colour directives, ``$`` maths). Template and model text must never reach those
 functions raw: :func:`md` backslash-escapes every ASCII punctuation character (CommonMark allows it for all
-of them), so the text shows literally. :func:`html_text` escapes for HTML built by hand.
+of them) and cuts the text node where Streamlit's renderer would find a URL, an e-mail address, an icon or logo
+shortcode or an arrow in it (:data:`MD_CUT`), so the text shows literally and nothing in it becomes a link.
+:func:`html_text` escapes for HTML built by hand.
 
 Invisible characters (controls, bidi overrides and isolates such as U+202E, zero-width characters, BOM, line
 and paragraph separators — Unicode categories Cc, Cf, Zl, Zp) are shown as escapes (``\\u202e``) by every helper
@@ -20,7 +22,22 @@ from typing import Any
 
 from core.escapes import INVISIBLE_CATEGORIES, escape_char
 
-_MD_SPECIAL = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+
+# Some of Streamlit's Markdown features look for patterns in the parsed text, after backslash escapes and
+# character references are resolved, so no escape stops them: GFM autolink literals (``https://…``, ``www.…``,
+# ``a@b.c`` became clickable links), ``:streamlit:`` (a logo image), ``:material_star:`` (an icon), emoji shortcodes
+# and the typographic arrows (`` -> ``, `` >= ``, `` -- `` shown as ``→ ≥ —``). Each pattern needs its text in
+# one text node, with one of ``: @ . - > =`` after its first character: an empty colour directive (``:color[]``,
+# drawn as an empty ``<span>``) before each of those ends the node there, so none matches — whatever text comes
+# before, so two escaped pieces written side by side stay safe — and the text reads and copies as it is
+# (tests/test_browser_escapes.py proves it in chromium; docs/app.md, "Untrusted text on the page").
+_MD_ESCAPE = re.compile(r"(?P<cut>[:@.\->=])|[!-/:-@\[-`{-~]")
+MD_CUT = ":color[]"
+
+
+def _md_escape(m: "re.Match[str]") -> str:
+    return (MD_CUT if m.group("cut") else "") + "\\" + m.group()
+
 
 _PLANES = ((0, 0x20000), (0xE0000, 0xE1000))  # where Unicode has assigned Cc/Cf/Zl/Zp characters
 
@@ -200,8 +217,9 @@ def show_invisible_notice(text: str) -> None:
 
 def md(text: Any) -> str:
     """``text`` as a Markdown string that displays literally (invisible characters escaped, every ASCII
-    punctuation backslash-escaped, newlines kept as hard line breaks)."""
-    s = _MD_SPECIAL.sub(r"\\\1", visible_text(str(text)).replace("\t", "\\t"))
+    punctuation backslash-escaped, :data:`MD_CUT` before each ``: @ . - > =`` so no URL, e-mail address, icon
+    or arrow is found in it, newlines kept as hard line breaks)."""
+    s = _MD_ESCAPE.sub(_md_escape, visible_text(str(text)).replace("\t", "\\t"))
     return s.replace("\n", "  \n")
 
 
@@ -212,7 +230,7 @@ def md_cell(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     s = visible_text("" if value is None else str(value)).replace("\t", "\\t").replace("\n", "\\n")
-    return _MD_SPECIAL.sub(r"\\\1", s)
+    return _MD_ESCAPE.sub(_md_escape, s)
 
 
 def md_table(frame: Any) -> str:

@@ -46,7 +46,8 @@ def _apply_fix(fix: dict) -> None:
     elif "request" in change:
         req = change["request"]
         if "enable_thinking" in req:
-            st.session_state["in_enable_thinking"] = bool(req["enable_thinking"])
+            flag = req["enable_thinking"]
+            st.session_state["in_enable_thinking"] = None if flag is None else bool(flag)
         if "tools" in req:
             st.session_state["in_tools"] = json.dumps(req["tools"], indent=2, ensure_ascii=False)
         if "tool_choice" in req:

@@ -31,7 +31,7 @@ state.default("in_messages", json.dumps(state.DEFAULT_MESSAGES, indent=2, ensure
 state.default("in_tool_choice", "auto")
 state.default("in_parallel", False)
 state.default("in_reasoning_format", "auto")
-state.default("in_enable_thinking", True)
+state.default("in_enable_thinking", None)   # template default: unset, as the CLI leaves it
 state.default("in_kwargs", "")
 state.default("in_partial", False)
 state.default("in_output", "")
@@ -120,7 +120,12 @@ with settings:
     st.selectbox("tool_choice", ["auto", "required", "none"], key="in_tool_choice")
     st.selectbox("reasoning_format", ["auto", "none", "deepseek", "deepseek-legacy"], key="in_reasoning_format")
     st.toggle("parallel_tool_calls", key="in_parallel")
-    st.toggle("enable_thinking", key="in_enable_thinking")
+    state.sync_thinking_widget()
+    st.radio("enable_thinking", [c.value for c in state.Thinking], key=state.THINKING_WIDGET, horizontal=True,
+             on_change=state.thinking_chosen,
+             help="template default: the request leaves enable_thinking unset, as a request without it does for "
+                  "the command line — llama.cpp renders with true; at improved fidelity the repair "
+                  "template-default-thinking renders with the template's own default")
     cap = serving.policy().limits.max_text_chars  # demo mode caps pastes
     fits = serving.capped_text_area("tools (JSON list, OpenAI shape; empty = no tools)", "in_tools", cap,
                                     "tools JSON", height=220)
