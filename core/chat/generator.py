@@ -44,6 +44,7 @@ import json
 import re
 import threading
 import weakref
+from itertools import groupby
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
@@ -1054,15 +1055,20 @@ class _Gen:
                 and JSON_ARRAY_START in self.improvements:
             tool_start = "["
             self.notes.append(f"improvement {JSON_ARRAY_START}: the content before the call array ends at '['")
+        spaced: list[str] = []
         if "tag-whitespace" in p.repairs and trim_ws(tool_start):
-            tool_start = trim_ws(tool_start)   # the marker may come without its line break (p.flexible)
+            # the marker may come without its line breaks (p.flexible): the content also ends where it comes so
+            spaced = line_break_spellings(tool_start)[1:]
+            tool_start = trim_ws(tool_start)
         if pair and ("calls-inside-section-markers" in p.repairs or kw.get("content_inside_pair")):
             tool_start = pair[0]               # the calls (or the content) may follow the first marker alone
         stops, variants = self.json_call_variants()
         if variants:
             # issue 25 repairs: the content also ends where a wrapper of the calls starts, and the calls may come
             # in that wrapper (each variant starts with its own marker, so it fails where another text stands)
-            body = p.optional(p.content(p.until_one_of([tool_start] + stops))) + p.choice(*variants, tools)
+            body = p.optional(p.content(p.until_one_of([tool_start] + spaced + stops))) + p.choice(*variants, tools)
+        elif spaced:
+            body = p.optional(p.content(p.until_one_of([tool_start] + spaced))) + tools
         else:
             body = p.optional(p.content(p.until(tool_start))) + tools
         if self.inferred:
@@ -1229,6 +1235,8 @@ class _Gen:
                 or not self.generation_prompt.rstrip(_WS).endswith(start):
             return None
         stops = [d for d in (trim_ws(c.end), tool_start) if d]
+        if TAG_WHITESPACE in p.repairs:
+            stops += line_break_spellings(tool_start)[1:]
         self.notes.append(f"improvement {OPEN_CONTENT_BEFORE_CALLS}: the generation prompt opens the content; it "
                           f"ends at {' or '.join(repr(s) for s in stops)}")
         return p.optional(p.content(p.until_one_of(stops)) + p.optional(p.literal(trim_ws(c.end))))
@@ -1569,6 +1577,21 @@ class _Gen:
             entries[RECOVER_TRAILING] = prefix + pre + p.content(p.rest()) if pure_content \
                 else prefix << (pre + p.content(p.rest()))
         return p.build(root, entries), eps_fallback
+
+
+def line_break_spellings(marker: str) -> list[str]:
+    """``marker`` without the whitespace at its ends, then the same marker with every inner run of whitespace that
+    holds a line break written as one space or as nothing (Command R+'s ``Action:\\n```json`` written ``Action:
+    ```json``): the spellings :meth:`~core.peg.chat.ChatBuilder.flexible` reads (repair ``tag-whitespace``), as
+    literal stops for the content before the marker. At most 3**3 spellings (the runs after the third keep theirs)."""
+    runs = [("".join(g), ws) for ws, g in groupby(trim_ws(marker), key=lambda ch: ch in _WS)]
+    spellings, varied = [""], 0
+    for run, ws in runs:
+        ways = [run]
+        if ws and "\n" in run and varied < 3:
+            ways, varied = [run, " ", ""], varied + 1
+        spellings = [s + w for s in spellings for w in ways]
+    return list(dict.fromkeys(spellings))
 
 
 def compact_tools(tools: ToolsAnalysis) -> ToolsAnalysis | None:

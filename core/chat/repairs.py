@@ -578,7 +578,10 @@ REPAIRS: list[Repair] = [
                 "<minimax:tool_call>\\n<invoke name=\"f\">\\n…) are also read with the tags back to back or "
                 "spaced: the template's markers without their layout whitespace, tried after the template's "
                 "layout. DeepSeek V3.2 / V4 DSML: any whitespace (or none) after an invoke's "
-                "<｜DSML｜invoke name=\"…\"> where the template writes one line break.",
+                "<｜DSML｜invoke name=\"…\"> where the template writes one line break. A JSON call section whose "
+                "start marker holds a line break (Command R+'s Action:\\n```json) written with a space or nothing "
+                "there (Action: ```json, as ollama's Command R+ template renders it): the content before it ends "
+                "there too, and the marker is markup.",
         example="<tool_call> <function=f> <parameter=q> text </parameter> </function> </tool_call>",
         source="https://github.com/openclaw/openclaw/issues/61838, https://github.com/waybarrios/vllm-mlx/issues/63; "
                "ollama's Qwen3.5 parser trims the value (https://github.com/ollama/ollama/blob/"
@@ -591,7 +594,12 @@ REPAIRS: list[Repair] = [
                "DSML: SGLang's DeepSeek V3.2 detector matches <｜DSML｜invoke\\s+name=\"…\"\\s*> and any text "
                "between the tags (https://github.com/sgl-project/sglang/blob/0071fe9c407ad59f2803cc319e1bcaa3ac2021f1/"
                "python/sglang/srt/function_call/deepseekv32_detector.py; TensorRT-LLM's copy, its test: cases "
-               "kept9-trt-dsv32-single, kept9-trt-dsv4-single)"),
+               "kept9-trt-dsv32-single, kept9-trt-dsv4-single); Command R+'s section start: ollama's command-r "
+               "parser reads Action: then ```json whatever lies between (https://github.com/ollama/ollama/blob/"
+               "87d8a555ee7c23a667ff465b6ec9b6cba3de30af/model/parsers/commandr.go, its test commandr_test.go: cases "
+               "kept10-ollama-commandr-single-tool-call, -multiple-tool-calls, -content-before-action, "
+               "-streaming-token-by-token) and ollama's command-r-plus template writes \"Action: ```json\" "
+               "(https://ollama.com/library/command-r-plus/blobs/922095537bc1)"),
     Repair(
         name=TRAILING_STOP_TOKEN,
         title="The stop token after a GPT-OSS call kept in the output",
@@ -1221,7 +1229,8 @@ REPAIRS: list[Repair] = [
                 "null], \"type\": [\"string\", \"null\"]) written as exactly null up to its closing tag: the "
                 "value is JSON null, not the four-letter string llama.cpp reads for a string-typed value. Any other "
                 "text (nullable, \"null\" with spaces) stays the string it is; a parameter that does not allow "
-                "null is unchanged.",
+                "null is unchanged. The same in the MiniCPM5 and Muse Glimmer formats (<param name=…>, "
+                "<atem:parameter name=…>), whose string-or-JSON values llama.cpp reads as raw text.",
         example='<minimax:tool_call><invoke name="the_tool"><parameter name="args">null</parameter></invoke>'
                 '</minimax:tool_call>   (args: {"anyOf": [{"type": "string"}, {"type": "null"}]})',
         source="SGLang's MiniMax-M2 detector test asserts None for an explicit null of an anyOf [string, null] "
@@ -1230,7 +1239,11 @@ REPAIRS: list[Repair] = [
                "(test_anyof_with_null_should_allow_explicit_null: case kept7-sgl-minimaxm2-anyof-null); vLLM's "
                "MiniMax-M2 parser reads a value null as None: https://github.com/vllm-project/vllm/blob/"
                "9412856add437f03009a0804f61f3bed6731ddeb/vllm/tool_parsers/minimax_m2_tool_parser.py "
-               "(_convert_param_value_with_types)"),
+               "(_convert_param_value_with_types); ollama's Muse Glimmer parser types a value by every anyOf "
+               "branch's type, null included: https://github.com/ollama/ollama/blob/"
+               "43f4eda80887877ad0106574d8f3f4b7d69c9cf9/model/parsers/glimmer.go (parseGlimmerATEM; its test "
+               "glimmer_test.go TestGlimmerParserATEMValueTypesAndWhitespace: case "
+               "kept10-ollama-glimmer-atem-value-types-and-whitespace)"),
     # ---- from the misses of the eighth batch (tests/data/real_outputs_kept8; docs/fidelity.md) ------------------
     Repair(
         name=JSON_CALLS_IN_CALL_MARKERS,

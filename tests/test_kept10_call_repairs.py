@@ -1,0 +1,92 @@
+"""Tool-call classes of the tenth real-output batch (tests/data/real_outputs_kept10, the model text ollama's and
+vLLM's own parser tests feed their parsers; development data since its first measure), read by widened repairs
+(core/chat/repairs.py, docs/realset-baseline.md "kept10 and reports2 as development data"):
+
+* ``tag-whitespace`` on a JSON call section whose start marker holds a line break: Command R+'s
+  ``Action:\\n```json`` written ``Action: ```json`` (ollama's command-r parser and its Command R+ template);
+* ``nullable-null`` in the MiniCPM5 / Muse Glimmer string-or-JSON parameters (ollama's Glimmer parser).
+
+Each is shown on the cases that need it (each case cites its public source in its file): right at ``improved``
+one-shot and streamed, with its record; switched off, the case fails again; at ``llama.cpp`` fidelity the message
+stays llama.cpp's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.chat.generator import line_break_spellings
+from core.chat.realset import load_cases
+
+from .conftest import ROOT
+from .test_calls_kept7 import _parser, check_repairs_needed
+
+CASES = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept10"))}
+
+# case id -> the repairs its right message needs (switched off together, the case fails)
+NEEDS = {
+    "kept10-ollama-commandr-single-tool-call": {"tag-whitespace"},
+    "kept10-ollama-commandr-multiple-tool-calls": {"tag-whitespace"},
+    "kept10-ollama-commandr-content-before-action": {"tag-whitespace"},
+    "kept10-ollama-commandr-streaming-token-by-token": {"tag-whitespace"},
+    "kept10-ollama-glimmer-atem-value-types-and-whitespace": {"nullable-null"},
+}
+
+
+@pytest.mark.parametrize("case_id", sorted(NEEDS))
+def test_each_repair_on_the_kept10_cases_that_need_it(case_id):
+    check_repairs_needed(CASES[case_id], NEEDS[case_id])
+
+
+def test_line_break_spellings_of_a_section_start():
+    assert line_break_spellings("Action:\n```json\n") == ["Action:\n```json", "Action: ```json", "Action:```json"]
+    assert line_break_spellings("<|message_sep|>\n\nfunction call<|role_sep|>\n") == [
+        "<|message_sep|>\n\nfunction call<|role_sep|>", "<|message_sep|> function call<|role_sep|>",
+        "<|message_sep|>function call<|role_sep|>"]
+    assert line_break_spellings("<tool_call>\n") == ["<tool_call>"]   # no inner line break: the marker alone
+    assert line_break_spellings("a b") == ["a b"]                     # a space is not a line break
+    assert len(line_break_spellings("a\nb\nc\nd\ne\n")) == 27        # the first three runs only
+
+
+def test_command_r_plus_marker_is_markup_and_the_prose_before_it_content():
+    case = CASES["kept10-ollama-commandr-content-before-action"]
+    msg = _parser(case.template, case.request).parse(case.output)
+    assert msg.content == "I'll look up the weather for you.\n"
+    spans = [(r.name, r.text) for r in msg.repairs]
+    assert spans == [("tag-whitespace", "Action: ```json\n")]
+
+
+def test_command_r_plus_template_layout_needs_no_repair():
+    case = CASES["kept10-ollama-commandr-single-tool-call"]
+    out = case.output.replace("Action: ```json", "Action:\n```json")
+    for fidelity in ("improved", "llama.cpp"):
+        msg = _parser(case.template, case.request, fidelity).parse(out)
+        assert [c.name for c in msg.tool_calls] == ["get_weather"] and not msg.repairs, fidelity
+
+
+def test_command_r_plus_plain_answer_stays_content():
+    case = CASES["kept10-ollama-commandr-plain-text-response"]
+    request = dict(CASES["kept10-ollama-commandr-single-tool-call"].request)   # with the tool declared
+    msg = _parser(case.template, request).parse(case.output)
+    assert msg.content == case.output and not msg.tool_calls and not msg.repairs
+
+
+def test_glimmer_null_for_a_nullable_string_only():
+    case = CASES["kept10-ollama-glimmer-atem-value-types-and-whitespace"]
+    msg = _parser(case.template, case.request).parse(case.output)
+    assert json.loads(msg.tool_calls[0].arguments)["choice"] is None
+    assert [(r.name, r.text) for r in msg.repairs] == [
+        ("nullable-null", '<atem:parameter name="choice">null</atem:parameter>')]
+    # the same text for a parameter declared a string only stays the string it is
+    strict = json.loads(json.dumps(case.request))
+    strict["tools"][0]["function"]["parameters"]["properties"]["choice"] = {"type": "string"}
+    msg = _parser(case.template, strict).parse(case.output)
+    assert json.loads(msg.tool_calls[0].arguments)["choice"] == "null" and not msg.repairs
+
+
+def test_glimmer_grammar_is_llama_cpps_with_the_repair_on():
+    case = CASES["kept10-ollama-glimmer-atem-value-types-and-whitespace"]
+    on = _parser(case.template, case.request)
+    off = _parser(case.template, case.request, disabled=("nullable-null",))
+    assert on.grammar and on.grammar == off.grammar   # the repair widens the parser, never the grammar
