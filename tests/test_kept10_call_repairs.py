@@ -4,7 +4,8 @@ vLLM's own parser tests feed their parsers; development data since its first mea
 
 * ``tag-whitespace`` on a JSON call section whose start marker holds a line break: Command R+'s
   ``Action:\\n```json`` written ``Action: ```json`` (ollama's command-r parser and its Command R+ template);
-* ``nullable-null`` in the MiniCPM5 / Muse Glimmer string-or-JSON parameters (ollama's Glimmer parser).
+* ``nullable-null`` in the MiniCPM5 / Muse Glimmer string-or-JSON parameters (ollama's Glimmer parser);
+* ``spaced-typed-value``: whitespace around a typed value between its tags (vLLM's GLM-4 / Poolside parsers).
 
 Each is shown on the cases that need it (each case cites its public source in its file): right at ``improved``
 one-shot and streamed, with its record; switched off, the case fails again; at ``llama.cpp`` fidelity the message
@@ -31,6 +32,7 @@ NEEDS = {
     "kept10-ollama-commandr-content-before-action": {"tag-whitespace"},
     "kept10-ollama-commandr-streaming-token-by-token": {"tag-whitespace"},
     "kept10-ollama-glimmer-atem-value-types-and-whitespace": {"nullable-null"},
+    "kept10-vllm-poolside-non-string-arg-still-deserialized": {"spaced-typed-value"},
 }
 
 
@@ -90,3 +92,33 @@ def test_glimmer_grammar_is_llama_cpps_with_the_repair_on():
     on = _parser(case.template, case.request)
     off = _parser(case.template, case.request, disabled=("nullable-null",))
     assert on.grammar and on.grammar == off.grammar   # the repair widens the parser, never the grammar
+
+
+def test_spaced_typed_value_reads_the_json_value_and_leaves_strings_as_written():
+    case = CASES["kept10-vllm-poolside-non-string-arg-still-deserialized"]
+    parser = _parser(case.template, case.request)
+    msg = parser.parse(case.output)
+    assert json.loads(msg.tool_calls[0].arguments) == {"content": "hi", "mode": 420}
+    assert [(r.name, r.text) for r in msg.repairs] == [("spaced-typed-value", " 420 ")]
+    # line breaks are whitespace too; a spaced string keeps its spaces (the sibling case of the same test file)
+    msg = parser.parse(case.output.replace(" 420 ", "\n420\n"))
+    assert json.loads(msg.tool_calls[0].arguments)["mode"] == 420
+    kept = CASES["kept10-vllm-poolside-string-arg-preserves-whitespace"]
+    msg = _parser(kept.template, kept.request).parse(kept.output)
+    assert "spaced-typed-value" not in {r.name for r in msg.repairs}
+    # whitespace after the value alone; none at all is the template's layout, no repair
+    msg = parser.parse(case.output.replace(" 420 ", "420\n"))
+    assert json.loads(msg.tool_calls[0].arguments)["mode"] == 420 and msg.repairs[0].text == "420\n"
+    msg = parser.parse(case.output.replace(" 420 ", "420"))
+    assert json.loads(msg.tool_calls[0].arguments)["mode"] == 420 and not msg.repairs
+    # text that is no JSON value inside the spaces stays the string mistyped-value-as-string keeps
+    msg = parser.parse(case.output.replace(" 420 ", " 4 20 "))
+    assert json.loads(msg.tool_calls[0].arguments)["mode"] == " 4 20 "
+    assert [r.name for r in msg.repairs] == ["mistyped-value-as-string"]
+
+
+def test_spaced_typed_value_keeps_the_grammar():
+    case = CASES["kept10-vllm-poolside-non-string-arg-still-deserialized"]
+    on = _parser(case.template, case.request)
+    off = _parser(case.template, case.request, disabled=("spaced-typed-value",))
+    assert on.grammar and on.grammar == off.grammar

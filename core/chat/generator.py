@@ -66,6 +66,7 @@ from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, 
 from .repairs import CONTENT_BETWEEN_CALLS, LEADING_THINK_BLOCK, TAG_WHITESPACE, THINK_BLOCK, THINK_BLOCK_CALLS
 from .repairs import TRAILING_END_OF_TURN, WELL_KNOWN_CALL_BLOCKS, FiredRepair, next_call_section
 from .repairs import JSON_CALL_IN_TAGS, NULLABLE_NULL, QUOTED_NUMBER, SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED
+from .repairs import SPACED_TYPED_VALUE
 from .repairs import string_type_alias
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import ANSWER_MARKER_WHITESPACE, CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
@@ -1466,9 +1467,17 @@ class _Gen:
                     p.late.append(lambda typed=typed: p.widen_late(typed, SCHEMA_TYPE_ALIAS, lambda _: (
                         p.tool_arg_string_value(until_suffix)), first=True))
                 else:
-                    value = (p.tool_arg_json_value(p.schema(p.json(), f"{prefix}tool-{idx}-arg-{j}-schema",
-                                                            prop.schema))
-                             + p.tool_arg_close(p.literal(a.value_suffix)))
+                    typed = p.tool_arg_json_value(p.schema(p.json(), f"{prefix}tool-{idx}-arg-{j}-schema",
+                                                           prop.schema))
+                    value = typed + p.tool_arg_close(p.literal(a.value_suffix))
+                    if SPACED_TYPED_VALUE in p.repairs and a.value_suffix:
+                        # repair spaced-typed-value: whitespace before or after the JSON value, up to the value's
+                        # closing tag (atomic: a stream shows the value once it is whole; a value without any
+                        # whitespace fails here and is read as before)
+                        p.late.append(lambda typed=typed: p.widen_late(typed, SPACED_TYPED_VALUE, lambda orig: (
+                            p.atomic(p.choice(p.chars("[ \t\r\n]", 1, -1) + orig + p.space(),
+                                              orig + p.chars("[ \t\r\n]", 1, -1))
+                                     + p.peek(p.literal(a.value_suffix)))), first=True))
                     if mistyped and a.value_suffix and _scalar_only(prop.schema):
                         # repair mistyped-value-as-string: the whole typed value (atomic: its type is known
                         # at its end), else the text up to the value suffix as a string

@@ -170,6 +170,8 @@ SETTLE_REPAIRS = frozenset({CUT_MARKER_TEXT, CUT_CALL_OWN_TEXT})
 # from the misses of the eighth batch (tests/data/real_outputs_kept8; docs/fidelity.md)
 JSON_CALLS_IN_CALL_MARKERS = "json-calls-in-call-markers"
 QUOTED_NUMBER = "quoted-number"
+# from the misses of the tenth batch (tests/data/real_outputs_kept10; docs/fidelity.md)
+SPACED_TYPED_VALUE = "spaced-typed-value"
 """Tolerance repairs :func:`settle` applies (the pipeline hands the enabled ones to the parser as
 ``settle_repairs``)."""
 # where reasoning starts and ends, from the seventh batch (tests/data/real_outputs_kept7; docs/fidelity-reasoning.md)
@@ -1276,6 +1278,26 @@ REPAIRS: list[Repair] = [
                "sglang/blob/33d0813d223177af28e4a7c668e8e9721e97b760/test/registered/unit/function_call/"
                "test_glm4_moe_detector.py (test_schema_type_coercion, \"Quoted digits in a number parameter are "
                "coerced to an int\": case kept8-sgl-glm45-type-coercion)"),
+    # ---- from the misses of the tenth batch (tests/data/real_outputs_kept10; docs/fidelity.md) ----------------------
+    Repair(
+        name=SPACED_TYPED_VALUE,
+        title="Whitespace around a typed value between its tags",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the auto-parsed XML-tagged argument layouts (GLM / Laguna <arg_key>/<arg_value>, MiniMax-M2 "
+                "<parameter name=…>, <parameter=…>), a value of a parameter that may not be a string (number, "
+                "integer, boolean, null, array, object) written with spaces or line breaks between its tags and "
+                "the JSON value ( 420 ): the JSON value, as a JSON text reads it (whitespace around a value is "
+                "JSON's own); a value without whitespace there reads as before, unreported. llama.cpp's typed value starts at the tag, so it "
+                "rejects the call (mistyped-value-as-string then keeps \" 420 \" a string). String parameters "
+                "keep their text as written. A stream shows the value once it is whole.",
+        example="<tool_call>write_file\n<arg_key>mode</arg_key>\n<arg_value> 420 </arg_value>\n</tool_call>   "
+                "(mode: integer)",
+        source="vLLM's GLM-4 MoE and Poolside V1 parsers strip every value before json.loads for a parameter "
+               "that is not a string: https://github.com/vllm-project/vllm/blob/"
+               "5a314e9e8178996f4a9b12b801ef532fe3462f86/vllm/tool_parsers/glm4_moe_tool_parser.py, "
+               "https://github.com/vllm-project/vllm/blob/2fdc8d0e2dbbcac38329d0f06d8229176de021c5/vllm/"
+               "tool_parsers/poolside_v1_tool_parser.py (its test test_poolside_v1_tool_parser.py, "
+               "test_non_string_arg_still_deserialized: case kept10-vllm-poolside-non-string-arg-still-deserialized)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -1957,7 +1979,7 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "TOLERANCE_REPAIRS", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "ANSWER_MARKER_WHITESPACE", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "JSON_CALLS_IN_CALL_MARKERS", "QUOTED_NUMBER", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "ANSWER_MARKER_WHITESPACE", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "JSON_CALLS_IN_CALL_MARKERS", "QUOTED_NUMBER", "SPACED_TYPED_VALUE", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
