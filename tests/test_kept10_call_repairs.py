@@ -5,7 +5,9 @@ vLLM's own parser tests feed their parsers; development data since its first mea
 * ``tag-whitespace`` on a JSON call section whose start marker holds a line break: Command R+'s
   ``Action:\\n```json`` written ``Action: ```json`` (ollama's command-r parser and its Command R+ template);
 * ``nullable-null`` in the MiniCPM5 / Muse Glimmer string-or-JSON parameters (ollama's Glimmer parser);
-* ``spaced-typed-value``: whitespace around a typed value between its tags (vLLM's GLM-4 / Poolside parsers).
+* ``spaced-typed-value``: whitespace around a typed value between its tags (vLLM's GLM-4 / Poolside parsers);
+* ``call-object-id``: an ``"id"`` member in a flat JSON call whose template writes none (OpenAI's call shape). No
+  public raw output with the member was found: its tests use the project review's variant of a Hermes call.
 
 Each is shown on the cases that need it (each case cites its public source in its file): right at ``improved``
 one-shot and streamed, with its record; switched off, the case fails again; at ``llama.cpp`` fidelity the message
@@ -17,11 +19,13 @@ import json
 
 import pytest
 
+from core.chat.char_audit import audit_parse
 from core.chat.generator import line_break_spellings
 from core.chat.realset import load_cases
 
 from .conftest import ROOT
 from .test_calls_kept7 import _parser, check_repairs_needed
+from .test_reasoning_repairs import _streamed
 
 CASES = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept10"))}
 
@@ -122,3 +126,46 @@ def test_spaced_typed_value_keeps_the_grammar():
     on = _parser(case.template, case.request)
     off = _parser(case.template, case.request, disabled=("spaced-typed-value",))
     assert on.grammar and on.grammar == off.grammar
+
+
+# the project review's variant of a Hermes / Qwen call (no public raw output with the member was found)
+QWEN = "Qwen-Qwen2.5-7B-Instruct.jinja"
+WEATHER = {"messages": [{"role": "user", "content": "What's the weather in Paris?"}],
+           "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
+               "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]}
+ID_AFTER = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "x1"}\n</tool_call>'
+
+
+@pytest.mark.parametrize("output,call_id", [
+    (ID_AFTER, "x1"),
+    ('<tool_call>\n{"id": "x1", "name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>', "x1"),
+    ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}, "id": 7}\n</tool_call>', "7"),
+])
+def test_call_object_id_is_the_calls_id_and_nothing_is_lost(output, call_id):
+    parser = _parser(QWEN, WEATHER)
+    msg = parser.parse(output)
+    assert [(c.name, c.arguments, c.id) for c in msg.tool_calls] == [("get_weather", '{"city": "Paris"}', call_id)]
+    assert msg.content == "" and [r.name for r in msg.repairs] == ["call-object-id"]
+    assert not audit_parse(parser, output, msg).lost()
+    for size in (1, 3, 17, len(output)):
+        assert _streamed(parser, output, size).to_openai() == msg.to_openai(), size
+
+
+def test_call_object_id_off_keeps_the_member_as_before():
+    # llama.cpp: the call the stream showed, its member's text in no field; improved without the repair: the text
+    # from the key on is content (unparsed-characters)
+    for kw, content in (({"fidelity": "llama.cpp"}, ""), ({"disabled": ("call-object-id",)}, 'id": "x1"}\n</tool_call>')):
+        msg = _parser(QWEN, WEATHER, **kw).parse(ID_AFTER)
+        assert [c.name for c in msg.tool_calls] == ["get_weather"] and msg.tool_calls[0].id != "x1"
+        assert msg.content == content and "call-object-id" not in {r.name for r in msg.repairs}
+
+
+def test_call_object_id_keeps_the_grammar_and_an_id_key_inside_arguments_stays_a_field():
+    on, off = _parser(QWEN, WEATHER), _parser(QWEN, WEATHER, disabled=("call-object-id",))
+    assert on.grammar and on.grammar == off.grammar
+    # GLM-4.7's todo list (its items carry "id" keys) read where the flat JSON call is among the parser's rules
+    case = next(c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs")) if c.id == "glm47-array-json")
+    parser = _parser(case.template, case.request)
+    msg = parser.parse(case.output)
+    assert json.loads(msg.tool_calls[0].arguments)["todos"][0]["id"] == "1"
+    assert not audit_parse(parser, case.output, msg).lost()

@@ -172,6 +172,7 @@ JSON_CALLS_IN_CALL_MARKERS = "json-calls-in-call-markers"
 QUOTED_NUMBER = "quoted-number"
 # from the misses of the tenth batch (tests/data/real_outputs_kept10; docs/fidelity.md)
 SPACED_TYPED_VALUE = "spaced-typed-value"
+CALL_OBJECT_ID = "call-object-id"   # read in core.peg.chat (ChatBuilder._json_tools_flat)
 """Tolerance repairs :func:`settle` applies (the pipeline hands the enabled ones to the parser as
 ``settle_repairs``)."""
 # where reasoning starts and ends, from the seventh batch (tests/data/real_outputs_kept7; docs/fidelity-reasoning.md)
@@ -1298,6 +1299,23 @@ REPAIRS: list[Repair] = [
                "https://github.com/vllm-project/vllm/blob/2fdc8d0e2dbbcac38329d0f06d8229176de021c5/vllm/"
                "tool_parsers/poolside_v1_tool_parser.py (its test test_poolside_v1_tool_parser.py, "
                "test_non_string_arg_still_deserialized: case kept10-vllm-poolside-non-string-arg-still-deserialized)"),
+    Repair(
+        name=CALL_OBJECT_ID,
+        title="An id member in a JSON call whose template writes none is the call's id",
+        stage=RepairStage.TOLERANCE,
+        accepts="A flat JSON call ({\"name\": …, \"arguments\": {…}}: Hermes / Qwen <tool_call>, Llama 3.x, "
+                "xLAM …) of a template that renders no id field, written with an \"id\" member (a string or a "
+                "number) before or after its fields, the way an OpenAI tool call carries its id: the member is "
+                "the call's id, the call is read. llama.cpp's object ends at the arguments, so the call is "
+                "rejected (the stream had shown it: stream-consistent-final keeps it and the member's text "
+                "falls out of every field). A template that renders an id keeps its own layout (call-id-optional).",
+        example='<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "x1"}\n</tool_call>',
+        source="OpenAI's tool call object carries its id beside the function (https://platform.openai.com/docs/"
+               "api-reference/chat/object: tool_calls[].id); vLLM's Hermes parser reads the object with "
+               "json.loads and keeps the call whatever members follow its arguments (https://github.com/"
+               "vllm-project/vllm/blob/5a314e9e8178996f4a9b12b801ef532fe3462f86/vllm/tool_parsers/"
+               "hermes_tool_parser.py); no public raw output with the member was found: the example is the "
+               "project review's variant of a Hermes call"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -1979,7 +1997,7 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "TOLERANCE_REPAIRS", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "ANSWER_MARKER_WHITESPACE", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "JSON_CALLS_IN_CALL_MARKERS", "QUOTED_NUMBER", "SPACED_TYPED_VALUE", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "ANSWER_MARKER_WHITESPACE", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "JSON_CALLS_IN_CALL_MARKERS", "QUOTED_NUMBER", "SPACED_TYPED_VALUE", "CALL_OBJECT_ID", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
