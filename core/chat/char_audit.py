@@ -497,6 +497,9 @@ def _settle(output: str, marks: list, pieces: list[str], partial: bool, closed: 
     """Give the characters no field or markup read an account: call syntax, a trim rule, pending, or lost."""
     spans: list[Span] = []
     n = len(output)
+    # a partial parse holds back what it cannot place yet: text after the last character a field read (a call's
+    # name between its cut markers, functions.get_weather: of Kimi K2) is pending, not lost
+    held = max((e for s, e, acc, _ in marks if acc is Account.FIELD), default=0) if partial else n
     for k, (s, e, acc, where) in enumerate(marks):
         if acc is not None:
             spans.append(Span(s, e, acc, where))
@@ -519,7 +522,7 @@ def _settle(output: str, marks: list, pieces: list[str], partial: bool, closed: 
             else:
                 spans.append(Span(s, e, Account.LOST, LostKind.WHITESPACE.value))
             continue
-        if partial and e == n:
+        if partial and (e == n or s >= held):
             spans.append(Span(s, e, Account.PENDING, "pending"))
             continue
         if all(c in _PUNCT or c.isspace() for c in text) and (
