@@ -162,6 +162,15 @@ def test_a_partial_kimi_k2_parse_holds_back_the_call_it_has_not_read_yet(fidelit
     # the partial message audited as a final one: the held-back name is lost there (pending is for partial parses)
     held = parser.parse(cut, True)
     assert "get_weather" in [s.text(cut) for s in audit_parse(parser, cut, held).lost()]
+    # parsed final, the output cut inside the section opener: unparsed-text keeps the word tail "sectio" (the audit
+    # reads its "s" inside the cut marker); at improved unparsed-characters replaces it with the whole cut marker
+    out = "Normal text<|tool_calls_sectio"
+    msg = parser.parse(out, False)
+    if fidelity == "improved":
+        assert msg.content == out and [(r.name, r.start) for r in msg.repairs] == [("unparsed-characters", 11)]
+        assert not audit_parse(parser, out, msg).lost()
+    else:
+        assert msg.content == "Normal textsectio" and [r.name for r in msg.repairs] == ["unparsed-text"]
 
 
 def test_a_field_read_from_its_end_when_its_start_repeats_earlier_text():

@@ -263,7 +263,9 @@ REPAIRS: list[Repair] = [
                 "(from the opener of the construct holding it when no kept call's text lies between) to the end "
                 "is appended to content, and reported, when no field reads from that tail (a character lost "
                 "between two pieces of a field is only reported). A cut closer after an accepted call ('</tool_' "
-                "of '</tool_call>') is that call's markup, not lost.",
+                "of '</tool_call>') is that call's markup, not lost. The word tail unparsed-text appended (Kimi K2's "
+                "'sectio' of 'Normal text<|tool_calls_sectio') is replaced by the whole cut marker, even where the "
+                "audit read a letter of it inside the marker.",
         example="plain ]<]minimax[>[<tool_ca   (MiniMax-M3: content 'plain ' at llama.cpp fidelity)",
         source="vLLM returns a final output whose call marker never completes as content: "
                "https://github.com/vllm-project/vllm/blob/06726266c0e0000947fca394f70a1148fda0ac46/tests/"
@@ -1834,9 +1836,15 @@ def _keep_lost_characters(parser: Any, output: str, msg: AssistantMessage, final
     if word_tail is not None and not (word_tail.start >= start and msg.content.endswith(word_tail.text)):
         word_tail = None
     # a field that goes on after it (a character lost between two of its pieces): a tail would repeat it; the
-    # content unparsed-text appended from a later start is replaced below, not repeated
+    # content unparsed-text appended from a later start is replaced below, not repeated — and so is a piece of it
+    # the audit read inside the cut marker before it (the "s" of <|tool_calls_sectio, content "…textsectio"): the
+    # content read before the tail's start is all of the content but that appended word tail
+    in_tail = word_tail is not None and sum(
+        s.end - s.start for s in audit.spans if s.account is Account.FIELD and s.where == "content"
+        and s.start < start) >= len(msg.content) - len(word_tail.text)
     if any(s.account is Account.FIELD and s.end > start
-           and not (word_tail is not None and s.where == "content" and s.start >= word_tail.start)
+           and not (word_tail is not None and s.where == "content"
+                    and (s.start >= word_tail.start or (in_tail and s.start >= start)))
            for s in audit.spans):
         return msg
     tail = output[start:]
