@@ -142,6 +142,37 @@ def test_a_partial_parse_holds_back_a_tail_it_may_still_read():
     assert _lost(final) == [(3, 11, LostKind.MARKER_PREFIX.value, "<tool_ca")]
 
 
+@pytest.mark.parametrize("fidelity", ["llama.cpp", "improved"])
+def test_a_partial_kimi_k2_parse_holds_back_the_call_it_has_not_read_yet(fidelity):
+    """Every prefix of TensorRT-LLM's Kimi K2 fixture, parsed as a partial output: the cut section opener
+    (`Normal text<|tool_calls_sectio`) and the call name between its markers (`functions.get_weather:`, followed by
+    markup) are held back, pending, never lost; the whole output, parsed final, loses nothing."""
+    c = next(c for c in load_cases(str(DATA / "real_outputs_kept9")) if c.id == "kept9-trt-kimi-single")
+    parser, _ = parse_case(str(TEMPLATES), c.template, c.request, c.output, fidelity)
+    accounts = {}
+    for k in range(1, len(c.output) + 1):
+        out = c.output[:k]
+        msg = parser.parse(out, True)
+        a = audit_parse(parser, out, msg, partial=True)
+        assert a.lost() == [], (k, out)
+        accounts[out] = [(s.account, s.text(out)) for s in a.spans if s.account is Account.PENDING]
+    assert accounts["Normal text<|tool_calls_sectio"] == [(Account.PENDING, "<|tool_calls_sectio")]
+    cut = c.output[:c.output.index("get_weather:") + len("get_weather:")]
+    assert (Account.PENDING, "get_weather") in accounts[cut]
+    # the partial message audited as a final one: the held-back name is lost there (pending is for partial parses)
+    held = parser.parse(cut, True)
+    assert "get_weather" in [s.text(cut) for s in audit_parse(parser, cut, held).lost()]
+    # parsed final, the output cut inside the section opener: unparsed-text keeps the word tail "sectio" (the audit
+    # reads its "s" inside the cut marker); at improved unparsed-characters replaces it with the whole cut marker
+    out = "Normal text<|tool_calls_sectio"
+    msg = parser.parse(out, False)
+    if fidelity == "improved":
+        assert msg.content == out and [(r.name, r.start) for r in msg.repairs] == [("unparsed-characters", 11)]
+        assert not audit_parse(parser, out, msg).lost()
+    else:
+        assert msg.content == "Normal textsectio" and [r.name for r in msg.repairs] == ["unparsed-text"]
+
+
 def test_a_field_read_from_its_end_when_its_start_repeats_earlier_text():
     """Llama 3's semicolon-separated calls at llama.cpp fidelity: the first call is read, the rest is content, and
     the content starts with text the first call also has (`"name": "`): read backwards, nothing is lost."""

@@ -221,6 +221,7 @@ def _value_groups(value: Any, where: str, out: list, keys: set[int], depth: int 
             out.append((where, forms))
 
 
+_NUMBER = re.compile(r"-?\d{1,40}(?:\.\d{1,40})?")
 CALL_KEY = "call-key"
 """``where`` of a key of a call's arguments written again (:func:`_key_again`): call syntax."""
 CALL_INDEX = "call-index"
@@ -250,7 +251,11 @@ def _calls(msg: AssistantMessage) -> list[_Call]:
         groups: list[tuple[str, tuple[str, ...]]] = []
         keys: set[int] = set()
         if c.id:
-            groups.append((f"tool_calls[{k}].id", (c.id,)))
+            # the id as written, or as the member of a JSON call object that carries it (repair call-object-id
+            # reads "id": "x1" where the template writes no id field; the key is no marker of the format)
+            members = [json.dumps(c.id, ensure_ascii=False)] + ([c.id] if _NUMBER.fullmatch(c.id) else [])
+            groups.append((f"tool_calls[{k}].id", tuple(f'"id":{sp}{m}' for m in members for sp in (" ", ""))
+                           + (c.id,)))
         groups.append((CALL_INDEX, (str(k), str(k + 1))))
         try:
             value = json.loads(c.arguments, parse_float=_RawNumber, parse_int=_RawNumber) if c.arguments else None
@@ -492,6 +497,9 @@ def _settle(output: str, marks: list, pieces: list[str], partial: bool, closed: 
     """Give the characters no field or markup read an account: call syntax, a trim rule, pending, or lost."""
     spans: list[Span] = []
     n = len(output)
+    # a partial parse holds back what it cannot place yet: text after the last character a field read (a call's
+    # name between its cut markers, functions.get_weather: of Kimi K2) is pending, not lost
+    held = max((e for s, e, acc, _ in marks if acc is Account.FIELD), default=0) if partial else n
     for k, (s, e, acc, where) in enumerate(marks):
         if acc is not None:
             spans.append(Span(s, e, acc, where))
@@ -514,7 +522,7 @@ def _settle(output: str, marks: list, pieces: list[str], partial: bool, closed: 
             else:
                 spans.append(Span(s, e, Account.LOST, LostKind.WHITESPACE.value))
             continue
-        if partial and e == n:
+        if partial and (e == n or s >= held):
             spans.append(Span(s, e, Account.PENDING, "pending"))
             continue
         if all(c in _PUNCT or c.isspace() for c in text) and (

@@ -44,6 +44,7 @@ import json
 import re
 import threading
 import weakref
+from itertools import groupby
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
@@ -65,7 +66,7 @@ from .repairs import BUILTIN_CALL_SYNTAX, CALLS_AFTER_TEXT, JSON_CALL_WRAPPERS, 
 from .repairs import CONTENT_BETWEEN_CALLS, LEADING_THINK_BLOCK, TAG_WHITESPACE, THINK_BLOCK, THINK_BLOCK_CALLS
 from .repairs import TRAILING_END_OF_TURN, WELL_KNOWN_CALL_BLOCKS, FiredRepair, next_call_section
 from .repairs import (JSON_CALL_IN_TAGS, NULLABLE_NULL, QUOTED_NUMBER, SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED,
-                      STANDALONE_JSON_CALL)
+                      SPACED_TYPED_VALUE, STANDALONE_JSON_CALL)
 from .repairs import string_type_alias
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import ANSWER_MARKER_WHITESPACE, CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
@@ -1055,15 +1056,20 @@ class _Gen:
                 and JSON_ARRAY_START in self.improvements:
             tool_start = "["
             self.notes.append(f"improvement {JSON_ARRAY_START}: the content before the call array ends at '['")
+        spaced: list[str] = []
         if "tag-whitespace" in p.repairs and trim_ws(tool_start):
-            tool_start = trim_ws(tool_start)   # the marker may come without its line break (p.flexible)
+            # the marker may come without its line breaks (p.flexible): the content also ends where it comes so
+            spaced = line_break_spellings(tool_start)[1:]
+            tool_start = trim_ws(tool_start)
         if pair and ("calls-inside-section-markers" in p.repairs or kw.get("content_inside_pair")):
             tool_start = pair[0]               # the calls (or the content) may follow the first marker alone
         stops, variants = self.json_call_variants()
         if variants:
             # issue 25 repairs: the content also ends where a wrapper of the calls starts, and the calls may come
             # in that wrapper (each variant starts with its own marker, so it fails where another text stands)
-            body = p.optional(p.content(p.until_one_of([tool_start] + stops))) + p.choice(*variants, tools)
+            body = p.optional(p.content(p.until_one_of([tool_start] + spaced + stops))) + p.choice(*variants, tools)
+        elif spaced:
+            body = p.optional(p.content(p.until_one_of([tool_start] + spaced))) + tools
         else:
             body = p.optional(p.content(p.until(tool_start))) + tools
         if self.inferred:
@@ -1230,6 +1236,8 @@ class _Gen:
                 or not self.generation_prompt.rstrip(_WS).endswith(start):
             return None
         stops = [d for d in (trim_ws(c.end), tool_start) if d]
+        if TAG_WHITESPACE in p.repairs:
+            stops += line_break_spellings(tool_start)[1:]
         self.notes.append(f"improvement {OPEN_CONTENT_BEFORE_CALLS}: the generation prompt opens the content; it "
                           f"ends at {' or '.join(repr(s) for s in stops)}")
         return p.optional(p.content(p.until_one_of(stops)) + p.optional(p.literal(trim_ws(c.end))))
@@ -1469,9 +1477,17 @@ class _Gen:
                     p.late.append(lambda typed=typed: p.widen_late(typed, SCHEMA_TYPE_ALIAS, lambda _: (
                         p.tool_arg_string_value(until_suffix)), first=True))
                 else:
-                    value = (p.tool_arg_json_value(p.schema(p.json(), f"{prefix}tool-{idx}-arg-{j}-schema",
-                                                            prop.schema))
-                             + p.tool_arg_close(p.literal(a.value_suffix)))
+                    typed = p.tool_arg_json_value(p.schema(p.json(), f"{prefix}tool-{idx}-arg-{j}-schema",
+                                                           prop.schema))
+                    value = typed + p.tool_arg_close(p.literal(a.value_suffix))
+                    if SPACED_TYPED_VALUE in p.repairs and a.value_suffix:
+                        # repair spaced-typed-value: whitespace before or after the JSON value, up to the value's
+                        # closing tag (atomic: a stream shows the value once it is whole; a value without any
+                        # whitespace fails here and is read as before)
+                        p.late.append(lambda typed=typed: p.widen_late(typed, SPACED_TYPED_VALUE, lambda orig: (
+                            p.atomic(p.choice(p.chars("[ \t\r\n]", 1, -1) + orig + p.space(),
+                                              orig + p.chars("[ \t\r\n]", 1, -1))
+                                     + p.peek(p.literal(a.value_suffix)))), first=True))
                     if mistyped and a.value_suffix and _scalar_only(prop.schema):
                         # repair mistyped-value-as-string: the whole typed value (atomic: its type is known
                         # at its end), else the text up to the value suffix as a string
@@ -1580,6 +1596,21 @@ class _Gen:
             entries[RECOVER_TRAILING] = prefix + pre + p.content(p.rest()) if pure_content \
                 else prefix << (pre + p.content(p.rest()))
         return p.build(root, entries), eps_fallback
+
+
+def line_break_spellings(marker: str) -> list[str]:
+    """``marker`` without the whitespace at its ends, then the same marker with every inner run of whitespace that
+    holds a line break written as one space or as nothing (Command R+'s ``Action:\\n```json`` written ``Action:
+    ```json``): the spellings :meth:`~core.peg.chat.ChatBuilder.flexible` reads (repair ``tag-whitespace``), as
+    literal stops for the content before the marker. At most 3**3 spellings (the runs after the third keep theirs)."""
+    runs = [("".join(g), ws) for ws, g in groupby(trim_ws(marker), key=lambda ch: ch in _WS)]
+    spellings, varied = [""], 0
+    for run, ws in runs:
+        ways = [run]
+        if ws and "\n" in run and varied < 3:
+            ways, varied = [run, " ", ""], varied + 1
+        spellings = [s + w for s in spellings for w in ways]
+    return list(dict.fromkeys(spellings))
 
 
 def compact_tools(tools: ToolsAnalysis) -> ToolsAnalysis | None:

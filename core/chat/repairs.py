@@ -170,6 +170,9 @@ SETTLE_REPAIRS = frozenset({CUT_MARKER_TEXT, CUT_CALL_OWN_TEXT})
 # from the misses of the eighth batch (tests/data/real_outputs_kept8; docs/fidelity.md)
 JSON_CALLS_IN_CALL_MARKERS = "json-calls-in-call-markers"
 QUOTED_NUMBER = "quoted-number"
+# from the misses of the tenth batch (tests/data/real_outputs_kept10; docs/fidelity.md)
+SPACED_TYPED_VALUE = "spaced-typed-value"
+CALL_OBJECT_ID = "call-object-id"   # read in core.peg.chat (ChatBuilder._json_tools_flat)
 """Tolerance repairs :func:`settle` applies (the pipeline hands the enabled ones to the parser as
 ``settle_repairs``)."""
 # where reasoning starts and ends, from the seventh batch (tests/data/real_outputs_kept7; docs/fidelity-reasoning.md)
@@ -265,7 +268,9 @@ REPAIRS: list[Repair] = [
                 "(from the opener of the construct holding it when no kept call's text lies between) to the end "
                 "is appended to content, and reported, when no field reads from that tail (a character lost "
                 "between two pieces of a field is only reported). A cut closer after an accepted call ('</tool_' "
-                "of '</tool_call>') is that call's markup, not lost.",
+                "of '</tool_call>') is that call's markup, not lost. The word tail unparsed-text appended (Kimi K2's "
+                "'sectio' of 'Normal text<|tool_calls_sectio') is replaced by the whole cut marker, even where the "
+                "audit read a letter of it inside the marker.",
         example="plain ]<]minimax[>[<tool_ca   (MiniMax-M3: content 'plain ' at llama.cpp fidelity)",
         source="vLLM returns a final output whose call marker never completes as content: "
                "https://github.com/vllm-project/vllm/blob/06726266c0e0000947fca394f70a1148fda0ac46/tests/"
@@ -583,7 +588,10 @@ REPAIRS: list[Repair] = [
                 "<minimax:tool_call>\\n<invoke name=\"f\">\\n…) are also read with the tags back to back or "
                 "spaced: the template's markers without their layout whitespace, tried after the template's "
                 "layout. DeepSeek V3.2 / V4 DSML: any whitespace (or none) after an invoke's "
-                "<｜DSML｜invoke name=\"…\"> where the template writes one line break.",
+                "<｜DSML｜invoke name=\"…\"> where the template writes one line break. A JSON call section whose "
+                "start marker holds a line break (Command R+'s Action:\\n```json) written with a space or nothing "
+                "there (Action: ```json, as ollama's Command R+ template renders it): the content before it ends "
+                "there too, and the marker is markup.",
         example="<tool_call> <function=f> <parameter=q> text </parameter> </function> </tool_call>",
         source="https://github.com/openclaw/openclaw/issues/61838, https://github.com/waybarrios/vllm-mlx/issues/63; "
                "ollama's Qwen3.5 parser trims the value (https://github.com/ollama/ollama/blob/"
@@ -596,7 +604,12 @@ REPAIRS: list[Repair] = [
                "DSML: SGLang's DeepSeek V3.2 detector matches <｜DSML｜invoke\\s+name=\"…\"\\s*> and any text "
                "between the tags (https://github.com/sgl-project/sglang/blob/0071fe9c407ad59f2803cc319e1bcaa3ac2021f1/"
                "python/sglang/srt/function_call/deepseekv32_detector.py; TensorRT-LLM's copy, its test: cases "
-               "kept9-trt-dsv32-single, kept9-trt-dsv4-single)"),
+               "kept9-trt-dsv32-single, kept9-trt-dsv4-single); Command R+'s section start: ollama's command-r "
+               "parser reads Action: then ```json whatever lies between (https://github.com/ollama/ollama/blob/"
+               "87d8a555ee7c23a667ff465b6ec9b6cba3de30af/model/parsers/commandr.go, its test commandr_test.go: cases "
+               "kept10-ollama-commandr-single-tool-call, -multiple-tool-calls, -content-before-action, "
+               "-streaming-token-by-token) and ollama's command-r-plus template writes \"Action: ```json\" "
+               "(https://ollama.com/library/command-r-plus/blobs/922095537bc1)"),
     Repair(
         name=TRAILING_STOP_TOKEN,
         title="The stop token after a GPT-OSS call kept in the output",
@@ -1226,7 +1239,8 @@ REPAIRS: list[Repair] = [
                 "null], \"type\": [\"string\", \"null\"]) written as exactly null up to its closing tag: the "
                 "value is JSON null, not the four-letter string llama.cpp reads for a string-typed value. Any other "
                 "text (nullable, \"null\" with spaces) stays the string it is; a parameter that does not allow "
-                "null is unchanged.",
+                "null is unchanged. The same in the MiniCPM5 and Muse Glimmer formats (<param name=…>, "
+                "<atem:parameter name=…>), whose string-or-JSON values llama.cpp reads as raw text.",
         example='<minimax:tool_call><invoke name="the_tool"><parameter name="args">null</parameter></invoke>'
                 '</minimax:tool_call>   (args: {"anyOf": [{"type": "string"}, {"type": "null"}]})',
         source="SGLang's MiniMax-M2 detector test asserts None for an explicit null of an anyOf [string, null] "
@@ -1235,7 +1249,11 @@ REPAIRS: list[Repair] = [
                "(test_anyof_with_null_should_allow_explicit_null: case kept7-sgl-minimaxm2-anyof-null); vLLM's "
                "MiniMax-M2 parser reads a value null as None: https://github.com/vllm-project/vllm/blob/"
                "9412856add437f03009a0804f61f3bed6731ddeb/vllm/tool_parsers/minimax_m2_tool_parser.py "
-               "(_convert_param_value_with_types)"),
+               "(_convert_param_value_with_types); ollama's Muse Glimmer parser types a value by every anyOf "
+               "branch's type, null included: https://github.com/ollama/ollama/blob/"
+               "43f4eda80887877ad0106574d8f3f4b7d69c9cf9/model/parsers/glimmer.go (parseGlimmerATEM; its test "
+               "glimmer_test.go TestGlimmerParserATEMValueTypesAndWhitespace: case "
+               "kept10-ollama-glimmer-atem-value-types-and-whitespace)"),
     # ---- from the misses of the eighth batch (tests/data/real_outputs_kept8; docs/fidelity.md) ------------------
     Repair(
         name=JSON_CALLS_IN_CALL_MARKERS,
@@ -1327,6 +1345,43 @@ REPAIRS: list[Repair] = [
                "test test_extract_tool_calls_wraps_single_object in https://github.com/vllm-project/vllm/blob/"
                "644451fdcaa660e647fb44a8b6f412aff8dea408/tests/tool_parsers/test_nemotron_nano_v2_tool_parser.py: case "
                "kept10-vllm-nemotron-nano-v2-extract-tool-calls-wraps-single-object"),
+    # ---- from the misses of the tenth batch (tests/data/real_outputs_kept10; docs/fidelity.md) ----------------------
+    Repair(
+        name=SPACED_TYPED_VALUE,
+        title="Whitespace around a typed value between its tags",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the auto-parsed XML-tagged argument layouts (GLM / Laguna <arg_key>/<arg_value>, MiniMax-M2 "
+                "<parameter name=…>, <parameter=…>), a value of a parameter that may not be a string (number, "
+                "integer, boolean, null, array, object) written with spaces or line breaks between its tags and "
+                "the JSON value ( 420 ): the JSON value, as a JSON text reads it (whitespace around a value is "
+                "JSON's own); a value without whitespace there reads as before, unreported. llama.cpp's typed value starts at the tag, so it "
+                "rejects the call (mistyped-value-as-string then keeps \" 420 \" a string). String parameters "
+                "keep their text as written. A stream shows the value once it is whole.",
+        example="<tool_call>write_file\n<arg_key>mode</arg_key>\n<arg_value> 420 </arg_value>\n</tool_call>   "
+                "(mode: integer)",
+        source="vLLM's GLM-4 MoE and Poolside V1 parsers strip every value before json.loads for a parameter "
+               "that is not a string: https://github.com/vllm-project/vllm/blob/"
+               "5a314e9e8178996f4a9b12b801ef532fe3462f86/vllm/tool_parsers/glm4_moe_tool_parser.py, "
+               "https://github.com/vllm-project/vllm/blob/2fdc8d0e2dbbcac38329d0f06d8229176de021c5/vllm/"
+               "tool_parsers/poolside_v1_tool_parser.py (its test test_poolside_v1_tool_parser.py, "
+               "test_non_string_arg_still_deserialized: case kept10-vllm-poolside-non-string-arg-still-deserialized)"),
+    Repair(
+        name=CALL_OBJECT_ID,
+        title="An id member in a JSON call whose template writes none is the call's id",
+        stage=RepairStage.TOLERANCE,
+        accepts="A flat JSON call ({\"name\": …, \"arguments\": {…}}: Hermes / Qwen <tool_call>, Llama 3.x, "
+                "xLAM …) of a template that renders no id field, written with an \"id\" member (a string or a "
+                "number) before or after its fields, the way an OpenAI tool call carries its id: the member is "
+                "the call's id, the call is read. llama.cpp's object ends at the arguments, so the call is "
+                "rejected (the stream had shown it: stream-consistent-final keeps it and the member's text "
+                "falls out of every field). A template that renders an id keeps its own layout (call-id-optional).",
+        example='<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "x1"}\n</tool_call>',
+        source="OpenAI's tool call object carries its id beside the function (https://platform.openai.com/docs/"
+               "api-reference/chat/object: tool_calls[].id); vLLM's Hermes parser reads the object with "
+               "json.loads and keeps the call whatever members follow its arguments (https://github.com/"
+               "vllm-project/vllm/blob/5a314e9e8178996f4a9b12b801ef532fe3462f86/vllm/tool_parsers/"
+               "hermes_tool_parser.py); no public raw output with the member was found: the example is the "
+               "project review's variant of a Hermes call"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -1845,9 +1900,15 @@ def _keep_lost_characters(parser: Any, output: str, msg: AssistantMessage, final
     if word_tail is not None and not (word_tail.start >= start and msg.content.endswith(word_tail.text)):
         word_tail = None
     # a field that goes on after it (a character lost between two of its pieces): a tail would repeat it; the
-    # content unparsed-text appended from a later start is replaced below, not repeated
+    # content unparsed-text appended from a later start is replaced below, not repeated — and so is a piece of it
+    # the audit read inside the cut marker before it (the "s" of <|tool_calls_sectio, content "…textsectio"): the
+    # content read before the tail's start is all of the content but that appended word tail
+    in_tail = word_tail is not None and sum(
+        s.end - s.start for s in audit.spans if s.account is Account.FIELD and s.where == "content"
+        and s.start < start) >= len(msg.content) - len(word_tail.text)
     if any(s.account is Account.FIELD and s.end > start
-           and not (word_tail is not None and s.where == "content" and s.start >= word_tail.start)
+           and not (word_tail is not None and s.where == "content"
+                    and (s.start >= word_tail.start or (in_tail and s.start >= start)))
            for s in audit.spans):
         return msg
     tail = output[start:]
@@ -2008,7 +2069,7 @@ def list_text() -> str:
 
 __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "TOLERANCE_REPAIRS", "Repair", "RepairStage", "STREAM_CONSISTENT_FINAL",
            "TRUNCATED_CALL", "UNPARSED_TEXT", "REPEATED_TURN_HEADER", "MISSING_CLOSING_TAGS", "MISTYPED_VALUE_AS_STRING", "JSON_CALL_IN_TAGS",
-           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "ANSWER_MARKER_WHITESPACE", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "JSON_CALLS_IN_CALL_MARKERS", "QUOTED_NUMBER", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
+           "CALLS_INSIDE_SECTION_MARKERS", "ARGUMENT_ORDER", "CALL_ID_OPTIONAL", "MISSING_REQUIRED_ARGUMENT", "REASONING_START_REPEATED", "REASONING_END_WITHOUT_START", "REASONING_END_UNMATCHED", "REASONING_START_WHITESPACE", "TRAILING_EOS_TOKEN", "MESSAGES_AFTER_CALL", "UNDECLARED_ARGUMENTS", "CALLS_AFTER_TEXT", "XML_ARGUMENTS_WRAPPER", "TRAILING_END_OF_TURN", "INSTRUCTED_REASONING_MARKERS", "INSTRUCTED_MARKERS", "TEMPLATE_DEFAULT_THINKING", "CALL_ENDS_REASONING", "BARE_ANSWER_AFTER_REASONING", "ANSWER_MARKER_WHITESPACE", "REASONING_BLOCKS_INTERLEAVED", "HARMONY_BARE_HEADER", "FORCE_NONEMPTY_CONTENT", "FORCE_NONEMPTY_KWARG", "LEADING_THINK_BLOCK", "THINK_BLOCK", "EOS_TOKENS", "trailing_eos", "CONSECUTIVE_CALL_BLOCKS", "JSON_CALLS_IN_CALL_MARKERS", "QUOTED_NUMBER", "SPACED_TYPED_VALUE", "CALL_OBJECT_ID", "REPEATED_PROMPT_TAIL", "UNCLOSED_FINAL_CALL", "ATTRIBUTE_ENTITIES", "next_call_section", "prompt_tails",
            "CALL_MARKER_WHITESPACE", "CALL_ID_NAMESPACE_OPTIONAL", "CONTENT_BETWEEN_CALLS",
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",

@@ -502,6 +502,13 @@ class ChatBuilder(Builder):
             value = self.choice(value, self.tool_id(self.json_number()))
         return self.atomic('"' + key + '"' + ws() + ":" + ws() + value)
 
+    def _object_id(self) -> P:
+        """Repair ``call-object-id``'s member ``"id": "…"`` (or a number), its value the call's id."""
+        ws = self.space
+        value = self.choice('"' + self.tool_id(self.string_content('"')) + '"', self.tool_id(self.json_number()))
+        key = self.literal('"') + self.chars("[i]", 1, 1) + self.chars("[d]", 1, 1) + self.literal('"')
+        return self.atomic(key + ws() + ":" + ws() + value)
+
     def _json_tools_function_is_key(self, funcs: list[tuple[int, dict]], args_key: str, eff_args_key: str,
                                     call_id_key: str,
                                     gen_id_key: str) -> P:
@@ -624,7 +631,17 @@ class ChatBuilder(Builder):
                 in_order = self.choice(in_order, self.repair("call-id-optional", self.choice(
                     joined(two) + ids, joined(list(reversed(two))) + ids)))
             body = body + in_order + ws() + self.tool_close("}")
-            choices.append(self.rule(f"{rule_prefix}{idx}", self.tool(body)))
+            tool = self.tool(body)
+            if "call-object-id" in self.repairs and not id_keys:
+                # repair call-object-id: an "id" member before or after the fields the template writes is the
+                # call's id (widened once the tree is built, tried after the template's object: grammar unchanged)
+                # (the key is no literal: as markup, the character audit would take an "id" key inside the
+                # arguments for call syntax; it reads the member as the call's id field)
+                self.late.append(lambda tool=tool, fields=in_order: self.widen_late(tool, "call-object-id", lambda _: (
+                    self.tool(self.tool_open("{") + ws() + self.choice(
+                        self._object_id() + ws() + "," + ws() + fields,
+                        fields + ws() + "," + ws() + self._object_id()) + ws() + self.tool_close("}")))))
+            choices.append(self.rule(f"{rule_prefix}{idx}", tool))
         return self.choice(*choices)
 
     def standard_json_tools(self, section_start: str, section_end: str, tools: Any, parallel: bool, force: bool,

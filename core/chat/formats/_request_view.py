@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ...grammar.json_schema import SchemaNode, may_be_string, schema_from_json_lenient
+from ...grammar.json_schema import SchemaNode, may_be_string, schema_from_json_lenient, value_types
+from ..repairs import NULLABLE_NULL
 from ..request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 from .. import prompt as _prompt
 from ...jinja.template import apply_template
@@ -205,7 +206,12 @@ def param_nodes(spec: ToolSpec) -> list[tuple[str, SchemaNode, bool]]:
 def string_or_json_params(p: Any, spec: ToolSpec, param_open: str, param_end: str, string_value: Any) -> Any:
     """The parameters of one call written ``PARAM_OPEN name="K">VALUE PARAM_END``, in any order with optional
     space after each (llama.cpp's MiniCPM5 and Muse Glimmer): ``string_value`` (which reads its own close) for a
-    parameter that may be a string, else JSON checked against its schema."""
+    parameter that may be a string, else JSON checked against its schema. Repair ``nullable-null``: for a
+    parameter that may also be null, the text ``null`` alone up to ``param_end`` is JSON null (tried first,
+    widened once the tree is built: the grammar stays llama.cpp's)."""
+    def named(pname: str) -> Any:
+        return p.literal(param_open + ' name="') + p.tool_arg_name(p.literal(pname)) + p.literal('">')
+
     arg_rules = []
     for j, (pname, node, _) in enumerate(param_nodes(spec)):
         if may_be_string(node):
@@ -213,6 +219,10 @@ def string_or_json_params(p: Any, spec: ToolSpec, param_open: str, param_end: st
         else:
             value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{spec.index}-arg-{j}-schema", node))
                      + p.tool_arg_close(p.literal(param_end)))
-        name = p.literal(param_open + ' name="') + p.tool_arg_name(p.literal(pname)) + p.literal('">')
-        arg_rules.append(p.tool_arg(p.tool_arg_open(name) + value))
+        arg = p.tool_arg(p.tool_arg_open(named(pname)) + value)
+        if may_be_string(node) and NULLABLE_NULL in p.repairs and "null" in value_types(node):
+            p.late.append(lambda arg=arg, pname=pname: p.widen_late(arg, NULLABLE_NULL, lambda _: p.tool_arg(
+                p.tool_arg_open(named(pname)) + p.tool_arg_json_value(p.literal("null"))
+                + p.tool_arg_close(p.literal(param_end))), first=True))
+        arg_rules.append(arg)
     return p.zero_or_more(p.choice(*arg_rules) + p.space()) if arg_rules else p.eps()
