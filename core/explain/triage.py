@@ -1178,6 +1178,46 @@ def _closer_without_opener(setup: _Setup, out: str, msg: dict[str, Any], r_start
             "generation prompt; this template, which renders no reasoning at all, is not the model's")
 
 
+_AFFIX_TOKENS = 64           # distinct markup tokens of the output compared with the template's markers
+_SPECIAL_PIECE = re.compile(r"[|｜▁<>]")
+
+
+def _marker_affix(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> tuple[str, list[str], str] | None:
+    """A template whose markers all carry a piece the model never writes: the output writes markup tokens that are
+    the template's markers each with one and the same piece left out (``<tool_calls>`` for
+    ``<tool_calls:opensource>``, ``</think>`` for ``</think:opensource>``), the template writes that piece in at least
+    two of its markers, and the output never writes it. One slip of one marker is an omitted marker; the same piece
+    missing from a family of markers is a template whose markers are not the model's (a variant's suffix). A piece
+    of a special token (``｜DSML｜``, a ``|``) is a stripped token, not this. ``(piece, written tokens, evidence)``
+    or None; at most 64 tokens against the markers, no parse."""
+    r_start, r_ends = reasoning_markers(bundle)
+    own = {m for m in ctx["all_markers"] | set(ctx["markers"]) | set(ctx["closers"])
+           | {x.strip(_WS) for x in [r_start] + r_ends} if m and m.startswith("<") and len(m) <= 80}
+    if not own:
+        return None
+    written = list(dict.fromkeys(m.group(0) for m in itertools.islice(_TOKEN.finditer(out[:_SHAPE_CHARS]),
+                                                                        4 * _AFFIX_TOKENS)))[:_AFFIX_TOKENS]
+    pieces: dict[str, list[tuple[str, str]]] = {}
+    for t in written:
+        if t in own or not t.endswith(">"):
+            continue
+        for m in sorted(own):
+            piece = _inserted_piece(Edit("replace", 0, t, m))
+            if piece and piece == piece.strip(_WS) and len(piece) >= 2 and not _SPECIAL_PIECE.search(piece):
+                pieces.setdefault(piece, []).append((t, m))
+    for piece, pairs in sorted(pieces.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        carrying = sorted(m for m in own if piece in m)
+        if len(carrying) < 2 or piece in out:
+            continue
+        shown = ", ".join(f"{_q(t)} for {_q(m)}" for t, m in pairs[:3])
+        return piece, [t for t, _ in pairs], (
+            f"the output writes {shown}: the template's markers each without {_q(piece)}, which the template writes "
+            f"in {len(carrying)} of its markers ({', '.join(_q(m) for m in carrying[:3])}) and the output never "
+            "writes — not a slip of one marker but a template whose markers are not the ones the model was trained "
+            f"with (a variant of its template, its markers suffixed with {_q(piece)})")
+    return None
+
+
 def _reasoning_from_prompt_only(ex: Any, bundle: Any, ctx: dict[str, Any]) -> bool:
     """The message holds reasoning that only the generation prompt opened: the output writes neither the
     reasoning's opener nor a closer of it (a call opener that also ends the reasoning does not count)."""
@@ -1455,6 +1495,13 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         if bare:
             ctx["restored"] = bare[0]
             return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [bare[1]]
+    affix = _marker_affix(setup, bundle, out, ctx)
+    if affix:
+        ctx["affix"] = affix[0]
+        ctx["why_none"] = (
+            f"the template's markers carry {_q(affix[0])}, which the model does not write, and no patch that takes it "
+            "out of the template re-parses this output to a clean message: the model's own template is needed")
+        return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [affix[2]]
     opened = bool(r_start) and gp.endswith(r_start)
     if opened and reasoning and not content and not msg.get("tool_calls") and r_ends:
         closer = _stripped_reasoning_closer(setup, bundle, out, r_start, r_ends)
@@ -3803,6 +3850,10 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                              f"{what}: it reads the call(s), but the parse is still not clean{left} (a second fault "
                              "of the output, which no change of ours reads)",
                              {"repairs": fired} if fired else {"fidelity": "improved"}, message, 8))
+    if ctx.get("affix"):
+        fix = _affix_fix(setup, bundle, ex, ctx["affix"], budget)
+        if fix is not None:
+            out.append(fix)
     # a template edit from the nearest output's edits: make the template render what the model wrote
     if near:
         patch = _template_patch(setup, near[0], ex.output)
@@ -3935,6 +3986,59 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                "parse clean either: the server must stop at the call's end (the format's end-of-call / end-of-turn "
                "token as a stop) and the model be re-run")
     return uniq, why
+
+
+def _affix_fix(setup: _Setup, bundle: Any, ex: Any, piece: str, budget: _Budget) -> RankedFix | None:
+    """The template patched to write its markers without ``piece`` (every place the source writes it), re-analysed
+    and re-parsed: offered when the output then parses clean to another message with none of the patched markers
+    left in its text — at this fidelity, else with the fewest tolerance repairs that read the same message (the
+    model's own slips beside the template's suffix). At most four parses."""
+    from ..jinja.template import ChatTemplate
+
+    src = _src(setup)
+    if piece not in src:
+        return None     # (written once, in a variable every marker is built from, is one place)
+    try:
+        t2 = ChatTemplate(src.replace(piece, ""), getattr(setup.template, "name", ""))
+    except Exception:  # noqa: BLE001 - a patched template that does not build is not offered
+        return None
+    plain = [m.replace(piece, "") for m in _format_markers(getattr(getattr(bundle, "report", None), "analysis",
+                                                                      None), bundle) | {
+        x.strip(_WS) for x in [reasoning_markers(bundle)[0]] + reasoning_markers(bundle)[1] if x} if piece in m]
+
+    def fixed(p: _Parsed) -> bool:
+        text = (p.message.content or "") + (p.message.reasoning_content or "")
+        return p.clean and p.message.to_openai() != ex.message and not any(m in text for m in plain) \
+            and len(p.message.tool_calls) >= len(ex.message.get("tool_calls") or [])
+
+    base = replace(setup, overrides={}, disabled=())
+    tries: list[tuple[str, ...] | None] = [None, tuple(TOLERANCE_REPAIRS)]
+    while tries and budget.take(len(ex.output)):
+        repairs = tries.pop(0)
+        try:
+            p = _parse(base, ex.output, template=t2, repairs=repairs)
+        except Exception:  # noqa: BLE001 - a patched template that does not render is not offered
+            return None
+        if not fixed(p):
+            continue
+        fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in p.message.repairs) if n] \
+            if repairs is not None else []
+        if repairs is not None and fired and tuple(fired) != repairs:
+            tries = [tuple(fired)]     # the repairs that fired, alone: the message must stay the same
+            whole = p.message.to_openai()
+            while tries and budget.take(len(ex.output)):
+                q = _parse(base, ex.output, template=t2, repairs=tries.pop(0))
+                if fixed(q) and _same(q.message.to_openai(), whole):
+                    p = q
+        change: dict[str, Any] = {"template_patch": [[piece, ""]]}
+        if repairs is not None:
+            change.update({"repairs": fired} if fired else {"fidelity": "improved"})
+        return RankedFix(TriageFixKind.TEMPLATE, f"patch the template: write its markers without {_q(piece)} "
+                         f"({src.count(piece)} place(s)), as the model writes them"
+                         + (", and switch on " + ", ".join(f"`{n}`" for n in fired) if fired else
+                            ", at improved fidelity" if repairs is not None else ""),
+                         change, p.message.to_openai(), 5)
+    return None
 
 
 def _cut_kept_tokens(setup: _Setup, output: str, fixes: list[RankedFix], ok: Any, budget: _Budget,
