@@ -1218,6 +1218,50 @@ def _marker_affix(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> 
     return None
 
 
+_LITERAL = re.compile(r"'([^'\\\n{}%]{1,80})'|\"([^\"\\\n{}%]{1,80})\"")
+
+
+def _prompt_open_patch(setup: _Setup, opener: str, ctx: dict[str, Any]) -> tuple[list[list[str]], _Setup] | None:
+    """A template patch that makes the generation prompt end with ``opener`` + a line break: the last quoted
+    literal after the ``add_generation_prompt`` switch that the rendered prompt ends with, written with the opener
+    added; kept only when the patched template renders this request's prompt exactly as before plus the opener.
+    At most three literals tried (one render each); only the template's own text and the opener (a closer the
+    source writes, turned into its opener) go into the patch; cached per triage."""
+    if "open_patch" in ctx:
+        return ctx["open_patch"]
+    ctx["open_patch"] = None
+    from ..chat.prompt import prepare_request, render_prompt
+    from ..jinja.template import ChatTemplate
+
+    src = _src(setup)
+    tail = src.rfind("add_generation_prompt")
+    if tail < 0 or not re.fullmatch(r"<[A-Za-z_][\w:\-]{0,40}>", opener):
+        return None
+    try:
+        prep = prepare_request(setup.template, setup.request)
+        before = render_prompt(prep)
+    except Exception:  # noqa: BLE001 - a prompt that does not render gives no patch
+        return None
+    lits = [m for m in _LITERAL.finditer(src, tail) if before.endswith(m.group(1) or m.group(2))]
+    for m in reversed(lits[-3:]):
+        end = m.end()
+        while src.count(src[m.start():end]) > 1 and end - m.end() < 60 and end < len(src):
+            end += 1        # (written as the shortest text from the literal on that occurs once)
+        old = src[m.start():end]
+        new = src[m.start():m.end() - 1] + opener + "\\n" + src[m.end() - 1:end]
+        if src.count(old) != 1:
+            continue
+        try:
+            t2 = ChatTemplate(src.replace(old, new), getattr(setup.template, "name", ""))
+            after = render_prompt(replace(prep, template=t2))
+        except Exception:  # noqa: BLE001
+            continue
+        if after == before + opener + "\n":
+            ctx["open_patch"] = ([[old, new]], replace(setup, template=t2))
+            break
+    return ctx["open_patch"]
+
+
 def _reasoning_from_prompt_only(ex: Any, bundle: Any, ctx: dict[str, Any]) -> bool:
     """The message holds reasoning that only the generation prompt opened: the output writes neither the
     reasoning's opener nor a closer of it (a call opener that also ends the reasoning does not count)."""
@@ -1648,7 +1692,13 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"after the first call the output repeats {_q(seg)} {copies} more time(s) up to its end: "
             "the model did not stop after the call — the server did not stop generation at the call's end (the "
             "format's end-of-call / end-of-turn token as a stop), so it kept writing copies until max_tokens"]
-    placeholder = _probe_placeholder(bundle)
+    bare = out
+    for x in [r_start] + r_ends:
+        bare = bare.replace(x.strip(_WS), "") if x.strip(_WS) else bare
+    placeholder = _probe_placeholder(bundle) if msg.get("tool_calls") or setup.request.tools \
+        or _call_like(bare, ctx["names"]) else None
+    # (the tool format's artefact says nothing of an output that writes no call and only reasoning markers, under
+    # a request that offers no tools: the reasoning rules below read it)
     if placeholder:
         # the analysis kept the probe's own names in a marker: what it learned is an artefact of its renders
         # (llama.cpp's Jinja leaving `%s` unformatted, a probe value copied into a marker) — no format was found
@@ -1744,13 +1794,15 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         return Mistake.REOPENED_REASONING, ev
     ends = [e for e in r_ends if e in out and e not in ctx["markers"] and e not in ctx["all_markers"]]
     end_at = min((out.find(e) for e in ends), default=-1)
-    if r_start and ends and r_start not in out and end_at > 0 and out[:end_at].strip(_WS) and not absorbed \
-            and r_start not in gp:
+    if r_start and ends and r_start not in out and end_at >= 0 and (out[:end_at].strip(_WS) or ex.clean) \
+            and not absorbed and r_start not in gp:
+        # (the closer first, with nothing before it, is an empty reasoning closed: the same setting)
         end = next(e for e in ends if out.find(e) == end_at)
         ev.append(f"the output closes the reasoning with {_q(end)} but never opens it with {_q(r_start)}, and the "
                   "generation prompt does not open it either: the model reasons from its first token as if the "
                   "prompt had opened the block (the prompt it was trained with does); no decoder dropped "
                   f"{_q(r_start)}, since it kept {_q(end)}, the other marker of the pair")
+        ctx["open_reasoning"] = r_start.strip(_WS)
         return Mistake.REASONING_SETTING, ev
     if reasoning and not content and not msg.get("tool_calls") and r_ends and not any(e in out for e in r_ends):
         lead = [m for m in ctx["markers"] if m and m in reasoning]
@@ -3850,6 +3902,20 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                              f"{what}: it reads the call(s), but the parse is still not clean{left} (a second fault "
                              "of the output, which no change of ours reads)",
                              {"repairs": fired} if fired else {"fidelity": "improved"}, message, 8))
+    if ctx.get("open_reasoning"):
+        patch = _prompt_open_patch(setup, ctx["open_reasoning"], ctx)
+        if patch is not None and budget.take(len(ex.output)):
+            try:
+                p = _parse(replace(patch[1], overrides={}, disabled=()), ex.output)
+                closer = "</" + ctx["open_reasoning"][1:]
+                if ok(p) and closer not in (p.message.content or "") + (p.message.reasoning_content or "") \
+                        and (p.message.reasoning_content or "").strip(_WS) + (p.message.content or "").strip(_WS):
+                    out.append(RankedFix(TriageFixKind.TEMPLATE, f"patch the template: its generation prompt opens "
+                                         f"the reasoning with {_q(ctx['open_reasoning'])} (write "
+                                         f"{_q(patch[0][0][1], 60)} for {_q(patch[0][0][0], 60)})",
+                                         {"template_patch": patch[0]}, p.message.to_openai(), 2))
+            except Exception:  # noqa: BLE001 - a patched template that does not build is not offered
+                pass
     if ctx.get("affix"):
         fix = _affix_fix(setup, bundle, ex, ctx["affix"], budget)
         if fix is not None:
