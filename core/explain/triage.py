@@ -1667,6 +1667,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             "writes none, the prompt neither), and no repair reads a reasoning this template never has — the "
             "template the model was trained with (one whose generation prompt opens the reasoning) is needed")
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [lone]
+    kept = _stop_token_after_answer(setup, ex)
+    if kept:
+        ctx["stripped_output"] = kept[0]
+        return Mistake.TRAILING_TEXT, ev + [kept[1]]
     again = _prompt_tail_repeated(ex, setup, ctx) if ex.clean and not msg.get("tool_calls") else None
     if again:
         ctx["thinking_fix"] = again[0]
@@ -1735,6 +1739,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     ended = _end_token_then_more(setup, ex, ctx)
     if ended:
         return Mistake.TRAILING_TEXT, ev + [ended]
+    ran_on = _turn_run_on(ex)
+    if ran_on:
+        ctx["stop_at"] = ex.stop.output_pos
+        return Mistake.TRAILING_TEXT, ev + [ran_on]
     tail = _trailing_token(out, near, setup) if near else ""
     if tail:        # what the nearest output deletes names it before a reading of the stop point ("a second call")
         ctx["trailing_token"] = True
@@ -1980,6 +1988,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             if f'"{alias}"' in text and ctx["args_key"] and alias != ctx["args_key"]:
                 return Mistake.FIELD_ALIAS, ev + [f"the model writes {_q(alias)} where the template writes "
                                                   f"{_q(ctx['args_key'])}"]
+        member = _member_for_key(ex, out, ctx)
+        if member:
+            return Mistake.FIELD_ALIAS, ev + [member]
         return Mistake.FOREIGN_WRAPPER, ev
     tok = _TOKEN.search(text)
     invented = _invented_opener(out, text, setup, ctx)
@@ -2412,6 +2423,73 @@ def _end_token_then_more(setup: _Setup, ex: Any, ctx: dict[str, Any]) -> str:
     return (f"after the complete call the model writes {_q(tok.group(0))}, the token the template's render of a call "
             "writes to end the call turn (a server stops generation there and strips it), and goes on: "
             f"{_q(rest, 30)} is text after the turn the format ends")
+
+
+def _turn_run_on(ex: Any) -> str:
+    """Evidence when the parse read the calls and stopped at a control token after which the output writes the
+    generation prompt again (``<|eom_id|><|start_header_id|>assistant<|end_header_id|>``): the model ended its
+    turn and went on into a next assistant turn of its own, which nothing stopped. ``""`` otherwise."""
+    gp = ex.generation_prompt.strip(_WS)
+    if ex.stop is None or not ex.message.get("tool_calls") or len(gp) < 4:
+        return ""
+    tok = _SPECIAL_SHAPE.match(ex.output, ex.stop.output_pos)
+    if not tok or gp not in ex.output[tok.end():tok.end() + _SHAPE_CHARS]:
+        return ""
+    return (f"after the complete call the model writes {_q(tok.group(0))} and then the generation prompt "
+            f"{_q(gp, 40)} again: it ended its turn and went on into a next assistant turn of its own (generation "
+            "was not stopped at the end of the call turn), all of which is text after what the format reads")
+
+
+def _stop_token_after_answer(setup: _Setup, ex: Any) -> tuple[str, str] | None:
+    """``(output without it, evidence)`` when a clean answer with no call ends with a control token that the
+    template writes right after an assistant turn (the end-of-turn texts derived from its renders,
+    :func:`core.chat.samples.end_of_turn_candidates`: gpt-oss's ``<|return|>``, ``<|im_end|>``) and the parse keeps
+    in the content: the server returned the stop token it stops on (improved fidelity's ``trailing-end-of-turn``
+    cuts it). A few renders."""
+    from ..chat.samples import end_of_turn_candidates
+
+    content = ex.message.get("content") or ""
+    tail = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r")\s*$", content)
+    if not ex.clean or ex.message.get("tool_calls") or tail is None or not content[:tail.start()].strip(_WS) \
+            or not ex.output.rstrip(_WS).endswith(tail.group(0).strip(_WS)):
+        return None
+    tok = tail.group(0).strip(_WS)
+    try:
+        ends = end_of_turn_candidates(setup.template, setup.request)
+    except Exception:  # noqa: BLE001 - a template that does not render a reply gives no evidence
+        return None
+    if not any(e.strip(_WS).startswith(tok) for e in ends):
+        return None
+    cut = ex.output.rstrip(_WS)
+    return cut[:len(cut) - len(tok)], (
+        f"the answer ends with {_q(tok)}, the control token the template writes right after an assistant turn (the "
+        "end of the turn, where a server stops generation and strips the token), kept in the content: the server "
+        "returned its stop token")
+
+
+_QUOTED_KEY = re.compile(r'"[^"\\\n]{1,64}"')
+
+
+def _member_for_key(ex: Any, out: str, ctx: dict[str, Any]) -> str:
+    """Evidence when the parse stopped inside a JSON call object written right after one of the template's own call
+    openers, expecting one of its keys and finding another key there (``"point"`` where it writes
+    ``"arguments"``): the call object has a member the template's call never has — the opener is the template's,
+    so no wrapper. ``""`` otherwise."""
+    stop = ex.stop
+    if stop is None or not _QUOTED_KEY.match(stop.found or ""):
+        return ""
+    wanted = [e.strip("`") for e in stop.expected if _QUOTED_KEY.fullmatch(e.strip("`"))]
+    found = _QUOTED_KEY.match(stop.found).group(0)
+    if not wanted or found in wanted:
+        return ""
+    start = out.rfind("{", 0, stop.output_pos)
+    head = out[:start].strip(_WS) if start >= 0 else ""
+    own = [m for m in ctx["markers"] if m and head.endswith(m)]
+    if not own:
+        return ""
+    return (f"inside the template's own call opener {_q(own[0])} the call object writes {_q(found)} where the "
+            f"template's call writes {_q(wanted[0])}: a member the template's call never has (the arguments written "
+            "beside the name, not inside the template's key) — the opener is the template's, not a wrapper")
 
 
 def _prompt_key_order(setup: _Setup, order: list[str]) -> str:
@@ -3627,6 +3705,8 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             return False
         if p.message.tool_calls:
             return not any(x and x in (p.message.content or "") for x in markers)
+        if ctx.get("stripped_output") is not None:     # (a kept stop token: the reply without it)
+            return not _SPECIAL_SHAPE.search(p.message.content or "")
         return not cur.get("tool_calls") and mistake in (Mistake.REASONING_SETTING, Mistake.REOPENED_REASONING,
                                                         Mistake.SPECIAL_TOKENS_STRIPPED)
 
@@ -4007,6 +4087,22 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                      p.message.to_openai(), 4))
         except Exception:  # noqa: BLE001 - no parser, no fix
             pass
+    if mistake == Mistake.TRAILING_TEXT and ctx.get("stripped_output") is not None \
+            and budget.take(len(ctx["stripped_output"])):
+        restored = ctx["stripped_output"]
+        try:
+            p = _parse(setup, restored)
+            if p.clean and p.message.to_openai() != cur and not _SPECIAL_SHAPE.search(p.message.content or ""):
+                out.append(RankedFix(TriageFixKind.SERVER, "stop at the end-of-turn token and do not return it (the "
+                                     "server's stop list / skip_special_tokens): the output then ends "
+                                     + _q(restored[-30:]), {"server": "strip-stop-token", "output": restored},
+                                     p.message.to_openai(), 4))
+        except Exception:  # noqa: BLE001 - no parser, no fix
+            pass
+    if mistake == Mistake.TRAILING_TEXT and ctx.get("stop_at") is not None:
+        fix = _stop_at_turn_end(setup, ex, ctx["stop_at"], budget)
+        if fix is not None:
+            out.append(fix)
     if mistake == Mistake.TRAILING_TEXT and ctx.get("repeat"):
         out = [f for f in out if ctx["repeat"][1] not in (f.message.get("content") or "")]   # leaves the copies
         stop = _stop_after_call(setup, ex.output, ctx["repeat"], budget)
@@ -4104,6 +4200,42 @@ def _affix_fix(setup: _Setup, bundle: Any, ex: Any, piece: str, budget: _Budget)
                          + (", and switch on " + ", ".join(f"`{n}`" for n in fired) if fired else
                             ", at improved fidelity" if repairs is not None else ""),
                          change, p.message.to_openai(), 5)
+    return None
+
+
+def _stop_at_turn_end(setup: _Setup, ex: Any, at: int, budget: _Budget) -> RankedFix | None:
+    """The output cut where the parse stopped after the calls (the turn's end), re-parsed: at this fidelity, else
+    with the fewest tolerance repairs that read it clean (a second slip of the call, such as a control token before
+    it). Offered when it parses clean to the same calls with no control token left in the content. At most three
+    parses."""
+    cut = ex.output[:at]
+    calls = _calls_of(ex.message)
+    tries: list[tuple[str, ...] | None] = [None, tuple(TOLERANCE_REPAIRS)]
+    while tries and budget.take(len(cut)):
+        repairs = tries.pop(0)
+        try:
+            p = _parse(setup, cut, repairs=repairs)
+        except Exception:  # noqa: BLE001 - no parser, no fix
+            return None
+        content = p.message.content or ""
+        if not (p.clean and p.message.tool_calls and _calls_of(p.message.to_openai()) == calls
+                and not _SPECIAL_SHAPE.search(content) and not content.strip(_WS)):
+            continue
+        fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in p.message.repairs) if n] \
+            if repairs is not None else []
+        change: dict[str, Any] = {"server": "stop-after-call", "output": cut}
+        if repairs is not None:
+            if fired and budget.take(len(cut)):
+                q = _parse(setup, cut, repairs=tuple(fired))
+                if q.clean and _same(q.message.to_openai(), p.message.to_openai()):
+                    p = q
+                else:
+                    fired = list(repairs)
+            change.update({"repairs": fired} if fired else {"fidelity": "improved"})
+        return RankedFix(TriageFixKind.SERVER, "stop generation at the end of the call turn (its end token as a "
+                         "stop sequence): the output then ends " + _q(cut[-30:])
+                         + (", with " + ", ".join(f"`{n}`" for n in fired) + " for the call's own slip" if fired
+                            else ""), change, p.message.to_openai(), 4)
     return None
 
 
