@@ -1667,6 +1667,16 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             "writes none, the prompt neither), and no repair reads a reasoning this template never has — the "
             "template the model was trained with (one whose generation prompt opens the reasoning) is needed")
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [lone]
+    result = _tool_result_markers(setup, msg, ctx) if ex.clean else []
+    if result:
+        ctx["why_none"] = (
+            f"no repair, override or fidelity of ours takes {_q(result[0])} out of an answer: it is a marker the "
+            "template writes around a tool's result, not markup of the reply's format — only the model's output (or a "
+            "server that drops those tokens) can change")
+        return Mistake.FOREIGN_WRAPPER, ev + [
+            f"the answer keeps {', '.join(_q(t) for t in result[:2])}, control tokens the template writes only around "
+            "a tool's result (its render of a tool turn), never in a reply: the model wraps text of its answer in the "
+            "tool-result markers, and the parse leaves them in the content"]
     kept = _stop_token_after_answer(setup, ex)
     if kept:
         ctx["stripped_output"] = kept[0]
@@ -2492,6 +2502,40 @@ def _member_for_key(ex: Any, out: str, ctx: dict[str, Any]) -> str:
             "beside the name, not inside the template's key) — the opener is the template's, not a wrapper")
 
 
+def _tool_result_markers(setup: _Setup, msg: dict[str, Any], ctx: dict[str, Any]) -> list[str]:
+    """The control tokens a clean answer (no call) keeps in its content that the template writes only around a
+    tool's result: each is within 40 characters of the result in the template's render of a tool turn (an
+    assistant call, then a tool message), appears in no render of a plain reply, and is no marker of the format
+    (DeepSeek's ``<｜tool▁output▁begin｜>`` in an answer). ``[]`` otherwise; two renders."""
+    from ..jinja.template import apply_template
+
+    content = msg.get("content") or ""
+    if msg.get("tool_calls") or len(content) > _STRIPPED_CHARS:
+        return []
+    kept = list(dict.fromkeys(m.group(0) for m in _SPECIAL_SHAPE.finditer(content)))[:16]
+    own = ctx["all_markers"] | set(ctx["markers"]) | set(ctx["closers"])
+    kept = [t for t in kept if t not in own and t in _src(setup)]
+    if not kept:
+        return []
+    tools = list(setup.request.tools or []) or [tool_stub("f")]
+    name = tools[0].get("function", {}).get("name") or "f"
+    user = [{"role": "user", "content": "hi"}]
+    turn = user + [{"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "id": "call_1", "function": {"name": name, "arguments": {}}}]},
+                   {"role": "tool", "tool_call_id": "call_1", "content": "R0"}]
+    try:
+        with_result = apply_template(setup.template, turn, tools, add_generation_prompt=False)
+        reply = apply_template(setup.template, user + [{"role": "assistant", "content": "V0"}], tools,
+                               add_generation_prompt=False)
+    except Exception:  # noqa: BLE001 - a template that does not render a tool turn gives no evidence
+        return []
+    at = with_result.find("R0")
+    if at < 0:
+        return []
+    near = with_result[max(0, at - 40):at + 42]
+    return [t for t in kept if t in near and t not in reply]
+
+
 def _prompt_key_order(setup: _Setup, order: list[str]) -> str:
     """The text of the template's rendered prompt (a user turn and the generation prompt, with the request's
     tools) where a JSON object names the keys ``order`` in that order (``{"arguments": <args-dict>, "name": …``),
@@ -2633,18 +2677,25 @@ def _call_like(out: str, names: list[str]) -> bool:
     return False
 
 
+_NAMING_TAG = re.compile(r"<([A-Za-z_][\w\-]{0,40})(?:=|\s{1,4}name=\"?)([A-Za-z_][\w.\-]{0,64})")
+
+
 def _foreign_to_unfound_format(setup: _Setup, out: str, ctx: dict[str, Any]) -> str:
     """Evidence that a JSON call in ``out`` is another family's format although the analysis did not find the
     template's: the template's source writes special-shaped control tokens near ``tool_calls``, the output
     holds none of them, and improved fidelity (whose analysis finds more formats, with every repair on) reads no
     call either — so the analysis gap is not what keeps the call unread. ``""`` when that does not hold."""
-    name = _json_call_name(out) if len(out) <= TRIAGE_CHARS // 8 else None    # one more parse: bounded input
+    if len(out) > TRIAGE_CHARS // 8:
+        return ""       # one more parse: bounded input
+    name, how = _json_call_name(out), "as a JSON object"
     if name is None:
-        return ""
+        # (or in tags naming a declared tool, `<function=get_weather>`: another family's XML call)
+        tag = next((m for m in itertools.islice(_NAMING_TAG.finditer(out), 16) if m.group(2) in ctx["names"]), None)
+        if tag is None:
+            return ""
+        name, how = tag.group(2), f"in tags ({_q(tag.group(0))})"
     src = getattr(setup.template, "source", "") or ""
-    at = src.find("tool_calls")
-    if at < 0:
-        return ""
+    at = max(src.find("tool_calls"), 0)     # (a template that renders no calls may still describe its format)
     tokens = list(dict.fromkeys(m.group(0) for m in _SPECIAL_SHAPE.finditer(src, at) if "tool" in m.group(0)))
     if not tokens or any(t in out for t in tokens):
         return ""
@@ -2655,8 +2706,8 @@ def _foreign_to_unfound_format(setup: _Setup, out: str, ctx: dict[str, Any]) -> 
         return ""
     if p.message.tool_calls:
         return ""
-    return (f"the output writes the call as a JSON object naming {_q(name)}; the template's source writes "
-            f"{', '.join(_q(t) for t in tokens[:3])} after `tool_calls`, none of which the output holds, and at "
+    return (f"the output writes the call {how} naming {_q(name)}; the template's source writes "
+            f"{', '.join(_q(t) for t in tokens[:3])} for its calls, none of which the output holds, and at "
             "improved fidelity (every repair on) the call is still not read: the model writes another family's "
             "format, whatever the analysis found")
 
