@@ -1797,3 +1797,49 @@ def test_a_prompt_opener_written_by_a_macro_call_is_patched_out_by_dropping_that
     assert patch is not None and patch[0] == [["{{- open_tag('think' if thinking else 'response') -}}", ""]]
     msg, _ = apply_fix(t, req, case["input"], {"template_patch": patch[0]})
     assert msg == tg.fixes[0].message == {"role": "assistant", "content": "answer", "reasoning_content": "step"}
+
+
+def _row(set_name: str, case_id: str) -> dict:
+    return next(c for c in SETS[set_name] if c["id"] == case_id)
+
+
+@pytest.mark.parametrize("set_name, case_id, mistake, said, change", [
+    # the template's markers all suffixed `:opensource`, the model's plain: a template/model mismatch, patched out
+    ("kept11.jsonl", "kept10-vllm-hy3-zero-arg-inline", Mistake.TEMPLATE_MODEL_MISMATCH,
+     "the template's markers each without `:opensource`",
+     {"template_patch": [[":opensource", ""]], "repairs": ["tag-whitespace"]}),
+    ("kept11.jsonl", "kept10-vllm-hy3-reasoning-multiline", Mistake.TEMPLATE_MODEL_MISMATCH,
+     "`</think>` for `</think:opensource>`", {"template_patch": [[":opensource", ""]]}),
+    # a reasoning closer first, no opener anywhere: the prompt the model was served with opened the reasoning
+    ("kept11.jsonl", "kept10-trtllm-deepseek-r1-reasoning-2", Mistake.REASONING_SETTING,
+     "closes the reasoning with `</think>` but never opens it",
+     {"template_patch": [["'<｜Assistant｜>'}", "'<｜Assistant｜><think>\\n'}"]]}),
+    # the stop token the template writes after a reply, kept in a clean answer
+    ("kept12.jsonl", "kept12-vllm-23694-gptoss-finetune-final-channel-return-token", Mistake.TRAILING_TEXT,
+     "the control token the template writes right after an assistant turn",
+     {"server": "strip-stop-token", "output": '<|channel|>final<|message|>{"issues":[]}'}),
+    # a call turn that runs on into the generation prompt again
+    ("kept12.jsonl", "kept12-vllm-13530-llama31-405b-runs-past-eom", Mistake.TRAILING_TEXT,
+     "went on into a next assistant turn of its own",
+     {"server": "stop-after-call", "output": '<|python_tag|>{"name": "get_weather", "parameters": {"location": '
+      '"San Francisco, CA", "unit": "fahrenheit"}}', "repairs": ["python-code-markers"]}),
+    # a foreign member right inside the template's own `<tool_call>`: no wrapper
+    ("kept12.jsonl", "kept12-qwen3vl-870-qwen25vl-72b-alembic-for-closer", Mistake.FIELD_ALIAS,
+     "a member the template's call never has", None),
+    # markers the template writes only around a tool's result, kept in an answer
+    ("kept11.jsonl", "kept10-ollama-deepseek-tool-output", Mistake.FOREIGN_WRAPPER,
+     "control tokens the template writes only around a tool's result", None),
+    # another family's XML call under a template that renders no calls
+    ("kept11.jsonl", "kept10-ollama-granite-thinking-tool-call", Mistake.TEMPLATE_MODEL_MISMATCH,
+     "in tags (`<function=get_weather`) naming `get_weather`", None),
+])
+def test_the_thirteenth_rounds_rules(set_name, case_id, mistake, said, change):
+    """Each rule of the thirteenth round on a row it reads (docs/explain.md "Thirteenth round of rules"): the mistake,
+    its evidence, and the fix it offers (re-parsed) — or none, with the reason given."""
+    _, tg = _run(_row(set_name, case_id))
+    assert tg.mistake == mistake
+    assert any(said in e for e in tg.evidence), tg.evidence
+    if change is None:
+        assert not tg.fixes and tg.no_fix
+    else:
+        assert any(f.change == change for f in tg.fixes), [f.change for f in tg.fixes]
