@@ -30,7 +30,10 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from ..chat.prompt import prepare_request, render_prompt
 from ..chat.repairs import TOLERANCE_REPAIRS
+from ..chat.samples import end_of_turn_candidates
+from ..jinja.template import ChatTemplate, apply_template
 from .model import MARKER_TOKEN as _TOKEN
 from .model import Cause
 from .model import Setup as _Setup
@@ -1230,8 +1233,6 @@ def _prompt_open_patch(setup: _Setup, opener: str, ctx: dict[str, Any]) -> tuple
     if "open_patch" in ctx:
         return ctx["open_patch"]
     ctx["open_patch"] = None
-    from ..chat.prompt import prepare_request, render_prompt
-    from ..jinja.template import ChatTemplate
 
     src = _src(setup)
     tail = src.rfind("add_generation_prompt")
@@ -2456,8 +2457,6 @@ def _stop_token_after_answer(setup: _Setup, ex: Any) -> tuple[str, str] | None:
     :func:`core.chat.samples.end_of_turn_candidates`: gpt-oss's ``<|return|>``, ``<|im_end|>``) and the parse keeps
     in the content: the server returned the stop token it stops on (improved fidelity's ``trailing-end-of-turn``
     cuts it). A few renders."""
-    from ..chat.samples import end_of_turn_candidates
-
     content = ex.message.get("content") or ""
     tail = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r")\s*$", content)
     if not ex.clean or ex.message.get("tool_calls") or tail is None or not content[:tail.start()].strip(_WS) \
@@ -2507,8 +2506,6 @@ def _tool_result_markers(setup: _Setup, msg: dict[str, Any], ctx: dict[str, Any]
     tool's result: each is within 40 characters of the result in the template's render of a tool turn (an
     assistant call, then a tool message), appears in no render of a plain reply, and is no marker of the format
     (DeepSeek's ``<｜tool▁output▁begin｜>`` in an answer). ``[]`` otherwise; two renders."""
-    from ..jinja.template import apply_template
-
     content = msg.get("content") or ""
     if msg.get("tool_calls") or len(content) > _STRIPPED_CHARS:
         return []
@@ -4206,8 +4203,6 @@ def _affix_fix(setup: _Setup, bundle: Any, ex: Any, piece: str, budget: _Budget)
     and re-parsed: offered when the output then parses clean to another message with none of the patched markers
     left in its text — at this fidelity, else with the fewest tolerance repairs that read the same message (the
     model's own slips beside the template's suffix). At most four parses."""
-    from ..jinja.template import ChatTemplate
-
     src = _src(setup)
     if piece not in src:
         return None     # (written once, in a variable every marker is built from, is one place)
