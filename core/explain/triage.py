@@ -2452,16 +2452,17 @@ def _turn_run_on(ex: Any) -> str:
 
 
 def _stop_token_after_answer(setup: _Setup, ex: Any) -> tuple[str, str] | None:
-    """``(output without it, evidence)`` when a clean answer with no call ends with a control token that the
-    template writes right after an assistant turn (the end-of-turn texts derived from its renders,
+    """``(output without it, evidence)`` when a clean answer with no call ends with a control token (its only one)
+    that the template writes right after an assistant turn (the end-of-turn texts derived from its renders,
     :func:`core.chat.samples.end_of_turn_candidates`: gpt-oss's ``<|return|>``, ``<|im_end|>``) and the parse keeps
     in the content: the server returned the stop token it stops on (improved fidelity's ``trailing-end-of-turn``
     cuts it). A few renders."""
     content = ex.message.get("content") or ""
     tail = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r")\s*$", content)
     if not ex.clean or ex.message.get("tool_calls") or tail is None or not content[:tail.start()].strip(_WS) \
+            or _SPECIAL_SHAPE.search(content[:tail.start()]) \
             or not ex.output.rstrip(_WS).endswith(tail.group(0).strip(_WS)):
-        return None
+        return None     # (other control tokens in the answer: more is unread than a returned stop token)
     tok = tail.group(0).strip(_WS)
     try:
         ends = end_of_turn_candidates(setup.template, setup.request)
