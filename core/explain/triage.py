@@ -2490,8 +2490,8 @@ def _member_for_key(ex: Any, out: str, ctx: dict[str, Any]) -> str:
         return ""
     wanted = [e.strip("`") for e in stop.expected if _QUOTED_KEY.fullmatch(e.strip("`"))]
     found = _QUOTED_KEY.match(stop.found).group(0)
-    if not wanted or found in wanted:
-        return ""
+    if not wanted or found in wanted or found.strip('"') in ("name", ctx["args_key"], *_KEY_ALIASES):
+        return ""       # (one of the call's own keys, or an alias of one, out of order: not a foreign member)
     start = out.rfind("{", 0, stop.output_pos)
     head = out[:start].strip(_WS) if start >= 0 else ""
     own = [m for m in ctx["markers"] if m and head.endswith(m)]
