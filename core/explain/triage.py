@@ -1547,6 +1547,17 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"the template's markers carry {_q(affix[0])}, which the model does not write, and no patch that takes it "
             "out of the template re-parses this output to a clean message: the model's own template is needed")
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [affix[2]]
+    body = _json_body_in_markup(setup, out, msg, ctx, 0, "as the call, in markup or bare") \
+        if not msg.get("tool_calls") and (not ex.clean or (reasoning and not content)) else ""
+    if body:
+        ctx["needs_call"] = True
+        # (before the readings of the reasoning's state: read as the reply or as reasoning, a call in a JSON dialect
+        # the template never renders is read by neither)
+        ctx["why_none"] = (
+            "the model writes its call as JSON, which this template's call format never renders, and no repair, "
+            "request setting or override of ours reads a JSON call in this format — the template the model was "
+            "trained with (one whose calls are JSON) is needed")
+        return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [body]
     opened = bool(r_start) and gp.endswith(r_start)
     if opened and reasoning and not content and not msg.get("tool_calls") and r_ends:
         closer = _stripped_reasoning_closer(setup, bundle, out, r_start, r_ends)
@@ -2865,7 +2876,8 @@ def _declared_params(req: Any) -> dict[str, set[str]]:
     return out
 
 
-def _json_body_in_markup(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[str, Any], start: int) -> str:
+def _json_body_in_markup(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[str, Any], start: int,
+                         where: str = "inside the call markup") -> str:
     """Evidence when the unread output (from ``start``) holds a JSON object standing for a call — a call object
     (``{"name": <offered tool>, "arguments": {…}}``) or the arguments of the tool named just before it (every key
     a declared parameter) — while the template's own render of that very call writes none of its keys as JSON
@@ -2901,7 +2913,7 @@ def _json_body_in_markup(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict
             keys = [k for k in args if isinstance(k, str)]
             if render and not any(re.search(r'"' + re.escape(k) + r'"\s{0,8}:', render) for k in keys) \
                     and not re.search(r'"name"\s{0,8}:', render):
-                return (f"the output writes {what} ({_q(out[at:end], 50)}) inside the call markup, where the "
+                return (f"the output writes {what} ({_q(out[at:end], 50)}) {where}, where the "
                         f"template's own render of that call writes no JSON keys ({_q(render.strip(_WS), 60)}): "
                         "a call format of another dialect (a JSON body), which the template never renders")
         at = out.find("{", end if name else at + 1)
@@ -4173,6 +4185,9 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     for f in out:
         if not any(_same(f.message, u.message) and f.kind == u.kind for u in uniq):
             uniq.append(f)
+    if ctx.get("needs_call"):
+        # the output writes a call: a change that reads it as text (the reply, thinking off) fixes nothing
+        uniq = [f for f in uniq if f.message.get("tool_calls")]
     if ctx.get("restored_reasoning"):
         # the reasoning closer was dropped: a setting that reads the whole text as the answer hides the fault
         uniq = [f for f in uniq if (f.message.get("reasoning_content") or "").strip(_WS)]
