@@ -3776,6 +3776,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     if budget.take(len(ex.output)):
         try:
             imp = _parse(setup, ex.output, repairs=tuple(tolerance))
+            used = tuple(tolerance)     # the set that made imp's message
             fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in imp.message.repairs) if n in tolerance]
             imp_ok = ok(imp)
             if not imp_ok and not imp.message.tool_calls and fired and budget.take(len(ex.output)):
@@ -3784,7 +3785,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 rest = tuple(n for n in tolerance if n not in fired)
                 again = _parse(setup, ex.output, repairs=rest)
                 if ok(again) and again.message.tool_calls:
-                    imp, imp_ok = again, True
+                    imp, imp_ok, used = again, True, rest
                     fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in again.message.repairs)
                              if n in tolerance]
             if imp_ok and not fired:
@@ -3813,8 +3814,17 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                              one.message.to_openai(), len(group)))
                         break
                 else:
+                    # (the repairs that fired are the change only when they alone give this message: a repair that
+                    # shapes the parse without recording itself may be in the set that made it — then that set)
+                    group = used
+                    if tuple(fired) == used:
+                        group = tuple(fired)
+                    elif budget.take(len(ex.output)):
+                        alone_fired = _parse(setup, ex.output, repairs=tuple(fired))
+                        if ok(alone_fired) and _same(alone_fired.message.to_openai(), imp.message.to_openai()):
+                            group = tuple(fired)
                     out.append(RankedFix(TriageFixKind.REPAIR, "switch on the repairs " + ", ".join(
-                        f"`{n}`" for n in fired), {"repairs": fired}, imp.message.to_openai(), len(fired)))
+                        f"`{n}`" for n in group), {"repairs": list(group)}, imp.message.to_openai(), len(group)))
             elif not imp_ok and len(imp.message.tool_calls) > len(cur.get("tool_calls") or []) \
                     and _marker_free(imp.message.to_openai(), bundle) \
                     and imp.stop >= max((ex.output.rfind(c) + len(c) for c in ctx["closers"] if c in ex.output),
