@@ -429,9 +429,10 @@ def _page_fixes(at) -> list[str]:
 
 
 def test_the_playgrounds_template_default_thinking_gives_the_clis_fixes(tmp_path):
-    """kept11's Laguna row leaves enable_thinking unset: the CLI offers call-marker-whitespace alone (thinking on,
-    the page's only choice before, adds call-ends-reasoning). The Playground's three-way choice sends each of
-    template default / on / off, and the Explain page then offers exactly the CLI's fixes for that flag."""
+    """kept11's Laguna row leaves enable_thinking unset: the CLI offers call-marker-whitespace with the template's own
+    thinking default (thinking on, the page's only choice before, adds call-ends-reasoning). The Playground's
+    three-way choice sends each of template default / on / off, and the Explain page then offers exactly the CLI's
+    fixes for that flag."""
     rows = (ROOT / "tests" / "data" / "triage" / "kept11.jsonl").read_text(encoding="utf-8").splitlines()
     row = next(r for r in map(json.loads, rows) if r["id"] == LAGUNA_ID)
     assert row["enable_thinking"] is None
@@ -452,6 +453,8 @@ def test_the_playgrounds_template_default_thinking_gives_the_clis_fixes(tmp_path
         assert json.loads(at.code[0].value)["enable_thinking"] is flag
         seen[shown] = _page_fixes(at)
         assert seen[shown] == _cli_fixes(tmp_path, row, flag), shown
-    assert seen["template default"] == ["1. repair: switch on the repairs `call-marker-whitespace`",
+    # the prompt the template's own default renders is part of the fix (the repair alone reads the call as reasoning)
+    assert seen["template default"] == ["1. repair: switch on the repairs `call-marker-whitespace`, "
+                                        "`template-default-thinking`",
                                         "**Fidelity**: parse at improved fidelity (repaired: call-marker-whitespace)"]
     assert "call-ends-reasoning" in seen["on"][0] and "call-ends-reasoning" not in seen["template default"][0]

@@ -30,7 +30,10 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from ..chat.repairs import TOLERANCE_REPAIRS
+from ..chat.prompt import prepare_request, render_prompt
+from ..chat.repairs import TEMPLATE_DEFAULT_THINKING, TOLERANCE_REPAIRS
+from ..chat.samples import end_of_turn_candidates
+from ..jinja.template import ChatTemplate, apply_template
 from .model import MARKER_TOKEN as _TOKEN
 from .model import Cause
 from .model import Setup as _Setup
@@ -1178,6 +1181,88 @@ def _closer_without_opener(setup: _Setup, out: str, msg: dict[str, Any], r_start
             "generation prompt; this template, which renders no reasoning at all, is not the model's")
 
 
+_AFFIX_TOKENS = 64           # distinct markup tokens of the output compared with the template's markers
+_SPECIAL_PIECE = re.compile(r"[|｜▁<>]")
+
+
+def _marker_affix(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> tuple[str, list[str], str] | None:
+    """A template whose markers all carry a piece the model never writes: the output writes markup tokens that are
+    the template's markers each with one and the same piece left out (``<tool_calls>`` for
+    ``<tool_calls:opensource>``, ``</think>`` for ``</think:opensource>``), the template writes that piece in at least
+    two of its markers, and the output never writes it. One slip of one marker is an omitted marker; the same piece
+    missing from a family of markers is a template whose markers are not the model's (a variant's suffix). A piece
+    of a special token (``｜DSML｜``, a ``|``) is a stripped token, not this. ``(piece, written tokens, evidence)``
+    or None; at most 64 tokens against the markers, no parse."""
+    r_start, r_ends = reasoning_markers(bundle)
+    own = {m for m in ctx["all_markers"] | set(ctx["markers"]) | set(ctx["closers"])
+           | {x.strip(_WS) for x in [r_start] + r_ends} if m and m.startswith("<") and len(m) <= 80}
+    if not own:
+        return None
+    written = list(dict.fromkeys(m.group(0) for m in itertools.islice(_TOKEN.finditer(out[:_SHAPE_CHARS]),
+                                                                        4 * _AFFIX_TOKENS)))[:_AFFIX_TOKENS]
+    pieces: dict[str, list[tuple[str, str]]] = {}
+    for t in written:
+        if t in own or not t.endswith(">"):
+            continue
+        for m in sorted(own):
+            piece = _inserted_piece(Edit("replace", 0, t, m))
+            if piece and piece == piece.strip(_WS) and len(piece) >= 2 and not _SPECIAL_PIECE.search(piece):
+                pieces.setdefault(piece, []).append((t, m))
+    for piece, pairs in sorted(pieces.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        carrying = sorted(m for m in own if piece in m)
+        if len(carrying) < 2 or piece in out:
+            continue
+        shown = ", ".join(f"{_q(t)} for {_q(m)}" for t, m in pairs[:3])
+        return piece, [t for t, _ in pairs], (
+            f"the output writes {shown}: the template's markers each without {_q(piece)}, which the template writes "
+            f"in {len(carrying)} of its markers ({', '.join(_q(m) for m in carrying[:3])}) and the output never "
+            "writes — not a slip of one marker but a template whose markers are not the ones the model was trained "
+            f"with (a variant of its template, its markers suffixed with {_q(piece)})")
+    return None
+
+
+_LITERAL = re.compile(r"'([^'\\\n{}%]{1,80})'|\"([^\"\\\n{}%]{1,80})\"")
+
+
+def _prompt_open_patch(setup: _Setup, opener: str, ctx: dict[str, Any]) -> tuple[list[list[str]], _Setup] | None:
+    """A template patch that makes the generation prompt end with ``opener`` + a line break: the last quoted
+    literal after the ``add_generation_prompt`` switch that the rendered prompt ends with, written with the opener
+    added; kept only when the patched template renders this request's prompt exactly as before plus the opener.
+    At most three literals tried (one render each); only the template's own text and the opener (a closer the
+    source writes, turned into its opener) go into the patch; cached per triage."""
+    if "open_patch" in ctx:
+        return ctx["open_patch"]
+    ctx["open_patch"] = None
+
+    src = _src(setup)
+    tail = src.rfind("add_generation_prompt")
+    if tail < 0 or not re.fullmatch(r"<[A-Za-z_][\w:\-]{0,40}>", opener):
+        return None
+    try:
+        prep = prepare_request(setup.template, setup.request)
+        before = render_prompt(prep)
+    except Exception:  # noqa: BLE001 - a prompt that does not render gives no patch
+        return None
+    lits = [m for m in _LITERAL.finditer(src, tail) if before.endswith(m.group(1) or m.group(2))]
+    for m in reversed(lits[-3:]):
+        end = m.end()
+        while src.count(src[m.start():end]) > 1 and end - m.end() < 60 and end < len(src):
+            end += 1        # (written as the shortest text from the literal on that occurs once)
+        old = src[m.start():end]
+        new = src[m.start():m.end() - 1] + opener + "\\n" + src[m.end() - 1:end]
+        if src.count(old) != 1:
+            continue
+        try:
+            t2 = ChatTemplate(src.replace(old, new), getattr(setup.template, "name", ""))
+            after = render_prompt(replace(prep, template=t2))
+        except Exception:  # noqa: BLE001
+            continue
+        if after == before + opener + "\n":
+            ctx["open_patch"] = ([[old, new]], replace(setup, template=t2))
+            break
+    return ctx["open_patch"]
+
+
 def _reasoning_from_prompt_only(ex: Any, bundle: Any, ctx: dict[str, Any]) -> bool:
     """The message holds reasoning that only the generation prompt opened: the output writes neither the
     reasoning's opener nor a closer of it (a call opener that also ends the reasoning does not count)."""
@@ -1455,6 +1540,24 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         if bare:
             ctx["restored"] = bare[0]
             return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [bare[1]]
+    affix = _marker_affix(setup, bundle, out, ctx)
+    if affix:
+        ctx["affix"] = affix[0]
+        ctx["why_none"] = (
+            f"the template's markers carry {_q(affix[0])}, which the model does not write, and no patch that takes it "
+            "out of the template re-parses this output to a clean message: the model's own template is needed")
+        return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [affix[2]]
+    body = _json_body_in_markup(setup, out, msg, ctx, 0, "as the call, in markup or bare") \
+        if not msg.get("tool_calls") and (not ex.clean or (reasoning and not content)) else ""
+    if body:
+        ctx["needs_call"] = True
+        # (before the readings of the reasoning's state: read as the reply or as reasoning, a call in a JSON dialect
+        # the template never renders is read by neither)
+        ctx["why_none"] = (
+            "the model writes its call as JSON, which this template's call format never renders, and no repair, "
+            "request setting or override of ours reads a JSON call in this format — the template the model was "
+            "trained with (one whose calls are JSON) is needed")
+        return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [body]
     opened = bool(r_start) and gp.endswith(r_start)
     if opened and reasoning and not content and not msg.get("tool_calls") and r_ends:
         closer = _stripped_reasoning_closer(setup, bundle, out, r_start, r_ends)
@@ -1576,6 +1679,20 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             "writes none, the prompt neither), and no repair reads a reasoning this template never has — the "
             "template the model was trained with (one whose generation prompt opens the reasoning) is needed")
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [lone]
+    result = _tool_result_markers(setup, msg, ctx) if ex.clean else []
+    if result:
+        ctx["why_none"] = (
+            f"no repair, override or fidelity of ours takes {_q(result[0])} out of an answer: it is a marker the "
+            "template writes around a tool's result, not markup of the reply's format — only the model's output (or a "
+            "server that drops those tokens) can change")
+        return Mistake.FOREIGN_WRAPPER, ev + [
+            f"the answer keeps {', '.join(_q(t) for t in result[:2])}, control tokens the template writes only around "
+            "a tool's result (its render of a tool turn), never in a reply: the model wraps text of its answer in the "
+            "tool-result markers, and the parse leaves them in the content"]
+    kept = _stop_token_after_answer(setup, ex)
+    if kept:
+        ctx["stripped_output"] = kept[0]
+        return Mistake.TRAILING_TEXT, ev + [kept[1]]
     again = _prompt_tail_repeated(ex, setup, ctx) if ex.clean and not msg.get("tool_calls") else None
     if again:
         ctx["thinking_fix"] = again[0]
@@ -1601,7 +1718,13 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"after the first call the output repeats {_q(seg)} {copies} more time(s) up to its end: "
             "the model did not stop after the call — the server did not stop generation at the call's end (the "
             "format's end-of-call / end-of-turn token as a stop), so it kept writing copies until max_tokens"]
-    placeholder = _probe_placeholder(bundle)
+    bare = out
+    for x in [r_start] + r_ends:
+        bare = bare.replace(x.strip(_WS), "") if x.strip(_WS) else bare
+    placeholder = _probe_placeholder(bundle) if msg.get("tool_calls") or setup.request.tools \
+        or _call_like(bare, ctx["names"]) else None
+    # (the tool format's artefact says nothing of an output that writes no call and only reasoning markers, under
+    # a request that offers no tools: the reasoning rules below read it)
     if placeholder:
         # the analysis kept the probe's own names in a marker: what it learned is an artefact of its renders
         # (llama.cpp's Jinja leaving `%s` unformatted, a probe value copied into a marker) — no format was found
@@ -1638,6 +1761,10 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     ended = _end_token_then_more(setup, ex, ctx)
     if ended:
         return Mistake.TRAILING_TEXT, ev + [ended]
+    ran_on = _turn_run_on(ex)
+    if ran_on:
+        ctx["stop_at"] = ex.stop.output_pos
+        return Mistake.TRAILING_TEXT, ev + [ran_on]
     tail = _trailing_token(out, near, setup) if near else ""
     if tail:        # what the nearest output deletes names it before a reading of the stop point ("a second call")
         ctx["trailing_token"] = True
@@ -1697,13 +1824,15 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         return Mistake.REOPENED_REASONING, ev
     ends = [e for e in r_ends if e in out and e not in ctx["markers"] and e not in ctx["all_markers"]]
     end_at = min((out.find(e) for e in ends), default=-1)
-    if r_start and ends and r_start not in out and end_at > 0 and out[:end_at].strip(_WS) and not absorbed \
-            and r_start not in gp:
+    if r_start and ends and r_start not in out and end_at >= 0 and (out[:end_at].strip(_WS) or ex.clean) \
+            and not absorbed and r_start not in gp:
+        # (the closer first, with nothing before it, is an empty reasoning closed: the same setting)
         end = next(e for e in ends if out.find(e) == end_at)
         ev.append(f"the output closes the reasoning with {_q(end)} but never opens it with {_q(r_start)}, and the "
                   "generation prompt does not open it either: the model reasons from its first token as if the "
                   "prompt had opened the block (the prompt it was trained with does); no decoder dropped "
                   f"{_q(r_start)}, since it kept {_q(end)}, the other marker of the pair")
+        ctx["open_reasoning"] = r_start.strip(_WS)
         return Mistake.REASONING_SETTING, ev
     if reasoning and not content and not msg.get("tool_calls") and r_ends and not any(e in out for e in r_ends):
         lead = [m for m in ctx["markers"] if m and m in reasoning]
@@ -1881,6 +2010,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             if f'"{alias}"' in text and ctx["args_key"] and alias != ctx["args_key"]:
                 return Mistake.FIELD_ALIAS, ev + [f"the model writes {_q(alias)} where the template writes "
                                                   f"{_q(ctx['args_key'])}"]
+        member = _member_for_key(ex, out, ctx)
+        if member:
+            return Mistake.FIELD_ALIAS, ev + [member]
         return Mistake.FOREIGN_WRAPPER, ev
     tok = _TOKEN.search(text)
     invented = _invented_opener(out, text, setup, ctx)
@@ -2315,6 +2447,104 @@ def _end_token_then_more(setup: _Setup, ex: Any, ctx: dict[str, Any]) -> str:
             f"{_q(rest, 30)} is text after the turn the format ends")
 
 
+def _turn_run_on(ex: Any) -> str:
+    """Evidence when the parse read the calls and stopped at a control token after which the output writes the
+    generation prompt again (``<|eom_id|><|start_header_id|>assistant<|end_header_id|>``): the model ended its
+    turn and went on into a next assistant turn of its own, which nothing stopped. ``""`` otherwise."""
+    gp = ex.generation_prompt.strip(_WS)
+    if ex.stop is None or not ex.message.get("tool_calls") or len(gp) < 4:
+        return ""
+    tok = _SPECIAL_SHAPE.match(ex.output, ex.stop.output_pos)
+    if not tok or gp not in ex.output[tok.end():tok.end() + _SHAPE_CHARS]:
+        return ""
+    return (f"after the complete call the model writes {_q(tok.group(0))} and then the generation prompt "
+            f"{_q(gp, 40)} again: it ended its turn and went on into a next assistant turn of its own (generation "
+            "was not stopped at the end of the call turn), all of which is text after what the format reads")
+
+
+def _stop_token_after_answer(setup: _Setup, ex: Any) -> tuple[str, str] | None:
+    """``(output without it, evidence)`` when a clean answer with no call ends with a control token (its only one)
+    that the template writes right after an assistant turn (the end-of-turn texts derived from its renders,
+    :func:`core.chat.samples.end_of_turn_candidates`: gpt-oss's ``<|return|>``, ``<|im_end|>``) and the parse keeps
+    in the content: the server returned the stop token it stops on (improved fidelity's ``trailing-end-of-turn``
+    cuts it). A few renders."""
+    content = ex.message.get("content") or ""
+    tail = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r")\s*$", content)
+    if not ex.clean or ex.message.get("tool_calls") or tail is None or not content[:tail.start()].strip(_WS) \
+            or _SPECIAL_SHAPE.search(content[:tail.start()]) \
+            or not ex.output.rstrip(_WS).endswith(tail.group(0).strip(_WS)):
+        return None     # (other control tokens in the answer: more is unread than a returned stop token)
+    tok = tail.group(0).strip(_WS)
+    try:
+        ends = end_of_turn_candidates(setup.template, setup.request)
+    except Exception:  # noqa: BLE001 - a template that does not render a reply gives no evidence
+        return None
+    if not any(e.strip(_WS).startswith(tok) for e in ends):
+        return None
+    cut = ex.output.rstrip(_WS)
+    return cut[:len(cut) - len(tok)], (
+        f"the answer ends with {_q(tok)}, the control token the template writes right after an assistant turn (the "
+        "end of the turn, where a server stops generation and strips the token), kept in the content: the server "
+        "returned its stop token")
+
+
+_QUOTED_KEY = re.compile(r'"[^"\\\n]{1,64}"')
+
+
+def _member_for_key(ex: Any, out: str, ctx: dict[str, Any]) -> str:
+    """Evidence when the parse stopped inside a JSON call object written right after one of the template's own call
+    openers, expecting one of its keys and finding another key there (``"point"`` where it writes
+    ``"arguments"``): the call object has a member the template's call never has — the opener is the template's,
+    so no wrapper. ``""`` otherwise."""
+    stop = ex.stop
+    if stop is None or not _QUOTED_KEY.match(stop.found or ""):
+        return ""
+    wanted = [e.strip("`") for e in stop.expected if _QUOTED_KEY.fullmatch(e.strip("`"))]
+    found = _QUOTED_KEY.match(stop.found).group(0)
+    if not wanted or found in wanted or found.strip('"') in ("name", ctx["args_key"], *_KEY_ALIASES):
+        return ""       # (one of the call's own keys, or an alias of one, out of order: not a foreign member)
+    start = out.rfind("{", 0, stop.output_pos)
+    head = out[:start].strip(_WS) if start >= 0 else ""
+    own = [m for m in ctx["markers"] if m and head.endswith(m)]
+    if not own:
+        return ""
+    return (f"inside the template's own call opener {_q(own[0])} the call object writes {_q(found)} where the "
+            f"template's call writes {_q(wanted[0])}: a member the template's call never has (the arguments written "
+            "beside the name, not inside the template's key) — the opener is the template's, not a wrapper")
+
+
+def _tool_result_markers(setup: _Setup, msg: dict[str, Any], ctx: dict[str, Any]) -> list[str]:
+    """The control tokens a clean answer (no call) keeps in its content that the template writes only around a
+    tool's result: each is within 40 characters of the result in the template's render of a tool turn (an
+    assistant call, then a tool message), appears in no render of a plain reply, and is no marker of the format
+    (DeepSeek's ``<｜tool▁output▁begin｜>`` in an answer). ``[]`` otherwise; two renders."""
+    content = msg.get("content") or ""
+    if msg.get("tool_calls") or len(content) > _STRIPPED_CHARS:
+        return []
+    kept = list(dict.fromkeys(m.group(0) for m in _SPECIAL_SHAPE.finditer(content)))[:16]
+    own = ctx["all_markers"] | set(ctx["markers"]) | set(ctx["closers"])
+    kept = [t for t in kept if t not in own and t in _src(setup)]
+    if not kept:
+        return []
+    tools = list(setup.request.tools or []) or [tool_stub("f")]
+    name = tools[0].get("function", {}).get("name") or "f"
+    user = [{"role": "user", "content": "hi"}]
+    turn = user + [{"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "id": "call_1", "function": {"name": name, "arguments": {}}}]},
+                   {"role": "tool", "tool_call_id": "call_1", "content": "R0"}]
+    try:
+        with_result = apply_template(setup.template, turn, tools, add_generation_prompt=False)
+        reply = apply_template(setup.template, user + [{"role": "assistant", "content": "V0"}], tools,
+                               add_generation_prompt=False)
+    except Exception:  # noqa: BLE001 - a template that does not render a tool turn gives no evidence
+        return []
+    at = with_result.find("R0")
+    if at < 0:
+        return []
+    near = with_result[max(0, at - 40):at + 42]
+    return [t for t in kept if t in near and t not in reply]
+
+
 def _prompt_key_order(setup: _Setup, order: list[str]) -> str:
     """The text of the template's rendered prompt (a user turn and the generation prompt, with the request's
     tools) where a JSON object names the keys ``order`` in that order (``{"arguments": <args-dict>, "name": …``),
@@ -2456,18 +2686,25 @@ def _call_like(out: str, names: list[str]) -> bool:
     return False
 
 
+_NAMING_TAG = re.compile(r"<([A-Za-z_][\w\-]{0,40})(?:=|\s{1,4}name=\"?)([A-Za-z_][\w.\-]{0,64})")
+
+
 def _foreign_to_unfound_format(setup: _Setup, out: str, ctx: dict[str, Any]) -> str:
     """Evidence that a JSON call in ``out`` is another family's format although the analysis did not find the
     template's: the template's source writes special-shaped control tokens near ``tool_calls``, the output
     holds none of them, and improved fidelity (whose analysis finds more formats, with every repair on) reads no
     call either — so the analysis gap is not what keeps the call unread. ``""`` when that does not hold."""
-    name = _json_call_name(out) if len(out) <= TRIAGE_CHARS // 8 else None    # one more parse: bounded input
+    if len(out) > TRIAGE_CHARS // 8:
+        return ""       # one more parse: bounded input
+    name, how = _json_call_name(out), "as a JSON object"
     if name is None:
-        return ""
+        # (or in tags naming a declared tool, `<function=get_weather>`: another family's XML call)
+        tag = next((m for m in itertools.islice(_NAMING_TAG.finditer(out), 16) if m.group(2) in ctx["names"]), None)
+        if tag is None:
+            return ""
+        name, how = tag.group(2), f"in tags ({_q(tag.group(0))})"
     src = getattr(setup.template, "source", "") or ""
-    at = src.find("tool_calls")
-    if at < 0:
-        return ""
+    at = max(src.find("tool_calls"), 0)     # (a template that renders no calls may still describe its format)
     tokens = list(dict.fromkeys(m.group(0) for m in _SPECIAL_SHAPE.finditer(src, at) if "tool" in m.group(0)))
     if not tokens or any(t in out for t in tokens):
         return ""
@@ -2478,8 +2715,8 @@ def _foreign_to_unfound_format(setup: _Setup, out: str, ctx: dict[str, Any]) -> 
         return ""
     if p.message.tool_calls:
         return ""
-    return (f"the output writes the call as a JSON object naming {_q(name)}; the template's source writes "
-            f"{', '.join(_q(t) for t in tokens[:3])} after `tool_calls`, none of which the output holds, and at "
+    return (f"the output writes the call {how} naming {_q(name)}; the template's source writes "
+            f"{', '.join(_q(t) for t in tokens[:3])} for its calls, none of which the output holds, and at "
             "improved fidelity (every repair on) the call is still not read: the model writes another family's "
             "format, whatever the analysis found")
 
@@ -2639,7 +2876,8 @@ def _declared_params(req: Any) -> dict[str, set[str]]:
     return out
 
 
-def _json_body_in_markup(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[str, Any], start: int) -> str:
+def _json_body_in_markup(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[str, Any], start: int,
+                         where: str = "inside the call markup") -> str:
     """Evidence when the unread output (from ``start``) holds a JSON object standing for a call — a call object
     (``{"name": <offered tool>, "arguments": {…}}``) or the arguments of the tool named just before it (every key
     a declared parameter) — while the template's own render of that very call writes none of its keys as JSON
@@ -2675,7 +2913,7 @@ def _json_body_in_markup(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict
             keys = [k for k in args if isinstance(k, str)]
             if render and not any(re.search(r'"' + re.escape(k) + r'"\s{0,8}:', render) for k in keys) \
                     and not re.search(r'"name"\s{0,8}:', render):
-                return (f"the output writes {what} ({_q(out[at:end], 50)}) inside the call markup, where the "
+                return (f"the output writes {what} ({_q(out[at:end], 50)}) {where}, where the "
                         f"template's own render of that call writes no JSON keys ({_q(render.strip(_WS), 60)}): "
                         "a call format of another dialect (a JSON body), which the template never renders")
         at = out.find("{", end if name else at + 1)
@@ -3528,6 +3766,8 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             return False
         if p.message.tool_calls:
             return not any(x and x in (p.message.content or "") for x in markers)
+        if ctx.get("stripped_output") is not None:     # (a kept stop token: the reply without it)
+            return not _SPECIAL_SHAPE.search(p.message.content or "")
         return not cur.get("tool_calls") and mistake in (Mistake.REASONING_SETTING, Mistake.REOPENED_REASONING,
                                                         Mistake.SPECIAL_TOKENS_STRIPPED)
 
@@ -3536,6 +3776,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     if budget.take(len(ex.output)):
         try:
             imp = _parse(setup, ex.output, repairs=tuple(tolerance))
+            used = tuple(tolerance)     # the set that made imp's message
             fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in imp.message.repairs) if n in tolerance]
             imp_ok = ok(imp)
             if not imp_ok and not imp.message.tool_calls and fired and budget.take(len(ex.output)):
@@ -3544,7 +3785,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 rest = tuple(n for n in tolerance if n not in fired)
                 again = _parse(setup, ex.output, repairs=rest)
                 if ok(again) and again.message.tool_calls:
-                    imp, imp_ok = again, True
+                    imp, imp_ok, used = again, True, rest
                     fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in again.message.repairs)
                              if n in tolerance]
             if imp_ok and not fired:
@@ -3573,8 +3814,23 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                              one.message.to_openai(), len(group)))
                         break
                 else:
+                    # (the repairs that fired are the change only when they alone give this message: a repair that
+                    # shapes the parse without recording itself may be in the set that made it — then that set)
+                    group = used
+                    # template-default-thinking shapes the prompt and leaves a note, no record: tried beside them
+                    silent = (TEMPLATE_DEFAULT_THINKING,) if TEMPLATE_DEFAULT_THINKING in used else ()
+                    if tuple(fired) == used:
+                        group = tuple(fired)
+                    else:
+                        for cand in dict.fromkeys((tuple(fired), tuple(fired) + silent)):
+                            if cand == used or not budget.take(len(ex.output)):
+                                break
+                            alone_fired = _parse(setup, ex.output, repairs=cand)
+                            if ok(alone_fired) and _same(alone_fired.message.to_openai(), imp.message.to_openai()):
+                                group = cand
+                                break
                     out.append(RankedFix(TriageFixKind.REPAIR, "switch on the repairs " + ", ".join(
-                        f"`{n}`" for n in fired), {"repairs": fired}, imp.message.to_openai(), len(fired)))
+                        f"`{n}`" for n in group), {"repairs": list(group)}, imp.message.to_openai(), len(group)))
             elif not imp_ok and len(imp.message.tool_calls) > len(cur.get("tool_calls") or []) \
                     and _marker_free(imp.message.to_openai(), bundle) \
                     and imp.stop >= max((ex.output.rfind(c) + len(c) for c in ctx["closers"] if c in ex.output),
@@ -3803,6 +4059,24 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                              f"{what}: it reads the call(s), but the parse is still not clean{left} (a second fault "
                              "of the output, which no change of ours reads)",
                              {"repairs": fired} if fired else {"fidelity": "improved"}, message, 8))
+    if ctx.get("open_reasoning"):
+        patch = _prompt_open_patch(setup, ctx["open_reasoning"], ctx)
+        if patch is not None and budget.take(len(ex.output)):
+            try:
+                p = _parse(replace(patch[1], overrides={}, disabled=()), ex.output)
+                closer = "</" + ctx["open_reasoning"][1:]
+                if ok(p) and closer not in (p.message.content or "") + (p.message.reasoning_content or "") \
+                        and (p.message.reasoning_content or "").strip(_WS) + (p.message.content or "").strip(_WS):
+                    out.append(RankedFix(TriageFixKind.TEMPLATE, f"patch the template: its generation prompt opens "
+                                         f"the reasoning with {_q(ctx['open_reasoning'])} (write "
+                                         f"{_q(patch[0][0][1], 60)} for {_q(patch[0][0][0], 60)})",
+                                         {"template_patch": patch[0]}, p.message.to_openai(), 2))
+            except Exception:  # noqa: BLE001 - a patched template that does not build is not offered
+                pass
+    if ctx.get("affix"):
+        fix = _affix_fix(setup, bundle, ex, ctx["affix"], budget)
+        if fix is not None:
+            out.append(fix)
     # a template edit from the nearest output's edits: make the template render what the model wrote
     if near:
         patch = _template_patch(setup, near[0], ex.output)
@@ -3890,6 +4164,22 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                                      p.message.to_openai(), 4))
         except Exception:  # noqa: BLE001 - no parser, no fix
             pass
+    if mistake == Mistake.TRAILING_TEXT and ctx.get("stripped_output") is not None \
+            and budget.take(len(ctx["stripped_output"])):
+        restored = ctx["stripped_output"]
+        try:
+            p = _parse(setup, restored)
+            if p.clean and p.message.to_openai() != cur and not _SPECIAL_SHAPE.search(p.message.content or ""):
+                out.append(RankedFix(TriageFixKind.SERVER, "stop at the end-of-turn token and do not return it (the "
+                                     "server's stop list / skip_special_tokens): the output then ends "
+                                     + _q(restored[-30:]), {"server": "strip-stop-token", "output": restored},
+                                     p.message.to_openai(), 4))
+        except Exception:  # noqa: BLE001 - no parser, no fix
+            pass
+    if mistake == Mistake.TRAILING_TEXT and ctx.get("stop_at") is not None:
+        fix = _stop_at_turn_end(setup, ex, ctx["stop_at"], budget)
+        if fix is not None:
+            out.append(fix)
     if mistake == Mistake.TRAILING_TEXT and ctx.get("repeat"):
         out = [f for f in out if ctx["repeat"][1] not in (f.message.get("content") or "")]   # leaves the copies
         stop = _stop_after_call(setup, ex.output, ctx["repeat"], budget)
@@ -3911,6 +4201,9 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     for f in out:
         if not any(_same(f.message, u.message) and f.kind == u.kind for u in uniq):
             uniq.append(f)
+    if ctx.get("needs_call"):
+        # the output writes a call: a change that reads it as text (the reply, thinking off) fixes nothing
+        uniq = [f for f in uniq if f.message.get("tool_calls")]
     if ctx.get("restored_reasoning"):
         # the reasoning closer was dropped: a setting that reads the whole text as the answer hides the fault
         uniq = [f for f in uniq if (f.message.get("reasoning_content") or "").strip(_WS)]
@@ -3935,6 +4228,93 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                "parse clean either: the server must stop at the call's end (the format's end-of-call / end-of-turn "
                "token as a stop) and the model be re-run")
     return uniq, why
+
+
+def _affix_fix(setup: _Setup, bundle: Any, ex: Any, piece: str, budget: _Budget) -> RankedFix | None:
+    """The template patched to write its markers without ``piece`` (every place the source writes it), re-analysed
+    and re-parsed: offered when the output then parses clean to another message with none of the patched markers
+    left in its text — at this fidelity, else with the fewest tolerance repairs that read the same message (the
+    model's own slips beside the template's suffix). At most four parses."""
+    src = _src(setup)
+    if piece not in src:
+        return None     # (written once, in a variable every marker is built from, is one place)
+    try:
+        t2 = ChatTemplate(src.replace(piece, ""), getattr(setup.template, "name", ""))
+    except Exception:  # noqa: BLE001 - a patched template that does not build is not offered
+        return None
+    plain = [m.replace(piece, "") for m in _format_markers(getattr(getattr(bundle, "report", None), "analysis",
+                                                                      None), bundle) | {
+        x.strip(_WS) for x in [reasoning_markers(bundle)[0]] + reasoning_markers(bundle)[1] if x} if piece in m]
+
+    def fixed(p: _Parsed) -> bool:
+        text = (p.message.content or "") + (p.message.reasoning_content or "")
+        return p.clean and p.message.to_openai() != ex.message and not any(m in text for m in plain) \
+            and len(p.message.tool_calls) >= len(ex.message.get("tool_calls") or [])
+
+    base = replace(setup, overrides={}, disabled=())
+    tries: list[tuple[str, ...] | None] = [None, tuple(TOLERANCE_REPAIRS)]
+    while tries and budget.take(len(ex.output)):
+        repairs = tries.pop(0)
+        try:
+            p = _parse(base, ex.output, template=t2, repairs=repairs)
+        except Exception:  # noqa: BLE001 - a patched template that does not render is not offered
+            return None
+        if not fixed(p):
+            continue
+        fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in p.message.repairs) if n] \
+            if repairs is not None else []
+        if repairs is not None and fired and tuple(fired) != repairs:
+            tries = [tuple(fired)]     # the repairs that fired, alone: the message must stay the same
+            whole = p.message.to_openai()
+            while tries and budget.take(len(ex.output)):
+                q = _parse(base, ex.output, template=t2, repairs=tries.pop(0))
+                if fixed(q) and _same(q.message.to_openai(), whole):
+                    p = q
+        change: dict[str, Any] = {"template_patch": [[piece, ""]]}
+        if repairs is not None:
+            change.update({"repairs": fired} if fired else {"fidelity": "improved"})
+        return RankedFix(TriageFixKind.TEMPLATE, f"patch the template: write its markers without {_q(piece)} "
+                         f"({src.count(piece)} place(s)), as the model writes them"
+                         + (", and switch on " + ", ".join(f"`{n}`" for n in fired) if fired else
+                            ", at improved fidelity" if repairs is not None else ""),
+                         change, p.message.to_openai(), 5)
+    return None
+
+
+def _stop_at_turn_end(setup: _Setup, ex: Any, at: int, budget: _Budget) -> RankedFix | None:
+    """The output cut where the parse stopped after the calls (the turn's end), re-parsed: at this fidelity, else
+    with the fewest tolerance repairs that read it clean (a second slip of the call, such as a control token before
+    it). Offered when it parses clean to the same calls with no control token left in the content. At most three
+    parses."""
+    cut = ex.output[:at]
+    calls = _calls_of(ex.message)
+    tries: list[tuple[str, ...] | None] = [None, tuple(TOLERANCE_REPAIRS)]
+    while tries and budget.take(len(cut)):
+        repairs = tries.pop(0)
+        try:
+            p = _parse(setup, cut, repairs=repairs)
+        except Exception:  # noqa: BLE001 - no parser, no fix
+            return None
+        content = p.message.content or ""
+        if not (p.clean and p.message.tool_calls and _calls_of(p.message.to_openai()) == calls
+                and not _SPECIAL_SHAPE.search(content) and not content.strip(_WS)):
+            continue
+        fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in p.message.repairs) if n] \
+            if repairs is not None else []
+        change: dict[str, Any] = {"server": "stop-after-call", "output": cut}
+        if repairs is not None:
+            if fired and budget.take(len(cut)):
+                q = _parse(setup, cut, repairs=tuple(fired))
+                if q.clean and _same(q.message.to_openai(), p.message.to_openai()):
+                    p = q
+                else:
+                    fired = list(repairs)
+            change.update({"repairs": fired} if fired else {"fidelity": "improved"})
+        return RankedFix(TriageFixKind.SERVER, "stop generation at the end of the call turn (its end token as a "
+                         "stop sequence): the output then ends " + _q(cut[-30:])
+                         + (", with " + ", ".join(f"`{n}`" for n in fired) + " for the call's own slip" if fired
+                            else ""), change, p.message.to_openai(), 4)
+    return None
 
 
 def _cut_kept_tokens(setup: _Setup, output: str, fixes: list[RankedFix], ok: Any, budget: _Budget,
