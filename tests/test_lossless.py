@@ -247,3 +247,18 @@ def test_a_word_joined_to_several_output_words_is_not_lost():
     marks = frozenset({"tool", "call"})
     assert lost_word_spans(out, AssistantMessage(content="beforemiddleafter"), marks) == []
     assert lost_word_spans(out, AssistantMessage(content="beforemiddlexyzafter"), marks) == [("after", 58)]
+
+
+def test_a_word_found_only_inside_another_output_word_is_lost():
+    """The glued-word lookup must not read an output word that holds the lost word as a join: Llama 3.3's answer
+    in the Llama cookbook (Tool_Calling_101 cell 10, tests/data/real_outputs_kept5/llama3.3.jsonl) says "a release
+    date" and, further on, "any updates". A parse that dropped "date" left "updates" in the content; "date" sits
+    there between "up" and "s", both shorter than a word, but "updates" is a word of the output itself, written
+    there, not "date" joined to its neighbours."""
+    from core.chat.message import AssistantMessage
+
+    rows = [json.loads(line) for line in open(ROOT / "tests" / "data" / "real_outputs_kept5" / "llama3.3.jsonl")]
+    out = next(r["output"] for r in rows if r["id"] == "kept5-llama-cookbook-tool-calling-101-cell10")
+    assert out.count(" date ") == 1 and "updates" in out
+    dropped = out.replace(" date ", " ")
+    assert lost_word_spans(out, AssistantMessage(content=dropped), frozenset()) == [("date", out.index("date"))]

@@ -241,7 +241,8 @@ def _joined_to_output_word(word: str, text: str, out_words: set[str], tries: int
     """True when ``text`` holds ``word`` joined to other words of the output, whatever stood between them in the
     output: reasoning "hello" of a prompt-opened block whose content "hi" follows a call the parse took out is
     content "hellohi" with reasoning_format none. The pieces beside it must be output words or shorter than a word
-    (:data:`MIN_WORD`), so "book" inside "booking" is still lost. At most ``tries`` occurrences, each looked at within :data:`GLUED_WORD_MAX`
+    (:data:`MIN_WORD`), so "book" inside "booking" is still lost, and the joined run must not be a word of the output
+    itself ("date" inside the output's "updates" is lost). At most ``tries`` occurrences, each looked at within :data:`GLUED_WORD_MAX`
     characters (linear)."""
     at = 0
     for _ in range(tries):
@@ -251,6 +252,8 @@ def _joined_to_output_word(word: str, text: str, out_words: set[str], tries: int
         at = p + 1
         head = _WORD_TAIL.search(text, max(0, p - GLUED_WORD_MAX), p).group(0)
         tail = _WORD_HEAD.match(text, p + len(word), p + len(word) + GLUED_WORD_MAX).group(0)
+        if head + word + tail in out_words:
+            continue   # a word the output wrote ("updates"), not ``word`` ("date") joined to its neighbours
         if (head or tail) and all(not x or len(x) < MIN_WORD or _output_words(x, out_words) for x in (head, tail)):
             return True
     return False
