@@ -458,17 +458,19 @@ def test_a_tokenizer_config_pipe_without_end_is_refused_at_the_limit(tmp_path: A
     _one_line_error(proc, str(fifo), f"above the limit of {MAX_INPUT_BYTES:,} bytes")
 
 
-def test_a_cases_file_with_any_line_break_reads_its_rows(tmp_path: Any) -> None:
+def test_a_cases_file_with_any_line_break_or_a_byte_order_mark_reads_its_rows(tmp_path: Any) -> None:
     """The cases reader counts bytes, so it reads the file in binary: the text mode it replaced split lines at
     "\\r\\n" and a lone "\\r" (universal newlines), and a file saved with old Mac line breaks stopped reading at its
-    first row ("Extra data"). Rows: the first three of the reference cases."""
+    first row ("Extra data"). A file saved with a UTF-8 byte order mark (Windows editors) reads too. Rows: the
+    first three of the reference cases."""
     from core.chat.conformance import iter_cases
     from core.errors import RequestFileError
 
     lines = (REFERENCE / "cases.jsonl").read_bytes().splitlines()[:3]
     ids = [json.loads(line)["id"] for line in lines]
     for name, data in (("lf", b"\n".join(lines) + b"\n"), ("crlf", b"\r\n".join(lines) + b"\r\n"),
-                       ("cr", b"\r".join(lines) + b"\r"), ("no-final-break", b"\n".join(lines))):
+                       ("cr", b"\r".join(lines) + b"\r"), ("no-final-break", b"\n".join(lines)),
+                       ("bom", b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")):
         path = tmp_path / f"{name}.jsonl"
         path.write_bytes(data)
         assert [r["id"] for r in iter_cases(str(path))] == ids, name
