@@ -276,12 +276,13 @@ def _output_words(piece: str, out_words: set[str]) -> bool:
 def _joined_to_a_word(word: str, have: set[str], out_words: set[str]) -> bool:
     """True when a word of the message is ``word`` joined to another whole word of the output, whatever stood
     between them there: GPT-OSS's reasoning "weatherTool" of two analysis messages with calls between them
-    ("weather" and "Tool" are not neighbours in the output). Words up to :data:`GLUED_WORD_MAX` characters."""
+    ("weather" and "Tool" are not neighbours in the output); a message word the output itself wrote ("without")
+    is no join. Words up to :data:`GLUED_WORD_MAX` characters."""
     if len(word) > GLUED_WORD_MAX:
         return False
     for h in have:
-        if len(h) <= len(word) or len(h) > 2 * GLUED_WORD_MAX:
-            continue
+        if len(h) <= len(word) or len(h) > 2 * GLUED_WORD_MAX or h in out_words:
+            continue   # (a word the output wrote, "without", is not "with" joined to "out")
         if (h.endswith(word) and h[:-len(word)] in out_words) or (h.startswith(word) and h[len(word):] in out_words):
             return True
     return False
