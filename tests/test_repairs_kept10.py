@@ -112,6 +112,24 @@ def test_laguna_json_of_an_undeclared_tool_stays_content():
     assert msg.tool_calls == [] and msg.content == case.output
 
 
+
+def test_laguna_json_call_cut_before_its_name_is_whole_comes_back_whole():
+    """ollama's standalone call cut by the end of the output before the tool's name is whole (the model stopped at
+    its token limit): no call, and the content is the text from its ``{``, as from the name on (truncated-call)
+    it already was. The repair used to give ``"na`` or ``get_wea``: the ``{"name":"`` it read was in no field."""
+    out = CASES[STANDALONE].output
+    parser, _ = _parse(STANDALONE)
+    # up to the arguments' end (a call with whole arguments is read); not where the text is only the grammar's
+    # words ('{"', '{"name":"'): the call's lead-in cut whole, markup as a marked call's cut opener is
+    for cut in range(2, out.index("}") + 1):
+        if out[:cut] in ('{"', '{"name', '{"name"', '{"name":', '{"name":"'):
+            continue
+        msg = parser.parse(out[:cut], False)
+        assert msg.tool_calls == [] and msg.content == out[:cut], cut
+        for size in (1, 3, 17):
+            assert _streamed(parser, out[:cut], size).to_openai() == msg.to_openai()
+
+
 # -- call-list-unbracketed (Nemotron Nano v2) ---------------------------------------------------------------------
 
 def test_nemotron_single_call_object_between_the_markers_is_a_call():

@@ -1914,12 +1914,16 @@ def _opener_at(parser: Any, output: str, at: int) -> int:
 
 
 def _bare_call_at(msg: AssistantMessage, output: str, at: int) -> int:
-    """The start of the ``call:`` of a Gemma call that ``call-opener-dropped`` read without its opener token and
-    whose text holds ``at``, else -1: a bare call cut by the end of the output comes back from its ``call:``, as a
-    marked one comes back from its ``<|tool_call>`` (not ``bash{command:…`` with ``call:`` in no field)."""
+    """The start of a call without markers whose text holds ``at``, else -1: the ``call:`` of a Gemma call that
+    ``call-opener-dropped`` read without its opener token, the ``{`` of the JSON call ``standalone-json-call``
+    read at the answer's start when the message kept no call. Such a call cut by the end of the output comes back
+    from there, as a marked one comes back from its opener (not ``bash{command:…`` or ``get_wea`` with
+    ``call:`` or ``{"name":"`` in no field)."""
     for r in msg.repairs:
-        if r.name == CALL_OPENER_DROPPED and r.start <= at < r.end:
+        if r.start <= at < r.end and r.name == CALL_OPENER_DROPPED:
             return output.rfind("call:", r.start, at + 1)
+        if r.start <= at < r.end and r.name == STANDALONE_JSON_CALL and not msg.tool_calls:
+            return output.find("{", r.start, at + 1)
     return -1
 
 
