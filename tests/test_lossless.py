@@ -279,3 +279,21 @@ def test_a_word_found_only_inside_a_compound_the_output_wrote_is_lost():
     assert "without" in dropped and re.search(r"\bwith\b", dropped) is None
     first = re.search(r"\bwith\b", out).start()
     assert lost_word_spans(out, AssistantMessage(content=dropped), frozenset()) == [("with", first)]
+
+
+def test_a_word_that_only_looks_like_markup_glued_to_a_letter_is_lost():
+    """FunctionGemma's answer in Google's Gemma cookbook (tests/data/real_outputs_kept3/functiongemma.jsonl), cut
+    right after its second call's name: ``…<end_function_call><start_function_call>call:send_email``. The parse
+    keeps the first call and drops the cut one; its text must come back. The check took the output's "send" for
+    the markup word "end" (of ``<end_function_call>``) glued to a piece shorter than a word, "s" — a piece no field
+    of the message ends with, so nothing was glued there."""
+    from core.jinja.template import ChatTemplate
+
+    rows = [json.loads(line) for line in open(ROOT / "tests" / "data" / "real_outputs_kept3" / "functiongemma.jsonl")]
+    case = next(r for r in rows if r["id"] == "kept3-gemmacookbook-hf-fg-contact-call-then-unterminated-email")
+    cut = case["output"][:case["output"].index("call:send_email") + len("call:send_email")]
+    template = ChatTemplate((TEMPLATES / case["template"]).read_text(encoding="utf-8"), case["template"])
+    parser = build_chat_parser(template, ChatRequest.from_dict(case["request"]), fidelity="improved").parser
+    msg = parser.parse(cut, False)
+    assert [c.name for c in msg.tool_calls] == ["create_contact"]
+    assert msg.content == "<start_function_call>call:send_email"
