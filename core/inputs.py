@@ -5,6 +5,7 @@ every command runs under. Library modules import these from here, never from a c
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import os
 import re
@@ -78,7 +79,8 @@ def read_input_lines(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> Iter
     checked by :func:`check_input_file`; the bytes read are counted over the whole file, so a named pipe of one
     endless line (``conform <(yes)``) raises :class:`~core.errors.RequestFileError` one byte past ``limit`` instead
     of being read until memory runs out. Text is UTF-8 with invalid bytes kept as surrogate escapes (the caller
-    names the line); ``OSError`` is the caller's to name."""
+    names the line); ``OSError`` is the caller's to name. Lines end at "\n", "\r\n" or a lone "\r" (the text mode's
+    universal newlines), and a UTF-8 byte order mark at the start of the file is not text."""
     check_input_file(path, kind, limit)
     total = 0
     with open(path, "rb") as f:
@@ -90,8 +92,11 @@ def read_input_lines(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> Iter
             total += len(raw)
             if total > limit:
                 raise RequestFileError(path, f"above the limit of {limit:,} bytes", kind=kind)
-            n += 1
-            yield n, raw.decode("utf-8", "surrogateescape")
+            if n == 0 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            for line in raw.splitlines(keepends=True):   # bytes split at \n, \r\n and \r only
+                n += 1
+                yield n, line.decode("utf-8", "surrogateescape")
 
 
 def load_request(path: str | None, limit: int = MAX_INPUT_BYTES) -> "ChatRequest":

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import ROOT, TEMPLATES
+from .conftest import REFERENCE, ROOT, TEMPLATES
 
 QWEN3 = str(TEMPLATES / "Qwen-Qwen3-0.6B.jinja")
 
@@ -456,3 +456,25 @@ def test_a_tokenizer_config_pipe_without_end_is_refused_at_the_limit(tmp_path: A
     proc = _run(["export", ASSET_TEMPLATE, "--format", "tokenizer-config", "--tokenizer-config", str(fifo)])
     writer.join(30)
     _one_line_error(proc, str(fifo), f"above the limit of {MAX_INPUT_BYTES:,} bytes")
+
+
+def test_a_cases_file_with_any_line_break_or_a_byte_order_mark_reads_its_rows(tmp_path: Any) -> None:
+    """The cases reader counts bytes, so it reads the file in binary: the text mode it replaced split lines at
+    "\\r\\n" and a lone "\\r" (universal newlines), and a file saved with old Mac line breaks stopped reading at its
+    first row ("Extra data"). A file saved with a UTF-8 byte order mark (Windows editors) reads too. Rows: the
+    first three of the reference cases."""
+    from core.chat.conformance import iter_cases
+    from core.errors import RequestFileError
+
+    lines = (REFERENCE / "cases.jsonl").read_bytes().splitlines()[:3]
+    ids = [json.loads(line)["id"] for line in lines]
+    for name, data in (("lf", b"\n".join(lines) + b"\n"), ("crlf", b"\r\n".join(lines) + b"\r\n"),
+                       ("cr", b"\r".join(lines) + b"\r"), ("no-final-break", b"\n".join(lines)),
+                       ("bom", b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(data)
+        assert [r["id"] for r in iter_cases(str(path))] == ids, name
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(lines[0] + b"\r" + b"{not json}\r")
+    with pytest.raises(RequestFileError, match=r"bad.jsonl:2"):   # line numbers count every kind of break
+        list(iter_cases(str(bad)))

@@ -64,6 +64,23 @@ def test_gemma4_bare_call_after_prose_stays_content():
     assert msg.tool_calls == [] and msg.content == PROSE_THEN_BARE and not _names(msg)
 
 
+
+def test_gemma4_bare_call_cut_by_the_end_of_the_output_comes_back_whole():
+    """vLLM's bare-call case cut anywhere inside its call (the model stopped at its token limit): no call, and the
+    content is the call's text from its ``call:``, as at the llama.cpp fidelity (vLLM's fallback tier reads only a
+    whole ``call:NAME{…}``). The repair used to give ``bash{command:…`` or ``ba``: ``call:`` was in no field."""
+    out = CASES[BARE].output
+    start = out.index("call:bash")
+    parser, _ = _parse(BARE)
+    for cut in range(start + 1, len(out)):
+        if out[start:cut] == "call:":
+            continue   # the opener alone, cut whole: markup, as a marked call's "<|tool_call>call:" is
+        msg = parser.parse(out[:cut], False)
+        assert msg.tool_calls == [] and msg.content == out[start:cut], cut
+        for size in (1, 3, 17):
+            assert _streamed(parser, out[:cut], size).to_openai() == msg.to_openai()
+
+
 # -- standalone-json-call (Poolside Laguna) ------------------------------------------------------------------------
 
 def test_laguna_answer_that_is_a_json_call_is_a_call():
@@ -93,6 +110,24 @@ def test_laguna_json_of_an_undeclared_tool_stays_content():
     template = ChatTemplate((TEMPLATES / case.template).read_text(encoding="utf-8"), case.template)
     msg = build_chat_parser(template, request, fidelity="improved").parser.parse(case.output, False)
     assert msg.tool_calls == [] and msg.content == case.output
+
+
+
+def test_laguna_json_call_cut_before_its_name_is_whole_comes_back_whole():
+    """ollama's standalone call cut by the end of the output before the tool's name is whole (the model stopped at
+    its token limit): no call, and the content is the text from its ``{``, as from the name on (truncated-call)
+    it already was. The repair used to give ``"na`` or ``get_wea``: the ``{"name":"`` it read was in no field."""
+    out = CASES[STANDALONE].output
+    parser, _ = _parse(STANDALONE)
+    # up to the arguments' end (a call with whole arguments is read); not where the text is only the grammar's
+    # words ('{"', '{"name":"'): the call's lead-in cut whole, markup as a marked call's cut opener is
+    for cut in range(2, out.index("}") + 1):
+        if out[:cut] in ('{"', '{"name', '{"name"', '{"name":', '{"name":"'):
+            continue
+        msg = parser.parse(out[:cut], False)
+        assert msg.tool_calls == [] and msg.content == out[:cut], cut
+        for size in (1, 3, 17):
+            assert _streamed(parser, out[:cut], size).to_openai() == msg.to_openai()
 
 
 # -- call-list-unbracketed (Nemotron Nano v2) ---------------------------------------------------------------------

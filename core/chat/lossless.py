@@ -197,6 +197,12 @@ def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -
     near: dict[int, tuple[str, str]] = {}
     for k, i in enumerate(kept):
         near[i] = (words[kept[k - 1]][0] if k else "", words[kept[k + 1]][0] if k + 1 < len(kept) else "")
+    # how the message's fields start and end, to the length of a piece shorter than a word (a short piece glued to
+    # markup starts or ends one)
+    pieces = [t.strip() for t in [msg.content, msg.reasoning_content]
+              + [x for c in msg.tool_calls for x in (c.name, c.arguments)]]
+    edges = ({t[:k] for t in pieces for k in range(1, MIN_WORD)},
+             {t[-k:] for t in pieces for k in range(1, MIN_WORD)})
     lost: list[tuple[str, int]] = []
     seen: set[str] = set()
     out_words = {w for w, _ in words}
@@ -213,7 +219,8 @@ def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -
         if lookups < SUBSTRING_LOOKUPS:
             lookups += 1
             before, after = near.get(i, ("", ""))
-            if (before and before + w in text) or (after and w + after in text) or _glued_to_markup(w, have, marks) \
+            if (before and before + w in text) or (after and w + after in text) \
+                    or _glued_to_markup(w, have, marks, edges) \
                     or _joined_to_a_word(w, have, out_words) or _joined_to_output_word(w, text, out_words) \
                     or _zero_padded(w, text):
                 continue
@@ -241,8 +248,9 @@ def _joined_to_output_word(word: str, text: str, out_words: set[str], tries: int
     """True when ``text`` holds ``word`` joined to other words of the output, whatever stood between them in the
     output: reasoning "hello" of a prompt-opened block whose content "hi" follows a call the parse took out is
     content "hellohi" with reasoning_format none. The pieces beside it must be output words or shorter than a word
-    (:data:`MIN_WORD`), so "book" inside "booking" is still lost. At most ``tries`` occurrences, each looked at within :data:`GLUED_WORD_MAX`
-    characters (linear)."""
+    (:data:`MIN_WORD`), so "book" inside "booking" is still lost, and the joined run must not be a word of the output
+    itself ("date" inside the output's "updates" is lost). At most ``tries`` occurrences, each looked at within
+    :data:`GLUED_WORD_MAX` characters (linear)."""
     at = 0
     for _ in range(tries):
         p = text.find(word, at)
@@ -251,6 +259,8 @@ def _joined_to_output_word(word: str, text: str, out_words: set[str], tries: int
         at = p + 1
         head = _WORD_TAIL.search(text, max(0, p - GLUED_WORD_MAX), p).group(0)
         tail = _WORD_HEAD.match(text, p + len(word), p + len(word) + GLUED_WORD_MAX).group(0)
+        if head + word + tail in out_words:
+            continue   # a word the output wrote ("updates"), not ``word`` ("date") joined to its neighbours
         if (head or tail) and all(not x or len(x) < MIN_WORD or _output_words(x, out_words) for x in (head, tail)):
             return True
     return False
@@ -273,27 +283,31 @@ def _output_words(piece: str, out_words: set[str]) -> bool:
 def _joined_to_a_word(word: str, have: set[str], out_words: set[str]) -> bool:
     """True when a word of the message is ``word`` joined to another whole word of the output, whatever stood
     between them there: GPT-OSS's reasoning "weatherTool" of two analysis messages with calls between them
-    ("weather" and "Tool" are not neighbours in the output). Words up to :data:`GLUED_WORD_MAX` characters."""
+    ("weather" and "Tool" are not neighbours in the output); a message word the output itself wrote ("without")
+    is no join. Words up to :data:`GLUED_WORD_MAX` characters."""
     if len(word) > GLUED_WORD_MAX:
         return False
     for h in have:
-        if len(h) <= len(word) or len(h) > 2 * GLUED_WORD_MAX:
-            continue
+        if len(h) <= len(word) or len(h) > 2 * GLUED_WORD_MAX or h in out_words:
+            continue   # (a word the output wrote, "without", is not "with" joined to "out")
         if (h.endswith(word) and h[:-len(word)] in out_words) or (h.startswith(word) and h[len(word):] in out_words):
             return True
     return False
 
 
-def _glued_to_markup(word: str, have: set[str], marks: frozenset[str]) -> bool:
+def _glued_to_markup(word: str, have: set[str], marks: frozenset[str],
+                     edges: tuple[set[str], set[str]]) -> bool:
     """True when ``word`` is a markup word glued to a word of the message (or to a piece shorter than
-    :data:`MIN_WORD`): Granite's "sectionHere is my response:" is reasoning "…section" + the marker "Here…"."""
+    :data:`MIN_WORD` that a field of the message starts or ends with: ``edges``, the starts and ends of the fields
+    up to that length): Granite's "sectionHere is my response:" is reasoning "…section" + the marker "Here…".
+    FunctionGemma's "send" of a dropped call is not "s" + the markup word "end": no field ends with "s"."""
     if len(word) > GLUED_WORD_MAX:
         return False
     for k in range(1, len(word)):
         head, tail = word[:k], word[k:]
-        if head in marks and (tail in have or len(tail) < MIN_WORD):
+        if head in marks and (tail in have or len(tail) < MIN_WORD and tail in edges[0]):
             return True
-        if tail in marks and (head in have or len(head) < MIN_WORD):
+        if tail in marks and (head in have or len(head) < MIN_WORD and head in edges[1]):
             return True
     return False
 

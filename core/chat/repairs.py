@@ -1552,7 +1552,7 @@ def _tail_span(parser: Any, output: str, final: AssistantMessage, view: Assistan
     at = output.rfind(name) if name else -1
     if at < 0:
         return 0
-    opener = _opener_at(parser, output, at)
+    opener = max(_opener_at(parser, output, at), _bare_call_at(final, output, at))
     if opener >= 0:
         return opener
     # a JSON call without the template's markers (unmarked-calls, fenced-calls): the object around the name
@@ -1855,7 +1855,7 @@ def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: Assis
     if not lost:
         return msg
     at = lost[0][1]
-    start = _opener_at(parser, output, at)
+    start = max(_opener_at(parser, output, at), _bare_call_at(msg, output, at))
     start = start if start >= 0 else at
     if kept_end is not None and start < kept_end:
         start = _after_kept_view(parser, output, msg, kept_end, at, start)
@@ -1892,7 +1892,7 @@ def _keep_lost_characters(parser: Any, output: str, msg: AssistantMessage, final
     at = lost[0].start
     kept_call_end = max((s.end for s in audit.spans if s.start < at and s.account is Account.FIELD
                          and s.where.startswith("tool_calls[")), default=0)
-    opener = _opener_at(parser, output, at)
+    opener = max(_opener_at(parser, output, at), _bare_call_at(msg, output, at))
     start = opener if opener >= kept_call_end and opener >= 0 else at
     if kept_end is not None and start < kept_end:
         start = _after_kept_view(parser, output, msg, kept_end, at, start)
@@ -1972,6 +1972,20 @@ def _opener_at(parser: Any, output: str, at: int) -> int:
     if opener < 0:
         opener = _cut_marker_start(parser, output, at)
     return opener
+
+
+def _bare_call_at(msg: AssistantMessage, output: str, at: int) -> int:
+    """The start of a call without markers whose text holds ``at``, else -1: the ``call:`` of a Gemma call that
+    ``call-opener-dropped`` read without its opener token, the ``{`` of the JSON call ``standalone-json-call``
+    read at the answer's start when the message kept no call. Such a call cut by the end of the output comes back
+    from there, as a marked one comes back from its opener (not ``bash{command:…`` or ``get_wea`` with
+    ``call:`` or ``{"name":"`` in no field)."""
+    for r in msg.repairs:
+        if r.start <= at < r.end and r.name == CALL_OPENER_DROPPED:
+            return output.rfind("call:", r.start, at + 1)
+        if r.start <= at < r.end and r.name == STANDALONE_JSON_CALL and not msg.tool_calls:
+            return output.find("{", r.start, at + 1)
+    return -1
 
 
 CUT_MARKER_MAX = 64
