@@ -51,7 +51,12 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   aside with the batch. Nobody writes repairs from it.
 - ``real_outputs_reports3``: outputs quoted in public reports on agents and clients, the rows of the sixteenth
   triage batch (``tests/data/triage/kept14.jsonl``) whose report says what the right message is, each with that
-  message; kept aside with the batch. Nobody writes repairs from it."""
+  message; kept aside with the batch. Nobody writes repairs from it.
+- ``real_outputs_kept12``: the twelfth kept-aside batch, outputs fed to their parsers by SGLang's (Kimi K3 tool and
+  reasoning, Poolside, MiniMax-M2 nullable parameters, Qwen3-Coder), vLLM's (Apertus and sanitized MiniMax-M2
+  reasoning), lmdeploy's (Muse Glimmer) and ollama's (Qwen3-VL thinking, Cogito) parser tests from test files no
+  earlier set used (eight families), each with the message the test asserts; about half expect a tool call. Nobody
+  writes repairs from it."""
 
 from __future__ import annotations
 
@@ -137,6 +142,8 @@ PASS = {
     "real_outputs_kept11": {("llama.cpp", "kept11"): 24, ("improved", "kept11"): 39},
     # kept aside with the sixteenth triage batch, measured once, not read
     "real_outputs_reports3": {("llama.cpp", "reports3"): 0, ("improved", "reports3"): 5},
+    # kept aside, first measure 19 / 25 (docs/realset-baseline.md "Twelfth kept-aside batch")
+    "real_outputs_kept12": {("llama.cpp", "kept12"): 19, ("improved", "kept12"): 25},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -156,6 +163,7 @@ SETS = {
     "real_outputs_reports2": (5, 5, {"reports2"}, True),
     "real_outputs_kept11": (60, 14, {"kept11"}, True),
     "real_outputs_reports3": (9, 3, {"reports3"}, True),
+    "real_outputs_kept12": (40, 8, {"kept12"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -177,6 +185,23 @@ DELIBERATELY_OTHER = {
         "deepseek-r1 parser keeps the literal <think> inside the reasoning (as llama.cpp does), improved reads it as "
         "the block's marker, as vLLM's DeepSeek-R1 reasoning parser drops it (test_deepseekr1_reasoning_parser.py, "
         "the repair's source; docs/realset-baseline.md)",
+    # the twelfth kept-aside batch (first measure): engines' policies that differ from the one the repair follows
+    "kept12-sglang-kimik3-stream-end-drops-truncated-marker":
+        "cut-marker-text: the output ends in a cut <|open|> (Kimi K3's marker opener); SGLang's detector drops it at "
+        "the end of the stream (as llama.cpp's held-back tail does), improved gives the tail back as content so no "
+        "character is lost (docs/fidelity-lossless.md)",
+    "kept12-ollama-qwen3vl-thinking-simple-trip-thinking":
+        "reasoning-start-repeated: after the prompt's <think> the output writes <think> again; ollama's Qwen3-VL "
+        "thinking parser keeps it inside the reasoning (as llama.cpp does), improved reads it as the block's marker, as "
+        "vLLM's DeepSeek-R1 reasoning parser drops it (the repair's source; docs/fidelity-reasoning.md)",
+    "kept12-ollama-qwen3vl-thinking-nested-thinking":
+        "reasoning-end-unmatched: a second </think> after the reasoning closed; ollama's Qwen3-VL thinking parser "
+        "gives it as content (as llama.cpp does), improved drops it as markup, as current vLLM does (PR 30391, "
+        "test_minimax_m2_reasoning_parser.py; docs/fidelity-reasoning.md)",
+    "kept12-ollama-qwen3vl-thinking-interleaved-thinking":
+        "reasoning-start-repeated and reasoning-end-unmatched: ollama keeps the repeated <think> in the reasoning and "
+        "the second </think> in the content (as llama.cpp does); improved drops both as markup, as vLLM's reasoning "
+        "parsers do (docs/fidelity-reasoning.md)",
 }
 # words the lossless check finds lost, per set and fidelity, where a kept-aside batch found a loss on its first
 # measure (nobody writes repairs from a kept-aside batch; the loss is reported, pinned exactly, and goes when fixed):
@@ -223,7 +248,8 @@ REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_out
 @pytest.mark.parametrize("directory", ["real_outputs_kept3", "real_outputs_kept4", "real_outputs_kept5",
                                        "real_outputs_kept6", "real_outputs_kept7", "real_outputs_kept8",
                                        "real_outputs_kept9", "real_outputs_reports", "real_outputs_kept10",
-                                       "real_outputs_reports2", "real_outputs_kept11", "real_outputs_reports3"])
+                                       "real_outputs_reports2", "real_outputs_kept11", "real_outputs_reports3",
+                                       "real_outputs_kept12"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]
