@@ -823,6 +823,7 @@ class _Gen:
         self.reasoning_first = reasoning_first
         self.instructed = instructed   # (start phrases, end phrases): repair instructed-reasoning-markers
         self.next_section = ""   # repair consecutive-call-blocks: the call section's start, set by the tag formats
+        self.later_sections: tuple[str, P] | None = None   # repair content-between-calls (json_native)
         self.generation_prompt = generation_prompt
         self.p = ChatBuilder(python_literal_values=True if PYTHON_LITERAL_VALUES in improvements else None)
         self.extracting = (request.reasoning_format != ReasoningFormat.NONE
@@ -1046,6 +1047,7 @@ class _Gen:
         else:
             tools = p.standard_json_tools(f.section_start, f.section_end, req.tools, req.parallel_tool_calls,
                                           force, **kw)
+            self.text_between_call_sections(tools, trim_ws(f.section_start), trim_ws(f.section_end), force)
         if self.a.content.is_always_wrapped():
             opened = self.open_content_before_calls(f.section_start or f.per_call_start)
             if opened is not None:
@@ -1145,6 +1147,33 @@ class _Gen:
         block = P(node.child, p) if getattr(node, "min", None) == 0 and getattr(node, "max", None) == 1 else single
         p.late.append(lambda: p.widen_late(block, CONTENT_BETWEEN_CALLS, lambda orig: (
             p.content(p.until_one_of(stops)) + p.peek(p.literal(opener)) + orig)))
+
+    def text_between_call_sections(self, tools: P, start: str, end: str, force: bool) -> None:
+        """Repair ``content-between-calls`` for JSON calls in a marked section (Apertus
+        ``<|tools_prefix|>[…]<|tools_suffix|>``): keeps the section's ``start`` marker and node for :meth:`build`,
+        which lets text and a further section, once or more, come where the end of the output was expected."""
+        p = self.p
+        if CONTENT_BETWEEN_CALLS not in p.repairs or not start or not end or force or not self.req.parallel_tool_calls:
+            return
+        node = p.arena.nodes[tools.id]
+        section = P(node.child, p) if getattr(node, "min", None) == 0 and getattr(node, "max", None) == 1 else tools
+        self.later_sections = (start, section)
+
+    def sections_after_text(self, final_end: P) -> None:
+        """The second half of :meth:`text_between_call_sections`: once the tree is built, the root's ``final_end``
+        may instead be preceded by text and a further section, once or more, and text after the last (tried only
+        where the end of the output is not there; the grammar stays the template's). Text after the last section
+        reads as before."""
+        if self.later_sections is None:
+            return
+        p, (start, section) = self.p, self.later_sections
+        # the text is read a character at a time up to the marker and the variant fails, cleanly, at the end of
+        # the output: with no further section it reads nothing (an until would wait there for more, and the
+        # lenient parse would take the wait for a reading of the text)
+        text = p.content(p.zero_or_more(p.negate(p.end()) + p.negate(p.literal(start)) + p.any()))
+        further = text + p.negate(p.end()) + p.peek(p.literal(start)) + section
+        p.late.append(lambda: p.widen_late(final_end, CONTENT_BETWEEN_CALLS, lambda orig: (
+            p.one_or_more(further) + p.optional(p.content(p.rest())) + orig)))
 
     def json_call_variants(self) -> tuple[list[str], list[P]]:
         """The issue-25 repairs of a JSON call format, as ``(stops, variants)``: markers where the content before
@@ -1591,6 +1620,7 @@ class _Gen:
             root = prefix + body if pure_content else prefix << body
             if self.next_section:   # repair consecutive-call-blocks: further call sections before the end
                 next_call_section(p, final_end, self.next_section, "tool-calls")
+            self.sections_after_text(final_end)   # repair content-between-calls: sections after text
         entries: dict[str, P] = {RECOVER_CONTENT: prefix + self.reasoning + p.content(p.rest())}
         if pre is not None:
             entries[RECOVER_TRAILING] = prefix + pre + p.content(p.rest()) if pure_content \

@@ -213,6 +213,8 @@ MiniMax-M2 parsers read them as "string"; JSON Schema knows only "string")."""
 CALL_OPENER_DROPPED = "call-opener-dropped"
 STANDALONE_JSON_CALL = "standalone-json-call"
 CALL_LIST_UNBRACKETED = "call-list-unbracketed"   # read in core.peg.chat (ChatBuilder.standard_json_tools)
+# R8 round: from the misses of real_outputs_kept11 and real_outputs_reports3 (development data)
+THOUGHT_LABEL_OMITTED = "thought-label-omitted"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -793,7 +795,10 @@ REPAIRS: list[Repair] = [
                 "where each call goes): text after a call, up to the next call or the end, is content with the "
                 "whitespace around it; whitespace alone after a call stays layout. The same in the Qwen3-Coder / "
                 "Qwen3.5 handler's <tool_call><function=…> calls (Step-3.5 writes them too): text after a call, "
-                "with the whitespace before it, up to the next call (which is read) or the end.",
+                "with the whitespace before it, up to the next call (which is read) or the end. And JSON calls in "
+                "a marked section (Apertus <|tools_prefix|>[…]<|tools_suffix|>), with parallel calls: text after "
+                "the section and a further section, once or more, are content and calls (text after the last "
+                "section is the trailing content it always was).",
         example="I will help you get the weather info.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
                 "<arg_value>Beijing</arg_value>\n</tool_call>\n\nmeaningwhile, I will also check the weather in "
                 "Shanghai.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Shanghai</arg_value>\n"
@@ -814,7 +819,13 @@ REPAIRS: list[Repair] = [
                "test_qwen3xml_tool_parser.py#L35 (case kept6-vllm-qwen3xml-surrounding-text); SGLang's Step-3.5 "
                "detector keeps text between calls: https://github.com/sgl-project/sglang/blob/"
                "df758f476f27b65811ec800db143a4a003fa493d/test/registered/unit/function_call/"
-               "test_step3p5_detector.py (test_interleaved_text_is_preserved_in_both_modes)"),
+               "test_step3p5_detector.py (test_interleaved_text_is_preserved_in_both_modes); SGLang's Apertus "
+               "detector reads every <|tools_prefix|> block and keeps the text around them as normal text: "
+               "https://github.com/sgl-project/sglang/blob/8d240b18f5a62aec773facd0e02045ac39f00893/test/"
+               "registered/unit/function_call/test_apertus2509_detector.py "
+               "(test_chunk_invariance_for_multiple_blocks_and_trailing_text, "
+               "test_second_incomplete_block_stays_buffered: cases kept11-sglang-apertus-multiple-blocks-trailing-"
+               "text, -second-block-buffered)"),
     # ---- JSON and pythonic call families ---------------------------------------------------------------------------
     Repair(
         name=PYTHONIC_VALUES,
@@ -1382,6 +1393,24 @@ REPAIRS: list[Repair] = [
                "vllm-project/vllm/blob/5a314e9e8178996f4a9b12b801ef532fe3462f86/vllm/tool_parsers/"
                "hermes_tool_parser.py); no public raw output with the member was found: the example is the "
                "project review's variant of a Hermes call"),
+    # ---- R8 round: from the misses of kept11 and reports3 (development data) ------------------------------------
+    Repair(
+        name=THOUGHT_LABEL_OMITTED,
+        title="Gemma 4's thought channel opened without its thought label",
+        stage=RepairStage.TOLERANCE,
+        accepts="Gemma 4 with reasoning extracted: a channel opened <|channel> and followed by text that is not "
+                "the template's thought label (<|channel>REASONING<channel|>) is the reasoning, up to <channel|> "
+                "(or a <|tool_call>, or the end of an output that never closes it); the label, when written, "
+                "stays llama.cpp's path. llama.cpp reads only <|channel>thought and keeps the rest as content. "
+                "An end marker with no <|channel> before it is not read here (the engine's own one-shot and "
+                "streamed parses of that shape disagree).",
+        example="<|channel>This is a reasoning section<channel|>This is the rest",
+        source="vLLM's Gemma 4 reasoning parser reads the reasoning between <|channel> and <channel|> and strips "
+               "the thought label only when it is there (_strip_thought_label): https://github.com/vllm-project/"
+               "vllm/blob/109eefd646368f8aa282b251a815c04fd5922975/vllm/reasoning/gemma4_reasoning_parser.py; its "
+               "test https://github.com/vllm-project/vllm/blob/0c4966200aec186cd256a14f02c2151571f0ad0e/tests/"
+               "reasoning/test_gemma4_reasoning_parser.py (REASONING_WITH_CHANNEL, COMPLETE_REASONING_WITH_CHANNEL, "
+               "NO_CONTENT: cases kept11-vllm-gemma4-reasoning-reasoning, -complete-reasoning, -no-content)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -2088,4 +2117,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -22,7 +22,8 @@ from typing import Any
 from ...memo import MISSING, BoundedMemo
 from ...jinja.template import ChatTemplate
 from ..mapper import escape_json_inner, register_args_converter, register_args_hook
-from ..repairs import CALL_OPENER_DROPPED, CALLS_AFTER_TEXT, GLUED_ARGUMENTS, UNMARKED_ARGUMENT_VALUES
+from ..repairs import (CALL_OPENER_DROPPED, CALLS_AFTER_TEXT, GLUED_ARGUMENTS, THOUGHT_LABEL_OMITTED,
+                       UNMARKED_ARGUMENT_VALUES)
 from ..request import ChatRequest
 from ._peg_handler import HandlerParser, peg_parser, word
 from ._request_view import PromptContext, RequestView, request_view
@@ -480,6 +481,12 @@ def _peg_root(p: Any, view: RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, tur
         p.rule("thought", p.content(p.literal(THOUGHT) + p.space() + p.until(CHANNEL_END) + p.literal(CHANNEL_END)))
     empty_channels = p.gbnf(p.zero_or_more(p.literal(CHANNEL) + p.negate(p.literal("thought"))), "")
     thought = (p.peek(p.literal(CHANNEL)) + empty_channels + p.ref("thought")) | p.negate(p.literal(CHANNEL))
+    if view.extract_reasoning and THOUGHT_LABEL_OMITTED in p.repairs:
+        # repair thought-label-omitted: <|channel>REASONING<channel|> without the thought label (vLLM reads the
+        # channel and strips the label only when written); tried after llama.cpp's channel
+        p.late.append(lambda: p.widen_late(thought, THOUGHT_LABEL_OMITTED, lambda _: (
+            p.literal(CHANNEL) + p.negate(p.literal("thought")) + p.reasoning(p.until_one_of([CHANNEL_END, CALL]))
+            + p.optional(p.literal(CHANNEL_END)))))
 
     if view.has_schema:
         response = (p.literal("```json") << p.content(p.schema(p.json(), "response-format-schema", view.json_schema))
