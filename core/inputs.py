@@ -99,6 +99,36 @@ def read_input_lines(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> Iter
                 yield n, line.decode("utf-8", "surrogateescape")
 
 
+class JsonLineError(ValueError):
+    """Line ``line`` of a JSON Lines file is not a JSON value: ``problem`` says why in a few words ("not UTF-8 text",
+    "not valid JSON: Expecting value", "JSON nested too deeply"), ``msg`` is the JSON reader's own message (or
+    ``problem``). The caller names the file in its own error."""
+
+    def __init__(self, line: int, problem: str, msg: str | None = None):
+        super().__init__(f"line {line}: {problem}")
+        self.line, self.problem, self.msg = line, problem, msg or problem
+
+
+def read_json_lines(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` of every non-blank line of the JSON Lines file ``path``, read as
+    :func:`read_input_lines` reads it (so bounded, a pipe included). Raises :class:`JsonLineError` for a line that is
+    not UTF-8 text, not JSON, or JSON nested too deeply; ``OSError`` is the caller's to name."""
+    for n, line in read_input_lines(path, kind, limit):
+        if not line.strip():
+            continue
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            raise JsonLineError(n, "not UTF-8 text") from None
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise JsonLineError(n, f"not valid JSON: {e.msg}", e.msg) from None
+        except RecursionError:
+            raise JsonLineError(n, "JSON nested too deeply") from None
+        yield n, value
+
+
 def load_request(path: str | None, limit: int = MAX_INPUT_BYTES) -> "ChatRequest":
     """A request from a JSON file (``None``: one user message "Hello", no tools) of at most ``limit`` bytes. Raises
     :class:`~core.errors.RequestFileError` naming the file (and the bad field)."""

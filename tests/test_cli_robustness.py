@@ -8,11 +8,25 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import pytest
 
 from .conftest import REFERENCE, ROOT, TEMPLATES
+
+
+def feed(path: Any, data: bytes) -> threading.Thread:
+    """Write ``data`` to the named pipe ``path`` from a thread (the reader under test may stop early)."""
+    def write() -> None:
+        try:
+            with open(path, "wb") as f:
+                f.write(data)
+        except BrokenPipeError:   # the reader stopped at the limit
+            pass
+    t = threading.Thread(target=write, daemon=True)
+    t.start()
+    return t
 
 QWEN3 = str(TEMPLATES / "Qwen-Qwen3-0.6B.jinja")
 
@@ -355,21 +369,8 @@ def test_a_request_pipe_without_end_is_refused_at_the_limit(tmp_path: Any) -> No
     """A named pipe passes the request file's check (`--request <(…)` is a legit use), but `--request <(yes)` or
     `--request /dev/stdin` fed without end was then read whole by the JSON reader until memory ran out; the read
     stops one byte past the limit and names the file. A request that fits in the pipe still loads."""
-    import threading
-
     from core.errors import RequestFileError
     from core.inputs import load_request, read_input_file
-
-    def feed(path: Any, data: bytes) -> threading.Thread:
-        def write() -> None:
-            try:
-                with open(path, "wb") as f:
-                    f.write(data)
-            except BrokenPipeError:   # the reader stopped at the limit
-                pass
-        t = threading.Thread(target=write, daemon=True)
-        t.start()
-        return t
 
     request = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode("utf-8")
     fifo = tmp_path / "req.json"
@@ -394,21 +395,8 @@ def test_a_cases_pipe_of_one_endless_line_is_refused_at_the_limit(tmp_path: Any)
     """A cases file is read line by line, so the whole-file check never saw a pipe (`conform <(yes)`): one line
     without end was read into memory until it ran out. The read stops one byte past the limit, counted over the
     whole file, and names it; a cases file that fits still gives its rows, line numbers intact."""
-    import threading
-
     from core.chat.conformance import iter_cases
     from core.errors import RequestFileError
-
-    def feed(path: Any, data: bytes) -> threading.Thread:
-        def write() -> None:
-            try:
-                with open(path, "wb") as f:
-                    f.write(data)
-            except BrokenPipeError:   # the reader stopped at the limit
-                pass
-        t = threading.Thread(target=write, daemon=True)
-        t.start()
-        return t
 
     fifo = tmp_path / "cases.jsonl"
     os.mkfifo(fifo)
@@ -436,8 +424,6 @@ def test_a_cases_pipe_of_one_endless_line_is_refused_at_the_limit(tmp_path: Any)
 def test_a_tokenizer_config_pipe_without_end_is_refused_at_the_limit(tmp_path: Any) -> None:
     """`export --format tokenizer-config --tokenizer-config <(yes)`: a named pipe passes the file check and the
     JSON reader then read it whole, without end; it stops one byte past the input limit, one line naming it."""
-    import threading
-
     from core.inputs import MAX_INPUT_BYTES
 
     fifo = tmp_path / "tokenizer_config.json"

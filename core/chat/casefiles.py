@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from ..inputs import read_input_lines
+from ..inputs import JsonLineError, read_json_lines
 from .request import ChatRequest
 
 CASE_FIELDS = ("id", "source", "template", "request", "output", "expect")
@@ -34,18 +33,12 @@ def read_jsonl_cases(files: Iterable[str], required: tuple[str, ...], label: Cal
     ``label`` gives it) and line of a line that is not JSON, lacks a ``required`` field, or repeats an ``id``."""
     seen: set[str] = set()
     for path in files:
-        for n, line in read_input_lines(path, "cases file"):
-            if not line.strip():
-                continue
+        try:
+            rows = list(read_json_lines(path, "cases file"))
+        except JsonLineError as e:
+            raise ValueError(f"{label(path)}:{e.line}: {e.problem}") from None
+        for n, d in rows:
             where = f"{label(path)}:{n}"
-            try:
-                line.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValueError(f"{where}: not UTF-8 text") from None
-            try:
-                d = json.loads(line)
-            except ValueError as e:
-                raise ValueError(f"{where}: not JSON ({e})") from None
             missing = [k for k in required if k not in d]
             if missing:
                 raise ValueError(f"{where}: missing field {missing[0]!r}")

@@ -11,13 +11,12 @@ arguments, the same id where the expected one is non-empty). This is the score
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..errors import ChatTemplateExplorerError, RequestError, RequestFileError, TemplateLoadError
-from ..inputs import MAX_INPUT_BYTES, read_input_lines
+from ..inputs import MAX_INPUT_BYTES, JsonLineError, read_json_lines
 from ..jinja.template import ChatTemplate
 from .repairs import TOLERANCE_REPAIRS
 from .request import ChatRequest
@@ -234,22 +233,12 @@ def iter_cases(path: str, limit: int = MAX_INPUT_BYTES) -> Iterable[dict[str, An
     not UTF-8, or JSON nested too deeply, or naming the file when it cannot be read or holds more than ``limit``
     bytes (a pipe of one endless line included: :func:`core.inputs.read_input_lines`)."""
     try:
-        for n, line in read_input_lines(path, "cases file", limit):
-            if not line.strip():
-                continue
-            try:
-                line.encode("utf-8")
-            except UnicodeEncodeError:
-                raise RequestFileError(f"{path}:{n}", "not UTF-8 text", kind="cases file") from None
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise RequestFileError(f"{path}:{n}", f"not valid JSON: {e.msg}", kind="cases file") from None
-            except RecursionError:
-                raise RequestFileError(f"{path}:{n}", "JSON nested too deeply", kind="cases file") from None
+        for n, row in read_json_lines(path, "cases file", limit):
             if not isinstance(row, dict):
                 raise RequestFileError(f"{path}:{n}", f"expected a JSON object, got {type(row).__name__}",
                                        kind="cases file")
             yield row
+    except JsonLineError as e:
+        raise RequestFileError(f"{path}:{e.line}", e.problem, kind="cases file") from None
     except OSError as e:
         raise RequestFileError(path, f"cannot read: {e.strerror or e}", kind="cases file") from None

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ..escapes import escape_invisible, json_visible
-from ..inputs import read_input_file, read_input_lines
+from ..inputs import JsonLineError, read_input_file, read_json_lines
 
 FORMATS = ("response-template", "tokenizer-config", "gbnf")
 
@@ -37,18 +37,7 @@ def _check_cases(path: str) -> list[dict[str, Any]]:
 
     rows = []
     try:
-        for n, line in read_input_lines(path, "cases file"):
-            if not line.strip():
-                continue
-            try:
-                line.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ChatTemplateExplorerError(f"{path}: not UTF-8 text (line {n})") from None
-            try:
-                row = json.loads(line)
-            except ValueError as e:
-                raise ChatTemplateExplorerError(f"{path}: line {n} is not JSON ({e.msg}); --cases takes a "
-                                                "cases.jsonl file, one JSON object a line") from None
+        for n, row in read_json_lines(path, "cases file"):
             if not isinstance(row, dict):
                 raise ChatTemplateExplorerError(f"{path}: line {n} is not a JSON object; --cases takes a "
                                                 "cases.jsonl file, one JSON object a line")
@@ -58,6 +47,11 @@ def _check_cases(path: str) -> list[dict[str, Any]]:
                 raise ChatTemplateExplorerError(f"{path}: line {n} has no {', '.join(missing)}; a cases.jsonl "
                                                 "row needs template, messages and input")
             rows.append(row)
+    except JsonLineError as e:
+        if e.problem == "not UTF-8 text":
+            raise ChatTemplateExplorerError(f"{path}: not UTF-8 text (line {e.line})") from None
+        raise ChatTemplateExplorerError(f"{path}: line {e.line} is not JSON ({e.msg}); --cases takes a "
+                                        "cases.jsonl file, one JSON object a line") from None
     except OSError as e:
         raise ChatTemplateExplorerError(f"{path}: {e.strerror or e}") from None
     return rows
