@@ -1610,6 +1610,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         return Mistake.REASONING_NOT_CLOSED, ev + [inside]
     if len(edits) == 1 and edits[0].kind == "insert" and edits[0].pos >= len(out) \
             and _is_stop_closer(edits[0].new, ctx):
+        unwrapped = _unwrapped_call(out, msg, ctx)
+        if unwrapped:
+            # the closer a stop string would match is missing, and so is its opener: the wrapper was never written
+            # (a parser that reads the inner call without its opener asks only for the closer)
+            ctx["headline"] = unwrapped     # (the nearest output's "stopped before" names the closer alone)
+            return Mistake.OMITTED_OPENER, ev + [unwrapped]
         ev.append(f"the call is complete and only {_q(edits[0].new.strip(_WS))}, the closer the template writes after "
                   "it, is missing at the very end: the string a stop sequence matches — a server removes a matched "
                   "stop string from the output (or max_tokens ran out exactly there)")
@@ -1859,17 +1865,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                  ex.stop.output_pos if ex.stop is not None else -1)
         if shape:
             return shape[0], ev + [shape[1]]
-    ops = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS)]
-    pair = ("</" + ops[0][1:]) if ops and re.fullmatch(r"<[A-Za-z_][\w\-]{0,40}>", ops[0]) else ""
-    if len(ops) >= 2 and pair and not msg.get("tool_calls") and ops[0] not in out and pair not in out \
-            and any(o in out for o in ops[1:]):
-        # the call is not wrapped at all: its own opener is written, the section's tag pair around it never is —
-        # the outermost omission (what the parser then meets inside the call is listed above); a call that
-        # keeps the section's closer lost only what the parser stops at
-        inner = next(o for o in ops[1:] if o in out)
-        return Mistake.OMITTED_OPENER, ev + [f"the output writes {_q(inner)} but neither {_q(ops[0])} nor "
-                                             f"{_q(pair)}, which the template writes around it: the call was "
-                                             "started without its section's opener"]
+    unwrapped = _unwrapped_call(out, msg, ctx)
+    if unwrapped:
+        return Mistake.OMITTED_OPENER, ev + [unwrapped]
     if ex.stop is not None and not edits:
         lits = _literals(ex.stop.expected)
         found = ex.text[ex.stop.pos:ex.stop.pos + 40]
@@ -3111,6 +3109,10 @@ def _bare_call(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> tup
             values = _fill(re.split("\x00V\\d\x00", bare.strip(_WS)), out.strip(_WS))
             if values is None or not bare.strip(_WS):
                 continue
+            if not re.search(alt, _inside_wrapper(call, alt)):
+                # the tokens only wrap the call: a model that omitted the wrapper writes the same text, and nothing
+                # inside the call shows a decoder at work — the omitted opener's reading (nearest edits) stands
+                return None
             restored = call
             for i, v in enumerate(values):
                 restored = restored.replace(_PLACEHOLDER.format(i), v)
@@ -3120,6 +3122,16 @@ def _bare_call(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> tup
                               "text between them — a decoder that skips special tokens (skip_special_tokens) "
                               "dropped them")
     return None
+
+
+def _inside_wrapper(call: str, alt: str) -> str:
+    """``call`` without the run of special tokens (``alt``) and whitespace it starts and ends with: the call's own
+    text, where a token still found was written inside the call (MiniCPM5's ``<param``), not around it."""
+    edge = re.compile(rf"(?:\s*(?:{alt}))+\s*")
+    head = edge.match(call)
+    body = call[head.end():] if head else call
+    ends = [m for m in edge.finditer(body) if m.end() == len(body)]
+    return body[:ends[0].start()] if ends else body
 
 
 def _call_spans(render: str, found: list[Any]) -> list[str]:
@@ -3390,6 +3402,19 @@ def _ids_for_names(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> list[s
 
 _FENCE = re.compile(r"\s{0,8}```[\w-]{0,16}\s")
 _ENCODED_ARGS = re.compile(r'"\s{0,8}\{(?:\s|\\[nrt]){0,8}\\"')     # `"{\"k\"` or `"{\n  \"k\"`
+
+
+def _unwrapped_call(out: str, msg: dict, ctx: dict[str, Any]) -> str:
+    """The call is not wrapped at all: its own opener is written, the section's tag pair around it never is — the
+    outermost omission (what the parser then meets inside the call is secondary); a call that keeps the section's
+    closer lost only what the parser stops at. Returns the evidence, or ``""``."""
+    ops = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS)]
+    pair = ("</" + ops[0][1:]) if ops and re.fullmatch(r"<[A-Za-z_][\w\-]{0,40}>", ops[0]) else ""
+    if len(ops) < 2 or not pair or msg.get("tool_calls") or ops[0] in out or pair in out:
+        return ""
+    inner = next((o for o in ops[1:] if o in out), "")
+    return (f"the output writes {_q(inner)} but neither {_q(ops[0])} nor {_q(pair)}, which the template writes "
+            "around it: the call was started without its section's opener") if inner else ""
 
 
 def _is_stop_closer(text: str, ctx: dict[str, Any]) -> bool:
