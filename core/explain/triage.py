@@ -802,6 +802,17 @@ _SPECIAL_SHAPE = re.compile(r"<\|[^|<>\n]{1,40}\|>|<｜[^｜<>\n]{1,40}｜>|\[[A
 _PY_CALL = re.compile(r"\b([A-Za-z_][\w.]{0,64})\((?:[A-Za-z_]\w{0,64}\s{0,8}[=:]|\))")
 
 
+def _py_call_statement(text: str, names: list[str]) -> int | None:
+    """Where ``text`` writes a call in a programming language's syntax (``get_weather(city="Paris")``): a match of
+    ``_PY_CALL`` that starts a line or names a requested tool — a function named inside a sentence of prose
+    (``describe resetGame() function``) is no call. None when there is none."""
+    for m in itertools.islice(_PY_CALL.finditer(text), 16):
+        head = text[:m.start()].rstrip(" \t")
+        if not head or head.endswith("\n") or m.group(1) in names:
+            return m.start()
+    return None
+
+
 def _schema_problems(req: Any, message: dict[str, Any], output: str = "") -> list[tuple[Mistake, str]]:
     """Missing required / undeclared / mistyped arguments of the calls in ``message`` against the request; a call
     shown with ``{}`` whose arguments ``output`` writes as JSON of another type is a type mismatch, not a call
@@ -1605,6 +1616,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             ev.append(f"the reasoning holds {what}, which starts a call: the model called the tool before "
                       f"closing the reasoning with {_q(r_ends[0])}")
             return Mistake.REASONING_NOT_CLOSED, ev
+    block = _closed_call_block_in_reasoning(out, reasoning, msg, ctx, r_ends) if in_reasoning else ""
+    if block:
+        return Mistake.REASONING_NOT_CLOSED, ev + [block]
     inside = _call_before_reasoning_end(out, reasoning, msg, ctx, r_ends)
     if inside:
         return Mistake.REASONING_NOT_CLOSED, ev + [inside]
@@ -1703,6 +1717,13 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if again:
         ctx["thinking_fix"] = again[0]
         return Mistake.REASONING_SETTING, ev + [again[1]]
+    unsent_markup = _call_markup_without_tools(setup, ex) if not msg.get("tool_calls") else ""
+    if unsent_markup:
+        ctx["why_none"] = (
+            "the request carries no tools, so the parser reads no call, and the output does not write the call "
+            "as the template renders one: no change of ours re-parses it to a message with calls — send the tools "
+            "and re-run the model")
+        return Mistake.TOOLS_NOT_SENT, ev + [unsent_markup]
     seen = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS) and o.strip(_WS) in out]
     weak = Cause.TOOLS_NOT_REQUESTED in causes and bool(seen) and all(len(o) < 2 for o in seen) \
         and ex.clean and _unsent_tool_call(setup, out, content or reasoning) is None
@@ -2068,10 +2089,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                                    "channel, where the format has no calls"]
     if ex.stop is not None and re.match(r"\s*\{", out) and out.strip(_WS).endswith(("?", ".", "!")):
         return Mistake.TRAILING_TEXT, ev + ["text follows the JSON call; the format is the JSON call alone"]
-    if _PY_CALL.search(text) or ("call:" in out and "call:" not in src) \
+    py = _py_call_statement(text, ctx["names"])
+    if py is not None or ("call:" in out and "call:" not in src) \
             or re.search(r"<function>[\w.\-]{1,64}</function>", out):
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + ["the call is written in a syntax of another format: "
-                                                      + _q(text.strip(_WS)[:40])]
+                                                      + _q((text[py:] if py is not None else text).strip(_WS)[:40])]
     omitted = _omitted_control_token(setup, ex, ctx) if not msg.get("tool_calls") else ""
     if omitted:
         ctx["why_none"] = ("the output omits a marker the template writes outside any call (the parse stopped "
@@ -2588,6 +2610,29 @@ def _src(setup: _Setup) -> str:
     return getattr(setup.template, "source", "") or ""
 
 
+def _closed_call_block_in_reasoning(out: str, reasoning: str, msg: dict[str, Any], ctx: dict[str, Any],
+                                    r_ends: list[str]) -> str:
+    """Evidence when the parse ends inside the reasoning, the output never writes a reasoning closer, and the
+    reasoning holds a call opener that the format also ends the reasoning with (DeepSeek V4's
+    ``<｜DSML｜tool_calls>``) followed by its own closing tag, the output ending right after that block: the block is
+    complete, so the output was not cut — the model wrote its call before closing the reasoning (a parse ends the
+    reasoning there only when tools are declared). ``""`` otherwise."""
+    closers = [e for e in r_ends if e and e not in ctx["markers"]]
+    if msg.get("tool_calls") or not reasoning or not closers or any(e in out for e in closers):
+        return ""
+    for m in ctx["markers"]:
+        if not (m in r_ends and m in reasoning and re.fullmatch(r"<[^<>/\s][^<>\s]{0,60}>", m)):
+            continue
+        pair = "</" + m[1:]
+        if out.rstrip(_WS).endswith(pair) and out.find(pair) > out.find(m):
+            return (f"the reasoning holds {_q(m)} … {_q(pair)}, a complete call block, and the output ends right "
+                    f"after it: it was not cut — the model wrote its call before closing the reasoning with "
+                    f"{_q(closers[0])}" + ("" if ctx["names"] else
+                                            " (the request declares no tools, so the parse does not end the "
+                                            "reasoning at the block)"))
+    return ""
+
+
 def _call_before_reasoning_end(out: str, reasoning: str, msg: dict[str, Any], ctx: dict[str, Any],
                                r_ends: list[str]) -> str:
     """Evidence when the reasoning the parse read holds the template's call opener with a requested tool's name
@@ -2717,6 +2762,66 @@ def _foreign_to_unfound_format(setup: _Setup, out: str, ctx: dict[str, Any]) -> 
             f"{', '.join(_q(t) for t in tokens[:3])} for its calls, none of which the output holds, and at "
             "improved fidelity (every repair on) the call is still not read: the model writes another family's "
             "format, whatever the analysis found")
+
+
+_STUB_NAME = "explain_stub_tool"
+
+
+def _markup_words(text: str) -> list[str]:
+    """The words of ``text``'s markup: those of each short stretch (at most 40 characters) between two control
+    tokens, where a header, a channel or a recipient is written — prose between tokens is longer."""
+    parts = _SPECIAL_SHAPE.split(text)
+    return [w for p in parts[1:-1] if len(p) <= 40 for w in re.findall(r"[A-Za-z_]{3,40}", p)][:64]
+
+
+def _call_markup_without_tools(setup: _Setup, ex: Any) -> str:
+    """Evidence when the request offers no tools, the parse is clean and reads no call, and the output ends with a
+    JSON object right after the control token the template writes before a call's arguments, in a stretch of
+    markup holding words only the template's render of a call writes (gpt-oss's ``<|channel|>commentary
+    to=read_file <|constrain|>json<|message|>{…}``: ``commentary``, ``json``, never in a reply's render) — a call
+    in the template's call markup, written for a request that sent no tools. ``""`` otherwise (two renders)."""
+    req = setup.request
+    out = ex.output
+    if (req.tools and getattr(req.tool_choice, "value", req.tool_choice) != "none") or not ex.clean \
+            or len(out) > TRIAGE_CHARS // 8:
+        return ""
+    toks = list(_SPECIAL_SHAPE.finditer(out))
+    if len(toks) < 2:
+        return ""
+    last = toks[-1]
+    try:
+        obj, end = json.JSONDecoder().raw_decode(out, last.end())
+    except ValueError:
+        return ""
+    if not isinstance(obj, dict) or out[end:].strip(_WS):
+        return ""
+    call = _rendered_call(setup, _STUB_NAME, {})
+    try:
+        reply = apply_template(setup.template, [{"role": "user", "content": "hi"},
+                                                {"role": "assistant", "content": "ANSWER7"}], None)
+    except Exception:  # noqa: BLE001 - a template that renders no reply gives no comparison
+        return ""
+    at = call.find(_STUB_NAME)
+    args = call.find("{}", max(at, 0))
+    if at < 0 or args < 0:
+        return ""
+    before = [m.group(0) for m in _SPECIAL_SHAPE.finditer(call[:args])]
+    if not before or before[-1] != last.group(0) or out[last.end():last.end() + 1] != "{":
+        return ""
+    lead = _SPECIAL_SHAPE.split(call[:at])[-1].strip(_WS)
+    if not lead or lead in out:
+        # (the text the template writes right before the tool's name, written so: the template's own call, which a
+        # request with the tool may read — not this reading)
+        return ""
+    own = set(_markup_words(call.replace(_STUB_NAME, " "))) - set(re.findall(r"[A-Za-z_]{3,40}", reply))
+    written = [w for w in dict.fromkeys(_markup_words(out[:last.end()] + "{")) if w in own]
+    if not written:
+        return ""
+    why = "has no tools" if not req.tools else "has tool_choice none"
+    return (f"the output ends with a call in the template's call markup — {', '.join(_q(w) for w in written[:3])}, "
+            f"words only the template's render of a call writes, then {_q(last.group(0))} and a JSON object, as it "
+            f"writes a call's arguments, but not {_q(lead)} before the tool's name — and the request {why}, so the "
+            "parser reads no call")
 
 
 def _unsent_tool_call(setup: _Setup, out: str, text: str
