@@ -1903,3 +1903,53 @@ def test_the_thirteenth_rounds_rules(set_name, case_id, mistake, said, change):
         assert not tg.fixes and tg.no_fix
     else:
         assert any(f.change == change for f in tg.fixes), [f.change for f in tg.fixes]
+
+
+@pytest.mark.parametrize("set_name,case_id,mistake,said,change", [
+    # the wrapper's tokens only around the call: omitted, not stripped by a decoder (no keep-special-tokens offered)
+    ("kept14.jsonl", "kept14-opencode-7083-qwen25coder-bare-json-todoread", Mistake.OMITTED_OPENER,
+     "the model omitted both `<tool_call>` and its closer `</tool_call>`", {"repairs": ["unmarked-calls"]}),
+    # the inner call without its wrapper: the closer is not a stripped stop string either
+    ("kept13.jsonl", "kept11-ollama-qwen3coder-bare-function-call", Mistake.OMITTED_OPENER,
+     "the output writes `<function=exec_command>` but neither `<tool_call>` nor `</tool_call>`",
+     {"repairs": ["missing-closing-tags"]}),
+    # a complete call block in the reasoning the prompt opened: not cut
+    ("kept13.jsonl", "kept11-vllm-dsv4-reasoning-tool-call-ends-reasoning", Mistake.REASONING_NOT_CLOSED,
+     "a complete call block, and the output ends right after it: it was not cut", None),
+    # the template's call markup, no tools sent: examined (a clean empty parse) and the analysis not quoted as a call
+    ("kept14.jsonl", "kept14-cline-5393-gptoss-20b-recipient-without-functions-no-tools", Mistake.TOOLS_NOT_SENT,
+     "words only the template's render of a call writes, then `<|message|>` and a JSON object", None),
+    ("kept14.jsonl", "kept14-kilocode-1775-gptoss-20b-recipient-without-functions-no-tools", Mistake.TOOLS_NOT_SENT,
+     "but not `assistant␣to=functions.` before the tool's name", None),
+])
+def test_the_fourteenth_rounds_rules(set_name, case_id, mistake, said, change):
+    """Each rule of the fourteenth round on a row it reads (docs/explain.md "Fourteenth round of rules")."""
+    _, tg = _run(_row(set_name, case_id))
+    assert tg.mistake == mistake
+    assert any(said in e for e in tg.evidence), tg.evidence
+    if change is None:
+        assert not tg.fixes and tg.no_fix
+    else:
+        assert [f.change for f in tg.fixes] == [change]
+
+
+@pytest.mark.parametrize("case_id,said", [
+    ("kept14-roo-11219-qwen3-coder-next-call-without-opener-or-closers",
+     "(`<function`, `<parameter` never closed), which none of our repairs reads — with `</parameter></function>` "
+     "appended, the repairs read the call"),
+    ("kept14-opencode-4428-qwen3coder-30b-function-without-wrapper", "(`<function` never closed)"),
+    ("kept14-openinterpreter-1577-qwen25coder-32b-bare-json-bad-escape",
+     "the call's JSON writes `\\P`, a backslash escape JSON does not have"),
+])
+def test_none_helps_names_what_stops_the_repairs_not_the_opener(case_id, said):
+    _, tg = _run(_row("kept14.jsonl", case_id))
+    assert tg.mistake == Mistake.OMITTED_OPENER and not tg.fixes
+    assert tg.no_fix.startswith("what stops the repairs is not the opener") and said in tg.no_fix, tg.no_fix
+
+
+def test_a_function_named_in_prose_is_no_call_of_another_syntax():
+    from core.explain.triage import _py_call_statement
+
+    assert _py_call_statement("We need to describe resetGame() function.", []) is None
+    assert _py_call_statement("Sure.\nget_weather(city='Paris')", []) == 6
+    assert _py_call_statement("I will call get_weather(city='Paris')", ["get_weather"]) == 12

@@ -4342,6 +4342,10 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         # reasoning fixes nothing (llama.cpp keeps the whitespace after an empty think block; improved drops it)
         uniq = [f for f in uniq if not _same_but_edge_whitespace(f.message, cur)]
     why = "" if uniq else (ctx.get("why_none") or _why_none(mistake, near, ex, setup.request))
+    if not uniq and not ctx.get("why_none") and mistake == Mistake.OMITTED_OPENER:
+        # the table's reason blames the opener; when the repairs read the call once something else is mended, that
+        # is what stops them
+        why = _what_stops_repairs(setup, ex.output, budget) or why
     if why and ctx.get("passed_candidates"):
         # explain lists its own candidates beside this: say why a clean re-parse among them is no fix
         many = len(ctx["passed_candidates"]) > 1
@@ -4675,6 +4679,42 @@ def _short(description: str, n: int = 70) -> str:
 
     d = escape_invisible(description, keep="")
     return d if len(d) <= n else d[:n - 1] + "…"
+
+
+_TAG = re.compile(r"<(/?)([A-Za-z_][\w\-]{0,40})(?:[=\s][^<>\n]{0,200})?>")
+_ESCAPE = re.compile(r"\\(.)", re.S)
+
+
+def _what_stops_repairs(setup: _Setup, out: str, budget: Any) -> str:
+    """Why no repair reads a call when it is not the omitted opener: the repairs (improved fidelity, every
+    tolerance repair) read the call once the tags the output leaves open at its end are closed (Qwen3-Coder's
+    ``<function=…>`` / ``<parameter=…>`` never closed), or once a backslash escape JSON does not have (``\\P``) is
+    escaped. At most two parses; ``""`` when neither mends it."""
+    stack: list[str] = []
+    for m in itertools.islice(_TAG.finditer(out), 256):
+        if not m.group(1):
+            stack.append(m.group(2))
+        elif m.group(2) in stack:
+            del stack[len(stack) - 1 - stack[::-1].index(m.group(2)):]
+    if stack and budget.take(len(out)):
+        closers = [f"</{n}>" for n in reversed(stack)]
+        p = _parse(setup, out.rstrip(_WS) + "".join("\n" + c for c in closers), repairs=TOLERANCE_REPAIRS)
+        if p.clean and p.message.tool_calls:
+            return (f"what stops the repairs is not the opener: the output ends with the call still open "
+                    f"({', '.join(_q('<' + n) for n in stack[:3])} never closed), which none of our repairs reads "
+                    f"— with {_q(''.join(closers))} appended, the repairs read the call: only the model's output "
+                    "(a complete call) can change")
+    bad = [m for m in itertools.islice(_ESCAPE.finditer(out), 4096) if m.group(1) not in '"\\/bfnrtu']
+    if bad and budget.take(len(out)):
+        mended = out
+        for m in reversed(bad):
+            mended = mended[:m.start()] + "\\" + mended[m.start():]
+        p = _parse(setup, mended, repairs=TOLERANCE_REPAIRS)
+        if p.clean and p.message.tool_calls:
+            return (f"what stops the repairs is not the opener: the call's JSON writes {_q(bad[0].group(0))}, a "
+                    "backslash escape JSON does not have, and no repair reads invalid JSON — with the backslash "
+                    "escaped, the repairs read the call: only the model's output can change")
+    return ""
 
 
 def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
