@@ -179,16 +179,16 @@ SCORES = {
     # since the thirteenth round: (6, 5, 2, 4)
     "kept12.jsonl": {"dev": (6, 5, 2, 4)},
     # kept aside: first run (19, 32, 3, 9), at the labelled commit (docs/explain.md "Fifteenth batch");
-    # spark25-multiple-calls relabelled (fix content-between-calls, which gives the engine's message once the lossless word check was fixed);
-    # unchanged by the thirteenth round's rules and the kept10 repairs, written without it
-    # dev since the fourteenth round, whose rules were written from its false statements ("Fourteenth round of
-    # rules"): a bare Qwen3-Coder call an omitted opener, a complete DSML block in open reasoning not cut
+    # spark25-multiple-calls relabelled (fix content-between-calls, which gives the engine's message once the
+    # lossless word check was fixed); unchanged by the thirteenth round's rules and the kept10 repairs, written
+    # without it; dev since the fourteenth round, whose rules were written from its false statements ("Fourteenth
+    # round of rules"): a bare Qwen3-Coder call an omitted opener, a complete DSML block in open reasoning not cut
     "kept13.jsonl": {"dev": (21, 32, 3, 9)},
     # kept aside, public reports on agents and clients: first run (7, 11, 4, 6), at the labelled commit
-    # (docs/explain.md "Sixteenth batch"); unchanged by the thirteenth round's rules and the kept10 repairs, written without it
-    # dev since the fourteenth round: a bare Qwen2.5-Coder JSON call an omitted opener, the two gpt-oss calls with
-    # no tools sent TOOLS_NOT_SENT (one a gap, one the analysis text quoted as a call); three "none helps" now name
-    # what stops the repairs (the score counts no reason)
+    # (docs/explain.md "Sixteenth batch"); unchanged by the thirteenth round's rules and the kept10 repairs,
+    # written without it; dev since the fourteenth round: a bare Qwen2.5-Coder JSON call an omitted opener, the two
+    # gpt-oss calls with no tools sent TOOLS_NOT_SENT (one a gap, one the analysis text quoted as a call); three
+    # "none helps" now name what stops the repairs (the score counts no reason)
     "kept14.jsonl": {"dev": (10, 11, 4, 6)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
