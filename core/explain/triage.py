@@ -2092,8 +2092,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     py = _py_call_statement(text, ctx["names"])
     if py is not None or ("call:" in out and "call:" not in src) \
             or re.search(r"<function>[\w.\-]{1,64}</function>", out):
+        line = text[text.rfind("\n", 0, py) + 1:] if py is not None else text     # (from the call's line)
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + ["the call is written in a syntax of another format: "
-                                                      + _q((text[py:] if py is not None else text).strip(_WS)[:40])]
+                                                      + _q(line.strip(_WS)[:40])]
     omitted = _omitted_control_token(setup, ex, ctx) if not msg.get("tool_calls") else ""
     if omitted:
         ctx["why_none"] = ("the output omits a marker the template writes outside any call (the parse stopped "
@@ -2776,7 +2777,7 @@ def _markup_words(text: str) -> list[str]:
 
 def _call_markup_without_tools(setup: _Setup, ex: Any) -> str:
     """Evidence when the request offers no tools, the parse is clean and reads no call, and the output ends with a
-    JSON object right after the control token the template writes before a call's arguments, in a stretch of
+    JSON object the parse does not return as the answer, right after the control token the template writes before a call's arguments, in a stretch of
     markup holding words only the template's render of a call writes (gpt-oss's ``<|channel|>commentary
     to=read_file <|constrain|>json<|message|>{…}``: ``commentary``, ``json``, never in a reply's render) — a call
     in the template's call markup, written for a request that sent no tools. ``""`` otherwise (two renders)."""
@@ -2793,8 +2794,9 @@ def _call_markup_without_tools(setup: _Setup, ex: Any) -> str:
         obj, end = json.JSONDecoder().raw_decode(out, last.end())
     except ValueError:
         return ""
-    if not isinstance(obj, dict) or out[end:].strip(_WS):
-        return ""
+    if not isinstance(obj, dict) or out[end:].strip(_WS) \
+            or out[last.end():end].strip(_WS) in (ex.message.get("content") or ""):
+        return ""     # (a JSON object the parse returns as the answer is one: a structured final reply)
     call = _rendered_call(setup, _STUB_NAME, {})
     try:
         reply = apply_template(setup.template, [{"role": "user", "content": "hi"},
@@ -4681,7 +4683,7 @@ def _short(description: str, n: int = 70) -> str:
     return d if len(d) <= n else d[:n - 1] + "…"
 
 
-_TAG = re.compile(r"<(/?)([A-Za-z_][\w\-]{0,40})(?:[=\s][^<>\n]{0,200})?>")
+_NAMED_TAG = re.compile(r"<(/?)([A-Za-z_][\w\-]{0,40})(?:[=\s][^<>\n]{0,200})?>")
 _ESCAPE = re.compile(r"\\(.)", re.S)
 
 
@@ -4691,7 +4693,7 @@ def _what_stops_repairs(setup: _Setup, out: str, budget: Any) -> str:
     ``<function=…>`` / ``<parameter=…>`` never closed), or once a backslash escape JSON does not have (``\\P``) is
     escaped. At most two parses; ``""`` when neither mends it."""
     stack: list[str] = []
-    for m in itertools.islice(_TAG.finditer(out), 256):
+    for m in itertools.islice(_NAMED_TAG.finditer(out), 256):
         if not m.group(1):
             stack.append(m.group(2))
         elif m.group(2) in stack:
