@@ -4693,7 +4693,8 @@ def _what_stops_repairs(setup: _Setup, out: str, budget: Any) -> str:
     ``<function=…>`` / ``<parameter=…>`` never closed), or once a backslash escape JSON does not have (``\\P``) is
     escaped. At most two parses; ``""`` when neither mends it."""
     stack: list[str] = []
-    for m in itertools.islice(_NAMED_TAG.finditer(out), 256):
+    tags = list(itertools.islice(_NAMED_TAG.finditer(out), 257))
+    for m in tags if len(tags) <= 256 else []:     # (the open tags at the end are known only from all of them)
         if not m.group(1):
             stack.append(m.group(2))
         elif m.group(2) in stack:
@@ -4708,9 +4709,8 @@ def _what_stops_repairs(setup: _Setup, out: str, budget: Any) -> str:
                     "(a complete call) can change")
     bad = [m for m in itertools.islice(_ESCAPE.finditer(out), 4096) if m.group(1) not in '"\\/bfnrtu']
     if bad and budget.take(len(out)):
-        mended = out
-        for m in reversed(bad):
-            mended = mended[:m.start()] + "\\" + mended[m.start():]
+        cuts = [0] + [m.start() for m in bad] + [len(out)]
+        mended = "\\".join(out[a:b] for a, b in zip(cuts, cuts[1:]))     # (one pass: linear in the output)
         p = _parse(setup, mended, repairs=TOLERANCE_REPAIRS)
         if p.clean and p.message.tool_calls:
             return (f"what stops the repairs is not the opener: the call's JSON writes {_q(bad[0].group(0))}, a "
