@@ -1551,6 +1551,15 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         if bare:
             ctx["restored"] = bare[0]
             return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [bare[1]]
+    part = _reasoning_opener_part(out, msg, r_start) if not ex.clean else None
+    if part:
+        ctx["why_none"] = (
+            f"no change of ours (repair, request, override, fidelity) re-parses {_q(part[0])} without "
+            f"{_q(part[1])} as the reasoning's opener — only the model's output (or a new repair) can change")
+        return Mistake.OMITTED_MARKER, ev + [
+            f"the output opens with {_q(part[0])}, the template's reasoning opener {_q(part[0] + part[1])} without "
+            f"{_q(part[1])}: the model left {_q(part[1])} out of the template's marker, and the parse reads none of "
+            "the block as reasoning"]
     affix = _marker_affix(setup, bundle, out, ctx)
     if affix:
         ctx["affix"] = affix[0]
@@ -3509,6 +3518,23 @@ def _ids_for_names(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> list[s
 
 _FENCE = re.compile(r"\s{0,8}```[\w-]{0,16}\s")
 _ENCODED_ARGS = re.compile(r'"\s{0,8}\{(?:\s|\\[nrt]){0,8}\\"')     # `"{\"k\"` or `"{\n  \"k\"`
+
+
+def _reasoning_opener_part(out: str, msg: dict, r_start: str) -> tuple[str, str] | None:
+    """``(written, left out)`` when the output opens with a whole tag that is the first part of the template's
+    reasoning opener and goes on without the rest (Gemma 4's ``<|channel>`` for ``<|channel>thought``), the whole
+    opener written nowhere, and the parse read no reasoning and no call. None otherwise."""
+    r = r_start.strip(_WS)
+    head = out.lstrip(_WS)
+    if not r or msg.get("reasoning_content") or msg.get("tool_calls") or r in out:
+        return None
+    i = 0
+    while i < len(r) and i < len(head) and r[i] == head[i]:
+        i += 1
+    written, rest = r[:i], r[i:].strip(_WS)
+    if len(written) < 3 or not written.endswith(">") or not re.fullmatch(r"[A-Za-z_]{1,40}", rest):
+        return None
+    return written, rest
 
 
 def _unwrapped_call(out: str, msg: dict, ctx: dict[str, Any]) -> str:
