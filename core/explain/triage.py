@@ -1560,6 +1560,15 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"the output opens with {_q(part[0])}, the template's reasoning opener {_q(part[0] + part[1])} without "
             f"{_q(part[1])}: the model left {_q(part[1])} out of the template's marker, and the parse reads none of "
             "the block as reasoning"]
+    header = _header_without_word(out, msg, gp) if not ex.clean else None
+    if header:
+        ctx["why_none"] = (
+            f"no change of ours (repair, request, override, fidelity) re-parses a header written {_q(header[0])} "
+            f"without {_q(header[1])} — only the model's output (or a new repair) can change")
+        return Mistake.OMITTED_MARKER, ev + [
+            f"the output opens a turn with {_q(header[0])}, which the template writes as {_q(header[0] + header[1])} "
+            f"(its generation prompt ends so), without {_q(header[1])}: the model left {_q(header[1])} out of the "
+            "template's header, and the parse reads none of the text"]
     affix = _marker_affix(setup, bundle, out, ctx)
     if affix:
         ctx["affix"] = affix[0]
@@ -3535,6 +3544,19 @@ def _reasoning_opener_part(out: str, msg: dict, r_start: str) -> tuple[str, str]
     if len(written) < 3 or not written.endswith(">") or not re.fullmatch(r"[A-Za-z_]{1,40}", rest):
         return None
     return written, rest
+
+
+def _header_without_word(out: str, msg: dict, gp: str) -> tuple[str, str] | None:
+    """``(token, word)`` when the generation prompt ends with a control token and a word (Muse Glimmer's
+    ``<|start|>assistant``), the output opens with that token not followed by the word and never writes the two
+    together, and the parse read no reasoning and no call: the model wrote the turn's header without its role.
+    None otherwise."""
+    m = re.search(r"(<\|[^|<>\n]{1,40}\|>|<｜[^｜<>\n]{1,40}｜>)([A-Za-z_]{1,40})$", gp)
+    head = out.lstrip(_WS)
+    if not m or msg.get("reasoning_content") or msg.get("tool_calls") or not head.startswith(m.group(1)) \
+            or m.group(0) in out:
+        return None
+    return m.group(1), m.group(2)
 
 
 def _unwrapped_call(out: str, msg: dict, ctx: dict[str, Any]) -> str:
