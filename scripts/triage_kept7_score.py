@@ -8,11 +8,11 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept10.jsonl     # the twelfth batch (SCORES["kept10.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept11.jsonl     # the thirteenth batch (SCORES["kept11.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept12.jsonl     # the fourteenth batch, public reports (SCORES["kept12.jsonl"]["dev"])
-    python scripts/triage_kept7_score.py --set kept13.jsonl     # the fifteenth batch (SCORES["kept13.jsonl"]["kept13"])
-    python scripts/triage_kept7_score.py --set kept14.jsonl     # the sixteenth batch, public reports (SCORES["kept14.jsonl"]["kept14"])
+    python scripts/triage_kept7_score.py --set kept13.jsonl     # the fifteenth batch (SCORES["kept13.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept14.jsonl     # the sixteenth batch, public reports (SCORES["kept14.jsonl"]["dev"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to
-kept12 are dev now). The triage gets 30 s per row, as in the
+kept14 are dev now). The triage gets 30 s per row, as in the
 tests, so the figures do not depend on the machine. Nothing here is imported by the library.
 """
 

@@ -802,6 +802,17 @@ _SPECIAL_SHAPE = re.compile(r"<\|[^|<>\n]{1,40}\|>|<｜[^｜<>\n]{1,40}｜>|\[[A
 _PY_CALL = re.compile(r"\b([A-Za-z_][\w.]{0,64})\((?:[A-Za-z_]\w{0,64}\s{0,8}[=:]|\))")
 
 
+def _py_call_statement(text: str, names: list[str]) -> int | None:
+    """Where ``text`` writes a call in a programming language's syntax (``get_weather(city="Paris")``): a match of
+    ``_PY_CALL`` that starts a line or names a requested tool — a function named inside a sentence of prose
+    (``describe resetGame() function``) is no call. None when there is none."""
+    for m in itertools.islice(_PY_CALL.finditer(text), 16):
+        head = text[:m.start()].rstrip(" \t")
+        if not head or head.endswith("\n") or m.group(1) in names:
+            return m.start()
+    return None
+
+
 def _schema_problems(req: Any, message: dict[str, Any], output: str = "") -> list[tuple[Mistake, str]]:
     """Missing required / undeclared / mistyped arguments of the calls in ``message`` against the request; a call
     shown with ``{}`` whose arguments ``output`` writes as JSON of another type is a type mismatch, not a call
@@ -1540,6 +1551,24 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         if bare:
             ctx["restored"] = bare[0]
             return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [bare[1]]
+    part = _reasoning_opener_part(out, msg, r_start) if not ex.clean else None
+    if part:
+        ctx["why_none"] = (
+            f"no change of ours (repair, request, override, fidelity) re-parses {_q(part[0])} without "
+            f"{_q(part[1])} as the reasoning's opener — only the model's output (or a new repair) can change")
+        return Mistake.OMITTED_MARKER, ev + [
+            f"the output opens with {_q(part[0])}, the template's reasoning opener {_q(part[0] + part[1])} without "
+            f"{_q(part[1])}: the model left {_q(part[1])} out of the template's marker, and the parse reads none of "
+            "the block as reasoning"]
+    header = _header_without_word(out, msg, gp) if not ex.clean else None
+    if header:
+        ctx["why_none"] = (
+            f"no change of ours (repair, request, override, fidelity) re-parses a header written {_q(header[0])} "
+            f"without {_q(header[1])} — only the model's output (or a new repair) can change")
+        return Mistake.OMITTED_MARKER, ev + [
+            f"the output opens a turn with {_q(header[0])}, which the template writes as {_q(header[0] + header[1])} "
+            f"(its generation prompt ends so), without {_q(header[1])}: the model left {_q(header[1])} out of the "
+            "template's header, and the parse reads none of the text"]
     affix = _marker_affix(setup, bundle, out, ctx)
     if affix:
         ctx["affix"] = affix[0]
@@ -1605,11 +1634,20 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             ev.append(f"the reasoning holds {what}, which starts a call: the model called the tool before "
                       f"closing the reasoning with {_q(r_ends[0])}")
             return Mistake.REASONING_NOT_CLOSED, ev
+    block = _closed_call_block_in_reasoning(out, reasoning, msg, ctx, r_ends) if in_reasoning else ""
+    if block:
+        return Mistake.REASONING_NOT_CLOSED, ev + [block]
     inside = _call_before_reasoning_end(out, reasoning, msg, ctx, r_ends)
     if inside:
         return Mistake.REASONING_NOT_CLOSED, ev + [inside]
     if len(edits) == 1 and edits[0].kind == "insert" and edits[0].pos >= len(out) \
             and _is_stop_closer(edits[0].new, ctx):
+        unwrapped = _unwrapped_call(out, msg, ctx)
+        if unwrapped:
+            # the closer a stop string would match is missing, and so is its opener: the wrapper was never written
+            # (a parser that reads the inner call without its opener asks only for the closer)
+            ctx["headline"] = unwrapped     # (the nearest output's "stopped before" names the closer alone)
+            return Mistake.OMITTED_OPENER, ev + [unwrapped]
         ev.append(f"the call is complete and only {_q(edits[0].new.strip(_WS))}, the closer the template writes after "
                   "it, is missing at the very end: the string a stop sequence matches — a server removes a matched "
                   "stop string from the output (or max_tokens ran out exactly there)")
@@ -1697,6 +1735,13 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if again:
         ctx["thinking_fix"] = again[0]
         return Mistake.REASONING_SETTING, ev + [again[1]]
+    unsent_markup = _call_markup_without_tools(setup, ex) if not msg.get("tool_calls") else ""
+    if unsent_markup:
+        ctx["why_none"] = (
+            "the request carries no tools, so the parser reads no call, and the output does not write the call "
+            "as the template renders one: no change of ours re-parses it to a message with calls — send the tools "
+            "and re-run the model")
+        return Mistake.TOOLS_NOT_SENT, ev + [unsent_markup]
     seen = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS) and o.strip(_WS) in out]
     weak = Cause.TOOLS_NOT_REQUESTED in causes and bool(seen) and all(len(o) < 2 for o in seen) \
         and ex.clean and _unsent_tool_call(setup, out, content or reasoning) is None
@@ -1859,17 +1904,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                  ex.stop.output_pos if ex.stop is not None else -1)
         if shape:
             return shape[0], ev + [shape[1]]
-    ops = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS)]
-    pair = ("</" + ops[0][1:]) if ops and re.fullmatch(r"<[A-Za-z_][\w\-]{0,40}>", ops[0]) else ""
-    if len(ops) >= 2 and pair and not msg.get("tool_calls") and ops[0] not in out and pair not in out \
-            and any(o in out for o in ops[1:]):
-        # the call is not wrapped at all: its own opener is written, the section's tag pair around it never is —
-        # the outermost omission (what the parser then meets inside the call is listed above); a call that
-        # keeps the section's closer lost only what the parser stops at
-        inner = next(o for o in ops[1:] if o in out)
-        return Mistake.OMITTED_OPENER, ev + [f"the output writes {_q(inner)} but neither {_q(ops[0])} nor "
-                                             f"{_q(pair)}, which the template writes around it: the call was "
-                                             "started without its section's opener"]
+    unwrapped = _unwrapped_call(out, msg, ctx)
+    if unwrapped:
+        return Mistake.OMITTED_OPENER, ev + [unwrapped]
     if ex.stop is not None and not edits:
         lits = _literals(ex.stop.expected)
         found = ex.text[ex.stop.pos:ex.stop.pos + 40]
@@ -2070,10 +2107,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                                    "channel, where the format has no calls"]
     if ex.stop is not None and re.match(r"\s*\{", out) and out.strip(_WS).endswith(("?", ".", "!")):
         return Mistake.TRAILING_TEXT, ev + ["text follows the JSON call; the format is the JSON call alone"]
-    if _PY_CALL.search(text) or ("call:" in out and "call:" not in src) \
+    py = _py_call_statement(text, ctx["names"])
+    if py is not None or ("call:" in out and "call:" not in src) \
             or re.search(r"<function>[\w.\-]{1,64}</function>", out):
+        line = text[text.rfind("\n", 0, py) + 1:] if py is not None else text     # (from the call's line)
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + ["the call is written in a syntax of another format: "
-                                                      + _q(text.strip(_WS)[:40])]
+                                                      + _q(line.strip(_WS)[:40])]
     omitted = _omitted_control_token(setup, ex, ctx) if not msg.get("tool_calls") else ""
     if omitted:
         ctx["why_none"] = ("the output omits a marker the template writes outside any call (the parse stopped "
@@ -2590,6 +2629,29 @@ def _src(setup: _Setup) -> str:
     return getattr(setup.template, "source", "") or ""
 
 
+def _closed_call_block_in_reasoning(out: str, reasoning: str, msg: dict[str, Any], ctx: dict[str, Any],
+                                    r_ends: list[str]) -> str:
+    """Evidence when the parse ends inside the reasoning, the output never writes a reasoning closer, and the
+    reasoning holds a call opener that the format also ends the reasoning with (DeepSeek V4's
+    ``<｜DSML｜tool_calls>``) followed by its own closing tag, the output ending right after that block: the block is
+    complete, so the output was not cut — the model wrote its call before closing the reasoning (a parse ends the
+    reasoning there only when tools are declared). ``""`` otherwise."""
+    closers = [e for e in r_ends if e and e not in ctx["markers"]]
+    if msg.get("tool_calls") or not reasoning or not closers or any(e in out for e in closers):
+        return ""
+    for m in ctx["markers"]:
+        if not (m in r_ends and m in reasoning and re.fullmatch(r"<[^<>/\s][^<>\s]{0,60}>", m)):
+            continue
+        pair = "</" + m[1:]
+        if out.rstrip(_WS).endswith(pair) and out.find(pair) > out.find(m):
+            return (f"the reasoning holds {_q(m)} … {_q(pair)}, a complete call block, and the output ends right "
+                    f"after it: it was not cut — the model wrote its call before closing the reasoning with "
+                    f"{_q(closers[0])}" + ("" if ctx["names"] else
+                                            " (the request declares no tools, so the parse does not end the "
+                                            "reasoning at the block)"))
+    return ""
+
+
 def _call_before_reasoning_end(out: str, reasoning: str, msg: dict[str, Any], ctx: dict[str, Any],
                                r_ends: list[str]) -> str:
     """Evidence when the reasoning the parse read holds the template's call opener with a requested tool's name
@@ -2719,6 +2781,67 @@ def _foreign_to_unfound_format(setup: _Setup, out: str, ctx: dict[str, Any]) -> 
             f"{', '.join(_q(t) for t in tokens[:3])} for its calls, none of which the output holds, and at "
             "improved fidelity (every repair on) the call is still not read: the model writes another family's "
             "format, whatever the analysis found")
+
+
+_STUB_NAME = "explain_stub_tool"
+
+
+def _markup_words(text: str) -> list[str]:
+    """The words of ``text``'s markup: those of each short stretch (at most 40 characters) between two control
+    tokens, where a header, a channel or a recipient is written — prose between tokens is longer."""
+    parts = _SPECIAL_SHAPE.split(text)
+    return [w for p in parts[1:-1] if len(p) <= 40 for w in re.findall(r"[A-Za-z_]{3,40}", p)][:64]
+
+
+def _call_markup_without_tools(setup: _Setup, ex: Any) -> str:
+    """Evidence when the request offers no tools, the parse is clean and reads no call, and the output ends with a
+    JSON object the parse does not return as the answer, right after the control token the template writes before a call's arguments, in a stretch of
+    markup holding words only the template's render of a call writes (gpt-oss's ``<|channel|>commentary
+    to=read_file <|constrain|>json<|message|>{…}``: ``commentary``, ``json``, never in a reply's render) — a call
+    in the template's call markup, written for a request that sent no tools. ``""`` otherwise (two renders)."""
+    req = setup.request
+    out = ex.output
+    if (req.tools and getattr(req.tool_choice, "value", req.tool_choice) != "none") or not ex.clean \
+            or len(out) > TRIAGE_CHARS // 8:
+        return ""
+    toks = list(_SPECIAL_SHAPE.finditer(out))
+    if len(toks) < 2:
+        return ""
+    last = toks[-1]
+    try:
+        obj, end = json.JSONDecoder().raw_decode(out, last.end())
+    except ValueError:
+        return ""
+    if not isinstance(obj, dict) or out[end:].strip(_WS) \
+            or out[last.end():end].strip(_WS) in (ex.message.get("content") or ""):
+        return ""     # (a JSON object the parse returns as the answer is one: a structured final reply)
+    call = _rendered_call(setup, _STUB_NAME, {})
+    try:
+        reply = apply_template(setup.template, [{"role": "user", "content": "hi"},
+                                                {"role": "assistant", "content": "ANSWER7"}], None)
+    except Exception:  # noqa: BLE001 - a template that renders no reply gives no comparison
+        return ""
+    at = call.find(_STUB_NAME)
+    args = call.find("{}", max(at, 0))
+    if at < 0 or args < 0:
+        return ""
+    before = [m.group(0) for m in _SPECIAL_SHAPE.finditer(call[:args])]
+    if not before or before[-1] != last.group(0) or out[last.end():last.end() + 1] != "{":
+        return ""
+    lead = _SPECIAL_SHAPE.split(call[:at])[-1].strip(_WS)
+    if not lead or lead in out:
+        # (the text the template writes right before the tool's name, written so: the template's own call, which a
+        # request with the tool may read — not this reading)
+        return ""
+    own = set(_markup_words(call.replace(_STUB_NAME, " "))) - set(re.findall(r"[A-Za-z_]{3,40}", reply))
+    written = [w for w in dict.fromkeys(_markup_words(out[:last.end()] + "{")) if w in own]
+    if not written:
+        return ""
+    why = "has no tools" if not req.tools else "has tool_choice none"
+    return (f"the output ends with a call in the template's call markup — {', '.join(_q(w) for w in written[:3])}, "
+            f"words only the template's render of a call writes, then {_q(last.group(0))} and a JSON object, as it "
+            f"writes a call's arguments, but not {_q(lead)} before the tool's name — and the request {why}, so the "
+            "parser reads no call")
 
 
 def _unsent_tool_call(setup: _Setup, out: str, text: str
@@ -3111,6 +3234,10 @@ def _bare_call(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> tup
             values = _fill(re.split("\x00V\\d\x00", bare.strip(_WS)), out.strip(_WS))
             if values is None or not bare.strip(_WS):
                 continue
+            if not re.search(alt, _inside_wrapper(call, alt)):
+                # the tokens only wrap the call: a model that omitted the wrapper writes the same text, and nothing
+                # inside the call shows a decoder at work — the omitted opener's reading (nearest edits) stands
+                return None
             restored = call
             for i, v in enumerate(values):
                 restored = restored.replace(_PLACEHOLDER.format(i), v)
@@ -3120,6 +3247,16 @@ def _bare_call(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any]) -> tup
                               "text between them — a decoder that skips special tokens (skip_special_tokens) "
                               "dropped them")
     return None
+
+
+def _inside_wrapper(call: str, alt: str) -> str:
+    """``call`` without the run of special tokens (``alt``) and whitespace it starts and ends with: the call's own
+    text, where a token still found was written inside the call (MiniCPM5's ``<param``), not around it."""
+    edge = re.compile(rf"(?:\s*(?:{alt}))+\s*")
+    head = edge.match(call)
+    body = call[head.end():] if head else call
+    ends = [m for m in edge.finditer(body) if m.end() == len(body)]
+    return body[:ends[0].start()] if ends else body
 
 
 def _call_spans(render: str, found: list[Any]) -> list[str]:
@@ -3390,6 +3527,49 @@ def _ids_for_names(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> list[s
 
 _FENCE = re.compile(r"\s{0,8}```[\w-]{0,16}\s")
 _ENCODED_ARGS = re.compile(r'"\s{0,8}\{(?:\s|\\[nrt]){0,8}\\"')     # `"{\"k\"` or `"{\n  \"k\"`
+
+
+def _reasoning_opener_part(out: str, msg: dict, r_start: str) -> tuple[str, str] | None:
+    """``(written, left out)`` when the output opens with a whole tag that is the first part of the template's
+    reasoning opener and goes on without the rest (Gemma 4's ``<|channel>`` for ``<|channel>thought``), the whole
+    opener written nowhere, and the parse read no reasoning and no call. None otherwise."""
+    r = r_start.strip(_WS)
+    head = out.lstrip(_WS)
+    if not r or msg.get("reasoning_content") or msg.get("tool_calls") or r in out:
+        return None
+    i = 0
+    while i < len(r) and i < len(head) and r[i] == head[i]:
+        i += 1
+    written, rest = r[:i], r[i:].strip(_WS)
+    if len(written) < 3 or not written.endswith(">") or not re.fullmatch(r"[A-Za-z_]{1,40}", rest):
+        return None
+    return written, rest
+
+
+def _header_without_word(out: str, msg: dict, gp: str) -> tuple[str, str] | None:
+    """``(token, word)`` when the generation prompt ends with a control token and a word (Muse Glimmer's
+    ``<|start|>assistant``), the output opens with that token not followed by the word and never writes the two
+    together, and the parse read no reasoning and no call: the model wrote the turn's header without its role.
+    None otherwise."""
+    m = re.search(r"(<\|[^|<>\n]{1,40}\|>|<｜[^｜<>\n]{1,40}｜>)([A-Za-z_]{1,40})$", gp)
+    head = out.lstrip(_WS)
+    if not m or msg.get("reasoning_content") or msg.get("tool_calls") or not head.startswith(m.group(1)) \
+            or m.group(0) in out:
+        return None
+    return m.group(1), m.group(2)
+
+
+def _unwrapped_call(out: str, msg: dict, ctx: dict[str, Any]) -> str:
+    """The call is not wrapped at all: its own opener is written, the section's tag pair around it never is — the
+    outermost omission (what the parser then meets inside the call is secondary); a call that keeps the section's
+    closer lost only what the parser stops at. Returns the evidence, or ``""``."""
+    ops = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS)]
+    pair = ("</" + ops[0][1:]) if ops and re.fullmatch(r"<[A-Za-z_][\w\-]{0,40}>", ops[0]) else ""
+    if len(ops) < 2 or not pair or msg.get("tool_calls") or ops[0] in out or pair in out:
+        return ""
+    inner = next((o for o in ops[1:] if o in out), "")
+    return (f"the output writes {_q(inner)} but neither {_q(ops[0])} nor {_q(pair)}, which the template writes "
+            "around it: the call was started without its section's opener") if inner else ""
 
 
 def _is_stop_closer(text: str, ctx: dict[str, Any]) -> bool:
@@ -4212,6 +4392,10 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         # reasoning fixes nothing (llama.cpp keeps the whitespace after an empty think block; improved drops it)
         uniq = [f for f in uniq if not _same_but_edge_whitespace(f.message, cur)]
     why = "" if uniq else (ctx.get("why_none") or _why_none(mistake, near, ex, setup.request))
+    if not uniq and not ctx.get("why_none") and mistake == Mistake.OMITTED_OPENER:
+        # the table's reason blames the opener; when the repairs read the call once something else is mended, that
+        # is what stops them
+        why = _what_stops_repairs(setup, ex.output, budget) or why
     if why and ctx.get("passed_candidates"):
         # explain lists its own candidates beside this: say why a clean re-parse among them is no fix
         many = len(ctx["passed_candidates"]) > 1
@@ -4545,6 +4729,42 @@ def _short(description: str, n: int = 70) -> str:
 
     d = escape_invisible(description, keep="")
     return d if len(d) <= n else d[:n - 1] + "…"
+
+
+_NAMED_TAG = re.compile(r"<(/?)([A-Za-z_][\w\-]{0,40})(?:[=\s][^<>\n]{0,200})?>")
+_ESCAPE = re.compile(r"\\(.)", re.S)
+
+
+def _what_stops_repairs(setup: _Setup, out: str, budget: Any) -> str:
+    """Why no repair reads a call when it is not the omitted opener: the repairs (improved fidelity, every
+    tolerance repair) read the call once the tags the output leaves open at its end are closed (Qwen3-Coder's
+    ``<function=…>`` / ``<parameter=…>`` never closed), or once a backslash escape JSON does not have (``\\P``) is
+    escaped. At most two parses; ``""`` when neither mends it."""
+    stack: list[str] = []
+    tags = list(itertools.islice(_NAMED_TAG.finditer(out), 257))
+    for m in tags if len(tags) <= 256 else []:     # (the open tags at the end are known only from all of them)
+        if not m.group(1):
+            stack.append(m.group(2))
+        elif m.group(2) in stack:
+            del stack[len(stack) - 1 - stack[::-1].index(m.group(2)):]
+    if stack and budget.take(len(out)):
+        closers = [f"</{n}>" for n in reversed(stack)]
+        p = _parse(setup, out.rstrip(_WS) + "".join("\n" + c for c in closers), repairs=TOLERANCE_REPAIRS)
+        if p.clean and p.message.tool_calls:
+            return (f"what stops the repairs is not the opener: the output ends with the call still open "
+                    f"({', '.join(_q('<' + n) for n in stack[:3])} never closed), which none of our repairs reads "
+                    f"— with {_q(''.join(closers))} appended, the repairs read the call: only the model's output "
+                    "(a complete call) can change")
+    bad = [m for m in itertools.islice(_ESCAPE.finditer(out), 4096) if m.group(1) not in '"\\/bfnrtu']
+    if bad and budget.take(len(out)):
+        cuts = [0] + [m.start() for m in bad] + [len(out)]
+        mended = "\\".join(out[a:b] for a, b in zip(cuts, cuts[1:]))     # (one pass: linear in the output)
+        p = _parse(setup, mended, repairs=TOLERANCE_REPAIRS)
+        if p.clean and p.message.tool_calls:
+            return (f"what stops the repairs is not the opener: the call's JSON writes {_q(bad[0].group(0))}, a "
+                    "backslash escape JSON does not have, and no repair reads invalid JSON — with the backslash "
+                    "escaped, the repairs read the call: only the model's output can change")
+    return ""
 
 
 def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
