@@ -5,6 +5,7 @@ llama.cpp fidelity reads the output as before."""
 from __future__ import annotations
 
 from core.chat.pipeline import build_chat_parser
+from core.chat.casefiles import parse_case
 from core.chat.realset import load_cases
 from core.chat.request import ChatRequest
 from core.jinja.template import ChatTemplate
@@ -26,10 +27,8 @@ PROSE_THEN_BARE = 'some prose\ncall:bash{command:<|"|>make -j8<|"|>}'
 
 def _parse(case_id: str, fidelity: str = "improved", disabled=(), output: str | None = None):
     case = CASES[case_id]
-    template = ChatTemplate((TEMPLATES / case.template).read_text(encoding="utf-8"), case.template)
-    parser = build_chat_parser(template, ChatRequest.from_dict(case.request), fidelity=fidelity,
-                               disabled_repairs=disabled).parser
-    return parser, parser.parse(case.output if output is None else output, False)
+    return parse_case(str(TEMPLATES), case.template, case.request, case.output if output is None else output,
+                      fidelity, disabled_repairs=disabled)
 
 
 # -- call-opener-dropped (Gemma 4) --------------------------------------------------------------------------------

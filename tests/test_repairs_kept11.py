@@ -4,10 +4,8 @@ switchable and that the llama.cpp fidelity reads the output as before."""
 
 from __future__ import annotations
 
-from core.chat.pipeline import build_chat_parser
+from core.chat.casefiles import parse_case
 from core.chat.realset import load_cases
-from core.chat.request import ChatRequest
-from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
 from .test_reasoning_repairs import _names, _streamed
@@ -23,10 +21,7 @@ ONE_SECTION = "kept11-sglang-apertus-single-block-control"
 
 def _parse(case_id: str, fidelity: str = "improved", disabled=()):
     case = CASES[case_id]
-    template = ChatTemplate((TEMPLATES / case.template).read_text(encoding="utf-8"), case.template)
-    parser = build_chat_parser(template, ChatRequest.from_dict(case.request), fidelity=fidelity,
-                               disabled_repairs=disabled).parser
-    return parser, parser.parse(case.output, False)
+    return parse_case(str(TEMPLATES), case.template, case.request, case.output, fidelity, disabled_repairs=disabled)
 
 
 # -- thought-label-omitted (Gemma 4) -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ llama.cpp fidelity reads the output as before."""
 from __future__ import annotations
 
 from core.chat.pipeline import build_chat_parser
+from core.chat.casefiles import parse_case
 from core.chat.realset import load_cases
 from core.chat.request import ChatRequest
 from core.jinja.template import ChatTemplate
@@ -17,10 +18,7 @@ CASES = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs
 
 def _parse(case_id: str, fidelity: str = "improved", disabled=()):
     case = CASES[case_id]
-    template = ChatTemplate((TEMPLATES / case.template).read_text(encoding="utf-8"), case.template)
-    parser = build_chat_parser(template, ChatRequest.from_dict(case.request), fidelity=fidelity,
-                               disabled_repairs=disabled).parser
-    return parser, parser.parse(case.output, False)
+    return parse_case(str(TEMPLATES), case.template, case.request, case.output, fidelity, disabled_repairs=disabled)
 
 
 # -- reasoning-start-repeated in the Kimi K3 format --------------------------------------------------------------
