@@ -162,10 +162,13 @@ def test_granite_reasoning_phrases_when_the_prompt_asks_for_them():
 
 
 def test_a_glued_markup_word_is_not_lost_and_long_words_are_not_split():
-    marks = frozenset({"Here"})
-    assert _glued_to_markup("sectionHere", {"section"}, marks)
-    assert not _glued_to_markup("sectionThere", {"section"}, marks)
-    assert not _glued_to_markup("x" * GLUED_WORD_MAX + "Here", {"x" * GLUED_WORD_MAX}, marks)
+    marks, no_edges = frozenset({"Here"}), (set(), set())
+    assert _glued_to_markup("sectionHere", {"section"}, marks, no_edges)
+    assert not _glued_to_markup("sectionThere", {"section"}, marks, no_edges)
+    assert not _glued_to_markup("x" * GLUED_WORD_MAX + "Here", {"x" * GLUED_WORD_MAX}, marks, no_edges)
+    # a piece shorter than a word glued before markup counts where a field ends with it ("Th" + "ought"), not elsewhere
+    assert _glued_to_markup("Thought", set(), frozenset({"ought"}), (set(), {"Th"}))
+    assert not _glued_to_markup("Thought", set(), frozenset({"ought"}), no_edges)
 
 
 # -- answer-marker-whitespace ---------------------------------------------------------------------------------------
