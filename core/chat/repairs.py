@@ -1365,8 +1365,8 @@ REPAIRS: list[Repair] = [
                 "<parameter name=…>, <parameter=…>), a value of a parameter that may not be a string (number, "
                 "integer, boolean, null, array, object) written with spaces or line breaks between its tags and "
                 "the JSON value ( 420 ): the JSON value, as a JSON text reads it (whitespace around a value is "
-                "JSON's own); a value without whitespace there reads as before, unreported. llama.cpp's typed value starts at the tag, so it "
-                "rejects the call (mistyped-value-as-string then keeps \" 420 \" a string). String parameters "
+                "JSON's own); a value without whitespace there reads as before, unreported. llama.cpp's typed "
+                "value starts at the tag, so it rejects the call (mistyped-value-as-string then keeps \" 420 \" a string). String parameters "
                 "keep their text as written. A stream shows the value once it is whole.",
         example="<tool_call>write_file\n<arg_key>mode</arg_key>\n<arg_value> 420 </arg_value>\n</tool_call>   "
                 "(mode: integer)",
@@ -1581,7 +1581,7 @@ def _tail_span(parser: Any, output: str, final: AssistantMessage, view: Assistan
     at = output.rfind(name) if name else -1
     if at < 0:
         return 0
-    opener = max(_opener_at(parser, output, at), _bare_call_at(final, output, at))
+    opener = _opener_at(parser, output, at, final)
     if opener >= 0:
         return opener
     # a JSON call without the template's markers (unmarked-calls, fenced-calls): the object around the name
@@ -1884,7 +1884,7 @@ def _keep_unparsed(parser: Any, output: str, msg: AssistantMessage, final: Assis
     if not lost:
         return msg
     at = lost[0][1]
-    start = max(_opener_at(parser, output, at), _bare_call_at(msg, output, at))
+    start = _opener_at(parser, output, at, msg)
     start = start if start >= 0 else at
     if kept_end is not None and start < kept_end:
         start = _after_kept_view(parser, output, msg, kept_end, at, start)
@@ -1921,7 +1921,7 @@ def _keep_lost_characters(parser: Any, output: str, msg: AssistantMessage, final
     at = lost[0].start
     kept_call_end = max((s.end for s in audit.spans if s.start < at and s.account is Account.FIELD
                          and s.where.startswith("tool_calls[")), default=0)
-    opener = max(_opener_at(parser, output, at), _bare_call_at(msg, output, at))
+    opener = _opener_at(parser, output, at, msg)
     start = opener if opener >= kept_call_end and opener >= 0 else at
     if kept_end is not None and start < kept_end:
         start = _after_kept_view(parser, output, msg, kept_end, at, start)
@@ -1985,10 +1985,11 @@ def _held_back_start(parser: Any, output: str, end: int) -> int:
     return end
 
 
-def _opener_at(parser: Any, output: str, at: int) -> int:
+def _opener_at(parser: Any, output: str, at: int, msg: AssistantMessage) -> int:
     """The start of the last call opener at or before ``at``, else -1: a trigger word of the parser, else a
     trigger word that holds ``at`` (Qwen3-Coder's ``<function=NAME>`` without ``<tool_call>``), else a pattern
-    trigger, else an opener holding a tool name, whole or cut (Llama 4's pythonic ``[get_weather(``)."""
+    trigger, else an opener holding a tool name, whole or cut (Llama 4's pythonic ``[get_weather(``); or, when
+    later, the start of a call ``msg``'s repairs read without markers (:func:`_bare_call_at`)."""
     words = trigger_words(parser)
     opener = max((output.rfind(w, 0, at + 1) for w in words if w), default=-1)
     if opener < 0:
@@ -2000,7 +2001,7 @@ def _opener_at(parser: Any, output: str, at: int) -> int:
         opener = _pattern_opener(parser, output, at)
     if opener < 0:
         opener = _cut_marker_start(parser, output, at)
-    return opener
+    return max(opener, _bare_call_at(msg, output, at))
 
 
 def _bare_call_at(msg: AssistantMessage, output: str, at: int) -> int:
