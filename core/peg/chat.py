@@ -495,7 +495,9 @@ class ChatBuilder(Builder):
         return seq
 
     # -- JSON tool calls ------------------------------------------------------------------------------------
-    def _id_field(self, key: str, allow_number: bool = True) -> P:
+    def _id_field(self, key: str | P, allow_number: bool = True) -> P:
+        """A call object's id member ``"KEY": "…"`` (or a number, when ``allow_number``), its value the call's id;
+        ``key`` a node to read the key's text with something other than a literal."""
         ws = self.space
         value = '"' + self.tool_id(self.string_content('"')) + '"'
         if allow_number:
@@ -504,10 +506,7 @@ class ChatBuilder(Builder):
 
     def _object_id(self) -> P:
         """Repair ``call-object-id``'s member ``"id": "…"`` (or a number), its value the call's id."""
-        ws = self.space
-        value = self.choice('"' + self.tool_id(self.string_content('"')) + '"', self.tool_id(self.json_number()))
-        key = self.literal('"') + self.chars("[i]", 1, 1) + self.chars("[d]", 1, 1) + self.literal('"')
-        return self.atomic(key + ws() + ":" + ws() + value)
+        return self._id_field(self.chars("[i]", 1, 1) + self.chars("[d]", 1, 1))
 
     def _json_tools_function_is_key(self, funcs: list[tuple[int, dict]], args_key: str, eff_args_key: str,
                                     call_id_key: str,
