@@ -2795,10 +2795,11 @@ def _markup_words(text: str) -> list[str]:
 
 def _call_markup_without_tools(setup: _Setup, ex: Any) -> str:
     """Evidence when the request offers no tools, the parse is clean and reads no call, and the output ends with a
-    JSON object the parse does not return as the answer, right after the control token the template writes before a call's arguments, in a stretch of
-    markup holding words only the template's render of a call writes (gpt-oss's ``<|channel|>commentary
-    to=read_file <|constrain|>json<|message|>{…}``: ``commentary``, ``json``, never in a reply's render) — a call
-    in the template's call markup, written for a request that sent no tools. ``""`` otherwise (two renders)."""
+    JSON object the parse does not return as the answer, right after the control token the template writes before
+    a call's arguments, in a stretch of markup holding words only the template's render of a call writes
+    (gpt-oss's ``<|channel|>commentary to=read_file <|constrain|>json<|message|>{…}``: ``commentary``, ``json``,
+    never in a reply's render) — a call in the template's call markup, written for a request that sent no tools.
+    ``""`` otherwise (two renders)."""
     req = setup.request
     out = ex.output
     if (req.tools and getattr(req.tool_choice, "value", req.tool_choice) != "none") or not ex.clean \
@@ -4334,28 +4335,15 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         except Exception:  # noqa: BLE001
             pass
     if near and mistake == Mistake.TRAILING_TEXT and ctx.get("trailing_token") and budget.take(len(near[1].output)):
-        restored = near[1].output
-        try:
-            p = _parse(setup, restored)
-            if ok(p):
-                out.append(RankedFix(TriageFixKind.SERVER, "stop at the end token and strip it from the output (the "
-                                     "server's stop list / skip_special_tokens): the output then ends "
-                                     + _q(restored[-30:]), {"server": "strip-stop-token", "output": restored},
-                                     p.message.to_openai(), 4))
-        except Exception:  # noqa: BLE001 - no parser, no fix
-            pass
+        fix = _strip_stop_fix(setup, near[1].output, "end token and strip it from the output", ok)
+        if fix is not None:
+            out.append(fix)
     if mistake == Mistake.TRAILING_TEXT and ctx.get("stripped_output") is not None \
             and budget.take(len(ctx["stripped_output"])):
-        restored = ctx["stripped_output"]
-        try:
-            p = _parse(setup, restored)
-            if p.clean and p.message.to_openai() != cur and not _SPECIAL_SHAPE.search(p.message.content or ""):
-                out.append(RankedFix(TriageFixKind.SERVER, "stop at the end-of-turn token and do not return it (the "
-                                     "server's stop list / skip_special_tokens): the output then ends "
-                                     + _q(restored[-30:]), {"server": "strip-stop-token", "output": restored},
-                                     p.message.to_openai(), 4))
-        except Exception:  # noqa: BLE001 - no parser, no fix
-            pass
+        fix = _strip_stop_fix(setup, ctx["stripped_output"], "end-of-turn token and do not return it", lambda p: (
+            p.clean and p.message.to_openai() != cur and not _SPECIAL_SHAPE.search(p.message.content or "")))
+        if fix is not None:
+            out.append(fix)
     if mistake == Mistake.TRAILING_TEXT and ctx.get("stop_at") is not None:
         fix = _stop_at_turn_end(setup, ex, ctx["stop_at"], budget)
         if fix is not None:
@@ -4463,6 +4451,20 @@ def _affix_fix(setup: _Setup, bundle: Any, ex: Any, piece: str, budget: _Budget)
                             ", at improved fidelity" if repairs is not None else ""),
                          change, p.message.to_openai(), 5)
     return None
+
+
+def _strip_stop_fix(setup: _Setup, restored: str, what: str, accept: Callable[[Any], bool]) -> RankedFix | None:
+    """The server fix ``strip-stop-token``: ``restored`` (the output without the stop token the server should stop
+    on, ``what`` says which and how) re-parsed, offered when ``accept`` takes the parse; else None."""
+    try:
+        p = _parse(setup, restored)
+        if not accept(p):
+            return None
+        said = f"stop at the {what} (the server's stop list / skip_special_tokens): the output then ends "
+        return RankedFix(TriageFixKind.SERVER, said + _q(restored[-30:]),
+                         {"server": "strip-stop-token", "output": restored}, p.message.to_openai(), 4)
+    except Exception:  # noqa: BLE001 - no parser, no fix
+        return None
 
 
 def _stop_at_turn_end(setup: _Setup, ex: Any, at: int, budget: _Budget) -> RankedFix | None:

@@ -62,8 +62,8 @@ def corpus_export(directory: str, *, fidelity: str = "llama.cpp", flavour: str =
                   progress: TextIO | None = None) -> CorpusExport:
     """Export every tool-capable template (:func:`core.chat.roundtrip.eligibility`) of ``directory``
     (``*.jinja``, or only ``names``) and verify each export with transformers on its reference ``cases`` (a
-    ``cases.jsonl`` path, or its rows already read) and its generated suite; templates outside that population that have reference cases
-    are verified too (``tool_capable`` False). Never raises for a template; needs transformers."""
+    ``cases.jsonl`` path, or its rows already read) and its generated suite; templates outside that population
+    that have reference cases are verified too (``tool_capable`` False). Never raises for a template; needs transformers."""
     from ..chat.roundtrip import eligibility
     from ..jinja.template import ChatTemplate
     from .response_template import export_response_template
