@@ -209,11 +209,11 @@ STRING_TYPE_ALIASES = ("str", "text")
 """The names of the string type that ``schema-type-alias`` reads in a parameter's ``"type"`` (vLLM's and mlx-lm's
 MiniMax-M2 parsers read them as "string"; JSON Schema knows only "string")."""
 
-# fallback-tier call shapes read by the engines' parsers (R7 round: real_outputs_kept10, real_outputs_reports2)
+# fallback-tier call shapes read by the engines' parsers (from real_outputs_kept10, real_outputs_reports2)
 CALL_OPENER_DROPPED = "call-opener-dropped"
 STANDALONE_JSON_CALL = "standalone-json-call"
 CALL_LIST_UNBRACKETED = "call-list-unbracketed"   # read in core.peg.chat (ChatBuilder.standard_json_tools)
-# R8 round: from the misses of real_outputs_kept11 and real_outputs_reports3 (development data)
+# from the misses of real_outputs_kept11 and real_outputs_reports3 (development data)
 THOUGHT_LABEL_OMITTED = "thought-label-omitted"
 
 REPAIRS: list[Repair] = [
@@ -1297,7 +1297,7 @@ REPAIRS: list[Repair] = [
                "sglang/blob/33d0813d223177af28e4a7c668e8e9721e97b760/test/registered/unit/function_call/"
                "test_glm4_moe_detector.py (test_schema_type_coercion, \"Quoted digits in a number parameter are "
                "coerced to an int\": case kept8-sgl-glm45-type-coercion)"),
-    # ---- R7 round: fallback-tier call shapes of the engines' parsers (kept10 and reports2 as development data) ----
+    # ---- fallback-tier call shapes of the engines' parsers (kept10 and reports2 as development data) -------------
     Repair(
         name=CALL_OPENER_DROPPED,
         title="A Gemma-style call whose opener token is dropped or written with a stray colon",
@@ -1393,7 +1393,7 @@ REPAIRS: list[Repair] = [
                "vllm-project/vllm/blob/5a314e9e8178996f4a9b12b801ef532fe3462f86/vllm/tool_parsers/"
                "hermes_tool_parser.py); no public raw output with the member was found: the example is the "
                "project review's variant of a Hermes call"),
-    # ---- R8 round: from the misses of kept11 and reports3 (development data) ------------------------------------
+    # ---- from the misses of kept11 and reports3 (development data) ---------------------------------------------
     Repair(
         name=THOUGHT_LABEL_OMITTED,
         title="Gemma 4's thought channel opened without its thought label",
