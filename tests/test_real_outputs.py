@@ -56,7 +56,12 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   reasoning, Poolside, MiniMax-M2 nullable parameters, Qwen3-Coder), vLLM's (Apertus and sanitized MiniMax-M2
   reasoning), lmdeploy's (Muse Glimmer) and ollama's (Qwen3-VL thinking, Cogito) parser tests from test files no
   earlier set used (eight families), each with the message the test asserts; about half expect a tool call. Nobody
-  writes repairs from it."""
+  writes repairs from it.
+- ``real_outputs_kept13``: the thirteenth kept-aside batch, outputs fed to their parsers by vLLM's (MiniCPM5 XML,
+  Qwen 3.6 and shared Qwen3 XML / Coder, GLM-4.7, Nemotron JSON, Qwen2.5-Coder and Hy v4 tool parsers; MiniMax-M2
+  append-think, Gemma 4 reasoning with calls, Granite thinking, Hy v4 and Hunyuan reasoning parsers) and lmdeploy's
+  (Kimi K2.6) parser tests from test files no earlier set used (twelve families), each with the message the test
+  asserts; three in five expect a tool call. Nobody writes repairs from it."""
 
 from __future__ import annotations
 
@@ -148,6 +153,8 @@ PASS = {
     "real_outputs_reports3": {("llama.cpp", "reports3"): 0, ("improved", "reports3"): 5},
     # kept aside, first measure 19 / 25 (docs/realset-baseline.md "Twelfth kept-aside batch")
     "real_outputs_kept12": {("llama.cpp", "kept12"): 19, ("improved", "kept12"): 25},
+    # kept aside, first measure 14 / 21 (docs/realset-baseline.md "Thirteenth kept-aside batch")
+    "real_outputs_kept13": {("llama.cpp", "kept13"): 14, ("improved", "kept13"): 21},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -168,6 +175,7 @@ SETS = {
     "real_outputs_kept11": (60, 14, {"kept11"}, True),
     "real_outputs_reports3": (9, 3, {"reports3"}, True),
     "real_outputs_kept12": (40, 8, {"kept12"}, True),
+    "real_outputs_kept13": (50, 12, {"kept13"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -243,7 +251,7 @@ def _page(url: str) -> str:
 
 # triage batches built later from these sets' own rows (tests/test_triage.py traces each row back): not earlier sources
 TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.jsonl", "kept10.jsonl",
-                            "kept11.jsonl", "kept13.jsonl"}
+                            "kept11.jsonl", "kept13.jsonl", "kept15.jsonl"}
 # real-output sets built from a triage batch's own rows (the same reports, with the reporter's message): that batch
 # is not an earlier source of the set
 REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_outputs_reports3": {"kept14.jsonl"}}
@@ -253,7 +261,7 @@ REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_out
                                        "real_outputs_kept6", "real_outputs_kept7", "real_outputs_kept8",
                                        "real_outputs_kept9", "real_outputs_reports", "real_outputs_kept10",
                                        "real_outputs_reports2", "real_outputs_kept11", "real_outputs_reports3",
-                                       "real_outputs_kept12"])
+                                       "real_outputs_kept12", "real_outputs_kept13"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]
