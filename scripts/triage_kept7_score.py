@@ -10,7 +10,7 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept12.jsonl     # the fourteenth batch, public reports (SCORES["kept12.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept13.jsonl     # the fifteenth batch (SCORES["kept13.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept14.jsonl     # the sixteenth batch, public reports (SCORES["kept14.jsonl"]["dev"])
-    python scripts/triage_kept7_score.py --set kept16.jsonl     # the eighteenth batch, kept aside (SCORES["kept16.jsonl"]["kept16"])
+    python scripts/triage_kept7_score.py --set kept16.jsonl     # the eighteenth batch (SCORES["kept16.jsonl"]["kept16"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to
 kept14 are dev now; kept16 is kept aside). The triage gets 30 s per row, as in the

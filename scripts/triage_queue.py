@@ -1,17 +1,19 @@
 """The queue a kept-aside triage batch built from recorded real outputs is taken from, by the selection rule fixed
 and committed before explain ran on any of its rows (docs/explain.md: "Eighth batch: kept6.jsonl", "Ninth batch:
-kept7.jsonl", "Tenth batch: kept8.jsonl", "Eleventh batch: kept9.jsonl", "Twelfth batch: kept10.jsonl", "Thirteenth batch: kept11.jsonl", "Fifteenth batch: kept13.jsonl", "Eighteenth batch: kept16.jsonl"; each rule was first committed as a script of its own, in git history).
+kept7.jsonl", "Tenth batch: kept8.jsonl", "Eleventh batch: kept9.jsonl", "Twelfth batch: kept10.jsonl", "Thirteenth
+batch: kept11.jsonl", "Fifteenth batch: kept13.jsonl", "Eighteenth batch: kept16.jsonl"; each rule was first
+committed as a script of its own, in git history).
 
-    python scripts/triage_queue.py BATCH [--templates ../shared/templates] [--json]      # BATCH: kept6 … kept11, kept13, kept16
+    python scripts/triage_queue.py BATCH [--templates ../shared/templates] [--json]   # BATCH: kept6 … kept13, kept16
 
 Every row of the batch's real-output sets that our parser at ``llama.cpp`` fidelity gets wrong (not
 ``core.chat.realset.run_case(...).ok``), minus the rows whose output (ends' whitespace aside) is the ``input`` of a row
 of another ``tests/data/triage/*.jsonl`` file or whose source URL (fragment and query aside) one of them cites.
 Families (a real-output file's name, merged across the sets) are ordered by sha256(BATCH + ":" + family), the rows
 of a family by sha256(BATCH + ":" + id). Round r takes each family's r-th row in family order. The batch takes the
-queue in order until it holds :data:`SIZE` rows (all of it if shorter); a row labelled ``NONE`` by hand once a third of the
-batch's size (rounded down) is ``NONE`` is skipped. Nothing here is imported by the library; it runs no explain and
-no triage. The queue depends on the parser's ``llama.cpp`` answers, which never change."""
+queue in order until it holds :data:`SIZE` rows (all of it if shorter); a row labelled ``NONE`` by hand once a third
+of the batch's size (rounded down) is ``NONE`` is skipped. Nothing here is imported by the library; it runs no
+explain and no triage. The queue depends on the parser's ``llama.cpp`` answers, which never change."""
 
 from __future__ import annotations
 
