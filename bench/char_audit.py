@@ -6,7 +6,8 @@ counted by class. Deterministic (counts characters, not time).
                                [--disable-repair unparsed-characters]
 
 The kept-aside real-output batches that are being collected (``real_outputs_kept8``, ``real_outputs_kept9``,
-``real_outputs_kept10``, ``real_outputs_kept11``, ``real_outputs_kept12``, ``real_outputs_kept13``) are
+``real_outputs_kept10``, ``real_outputs_kept11``, ``real_outputs_kept12``, ``real_outputs_kept13``,
+``real_outputs_kept14``) are
 never read.
 """
 
@@ -21,7 +22,8 @@ from typing import Any, Iterator
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEPT_ASIDE = ("real_outputs_kept8", "real_outputs_kept9", "real_outputs_kept10", "real_outputs_kept11",
-              "real_outputs_kept12", "real_outputs_kept13")
+              "real_outputs_kept12", "real_outputs_kept13",
+              "real_outputs_kept14")
 HOSTILE_CHARS = 300
 
 

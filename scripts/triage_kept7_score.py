@@ -11,10 +11,11 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept13.jsonl     # the fifteenth batch (SCORES["kept13.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept14.jsonl     # the sixteenth batch, public reports (SCORES["kept14.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept15.jsonl     # the seventeenth batch (SCORES["kept15.jsonl"]["kept15"])
+    python scripts/triage_kept7_score.py --set kept16.jsonl     # the eighteenth batch (SCORES["kept16.jsonl"]["kept16"])
     python scripts/triage_kept7_score.py --set kept17.jsonl     # the nineteenth batch, public reports (SCORES["kept17.jsonl"]["kept17"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to
-kept14 are dev now, kept15 and kept17 are kept aside). The triage gets 30 s per row, as in the
+kept14 are dev now, kept15, kept16 and kept17 are kept aside). The triage gets 30 s per row, as in the
 tests, so the figures do not depend on the machine. Nothing here is imported by the library.
 """
 

@@ -1,18 +1,18 @@
 """The queue a kept-aside triage batch built from recorded real outputs is taken from, by the selection rule fixed
 and committed before explain ran on any of its rows (docs/explain.md: "Eighth batch: kept6.jsonl", "Ninth batch:
 kept7.jsonl", "Tenth batch: kept8.jsonl", "Eleventh batch: kept9.jsonl", "Twelfth batch: kept10.jsonl", "Thirteenth
-batch: kept11.jsonl", "Fifteenth batch: kept13.jsonl", "Seventeenth batch: kept15.jsonl"; each rule was first
-committed as a script of its own, in git history).
+batch: kept11.jsonl", "Fifteenth batch: kept13.jsonl", "Seventeenth batch: kept15.jsonl", "Eighteenth batch:
+kept16.jsonl"; each rule was first committed as a script of its own, in git history).
 
-    python scripts/triage_queue.py BATCH [--templates ../shared/templates] [--json]   # kept6 … kept11, kept13, kept15
+    python scripts/triage_queue.py BATCH [--templates ../shared/templates] [--json]   # BATCH: kept6 … kept13, kept15, kept16
 
 Every row of the batch's real-output sets that our parser at ``llama.cpp`` fidelity gets wrong (not
 ``core.chat.realset.run_case(...).ok``), minus the rows whose output (ends' whitespace aside) is the ``input`` of a row
 of another ``tests/data/triage/*.jsonl`` file or whose source URL (fragment and query aside) one of them cites.
 Families (a real-output file's name, merged across the sets) are ordered by sha256(BATCH + ":" + family), the rows
 of a family by sha256(BATCH + ":" + id). Round r takes each family's r-th row in family order. The batch takes the
-queue in order until it holds 40 rows (kept15: 30; all of it if shorter); a row labelled ``NONE`` by hand once a
-third of the batch's size (rounded down) is ``NONE`` is skipped. Nothing here is imported by the library; it runs no
+queue in order until it holds :data:`SIZE` rows (all of it if shorter); a row labelled ``NONE`` by hand once a third
+of the batch's size (rounded down) is ``NONE`` is skipped. Nothing here is imported by the library; it runs no
 explain and no triage. The queue depends on the parser's ``llama.cpp`` answers, which never change."""
 
 from __future__ import annotations
@@ -39,7 +39,11 @@ BATCHES = {
     "kept13": ("real_outputs_kept11",),
     # vLLM's and lmdeploy's parser tests (files no set used); TensorRT-LLM's file held no model text; at most 30 rows
     "kept15": ("real_outputs_kept13",),
+    # SGLang's, ollama's and Xinference's parser tests (files no set used)
+    "kept16": ("real_outputs_kept14",),
 }
+# rows a batch takes from the head of its queue (40 unless named)
+SIZE = {"kept15": 30, "kept16": 30}
 
 
 def _bare(url: str) -> str:
@@ -90,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows, ensure_ascii=False, indent=1))
     else:
         for i, r in enumerate(rows, 1):
-            print(f"{i:3d} r{r['round']} {r['family']:20s} {r['dir']:20s} {r['id']}")
+            taken = "" if i <= SIZE.get(args.batch, 40) else "  (beyond the batch's size)"
+            print(f"{i:3d} r{r['round']} {r['family']:20s} {r['dir']:20s} {r['id']}{taken}")
     return 0
 
 

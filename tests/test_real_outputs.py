@@ -61,7 +61,12 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   Qwen 3.6 and shared Qwen3 XML / Coder, GLM-4.7, Nemotron JSON, Qwen2.5-Coder and Hy v4 tool parsers; MiniMax-M2
   append-think, Gemma 4 reasoning with calls, Granite thinking, Hy v4 and Hunyuan reasoning parsers) and lmdeploy's
   (Kimi K2.6) parser tests from test files no earlier set used (twelve families), each with the message the test
-  asserts; three in five expect a tool call. Nobody writes repairs from it."""
+  asserts; three in five expect a tool call. Nobody writes repairs from it.
+- ``real_outputs_kept14``: the fourteenth kept-aside batch, outputs fed to their parsers by SGLang's (Cohere Command 4,
+  Hunyuan), ollama's (Laguna JSON in content, Qwen3-VL think toggle) and Xinference's (Ling 3, Kimi K3 reasoning and
+  tools, GLM-5, MiniMax, MiniMax-M3, DeepSeek V4, MiniCPM5) parser tests from test files no earlier set used (eleven
+  families), each with the message the test asserts; seven in ten expect a tool call. Nobody writes repairs from
+  it."""
 
 from __future__ import annotations
 
@@ -155,6 +160,8 @@ PASS = {
     "real_outputs_kept12": {("llama.cpp", "kept12"): 19, ("improved", "kept12"): 25},
     # kept aside, first measure 14 / 21 (docs/realset-baseline.md "Thirteenth kept-aside batch")
     "real_outputs_kept13": {("llama.cpp", "kept13"): 14, ("improved", "kept13"): 21},
+    # kept aside, first measure 12 / 25 (docs/realset-baseline.md "Fourteenth kept-aside batch")
+    "real_outputs_kept14": {("llama.cpp", "kept14"): 12, ("improved", "kept14"): 25},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -176,6 +183,7 @@ SETS = {
     "real_outputs_reports3": (9, 3, {"reports3"}, True),
     "real_outputs_kept12": (40, 8, {"kept12"}, True),
     "real_outputs_kept13": (50, 12, {"kept13"}, True),
+    "real_outputs_kept14": (50, 11, {"kept14"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -251,7 +259,8 @@ def _page(url: str) -> str:
 
 # triage batches built later from these sets' own rows (tests/test_triage.py traces each row back): not earlier sources
 TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.jsonl", "kept10.jsonl",
-                            "kept11.jsonl", "kept13.jsonl", "kept15.jsonl"}
+                            "kept11.jsonl", "kept13.jsonl", "kept15.jsonl",
+                            "kept16.jsonl"}
 # real-output sets built from a triage batch's own rows (the same reports, with the reporter's message): that batch
 # is not an earlier source of the set
 REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_outputs_reports3": {"kept14.jsonl"}}
@@ -261,7 +270,8 @@ REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_out
                                        "real_outputs_kept6", "real_outputs_kept7", "real_outputs_kept8",
                                        "real_outputs_kept9", "real_outputs_reports", "real_outputs_kept10",
                                        "real_outputs_reports2", "real_outputs_kept11", "real_outputs_reports3",
-                                       "real_outputs_kept12", "real_outputs_kept13"])
+                                       "real_outputs_kept12", "real_outputs_kept13",
+                                       "real_outputs_kept14"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]
