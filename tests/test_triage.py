@@ -111,7 +111,8 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   ``tests/data/real_outputs_kept15/`` (Xinference's, SGLang's and lmdeploy's parser tests from files no earlier set
   used, each family on its model's own template), by a rule committed before explain ran (``scripts/triage_queue.py
   kept18``), labelled and committed before the triage ran (``python scripts/triage_kept7_score.py --set
-  kept18.jsonl``; "Twentieth batch: kept18.jsonl (kept aside)")."""
+  kept18.jsonl``; "Twentieth batch: kept18.jsonl (kept aside)"), scored once (13/21 cause, 18/21 fix, 6/14
+  nearest)."""
 
 from __future__ import annotations
 
@@ -220,6 +221,8 @@ SCORES = {
     # kept aside, public reports on clients and agents: first run at the labelled commit (docs/explain.md
     # "Nineteenth batch"); the miss is Qwen2.5-VL's template without tools named another family's format
     "kept17.jsonl": {"kept17": (5, 6, 0, 1)},
+    # kept aside: first run (13, 18, 6, 14), at the labelled commit (docs/explain.md "Twentieth batch")
+    "kept18.jsonl": {"kept18": (13, 18, 6, 14)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
