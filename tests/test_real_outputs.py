@@ -66,7 +66,13 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   Hunyuan), ollama's (Laguna JSON in content, Qwen3-VL think toggle) and Xinference's (Ling 3, Kimi K3 reasoning and
   tools, GLM-5, MiniMax, MiniMax-M3, DeepSeek V4, MiniCPM5) parser tests from test files no earlier set used (eleven
   families), each with the message the test asserts; seven in ten expect a tool call. Nobody writes repairs from
-  it."""
+  it.
+- ``real_outputs_kept15``: the fifteenth kept-aside batch, outputs fed to their parsers by Xinference's (DeepSeek
+  V3.1, Qwen, Llama 3.1, Gemma 4, streaming partial markers), SGLang's (GLM-4.7 stream chunks and schema types,
+  DeepSeek V4 streaming robustness, Gemma 4 string delimiters, MiniCPM5 finish(), Qwen3-Coder numeric precision),
+  vLLM's (GLM reasoning) and lmdeploy's (Qwen3 consumed prefix) parser tests from test files no earlier set used, each
+  family with its model's own template (ten families), each with the message the test asserts; six in seven expect
+  a tool call. Nobody writes repairs from it."""
 
 from __future__ import annotations
 
@@ -162,6 +168,8 @@ PASS = {
     "real_outputs_kept13": {("llama.cpp", "kept13"): 14, ("improved", "kept13"): 21},
     # kept aside, first measure 12 / 25 (docs/realset-baseline.md "Fourteenth kept-aside batch")
     "real_outputs_kept14": {("llama.cpp", "kept14"): 12, ("improved", "kept14"): 25},
+    # kept aside, first measure 29 / 40 (docs/realset-baseline.md "Fifteenth kept-aside batch")
+    "real_outputs_kept15": {("llama.cpp", "kept15"): 29, ("improved", "kept15"): 40},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -184,6 +192,7 @@ SETS = {
     "real_outputs_kept12": (40, 8, {"kept12"}, True),
     "real_outputs_kept13": (50, 12, {"kept13"}, True),
     "real_outputs_kept14": (50, 11, {"kept14"}, True),
+    "real_outputs_kept15": (50, 10, {"kept15"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -260,7 +269,7 @@ def _page(url: str) -> str:
 # triage batches built later from these sets' own rows (tests/test_triage.py traces each row back): not earlier sources
 TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.jsonl", "kept10.jsonl",
                             "kept11.jsonl", "kept13.jsonl", "kept15.jsonl",
-                            "kept16.jsonl"}
+                            "kept16.jsonl", "kept18.jsonl"}
 # real-output sets built from a triage batch's own rows (the same reports, with the reporter's message): that batch
 # is not an earlier source of the set
 REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_outputs_reports3": {"kept14.jsonl"}}
@@ -271,7 +280,7 @@ REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_out
                                        "real_outputs_kept9", "real_outputs_reports", "real_outputs_kept10",
                                        "real_outputs_reports2", "real_outputs_kept11", "real_outputs_reports3",
                                        "real_outputs_kept12", "real_outputs_kept13",
-                                       "real_outputs_kept14"])
+                                       "real_outputs_kept14", "real_outputs_kept15"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]

@@ -106,7 +106,13 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   committed before any report was read (one amendment, committed before any row), checked against every held file
   (``scripts/triage_batch_check.py``), labelled and committed before explain or the triage ran, scored once (5/6
   cause, 6/6 fix, 0/1 nearest; ``python scripts/triage_kept7_score.py --set kept17.jsonl``) ("Nineteenth batch:
-  kept17.jsonl")."""
+  kept17.jsonl").
+- ``kept18.jsonl``: the twentieth batch, split ``"kept18"``, kept aside: the whole failing queue (21 rows) of
+  ``tests/data/real_outputs_kept15/`` (Xinference's, SGLang's and lmdeploy's parser tests from files no earlier set
+  used, each family on its model's own template), by a rule committed before explain ran (``scripts/triage_queue.py
+  kept18``), labelled and committed before the triage ran (``python scripts/triage_kept7_score.py --set
+  kept18.jsonl``; "Twentieth batch: kept18.jsonl (kept aside)"), scored once (13/21 cause, 18/21 fix, 6/14
+  nearest)."""
 
 from __future__ import annotations
 
@@ -215,13 +221,15 @@ SCORES = {
     # kept aside, public reports on clients and agents: first run at the labelled commit (docs/explain.md
     # "Nineteenth batch"); the miss is Qwen2.5-VL's template without tools named another family's format
     "kept17.jsonl": {"kept17": (5, 6, 0, 1)},
+    # kept aside: first run (13, 18, 6, 14), at the labelled commit (docs/explain.md "Twentieth batch")
+    "kept18.jsonl": {"kept18": (13, 18, 6, 14)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
          "kept4.jsonl": 12, "kept5.jsonl": 1, "kept6.jsonl": 40, "kept7.jsonl": 35, "kept8.jsonl": 40,
          "kept9.jsonl": 34, "kept10.jsonl": 33, "kept11.jsonl": 40, "kept12.jsonl": 6,
          "kept13.jsonl": 36, "kept14.jsonl": 11, "kept15.jsonl": 30, "kept16.jsonl": 30,
-         "kept17.jsonl": 6}
+         "kept17.jsonl": 6, "kept18.jsonl": 21}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -386,6 +394,13 @@ def test_the_eighteenth_batch_is_the_head_of_the_failing_queue_of_real_outputs_k
     Xinference's parser tests)."""
     _check_queue_batch("kept16.jsonl", ["real_outputs_kept14"], prefix="", split="kept16", size=30, templates=10,
                        causes=7, fix_why=True)
+
+
+def test_the_twentieth_batch_is_the_whole_failing_queue_of_real_outputs_kept15():
+    """kept18: the whole failing queue of tests/data/real_outputs_kept15/ (21 rows: Xinference's, SGLang's and
+    lmdeploy's parser tests, each family on its model's own template)."""
+    _check_queue_batch("kept18.jsonl", ["real_outputs_kept15"], prefix="", split="kept18", size=21, templates=7,
+                       causes=6, fix_why=True)
 
 
 @pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl", "kept4.jsonl") for c in SETS[n]
