@@ -65,19 +65,23 @@ def test_gemma4_bare_call_after_prose_stays_content():
 
 
 def test_gemma4_bare_call_cut_by_the_end_of_the_output_comes_back_whole():
-    """vLLM's bare-call case cut anywhere inside its call (the model stopped at its token limit): no call, and the
-    content is the call's text from its ``call:``, as at the llama.cpp fidelity (vLLM's fallback tier reads only a
-    whole ``call:NAME{…}``). The repair used to give ``bash{command:…`` or ``ba``: ``call:`` was in no field."""
-    out = CASES[BARE].output
-    start = out.index("call:bash")
-    parser, _ = _parse(BARE)
-    for cut in range(start + 1, len(out)):
-        if out[start:cut] == "call:":
-            continue   # the opener alone, cut whole: markup, as a marked call's "<|tool_call>call:" is
-        msg = parser.parse(out[:cut], False)
-        assert msg.tool_calls == [] and msg.content == out[start:cut], cut
-        for size in (1, 3, 17):
-            assert _streamed(parser, out[:cut], size).to_openai() == msg.to_openai()
+    """vLLM's bare-call and stray-colon cases cut anywhere inside their call (the model stopped at its token limit):
+    no call, and the content is the call's text from its ``call:`` (from the ``<|tool_call>:`` before it), as at
+    the llama.cpp fidelity (vLLM's fallback tier reads only a whole ``call:NAME{…}``). The repair used to give
+    ``bash{command:…`` or ``ba``: ``call:`` was in no field; and the lead-in alone (``call:``,
+    ``<|tool_call>:call:``) gave an empty message: the text is given back as a marked call's cut opener is
+    (``cut-marker-text`` before the name is read, ``truncated-call`` after)."""
+    # (the stray-colon case from its colon on: "<|tool_call>" alone is the marked opener, markup as before)
+    for case_id, lead, first in ((BARE, "call:bash", 1), (COLON, "<|tool_call>:", len("<|tool_call>:"))):
+        out = CASES[case_id].output
+        start = out.index(lead)
+        parser, _ = _parse(case_id)
+        for cut in range(start + first, len(out)):
+            msg = parser.parse(out[:cut], False)
+            assert msg.tool_calls == [] and msg.content == out[start:cut], (case_id, cut)
+            assert "cut-marker-text" in _names(msg) or "truncated-call" in _names(msg), (case_id, cut)
+            for size in (1, 3, 17):
+                assert _streamed(parser, out[:cut], size).to_openai() == msg.to_openai()
 
 
 # -- standalone-json-call (Poolside Laguna) ------------------------------------------------------------------------
@@ -115,14 +119,12 @@ def test_laguna_json_of_an_undeclared_tool_stays_content():
 def test_laguna_json_call_cut_before_its_name_is_whole_comes_back_whole():
     """ollama's standalone call cut by the end of the output before the tool's name is whole (the model stopped at
     its token limit): no call, and the content is the text from its ``{``, as from the name on (truncated-call)
-    it already was. The repair used to give ``"na`` or ``get_wea``: the ``{"name":"`` it read was in no field."""
+    it already was. The repair used to give ``"na`` or ``get_wea``: the ``{"name":"`` it read was in no field; and
+    the grammar's words alone (``{``, ``{"``, ``{"name":"``) gave an empty message: the lead-in is given back as a
+    marked call's cut opener is (``cut-marker-text``)."""
     out = CASES[STANDALONE].output
     parser, _ = _parse(STANDALONE)
-    # up to the arguments' end (a call with whole arguments is read); not where the text is only the grammar's
-    # words ('{"', '{"name":"'): the call's lead-in cut whole, markup as a marked call's cut opener is
-    for cut in range(2, out.index("}") + 1):
-        if out[:cut] in ('{"', '{"name', '{"name"', '{"name":', '{"name":"'):
-            continue
+    for cut in range(1, out.index("}") + 1):   # up to the arguments' end (a call with whole arguments is read)
         msg = parser.parse(out[:cut], False)
         assert msg.tool_calls == [] and msg.content == out[:cut], cut
         for size in (1, 3, 17):
