@@ -131,6 +131,36 @@ def test_laguna_json_call_cut_before_its_name_is_whole_comes_back_whole():
             assert _streamed(parser, out[:cut], size).to_openai() == msg.to_openai()
 
 
+# -- both: a repair is reported only where it read something ------------------------------------------------------
+
+def _name_read_at(case_id: str) -> tuple[int, int, str]:
+    """(where the call's lead-in starts, the first cut that reads the tool's name, the repair that reads it) in
+    the case's output: Gemma's name is read with the ``{`` after it, the JSON call's with its closing quote."""
+    out = CASES[case_id].output
+    if case_id == STANDALONE:
+        return 0, out.index('"get_weather"') + len('"get_weather"'), "standalone-json-call"
+    lead = out.index("<|tool_call>:call:") if case_id == COLON else out.index("call:bash")
+    return lead, out.index("bash{") + len("bash{"), "call-opener-dropped"
+
+
+def test_a_call_lead_in_cut_before_the_name_reports_no_repair():
+    """The three cases cut inside the lead-in of their call, before the tool's name is read (the model stopped at
+    its token limit, or a stream has not got further): neither the final nor the partial parse reports the repair
+    that would read the call (it used to list ``call-opener-dropped`` for an output ``c`` or ``call:``,
+    ``standalone-json-call`` for ``{``); from the cut that reads the name on, both do."""
+    for case_id in (BARE, COLON, STANDALONE):
+        out = CASES[case_id].output
+        lead, named, repair = _name_read_at(case_id)
+        parser, _ = _parse(case_id)
+        for cut in range(lead + 1, named + 2):
+            for partial in (False, True):
+                msg = parser.parse(out[:cut], partial)
+                assert (repair in _names(msg)) == (cut >= named), (case_id, cut, partial)
+            if cut < named:
+                for size in (1, 3):
+                    assert repair not in _names(_streamed(parser, out[:cut], size)), (case_id, cut, size)
+
+
 # -- call-list-unbracketed (Nemotron Nano v2) ---------------------------------------------------------------------
 
 def test_nemotron_single_call_object_between_the_markers_is_a_call():

@@ -1049,7 +1049,8 @@ REPAIRS: list[Repair] = [
                 "unparsed-text contract gives back are as before. Likewise the lead-in of a call only a repair reads, "
                 "cut by the end before its name (call-opener-dropped's call:, <|tool_call>:call:b; "
                 "standalone-json-call's {\", {\"name\":\"get_w; json-call-in-tags' <tool_call>{\"): from "
-                "there (from the call opener right before it) the text is content.",
+                "there (from the call opener right before it) the text is content, and the repair that would have "
+                "read the call is not reported (it changed nothing).",
         example="plain ]<]minimax[>[<tool_ca   (MiniMax-M3: content 'plain ]<]minimax[>[<tool_ca')",
         source="vLLM's MiniMax-M3 parser returns a cut marker at the end as content: https://github.com/"
                "vllm-project/vllm/blob/06726266c0e0000947fca394f70a1148fda0ac46/tests/tool_parsers/"

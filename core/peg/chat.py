@@ -92,14 +92,17 @@ def current_repairs() -> frozenset[str]:
 
 def fired_repairs(nodes: Iterable[Any], offset: int = 0) -> list[tuple[str, int, int]]:
     """``(name, start, end)`` of every ``repair:NAME`` node in the parse tree ``nodes`` (pre-order), with
-    positions shifted by ``-offset`` (the generation prompt's length, so spans index the model output)."""
+    positions shifted by ``-offset`` (the generation prompt's length, so spans index the model output). A variant
+    the end of the text cut before it read anything into the message (:func:`cut_lead_ins`) has not acted: no
+    record."""
+    nodes = list(nodes)
+    lead_in = _lead_in_from(nodes)
     out: list[tuple[str, int, int]] = []
-    stack = list(reversed(list(nodes)))
+    stack = list(reversed(nodes))
     while stack:
         node = stack.pop()
         tag = node.tag
-        # (a variant cut by the end of a partial text before it read anything has not acted: no record)
-        if tag and tag.startswith(REPAIR_TAG_PREFIX) and not (node.partial and node.start == node.end):
+        if tag and tag.startswith(REPAIR_TAG_PREFIX) and node.start < lead_in:
             out.append((tag[len(REPAIR_TAG_PREFIX):], max(node.start - offset, 0), max(node.end - offset, 0)))
         if node.children:
             stack.extend(reversed(node.children))
