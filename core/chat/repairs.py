@@ -1462,7 +1462,8 @@ def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:
     they index ``output``."""
     from ..peg.chat import fired_repairs
 
-    return [FiredRepair(name, s, e, text=output[s:e]) for name, s, e in fired_repairs(result.nodes, offset)]
+    return [FiredRepair(name, s, e, text=output[s:e])
+            for name, s, e in fired_repairs(result.nodes, offset, result.text)]
 
 
 def cut_lead_in(result: Any, offset: int) -> int | None:
@@ -1471,7 +1472,7 @@ def cut_lead_in(result: Any, offset: int) -> int | None:
     ``result``, positions shifted by ``offset``): Gemma's ``call:`` without its opener token, the ``{"`` of a
     standalone JSON call. None when the output does not end inside one. Repair ``cut-marker-text`` gives the text
     from there back as it gives back a marked call's cut opener."""
-    return next((s for s, e in cut_lead_ins(result.nodes, offset) if s < e), None)
+    return next((s for s, e in cut_lead_ins(result.nodes, offset, result.text) if s < e), None)
 
 
 def any_order_args(p: Any, rule_prefix: str, required: list[Any], optional: list[Any],
