@@ -13,6 +13,7 @@ matters. A leaf module (no imports of ours).
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from typing import Any
 
@@ -43,6 +44,20 @@ def visible(s: str, *, spaces: bool = True) -> str:
     is when ``spaces`` is False) and every other invisible character escaped (:func:`escape_char`)."""
     glyphs = WS_GLYPHS if spaces else {k: v for k, v in WS_GLYPHS.items() if k != " "}
     return "".join(glyphs.get(ch) or (escape_char(ch) if is_invisible(ch) else ch) for ch in s)
+
+
+_BACKTICK_RUN = re.compile("`+")
+
+
+def code_span(text: str) -> str:
+    """``text`` as one Markdown inline code span that CommonMark reads back as exactly ``text``: fenced by one
+    backtick more than its longest run of backticks (a tool name ``a`b`` is ````a`b````, not ```a`b``` whose
+    first two backticks pair), with a space inside each fence when ``text`` starts or ends with a backtick (else
+    the fence would run on into it) or starts and ends with a space (a reader strips one of each)."""
+    fence = "`" * (max((len(m.group()) for m in _BACKTICK_RUN.finditer(text)), default=0) + 1)
+    pad = " " if text[:1] == "`" or text[-1:] == "`" or (text[:1] == " " and text[-1:] == " " and text.strip(" ")) \
+        else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def json_visible(value: Any, **kw: Any) -> str:

@@ -74,6 +74,38 @@ def read_input_file(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> bytes
     return raw
 
 
+def file_text(raw: bytes) -> str:
+    """The UTF-8 text of a file option's bytes ``raw``, a byte order mark at the start not text (Windows editors
+    write one; :func:`read_input_lines` and the template loader drop it as well). Raises ``UnicodeDecodeError``
+    with offsets into ``raw``."""
+    bom = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return raw[bom:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UnicodeDecodeError(e.encoding, raw, e.start + bom, e.end + bom, e.reason) from None
+
+
+def read_json_file(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> Any:
+    """The JSON value of the file option ``path`` (a ``kind`` such as ``"request file"``), read by
+    :func:`read_input_file` as :func:`file_text` (a byte order mark allowed). Raises
+    :class:`~core.errors.RequestFileError` naming the file for one that cannot be read, is not UTF-8, not JSON or
+    JSON nested too deeply."""
+    try:
+        text = file_text(read_input_file(path, kind, limit))
+    except OSError as e:
+        raise RequestFileError(path, f"cannot read: {e.strerror or e}", kind=kind) from None
+    except UnicodeDecodeError as e:
+        raise RequestFileError(path, f"not UTF-8 text ({e.reason} at byte {e.start})", kind=kind) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        # (the reader's "Unterminated string starting at" would read "… at at line 1")
+        where = f"at line {e.lineno} column {e.colno}"
+        raise RequestFileError(path, f"not valid JSON: {e.msg.removesuffix(' at')} {where}", kind=kind) from None
+    except RecursionError:
+        raise RequestFileError(path, "JSON nested too deeply", kind=kind) from None
+
+
 def read_input_lines(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` of every line of the file option ``path`` (a ``kind`` such as ``"cases file"``),
     checked by :func:`check_input_file`; the bytes read are counted over the whole file, so a named pipe of one
@@ -130,22 +162,14 @@ def read_json_lines(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> Itera
 
 
 def load_request(path: str | None, limit: int = MAX_INPUT_BYTES) -> "ChatRequest":
-    """A request from a JSON file (``None``: one user message "Hello", no tools) of at most ``limit`` bytes. Raises
-    :class:`~core.errors.RequestFileError` naming the file (and the bad field)."""
+    """A request from a JSON file (``None``: one user message "Hello", no tools) of at most ``limit`` bytes, read by
+    :func:`read_json_file` (a byte order mark allowed). Raises :class:`~core.errors.RequestFileError` naming the file
+    (and the bad field)."""
     from .chat.request import ChatRequest
 
     if path is None:
         return ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hello"}]})
-    try:
-        data = json.loads(read_input_file(path, "request file", limit).decode("utf-8"))
-    except OSError as e:
-        raise RequestFileError(path, f"cannot read: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise RequestFileError(path, f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    except UnicodeDecodeError as e:
-        raise RequestFileError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except RecursionError:
-        raise RequestFileError(path, "JSON nested too deeply") from None
+    data = read_json_file(path, "request file", limit)
     try:
         return ChatRequest.from_dict(data)
     except RequestError as e:

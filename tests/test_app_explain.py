@@ -458,3 +458,27 @@ def test_the_playgrounds_template_default_thinking_gives_the_clis_fixes(tmp_path
                                         "`template-default-thinking`",
                                         "**Fidelity**: parse at improved fidelity (repaired: call-marker-whitespace)"]
     assert "call-ends-reasoning" in seen["on"][0] and "call-ends-reasoning" not in seen["template default"][0]
+
+
+def test_a_tool_name_holding_backticks_is_shown_as_code_on_the_page():
+    """A tool name built to attack the page's Markdown (backtick runs, dollars, an icon, a link: no model wrote it)
+    named by the triage sentence: the page's Markdown shows it whole in one code span and makes no link of it."""
+    import html
+
+    markdown_it = pytest.importorskip("markdown_it")   # CommonMark's reading of the page's Markdown (rich ships it)
+    from .test_explain_hostile import HOSTILE_NAME
+
+    tool = json.loads(json.dumps(TOOL))
+    tool["function"]["name"] = HOSTILE_NAME
+    at = use_corpus(start(), "Qwen-Qwen2.5-7B-Instruct.jinja")
+    at.session_state["in_tools"] = json.dumps([tool])
+    at.session_state["in_output"] = ('<tool_call>\n{"name": ' + json.dumps(HOSTILE_NAME)
+                                     + ', "arguments": {}}\n</tool_call>')
+    at = page(at, "explain")
+    said = [m.value for m in at.markdown if "is called without" in m.value]
+    assert said, [m.value for m in at.markdown]
+    # (the code is cut after the ":" of ":material/" by an empty :color[], which Streamlit shows as nothing)
+    shown = markdown_it.MarkdownIt("commonmark").renderInline(said[0]).replace("</code>:color[]<code>", "")
+    assert f"<code>{html.escape(HOSTILE_NAME, quote=False)}</code> is called without <code>city</code>" in shown, \
+        shown
+    assert "<a " not in shown

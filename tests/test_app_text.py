@@ -3,10 +3,14 @@ fresh server's first view no longer scans 135k code points); the table must be w
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import unicodedata
 
+import pytest
+
+from core.escapes import code_span
 from explorer.components import text
 
 
@@ -117,3 +121,39 @@ def test_text_boxes_with_invisible_characters_get_the_notice_and_the_parse_uses_
     at.radio(key="in_source_kind").set_value("Paste text").run()
     at.text_area(key="in_paste_text").input("hello\n\u200b{{ x }}").run()
     assert any("U+200B ZERO WIDTH SPACE at line 2, col 1" in unmd(w.value) for w in at.warning)
+
+
+
+# A tool name built to attack the page's Markdown (no model wrote it): backtick runs of one and two that pair with
+# a single-backtick fence, LaTeX dollars, a Material icon, a link
+HOSTILE_NAME = "a`b`` $x$ :material/home: [x](http://evil.example/a)"
+
+
+def _inline_html(markdown: str) -> str:
+    """The HTML CommonMark makes of one line of Markdown (markdown-it-py, which rich brings), with Streamlit's
+    empty ``:color[]`` directive (text.MD_CUT, which shows nothing) taken out and the code it parts joined."""
+    markdown_it = pytest.importorskip("markdown_it")
+    shown = markdown_it.MarkdownIt("commonmark").renderInline(markdown)
+    return shown.replace("</code>" + text.MD_CUT + "<code>", "").replace(text.MD_CUT, "")
+
+
+def test_a_code_span_reads_back_as_its_text_whatever_backticks_it_holds():
+    for s in (HOSTILE_NAME, "`x", "x`", "``", " x ", "a```b"):
+        assert _inline_html(code_span(s)) == f"<code>{html.escape(s, quote=False)}</code>", s
+    assert code_span(HOSTILE_NAME) == f"```{HOSTILE_NAME}```"
+    assert code_span("get_weather") == "`get_weather`"   # a name without backticks: as before
+
+
+def test_md_code_keeps_a_hostile_name_in_one_code_span():
+    """The engine's sentence names the tool in a code span fenced longer than its backtick runs; md_code used to
+    pair backticks one by one (``a`` a span, ``b`` text, then a span from the next backtick on), so the name left
+    its span and its link became a live link."""
+    sentence = f"{code_span(HOSTILE_NAME)} is called without `city`, which the request's schema lists in `required`"
+    shown = _inline_html(text.md_code(sentence))
+    assert shown.startswith(f"<code>{html.escape(HOSTILE_NAME, quote=False)}</code> is called without "
+                            "<code>city</code>"), shown
+    assert "<a " not in shown and shown.count("<code>") == 3
+    # Streamlit's renderer rewrites ":material/" everywhere in its source, code spans included: it never sees one
+    assert ":material/" not in text.md_code(sentence)
+    # a run of backticks that no run of its length closes is text, escaped: it opens no span
+    assert _inline_html(text.md_code("found `` and `x`")) == "found `` and <code>x</code>"

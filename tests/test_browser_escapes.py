@@ -16,7 +16,7 @@ import urllib.parse
 import pytest
 
 from .conftest import streamlit_server
-from .escape_app import BAIT, DOCS
+from .escape_app import BAIT, CODE_NAME, DOCS
 from .test_browser import _shot, _wait_idle
 
 pytestmark = pytest.mark.browser
@@ -82,7 +82,8 @@ ACTIVE = "a, img, [role=img]"
 def test_the_escape_leaves_no_link_image_or_icon_and_the_apps_own_link_stays(browser):  # noqa: F811 - fixtures
     """tests/escape_app.py: hostile text through md() / md_cell() in a paragraph, a caption, an error, a table
     cell, a widget label and as pieces joined side by side; each shows the text as it is, with no active
-    element. The Markdown link the app writes beside them is a link."""
+    element; a tool name holding backticks, dollars, an icon and a link stays whole in its code span (md_code).
+    The Markdown link the app writes beside them is a link."""
     with streamlit_server(log_name="streamlit-escape-app.log", script="tests/escape_app.py") as url:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         errors: list[str] = []
@@ -95,6 +96,13 @@ def test_the_escape_leaves_no_link_image_or_icon_and_the_apps_own_link_stays(bro
             assert box.locator(ACTIVE).count() == 0, (key, box.inner_html())
             shown = box.locator("td" if key == "table" else "p").first.inner_text()
             assert shown == BAIT, (key, shown)                   # read as it is: no arrow, emoji or logo
+        # md_code: the name as written in code (cut after its ":" of ":material/", which the renderer rewrites even
+        # in code), the sentence after it
+        code = page.locator(".st-key-esc_code")
+        assert code.locator(ACTIVE).count() == 0, code.inner_html()
+        assert code.locator("code").all_inner_texts() == [CODE_NAME[:CODE_NAME.index("material/")],
+                                                          CODE_NAME[CODE_NAME.index("material/"):], "city"]
+        assert code.locator("p").first.inner_text() == f"{CODE_NAME} is called without city"
         joined = page.locator(".st-key-esc_joined")
         assert joined.locator(ACTIVE).count() == 0, joined.inner_html()
         assert joined.inner_text().strip() == "see www.evil.example and a@b.cd"

@@ -98,6 +98,54 @@ def _write(tmp_path: Any, name: str, body: Any) -> str:
     return str(p)
 
 
+def test_request_and_expect_files_may_start_with_a_byte_order_mark(tmp_path: Any) -> None:
+    """A JSON file saved with a UTF-8 byte order mark (Windows editors write one) is read as without it: cases files
+    were, a request file (parse, grammar, explain) and an --expect file failed with "Unexpected UTF-8 BOM". On
+    vLLM's Gemma 4 bare-call case (tests/data/real_outputs_kept10, its source cited there)."""
+    from core.chat.realset import load_cases
+
+    case = next(c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept10"))
+                if c.id == "kept10-vllm-gemma4-bare-call-after-thought-channel")
+    template, output = str(TEMPLATES / case.template), case.output.encode("utf-8")
+    plain = _write(tmp_path, "request.json", case.request)
+    marked = tmp_path / "request-bom.json"
+    marked.write_text(json.dumps(case.request), encoding="utf-8-sig")
+    assert marked.read_bytes()[:3] == b"\xef\xbb\xbf"
+    for verb in (["parse", template, "--improved", "--compact"], ["grammar", template]):
+        proc = _run(verb + ["--request", str(marked)], output)
+        assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
+        again = _run(verb + ["--request", plain], output).stdout
+        if verb[0] == "grammar":
+            assert proc.stdout == again
+            continue
+        # (a call's id is drawn at random on each run)
+        calls = [{**c, "id": ""} for c in json.loads(proc.stdout)["tool_calls"]]
+        assert calls == [{**c, "id": ""} for c in json.loads(again)["tool_calls"]]
+        assert [c["function"]["name"] for c in calls] == ["bash"]
+    expect = tmp_path / "expect-bom.json"
+    expect.write_text(json.dumps(case.expect), encoding="utf-8-sig")
+    proc = _run(["explain", template, "--improved", "--request", str(marked), "--expect", str(expect)], output)
+    assert proc.returncode == 0 and b"parse clean" in proc.stdout, proc.stderr
+    # invalid JSON after the mark: one line naming the file, the position counted in the text after the mark
+    bad = tmp_path / "bad-bom.json"
+    bad.write_bytes(b"\xef\xbb\xbf" + b'{"messages": [')
+    _one_line_error(_run(["parse", template, "--request", str(bad)], output), str(bad),
+                    "not valid JSON: Expecting value at line 1 column 15")
+
+
+def test_export_merges_into_a_tokenizer_config_with_a_byte_order_mark(tmp_path: Any) -> None:
+    """`export --format tokenizer-config --tokenizer-config FILE` reads FILE as a request file is read: the
+    tokenizer config it wrote itself, saved again with a byte order mark, merges into the same file (it used to
+    fail "Unexpected UTF-8 BOM")."""
+    args = ["export", ASSET_TEMPLATE, "--format", "tokenizer-config"]
+    first = _run(args, b"")
+    assert first.returncode == 0, first.stderr
+    base = tmp_path / "tokenizer_config.json"
+    base.write_text(first.stdout.decode("utf-8"), encoding="utf-8-sig")
+    again = _run(args + ["--tokenizer-config", str(base)], b"")
+    assert again.returncode == 0 and json.loads(again.stdout) == json.loads(first.stdout), again.stderr
+
+
 def test_request_file_errors_name_file_and_field(tmp_path: Any) -> None:
     bad_field = _write(tmp_path, "fields.json", {"messages": "hi"})
     err = _one_line_error(_run(["parse", QWEN3, "--request", bad_field]), bad_field, "'messages'")

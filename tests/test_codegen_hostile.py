@@ -17,7 +17,7 @@ import pytest
 from core.chat.request import ChatRequest
 from core.codegen import cpp_str, py_identifier, py_str
 from core.explain.explain import explain
-from core.explain.reproducer import peg_tester_snippet, pytest_test
+from core.explain.reproducer import peg_tester_snippet, pytest_test, template_path
 from core.export.suite import generate_suite, write_suite
 from core.jinja.template import ChatTemplate
 
@@ -193,7 +193,10 @@ def test_peg_tester_snippet_from_hostile_names_compiles_and_round_trips(tmp_path
         assert r.returncode == 0 and not canary.exists(), "injected code ran"
         got = dict(line.split(" ", 1) if " " in line else (line, "") for line in r.stdout.splitlines())
         msg = ex.message
-        assert got["file"] == _hex("models/templates/" + name) and got["input"] == _hex(ex.output)
+        # (not llama.cpp's template: the path the comment says to save it at, the name reduced to safe characters)
+        assert got["file"] == _hex(template_path(name)) and got["input"] == _hex(ex.output)
+        assert re.fullmatch(r"models/templates/repro-[\w.-]+\.jinja", template_path(name), re.A)
+        assert f"save it as {template_path(name)} first" in snippet
         assert got["tool"] == _hex(name) and got["role"] == _hex("user") and got["message"] == _hex(name)
         assert got["content"] == _hex(msg.get("content") or "")
         if msg.get("reasoning_content"):

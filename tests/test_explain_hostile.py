@@ -28,3 +28,26 @@ def test_an_output_nested_deeper_than_the_recursion_limit_is_explained_with_a_no
         assert "".join(s.text for s in ex.spans) == ex.text
         assert any("nested too deeply" in n for n in ex.notes), ex.notes
         json.dumps(ex.to_json())
+
+
+# a tool name built to attack Markdown (no model wrote it): backtick runs of one and two, dollars, an icon, a link
+HOSTILE_NAME = "a`b`` $x$ :material/home: [x](http://evil.example/a)"
+
+
+def _hostile_request(name: str) -> ChatRequest:
+    tool = {"type": "function", "function": {"name": name, "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    return ChatRequest.from_dict({**REQUEST, "tools": [tool]})
+
+
+def test_a_name_holding_backticks_stays_in_one_code_span_of_the_sentences():
+    """Explain's sentences quote names in code spans the page and a Markdown reader show as code; a name holding
+    backticks was fenced with one backtick, so its own backticks closed the span and the rest was Markdown."""
+    t = ChatTemplate(template_source(NAME), NAME)
+    called = '<tool_call>\n{"name": ' + json.dumps(HOSTILE_NAME) + ', "arguments": {}}\n</tool_call>'
+    ex = explain(t, _hostile_request(HOSTILE_NAME), called)
+    assert ex.triage.sentence.startswith(f"```{HOSTILE_NAME}``` is called without `city`"), ex.triage.sentence
+    # the same name called where the request offers get_weather: the stop point quotes what it found
+    ex = explain(t, _hostile_request("get_weather"), called.replace("{}", '{"city": "Paris"}'))
+    found = "a`b``␣$x$␣:material/home:␣[x](http://evi"
+    assert ex.stop.words() == f"expected `get_weather`; found ```{found}```", ex.stop.words()

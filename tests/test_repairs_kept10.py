@@ -65,19 +65,23 @@ def test_gemma4_bare_call_after_prose_stays_content():
 
 
 def test_gemma4_bare_call_cut_by_the_end_of_the_output_comes_back_whole():
-    """vLLM's bare-call case cut anywhere inside its call (the model stopped at its token limit): no call, and the
-    content is the call's text from its ``call:``, as at the llama.cpp fidelity (vLLM's fallback tier reads only a
-    whole ``call:NAME{…}``). The repair used to give ``bash{command:…`` or ``ba``: ``call:`` was in no field."""
-    out = CASES[BARE].output
-    start = out.index("call:bash")
-    parser, _ = _parse(BARE)
-    for cut in range(start + 1, len(out)):
-        if out[start:cut] == "call:":
-            continue   # the opener alone, cut whole: markup, as a marked call's "<|tool_call>call:" is
-        msg = parser.parse(out[:cut], False)
-        assert msg.tool_calls == [] and msg.content == out[start:cut], cut
-        for size in (1, 3, 17):
-            assert _streamed(parser, out[:cut], size).to_openai() == msg.to_openai()
+    """vLLM's bare-call and stray-colon cases cut anywhere inside their call (the model stopped at its token limit):
+    no call, and the content is the call's text from its ``call:`` (from the ``<|tool_call>:`` before it), as at
+    the llama.cpp fidelity (vLLM's fallback tier reads only a whole ``call:NAME{…}``). The repair used to give
+    ``bash{command:…`` or ``ba``: ``call:`` was in no field; and the lead-in alone (``call:``,
+    ``<|tool_call>:call:``) gave an empty message: the text is given back as a marked call's cut opener is
+    (``cut-marker-text`` before the name is read, ``truncated-call`` after)."""
+    # (the stray-colon case from its colon on: "<|tool_call>" alone is the marked opener, markup as before)
+    for case_id, lead, first in ((BARE, "call:bash", 1), (COLON, "<|tool_call>:", len("<|tool_call>:"))):
+        out = CASES[case_id].output
+        start = out.index(lead)
+        parser, _ = _parse(case_id)
+        for cut in range(start + first, len(out)):
+            msg = parser.parse(out[:cut], False)
+            assert msg.tool_calls == [] and msg.content == out[start:cut], (case_id, cut)
+            assert "cut-marker-text" in _names(msg) or "truncated-call" in _names(msg), (case_id, cut)
+            for size in (1, 3, 17):
+                assert _streamed(parser, out[:cut], size).to_openai() == msg.to_openai()
 
 
 # -- standalone-json-call (Poolside Laguna) ------------------------------------------------------------------------
@@ -115,18 +119,46 @@ def test_laguna_json_of_an_undeclared_tool_stays_content():
 def test_laguna_json_call_cut_before_its_name_is_whole_comes_back_whole():
     """ollama's standalone call cut by the end of the output before the tool's name is whole (the model stopped at
     its token limit): no call, and the content is the text from its ``{``, as from the name on (truncated-call)
-    it already was. The repair used to give ``"na`` or ``get_wea``: the ``{"name":"`` it read was in no field."""
+    it already was. The repair used to give ``"na`` or ``get_wea``: the ``{"name":"`` it read was in no field; and
+    the grammar's words alone (``{``, ``{"``, ``{"name":"``) gave an empty message: the lead-in is given back as a
+    marked call's cut opener is (``cut-marker-text``)."""
     out = CASES[STANDALONE].output
     parser, _ = _parse(STANDALONE)
-    # up to the arguments' end (a call with whole arguments is read); not where the text is only the grammar's
-    # words ('{"', '{"name":"'): the call's lead-in cut whole, markup as a marked call's cut opener is
-    for cut in range(2, out.index("}") + 1):
-        if out[:cut] in ('{"', '{"name', '{"name"', '{"name":', '{"name":"'):
-            continue
+    for cut in range(1, out.index("}") + 1):   # up to the arguments' end (a call with whole arguments is read)
         msg = parser.parse(out[:cut], False)
         assert msg.tool_calls == [] and msg.content == out[:cut], cut
         for size in (1, 3, 17):
             assert _streamed(parser, out[:cut], size).to_openai() == msg.to_openai()
+
+
+# -- both: a repair is reported only where it read something ------------------------------------------------------
+
+def _name_read_at(case_id: str) -> tuple[int, int, str]:
+    """(where the call's lead-in starts, the first cut that reads the tool's name, the repair that reads it) in
+    the case's output: Gemma's name is read with the ``{`` after it, the JSON call's with its closing quote."""
+    out = CASES[case_id].output
+    if case_id == STANDALONE:
+        return 0, out.index('"get_weather"') + len('"get_weather"'), "standalone-json-call"
+    lead = out.index("<|tool_call>:call:") if case_id == COLON else out.index("call:bash")
+    return lead, out.index("bash{") + len("bash{"), "call-opener-dropped"
+
+
+def test_a_call_lead_in_cut_before_the_name_reports_no_repair():
+    """The three cases cut inside the lead-in of their call, before the tool's name is read (the model stopped at
+    its token limit, or a stream has not got further): neither the final nor the partial parse reports the repair
+    that would read the call (it used to list ``call-opener-dropped`` for an output ``c`` or ``call:``,
+    ``standalone-json-call`` for ``{``); from the cut that reads the name on, both do."""
+    for case_id in (BARE, COLON, STANDALONE):
+        out = CASES[case_id].output
+        lead, named, repair = _name_read_at(case_id)
+        parser, _ = _parse(case_id)
+        for cut in range(lead + 1, named + 2):
+            for partial in (False, True):
+                msg = parser.parse(out[:cut], partial)
+                assert (repair in _names(msg)) == (cut >= named), (case_id, cut, partial)
+            if cut < named:
+                for size in (1, 3):
+                    assert repair not in _names(_streamed(parser, out[:cut], size)), (case_id, cut, size)
 
 
 # -- call-list-unbracketed (Nemotron Nano v2) ---------------------------------------------------------------------

@@ -253,3 +253,56 @@ def test_expected_arguments_nested_too_deeply_are_named():
     assert "tool_calls[0].function.arguments" in str(e.value) and "nested too deeply" in str(e.value), str(e.value)
     ok = {"role": "assistant", "tool_calls": [{"function": {"name": "get_weather", "arguments": "not JSON {"}}]}
     assert check_expected(ok) is ok      # text that is no JSON stays allowed, as the comparison reads it
+
+
+def _path_lines(snippet: str) -> list[str]:
+    return [ln for ln in snippet.splitlines() if "peg_tester(" in ln or "models/templates/" in ln]
+
+
+def test_peg_tester_snippet_names_llama_cpps_template_file_or_says_where_to_save_the_template():
+    """The snippet read the template from `models/templates/<the explained file's name>`, a path that holds
+    nothing for a template llama.cpp does not have (vLLM's Gemma 4 example, the tour's template) and another
+    file's name for the corpus's copy of llama.cpp's edit (`NAME.llamacpp-edit.jinja` is llama.cpp's `NAME.jinja`).
+    On vLLM's Gemma 4 case (kept11, its source cited there) with each template."""
+    from core.explain.reproducer import template_path
+
+    row = _kept11_row("kept10-vllm-gemma4-multiple-sequential-canonical-calls")
+    base = {k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format")}
+
+    def snippet(name: str) -> str:
+        tmpl = ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name)
+        return peg_tester_snippet(explain(tmpl, ChatRequest.from_dict(base), row["input"], fixes=False))
+
+    assert _path_lines(snippet(row["template"])) == [   # llama.cpp's own file
+        '    auto tst = peg_tester("models/templates/google-gemma-4-31B-it.jinja", detailed_debug);']
+    assert _path_lines(snippet("vllm-tool_chat_template_gemma4.jinja")) == [
+        "    // the template is not one of llama.cpp's models/templates/ files: save it as "
+        "models/templates/repro-vllm-tool_chat_template_gemma4.jinja first",
+        '    auto tst = peg_tester("models/templates/repro-vllm-tool_chat_template_gemma4.jinja", detailed_debug);']
+    assert template_path("Qwen-QwQ-32B.llamacpp-edit.jinja") == "models/templates/Qwen-QwQ-32B.jinja"
+    # the first version beside it is not llama.cpp's file of that name (which holds the edit): saved apart
+    assert template_path("Qwen-QwQ-32B.jinja") == "models/templates/repro-Qwen-QwQ-32B.jinja"
+    assert template_path("Qwen/Qwen3-0.6B") == "models/templates/repro-Qwen-Qwen3-0.6B.jinja"   # a Hub id
+    tour = peg_tester_snippet(explain(_tmpl(), ChatRequest.from_dict(REQUEST), OUTPUT, fixes=False))
+    assert _path_lines(tour)[-1] == \
+        '    auto tst = peg_tester("models/templates/repro-chatml-think-tools.jinja", detailed_debug);'
+
+
+def test_the_list_of_llama_cpps_templates_is_the_manifests():
+    """core/explain/llama_templates.py is the corpus manifest's rows from llama.cpp at the reproduced version and
+    the templates b11549 added."""
+    import csv
+
+    from core.explain.llama_templates import LLAMA_CPP_EDIT, LLAMA_CPP_TEMPLATES
+
+    manifest = TEMPLATES / "MANIFEST.tsv"
+    if not manifest.is_file():
+        pytest.skip("the template corpus is not present")
+    with open(manifest, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    ours = {r["file"] for r in rows if r["source_repo"].startswith("ggml-org/llama.cpp")
+            and "0.3.16" not in r["source_repo"] and r["source_path"].startswith("models/templates/")}
+    b11549 = {p.name for p in (ROOT / "tests" / "data" / "b11549").glob("*.jinja")}   # added upstream since
+    assert ours | b11549 == LLAMA_CPP_TEMPLATES and (len(ours), len(b11549)) == (71, 3)
+    assert all("models/templates/" + n.replace(LLAMA_CPP_EDIT, "") == r["source_path"]
+               for r in rows for n in [r["file"]] if n in ours)

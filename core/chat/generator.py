@@ -536,14 +536,17 @@ class GeneratedParser:
             self.parse_detailed(output, state=state, is_partial=is_partial)
         if state is not None:     # a step of a stream: StreamingParser.finish() settles with a one-shot parse
             return msg
-        from .repairs import REPEATED_PROMPT_TAIL, REPEATED_TURN_HEADER, grammar_repairs, settle
+        from .repairs import REPEATED_PROMPT_TAIL, REPEATED_TURN_HEADER, cut_lead_in, grammar_repairs, settle
 
         cut = self.header_cut(output, is_partial) or 0
+        lead_in: int | None = None
         if r is not None and entry != RECOVER_CONTENT and self._has_repair_tags():
             fired = grammar_repairs(r, len(self.generation_prompt) - cut, output)
             if fired:
                 msg = msg.copy()
                 msg.repairs = msg.repairs + fired
+            if not is_partial:
+                lead_in = cut_lead_in(r, len(self.generation_prompt) - cut)
         if cut and self.turn_header and output.startswith(self.turn_header):
             msg = msg.copy()
             msg.repairs = [FiredRepair(REPEATED_TURN_HEADER, 0, cut, text=output[:cut])] + msg.repairs
@@ -558,8 +561,8 @@ class GeneratedParser:
             # unparsed-characters has no tail to keep, and its character audit is not run
             whole = r.success and r.end >= len(self.generation_prompt) + len(output) - cut \
                 and IGNORED not in self.arena.quiet_tags
-            return settle(self, output, msg, False, view=msg, partial_entry=None, read_whole=whole)
-        return settle(self, output, msg, False)
+            return settle(self, output, msg, False, view=msg, partial_entry=None, read_whole=whole, lead_in=lead_in)
+        return settle(self, output, msg, False, lead_in=lead_in)
 
     def _has_repair_tags(self) -> bool:
         """Whether the arena has ``repair:NAME`` nodes (built with tolerance repairs on): only then is the

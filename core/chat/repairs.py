@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import ChatTemplateExplorerError
+from ..peg.chat import cut_lead_ins
 from .char_audit import Account, audit_parse
 from .lossless import lost_word_spans, markup_of, parser_marks, tool_names, trigger_words, without_tool_names
 from .message import AssistantMessage, message_extends
@@ -1045,7 +1046,11 @@ REPAIRS: list[Repair] = [
                 "follows, so it never became markup; it is appended to the content (to the reasoning when the "
                 "message is reasoning only) instead of being held back and dropped. A stream holds it back while "
                 "more may come and shows it at the finish. A whole opener, other markers and text the "
-                "unparsed-text contract gives back are as before.",
+                "unparsed-text contract gives back are as before. Likewise the lead-in of a call only a repair reads, "
+                "cut by the end before its name (call-opener-dropped's call:, <|tool_call>:call:b; "
+                "standalone-json-call's {\", {\"name\":\"get_w; json-call-in-tags' <tool_call>{\"): from "
+                "there (from the call opener right before it) the text is content, and the repair that would have "
+                "read the call is not reported (it changed nothing).",
         example="plain ]<]minimax[>[<tool_ca   (MiniMax-M3: content 'plain ]<]minimax[>[<tool_ca')",
         source="vLLM's MiniMax-M3 parser returns a cut marker at the end as content: https://github.com/"
                "vllm-project/vllm/blob/06726266c0e0000947fca394f70a1148fda0ac46/tests/tool_parsers/"
@@ -1457,7 +1462,17 @@ def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:
     they index ``output``."""
     from ..peg.chat import fired_repairs
 
-    return [FiredRepair(name, s, e, text=output[s:e]) for name, s, e in fired_repairs(result.nodes, offset)]
+    return [FiredRepair(name, s, e, text=output[s:e])
+            for name, s, e in fired_repairs(result.nodes, offset, result.text)]
+
+
+def cut_lead_in(result: Any, offset: int) -> int | None:
+    """Where the lead-in of a call written without markers starts when the end of the output cut it before
+    anything was read into the message from there on (:func:`core.peg.chat.cut_lead_ins` in the PEG parse
+    ``result``, positions shifted by ``offset``): Gemma's ``call:`` without its opener token, the ``{"`` of a
+    standalone JSON call. None when the output does not end inside one. Repair ``cut-marker-text`` gives the text
+    from there back as it gives back a marked call's cut opener."""
+    return next((s for s, e in cut_lead_ins(result.nodes, offset, result.text) if s < e), None)
 
 
 def any_order_args(p: Any, rule_prefix: str, required: list[Any], optional: list[Any],
@@ -1618,7 +1633,7 @@ _UNKNOWN: Any = object()   # settle()'s partial_entry when the caller does not h
 
 def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
            view: AssistantMessage | None = None, partial_entry: Any = _UNKNOWN,
-           read_whole: bool = False) -> AssistantMessage:
+           read_whole: bool = False, lead_in: int | None = None) -> AssistantMessage:
     """The message a final parse returns: ``final`` (the parser's own final parse of ``output``) settled
     against the partial view of the same output (``parser.parse(output, True)``, what a stream shows).
 
@@ -1634,7 +1649,9 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
     grammar read all of ``output`` to its end, holding nothing back and dropping nothing it read (the gate of
     ``unparsed-characters``: when no other step changed ``final`` either and no call has empty arguments — the
     mapper drops a JSON value that is not an object — no character can be lost, and the character audit, several
-    times the parse's cost on an output of many calls, is not run). Never raises; the
+    times the parse's cost on an output of many calls, is not run). ``lead_in``: where the lead-in of a call
+    without markers that the end of the output cut starts (:func:`cut_lead_in`), for ``cut-marker-text``. Never
+    raises; the
     repairs that acted are in ``.repairs``. ``final`` is not modified.
     """
     view_end: int | None = None
@@ -1683,7 +1700,7 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
                                                                                             partial_entry))]
     if not is_partial:
         if CUT_MARKER_TEXT in settle_repairs:
-            out = _cut_marker_text(parser, output, out, final)
+            out = _cut_marker_text(parser, output, out, final, lead_in)
         out = _keep_unparsed(parser, output, out, final, kept_end)
         # (a call with no arguments may be one whose value the mapper read and dropped, one whose arguments repeat
         # a key loses the first value to any JSON reader: audited)
@@ -1760,17 +1777,27 @@ def _own_opener(parser: Any, output: str, start: int, name: str) -> int:
     return own
 
 
-def _cut_marker_text(parser: Any, output: str, msg: AssistantMessage, final: AssistantMessage) -> AssistantMessage:
+def _cut_marker_text(parser: Any, output: str, msg: AssistantMessage, final: AssistantMessage,
+                     lead_in: int | None = None) -> AssistantMessage:
     """Repair ``cut-marker-text``: the proper prefix of a call opener of ``parser`` (a word of its lazy grammar's
     triggers) that ends ``output`` (held back for a marker that never came) appended to the content — to the
-    reasoning when the message is reasoning only — minus what the message already ends with."""
+    reasoning when the message is reasoning only — minus what the message already ends with. Likewise, to the
+    content, from ``lead_in`` when it is earlier: the cut lead-in of a call without markers (:func:`cut_lead_in`),
+    from the call opener right before it if there is one."""
     words = [w for w in trigger_words(parser) if w.strip()]
     n = len(output)
     start = next((k for k in range(max(0, n - max((len(w) for w in words), default=0) + 1), n)
                   if any(len(w) > n - k and w.startswith(output[k:]) for w in words)), n)
+    lead = lead_in is not None and lead_in <= start
+    if lead:
+        # a lead-in right after a call opener (<tool_call>{") comes back with it, as the whole cut call would
+        before = output[:lead_in].rstrip()
+        opener = max((len(w.strip()) for w in words if before.endswith(w.strip())), default=0)
+        start = len(before) - opener if opener else lead_in
     if start >= n:
         return msg
-    to_reasoning = bool(msg.reasoning_content) and not msg.content and not msg.tool_calls
+    # (a lead-in is read where a content segment starts: it is content, after a closed thought too)
+    to_reasoning = bool(msg.reasoning_content) and not msg.content and not msg.tool_calls and not lead
     field = (msg.reasoning_content if to_reasoning else msg.content) or ""
     # the part of the tail the field already ends with (the space before a marker is often content already)
     start += next((k for k in range(len(output) - start, 0, -1) if field.endswith(output[start:start + k])), 0)

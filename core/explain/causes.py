@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..chat.request import ChatRequest, ToolChoice
+from ..escapes import code_span
 from .model import (MARKER_TOKEN, properties_of, required_of, written_arguments_kind, WS, Cause, Finding, Setup, build_bundle, called_names, message_of, reasoning_markers,
                    stop_point, tool_stub, trace, visible_text)
 from .spans import SpanLabel
@@ -33,7 +34,7 @@ def is_special_token(marker: str, preserved: list[str]) -> bool:
 
 
 def _q(s: str) -> str:
-    return "`" + visible_text(s) + "`"
+    return code_span(visible_text(s))
 
 
 def tools_active(req: ChatRequest) -> bool:

@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from ..escapes import escape_invisible, json_visible
-from ..errors import ChatTemplateExplorerError, RequestFileError
-from ..inputs import guard as _guard, read_input_file, load_chat_template, load_request, read_model_output
+from ..errors import ChatTemplateExplorerError
+from ..inputs import guard as _guard, read_json_file, load_chat_template, load_request, read_model_output
 
 _COLOURS = {"reasoning": "35", "content": "0", "tool name": "1;36", "call id": "36", "arguments": "33",
             "argument name": "1;33", "argument value": "33", "marker": "7", "whitespace": "2",
@@ -29,15 +29,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         overrides[k] = v
     expect = None
     if args.expect:
-        try:
-            expect = json.loads(read_input_file(args.expect, "--expect file").decode("utf-8"))
-        except RequestFileError:   # a folder, a device, above the limit: it names the file already
-            raise
-        except (OSError, ValueError) as e:
-            raise ChatTemplateExplorerError(f"--expect {args.expect}: cannot read a JSON message ({e})") from None
-        except RecursionError:
-            raise ChatTemplateExplorerError(f"--expect {args.expect}: cannot read a JSON message (nested too "
-                                            "deeply)") from None
+        expect = read_json_file(args.expect, "--expect file")
         check_expected(expect, f"--expect {args.expect}")
     request = load_request(args.request)
     template = load_chat_template(args.file, args.variant, request)

@@ -17,7 +17,7 @@ from ..chat.message import AssistantMessage
 from ..chat.pipeline import build_chat_parser, build_chat_parser_or_content, cached_analysis
 from ..chat.request import ChatRequest
 from ..errors import TemplateRenderError
-from ..escapes import escape_invisible
+from ..escapes import code_span, escape_invisible
 from ..inputs import visible
 from .spans import Span
 from .trace_routes import MAIN, ParseTrace, peg_message, trace_parse
@@ -104,7 +104,7 @@ class StopPoint:
     def words(self) -> str:
         """``expected `a` or `b`; found `c``` (``found the end of the output`` at the end)."""
         exp = " or ".join(self.expected) if self.expected else "something else"
-        found = "the end of the output" if not self.found else "`" + visible_text(self.found) + "`"
+        found = "the end of the output" if not self.found else code_span(visible_text(self.found))
         return f"expected {exp}; found {found}"
 
     def to_json(self) -> dict[str, Any]:

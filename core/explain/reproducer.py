@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 from ..chat.roundtrip import compare_messages
 from ..codegen import cpp_string, py_identifier, py_str
 from ..errors import ExpectedMessageError
 from ..escapes import escape_char, is_invisible
+from .llama_templates import llama_cpp_file
 
 REASONING_FORMATS = ("NONE", "AUTO", "DEEPSEEK", "DEEPSEEK_LEGACY")
 """llama.cpp's ``COMMON_REASONING_FORMAT_*`` names the snippet may write (anything else is written as AUTO)."""
@@ -224,7 +226,11 @@ def peg_tester_snippet(ex: Any, expect: dict[str, Any] | None = None) -> str:
     if missing:
         out.append(f"    // not set here (peg_test_builder has no setter): {', '.join(missing)}; this test renders a "
                    "different prompt or parser than the explanation did")
-    out += [f"    auto tst = peg_tester({cpp_string('models/templates/' + ex.template)}, detailed_debug);",
+    path = template_path(ex.template)
+    if llama_cpp_file(ex.template) is None:
+        # (the path is the template's name reduced to safe characters: no input text in a comment)
+        out.append(f"    // the template is not one of llama.cpp's models/templates/ files: save it as {path} first")
+    out += [f"    auto tst = peg_tester({cpp_string(path)}, detailed_debug);",
             f"    tst.test({cpp_string(ex.output)})"]
     if msgs:
         out.append("        .messages(repro_msgs)")
@@ -286,6 +292,25 @@ def _message_lines(var: str, m: dict[str, Any]) -> list[str]:
         if m.get("role") == "tool" and isinstance(m.get(key), str) and m[key]:
             out.append(f"    {var}.{field} = {cpp_string(m[key])};")
     return out
+
+
+_UNSAFE_IN_PATH = re.compile(r"[^A-Za-z0-9._-]+")
+REPRO_TEMPLATE_PREFIX = "repro-"
+"""Where :func:`template_path` puts a template llama.cpp does not have (``models/templates/repro-NAME.jinja``): apart
+from llama.cpp's own files, one of which may have the same name (the first version of a template llama.cpp edited,
+a user's changed copy)."""
+
+
+def template_path(name: str) -> str:
+    """The path ``peg_tester`` reads the template ``name`` (a corpus file name, a path's base name or a Hub id)
+    from: llama.cpp's own ``models/templates/`` file when the template is one (:mod:`.llama_templates`), else
+    ``models/templates/repro-NAME.jinja`` with ``NAME`` reduced to letters, digits, ``.``, ``_`` and ``-`` (a Hub
+    id's ``/`` too), where the user saves the template first."""
+    upstream = llama_cpp_file(name)
+    if upstream is not None:
+        return "models/templates/" + upstream
+    safe = _UNSAFE_IN_PATH.sub("-", name).strip(".-") or "template"
+    return f"models/templates/{REPRO_TEMPLATE_PREFIX}{safe}" + ("" if safe.endswith(".jinja") else ".jinja")
 
 
 def _not_in_snippet(ex: Any) -> list[str]:

@@ -33,6 +33,7 @@ from typing import Any, Callable
 from ..chat.prompt import prepare_request, render_prompt
 from ..chat.repairs import TEMPLATE_DEFAULT_THINKING, TOLERANCE_REPAIRS
 from ..chat.samples import end_of_turn_candidates
+from ..escapes import code_span, escape_invisible
 from ..jinja.template import ChatTemplate, apply_template
 from .model import MARKER_TOKEN as _TOKEN
 from .model import Cause
@@ -194,7 +195,13 @@ class Triage:
 
 def _q(s: str, n: int = 40) -> str:
     s = s if len(s) <= n else s[:n] + "…"
-    return "`" + _visible(s) + "`"
+    return code_span(_visible(s))
+
+
+def _c(s: Any) -> str:
+    """A name or key of the request or the output (a tool, a parameter, a schema type) as a code span, whole: it
+    may hold backticks (:func:`core.escapes.code_span`) or invisible characters (escaped, a line break too)."""
+    return code_span(escape_invisible(str(s), keep=""))
 
 
 # ------------------------------------------------------------------------------------------------ parsing
@@ -830,30 +837,30 @@ def _schema_problems(req: Any, message: dict[str, Any], output: str = "") -> lis
         except (ValueError, RecursionError):    # not JSON, or nested past the decoder's depth
             continue
         if isinstance(args, str):
-            out.append((Mistake.DOUBLE_ENCODED_ARGUMENTS, f"the arguments of `{f.get('name')}` are a JSON string, "
+            out.append((Mistake.DOUBLE_ENCODED_ARGUMENTS, f"the arguments of {_c(f.get('name'))} are a JSON string, "
                                                           "not an object"))
             continue
         if not isinstance(args, dict):
             continue
         kind = written_arguments_kind(output, f.get("name") or "") if not args and output else ""
         if kind:
-            out.append((Mistake.TYPE_MISMATCH, f"the arguments of `{f.get('name')}` are {kind}, not an object: a "
+            out.append((Mistake.TYPE_MISMATCH, f"the arguments of {_c(f.get('name'))} are {kind}, not an object: a "
                                                "call's arguments must be a JSON object"))
             continue
         props = properties_of(schema)
         for r in required_of(schema):
             if r not in args:
-                out.append((Mistake.MISSING_REQUIRED, f"`{f.get('name')}` is called without `{r}`, which the "
+                out.append((Mistake.MISSING_REQUIRED, f"{_c(f.get('name'))} is called without {_c(r)}, which the "
                                                       "request's schema lists in `required`"))
         for k, v in args.items():
             if props and k not in props:
-                out.append((Mistake.UNKNOWN_PARAMETER, f"`{k}` is not a property of `{f.get('name')}`'s schema"))
+                out.append((Mistake.UNKNOWN_PARAMETER, f"{_c(k)} is not a property of {_c(f.get('name'))}'s schema"))
             elif k in props and isinstance(props[k], dict) and props[k].get("type"):
                 from .causes import _type_ok
 
                 if not _type_ok(v, props[k]["type"]):
-                    out.append((Mistake.TYPE_MISMATCH, f"`{k}` = {json.dumps(v)[:40]} is not of type "
-                                                       f"`{props[k]['type']}`"))
+                    out.append((Mistake.TYPE_MISMATCH, f"{_c(k)} = {json.dumps(v)[:40]} is not of type "
+                                                       f"{_c(props[k]['type'])}"))
     return out
 
 
@@ -3725,10 +3732,10 @@ def _mistyped_at_stop(req: Any, ex: Any) -> str:
         k, ty = typed.get(part, ("", "string"))
         if ty != "string" and prose:
             # text where the call's markup announces a JSON value (a non-string parameter): not of its type
-            return (f"`{k}` is of type `{ty}` and the call marks its value as JSON, but the model wrote text "
+            return (f"{_c(k)} is of type {_c(ty)} and the call marks its value as JSON, but the model wrote text "
                     f"{_q(ex.text[stop.pos:stop.pos + 20].strip(_WS))} there: the value is not of its type")
         if ty != "string":
-            return (f"`{k}` is of type `{ty}`, but the model wrote the Python literal "
+            return (f"{_c(k)} is of type {_c(ty)}, but the model wrote the Python literal "
                     f"{_q(ex.text[stop.pos:stop.pos + 20].strip(_WS))} where JSON is expected")
     return ""
 
@@ -3760,7 +3767,7 @@ def _python_literal_inside(req: Any, text: str, at: int) -> str:
             json_form = {"True": "true", "False": "false", "None": "null"}.get(lit, "a double-quoted string")
             return (f"{'`' + k + '` = ' if k else ''}{_q(lit, 20)}: the model wrote the Python literal {_q(lit, 20)} "
                     f"inside the call's JSON arguments, where JSON writes {json_form}"
-                    + (f" (the schema's type is `{ty}`)" if ty else ""))
+                    + (f" (the schema's type is {_c(ty)})" if ty else ""))
     return ""
 
 
@@ -3782,7 +3789,7 @@ def _undeclared_at_stop(req: Any, ex: Any) -> tuple[str, str, str] | None:
         props = list(properties_of(f.get("parameters")))
         wanted = [x for x in lits if x in props]
         if f.get("name") and wanted and m.group(0) not in props:
-            return f["name"], m.group(0), (f"the model names an argument {_q(m.group(0))}, which `{f['name']}`'s schema "
+            return f["name"], m.group(0), (f"the model names an argument {_q(m.group(0))}, which {_c(f['name'])}'s schema "
                                            f"does not declare, where the parser expected a declared name "
                                            f"({', '.join(_q(w) for w in wanted[:3])})")
     return None
@@ -3796,7 +3803,7 @@ def _missing_from_text(req: Any, output: str) -> str:
             continue
         for r in required_of(f.get("parameters")):
             if r not in output:
-                return f"`{name}` is called without `{r}`, which the request's schema lists in `required`"
+                return f"{_c(name)} is called without {_c(r)}, which the request's schema lists in `required`"
     return ""
 
 
@@ -4049,7 +4056,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             pass
     if mistake == Mistake.TOOLS_NOT_SENT and ctx.get("unsent"):
         change, message, cost, _ev = ctx["unsent"]
-        what = ", ".join(f"`{t['function']['name']}`" for t in change["request"]["tools"][-1:])
+        what = ", ".join(_c(t['function']['name']) for t in change["request"]["tools"][-1:])
         extra = (" and switch on " + ", ".join(f"`{n}`" for n in change["repairs"])) if change.get("repairs") else \
             (" and parse at improved fidelity" if "fidelity" in change else "")
         out.append(RankedFix(TriageFixKind.REQUEST, f"send the tool {what} in the request (tools){extra}: the "
@@ -4079,7 +4086,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 ty = change["type"][tool][arg]
                 full = apply_request_change(req, change).to_row().get("tools")
                 out.append(RankedFix(TriageFixKind.REQUEST, f"edit the request's schema: declare {_q(arg)} (type "
-                                     f"{ty}) in `{tool}`" + (f" and require only {keep}" if keep != required_of(
+                                     f"{ty}) in {_c(tool)}" + (f" and require only {keep}" if keep != required_of(
                                          t.get("parameters")) else "") + "".join(
                                          f", and set {k} = {json.dumps(v)}" for k, v in change.items()
                                          if k not in ("type", "required")),
@@ -4112,7 +4119,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             try:
                 p = _parse(setup, ex.output, request=apply_request_change(req, change))
                 if ok(p):
-                    what = "; ".join(f"`{n}` requires only {v}" for n, v in change.get("required", {}).items()) \
+                    what = "; ".join(f"{_c(n)} requires only {v}" for n, v in change.get("required", {}).items()) \
                         or "the argument's type is `string`"
                     full = apply_request_change(req, change).to_row().get("tools")
                     out.append(RankedFix(TriageFixKind.REQUEST, "edit the request's schema: " + what,

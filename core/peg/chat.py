@@ -90,20 +90,76 @@ def current_repairs() -> frozenset[str]:
     return frozenset(_OPTIONS.get().get("repairs", ()))
 
 
-def fired_repairs(nodes: Iterable[Any], offset: int = 0) -> list[tuple[str, int, int]]:
+def fired_repairs(nodes: Iterable[Any], offset: int = 0, text: str = "") -> list[tuple[str, int, int]]:
     """``(name, start, end)`` of every ``repair:NAME`` node in the parse tree ``nodes`` (pre-order), with
-    positions shifted by ``-offset`` (the generation prompt's length, so spans index the model output)."""
+    positions shifted by ``-offset`` (the generation prompt's length, so spans index the model output). A variant
+    the end of the text cut before it read anything into the message (:func:`cut_lead_ins`; ``text``: the parsed
+    text) has not acted: no record."""
+    nodes = list(nodes)
+    lead_in = _lead_in_from(nodes, text)
     out: list[tuple[str, int, int]] = []
-    stack = list(reversed(list(nodes)))
+    stack = list(reversed(nodes))
     while stack:
         node = stack.pop()
         tag = node.tag
-        # (a variant cut by the end of a partial text before it read anything has not acted: no record)
-        if tag and tag.startswith(REPAIR_TAG_PREFIX) and not (node.partial and node.start == node.end):
+        if tag and tag.startswith(REPAIR_TAG_PREFIX) and node.start < lead_in:
             out.append((tag[len(REPAIR_TAG_PREFIX):], max(node.start - offset, 0), max(node.end - offset, 0)))
         if node.children:
             stack.extend(reversed(node.children))
     return out
+
+
+def cut_lead_ins(nodes: Iterable[Any], offset: int = 0, text: str = "") -> list[tuple[int, int]]:
+    """``(start, end)`` (shifted by ``-offset``) of the outermost ``repair:NAME`` nodes of the parse tree ``nodes``
+    that the end of the text cut before anything was read into the message from their start on (no call name, no
+    text of a field; the parse waits there for more of a call or of the variant): the lead-in of a call written
+    without markers (Gemma's ``call:b`` without its opener token or ``<|tool_call>:call:`` with a stray colon,
+    the ``{"name":"get_w`` of a JSON call without markers), which only the variant's own literals read (and
+    white space before them). In order. ``text``: the parsed text."""
+    nodes = list(nodes)
+    lead_in = _lead_in_from(nodes, text)
+    out: list[tuple[int, int]] = []
+    stack = list(reversed(nodes))
+    while stack:
+        node = stack.pop()
+        tag = node.tag
+        if tag and tag.startswith(REPAIR_TAG_PREFIX) and node.start >= lead_in:
+            out.append((max(node.start - offset, 0), max(node.end - offset, 0)))
+        elif node.children:
+            stack.extend(reversed(node.children))
+    return out
+
+
+def _lead_in_from(nodes: list[Any], text: str) -> float:
+    """Where the text after the last node that reads into the message (:func:`_reads_message`) starts when the
+    parse tree ``nodes`` of ``text`` waits at the end of it for more of a call or a repair's variant (a grouping or
+    ``repair:NAME`` node cut by the end: partial); else infinity. A field's text that reaches the end (an ``until``
+    that may go on) is no such wait, and reads."""
+    stack = list(nodes)
+    waits = False
+    read = 0
+    while stack:
+        n = stack.pop()
+        tag = n.tag
+        if n.partial and tag and (tag in QUIET_TAGS or tag.startswith(REPAIR_TAG_PREFIX)):
+            waits = True
+        if _reads_message(n, text):
+            read = max(read, n.end)
+        if n.children:
+            stack.extend(n.children)
+    return read if waits else float("inf")
+
+
+def _reads_message(node: Any, text: str) -> bool:
+    """Whether ``node``'s own tag puts something into the message: a call's name or id, an argument over at least
+    one character, content or reasoning that is more than white space (of ``text``, when given: a variant may read
+    the white space before a call as content). Grouping, markup and repair tags do not."""
+    tag = node.tag
+    if tag in (CONTENT, REASONING) and text:
+        return bool(text[node.start:node.end].strip())
+    return tag in (TOOL_NAME, TOOL_ID) or bool(
+        tag and node.end > node.start and tag not in QUIET_TAGS and tag not in (TOOL_CLOSE, TOOL_ARG_CLOSE, IGNORED)
+        and not tag.startswith(REPAIR_TAG_PREFIX))
 
 
 def function_tools(tools: Any) -> list[dict]:

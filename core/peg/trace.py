@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..escapes import code_span
 from . import nodes as N
 from .engine import AstNode, ParseResult, _Compiler, _Ctx, _result
 from .scanners import FAIL, OK
@@ -38,7 +39,7 @@ class Expectation:
     def words(self) -> str:
         """Readable form: a literal in backquotes (whitespace shown), else a phrase."""
         if self.kind == "literal":
-            return "`" + self.text.replace("\n", "\\n").replace("\t", "\\t") + "`"
+            return code_span(self.text.replace("\n", "\\n").replace("\t", "\\t"))
         if self.kind == "end":
             return "the end of the output"
         if self.kind == "json":

@@ -15,12 +15,13 @@ one of :mod:`core.escapes` (the CLI's too); inside JSON, JSON's own escapes, so 
 
 from __future__ import annotations
 
+import bisect
 import html
 import json
 import re
 from typing import Any
 
-from core.escapes import INVISIBLE_CATEGORIES, escape_char
+from core.escapes import INVISIBLE_CATEGORIES, code_span, escape_char
 
 
 # Some of Streamlit's Markdown features look for patterns in the parsed text, after backslash escapes and
@@ -352,22 +353,63 @@ def tokens_html(text: str, *, fill: bool = True, markers: Any = None) -> str:
     return "".join(parts)
 
 
-_CODE = re.compile(r"`([^`\n]+)`")
+_BACKTICKS = re.compile("`+")
 _RULE_PATH = re.compile(r" ?\((?:in )?([\w-]+(?: > [\w-]+)+)\)")
 
 
 def md_code(text: Any) -> str:
-    """Markdown of engine text whose ```…``` parts are code: those become inline code spans (shown literally),
-    the rest is escaped as :func:`md` does — so no raw backticks reach the page."""
+    """Markdown of engine text whose code spans (as CommonMark pairs them: a run of N backticks closed by the next
+    run of exactly N, on the same line; the engine fences a name holding backticks with a longer run,
+    :func:`core.escapes.code_span`) stay inline code spans, written again with a fence longer than any backtick
+    run inside; the rest is escaped as :func:`md` does, a backtick that closes nothing included — so no text of the
+    engine's leaves a code span or opens one."""
     s = str(text)
     out, pos = [], 0
-    for m in _CODE.finditer(s):
-        out.append(md(s[pos:m.start()]))
-        body = visible_text(m.group(1))
-        out.append(f"`` {body} ``" if body.startswith("`") or body.endswith("`") else f"`{body}`")
-        pos = m.end()
+    for start, end, body in _code_spans(s):
+        out.append(md(s[pos:start]))
+        out.append(_code_md(visible_text(body)))
+        pos = end
     out.append(md(s[pos:]))
     return "".join(out)
+
+
+_ICON_PREFIX = ":material/"
+
+
+def _code_md(body: str) -> str:
+    """``body`` as inline code Streamlit shows as written: its renderer rewrites every ``:material/`` of a Markdown
+    source to ``:material_`` before it parses it, inside code spans too, and no escape works in a code span — so
+    the code is cut after that colon into two spans joined by :data:`MD_CUT` (which shows nothing; copying the
+    text gives it back whole)."""
+    parts = body.replace(_ICON_PREFIX, ":\0" + _ICON_PREFIX[1:]).split("\0")   # (visible_text escapes a NUL)
+    return MD_CUT.join(code_span(p) for p in parts)
+
+
+def _code_spans(s: str) -> list[tuple[int, int, str]]:
+    """``(start, end, content)`` of the CommonMark code spans of ``s`` that do not cross a line break, in order:
+    the content without the one space a fence pads it with on each side. A backtick run without a closer is
+    text, and the spans after it are looked for from the end of that run."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(s)]
+    by_length: dict[int, list[int]] = {}
+    for i, (a, b) in enumerate(runs):
+        by_length.setdefault(b - a, []).append(i)
+    spans: list[tuple[int, int, str]] = []
+    i = 0
+    while i < len(runs):
+        a, b = runs[i]
+        same = by_length[b - a]
+        k = bisect.bisect_right(same, i)
+        line_end = s.find("\n", b)
+        j = same[k] if k < len(same) else None
+        if j is None or (line_end >= 0 and runs[j][0] > line_end):
+            i += 1
+            continue
+        body = s[b:runs[j][0]]
+        if len(body) > 1 and body[0] == " " and body[-1] == " " and body.strip(" "):
+            body = body[1:-1]
+        spans.append((a, runs[j][1], body))
+        i = j + 1
+    return spans
 
 
 def split_rule_path(text: str) -> tuple[str, str]:
