@@ -242,6 +242,18 @@ def test_verify_does_not_print_the_no_torch_notice():
     assert "PyTorch" not in p.stderr
 
 
+def test_export_without_verify_says_it_was_not_verified():
+    """The README calls the export "verified by transformers' own parser" and the engine lines say "serves", but
+    a plain ``export`` runs nothing through transformers: a template whose generation prompt lost its ``<think>``
+    exported a reasoning field that never opens, with no word that it went unchecked. Stderr now says so."""
+    p = subprocess.run([sys.executable, "-m", "core", "export", str(TEMPLATES / "Qwen-Qwen3-0.6B.jinja")],
+                       capture_output=True, text=True, timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.splitlines()[0] == ("verification: not run (--verify checks this response_template with "
+                                        "transformers' own parser before printing it)")
+    assert json.loads(p.stdout)["fields"]["reasoning_content"]["open"] == "<think>"
+
+
 def test_tokenizer_config_merge_keeps_other_keys():
     out = merge_tokenizer_config({"eos_token": "<|im_end|>", "response_template": {"old": 1}}, {"version": 1})
     assert out == {"eos_token": "<|im_end|>", "response_template": {"version": 1}}

@@ -116,6 +116,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 _note(f"error: {template.name}: transformers disagrees with our parser on {d.source}: {d.why}; "
                       "not exported")
             return 1
+    else:
+        # the engine lines below say who reads the format, not that this export reads the template's outputs
+        # right: without --verify nothing was run through transformers
+        _note("verification: not run (--verify checks this response_template with transformers' own parser "
+              "before printing it)")
     for verdict in res.consumers:
         _note(f"engine {verdict.line()}")
     if args.format == "tokenizer-config":
