@@ -130,14 +130,15 @@ def read_json_lines(path: str, kind: str, limit: int = MAX_INPUT_BYTES) -> Itera
 
 
 def load_request(path: str | None, limit: int = MAX_INPUT_BYTES) -> "ChatRequest":
-    """A request from a JSON file (``None``: one user message "Hello", no tools) of at most ``limit`` bytes. Raises
-    :class:`~core.errors.RequestFileError` naming the file (and the bad field)."""
+    """A request from a JSON file (``None``: one user message "Hello", no tools) of at most ``limit`` bytes; a
+    UTF-8 byte order mark at its start (Windows editors write one) is dropped, as for templates and cases files.
+    Raises :class:`~core.errors.RequestFileError` naming the file (and the bad field)."""
     from .chat.request import ChatRequest
 
     if path is None:
         return ChatRequest.from_dict({"messages": [{"role": "user", "content": "Hello"}]})
     try:
-        data = json.loads(read_input_file(path, "request file", limit).decode("utf-8"))
+        data = json.loads(read_input_file(path, "request file", limit).decode("utf-8-sig"))  # a BOM is not JSON
     except OSError as e:
         raise RequestFileError(path, f"cannot read: {e.strerror or e}") from None
     except json.JSONDecodeError as e:

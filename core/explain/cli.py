@@ -30,7 +30,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     expect = None
     if args.expect:
         try:
-            expect = json.loads(read_input_file(args.expect, "--expect file").decode("utf-8"))
+            expect = json.loads(read_input_file(args.expect, "--expect file").decode("utf-8-sig"))
         except RequestFileError:   # a folder, a device, above the limit: it names the file already
             raise
         except (OSError, ValueError) as e:

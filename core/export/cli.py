@@ -129,7 +129,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             if tok_raw is None:
                 raise ChatTemplateExplorerError(f"{args.tokenizer_config}: No such file or directory")
             try:
-                base = json.loads(tok_raw.decode("utf-8"))
+                base = json.loads(tok_raw.decode("utf-8-sig"))
                 merged = merge_tokenizer_config(base, res.response_template)
             except (OSError, UnicodeDecodeError, ValueError) as e:
                 msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
@@ -184,7 +184,7 @@ def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: 
         try:
             raw = tok_raw if base_path == args.tokenizer_config and tok_raw is not None else \
                 read_input_file(base_path, "tokenizer_config.json")
-            base = json.loads(raw.decode("utf-8"))
+            base = json.loads(raw.decode("utf-8-sig"))
             files = hub_files(res, v, base)
         except (OSError, UnicodeDecodeError, ValueError) as e:
             msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
