@@ -254,6 +254,27 @@ def test_export_without_verify_says_it_was_not_verified():
     assert json.loads(p.stdout)["fields"]["reasoning_content"]["open"] == "<think>"
 
 
+@needs_transformers
+def test_cases_for_no_template_of_that_name_are_said_so(tmp_path):
+    """Reference cases name their template by file name: an author verifying an edited copy (`my-edit.jinja`)
+    with `--cases ../shared/reference/cases.jsonl` got a lower count and no word that none of the file's cases
+    had run. The template under its own name runs its cases and says nothing."""
+    src = TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja"
+    copy = tmp_path / "my-edit.jinja"
+    copy.write_text(src.read_text(encoding="utf-8"), encoding="utf-8")
+    cases = str(CASES)
+    root = pathlib.Path(__file__).resolve().parents[1]
+    runs = [subprocess.run([sys.executable, "-m", "core", "export", str(t), "--verify", "--cases", cases],
+                           capture_output=True, text=True, timeout=120, cwd=root) for t in (copy, src)]
+    assert [p.returncode for p in runs] == [0, 0], [p.stderr for p in runs]
+    assert runs[0].stderr.splitlines()[0] == (f"note: no case of {cases} is for my-edit.jinja (cases are matched by "
+                                              "the template's file name, as each row's \"template\" gives it); "
+                                              "only the round trip is checked")
+    assert not runs[1].stderr.startswith("note:")
+    counts = [int(p.stderr.split("verification: agree ")[1].split(",")[0]) for p in runs]
+    assert counts[1] > counts[0], counts
+
+
 def test_tokenizer_config_merge_keeps_other_keys():
     out = merge_tokenizer_config({"eos_token": "<|im_end|>", "response_template": {"old": 1}}, {"version": 1})
     assert out == {"eos_token": "<|im_end|>", "response_template": {"version": 1}}
