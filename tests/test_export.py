@@ -275,6 +275,20 @@ def test_cases_for_no_template_of_that_name_are_said_so(tmp_path):
     assert counts[1] > counts[0], counts
 
 
+def test_suite_files_write_bidi_characters_as_json_escapes(tmp_path):
+    """`suite` wrote a template named with U+202E (Trojan Source's right-to-left override) raw into every row of
+    cases.jsonl, so `cat` or a diff of the file showed the line reordered. The JSON files now carry JSON's own
+    escape (the same value read back); template.jinja stays the template's exact text."""
+    name = "evil`\u202e](javascript:alert(1)).jinja"
+    template = ChatTemplate((TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8"), name)
+    paths = write_suite(generate_suite(template), template, str(tmp_path / "suite"))
+    for kind, path in paths.items():
+        if kind != "template" and pathlib.Path(path).exists():
+            assert "\u202e" not in pathlib.Path(path).read_text(encoding="utf-8"), kind
+    rows = [json.loads(line) for line in pathlib.Path(paths["cases"]).read_text(encoding="utf-8").splitlines()]
+    assert rows and {r["template"] for r in rows} == {name}
+
+
 def test_tokenizer_config_merge_keeps_other_keys():
     out = merge_tokenizer_config({"eos_token": "<|im_end|>", "response_template": {"old": 1}}, {"version": 1})
     assert out == {"eos_token": "<|im_end|>", "response_template": {"version": 1}}
