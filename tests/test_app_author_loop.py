@@ -99,3 +99,19 @@ def test_live_render_follows_the_text_and_the_conversation(cache_dir, agp):  # n
     assert "(system)(user)(assistant)(tool)(assistant)(user)" in body
     at.text_area(key="in_edit_source").input("{% for m in messages %}{{ m.role }}").run()
     assert any("`for` opened at line 1 is never closed" in e for e in errors(at)), errors(at)
+
+
+def test_compare_shows_where_renders_differ_when_both_diffs_split_alike(cache_dir):  # noqa: F811 - fixture
+    # Functionary v3.1 and llama.cpp's `| tojson` edit of it: T7 splits alike on both sides (left «» right «»), so
+    # its two diffs showed nothing of the change; the prefix where the renders differ is shown first
+    from .conftest import TEMPLATES
+
+    at = page(start(), "compare")
+    for side, name in (("A", "meetkai-functionary-medium-v3.1.jinja"),
+                       ("B", "meetkai-functionary-medium-v3.1.llamacpp-edit.jinja")):
+        at.radio(key=f"in_compare_kind_{side}").set_value("Pasted text").run()
+        at.text_area(key=f"in_compare_text_{side}").input((TEMPLATES / name).read_text(encoding="utf-8")).run()
+    assert not errors(at)
+    assert any(c.value == "The same diff on both sides: the renders differ in the text around it." for c in at.caption)
+    shown = [c.value for c in at.code]
+    assert any("{'AA_ARG_FST_AA': 'XXXX'" in v for v in shown) and any('{"AA_ARG_FST_AA": "XXXX"' in v for v in shown)
