@@ -289,6 +289,23 @@ def test_suite_files_write_bidi_characters_as_json_escapes(tmp_path):
     assert rows and {r["template"] for r in rows} == {name}
 
 
+def test_a_reasoning_opener_the_anchor_consumes_is_not_said_to_open_reasoning():
+    """DeepSeek R1 distill's template with `<think>\\n` dropped from its generation prompt (an author's edit): the
+    analysis takes `<｜Assistant｜>` for the reasoning start, and the start_anchor ends on that same marker. The
+    export's note said "it is left after the start_anchor, so the prefix opens the reasoning region", which is
+    false; it now says the anchor consumes it. The unedited template keeps the note, true there."""
+    src = (TEMPLATES / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.llamacpp-edit.jinja").read_text(encoding="utf-8")
+    edited = src.replace("{{'<｜Assistant｜><think>\\n'}}", "{{'<｜Assistant｜>'}}")
+    assert edited != src
+    notes = {name: [n for n in export_response_template(ChatTemplate(text, name)).notes if "reasoning" in n]
+             for name, text in (("edited.jinja", edited), ("original.jinja", src))}
+    assert notes["edited.jinja"] == ["the reasoning opener '<｜Assistant｜>' is also the start_anchor, which the "
+                                     "prompt ends with: the prefix never opens the reasoning region (was the "
+                                     "assistant marker taken for a reasoning opener? check reasoning.start)"]
+    assert notes["original.jinja"] == ["the generation prompt opens reasoning ('<think>'): it is left after the "
+                                       "start_anchor, so the prefix opens the reasoning region"]
+
+
 def test_tokenizer_config_merge_keeps_other_keys():
     out = merge_tokenizer_config({"eos_token": "<|im_end|>", "response_template": {"old": 1}}, {"version": 1})
     assert out == {"eos_token": "<|im_end|>", "response_template": {"version": 1}}
