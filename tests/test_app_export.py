@@ -103,3 +103,6 @@ def test_a_template_with_nothing_to_check_says_why_and_that_it_is_unverified(tmp
     assert any(w.startswith("No check could be run") and "unverified" in w for w in warned), warned
     assert not any("see the table" in w for w in warned)
     assert not any("result" in t.value.columns for t in at.table)
+    # and the note beside the response_template says the anchor consumes the opener (it said the prefix opens it)
+    captions = [c.value for c in at.caption]
+    assert any("also the start\\_anchor" in c or "also the start_anchor" in c for c in captions), captions
