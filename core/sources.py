@@ -137,7 +137,12 @@ def _decode(source: str, data: bytes, what: str = "file") -> str:
     except UnicodeDecodeError as e:
         raise TemplateLoadError(source, f"the {what} is not UTF-8 text (invalid byte 0x{data[e.start]:02x} at "
                                         f"offset {e.start})") from None
-    return text[1:] if text.startswith("\ufeff") else text
+    if text.startswith("\ufeff"):
+        text = text[1:]
+        if not text.strip():   # else the message named a variant ('default') the file does not have
+            raise TemplateLoadError(source, f"the {what} contains only a byte order mark"
+                                    + (" and whitespace" if text else ""))
+    return text
 
 
 def json_kind(value: Any) -> str:

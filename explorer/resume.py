@@ -2,9 +2,9 @@
 session; its URL still names the template, but the next click switches page, and a page switch drops the query
 string, so the session started on the default template and rewrote the URL.
 
-So the view's URL parameters (explorer.urlstate's ``src``, ``name``, ``fidelity``, ``ov``, ``base``) are also kept
-on the server per browser, under a hash of the browser's Streamlit XSRF cookie (which outlives the server
-process), and a session whose first run is a page switch without ``src`` takes them back. A fresh visit to the
+So the view's URL parameters (explorer.urlstate's ``src``, ``name``, ``kind``, ``fidelity``, ``ov``, ``base``,
+``base_kind``) are also kept on the server per browser, under a hash of the browser's Streamlit XSRF cookie (which
+outlives the server process), and a session whose first run is a page switch without ``src`` takes them back. A fresh visit to the
 front page (the root URL) or a link with ``src`` is never redirected; without the cookie (XSRF protection off)
 nothing is kept. The files hold the same values a link holds (no template text: ``text:`` sources are digests of
 the edit store), one small file per browser."""
@@ -18,7 +18,7 @@ import pathlib
 
 import streamlit as st
 
-KEYS = ("src", "name", "fidelity", "ov", "base")
+KEYS = ("src", "name", "kind", "fidelity", "ov", "base", "base_kind")
 COOKIE = "_streamlit_xsrf"
 _SAVED = "_resume_saved"
 

@@ -2,10 +2,12 @@
 reopens the same view. The page is already in the URL path (Streamlit's multipage routing).
 
 Query parameters: ``src`` — ``bundled:NAME``, ``hub:REPO[@REVISION][#VARIANT]``, ``file:PATH``, or
-``text:DIGEST`` for edited or pasted text (the text itself is kept server-side under its digest, see
-:func:`save_text`, never in the URL); ``name`` (display name of ``text:`` sources); ``fidelity`` (only when not
-the default); ``ov`` (the overrides as JSON, only when set); ``draft`` (digest of an edit not yet analysed);
-``base`` (an edited template's loaded source, as a ``src`` value: a reload keeps the original beside the edit).
+``text:DIGEST`` for edited, pasted or uploaded text (the text itself is kept server-side under its digest, see
+:func:`save_text`, never in the URL); ``name`` (display name of ``text:`` sources); ``kind`` (``upload`` or
+``string`` for a ``text:`` source that was uploaded or pasted, not edited; absent: edited); ``fidelity`` (only
+when not the default); ``ov`` (the overrides as JSON, only when set); ``draft`` (digest of an edit not yet
+analysed); ``base`` (an edited template's loaded source, as a ``src`` value: a reload keeps the original beside
+the edit) and ``base_kind`` (its ``kind``).
 """
 
 from __future__ import annotations
@@ -186,11 +188,22 @@ def source_param(tpl: Any) -> str:
     return f"text:{save_text(tpl.source)}"
 
 
+#: source kinds a ``text:`` link names apart from ``edited`` (a reload must not call an upload an edit)
+TEXT_KINDS = ("upload", "string")
+
+
+def text_kind(tpl: Any, src: str) -> str | None:
+    """The ``kind`` parameter of a ``text:`` source: its origin when uploaded or pasted, else None (edited)."""
+    return tpl.origin if src.startswith("text:") and tpl.origin in TEXT_KINDS else None
+
+
 def params_for(tpl: Any, fidelity: str, overrides: dict[str, Any]) -> dict[str, str]:
     """The query parameters describing this view."""
     out = {"src": source_param(tpl)}
     if out["src"].startswith("text:"):
         out["name"] = tpl.name
+    if kind := text_kind(tpl, out["src"]):
+        out["kind"] = kind
     if fidelity != "llama.cpp":
         out["fidelity"] = fidelity
     if overrides:
@@ -206,8 +219,10 @@ def sync(tpl: Any) -> None:
     base = st.session_state.get("edit_base")
     if tpl.origin == "edited" and base is not None and base.digest != tpl.digest:
         want["base"] = source_param(base)
+        if kind := text_kind(base, want["base"]):
+            want["base_kind"] = kind
     qp = st.query_params
-    for key in ("src", "name", "fidelity", "ov", "base"):
+    for key in ("src", "name", "kind", "fidelity", "ov", "base", "base_kind"):
         if key in want:
             if qp.get(key) != want[key]:
                 qp[key] = want[key]
@@ -227,14 +242,14 @@ def restore() -> Any:
     if not src:
         return None
     try:
-        tpl = _load(src, qp.get("name"))
+        tpl = _load(src, qp.get("name"), qp.get("kind"))
     except Exception as e:  # noqa: BLE001 - a stale link shows a message and the default template
         _notice(f"This link's src={_shown(src)} cannot be opened, so the default template "
                 f"({state.DEFAULT_BUNDLED}) is shown instead: {_reason(e, src)}")
         return None
     if tpl.origin == "edited" and qp.get("base"):
         try:    # the loaded source the edit started from: Revert and Compare find it again
-            st.session_state["edit_base"] = _load(qp["base"], tpl.name)
+            st.session_state["edit_base"] = _load(qp["base"], tpl.name, qp.get("base_kind"))
         except Exception as e:  # noqa: BLE001 - the edit itself is restored; the message says what is missing
             _notice(f"This link's base={_shown(qp['base'])} (the source the edit started from) cannot be opened: "
                     f"{_reason(e, qp['base'])}")
@@ -340,9 +355,9 @@ def show_link_notice(page: str) -> None:
         st.error(md(state.for_visitor(message)))
 
 
-def _load(src: str, name: str | None) -> Any:
-    """The template a ``src`` value names (``name``: display name of ``text:`` sources). Raises the load
-    errors."""
+def _load(src: str, name: str | None, origin: str | None = None) -> Any:
+    """The template a ``src`` value names (``name``: display name of ``text:`` sources, ``origin``: their source
+    kind when not edited, one of :data:`TEXT_KINDS`; any other value is ignored). Raises the load errors."""
     from core.errors import TemplateLoadError
 
     from . import state
@@ -365,7 +380,12 @@ def _load(src: str, name: str | None) -> Any:
             _notice(f"This link's name={_shown(name)} was cut to {LINK_NAME_MAX_CHARS} characters (a file name's "
                     "limit)")
             name = name[:LINK_NAME_MAX_CHARS] + "…"
-        tpl = state.from_edit(None, text, name or f"edited-{rest[:8]}.jinja")
+        if origin in TEXT_KINDS:
+            shown = name or f"{origin}-{rest[:8]}.jinja"
+            tpl = state.CurrentTemplate(shown, text, {"default": text}, "default", origin,
+                                        shown if origin == "upload" else None)
+        else:
+            tpl = state.from_edit(None, text, name or f"edited-{rest[:8]}.jinja")
     else:
         raise TemplateLoadError(src, "a link's src must start with bundled:, hub:, file: or text:")
     return tpl

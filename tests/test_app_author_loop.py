@@ -28,12 +28,15 @@ def test_reload_keeps_the_original_and_the_edit(cache_dir):  # noqa: F811 - fixt
     again = page(start_with({k: _qp(at, k) for k in at.query_params}), "edit")
     assert again.session_state["template"].source == edited
     assert again.session_state["edit_base"].source == src
-    # Compare: B is the loaded source, never a bundled example chosen behind the visitor's back
+    # Compare: A is the loaded source, never a bundled example chosen behind the visitor's back, B the edit (the
+    # order of `compare OLD NEW`)
     page(again, "compare")
-    assert again.radio(key="in_compare_kind_B").value == "Loaded source (before editing)"
+    assert again.radio(key="in_compare_kind_A").value == "Loaded source (before editing)"
+    assert again.radio(key="in_compare_kind_B").value == "Current template"
     assert metrics(again)["Parser changes"] == "yes"
     diff = [c.value for c in again.code if c.language == "diff"][0]
     assert "-" in diff and "+{%- macro" not in diff and "<function_call>" in diff and "<tool_call>" in diff
+    assert "-            {{- '<tool_call>" in diff and "+            {{- '<function_call>" in diff, diff   # A → B
     # Revert to loaded works after the reload
     page(again, "edit")
     _button(again, "Revert to loaded").click().run()
@@ -57,12 +60,12 @@ def test_a_side_whose_choice_is_gone_is_said_not_switched(cache_dir):  # noqa: F
     src = at.text_area(key="in_edit_source").value
     _edit(at, src.replace("<tool_call>", "<call>"))
     page(at, "compare")
-    assert at.radio(key="in_compare_kind_B").value == "Loaded source (before editing)"
+    assert at.radio(key="in_compare_kind_A").value == "Loaded source (before editing)"
     page(at, "edit")
     _button(at, "Revert to loaded").click().run()
-    page(at, "compare")      # the loaded source is the current template again: B's choice is gone
+    page(at, "compare")      # the loaded source is the current template again: A's choice is gone
     assert any("not available now" in unmd(w.value) for w in at.warning), [w.value for w in at.warning]
-    assert at.radio(key="in_compare_kind_B").value is None and not at.metric
+    assert at.radio(key="in_compare_kind_A").value is None and not at.metric
 
 
 def test_empty_template_is_refused_with_a_message(cache_dir):  # noqa: F811 - fixture
@@ -96,3 +99,19 @@ def test_live_render_follows_the_text_and_the_conversation(cache_dir, agp):  # n
     assert "(system)(user)(assistant)(tool)(assistant)(user)" in body
     at.text_area(key="in_edit_source").input("{% for m in messages %}{{ m.role }}").run()
     assert any("`for` opened at line 1 is never closed" in e for e in errors(at)), errors(at)
+
+
+def test_compare_shows_where_renders_differ_when_both_diffs_split_alike(cache_dir):  # noqa: F811 - fixture
+    # Functionary v3.1 and llama.cpp's `| tojson` edit of it: T7 splits alike on both sides (left «» right «»), so
+    # its two diffs showed nothing of the change; the prefix where the renders differ is shown first
+    from .conftest import TEMPLATES
+
+    at = page(start(), "compare")
+    for side, name in (("A", "meetkai-functionary-medium-v3.1.jinja"),
+                       ("B", "meetkai-functionary-medium-v3.1.llamacpp-edit.jinja")):
+        at.radio(key=f"in_compare_kind_{side}").set_value("Pasted text").run()
+        at.text_area(key=f"in_compare_text_{side}").input((TEMPLATES / name).read_text(encoding="utf-8")).run()
+    assert not errors(at)
+    assert any(c.value == "The same diff on both sides: the renders differ in the text around it." for c in at.caption)
+    shown = [c.value for c in at.code]
+    assert any("{'AA_ARG_FST_AA': 'XXXX'" in v for v in shown) and any('{"AA_ARG_FST_AA": "XXXX"' in v for v in shown)

@@ -84,3 +84,25 @@ def test_export_shows_invisible_marker_characters_as_escapes(tmp_path):
     assert rt["fields"]["tool_calls"]["open_pattern"].startswith("<tool\u200b_call\u202e>")
     assert "<tool\\u200b_call\\u202e>" in shown_json and "<tool\\u200b_call\\u202e>" in gbnf
     assert not any(ch in shown_json + gbnf for ch in "\u200b\u202e")
+
+
+@pytest.mark.skipif(not transformers_available(), reason="transformers >= 5.13 not installed")
+def test_a_template_with_nothing_to_check_says_why_and_that_it_is_unverified(tmp_path):
+    """DeepSeek R1 distill's template with the `<think>\\n` dropped from its generation prompt (an author's edit):
+    its round trip does not parse back and it has no reference case, so no check runs. The page said "No check
+    compared the two parsers (see the table)" above an empty table; it now gives the reason and says the
+    response_template is unverified, as `export --verify` refuses it."""
+    src = (TEMPLATES / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.llamacpp-edit.jinja").read_text(encoding="utf-8")
+    edited = src.replace("{{'<｜Assistant｜><think>\\n'}}", "{{'<｜Assistant｜>'}}")
+    assert edited != src
+    path = tmp_path / "r1-no-think-opener.jinja"
+    path.write_text(edited, encoding="utf-8")
+    at = settle(page(use_file(start(), path), "export"))
+    assert not errors(at)
+    warned = [w.value for w in at.warning]
+    assert any(w.startswith("No check could be run") and "unverified" in w for w in warned), warned
+    assert not any("see the table" in w for w in warned)
+    assert not any("result" in t.value.columns for t in at.table)
+    # and the note beside the response_template says the anchor consumes the opener (it said the prefix opens it)
+    captions = [c.value for c in at.caption]
+    assert any("also the start\\_anchor" in c or "also the start_anchor" in c for c in captions), captions

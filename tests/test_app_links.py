@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from .conftest import TEMPLATES
 from .test_app_edit import start_with
 from .test_app_helpers import errors, page, start, unmd
 
@@ -201,3 +202,25 @@ def test_a_long_display_name_in_a_link_is_cut(server):
     assert "was cut to" in unmd(_top_error(at))
     at = start_with({"src": f"text:{digest}", "name": "mine.jinja"})
     assert at.session_state["template"].name == "mine.jinja" and not at.main.error
+
+
+def test_a_reloaded_upload_is_not_called_an_edit(server):
+    """An uploaded template's link is ``src=text:DIGEST``, which a reload read back as an edit: the sidebar said
+    "edited" and the Edit page "The current analysis is of the edited source" for a file nobody had touched (seen
+    in chromium: Sources → Upload → Load this file → reload). The link now names the kind, and an edit of the upload
+    keeps it as the loaded source."""
+    from explorer import state, urlstate
+
+    data = (TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja").read_bytes()
+    up = state.load_upload(data, "Qwen-Qwen2.5-7B-Instruct.jinja")
+    params = urlstate.params_for(up, "llama.cpp", {})
+    assert params["kind"] == "upload", params
+    at = start_with(params)
+    cur = at.session_state["template"]
+    assert (cur.origin, cur.name, cur.source) == ("upload", up.name, up.source)
+    at = start_with({"src": params["src"], "name": up.name})      # a link from before the kind: an edit, as it was
+    assert at.session_state["template"].origin == "edited"
+    edited = state.from_edit(up, up.source.replace("arguments | tojson", "arguments | tojson(indent=2)"))
+    assert edited.source != up.source
+    at = start_with({**urlstate.params_for(edited, "llama.cpp", {}), "base": params["src"], "base_kind": "upload"})
+    assert at.session_state["template"].origin == "edited" and at.session_state["edit_base"].origin == "upload"

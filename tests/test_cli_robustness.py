@@ -512,3 +512,29 @@ def test_a_cases_file_with_any_line_break_or_a_byte_order_mark_reads_its_rows(tm
     bad.write_bytes(lines[0] + b"\r" + b"{not json}\r")
     with pytest.raises(RequestFileError, match=r"bad.jsonl:2"):   # line numbers count every kind of break
         list(iter_cases(str(bad)))
+
+
+def test_json_files_with_a_byte_order_mark_read_as_without(tmp_path: Any) -> None:
+    """Templates, tokenizer_config.json given as a template and cases files drop a UTF-8 BOM, but a request file
+    saved by a Windows editor was refused ("not valid JSON: Unexpected UTF-8 BOM"), and so were `--expect` and
+    `--tokenizer-config`. The same bytes after the BOM now give the same result."""
+    bom = b"\xef\xbb\xbf"
+    req = (ROOT / ASSET_REQUEST).read_bytes()
+    output = (ROOT / "assets/outputs/output.txt").read_bytes()
+    with_bom = tmp_path / "req-bom.json"
+    with_bom.write_bytes(bom + req)
+    plain = _run(["parse", ASSET_TEMPLATE, "--request", ASSET_REQUEST, "--compact"], output)
+    proc = _run(["parse", ASSET_TEMPLATE, "--request", str(with_bom), "--compact"], output)
+    assert proc.returncode == 0 and plain.returncode == 0, proc.stderr
+    assert proc.stdout == plain.stdout and b'"get_weather"' in proc.stdout
+    expect = tmp_path / "expect-bom.json"
+    expect.write_bytes(bom + json.dumps(json.loads(plain.stdout)).encode("utf-8"))
+    proc = _run(["explain", ASSET_TEMPLATE, "--request", ASSET_REQUEST, "--expect", str(expect)], output)
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr
+    config = tmp_path / "tokenizer_config.json"
+    config.write_bytes(bom + json.dumps({"chat_template": (ROOT / ASSET_TEMPLATE).read_text(encoding="utf-8"),
+                                         "eos_token": "<|im_end|>"}).encode("utf-8"))
+    proc = _run(["export", ASSET_TEMPLATE, "--format", "tokenizer-config", "--tokenizer-config", str(config)])
+    assert proc.returncode == 0, proc.stderr
+    merged = json.loads(proc.stdout)
+    assert merged["eos_token"] == "<|im_end|>" and merged["response_template"]["fields"]["reasoning_content"]

@@ -84,3 +84,23 @@ def test_lint_findings_added_and_removed(tmp_path):
     c = compare_templates(_tmpl("Qwen-Qwen2.5-7B-Instruct.jinja"), ChatTemplate(fixed, "fixed.jinja"))
     assert "render/typed-user" in c.lint_removed
     assert not c.parser_changes
+
+
+def test_a_comparison_whose_diffs_split_alike_shows_where_the_renders_differ():
+    """Functionary v3.1's llama.cpp edit writes the arguments with `| tojson` (Python dict → JSON). T3 and T7
+    split alike in both templates, so `compare` printed two equal lines ("left «» right «»" twice for T7) under
+    "renders differ" and nothing of the difference; it now prints the prefix or suffix where they differ."""
+    from core.compare import format_comparison
+
+    a, b = "meetkai-functionary-medium-v3.1.jinja", "meetkai-functionary-medium-v3.1.llamacpp-edit.jinja"
+    c = compare_templates(_tmpl(a), _tmpl(b), with_lint=False)
+    alike = {r.id: r for r in c.renders if r.same_diff}
+    assert sorted(alike) == ["T3", "T7"]
+    assert [(p, x.endswith("</function><|eom_id|>")) for p, x, _ in alike["T3"].around()] == [("suffix", True)]
+    part, x, y = alike["T7"].around()[0]
+    assert part == "prefix" and "{'AA_ARG_FST_AA': 'XXXX'" in x and '{"AA_ARG_FST_AA": "XXXX"' in y
+    text = format_comparison(c)
+    t7 = text[text.index("  T7:"):].splitlines()
+    assert t7[1] == "    A and B: left «» right «» (the same diff; the text around it differs)"
+    assert t7[2].startswith("    prefix: A «…") and "{'AA_ARG_FST_AA':␣'XXXX'" in t7[2] and \
+        '{"AA_ARG_FST_AA":␣"XXXX"' in t7[2]

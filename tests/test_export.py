@@ -242,6 +242,70 @@ def test_verify_does_not_print_the_no_torch_notice():
     assert "PyTorch" not in p.stderr
 
 
+def test_export_without_verify_says_it_was_not_verified():
+    """The README calls the export "verified by transformers' own parser" and the engine lines say "serves", but
+    a plain ``export`` runs nothing through transformers: a template whose generation prompt lost its ``<think>``
+    exported a reasoning field that never opens, with no word that it went unchecked. Stderr now says so."""
+    p = subprocess.run([sys.executable, "-m", "core", "export", str(TEMPLATES / "Qwen-Qwen3-0.6B.jinja")],
+                       capture_output=True, text=True, timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.splitlines()[0] == ("verification: not run (--verify checks this response_template with "
+                                        "transformers' own parser before printing it)")
+    assert json.loads(p.stdout)["fields"]["reasoning_content"]["open"] == "<think>"
+
+
+@needs_transformers
+def test_cases_for_no_template_of_that_name_are_said_so(tmp_path):
+    """Reference cases name their template by file name: an author verifying an edited copy (`my-edit.jinja`)
+    with `--cases ../shared/reference/cases.jsonl` got a lower count and no word that none of the file's cases
+    had run. The template under its own name runs its cases and says nothing."""
+    src = TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja"
+    copy = tmp_path / "my-edit.jinja"
+    copy.write_text(src.read_text(encoding="utf-8"), encoding="utf-8")
+    cases = str(CASES)
+    root = pathlib.Path(__file__).resolve().parents[1]
+    runs = [subprocess.run([sys.executable, "-m", "core", "export", str(t), "--verify", "--cases", cases],
+                           capture_output=True, text=True, timeout=120, cwd=root) for t in (copy, src)]
+    assert [p.returncode for p in runs] == [0, 0], [p.stderr for p in runs]
+    assert runs[0].stderr.splitlines()[0] == (f"note: no case of {cases} is for my-edit.jinja (cases are matched by "
+                                              "the template's file name, as each row's \"template\" gives it); "
+                                              "only the round trip is checked")
+    assert not runs[1].stderr.startswith("note:")
+    counts = [int(p.stderr.split("verification: agree ")[1].split(",")[0]) for p in runs]
+    assert counts[1] > counts[0], counts
+
+
+def test_suite_files_write_bidi_characters_as_json_escapes(tmp_path):
+    """`suite` wrote a template named with U+202E (Trojan Source's right-to-left override) raw into every row of
+    cases.jsonl, so `cat` or a diff of the file showed the line reordered. The JSON files now carry JSON's own
+    escape (the same value read back); template.jinja stays the template's exact text."""
+    name = "evil`\u202e](javascript:alert(1)).jinja"
+    template = ChatTemplate((TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8"), name)
+    paths = write_suite(generate_suite(template), template, str(tmp_path / "suite"))
+    for kind, path in paths.items():
+        if kind != "template" and pathlib.Path(path).exists():
+            assert "\u202e" not in pathlib.Path(path).read_text(encoding="utf-8"), kind
+    rows = [json.loads(line) for line in pathlib.Path(paths["cases"]).read_text(encoding="utf-8").splitlines()]
+    assert rows and {r["template"] for r in rows} == {name}
+
+
+def test_a_reasoning_opener_the_anchor_consumes_is_not_said_to_open_reasoning():
+    """DeepSeek R1 distill's template with `<think>\\n` dropped from its generation prompt (an author's edit): the
+    analysis takes `<｜Assistant｜>` for the reasoning start, and the start_anchor ends on that same marker. The
+    export's note said "it is left after the start_anchor, so the prefix opens the reasoning region", which is
+    false; it now says the anchor consumes it. The unedited template keeps the note, true there."""
+    src = (TEMPLATES / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.llamacpp-edit.jinja").read_text(encoding="utf-8")
+    edited = src.replace("{{'<｜Assistant｜><think>\\n'}}", "{{'<｜Assistant｜>'}}")
+    assert edited != src
+    notes = {name: [n for n in export_response_template(ChatTemplate(text, name)).notes if "reasoning" in n]
+             for name, text in (("edited.jinja", edited), ("original.jinja", src))}
+    assert notes["edited.jinja"] == ["the reasoning opener '<｜Assistant｜>' is also the start_anchor, which the "
+                                     "prompt ends with: the prefix never opens the reasoning region (was the "
+                                     "assistant marker taken for a reasoning opener? check reasoning.start)"]
+    assert notes["original.jinja"] == ["the generation prompt opens reasoning ('<think>'): it is left after the "
+                                       "start_anchor, so the prefix opens the reasoning region"]
+
+
 def test_tokenizer_config_merge_keeps_other_keys():
     out = merge_tokenizer_config({"eos_token": "<|im_end|>", "response_template": {"old": 1}}, {"version": 1})
     assert out == {"eos_token": "<|im_end|>", "response_template": {"version": 1}}

@@ -104,3 +104,14 @@ def test_hostile_template_name_cannot_open_html_links_or_code_spans_in_the_pr(tm
 
 def test_cells_escape_what_opens_markdown_or_html():
     assert _cell("a`b<c>[d](e)!&f") == "a\\`b\\<c\\>\\[d\\](e)\\!\\&f"
+
+
+def test_cells_write_bidi_and_invisible_characters_as_escapes():
+    """A template file named with U+202E (the right-to-left override of "Trojan Source", CVE-2021-42574) went into
+    PR.md as the raw character, reordering the description a reviewer reads on the Hub; PR.md is Markdown a
+    person reads, so it gets the escapes every printed view uses."""
+    name = "evil`\u202e](javascript:alert(1)).jinja"
+    # the escape's backslash is itself escaped, so the Markdown shows \u202e
+    assert _cell(name) == "evil\\`\\\\u202e\\](javascript:alert(1)).jinja"
+    assert _cell("a\u200bb\u2066c") == "a\\\\u200bb\\\\u2066c"
+    assert not any(ch in _cell(name) for ch in "\u202e\u200b")

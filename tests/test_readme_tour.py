@@ -132,6 +132,9 @@ CHECKS: dict[str, Callable[[Run], None]] = {
     "python -m core explain assets/templates/chatml-think-tools.jinja --request assets/requests/req.json "
     "< assets/outputs/output.txt":
         lambda r: ("parse clean" in r.out, "[marker reasoning.end] «</think>»" in r.out),
+    "python -m core render assets/templates/chatml-think-tools.jinja --request assets/requests/req.json":
+        lambda r: (r.out.startswith("<|im_start|>system\nYou can call these functions"),
+                   r.out.endswith("<|im_start|>assistant\n<think>\n")),
     "python -m core lint assets/templates/chatml-think-tools.jinja":
         lambda r: (r.out.startswith("Template: chatml-think-tools.jinja"), "conversation shapes" in r.out),
     "python -m core compare ../shared/templates/Qwen-QwQ-32B.jinja "

@@ -70,6 +70,8 @@ def test_missing_file(tmp_path):
 @pytest.mark.parametrize("content, message", [
     (b"", "is empty"),
     (b"  \n\t\n", "only whitespace"),
+    (b"\xef\xbb\xbf", "contains only a byte order mark$"),       # said "chat template 'default' is empty"
+    (b"\xef\xbb\xbf\n", "contains only a byte order mark and whitespace"),
     (b"{{ x }}\x00\x01\x02", "binary"),
     (b"{{ x }} \xff\xfe caf\xe9", "not UTF-8"),
 ])

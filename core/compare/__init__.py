@@ -51,6 +51,26 @@ class RenderDiff:
     error_a: str | None = None
     error_b: str | None = None
 
+    @property
+    def same_diff(self) -> bool:
+        """True when both diffs split alike (the same left and right): the renders differ only in the text
+        around the diff, which :meth:`around` shows."""
+        return self.a is not None and self.b is not None and \
+            (self.a["left"], self.a["right"]) == (self.b["left"], self.b["right"])
+
+    def around(self, before: int = 20) -> list[tuple[str, str, str]]:
+        """``(part, A's text, B's text)`` for the prefix and the suffix where they differ, each from ``before``
+        characters ahead of the first difference (``…`` marks a cut)."""
+        out = []
+        for part in ("prefix", "suffix"):
+            x, y = (self.a or {}).get(part, ""), (self.b or {}).get(part, "")
+            if x == y:
+                continue
+            i = next((k for k, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+            start = max(0, i - before)
+            out.append((part, ("…" if start else "") + x[start:], ("…" if start else "") + y[start:]))
+        return out
+
 
 @dataclass
 class ParseDiff:
@@ -238,6 +258,12 @@ def format_comparison(c: TemplateComparison) -> str:
     L.append(f"Comparisons whose renders differ: {len(c.renders)}")
     for r in c.renders:
         L.append(f"  {r.id}: {r.title}")
+        if r.same_diff:   # two equal diff lines said nothing: show where the renders do differ
+            L.append(f"    A and B: left «{visible(r.a['left'], 120)}» right «{visible(r.a['right'], 120)}» "
+                     "(the same diff; the text around it differs)")
+            for part, x, y in r.around():
+                L.append(f"    {part}: A «{visible(x, 120)}» B «{visible(y, 120)}»")
+            continue
         for side, split, err in (("A", r.a, r.error_a), ("B", r.b, r.error_b)):
             if split is None:
                 L.append(f"    {side}: {err}")

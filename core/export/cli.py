@@ -28,6 +28,21 @@ def _load(spec: str) -> Any:
     return load_chat_template(spec, None, ChatRequest.from_dict(round_trip_request()))
 
 
+def _cases_for(cases: list[dict[str, Any]] | None, path: str | None, template_name: str) -> list[dict[str, Any]]:
+    """The rows of ``cases`` (read from ``path``) for ``template_name``. Rows name their template by file name,
+    so an edited copy saved under another name has none: that is said on stderr, not left to a count that only
+    came out lower."""
+    from .verify import reference_cases
+
+    if not cases:
+        return []
+    rows = reference_cases(cases, template_name)
+    if not rows:
+        _note(f"note: no case of {path} is for {template_name} (cases are matched by the template's file name, "
+              "as each row's \"template\" gives it); only the round trip is checked")
+    return rows
+
+
 def _check_cases(path: str) -> list[dict[str, Any]]:
     """The rows of ``path``, a readable ``cases.jsonl``, read once (a pipe, ``--cases <(…)``, is empty a second
     time) and to at most the input limit; else :class:`~core.errors.ChatTemplateExplorerError` (one line): a
@@ -102,10 +117,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.for_hub:
         return _write_hub_kit(args, res, template, fidelity, cases, tok_raw)
     if args.verify:
-        from .verify import reference_cases, verify
+        from .verify import verify
 
         v = verify(res.response_template, template, fidelity=fidelity,
-                   cases=reference_cases(cases, template.name) if cases else ())
+                   cases=_cases_for(cases, args.cases, template.name))
         _note(f"verification: {v.count_summary() or 'nothing checked'}")
         if not v.agrees:
             d = v.first_disagreement
@@ -116,6 +131,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 _note(f"error: {template.name}: transformers disagrees with our parser on {d.source}: {d.why}; "
                       "not exported")
             return 1
+    else:
+        # the engine lines below say who reads the format, not that this export reads the template's outputs
+        # right: without --verify nothing was run through transformers
+        _note("verification: not run (--verify checks this response_template with transformers' own parser "
+              "before printing it)")
     for verdict in res.consumers:
         _note(f"engine {verdict.line()}")
     if args.format == "tokenizer-config":
@@ -158,7 +178,7 @@ def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: 
 
     from ..errors import ChatTemplateExplorerError
     from .hub import hub_files
-    from .verify import reference_cases, verify
+    from .verify import verify
 
     out = args.for_hub
     if os.path.exists(out) and not os.path.isdir(out):
@@ -167,7 +187,7 @@ def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: 
     if args.tokenizer_config and not os.path.isfile(args.tokenizer_config):
         raise ChatTemplateExplorerError(f"--tokenizer-config {args.tokenizer_config}: no such file")
     v = verify(res.response_template, template, fidelity=fidelity,
-               cases=reference_cases(cases, template.name) if cases else ())
+               cases=_cases_for(cases, args.cases, template.name))
     _note(f"verification: {v.count_summary() or 'nothing checked'}")
     if not v.agrees:
         d = v.first_disagreement

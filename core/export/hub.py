@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..escapes import escape_invisible
 from .tokenizer_config import merge_tokenizer_config
 
 
@@ -15,8 +16,10 @@ _MARKDOWN_SPECIALS = frozenset("\\`[]<>!&|")
 def _cell(text: Any) -> str:
     """Untrusted text (template names, case ids, model outputs) as inert Markdown: one line, at most 160
     characters, every character that could open a code span, link, image, HTML tag or comment, entity or table
-    cell backslash-escaped (emphasis is left: it cannot hide or link anything) (a name like ``x`<!--`` must not hide the rest of the description)."""
-    s = " ".join(str(text).split())
+    cell backslash-escaped (emphasis is left: it cannot hide or link anything) (a name like ``x`<!--`` must not hide
+    the rest of the description); invisible and bidi characters are written as escapes (``\\u202e``), so a
+    file name cannot reorder what the reviewer of the pull request reads."""
+    s = escape_invisible(" ".join(str(text).split()), keep="")
     s = s if len(s) <= 160 else s[:157] + "…"
     return "".join("\\" + ch if ch in _MARKDOWN_SPECIALS else ch for ch in s)
 

@@ -471,6 +471,15 @@ def _tool_field(a: Any, notes: list[str], python_literals: bool = False) -> dict
     raise NotExpressible(f"tool format {mode} has no response_template counterpart")
 
 
+def _anchor_consumes(opener: str, gp: str, analysis: Any, prompt: str | tuple[str, ...]) -> bool:
+    """True when the start_anchor matches the whole reasoning ``opener``, so the prompt's opener is cut off with
+    the anchor and never opens the region (False when there is no anchor: that refusal comes later)."""
+    try:
+        return re.fullmatch(_anchor(gp, analysis, prompt)["start_anchor_pattern"], opener) is not None
+    except NotExpressible:
+        return False
+
+
 def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavour.TRANSFORMERS,
                  notes: list[str] | None = None, prompt: str = "", *,
                  python_literals: bool = False) -> dict[str, Any]:
@@ -488,9 +497,17 @@ def map_analysis(analysis: Any, generation_prompt: str, flavour: Flavour = Flavo
     reasoning = _reasoning_field(analysis, generation_prompt)
     if reasoning is not None:
         fields[REASONING_FIELD[flavour]] = reasoning
-        if analysis.reasoning.start.strip() and analysis.reasoning.start.strip() in generation_prompt:
-            notes.append(f"the generation prompt opens reasoning ({analysis.reasoning.start.strip()!r}): it is "
-                         "left after the start_anchor, so the prefix opens the reasoning region")
+        start = analysis.reasoning.start.strip()
+        if start and start in generation_prompt:
+            if _anchor_consumes(start, generation_prompt, analysis, prompt):
+                # the anchor consumes the opener (a generation prompt that is only the assistant marker, which the
+                # analysis took for the reasoning start): saying the prefix opens the region would be false
+                notes.append(f"the reasoning opener {start!r} is also the start_anchor, which the prompt ends "
+                             "with: the prefix never opens the reasoning region (was the assistant marker taken for "
+                             "a reasoning opener? check reasoning.start)")
+            else:
+                notes.append(f"the generation prompt opens reasoning ({start!r}): it is left after the "
+                             "start_anchor, so the prefix opens the reasoning region")
     tools = _tool_field(analysis, notes, python_literals)
     if tools is not None:
         fields["tool_calls"] = tools

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..escapes import json_visible
 from ..sources import read_template_file
 from .probe_text import SUITE_TOOLS, UNICODE_CITY
 
@@ -33,8 +34,9 @@ class Suite:
     skipped: dict[str, str] = field(default_factory=dict)
 
     def to_jsonl(self) -> str:
-        """The cases, one JSON object per line."""
-        return "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in self.cases)
+        """The cases, one JSON object per line (an invisible or bidi character in a name as JSON's escape, so a
+        terminal or a diff of the file shows the line as it reads back)."""
+        return "".join(json_visible(c) + "\n" for c in self.cases)
 
 
 def _call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -535,12 +537,12 @@ def write_suite(suite: Suite, template: Any, directory: str, *, flavour: str = "
                for c in suite.cases}
     res = export_response_template(template, fidelity=suite.fidelity, flavour=flavour)
     files = {"cases": suite.to_jsonl(), "template": template.source,
-             "prompts": json.dumps(prompts, ensure_ascii=False, indent=1),
-             "skipped": json.dumps({**suite.skipped, **({"response_template": res.reasons} if res.reasons else {})},
-                                   ensure_ascii=False, indent=1),
+             "prompts": json_visible(prompts, indent=1),
+             "skipped": json_visible({**suite.skipped, **({"response_template": res.reasons} if res.reasons else {})},
+                                     indent=1),
              "test": _TEST_FILE.format(name=py_str(template.name), fidelity=py_str(suite.fidelity))}
     if res.exportable:
-        files["response_template"] = json.dumps(res.response_template, ensure_ascii=False, indent=2)
+        files["response_template"] = json_visible(res.response_template, indent=2)
     elif os.path.exists(paths["response_template"]):
         os.remove(paths["response_template"])
     for kind, text in files.items():

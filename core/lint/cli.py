@@ -1,4 +1,5 @@
-"""``python -m core lint``: lint one template, or a directory with ``--batch``."""
+"""``python -m core lint``: lint one template, or a directory with ``--batch``; ``python -m core render``: the text
+a template renders for a request's conversation (the Edit page's live render, on the command line)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from .model import SEVERITY_ORDER, Severity, visible
 from ..escapes import escape_invisible, json_visible
 from ..errors import ChatTemplateExplorerError
-from ..inputs import guard as _guard, load_chat_template as load
+from ..inputs import guard as _guard, load_chat_template as load, load_request
 from .run import lint
 
 
@@ -69,6 +70,20 @@ def _cmd_lint(args: Any) -> int:
     return 0
 
 
+def _cmd_render(args: Any) -> int:
+    from ..chat.conversation import render_located
+
+    request = load_request(args.request)
+    template = load(args.file, args.variant, request)
+    agp = request.add_generation_prompt and not args.no_generation_prompt
+    text, where = render_located(template.source, template.name, request.messages, request.tools or None,
+                                 add_generation_prompt=agp, enable_thinking=request.enable_thinking)
+    if text is None:
+        raise ChatTemplateExplorerError(f"{template.name}: {where.headline()}")
+    sys.stdout.write(escape_invisible(text))   # exactly the render (no newline added), bidi characters escaped
+    return 0
+
+
 def register(subparsers: Any) -> None:
     """Add ``lint TEMPLATE [--json] [--suppress ID]… [--fail-on S]`` and ``lint --batch DIR [--markdown]`` to an
     ``argparse`` sub-parsers object. Exit status: 1 when a finding at or above ``--fail-on`` (default error)
@@ -90,3 +105,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--progress", action="store_true", default=None,
                    help="(with --batch) progress bar on stderr (default: when stderr is a terminal)")
     p.set_defaults(func=_guard(_cmd_lint))
+    r = subparsers.add_parser("render", help="render a conversation with a template, as the template writes it "
+                                             "(the request's messages, tools, add_generation_prompt, "
+                                             "enable_thinking)")
+    r.add_argument("file", help="template: .jinja, tokenizer_config.json, chat_template.json, .gguf or Hub id")
+    r.add_argument("--request", help="request JSON (messages, tools, add_generation_prompt, enable_thinking, …); "
+                                     "default: one user message, no tools")
+    r.add_argument("--variant", help="named template variant (e.g. tool_use; default: the one llama.cpp picks "
+                                     "for the request)")
+    r.add_argument("--no-generation-prompt", action="store_true",
+                   help="render without the generation prompt (add_generation_prompt false)")
+    r.set_defaults(func=_guard(_cmd_render))

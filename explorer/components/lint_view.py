@@ -132,6 +132,12 @@ def show_comparison(c: Any) -> None:
     st.subheader("Comparisons whose renders differ")
     for r in c.renders:
         with st.expander(f"{r.id}: {r.title}"):
+            if r.same_diff:   # two equal diffs said nothing: where the renders do differ comes first
+                st.caption("The same diff on both sides: the renders differ in the text around it.")
+                for part, x, y in r.around():
+                    for side, text in (("A", x), ("B", y)):
+                        st.caption(f"{part} of {side}")
+                        st.code(shown_text(text), language=None, wrap_lines=True)
             for side, split, err in (("A", r.a, r.error_a), ("B", r.b, r.error_b)):
                 st.caption(side)
                 if split is None:

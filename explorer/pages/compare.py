@@ -126,11 +126,14 @@ st.title("Compare")
 st.caption("Two templates, or two revisions of one: what their analyses, renders, lint findings and parses "
            "differ in, beside the text diff of their sources.")
 col_a, col_b = st.columns(2)
+# an edit compares as `python -m core compare OLD NEW` does: A the loaded source, B the edit, so "added in B" is
+# what the edit added (the edit was A, which read every change backwards)
+base = st.session_state.get("edit_base")
+editing = state.current().origin == "edited" and base is not None
 with col_a:
-    a = pick("A", CURRENT)
+    a = pick("A", LOADED if editing else CURRENT)
 with col_b:
-    base = st.session_state.get("edit_base")
-    b = pick("B", LOADED if state.current().origin == "edited" and base is not None else BUNDLED)
+    b = pick("B", CURRENT if editing else BUNDLED)
 state.default("in_compare_lint", True)  # not value=True: with a kept value Streamlit logs a warning per process
 with_lint = st.toggle("Include lint findings", key="in_compare_lint")
 if a is None or b is None:

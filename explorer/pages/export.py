@@ -35,6 +35,11 @@ STATUS_WORDS = {
 def _verification(v: dict) -> None:
     """The headline counts what the table shows: how many checks agree, disagree, and the rest by kind."""
     checks = v["checks"]
+    if not checks:   # an empty table said nothing: give the reason `export --verify` gives, and what it means
+        st.warning("No check could be run: this template has no usable reference case, and no round-trip message "
+                   "that it renders and our parser reads back. Nothing was compared, so this response_template "
+                   "is unverified (`python -m core export --verify` refuses it).")
+        return
     n_agree = sum(c["status"] == "agree" for c in checks)
     n_dis = sum(c["status"] == "disagree" for c in checks)
     others = len(checks) - n_agree - n_dis
