@@ -41,6 +41,7 @@ from .model import stop_point as _stop_point
 from .model import build_bundle, dialect_failure, dialect_line, properties_of, required_of, written_arguments_kind
 from .model import FixKind, reasoning_markers, tool_stub
 from .model import visible_text as _visible
+from .call_relation import DECISIVE, MARKUP, MAX_OUTPUT, CallRelation, Relation, call_pieces, relate
 
 _WS = " \t\n\v\f\r"
 MAX_EDITS = 3
@@ -862,6 +863,7 @@ def _unfound_format(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], ev
     """The mistake when the analysis found no tool-call format (or, ``placeholder`` saying so, one that is an
     artefact of its probes): the empty comparisons listed; no mistake for an output with nothing call-like; another
     family's format when improved fidelity reads no call either; else the format not found."""
+    ctx["specific"] = True      # (the analysis' gap, its empty comparisons listed: first whatever the call lacks)
     ev = ev + [e for f in ex.findings if f.cause == Cause.NO_TOOL_FORMAT for e in f.evidence]
     empty = _empty_comparisons(bundle)
     if empty:
@@ -1512,9 +1514,53 @@ def _prompt_tail_repeated(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tuple[
     return None
 
 
+# the call-format classes the relation of the template's call pieces to the output's markup decides
+_CALL_FORMAT = frozenset({Mistake.FORMAT_NOT_FOUND, Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.FOREIGN_WRAPPER,
+                          Mistake.OMITTED_MARKER, Mistake.OMITTED_OPENER, Mistake.OMITTED_CLOSER})
+
+
 def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Parsed] | None,
-                     ctx: dict[str, Any]) -> tuple[Mistake, list[str]]:  # noqa: C901
-    """The mistake and its evidence (most specific rule first)."""
+                     ctx: dict[str, Any]) -> tuple[Mistake, list[str]]:
+    """The mistake and its evidence: the rules' reading (:func:`_rule_reading`), and where that is a call-format
+    class (or no mistake with a call read nowhere) the relation of the template's rendered call
+    pieces to the output's markup decides (:func:`_arbitrated`), unless a rule with evidence of its own named it."""
+    mistake, ev = _rule_reading(ex, setup, bundle, near, ctx)
+    decided = _arbitrated(mistake, ex, setup, bundle, ctx)
+    if decided is None or decided[0] == mistake:
+        return mistake, ev
+    for key in ("restored", "restored_server", "restored_reasoning", "why_none", "headline", "affix", "needs_call"):
+        ctx.pop(key, None)      # (what the overruled reading left for its own fixes and sentence)
+    return decided[0], [e for e in ev if e.startswith("the parse stopped at")] + [decided[1]]
+
+
+def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                ) -> tuple[Mistake, str] | None:
+    """The call-format class the relation names for this output, when it decides: the rules' answer is a
+    call-format class without evidence of its own (``ctx["specific"]``), or none while no call was read and the
+    output is call-like (stripped special tokens are not overruled: that reading re-parsed the output with the
+    tokens put back). None when the relation has nothing to say."""
+    msg = ex.message
+    if ctx.get("specific") or msg.get("tool_calls"):
+        return None
+    if mistake not in _CALL_FORMAT and not (mistake == Mistake.NONE and _call_like(ex.output, ctx["names"])):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None:
+        return None
+    if rel.relation in DECISIVE:
+        return Mistake[rel.relation.value], rel.sentence()
+    if rel.relation == Relation.CONSISTENT and mistake in (Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.FOREIGN_WRAPPER):
+        # every piece of the template's call written, in order, nothing around it no render writes, and the
+        # parse read no call: the output is the template's own call, which our parser does not read
+        return Mistake.FORMAT_NOT_FOUND, rel.sentence() + "; the output writes every one of them, in order, with " \
+            "nothing around the call that the template's renders do not write, yet the parse read no call: the " \
+            "template writes this call, our parser (its analysis or handler) does not read it"
+    return None
+
+
+def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Parsed] | None,
+                  ctx: dict[str, Any]) -> tuple[Mistake, list[str]]:  # noqa: C901
+    """The mistake and its evidence by the rules (most specific rule first)."""
     causes = [f.cause for f in ex.findings]
     ev: list[str] = []
     out = ex.output
@@ -1553,6 +1599,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [bare[1]]
     part = _reasoning_opener_part(out, msg, r_start) if not ex.clean else None
     if part:
+        ctx["specific"] = True      # (the reasoning's marker, not the call's: the relation does not read it)
         ctx["why_none"] = (
             f"no change of ours (repair, request, override, fidelity) re-parses {_q(part[0])} without "
             f"{_q(part[1])} as the reasoning's opener — only the model's output (or a new repair) can change")
@@ -1562,6 +1609,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             "the block as reasoning"]
     header = _header_without_word(out, msg, gp) if not ex.clean else None
     if header:
+        ctx["specific"] = True      # (the turn header, not the call)
         ctx["why_none"] = (
             f"no change of ours (repair, request, override, fidelity) re-parses a header written {_q(header[0])} "
             f"without {_q(header[1])} — only the model's output (or a new repair) can change")
@@ -1571,7 +1619,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             "template's header, and the parse reads none of the text"]
     affix = _marker_affix(setup, bundle, out, ctx)
     if affix:
-        ctx["affix"] = affix[0]
+        ctx["affix"], ctx["specific"] = affix[0], True     # (a piece present but altered: the affix reads it)
         ctx["why_none"] = (
             f"the template's markers carry {_q(affix[0])}, which the model does not write, and no patch that takes it "
             "out of the template re-parses this output to a clean message: the model's own template is needed")
@@ -1705,12 +1753,14 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         return Mistake.REOPENED_REASONING, ev
     pair = _unfound_token_pair(setup, bundle, out, msg, ctx, r_start, r_ends) if ex.clean else None
     if pair:
+        ctx["specific"] = True      # (a control token of the reasoning the analysis placed in no role)
         if pair[0]:
             ctx["reasoning_override"] = pair[0]
         ctx["fault_markup"] = pair[1]
         return Mistake.FORMAT_NOT_FOUND, ev + [pair[2]]
     lone = _closer_without_opener(setup, out, msg, r_start, r_ends, gp) if ex.clean else ""
     if lone:
+        ctx["specific"] = True      # (a reasoning closer, not the call)
         ctx["why_none"] = (
             "the template renders no reasoning and its generation prompt opens none, so nothing of ours gives the "
             "closer a role: an override of the reasoning markers reads a block only from its opener (the output "
@@ -1719,6 +1769,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [lone]
     result = _tool_result_markers(setup, msg, ctx) if ex.clean else []
     if result:
+        ctx["specific"] = True      # (a tool result's markers in an answer, not the call)
         ctx["why_none"] = (
             f"no repair, override or fidelity of ours takes {_q(result[0])} out of an answer: it is a marker the "
             "template writes around a tool's result, not markup of the reply's format — only the model's output (or a "
@@ -1780,6 +1831,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     unfound = _unfound_reasoning(setup, out, msg, ctx, r_start, r_ends)
     if unfound:
         ctx["reasoning_override"], ctx["fault_markup"] = unfound[0], unfound[1]
+        ctx["specific"] = True      # (the reasoning's markers the analysis did not find, re-parsed with them)
         empty = [c for c in _empty_comparisons(bundle) if c.startswith("R")]
         return Mistake.FORMAT_NOT_FOUND, ev + [unfound[2] + ("; comparisons that came back empty: " + "; ".join(empty)
                                                              if empty else "")]
@@ -2002,7 +2054,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                 return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(_shift(edits), out), stripped]
             learned = _learned_separator(setup, edits, out, ctx)
             if learned:
-                ctx["headline"] = learned     # (the nearest output's "omitted `,`" is the analysis' gap here)
+                ctx["headline"], ctx["specific"] = learned, True     # (the render of two calls compared)     # (the nearest output's "omitted `,`" is the analysis' gap here)
                 empty = _empty_comparisons(bundle)
                 return Mistake.FORMAT_NOT_FOUND, ev + [learned + ("; comparisons that came back empty: "
                                                                   + "; ".join(empty) if empty else "")]
@@ -2065,6 +2117,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             and tok.group(0) not in ctx["all_markers"] | set(ctx["markers"]) | {r_start, *r_ends}:
         # a control token the template itself writes, which the analysis placed in no role: its gap, not the
         # model's wrapper (Command R7B's <|START_THINKING|> where the analysis found no reasoning markers)
+        ctx["specific"] = True
         empty = _empty_comparisons(bundle)
         return Mistake.FORMAT_NOT_FOUND, ev + [
             f"the output writes {_q(tok.group(0))}, a control token the template's source writes, but our analysis "
@@ -2115,6 +2168,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                                       + _q(line.strip(_WS)[:40])]
     omitted = _omitted_control_token(setup, ex, ctx) if not msg.get("tool_calls") else ""
     if omitted:
+        ctx["specific"] = True      # (a marker outside any call)
         ctx["why_none"] = ("the output omits a marker the template writes outside any call (the parse stopped "
                            "there and reads the rest as nothing it expects), and no repair of ours reads a reply "
                            "without it: only the model's output (or a new repair) can change")
@@ -3107,6 +3161,14 @@ def _rendered_call(setup: _Setup, name: str, args: dict[str, str], copies: int =
     what a user turn with the generation prompt renders), or ``""`` when it does not render. Tried in the
     transformers dialect, then in llama.cpp's (``list.append`` works there); with the call id ``call_1``, then a
     nine-digit one (Mistral's templates refuse any other). ``copies``: that many calls in the turn."""
+    return _rendered_turns(setup, name, args, copies, plain=False)[0]
+
+
+def _rendered_turns(setup: _Setup, name: str, args: dict[str, Any], copies: int = 1, plain: bool = True
+                    ) -> tuple[str, str, str]:
+    """:func:`_rendered_call`'s turn and, with ``plain``, rendered the same way, the assistant turn with empty
+    content and no call, and the call turn with reasoning (``""`` for each that does not render or without
+    ``plain``)."""
     from ..jinja.llama import render as llama_render
     from ..jinja.template import apply_template, chat_globals
 
@@ -3119,6 +3181,14 @@ def _rendered_call(setup: _Setup, name: str, args: dict[str, str], copies: int =
     def llama(messages: list[dict[str, Any]], gen: bool) -> str:
         return llama_render(setup.template, chat_globals(messages, tools, gen), template_tracebacks=False)
 
+    def after(a: str, b: str) -> str:
+        k = 0
+        while k < min(len(a), len(b)) and a[k] == b[k]:
+            k += 1
+        while k > 0 and b[k - 1] not in _WS + ">]":     # not inside a marker the two renders begin alike
+            k -= 1
+        return b[k:]
+
     for render in (hf, llama):
         for call_id in ("call_1", "123456789"):
             turn = user + [{"role": "assistant", "content": "", "tool_calls": [
@@ -3128,13 +3198,61 @@ def _rendered_call(setup: _Setup, name: str, args: dict[str, str], copies: int =
                 a, b = render(user, True), render(turn, False)
             except Exception:  # noqa: BLE001 - this dialect or id does not render the turn: the next one
                 continue
-            k = 0
-            while k < min(len(a), len(b)) and a[k] == b[k]:
-                k += 1
-            while k > 0 and b[k - 1] not in _WS + ">]":     # not inside a marker the two renders begin alike
-                k -= 1
-            return b[k:]
-    return ""
+            c = d = ""
+            if plain:
+                try:
+                    c = render(user + [{"role": "assistant", "content": ""}], False)
+                except Exception:  # noqa: BLE001 - a template that wants a call or text in every turn: no plain turn
+                    c = ""
+                try:
+                    d = render(user + [dict(turn[-1], reasoning_content="r")], False)
+                except Exception:  # noqa: BLE001 - a template that refuses reasoning on a call turn: none
+                    d = ""
+            return after(a, b), after(a, c) if c else "", after(a, d) if d else ""
+    return "", "", ""
+
+
+_FILL = "zqv{}x"      # an argument value no template writes, so the render can be cut at it
+_NUMBER_FILL = "97531{}"
+
+
+def _call_relation(setup: _Setup, bundle: Any, ex: Any, ctx: dict[str, Any]) -> CallRelation | None:
+    """The relation between the template's call markup and the output's (:mod:`core.explain.call_relation`):
+    the call rendered with the tool the output names (else the request's first tool) and the argument keys of it
+    the output writes, against the same turn without a call; the turn with reasoning (and, when the output writes
+    no declared key, a call with one argument) adds the markup the template writes. At most four renders, once
+    per triage (cached in ``ctx``);
+    None without tools, for an output over the relation's bound, or when the template renders no call."""
+    if "call_relation" in ctx:
+        return ctx["call_relation"]
+    ctx["call_relation"] = None
+    out = ex.output
+    names = ctx["names"]
+    if not names or len(out) > MAX_OUTPUT:
+        return None
+    at = {n: out.find(n) for n in names if n and n in out}
+    name = min(at, key=lambda n: (at[n], -len(n))) if at else names[0]
+    tool = next((t.get("function") or {} for t in setup.request.tools or []
+                 if isinstance(t, dict) and (t.get("function") or {}).get("name") == name), {})
+    props = list(properties_of(tool.get("parameters")))[:16]
+    keys = [k for k in props if k and k in out][:4]
+    kinds = {k: ((tool.get("parameters") or {}).get("properties") or {}).get(k) for k in keys}
+    # (a number is rendered as one: a template writes a string's quotes or delimiters around strings only)
+    args = {k: (int(_NUMBER_FILL.format(i)) if isinstance(kinds[k], dict)
+                and kinds[k].get("type") in ("integer", "number") else _FILL.format(i)) for i, k in enumerate(keys)}
+    with_call, without, reasoned = _rendered_turns(setup, name, args)
+    if not with_call or not without:
+        return None
+    call = call_pieces(with_call, without, [name, *keys, *map(str, args.values()), "call_1", "123456789"])
+    # (with no declared argument written, the markup the template writes around an argument is still its own)
+    argued = _rendered_call(setup, name, {"zqk0x": _FILL.format(len(keys))}) if not keys else ""
+    r_start, r_ends = reasoning_markers(bundle)
+    # (markup the template's source spells out is its own too: a tool result's tokens, a turn it never renders here)
+    rendered = frozenset(m.group(0) for text in (with_call, without, reasoned, argued, ex.generation_prompt, r_start,
+                                                 *r_ends, _src(setup)[:MAX_OUTPUT]) for m in MARKUP.finditer(text))
+    found = Cause.NO_TOOL_FORMAT not in {f.cause for f in ex.findings} and not ctx.get("placeholder_format")
+    ctx["call_relation"] = relate(call, out, format_found=found, rendered=rendered)
+    return ctx["call_relation"]
 
 
 def _decoder_spaced(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any], budget: _Budget
