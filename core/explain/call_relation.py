@@ -69,6 +69,8 @@ class CallRelation:
     foreign: tuple[str, ...]
     render: str
     altered: str = ""          # the output's token that is an absent piece written otherwise
+    stop_in: str = ""          # with every piece in place: what fills the place the parse stopped in (``value``, …)
+    stop_key: str = ""         # and the key written before that place
 
     def sentence(self) -> str:
         """The evidence as one sentence (every piece quoted, nothing of the output's own text beyond its markup)."""
@@ -103,25 +105,27 @@ class CallRelation:
 
 @dataclass(frozen=True)
 class CallPieces:
-    """The template's call markup: ``pieces`` (the significant ones, in render order) and ``segments``, the
-    literal stretches between the fills (name, keys, values), each a list of its tokens with the whitespace the
-    render writes before each."""
+    """The template's call markup: ``pieces`` (the significant ones, in render order), ``segments``, the literal
+    stretches around the fills, each a list of its tokens with the whitespace the render writes before each, and
+    ``gaps``, what fills the place after each segment but the last (``name``, ``key``, ``value``, ``id``)."""
 
     pieces: tuple[str, ...]
     segments: tuple[tuple[tuple[str, str], ...], ...]
     stretch: str
+    gaps: tuple[str, ...] = ()
 
 
 def _token_char(c: str) -> bool:
     return c.isalnum() or c in "_|｜:="
 
 
-def call_pieces(with_call: str, without_call: str, fills: list[str]) -> CallPieces:
+def call_pieces(with_call: str, without_call: str, fills: dict[str, str]) -> CallPieces:
     """The template's call markup: the part of ``with_call`` (the turn rendered with the call) that
     ``without_call`` (the same turn with no call) does not share at either end — never cutting a token — cut at
-    every ``fills`` string (the tool's name, the argument keys and values it was rendered with, the call id) where
-    it stands as a word, each literal stretch cut into tokens at whitespace and at the markup it holds; the
-    significant pieces are the tokens with a letter, a digit or a control token's bar (`{`, `":` alone are not)."""
+    every ``fills`` string (the tool's name, the argument keys and values it was rendered with, the call id; each
+    mapped to what it is) where it stands as a word, each literal stretch cut into tokens at whitespace and at the
+    markup it holds; the significant pieces are the tokens with a letter, a digit or a control token's bar (`{`,
+    `":` alone are not)."""
     a, b = with_call, without_call
     k = 0
     while k < min(len(a), len(b)) and a[k] == b[k]:
@@ -134,12 +138,12 @@ def call_pieces(with_call: str, without_call: str, fills: list[str]) -> CallPiec
     while 0 < e < len(a) - k and a[len(a) - e] not in _WS + "<[" and _token_char(a[len(a) - e - 1]):
         e -= 1          # (not inside a token the two renders end alike)
     stretch = a[k:len(a) - e]
-    fills = sorted({f for f in fills if f}, key=len, reverse=True)
-    cut = re.compile("|".join(rf"(?<![\w]){re.escape(f)}(?![\w])" for f in fills)) if fills else None
+    texts = sorted({f for f in fills if f}, key=len, reverse=True)
+    cut = re.compile("(" + "|".join(rf"(?<![\w]){re.escape(f)}(?![\w])" for f in texts) + ")") if texts else None
     parts = cut.split(stretch) if cut else [stretch]
     pieces: list[str] = []
     segments: list[tuple[tuple[str, str], ...]] = []
-    for part in parts:
+    for part in parts[::2][:MAX_PIECES]:
         seg: list[tuple[str, str]] = []
         at = 0
         for m in _CUT.finditer(part):
@@ -147,25 +151,33 @@ def call_pieces(with_call: str, without_call: str, fills: list[str]) -> CallPiec
             at = m.end()
             if _SIGNIFICANT.search(m.group(0)) and len(pieces) < MAX_PIECES:
                 pieces.append(m.group(0))
-        if seg:
-            segments.append(tuple(seg))
-    return CallPieces(tuple(pieces), tuple(segments[:MAX_PIECES]), stretch)
+        segments.append(tuple(seg))
+    gaps = tuple(fills.get(f, "") for f in parts[1::2][:len(segments) - 1])
+    return CallPieces(tuple(pieces), tuple(segments), stretch, gaps)
 
 
-def _skeleton(segments: tuple[tuple[tuple[str, str], ...], ...], text: str, strict: bool) -> tuple[int, int] | None:
+def _spans(segments: tuple[tuple[tuple[str, str], ...], ...], text: str, strict: bool
+           ) -> list[tuple[int, int]] | None:
     """Where the render's literal stretches are found in ``text``, in order, each a run of its tokens with only
-    whitespace between them (``strict``: the whitespace the render writes there); the span from the first to the
-    end of the last, or None."""
-    at, first = 0, -1
+    whitespace between them (``strict``: the whitespace the render writes there); one span per segment, or None."""
+    at = 0
+    spans: list[tuple[int, int]] = []
     for seg in segments:
         body = "".join((re.escape(ws) if strict and i else (r"\s*" if i else "")) + re.escape(tok)
                        for i, (ws, tok) in enumerate(seg))
         m = re.compile(body).search(text, at)
         if m is None:
             return None
-        first = m.start() if first < 0 else first
+        spans.append((m.start(), m.end()))
         at = m.end()
-    return (first, at) if first >= 0 else None
+    return spans
+
+
+def _skeleton(segments: tuple[tuple[tuple[str, str], ...], ...], text: str, strict: bool) -> tuple[int, int] | None:
+    """The span from the first of the render's literal stretches found in ``text`` to the end of the last
+    (:func:`_spans`), or None."""
+    spans = [sp for sp, seg in zip(_spans(segments, text, strict) or [], segments) if seg]
+    return (spans[0][0], spans[-1][1]) if spans else None
 
 
 def _in_order(pieces: tuple[str, ...], text: str) -> tuple[list[tuple[str, int, int]], list[str]]:
@@ -190,19 +202,32 @@ def _key(token: str) -> str:
     return m.group(1) if m else token
 
 
-def _token_head(token: str) -> str:
-    m = re.match(r"[<\[｜|/]{0,3}([A-Za-z_]{2,20})", token)
-    return m.group(1).lower() if m else ""
+def _affixed(token: str, piece: str) -> bool:
+    """``token`` is ``piece`` in another case, or with a stretch of it left out or one put in (`<tool_calls>` for
+    `<｜DSML｜tool_calls>`, `<|tool_call|>` for `<|tool_call:opensource|>`): what the two share at their start
+    and at their end covers the shorter, at least four characters, each end sharing one."""
+    a, b = token.lower(), piece.lower()
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    if len(short) < 4:
+        return False
+    i = 0
+    while i < len(short) and short[i] == long_[i]:
+        i += 1
+    j = 0
+    while j < len(short) - i and short[-1 - j] == long_[-1 - j]:
+        j += 1
+    return i >= 1 and j >= 1 and i + j >= len(short) or a == b
 
 
 _JSON_KEY = re.compile(r'"[\w\-]{1,64}":')
 
 
-def relate(call: CallPieces, output: str, *, format_found: bool, rendered: frozenset[str]) -> CallRelation:
+def relate(call: CallPieces, output: str, *, format_found: bool, rendered: frozenset[str], stop: int = -1
+           ) -> CallRelation:
     """The relation between the template's call (``call``, from :func:`call_pieces`) and ``output``.
     ``rendered``: every markup token the template's renders write (the call turn, the turn without it, with
     reasoning, the prompt), so markup around the call that is none of them is foreign; ``format_found``: whether
-    the analysis found a tool format."""
+    the analysis found a tool format; ``stop``: where the parse stopped in the output (-1: nowhere)."""
     pieces, render = call.pieces, call.stretch
     out = output[:MAX_OUTPUT]
     tokens = [m for _, m in zip(range(MAX_TOKENS), MARKUP.finditer(out))]
@@ -245,7 +270,24 @@ def relate(call: CallPieces, output: str, *, format_found: bool, rendered: froze
         return rel(Relation.ALTERED, matched, altered="brackets around the call")
     if not format_found:
         return rel(Relation.FORMAT_NOT_FOUND, matched)
-    return rel(Relation.CONSISTENT, matched)
+    where, key = _stop_place(call, out, stop)
+    return CallRelation(Relation.CONSISTENT, pieces, matched, (), (), render, stop_in=where, stop_key=key)
+
+
+def _stop_place(call: CallPieces, out: str, stop: int) -> tuple[str, str]:
+    """What fills the place between two of the render's literal stretches where the parse stopped (``name``,
+    ``key``, ``value``) and the output's text in the key's place before it; ``("", "")`` elsewhere."""
+    spans = _spans(call.segments, out, strict=False) if stop >= 0 else None
+    if not spans:
+        return "", ""
+    key = ""
+    for i, kind in enumerate(call.gaps):
+        lo, hi = spans[i][1], spans[i + 1][0]
+        if kind == "key":
+            key = out[lo:hi].strip(_WS)
+        if lo <= stop < hi:
+            return kind, key
+    return "", ""
 
 
 def _respaced(segments: tuple[tuple[tuple[str, str], ...], ...], out: str) -> str:
@@ -269,10 +311,9 @@ def _partial(pieces: tuple[str, ...], segments: tuple[tuple[tuple[str, str], ...
 
     first = absent[0]
     lo, hi = found[0][1], found[-1][2]
-    for m in tokens:            # the absent piece written otherwise: case, or a suffix more or less
+    for m in tokens:            # the absent piece written otherwise: case, or a piece of it more or less
         t = m.group(0)
-        if t != first and _key(t) not in rendered and MARKUP.fullmatch(first) and _token_head(t) \
-                and _token_head(t) == _token_head(first) and (t.lower() == first.lower() or t[:3] == first[:3]):
+        if t != first and _key(t) not in rendered and first.startswith(("<", "[")) and _affixed(t, first):
             return rel(Relation.ALTERED, altered=t)
     own = tuple(dict.fromkeys(m.group(0) for m in tokens if _key(m.group(0)) not in rendered))
     if own and 2 * len(matched) < len(pieces):

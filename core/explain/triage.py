@@ -1549,6 +1549,14 @@ def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict
         return None
     if rel.relation in DECISIVE:
         return Mistake[rel.relation.value], rel.sentence()
+    typed = _declared_type(setup.request, rel.stop_key) if rel.stop_in == "value" else ""
+    if rel.relation == Relation.CONSISTENT and typed not in ("", "string") \
+            and mistake in (Mistake.OMITTED_MARKER, Mistake.OMITTED_OPENER, Mistake.OMITTED_CLOSER):
+        # every piece where the render writes it, its whitespace too: nothing was omitted, and the parse stopped
+        # inside a value the schema types
+        return Mistake.TYPE_MISMATCH, rel.sentence() + f"; the output writes every one of them as the template " \
+            f"renders them (its whitespace too), so nothing was omitted: the parse stopped inside the value of " \
+            f"{_q(rel.stop_key)}, which the schema types as {typed} — the value is not of its type"
     if rel.relation == Relation.CONSISTENT and mistake in (Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.FOREIGN_WRAPPER):
         # every piece of the template's call written, in order, nothing around it no render writes, and the
         # parse read no call: the output is the template's own call, which our parser does not read
@@ -1556,6 +1564,16 @@ def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict
             "nothing around the call that the template's renders do not write, yet the parse read no call: the " \
             "template writes this call, our parser (its analysis or handler) does not read it"
     return None
+
+
+def _declared_type(req: Any, key: str) -> str:
+    """The JSON type the request's tools declare for an argument named ``key`` (the first that does), or ``""``."""
+    for t in req.tools or []:
+        props = ((t.get("function") or {}).get("parameters") or {}).get("properties") if isinstance(t, dict) else None
+        spec = props.get(key) if isinstance(props, dict) else None
+        if isinstance(spec, dict) and isinstance(spec.get("type"), str):
+            return spec["type"]
+    return ""
 
 
 def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Parsed] | None,
@@ -3214,14 +3232,16 @@ def _rendered_turns(setup: _Setup, name: str, args: dict[str, Any], copies: int 
 
 _FILL = "zqv{}x"      # an argument value no template writes, so the render can be cut at it
 _NUMBER_FILL = "97531{}"
+_PROBE_KEY = "zqk0x"
 
 
 def _call_relation(setup: _Setup, bundle: Any, ex: Any, ctx: dict[str, Any]) -> CallRelation | None:
     """The relation between the template's call markup and the output's (:mod:`core.explain.call_relation`):
     the call rendered with the tool the output names (else the request's first tool) and the argument keys of it
-    the output writes, against the same turn without a call; the turn with reasoning (and, when the output writes
-    no declared key, a call with one argument) adds the markup the template writes. At most four renders, once
-    per triage (cached in ``ctx``);
+    the output writes (a number-typed one with a number), against the same turn without a call; the turn with
+    reasoning adds the markup the template writes. When the output writes no declared key, the call is also
+    rendered with one argument: its relation stands when it places every piece where the one without arguments
+    does not (arguments the schema does not declare). At most five renders, once per triage (cached in ``ctx``);
     None without tools, for an output over the relation's bound, or when the template renders no call."""
     if "call_relation" in ctx:
         return ctx["call_relation"]
@@ -3238,21 +3258,30 @@ def _call_relation(setup: _Setup, bundle: Any, ex: Any, ctx: dict[str, Any]) -> 
     keys = [k for k in props if k and k in out][:4]
     kinds = {k: ((tool.get("parameters") or {}).get("properties") or {}).get(k) for k in keys}
     # (a number is rendered as one: a template writes a string's quotes or delimiters around strings only)
-    args = {k: (int(_NUMBER_FILL.format(i)) if isinstance(kinds[k], dict)
-                and kinds[k].get("type") in ("integer", "number") else _FILL.format(i)) for i, k in enumerate(keys)}
-    with_call, without, reasoned = _rendered_turns(setup, name, args)
-    if not with_call or not without:
-        return None
-    call = call_pieces(with_call, without, [name, *keys, *map(str, args.values()), "call_1", "123456789"])
-    # (with no declared argument written, the markup the template writes around an argument is still its own)
-    argued = _rendered_call(setup, name, {"zqk0x": _FILL.format(len(keys))}) if not keys else ""
+    args: dict[str, Any] = {k: (int(_NUMBER_FILL.format(i)) if isinstance(kinds[k], dict)
+                                and kinds[k].get("type") in ("integer", "number") else _FILL.format(i))
+                            for i, k in enumerate(keys)}
+    tries = [args] + ([{_PROBE_KEY: _FILL.format(0)}] if not keys else [])
     r_start, r_ends = reasoning_markers(bundle)
-    # (markup the template's source spells out is its own too: a tool result's tokens, a turn it never renders here)
-    rendered = frozenset(m.group(0) for text in (with_call, without, reasoned, argued, ex.generation_prompt, r_start,
-                                                 *r_ends, _src(setup)[:MAX_OUTPUT]) for m in MARKUP.finditer(text))
-    found = Cause.NO_TOOL_FORMAT not in {f.cause for f in ex.findings} and not ctx.get("placeholder_format")
-    ctx["call_relation"] = relate(call, out, format_found=found, rendered=rendered)
-    return ctx["call_relation"]
+    found = Cause.NO_TOOL_FORMAT not in {f.cause for f in ex.findings}
+    best: CallRelation | None = None
+    for kw in tries:
+        with_call, without, reasoned = _rendered_turns(setup, name, kw)
+        if not with_call or not without:
+            return None
+        call = call_pieces(with_call, without, {name: "name", **{k: "key" for k in kw},
+                                                **{str(v): "value" for v in kw.values()}, "call_1": "id",
+                                                "123456789": "id"})
+        # (markup the template's source spells out is its own too: a tool result's tokens, a turn not rendered here)
+        rendered = frozenset(m.group(0) for text in (with_call, without, reasoned, ex.generation_prompt, r_start,
+                                                     *r_ends, _src(setup)[:MAX_OUTPUT]) for m in MARKUP.finditer(text))
+        rel = relate(call, out, format_found=found, rendered=rendered,
+                     stop=ex.stop.output_pos if ex.stop is not None else -1)
+        if best is None or (rel.relation != Relation.ALTERED and not rel.absent
+                            and best.relation == Relation.ALTERED):
+            best = rel
+    ctx["call_relation"] = best
+    return best
 
 
 def _decoder_spaced(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any], budget: _Budget
