@@ -72,6 +72,12 @@ class CallRelation:
     stop_in: str = ""          # with every piece in place: what fills the place the parse stopped in (``value``, …)
     stop_key: str = ""         # and the key written before that place
 
+    def to_json(self) -> dict[str, object]:
+        """JSON-ready dict (``explain --json``: ``triage.relation``)."""
+        return {"relation": self.relation.value, "pieces": list(self.pieces), "matched": list(self.matched),
+                "absent": list(self.absent), "foreign": list(self.foreign), "render": self.render,
+                "altered": self.altered, "stop_in": self.stop_in, "stop_key": self.stop_key}
+
     def sentence(self) -> str:
         """The evidence as one sentence (every piece quoted, nothing of the output's own text beyond its markup)."""
         def q(xs: tuple[str, ...]) -> str:
@@ -222,12 +228,16 @@ def _affixed(token: str, piece: str) -> bool:
 _JSON_KEY = re.compile(r'"[\w\-]{1,64}":')
 
 
-def relate(call: CallPieces, output: str, *, format_found: bool, rendered: frozenset[str], stop: int = -1
-           ) -> CallRelation:
+_JSON_NAME = re.compile(r'"name"\s{0,8}:\s{0,8}"([^"\\\n]{1,64})"')
+
+
+def relate(call: CallPieces, output: str, *, format_found: bool, rendered: frozenset[str], stop: int = -1,
+           names: frozenset[str] = frozenset()) -> CallRelation:
     """The relation between the template's call (``call``, from :func:`call_pieces`) and ``output``.
     ``rendered``: every markup token the template's renders write (the call turn, the turn without it, with
     reasoning, the prompt), so markup around the call that is none of them is foreign; ``format_found``: whether
-    the analysis found a tool format; ``stop``: where the parse stopped in the output (-1: nowhere)."""
+    the analysis found a tool format; ``stop``: where the parse stopped in the output (-1: nowhere); ``names``:
+    the request's tools (a JSON object naming one is a call of the output's own shape)."""
     pieces, render = call.pieces, call.stretch
     out = output[:MAX_OUTPUT]
     tokens = [m for _, m in zip(range(MAX_TOKENS), MARKUP.finditer(out))]
@@ -245,7 +255,9 @@ def relate(call: CallPieces, output: str, *, format_found: bool, rendered: froze
     # a piece present only as punctuation-sized text everywhere (`>`, `=`) says nothing: count the markup ones
     solid = [p for p in matched if MARKUP.fullmatch(p) or len(p) >= 3]
     if not solid:
-        return rel(Relation.TEMPLATE_MODEL_MISMATCH if own else Relation.NO_CALL, (), pieces, own)
+        named = tuple(m.group(0) for _, m in zip(range(MAX_TOKENS), _JSON_NAME.finditer(out)) if m.group(1) in names)
+        shaped = own + named[:1]
+        return rel(Relation.TEMPLATE_MODEL_MISMATCH if shaped else Relation.NO_CALL, (), pieces, shaped)
     if absent and found and not out[found[-1][2]:].strip(_WS):
         # the output ends right after a piece: the pieces the render writes after it are the turn's end, which a
         # server's stop (or the end of generation) leaves out — not the model's omission
@@ -323,6 +335,12 @@ def _partial(pieces: tuple[str, ...], segments: tuple[tuple[tuple[str, str], ...
     if inner and pieces[0] in matched and all(p in absent for p in inner):
         # the template's opener and none of its markup inside: the call is written in another format within
         return rel(Relation.TEMPLATE_MODEL_MISMATCH)
+    before = tuple(dict.fromkeys(m.group(0) for m in tokens if _key(m.group(0)) not in rendered
+                                 and m.end() <= lo and _adjacent(out, m, lo, hi)))
+    if before:
+        # markup of the output's own right before the call (where the template writes its opener, or around its
+        # first piece): a wrapper — the outer fault first, whatever the call inside lacks
+        return rel(Relation.FOREIGN_WRAPPER, before)
     spaced = _respaced(segments, out)
     if spaced:
         return rel(Relation.ALTERED, altered=spaced)
@@ -336,10 +354,6 @@ def _partial(pieces: tuple[str, ...], segments: tuple[tuple[tuple[str, str], ...
         # (another syntax around it — `(` for `{` —, a body of another format): the rules' reading
         return rel(Relation.ALTERED, altered="the call's literal text around the absent pieces")
     if first == pieces[0]:
-        before = tuple(dict.fromkeys(m.group(0) for m in tokens if _key(m.group(0)) not in rendered
-                                     and m.end() <= lo and _adjacent(out, m, lo, hi)))
-        if before:      # markup of the output's own where the template writes its opener: a wrapper of its own
-            return rel(Relation.FOREIGN_WRAPPER, before)
         return rel(Relation.OMITTED_OPENER)
     if all(p.startswith("</") or p == pieces[-1] for p in absent):
         return rel(Relation.OMITTED_CLOSER)

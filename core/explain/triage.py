@@ -184,13 +184,14 @@ class Triage:
     no_fix: str = ""
     searched: int = 0
     budget_hit: bool = False
+    relation: CallRelation | None = None    # when the template's rendered call pieces decided the mistake
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (``explain --json`` key ``triage``)."""
         return {"mistake": self.mistake.name, "mistake_text": self.mistake.value, "sentence": self.sentence,
                 "evidence": list(self.evidence), "nearest": self.nearest.to_json() if self.nearest else None,
                 "fixes": [f.to_json() for f in self.fixes], "no_fix": self.no_fix, "searched": self.searched,
-                "budget_hit": self.budget_hit}
+                "budget_hit": self.budget_hit, "relation": self.relation.to_json() if self.relation else None}
 
 
 def _q(s: str, n: int = 40) -> str:
@@ -1530,6 +1531,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         return mistake, ev
     for key in ("restored", "restored_server", "restored_reasoning", "why_none", "headline", "affix", "needs_call"):
         ctx.pop(key, None)      # (what the overruled reading left for its own fixes and sentence)
+    ctx["relation_decided"] = True
     return decided[0], [e for e in ev if e.startswith("the parse stopped at")] + [decided[1]]
 
 
@@ -3276,7 +3278,7 @@ def _call_relation(setup: _Setup, bundle: Any, ex: Any, ctx: dict[str, Any]) -> 
         rendered = frozenset(m.group(0) for text in (with_call, without, reasoned, ex.generation_prompt, r_start,
                                                      *r_ends, _src(setup)[:MAX_OUTPUT]) for m in MARKUP.finditer(text))
         rel = relate(call, out, format_found=found, rendered=rendered,
-                     stop=ex.stop.output_pos if ex.stop is not None else -1)
+                     stop=ex.stop.output_pos if ex.stop is not None else -1, names=frozenset(names))
         if best is None or (rel.relation != Relation.ALTERED and not rel.absent
                             and best.relation == Relation.ALTERED):
             best = rel
@@ -4984,7 +4986,8 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
         # the headline names one mistake, the first the edits meet; the others follow in the evidence
         sentence = parts[0]
         evidence = evidence + ["the nearest accepted output also needs: " + "; then ".join(parts[1:])]
-    return Triage(mistake, sentence, evidence, nearest, fixes, why, budget.total - budget.left, budget.hit)
+    return Triage(mistake, sentence, evidence, nearest, fixes, why, budget.total - budget.left, budget.hit,
+                  ctx["call_relation"] if ctx.get("relation_decided") else None)
 
 
 def _in_transformers_dialect(ex: Any, setup: _Setup, why: str, **budget: Any) -> Triage:
