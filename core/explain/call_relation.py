@@ -255,8 +255,10 @@ def relate(call: CallPieces, output: str, *, format_found: bool, rendered: froze
     # a piece present only as punctuation-sized text everywhere (`>`, `=`) says nothing: count the markup ones
     solid = [p for p in matched if MARKUP.fullmatch(p) or len(p) >= 3]
     if not solid:
+        # (call-shaped: markup of its own around a requested tool's name, or a JSON object naming one — a fence or
+        # a tag alone is no call)
         named = tuple(m.group(0) for _, m in zip(range(MAX_TOKENS), _JSON_NAME.finditer(out)) if m.group(1) in names)
-        shaped = own + named[:1]
+        shaped = (own if any(n and n in out for n in names) else ()) + named[:1]
         return rel(Relation.TEMPLATE_MODEL_MISMATCH if shaped else Relation.NO_CALL, (), pieces, shaped)
     if absent and found and not out[found[-1][2]:].strip(_WS):
         # the output ends right after a piece: the pieces the render writes after it are the turn's end, which a
