@@ -27,8 +27,9 @@ BATCHES = [("Eighth batch", "kept6"), ("Ninth batch", "kept7"), ("Tenth batch", 
            ("Fifteenth batch", "kept13"), ("Sixteenth batch", "kept14")]
 CALL_FORMAT = {"FORMAT_NOT_FOUND", "TEMPLATE_MODEL_MISMATCH", "FOREIGN_WRAPPER", "OMITTED_MARKER", "OMITTED_OPENER",
                "OMITTED_CLOSER"}
-READ = {"kept6-kept-vllm-5649-hermes2pro-call", "kept6-xlam-tool-call-tags", "kept6-kept-gemma-docs-fg-base-one-call-stock",
-        "kept6-vllm-minimax-thinking-tags", "kept6-vllm-minimax-m3-nested", "kept8-sgl-llama32-python-tag",
+READ = {"kept6-kept-vllm-5649-hermes2pro-call", "kept6-xlam-tool-call-tags",
+        "kept6-kept-gemma-docs-fg-base-one-call-stock", "kept6-vllm-minimax-thinking-tags", "kept6-vllm-minimax-m3-nested",
+        "kept8-sgl-llama32-python-tag",
         "kept8-sgl-lfm2-json", "kept9-mlx-glm47-json", "kept9-trt-dsv4-multiple"}
 
 
@@ -65,7 +66,8 @@ def first_measure_misses(doc: list[str], head: str, rows: list[dict]) -> list[di
         for key in keys:
             key = key.split(" ")[0]
             parts = [x for x in key.split("…") if x]
-            hits = [r for r in rows if r["id"].endswith(key)] or [r for r in rows if parts and all(x in r["id"] for x in parts)]
+            hits = [r for r in rows if r["id"].endswith(key)] \
+                or [r for r in rows if parts and all(x in r["id"] for x in parts)]
             if len(hits) > 1:
                 hits = [r for r in hits if r["id"].endswith(parts[-1])] or hits
             out += hits[:1] if len(hits) == 1 else []
@@ -113,9 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         misses = first_measure_misses(doc, head, rows)
         said = [(name, c, alone(c, args.templates)) for c in misses]
         seen += said
-        print(f"{name}: {len(misses)} first-measure cause misses, the relation alone names "
-              f"{sum(a == c['cause'] for _, c, a in said)} right, {sum(bool(a) and a != c['cause'] for _, c, a in said)} "
-              "wrong")
+        right = sum(a == c["cause"] for _, c, a in said)
+        wrong = sum(bool(a) and a != c["cause"] for _, c, a in said)
+        print(f"{name}: {len(misses)} first-measure cause misses, the relation alone names {right} right, "
+              f"{wrong} wrong")
     def tally(label: str, part: list[tuple[str, dict, str]]) -> None:
         print(f"{label}: {len(part)} misses, right {sum(a == c['cause'] for _, c, a in part)}, wrong "
               f"{sum(bool(a) and a != c['cause'] for _, c, a in part)}, silent {sum(not a for _, c, a in part)}")
@@ -127,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     tally("  true cause a call-format class", [x for x in unread if x[1]["cause"] in CALL_FORMAT])
     if args.rows:
         for name, c, a in seen:
-            print(f"{'✓' if a == c['cause'] else ('✗' if a else '·')} {name:7} {c['id'][:60]:60} {c['cause']:24} {a}")
+            mark = "✓" if a == c["cause"] else ("✗" if a else "·")
+            print(f"{mark} {name:7} {c['id'][:60]:60} {c['cause']:24} {a}")
     return 0
 
 

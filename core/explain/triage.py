@@ -2074,7 +2074,8 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
                 return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(_shift(edits), out), stripped]
             learned = _learned_separator(setup, edits, out, ctx)
             if learned:
-                ctx["headline"], ctx["specific"] = learned, True     # (the render of two calls compared)     # (the nearest output's "omitted `,`" is the analysis' gap here)
+                # (the nearest output's "omitted `,`" is the analysis' gap here, from the render of two calls)
+                ctx["headline"], ctx["specific"] = learned, True
                 empty = _empty_comparisons(bundle)
                 return Mistake.FORMAT_NOT_FOUND, ev + [learned + ("; comparisons that came back empty: "
                                                                   + "; ".join(empty) if empty else "")]
