@@ -28,9 +28,9 @@ BATCHES = [("Eighth batch", "kept6"), ("Ninth batch", "kept7"), ("Tenth batch", 
 CALL_FORMAT = {"FORMAT_NOT_FOUND", "TEMPLATE_MODEL_MISMATCH", "FOREIGN_WRAPPER", "OMITTED_MARKER", "OMITTED_OPENER",
                "OMITTED_CLOSER"}
 READ = {"kept6-kept-vllm-5649-hermes2pro-call", "kept6-xlam-tool-call-tags",
-        "kept6-kept-gemma-docs-fg-base-one-call-stock", "kept6-vllm-minimax-thinking-tags", "kept6-vllm-minimax-m3-nested",
-        "kept8-sgl-llama32-python-tag",
-        "kept8-sgl-lfm2-json", "kept9-mlx-glm47-json", "kept9-trt-dsv4-multiple"}
+        "kept6-kept-gemma-docs-fg-base-one-call-stock", "kept6-vllm-minimax-thinking-tags",
+        "kept6-vllm-minimax-m3-nested", "kept8-sgl-llama32-python-tag", "kept8-sgl-lfm2-json", "kept9-mlx-glm47-json",
+        "kept9-trt-dsv4-multiple"}
 
 
 def first_measure_misses(doc: list[str], head: str, rows: list[dict]) -> list[dict]:
