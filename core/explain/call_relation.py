@@ -277,8 +277,9 @@ def relate(call: CallPieces, output: str, *, format_found: bool, rendered: froze
     start, end = span
     around = tuple(dict.fromkeys(m.group(0) for m in tokens if _key(m.group(0)) not in rendered
                                  and _adjacent(out, m, start, end)))
-    if around and any(m.end() <= start and m.group(0) in around for m in tokens):
-        # (a wrapper opens before the call; markup only after it is text after the call, the rules' reading)
+    if around and any(m.end() <= start and m.group(0) in around and not m.group(0).startswith("</") for m in tokens):
+        # (a wrapper opens before the call: a closer there ends a block before it, `</think>`; markup only after
+        # the call is text after it, the rules' reading)
         return rel(Relation.FOREIGN_WRAPPER, matched, foreign=around)
     if re.search(r"[{\[]", MARKUP.sub("", out[:start])) or re.search(r"[}\]]", MARKUP.sub("", out[end:])):
         return rel(Relation.ALTERED, matched, altered="brackets around the call")
@@ -338,7 +339,7 @@ def _partial(pieces: tuple[str, ...], segments: tuple[tuple[tuple[str, str], ...
         # the template's opener and none of its markup inside: the call is written in another format within
         return rel(Relation.TEMPLATE_MODEL_MISMATCH)
     before = tuple(dict.fromkeys(m.group(0) for m in tokens if _key(m.group(0)) not in rendered
-                                 and m.end() <= lo and _adjacent(out, m, lo, hi)))
+                                 and m.end() <= lo and not m.group(0).startswith("</") and _adjacent(out, m, lo, hi)))
     if before:
         # markup of the output's own right before the call (where the template writes its opener, or around its
         # first piece): a wrapper — the outer fault first, whatever the call inside lacks
