@@ -119,3 +119,16 @@ def test_nothing_to_say_without_tools_or_beyond_the_bound():
     # an empty set of pieces (a template that renders no call) relates to nothing
     assert relate(call_pieces("", "", {}), c["input"], format_found=True, rendered=frozenset()).relation \
         == Relation.NO_CALL
+
+
+def test_a_rule_with_evidence_of_its_own_keeps_its_answer():
+    # Mistral v3's call without `[TOOL_CALLS]` (mistral-inference#162): the relation finds the opener absent (and
+    # the call's `"id"`), the stripped-tokens reading re-parsed the output with the token put back — that one stands
+    rel, ex, s, b = _relation("mistral-inference-162")
+    assert rel.absent[0] == "[TOOL_CALLS]" and '"id":' in rel.absent
+    tg = triage(ex, s, b, seconds=30.0, reexplain=explain)
+    assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED and tg.relation is None
+    # Muse Glimmer's header without `assistant` (kept13): the header rule's answer, about no call at all
+    rel, ex, s, b = _relation("kept11-sglang-muse-glimmer-reasoning-header-without-recipient")
+    tg = triage(ex, s, b, seconds=30.0, reexplain=explain)
+    assert tg.mistake == Mistake.OMITTED_MARKER and tg.relation is None
