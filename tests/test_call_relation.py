@@ -87,7 +87,8 @@ def test_muse_glimmers_tool_channel_is_the_templates_call_its_parser_does_not_re
     tg = triage(ex, s, b, seconds=30.0, reexplain=explain)
     assert tg.mistake == Mistake.FORMAT_NOT_FOUND
     assert tg.relation is not None and tg.to_json()["relation"]["pieces"][:2] == ["to=", "<|message|>"]
-    assert any("the output writes every one of them, in order" in e and "our parser" in e for e in tg.evidence)
+    assert any("the output writes every one of them, in order" in e and "our parser" in e
+               and "read by a handler of its own, not by the analysis" in e for e in tg.evidence)
 
 
 def test_a_padded_integer_with_the_markup_in_place_is_a_type_mismatch_not_an_omitted_marker():

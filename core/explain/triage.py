@@ -1549,8 +1549,13 @@ def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict
     rel = _call_relation(setup, bundle, ex, ctx)
     if rel is None:
         return None
+    empty = _empty_comparisons(bundle)
+    unread = ("; comparisons that came back empty: " + "; ".join(empty)) if empty else \
+        ("; this template is read by a handler of its own, not by the analysis" if bundle.format != "peg-native"
+         else "")
     if rel.relation in DECISIVE:
-        return Mistake[rel.relation.value], rel.sentence()
+        return Mistake[rel.relation.value], rel.sentence() + (unread if rel.relation == Relation.FORMAT_NOT_FOUND
+                                                               else "")
     typed = _declared_type(setup.request, rel.stop_key) if rel.stop_in == "value" else ""
     if rel.relation == Relation.CONSISTENT and typed not in ("", "string") \
             and mistake in (Mistake.OMITTED_MARKER, Mistake.OMITTED_OPENER, Mistake.OMITTED_CLOSER):
@@ -1564,7 +1569,7 @@ def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict
         # parse read no call: the output is the template's own call, which our parser does not read
         return Mistake.FORMAT_NOT_FOUND, rel.sentence() + "; the output writes every one of them, in order, with " \
             "nothing around the call that the template's renders do not write, yet the parse read no call: the " \
-            "template writes this call, our parser (its analysis or handler) does not read it"
+            "template writes this call, our parser (its analysis or handler) does not read it" + unread
     return None
 
 
