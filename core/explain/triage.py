@@ -42,6 +42,7 @@ from .model import stop_point as _stop_point
 from .model import build_bundle, dialect_failure, dialect_line, properties_of, required_of, written_arguments_kind
 from .model import FixKind, reasoning_markers, tool_stub
 from .model import visible_text as _visible
+from .call_relation import DECISIVE, MARKUP, MAX_OUTPUT, CallRelation, Relation, call_pieces, relate
 
 _WS = " \t\n\v\f\r"
 MAX_EDITS = 3
@@ -184,13 +185,14 @@ class Triage:
     no_fix: str = ""
     searched: int = 0
     budget_hit: bool = False
+    relation: CallRelation | None = None    # when the template's rendered call pieces decided the mistake
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (``explain --json`` key ``triage``)."""
         return {"mistake": self.mistake.name, "mistake_text": self.mistake.value, "sentence": self.sentence,
                 "evidence": list(self.evidence), "nearest": self.nearest.to_json() if self.nearest else None,
                 "fixes": [f.to_json() for f in self.fixes], "no_fix": self.no_fix, "searched": self.searched,
-                "budget_hit": self.budget_hit}
+                "budget_hit": self.budget_hit, "relation": self.relation.to_json() if self.relation else None}
 
 
 def _q(s: str, n: int = 40) -> str:
@@ -869,6 +871,7 @@ def _unfound_format(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], ev
     """The mistake when the analysis found no tool-call format (or, ``placeholder`` saying so, one that is an
     artefact of its probes): the empty comparisons listed; no mistake for an output with nothing call-like; another
     family's format when improved fidelity reads no call either; else the format not found."""
+    ctx["specific"] = True      # (the analysis' gap, its empty comparisons listed: first whatever the call lacks)
     ev = ev + [e for f in ex.findings if f.cause == Cause.NO_TOOL_FORMAT for e in f.evidence]
     empty = _empty_comparisons(bundle)
     if empty:
@@ -1519,9 +1522,77 @@ def _prompt_tail_repeated(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tuple[
     return None
 
 
+# the call-format classes the relation of the template's call pieces to the output's markup decides
+_CALL_FORMAT = frozenset({Mistake.FORMAT_NOT_FOUND, Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.FOREIGN_WRAPPER,
+                          Mistake.OMITTED_MARKER, Mistake.OMITTED_OPENER, Mistake.OMITTED_CLOSER})
+
+
 def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Parsed] | None,
-                     ctx: dict[str, Any]) -> tuple[Mistake, list[str]]:  # noqa: C901
-    """The mistake and its evidence (most specific rule first)."""
+                     ctx: dict[str, Any]) -> tuple[Mistake, list[str]]:
+    """The mistake and its evidence: the rules' reading (:func:`_rule_reading`), and where that is a call-format
+    class (or no mistake with a call read nowhere) the relation of the template's rendered call
+    pieces to the output's markup decides (:func:`_arbitrated`), unless a rule with evidence of its own named it."""
+    mistake, ev = _rule_reading(ex, setup, bundle, near, ctx)
+    decided = _arbitrated(mistake, ex, setup, bundle, ctx)
+    if decided is None or decided[0] == mistake:
+        return mistake, ev
+    for key in ("restored", "restored_server", "restored_reasoning", "why_none", "headline", "affix", "needs_call"):
+        ctx.pop(key, None)      # (what the overruled reading left for its own fixes and sentence)
+    ctx["relation_decided"] = True
+    return decided[0], [e for e in ev if e.startswith("the parse stopped at")] + [decided[1]]
+
+
+def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                ) -> tuple[Mistake, str] | None:
+    """The call-format class the relation names for this output, when it decides: the rules' answer is a
+    call-format class without evidence of its own (``ctx["specific"]``), or none while no call was read and the
+    output is call-like (stripped special tokens are not overruled: that reading re-parsed the output with the
+    tokens put back). None when the relation has nothing to say."""
+    msg = ex.message
+    if ctx.get("specific") or msg.get("tool_calls"):
+        return None
+    if mistake not in _CALL_FORMAT and not (mistake == Mistake.NONE and _call_like(ex.output, ctx["names"])):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None:
+        return None
+    empty = _empty_comparisons(bundle)
+    unread = ("; comparisons that came back empty: " + "; ".join(empty)) if empty else \
+        ("; this template is read by a handler of its own, not by the analysis" if bundle.format != "peg-native"
+         else "")
+    if rel.relation in DECISIVE:
+        return Mistake[rel.relation.value], rel.sentence() + (unread if rel.relation == Relation.FORMAT_NOT_FOUND
+                                                               else "")
+    typed = _declared_type(setup.request, rel.stop_key) if rel.stop_in == "value" else ""
+    if rel.relation == Relation.CONSISTENT and typed not in ("", "string") \
+            and mistake in (Mistake.OMITTED_MARKER, Mistake.OMITTED_OPENER, Mistake.OMITTED_CLOSER):
+        # every piece where the render writes it, its whitespace too: nothing was omitted, and the parse stopped
+        # inside a value the schema types
+        return Mistake.TYPE_MISMATCH, rel.sentence() + f"; the output writes every one of them as the template " \
+            f"renders them (its whitespace too), so nothing was omitted: the parse stopped inside the value of " \
+            f"{_q(rel.stop_key)}, which the schema types as {typed} — the value is not of its type"
+    if rel.relation == Relation.CONSISTENT and mistake in (Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.FOREIGN_WRAPPER):
+        # every piece of the template's call written, in order, nothing around it no render writes, and the
+        # parse read no call: the output is the template's own call, which our parser does not read
+        return Mistake.FORMAT_NOT_FOUND, rel.sentence() + "; the output writes every one of them, in order, with " \
+            "nothing around the call that the template's renders do not write, yet the parse read no call: the " \
+            "template writes this call, our parser (its analysis or handler) does not read it" + unread
+    return None
+
+
+def _declared_type(req: Any, key: str) -> str:
+    """The JSON type the request's tools declare for an argument named ``key`` (the first that does), or ``""``."""
+    for t in req.tools or []:
+        props = ((t.get("function") or {}).get("parameters") or {}).get("properties") if isinstance(t, dict) else None
+        spec = props.get(key) if isinstance(props, dict) else None
+        if isinstance(spec, dict) and isinstance(spec.get("type"), str):
+            return spec["type"]
+    return ""
+
+
+def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Parsed] | None,
+                  ctx: dict[str, Any]) -> tuple[Mistake, list[str]]:  # noqa: C901
+    """The mistake and its evidence by the rules (most specific rule first)."""
     causes = [f.cause for f in ex.findings]
     ev: list[str] = []
     out = ex.output
@@ -1560,6 +1631,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [bare[1]]
     part = _reasoning_opener_part(out, msg, r_start) if not ex.clean else None
     if part:
+        ctx["specific"] = True      # (the reasoning's marker, not the call's: the relation does not read it)
         ctx["why_none"] = (
             f"no change of ours (repair, request, override, fidelity) re-parses {_q(part[0])} without "
             f"{_q(part[1])} as the reasoning's opener — only the model's output (or a new repair) can change")
@@ -1569,6 +1641,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             "the block as reasoning"]
     header = _header_without_word(out, msg, gp) if not ex.clean else None
     if header:
+        ctx["specific"] = True      # (the turn header, not the call)
         ctx["why_none"] = (
             f"no change of ours (repair, request, override, fidelity) re-parses a header written {_q(header[0])} "
             f"without {_q(header[1])} — only the model's output (or a new repair) can change")
@@ -1578,7 +1651,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             "template's header, and the parse reads none of the text"]
     affix = _marker_affix(setup, bundle, out, ctx)
     if affix:
-        ctx["affix"] = affix[0]
+        ctx["affix"], ctx["specific"] = affix[0], True     # (a piece present but altered: the affix reads it)
         ctx["why_none"] = (
             f"the template's markers carry {_q(affix[0])}, which the model does not write, and no patch that takes it "
             "out of the template re-parses this output to a clean message: the model's own template is needed")
@@ -1712,12 +1785,14 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         return Mistake.REOPENED_REASONING, ev
     pair = _unfound_token_pair(setup, bundle, out, msg, ctx, r_start, r_ends) if ex.clean else None
     if pair:
+        ctx["specific"] = True      # (a control token of the reasoning the analysis placed in no role)
         if pair[0]:
             ctx["reasoning_override"] = pair[0]
         ctx["fault_markup"] = pair[1]
         return Mistake.FORMAT_NOT_FOUND, ev + [pair[2]]
     lone = _closer_without_opener(setup, out, msg, r_start, r_ends, gp) if ex.clean else ""
     if lone:
+        ctx["specific"] = True      # (a reasoning closer, not the call)
         ctx["why_none"] = (
             "the template renders no reasoning and its generation prompt opens none, so nothing of ours gives the "
             "closer a role: an override of the reasoning markers reads a block only from its opener (the output "
@@ -1726,6 +1801,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [lone]
     result = _tool_result_markers(setup, msg, ctx) if ex.clean else []
     if result:
+        ctx["specific"] = True      # (a tool result's markers in an answer, not the call)
         ctx["why_none"] = (
             f"no repair, override or fidelity of ours takes {_q(result[0])} out of an answer: it is a marker the "
             "template writes around a tool's result, not markup of the reply's format — only the model's output (or a "
@@ -1787,6 +1863,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     unfound = _unfound_reasoning(setup, out, msg, ctx, r_start, r_ends)
     if unfound:
         ctx["reasoning_override"], ctx["fault_markup"] = unfound[0], unfound[1]
+        ctx["specific"] = True      # (the reasoning's markers the analysis did not find, re-parsed with them)
         empty = [c for c in _empty_comparisons(bundle) if c.startswith("R")]
         return Mistake.FORMAT_NOT_FOUND, ev + [unfound[2] + ("; comparisons that came back empty: " + "; ".join(empty)
                                                              if empty else "")]
@@ -2009,7 +2086,8 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                 return Mistake.SPECIAL_TOKENS_STRIPPED, ev + [sentence_of(_shift(edits), out), stripped]
             learned = _learned_separator(setup, edits, out, ctx)
             if learned:
-                ctx["headline"] = learned     # (the nearest output's "omitted `,`" is the analysis' gap here)
+                # (the nearest output's "omitted `,`" is the analysis' gap here, from the render of two calls)
+                ctx["headline"], ctx["specific"] = learned, True
                 empty = _empty_comparisons(bundle)
                 return Mistake.FORMAT_NOT_FOUND, ev + [learned + ("; comparisons that came back empty: "
                                                                   + "; ".join(empty) if empty else "")]
@@ -2072,6 +2150,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             and tok.group(0) not in ctx["all_markers"] | set(ctx["markers"]) | {r_start, *r_ends}:
         # a control token the template itself writes, which the analysis placed in no role: its gap, not the
         # model's wrapper (Command R7B's <|START_THINKING|> where the analysis found no reasoning markers)
+        ctx["specific"] = True
         empty = _empty_comparisons(bundle)
         return Mistake.FORMAT_NOT_FOUND, ev + [
             f"the output writes {_q(tok.group(0))}, a control token the template's source writes, but our analysis "
@@ -2122,6 +2201,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
                                                       + _q(line.strip(_WS)[:40])]
     omitted = _omitted_control_token(setup, ex, ctx) if not msg.get("tool_calls") else ""
     if omitted:
+        ctx["specific"] = True      # (a marker outside any call)
         ctx["why_none"] = ("the output omits a marker the template writes outside any call (the parse stopped "
                            "there and reads the rest as nothing it expects), and no repair of ours reads a reply "
                            "without it: only the model's output (or a new repair) can change")
@@ -3114,6 +3194,14 @@ def _rendered_call(setup: _Setup, name: str, args: dict[str, str], copies: int =
     what a user turn with the generation prompt renders), or ``""`` when it does not render. Tried in the
     transformers dialect, then in llama.cpp's (``list.append`` works there); with the call id ``call_1``, then a
     nine-digit one (Mistral's templates refuse any other). ``copies``: that many calls in the turn."""
+    return _rendered_turns(setup, name, args, copies, plain=False)[0]
+
+
+def _rendered_turns(setup: _Setup, name: str, args: dict[str, Any], copies: int = 1, plain: bool = True
+                    ) -> tuple[str, str, str]:
+    """:func:`_rendered_call`'s turn and, with ``plain``, rendered the same way, the assistant turn with empty
+    content and no call, and the call turn with reasoning (``""`` for each that does not render or without
+    ``plain``)."""
     from ..jinja.llama import render as llama_render
     from ..jinja.template import apply_template, chat_globals
 
@@ -3126,6 +3214,14 @@ def _rendered_call(setup: _Setup, name: str, args: dict[str, str], copies: int =
     def llama(messages: list[dict[str, Any]], gen: bool) -> str:
         return llama_render(setup.template, chat_globals(messages, tools, gen), template_tracebacks=False)
 
+    def after(a: str, b: str) -> str:
+        k = 0
+        while k < min(len(a), len(b)) and a[k] == b[k]:
+            k += 1
+        while k > 0 and b[k - 1] not in _WS + ">]":     # not inside a marker the two renders begin alike
+            k -= 1
+        return b[k:]
+
     for render in (hf, llama):
         for call_id in ("call_1", "123456789"):
             turn = user + [{"role": "assistant", "content": "", "tool_calls": [
@@ -3135,13 +3231,72 @@ def _rendered_call(setup: _Setup, name: str, args: dict[str, str], copies: int =
                 a, b = render(user, True), render(turn, False)
             except Exception:  # noqa: BLE001 - this dialect or id does not render the turn: the next one
                 continue
-            k = 0
-            while k < min(len(a), len(b)) and a[k] == b[k]:
-                k += 1
-            while k > 0 and b[k - 1] not in _WS + ">]":     # not inside a marker the two renders begin alike
-                k -= 1
-            return b[k:]
-    return ""
+            c = d = ""
+            if plain:
+                try:
+                    c = render(user + [{"role": "assistant", "content": ""}], False)
+                except Exception:  # noqa: BLE001 - a template that wants a call or text in every turn: no plain turn
+                    c = ""
+                try:
+                    d = render(user + [dict(turn[-1], reasoning_content="r")], False)
+                except Exception:  # noqa: BLE001 - a template that refuses reasoning on a call turn: none
+                    d = ""
+            return after(a, b), after(a, c) if c else "", after(a, d) if d else ""
+    return "", "", ""
+
+
+_FILL = "zqv{}x"      # an argument value no template writes, so the render can be cut at it
+_NUMBER_FILL = "97531{}"
+_PROBE_KEY = "zqk0x"
+
+
+def _call_relation(setup: _Setup, bundle: Any, ex: Any, ctx: dict[str, Any]) -> CallRelation | None:
+    """The relation between the template's call markup and the output's (:mod:`core.explain.call_relation`):
+    the call rendered with the tool the output names (else the request's first tool) and the argument keys of it
+    the output writes (a number-typed one with a number), against the same turn without a call; the turn with
+    reasoning adds the markup the template writes. When the output writes no declared key, the call is also
+    rendered with one argument: its relation stands when it places every piece where the one without arguments
+    does not (arguments the schema does not declare). At most five renders, once per triage (cached in ``ctx``);
+    None without tools, for an output over the relation's bound, or when the template renders no call."""
+    if "call_relation" in ctx:
+        return ctx["call_relation"]
+    ctx["call_relation"] = None
+    out = ex.output
+    names = ctx["names"]
+    if not names or len(out) > MAX_OUTPUT:
+        return None
+    at = {n: out.find(n) for n in names if n and n in out}
+    name = min(at, key=lambda n: (at[n], -len(n))) if at else names[0]
+    tool = next((t.get("function") or {} for t in setup.request.tools or []
+                 if isinstance(t, dict) and (t.get("function") or {}).get("name") == name), {})
+    props = list(properties_of(tool.get("parameters")))[:16]
+    keys = [k for k in props if k and k in out][:4]
+    kinds = {k: ((tool.get("parameters") or {}).get("properties") or {}).get(k) for k in keys}
+    # (a number is rendered as one: a template writes a string's quotes or delimiters around strings only)
+    args: dict[str, Any] = {k: (int(_NUMBER_FILL.format(i)) if isinstance(kinds[k], dict)
+                                and kinds[k].get("type") in ("integer", "number") else _FILL.format(i))
+                            for i, k in enumerate(keys)}
+    tries = [args] + ([{_PROBE_KEY: _FILL.format(0)}] if not keys else [])
+    r_start, r_ends = reasoning_markers(bundle)
+    found = Cause.NO_TOOL_FORMAT not in {f.cause for f in ex.findings}
+    best: CallRelation | None = None
+    for kw in tries:
+        with_call, without, reasoned = _rendered_turns(setup, name, kw)
+        if not with_call or not without:
+            return None
+        call = call_pieces(with_call, without, {name: "name", **{k: "key" for k in kw},
+                                                **{str(v): "value" for v in kw.values()}, "call_1": "id",
+                                                "123456789": "id"})
+        # (markup the template's source spells out is its own too: a tool result's tokens, a turn not rendered here)
+        rendered = frozenset(m.group(0) for text in (with_call, without, reasoned, ex.generation_prompt, r_start,
+                                                     *r_ends, _src(setup)[:MAX_OUTPUT]) for m in MARKUP.finditer(text))
+        rel = relate(call, out, format_found=found, rendered=rendered,
+                     stop=ex.stop.output_pos if ex.stop is not None else -1, names=frozenset(names))
+        if best is None or (rel.relation != Relation.ALTERED and not rel.absent
+                            and best.relation == Relation.ALTERED):
+            best = rel
+    ctx["call_relation"] = best
+    return best
 
 
 def _decoder_spaced(setup: _Setup, bundle: Any, out: str, ctx: dict[str, Any], budget: _Budget
@@ -4844,7 +4999,8 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
         # the headline names one mistake, the first the edits meet; the others follow in the evidence
         sentence = parts[0]
         evidence = evidence + ["the nearest accepted output also needs: " + "; then ".join(parts[1:])]
-    return Triage(mistake, sentence, evidence, nearest, fixes, why, budget.total - budget.left, budget.hit)
+    return Triage(mistake, sentence, evidence, nearest, fixes, why, budget.total - budget.left, budget.hit,
+                  ctx["call_relation"] if ctx.get("relation_decided") else None)
 
 
 def _in_transformers_dialect(ex: Any, setup: _Setup, why: str, **budget: Any) -> Triage:
