@@ -146,8 +146,10 @@ PASS = {
     "real_outputs_kept11": {("llama.cpp", "kept11"): 24, ("improved", "kept11"): 44},
     # kept aside with the sixteenth triage batch, measured once, not read
     "real_outputs_reports3": {("llama.cpp", "reports3"): 0, ("improved", "reports3"): 5},
-    # kept aside, first measure 19 / 25 (docs/realset-baseline.md "Twelfth kept-aside batch")
-    "real_outputs_kept12": {("llama.cpp", "kept12"): 19, ("improved", "kept12"): 25},
+    # kept aside, first measure 19 / 25 (docs/realset-baseline.md "Twelfth kept-aside batch"); development data
+    # since: +3 with drifted-closing-tag (Qwen3-Coder's misspelled </parameter…> closers before the next tag:
+    # kept12-sglang-qwen3coder-drifted-end-marker-parameter1, -parameter-function, -bare)
+    "real_outputs_kept12": {("llama.cpp", "kept12"): 19, ("improved", "kept12"): 28},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity

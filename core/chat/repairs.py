@@ -215,6 +215,8 @@ STANDALONE_JSON_CALL = "standalone-json-call"
 CALL_LIST_UNBRACKETED = "call-list-unbracketed"   # read in core.peg.chat (ChatBuilder.standard_json_tools)
 # from the misses of real_outputs_kept11 and real_outputs_reports3 (development data)
 THOUGHT_LABEL_OMITTED = "thought-label-omitted"
+# from the parse-class misses of the development sets (real_outputs_kept11, real_outputs_kept12, real_outputs_reports3)
+DRIFTED_CLOSING_TAG = "drifted-closing-tag"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -1411,6 +1413,27 @@ REPAIRS: list[Repair] = [
                "test https://github.com/vllm-project/vllm/blob/0c4966200aec186cd256a14f02c2151571f0ad0e/tests/"
                "reasoning/test_gemma4_reasoning_parser.py (REASONING_WITH_CHANNEL, COMPLETE_REASONING_WITH_CHANNEL, "
                "NO_CONTENT: cases kept11-vllm-gemma4-reasoning-reasoning, -complete-reasoning, -no-content)"),
+    # ---- from the parse-class misses of kept11, kept12 and reports3 (development data) ----------------------------
+    Repair(
+        name=DRIFTED_CLOSING_TAG,
+        title="A Qwen3-Coder parameter closer the model misspelled, before the next tag",
+        stage=RepairStage.TOLERANCE,
+        accepts="A Qwen3-Coder-style value (<parameter=KEY>VALUE…) whose closer drifted from </parameter>: "
+                "</parameter followed by a name's characters (</parameter1>, </parameter_function>) or by "
+                "nothing, with or without the >, where the value's end is known otherwise — whitespace and then "
+                "the next <parameter= of the same call, </function> or </tool_call> (missing-closing-tags' ends of "
+                "an unclosed value). The drifted closer is markup, reported with its span (its characters are "
+                "the record's text, not lost), and the value ends before it. A value closed by its real "
+                "</parameter> keeps any such text it holds (XML a coder model writes), and a drifted closer "
+                "anywhere else stays in the value as llama.cpp reads it.",
+        example="<tool_call>\n<function=get_weather>\n<parameter=city>\nShanghai\n</parameter1>\n"
+                "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+        source="SGLang's Qwen3-Coder detector strips a close marker \"the grammar let drift\" from the end of a "
+               "value that no </parameter> closed, and keeps one inside a value a real </parameter> closes: "
+               "https://github.com/sgl-project/sglang/blob/0bbe61a61a1964be3758c1672c5522aa3aafdd6b/test/"
+               "registered/unit/function_call/test_qwen3_coder_detector.py (TestQwen3CoderDetectorMalformedParameterEnd: "
+               "test_non_streaming_strips_drifted_end_marker, test_closed_value_ending_like_a_marker_is_kept; "
+               "cases kept12-sglang-qwen3coder-drifted-end-marker-parameter1, -parameter-function, -bare)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -2118,4 +2141,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
