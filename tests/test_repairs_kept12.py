@@ -15,7 +15,8 @@ from core.chat.realset import load_cases
 from .conftest import ROOT, TEMPLATES
 from .test_reasoning_repairs import _names, _streamed
 
-CASES = {c.id: c for c in load_cases(str(ROOT / "tests" / "data" / "real_outputs_kept12"))}
+CASES = {c.id: c for name in ("real_outputs_kept12", "real_outputs_kept11", "real_outputs_kept6")
+         for c in load_cases(str(ROOT / "tests" / "data" / name))}
 DRIFTED = ["kept12-sglang-qwen3coder-drifted-end-marker-parameter1",
            "kept12-sglang-qwen3coder-drifted-end-marker-parameter-function",
            "kept12-sglang-qwen3coder-drifted-end-marker-bare"]
@@ -64,3 +65,34 @@ def test_value_closed_by_its_real_closer_keeps_a_marker_like_ending():
     assert "drifted-closing-tag" not in _names(msg)
     for size in (1, 3, 17):
         assert _streamed(parser, CLOSED_LIKE_A_MARKER, size).to_openai() == msg.to_openai()
+
+
+# -- call-section-omitted (DeepSeek V4 DSML) ---------------------------------------------------------------------
+
+BARE_INVOKE = "kept11-sglang-dsv4-preamble-before-bare-invoke"
+# the V3.2 section marker around V4's invokes: the V4 parser reads neither it nor the invoke inside as a call
+OTHER_SECTION = "kept6-vllm-dsv4-function-calls-block"
+NO_CALL = "kept6-vllm-dsv32-no-tool-call"
+
+
+def test_invoke_without_its_section_is_a_call_after_the_content():
+    parser, msg = _parse(BARE_INVOKE)
+    assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == [("get_weather", {"city": "SF"})]
+    assert msg.content.strip() == "Checking."
+    assert _names(msg) == ["call-section-omitted"]
+    assert not audit_parse(parser, CASES[BARE_INVOKE].output, msg).lost()
+    for size in (1, 3, 17):
+        assert _streamed(parser, CASES[BARE_INVOKE].output, size).to_openai() == msg.to_openai()
+
+
+def test_invoke_without_its_section_stays_content_without_the_repair():
+    for kw in ({"disabled": ("call-section-omitted",)}, {"fidelity": "llama.cpp"}):
+        _, msg = _parse(BARE_INVOKE, **kw)
+        assert not msg.tool_calls and msg.content == CASES[BARE_INVOKE].output
+
+
+@pytest.mark.parametrize("case_id", [OTHER_SECTION, NO_CALL])
+def test_outputs_without_a_bare_invoke_record_no_section_repair(case_id):
+    _, msg = _parse(case_id)
+    assert "call-section-omitted" not in _names(msg)
+    assert msg.to_openai()["content"].strip() == (CASES[case_id].expect.get("content") or "").strip()

@@ -217,6 +217,7 @@ CALL_LIST_UNBRACKETED = "call-list-unbracketed"   # read in core.peg.chat (ChatB
 THOUGHT_LABEL_OMITTED = "thought-label-omitted"
 # from the parse-class misses of the development sets (real_outputs_kept11, real_outputs_kept12, real_outputs_reports3)
 DRIFTED_CLOSING_TAG = "drifted-closing-tag"
+CALL_SECTION_OMITTED = "call-section-omitted"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -1434,6 +1435,27 @@ REPAIRS: list[Repair] = [
                "registered/unit/function_call/test_qwen3_coder_detector.py (TestQwen3CoderDetectorMalformedParameterEnd: "
                "test_non_streaming_strips_drifted_end_marker, test_closed_value_ending_like_a_marker_is_kept; "
                "cases kept12-sglang-qwen3coder-drifted-end-marker-parameter1, -parameter-function, -bare)"),
+    Repair(
+        name=CALL_SECTION_OMITTED,
+        title="DSML invokes written without the tool-call section around them",
+        stage=RepairStage.TOLERANCE,
+        accepts="DeepSeek V3.2 / V4, whose template writes every call block (<｜DSML｜invoke name=…>…"
+                "</｜DSML｜invoke>) inside one section (<｜DSML｜tool_calls>…</｜DSML｜tool_calls>, V3.2 "
+                "function_calls): the invokes written without the section's opener and closer, after the content "
+                "(or as the whole answer), each a declared tool's call that reads whole, up to the end of the "
+                "output. The content before the first invoke is content; an invoke followed by text, or one that "
+                "does not read whole, stays content as llama.cpp reads it. Not call-opener-dropped: that one reads "
+                "a call syntax whose only marker is the per-call token (Gemma's call:NAME{…}); here each invoke "
+                "keeps its own markers and only the section around them is missing.",
+        example='Checking.\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" string="true">SF'
+                '</｜DSML｜parameter>\n</｜DSML｜invoke>',
+        source="SGLang's DeepSeek V4 detector finds an invoke by <｜DSML｜invoke wherever it starts and keeps the "
+               "text before it as the content (_find_invoke, _extract_preamble): https://github.com/sgl-project/"
+               "sglang/blob/00a8f59126f406fccb0e30ec2159473b693bc51a/python/sglang/srt/function_call/"
+               "deepseekv4_detector.py; its test https://github.com/sgl-project/sglang/blob/"
+               "0461b9e3fcab1c01a556513de67d406005645f07/test/registered/unit/function_call/"
+               "test_deepseekv4_detector.py (test_preamble_before_bare_invoke_without_wrapper: case "
+               "kept11-sglang-dsv4-preamble-before-bare-invoke)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -2141,4 +2163,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
