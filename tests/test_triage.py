@@ -184,7 +184,9 @@ SCORES = {
     # without it; dev since the fourteenth round, whose rules were written from its false statements ("Fourteenth
     # round of rules"): a bare Qwen3-Coder call an omitted opener, a complete DSML block in open reasoning not cut
     # (21), Gemma 4's `<|channel>` without `thought` an omitted piece of the marker (24), Muse Glimmer's
-    # `<|start|>` without the `assistant` its generation prompt writes an omitted piece of the header (27)
+    # `<|start|>` without the `assistant` its generation prompt writes an omitted piece of the header (27);
+    # sglang-dsv4-preamble-before-bare-invoke relabelled (fix call-section-omitted, which now gives the engine's
+    # message; "none helps" would read fix 31)
     "kept13.jsonl": {"dev": (27, 32, 3, 9)},
     # kept aside, public reports on agents and clients: first run (7, 11, 4, 6), at the labelled commit
     # (docs/explain.md "Sixteenth batch"); unchanged by the thirteenth round's rules and the kept10 repairs,

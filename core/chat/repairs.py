@@ -1443,8 +1443,9 @@ REPAIRS: list[Repair] = [
                 "</｜DSML｜invoke>) inside one section (<｜DSML｜tool_calls>…</｜DSML｜tool_calls>, V3.2 "
                 "function_calls): the invokes written without the section's opener and closer, after the content "
                 "(or as the whole answer), each a declared tool's call that reads whole, up to the end of the "
-                "output. The content before the first invoke is content; an invoke followed by text, or one that "
-                "does not read whole, stays content as llama.cpp reads it. Not call-opener-dropped: that one reads "
+                "output. The text before the first invoke is content (the line breaks right before it are layout, as "
+                "before the section); an invoke followed by text, or one that does not read whole, stays content as "
+                "llama.cpp reads it. Not call-opener-dropped: that one reads "
                 "a call syntax whose only marker is the per-call token (Gemma's call:NAME{…}); here each invoke "
                 "keeps its own markers and only the section around them is missing.",
         example='Checking.\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" string="true">SF'

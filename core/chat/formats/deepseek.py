@@ -200,8 +200,8 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 text = p.chars("[^<]", 0)
                 scan = text + p.zero_or_more(p.negate(p.end()) + p.literal("<") + p.negate(_opener_ahead(
                     p, invoke_start[1:], len(_shared_prefix(invoke_start, fc_start)))) + text) + p.negate(p.end())
-                return (p.peek(scan) + p.content(p.until_one_of([TC_SEPARATOR + fc_start, fc_start,
-                                                                 TC_SEPARATOR + invoke_start, invoke_start]))
+                return (p.peek(scan) + p.content(p.until_one_of([TC_SEPARATOR + fc_start, fc_start, TC_SEPARATOR
+                                                                 + invoke_start, "\n" + invoke_start, invoke_start]))
                         + p.peek(invokes) + invokes)
             late.append(lambda: p.widen_late(text_before, CALL_SECTION_OMITTED, lambda _: bare(), first=True))
         if allow_reasoning_with_tc:
