@@ -143,7 +143,8 @@ PASS = {
     # kept11-vllm-gemma4-reasoning-reasoning, -complete-reasoning, -no-content), +2 with content-between-calls
     # widened to JSON call sections (Apertus's second <|tools_prefix|> block after text:
     # kept11-sglang-apertus-multiple-blocks-trailing-text, -second-block-buffered); +1 with call-section-omitted
-    # (DeepSeek V4's invoke after the content with no tool_calls section: kept11-sglang-dsv4-preamble-before-bare-invoke)
+    # (DeepSeek V4's invoke after the content with no tool_calls section:
+    # kept11-sglang-dsv4-preamble-before-bare-invoke)
     "real_outputs_kept11": {("llama.cpp", "kept11"): 24, ("improved", "kept11"): 45},
     # kept aside with the sixteenth triage batch, measured once, not read
     "real_outputs_reports3": {("llama.cpp", "reports3"): 0, ("improved", "reports3"): 5},

@@ -346,5 +346,5 @@ def parser_marks(parser: Any) -> frozenset[str]:
     return marks
 
 
-__all__ = ["DRIFTED_CLOSER", "MIN_WORD", "SKIPPED_MARKUP", "lost_word_spans", "markup_of", "markup_words", "message_text",
-           "parser_marks", "trigger_words"]
+__all__ = ["DRIFTED_CLOSER", "MIN_WORD", "SKIPPED_MARKUP", "lost_word_spans", "markup_of", "markup_words",
+           "message_text", "parser_marks", "trigger_words"]

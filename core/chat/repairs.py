@@ -215,7 +215,7 @@ STANDALONE_JSON_CALL = "standalone-json-call"
 CALL_LIST_UNBRACKETED = "call-list-unbracketed"   # read in core.peg.chat (ChatBuilder.standard_json_tools)
 # from the misses of real_outputs_kept11 and real_outputs_reports3 (development data)
 THOUGHT_LABEL_OMITTED = "thought-label-omitted"
-# from the parse-class misses of the development sets (real_outputs_kept11, real_outputs_kept12, real_outputs_reports3)
+# from the parse-class misses of real_outputs_kept11, real_outputs_kept12 and real_outputs_reports3 (development data)
 DRIFTED_CLOSING_TAG = "drifted-closing-tag"
 CALL_SECTION_OMITTED = "call-section-omitted"
 
@@ -1432,8 +1432,9 @@ REPAIRS: list[Repair] = [
         source="SGLang's Qwen3-Coder detector strips a close marker \"the grammar let drift\" from the end of a "
                "value that no </parameter> closed, and keeps one inside a value a real </parameter> closes: "
                "https://github.com/sgl-project/sglang/blob/0bbe61a61a1964be3758c1672c5522aa3aafdd6b/test/"
-               "registered/unit/function_call/test_qwen3_coder_detector.py (TestQwen3CoderDetectorMalformedParameterEnd: "
-               "test_non_streaming_strips_drifted_end_marker, test_closed_value_ending_like_a_marker_is_kept; "
+               "registered/unit/function_call/test_qwen3_coder_detector.py "
+               "(TestQwen3CoderDetectorMalformedParameterEnd: test_non_streaming_strips_drifted_end_marker, "
+               "test_closed_value_ending_like_a_marker_is_kept; "
                "cases kept12-sglang-qwen3coder-drifted-end-marker-parameter1, -parameter-function, -bare)"),
     Repair(
         name=CALL_SECTION_OMITTED,
@@ -1443,11 +1444,11 @@ REPAIRS: list[Repair] = [
                 "</｜DSML｜invoke>) inside one section (<｜DSML｜tool_calls>…</｜DSML｜tool_calls>, V3.2 "
                 "function_calls): the invokes written without the section's opener and closer, after the content "
                 "(or as the whole answer), each a declared tool's call that reads whole, up to the end of the "
-                "output. The text before the first invoke is content (the line breaks right before it are layout, as "
-                "before the section); an invoke followed by text, or one that does not read whole, stays content as "
-                "llama.cpp reads it. Not call-opener-dropped: that one reads "
-                "a call syntax whose only marker is the per-call token (Gemma's call:NAME{…}); here each invoke "
-                "keeps its own markers and only the section around them is missing.",
+                "output. The text before the first invoke is content (the line breaks right before it are layout, "
+                "as before the section); an invoke followed by text, or one that does not read whole, stays "
+                "content as llama.cpp reads it. Not call-opener-dropped: that one reads a call syntax whose only "
+                "marker is the per-call token (Gemma's call:NAME{…}); here each invoke keeps its own markers and "
+                "only the section around them is missing.",
         example='Checking.\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" string="true">SF'
                 '</｜DSML｜parameter>\n</｜DSML｜invoke>',
         source="SGLang's DeepSeek V4 detector finds an invoke by <｜DSML｜invoke wherever it starts and keeps the "

@@ -20,6 +20,7 @@ Output shape (after the ``<｜Assistant｜>`` generation prefix)::
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
@@ -198,8 +199,9 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 more = p.zero_or_more(p.space() + tool_choice) if request.parallel_tool_calls else p.eps()
                 invokes = p.space() + tool_choice + more + p.space() + p.end()
                 text = p.chars("[^<]", 0)
+                shared = len(os.path.commonprefix([invoke_start, fc_start]))
                 scan = text + p.zero_or_more(p.negate(p.end()) + p.literal("<") + p.negate(_opener_ahead(
-                    p, invoke_start[1:], len(_shared_prefix(invoke_start, fc_start)))) + text) + p.negate(p.end())
+                    p, invoke_start[1:], shared)) + text) + p.negate(p.end())
                 return (p.peek(scan) + p.content(p.until_one_of([TC_SEPARATOR + fc_start, fc_start, TC_SEPARATOR
                                                                  + invoke_start, "\n" + invoke_start, invoke_start]))
                         + p.peek(invokes) + invokes)
@@ -217,13 +219,6 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         grammar_lazy=lazy, grammar_triggers=triggers, preserved_tokens=[DSML, THINK_START, THINK_END],
         supports_thinking=True, thinking_start_tag=THINK_START, thinking_end_tags=[THINK_END, fc_start],
         message_delimiters=[("assistant", GEN_PROMPT), ("user", "<｜User｜>")], notes=notes)
-
-
-def _shared_prefix(a: str, b: str) -> str:
-    k = 0
-    while k < min(len(a), len(b)) and a[k] == b[k]:
-        k += 1
-    return a[:k]
 
 
 def _opener_ahead(p: Any, rest: str, shared: int) -> Any:

@@ -104,7 +104,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             if "missing-closing-tags" in p.repairs:
                 nexts = p.choice(p.literal("</function>"), p.literal("</tool_call>"), p.literal("<parameter="))
                 typed_close = p.choice(arg_close, p.tool_arg_close(
-                    p.repair("missing-closing-tags", drifted_gap(p, late) + p.peek(nexts))))
+                    p.repair("missing-closing-tags", _drifted_gap(p, late) + p.peek(nexts))))
                 func_close = p.choice(func_close, p.repair("missing-closing-tags",
                                                            p.space() + p.peek(p.literal("</tool_call>"))))
                 # and a call that runs to the end of the output without its closers (a server stripped the
@@ -128,7 +128,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                         # <parameter=); the grammar keeps the template's value rule
                         # (and repair drifted-closing-tag: a misspelled closer before it is markup)
                         opens = [f"<parameter={q}>" for q in others]
-                        unclosed = p.tool_arg_close(p.repair("missing-closing-tags", drifted_gap(p, late) + p.peek(
+                        unclosed = p.tool_arg_close(p.repair("missing-closing-tags", _drifted_gap(p, late) + p.peek(
                             p.choice(*[p.literal(o) for o in opens]))))
                         drifted = ["\n" + DRIFTED, DRIFTED] if DRIFTED_CLOSING_TAG in p.repairs else []
                         loose = (p.tool_arg_string_value(p.until_one_of(
@@ -214,7 +214,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         notes=notes)
 
 
-def drifted_gap(p: Any, late: list[Any]) -> Any:
+def _drifted_gap(p: Any, late: list[Any]) -> Any:
     """The whitespace before the tag that ends an unclosed value (repair missing-closing-tags); with repair
     drifted-closing-tag, tried first, a parameter closer the model misspelled inside it: ``</parameter`` then a
     name's characters (``</parameter1>``, ``</parameter_function>``) or none, then ``>`` or not (a bare
