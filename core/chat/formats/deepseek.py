@@ -200,7 +200,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                 invokes = p.space() + tool_choice + more + p.space() + p.end()
                 text = p.chars("[^<]", 0)
                 shared = len(os.path.commonprefix([invoke_start, fc_start]))
-                scan = text + p.zero_or_more(p.negate(p.end()) + p.literal("<") + p.negate(_opener_ahead(
+                scan = text + p.zero_or_more(p.negate(p.end()) + p.one("[<]") + p.negate(_opener_ahead(
                     p, invoke_start[1:], shared)) + text) + p.negate(p.end())
                 return (p.peek(scan) + p.content(p.until_one_of([TC_SEPARATOR + fc_start, fc_start, TC_SEPARATOR
                                                                  + invoke_start, "\n" + invoke_start, invoke_start]))
@@ -224,11 +224,15 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
 def _opener_ahead(p: Any, rest: str, shared: int) -> Any:
     """Repair call-section-omitted's scan, after a ``<``: ``rest`` (the invoke opener's tail) is next, whole, or
     cut by the end of the text past its first ``shared - 1`` characters. Never waits for more text (a literal the
-    end of the text cuts would): each literal is tried only where enough text is left to decide it."""
+    end of the text cuts would): each piece is tried only where enough text is left to decide it. Spelled in
+    character classes, not literals, so the scan adds no markup string (core.chat.lossless reads the literals)."""
     def room(k: int) -> Any:   # at least k characters left
         return p.negate(p.chars("[\\x00-\\U0010ffff]", 0, k - 1) + p.end())
-    cuts = [room(k) + p.literal(rest[:k]) + p.end() for k in range(shared, len(rest))]
-    return p.choice(room(len(rest)) + p.literal(rest), *cuts)
+
+    def spelled(text: str) -> Any:
+        return p.seq(*[p.one("[\\U%08x]" % ord(ch)) for ch in text])
+    cuts = [room(k) + spelled(rest[:k]) + p.end() for k in range(shared, len(rest))]
+    return p.choice(room(len(rest)) + spelled(rest), *cuts)
 
 
 def _loose_invokes(p: Any, func: Any, idx: int, fn: dict, args: Any, invoke_start: str, invoke_end: str) -> list[Any]:

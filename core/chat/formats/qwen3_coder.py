@@ -223,9 +223,10 @@ def _drifted_gap(p: Any, late: list[Any]) -> Any:
     once the tree is built (``late``), so the grammar stays the one without the repair."""
     gap = p.space()
     if DRIFTED_CLOSING_TAG in p.repairs:
+        # (">" as a character class: a literal would make a lone ">" markup to the lossless checks)
         late.append(lambda: p.widen_late(gap, DRIFTED_CLOSING_TAG, lambda _: p.space() + p.literal(DRIFTED)
-                                         + p.negate(p.literal(">")) + p.chars("[A-Za-z0-9_]", 0)
-                                         + p.optional(p.literal(">")) + p.space(), first=True))
+                                         + p.negate(p.one("[>]")) + p.chars("[A-Za-z0-9_]", 0)
+                                         + p.optional(p.one("[>]")) + p.space(), first=True))
     return gap
 
 
