@@ -40,7 +40,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .lossless import SKIPPED_MARKUP, markup_of, tool_names, trigger_words
+from .lossless import DRIFTED_CLOSER, SKIPPED_MARKUP, markup_of, tool_names, trigger_words
 from .message import AssistantMessage
 
 RESYNC_WINDOW = 64
@@ -318,13 +318,15 @@ def audit_chars(output: str, msg: AssistantMessage, markup: Iterable[str], *, pa
     reading uses every character of a field at most once, so either one losing nothing proves nothing was lost."""
     pieces = markup_pieces(markup, names)
     closed = [(r.start, r.end) for r in msg.repairs if getattr(r, "name", "") == CLOSED_FINAL_CALL]
-    forward = _settle(output, _merge(_walk(output, msg, pieces, False)), pieces, partial, closed, tuple(openers))
+    drifted = [(r.start, r.end) for r in msg.repairs if getattr(r, "name", "") == DRIFTED_CLOSER]
+    forward = _drifted(_settle(output, _merge(_walk(output, msg, pieces, False)), pieces, partial, closed,
+                               tuple(openers)), drifted)
     lost = sum(s.end - s.start for s in forward if s.account is Account.LOST)
     if not lost:
         return CharAudit(output, forward)
     n = len(output)
     back = [(n - e, n - s, acc, where) for s, e, acc, where in reversed(_walk(output[::-1], msg, pieces, True))]
-    backward = _settle(output, _merge(back), pieces, partial, closed, tuple(openers))
+    backward = _drifted(_settle(output, _merge(back), pieces, partial, closed, tuple(openers)), drifted)
     if sum(s.end - s.start for s in backward if s.account is Account.LOST) < lost:
         return CharAudit(output, backward)
     return CharAudit(output, forward)
@@ -534,6 +536,16 @@ def _settle(output: str, marks: list, pieces: list[str], partial: bool, closed: 
     return _cut_marker(output, _keys_beside_loss(output, spans), pieces, closed, openers)
 
 
+def _drifted(spans: list[Span], ranges: list[tuple[int, int]]) -> list[Span]:
+    """Lost characters inside a range a drifted-closing-tag record covers are the misspelled closer it read:
+    markup."""
+    if not ranges:
+        return spans
+    return [Span(s.start, s.end, Account.MARKUP, DRIFTED_CLOSER)
+            if s.account is Account.LOST and any(a <= s.start and s.end <= b for a, b in ranges) else s
+            for s in spans]
+
+
 def _keys_beside_loss(output: str, spans: list[Span]) -> list[Span]:
     """A key written again is call syntax only between text that is read: one whose nearest field or loss on either
     side (past markup, trimmed whitespace and other keys written again) is a loss — the key of a call the parse
@@ -616,7 +628,8 @@ def _audit_key(output: str, msg: AssistantMessage, partial: bool) -> tuple:
     """What an audit of ``output`` reads of ``msg``: its fields, its calls and the spans a closed final call covers."""
     return (output, partial, msg.content, msg.reasoning_content,
             tuple((c.name, c.arguments, c.id) for c in msg.tool_calls),
-            tuple((r.start, r.end) for r in msg.repairs if getattr(r, "name", "") == CLOSED_FINAL_CALL))
+            tuple((r.start, r.end) for r in msg.repairs if getattr(r, "name", "") in (CLOSED_FINAL_CALL,
+                                                                                         DRIFTED_CLOSER)))
 
 
 def audit_parse(parser: Any, output: str, msg: AssistantMessage, *, partial: bool = False) -> CharAudit:

@@ -25,6 +25,9 @@ from .turn_end import turn_end_tokens
 MIN_WORD = 3
 SUBSTRING_LOOKUPS = 64
 _WORD = re.compile(r"[^\W_]{%d,}" % MIN_WORD)
+DRIFTED_CLOSER = "drifted-closing-tag"
+"""The record of the repair that reads a misspelled closer (``</parameter1>``) as markup (core.chat.repairs names
+it; this module cannot import repairs, which imports it): the text of its spans is markup the parse identified."""
 _LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
@@ -186,6 +189,9 @@ def lost_word_spans(output: str, msg: AssistantMessage, marks: frozenset[str]) -
     ``msg``'s standard fields nor of ``marks`` (:func:`markup_words`), in output order. Linear in the text."""
     text = message_text(msg)
     have = set(_WORD.findall(text))
+    # the words of a misspelled closer a drifted-closing-tag record read (</parameter1>) are markup it identified
+    have |= {w for r in msg.repairs if getattr(r, "name", "") == DRIFTED_CLOSER
+             for w in _WORD.findall(output[r.start:r.end])}
     # the usual answer, found in C: every distinct word of the output is a message word or markup (100,000 calls
     # hold a handful of distinct words, which the loop below would visit 500,000 times)
     if not set(_WORD.findall(output)) - have - marks:
@@ -340,5 +346,5 @@ def parser_marks(parser: Any) -> frozenset[str]:
     return marks
 
 
-__all__ = ["MIN_WORD", "SKIPPED_MARKUP", "lost_word_spans", "markup_of", "markup_words", "message_text",
-           "parser_marks", "trigger_words"]
+__all__ = ["DRIFTED_CLOSER", "MIN_WORD", "SKIPPED_MARKUP", "lost_word_spans", "markup_of", "markup_words",
+           "message_text", "parser_marks", "trigger_words"]

@@ -216,6 +216,9 @@ STANDALONE_JSON_CALL = "standalone-json-call"
 CALL_LIST_UNBRACKETED = "call-list-unbracketed"   # read in core.peg.chat (ChatBuilder.standard_json_tools)
 # from the misses of real_outputs_kept11 and real_outputs_reports3 (development data)
 THOUGHT_LABEL_OMITTED = "thought-label-omitted"
+# from the parse-class misses of real_outputs_kept11, real_outputs_kept12 and real_outputs_reports3 (development data)
+DRIFTED_CLOSING_TAG = "drifted-closing-tag"
+CALL_SECTION_OMITTED = "call-section-omitted"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -1416,6 +1419,50 @@ REPAIRS: list[Repair] = [
                "test https://github.com/vllm-project/vllm/blob/0c4966200aec186cd256a14f02c2151571f0ad0e/tests/"
                "reasoning/test_gemma4_reasoning_parser.py (REASONING_WITH_CHANNEL, COMPLETE_REASONING_WITH_CHANNEL, "
                "NO_CONTENT: cases kept11-vllm-gemma4-reasoning-reasoning, -complete-reasoning, -no-content)"),
+    # ---- from the parse-class misses of kept11, kept12 and reports3 (development data) ----------------------------
+    Repair(
+        name=DRIFTED_CLOSING_TAG,
+        title="A Qwen3-Coder parameter closer the model misspelled, before the next tag",
+        stage=RepairStage.TOLERANCE,
+        accepts="A Qwen3-Coder-style value (<parameter=KEY>VALUE…) whose closer drifted from </parameter>: "
+                "</parameter followed by a name's characters (</parameter1>, </parameter_function>) or by "
+                "nothing, with or without the >, where the value's end is known otherwise — whitespace and then "
+                "the next <parameter= of the same call, </function> or </tool_call> (missing-closing-tags' ends of "
+                "an unclosed value). The drifted closer is markup, reported with its span (its characters are "
+                "the record's text, not lost), and the value ends before it. A value closed by its real "
+                "</parameter> keeps any such text it holds (XML a coder model writes), and a drifted closer "
+                "anywhere else stays in the value as llama.cpp reads it.",
+        example="<tool_call>\n<function=get_weather>\n<parameter=city>\nShanghai\n</parameter1>\n"
+                "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+        source="SGLang's Qwen3-Coder detector strips a close marker \"the grammar let drift\" from the end of a "
+               "value that no </parameter> closed, and keeps one inside a value a real </parameter> closes: "
+               "https://github.com/sgl-project/sglang/blob/0bbe61a61a1964be3758c1672c5522aa3aafdd6b/test/"
+               "registered/unit/function_call/test_qwen3_coder_detector.py "
+               "(TestQwen3CoderDetectorMalformedParameterEnd: test_non_streaming_strips_drifted_end_marker, "
+               "test_closed_value_ending_like_a_marker_is_kept; "
+               "cases kept12-sglang-qwen3coder-drifted-end-marker-parameter1, -parameter-function, -bare)"),
+    Repair(
+        name=CALL_SECTION_OMITTED,
+        title="DSML invokes written without the tool-call section around them",
+        stage=RepairStage.TOLERANCE,
+        accepts="DeepSeek V3.2 / V4, whose template writes every call block (<｜DSML｜invoke name=…>…"
+                "</｜DSML｜invoke>) inside one section (<｜DSML｜tool_calls>…</｜DSML｜tool_calls>, V3.2 "
+                "function_calls): the invokes written without the section's opener and closer, after the content "
+                "(or as the whole answer), each a declared tool's call that reads whole, up to the end of the "
+                "output. The text before the first invoke is content (the line breaks right before it are layout, "
+                "as before the section); an invoke followed by text, or one that does not read whole, stays "
+                "content as llama.cpp reads it. Not call-opener-dropped: that one reads a call syntax whose only "
+                "marker is the per-call token (Gemma's call:NAME{…}); here each invoke keeps its own markers and "
+                "only the section around them is missing.",
+        example='Checking.\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" string="true">SF'
+                '</｜DSML｜parameter>\n</｜DSML｜invoke>',
+        source="SGLang's DeepSeek V4 detector finds an invoke by <｜DSML｜invoke wherever it starts and keeps the "
+               "text before it as the content (_find_invoke, _extract_preamble): https://github.com/sgl-project/"
+               "sglang/blob/00a8f59126f406fccb0e30ec2159473b693bc51a/python/sglang/srt/function_call/"
+               "deepseekv4_detector.py; its test https://github.com/sgl-project/sglang/blob/"
+               "0461b9e3fcab1c01a556513de67d406005645f07/test/registered/unit/function_call/"
+               "test_deepseekv4_detector.py (test_preamble_before_bare_invoke_without_wrapper: case "
+               "kept11-sglang-dsv4-preamble-before-bare-invoke)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -2145,4 +2192,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -16,7 +16,8 @@ Output shape (after the ``<|im_start|>assistant\\n`` generation prefix)::
 * No ``end()`` after the calls: trailing text after the last call is ignored, as the reference does.
 * Improved fidelity (tolerance repairs of :mod:`core.chat.repairs`, each a ``repair:NAME`` variant tried after
   the template's form): ``tag-whitespace``, ``missing-closing-tags`` (``</parameter>`` after a JSON-typed value
-  / ``</function>`` left out), ``mistyped-value-as-string`` (a scalar-typed value that is no such JSON, kept as
+  / ``</function>`` left out), ``drifted-closing-tag`` (a misspelled ``</parameter…`` closer before the tag that
+  ends an unclosed value), ``mistyped-value-as-string`` (a scalar-typed value that is no such JSON, kept as
   text), ``json-call-in-tags`` (a Hermes JSON call inside ``<tool_call>``) and ``argument-order`` (an optional
   parameter before a required one).
 """
@@ -31,12 +32,14 @@ from ..request import Continuation, ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function, foreach_function_indexed, foreach_parameter, grammar_for,
                            has_response_format, make_parser, prepared_for, word)
 from ..prompt import render_prompt
-from ..repairs import CONSECUTIVE_CALL_BLOCKS, CONTENT_BETWEEN_CALLS, MISSING_REQUIRED_ARGUMENT, QUOTED_NUMBER, REASONING_START_REPEATED, any_order_args
+from ..repairs import (CONSECUTIVE_CALL_BLOCKS, CONTENT_BETWEEN_CALLS, DRIFTED_CLOSING_TAG, MISSING_REQUIRED_ARGUMENT,
+                        QUOTED_NUMBER, REASONING_START_REPEATED, any_order_args)
 from ..generator import _any_subset
 
 NAME = "qwen3-coder"
 GEN_PREFIX = "<|im_start|>assistant\n"
 PARAM_CLOSE = "\n</parameter>\n"
+DRIFTED = "</parameter"
 
 
 def build(template: Any, request: Any, generation_prompt: str, report: Any = None, *, prepared: Any = None):
@@ -101,7 +104,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             if "missing-closing-tags" in p.repairs:
                 nexts = p.choice(p.literal("</function>"), p.literal("</tool_call>"), p.literal("<parameter="))
                 typed_close = p.choice(arg_close, p.tool_arg_close(
-                    p.repair("missing-closing-tags", p.space() + p.peek(nexts))))
+                    p.repair("missing-closing-tags", _drifted_gap(p, late) + p.peek(nexts))))
                 func_close = p.choice(func_close, p.repair("missing-closing-tags",
                                                            p.space() + p.peek(p.literal("</tool_call>"))))
                 # and a call that runs to the end of the output without its closers (a server stripped the
@@ -123,11 +126,13 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                         # repair missing-closing-tags: a string value whose </parameter> is left out ends where the
                         # next parameter of the same tool opens (vLLM's qwen3coder parser ends a value at the next
                         # <parameter=); the grammar keeps the template's value rule
+                        # (and repair drifted-closing-tag: a misspelled closer before it is markup)
                         opens = [f"<parameter={q}>" for q in others]
-                        unclosed = p.tool_arg_close(p.repair("missing-closing-tags", p.space() + p.peek(
+                        unclosed = p.tool_arg_close(p.repair("missing-closing-tags", _drifted_gap(p, late) + p.peek(
                             p.choice(*[p.literal(o) for o in opens]))))
-                        loose = (p.tool_arg_string_value(p.until_one_of(ends + ["\n" + o for o in opens] + opens))
-                                 + p.choice(arg_close, unclosed))
+                        drifted = ["\n" + DRIFTED, DRIFTED] if DRIFTED_CLOSING_TAG in p.repairs else []
+                        loose = (p.tool_arg_string_value(p.until_one_of(
+                            ends + ["\n" + o for o in opens] + opens + drifted)) + p.choice(arg_close, unclosed))
                         tool_string = p.gbnf(p.choice(loose, arg_string), "xml-arg-string")
                     rule_name = f"tool-{idx}-arg-{j}"
                     arg_open = p.tool_arg_open("<parameter=" + p.tool_arg_name(p.literal(pname)) + p.flexible(">\n"))
@@ -207,6 +212,22 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                             ("tool", "<|im_start|>tool_response"), ("user", "<|im_start|>user"),
                             ("system", "<|im_start|>system")],
         notes=notes)
+
+
+def _drifted_gap(p: Any, late: list[Any]) -> Any:
+    """The whitespace before the tag that ends an unclosed value (repair missing-closing-tags); with repair
+    drifted-closing-tag, tried first, a parameter closer the model misspelled inside it: ``</parameter`` then a
+    name's characters (``</parameter1>``, ``</parameter_function>``) or none, then ``>`` or not (a bare
+    ``</parameter``). Its callers use it only where the value's end is known otherwise (the next ``<parameter=``,
+    ``</function>``, ``</tool_call>``), so a value closed by its real ``</parameter>`` keeps any such text. Made
+    once the tree is built (``late``), so the grammar stays the one without the repair."""
+    gap = p.space()
+    if DRIFTED_CLOSING_TAG in p.repairs:
+        # (">" as a character class: a literal would make a lone ">" markup to the lossless checks)
+        late.append(lambda: p.widen_late(gap, DRIFTED_CLOSING_TAG, lambda _: p.space() + p.literal(DRIFTED)
+                                         + p.negate(p.one("[>]")) + p.chars("[A-Za-z0-9_]", 0)
+                                         + p.optional(p.one("[>]")) + p.space(), first=True))
+    return gap
 
 
 def _indented_calls(p: Any, request: Any, mistyped: bool) -> Any:
