@@ -172,8 +172,9 @@ PASS = {
     "real_outputs_kept13": {("llama.cpp", "kept13"): 14, ("improved", "kept13"): 21},
     # kept aside, first measure 12 / 25 (docs/realset-baseline.md "Fourteenth kept-aside batch")
     "real_outputs_kept14": {("llama.cpp", "kept14"): 12, ("improved", "kept14"): 25},
-    # kept aside, first measure 29 / 40 (docs/realset-baseline.md "Fifteenth kept-aside batch")
-    "real_outputs_kept15": {("llama.cpp", "kept15"): 29, ("improved", "kept15"): 40},
+    # kept aside, first measure 29 / 40 (docs/realset-baseline.md "Fifteenth kept-aside batch"); 41 on the round of
+    # repairs written without it (call-section-omitted reads kept15-sglang-dsv4-prose-and-bare-invoke)
+    "real_outputs_kept15": {("llama.cpp", "kept15"): 29, ("improved", "kept15"): 41},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
