@@ -1,0 +1,75 @@
+"""How often two people name the same cause for a failing output, and how often the triage names theirs.
+
+The kept-aside triage batches kept15 … kept18 were labelled once by their collectors, before the triage ran. A second
+labeller, who never saw those labels nor ran the triage, labelled the same 87 rows again from the taxonomy alone
+(``tests/data/triage/second_labels.jsonl``: a cause, a second choice, a confidence, why). This prints how often the two
+labellers agree, how often the triage's cause equals each, and the triage's rate on the rows both labellers agree on
+(docs/explain.md, "Two labellers"):
+
+    python scripts/triage_agreement.py [--templates ../shared/templates] [--rows]
+
+Nothing here is imported by the library; ``tests/test_triage.py`` pins the same figures (``AGREEMENT``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SETS = ("kept15.jsonl", "kept16.jsonl", "kept17.jsonl", "kept18.jsonl")
+
+
+def second_labels() -> dict[str, dict]:
+    path = ROOT / "tests" / "data" / "triage" / "second_labels.jsonl"
+    return {r["id"]: r for r in (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+                                 if line.strip())}
+
+
+def agreement(first: dict[str, str], second: dict[str, dict], said: dict[str, str], fixed: dict[str, bool]
+              ) -> dict[str, tuple[int, int]]:
+    """The figures, each ``(count, rows)``: ``labellers`` (the two first choices equal), ``within_second`` (the first
+    label is the second labeller's first or second choice), ``triage_first`` / ``triage_second`` (the triage's cause
+    equals that labeller's), ``triage_either``, ``consensus_cause`` / ``consensus_both`` (on the rows both labellers
+    agree on: the triage's cause right; its cause right and its fix verified)."""
+    ids = [i for i in first if i in second]
+    cons = [i for i in ids if first[i] == second[i]["cause"]]
+    return {
+        "labellers": (len(cons), len(ids)),
+        "within_second": (sum(first[i] in (second[i]["cause"], second[i].get("second_choice")) for i in ids), len(ids)),
+        "triage_first": (sum(said[i] == first[i] for i in ids), len(ids)),
+        "triage_second": (sum(said[i] == second[i]["cause"] for i in ids), len(ids)),
+        "triage_either": (sum(said[i] in (first[i], second[i]["cause"]) for i in ids), len(ids)),
+        "consensus_cause": (sum(said[i] == first[i] for i in cons), len(cons)),
+        "consensus_both": (sum(said[i] == first[i] and fixed[i] for i in cons), len(cons)),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--templates", default=os.path.join(ROOT.parent, "shared", "templates"))
+    ap.add_argument("--rows", action="store_true", help="print each row: first label, second label, the triage's")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from triage_kept7_score import score
+
+    first, said, fixed = {}, {}, {}
+    for name in SETS:
+        rows, _ = score(args.templates, name)
+        for r in rows:
+            first[r["id"]], said[r["id"]], fixed[r["id"]] = r["cause"], r["said"], r["fix_ok"]
+    second = second_labels()
+    if args.rows:
+        for i in first:
+            if i in second:
+                print(f"{i[:60]:60s} first {first[i]:24s} second {second[i]['cause']:24s} triage {said[i]}")
+    for k, (n, d) in agreement(first, second, said, fixed).items():
+        print(f"{k:16s} {n}/{d} ({n / max(d, 1):.0%})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
