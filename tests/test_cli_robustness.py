@@ -359,6 +359,20 @@ def test_an_expect_file_nested_too_deeply_names_the_file(tmp_path: Any) -> None:
                     "--expect", deep, "nested too deeply")
 
 
+@pytest.mark.parametrize("extra", [["--format", "tokenizer-config"], ["--for-hub", "hub"]])
+def test_a_tokenizer_config_nested_too_deeply_names_the_file(tmp_path: Any, extra: list[str]) -> None:
+    """`export --tokenizer-config FILE` (plain and --for-hub) with JSON nested past Python's reader said only
+    "input too large or nested too deeply (RecursionError)", naming neither the option nor the file, where a
+    request or --expect file says which file it is (the export's notes come first)."""
+    deep = _write(tmp_path, "deep.json", "[" * 100_000)
+    if extra[0] == "--for-hub":
+        extra = ["--for-hub", str(tmp_path / "hub")]
+    proc = _run(["export", ASSET_TEMPLATE, "--tokenizer-config", deep, *extra])
+    err = proc.stderr.decode("utf-8").strip()
+    assert proc.returncode != 0 and "Traceback" not in err, err
+    assert err.splitlines()[-1] == f"error: {deep}: JSON nested too deeply", err
+
+
 @pytest.mark.parametrize("value", ["inf", "nan", "0", "-1"])
 def test_analyze_batch_timeout_must_be_a_positive_number(tmp_path: Any, value: str) -> None:
     """`analyze --batch DIR --timeout inf` ended in "internal error … OverflowError"; 0 and -1 failed every
