@@ -96,3 +96,23 @@ def test_outputs_without_a_bare_invoke_record_no_section_repair(case_id):
     _, msg = _parse(case_id)
     assert "call-section-omitted" not in _names(msg)
     assert msg.to_openai()["content"].strip() == (CASES[case_id].expect.get("content") or "").strip()
+
+
+@pytest.mark.parametrize("flood", ["<" * 400, "a<b " * 100, "<｜DSML｜i" * 50, "<｜DSML｜invoke" * 40])
+def test_a_flood_of_opener_starts_before_a_bare_invoke(flood):
+    """call-section-omitted's scan looks ahead for the invoke opener at every ``<`` (its first character first, so
+    a text of many ``<`` is not read an opener's length ahead at each): a flood of ``<`` or of cut openers before
+    the case's bare invoke is content and the invoke still the call; whole openers in the content end it there,
+    the invokes do not read from there, and the whole output is content. Streamed as one-shot, nothing lost."""
+    out = CASES[BARE_INVOKE].output
+    text = out.replace("Checking.", "Checking." + flood, 1)
+    parser, msg = _parse(BARE_INVOKE, output=text)
+    if flood.endswith("invoke"):
+        assert msg.tool_calls == [] and msg.content == text and not _names(msg)
+    else:
+        assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == [("get_weather", {"city": "SF"})]
+        assert msg.content == "Checking." + flood
+        assert _names(msg) == ["call-section-omitted"]
+    assert not audit_parse(parser, text, msg).lost()
+    for size in (1, 3, 17):
+        assert _streamed(parser, text, size).to_openai() == msg.to_openai()
