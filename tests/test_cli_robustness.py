@@ -552,3 +552,21 @@ def test_json_files_with_a_byte_order_mark_read_as_without(tmp_path: Any) -> Non
     assert proc.returncode == 0, proc.stderr
     merged = json.loads(proc.stdout)
     assert merged["eos_token"] == "<|im_end|>" and merged["response_template"]["fields"]["reasoning_content"]
+
+
+def test_explain_with_a_tool_name_of_thousands_of_characters(tmp_path: Any) -> None:
+    """A request whose tool name is 3,000 characters long: `explain` on Qwen3-Coder (whose call opener
+    `<function=NAME>` holds the name) stopped with "input too large or nested too deeply (RecursionError)" — the
+    engine spelled the opener's cut prefixes as one nested regex group per character, which the re module's
+    parser recurses into. The call is read and explained."""
+    name = "x" * 3000
+    req = _write(tmp_path, "req.json", {"messages": [{"role": "user", "content": "hi"}], "tools": [
+        {"type": "function", "function": {"name": name, "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]})
+    out = f"<tool_call>\n<function={name}>\n<parameter=city>\nSF\n</parameter>\n</function>\n</tool_call>"
+    proc = _run(["explain", str(TEMPLATES / "Qwen-Qwen3-Coder-30B-A3B-Instruct.jinja"), "--request", req, "--json"],
+                out.encode("utf-8"))
+    assert proc.returncode == 0, proc.stderr.decode("utf-8")[-300:]
+    data = json.loads(proc.stdout)
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in data["message"]["tool_calls"]] \
+        == [(name, {"city": "SF"})]
