@@ -2,7 +2,7 @@
 
 The kept-aside triage batches kept15 … kept18 were labelled once by their collectors, before the triage ran. A second
 labeller, who never saw those labels nor ran the triage, labelled the same 87 rows again from the taxonomy alone
-(``tests/data/triage/second_labels.jsonl``: a cause, a second choice, a confidence, why). This prints how often the two
+(``tests/data/triage/second_labels/kept15-kept18.jsonl``: a cause, a second choice, a confidence, why). This prints how often the two
 labellers agree, how often the triage's cause equals each, and the triage's rate on the rows both labellers agree on
 (docs/explain.md, "Two labellers"):
 
@@ -24,7 +24,7 @@ SETS = ("kept15.jsonl", "kept16.jsonl", "kept17.jsonl", "kept18.jsonl")
 
 
 def second_labels() -> dict[str, dict]:
-    path = ROOT / "tests" / "data" / "triage" / "second_labels.jsonl"
+    path = ROOT / "tests" / "data" / "triage" / "second_labels" / "kept15-kept18.jsonl"
     return {r["id"]: r for r in (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
                                  if line.strip())}
 

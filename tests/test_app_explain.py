@@ -482,3 +482,62 @@ def test_a_tool_name_holding_backticks_is_shown_as_code_on_the_page():
     assert f"<code>{html.escape(HOSTILE_NAME, quote=False)}</code> is called without <code>city</code>" in shown, \
         shown
     assert "<a " not in shown
+
+
+def _triage_row(name: str, case_id: str) -> dict:
+    rows = (ROOT / "tests" / "data" / "triage" / name).read_text(encoding="utf-8").splitlines()
+    return next(r for r in map(json.loads, rows) if r["id"] == case_id)
+
+
+def _explain_row(row: dict):
+    at = use_corpus(start(), row["template"])
+    at.session_state["in_tools"] = json.dumps(row["tools"])
+    at.session_state["in_messages"] = json.dumps(row["messages"])
+    at.session_state["in_parallel"] = row["parallel_tool_calls"]
+    at.session_state["in_output"] = row["input"]
+    return page(at, "explain")
+
+
+RELATION = "The template's call pieces against the output's markup"
+
+
+def test_the_call_relation_shows_the_templates_pieces_against_the_outputs_markup():
+    """The triage's relation on the page: the CLI's lines, each piece one code span, open when the relation decided
+    the mistake (Muse Glimmer's tool channel, kept13: every piece written) and closed when it only names the rules'
+    class (Qwen2.5-Coder's bare JSON call, kept14: the opener absent)."""
+    from core.explain.call_relation import CallRelation, relation_lines
+
+    from .test_call_relation import MUSE, QWEN_BARE
+
+    at = _explain_row(_triage_row("kept13.jsonl", MUSE))
+    box = next(e for e in at.expander if e.label == RELATION)
+    assert box.proto.expanded
+    shown = [unmd(m.value) for m in box.markdown]
+    assert shown[0] == "call relation: consistent (it decided the mistake) — the template's call pieces against " \
+                       "the output's markup"
+    items = shown[1].split("\n")
+    assert items[1:4] == ["- matched  `to=`", "- matched  `<|message|>`", "- matched  `<atem:function_calls>`"]
+    assert items[-1] == "- the parse stopped in the call's name" and len(items) == 13
+
+    at = _explain_row(_triage_row("kept14.jsonl", QWEN_BARE))
+    box = next(e for e in at.expander if e.label == RELATION)
+    assert not box.proto.expanded
+    items = [unmd(m.value) for m in box.markdown][1].split("\n")
+    assert items[1:] == ["- absent   `<tool_call>`", '- matched  `"name":`', '- matched  `"arguments":`',
+                         "- absent   `</tool_call>`", "- foreign: none (no markup of the output's own around the call)"]
+    # the lines the CLI prints, from the library's triage
+    from core.chat.request import ChatRequest
+    from core.explain.explain import explain
+    from core.jinja.template import ChatTemplate
+
+    row = _triage_row("kept14.jsonl", QWEN_BARE)
+    t = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    tg = explain(t, ChatRequest.from_dict(row), row["input"]).triage.to_json()
+    lines = relation_lines(CallRelation.from_json(tg["relation"]), tg["relation_decided"])
+    assert ["- " + line for line in lines[1:]] == items
+
+
+def test_no_relation_no_expander():
+    # the drifted key of Qwen2.5: an alias, no call-format class — nothing of the relation is drawn
+    at = _explain(DRIFT)
+    assert RELATION not in [e.label for e in at.expander]

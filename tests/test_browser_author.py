@@ -56,9 +56,11 @@ def test_edit_live_render_reload_then_compare(app_url, browser):  # noqa: F811 -
     assert _source_area(page).input_value() == edited
 
     _nav(page, "Compare")
-    radio_b = page.locator('[data-testid="stRadio"]').filter(has_text="Side B")
-    checked = radio_b.locator('input[type="radio"]:checked').evaluate("e => e.closest('label').innerText")
-    assert checked.strip() == "Loaded source (before editing)", checked
+    # after an edit, Compare opens old -> new, as `compare OLD NEW`: A the loaded source, B the edit
+    for side, want in (("Side A", "Loaded source (before editing)"), ("Side B", "Current template")):
+        radio = page.locator('[data-testid="stRadio"]').filter(has_text=side)
+        checked = radio.locator('input[type="radio"]:checked').evaluate("e => e.closest('label').innerText")
+        assert checked.strip() == want, (side, checked)
     page.get_by_text("Source diff").first.wait_for(timeout=60_000)
     diff = page.locator('[data-testid="stCode"]').filter(has_text="+++ B/").first
     diff.wait_for(timeout=60_000)

@@ -111,3 +111,45 @@ def test_a_malformed_expected_message_is_named_and_the_explanation_stays(app_url
     page.locator("pre.cte-spans").wait_for(timeout=30_000)
     assert not errors, errors
     page.close()
+
+
+def test_the_call_relation_shows_each_piece_as_code(app_url, browser):  # noqa: F811 - fixtures
+    """Muse Glimmer's tool channel (kept13, SGLang's parser test): the triage's relation is open (it decided the
+    mistake), each of the template's call pieces one code element in render order, marked matched."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit
+
+    from explorer.urlstate import encode_explain
+
+    from .conftest import TEMPLATES
+    from .test_browser import paste_template
+    from .test_call_relation import MUSE
+
+    rows = (ROOT / "tests" / "data" / "triage" / "kept13.jsonl").read_text(encoding="utf-8").splitlines()
+    row = next(r for r in map(json.loads, rows) if r["id"] == MUSE)
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(app_url + "/sources", wait_until="networkidle")
+    page.get_by_role("heading", name="Sources").wait_for(timeout=60_000)
+    _wait_idle(page)
+    paste_template(page, row["template"], (TEMPLATES / row["template"]).read_text(encoding="utf-8"))
+    page.wait_for_url("**src=text*", timeout=60_000)
+    params = dict(parse_qsl(urlsplit(page.url).query))
+    req = {k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format",
+                               "enable_thinking")}
+    params["x"] = encode_explain(req, row["input"])
+    page.goto(f"{app_url}/explain?{urlencode(params)}", wait_until="networkidle")
+    page.get_by_role("heading", name="Explain").wait_for(timeout=60_000)
+    _wait_idle(page)
+    box = page.locator('[data-testid="stExpander"]').filter(has_text="The template's call pieces against")
+    box.locator("li").first.wait_for(timeout=60_000)       # open without a click: the relation decided the mistake
+    assert "call relation: consistent (it decided the mistake)" in box.inner_text()
+    items = box.locator("li").all_inner_texts()
+    codes = [li.locator("code").all_inner_texts() for li in box.locator("li").all()]
+    assert items[1].startswith("matched") and codes[1:4] == [["to="], ["<|message|>"], ["<atem:function_calls>"]]
+    assert codes[0][0].startswith("to=get_weather<|message|><atem:function_calls>↵<atem:invoke␣name=")
+    assert box.locator("script, a, img").count() == 0
+    box.scroll_into_view_if_needed()
+    box.screenshot(path=str(ARTIFACTS / "explain-05-call-relation.png"))
+    assert not errors, errors
+    page.close()

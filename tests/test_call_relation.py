@@ -6,11 +6,15 @@ source); the templates are the shared reference templates."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from core.chat.request import ChatRequest
-from core.explain.call_relation import MAX_OUTPUT, Relation, call_pieces, relate
+from core.escapes import code_span
+from core.explain.call_relation import (MAX_OUTPUT, CallRelation, PieceMark, PieceRow, Relation, call_pieces,
+                                        piece_rows, relate, relation_lines)
 from core.explain.explain import explain
 from core.explain.model import Setup, build_bundle
 from core.explain.triage import Mistake, _call_relation, _context, triage
@@ -156,3 +160,82 @@ def test_the_relation_sentence_quotes_a_piece_with_a_backtick_as_one_code_span(o
     sentence = rel.sentence()
     assert "``<x`call>``, ``</x`call>`` around the name" in sentence, sentence
     assert "`<x`call>`," not in sentence and "`</x`call>`" not in sentence.replace("``</x`call>``", ""), sentence
+
+
+MUSE = "kept11-sglang-muse-glimmer-single-tool-call"                  # kept13: every piece of the tool channel written
+QWEN_BARE = "kept14-opencode-7083-qwen25coder-bare-json-todoread"      # kept14: a bare JSON call, the opener absent
+
+
+def _triaged(case_id: str):
+    rel, ex, s, b = _relation(case_id)
+    return triage(ex, s, b, seconds=30.0, reexplain=explain)
+
+
+def test_the_triage_carries_the_relation_piece_by_piece_when_it_decided_or_agrees():
+    # Muse Glimmer's tool channel: every piece written in order; the consistent relation decided FORMAT_NOT_FOUND
+    tg = _triaged(MUSE)
+    assert tg.mistake == Mistake.FORMAT_NOT_FOUND and tg.relation_decided
+    assert [r.mark for r in piece_rows(tg.relation)] == [PieceMark.MATCHED] * 10
+    lines = relation_lines(tg.relation, tg.relation_decided)
+    assert lines[0] == "call relation: consistent (it decided the mistake) — the template's call pieces against " \
+                       "the output's markup"
+    assert lines[2:5] == ["matched  `to=`", "matched  `<|message|>`", "matched  `<atem:function_calls>`"]
+    assert lines[-2:] == ["foreign: none (no markup of the output's own around the call)",
+                          "the parse stopped in the call's name"]
+    # Qwen2.5-Coder's bare JSON call: the rules named the omitted opener, the relation the same class — it goes
+    # with the triage too (not deciding), and the JSON says which
+    tg = _triaged(QWEN_BARE)
+    assert tg.mistake == Mistake.OMITTED_OPENER and not tg.relation_decided
+    assert tg.to_json()["relation"]["relation"] == "OMITTED_OPENER" and tg.to_json()["relation_decided"] is False
+    assert piece_rows(tg.relation) == (PieceRow("<tool_call>", PieceMark.ABSENT),
+                                       PieceRow('"name":', PieceMark.MATCHED),
+                                       PieceRow('"arguments":', PieceMark.MATCHED),
+                                       PieceRow("</tool_call>", PieceMark.ABSENT))
+    assert relation_lines(tg.relation, False) == [
+        "call relation: OMITTED_OPENER (it names the mistake the rules named) — the template's call pieces against "
+        "the output's markup",
+        'render: `<tool_call>↵{"name":␣"todoread",␣"arguments":␣{}}↵</tool_call>`',
+        "absent   `<tool_call>`", 'matched  `"name":`', 'matched  `"arguments":`', "absent   `</tool_call>`",
+        "foreign: none (no markup of the output's own around the call)"]
+    # what the page reads back from the worker's JSON is the same relation
+    assert CallRelation.from_json(tg.to_json()["relation"]) == tg.relation
+
+
+def test_a_piece_written_altered_and_a_piece_past_the_outputs_end_are_marked_so():
+    # `<tool_calls>` where DeepSeek V3.2 writes `<｜DSML｜tool_calls>` (kept9's TRT-LLM output, the prefix cut)
+    c = _ROWS["kept9-trt-dsv4-multiple"]
+    rel = _relation("kept9-trt-dsv4-multiple", c["input"].replace("｜DSML｜", "", 1))[0]
+    rows = piece_rows(rel)
+    assert rows[0] == PieceRow("<｜DSML｜tool_calls>", PieceMark.ALTERED, "<tool_calls>")
+    assert "altered  `<｜DSML｜tool_calls>` written `<tool_calls>`" in relation_lines(rel, False)
+    # Qwen2.5-Coder's call cut after `"arguments":` (the output ends there): `</tool_call>` is the turn's end
+    rel = relate(call_pieces(_relation(QWEN_BARE)[0].render, "", {"todoread": "name"}), '{"name": "todoread", '
+                 '"arguments":', format_found=True, rendered=frozenset({"<tool_call>", "</tool_call>"}))
+    assert [r.mark for r in piece_rows(rel)] == [PieceMark.ABSENT, PieceMark.MATCHED, PieceMark.MATCHED,
+                                                 PieceMark.PAST_END]
+
+
+def test_every_piece_of_the_relations_lines_is_one_code_span_with_its_invisible_characters_shown():
+    # a piece built to attack a view (backtick runs, an icon, a link, a bidi override: no model wrote it)
+    from .test_explain_hostile import HOSTILE_NAME
+
+    rel = _relation(QWEN_BARE)[0]
+    hostile = HOSTILE_NAME + "\u202e"
+    evil = CallRelation(Relation.OMITTED_OPENER, (hostile,) + rel.pieces[1:], rel.matched, (hostile, "</tool_call>"),
+                        ("<x>" + HOSTILE_NAME,), rel.render + "\u2028")
+    lines = relation_lines(evil, True)
+    assert lines[2] == "absent   " + code_span(HOSTILE_NAME.replace(" ", "␣") + "\\u202e")
+    assert lines[-1] == "foreign: " + code_span("<x>" + HOSTILE_NAME.replace(" ", "␣"))
+    assert lines[1].endswith("\\u2028`") and not any(c in "".join(lines) for c in "\u202e\u2028")
+
+
+def test_the_cli_text_prints_the_relations_lines(tmp_path):
+    c = _ROWS[QWEN_BARE]
+    req = tmp_path / "request.json"
+    req.write_text(json.dumps({k: c[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls")}),
+                   encoding="utf-8")
+    out = subprocess.run([sys.executable, "-m", "core", "explain", str(TEMPLATES / c["template"]), "--request",
+                          str(req)], input=c["input"], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert "\ncall relation: OMITTED_OPENER (it names the mistake the rules named) — the template's call pieces " \
+           "against the output's markup\n  render: `<tool_call>↵{\"name\":␣\"todoread\",␣\"arguments\":␣{}}" \
+           "↵</tool_call>`\n  absent   `<tool_call>`\n  matched  `\"name\":`\n" in out, out

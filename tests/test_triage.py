@@ -485,9 +485,10 @@ def test_scores(name, part):
 
 
 # Two labellers (docs/explain.md "Two labellers"): kept15 … kept18 labelled again, blind, by a second labeller
-# (tests/data/triage/second_labels.jsonl); scripts/triage_agreement.py prints the same figures, each (count, rows)
+# (tests/data/triage/second_labels/kept15-kept18.jsonl); scripts/triage_agreement.py prints the same figures, each (count, rows)
 SECOND = {r["id"]: r for r in (json.loads(line) for line in
-                               open(ROOT / "tests" / "data" / "triage" / "second_labels.jsonl", encoding="utf-8"))}
+                               open(ROOT / "tests" / "data" / "triage" / "second_labels" / "kept15-kept18.jsonl",
+                                    encoding="utf-8"))}
 AGREEMENT = {"labellers": (59, 87), "within_second": (83, 87), "triage_first": (49, 87), "triage_second": (51, 87),
              "triage_either": (58, 87), "consensus_cause": (42, 59), "consensus_both": (39, 59)}
 _AGREED = ("kept15.jsonl", "kept16.jsonl", "kept17.jsonl", "kept18.jsonl")

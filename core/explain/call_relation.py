@@ -23,7 +23,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-from ..escapes import code_span
+from ..escapes import code_span, visible
 
 _WS = " \t\n\v\f\r"
 MAX_PIECES = 24            # pieces of one rendered call compared (a longer render is cut there)
@@ -79,6 +79,16 @@ class CallRelation:
         return {"relation": self.relation.value, "pieces": list(self.pieces), "matched": list(self.matched),
                 "absent": list(self.absent), "foreign": list(self.foreign), "render": self.render,
                 "altered": self.altered, "stop_in": self.stop_in, "stop_key": self.stop_key}
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> CallRelation:
+        """The relation back from :meth:`to_json` (the Explain page gets the JSON from its worker)."""
+        def strs(key: str) -> tuple[str, ...]:
+            return tuple(str(x) for x in data.get(key) or ())  # type: ignore[union-attr]
+
+        return cls(Relation(data["relation"]), strs("pieces"), strs("matched"), strs("absent"), strs("foreign"),
+                   str(data.get("render") or ""), str(data.get("altered") or ""), str(data.get("stop_in") or ""),
+                   str(data.get("stop_key") or ""))
 
     def sentence(self) -> str:
         """The evidence as one sentence (every piece quoted, nothing of the output's own text beyond its markup); each
@@ -374,3 +384,76 @@ def _adjacent(out: str, m: re.Match[str], start: int, end: int) -> bool:
         return False        # (inside the call: its arguments' own markup, not a wrapper)
     gap = out[m.end():start] if m.end() <= start else out[end:m.start()] if m.start() >= end else ""
     return len(gap) <= 256 and not MARKUP.sub("", gap).strip(_WS + "{[(")
+
+
+class PieceMark(str, enum.Enum):
+    """How the output stands to one of the template's call pieces (:func:`piece_rows`)."""
+
+    MATCHED = "matched"            # written, in the template's order
+    ABSENT = "absent"              # not written (after the pieces before it)
+    ALTERED = "altered"            # not written as the template writes it, written otherwise (``written``)
+    PAST_END = "past the end"      # the render writes it after the piece the output ends with: the turn's end
+
+
+@dataclass(frozen=True)
+class PieceRow:
+    """One of the template's call pieces, in render order, and how the output stands to it."""
+
+    piece: str
+    mark: PieceMark
+    written: str = ""              # (ALTERED) the output's token in its place
+
+
+def piece_rows(rel: CallRelation) -> tuple[PieceRow, ...]:
+    """Each of the template's pieces marked. ``matched`` and ``absent`` are in render order and interleave to the
+    pieces (a piece once absent is absent at every later place, so a piece equal to both heads is the matched
+    one); a piece in neither is one the render writes after the output's end (:func:`relate` leaves those out);
+    the first absent piece is ``altered`` when the output writes a token of its own in its place."""
+    rows: list[PieceRow] = []
+    mi = ai = 0
+    token = rel.altered if rel.relation == Relation.ALTERED and rel.altered.startswith(("<", "[")) else ""
+    for p in rel.pieces:
+        if mi < len(rel.matched) and rel.matched[mi] == p:
+            rows.append(PieceRow(p, PieceMark.MATCHED))
+            mi += 1
+        elif ai < len(rel.absent) and rel.absent[ai] == p:
+            rows.append(PieceRow(p, PieceMark.ALTERED, token) if ai == 0 and token else PieceRow(p, PieceMark.ABSENT))
+            ai += 1
+        else:
+            rows.append(PieceRow(p, PieceMark.PAST_END))
+    return tuple(rows)
+
+
+RENDER_SHOWN = 160      # characters of the template's render shown in the relation's lines
+FOREIGN_SHOWN = 12      # tokens of the output's own markup shown there
+
+
+def _code(text: str) -> str:
+    """Text as one inline code span, whitespace and invisible characters made visible (``␣``, ``\\u202e``)."""
+    return code_span(visible(text))
+
+
+def relation_lines(rel: CallRelation, decided: bool) -> list[str]:
+    """The relation as lines, the same in the CLI's text and on the Explain page: a head naming the class and
+    whether it decided the mistake (``decided``) or names the one the rules named, the template's render, each
+    piece in render order with its mark, then the output's markup no render writes (every piece and token an
+    inline code span with its whitespace and invisible characters shown: no text breaks out of it)."""
+    role = "it decided the mistake" if decided else "it names the mistake the rules named"
+    render = rel.render if len(rel.render) <= RENDER_SHOWN else rel.render[:RENDER_SHOWN] + "…"
+    lines = [f"call relation: {rel.relation.value} ({role}) — the template's call pieces against the output's markup",
+             f"render: {_code(render)}"]
+    rows = piece_rows(rel)
+    width = max((len(r.mark.value) for r in rows), default=0)
+    for row in rows:
+        lines.append(f"{row.mark.value:<{width}}  {_code(row.piece)}"
+                     + (f" written {_code(row.written)}" if row.written else ""))
+    if rel.relation == Relation.ALTERED and rel.altered and not rel.altered.startswith(("<", "[")):
+        lines.append(f"altered: {rel.altered}")
+    more = f" … {len(rel.foreign) - FOREIGN_SHOWN} more" if len(rel.foreign) > FOREIGN_SHOWN else ""
+    lines.append("foreign: " + (", ".join(_code(t) for t in rel.foreign[:FOREIGN_SHOWN]) + more if rel.foreign
+                                else "none (no markup of the output's own around the call)"))
+    if rel.stop_in:
+        key = rel.stop_key if len(rel.stop_key) <= 60 else rel.stop_key[:60] + "…"
+        lines.append(f"the parse stopped in the call's {rel.stop_in}" + (f", after the key {_code(key)}" if key
+                                                                          else ""))
+    return lines

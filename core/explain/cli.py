@@ -20,6 +20,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from .model import visible_text as visible
     from .explain import explain, show_invisible
     from .reproducer import case_line, check_expected, peg_tester_snippet, pytest_test
+    from .call_relation import relation_lines
 
     overrides: dict[str, Any] = {}
     for item in args.override or []:
@@ -66,6 +67,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             print(f"\nno change of ours helps: {tg.no_fix}")
         for e in tg.evidence:
             print(f"  - {show_invisible(e)}")
+        if tg.relation is not None:
+            print()
+            for i, line in enumerate(relation_lines(tg.relation, tg.relation_decided)):
+                print(("  " if i else "") + line)
     print("\nspans (text of generation prompt + output; [label field] «text»):")
     for s in ex.spans:
         tag = s.display_label + (f" {s.field}" if s.field and not s.field.startswith("{") else "") \

@@ -185,14 +185,16 @@ class Triage:
     no_fix: str = ""
     searched: int = 0
     budget_hit: bool = False
-    relation: CallRelation | None = None    # when the template's rendered call pieces decided the mistake
+    relation: CallRelation | None = None    # when the template's rendered call pieces decided the mistake or agree
+    relation_decided: bool = False          # (it decided it; else it names the class the rules named)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (``explain --json`` key ``triage``)."""
         return {"mistake": self.mistake.name, "mistake_text": self.mistake.value, "sentence": self.sentence,
                 "evidence": list(self.evidence), "nearest": self.nearest.to_json() if self.nearest else None,
                 "fixes": [f.to_json() for f in self.fixes], "no_fix": self.no_fix, "searched": self.searched,
-                "budget_hit": self.budget_hit, "relation": self.relation.to_json() if self.relation else None}
+                "budget_hit": self.budget_hit, "relation": self.relation.to_json() if self.relation else None,
+                "relation_decided": self.relation_decided}
 
 
 def _q(s: str, n: int = 40) -> str:
@@ -4999,8 +5001,13 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
         # the headline names one mistake, the first the edits meet; the others follow in the evidence
         sentence = parts[0]
         evidence = evidence + ["the nearest accepted output also needs: " + "; then ".join(parts[1:])]
+    # the relation goes with the triage when it stands behind the mistake: it decided it, or it names the class the
+    # rules named (a view shows the template's pieces against the output's markup either way)
+    rel, decided = ctx.get("call_relation"), bool(ctx.get("relation_decided"))
+    if not decided and (rel is None or rel.relation not in DECISIVE or rel.relation.value != mistake.name):
+        rel = None
     return Triage(mistake, sentence, evidence, nearest, fixes, why, budget.total - budget.left, budget.hit,
-                  ctx["call_relation"] if ctx.get("relation_decided") else None)
+                  rel, decided and rel is not None)
 
 
 def _in_transformers_dialect(ex: Any, setup: _Setup, why: str, **budget: Any) -> Triage:

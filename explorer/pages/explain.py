@@ -9,6 +9,7 @@ import json
 
 import streamlit as st
 
+from core.explain.call_relation import CallRelation, relation_lines
 from explorer import state, urlstate
 from explorer.components import serving
 from explorer.components.spans import NEW_OUTLINE, legend_html, panel_html, span_style, stop_html
@@ -201,6 +202,14 @@ if tg.get("mistake") not in (None, "NONE"):
         for e in tg.get("evidence") or []:
             if not e.startswith("the parse stopped at output position"):
                 st.markdown("- " + md_code(split_rule_path(e)[0]))
+    if tg.get("relation"):
+        # the template's call pieces (its own render of a call) against the output's markup, the CLI's lines; open
+        # when the relation decided the mistake, closed when it only names the class the rules named
+        decided = bool(tg.get("relation_decided"))
+        rel_lines = relation_lines(CallRelation.from_json(tg["relation"]), decided)
+        with st.expander("The template's call pieces against the output's markup", expanded=decided):
+            st.markdown(md_code(rel_lines[0]))
+            st.markdown("\n".join("- " + md_code(line) for line in rel_lines[1:]))
 if ex["consistency"]:
     st.error(md(f"The spans do not account for the message (a bug of this tool): {ex['consistency']}"))
 
