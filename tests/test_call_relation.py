@@ -139,6 +139,29 @@ def test_a_rule_with_evidence_of_its_own_keeps_its_answer():
     assert tg.mistake == Mistake.OMITTED_MARKER and tg.relation is None
 
 
+# a hostile template's call markup: a tag holding a backtick (tags may hold any character but white space, <, >, =
+# and a quote), rendered around a call of the request's tool
+BACKTICK_WITH_CALL = 'U: hi\nA: <x`call>get_weather {"city": "F0"}</x`call>\n'
+BACKTICK_WITHOUT_CALL = "U: hi\nA: \n"
+
+
+@pytest.mark.parametrize("output, relation", [
+    ('<x`call>get_weather {"city": "SF"}', Relation.OMITTED_CLOSER),
+    ('get_weather {"city": "SF"}</x`call>', Relation.OMITTED_OPENER),
+    ('<tool_call><x`call>get_weather {"city": "SF"}</x`call></tool_call>', Relation.FOREIGN_WRAPPER)])
+def test_the_relation_sentence_quotes_a_piece_with_a_backtick_as_one_code_span(output, relation):
+    """The sentence fenced each piece with one backtick, so a piece `<x`call>` read as the code span `<x` and
+    loose text on the Explain page (the triage's evidence is Markdown); each piece is one code span as
+    core.escapes.code_span writes it."""
+    call = call_pieces(BACKTICK_WITH_CALL, BACKTICK_WITHOUT_CALL, {"get_weather": "name", "city": "key", "F0": "value"})
+    assert call.pieces == ("<x`call>", "</x`call>")
+    rel = relate(call, output, format_found=True, rendered=frozenset(call.pieces), names=frozenset({"get_weather"}))
+    assert rel.relation == relation
+    sentence = rel.sentence()
+    assert "``<x`call>``, ``</x`call>`` around the name" in sentence, sentence
+    assert "`<x`call>`," not in sentence and "`</x`call>`" not in sentence.replace("``</x`call>``", ""), sentence
+
+
 MUSE = "kept11-sglang-muse-glimmer-single-tool-call"                  # kept13: every piece of the tool channel written
 QWEN_BARE = "kept14-opencode-7083-qwen25coder-bare-json-todoread"      # kept14: a bare JSON call, the opener absent
 

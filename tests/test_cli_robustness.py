@@ -359,6 +359,20 @@ def test_an_expect_file_nested_too_deeply_names_the_file(tmp_path: Any) -> None:
                     "--expect", deep, "nested too deeply")
 
 
+@pytest.mark.parametrize("extra", [["--format", "tokenizer-config"], ["--for-hub", "hub"]])
+def test_a_tokenizer_config_nested_too_deeply_names_the_file(tmp_path: Any, extra: list[str]) -> None:
+    """`export --tokenizer-config FILE` (plain and --for-hub) with JSON nested past Python's reader said only
+    "input too large or nested too deeply (RecursionError)", naming neither the option nor the file, where a
+    request or --expect file says which file it is (the export's notes come first)."""
+    deep = _write(tmp_path, "deep.json", "[" * 100_000)
+    if extra[0] == "--for-hub":
+        extra = ["--for-hub", str(tmp_path / "hub")]
+    proc = _run(["export", ASSET_TEMPLATE, "--tokenizer-config", deep, *extra])
+    err = proc.stderr.decode("utf-8").strip()
+    assert proc.returncode != 0 and "Traceback" not in err, err
+    assert err.splitlines()[-1] == f"error: {deep}: JSON nested too deeply", err
+
+
 @pytest.mark.parametrize("value", ["inf", "nan", "0", "-1"])
 def test_analyze_batch_timeout_must_be_a_positive_number(tmp_path: Any, value: str) -> None:
     """`analyze --batch DIR --timeout inf` ended in "internal error … OverflowError"; 0 and -1 failed every
@@ -538,3 +552,21 @@ def test_json_files_with_a_byte_order_mark_read_as_without(tmp_path: Any) -> Non
     assert proc.returncode == 0, proc.stderr
     merged = json.loads(proc.stdout)
     assert merged["eos_token"] == "<|im_end|>" and merged["response_template"]["fields"]["reasoning_content"]
+
+
+def test_explain_with_a_tool_name_of_thousands_of_characters(tmp_path: Any) -> None:
+    """A request whose tool name is 3,000 characters long: `explain` on Qwen3-Coder (whose call opener
+    `<function=NAME>` holds the name) stopped with "input too large or nested too deeply (RecursionError)" — the
+    engine spelled the opener's cut prefixes as one nested regex group per character, which the re module's
+    parser recurses into. The call is read and explained."""
+    name = "x" * 3000
+    req = _write(tmp_path, "req.json", {"messages": [{"role": "user", "content": "hi"}], "tools": [
+        {"type": "function", "function": {"name": name, "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]})
+    out = f"<tool_call>\n<function={name}>\n<parameter=city>\nSF\n</parameter>\n</function>\n</tool_call>"
+    proc = _run(["explain", str(TEMPLATES / "Qwen-Qwen3-Coder-30B-A3B-Instruct.jinja"), "--request", req, "--json"],
+                out.encode("utf-8"))
+    assert proc.returncode == 0, proc.stderr.decode("utf-8")[-300:]
+    data = json.loads(proc.stdout)
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in data["message"]["tool_calls"]] \
+        == [(name, {"city": "SF"})]

@@ -385,3 +385,26 @@ def test_seeded_streams_equal_fresh_parses(seed):
               "hello ", "<c", " ", "\n", "/>", "<c fnx/>", "<c fn a=1 ,", "[[", "x"]
     text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(4, 14)))
     _check_stream_equals_fresh(build_chat_peg_parser(_streaming_grammar), text)
+
+
+def test_partial_delimiter_scan_finds_what_the_nested_regex_finds():
+    """Delimiters over engine._NESTED_MAX characters are scanned by hand (the nested regex overflows the re
+    module's parser); on every text of up to 7 characters over a small alphabet, with delimiters of one to ten
+    characters sharing prefixes, the scan names the position the regex does."""
+    from itertools import product
+
+    from core.peg import engine
+
+    delim_sets = [["<a", "<ab"], ["aab<"], ["<", "ab<ab<a"], ["a<b<a<b<a<"], ["ba", "<<a", "aaaa"]]
+    for delims in delim_sets:
+        rx, scan = engine._partial_regex(delims), engine._PartialScan(delims).search
+        for size in range(8):
+            for chars in product("ab<", repeat=size):
+                text = "".join(chars)
+                for pos in range(size + 1):
+                    a, b = rx(text, pos), scan(text, pos)
+                    assert (a.start() if a else None) == (b.start() if b else None), (delims, text, pos)
+    long = ["<function=" + "x" * 3000 + ">"]
+    scan = engine._partial_regex(long)
+    assert scan("hello <function=" + "x" * 2000, 0).start() == 6
+    assert scan("hello <function=" + "x" * 2000 + "y", 0) is None

@@ -96,3 +96,42 @@ def test_outputs_without_a_bare_invoke_record_no_section_repair(case_id):
     _, msg = _parse(case_id)
     assert "call-section-omitted" not in _names(msg)
     assert msg.to_openai()["content"].strip() == (CASES[case_id].expect.get("content") or "").strip()
+
+
+@pytest.mark.parametrize("flood", ["<" * 400, "a<b " * 100, "<｜DSML｜i" * 50, "<｜DSML｜invoke" * 40])
+def test_a_flood_of_opener_starts_before_a_bare_invoke(flood):
+    """call-section-omitted's scan looks ahead for the invoke opener at every ``<`` (its first character first, so
+    a text of many ``<`` is not read an opener's length ahead at each): a flood of ``<`` or of cut openers before
+    the case's bare invoke is content and the invoke still the call; whole openers in the content end it there,
+    the invokes do not read from there, and the whole output is content. Streamed as one-shot, nothing lost."""
+    out = CASES[BARE_INVOKE].output
+    text = out.replace("Checking.", "Checking." + flood, 1)
+    parser, msg = _parse(BARE_INVOKE, output=text)
+    if flood.endswith("invoke"):
+        assert msg.tool_calls == [] and msg.content == text and not _names(msg)
+    else:
+        assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == [("get_weather", {"city": "SF"})]
+        assert msg.content == "Checking." + flood
+        assert _names(msg) == ["call-section-omitted"]
+    assert not audit_parse(parser, text, msg).lost()
+    for size in (1, 3, 17):
+        assert _streamed(parser, text, size).to_openai() == msg.to_openai()
+
+
+# SGLang's V4 detector case with the section (kept11-sglang-dsv4-preamble-in-same-delta, the same test file as the
+# bare invoke): its output cut by the end inside the section, before the call's name is read
+IN_SECTION = "kept11-sglang-dsv4-preamble-in-same-delta"
+
+
+@pytest.mark.parametrize("cut", [41, 42, 54, 55])
+def test_a_call_section_cut_before_the_name_is_given_back_whole(cut):
+    """Cut after ``<｜DSML｜tool_calls>\\n<｜DSML｜i`` (or ``…invoke name="g``): with call-section-omitted on, the
+    final parse kept only ``Let me check.\\n`` and lost the rest — the repair's ``\\n<｜DSML｜invoke`` literal let
+    the character audit place the content's line break after the section opener, and a field after the lost
+    text's start kept unparsed-characters from giving it back. It is given back as without the repair."""
+    out = CASES[IN_SECTION].output[:cut]
+    parser, msg = _parse(IN_SECTION, output=out)
+    assert msg.content == out and msg.tool_calls == [] and _names(msg) == ["unparsed-characters"]
+    assert not audit_parse(parser, out, msg).lost()
+    _, without = _parse(IN_SECTION, output=out, disabled=("call-section-omitted",))
+    assert without.to_openai() == msg.to_openai()

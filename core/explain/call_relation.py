@@ -91,9 +91,10 @@ class CallRelation:
                    str(data.get("stop_key") or ""))
 
     def sentence(self) -> str:
-        """The evidence as one sentence (every piece quoted, nothing of the output's own text beyond its markup)."""
+        """The evidence as one sentence (every piece quoted, nothing of the output's own text beyond its markup); each
+        quoted piece one Markdown code span whatever backticks it holds (:func:`core.escapes.code_span`)."""
         def q(xs: tuple[str, ...]) -> str:
-            return ", ".join(f"`{x}`" for x in xs[:6]) + (" …" if len(xs) > 6 else "")
+            return ", ".join(code_span(x) for x in xs[:6]) + (" …" if len(xs) > 6 else "")
 
         head = f"the template's render of the call writes the pieces {q(self.pieces)} around the name and arguments"
         r = self.relation
@@ -104,7 +105,7 @@ class CallRelation:
             where = {Relation.OMITTED_OPENER: "the opener", Relation.OMITTED_CLOSER: "the closer",
                      Relation.OMITTED_MARKER: "a marker inside the call"}[r]
             return head + f"; the output writes {q(self.matched)} but not {q(self.absent)}: it left out {where} " \
-                          f"`{self.absent[0]}`"
+                          f"{code_span(self.absent[0])}"
         if r == Relation.FOREIGN_WRAPPER:
             return head + f"; the output writes every one of them and wraps the call in {q(self.foreign)}, which no " \
                           "render of the template writes"
@@ -115,7 +116,8 @@ class CallRelation:
             return head + f"; the output writes none of them and writes its call with {q(self.foreign)}, markup of " \
                           "another format"
         if r == Relation.ALTERED and self.absent and self.altered.startswith(("<", "[")):
-            return head + f"; the output writes `{self.altered}` where the template writes `{self.absent[0]}`"
+            return head + f"; the output writes {code_span(self.altered)} where the template writes " \
+                          f"{code_span(self.absent[0])}"
         if r == Relation.ALTERED:
             return head + f"; the output differs in {self.altered}"
         return head

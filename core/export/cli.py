@@ -146,6 +146,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
             try:
                 base = json.loads(file_text(tok_raw))
                 merged = merge_tokenizer_config(base, res.response_template)
+            except RecursionError:
+                raise ChatTemplateExplorerError(f"{args.tokenizer_config}: JSON nested too deeply") from None
             except (OSError, UnicodeDecodeError, ValueError) as e:
                 msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
                 raise ChatTemplateExplorerError(f"{args.tokenizer_config}: {msg}") from None
@@ -201,6 +203,8 @@ def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: 
                 read_input_file(base_path, "tokenizer_config.json")
             base = json.loads(file_text(raw))
             files = hub_files(res, v, base)
+        except RecursionError:
+            raise ChatTemplateExplorerError(f"{base_path}: JSON nested too deeply") from None
         except (OSError, UnicodeDecodeError, ValueError) as e:
             msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
             raise ChatTemplateExplorerError(f"{base_path}: {msg}") from None

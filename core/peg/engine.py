@@ -993,9 +993,52 @@ def _make_native(pid: int, kind: str) -> Fn:
     return f
 
 
+# a delimiter longer than this (a request's tool name of thousands of characters inside a tag) is matched by
+# _PartialScan: the regex's nested groups, one per character, overflow the re module's recursive parser
+_NESTED_MAX = 200
+
+
+class _PartialScan:
+    """``search(text, pos)`` as the regex of :func:`_partial_regex` does it, by hand: its match's start or None."""
+
+    __slots__ = ("delims", "longest", "firsts")
+
+    def __init__(self, delims: list[str]):
+        self.delims = [d for d in delims if len(d) > 1]
+        self.longest = max(len(d) for d in self.delims) - 1
+        self.firsts = "".join(sorted({d[0] for d in self.delims}))
+
+    def search(self, text: str, pos: int) -> "_ScanStart | None":
+        n = len(text)
+        p = max(pos, n - self.longest)
+        while p < n:
+            # (only where a delimiter's first character stands, and its first characters before the rest)
+            p = min((i for i in (text.find(c, p) for c in self.firsts) if i >= 0), default=n)
+            if p >= n:
+                break
+            k = n - p
+            near = [d for d in self.delims if k < len(d) and text.startswith(d[:min(k, 8)], p)]
+            if any(text.startswith(d[:k], p) for d in near):
+                return _ScanStart(p)
+            p += 1
+        return None
+
+
+class _ScanStart:
+    __slots__ = ("_start",)
+
+    def __init__(self, start: int):
+        self._start = start
+
+    def start(self) -> int:
+        return self._start
+
+
 def _partial_regex(delims: list[str]) -> Callable[[str, int], _AnyT] | None:
     """``search(text, pos)`` for the leftmost position from which the rest of ``text`` is a proper prefix of
     some delimiter (``None`` when every delimiter is one character long)."""
+    if any(len(d) > _NESTED_MAX for d in delims):
+        return _PartialScan(delims).search
     alts = []
     for d in delims:
         s = d[:-1]

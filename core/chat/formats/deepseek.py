@@ -232,7 +232,10 @@ def _opener_ahead(p: Any, rest: str, shared: int) -> Any:
     def spelled(text: str) -> Any:
         return p.seq(*[p.one("[\\U%08x]" % ord(ch)) for ch in text])
     cuts = [room(k) + spelled(rest[:k]) + p.end() for k in range(shared, len(rest))]
-    return p.choice(room(len(rest)) + spelled(rest), *cuts)
+    # (its first character first: the room checks read up to the opener's length ahead, at every ``<`` of a text
+    # that holds many — HTML, code — where almost none is followed by the opener)
+    first = p.negate(p.end()) + p.peek(spelled(rest[:1]))
+    return first + p.choice(room(len(rest)) + spelled(rest), *cuts)
 
 
 def _loose_invokes(p: Any, func: Any, idx: int, fn: dict, args: Any, invoke_start: str, invoke_end: str) -> list[Any]:
