@@ -6,11 +6,15 @@ reproducer download. Screenshots go to ``tests/artifacts/explain-*.png``."""
 from __future__ import annotations
 
 import json
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 
-from .conftest import ROOT
-from .test_browser import ARTIFACTS, _shot, _wait_idle
+from explorer.urlstate import encode_explain
+
+from .conftest import ROOT, TEMPLATES
+from .test_browser import ARTIFACTS, _shot, _wait_idle, paste_template
+from .test_call_relation import MUSE
 
 pytestmark = pytest.mark.browser
 
@@ -116,14 +120,6 @@ def test_a_malformed_expected_message_is_named_and_the_explanation_stays(app_url
 def test_the_call_relation_shows_each_piece_as_code(app_url, browser):  # noqa: F811 - fixtures
     """Muse Glimmer's tool channel (kept13, SGLang's parser test): the triage's relation is open (it decided the
     mistake), each of the template's call pieces one code element in render order, marked matched."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit
-
-    from explorer.urlstate import encode_explain
-
-    from .conftest import TEMPLATES
-    from .test_browser import paste_template
-    from .test_call_relation import MUSE
-
     rows = (ROOT / "tests" / "data" / "triage" / "kept13.jsonl").read_text(encoding="utf-8").splitlines()
     row = next(r for r in map(json.loads, rows) if r["id"] == MUSE)
     page = browser.new_page(viewport={"width": 1400, "height": 1100})
