@@ -536,17 +536,17 @@ class GeneratedParser:
             self.parse_detailed(output, state=state, is_partial=is_partial)
         if state is not None:     # a step of a stream: StreamingParser.finish() settles with a one-shot parse
             return msg
-        from .repairs import REPEATED_PROMPT_TAIL, REPEATED_TURN_HEADER, cut_lead_in, grammar_repairs, settle
+        from .repairs import REPEATED_PROMPT_TAIL, REPEATED_TURN_HEADER, grammar_repairs, settle
 
         cut = self.header_cut(output, is_partial) or 0
         lead_in: int | None = None
         if r is not None and entry != RECOVER_CONTENT and self._has_repair_tags():
-            fired = grammar_repairs(r, len(self.generation_prompt) - cut, output)
+            fired, cut_at = grammar_repairs(r, len(self.generation_prompt) - cut, output)
             if fired:
                 msg = msg.copy()
                 msg.repairs = msg.repairs + fired
             if not is_partial:
-                lead_in = cut_lead_in(r, len(self.generation_prompt) - cut)
+                lead_in = cut_at
         if cut and self.turn_header and output.startswith(self.turn_header):
             msg = msg.copy()
             msg.repairs = [FiredRepair(REPEATED_TURN_HEADER, 0, cut, text=output[:cut])] + msg.repairs

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import ChatTemplateExplorerError
-from ..peg.chat import cut_lead_ins
+from ..peg.chat import repair_nodes
 from .char_audit import Account, audit_parse
 from .lossless import lost_word_spans, markup_of, parser_marks, tool_names, trigger_words, without_tool_names
 from .message import AssistantMessage, message_extends
@@ -1503,23 +1503,17 @@ def next_call_section(p: Any, final_end: Any, start: str, section: str) -> None:
         + orig)))
 
 
-def grammar_repairs(result: Any, offset: int, output: str) -> list[FiredRepair]:
-    """The :class:`FiredRepair` entries of the ``repair:NAME`` nodes in a PEG parse ``result``
-    (:func:`core.peg.chat.fired_repairs`), spans shifted by ``offset`` (the generation prompt's length) so
-    they index ``output``."""
-    from ..peg.chat import fired_repairs
-
-    return [FiredRepair(name, s, e, text=output[s:e])
-            for name, s, e in fired_repairs(result.nodes, offset, result.text)]
-
-
-def cut_lead_in(result: Any, offset: int) -> int | None:
-    """Where the lead-in of a call written without markers starts when the end of the output cut it before
-    anything was read into the message from there on (:func:`core.peg.chat.cut_lead_ins` in the PEG parse
-    ``result``, positions shifted by ``offset``): Gemma's ``call:`` without its opener token, the ``{"`` of a
-    standalone JSON call. None when the output does not end inside one. Repair ``cut-marker-text`` gives the text
-    from there back as it gives back a marked call's cut opener."""
-    return next((s for s, e in cut_lead_ins(result.nodes, offset, result.text) if s < e), None)
+def grammar_repairs(result: Any, offset: int, output: str) -> tuple[list[FiredRepair], int | None]:
+    """The repairs a PEG parse ``result`` read (:func:`core.peg.chat.repair_nodes`, one walk of its tree), spans
+    shifted by ``offset`` (the generation prompt's length) so they index ``output``: the :class:`FiredRepair`
+    entries of the ``repair:NAME`` nodes that acted, and where the lead-in of a call written without markers
+    starts when the end of the output cut it before anything was read into the message from there on (Gemma's
+    ``call:`` without its opener token, the ``{"`` of a standalone JSON call; None when the output does not end
+    inside one). Repair ``cut-marker-text`` gives the text from that lead-in back as it gives back a marked call's
+    cut opener."""
+    fired, lead_ins = repair_nodes(result.nodes, offset, result.text)
+    return ([FiredRepair(name, s, e, text=output[s:e]) for name, s, e in fired],
+            next((s for s, e in lead_ins if s < e), None))
 
 
 def any_order_args(p: Any, rule_prefix: str, required: list[Any], optional: list[Any],
@@ -1697,7 +1691,7 @@ def settle(parser: Any, output: str, final: AssistantMessage, is_partial: bool,
     ``unparsed-characters``: when no other step changed ``final`` either and no call has empty arguments — the
     mapper drops a JSON value that is not an object — no character can be lost, and the character audit, several
     times the parse's cost on an output of many calls, is not run). ``lead_in``: where the lead-in of a call
-    without markers that the end of the output cut starts (:func:`cut_lead_in`), for ``cut-marker-text``. Never
+    without markers that the end of the output cut starts (:func:`grammar_repairs`), for ``cut-marker-text``. Never
     raises; the
     repairs that acted are in ``.repairs``. ``final`` is not modified.
     """
@@ -1829,7 +1823,7 @@ def _cut_marker_text(parser: Any, output: str, msg: AssistantMessage, final: Ass
     """Repair ``cut-marker-text``: the proper prefix of a call opener of ``parser`` (a word of its lazy grammar's
     triggers) that ends ``output`` (held back for a marker that never came) appended to the content — to the
     reasoning when the message is reasoning only — minus what the message already ends with. Likewise, to the
-    content, from ``lead_in`` when it is earlier: the cut lead-in of a call without markers (:func:`cut_lead_in`),
+    content, from ``lead_in`` when it is earlier: the cut lead-in of a call without markers (:func:`grammar_repairs`),
     from the call opener right before it if there is one."""
     words = [w for w in trigger_words(parser) if w.strip()]
     n = len(output)

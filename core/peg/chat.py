@@ -90,44 +90,36 @@ def current_repairs() -> frozenset[str]:
     return frozenset(_OPTIONS.get().get("repairs", ()))
 
 
-def fired_repairs(nodes: Iterable[Any], offset: int = 0, text: str = "") -> list[tuple[str, int, int]]:
-    """``(name, start, end)`` of every ``repair:NAME`` node in the parse tree ``nodes`` (pre-order), with
-    positions shifted by ``-offset`` (the generation prompt's length, so spans index the model output). A variant
-    the end of the text cut before it read anything into the message (:func:`cut_lead_ins`; ``text``: the parsed
-    text) has not acted: no record."""
+def repair_nodes(nodes: Iterable[Any], offset: int = 0, text: str = ""
+                 ) -> tuple[list[tuple[str, int, int]], list[tuple[int, int]]]:
+    """The ``repair:NAME`` nodes of the parse tree ``nodes`` of ``text`` (the parsed text) in one walk, positions
+    shifted by ``-offset`` (the generation prompt's length, so spans index the model output), as ``(fired,
+    lead_ins)``:
+
+    - ``fired``: ``(name, start, end)`` of every repair node that acted, in pre-order;
+    - ``lead_ins``: ``(start, end)`` of the outermost repair nodes the end of the text cut before anything was read
+      into the message from their start on (no call name, no text of a field; the parse waits there for more of a
+      call or of the variant): the lead-in of a call written without markers (Gemma's ``call:b`` without its opener
+      token or ``<|tool_call>:call:`` with a stray colon, the ``{"name":"get_w`` of a JSON call without markers),
+      which only the variant's own literals read (and white space before them). Such a variant has not acted: it is
+      not in ``fired``."""
     nodes = list(nodes)
     lead_in = _lead_in_from(nodes, text)
-    out: list[tuple[str, int, int]] = []
+    fired: list[tuple[str, int, int]] = []
+    lead_ins: list[tuple[int, int]] = []
     stack = list(reversed(nodes))
     while stack:
         node = stack.pop()
         tag = node.tag
-        if tag and tag.startswith(REPAIR_TAG_PREFIX) and node.start < lead_in:
-            out.append((tag[len(REPAIR_TAG_PREFIX):], max(node.start - offset, 0), max(node.end - offset, 0)))
+        if tag and tag.startswith(REPAIR_TAG_PREFIX):
+            span = (max(node.start - offset, 0), max(node.end - offset, 0))
+            if node.start >= lead_in:   # (its children start there too: none of them acted)
+                lead_ins.append(span)
+                continue
+            fired.append((tag[len(REPAIR_TAG_PREFIX):], *span))
         if node.children:
             stack.extend(reversed(node.children))
-    return out
-
-
-def cut_lead_ins(nodes: Iterable[Any], offset: int = 0, text: str = "") -> list[tuple[int, int]]:
-    """``(start, end)`` (shifted by ``-offset``) of the outermost ``repair:NAME`` nodes of the parse tree ``nodes``
-    that the end of the text cut before anything was read into the message from their start on (no call name, no
-    text of a field; the parse waits there for more of a call or of the variant): the lead-in of a call written
-    without markers (Gemma's ``call:b`` without its opener token or ``<|tool_call>:call:`` with a stray colon,
-    the ``{"name":"get_w`` of a JSON call without markers), which only the variant's own literals read (and
-    white space before them). In order. ``text``: the parsed text."""
-    nodes = list(nodes)
-    lead_in = _lead_in_from(nodes, text)
-    out: list[tuple[int, int]] = []
-    stack = list(reversed(nodes))
-    while stack:
-        node = stack.pop()
-        tag = node.tag
-        if tag and tag.startswith(REPAIR_TAG_PREFIX) and node.start >= lead_in:
-            out.append((max(node.start - offset, 0), max(node.end - offset, 0)))
-        elif node.children:
-            stack.extend(reversed(node.children))
-    return out
+    return fired, lead_ins
 
 
 def _lead_in_from(nodes: list[Any], text: str) -> float:
@@ -271,7 +263,7 @@ class ChatBuilder(Builder):
 
     def repair(self, name: str, p: Parseable) -> P:
         """``p`` tagged ``repair:NAME``: a variant accepted by repair ``name`` (:mod:`core.chat.repairs`). The
-        tag is quiet (shows nothing by itself; the mapper ignores it); :func:`fired_repairs` finds it."""
+        tag is quiet (shows nothing by itself; the mapper ignores it); :func:`repair_nodes` finds it."""
         tag = REPAIR_TAG_PREFIX + name
         self.arena.quiet_tags = self.arena.quiet_tags | {tag}
         return self.tag(tag, p)
