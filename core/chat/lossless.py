@@ -26,8 +26,9 @@ MIN_WORD = 3
 SUBSTRING_LOOKUPS = 64
 _WORD = re.compile(r"[^\W_]{%d,}" % MIN_WORD)
 DRIFTED_CLOSER = "drifted-closing-tag"
-"""The record of the repair that reads a misspelled closer (``</parameter1>``) as markup (core.chat.repairs names
-it; this module cannot import repairs, which imports it): the text of its spans is markup the parse identified."""
+"""The name of the repair that reads a misspelled closer (``</parameter1>``) as markup, defined here because
+core.chat.repairs imports this module (repairs' ``DRIFTED_CLOSING_TAG`` is this): the text of its spans is markup the
+parse identified."""
 _LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 

@@ -46,7 +46,8 @@ from typing import Any, Iterable
 from ..errors import ChatTemplateExplorerError
 from ..peg.chat import repair_nodes
 from .char_audit import Account, audit_parse
-from .lossless import lost_word_spans, markup_of, parser_marks, tool_names, trigger_words, without_tool_names
+from .lossless import (DRIFTED_CLOSER, lost_word_spans, markup_of, parser_marks, tool_names, trigger_words,
+                       without_tool_names)
 from .message import AssistantMessage, message_extends
 
 
@@ -217,7 +218,7 @@ CALL_LIST_UNBRACKETED = "call-list-unbracketed"   # read in core.peg.chat (ChatB
 # from the misses of real_outputs_kept11 and real_outputs_reports3 (development data)
 THOUGHT_LABEL_OMITTED = "thought-label-omitted"
 # from the parse-class misses of real_outputs_kept11, real_outputs_kept12 and real_outputs_reports3 (development data)
-DRIFTED_CLOSING_TAG = "drifted-closing-tag"
+DRIFTED_CLOSING_TAG = DRIFTED_CLOSER   # (named in core.chat.lossless, which reads its spans as markup)
 CALL_SECTION_OMITTED = "call-section-omitted"
 
 REPAIRS: list[Repair] = [
