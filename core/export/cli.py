@@ -6,12 +6,13 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from ..escapes import escape_invisible, json_visible
 from ..inputs import JsonLineError, file_text, read_input_file, read_json_lines
 
 FORMATS = ("response-template", "tokenizer-config", "gbnf")
+_T = TypeVar("_T")
 
 
 def _note(text: str) -> None:
@@ -139,24 +140,32 @@ def _cmd_export(args: argparse.Namespace) -> int:
     for verdict in res.consumers:
         _note(f"engine {verdict.line()}")
     if args.format == "tokenizer-config":
-        base = None
         if args.tokenizer_config:
             if tok_raw is None:
                 raise ChatTemplateExplorerError(f"{args.tokenizer_config}: No such file or directory")
-            try:
-                base = json.loads(file_text(tok_raw))
-                merged = merge_tokenizer_config(base, res.response_template)
-            except RecursionError:
-                raise ChatTemplateExplorerError(f"{args.tokenizer_config}: JSON nested too deeply") from None
-            except (OSError, UnicodeDecodeError, ValueError) as e:
-                msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
-                raise ChatTemplateExplorerError(f"{args.tokenizer_config}: {msg}") from None
+            merged = _with_config(args.tokenizer_config, lambda: tok_raw,
+                                  lambda base: merge_tokenizer_config(base, res.response_template))
         else:
             merged = merge_tokenizer_config(None, res.response_template)
         print(json_visible(merged, indent=2))
     else:
         print(json_visible(res.response_template, indent=2))
     return 0
+
+
+def _with_config(path: str, read: Callable[[], bytes], use: Callable[[Any], _T]) -> _T:
+    """``use`` of the tokenizer config ``path`` (its bytes from ``read``, a byte order mark allowed); a file that
+    cannot be read, is not UTF-8 or not JSON, JSON nested too deeply, or a config ``use`` refuses (``ValueError``)
+    is one line naming ``path``."""
+    from ..errors import ChatTemplateExplorerError
+
+    try:
+        return use(json.loads(file_text(read())))
+    except RecursionError:
+        raise ChatTemplateExplorerError(f"{path}: JSON nested too deeply") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
+        raise ChatTemplateExplorerError(f"{path}: {msg}") from None
 
 
 def _source_tokenizer_config(spec: str) -> str | None:
@@ -198,16 +207,9 @@ def _write_hub_kit(args: argparse.Namespace, res: Any, template: Any, fidelity: 
         return 1
     base = None
     if base_path:
-        try:
-            raw = tok_raw if base_path == args.tokenizer_config and tok_raw is not None else \
-                read_input_file(base_path, "tokenizer_config.json")
-            base = json.loads(file_text(raw))
-            files = hub_files(res, v, base)
-        except RecursionError:
-            raise ChatTemplateExplorerError(f"{base_path}: JSON nested too deeply") from None
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
-            raise ChatTemplateExplorerError(f"{base_path}: {msg}") from None
+        base, files = _with_config(base_path, lambda: tok_raw if base_path == args.tokenizer_config and tok_raw
+                                   is not None else read_input_file(base_path, "tokenizer_config.json"),
+                                   lambda config: (config, hub_files(res, v, config)))
     else:
         files = hub_files(res, v, None)
     temps: list[str] = []
