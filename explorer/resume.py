@@ -18,7 +18,8 @@ import pathlib
 
 import streamlit as st
 
-KEYS = ("src", "name", "kind", "fidelity", "ov", "base", "base_kind")
+from .urlstate import VIEW_KEYS as KEYS
+
 COOKIE = "_streamlit_xsrf"
 _SAVED = "_resume_saved"
 

@@ -188,6 +188,9 @@ def source_param(tpl: Any) -> str:
     return f"text:{save_text(tpl.source)}"
 
 
+#: the query parameters that describe a view (:func:`sync` writes them; explorer.resume keeps them per browser)
+VIEW_KEYS = ("src", "name", "kind", "fidelity", "ov", "base", "base_kind")
+
 #: source kinds a ``text:`` link names apart from ``edited`` (a reload must not call an upload an edit)
 TEXT_KINDS = ("upload", "string")
 
@@ -222,7 +225,7 @@ def sync(tpl: Any) -> None:
         if kind := text_kind(base, want["base"]):
             want["base_kind"] = kind
     qp = st.query_params
-    for key in ("src", "name", "kind", "fidelity", "ov", "base", "base_kind"):
+    for key in VIEW_KEYS:
         if key in want:
             if qp.get(key) != want[key]:
                 qp[key] = want[key]
