@@ -460,19 +460,23 @@ def _scored_run(c: dict):
     return _SCORED[key]
 
 
+def _fix_verified(c: dict, tg) -> bool:
+    """The row's labelled fix is what the triage offers: nothing for a clean parse, "none helps" with its reason,
+    else an offered fix whose message is the labelled change's."""
+    if c["cause"] == "NONE":       # a report whose server failed where ours reads the output: nothing to fix
+        return not tg.fixes
+    if c["fix"]["kind"] == "none":
+        return not tg.fixes and bool(tg.no_fix)
+    want, _clean = apply_fix(_template(c["template"]), ChatRequest.from_dict(c), c["input"], c["fix"]["change"])
+    return any(_same(f.message, want) for f in tg.fixes)
+
+
 def _score(cases):
     cause = fix = near = near_total = 0
     for c in cases:
         ex, tg = _scored_run(c)
         cause += tg.mistake.name == c["cause"]
-        if c["cause"] == "NONE":       # a report whose server failed where ours reads the output: nothing to fix
-            fix += not tg.fixes
-        elif c["fix"]["kind"] == "none":
-            fix += not tg.fixes and bool(tg.no_fix)
-        else:
-            want, _clean = apply_fix(_template(c["template"]), ChatRequest.from_dict(c), c["input"],
-                                     c["fix"]["change"])
-            fix += any(_same(f.message, want) for f in tg.fixes)
+        fix += _fix_verified(c, tg)
         if c["nearest_within_3"]:
             near_total += 1
             near += tg.nearest is not None and len(tg.nearest.edits) <= MAX_EDITS
@@ -509,15 +513,7 @@ def test_two_labellers_and_the_triage_agree_as_pinned():
     first, said, fixed = {c["id"]: c["cause"] for c in rows}, {}, {}
     for c in rows:
         _ex, tg = _scored_run(c)
-        said[c["id"]] = tg.mistake.name
-        if c["cause"] == "NONE":
-            fixed[c["id"]] = not tg.fixes
-        elif c["fix"]["kind"] == "none":
-            fixed[c["id"]] = not tg.fixes and bool(tg.no_fix)
-        else:
-            want, _clean = apply_fix(_template(c["template"]), ChatRequest.from_dict(c), c["input"],
-                                     c["fix"]["change"])
-            fixed[c["id"]] = any(_same(f.message, want) for f in tg.fixes)
+        said[c["id"]], fixed[c["id"]] = tg.mistake.name, _fix_verified(c, tg)
     assert _AGREEMENT_SCRIPT.agreement(first, SECOND, said, fixed) == AGREEMENT
 
 
