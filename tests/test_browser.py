@@ -44,13 +44,14 @@ def _pick(page, label: str, option: str) -> None:
     _wait_idle(page)
 
 
-def _start(browser, app_url):
-    """A 1400×1000 page on the app's Overview (run finished), and the list its page errors are collected in."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+def _start(browser, app_url, title: str = "Overview", height: int = 1000, **page_options):
+    """A 1400-wide page (``height`` high; ``page_options`` for ``browser.new_page``) on the app's page ``title``
+    (its run finished), and the list its page errors are collected in."""
+    page = browser.new_page(viewport={"width": 1400, "height": height}, **page_options)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(app_url + "/overview", wait_until="networkidle")  # the root is the front page
-    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
+    page.goto(f"{app_url}/{title.lower()}", wait_until="networkidle")  # (the root is the front page)
+    page.get_by_role("heading", name=title).wait_for(timeout=60_000)
     _wait_idle(page)
     return page, errors
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_browser import _shot, _wait_idle
+from .test_browser import _shot, _start, _wait_idle
 from .test_browser_edit import _analyse, _source_area
 
 pytestmark = pytest.mark.browser
@@ -20,12 +20,7 @@ def _nav(page, title: str) -> None:
 
 
 def test_edit_live_render_reload_then_compare(app_url, browser):  # noqa: F811 - fixtures
-    page = browser.new_page(viewport={"width": 1400, "height": 1100})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{app_url}/edit", wait_until="networkidle")
-    page.get_by_role("heading", name="Edit").wait_for(timeout=60_000)
-    _wait_idle(page)
+    page, errors = _start(browser, app_url, "Edit", height=1100)
     area = _source_area(page)
     area.wait_for(timeout=60_000)
     original = area.input_value()

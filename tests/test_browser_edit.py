@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_browser import _shot, _wait_idle
+from .test_browser import _shot, _start, _wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -28,12 +28,7 @@ def _analyse(page) -> None:
 
 
 def test_edit_error_fix_marker_reload(app_url, browser):  # noqa: F811 - fixtures
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{app_url}/edit", wait_until="networkidle")
-    page.get_by_role("heading", name="Edit").wait_for(timeout=60_000)
-    _wait_idle(page)
+    page, errors = _start(browser, app_url, "Edit")
     area = _source_area(page)
     area.wait_for(timeout=60_000)
     original = area.input_value()

@@ -17,7 +17,7 @@ import pytest
 
 from .conftest import streamlit_server
 from .escape_app import BAIT, CODE_NAME, DOCS
-from .test_browser import _shot, _wait_idle
+from .test_browser import _shot, _start, _wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -126,12 +126,7 @@ def test_the_explain_page_shows_a_hostile_tool_name_as_text(app_url, browser):  
     """An output calling a tool whose name holds a Markdown link and autolink literals: the stop point, the causes
     and the fixes name it as it is, and no element of the page's main area is a link, image or icon. The app's own
     links (the page navigation) still lead to their pages."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1100})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(app_url + "/overview", wait_until="networkidle")
-    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
-    _wait_idle(page)
+    page, errors = _start(browser, app_url, height=1100)
     page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Explain").click()     # an app link: it works
     page.get_by_role("heading", name="Explain").wait_for(timeout=60_000)
     _wait_idle(page)

@@ -13,7 +13,7 @@ import pytest
 from explorer.urlstate import encode_explain
 
 from .conftest import ROOT, TEMPLATES
-from .test_browser import ARTIFACTS, _shot, _wait_idle, paste_template
+from .test_browser import ARTIFACTS, _shot, _start, _wait_idle, paste_template
 from .test_call_relation import MUSE
 
 pytestmark = pytest.mark.browser
@@ -29,12 +29,7 @@ def _open_explain(page) -> None:
 
 
 def test_explain_span_view_stop_fix_and_reproducer(app_url, browser):  # noqa: F811 - fixtures
-    page = browser.new_page(viewport={"width": 1400, "height": 1100}, accept_downloads=True)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(app_url + "/overview", wait_until="networkidle")
-    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
-    _wait_idle(page)
+    page, errors = _start(browser, app_url, height=1100, accept_downloads=True)
     _open_explain(page)
 
     area = page.locator('[data-testid="stTextArea"]').filter(has_text="Model output").locator("textarea")
@@ -98,12 +93,7 @@ def test_explain_span_view_stop_fix_and_reproducer(app_url, browser):  # noqa: F
 def test_a_malformed_expected_message_is_named_and_the_explanation_stays(app_url, browser):  # noqa: F811
     """An expected message whose tool_calls is not a list of calls: the page names the field under the box and
     keeps the explanation (it was replaced by "cannot analyse template …: TypeError")."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1100})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(app_url + "/explain", wait_until="networkidle")
-    page.get_by_role("heading", name="Explain").wait_for(timeout=60_000)
-    _wait_idle(page)
+    page, errors = _start(browser, app_url, "Explain", height=1100)
     box = page.locator('[data-testid="stTextArea"]').filter(has_text="Expected message").locator("textarea")
     box.fill('{"role": "assistant", "tool_calls": "get_weather"}')
     box.press("Control+Enter")
@@ -122,12 +112,7 @@ def test_the_call_relation_shows_each_piece_as_code(app_url, browser):  # noqa: 
     mistake), each of the template's call pieces one code element in render order, marked matched."""
     rows = (ROOT / "tests" / "data" / "triage" / "kept13.jsonl").read_text(encoding="utf-8").splitlines()
     row = next(r for r in map(json.loads, rows) if r["id"] == MUSE)
-    page = browser.new_page(viewport={"width": 1400, "height": 1100})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(app_url + "/sources", wait_until="networkidle")
-    page.get_by_role("heading", name="Sources").wait_for(timeout=60_000)
-    _wait_idle(page)
+    page, errors = _start(browser, app_url, "Sources", height=1100)
     paste_template(page, row["template"], (TEMPLATES / row["template"]).read_text(encoding="utf-8"))
     page.wait_for_url("**src=text*", timeout=60_000)
     params = dict(parse_qsl(urlsplit(page.url).query))
