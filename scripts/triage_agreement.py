@@ -24,6 +24,7 @@ SETS = ("kept15.jsonl", "kept16.jsonl", "kept17.jsonl", "kept18.jsonl")
 
 
 def second_labels() -> dict[str, dict]:
+    """The second labeller's rows by id (``cause``, ``second_choice``, ``confidence``, ``why``)."""
     path = ROOT / "tests" / "data" / "triage" / "second_labels" / "kept15-kept18.jsonl"
     return {r["id"]: r for r in (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
                                  if line.strip())}

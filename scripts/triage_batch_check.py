@@ -44,6 +44,8 @@ def _docs_text() -> str:
 
 
 def held_files(exclude: str | None = None) -> list[Path]:
+    """Every file whose threads or outputs a new batch must not repeat: the triage sets (but ``exclude``), the
+    real-output sets, the drift suite and the docs."""
     files = [p for p in sorted((DATA / "triage").glob("*.jsonl")) if p.name != exclude]
     for d in sorted(DATA.glob("real_outputs*")) + [DATA / "drift"]:
         files += sorted(p for p in d.rglob("*") if p.is_file())
@@ -72,6 +74,7 @@ def held(exclude: str | None = None) -> tuple[set[str], set[str]]:
 
 
 def check_set(name: str) -> list[str]:
+    """One line per row of the triage set ``name`` whose thread or output another held file has already."""
     threads, outputs = held(exclude=name)
     problems = []
     for line in (DATA / "triage" / name).read_text(encoding="utf-8").splitlines():
