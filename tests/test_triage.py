@@ -112,7 +112,13 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   used, each family on its model's own template), by a rule committed before explain ran (``scripts/triage_queue.py
   kept18``), labelled and committed before the triage ran (``python scripts/triage_kept7_score.py --set
   kept18.jsonl``; "Twentieth batch: kept18.jsonl (kept aside)"), scored once (13/21 cause, 18/21 fix, 6/14
-  nearest)."""
+  nearest).
+- ``kept19.jsonl``: the twenty-first batch, split ``"kept19"``, kept aside: the whole failing queue (11 rows) of
+  ``tests/data/real_outputs_kept16/`` (dynamo's, mistral.rs's and LocalAI's parser tests, projects no earlier set
+  mined, each family on its model's own template), by a rule committed before explain ran (``scripts/triage_queue.py
+  kept19``), labelled by the labelling guide's decision order and committed before the triage ran (``python
+  scripts/triage_kept7_score.py --set kept19.jsonl``; "Twenty-first batch: kept19.jsonl (kept aside)"), scored once
+  (9/11 cause, 11/11 fix, 8/8 nearest)."""
 
 from __future__ import annotations
 
@@ -232,13 +238,15 @@ SCORES = {
     # kept15-sglang-dsv4-prose-and-bare-invoke relabelled after it: call-section-omitted, merged while kept aside,
     # gives the engine's message (fix none -> the repair; without the relabel 17)
     "kept18.jsonl": {"kept18": (13, 18, 6, 14)},
+    # kept aside: first run (9, 11, 8, 8), at the labelled commit (docs/explain.md "Twenty-first batch")
+    "kept19.jsonl": {"kept19": (9, 11, 8, 8)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
          "kept4.jsonl": 12, "kept5.jsonl": 1, "kept6.jsonl": 40, "kept7.jsonl": 35, "kept8.jsonl": 40,
          "kept9.jsonl": 34, "kept10.jsonl": 33, "kept11.jsonl": 40, "kept12.jsonl": 6,
          "kept13.jsonl": 36, "kept14.jsonl": 11, "kept15.jsonl": 30, "kept16.jsonl": 30,
-         "kept17.jsonl": 6, "kept18.jsonl": 21}
+         "kept17.jsonl": 6, "kept18.jsonl": 21, "kept19.jsonl": 11}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -409,6 +417,13 @@ def test_the_twentieth_batch_is_the_whole_failing_queue_of_real_outputs_kept15()
     """kept18: the whole failing queue of tests/data/real_outputs_kept15/ (21 rows: Xinference's, SGLang's and
     lmdeploy's parser tests, each family on its model's own template)."""
     _check_queue_batch("kept18.jsonl", ["real_outputs_kept15"], prefix="", split="kept18", size=21, templates=7,
+                       causes=6, fix_why=True)
+
+
+def test_the_twenty_first_batch_is_the_whole_failing_queue_of_real_outputs_kept16():
+    """kept19: the whole failing queue of tests/data/real_outputs_kept16/ (11 rows: dynamo's, mistral.rs's and
+    LocalAI's parser tests, each family on its model's own template)."""
+    _check_queue_batch("kept19.jsonl", ["real_outputs_kept16"], prefix="", split="kept19", size=11, templates=10,
                        causes=6, fix_why=True)
 
 
