@@ -72,7 +72,11 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   DeepSeek V4 streaming robustness, Gemma 4 string delimiters, MiniCPM5 finish(), Qwen3-Coder numeric precision),
   vLLM's (GLM reasoning) and lmdeploy's (Qwen3 consumed prefix) parser tests from test files no earlier set used, each
   family with its model's own template (ten families), each with the message the test asserts; six in seven expect
-  a tool call. Nobody writes repairs from it."""
+  a tool call. Nobody writes repairs from it.
+- ``real_outputs_kept17``: the seventeenth kept-aside batch, outputs that model makers' and libraries' own documents
+  give with the message they parse to (MiniMax-M2's tool-calling guide, Hermes-Function-Calling's README,
+  transformers' tool-use and response-parsing guides) and one public report (vLLM, Qwen3-Coder), each family with its
+  model's own template (five families); no test file of any project. Nobody writes repairs from it."""
 
 from __future__ import annotations
 
@@ -175,6 +179,8 @@ PASS = {
     # kept aside, first measure 29 / 40 (docs/realset-baseline.md "Fifteenth kept-aside batch"); 41 on the round of
     # repairs written without it (call-section-omitted reads kept15-sglang-dsv4-prose-and-bare-invoke)
     "real_outputs_kept15": {("llama.cpp", "kept15"): 29, ("improved", "kept15"): 41},
+    # kept aside, first measure 2 / 11 (docs/realset-baseline.md "Seventeenth kept-aside batch")
+    "real_outputs_kept17": {("llama.cpp", "kept17"): 2, ("improved", "kept17"): 11},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -198,6 +204,7 @@ SETS = {
     "real_outputs_kept13": (50, 12, {"kept13"}, True),
     "real_outputs_kept14": (50, 11, {"kept14"}, True),
     "real_outputs_kept15": (50, 10, {"kept15"}, True),
+    "real_outputs_kept17": (13, 5, {"kept17"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -285,7 +292,8 @@ REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_out
                                        "real_outputs_kept9", "real_outputs_reports", "real_outputs_kept10",
                                        "real_outputs_reports2", "real_outputs_kept11", "real_outputs_reports3",
                                        "real_outputs_kept12", "real_outputs_kept13",
-                                       "real_outputs_kept14", "real_outputs_kept15"])
+                                       "real_outputs_kept14", "real_outputs_kept15",
+                                       "real_outputs_kept17"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]
