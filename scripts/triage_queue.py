@@ -2,7 +2,8 @@
 and committed before explain ran on any of its rows (docs/explain.md: "Eighth batch: kept6.jsonl", "Ninth batch:
 kept7.jsonl", "Tenth batch: kept8.jsonl", "Eleventh batch: kept9.jsonl", "Twelfth batch: kept10.jsonl", "Thirteenth
 batch: kept11.jsonl", "Fifteenth batch: kept13.jsonl", "Seventeenth batch: kept15.jsonl", "Eighteenth batch:
-kept16.jsonl", "Twentieth batch: kept18.jsonl", "Twenty-second batch: kept20.jsonl"; each rule was first committed as a script of its own, in git history).
+kept16.jsonl", "Twentieth batch: kept18.jsonl", "Twenty-second batch: kept20.jsonl"; each rule was first committed as
+a script of its own, in git history).
 
     python scripts/triage_queue.py BATCH [--templates ../shared/templates] [--json]   # BATCH: kept6 … kept13, kept15, kept16, kept18, kept20
 
