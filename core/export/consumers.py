@@ -26,10 +26,10 @@ from typing import Any
 
 TRANSFORMERS_MIN = "5.25"
 """The oldest transformers release the export is proven on (its ``utils/chat_parsing``: ``parse_response``,
-``ResponseParser``), the one every proof now in docs/export.md ran on. Response templates shipped before it (5.13 is
-the release Hugging Face's own response-template pull requests name), but the format has gained fields since that
-an export writes (transform paths such as ``{content.name}`` and repeat joining: huggingface/transformers#47648),
-and no older release was run, so none is claimed."""
+``ResponseParser``), the one every proof now in docs/export.md ran on. Response templates shipped earlier (5.13 is
+the release Hugging Face's own response-template pull requests name) and were extended since
+(huggingface/transformers#47648 added the transform paths, such as ``{content.name}``, that JSON-call exports
+write); which release first reads every export was not established and no older one was run, so none is claimed."""
 
 
 class Consumer(str, enum.Enum):
