@@ -160,6 +160,18 @@ class Until(Node):
 
 
 @dataclass
+class Ahead(Node):
+    """Zero width: succeeds where ``opener`` lies at or after the position, whole or cut by the end of the input
+    after at least ``min_cut`` of its characters, else fails; never needs more input. A repair's look-ahead
+    (call-section-omitted tries its variant only where an invoke opener lies ahead), searched with ``str.find``
+    and resumed in a stream where the last search stopped. No grammar construct: GBNF gets nothing for it, as for
+    a lookahead, and it is no markup (``core.chat.lossless`` reads literals and delimiters)."""
+
+    opener: str = ""
+    min_cut: int = 1
+
+
+@dataclass
 class Schema(Node):
     """Parses like ``child``; carries a JSON schema so that GBNF enforces it (parser notes §4.2).
 
