@@ -3,8 +3,9 @@
 The set and the semantics follow llama.cpp ``common/peg-parser.h`` (parser notes §1.2): ``Epsilon``, ``Start``,
 ``End``, ``Literal``, ``Sequence``, ``Choice``, ``Repeat``, ``And`` (peek), ``Not`` (negative lookahead), ``Any``,
 ``Space``, ``Chars``, ``StringContent``, ``Until``, ``Schema``, ``Rule``, ``Ref``, ``Atomic``, ``Tag``, ``Gbnf``
-and ``Ac``. Nodes live in an :class:`~core.peg.builder.Arena` and point at their children by integer id.
-Execution is in :mod:`core.peg.engine`, GBNF emission in :mod:`core.peg.gbnf`.
+and ``Ac``; ``Ahead`` (a repair's look-ahead for an opener, zero width) is this project's own. Nodes live in an
+:class:`~core.peg.builder.Arena` and point at their children by integer id. Execution is in
+:mod:`core.peg.engine`, GBNF emission in :mod:`core.peg.gbnf`.
 """
 
 from __future__ import annotations
