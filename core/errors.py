@@ -162,6 +162,11 @@ class RequestFileError(RequestError):
         ChatTemplateExplorerError.__init__(self, f"{where}: {message}")
 
 
+class DependencyError(ChatTemplateExplorerError, RuntimeError):
+    """An optional package a feature needs is not installed, or older than it needs (``export --verify``:
+    transformers); the message names the package, the minimum and what is installed."""
+
+
 class ExpectedMessageError(ChatTemplateExplorerError):
     """An expected message (``explain --expect FILE``, the Explain page's box) is not an OpenAI assistant message
     the reproducers can assert: ``source`` names where it came from, ``field`` the bad part (``tool_calls[0]``)."""

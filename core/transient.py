@@ -4,7 +4,8 @@ A wall-clock limit (render time, analysis budget, compile time) says something a
 process had the CPU for that time: on a loaded machine a template that renders in 0.5 s on a quiet one can run
 past its 2 s. A ``MemoryError`` says the process's address space ran out, which depends on what it held
 before. :mod:`core.isolation` reads :func:`hits` around each call in a worker and turns a call that hit a
-memory limit, or a time limit while the worker got less than half the CPU of its wall time, into a
+memory limit, or a time limit while the worker got less than half the CPU of its wall time (a render or compile
+time limit counts only when it ended without its CPU: :func:`core.jinja.limits.time_limit_hit`), into a
 :class:`~core.isolation.WorkerLimitError` — a failure no cache keeps as the template's verdict — whatever the
 called function made of the error (an analysis may record a failed render and go on).
 """

@@ -7,6 +7,7 @@ import pathlib
 
 import pytest
 
+from core.export.consumers import TRANSFORMERS_MIN
 from core.export.verify import transformers_available
 
 from .conftest import TEMPLATES
@@ -15,7 +16,7 @@ from .test_app_helpers import LATER, errors, frame_with, page, settle, start, us
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
 
 
-@pytest.mark.skipif(not transformers_available(), reason="transformers >= 5.13 not installed")
+@pytest.mark.skipif(not transformers_available(), reason=f"transformers >= {TRANSFORMERS_MIN} not installed")
 def test_export_page_shows_template_and_verification():
     at = page(use_corpus(start(), "Qwen-Qwen3-0.6B.jinja"), "export")
     assert not errors(at)
@@ -86,7 +87,7 @@ def test_export_shows_invisible_marker_characters_as_escapes(tmp_path):
     assert not any(ch in shown_json + gbnf for ch in "\u200b\u202e")
 
 
-@pytest.mark.skipif(not transformers_available(), reason="transformers >= 5.13 not installed")
+@pytest.mark.skipif(not transformers_available(), reason=f"transformers >= {TRANSFORMERS_MIN} not installed")
 def test_a_template_with_nothing_to_check_says_why_and_that_it_is_unverified(tmp_path):
     """DeepSeek R1 distill's template with the `<think>\\n` dropped from its generation prompt (an author's edit):
     its round trip does not parse back and it has no reference case, so no check runs. The page said "No check

@@ -384,3 +384,42 @@ def test_the_gate_audits_a_call_whose_arguments_repeat_a_key():
                                                                  ("unparsed-characters", 162, 395)]
     assert gated.to_openai() == forced.to_openai() and gated.content.endswith("2025-08-01</arg_value>\n</tool_call>")
     assert _lost(audit_parse(parser, out, gated)) == []
+
+
+def test_a_cut_inside_a_dsml_section_closer_after_a_whole_call_loses_nothing():
+    """SGLang's DeepSeek V4 call (its detector's test, case kept11-sglang-dsv4-preamble-in-same-delta) cut at every
+    character inside its section closer ``</｜DSML｜tool_calls>``: the message is whole (the content, the call), yet
+    the audit reported `name="` lost — it took call-section-omitted's ``\\n<｜DSML｜invoke`` at the line break, the
+    longest piece there, and ``<｜DSML｜invoke name="``, which starts one character later, could no longer be read.
+    The characters inside a markup piece whose others are markup are that piece's."""
+    c = next(c for c in load_cases(str(DATA / "real_outputs_kept11"))
+             if c.id == "kept11-sglang-dsv4-preamble-in-same-delta")
+    closer = "</｜DSML｜tool_calls>"
+    at = c.output.index(closer)
+    whole = []
+    for k in range(1, len(closer) + 1):
+        out = c.output[:at + k]
+        parser, msg = parse_case(str(TEMPLATES), c.template, c.request, out, "improved")
+        audit = audit_parse(parser, out, msg)
+        assert _lost(audit) == [], (k, _lost(audit))
+        if msg.content == "Let me check.\n" and [t.name for t in msg.tool_calls] == ["get_weather"]:
+            whole.append(k)
+            assert any(s.account is Account.MARKUP and s.text(out).endswith('<｜DSML｜invoke name="')
+                       for s in audit.spans), k
+    # the cuts whose message is whole (the others give the section's text back as content too)
+    assert whole == [2, 3, 4, 5, 7, 8, 9, 10, 12, 13, 14, 15, 18, 19]
+
+
+def test_text_a_markup_piece_only_brushes_is_still_lost():
+    """The overlapping-piece reading takes only characters inside one occurrence of a piece: the same output with
+    its call dropped from the message still loses the call's name and arguments between the pieces, and words
+    after the section closer stay lost."""
+    c = next(c for c in load_cases(str(DATA / "real_outputs_kept11"))
+             if c.id == "kept11-sglang-dsv4-preamble-in-same-delta")
+    markup = ["<｜DSML｜tool_calls>", '<｜DSML｜invoke name="', '">', '<｜DSML｜parameter name="', '" string="true">',
+              "</｜DSML｜parameter>", "</｜DSML｜invoke>", "</｜DSML｜tool_calls>", "\n<｜DSML｜invoke"]
+    whole = AssistantMessage(content="Let me check.", tool_calls=[ToolCall("get_weather", '{"city": "SF"}')])
+    assert _lost(audit_chars(c.output, whole, markup)) == []
+    assert [t for *_, t in _lost(audit_chars(c.output, AssistantMessage(content="Let me check."), markup))] == [
+        "get_weather", "city", "SF"]
+    assert [t for *_, t in _lost(audit_chars(c.output + " name missing", whole, markup))] == [" name missing"]

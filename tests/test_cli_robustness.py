@@ -181,6 +181,17 @@ def test_conform_cases_file_missing(tmp_path: Any) -> None:
     assert "Errno" not in err
 
 
+@pytest.mark.parametrize("body", ["", "\n\n  \n"])
+def test_conform_cases_file_without_a_case(tmp_path: Any, body: str) -> None:
+    """A cases file with no case (empty, or blank lines only) scored "cases passed: 0/0 = 100.0%" and exited 0,
+    so a wrong path or an emptied file passed a --min gate; it is a one-line error naming the file."""
+    empty = _write(tmp_path, "empty.jsonl", body)
+    for extra in ([], ["--min", "0.9"], ["--summary-only"]):
+        proc = _run(["conform", empty, "--templates", str(TEMPLATES), *extra])
+        err = _one_line_error(proc, empty, "cases file", "holds no case")
+        assert "100" not in err and proc.stdout == b""
+
+
 def test_json_on_stdout_writes_invisible_characters_as_escapes() -> None:
     """A bidi override or zero-width character in the output reached the terminal raw in the printed JSON (a
     U+202E in a tool name reversed the rest of the line as shown); it is JSON's own escape now, the same JSON."""

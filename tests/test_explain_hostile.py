@@ -51,3 +51,32 @@ def test_a_name_holding_backticks_stays_in_one_code_span_of_the_sentences():
     ex = explain(t, _hostile_request("get_weather"), called.replace("{}", '{"city": "Paris"}'))
     found = "a`b``␣$x$␣:material/home:␣[x](http://evi"
     assert ex.stop.words() == f"expected `get_weather`; found ```{found}```", ex.stop.words()
+
+
+def test_a_called_name_with_backticks_and_a_bidi_override_is_quoted_whole_and_escaped():
+    """The cause quoted the called name up to its first backtick (`get`: the identifier stopped there), and the
+    stop point's expected name showed its U+202E raw, which reorders the rest of the line as shown: the name is
+    now one code span, whole, every invisible character escaped, in the stop point and in the cause."""
+    t = ChatTemplate(template_source(NAME), NAME)
+    offered, called = "get`we\u202eath``er", "get`we\u202eath`"
+    out = '<tool_call>\n{"name": ' + json.dumps(called, ensure_ascii=False) + ', "arguments": {}}\n</tool_call>'
+    ex = explain(t, _hostile_request(offered), out)
+    unknown = [f for f in ex.findings if f.cause.name == "UNKNOWN_TOOL"]
+    assert len(unknown) == 1, ex.causes
+    assert unknown[0].evidence[1] == ("the model called `` get`we\\u202eath` ``; the request offers "
+                                      "```get`we\\u202eath``er```"), unknown[0].evidence
+    assert "expected ```get`we\\u202eath``er```" in unknown[0].evidence[0], unknown[0].evidence[0]
+    assert ex.stop.literals[0] == offered
+    sentences = [ex.stop.words(), ex.triage.sentence, *(e for f in ex.findings for e in f.evidence)]
+    assert not [s for s in sentences if "\u202e" in s], sentences
+
+
+def test_a_declared_name_opening_with_a_backtick_is_compared_as_declared():
+    """The causes read the expected names back from their code spans by stripping backticks, so a declared name
+    that opens with one (fenced `` `x ``) came back as " `x " and matched no declared name."""
+    t = ChatTemplate(template_source(NAME), NAME)
+    out = '<tool_call>\n{"name": "other", "arguments": {}}\n</tool_call>'
+    ex = explain(t, _hostile_request("`x"), out)
+    assert ex.stop.literals == ("`x",), ex.stop
+    assert any("the model called `other`; the request offers `` `x ``" in e
+               for f in ex.findings for e in f.evidence), [f.evidence for f in ex.findings]

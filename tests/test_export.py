@@ -12,6 +12,7 @@ import pytest
 from core.export.response_template import Flavour, export_response_template
 from core.export.suite import check_suite_ours, generate_suite, write_suite
 from core.export.tokenizer_config import merge_tokenizer_config
+from core.export.consumers import TRANSFORMERS_MIN
 from core.export.verify import CheckStatus, reference_cases, transformers_available, verify
 from core.jinja.template import ChatTemplate
 
@@ -19,7 +20,8 @@ SHARED = pathlib.Path(__file__).resolve().parents[1].parent / "shared"
 TEMPLATES = SHARED / "templates"
 CASES = SHARED / "reference" / "cases.jsonl"
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates not present")
-needs_transformers = pytest.mark.skipif(not transformers_available(), reason="transformers >= 5.13 not installed")
+needs_transformers = pytest.mark.skipif(not transformers_available(),
+                                        reason=f"transformers >= {TRANSFORMERS_MIN} not installed")
 
 
 def load(name):
@@ -250,8 +252,53 @@ def test_export_without_verify_says_it_was_not_verified():
                        capture_output=True, text=True, timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
     assert p.returncode == 0, p.stderr
     assert p.stderr.splitlines()[0] == ("verification: not run (--verify checks this response_template with "
-                                        "transformers' own parser before printing it)")
+                                        "transformers' own parser, transformers >= 5.25, before printing it)")
     assert json.loads(p.stdout)["fields"]["reasoning_content"]["open"] == "<think>"
+
+
+def test_one_minimum_transformers_everywhere():
+    """The docs said transformers 5.13 in one place and the engine line 5.25: the proof has only run on 5.25, so that
+    is the one minimum, in the test extra, the engine line and what a missing or older transformers is told."""
+    from core.export.consumers import FLAGS, Consumer
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    assert TRANSFORMERS_MIN == "5.25"
+    assert '"transformers>=5.25"' in (root / "pyproject.toml").read_text(encoding="utf-8")
+    assert FLAGS[Consumer.TRANSFORMERS] == "tokenizer.parse_response(...) (transformers >= 5.25)"
+    docs = (root / "docs" / "export.md").read_text(encoding="utf-8")
+    assert "transformers ≥ 5.25" in docs and "5.13)" in docs and "≥ 5.13" not in docs
+
+
+@pytest.mark.parametrize("installed, why", [
+    (None, "verification needs transformers >= 5.25 (pip install 'transformers>=5.25'; no torch needed); "
+           "transformers is not installed"),
+    ("5.13.0", "verification needs transformers >= 5.25 (pip install 'transformers>=5.25'; no torch needed); "
+               "transformers 5.13.0 is installed, older than the release the export is proven on"),
+    ("5.9.1.dev0", "verification needs transformers >= 5.25 (pip install 'transformers>=5.25'; no torch needed); "
+                   "transformers 5.9.1.dev0 is installed, older than the release the export is proven on"),
+])
+def test_verify_without_a_new_enough_transformers_names_the_minimum(monkeypatch, installed, why):
+    """With transformers missing or older than the proof's release, verify stops with one line naming the minimum
+    and what is installed (it named 5.13, and an older transformers whose chat_parsing imported ran the proof)."""
+    import core.export.verify as v
+    from core.errors import DependencyError
+    from core.jinja.template import ChatTemplate
+
+    monkeypatch.setattr(v, "transformers_version", lambda: installed)
+    assert not v.transformers_available() and not v.transformers_installed()
+    assert v.transformers_missing() == why.removeprefix("verification ")
+    t = ChatTemplate((TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text(encoding="utf-8"), "Qwen-Qwen3-0.6B.jinja")
+    with pytest.raises(DependencyError) as e:
+        v.verify({}, t)
+    assert str(e.value) == why and isinstance(e.value, RuntimeError)
+
+
+def test_a_release_at_or_past_the_minimum_is_new_enough(monkeypatch):
+    import core.export.verify as v
+
+    for found in ("5.25.0", "5.25", "5.30.1", "6.0.0rc1", "10.0"):
+        monkeypatch.setattr(v, "transformers_version", lambda: found)
+        assert v.transformers_missing() == "", found
 
 
 @needs_transformers

@@ -13,13 +13,15 @@ import pytest
 from core.export.redos import check_pattern, check_response_template
 from core.export.response_template import export_response_template
 from core.export.suite import METADATA_NOTE, generate_suite
+from core.export.consumers import TRANSFORMERS_MIN
 from core.export.verify import CheckStatus, case_from_real_output, check_case, transformers_available, verify
 from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
 
 pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates not present")
-needs_transformers = pytest.mark.skipif(not transformers_available(), reason="transformers >= 5.13 not installed")
+needs_transformers = pytest.mark.skipif(not transformers_available(),
+                                        reason=f"transformers >= {TRANSFORMERS_MIN} not installed")
 
 GLM4 = ["xinference-glm4-chat.jinja", "xinference-glm4-chat-1m.jinja", "xinference-glm4-0414.jinja"]
 ROWS = [json.loads(line) for split in ("real_outputs_kept4", "real_outputs_kept5")

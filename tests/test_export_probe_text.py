@@ -17,6 +17,7 @@ from core.chat.request import ChatRequest
 from core.export import response_template as rt_module
 from core.export.response_template import export_response_template
 from core.export.suite import generate_suite
+from core.export.consumers import TRANSFORMERS_MIN
 from core.export.verify import transformers_available
 from core.jinja.template import ChatTemplate
 
@@ -90,7 +91,7 @@ def test_ernie_anchors_on_the_text_after_the_conversation():
         assert res.response_template["start_anchor_pattern"] == r"(?:Assistant:|<\|end_of_sentence\|>Assistant:)"
 
 
-@pytest.mark.skipif(not transformers_available(), reason="transformers >= 5.13 not installed")
+@pytest.mark.skipif(not transformers_available(), reason=f"transformers >= {TRANSFORMERS_MIN} not installed")
 @pytest.mark.parametrize("name, fidelity", [("upstage-Solar-Open-100B.jinja", "improved"),
                                             ("xinference-Ernie4.5.jinja", "llama.cpp")])
 def test_the_export_parses_after_a_prompt_with_another_user_message(name, fidelity):

@@ -319,14 +319,15 @@ def audit_chars(output: str, msg: AssistantMessage, markup: Iterable[str], *, pa
     pieces = markup_pieces(markup, names)
     closed = [(r.start, r.end) for r in msg.repairs if getattr(r, "name", "") == CLOSED_FINAL_CALL]
     drifted = [(r.start, r.end) for r in msg.repairs if getattr(r, "name", "") == DRIFTED_CLOSER]
-    forward = _drifted(_settle(output, _merge(_walk(output, msg, pieces, False)), pieces, partial, closed,
-                               tuple(openers)), drifted)
+    forward = _drifted(_settle(output, _inside_markup(output, _merge(_walk(output, msg, pieces, False)), pieces),
+                               pieces, partial, closed, tuple(openers)), drifted)
     lost = sum(s.end - s.start for s in forward if s.account is Account.LOST)
     if not lost:
         return CharAudit(output, forward)
     n = len(output)
     back = [(n - e, n - s, acc, where) for s, e, acc, where in reversed(_walk(output[::-1], msg, pieces, True))]
-    backward = _drifted(_settle(output, _merge(back), pieces, partial, closed, tuple(openers)), drifted)
+    backward = _drifted(_settle(output, _inside_markup(output, _merge(back), pieces), pieces, partial, closed,
+                                tuple(openers)), drifted)
     if sum(s.end - s.start for s in backward if s.account is Account.LOST) < lost:
         return CharAudit(output, backward)
     return CharAudit(output, forward)
@@ -488,6 +489,39 @@ def _merge(marks: list[tuple[int, int, Account | None, str]]) -> list[tuple[int,
         else:
             out.append(m)
     return out
+
+
+def _inside_markup(output: str, marks: list[tuple[int, int, Account | None, str]], pieces: list[str]
+                   ) -> list[tuple[int, int, Account | None, str]]:
+    """Characters nothing read that lie inside an occurrence of a markup piece whose other characters were read as
+    markup (or by nothing) are that piece's: markup. The walk takes the longest piece where it stands, and two
+    pieces can overlap — DeepSeek V4's ``\n<｜DSML｜invoke`` (call-section-omitted's look-ahead) taken at the line
+    break left the `` name="`` of ``<｜DSML｜invoke name="`` unread, lost, though the message is whole. A character
+    in a field is never markup, so a piece over one does not count."""
+    if not pieces or all(acc is not None for _, _, acc, _ in marks):
+        return marks
+    by_char: dict[str, list[str]] = {}
+    for p in pieces:   # longest first, as pieces are
+        by_char.setdefault(p[0], []).append(p)
+    longest = len(pieces[0])
+    starts = [m[0] for m in marks]
+
+    def only_markup(a: int, b: int) -> bool:
+        k = bisect.bisect_right(starts, a) - 1
+        while k < len(marks) and marks[k][0] < b:
+            if marks[k][2] not in (Account.MARKUP, None):
+                return False
+            k += 1
+        return True
+
+    out = []
+    for s, e, acc, where in marks:
+        if acc is None and any(output.startswith(p, a) and only_markup(a, a + len(p))
+                               for a in range(max(0, e - longest), s + 1)
+                               for p in by_char.get(output[a], ()) if a + len(p) >= e):
+            acc, where = Account.MARKUP, "markup"
+        out.append((s, e, acc, where))
+    return _merge(out)
 
 
 def _is_call(where: str) -> bool:

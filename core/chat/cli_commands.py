@@ -11,7 +11,8 @@
   ``reference/cases.jsonl`` on stdout: ``{"id", "message": {...}, "deltas": [...]}`` (deltas from feeding the
   input one character at a time, the last step parsed with the case's ``is_partial``), or
   ``{"id", "error": "..."}``; then the score against each case's ``expect`` on stderr
-  (:mod:`core.chat.conformance`); exit status 1 when the pass rate is below ``--min``.
+  (:mod:`core.chat.conformance`); exit status 1 when the pass rate is below ``--min``, 2 (an error) when the
+  file holds no case.
 
 Every failure prints a one-line error naming the input (exit status 2) instead of a traceback.
 """
@@ -24,7 +25,7 @@ import sys
 from typing import Any
 
 from ..escapes import escape_invisible, json_visible
-from ..errors import ChatTemplateExplorerError, TemplateLoadError
+from ..errors import ChatTemplateExplorerError, RequestFileError, TemplateLoadError
 from ..inputs import guard as _guard
 from ..inputs import load_chat_template, load_request, read_model_output
 from .conformance import ConformSummary, TemplateDir, iter_cases, parse_rate, run_case, score_case
@@ -167,6 +168,9 @@ def _cmd_conform(args: argparse.Namespace) -> int:
         summary.add(score_case(case, result))
         if not args.summary_only:
             print(json_visible(result), flush=True)
+    if not summary.total:
+        # (a score of 0/0 would read as 100 % passed: a wrong path or an emptied file must not pass a --min gate)
+        raise RequestFileError(args.cases, "holds no case (no JSON object on any line)", kind="cases file")
     if not args.quiet:
         # case ids and expected values are the cases file's text
         print(escape_invisible("\n".join(summary.lines(args.show))), file=sys.stderr)

@@ -1144,15 +1144,23 @@ class PegStreamSession:
             region = self._hidden_until(r, n)
             if region is not None:
                 return region
+        elif r.pending_ahead is not None:
+            return self._open_region(r, n, mapper, msg, r.pending_ahead)
         return self._open_region(r, n, mapper, msg)
 
-    def _open_region(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage) -> "OpenRegion | None":
+    def _open_region(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage,
+                     ahead: tuple | None = None) -> "OpenRegion | None":
         """The open region of a NEED_MORE_INPUT parse that more text can only extend, or None.
 
         The parse stopped inside an ``until`` that reached the end of the input (nothing was found, not even a
         cut delimiter); everything before it did not look at the end (or the parse would have stopped there).
         So appended text that contains no delimiter and does not end in a cut one leaves the tree as it is, with
-        that region (and its ancestors) longer: the message changes by the appended text in one field."""
+        that region (and its ancestors) longer: the message changes by the appended text in one field.
+
+        ``ahead`` (``r.pending_ahead``): the parse also looked at the end in ``opener_ahead`` searches that found
+        nothing (repair call-section-omitted's); the region then also needs a parse for text holding one of their
+        triggers, and is made only where the until holds back every proper prefix of each trigger (so a trigger
+        can only span the feeds from its held start)."""
         if not r.nodes:
             return None
         x = r.nodes[-1]
@@ -1234,7 +1242,7 @@ class PegStreamSession:
         else:
             return None
         exact = tag in self._tag_exact
-        pu = r.pending_until
+        pu = r.pending_until if ahead is None else ahead[0]
         if pu is not None:
             # the parse looked at the end in one ``until`` only (the engine says where it stopped and what
             # ends it): the one that made this node, so its own delimiters are the region's, exactly — an
@@ -1250,6 +1258,12 @@ class PegStreamSession:
             region.held = held
         elif exact and delims:
             region.can_hold = True   # text ending in a cut delimiter holds it back as the until does
+        if ahead is not None:
+            triggers = ahead[1]
+            if not delims or not all(any(d.startswith(t[:k]) for d in delims) for t in triggers
+                                     for k in range(1, len(t))):
+                return None
+            region.triggers = triggers
         return region
 
     def _open_hook_string(self, r: Any, n: int, mapper: "IncrementalMapper", msg: AssistantMessage, path: list,
@@ -1792,6 +1806,8 @@ class OpenRegion:
     keep = 0
     search: Any = None
     firsts: tuple = ()
+    # opener_ahead triggers (ParseResult.pending_ahead): text holding one needs a parse; checked with the held text
+    triggers: tuple = ()
 
     def __init__(self, field: str, delims: tuple[str, ...]):
         self.field = field
@@ -1874,6 +1890,8 @@ class OpenRegion:
         is held back. (No delimiter can start before ``held``: that start would have been the cut one.)"""
         w = self.held + text
         if self.search is not None and self.search(w):
+            return None
+        if self.triggers and any(t in w for t in self.triggers):
             return None
         cut = len(w)
         for i in range(max(0, len(w) - self.keep), len(w)):

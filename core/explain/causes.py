@@ -15,9 +15,9 @@ from .model import (MARKER_TOKEN, properties_of, required_of, written_arguments_
 from .spans import SpanLabel
 from .trace_routes import ParseTrace
 
-# a name as the model wrote it, invisible format characters included (a zero-width space inside `get_\u200bweather`
-# must show in the cause, not cut the name at `get_`)
-_IDENT = re.compile(r"[A-Za-z_](?:[\w.\-]|[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff])*")
+# a name as the model wrote it, invisible format characters and backticks included (a zero-width space inside
+# `get_\u200bweather` must show in the cause, not cut the name at `get_`; it is shown as one code span)
+_IDENT = re.compile(r"[A-Za-z_](?:[\w.\-`]|[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff])*")
 _CALL_WORDS = ("tool_call", "tool_calls", "function", "tools")
 
 
@@ -238,7 +238,9 @@ def _stop_findings(ex: Any, names: list[str], preserved: list[str], output: str,
     found = ex.text[st.pos:]
     path = " > ".join(p for p in st.path if p)
     where = f"at output position {st.output_pos} (in {path or 'the top level'}): {st.words()}"
-    lits = [e.strip("`") for e in st.expected if e.startswith("`")]
+    # the literals with line breaks and tabs written \n \t, the form the rules below were written on (read back
+    # from their code spans, they lost a name's own backticks)
+    lits = [x.replace("\n", "\\n").replace("\t", "\\t") for x in st.literals]
     ident = _IDENT.match(found)
     if "a name the request declares" in st.expected and ident:
         got = ident.group(0)

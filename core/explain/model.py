@@ -93,13 +93,15 @@ class Fix:
 @dataclass
 class StopPoint:
     """Where the main parse could go no further: ``pos`` in ``generation_prompt + output``, ``output_pos`` in
-    the output, ``expected`` (readable alternatives), ``found`` (the text there), ``path`` (rules open there)."""
+    the output, ``expected`` (readable alternatives), ``found`` (the text there), ``path`` (rules open there),
+    ``literals`` (the expected literals as the parser holds them: ``expected`` is their Markdown)."""
 
     pos: int
     output_pos: int
     expected: list[str]
     found: str
     path: tuple[str, ...]
+    literals: tuple[str, ...] = ()
 
     def words(self) -> str:
         """``expected `a` or `b`; found `c``` (``found the end of the output`` at the end)."""
@@ -211,17 +213,20 @@ def stop_point(text: str, gp: int, pos: int, expected: list, path: tuple) -> Sto
     """The :class:`StopPoint` at ``pos`` of ``text`` (``gp``: the generation prompt's length), its expected
     alternatives in words and the token found there."""
     words: list[str] = []
+    literals: list[str] = []
     for e in expected:
         w = e.words() if hasattr(e, "words") else str(e)
         if w not in words:
             words.append(w)
+            if getattr(e, "kind", None) == "literal":
+                literals.append(e.text)
     found = text[pos:pos + 40]
     m = MARKER_TOKEN.match(found) or re.match(r'"[^"\n]{0,38}"', found) or re.match(_FOUND_WORD, found)
     if m:
         found = m.group(0)
     elif "\n" in found[1:]:
         found = found[:found.index("\n", 1)]
-    return StopPoint(pos, pos - gp, words, found, path)
+    return StopPoint(pos, pos - gp, words, found, path, tuple(literals))
 
 
 # ------------------------------------------------------------------------------------------------- parsing

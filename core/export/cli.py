@@ -10,6 +10,7 @@ from typing import Any, Callable, TypeVar
 
 from ..escapes import escape_invisible, json_visible
 from ..inputs import JsonLineError, file_text, read_input_file, read_json_lines
+from .consumers import TRANSFORMERS_MIN
 
 FORMATS = ("response-template", "tokenizer-config", "gbnf")
 _T = TypeVar("_T")
@@ -135,8 +136,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     else:
         # the engine lines below say who reads the format, not that this export reads the template's outputs
         # right: without --verify nothing was run through transformers
-        _note("verification: not run (--verify checks this response_template with transformers' own parser "
-              "before printing it)")
+        _note("verification: not run (--verify checks this response_template with transformers' own parser, "
+              f"transformers >= {TRANSFORMERS_MIN}, before printing it)")
     for verdict in res.consumers:
         _note(f"engine {verdict.line()}")
     if args.format == "tokenizer-config":

@@ -5,7 +5,7 @@ of the format it takes. :func:`consumer_verdicts` checks an exported template ag
 problems (the engine would refuse the checkpoint at startup) and the request-level limits (what it refuses per
 request, whatever the template). Sources, read not copied:
 
-- transformers ≥ 5.25 (``utils/chat_parsing``: ``parse_response``, ``ResponseParser``; ``value_parser_by``):
+- transformers ≥ :data:`TRANSFORMERS_MIN` (``utils/chat_parsing``: ``parse_response``, ``ResponseParser``; ``value_parser_by``):
   the whole format; field names free.
 - vLLM's ``response_template`` serving parser (``vllm/parser/response_template.py``, served as
   ``--tool-call-parser hf --reasoning-parser hf`` from vLLM 0.32): only the fields ``thinking``, ``content``,
@@ -24,6 +24,13 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+TRANSFORMERS_MIN = "5.25"
+"""The oldest transformers release the export is proven on (its ``utils/chat_parsing``: ``parse_response``,
+``ResponseParser``), the one every proof now in docs/export.md ran on. Response templates shipped earlier (5.13 is
+the release Hugging Face's own response-template pull requests name) and were extended since
+(huggingface/transformers#47648 added the transform paths, such as ``{content.name}``, that JSON-call exports
+write); which release first reads every export was not established and no older one was run, so none is claimed."""
+
 
 class Consumer(str, enum.Enum):
     """An engine entry point that serves a ``response_template``."""
@@ -35,7 +42,7 @@ class Consumer(str, enum.Enum):
 
 
 FLAGS = {
-    Consumer.TRANSFORMERS: "tokenizer.parse_response(...) (transformers >= 5.25)",
+    Consumer.TRANSFORMERS: f"tokenizer.parse_response(...) (transformers >= {TRANSFORMERS_MIN})",
     Consumer.VLLM_HF: "vllm serve MODEL --enable-auto-tool-choice --tool-call-parser hf --reasoning-parser hf "
                       "(vLLM >= 0.32)",
     Consumer.VLLM_BEAM: "vllm serve MODEL --enable-auto-tool-choice --tool-call-parser beam --reasoning-parser hf "

@@ -1,6 +1,7 @@
-"""Analysis → ``response_template`` (version 1), the declarative output format transformers (≥ 5.13) reads from
-``tokenizer_config.json``; vLLM (≥ 0.32) serves it with ``--tool-call-parser hf --reasoning-parser hf`` and SGLang
-(0.5.23) with ``--tool-call-parser response_template`` (which engines serve an export: :mod:`core.export.consumers`,
+"""Analysis → ``response_template`` (version 1), the declarative output format transformers reads from
+``tokenizer_config.json`` (proven on transformers ≥ 5.25, :data:`core.export.consumers.TRANSFORMERS_MIN`); vLLM
+(≥ 0.32) serves it with ``--tool-call-parser hf --reasoning-parser hf`` and SGLang (0.5.23) with
+``--tool-call-parser response_template`` (which engines serve an export: :mod:`core.export.consumers`,
 docs/export.md).
 
 The format, as read from transformers' ``utils/chat_parsing/response_templates.py`` and ``response_parser.py``

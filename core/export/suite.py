@@ -21,6 +21,7 @@ from typing import Any
 
 from ..escapes import json_visible
 from ..sources import read_template_file
+from .consumers import TRANSFORMERS_MIN
 from .probe_text import SUITE_TOOLS, UNICODE_CITY
 
 @dataclass
@@ -426,7 +427,7 @@ _TEST_FILE = '''"""Conformance suite for the template in template.jinja (its nam
 
 Runs cases.jsonl beside this file against
   * our parser (SUITE_BACKEND=ours, the default when the `core` package is importable), or
-  * transformers' parse_response with response_template.json (SUITE_BACKEND=transformers; transformers >= 5.13).
+  * transformers' parse_response with response_template.json (SUITE_BACKEND=transformers; transformers >= {transformers_min}).
 Messages are compared as llama.cpp's reference compares them: content / reasoning_content after stripping
 outer whitespace, the same tool calls (name, arguments as JSON, id where the expected id is not empty); a
 truncated call's unparsable arguments equal any unparsable text.
@@ -452,7 +453,7 @@ def _importable(module):
 
 
 _NEEDS = {{"ours": ("core.chat.pipeline", "the Chat Template Explorer's `core` package (PYTHONPATH=its checkout)"),
-          "transformers": ("transformers.utils.chat_parsing", "transformers >= 5.13")}}
+          "transformers": ("transformers.utils.chat_parsing", "transformers >= {transformers_min}")}}
 BACKEND = os.environ.get("SUITE_BACKEND") or ("ours" if _importable("core.chat.pipeline") else "transformers")
 # an unknown or missing backend stops the run: skipping every case would report a suite that checked nothing as green
 if BACKEND not in _NEEDS:
@@ -540,7 +541,8 @@ def write_suite(suite: Suite, template: Any, directory: str, *, flavour: str = "
              "prompts": json_visible(prompts, indent=1),
              "skipped": json_visible({**suite.skipped, **({"response_template": res.reasons} if res.reasons else {})},
                                      indent=1),
-             "test": _TEST_FILE.format(name=py_str(template.name), fidelity=py_str(suite.fidelity))}
+             "test": _TEST_FILE.format(name=py_str(template.name), fidelity=py_str(suite.fidelity),
+                                      transformers_min=TRANSFORMERS_MIN)}
     if res.exportable:
         files["response_template"] = json_visible(res.response_template, indent=2)
     elif os.path.exists(paths["response_template"]):

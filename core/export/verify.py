@@ -27,6 +27,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
+from ..errors import DependencyError
+from .consumers import TRANSFORMERS_MIN
+
 STREAM_CHUNK = 3
 """Characters per ``ResponseParser.feed`` in the streaming check."""
 
@@ -120,13 +123,52 @@ def _quiet_transformers() -> Iterator[None]:
         log.removeFilter(f)
 
 
+def transformers_version() -> str | None:
+    """The installed transformers' version string (its distribution's metadata, read without importing it), or
+    None when it is not installed."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("transformers")
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The leading numbers of a version string (``5.25.0.dev0`` → (5, 25, 0)); () when it starts with none."""
+    out = []
+    for part in version.split("."):
+        digits = len(part) - len(part.lstrip("0123456789"))
+        if not digits:
+            break
+        out.append(int(part[:digits]))
+        if digits < len(part):
+            break
+    return tuple(out)
+
+
+def transformers_missing() -> str:
+    """Why the proof cannot run here, one line naming the minimum (:data:`TRANSFORMERS_MIN`) and what is
+    installed; ``""`` when transformers ≥ the minimum is installed (whether its ``utils/chat_parsing`` imports is
+    :func:`transformers_available`'s question)."""
+    need = f"transformers >= {TRANSFORMERS_MIN} (pip install 'transformers>={TRANSFORMERS_MIN}'; no torch needed)"
+    found = transformers_version()
+    if found is None:
+        return f"needs {need}; transformers is not installed"
+    if _release(found) < _release(TRANSFORMERS_MIN):
+        return f"needs {need}; transformers {found} is installed, older than the release the export is proven on"
+    return ""
+
+
 def transformers_installed() -> bool:
-    """True when transformers' ``utils/chat_parsing`` module (transformers ≥ 5.13) is installed — found without
-    importing transformers (a second of CPU), for a front end that only decides whether to offer the check;
-    :func:`verify` still imports it and raises when it cannot."""
+    """True when transformers ≥ :data:`TRANSFORMERS_MIN` with its ``utils/chat_parsing`` module is installed —
+    found without importing transformers (a second of CPU), for a front end that only decides whether to offer the
+    check; :func:`verify` still imports it and raises when it cannot."""
     import importlib.util
     import pathlib
 
+    if transformers_missing():
+        return False
     try:
         spec = importlib.util.find_spec("transformers")
     except (ImportError, ValueError):
@@ -137,7 +179,9 @@ def transformers_installed() -> bool:
 
 
 def transformers_available() -> bool:
-    """True when ``transformers.utils.chat_parsing`` (transformers ≥ 5.13) can be imported."""
+    """True when transformers ≥ :data:`TRANSFORMERS_MIN` is installed and its ``utils.chat_parsing`` imports."""
+    if transformers_missing():
+        return False
     try:
         with _quiet_transformers():
             from transformers.utils.chat_parsing import ResponseParser, parse_response  # noqa: F401
@@ -235,10 +279,14 @@ def reference_cases(path: str | list[dict[str, Any]], template_name: str) -> lis
 def verify(rt: dict[str, Any], template: Any, *, fidelity: str = "llama.cpp",
            cases: Iterable[dict[str, Any]] = (), suite: Any = None) -> Verification:
     """Check ``rt`` (an exported response_template) on ``cases`` (reference rows for ``template``) and on the
-    generated ``suite`` (:class:`core.export.suite.Suite`; generated when None). Raises ``RuntimeError`` when
-    transformers ≥ 5.13 is not installed."""
+    generated ``suite`` (:class:`core.export.suite.Suite`; generated when None). Raises
+    :class:`~core.errors.DependencyError` (a ``RuntimeError``) when
+    transformers ≥ :data:`TRANSFORMERS_MIN` is not installed (the message names the minimum and what is
+    installed)."""
     if not transformers_available():
-        raise RuntimeError("verification needs transformers >= 5.13 (pip install 'transformers>=5.13')")
+        why = transformers_missing() or (f"needs transformers >= {TRANSFORMERS_MIN}; its utils.chat_parsing does "
+                                         "not import")
+        raise DependencyError(f"verification {why}")
     from .suite import generate_suite
 
     v = Verification(template.name, fidelity)

@@ -113,15 +113,31 @@ MEMORY_CHECK_S = 0.005
 STARVED_WALL_FACTOR = 10.0
 
 
+#: The share of a time limit a thread must have used as CPU for the limit to be its own work's (not the load's).
+HAD_CPU_SHARE = 0.9
+
+
 def starved_until(limit_s: float, wall0: float, cpu0: float, now: float) -> float | None:
     """The later deadline a wall-clock limit of ``limit_s`` seconds, started at ``wall0`` with this thread's CPU
-    time at ``cpu0``, moves on to when it passes at ``now`` on a starved thread (it used under 90 % of the limit
-    as CPU); None when the thread had its CPU (the limit is hit) or :data:`STARVED_WALL_FACTOR` is reached."""
+    time at ``cpu0``, moves on to when it passes at ``now`` on a starved thread (it used under
+    :data:`HAD_CPU_SHARE` of the limit as CPU); None when the thread had its CPU (the limit is hit) or
+    :data:`STARVED_WALL_FACTOR` is reached."""
     used = time.thread_time() - cpu0
     cap = wall0 + limit_s * STARVED_WALL_FACTOR
-    if used >= limit_s * 0.9 or now >= cap:
+    if used >= limit_s * HAD_CPU_SHARE or now >= cap:
         return None
     return min(cap, now + limit_s - used)
+
+
+def time_limit_hit(limit_s: float, cpu0: float) -> None:
+    """Record a time limit of ``limit_s`` seconds that this thread (its CPU time at ``cpu0`` when the limit started)
+    reached for good (:func:`starved_until` gave None): as transient (:mod:`core.transient`) only when the thread
+    did not have its CPU, i.e. the limit ended at :data:`STARVED_WALL_FACTOR` times its wall time. One the thread
+    reached having used its CPU is the template's own work, the same on any machine: a worker that got little of
+    the machine's CPU overall (other work of the call waited) must still report it as it is — the Edit page's
+    check of a runaway template said "try again" where the live render of the same text said "render time"."""
+    if time.thread_time() - cpu0 < limit_s * HAD_CPU_SHARE:
+        transient.hit(transient.TIME)
 
 
 def rss_bytes() -> int | None:
@@ -172,10 +188,11 @@ class _Deadline:
                 self.end = min(later, self.cap)
                 self.until = min(self.end, now + MEMORY_CHECK_S)
                 return
-            transient.hit(transient.TIME)
             if self.budget is not None:
+                transient.hit(transient.TIME)   # the analysis' budget is wall time
                 self.budget.exceeded = True
                 raise RenderLimitError("<render>", self.budget.message())
+            time_limit_hit(self.limits.timeout_s, self.cpu0)
             raise RenderLimitError("<render>", f"render took longer than {self.limits.timeout_s:g} s "
                                                "(limit: render time)")
         self.until = min(self.end, now + MEMORY_CHECK_S)

@@ -28,10 +28,9 @@ import jinja2.utils
 import markupsafe
 
 from .. import memo as _memo
-from .. import transient
 from ..errors import RenderLimitError
 from .limits import (COMPILE_TIMEOUT_S, DEFAULT_LIMITS, _Deadline, _limit_error, _local, _monotonic, starved_until,
-                     check_source_size, current_limits, output_limit, projected_text_size, tick)
+                     check_source_size, current_limits, output_limit, projected_text_size, tick, time_limit_hit)
 
 
 class _CheckedLoop:
@@ -153,7 +152,7 @@ class _LimitedCodeGenerator(jinja2.compiler.CodeGenerator):
             elif time.monotonic() > self._until:
                 later = starved_until(COMPILE_TIMEOUT_S, self._wall0, self._cpu0, time.monotonic())
                 if later is None:
-                    transient.hit(transient.TIME)
+                    time_limit_hit(COMPILE_TIMEOUT_S, self._cpu0)
                     raise RenderLimitError(self.name or "<template>", f"compiling took longer than "
                                            f"{COMPILE_TIMEOUT_S:g} s (limit: compile time; set CTE_COMPILE_TIMEOUT_S)")
                 self._until = later
@@ -386,7 +385,7 @@ class _LimitedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
                 if later is not None:
                     until = later
                     return
-                transient.hit(transient.TIME)
+                time_limit_hit(COMPILE_TIMEOUT_S, cpu0)
                 raise RenderLimitError(name or "<template>", f"compiling took longer than {COMPILE_TIMEOUT_S:g} s "
                                                              "(limit: compile time; set CTE_COMPILE_TIMEOUT_S)")
 

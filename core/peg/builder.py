@@ -264,6 +264,12 @@ class Builder:
         """Everything up to ``delimiter`` (not consumed)."""
         return self._add(N.Until(delimiters=[delimiter]))
 
+    def opener_ahead(self, opener: str, min_cut: int) -> P:
+        """Zero width: ``opener`` lies ahead, whole or cut by the end after ``min_cut`` characters (:class:`N.Ahead`)."""
+        if not opener or not 0 < min_cut <= len(opener):
+            raise ValueError(f"opener_ahead needs a non-empty opener and 0 < min_cut <= its length, got {min_cut}")
+        return self._add(N.Ahead(opener=opener, min_cut=min_cut))
+
     def until_one_of(self, delimiters: Iterable[str]) -> P:
         """Everything up to the first of ``delimiters`` (not consumed)."""
         return self._add(N.Until(delimiters=list(delimiters)))

@@ -62,6 +62,8 @@ def describe_expr(arena: _AnyT, pid: int, depth: int = 1_000_000) -> str:  # noq
         return "&" + sub(n.child)
     if isinstance(n, N.Not):
         return "!" + sub(n.child)
+    if isinstance(n, N.Ahead):
+        return f"&…{n.opener[:n.min_cut]!r}"
     if isinstance(n, N.Any):
         return "."
     if isinstance(n, N.Space):

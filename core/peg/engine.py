@@ -236,6 +236,10 @@ class ParseResult:
     # the end (nothing else looked at it): text holding no delimiter (and the cut one it stopped before, if
     # any, still cut or grown into text) gives the same parse, that until's text longer
     pending_until: tuple | None = None
+    # (``pending_until`` as above, triggers) when besides that ``until`` only ``opener_ahead`` searches that found
+    # nothing looked at the end: text that also holds none of the triggers (each such opener's first ``min_cut``
+    # characters; no opener, whole or cut past them, can end up ahead without one) gives the same parse
+    pending_ahead: tuple | None = None
     # nothing looked at the end of the text (no parser reached it): a longer text gives the very same result
     # (a success that stopped early stays one, with the same nodes, and the text after ``end`` stays unread)
     blind: bool = False
@@ -332,7 +336,7 @@ class ParseCache:
 
 class _Ctx:
     __slots__ = ("text", "n", "lenient", "memo", "hints", "made", "switches", "ends", "cut",
-                 "spaces", "base", "chain", "until")
+                 "spaces", "base", "chain", "until", "ahead", "triggers")
 
     def __init__(self, text: str, lenient: bool, memo: dict | None, hints: dict | None):
         self.text = text
@@ -348,6 +352,8 @@ class _Ctx:
         self.base: tuple | None = None      # (nodes, (prefix, parent)) of the last resumed repetition
         self.chain: tuple | None = None     # (cut, what follows that literal in its sequence: _literal_chains)
         self.until: tuple | None = None     # (where it stopped, delimiters) of the last until that reached the end
+        self.ahead = 0                      # of the looks at the end: opener_ahead searches that found nothing
+        self.triggers: tuple = ()           # what would have made those searches succeed (each opener's first part)
 
 
 Fn = Callable[[_Ctx, int], tuple]
@@ -424,6 +430,8 @@ def _result(ctx: _Ctx, res: tuple, start: int, text: str) -> ParseResult:
     r.pending_ws = pending_ws
     r.pending_chain = chain[1] if pending is not None and chain is not None and chain[0] is pending else ()
     r.pending_until = ctx.until if st == NMI and ctx.ends == 1 and ctx.until is not None else None
+    r.pending_ahead = ((ctx.until, ctx.triggers) if ctx.ahead and st == NMI and ctx.ends == ctx.ahead + 1
+                       and ctx.until is not None else None)
     r.blind = ctx.ends == 0
     return r
 
@@ -501,6 +509,8 @@ class _Compiler:
             return _make_string_content(node.id, node.delimiter)
         if isinstance(node, N.Until):
             return _make_until(node.id, node.delimiters)
+        if isinstance(node, N.Ahead):
+            return _make_ahead(node.id, node.opener, node.min_cut)
         if isinstance(node, (N.Schema, N.Gbnf, N.Ac)):
             return self.get(node.child)
         if isinstance(node, N.Rule):
@@ -1115,6 +1125,44 @@ def _make_until(pid: int, delimiters: list[str]) -> Fn:
             p = n
         ctx.until = (p, dtuple)
         return (NMI if ctx.lenient else OK), p, _EMPTY
+    return f
+
+
+def _make_ahead(pid: int, opener: str, min_cut: int) -> Fn:
+    """``opener_ahead``: the first ``min_cut`` characters of ``opener`` found (``str.find``) where the opener follows
+    whole or the end cuts it; an occurrence followed by anything else is passed over for good. In a stream the next
+    search starts where this one left off (the hints): positions before the last ``min_cut - 1`` characters were
+    decided, so each feed reads only the new text — the cost per feed does not grow with the output."""
+    trigger = opener[:min_cut]
+    size = len(opener)
+    triggers = (trigger,)
+
+    def f(ctx: _Ctx, pos: int) -> tuple:
+        text = ctx.text
+        n = ctx.n
+        hints = ctx.hints
+        frm = pos
+        if hints is not None:
+            h = hints.get((pid, pos))
+            if h is not None and h > frm:
+                frm = h
+        idx = text.find(trigger, frm)
+        while idx != -1:
+            if text.startswith(opener, idx):
+                return OK, pos, _EMPTY
+            if n - idx < size and opener.startswith(text[idx:]):
+                ctx.ends += 1      # cut by the end: more text decides
+                return OK, pos, _EMPTY
+            frm = idx + 1
+            idx = text.find(trigger, frm)
+        ctx.ends += 1
+        ctx.ahead += 1
+        if trigger not in ctx.triggers:
+            ctx.triggers = ctx.triggers + triggers if ctx.triggers else triggers
+        if hints is not None:
+            tail = n - min_cut + 1
+            hints[(pid, pos)] = tail if tail > frm else frm
+        return FAIL, pos, _EMPTY
     return f
 
 

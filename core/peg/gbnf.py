@@ -197,7 +197,7 @@ class _Emitter:
 
     def gbnf(self, pid: int) -> str:  # noqa: C901 - one branch per combinator
         n = self.arena.nodes[pid]
-        if isinstance(n, (N.Epsilon, N.Start, N.End, N.And, N.Not)):
+        if isinstance(n, (N.Epsilon, N.Start, N.End, N.And, N.Not, N.Ahead)):
             return ""
         if isinstance(n, N.Literal):
             return format_literal(n.text)

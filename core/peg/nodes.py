@@ -3,8 +3,9 @@
 The set and the semantics follow llama.cpp ``common/peg-parser.h`` (parser notes §1.2): ``Epsilon``, ``Start``,
 ``End``, ``Literal``, ``Sequence``, ``Choice``, ``Repeat``, ``And`` (peek), ``Not`` (negative lookahead), ``Any``,
 ``Space``, ``Chars``, ``StringContent``, ``Until``, ``Schema``, ``Rule``, ``Ref``, ``Atomic``, ``Tag``, ``Gbnf``
-and ``Ac``. Nodes live in an :class:`~core.peg.builder.Arena` and point at their children by integer id.
-Execution is in :mod:`core.peg.engine`, GBNF emission in :mod:`core.peg.gbnf`.
+and ``Ac``; ``Ahead`` (a repair's look-ahead for an opener, zero width) is this project's own. Nodes live in an
+:class:`~core.peg.builder.Arena` and point at their children by integer id. Execution is in
+:mod:`core.peg.engine`, GBNF emission in :mod:`core.peg.gbnf`.
 """
 
 from __future__ import annotations
@@ -157,6 +158,18 @@ class Until(Node):
     """
 
     delimiters: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Ahead(Node):
+    """Zero width: succeeds where ``opener`` lies at or after the position, whole or cut by the end of the input
+    after at least ``min_cut`` of its characters, else fails; never needs more input. A repair's look-ahead
+    (call-section-omitted tries its variant only where an invoke opener lies ahead), searched with ``str.find``
+    and resumed in a stream where the last search stopped. No grammar construct: GBNF gets nothing for it, as for
+    a lookahead, and it is no markup (``core.chat.lossless`` reads literals and delimiters)."""
+
+    opener: str = ""
+    min_cut: int = 1
 
 
 @dataclass

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..escapes import code_span
+from ..escapes import code_span, escape_invisible
 from . import nodes as N
 from .engine import AstNode, ParseResult, _Compiler, _Ctx, _result
 from .scanners import FAIL, OK
@@ -37,9 +37,10 @@ class Expectation:
     text: str
 
     def words(self) -> str:
-        """Readable form: a literal in backquotes (whitespace shown), else a phrase."""
+        """Readable form: a literal as one code span (line breaks and tabs as ``\\n`` ``\\t``, every other invisible
+        character escaped: a tool name's bidi override cannot reorder the line), else a phrase."""
         if self.kind == "literal":
-            return code_span(self.text.replace("\n", "\\n").replace("\t", "\\t"))
+            return code_span(escape_invisible(self.text.replace("\n", "\\n").replace("\t", "\\t")))
         if self.kind == "end":
             return "the end of the output"
         if self.kind == "json":

@@ -90,10 +90,11 @@ else:
             st.caption(md(n))
     with right:
         st.subheader("Verification by transformers")
-        from core.export.verify import transformers_installed  # not imported here: a second of CPU
+        from core.export.verify import transformers_installed, transformers_missing  # not imported: a second of CPU
 
         if not transformers_installed():
-            st.info("Install transformers >= 5.13 to verify (pip install 'transformers>=5.13'; no torch needed).")
+            why = transformers_missing() or "needs transformers.utils.chat_parsing, which this transformers lacks"
+            st.info(f"Verification {why}.")
         else:
             # ~2 s in a worker on a template's first view: drawn after the rest of the page (explorer.state.later)
             args = (tpl.source, tpl.name, fid, json.dumps(rt))

@@ -191,19 +191,18 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         if CALL_SECTION_OMITTED in p.repairs:
             # repair call-section-omitted: the invokes written whole without the section's markers, after the
             # content, up to the end of the output (tried first; an output with the section, or with text after
-            # the invokes, reads as before). A scan that never waits for more text tries it only where an
+            # the invokes, reads as before). A look-ahead that never waits for more text tries it only where an
             # invoke opener lies ahead (whole, or cut by the end past the prefix it shares with the section
-            # marker, which the content holds back as llama.cpp's does); the invokes must read whole to the end
-            # before any of them shows
+            # marker, which the content holds back as llama.cpp's does); it resumes where it stopped in a
+            # stream, and a stream whose text holds no opener keeps its fast path (core.peg.engine: pending_ahead).
+            # The invokes must read whole to the end before any of them shows
             def bare() -> Any:
                 more = p.zero_or_more(p.space() + tool_choice) if request.parallel_tool_calls else p.eps()
                 invokes = p.space() + tool_choice + more + p.space() + p.end()
-                text = p.chars("[^<]", 0)
                 shared = len(os.path.commonprefix([invoke_start, fc_start]))
-                scan = text + p.zero_or_more(p.negate(p.end()) + p.one("[<]") + p.negate(_opener_ahead(
-                    p, invoke_start[1:], shared)) + text) + p.negate(p.end())
-                return (p.peek(scan) + p.content(p.until_one_of([TC_SEPARATOR + fc_start, fc_start, TC_SEPARATOR
-                                                                 + invoke_start, "\n" + invoke_start, invoke_start]))
+                return (p.opener_ahead(invoke_start, shared + 1)
+                        + p.content(p.until_one_of([TC_SEPARATOR + fc_start, fc_start, TC_SEPARATOR
+                                                    + invoke_start, "\n" + invoke_start, invoke_start]))
                         + p.peek(invokes) + invokes)
             late.append(lambda: p.widen_late(text_before, CALL_SECTION_OMITTED, lambda _: bare(), first=True))
         if allow_reasoning_with_tc:
@@ -219,23 +218,6 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
         grammar_lazy=lazy, grammar_triggers=triggers, preserved_tokens=[DSML, THINK_START, THINK_END],
         supports_thinking=True, thinking_start_tag=THINK_START, thinking_end_tags=[THINK_END, fc_start],
         message_delimiters=[("assistant", GEN_PROMPT), ("user", "<｜User｜>")], notes=notes)
-
-
-def _opener_ahead(p: Any, rest: str, shared: int) -> Any:
-    """Repair call-section-omitted's scan, after a ``<``: ``rest`` (the invoke opener's tail) is next, whole, or
-    cut by the end of the text past its first ``shared - 1`` characters. Never waits for more text (a literal the
-    end of the text cuts would): each piece is tried only where enough text is left to decide it. Spelled in
-    character classes, not literals, so the scan adds no markup string (core.chat.lossless reads the literals)."""
-    def room(k: int) -> Any:   # at least k characters left
-        return p.negate(p.chars("[\\x00-\\U0010ffff]", 0, k - 1) + p.end())
-
-    def spelled(text: str) -> Any:
-        return p.seq(*[p.one("[\\U%08x]" % ord(ch)) for ch in text])
-    cuts = [room(k) + spelled(rest[:k]) + p.end() for k in range(shared, len(rest))]
-    # (its first character first: the room checks read up to the opener's length ahead, at every ``<`` of a text
-    # that holds many — HTML, code — where almost none is followed by the opener)
-    first = p.negate(p.end()) + p.peek(spelled(rest[:1]))
-    return first + p.choice(room(len(rest)) + spelled(rest), *cuts)
 
 
 def _loose_invokes(p: Any, func: Any, idx: int, fn: dict, args: Any, invoke_start: str, invoke_end: str) -> list[Any]:
