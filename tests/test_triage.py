@@ -126,7 +126,7 @@ from core.chat.request import ChatRequest
 from core.explain.explain import explain
 from core.explain.model import Setup as _Setup
 from core.explain.model import build_bundle as _build
-from core.explain.triage import MAX_EDITS, Mistake, apply_fix, triage
+from core.explain.triage import MAX_EDITS, Mistake, _why_none, apply_fix, triage
 from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
@@ -2077,3 +2077,18 @@ def test_a_function_named_in_prose_is_no_call_of_another_syntax():
     assert _py_call_statement("We need to describe resetGame() function.", []) is None
     assert _py_call_statement("Sure.\nget_weather(city='Paris')", []) == 6
     assert _py_call_statement("I will call get_weather(city='Paris')", ["get_weather"]) == 12
+
+
+def test_the_labelling_guides_causes_are_named_documented_and_say_what_a_maintainer_does():
+    """The three causes the labelling guide added: in the taxonomy with their sentences, in the causes table of
+    docs/explain.md (with the guide's section), and each with a "none helps" reason naming what would fix it."""
+    assert (Mistake.LEADING_TEXT.value, Mistake.REPEATED_PROMPT_TAIL.value, Mistake.ANALYSIS_MISREAD.value) == (
+        "text before the call the format does not allow", "the output repeats the generation prompt's tail",
+        "the analysis misread the template's own format")
+    doc = (ROOT / "docs" / "explain.md").read_text(encoding="utf-8")
+    table = doc[doc.index("### The causes"):doc.index("### Labelling guide: a decision order")]
+    assert all(f"| `{m.name}` |" in table for m in Mistake if m != Mistake.NONE)
+    ex = type("Ex", (), {"message": {"content": "hi"}})()
+    assert "override" in _why_none(Mistake.ANALYSIS_MISREAD, None, ex)
+    assert "repeated-prompt-tail" in _why_none(Mistake.REPEATED_PROMPT_TAIL, None, ex)
+    assert "calls-after-text" in _why_none(Mistake.LEADING_TEXT, None, ex)

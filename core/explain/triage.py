@@ -7,7 +7,7 @@
   template's call opener where call-like text starts, close what was left open; at most :data:`MAX_EDITS`) that
   parse clean to a message with calls, shown as edits and one sentence ("the model omitted `<arg_value>` before
   `how`");
-* the **mistake** (:class:`Mistake`, 24 named causes) with evidence from the parse, the request's schema and the
+* the **mistake** (:class:`Mistake`, 27 named causes) with evidence from the parse, the request's schema and the
   analysis — what the analysis did *not* find is said as such (which comparisons came back empty), never as a
   fact about the template;
 * **ranked fixes**, each re-parsed before it is offered: one repair switched on, a request edit, an analysis
@@ -79,6 +79,9 @@ class Mistake(str, enum.Enum):
     CALL_ID_SHAPE = "call id of another shape"
     DOUBLE_ENCODED_ARGUMENTS = "arguments written as a JSON string"
     TRAILING_TEXT = "text after the call the format does not allow"
+    LEADING_TEXT = "text before the call the format does not allow"
+    REPEATED_PROMPT_TAIL = "the output repeats the generation prompt's tail"
+    ANALYSIS_MISREAD = "the analysis misread the template's own format"
     NONE = "no mistake found"
 
 
@@ -4885,6 +4888,17 @@ _WHY = {
                            "grammar constrains the arguments to the schema",
     Mistake.UNKNOWN_TOOL: "the model called a name the request does not offer; offering a tool under that name "
                           "would only rename the fault — the model's output (or the tool's name) must change",
+    Mistake.LEADING_TEXT: "the format, as requested, has the call turn start with the call (or its reasoning "
+                          "block), and no repair of ours reads a call after text here: a new repair that reads "
+                          "the text before the call as content (as calls-after-text does for the pythonic and "
+                          "Gemma formats) would be needed, or the model's output must change",
+    Mistake.REPEATED_PROMPT_TAIL: "the output writes again what the generation prompt already ends with, and no "
+                                  "repair of ours skips it here (repeated-prompt-tail and repeated-turn-header read "
+                                  "a repeated section or header): the model's output (or a new repair) must change",
+    Mistake.ANALYSIS_MISREAD: "the output is what the template renders, but the analysis misread the template's "
+                              "format and no override or repair of ours re-parses it: the analysis must be "
+                              "mended (an analysis override, or a repair of improved fidelity that reads the "
+                              "template's real markers) — the model made no mistake",
 }
 
 
