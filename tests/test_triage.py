@@ -2092,3 +2092,66 @@ def test_the_labelling_guides_causes_are_named_documented_and_say_what_a_maintai
     assert "override" in _why_none(Mistake.ANALYSIS_MISREAD, None, ex)
     assert "repeated-prompt-tail" in _why_none(Mistake.REPEATED_PROMPT_TAIL, None, ex)
     assert "calls-after-text" in _why_none(Mistake.LEADING_TEXT, None, ex)
+
+
+# The labelling guide's decision order (docs/explain.md "Labelling guide: a decision order"), on dev rows the guide
+# relabelled: each new reading from the parse, the analysis and the template's renders, never a family name
+
+def _row(set_name: str, case_id: str) -> dict:
+    return next(c for c in SETS[set_name] if c["id"] == case_id)
+
+
+def test_the_prompts_tail_written_again_is_a_repeated_prompt_tail_and_the_repair_that_skips_it_is_offered():
+    # Kimi K3 with thinking off: the prompt ends `<|open|>response<|sep|>`, the output opens it again (step 3)
+    ex, tg = _run(_row("kept16.jsonl", "kept14-xinference-kimik3-tool-response-without-tools"))
+    assert tg.mistake == Mistake.REPEATED_PROMPT_TAIL
+    assert tg.sentence == ("the output begins with `<|open|>response<|sep|>`, which the generation prompt already "
+                           "ends with: the model wrote the prompt's tail again")
+    assert [f.change for f in tg.fixes][:1] == [{"repairs": ["repeated-prompt-tail"]}]
+    assert tg.to_json()["mistake_text"] == "the output repeats the generation prompt's tail"
+    # the reasoning opener written again stays re-opened reasoning (the same template, thinking left on)
+    _ex, tg = _run(_row("kept16.jsonl", "kept14-xinference-kimik3-reasoning-and-response"))
+    assert tg.mistake == Mistake.REOPENED_REASONING
+
+
+def test_the_templates_own_call_after_a_prompt_that_wrote_its_first_piece_is_an_analysis_misread():
+    # Xinference's DeepSeek V3.1 copy: the analysis takes the padded `</think>` the prompt ends with for the section
+    # opener; the output writes every other piece of the template's call (step 1)
+    _ex, tg = _run(_row("kept18.jsonl", "kept15-xinference-dsv31-single-call"))
+    assert tg.mistake == Mistake.ANALYSIS_MISREAD
+    assert "the generation prompt already ends with `</think>`" in tg.evidence[-1]
+    assert "the analysis found a format, but not the one the template renders (its section opener `</think>" \
+        in tg.evidence[-1]
+    assert [f.change for f in tg.fixes] == [{"fidelity": "improved"}]
+
+
+def test_a_separator_the_analysis_learned_that_the_template_does_not_write_is_an_analysis_misread():
+    _ex, tg = _run(_row("kept8.jsonl", "kept6-vllm-minimax-multiple"))
+    assert tg.mistake == Mistake.ANALYSIS_MISREAD and [f.change for f in tg.fixes] == [{"fidelity": "improved"}]
+
+
+def test_text_before_a_whole_call_the_turn_starts_with_is_leading_text():
+    # Command 4's action block after prose; the stand-in template's call turn is the action block alone (step 4)
+    _ex, tg = _run(_row("kept16.jsonl", "kept14-sglang-cohere4-streaming-text-then-block"))
+    assert tg.mistake == Mistake.LEADING_TEXT and not tg.fixes and "calls-after-text" in tg.no_fix
+    assert "after the text `Let␣me␣check.`; from `<|START_ACTION|>` on, the output parses clean to 1 call(s)" \
+        in tg.evidence[-1]
+
+
+def test_whitespace_mis_decoded_at_every_tag_token_is_the_decoders_fault():
+    # MiniCPM5: `<functionĠname=` (the byte-level mark left undecoded), `<paramname=` (the space lost) (step 2)
+    _ex, tg = _run(_row("kept15.jsonl", "kept13-vllm-minicpm5-collapsed-param-tags-tokenizer-space-function"))
+    assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED and not tg.fixes
+    assert "every `<function` is followed by `Ġname=` (the byte-level mark of `␣`, left undecoded)" in tg.evidence[-1]
+    assert "every `<param` is followed by `name=` glued to it (the `␣` lost)" in tg.evidence[-1]
+    assert tg.no_fix.startswith("the decoder mis-decoded the whitespace between the template's tag tokens")
+
+
+def test_an_omitted_opener_wins_over_the_wrapper_standing_in_its_place():
+    # goose#2926: Qwen2.5's JSON call in a ```json fence where the template writes `<tool_call>` (step 4)
+    _ex, tg = _run(_row("kept17.jsonl", "kept17-goose-2926-qwen25coder-32b-fenced-json-call-in-prose"))
+    assert tg.mistake == Mistake.OMITTED_OPENER
+    assert "the template's opener `<tool_call>` is not written" in tg.evidence[-1]
+    # Hy v4's markers are the template's own: the missing `<tool_sep:opensource>` is the fault, not a wrapper
+    _ex, tg = _run(_row("kept15.jsonl", "kept13-vllm-hy-v4-value-coercion-s-beijing"))
+    assert tg.mistake == Mistake.OMITTED_MARKER and "but not `<tool_sep:opensource>`" in tg.evidence[-1]
