@@ -69,7 +69,8 @@ def score(templates: str, name: str) -> tuple[list[dict], tuple[int, int, int, i
             totals[3] += 1
         totals[0] += cause
         totals[1] += fix
-        rows.append({"id": c["id"], "cause": c["cause"], "said": tg.mistake.name, "cause_ok": cause,
+        rows.append({"id": c["id"], "cause": c["cause"], "cause_before_guide": c.get("cause_before_guide", c["cause"]),
+                     "said": tg.mistake.name, "cause_ok": cause,
                      "fix_kind": c["fix"]["kind"], "fix_ok": fix,
                      "fixes": [f"{f.kind.value}: {json.dumps(f.change, ensure_ascii=False)[:160]}" for f in tg.fixes],
                      "no_fix": bool(tg.no_fix), "no_fix_text": tg.no_fix, "sentence": tg.sentence, "nearest": near,
