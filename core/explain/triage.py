@@ -1530,14 +1530,19 @@ def _prompt_tail_repeated(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tuple[
 def _repeated_tail(ex: Any, r_start: str) -> str:
     """The tail of the generation prompt the output begins by writing again (the labelling guide's step 3): the
     longest stretch at the prompt's end that starts at a control token and that the output, outer whitespace aside,
-    starts with; ``""`` when there is none or it is the reasoning opener (that is re-opened reasoning)."""
+    starts with, while the parse is not clean or keeps it in the message; ``""`` when there is none, when the parse
+    read past it, or when it is the reasoning opener (that is re-opened reasoning)."""
     gp = ex.generation_prompt.rstrip(_WS)[-200:]
     out = ex.output.lstrip(_WS)
+    kept = (ex.message.get("content") or "") + (ex.message.get("reasoning_content") or "")
     for m in _SPECIAL_SHAPE.finditer(gp):
         tail = gp[m.start():]
         if out.startswith(tail):
             opener = r_start.strip(_WS)
-            return "" if opener and (tail.startswith(opener) or opener.startswith(tail)) else tail
+            if opener and (tail.startswith(opener) or opener.startswith(tail)):
+                return ""
+            # (a parse that skipped the tail and placed everything else read the output as meant: no mistake)
+            return tail if not ex.clean or tail in kept else ""
     return ""
 
 
