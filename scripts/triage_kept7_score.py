@@ -10,13 +10,13 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept12.jsonl     # the fourteenth batch, public reports (SCORES["kept12.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept13.jsonl     # the fifteenth batch (SCORES["kept13.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept14.jsonl     # the sixteenth batch, public reports (SCORES["kept14.jsonl"]["dev"])
-    python scripts/triage_kept7_score.py --set kept15.jsonl     # the seventeenth batch (SCORES["kept15.jsonl"]["kept15"])
-    python scripts/triage_kept7_score.py --set kept16.jsonl     # the eighteenth batch (SCORES["kept16.jsonl"]["kept16"])
-    python scripts/triage_kept7_score.py --set kept17.jsonl     # the nineteenth batch, public reports (SCORES["kept17.jsonl"]["kept17"])
-    python scripts/triage_kept7_score.py --set kept18.jsonl     # the twentieth batch (SCORES["kept18.jsonl"]["kept18"])
+    python scripts/triage_kept7_score.py --set kept15.jsonl     # the seventeenth batch (SCORES["kept15.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept16.jsonl     # the eighteenth batch (SCORES["kept16.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept17.jsonl     # the nineteenth batch, public reports (SCORES["kept17.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept18.jsonl     # the twentieth batch (SCORES["kept18.jsonl"]["dev"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to
-kept14 are dev now, kept15 to kept18 are kept aside). The triage gets 30 s per row, as in the
+kept18 are dev now: kept15 to kept18 since the labelling guide). The triage gets 30 s per row, as in the
 tests, so the figures do not depend on the machine. Nothing here is imported by the library.
 """
 

@@ -1989,6 +1989,11 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
         again = _prompt_tail_repeated(ex, setup, ctx) if ex.clean and not msg.get("tool_calls") else None
         if again:
             ctx["thinking_fix"] = again[0]
+        # (a later step's fault is named as the second one, and its request fix offered with the tail's)
+        undeclared = _undeclared_at_stop(setup.request, ex) if ex.stop is not None else None
+        if undeclared:
+            ctx["undeclared"] = undeclared[:2]
+            ev = ev + ["a second fault, inside the call: " + undeclared[2]]
         ctx["specific"] = True
         ctx["headline"] = (f"the output begins with {_q(tail)}, which the generation prompt already ends with: the "
                            "model wrote the prompt's tail again")
@@ -4401,7 +4406,8 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                              "output is a call of it", change, message, cost))
     # request edits of the schema
     req = setup.request
-    if mistake == Mistake.UNKNOWN_PARAMETER and ctx.get("undeclared") and budget.take(len(ex.output)):
+    if mistake in (Mistake.UNKNOWN_PARAMETER, Mistake.REPEATED_PROMPT_TAIL) and ctx.get("undeclared") \
+            and budget.take(len(ex.output)):
         # declare the argument the model sends (a string) and require only what the call holds
         tool, arg = ctx["undeclared"]
         t = next((t.get("function") or {} for t in req.tools or [] if isinstance(t, dict)
