@@ -1727,8 +1727,9 @@ def test_text_between_the_templates_own_call_blocks_is_trailing_text():
 
 
 def test_a_separator_the_template_does_not_write_is_the_analysis_gap():
+    # (the analysis found a format, with a separator the template does not write: the labelling guide's step 1)
     ex, tg = _kept8("minimax-multiple")
-    assert tg.mistake == Mistake.FORMAT_NOT_FOUND
+    assert tg.mistake == Mistake.ANALYSIS_MISREAD
     assert tg.sentence.startswith("the output writes its calls as the template's render of two calls does, `↵`")
     assert tg.fixes[0].change == {"fidelity": "improved"} and len(tg.fixes[0].message["tool_calls"]) == 2
 
@@ -1761,16 +1762,19 @@ def test_a_fenced_call_is_offered_the_fenced_calls_repair_when_a_reasoning_repai
     ex = explain(t, req, c["input"])
     s = _Setup(t, req, "llama.cpp", {})
     tg = triage(ex, s, _build(s), seconds=30.0, reexplain=explain)
-    assert tg.mistake == Mistake.FOREIGN_WRAPPER
+    assert tg.mistake == Mistake.OMITTED_OPENER     # (the fence stands where `<tool_call>` belongs: the guide's step 4)
     assert tg.fixes[0].change == {"repairs": ["fenced-calls"]}
     assert json.loads(tg.fixes[0].message["tool_calls"][0]["function"]["arguments"]) == {"location": "Paris"}
 
 
 def test_an_undeclared_argument_is_declared_with_the_type_of_its_value():
     # Kimi K3: `opts` written `type="object"` with `{"a": 1}`; declared a string it became the string '{"a": 1}',
-    # and the response opener written again stayed in the content (the thinking setting, the second fault)
+    # and the response opener written again stayed in the content (the first fault by the labelling guide's order:
+    # a repeated prompt tail, step 3, before the undeclared argument, step 5)
     c = next(c for c in SETS["kept7.jsonl"] if c["id"] == "kept7-sgl-kimik3-single")
     ex, tg = _run(c)
+    assert tg.mistake == Mistake.REPEATED_PROMPT_TAIL
+    assert any(e.startswith("a second fault, inside the call: ") and "`opts`" in e for e in tg.evidence), tg.evidence
     f = next(f for f in tg.fixes if f.kind.value == "request")
     assert f.change["request"]["type"] == {"python": {"opts": "object"}}
     assert f.change["request"]["chat_template_kwargs"] == {"thinking": True}
