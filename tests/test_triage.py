@@ -103,8 +103,8 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   used), by a rule committed before explain ran (``scripts/triage_queue.py kept16``), labelled and committed before
   the triage ran, scored once (22/30 cause, 25/30 fix, 3/10 nearest; ``python scripts/triage_kept7_score.py --set
   kept16.jsonl``; "Eighteenth batch: kept16.jsonl").
-- ``kept17.jsonl``: the nineteenth batch, first split ``"kept17"``, now dev: six failing outputs quoted in public reports
-  on clients and agents (Agent Zero, goose, Cherry Studio, opencode, Foundry Local, Memoh), picked by a query rule
+- ``kept17.jsonl``: the nineteenth batch, first split ``"kept17"``, now dev: six failing outputs quoted in public
+  reports on clients and agents (Agent Zero, goose, Cherry Studio, opencode, Foundry Local, Memoh), picked by a query rule
   committed before any report was read (one amendment, committed before any row), checked against every held file
   (``scripts/triage_batch_check.py``), labelled and committed before explain or the triage ran, scored once (5/6
   cause, 6/6 fix, 0/1 nearest; ``python scripts/triage_kept7_score.py --set kept17.jsonl``) ("Nineteenth batch:
@@ -2172,7 +2172,8 @@ def test_whitespace_mis_decoded_at_every_tag_token_is_the_decoders_fault():
     # MiniCPM5: `<functionĠname=` (the byte-level mark left undecoded), `<paramname=` (the space lost) (step 2)
     _ex, tg = _run(_row("kept15.jsonl", "kept13-vllm-minicpm5-collapsed-param-tags-tokenizer-space-function"))
     assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED and not tg.fixes
-    assert "every `<function` is followed by `Ġname=` (the byte-level mark of `␣`, left undecoded)" in tg.evidence[-1]
+    assert "every `<function` is followed by `Ġname=` (the byte-level mark of `␣`, left undecoded)" \
+        in tg.evidence[-1]
     assert "every `<param` is followed by `name=` glued to it (the `␣` lost)" in tg.evidence[-1]
     assert tg.no_fix.startswith("the decoder mis-decoded the whitespace between the template's tag tokens")
 

@@ -1731,8 +1731,8 @@ def _analysis_misread(ex: Any, bundle: Any) -> str:
     fmt = ((a.to_json().get("tools") or {}).get("format") or {}) if a is not None else {}
     if not isinstance(fmt, dict) or fmt.get("mode") in (None, "", "NONE"):
         return ""
-    marks = [(k, v) for k, v in (("section opener", fmt.get("section_start")), ("call opener", fmt.get("per_call_start")))
-             if isinstance(v, str) and v.strip(_WS)]
+    marks = [(k, v) for k, v in (("section opener", fmt.get("section_start")),
+                                 ("call opener", fmt.get("per_call_start"))) if isinstance(v, str) and v.strip(_WS)]
     return "its " + ", ".join(f"{k} {_q(v)}" for k, v in marks) if marks else "its tool format"
 
 
