@@ -104,8 +104,8 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   the triage ran, scored once (22/30 cause, 25/30 fix, 3/10 nearest; ``python scripts/triage_kept7_score.py --set
   kept16.jsonl``; "Eighteenth batch: kept16.jsonl").
 - ``kept17.jsonl``: the nineteenth batch, first split ``"kept17"``, now dev: six failing outputs quoted in public
-  reports on clients and agents (Agent Zero, goose, Cherry Studio, opencode, Foundry Local, Memoh), picked by a query rule
-  committed before any report was read (one amendment, committed before any row), checked against every held file
+  reports on clients and agents (Agent Zero, goose, Cherry Studio, opencode, Foundry Local, Memoh), picked by a query
+  rule committed before any report was read (one amendment, committed before any row), checked against every held file
   (``scripts/triage_batch_check.py``), labelled and committed before explain or the triage ran, scored once (5/6
   cause, 6/6 fix, 0/1 nearest; ``python scripts/triage_kept7_score.py --set kept17.jsonl``) ("Nineteenth batch:
   kept17.jsonl").
