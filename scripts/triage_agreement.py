@@ -4,7 +4,8 @@ The kept-aside triage batches kept15 … kept18 were labelled once by their coll
 labeller, who never saw those labels nor ran the triage, labelled the same 87 rows again from the taxonomy alone
 (``tests/data/triage/second_labels/kept15-kept18.jsonl``: a cause, a second choice, a confidence, why). This prints how often the two
 labellers agree, how often the triage's cause equals each, and the triage's rate on the rows both labellers agree on
-(docs/explain.md, "Two labellers"):
+(docs/explain.md, "Two labellers"). The first labeller's cause is the one the second labeller was compared with: a row
+the labelling guide relabelled since keeps it in ``cause_before_guide``, so the labellers' figures do not move:
 
     python scripts/triage_agreement.py [--templates ../shared/templates] [--rows]
 
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in SETS:
         rows, _ = score(args.templates, name)
         for r in rows:
-            first[r["id"]], said[r["id"]], fixed[r["id"]] = r["cause"], r["said"], r["fix_ok"]
+            first[r["id"]], said[r["id"]], fixed[r["id"]] = r["cause_before_guide"], r["said"], r["fix_ok"]
     second = second_labels()
     if args.rows:
         for i in first:

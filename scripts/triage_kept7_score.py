@@ -10,14 +10,15 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept12.jsonl     # the fourteenth batch, public reports (SCORES["kept12.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept13.jsonl     # the fifteenth batch (SCORES["kept13.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept14.jsonl     # the sixteenth batch, public reports (SCORES["kept14.jsonl"]["dev"])
-    python scripts/triage_kept7_score.py --set kept15.jsonl     # the seventeenth batch (SCORES["kept15.jsonl"]["kept15"])
-    python scripts/triage_kept7_score.py --set kept16.jsonl     # the eighteenth batch (SCORES["kept16.jsonl"]["kept16"])
-    python scripts/triage_kept7_score.py --set kept17.jsonl     # the nineteenth batch, public reports (SCORES["kept17.jsonl"]["kept17"])
-    python scripts/triage_kept7_score.py --set kept18.jsonl     # the twentieth batch (SCORES["kept18.jsonl"]["kept18"])
+    python scripts/triage_kept7_score.py --set kept15.jsonl     # the seventeenth batch (SCORES["kept15.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept16.jsonl     # the eighteenth batch (SCORES["kept16.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept17.jsonl     # the nineteenth batch, public reports (SCORES["kept17.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept18.jsonl     # the twentieth batch (SCORES["kept18.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept19.jsonl     # the twenty-first batch (SCORES["kept19.jsonl"]["kept19"])
+    python scripts/triage_kept7_score.py --set kept20.jsonl     # the twenty-second batch (SCORES["kept20.jsonl"]["kept20"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to
-kept14 are dev now, kept15 to kept19 are kept aside). The triage gets 30 s per row, as in the
+kept18 are dev now: kept15 to kept18 since the labelling guide; kept19 and kept20 are kept aside). The triage gets 30 s per row, as in the
 tests, so the figures do not depend on the machine. Nothing here is imported by the library.
 """
 
@@ -70,7 +71,8 @@ def score(templates: str, name: str) -> tuple[list[dict], tuple[int, int, int, i
             totals[3] += 1
         totals[0] += cause
         totals[1] += fix
-        rows.append({"id": c["id"], "cause": c["cause"], "said": tg.mistake.name, "cause_ok": cause,
+        rows.append({"id": c["id"], "cause": c["cause"], "cause_before_guide": c.get("cause_before_guide", c["cause"]),
+                     "said": tg.mistake.name, "cause_ok": cause,
                      "fix_kind": c["fix"]["kind"], "fix_ok": fix,
                      "fixes": [f"{f.kind.value}: {json.dumps(f.change, ensure_ascii=False)[:160]}" for f in tg.fixes],
                      "no_fix": bool(tg.no_fix), "no_fix_text": tg.no_fix, "sentence": tg.sentence, "nearest": near,

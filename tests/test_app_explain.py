@@ -489,8 +489,10 @@ def _triage_row(name: str, case_id: str) -> dict:
     return next(r for r in map(json.loads, rows) if r["id"] == case_id)
 
 
-def _explain_row(row: dict):
+def _explain_row(row: dict, kwargs: bool = False):
     at = use_corpus(start(), row["template"])
+    if kwargs and row.get("chat_template_kwargs"):
+        at.session_state["in_kwargs"] = json.dumps(row["chat_template_kwargs"])
     at.session_state["in_tools"] = json.dumps(row["tools"])
     at.session_state["in_messages"] = json.dumps(row["messages"])
     at.session_state["in_parallel"] = row["parallel_tool_calls"]
@@ -541,3 +543,14 @@ def test_no_relation_no_expander():
     # the drifted key of Qwen2.5: an alias, no call-format class — nothing of the relation is drawn
     at = _explain(DRIFT)
     assert RELATION not in [e.label for e in at.expander]
+
+
+def test_a_cause_the_labelling_guide_added_is_named_on_the_page_with_why_no_change_helps():
+    """The labelling guide's causes reach the page as the CLI names them: Command 4's prose before its action block
+    (kept16), text before the call the format does not allow, with what a maintainer would need."""
+    at = _explain_row(_triage_row("kept16.jsonl", "kept14-sglang-cohere4-streaming-text-then-block"), kwargs=True)
+    assert not at.exception, at.exception
+    texts = [unmd(m.value) for m in at.markdown]
+    assert any(t.startswith("**text before the call the format does not allow** — ") for t in texts), texts
+    said = [unmd(c.value) for c in at.caption if "No change of ours helps" in c.value]
+    assert said and "calls-after-text" in said[0], said

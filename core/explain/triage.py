@@ -7,7 +7,7 @@
   template's call opener where call-like text starts, close what was left open; at most :data:`MAX_EDITS`) that
   parse clean to a message with calls, shown as edits and one sentence ("the model omitted `<arg_value>` before
   `how`");
-* the **mistake** (:class:`Mistake`, 24 named causes) with evidence from the parse, the request's schema and the
+* the **mistake** (:class:`Mistake`, 27 named causes) with evidence from the parse, the request's schema and the
   analysis — what the analysis did *not* find is said as such (which comparisons came back empty), never as a
   fact about the template;
 * **ranked fixes**, each re-parsed before it is offered: one repair switched on, a request edit, an analysis
@@ -79,6 +79,9 @@ class Mistake(str, enum.Enum):
     CALL_ID_SHAPE = "call id of another shape"
     DOUBLE_ENCODED_ARGUMENTS = "arguments written as a JSON string"
     TRAILING_TEXT = "text after the call the format does not allow"
+    LEADING_TEXT = "text before the call the format does not allow"
+    REPEATED_PROMPT_TAIL = "the output repeats the generation prompt's tail"
+    ANALYSIS_MISREAD = "the analysis misread the template's own format"
     NONE = "no mistake found"
 
 
@@ -1524,6 +1527,25 @@ def _prompt_tail_repeated(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tuple[
     return None
 
 
+def _repeated_tail(ex: Any, r_start: str) -> str:
+    """The tail of the generation prompt the output begins by writing again (the labelling guide's step 3): the
+    longest stretch at the prompt's end that starts at a control token and that the output, outer whitespace aside,
+    starts with, while the parse is not clean or keeps it in the message; ``""`` when there is none, when the parse
+    read past it, or when it is the reasoning opener (that is re-opened reasoning)."""
+    gp = ex.generation_prompt.rstrip(_WS)[-200:]
+    out = ex.output.lstrip(_WS)
+    kept = (ex.message.get("content") or "") + (ex.message.get("reasoning_content") or "")
+    for m in _SPECIAL_SHAPE.finditer(gp):
+        tail = gp[m.start():]
+        if out.startswith(tail):
+            opener = r_start.strip(_WS)
+            if opener and (tail.startswith(opener) or opener.startswith(tail)):
+                return ""
+            # (a parse that skipped the tail and placed everything else read the output as meant: no mistake)
+            return tail if not ex.clean or tail in kept else ""
+    return ""
+
+
 # the call-format classes the relation of the template's call pieces to the output's markup decides
 _CALL_FORMAT = frozenset({Mistake.FORMAT_NOT_FOUND, Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.FOREIGN_WRAPPER,
                           Mistake.OMITTED_MARKER, Mistake.OMITTED_OPENER, Mistake.OMITTED_CLOSER})
@@ -1535,11 +1557,15 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     class (or no mistake with a call read nowhere) the relation of the template's rendered call
     pieces to the output's markup decides (:func:`_arbitrated`), unless a rule with evidence of its own named it."""
     mistake, ev = _rule_reading(ex, setup, bundle, near, ctx)
-    decided = _arbitrated(mistake, ex, setup, bundle, ctx)
+    decided = _misdecoded_spaces(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
+        or _leading_text(mistake, ex, setup, bundle, ctx)
     if decided is None or decided[0] == mistake:
         return mistake, ev
+    why_none = ctx.get("why_none") if decided[0] == Mistake.SPECIAL_TOKENS_STRIPPED else None
     for key in ("restored", "restored_server", "restored_reasoning", "why_none", "headline", "affix", "needs_call"):
         ctx.pop(key, None)      # (what the overruled reading left for its own fixes and sentence)
+    if why_none:
+        ctx["why_none"] = why_none
     ctx["relation_decided"] = True
     return decided[0], [e for e in ev if e.startswith("the parse stopped at")] + [decided[1]]
 
@@ -1562,6 +1588,34 @@ def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict
     unread = ("; comparisons that came back empty: " + "; ".join(empty)) if empty else \
         ("; this template is read by a handler of its own, not by the analysis" if bundle.format != "peg-native"
          else "")
+    misread = _analysis_misread(ex, bundle)
+    written = _written_by_prompt(rel, ex)
+    if written and misread:
+        # (the labelling guide's step 1: the output is the template's render after the prompt; the analysis
+        # found a format, but not the one the render shows)
+        return Mistake.ANALYSIS_MISREAD, rel.sentence() + f"; the generation prompt already ends with " \
+            f"{', '.join(_q(x) for x in written)}, and the output writes every other piece, in order — it is the " \
+            f"template's own call after the prompt — yet the parse read no call: the analysis found a format, but " \
+            f"not the one the template renders ({misread})"
+    if rel.relation == Relation.FOREIGN_WRAPPER and rel.pieces and rel.pieces[0] in rel.absent:
+        # (the labelling guide's step 4: an omission wins over a wrapper — the opener is missing, the markup
+        # around the call stands in its place)
+        return Mistake.OMITTED_OPENER, rel.sentence() + f"; the template's opener {_q(rel.pieces[0])} is not " \
+            "written, and the markup around the call stands where it belongs: the model omitted the opener " \
+            "(an omission comes before a wrapper)"
+    if mistake == Mistake.FOREIGN_WRAPPER and rel.relation == Relation.ALTERED and rel.pieces \
+            and rel.pieces[0] in rel.absent and rel.altered:
+        return Mistake.OMITTED_OPENER, rel.sentence() + f"; the template's opener {_q(rel.pieces[0])} is not " \
+            f"written, {_q(rel.altered)} stands in its place: the model omitted the opener (an omission comes " \
+            "before a wrapper)"
+    inner = next((x for x in rel.absent if not x.startswith("</")), "") if rel.pieces and rel.pieces[0] \
+        not in rel.absent else ""
+    if mistake == Mistake.FOREIGN_WRAPPER and inner and inner != rel.pieces[0] \
+            and rel.relation in (Relation.ALTERED, Relation.OMITTED_MARKER) and not rel.foreign:
+        # (the "wrapper" is the template's own opener, written: a piece inside the call is what is missing)
+        return Mistake.OMITTED_MARKER, rel.sentence() + f"; the output writes the template's opener " \
+            f"{_q(rel.pieces[0])} but not {_q(inner)}: the model omitted a piece inside the call (an omission " \
+            "comes before a wrapper)"
     if rel.relation in DECISIVE:
         return Mistake[rel.relation.value], rel.sentence() + (unread if rel.relation == Relation.FORMAT_NOT_FOUND
                                                                else "")
@@ -1576,10 +1630,123 @@ def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict
     if rel.relation == Relation.CONSISTENT and mistake in (Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.FOREIGN_WRAPPER):
         # every piece of the template's call written, in order, nothing around it no render writes, and the
         # parse read no call: the output is the template's own call, which our parser does not read
+        if misread:
+            return Mistake.ANALYSIS_MISREAD, rel.sentence() + "; the output writes every one of them, in order, " \
+                "with nothing around the call that the template's renders do not write, yet the parse read no " \
+                f"call: the analysis found a format, but not the one the template renders ({misread})"
         return Mistake.FORMAT_NOT_FOUND, rel.sentence() + "; the output writes every one of them, in order, with " \
             "nothing around the call that the template's renders do not write, yet the parse read no call: the " \
             "template writes this call, our parser (its analysis or handler) does not read it" + unread
     return None
+
+
+# a byte-level tokenizer's mark for a whitespace character, left undecoded (GPT-2's byte-to-unicode table)
+_BYTE_MARKS = {" ": "\u0120", "\n": "\u010a", "\t": "\u0109"}
+
+
+def _misdecoded_spaces(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                       ) -> tuple[Mistake, str] | None:
+    """The labelling guide's step 2 for a decoder that mis-decoded the whitespace the template writes between two
+    of its call pieces (MiniCPM5's ``<function name=``): every instance of such a piece in the output is followed by
+    the next piece glued to it or by the byte-level mark of that whitespace (``Ġ``) — never by the whitespace — and
+    the output with the whitespace put back parses clean with calls. The decoder's fault, before any omission or
+    wrapper of the model's markup; one parse. None otherwise."""
+    if mistake not in _CALL_FORMAT or ex.message.get("tool_calls") or ctx.get("budget") is None:
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or len(rel.pieces) < 2:
+        return None
+    out, render, at, junctions = ex.output, rel.render, 0, {}
+    for a, b in zip(rel.pieces, rel.pieces[1:]):
+        i = render.find(a, at)
+        j = render.find(b, i + len(a)) if i >= 0 else -1
+        if j < 0:
+            break
+        gap, at = render[i + len(a):j], j
+        if gap in _BYTE_MARKS and out.count(a):
+            junctions[(a, gap, b)] = None
+    faults, fixed = [], out
+    for a, gap, b in junctions:
+        # (whitespace lost between two whole tags is the model's layout, an omitted marker; lost inside one tag
+        # head, `<param name=`, it is the token boundary the decoder dropped)
+        inside = not a.endswith(">") and not b.startswith("<")
+        marked, glued = out.count(a + _BYTE_MARKS[gap] + b), out.count(a + b) if inside else 0
+        if out.count(a + gap + b) or marked + glued != out.count(a):
+            continue
+        faults.append((a, gap, b, marked, glued))
+        fixed = fixed.replace(a + _BYTE_MARKS[gap] + b, a + gap + b).replace(a + b, a + gap + b)
+    if not faults or not ctx["budget"].take(len(out)):
+        return None
+    p = _parse(setup, fixed)
+    if not (p.clean and p.message.tool_calls):
+        return None
+    said = "; ".join(f"every {_q(a)} is followed by " + " or ".join(
+        x for x in ((f"{_q(_BYTE_MARKS[gap] + b)} (the byte-level mark of {_q(gap)}, left undecoded)" if marked
+                     else ""), (f"{_q(b)} glued to it (the {_q(gap)} lost)" if glued else "")) if x)
+        + f" where the template writes {_q(a + gap + b)}" for a, gap, b, marked, glued in faults)
+    ctx["why_none"] = ("the decoder mis-decoded the whitespace between the template's tag tokens (a byte-level mark "
+                       "left undecoded, or the space between two tokens lost): decode the output with the tokenizer's "
+                       "own decoder; no repair of ours reads the mis-decoded tags")
+    return Mistake.SPECIAL_TOKENS_STRIPPED, (
+        f"{said}: every instance of the piece alike, the rest of the call's markup as the template writes it — the "
+        "decoder's fault, not an omission by the model; with the whitespace put back the output parses clean to "
+        f"{len(p.message.tool_calls)} call(s)")
+
+
+def _leading_text(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                  ) -> tuple[Mistake, str] | None:
+    """The labelling guide's step 4 for text before a call whose markup is whole: every piece of the template's
+    call is written (nothing absent, nothing foreign), text with no markup stands before the first piece, no
+    reasoning or call was read, and the output from the first piece on parses clean with calls — the template's
+    call turn starts with the call and the format has no place for the text. One parse; None otherwise."""
+    msg = ex.message
+    if msg.get("tool_calls") or (msg.get("reasoning_content") or "").strip(_WS) or ctx.get("budget") is None \
+            or not (mistake in _CALL_FORMAT or mistake == Mistake.NONE):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or not rel.pieces or rel.absent or rel.foreign \
+            or rel.relation not in (Relation.CONSISTENT, Relation.ALTERED):
+        return None
+    first = ex.output.find(rel.pieces[0])
+    lead = ex.output[:first] if first > 0 else ""
+    if not lead.strip(_WS) or MARKUP.search(lead) or not ctx["budget"].take(len(ex.output)):
+        return None
+    p = _parse(setup, ex.output[first:])
+    if not (p.clean and p.message.tool_calls):
+        return None
+    return Mistake.LEADING_TEXT, rel.sentence() + f"; the output writes every one of them, after the text " \
+        f"{_q(lead.strip(_WS))}; from {_q(rel.pieces[0])} on, the output parses clean to " \
+        f"{len(p.message.tool_calls)} call(s): the template's call turn starts with the call, and the format has no " \
+        "place for text before it"
+
+
+def _analysis_misread(ex: Any, bundle: Any) -> str:
+    """The analysis' call markers, said as evidence, when it found a tool format of its own (read by the
+    analysis, not a handler; no probe placeholder in it): then a template's own call the parse does not read is a
+    misreading of the format, not a format not found. ``""`` otherwise."""
+    if getattr(bundle, "format", "") != "peg-native" or _probe_placeholder(bundle) is not None \
+            or Cause.NO_TOOL_FORMAT in {f.cause for f in ex.findings}:
+        return ""
+    a = getattr(getattr(bundle, "report", None), "analysis", None)
+    fmt = ((a.to_json().get("tools") or {}).get("format") or {}) if a is not None else {}
+    if not isinstance(fmt, dict) or fmt.get("mode") in (None, "", "NONE"):
+        return ""
+    marks = [(k, v) for k, v in (("section opener", fmt.get("section_start")),
+                                 ("call opener", fmt.get("per_call_start"))) if isinstance(v, str) and v.strip(_WS)]
+    return "its " + ", ".join(f"{k} {_q(v)}" for k, v in marks) if marks else "its tool format"
+
+
+def _written_by_prompt(rel: CallRelation, ex: Any) -> tuple[str, ...]:
+    """The template's call pieces the output lacks because the generation prompt already wrote them: the absent
+    pieces are the first ones, the prompt ends with them (whitespace aside), every other piece is written, and
+    nothing foreign is; ``()`` otherwise."""
+    if not rel.absent or rel.foreign or rel.relation not in (Relation.ALTERED, Relation.OMITTED_OPENER):
+        return ()
+    lead = rel.pieces[:len(rel.absent)]
+    if lead != rel.absent or len(lead) == len(rel.pieces):
+        return ()
+    gp = re.sub(r"\s+", "", ex.generation_prompt[-400:])
+    return lead if gp.endswith("".join(re.sub(r"\s+", "", x) for x in lead)) else ()
 
 
 def _declared_type(req: Any, key: str) -> str:
@@ -1816,10 +1983,25 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
     if kept:
         ctx["stripped_output"] = kept[0]
         return Mistake.TRAILING_TEXT, ev + [kept[1]]
-    again = _prompt_tail_repeated(ex, setup, ctx) if ex.clean and not msg.get("tool_calls") else None
-    if again:
-        ctx["thinking_fix"] = again[0]
-        return Mistake.REASONING_SETTING, ev + [again[1]]
+    tail = _repeated_tail(ex, r_start)
+    if tail:
+        # (the labelling guide's step 3: before the call's markup; the reasoning opener again is REOPENED_REASONING)
+        again = _prompt_tail_repeated(ex, setup, ctx) if ex.clean and not msg.get("tool_calls") else None
+        if again:
+            ctx["thinking_fix"] = again[0]
+        # (a later step's fault is named as the second one, and its request fix offered with the tail's)
+        undeclared = _undeclared_at_stop(setup.request, ex) if ex.stop is not None else None
+        if undeclared:
+            ctx["undeclared"] = undeclared[:2]
+            ev = ev + ["a second fault, inside the call: " + undeclared[2]]
+        ctx["specific"] = True
+        ctx["headline"] = (f"the output begins with {_q(tail)}, which the generation prompt already ends with: the "
+                           "model wrote the prompt's tail again")
+        return Mistake.REPEATED_PROMPT_TAIL, ev + [
+            f"the generation prompt ends with {_q(tail)} and the output begins by writing it again (not the "
+            "reasoning opener, which would be re-opened reasoning): the parse takes the output as what follows "
+            "the prompt, so the repeated tail is text the format has no place for"
+            + (f"; {again[1]}" if again else "")]
     unsent_markup = _call_markup_without_tools(setup, ex) if not msg.get("tool_calls") else ""
     if unsent_markup:
         ctx["why_none"] = (
@@ -2091,7 +2273,9 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
                 # (the nearest output's "omitted `,`" is the analysis' gap here, from the render of two calls)
                 ctx["headline"], ctx["specific"] = learned, True
                 empty = _empty_comparisons(bundle)
-                return Mistake.FORMAT_NOT_FOUND, ev + [learned + ("; comparisons that came back empty: "
+                # (the labelling guide's step 1: the analysis found a format, but a separator the template does
+                # not write)
+                return Mistake.ANALYSIS_MISREAD, ev + [learned + ("; comparisons that came back empty: "
                                                                   + "; ".join(empty) if empty else "")]
             return Mistake.OMITTED_MARKER, ev + [sentence_of(_shift(edits), out)]
         if probs and ex.stop is not None:
@@ -3200,9 +3384,10 @@ def _rendered_call(setup: _Setup, name: str, args: dict[str, str], copies: int =
 
 
 def _rendered_turns(setup: _Setup, name: str, args: dict[str, Any], copies: int = 1, plain: bool = True
-                    ) -> tuple[str, str, str]:
+                    ) -> tuple[str, str | None, str]:
     """:func:`_rendered_call`'s turn and, with ``plain``, rendered the same way, the assistant turn with empty
-    content and no call, and the call turn with reasoning (``""`` for each that does not render or without
+    content and no call (None when it does not render or without ``plain``; ``""`` when it writes nothing after
+    the generation prompt), and the call turn with reasoning (``""`` when it does not render or without
     ``plain``)."""
     from ..jinja.llama import render as llama_render
     from ..jinja.template import apply_template, chat_globals
@@ -3233,18 +3418,19 @@ def _rendered_turns(setup: _Setup, name: str, args: dict[str, Any], copies: int 
                 a, b = render(user, True), render(turn, False)
             except Exception:  # noqa: BLE001 - this dialect or id does not render the turn: the next one
                 continue
-            c = d = ""
+            c: str | None = None
+            d = ""
             if plain:
                 try:
                     c = render(user + [{"role": "assistant", "content": ""}], False)
                 except Exception:  # noqa: BLE001 - a template that wants a call or text in every turn: no plain turn
-                    c = ""
+                    c = None
                 try:
                     d = render(user + [dict(turn[-1], reasoning_content="r")], False)
                 except Exception:  # noqa: BLE001 - a template that refuses reasoning on a call turn: none
                     d = ""
-            return after(a, b), after(a, c) if c else "", after(a, d) if d else ""
-    return "", "", ""
+            return after(a, b), after(a, c) if c is not None else None, after(a, d) if d else ""
+    return "", None, ""
 
 
 _FILL = "zqv{}x"      # an argument value no template writes, so the render can be cut at it
@@ -3284,7 +3470,7 @@ def _call_relation(setup: _Setup, bundle: Any, ex: Any, ctx: dict[str, Any]) -> 
     best: CallRelation | None = None
     for kw in tries:
         with_call, without, reasoned = _rendered_turns(setup, name, kw)
-        if not with_call or not without:
+        if not with_call or without is None:
             return None
         call = call_pieces(with_call, without, {name: "name", **{k: "key" for k in kw},
                                                 **{str(v): "value" for v in kw.values()}, "call_1": "id",
@@ -4114,7 +4300,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         if ctx.get("stripped_output") is not None:     # (a kept stop token: the reply without it)
             return not _SPECIAL_SHAPE.search(p.message.content or "")
         return not cur.get("tool_calls") and mistake in (Mistake.REASONING_SETTING, Mistake.REOPENED_REASONING,
-                                                        Mistake.SPECIAL_TOKENS_STRIPPED)
+                                                        Mistake.SPECIAL_TOKENS_STRIPPED, Mistake.REPEATED_PROMPT_TAIL)
 
     # one repair switched on
     tolerance = list(TOLERANCE_REPAIRS)
@@ -4220,7 +4406,8 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                              "output is a call of it", change, message, cost))
     # request edits of the schema
     req = setup.request
-    if mistake == Mistake.UNKNOWN_PARAMETER and ctx.get("undeclared") and budget.take(len(ex.output)):
+    if mistake in (Mistake.UNKNOWN_PARAMETER, Mistake.REPEATED_PROMPT_TAIL) and ctx.get("undeclared") \
+            and budget.take(len(ex.output)):
         # declare the argument the model sends (a string) and require only what the call holds
         tool, arg = ctx["undeclared"]
         t = next((t.get("function") or {} for t in req.tools or [] if isinstance(t, dict)
@@ -4885,6 +5072,17 @@ _WHY = {
                            "grammar constrains the arguments to the schema",
     Mistake.UNKNOWN_TOOL: "the model called a name the request does not offer; offering a tool under that name "
                           "would only rename the fault — the model's output (or the tool's name) must change",
+    Mistake.LEADING_TEXT: "the format, as requested, has the call turn start with the call (or its reasoning "
+                          "block), and no repair of ours reads a call after text here: a new repair that reads "
+                          "the text before the call as content (as calls-after-text does for the pythonic and "
+                          "Gemma formats) would be needed, or the model's output must change",
+    Mistake.REPEATED_PROMPT_TAIL: "the output writes again what the generation prompt already ends with, and no "
+                                  "repair of ours skips it here (repeated-prompt-tail and repeated-turn-header read "
+                                  "a repeated section or header): the model's output (or a new repair) must change",
+    Mistake.ANALYSIS_MISREAD: "the output is what the template renders, but the analysis misread the template's "
+                              "format and no override or repair of ours re-parses it: the analysis must be "
+                              "mended (an analysis override, or a repair of improved fidelity that reads the "
+                              "template's real markers) — the model made no mistake",
 }
 
 
