@@ -1,13 +1,19 @@
 """How often two people name the same cause for a failing output, and how often the triage names theirs.
 
-The kept-aside triage batches kept15 … kept18 were labelled once by their collectors, before the triage ran. A second
-labeller, who never saw those labels nor ran the triage, labelled the same 87 rows again from the taxonomy alone
-(``tests/data/triage/second_labels/kept15-kept18.jsonl``: a cause, a second choice, a confidence, why). This prints how often the two
-labellers agree, how often the triage's cause equals each, and the triage's rate on the rows both labellers agree on
-(docs/explain.md, "Two labellers"). The first labeller's cause is the one the second labeller was compared with: a row
-the labelling guide relabelled since keeps it in ``cause_before_guide``, so the labellers' figures do not move:
+Two groups of kept-aside triage batches were labelled twice, by their collector before the triage ran and by a
+second labeller who never saw those labels nor ran the triage (a cause, a second choice, a confidence, why):
 
-    python scripts/triage_agreement.py [--templates ../shared/templates] [--rows]
+- ``taxonomy``: kept15 … kept18 (87 rows), labelled from the taxonomy alone
+  (``tests/data/triage/second_labels/kept15-kept18.jsonl``). The first labeller's cause is the one the second
+  labeller was compared with: a row the labelling guide relabelled since keeps it in ``cause_before_guide``, so the
+  labellers' figures do not move;
+- ``guide``: kept19 and the batches after it, both labellers following the labelling guide's decision order
+  (``tests/data/triage/second_labels/by-guide.jsonl``, with the step that decided each label).
+
+This prints how often the two labellers agree, how often the triage's cause equals each, and the triage's rate on the
+rows both labellers agree on (docs/explain.md, "Two labellers"):
+
+    python scripts/triage_agreement.py [--group taxonomy|guide] [--templates ../shared/templates] [--rows]
 
 Nothing here is imported by the library; ``tests/test_triage.py`` pins the same figures (``AGREEMENT``).
 """
@@ -21,12 +27,21 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SETS = ("kept15.jsonl", "kept16.jsonl", "kept17.jsonl", "kept18.jsonl")
+# group: the batches labelled twice, and the second labeller's file in tests/data/triage/second_labels/
+GROUPS = {
+    "taxonomy": (("kept15.jsonl", "kept16.jsonl", "kept17.jsonl", "kept18.jsonl"), "kept15-kept18.jsonl"),
+    "guide": (("kept19.jsonl", "kept20.jsonl"), "by-guide.jsonl"),
+}
 
 
-def second_labels() -> dict[str, dict]:
-    """The second labeller's rows by id (``cause``, ``second_choice``, ``confidence``, ``why``)."""
-    path = ROOT / "tests" / "data" / "triage" / "second_labels" / "kept15-kept18.jsonl"
+def first_label(row: dict) -> str:
+    """The first labeller's cause as the second labeller was compared with it."""
+    return row.get("cause_before_guide", row["cause"])
+
+
+def second_labels(group: str = "taxonomy") -> dict[str, dict]:
+    """The second labeller's rows of a group by id (``cause``, ``second_choice``, ``confidence``, ``why``)."""
+    path = ROOT / "tests" / "data" / "triage" / "second_labels" / GROUPS[group][1]
     return {r["id"]: r for r in (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
                                  if line.strip())}
 
@@ -52,6 +67,7 @@ def agreement(first: dict[str, str], second: dict[str, dict], said: dict[str, st
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--group", choices=sorted(GROUPS), default="guide")
     ap.add_argument("--templates", default=os.path.join(ROOT.parent, "shared", "templates"))
     ap.add_argument("--rows", action="store_true", help="print each row: first label, second label, the triage's")
     args = ap.parse_args(argv)
@@ -59,11 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     from triage_kept7_score import score
 
     first, said, fixed = {}, {}, {}
-    for name in SETS:
+    for name in GROUPS[args.group][0]:
         rows, _ = score(args.templates, name)
         for r in rows:
-            first[r["id"]], said[r["id"]], fixed[r["id"]] = r["cause_before_guide"], r["said"], r["fix_ok"]
-    second = second_labels()
+            first[r["id"]], said[r["id"]], fixed[r["id"]] = first_label(r), r["said"], r["fix_ok"]
+    second = second_labels(args.group)
     if args.rows:
         for i in first:
             if i in second:
