@@ -15,6 +15,7 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept17.jsonl     # the nineteenth batch, public reports (SCORES["kept17.jsonl"]["kept17"])
     python scripts/triage_kept7_score.py --set kept18.jsonl     # the twentieth batch (SCORES["kept18.jsonl"]["kept18"])
     python scripts/triage_kept7_score.py --set kept19.jsonl     # the twenty-first batch (SCORES["kept19.jsonl"]["kept19"])
+    python scripts/triage_kept7_score.py --set kept22.jsonl     # the twenty-fourth batch (SCORES["kept22.jsonl"]["kept22"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to
 kept14 are dev now, kept15 to kept19 are kept aside). The triage gets 30 s per row, as in the
