@@ -82,7 +82,7 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   give with the message they parse to (MiniMax-M2's tool-calling guide, Hermes-Function-Calling's README,
   transformers' tool-use and response-parsing guides) and one public report (vLLM, Qwen3-Coder), each family with its
   model's own template (five families); no test file of any project. Nobody writes repairs from it.
-- ``real_outputs_kept22``: the nineteenth kept-aside batch, outputs fed to their parsers by the MLX ecosystem's
+- ``real_outputs_kept19``: the nineteenth kept-aside batch, outputs fed to their parsers by the MLX ecosystem's
   serving projects' tests (vllm-mlx's MiniMax, Gemma 4, Qwen3 XML and Harmony parsers; mlx-omni-server's GLM-4.5,
   Qwen3 MoE XML, Llama 3 and Mistral parsers; Rapid-MLX's Gemma 4, MiniMax and DeepSeek V3 / V3.1 parsers), projects
   no earlier set mined for parser tests, each family with its model's own template (nine families), each with the
@@ -194,7 +194,7 @@ PASS = {
     # kept aside, first measure 2 / 11 (docs/realset-baseline.md "Seventeenth kept-aside batch")
     "real_outputs_kept17": {("llama.cpp", "kept17"): 2, ("improved", "kept17"): 11},
     # kept aside, first measure 15 / 33 (docs/realset-baseline.md "Nineteenth kept-aside batch")
-    "real_outputs_kept22": {("llama.cpp", "kept22"): 15, ("improved", "kept22"): 33},
+    "real_outputs_kept19": {("llama.cpp", "kept19"): 15, ("improved", "kept19"): 33},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -220,7 +220,7 @@ SETS = {
     "real_outputs_kept15": (50, 10, {"kept15"}, True),
     "real_outputs_kept16": (50, 18, {"kept16"}, True),
     "real_outputs_kept17": (13, 5, {"kept17"}, True),
-    "real_outputs_kept22": (50, 9, {"kept22"}, True),
+    "real_outputs_kept19": (50, 9, {"kept19"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -310,7 +310,7 @@ REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_out
                                        "real_outputs_kept12", "real_outputs_kept13",
                                        "real_outputs_kept14", "real_outputs_kept15",
                                        "real_outputs_kept16", "real_outputs_kept17",
-                                       "real_outputs_kept22"])
+                                       "real_outputs_kept19"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]

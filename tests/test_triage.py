@@ -126,7 +126,7 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   committed before the triage ran, scored once (6/10 cause, 6/10 fix, 3/7 nearest; ``python
   scripts/triage_kept7_score.py --set kept20.jsonl``; "Twenty-second batch: kept20.jsonl (kept aside)").
 - ``kept22.jsonl``: the twenty-fourth batch, split ``"kept22"``, kept aside: the failing queue of
-  ``tests/data/real_outputs_kept22/`` (the MLX ecosystem's parser tests: vllm-mlx's, mlx-omni-server's and
+  ``tests/data/real_outputs_kept19/`` (the MLX ecosystem's parser tests: vllm-mlx's, mlx-omni-server's and
   Rapid-MLX's, each family on its model's own template; 35 rows, the first 30 by the rule's size), by a rule committed
   before explain ran (``scripts/triage_queue.py kept22``), labelled by the labelling guide's decision order (two rows
   with its new cause ``REPEATED_PROMPT_TAIL``) and committed before the triage ran, scored once (20/30 cause, 27/30
@@ -459,10 +459,10 @@ def test_the_twenty_second_batch_is_the_failing_queue_of_real_outputs_kept17():
                        causes=4, fix_why=True)
 
 
-def test_the_twenty_fourth_batch_is_the_failing_queue_of_real_outputs_kept22():
-    """kept22: the failing queue of tests/data/real_outputs_kept22/ (35 rows, the first 30: vllm-mlx's,
+def test_the_twenty_fourth_batch_is_the_failing_queue_of_real_outputs_kept19():
+    """kept22: the failing queue of tests/data/real_outputs_kept19/ (35 rows, the first 30: vllm-mlx's,
     mlx-omni-server's and Rapid-MLX's parser tests, each family on its model's own template; no NONE row)."""
-    _check_queue_batch("kept22.jsonl", ["real_outputs_kept22"], prefix="", split="kept22", size=30, templates=8,
+    _check_queue_batch("kept22.jsonl", ["real_outputs_kept19"], prefix="", split="kept22", size=30, templates=8,
                        causes=8, fix_why=True)
 
 
