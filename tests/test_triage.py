@@ -132,7 +132,14 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   model's own template; 12 rows), by a rule committed before explain ran (``scripts/triage_queue.py kept21``),
   labelled by the labelling guide's decision order and committed before the triage ran, scored once (4/12 cause,
   10/12 fix, 6/8 nearest; ``python scripts/triage_kept7_score.py --set kept21.jsonl``; "Twenty-third batch:
-  kept21.jsonl (kept aside)")."""
+  kept21.jsonl (kept aside)").
+- ``kept22.jsonl``: the twenty-fourth batch, split ``"kept22"``, kept aside: the failing queue of
+  ``tests/data/real_outputs_kept19/`` (the MLX ecosystem's parser tests: vllm-mlx's, mlx-omni-server's and
+  Rapid-MLX's, each family on its model's own template; 35 rows, the first 30 by the rule's size), by a rule committed
+  before explain ran (``scripts/triage_queue.py kept22``), labelled by the labelling guide's decision order (two rows
+  with its new cause ``REPEATED_PROMPT_TAIL``) and committed before the triage ran, scored once (20/30 cause, 27/30
+  fix, 13/18 nearest; ``python scripts/triage_kept7_score.py --set kept22.jsonl``; "Twenty-fourth batch:
+  kept22.jsonl (kept aside)")."""
 
 from __future__ import annotations
 
@@ -278,6 +285,9 @@ SCORES = {
     # the later step (MISSING_REQUIRED, TRAILING_TEXT for the guide's LEADING_TEXT), Seed-OSS's markerless reasoning
     # taken as no mistake, and Gemma 4's leading text hiding the channel opener
     "kept21.jsonl": {"kept21": (4, 10, 6, 8)},
+    # kept aside: first run at the labelled commit (docs/explain.md "Twenty-fourth batch"); the same on the triage that
+    # follows the labelling guide (merged while kept aside): its two REPEATED_PROMPT_TAIL rows are named an omitted marker
+    "kept22.jsonl": {"kept22": (20, 27, 13, 18)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
@@ -285,7 +295,7 @@ SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 1
          "kept9.jsonl": 34, "kept10.jsonl": 33, "kept11.jsonl": 40, "kept12.jsonl": 6,
          "kept13.jsonl": 36, "kept14.jsonl": 11, "kept15.jsonl": 30, "kept16.jsonl": 30,
          "kept17.jsonl": 6, "kept18.jsonl": 21, "kept19.jsonl": 11,
-         "kept20.jsonl": 10, "kept21.jsonl": 12}
+         "kept20.jsonl": 10, "kept21.jsonl": 12, "kept22.jsonl": 30}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -478,6 +488,13 @@ def test_the_twenty_third_batch_is_the_failing_queue_of_real_outputs_kept18():
     aphrodite-engine's parser tests, each family on its model's own template)."""
     _check_queue_batch("kept21.jsonl", ["real_outputs_kept18"], prefix="", split="kept21", size=12, templates=7,
                        causes=4, fix_why=True)
+
+
+def test_the_twenty_fourth_batch_is_the_failing_queue_of_real_outputs_kept19():
+    """kept22: the failing queue of tests/data/real_outputs_kept19/ (35 rows, the first 30: vllm-mlx's,
+    mlx-omni-server's and Rapid-MLX's parser tests, each family on its model's own template; no NONE row)."""
+    _check_queue_batch("kept22.jsonl", ["real_outputs_kept19"], prefix="", split="kept22", size=30, templates=8,
+                       causes=8, fix_why=True)
 
 
 @pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl", "kept4.jsonl") for c in SETS[n]
