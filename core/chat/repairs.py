@@ -220,6 +220,8 @@ THOUGHT_LABEL_OMITTED = "thought-label-omitted"
 # from the parse-class misses of real_outputs_kept11, real_outputs_kept12 and real_outputs_reports3 (development data)
 DRIFTED_CLOSING_TAG = DRIFTED_CLOSER   # (named in core.chat.lossless, which reads its spans as markup)
 CALL_SECTION_OMITTED = "call-section-omitted"
+# from the misses of real_outputs_kept13, real_outputs_kept14 and real_outputs_kept15 (development data)
+ARGS_SEPARATOR_OMITTED = "args-separator-omitted"
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -1464,6 +1466,29 @@ REPAIRS: list[Repair] = [
                "0461b9e3fcab1c01a556513de67d406005645f07/test/registered/unit/function_call/"
                "test_deepseekv4_detector.py (test_preamble_before_bare_invoke_without_wrapper: case "
                "kept11-sglang-dsv4-preamble-before-bare-invoke)"),
+    # ---- from the misses of kept13, kept14 and kept15 (development data) -------------------------------------------
+    Repair(
+        name=ARGS_SEPARATOR_OMITTED,
+        title="A tagged call whose name runs straight into its first argument, the separator left out",
+        stage=RepairStage.TOLERANCE,
+        accepts="A tag-based call with tagged arguments whose template writes a separator between the function "
+                "name and the arguments (Hunyuan Hy3 / Hy v4: NAME<tool_sep…>, then <arg_key…>KEY</arg_key…>"
+                "<arg_value…>VALUE</arg_value…>) written without it: the declared tool's name followed at once "
+                "(whitespace allowed) by the first argument's marker, or by the call's closer for a call with no "
+                "arguments. The separator is read as optional there and nowhere else: a name followed by any "
+                "other text is not a call, and a declared name that is only the start of another never matches "
+                "(the marker must come right after it). Formats without a separator parse as before.",
+        example="<tool_calls:opensource><tool_call:opensource>get_weather<arg_key:opensource>city"
+                "</arg_key:opensource><arg_value:opensource>Beijing</arg_value:opensource></tool_call:opensource>"
+                "</tool_calls:opensource>",
+        source="SGLang's Hunyuan detector reads the Hy v4 call without <tool_sep> after the name "
+               "(test_hy4_format_without_tool_separator): https://github.com/sgl-project/sglang/blob/"
+               "0ff9c986c7d25f30d8bf16c9e1b0ffeab3bcc0cf/test/registered/unit/function_call/"
+               "test_hunyuan_detector.py (case kept14-sglang-hunyuan-hy4-format-without-tool-separator); vLLM's "
+               "HYV4 tool parser reads the same layout, its value-typing table written without the separator: "
+               "https://github.com/vllm-project/vllm/blob/212dfd8bfd6c0fe5c87898aeee89efe7df4ec509/tests/"
+               "tool_parsers/test_hy_v4_tool_parser.py (TestArgumentValueTypes.test_value_coercion: cases "
+               "kept13-vllm-hy-v4-value-coercion-s-beijing, -s-empty, -i-3, -i-minus-7, -b-true)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -2192,4 +2217,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -1,0 +1,78 @@
+"""Repairs written from the misses of the development sets real_outputs_kept13, real_outputs_kept14 and
+real_outputs_kept15: each on the sets' own cases (every case cites its public source), where it fires, that it
+is switchable and that the llama.cpp fidelity reads the output as before."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.chat.casefiles import parse_case
+from core.chat.char_audit import audit_parse
+from core.chat.realset import load_cases
+
+from .conftest import ROOT, TEMPLATES
+from .test_reasoning_repairs import _names, _streamed
+
+CASES = {c.id: c for name in ("real_outputs_kept13", "real_outputs_kept14", "real_outputs_kept15")
+         for c in load_cases(str(ROOT / "tests" / "data" / name))}
+
+
+def _parse(case_id: str, fidelity: str = "improved", disabled=(), output: str | None = None):
+    case = CASES[case_id]
+    return parse_case(str(TEMPLATES), case.template, case.request, case.output if output is None else output,
+                      fidelity, disabled_repairs=disabled)
+
+
+def _calls(msg) -> list[tuple[str, dict]]:
+    return [(c.name, json.loads(c.arguments)) for c in msg.tool_calls]
+
+
+def _check_streams(parser, output: str, msg) -> None:
+    assert not audit_parse(parser, output, msg).lost()
+    for size in (1, 3, 17, len(output)):
+        assert _streamed(parser, output, size).to_openai() == msg.to_openai()
+
+
+# -- args-separator-omitted (Hy v4: no <tool_sep:opensource> after the name) -------------------------------------
+
+NO_SEPARATOR = {
+    "kept13-vllm-hy-v4-value-coercion-s-beijing": ("typed", {"s": "Beijing"}),
+    "kept13-vllm-hy-v4-value-coercion-s-empty": ("typed", {"s": ""}),
+    "kept13-vllm-hy-v4-value-coercion-i-3": ("typed", {"i": 3}),
+    "kept13-vllm-hy-v4-value-coercion-i-minus-7": ("typed", {"i": -7}),
+    "kept13-vllm-hy-v4-value-coercion-b-true": ("typed", {"b": True}),
+    "kept14-sglang-hunyuan-hy4-format-without-tool-separator": ("get_weather", {"city": "Beijing"}),
+}
+
+
+@pytest.mark.parametrize("case_id", sorted(NO_SEPARATOR))
+def test_call_without_its_args_separator_is_read(case_id):
+    parser, msg = _parse(case_id)
+    output = CASES[case_id].output
+    assert _calls(msg) == [NO_SEPARATOR[case_id]]
+    assert not msg.content
+    fired = [r for r in msg.repairs if r.name == "args-separator-omitted"]
+    name = NO_SEPARATOR[case_id][0]
+    # the record sits right after the name, where the separator was left out
+    assert [(r.start, r.end) for r in fired] == [(output.index(name) + len(name),) * 2]
+    _check_streams(parser, output, msg)
+
+
+@pytest.mark.parametrize("case_id", sorted(NO_SEPARATOR))
+def test_call_without_its_args_separator_is_content_without_the_repair(case_id):
+    for kw in ({"disabled": ("args-separator-omitted",)}, {"fidelity": "llama.cpp"}):
+        _, msg = _parse(case_id, **kw)
+        assert not msg.tool_calls and msg.content == CASES[case_id].output
+        assert "args-separator-omitted" not in _names(msg)
+
+
+def test_call_with_its_separator_does_not_fire_the_repair():
+    # the same call as the template writes it (kept14's case with <tool_sep:opensource> put back after the name)
+    case_id = "kept14-sglang-hunyuan-hy4-format-without-tool-separator"
+    output = CASES[case_id].output.replace("get_weather", "get_weather<tool_sep:opensource>")
+    parser, msg = _parse(case_id, output=output)
+    assert _calls(msg) == [("get_weather", {"city": "Beijing"})]
+    assert "args-separator-omitted" not in _names(msg)
+    _check_streams(parser, output, msg)
