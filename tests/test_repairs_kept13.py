@@ -76,3 +76,48 @@ def test_call_with_its_separator_does_not_fire_the_repair():
     assert _calls(msg) == [("get_weather", {"city": "Beijing"})]
     assert "args-separator-omitted" not in _names(msg)
     _check_streams(parser, output, msg)
+
+
+# -- action-after-text (Cohere's action block after text, text after it) ------------------------------------------
+
+ACTION_AFTER_TEXT_CASES = {
+    "kept14-sglang-cohere4-parallel-calls-leading-text": "Sure! ",
+    "kept14-sglang-cohere4-streaming-text-then-block": "Let me check. ",
+    "kept14-sglang-cohere4-stream-leading-text-complete-call": "Let me check.",
+    "kept14-sglang-cohere4-stream-trailing-text-preserved": "Let me check.All set.",
+    "kept14-sglang-cohere4-stream-two-calls-one-action-block": "Let me check.",
+}
+
+
+@pytest.mark.parametrize("case_id", sorted(ACTION_AFTER_TEXT_CASES))
+def test_action_block_after_text_is_read(case_id):
+    parser, msg = _parse(case_id)
+    case = CASES[case_id]
+    output = case.output
+    assert msg.content == ACTION_AFTER_TEXT_CASES[case_id]
+    assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == [
+        (c["function"]["name"], json.loads(c["function"]["arguments"])) for c in case.expect["tool_calls"]]
+    fired = [(r.start, r.end) for r in msg.repairs if r.name == "action-after-text"]
+    block = (output.index("<|START_ACTION|>"), output.index("<|END_ACTION|>") + len("<|END_ACTION|>"))
+    assert block in fired
+    _check_streams(parser, output, msg)
+
+
+@pytest.mark.parametrize("case_id", sorted(ACTION_AFTER_TEXT_CASES))
+def test_action_block_after_text_is_content_without_the_repair(case_id):
+    for kw in ({"disabled": ("action-after-text",)}, {"fidelity": "llama.cpp"}):
+        _, msg = _parse(case_id, **kw)
+        assert not msg.tool_calls and "action-after-text" not in _names(msg)
+        assert "<|START_ACTION|>" in msg.content
+
+
+def test_action_block_alone_and_answer_alone_fire_nothing_new():
+    # kept14's block with no text around it (SGLang's test_single_tool_call), its plain answers
+    # (test_no_tool_call, test_plain_text): read as before, the repair not reported
+    for case_id in ("kept14-sglang-cohere4-single-tool-call", "kept14-sglang-cohere4-no-tool-call",
+                    "kept14-sglang-cohere4-stream-plain-text"):
+        parser, msg = _parse(case_id)
+        _, before = _parse(case_id, disabled=("action-after-text",))
+        assert msg.to_openai() == before.to_openai() and msg.repairs == before.repairs, case_id
+        assert "action-after-text" not in _names(msg)
+        _check_streams(parser, CASES[case_id].output, msg)

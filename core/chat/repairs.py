@@ -222,6 +222,7 @@ DRIFTED_CLOSING_TAG = DRIFTED_CLOSER   # (named in core.chat.lossless, which rea
 CALL_SECTION_OMITTED = "call-section-omitted"
 # from the misses of real_outputs_kept13, real_outputs_kept14 and real_outputs_kept15 (development data)
 ARGS_SEPARATOR_OMITTED = "args-separator-omitted"
+ACTION_AFTER_TEXT = "action-after-text"   # read in core.chat.formats.cohere2moe
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -1489,6 +1490,31 @@ REPAIRS: list[Repair] = [
                "https://github.com/vllm-project/vllm/blob/212dfd8bfd6c0fe5c87898aeee89efe7df4ec509/tests/"
                "tool_parsers/test_hy_v4_tool_parser.py (TestArgumentValueTypes.test_value_coercion: cases "
                "kept13-vllm-hy-v4-value-coercion-s-beijing, -s-empty, -i-3, -i-minus-7, -b-true)"),
+    Repair(
+        name=ACTION_AFTER_TEXT,
+        title="Cohere's action block after text, or text after it",
+        stage=RepairStage.TOLERANCE,
+        accepts="Cohere's action-block format (Cohere2 MoE / North Code / Command 4: calls as one JSON list "
+                "between <|START_ACTION|> and <|END_ACTION|>, whose template writes either an answer or the "
+                "block in a turn, never both): text before the block, bare or in the template's own "
+                "<|START_TEXT|>…<|END_TEXT|> wrapper, and text after it up to the end of turn, are content in "
+                "order, the block's calls are the calls. The block alone parses as before and fires nothing; "
+                "an answer with no block is the template's answer as before; with tool_choice required the "
+                "turn is the block, as before. The JSON list itself is read as llama.cpp reads it (a cut or "
+                "malformed list stays content: truncated-call).",
+        example='Let me check.<|START_ACTION|>[{"tool_call_id":"0","tool_name":"get_weather",'
+                '"parameters":{"city":"SF"}}]<|END_ACTION|>All set.',
+        source="SGLang's Cohere Command 4 detector returns the text before the action block as normal text and "
+               "keeps the text after it for the next increment: https://github.com/sgl-project/sglang/blob/"
+               "30a32393b32212785f05d620bd265452ef505054/test/registered/unit/function_call/"
+               "test_cohere_command4_detector.py (test_parallel_tool_calls_with_leading_text, "
+               "test_streaming_text_then_block) and https://github.com/sgl-project/sglang/blob/"
+               "7644f7466a1cf98ef2713cda5af1ef09b05f02bb/test/registered/unit/function_call/"
+               "test_cohere_command4_streaming_blocks.py (test_leading_text_and_complete_call_in_final_chunk, "
+               "test_trailing_text_is_preserved_for_next_increment, test_multiple_calls_in_one_action_block: "
+               "cases kept14-sglang-cohere4-parallel-calls-leading-text, -streaming-text-then-block, "
+               "-stream-leading-text-complete-call, -stream-trailing-text-preserved, "
+               "-stream-two-calls-one-action-block)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -2217,4 +2243,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
