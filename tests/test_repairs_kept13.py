@@ -121,3 +121,42 @@ def test_action_block_alone_and_answer_alone_fire_nothing_new():
         assert msg.to_openai() == before.to_openai() and msg.repairs == before.repairs, case_id
         assert "action-after-text" not in _names(msg)
         _check_streams(parser, CASES[case_id].output, msg)
+
+
+# -- tag-attribute-space (MiniCPM5: <functionname=…>, <paramĠname=…>) --------------------------------------------
+
+COLLAPSED = ["kept13-vllm-minicpm5-tokenizer-space-marker", "kept13-vllm-minicpm5-collapsed-function-and-param-tags",
+             "kept13-vllm-minicpm5-collapsed-param-tags-tokenizer-space-function",
+             "kept13-vllm-minicpm5-collapsed-tags-current-weather"]
+
+
+@pytest.mark.parametrize("case_id", COLLAPSED)
+def test_collapsed_or_marked_tag_space_is_read(case_id):
+    parser, msg = _parse(case_id)
+    case = CASES[case_id]
+    output = case.output
+    assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == [
+        (c["function"]["name"], json.loads(c["function"]["arguments"])) for c in case.expect["tool_calls"]]
+    assert not msg.content.strip()
+    fired = [output[r.start:r.end] for r in msg.repairs if r.name == "tag-attribute-space"]
+    # one record per tag written without its plain space: the function's and each parameter's
+    tags = [t for t in ("<functionname=\"", "<function\u0120name=\"", "<paramname=\"", "<param\u0120name=\"")
+            for _ in range(output.count(t))]
+    assert sorted(fired) == sorted(tags) and len(fired) == output.count("name=")
+    _check_streams(parser, output, msg)
+
+
+@pytest.mark.parametrize("case_id", COLLAPSED)
+def test_collapsed_tag_space_is_content_without_the_repair(case_id):
+    for kw in ({"disabled": ("tag-attribute-space",)}, {"fidelity": "llama.cpp"}):
+        _, msg = _parse(case_id, **kw)
+        assert not msg.tool_calls and "tag-attribute-space" not in _names(msg)
+        assert msg.content.strip() == CASES[case_id].output.strip()
+
+
+def test_tags_as_the_template_writes_them_fire_nothing():
+    # kept13's MiniCPM5 call streamed in pieces (vLLM's test_streaming_partial_chunks): the template's own tags
+    case_id = "kept13-vllm-minicpm5-streaming-partial-chunks"
+    parser, msg = _parse(case_id)
+    assert msg.tool_calls and "tag-attribute-space" not in _names(msg)
+    _check_streams(parser, CASES[case_id].output, msg)

@@ -223,6 +223,11 @@ CALL_SECTION_OMITTED = "call-section-omitted"
 # from the misses of real_outputs_kept13, real_outputs_kept14 and real_outputs_kept15 (development data)
 ARGS_SEPARATOR_OMITTED = "args-separator-omitted"
 ACTION_AFTER_TEXT = "action-after-text"   # read in core.chat.formats.cohere2moe
+TAG_ATTRIBUTE_SPACE = "tag-attribute-space"   # read in core.chat.formats._request_view (attribute_tag)
+TAG_ATTRIBUTE_SPACES = ("", "\u0120")
+"""The spellings ``tag-attribute-space`` reads for the space before a tag's attribute: none, and ``Ġ`` (U+0120,
+the byte-level BPE tokenizers' mark for a space byte, left in the text when the model's tokens are decoded without
+mapping it back)."""
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -1515,6 +1520,26 @@ REPAIRS: list[Repair] = [
                "cases kept14-sglang-cohere4-parallel-calls-leading-text, -streaming-text-then-block, "
                "-stream-leading-text-complete-call, -stream-trailing-text-preserved, "
                "-stream-two-calls-one-action-block)"),
+    Repair(
+        name=TAG_ATTRIBUTE_SPACE,
+        title="The space before a call tag's attribute left out or written as the tokenizer's space mark",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the XML call formats whose tags carry the name as an attribute (MiniCPM5 <function name=\"…\"> "
+                "and <param name=\"…\">, Muse Glimmer's <atem:parameter name=\"…\">), the space between the element and "
+                "its attribute written as nothing (<functionname=\"get_weather\">, the space token dropped) or as "
+                "Ġ (U+0120, a byte-level BPE tokenizer's mark for the space byte, left in by a decode that does "
+                "not map it back). The tag is read as the template's: the name is the declared tool's or "
+                "parameter's, the rest of the call as before. Tried after the template's spelling; any other "
+                "text between element and attribute stays content.",
+        example='<functionname="get_weather"><paramname="city">上海</param></function>   |   '
+                '<function\u0120name="get_weather"><param\u0120name="city">上海</param></function>',
+        source="vLLM's MiniCPM5 XML tool parser reads both collapsed tags and the tokenizer's space mark: "
+               "https://github.com/vllm-project/vllm/blob/08eaf4cf001acb35879237aa5bf4d504a4a1925d/tests/"
+               "tool_parsers/test_minicpm5xml_tool_parser.py (test_tokenizer_space_marker, "
+               "test_collapsed_function_and_param_tags, test_collapsed_param_tags_with_tokenizer_space_function, "
+               "test_collapsed_tags_current_weather: cases kept13-vllm-minicpm5-tokenizer-space-marker, "
+               "-collapsed-function-and-param-tags, -collapsed-param-tags-tokenizer-space-function, "
+               "-collapsed-tags-current-weather)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -2243,4 +2268,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
