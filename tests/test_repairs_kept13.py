@@ -160,3 +160,13 @@ def test_tags_as_the_template_writes_them_fire_nothing():
     parser, msg = _parse(case_id)
     assert msg.tool_calls and "tag-attribute-space" not in _names(msg)
     _check_streams(parser, CASES[case_id].output, msg)
+
+
+# -- python-literal-values (improvement): no literal of a type the schema does not allow -------------------------
+
+def test_number_for_a_string_or_null_parameter_stays_a_string():
+    # vLLM's test_anyof_string_null_keeps_value_as_string: code is anyOf string | null, the value 42 is the text "42"
+    case_id = "kept13-vllm-qwen3coder-shared-anyof-string-null-keeps-string"
+    parser, msg = _parse(case_id)
+    assert _calls(msg) == [("set_code", {"code": "42"})]
+    _check_streams(parser, CASES[case_id].output, msg)
