@@ -170,3 +170,39 @@ def test_number_for_a_string_or_null_parameter_stays_a_string():
     parser, msg = _parse(case_id)
     assert _calls(msg) == [("set_code", {"code": "42"})]
     _check_streams(parser, CASES[case_id].output, msg)
+
+
+# -- union-typed-value (GLM-4.7: a string-or-other value typed by the JSON it is) ---------------------------------
+
+UNION = {
+    "kept15-sglang-glm47-field-types-string-or-integer-7": 7,
+    "kept15-sglang-glm47-field-types-string-or-object-object": {"ok": False},
+}
+
+
+@pytest.mark.parametrize("case_id", sorted(UNION))
+def test_union_value_is_typed_by_its_json(case_id):
+    parser, msg = _parse(case_id)
+    output = CASES[case_id].output
+    assert _calls(msg) == [("inspect", {"value": UNION[case_id]})]
+    fired = [output[r.start:r.end] for r in msg.repairs if r.name == "union-typed-value"]
+    assert fired == [output[output.index("<arg_value>") + len("<arg_value>"):output.index("</arg_value>")]]
+    _check_streams(parser, output, msg)
+
+
+@pytest.mark.parametrize("case_id", sorted(UNION))
+def test_union_value_is_a_string_without_the_repair(case_id):
+    for kw in ({"disabled": ("union-typed-value",)}, {"fidelity": "llama.cpp"}):
+        _, msg = _parse(case_id, **kw)
+        assert "union-typed-value" not in _names(msg)
+        assert _calls(msg) == [("inspect", {"value": json.dumps(UNION[case_id]) if case_id.endswith("object")
+                                            else str(UNION[case_id])})]
+
+
+def test_union_value_that_is_no_other_type_stays_a_string():
+    # SGLang's table entry ({"type": ["integer", "string"]}, "auto"): the text is no integer, so the string "auto"
+    case_id = "kept15-sglang-glm47-field-types-integer-or-string-auto"
+    parser, msg = _parse(case_id)
+    assert _calls(msg) == [("inspect", {"value": "auto"})]
+    assert "union-typed-value" not in _names(msg)
+    _check_streams(parser, CASES[case_id].output, msg)

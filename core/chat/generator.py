@@ -58,7 +58,7 @@ from ..grammar.json_schema import (SCALAR_TYPES, ObjectSchema, may_be_string, sc
                                    value_types)
 from ..peg import Arena, ParseCache, ParseResult
 from ..peg.builder import P
-from ..peg.chat import IGNORED, ChatBuilder, indexed_function_tools, split_marker_pair
+from ..peg.chat import IGNORED, TOOL_ARG_VALUE, ChatBuilder, indexed_function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
@@ -67,7 +67,7 @@ from .repairs import CONTENT_BETWEEN_CALLS, LEADING_THINK_BLOCK, TAG_WHITESPACE,
 from .repairs import TRAILING_END_OF_TURN, WELL_KNOWN_CALL_BLOCKS, FiredRepair, next_call_section
 from .repairs import (JSON_CALL_IN_TAGS, NULLABLE_NULL, QUOTED_NUMBER, SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED,
                       SPACED_TYPED_VALUE, STANDALONE_JSON_CALL)
-from .repairs import ARGS_SEPARATOR_OMITTED, string_type_alias
+from .repairs import ARGS_SEPARATOR_OMITTED, UNION_TYPED_VALUE, string_type_alias
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import ANSWER_MARKER_WHITESPACE, CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
@@ -1508,6 +1508,14 @@ class _Gen:
                         p.late.append(lambda text=text: p.widen_late(text, NULLABLE_NULL, lambda _: (
                             p.tool_arg_json_value(p.literal("null")) + p.peek(p.literal(a.value_suffix))),
                             first=True))
+                    types = value_types(prop.schema)
+                    if UNION_TYPED_VALUE in p.repairs and a.value_suffix and _union_json_alternatives(p, types, 0):
+                        # repair union-typed-value: a JSON value of a type the union allows besides string,
+                        # alone up to the value's closing tag, is that value (atomic: known at its end)
+                        p.late.append(lambda text=text, types=types: p.widen_late(
+                            text, UNION_TYPED_VALUE, lambda _: p.atomic(p.tag(TOOL_ARG_VALUE, p.choice(
+                                *_union_json_alternatives(p, types))) + p.peek(p.literal(a.value_suffix))),
+                            first=True))
                 elif SCHEMA_TYPE_ALIAS in p.repairs and a.value_suffix and string_type_alias(
                         raw_props.get(prop.name) if isinstance(raw_props, dict) else None):
                     # repair schema-type-alias: a type written "str" / "text" is a string (the raw text, tried
@@ -1807,6 +1815,19 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
                 out.grammar_triggers.append(GrammarTrigger(TriggerType.WORD, '{"type": "function",'))
     return out
 
+
+
+def _union_json_alternatives(p: ChatBuilder, types: frozenset[str], make: int = 1) -> list[Any]:
+    """Repair ``union-typed-value``: the JSON readers of the types a string-or-other union allows besides string
+    and null (null is ``nullable-null``'s): object, array, number (an integer too), boolean — made (``make``) or
+    only named (``make=0``: the type names, to know whether any applies before the tree is built); [] for a
+    parameter that cannot be a string."""
+    if "string" not in types:
+        return []
+    readers = {"object": p.json_object, "array": p.json_array, "number": p.json_number, "integer": p.json_number,
+               "boolean": p.json_bool}
+    named = [t for t in readers if t in types and not (t == "integer" and "number" in types)]
+    return [readers[t]() for t in named] if make else named
 
 __all__ = ["GeneratedParser", "ParserState", "ViewMemo", "Probe", "generate_parser", "continuation_prompt",
            "trim_ws", "covers", "message_extends", "longest_good_prefix", "consistent_view", "prefix_rest",

@@ -224,6 +224,7 @@ CALL_SECTION_OMITTED = "call-section-omitted"
 ARGS_SEPARATOR_OMITTED = "args-separator-omitted"
 ACTION_AFTER_TEXT = "action-after-text"   # read in core.chat.formats.cohere2moe
 TAG_ATTRIBUTE_SPACE = "tag-attribute-space"   # read in core.chat.formats._request_view (attribute_tag)
+UNION_TYPED_VALUE = "union-typed-value"   # read in core.chat.generator (tagged_calls)
 TAG_ATTRIBUTE_SPACES = ("", "\u0120")
 """The spellings ``tag-attribute-space`` reads for the space before a tag's attribute: none, and ``Ġ`` (U+0120,
 the byte-level BPE tokenizers' mark for a space byte, left in the text when the model's tokens are decoded without
@@ -1540,6 +1541,26 @@ REPAIRS: list[Repair] = [
                "test_collapsed_tags_current_weather: cases kept13-vllm-minicpm5-tokenizer-space-marker, "
                "-collapsed-function-and-param-tags, -collapsed-param-tags-tokenizer-space-function, "
                "-collapsed-tags-current-weather)"),
+    Repair(
+        name=UNION_TYPED_VALUE,
+        title="A tagged value whose schema is a union with string, typed by the JSON it is",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the generated parser's tagged-argument layouts (GLM's <arg_key>/<arg_value>, Hy3's), a "
+                "parameter whose schema allows a string and other types ({\"type\": [\"string\", "
+                "\"integer\"]}, an anyOf of string and object): a value that is, alone up to its closing tag, "
+                "JSON of one of the other types (an object, an array, a number, true / false) is that value; any "
+                "other text is the string it is, as before (llama.cpp reads every such value as a string). Null "
+                "is nullable-null's. The value shows in a stream once its closing tag is there (its type is known "
+                "at its end), a value that starts as no such JSON streams as text at once.",
+        example='<tool_call>inspect<arg_key>value</arg_key><arg_value>{"ok": false}</arg_value></tool_call>   '
+                '(value: {"type": ["string", "object"]})',
+        source="SGLang's GLM-4.7 detector types a union-typed value by the JSON it reads, keeping text that is "
+               "none of the union's other types a string: https://github.com/sgl-project/sglang/blob/"
+               "33f014c70b399ec99d61c9995349d88b84a8b8ca/test/registered/unit/function_call/"
+               "test_glm47_schema_types.py (TestGlm47SchemaTypes.test_field_types: cases "
+               "kept15-sglang-glm47-field-types-string-or-integer-7, -string-or-object-object; "
+               "-integer-or-string-auto stays a string); llama.cpp's and vLLM's Qwen3-Coder readers type such a "
+               "value the same way (JSON of an allowed type first, else the text)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -2268,4 +2289,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
