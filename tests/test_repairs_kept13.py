@@ -206,3 +206,32 @@ def test_union_value_that_is_no_other_type_stays_a_string():
     assert _calls(msg) == [("inspect", {"value": "auto"})]
     assert "union-typed-value" not in _names(msg)
     _check_streams(parser, CASES[case_id].output, msg)
+
+
+# -- string-opener-omitted (Gemma 4: key:text<|"|> without the opening <|"|>) ------------------------------------
+
+UNOPENED = {
+    "kept15-sglang-gemma4-omitted-opening-delimiter": {"query": "weather in Tokyo"},
+    "kept15-sglang-gemma4-omitted-opening-delimiter-with-comma": {"query": "Paris, France", "limit": 5},
+    "kept15-sglang-gemma4-omitted-opening-delimiter-in-nested-object": {"filters": {"city": "Tokyo"}, "query": "x"},
+    "kept15-sglang-gemma4-omitted-opening-delimiter-in-array": {"query": ["a", "b"]},
+}
+
+
+@pytest.mark.parametrize("case_id", sorted(UNOPENED))
+def test_string_without_its_opening_delimiter_is_read(case_id):
+    parser, msg = _parse(case_id)
+    output = CASES[case_id].output
+    assert _calls(msg) == [("web_search", UNOPENED[case_id])]
+    assert not msg.content
+    fired = [output[r.start:r.end] for r in msg.repairs if r.name == "string-opener-omitted"]
+    assert len(fired) == 1 and fired[0].endswith('<|"|>') and not fired[0].startswith('<|"|>')
+    _check_streams(parser, output, msg)
+
+
+@pytest.mark.parametrize("case_id", sorted(UNOPENED))
+def test_string_without_its_opening_delimiter_is_content_without_the_repair(case_id):
+    for kw in ({"disabled": ("string-opener-omitted",)}, {"fidelity": "llama.cpp"}):
+        _, msg = _parse(case_id, **kw)
+        assert not msg.tool_calls and "string-opener-omitted" not in _names(msg)
+        assert msg.content == CASES[case_id].output

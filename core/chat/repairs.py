@@ -225,6 +225,7 @@ ARGS_SEPARATOR_OMITTED = "args-separator-omitted"
 ACTION_AFTER_TEXT = "action-after-text"   # read in core.chat.formats.cohere2moe
 TAG_ATTRIBUTE_SPACE = "tag-attribute-space"   # read in core.chat.formats._request_view (attribute_tag)
 UNION_TYPED_VALUE = "union-typed-value"   # read in core.chat.generator (tagged_calls)
+STRING_OPENER_OMITTED = "string-opener-omitted"   # read in core.chat.formats.gemma4
 TAG_ATTRIBUTE_SPACES = ("", "\u0120")
 """The spellings ``tag-attribute-space`` reads for the space before a tag's attribute: none, and ``Ġ`` (U+0120,
 the byte-level BPE tokenizers' mark for a space byte, left in the text when the model's tokens are decoded without
@@ -1561,6 +1562,25 @@ REPAIRS: list[Repair] = [
                "kept15-sglang-glm47-field-types-string-or-integer-7, -string-or-object-object; "
                "-integer-or-string-auto stays a string); llama.cpp's and vLLM's Qwen3-Coder readers type such a "
                "value the same way (JSON of an allowed type first, else the text)"),
+    Repair(
+        name=STRING_OPENER_OMITTED,
+        title="A Gemma-syntax string value written without its opening delimiter",
+        stage=RepairStage.TOLERANCE,
+        accepts="In Gemma 4's call syntax (<|tool_call>call:NAME{key:<|\"|>text<|\"|>,…}<tool_call|>), a string "
+                "value whose opening <|\"|> is left out and whose closing one is written: the text from the "
+                "value's start up to that closing delimiter is the string, at the top level, in a nested object "
+                "or in a list. Tried only where no value of the template's reads (a number, true / false / null, "
+                "an object or list, a delimited string parse as before; text that starts as a number or one of "
+                "those words stays as llama.cpp reads it), and only for text that holds none of "
+                "< { } [ ] (so a marker or a structure is never taken into a string). The value shows in a stream "
+                "once its closing delimiter is there.",
+        example='<|tool_call>call:web_search{query:Paris, France<|"|>,limit:5}<tool_call|>',
+        source="SGLang's Gemma 4 detector reads such a value up to its closing delimiter: https://github.com/"
+               "sgl-project/sglang/blob/206d16683c5812977e01f2e08b54a6210c00cfe2/test/registered/unit/"
+               "function_call/test_gemma4_detector_string_delimiters.py "
+               "(TestGemma4StringDelimiters.test_omitted_opening_delimiter, "
+               "-with_comma, -in_nested_object, -in_array: cases kept15-sglang-gemma4-omitted-opening-delimiter, "
+               "-with-comma, -in-nested-object, -in-array)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -2289,4 +2309,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "STRING_OPENER_OMITTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
