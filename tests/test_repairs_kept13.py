@@ -235,3 +235,19 @@ def test_string_without_its_opening_delimiter_is_content_without_the_repair(case
         _, msg = _parse(case_id, **kw)
         assert not msg.tool_calls and "string-opener-omitted" not in _names(msg)
         assert msg.content == CASES[case_id].output
+
+
+def test_recorded_gemma4_value_opened_by_a_plain_quote_is_read():
+    # gemma4:e4b through ollama (https://github.com/ollama/ollama/issues/15315, triage row
+    # kept12-ollama-15315-gemma4-e4b-plain-quote-for-delimiter): `pattern:':\s*\w+'<|"|>`, a plain ' where the
+    # opening <|"|> belongs; the value is the text up to the closing delimiter
+    row = next(json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / "kept12.jsonl", encoding="utf-8")
+               if json.loads(line)["id"] == "kept12-ollama-15315-gemma4-e4b-plain-quote-for-delimiter")
+    request = {k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls") if k in row}
+    parser, msg = parse_case(str(TEMPLATES), row["template"], request, row["input"], "improved")
+    assert _calls(msg) == [("grep", {"include": "*.py", "output_mode": "content", "path": "/data/robotics/experiment1",
+                                     "pattern": "':\\s*\\w+'"})]
+    assert "string-opener-omitted" in _names(msg)
+    _check_streams(parser, row["input"], msg)
+    _, before = parse_case(str(TEMPLATES), row["template"], request, row["input"], "llama.cpp")
+    assert not before.tool_calls

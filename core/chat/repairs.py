@@ -1580,7 +1580,10 @@ REPAIRS: list[Repair] = [
                "function_call/test_gemma4_detector_string_delimiters.py "
                "(TestGemma4StringDelimiters.test_omitted_opening_delimiter, "
                "-with_comma, -in_nested_object, -in_array: cases kept15-sglang-gemma4-omitted-opening-delimiter, "
-               "-with-comma, -in-nested-object, -in-array)"),
+               "-with-comma, -in-nested-object, -in-array); a recorded gemma4:e4b output whose value opens with "
+               "a plain ' where <|\"|> belongs (pattern:':\\s*\\w+'<|\"|>; ollama's parser fails on it): "
+               "https://github.com/ollama/ollama/issues/15315 (triage row "
+               "kept12-ollama-15315-gemma4-e4b-plain-quote-for-delimiter)"),
 ]
 """Every repair rule, in the order they act."""
 
