@@ -231,11 +231,14 @@ def _unopened_string(text: str, pos: int, string: str, why: str) -> tuple[str, i
     any other text."""
     n = len(text)
     close = text.find(string, pos)
-    end = close if close != -1 else _cut_delimiter(text, pos, string)
-    if end == pos or any(ch in _NOT_IN_UNOPENED for ch in text[pos:end]):
-        raise _NotGemma(why)
     if close == -1:
+        # still open: the grammar waits only while none of those characters came (an until that stops at them),
+        # so the text is not searched again at every feed of a stream
+        if pos >= _cut_delimiter(text, pos, string):
+            raise _NotGemma(why)
         return "", n, False
+    if close == pos or _NOT_IN_UNOPENED.search(text, pos, close):
+        raise _NotGemma(why)
     return '"' + escape_json_inner(text[pos:close]) + '"', close + len(string), True
 
 
@@ -306,8 +309,8 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool, st
 
 
 _ENDS_BARE = ",}]"
-_NOT_IN_UNOPENED = frozenset("<{}[]")   # string-opener-omitted: a value that holds one of these is no such string
-UNOPENED_CLASS = "[^<{}\\[\\]]"
+_NOT_IN_UNOPENED = re.compile(r"[<{}\[\]]")   # string-opener-omitted: a value that holds one is no such string
+UNOPENED_STOPS = ["<", "{", "}", "[", "]"]   # (an until remembers how far it searched: linear in a stream)
 _JSON_SCALAR = re.compile(r"(?:-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)")
 _PYTHON_WORDS = {"None": "null", "True": "true", "False": "false"}
 
@@ -570,7 +573,7 @@ def _peg_root(p: Any, view: RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, tur
             # is built, so the grammar stays llama.cpp's
             p.late.append(lambda: p.widen_late(delimited, STRING_OPENER_OMITTED, lambda _: p.negate(p.choice(
                 p.ref("gemma4-number"), p.ref("gemma4-bool"), p.ref("gemma4-null"), p.literal(STR)))
-                + p.chars(UNOPENED_CLASS, 1, -1) + p.literal(STR)))
+                + p.until_one_of(UNOPENED_STOPS) + p.literal(STR)))
 
         def args(tool: Any) -> Any:
             if syntax == GEMMA4_SYNTAX:
