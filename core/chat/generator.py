@@ -1508,13 +1508,13 @@ class _Gen:
                         p.late.append(lambda text=text: p.widen_late(text, NULLABLE_NULL, lambda _: (
                             p.tool_arg_json_value(p.literal("null")) + p.peek(p.literal(a.value_suffix))),
                             first=True))
-                    types = value_types(prop.schema)
-                    if UNION_TYPED_VALUE in p.repairs and a.value_suffix and _union_json_alternatives(p, types, 0):
+                    others = union_other_types(value_types(prop.schema))
+                    if UNION_TYPED_VALUE in p.repairs and a.value_suffix and others:
                         # repair union-typed-value: a JSON value of a type the union allows besides string,
                         # alone up to the value's closing tag, is that value (atomic: known at its end)
-                        p.late.append(lambda text=text, types=types: p.widen_late(
+                        p.late.append(lambda text=text, others=others: p.widen_late(
                             text, UNION_TYPED_VALUE, lambda _: p.atomic(p.tag(TOOL_ARG_VALUE, p.choice(
-                                *_union_json_alternatives(p, types))) + p.peek(p.literal(a.value_suffix))),
+                                *(_JSON_READERS[t](p) for t in others))) + p.peek(p.literal(a.value_suffix))),
                             first=True))
                 elif SCHEMA_TYPE_ALIAS in p.repairs and a.value_suffix and string_type_alias(
                         raw_props.get(prop.name) if isinstance(raw_props, dict) else None):
@@ -1817,17 +1817,19 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
 
 
 
-def _union_json_alternatives(p: ChatBuilder, types: frozenset[str], make: int = 1) -> list[Any]:
-    """Repair ``union-typed-value``: the JSON readers of the types a string-or-other union allows besides string
-    and null (null is ``nullable-null``'s): object, array, number (an integer too), boolean — made (``make``) or
-    only named (``make=0``: the type names, to know whether any applies before the tree is built); [] for a
-    parameter that cannot be a string."""
+# repair union-typed-value: the JSON reader of each type a string-or-other union may be read as
+_JSON_READERS: dict[str, Callable[[ChatBuilder], P]] = {
+    "object": lambda p: p.json_object(), "array": lambda p: p.json_array(), "number": lambda p: p.json_number(),
+    "integer": lambda p: p.json_number(), "boolean": lambda p: p.json_bool()}
+
+
+def union_other_types(types: frozenset[str]) -> tuple[str, ...]:
+    """Repair ``union-typed-value``: the types besides string a value of a string-or-other union may be read as
+    (object, array, number — an integer too —, boolean; null is ``nullable-null``'s), in that order; () for a
+    parameter that cannot be a string or can only be one."""
     if "string" not in types:
-        return []
-    readers = {"object": p.json_object, "array": p.json_array, "number": p.json_number, "integer": p.json_number,
-               "boolean": p.json_bool}
-    named = [t for t in readers if t in types and not (t == "integer" and "number" in types)]
-    return [readers[t]() for t in named] if make else named
+        return ()
+    return tuple(t for t in _JSON_READERS if t in types and not (t == "integer" and "number" in types))
 
 __all__ = ["GeneratedParser", "ParserState", "ViewMemo", "Probe", "generate_parser", "continuation_prompt",
            "trim_ws", "covers", "message_extends", "longest_good_prefix", "consistent_view", "prefix_rest",
