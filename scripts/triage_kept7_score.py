@@ -59,13 +59,13 @@ def score(templates: str, name: str) -> tuple[list[dict], tuple[int, int, int, i
         s = Setup(t, req, "llama.cpp", {})
         tg = triage(ex, s, build_bundle(s), seconds=30.0, reexplain=explain)
         cause = tg.mistake.name == c["cause"]
-        if c["cause"] == "NONE":
-            fix = not tg.fixes
-        elif c["fix"]["kind"] == "none":
-            fix = not tg.fixes and bool(tg.no_fix)
-        else:
+        if c["fix"]["kind"] != "none":   # a labelled change, also under NONE (the labelling guide's parser fault)
             want, _ = apply_fix(t, req, c["input"], c["fix"]["change"])
             fix = any(same(f.message, want) for f in tg.fixes)
+        elif c["cause"] == "NONE":
+            fix = not tg.fixes
+        else:
+            fix = not tg.fixes and bool(tg.no_fix)
         near = None
         if c["nearest_within_3"]:
             near = tg.nearest is not None and len(tg.nearest.edits) <= MAX_EDITS

@@ -207,7 +207,9 @@ IMPROVEMENTS: list[Improvement] = [
                     "formats) is also accepted as a Python literal ({'a': 'x', 'n': True}, ['x'], None), "
                     "which templates that print a nested object with Jinja's default conversion show the model. "
                     "The value is converted to JSON text by the existing quote/literal normalisation (never "
-                    "evaluated); JSON is tried first, so JSON values parse as before.",
+                    "evaluated); JSON is tried first, so JSON values parse as before. For a value that may also "
+                    "be a string, only a literal of a type its schema allows besides string (a dict, a list, "
+                    "True / False, None): a number written for a string-or-null parameter is that string.",
         example="ByteDance-Seed-OSS.jinja"),
     Improvement(
         name=JSON_CALL_SEPARATORS,

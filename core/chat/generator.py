@@ -58,7 +58,7 @@ from ..grammar.json_schema import (SCALAR_TYPES, ObjectSchema, may_be_string, sc
                                    value_types)
 from ..peg import Arena, ParseCache, ParseResult
 from ..peg.builder import P
-from ..peg.chat import IGNORED, ChatBuilder, indexed_function_tools, split_marker_pair
+from ..peg.chat import IGNORED, TOOL_ARG_VALUE, ChatBuilder, indexed_function_tools, split_marker_pair
 from .base import GrammarTrigger, TriggerType
 from .mapper import map_parse
 from .message import AssistantMessage, ToolCall, message_extends
@@ -67,7 +67,7 @@ from .repairs import CONTENT_BETWEEN_CALLS, LEADING_THINK_BLOCK, TAG_WHITESPACE,
 from .repairs import TRAILING_END_OF_TURN, WELL_KNOWN_CALL_BLOCKS, FiredRepair, next_call_section
 from .repairs import (JSON_CALL_IN_TAGS, NULLABLE_NULL, QUOTED_NUMBER, SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED,
                       SPACED_TYPED_VALUE, STANDALONE_JSON_CALL)
-from .repairs import string_type_alias
+from .repairs import ARGS_SEPARATOR_OMITTED, UNION_TYPED_VALUE, string_type_alias
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import ANSWER_MARKER_WHITESPACE, CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
@@ -1274,7 +1274,10 @@ class _Gen:
                           f"ends at {' or '.join(repr(s) for s in stops)}")
         return p.optional(p.content(p.until_one_of(stops)) + p.optional(p.literal(trim_ws(c.end))))
 
-    def func_parser(self, name: str, call_id: P, have_call_id: bool, args: P, atomic_peek: P | None) -> P:
+    def func_parser(self, name: str, call_id: P, have_call_id: bool, args: P, atomic_peek: P | None,
+                    after_name: tuple[str, ...] = ()) -> P:
+        """One call of tool ``name``; ``after_name``: the markers that may follow the name at once when the
+        model leaves the template's args separator out (repair ``args-separator-omitted``; empty: never)."""
         p, fn, f = self.p, self.a.tools.function, self.a.tools.format
         cid = self.a.tools.call_id
         if CALL_ID_BEFORE_NAME in self.improvements and cid.pos == CallIdPosition.PRE_FUNC_NAME and cid.suffix \
@@ -1289,7 +1292,13 @@ class _Gen:
         else:
             open_ = p.tool_open(fn.name_prefix + p.tool_name(p.literal(name)) + fn.name_suffix)
         if fn.args_separator:
-            open_ = open_ + p.space() + p.literal(fn.args_separator)
+            sep = p.literal(fn.args_separator)
+            if ARGS_SEPARATOR_OMITTED in p.repairs and after_name:
+                # repair args-separator-omitted: the name followed at once by the first argument's marker or
+                # the call's closer (a longer declared name never matches: the marker must come next)
+                sep = p.choice(sep, p.repair(ARGS_SEPARATOR_OMITTED, p.peek(
+                    p.choice(*(p.literal(m) for m in after_name)))))
+            open_ = open_ + p.space() + sep
         matched_atomic = True
         if fn.name_suffix:
             body = open_ + call_id + p.space() + args
@@ -1499,6 +1508,14 @@ class _Gen:
                         p.late.append(lambda text=text: p.widen_late(text, NULLABLE_NULL, lambda _: (
                             p.tool_arg_json_value(p.literal("null")) + p.peek(p.literal(a.value_suffix))),
                             first=True))
+                    others = union_other_types(value_types(prop.schema))
+                    if UNION_TYPED_VALUE in p.repairs and a.value_suffix and others:
+                        # repair union-typed-value: a JSON value of a type the union allows besides string,
+                        # alone up to the value's closing tag, is that value (atomic: known at its end)
+                        p.late.append(lambda text=text, others=others: p.widen_late(
+                            text, UNION_TYPED_VALUE, lambda _: p.atomic(p.tag(TOOL_ARG_VALUE, p.choice(
+                                *(_JSON_READERS[t](p) for t in others))) + p.peek(p.literal(a.value_suffix))),
+                            first=True))
                 elif SCHEMA_TYPE_ALIAS in p.repairs and a.value_suffix and string_type_alias(
                         raw_props.get(prop.name) if isinstance(raw_props, dict) else None):
                     # repair schema-type-alias: a type written "str" / "text" is a string (the raw text, tried
@@ -1552,7 +1569,10 @@ class _Gen:
                 seq = seq + p.literal(a.end)
             call_id, have_id = self.call_id_section(inside_suffix=True)
             peek = p.peek(p.literal(a.name_prefix)) if (a.name_prefix and required) else None
-            choices.append(p.rule(f"{prefix}tool-{idx}", self.func_parser(name, call_id, have_id, seq, peek)))
+            after_name = tuple(m for m in (trim_ws(a.start) or trim_ws(a.name_prefix), trim_ws(self.a.tools.function.close),
+                                           trim_ws(f.per_call_end)) if m)
+            choices.append(p.rule(f"{prefix}tool-{idx}", self.func_parser(name, call_id, have_id, seq, peek,
+                                                                            after_name)))
         choice = p.choice(*choices)
         if JSON_CALL_IN_TAGS in p.repairs and not prefix and trim_ws(f.per_call_start) == "<tool_call>":
             # repair json-call-in-tags: the Hermes JSON call inside the template's <tool_call> (GLM), tried after
@@ -1795,6 +1815,21 @@ def generate_parser(analysis: TemplateAnalysis, request: ChatRequest, generation
                 out.grammar_triggers.append(GrammarTrigger(TriggerType.WORD, '{"type": "function",'))
     return out
 
+
+
+# repair union-typed-value: the JSON reader of each type a string-or-other union may be read as
+_JSON_READERS: dict[str, Callable[[ChatBuilder], P]] = {
+    "object": lambda p: p.json_object(), "array": lambda p: p.json_array(), "number": lambda p: p.json_number(),
+    "integer": lambda p: p.json_number(), "boolean": lambda p: p.json_bool()}
+
+
+def union_other_types(types: frozenset[str]) -> tuple[str, ...]:
+    """Repair ``union-typed-value``: the types besides string a value of a string-or-other union may be read as
+    (object, array, number — an integer too —, boolean; null is ``nullable-null``'s), in that order; () for a
+    parameter that cannot be a string or can only be one."""
+    if "string" not in types:
+        return ()
+    return tuple(t for t in _JSON_READERS if t in types and not (t == "integer" and "number" in types))
 
 __all__ = ["GeneratedParser", "ParserState", "ViewMemo", "Probe", "generate_parser", "continuation_prompt",
            "trim_ws", "covers", "message_extends", "longest_good_prefix", "consistent_view", "prefix_rest",

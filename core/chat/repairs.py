@@ -220,6 +220,16 @@ THOUGHT_LABEL_OMITTED = "thought-label-omitted"
 # from the parse-class misses of real_outputs_kept11, real_outputs_kept12 and real_outputs_reports3 (development data)
 DRIFTED_CLOSING_TAG = DRIFTED_CLOSER   # (named in core.chat.lossless, which reads its spans as markup)
 CALL_SECTION_OMITTED = "call-section-omitted"
+# from the misses of real_outputs_kept13, real_outputs_kept14 and real_outputs_kept15 (development data)
+ARGS_SEPARATOR_OMITTED = "args-separator-omitted"
+ACTION_AFTER_TEXT = "action-after-text"   # read in core.chat.formats.cohere2moe
+TAG_ATTRIBUTE_SPACE = "tag-attribute-space"   # read in core.chat.formats._request_view (attribute_tag)
+UNION_TYPED_VALUE = "union-typed-value"   # read in core.chat.generator (tagged_calls)
+STRING_OPENER_OMITTED = "string-opener-omitted"   # read in core.chat.formats.gemma4
+TAG_ATTRIBUTE_SPACES = ("", "\u0120")
+"""The spellings ``tag-attribute-space`` reads for the space before a tag's attribute: none, and ``Ġ`` (U+0120,
+the byte-level BPE tokenizers' mark for a space byte, left in the text when the model's tokens are decoded without
+mapping it back)."""
 
 REPAIRS: list[Repair] = [
     Repair(
@@ -1464,6 +1474,116 @@ REPAIRS: list[Repair] = [
                "0461b9e3fcab1c01a556513de67d406005645f07/test/registered/unit/function_call/"
                "test_deepseekv4_detector.py (test_preamble_before_bare_invoke_without_wrapper: case "
                "kept11-sglang-dsv4-preamble-before-bare-invoke)"),
+    # ---- from the misses of kept13, kept14 and kept15 (development data) -------------------------------------------
+    Repair(
+        name=ARGS_SEPARATOR_OMITTED,
+        title="A tagged call whose name runs straight into its first argument, the separator left out",
+        stage=RepairStage.TOLERANCE,
+        accepts="A tag-based call with tagged arguments whose template writes a separator between the function "
+                "name and the arguments (Hunyuan Hy3 / Hy v4: NAME<tool_sep…>, then <arg_key…>KEY</arg_key…>"
+                "<arg_value…>VALUE</arg_value…>) written without it: the declared tool's name followed at once "
+                "(whitespace allowed) by the first argument's marker, or by the call's closer for a call with no "
+                "arguments. The separator is read as optional there and nowhere else: a name followed by any "
+                "other text is not a call, and a declared name that is only the start of another never matches "
+                "(the marker must come right after it). Formats without a separator parse as before.",
+        example="<tool_calls:opensource><tool_call:opensource>get_weather<arg_key:opensource>city"
+                "</arg_key:opensource><arg_value:opensource>Beijing</arg_value:opensource></tool_call:opensource>"
+                "</tool_calls:opensource>",
+        source="SGLang's Hunyuan detector reads the Hy v4 call without <tool_sep> after the name "
+               "(test_hy4_format_without_tool_separator): https://github.com/sgl-project/sglang/blob/"
+               "0ff9c986c7d25f30d8bf16c9e1b0ffeab3bcc0cf/test/registered/unit/function_call/"
+               "test_hunyuan_detector.py (case kept14-sglang-hunyuan-hy4-format-without-tool-separator); vLLM's "
+               "HYV4 tool parser reads the same layout, its value-typing table written without the separator: "
+               "https://github.com/vllm-project/vllm/blob/212dfd8bfd6c0fe5c87898aeee89efe7df4ec509/tests/"
+               "tool_parsers/test_hy_v4_tool_parser.py (TestArgumentValueTypes.test_value_coercion: cases "
+               "kept13-vllm-hy-v4-value-coercion-s-beijing, -s-empty, -i-3, -i-minus-7, -b-true)"),
+    Repair(
+        name=ACTION_AFTER_TEXT,
+        title="Cohere's action block after text, or text after it",
+        stage=RepairStage.TOLERANCE,
+        accepts="Cohere's action-block format (Cohere2 MoE / North Code / Command 4: calls as one JSON list "
+                "between <|START_ACTION|> and <|END_ACTION|>, whose template writes either an answer or the "
+                "block in a turn, never both): text before the block, bare or in the template's own "
+                "<|START_TEXT|>…<|END_TEXT|> wrapper, and text after it up to the end of turn, are content in "
+                "order, the block's calls are the calls. The block alone parses as before and fires nothing; "
+                "an answer with no block is the template's answer as before; with tool_choice required the "
+                "turn is the block, as before. The JSON list itself is read as llama.cpp reads it (a cut or "
+                "malformed list stays content: truncated-call).",
+        example='Let me check.<|START_ACTION|>[{"tool_call_id":"0","tool_name":"get_weather",'
+                '"parameters":{"city":"SF"}}]<|END_ACTION|>All set.',
+        source="SGLang's Cohere Command 4 detector returns the text before the action block as normal text and "
+               "keeps the text after it for the next increment: https://github.com/sgl-project/sglang/blob/"
+               "30a32393b32212785f05d620bd265452ef505054/test/registered/unit/function_call/"
+               "test_cohere_command4_detector.py (test_parallel_tool_calls_with_leading_text, "
+               "test_streaming_text_then_block) and https://github.com/sgl-project/sglang/blob/"
+               "7644f7466a1cf98ef2713cda5af1ef09b05f02bb/test/registered/unit/function_call/"
+               "test_cohere_command4_streaming_blocks.py (test_leading_text_and_complete_call_in_final_chunk, "
+               "test_trailing_text_is_preserved_for_next_increment, test_multiple_calls_in_one_action_block: "
+               "cases kept14-sglang-cohere4-parallel-calls-leading-text, -streaming-text-then-block, "
+               "-stream-leading-text-complete-call, -stream-trailing-text-preserved, "
+               "-stream-two-calls-one-action-block)"),
+    Repair(
+        name=TAG_ATTRIBUTE_SPACE,
+        title="The space before a call tag's attribute left out or written as the tokenizer's space mark",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the XML call formats whose tags carry the name as an attribute (MiniCPM5 <function name=\"…\"> "
+                "and <param name=\"…\">, Muse Glimmer's <atem:parameter name=\"…\">), the space between the element and "
+                "its attribute written as nothing (<functionname=\"get_weather\">, the space token dropped) or as "
+                "Ġ (U+0120, a byte-level BPE tokenizer's mark for the space byte, left in by a decode that does "
+                "not map it back). The tag is read as the template's: the name is the declared tool's or "
+                "parameter's, the rest of the call as before. Tried after the template's spelling; any other "
+                "text between element and attribute stays content.",
+        example='<functionname="get_weather"><paramname="city">上海</param></function>   |   '
+                '<function\u0120name="get_weather"><param\u0120name="city">上海</param></function>',
+        source="vLLM's MiniCPM5 XML tool parser reads both collapsed tags and the tokenizer's space mark: "
+               "https://github.com/vllm-project/vllm/blob/08eaf4cf001acb35879237aa5bf4d504a4a1925d/tests/"
+               "tool_parsers/test_minicpm5xml_tool_parser.py (test_tokenizer_space_marker, "
+               "test_collapsed_function_and_param_tags, test_collapsed_param_tags_with_tokenizer_space_function, "
+               "test_collapsed_tags_current_weather: cases kept13-vllm-minicpm5-tokenizer-space-marker, "
+               "-collapsed-function-and-param-tags, -collapsed-param-tags-tokenizer-space-function, "
+               "-collapsed-tags-current-weather)"),
+    Repair(
+        name=UNION_TYPED_VALUE,
+        title="A tagged value whose schema is a union with string, typed by the JSON it is",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the generated parser's tagged-argument layouts (GLM's <arg_key>/<arg_value>, Hy3's), a "
+                "parameter whose schema allows a string and other types ({\"type\": [\"string\", "
+                "\"integer\"]}, an anyOf of string and object): a value that is, alone up to its closing tag, "
+                "JSON of one of the other types (an object, an array, a number, true / false) is that value; any "
+                "other text is the string it is, as before (llama.cpp reads every such value as a string). Null "
+                "is nullable-null's. The value shows in a stream once its closing tag is there (its type is known "
+                "at its end), a value that starts as no such JSON streams as text at once.",
+        example='<tool_call>inspect<arg_key>value</arg_key><arg_value>{"ok": false}</arg_value></tool_call>   '
+                '(value: {"type": ["string", "object"]})',
+        source="SGLang's GLM-4.7 detector types a union-typed value by the JSON it reads, keeping text that is "
+               "none of the union's other types a string: https://github.com/sgl-project/sglang/blob/"
+               "33f014c70b399ec99d61c9995349d88b84a8b8ca/test/registered/unit/function_call/"
+               "test_glm47_schema_types.py (TestGlm47SchemaTypes.test_field_types: cases "
+               "kept15-sglang-glm47-field-types-string-or-integer-7, -string-or-object-object; "
+               "-integer-or-string-auto stays a string); llama.cpp's and vLLM's Qwen3-Coder readers type such a "
+               "value the same way (JSON of an allowed type first, else the text)"),
+    Repair(
+        name=STRING_OPENER_OMITTED,
+        title="A Gemma-syntax string value written without its opening delimiter",
+        stage=RepairStage.TOLERANCE,
+        accepts="In Gemma 4's call syntax (<|tool_call>call:NAME{key:<|\"|>text<|\"|>,…}<tool_call|>), a string "
+                "value whose opening <|\"|> is left out and whose closing one is written: the text from the "
+                "value's start up to that closing delimiter is the string, at the top level, in a nested object "
+                "or in a list. Tried only where no value of the template's reads (a number, true / false / null, "
+                "an object or list, a delimited string parse as before; text that starts as a number or one of "
+                "those words stays as llama.cpp reads it), and only for text that holds none of "
+                "< { } [ ] (so a marker or a structure is never taken into a string). The value shows in a stream "
+                "once its closing delimiter is there.",
+        example='<|tool_call>call:web_search{query:Paris, France<|"|>,limit:5}<tool_call|>',
+        source="SGLang's Gemma 4 detector reads such a value up to its closing delimiter: https://github.com/"
+               "sgl-project/sglang/blob/206d16683c5812977e01f2e08b54a6210c00cfe2/test/registered/unit/"
+               "function_call/test_gemma4_detector_string_delimiters.py "
+               "(TestGemma4StringDelimiters.test_omitted_opening_delimiter, "
+               "-with_comma, -in_nested_object, -in_array: cases kept15-sglang-gemma4-omitted-opening-delimiter, "
+               "-with-comma, -in-nested-object, -in-array); a recorded gemma4:e4b output whose value opens with "
+               "a plain ' where <|\"|> belongs (pattern:':\\s*\\w+'<|\"|>; ollama's parser fails on it): "
+               "https://github.com/ollama/ollama/issues/15315 (triage row "
+               "kept12-ollama-15315-gemma4-e4b-plain-quote-for-delimiter)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -2192,4 +2312,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "STRING_OPENER_OMITTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

@@ -464,7 +464,16 @@ class ChatBuilder(Builder):
             alts.append(self.json_bool())
         if "null" in types:
             alts.append(self.json_null())
-        return self.gbnf(self.choice(self.atomic(self.tool_arg_json_value(self.choice(*alts)) + close), arg_string),
+        typed: P = self.choice(*alts)
+        if self.python_literal_values:
+            # improvement python-literal-values, for a value that may be a string: only a literal of a type the
+            # schema allows besides string (a dict, a list, True / False, None; a number is JSON's already), by
+            # its first character, so a number for a string-or-null parameter stays the string it is
+            starts = "".join(c for t, c in (("object", "{"), ("array", "\\["), ("boolean", "TF"), ("null", "N"))
+                             if t in types)
+            if starts:
+                typed = self.choice(typed, self.peek(self.one(f"[{starts}]")) + self.python_literal())
+        return self.gbnf(self.choice(self.atomic(self.tag(TOOL_ARG_VALUE, typed) + close), arg_string),
                          "xml-arg-string")
 
     def tagged_args(self, idx: int, required: list[Parseable], optional: list[Parseable],

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ...grammar.json_schema import SchemaNode, may_be_string, schema_from_json_lenient, value_types
-from ..repairs import NULLABLE_NULL
+from ..repairs import NULLABLE_NULL, TAG_ATTRIBUTE_SPACE, TAG_ATTRIBUTE_SPACES
 from ..request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
 from .. import prompt as _prompt
 from ...jinja.template import apply_template
@@ -203,6 +203,17 @@ def param_nodes(spec: ToolSpec) -> list[tuple[str, SchemaNode, bool]]:
     return [(prop.name, prop.schema, bool(prop.required)) for prop in getattr(root, "properties", None) or []]
 
 
+def attribute_tag(p: Any, element: str, attribute: str) -> Any:
+    """``ELEMENT ATTRIBUTE="`` (``<param name="``) as the template writes it; with repair ``tag-attribute-space``
+    also with the space left out or written as the byte-level tokenizer's space mark ``Ġ`` (tried after the
+    template's spelling, widened once the tree is built: the grammar stays llama.cpp's)."""
+    tag = p.literal(f'{element} {attribute}="')
+    if TAG_ATTRIBUTE_SPACE in p.repairs:
+        p.late.append(lambda: p.widen_late(tag, TAG_ATTRIBUTE_SPACE, lambda _: p.choice(*(
+            p.literal(f'{element}{space}{attribute}="') for space in TAG_ATTRIBUTE_SPACES))))
+    return tag
+
+
 def string_or_json_params(p: Any, spec: ToolSpec, param_open: str, param_end: str, string_value: Any) -> Any:
     """The parameters of one call written ``PARAM_OPEN name="K">VALUE PARAM_END``, in any order with optional
     space after each (llama.cpp's MiniCPM5 and Muse Glimmer): ``string_value`` (which reads its own close) for a
@@ -210,7 +221,7 @@ def string_or_json_params(p: Any, spec: ToolSpec, param_open: str, param_end: st
     parameter that may also be null, the text ``null`` alone up to ``param_end`` is JSON null (tried first,
     widened once the tree is built: the grammar stays llama.cpp's)."""
     def named(pname: str) -> Any:
-        return p.literal(param_open + ' name="') + p.tool_arg_name(p.literal(pname)) + p.literal('">')
+        return attribute_tag(p, param_open, "name") + p.tool_arg_name(p.literal(pname)) + p.literal('">')
 
     arg_rules = []
     for j, (pname, node, _) in enumerate(param_nodes(spec)):

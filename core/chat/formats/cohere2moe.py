@@ -7,8 +7,8 @@ The assistant turn is fully marker-wrapped; the generation prompt ends inside th
     | <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "NAME", "parameters": {…}}, …]<|END_ACTION|> )
     <|END_OF_TURN_TOKEN|>
 
-Content and tool calls are mutually exclusive. The call id is the ``tool_call_id`` value; arguments are the
-model's JSON, verbatim.
+Content and tool calls are mutually exclusive (at ``improved``, repair ``action-after-text`` reads text around the
+block as content). The call id is the ``tool_call_id`` value; arguments are the model's JSON, verbatim.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...jinja.template import ChatTemplate
-from ..repairs import ANSWER_MARKER_WHITESPACE, BARE_ANSWER_AFTER_REASONING
+from ..repairs import ACTION_AFTER_TEXT, ANSWER_MARKER_WHITESPACE, BARE_ANSWER_AFTER_REASONING
 from ..request import ChatRequest
 from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
@@ -90,4 +90,31 @@ def _peg_root(p: Any, view: RequestView) -> Any:
         name_key="tool_name", args_key="parameters", array_wrapped=True, function_is_key=False, call_id_key="",
         gen_call_id_key="tool_call_id", parameters_order=["tool_call_id", "tool_name", "parameters"])
     body = calls if view.required else p.choice(calls, text)
+    if ACTION_AFTER_TEXT in p.repairs and not view.required:
+        body = p.choice(*_action_after_text(p, calls), text)
     return gen + reasoning + body + p.optional(p.literal(TURN_END)) + p.end()
+
+
+
+def _action_after_text(p: Any, calls: Any) -> tuple[Any, Any]:
+    """Repair ``action-after-text``: the action block after some text (in the template's ``<|START_TEXT|>``
+    wrapper, or bare where ``bare-answer-after-reasoning`` reads a bare answer) and text after the block, all
+    content in order. The block alone (llama.cpp's reading) fires nothing. Two alternatives: the block, then text
+    and the block. The repair node holds the block, not the text: an answer the end of the output cuts before any
+    block waits there as a lead-in (:func:`core.peg.chat.repair_nodes`), not a repair that acted, and a bare answer
+    reports ``bare-answer-after-reasoning`` as before."""
+    stops = [ACTION_START, TEXT_END, TURN_END]
+    wrapped = (p.literal(TEXT_START) + p.content(p.until_one_of(stops)) + p.literal(TEXT_END)
+               + p.content(p.space()))
+    leads = [wrapped]
+    if BARE_ANSWER_AFTER_REASONING in p.repairs:
+        # (not where white space and a marker follow: answer-marker-whitespace's, or the block after layout)
+        marker = p.space() + p.choice(p.literal(TEXT_START), p.literal(ACTION_START))
+        leads.append(p.repair(BARE_ANSWER_AFTER_REASONING, p.negate(marker) + p.peek(p.any())
+                              + p.content(p.until_one_of(stops))))
+    block = p.peek(p.literal(ACTION_START)) + calls   # (the calls parser also reads no block at all)
+    after = p.optional(p.repair(ACTION_AFTER_TEXT, p.negate(p.literal(TURN_END)) + p.peek(p.any())
+                                + p.content(p.until(TURN_END))))
+    after_text = p.choice(*leads) + p.repair(ACTION_AFTER_TEXT, block) + p.optional(
+        p.content(p.until(TURN_END)))
+    return block + after, after_text

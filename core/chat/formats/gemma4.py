@@ -22,8 +22,8 @@ from typing import Any
 from ...memo import MISSING, BoundedMemo
 from ...jinja.template import ChatTemplate
 from ..mapper import escape_json_inner, register_args_converter, register_args_hook
-from ..repairs import (CALL_OPENER_DROPPED, CALLS_AFTER_TEXT, GLUED_ARGUMENTS, THOUGHT_LABEL_OMITTED,
-                       UNMARKED_ARGUMENT_VALUES)
+from ..repairs import (CALL_OPENER_DROPPED, CALLS_AFTER_TEXT, GLUED_ARGUMENTS, STRING_OPENER_OMITTED,
+                       THOUGHT_LABEL_OMITTED, UNMARKED_ARGUMENT_VALUES)
 from ..request import ChatRequest
 from ._peg_handler import HandlerParser, peg_parser, word
 from ._request_view import PromptContext, RequestView, request_view
@@ -213,15 +213,33 @@ def _g4_read(text: str, pos: int, string: str, types: dict[str, str] | None,
             return text[pos:end], end, True
         if end >= n or _NUMBER_PREFIX.match(text, pos):
             return text[pos:], n, False   # the number may still grow ("1", "1e", "-")
-        raise _NotGemma("malformed number")
+        return _unopened_string(text, pos, string, "malformed number")
     for lit in ("true", "false", "null"):
         if lit[0] == c:
             if text.startswith(lit, pos):
                 return lit, pos + len(lit), True
             if n - pos < len(lit) and lit.startswith(text[pos:]):
                 return text[pos:], n, False
-            raise _NotGemma(f"expected {lit}")
-    raise _NotGemma("expected a Gemma 4 value")
+            return _unopened_string(text, pos, string, f"expected {lit}")
+    return _unopened_string(text, pos, string, "expected a Gemma 4 value")
+
+
+def _unopened_string(text: str, pos: int, string: str, why: str) -> tuple[str, int, bool]:
+    """A string value written without its opening delimiter, up to its closing one (repair
+    ``string-opener-omitted``; the grammar gates it, so at llama.cpp fidelity no parse reaches here): its text holds
+    none of ``<{}[]``. Nothing of it shows before its closing delimiter. Raises :class:`_NotGemma` (``why``) for
+    any other text."""
+    n = len(text)
+    close = text.find(string, pos)
+    if close == -1:
+        # still open: the grammar waits only while none of those characters came (an until that stops at them),
+        # so the text is not searched again at every feed of a stream
+        if pos >= _cut_delimiter(text, pos, string):
+            raise _NotGemma(why)
+        return "", n, False
+    if close == pos or _NOT_IN_UNOPENED.search(text, pos, close):
+        raise _NotGemma(why)
+    return '"' + escape_json_inner(text[pos:close]) + '"', close + len(string), True
 
 
 def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool, string: str = STR,
@@ -291,6 +309,8 @@ def _g4_container(text: str, pos: int, open_: str, close: str, is_dict: bool, st
 
 
 _ENDS_BARE = ",}]"
+_NOT_IN_UNOPENED = re.compile(r"[<{}\[\]]")   # string-opener-omitted: a value that holds one is no such string
+UNOPENED_STOPS = ["<", "{", "}", "[", "]"]   # (an until remembers how far it searched: linear in a stream)
 _JSON_SCALAR = re.compile(r"(?:-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)")
 _PYTHON_WORDS = {"None": "null", "True": "true", "False": "false"}
 
@@ -495,7 +515,8 @@ def _peg_root(p: Any, view: RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, tur
 
     if view.tools_active:
         p.rule("gemma4-string-content", p.until(STR))
-        p.rule("gemma4-string", p.literal(STR) + p.ref("gemma4-string-content") + p.literal(STR))
+        delimited = p.literal(STR) + p.ref("gemma4-string-content") + p.literal(STR)
+        p.rule("gemma4-string", delimited)
         p.rule("gemma4-bool", p.json_bool())
         p.rule("gemma4-null", p.json_null())
         p.rule("gemma4-number", p.json_number())
@@ -545,6 +566,14 @@ def _peg_root(p: Any, view: RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, tur
                     scalar + delimiter) + p.choice(*[p.literal(w) + p.peek(delimiter) for w in _PYTHON_WORDS], (
                         p.negate(p.one('[<{\\["]')) + p.chars('[^,}\\]<{\\["]', 1, -1)
                         + p.peek(p.one("[,}\\]]")))), first=True))
+
+        if STRING_OPENER_OMITTED in p.repairs and not bare:
+            # repair string-opener-omitted: a string written without its opening delimiter, up to its closing one,
+            # where the text does not start as a number or a literal (those read as before); made once the tree
+            # is built, so the grammar stays llama.cpp's
+            p.late.append(lambda: p.widen_late(delimited, STRING_OPENER_OMITTED, lambda _: p.negate(p.choice(
+                p.ref("gemma4-number"), p.ref("gemma4-bool"), p.ref("gemma4-null"), p.literal(STR)))
+                + p.until_one_of(UNOPENED_STOPS) + p.literal(STR)))
 
         def args(tool: Any) -> Any:
             if syntax == GEMMA4_SYNTAX:

@@ -17,7 +17,7 @@ from typing import Any
 from ...jinja.template import ChatTemplate
 from ..repairs import CONTENT_BETWEEN_CALLS, REASONING_START_REPEATED, XML_ARGUMENTS_WRAPPER
 from ..request import ChatRequest
-from ._request_view import RequestView, request_view, string_or_json_params
+from ._request_view import RequestView, attribute_tag, request_view, string_or_json_params
 from ._peg_handler import HandlerParser, peg_parser, word
 
 NAME = "minicpm5"
@@ -88,7 +88,7 @@ def _peg_tree(p: Any, view: RequestView, late: list[Any]) -> Any:
             # params may be empty, and the wrapper's opener never starts a param or the closer)
             late.append(lambda args=args: p.widen_late(args, XML_ARGUMENTS_WRAPPER, lambda plain: p.literal(
                 "<arguments>") + p.space() + plain + p.literal("</arguments>") + p.space(), first=True))
-        call = p.tool(p.tool_open(p.literal('<function name="') + p.tool_name(p.literal(spec.name)) + p.literal('">'))
+        call = p.tool(p.tool_open(attribute_tag(p, FUNC, "name") + p.tool_name(p.literal(spec.name)) + p.literal('">'))
                       << p.tool_args(args) << p.tool_close(p.literal(FUNC_END)))
         choices.append(p.rule(f"tool-{spec.index}", call))
     one = p.choice(*choices)
