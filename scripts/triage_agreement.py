@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # group: the batches labelled twice, and the second labeller's file in tests/data/triage/second_labels/
 GROUPS = {
     "taxonomy": (("kept15.jsonl", "kept16.jsonl", "kept17.jsonl", "kept18.jsonl"), "kept15-kept18.jsonl"),
-    "guide": (("kept19.jsonl", "kept20.jsonl"), "by-guide.jsonl"),
+    "guide": (("kept19.jsonl", "kept20.jsonl", "kept21.jsonl", "kept22.jsonl"), "by-guide.jsonl"),
 }
 
 

@@ -599,10 +599,10 @@ AGREEMENT = {
     "taxonomy": {"labellers": (59, 87), "within_second": (83, 87), "triage_first": (47, 87),
                  "triage_second": (56, 87), "triage_either": (62, 87), "consensus_cause": (41, 59),
                  "consensus_both": (38, 59)},
-    # kept aside, labelled by the guide: kept19 (11 rows), kept20 (10: its three NONE / TRAILING_TEXT rows split on
-    # the guide's clarification about the turn's end token, added between its two labellers)
-    "guide": {"labellers": (17, 21), "within_second": (17, 21), "triage_first": (15, 21), "triage_second": (19, 21),
-              "triage_either": (19, 21), "consensus_cause": (15, 17), "consensus_both": (15, 17)},
+    # kept aside, both labellers following the guide: kept19 (11 rows), kept20 (10: its three NONE / TRAILING_TEXT rows split on
+    # the guide's clarification about the turn's end token, added between its two labellers), kept21 (12), kept22 (30)
+    "guide": {"labellers": (57, 63), "within_second": (59, 63), "triage_first": (39, 63), "triage_second": (42, 63),
+              "triage_either": (43, 63), "consensus_cause": (38, 57), "consensus_both": (37, 57)},
 }
 
 
