@@ -297,8 +297,9 @@ SCORES = {
     # the later step (MISSING_REQUIRED, TRAILING_TEXT for the guide's LEADING_TEXT), Seed-OSS's markerless reasoning
     # taken as no mistake, and Gemma 4's leading text hiding the channel opener
     "kept21.jsonl": {"kept21": (4, 10, 6, 8)},
-    # kept aside: first run at the labelled commit (docs/explain.md "Twenty-fourth batch"); the same on the triage that
-    # follows the labelling guide (merged while kept aside): its two REPEATED_PROMPT_TAIL rows are named an omitted marker
+    # kept aside: first run at the labelled commit (docs/explain.md "Twenty-fourth batch"); the same on the triage
+    # that follows the labelling guide (merged while kept aside): its two REPEATED_PROMPT_TAIL rows are named an
+    # omitted marker
     "kept22.jsonl": {"kept22": (20, 27, 13, 18)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
@@ -599,8 +600,9 @@ AGREEMENT = {
     "taxonomy": {"labellers": (59, 87), "within_second": (83, 87), "triage_first": (47, 87),
                  "triage_second": (56, 87), "triage_either": (62, 87), "consensus_cause": (41, 59),
                  "consensus_both": (38, 59)},
-    # kept aside, both labellers following the guide: kept19 (11 rows), kept20 (10: its three NONE / TRAILING_TEXT rows split on
-    # the guide's clarification about the turn's end token, added between its two labellers), kept21 (12), kept22 (30)
+    # kept aside, both labellers following the guide: kept19 (11 rows), kept20 (10: its three NONE / TRAILING_TEXT
+    # rows split on the guide's clarification about the turn's end token, added between its two labellers), kept21
+    # (12), kept22 (30)
     "guide": {"labellers": (57, 63), "within_second": (59, 63), "triage_first": (39, 63), "triage_second": (42, 63),
               "triage_either": (43, 63), "consensus_cause": (38, 57), "consensus_both": (37, 57)},
 }
