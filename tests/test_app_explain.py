@@ -545,12 +545,13 @@ def test_no_relation_no_expander():
     assert RELATION not in [e.label for e in at.expander]
 
 
-def test_a_cause_the_labelling_guide_added_is_named_on_the_page_with_why_no_change_helps():
+def test_a_cause_the_labelling_guide_added_is_named_on_the_page_with_its_ranked_fix():
     """The labelling guide's causes reach the page as the CLI names them: Command 4's prose before its action block
-    (kept16), text before the call the format does not allow, with what a maintainer would need."""
+    (kept16), text before the call the format does not allow, with the repair that reads it (action-after-text, SGLang's
+    Command 4 detector) ranked first and one click to use it."""
     at = _explain_row(_triage_row("kept16.jsonl", "kept14-sglang-cohere4-streaming-text-then-block"), kwargs=True)
     assert not at.exception, at.exception
     texts = [unmd(m.value) for m in at.markdown]
     assert any(t.startswith("**text before the call the format does not allow** — ") for t in texts), texts
-    said = [unmd(c.value) for c in at.caption if "No change of ours helps" in c.value]
-    assert said and "calls-after-text" in said[0], said
+    assert "1. repair: switch on the repairs `bare-answer-after-reasoning`, `action-after-text`" in texts, texts
+    assert [b.label for b in at.button if b.label == "Use this fix"] == ["Use this fix"]
