@@ -8,7 +8,7 @@ counted by class. Deterministic (counts characters, not time).
 The kept-aside real-output batches that are being collected (``real_outputs_kept8``, ``real_outputs_kept9``,
 ``real_outputs_kept10``, ``real_outputs_kept11``, ``real_outputs_kept12``, ``real_outputs_kept13``,
 ``real_outputs_kept14``, ``real_outputs_kept15``, ``real_outputs_kept16``, ``real_outputs_kept17``,
-``real_outputs_kept18``, ``real_outputs_kept19``) are never read.
+``real_outputs_kept18``, ``real_outputs_kept19``, ``real_outputs_kept20``) are never read.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEPT_ASIDE = ("real_outputs_kept8", "real_outputs_kept9", "real_outputs_kept10", "real_outputs_kept11",
               "real_outputs_kept12", "real_outputs_kept13",
               "real_outputs_kept14", "real_outputs_kept15", "real_outputs_kept16", "real_outputs_kept17",
-              "real_outputs_kept18", "real_outputs_kept19")
+              "real_outputs_kept18", "real_outputs_kept19", "real_outputs_kept20")
 HOSTILE_CHARS = 300
 
 

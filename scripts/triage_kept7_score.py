@@ -18,6 +18,7 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept20.jsonl     # the twenty-second batch (SCORES["kept20.jsonl"]["kept20"])
     python scripts/triage_kept7_score.py --set kept21.jsonl     # the twenty-third batch (SCORES["kept21.jsonl"]["kept21"])
     python scripts/triage_kept7_score.py --set kept22.jsonl     # the twenty-fourth batch (SCORES["kept22.jsonl"]["kept22"])
+    python scripts/triage_kept7_score.py --set kept23.jsonl     # the twenty-fifth batch (SCORES["kept23.jsonl"]["kept23"])
     python scripts/triage_kept7_score.py --set kept24.jsonl     # the twenty-sixth batch (SCORES["kept24.jsonl"]["kept24"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to

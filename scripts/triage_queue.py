@@ -3,10 +3,11 @@ and committed before explain ran on any of its rows (docs/explain.md: "Eighth ba
 kept7.jsonl", "Tenth batch: kept8.jsonl", "Eleventh batch: kept9.jsonl", "Twelfth batch: kept10.jsonl", "Thirteenth
 batch: kept11.jsonl", "Fifteenth batch: kept13.jsonl", "Seventeenth batch: kept15.jsonl", "Eighteenth batch:
 kept16.jsonl", "Twentieth batch: kept18.jsonl", "Twenty-first batch: kept19.jsonl", "Twenty-second batch:
-kept20.jsonl", "Twenty-third batch: kept21.jsonl", "Twenty-fourth batch: kept22.jsonl", "Twenty-sixth batch:
-kept24.jsonl"; each rule was first committed as a script of its own, in git history).
+kept20.jsonl", "Twenty-third batch: kept21.jsonl", "Twenty-fourth batch: kept22.jsonl", "Twenty-fifth batch:
+kept23.jsonl", "Twenty-sixth batch: kept24.jsonl"; each rule was first committed as a script of its own, in git
+history).
 
-    # BATCH: kept6 … kept13, kept15, kept16, kept18 … kept22, kept24
+    # BATCH: kept6 … kept13, kept15, kept16, kept18 … kept24
     python scripts/triage_queue.py BATCH [--templates ../shared/templates] [--json]
 
 Every row of the batch's real-output sets that our parser at ``llama.cpp`` fidelity gets wrong (not
@@ -55,12 +56,16 @@ BATCHES = {
     "kept21": ("real_outputs_kept18",),
     # the MLX ecosystem's parser tests (vllm-mlx, mlx-omni-server, Rapid-MLX), each family on its own template
     "kept22": ("real_outputs_kept19",),
+    # openai/harmony's tests and the big engines' test files no set cited (SGLang's unit detectors, lmdeploy's
+    # required tool choice, vLLM's Gemma 4 enforcement), each family on its own template
+    "kept23": ("real_outputs_kept20",),
     # small local servers' parser tests (exo, TabbyAPI: projects no set mined for tests), each family on its own
     # template
     "kept24": ("real_outputs_kept21",),
 }
 # rows a batch takes from the head of its queue (40 unless named)
-SIZE = {"kept15": 30, "kept16": 30, "kept18": 30, "kept19": 30, "kept20": 30, "kept21": 30, "kept22": 30, "kept24": 30}
+SIZE = {"kept15": 30, "kept16": 30, "kept18": 30, "kept19": 30, "kept20": 30, "kept21": 30, "kept22": 30,
+        "kept23": 30, "kept24": 30}
 
 
 def _bare(url: str) -> str:

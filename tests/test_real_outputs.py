@@ -92,6 +92,11 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   Qwen3 MoE XML, Llama 3 and Mistral parsers; Rapid-MLX's Gemma 4, MiniMax and DeepSeek V3 / V3.1 parsers), projects
   no earlier set mined for parser tests, each family with its model's own template (nine families), each with the
   message the test asserts; 49 in 50 expect a tool call. Nobody writes repairs from it.
+- ``real_outputs_kept20``: the twentieth kept-aside batch, outputs fed to their parsers by openai/harmony's own tests
+  (gpt-oss completion text parsed into messages) and by big serving engines' test files no earlier set used: SGLang's
+  unit detector tests (gpt-oss, DeepSeek V3.1 / V3.2 strict DSML, GLM-4.7, MiniMax-M2, Kimi K2), lmdeploy's
+  required-tool-choice tests (Qwen3, DeepSeek V3.2 / V4) and vLLM's Gemma 4 enforcement test, each family with its
+  model's own template (nine families), each with the message the test asserts; five in six expect a tool call.
 - ``real_outputs_kept21``: the twenty-first kept-aside batch, outputs fed to their parsers by small local servers'
   own tests (exo's gpt-oss, DeepSeek V3.2 DSML, Kimi K2 and MiniMax-M2 / Qwen3-Coder parsers; TabbyAPI's Qwen3-Coder
   XML, GLM-4.5 and Qwen3 reasoning parsers), projects no earlier set mined for parser tests, each family with its
@@ -221,6 +226,8 @@ PASS = {
     "real_outputs_kept18": {("llama.cpp", "kept18"): 21, ("improved", "kept18"): 28},
     # kept aside, first measure 15 / 33 (docs/realset-baseline.md "Nineteenth kept-aside batch")
     "real_outputs_kept19": {("llama.cpp", "kept19"): 15, ("improved", "kept19"): 33},
+    # kept aside, first measure 21 / 30 (docs/realset-baseline.md "Twentieth kept-aside batch")
+    "real_outputs_kept20": {("llama.cpp", "kept20"): 21, ("improved", "kept20"): 30},
     # kept aside, first measure 8 / 17 (docs/realset-baseline.md "Twenty-first kept-aside batch")
     "real_outputs_kept21": {("llama.cpp", "kept21"): 8, ("improved", "kept21"): 17},
 }
@@ -250,6 +257,7 @@ SETS = {
     "real_outputs_kept17": (13, 5, {"kept17"}, True),
     "real_outputs_kept18": (33, 15, {"kept18"}, True),
     "real_outputs_kept19": (50, 9, {"kept19"}, True),
+    "real_outputs_kept20": (42, 9, {"kept20"}, True),
     "real_outputs_kept21": (27, 7, {"kept21"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
@@ -328,7 +336,7 @@ def _page(url: str) -> str:
 TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.jsonl", "kept10.jsonl",
                             "kept11.jsonl", "kept13.jsonl", "kept15.jsonl",
                             "kept16.jsonl", "kept18.jsonl", "kept19.jsonl", "kept20.jsonl",
-                            "kept21.jsonl", "kept22.jsonl", "kept24.jsonl"}
+                            "kept21.jsonl", "kept22.jsonl", "kept23.jsonl", "kept24.jsonl"}
 # real-output sets built from a triage batch's own rows (the same reports, with the reporter's message): that batch
 # is not an earlier source of the set
 REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_outputs_reports3": {"kept14.jsonl"}}
@@ -342,7 +350,7 @@ REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_out
                                        "real_outputs_kept14", "real_outputs_kept15",
                                        "real_outputs_kept16", "real_outputs_kept17",
                                        "real_outputs_kept18", "real_outputs_kept19",
-                                       "real_outputs_kept21"])
+                                       "real_outputs_kept20", "real_outputs_kept21"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]
