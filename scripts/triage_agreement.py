@@ -1,19 +1,22 @@
 """How often two people name the same cause for a failing output, and how often the triage names theirs.
 
-Two groups of kept-aside triage batches were labelled twice, by their collector before the triage ran and by a
+Three groups of kept-aside triage batches were labelled twice, by their collector before the triage ran and by a
 second labeller who never saw those labels nor ran the triage (a cause, a second choice, a confidence, why):
 
-- ``taxonomy``: kept15 … kept18 (87 rows), labelled from the taxonomy alone
-  (``tests/data/triage/second_labels/kept15-kept18.jsonl``). The first labeller's cause is the one the second
+- ``kept15-kept18`` (87 rows), labelled from the taxonomy alone. The first labeller's cause is the one the second
   labeller was compared with: a row the labelling guide relabelled since keeps it in ``cause_before_guide``, so the
   labellers' figures do not move;
-- ``guide``: kept19 and the batches after it, both labellers following the labelling guide's decision order
-  (``tests/data/triage/second_labels/by-guide.jsonl``, with the step that decided each label).
+- ``kept19-kept22`` (63 rows) and ``kept23-kept24`` (40 rows), both labellers following the labelling guide's decision
+  order (with the step that decided each second label); the second group measures the round of rules written from
+  the first.
+
+Each group's second labels are ``tests/data/triage/second_labels/<group>.jsonl``.
 
 This prints how often the two labellers agree, how often the triage's cause equals each, and the triage's rate on the
 rows both labellers agree on (docs/explain.md, "Two labellers"):
 
-    python scripts/triage_agreement.py [--group taxonomy|guide] [--templates ../shared/templates] [--rows]
+    python scripts/triage_agreement.py [--group kept15-kept18|kept19-kept22|kept23-kept24]
+                                       [--templates ../shared/templates] [--rows]
 
 Nothing here is imported by the library; ``tests/test_triage.py`` pins the same figures (``AGREEMENT``).
 """
@@ -27,10 +30,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# group: the batches labelled twice, and the second labeller's file in tests/data/triage/second_labels/
+# group: the batches labelled twice (the second labeller's file is tests/data/triage/second_labels/<group>.jsonl)
 GROUPS = {
-    "taxonomy": (("kept15.jsonl", "kept16.jsonl", "kept17.jsonl", "kept18.jsonl"), "kept15-kept18.jsonl"),
-    "guide": (("kept19.jsonl", "kept20.jsonl", "kept21.jsonl", "kept22.jsonl"), "by-guide.jsonl"),
+    "kept15-kept18": ("kept15.jsonl", "kept16.jsonl", "kept17.jsonl", "kept18.jsonl"),
+    "kept19-kept22": ("kept19.jsonl", "kept20.jsonl", "kept21.jsonl", "kept22.jsonl"),
+    "kept23-kept24": ("kept23.jsonl", "kept24.jsonl"),
 }
 
 
@@ -39,9 +43,9 @@ def first_label(row: dict) -> str:
     return row.get("cause_before_guide", row["cause"])
 
 
-def second_labels(group: str = "taxonomy") -> dict[str, dict]:
+def second_labels(group: str) -> dict[str, dict]:
     """The second labeller's rows of a group by id (``cause``, ``second_choice``, ``confidence``, ``why``)."""
-    path = ROOT / "tests" / "data" / "triage" / "second_labels" / GROUPS[group][1]
+    path = ROOT / "tests" / "data" / "triage" / "second_labels" / f"{group}.jsonl"
     return {r["id"]: r for r in (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
                                  if line.strip())}
 
@@ -67,7 +71,7 @@ def agreement(first: dict[str, str], second: dict[str, dict], said: dict[str, st
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--group", choices=sorted(GROUPS), default="guide")
+    ap.add_argument("--group", choices=list(GROUPS), default=list(GROUPS)[-1])
     ap.add_argument("--templates", default=os.path.join(ROOT.parent, "shared", "templates"))
     ap.add_argument("--rows", action="store_true", help="print each row: first label, second label, the triage's")
     args = ap.parse_args(argv)
@@ -75,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     from triage_kept7_score import score
 
     first, said, fixed = {}, {}, {}
-    for name in GROUPS[args.group][0]:
+    for name in GROUPS[args.group]:
         rows, _ = score(args.templates, name)
         for r in rows:
             first[r["id"]], said[r["id"]], fixed[r["id"]] = first_label(r), r["said"], r["fix_ok"]
