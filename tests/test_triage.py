@@ -2154,9 +2154,11 @@ def _round_rule(set_name: str, case_id: str, mistake: Mistake, said: str, change
     ("kept13.jsonl", "kept11-vllm-gemma4-reasoning-reasoning", Mistake.OMITTED_MARKER,
      "the output opens with `<|channel>`, the template's reasoning opener `<|channel>thought` without `thought`",
      {"fidelity": "improved"}),
-    # a turn header's control token written without the word the generation prompt writes after it
-    ("kept13.jsonl", "kept11-sglang-muse-glimmer-reasoning-self-then-user", Mistake.OMITTED_MARKER,
-     "the output opens a turn with `<|start|>`, which the template writes as `<|start|>assistant`", None),
+    # a turn header's control token written without the word the generation prompt writes after it: since the
+    # sixteenth round the prompt's tail written again in part (the labelling guide's step 3)
+    ("kept13.jsonl", "kept11-sglang-muse-glimmer-reasoning-self-then-user", Mistake.REPEATED_PROMPT_TAIL,
+     "the output opens a turn with `<|start|>`, which the generation prompt already ends with as "
+     "`<|start|>assistant`", None),
     # a complete call block in the reasoning the prompt opened: not cut
     ("kept13.jsonl", "kept11-vllm-dsv4-reasoning-tool-call-ends-reasoning", Mistake.REASONING_NOT_CLOSED,
      "a complete call block, and the output ends right after it: it was not cut", None),
