@@ -21,7 +21,8 @@ each row's outcome:
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to
 kept22 are dev now: kept15 to kept18 since the labelling guide, kept19 to kept22 since the sixteenth round of rules).
-The triage gets 30 s per row, as in the tests, so the figures do not depend on the machine. Nothing here is imported by the library.
+The triage gets 30 s per row, as in the tests, so the figures do not depend on the machine. Nothing here is
+imported by the library.
 """
 
 from __future__ import annotations

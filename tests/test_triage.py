@@ -2185,6 +2185,66 @@ def test_the_fourteenth_rounds_rules(set_name, case_id, mistake, said, change):
     assert change is None or changes == [change], changes
 
 
+@pytest.mark.parametrize("set_name,case_id,mistake,said,change", [
+    # a parameter the tool does not declare, written in the template's own markup (its declared name written too:
+    # no schema edit offered)
+    ("kept21.jsonl", "kept18-aphrodite-minicpm5-properties-wrapped-arguments", Mistake.UNKNOWN_PARAMETER,
+     "the call's markup is the template's, only the parameter is not the schema's", None),
+    ("kept21.jsonl", "kept18-aphrodite-minicpm5-arguments-wrapped-arguments", Mistake.UNKNOWN_PARAMETER,
+     "names an argument `arguments`, which `get_weather`'s schema does not declare", None),
+    # the prompt's tail written again in part
+    ("kept22.jsonl", "kept19-vllmmlx-harmony-single-tool-call", Mistake.REPEATED_PROMPT_TAIL,
+     "which the generation prompt already ends with as `<|start|>assistant`", None),
+    # text before the call, then text after it: the first by position
+    ("kept21.jsonl", "kept18-aphrodite-llama3-json-simple-surrounding-text", Mistake.LEADING_TEXT,
+     "after the text `Here␣is␣the␣result:`", None),
+    # a control token before the call (step 4) before a key alias inside it (step 5)
+    ("kept19.jsonl", "kept16-dynamo-llama3-json-case1-single-call", Mistake.FOREIGN_WRAPPER,
+     "comes before the fault inside the call (field-name alias)",
+     {"repairs": ["python-code-markers", "arguments-key-alias"]}),
+    # omitted whitespace (step 4) before a missing required parameter (step 5)
+    ("kept21.jsonl", "kept18-aphrodite-step3p5-streaming-multi-token-chunk-boundary", Mistake.OMITTED_MARKER,
+     "read with `state` not required the output still does not parse clean; with the whitespace",
+     {"repairs": ["missing-required-argument", "tag-whitespace"]}),
+    # a closer written last: not cut
+    ("kept22.jsonl", "kept19-mlxomni-qwen3moe-malformed-xml", Mistake.OMITTED_CLOSER,
+     "the output ends with `</tool_call>`, the closer the template writes after `</parameter>`, `</function>`", None),
+    # whitespace added inside the markup
+    ("kept22.jsonl", "kept19-mlxomni-qwen3moe-tool-call-with-whitespace", Mistake.OMITTED_MARKER,
+     "the markup is the template's but for that whitespace", {"repairs": ["tag-whitespace"]}),
+    # a next call begun where the template writes the call's closer
+    ("kept22.jsonl", "kept19-vllmmlx-gemma4-multiple-calls-one-block", Mistake.OMITTED_CLOSER,
+     "where the template writes `<tool_call|>` to end the call, the output begins another with `call:`", None),
+    # the reasoning opener's first tag after plain text
+    ("kept21.jsonl", "kept18-aphrodite-gemma4-reasoning-new-line", Mistake.OMITTED_MARKER,
+     "the template's reasoning opener `<|channel>thought` without `thought`", {"fidelity": "improved"}),
+])
+def test_the_sixteenth_rounds_rules(set_name, case_id, mistake, said, change):
+    """Each rule of the sixteenth round on a row it reads (docs/explain.md "Sixteenth round of rules")."""
+    changes = _round_rule(set_name, case_id, mistake, said, change)
+    assert change is None or change in changes, changes
+
+
+def test_the_sixteenth_round_keeps_the_second_fault_and_reads_no_decoder_fault_where_tokens_are_intact():
+    # `<|python_tag|>` before a call, then the turn run on: the wrapper first, the server's stop still offered
+    _, tg = _run(_row("kept22.jsonl", "kept19-mlxomni-llama3-invalid-responses-4"))
+    assert tg.mistake == Mistake.FOREIGN_WRAPPER
+    assert any("`<|python_tag|>` right before the call" in e for e in tg.evidence), tg.evidence
+    assert [f.change.get("server") for f in tg.fixes] == ["stop-after-call"]
+    # a bare Gemma 4 call whose `<|"|>` tokens are kept: the model omitted the opener, no decoder dropped it
+    _, tg = _run(_row("kept22.jsonl", "kept19-rapidmlx-gemma4-bare-call-json-string-with-brace"))
+    assert tg.mistake == Mistake.OMITTED_OPENER
+    assert not any("detokenized" in e for e in tg.evidence), tg.evidence
+    # a template that writes the reply before its calls has a place for text there: text after the call stays
+    _, tg = _run(_row("kept9.jsonl", "kept8-sgl-minicpm5-single"))
+    assert tg.mistake == Mistake.TRAILING_TEXT
+    # llama.cpp's own case with its argument renamed (ref-0118 in the unknown-parameter test) keeps its schema edit;
+    # an undeclared name beside a declared one gets none
+    _, tg = _run(_row("kept21.jsonl", "kept18-aphrodite-minicpm5-extra-arguments-ignored-when-required-present"))
+    assert tg.mistake == Mistake.UNKNOWN_PARAMETER and not tg.fixes
+    assert tg.no_fix.startswith("`get_weather` does not take `unknown`: declaring it in the request"), tg.no_fix
+
+
 @pytest.mark.parametrize("case_id,said", [
     ("kept14-roo-11219-qwen3-coder-next-call-without-opener-or-closers",
      "(`<function`, `<parameter` never closed), which none of our repairs reads — with `</parameter></function>` "

@@ -42,7 +42,8 @@ from .model import stop_point as _stop_point
 from .model import build_bundle, dialect_failure, dialect_line, properties_of, required_of, written_arguments_kind
 from .model import FixKind, reasoning_markers, tool_stub
 from .model import visible_text as _visible
-from .call_relation import ALTERED_LITERAL, ALTERED_WHITESPACE, DECISIVE, MARKUP, MAX_OUTPUT, CallRelation, Relation, call_pieces, relate
+from .call_relation import (ALTERED_LITERAL, ALTERED_WHITESPACE, DECISIVE, MARKUP, MAX_OUTPUT, CallRelation,
+                            Relation, call_pieces, relate)
 
 _WS = " \t\n\v\f\r"
 MAX_EDITS = 3
@@ -4330,8 +4331,8 @@ def _undeclared_in_template_markup(setup: _Setup, ex: Any) -> tuple[str, str, st
     written = ex.text[ex.stop.pos + len(name):ex.stop.pos + len(name) + len(after)]
     if not after.strip(_WS) or written != after:
         return None
-    return tool, name, said + f"; the output writes {_q(name + after)} as the template writes {_q(props[0] + after)}: " \
-        "the call's markup is the template's, only the parameter is not the schema's"
+    return tool, name, said + f"; the output writes {_q(name + after)} as the template writes " \
+        f"{_q(props[0] + after)}: the call's markup is the template's, only the parameter is not the schema's"
 
 
 def _closer_written_last(setup: _Setup, bundle: Any, ex: Any, ctx: dict[str, Any]) -> str:
