@@ -34,7 +34,8 @@ from ..chat.prompt import prepare_request, render_prompt
 from ..chat.repairs import TAG_WHITESPACE, TEMPLATE_DEFAULT_THINKING, TOLERANCE_REPAIRS
 from ..chat.samples import end_of_turn_candidates
 from ..escapes import code_span, escape_invisible
-from ..jinja.template import ChatTemplate, apply_template
+from ..jinja.llama import render as _llama_render
+from ..jinja.template import ChatTemplate, apply_template, chat_globals
 from .model import MARKER_TOKEN as _TOKEN
 from .model import Cause
 from .model import Setup as _Setup
@@ -1835,9 +1836,6 @@ def _writes_text_before_call(setup: _Setup, call: dict[str, Any]) -> bool:
     """Whether the template's render of an assistant turn with a reply text and the call writes the text before
     the call (then the format has a place for text there); False when it drops the text or writes it after, or
     when the turn does not render. At most two renders."""
-    from ..jinja.llama import render as llama_render
-    from ..jinja.template import chat_globals
-
     fn = call.get("function") or {}
     name, args = fn.get("name") or "", fn.get("arguments")
     try:
@@ -1848,7 +1846,7 @@ def _writes_text_before_call(setup: _Setup, call: dict[str, Any]) -> bool:
         {"type": "function", "id": "call_1", "function": {"name": name, "arguments": args}}]}]
     tools = list(setup.request.tools or [])
     for render in (lambda: apply_template(setup.template, msgs, tools, add_generation_prompt=False),
-                   lambda: llama_render(setup.template, chat_globals(msgs, tools, False), template_tracebacks=False)):
+                   lambda: _llama_render(setup.template, chat_globals(msgs, tools, False), template_tracebacks=False)):
         try:
             text = render()
         except Exception:  # noqa: BLE001 - this dialect does not render the turn: the next one
