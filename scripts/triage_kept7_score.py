@@ -14,16 +14,17 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept16.jsonl     # the eighteenth batch (SCORES["kept16.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept17.jsonl     # the nineteenth batch, public reports (SCORES["kept17.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept18.jsonl     # the twentieth batch (SCORES["kept18.jsonl"]["dev"])
-    python scripts/triage_kept7_score.py --set kept19.jsonl     # the twenty-first batch (SCORES["kept19.jsonl"]["kept19"])
-    python scripts/triage_kept7_score.py --set kept20.jsonl     # the twenty-second batch (SCORES["kept20.jsonl"]["kept20"])
-    python scripts/triage_kept7_score.py --set kept21.jsonl     # the twenty-third batch (SCORES["kept21.jsonl"]["kept21"])
-    python scripts/triage_kept7_score.py --set kept22.jsonl     # the twenty-fourth batch (SCORES["kept22.jsonl"]["kept22"])
+    python scripts/triage_kept7_score.py --set kept19.jsonl     # the twenty-first batch (SCORES["kept19.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept20.jsonl     # the twenty-second batch (SCORES["kept20.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept21.jsonl     # the twenty-third batch (SCORES["kept21.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept22.jsonl     # the twenty-fourth batch (SCORES["kept22.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept23.jsonl     # the twenty-fifth batch (SCORES["kept23.jsonl"]["kept23"])
     python scripts/triage_kept7_score.py --set kept24.jsonl     # the twenty-sixth batch (SCORES["kept24.jsonl"]["kept24"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to
-kept18 are dev now: kept15 to kept18 since the labelling guide; kept19 and kept20 are kept aside). The triage gets 30 s per row, as in the
-tests, so the figures do not depend on the machine. Nothing here is imported by the library.
+kept22 are dev now: kept15 to kept18 since the labelling guide, kept19 to kept22 since the sixteenth round of rules).
+The triage gets 30 s per row, as in the tests, so the figures do not depend on the machine. Nothing here is
+imported by the library.
 """
 
 from __future__ import annotations

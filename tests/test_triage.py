@@ -115,31 +115,32 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   kept18``), labelled and committed before the triage ran (``python scripts/triage_kept7_score.py --set
   kept18.jsonl``; "Twentieth batch: kept18.jsonl"), scored once (13/21 cause, 18/21 fix, 6/14
   nearest).
-- ``kept19.jsonl``: the twenty-first batch, split ``"kept19"``, kept aside: the whole failing queue (11 rows) of
+- ``kept19.jsonl``: the twenty-first batch, first split ``"kept19"``, now dev: the whole failing queue (11 rows) of
   ``tests/data/real_outputs_kept16/`` (dynamo's, mistral.rs's and LocalAI's parser tests, projects no earlier set
   mined, each family on its model's own template), by a rule committed before explain ran (``scripts/triage_queue.py
   kept19``), labelled by the labelling guide's decision order and committed before the triage ran (``python
-  scripts/triage_kept7_score.py --set kept19.jsonl``; "Twenty-first batch: kept19.jsonl (kept aside)"), scored once
-  (9/11 cause, 11/11 fix, 8/8 nearest).
-- ``kept20.jsonl``: the twenty-second batch, split ``"kept20"``, kept aside: the failing queue of
+  scripts/triage_kept7_score.py --set kept19.jsonl``; "Twenty-first batch: kept19.jsonl"), scored once (9/11 cause,
+  11/11 fix, 8/8 nearest); labelled again by a second labeller by the guide, then development data of the sixteenth
+  round of rules, so its rows say ``"split": "dev"`` ("Sixteenth round of rules"; kept20 to kept22 the same).
+- ``kept20.jsonl``: the twenty-second batch, first split ``"kept20"``, now dev: the failing queue of
   ``tests/data/real_outputs_kept17/`` (model makers' and libraries' own documents and one report, each family on its
   model's own template; 11 rows, the fourth ``NONE`` skipped by the third-of-the-batch cap: 10), by a rule committed
   before explain ran (``scripts/triage_queue.py kept20``), labelled by the labelling guide's decision order and
   committed before the triage ran, scored once (6/10 cause, 6/10 fix, 3/7 nearest; ``python
-  scripts/triage_kept7_score.py --set kept20.jsonl``; "Twenty-second batch: kept20.jsonl (kept aside)").
-- ``kept21.jsonl``: the twenty-third batch, split ``"kept21"``, kept aside: the whole failing queue of
+  scripts/triage_kept7_score.py --set kept20.jsonl``; "Twenty-second batch: kept20.jsonl").
+- ``kept21.jsonl``: the twenty-third batch, first split ``"kept21"``, now dev: the whole failing queue of
   ``tests/data/real_outputs_kept18/`` (Python training, agent and serving libraries' parser tests, each family on its
   model's own template; 12 rows), by a rule committed before explain ran (``scripts/triage_queue.py kept21``),
   labelled by the labelling guide's decision order and committed before the triage ran, scored once (4/12 cause,
   10/12 fix, 6/8 nearest; ``python scripts/triage_kept7_score.py --set kept21.jsonl``; "Twenty-third batch:
-  kept21.jsonl (kept aside)").
-- ``kept22.jsonl``: the twenty-fourth batch, split ``"kept22"``, kept aside: the failing queue of
+  kept21.jsonl").
+- ``kept22.jsonl``: the twenty-fourth batch, first split ``"kept22"``, now dev: the failing queue of
   ``tests/data/real_outputs_kept19/`` (the MLX ecosystem's parser tests: vllm-mlx's, mlx-omni-server's and
   Rapid-MLX's, each family on its model's own template; 35 rows, the first 30 by the rule's size), by a rule committed
   before explain ran (``scripts/triage_queue.py kept22``), labelled by the labelling guide's decision order (two rows
   with its new cause ``REPEATED_PROMPT_TAIL``) and committed before the triage ran, scored once (20/30 cause, 27/30
   fix, 13/18 nearest; ``python scripts/triage_kept7_score.py --set kept22.jsonl``; "Twenty-fourth batch:
-  kept22.jsonl (kept aside)").
+  kept22.jsonl").
 - ``kept23.jsonl``: the twenty-fifth batch, split ``"kept23"``, kept aside: the whole failing queue of
   ``tests/data/real_outputs_kept20/`` (openai/harmony's tests and the big engines' test files no set cited: SGLang's
   unit detectors, lmdeploy's required tool choice, vLLM's Gemma 4 enforcement; each family on its model's own
@@ -297,23 +298,33 @@ SCORES = {
     # labelled change is checked under NONE too (20; 18 when NONE meant "offer nothing")
     "kept18.jsonl": {"dev": (19, 20, 6, 14)},
     # kept aside: first run (9, 11, 8, 8), at the labelled commit (docs/explain.md "Twenty-first batch")
-    "kept19.jsonl": {"kept19": (9, 11, 8, 8)},
+    # dev since the sixteenth round of rules: Llama 3.1's `<|python_tag|>` before a call with a key alias a wrapper
+    # (step 4 before step 5) (10)
+    "kept19.jsonl": {"dev": (10, 11, 8, 8)},
     # kept aside: first run at the labelled commit (docs/explain.md "Twenty-second batch"); the misses are the three
     # NONE rows (a stop token the render also writes, left in the text: the triage names TRAILING_TEXT and offers the
     # server's stop) and MiniMax-M2's text before a call, named reasoning never closed with the repair that keeps it
     # as reasoning
     # a labelled change is checked under NONE too (the labelling guide's step 1: a parser fault a change of ours can
     # mend): its three NONE rows labelled with the server's stop get it offered (6 when NONE meant "offer nothing")
-    "kept20.jsonl": {"kept20": (6, 9, 3, 7)},
+    # dev since the sixteenth round of rules: unchanged (its misses are the NONE rows and MiniMax-M2's text before a
+    # call, which need the engine's message)
+    "kept20.jsonl": {"dev": (6, 9, 3, 7)},
     # kept aside: first run at the labelled commit (docs/explain.md "Twenty-third batch"); the cause misses are
     # MiniCPM5 parameters the tool does not declare named an omitted marker (or another format), two faults named by
     # the later step (MISSING_REQUIRED, TRAILING_TEXT for the guide's LEADING_TEXT), Seed-OSS's markerless reasoning
     # taken as no mistake, and Gemma 4's leading text hiding the channel opener
-    "kept21.jsonl": {"kept21": (4, 10, 6, 8)},
+    # dev since the sixteenth round of rules: MiniCPM5's undeclared parameters in the template's markup (4 rows), the
+    # line break before the missing required parameter, the text before the call first by position, Gemma 4's
+    # channel opener after text (11)
+    "kept21.jsonl": {"dev": (11, 10, 6, 8)},
     # kept aside: first run at the labelled commit (docs/explain.md "Twenty-fourth batch"); the same on the triage
     # that follows the labelling guide (merged while kept aside): its two REPEATED_PROMPT_TAIL rows are named an
     # omitted marker
-    "kept22.jsonl": {"kept22": (20, 27, 13, 18)},
+    # dev since the sixteenth round of rules: gpt-oss's `<|start|>` again (2 rows), Gemma 4's closer before a next
+    # call, Qwen3-Coder's indented markup, a closer written last (no cut), `<|python_tag|>` before a run-on turn, a
+    # bare Gemma 4 call with `<|"|>` intact (27)
+    "kept22.jsonl": {"dev": (27, 27, 13, 18)},
     # kept aside: first run at the labelled commit (docs/explain.md "Twenty-fifth batch"); the cause misses are
     # markup the guide names earlier or otherwise (Gemma 4's two <|"|> gone named an omitted marker, not a decoder's
     # stripping; headerless Harmony text before a call named another format; a bare DeepSeek V3.1 call and a bare
@@ -508,28 +519,28 @@ def test_the_twentieth_batch_is_the_whole_failing_queue_of_real_outputs_kept15()
 def test_the_twenty_first_batch_is_the_whole_failing_queue_of_real_outputs_kept16():
     """kept19: the whole failing queue of tests/data/real_outputs_kept16/ (11 rows: dynamo's, mistral.rs's and
     LocalAI's parser tests, each family on its model's own template)."""
-    _check_queue_batch("kept19.jsonl", ["real_outputs_kept16"], prefix="", split="kept19", size=11, templates=10,
+    _check_queue_batch("kept19.jsonl", ["real_outputs_kept16"], prefix="", split="dev", size=11, templates=10,
                        causes=6, fix_why=True)
 
 
 def test_the_twenty_second_batch_is_the_failing_queue_of_real_outputs_kept17():
     """kept20: the failing queue of tests/data/real_outputs_kept17/ (11 rows, the fourth NONE row skipped: model
     makers' and libraries' own documents and one report, each family on its model's own template)."""
-    _check_queue_batch("kept20.jsonl", ["real_outputs_kept17"], prefix="", split="kept20", size=10, templates=4,
+    _check_queue_batch("kept20.jsonl", ["real_outputs_kept17"], prefix="", split="dev", size=10, templates=4,
                        causes=4, fix_why=True)
 
 
 def test_the_twenty_third_batch_is_the_failing_queue_of_real_outputs_kept18():
     """kept21: the whole failing queue of tests/data/real_outputs_kept18/ (12 rows: LLaMA-Factory's,
     aphrodite-engine's parser tests, each family on its model's own template)."""
-    _check_queue_batch("kept21.jsonl", ["real_outputs_kept18"], prefix="", split="kept21", size=12, templates=7,
+    _check_queue_batch("kept21.jsonl", ["real_outputs_kept18"], prefix="", split="dev", size=12, templates=7,
                        causes=4, fix_why=True)
 
 
 def test_the_twenty_fourth_batch_is_the_failing_queue_of_real_outputs_kept19():
     """kept22: the failing queue of tests/data/real_outputs_kept19/ (35 rows, the first 30: vllm-mlx's,
     mlx-omni-server's and Rapid-MLX's parser tests, each family on its model's own template; no NONE row)."""
-    _check_queue_batch("kept22.jsonl", ["real_outputs_kept19"], prefix="", split="kept22", size=30, templates=8,
+    _check_queue_batch("kept22.jsonl", ["real_outputs_kept19"], prefix="", split="dev", size=30, templates=8,
                        causes=8, fix_why=True)
 
 
@@ -635,13 +646,14 @@ AGREEMENT = {
     # the labellers' two figures compare the labels as they were labelled; the triage's move with the triage: before
     # the labelling guide's rules 49, 51, 58, 42 and 39
     "kept15-kept18": {"labellers": (59, 87), "within_second": (83, 87), "triage_first": (47, 87),
-                 "triage_second": (56, 87), "triage_either": (62, 87), "consensus_cause": (41, 59),
-                 "consensus_both": (38, 59)},
-    # kept aside, both labellers following the guide: kept19 (11 rows), kept20 (10: its three NONE / TRAILING_TEXT
-    # rows split on the guide's clarification about the turn's end token, added between its two labellers), kept21
-    # (12), kept22 (30)
-    "kept19-kept22": {"labellers": (57, 63), "within_second": (59, 63), "triage_first": (39, 63), "triage_second": (42, 63),
-              "triage_either": (43, 63), "consensus_cause": (38, 57), "consensus_both": (37, 57)},
+                      "triage_second": (56, 87), "triage_either": (62, 87), "consensus_cause": (41, 59),
+                      "consensus_both": (38, 59)},
+    # both labellers following the guide: kept19 (11 rows), kept20 (10: its three NONE / TRAILING_TEXT rows split on
+    # the guide's clarification about the turn's end token, added between its two labellers), kept21 (12), kept22
+    # (30); dev since the sixteenth round of rules, whose triage moves its figures: before it 39, 42, 43, 38 and 37
+    "kept19-kept22": {"labellers": (57, 63), "within_second": (59, 63), "triage_first": (54, 63),
+                      "triage_second": (58, 63), "triage_either": (59, 63), "consensus_cause": (53, 57),
+                      "consensus_both": (51, 57)},
     # kept aside, both labellers following the guide, measuring the round of rules written from kept19 … kept22:
     # kept23 (21 rows), kept24 (19); first measure, on the rules before that round
     "kept23-kept24": {"labellers": (35, 40), "within_second": (40, 40), "triage_first": (31, 40),
@@ -2196,9 +2208,11 @@ def _round_rule(set_name: str, case_id: str, mistake: Mistake, said: str, change
     ("kept13.jsonl", "kept11-vllm-gemma4-reasoning-reasoning", Mistake.OMITTED_MARKER,
      "the output opens with `<|channel>`, the template's reasoning opener `<|channel>thought` without `thought`",
      {"fidelity": "improved"}),
-    # a turn header's control token written without the word the generation prompt writes after it
-    ("kept13.jsonl", "kept11-sglang-muse-glimmer-reasoning-self-then-user", Mistake.OMITTED_MARKER,
-     "the output opens a turn with `<|start|>`, which the template writes as `<|start|>assistant`", None),
+    # a turn header's control token written without the word the generation prompt writes after it: since the
+    # sixteenth round the prompt's tail written again in part (the labelling guide's step 3)
+    ("kept13.jsonl", "kept11-sglang-muse-glimmer-reasoning-self-then-user", Mistake.REPEATED_PROMPT_TAIL,
+     "the output opens a turn with `<|start|>`, which the generation prompt already ends with as "
+     "`<|start|>assistant`", None),
     # a complete call block in the reasoning the prompt opened: not cut
     ("kept13.jsonl", "kept11-vllm-dsv4-reasoning-tool-call-ends-reasoning", Mistake.REASONING_NOT_CLOSED,
      "a complete call block, and the output ends right after it: it was not cut", None),
@@ -2212,6 +2226,66 @@ def test_the_fourteenth_rounds_rules(set_name, case_id, mistake, said, change):
     """Each rule of the fourteenth round on a row it reads (docs/explain.md "Fourteenth round of rules")."""
     changes = _round_rule(set_name, case_id, mistake, said, change)
     assert change is None or changes == [change], changes
+
+
+@pytest.mark.parametrize("set_name,case_id,mistake,said,change", [
+    # a parameter the tool does not declare, written in the template's own markup (its declared name written too:
+    # no schema edit offered)
+    ("kept21.jsonl", "kept18-aphrodite-minicpm5-properties-wrapped-arguments", Mistake.UNKNOWN_PARAMETER,
+     "the call's markup is the template's, only the parameter is not the schema's", None),
+    ("kept21.jsonl", "kept18-aphrodite-minicpm5-arguments-wrapped-arguments", Mistake.UNKNOWN_PARAMETER,
+     "names an argument `arguments`, which `get_weather`'s schema does not declare", None),
+    # the prompt's tail written again in part
+    ("kept22.jsonl", "kept19-vllmmlx-harmony-single-tool-call", Mistake.REPEATED_PROMPT_TAIL,
+     "which the generation prompt already ends with as `<|start|>assistant`", None),
+    # text before the call, then text after it: the first by position
+    ("kept21.jsonl", "kept18-aphrodite-llama3-json-simple-surrounding-text", Mistake.LEADING_TEXT,
+     "after the text `Here␣is␣the␣result:`", None),
+    # a control token before the call (step 4) before a key alias inside it (step 5)
+    ("kept19.jsonl", "kept16-dynamo-llama3-json-case1-single-call", Mistake.FOREIGN_WRAPPER,
+     "comes before the fault inside the call (field-name alias)",
+     {"repairs": ["python-code-markers", "arguments-key-alias"]}),
+    # omitted whitespace (step 4) before a missing required parameter (step 5)
+    ("kept21.jsonl", "kept18-aphrodite-step3p5-streaming-multi-token-chunk-boundary", Mistake.OMITTED_MARKER,
+     "read with `state` not required the output still does not parse clean; with the whitespace",
+     {"repairs": ["missing-required-argument", "tag-whitespace"]}),
+    # a closer written last: not cut
+    ("kept22.jsonl", "kept19-mlxomni-qwen3moe-malformed-xml", Mistake.OMITTED_CLOSER,
+     "the output ends with `</tool_call>`, the closer the template writes after `</parameter>`, `</function>`", None),
+    # whitespace added inside the markup
+    ("kept22.jsonl", "kept19-mlxomni-qwen3moe-tool-call-with-whitespace", Mistake.OMITTED_MARKER,
+     "the markup is the template's but for that whitespace", {"repairs": ["tag-whitespace"]}),
+    # a next call begun where the template writes the call's closer
+    ("kept22.jsonl", "kept19-vllmmlx-gemma4-multiple-calls-one-block", Mistake.OMITTED_CLOSER,
+     "where the template writes `<tool_call|>` to end the call, the output begins another with `call:`", None),
+    # the reasoning opener's first tag after plain text
+    ("kept21.jsonl", "kept18-aphrodite-gemma4-reasoning-new-line", Mistake.OMITTED_MARKER,
+     "the template's reasoning opener `<|channel>thought` without `thought`", {"fidelity": "improved"}),
+])
+def test_the_sixteenth_rounds_rules(set_name, case_id, mistake, said, change):
+    """Each rule of the sixteenth round on a row it reads (docs/explain.md "Sixteenth round of rules")."""
+    changes = _round_rule(set_name, case_id, mistake, said, change)
+    assert change is None or change in changes, changes
+
+
+def test_the_sixteenth_round_keeps_the_second_fault_and_reads_no_decoder_fault_where_tokens_are_intact():
+    # `<|python_tag|>` before a call, then the turn run on: the wrapper first, the server's stop still offered
+    _, tg = _run(_row("kept22.jsonl", "kept19-mlxomni-llama3-invalid-responses-4"))
+    assert tg.mistake == Mistake.FOREIGN_WRAPPER
+    assert any("`<|python_tag|>` right before the call" in e for e in tg.evidence), tg.evidence
+    assert [f.change.get("server") for f in tg.fixes] == ["stop-after-call"]
+    # a bare Gemma 4 call whose `<|"|>` tokens are kept: the model omitted the opener, no decoder dropped it
+    _, tg = _run(_row("kept22.jsonl", "kept19-rapidmlx-gemma4-bare-call-json-string-with-brace"))
+    assert tg.mistake == Mistake.OMITTED_OPENER
+    assert not any("detokenized" in e for e in tg.evidence), tg.evidence
+    # a template that writes the reply before its calls has a place for text there: text after the call stays
+    _, tg = _run(_row("kept9.jsonl", "kept8-sgl-minicpm5-single"))
+    assert tg.mistake == Mistake.TRAILING_TEXT
+    # llama.cpp's own case with its argument renamed (ref-0118 in the unknown-parameter test) keeps its schema edit;
+    # an undeclared name beside a declared one gets none
+    _, tg = _run(_row("kept21.jsonl", "kept18-aphrodite-minicpm5-extra-arguments-ignored-when-required-present"))
+    assert tg.mistake == Mistake.UNKNOWN_PARAMETER and not tg.fixes
+    assert tg.no_fix.startswith("`get_weather` does not take `unknown`: declaring it in the request"), tg.no_fix
 
 
 @pytest.mark.parametrize("case_id,said", [
@@ -2260,7 +2334,8 @@ def _row(set_name: str, case_id: str) -> dict:
 
 def test_relabelled_rows_keep_the_label_the_second_labeller_saw_and_say_which_step_decided():
     rows = [c for cases in SETS.values() for c in cases if "cause_before_guide" in c]
-    assert len(rows) == 41
+    # 41 by the fifteenth round; Muse Glimmer's three headers without `assistant` by the sixteenth (step 3)
+    assert len(rows) == 44
     assert all(c["cause"] != c["cause_before_guide"] and "relabelled by the labelling guide's step " in c["note"]
                for c in rows)
 

@@ -59,6 +59,11 @@ DECISIVE = frozenset({Relation.FORMAT_NOT_FOUND, Relation.OMITTED_OPENER, Relati
                       Relation.OMITTED_MARKER, Relation.FOREIGN_WRAPPER, Relation.TEMPLATE_MODEL_MISMATCH})
 
 
+# what an altered relation names when every piece is written: the text the render strings them together with, or
+# only the whitespace between them
+ALTERED_LITERAL = "the call's literal text between its pieces"
+ALTERED_WHITESPACE = "the whitespace between the call's pieces"
+
 @dataclass(frozen=True)
 class CallRelation:
     """The relation and its evidence: the template's pieces matched and absent (in render order), the output's
@@ -285,9 +290,9 @@ def relate(call: CallPieces, output: str, *, format_found: bool, rendered: froze
     if span is None:
         # every piece written, but not as the render strings them together (another brace, a body in between):
         # the format reading of the rules, not an omission
-        return rel(Relation.ALTERED, matched, altered="the call's literal text between its pieces")
+        return rel(Relation.ALTERED, matched, altered=ALTERED_LITERAL)
     if _skeleton(call.segments, out, strict=True) is None:
-        return rel(Relation.ALTERED, matched, altered="the whitespace between the call's pieces")
+        return rel(Relation.ALTERED, matched, altered=ALTERED_WHITESPACE)
     start, end = span
     around = tuple(dict.fromkeys(m.group(0) for m in tokens if _key(m.group(0)) not in rendered
                                  and _adjacent(out, m, start, end)))

@@ -344,7 +344,11 @@ def _content_calls(setup: Setup, ex: Any, content: str, names: list[str], opener
     ftr, ins = got
     m, clean = ftr.message, ftr.entry == "main" and ftr.stop < 0
     opener = opener.strip(WS)
-    stripped = is_special_token(opener, preserved) and not any(p in output for p in preserved if p)
+    # (a decoder that skips special tokens skips all of them: a control token of the template's own kept in the
+    # output, `<|"|>` inside Gemma 4's call, shows the tokens were decoded and the model left the opener out)
+    src = getattr(setup.template, "source", "") or ""
+    intact = [t for t in _CONTROL_SHAPE.findall(output) if t in src]
+    stripped = is_special_token(opener, preserved) and not any(p in output for p in preserved if p) and not intact
     # an earlier assistant turn of this conversation carries tool calls: the same server read the opener then,
     # so its decoder keeps the token and this time the model left it out
     earlier = stripped and _history_has_calls(setup.request)

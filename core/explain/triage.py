@@ -31,10 +31,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..chat.prompt import prepare_request, render_prompt
-from ..chat.repairs import TEMPLATE_DEFAULT_THINKING, TOLERANCE_REPAIRS
+from ..chat.repairs import TAG_WHITESPACE, TEMPLATE_DEFAULT_THINKING, TOLERANCE_REPAIRS
 from ..chat.samples import end_of_turn_candidates
 from ..escapes import code_span, escape_invisible
-from ..jinja.template import ChatTemplate, apply_template
+from ..jinja.llama import render as _llama_render
+from ..jinja.template import ChatTemplate, apply_template, chat_globals
 from .model import MARKER_TOKEN as _TOKEN
 from .model import Cause
 from .model import Setup as _Setup
@@ -42,7 +43,8 @@ from .model import stop_point as _stop_point
 from .model import build_bundle, dialect_failure, dialect_line, properties_of, required_of, written_arguments_kind
 from .model import FixKind, reasoning_markers, tool_stub
 from .model import visible_text as _visible
-from .call_relation import DECISIVE, MARKUP, MAX_OUTPUT, CallRelation, Relation, call_pieces, relate
+from .call_relation import (ALTERED_LITERAL, ALTERED_WHITESPACE, DECISIVE, MARKUP, MAX_OUTPUT, CallRelation,
+                            Relation, call_pieces, relate)
 
 _WS = " \t\n\v\f\r"
 MAX_EDITS = 3
@@ -1558,9 +1560,16 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     pieces to the output's markup decides (:func:`_arbitrated`), unless a rule with evidence of its own named it."""
     mistake, ev = _rule_reading(ex, setup, bundle, near, ctx)
     decided = _misdecoded_spaces(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
-        or _leading_text(mistake, ex, setup, bundle, ctx)
+        or _leading_text(mistake, ex, setup, bundle, ctx) or _fault_before_call(mistake, ex, setup, bundle, ctx) \
+        or _closer_omitted(mistake, ex, setup, bundle, ctx)
     if decided is None or decided[0] == mistake:
         return mistake, ev
+    if (mistake == Mistake.TRAILING_TEXT or mistake in _INSIDE_CALL) \
+            and decided[0] in (Mistake.LEADING_TEXT, Mistake.FOREIGN_WRAPPER):
+        # (the text after the call stays the second fault: its reading and its fix are kept)
+        ctx["relation_decided"] = True
+        ctx["headline"] = decided[1].split("; ", 1)[-1]
+        return decided[0], ev + [decided[1]]
     why_none = ctx.get("why_none") if decided[0] == Mistake.SPECIAL_TOKENS_STRIPPED else None
     for key in ("restored", "restored_server", "restored_reasoning", "why_none", "headline", "affix", "needs_call"):
         ctx.pop(key, None)      # (what the overruled reading left for its own fixes and sentence)
@@ -1619,6 +1628,15 @@ def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict
     if rel.relation in DECISIVE:
         return Mistake[rel.relation.value], rel.sentence() + (unread if rel.relation == Relation.FORMAT_NOT_FOUND
                                                                else "")
+    whole = rel.relation == Relation.ALTERED and not rel.absent and not rel.foreign \
+        and mistake == Mistake.TEMPLATE_MODEL_MISMATCH
+    if whole and rel.altered == ALTERED_WHITESPACE:
+        # (the labelling guide's clarification: whitespace written inside the template's markup where its render
+        # writes none is an omitted marker of step 4, not another format)
+        return Mistake.OMITTED_MARKER, rel.sentence() + "; every piece is written, in the template's order, with " \
+            "whitespace of the output's own between them where the render writes none or other: the markup is the " \
+            "template's but for that whitespace — an omitted marker, not another format"
+
     typed = _declared_type(setup.request, rel.stop_key) if rel.stop_in == "value" else ""
     if rel.relation == Relation.CONSISTENT and typed not in ("", "string") \
             and mistake in (Mistake.OMITTED_MARKER, Mistake.OMITTED_OPENER, Mistake.OMITTED_CLOSER):
@@ -1720,6 +1738,123 @@ def _leading_text(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: di
         "place for text before it"
 
 
+def _fault_before_call(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                       ) -> tuple[Mistake, str] | None:
+    """The labelling guide's "first fault by position" within step 4 for an output read as text after a call: the
+    parse read the calls, every piece of the template's call is written (nothing absent, nothing foreign), the
+    template's call turn starts with the call, and the output writes something before it — text with no markup
+    (``LEADING_TEXT``) or a control token the template's render of the call never writes (``FOREIGN_WRAPPER``, a
+    control token before a call it reads). That fault comes first; the text after the call is the second. No
+    parse; None otherwise."""
+    if mistake in _INSIDE_CALL:
+        return _token_before_step5(mistake, ex, setup, bundle, ctx)
+    if mistake != Mistake.TRAILING_TEXT or not ex.message.get("tool_calls"):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or not rel.pieces or rel.absent or rel.foreign or rel.relation != Relation.CONSISTENT:
+        return None
+    render = rel.render.lstrip(_WS)
+    at, first = render.find(rel.pieces[0]), ex.output.find(rel.pieces[0])
+    head = render[:at] if at >= 0 else ""
+    if at < 0 or first < 0 or MARKUP.search(head) or not ex.output[:first].endswith(head):
+        return None
+    lead = ex.output[:first - len(head)].strip(_WS)
+    if not lead:
+        return None
+    if not MARKUP.search(lead) and not _SPECIAL_SHAPE.search(lead) \
+            and not _writes_text_before_call(setup, ex.message["tool_calls"][0]):
+        return Mistake.LEADING_TEXT, rel.sentence() + f"; the output writes every one of them, after the text " \
+            f"{_q(lead)}: the template's call turn starts with the call, and the format has no place for text " \
+            "before it — the first fault by position (the text after the call is the second)"
+    if _SPECIAL_SHAPE.fullmatch(lead) and lead not in rel.render and lead not in ex.generation_prompt[-200:]:
+        return Mistake.FOREIGN_WRAPPER, rel.sentence() + f"; the output writes {_q(lead)} right before the call, " \
+            "which the template's render of the call never writes: a control token before the template's own call " \
+            "shape — the first fault by position (what follows the call is the second)"
+    return None
+
+# the labelling guide's step 5: faults inside a call whose markup is the template's
+_INSIDE_CALL = frozenset({Mistake.FIELD_ALIAS, Mistake.DOUBLE_ENCODED_ARGUMENTS, Mistake.MISSING_REQUIRED,
+                          Mistake.UNKNOWN_PARAMETER, Mistake.TYPE_MISMATCH})
+
+
+def _token_before_step5(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                        ) -> tuple[Mistake, str] | None:
+    """Step 4 before step 5: a fault inside the call was named, yet the output begins with a control token the
+    template's render of the call never writes, the generation prompt does not end with, and right after which the
+    call starts as the render starts it (``<|python_tag|>{"name": …`` where the template writes the call bare) — a
+    control token before the template's own call shape, the earlier step. None otherwise (no parse)."""
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or not rel.pieces or rel.foreign or rel.pieces[0] in rel.absent:
+        return None
+    out, render = ex.output.lstrip(_WS), rel.render.lstrip(_WS)
+    tok = _SPECIAL_SHAPE.match(out)
+    at = render.find(rel.pieces[0])
+    head = render[:at] if at > 0 else ""
+    if not tok or not head.strip(_WS) or tok.group(0) in rel.render \
+            or ex.generation_prompt.rstrip(_WS).endswith(tok.group(0)) \
+            or not out[tok.end():].lstrip(_WS).startswith(head):
+        return None
+    return Mistake.FOREIGN_WRAPPER, rel.sentence() + f"; the output writes {_q(tok.group(0))} right before the " \
+        "call, which the template's render of the call never writes: a control token before the template's own " \
+        f"call shape (step 4) comes before the fault inside the call ({mistake.value}), which is the second"
+
+def _closer_omitted(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                    ) -> tuple[Mistake, str] | None:
+    """Another format named with no evidence of its own, where every piece of the template's call is written
+    (nothing absent, nothing foreign) and the parse stopped at the call's closer with a next call begun there
+    (:func:`_closer_before_next_call`): the omitted closer, first by position. None otherwise (no parse)."""
+    if mistake != Mistake.TEMPLATE_MODEL_MISMATCH or ctx.get("specific"):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or rel.relation != Relation.ALTERED or rel.absent or rel.foreign \
+            or rel.altered != ALTERED_LITERAL:
+        return None
+    closer = _closer_before_next_call(rel, ex)
+    return (Mistake.OMITTED_CLOSER, rel.sentence() + f"; {closer}") if closer else None
+
+
+def _closer_before_next_call(rel: CallRelation, ex: Any) -> str:
+    """Evidence when the parse stopped where the template writes a later piece of its call (its closer) and the
+    output writes an earlier piece there instead — a next call begun inside the first: the closer is what the model
+    left out (the first fault by position), not another format. ``""`` otherwise."""
+    if ex.stop is None:
+        return ""
+    lits = [x.strip(_WS) for x in _literals(ex.stop.expected)]
+    found = ex.output[ex.stop.output_pos:].lstrip(_WS)
+    want = [rel.pieces.index(x) for x in lits if x in rel.pieces]
+    began = [i for i, x in enumerate(rel.pieces) if x.strip(_WS) and found.startswith(x.strip(_WS))]
+    if not want or not began or min(began) >= min(want):
+        return ""
+    closer, opener = rel.pieces[min(want)], rel.pieces[min(began)]
+    return (f"where the template writes {_q(closer)} to end the call, the output begins another with {_q(opener)}: "
+            f"the model left the call's closer {_q(closer)} out before it (not another format)")
+
+_TEXT_FILL = "zqt0x"      # a reply text no template writes, so the render shows where it goes
+
+
+def _writes_text_before_call(setup: _Setup, call: dict[str, Any]) -> bool:
+    """Whether the template's render of an assistant turn with a reply text and the call writes the text before
+    the call (then the format has a place for text there); False when it drops the text or writes it after, or
+    when the turn does not render. At most two renders."""
+    fn = call.get("function") or {}
+    name, args = fn.get("name") or "", fn.get("arguments")
+    try:
+        args = json.loads(args) if isinstance(args, str) else (args or {})
+    except ValueError:
+        args = {}
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _TEXT_FILL, "tool_calls": [
+        {"type": "function", "id": "call_1", "function": {"name": name, "arguments": args}}]}]
+    tools = list(setup.request.tools or [])
+    for render in (lambda: apply_template(setup.template, msgs, tools, add_generation_prompt=False),
+                   lambda: _llama_render(setup.template, chat_globals(msgs, tools, False), template_tracebacks=False)):
+        try:
+            text = render()
+        except Exception:  # noqa: BLE001 - this dialect does not render the turn: the next one
+            continue
+        at, named = text.find(_TEXT_FILL), text.rfind(name) if name else -1
+        return 0 <= at and (named < 0 or at < named)
+    return False
+
 def _analysis_misread(ex: Any, bundle: Any) -> str:
     """The analysis' call markers, said as evidence, when it found a tool format of its own (read by the
     analysis, not a handler; no probe placeholder in it): then a template's own call the parse does not read is a
@@ -1810,14 +1945,18 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
             "the block as reasoning"]
     header = _header_without_word(out, msg, gp) if not ex.clean else None
     if header:
+        # (the labelling guide's step 3, before the markup of step 4: the output begins with the control token the
+        # generation prompt's tail starts with — that tail written again in part, not a header missing its word)
         ctx["specific"] = True      # (the turn header, not the call)
         ctx["why_none"] = (
             f"no change of ours (repair, request, override, fidelity) re-parses a header written {_q(header[0])} "
             f"without {_q(header[1])} — only the model's output (or a new repair) can change")
-        return Mistake.OMITTED_MARKER, ev + [
-            f"the output opens a turn with {_q(header[0])}, which the template writes as {_q(header[0] + header[1])} "
-            f"(its generation prompt ends so), without {_q(header[1])}: the model left {_q(header[1])} out of the "
-            "template's header, and the parse reads none of the text"]
+        ctx["headline"] = (f"the output begins with {_q(header[0])}, the control token the generation prompt's tail "
+                           f"{_q(header[0] + header[1])} starts with: the model wrote the prompt's tail again, in part")
+        return Mistake.REPEATED_PROMPT_TAIL, ev + [
+            f"the output opens a turn with {_q(header[0])}, which the generation prompt already ends with as "
+            f"{_q(header[0] + header[1])}: the model wrote the prompt's tail again, in part (without "
+            f"{_q(header[1])}), and the parse reads none of the text"]
     affix = _marker_affix(setup, bundle, out, ctx)
     if affix:
         ctx["affix"], ctx["specific"] = affix[0], True     # (a piece present but altered: the affix reads it)
@@ -1825,6 +1964,25 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
             f"the template's markers carry {_q(affix[0])}, which the model does not write, and no patch that takes it "
             "out of the template re-parses this output to a clean message: the model's own template is needed")
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [affix[2]]
+    undeclared = _undeclared_in_template_markup(setup, ex) if ex.stop is not None and not ex.clean \
+        and not msg.get("tool_calls") and not _repeated_tail(ex, r_start) else None
+    if undeclared:
+        # (the labelling guide's step 5, reached: the template's markup is whole around the name; a JSON body in
+        # the undeclared parameter is that parameter's value, not a call in another format)
+        ctx["specific"] = True
+        ctx["headline"] = (f"the model writes a parameter {_q(undeclared[1])}, which {_c(undeclared[0])}'s schema does "
+                           "not declare, in the template's own call markup")
+        if not _declared_written(setup.request, undeclared[0], out):
+            # (the name stands in place of the declared ones: the request's schema may be what lags — the schema
+            # edit that declares it is offered)
+            ctx["undeclared"] = undeclared[:2]
+            return Mistake.UNKNOWN_PARAMETER, ev + [undeclared[2]]
+        # (written beside or around declared ones, the parameter is one more than the tool takes: declaring it
+        # gives a call the tool cannot run, so no schema edit is offered)
+        ctx["why_none"] = (f"{_c(undeclared[0])} does not take {_q(undeclared[1])}: declaring it in the request would "
+                           "make a call the tool cannot run, and no repair of ours drops or unwraps a parameter the "
+                           "schema does not declare — the model's output must change")
+        return Mistake.UNKNOWN_PARAMETER, ev + [undeclared[2]]
     body = _json_body_in_markup(setup, out, msg, ctx, 0, "as the call, in markup or bare") \
         if not msg.get("tool_calls") and (not ex.clean or (reasoning and not content)) else ""
     if body:
@@ -1927,6 +2085,9 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
         if not near or all((e.kind == "insert" and e.pos >= len(out)) or (
                 e.kind == "replace" and e.pos + len(e.old) >= len(out) and e.new.strip(_WS).startswith(e.old))
                 for e in edits):    # (a closer cut part-way, completed)
+            closed = _closer_written_last(setup, bundle, ex, ctx)
+            if closed:
+                return Mistake.OMITTED_CLOSER, ev + [closed]
             ev.append(f"the output ends inside {where or 'a call'}: nothing after that point was generated")
             return Mistake.CUT_SHORT, ev
     open_json = _open_json_at_end(out, ctx["names"])
@@ -2295,6 +2456,11 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
         if closer.startswith("</") or closer == "":
             req_missing = _missing_from_text(setup.request, out)
             if req_missing:
+                layout = _layout_beside_missing(setup, out, ctx)
+                if layout:
+                    # (the labelling guide's step 4 before step 5: the markup's whitespace is the first fault)
+                    ctx["headline"] = layout
+                    return Mistake.OMITTED_MARKER, ev + [layout, "a second fault, inside the call: " + req_missing]
                 return Mistake.MISSING_REQUIRED, ev + [req_missing]
         undeclared = _undeclared_at_stop(setup.request, ex)
         if undeclared:
@@ -3888,6 +4054,10 @@ def _reasoning_opener_part(out: str, msg: dict, r_start: str) -> tuple[str, str]
     head = out.lstrip(_WS)
     if not r or msg.get("reasoning_content") or msg.get("tool_calls") or r in out:
         return None
+    tag = re.match(r"<[^<>\s]{1,40}>", r)
+    at = out.find(tag.group(0)) if tag and not head.startswith(tag.group(0)) else -1
+    if at > 0 and not MARKUP.search(out[:at]) and not _SPECIAL_SHAPE.search(out[:at]):
+        head = out[at:]     # (text before the opener hides it, but the opener is the first markup written)
     i = 0
     while i < len(r) and i < len(head) and r[i] == head[i]:
         i += 1
@@ -4137,6 +4307,98 @@ def _undeclared_at_stop(req: Any, ex: Any) -> tuple[str, str, str] | None:
                                            f"({', '.join(_q(w) for w in wanted[:3])})")
     return None
 
+
+def _undeclared_in_template_markup(setup: _Setup, ex: Any) -> tuple[str, str, str] | None:
+    """The labelling guide's step 5 for a parameter the tool does not declare, written in the template's own
+    markup: the parse stopped where a declared name was expected (:func:`_undeclared_at_stop`), and what the output
+    writes right after the undeclared name is what the template's render of that tool's call writes right after a
+    declared one (``">`` of ``<param name="city">``) — the markup is whole, only the name is not the schema's.
+    ``(tool, name, evidence)``, or None (one render)."""
+    found = _undeclared_at_stop(setup.request, ex)
+    if found is None:
+        return None
+    tool, name, said = found
+    t = next((t.get("function") or {} for t in setup.request.tools or [] if isinstance(t, dict)
+              and (t.get("function") or {}).get("name") == tool), {})
+    props = list(properties_of(t.get("parameters")))
+    if not props:
+        return None
+    render = _rendered_call(setup, tool, {props[0]: "x"})
+    at = render.rfind(props[0])
+    after = render[at + len(props[0]):at + len(props[0]) + 2] if at >= 0 else ""
+    written = ex.text[ex.stop.pos + len(name):ex.stop.pos + len(name) + len(after)]
+    if not after.strip(_WS) or written != after:
+        return None
+    return tool, name, said + f"; the output writes {_q(name + after)} as the template writes " \
+        f"{_q(props[0] + after)}: the call's markup is the template's, only the parameter is not the schema's"
+
+
+def _closer_written_last(setup: _Setup, bundle: Any, ex: Any, ctx: dict[str, Any]) -> str:
+    """Evidence when an output the parse reads as ended inside a call was not cut: the template's pieces the
+    output lacks are all closers, and the output ends with a closer of the template's call that the render writes
+    after them (``</tool_call>`` after a missing ``</parameter></function>``) — the model closed the call, having
+    left the inner closers out. ``""`` otherwise (no parse)."""
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or not rel.absent or rel.foreign or not all(_is_closer(x) for x in rel.absent):
+        return ""
+    end = ex.output.rstrip(_WS)
+    last = max((i for i, x in enumerate(rel.pieces) if x in rel.absent), default=-1)
+    closer = next((x for x in rel.pieces[last + 1:] if _is_closer(x) and end.endswith(x)), "")
+    if last < 0 or not closer:
+        return ""
+    return (f"the output ends with {_q(closer)}, the closer the template writes after "
+            f"{', '.join(_q(x) for x in dict.fromkeys(rel.absent))}, which the output never writes: the model closed "
+            "the call, so it was not cut — it left those closers out")
+
+def _declared_written(req: Any, tool: str, out: str) -> bool:
+    """Whether the output writes, as a word, a parameter name that ``tool``'s schema declares."""
+    for t in req.tools or []:
+        f = t.get("function") or {} if isinstance(t, dict) else {}
+        if f.get("name") == tool:
+            return any(re.search(r"(?<![\w-])" + re.escape(p) + r"(?![\w-])", out)
+                       for p in properties_of(f.get("parameters")) if p)
+    return False
+
+def _missing_pairs(req: Any, output: str) -> dict[str, list[str]]:
+    """The required parameters the output never writes, by the tool it names: ``{tool: [names]}``."""
+    out: dict[str, list[str]] = {}
+    for t in req.tools or []:
+        f = t.get("function", {}) if isinstance(t, dict) else {}
+        name = f.get("name")
+        if name and name in output:
+            gone = [r for r in required_of(f.get("parameters")) if r not in output]
+            if gone:
+                out[name] = gone
+    return out
+
+
+def _layout_beside_missing(setup: _Setup, out: str, ctx: dict[str, Any]) -> str:
+    """Evidence when a call lacks a required parameter and the output has a fault of the call's markup as well:
+    read with those parameters not required it still does not parse clean, and with the tag-whitespace repair also
+    on it does — the whitespace the template writes at its tags is missing, an omitted marker (the labelling
+    guide's step 4, before the parameter of step 5). Two parses; ``""`` otherwise."""
+    budget = ctx.get("budget")
+    missing = _missing_pairs(setup.request, out)
+    if not missing or budget is None:
+        return ""
+    keep = {}
+    for t in setup.request.tools or []:
+        f = t.get("function") or {} if isinstance(t, dict) else {}
+        if f.get("name") in missing:
+            keep[f["name"]] = [r for r in required_of(f.get("parameters")) if r not in missing[f["name"]]]
+    try:
+        req = apply_request_change(setup.request, {"required": keep})
+        if not budget.take(len(out)) or _parse(setup, out, request=req).clean or not budget.take(len(out)):
+            return ""
+        p = _parse(setup, out, repairs=(TAG_WHITESPACE,), request=req)
+    except Exception:  # noqa: BLE001
+        return ""
+    if not (p.clean and p.message.tool_calls):
+        return ""
+    return (f"read with {', '.join(_q(x) for xs in missing.values() for x in xs)} not required the output still "
+            "does not parse clean; with the whitespace the template writes at its tags put back it does: the model "
+            "omitted that whitespace, a marker of the template's call (the first fault, before the missing "
+            "parameter)")
 
 def _missing_from_text(req: Any, output: str) -> str:
     for t in req.tools or []:
@@ -4695,7 +4957,8 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             p.clean and p.message.to_openai() != cur and not _SPECIAL_SHAPE.search(p.message.content or "")))
         if fix is not None:
             out.append(fix)
-    if mistake == Mistake.TRAILING_TEXT and ctx.get("stop_at") is not None:
+    if mistake in (Mistake.TRAILING_TEXT, Mistake.FOREIGN_WRAPPER, Mistake.LEADING_TEXT) \
+            and ctx.get("stop_at") is not None:     # (a turn run on after the call, also as the second fault)
         fix = _stop_at_turn_end(setup, ex, ctx["stop_at"], budget)
         if fix is not None:
             out.append(fix)
