@@ -80,7 +80,9 @@ def test_calls_in_one_block_are_read():
     assert _calls(msg) == [("glob", {"pattern": "README*.md"}), ("glob", {"pattern": "CONTRIBUTING.md"})]
     assert not msg.content
     fired = [(r.start, r.end) for r in msg.repairs if r.name == "calls-in-one-block"]
-    assert fired == [(0, len(output))]
+    # where the first call's closer is left out (zero width), and the second call, written without its opener
+    second = output.index("}call:") + 1
+    assert fired == [(second, second), (second, len(output))]
     _check_streams(parser, output, msg)
 
 
@@ -112,3 +114,35 @@ def test_call_ending_reasoning_with_text_after_it_is_read():
     # without the repair the prompt-opened reasoning never closes: the output is not read as a call
     _, off = _parse(AFTER_CALL, disabled=("call-ends-reasoning",))
     assert not off.tool_calls
+
+
+# -- python-dict-call (Hermes 2 Pro's call object written as a Python dict literal) ---------------------------------
+
+DICT_CALL = "kept17-hermes-fc-readme-inference-example-call"
+
+
+def test_python_dict_call_is_read():
+    parser, msg = _parse(DICT_CALL)
+    output = CASES[DICT_CALL].output
+    assert _calls(msg) == [("get_stock_fundamentals", {"symbol": "TSLA"})]
+    assert not msg.content
+    fired = [(r.start, r.end) for r in msg.repairs if r.name == "python-dict-call"]
+    start = output.index("{'arguments'")
+    assert fired == [(start, output.index("}\n</tool_call>") + 1)]
+    _check_streams(parser, output, msg)
+
+
+def test_python_dict_call_is_switchable_and_not_at_llama_cpp():
+    output = CASES[DICT_CALL].output
+    for disabled, fidelity in ((("python-dict-call",), "improved"), ((), "llama.cpp")):
+        _, msg = _parse(DICT_CALL, fidelity, disabled)
+        assert not msg.tool_calls
+        assert "{'arguments': {'symbol': 'TSLA'}, 'name': 'get_stock_fundamentals'}" in msg.content
+    # Python's own spellings are decoded: True / None, escapes, the name first
+    text = ("<tool_call>\n{'name': 'get_stock_fundamentals', 'arguments': {'symbol': 'it\\'s', 'x': [True, None]}}"
+            "\n</tool_call>")
+    _, msg = _parse(DICT_CALL, output=text)
+    assert _calls(msg) == [("get_stock_fundamentals", {"symbol": "it's", "x": [True, None]})]
+    # a name the request does not declare stays text
+    _, msg = _parse(DICT_CALL, output="<tool_call>\n{'name': 'other', 'arguments': {}}\n</tool_call>")
+    assert not msg.tool_calls and "'other'" in msg.content
