@@ -607,7 +607,8 @@ AGREEMENT = {
     # the labelling guide's rules 49, 51, 58, 42 and 39
     "taxonomy": {"labellers": (59, 87), "within_second": (83, 87), "triage_first": (47, 87),
                  "triage_second": (56, 87), "triage_either": (62, 87), "consensus_cause": (41, 59),
-                 "consensus_both": (38, 59)},
+                 # 38 -> 39: kept16's GLM-5 row, whose offered repair now gives the labelled message (SCORES above)
+                 "consensus_both": (39, 59)},
     # kept aside, both labellers following the guide: kept19 (11 rows), kept20 (10: its three NONE / TRAILING_TEXT
     # rows split on the guide's clarification about the turn's end token, added between its two labellers), kept21
     # (12), kept22 (30)
