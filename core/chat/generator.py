@@ -68,6 +68,7 @@ from .repairs import TRAILING_END_OF_TURN, WELL_KNOWN_CALL_BLOCKS, FiredRepair, 
 from .repairs import (JSON_CALL_IN_TAGS, NULLABLE_NULL, QUOTED_NUMBER, SCHEMA_TYPE_ALIAS, SECTION_OPENER_REPEATED,
                       SPACED_TYPED_VALUE, STANDALONE_JSON_CALL)
 from .repairs import ARGS_SEPARATOR_OMITTED, UNION_TYPED_VALUE, string_type_alias
+from .repairs import CONSECUTIVE_CALL_BLOCKS, SECTION_PER_CALL
 from .turn_end import turn_end_cut, turn_end_tokens
 from .repairs import ANSWER_MARKER_WHITESPACE, CALL_ENDS_REASONING, INSTRUCTED_REASONING_MARKERS, REASONING_BLOCKS_INTERLEAVED, REASONING_END_UNMATCHED, REASONING_END_WITHOUT_START, REASONING_START_REPEATED, TRAILING_EOS_TOKEN, trailing_eos
 from .request import ChatRequest, Continuation, ReasoningFormat, ToolChoice
@@ -826,6 +827,7 @@ class _Gen:
         self.reasoning_first = reasoning_first
         self.instructed = instructed   # (start phrases, end phrases): repair instructed-reasoning-markers
         self.next_section = ""   # repair consecutive-call-blocks: the call section's start, set by the tag formats
+        self.next_section_rule = CONSECUTIVE_CALL_BLOCKS, "tool-calls"   # (the repair, the section's rule name)
         self.later_sections: tuple[str, P] | None = None   # repair content-between-calls (json_native)
         self.generation_prompt = generation_prompt
         self.p = ChatBuilder(python_literal_values=True if PYTHON_LITERAL_VALUES in improvements else None)
@@ -836,6 +838,7 @@ class _Gen:
         self.interleaved = False   # repair reasoning-blocks-interleaved (generate_parser's interleaved_reasoning)
         self.holds_calls = ""   # repair call-ends-reasoning built into the reasoning parser: the call opener
         self.compact_calls: P | None = None   # repair tag-whitespace: the calls with their layout whitespace optional
+        self.first_call: P | None = None   # repair call-ends-reasoning: one call, where the calls' rule may wait
         # improvement instruction-call-format: the format was read from the tool instructions, not from a call
         # the template renders (core.analysis.instructions)
         # repair well-known-call-blocks: the template shows no format at all, the parser reads the well-known one
@@ -934,6 +937,10 @@ class _Gen:
         rules = p.arena.rules
         top = next((n for n in ("tool-calls", "tool-call") if n in rules), None)
         calls = p.ref(top) if top is not None else p.negate(p.eps())
+        if top == "tool-call" and self.first_call is not None:
+            # the look-ahead skips what follows the call itself, so the first call decides; the calls' rule
+            # would wait at the end of the output on text after the last call (content-between-calls)
+            calls = self.first_call
         if self.compact_calls is not None:
             calls = p.choice(calls, self.compact_calls)
         p.rule(CALL_AHEAD_RULE, calls)
@@ -1589,6 +1596,10 @@ class _Gen:
                     stops = [f.per_call_start] + ([f.section_end] if f.section_end else [])
                     next_call = p.choice(next_call, p.repair("content-between-calls", p.content(
                         p.until_one_of(stops)) + p.negate(p.end()) + wrapped))
+                    if not prefix and not f.section_end:
+                        # that text runs to the end of the output after the last call and waits there (lenient
+                        # parse), so the look-ahead of call-ends-reasoning reads the first call alone
+                        self.first_call = wrapped
                 calls = rule(prefix + "tool-call", wrapped + p.zero_or_more(next_call) + p.space())
             else:
                 calls = rule(prefix + "tool-call", wrapped + p.space())
@@ -1602,6 +1613,11 @@ class _Gen:
                 calls = rule(prefix + "tool-call", f.section_start + p.space() + choice
                                        + p.zero_or_more(self.call_separator() + choice) + p.space()
                                        + f.section_end)
+                if trim_ws(f.section_start) and trim_ws(f.section_end) and not prefix \
+                        and SECTION_PER_CALL in p.repairs:
+                    # repair section-per-call: a further section (one call each) right after the first (build())
+                    self.next_section = trim_ws(f.section_start)
+                    self.next_section_rule = SECTION_PER_CALL, "tool-call"
             else:
                 calls = rule(prefix + "tool-call", f.section_start + p.space() + choice + p.space()
                                        + f.section_end)
@@ -1642,7 +1658,8 @@ class _Gen:
             body = pre + final_end
             root = prefix + body if pure_content else prefix << body
             if self.next_section:   # repair consecutive-call-blocks: further call sections before the end
-                next_call_section(p, final_end, self.next_section, "tool-calls")
+                next_call_section(p, final_end, self.next_section, self.next_section_rule[1],
+                                  self.next_section_rule[0])
             self.sections_after_text(final_end)   # repair content-between-calls: sections after text
         entries: dict[str, P] = {RECOVER_CONTENT: prefix + self.reasoning + p.content(p.rest())}
         if pre is not None:

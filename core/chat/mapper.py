@@ -395,6 +395,14 @@ class ChatMapper:
             if add:
                 self._target_set(self._target_get() + add)
 
+    def _tool_args_py(self, node: AstNode) -> None:
+        # repair python-dict-call: the arguments' dict literal decoded by Python's rules once it is complete
+        # (decoding the open literal at every feed of a stream would read it again each time)
+        if self.current is not None and not node.partial:
+            value = self.source[node.start:node.end]
+            if value:
+                self._target_set(python_literal_to_json(value))
+
     def _tool_arg_string_value(self, node: AstNode) -> None:
         cur = self.current
         if cur is not None:
@@ -475,6 +483,7 @@ ACTIONS = {
     T.TOOL_ARG_VALUE: ChatMapper._tool_arg_value,
     T.TOOL_ARG_STRING_VALUE: ChatMapper._tool_arg_string_value,
     T.TOOL_ARG_PY_VALUE: ChatMapper._tool_arg_py_value,
+    T.TOOL_ARGS_PY: ChatMapper._tool_args_py,
     T.TOOL_ARG_CLOSE: ChatMapper._tool_arg_close,
     T.TOOL_CLOSE: ChatMapper._tool_close,
 }

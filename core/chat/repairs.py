@@ -226,6 +226,10 @@ ACTION_AFTER_TEXT = "action-after-text"   # read in core.chat.formats.cohere2moe
 TAG_ATTRIBUTE_SPACE = "tag-attribute-space"   # read in core.chat.formats._request_view (attribute_tag)
 UNION_TYPED_VALUE = "union-typed-value"   # read in core.chat.generator (tagged_calls)
 STRING_OPENER_OMITTED = "string-opener-omitted"   # read in core.chat.formats.gemma4
+# from the misses of real_outputs_kept16 … real_outputs_kept19 and the leftovers of kept13–kept15 (development data)
+SECTION_PER_CALL = "section-per-call"   # read in core.chat.generator (tagged_calls, build)
+CALLS_IN_ONE_BLOCK = "calls-in-one-block"   # read in core.chat.formats.gemma4
+PYTHON_DICT_CALL = "python-dict-call"   # read in core.peg.chat (ChatBuilder._json_tools_flat)
 TAG_ATTRIBUTE_SPACES = ("", "\u0120")
 """The spellings ``tag-attribute-space`` reads for the space before a tag's attribute: none, and ``Ġ`` (U+0120,
 the byte-level BPE tokenizers' mark for a space byte, left in the text when the model's tokens are decoded without
@@ -1584,6 +1588,61 @@ REPAIRS: list[Repair] = [
                "a plain ' where <|\"|> belongs (pattern:':\\s*\\w+'<|\"|>; ollama's parser fails on it): "
                "https://github.com/ollama/ollama/issues/15315 (triage row "
                "kept12-ollama-15315-gemma4-e4b-plain-quote-for-delimiter)"),
+    # ---- from the misses of real_outputs_kept16 … real_outputs_kept19 and kept13–kept15's leftovers ------------
+    Repair(
+        name=SECTION_PER_CALL,
+        title="One call section per call where the template writes every call in one section",
+        stage=RepairStage.TOLERANCE,
+        accepts="With parallel calls, in a tagged-call format whose calls have no markers of their own and sit "
+                "together in one section (MiniMax-M2's <minimax:tool_call> … </minimax:tool_call> holding every "
+                "<invoke>): further sections right after the first (whitespace between), each with its calls; "
+                "their calls follow the first section's. Tried only where the end of the output was expected and "
+                "is not there, so a single section parses as before. llama.cpp ends the calls at the first "
+                "section and the next one's raw text becomes content.",
+        example='<minimax:tool_call>\n<invoke name="func1">\n<parameter name="a">1</parameter>\n</invoke>\n'
+                '</minimax:tool_call>\n<minimax:tool_call>\n<invoke name="func2">\n<parameter name="b">2'
+                '</parameter>\n</invoke>\n</minimax:tool_call>',
+        source="MiniMax-M2 parsers that read every <minimax:tool_call> block of an output: vllm-mlx "
+               "(https://github.com/waybarrios/vllm-mlx/blob/4b654c09e61029afa1c061a3684bff0d4c385b3c/tests/"
+               "test_minimax_tool_calling.py, TestMiniMaxToolCallParsing.test_multiple_tool_calls: case "
+               "kept19-vllmmlx-minimax-multiple-tool-calls) and Rapid-MLX (https://github.com/raullenchai/"
+               "Rapid-MLX/blob/7222ca776c029b045cba424e7b2e942c5073529f/tests/test_minimax_tool_parser.py, "
+               "TestExtractToolCalls.test_multiple_blocks: case kept19-rapidmlx-minimax-multiple-blocks)"),
+    Repair(
+        name=CALLS_IN_ONE_BLOCK,
+        title="Several Gemma-syntax calls in one call block",
+        stage=RepairStage.TOLERANCE,
+        accepts="With parallel calls, in Gemma 4's call syntax (the template writes one <|tool_call>call:NAME{…}"
+                "<tool_call|> block per call): further call:NAME{…} of declared tools after the first, before the "
+                "block's closer (whitespace between allowed); each is a call, in order. Read as a call whose "
+                "closer is left out where a whole call:NAME{…} follows, and a call with no <|tool_call> of its "
+                "own where the one before it is a call, so each call stays one item of the calls (a stream maps "
+                "it once). Tried only where the template's markers are not there. llama.cpp reads the first call "
+                "and the rest of the block becomes content.",
+        example='<|tool_call>call:glob{pattern:<|"|>README*.md<|"|>}call:glob{pattern:<|"|>CONTRIBUTING.md<|"|>}'
+                '<tool_call|>',
+        source="vllm-mlx's Gemma 4 tool parser reads every call:NAME{…} of a block: https://github.com/"
+               "waybarrios/vllm-mlx/blob/4b654c09e61029afa1c061a3684bff0d4c385b3c/tests/"
+               "test_gemma4_tool_parser.py (TestGemma4ToolParserExtract.test_multiple_tool_calls_in_one_block: "
+               "case kept19-vllmmlx-gemma4-multiple-calls-one-block)"),
+    Repair(
+        name=PYTHON_DICT_CALL,
+        title="A JSON call object written as a Python dict literal",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the formats whose call is a flat JSON object of a name and its arguments (Hermes' "
+                "<tool_call>{\"name\": …, \"arguments\": {…}}</tool_call>, and every other flat layout without a "
+                "call id): the same object written as Python prints a dict — single-quoted keys and strings, "
+                "True / False / None, the two fields in either order ({'arguments': {'symbol': 'TSLA'}, 'name': "
+                "'f'}); the arguments are decoded by Python's rules and show in a stream once the dict is complete. "
+                "Tried only where the JSON object does not read. llama.cpp reads JSON only and leaves the block as "
+                "content.",
+        example="<tool_call>\n{'arguments': {'symbol': 'TSLA'}, 'name': 'get_stock_fundamentals'}\n</tool_call>",
+        source="A recorded Hermes 2 Pro run in NousResearch's Hermes-Function-Calling README (https://github.com/"
+               "NousResearch/Hermes-Function-Calling/blob/3e695ed081a0a5c3ae74a556077d29ff7045ef2c/README.md, "
+               "'Inference Example Output': case kept17-hermes-fc-readme-inference-example-call), whose own "
+               "parser falls back to ast.literal_eval for a <tool_call> that is no JSON (https://github.com/"
+               "NousResearch/Hermes-Function-Calling/blob/02deb47efd3dc5af877e7da227768525cc63562b/utils.py, "
+               "validate_and_extract_tool_calls)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -1608,18 +1667,19 @@ def trailing_eos(p: Any) -> Any:
     return p.optional(p.repair(TRAILING_EOS_TOKEN, p.choice(*[p.literal(t) for t in EOS_TOKENS])))
 
 
-def next_call_section(p: Any, final_end: Any, start: str, section: str) -> None:
+def next_call_section(p: Any, final_end: Any, start: str, section: str, repair: str = CONSECUTIVE_CALL_BLOCKS) -> None:
     """Repair ``consecutive-call-blocks`` for a format whose calls sit in one section ``start`` … (the rule named
     ``section``) and nothing but the end of the output may follow it: once the tree is built, the root's
     ``final_end`` (a ``p.end()`` handle of builder ``p``) may instead be preceded by further such sections
     (whitespace between). Tried only where the end of the output was expected and is not there, and never waiting
     on trailing whitespace, so a single section parses, recovers and reports as before; the grammar stays the
-    template's (``widen_late``)."""
-    if CONSECUTIVE_CALL_BLOCKS not in p.repairs or not start:
+    template's (``widen_late``). ``repair`` names the rule that reads them (``section-per-call`` where the template
+    writes all calls in one section)."""
+    if repair not in p.repairs or not start:
         return
     # only whitespace left is no next section (never "wait for more" there: the longest parsing prefix a recovery
     # looks for stays where it was without the repair)
-    p.late.append(lambda: p.widen_late(final_end, CONSECUTIVE_CALL_BLOCKS, lambda orig: (
+    p.late.append(lambda: p.widen_late(final_end, repair, lambda orig: (
         p.one_or_more(p.negate(p.space() + p.end()) + p.space() + p.peek(p.literal(start)) + p.ref(section))
         + orig)))
 
@@ -2312,4 +2372,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "STRING_OPENER_OMITTED", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "STRING_OPENER_OMITTED", "SECTION_PER_CALL", "CALLS_IN_ONE_BLOCK", "PYTHON_DICT_CALL", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

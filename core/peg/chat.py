@@ -56,10 +56,14 @@ TOOL_ARGS_VALUE = "tool-args-value"
 TOOL_ARG_PY_VALUE = "tool-arg-py-value"
 """A Python literal as Python itself writes it (repair ``pythonic-values``): the mapper decodes it to JSON with
 Python's own rules (:func:`core.chat.mapper.python_literal_to_json`), not llama.cpp's quote swap."""
+TOOL_ARGS_PY = "tool-args-py"
+"""A call's whole arguments written as a Python dict literal (repair ``python-dict-call``): the mapper decodes it to
+JSON with Python's own rules, as :data:`TOOL_ARG_PY_VALUE`."""
 #: tags that show nothing in the message by themselves (grouping, or a call/argument not yet named)
 QUIET_TAGS = frozenset({REASONING_BLOCK, TOOL, TOOL_OPEN, TOOL_ARG, TOOL_ARG_OPEN})
 
 MAX_PERMUTE = 6
+PY_CHUNK = 64   # repair python-dict-call: plain characters per item of a string (a stream resumes after them)
 
 _OPTIONS: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("chat_builder_options", default={})
 BUILDER_OPTIONS = ("python_literal_values", "whitespace_call_separators", "repairs")
@@ -350,19 +354,21 @@ class ChatBuilder(Builder):
         Python's rules (repair ``pythonic-values``)."""
         return self.tag(TOOL_ARG_PY_VALUE, p)
 
-    def python_lenient_string(self) -> P:
+    def python_lenient_string(self, chunk: int = -1) -> P:
         """Repair ``pythonic-values``: a Python string literal as Python reads it — single or double quotes, any
         backslash escape (``\\'``, ``\\x41``, an unknown ``\\d``), raw line breaks and other control
         characters inside — and, as vLLM's LFM2 parser, an unescaped quote of its own kind that is not followed
-        (after whitespace) by ``,`` ``)`` ``]`` ``}`` or ``:``: it cannot close the string, so it is text."""
+        (after whitespace) by ``,`` ``)`` ``]`` ``}`` or ``:``: it cannot close the string, so it is text.
+        ``chunk``: the longest run of plain characters one item of the string reads (-1: any), so that a stream
+        resumes a long string after its settled runs instead of reading it again at every feed."""
         def body() -> P:
             def quoted(q: str) -> P:
-                plain = self.chars("[^" + q + "\\\\]", 1, -1)
+                plain = self.chars("[^" + q + "\\\\]", 1, chunk)
                 # a quote that no closer follows is the string's own (command='sed -n '1,9p' f.py')
                 inner = self.seq(q, self.negate(self.seq(self.space(), self.one("[,)\\]}:]"))))
                 return self.seq(q, self.zero_or_more(self.choice(plain, self.seq("\\", self.any()), inner)), q)
             return self.choice(quoted("'"), quoted('"'))
-        return self.rule("py-lenient-string", body)
+        return self.rule("py-lenient-string" if chunk == -1 else f"py-lenient-string-{chunk}", body)
 
     def python_json_safe_string(self) -> P:
         """A quoted string (either quote) that llama.cpp's quote swap turns into a valid JSON string: JSON
@@ -393,20 +399,23 @@ class ChatBuilder(Builder):
                                self.choice("True", "False", "None", "true", "false", "null"))
         return self.rule("py-safe-literal", body)
 
-    def python_lenient_literal(self) -> P:
+    def python_lenient_literal(self, chunk: int = -1) -> P:
         """Repair ``pythonic-values``: a Python literal as Python writes it (vLLM's pythonic / LFM2 parsers read
         it with ``ast``): :meth:`python_lenient_string`, an integer with leading zeros (``07``), a JSON number,
         ``True`` / ``False`` / ``None`` and the JSON names, dicts, lists and tuples whose items may end with a
-        comma. Read by :func:`core.chat.mapper.python_literal_to_json` (tag ``tool-arg-py-value``)."""
+        comma. Read by :func:`core.chat.mapper.python_literal_to_json` (tag ``tool-arg-py-value``). ``chunk``: as
+        :meth:`python_lenient_string`'s."""
+        name = "py-lenient-literal" if chunk == -1 else f"py-lenient-literal-{chunk}"
+
         def body() -> P:
             ws = self.space()
-            v = self.ref("py-lenient-literal")
+            v = self.ref(name)
             number = self.seq(self.optional("-"), self.chars("[0-9]", 1, -1),
                               self.optional(self.seq(".", self.chars("[0-9]", 1, -1))),
                               self.optional(self.seq(self.one("[eE]"), self.optional(self.one("[+-]")),
                                                      self.chars("[0-9]", 1, -1))),
                               self.negate(self.one("[0-9.eE+-]")))
-            member = self.seq(self.choice(self.python_lenient_string(), number), ws, ":", ws, v)
+            member = self.seq(self.choice(self.python_lenient_string(chunk), number), ws, ":", ws, v)
 
             def items(opener: str, item: Parseable, closer: str) -> P:
                 more = self.zero_or_more(self.seq(ws, ",", ws, item))
@@ -414,9 +423,9 @@ class ChatBuilder(Builder):
                                                                          closer)))
 
             return self.choice(items("{", member, "}"), items("[", v, "]"), items("(", v, ")"),
-                               self.python_lenient_string(), number,
+                               self.python_lenient_string(chunk), number,
                                self.choice("True", "False", "None", "true", "false", "null"))
-        return self.rule("py-lenient-literal", body)
+        return self.rule(name, body)
 
     def quoted_number(self, close: Parseable) -> P:
         """Repair ``quoted-number``'s reading of a tagged value: a JSON number in string quotes (``"42"``), taken as
@@ -697,8 +706,25 @@ class ChatBuilder(Builder):
                     self.tool(self.tool_open("{") + ws() + self.choice(
                         self._object_id() + ws() + "," + ws() + fields,
                         fields + ws() + "," + ws() + self._object_id()) + ws() + self.tool_close("}")))))
+            if "python-dict-call" in self.repairs and not id_keys and not openai_wrapper:
+                # repair python-dict-call: the call object written as a Python dict literal ({'name': 'f',
+                # 'arguments': {...}}), either order; widened once the tree is built (grammar unchanged)
+                self.late.append(lambda tool=tool, name=name, keys=(name_key, args_key): self.widen_late(
+                    tool, "python-dict-call", lambda _: self.python_dict_call(name, *keys)))
             choices.append(self.rule(f"{rule_prefix}{idx}", tool))
         return self.choice(*choices)
+
+    def python_dict_call(self, name: str, name_key: str, args_key: str) -> P:
+        """Repair ``python-dict-call``: ``{'NAME_KEY': 'name', 'ARGS_KEY': {...}}`` (either order) with the
+        arguments a Python dict literal (:meth:`python_lenient_literal`, tagged :data:`TOOL_ARGS_PY`)."""
+        ws = self.space
+        name_field = (self.literal("'" + name_key + "'") + ws() + ":" + ws()
+                      + self.atomic("'" + self.tool_name(self.literal(name)) + "'"))
+        args_field = (self.literal("'" + args_key + "'") + ws() + ":" + ws()
+                      + self.tag(TOOL_ARGS_PY, self.peek(self.literal("{")) + self.python_lenient_literal(PY_CHUNK)))
+        fields = self.choice(name_field + ws() + "," + ws() + args_field,
+                             args_field + ws() + "," + ws() + name_field)
+        return self.tool(self.tool_open("{") + ws() + fields + ws() + self.tool_close("}"))
 
     def standard_json_tools(self, section_start: str, section_end: str, tools: Any, parallel: bool, force: bool,
                             name_key: str = "", args_key: str = "", array_wrapped: bool = False,

@@ -22,8 +22,8 @@ from typing import Any
 from ...memo import MISSING, BoundedMemo
 from ...jinja.template import ChatTemplate
 from ..mapper import escape_json_inner, register_args_converter, register_args_hook
-from ..repairs import (CALL_OPENER_DROPPED, CALLS_AFTER_TEXT, GLUED_ARGUMENTS, STRING_OPENER_OMITTED,
-                       THOUGHT_LABEL_OMITTED, UNMARKED_ARGUMENT_VALUES)
+from ..repairs import (CALL_OPENER_DROPPED, CALLS_AFTER_TEXT, CALLS_IN_ONE_BLOCK, GLUED_ARGUMENTS,
+                       STRING_OPENER_OMITTED, THOUGHT_LABEL_OMITTED, UNMARKED_ARGUMENT_VALUES)
 from ..request import ChatRequest
 from ._peg_handler import HandlerParser, peg_parser, word
 from ._request_view import PromptContext, RequestView, request_view
@@ -586,8 +586,19 @@ def _peg_root(p: Any, view: RequestView, syntax: CallSyntax = GEMMA4_SYNTAX, tur
             p.tool_open(p.tool_name(p.literal(t.name)) + p.peek(p.literal("{"))), args(t)))) for t in view.tools]
         named = p.choice(*choices)
         opener = p.literal(CALL_OPEN)
-        tool_call = p.trigger_rule("tool-call", p.repeat(opener + named + CALL_END,
-                                                          1 if view.required else 0, -1 if view.parallel else 1))
+        head = opener + named
+        closer = p.literal(CALL_END)
+        block = head + closer
+        tool_call = p.trigger_rule("tool-call", p.repeat(block, 1 if view.required else 0, -1 if view.parallel else 1))
+        if CALLS_IN_ONE_BLOCK in p.repairs and view.parallel:
+            # repair calls-in-one-block: a call whose closer is left out where call:NAME{…} follows, and that call
+            # with no opener of its own; each call stays one item of the calls' repetition (a stream maps it
+            # once). Made once the tree is built, so the grammar stays llama.cpp's (the opener is widened by
+            # call-opener-dropped: the call is, not the opener a second time)
+            p.late.append(lambda: p.widen_late(closer, CALLS_IN_ONE_BLOCK, lambda _: (
+                p.space() + p.peek(p.literal("call:") + named))))
+            p.late.append(lambda: p.widen_late(block, CALLS_IN_ONE_BLOCK, lambda _: p.literal("call:") + named
+                                               + closer))
         if CALL_OPENER_DROPPED in p.repairs:
             # repair call-opener-dropped: the opener with a stray colon (<|tool_call>:call:); made once the tree
             # is built, so the grammar stays llama.cpp's
