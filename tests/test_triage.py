@@ -2267,9 +2267,10 @@ def test_the_fourteenth_rounds_rules(set_name, case_id, mistake, said, change):
     # whitespace added inside the markup
     ("kept22.jsonl", "kept19-mlxomni-qwen3moe-tool-call-with-whitespace", Mistake.OMITTED_MARKER,
      "the markup is the template's but for that whitespace", {"repairs": ["tag-whitespace"]}),
-    # a next call begun where the template writes the call's closer
+    # a next call begun where the template writes the call's closer (the repair calls-in-one-block reads it)
     ("kept22.jsonl", "kept19-vllmmlx-gemma4-multiple-calls-one-block", Mistake.OMITTED_CLOSER,
-     "where the template writes `<tool_call|>` to end the call, the output begins another with `call:`", None),
+     "where the template writes `<tool_call|>` to end the call, the output begins another with `call:`",
+     {"repairs": ["calls-in-one-block"]}),
     # the reasoning opener's first tag after plain text
     ("kept21.jsonl", "kept18-aphrodite-gemma4-reasoning-new-line", Mistake.OMITTED_MARKER,
      "the template's reasoning opener `<|channel>thought` without `thought`", {"fidelity": "improved"}),
