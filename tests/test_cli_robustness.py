@@ -192,6 +192,21 @@ def test_conform_cases_file_without_a_case(tmp_path: Any, body: str) -> None:
         assert "100" not in err and proc.stdout == b""
 
 
+def test_conform_min_gate_with_no_case_to_compare(tmp_path: Any) -> None:
+    """Rows without ``expect`` (a file of model outputs passed by mistake) were run, then scored "cases passed:
+    0/0 = 100.0%", so ``--min 100%`` exited 0: nothing was held to the gate. With --min it is a one-line error
+    naming the file; without it the score says nothing was compared instead of 100 %."""
+    case = {"id": "qwen3-no-expect", "template": "Qwen-Qwen3-0.6B.jinja", "input": "Hello"}
+    cases = _write(tmp_path, "cases.jsonl", json.dumps(case) + "\n")
+    proc = _run(["conform", cases, "--templates", str(TEMPLATES), "--min", "100%"])
+    err = _one_line_error(proc, cases, "cases file", "expect", "--min")
+    assert proc.returncode == 2 and "100.0%" not in err
+    proc = _run(["conform", cases, "--templates", str(TEMPLATES), "--summary-only"])
+    assert proc.returncode == 0 and proc.stderr.decode().splitlines() == [
+        "final parse ok: 0/0; streamed deltas ok: 0/0", "1 case(s) without 'expect' were run but not compared",
+        "cases passed: 0/0 (none compared)"]
+
+
 def test_json_on_stdout_writes_invisible_characters_as_escapes() -> None:
     """A bidi override or zero-width character in the output reached the terminal raw in the printed JSON (a
     U+202E in a tool name reversed the rest of the line as shown); it is JSON's own escape now, the same JSON."""

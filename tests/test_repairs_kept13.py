@@ -9,6 +9,9 @@ import json
 import pytest
 
 from core.chat.casefiles import parse_case
+from core.chat.pipeline import build_chat_parser
+from core.chat.request import ChatRequest
+from core.jinja.template import ChatTemplate
 from core.chat.char_audit import audit_parse
 from core.chat.realset import load_cases
 
@@ -66,6 +69,18 @@ def test_call_without_its_args_separator_is_content_without_the_repair(case_id):
         _, msg = _parse(case_id, **kw)
         assert not msg.tool_calls and msg.content == CASES[case_id].output
         assert "args-separator-omitted" not in _names(msg)
+
+
+def test_the_repair_leaves_the_grammar_byte_identical():
+    """The separator was made a choice in the tree as it was built, so the GBNF at improved wrapped it in
+    parentheses (`("<tool_sep:opensource>")`) where the repair switched off writes it bare; widened once the tree
+    is built, as the other tolerance repairs are, the grammar is the same text."""
+    case = CASES["kept14-sglang-hunyuan-hy4-format-without-tool-separator"]
+    template = ChatTemplate((TEMPLATES / case.template).read_text(encoding="utf-8"), case.template)
+    grammars = [build_chat_parser(template, ChatRequest.from_dict(case.request), fidelity="improved",
+                                  disabled_repairs=off).parser.grammar for off in ((), ("args-separator-omitted",))]
+    assert '"<tool_sep:opensource>"' in grammars[1]
+    assert grammars[0] == grammars[1]
 
 
 def test_call_with_its_separator_does_not_fire_the_repair():

@@ -12,7 +12,7 @@
   input one character at a time, the last step parsed with the case's ``is_partial``), or
   ``{"id", "error": "..."}``; then the score against each case's ``expect`` on stderr
   (:mod:`core.chat.conformance`); exit status 1 when the pass rate is below ``--min``, 2 (an error) when the
-  file holds no case.
+  file holds no case, or with ``--min`` when no case holds an ``expect`` to compare.
 
 Every failure prints a one-line error naming the input (exit status 2) instead of a traceback.
 """
@@ -171,6 +171,10 @@ def _cmd_conform(args: argparse.Namespace) -> int:
     if not summary.total:
         # (a score of 0/0 would read as 100 % passed: a wrong path or an emptied file must not pass a --min gate)
         raise RequestFileError(args.cases, "holds no case (no JSON object on any line)", kind="cases file")
+    if minimum is not None and not summary.compared:
+        # (rows without expect are run but not scored: 0/0 must not pass the gate either)
+        raise RequestFileError(args.cases, f"no case holds 'expect' ({summary.total} run, none compared), so "
+                               "none can be held to --min", kind="cases file")
     if not args.quiet:
         # case ids and expected values are the cases file's text
         print(escape_invisible("\n".join(summary.lines(args.show))), file=sys.stderr)

@@ -92,7 +92,8 @@ class ConformSummary:
             out.append(f"  … and {len(self.failures) - show} more failing case(s)")
         if self.total > n:
             out.append(f"{self.total - n} case(s) without 'expect' were run but not compared")
-        out.append(f"cases passed: {self.passed}/{n} = {100.0 * self.rate:.1f}%")
+        out.append(f"cases passed: {self.passed}/{n} = {100.0 * self.rate:.1f}%" if n
+                   else "cases passed: 0/0 (none compared)")
         return out
 
 

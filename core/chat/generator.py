@@ -1302,8 +1302,9 @@ class _Gen:
             sep = p.literal(fn.args_separator)
             if ARGS_SEPARATOR_OMITTED in p.repairs and after_name:
                 # repair args-separator-omitted: the name followed at once by the first argument's marker or
-                # the call's closer (a longer declared name never matches: the marker must come next)
-                sep = p.choice(sep, p.repair(ARGS_SEPARATOR_OMITTED, p.peek(
+                # the call's closer (a longer declared name never matches: the marker must come next); widened
+                # once the tree is built, so the grammar stays byte-identical to llama.cpp's
+                p.late.append(lambda: p.widen_late(sep, ARGS_SEPARATOR_OMITTED, lambda _: p.peek(
                     p.choice(*(p.literal(m) for m in after_name)))))
             open_ = open_ + p.space() + sep
         matched_atomic = True
