@@ -12,30 +12,17 @@ from core.chat.casefiles import parse_case
 from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest
 from core.jinja.template import ChatTemplate
-from core.chat.char_audit import audit_parse
-from core.chat.realset import load_cases
 
 from .conftest import ROOT, TEMPLATES
-from .test_reasoning_repairs import _names, _streamed
+from .repair_checks import calls, cases_of, check_streams, parse_in
+from .test_reasoning_repairs import _names
 
-CASES = {c.id: c for name in ("real_outputs_kept13", "real_outputs_kept14", "real_outputs_kept15")
-         for c in load_cases(str(ROOT / "tests" / "data" / name))}
+CASES = cases_of("real_outputs_kept13", "real_outputs_kept14", "real_outputs_kept15")
+_calls, _check_streams = calls, check_streams
 
 
 def _parse(case_id: str, fidelity: str = "improved", disabled=(), output: str | None = None):
-    case = CASES[case_id]
-    return parse_case(str(TEMPLATES), case.template, case.request, case.output if output is None else output,
-                      fidelity, disabled_repairs=disabled)
-
-
-def _calls(msg) -> list[tuple[str, dict]]:
-    return [(c.name, json.loads(c.arguments)) for c in msg.tool_calls]
-
-
-def _check_streams(parser, output: str, msg) -> None:
-    assert not audit_parse(parser, output, msg).lost()
-    for size in (1, 3, 17, len(output)):
-        assert _streamed(parser, output, size).to_openai() == msg.to_openai()
+    return parse_in(CASES, case_id, fidelity, disabled, output)
 
 
 # -- args-separator-omitted (Hy v4: no <tool_sep:opensource> after the name) -------------------------------------

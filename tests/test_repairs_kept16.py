@@ -4,36 +4,17 @@ switchable and that the llama.cpp fidelity reads the output as before."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from core.chat.casefiles import parse_case
-from core.chat.char_audit import audit_parse
-from core.chat.realset import load_cases
+from .repair_checks import calls, cases_of, check_streams, parse_in
 
-from .conftest import ROOT, TEMPLATES
-from .test_reasoning_repairs import _streamed
-
-CASES = {c.id: c for name in ("real_outputs_kept14", "real_outputs_kept16", "real_outputs_kept17",
-                              "real_outputs_kept18", "real_outputs_kept19")
-         for c in load_cases(str(ROOT / "tests" / "data" / name))}
+CASES = cases_of("real_outputs_kept14", "real_outputs_kept16", "real_outputs_kept17",
+                  "real_outputs_kept18", "real_outputs_kept19")
+_calls, _check_streams = calls, check_streams
 
 
 def _parse(case_id: str, fidelity: str = "improved", disabled=(), output: str | None = None):
-    case = CASES[case_id]
-    return parse_case(str(TEMPLATES), case.template, case.request, case.output if output is None else output,
-                      fidelity, disabled_repairs=disabled)
-
-
-def _calls(msg) -> list[tuple[str, dict]]:
-    return [(c.name, json.loads(c.arguments)) for c in msg.tool_calls]
-
-
-def _check_streams(parser, output: str, msg) -> None:
-    assert not audit_parse(parser, output, msg).lost()
-    for size in (1, 3, 17, len(output)):
-        assert _streamed(parser, output, size).to_openai() == msg.to_openai()
+    return parse_in(CASES, case_id, fidelity, disabled, output)
 
 
 # -- section-per-call (MiniMax-M2: one <minimax:tool_call> section per call) ----------------------------------------
