@@ -2326,3 +2326,27 @@ def test_an_omitted_opener_wins_over_the_wrapper_standing_in_its_place():
     # Hy v4's markers are the template's own: the missing `<tool_sep:opensource>` is the fault, not a wrapper
     _ex, tg = _run(_row("kept15.jsonl", "kept13-vllm-hy-v4-value-coercion-s-beijing"))
     assert tg.mistake == Mistake.OMITTED_MARKER and "but not `<tool_sep:opensource>`" in tg.evidence[-1]
+
+
+@pytest.mark.parametrize("case_id, edits", [
+    # Qwen3-Coder's last value runs on into `</tool_call>`: the closers the render writes before it, put in
+    ("kept19-mlxomni-qwen3moe-malformed-xml", [("insert", "</parameter>\n</function>\n")]),
+    # GLM-4.5's last `<arg_value>` unclosed, a line break before `</tool_call>`: the closer in place of it
+    ("kept19-mlxomni-glm45-malformed-xml", [("replace", "</arg_value>")]),
+    # Gemma 4's two calls in one block: closer and opener at the place the second call starts
+    ("kept19-vllmmlx-gemma4-multiple-calls-one-block", [("insert", "<tool_call|><|tool_call>")]),
+    # Llama 3.1's call inside `<response>` … `</response>` with "arguments": both halves deleted, the key renamed
+    ("kept19-mlxomni-llama3-invalid-responses-3", [("delete", ""), ("delete", ""), ("replace", '"parameters"')]),
+])
+def test_nearest_output_edit_kinds_of_the_stop_point_and_the_render(case_id, edits):
+    _ex, tg = _run(_row("kept22.jsonl", case_id))
+    assert tg.nearest is not None
+    assert [(e.kind, e.new) for e in tg.nearest.edits] == edits
+    assert tg.nearest.message.get("tool_calls")
+
+
+def test_nearest_output_deletes_the_text_after_the_call_where_the_output_should_end():
+    # Llama 3.1: `Here is the result: {…} Would you like to know more?` — the text after the call, with its space
+    _ex, tg = _run(_row("kept21.jsonl", "kept18-aphrodite-llama3-json-simple-surrounding-text"))
+    assert [(e.kind, e.old) for e in tg.nearest.edits] == [("delete", " Would you like to know more?")]
+    assert tg.nearest.message["content"] == "Here is the result: "
