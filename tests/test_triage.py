@@ -261,7 +261,7 @@ SCORES = {
     # the labelling guide: three rows relabelled — Qwen 3.5's `<think>` written again before a compact call re-opened
     # reasoning (steps 3 before 4, both rows), Muse Glimmer's repeated `<|start|>assistant` header a repeated prompt
     # tail: (34, 32, 3, 9) on the rules as they stood, (35, 32, 3, 9) on the rules that follow the guide
-    "kept13.jsonl": {"dev": (35, 32, 6, 9)},
+    "kept13.jsonl": {"dev": (35, 32, 4, 9)},
     # kept aside, public reports on agents and clients: first run (7, 11, 4, 6), at the labelled commit
     # (docs/explain.md "Sixteenth batch"); unchanged by the thirteenth round's rules and the kept10 repairs,
     # written without it; dev since the fourteenth round: a bare Qwen2.5-Coder JSON call an omitted opener, the two
@@ -326,7 +326,8 @@ SCORES = {
     # kept aside: first run at the labelled commit (docs/explain.md "Twenty-sixth batch"); the cause misses are
     # GLM-4.5's unclosed value named cut short and GLM-4.5's text between the calls named trailing text (the label
     # takes the line breaks first, by position)
-    "kept24.jsonl": {"kept24": (17, 19, 6, 11)},
+    # (nearest 6 -> 7 with the nearest-output search's new edit kinds, measured by this test only; the rows unread)
+    "kept24.jsonl": {"kept24": (17, 19, 7, 11)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
@@ -643,8 +644,9 @@ AGREEMENT = {
     # kept aside, both labellers following the guide: kept19 (11 rows), kept20 (10: its three NONE / TRAILING_TEXT
     # rows split on the guide's clarification about the turn's end token, added between its two labellers), kept21
     # (12), kept22 (30)
-    "kept19-kept22": {"labellers": (57, 63), "within_second": (59, 63), "triage_first": (39, 63), "triage_second": (42, 63),
-              "triage_either": (43, 63), "consensus_cause": (38, 57), "consensus_both": (37, 57)},
+    # (+1 each triage figure: kept22's Qwen3-Coder row named OMITTED_CLOSER from its new one-edit nearest output)
+    "kept19-kept22": {"labellers": (57, 63), "within_second": (59, 63), "triage_first": (40, 63), "triage_second": (43, 63),
+              "triage_either": (44, 63), "consensus_cause": (39, 57), "consensus_both": (38, 57)},
     # kept aside, both labellers following the guide, measuring the round of rules written from kept19 … kept22:
     # kept23 (21 rows), kept24 (19); first measure, on the rules before that round
     "kept23-kept24": {"labellers": (35, 40), "within_second": (40, 40), "triage_first": (31, 40),
@@ -2322,7 +2324,8 @@ def test_an_omitted_opener_wins_over_the_wrapper_standing_in_its_place():
     # goose#2926: Qwen2.5's JSON call in a ```json fence where the template writes `<tool_call>` (step 4)
     _ex, tg = _run(_row("kept17.jsonl", "kept17-goose-2926-qwen25coder-32b-fenced-json-call-in-prose"))
     assert tg.mistake == Mistake.OMITTED_OPENER
-    assert "the template's opener `<tool_call>` is not written" in tg.evidence[-1]
+    # (the nearest output, found since it may delete the fence's halves, adds its other edits after this line)
+    assert any("the template's opener `<tool_call>` is not written" in e for e in tg.evidence), tg.evidence
     # Hy v4's markers are the template's own: the missing `<tool_sep:opensource>` is the fault, not a wrapper
     _ex, tg = _run(_row("kept15.jsonl", "kept13-vllm-hy-v4-value-coercion-s-beijing"))
     assert tg.mistake == Mistake.OMITTED_MARKER and "but not `<tool_sep:opensource>`" in tg.evidence[-1]

@@ -317,6 +317,11 @@ def _accepts(p: _Parsed, markers: list[str]) -> bool:
 # ------------------------------------------------------------------------------------------------ nearest
 
 
+def _marked(text: str, marks: list[str]) -> bool:
+    """Whether ``text`` holds a marker of the format or a special-token-shaped string."""
+    return any(m in text for m in marks) or bool(_SPECIAL_SHAPE.search(text))
+
+
 _END_OF_OUTPUT = "the end of the output"     # what a stop point expects where the output should end
 
 
@@ -368,11 +373,14 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                 m = _JSON_CALL_START.search(s, at, at + 4096)
                 nxts = [i for i in (s.find(o.strip(_WS), at, at + 4096) for o in ctx["openers"] if o.strip(_WS))
                         if i > at] + ([m.start()] if m else [])
-                if nxts:
+                # (prose only: text holding the format's markup is no text the model wrote instead of an end)
+                marks = [x for x in ctx["all_markers"] | set(ctx["markers"]) if x]
+                if nxts and not _marked(s[at:min(nxts)], marks):
                     out.append(Edit("delete", at, s[at:min(nxts)], ""))
                 ws0 = re.compile(r"[ \t\r\n]{1,40}$").search(s, max(0, at - 40), at)
                 a0 = ws0.start() if ws0 else at
-                out.append(Edit("delete", a0, s[a0:], ""))
+                if not _marked(s[a0:], marks):
+                    out.append(Edit("delete", a0, s[a0:], ""))
         fence = re.compile(r"\s{0,8}```").match(s, at)
         if fence:       # a Markdown fence the format has no place for (its opener is deleted below)
             out.append(Edit("delete", at, fence.group(0), ""))
