@@ -319,6 +319,14 @@ def _accepts(p: _Parsed, markers: list[str]) -> bool:
 # ------------------------------------------------------------------------------------------------ nearest
 
 
+def _marked(text: str, marks: list[str]) -> bool:
+    """Whether ``text`` holds a marker of the format or a special-token-shaped string."""
+    return any(m in text for m in marks) or bool(_SPECIAL_SHAPE.search(text))
+
+
+_END_OF_OUTPUT = "the end of the output"     # what a stop point expects where the output should end
+
+
 def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa: C901
     """Single edits to try on ``s`` (parsed as ``p``), most plausible first."""
     out: list[Edit] = []
@@ -360,6 +368,21 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                          or any(o.strip(_WS) and lead.startswith(o.strip(_WS)) for o in ctx["openers"])):
                 # after the complete calls: another call, or an end token and what followed it — one deletion
                 out.append(Edit("delete", at, rest, ""))
+            elif lead and _END_OF_OUTPUT in p.expected:
+                # the parser wanted the output to end after the calls: the text written after them, deleted with
+                # the whitespace before it (a parse waits on after trailing whitespace for another call)
+                # (up to the next call when one follows: the text between two calls, not the call after it)
+                m = _JSON_CALL_START.search(s, at, at + 4096)
+                nxts = [i for i in (s.find(o.strip(_WS), at, at + 4096) for o in ctx["openers"] if o.strip(_WS))
+                        if i > at] + ([m.start()] if m else [])
+                # (prose only: text holding the format's markup is no text the model wrote instead of an end)
+                marks = [x for x in ctx["all_markers"] | set(ctx["markers"]) if x]
+                if nxts and not _marked(s[at:min(nxts)], marks):
+                    out.append(Edit("delete", at, s[at:min(nxts)], ""))
+                ws0 = re.compile(r"[ \t\r\n]{1,40}$").search(s, max(0, at - 40), at)
+                a0 = ws0.start() if ws0 else at
+                if not _marked(s[a0:], marks):
+                    out.append(Edit("delete", a0, s[a0:], ""))
         fence = re.compile(r"\s{0,8}```").match(s, at)
         if fence:       # a Markdown fence the format has no place for (its opener is deleted below)
             out.append(Edit("delete", at, fence.group(0), ""))
@@ -414,6 +437,17 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
     m = re.search(r"```\w{0,16}\n", s)
     if m:
         out.append(Edit("delete", m.start(), m.group(0), ""))
+    if p.message.tool_calls and p.stop < 0 and not p.clean:
+        # the calls read by a route that is not the format's own (text before the call where the call turn
+        # starts with it): the text before the first call start, deleted
+        m = _JSON_CALL_START.search(s, 0, 4096)
+        firsts = [i for i in (s.find(o.strip(_WS), 0, 4096) for o in ctx["openers"] if o.strip(_WS)) if i >= 0]
+        i = min(firsts + ([m.start()] if m else []), default=-1)
+        if i > 0 and s[:i].strip(_WS):
+            out.append(Edit("delete", 0, s[:i], ""))
+    hint = ctx.get("stop_hint")
+    if p.message.tool_calls and p.stop < 0 and hint and hint[0] == s:
+        out.extend(_closer_then_opener(s, hint[1], _literals(hint[2]), ctx))
     if p.message.tool_calls and p.stop < 0:
         m = _SPECIAL_SHAPE.search(p.message.content or "")
         i = s.find(m.group(0)) if m else -1
@@ -431,6 +465,7 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             if i > 0:
                 out.append(Edit("insert", i, "", ws))
     if p.truncated or (p.stop < 0 and not p.message.tool_calls):
+        out.extend(_closers_before_last(s, ctx))
         if "rendered_closers" not in ctx:
             ctx["rendered_closers"] = _closers_as_rendered(ctx.get("setup"), ctx)
         ctx["spaced_closers"] = list(dict.fromkeys(ctx.get("spaced_closers", []) + ctx["rendered_closers"]))
@@ -455,6 +490,106 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             seen.add(k)
             uniq.append(e)
     return uniq[:8]
+
+
+_CLOSE_TAG = re.compile(r"</([A-Za-z_][\w:\-]{0,40})>")
+_TAIL_FILL = "zqv0x"     # an argument value no template writes, so the render can be cut after it
+
+
+def _call_tail(ctx: dict[str, Any]) -> str:
+    """What the template's render of a call writes after its last argument value (Qwen3-Coder's
+    ``\n</parameter>\n</function>\n</tool_call>…``); one render per triage, ``""`` when it does not render."""
+    if "call_tail" not in ctx:
+        tail = ""
+        if ctx.get("setup") is not None and ctx["names"]:
+            render = _rendered_call(ctx["setup"], ctx["names"][0], {"a": _TAIL_FILL})
+            i = render.rfind(_TAIL_FILL)
+            tail = render[i + len(_TAIL_FILL):] if i >= 0 else ""
+        ctx["call_tail"] = tail
+    return ctx["call_tail"]
+
+
+def _closers_before_last(s: str, ctx: dict[str, Any]) -> list[Edit]:
+    """A value that runs on into the call's last closer (``fahrenheit\n</tool_call>``, the parse waiting for
+    the value's end): the closers the render writes between a value and that closer, put in before it as one edit
+    (and in place of the whitespace there, when the render writes none)."""
+    tail = _call_tail(ctx)
+    body = s.rstrip(_WS)
+    out: list[Edit] = []
+    for c in ctx["closers"][:2]:
+        j = tail.find(c) if c else -1
+        if j <= 0 or not body.endswith(c):
+            continue
+        piece = tail[:j]
+        i = len(body) - len(c)
+        if not piece.strip(_WS) or body[:i].rstrip(_WS).endswith(piece.strip(_WS)):
+            continue
+        op = max((s.rfind(o.strip(_WS), 0, i) for o in ctx["openers"] if o.strip(_WS)), default=-1)
+        if op < 0 or c in s[op:i]:     # the value runs on only when the call's closer ends it, written once
+            continue
+        tag = _CLOSE_TAG.search(piece)
+        if tag and s.rfind("</" + tag.group(1) + ">", 0, i) > s.rfind("<" + tag.group(1), 0, i):
+            continue                   # the last value's own closer is written: no value runs on
+        ws = re.compile(r"[ \t\r\n]{0,8}$").search(s, max(0, i - 8), i)
+        lead = ws.group(0) if ws else ""
+        if lead and piece.startswith(lead):
+            out.append(Edit("insert", i, "", piece[len(lead):]))
+            continue
+        if lead:
+            out.append(Edit("replace", i - len(lead), lead, piece))
+        out.append(Edit("insert", i, "", piece))
+    return out
+
+
+def _closer_then_opener(s: str, at: int, lits: list[str], ctx: dict[str, Any]) -> list[Edit]:
+    """Two calls written in one call block (``…}call:glob{…}``): where the parser wanted a closer of the format
+    and the text there starts as the template's render of a call starts after its opener, the closer and the
+    opener put in at that one place (one edit)."""
+    if not 0 <= at < len(s):
+        return []
+    render = _rendered_call(ctx["setup"], ctx["names"][0], {"a": _TAIL_FILL}) \
+        if ctx.get("setup") is not None and ctx["names"] else ""
+    out: list[Edit] = []
+    for op in ctx["openers"][:2]:
+        core_ = op.strip(_WS)
+        i = render.find(core_) if core_ else -1
+        if i < 0:
+            continue
+        body = render[i + len(core_):]
+        k = min((body.find(n) for n in ctx["names"] if n in body), default=-1)
+        head = body[:k] if k >= 0 else ""
+        if not head.strip(_WS) or not s.startswith(head.strip(_WS), at + len(s[at:]) - len(s[at:].lstrip(_WS))):
+            continue
+        for lit in lits[:2]:
+            if lit.strip(_WS) in ctx["all_markers"] and lit.strip(_WS) != core_:
+                out.append(Edit("insert", at, "", lit + core_))
+    return out
+
+
+_WRAP_HEAD = re.compile(r"[ \t\r\n]{0,8}(?:<([A-Za-z_][\w\-]{0,40})>|```[\w\-]{0,16})[ \t\r\n]{0,200}")
+_WRAP_TAIL = re.compile(r"[ \t\r\n]{0,200}(?:</([A-Za-z_][\w\-]{0,40})>|```)[ \t\r\n]{0,8}")
+
+
+def _wrapper_pair(s: str, ctx: dict[str, Any]) -> list[Edit]:
+    """A JSON call object alone inside a pair no render writes (``<response>`` … ``</response>``, a Markdown
+    fence): the pair's two halves deleted (two edits), when neither half is a marker of the format."""
+    m = _JSON_CALL_START.search(s, 0, 256)
+    if not m:
+        return []
+    head = _WRAP_HEAD.fullmatch(s, 0, m.start())
+    if not head:
+        return []
+    try:
+        _obj, end = json.JSONDecoder().raw_decode(s, m.start())
+    except ValueError:
+        return []
+    tail = _WRAP_TAIL.fullmatch(s, end)
+    if not tail or (head.group(1) or None) != (tail.group(1) or None):
+        return []
+    marks = ctx["all_markers"] | set(ctx["markers"])
+    if any(x.strip(_WS) in marks for x in (head.group(0), tail.group(0))):
+        return []
+    return [Edit("delete", 0, head.group(0), ""), Edit("delete", end - head.end(), tail.group(0), "")]
 
 
 def _closers_as_rendered(setup: _Setup | None, ctx: dict[str, Any]) -> list[str]:
@@ -633,19 +768,34 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
     if stop is not None and start.stop < 0 and not start.message.tool_calls and 0 <= stop.output_pos < len(output):
         # the content route read the whole output; the call route's furthest point is where an edit belongs
         start = replace(start, stop=stop.output_pos, expected=list(stop.expected))
+    if stop is not None and start.stop < 0 and start.message.tool_calls and 0 <= stop.output_pos < len(output):
+        # calls read and text left after them: where the call route stopped is where a call-joining edit belongs
+        ctx["stop_hint"] = (output, stop.output_pos, list(stop.expected))
     frontier: list[tuple[list[Edit], str, _Parsed]] = [([], output, start)]
     seen = {output}
     for _depth in range(MAX_EDITS):
         nxt: list[tuple[int, list[Edit], str, _Parsed]] = []
+        kept: list[tuple[list[Edit], str, _Parsed]] = []
         for edits, s, p in frontier:
-            for e in _candidates(s, p, ctx):
+            groups = [[e] for e in _candidates(s, p, ctx)]
+            if not edits and not p.message.tool_calls:
+                pair = _wrapper_pair(s, ctx)
+                if pair:
+                    groups.append(pair)
+            for group in groups:
+                if len(edits) + len(group) > MAX_EDITS:
+                    continue
+                e = group[0]
                 if e.kind == "insert" and e.new.strip(_WS) == "," and _CLOSING.match(s, e.pos):
                     # a lone separator before a closing bracket is no model's mistake (a grammar may accept the
                     # trailing comma): the member the grammar wants after it is what was left out
                     e = _member_insert(setup, s, e.pos, budget)
                     if e is None:
                         continue
-                t = e.apply(s)
+                    group = [e]
+                t = s
+                for g in group:
+                    t = g.apply(t)
                 if t in seen:
                     continue
                 seen.add(t)
@@ -656,16 +806,21 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
                 except Exception:  # noqa: BLE001
                     continue
                 if _accepts(q, ctx["markers"]):
-                    return edits + [e], q
+                    return edits + group, q
+                if len(group) > 1:
+                    # a wrapper taken off whole: the call inside is what the next edit works on, however far
+                    # the parse of it gets
+                    kept.append((edits + group, t, q))
+                    continue
                 # progress: how far the parse got (a clean parse with calls got all the way; one step from done)
                 # (a parse that reads to the end and waits for more got past any stop inside the output)
                 progress = q.stop if q.stop >= 0 else (len(t) + 1 if q.message.tool_calls else
                                                        len(t) if q.truncated else -1)
                 base = p.stop if p.stop >= 0 else -1
                 if progress > base or (q.message.tool_calls and not p.message.tool_calls):
-                    nxt.append((progress, edits + [e], t, q))
+                    nxt.append((progress, edits + group, t, q))
         nxt.sort(key=lambda x: -x[0])
-        frontier = [(e, t, q) for _pr, e, t, q in nxt[:3]]
+        frontier = [(e, t, q) for _pr, e, t, q in nxt[:3]] + kept[:1]
         if not frontier:
             return None
     return None
@@ -1800,10 +1955,11 @@ def _token_before_step5(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, c
 
 def _closer_omitted(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
                     ) -> tuple[Mistake, str] | None:
-    """Another format named with no evidence of its own, where every piece of the template's call is written
-    (nothing absent, nothing foreign) and the parse stopped at the call's closer with a next call begun there
-    (:func:`_closer_before_next_call`): the omitted closer, first by position. None otherwise (no parse)."""
-    if mistake != Mistake.TEMPLATE_MODEL_MISMATCH or ctx.get("specific"):
+    """Another format (or an omitted marker, which the nearest output's closer-and-opener insert names) given with no
+    evidence of its own, where every piece of the template's call is written (nothing absent, nothing foreign) and the
+    parse stopped at the call's closer with a next call begun there (:func:`_closer_before_next_call`): the omitted
+    closer, first by position. None otherwise (no parse)."""
+    if mistake not in (Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.OMITTED_MARKER) or ctx.get("specific"):
         return None
     rel = _call_relation(setup, bundle, ex, ctx)
     if rel is None or rel.relation != Relation.ALTERED or rel.absent or rel.foreign \
