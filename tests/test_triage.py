@@ -2268,9 +2268,9 @@ def test_the_fourteenth_rounds_rules(set_name, case_id, mistake, said, change):
     ("kept21.jsonl", "kept18-aphrodite-step3p5-streaming-multi-token-chunk-boundary", Mistake.OMITTED_MARKER,
      "read with `state` not required the output still does not parse clean; with the whitespace",
      {"repairs": ["missing-required-argument", "tag-whitespace"]}),
-    # a closer written last: not cut
+    # a closer written last: not cut (the one-edit nearest output names the closers left out before it)
     ("kept22.jsonl", "kept19-mlxomni-qwen3moe-malformed-xml", Mistake.OMITTED_CLOSER,
-     "the output ends with `</tool_call>`, the closer the template writes after `</parameter>`, `</function>`", None),
+     "the model omitted `</parameter>↵</function>` before `</tool_call>`", None),
     # whitespace added inside the markup
     ("kept22.jsonl", "kept19-mlxomni-qwen3moe-tool-call-with-whitespace", Mistake.OMITTED_MARKER,
      "the markup is the template's but for that whitespace", {"repairs": ["tag-whitespace"]}),
