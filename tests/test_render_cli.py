@@ -60,3 +60,19 @@ def test_a_tool_name_with_bidi_characters_is_printed_escaped(tmp_path) -> None:
                         "--request", str(path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "<name>get_weather\\u202e</name>" in p.stdout and "\u202e" not in p.stdout
+
+
+def test_render_passes_the_requests_chat_template_kwargs_as_a_server_does(tmp_path) -> None:
+    # DeepSeek V3.1 reads its thinking switch from chat_template_kwargs {"thinking": …}: the render (the labelling
+    # guide's step 0) must show the prompt explain parses against, not the template's default
+    dsv31 = str(TEMPLATES / "deepseek-ai-DeepSeek-V3.1.jinja")
+    ends = {}
+    for thinking in (False, True):
+        req = tmp_path / f"thinking-{thinking}.json"
+        req.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}],
+                                   "chat_template_kwargs": {"thinking": thinking}}), encoding="utf-8")
+        p = _run(dsv31, "--request", str(req))
+        assert p.returncode == 0, p.stderr
+        ends[thinking] = p.stdout
+    assert ends[False].endswith("<｜User｜>hi<｜Assistant｜><think></think>"), ends[False][-60:]
+    assert ends[True].endswith("<｜User｜>hi<｜Assistant｜><think>")

@@ -11,9 +11,10 @@ from ..errors import ChatTemplateExplorerError, RequestError, TemplateLoadError
 
 
 def render_conversation(source: str, name: str, messages: Any, tools: Any = None, *,
-                        add_generation_prompt: bool = True, enable_thinking: bool = True) -> str:
+                        add_generation_prompt: bool = True, enable_thinking: bool = True,
+                        chat_template_kwargs: dict[str, Any] | None = None) -> str:
     """The text ``source`` renders for ``messages`` (a list of message objects) and ``tools`` (a list, or
-    None). Raises :class:`~core.errors.RequestError` naming the field for a malformed conversation,
+    None), with the request's ``chat_template_kwargs`` in the template's context as a server passes them. Raises :class:`~core.errors.RequestError` naming the field for a malformed conversation,
     :class:`~core.errors.TemplateLoadError` for an empty template, and the template's syntax / render errors."""
     from ..jinja.template import ChatTemplate, apply_template
     from .prompt import extra_context
@@ -27,14 +28,16 @@ def render_conversation(source: str, name: str, messages: Any, tools: Any = None
         raise RequestError("tools", "must be a list of tool objects (or empty)")
     request = ChatRequest.from_dict({"messages": messages, "tools": tools or None,
                                      "enable_thinking": enable_thinking,
-                                     "add_generation_prompt": add_generation_prompt})
+                                     "add_generation_prompt": add_generation_prompt,
+                                     "chat_template_kwargs": dict(chat_template_kwargs or {})})
     return apply_template(ChatTemplate(source, name), messages, tools or None,
                           add_generation_prompt=add_generation_prompt, enable_thinking=enable_thinking,
                           extra_context=extra_context(request))
 
 
 def render_located(source: str, name: str, messages: Any, tools: Any = None, *, add_generation_prompt: bool = True,
-                   enable_thinking: bool = True) -> tuple[str | None, Any]:
+                   enable_thinking: bool = True, chat_template_kwargs: dict[str, Any] | None = None
+                   ) -> tuple[str | None, Any]:
     """:func:`render_conversation`, with a template's syntax or render error returned as ``(None,``
     :class:`~core.lint.locate.ErrorLocation` ``)`` — located where it happened (in a worker process the traceback
     that holds the line is gone once the error is sent back). ``(text, None)`` on success; a malformed
@@ -43,7 +46,7 @@ def render_located(source: str, name: str, messages: Any, tools: Any = None, *, 
 
     try:
         return render_conversation(source, name, messages, tools, add_generation_prompt=add_generation_prompt,
-                                   enable_thinking=enable_thinking), None
+                                   enable_thinking=enable_thinking, chat_template_kwargs=chat_template_kwargs), None
     except (RequestError, TemplateLoadError):
         raise
     except ChatTemplateExplorerError as e:

@@ -2665,8 +2665,11 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
             "found it in no role (reasoning, content or call marker) — a gap of the analysis, not a statement about "
             "the template" + ("; comparisons that came back empty: " + "; ".join(empty) if empty else "")]
     if Cause.OTHER_MARKER in causes and tok:
-        whole = next((m for m in sorted(ctx["all_markers"] | set(ctx["markers"])) if m not in out
-                      and _inserted_piece(Edit("replace", 0, tok.group(0), m))), "")
+        own = ctx["all_markers"] | set(ctx["markers"])
+        # (a marker of the template's own written where another belongs is no misspelling of that other marker:
+        # DeepSeek V3.1's call opener with the section opener before it left out)
+        whole = "" if tok.group(0) in own else next(
+            (m for m in sorted(own) if m not in out and _inserted_piece(Edit("replace", 0, tok.group(0), m))), "")
         if whole:
             # one of the template's own markers with a piece left out: a slip of its markup, not a wrapper
             piece = _inserted_piece(Edit("replace", 0, tok.group(0), whole))
@@ -5470,8 +5473,8 @@ _WHY = {
                                      "(skip_special_tokens=false); the stripped text cannot be re-parsed as is",
     Mistake.TOOLS_NOT_SENT: "the request carries no tools, and the printed call is not complete enough to parse: "
                             "send the tools and re-run the model",
-    Mistake.CALL_ID_SHAPE: "the call id is not the template's shape and the call's arguments are not complete: "
-                           "only the model's output can change",
+    Mistake.CALL_ID_SHAPE: "the call id is not the template's shape and no repair of ours reads an id of that shape "
+                           "to the message asked for: only the model's output (or a new repair) can change it",
     Mistake.TRAILING_TEXT: "the format, as requested, allows nothing after the call it reads; accepting text there "
                            "needs a new repair",
     Mistake.OMITTED_OPENER: "no repair reads a call without its opener in this format (nor one whose opener "

@@ -77,7 +77,8 @@ def _cmd_render(args: Any) -> int:
     template = load(args.file, args.variant, request)
     agp = request.add_generation_prompt and not args.no_generation_prompt
     text, where = render_located(template.source, template.name, request.messages, request.tools or None,
-                                 add_generation_prompt=agp, enable_thinking=request.enable_thinking)
+                                 add_generation_prompt=agp, enable_thinking=request.enable_thinking,
+                                 chat_template_kwargs=request.chat_template_kwargs)
     if text is None:
         raise ChatTemplateExplorerError(f"{template.name}: {where.headline()}")
     sys.stdout.write(escape_invisible(text))   # exactly the render (no newline added), bidi characters escaped
