@@ -97,7 +97,7 @@ def test_action_block_after_text_is_read(case_id):
     case = CASES[case_id]
     output = case.output
     assert msg.content == ACTION_AFTER_TEXT_CASES[case_id]
-    assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == [
+    assert _calls(msg) == [
         (c["function"]["name"], json.loads(c["function"]["arguments"])) for c in case.expect["tool_calls"]]
     fired = [(r.start, r.end) for r in msg.repairs if r.name == "action-after-text"]
     block = (output.index("<|START_ACTION|>"), output.index("<|END_ACTION|>") + len("<|END_ACTION|>"))
@@ -137,7 +137,7 @@ def test_collapsed_or_marked_tag_space_is_read(case_id):
     parser, msg = _parse(case_id)
     case = CASES[case_id]
     output = case.output
-    assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == [
+    assert _calls(msg) == [
         (c["function"]["name"], json.loads(c["function"]["arguments"])) for c in case.expect["tool_calls"]]
     assert not msg.content.strip()
     fired = [output[r.start:r.end] for r in msg.repairs if r.name == "tag-attribute-space"]

@@ -2353,9 +2353,6 @@ def test_the_labelling_guides_causes_are_named_documented_and_say_what_a_maintai
 # The labelling guide's decision order (docs/explain.md "Labelling guide: a decision order"), on dev rows the guide
 # relabelled: each new reading from the parse, the analysis and the template's renders, never a family name
 
-def _row(set_name: str, case_id: str) -> dict:
-    return next(c for c in SETS[set_name] if c["id"] == case_id)
-
 
 def test_relabelled_rows_keep_the_label_the_second_labeller_saw_and_say_which_step_decided():
     rows = [c for cases in SETS.values() for c in cases if "cause_before_guide" in c]

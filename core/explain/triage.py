@@ -1985,6 +1985,7 @@ def _closer_before_next_call(rel: CallRelation, ex: Any) -> str:
     return (f"where the template writes {_q(closer)} to end the call, the output begins another with {_q(opener)}: "
             f"the model left the call's closer {_q(closer)} out before it (not another format)")
 
+
 _TEXT_FILL = "zqt0x"      # a reply text no template writes, so the render shows where it goes
 
 
@@ -2000,16 +2001,15 @@ def _writes_text_before_call(setup: _Setup, call: dict[str, Any]) -> bool:
         args = {}
     msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _TEXT_FILL, "tool_calls": [
         {"type": "function", "id": "call_1", "function": {"name": name, "arguments": args}}]}]
-    tools = list(setup.request.tools or [])
-    for render in (lambda: apply_template(setup.template, msgs, tools, add_generation_prompt=False),
-                   lambda: _llama_render(setup.template, chat_globals(msgs, tools, False), template_tracebacks=False)):
+    for render in _renderers(setup):
         try:
-            text = render()
+            text = render(msgs, False)
         except Exception:  # noqa: BLE001 - this dialect does not render the turn: the next one
             continue
         at, named = text.find(_TEXT_FILL), text.rfind(name) if name else -1
         return 0 <= at and (named < 0 or at < named)
     return False
+
 
 def _analysis_misread(ex: Any, bundle: Any) -> str:
     """The analysis' call markers, said as evidence, when it found a tool format of its own (read by the
@@ -3700,6 +3700,15 @@ def _learned_separator(setup: _Setup, edits: list[Edit], out: str, ctx: dict[str
             "template does not write — a gap of the analysis, not a slip of the model")
 
 
+def _renderers(setup: _Setup) -> tuple[Callable[[list[dict[str, Any]], bool], str], ...]:
+    """The template's render of ``(messages, add_generation_prompt)`` with the request's tools, in the transformers
+    dialect, then in llama.cpp's (``list.append`` works there): a turn one refuses may render in the other."""
+    tools = list(setup.request.tools or [])
+    return (lambda messages, gen: apply_template(setup.template, messages, tools, add_generation_prompt=gen),
+            lambda messages, gen: _llama_render(setup.template, chat_globals(messages, tools, gen),
+                                                template_tracebacks=False))
+
+
 def _rendered_call(setup: _Setup, name: str, args: dict[str, str], copies: int = 1) -> str:
     """The text the template renders for an assistant turn holding one call of ``name`` with ``args`` (after
     what a user turn with the generation prompt renders), or ``""`` when it does not render. Tried in the
@@ -3714,17 +3723,7 @@ def _rendered_turns(setup: _Setup, name: str, args: dict[str, Any], copies: int 
     content and no call (None when it does not render or without ``plain``; ``""`` when it writes nothing after
     the generation prompt), and the call turn with reasoning (``""`` when it does not render or without
     ``plain``)."""
-    from ..jinja.llama import render as llama_render
-    from ..jinja.template import apply_template, chat_globals
-
-    tools = list(setup.request.tools or [])
     user = [{"role": "user", "content": "hi"}]
-
-    def hf(messages: list[dict[str, Any]], gen: bool) -> str:
-        return apply_template(setup.template, messages, tools, add_generation_prompt=gen)
-
-    def llama(messages: list[dict[str, Any]], gen: bool) -> str:
-        return llama_render(setup.template, chat_globals(messages, tools, gen), template_tracebacks=False)
 
     def after(a: str, b: str) -> str:
         k = 0
@@ -3734,7 +3733,7 @@ def _rendered_turns(setup: _Setup, name: str, args: dict[str, Any], copies: int 
             k -= 1
         return b[k:]
 
-    for render in (hf, llama):
+    for render in _renderers(setup):
         for call_id in ("call_1", "123456789"):
             turn = user + [{"role": "assistant", "content": "", "tool_calls": [
                 {"type": "function", "id": call_id if not i else f"{call_id}{i}",
