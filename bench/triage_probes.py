@@ -92,7 +92,8 @@ def _reasoning(case: dict, start: str, ends: list[str]) -> dict[str, tuple[str, 
 def _end_token(t: ChatTemplate, req: ChatRequest) -> str:
     """The last control token the template's render of a call turn of ``special_function`` ends with (``<|im_end|>``,
     ``<|call|>``), or ``""`` when it ends with none."""
-    from core.explain.triage import _SPECIAL_SHAPE, _rendered_call
+    from core.explain.nearest import _SPECIAL_SHAPE
+    from core.explain.renders import _rendered_call
 
     render = _rendered_call(Setup(t, req, "llama.cpp", {}), "special_function", {"arg1": "V0"})
     end = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r"|\s)+$", render[render.find("V0") + 2:]) \

@@ -1,0 +1,832 @@
+"""The nearest accepted output (issue 26): the fewest edits of a model's output that make it parse.
+
+From the parse's stop point, a bounded search tries small edits of the *output* — insert what the parser expected
+there, delete what it could not place, replace a field name by the template's, insert the template's call opener
+where call-like text starts, close what was left open — up to :data:`MAX_EDITS`, and keeps the first set whose
+parse is clean, has calls and leaves no marker in content. The edits read as the model's mistake in one sentence
+(:func:`sentence_of`) and as a diff (:func:`diff_of`): found by construction, not guessed.
+
+Failure model: every candidate is one linear parse of the output, and the search shares a budget of parses,
+seconds and characters (:class:`_Budget`) with the fixes :mod:`core.explain.triage` ranks after it; when the budget
+runs out the search reports what it found so far (``budget_hit``), never a partial edit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..chat.repairs import TOLERANCE_REPAIRS
+from ..escapes import code_span
+from .model import MARKER_TOKEN as _TOKEN
+from .model import Setup as _Setup
+from .model import WS as _WS
+from .model import stop_point as _stop_point
+from .model import visible_text as _visible
+from .model import reasoning_markers
+from .renders import _rendered_call
+
+MAX_EDITS = 3
+MAX_PARSES = 40
+TIME_BUDGET = 1.2          # seconds for the nearest-output search and the fixes together
+TRIAGE_CHARS = 2 * 1024 * 1024   # characters the triage's parses may read in all (work linear in the output)
+_KEY_ALIASES = ("arguments", "parameters", "params", "args", "input")
+_JSON_CALL_START = re.compile(r'\{\s{0,40}"name"\s{0,8}:')
+_SPECIAL_SHAPE = re.compile(r"<\|[^|<>\n]{1,40}\|>|<｜[^｜<>\n]{1,40}｜>|\[[A-Z_]{3,30}\]")
+
+
+@dataclass
+class Edit:
+    """One edit of the output: ``kind`` insert / delete / replace at ``pos`` (output index), ``old`` the text
+    removed, ``new`` the text put there."""
+
+    kind: str
+    pos: int
+    old: str = ""
+    new: str = ""
+
+    def apply(self, s: str) -> str:
+        """``s`` with this edit made."""
+        return s[:self.pos] + self.new + s[self.pos + len(self.old):]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"kind": self.kind, "pos": self.pos, "old": self.old, "new": self.new}
+
+
+@dataclass
+class NearestOutput:
+    """The fewest edits found that make the output parse clean to a message with calls; ``repair``: a repair of
+    improved fidelity that already accepts the original output (``""`` if none)."""
+
+    edits: list[Edit]
+    output: str
+    message: dict[str, Any]
+    sentence: str
+    diff: str
+    repair: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"edits": [e.to_json() for e in self.edits], "output": self.output, "message": self.message,
+                "sentence": self.sentence, "diff": self.diff, "repair": self.repair}
+
+
+def _q(s: str, n: int = 40) -> str:
+    s = s if len(s) <= n else s[:n] + "…"
+    return code_span(_visible(s))
+
+
+# ------------------------------------------------------------------------------------------------ parsing
+
+
+class _Budget:
+    def __init__(self, seconds: float, parses: int, parse_cost: float = 0.0, chars: int = TRIAGE_CHARS):
+        self.end = time.monotonic() + seconds
+        self.left = parses
+        self.total = parses
+        self.hit = False
+        self.last: float | None = None
+        self.first = parse_cost
+        self.chars = chars
+
+    def take(self, n: int = 0) -> bool:
+        """One more parse of ``n`` characters, if the parse and character budgets allow and the last parse's
+        duration still fits in time."""
+        now = time.monotonic()
+        est = now - self.last if self.last is not None else self.first
+        if self.left <= 0 or now + est > self.end or n > self.chars:
+            self.hit = True
+            return False
+        self.last = now
+        self.left -= 1
+        self.chars -= n
+        return True
+
+
+@dataclass
+class _Parsed:
+    output: str
+    message: Any
+    clean: bool
+    stop: int          # output position, -1 none
+    expected: list[str]
+    truncated: bool
+
+
+def _accepted_parse(setup: _Setup, text: str, budget: Any, ctx: dict[str, Any]) -> Any:
+    """The parse of an edited ``text`` when the budget allows it, it builds and it is accepted (clean, calls, no
+    marker left: :func:`_accepts`); else None."""
+    if not budget.take(len(text)):
+        return None
+    try:
+        p = _parse(setup, text)
+    except Exception:  # noqa: BLE001 - no parser, no evidence
+        return None
+    return p if _accepts(p, ctx["markers"]) else None
+
+
+def _parse(setup: _Setup, output: str, *, repairs: tuple[str, ...] | None = None, template: Any = None,
+           request: Any = None) -> _Parsed:
+    """Parse ``output``; ``repairs``: improved fidelity with only these tolerance repairs on."""
+    from ..chat.pipeline import build_chat_parser, cached_analysis
+    from .trace_routes import MAIN, trace_parse
+
+    tpl = template if template is not None else setup.template
+    req = request if request is not None else setup.request
+    if repairs is None and setup.only_repairs is not None and setup.fidelity == "improved":
+        repairs = setup.only_repairs
+    if repairs is not None:
+        off = tuple(n for n in TOLERANCE_REPAIRS if n not in repairs)
+        bundle = build_chat_parser(tpl, req, fidelity="improved", disabled_repairs=off)
+    else:
+        report = None
+        if setup.overrides or setup.disabled:
+            from ..analysis import reapply
+
+            report = reapply(cached_analysis(tpl, setup.fidelity), overrides=setup.overrides or None,
+                             disabled_workarounds=setup.disabled)
+        bundle = build_chat_parser(tpl, req, report=report, fidelity=setup.fidelity)
+    from .trace_routes import peg_message
+
+    got = peg_message(bundle.parser, output)     # the parser's own parse: no trace needed when it is clean
+    if got is not None and got[1]:
+        return _Parsed(output, got[0], True, -1, [], False)
+    tr = trace_parse(bundle.parser, output, bundle.report)
+    exp: list[str] = []
+    stop = -1
+    if tr.stop >= 0:
+        sp = _stop_point(tr.text, tr.gp_len, tr.stop, tr.furthest.expected, tr.furthest.path)
+        stop, exp = sp.output_pos, sp.expected
+    clean = tr.entry == MAIN and tr.stop < 0 and tr.truncated_at < 0
+    return _Parsed(output, tr.message, clean, stop, exp, tr.truncated_at >= 0)
+
+
+def _literals(expected: list[str]) -> list[str]:
+    out: list[str] = []
+    for e in expected:
+        if len(e) >= 3 and e.startswith("`") and e.endswith("`"):
+            lit = e[1:-1].replace("\\n", "\n").replace("\\t", "\t")
+            if lit and lit not in out:
+                out.append(lit)
+    return out
+
+
+def _accepts(p: _Parsed, markers: list[str]) -> bool:
+    if not p.clean or not p.message.tool_calls:
+        return False
+    content = p.message.content or ""
+    return not any(m and m in content for m in markers) and not _SPECIAL_SHAPE.search(content) \
+        and not re.fullmatch(r"\s*(```[\w-]{0,16}\s*)+", content)     # a fence left around nothing
+
+
+# ------------------------------------------------------------------------------------------------ nearest
+
+
+def _marked(text: str, marks: list[str]) -> bool:
+    """Whether ``text`` holds a marker of the format or a special-token-shaped string."""
+    return any(m in text for m in marks) or bool(_SPECIAL_SHAPE.search(text))
+
+
+_END_OF_OUTPUT = "the end of the output"     # what a stop point expects where the output should end
+
+
+def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa: C901
+    """Single edits to try on ``s`` (parsed as ``p``), most plausible first."""
+    out: list[Edit] = []
+    if p.stop >= 0:
+        at = p.stop
+        tok = _TOKEN.match(s, at)
+        word = re.compile(r"[\w.\-]+|\s+").match(s, at)
+        lits = _literals(p.expected)
+        lits = [x for x in lits if x.strip(_WS) not in ctx["names"]]
+        for lit in lits[:4]:
+            # the literal written but for its whitespace tail (`>` of `>\n`): the whitespace put in alone, not
+            # the literal again before what the model wrote of it
+            k = 0
+            while k < len(lit) and at + k < len(s) and s[at + k] == lit[k]:
+                k += 1
+            if 0 < k < len(lit) and not lit[k:].strip(_WS):
+                out.append(Edit("insert", at + k, "", lit[k:]))
+            else:
+                out.append(Edit("insert", at, "", lit))
+        for lit in lits[:2]:
+            if tok:
+                out.append(Edit("replace", at, tok.group(0), lit))
+        if tok:
+            out.append(Edit("delete", at, tok.group(0), ""))
+        elif word and s[at:at + 1] in _WS:
+            out.append(Edit("delete", at, word.group(0), ""))
+        ws = re.compile(r"[ \t\r\n]{1,40}$").search(s, max(0, at - 40), at)
+        if ws and lits:     # whitespace written just before what the parser wanted there (`…</arg_value>\n</tool_call>`)
+            out.append(Edit("delete", ws.start(), ws.group(0), ""))
+        out.extend(_gap_in_literal(s, at, lits))
+        invented = _invented_call(s, at, p, ctx)
+        if invented:
+            out.append(invented)
+        if p.message.tool_calls:
+            rest = s[at:]
+            lead = rest.lstrip(_WS)
+            if lead and (_TOKEN.match(lead) or _JSON_CALL_START.match(lead)
+                         or re.match(r"[;,]\s{0,8}\{\s{0,40}\"name\"", lead)
+                         or any(o.strip(_WS) and lead.startswith(o.strip(_WS)) for o in ctx["openers"])):
+                # after the complete calls: another call, or an end token and what followed it — one deletion
+                out.append(Edit("delete", at, rest, ""))
+            elif lead and _END_OF_OUTPUT in p.expected:
+                # the parser wanted the output to end after the calls: the text written after them, deleted with
+                # the whitespace before it (a parse waits on after trailing whitespace for another call)
+                # (up to the next call when one follows: the text between two calls, not the call after it)
+                m = _JSON_CALL_START.search(s, at, at + 4096)
+                nxts = [i for i in (s.find(o.strip(_WS), at, at + 4096) for o in ctx["openers"] if o.strip(_WS))
+                        if i > at] + ([m.start()] if m else [])
+                # (prose only: text holding the format's markup is no text the model wrote instead of an end)
+                marks = [x for x in ctx["all_markers"] | set(ctx["markers"]) if x]
+                if nxts and not _marked(s[at:min(nxts)], marks):
+                    out.append(Edit("delete", at, s[at:min(nxts)], ""))
+                ws0 = re.compile(r"[ \t\r\n]{1,40}$").search(s, max(0, at - 40), at)
+                a0 = ws0.start() if ws0 else at
+                if not _marked(s[a0:], marks):
+                    out.append(Edit("delete", a0, s[a0:], ""))
+        fence = re.compile(r"\s{0,8}```").match(s, at)
+        if fence:       # a Markdown fence the format has no place for (its opener is deleted below)
+            out.append(Edit("delete", at, fence.group(0), ""))
+        quoted = _plain_quoted(s, at, lits)
+        if quoted:
+            out.append(quoted)
+        key = re.compile(r'"([A-Za-z_]{1,20})"').match(s, at)
+        if key and ctx["args_key"] and key.group(1) in _KEY_ALIASES and key.group(1) != ctx["args_key"]:
+            out.append(Edit("replace", at, key.group(0), f'"{ctx["args_key"]}"'))
+    # a JSON key the template writes otherwise ("parameters" where it writes "arguments")
+    if ctx["args_key"]:
+        for alias in _KEY_ALIASES:
+            if alias == ctx["args_key"]:
+                continue
+            i = s.find(f'"{alias}"')
+            if i >= 0:
+                out.append(Edit("replace", i, f'"{alias}"', f'"{ctx["args_key"]}"'))
+                break
+    if not p.message.tool_calls and p.stop < 0:
+        # an opener written without the whitespace the template puts after it (`<tool_call>{` for `<tool_call>\n{`)
+        for op in ctx["openers"][:2]:
+            core_, tail = op.rstrip(_WS), op[len(op.rstrip(_WS)):]
+            i = s.find(core_.strip(_WS)) if core_.strip(_WS) else -1
+            if tail and i >= 0 and not s.startswith(op.strip(_WS) + tail, i):
+                out.append(Edit("insert", i + len(core_.strip(_WS)), "", tail))
+        # call-like text in the content: the opener goes where it starts; closers at the end
+        starts = []
+        for name in ctx["names"]:
+            for pat in (f"<function={name}", f"<tool_call>{name}", name + "("):
+                i = s.find(pat)
+                if i >= 0:
+                    starts.append(i)
+        m = _JSON_CALL_START.search(s)
+        if m:
+            starts.append(m.start())
+        for i in sorted(set(starts))[:2]:
+            for op in ctx["openers"][:2]:
+                if not s.startswith(op.strip(_WS), i):
+                    out.append(Edit("insert", i, "", op))
+        if ctx["special_start"] and not s.startswith(ctx["special_start"]):
+            out.append(Edit("insert", 0, "", ctx["special_start"]))
+    if not p.message.tool_calls and (p.truncated or p.stop < 0) and ctx.get("r_ends"):
+        # a call written while the reasoning is open: the reasoning closer put in before the first call marker
+        own = set(ctx["markers"]) | ctx["all_markers"]
+        ends = [e for e in ctx["r_ends"] if e.strip(_WS) and e.strip(_WS) not in own and e.strip(_WS) not in s]
+        at = min((i for i in (s.find(m_) for m_ in ctx["markers"] if m_) if i >= 0), default=-1)
+        for e in ends[:1]:
+            if at >= 0:
+                out.append(Edit("insert", at, "", e))
+                if e != e.strip(_WS):
+                    out.append(Edit("insert", at, "", e.strip(_WS)))
+    m = re.search(r"```\w{0,16}\n", s)
+    if m:
+        out.append(Edit("delete", m.start(), m.group(0), ""))
+    if p.message.tool_calls and p.stop < 0 and not p.clean:
+        # the calls read by a route that is not the format's own (text before the call where the call turn
+        # starts with it): the text before the first call start, deleted
+        m = _JSON_CALL_START.search(s, 0, 4096)
+        firsts = [i for i in (s.find(o.strip(_WS), 0, 4096) for o in ctx["openers"] if o.strip(_WS)) if i >= 0]
+        i = min(firsts + ([m.start()] if m else []), default=-1)
+        if i > 0 and s[:i].strip(_WS):
+            out.append(Edit("delete", 0, s[:i], ""))
+    hint = ctx.get("stop_hint")
+    if p.message.tool_calls and p.stop < 0 and hint and hint[0] == s:
+        out.extend(_closer_then_opener(s, hint[1], _literals(hint[2]), ctx))
+    if p.message.tool_calls and p.stop < 0:
+        m = _SPECIAL_SHAPE.search(p.message.content or "")
+        i = s.find(m.group(0)) if m else -1
+        if i >= 0:
+            out.append(Edit("delete", i, m.group(0), ""))
+    if p.truncated:
+        # a tag the template's render of a call writes after whitespace (`\n</parameter>`), written bare: the
+        # parse of the value before it waits for more input — the whitespace put in before its first bare use
+        if "rendered_tags" not in ctx:
+            ctx["rendered_tags"] = _tags_as_rendered(ctx.get("setup"), ctx)
+        for ws, tag in ctx["rendered_tags"][:3]:
+            i = s.find(tag)
+            while i > 0 and s[:i].endswith(ws):
+                i = s.find(tag, i + len(tag))
+            if i > 0:
+                out.append(Edit("insert", i, "", ws))
+    if p.truncated or (p.stop < 0 and not p.message.tool_calls):
+        out.extend(_closers_before_last(s, ctx))
+        if "rendered_closers" not in ctx:
+            ctx["rendered_closers"] = _closers_as_rendered(ctx.get("setup"), ctx)
+        ctx["spaced_closers"] = list(dict.fromkeys(ctx.get("spaced_closers", []) + ctx["rendered_closers"]))
+        for c in ctx.get("spaced_closers", [])[:2] + ctx["closers"][:2]:
+            if not s.rstrip(_WS).endswith(c.strip(_WS)):
+                out.append(Edit("insert", len(s), "", c))
+        tail = re.compile(r"<[^<>\s]{1,40}$").search(s, max(0, len(s) - 42))
+        for c in ctx.get("spaced_closers", [])[:2] + ctx["closers"][:2]:
+            core_ = c.strip(_WS)
+            if tail and core_.startswith(tail.group(0)) and core_ != tail.group(0):
+                # a closer cut part-way (`</tool_` for `</tool_call>`): completing it is one edit (with the
+                # whitespace the template writes before it, when the model left that out too)
+                if c != core_:
+                    out.append(Edit("replace", tail.start(), tail.group(0), c))
+                out.append(Edit("insert", len(s), "", core_[len(tail.group(0)):]))
+                break
+    seen: set[tuple] = set()
+    uniq = []
+    for e in out:
+        k = (e.kind, e.pos, e.old, e.new)
+        if k not in seen:
+            seen.add(k)
+            uniq.append(e)
+    return uniq[:8]
+
+
+_CLOSE_TAG = re.compile(r"</([A-Za-z_][\w:\-]{0,40})>")
+_TAIL_FILL = "zqv0x"     # an argument value no template writes, so the render can be cut after it
+
+
+def _call_tail(ctx: dict[str, Any]) -> str:
+    """What the template's render of a call writes after its last argument value (Qwen3-Coder's
+    ``\n</parameter>\n</function>\n</tool_call>…``); one render per triage, ``""`` when it does not render."""
+    if "call_tail" not in ctx:
+        tail = ""
+        if ctx.get("setup") is not None and ctx["names"]:
+            render = _rendered_call(ctx["setup"], ctx["names"][0], {"a": _TAIL_FILL})
+            i = render.rfind(_TAIL_FILL)
+            tail = render[i + len(_TAIL_FILL):] if i >= 0 else ""
+        ctx["call_tail"] = tail
+    return ctx["call_tail"]
+
+
+def _closers_before_last(s: str, ctx: dict[str, Any]) -> list[Edit]:
+    """A value that runs on into the call's last closer (``fahrenheit\n</tool_call>``, the parse waiting for
+    the value's end): the closers the render writes between a value and that closer, put in before it as one edit
+    (and in place of the whitespace there, when the render writes none)."""
+    tail = _call_tail(ctx)
+    body = s.rstrip(_WS)
+    out: list[Edit] = []
+    for c in ctx["closers"][:2]:
+        j = tail.find(c) if c else -1
+        if j <= 0 or not body.endswith(c):
+            continue
+        piece = tail[:j]
+        i = len(body) - len(c)
+        if not piece.strip(_WS) or body[:i].rstrip(_WS).endswith(piece.strip(_WS)):
+            continue
+        op = max((s.rfind(o.strip(_WS), 0, i) for o in ctx["openers"] if o.strip(_WS)), default=-1)
+        if op < 0 or c in s[op:i]:     # the value runs on only when the call's closer ends it, written once
+            continue
+        tag = _CLOSE_TAG.search(piece)
+        if tag and s.rfind("</" + tag.group(1) + ">", 0, i) > s.rfind("<" + tag.group(1), 0, i):
+            continue                   # the last value's own closer is written: no value runs on
+        ws = re.compile(r"[ \t\r\n]{0,8}$").search(s, max(0, i - 8), i)
+        lead = ws.group(0) if ws else ""
+        if lead and piece.startswith(lead):
+            out.append(Edit("insert", i, "", piece[len(lead):]))
+            continue
+        if lead:
+            out.append(Edit("replace", i - len(lead), lead, piece))
+        out.append(Edit("insert", i, "", piece))
+    return out
+
+
+def _closer_then_opener(s: str, at: int, lits: list[str], ctx: dict[str, Any]) -> list[Edit]:
+    """Two calls written in one call block (``…}call:glob{…}``): where the parser wanted a closer of the format
+    and the text there starts as the template's render of a call starts after its opener, the closer and the
+    opener put in at that one place (one edit)."""
+    if not 0 <= at < len(s):
+        return []
+    render = _rendered_call(ctx["setup"], ctx["names"][0], {"a": _TAIL_FILL}) \
+        if ctx.get("setup") is not None and ctx["names"] else ""
+    out: list[Edit] = []
+    for op in ctx["openers"][:2]:
+        core_ = op.strip(_WS)
+        i = render.find(core_) if core_ else -1
+        if i < 0:
+            continue
+        body = render[i + len(core_):]
+        k = min((body.find(n) for n in ctx["names"] if n in body), default=-1)
+        head = body[:k] if k >= 0 else ""
+        if not head.strip(_WS) or not s.startswith(head.strip(_WS), at + len(s[at:]) - len(s[at:].lstrip(_WS))):
+            continue
+        for lit in lits[:2]:
+            if lit.strip(_WS) in ctx["all_markers"] and lit.strip(_WS) != core_:
+                out.append(Edit("insert", at, "", lit + core_))
+    return out
+
+
+_WRAP_HEAD = re.compile(r"[ \t\r\n]{0,8}(?:<([A-Za-z_][\w\-]{0,40})>|```[\w\-]{0,16})[ \t\r\n]{0,200}")
+_WRAP_TAIL = re.compile(r"[ \t\r\n]{0,200}(?:</([A-Za-z_][\w\-]{0,40})>|```)[ \t\r\n]{0,8}")
+
+
+def _wrapper_pair(s: str, ctx: dict[str, Any]) -> list[Edit]:
+    """A JSON call object alone inside a pair no render writes (``<response>`` … ``</response>``, a Markdown
+    fence): the pair's two halves deleted (two edits), when neither half is a marker of the format."""
+    m = _JSON_CALL_START.search(s, 0, 256)
+    if not m:
+        return []
+    head = _WRAP_HEAD.fullmatch(s, 0, m.start())
+    if not head:
+        return []
+    try:
+        _obj, end = json.JSONDecoder().raw_decode(s, m.start())
+    except ValueError:
+        return []
+    tail = _WRAP_TAIL.fullmatch(s, end)
+    if not tail or (head.group(1) or None) != (tail.group(1) or None):
+        return []
+    marks = ctx["all_markers"] | set(ctx["markers"])
+    if any(x.strip(_WS) in marks for x in (head.group(0), tail.group(0))):
+        return []
+    return [Edit("delete", 0, head.group(0), ""), Edit("delete", end - head.end(), tail.group(0), "")]
+
+
+def _closers_as_rendered(setup: _Setup | None, ctx: dict[str, Any]) -> list[str]:
+    """The analysis's closers with the whitespace the template's render of a call writes before them
+    (GLM's ``\n</tool_call>``): what a server's stop string may have removed, whitespace and all."""
+    if setup is None or not ctx["names"] or not ctx["closers"]:
+        return []
+    render = _rendered_call(setup, ctx["names"][0], {"a": "V0"})
+    out = []
+    for c in ctx["closers"][:2]:
+        m = re.compile(r"([ \t\r\n]{1,8})" + re.escape(c)).search(render)
+        if m:
+            out.append(m.group(0))
+    return out
+
+
+_WS_TAG = re.compile(r"([ \t\r\n]{1,8})(</[A-Za-z_][\w:\-]{0,40}>)")
+
+
+def _tags_as_rendered(setup: _Setup | None, ctx: dict[str, Any]) -> list[tuple[str, str]]:
+    """Closing tags the template's render of a call writes after whitespace, with that whitespace
+    (``("\n", "</parameter>")``); one render per triage."""
+    if setup is None or not ctx["names"]:
+        return []
+    render = _rendered_call(setup, ctx["names"][0], {"a": "V0"})
+    return list(dict.fromkeys((m.group(1), m.group(2)) for m in _WS_TAG.finditer(render)))
+
+
+def _gap_in_literal(s: str, at: int, lits: list[str]) -> list[Edit]:
+    """Where the parser wants a literal of several tokens (``<|START_THINKING|><|END_THINKING|><|START_ACTION|>``)
+    and the output writes its first token(s) there and the rest further on: deleting the text between (what the
+    model wrote inside a marker sequence the format writes glued) — one edit per literal, looked for within 4 KiB."""
+    out: list[Edit] = []
+    for lit in lits[:4]:
+        toks = list(_TOKEN.finditer(lit))
+        if len(toks) < 2:
+            continue
+        for t in toks[:-1][::-1]:
+            head, rest = lit[:t.end()], lit[t.end():]
+            if s.startswith(head, at) and rest.strip(_WS):
+                j = s.find(rest, at + len(head), at + len(head) + 4096)
+                if j > at + len(head):
+                    out.append(Edit("delete", at + len(head), s[at + len(head):j], ""))
+                break
+    return out
+
+
+def _invented_call(s: str, at: int, p: _Parsed, ctx: dict[str, Any]) -> Edit | None:
+    """Where the parser wants a declared tool's name and the output names another, and a further call follows: the
+    whole invented call deleted, up to where the next call starts (one edit)."""
+    names = [n for n in ctx["names"] if n]
+    lits = [x.strip(_WS) for x in _literals(p.expected)]
+    word = re.compile(r"[A-Za-z_][\w.\-]{0,63}").match(s, at)
+    if not word or word.group(0) in names or not lits or not set(lits) <= set(names):
+        return None
+    opens = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS)]
+    starts = [m.start() for m in _JSON_CALL_START.finditer(s, max(0, at - 200), at)]
+    starts += [i for i in (s.rfind(o, max(0, at - 200), at) for o in opens) if i >= 0]
+    if not starts:
+        return None
+    a = max(starts)
+    nxt = [m.start() for m in itertools.islice(_JSON_CALL_START.finditer(s, at), 1)]
+    nxt += [i for i in (s.find(o, at) for o in opens) if i >= 0]
+    if not nxt:
+        return None
+    return Edit("delete", a, s[a:min(nxt)], "")
+
+
+def _plain_quoted(s: str, at: int, lits: list[str]) -> Edit | None:
+    """A string value in plain quotes at ``at`` where the parser expects a delimiter token holding a quote
+    character (Gemma 4's ``<|"|>``): one edit writing the value between that token on both sides."""
+    q = s[at:at + 1]
+    delims = [x for x in lits if q and q in x and _SPECIAL_SHAPE.fullmatch(x.strip(_WS))]
+    if q not in ('"', "'") or not delims:
+        return None
+    i = at + 1
+    end = min(len(s), at + 4096)
+    while i < end and s[i] != q and s[i] != "\n":
+        i += 2 if s[i] == "\\" else 1
+    if i >= end or s[i] != q:
+        return None
+    d = delims[0].strip(_WS)
+    return Edit("replace", at, s[at:i + 1], d + s[at + 1:i] + d)
+
+
+def _quote_for_delimiter(edits: list[Edit]) -> str:
+    """The delimiter token of edits that each put a plain-quoted value between a delimiter token, else ``""``."""
+    toks = set()
+    for e in edits:
+        d = _SPECIAL_SHAPE.match(e.new)
+        if e.kind != "replace" or not d or len(e.old) < 2 or e.old[0] != e.old[-1] or e.old[0] not in "\"'" \
+                or e.new != d.group(0) + e.old[1:-1] + d.group(0):
+            return ""
+        toks.add(d.group(0))
+    return toks.pop() if len(toks) == 1 else ""
+
+
+def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
+    from .causes import tool_names, tool_openers
+
+    a = getattr(getattr(bundle, "report", None), "analysis", None)
+    args_key = ""
+    closers: list[str] = []
+    spaced: list[str] = []
+    markers: list[str] = []
+    if a is not None and bundle.format == "peg-native":
+        fj = a.to_json().get("tools", {})
+        fmt = fj.get("format", {}) or {}
+        args_key = (fmt.get("args_field") or fj.get("function", {}).get("args_field") or "").strip(_WS) \
+            if isinstance(fmt, dict) else ""
+        for k in ("per_call_end", "section_end"):
+            raw = (fmt.get(k) or "") if isinstance(fmt, dict) else ""
+            v = raw.strip(_WS)
+            if v:
+                closers.append(v)
+                if raw.rstrip(_WS) != v:
+                    spaced.append(raw.rstrip(_WS))     # the closer as the template writes it, its whitespace first
+        for k in ("per_call_start", "section_start"):
+            v = (fmt.get(k) or "").strip(_WS) if isinstance(fmt, dict) else ""
+            if v:
+                markers.append(v)
+    src = getattr(setup.template, "source", "") or ""
+    if not args_key:
+        for k in ("arguments", "parameters"):
+            if f'"{k}"' in src or f"'{k}'" in src:
+                args_key = k
+                break
+    if not closers:     # a handler's format (no analysis): the preserved tokens that close a tag
+        closers = [t.strip(_WS) for t in getattr(getattr(bundle, "parser", None), "preserved_tokens", None) or []
+                   if isinstance(t, str) and t.strip(_WS).startswith("</")][:2]
+    openers = tool_openers(setup)
+    special = ""
+    for o in openers:
+        if o.strip(_WS).startswith("[") or o.strip(_WS).startswith("<|"):
+            special = o
+            break
+    try:
+        r_ends = [e for e in reasoning_markers(bundle)[1] if e]
+    except Exception:  # noqa: BLE001 - a bundle without an analysis has no reasoning markers
+        r_ends = []
+    return {"names": tool_names(setup.request), "openers": openers, "closers": closers, "spaced_closers": spaced,
+            "r_ends": r_ends,
+            "args_key": args_key,
+            "all_markers": _format_markers(a, bundle),
+            "markers": markers + [o.strip(_WS) for o in openers if o.strip(_WS)], "special_start": special}
+
+
+def _format_markers(analysis: Any, bundle: Any) -> set[str]:
+    """Every marker of the format, whatever its role: the parser's preserved tokens and each string field of the
+    analysis's tool format (openers, closers, argument markers), stripped; reasoning markers excluded."""
+    out = {t.strip(_WS) for t in getattr(getattr(bundle, "parser", None), "preserved_tokens", None) or []
+           if isinstance(t, str) and t.strip(_WS)}
+    if analysis is not None:
+        stack = [analysis.to_json().get("tools", {})]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, dict):
+                stack.extend(v.values())
+            elif isinstance(v, str) and len(v.strip(_WS)) >= 2:
+                out.add(v.strip(_WS))
+    r_start, r_ends = reasoning_markers(bundle)
+    return out - {x.strip(_WS) for x in [r_start] + r_ends if x}
+
+
+def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx: dict[str, Any],
+                   stop: Any = None) -> tuple[list[Edit], _Parsed] | None:
+    """Breadth-first over edit sequences (≤ :data:`MAX_EDITS`), bounded by ``budget``: the first sequence
+    whose output parses clean with calls and no marker text left in the content. ``stop``: the explanation's
+    stop point, where the search starts when the parse itself settled the output as content."""
+    try:
+        if not budget.take(len(output)):
+            return None
+        start = _parse(setup, output)
+    except Exception:  # noqa: BLE001 - a parser that does not build has no nearest output
+        return None
+    if stop is not None and start.stop < 0 and not start.message.tool_calls and 0 <= stop.output_pos < len(output):
+        # the content route read the whole output; the call route's furthest point is where an edit belongs
+        start = replace(start, stop=stop.output_pos, expected=list(stop.expected))
+    if stop is not None and start.stop < 0 and start.message.tool_calls and 0 <= stop.output_pos < len(output):
+        # calls read and text left after them: where the call route stopped is where a call-joining edit belongs
+        ctx["stop_hint"] = (output, stop.output_pos, list(stop.expected))
+    frontier: list[tuple[list[Edit], str, _Parsed]] = [([], output, start)]
+    seen = {output}
+    for _depth in range(MAX_EDITS):
+        nxt: list[tuple[int, list[Edit], str, _Parsed]] = []
+        kept: list[tuple[list[Edit], str, _Parsed]] = []
+        for edits, s, p in frontier:
+            groups = [[e] for e in _candidates(s, p, ctx)]
+            if not edits and not p.message.tool_calls:
+                pair = _wrapper_pair(s, ctx)
+                if pair:
+                    groups.append(pair)
+            for group in groups:
+                if len(edits) + len(group) > MAX_EDITS:
+                    continue
+                e = group[0]
+                if e.kind == "insert" and e.new.strip(_WS) == "," and _CLOSING.match(s, e.pos):
+                    # a lone separator before a closing bracket is no model's mistake (a grammar may accept the
+                    # trailing comma): the member the grammar wants after it is what was left out
+                    e = _member_insert(setup, s, e.pos, budget)
+                    if e is None:
+                        continue
+                    group = [e]
+                t = s
+                for g in group:
+                    t = g.apply(t)
+                if t in seen:
+                    continue
+                seen.add(t)
+                if not budget.take(len(t)):
+                    return None
+                try:
+                    q = _parse(setup, t)
+                except Exception:  # noqa: BLE001
+                    continue
+                if _accepts(q, ctx["markers"]):
+                    return edits + group, q
+                if len(group) > 1:
+                    # a wrapper taken off whole: the call inside is what the next edit works on, however far
+                    # the parse of it gets
+                    kept.append((edits + group, t, q))
+                    continue
+                # progress: how far the parse got (a clean parse with calls got all the way; one step from done)
+                # (a parse that reads to the end and waits for more got past any stop inside the output)
+                progress = q.stop if q.stop >= 0 else (len(t) + 1 if q.message.tool_calls else
+                                                       len(t) if q.truncated else -1)
+                base = p.stop if p.stop >= 0 else -1
+                if progress > base or (q.message.tool_calls and not p.message.tool_calls):
+                    nxt.append((progress, edits + group, t, q))
+        nxt.sort(key=lambda x: -x[0])
+        frontier = [(e, t, q) for _pr, e, t, q in nxt[:3]] + kept[:1]
+        if not frontier:
+            return None
+    return None
+
+
+_CLOSING = re.compile(r"\s{0,40}[}\]]")
+_KEY_LITERAL = re.compile(r'"[A-Za-z_][\w\-]{0,40}"')
+_MEMBER = re.compile(r',\s?("[A-Za-z_][\w\-]{0,40}"): ""')
+
+
+def _member_insert(setup: _Setup, s: str, pos: int, budget: _Budget) -> Edit | None:
+    """Where the parser wants a ``,`` before a closing bracket: the JSON member it wants after the comma (its
+    key from one probe parse; the value an empty string, which the edit's sentence calls any value), as one
+    insert; None when the parser names no key there."""
+    probe = s[:pos] + ", \x01" + s[pos:]
+    if not budget.take(len(probe)):
+        return None
+    try:
+        q = _parse(setup, probe)
+    except Exception:  # noqa: BLE001
+        return None
+    keys = [x for x in _literals(q.expected) if _KEY_LITERAL.fullmatch(x)]
+    return Edit("insert", pos, "", f", {keys[0]}: \"\"") if keys else None
+
+
+def _shift(edits: list[Edit]) -> list[Edit]:
+    """Edits made one after another, as positions in the original output (for the diff)."""
+    out: list[Edit] = []
+    for i, e in enumerate(edits):
+        pos = e.pos
+        for prev in reversed(edits[:i]):
+            if prev.pos <= pos:
+                pos -= len(prev.new) - len(prev.old)
+        out.append(Edit(e.kind, pos, e.old, e.new))
+    return out
+
+
+def sentence_of(edits: list[Edit], output: str) -> str:
+    """One line naming what the model did, from the edits (positions in ``output``). An opener and its closer
+    both inserted around the same text are one mistake (the model wrote the call bare), told once: "never
+    closed" is said only of an opener the model did write and left open."""
+    parts = []
+    paired = _inserted_pairs(edits, output)
+    for i, e in enumerate(edits):
+        if i in paired.values():
+            continue
+        after = output[e.pos:e.pos + 24].split("\n")[0] if e.pos < len(output) else ""
+        member = _MEMBER.fullmatch(e.new) if e.kind == "insert" else None
+        if member:
+            parts.append(f"the model omitted the member {_q(member.group(1))} (any value)"
+                         + (f" before {_q(after)}" if after.strip(_WS) else ""))
+            continue
+        if i in paired:
+            closer = edits[paired[i]]
+            parts.append(f"the model omitted both {_q(e.new.strip(_WS))} and its closer {_q(closer.new.strip(_WS))}"
+                         + (f" around {_q(output[e.pos:closer.pos].strip(_WS), 24)}"
+                            if output[e.pos:closer.pos].strip(_WS) else ""))
+            continue
+        if e.kind == "insert":
+            tag = _CLOSER_TAG.match(e.new.strip(_WS))
+            opener = _open_tag_before(output, tag.group(1), e.pos) if tag else ""
+            if tag and opener:
+                parts.append(f"the model never closed {_q(opener)}"
+                             + (f" (expected {_q(e.new.strip(_WS))} before {_q(after)})" if after else ""))
+            elif e.pos >= len(output):
+                parts.append(f"the model stopped before {_q(e.new.strip(_WS) or e.new)}")
+            else:
+                parts.append(f"the model omitted {_q(e.new.strip(_WS) or e.new)}"
+                             + (f" before {_q(after)}" if after.strip(_WS) else ""))
+        elif e.kind == "delete":
+            body = e.old.strip(_WS + ";,")
+            tok = _TOKEN.match(body)
+            whole = (_JSON_CALL_START.match(body) and body.endswith("}")) or (tok and len(body) > tok.end() + 10)
+            parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, "
+                         + ("a whole call or turn more than the format, as requested, reads there" if whole else
+                            "which the template's format has no place for"))
+        else:
+            parts.append(f"the model wrote {_q(e.old)} where the template writes {_q(e.new)}")
+    return "; then ".join(parts)
+
+
+_CLOSER_TAG = re.compile(r"</([\w:\-]{1,64})>?$")
+
+
+def _open_tag_before(output: str, name: str, pos: int) -> str:
+    """The last ``<name…>`` the model wrote before ``pos`` and did not close before it (``""`` if none)."""
+    i = output.rfind("<" + name, 0, pos)
+    while i >= 0 and output[i + 1 + len(name):i + 2 + len(name)] not in (">", "=", " ", "\n", "\t"):
+        i = output.rfind("<" + name, 0, i)          # `<tool_call_x` is no `<tool_call`
+    if i < 0 or output.find("</" + name, i, pos) >= 0:
+        return ""
+    j = output.find(">", i, pos)
+    return output[i:j + 1] if j > 0 else "<" + name + ">"
+
+
+def _inserted_pairs(edits: list[Edit], output: str) -> dict[int, int]:
+    """Index of an inserted opener -> index of the inserted closer of the same tag after it, where the model
+    wrote no such opener between them: both edits put back one wrapper the model left out."""
+    pairs: dict[int, int] = {}
+    for j, c in enumerate(edits):
+        tag = _CLOSER_TAG.match(c.new.strip(_WS)) if c.kind == "insert" else None
+        if not tag or _open_tag_before(output, tag.group(1), c.pos):
+            continue
+        name = tag.group(1)
+        for i, o in enumerate(edits):
+            if i != j and i not in pairs and o.kind == "insert" and o.pos <= c.pos \
+                    and re.fullmatch(rf"<{re.escape(name)}(?:[\s=][^<>]{{0,200}})?>", o.new.strip(_WS)) \
+                    and output.find("<" + name, o.pos, c.pos) < 0:
+                pairs[i] = j
+                break
+    return pairs
+
+
+def _diff_visible(s: str) -> str:
+    """``s`` as one line of the diff: whitespace visible and every invisible character escaped (``\\u2028``,
+    ``\\u0085``: every character that could break a line among them), so no text of the output can start a diff
+    line of its own."""
+    return _visible(s)
+
+
+def diff_of(edits: list[Edit], output: str, width: int = 30) -> str:
+    """A readable diff that no text can forge: per edit a header with its position (numbers only), the original
+    window on a ``-`` line and the edited one on a ``+`` line, each followed by a ``?`` guide line that marks the
+    removed (``-``) or inserted (``+``) characters in columns (difflib's ndiff style). The output's own text is
+    never wrapped in markup, so a ``}``, ``[-`` or ``+}`` the model wrote reads as itself."""
+    lines = []
+    for e in edits:
+        a = max(0, e.pos - width)
+        before = _diff_visible(output[a:e.pos])
+        old, new = _diff_visible(e.old), _diff_visible(e.new)
+        after = _diff_visible(output[e.pos + len(e.old):min(len(output), e.pos + len(e.old) + width)])
+        what = (f"insert {len(e.new)} character(s)" if not e.old else f"delete {len(e.old)} character(s)"
+                if not e.new else f"replace {len(e.old)} character(s) with {len(e.new)}")
+        lines.append(f"@@ output position {e.pos}: {what} @@")
+        lines.append("- " + before + old + after)
+        if old:
+            lines.append("? " + " " * len(before) + "-" * len(old))
+        lines.append("+ " + before + new + after)
+        if new:
+            lines.append("? " + " " * len(before) + "+" * len(new))
+    return "\n".join(lines)
