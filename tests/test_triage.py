@@ -153,7 +153,14 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   model's own template; 19 rows), by a rule committed before explain ran (``scripts/triage_queue.py kept24``),
   labelled by the labelling guide's decision order and committed before the triage ran, scored once (17/19 cause,
   19/19 fix, 6/11 nearest; ``python scripts/triage_kept7_score.py --set kept24.jsonl``; "Twenty-sixth batch:
-  kept24.jsonl (kept aside)")."""
+  kept24.jsonl (kept aside)").
+- ``kept27.jsonl``: the twenty-ninth batch, split ``"kept27"``, kept aside: failing outputs quoted in recent public
+  reports on the newest families whose templates we hold, picked by a query rule committed before any report was read
+  (two amendments, each committed before any row), checked against every held file (``scripts/triage_batch_check.py``),
+  labelled by the labelling guide's decision order and committed before explain or the triage ran; one row
+  (google/adk-python#5024, DeepSeek-V3's own call markup left as text), scored once (1/1 cause, 1/1 fix, 0/0 nearest;
+  ``python scripts/triage_kept7_score.py --set kept27.jsonl``; "Twenty-ninth batch: kept27.jsonl (kept aside, public
+  reports)")."""
 
 from __future__ import annotations
 
@@ -354,6 +361,9 @@ SCORES = {
     # (the sixteenth round of rules and the repairs written from kept16 … kept19 moved no row; the nearest-output
     # search's new edit kinds, written from kept19 … kept22, find one more nearest output: 6 -> 7)
     "kept24.jsonl": {"kept24": (17, 19, 7, 11)},
+    # kept aside, public reports on the newest families: first run at the labelled commit (docs/explain.md
+    # "Twenty-ninth batch"); one row, DeepSeek-V3's own call markup read at improved fidelity
+    "kept27.jsonl": {"kept27": (1, 1, 0, 0)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
@@ -361,7 +371,8 @@ SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 1
          "kept9.jsonl": 34, "kept10.jsonl": 33, "kept11.jsonl": 40, "kept12.jsonl": 6,
          "kept13.jsonl": 36, "kept14.jsonl": 11, "kept15.jsonl": 30, "kept16.jsonl": 30,
          "kept17.jsonl": 6, "kept18.jsonl": 21, "kept19.jsonl": 11,
-         "kept20.jsonl": 10, "kept21.jsonl": 12, "kept22.jsonl": 30, "kept23.jsonl": 21, "kept24.jsonl": 19}
+         "kept20.jsonl": 10, "kept21.jsonl": 12, "kept22.jsonl": 30, "kept23.jsonl": 21, "kept24.jsonl": 19,
+         "kept27.jsonl": 1}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
