@@ -76,3 +76,26 @@ def test_render_passes_the_requests_chat_template_kwargs_as_a_server_does(tmp_pa
         ends[thinking] = p.stdout
     assert ends[False].endswith("<｜User｜>hi<｜Assistant｜><think></think>"), ends[False][-60:]
     assert ends[True].endswith("<｜User｜>hi<｜Assistant｜><think>")
+
+
+def test_a_template_written_for_llama_cpps_engine_renders_in_its_dialect(tmp_path) -> None:
+    # Kimi-K2-Instruct.jinja (as llama.cpp vendors it) queues call ids with list.append, which transformers'
+    # sandbox refuses: the error says so and names the dialect that renders it; --dialect llama.cpp renders it
+    kimi = str(TEMPLATES / "Kimi-K2-Instruct.jinja")
+    req = tmp_path / "call.json"
+    req.write_text(json.dumps({
+        "messages": [{"role": "user", "content": "hi"},
+                     {"role": "assistant", "content": "", "tool_calls": [{"id": "functions.get_weather:0",
+                      "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]}],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}}}}],
+        "add_generation_prompt": False}), encoding="utf-8")
+    p = _run(kimi, "--request", str(req))
+    err = p.stderr.strip()
+    assert p.returncode == 2 and len(err.splitlines()) == 1, err
+    assert "'append' of 'list' object is not allowed" in err and err.endswith("add --dialect llama.cpp")
+    q = _run(kimi, "--request", str(req), "--dialect", "llama.cpp")
+    assert q.returncode == 0, q.stderr
+    assert q.stdout.endswith("<|im_assistant|>assistant<|im_middle|><|tool_calls_section_begin|><|tool_call_begin|>"
+                             "functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}"
+                             "<|tool_call_end|><|tool_calls_section_end|><|im_end|>")

@@ -76,11 +76,18 @@ def _cmd_render(args: Any) -> int:
     request = load_request(args.request)
     template = load(args.file, args.variant, request)
     agp = request.add_generation_prompt and not args.no_generation_prompt
-    text, where = render_located(template.source, template.name, request.messages, request.tools or None,
-                                 add_generation_prompt=agp, enable_thinking=request.enable_thinking,
-                                 chat_template_kwargs=request.chat_template_kwargs)
+
+    def attempt(dialect: str) -> tuple[str | None, Any]:
+        return render_located(template.source, template.name, request.messages, request.tools or None,
+                              add_generation_prompt=agp, enable_thinking=request.enable_thinking,
+                              chat_template_kwargs=request.chat_template_kwargs, dialect=dialect)
+
+    text, where = attempt(args.dialect)
     if text is None:
-        raise ChatTemplateExplorerError(f"{template.name}: {where.headline()}")
+        # a template written for llama.cpp's engine (list.append, …) fails in transformers' sandbox: say which works
+        hint = ("; it renders in llama.cpp's dialect: add --dialect llama.cpp"
+                if args.dialect == "transformers" and attempt("llama.cpp")[0] is not None else "")
+        raise ChatTemplateExplorerError(f"{template.name}: {where.headline()}{hint}")
     sys.stdout.write(escape_invisible(text))   # exactly the render (no newline added), bidi characters escaped
     return 0
 
@@ -116,4 +123,7 @@ def register(subparsers: Any) -> None:
                                      "for the request)")
     r.add_argument("--no-generation-prompt", action="store_true",
                    help="render without the generation prompt (add_generation_prompt false)")
+    r.add_argument("--dialect", choices=["transformers", "llama.cpp"], default="transformers",
+                   help="whose Jinja rules: transformers' sandbox (default; lists are immutable) or llama.cpp's "
+                        "engine (list.append works)")
     r.set_defaults(func=_guard(_cmd_render))
